@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Build the project environment in .venv/ on a fresh Debian machine.
+#
+# MPI and parallel HDF5 come from Debian (MPICH + libhdf5-mpich); mpi4py and
+# h5py are built from source against them so that h5py.get_config().mpi is
+# True.  The built wheels are cached under ~/.cache/trajscale/wheels so a
+# second run on the same machine takes seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+VENV=.venv
+CACHE=${TRAJSCALE_CACHE:-$HOME/.cache/trajscale}
+WHEELS=$CACHE/wheels
+H5PY_VERSION=3.16.0
+MPI4PY_VERSION=4.1.2
+STAMP=$VENV/.trajscale-env-ok
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+need_apt=0
+for pkg in libhdf5-mpich-dev mpich pkg-config; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt=1
+done
+if [ "$need_apt" = 1 ]; then
+  log "installing MPICH and parallel HDF5 from Debian"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libhdf5-mpich-dev mpich pkg-config >/dev/null
+fi
+
+if [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] && [ "$STAMP" -nt "$0" ]; then
+  exit 0
+fi
+
+[ -x $VENV/bin/python ] || { log "creating $VENV"; $PY -m venv $VENV; }
+PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
+$PIP install -U pip "setuptools>=77" wheel packaging "Cython>=3,<4" "numpy>=2,<3" pkgconfig
+
+mkdir -p "$WHEELS"
+export MPICC=mpicc
+if ! ls "$WHEELS"/mpi4py-$MPI4PY_VERSION-*.whl >/dev/null 2>&1; then
+  log "building mpi4py $MPI4PY_VERSION against the system MPICH (a few minutes, once)"
+  $PIP wheel --no-cache-dir --no-deps --no-binary=mpi4py -w "$WHEELS" mpi4py==$MPI4PY_VERSION
+fi
+# h5py's MPI build imports mpi4py, so install it first.
+$PIP install --no-deps --force-reinstall "$WHEELS"/mpi4py-$MPI4PY_VERSION-*.whl
+if ! ls "$WHEELS"/h5py-$H5PY_VERSION-*.whl >/dev/null 2>&1; then
+  log "building h5py $H5PY_VERSION against parallel HDF5 (a few minutes, once)"
+  CC=mpicc HDF5_MPI=ON HDF5_PKGCONFIG_NAME=hdf5-mpich \
+    $PIP wheel --no-cache-dir --no-deps --no-binary=h5py --no-build-isolation -w "$WHEELS" h5py==$H5PY_VERSION
+fi
+$PIP install --no-deps --force-reinstall "$WHEELS"/h5py-$H5PY_VERSION-*.whl
+
+# Pin the MPI builds so pip never swaps in a serial wheel.
+CONSTRAINTS=$CACHE/constraints.txt
+$VENV/bin/python - > "$CONSTRAINTS" <<'PY'
+import h5py, mpi4py, numpy
+print(f"h5py=={h5py.__version__}\nmpi4py=={mpi4py.__version__}\nnumpy=={numpy.__version__}")
+PY
+log "installing trajscale and its dependencies"
+$PIP install -c "$CONSTRAINTS" -e ".[all]"
+
+# A PyPI MPI in the venv would shadow Debian's mpiexec; refuse it.
+if [ -e $VENV/bin/mpiexec ]; then
+  log "error: $VENV/bin/mpiexec exists (an MPI from PyPI); remove it"; exit 1
+fi
+$VENV/bin/python - <<'PY'
+import h5py, mpi4py
+assert h5py.get_config().mpi, "h5py was not built with MPI support"
+print(f"[setup] h5py {h5py.__version__} (HDF5 {h5py.version.hdf5_version}, mpi=True), mpi4py {mpi4py.__version__}")
+PY
+touch "$STAMP"

@@ -1,0 +1,23 @@
+"""trajscale: MD trajectory I/O and analysis at the speed of the storage.
+
+>>> import trajscale as ts
+>>> r = ts.run(ts.RMSD(select="protein and name CA"), "top.tpr", "traj.h5md",
+...            executor="processes", n_workers=2)
+>>> r.rmsd, r.frames, r.times, r.report
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .analysis import RMSD, Analysis
+from .block import Block, FrameRange
+from .errors import TrajscaleError
+from .executors import make_executor
+from .report.timing import RunReport
+from .run import run
+from .sources import H5MDSource, MDASource, open_source
+from .store.layout import Layout
+
+__all__ = ["RMSD", "Analysis", "Block", "FrameRange", "TrajscaleError", "make_executor",
+           "RunReport", "run", "H5MDSource", "MDASource", "open_source", "Layout", "__version__"]

@@ -1,0 +1,10 @@
+"""Split-apply-combine analyses."""
+
+from __future__ import annotations
+
+from .base import Analysis, Prepared, analysis_from_config
+from .rmsd import RMSD, RMSDResult
+
+ANALYSES: dict[str, type[Analysis]] = {"rmsd": RMSD}
+
+__all__ = ["Analysis", "Prepared", "RMSD", "RMSDResult", "ANALYSES", "analysis_from_config"]

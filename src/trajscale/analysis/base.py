@@ -1,0 +1,101 @@
+"""The Analysis protocol: prepare once, map per block (pure), reduce (associative)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..block import Block
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` hands to every worker: plain values only.
+
+    Attributes
+    ----------
+    atoms
+        Global indices of the atoms to read (sorted); blocks hold only these.
+    state
+        Analysis-specific arrays (reference coordinates, indices into ``atoms``).
+    """
+
+    atoms: np.ndarray | None
+    state: dict = field(default_factory=dict)
+
+
+class Analysis(ABC):
+    """Split-apply-combine analysis.
+
+    Subclasses set ``name`` and implement :meth:`prepare`, :meth:`map`,
+    :meth:`reduce`, :meth:`result` and :meth:`get_config`.  An analysis object
+    holds only its parameters; it travels as ``get_config()`` and is rebuilt
+    on workers with :func:`analysis_from_config`.
+    """
+
+    name: str = ""
+    #: Per-atom fields the analysis needs from each Block.
+    fields: tuple[str, ...] = ("position",)
+    #: True when partials hold one row per frame (concatenated in frame order).
+    per_frame: bool = True
+
+    @abstractmethod
+    def prepare(self, universe, source) -> Prepared:
+        """Resolve selections and references (once, on one process)."""
+
+    @abstractmethod
+    def map(self, block: Block, prep: Prepared) -> dict:
+        """Partial result for one block; no side effects."""
+
+    def reduce(self, partials: list[dict]) -> dict:
+        """Combine partials; the default concatenates per-frame arrays in frame order."""
+        partials = sorted((p for p in partials if p), key=lambda p: int(p["frame"][0]) if len(p["frame"]) else -1)
+        if not partials:
+            return {}
+        return {k: np.concatenate([p[k] for p in partials]) for k in partials[0]}
+
+    @abstractmethod
+    def result(self, reduced: dict, prep: Prepared):
+        """Turn the reduced partial into the user-facing result."""
+
+    @abstractmethod
+    def get_config(self) -> dict:
+        """Parameters as plain values, including ``"name"``."""
+
+
+def analysis_from_config(config: dict) -> Analysis:
+    """Rebuild an analysis from its config dict."""
+    from . import ANALYSES
+    from ..errors import ConfigError
+
+    cfg = dict(config)
+    name = cfg.pop("name")
+    try:
+        cls = ANALYSES[name]
+    except KeyError:
+        raise ConfigError(f"unknown analysis {name!r}; known: {', '.join(ANALYSES)}") from None
+    return cls(**cfg)
+
+
+def select_atoms(universe, selection: str, what: str = "selection"):
+    """``universe.select_atoms`` with empty or invalid selections as clear errors."""
+    from ..errors import SelectionError
+
+    try:
+        group = universe.select_atoms(selection)
+    except Exception as exc:   # MDAnalysis raises SelectionError, ValueError, KeyError...
+        raise SelectionError(f"invalid {what} {selection!r}: {exc}") from None
+    if group.n_atoms == 0:
+        raise SelectionError(f"{what} {selection!r} selects no atoms")
+    return group
+
+
+def check_finite(block: Block, positions: np.ndarray, source: str) -> None:
+    """Raise BadCoordinatesError naming the first frame with NaN/inf coordinates."""
+    from ..errors import BadCoordinatesError
+
+    finite = np.isfinite(positions).all(axis=(1, 2))
+    if not finite.all():
+        raise BadCoordinatesError(block.start + int(np.argmin(finite)), source)

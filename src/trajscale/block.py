@@ -1,0 +1,89 @@
+"""Records that travel between layers: a block of frames and a frame range."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class FrameRange:
+    """A half-open range of global frame indices ``[start, stop)``."""
+
+    start: int
+    stop: int
+
+    def __post_init__(self) -> None:
+        if self.stop < self.start:
+            raise ValueError(f"empty-negative frame range [{self.start}, {self.stop})")
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Frames ``[start, stop)`` of a trajectory, for the selected atoms.
+
+    Attributes
+    ----------
+    start, stop
+        Global frame range of the block.
+    positions
+        ``(n_frames, n_atoms, 3)`` float32, Å.
+    box
+        ``(n_frames, 6)`` float32 ``[a, b, c, alpha, beta, gamma]`` (Å, degrees);
+        zeros where the trajectory has no box.
+    time
+        ``(n_frames,)`` float64, ps.
+    step
+        ``(n_frames,)`` int64 integration steps.
+    velocities, forces
+        Optional arrays shaped like ``positions`` (Å/ps, kJ/(mol Å)).
+    """
+
+    start: int
+    stop: int
+    positions: np.ndarray
+    box: np.ndarray
+    time: np.ndarray
+    step: np.ndarray
+    velocities: np.ndarray | None = None
+    forces: np.ndarray | None = None
+
+    @property
+    def n_frames(self) -> int:
+        return self.stop - self.start
+
+    @property
+    def frames(self) -> np.ndarray:
+        """Global frame indices of the block."""
+        return np.arange(self.start, self.stop, dtype=np.int64)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.positions, self.box, self.time, self.step, self.velocities, self.forces)
+        return int(sum(a.nbytes for a in arrays if a is not None))
+
+
+def split_frames(n_frames: int, n_tasks: int, align: int = 1) -> list[FrameRange]:
+    """Balanced contiguous frame ranges, boundaries aligned to ``align`` frames.
+
+    The seed's ``make_balanced_slices``: ranges differ by at most one aligned
+    unit; with more tasks than units some tasks are dropped rather than empty.
+    """
+    if n_frames <= 0:
+        return []
+    n_tasks = max(1, int(n_tasks))
+    align = max(1, int(align))
+    n_units = -(-n_frames // align)
+    n_tasks = min(n_tasks, n_units)
+    base, extra = divmod(n_units, n_tasks)
+    ranges, unit = [], 0
+    for i in range(n_tasks):
+        k = base + (1 if i < extra else 0)
+        start, stop = unit * align, min((unit + k) * align, n_frames)
+        ranges.append(FrameRange(start, stop))
+        unit += k
+    return ranges

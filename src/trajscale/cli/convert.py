@@ -1,0 +1,48 @@
+"""``trajscale convert``: any trajectory MDAnalysis reads -> H5MD with a chosen layout."""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("trajscale")
+
+
+def add_frame_range(p) -> None:
+    p.add_argument("--start", type=int, default=None, help="first frame (of the concatenated input)")
+    p.add_argument("--stop", type=int, default=None, help="frame to stop before")
+    p.add_argument("--step", type=int, default=None, help="take every STEP-th frame")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("convert", help="convert trajectories to H5MD",
+                       description="Convert one or more trajectories (concatenated in order) to an H5MD "
+                                   "file with a layout chosen for analysis. Step and time are renumbered "
+                                   "where they would repeat or go backwards.")
+    p.add_argument("topology", help="topology file (TPR, PSF, GRO, PDB, ...)")
+    p.add_argument("trajectories", nargs="+", help="trajectory files (XTC, TRR, DCD, NetCDF, H5MD, ...)")
+    p.add_argument("-o", "--output", required=True, help="output .h5md file")
+    p.add_argument("--chunks", default="auto",
+                   help="auto (frames per chunk planned for ~2 MiB, whole frames), frame (1, n_atoms, 3), "
+                        "contiguous, h5py (h5py's own guess) or a number of frames per chunk (default auto)")
+    p.add_argument("--compression", default="none", help="none, gzip[:1-9], lzf, blosc, zstd (default none)")
+    p.add_argument("--fletcher32", action="store_true", help="add checksums to chunks")
+    p.add_argument("--select", default=None, help="write only these atoms (MDAnalysis selection)")
+    add_frame_range(p)
+    p.add_argument("--no-velocities", action="store_true", help="drop velocities")
+    p.add_argument("--no-forces", action="store_true", help="drop forces")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from ..convert.convert import convert
+    from ..store.layout import Layout
+
+    layout = Layout.parse(args.chunks, args.compression, args.fletcher32)
+    s = convert(args.topology, args.trajectories, args.output, layout=layout, select=args.select,
+                start=args.start, stop=args.stop, step=args.step, velocities=not args.no_velocities,
+                forces=not args.no_forces, overwrite=args.overwrite, progress=not args.no_progress)
+    log.info("wrote %s: %d frames x %d atoms (%s), %s, %.1f MB in %.1f s", s.output, s.n_frames,
+             s.n_atoms, "+".join(s.fields), s.layout, s.bytes_written / 1e6, s.seconds)
+    return 0

@@ -1,0 +1,45 @@
+"""``trajscale inspect``: layout, units and read amplification of an H5MD file."""
+
+from __future__ import annotations
+
+import json
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("inspect", help="describe an H5MD file and its layout",
+                       description="Groups, frames, atoms, units, chunk shape, compression, file size and "
+                                   "the read amplification of common access patterns.")
+    p.add_argument("file", help="H5MD file")
+    p.add_argument("--group", default=None, help="particle group (default: the first with positions)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from ..store.inspect import inspect_file
+
+    facts = inspect_file(args.file, args.group)
+    if args.json:
+        print(json.dumps(facts, indent=1))
+        return 0
+    print(format_facts(facts))
+    return 0
+
+
+def format_facts(f: dict) -> str:
+    size = f.get("file_bytes", 0)
+    lines = [
+        f"file          {f['path']}  ({size / 1e6:.1f} MB)",
+        f"H5MD          version {f.get('h5md_version', '?')}  creator {f.get('creator', '?')}",
+        f"groups        {', '.join(f['groups'])}  (reading '{f['group']}')",
+        f"frames x atoms {f['n_frames']} x {f['n_atoms']}  fields {', '.join(f['fields'])}  dtype {f['dtype']}",
+        f"units         " + ", ".join(f"{k}: {v}" for k, v in f["units"].items()),
+        f"boundary      {' '.join(f['boundary'])}",
+        f"chunks        {f['chunks']}   compression {f['compression']}",
+        "read amplification (bytes HDF5 reads and decodes / bytes asked for):",
+    ]
+    lines += [f"  {name:32s} {amp:8.2f}x" for name, amp in f["read_amplification"].items()]
+    if f.get("observables"):
+        lines.append(f"observables   {', '.join(f['observables'])}")
+    lines += [f"WARNING: {w}" for w in f["warnings"]]
+    return "\n".join(lines)

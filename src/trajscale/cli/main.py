@@ -1,0 +1,66 @@
+"""``trajscale`` command line: one module per command, each with ``add_parser`` and ``main``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import signal
+import sys
+
+from .. import __version__
+from ..errors import TrajscaleError
+
+#: command -> module (imported only when that command runs).
+COMMANDS = {
+    "convert": "trajscale.cli.convert",
+    "inspect": "trajscale.cli.inspect",
+    "verify": "trajscale.cli.verify",
+    "run": "trajscale.cli.run",
+    "report": "trajscale.cli.report",
+    "demo": "trajscale.cli.demo",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trajscale",
+        description="MD trajectory I/O and analysis at the speed of the storage (H5MD, MPI-IO, Dask).")
+    parser.add_argument("--version", action="version", version=f"trajscale {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, module in COMMANDS.items():
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:   # a command whose module is not there yet
+            continue
+        mod.add_parser(sub)
+    return parser
+
+
+def _terminate(signum, frame):
+    # Raising here unwinds through atomic_output, which removes temporary files.
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    logging.basicConfig(level=level, format="trajscale: %(message)s", stream=sys.stderr)
+    for noisy in ("MDAnalysis", "distributed", "numba", "matplotlib", "asyncio", "h5py"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return int(args.func(args) or 0)
+    except TrajscaleError as exc:
+        print(f"trajscale {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"trajscale {args.command}: interrupted; no partial output was kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""``trajscale verify``: an H5MD file against the trajectories it came from."""
+
+from __future__ import annotations
+
+import sys
+
+from .convert import add_frame_range
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("verify", help="compare an H5MD file with its source trajectories",
+                       description="Frame-by-frame comparison of positions (max |dx|), velocities, forces, "
+                                   "time, step and box. Exit 0 only if equal within float32 round-off.")
+    p.add_argument("topology")
+    p.add_argument("files", nargs="+", metavar="FILE", help="source trajectories, then the H5MD file last")
+    p.add_argument("--select", default=None, help="the selection used when converting")
+    add_frame_range(p)
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from ..convert.verify import verify
+    from ..errors import ConfigError
+
+    if len(args.files) < 2:
+        raise ConfigError("give the source trajectories and then the H5MD file")
+    *sources, h5md = args.files
+    rep = verify(args.topology, sources, h5md, select=args.select, start=args.start, stop=args.stop,
+                 step=args.step, progress=not args.no_progress)
+    print(f"{h5md}: {rep.n_frames} frames x {rep.n_atoms} atoms; max |dx| = {rep.max_dx:.3g} A, "
+          f"max |dbox| = {rep.max_dbox:.3g}, max |dt| = {rep.max_dtime:.3g} ps, "
+          f"step mismatches = {rep.step_mismatches}")
+    if rep.ok:
+        print("OK: identical within float32 round-off")
+        return 0
+    for p in rep.problems:
+        print(f"MISMATCH {p}", file=sys.stderr)
+    return 1

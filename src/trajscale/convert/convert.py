@@ -1,0 +1,120 @@
+"""Convert any MDAnalysis-readable trajectory (or several, concatenated) to H5MD."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..analysis.base import select_atoms
+from ..errors import InputFileError
+from ..sources import H5MDSource
+from ..sources.mda import load_universe
+from ..store.h5md import H5MDWriter
+from ..store.layout import Layout
+from ..util import atomic_output, check_output_path
+from .stream import Renumberer, frame_plan, iter_blocks, open_inputs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ConvertSummary:
+    output: str
+    n_frames: int
+    n_atoms: int
+    fields: tuple[str, ...]
+    layout: str
+    files_renumbered: int
+    seconds: float
+    bytes_written: int
+
+
+def convert(topology: str, trajectories: list[str], output: str, *, layout: Layout | None = None,
+            select: str | None = None, start: int | None = None, stop: int | None = None,
+            step: int | None = None, velocities: bool = True, forces: bool = True,
+            overwrite: bool = False, progress: bool = False) -> ConvertSummary:
+    """Write ``trajectories`` (concatenated in order) to ``output`` as H5MD.
+
+    The file is written under a temporary name and renamed only when complete,
+    so an error or an interrupt leaves nothing under ``output``.
+    """
+    t0 = time.perf_counter()
+    layout = layout or Layout()
+    check_output_path(output, overwrite)
+    universe = load_universe(topology)
+    atoms = select_atoms(universe, select, "selection").indices if select else None
+    sel_atoms = universe.atoms if atoms is None else universe.atoms[atoms]
+    sources = open_inputs(topology, list(trajectories), universe.atoms.n_atoms)
+    try:
+        fields = ("position",)
+        if velocities and all("velocity" in s.fields for s in sources):
+            fields += ("velocity",)
+        if forces and all("force" in s.fields for s in sources):
+            fields += ("force",)
+        _, n_frames = frame_plan([s.n_frames for s in sources], start, stop, step)
+        if n_frames == 0:
+            raise InputFileError(trajectories[0], "the frame range selects no frames")
+        first = sources[0].read(0, 1, atoms)
+        has_box = bool(np.any(first.box[:, :3] > 0))
+        h5 = sources[0] if isinstance(sources[0], H5MDSource) else None
+        group = h5.info.group if h5 else "all"
+        renumber = Renumberer()
+        with atomic_output(output, overwrite=overwrite) as tmp:
+            writer = H5MDWriter(tmp, len(sel_atoms), n_frames=n_frames, layout=layout, fields=fields,
+                                box="triclinic" if has_box else None, group=group,
+                                masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"))
+            with writer:
+                observables = _observable_names(sources) if step in (None, 1) else {}
+                for name, (shape, dtype) in observables.items():
+                    writer.add_observable(name, shape, dtype)
+                from tqdm import tqdm
+
+                with tqdm(total=n_frames, disable=not progress, unit="frame", desc="convert") as bar:
+                    for block in iter_blocks(sources, atoms, fields, start, stop, step, renumber):
+                        writer.write(position=block.positions, velocity=block.velocities,
+                                     force=block.forces, step=block.step, time=block.time,
+                                     box=block.box, observables=_read_observables(sources, block, observables))
+                        bar.update(block.n_frames)
+        if renumber.renumbered:
+            log.warning("renumbered step and time of %d input file(s) so they keep increasing "
+                        "(H5MD requires increasing steps)", renumber.renumbered)
+        import os
+
+        return ConvertSummary(str(output), n_frames, len(sel_atoms), fields, layout.describe(),
+                              renumber.renumbered, time.perf_counter() - t0, os.path.getsize(output))
+    finally:
+        for s in sources:
+            s.close()
+
+
+def _attr(atoms, name: str):
+    try:
+        return np.asarray(getattr(atoms, name), dtype=np.float64)
+    except Exception:   # topology without masses/charges
+        return None
+
+
+def _observable_names(sources) -> dict:
+    """Observables kept from an H5MD source (only when converting a single H5MD file)."""
+    if len(sources) != 1 or not isinstance(sources[0], H5MDSource):
+        return {}
+    f = sources[0].file
+    out = {}
+    for name in sources[0].info.observables:
+        val = f["observables"][name]
+        if hasattr(val, "keys") and "value" in val and val["value"].ndim >= 1 \
+                and val["value"].shape[0] == sources[0].n_frames:
+            out[name] = (val["value"].shape[1:], val["value"].dtype)
+    return out
+
+
+def _read_observables(sources, block, observables: dict) -> dict:
+    if not observables:
+        return {}
+    f = sources[0].file
+    # Blocks from a single source carry their source frame indices.
+    return {name: f["observables"][name]["value"][block.start:block.start + block.n_frames]
+            for name in observables}

@@ -1,0 +1,115 @@
+"""Several trajectory files as one stream of blocks, with step/time renumbered where needed.
+
+H5MD requires increasing steps (MDAnalysis's writer refuses otherwise), but
+concatenating copies of one XTC - as the seed paper did to build its
+90,100-frame file - repeats them.  Each file whose first step does not follow
+the previous file's last one is shifted so that it continues the sequence with
+its own spacing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..block import Block
+from ..errors import AtomCountMismatchError
+from ..sources import H5MDSource, MDASource, Source, is_hdf5
+from ..sources.mda import check_input_file
+
+log = logging.getLogger(__name__)
+
+SLAB_BYTES = 64 * 1024**2
+
+
+def open_inputs(topology: str, trajectories: list[str], n_atoms: int) -> list[Source]:
+    """One Source per input file, each checked against the topology's atom count."""
+    sources: list[Source] = []
+    try:
+        for path in trajectories:
+            check_input_file(path)
+            src = H5MDSource(path) if is_hdf5(path) else MDASource(topology, [path])
+            sources.append(src)
+            if src.n_atoms != n_atoms:
+                raise AtomCountMismatchError(f"{path} has {src.n_atoms} atoms but the topology {topology} has {n_atoms}")
+    except BaseException:
+        for s in sources:
+            s.close()
+        raise
+    return sources
+
+
+@dataclass
+class Renumberer:
+    """Keeps step and time increasing across concatenated files."""
+
+    last_step: int | None = None
+    last_time: float | None = None
+    d_step: int = 1
+    d_time: float = 1.0
+    shift_step: int = 0
+    shift_time: float = 0.0
+    renumbered: int = 0
+
+    def start_file(self, first: Block, path: str) -> None:
+        """Decide the shift for a new file from its first block."""
+        steps, times = first.step, first.time
+        if len(steps) > 1:
+            self.d_step = int(steps[1] - steps[0]) or self.d_step
+            self.d_time = float(times[1] - times[0]) or self.d_time
+        if self.last_step is not None and steps[0] <= self.last_step:
+            self.shift_step = self.last_step + self.d_step - int(steps[0])
+            self.shift_time = self.last_time + self.d_time - float(times[0])
+            self.renumbered += 1
+            log.info("%s: steps restart at %d; renumbered to continue from %d", path, steps[0],
+                     self.last_step + self.d_step)
+        else:
+            self.shift_step, self.shift_time = 0, 0.0
+
+    def apply(self, block: Block) -> Block:
+        out = replace(block, step=block.step + self.shift_step, time=block.time + self.shift_time)
+        if len(out.step):
+            self.last_step, self.last_time = int(out.step[-1]), float(out.time[-1])
+        return out
+
+
+def frame_plan(lengths: list[int], start: int | None, stop: int | None, step: int | None):
+    """Per file, the local frame indices picked by a global start:stop:step."""
+    total = sum(lengths)
+    picked = np.arange(total)[slice(start, stop, step)]
+    offsets = np.cumsum([0, *lengths])
+    return [picked[(picked >= a) & (picked < b)] - a for a, b in zip(offsets[:-1], offsets[1:])], len(picked)
+
+
+def iter_blocks(sources: list[Source], atoms: np.ndarray | None, fields: tuple[str, ...],
+                start=None, stop=None, step=None, renumber: Renumberer | None = None):
+    """Yield renumbered blocks of the concatenated, sliced sources in order."""
+    plans, _ = frame_plan([s.n_frames for s in sources], start, stop, step)
+    renumber = renumber or Renumberer()
+    n_sel = sources[0].n_atoms if atoms is None else len(atoms)
+    slab = max(1, SLAB_BYTES // max(1, n_sel * 12 * len(fields)))
+    for src, frames in zip(sources, plans):
+        if not len(frames):
+            continue
+        first = True
+        stride = int(frames[1] - frames[0]) if len(frames) > 1 else 1
+        for i in range(0, len(frames), slab):
+            idx = frames[i:i + slab]
+            a, b = int(idx[0]), int(idx[-1]) + 1
+            block = src.read(a, b, atoms, fields)
+            if stride > 1:
+                block = _subsample(block, stride)
+            if first:
+                renumber.start_file(block, src.path)
+                first = False
+            yield renumber.apply(block)
+
+
+def _subsample(block: Block, stride: int) -> Block:
+    s = slice(None, None, stride)
+    pick = lambda a: None if a is None else a[s]  # noqa: E731
+    n = len(block.positions[s])
+    return Block(block.start, block.start + n, block.positions[s], block.box[s], block.time[s],
+                 block.step[s], pick(block.velocities), pick(block.forces))

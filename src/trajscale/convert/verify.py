@@ -1,0 +1,98 @@
+"""Compare an H5MD file frame by frame with the trajectories it was converted from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..analysis.base import select_atoms
+from ..errors import AtomCountMismatchError
+from ..sources import H5MDSource
+from ..sources.mda import load_universe
+from .stream import Renumberer, frame_plan, iter_blocks, open_inputs
+
+#: float32 round-off allowance: a few ulp of the largest coordinate, plus unit conversion.
+RTOL = 4e-7
+ATOL = 1e-5
+
+
+@dataclass
+class VerifyReport:
+    n_frames: int
+    n_atoms: int
+    max_dx: float = 0.0
+    max_dbox: float = 0.0
+    max_dtime: float = 0.0
+    step_mismatches: int = 0
+    first_bad_frame: int | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify(topology: str, trajectories: list[str], h5md: str, *, select: str | None = None,
+           start=None, stop=None, step=None, progress: bool = False) -> VerifyReport:
+    """Frame-by-frame max |dx|, time, step and box of ``h5md`` against its sources."""
+    universe = load_universe(topology)
+    atoms = select_atoms(universe, select, "selection").indices if select else None
+    out = H5MDSource(h5md)
+    sources = open_inputs(topology, list(trajectories), universe.atoms.n_atoms)
+    try:
+        _, n = frame_plan([s.n_frames for s in sources], start, stop, step)
+        n_sel = universe.atoms.n_atoms if atoms is None else len(atoms)
+        rep = VerifyReport(n_frames=n, n_atoms=n_sel)
+        if out.n_frames != n:
+            rep.problems.append(f"{h5md} has {out.n_frames} frames, the sources give {n}")
+        if out.n_atoms != n_sel:
+            raise AtomCountMismatchError(f"{h5md} has {out.n_atoms} atoms, the sources give {n_sel}")
+        if rep.problems:
+            return rep
+        fields = tuple(fl for fl in out.fields if all(fl in s.fields for s in sources))
+        pos = 0
+        from tqdm import tqdm
+
+        with tqdm(total=n, disable=not progress, unit="frame", desc="verify") as bar:
+            for ref in iter_blocks(sources, atoms, fields, start, stop, step, Renumberer()):
+                got = out.read(pos, pos + ref.n_frames, fields=fields)
+                _compare(rep, pos, ref, got, fields)
+                pos += ref.n_frames
+                bar.update(ref.n_frames)
+        return rep
+    finally:
+        out.close()
+        for s in sources:
+            s.close()
+
+
+def _compare(rep: VerifyReport, pos: int, ref, got, fields) -> None:
+    pairs = {"position": (ref.positions, got.positions), "velocity": (ref.velocities, got.velocities),
+             "force": (ref.forces, got.forces)}
+    for fl in fields:
+        a, b = pairs[fl]
+        dx = np.abs(a.astype(np.float64) - b)
+        tol = ATOL + RTOL * np.abs(a)
+        bad = (dx > tol).any(axis=(1, 2)) | (np.isnan(a) != np.isnan(b)).any(axis=(1, 2))
+        if fl == "position":
+            rep.max_dx = max(rep.max_dx, float(np.nanmax(dx)) if dx.size else 0.0)
+        _flag(rep, pos, bad, f"{fl} differs")
+    dbox = np.abs(ref.box.astype(np.float64) - got.box)
+    rep.max_dbox = max(rep.max_dbox, float(dbox.max()) if dbox.size else 0.0)
+    _flag(rep, pos, (dbox > 1e-3 + 1e-5 * np.abs(ref.box)).any(axis=1), "box differs")
+    dt = np.abs(ref.time - got.time)
+    rep.max_dtime = max(rep.max_dtime, float(dt.max()) if dt.size else 0.0)
+    _flag(rep, pos, dt > 1e-6 * np.maximum(1.0, np.abs(ref.time)), "time differs")
+    steps_bad = ref.step != got.step
+    rep.step_mismatches += int(steps_bad.sum())
+    _flag(rep, pos, steps_bad, "step differs")
+
+
+def _flag(rep: VerifyReport, pos: int, bad: np.ndarray, what: str) -> None:
+    if bad.any():
+        frame = pos + int(np.argmax(bad))
+        if rep.first_bad_frame is None or frame < rep.first_bad_frame:
+            rep.first_bad_frame = frame
+        if len(rep.problems) < 10:
+            rep.problems.append(f"frame {frame}: {what}")

@@ -1,0 +1,79 @@
+"""One exception hierarchy for trajscale.
+
+User errors (bad files, bad selections, bad arguments) derive from
+:class:`TrajscaleError`; the CLI prints their message on one line and exits
+non-zero without a traceback.  Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+
+
+class TrajscaleError(Exception):
+    """Base class of every error caused by input the user can fix."""
+
+    exit_code = 2
+
+
+class InputFileError(TrajscaleError):
+    """A file that cannot be used: missing, a directory, truncated, wrong format."""
+
+    def __init__(self, path: str | PathLike[str], problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class NotH5MDError(InputFileError):
+    """An HDF5 file that does not follow the H5MD layout."""
+
+
+class OutputError(TrajscaleError):
+    """The output path cannot be written (exists, missing directory, ...)."""
+
+    def __init__(self, path: str | PathLike[str], problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class SelectionError(TrajscaleError):
+    """An atom selection that is invalid or selects nothing."""
+
+
+class AtomCountMismatchError(TrajscaleError):
+    """Topology and trajectory (or two trajectories) disagree on the atom count."""
+
+
+class BadCoordinatesError(TrajscaleError):
+    """Non-finite coordinates in a frame."""
+
+    def __init__(self, frame: int, source: str, what: str = "NaN/inf coordinates") -> None:
+        self.frame = frame
+        super().__init__(f"{source}: {what} in frame {frame}")
+
+
+class FrameRangeError(TrajscaleError):
+    """A frame index or range outside the trajectory."""
+
+
+class ParallelUnavailableError(TrajscaleError):
+    """The requested parallel feature (MPI, parallel HDF5, Dask) is not installed."""
+
+
+class TaskError(TrajscaleError):
+    """A task failed on a worker or rank; names where and which frames."""
+
+    exit_code = 3
+
+    def __init__(self, where: str, start: int, stop: int, cause: str) -> None:
+        self.where = where
+        self.start = start
+        self.stop = stop
+        self.cause = cause
+        super().__init__(f"task on {where} failed for frames [{start}, {stop}): {cause}")
+
+
+class ConfigError(TrajscaleError):
+    """An invalid option or an unknown component name."""

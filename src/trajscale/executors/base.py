@@ -1,0 +1,147 @@
+"""The Executor interface and the task wrapper every executor runs.
+
+An executor decides only *where* ``Analysis.map`` runs and how partials come
+home.  What runs is always :func:`run_task`, which reopens the Source from its
+config (once per process), reads the block and maps it, timing each phase, so
+every executor fills the RunReport the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from ..analysis.base import Analysis, Prepared, analysis_from_config
+from ..block import FrameRange
+from ..errors import TaskError, TrajscaleError
+from ..report.timing import TaskTiming, host_and_pid
+from ..sources import Source, source_from_config
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a worker needs, as plain values: travels by pickle or MPI broadcast."""
+
+    analysis: dict
+    source: dict
+    prepared: Prepared
+
+
+# One open Source per process, keyed by its config: workers open files after
+# they start and keep the handle for their next tasks.
+_SOURCES: dict[tuple, Source] = {}
+_ANALYSES: dict[tuple, Analysis] = {}
+
+
+def _key(config: dict) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in config.items()))
+
+
+def cached_source(config: dict, comm=None) -> tuple[Source, float]:
+    """The process's Source for ``config`` and the seconds spent opening it now (0 if cached)."""
+    key = _key(config)
+    src = _SOURCES.get(key)
+    if src is not None:
+        return src, 0.0
+    t0 = time.perf_counter()
+    src = source_from_config(config, comm=comm)
+    _SOURCES[key] = src
+    return src, time.perf_counter() - t0
+
+
+def close_cached_sources() -> None:
+    for src in _SOURCES.values():
+        src.close()
+    _SOURCES.clear()
+
+
+def _analysis(config: dict) -> Analysis:
+    key = _key(config)
+    if key not in _ANALYSES:
+        _ANALYSES[key] = analysis_from_config(config)
+    return _ANALYSES[key]
+
+
+def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) -> tuple[dict, TaskTiming]:
+    """Read frames ``[start, stop)`` and map them; return the partial and its timings.
+
+    User errors keep their type; anything else becomes a TaskError naming the
+    worker and the frame range.
+    """
+    host, pid = host_and_pid()
+    t_begin = time.time()
+    try:
+        analysis = _analysis(job.analysis)
+        source, t_init_traj = cached_source(job.source, comm)
+        bytes0 = getattr(source, "bytes_read", 0)
+        t0 = time.perf_counter()
+        block = source.read(frames.start, frames.stop, job.prepared.atoms, analysis.fields)
+        t1 = time.perf_counter()
+        partial = analysis.map(block, job.prepared)
+        t2 = time.perf_counter()
+    except TrajscaleError:
+        raise
+    except Exception as exc:
+        raise TaskError(worker, frames.start, frames.stop, f"{type(exc).__name__}: {exc}") from exc
+    timing = TaskTiming(task=task, start=frames.start, stop=frames.stop, worker=worker, host=host,
+                        pid=pid, t_init_traj=t_init_traj, t_io=t1 - t0, t_compute=t2 - t1,
+                        bytes_read=getattr(source, "bytes_read", 0) - bytes0,
+                        t_begin=t_begin, t_end=time.time())
+    return partial, timing
+
+
+class Executor(ABC):
+    """Where tasks run.
+
+    ``is_root`` tells whether this process combines results (False only on MPI
+    ranks other than 0); ``broadcast`` hands the prepared Job from the root to
+    all processes (identity except under MPI); ``map_tasks`` runs the tasks and
+    returns, on the root, one ``(partial, TaskTiming)`` per task.
+    """
+
+    name: str = ""
+    #: True when every process of the job calls ``run`` (SPMD, MPI).
+    spmd: bool = False
+
+    def __init__(self, n_workers: int = 1) -> None:
+        self.n_workers = max(1, int(n_workers))
+
+    @property
+    def is_root(self) -> bool:
+        return True
+
+    def broadcast(self, obj):
+        return obj
+
+    @abstractmethod
+    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]] | None:
+        """Run ``run_task`` for every range; results in task order (root only)."""
+
+    def source_options(self) -> dict:
+        """Options this executor wants in H5MD source configs (e.g. ``driver="mpio"``)."""
+        return {}
+
+    def worker_extras(self) -> dict[str, dict]:
+        """Per-worker extra timings (t_wait, t_comm) from the last ``map_tasks``."""
+        return {}
+
+    def reduce(self, analysis: Analysis, partials: list[dict]) -> dict:
+        """Combine partials (on the root)."""
+        return analysis.reduce(partials)
+
+    def close(self) -> None:
+        """Release pools, clusters or communicators this executor started."""
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def progress_bar(total: int, enabled: bool, desc: str = "tasks"):
+    """A tqdm bar on stderr, or a no-op."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, disable=not enabled, desc=desc, unit="task", leave=False)

@@ -1,0 +1,24 @@
+"""Run every task in this process, one after the other."""
+
+from __future__ import annotations
+
+from ..block import FrameRange
+from ..report.timing import TaskTiming
+from .base import Executor, Job, progress_bar, run_task
+
+
+class SerialExecutor(Executor):
+    """The reference executor: same tasks, same wrapper, no parallelism."""
+
+    name = "serial"
+
+    def __init__(self, n_workers: int = 1) -> None:
+        super().__init__(1)
+
+    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]]:
+        out = []
+        with progress_bar(len(ranges), progress) as bar:
+            for i, r in enumerate(ranges):
+                out.append(run_task(job, i, r, "serial"))
+                bar.update(1)
+        return out

@@ -1,0 +1,162 @@
+"""Timing records filled by the task wrapper, and the RunReport that holds them.
+
+Every executor runs tasks through :func:`trajscale.executors.base.run_task`,
+which measures the same phases everywhere, so a report from a serial run, a
+process pool, a Dask cluster or an MPI job reads the same way.
+
+Phases (seed 000, Table 3): ``t_init_top`` (load the topology), ``t_init_traj``
+(open the trajectory), ``t_io`` (read frames), ``t_compute`` (the analysis
+kernel), ``t_wait`` (waiting for other ranks before combining), ``t_comm``
+(gathering/reducing results).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+PHASES = ("t_init_top", "t_init_traj", "t_io", "t_compute", "t_wait", "t_comm")
+REPORT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTiming:
+    """What one task (a block of frames on one worker) spent, in seconds."""
+
+    task: int
+    start: int
+    stop: int
+    worker: str
+    host: str = ""
+    pid: int = 0
+    t_init_top: float = 0.0
+    t_init_traj: float = 0.0
+    t_io: float = 0.0
+    t_compute: float = 0.0
+    t_wait: float = 0.0
+    t_comm: float = 0.0
+    bytes_read: int = 0
+    t_begin: float = 0.0      # epoch seconds, for traces
+    t_end: float = 0.0
+    t_sched_start: float | None = None   # scheduler-side (Dask) start/stop, epoch seconds
+    t_sched_stop: float | None = None
+
+    @property
+    def frames(self) -> int:
+        return self.stop - self.start
+
+    @property
+    def t_total(self) -> float:
+        return sum(getattr(self, p) for p in PHASES)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerTiming:
+    """Sum of one worker's (rank's) tasks plus its waits and communication."""
+
+    worker: str
+    host: str
+    pid: int
+    n_tasks: int
+    frames: int
+    bytes_read: int
+    t_init_top: float
+    t_init_traj: float
+    t_io: float
+    t_compute: float
+    t_wait: float
+    t_comm: float
+
+    @property
+    def t_total(self) -> float:
+        return sum(getattr(self, p) for p in PHASES)
+
+
+def summarize_workers(tasks: list[TaskTiming], extra: dict[str, dict] | None = None) -> list[WorkerTiming]:
+    """Group task timings by worker; ``extra[worker]`` adds per-worker t_wait/t_comm etc."""
+    extra = extra or {}
+    names = list(dict.fromkeys([t.worker for t in tasks] + list(extra)))
+    out = []
+    for name in names:
+        mine = [t for t in tasks if t.worker == name]
+        add = extra.get(name, {})
+        first = mine[0] if mine else None
+        sums = {p: sum(getattr(t, p) for t in mine) + float(add.get(p, 0.0)) for p in PHASES}
+        out.append(WorkerTiming(
+            worker=name, host=add.get("host", first.host if first else ""),
+            pid=int(add.get("pid", first.pid if first else 0)), n_tasks=len(mine),
+            frames=sum(t.frames for t in mine), bytes_read=sum(t.bytes_read for t in mine), **sums))
+    return out
+
+
+@dataclass
+class RunReport:
+    """Everything measured in one run; JSON-serialisable.
+
+    ``tasks`` holds one record per task, ``workers`` one per worker or rank
+    (tasks summed, plus the rank's own t_wait and t_comm).
+    """
+
+    analysis: str
+    executor: str
+    n_workers: int
+    n_frames: int
+    n_atoms: int
+    source: dict
+    t_total: float
+    t_prepare: float = 0.0
+    t_reduce: float = 0.0
+    tasks: list[TaskTiming] = field(default_factory=list)
+    workers: list[WorkerTiming] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+    version: int = REPORT_VERSION
+
+    @property
+    def n_tasks(self) -> int:
+        return len(self.tasks)
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(t.bytes_read for t in self.tasks)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["tasks"] = [asdict(t) for t in self.tasks]
+        d["workers"] = [asdict(w) for w in self.workers]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunReport":
+        d = dict(d)
+        known_t = {f.name for f in fields(TaskTiming)}
+        known_w = {f.name for f in fields(WorkerTiming)}
+        d["tasks"] = [TaskTiming(**{k: v for k, v in t.items() if k in known_t}) for t in d.get("tasks", [])]
+        d["workers"] = [WorkerTiming(**{k: v for k, v in w.items() if k in known_w}) for w in d.get("workers", [])]
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def write(self, path: str | os.PathLike) -> None:
+        """Write as JSON (to a temporary name, then renamed)."""
+        from ..util import atomic_output
+
+        with atomic_output(path) as tmp:
+            Path(tmp).write_text(json.dumps(self.to_dict(), indent=1))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "RunReport":
+        from ..errors import InputFileError
+
+        p = Path(path)
+        if not p.is_file():
+            raise InputFileError(p, "no such report file")
+        try:
+            return cls.from_dict(json.loads(p.read_text()))
+        except (json.JSONDecodeError, TypeError, KeyError) as exc:
+            raise InputFileError(p, f"not a trajscale run report ({exc})") from None
+
+
+def host_and_pid() -> tuple[str, int]:
+    return socket.gethostname(), os.getpid()

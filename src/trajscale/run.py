@@ -1,0 +1,128 @@
+"""``trajscale.run``: prepare once, map blocks on an executor, reduce, report."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+
+from .analysis.base import Analysis
+from .block import FrameRange, split_frames
+from .errors import AtomCountMismatchError, FrameRangeError
+from .executors import Executor, Job, make_executor
+from .report.timing import RunReport, summarize_workers
+from .sources import open_source
+from .sources.mda import MDASource, load_universe
+
+log = logging.getLogger(__name__)
+
+#: Largest block one task reads; bigger runs are cut into more tasks.
+MAX_TASK_BYTES = 256 * 1024**2
+
+
+def plan_tasks(start: int, stop: int, n_tasks: int, align: int, frame_bytes: int) -> list[FrameRange]:
+    """Split ``[start, stop)`` into at least ``n_tasks`` chunk-aligned ranges of bounded size."""
+    n = stop - start
+    n_tasks = max(n_tasks, math.ceil(n * frame_bytes / MAX_TASK_BYTES))
+    if start % align:
+        align = 1
+    return [FrameRange(r.start + start, r.stop + start) for r in split_frames(n, n_tasks, align)]
+
+
+def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options):
+    t0 = time.perf_counter()
+    source = open_source(trajectory, topology)
+    if isinstance(source, MDASource):
+        universe = source.universe
+        t_top = time.perf_counter() - t0
+    else:
+        universe = load_universe(topology) if topology is not None else None
+        t_top = time.perf_counter() - t0
+        if universe is not None and universe.atoms.n_atoms != source.n_atoms:
+            raise AtomCountMismatchError(
+                f"{topology} has {universe.atoms.n_atoms} atoms but {source.path} has {source.n_atoms}")
+    stop = source.n_frames if stop is None else stop
+    if not 0 <= start <= stop <= source.n_frames:
+        raise FrameRangeError(f"{source.path}: frames [{start}, {stop}) outside its {source.n_frames} frames")
+    prep = analysis.prepare(universe, source)
+    config = source.get_config()
+    if source.supports_mpio:
+        config.update(source_options)
+    n_read = source.n_atoms if prep.atoms is None else len(prep.atoms)
+    info = {"source": source.layout_summary(), "n_frames": stop - start, "n_atoms": n_read,
+            "chunk_frames": source.chunk_frames, "start": start, "stop": stop, "t_init_top": t_top}
+    source.close()
+    return Job(analysis.get_config(), config, prep), info
+
+
+def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = "serial",
+        n_workers: int | None = None, n_tasks: int | None = None, tasks_per_worker: int = 4,
+        start: int = 0, stop: int | None = None, progress: bool = False, **executor_options):
+    """Run ``analysis`` over ``trajectory`` on an executor.
+
+    Parameters
+    ----------
+    analysis
+        An :class:`~trajscale.analysis.base.Analysis` such as ``RMSD(select=...)``.
+    topology
+        Topology file MDAnalysis reads (PSF, TPR, GRO, PDB, ...).
+    trajectory
+        An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads.
+    executor
+        ``"serial"``, ``"processes"``, ``"dask"``, ``"mpi"`` or an Executor.
+    n_workers
+        Workers (processes, Dask workers); ignored by serial and MPI (the communicator's size).
+    n_tasks
+        Number of frame blocks; default ``tasks_per_worker`` per worker.
+    start, stop
+        Frame range to analyse.
+    progress
+        Show a progress bar on stderr.
+
+    Returns
+    -------
+    The analysis's result (``r.rmsd``, ``r.frames``, ``r.times``) with ``r.report``
+    (a :class:`~trajscale.report.timing.RunReport`), on the root process; None on
+    other MPI ranks.
+    """
+    t_start = time.perf_counter()
+    ex = make_executor(executor, n_workers, **executor_options)
+    own = not isinstance(executor, Executor)
+    try:
+        job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options())
+                     if ex.is_root else (None, None))
+        t_prep = time.perf_counter() - t_start
+        job, info = ex.broadcast((job, info))
+        k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)
+        ranges = plan_tasks(info["start"], info["stop"], k, info["chunk_frames"], info["n_atoms"] * 12)
+        results = ex.map_tasks(job, ranges, progress)
+        if not ex.is_root:
+            return None
+        t_red = time.perf_counter()
+        partials = [p for p, _ in results]
+        timings = [t for _, t in results]
+        reduced = ex.reduce(analysis, partials)
+        result = analysis.result(reduced, job.prepared)
+        t_red = time.perf_counter() - t_red
+        extras = ex.worker_extras()
+        root = timings[0].worker if timings else "root"
+        extras.setdefault(root, {})
+        extras[root]["t_init_top"] = extras[root].get("t_init_top", 0.0) + info["t_init_top"]
+        report = RunReport(
+            analysis=analysis.name, executor=ex.name, n_workers=ex.n_workers,
+            n_frames=info["n_frames"], n_atoms=info["n_atoms"], source=info["source"],
+            t_total=time.perf_counter() - t_start, t_prepare=t_prep, t_reduce=t_red,
+            tasks=timings, workers=summarize_workers(timings, extras),
+            meta={"analysis_config": job.analysis, "n_tasks": len(ranges)})
+        return dataclasses.replace(result, report=report)
+    finally:
+        if own:
+            ex.close()
+
+
+def frames_per_second(report: RunReport) -> float:
+    return report.n_frames / report.t_total if report.t_total > 0 else float("nan")
+
+
+__all__ = ["run", "plan_tasks"]

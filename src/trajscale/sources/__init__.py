@@ -1,0 +1,55 @@
+"""Sources hand out Blocks of frames; pick one by the file's magic bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from .base import Source
+from .h5md import H5MDSource
+from .mda import MDASource, check_input_file
+
+HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+SOURCES: dict[str, type[Source]] = {"h5md": H5MDSource, "mda": MDASource}
+
+
+def is_hdf5(path: str | Path) -> bool:
+    """True if the file starts with the HDF5 signature (format by magic bytes, not suffix)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(8) == HDF5_MAGIC
+    except OSError:
+        return False
+
+
+def open_source(trajectories, topology: str | None = None, *, driver: str | None = None,
+                comm=None, collective: bool = False, group: str | None = None) -> Source:
+    """Open the best Source for ``trajectories``.
+
+    A single HDF5 file goes through the fast :class:`H5MDSource`; anything else
+    (or several files) through :class:`MDASource`, which needs ``topology``.
+    """
+    paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]
+    for p in paths:
+        check_input_file(p)
+    if len(paths) == 1 and is_hdf5(paths[0]):
+        return H5MDSource(paths[0], group=group, driver=driver, comm=comm, collective=collective)
+    if topology is None:
+        raise ConfigError(f"{paths[0]}: reading this format needs a topology file")
+    return MDASource(topology, paths)
+
+
+def source_from_config(config: dict, comm=None) -> Source:
+    """Reopen a Source from its ``get_config()`` dict (on a worker or rank)."""
+    cfg = dict(config)
+    kind = cfg.pop("kind")
+    try:
+        cls = SOURCES[kind]
+    except KeyError:
+        raise ConfigError(f"unknown source kind {kind!r}; known: {', '.join(SOURCES)}") from None
+    if cls is H5MDSource:
+        return H5MDSource(comm=comm, **cfg)
+    return cls(**cfg)
+
+
+__all__ = ["Source", "H5MDSource", "MDASource", "open_source", "source_from_config", "SOURCES", "is_hdf5"]

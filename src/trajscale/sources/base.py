@@ -1,0 +1,75 @@
+"""The Source interface: hands out Blocks of frames for a frame range and atom subset."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from ..block import Block
+
+
+class Source(ABC):
+    """A trajectory that hands out :class:`~trajscale.block.Block` objects.
+
+    A Source travels to workers and ranks as ``get_config()`` (a small dict of
+    plain values) and is reopened there with
+    :func:`trajscale.sources.source_from_config`; open file handles never cross
+    a process boundary.
+    """
+
+    kind: str = ""
+    #: True when the source can open its file with HDF5's MPI-IO driver.
+    supports_mpio: bool = False
+
+    @property
+    @abstractmethod
+    def path(self) -> str:
+        """The file (or first file) behind the source, for messages and reports."""
+
+    @property
+    @abstractmethod
+    def n_frames(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def n_atoms(self) -> int: ...
+
+    @property
+    def chunk_frames(self) -> int:
+        """Frames per storage chunk; task boundaries are aligned to it."""
+        return 1
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """Per-atom fields available: a subset of position, velocity, force."""
+        return ("position",)
+
+    @abstractmethod
+    def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
+             fields: tuple[str, ...] = ("position",)) -> Block:
+        """Frames ``[start, stop)`` for ``atoms`` (all atoms if None)."""
+
+    @abstractmethod
+    def get_config(self) -> dict:
+        """Plain-value config from which the source can be reopened elsewhere."""
+
+    def layout_summary(self) -> dict:
+        """Storage facts for reports (format, chunks, compression)."""
+        return {"format": self.kind, "path": self.path}
+
+    def close(self) -> None:
+        """Release file handles."""
+
+    def __enter__(self) -> "Source":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def check_range(self, start: int, stop: int) -> None:
+        from ..errors import FrameRangeError
+
+        if not 0 <= start <= stop <= self.n_frames:
+            raise FrameRangeError(
+                f"{self.path}: frames [{start}, {stop}) outside the trajectory's {self.n_frames} frames")

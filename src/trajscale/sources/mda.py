@@ -1,0 +1,119 @@
+"""A Source for every trajectory format MDAnalysis reads (XTC, TRR, DCD, NetCDF, ...)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ..block import Block
+from ..errors import AtomCountMismatchError, InputFileError
+from .base import Source
+
+log = logging.getLogger(__name__)
+
+
+def check_input_file(path: str | os.PathLike) -> None:
+    """Raise InputFileError if ``path`` is missing, a directory or empty."""
+    p = Path(path)
+    if not p.exists():
+        raise InputFileError(p, "no such file")
+    if p.is_dir():
+        raise InputFileError(p, "is a directory, not a file")
+    if p.stat().st_size == 0:
+        raise InputFileError(p, "file is empty")
+
+
+def load_universe(topology: str, trajectories=(), **kw):
+    """An MDAnalysis Universe, with MDAnalysis's failures turned into one clear message."""
+    import MDAnalysis as mda
+
+    files = [topology, *trajectories]
+    for p in files:
+        check_input_file(p)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return mda.Universe(topology, *trajectories, **kw)
+    except ValueError as exc:
+        msg = str(exc)
+        if "same number of atoms" in msg or "atoms" in msg and "number" in msg:
+            raise AtomCountMismatchError(
+                f"{topology} and {', '.join(map(str, trajectories))}: different atom counts ({msg})") from None
+        raise InputFileError(files[-1], f"MDAnalysis cannot read it: {msg}") from None
+    except (OSError, EOFError, TypeError, KeyError, RuntimeError, IndexError) as exc:
+        raise InputFileError(files[-1], f"MDAnalysis cannot read it: {exc}") from None
+
+
+class MDASource(Source):
+    """Frames from any MDAnalysis-readable trajectory (one or several files, concatenated).
+
+    The reader itself is per-frame (that is how XTC, DCD and friends are laid
+    out); this source copies each frame's selected atoms straight into the
+    block's preallocated arrays.
+    """
+
+    kind = "mda"
+
+    def __init__(self, topology: str, trajectories, **kw) -> None:
+        self.topology = str(topology)
+        self.trajectories = [str(t) for t in ([trajectories] if isinstance(trajectories, (str, Path)) else trajectories)]
+        self.universe = load_universe(self.topology, self.trajectories, **kw)
+        self.reader = self.universe.trajectory
+        self.bytes_read = 0
+
+    @property
+    def path(self) -> str:
+        return self.trajectories[0] if self.trajectories else self.topology
+
+    @property
+    def n_frames(self) -> int:
+        return int(self.reader.n_frames)
+
+    @property
+    def n_atoms(self) -> int:
+        return int(self.universe.atoms.n_atoms)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        ts = self.reader.ts
+        return tuple(fl for fl, has in (("position", True), ("velocity", ts.has_velocities),
+                                         ("force", ts.has_forces)) if has)
+
+    def get_config(self) -> dict:
+        return {"kind": self.kind, "topology": self.topology, "trajectories": list(self.trajectories)}
+
+    def layout_summary(self) -> dict:
+        return {"format": self.reader.format if isinstance(self.reader.format, str) else str(self.reader.format),
+                "path": self.path, "n_files": len(self.trajectories)}
+
+    def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
+             fields: tuple[str, ...] = ("position",)) -> Block:
+        self.check_range(start, stop)
+        n = stop - start
+        sel = slice(None) if atoms is None else np.asarray(atoms, dtype=np.intp)
+        n_sel = self.n_atoms if atoms is None else len(sel)
+        out = {fl: np.empty((n, n_sel, 3), np.float32) for fl in fields}
+        box = np.zeros((n, 6), np.float32)
+        time = np.empty(n, np.float64)
+        step = np.empty(n, np.int64)
+        attr = {"position": "positions", "velocity": "velocities", "force": "forces"}
+        for i, ts in enumerate(self.reader[start:stop]):
+            for fl, arr in out.items():
+                arr[i] = getattr(ts, attr[fl])[sel]
+            if ts.dimensions is not None:
+                box[i] = ts.dimensions
+            time[i] = ts.time
+            step[i] = ts.data.get("step", ts.frame)
+        self.bytes_read += sum(a.nbytes for a in out.values())
+        return Block(start, stop, out["position"], box, time, step,
+                     velocities=out.get("velocity"), forces=out.get("force"))
+
+    def close(self) -> None:
+        try:
+            self.reader.close()
+        except Exception:
+            pass

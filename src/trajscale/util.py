@@ -1,0 +1,44 @@
+"""Small helpers shared by writers: atomic outputs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from .errors import OutputError
+
+
+def check_output_path(path: str | os.PathLike, overwrite: bool = False) -> Path:
+    """Refuse an output in a missing directory, or an existing one without overwrite."""
+    p = Path(path)
+    if not p.parent.exists():
+        raise OutputError(p, f"directory {p.parent} does not exist")
+    if p.is_dir():
+        raise OutputError(p, "is a directory")
+    if p.exists() and not overwrite:
+        raise OutputError(p, "already exists (use --overwrite to replace it)")
+    return p
+
+
+def temporary_name(path: str | os.PathLike) -> Path:
+    p = Path(path)
+    return p.with_name(f".{p.name}.tmp-{os.getpid()}")
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike, overwrite: bool = True):
+    """Yield a temporary path beside ``path``; rename it to ``path`` only on success.
+
+    On any exception (KeyboardInterrupt and SystemExit included) the temporary
+    file is removed and nothing appears under the final name.
+    """
+    final = check_output_path(path, overwrite=overwrite)
+    tmp = temporary_name(final)
+    try:
+        yield tmp
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
