@@ -1,0 +1,63 @@
+"""Shared fixtures: real MDAnalysisTests systems and small H5MD files made from them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+warnings.filterwarnings("ignore", module="MDAnalysis")
+
+from MDAnalysisTests import datafiles as D  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def adk_vacuum():
+    """AdK in vacuum: PSF topology + DCD (98 frames, 3341 atoms)."""
+    return D.PSF, D.DCD
+
+
+@pytest.fixture(scope="session")
+def adk_water():
+    """AdK in water: TPR/GRO topology + XTC/TRR (10 frames, 47,681 atoms)."""
+    return {"tpr": D.TPR, "gro": D.GRO, "xtc": D.XTC, "trr": D.TRR}
+
+
+@pytest.fixture(scope="session")
+def adk_vacuum_h5md(tmp_path_factory, adk_vacuum):
+    """The PSF/DCD trajectory converted to H5MD with trajscale (frame chunks)."""
+    from trajscale.convert.convert import convert
+    from trajscale.store.layout import Layout
+
+    out = tmp_path_factory.mktemp("h5") / "adk_vacuum.h5md"
+    convert(adk_vacuum[0], [adk_vacuum[1]], str(out), layout=Layout.parse("frame"))
+    return str(out)
+
+
+def mpiexec() -> str:
+    """The system mpiexec of the MPI that h5py and mpi4py were built against."""
+    exe = shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
+    if exe is None:
+        pytest.skip("no mpiexec on PATH")
+    return exe
+
+
+def run_mpi(n: int, args: list[str], timeout: float = 180, **kw) -> subprocess.CompletedProcess:
+    """Run ``python args...`` under ``mpiexec -n n`` (oversubscribed on small machines)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    env.update(kw.pop("env", {}))
+    cmd = [mpiexec(), "-n", str(n), sys.executable, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+
+
+def run_cli(*args: str, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    """Run the ``trajscale`` CLI in a subprocess."""
+    cmd = [sys.executable, "-m", "trajscale.cli.main", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
