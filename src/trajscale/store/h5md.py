@@ -302,10 +302,12 @@ class H5MDWriter:
                 el["step"] = first["step"]
                 el["time"] = first["time"]
         self._pg = pg
+        # The spec (and MDAnalysis) require a box group; without periodicity it
+        # says so in ``boundary`` and has no edges.
+        b = pg.create_group("box")
+        b.attrs["dimension"] = np.int32(3)
+        b.attrs["boundary"] = np.array([b"periodic" if box else b"none"] * 3, dtype="S8")
         if box is not None:
-            b = pg.create_group("box")
-            b.attrs["dimension"] = np.int32(3)
-            b.attrs["boundary"] = np.array([b"periodic"] * 3, dtype="S8")
             e = b.create_group("edges")
             shape = (3, 3) if box == "triclinic" else (3,)
             n = n_frames if n_frames is not None else 0
