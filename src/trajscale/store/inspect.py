@@ -32,8 +32,9 @@ def amplification(shape: tuple[int, int, int], chunks: tuple[int, ...] | None,
     if not chunks:
         return 1.0
     cf, ca = chunks[0], chunks[1]
-    frames_read = min(f_total, math.ceil(n_frames / cf) * cf)
-    atoms_read = min(a_total, math.ceil(n_atoms / ca) * ca)
+    # edge chunks are stored (and decoded) at full size, so no clamping to the dataset
+    frames_read = math.ceil(n_frames / cf) * cf
+    atoms_read = math.ceil(n_atoms / ca) * ca
     comp_read = math.ceil(3 / chunks[2]) * chunks[2]
     return (frames_read * atoms_read * comp_read) / (n_frames * n_atoms * 3)
 

@@ -1,0 +1,119 @@
+"""The H5MD Source: slab reads, atom subsets, units, fixed step/time, errors."""
+
+from __future__ import annotations
+
+import h5py
+import MDAnalysis as mda
+import numpy as np
+import pytest
+
+from trajscale.convert.convert import convert
+from trajscale.errors import FrameRangeError, InputFileError, NotH5MDError
+from trajscale.sources import H5MDSource, MDASource, open_source, source_from_config
+from trajscale.sources import h5md as h5md_module
+from trajscale.store.layout import Layout
+
+
+@pytest.fixture(scope="module")
+def layouts(tmp_path_factory, adk_vacuum):
+    d = tmp_path_factory.mktemp("layouts")
+    out = {}
+    for name, lay in {"frame": Layout.parse("frame"), "auto": Layout.parse("auto"),
+                      "7": Layout.parse("7"), "contiguous": Layout.parse("contiguous"),
+                      "gzip": Layout.parse("auto", "gzip:1"), "h5py": Layout.parse("h5py")}.items():
+        p = d / f"{name}.h5md"
+        convert(adk_vacuum[0], [adk_vacuum[1]], str(p), layout=lay)
+        out[name] = str(p)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(adk_vacuum):
+    u = mda.Universe(*adk_vacuum)
+    return u.trajectory.timeseries(order="fac")
+
+
+@pytest.mark.parametrize("layout", ["frame", "auto", "7", "contiguous", "gzip", "h5py"])
+def test_blocks_equal_mdanalysis(layouts, reference, layout):
+    with H5MDSource(layouts[layout]) as src:
+        assert src.n_frames == 98 and src.n_atoms == 3341
+        b = src.read(10, 60)
+        np.testing.assert_array_equal(b.positions, reference[10:60])
+        np.testing.assert_array_equal(b.frames, np.arange(10, 60))
+        atoms = np.array([5, 17, 300, 301, 2000])
+        np.testing.assert_array_equal(src.read(3, 40, atoms).positions, reference[3:40][:, atoms])
+        scattered = np.array([0, 3340])          # span > threshold: reads whole frames
+        np.testing.assert_array_equal(src.read(0, 5, scattered).positions, reference[:5][:, scattered])
+
+
+def test_one_hdf5_call_per_slab(layouts, monkeypatch):
+    """A block read is one hyperslab read, never one call per frame."""
+    calls = []
+    with H5MDSource(layouts["frame"]) as src:
+        orig = src._read_direct
+        monkeypatch.setattr(src, "_read_direct", lambda *a: (calls.append(a[2]), orig(*a)))
+        src.read(0, 98, np.arange(100, 400))
+    assert len(calls) == 1
+
+
+def test_slabs_align_to_chunks(layouts, monkeypatch):
+    monkeypatch.setattr(h5md_module, "MAX_SLAB_BYTES", 7 * 3341 * 12 * 2)
+    with H5MDSource(layouts["7"]) as src:
+        slabs = list(src._slabs(3, 98, 3341))
+    assert slabs[0] == (3, 14) and all(a % 7 == 0 for a, _ in slabs[1:]) and slabs[-1][1] == 98
+
+
+def test_fixed_step_time_and_nm_units(tmp_path):
+    path = tmp_path / "fixed.h5md"
+    pos = np.random.default_rng(0).random((6, 4, 3)).astype(np.float32)
+    with h5py.File(path, "w") as f:
+        g = f.create_group("particles/water/position")
+        g.create_dataset("value", data=pos).attrs["unit"] = "nm"
+        g.create_dataset("step", data=100).attrs["offset"] = 7
+        t = g.create_dataset("time", data=2.0)
+        t.attrs["offset"] = 1.0
+        t.attrs["unit"] = "fs"
+        box = f["particles/water"].create_group("box")
+        box.attrs["boundary"] = np.array([b"periodic"] * 3)
+        box.create_dataset("edges", data=np.array([3.0, 4.0, 5.0]))   # fixed, in position units
+    with H5MDSource(str(path)) as src:
+        b = src.read(0, 6)
+    np.testing.assert_allclose(b.positions, pos * 10, rtol=1e-6)
+    np.testing.assert_array_equal(b.step, 7 + 100 * np.arange(6))
+    np.testing.assert_allclose(b.time, (1.0 + 2.0 * np.arange(6)) * 1e-3)
+    np.testing.assert_allclose(b.box[0], [30, 40, 50, 90, 90, 90])
+
+
+def test_config_roundtrip(layouts, adk_vacuum):
+    with open_source(layouts["auto"]) as src:
+        cfg = src.get_config()
+        assert cfg["kind"] == "h5md"
+        with source_from_config(cfg) as again:
+            np.testing.assert_array_equal(again.read(0, 2).positions, src.read(0, 2).positions)
+    with open_source(adk_vacuum[1], adk_vacuum[0]) as src:
+        assert isinstance(src, MDASource)
+        with source_from_config(src.get_config()) as again:
+            np.testing.assert_array_equal(again.read(5, 9).positions, src.read(5, 9).positions)
+
+
+def test_errors(tmp_path, layouts):
+    with pytest.raises(InputFileError, match="no such file"):
+        H5MDSource(str(tmp_path / "missing.h5md"))
+    with pytest.raises(InputFileError, match="directory"):
+        H5MDSource(str(tmp_path))
+    trunc = tmp_path / "trunc.h5md"
+    trunc.write_bytes(open(layouts["frame"], "rb").read()[:5000])
+    with pytest.raises(InputFileError, match="trunc.h5md"):
+        H5MDSource(str(trunc))
+    plain = tmp_path / "plain.h5"
+    with h5py.File(plain, "w") as f:
+        f["x"] = np.arange(3)
+    with pytest.raises(NotH5MDError, match="not an H5MD file"):
+        H5MDSource(str(plain))
+    nopos = tmp_path / "nopos.h5md"
+    with h5py.File(nopos, "w") as f:
+        f.create_group("particles/all/velocity")
+    with pytest.raises(NotH5MDError, match="position"):
+        H5MDSource(str(nopos))
+    with H5MDSource(layouts["frame"]) as src, pytest.raises(FrameRangeError):
+        src.read(90, 120)
