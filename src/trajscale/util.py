@@ -42,3 +42,32 @@ def atomic_output(path: str | os.PathLike, overwrite: bool = True):
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
+
+
+# Set by the CLI's SIGTERM handler.  An exception raised from a signal handler
+# can land inside a C callback and be swallowed, so loops that write outputs
+# poll this flag between blocks instead; elsewhere the handler raises.
+_stop_signal: list[int] = []
+_polling: list[bool] = []
+
+
+def request_stop(signum: int) -> bool:
+    """Record a termination signal; True if a polling loop will act on it."""
+    _stop_signal.append(signum)
+    return bool(_polling)
+
+
+@contextlib.contextmanager
+def polling_for_stop():
+    """Mark a loop that calls :func:`raise_if_stopped` between blocks."""
+    _polling.append(True)
+    try:
+        yield
+    finally:
+        _polling.pop()
+
+
+def raise_if_stopped() -> None:
+    """Raise SystemExit if a termination signal arrived (checked between blocks)."""
+    if _stop_signal:
+        raise SystemExit(128 + _stop_signal[0])

@@ -41,7 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _terminate(signum, frame):
     # Raising here unwinds through atomic_output, which removes temporary files.
-    raise SystemExit(128 + signum)
+    from ..util import request_stop
+
+    if not request_stop(signum):
+        raise SystemExit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     except TrajscaleError as exc:
         print(f"trajscale {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except SystemExit as exc:
+        if exc.code and exc.code > 128:
+            print(f"trajscale {args.command}: terminated by signal {exc.code - 128}; "
+                  "no partial output was kept", file=sys.stderr)
+        raise
     except KeyboardInterrupt:
         print(f"trajscale {args.command}: interrupted; no partial output was kept", file=sys.stderr)
         return 130

@@ -47,7 +47,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
     universe = load_universe(topology)
     atoms = select_atoms(universe, select, "selection").indices if select else None
     sel_atoms = universe.atoms if atoms is None else universe.atoms[atoms]
-    sources = open_inputs(topology, list(trajectories), universe.atoms.n_atoms)
+    sources = open_inputs(topology, list(trajectories), universe)
     try:
         fields = ("position",)
         if velocities and all("velocity" in s.fields for s in sources):

@@ -18,19 +18,26 @@ from ..block import Block
 from ..errors import AtomCountMismatchError
 from ..sources import H5MDSource, MDASource, Source, is_hdf5
 from ..sources.mda import check_input_file
+from ..util import polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
 
 SLAB_BYTES = 64 * 1024**2
 
 
-def open_inputs(topology: str, trajectories: list[str], n_atoms: int) -> list[Source]:
-    """One Source per input file, each checked against the topology's atom count."""
+def open_inputs(topology: str, trajectories: list[str], universe) -> list[Source]:
+    """One Source per input file, each checked against the topology's atom count.
+
+    ``universe`` is the topology's Universe; its parsed topology is shared by
+    every per-file reader.
+    """
     sources: list[Source] = []
+    n_atoms = universe.atoms.n_atoms
     try:
         for path in trajectories:
             check_input_file(path)
-            src = H5MDSource(path) if is_hdf5(path) else MDASource(topology, [path])
+            src = (H5MDSource(path) if is_hdf5(path)
+                   else MDASource(topology, [path], parsed_topology=universe._topology))
             sources.append(src)
             if src.n_atoms != n_atoms:
                 raise AtomCountMismatchError(f"{path} has {src.n_atoms} atoms but the topology {topology} has {n_atoms}")
@@ -63,7 +70,7 @@ class Renumberer:
             self.shift_step = self.last_step + self.d_step - int(steps[0])
             self.shift_time = self.last_time + self.d_time - float(times[0])
             self.renumbered += 1
-            log.info("%s: steps restart at %d; renumbered to continue from %d", path, steps[0],
+            log.debug("%s: steps restart at %d; renumbered to continue from %d", path, steps[0],
                      self.last_step + self.d_step)
         else:
             self.shift_step, self.shift_time = 0, 0.0
@@ -90,21 +97,23 @@ def iter_blocks(sources: list[Source], atoms: np.ndarray | None, fields: tuple[s
     renumber = renumber or Renumberer()
     n_sel = sources[0].n_atoms if atoms is None else len(atoms)
     slab = max(1, SLAB_BYTES // max(1, n_sel * 12 * len(fields)))
-    for src, frames in zip(sources, plans):
-        if not len(frames):
-            continue
-        first = True
-        stride = int(frames[1] - frames[0]) if len(frames) > 1 else 1
-        for i in range(0, len(frames), slab):
-            idx = frames[i:i + slab]
-            a, b = int(idx[0]), int(idx[-1]) + 1
-            block = src.read(a, b, atoms, fields)
-            if stride > 1:
-                block = _subsample(block, stride)
-            if first:
-                renumber.start_file(block, src.path)
-                first = False
-            yield renumber.apply(block)
+    with polling_for_stop():
+        for src, frames in zip(sources, plans):
+            if not len(frames):
+                continue
+            first = True
+            stride = int(frames[1] - frames[0]) if len(frames) > 1 else 1
+            for i in range(0, len(frames), slab):
+                idx = frames[i:i + slab]
+                a, b = int(idx[0]), int(idx[-1]) + 1
+                raise_if_stopped()
+                block = src.read(a, b, atoms, fields)
+                if stride > 1:
+                    block = _subsample(block, stride)
+                if first:
+                    renumber.start_file(block, src.path)
+                    first = False
+                yield renumber.apply(block)
 
 
 def _subsample(block: Block, stride: int) -> Block:

@@ -39,7 +39,7 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, select: str | N
     universe = load_universe(topology)
     atoms = select_atoms(universe, select, "selection").indices if select else None
     out = H5MDSource(h5md)
-    sources = open_inputs(topology, list(trajectories), universe.atoms.n_atoms)
+    sources = open_inputs(topology, list(trajectories), universe)
     try:
         _, n = frame_plan([s.n_frames for s in sources], start, stop, step)
         n_sel = universe.atoms.n_atoms if atoms is None else len(atoms)

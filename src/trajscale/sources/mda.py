@@ -27,8 +27,11 @@ def check_input_file(path: str | os.PathLike) -> None:
         raise InputFileError(p, "file is empty")
 
 
-def load_universe(topology: str, trajectories=(), **kw):
-    """An MDAnalysis Universe, with MDAnalysis's failures turned into one clear message."""
+def load_universe(topology: str, trajectories=(), parsed=None, **kw):
+    """An MDAnalysis Universe, with MDAnalysis's failures turned into one clear message.
+
+    ``parsed`` is an already parsed MDAnalysis Topology for ``topology``.
+    """
     import MDAnalysis as mda
 
     files = [topology, *trajectories]
@@ -37,7 +40,7 @@ def load_universe(topology: str, trajectories=(), **kw):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return mda.Universe(topology, *trajectories, **kw)
+            return mda.Universe(parsed if parsed is not None else topology, *trajectories, **kw)
     except ValueError as exc:
         msg = str(exc)
         if "same number of atoms" in msg or "atoms" in msg and "number" in msg:
@@ -58,10 +61,11 @@ class MDASource(Source):
 
     kind = "mda"
 
-    def __init__(self, topology: str, trajectories, **kw) -> None:
+    def __init__(self, topology: str, trajectories, parsed_topology=None, **kw) -> None:
         self.topology = str(topology)
         self.trajectories = [str(t) for t in ([trajectories] if isinstance(trajectories, (str, Path)) else trajectories)]
-        self.universe = load_universe(self.topology, self.trajectories, **kw)
+        # A topology already parsed (an MDAnalysis Topology) saves re-parsing it per file.
+        self.universe = load_universe(self.topology, self.trajectories, parsed=parsed_topology, **kw)
         self.reader = self.universe.trajectory
         self.bytes_read = 0
 

@@ -1,0 +1,112 @@
+"""Bad input: one line naming the file and the problem, exit != 0, no traceback, no output left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+from tests.conftest import run_cli
+
+
+def assert_clean_failure(proc, *needles):
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
+    assert len(errors) == 1, proc.stderr
+    for n in needles:
+        assert n in errors[0], errors[0]
+
+
+@pytest.fixture()
+def bad_files(tmp_path, adk_vacuum_h5md):
+    trunc = tmp_path / "truncated.h5md"
+    trunc.write_bytes(open(adk_vacuum_h5md, "rb").read()[:20000])
+    plain = tmp_path / "plain.h5"
+    with h5py.File(plain, "w") as f:
+        f["data"] = np.arange(10)
+    nopos = tmp_path / "nopos.h5md"
+    with h5py.File(nopos, "w") as f:
+        f.create_group("h5md")
+        f.create_group("particles/all/velocity")
+    return {"truncated": trunc, "plain": plain, "nopos": nopos, "dir": tmp_path}
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("missing", "no such file"), ("dir", "directory"), ("truncated", "truncated.h5md"),
+    ("plain", "not an H5MD file"), ("nopos", "position")])
+def test_bad_trajectory(tmp_path, adk_vacuum, bad_files, case, needle):
+    path = tmp_path / "missing.h5md" if case == "missing" else bad_files[case]
+    out = tmp_path / "out.h5md"
+    for args in (["convert", adk_vacuum[0], str(path), "-o", str(out), "--no-progress"],
+                 ["run", "rmsd", adk_vacuum[0], str(path), "--no-progress"],
+                 ["inspect", str(path)]):
+        assert_clean_failure(run_cli(*args), str(path) if case != "dir" else "", needle)
+    assert not out.exists()
+
+
+def test_atom_count_mismatch(tmp_path, adk_vacuum, adk_water, adk_vacuum_h5md):
+    out = tmp_path / "out.h5md"
+    assert_clean_failure(run_cli("convert", adk_water["gro"], adk_vacuum[1], "-o", str(out)), "atoms")
+    assert_clean_failure(run_cli("run", "rmsd", adk_water["gro"], adk_vacuum_h5md), "atoms")
+    assert not out.exists()
+
+
+def test_selection_errors(tmp_path, adk_vacuum, adk_vacuum_h5md):
+    out = tmp_path / "out.h5md"
+    assert_clean_failure(run_cli("convert", *adk_vacuum, "-o", str(out), "--select", "resname NOPE"),
+                         "selects no atoms")
+    assert_clean_failure(run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "name CA and ((("),
+                         "invalid selection")
+    assert_clean_failure(run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--ref-frame", "500"),
+                         "reference frame 500")
+    assert not out.exists()
+
+
+def test_output_problems(tmp_path, adk_vacuum):
+    assert_clean_failure(run_cli("convert", *adk_vacuum, "-o", str(tmp_path / "nodir" / "x.h5md")),
+                         "does not exist")
+    existing = tmp_path / "exists.h5md"
+    existing.write_text("keep me")
+    assert_clean_failure(run_cli("convert", *adk_vacuum, "-o", str(existing)), "already exists")
+    assert existing.read_text() == "keep me"
+    ok = run_cli("convert", *adk_vacuum, "-o", str(existing), "--overwrite", "--no-progress")
+    assert ok.returncode == 0, ok.stderr
+    assert h5py.is_hdf5(existing)
+
+
+def test_nan_coordinates(tmp_path, adk_vacuum, adk_vacuum_h5md):
+    bad = tmp_path / "nan.h5md"
+    bad.write_bytes(open(adk_vacuum_h5md, "rb").read())
+    with h5py.File(bad, "r+") as f:
+        f["particles/all/position/value"][37, 10, 0] = np.nan
+    proc = run_cli("run", "rmsd", adk_vacuum[0], str(bad), "--select", "all", "--no-progress")
+    assert_clean_failure(proc, "frame 37", "nan.h5md")
+    csv = tmp_path / "r.csv"
+    proc = run_cli("run", "rmsd", adk_vacuum[0], str(bad), "--select", "all", "--allow-nan", "--out", str(csv))
+    assert proc.returncode == 0, proc.stderr
+    rmsd = np.loadtxt(csv, delimiter=",", skiprows=1)[:, 2]
+    assert np.isnan(rmsd[37]) and np.isfinite(np.delete(rmsd, 37)).all()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_convert_leaves_nothing(tmp_path, adk_water, sig):
+    out = tmp_path / "big.h5md"
+    cmd = [sys.executable, "-m", "trajscale.cli.main", "convert", adk_water["tpr"], *[adk_water["xtc"]] * 60,
+           "-o", str(out), "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(p.startswith(".big.h5md.tmp") for p in os.listdir(tmp_path)):
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "Traceback" not in err, err
+    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
