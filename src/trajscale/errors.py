@@ -11,9 +11,19 @@ from os import PathLike
 
 
 class TrajscaleError(Exception):
-    """Base class of every error caused by input the user can fix."""
+    """Base class of every error caused by input the user can fix.
+
+    Subclasses with their own constructor arguments keep them in ``_init_args``
+    so the error pickles back from a worker process with its type intact.
+    """
 
     exit_code = 2
+    _init_args: tuple = ()
+
+    def __reduce__(self):
+        if self._init_args:
+            return (self.__class__, self._init_args)
+        return super().__reduce__()
 
 
 class InputFileError(TrajscaleError):
@@ -22,6 +32,7 @@ class InputFileError(TrajscaleError):
     def __init__(self, path: str | PathLike[str], problem: str) -> None:
         self.path = str(path)
         self.problem = problem
+        self._init_args = (self.path, problem)
         super().__init__(f"{self.path}: {problem}")
 
 
@@ -35,6 +46,7 @@ class OutputError(TrajscaleError):
     def __init__(self, path: str | PathLike[str], problem: str) -> None:
         self.path = str(path)
         self.problem = problem
+        self._init_args = (self.path, problem)
         super().__init__(f"{self.path}: {problem}")
 
 
@@ -51,6 +63,7 @@ class BadCoordinatesError(TrajscaleError):
 
     def __init__(self, frame: int, source: str, what: str = "NaN/inf coordinates") -> None:
         self.frame = frame
+        self._init_args = (frame, source, what)
         super().__init__(f"{source}: {what} in frame {frame}")
 
 
@@ -72,6 +85,7 @@ class TaskError(TrajscaleError):
         self.start = start
         self.stop = stop
         self.cause = cause
+        self._init_args = (where, start, stop, cause)
         super().__init__(f"task on {where} failed for frames [{start}, {stop}): {cause}")
 
 

@@ -54,10 +54,11 @@ class RMSD(Analysis):
     select
         Atoms to superimpose and measure (MDAnalysis selection).
     ref_frame
-        Frame of the trajectory used as reference (when ``reference`` is None).
+        Frame used as reference: of the analysed trajectory, or of
+        ``reference``'s trajectory when given (as in MDAnalysis).
     reference
-        An MDAnalysis Universe or AtomGroup whose current coordinates are the
-        reference; the same ``select`` is applied to it.
+        An MDAnalysis Universe or AtomGroup providing the reference
+        coordinates; the same ``select`` is applied to it.
     groupselections
         Further selections whose RMSD is reported after the fit on ``select``
         (not refitted), as in MDAnalysis.
@@ -99,7 +100,11 @@ class RMSD(Analysis):
             if ref_fit.n_atoms != fit.n_atoms or any(a.n_atoms != b.n_atoms for a, b in zip(ref_groups, groups)):
                 raise SelectionError(f"selection {self.select!r} has {fit.n_atoms} atoms in the trajectory "
                                      f"but {ref_fit.n_atoms} in the reference")
+            # As MDAnalysis: the reference is taken at ref_frame of its own trajectory.
+            current = ref_u.trajectory.ts.frame
+            ref_u.trajectory[self.ref_frame]
             ref_pos = [g.positions.astype(np.float64) for g in [ref_fit, *ref_groups]]
+            ref_u.trajectory[current]
         else:
             if not 0 <= self.ref_frame < source.n_frames:
                 raise FrameRangeError(f"reference frame {self.ref_frame} outside the trajectory's "
