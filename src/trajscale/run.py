@@ -32,16 +32,19 @@ def plan_tasks(start: int, stop: int, n_tasks: int, align: int, frame_bytes: int
 
 def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options):
     t0 = time.perf_counter()
-    source = open_source(trajectory, topology)
+    given = topology if hasattr(topology, "select_atoms") else None   # an MDAnalysis Universe
+    top_file = given.filename if given is not None else topology
+    source = open_source(trajectory, top_file)
     if isinstance(source, MDASource):
         universe = source.universe
-        t_top = time.perf_counter() - t0
+    elif given is not None:
+        universe = given
     else:
         universe = load_universe(topology) if topology is not None else None
-        t_top = time.perf_counter() - t0
-        if universe is not None and universe.atoms.n_atoms != source.n_atoms:
-            raise AtomCountMismatchError(
-                f"{topology} has {universe.atoms.n_atoms} atoms but {source.path} has {source.n_atoms}")
+    t_top = time.perf_counter() - t0
+    if universe is not None and universe.atoms.n_atoms != source.n_atoms:
+        raise AtomCountMismatchError(
+            f"{top_file} has {universe.atoms.n_atoms} atoms but {source.path} has {source.n_atoms}")
     stop = source.n_frames if stop is None else stop
     if not 0 <= start <= stop <= source.n_frames:
         raise FrameRangeError(f"{source.path}: frames [{start}, {stop}) outside its {source.n_frames} frames")
@@ -66,7 +69,9 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     analysis
         An :class:`~trajscale.analysis.base.Analysis` such as ``RMSD(select=...)``.
     topology
-        Topology file MDAnalysis reads (PSF, TPR, GRO, PDB, ...).
+        Topology file MDAnalysis reads (PSF, TPR, GRO, PDB, ...), or an
+        MDAnalysis Universe already built from one (its topology and
+        selections are used; its trajectory is not read).
     trajectory
         An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads.
     executor

@@ -36,6 +36,10 @@ class ProcessExecutor(Executor):
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             ctx = mp.get_context(self.start_method)
+            if self.start_method == "forkserver":
+                # Workers fork from a server that has already imported trajscale
+                # and loaded the compiled kernels: a worker starts in milliseconds.
+                ctx.set_forkserver_preload(["trajscale.executors.base", "trajscale.kernels._numba_superpose"])
             self._pool = ProcessPoolExecutor(max_workers=self.n_workers, mp_context=ctx)
         return self._pool
 

@@ -30,47 +30,12 @@ def normalized_weights(weights: np.ndarray | None, n_atoms: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=None)
 def _compiled():
-    """The numba kernels, compiled (or loaded from the on-disk cache) on first use."""
+    """The numba kernels (loaded from their on-disk cache), or None without numba."""
     try:
-        from numba import njit
+        from . import _numba_superpose as k
     except ImportError:
         return None
-
-    @njit(cache=True, nogil=True)
-    def covariance(x, w, yc):
-        n_frames, n_atoms = x.shape[0], x.shape[1]
-        com = np.zeros((n_frames, 3))
-        h = np.zeros((n_frames, 3, 3))
-        e0 = np.zeros(n_frames)
-        for f in range(n_frames):
-            for a in range(n_atoms):
-                for k in range(3):
-                    com[f, k] += w[a] * x[f, a, k]
-            for a in range(n_atoms):
-                for i in range(3):
-                    xi = x[f, a, i] - com[f, i]
-                    e0[f] += w[a] * xi * xi
-                    for j in range(3):
-                        h[f, i, j] += w[a] * xi * yc[a, j]
-        return com, h, e0
-
-    @njit(cache=True, nogil=True)
-    def moved_rmsd(x, rot, x_com, y_com, ref):
-        n_frames, n_atoms = x.shape[0], x.shape[1]
-        out = np.zeros(n_frames)
-        for f in range(n_frames):
-            acc = 0.0
-            for a in range(n_atoms):
-                for j in range(3):
-                    m = y_com[j]
-                    for i in range(3):
-                        m += (x[f, a, i] - x_com[f, i]) * rot[f, i, j]
-                    d = m - ref[a, j]
-                    acc += d * d
-            out[f] = np.sqrt(acc / n_atoms)
-        return out
-
-    return covariance, moved_rmsd
+    return k.covariance, k.moved_rmsd
 
 
 def _covariance_numpy(x, w, yc):
@@ -99,13 +64,13 @@ def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray, weights: np.ndarra
     rmsd : (F,) float64
     (rotation (F, 3, 3), mobile_com (F, 3), ref_com (3,)) if ``want_rotation``
     """
-    x = np.ascontiguousarray(mobile)
+    x = np.ascontiguousarray(mobile, dtype=np.float32)
     y = np.asarray(reference, dtype=np.float64)
     w = normalized_weights(weights, y.shape[0])
     y_com = (w[:, None] * y).sum(axis=0)
     yc = y - y_com
     kernels = _compiled()
-    x_com, h, e0 = (kernels[0] if kernels else _covariance_numpy)(x, w, yc)
+    x_com, h, e0 = (kernels[0] if kernels else _covariance_numpy)(x, w, np.ascontiguousarray(yc))
     u, s, vt = np.linalg.svd(h)
     d = np.sign(np.linalg.det(u) * np.linalg.det(vt))
     d[d == 0] = 1.0
@@ -121,11 +86,12 @@ def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray, weights: np.ndarra
 def rmsd_after_transform(mobile: np.ndarray, reference: np.ndarray, rotation: np.ndarray,
                          mobile_com: np.ndarray, ref_com: np.ndarray) -> np.ndarray:
     """RMSD of (F, M, 3) atoms moved by a fit done on other atoms (no refit)."""
-    x = np.ascontiguousarray(mobile)
-    ref = np.asarray(reference, dtype=np.float64)
+    x = np.ascontiguousarray(mobile, dtype=np.float32)
+    ref = np.ascontiguousarray(reference, dtype=np.float64)
     kernels = _compiled()
     if kernels:
-        return kernels[1](x, np.ascontiguousarray(rotation), mobile_com, np.asarray(ref_com, np.float64), ref)
+        return kernels[1](x, np.ascontiguousarray(rotation), np.ascontiguousarray(mobile_com),
+                          np.ascontiguousarray(ref_com, dtype=np.float64), ref)
     moved = np.einsum("fmi,fij->fmj", x - mobile_com[:, None, :], rotation) + ref_com
     diff = moved - ref
     return np.sqrt(np.einsum("fmk,fmk->f", diff, diff) / x.shape[1])

@@ -18,8 +18,11 @@ MAX_SLAB_BYTES = 256 * 1024**2
 #: Read the span between the first and last selected atom, then index, while the
 #: span is below this fraction of the frame; above it read whole frames.
 SPAN_FRACTION = 0.75
-#: HDF5 chunk cache per dataset: holds several planned (2-4 MiB) chunks.
-CHUNK_CACHE_BYTES = 64 * 1024**2
+#: No HDF5 chunk cache: every slab touches each chunk once, and an uncompressed
+#: chunk that does not fit the cache is read in place - only the selected atoms'
+#: bytes - instead of whole (measured on the demo file: a 3,341-atom span reads
+#: 10x faster, whole frames 1.7x faster than with a 64 MiB cache).
+CHUNK_CACHE_BYTES = 0
 
 
 class H5MDSource(Source):
