@@ -9,7 +9,7 @@ import time
 
 from .analysis.base import Analysis
 from .block import FrameRange, split_frames
-from .errors import AtomCountMismatchError, FrameRangeError
+from .errors import AtomCountMismatchError, FrameRangeError, TrajscaleError
 from .executors import Executor, Job, make_executor
 from .report.timing import RunReport, summarize_workers
 from .sources import open_source
@@ -95,10 +95,19 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     ex = make_executor(executor, n_workers, **executor_options)
     own = not isinstance(executor, Executor)
     try:
-        job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options())
-                     if ex.is_root else (None, None))
+        try:
+            job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options())
+                         if ex.is_root else (None, None))
+        except Exception as exc:
+            if ex.spmd:   # tell the other ranks, waiting in the broadcast, before raising here
+                ex.broadcast(exc if isinstance(exc, TrajscaleError)
+                             else RuntimeError(f"rank 0 failed to prepare the job: {exc!r}"))
+            raise
         t_prep = time.perf_counter() - t_start
-        job, info = ex.broadcast((job, info))
+        got = ex.broadcast((job, info))
+        if isinstance(got, BaseException):
+            raise got
+        job, info = got
         k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)
         ranges = plan_tasks(info["start"], info["stop"], k, info["chunk_frames"], info["n_atoms"] * 12)
         results = ex.map_tasks(job, ranges, progress)
@@ -111,9 +120,11 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         result = analysis.result(reduced, job.prepared)
         t_red = time.perf_counter() - t_red
         extras = ex.worker_extras()
-        root = timings[0].worker if timings else "root"
-        extras.setdefault(root, {})
-        extras[root]["t_init_top"] = extras[root].get("t_init_top", 0.0) + info["t_init_top"]
+        # The topology is read where the job is prepared: on a worker only for
+        # serial and MPI (rank 0); for pools it is the driver's, kept in t_prepare.
+        if ex.root_worker is not None:
+            root = extras.setdefault(ex.root_worker, {})
+            root["t_init_top"] = root.get("t_init_top", 0.0) + info["t_init_top"]
         report = RunReport(
             analysis=analysis.name, executor=ex.name, n_workers=ex.n_workers,
             n_frames=info["n_frames"], n_atoms=info["n_atoms"], source=info["source"],

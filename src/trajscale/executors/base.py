@@ -103,6 +103,8 @@ class Executor(ABC):
     name: str = ""
     #: True when every process of the job calls ``run`` (SPMD, MPI).
     spmd: bool = False
+    #: Worker name of the process that prepares the job, if it also runs tasks.
+    root_worker: str | None = None
 
     def __init__(self, n_workers: int = 1) -> None:
         self.n_workers = max(1, int(n_workers))

@@ -11,6 +11,7 @@ class SerialExecutor(Executor):
     """The reference executor: same tasks, same wrapper, no parallelism."""
 
     name = "serial"
+    root_worker = "serial"
 
     def __init__(self, n_workers: int = 1) -> None:
         super().__init__(1)

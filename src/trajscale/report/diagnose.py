@@ -1,0 +1,433 @@
+"""Derived numbers, stragglers and advice from a :class:`RunReport`.
+
+The numbers follow seed 001: ``R_comp/IO = sum(t_compute) / sum(t_io)`` (eq. 7)
+and ``R_comp/comm = sum(t_compute) / sum(t_comm)`` (eq. 8); a *straggler* is a
+worker (or task) whose total time exceeds 1.5 x the median, and the phase that
+made it slow is the one with the largest excess over that phase's median.
+
+Advice comes from :data:`RULES`, a plain dict of small functions, each taking
+``(report, diagnosis)`` and returning an :class:`Advice` or None.  The order of
+the dict is the order of importance.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from statistics import median
+
+from .timing import PHASES, RunReport, WorkerTiming, summarize_workers
+
+log = logging.getLogger(__name__)
+
+#: A worker or task is a straggler when its total time exceeds this x the median.
+STRAGGLER_FACTOR = 1.5
+#: Read amplification above this is worth a rechunk.
+AMPLIFICATION_LIMIT = 2.0
+
+PHASE_LABELS = {
+    "t_init_top": "topology", "t_init_traj": "open trajectory", "t_io": "read I/O",
+    "t_compute": "compute", "t_wait": "wait", "t_comm": "communication",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    """One piece of advice: which rule fired, what to do, and the measured reason."""
+
+    rule: str
+    message: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Straggler:
+    """A worker or task slower than ``STRAGGLER_FACTOR`` x the median."""
+
+    kind: str            # "worker" or "task"
+    name: str            # worker name, or "task 3 (worker ...)"
+    t_total: float
+    ratio: float         # t_total / median t_total
+    component: str       # phase with the largest excess over its median, e.g. "t_comm"
+    excess: float        # seconds of that phase above its median
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingPoint:
+    """Speed-up and efficiency of one report relative to a reference report."""
+
+    n_workers: int
+    t_total: float
+    speedup: float
+    efficiency: float
+
+
+@dataclass
+class Diagnosis:
+    """Derived numbers of one run (see module docstring)."""
+
+    totals: dict[str, float]
+    r_comp_io: float | None
+    r_comp_comm: float | None
+    frames: int
+    frames_per_s: float | None
+    gb_per_s: float | None
+    imbalance: float | None
+    median_worker_time: float | None
+    stragglers: list[Straggler] = field(default_factory=list)
+    task_stragglers: list[Straggler] = field(default_factory=list)
+    speedup: float | None = None
+    efficiency: float | None = None
+    advice: list[Advice] = field(default_factory=list)
+
+    @property
+    def dominant_phase(self) -> str | None:
+        """The phase with the largest summed time, or None if nothing was timed."""
+        best = max(self.totals, key=self.totals.get, default=None)
+        return best if best is not None and self.totals[best] > 0 else None
+
+    def to_dict(self) -> dict:
+        """JSON-friendly dict; infinities become the string ``"inf"``."""
+        return json_safe(asdict(self))
+
+
+def json_safe(x):
+    if isinstance(x, float) and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [json_safe(v) for v in x]
+    return x
+
+
+# ---------------------------------------------------------------- derived numbers
+
+def ratio(num: float, den: float) -> float | None:
+    """``num / den``; ``inf`` when only the denominator is zero, None when both are."""
+    if den > 0:
+        return num / den
+    return math.inf if num > 0 else None
+
+
+def worker_timings(report: RunReport) -> list[WorkerTiming]:
+    """The report's per-worker records, or ones summed from its tasks if it has none."""
+    return list(report.workers) if report.workers else summarize_workers(list(report.tasks))
+
+
+def phase_totals(report: RunReport) -> dict[str, float]:
+    """Sum of each phase over all workers (tasks plus worker-level wait/comm)."""
+    rows = worker_timings(report)
+    return {p: float(sum(getattr(w, p) for w in rows)) for p in PHASES}
+
+
+def find_stragglers(rows: Sequence, names: Sequence[str], kind: str,
+                    factor: float = STRAGGLER_FACTOR) -> list[Straggler]:
+    """Rows (WorkerTiming or TaskTiming) with ``t_total > factor x median``, slowest first."""
+    if len(rows) < 2:
+        return []
+    totals = [r.t_total for r in rows]
+    med = median(totals)
+    if med <= 0:
+        return []
+    phase_med = {p: median(getattr(r, p) for r in rows) for p in PHASES}
+    out = []
+    for r, name, t in zip(rows, names, totals):
+        if t > factor * med:
+            excess = {p: getattr(r, p) - phase_med[p] for p in PHASES}
+            comp = max(excess, key=excess.get)
+            out.append(Straggler(kind, name, t, t / med, comp, excess[comp]))
+    return sorted(out, key=lambda s: -s.t_total)
+
+
+def scaling(reports: Sequence[RunReport], reference: RunReport | None = None) -> list[ScalingPoint]:
+    """S(N) = t_ref / t_N and E(N) = S(N) x N_ref / N for each report, sorted by N.
+
+    The reference defaults to the report with the smallest N; a given
+    ``reference`` (a serial or N=1 baseline: then ``E(N) = S(N) / N``) is
+    included as a point of its own if it is not among ``reports``.
+    """
+    reports = list(reports)
+    if reference is not None and not any(r is reference for r in reports):
+        reports.append(reference)
+    if not reports:
+        return []
+    ordered = sorted(reports, key=lambda r: (r.n_workers, r.t_total))
+    ref = reference or ordered[0]
+    return [speedup_point(r, ref) for r in ordered]
+
+
+def speedup_point(report: RunReport, reference: RunReport) -> ScalingPoint:
+    """S and E of ``report`` relative to ``reference`` (``t_total`` of both)."""
+    s = reference.t_total / report.t_total if report.t_total > 0 else math.nan
+    return ScalingPoint(report.n_workers, report.t_total, s,
+                        s * max(1, reference.n_workers) / max(1, report.n_workers))
+
+
+def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
+    """Derived numbers, stragglers and advice for one run.
+
+    Parameters
+    ----------
+    report
+        The run to diagnose.
+    baseline
+        Optional serial or N=1 run of the same job; gives S(N) = t1 / tN and
+        E(N) = S(N) / N from the reports' ``t_total`` (for a baseline with
+        N_b > 1 workers, E(N) = S(N) x N_b / N).
+
+    Returns
+    -------
+    Diagnosis
+    """
+    totals = phase_totals(report)
+    workers = worker_timings(report)
+    frames = sum(t.frames for t in report.tasks) if report.tasks else report.n_frames
+    wall = report.t_total
+    w_totals = [w.t_total for w in workers]
+    med = median(w_totals) if w_totals else None
+    imbalance = max(w_totals) / med if med else None
+    tasks = list(report.tasks)
+    d = Diagnosis(
+        totals=totals,
+        r_comp_io=ratio(totals["t_compute"], totals["t_io"]),
+        r_comp_comm=ratio(totals["t_compute"], totals["t_comm"]),
+        frames=frames,
+        frames_per_s=frames / wall if wall > 0 else None,
+        gb_per_s=report.bytes_read / 1e9 / wall if wall > 0 else None,
+        imbalance=imbalance,
+        median_worker_time=med,
+        stragglers=find_stragglers(workers, [w.worker for w in workers], "worker"),
+        task_stragglers=find_stragglers(tasks, [f"{t.task} ({t.worker})" for t in tasks], "task"),
+    )
+    if baseline is not None:
+        point = speedup_point(report, baseline)
+        d.speedup, d.efficiency = point.speedup, point.efficiency
+    d.advice = advise(report, d)
+    return d
+
+
+# ---------------------------------------------------------------- advice rules
+
+def _fmt_ratio(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return "inf" if math.isinf(x) else f"{x:.2g}"
+
+
+def _source_path(report: RunReport) -> str:
+    src = report.source or {}
+    return str(src.get("path") or "FILE")
+
+
+def rule_io_bound_format(report: RunReport, d: Diagnosis) -> Advice | None:
+    """I/O-bound on a non-H5MD source: convert to H5MD and read with MPI-IO, or segment."""
+    fmt = str((report.source or {}).get("format", "")).lower()
+    if d.r_comp_io is None or d.r_comp_io >= 1 or fmt == "h5md":
+        return None
+    return Advice(
+        "io-bound-format",
+        f"convert to H5MD (`trajscale convert TOPOLOGY {_source_path(report)} -o traj.h5md`) and read "
+        "it with MPI-IO (`--executor mpi`), or split the trajectory into segments",
+        f"I/O-bound: R_comp/IO = {_fmt_ratio(d.r_comp_io)} (compute {d.totals['t_compute']:.3g} s, "
+        f"read {d.totals['t_io']:.3g} s) on a {fmt.upper() or 'non-H5MD'} source")
+
+
+def _relevant_patterns(report: RunReport, amp: dict) -> dict:
+    """The read-amplification patterns that match how this run read the file.
+
+    Tasks read chunk-aligned blocks of frames; a subset of atoms counts only if
+    the bytes read per frame show that the source read less than whole frames,
+    and single frames only if the tasks were tiny.
+    """
+    src = report.source or {}
+    wanted = ["block of 100 frames"]
+    n_src = src.get("n_atoms")
+    frames = sum(t.frames for t in report.tasks)
+    if isinstance(n_src, int) and frames and report.bytes_read / frames < 0.5 * n_src * 12:
+        wanted.append("150-atom subset, 100 frames")
+    sizes = [t.frames for t in report.tasks]
+    if sizes and median(sizes) < 10:
+        wanted.append("one frame")
+    picked = {k: v for k, v in amp.items() if k in wanted}
+    return picked or amp
+
+
+def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
+    """A chunk layout that reads > 2x the bytes asked for by this run's reads: rechunk."""
+    amp = (report.source or {}).get("read_amplification") or {}
+    amp = {k: float(v) for k, v in amp.items() if isinstance(v, int | float)}
+    if not amp:
+        return None
+    pats = _relevant_patterns(report, amp)
+    worst = max(pats, key=pats.get)
+    if pats[worst] <= AMPLIFICATION_LIMIT:
+        return None
+    chunks = (report.source or {}).get("chunks")
+    where = f"chunks {tuple(chunks) if isinstance(chunks, list) else chunks}: " if chunks else ""
+    layout = "frame" if worst == "one frame" else "auto"
+    return Advice(
+        "chunk-amplification",
+        f"rechunk the file: `trajscale convert TOPOLOGY {_source_path(report)} -o fixed.h5md "
+        f"--chunks {layout}`",
+        f"{where}reading a {worst} costs {pats[worst]:.1f}x the bytes asked for")
+
+
+def _stragglers_by(d: Diagnosis, phases: tuple[str, ...]) -> list[Straggler]:
+    return [s for s in d.stragglers if s.component in phases]
+
+
+def rule_comm_stragglers(report: RunReport, d: Diagnosis) -> Advice | None:
+    """Stragglers made slow by communication: fewer, larger gathers."""
+    slow = _stragglers_by(d, ("t_comm",))
+    if not slow:
+        return None
+    worst = slow[0]
+    return Advice(
+        "comm-stragglers",
+        "gather results in fewer, larger messages (fewer tasks per worker, or reduce on the workers "
+        "before gathering)",
+        f"{len(slow)} straggler(s) slowed by communication; {worst.name} spent {worst.excess:.3g} s "
+        f"more in t_comm than the median worker ({worst.ratio:.1f}x the median total)")
+
+
+def _top_loaders(report: RunReport) -> int:
+    """How many workers spent time loading the topology."""
+    return sum(1 for w in worker_timings(report) if w.t_init_top > 0)
+
+
+def rule_init_stragglers(report: RunReport, d: Diagnosis) -> Advice | None:
+    """Stragglers made slow by opening the topology/trajectory (seed 001).
+
+    A topology loaded on a single worker is the run's serial preparation (it is
+    already loaded once and broadcast), not a straggler to fix by broadcasting.
+    """
+    once = _top_loaders(report) <= 1
+    slow = [s for s in _stragglers_by(d, ("t_init_top", "t_init_traj"))
+            if not (s.component == "t_init_top" and once)]
+    if not slow:
+        return None
+    worst = slow[0]
+    if worst.component == "t_init_top":
+        msg = ("load the topology once and broadcast it (selections and reference) instead of "
+               "loading it on every worker")
+    else:
+        msg = ("avoid every worker opening one shared file: split the trajectory into segments "
+               "(one per worker), or use H5MD with MPI-IO")
+    return Advice(
+        "init-stragglers", msg,
+        f"{len(slow)} straggler(s) slowed by {PHASE_LABELS[worst.component]}; {worst.name} spent "
+        f"{worst.excess:.3g} s more in {worst.component} than the median worker "
+        f"({worst.ratio:.1f}x the median total)")
+
+
+def _parallel_imbalance(report: RunReport, d: Diagnosis) -> float | None:
+    """max/median worker time, leaving out a topology load done once (serial preparation)."""
+    if _top_loaders(report) != 1:
+        return d.imbalance
+    totals = [w.t_total - w.t_init_top for w in worker_timings(report)]
+    med = median(totals) if totals else 0.0
+    return max(totals) / med if med > 0 else None
+
+
+def _uneven_tasks(report: RunReport) -> bool:
+    per_worker: dict[str, int] = {}
+    for t in report.tasks:
+        per_worker[t.worker] = per_worker.get(t.worker, 0) + 1
+    if len(set(per_worker.values())) > 1 or len(per_worker) < report.n_workers:
+        return True
+    sizes = [t.frames for t in report.tasks]
+    return bool(sizes) and max(sizes) > 1.25 * min(sizes)
+
+
+def rule_imbalance(report: RunReport, d: Diagnosis) -> Advice | None:
+    """Uneven load across workers: more, smaller tasks."""
+    n_w = max(1, report.n_workers)
+    few = report.n_workers > 1 and report.n_tasks < 2 * n_w and _uneven_tasks(report)
+    imb = _parallel_imbalance(report, d)
+    high = imb is not None and imb > STRAGGLER_FACTOR
+    if not (few or high):
+        return None
+    why = []
+    if high:
+        extra = "" if imb == d.imbalance else " (leaving out the one-off topology load)"
+        why.append(f"slowest worker takes {imb:.2f}x the median worker time{extra}")
+    if few:
+        why.append(f"only {report.n_tasks} uneven task(s) for {report.n_workers} workers")
+    return Advice("imbalance", f"use more tasks per worker (e.g. `--tasks {4 * n_w}`)",
+                  "; ".join(why))
+
+
+def rule_compute_bound(report: RunReport, d: Diagnosis) -> Advice | None:
+    """Compute-bound and balanced: adding workers should scale well."""
+    if d.r_comp_io is None or d.r_comp_io <= 1:
+        return None
+    if d.r_comp_comm is not None and d.r_comp_comm <= 1:
+        return None
+    imbalance = _parallel_imbalance(report, d)
+    once = _top_loaders(report) <= 1
+    if [s for s in d.stragglers if not (s.component == "t_init_top" and once)]:
+        return None
+    if imbalance is not None and imbalance > STRAGGLER_FACTOR:
+        return None
+    imb = "n/a" if imbalance is None else f"{imbalance:.2f}"
+    return Advice(
+        "compute-bound", "good scaling expected: add workers",
+        f"compute-bound (R_comp/IO = {_fmt_ratio(d.r_comp_io)}, R_comp/comm = {_fmt_ratio(d.r_comp_comm)}) "
+        f"and balanced (max/median worker time {imb}, no stragglers)")
+
+
+Rule = Callable[[RunReport, Diagnosis], "Advice | None"]
+
+#: name -> rule, most important first.
+RULES: dict[str, Rule] = {
+    "io-bound-format": rule_io_bound_format,
+    "chunk-amplification": rule_chunk_amplification,
+    "comm-stragglers": rule_comm_stragglers,
+    "init-stragglers": rule_init_stragglers,
+    "imbalance": rule_imbalance,
+    "compute-bound": rule_compute_bound,
+}
+
+
+def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None) -> list[Advice]:
+    """Run every rule; return the advice of those that fired, in rule order."""
+    out = []
+    for name, rule in (RULES if rules is None else rules).items():
+        try:
+            a = rule(report, d)
+        except (TypeError, ValueError, KeyError, ZeroDivisionError) as exc:   # odd report contents
+            log.debug("advice rule %s skipped: %s", name, exc)
+            continue
+        if a is not None:
+            out.append(a)
+    return out
+
+
+# ---------------------------------------------------------------- short summary
+
+def short_report(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
+    """A few lines for the end of ``trajscale run``: throughput, ratios, stragglers, top advice."""
+    d = diagnosis or diagnose(report)
+    fps = "n/a" if d.frames_per_s is None else f"{d.frames_per_s:,.0f} frames/s"
+    gbs = "n/a" if d.gb_per_s is None else f"{d.gb_per_s:.3f} GB/s"
+    imb = "n/a" if d.imbalance is None else f"{d.imbalance:.2f}"
+    lines = [
+        (f"  throughput {fps}, {gbs}; R_comp/IO {_fmt_ratio(d.r_comp_io)}, "
+         f"R_comp/comm {_fmt_ratio(d.r_comp_comm)}"),
+        (f"  stragglers: {len(d.stragglers)} of {len(worker_timings(report))} workers, "
+         f"{len(d.task_stragglers)} of {report.n_tasks} tasks; imbalance (max/median) {imb}"),
+    ]
+    if d.advice:
+        a = d.advice[0]
+        lines.append(f"  advice: {a.message} ({a.reason})")
+    return "\n".join(lines)
+
+
+__all__ = ["RULES", "Advice", "Diagnosis", "ScalingPoint", "Straggler", "advise", "diagnose",
+           "find_stragglers", "json_safe", "phase_totals", "ratio", "scaling", "short_report",
+           "worker_timings"]

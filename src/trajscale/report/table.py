@@ -1,0 +1,103 @@
+"""Plain-text tables of a run report: per-worker phases, totals, derived numbers, advice."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from .diagnose import Diagnosis, diagnose, scaling, worker_timings
+from .timing import PHASES, RunReport
+
+#: Short column headers for the phases.
+HEADERS = {"t_init_top": "init_top", "t_init_traj": "init_traj", "t_io": "io",
+           "t_compute": "compute", "t_wait": "wait", "t_comm": "comm"}
+
+
+def _num(x: float | None, fmt: str = ".3f") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf"
+    return format(x, fmt)
+
+
+def _grid(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Left-align the first column, right-align the rest."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(r: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
+    return [line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
+
+
+def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
+    """The full report: run facts, per-worker phases (s), totals, derived numbers, stragglers, advice."""
+    d = diagnosis or diagnose(report)
+    src = report.source or {}
+    lines = [
+        (f"{report.analysis} on {report.executor} x{report.n_workers}: {d.frames} frames x "
+         f"{report.n_atoms} atoms in {report.n_tasks} tasks, {report.t_total:.3f} s wall "
+         f"(prepare {report.t_prepare:.3f} s, reduce {report.t_reduce:.3f} s)"),
+        f"source: {src.get('format', '?')} {src.get('path', '')}".rstrip(),
+    ]
+    if src.get("chunks"):
+        lines.append(f"layout: chunks {src['chunks']}, compression {src.get('compression', '?')}")
+    lines.append("")
+    header = ["worker", "host", "pid", "tasks", "frames", "MB", *(HEADERS[p] for p in PHASES), "total"]
+    rows = []
+    strag = {s.name for s in d.stragglers}
+    workers = worker_timings(report)
+    for w in workers:
+        rows.append([w.worker + (" *" if w.worker in strag else ""), w.host, str(w.pid), str(w.n_tasks),
+                     str(w.frames), f"{w.bytes_read / 1e6:.2f}", *(_num(getattr(w, p)) for p in PHASES),
+                     _num(w.t_total)])
+    rows.append(["sum", "", "", str(sum(w.n_tasks for w in workers)), str(sum(w.frames for w in workers)),
+                 f"{sum(w.bytes_read for w in workers) / 1e6:.2f}", *(_num(d.totals[p]) for p in PHASES),
+                 _num(sum(d.totals.values()))])
+    lines += _grid(header, rows)
+    if strag:
+        lines.append("(* straggler: total > 1.5 x median)")
+    lines += ["", "derived:"]
+    fps = "n/a" if d.frames_per_s is None else f"{d.frames_per_s:,.0f}"
+    lines += [
+        f"  throughput        {fps} frames/s, {_num(d.gb_per_s, '.3g')} GB/s",
+        f"  R_comp/IO         {_num(d.r_comp_io, '.3g')}",
+        f"  R_comp/comm       {_num(d.r_comp_comm, '.3g')}",
+        (f"  imbalance         {_num(d.imbalance, '.2f')} (max/median worker time, median "
+         f"{_num(d.median_worker_time)} s)"),
+    ]
+    if d.speedup is not None:
+        lines.append(f"  speed-up S(N)     {_num(d.speedup, '.2f')}, efficiency E(N) {_num(d.efficiency, '.2f')}")
+    lines.append("")
+    if d.stragglers or d.task_stragglers:
+        lines.append(f"stragglers ({len(d.stragglers)} workers, {len(d.task_stragglers)} tasks):")
+        for s in [*d.stragglers, *d.task_stragglers]:
+            lines.append(f"  {s.kind} {s.name}: {s.t_total:.3f} s = {s.ratio:.1f}x median; slow in "
+                         f"{s.component} (+{s.excess:.3f} s over its median)")
+    else:
+        lines.append("stragglers: none")
+    for w in src.get("warnings") or []:
+        lines.append(f"layout warning: {w}")
+    lines.append("")
+    if d.advice:
+        lines.append("advice:")
+        for a in d.advice:
+            lines += [f"  - {a.message}", f"    because {a.reason}"]
+    else:
+        lines.append("advice: none")
+    return "\n".join(lines)
+
+
+def format_scaling(reports: Sequence[RunReport], baseline: RunReport | None = None) -> str:
+    """Scaling table S(N), E(N) relative to ``baseline`` or the report with the smallest N."""
+    points = scaling(reports, reference=baseline)
+    ref = baseline or min(reports, key=lambda r: (r.n_workers, r.t_total))
+    header = ["N", "t_total (s)", "S(N)", "E(N)"]
+    rows = [[str(p.n_workers), f"{p.t_total:.3f}", _num(p.speedup, ".2f"), _num(p.efficiency, ".2f")]
+            for p in points]
+    title = f"scaling relative to N={ref.n_workers} ({ref.t_total:.3f} s):"
+    return "\n".join([title, *_grid(header, rows)])
+
+
+__all__ = ["format_scaling", "format_table"]

@@ -1,0 +1,125 @@
+"""Chrome / Perfetto trace-event JSON of a run report.
+
+Open the file in https://ui.perfetto.dev or ``chrome://tracing``.  Each worker
+is one process track (``pid``) with a ``tasks`` thread (``tid`` 0) holding one
+complete ("X") slice per task phase, laid out from the task's ``t_begin`` with
+the measured phase durations in order, and, when the executor recorded them
+(Dask), a ``scheduler`` thread (``tid`` 1) with the scheduler's view of each
+task.  Worker-level time not spent in any task (the root's topology load
+before the tasks, waits and communication after them) gets its own slices.
+Timestamps are microseconds from the first event; on each thread they are
+monotonic and slices never overlap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from .diagnose import worker_timings
+from .timing import PHASES, RunReport, TaskTiming
+
+_US = 1e6
+_EPS = 1e-9
+
+
+def _phase_name(p: str) -> str:
+    return p.removeprefix("t_")
+
+
+def _worker_slices(tasks: list[TaskTiming], worker_extra: dict[str, float]) -> list[tuple[str, float, float, dict]]:
+    """(name, start s, duration s, args) for one worker, on one absolute clock, non-overlapping."""
+    out: list[tuple[str, float, float, dict]] = []
+    tasks = sorted(tasks, key=lambda t: (t.t_begin, t.task))
+    first = tasks[0].t_begin if tasks else 0.0
+    pre = worker_extra.get("t_init_top", 0.0)
+    cursor = first - pre
+    if pre > _EPS:
+        out.append(("init_top", cursor, pre, {"level": "worker"}))
+    for t in tasks:
+        cursor = max(cursor, t.t_begin)
+        args = {"task": t.task, "frames": [t.start, t.stop], "bytes_read": t.bytes_read}
+        for p in PHASES:
+            dur = float(getattr(t, p))
+            if dur > 0:
+                out.append((_phase_name(p), cursor, dur, args))
+                cursor += dur
+        cursor = max(cursor, t.t_end)
+    for p in ("t_wait", "t_comm"):
+        dur = worker_extra.get(p, 0.0)
+        if dur > _EPS:
+            out.append((_phase_name(p), cursor, dur, {"level": "worker"}))
+            cursor += dur
+    return out
+
+
+def _scheduler_slices(tasks: list[TaskTiming]) -> list[tuple[str, float, float, dict]]:
+    out = []
+    cursor = None
+    for t in sorted((t for t in tasks if t.t_sched_start is not None and t.t_sched_stop is not None),
+                    key=lambda t: t.t_sched_start):
+        start = t.t_sched_start if cursor is None else max(t.t_sched_start, cursor)
+        stop = max(start, t.t_sched_stop)
+        out.append(("scheduler", start, stop - start, {"task": t.task, "frames": [t.start, t.stop]}))
+        cursor = stop
+    return out
+
+
+def build_trace(reports: RunReport | Sequence[RunReport], labels: Sequence[str] | None = None) -> dict:
+    """The trace-event dict ``{"traceEvents": [...], "displayTimeUnit": "ms"}``.
+
+    Several reports go into one trace with separate process ids, each run
+    starting at time 0; ``labels`` name them (default ``N=<workers>``).
+    """
+    if isinstance(reports, RunReport):
+        reports = [reports]
+    events: list[dict] = []
+    pid = 0
+    for i, report in enumerate(reports):
+        label = labels[i] if labels else (f"N={report.n_workers}" if len(reports) > 1 else "")
+        tracks = []
+        for w in worker_timings(report):
+            mine = [t for t in report.tasks if t.worker == w.worker]
+            extra = {p: max(0.0, getattr(w, p) - sum(getattr(t, p) for t in mine))
+                     for p in ("t_init_top", "t_wait", "t_comm")}
+            tracks.append((w, _worker_slices(mine, extra), _scheduler_slices(mine)))
+        starts = [s[1] for _, a, b in tracks for s in (*a, *b)]
+        origin = min(starts) if starts else 0.0
+        for w, slices, sched in tracks:
+            pid += 1
+            name = f"{label} {w.worker}".strip() + (f" ({w.host})" if w.host else "")
+            events.append({"name": "process_name", "ph": "M", "ts": 0, "pid": pid, "tid": 0,
+                           "args": {"name": name}})
+            events.append({"name": "process_sort_index", "ph": "M", "ts": 0, "pid": pid, "tid": 0,
+                           "args": {"sort_index": pid}})
+            events.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": pid, "tid": 0,
+                           "args": {"name": "tasks"}})
+            if sched:
+                events.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": pid, "tid": 1,
+                               "args": {"name": "scheduler"}})
+            for tid, rows in ((0, slices), (1, sched)):
+                for sname, start, dur, args in rows:
+                    ts = round((start - origin) * _US, 3)
+                    te = round((start + dur - origin) * _US, 3)
+                    events.append({"name": sname, "cat": "phase" if tid == 0 else "scheduler", "ph": "X",
+                                   "ts": ts, "dur": round(te - ts, 3), "pid": pid, "tid": tid, "args": args})
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def write_trace(report: RunReport | Sequence[RunReport], path: str | os.PathLike,
+                labels: Sequence[str] | None = None) -> dict:
+    """Write the Chrome/Perfetto trace of one report (or several) to ``path``.
+
+    Written to a temporary name and renamed when complete.  Returns the trace dict.
+    """
+    from ..util import atomic_output
+
+    trace = build_trace(report, labels)
+    with atomic_output(path) as tmp:
+        Path(tmp).write_text(json.dumps(trace))
+    return trace
+
+
+__all__ = ["build_trace", "write_trace"]
