@@ -98,7 +98,7 @@ def test_nan_coordinates(tmp_path, adk_vacuum, adk_vacuum_h5md):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_convert_leaves_nothing(tmp_path, adk_water, sig):
     out = tmp_path / "big.h5md"
-    cmd = [sys.executable, "-m", "trajscale.cli.main", "convert", adk_water["tpr"], *[adk_water["xtc"]] * 60,
+    cmd = [sys.executable, "-m", "trajscale.cli.main", "convert", adk_water["tpr"], *[adk_water["xtc"]] * 150,
            "-o", str(out), "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60

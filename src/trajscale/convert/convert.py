@@ -14,7 +14,7 @@ from ..sources import H5MDSource
 from ..sources.mda import load_universe
 from ..store.h5md import H5MDWriter
 from ..store.layout import Layout
-from ..util import atomic_output, check_output_path
+from ..util import atomic_output, check_output_path, polling_for_stop, raise_if_stopped
 from .stream import Renumberer, frame_plan, iter_blocks, open_inputs
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,9 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         h5 = sources[0] if isinstance(sources[0], H5MDSource) else None
         group = h5.info.group if h5 else "all"
         renumber = Renumberer()
-        with atomic_output(output, overwrite=overwrite) as tmp:
+        # Poll for SIGTERM for the whole life of the temporary file, so a signal
+        # during set-up or the last block also stops before the rename.
+        with polling_for_stop(), atomic_output(output, overwrite=overwrite) as tmp:
             writer = H5MDWriter(tmp, len(sel_atoms), n_frames=n_frames, layout=layout, fields=fields,
                                 box="triclinic" if has_box else None, group=group,
                                 masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"))
@@ -78,6 +80,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
                                      force=block.forces, step=block.step, time=block.time,
                                      box=block.box, observables=_read_observables(sources, block, observables))
                         bar.update(block.n_frames)
+                raise_if_stopped()
         if renumber.renumbered:
             log.warning("renumbered step and time of %d input file(s) so they keep increasing "
                         "(H5MD requires increasing steps)", renumber.renumbered)

@@ -1,0 +1,205 @@
+"""Run tasks on a Dask ``distributed`` cluster: an embedded LocalCluster, or any scheduler.
+
+Each task (a block of frames) runs :func:`~trajscale.executors.base.run_task`
+inside a worker process, which opens the trajectory on its first task and
+keeps the handle for the next (one handle per worker process).  Results come
+back to the client in task order.  A small scheduler plugin records when the
+scheduler handed each task to a worker and when it came back, so the
+RunReport holds scheduler-side start/stop times beside the worker-side phases.
+
+``dask[distributed]`` is optional: it is imported only when this executor is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import os
+import time
+import uuid
+
+from ..block import FrameRange
+from ..errors import ParallelUnavailableError, TaskError, TrajscaleError
+from ..report.timing import TaskTiming
+from .base import Executor, Job, progress_bar, run_task
+
+log = logging.getLogger(__name__)
+
+#: Name of the scheduler plugin that clocks trajscale's tasks.
+CLOCK_NAME = "trajscale-task-clock"
+KEY_PREFIX = "trajscale-"
+
+
+def _require_distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise ParallelUnavailableError(
+            "the Dask executor needs dask.distributed (pip install 'trajscale[dask]' "
+            "or pip install 'dask[distributed]')") from None
+    return distributed
+
+
+def _dask_task(job: Job, task: int, frames: FrameRange) -> tuple[dict, TaskTiming]:
+    """Runs on a Dask worker: the worker's address names it in the report."""
+    try:
+        from distributed import get_worker
+
+        name = get_worker().address
+    except (ImportError, ValueError):   # not inside a worker (e.g. a synchronous test client)
+        name = f"pid {os.getpid()}"
+    return run_task(job, task, frames, name)
+
+
+@functools.cache
+def _clock_class():
+    """The scheduler plugin class (built on first use: distributed is optional)."""
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class TaskClock(SchedulerPlugin):
+        """Scheduler-side epoch times when each trajscale task starts and stops processing."""
+
+        name = CLOCK_NAME
+
+        def __init__(self) -> None:
+            self.times: dict[str, list] = {}
+
+        def transition(self, key, start, finish, *args, stimulus_id=None, **kwargs) -> None:
+            if not (isinstance(key, str) and key.startswith(KEY_PREFIX)):
+                return
+            if finish == "processing":   # (re)assigned to a worker; a retry restarts the clock
+                self.times[key] = [time.time(), None]
+            elif start == "processing" and key in self.times:
+                self.times[key][1] = time.time()
+
+    return TaskClock
+
+
+def _has_clock(dask_scheduler=None) -> bool:
+    return CLOCK_NAME in dask_scheduler.plugins
+
+
+def _pop_times(keys: list[str], dask_scheduler=None) -> dict[str, tuple]:
+    plugin = dask_scheduler.plugins.get(CLOCK_NAME)
+    if plugin is None:
+        return {}
+    return {k: tuple(plugin.times.pop(k)) for k in keys if k in plugin.times}
+
+
+class DaskExecutor(Executor):
+    """Tasks on Dask workers.
+
+    Parameters
+    ----------
+    n_workers
+        Workers of the embedded LocalCluster (default: the CPU count).  With
+        ``scheduler`` or ``client``: the worker count used to plan tasks
+        (default: the workers connected now).
+    scheduler
+        Address of a running scheduler (``"tcp://host:port"``).
+    client
+        A ``distributed.Client`` (e.g. on a dask-jobqueue SLURMCluster); it is
+        never closed here.
+    threads_per_worker
+        Threads per LocalCluster worker (HDF5 serialises threads: keep 1).
+    retries
+        Times a failed task is resubmitted (a task on a worker that died is
+        rescheduled by Dask in any case).
+    """
+
+    name = "dask"
+
+    def __init__(self, n_workers: int | None = None, scheduler: str | None = None, client=None,
+                 threads_per_worker: int = 1, retries: int = 2) -> None:
+        distributed = _require_distributed()
+        if scheduler is not None and client is not None:
+            from ..errors import ConfigError
+
+            raise ConfigError("Dask executor: give a scheduler address or a client, not both")
+        self.threads_per_worker = int(threads_per_worker)
+        self.retries = int(retries)
+        self._cluster = None
+        self._own_client = False
+        self._client = client
+        if scheduler is not None:
+            self._client = distributed.Client(scheduler)
+            self._own_client = True
+        if self._client is not None and n_workers is None:
+            n_workers = len(self._client.scheduler_info().get("workers", {})) or 1
+        super().__init__(n_workers or os.cpu_count() or 1)
+
+    @property
+    def client(self):
+        """The Client: the one given, one for ``scheduler``, or one on a new LocalCluster."""
+        if self._client is None:
+            from distributed import Client, LocalCluster
+
+            self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=self.threads_per_worker,
+                                         processes=True, dashboard_address=None)
+            self._client = Client(self._cluster)
+            self._own_client = True
+        return self._client
+
+    def _ensure_clock(self) -> bool:
+        client = self.client
+        try:
+            if not client.run_on_scheduler(_has_clock):
+                client.register_plugin(_clock_class()(), name=CLOCK_NAME)
+            return True
+        except Exception as exc:  # noqa: BLE001 - e.g. a scheduler without trajscale installed
+            log.warning("no scheduler-side task times (%s: %s)", type(exc).__name__, exc)
+            return False
+
+    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]]:
+        from distributed import as_completed
+
+        client = self.client
+        clocked = self._ensure_clock()
+        token = uuid.uuid4().hex[:12]
+        keys = [f"{KEY_PREFIX}{token}-{i}" for i in range(len(ranges))]
+        futures = [client.submit(_dask_task, job, i, r, key=k, pure=False, retries=self.retries)
+                   for i, (r, k) in enumerate(zip(ranges, keys))]
+        index = {f.key: i for i, f in enumerate(futures)}
+        out: list = [None] * len(ranges)
+        try:
+            with progress_bar(len(ranges), progress) as bar:
+                for fut in as_completed(futures):
+                    i = index[fut.key]
+                    try:
+                        out[i] = fut.result()
+                    except TrajscaleError:
+                        raise
+                    except Exception as exc:  # noqa: BLE001 - KilledWorker, lost connection...
+                        r = ranges[i]
+                        raise TaskError("a Dask worker", r.start, r.stop, f"{type(exc).__name__}: {exc}") from None
+                    bar.update(1)
+        except BaseException:
+            client.cancel(futures)
+            raise
+        finally:
+            times = self._collect_times(keys) if clocked else {}
+        return [(p, _with_times(t, times.get(k))) for (p, t), k in zip(out, keys)]
+
+    def _collect_times(self, keys: list[str]) -> dict[str, tuple]:
+        try:
+            return self.client.run_on_scheduler(_pop_times, keys)
+        except Exception as exc:  # noqa: BLE001 - times are optional; the results are not lost
+            log.warning("could not read scheduler-side task times (%s: %s)", type(exc).__name__, exc)
+            return {}
+
+    def close(self) -> None:
+        """Close the client and cluster started here; a client passed in stays open."""
+        if self._own_client and self._client is not None:
+            self._client.close()
+            self._client = None
+            self._own_client = False
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+
+def _with_times(timing: TaskTiming, times: tuple | None) -> TaskTiming:
+    if not times:
+        return timing
+    return dataclasses.replace(timing, t_sched_start=times[0], t_sched_stop=times[1])

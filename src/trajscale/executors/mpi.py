@@ -1,0 +1,235 @@
+"""SPMD execution under ``mpiexec``/``srun``: every rank reads its own frames.
+
+There is no master/worker split.  Rank 0 alone loads the topology and prepares
+the Job (``trajscale.run`` does that); :meth:`MPIExecutor.broadcast` hands it
+to every rank.  All ranks compute the same task list; rank ``r`` runs the
+contiguous group of tasks ``[ceil(r*k/N), ceil((r+1)*k/N))``, so it reads one contiguous
+region of the file.  Per-frame partials come home to rank 0 with
+``Gatherv`` of raw NumPy buffers (no pickles), in frame order; accumulating
+partials are reduced on each rank, gathered and reduced again on rank 0.
+
+An exception on any rank prints one line naming the rank and its frames and
+aborts the whole job (``MPI_Abort``): a rank waiting in a collective never
+hangs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import time
+
+import numpy as np
+
+from ..analysis.base import Analysis, analysis_from_config
+from ..block import FrameRange
+from ..errors import ConfigError
+from ..parallel import default_mpi_driver, mpi_comm_world, require_parallel_h5py
+from ..report.timing import TaskTiming, host_and_pid
+from .base import Executor, Job, cached_source, close_cached_sources, progress_bar, run_task
+
+log = logging.getLogger(__name__)
+
+_DRIVERS = ("auto", "mpio", None)
+
+
+def rank_tasks(n_tasks: int, size: int, rank: int) -> range:
+    """Task indices of ``rank``: a contiguous group, ``[ceil(rank*k/N), ceil((rank+1)*k/N))``.
+
+    Rounding up puts idle ranks (more ranks than tasks) last, so rank 0 always
+    holds the first task.
+    """
+    return range(-(-rank * n_tasks // size), -(-(rank + 1) * n_tasks // size))
+
+
+class MPIExecutor(Executor):
+    """Run tasks SPMD on the ranks of an MPI communicator.
+
+    Parameters
+    ----------
+    n_workers
+        Ignored: the number of workers is the communicator's size.
+    comm
+        Communicator (default ``MPI.COMM_WORLD``).
+    driver
+        HDF5 driver for H5MD sources: ``"mpio"`` (parallel HDF5, every rank
+        opens the file collectively), ``None`` (HDF5's default driver, each
+        rank opens the file read-only on its own) or ``"auto"`` (``"mpio"``
+        where h5py is built with MPI).
+    collective
+        Collective MPI-IO reads (``driver="mpio"`` only).
+    """
+
+    name = "mpi"
+    root_worker = "rank 0"
+    spmd = True
+
+    def __init__(self, n_workers: int | None = None, comm=None, driver: str | None = "auto",
+                 collective: bool = False) -> None:
+        if driver not in _DRIVERS:
+            raise ConfigError(f"MPI executor: driver must be 'mpio', None or 'auto', got {driver!r}")
+        self.comm = comm if comm is not None else mpi_comm_world()
+        super().__init__(self.comm.Get_size())
+        if n_workers not in (None, self.n_workers):
+            log.debug("MPI executor: n_workers=%s ignored; the communicator has %d ranks",
+                      n_workers, self.n_workers)
+        if driver == "auto":
+            driver = default_mpi_driver()
+        elif driver == "mpio":
+            require_parallel_h5py()
+        self.driver = driver
+        self.collective = bool(collective and driver == "mpio")
+        if collective and driver != "mpio":
+            log.warning("collective reads need driver='mpio'; reading independently")
+        self.rank = self.comm.Get_rank()
+        _preload_kernels()
+        self._extras: dict[str, dict] = {}
+        self._reduced: dict | None = None
+
+    @property
+    def is_root(self) -> bool:
+        return self.rank == 0
+
+    def broadcast(self, obj):
+        return self.comm.bcast(obj, root=0)
+
+    def source_options(self) -> dict:
+        if self.driver == "mpio":
+            return {"driver": "mpio", "collective": self.collective}
+        return {"driver": None, "collective": False}
+
+    def worker_extras(self) -> dict[str, dict]:
+        return {k: dict(v) for k, v in self._extras.items()}
+
+    def reduce(self, analysis: Analysis, partials: list[dict]) -> dict:
+        """The result combined in :meth:`map_tasks` (the per-task partials stay on their ranks)."""
+        if self._reduced is None:
+            return analysis.reduce(partials)
+        reduced, self._reduced = self._reduced, None
+        return reduced
+
+    # -- the SPMD run ------------------------------------------------------------
+
+    def map_tasks(self, job: Job, ranges: list[FrameRange],
+                  progress: bool = False) -> list[tuple[dict, TaskTiming]] | None:
+        """Run this rank's tasks, gather to rank 0; on rank 0 return one ``({}, timing)`` per task.
+
+        The partials themselves are combined here; :meth:`reduce` returns them.
+        """
+        comm, rank, size = self.comm, self.rank, self.comm.Get_size()
+        worker = f"rank {rank}"
+        mine = rank_tasks(len(ranges), size, rank)
+        job = self._check_collective(job, ranges)
+        host, pid = host_and_pid()
+        current = _span(ranges, mine)
+        try:
+            analysis = analysis_from_config(job.analysis)
+            # Every rank opens the file, even one without tasks: with driver="mpio"
+            # the open (and the close below) are collective.
+            _, t_init_traj = cached_source(job.source, comm)
+            partials, timings = [], []
+            with progress_bar(len(mine), progress and rank == 0, desc="rank 0 tasks") as bar:
+                for i in mine:
+                    current = ranges[i]
+                    partial, timing = run_task(job, i, ranges[i], worker, comm)
+                    partials.append(partial)
+                    timings.append(timing)
+                    bar.update(1)
+            current = _span(ranges, mine)
+            local = analysis.reduce(partials)
+            t0 = time.perf_counter()
+            comm.Barrier()
+            t1 = time.perf_counter()
+            if analysis.per_frame:
+                reduced = self._gather_per_frame(local)
+            else:
+                gathered = comm.gather(local, root=0)
+                reduced = analysis.reduce([p for p in gathered if p]) if rank == 0 else None
+            all_timings = comm.gather(timings, root=0)
+            t2 = time.perf_counter()
+            extras = {"host": host, "pid": pid, "t_init_traj": t_init_traj,
+                      "t_wait": t1 - t0, "t_comm": t2 - t1}
+            all_extras = comm.gather((worker, extras), root=0)
+            close_cached_sources()   # collective under mpio: every rank gets here
+        except BaseException as exc:   # noqa: BLE001 - any failure must end the whole job
+            self._abort(rank, current, exc)
+        if rank != 0:
+            return None
+        self._extras = dict(all_extras)
+        self._reduced = reduced
+        return [({}, t) for ts in all_timings for t in ts]
+
+    def _check_collective(self, job: Job, ranges: list[FrameRange]) -> Job:
+        """Collective reads need the same number of reads on every rank; else read independently."""
+        if not job.source.get("collective"):
+            return job
+        size = self.comm.Get_size()
+        if len(ranges) % size == 0:
+            return job
+        if self.rank == 0:
+            log.warning("collective reads need a multiple of %d tasks (got %d): reading independently",
+                        size, len(ranges))
+        return dataclasses.replace(job, source={**job.source, "collective": False})
+
+    def _gather_per_frame(self, local: dict) -> dict | None:
+        """Gatherv each per-frame array to rank 0 as raw bytes, in rank (= frame) order."""
+        from mpi4py import MPI
+
+        comm = self.comm
+        rows = len(local["frame"]) if local else 0
+        layout = {k: (v.dtype.str, v.shape[1:]) for k, v in local.items()} if local else None
+        meta = comm.allgather((rows, layout))
+        counts_rows = [m[0] for m in meta]
+        layout = next((m[1] for m in meta if m[1] is not None), None)
+        if layout is None:   # no frames anywhere
+            return {} if self.rank == 0 else None
+        out: dict[str, np.ndarray] = {}
+        for key in sorted(layout):
+            dtype, trail = np.dtype(layout[key][0]), tuple(layout[key][1])
+            row_bytes = dtype.itemsize * int(np.prod(trail, dtype=np.int64))
+            send = np.ascontiguousarray(local[key], dtype=dtype) if rows else np.empty((0, *trail), dtype)
+            counts = [r * row_bytes for r in counts_rows]
+            if self.rank == 0:
+                recv = np.empty((sum(counts_rows), *trail), dtype=dtype)
+                displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).tolist()
+                comm.Gatherv([send.view(np.uint8).reshape(-1), MPI.BYTE],
+                             [recv.view(np.uint8).reshape(-1), counts, displs, MPI.BYTE], root=0)
+                out[key] = recv
+            else:
+                comm.Gatherv([send.view(np.uint8).reshape(-1), MPI.BYTE], None, root=0)
+        return out if self.rank == 0 else None
+
+    def _abort(self, rank: int, frames: FrameRange | None, exc: BaseException) -> None:
+        """Say which rank failed on which frames, then abort every rank of the job."""
+        where = f"frames [{frames.start}, {frames.stop})" if frames is not None else "no frames"
+        cause = getattr(exc, "cause", None) or f"{type(exc).__name__}: {exc}"
+        # Written directly: the process is about to be killed, logging handlers may
+        # be buffered or absent, and this line is the user's only clue.
+        sys.stderr.write(f"trajscale: rank {rank} failed on {where}: {cause}; aborting all ranks\n")
+        sys.stderr.flush()
+        log.debug("rank %d failure", rank, exc_info=exc)
+        from mpi4py import MPI
+
+        MPI.COMM_WORLD.Abort(1)
+
+    def close(self) -> None:
+        """Close this process's cached sources (collective under ``mpio``: call on every rank)."""
+        close_cached_sources()
+
+
+def _preload_kernels() -> None:
+    """Load the compiled kernels now (as the process pool's forkserver does), not in the first task.
+
+    Ranks other than 0 do this while rank 0 reads the topology.
+    """
+    from ..kernels import superpose
+
+    superpose._compiled()
+
+
+def _span(ranges: list[FrameRange], tasks: range) -> FrameRange | None:
+    """The frame range covered by a contiguous group of tasks (None if empty)."""
+    if not len(tasks):
+        return None
+    return FrameRange(ranges[tasks[0]].start, ranges[tasks[-1]].stop)

@@ -1,0 +1,108 @@
+"""The Dask executor: same numbers as serial on 1 and 2 workers, and after a worker dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import trajscale as ts
+from tests.executors import slow_analysis
+
+distributed = pytest.importorskip("distributed")
+
+from trajscale.executors.dask import DaskExecutor
+
+GROUPS = ["backbone", "resid 1-50"]
+
+
+def rmsd(cls=ts.RMSD, **kw):
+    return cls(select="name CA", groupselections=GROUPS, **kw)
+
+
+@pytest.fixture(scope="module")
+def serial_table(adk_vacuum, adk_vacuum_h5md):
+    return ts.run(rmsd(), adk_vacuum[0], adk_vacuum_h5md).table()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as c:
+        yield c
+
+
+@pytest.mark.parametrize("n_workers", [1, 2])
+def test_local_cluster_equals_serial(adk_vacuum, adk_vacuum_h5md, serial_table, n_workers):
+    r = ts.run(rmsd(), adk_vacuum[0], adk_vacuum_h5md, executor="dask", n_workers=n_workers)
+    np.testing.assert_array_equal(r.table(), serial_table)
+    rep = r.report
+    assert rep.executor == "dask" and rep.n_workers == n_workers and rep.n_tasks == 4 * n_workers
+    assert [t.task for t in rep.tasks] == list(range(rep.n_tasks))
+    assert len({t.worker for t in rep.tasks}) <= n_workers
+    assert all(t.worker.startswith("tcp://") for t in rep.tasks)
+    for t in rep.tasks:   # scheduler-side times bracket the worker's own
+        assert t.t_sched_start is not None and t.t_sched_stop is not None
+        assert t.t_sched_start <= t.t_begin + 0.05 and t.t_end <= t.t_sched_stop + 0.05
+
+
+def test_dcd_on_given_client_stays_open(adk_vacuum, serial_table, cluster):
+    with distributed.Client(cluster) as client:
+        ex = DaskExecutor(client=client)
+        assert ex.n_workers == 2
+        r = ts.run(rmsd(), *adk_vacuum, executor=ex, n_tasks=5)
+        np.testing.assert_array_equal(r.table(), serial_table)
+        ex.close()
+        assert client.status == "running"   # never closes a client it was given
+        assert client.submit(sum, [1, 2]).result() == 3
+
+
+def test_scheduler_address(adk_vacuum, adk_vacuum_h5md, serial_table, cluster):
+    r = ts.run(rmsd(), adk_vacuum[0], adk_vacuum_h5md, executor="dask",
+               scheduler=cluster.scheduler_address, n_tasks=3)
+    np.testing.assert_array_equal(r.table(), serial_table)
+
+
+def test_task_error_names_frames(tmp_path, adk_vacuum, adk_vacuum_h5md, cluster):
+    import shutil
+
+    import h5py
+
+    bad = tmp_path / "nan.h5md"
+    shutil.copy(adk_vacuum_h5md, bad)
+    with h5py.File(bad, "r+") as f:
+        f["particles/all/position/value"][60] = np.nan
+    with distributed.Client(cluster) as client, pytest.raises(ts.TrajscaleError, match="frame 60"):
+        ts.run(rmsd(), adk_vacuum[0], str(bad), executor=DaskExecutor(client=client, retries=0),
+               n_tasks=4)
+
+
+def test_killed_worker_does_not_change_result(adk_vacuum, adk_vacuum_h5md, serial_table):
+    """SIGKILL one of two workers mid-run: its tasks rerun elsewhere, the result is identical."""
+    slow_analysis.register()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        client.register_plugin(slow_analysis.worker_plugin(), name="register-slow-rmsd")
+        pids = client.run(os.getpid)
+        victim = min(pids.values())
+        killed = {}
+
+        def kill() -> None:
+            os.kill(victim, signal.SIGKILL)
+            killed["at"] = time.time()
+
+        timer = threading.Timer(1.0, kill)
+        t0 = time.time()
+        timer.start()
+        r = ts.run(rmsd(slow_analysis.SlowRMSD, delay=0.1), adk_vacuum[0], adk_vacuum_h5md,
+                   executor=DaskExecutor(client=client), n_tasks=30)
+        t1 = time.time()
+        timer.join()
+        assert t0 < killed["at"] < t1, "the worker was not killed during the run"
+        np.testing.assert_array_equal(r.table(), serial_table)
+        assert r.report.n_tasks == 30
+        assert victim not in client.run(os.getpid).values()
