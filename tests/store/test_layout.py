@@ -43,6 +43,11 @@ def test_amplification_model():
     assert amplification(shape, (1, 47681, 3), 100, 150) == pytest.approx(47681 / 150)
     # pyh5md/h5py style chunks (32 frames x 128 atoms): a frame drags in 32 frames
     assert amplification(shape, (32, 128, 3), 1, None) == pytest.approx(32 * 47744 / 47681, rel=1e-3)
+    # uncompressed chunks bigger than the cache are read in place
+    assert amplification(shape, (3, 47681, 3), 100, 150, compressed=False, cache_bytes=2**20) == 1.0
+    assert amplification(shape, (1, 47681, 3), 100, 150, compressed=False, cache_bytes=2**20) > 300
+    assert amplification(shape, (1, 47681, 3), 100, 150, compressed=False, cache_bytes=0) == 1.0
+    assert amplification(shape, (32, 128, 3), 1, None, compressed=False, cache_bytes=2**20) > 30
 
 
 def test_inspect_warns_on_seed_style_chunks(tmp_path):
@@ -54,7 +59,8 @@ def test_inspect_warns_on_seed_style_chunks(tmp_path):
         g.create_dataset("time", data=np.arange(64.0))
     facts = inspect_file(path)
     assert facts["chunks"] == [32, 128, 3]
-    assert facts["read_amplification"]["one frame"] > 30
+    assert facts["read_amplification_hdf5_default"]["one frame"] > 30
+    assert facts["read_amplification"]["one frame"] == 1.0      # trajscale reads in place
     assert any("--chunks auto" in w and "mix 32 frames" in w for w in facts["warnings"])
 
 

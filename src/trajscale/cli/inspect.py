@@ -37,8 +37,11 @@ def format_facts(f: dict) -> str:
         f"boundary      {' '.join(f['boundary'])}",
         f"chunks        {f['chunks']}   compression {f['compression']}",
         "read amplification (bytes HDF5 reads and decodes / bytes asked for):",
+        f"  {'access pattern':32s} {'trajscale':>10s} {'HDF5 1 MiB cache':>17s}",
     ]
-    lines += [f"  {name:32s} {amp:8.2f}x" for name, amp in f["read_amplification"].items()]
+    dflt = f.get("read_amplification_hdf5_default", {})
+    lines += [f"  {name:32s} {amp:9.2f}x {dflt.get(name, amp):16.2f}x"
+              for name, amp in f["read_amplification"].items()]
     if f.get("observables"):
         lines.append(f"observables   {', '.join(f['observables'])}")
     lines += [f"WARNING: {w}" for w in f["warnings"]]
