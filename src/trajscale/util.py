@@ -6,7 +6,18 @@ import contextlib
 import os
 from pathlib import Path
 
-from .errors import OutputError
+from .errors import InputFileError, OutputError
+
+
+def check_input_file(path: str | os.PathLike) -> None:
+    """Raise InputFileError if ``path`` is missing, a directory or empty."""
+    p = Path(path)
+    if not p.exists():
+        raise InputFileError(p, "no such file")
+    if p.is_dir():
+        raise InputFileError(p, "is a directory, not a file")
+    if p.stat().st_size == 0:
+        raise InputFileError(p, "file is empty")
 
 
 def check_output_path(path: str | os.PathLike, overwrite: bool = False) -> Path:

@@ -33,7 +33,7 @@ def format_facts(f: dict) -> str:
         f"H5MD          version {f.get('h5md_version', '?')}  creator {f.get('creator', '?')}",
         f"groups        {', '.join(f['groups'])}  (reading '{f['group']}')",
         f"frames x atoms {f['n_frames']} x {f['n_atoms']}  fields {', '.join(f['fields'])}  dtype {f['dtype']}",
-        f"units         " + ", ".join(f"{k}: {v}" for k, v in f["units"].items()),
+        "units         " + ", ".join(f"{k}: {v}" for k, v in f["units"].items()),
         f"boundary      {' '.join(f['boundary'])}",
         f"chunks        {f['chunks']}   compression {f['compression']}",
         "read amplification (bytes HDF5 reads and decodes / bytes asked for):",

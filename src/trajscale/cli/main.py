@@ -54,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, format="trajscale: %(message)s", stream=sys.stderr)
     for noisy in ("MDAnalysis", "distributed", "numba", "matplotlib", "asyncio", "h5py"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
+    # SIGINT too: a KeyboardInterrupt raised inside a C callback can be swallowed.
     signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGINT, _terminate)
     try:
         return int(args.func(args) or 0)
     except TrajscaleError as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 from pathlib import Path
 
@@ -11,20 +10,10 @@ import numpy as np
 
 from ..block import Block
 from ..errors import AtomCountMismatchError, InputFileError
+from ..util import check_input_file
 from .base import Source
 
 log = logging.getLogger(__name__)
-
-
-def check_input_file(path: str | os.PathLike) -> None:
-    """Raise InputFileError if ``path`` is missing, a directory or empty."""
-    p = Path(path)
-    if not p.exists():
-        raise InputFileError(p, "no such file")
-    if p.is_dir():
-        raise InputFileError(p, "is a directory, not a file")
-    if p.stat().st_size == 0:
-        raise InputFileError(p, "file is empty")
 
 
 def load_universe(topology: str, trajectories=(), parsed=None, **kw):

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import InputFileError, NotH5MDError
+from ..util import check_input_file
 from .layout import Layout
 
 log = logging.getLogger(__name__)
@@ -50,12 +51,7 @@ def open_h5(path: str | os.PathLike, mode: str = "r", driver: str | None = None,
     """Open an HDF5 file, turning every failure into one clear InputFileError."""
     p = Path(path)
     if mode == "r":
-        if not p.exists():
-            raise InputFileError(p, "no such file")
-        if p.is_dir():
-            raise InputFileError(p, "is a directory, not a trajectory file")
-        if p.stat().st_size == 0:
-            raise InputFileError(p, "file is empty")
+        check_input_file(p)
         if not h5py.is_hdf5(str(p)):
             raise InputFileError(p, "not an HDF5 file (wrong format, or truncated before its superblock)")
     if driver == "mpio":
