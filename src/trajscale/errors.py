@@ -18,6 +18,8 @@ class TrajscaleError(Exception):
     """
 
     exit_code = 2
+    #: Already reported by another MPI rank: the CLI exits without printing it again.
+    reported_elsewhere = False
     _init_args: tuple = ()
 
     def __reduce__(self):

@@ -106,6 +106,8 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         t_prep = time.perf_counter() - t_start
         got = ex.broadcast((job, info))
         if isinstance(got, BaseException):
+            if isinstance(got, TrajscaleError):
+                got.reported_elsewhere = True   # rank 0 prints it; one message, not one per rank
             raise got
         job, info = got
         k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)

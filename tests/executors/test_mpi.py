@@ -142,6 +142,7 @@ def test_prepare_failure_on_root_does_not_hang(tmp_path, adk_vacuum, adk_vacuum_
     proc = run_mpi(2, ["-m", "trajscale.cli.main", "run", "rmsd", adk_vacuum[0], adk_vacuum_h5md,
                        "--select", "name XYZ", "--executor", "mpi"], cwd=tmp_path, timeout=60)
     _assert_aborted(proc, started, "selects no atoms")
+    assert proc.stderr.count("error:") == 1, proc.stderr   # printed by rank 0, not once per rank
 
 
 @pytest.mark.parametrize("k,n", [(8, 2), (12, 3), (2, 3), (7, 4), (1, 5), (98, 3)])

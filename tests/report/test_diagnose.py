@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -136,6 +137,7 @@ def test_workers_summed_from_tasks_when_missing():
 
 AMP_BAD = {"one frame": 1.0, "block of 100 frames": 3.5, "150-atom subset, 100 frames": 21.0}
 AMP_SUBSET_ONLY = {"one frame": 8.0, "block of 100 frames": 1.28, "150-atom subset, 100 frames": 21.0}
+TINY = {"t_init_traj": 0.0, "t_io": 0.01, "t_compute": 0.01, "t_comm": 0.0}
 H5 = {"format": "h5md", "path": "slow.h5md", "chunks": [32, 1000, 3], "n_atoms": 3341}
 
 
@@ -173,11 +175,18 @@ CASES = {
         [lambda: make_report(n_workers=4, tasks_per_worker=4),
          lambda: make_report(n_workers=4, tasks_per_worker=2)],   # 8 even tasks for 4 workers
     ),
+    "fixed-costs": (
+        lambda: make_report(n_workers=2, t_total=10.0),               # workers busy 2.2 s of 10 s
+        [lambda: make_report(n_workers=2),                              # all wall time in tasks
+         lambda: make_report([TINY] * 2, t_total=0.3),                  # too short to matter
+         lambda: replace(make_report(n_workers=2, t_total=4.0), t_prepare=1.0)],   # 45 % fixed
+    ),
     "compute-bound": (
         lambda: make_report([{"t_compute": 4.0}] * 4),
         [lambda: make_report([{"t_compute": 4.0}] * 5 + [{"t_compute": 12.0}]),   # a straggler
          lambda: make_report([{"t_compute": 4.0, "t_comm": 5.0}] * 4),            # comm-bound
-         lambda: make_report(n_workers=4)],                                        # R_comp/IO = 1
+         lambda: make_report(n_workers=4),                                         # R_comp/IO = 1
+         lambda: make_report([{"t_compute": 4.0}] * 4, t_total=20.0)],             # fixed costs dominate
     ),
 }
 
@@ -230,6 +239,19 @@ def test_rule_details():
     assert a is not None and "--tasks 16" in a.message and "5 uneven" in a.reason
 
 
+def test_fixed_costs_name_their_cause():
+    r = make_report(n_workers=2, t_total=10.0)
+    d = diagnose(r)
+    assert d.t_busy == pytest.approx(2.2) and d.t_outside == pytest.approx(7.8)
+    a = RULES["fixed-costs"](r, d)
+    assert "reuse" in a.message and "7.8 s of the 10 s" in a.reason and "workers 7.8 s" in a.reason
+    r = replace(make_report(n_workers=2, t_total=10.0), t_prepare=7.0)
+    d = diagnose(r)
+    assert d.t_outside == pytest.approx(0.8)
+    a = RULES["fixed-costs"](r, d)
+    assert "Universe once" in a.message and "preparation 7 s" in a.reason
+
+
 def test_one_off_topology_load_is_not_imbalance():
     # the root's single topology load (serial preparation) lands on one worker
     r = make_report([{"t_init_top": 3.0, "t_compute": 4.0}] + [{"t_compute": 4.0}] * 3)
@@ -252,6 +274,7 @@ def test_short_report():
     text = short_report(r)
     lines = text.splitlines()
     assert 2 <= len(lines) <= 4
-    assert "frames/s" in lines[0] and "R_comp/IO" in lines[0] and "R_comp/comm" in lines[0]
+    assert "R_comp/IO" in lines[0] and "R_comp/comm" in lines[0]
+    assert "frames/s" not in text   # throughput is on the summary line, once
     assert "stragglers: 1 of 6 workers" in text
     assert "advice:" in lines[-1]

@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except TrajscaleError as exc:
-        print(f"trajscale {args.command}: error: {exc}", file=sys.stderr)
+        if not exc.reported_elsewhere:
+            print(f"trajscale {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except SystemExit as exc:
         if exc.code and exc.code > 128:

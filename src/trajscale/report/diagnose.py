@@ -26,6 +26,11 @@ log = logging.getLogger(__name__)
 STRAGGLER_FACTOR = 1.5
 #: Read amplification above this is worth a rechunk.
 AMPLIFICATION_LIMIT = 2.0
+#: Fixed costs (serial preparation, starting and feeding workers) above this
+#: fraction of a run's wall time are what limits its speed-up.
+FIXED_COST_FRACTION = 0.5
+#: Runs shorter than this are not worth advice on fixed costs.
+FIXED_COST_MIN_WALL = 0.5
 
 PHASE_LABELS = {
     "t_init_top": "topology", "t_init_traj": "open trajectory", "t_io": "read I/O",
@@ -80,7 +85,16 @@ class Diagnosis:
     task_stragglers: list[Straggler] = field(default_factory=list)
     speedup: float | None = None
     efficiency: float | None = None
+    #: Seconds the busiest worker spent in its tasks (topology load left out).
+    t_busy: float = 0.0
+    #: Wall time of the map phase that no task accounts for: starting workers,
+    #: dispatching tasks, moving results (t_total - t_prepare - t_reduce - t_busy).
+    t_outside: float = 0.0
     advice: list[Advice] = field(default_factory=list)
+
+    def fixed_costs(self, report: RunReport) -> float:
+        """Serial preparation and reduction plus the time outside tasks, in seconds."""
+        return report.t_prepare + report.t_reduce + self.t_outside
 
     @property
     def dominant_phase(self) -> str | None:
@@ -204,6 +218,8 @@ def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
         stragglers=find_stragglers(workers, [w.worker for w in workers], "worker"),
         task_stragglers=find_stragglers(tasks, [f"{t.task} ({t.worker})" for t in tasks], "task"),
     )
+    d.t_busy = max((w.t_total - w.t_init_top for w in workers), default=0.0)
+    d.t_outside = max(0.0, wall - report.t_prepare - report.t_reduce - d.t_busy)
     if baseline is not None:
         point = speedup_point(report, baseline)
         d.speedup, d.efficiency = point.speedup, point.efficiency
@@ -362,9 +378,35 @@ def rule_imbalance(report: RunReport, d: Diagnosis) -> Advice | None:
                   "; ".join(why))
 
 
+def _fixed_costs_dominate(report: RunReport, d: Diagnosis) -> bool:
+    wall = report.t_total
+    return wall >= FIXED_COST_MIN_WALL and d.fixed_costs(report) > FIXED_COST_FRACTION * wall
+
+
+def rule_fixed_costs(report: RunReport, d: Diagnosis) -> Advice | None:
+    """Most of the wall time outside the parallel tasks (Amdahl's serial part)."""
+    if not _fixed_costs_dominate(report, d):
+        return None
+    prep = report.t_prepare + report.t_reduce
+    if d.t_outside >= prep:
+        msg = ("start the workers once and reuse them for several runs (`ex = ts.make_executor(...)`, "
+               "then `ts.run(..., executor=ex)`; a long-lived Dask cluster; one mpiexec job for several "
+               "analyses), or give each run more frames: for this little work fewer workers do as well")
+    else:
+        msg = ("the serial preparation (topology, selections, reference) bounds the speed-up: build the "
+               "Universe once and pass it to several runs (`ts.run(analysis, universe, FILE)`), or "
+               "analyse more frames per run; more workers cannot shorten it")
+    fixed = d.fixed_costs(report)
+    return Advice(
+        "fixed-costs", msg,
+        f"{fixed:.3g} s of the {report.t_total:.3g} s run was outside the workers' tasks "
+        f"(preparation {prep:.3g} s, starting/dispatching workers {d.t_outside:.3g} s); "
+        f"the busiest worker needed {d.t_busy:.3g} s")
+
+
 def rule_compute_bound(report: RunReport, d: Diagnosis) -> Advice | None:
     """Compute-bound and balanced: adding workers should scale well."""
-    if d.r_comp_io is None or d.r_comp_io <= 1:
+    if d.r_comp_io is None or d.r_comp_io <= 1 or _fixed_costs_dominate(report, d):
         return None
     if d.r_comp_comm is not None and d.r_comp_comm <= 1:
         return None
@@ -390,6 +432,7 @@ RULES: dict[str, Rule] = {
     "comm-stragglers": rule_comm_stragglers,
     "init-stragglers": rule_init_stragglers,
     "imbalance": rule_imbalance,
+    "fixed-costs": rule_fixed_costs,
     "compute-bound": rule_compute_bound,
 }
 
@@ -411,14 +454,11 @@ def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None
 # ---------------------------------------------------------------- short summary
 
 def short_report(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
-    """A few lines for the end of ``trajscale run``: throughput, ratios, stragglers, top advice."""
+    """A few lines for the end of ``trajscale run``: ratios, stragglers, top advice."""
     d = diagnosis or diagnose(report)
-    fps = "n/a" if d.frames_per_s is None else f"{d.frames_per_s:,.0f} frames/s"
-    gbs = "n/a" if d.gb_per_s is None else f"{d.gb_per_s:.3f} GB/s"
     imb = "n/a" if d.imbalance is None else f"{d.imbalance:.2f}"
-    lines = [
-        (f"  throughput {fps}, {gbs}; R_comp/IO {_fmt_ratio(d.r_comp_io)}, "
-         f"R_comp/comm {_fmt_ratio(d.r_comp_comm)}"),
+    lines = [   # throughput is on the summary line above this block
+        f"  R_comp/IO {_fmt_ratio(d.r_comp_io)}, R_comp/comm {_fmt_ratio(d.r_comp_comm)}",
         (f"  stragglers: {len(d.stragglers)} of {len(worker_timings(report))} workers, "
          f"{len(d.task_stragglers)} of {report.n_tasks} tasks; imbalance (max/median) {imb}"),
     ]

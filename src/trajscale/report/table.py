@@ -66,6 +66,8 @@ def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
         f"  R_comp/comm       {_num(d.r_comp_comm, '.3g')}",
         (f"  imbalance         {_num(d.imbalance, '.2f')} (max/median worker time, median "
          f"{_num(d.median_worker_time)} s)"),
+        (f"  fixed costs       {_num(d.fixed_costs(report))} s of {_num(report.t_total)} s wall (prepare "
+         f"{_num(report.t_prepare)} s, outside tasks {_num(d.t_outside)} s; busiest worker {_num(d.t_busy)} s)"),
     ]
     if d.speedup is not None:
         lines.append(f"  speed-up S(N)     {_num(d.speedup, '.2f')}, efficiency E(N) {_num(d.efficiency, '.2f')}")

@@ -154,7 +154,7 @@ class RunReport:
             raise InputFileError(p, "no such report file")
         try:
             return cls.from_dict(json.loads(p.read_text()))
-        except (json.JSONDecodeError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError) as exc:   # JSONDecodeError, UnicodeDecodeError are ValueErrors
             raise InputFileError(p, f"not a trajscale run report ({exc})") from None
 
 
