@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--layouts", default=",".join(LAYOUTS), help="comma-separated subset of " + ",".join(LAYOUTS))
     p.add_argument("--block", type=int, default=250, help="frames per slab read (default 250, ~143 MB)")
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--mda-frames", type=int, default=2000, help="frames MDAnalysis iterates per file")
+    p.add_argument("--mda-frames", type=int, default=500, help="frames MDAnalysis iterates per file")
     args = p.parse_args(argv)
 
     import logging
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{'layout':<11}{'chunks':<18}{'GB':>6}{'slab GB/s':>10}{'/cat':>6}{'CA span s':>10}"
           f"{'CA index s':>11}{'1-frame ms':>11}{'MDA fr/s':>9}{'slab/MDA':>9}")
     for r in rows:
-        print(f"{r['layout']:<11}{str(r['chunks']):<18}{r['size_gb']:>6.2f}{r['slab_gbs']:>10.2f}"
+        print(f"{r['layout']:<11}{r['chunks']!s:<18}{r['size_gb']:>6.2f}{r['slab_gbs']:>10.2f}"
               f"{r['slab_gbs'] / r['cat_gbs']:>6.2f}{r['span_s']:>10.3f}{r['index_s']:>11.3f}"
               f"{r['one_ms']:>11.2f}{r['mda_fps']:>9.0f}{r['slab_fps'] / r['mda_fps']:>9.1f}")
     print("\n/cat: slab bandwidth over `cat FILE > /dev/null` on the same file (target for planned >= 0.8; "

@@ -13,7 +13,7 @@ import pytest
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
-from MDAnalysisTests import datafiles as D  # noqa: E402
+from MDAnalysisTests import datafiles as D
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,10 +54,10 @@ def run_mpi(n: int, args: list[str], timeout: float = 180, **kw) -> subprocess.C
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
     env.update(kw.pop("env", {}))
     cmd = [mpiexec(), "-n", str(n), sys.executable, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+    return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, env=env, **kw)
 
 
 def run_cli(*args: str, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
     """Run the ``trajscale`` CLI in a subprocess."""
     cmd = [sys.executable, "-m", "trajscale.cli.main", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, **kw)

@@ -19,5 +19,18 @@ from .run import run
 from .sources import H5MDSource, MDASource, open_source
 from .store.layout import Layout
 
-__all__ = ["RMSD", "Analysis", "Block", "FrameRange", "TrajscaleError", "make_executor",
-           "RunReport", "run", "H5MDSource", "MDASource", "open_source", "Layout", "__version__"]
+__all__ = [
+           "RMSD",
+           "Analysis",
+           "Block",
+           "FrameRange",
+           "H5MDSource",
+           "Layout",
+           "MDASource",
+           "RunReport",
+           "TrajscaleError",
+           "__version__",
+           "make_executor",
+           "open_source",
+           "run",
+]

@@ -10,7 +10,7 @@ from .errors import ParallelUnavailableError
 log = logging.getLogger(__name__)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def h5py_has_mpi() -> bool:
     """True when h5py was built against parallel HDF5 (``driver="mpio"`` works)."""
     import h5py
@@ -18,7 +18,7 @@ def h5py_has_mpi() -> bool:
     return bool(h5py.get_config().mpi)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _warn_serial_once() -> None:
     log.warning("h5py is built without MPI: MPI-IO paths (driver='mpio', collective writes) are "
                 "unavailable; ranks will open files with HDF5's default driver instead. Run "

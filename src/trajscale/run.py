@@ -143,4 +143,4 @@ def frames_per_second(report: RunReport) -> float:
     return report.n_frames / report.t_total if report.t_total > 0 else float("nan")
 
 
-__all__ = ["run", "plan_tasks"]
+__all__ = ["plan_tasks", "run"]

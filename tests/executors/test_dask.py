@@ -32,7 +32,7 @@ def serial_table(adk_vacuum, adk_vacuum_h5md):
 @pytest.fixture(scope="module")
 def cluster():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as c:
+                                  dashboard_address=":0") as c:
         yield c
 
 
@@ -85,7 +85,7 @@ def test_killed_worker_does_not_change_result(adk_vacuum, adk_vacuum_h5md, seria
     """SIGKILL one of two workers mid-run: its tasks rerun elsewhere, the result is identical."""
     slow_analysis.register()
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
         client.register_plugin(slow_analysis.worker_plugin(), name="register-slow-rmsd")
         pids = client.run(os.getpid)
         victim = min(pids.values())

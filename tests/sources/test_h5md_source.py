@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import h5py
 import MDAnalysis as mda
 import numpy as np
@@ -54,6 +56,27 @@ def test_one_hdf5_call_per_slab(layouts, monkeypatch):
         monkeypatch.setattr(src, "_read_direct", lambda *a: (calls.append(a[2]), orig(*a)))
         src.read(0, 98, np.arange(100, 400))
     assert len(calls) == 1
+
+
+def _read_syscalls() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("syscr:"):
+            return int(line.split()[1])
+    raise AssertionError("no syscr in /proc/self/io")
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux /proc/self/io")
+def test_chunks_that_split_frames_are_read_through_a_cache(layouts):
+    """h5py's own chunk guess splits xyz: read in place, every float would be a read call."""
+    with H5MDSource(layouts["h5py"]) as src:
+        ds = src.file["particles/all/position/value"]
+        assert ds.chunks[2] < 3   # the layout does split xyz
+        n_chunks = int(np.prod([-(-n // c) for n, c in zip(ds.shape, ds.chunks)]))
+        before = _read_syscalls()
+        src.read(0, 98)
+        src.read(5, 60, np.arange(100, 400))
+        calls = _read_syscalls() - before
+    assert calls < 4 * n_chunks, f"{calls} read calls for {n_chunks} chunks"
 
 
 def test_slabs_align_to_chunks(layouts, monkeypatch):

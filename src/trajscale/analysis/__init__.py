@@ -7,4 +7,4 @@ from .rmsd import RMSD, RMSDResult
 
 ANALYSES: dict[str, type[Analysis]] = {"rmsd": RMSD}
 
-__all__ = ["Analysis", "Prepared", "RMSD", "RMSDResult", "ANALYSES", "analysis_from_config"]
+__all__ = ["ANALYSES", "RMSD", "Analysis", "Prepared", "RMSDResult", "analysis_from_config"]

@@ -67,8 +67,8 @@ class Analysis(ABC):
 
 def analysis_from_config(config: dict) -> Analysis:
     """Rebuild an analysis from its config dict."""
-    from . import ANALYSES
     from ..errors import ConfigError
+    from . import ANALYSES
 
     cfg = dict(config)
     name = cfg.pop("name")

@@ -30,12 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, module in COMMANDS.items():
-        try:
-            mod = importlib.import_module(module)
-        except ImportError:   # a command whose module is not there yet
-            continue
-        mod.add_parser(sub)
+    for module in COMMANDS.values():
+        importlib.import_module(module).add_parser(sub)
     return parser
 
 

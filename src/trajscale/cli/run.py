@@ -82,8 +82,8 @@ def summary(report, out: str | None = None, report_path: str | None = None) -> s
     gb = report.bytes_read / 1e9
     t = report.t_total
     lines = [
-        f"{report.analysis} on {report.executor} x{report.n_workers}: {report.n_frames} frames x "
-        f"{report.n_atoms} atoms read in {report.n_tasks} tasks",
+        (f"{report.analysis} on {report.executor} x{report.n_workers}: {report.n_frames} frames x "
+         f"{report.n_atoms} atoms read in {report.n_tasks} tasks"),
         f"  {t:.2f} s total, {report.n_frames / t:,.0f} frames/s, {gb / t:.2f} GB/s read ({gb:.3f} GB)",
     ]
     if out:

@@ -9,6 +9,7 @@ its own spacing.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass, replace
 
@@ -87,7 +88,7 @@ def frame_plan(lengths: list[int], start: int | None, stop: int | None, step: in
     total = sum(lengths)
     picked = np.arange(total)[slice(start, stop, step)]
     offsets = np.cumsum([0, *lengths])
-    return [picked[(picked >= a) & (picked < b)] - a for a, b in zip(offsets[:-1], offsets[1:])], len(picked)
+    return [picked[(picked >= a) & (picked < b)] - a for a, b in itertools.pairwise(offsets)], len(picked)
 
 
 def iter_blocks(sources: list[Source], atoms: np.ndarray | None, fields: tuple[str, ...],
@@ -118,7 +119,7 @@ def iter_blocks(sources: list[Source], atoms: np.ndarray | None, fields: tuple[s
 
 def _subsample(block: Block, stride: int) -> Block:
     s = slice(None, None, stride)
-    pick = lambda a: None if a is None else a[s]  # noqa: E731
+    pick = lambda a: None if a is None else a[s]
     n = len(block.positions[s])
     return Block(block.start, block.start + n, block.positions[s], block.box[s], block.time[s],
                  block.step[s], pick(block.velocities), pick(block.forces))

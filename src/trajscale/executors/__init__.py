@@ -31,4 +31,4 @@ def make_executor(name: str | Executor, n_workers: int | None = None, **kw) -> E
         raise ConfigError(f"executor {name!r}: {exc}") from None
 
 
-__all__ = ["Executor", "Job", "run_task", "make_executor", "EXECUTORS"]
+__all__ = ["EXECUTORS", "Executor", "Job", "make_executor", "run_task"]

@@ -135,7 +135,7 @@ class Executor(ABC):
     def close(self) -> None:
         """Release pools, clusters or communicators this executor started."""
 
-    def __enter__(self) -> "Executor":
+    def __enter__(self) -> Executor:
         return self
 
     def __exit__(self, *exc) -> None:

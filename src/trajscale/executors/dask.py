@@ -135,8 +135,9 @@ class DaskExecutor(Executor):
         if self._client is None:
             from distributed import Client, LocalCluster
 
+            # dashboard_address ":0": any free port, so no clash with a cluster already running
             self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=self.threads_per_worker,
-                                         processes=True, dashboard_address=None)
+                                         processes=True, dashboard_address=":0")
             self._client = Client(self._cluster)
             self._own_client = True
         return self._client

@@ -28,7 +28,7 @@ def normalized_weights(weights: np.ndarray | None, n_atoms: int) -> np.ndarray:
     return w / w.sum()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled():
     """The numba kernels (loaded from their on-disk cache), or None without numba."""
     try:

@@ -129,7 +129,7 @@ class RunReport:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunReport":
+    def from_dict(cls, d: dict) -> RunReport:
         d = dict(d)
         known_t = {f.name for f in fields(TaskTiming)}
         known_w = {f.name for f in fields(WorkerTiming)}
@@ -146,7 +146,7 @@ class RunReport:
             Path(tmp).write_text(json.dumps(self.to_dict(), indent=1))
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "RunReport":
+    def load(cls, path: str | os.PathLike) -> RunReport:
         from ..errors import InputFileError
 
         p = Path(path)

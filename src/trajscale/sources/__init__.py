@@ -52,4 +52,4 @@ def source_from_config(config: dict, comm=None) -> Source:
     return cls(**cfg)
 
 
-__all__ = ["Source", "H5MDSource", "MDASource", "open_source", "source_from_config", "SOURCES", "is_hdf5"]
+__all__ = ["SOURCES", "H5MDSource", "MDASource", "Source", "is_hdf5", "open_source", "source_from_config"]

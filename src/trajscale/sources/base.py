@@ -61,7 +61,7 @@ class Source(ABC):
     def close(self) -> None:
         """Release file handles."""
 
-    def __enter__(self) -> "Source":
+    def __enter__(self) -> Source:
         return self
 
     def __exit__(self, *exc) -> None:

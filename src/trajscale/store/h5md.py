@@ -326,8 +326,8 @@ class H5MDWriter:
         if chunks is None:
             if n is None:
                 raise ValueError("the contiguous layout needs the number of frames in advance")
-            return dict(shape=(n, self.n_atoms, 3))
-        kw = dict(shape=(n or 0, self.n_atoms, 3), maxshape=(None, self.n_atoms, 3), chunks=chunks)
+            return {"shape": (n, self.n_atoms, 3)}
+        kw = {"shape": (n or 0, self.n_atoms, 3), "maxshape": (None, self.n_atoms, 3), "chunks": chunks}
         kw.update(self.layout.h5py_kwargs())
         return kw
 
@@ -399,7 +399,7 @@ class H5MDWriter:
                             self.n_frames_total)
             self.file.close()
 
-    def __enter__(self) -> "H5MDWriter":
+    def __enter__(self) -> H5MDWriter:
         return self
 
     def __exit__(self, *exc) -> None:

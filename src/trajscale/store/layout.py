@@ -15,6 +15,8 @@ from ..errors import ConfigError
 
 TARGET_CHUNK_BYTES = 2 * 1024**2
 MAX_CHUNK_BYTES = 4 * 1024**2
+#: Most chunk cache the reader gives a dataset whose chunks split frames.
+SPLIT_CHUNK_CACHE_MAX = 512 * 1024**2
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +43,7 @@ class Layout:
 
     @classmethod
     def parse(cls, chunks: str = "auto", compression: str | None = "none",
-              fletcher32: bool = False) -> "Layout":
+              fletcher32: bool = False) -> Layout:
         """Build a layout from CLI strings such as ``"frame"`` and ``"gzip:4"``."""
         chunk_spec: str | int = chunks
         if isinstance(chunks, str) and chunks.isdigit():
@@ -100,6 +102,24 @@ def plan_frames_per_chunk(n_atoms: int, itemsize: int = 4) -> int:
     while frames > 1 and frames * frame_bytes > MAX_CHUNK_BYTES:
         frames -= 1
     return int(frames)
+
+
+def reader_chunk_cache(shape: tuple[int, ...], chunks: tuple[int, ...] | None, itemsize: int = 4) -> int:
+    """Chunk-cache bytes trajscale's reader gives a ``(frames, atoms, 3)`` dataset.
+
+    None (0) while chunks keep each atom's xyz together: every slab touches each
+    chunk once, and an uncompressed chunk that does not fit the cache is read in
+    place - only the selected atoms' bytes, in runs of whole atoms (measured on
+    the demo file: a 3,341-atom span reads 10x faster, whole frames 1.7x faster
+    than through a 64 MiB cache).  Chunks that split xyz (h5py's guess, e.g.
+    (32, 1491, 1)) are the opposite: read in place, every float lands 12 bytes
+    from the last in memory and becomes its own read call (44x slower on the demo
+    file), so they get a cache holding two rows of chunks.
+    """
+    if not chunks or len(shape) != 3 or chunks[2] == shape[2]:
+        return 0
+    row = chunks[0] * shape[1] * shape[2] * itemsize   # every chunk of chunks[0] frames
+    return int(min(SPLIT_CHUNK_CACHE_MAX, 2 * row))
 
 
 def _parse_compression(spec: str | None) -> tuple[str | None, int | None]:
