@@ -57,12 +57,13 @@ def median_time(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
-def build_layouts(workdir: Path, n_frames: int, names: list[str]) -> tuple[str, dict[str, str]]:
+def build_layouts(workdir: Path, n_frames: int, names: list[str],
+                  source: tuple[str, str] | None = None) -> tuple[str, dict[str, str]]:
     from trajscale.convert.convert import convert
     from trajscale.demo import build_demo_file
     from trajscale.store.layout import Layout
 
-    top, planned = build_demo_file(workdir, n_frames)
+    top, planned = build_demo_file(workdir, n_frames, source=source)
     paths = {}
     for name in names:
         chunks, comp = LAYOUTS[name]
@@ -88,6 +89,7 @@ def measure(name: str, path: str, top: str, ca: np.ndarray, args) -> dict:
     from trajscale.sources import H5MDSource
 
     src = H5MDSource(path)
+    src.reuse_buffers = True   # as in a task: one buffer per worker, not a fresh 143 MB array per read
     n, frame_bytes = src.n_frames, src.n_atoms * 12
     chunks = src.file[src.info.dataset()].chunks
     blocks = [(a, min(n, a + args.block)) for a in range(0, n, args.block)]
@@ -128,6 +130,8 @@ def measure(name: str, path: str, top: str, ca: np.ndarray, args) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--frames", type=int, default=2000)
+    p.add_argument("--source", nargs=2, metavar=("TPR", "XTC"), default=None,
+                   help="build the demo file from these instead of MDAnalysisTests' AdK files")
     p.add_argument("--workdir", default="demo-output")
     p.add_argument("--layouts", default=",".join(LAYOUTS), help="comma-separated subset of " + ",".join(LAYOUTS))
     p.add_argument("--block", type=int, default=250, help="frames per slab read (default 250, ~143 MB)")
@@ -143,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     import MDAnalysis as mda
 
     names = args.layouts.split(",")
-    top, paths = build_layouts(Path(args.workdir), args.frames, names)
+    top, paths = build_layouts(Path(args.workdir), args.frames, names, args.source)
     ca = mda.Universe(top).select_atoms("protein and name CA").indices
     print(f"{args.frames} frames x 47,681 atoms; slabs of {args.block} frames; median of {args.repeat}; "
           f"CA: {ca.size} atoms over a {ca.max() - ca.min() + 1}-atom span; {os.cpu_count()} CPUs")

@@ -57,6 +57,8 @@ def raw_h5py(path: str, n_frames: int, block: int, lo: int = 0, hi: int | None =
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--frames", type=int, default=2000)
+    p.add_argument("--source", nargs=2, metavar=("TPR", "XTC"), default=None,
+                   help="build the demo file from these instead of MDAnalysisTests' AdK files")
     p.add_argument("--workdir", default="demo-output")
     p.add_argument("--select", default="protein and name CA")
     p.add_argument("-n", "--n-workers", type=int, default=2)
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     import trajscale as ts
     from trajscale.demo import build_demo_file
 
-    top, h5 = build_demo_file(args.workdir, args.frames)
+    top, h5 = build_demo_file(args.workdir, args.frames, source=args.source)
     u = mda.Universe(top, h5)
     n = u.trajectory.n_frames
     sel = u.select_atoms(args.select).indices

@@ -1,6 +1,7 @@
 """Strong scaling of the CA RMSD on every executor, plus an MDAnalysis-under-MPI baseline.
 
     python benchmarks/scaling.py [FILE.h5md] [--topology TPR] [--max-n 16] [--repeat 3]
+                                 [--driver mpio|default] [--baseline-n 2,16] [--source TPR XTC]
 
 Without a file, the demo trajectory is built (or reused) with
 ``trajscale.demo.build_demo_file('demo-output', 2000)``: 2000 frames x 47,681
@@ -14,7 +15,8 @@ worker start-up is not counted.  MPI runs are launched as
 ``mpiexec -n N python -m trajscale.cli.main run rmsd ... --executor mpi
 --report tmp.json`` and the report is read back (interpreter start-up and
 imports are not counted).  The baseline, ``mda_mpi_baseline.py``, is
-MDAnalysis's own H5MD reader opened with ``driver="mpio"`` and the seed's
+MDAnalysis's own H5MD reader opened with the same driver (``mpio`` where h5py
+has parallel HDF5, else each rank's own read-only handle) and the seed's
 per-frame loop, timed the same way (Universe creation to gathered result).
 Repeated runs read the file from the page cache once it fits in memory.
 """
@@ -34,13 +36,23 @@ HERE = Path(__file__).resolve().parent
 PHASES = ("t_init_top", "t_init_traj", "t_io", "t_compute", "t_wait", "t_comm")
 
 
+MPIEXEC: str | None = None   # --mpiexec, else the system MPICH's
+
+
 def mpiexec() -> str:
     import shutil
 
-    exe = shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
+    exe = MPIEXEC or shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
     if exe is None:
         raise SystemExit("no mpiexec on PATH")
     return exe
+
+
+def default_driver() -> str:
+    """``mpio`` where h5py was built on parallel HDF5, else each rank opens the file on its own."""
+    import h5py
+
+    return "mpio" if h5py.get_config().mpi else "default"
 
 
 def _env() -> dict:
@@ -70,7 +82,7 @@ def time_inprocess(name: str, n: int, top: str, h5: str, select: str, repeat: in
     return _aggregate(runs)
 
 
-def time_mpi(n: int, top: str, h5: str, select: str, repeat: int, driver: str = "mpio") -> dict:
+def time_mpi(n: int, top: str, h5: str, select: str, repeat: int, driver: str) -> dict:
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeat):
@@ -85,13 +97,13 @@ def time_mpi(n: int, top: str, h5: str, select: str, repeat: int, driver: str = 
     return _aggregate(runs)
 
 
-def time_mda_baseline(n: int, top: str, h5: str, select: str, repeat: int) -> dict:
+def time_mda_baseline(n: int, top: str, h5: str, select: str, repeat: int, driver: str) -> dict:
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeat):
             out = Path(tmp) / f"b{i}.json"
             cmd = [mpiexec(), "-n", str(n), sys.executable, str(HERE / "mda_mpi_baseline.py"), top, h5,
-                   "--select", select, "--driver", "mpio", "--out", str(out)]
+                   "--select", select, "--driver", driver, "--out", str(out)]
             proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600, check=False)
             if proc.returncode:
                 raise SystemExit(f"MDAnalysis baseline failed:\n{proc.stderr[-2000:]}")
@@ -111,6 +123,15 @@ def _aggregate(runs: list[dict]) -> dict:
     med = median_run(runs)
     return {**med, "t_all": [r["t_total"] for r in runs], "t_total": statistics.median(r["t_total"] for r in runs),
             "t_map": statistics.median(r["t_total"] - r["t_prepare"] for r in runs)}
+
+
+def _progress(rows: list[dict], json_path: str | None) -> None:
+    """Show each result as it comes (a long run cut off still leaves its numbers)."""
+    r = rows[-1]
+    print(f"  {r['executor']} N={r['n']}: t_total {r['t_total']:.3f} s, t_map {r['t_map']:.3f} s "
+          f"(runs {' '.join(f'{t:.2f}' for t in r['t_all'])})", file=sys.stderr, flush=True)
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=1))
 
 
 def print_table(rows: list[dict]) -> None:
@@ -144,8 +165,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-n", type=int, default=min(16, os.cpu_count() or 1))
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--no-baseline", action="store_true", help="skip the MDAnalysis MPI baseline")
+    p.add_argument("--baseline-n", default="2", help="rank counts of the MDAnalysis MPI baseline (comma-separated)")
+    p.add_argument("--driver", choices=["mpio", "default"], default=None,
+                   help="HDF5 driver of the MPI runs (default: mpio where h5py has MPI)")
+    p.add_argument("--mpiexec", default=None, help="mpiexec to launch MPI runs with (default: the system MPICH's)")
+    p.add_argument("--source", nargs=2, metavar=("TPR", "XTC"), default=None,
+                   help="build the demo file from these instead of MDAnalysisTests' AdK files")
     p.add_argument("--json", default=None, help="also write the numbers here")
     args = p.parse_args(argv)
+    global MPIEXEC
+    MPIEXEC = args.mpiexec
+    driver = args.driver or default_driver()
 
     import logging
     import warnings
@@ -161,10 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     from trajscale.demo import adk_files, build_demo_file
 
     if args.h5md is None:
-        top, h5 = build_demo_file("demo-output", args.frames)
+        top, h5 = build_demo_file("demo-output", args.frames, source=args.source)
     else:
         h5 = args.h5md
-        top = args.topology or adk_files()[0]
+        top = args.topology or (args.source[0] if args.source else adk_files()[0])
     ns = [n for n in (1, 2, 4, 8, 16) if n <= args.max_n]
     print(f"file {h5} ({os.path.getsize(h5) / 1e9:.2f} GB), topology {top}, selection {args.select!r}; "
           f"N in {ns}, median of {args.repeat}; {os.cpu_count()} CPUs")
@@ -173,25 +203,29 @@ def main(argv: list[str] | None = None) -> int:
         for n in ([1] if name == "serial" else ns):
             print(f"  {name} N={n} ...", flush=True, file=sys.stderr)
             if name == "mpi":
-                res = time_mpi(n, top, h5, args.select, args.repeat)
+                res = time_mpi(n, top, h5, args.select, args.repeat, driver)
             else:
                 res = time_inprocess(name, n, top, h5, args.select, args.repeat)
-            rows.append({"executor": name if name != "mpi" else "mpi (mpio)", "n": n, **res})
-    base_row = None
-    if not args.no_baseline and 2 <= args.max_n:
-        print("  MDAnalysis MPI baseline N=2 ...", flush=True, file=sys.stderr)
-        base_row = {"executor": "MDAnalysis-MPI", "n": 2,
-                    **time_mda_baseline(2, top, h5, args.select, args.repeat)}
-        rows.append(base_row)
+            rows.append({"executor": name if name != "mpi" else f"mpi ({driver})", "n": n, **res})
+            _progress(rows, args.json)
+    base_rows = []
+    for n in ([] if args.no_baseline else [int(x) for x in args.baseline_n.split(",") if int(x) <= args.max_n]):
+        print(f"  MDAnalysis MPI baseline N={n} ...", flush=True, file=sys.stderr)
+        base_rows.append({"executor": "MDAnalysis-MPI", "n": n,
+                          **time_mda_baseline(n, top, h5, args.select, args.repeat, driver)})
+        _progress(rows + base_rows, args.json)
+    rows += base_rows
     print_table(rows)
-    mpi2 = next((r for r in rows if r["executor"] == "mpi (mpio)" and r["n"] == 2), None)
-    if base_row and mpi2:
+    for base in base_rows:
+        mpi = next((r for r in rows if r["executor"].startswith("mpi") and r["n"] == base["n"]), None)
+        if mpi is None:
+            continue
         print()
         for what, key in (("whole run", "t_total"), ("after topology/Universe set-up", "t_map")):
-            fps_ts = mpi2["n_frames"] / mpi2[key]
-            fps_mda = base_row["n_frames"] / base_row[key]
-            print(f"trajscale mpi(2) / MDAnalysis-MPI(2), {what}: {fps_ts:,.0f} / {fps_mda:,.0f} frames/s "
-                  f"= {fps_ts / fps_mda:.1f}x")
+            fps_ts = mpi["n_frames"] / mpi[key]
+            fps_mda = base["n_frames"] / base[key]
+            print(f"trajscale mpi({base['n']}) / MDAnalysis-MPI({base['n']}), {what}: "
+                  f"{fps_ts:,.0f} / {fps_mda:,.0f} frames/s = {fps_ts / fps_mda:.1f}x")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -48,6 +48,28 @@ def test_blocks_equal_mdanalysis(layouts, reference, layout):
         np.testing.assert_array_equal(src.read(0, 5, scattered).positions, reference[:5][:, scattered])
 
 
+def test_task_sources_reuse_one_buffer_and_stay_exact(layouts, reference):
+    """With reuse_buffers (as in the task wrapper) reads land in one buffer per thread,
+    still exact; without it every Block owns its arrays."""
+    import threading
+
+    with H5MDSource(layouts["auto"]) as src:
+        a, b = src.read(0, 40), src.read(40, 80)
+        assert not np.shares_memory(a.positions, b.positions)
+        np.testing.assert_array_equal(a.positions, reference[:40])
+        src.reuse_buffers = True
+        first = src.read(0, 40).positions
+        second = src.read(50, 60).positions
+        assert np.shares_memory(first, second)
+        np.testing.assert_array_equal(second, reference[50:60])
+        other = []
+        t = threading.Thread(target=lambda: other.append(src.read(0, 10).positions))
+        t.start()
+        t.join()
+        assert not np.shares_memory(other[0], second)
+        np.testing.assert_array_equal(other[0], reference[:10])
+
+
 def test_one_hdf5_call_per_slab(layouts, monkeypatch):
     """A block read is one hyperslab read, never one call per frame."""
     calls = []

@@ -47,7 +47,11 @@ class Analysis(ABC):
 
     @abstractmethod
     def map(self, block: Block, prep: Prepared) -> dict:
-        """Partial result for one block; no side effects."""
+        """Partial result for one block; no side effects.
+
+        The block's per-atom arrays may be overwritten by the next read once
+        ``map`` returns: a partial must hold computed arrays, not views of them.
+        """
 
     def reduce(self, partials: list[dict]) -> dict:
         """Combine partials; the default concatenates per-frame arrays in frame order."""
@@ -92,10 +96,19 @@ def select_atoms(universe, selection: str, what: str = "selection"):
     return group
 
 
+def finite_frames(positions: np.ndarray) -> np.ndarray:
+    """(F,) bool: which frames of (F, N, 3) coordinates are all finite.
+
+    A float64 sum per frame is non-finite exactly when an element is (float32
+    values cannot overflow it), and costs one pass without a (F, N, 3) mask.
+    """
+    return np.isfinite(positions.sum(axis=(1, 2), dtype=np.float64))
+
+
 def check_finite(block: Block, positions: np.ndarray, source: str) -> None:
     """Raise BadCoordinatesError naming the first frame with NaN/inf coordinates."""
     from ..errors import BadCoordinatesError
 
-    finite = np.isfinite(positions).all(axis=(1, 2))
+    finite = finite_frames(positions)
     if not finite.all():
         raise BadCoordinatesError(block.start + int(np.argmin(finite)), source)

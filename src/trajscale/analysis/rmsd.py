@@ -9,7 +9,7 @@ import numpy as np
 from ..block import Block
 from ..errors import FrameRangeError, SelectionError
 from ..kernels.superpose import rmsd_after_transform, superpose_rmsd
-from .base import Analysis, Prepared, check_finite, select_atoms
+from .base import Analysis, Prepared, check_finite, finite_frames, select_atoms
 
 
 @dataclass(frozen=True)
@@ -113,20 +113,24 @@ class RMSD(Analysis):
             check_finite(block, block.positions, source.path)
             ref_pos = [block.positions[0][ix].astype(np.float64) for ix in local]
         masses = fit.masses.astype(np.float64) if self.weights == "mass" else None
-        state = {"fit": local[0], "groups": local[1:], "ref": ref_pos[0], "ref_groups": ref_pos[1:],
+        # The block holds only `atoms`; with no group selections the fit atoms are all of them.
+        fit_all = np.array_equal(local[0], np.arange(len(atoms)))
+        state = {"fit": slice(None) if fit_all else local[0], "groups": local[1:], "ref": ref_pos[0], "ref_groups": ref_pos[1:],
                  "weights": masses, "path": source.path}
         return Prepared(atoms=atoms, state=state)
 
     def map(self, block: Block, prep: Prepared) -> dict:
         s = prep.state
         x = block.positions[:, s["fit"]]
-        finite = np.isfinite(block.positions).all(axis=(1, 2))
-        if not finite.all() and not self.allow_nan:
-            check_finite(block, block.positions, s["path"])
-        n = block.n_frames
-        out = np.full((n, 1 + len(s["groups"])), np.nan)
-        ok = np.flatnonzero(finite)
-        if ok.size:
+        finite = finite_frames(block.positions)
+        if not finite.all():
+            if not self.allow_nan:
+                check_finite(block, block.positions, s["path"])
+            ok = np.flatnonzero(finite)
+        else:
+            ok = slice(None)   # a view: no copy of the block
+        out = np.full((block.n_frames, 1 + len(s["groups"])), np.nan)
+        if finite.any():
             if s["groups"]:
                 r, rot, xcom, ycom = superpose_rmsd(x[ok], s["ref"], s["weights"], want_rotation=True)
                 for j, (g, ref_g) in enumerate(zip(s["groups"], s["ref_groups"])):

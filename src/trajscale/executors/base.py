@@ -46,6 +46,7 @@ def cached_source(config: dict, comm=None) -> tuple[Source, float]:
         return src, 0.0
     t0 = time.perf_counter()
     src = source_from_config(config, comm=comm)
+    src.reuse_buffers = True   # tasks run one at a time per process; map keeps no views of a block
     _SOURCES[key] = src
     return src, time.perf_counter() - t0
 

@@ -135,7 +135,7 @@ class H5MDSource(Source):
             index = atoms - lo
             if lo == 0 and hi == self.n_atoms and np.array_equal(atoms, np.arange(self.n_atoms)):
                 index = None
-        buf = np.empty((n, hi - lo, 3), dtype=np.float32)
+        buf = self._out_array(fl, (n, hi - lo, 3))
         if n and hi > lo:
             for a, b in self._slabs(start, stop, hi - lo):
                 self._read_direct(ds, buf, np.s_[a:b, lo:hi, :], np.s_[a - start:b - start])

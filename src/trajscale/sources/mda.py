@@ -89,7 +89,7 @@ class MDASource(Source):
         n = stop - start
         sel = slice(None) if atoms is None else np.asarray(atoms, dtype=np.intp)
         n_sel = self.n_atoms if atoms is None else len(sel)
-        out = {fl: np.empty((n, n_sel, 3), np.float32) for fl in fields}
+        out = {fl: self._out_array(fl, (n, n_sel, 3)) for fl in fields}
         box = np.zeros((n, 6), np.float32)
         time = np.empty(n, np.float64)
         step = np.empty(n, np.int64)
