@@ -30,6 +30,22 @@ def plan_tasks(start: int, stop: int, n_tasks: int, align: int, frame_bytes: int
     return [FrameRange(r.start + start, r.stop + start) for r in split_frames(n, n_tasks, align)]
 
 
+def _topology_with_first_frame(topology, source):
+    """The topology's Universe holding the trajectory's first frame, as ``Universe(top, traj)`` would.
+
+    (Selections by distance then see the trajectory, not the topology file's
+    coordinates; and a TPR is not parsed a second time for them.)
+    """
+    from MDAnalysis.coordinates.memory import MemoryReader
+
+    universe = load_universe(topology, topology_coordinates=False)
+    if universe.atoms.n_atoms == source.n_atoms and source.n_frames:
+        first = source.read(0, 1)
+        box = first.box[0] if first.box[0].any() else None
+        universe.load_new(first.positions, format=MemoryReader, order="fac", dimensions=box)
+    return universe
+
+
 def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options):
     t0 = time.perf_counter()
     given = topology if hasattr(topology, "select_atoms") else None   # an MDAnalysis Universe
@@ -40,7 +56,7 @@ def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_optio
     elif given is not None:
         universe = given
     else:
-        universe = load_universe(topology) if topology is not None else None
+        universe = _topology_with_first_frame(topology, source) if topology is not None else None
     t_top = time.perf_counter() - t0
     if universe is not None and universe.atoms.n_atoms != source.n_atoms:
         raise AtomCountMismatchError(

@@ -16,10 +16,14 @@ from .base import Source
 log = logging.getLogger(__name__)
 
 
-def load_universe(topology: str, trajectories=(), parsed=None, **kw):
+def load_universe(topology: str, trajectories=(), parsed=None, topology_coordinates: bool = True, **kw):
     """An MDAnalysis Universe, with MDAnalysis's failures turned into one clear message.
 
-    ``parsed`` is an already parsed MDAnalysis Topology for ``topology``.
+    ``parsed`` is an already parsed MDAnalysis Topology for ``topology``; without
+    it the parse is cached (:mod:`.topology_cache`). ``topology_coordinates=False``
+    skips reading coordinates from the topology file itself when no trajectory
+    is given (the caller brings its own frames; a TPR is parsed a second time
+    for them).
     """
     import MDAnalysis as mda
 
@@ -29,7 +33,9 @@ def load_universe(topology: str, trajectories=(), parsed=None, **kw):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return mda.Universe(parsed if parsed is not None else topology, *trajectories, **kw)
+            if parsed is not None:
+                return mda.Universe(parsed, *trajectories, **kw)
+            return _universe_via_cache(str(topology), list(trajectories), topology_coordinates, kw)
     except ValueError as exc:
         msg = str(exc)
         if "same number of atoms" in msg or "atoms" in msg and "number" in msg:
@@ -38,6 +44,29 @@ def load_universe(topology: str, trajectories=(), parsed=None, **kw):
         raise InputFileError(files[-1], f"MDAnalysis cannot read it: {msg}") from None
     except (OSError, EOFError, TypeError, KeyError, RuntimeError, IndexError) as exc:
         raise InputFileError(files[-1], f"MDAnalysis cannot read it: {exc}") from None
+
+
+def _universe_via_cache(topology: str, trajectories: list, topology_coordinates: bool, kw: dict):
+    """``mda.Universe(topology, *trajectories, **kw)``, its topology parsed once per file version."""
+    import MDAnalysis as mda
+    from MDAnalysis.core._get_readers import get_reader_for
+
+    from . import topology_cache
+
+    parsed = topology_cache.load(topology, kw)
+    if parsed is None:
+        u = mda.Universe(topology, *trajectories, **kw)
+        topology_cache.store(topology, kw, u._topology)
+        return u
+    if not trajectories and topology_coordinates:
+        try:   # as MDAnalysis does: a topology file with coordinates (GRO, PDB) is also the trajectory
+            get_reader_for(topology, format=kw.get("topology_format"))
+            trajectories = [topology]
+        except (ValueError, TypeError):
+            pass
+    u = mda.Universe(parsed, *trajectories, **kw)
+    u.filename = topology
+    return u
 
 
 class MDASource(Source):
