@@ -48,8 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     logging.basicConfig(level=level, format="trajscale: %(message)s", stream=sys.stderr)
-    for noisy in ("MDAnalysis", "distributed", "numba", "matplotlib", "asyncio", "h5py"):
+    for noisy in ("distributed", "numba", "matplotlib", "asyncio", "h5py"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
+    # MDAnalysis logs its parse errors before raising them; trajscale reports the exception once.
+    logging.getLogger("MDAnalysis").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
     # SIGINT too: a KeyboardInterrupt raised inside a C callback can be swallowed.
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, _terminate)

@@ -223,9 +223,9 @@ def _preload_kernels() -> None:
 
     Ranks other than 0 do this while rank 0 reads the topology.
     """
-    from ..kernels import superpose
+    from ..kernels.superpose import preload_kernels
 
-    superpose._compiled()
+    preload_kernels()
 
 
 def _span(ranges: list[FrameRange], tasks: range) -> FrameRange | None:

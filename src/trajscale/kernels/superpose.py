@@ -38,6 +38,11 @@ def _compiled():
     return k.covariance, k.moved_rmsd
 
 
+def preload_kernels() -> bool:
+    """Load the compiled kernels now rather than in the first task; False without numba."""
+    return _compiled() is not None
+
+
 def _covariance_numpy(x, w, yc):
     com = np.einsum("n,fnk->fk", w, x)
     xc = x - com[:, None, :]

@@ -37,27 +37,30 @@ def load_universe(topology: str, trajectories=(), parsed=None, topology_coordina
                 return mda.Universe(parsed, *trajectories, **kw)
             return _universe_via_cache(str(topology), list(trajectories), topology_coordinates, kw)
     except ValueError as exc:
-        msg = str(exc)
+        msg = " ".join(str(exc).split())
         if "same number of atoms" in msg or "atoms" in msg and "number" in msg:
             raise AtomCountMismatchError(
                 f"{topology} and {', '.join(map(str, trajectories))}: different atom counts ({msg})") from None
         raise InputFileError(files[-1], f"MDAnalysis cannot read it: {msg}") from None
     except (OSError, EOFError, TypeError, KeyError, RuntimeError, IndexError) as exc:
-        raise InputFileError(files[-1], f"MDAnalysis cannot read it: {exc}") from None
+        detail = " ".join(str(exc).split()) or (
+            "the file ends early (truncated?)" if isinstance(exc, EOFError) else type(exc).__name__)
+        raise InputFileError(files[-1], f"MDAnalysis cannot read it: {detail}") from None
 
 
 def _universe_via_cache(topology: str, trajectories: list, topology_coordinates: bool, kw: dict):
     """``mda.Universe(topology, *trajectories, **kw)``, its topology parsed once per file version."""
     import MDAnalysis as mda
-    from MDAnalysis.core._get_readers import get_reader_for
+    from MDAnalysis.core._get_readers import get_parser_for, get_reader_for
 
     from . import topology_cache
 
     parsed = topology_cache.load(topology, kw)
     if parsed is None:
-        u = mda.Universe(topology, *trajectories, **kw)
-        topology_cache.store(topology, kw, u._topology)
-        return u
+        # The parser alone: Universe(file) would also read the file's coordinates (a TPR twice).
+        with get_parser_for(topology, format=kw.get("topology_format"))(topology) as parser:
+            parsed = parser.parse()
+        topology_cache.store(topology, kw, parsed)
     if not trajectories and topology_coordinates:
         try:   # as MDAnalysis does: a topology file with coordinates (GRO, PDB) is also the trajectory
             get_reader_for(topology, format=kw.get("topology_format"))
