@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 
 #: Largest slab read in one HDF5 call; bigger ranges are split at chunk boundaries.
 MAX_SLAB_BYTES = 256 * 1024**2
+META_CACHE_FRAMES = 2_000_000   # box/time/step of up to this many frames are read once (~80 MB)
 #: Read the span between the first and last selected atom, then index, while the
 #: span is below this fraction of the frame; above it read whole frames.
 SPAN_FRACTION = 0.75
@@ -78,6 +79,7 @@ class H5MDSource(Source):
         self._datasets = {fl: _with_chunk_cache(self.file, self.info.dataset(fl)) for fl in self.info.fields}
         self._box = self.file[self.info.box_path] if self.info.box_path else None
         self._periodic = any(b == "periodic" for b in self.info.boundary)
+        self._meta: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.bytes_read = 0
 
     @property
@@ -116,10 +118,25 @@ class H5MDSource(Source):
         if missing:
             raise InputFileError(self._path, f"has no {', '.join(missing)} in particles/{self.info.group}")
         arrays = {fl: self._read_field(fl, start, stop, atoms) for fl in fields}
-        return Block(start, stop, arrays["position"], self._read_box(start, stop),
-                     self.info.time.values(self.file, start, stop, np.float64),
-                     self.info.step.values(self.file, start, stop, np.int64),
+        box, time, step = self._frame_meta(start, stop)
+        return Block(start, stop, arrays["position"], box, time, step,
                      velocities=arrays.get("velocity"), forces=arrays.get("force"))
+
+    def _frame_meta(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Box, time and step of frames [start, stop).
+
+        Read for the whole file on first use: three small HDF5 reads per block
+        cost ~1 ms, as much as reading a 4 MB slab.
+        """
+        if self.n_frames > META_CACHE_FRAMES:
+            return self._frame_meta_uncached(start, stop)
+        if self._meta is None:
+            self._meta = self._frame_meta_uncached(0, self.n_frames)
+        return tuple(a[start:stop].copy() for a in self._meta)
+
+    def _frame_meta_uncached(self, start: int, stop: int):
+        return (self._read_box(start, stop), self.info.time.values(self.file, start, stop, np.float64),
+                self.info.step.values(self.file, start, stop, np.int64))
 
     def _read_field(self, fl: str, start: int, stop: int, atoms: np.ndarray | None) -> np.ndarray:
         ds = self._datasets[fl]
