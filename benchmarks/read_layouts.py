@@ -128,11 +128,10 @@ def measure(name: str, path: str, top: str, ca: np.ndarray, args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from trajscale.demo import add_demo_file_arguments
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--frames", type=int, default=2000)
-    p.add_argument("--source", nargs=2, metavar=("TPR", "XTC"), default=None,
-                   help="build the demo file from these instead of MDAnalysisTests' AdK files")
-    p.add_argument("--workdir", default="demo-output")
+    add_demo_file_arguments(p)
     p.add_argument("--layouts", default=",".join(LAYOUTS), help="comma-separated subset of " + ",".join(LAYOUTS))
     p.add_argument("--block", type=int, default=250, help="frames per slab read (default 250, ~143 MB)")
     p.add_argument("--repeat", type=int, default=3)

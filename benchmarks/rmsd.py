@@ -55,11 +55,10 @@ def raw_h5py(path: str, n_frames: int, block: int, lo: int = 0, hi: int | None =
 
 
 def main(argv: list[str] | None = None) -> int:
+    from trajscale.demo import add_demo_file_arguments
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--frames", type=int, default=2000)
-    p.add_argument("--source", nargs=2, metavar=("TPR", "XTC"), default=None,
-                   help="build the demo file from these instead of MDAnalysisTests' AdK files")
-    p.add_argument("--workdir", default="demo-output")
+    add_demo_file_arguments(p)
     p.add_argument("--select", default="protein and name CA")
     p.add_argument("-n", "--n-workers", type=int, default=2)
     p.add_argument("--repeat", type=int, default=3)

@@ -156,10 +156,12 @@ def print_table(rows: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from trajscale.demo import add_demo_file_arguments
+
     p = argparse.ArgumentParser(description="Strong scaling of the CA RMSD on every executor.")
     p.add_argument("h5md", nargs="?", default=None, help="H5MD file (default: the demo file)")
     p.add_argument("--topology", default=None, help="topology (default: the demo's TPR)")
-    p.add_argument("--frames", type=int, default=2000, help="frames of the demo file built without FILE")
+    add_demo_file_arguments(p)
     p.add_argument("--select", default="protein and name CA")
     p.add_argument("--executors", default="serial,processes,dask,mpi")
     p.add_argument("--max-n", type=int, default=min(16, os.cpu_count() or 1))
@@ -169,8 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--driver", choices=["mpio", "default"], default=None,
                    help="HDF5 driver of the MPI runs (default: mpio where h5py has MPI)")
     p.add_argument("--mpiexec", default=None, help="mpiexec to launch MPI runs with (default: the system MPICH's)")
-    p.add_argument("--source", nargs=2, metavar=("TPR", "XTC"), default=None,
-                   help="build the demo file from these instead of MDAnalysisTests' AdK files")
     p.add_argument("--json", default=None, help="also write the numbers here")
     args = p.parse_args(argv)
     global MPIEXEC
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     from trajscale.demo import adk_files, build_demo_file
 
     if args.h5md is None:
-        top, h5 = build_demo_file("demo-output", args.frames, source=args.source)
+        top, h5 = build_demo_file(args.workdir, args.frames, source=args.source)
     else:
         h5 = args.h5md
         top = args.topology or (args.source[0] if args.source else adk_files()[0])

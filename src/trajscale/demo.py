@@ -46,6 +46,14 @@ def make_whole_xtc(out: str | os.PathLike, source: tuple[str, str] | None = None
     return str(out)
 
 
+def add_demo_file_arguments(parser, frames: int = 2000) -> None:
+    """``--frames``, ``--workdir`` and ``--source``: the demo trajectory a benchmark builds or reuses."""
+    parser.add_argument("--frames", type=int, default=frames, help="frames of the demo file")
+    parser.add_argument("--workdir", default="demo-output", help="where the demo files are built")
+    parser.add_argument("--source", nargs=2, metavar=("TPR", "XTC"), default=None,
+                        help="build the demo file from these instead of MDAnalysisTests' AdK files")
+
+
 def build_demo_file(workdir: str | os.PathLike, n_frames: int = 2000, chunks: str = "auto",
                     progress: bool = True, source: tuple[str, str] | None = None) -> tuple[str, str]:
     """Return (topology, h5md) of a ``n_frames``-frame AdK trajectory, building it if needed.
