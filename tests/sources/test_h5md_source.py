@@ -70,6 +70,27 @@ def test_task_sources_reuse_one_buffer_and_stay_exact(layouts, reference):
         np.testing.assert_array_equal(other[0], reference[:10])
 
 
+def test_box_time_step_equal_mdanalysis_and_blocks_own_them(tmp_path, adk_water):
+    """Box, time and step come from a per-file cache: equal to MDAnalysis, and a block may change its copy."""
+    h5 = tmp_path / "water.h5md"
+    convert(adk_water["gro"], [adk_water["xtc"]], str(h5))
+    u = mda.Universe(adk_water["gro"], adk_water["xtc"])
+    times = np.array([ts.time for ts in u.trajectory[2:8]])
+    boxes = np.array([ts.dimensions.copy() for ts in u.trajectory[2:8]])
+    with h5py.File(h5, "r") as f:
+        steps = f["particles/all/position/step"][2:8]
+    with H5MDSource(str(h5)) as src:
+        b = src.read(2, 8, np.arange(10))
+        np.testing.assert_allclose(b.time, times, rtol=1e-6)
+        np.testing.assert_allclose(b.box, boxes, rtol=1e-6)
+        np.testing.assert_array_equal(b.step, steps)
+        b.time[:] = -1
+        b.box[:] = 0
+        again = src.read(2, 8, np.arange(10))
+        np.testing.assert_allclose(again.time, times, rtol=1e-6)
+        np.testing.assert_allclose(again.box, boxes, rtol=1e-6)
+
+
 def test_one_hdf5_call_per_slab(layouts, monkeypatch):
     """A block read is one hyperslab read, never one call per frame."""
     calls = []
