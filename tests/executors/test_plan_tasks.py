@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -14,7 +15,7 @@ def test_tasks_cover_the_range_aligned_and_balanced_over_workers(n_workers):
     frame_bytes = 47_681 * 12                       # whole frames of the AdK-in-water system
     ranges = plan_tasks(0, 5000, 4 * n_workers if n_workers > 1 else 1, 3, frame_bytes, n_workers)
     assert ranges[0].start == 0 and ranges[-1].stop == 5000
-    assert all(a.stop == b.start for a, b in zip(ranges, ranges[1:]))
+    assert all(a.stop == b.start for a, b in itertools.pairwise(ranges))
     assert all(r.start % 3 == 0 for r in ranges)
     assert max((r.stop - r.start) * frame_bytes for r in ranges) <= MAX_TASK_BYTES
     k = len(ranges)
