@@ -8,7 +8,7 @@ import numpy as np
 
 from ..block import Block
 from ..errors import FrameRangeError, SelectionError
-from ..kernels.superpose import rmsd_after_transform, superpose_rmsd
+from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
 from .base import Analysis, Prepared, check_finite, finite_frames, select_atoms
 
 
@@ -115,8 +115,8 @@ class RMSD(Analysis):
         masses = fit.masses.astype(np.float64) if self.weights == "mass" else None
         # The block holds only `atoms`; with no group selections the fit atoms are all of them.
         fit_all = np.array_equal(local[0], np.arange(len(atoms)))
-        state = {"fit": slice(None) if fit_all else local[0], "groups": local[1:], "ref": ref_pos[0], "ref_groups": ref_pos[1:],
-                 "weights": masses, "path": source.path}
+        state = {"fit": slice(None) if fit_all else local[0], "groups": local[1:],
+                 "ref": Reference.of(ref_pos[0], masses), "ref_groups": ref_pos[1:], "path": source.path}
         return Prepared(atoms=atoms, state=state)
 
     def map(self, block: Block, prep: Prepared) -> dict:
@@ -132,11 +132,11 @@ class RMSD(Analysis):
         out = np.full((block.n_frames, 1 + len(s["groups"])), np.nan)
         if finite.any():
             if s["groups"]:
-                r, rot, xcom, ycom = superpose_rmsd(x[ok], s["ref"], s["weights"], want_rotation=True)
+                r, rot, xcom, ycom = superpose_rmsd(x[ok], s["ref"], want_rotation=True)
                 for j, (g, ref_g) in enumerate(zip(s["groups"], s["ref_groups"])):
                     out[ok, 1 + j] = rmsd_after_transform(block.positions[ok][:, g], ref_g, rot, xcom, ycom)
             else:
-                r = superpose_rmsd(x[ok], s["ref"], s["weights"])
+                r = superpose_rmsd(x[ok], s["ref"])
             out[ok, 0] = r
         return {"frame": block.frames, "time": block.time, "rmsd": out}
 

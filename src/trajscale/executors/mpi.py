@@ -211,6 +211,7 @@ class MPIExecutor(Executor):
         log.debug("rank %d failure", rank, exc_info=exc)
         from mpi4py import MPI
 
+        time.sleep(0.5)   # let mpiexec forward that line: Abort kills the job's I/O proxies too
         MPI.COMM_WORLD.Abort(1)
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ bit.)  Without numba a NumPy fallback gives the same values to ~1e-15.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -49,7 +50,29 @@ def _covariance_numpy(x, w, yc):
     return com, np.einsum("fni,nj->fij", xc * w[:, None], yc), np.einsum("fnk,fnk,n->f", xc, xc, w)
 
 
-def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray, weights: np.ndarray | None = None,
+@dataclass(frozen=True)
+class Reference:
+    """A reference structure made ready for :func:`superpose_rmsd` once, not per block.
+
+    (Its centring and norm cost ~3.5 ms per call at 47,681 atoms, ten times the
+    kernel's work for one frame.)
+    """
+
+    weights: np.ndarray    # (N,) summing to 1
+    com: np.ndarray        # (3,) weighted centre
+    centred: np.ndarray    # (N, 3) float64, C-contiguous
+    norm: float            # sum_a w_a |y_a - com|^2
+
+    @classmethod
+    def of(cls, reference: np.ndarray, weights: np.ndarray | None = None) -> Reference:
+        y = np.asarray(reference, dtype=np.float64)
+        w = normalized_weights(weights, y.shape[0])
+        com = (w[:, None] * y).sum(axis=0)
+        yc = np.ascontiguousarray(y - com)
+        return cls(w, com, yc, float((w * (yc * yc).sum(axis=1)).sum()))
+
+
+def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray | Reference, weights: np.ndarray | None = None,
                    want_rotation: bool = False):
     """RMSD of every frame of ``mobile`` to ``reference`` after optimal superposition.
 
@@ -58,9 +81,9 @@ def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray, weights: np.ndarra
     mobile
         (F, N, 3) coordinates.
     reference
-        (N, 3) coordinates.
+        (N, 3) coordinates, or a :class:`Reference` prepared once.
     weights
-        (N,) weights (e.g. masses) or None.
+        (N,) weights (e.g. masses) or None; ignored for a prepared Reference.
     want_rotation
         Also return the rotations and centres needed to move other atoms.
 
@@ -69,23 +92,20 @@ def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray, weights: np.ndarra
     rmsd : (F,) float64
     (rotation (F, 3, 3), mobile_com (F, 3), ref_com (3,)) if ``want_rotation``
     """
+    ref = reference if isinstance(reference, Reference) else Reference.of(reference, weights)
     x = np.ascontiguousarray(mobile, dtype=np.float32)
-    y = np.asarray(reference, dtype=np.float64)
-    w = normalized_weights(weights, y.shape[0])
-    y_com = (w[:, None] * y).sum(axis=0)
-    yc = y - y_com
     kernels = _compiled()
-    x_com, h, e0 = (kernels[0] if kernels else _covariance_numpy)(x, w, np.ascontiguousarray(yc))
+    x_com, h, e0 = (kernels[0] if kernels else _covariance_numpy)(x, ref.weights, ref.centred)
     u, s, vt = np.linalg.svd(h)
     d = np.sign(np.linalg.det(u) * np.linalg.det(vt))
     d[d == 0] = 1.0
-    msd = e0 + float((w * (yc * yc).sum(axis=1)).sum()) - 2.0 * (s[:, 0] + s[:, 1] + d * s[:, 2])
+    msd = e0 + ref.norm - 2.0 * (s[:, 0] + s[:, 1] + d * s[:, 2])
     rmsd = np.sqrt(np.maximum(msd, 0.0))
     if not want_rotation:
         return rmsd
     u[:, :, 2] *= d[:, None]
     rot = np.einsum("fij,fjk->fik", u, vt)
-    return rmsd, rot, x_com, y_com
+    return rmsd, rot, x_com, ref.com
 
 
 def rmsd_after_transform(mobile: np.ndarray, reference: np.ndarray, rotation: np.ndarray,
