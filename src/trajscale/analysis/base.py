@@ -99,10 +99,13 @@ def select_atoms(universe, selection: str, what: str = "selection"):
 def finite_frames(positions: np.ndarray) -> np.ndarray:
     """(F,) bool: which frames of (F, N, 3) coordinates are all finite.
 
-    A float64 sum per frame is non-finite exactly when an element is (float32
-    values cannot overflow it), and costs one pass without a (F, N, 3) mask.
+    A NaN or inf anywhere makes a frame's sum non-finite, so one summing pass
+    (no (F, N, 3) mask) clears the common case; only if some sum is not finite
+    (a NaN, or finite values so large that the sum overflows) is every value checked.
     """
-    return np.isfinite(positions.sum(axis=(1, 2), dtype=np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        quick = np.isfinite(positions.sum(axis=(1, 2)))
+    return quick if quick.all() else np.isfinite(positions).all(axis=(1, 2))
 
 
 def check_finite(block: Block, positions: np.ndarray, source: str) -> None:
