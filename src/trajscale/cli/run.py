@@ -97,6 +97,9 @@ def summary(report, out: str | None = None, report_path: str | None = None) -> s
          f"{report.n_atoms} atoms read in {report.n_tasks} tasks"),
         f"  {t:.2f} s total, {report.n_frames / t:,.0f} frames/s, {gb / t:.2f} GB/s read ({gb:.3f} GB)",
     ]
+    t_io = sum(tk.t_io for tk in report.tasks)
+    if t_io > 0:   # the storage's speed as the tasks saw it, apart from start-up and compute
+        lines[-1] += f"; reads ran at {gb / t_io:.2f} GB/s per worker"
     if out:
         lines.append(f"  results: {out}")
     if report_path:
