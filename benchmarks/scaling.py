@@ -48,13 +48,6 @@ def mpiexec() -> str:
     return exe
 
 
-def default_driver() -> str:
-    """``mpio`` where h5py was built on parallel HDF5, else each rank opens the file on its own."""
-    import h5py
-
-    return "mpio" if h5py.get_config().mpi else "default"
-
-
 def _env() -> dict:
     return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
 
@@ -175,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     global MPIEXEC
     MPIEXEC = args.mpiexec
-    driver = args.driver or default_driver()
+    from trajscale.parallel import h5py_has_mpi
+
+    driver = args.driver or ("mpio" if h5py_has_mpi() else "default")
 
     import logging
     import warnings

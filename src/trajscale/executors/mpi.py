@@ -25,6 +25,7 @@ import numpy as np
 from ..analysis.base import Analysis, analysis_from_config
 from ..block import FrameRange
 from ..errors import ConfigError
+from ..kernels.superpose import preload_kernels
 from ..parallel import default_mpi_driver, mpi_comm_world, require_parallel_h5py
 from ..report.timing import TaskTiming, host_and_pid
 from .base import Executor, Job, cached_source, close_cached_sources, progress_bar, run_task
@@ -83,7 +84,7 @@ class MPIExecutor(Executor):
         if collective and driver != "mpio":
             log.warning("collective reads need driver='mpio'; reading independently")
         self.rank = self.comm.Get_rank()
-        _preload_kernels()
+        preload_kernels()   # now, as the process pool's forkserver does, not inside the first task
         self._extras: dict[str, dict] = {}
         self._reduced: dict | None = None
 
@@ -217,16 +218,6 @@ class MPIExecutor(Executor):
     def close(self) -> None:
         """Close this process's cached sources (collective under ``mpio``: call on every rank)."""
         close_cached_sources()
-
-
-def _preload_kernels() -> None:
-    """Load the compiled kernels now (as the process pool's forkserver does), not in the first task.
-
-    Ranks other than 0 do this while rank 0 reads the topology.
-    """
-    from ..kernels.superpose import preload_kernels
-
-    preload_kernels()
 
 
 def _span(ranges: list[FrameRange], tasks: range) -> FrameRange | None:
