@@ -9,16 +9,11 @@ from dataclasses import replace
 import pytest
 
 from tests.report._synth import make_report
-from trajscale.report.diagnose import (
-    RULES,
-    Advice,
-    advise,
-    diagnose,
-    find_stragglers,
-    ratio,
-    scaling,
-    short_report,
-)
+from trajscale.report.advice import RULES, Advice, advise
+from trajscale.report.diagnose import diagnose
+from trajscale.report.metrics import ratio, scaling
+from trajscale.report.stragglers import find_stragglers
+from trajscale.report.summary import short_report
 from trajscale.report.timing import RunReport
 
 # ---------------------------------------------------------------- derived numbers

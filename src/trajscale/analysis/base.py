@@ -83,19 +83,6 @@ def analysis_from_config(config: dict) -> Analysis:
     return cls(**cfg)
 
 
-def select_atoms(universe, selection: str, what: str = "selection"):
-    """``universe.select_atoms`` with empty or invalid selections as clear errors."""
-    from ..errors import SelectionError
-
-    try:
-        group = universe.select_atoms(selection)
-    except Exception as exc:   # MDAnalysis raises SelectionError, ValueError, KeyError...
-        raise SelectionError(f"invalid {what} {selection!r}: {exc}") from None
-    if group.n_atoms == 0:
-        raise SelectionError(f"{what} {selection!r} selects no atoms")
-    return group
-
-
 def finite_frames(positions: np.ndarray) -> np.ndarray:
     """(F,) bool: which frames of (F, N, 3) coordinates are all finite.
 

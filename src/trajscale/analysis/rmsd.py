@@ -9,7 +9,8 @@ import numpy as np
 from ..block import Block
 from ..errors import FrameRangeError, SelectionError
 from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
-from .base import Analysis, Prepared, check_finite, finite_frames, select_atoms
+from ..sources.selection import select_atoms
+from .base import Analysis, Prepared, check_finite, finite_frames
 
 
 @dataclass(frozen=True)

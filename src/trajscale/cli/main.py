@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from .. import __version__
+from .._version import __version__
 from ..errors import TrajscaleError
 
 #: command -> module (imported only when that command runs).

@@ -54,7 +54,8 @@ def load_report(path: str):
 
 def main(args) -> int:
     from ..errors import InputFileError
-    from ..report.diagnose import diagnose, json_safe, scaling
+    from ..report.diagnose import diagnose
+    from ..report.metrics import json_safe, scaling
     from ..report.table import format_scaling, format_table
 
     reports = [load_report(p) for p in args.reports]

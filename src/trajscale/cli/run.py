@@ -85,7 +85,7 @@ def main_rmsd(args) -> int:
 def summary(report, out: str | None = None, report_path: str | None = None) -> str:
     """The one-screen summary printed after every run."""
     try:
-        from ..report.diagnose import short_report
+        from ..report.summary import short_report
 
         tail = "\n" + short_report(report)
     except ImportError:

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.base import select_atoms
 from ..errors import InputFileError
 from ..sources import H5MDSource
 from ..sources.mda import load_universe
-from ..store.h5md import H5MDWriter
+from ..sources.selection import select_atoms
+from ..store.writer import H5MDWriter
 from ..store.layout import Layout
 from ..util import atomic_output, check_output_path, polling_for_stop, raise_if_stopped
 from .stream import Renumberer, frame_plan, iter_blocks, open_inputs

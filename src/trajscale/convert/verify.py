@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analysis.base import select_atoms
+from ..sources.selection import select_atoms
 from ..errors import AtomCountMismatchError
 from ..sources import H5MDSource
 from ..sources.mda import load_universe

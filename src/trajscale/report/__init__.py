@@ -4,7 +4,9 @@ Chrome/Perfetto traces (:mod:`.trace`)."""
 
 from __future__ import annotations
 
-from .diagnose import Advice, Diagnosis, diagnose, short_report
+from .advice import Advice
+from .diagnose import Diagnosis, diagnose
+from .summary import short_report
 from .timing import RunReport, TaskTiming, WorkerTiming
 
 __all__ = ["Advice", "Diagnosis", "RunReport", "TaskTiming", "WorkerTiming", "diagnose", "short_report"]

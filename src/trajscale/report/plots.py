@@ -6,7 +6,8 @@ import logging
 import os
 from collections.abc import Sequence
 
-from .diagnose import PHASE_LABELS, diagnose, scaling, worker_timings
+from .diagnose import diagnose
+from .metrics import PHASE_LABELS, scaling, worker_timings
 from .timing import PHASES, RunReport
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .diagnose import Diagnosis, diagnose, scaling, worker_timings
+from .diagnose import Diagnosis, diagnose
+from .metrics import scaling, worker_timings
 from .timing import PHASES, RunReport
 
 #: Short column headers for the phases.

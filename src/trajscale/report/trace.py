@@ -18,7 +18,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .diagnose import worker_timings
+from .metrics import worker_timings
 from .timing import PHASES, RunReport, TaskTiming
 
 _US = 1e6

@@ -9,7 +9,10 @@ import numpy as np
 
 from ..block import Block
 from ..errors import InputFileError
-from ..store.h5md import H5MDInfo, describe, edges_to_dimensions, open_h5
+from ..store.box import edges_to_dimensions
+from ..store.hdf5 import open_h5
+from ..store.schema import H5MDInfo, attr_str, describe
+from ..store.units import LENGTH_TO_ANGSTROM
 from ..store.layout import reader_chunk_cache
 from .base import Source
 
@@ -193,9 +196,7 @@ class H5MDSource(Source):
         scale = self.info.scales.get("position", 1.0)
         box_unit = self._box.attrs.get("unit")
         if box_unit is not None:
-            from ..store.h5md import LENGTH_TO_ANGSTROM, _attr_str
-
-            scale = LENGTH_TO_ANGSTROM.get(_attr_str(self._box, "unit"), scale)
+            scale = LENGTH_TO_ANGSTROM.get(attr_str(self._box, "unit"), scale)
         if scale != 1.0:
             dims[:, :3] *= np.float32(scale)
         return dims

@@ -17,7 +17,8 @@ import os
 
 import h5py
 
-from .h5md import H5MDInfo, describe, open_h5
+from .hdf5 import open_h5
+from .schema import H5MDInfo, describe
 from .layout import reader_chunk_cache
 
 PATTERNS = {

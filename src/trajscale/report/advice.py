@@ -1,0 +1,255 @@
+"""Advice rules: small functions of ``(report, diagnosis)`` returning an :class:`Advice` or None.
+
+:data:`RULES` is a plain dict; its order is the order of importance.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from statistics import median
+from typing import TYPE_CHECKING
+
+from .metrics import PHASE_LABELS, fmt_ratio, worker_timings
+from .stragglers import STRAGGLER_FACTOR, Straggler
+from .timing import RunReport
+
+if TYPE_CHECKING:
+    from .diagnose import Diagnosis
+
+log = logging.getLogger(__name__)
+
+#: Read amplification above this is worth a rechunk.
+AMPLIFICATION_LIMIT = 2.0
+#: Fixed costs (serial preparation, starting and feeding workers) above this
+#: fraction of a run's wall time are what limits its speed-up.
+FIXED_COST_FRACTION = 0.5
+#: Runs shorter than this are not worth advice on fixed costs.
+FIXED_COST_MIN_WALL = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    """One piece of advice: which rule fired, what to do, and the measured reason."""
+
+    rule: str
+    message: str
+    reason: str
+
+
+def _source_path(report: RunReport) -> str:
+    src = report.source or {}
+    return str(src.get("path") or "FILE")
+
+
+def rule_io_bound_format(report: RunReport, d: Diagnosis) -> Advice | None:
+    """I/O-bound on a non-H5MD source: convert to H5MD and read with MPI-IO, or segment."""
+    fmt = str((report.source or {}).get("format", "")).lower()
+    if d.r_comp_io is None or d.r_comp_io >= 1 or fmt == "h5md":
+        return None
+    return Advice(
+        "io-bound-format",
+        f"convert to H5MD (`trajscale convert TOPOLOGY {_source_path(report)} -o traj.h5md`) and read "
+        "it with MPI-IO (`--executor mpi`), or split the trajectory into segments",
+        f"I/O-bound: R_comp/IO = {fmt_ratio(d.r_comp_io)} (compute {d.totals['t_compute']:.3g} s, "
+        f"read {d.totals['t_io']:.3g} s) on a {fmt.upper() or 'non-H5MD'} source")
+
+
+def _relevant_patterns(report: RunReport, amp: dict) -> dict:
+    """The read-amplification patterns that match how this run read the file.
+
+    Tasks read chunk-aligned blocks of frames; a subset of atoms counts only if
+    the bytes read per frame show that the source read less than whole frames,
+    and single frames only if the tasks were tiny.
+    """
+    src = report.source or {}
+    wanted = ["block of 100 frames"]
+    n_src = src.get("n_atoms")
+    frames = sum(t.frames for t in report.tasks)
+    if isinstance(n_src, int) and frames and report.bytes_read / frames < 0.5 * n_src * 12:
+        wanted.append("150-atom subset, 100 frames")
+    sizes = [t.frames for t in report.tasks]
+    if sizes and median(sizes) < 10:
+        wanted.append("one frame")
+    picked = {k: v for k, v in amp.items() if k in wanted}
+    return picked or amp
+
+
+def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
+    """A chunk layout that reads > 2x the bytes asked for by this run's reads: rechunk."""
+    amp = (report.source or {}).get("read_amplification") or {}
+    amp = {k: float(v) for k, v in amp.items() if isinstance(v, int | float)}
+    if not amp:
+        return None
+    pats = _relevant_patterns(report, amp)
+    worst = max(pats, key=pats.get)
+    if pats[worst] <= AMPLIFICATION_LIMIT:
+        return None
+    chunks = (report.source or {}).get("chunks")
+    where = f"chunks {tuple(chunks) if isinstance(chunks, list) else chunks}: " if chunks else ""
+    layout = "frame" if worst == "one frame" else "auto"
+    return Advice(
+        "chunk-amplification",
+        f"rechunk the file: `trajscale convert TOPOLOGY {_source_path(report)} -o fixed.h5md "
+        f"--chunks {layout}`",
+        f"{where}reading a {worst} costs {pats[worst]:.1f}x the bytes asked for")
+
+
+def _stragglers_by(d: Diagnosis, phases: tuple[str, ...]) -> list[Straggler]:
+    return [s for s in d.stragglers if s.component in phases]
+
+
+def rule_comm_stragglers(report: RunReport, d: Diagnosis) -> Advice | None:
+    """Stragglers made slow by communication: fewer, larger gathers."""
+    slow = _stragglers_by(d, ("t_comm",))
+    if not slow:
+        return None
+    worst = slow[0]
+    return Advice(
+        "comm-stragglers",
+        "gather results in fewer, larger messages (fewer tasks per worker, or reduce on the workers "
+        "before gathering)",
+        f"{len(slow)} straggler(s) slowed by communication; {worst.name} spent {worst.excess:.3g} s "
+        f"more in t_comm than the median worker ({worst.ratio:.1f}x the median total)")
+
+
+def _top_loaders(report: RunReport) -> int:
+    """How many workers spent time loading the topology."""
+    return sum(1 for w in worker_timings(report) if w.t_init_top > 0)
+
+
+def rule_init_stragglers(report: RunReport, d: Diagnosis) -> Advice | None:
+    """Stragglers made slow by opening the topology/trajectory (seed 001).
+
+    A topology loaded on a single worker is the run's serial preparation (it is
+    already loaded once and broadcast), not a straggler to fix by broadcasting.
+    """
+    once = _top_loaders(report) <= 1
+    slow = [s for s in _stragglers_by(d, ("t_init_top", "t_init_traj"))
+            if not (s.component == "t_init_top" and once)]
+    if not slow:
+        return None
+    worst = slow[0]
+    if worst.component == "t_init_top":
+        msg = ("load the topology once and broadcast it (selections and reference) instead of "
+               "loading it on every worker")
+    else:
+        msg = ("avoid every worker opening one shared file: split the trajectory into segments "
+               "(one per worker), or use H5MD with MPI-IO")
+    return Advice(
+        "init-stragglers", msg,
+        f"{len(slow)} straggler(s) slowed by {PHASE_LABELS[worst.component]}; {worst.name} spent "
+        f"{worst.excess:.3g} s more in {worst.component} than the median worker "
+        f"({worst.ratio:.1f}x the median total)")
+
+
+def _parallel_imbalance(report: RunReport, d: Diagnosis) -> float | None:
+    """max/median worker time, leaving out a topology load done once (serial preparation)."""
+    if _top_loaders(report) != 1:
+        return d.imbalance
+    totals = [w.t_total - w.t_init_top for w in worker_timings(report)]
+    med = median(totals) if totals else 0.0
+    return max(totals) / med if med > 0 else None
+
+
+def _uneven_tasks(report: RunReport) -> bool:
+    per_worker: dict[str, int] = {}
+    for t in report.tasks:
+        per_worker[t.worker] = per_worker.get(t.worker, 0) + 1
+    if len(set(per_worker.values())) > 1 or len(per_worker) < report.n_workers:
+        return True
+    sizes = [t.frames for t in report.tasks]
+    return bool(sizes) and max(sizes) > 1.25 * min(sizes)
+
+
+def rule_imbalance(report: RunReport, d: Diagnosis) -> Advice | None:
+    """Uneven load across workers: more, smaller tasks."""
+    n_w = max(1, report.n_workers)
+    few = report.n_workers > 1 and report.n_tasks < 2 * n_w and _uneven_tasks(report)
+    imb = _parallel_imbalance(report, d)
+    high = imb is not None and imb > STRAGGLER_FACTOR
+    if not (few or high):
+        return None
+    why = []
+    if high:
+        extra = "" if imb == d.imbalance else " (leaving out the one-off topology load)"
+        why.append(f"slowest worker takes {imb:.2f}x the median worker time{extra}")
+    if few:
+        why.append(f"only {report.n_tasks} uneven task(s) for {report.n_workers} workers")
+    return Advice("imbalance", f"use more tasks per worker (e.g. `--tasks {4 * n_w}`)",
+                  "; ".join(why))
+
+
+def _fixed_costs_dominate(report: RunReport, d: Diagnosis) -> bool:
+    wall = report.t_total
+    return wall >= FIXED_COST_MIN_WALL and d.fixed_costs(report) > FIXED_COST_FRACTION * wall
+
+
+def rule_fixed_costs(report: RunReport, d: Diagnosis) -> Advice | None:
+    """Most of the wall time outside the parallel tasks (Amdahl's serial part)."""
+    if not _fixed_costs_dominate(report, d):
+        return None
+    prep = report.t_prepare + report.t_reduce
+    if d.t_outside >= prep:
+        msg = ("start the workers once and reuse them for several runs (`ex = ts.make_executor(...)`, "
+               "then `ts.run(..., executor=ex)`; a long-lived Dask cluster; one mpiexec job for several "
+               "analyses), or give each run more frames: for this little work fewer workers do as well")
+    else:
+        msg = ("the serial preparation (topology, selections, reference) bounds the speed-up: build the "
+               "Universe once and pass it to several runs (`ts.run(analysis, universe, FILE)`), or "
+               "analyse more frames per run; more workers cannot shorten it")
+    fixed = d.fixed_costs(report)
+    return Advice(
+        "fixed-costs", msg,
+        f"{fixed:.3g} s of the {report.t_total:.3g} s run was outside the workers' tasks "
+        f"(preparation {prep:.3g} s, starting/dispatching workers {d.t_outside:.3g} s); "
+        f"the busiest worker needed {d.t_busy:.3g} s")
+
+
+def rule_compute_bound(report: RunReport, d: Diagnosis) -> Advice | None:
+    """Compute-bound and balanced: adding workers should scale well."""
+    if d.r_comp_io is None or d.r_comp_io <= 1 or _fixed_costs_dominate(report, d):
+        return None
+    if d.r_comp_comm is not None and d.r_comp_comm <= 1:
+        return None
+    imbalance = _parallel_imbalance(report, d)
+    once = _top_loaders(report) <= 1
+    if [s for s in d.stragglers if not (s.component == "t_init_top" and once)]:
+        return None
+    if imbalance is not None and imbalance > STRAGGLER_FACTOR:
+        return None
+    imb = "n/a" if imbalance is None else f"{imbalance:.2f}"
+    return Advice(
+        "compute-bound", "good scaling expected: add workers",
+        f"compute-bound (R_comp/IO = {fmt_ratio(d.r_comp_io)}, R_comp/comm = {fmt_ratio(d.r_comp_comm)}) "
+        f"and balanced (max/median worker time {imb}, no stragglers)")
+
+
+Rule = Callable[[RunReport, "Diagnosis"], "Advice | None"]
+
+#: name -> rule, most important first.
+RULES: dict[str, Rule] = {
+    "io-bound-format": rule_io_bound_format,
+    "chunk-amplification": rule_chunk_amplification,
+    "comm-stragglers": rule_comm_stragglers,
+    "init-stragglers": rule_init_stragglers,
+    "imbalance": rule_imbalance,
+    "fixed-costs": rule_fixed_costs,
+    "compute-bound": rule_compute_bound,
+}
+
+
+def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None) -> list[Advice]:
+    """Run every rule; return the advice of those that fired, in rule order."""
+    out = []
+    for name, rule in (RULES if rules is None else rules).items():
+        try:
+            a = rule(report, d)
+        except (TypeError, ValueError, KeyError, ZeroDivisionError) as exc:   # odd report contents
+            log.debug("advice rule %s skipped: %s", name, exc)
+            continue
+        if a is not None:
+            out.append(a)
+    return out

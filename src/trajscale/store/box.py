@@ -1,0 +1,37 @@
+"""Box representations: H5MD edge vectors and MDAnalysis's [a, b, c, alpha, beta, gamma]."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def edges_to_dimensions(edges: np.ndarray) -> np.ndarray:
+    """H5MD box edges, (F, 3) diagonal or (F, 3, 3) row vectors, to (F, 6) [a b c alpha beta gamma]."""
+    edges = np.asarray(edges, dtype=np.float64)
+    if edges.ndim == 2:   # (F, 3) cuboid
+        out = np.zeros((edges.shape[0], 6))
+        out[:, :3] = edges
+        out[:, 3:] = 90.0
+        return out.astype(np.float32)
+    a, b, c = edges[:, 0], edges[:, 1], edges[:, 2]
+    la, lb, lc = (np.linalg.norm(v, axis=1) for v in (a, b, c))
+
+    def angle(u, v, lu, lv):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cos = np.einsum("ij,ij->i", u, v) / (lu * lv)
+        return np.degrees(np.arccos(np.clip(np.nan_to_num(cos), -1, 1)))
+
+    out = np.stack([la, lb, lc, angle(b, c, lb, lc), angle(a, c, la, lc), angle(a, b, la, lb)], axis=1)
+    out[la == 0] = 0.0
+    return out.astype(np.float32)
+
+
+def dimensions_to_edges(dims: np.ndarray) -> np.ndarray:
+    """(F, 6) box dimensions to (F, 3, 3) triclinic vectors (MDAnalysis convention)."""
+    from MDAnalysis.lib.mdamath import triclinic_vectors
+
+    dims = np.asarray(dims, dtype=np.float64)
+    out = np.zeros((dims.shape[0], 3, 3), dtype=np.float32)
+    for uniq in np.unique(dims, axis=0):   # boxes repeat; convert each distinct one once
+        out[(dims == uniq).all(axis=1)] = triclinic_vectors(uniq)
+    return out
