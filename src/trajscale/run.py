@@ -9,7 +9,7 @@ import time
 
 from .analysis.base import Analysis
 from .block import FrameRange, split_frames
-from .errors import AtomCountMismatchError, FrameRangeError, TrajscaleError
+from .errors import AtomCountMismatchError, ConfigError, FrameRangeError, TrajscaleError
 from .executors import Executor, Job, make_executor
 from .report.timing import RunReport, summarize_workers
 from .sources import open_source
@@ -17,19 +17,24 @@ from .sources.mda import MDASource, load_universe
 
 log = logging.getLogger(__name__)
 
-#: Largest block one task reads; bigger runs are cut into more tasks.
-MAX_TASK_BYTES = 256 * 1024**2
+#: Default budget of one block: the frames a worker reads and maps at once, and
+#: the size of a task (bigger runs are cut into more tasks).
+MAX_BLOCK_BYTES = 256 * 1024**2
+MAX_TASK_BYTES = MAX_BLOCK_BYTES
 
 
 def plan_tasks(start: int, stop: int, n_tasks: int, align: int, frame_bytes: int,
-               n_workers: int = 1) -> list[FrameRange]:
+               n_workers: int = 1, max_task_bytes: int = MAX_TASK_BYTES) -> list[FrameRange]:
     """Split ``[start, stop)`` into at least ``n_tasks`` chunk-aligned ranges of bounded size.
 
-    When the size bound adds tasks, their number stays a multiple of ``n_workers``
-    (11 tasks on 2 MPI ranks gave one rank 20 % more frames than the other).
+    ``frame_bytes`` is what one frame costs in the reader's buffers
+    (:meth:`~trajscale.sources.base.Source.bytes_per_frame`: the span or runs
+    it reads, not only the selected atoms).  When the size bound adds tasks,
+    their number stays a multiple of ``n_workers`` (11 tasks on 2 MPI ranks
+    gave one rank 20 % more frames than the other).
     """
     n = stop - start
-    by_size = math.ceil(n * frame_bytes / MAX_TASK_BYTES)
+    by_size = math.ceil(n * frame_bytes / max_task_bytes)
     if by_size > n_tasks:
         n_tasks = math.ceil(by_size / n_workers) * n_workers
     if start % align:
@@ -53,7 +58,7 @@ def _topology_with_first_frame(topology, source):
     return universe
 
 
-def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options):
+def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options, max_block_bytes):
     t0 = time.perf_counter()
     given = topology if hasattr(topology, "select_atoms") else None   # an MDAnalysis Universe
     top_file = given.filename if given is not None else topology
@@ -76,15 +81,19 @@ def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_optio
     if source.supports_mpio:
         config.update(source_options)
     n_read = source.n_atoms if prep.atoms is None else len(prep.atoms)
+    frame_bytes = source.bytes_per_frame(prep.atoms, analysis.fields)
     info = {"source": source.layout_summary(), "n_frames": stop - start, "n_atoms": n_read,
-            "chunk_frames": source.chunk_frames, "start": start, "stop": stop, "t_init_top": t_top}
+            "chunk_frames": source.chunk_frames, "start": start, "stop": stop, "t_init_top": t_top,
+            "frame_bytes": frame_bytes}
     source.close()
-    return Job(analysis.get_config(), config, prep), info
+    block_frames = max(1, int(max_block_bytes) // frame_bytes)
+    return Job(analysis.get_config(), config, prep, block_frames), info
 
 
 def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = "serial",
         n_workers: int | None = None, n_tasks: int | None = None, tasks_per_worker: int = 4,
-        start: int = 0, stop: int | None = None, progress: bool = False, **executor_options):
+        start: int = 0, stop: int | None = None, progress: bool = False,
+        max_block_bytes: int = MAX_BLOCK_BYTES, **executor_options):
     """Run ``analysis`` over ``trajectory`` on an executor.
 
     Parameters
@@ -107,6 +116,9 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         Frame range to analyse.
     progress
         Show a progress bar on stderr.
+    max_block_bytes
+        Most bytes of frames a worker reads and maps at once (default 256 MiB):
+        each worker's memory is about this, however many frames the run has.
 
     Returns
     -------
@@ -115,11 +127,14 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     other MPI ranks.
     """
     t_start = time.perf_counter()
+    if max_block_bytes < 1:
+        raise ConfigError(f"max_block_bytes must be positive, got {max_block_bytes}")
     ex = make_executor(executor, n_workers, **executor_options)
     own = not isinstance(executor, Executor)
     try:
         try:
-            job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options())
+            job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options(),
+                                  max_block_bytes)
                          if ex.is_root else (None, None))
         except Exception as exc:
             if ex.spmd:   # tell the other ranks, waiting in the broadcast, before raising here
@@ -134,8 +149,8 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
             raise got
         job, info = got
         k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)
-        ranges = plan_tasks(info["start"], info["stop"], k, info["chunk_frames"], info["n_atoms"] * 12,
-                            ex.n_workers)
+        ranges = plan_tasks(info["start"], info["stop"], k, info["chunk_frames"], info["frame_bytes"],
+                            ex.n_workers, max_block_bytes)
         results = ex.map_tasks(job, ranges, progress)
         if not ex.is_root:
             return None

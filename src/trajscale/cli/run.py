@@ -32,6 +32,8 @@ def add_run_options(p) -> None:
     p.add_argument("--collective", action="store_true", help="collective MPI-IO reads (mpi executor)")
     p.add_argument("--driver", default=None, choices=["mpio", "default"],
                    help="HDF5 driver on MPI ranks (default: mpio where h5py has MPI)")
+    p.add_argument("--max-block-mb", type=float, default=256,
+                   help="most MB of frames a worker reads and maps at once (default 256): bounds memory")
     p.add_argument("--start", type=int, default=0)
     p.add_argument("--stop", type=int, default=None)
     p.add_argument("--out", default=None, help="CSV output")
@@ -71,6 +73,7 @@ def main_rmsd(args) -> int:
     _import_dependencies()
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
                  n_tasks=args.tasks, start=args.start, stop=args.stop,
+                 max_block_bytes=int(args.max_block_mb * 1024**2),
                  progress=not args.no_progress and sys.stderr.isatty(), **executor_options(args))
     if result is None:   # an MPI rank other than 0
         return 0

@@ -54,10 +54,11 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
             fields += ("velocity",)
         if forces and all("force" in s.fields for s in sources):
             fields += ("force",)
-        _, n_frames = frame_plan([s.n_frames for s in sources], start, stop, step)
+        plans, n_frames = frame_plan([s.n_frames for s in sources], start, stop, step)
         if n_frames == 0:
             raise InputFileError(trajectories[0], "the frame range selects no frames")
-        first = sources[0].read(0, 1, atoms)
+        src0, frames0 = next((s, p) for s, p in zip(sources, plans) if len(p))
+        first = src0.read(frames0[0], frames0[0] + 1, atoms)   # a kept frame: skipped ones are never read
         has_box = bool(np.any(first.box[:, :3] > 0))
         h5 = sources[0] if isinstance(sources[0], H5MDSource) else None
         group = h5.info.group if h5 else "all"

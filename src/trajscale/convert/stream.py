@@ -9,14 +9,13 @@ its own spacing.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..block import Block
-from ..errors import AtomCountMismatchError
+from ..errors import AtomCountMismatchError, ConfigError
 from ..sources import H5MDSource, MDASource, Source, is_hdf5
 from ..sources.mda import check_input_file
 from ..util import polling_for_stop, raise_if_stopped
@@ -84,42 +83,40 @@ class Renumberer:
 
 
 def frame_plan(lengths: list[int], start: int | None, stop: int | None, step: int | None):
-    """Per file, the local frame indices picked by a global start:stop:step."""
-    total = sum(lengths)
-    picked = np.arange(total)[slice(start, stop, step)]
-    offsets = np.cumsum([0, *lengths])
-    return [picked[(picked >= a) & (picked < b)] - a for a, b in itertools.pairwise(offsets)], len(picked)
+    """Per file, the local frames (a ``range``) picked by a global ``start:stop:step``; and their total."""
+    if step is not None and step < 1:
+        raise ConfigError(f"--step must be a positive number of frames, got {step}")
+    picked = range(sum(lengths))[slice(start, stop, step)]
+    plans, offset = [], 0
+    for n in lengths:   # the picked frames in [offset, offset + n), without listing them
+        lo = max(0, -(-(offset - picked.start) // picked.step))
+        hi = max(lo, -(-(offset + n - picked.start) // picked.step))
+        sub = picked[lo:hi]
+        plans.append(range(sub.start - offset, sub.stop - offset, sub.step))
+        offset += n
+    return plans, len(picked)
 
 
 def iter_blocks(sources: list[Source], atoms: np.ndarray | None, fields: tuple[str, ...],
                 start=None, stop=None, step=None, renumber: Renumberer | None = None):
-    """Yield renumbered blocks of the concatenated, sliced sources in order."""
+    """Yield renumbered blocks of the concatenated, sliced sources in order.
+
+    Only the kept frames are read (strided reads), in blocks of at most
+    SLAB_BYTES of what the source allocates.
+    """
     plans, _ = frame_plan([s.n_frames for s in sources], start, stop, step)
     renumber = renumber or Renumberer()
-    n_sel = sources[0].n_atoms if atoms is None else len(atoms)
-    slab = max(1, SLAB_BYTES // max(1, n_sel * 12 * len(fields)))
     with polling_for_stop():
         for src, frames in zip(sources, plans):
             if not len(frames):
                 continue
+            slab = max(1, SLAB_BYTES // src.bytes_per_frame(atoms, fields))
             first = True
-            stride = int(frames[1] - frames[0]) if len(frames) > 1 else 1
             for i in range(0, len(frames), slab):
                 idx = frames[i:i + slab]
-                a, b = int(idx[0]), int(idx[-1]) + 1
                 raise_if_stopped()
-                block = src.read(a, b, atoms, fields)
-                if stride > 1:
-                    block = _subsample(block, stride)
+                block = src.read(idx.start, idx[-1] + 1, atoms, fields, stride=frames.step)
                 if first:
                     renumber.start_file(block, src.path)
                     first = False
                 yield renumber.apply(block)
-
-
-def _subsample(block: Block, stride: int) -> Block:
-    s = slice(None, None, stride)
-    pick = lambda a: None if a is None else a[s]
-    n = len(block.positions[s])
-    return Block(block.start, block.start + n, block.positions[s], block.box[s], block.time[s],
-                 block.step[s], pick(block.velocities), pick(block.forces))

@@ -21,11 +21,17 @@ from ..sources import Source, source_from_config
 
 @dataclass(frozen=True)
 class Job:
-    """Everything a worker needs, as plain values: travels by pickle or MPI broadcast."""
+    """Everything a worker needs, as plain values: travels by pickle or MPI broadcast.
+
+    ``block_frames`` bounds the frames read and mapped at once inside a task
+    (from the bytes the source allocates per frame and the block budget), so a
+    worker's memory does not grow with the size of its task.
+    """
 
     analysis: dict
     source: dict
     prepared: Prepared
+    block_frames: int = 2**62
 
 
 # One open Source per process, keyed by its config: workers open files after
@@ -64,11 +70,25 @@ def _analysis(config: dict) -> Analysis:
     return _ANALYSES[key]
 
 
-def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) -> tuple[dict, TaskTiming]:
-    """Read frames ``[start, stop)`` and map them; return the partial and its timings.
+def blocks_of(frames: FrameRange, block_frames: int, align: int = 1) -> list[FrameRange]:
+    """``frames`` as one block if it fits ``block_frames``, else cut every ``block_frames``
+    frames rounded down to a multiple of ``align`` (whole storage chunks per read)."""
+    per = max(1, int(block_frames))
+    if len(frames) <= per:
+        return [frames]
+    if per >= align > 1:
+        per = per // align * align
+    cuts = [*range(frames.start, frames.stop, per), frames.stop]
+    return [FrameRange(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
 
-    User errors keep their type; anything else becomes a TaskError naming the
-    worker and the frame range.
+
+def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) -> tuple[dict, TaskTiming]:
+    """Read frames ``[start, stop)`` and map them, block by block; return the partial and its timings.
+
+    Blocks hold at most ``job.block_frames`` frames (the reused read buffer
+    bounds the worker's memory); their partials combine with the analysis's
+    own ``reduce``.  User errors keep their type; anything else becomes a
+    TaskError naming the worker and the frame range.
     """
     host, pid = host_and_pid()
     t_begin = time.time()
@@ -76,17 +96,24 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         analysis = _analysis(job.analysis)
         source, t_init_traj = cached_source(job.source, comm)
         bytes0 = getattr(source, "bytes_read", 0)
-        t0 = time.perf_counter()
-        block = source.read(frames.start, frames.stop, job.prepared.atoms, analysis.fields)
-        t1 = time.perf_counter()
-        partial = analysis.map(block, job.prepared)
+        t_io = t_compute = 0.0
+        partials = []
+        for r in blocks_of(frames, job.block_frames, source.chunk_frames):
+            t0 = time.perf_counter()
+            block = source.read(r.start, r.stop, job.prepared.atoms, analysis.fields)
+            t1 = time.perf_counter()
+            partials.append(analysis.map(block, job.prepared))
+            del block   # its arrays are the reused buffer the next read fills
+            t_io, t_compute = t_io + t1 - t0, t_compute + time.perf_counter() - t1
         t2 = time.perf_counter()
+        partial = partials[0] if len(partials) == 1 else analysis.reduce(partials)
+        t_compute += time.perf_counter() - t2
     except TrajscaleError:
         raise
     except Exception as exc:
         raise TaskError(worker, frames.start, frames.stop, f"{type(exc).__name__}: {exc}") from exc
     timing = TaskTiming(task=task, start=frames.start, stop=frames.stop, worker=worker, host=host,
-                        pid=pid, t_init_traj=t_init_traj, t_io=t1 - t0, t_compute=t2 - t1,
+                        pid=pid, t_init_traj=t_init_traj, t_io=t_io, t_compute=t_compute,
                         bytes_read=getattr(source, "bytes_read", 0) - bytes0,
                         t_begin=t_begin, t_end=time.time())
     return partial, timing

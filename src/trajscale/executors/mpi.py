@@ -162,15 +162,18 @@ class MPIExecutor(Executor):
         return [({}, t) for ts in all_timings for t in ts]
 
     def _check_collective(self, job: Job, ranges: list[FrameRange]) -> Job:
-        """Collective reads need the same number of reads on every rank; else read independently."""
+        """Collective reads need the same number of reads on every rank; else read independently.
+
+        Each task must then be one block (``trajscale.run`` sizes tasks to the block budget).
+        """
         if not job.source.get("collective"):
             return job
         size = self.comm.Get_size()
-        if len(ranges) % size == 0:
+        if len(ranges) % size == 0 and all(len(r) <= job.block_frames for r in ranges):
             return job
         if self.rank == 0:
-            log.warning("collective reads need a multiple of %d tasks (got %d): reading independently",
-                        size, len(ranges))
+            log.warning("collective reads need a multiple of %d tasks of one block each (got %d): "
+                        "reading independently", size, len(ranges))
         return dataclasses.replace(job, source={**job.source, "collective": False})
 
     def _gather_per_frame(self, local: dict) -> dict | None:

@@ -10,6 +10,10 @@ import numpy as np
 from ..block import Block
 
 
+#: Box (6 float32), time (float64) and step (int64) of one frame.
+FRAME_META_BYTES = 40
+
+
 class Source(ABC):
     """A trajectory that hands out :class:`~trajscale.block.Block` objects.
 
@@ -53,8 +57,17 @@ class Source(ABC):
 
     @abstractmethod
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
-             fields: tuple[str, ...] = ("position",)) -> Block:
-        """Frames ``[start, stop)`` for ``atoms`` (all atoms if None)."""
+             fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
+        """Frames ``start:stop:stride`` for ``atoms`` (all atoms if None); skipped frames are not read."""
+
+    def bytes_per_frame(self, atoms: np.ndarray | None = None,
+                        fields: tuple[str, ...] = ("position",)) -> int:
+        """Bytes one frame costs in the arrays ``read`` allocates (what sizes blocks and tasks).
+
+        The default: the selected atoms' float32 xyz per field, plus box, time and step.
+        """
+        n_sel = self.n_atoms if atoms is None else len(atoms)
+        return n_sel * 12 * len(fields) + FRAME_META_BYTES
 
     @abstractmethod
     def get_config(self) -> dict:

@@ -14,16 +14,14 @@ from ..store.hdf5 import open_h5
 from ..store.schema import H5MDInfo, attr_str, describe
 from ..store.units import LENGTH_TO_ANGSTROM
 from ..store.layout import reader_chunk_cache
-from .base import Source
+from ..store.runs import plan_atom_reads
+from .base import FRAME_META_BYTES, Source
 
 log = logging.getLogger(__name__)
 
 #: Largest slab read in one HDF5 call; bigger ranges are split at chunk boundaries.
 MAX_SLAB_BYTES = 256 * 1024**2
 META_CACHE_FRAMES = 2_000_000   # box/time/step of up to this many frames are read once (~80 MB)
-#: Read the span between the first and last selected atom, then index, while the
-#: span is below this fraction of the frame; above it read whole frames.
-SPAN_FRACTION = 0.75
 #: The file is opened with no chunk cache; datasets whose chunks split xyz get
 #: their own (see :func:`~trajscale.store.layout.reader_chunk_cache`).
 CHUNK_CACHE_BYTES = 0
@@ -73,6 +71,10 @@ class H5MDSource(Source):
         self._path = str(path)
         self._driver = driver
         self._collective = bool(collective and driver == "mpio")
+        self._dxpl = None   # HDF5's default transfer: independent I/O
+        if self._collective:
+            self._dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
+            self._dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE)
         self.file = open_h5(path, "r", driver=driver, comm=comm, rdcc_nbytes=CHUNK_CACHE_BYTES)
         try:
             self.info: H5MDInfo = describe(self.file, group)
@@ -114,75 +116,83 @@ class H5MDSource(Source):
 
         return layout_facts(self.info)
 
+    def bytes_per_frame(self, atoms: np.ndarray | None = None,
+                        fields: tuple[str, ...] = ("position",)) -> int:
+        # the runs (or span, or whole frame) read, plus the copy of the selected atoms
+        return plan_atom_reads(atoms, self.n_atoms).bytes_per_frame() * len(fields) + FRAME_META_BYTES
+
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
-             fields: tuple[str, ...] = ("position",)) -> Block:
+             fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
         self.check_range(start, stop)
         missing = [fl for fl in fields if fl not in self._datasets]
         if missing:
             raise InputFileError(self._path, f"has no {', '.join(missing)} in particles/{self.info.group}")
-        arrays = {fl: self._read_field(fl, start, stop, atoms) for fl in fields}
-        box, time, step = self._frame_meta(start, stop)
+        if atoms is not None:
+            atoms = np.asarray(atoms, dtype=np.intp)
+            if atoms.size and (atoms.min() < 0 or atoms.max() >= self.n_atoms):
+                raise InputFileError(self._path, f"atom index out of range for {self.n_atoms} atoms")
+        plan = plan_atom_reads(atoms, self.n_atoms)
+        arrays = {fl: self._read_field(fl, start, stop, stride, plan) for fl in fields}
+        box, time, step = self._frame_meta(start, stop, stride)
         return Block(start, stop, arrays["position"], box, time, step,
-                     velocities=arrays.get("velocity"), forces=arrays.get("force"))
+                     velocities=arrays.get("velocity"), forces=arrays.get("force"), stride=stride)
 
-    def _frame_meta(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _frame_meta(self, start: int, stop: int, stride: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Box, time and step of frames [start, stop).
 
         Read for the whole file on first use: three small HDF5 reads per block
         cost ~1 ms, as much as reading a 4 MB slab.
         """
         if self.n_frames > META_CACHE_FRAMES:
-            return self._frame_meta_uncached(start, stop)
+            return tuple(a[::stride] for a in self._frame_meta_uncached(start, stop))
         if self._meta is None:
             self._meta = self._frame_meta_uncached(0, self.n_frames)
-        return tuple(a[start:stop].copy() for a in self._meta)
+        return tuple(a[start:stop:stride].copy() for a in self._meta)
 
     def _frame_meta_uncached(self, start: int, stop: int):
         return (self._read_box(start, stop), self.info.time.values(self.file, start, stop, np.float64),
                 self.info.step.values(self.file, start, stop, np.int64))
 
-    def _read_field(self, fl: str, start: int, stop: int, atoms: np.ndarray | None) -> np.ndarray:
+    def _read_field(self, fl: str, start: int, stop: int, stride: int, plan) -> np.ndarray:
+        """Frames ``start:stop:stride`` of field ``fl``: the plan's atom runs, then its columns."""
         ds = self._datasets[fl]
-        n = stop - start
-        lo, hi, index = 0, self.n_atoms, None
-        if atoms is not None:
-            atoms = np.asarray(atoms, dtype=np.intp)
-            if atoms.size and (atoms.min() < 0 or atoms.max() >= self.n_atoms):
-                raise InputFileError(self._path, f"atom index out of range for {self.n_atoms} atoms")
-            a_lo, a_hi = (int(atoms.min()), int(atoms.max()) + 1) if atoms.size else (0, 0)
-            if a_hi - a_lo <= SPAN_FRACTION * self.n_atoms:
-                lo, hi = a_lo, a_hi
-            index = atoms - lo
-            if lo == 0 and hi == self.n_atoms and np.array_equal(atoms, np.arange(self.n_atoms)):
-                index = None
-        buf = self._out_array(fl, (n, hi - lo, 3))
-        if n and hi > lo:
-            for a, b in self._slabs(start, stop, hi - lo):
-                self._read_direct(ds, buf, np.s_[a:b, lo:hi, :], np.s_[a - start:b - start])
+        n = len(range(start, stop, stride))
+        buf = self._out_array(fl, (n, plan.n_columns, 3))
+        if n and plan.n_columns:
+            for i, j in self._slabs(start, n, stride, plan.n_columns):
+                self._read_runs(ds, plan.runs, buf[i:j], start + i * stride, stride)
         self.bytes_read += buf.nbytes
-        out = buf if index is None else buf[:, index]
+        out = buf
+        if plan.index is not None:   # into a second reused buffer: no fresh array per block
+            out = np.take(buf, plan.index, axis=1, out=self._out_array(fl + "/selected", (n, len(plan.index), 3)))
         scale = self.info.scales.get(fl, 1.0)
         if scale != 1.0:
             out *= np.float32(scale)
         return out
 
-    def _read_direct(self, ds, buf, source_sel, dest_sel) -> None:
-        if self._collective:
-            with ds.collective:
-                ds.read_direct(buf, source_sel, dest_sel)
-        else:
-            ds.read_direct(buf, source_sel, dest_sel)
+    def _read_runs(self, ds, runs: np.ndarray, out: np.ndarray, first: int, stride: int) -> None:
+        """Rows ``first, first + stride, ...`` of every atom run, side by side into ``out``, in one HDF5 call.
 
-    def _slabs(self, start: int, stop: int, n_cols: int):
-        """Split [start, stop) into chunk-aligned slabs of at most MAX_SLAB_BYTES."""
-        frame_bytes = max(1, n_cols * 12)
-        cf = self.chunk_frames
-        per = max(cf, (MAX_SLAB_BYTES // frame_bytes) // cf * cf)
-        a = start
-        while a < stop:
-            b = min(stop, (a // cf) * cf + per)
-            yield a, b
-            a = b
+        One multi-hyperslab selection: HDF5 visits each chunk once however many runs
+        there are (a compressed chunk is decoded once).
+        """
+        fspace = ds.id.get_space()
+        fspace.select_none()
+        for lo, hi in runs:
+            fspace.select_hyperslab((first, int(lo), 0), (len(out), 1, 1), stride=(stride, 1, 1),
+                                    block=(1, int(hi - lo), 3), op=h5py.h5s.SELECT_OR)
+        mspace = h5py.h5s.create_simple(out.shape)
+        ds.id.read(mspace, fspace, out, dxpl=self._dxpl)
+
+    def _slabs(self, start: int, n: int, stride: int, n_cols: int):
+        """Split ``n`` output rows into slabs of at most MAX_SLAB_BYTES, chunk-aligned for stride 1."""
+        cf = self.chunk_frames if stride == 1 else 1
+        per = max(cf, (MAX_SLAB_BYTES // max(1, n_cols * 12)) // cf * cf)
+        i = 0
+        while i < n:
+            j = min(n, ((start + i) // cf) * cf + per - start) if stride == 1 else min(n, i + per)
+            yield i, j
+            i = j
 
     def _read_box(self, start: int, stop: int) -> np.ndarray:
         n = stop - start

@@ -77,7 +77,9 @@ class MDASource(Source):
 
     The reader itself is per-frame (that is how XTC, DCD and friends are laid
     out); this source copies each frame's selected atoms straight into the
-    block's preallocated arrays.
+    block's preallocated arrays.  MDAnalysis decodes whole frames into one
+    Timestep it reuses, so memory beyond that one frame is the block's
+    selected atoms (:meth:`Source.bytes_per_frame`).
     """
 
     kind = "mda"
@@ -116,9 +118,9 @@ class MDASource(Source):
                 "path": self.path, "n_files": len(self.trajectories)}
 
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
-             fields: tuple[str, ...] = ("position",)) -> Block:
+             fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
         self.check_range(start, stop)
-        n = stop - start
+        n = len(range(start, stop, stride))
         sel = slice(None) if atoms is None else np.asarray(atoms, dtype=np.intp)
         n_sel = self.n_atoms if atoms is None else len(sel)
         out = {fl: self._out_array(fl, (n, n_sel, 3)) for fl in fields}
@@ -126,7 +128,8 @@ class MDASource(Source):
         time = np.empty(n, np.float64)
         step = np.empty(n, np.int64)
         attr = {"position": "positions", "velocity": "velocities", "force": "forces"}
-        for i, ts in enumerate(self.reader[start:stop]):
+        # a sliced reader seeks to each kept frame: skipped frames are not decoded
+        for i, ts in enumerate(self.reader[start:stop:stride]):
             for fl, arr in out.items():
                 arr[i] = getattr(ts, attr[fl])[sel]
             if ts.dimensions is not None:
@@ -135,7 +138,7 @@ class MDASource(Source):
             step[i] = ts.data.get("step", ts.frame)
         self.bytes_read += sum(a.nbytes for a in out.values())
         return Block(start, stop, out["position"], box, time, step,
-                     velocities=out.get("velocity"), forces=out.get("force"))
+                     velocities=out.get("velocity"), forces=out.get("force"), stride=stride)
 
     def close(self) -> None:
         try:

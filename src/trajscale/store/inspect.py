@@ -16,15 +16,23 @@ import math
 import os
 
 import h5py
+import numpy as np
 
 from .hdf5 import open_h5
 from .schema import H5MDInfo, describe
 from .layout import reader_chunk_cache
+from .runs import plan_atom_reads
+
+def scattered_selection(n_atoms: int) -> np.ndarray:
+    """A CA-like selection: every 15th atom of a 3,300-atom protein at the start, and the last atom (an ion)."""
+    return np.unique(np.r_[np.arange(0, min(3300, n_atoms), 15), n_atoms - 1])
+
 
 PATTERNS = {
     "one frame": (1, None),
     "block of 100 frames": (100, None),
     "150-atom subset, 100 frames": (100, 150),
+    "scattered selection (CA + last atom), 100 frames": (100, scattered_selection),
 }
 
 
@@ -32,25 +40,39 @@ HDF5_DEFAULT_CACHE = 1024**2
 
 
 def amplification(shape: tuple[int, int, int], chunks: tuple[int, ...] | None,
-                  n_frames: int, n_atoms: int | None, compressed: bool = True,
+                  n_frames: int, n_atoms=None, compressed: bool = True,
                   cache_bytes: int = 0, itemsize: int = 4) -> float:
-    """Read amplification of reading ``n_frames`` x ``n_atoms`` (aligned at 0).
+    """Read amplification of reading ``n_frames`` frames of some atoms.
 
-    With ``compressed=True`` (the default) the answer is chunk-granular.
+    ``n_atoms`` is None (all), a count (atoms ``0..n_atoms-1``) or an array of
+    atom indices; the atoms are read as trajscale's reader reads them (the
+    runs, span or whole frames of :func:`~.runs.plan_atom_reads`).  With
+    ``compressed=True`` (the default) the answer is chunk-granular.
     """
     f_total, a_total, _ = shape
     n_frames = max(1, min(n_frames, f_total))
-    n_atoms = a_total if n_atoms is None else max(1, min(n_atoms, a_total))
-    if not chunks:
-        return 1.0
-    if not compressed and math.prod(chunks) * itemsize > cache_bytes:
-        return 1.0      # read in place, only the selection
+    if n_atoms is not None and np.ndim(n_atoms) == 0:
+        n_atoms = np.arange(max(1, min(int(n_atoms), a_total)))
+    plan = plan_atom_reads(n_atoms, a_total)
+    asked = n_frames * (a_total if n_atoms is None else len(n_atoms)) * 3
+    if not chunks or (not compressed and math.prod(chunks) * itemsize > cache_bytes):
+        return n_frames * plan.n_columns * 3 / asked   # read in place: only the runs
     cf, ca = chunks[0], chunks[1]
     # edge chunks are stored (and decoded) at full size, so no clamping to the dataset
     frames_read = math.ceil(n_frames / cf) * cf
-    atoms_read = math.ceil(n_atoms / ca) * ca
+    atoms_read = ca * _chunks_touched(plan.runs, ca)
     comp_read = math.ceil(3 / chunks[2]) * chunks[2]
-    return (frames_read * atoms_read * comp_read) / (n_frames * n_atoms * 3)
+    return (frames_read * atoms_read * comp_read) / asked
+
+
+def _chunks_touched(runs: np.ndarray, ca: int) -> int:
+    """Atom chunks of ``ca`` atoms that the runs (sorted ``[lo, hi)`` ranges) touch."""
+    count, last = 0, -1
+    for lo, hi in runs.tolist():
+        first, end = max(lo // ca, last + 1), (hi - 1) // ca
+        count += max(0, end - first + 1)
+        last = max(last, end)
+    return count
 
 
 def layout_facts(info: H5MDInfo) -> dict:
@@ -59,10 +81,11 @@ def layout_facts(info: H5MDInfo) -> dict:
     comp = bool(info.compression)
     item = int(info.dtype[-2:]) // 8 if info.dtype[-2:].isdigit() else 4
     ours = reader_chunk_cache(shape, info.chunks, item)
+    patterns = {name: (f, a(info.n_atoms) if callable(a) else a) for name, (f, a) in PATTERNS.items()}
     amp = {name: round(amplification(shape, info.chunks, f, a, comp, ours, item), 2)
-           for name, (f, a) in PATTERNS.items()}
+           for name, (f, a) in patterns.items()}
     amp_default = {name: round(amplification(shape, info.chunks, f, a, comp, HDF5_DEFAULT_CACHE, item), 2)
-                   for name, (f, a) in PATTERNS.items()}
+                   for name, (f, a) in patterns.items()}
     comp_name = info.compression or "none"
     if info.compression_opts is not None and info.compression:
         comp_name += f":{info.compression_opts}"

@@ -1,0 +1,84 @@
+"""Which atoms of each frame a read moves: whole frames, one span, or separate runs.
+
+A selection such as "protein CA plus one ion at the end" is scattered over the
+frame.  Reading the span between its first and last atom moves (and
+allocates) almost the whole frame; reading each run of nearby atoms as its own
+hyperslab moves only what is needed.  The reader and ``inspect``'s
+read-amplification figures both decide with :func:`plan_atom_reads`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Atoms between two selected ones that are read rather than cut: a gap this
+#: small costs less than the extra hyperslab (one more I/O request per frame).
+MERGE_GAP_ATOMS = 256
+#: Whole frames are read once the atoms to move pass this fraction of a frame:
+#: one contiguous read per frame beats a slightly smaller strided one.
+SPAN_FRACTION = 0.75
+
+
+@dataclass(frozen=True)
+class AtomReads:
+    """The atom runs a read moves per frame and where the requested atoms land.
+
+    Attributes
+    ----------
+    runs
+        ``(R, 2)`` int64 half-open atom ranges ``[lo, hi)``, increasing; read
+        side by side into one buffer of ``n_columns`` atoms per frame.
+    index
+        Column of each requested atom in that buffer, or None when the buffer
+        holds exactly the requested atoms in order.
+    """
+
+    runs: np.ndarray
+    index: np.ndarray | None
+
+    @property
+    def n_columns(self) -> int:
+        """Atoms per frame in the read buffer."""
+        return int((self.runs[:, 1] - self.runs[:, 0]).sum())
+
+    def bytes_per_frame(self, itemsize: int = 4) -> int:
+        """Bytes one frame of one xyz field allocates: the buffer plus the indexed copy."""
+        n_out = 0 if self.index is None else len(self.index)
+        return (self.n_columns + n_out) * 3 * itemsize
+
+
+def _cost(runs: np.ndarray) -> int:
+    """Atoms moved per frame, plus MERGE_GAP_ATOMS per extra request."""
+    return int((runs[:, 1] - runs[:, 0]).sum()) + MERGE_GAP_ATOMS * (len(runs) - 1)
+
+
+def plan_atom_reads(atoms: np.ndarray | None, n_atoms: int) -> AtomReads:
+    """How to read ``atoms`` (global indices, any order) of ``n_atoms``-atom frames.
+
+    Runs of selected atoms closer than :data:`MERGE_GAP_ATOMS` are merged; the
+    runs are kept when they cost less than the span, the span when it is below
+    :data:`SPAN_FRACTION` of a frame, else whole frames.
+    """
+    whole = np.array([[0, n_atoms]], dtype=np.int64)
+    if atoms is None:
+        return AtomReads(whole, None)
+    atoms = np.asarray(atoms, dtype=np.int64)
+    if atoms.size == 0:
+        return AtomReads(np.zeros((0, 2), np.int64), atoms)
+    u = np.unique(atoms)
+    cut = np.flatnonzero(np.diff(u) > MERGE_GAP_ATOMS + 1)
+    runs = np.stack([u[np.r_[0, cut + 1]], u[np.r_[cut, -1]] + 1], axis=1)
+    span = np.array([[u[0], u[-1] + 1]], dtype=np.int64)
+    if _cost(span) <= _cost(runs):
+        runs = span
+    if _cost(runs) > SPAN_FRACTION * n_atoms:
+        runs = whole
+    # column of each atom: offset of its run in the buffer + its place in the run
+    offsets = np.r_[0, np.cumsum(runs[:, 1] - runs[:, 0])[:-1]]
+    k = np.searchsorted(runs[:, 0], atoms, side="right") - 1
+    index = offsets[k] + atoms - runs[k, 0]
+    if len(index) == offsets[-1] + runs[-1, 1] - runs[-1, 0] and np.array_equal(index, np.arange(len(index))):
+        index = None
+    return AtomReads(runs, index)
