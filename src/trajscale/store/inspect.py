@@ -80,7 +80,7 @@ def layout_facts(info: H5MDInfo) -> dict:
     shape = (info.n_frames, info.n_atoms, 3)
     comp = bool(info.compression)
     item = int(info.dtype[-2:]) // 8 if info.dtype[-2:].isdigit() else 4
-    ours = reader_chunk_cache(shape, info.chunks, item)
+    ours = reader_chunk_cache(shape, info.chunks, item, filtered=comp)
     patterns = {name: (f, a(info.n_atoms) if callable(a) else a) for name, (f, a) in PATTERNS.items()}
     amp = {name: round(amplification(shape, info.chunks, f, a, comp, ours, item), 2)
            for name, (f, a) in patterns.items()}

@@ -104,7 +104,8 @@ def plan_frames_per_chunk(n_atoms: int, itemsize: int = 4) -> int:
     return int(frames)
 
 
-def reader_chunk_cache(shape: tuple[int, ...], chunks: tuple[int, ...] | None, itemsize: int = 4) -> int:
+def reader_chunk_cache(shape: tuple[int, ...], chunks: tuple[int, ...] | None, itemsize: int = 4,
+                       filtered: bool = False) -> int:
     """Chunk-cache bytes trajscale's reader gives a ``(frames, atoms, 3)`` dataset.
 
     None (0) while chunks keep each atom's xyz together: every slab touches each
@@ -114,12 +115,16 @@ def reader_chunk_cache(shape: tuple[int, ...], chunks: tuple[int, ...] | None, i
     than through a 64 MiB cache).  Chunks that split xyz (h5py's guess, e.g.
     (32, 1491, 1)) are the opposite: read in place, every float lands 12 bytes
     from the last in memory and becomes its own read call (44x slower on the demo
-    file), so they get a cache holding two rows of chunks.
+    file), so they get a cache holding two rows of chunks.  ``filtered``
+    (compressed) chunks get one row: a selection read as several atom runs
+    then decodes each chunk once, not once per run.
     """
-    if not chunks or len(shape) != 3 or chunks[2] == shape[2]:
+    if not chunks or len(shape) != 3:
         return 0
     row = chunks[0] * shape[1] * shape[2] * itemsize   # every chunk of chunks[0] frames
-    return int(min(SPLIT_CHUNK_CACHE_MAX, 2 * row))
+    if chunks[2] != shape[2]:
+        return int(min(SPLIT_CHUNK_CACHE_MAX, 2 * row))
+    return int(min(SPLIT_CHUNK_CACHE_MAX, row)) if filtered else 0
 
 
 def _parse_compression(spec: str | None) -> tuple[str | None, int | None]:
