@@ -31,15 +31,17 @@ def main(argv=None) -> int:
     p.add_argument("--select", default="name CA or index 47680")
     p.add_argument("--executors", nargs="+", default=["serial", "processes"])
     p.add_argument("-n", "--n-workers", type=int, default=2)
-    p.add_argument("--max-block-mb", type=float, default=256)
+    p.add_argument("--max-block-mb", type=float, default=None, help="default: the CLI's (256)")
     args = p.parse_args(argv)
-    print(f"selection {args.select!r}, block budget {args.max_block_mb:g} MB")
+    print(f"selection {args.select!r}, block budget {args.max_block_mb or 'default'} MB")
     print(f"{'frames':>7} {'file GB':>8} {'executor':>10} {'peak RSS MB':>12} {'seconds':>8}")
     for n in args.frames:
         tpr, h5 = build_demo_file(args.workdir, n, progress=False)
         for ex in args.executors:
             cmd = [sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", tpr, h5, "--select", args.select,
-                   "--executor", ex, "--no-progress", "--max-block-mb", str(args.max_block_mb)]
+                   "--executor", ex, "--no-progress"]
+            if args.max_block_mb:
+                cmd += ["--max-block-mb", str(args.max_block_mb)]
             if ex != "serial":
                 cmd += ["-n", str(args.n_workers)]
             peak, done = peak_rss(cmd)
