@@ -188,7 +188,8 @@ class H5MDSource(Source):
         """
         rows = [(0, len(out))]
         filtered = len(runs) > 1 and ds.id.get_create_plist().get_nfilters()
-        if ds.chunks and (stride > 1 or filtered):
+        # (collective reads need the same calls on every rank: one per run, never per row)
+        if ds.chunks and (stride > 1 or filtered) and not self._collective:
             row_of = (first + stride * np.arange(len(out))) // ds.chunks[0]
             cut = (np.flatnonzero(np.diff(row_of)) + 1).tolist()
             rows = list(zip([0, *cut], [*cut, len(out)]))
