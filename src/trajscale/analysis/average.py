@@ -25,13 +25,13 @@ class AverageResult:
         """``.h5`` arrays, or ``.pdb`` (needs the topology ``universe``) through MDAnalysis's writer."""
         if str(path).lower().endswith(".pdb"):
             import MDAnalysis as mda
+            from MDAnalysis.coordinates.memory import MemoryReader
 
             from ..util import atomic_output
 
-            group = universe.atoms[self.atoms]
+            u = mda.Merge(universe.atoms[self.atoms])   # the topology alone may have no coordinates
+            u.load_new(self.positions[None].astype(np.float32), format=MemoryReader)
             with atomic_output(path) as tmp:
-                u = mda.Merge(group)
-                u.atoms.positions = self.positions
                 u.atoms.write(str(tmp), file_format="PDB")
             return
         write_arrays(path, arrays_of(self), {"n_frames": self.n_frames})
