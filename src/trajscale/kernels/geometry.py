@@ -2,16 +2,16 @@
 
 Every function takes whole blocks ``(F, N, 3)`` and boxes ``(F, 6)`` (MDAnalysis's
 ``[a, b, c, alpha, beta, gamma]``; all zeros = no box) and works in float64.
-Large intermediates are built a few frames at a time (:data:`WORK_BYTES`), so
-memory follows the block, not the pair count times the frames.
+Distances are computed a frame at a time (one vectorised or compiled call per
+frame), so intermediates follow one frame's pairs, not the block's.
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-#: Largest float64 intermediate built at once by the distance kernels.
-WORK_BYTES = 64 * 1024**2
 _IMAGES = np.array([(i, j, k) for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)], dtype=np.float64)
 
 
@@ -59,56 +59,67 @@ def _wrap(x: np.ndarray, h: np.ndarray) -> np.ndarray:
 
 
 def _shortest_image(d: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """Of the 27 images of each vector in ``d`` (..., 3), the shortest (first one on ties, as MDAnalysis)."""
-    best = np.full(d.shape, np.nan)
-    best_d2 = np.full(d.shape[:-1], np.inf)
+    """Length of the shortest of the 27 images of each vector in ``d`` (..., 3) (NumPy fallback)."""
+    best = np.full(d.shape[:-1], np.inf)
     for shift in _IMAGES @ h:
         cand = d + shift
-        d2 = (cand * cand).sum(axis=-1)
-        better = d2 < best_d2
-        best[better], best_d2[better] = cand[better], d2[better]
-    return best
+        np.minimum(best, (cand * cand).sum(axis=-1), out=best)
+    return np.sqrt(best)
 
 
-def _differences(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None) -> np.ndarray:
-    """Minimum-image ``a - b`` (F, ..., 3) (broadcasting), MDAnalysis's convention box by box.
+@functools.cache
+def _numba():
+    try:
+        from . import _numba_geometry as k
+    except ImportError:
+        return None
+    return k
 
-    Orthorhombic: round each component. Triclinic: both sets moved into the primary
-    cell, then the shortest of the 27 neighbouring images of their difference, as
-    MDAnalysis's ``calc_distances.h`` does (for boxes that are not reduced this is
-    not always the global minimum, and MDAnalysis's answer is the one users compare with).
+
+def _frame_distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None, pairs: bool) -> np.ndarray:
+    """Distances in one frame: (N,) pairs or (N, M) all, MDAnalysis's minimum-image convention.
+
+    Orthorhombic: each component rounded. Triclinic: both sets moved into the
+    primary cell, then the shortest of the 27 neighbouring images of each
+    difference, as MDAnalysis's ``calc_distances.h`` does (for boxes that are not
+    reduced this is not always the global minimum, and MDAnalysis's answer is the
+    one users compare with).
     """
-    if dims is None:
-        return np.asarray(a, np.float64) - np.asarray(b, np.float64)
-    dims = np.asarray(dims, np.float64).reshape(-1, 6)
-    vec = triclinic_vectors(dims)
-    has_box = vec[:, 0, 0] > 0
-    ortho = has_box & (dims[:, 3:] == 90.0).all(axis=1)
-    d = np.asarray(a, np.float64) - np.asarray(b, np.float64)
-    if ortho.any():
-        L = dims[ortho, :3].reshape((-1,) + (1,) * (d.ndim - 2) + (3,))
-        d[ortho] -= L * np.round(d[ortho] / L)
-    for f in np.flatnonzero(has_box & ~ortho):   # per triclinic frame; pair arrays are the work
-        h = vec[f]
-        d[f] = _shortest_image(_wrap(np.asarray(a[f], np.float64), h) - _wrap(np.asarray(b[f], np.float64), h), h)
-    return d
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    vec = None if dims is None else triclinic_vectors(dims)[0]
+    if vec is None or vec[0, 0] <= 0:
+        d = a - b if pairs else a[:, None, :] - b[None, :, :]
+        return np.sqrt((d * d).sum(axis=-1))
+    if (np.asarray(dims)[3:] == 90.0).all():
+        L = np.asarray(dims, np.float64)[:3]
+        d = a - b if pairs else a[:, None, :] - b[None, :, :]
+        d -= L * np.round(d / L)
+        return np.sqrt((d * d).sum(axis=-1))
+    aw, bw = _wrap(a, vec), _wrap(b, vec)
+    k = _numba()
+    if k is not None:
+        return (k.triclinic_pairs if pairs else k.triclinic_array)(aw, bw, np.ascontiguousarray(vec))
+    return _shortest_image(aw - bw if pairs else aw[:, None, :] - bw[None, :, :], vec)
 
 
 def pair_distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
     """(F, N) distances between atom i of ``a`` and atom i of ``b`` (both (F, N, 3)), minimum image if boxed."""
-    d = _differences(a, b, dims)
-    return np.sqrt((d * d).sum(axis=-1))
+    if dims is None:
+        d = np.asarray(a, np.float64) - np.asarray(b, np.float64)
+        return np.sqrt((d * d).sum(axis=-1))
+    return np.stack([_frame_distances(a[f], b[f], dims[f], True) for f in range(len(a))]) if len(a) else \
+        np.empty((0, a.shape[1]))
 
 
 def distance_arrays(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
-    """(F, N, M) all distances between ``a`` (F, N, 3) and ``b`` (F, M, 3), minimum image if boxed."""
-    n_f, n, m = a.shape[0], a.shape[1], b.shape[1]
-    out = np.empty((n_f, n, m))
-    step = max(1, WORK_BYTES // max(1, n * m * 3 * 8 * 4))
-    for s in range(0, n_f, step):   # a few frames at a time: (k, N, M, 3) intermediates stay bounded
-        e = min(n_f, s + step)
-        d = _differences(a[s:e, :, None, :], b[s:e, None, :, :], None if dims is None else dims[s:e])
-        out[s:e] = np.sqrt((d * d).sum(axis=-1))
+    """(F, N, M) all distances between ``a`` (F, N, 3) and ``b`` (F, M, 3), minimum image if boxed.
+
+    One compiled or vectorised call per frame: each frame's (N, M) pair work is the cost.
+    """
+    out = np.empty((a.shape[0], a.shape[1], b.shape[1]))
+    for f in range(a.shape[0]):
+        out[f] = _frame_distances(a[f], b[f], None if dims is None else dims[f], False)
     return out
 
 
