@@ -1,4 +1,9 @@
-"""numba kernels for triclinic minimum-image distances (imported only where numba is installed)."""
+"""numba kernels for minimum-image distances over whole blocks (imported only where numba is installed).
+
+Coordinates arrive already wrapped into the primary cell (MDAnalysis's convention, see
+:mod:`trajscale.kernels.geometry`); each kernel loops over frames, pairs and the 27
+neighbouring images in compiled code.
+"""
 
 from __future__ import annotations
 
@@ -26,19 +31,22 @@ def _shortest(dx, dy, dz, h):
 
 
 @njit(cache=True)
-def triclinic_array(a, b, h):
-    """(N, M) distances between wrapped rows of ``a`` (N, 3) and ``b`` (M, 3) in box ``h`` (lower triangular)."""
-    out = np.empty((a.shape[0], b.shape[0]))
-    for i in range(a.shape[0]):
-        for j in range(b.shape[0]):
-            out[i, j] = _shortest(a[i, 0] - b[j, 0], a[i, 1] - b[j, 1], a[i, 2] - b[j, 2], h)
+def triclinic_arrays(a, b, h):
+    """(F, N, M) distances between wrapped ``a`` (F, N, 3) and ``b`` (F, M, 3) in boxes ``h`` (F, 3, 3)."""
+    out = np.empty((a.shape[0], a.shape[1], b.shape[1]))
+    for f in range(a.shape[0]):
+        for i in range(a.shape[1]):
+            for j in range(b.shape[1]):
+                out[f, i, j] = _shortest(a[f, i, 0] - b[f, j, 0], a[f, i, 1] - b[f, j, 1],
+                                         a[f, i, 2] - b[f, j, 2], h[f])
     return out
 
 
 @njit(cache=True)
 def triclinic_pairs(a, b, h):
-    """(N,) distances between wrapped row i of ``a`` and row i of ``b`` in box ``h``."""
-    out = np.empty(a.shape[0])
-    for i in range(a.shape[0]):
-        out[i] = _shortest(a[i, 0] - b[i, 0], a[i, 1] - b[i, 1], a[i, 2] - b[i, 2], h)
+    """(F, N) distances between wrapped row i of ``a`` and row i of ``b`` (F, N, 3) in boxes ``h``."""
+    out = np.empty((a.shape[0], a.shape[1]))
+    for f in range(a.shape[0]):
+        for i in range(a.shape[1]):
+            out[f, i] = _shortest(a[f, i, 0] - b[f, i, 0], a[f, i, 1] - b[f, i, 1], a[f, i, 2] - b[f, i, 2], h[f])
     return out

@@ -2,8 +2,8 @@
 
 Every function takes whole blocks ``(F, N, 3)`` and boxes ``(F, 6)`` (MDAnalysis's
 ``[a, b, c, alpha, beta, gamma]``; all zeros = no box) and works in float64.
-Distances are computed a frame at a time (one vectorised or compiled call per
-frame), so intermediates follow one frame's pairs, not the block's.
+Distances are batched over the block's frames (NumPy for unboxed and
+orthorhombic frames, a numba kernel for triclinic ones).
 """
 
 from __future__ import annotations
@@ -52,17 +52,17 @@ def box_volume(dims: np.ndarray) -> np.ndarray:
 
 
 def _wrap(x: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """Coordinates (..., 3) moved into the primary cell of box vectors ``h`` (3, 3)."""
-    frac = x @ np.linalg.inv(h)
+    """(F, N, 3) coordinates moved into the primary cell of each frame's box vectors ``h`` (F, 3, 3)."""
+    frac = np.einsum("fni,fij->fnj", x, np.linalg.inv(h))
     frac -= np.floor(frac)
-    return frac @ h
+    return np.einsum("fni,fij->fnj", frac, h)
 
 
 def _shortest_image(d: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """Length of the shortest of the 27 images of each vector in ``d`` (..., 3) (NumPy fallback)."""
+    """Length of the shortest of the 27 images of each vector in ``d`` (F, ..., 3) (NumPy fallback)."""
     best = np.full(d.shape[:-1], np.inf)
-    for shift in _IMAGES @ h:
-        cand = d + shift
+    for shift in np.einsum("si,fij->fsj", _IMAGES, h).transpose(1, 0, 2):
+        cand = d + shift.reshape((len(h),) + (1,) * (d.ndim - 2) + (3,))
         np.minimum(best, (cand * cand).sum(axis=-1), out=best)
     return np.sqrt(best)
 
@@ -76,51 +76,54 @@ def _numba():
     return k
 
 
-def _frame_distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None, pairs: bool) -> np.ndarray:
-    """Distances in one frame: (N,) pairs or (N, M) all, MDAnalysis's minimum-image convention.
+def _distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None, pairs: bool) -> np.ndarray:
+    """(F, N) pair or (F, N, M) all distances, batched over frames, MDAnalysis's minimum-image convention.
 
-    Orthorhombic: each component rounded. Triclinic: both sets moved into the
-    primary cell, then the shortest of the 27 neighbouring images of each
-    difference, as MDAnalysis's ``calc_distances.h`` does (for boxes that are not
-    reduced this is not always the global minimum, and MDAnalysis's answer is the
-    one users compare with).
+    No box: plain differences. Orthorhombic: each component rounded. Triclinic: both
+    sets moved into the primary cell, then the shortest of the 27 neighbouring images
+    of each difference, as MDAnalysis's ``calc_distances.h`` does (for boxes that are
+    not reduced this is not always the global minimum; MDAnalysis's answer is the one
+    users compare with).
     """
     a = np.asarray(a, np.float64)
     b = np.asarray(b, np.float64)
-    vec = None if dims is None else triclinic_vectors(dims)[0]
-    if vec is None or vec[0, 0] <= 0:
-        d = a - b if pairs else a[:, None, :] - b[None, :, :]
-        return np.sqrt((d * d).sum(axis=-1))
-    if (np.asarray(dims)[3:] == 90.0).all():
-        L = np.asarray(dims, np.float64)[:3]
-        d = a - b if pairs else a[:, None, :] - b[None, :, :]
-        d -= L * np.round(d / L)
-        return np.sqrt((d * d).sum(axis=-1))
-    aw, bw = _wrap(a, vec), _wrap(b, vec)
-    k = _numba()
-    if k is not None:
-        return (k.triclinic_pairs if pairs else k.triclinic_array)(aw, bw, np.ascontiguousarray(vec))
-    return _shortest_image(aw - bw if pairs else aw[:, None, :] - bw[None, :, :], vec)
+    shape = a.shape[:2] if pairs else (a.shape[0], a.shape[1], b.shape[1])
+    out = np.empty(shape)
+    dims = np.zeros((a.shape[0], 6)) if dims is None else np.asarray(dims, np.float64).reshape(-1, 6)
+    vec = triclinic_vectors(dims)
+    boxed = vec[:, 0, 0] > 0
+    ortho = boxed & (dims[:, 3:] == 90.0).all(axis=1)
+    tric = boxed & ~ortho
+
+    def diff(sel):
+        return a[sel] - b[sel] if pairs else a[sel][:, :, None, :] - b[sel][:, None, :, :]
+
+    for sel, box in ((~boxed, None), (ortho, dims[:, :3])):
+        if sel.any():
+            d = diff(sel)
+            if box is not None:
+                L = box[sel].reshape((-1,) + (1,) * (d.ndim - 2) + (3,))
+                d -= L * np.round(d / L)
+            out[sel] = np.sqrt((d * d).sum(axis=-1))
+    if tric.any():
+        h = np.ascontiguousarray(vec[tric])
+        aw, bw = _wrap(a[tric], h), _wrap(b[tric], h)
+        k = _numba()
+        if k is not None:
+            out[tric] = (k.triclinic_pairs if pairs else k.triclinic_arrays)(aw, bw, h)
+        else:
+            out[tric] = _shortest_image(aw - bw if pairs else aw[:, :, None, :] - bw[:, None, :, :], h)
+    return out
 
 
 def pair_distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
     """(F, N) distances between atom i of ``a`` and atom i of ``b`` (both (F, N, 3)), minimum image if boxed."""
-    if dims is None:
-        d = np.asarray(a, np.float64) - np.asarray(b, np.float64)
-        return np.sqrt((d * d).sum(axis=-1))
-    return np.stack([_frame_distances(a[f], b[f], dims[f], True) for f in range(len(a))]) if len(a) else \
-        np.empty((0, a.shape[1]))
+    return _distances(a, b, dims, pairs=True)
 
 
 def distance_arrays(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
-    """(F, N, M) all distances between ``a`` (F, N, 3) and ``b`` (F, M, 3), minimum image if boxed.
-
-    One compiled or vectorised call per frame: each frame's (N, M) pair work is the cost.
-    """
-    out = np.empty((a.shape[0], a.shape[1], b.shape[1]))
-    for f in range(a.shape[0]):
-        out[f] = _frame_distances(a[f], b[f], None if dims is None else dims[f], False)
-    return out
+    """(F, N, M) all distances between ``a`` (F, N, 3) and ``b`` (F, M, 3), minimum image if boxed."""
+    return _distances(a, b, dims, pairs=False)
 
 
 def centre_of_mass(x: np.ndarray, masses: np.ndarray | None = None) -> np.ndarray:
