@@ -155,29 +155,37 @@ class SegmentedSource(Source):
         self.max_open_seen = max(self.max_open_seen, len(self._open))
         return src
 
+    def bytes_per_frame(self, atoms: np.ndarray | None = None,
+                        fields: tuple[str, ...] = ("position",)) -> int:
+        # this source's block, plus the piece a segment allocates before it is copied in
+        return super().bytes_per_frame(atoms, fields) + self._segment(0).bytes_per_frame(atoms, fields)
+
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
-             fields: tuple[str, ...] = ("position",)) -> Block:
+             fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
         self.check_range(start, stop)
         self.check_request(atoms, fields)
-        n = stop - start
+        n = len(range(start, stop, stride))
         n_sel = self.n_atoms if atoms is None else len(atoms)
         out = {fl: self._out_array(fl, (n, n_sel, 3)) for fl in fields}
         box, time, step = np.zeros((n, 6), np.float32), np.empty(n), np.empty(n, np.int64)
         first = int(np.searchsorted(self._starts, start, side="right") - 1) if n else 0
-        i, a = first, start
-        while a < stop:   # one read per segment the range touches
-            seg_start = int(self._starts[i])
-            b = min(stop, int(self._starts[i + 1]))
-            blk = self._segment(i).read(a - seg_start, b - seg_start, atoms, fields)
-            rows = slice(a - start, b - start)
-            for fl, attr in (("position", "positions"), ("velocity", "velocities"), ("force", "forces")):
-                if fl in out:
-                    out[fl][rows] = getattr(blk, attr)
-            box[rows], time[rows], step[rows] = blk.box, blk.time, blk.step
-            a, i = b, i + 1
+        i, a, row = first, start, 0
+        while a < stop:   # one read per segment the range touches (a: the next kept frame)
+            seg_start, seg_stop = int(self._starts[i]), int(self._starts[i + 1])
+            b = min(stop, seg_stop)
+            if a < b:
+                blk = self._segment(i).read(a - seg_start, b - seg_start, atoms, fields, stride=stride)
+                rows = slice(row, row + blk.n_frames)
+                for fl, attr in (("position", "positions"), ("velocity", "velocities"), ("force", "forces")):
+                    if fl in out:
+                        out[fl][rows] = getattr(blk, attr)
+                box[rows], time[rows], step[rows] = blk.box, blk.time, blk.step
+                row += blk.n_frames
+                a += blk.n_frames * stride
+            i += 1
         self.bytes_read += sum(arr.nbytes for arr in out.values())
         return Block(start, stop, out["position"], box, time, step,
-                     velocities=out.get("velocity"), forces=out.get("force"))
+                     velocities=out.get("velocity"), forces=out.get("force"), stride=stride)
 
     def close(self) -> None:
         while self._open:
