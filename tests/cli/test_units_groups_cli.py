@@ -23,7 +23,10 @@ def files(tmp_path_factory, adk_vacuum):
     write_h5md(multi, {"protein": pos, "solvent": pos[:, :5] + 1}, ANGSTROM, box=(80.0, 80.0, 80.0))
     nounit = d / "nounit.h5md"
     write_h5md(nounit, {"all": (pos.astype(np.float64) / 10).astype(np.float32)}, units=None)
-    return {"multi": str(multi), "nounit": str(nounit), "dir": d}
+    multi_nm = d / "multi_nm.h5md"
+    nm = (pos.astype(np.float64) / 10).astype(np.float32)
+    write_h5md(multi_nm, {"protein": nm, "solvent": nm[:, :5]}, units=None)
+    return {"multi": str(multi), "nounit": str(nounit), "multi_nm": str(multi_nm), "dir": d}
 
 
 def test_several_groups_need_a_choice(files, adk_vacuum):
@@ -97,3 +100,20 @@ def test_groupselection_still_reports_groups(tmp_path, adk_vacuum, adk_vacuum_h5
     assert ok.returncode == 0, ok.stderr
     header = open(csv).readline()
     assert header.count(",") >= 3, header
+
+
+def test_mpi_ranks_read_the_chosen_group_in_the_stated_units(files, adk_vacuum):
+    """--group and --assume-units travel to every MPI rank with the source's config."""
+    from MDAnalysis.analysis import rms
+
+    from tests.conftest import run_mpi
+
+    csv = files["dir"] / "mpi.csv"
+    proc = run_mpi(2, ["-m", "trajscale.cli.main", "run", "rmsd", adk_vacuum[0], files["multi_nm"],
+                       "--group", "protein", "--assume-units", "nm", "--select", "name CA",
+                       "--executor", "mpi", "--out", str(csv), "--no-progress"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    u = mda.Universe(*adk_vacuum)
+    u.transfer_to_memory(stop=10)
+    ref = rms.RMSD(u, select="name CA").run().results.rmsd[:, 2]
+    np.testing.assert_allclose(np.loadtxt(csv, delimiter=",", skiprows=1)[:, 2], ref, atol=1e-4)
