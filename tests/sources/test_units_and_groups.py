@@ -206,3 +206,25 @@ def test_inspect_lists_every_group(multigroup):
     assert facts["particle_groups"]["solvent"]["units"]["position"] == "Angstrom"
     chosen = inspect_file(path, "solvent")
     assert chosen["group"] == "solvent" and chosen["n_atoms"] == 7 and "read_amplification" in chosen
+
+
+def test_segments_pass_group_and_units_to_their_h5md_parts(tmp_path):
+    """A segment index over unit-less two-group H5MD parts: the group and stated units reach every part."""
+    from trajscale.sources.segments import write_index
+
+    parts = []
+    for k in range(2):
+        p = tmp_path / f"part_{k}.h5md"
+        write_h5md(p, {"protein": DATA + k, "solvent": DATA[:, :2]}, units=None)
+        parts.append({"path": str(p), "start": 4 * k, "n_frames": 4, "first_time": 0.0, "last_time": 30.0})
+    index = tmp_path / "index.json"
+    write_index(index, parts, n_atoms=5)
+    with pytest.raises(InputFileError, match="protein, solvent"):
+        with open_source(str(index)) as src:
+            src.read(0, 8)
+    with open_source(str(index), group="protein", assume_units="nm") as src:
+        got = src.read(0, 8).positions
+        cfg = src.get_config()
+    np.testing.assert_allclose(got, np.concatenate([DATA, DATA + 1]).astype(np.float64) * 10, rtol=1e-6)
+    with source_from_config(cfg) as again:
+        np.testing.assert_array_equal(again.read(2, 7).positions, got[2:7])

@@ -35,7 +35,7 @@ def open_source(trajectories, topology: str | None = None, *, driver: str | None
     """
     paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]
     if len(paths) == 1 and index_path(paths[0]) is not None:   # a segment index, or the folder split wrote
-        return SegmentedSource(paths[0], topology)
+        return SegmentedSource(paths[0], topology, group=group, assume_units=assume_units)
     for p in paths:
         check_input_file(p)
     if len(paths) == 1 and is_hdf5(paths[0]):
