@@ -117,3 +117,18 @@ def test_mpi_ranks_read_the_chosen_group_in_the_stated_units(files, adk_vacuum):
     u.transfer_to_memory(stop=10)
     ref = rms.RMSD(u, select="name CA").run().results.rmsd[:, 2]
     np.testing.assert_allclose(np.loadtxt(csv, delimiter=",", skiprows=1)[:, 2], ref, atol=1e-4)
+
+
+def test_every_analysis_reads_the_chosen_group(files, adk_vacuum):
+    """run rgyr (and the other analyses sharing the run options) honour --group and --assume-units."""
+    top = adk_vacuum[0]
+    csv = files["dir"] / "rgyr.csv"
+    assert_clean_failure(run_cli("run", "rgyr", top, files["multi_nm"], "--no-progress"), "protein, solvent")
+    ok = run_cli("run", "rgyr", top, files["multi_nm"], "--group", "protein", "--assume-units", "nm",
+                 "--select", "name CA", "--out", str(csv), "--no-progress")
+    assert ok.returncode == 0, ok.stderr
+    u = mda.Universe(*adk_vacuum)
+    ca = u.select_atoms("name CA")
+    ref = [ca.radius_of_gyration() for _ in u.trajectory[:10]]
+    got = np.loadtxt(csv, delimiter=",", skiprows=1)
+    np.testing.assert_allclose(got[:, -1], ref, rtol=1e-5)

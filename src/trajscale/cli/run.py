@@ -99,7 +99,8 @@ def main_analysis(args) -> int:
     _import_dependencies()
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
                  n_tasks=args.tasks, start=args.start, stop=args.stop,
-                 progress=not args.no_progress and sys.stderr.isatty(), **executor_options(args))
+                 progress=not args.no_progress and sys.stderr.isatty(), group=args.h5md_group,
+                 assume_units=args.assume_units, **executor_options(args))
     if result is None:   # an MPI rank other than 0
         return 0
     if args.out:
