@@ -138,3 +138,20 @@ def test_resume_refuses_other_input_and_missing_partial(tmp_path, adk_vacuum_h5m
     record.write_text('{"input": "/elsewhere", "done": {}}')
     with pytest.raises(TrajscaleError, match="another input or layout"):
         rechunk(adk_vacuum_h5md, tmp_path / "y.h5md", Layout(), resume=True)
+
+
+def test_plugin_compressed_file_reads_on_workers(tmp_path, adk_vacuum, adk_vacuum_h5md):
+    """A zstd (hdf5plugin) file: worker processes load the filter themselves."""
+    pytest.importorskip("hdf5plugin")
+    import trajscale as ts
+
+    out = tmp_path / "z.h5md"
+    rechunk(adk_vacuum_h5md, out, Layout.parse("auto", "zstd"))
+    code = ("import trajscale as ts, sys; r = ts.run(ts.RMSD(select='name CA'), sys.argv[1], sys.argv[2], "
+            "executor='processes', n_workers=2); print(repr(r.rmsd.tolist()))")
+    proc = subprocess.run([sys.executable, "-c", code, adk_vacuum[0], str(out)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = np.array(eval(proc.stdout.strip().splitlines()[-1]))
+    ref = ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], adk_vacuum_h5md).rmsd
+    np.testing.assert_array_equal(got, ref)
