@@ -284,9 +284,9 @@ def _check_same_atoms(mobile, ref, mob_sel, ref_sel, tol_mass: float | None) -> 
     bad = np.flatnonzero(np.abs(ref.masses - mobile.masses) > tol_mass)
     if len(bad):
         i = bad[0]
-        raise SelectionError(f"selection {show(mob_sel)} and reference selection {show(ref_sel)}: masses of "
-                             f"{len(bad)} atoms differ by more than tol_mass={tol_mass:g}, the first: trajectory "
-                             f"{_describe(mobile[i])} vs reference {_describe(ref[i])}")
+        raise SelectionError(f"selection {show(mob_sel)} and reference selection {show(ref_sel)}: masses differ "
+                             f"by more than tol_mass={tol_mass:g} at {len(bad)} of {mobile.n_atoms} atoms, the "
+                             f"first: trajectory {_describe(mobile[i])} vs reference {_describe(ref[i])}")
 
 
 def _frame_index(frame: int, n_frames: int, where: str) -> int:
