@@ -5,6 +5,10 @@ from __future__ import annotations
 import sys
 
 
+#: The CLI's fit selection when --select is not given (printed with the results).
+DEFAULT_SELECT = "protein and name CA"
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="run an analysis (rmsd) on an executor",
                        description="Split-apply-combine analysis on serial, processes, dask or mpi executors.")
@@ -14,7 +18,9 @@ def add_parser(sub) -> None:
                                     "onto a reference frame (MDAnalysis rms.RMSD semantics).")
     r.add_argument("topology", help="topology file (TPR, PSF, GRO, PDB, ...)")
     r.add_argument("trajectories", nargs="+", help="H5MD file (fast path) or any trajectory MDAnalysis reads")
-    r.add_argument("--select", default="protein and name CA", help="fit and RMSD selection")
+    r.add_argument("--select", default=DEFAULT_SELECT,
+                   help=f"fit and RMSD selection (default {DEFAULT_SELECT!r}; the API's default is 'all', "
+                        "as MDAnalysis's)")
     r.add_argument("--ref-frame", type=int, default=0, help="reference frame (default 0)")
     r.add_argument("--group", action="append", default=[], metavar="SEL",
                    help="extra group selection whose RMSD is reported after the fit (repeatable)")
@@ -74,6 +80,8 @@ def main_rmsd(args) -> int:
                  progress=not args.no_progress and sys.stderr.isatty(), **executor_options(args))
     if result is None:   # an MPI rank other than 0
         return 0
+    default = " (the default; --select to change)" if args.select == DEFAULT_SELECT else ""
+    print(f"selection: {args.select!r}{default}")
     if args.out:
         result.to_csv(args.out)
     if args.report:
