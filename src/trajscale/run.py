@@ -55,13 +55,13 @@ def _topology_with_first_frame(topology, source):
 
 def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options):
     t0 = time.perf_counter()
-    given = topology if hasattr(topology, "select_atoms") else None   # an MDAnalysis Universe
-    top_file = given.filename if given is not None else topology
+    given = topology if hasattr(topology, "select_atoms") else None   # an MDAnalysis Universe or AtomGroup
+    top_file = given.universe.filename if given is not None else topology
     source = open_source(trajectory, top_file)
     if isinstance(source, MDASource):
         universe = source.universe
     elif given is not None:
-        universe = given
+        universe = given.universe
     else:
         universe = _topology_with_first_frame(topology, source) if topology is not None else None
     t_top = time.perf_counter() - t0
@@ -71,7 +71,8 @@ def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_optio
     stop = source.n_frames if stop is None else stop
     if not 0 <= start <= stop <= source.n_frames:
         raise FrameRangeError(f"{source.path}: frames [{start}, {stop}) outside its {source.n_frames} frames")
-    prep = analysis.prepare(universe, source)
+    # An AtomGroup given as topology is what the analysis selects within (MDAnalysis's `atomgroup`).
+    prep = analysis.prepare(given if given is not None and given is not given.universe else universe, source)
     config = source.get_config()
     if source.supports_mpio:
         config.update(source_options)
@@ -94,7 +95,8 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     topology
         Topology file MDAnalysis reads (PSF, TPR, GRO, PDB, ...), or an
         MDAnalysis Universe already built from one (its topology and
-        selections are used; its trajectory is not read).
+        selections are used; its trajectory is not read), or an AtomGroup
+        of one: the analysis selects within it, as MDAnalysis's analyses do.
     trajectory
         An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads.
     executor

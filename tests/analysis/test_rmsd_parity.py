@@ -195,3 +195,18 @@ def test_weight_arrays_travel_in_the_prepared_state_not_the_config(vacuum):
     with pytest.raises(ts.TrajscaleError, match="only stands for an array"):
         with open_source(vacuum.trajectory.filename, vacuum.filename) as src:
             rebuilt.prepare(vacuum, src)
+
+
+@pytest.mark.parametrize("with_reference", [False, True])
+def test_atomgroup_as_topology_selects_within_it(vacuum, processes, with_reference):
+    """MDAnalysis's first argument, an AtomGroup: ``select`` applies within it, group selections to
+    its whole Universe."""
+    mobile = vacuum.select_atoms("resid 1-100")
+    ref = mda.Universe(vacuum.filename, vacuum.trajectory.filename).select_atoms("resid 1-100") \
+        if with_reference else None
+    kw = {"select": "name CA", "groupselections": ["resid 1-50"], "weights": "mass", "ref_frame": 3,
+          "reference": ref}
+    want = rms.RMSD(mobile, **kw).run().results.rmsd
+    for executor in ("serial", processes):
+        r = ts.run(ts.RMSD(**kw), mobile, vacuum.trajectory.filename, executor=executor)
+        np.testing.assert_allclose(r.table()[:, 2:], want[:, 2:], atol=ATOL)

@@ -131,17 +131,19 @@ class RMSD(Analysis):
                 "tol_mass": self.tol_mass, "allow_nan": self.allow_nan}
 
     def prepare(self, universe, source) -> Prepared:
+        """Resolve the selections and the reference; ``universe`` may be an AtomGroup to select within."""
         if universe is None:
             raise SelectionError(f"{source.path}: RMSD needs a topology to select atoms")
-        # As MDAnalysis: the mobile side selects in the trajectory's Universe, the reference
-        # side within `reference` (the trajectory's own atoms when there is none).
-        (mob_sel, ref_sel), ref_atoms = self._select, (universe if self.reference is None else self.reference)
-        fit = universe.atoms if mob_sel is None else select_atoms(universe, mob_sel, "selection")
+        # As MDAnalysis: `select` applies within the analysed atoms, group selections to their whole
+        # Universe; the reference side selects within `reference` (the analysed atoms when there is none).
+        mobile, u = universe, universe.universe
+        (mob_sel, ref_sel), ref_atoms = self._select, (mobile if self.reference is None else self.reference)
+        fit = mobile.atoms if mob_sel is None else select_atoms(mobile, mob_sel, "selection")
         ref_fit = ref_atoms.atoms if ref_sel is None else select_atoms(ref_atoms, ref_sel, "reference selection")
         _check_same_atoms(fit, ref_fit, mob_sel, ref_sel, self.tol_mass)
         groups, ref_groups = [], []
         for mob_g, ref_g in self._groups:
-            groups.append(select_atoms(universe, mob_g, "group selection"))
+            groups.append(select_atoms(u, mob_g, "group selection"))
             ref_groups.append(select_atoms(ref_atoms, ref_g, "reference group selection"))
             _check_same_atoms(groups[-1], ref_groups[-1], mob_g, ref_g, None)
         w_fit, w_ref = _weights(self.weights, fit, "weights"), _weights(self.weights, ref_fit, "weights")
