@@ -161,6 +161,7 @@ def test_ref_frame_outside_the_reference(vacuum, ref_frame, with_reference):
     ({"groupselections": ["backbone"], "weights_groupselections": [np.ones(3)]},
      "weights_groupselections has 3 values but the selection has 855 atoms"),
     ({"select": ["name CA"]}, "a \\(mobile, reference\\) tuple or a dict"),
+    ({"groupselections": ["backbone"], "weights_groupselections": "mass"}, "False or one entry per group"),
     ({"groupselections": [None]}, "each group needs a selection"),
 ])
 def test_bad_weights_and_selections_are_clear_errors(vacuum, kw, match):

@@ -110,8 +110,11 @@ class RMSD(Analysis):
         if any(None in g for g in self._groups):
             raise ConfigError("groupselections: each group needs a selection (None is only for select)")
         self.weights = _check_weights(weights, "weights")
-        if weights_groupselections is None or weights_groupselections is False:
-            weights_groupselections = False
+        if isinstance(weights_groupselections, (bool, str)) and weights_groupselections is not False:
+            raise ConfigError(f"weights_groupselections must be False or one entry per group, "
+                              f"got {weights_groupselections!r}")
+        if weights_groupselections is None or weights_groupselections is False or not len(weights_groupselections):
+            weights_groupselections = False   # falsy, as MDAnalysis reads it: the rule of _group_weights
         elif len(weights_groupselections) != len(self.groupselections):
             raise ConfigError(f"weights_groupselections has {len(weights_groupselections)} entries but "
                               f"there are {len(self.groupselections)} groupselections")

@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
     r.add_argument("--ref-frame", type=int, default=0, help="reference frame (default 0)")
     r.add_argument("--group", action="append", default=[], metavar="SEL",
                    help="extra group selection whose RMSD is reported after the fit (repeatable)")
-    r.add_argument("--mass-weighted", action="store_true", help="mass-weighted fit")
+    r.add_argument("--mass-weighted", action="store_true", help="mass-weighted fit and group RMSDs (MDAnalysis's weights='mass')")
     r.add_argument("--allow-nan", action="store_true", help="NaN for frames with non-finite coordinates")
     add_run_options(r)
     r.set_defaults(func=main_rmsd)
