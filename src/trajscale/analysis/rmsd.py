@@ -169,7 +169,9 @@ class RMSD(Analysis):
         fit_all = np.array_equal(local[0], np.arange(len(atoms)))
         state = {"fit": slice(None) if fit_all else local[0], "groups": local[1:],
                  "ref": Reference.of(ref_pos[0], w_fit, w_ref), "ref_groups": ref_pos[1:],
-                 "group_weights": w_groups, "path": source.path}
+                 # ones for unweighted groups: the kernel then sums exactly as without weights
+                 "group_weights": [np.ones(g.n_atoms) if w is None else w for w, g in zip(w_groups, groups)],
+                 "path": source.path}
         return Prepared(atoms=atoms, state=state)
 
     def _group_weights(self) -> list:
