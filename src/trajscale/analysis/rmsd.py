@@ -49,6 +49,21 @@ class RMSDResult:
             np.savetxt(tmp, self.table(), delimiter=",", header=header, comments="", fmt=fmt)
 
 
+@dataclass(frozen=True)
+class RMSDState:
+    """What ``prepare`` hands every worker (in :attr:`Prepared.state`); lives for one run.
+
+    Indices are into the block's atoms (``Prepared.atoms``), not global.
+    """
+
+    fit: slice | np.ndarray              # the fit atoms
+    ref: Reference                       # the fit's reference, centred and weighted once
+    groups: tuple[np.ndarray, ...]       # each group selection's atoms
+    ref_groups: tuple[np.ndarray, ...]   # (M, 3) float64 reference coordinates of each group
+    group_weights: tuple[np.ndarray, ...]  # (M,) weights of each group's RMSD
+    path: str                            # the trajectory, for error messages
+
+
 #: What a config holds in place of a weights array: the array itself travels in the prepared state.
 ARRAY = "array"
 
@@ -167,11 +182,12 @@ class RMSD(Analysis):
         local = [np.searchsorted(atoms, ix) for ix in indices]
         # The block holds only `atoms`; with no group selections the fit atoms are all of them.
         fit_all = np.array_equal(local[0], np.arange(len(atoms)))
-        state = {"fit": slice(None) if fit_all else local[0], "groups": local[1:],
-                 "ref": Reference.of(ref_pos[0], w_fit, w_ref), "ref_groups": ref_pos[1:],
-                 # ones for unweighted groups: the kernel then sums exactly as without weights
-                 "group_weights": [np.ones(g.n_atoms) if w is None else w for w, g in zip(w_groups, groups)],
-                 "path": source.path}
+        state = RMSDState(fit=slice(None) if fit_all else local[0], ref=Reference.of(ref_pos[0], w_fit, w_ref),
+                          groups=tuple(local[1:]), ref_groups=tuple(ref_pos[1:]),
+                          # ones for unweighted groups: the kernel then sums exactly as without weights
+                          group_weights=tuple(np.ones(g.n_atoms) if w is None else w
+                                              for w, g in zip(w_groups, groups)),
+                          path=source.path)
         return Prepared(atoms=atoms, state=state)
 
     def _group_weights(self) -> list:
@@ -182,23 +198,23 @@ class RMSD(Analysis):
         return [shared] * len(self.groupselections)
 
     def map(self, block: Block, prep: Prepared) -> dict:
-        s = prep.state
-        x = block.positions[:, s["fit"]]
+        s: RMSDState = prep.state
+        x = block.positions[:, s.fit]
         finite = finite_frames(block.positions)
         if not finite.all():
             if not self.allow_nan:
-                check_finite(block, block.positions, s["path"])
+                check_finite(block, block.positions, s.path)
             ok = np.flatnonzero(finite)
         else:
             ok = slice(None)   # a view: no copy of the block
-        out = np.full((block.n_frames, 1 + len(s["groups"])), np.nan)
+        out = np.full((block.n_frames, 1 + len(s.groups)), np.nan)
         if finite.any():
-            if s["groups"]:
-                r, rot, xcom, ycom = superpose_rmsd(x[ok], s["ref"], want_rotation=True)
-                for j, (g, ref_g, w) in enumerate(zip(s["groups"], s["ref_groups"], s["group_weights"])):
+            if s.groups:
+                r, rot, xcom, ycom = superpose_rmsd(x[ok], s.ref, want_rotation=True)
+                for j, (g, ref_g, w) in enumerate(zip(s.groups, s.ref_groups, s.group_weights)):
                     out[ok, 1 + j] = rmsd_after_transform(block.positions[ok][:, g], ref_g, rot, xcom, ycom, w)
             else:
-                r = superpose_rmsd(x[ok], s["ref"])
+                r = superpose_rmsd(x[ok], s.ref)
             out[ok, 0] = r
         return {"frame": block.frames, "time": block.time, "rmsd": out}
 
