@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
     r.add_argument("--select", default=DEFAULT_SELECT,
                    help=f"fit and RMSD selection (default {DEFAULT_SELECT!r}; the API's default is 'all', "
                         "as MDAnalysis's)")
-    r.add_argument("--ref-frame", type=int, default=0, help="reference frame (default 0)")
+    r.add_argument("--ref-frame", type=int, default=0, help="reference frame (default 0; negative counts from the end)")
     r.add_argument("--group", action="append", default=[], metavar="SEL",
                    help="extra group selection whose RMSD is reported after the fit (repeatable)")
     r.add_argument("--mass-weighted", action="store_true", help="mass-weighted fit and group RMSDs (MDAnalysis's weights='mass')")
