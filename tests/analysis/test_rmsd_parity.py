@@ -141,6 +141,17 @@ def test_reference_atomgroup_selects_within_the_group(vacuum):
     assert got[10, 2] < 1e-4
 
 
+def test_group_selection_leaving_the_reference_group_is_refused(vacuum):
+    """MDAnalysis counts group atoms in the reference's Universe, takes them within the group."""
+    ref = mda.Universe(vacuum.filename, vacuum.trajectory.filename).select_atoms("resid 1-100")
+    kw = {"select": {"mobile": "name CA and resid 1-100", "reference": "name CA"},
+          "groupselections": [{"mobile": "backbone and resid 1-100", "reference": "backbone"}], "reference": ref}
+    with pytest.raises(MDASelectionError):
+        rms.RMSD(vacuum, **kw)
+    with pytest.raises(ts.TrajscaleError, match="selects 400 atoms within the reference AtomGroup but 855"):
+        ts.run(ts.RMSD(**kw), vacuum, vacuum.trajectory.filename)
+
+
 @pytest.mark.parametrize("ref_frame", [98, -99, 1000])
 @pytest.mark.parametrize("with_reference", [False, True])
 def test_ref_frame_outside_the_reference(vacuum, ref_frame, with_reference):

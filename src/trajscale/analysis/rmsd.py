@@ -164,6 +164,15 @@ class RMSD(Analysis):
             groups.append(select_atoms(u, mob_g, "group selection"))
             ref_groups.append(select_atoms(ref_atoms, ref_g, "reference group selection"))
             _check_same_atoms(groups[-1], ref_groups[-1], mob_g, ref_g, None)
+            if ref_atoms is not ref_atoms.universe:
+                # MDAnalysis counts a group in the reference's Universe but takes its coordinates
+                # within the reference AtomGroup; it fails unless both are the same atoms.
+                whole = select_atoms(ref_atoms.universe, ref_g, "reference group selection")
+                if whole.n_atoms != ref_groups[-1].n_atoms:
+                    raise SelectionError(f"group selection {ref_g[0] if len(ref_g) == 1 else list(ref_g)!r} "
+                                         f"selects {ref_groups[-1].n_atoms} atoms within the reference "
+                                         f"AtomGroup but {whole.n_atoms} in its Universe; MDAnalysis refuses "
+                                         "this: select atoms inside the group")
         w_fit, w_ref = _weights(self.weights, fit, "weights"), _weights(self.weights, ref_fit, "weights")
         w_groups = [_weights(w, g, "weights_groupselections") for w, g in zip(self._group_weights(), groups)]
 
