@@ -29,6 +29,6 @@ def test_ref_frame_outside_is_one_clear_line(tmp_path, adk_vacuum, adk_vacuum_h5
     proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--ref-frame", "98", "--out", "x.csv",
                    cwd=tmp_path)
     assert proc.returncode != 0
-    assert "ref_frame 98 outside the 98 frames of" in proc.stderr and adk_vacuum_h5md in proc.stderr
+    assert "reference frame 98 (ref_frame) outside the 98 frames of" in proc.stderr and adk_vacuum_h5md in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "x.csv").exists()

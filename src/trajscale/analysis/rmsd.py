@@ -324,7 +324,7 @@ def _check_same_atoms(mobile, ref, mob_sel, ref_sel, tol_mass: float | None) -> 
 def _frame_index(frame: int, n_frames: int, where: str) -> int:
     """``frame`` as a trajectory index takes it (negative from the end), or a clear error."""
     if not -n_frames <= frame < n_frames:
-        raise FrameRangeError(f"ref_frame {frame} outside the {n_frames} frames of {where}")
+        raise FrameRangeError(f"reference frame {frame} (ref_frame) outside the {n_frames} frames of {where}")
     return frame % n_frames
 
 
