@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from .options import add_h5md_options
+
 
 #: The CLI's fit selection when --select is not given (printed with the results).
 DEFAULT_SELECT = "protein and name CA"
@@ -21,10 +23,12 @@ def add_parser(sub) -> None:
     r.add_argument("--select", default=DEFAULT_SELECT,
                    help=f"fit and RMSD selection (default {DEFAULT_SELECT!r}; the API's default is 'all', "
                         "as MDAnalysis's)")
-    r.add_argument("--ref-frame", type=int, default=0, help="reference frame (default 0; negative counts from the end)")
-    r.add_argument("--group", action="append", default=[], metavar="SEL",
+    r.add_argument("--ref-frame", type=int, default=0,
+                   help="reference frame (default 0; negative counts from the end)")
+    r.add_argument("--groupselection", action="append", default=[], metavar="SEL", dest="groupselections",
                    help="extra group selection whose RMSD is reported after the fit (repeatable)")
-    r.add_argument("--mass-weighted", action="store_true", help="mass-weighted fit and group RMSDs (MDAnalysis's weights='mass')")
+    r.add_argument("--mass-weighted", action="store_true",
+                   help="mass-weighted fit and group RMSDs (MDAnalysis's weights='mass')")
     r.add_argument("--allow-nan", action="store_true", help="NaN for frames with non-finite coordinates")
     add_run_options(r)
     r.set_defaults(func=main_rmsd)
@@ -103,7 +107,8 @@ def main_analysis(args) -> int:
     _import_dependencies()
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
                  n_tasks=args.tasks, start=args.start, stop=args.stop,
-                 progress=not args.no_progress and sys.stderr.isatty(), **executor_options(args))
+                 progress=not args.no_progress and sys.stderr.isatty(), group=args.h5md_group,
+                 assume_units=args.assume_units, **executor_options(args))
     if result is None:   # an MPI rank other than 0
         return 0
     if args.out:
@@ -120,6 +125,7 @@ def main_analysis(args) -> int:
 
 
 def add_run_options(p) -> None:
+    add_h5md_options(p)
     p.add_argument("--executor", default="serial", choices=["serial", "processes", "dask", "mpi"])
     p.add_argument("-n", "--n-workers", type=int, default=None, help="workers (processes, dask)")
     p.add_argument("--tasks", type=int, default=None, help="number of frame blocks (default 4 per worker)")
@@ -160,13 +166,14 @@ def main_rmsd(args) -> int:
     from ..analysis import RMSD
     from ..run import run
 
-    analysis = RMSD(select=args.select, ref_frame=args.ref_frame, groupselections=args.group,
+    analysis = RMSD(select=args.select, ref_frame=args.ref_frame, groupselections=args.groupselections,
                     weights="mass" if args.mass_weighted else None, allow_nan=args.allow_nan)
     traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
     _import_dependencies()
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
                  n_tasks=args.tasks, start=args.start, stop=args.stop,
-                 progress=not args.no_progress and sys.stderr.isatty(), **executor_options(args))
+                 progress=not args.no_progress and sys.stderr.isatty(), group=args.h5md_group,
+                 assume_units=args.assume_units, **executor_options(args))
     if result is None:   # an MPI rank other than 0
         return 0
     default = " (the default; --select to change)" if args.select == DEFAULT_SELECT else ""
