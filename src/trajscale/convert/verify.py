@@ -39,8 +39,9 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, select: str | N
     universe = load_universe(topology)
     atoms = select_atoms(universe, select, "selection").indices if select else None
     out = H5MDSource(h5md)
-    sources = open_inputs(topology, list(trajectories), universe)
-    try:
+    sources = []
+    try:   # every file opened here is closed on every path, errors included
+        sources = open_inputs(topology, list(trajectories), universe)
         _, n = frame_plan([s.n_frames for s in sources], start, stop, step)
         n_sel = universe.atoms.n_atoms if atoms is None else len(atoms)
         rep = VerifyReport(n_frames=n, n_atoms=n_sel)

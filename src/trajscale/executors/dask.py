@@ -104,8 +104,9 @@ class DaskExecutor(Executor):
     threads_per_worker
         Threads per LocalCluster worker (HDF5 serialises threads: keep 1).
     retries
-        Times a failed task is resubmitted (a task on a worker that died is
-        rescheduled by Dask in any case).
+        Times a task is resubmitted after Dask gave up on it because its
+        workers kept dying (``KilledWorker``).  Errors raised by the task
+        itself (bad coordinates, a bad selection, a bug) are never retried.
     """
 
     name = "dask"
@@ -158,14 +159,21 @@ class DaskExecutor(Executor):
         client = self.client
         clocked = self._ensure_clock()
         token = uuid.uuid4().hex[:12]
+        # The Job (reference coordinates included) goes to every worker once, not once per task.
+        job_ref = client.scatter(job, broadcast=True, hash=False)
         keys = [f"{KEY_PREFIX}{token}-{i}" for i in range(len(ranges))]
-        futures = [client.submit(_dask_task, job, i, r, key=k, pure=False, retries=self.retries)
+        # No Dask retries: they would rerun deterministic failures (NaN coordinates, a
+        # bad selection). Dask reschedules the tasks of a worker that dies by itself;
+        # only when it gives up (KilledWorker) is the task resubmitted here.
+        futures = [client.submit(_dask_task, job_ref, i, r, key=k, pure=False)
                    for i, (r, k) in enumerate(zip(ranges, keys))]
         index = {f.key: i for i, f in enumerate(futures)}
+        tries = [0] * len(ranges)
         out: list = [None] * len(ranges)
         try:
             with progress_bar(len(ranges), progress) as bar:
-                for fut in as_completed(futures):
+                pending = as_completed(futures)
+                for fut in pending:
                     i = index[fut.key]
                     try:
                         out[i] = fut.result()
@@ -173,6 +181,17 @@ class DaskExecutor(Executor):
                         raise
                     except Exception as exc:  # noqa: BLE001 - KilledWorker, lost connection...
                         r = ranges[i]
+                        if _worker_lost(exc) and tries[i] < self.retries:
+                            tries[i] += 1
+                            log.warning("task %d (frames [%d, %d)) lost its worker (%s); resubmitting",
+                                        i, r.start, r.stop, type(exc).__name__)
+                            keys[i] = f"{KEY_PREFIX}{token}-{i}-retry{tries[i]}"
+                            job_ref = client.scatter(job, broadcast=True, hash=False)
+                            new = client.submit(_dask_task, job_ref, i, r, key=keys[i], pure=False)
+                            futures.append(new)
+                            index[new.key] = i
+                            pending.add(new)
+                            continue
                         raise TaskError("a Dask worker", r.start, r.stop, f"{type(exc).__name__}: {exc}") from None
                     bar.update(1)
         except BaseException:
@@ -190,7 +209,16 @@ class DaskExecutor(Executor):
             return {}
 
     def close(self) -> None:
-        """Close the client and cluster started here; a client passed in stays open."""
+        """Close the client and cluster started here; a client passed in stays open.
+
+        Workers of a cluster that outlives this executor close the files they
+        cached for it and free their scratch buffers.
+        """
+        if self._client is not None and self._cluster is None:
+            try:
+                self._client.run(_close_worker_caches)
+            except Exception as exc:  # noqa: BLE001 - a scheduler already gone frees nothing
+                log.debug("could not close worker caches (%s: %s)", type(exc).__name__, exc)
         if self._own_client and self._client is not None:
             self._client.close()
             self._client = None
@@ -198,6 +226,21 @@ class DaskExecutor(Executor):
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
+
+
+def _worker_lost(exc: BaseException) -> bool:
+    """True for failures caused by losing a worker, not by the task's own code."""
+    from distributed import KilledWorker
+    from distributed.comm import CommClosedError
+
+    return isinstance(exc, (KilledWorker, CommClosedError))
+
+
+def _close_worker_caches() -> None:
+    """Runs on each worker: close cached sources and free their buffers."""
+    from .base import close_cached_sources
+
+    close_cached_sources()
 
 
 def _with_times(timing: TaskTiming, times: tuple | None) -> TaskTiming:
