@@ -3,6 +3,7 @@ and outputs are fsynced (file, then folder) around the rename."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -22,7 +23,11 @@ def _open_fds() -> int:
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_failing_runs_and_verifies_leak_no_descriptor(adk_vacuum, adk_vacuum_h5md):
-    """Each kind of failure after the files are opened, 50 times: the fd count is unchanged."""
+    """Each kind of failure after the files are opened, 50 times: the fd count is unchanged.
+
+    The garbage collector is off meanwhile: files must be closed when the error is raised,
+    not whenever a collection happens to free a source caught in a traceback's cycle.
+    """
     psf, dcd = adk_vacuum
     failures = [
         lambda: ts.run(ts.RMSD(select="name CA"), psf, adk_vacuum_h5md, stop=10_000),   # bad range
@@ -35,13 +40,18 @@ def test_failing_runs_and_verifies_leak_no_descriptor(adk_vacuum, adk_vacuum_h5m
             fail()
         except TrajscaleError:
             pass
-    before = _open_fds()
-    for _ in range(50):
-        for fail in failures[:3]:
-            with pytest.raises(TrajscaleError):
-                fail()
-        assert not verify(psf, [dcd, dcd], adk_vacuum_h5md).ok
-    assert _open_fds() == before
+    gc.collect()
+    gc.disable()
+    try:
+        before = _open_fds()
+        for _ in range(50):
+            for fail in failures[:3]:
+                with pytest.raises(TrajscaleError):
+                    fail()
+            assert not verify(psf, [dcd, dcd], adk_vacuum_h5md).ok
+        assert _open_fds() == before
+    finally:
+        gc.enable()
 
 
 def _dead_pid() -> int:

@@ -36,9 +36,11 @@ def test_group_writable_entry_is_not_loaded(cache, parses, adk_vacuum, caplog):
     with caplog.at_level(logging.WARNING, logger="trajscale.sources.topology_cache"):
         for _ in range(3):
             _same_universe(load_universe(adk_vacuum[0], [adk_vacuum[1]]), ref)
-    assert len(parses) == 3   # parsed every time, the entry never unpickled
+    # parsed once instead of unpickling the entry, which is then replaced by a private one
+    assert len(parses) == 1
     warnings = [r for r in caplog.records if "writable by group" in r.getMessage()]
     assert len(warnings) == 1 and str(entry) in warnings[0].getMessage()
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600
 
 
 def test_foreign_entry_and_folder_are_not_loaded(cache, parses, adk_vacuum, caplog):
@@ -69,7 +71,7 @@ def test_world_writable_folder_is_not_used(cache, parses, adk_vacuum, caplog):
     with caplog.at_level(logging.WARNING, logger="trajscale.sources.topology_cache"):
         _load_twice(adk_vacuum)
     assert len(parses) == 2 and not list(cache.iterdir())
-    assert len([r for r in caplog.records if "writable by others" in r.getMessage()]) == 1
+    assert len([r for r in caplog.records if "writable by group and others" in r.getMessage()]) == 1
 
 
 def test_symlinked_entry_is_not_followed(cache, parses, adk_vacuum, tmp_path):

@@ -63,8 +63,9 @@ def _unsafe(st: os.stat_result) -> str | None:
     """Why a cache folder or entry with this stat must not be trusted, or None."""
     if st.st_uid != os.getuid():
         return f"owned by uid {st.st_uid}, not by you"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"writable by {'group' if st.st_mode & stat.S_IWGRP else 'others'} (mode {stat.S_IMODE(st.st_mode):o})"
+    who = [w for w, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if st.st_mode & bit]
+    if who:
+        return f"writable by {' and '.join(who)} (mode {stat.S_IMODE(st.st_mode):o})"
     return None
 
 
