@@ -47,8 +47,13 @@ def default_mpi_driver() -> str | None:
 
 def mpi_comm_world():
     """COMM_WORLD, or a clear error if mpi4py is missing."""
+    import warnings
+
     try:
-        from mpi4py import MPI
+        with warnings.catch_warnings():
+            if launched_world() is not None:   # check_mpi_world says it in one line, naming the launcher
+                warnings.filterwarnings("ignore", message="suspicious MPI execution environment")
+            from mpi4py import MPI
     except ImportError:
         raise ParallelUnavailableError("the MPI executor needs mpi4py (pip install trajscale[mpi])") from None
     return MPI.COMM_WORLD

@@ -84,7 +84,6 @@ class H5MDSource(Source):
         self._periodic = any(b == "periodic" for b in self.info.boundary)
         self._meta: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._meta_start = 0
-        self._meta_misses = 0
         self.bytes_read = 0
 
     @property
@@ -132,14 +131,14 @@ class H5MDSource(Source):
 
         Three small HDF5 reads per block cost ~1 ms, as much as reading a 4 MB
         slab, so they are read once for a span: the one :meth:`preload_frame_meta`
-        named (an MPI rank's share), else the whole file from the second read on
-        (the first, often a single frame, reads just its own range).
+        named (an MPI rank's share), else the whole file on the first block read.
+        Single frames (the first frame and the reference, read while a job is
+        prepared) are read alone.
         """
         lo = self._meta_start
         if self._meta is not None and lo <= start and stop <= lo + len(self._meta[1]):
             return tuple(a[start - lo:stop - lo].copy() for a in self._meta)
-        self._meta_misses += 1
-        if self._meta_misses == 1 or self.n_frames > META_CACHE_FRAMES:
+        if stop - start <= 1 or self.n_frames > META_CACHE_FRAMES:
             return self._frame_meta_uncached(start, stop)
         self.preload_frame_meta(0, self.n_frames)
         return self._frame_meta(start, stop)
