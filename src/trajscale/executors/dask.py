@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 #: Name of the scheduler plugin that clocks trajscale's tasks.
 CLOCK_NAME = "trajscale-task-clock"
 KEY_PREFIX = "trajscale-"
+JOB_KEY_PREFIX = "tsjob-"   # not a task: no scheduler-side clock
+
+
+def _identity(x):
+    return x
 
 
 def _require_distributed():
@@ -159,8 +164,10 @@ class DaskExecutor(Executor):
         client = self.client
         clocked = self._ensure_clock()
         token = uuid.uuid4().hex[:12]
-        # The Job (reference coordinates included) goes to every worker once, not once per task.
-        job_ref = client.scatter(job, broadcast=True, hash=False)
+        # The Job (reference coordinates included) travels once, as the result of one small task
+        # that every task depends on: each worker fetches it once, and unlike scattered data it
+        # is recomputed (not lost) if the worker holding it dies.
+        job_ref = self._submit_job(client, job, token)
         keys = [f"{KEY_PREFIX}{token}-{i}" for i in range(len(ranges))]
         # No Dask retries: they would rerun deterministic failures (NaN coordinates, a
         # bad selection). Dask reschedules the tasks of a worker that dies by itself;
@@ -186,7 +193,6 @@ class DaskExecutor(Executor):
                             log.warning("task %d (frames [%d, %d)) lost its worker (%s); resubmitting",
                                         i, r.start, r.stop, type(exc).__name__)
                             keys[i] = f"{KEY_PREFIX}{token}-{i}-retry{tries[i]}"
-                            job_ref = client.scatter(job, broadcast=True, hash=False)
                             new = client.submit(_dask_task, job_ref, i, r, key=keys[i], pure=False)
                             futures.append(new)
                             index[new.key] = i
@@ -200,6 +206,10 @@ class DaskExecutor(Executor):
         finally:
             times = self._collect_times(keys) if clocked else {}
         return [(p, _with_times(t, times.get(k))) for (p, t), k in zip(out, keys)]
+
+    @staticmethod
+    def _submit_job(client, job: Job, token: str):
+        return client.submit(_identity, job, key=f"{JOB_KEY_PREFIX}{token}", pure=False)
 
     def _collect_times(self, keys: list[str]) -> dict[str, tuple]:
         try:
