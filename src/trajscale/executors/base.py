@@ -46,8 +46,8 @@ def _key(config: dict) -> tuple:
 
 
 def _config_paths(config: dict) -> list[str]:
-    """The files a source config opens (H5MD: ``path``; MDAnalysis: topology and trajectories)."""
-    paths = [config[k] for k in ("path", "topology") if isinstance(config.get(k), (str, os.PathLike))]
+    """The files a source config names (H5MD: ``path``; segments: ``index``; MDAnalysis: topology, trajectories)."""
+    paths = [config[k] for k in ("path", "index", "topology") if isinstance(config.get(k), (str, os.PathLike))]
     return [str(p) for p in paths] + [str(p) for p in config.get("trajectories") or ()]
 
 
@@ -174,6 +174,12 @@ class Executor(ABC):
     def worker_extras(self) -> dict[str, dict]:
         """Per-worker extra timings (t_wait, t_comm) from the last ``map_tasks``."""
         return {}
+
+    def io_used(self) -> dict:
+        """How the last ``map_tasks`` really read (driver, collective or not), for the report."""
+        opts = self.source_options()
+        return {"driver": opts.get("driver"), "collective_requested": bool(opts.get("collective")),
+                "collective": False}
 
     def reduce(self, analysis: Analysis, partials: list[dict]) -> dict:
         """Combine partials (on the root)."""
