@@ -129,7 +129,9 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     t_start = time.perf_counter()
     ex = make_executor(executor, n_workers, **executor_options)
     own = not isinstance(executor, Executor)
-    if not ex.spmd:   # under mpiexec -n N every process would run (and write) the whole job
+    # Under mpiexec -n N every process would run (and write) the whole job; a Dask
+    # client on an outside cluster (dask-mpi: one rank is the client) is the exception.
+    if not ex.spmd and not getattr(ex, "uses_external_cluster", False):
         try:
             check_not_launched(ex.name)
         except TrajscaleError:

@@ -77,3 +77,16 @@ def test_nan_coordinates_fail_once_not_retried(tmp_path, adk_vacuum, adk_vacuum_
                    executor=DaskExecutor(client=client, retries=2), n_tasks=4)
         starts = client.run_on_scheduler(_starts)
     assert starts and max(starts.values()) == 1, starts   # with Dask retries: the failing task ran 3 times
+
+
+def test_client_on_outside_cluster_runs_under_a_launcher(adk_vacuum, adk_vacuum_h5md, cluster, monkeypatch):
+    """dask-mpi style: one rank of an mpiexec job is the Dask client. That run goes ahead, while
+    a serial run in the same environment is refused (it would be repeated by every rank)."""
+    monkeypatch.setenv("PMI_SIZE", "4")
+    monkeypatch.setenv("PMI_RANK", "1")
+    with pytest.raises(ts.TrajscaleError, match="as 4 processes"):
+        ts.run(ts.RMSD(select=SELECT), adk_vacuum[0], adk_vacuum_h5md)
+    with distributed.Client(cluster) as client:
+        r = ts.run(ts.RMSD(select=SELECT), adk_vacuum[0], adk_vacuum_h5md,
+                   executor=DaskExecutor(client=client), n_tasks=2)
+    np.testing.assert_allclose(r.rmsd, _mda_rmsd(*adk_vacuum, 0, 98), atol=1e-4)

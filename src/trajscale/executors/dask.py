@@ -136,6 +136,11 @@ class DaskExecutor(Executor):
         super().__init__(n_workers or os.cpu_count() or 1)
 
     @property
+    def uses_external_cluster(self) -> bool:
+        """True with a scheduler address or a client (e.g. dask-mpi, where one rank is the client)."""
+        return self._client is not None and self._cluster is None
+
+    @property
     def client(self):
         """The Client: the one given, one for ``scheduler``, or one on a new LocalCluster."""
         if self._client is None:
