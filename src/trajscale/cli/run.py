@@ -97,7 +97,7 @@ def main_analysis(args) -> int:
     _import_dependencies()
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
                  n_tasks=args.tasks, start=args.start, stop=args.stop,
-                 progress=not args.no_progress and sys.stderr.isatty(), **executor_options(args))
+                 progress=not args.no_progress, **executor_options(args))   # off a terminal: a line per 10 %
     if result is None:   # an MPI rank other than 0
         return 0
     if args.out:
