@@ -54,22 +54,25 @@ def _topology_with_first_frame(topology, source):
     return universe
 
 
-def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options):
+def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options, group=None,
+             assume_units=None):
     """The Job and run facts; the source opened here is closed on every path (a failing
     run in a long session leaks no file handle)."""
     opened: list = []
     try:
-        return _prepare_open(opened, analysis, topology, trajectory, start, stop, source_options)
+        return _prepare_open(opened, analysis, topology, trajectory, start, stop, source_options,
+                             group, assume_units)
     finally:
         for source in opened:
             source.close()
 
 
-def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start, stop, source_options):
+def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start, stop, source_options,
+                  group=None, assume_units=None):
     t0 = time.perf_counter()
     given = topology if hasattr(topology, "select_atoms") else None   # an MDAnalysis Universe
     top_file = given.filename if given is not None else topology
-    source = open_source(trajectory, top_file)
+    source = open_source(trajectory, top_file, group=group, assume_units=assume_units)
     opened.append(source)
     if isinstance(source, MDASource):
         universe = source.universe
@@ -96,7 +99,8 @@ def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start,
 
 def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = "serial",
         n_workers: int | None = None, n_tasks: int | None = None, tasks_per_worker: int = 4,
-        start: int = 0, stop: int | None = None, progress: bool = False, **executor_options):
+        start: int = 0, stop: int | None = None, progress: bool = False, group: str | None = None,
+        assume_units: str | None = None, **executor_options):
     """Run ``analysis`` over ``trajectory`` on an executor.
 
     Parameters
@@ -119,6 +123,11 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         Frame range to analyse.
     progress
         Show a progress bar on stderr.
+    group
+        H5MD particle group to read; needed when the file has several.
+    assume_units
+        ``"nm"`` or ``"Angstrom"``: units of H5MD datasets without a ``unit``
+        attribute (None: such a file is refused; units are never guessed).
 
     Returns
     -------
@@ -140,7 +149,8 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
             raise
     try:
         try:
-            job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options())
+            job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options(),
+                                  group, assume_units)
                          if ex.is_root else (None, None))
         except Exception as exc:
             if ex.spmd:   # tell the other ranks, waiting in the broadcast, before raising here

@@ -19,7 +19,7 @@ from MDAnalysisTests import datafiles as D
 from tests.conftest import run_cli
 from trajscale.convert.convert import convert
 from trajscale.convert.rechunk import partial_paths, rechunk
-from trajscale.errors import TrajscaleError
+from trajscale.errors import InputFileError, TrajscaleError
 from trajscale.store.layout import Layout
 
 
@@ -85,6 +85,17 @@ def test_lossy_precision_within_bound_and_smaller(tmp_path, adk_vacuum_h5md):
         assert f["particles/all/position/value"].attrs["trajscale_precision"] == 0.01
 
 
+def test_precision_needs_the_files_length_unit(tmp_path, adk_vacuum_h5md):
+    """--precision is in Å: a position dataset without a unit attribute is refused, never taken as Å."""
+    nounit = tmp_path / "nounit.h5md"
+    nounit.write_bytes(open(adk_vacuum_h5md, "rb").read())
+    with h5py.File(nounit, "r+") as f:
+        del f["particles/all/position/value"].attrs["unit"]
+    with pytest.raises(InputFileError, match="position/value has no unit attribute"):
+        rechunk(str(nounit), tmp_path / "out.h5md", Layout.parse("auto"), precision=0.01)
+    assert not (tmp_path / "out.h5md").exists()
+
+
 @pytest.fixture(scope="module")
 def water_file(tmp_path_factory):
     out = tmp_path_factory.mktemp("rc") / "water.h5md"
@@ -127,3 +138,20 @@ def test_resume_refuses_other_input_and_missing_partial(tmp_path, adk_vacuum_h5m
     record.write_text('{"input": "/elsewhere", "done": {}}')
     with pytest.raises(TrajscaleError, match="another input or layout"):
         rechunk(adk_vacuum_h5md, tmp_path / "y.h5md", Layout(), resume=True)
+
+
+def test_plugin_compressed_file_reads_on_workers(tmp_path, adk_vacuum, adk_vacuum_h5md):
+    """A zstd (hdf5plugin) file: worker processes load the filter themselves."""
+    pytest.importorskip("hdf5plugin")
+    import trajscale as ts
+
+    out = tmp_path / "z.h5md"
+    rechunk(adk_vacuum_h5md, out, Layout.parse("auto", "zstd"))
+    code = ("import trajscale as ts, sys; r = ts.run(ts.RMSD(select='name CA'), sys.argv[1], sys.argv[2], "
+            "executor='processes', n_workers=2); print(repr(r.rmsd.tolist()))")
+    proc = subprocess.run([sys.executable, "-c", code, adk_vacuum[0], str(out)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = np.array(eval(proc.stdout.strip().splitlines()[-1]))
+    ref = ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], adk_vacuum_h5md).rmsd
+    np.testing.assert_array_equal(got, ref)

@@ -25,11 +25,12 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from ..errors import InputFileError, OutputError
+from ..errors import InputFileError, OutputError, UnitError
 from ..store.codecs import quantize, quantum
-from ..store.hdf5 import open_h5
+from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import Layout
-from ..store.units import LENGTH_TO_ANGSTROM
+from ..store.schema import attr_str
+from ..store.units import factor
 from ..util import check_output_path, polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
@@ -156,8 +157,9 @@ def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout,
     chunks = layout.chunk_shape(n_atoms, obj.dtype.itemsize, n_frames)
     kw = {"shape": obj.shape, "dtype": obj.dtype}
     if chunks is not None:
-        kw.update(chunks=tuple(min(c, s) for c, s in zip(chunks, obj.shape)) if n_frames else None,
-                  maxshape=(None, n_atoms, 3), **layout.h5py_kwargs())
+        if chunks is not True:   # True: h5py's own guess (kept to reproduce slow files)
+            chunks = tuple(min(c, s) for c, s in zip(chunks, obj.shape)) if n_frames else None
+        kw.update(chunks=chunks, maxshape=(None, n_atoms, 3), **layout.h5py_kwargs())
     ds = dg.create_dataset(name, **kw)
     _copy_attrs(obj, ds)
     if precision is not None and obj.name.split("/")[-2] == "position":
@@ -167,19 +169,21 @@ def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout,
 
 
 def _length_scale(ds: h5py.Dataset) -> float:
-    unit = ds.attrs.get("unit")
-    unit = unit.decode() if isinstance(unit, bytes) else unit
+    """Å per unit of ``ds``; --precision is in Å and a file's unit is never guessed."""
+    unit = attr_str(ds, "unit")
     if unit is None:
-        return 1.0
+        raise InputFileError(ds.file.filename, f"{ds.name} has no unit attribute: --precision is in Å "
+                                               "and trajscale never guesses a file's length unit")
     try:
-        return LENGTH_TO_ANGSTROM[str(unit)]
-    except KeyError:
-        raise InputFileError(ds.file.filename, f"{ds.name} has unknown length unit {unit!r}") from None
+        return factor("position", unit)
+    except UnitError as exc:
+        raise InputFileError(ds.file.filename, f"{ds.name} has an {exc}") from None
 
 
 def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path: Path, name: str,
                  precision: float | None, slab_bytes: int, progress: bool) -> None:
     n_frames, n_atoms, _ = sds.shape
+    ensure_filters(sds)
     done = record["done"][name]
     if done >= n_frames:
         return
