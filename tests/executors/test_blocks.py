@@ -64,7 +64,7 @@ def test_one_task_is_read_in_blocks_and_reduced(adk_vacuum, adk_vacuum_h5md, mda
     base.close_cached_sources()
     try:
         [(partial, timing)] = SerialExecutor().map_tasks(job, [FrameRange(0, 98)])
-        [src] = base._SOURCES.values()
+        [(_, src)] = base._SOURCES.values()
         assert max(buf.nbytes for buf in src._scratch.values()) <= 4 * 3341 * 12
     finally:
         base.close_cached_sources()
