@@ -14,6 +14,7 @@ from .analysis import RMSD, Analysis
 from .block import Block, FrameRange
 from .errors import TrajscaleError
 from .executors import make_executor
+from .pwrite import ParallelWriter
 from .report.timing import RunReport
 from .run import run
 from .sources import H5MDSource, MDASource, open_source
@@ -27,6 +28,7 @@ __all__ = [
            "H5MDSource",
            "Layout",
            "MDASource",
+           "ParallelWriter",
            "RunReport",
            "TrajscaleError",
            "__version__",

@@ -18,3 +18,6 @@ UNIT_TABLES = {"position": LENGTH_TO_ANGSTROM, "velocity": VELOCITY_TO_A_PS,
 WRITE_UNITS = {"position": "Angstrom", "velocity": "Angstrom ps-1",
                "force": "kJ mol-1 Angstrom-1", "time": "ps"}
 FIELDS = ("position", "velocity", "force")
+#: Unit systems a writer can label its data with (the data are written as given).
+UNIT_SYSTEMS = {"mdanalysis": WRITE_UNITS,
+                "gromacs": {"position": "nm", "velocity": "nm ps-1", "force": "kJ mol-1 nm-1", "time": "ps"}}
