@@ -36,6 +36,8 @@ from . import exchange as ex
 log = logging.getLogger(__name__)
 
 STRATEGIES = ("gather", "independent", "collective")
+#: Past this many runs of consecutive ids, ``independent`` selects points, not hyperslabs.
+MAX_HYPERSLAB_RUNS = 256
 
 
 @functools.cache
@@ -139,7 +141,11 @@ class ParallelWriter:
 
     @property
     def n_frames(self) -> int:
-        """Frames complete in the file (every rank's rows written and flushed)."""
+        """Frames complete (every rank's rows written and flushed).
+
+        The file's step/time show the last of them from the next frame's flush
+        (or the close) on: one flush per frame.
+        """
         return self._ncommitted
 
     def write(self, *, step: int, time: float, ids, positions, box=None, velocities=None,
@@ -309,8 +315,8 @@ class ParallelWriter:
         return out
 
     def _commit(self, n: int, steps, times) -> None:
-        if self._w is not None:
-            self._w.commit(n, steps, times)
+        if self._w is not None:   # durable at once only for the first frame (the rename follows)
+            self._w.commit(n, steps, times, durable=not self._published)
         self._ncommitted = n
         if not self._published:   # the first complete frame: the file takes its final name
             if self.rank == 0:
@@ -334,17 +340,31 @@ class ParallelWriter:
                 _write(self._w.value(fl), (frame, lo, 0), data, self._dxpl())
 
     def _write_runs(self, frame: int, sorted_ids: np.ndarray, rows: np.ndarray) -> None:
-        """Independent: this rank's rows as one write of a union of hyperslabs (one per id run)."""
+        """Independent: this rank's rows in one HDF5 write.
+
+        The selection is a union of hyperslabs, one per run of consecutive ids,
+        while there are few runs; HDF5 merges each new block into the union, so
+        that costs quadratic time past a few hundred (seconds at 40,000 runs),
+        and then a point selection of every value is used instead (linear; ~3 µs
+        an atom measured here).
+        """
+        if not len(sorted_ids):
+            return
         starts, lengths = ex.runs(sorted_ids)
-        for i, fl in enumerate(self.fields):
-            ds = self._w.value(fl)
-            fspace = ds.id.get_space()
+        fspace = self._w.value("position").id.get_space()
+        if len(starts) <= MAX_HYPERSLAB_RUNS:
             fspace.select_none()
-            for a, n in zip(starts.tolist(), lengths.tolist()):   # one call per run of atoms
+            for a, n in zip(starts.tolist(), lengths.tolist()):   # one call per run, few runs
                 fspace.select_hyperslab((frame, a, 0), (1, n, 3), op=h5py.h5s.SELECT_OR)
-            data = np.ascontiguousarray(rows[:, 3 * i:3 * i + 3])
-            if len(data):
-                ds.id.write(h5py.h5s.create_simple(data.shape), fspace, data)
+        else:
+            coords = np.empty((len(sorted_ids), 3, 3), dtype=np.uint64)
+            coords[..., 0] = frame
+            coords[..., 1] = sorted_ids[:, None]
+            coords[..., 2] = np.arange(3)
+            fspace.select_elements(coords.reshape(-1, 3))
+        mspace = h5py.h5s.create_simple((len(sorted_ids), 3))
+        for i, fl in enumerate(self.fields):
+            self._w.value(fl).id.write(mspace, fspace, np.ascontiguousarray(rows[:, 3 * i:3 * i + 3]))
 
     def _write_box(self, frame: int, edges: np.ndarray | None) -> None:
         ds = self._w.value("box")

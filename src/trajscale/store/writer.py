@@ -175,11 +175,14 @@ class H5MDWriter:
         """The per-frame ``value`` dataset of a field (``position``, ...) or of ``box``."""
         return self._pg["box/edges/value"] if name == "box" else self._pg[name]["value"]
 
-    def commit(self, n: int, step: np.ndarray | None, time: np.ndarray | None) -> None:
-        """Make frames ``[n_written, n)`` visible: flush their data, then grow step/time.
+    def commit(self, n: int, step: np.ndarray | None, time: np.ndarray | None, durable: bool = True) -> None:
+        """Count frames ``[n_written, n)``: flush their data, then grow step/time.
 
         Under ``mpio`` every rank calls this (flush and resize are collective);
-        only the rank(s) passing ``step``/``time`` write those values.
+        only the rank(s) passing ``step``/``time`` write those values.  With
+        ``durable=False`` the grown step/time reach the file with the next
+        commit's first flush (or at close): one flush per frame instead of two
+        (under ``mpio`` each is an ``MPI_File_sync``), the file a frame behind.
         """
         a = self.n_written
         if n <= a:
@@ -191,7 +194,8 @@ class H5MDWriter:
         if step is not None:
             first["step"][a:n] = np.asarray(step, dtype=np.int64)
             first["time"][a:n] = np.asarray(time, dtype=np.float64)
-        self.file.flush()
+        if durable:
+            self.file.flush()
         self.n_written = n
 
     def edges(self, box: np.ndarray | None, k: int) -> np.ndarray:
