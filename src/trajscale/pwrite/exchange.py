@@ -7,8 +7,8 @@ OR of one bit per atom); a frame that does not is described in detail - which
 ids are duplicated by which ranks, which are missing - and the same message is
 raised on every rank, so no rank is left waiting in a collective.
 
-Rows travel packed as float32 ``[id, x, y, z, (vx, vy, vz), (fx, fy, fz)]`` (the
-id's int32 bits in the first column): one message per destination.
+Ids (int32) and rows (float32 ``[x, y, z, (vx, vy, vz), (fx, fy, fz)]``) travel as
+two messages; rows move as opaque records (``as_records``), one indexed copy each.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ SHOW_IDS = 8
 
 
 class Frame:
-    """The rows one rank holds for one frame, packed for sending.
+    """The rows one rank holds for one frame.
 
     Parameters
     ----------
@@ -28,18 +28,40 @@ class Frame:
         ``(k,)`` global atom indices in ``[0, n_atoms)``, any order.
     arrays
         ``(k, 3)`` arrays (positions, then velocities/forces as the file has them).
+
+    Attributes
+    ----------
+    ids
+        ``(k,)`` int32.
+    rows
+        ``(k, 3 * len(arrays))`` float32, C-contiguous (the positions themselves
+        when they are the only field and already float32).
     """
 
     def __init__(self, ids: np.ndarray, arrays: list[np.ndarray]) -> None:
-        k = len(ids)
-        self.rows = np.empty((k, 1 + 3 * len(arrays)), dtype=np.float32)
-        self.rows.view(np.int32)[:, 0] = ids
-        for i, arr in enumerate(arrays):
-            self.rows[:, 1 + 3 * i:4 + 3 * i] = arr
+        self.ids = np.asarray(ids, dtype=np.int32)
+        if len(arrays) == 1:
+            self.rows = np.ascontiguousarray(arrays[0], dtype=np.float32)
+        else:
+            self.rows = np.concatenate([np.asarray(a, dtype=np.float32) for a in arrays], axis=1)
 
-    @staticmethod
-    def ids_of(rows: np.ndarray) -> np.ndarray:
-        return rows.view(np.int32)[:, 0]
+    @property
+    def width(self) -> int:
+        return self.rows.shape[1]
+
+
+def as_records(rows: np.ndarray) -> np.ndarray:
+    """A ``(k, w)`` float32 array viewed as ``k`` opaque records: whole rows move in one indexed copy.
+
+    (NumPy's 2-d fancy indexing copies rows as sub-arrays, ~5x slower.)
+    """
+    return rows.view(np.dtype((np.void, rows.shape[1] * 4))).reshape(len(rows))
+
+
+def place(out: np.ndarray, index: np.ndarray, rows: np.ndarray) -> None:
+    """``out[index] = rows`` for row arrays, as one record copy."""
+    if len(rows):
+        np.put(as_records(out), index, as_records(np.ascontiguousarray(rows)))
 
 
 def _show(ids: np.ndarray) -> str:
@@ -126,27 +148,29 @@ def bounds(n_atoms: int, size: int) -> np.ndarray:
 def exchange(comm, frame: Frame, n_atoms: int) -> tuple[int, np.ndarray]:
     """Alltoallv so each rank holds the rows of its own id range, in id order.
 
-    Returns ``(lo, rows)``: ``rows[i]`` is atom ``lo + i`` (id column dropped).
+    Returns ``(lo, rows)``: ``rows[i]`` is atom ``lo + i``.
     """
     from mpi4py import MPI
 
     size, rank = comm.Get_size(), comm.Get_rank()
     b = bounds(n_atoms, size)
-    ids = Frame.ids_of(frame.rows)
-    dest = np.searchsorted(b, ids, side="right") - 1
-    order = np.argsort(dest, kind="stable")
-    send = frame.rows[order]
-    w = send.shape[1]
+    dest = (np.searchsorted(b, frame.ids, side="right") - 1).astype(np.uint8 if size < 256 else np.int32)
+    order = np.argsort(dest, kind="stable")    # a radix sort for uint8
+    send_ids = frame.ids[order]
+    send = np.take(as_records(frame.rows), order).view(np.float32).reshape(len(order), frame.width)
     scount = np.bincount(dest, minlength=size).astype(np.int64)
     rcount = np.empty(size, dtype=np.int64)
     comm.Alltoall(scount, rcount)
-    recv = np.empty((int(rcount.sum()), w), dtype=np.float32)
     sdisp = np.concatenate([[0], np.cumsum(scount)[:-1]])
     rdisp = np.concatenate([[0], np.cumsum(rcount)[:-1]])
+    recv_ids = np.empty(int(rcount.sum()), dtype=np.int32)
+    comm.Alltoallv([send_ids, (scount, sdisp), MPI.INT32_T], [recv_ids, (rcount, rdisp), MPI.INT32_T])
+    w = frame.width
+    recv = np.empty((len(recv_ids), w), dtype=np.float32)
     comm.Alltoallv([send, (scount * w, sdisp * w), MPI.FLOAT], [recv, (rcount * w, rdisp * w), MPI.FLOAT])
     lo = int(b[rank])
-    out = np.empty((int(b[rank + 1]) - lo, w - 1), dtype=np.float32)
-    out[Frame.ids_of(recv) - lo] = recv[:, 1:]   # ids were checked: a permutation of the range
+    out = np.empty((int(b[rank + 1]) - lo, w), dtype=np.float32)
+    place(out, recv_ids - lo, recv)   # ids were checked: a permutation of the range
     return lo, out
 
 
@@ -154,18 +178,31 @@ def gather_to_root(comm, frame: Frame, n_atoms: int) -> np.ndarray | None:
     """Gatherv every rank's rows to rank 0, placed in id order there (None elsewhere)."""
     from mpi4py import MPI
 
-    rank, w = comm.Get_rank(), frame.rows.shape[1]
-    counts = comm.gather(len(frame.rows), root=0)
+    rank, w = comm.Get_rank(), frame.width
+    counts = comm.gather(len(frame.ids), root=0)
     if rank != 0:
+        comm.Gatherv(frame.ids, None, root=0)
         comm.Gatherv(frame.rows, None, root=0)
         return None
     counts = np.asarray(counts, dtype=np.int64)
-    recv = np.empty((int(counts.sum()), w), dtype=np.float32)
     disp = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    ids = np.empty(int(counts.sum()), dtype=np.int32)
+    comm.Gatherv(frame.ids, [ids, (counts, disp), MPI.INT32_T], root=0)
+    recv = np.empty((len(ids), w), dtype=np.float32)
     comm.Gatherv(frame.rows, [recv, (counts * w, disp * w), MPI.FLOAT], root=0)
-    out = np.empty((n_atoms, w - 1), dtype=np.float32)
-    out[Frame.ids_of(recv)] = recv[:, 1:]
+    out = np.empty((n_atoms, w), dtype=np.float32)
+    place(out, ids, recv)
     return out
+
+
+def sort_rows(frame: Frame, n_atoms: int) -> tuple[np.ndarray, np.ndarray]:
+    """This rank's ids in increasing order and their rows (a counting sort: O(n_atoms), no argsort)."""
+    where = np.full(n_atoms, -1, dtype=np.int64)
+    where[frame.ids] = np.arange(len(frame.ids))
+    order = where[where >= 0]
+    sorted_ids = np.flatnonzero(where >= 0)
+    rows = np.take(as_records(frame.rows), order).view(np.float32).reshape(len(order), frame.width)
+    return sorted_ids, rows
 
 
 def runs(sorted_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

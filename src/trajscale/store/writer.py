@@ -51,16 +51,16 @@ class H5MDWriter:
         Unit strings the data is labelled with (default: ``WRITE_UNITS``, Å/ps).
     species, masses, charges, ids, names
         Time-independent per-particle data, written when given.
-    driver, comm
-        ``driver="mpio"`` with an MPI communicator: every rank runs the same
-        calls (HDF5 metadata operations are collective).
+    driver, comm, mpi_info
+        ``driver="mpio"`` with an MPI communicator (and MPI-IO hints): every
+        rank runs the same calls (HDF5 metadata operations are collective).
     """
 
     def __init__(self, path: str | os.PathLike, n_atoms: int, *, n_frames: int | None = None,
                  layout: Layout | None = None, fields: tuple[str, ...] = ("position",),
                  box: str | None = "triclinic", group: str = "all", author: str = "trajscale",
                  species=None, masses=None, charges=None, driver: str | None = None,
-                 comm=None, units: dict | None = None, ids=None, names=None) -> None:
+                 comm=None, units: dict | None = None, ids=None, names=None, mpi_info=None) -> None:
         self.layout = layout or Layout()
         self.n_atoms = int(n_atoms)
         self.n_frames_total = n_frames
@@ -70,7 +70,7 @@ class H5MDWriter:
         self.n_written = 0      # committed frames: the length of step/time
         self.units = dict(units or WRITE_UNITS)
         self._obs: dict[str, h5py.Dataset] = {}
-        self.file = open_h5(path, "w", driver=driver, comm=comm)
+        self.file = open_h5(path, "w", driver=driver, comm=comm, **({"info": mpi_info} if mpi_info else {}))
         f = self.file
         h5md = f.create_group("h5md")
         h5md.attrs["version"] = np.array([1, 1], dtype=np.int32)
