@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -42,10 +43,10 @@ def kill_mid_run(n: int, out: Path, strategy: str, after: int = 3) -> int:
     watchdog.start()
     try:
         for line in proc.stdout:
-            if line.startswith("pid "):
-                pids.append(int(line.split()[1]))
-            elif line.startswith("committed "):
-                committed = int(line.split()[1])
+            pids += [int(p) for p in re.findall(r"pid (\d+)", line)]   # ranks' lines may interleave
+            done = re.findall(r"committed (\d+)", line)
+            if done:
+                committed = int(done[-1])
                 if committed >= after and len(pids) == n:
                     time.sleep(0.05)   # into the next frame's data
                     break
@@ -98,3 +99,31 @@ def test_killed_writer_leaves_complete_frames_and_repair(tmp_path, caplog, n, st
     assert not list(tmp_path.glob(".*tmp*"))
     proc = run_cli("repair", str(out))   # idempotent
     assert proc.returncode == 0 and "nothing to repair" in proc.stdout
+
+
+def test_live_reader_sees_only_complete_frames(tmp_path):
+    """``inspect --follow``'s reader, polling while 2 ranks write: every frame it counts is whole."""
+    from trajscale.pwrite.follow import follow
+
+    out = tmp_path / "live.h5md"
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([mpiexec(), "-n", "2", sys.executable, SCRIPT, "kill", str(out), "collective"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    watchdog = threading.Timer(240, proc.terminate)
+    watchdog.start()
+    seen = []
+    try:
+        for n in follow(str(out), interval=0.1, idle=120):
+            with h5py.File(out, "r", locking=False) as f:
+                g = f["particles/all/position"]
+                assert g["step"].shape[0] >= n
+                for i in range(n):   # every counted frame holds its data, not the fill value
+                    np.testing.assert_array_equal(g["value"][i], expected(i))
+            seen.append(n)
+            if n >= 4:
+                break
+    finally:
+        watchdog.cancel()
+        proc.terminate()   # SIGTERM to mpiexec ends both ranks
+        proc.wait(timeout=60)
+    assert seen and seen[-1] >= 4 and seen == sorted(seen)

@@ -35,11 +35,13 @@ class ConvertSummary:
 def convert(topology: str, trajectories: list[str], output: str, *, layout: Layout | None = None,
             select: str | None = None, start: int | None = None, stop: int | None = None,
             step: int | None = None, velocities: bool = True, forces: bool = True,
-            overwrite: bool = False, progress: bool = False) -> ConvertSummary:
+            overwrite: bool = False, progress: bool = False, comm=None) -> ConvertSummary:
     """Write ``trajectories`` (concatenated in order) to ``output`` as H5MD.
 
     The file is written under a temporary name and renamed only when complete,
-    so an error or an interrupt leaves nothing under ``output``.
+    so an error or an interrupt leaves nothing under ``output``.  With an MPI
+    ``comm`` of several ranks, each rank converts its own range of frames into
+    the one file (``convert.parallel``).
     """
     t0 = time.perf_counter()
     layout = layout or Layout()
@@ -59,6 +61,12 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
             raise InputFileError(trajectories[0], "the frame range selects no frames")
         first = sources[0].read(0, 1, atoms)
         has_box = bool(np.any(first.box[:, :3] > 0))
+        if comm is not None and comm.Get_size() > 1:
+            from .parallel import convert_parallel
+
+            return convert_parallel(comm, sources, sel_atoms, output, layout=layout, atoms=atoms, fields=fields,
+                                    start=start, stop=stop, step=step, has_box=has_box, overwrite=overwrite,
+                                    summary_cls=ConvertSummary)
         h5 = sources[0] if isinstance(sources[0], H5MDSource) else None
         group = h5.info.group if h5 else "all"
         renumber = Renumberer()

@@ -77,13 +77,17 @@ class ParallelWriter:
         Also refuse non-finite values.
     overwrite
         Replace an existing file.
+    group
+        Particle group name.
+    layout
+        A ``Layout`` instead of ``chunks`` and ``compression``.
     """
 
     def __init__(self, path: str | os.PathLike, n_atoms: int, *, comm=None, strategy: str = "collective",
                  chunks: str | int = "auto", compression: str | None = None, units: str = "mdanalysis",
                  velocities: bool = False, forces: bool = False, topology=None,
                  n_frames: int | None = None, box: str | None = "triclinic", check: bool = False,
-                 overwrite: bool = True, group: str = "all") -> None:
+                 overwrite: bool = True, group: str = "all", layout: Layout | None = None) -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
         if units not in UNIT_SYSTEMS:
@@ -96,7 +100,7 @@ class ParallelWriter:
         self.strategy = strategy
         self.check = check
         self.fields = ("position",) + (("velocity",) if velocities else ()) + (("force",) if forces else ())
-        self.layout = Layout.parse(str(chunks), compression or "none")
+        self.layout = layout or Layout.parse(str(chunks), compression or "none")
         self.mpio = comm is not None and h5py_has_mpi()
         if comm is not None and not self.mpio:
             if strategy != "gather" and self.size > 1:
@@ -201,7 +205,10 @@ class ParallelWriter:
 
         Every rank calls it together, each with its own frames (possibly none);
         the frames of all ranks must not overlap each other or frames already
-        written.  Frames count once every frame before them is written.
+        written.  Frames count once every frame before them is written.  Under
+        MPI-IO each rank writes its own frames (collectively with the
+        ``collective`` strategy or compression); without it rank 0 writes every
+        rank's frames in turn.
         """
         positions = np.asarray(positions, dtype=np.float32)
         k = len(positions)
