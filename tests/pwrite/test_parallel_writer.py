@@ -129,6 +129,14 @@ def test_serial_bad_input_leaves_nothing(tmp_path, data):
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
+def test_serial_bad_box_is_one_clear_error(tmp_path, data):
+    n_atoms = data["positions"].shape[1]
+    with pytest.raises(ParallelWriteError, match=r"frame 0: rank 0: box has shape \(3,\), expected \(6,\)"):
+        with ParallelWriter(tmp_path / "b.h5md", n_atoms) as w:
+            w.write(step=0, time=0.0, ids=np.arange(n_atoms), positions=data["positions"][0], box=[1, 2, 3])
+    assert not list(tmp_path.iterdir())
+
+
 def test_options_checked(tmp_path):
     with pytest.raises(ConfigError, match="unknown strategy 'fast'"):
         ParallelWriter(tmp_path / "x.h5md", 10, strategy="fast")

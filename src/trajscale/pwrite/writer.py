@@ -173,6 +173,8 @@ class ParallelWriter:
                                                  ("position", "velocity", "force")) if fl in self.fields}
         ids = np.asarray(ids)
         problem = ex.local_problems(self.n_atoms, ids, arrays, self.check)
+        if problem is None and self.rank == 0 and box is not None and np.size(box) != 6:
+            problem = f"box has shape {np.shape(box)}, expected (6,): [a, b, c, alpha, beta, gamma]"
         msg = ex.agree(self.comm, problem, ids if problem is None else np.empty(0, np.int64), self.n_atoms)
         if msg:
             self._fail(f"frame {frame}: {msg}")
