@@ -103,3 +103,7 @@ class ParallelWriteError(TrajscaleError):
         self.problem = problem
         self._init_args = (self.path, problem)
         super().__init__(f"{self.path}: {problem}")
+
+
+class UnitError(ConfigError):
+    """A unit string that is not in trajscale's tables, or an unknown unit system."""

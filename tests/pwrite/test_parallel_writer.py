@@ -140,7 +140,7 @@ def test_serial_bad_box_is_one_clear_error(tmp_path, data):
 def test_options_checked(tmp_path):
     with pytest.raises(ConfigError, match="unknown strategy 'fast'"):
         ParallelWriter(tmp_path / "x.h5md", 10, strategy="fast")
-    with pytest.raises(ConfigError, match="unknown units"):
+    with pytest.raises(ConfigError, match="unknown unit system"):
         ParallelWriter(tmp_path / "x.h5md", 10, units="furlongs")
     (tmp_path / "y.h5md").write_text("")
     with pytest.raises(OutputError, match="already exists"):

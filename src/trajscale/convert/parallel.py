@@ -19,7 +19,6 @@ import numpy as np
 from ..block import Block
 from ..errors import InputFileError
 from ..pwrite import ParallelWriter
-from ..sources import H5MDSource
 from ..store.layout import Layout
 from ..util import check_output_path, temporary_name
 from .stream import Renumberer, frame_plan, iter_blocks
@@ -60,7 +59,8 @@ def file_shifts(sources, plans) -> tuple[list[tuple[int, float]], int]:
 
 
 def convert_parallel(comm, sources, universe_atoms, output: str, *, layout: Layout, atoms, fields,
-                     start, stop, step, has_box: bool, overwrite: bool, summary_cls):
+                     start, stop, step, has_box: bool, overwrite: bool, summary_cls, units: dict,
+                     group: str):
     """Write ``sources`` to ``output`` from every rank of ``comm`` (called by ``convert``)."""
     from mpi4py import MPI
 
@@ -78,12 +78,11 @@ def convert_parallel(comm, sources, universe_atoms, output: str, *, layout: Layo
                          _Shifts(mine)) if i1 > i0 else iter([])
     check_output_path(output, overwrite)   # on every rank: all raise together
     tmp = comm.bcast(str(temporary_name(output)) if rank == 0 else None, root=0)
-    group = sources[0].info.group if isinstance(sources[0], H5MDSource) else "all"
     ok = False
     try:
         with ParallelWriter(tmp, len(universe_atoms), comm=comm, strategy="collective", layout=layout,
                             n_frames=n_frames, velocities="velocity" in fields, forces="force" in fields,
-                            box="triclinic" if has_box else None, group=group,
+                            box="triclinic" if has_box else None, group=group, units=units,
                             topology=universe_atoms if rank == 0 else None) as w:
             at = i0
             while True:

@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import ConfigError, OutputError, ParallelUnavailableError, ParallelWriteError
 from ..parallel import h5py_has_mpi
 from ..store.layout import Layout
-from ..store.units import UNIT_SYSTEMS
+from ..store.units import WRITE_UNITS, factor, unit_system
 from ..store.writer import H5MDWriter
 from ..util import check_output_path, temporary_name
 from . import exchange as ex
@@ -63,7 +63,9 @@ class ParallelWriter:
         (``"auto"``, ``"frame"``, ``"contiguous"`` or a frame count; ``None``,
         ``"gzip:4"``, ...).  Compressed data is written collectively.
     units
-        ``"mdanalysis"`` (Å, ps) or ``"gromacs"`` (nm, ps): what the data is in.
+        Units of the file: ``"mdanalysis"`` (Å, ps) or ``"gromacs"`` (nm, ps),
+        or a unit string per quantity.  Data is always given in trajscale's
+        units (Å, ps, Å/ps, kJ/(mol Å)) and converted.
     velocities, forces
         Whether frames carry velocities / forces.
     topology
@@ -84,14 +86,15 @@ class ParallelWriter:
     """
 
     def __init__(self, path: str | os.PathLike, n_atoms: int, *, comm=None, strategy: str = "collective",
-                 chunks: str | int = "auto", compression: str | None = None, units: str = "mdanalysis",
+                 chunks: str | int = "auto", compression: str | None = None, units: str | dict = "mdanalysis",
                  velocities: bool = False, forces: bool = False, topology=None,
                  n_frames: int | None = None, box: str | None = "triclinic", check: bool = False,
                  overwrite: bool = True, group: str = "all", layout: Layout | None = None) -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
-        if units not in UNIT_SYSTEMS:
-            raise ConfigError(f"unknown units {units!r}: use one of {', '.join(UNIT_SYSTEMS)}")
+        self.units = unit_system(units) if isinstance(units, str) else {**WRITE_UNITS, **units}
+        #: per field: value in the file = value given / factor
+        self._factors = {q: factor(q, u) for q, u in self.units.items()}
         self.path = Path(path)
         self.n_atoms = int(n_atoms)
         self.comm = comm
@@ -136,7 +139,7 @@ class ParallelWriter:
         self._w: H5MDWriter | None = None
         if self.opens:
             self._w = H5MDWriter(self._tmp, self.n_atoms, n_frames=n_frames, layout=self.layout,
-                                 fields=self.fields, box=box, group=group, units=UNIT_SYSTEMS[units],
+                                 fields=self.fields, box=box, group=group, units=self.units,
                                  driver="mpio" if self.mpio else None, comm=comm if self.mpio else None,
                                  mpi_info=self._hints(), **(meta or {}))
         self._box = box
@@ -178,7 +181,7 @@ class ParallelWriter:
         msg = ex.agree(self.comm, problem, ids if problem is None else np.empty(0, np.int64), self.n_atoms)
         if msg:
             self._fail(f"frame {frame}: {msg}")
-        packed = ex.Frame(ids, list(arrays.values()))
+        packed = ex.Frame(ids, [self._in_file_units(a, fl) for a, fl in zip(arrays.values(), self.fields)])
         if self._w is not None:
             self._w.reserve(frame + 1)
         if self.comm is None or self.size == 1:
@@ -315,6 +318,10 @@ class ParallelWriter:
         info.Set("romio_ds_write", "disable")
         return info
 
+    def _in_file_units(self, arr, quantity: str) -> np.ndarray:
+        f = self._factors[quantity]
+        return np.asarray(arr, dtype=np.float32) if f == 1.0 else (np.asarray(arr, np.float64) / f).astype(np.float32)
+
     def _bcast(self, obj):
         return obj if self.comm is None else self.comm.bcast(obj, root=0)
 
@@ -392,7 +399,7 @@ class ParallelWriter:
     def _write_slab(self, start: int, k: int, given: dict, box) -> None:
         """Frames [start, start + k) of every field (and the box) from this rank."""
         for fl in self.fields:
-            data = np.ascontiguousarray(given[fl], dtype=np.float32) if k else None
+            data = np.ascontiguousarray(self._in_file_units(given[fl], fl)) if k else None
             _write(self._w.value(fl), (start, 0, 0), data, self._dxpl())
         if self._box is not None:
             edges = self._w.edges(np.zeros((k, 6), np.float32) if box is None else np.asarray(box), k) \

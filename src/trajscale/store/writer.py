@@ -21,7 +21,7 @@ from .._version import __version__
 from .box import dimensions_to_edges
 from .hdf5 import open_h5
 from .layout import Layout
-from .units import WRITE_UNITS
+from .units import WRITE_UNITS, factor
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,10 @@ class H5MDWriter:
     box
         ``"cuboid"``, ``"triclinic"`` or ``None`` (no periodic box).
     units
-        Unit strings the data is labelled with (default: ``WRITE_UNITS``, Å/ps).
+        Unit string per quantity (position, box, velocity, force, time) to
+        write in; default trajscale's own (MDAnalysis's base units). Data
+        handed to :meth:`write` is always in trajscale's units and converted
+        here.
     species, masses, charges, ids, names
         Time-independent per-particle data, written when given.
     driver, comm, mpi_info
@@ -60,15 +63,18 @@ class H5MDWriter:
                  layout: Layout | None = None, fields: tuple[str, ...] = ("position",),
                  box: str | None = "triclinic", group: str = "all", author: str = "trajscale",
                  species=None, masses=None, charges=None, driver: str | None = None,
-                 comm=None, units: dict | None = None, ids=None, names=None, mpi_info=None) -> None:
+                 comm=None, units: dict[str, str] | None = None, ids=None, names=None,
+                 mpi_info=None) -> None:
         self.layout = layout or Layout()
         self.n_atoms = int(n_atoms)
         self.n_frames_total = n_frames
         self.fields = tuple(fields)
         self.box = box
         self.group = group
+        self.units = {**WRITE_UNITS, **(units or {})}
+        # value in the file = value in trajscale's units / factor (checked here: unknown units fail early)
+        self._factors = {q: factor(q, u) for q, u in self.units.items()}
         self.n_written = 0      # committed frames: the length of step/time
-        self.units = dict(units or WRITE_UNITS)
         self._obs: dict[str, h5py.Dataset] = {}
         self.file = open_h5(path, "w", driver=driver, comm=comm, **({"info": mpi_info} if mpi_info else {}))
         f = self.file
@@ -105,7 +111,7 @@ class H5MDWriter:
             n = n_frames if n_frames is not None else 0
             e.create_dataset("value", shape=(n, *shape), maxshape=(None, *shape), dtype=np.float32,
                              chunks=(1024, *shape))
-            e["value"].attrs["unit"] = self.units["position"]
+            e["value"].attrs["unit"] = self.units["box"]
             e["step"] = first["step"]
             e["time"] = first["time"]
         for name, arr in (("species", species), ("mass", masses), ("charge", charges), ("id", ids)):
@@ -163,8 +169,7 @@ class H5MDWriter:
             arr = data[fl]
             if arr is None:
                 raise ValueError(f"{fl} missing for frames {a}-{b}")
-            self._pg[fl]["value"].write_direct(np.ascontiguousarray(arr, dtype=np.float32),
-                                               dest_sel=np.s_[a:b])
+            self._pg[fl]["value"].write_direct(self.in_file_units(arr, fl), dest_sel=np.s_[a:b])
         if self.box is not None:
             self._pg["box/edges/value"][a:b] = self.edges(box, k)
         for name, val in (observables or {}).items():
@@ -193,16 +198,24 @@ class H5MDWriter:
         first["time"].resize(n, axis=0)
         if step is not None:
             first["step"][a:n] = np.asarray(step, dtype=np.int64)
-            first["time"][a:n] = np.asarray(time, dtype=np.float64)
+            first["time"][a:n] = self.in_file_units(time, "time", np.float64)
         if durable:
             self.file.flush()
         self.n_written = n
+
+    def in_file_units(self, arr: np.ndarray, quantity: str, dtype=np.float32) -> np.ndarray:
+        """``arr`` (trajscale's units) in the file's unit of ``quantity``, rounded once to ``dtype``."""
+        f = self._factors[quantity]
+        if f == 1.0:
+            return np.ascontiguousarray(arr, dtype=dtype)
+        return (np.asarray(arr, dtype=np.float64) / f).astype(dtype)
 
     def edges(self, box: np.ndarray | None, k: int) -> np.ndarray:
         """``(k, 6)`` box dimensions (or None: no box) as this file's edges."""
         if box is None:
             box = np.zeros((k, 6), np.float32)
-        box = np.asarray(box)
+        box = np.array(box, dtype=np.float64)
+        box[:, :3] /= self._factors["box"]   # lengths only; the angles stay degrees
         if self.box == "triclinic":
             return dimensions_to_edges(box)
         return box[:, :3].astype(np.float32)
