@@ -175,3 +175,25 @@ def test_bad_input_same_error_on_every_rank(tmp_path, n):
         assert got["nompio-collective"].startswith("ParallelUnavailableError") and \
             "strategy 'collective' needs h5py built with MPI" in got["nompio-collective"]
     assert not list(tmp_path.glob(".*tmp*")), "temporary files left behind"
+
+
+def test_gromacs_units_converted_like_the_serial_writer(tmp_path, data):
+    """units="gromacs": data given in Å/ps, stored in nm like H5MDWriter stores it; MDAnalysis reads Å."""
+    from trajscale.store.units import unit_system
+
+    n_frames, n_atoms = data["positions"].shape[:2]
+    ref = tmp_path / "ref.h5md"
+    with H5MDWriter(ref, n_atoms, fields=("position", "velocity"), units=unit_system("gromacs")) as w:
+        w.write(position=data["positions"], velocity=data["velocities"], step=data["step"], time=data["time"],
+                box=data["box"])
+    out = tmp_path / "nm.h5md"
+    with ParallelWriter(out, n_atoms, units="gromacs", velocities=True) as w:
+        for i in range(n_frames):
+            ids = owned(i, n_atoms, 1, 0)
+            w.write(step=data["step"][i], time=data["time"][i], box=data["box"][i], ids=ids,
+                    positions=data["positions"][i][ids], velocities=data["velocities"][i][ids])
+    assert_same_file(out, ref)
+    with h5py.File(out) as f:
+        assert f["particles/all/position/value"].attrs["unit"] == "nm"
+    u = mda.Universe(PSF, str(out))
+    np.testing.assert_allclose(u.trajectory[2].positions, data["positions"][2], rtol=1e-6, atol=1e-4)
