@@ -10,7 +10,7 @@ import time
 from .analysis.base import Analysis
 from .block import FrameRange, split_frames
 from .errors import AtomCountMismatchError, FrameRangeError, TrajscaleError
-from .executors import Executor, Job, make_executor
+from .executors import Executor, Job, choose_executor, make_executor
 from .report.timing import RunReport, summarize_workers
 from .sources import open_source
 from .sources.mda import MDASource, load_universe
@@ -76,7 +76,8 @@ def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_optio
     if source.supports_mpio:
         config.update(source_options)
     n_read = source.n_atoms if prep.atoms is None else len(prep.atoms)
-    info = {"source": source.layout_summary(), "n_frames": stop - start, "n_atoms": n_read,
+    span = n_read if not n_read or prep.atoms is None else int(prep.atoms[-1] - prep.atoms[0]) + 1
+    info = {"source": source.layout_summary(), "n_frames": stop - start, "n_atoms": n_read, "span_atoms": span,
             "chunk_frames": source.chunk_frames, "start": start, "stop": stop, "t_init_top": t_top}
     source.close()
     return Job(analysis.get_config(), config, prep), info
@@ -98,7 +99,10 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     trajectory
         An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads.
     executor
-        ``"serial"``, ``"processes"``, ``"dask"``, ``"mpi"`` or an Executor.
+        ``"serial"``, ``"processes"``, ``"dask"``, ``"mpi"``, an Executor, or
+        ``"auto"``: serial when the estimated work is below the cost of
+        starting worker processes, else processes (the choice and the reason
+        are logged and kept in ``report.meta["executor_choice"]``).
     n_workers
         Workers (processes, Dask workers); ignored by serial and MPI (the communicator's size).
     n_tasks
@@ -115,9 +119,11 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     other MPI ranks.
     """
     t_start = time.perf_counter()
-    ex = make_executor(executor, n_workers, **executor_options)
+    auto = executor == "auto"   # serial or processes, chosen once the job's size is known
+    ex = make_executor("serial" if auto else executor, n_workers, **executor_options)
     own = not isinstance(executor, Executor)
     try:
+        ex.start()   # a pool's workers start while this process prepares the job
         try:
             job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options())
                          if ex.is_root else (None, None))
@@ -133,6 +139,12 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
                 got.reported_elsewhere = True   # rank 0 prints it; one message, not one per rank
             raise got
         job, info = got
+        if auto:
+            choice, why = choose_executor(info, n_workers)
+            log.info("executor auto: %s (%s)", choice, why)
+            info["executor_choice"] = f"auto: {choice} ({why})"
+            if choice != "serial":
+                ex = make_executor(choice, n_workers, **executor_options)
         k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)
         ranges = plan_tasks(info["start"], info["stop"], k, info["chunk_frames"], info["n_atoms"] * 12,
                             ex.n_workers)
@@ -156,8 +168,13 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
             n_frames=info["n_frames"], n_atoms=info["n_atoms"], source=info["source"],
             t_total=time.perf_counter() - t_start, t_prepare=t_prep, t_reduce=t_red,
             tasks=timings, workers=summarize_workers(timings, extras),
-            meta={"analysis_config": job.analysis, "n_tasks": len(ranges)})
+            meta={"analysis_config": job.analysis, "n_tasks": len(ranges),
+                  **({"executor_choice": info["executor_choice"]} if auto else {})})
         return dataclasses.replace(result, report=report)
+    except BaseException:
+        if own and hasattr(ex, "terminate"):   # an error or Ctrl-C: stop workers, do not wait for them
+            ex.terminate()
+        raise
     finally:
         if own:
             ex.close()

@@ -121,6 +121,9 @@ class Executor(ABC):
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]] | None:
         """Run ``run_task`` for every range; results in task order (root only)."""
 
+    def start(self) -> None:
+        """Start workers now, before the job is ready (pools); a no-op by default."""
+
     def source_options(self) -> dict:
         """Options this executor wants in H5MD source configs (e.g. ``driver="mpio"``)."""
         return {}

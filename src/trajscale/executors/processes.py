@@ -1,46 +1,93 @@
-"""Run tasks on a local pool of worker processes (spawn/forkserver: no HDF5 handle crosses a fork)."""
+"""Run tasks on a local pool of worker processes, started while the job is prepared.
+
+Start method: ``fork`` when it is safe (no other thread, no MPI; see
+:mod:`.startup`): two workers start in milliseconds with trajscale, numba and
+the compiled kernels already imported, and never re-import the user's
+``__main__`` (scripts without a ``__main__`` guard, scripts read from stdin).
+Otherwise ``forkserver`` (``spawn`` where unavailable), with the main module
+hidden from the workers. trajscale holds no HDF5 handle when workers start:
+each worker opens the file on its first task and keeps it for the next.
+``TRAJSCALE_START_METHOD`` or ``start_method=`` choose a method explicitly.
+"""
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 
 from ..block import FrameRange
-from ..errors import TaskError
+from ..errors import ConfigError, TaskError
 from ..report.timing import TaskTiming
 from .base import Executor, Job, progress_bar, run_task
+from .startup import fork_is_safe, main_not_reimported, quiet_worker, sigint_blocked, warm_up
+
+log = logging.getLogger(__name__)
+
+#: Modules a forkserver imports once, so that each worker forked from it starts in milliseconds.
+FORKSERVER_PRELOAD = ["trajscale.executors.base", "trajscale.executors.startup",
+                      "trajscale.kernels._numba_superpose"]
 
 
 def _worker_task(job: Job, task: int, frames: FrameRange):
     return run_task(job, task, frames, f"pid {os.getpid()}")
 
 
+def choose_start_method(requested: str | None = None) -> str:
+    """``requested``, else ``$TRAJSCALE_START_METHOD``, else fork where safe, else forkserver/spawn."""
+    methods = mp.get_all_start_methods()
+    method = requested or os.environ.get("TRAJSCALE_START_METHOD") or None
+    if method is not None:
+        if method not in methods:
+            raise ConfigError(f"start method {method!r} is not available here; choose one of {', '.join(methods)}")
+        return method
+    if "fork" in methods and fork_is_safe():
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
 class ProcessExecutor(Executor):
     """A ``concurrent.futures`` process pool.
 
-    Workers start with ``forkserver`` (or ``spawn`` where unavailable) so that
-    no open HDF5 handle is inherited; each worker opens the file on its first
-    task and keeps it for the next.
+    Parameters
+    ----------
+    n_workers
+        Worker processes (default: the CPU count).
+    start_method
+        ``"fork"``, ``"forkserver"`` or ``"spawn"``; default: fork where it is
+        safe, decided when the pool starts.
     """
 
     name = "processes"
 
     def __init__(self, n_workers: int | None = None, start_method: str | None = None) -> None:
         super().__init__(n_workers or os.cpu_count() or 1)
-        methods = mp.get_all_start_methods()
-        self.start_method = start_method or ("forkserver" if "forkserver" in methods else "spawn")
+        self._requested = start_method
+        if start_method is not None:
+            choose_start_method(start_method)   # reject an unknown method now
+        self.start_method: str | None = None   # the one used, once the pool has started
         self._pool: ProcessPoolExecutor | None = None
+
+    def start(self) -> None:
+        """Start the workers now (they warm up while the caller prepares the job)."""
+        self._get_pool()
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
+            self.start_method = choose_start_method(self._requested)
             ctx = mp.get_context(self.start_method)
             if self.start_method == "forkserver":
                 # Workers fork from a server that has already imported trajscale
                 # and loaded the compiled kernels: a worker starts in milliseconds.
-                ctx.set_forkserver_preload(["trajscale.executors.base", "trajscale.kernels._numba_superpose"])
-            self._pool = ProcessPoolExecutor(max_workers=self.n_workers, mp_context=ctx)
+                ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+            log.debug("starting %d worker processes (%s)", self.n_workers, self.start_method)
+            with sigint_blocked(), main_not_reimported():
+                self._pool = ProcessPoolExecutor(max_workers=self.n_workers, mp_context=ctx,
+                                                 initializer=quiet_worker)
+                # One warm-up task per worker starts them all now (fork: at the first submit).
+                self._warm = [self._pool.submit(warm_up) for _ in range(self.n_workers)]
         return self._pool
 
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]]:
@@ -65,7 +112,17 @@ class ProcessExecutor(Executor):
             raise
         return out
 
+    def terminate(self) -> None:
+        """Stop the workers now (after an error or Ctrl-C)."""
+        self.close(wait=False)
+
     def close(self, wait: bool = True) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=wait, cancel_futures=True)
-            self._pool = None
+        """Shut the pool down; ``wait=False`` (an error or Ctrl-C) also stops running workers."""
+        if self._pool is None:
+            return
+        pool, self._pool = self._pool, None
+        if not wait:
+            for proc in list(getattr(pool, "_processes", {}).values()):   # no public handle on them
+                if proc.is_alive():
+                    proc.terminate()
+        pool.shutdown(wait=wait, cancel_futures=True)

@@ -24,6 +24,8 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 MAX_ENTRIES = 32   # least recently used entries beyond this are removed
+#: Entries hold the Topology with MDAnalysis's guessed attributes (types, masses) added.
+ENTRY_FORMAT = "parsed+guessed"
 
 
 def cache_dir() -> Path:
@@ -39,7 +41,7 @@ def _entry(topology: str, kw: dict) -> Path:
     import MDAnalysis
 
     st = os.stat(topology)
-    key = repr((os.path.realpath(topology), st.st_size, st.st_mtime_ns, MDAnalysis.__version__,
+    key = repr((ENTRY_FORMAT, os.path.realpath(topology), st.st_size, st.st_mtime_ns, MDAnalysis.__version__,
                 sorted((k, repr(v)) for k, v in kw.items())))
     return cache_dir() / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".pkl")
 
