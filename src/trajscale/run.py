@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -14,6 +15,7 @@ from .executors import Executor, Job, choose_executor, make_executor
 from .report.timing import RunReport, summarize_workers
 from .sources import open_source
 from .sources.mda import MDASource, load_universe
+from .util import polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +124,19 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     auto = executor == "auto"   # serial or processes, chosen once the job's size is known
     ex = make_executor("serial" if auto else executor, n_workers, **executor_options)
     own = not isinstance(executor, Executor)
+    # Under the CLI, Ctrl-C/SIGTERM are recorded and acted on between steps (a handler that raises
+    # can land in a C or weakref callback and be lost); executors that cannot poll keep the raise.
+    polls = getattr(ex, "polls_for_stop", False)
+    with polling_for_stop() if polls else contextlib.nullcontext():
+        return _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks,
+                    tasks_per_worker, start, stop, progress, executor_options)
+
+
+def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks, tasks_per_worker,
+         start, stop, progress, executor_options):
     try:
         ex.start()   # a pool's workers start while this process prepares the job
+        raise_if_stopped()
         try:
             job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options())
                          if ex.is_root else (None, None))
@@ -132,6 +145,7 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
                 ex.broadcast(exc if isinstance(exc, TrajscaleError)
                              else RuntimeError(f"rank 0 failed to prepare the job: {exc!r}"))
             raise
+        raise_if_stopped()
         t_prep = time.perf_counter() - t_start
         got = ex.broadcast((job, info))
         if isinstance(got, BaseException):
@@ -149,6 +163,7 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         ranges = plan_tasks(info["start"], info["stop"], k, info["chunk_frames"], info["n_atoms"] * 12,
                             ex.n_workers)
         results = ex.map_tasks(job, ranges, progress)
+        raise_if_stopped()
         if not ex.is_root:
             return None
         t_red = time.perf_counter()

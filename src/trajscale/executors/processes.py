@@ -15,12 +15,13 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
 from ..block import FrameRange
 from ..errors import ConfigError, TaskError
 from ..report.timing import TaskTiming
+from ..util import raise_if_stopped
 from .base import Executor, Job, progress_bar, run_task
 from .startup import fork_is_safe, main_not_reimported, quiet_worker, sigint_blocked, warm_up
 
@@ -48,6 +49,15 @@ def choose_start_method(requested: str | None = None) -> str:
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
+def _as_completed_polling(futures):
+    """``as_completed``, waking every 0.1 s to act on a Ctrl-C/SIGTERM the CLI recorded."""
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+        raise_if_stopped()
+        yield from done
+
+
 class ProcessExecutor(Executor):
     """A ``concurrent.futures`` process pool.
 
@@ -61,6 +71,7 @@ class ProcessExecutor(Executor):
     """
 
     name = "processes"
+    polls_for_stop = True   # checks for a recorded Ctrl-C between tasks
 
     def __init__(self, n_workers: int | None = None, start_method: str | None = None) -> None:
         super().__init__(n_workers or os.cpu_count() or 1)
@@ -82,12 +93,12 @@ class ProcessExecutor(Executor):
                 # Workers fork from a server that has already imported trajscale
                 # and loaded the compiled kernels: a worker starts in milliseconds.
                 ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
-            log.debug("starting %d worker processes (%s)", self.n_workers, self.start_method)
             with sigint_blocked(), main_not_reimported():
                 self._pool = ProcessPoolExecutor(max_workers=self.n_workers, mp_context=ctx,
                                                  initializer=quiet_worker)
                 # One warm-up task per worker starts them all now (fork: at the first submit).
                 self._warm = [self._pool.submit(warm_up) for _ in range(self.n_workers)]
+            log.debug("started %d worker processes (%s)", self.n_workers, self.start_method)
         return self._pool
 
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]]:
@@ -96,7 +107,7 @@ class ProcessExecutor(Executor):
         out: list = [None] * len(ranges)
         try:
             with progress_bar(len(ranges), progress) as bar:
-                for fut in as_completed(futures):
+                for fut in _as_completed_polling(futures):
                     i = futures[fut]
                     try:
                         out[i] = fut.result()
