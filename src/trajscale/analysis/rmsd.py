@@ -8,7 +8,7 @@ import numpy as np
 
 from ..block import Block
 from ..errors import FrameRangeError, SelectionError
-from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
+from ..kernels.superpose import Reference, preload_kernels, rmsd_after_transform, superpose_rmsd
 from ..sources.selection import select_atoms
 from .base import Analysis, Prepared, check_finite, finite_frames
 
@@ -123,6 +123,12 @@ class RMSD(Analysis):
     def map(self, block: Block, prep: Prepared) -> dict:
         s = prep.state
         x = block.positions[:, s["fit"]]
+        if not s["groups"] and preload_kernels():
+            # The compiled kernel gives NaN exactly for frames with a non-finite coordinate:
+            # no separate pass over the block when (as usual) there is none.
+            r = superpose_rmsd(x, s["ref"])
+            if not np.isnan(r).any():
+                return {"frame": block.frames, "time": block.time, "rmsd": r[:, None]}
         finite = finite_frames(block.positions)
         if not finite.all():
             if not self.allow_nan:

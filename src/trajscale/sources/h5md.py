@@ -160,7 +160,11 @@ class H5MDSource(Source):
             for a, b in self._slabs(start, stop, hi - lo):
                 self._read_direct(ds, buf, np.s_[a:b, lo:hi, :], np.s_[a - start:b - start])
         self.bytes_read += buf.nbytes
-        out = buf if index is None else buf[:, index]
+        out = buf
+        if index is not None:   # the selected atoms, C-contiguous (buf[:, index] is not: kernels copied it)
+            # (mode="clip": indices were checked above, and "raise" buffers the output)
+            out = np.take(buf, index, axis=1, out=self._out_array(fl + ":selected", (n, len(index), 3)),
+                          mode="clip")
         scale = self.info.scales.get(fl, 1.0)
         if scale != 1.0:
             out *= np.float32(scale)
