@@ -150,4 +150,9 @@ def progress_bar(total: int, enabled: bool, desc: str = "tasks"):
     """A tqdm bar on stderr, or a no-op."""
     from tqdm import tqdm
 
-    return tqdm(total=total, disable=not enabled, desc=desc, unit="task", leave=False)
+    class Bar(tqdm):
+        # No monitor thread (tqdm starts one even for a disabled bar): with a thread
+        # running, the next pool could not fork its workers.
+        monitor_interval = 0
+
+    return Bar(total=total, disable=not enabled, desc=desc, unit="task", leave=False)
