@@ -183,7 +183,7 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
             n_frames=info["n_frames"], n_atoms=info["n_atoms"], source=info["source"],
             t_total=time.perf_counter() - t_start, t_prepare=t_prep, t_reduce=t_red,
             tasks=timings, workers=summarize_workers(timings, extras),
-            meta={"analysis_config": job.analysis, "n_tasks": len(ranges),
+            meta={"analysis_config": job.analysis, "n_tasks": len(ranges), "io": ex.io_used(),
                   **({"executor_choice": info["executor_choice"]} if auto else {})})
         return dataclasses.replace(result, report=report)
     except BaseException:
