@@ -55,11 +55,12 @@ def _topology_with_first_frame(topology, source):
     return universe
 
 
-def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options):
+def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options, group=None,
+             assume_units=None):
     t0 = time.perf_counter()
     given = topology if hasattr(topology, "select_atoms") else None   # an MDAnalysis Universe
     top_file = given.filename if given is not None else topology
-    source = open_source(trajectory, top_file)
+    source = open_source(trajectory, top_file, group=group, assume_units=assume_units)
     if isinstance(source, MDASource):
         universe = source.universe
     elif given is not None:
@@ -87,7 +88,8 @@ def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_optio
 
 def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = "serial",
         n_workers: int | None = None, n_tasks: int | None = None, tasks_per_worker: int = 4,
-        start: int = 0, stop: int | None = None, progress: bool = False, **executor_options):
+        start: int = 0, stop: int | None = None, progress: bool = False, group: str | None = None,
+        assume_units: str | None = None, **executor_options):
     """Run ``analysis`` over ``trajectory`` on an executor.
 
     Parameters
@@ -113,6 +115,11 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         Frame range to analyse.
     progress
         Show a progress bar on stderr.
+    group
+        H5MD particle group to read; needed when the file has several.
+    assume_units
+        ``"nm"`` or ``"Angstrom"``: units of H5MD datasets without a ``unit``
+        attribute (None: such a file is refused; units are never guessed).
 
     Returns
     -------
@@ -129,16 +136,17 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     polls = getattr(ex, "polls_for_stop", False)
     with polling_for_stop() if polls else contextlib.nullcontext():
         return _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks,
-                    tasks_per_worker, start, stop, progress, executor_options)
+                    tasks_per_worker, start, stop, progress, group, assume_units, executor_options)
 
 
 def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks, tasks_per_worker,
-         start, stop, progress, executor_options):
+         start, stop, progress, group, assume_units, executor_options):
     try:
         ex.start()   # a pool's workers start while this process prepares the job
         raise_if_stopped()
         try:
-            job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options())
+            job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options(),
+                                  group, assume_units)
                          if ex.is_root else (None, None))
         except Exception as exc:
             if ex.spmd:   # tell the other ranks, waiting in the broadcast, before raising here

@@ -21,6 +21,7 @@ COMMANDS = {
     "demo": "trajscale.cli.demo",
     "split": "trajscale.cli.split",
     "index": "trajscale.cli.index",
+    "rechunk": "trajscale.cli.rechunk",
 }
 
 
