@@ -12,6 +12,7 @@ from .analysis.base import Analysis
 from .block import FrameRange, split_frames
 from .errors import AtomCountMismatchError, FrameRangeError, TrajscaleError
 from .executors import Executor, Job, choose_executor, make_executor
+from .parallel import check_not_launched
 from .report.timing import RunReport, summarize_workers
 from .sources import open_source
 from .sources.mda import MDASource, load_universe
@@ -57,14 +58,28 @@ def _topology_with_first_frame(topology, source):
 
 def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options, group=None,
              assume_units=None):
+    """The Job and run facts; the source opened here is closed on every path (a failing
+    run in a long session leaks no file handle)."""
+    opened: list = []
+    try:
+        return _prepare_open(opened, analysis, topology, trajectory, start, stop, source_options,
+                             group, assume_units)
+    finally:
+        for source in opened:
+            source.close()
+
+
+def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start, stop, source_options,
+                  group=None, assume_units=None):
     t0 = time.perf_counter()
-    given = topology if hasattr(topology, "select_atoms") else None   # an MDAnalysis Universe
-    top_file = given.filename if given is not None else topology
+    given = topology if hasattr(topology, "select_atoms") else None   # an MDAnalysis Universe or AtomGroup
+    top_file = given.universe.filename if given is not None else topology
     source = open_source(trajectory, top_file, group=group, assume_units=assume_units)
+    opened.append(source)
     if isinstance(source, MDASource):
         universe = source.universe
     elif given is not None:
-        universe = given
+        universe = given.universe
     else:
         universe = _topology_with_first_frame(topology, source) if topology is not None else None
     t_top = time.perf_counter() - t0
@@ -74,7 +89,8 @@ def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_optio
     stop = source.n_frames if stop is None else stop
     if not 0 <= start <= stop <= source.n_frames:
         raise FrameRangeError(f"{source.path}: frames [{start}, {stop}) outside its {source.n_frames} frames")
-    prep = analysis.prepare(universe, source)
+    # An AtomGroup given as topology is what the analysis selects within (MDAnalysis's `atomgroup`).
+    prep = analysis.prepare(given if given is not None and given is not given.universe else universe, source)
     config = source.get_config()
     if source.supports_mpio:
         config.update(source_options)
@@ -82,7 +98,6 @@ def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_optio
     span = n_read if not n_read or prep.atoms is None else int(prep.atoms[-1] - prep.atoms[0]) + 1
     info = {"source": source.layout_summary(), "n_frames": stop - start, "n_atoms": n_read, "span_atoms": span,
             "chunk_frames": source.chunk_frames, "start": start, "stop": stop, "t_init_top": t_top}
-    source.close()
     return Job(analysis.get_config(), config, prep), info
 
 
@@ -99,7 +114,8 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     topology
         Topology file MDAnalysis reads (PSF, TPR, GRO, PDB, ...), or an
         MDAnalysis Universe already built from one (its topology and
-        selections are used; its trajectory is not read).
+        selections are used; its trajectory is not read), or an AtomGroup
+        of one: the analysis selects within it, as MDAnalysis's analyses do.
     trajectory
         An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads.
     executor
@@ -131,6 +147,15 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     auto = executor == "auto"   # serial or processes, chosen once the job's size is known
     ex = make_executor("serial" if auto else executor, n_workers, **executor_options)
     own = not isinstance(executor, Executor)
+    # Under mpiexec -n N every process would run (and write) the whole job; a Dask
+    # client on an outside cluster (dask-mpi: one rank is the client) is the exception.
+    if not ex.spmd and not getattr(ex, "uses_external_cluster", False):
+        try:
+            check_not_launched(ex.name)
+        except TrajscaleError:
+            if own:
+                ex.close()
+            raise
     # Under the CLI, Ctrl-C/SIGTERM are recorded and acted on between steps (a handler that raises
     # can land in a C or weakref callback and be lost); executors that cannot poll keep the raise.
     polls = getattr(ex, "polls_for_stop", False)

@@ -7,6 +7,10 @@ import sys
 from .options import add_h5md_options
 
 
+#: The CLI's fit selection when --select is not given (printed with the results).
+DEFAULT_SELECT = "protein and name CA"
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="run an analysis (rmsd, rmsf, rgyr, average, rdf, contacts, distances)",
                        description="Split-apply-combine analysis on serial, processes, dask or mpi executors.")
@@ -16,11 +20,15 @@ def add_parser(sub) -> None:
                                     "onto a reference frame (MDAnalysis rms.RMSD semantics).")
     r.add_argument("topology", help="topology file (TPR, PSF, GRO, PDB, ...)")
     r.add_argument("trajectories", nargs="+", help="H5MD file (fast path) or any trajectory MDAnalysis reads")
-    r.add_argument("--select", default="protein and name CA", help="fit and RMSD selection")
-    r.add_argument("--ref-frame", type=int, default=0, help="reference frame (default 0)")
+    r.add_argument("--select", default=DEFAULT_SELECT,
+                   help=f"fit and RMSD selection (default {DEFAULT_SELECT!r}; the API's default is 'all', "
+                        "as MDAnalysis's)")
+    r.add_argument("--ref-frame", type=int, default=0,
+                   help="reference frame (default 0; negative counts from the end)")
     r.add_argument("--groupselection", action="append", default=[], metavar="SEL", dest="groupselections",
                    help="extra group selection whose RMSD is reported after the fit (repeatable)")
-    r.add_argument("--mass-weighted", action="store_true", help="mass-weighted fit")
+    r.add_argument("--mass-weighted", action="store_true",
+                   help="mass-weighted fit and group RMSDs (MDAnalysis's weights='mass')")
     r.add_argument("--allow-nan", action="store_true", help="NaN for frames with non-finite coordinates")
     add_run_options(r)
     r.set_defaults(func=main_rmsd)
@@ -99,7 +107,7 @@ def main_analysis(args) -> int:
     _import_dependencies()
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
                  n_tasks=args.tasks, start=args.start, stop=args.stop,
-                 progress=not args.no_progress and sys.stderr.isatty(), group=args.h5md_group,
+                 progress=not args.no_progress, group=args.h5md_group,   # off a terminal: a line per 10 %
                  assume_units=args.assume_units, **executor_options(args))
     if result is None:   # an MPI rank other than 0
         return 0
@@ -165,10 +173,12 @@ def main_rmsd(args) -> int:
     _import_dependencies()
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
                  n_tasks=args.tasks, start=args.start, stop=args.stop,
-                 progress=not args.no_progress and sys.stderr.isatty(), group=args.h5md_group,
+                 progress=not args.no_progress, group=args.h5md_group,   # off a terminal: a line per 10 %
                  assume_units=args.assume_units, **executor_options(args))
     if result is None:   # an MPI rank other than 0
         return 0
+    default = " (the default; --select to change)" if args.select == DEFAULT_SELECT else ""
+    print(f"selection: {args.select!r}{default}")
     if args.out:
         result.to_csv(args.out)
     if args.report:

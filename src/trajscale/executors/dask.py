@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 #: Name of the scheduler plugin that clocks trajscale's tasks.
 CLOCK_NAME = "trajscale-task-clock"
 KEY_PREFIX = "trajscale-"
+JOB_KEY_PREFIX = "tsjob-"   # not a task: no scheduler-side clock
+
+
+def _identity(x):
+    return x
 
 
 def _require_distributed():
@@ -104,8 +109,9 @@ class DaskExecutor(Executor):
     threads_per_worker
         Threads per LocalCluster worker (HDF5 serialises threads: keep 1).
     retries
-        Times a failed task is resubmitted (a task on a worker that died is
-        rescheduled by Dask in any case).
+        Times a task is resubmitted after Dask gave up on it because its
+        workers kept dying (``KilledWorker``).  Errors raised by the task
+        itself (bad coordinates, a bad selection, a bug) are never retried.
     """
 
     name = "dask"
@@ -128,6 +134,11 @@ class DaskExecutor(Executor):
         if self._client is not None and n_workers is None:
             n_workers = len(self._client.scheduler_info().get("workers", {})) or 1
         super().__init__(n_workers or os.cpu_count() or 1)
+
+    @property
+    def uses_external_cluster(self) -> bool:
+        """True with a scheduler address or a client (e.g. dask-mpi, where one rank is the client)."""
+        return self._client is not None and self._cluster is None
 
     @property
     def client(self):
@@ -162,14 +173,23 @@ class DaskExecutor(Executor):
         client = self.client
         clocked = self._ensure_clock()
         token = uuid.uuid4().hex[:12]
+        # The Job (reference coordinates included) travels once, as the result of one small task
+        # that every task depends on: each worker fetches it once, and unlike scattered data it
+        # is recomputed (not lost) if the worker holding it dies.
+        job_ref = self._submit_job(client, job, token)
         keys = [f"{KEY_PREFIX}{token}-{i}" for i in range(len(ranges))]
-        futures = [client.submit(_dask_task, job, i, r, key=k, pure=False, retries=self.retries)
+        # No Dask retries: they would rerun deterministic failures (NaN coordinates, a
+        # bad selection). Dask reschedules the tasks of a worker that dies by itself;
+        # only when it gives up (KilledWorker) is the task resubmitted here.
+        futures = [client.submit(_dask_task, job_ref, i, r, key=k, pure=False)
                    for i, (r, k) in enumerate(zip(ranges, keys))]
         index = {f.key: i for i, f in enumerate(futures)}
+        tries = [0] * len(ranges)
         out: list = [None] * len(ranges)
         try:
             with progress_bar(len(ranges), progress) as bar:
-                for fut in as_completed(futures):
+                pending = as_completed(futures)
+                for fut in pending:
                     i = index[fut.key]
                     try:
                         out[i] = fut.result()
@@ -177,6 +197,16 @@ class DaskExecutor(Executor):
                         raise
                     except Exception as exc:  # noqa: BLE001 - KilledWorker, lost connection...
                         r = ranges[i]
+                        if _worker_lost(exc) and tries[i] < self.retries:
+                            tries[i] += 1
+                            log.warning("task %d (frames [%d, %d)) lost its worker (%s); resubmitting",
+                                        i, r.start, r.stop, type(exc).__name__)
+                            keys[i] = f"{KEY_PREFIX}{token}-{i}-retry{tries[i]}"
+                            new = client.submit(_dask_task, job_ref, i, r, key=keys[i], pure=False)
+                            futures.append(new)
+                            index[new.key] = i
+                            pending.add(new)
+                            continue
                         raise TaskError("a Dask worker", r.start, r.stop, f"{type(exc).__name__}: {exc}") from None
                     bar.update(1)
         except BaseException:
@@ -186,6 +216,10 @@ class DaskExecutor(Executor):
             times = self._collect_times(keys) if clocked else {}
         return [(p, _with_times(t, times.get(k))) for (p, t), k in zip(out, keys)]
 
+    @staticmethod
+    def _submit_job(client, job: Job, token: str):
+        return client.submit(_identity, job, key=f"{JOB_KEY_PREFIX}{token}", pure=False)
+
     def _collect_times(self, keys: list[str]) -> dict[str, tuple]:
         try:
             return self.client.run_on_scheduler(_pop_times, keys)
@@ -194,7 +228,16 @@ class DaskExecutor(Executor):
             return {}
 
     def close(self) -> None:
-        """Close the client and cluster started here; a client passed in stays open."""
+        """Close the client and cluster started here; a client passed in stays open.
+
+        Workers of a cluster that outlives this executor close the files they
+        cached for it and free their scratch buffers.
+        """
+        if self._client is not None and self._cluster is None:
+            try:
+                self._client.run(_close_worker_caches)
+            except Exception as exc:  # noqa: BLE001 - a scheduler already gone frees nothing
+                log.debug("could not close worker caches (%s: %s)", type(exc).__name__, exc)
         if self._own_client and self._client is not None:
             self._client.close()
             self._client = None
@@ -202,6 +245,21 @@ class DaskExecutor(Executor):
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
+
+
+def _worker_lost(exc: BaseException) -> bool:
+    """True for failures caused by losing a worker, not by the task's own code."""
+    from distributed import KilledWorker
+    from distributed.comm import CommClosedError
+
+    return isinstance(exc, (KilledWorker, CommClosedError))
+
+
+def _close_worker_caches() -> None:
+    """Runs on each worker: close cached sources and free their buffers."""
+    from .base import close_cached_sources
+
+    close_cached_sources()
 
 
 def _with_times(timing: TaskTiming, times: tuple | None) -> TaskTiming:

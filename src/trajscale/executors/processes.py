@@ -15,8 +15,12 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+import shutil
+import signal
+import tempfile
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
 from ..block import FrameRange
 from ..errors import ConfigError, TaskError
@@ -31,8 +35,20 @@ log = logging.getLogger(__name__)
 FORKSERVER_PRELOAD = ["trajscale.executors.base", "trajscale.executors.startup",
                       "trajscale.kernels._numba_superpose"]
 
+# Folder where each worker notes the task it is running (one small file per
+# pid), so that a pool broken by a dying worker can say which frames were lost.
+_MARKS: list[str] = []
+
+
+def _init_worker(marks: str) -> None:
+    quiet_worker()   # Ctrl-C is the parent's to handle
+    _MARKS[:] = [marks]
+
 
 def _worker_task(job: Job, task: int, frames: FrameRange):
+    if _MARKS:
+        with open(os.path.join(_MARKS[0], str(os.getpid())), "w") as fh:
+            fh.write(str(task))
     return run_task(job, task, frames, f"pid {os.getpid()}")
 
 
@@ -80,6 +96,7 @@ class ProcessExecutor(Executor):
             choose_start_method(start_method)   # reject an unknown method now
         self.start_method: str | None = None   # the one used, once the pool has started
         self._pool: ProcessPoolExecutor | None = None
+        self._marks: str | None = None
 
     def start(self) -> None:
         """Start the workers now (they warm up while the caller prepares the job)."""
@@ -93,9 +110,10 @@ class ProcessExecutor(Executor):
                 # Workers fork from a server that has already imported trajscale
                 # and loaded the compiled kernels: a worker starts in milliseconds.
                 ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+            self._marks = tempfile.mkdtemp(prefix="trajscale-tasks-")
             with sigint_blocked(), main_not_reimported():
                 self._pool = ProcessPoolExecutor(max_workers=self.n_workers, mp_context=ctx,
-                                                 initializer=quiet_worker)
+                                                 initializer=_init_worker, initargs=(self._marks,))
                 # One warm-up task per worker starts them all now (fork: at the first submit).
                 self._warm = [self._pool.submit(warm_up) for _ in range(self.n_workers)]
             log.debug("started %d worker processes (%s)", self.n_workers, self.start_method)
@@ -104,6 +122,8 @@ class ProcessExecutor(Executor):
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]]:
         pool = self._get_pool()
         futures = {pool.submit(_worker_task, job, i, r): i for i, r in enumerate(ranges)}
+        # The pool starts its processes on submit; keep them to read exit codes if one dies.
+        procs = dict(getattr(pool, "_processes", None) or {})
         out: list = [None] * len(ranges)
         try:
             with progress_bar(len(ranges), progress) as bar:
@@ -111,10 +131,9 @@ class ProcessExecutor(Executor):
                     i = futures[fut]
                     try:
                         out[i] = fut.result()
-                    except BrokenProcessPool as exc:
-                        r = ranges[i]
-                        raise TaskError("a worker process", r.start, r.stop,
-                                        f"worker process died ({exc})") from None
+                    except BrokenProcessPool:
+                        self._pool.shutdown(wait=True)   # joins the workers: exit codes are final
+                        raise self._lost(ranges, out, procs) from None
                     bar.update(1)
         except BaseException:
             for fut in futures:
@@ -127,13 +146,43 @@ class ProcessExecutor(Executor):
         """Stop the workers now (after an error or Ctrl-C)."""
         self.close(wait=False)
 
+    def _lost(self, ranges: list[FrameRange], out: list, procs: dict) -> TaskError:
+        """A TaskError naming the frames the dead worker was running (or saying they are unknown)."""
+        marks = Path(self._marks or "")
+        running: dict[int, int] = {}   # pid -> task still without a result
+        for pid in procs:
+            try:
+                task = int((marks / str(pid)).read_text())
+            except (OSError, ValueError):
+                continue
+            if 0 <= task < len(ranges) and out[task] is None:
+                running[pid] = task
+        # Workers the pool itself stopped after the break exit by SIGTERM; the one that died did not.
+        dead = {pid: p.exitcode for pid, p in procs.items()
+                if p.exitcode is not None and p.exitcode != -signal.SIGTERM}
+        lost = [running[pid] for pid in dead if pid in running] or sorted(running.values())
+        codes = ", ".join(f"pid {pid} exit code {code}" for pid, code in dead.items())
+        how = f"worker process died ({codes})" if codes else "worker process died"
+        if len(lost) == 1:
+            r = ranges[lost[0]]
+            return TaskError(f"a worker process (task {lost[0]})", r.start, r.stop, how)
+        if lost:
+            spans = " or ".join(f"[{ranges[t].start}, {ranges[t].stop})" for t in lost)
+            return TaskError("a worker process", min(ranges[t].start for t in lost),
+                             max(ranges[t].stop for t in lost),
+                             f"{how} while running frames {spans}; which of them is unknown")
+        lo, hi = (ranges[0].start, ranges[-1].stop) if ranges else (0, 0)
+        return TaskError("a worker process", lo, hi, f"{how}; the frames it was running are unknown")
+
     def close(self, wait: bool = True) -> None:
         """Shut the pool down; ``wait=False`` (an error or Ctrl-C) also stops running workers."""
-        if self._pool is None:
-            return
-        pool, self._pool = self._pool, None
-        if not wait:
-            for proc in list(getattr(pool, "_processes", {}).values()):   # no public handle on them
-                if proc.is_alive():
-                    proc.terminate()
-        pool.shutdown(wait=wait, cancel_futures=True)
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            if not wait:
+                for proc in list((getattr(pool, "_processes", None) or {}).values()):   # no public handle
+                    if proc.is_alive():
+                        proc.terminate()
+            pool.shutdown(wait=wait, cancel_futures=True)
+        if self._marks is not None:
+            shutil.rmtree(self._marks, ignore_errors=True)
+            self._marks = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..block import FrameRange
 from ..report.timing import TaskTiming
 from ..util import raise_if_stopped
-from .base import Executor, Job, progress_bar, run_task
+from .base import Executor, Job, close_cached_sources, progress_bar, run_task
 
 
 class SerialExecutor(Executor):
@@ -26,3 +26,7 @@ class SerialExecutor(Executor):
                 out.append(run_task(job, i, r, "serial"))
                 bar.update(1)
         return out
+
+    def close(self) -> None:
+        """Close the files the tasks opened in this process and free their buffers."""
+        close_cached_sources()

@@ -55,11 +55,17 @@ def covariance(x, w, yc):
     return com, h, e0
 
 
-@njit(f"float64[::1]({_F32_3D}, float64[:, :, ::1], float64[:, ::1], float64[::1], float64[:, ::1])",
+@njit(f"float64[::1]({_F32_3D}, float64[:, :, ::1], float64[:, ::1], float64[::1], float64[:, ::1], float64[::1])",
       cache=True, nogil=True)
-def moved_rmsd(x, rot, x_com, y_com, ref):
-    """RMSD to ``ref`` of atoms moved by each frame's fit: (x - x_com) @ rot + y_com."""
+def moved_rmsd(x, rot, x_com, y_com, ref, w):
+    """Weighted RMSD to ``ref`` of atoms moved by each frame's fit: (x - x_com) @ rot + y_com.
+
+    ``sqrt(sum_a w_a |d_a|^2 / sum_a w_a)``; all-ones weights give the plain RMSD.
+    """
     n_frames, n_atoms = x.shape[0], x.shape[1]
+    w_sum = 0.0
+    for a in range(n_atoms):
+        w_sum += w[a]
     out = np.zeros(n_frames)
     for f in range(n_frames):
         acc = 0.0
@@ -69,8 +75,8 @@ def moved_rmsd(x, rot, x_com, y_com, ref):
                 for i in range(3):
                     m += (x[f, a, i] - x_com[f, i]) * rot[f, i, j]
                 d = m - ref[a, j]
-                acc += d * d
-        out[f] = np.sqrt(acc / n_atoms)
+                acc += w[a] * d * d
+        out[f] = np.sqrt(acc / w_sum)
     return out
 
 

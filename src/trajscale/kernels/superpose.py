@@ -72,10 +72,18 @@ class Reference:
     uniform: bool          # all weights 1/N
 
     @classmethod
-    def of(cls, reference: np.ndarray, weights: np.ndarray | None = None) -> Reference:
+    def of(cls, reference: np.ndarray, weights: np.ndarray | None = None,
+           centre_weights: np.ndarray | None = None) -> Reference:
+        """Prepare ``reference`` for fits weighted by ``weights``.
+
+        ``centre_weights`` (default: ``weights``) place its centre: MDAnalysis's RMSD
+        centres the reference with the *reference's* masses and weights the fit with
+        the trajectory's, which differ by up to ``tol_mass`` per atom.
+        """
         y = np.asarray(reference, dtype=np.float64)
         w = normalized_weights(weights, y.shape[0])
-        com = (w[:, None] * y).sum(axis=0)
+        wc = w if centre_weights is None else normalized_weights(centre_weights, y.shape[0])
+        com = (wc[:, None] * y).sum(axis=0)
         yc = np.ascontiguousarray(y - com)
         uniform = weights is None or bool(np.all(w == w[0]))
         return cls(w, com, yc, float((w * (yc * yc).sum(axis=1)).sum()), w @ yc, uniform)
@@ -120,14 +128,19 @@ def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray | Reference, weight
 
 
 def rmsd_after_transform(mobile: np.ndarray, reference: np.ndarray, rotation: np.ndarray,
-                         mobile_com: np.ndarray, ref_com: np.ndarray) -> np.ndarray:
-    """RMSD of (F, M, 3) atoms moved by a fit done on other atoms (no refit)."""
+                         mobile_com: np.ndarray, ref_com: np.ndarray,
+                         weights: np.ndarray | None = None) -> np.ndarray:
+    """RMSD of (F, M, 3) atoms moved by a fit done on other atoms (no refit).
+
+    With ``weights`` (M,), ``sqrt(sum w |d|^2 / sum w)`` (MDAnalysis's ``rmsd(..., weights)``).
+    """
     x = np.ascontiguousarray(mobile, dtype=np.float32)
     ref = np.ascontiguousarray(reference, dtype=np.float64)
+    w = np.ones(x.shape[1]) if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
     kernels = _compiled()
     if kernels:
         return kernels[1](x, np.ascontiguousarray(rotation), np.ascontiguousarray(mobile_com),
-                          np.ascontiguousarray(ref_com, dtype=np.float64), ref)
+                          np.ascontiguousarray(ref_com, dtype=np.float64), ref, w)
     moved = np.einsum("fmi,fij->fmj", x - mobile_com[:, None, :], rotation) + ref_com
     diff = moved - ref
-    return np.sqrt(np.einsum("fmk,fmk->f", diff, diff) / x.shape[1])
+    return np.sqrt(np.einsum("fmk,fmk,m->f", diff, diff, w) / w.sum())

@@ -89,6 +89,7 @@ class H5MDSource(Source):
         self._box = self.file[self.info.box_path] if self.info.box_path else None
         self._periodic = any(b == "periodic" for b in self.info.boundary)
         self._meta: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._meta_start = 0
         self.bytes_read = 0
 
     @property
@@ -140,14 +141,24 @@ class H5MDSource(Source):
     def _frame_meta(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Box, time and step of frames [start, stop).
 
-        Read for the whole file on first use: three small HDF5 reads per block
-        cost ~1 ms, as much as reading a 4 MB slab.
+        Three small HDF5 reads per block cost ~1 ms, as much as reading a 4 MB
+        slab, so they are read once for a span: the one :meth:`preload_frame_meta`
+        named (an MPI rank's share), else the whole file on the first block read.
+        Single frames (the first frame and the reference, read while a job is
+        prepared) are read alone.
         """
-        if self.n_frames > META_CACHE_FRAMES:
+        lo = self._meta_start
+        if self._meta is not None and lo <= start and stop <= lo + len(self._meta[1]):
+            return tuple(a[start - lo:stop - lo].copy() for a in self._meta)
+        if stop - start <= 1 or self.n_frames > META_CACHE_FRAMES:
             return self._frame_meta_uncached(start, stop)
-        if self._meta is None:
-            self._meta = self._frame_meta_uncached(0, self.n_frames)
-        return tuple(a[start:stop].copy() for a in self._meta)
+        self.preload_frame_meta(0, self.n_frames)
+        return self._frame_meta(start, stop)
+
+    def preload_frame_meta(self, start: int, stop: int) -> None:
+        """Read box, time and step of frames [start, stop) now, for the reads that follow."""
+        self.check_range(start, stop)
+        self._meta_start, self._meta = start, self._frame_meta_uncached(start, stop)
 
     def _frame_meta_uncached(self, start: int, stop: int):
         return (self._read_box(start, stop), self.info.time.values(self.file, start, stop, np.float64),
