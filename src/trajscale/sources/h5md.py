@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 #: Largest slab read in one HDF5 call; bigger ranges are split at chunk boundaries.
 MAX_SLAB_BYTES = 256 * 1024**2
 META_CACHE_FRAMES = 2_000_000   # box/time/step of up to this many frames are read once (~80 MB)
+#: Slab size when selected atoms are gathered from their span: small enough to stay in cache.
+GATHER_SLAB_BYTES = 4 * 1024**2
 #: Read the span between the first and last selected atom, then index, while the
 #: span is below this fraction of the frame; above it read whole frames.
 SPAN_FRACTION = 0.75
@@ -176,12 +178,23 @@ class H5MDSource(Source):
             index = atoms - lo
             if lo == 0 and hi == self.n_atoms and np.array_equal(atoms, np.arange(self.n_atoms)):
                 index = None
-        buf = self._out_array(fl, (n, hi - lo, 3))
-        if n and hi > lo:
-            for a, b in self._slabs(start, stop, hi - lo):
-                self._read_direct(ds, buf, np.s_[a:b, lo:hi, :], np.s_[a - start:b - start])
-        self.bytes_read += buf.nbytes
-        out = buf if index is None else buf[:, index]
+        if index is None:
+            out = self._out_array(fl, (n, hi - lo, 3))
+            for a, b in self._slabs(start, stop, hi - lo) if n and hi > lo else ():
+                self._read_direct(ds, out, np.s_[a:b, lo:hi, :], np.s_[a - start:b - start])
+        else:
+            # The span in cache-sized slabs, each gathered into the selected atoms while it
+            # is still in cache (a gather from a whole 80 MB span cost as much as reading it).
+            out = self._out_array(fl + ":selected", (n, len(index), 3))
+            # (Collective MPI-IO reads keep whole slabs: every rank must make the same calls.)
+            size = MAX_SLAB_BYTES if self._collective else GATHER_SLAB_BYTES
+            slabs = list(self._slabs(start, stop, hi - lo, size)) if n and hi > lo else []
+            span = self._out_array(fl, (max((b - a for a, b in slabs), default=0), hi - lo, 3))
+            for a, b in slabs:
+                self._read_direct(ds, span, np.s_[a:b, lo:hi, :], np.s_[0:b - a])
+                # mode="clip": indices were checked above, and "raise" buffers the output
+                np.take(span[:b - a], index, axis=1, out=out[a - start:b - start], mode="clip")
+        self.bytes_read += n * (hi - lo) * 12
         scale = self.info.scales.get(fl, 1.0)
         if scale != 1.0:
             out *= np.float32(scale)
@@ -194,11 +207,12 @@ class H5MDSource(Source):
         else:
             ds.read_direct(buf, source_sel, dest_sel)
 
-    def _slabs(self, start: int, stop: int, n_cols: int):
-        """Split [start, stop) into chunk-aligned slabs of at most MAX_SLAB_BYTES."""
+    def _slabs(self, start: int, stop: int, n_cols: int, max_bytes: int | None = None):
+        """Split [start, stop) into chunk-aligned slabs of at most ``max_bytes`` (or one chunk)."""
+        max_bytes = MAX_SLAB_BYTES if max_bytes is None else max_bytes
         frame_bytes = max(1, n_cols * 12)
         cf = self.chunk_frames
-        per = max(cf, (MAX_SLAB_BYTES // frame_bytes) // cf * cf)
+        per = max(cf, (max_bytes // frame_bytes) // cf * cf)
         a = start
         while a < stop:
             b = min(stop, (a // cf) * cf + per)
