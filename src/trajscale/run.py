@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -10,11 +11,12 @@ import time
 from .analysis.base import Analysis
 from .block import FrameRange, split_frames
 from .errors import AtomCountMismatchError, ConfigError, FrameRangeError, TrajscaleError
-from .executors import Executor, Job, make_executor
+from .executors import Executor, Job, choose_executor, make_executor
 from .parallel import check_not_launched
 from .report.timing import RunReport, summarize_workers
 from .sources import open_source
 from .sources.mda import MDASource, load_universe
+from .util import polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +101,8 @@ def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start,
         config.update(source_options)
     n_read = source.n_atoms if prep.atoms is None else len(prep.atoms)
     frame_bytes = source.bytes_per_frame(prep.atoms, analysis.fields)
-    info = {"source": source.layout_summary(), "n_frames": stop - start, "n_atoms": n_read,
+    span = n_read if not n_read or prep.atoms is None else int(prep.atoms[-1] - prep.atoms[0]) + 1
+    info = {"source": source.layout_summary(), "n_frames": stop - start, "n_atoms": n_read, "span_atoms": span,
             "chunk_frames": source.chunk_frames, "start": start, "stop": stop, "t_init_top": t_top,
             "frame_bytes": frame_bytes}
     block_frames = max(1, int(max_block_bytes) // frame_bytes)
@@ -124,7 +127,10 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     trajectory
         An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads.
     executor
-        ``"serial"``, ``"processes"``, ``"dask"``, ``"mpi"`` or an Executor.
+        ``"serial"``, ``"processes"``, ``"dask"``, ``"mpi"``, an Executor, or
+        ``"auto"``: serial when the estimated work is below the cost of
+        starting worker processes, else processes (the choice and the reason
+        are logged and kept in ``report.meta["executor_choice"]``).
     n_workers
         Workers (processes, Dask workers); ignored by serial and MPI (the communicator's size).
     n_tasks
@@ -151,7 +157,8 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     t_start = time.perf_counter()
     if max_block_bytes < 1:
         raise ConfigError(f"max_block_bytes must be positive, got {max_block_bytes}")
-    ex = make_executor(executor, n_workers, **executor_options)
+    auto = executor == "auto"   # serial or processes, chosen once the job's size is known
+    ex = make_executor("serial" if auto else executor, n_workers, **executor_options)
     own = not isinstance(executor, Executor)
     # Under mpiexec -n N every process would run (and write) the whole job; a Dask
     # client on an outside cluster (dask-mpi: one rank is the client) is the exception.
@@ -162,7 +169,19 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
             if own:
                 ex.close()
             raise
+    # Under the CLI, Ctrl-C/SIGTERM are recorded and acted on between steps (a handler that raises
+    # can land in a C or weakref callback and be lost); executors that cannot poll keep the raise.
+    polls = getattr(ex, "polls_for_stop", False)
+    with polling_for_stop() if polls else contextlib.nullcontext():
+        return _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks,
+                    tasks_per_worker, start, stop, progress, group, assume_units, executor_options)
+
+
+def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks, tasks_per_worker,
+         start, stop, progress, group, assume_units, executor_options):
     try:
+        ex.start()   # a pool's workers start while this process prepares the job
+        raise_if_stopped()
         try:
             job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options(),
                                   max_block_bytes, group, assume_units)
@@ -172,6 +191,7 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
                 ex.broadcast(exc if isinstance(exc, TrajscaleError)
                              else RuntimeError(f"rank 0 failed to prepare the job: {exc!r}"))
             raise
+        raise_if_stopped()
         t_prep = time.perf_counter() - t_start
         got = ex.broadcast((job, info))
         if isinstance(got, BaseException):
@@ -179,10 +199,17 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
                 got.reported_elsewhere = True   # rank 0 prints it; one message, not one per rank
             raise got
         job, info = got
+        if auto:
+            choice, why = choose_executor(info, n_workers)
+            log.info("executor auto: %s (%s)", choice, why)
+            info["executor_choice"] = f"auto: {choice} ({why})"
+            if choice != "serial":
+                ex = make_executor(choice, n_workers, **executor_options)
         k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)
         ranges = plan_tasks(info["start"], info["stop"], k, info["chunk_frames"], info["frame_bytes"],
                             ex.n_workers, max_block_bytes)
         results = ex.map_tasks(job, ranges, progress)
+        raise_if_stopped()
         if not ex.is_root:
             return None
         t_red = time.perf_counter()
@@ -202,8 +229,13 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
             n_frames=info["n_frames"], n_atoms=info["n_atoms"], source=info["source"],
             t_total=time.perf_counter() - t_start, t_prepare=t_prep, t_reduce=t_red,
             tasks=timings, workers=summarize_workers(timings, extras),
-            meta={"analysis_config": job.analysis, "n_tasks": len(ranges), "io": ex.io_used()})
+            meta={"analysis_config": job.analysis, "n_tasks": len(ranges), "io": ex.io_used(),
+                  **({"executor_choice": info["executor_choice"]} if auto else {})})
         return dataclasses.replace(result, report=report)
+    except BaseException:
+        if own and hasattr(ex, "terminate"):   # an error or Ctrl-C: stop workers, do not wait for them
+            ex.terminate()
+        raise
     finally:
         if own:
             ex.close()

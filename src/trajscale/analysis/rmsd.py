@@ -10,7 +10,7 @@ import numpy as np
 
 from ..block import Block
 from ..errors import ConfigError, FrameRangeError, SelectionError
-from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
+from ..kernels.superpose import Reference, preload_kernels, rmsd_after_transform, superpose_rmsd
 from ..sources.selection import select_atoms
 from .base import Analysis, Prepared, check_finite, finite_frames
 
@@ -209,6 +209,12 @@ class RMSD(Analysis):
     def map(self, block: Block, prep: Prepared) -> dict:
         s: RMSDState = prep.state
         x = block.positions[:, s.fit]
+        if not s.groups and isinstance(s.fit, slice) and preload_kernels():
+            # The fit is every atom read, and the compiled kernel gives NaN exactly for frames
+            # with a non-finite coordinate: no separate pass over the block when there is none.
+            r = superpose_rmsd(x, s.ref)
+            if not np.isnan(r).any():
+                return {"frame": block.frames, "time": block.time, "rmsd": r[:, None]}
         finite = finite_frames(block.positions)
         if not finite.all():
             if not self.allow_nan:

@@ -126,7 +126,8 @@ def main_analysis(args) -> int:
 
 def add_run_options(p) -> None:
     add_h5md_options(p)
-    p.add_argument("--executor", default="serial", choices=["serial", "processes", "dask", "mpi"])
+    p.add_argument("--executor", default="auto", choices=["auto", "serial", "processes", "dask", "mpi"],
+                   help="where tasks run; auto: serial unless the work outweighs starting processes")
     p.add_argument("-n", "--n-workers", type=int, default=None, help="workers (processes, dask)")
     p.add_argument("--tasks", type=int, default=None, help="number of frame blocks (default 4 per worker)")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:port)")
@@ -207,6 +208,9 @@ def summary(report, out: str | None = None, report_path: str | None = None) -> s
     t_io = sum(tk.t_io for tk in report.tasks)
     if t_io > 0:   # the storage's speed as the tasks saw it, apart from start-up and compute
         lines[-1] += f"; reads ran at {gb / t_io:.2f} GB/s per worker"
+    choice = report.meta.get("executor_choice") if isinstance(report.meta, dict) else None
+    if choice:
+        lines.append(f"  executor {choice}")
     if out:
         lines.append(f"  results: {out}")
     if report_path:

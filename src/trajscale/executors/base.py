@@ -194,6 +194,9 @@ class Executor(ABC):
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]] | None:
         """Run ``run_task`` for every range; results in task order (root only)."""
 
+    def start(self) -> None:
+        """Start workers now, before the job is ready (pools); a no-op by default."""
+
     def source_options(self) -> dict:
         """Options this executor wants in H5MD source configs (e.g. ``driver="mpio"``)."""
         return {}
@@ -233,7 +236,12 @@ def progress_bar(total: int, enabled: bool, desc: str = "tasks"):
         return _LineProgress(total, desc)
     from tqdm import tqdm
 
-    return tqdm(total=total, disable=not enabled, desc=desc, unit="task", leave=False)
+    class Bar(tqdm):
+        # No monitor thread (tqdm starts one even for a disabled bar): with a thread
+        # running, the next pool could not fork its workers.
+        monitor_interval = 0
+
+    return Bar(total=total, disable=not enabled, desc=desc, unit="task", leave=False)
 
 
 class _LineProgress:

@@ -146,9 +146,13 @@ class DaskExecutor(Executor):
         if self._client is None:
             from distributed import Client, LocalCluster
 
-            # dashboard_address ":0": any free port, so no clash with a cluster already running
-            self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=self.threads_per_worker,
-                                         processes=True, dashboard_address=":0")
+            from .startup import main_not_reimported
+
+            # dashboard_address ":0": any free port, so no clash with a cluster already running.
+            # Spawned workers must not re-run a script's top level (no __main__ guard) or stdin.
+            with main_not_reimported():
+                self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=self.threads_per_worker,
+                                             processes=True, dashboard_address=":0")
             self._client = Client(self._cluster)
             self._own_client = True
         return self._client

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..block import FrameRange
 from ..report.timing import TaskTiming
+from ..util import raise_if_stopped
 from .base import Executor, Job, close_cached_sources, progress_bar, run_task
 
 
@@ -11,6 +12,7 @@ class SerialExecutor(Executor):
     """The reference executor: same tasks, same wrapper, no parallelism."""
 
     name = "serial"
+    polls_for_stop = True   # checks for a recorded Ctrl-C between tasks
     root_worker = "serial"
 
     def __init__(self, n_workers: int = 1) -> None:
@@ -20,6 +22,7 @@ class SerialExecutor(Executor):
         out = []
         with progress_bar(len(ranges), progress) as bar:
             for i, r in enumerate(ranges):
+                raise_if_stopped()   # a Ctrl-C the CLI recorded
                 out.append(run_task(job, i, r, "serial"))
                 bar.update(1)
         return out

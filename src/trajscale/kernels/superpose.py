@@ -1,6 +1,12 @@
 """Optimal superposition RMSD, batched over the frames of a block.
 
-Batched Kabsch: for every frame f, the weighted covariance ``H_f = Xc_f^T W Yc``
+RMSD alone (the common case): one compiled pass per frame accumulates the
+centre, norm and covariance with the prepared reference, and QCP (Theobald's
+quaternion characteristic polynomial, as MDAnalysis and MDTraj) gives the
+largest eigenvalue by Newton's method: no SVD, no second pass over the atoms
+(``_numba_superpose.qcp_rmsd``).
+
+With the rotation (group selections moved by the fit), batched Kabsch: for every frame f, the weighted covariance ``H_f = Xc_f^T W Yc``
 (3x3) is accumulated by a compiled loop, then one stacked SVD call decomposes
 all of them; the RMSD follows from the singular values (Coutsias et al. 2004)
 and the rotation ``R_f = U diag(1, 1, d) V^T`` maps centred mobile rows onto
@@ -36,7 +42,7 @@ def _compiled():
         from . import _numba_superpose as k
     except ImportError:
         return None
-    return k.covariance, k.moved_rmsd
+    return k.covariance, k.moved_rmsd, k.qcp_rmsd
 
 
 def preload_kernels() -> bool:
@@ -62,6 +68,8 @@ class Reference:
     com: np.ndarray        # (3,) weighted centre
     centred: np.ndarray    # (N, 3) float64, C-contiguous
     norm: float            # sum_a w_a |y_a - com|^2
+    wsum: np.ndarray       # (3,) sum_a w_a (y_a - com): zero up to rounding
+    uniform: bool          # all weights 1/N
 
     @classmethod
     def of(cls, reference: np.ndarray, weights: np.ndarray | None = None,
@@ -77,7 +85,8 @@ class Reference:
         wc = w if centre_weights is None else normalized_weights(centre_weights, y.shape[0])
         com = (wc[:, None] * y).sum(axis=0)
         yc = np.ascontiguousarray(y - com)
-        return cls(w, com, yc, float((w * (yc * yc).sum(axis=1)).sum()))
+        uniform = weights is None or bool(np.all(w == w[0]))
+        return cls(w, com, yc, float((w * (yc * yc).sum(axis=1)).sum()), w @ yc, uniform)
 
 
 def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray | Reference, weights: np.ndarray | None = None,
@@ -103,6 +112,8 @@ def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray | Reference, weight
     ref = reference if isinstance(reference, Reference) else Reference.of(reference, weights)
     x = np.ascontiguousarray(mobile, dtype=np.float32)
     kernels = _compiled()
+    if kernels and not want_rotation:   # QCP: no rotation needed, no SVD
+        return kernels[2](x, ref.weights, ref.centred, ref.wsum, ref.norm, ref.uniform)
     x_com, h, e0 = (kernels[0] if kernels else _covariance_numpy)(x, ref.weights, ref.centred)
     u, s, vt = np.linalg.svd(h)
     d = np.sign(np.linalg.det(u) * np.linalg.det(vt))

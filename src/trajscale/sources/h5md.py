@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 #: Largest slab read in one HDF5 call; bigger ranges are split at chunk boundaries.
 MAX_SLAB_BYTES = 256 * 1024**2
 META_CACHE_FRAMES = 2_000_000   # box/time/step of up to this many frames are read once (~80 MB)
+#: Slab size when selected atoms are gathered from their runs: small enough to stay in cache.
+GATHER_SLAB_BYTES = 4 * 1024**2
 #: The file is opened with no chunk cache; datasets whose chunks split xyz get
 #: their own (see :func:`~trajscale.store.layout.reader_chunk_cache`).
 CHUNK_CACHE_BYTES = 0
@@ -179,14 +181,23 @@ class H5MDSource(Source):
         """Frames ``start:stop:stride`` of field ``fl``: the plan's atom runs, then its columns."""
         ds = self._datasets[fl]
         n = len(range(start, stop, stride))
-        buf = self._out_array(fl, (n, plan.n_columns, 3))
-        if n and plan.n_columns:
-            for i, j in self._slabs(start, n, stride, plan.n_columns):
-                self._read_runs(ds, plan.runs, buf[i:j], start + i * stride, stride)
-        self.bytes_read += buf.nbytes
-        out = buf
-        if plan.index is not None:   # into a second reused buffer: no fresh array per block
-            out = np.take(buf, plan.index, axis=1, out=self._out_array(fl + "/selected", (n, len(plan.index), 3)))
+        if plan.index is None:
+            out = self._out_array(fl, (n, plan.n_columns, 3))
+            for i, j in self._slabs(start, n, stride, plan.n_columns) if n and plan.n_columns else ():
+                self._read_runs(ds, plan.runs, out[i:j], start + i * stride, stride)
+        else:
+            # The runs in cache-sized slabs, each gathered into the selected atoms while it
+            # is still in cache (a gather from a whole 80 MB span cost as much as reading it).
+            out = self._out_array(fl + ":selected", (n, len(plan.index), 3))
+            # (Collective MPI-IO reads keep whole slabs: every rank must make the same calls.)
+            size = MAX_SLAB_BYTES if self._collective else GATHER_SLAB_BYTES
+            slabs = list(self._slabs(start, n, stride, plan.n_columns, size)) if n and plan.n_columns else []
+            buf = self._out_array(fl, (max((j - i for i, j in slabs), default=0), plan.n_columns, 3))
+            for i, j in slabs:
+                self._read_runs(ds, plan.runs, buf[:j - i], start + i * stride, stride)
+                # mode="clip": the plan's columns are in range, and "raise" buffers the output
+                np.take(buf[:j - i], plan.index, axis=1, out=out[i:j], mode="clip")
+        self.bytes_read += n * plan.n_columns * 12
         scale = self.info.scales.get(fl, 1.0)
         if scale != 1.0:
             out *= np.float32(scale)
@@ -220,10 +231,11 @@ class H5MDSource(Source):
                 mspace.select_hyperslab((i, off, 0), (j - i, w, 3))
                 ds.id.read(mspace, fspace, out, dxpl=self._dxpl)
 
-    def _slabs(self, start: int, n: int, stride: int, n_cols: int):
-        """Split ``n`` output rows into slabs of at most MAX_SLAB_BYTES, chunk-aligned for stride 1."""
+    def _slabs(self, start: int, n: int, stride: int, n_cols: int, max_bytes: int | None = None):
+        """Split ``n`` output rows into slabs of at most ``max_bytes`` (or one chunk), chunk-aligned for stride 1."""
+        max_bytes = MAX_SLAB_BYTES if max_bytes is None else max_bytes
         cf = self.chunk_frames if stride == 1 else 1
-        per = max(cf, (MAX_SLAB_BYTES // max(1, n_cols * 12)) // cf * cf)
+        per = max(cf, (max_bytes // max(1, n_cols * 12)) // cf * cf)
         i = 0
         while i < n:
             j = min(n, ((start + i) // cf) * cf + per - start) if stride == 1 else min(n, i + per)
