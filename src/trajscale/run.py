@@ -174,11 +174,12 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     polls = getattr(ex, "polls_for_stop", False)
     with polling_for_stop() if polls else contextlib.nullcontext():
         return _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks,
-                    tasks_per_worker, start, stop, progress, group, assume_units, executor_options)
+                    tasks_per_worker, start, stop, progress, group, assume_units, executor_options,
+                    max_block_bytes)
 
 
 def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks, tasks_per_worker,
-         start, stop, progress, group, assume_units, executor_options):
+         start, stop, progress, group, assume_units, executor_options, max_block_bytes=MAX_BLOCK_BYTES):
     try:
         ex.start()   # a pool's workers start while this process prepares the job
         raise_if_stopped()
