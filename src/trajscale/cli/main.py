@@ -19,6 +19,7 @@ COMMANDS = {
     "run": "trajscale.cli.run",
     "report": "trajscale.cli.report",
     "demo": "trajscale.cli.demo",
+    "pack": "trajscale.cli.pack",
 }
 
 

@@ -1,0 +1,268 @@
+"""Training-data loading (seed 003): NPZ per sample vs memory-mapped NPZ vs the packed HDF5 store.
+
+    python benchmarks/ml_loading.py [--files 8] [--per-file 800] [--width 8691] [--full]
+                                    [--workers 0 2] [--repeat 3] [--workdir ml-bench]
+
+The seed's MuMMI dataset is 600 NPZ files x 8,000 samples x 8,691 float64; the
+issue's scaled-down copy is 60 x 800 (3.3 GB, ``--full``). The default here is
+8 x 800 (445 MB), small enough for a shared 2-core machine. Random float64
+samples (key ``x``) are generated once into ``--workdir``, packed with
+``trajscale.ml.pack`` (contiguous), and read for one epoch, batch 256, page
+cache warm, by a torch DataLoader with 0 and 2 workers:
+
+* ``npz-per-sample``: ``np.load(file)["x"][j]`` per sample (what a naive
+  map-style Dataset does; timed on ``--slow-seconds`` of samples only);
+* ``npz-mmap``: the arrays inside the uncompressed NPZ files memory-mapped
+  once per worker, ``arr[j]`` per sample (the best a user can do without us);
+* ``h5-random``: ``H5Dataset`` under torch's own ``RandomSampler`` (uniformly
+  shuffled samples, torch's collation);
+* ``h5-block``: ``H5Dataset`` with ``BlockBatchSampler`` through
+  ``make_loader`` (whole batches, a few contiguous reads each);
+* ``h5-block-cache``: the same, the store first copied to a node-local cache
+  (``--cache-dir``, default /dev/shm) from ``--workdir``; the first epoch
+  (with the copy) and the second are shown;
+* ``frames``: ``FrameDataset`` over the demo trajectory (``--frames`` frames,
+  all 47,681 atoms) with ``BlockBatchSampler`` against the raw slab-read rate
+  of ``H5MDSource.read`` over the same file.
+
+Rates are samples/s and GB/s; ``/cat`` is the GB/s over ``cat`` of the same
+bytes (the NPZ files, or the store). Medians of ``--repeat`` epochs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from trajscale.ml.pack import _read_header
+
+
+def make_npz(workdir: Path, n_files: int, per_file: int, width: int) -> list[str]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(n_files):
+        p = workdir / f"samples_{i:03d}_{per_file}x{width}.npz"
+        if not p.exists():
+            np.savez(p, x=rng.standard_normal((per_file, width)))
+        paths.append(str(p))
+    return paths
+
+
+def cat_seconds(paths: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(["cat", *paths], stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t0
+
+
+class NpzPerSample:
+    """What a naive map-style Dataset does: open the file and load the array for each sample."""
+
+    def __init__(self, paths, per_file):
+        self.paths, self.per_file = paths, per_file
+
+    def __len__(self):
+        return len(self.paths) * self.per_file
+
+    def __getitem__(self, i):
+        f, j = divmod(i, self.per_file)
+        with np.load(self.paths[f]) as z:
+            return z["x"][j]
+
+
+def _npz_member_offset(path: str, member: str = "x.npy") -> tuple[int, tuple, np.dtype]:
+    """Byte offset, shape and dtype of an uncompressed NPZ member's array data."""
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(member)
+        assert info.compress_type == zipfile.ZIP_STORED
+    with open(path, "rb") as fh:
+        fh.seek(info.header_offset + 26)
+        name_len, extra_len = np.frombuffer(fh.read(4), "<u2")
+        fh.seek(info.header_offset + 30 + int(name_len) + int(extra_len))
+        version = np.lib.format.read_magic(fh)
+        shape, _, dtype = _read_header(fh, version)
+        return fh.tell(), shape, dtype
+
+
+class NpzMmap:
+    """The arrays inside uncompressed NPZ files, memory-mapped once per process."""
+
+    def __init__(self, paths, per_file):
+        self.paths, self.per_file = paths, per_file
+        self._maps, self._pid = None, None
+
+    def __len__(self):
+        return len(self.paths) * self.per_file
+
+    def __getitem__(self, i):
+        if self._pid != os.getpid():
+            self._maps = []
+            for p in self.paths:
+                off, shape, dtype = _npz_member_offset(p)
+                self._maps.append(np.memmap(p, dtype=dtype, mode="r", offset=off, shape=shape))
+            self._pid = os.getpid()
+        f, j = divmod(i, self.per_file)
+        return np.array(self._maps[f][j])
+
+    def __getstate__(self):
+        return {**self.__dict__, "_maps": None, "_pid": None}
+
+
+def epoch_seconds(loader, max_seconds: float | None = None) -> tuple[float, int]:
+    n = 0
+    t0 = time.perf_counter()
+    for batch in loader:
+        x = batch["x"] if isinstance(batch, dict) else batch
+        n += x.shape[0]
+        if max_seconds and time.perf_counter() - t0 > max_seconds:
+            break
+    return time.perf_counter() - t0, n
+
+
+def median_rate(make_loader_fn, repeat: int, max_seconds=None) -> tuple[float, int]:
+    """Median samples/s over ``repeat`` epochs (a fresh loader each: worker start-up counts)."""
+    rates = []
+    for _ in range(repeat):
+        dt, n = epoch_seconds(make_loader_fn(), max_seconds)
+        rates.append(n / dt)
+    return statistics.median(rates), n
+
+
+def frames_rows(args, repeat: int) -> list[tuple]:
+    from trajscale.demo import build_demo_file
+    from trajscale.ml import FrameDataset, make_loader
+    from trajscale.sources import H5MDSource
+
+    tpr, h5 = build_demo_file(args.workdir, args.frames, progress=False)
+    subprocess.run(["cat", h5], stdout=subprocess.DEVNULL, check=True)
+    with H5MDSource(h5) as src:
+        src.reuse_buffers = True
+        n, na = src.n_frames, src.n_atoms
+        block = 16
+
+        def raw():
+            for a in range(0, n, block):
+                src.read(a, min(n, a + block))
+
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            raw()
+            times.append(time.perf_counter() - t0)
+    raw_rate = n / statistics.median(times)
+    fbytes = na * 12
+    rows = [("frames: H5MDSource.read slabs of 16", 0, raw_rate, raw_rate * fbytes / 1e9, 1.0)]
+    ds = FrameDataset(tpr, h5, select="all")
+    for w in args.workers:
+        rate, _ = median_rate(lambda: make_loader(ds, batch_size=block, seed=1, num_workers=w,
+                                                  multiprocessing_context="fork" if w else None), repeat)
+        rows.append((f"frames: FrameDataset + BlockBatchSampler (16)", w, rate, rate * fbytes / 1e9,
+                     rate / raw_rate))
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--files", type=int, default=8, help="NPZ files (default 8)")
+    ap.add_argument("--per-file", type=int, default=800, help="samples per file (default 800)")
+    ap.add_argument("--width", type=int, default=8691, help="float64 values per sample (default 8691)")
+    ap.add_argument("--full", action="store_true", help="the issue's size: 60 files x 800 samples (3.3 GB)")
+    ap.add_argument("--workers", type=int, nargs="+", default=[0, 2], help="DataLoader workers (default 0 2)")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--slow-seconds", type=float, default=3.0, help="time box of npz-per-sample")
+    ap.add_argument("--workdir", default="ml-bench", help="where the NPZ files and the store are made")
+    ap.add_argument("--cache-dir", default="/dev/shm", help="node-local cache folder for h5-block-cache")
+    ap.add_argument("--frames", type=int, default=200, help="frames of the demo trajectory (0: skip)")
+    args = ap.parse_args(argv)
+    if args.full:
+        args.files = 60
+
+    import torch
+    from torch.utils.data import DataLoader
+
+    from trajscale.ml import H5Dataset, make_loader
+    from trajscale.ml.pack import pack
+
+    torch.set_num_threads(1)
+    work = Path(args.workdir)
+    paths = make_npz(work, args.files, args.per_file, args.width)
+    store = work / f"store_{args.files}x{args.per_file}x{args.width}.h5"
+    if not store.exists():
+        t0 = time.perf_counter()
+        pack(paths, store)
+        print(f"packed {len(paths)} files into {store} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    sample_bytes = args.width * 8
+    n = args.files * args.per_file
+    cat_npz = statistics.median(cat_seconds(paths) for _ in range(args.repeat))
+    cat_h5 = statistics.median(cat_seconds([str(store)]) for _ in range(args.repeat))
+    cat_npz_gbs = n * sample_bytes / cat_npz / 1e9
+    cat_h5_gbs = os.path.getsize(store) / cat_h5 / 1e9
+    rows = [("cat NPZ files", "-", cat_npz_gbs * 1e9 / sample_bytes, cat_npz_gbs, 1.0),
+            ("cat store", "-", cat_h5_gbs * 1e9 / sample_bytes, cat_h5_gbs, 1.0)]
+    b = args.batch
+    ctx = lambda w: "fork" if w else None   # noqa: E731
+    cases = {
+        "npz-per-sample": lambda w: DataLoader(NpzPerSample(paths, args.per_file), batch_size=b, shuffle=True,
+                                               num_workers=w, multiprocessing_context=ctx(w)),
+        "npz-mmap": lambda w: DataLoader(NpzMmap(paths, args.per_file), batch_size=b, shuffle=True,
+                                         num_workers=w, multiprocessing_context=ctx(w)),
+        "h5-random": lambda w: DataLoader(H5Dataset(store, keys=["x"]), batch_size=b, shuffle=True,
+                                          num_workers=w, multiprocessing_context=ctx(w)),
+        "h5-block": lambda w: make_loader(H5Dataset(store, keys=["x"]), batch_size=b, num_workers=w,
+                                          multiprocessing_context=ctx(w)),
+    }
+    rates: dict[tuple[str, int], float] = {}
+    for name, make in cases.items():
+        for w in args.workers:
+            slow = name == "npz-per-sample"
+            rate, _ = median_rate(lambda: make(w), 1 if slow else args.repeat,
+                                  args.slow_seconds if slow else None)
+            rates[name, w] = rate
+            cat = cat_npz_gbs if name.startswith("npz") else cat_h5_gbs
+            rows.append((name, w, rate, rate * sample_bytes / 1e9, rate * sample_bytes / 1e9 / cat))
+            print(f"{name:16s} workers={w}: {rate:10.0f} samples/s", file=sys.stderr)
+    # Node-local cache: first epoch copies the store, the second reads the copy.
+    cache_dir = Path(tempfile.mkdtemp(prefix="trajscale-ml-bench-", dir=args.cache_dir))
+    try:
+        for w in args.workers:
+            for label in ("first epoch (copy)", "second epoch"):
+                ds = H5Dataset(store, keys=["x"], cache_dir=cache_dir)
+                dt, got = epoch_seconds(make_loader(ds, batch_size=b, num_workers=w, multiprocessing_context=ctx(w)))
+                rate = got / dt
+                rows.append((f"h5-block-cache, {label}", w, rate, rate * sample_bytes / 1e9,
+                             rate * sample_bytes / 1e9 / cat_h5_gbs))
+            shutil.rmtree(cache_dir)
+            cache_dir.mkdir()
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    if args.frames:
+        rows += frames_rows(args, args.repeat)
+
+    print(f"\n{args.files} NPZ x {args.per_file} samples x {args.width} float64 "
+          f"({n * sample_bytes / 1e9:.2f} GB), batch {b}, torch {torch.__version__}\n")
+    print("| method | workers | samples/s | GB/s | /cat |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, w, rate, gbs, frac in rows:
+        print(f"| {name} | {w} | {rate:,.0f} | {gbs:.2f} | {frac:.2f} |")
+    print()
+    for w in args.workers:
+        blk, mm, rnd = rates["h5-block", w], rates["npz-mmap", w], rates["h5-random", w]
+        print(f"workers={w}: h5-block / cat store = {blk * sample_bytes / 1e9 / cat_h5_gbs:.2f} (target >= 0.8); "
+              f"h5-block / npz-mmap = {blk / mm:.2f} (>= 1.5); h5-random / npz-mmap = {rnd / mm:.2f} (>= 1)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
