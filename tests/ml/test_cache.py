@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import multiprocessing as mp
 import os
@@ -13,18 +12,7 @@ import pytest
 from trajscale.errors import InputFileError
 from trajscale.ml import H5Dataset, NodeCache, make_loader
 
-torch = pytest.importorskip("torch")
-
-
-def _sha(path) -> str:
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()
-
-
-def _first_user(store, cache_dir, barrier, queue):
-    barrier.wait()
-    entry = NodeCache(cache_dir).open(store)
-    queue.put((entry.copied, entry.path, _sha(entry.path)))   # read while holding the entry
-    entry.close()
+from ._cache_worker import first_user, sha
 
 
 def test_concurrent_first_users_make_one_copy(tmp_path):
@@ -36,7 +24,7 @@ def test_concurrent_first_users_make_one_copy(tmp_path):
     cache_dir = tmp_path / "node"
     ctx = mp.get_context("spawn")
     barrier, queue = ctx.Barrier(4), ctx.Queue()
-    procs = [ctx.Process(target=_first_user, args=(str(store), str(cache_dir), barrier, queue)) for _ in range(4)]
+    procs = [ctx.Process(target=first_user, args=(str(store), str(cache_dir), barrier, queue)) for _ in range(4)]
     for p in procs:
         p.start()
     results = [queue.get(timeout=120) for _ in procs]
@@ -45,17 +33,18 @@ def test_concurrent_first_users_make_one_copy(tmp_path):
         assert p.exitcode == 0
     entry = NodeCache(cache_dir).entry(store)
     assert {r[1] for r in results} == {str(entry)}
-    assert {r[2] for r in results} == {_sha(store)}   # nobody read a half copy
+    assert {r[2] for r in results} == {sha(store)}   # nobody read a half copy
     assert sorted(r[0] for r in results) == [False, False, False, True]   # one copier
     assert NodeCache(cache_dir).entries() == [entry]
     assert not [p for p in cache_dir.iterdir() if ".tmp-" in p.name]
 
 
 def test_loader_workers_read_the_cached_copy(packed, tmp_path):
+    pytest.importorskip("torch")
     store, ref = packed
     cache_dir = tmp_path / "shm"
     ds = H5Dataset(store, cache_dir=cache_dir, trace_dir=tmp_path / "trace")
-    loader = make_loader(ds, batch_size=40, num_workers=2, multiprocessing_context="spawn", shuffle=False)
+    loader = make_loader(ds, batch_size=40, num_workers=2, multiprocessing_context="fork", shuffle=False)
     got = np.concatenate([b["x"].numpy() for b in loader])
     np.testing.assert_array_equal(got, ref["x"])
     entry = NodeCache(cache_dir).entry(store)

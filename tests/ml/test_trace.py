@@ -42,7 +42,8 @@ def test_two_workers_each_open_once_and_bytes_add_up(packed, tmp_path):
     trace = write_loader_trace(trace_dir, tmp_path / "t.json")
     assert json.loads((tmp_path / "t.json").read_text()) == trace
     xs = [e for e in trace["traceEvents"] if e["ph"] == "X"]
-    assert sum(e["args"]["bytes_read"] for e in xs if e["name"] == "io") == 240 * sample_bytes
+    # the epoch plus the parent's one sample
+    assert sum(e["args"]["bytes_read"] for e in xs if e["name"] == "io") == 241 * sample_bytes
     assert sum(1 for e in xs if e["name"] == "wait") == 6
     assert sum(1 for e in xs if e["name"] == "compute") == 6
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}

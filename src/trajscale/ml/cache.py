@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputFileError
+from ..errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class NodeCache:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise InputFileError(self.directory, f"cache directory cannot be created ({exc.strerror})") from None
+            raise StoreError(self.directory, f"cache directory cannot be created ({exc.strerror})") from None
         size = os.path.getsize(store)
         entry = self.entry(store)
         copied = False
@@ -106,7 +106,7 @@ class NodeCache:
                 lock.close()
                 raise
             lock.close()
-        raise InputFileError(entry, "cached copy keeps being evicted; give the cache more room")
+        raise StoreError(entry, "cached copy keeps being evicted; give the cache more room")
 
     def _copy(self, store: str, entry: Path, size: int) -> bool:
         """Copy ``store`` to ``entry`` (we hold its exclusive lock); False if it does not fit."""
@@ -124,7 +124,7 @@ class NodeCache:
                 dst.flush()
                 os.fsync(dst.fileno())
             if os.path.getsize(tmp) != size:
-                raise InputFileError(store, f"changed while it was copied to {self.directory}")
+                raise StoreError(store, f"changed while it was copied to {self.directory}")
             _meta_name(entry).write_text(json.dumps({"source": os.path.realpath(store), "size": size}))
             os.replace(tmp, entry)
         except BaseException:
@@ -184,9 +184,9 @@ def _check_copy(store: str, entry: Path, size: int) -> None:
         with open(store, "rb") as a, open(entry, "rb") as b:
             same_head = a.read(4096) == b.read(4096)
     except OSError as exc:
-        raise InputFileError(entry, f"cached copy of {store} cannot be read ({exc.strerror})") from None
+        raise StoreError(entry, f"cached copy of {store} cannot be read ({exc.strerror})") from None
     if got != size or not same_head:
-        raise InputFileError(entry, f"cached copy of {store} is corrupt ({got} bytes, expected {size}"
+        raise StoreError(entry, f"cached copy of {store} is corrupt ({got} bytes, expected {size}"
                                     f"{'' if same_head else ', different header'}); delete it to copy again")
 
 

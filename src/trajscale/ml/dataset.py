@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 import h5py
 import numpy as np
 
-from ..errors import InputFileError, SelectionError
+from ..errors import InputFileError, SelectionError, StoreError
 from ..store.hdf5 import open_h5
 from .trace import IOStats
 
@@ -33,8 +33,15 @@ def _file_stat(path: str) -> tuple[int, int]:
     try:
         st = os.stat(path)
     except OSError as exc:
-        raise InputFileError(path, f"cannot be read ({exc.strerror})") from None
+        raise StoreError(path, f"cannot be read ({exc.strerror})") from None
     return st.st_size, st.st_mtime_ns
+
+
+def _open_store(path: str) -> h5py.File:
+    try:
+        return open_h5(path)
+    except InputFileError as exc:   # as a StoreError, which a DataLoader worker can hand back
+        raise StoreError(exc.path, exc.problem) from None
 
 
 def runs(sorted_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -93,8 +100,8 @@ class H5Dataset(_BatchReader):
 
     Raises
     ------
-    InputFileError
-        naming the file, for a missing or truncated store, a missing key, or a
+    StoreError
+        (an InputFileError) naming the file, for a missing or truncated store, a missing key, or a
         store that changed since the dataset was made (checked at every open).
     """
 
@@ -109,16 +116,16 @@ class H5Dataset(_BatchReader):
         self.trace_dir = str(trace_dir) if trace_dir else None
         self.with_index = with_index
         self._stat = _file_stat(self.store)
-        with open_h5(self.store) as f:
+        with _open_store(self.store) as f:
             names = [k for k in f if isinstance(f[k], h5py.Dataset)]
             self.keys = tuple(keys) if keys else tuple(names)
             missing = [k for k in self.keys if k not in names]
             if missing:
-                raise InputFileError(self.store, f"has no key {', '.join(map(repr, missing))} "
+                raise StoreError(self.store, f"has no key {', '.join(map(repr, missing))} "
                                                  f"(keys: {', '.join(names) or 'none'})")
             lengths = {f[k].shape[0] for k in self.keys}
             if len(lengths) != 1:
-                raise InputFileError(self.store, f"keys {', '.join(self.keys)} have different sample counts")
+                raise StoreError(self.store, f"keys {', '.join(self.keys)} have different sample counts")
             self.n = lengths.pop()
             self.shapes = {k: f[k].shape[1:] for k in self.keys}
             self.dtypes = {k: f[k].dtype for k in self.keys}
@@ -148,7 +155,7 @@ class H5Dataset(_BatchReader):
         self.stats = IOStats.for_process(self.trace_dir)
         t0 = time.perf_counter()
         if _file_stat(self.store) != self._stat:
-            raise InputFileError(self.store, "changed since the dataset was made (size or modification "
+            raise StoreError(self.store, "changed since the dataset was made (size or modification "
                                              "time); make a new dataset to read the new contents")
         path = self.store
         if self.cache_dir:
@@ -156,7 +163,7 @@ class H5Dataset(_BatchReader):
 
             self._cache_lock = NodeCache(self.cache_dir, self.cache_bytes).open(self.store)
             path = self._cache_lock.path
-        f = open_h5(path)
+        f = _open_store(path)
         try:
             _check_extent(path, f, self.keys)
             self._ds = {k: f[k] for k in self.keys}
@@ -202,7 +209,7 @@ class H5Dataset(_BatchReader):
             else:
                 out, n_runs = self._read_hdf5(idx)
         except OSError as exc:
-            raise InputFileError(self.store, f"read failed ({exc}); the file may be truncated or corrupt") from None
+            raise StoreError(self.store, f"read failed ({exc}); the file may be truncated or corrupt") from None
         self.stats.read(t0, time.perf_counter(), n_runs, sum(v.nbytes for v in out.values()), idx.size)
         if self.with_index:
             out["index"] = idx
@@ -257,10 +264,10 @@ def _check_extent(path: str, f: h5py.File, keys: Sequence[str]) -> None:
         ds = f[k]
         offset = ds.id.get_offset()
         if offset is not None and offset + ds.id.get_storage_size() > size:
-            raise InputFileError(path, f"truncated: key {k!r} ends at byte {offset + ds.id.get_storage_size()} "
+            raise StoreError(path, f"truncated: key {k!r} ends at byte {offset + ds.id.get_storage_size()} "
                                        f"but the file has {size} bytes")
     if f.attrs.get("n_samples") is not None and keys and f[keys[0]].shape[0] != int(f.attrs["n_samples"]):
-        raise InputFileError(path, "sample count differs from the one the pack recorded")
+        raise StoreError(path, "sample count differs from the one the pack recorded")
 
 
 class FrameDataset(_BatchReader):
@@ -307,7 +314,7 @@ class FrameDataset(_BatchReader):
                 raise SelectionError(f"{self.topology} has {u.atoms.n_atoms} atoms but {src.path} has {src.n_atoms}")
             bad = [fl for fl in self.fields if fl not in src.fields]
             if bad:
-                raise InputFileError(src.path, f"has no {', '.join(bad)}")
+                raise StoreError(src.path, f"has no {', '.join(bad)}")
             self.reference = None
             if self.superpose:
                 from ..kernels.superpose import Reference

@@ -84,24 +84,25 @@ class LoopTimer:
         self._events: list[dict] = []
 
     def iterate(self, loader: Iterable) -> Iterator:
+        """Yield ``loader``'s batches; time in ``next()`` is waiting, time until the next ask is compute."""
         it = iter(loader)
-        t_end_prev = None
-        while True:
-            t0 = time.perf_counter()
-            if t_end_prev is not None:
-                self.t_compute += t0 - t_end_prev
-                self._events.append({"ev": "compute", "t0": t_end_prev + _EPOCH_OFFSET, "dur": t0 - t_end_prev})
-            try:
-                batch = next(it)
-            except StopIteration:
-                break
-            t1 = time.perf_counter()
-            self.t_wait += t1 - t0
-            self.batches += 1
-            self._events.append({"ev": "wait", "t0": t0 + _EPOCH_OFFSET, "dur": t1 - t0})
-            yield batch
-            t_end_prev = time.perf_counter()
-        self._flush()
+        try:
+            while True:
+                t0 = time.perf_counter()
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    break
+                t1 = time.perf_counter()
+                self.t_wait += t1 - t0
+                self.batches += 1
+                self._events.append({"ev": "wait", "t0": t0 + _EPOCH_OFFSET, "dur": t1 - t0})
+                yield batch
+                t2 = time.perf_counter()
+                self.t_compute += t2 - t1
+                self._events.append({"ev": "compute", "t0": t1 + _EPOCH_OFFSET, "dur": t2 - t1})
+        finally:
+            self._flush()
 
     def _flush(self) -> None:
         if not self.trace_dir or not self._events:
