@@ -11,7 +11,7 @@ samples (key ``x``) are generated once into ``--workdir``, packed with
 cache warm, by a torch DataLoader with 0 and 2 workers:
 
 * ``npz-per-sample``: ``np.load(file)["x"][j]`` per sample (what a naive
-  map-style Dataset does; timed on ``--slow-seconds`` of samples only);
+  map-style Dataset does; timed on ``--slow-samples`` random samples only);
 * ``npz-mmap``: the arrays inside the uncompressed NPZ files memory-mapped
   once per worker, ``arr[j]`` per sample (the best a user can do without us);
 * ``h5-random``: ``H5Dataset`` under torch's own ``RandomSampler`` (uniformly
@@ -26,7 +26,9 @@ cache warm, by a torch DataLoader with 0 and 2 workers:
   of ``H5MDSource.read`` over the same file.
 
 Rates are samples/s and GB/s; ``/cat`` is the GB/s over ``cat`` of the same
-bytes (the NPZ files, or the store). Medians of ``--repeat`` epochs.
+bytes (the NPZ files, or the store). Medians of ``--repeat`` epochs after a
+warm-up epoch, workers persistent (as in training: their start-up is paid
+once per run, not per epoch); the cache rows are single epochs of fresh loaders.
 """
 
 from __future__ import annotations
@@ -118,22 +120,22 @@ class NpzMmap:
         return {**self.__dict__, "_maps": None, "_pid": None}
 
 
-def epoch_seconds(loader, max_seconds: float | None = None) -> tuple[float, int]:
+def epoch_seconds(loader) -> tuple[float, int]:
     n = 0
     t0 = time.perf_counter()
     for batch in loader:
-        x = batch["x"] if isinstance(batch, dict) else batch
+        x = next(iter(batch.values())) if isinstance(batch, dict) else batch
         n += x.shape[0]
-        if max_seconds and time.perf_counter() - t0 > max_seconds:
-            break
     return time.perf_counter() - t0, n
 
 
-def median_rate(make_loader_fn, repeat: int, max_seconds=None) -> tuple[float, int]:
-    """Median samples/s over ``repeat`` epochs (a fresh loader each: worker start-up counts)."""
+def median_rate(make_loader_fn, repeat: int) -> tuple[float, int]:
+    """Median samples/s over ``repeat`` epochs after a warm-up epoch (workers persist, as in training)."""
+    loader = make_loader_fn()
+    epoch_seconds(loader)
     rates = []
     for _ in range(repeat):
-        dt, n = epoch_seconds(make_loader_fn(), max_seconds)
+        dt, n = epoch_seconds(loader)
         rates.append(n / dt)
     return statistics.median(rates), n
 
@@ -164,7 +166,7 @@ def frames_rows(args, repeat: int) -> list[tuple]:
     rows = [("frames: H5MDSource.read slabs of 16", 0, raw_rate, raw_rate * fbytes / 1e9, 1.0)]
     ds = FrameDataset(tpr, h5, select="all")
     for w in args.workers:
-        rate, _ = median_rate(lambda: make_loader(ds, batch_size=block, seed=1, num_workers=w,
+        rate, _ = median_rate(lambda: make_loader(ds, batch_size=block, seed=1, num_workers=w, persistent_workers=w > 0,
                                                   multiprocessing_context="fork" if w else None), repeat)
         rows.append((f"frames: FrameDataset + BlockBatchSampler (16)", w, rate, rate * fbytes / 1e9,
                      rate / raw_rate))
@@ -181,7 +183,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, nargs="+", default=[0, 2], help="DataLoader workers (default 0 2)")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--slow-seconds", type=float, default=3.0, help="time box of npz-per-sample")
+    ap.add_argument("--slow-samples", type=int, default=128, help="samples read by npz-per-sample (default 128)")
     ap.add_argument("--workdir", default="ml-bench", help="where the NPZ files and the store are made")
     ap.add_argument("--cache-dir", default="/dev/shm", help="node-local cache folder for h5-block-cache")
     ap.add_argument("--frames", type=int, default=200, help="frames of the demo trajectory (0: skip)")
@@ -190,7 +192,7 @@ def main(argv=None) -> int:
         args.files = 60
 
     import torch
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, Subset
 
     from trajscale.ml import H5Dataset, make_loader
     from trajscale.ml.pack import pack
@@ -213,22 +215,20 @@ def main(argv=None) -> int:
             ("cat store", "-", cat_h5_gbs * 1e9 / sample_bytes, cat_h5_gbs, 1.0)]
     b = args.batch
     ctx = lambda w: "fork" if w else None   # noqa: E731
+    persist = lambda w: {"num_workers": w, "multiprocessing_context": ctx(w), "persistent_workers": w > 0}  # noqa: E731
     cases = {
-        "npz-per-sample": lambda w: DataLoader(NpzPerSample(paths, args.per_file), batch_size=b, shuffle=True,
-                                               num_workers=w, multiprocessing_context=ctx(w)),
-        "npz-mmap": lambda w: DataLoader(NpzMmap(paths, args.per_file), batch_size=b, shuffle=True,
-                                         num_workers=w, multiprocessing_context=ctx(w)),
-        "h5-random": lambda w: DataLoader(H5Dataset(store, keys=["x"]), batch_size=b, shuffle=True,
-                                          num_workers=w, multiprocessing_context=ctx(w)),
-        "h5-block": lambda w: make_loader(H5Dataset(store, keys=["x"]), batch_size=b, num_workers=w,
-                                          multiprocessing_context=ctx(w)),
+        # ~50 samples/s: an epoch would take minutes, so a random subset of --slow-samples, batch 32.
+        "npz-per-sample": lambda w: DataLoader(
+            Subset(NpzPerSample(paths, args.per_file), np.random.default_rng(0).choice(n, args.slow_samples)),
+            batch_size=32, **persist(w)),
+        "npz-mmap": lambda w: DataLoader(NpzMmap(paths, args.per_file), batch_size=b, shuffle=True, **persist(w)),
+        "h5-random": lambda w: DataLoader(H5Dataset(store, keys=["x"]), batch_size=b, shuffle=True, **persist(w)),
+        "h5-block": lambda w: make_loader(H5Dataset(store, keys=["x"]), batch_size=b, **persist(w)),
     }
     rates: dict[tuple[str, int], float] = {}
     for name, make in cases.items():
         for w in args.workers:
-            slow = name == "npz-per-sample"
-            rate, _ = median_rate(lambda: make(w), 1 if slow else args.repeat,
-                                  args.slow_seconds if slow else None)
+            rate, _ = median_rate(lambda: make(w), 1 if name == "npz-per-sample" else args.repeat)
             rates[name, w] = rate
             cat = cat_npz_gbs if name.startswith("npz") else cat_h5_gbs
             rows.append((name, w, rate, rate * sample_bytes / 1e9, rate * sample_bytes / 1e9 / cat))

@@ -440,10 +440,10 @@ def make_loader(dataset, batch_size: int = 256, shuffle: bool = True, block: int
 
     sampler = BlockBatchSampler(len(dataset), batch_size, shuffle=shuffle, block=block, seed=seed,
                                 drop_last=drop_last, rank=rank, world_size=world_size)
+    persistent = bool(kw.pop("persistent_workers", False)) and num_workers > 0
     return DataLoader(dataset, sampler=sampler, batch_size=None, num_workers=num_workers,
                       multiprocessing_context=multiprocessing_context if num_workers else None,
-                      pin_memory=pin_memory, collate_fn=_to_tensors,
-                      persistent_workers=bool(num_workers) and kw.pop("persistent_workers", False), **kw)
+                      pin_memory=pin_memory, collate_fn=_to_tensors, persistent_workers=persistent, **kw)
 
 
 __all__ = ["FrameDataset", "H5Dataset", "make_loader", "runs"]
