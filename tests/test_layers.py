@@ -17,6 +17,7 @@ FORBIDDEN = {
     "analysis": {"executors", "run", "report", "convert", "cli", "demo"},
     "convert": {"analysis", "executors", "run", "report", "cli", "demo"},
     "report": {"sources", "analysis", "executors", "run", "convert", "cli", "demo", "store"},
+    "ml": {"analysis", "executors", "run", "convert", "cli", "demo"},
 }
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 
@@ -204,13 +205,17 @@ class H5Dataset(_BatchReader):
         t0 = time.perf_counter()
         try:
             if self._maps:
-                out = {k: self._maps[k][idx] for k in self.keys}
+                out = {}
+                for k in self.keys:
+                    out[k], view = _batch_buffer((idx.size, *self.shapes[k]), self.dtypes[k],
+                                                 shared=self.transform is None)
+                    np.take(self._maps[k], idx, axis=0, out=view)
                 n_runs = runs(np.unique(idx))[0].size * len(self.keys)
             else:
                 out, n_runs = self._read_hdf5(idx)
         except OSError as exc:
             raise StoreError(self.store, f"read failed ({exc}); the file may be truncated or corrupt") from None
-        self.stats.read(t0, time.perf_counter(), n_runs, sum(v.nbytes for v in out.values()), idx.size)
+        self.stats.read(t0, time.perf_counter(), n_runs, sum(_nbytes(v) for v in out.values()), idx.size)
         if self.with_index:
             out["index"] = idx
         if scalar:
@@ -247,6 +252,31 @@ class H5Dataset(_BatchReader):
         """NumPy batches for the index lists ``sampler`` yields (no torch needed)."""
         for index in sampler:
             yield self[index]
+
+
+def _in_torch_worker() -> bool:
+    data = sys.modules.get("torch.utils.data")   # never import torch just to ask
+    return data is not None and data.get_worker_info() is not None
+
+
+def _batch_buffer(shape: tuple[int, ...], dtype: np.dtype, shared: bool):
+    """(array to return, NumPy view to fill).
+
+    In a DataLoader worker the array is a torch tensor in shared memory: the
+    batch then reaches the training process without the copy torch makes
+    when it moves an ordinary array there.
+    """
+    if shared and _in_torch_worker():
+        import torch
+
+        t = torch.empty(shape, dtype=torch.from_numpy(np.empty(0, dtype)).dtype).share_memory_()
+        return t, t.numpy()
+    a = np.empty(shape, dtype)
+    return a, a
+
+
+def _nbytes(a) -> int:
+    return int(a.nbytes) if isinstance(a, np.ndarray) else int(a.numel() * a.element_size())
 
 
 def _memory_map(path: str, ds: h5py.Dataset) -> np.ndarray | None:
