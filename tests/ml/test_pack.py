@@ -128,3 +128,32 @@ def test_cli_help_and_bad_input():
     assert r.returncode == 0 and "--resume" in r.stdout
     r = run_cli("pack", "/nonexistent.npz", "-o", "/tmp/x.h5")
     assert r.returncode == 2 and "/nonexistent.npz: no such file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_sigterm_mid_pack_then_resume_equals_uninterrupted(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    paths, _ = write_npz_set(tmp_path, n_files=60, per_file=400, width=300)   # ~1 MB each
+    pack(paths, tmp_path / "whole.h5")
+    out = tmp_path / "s.h5"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "trajscale.cli.main", "-v", "pack", *paths, "-o", str(out),
+                             "--no-progress"], stderr=subprocess.PIPE, text=True, env=env)
+    for line in proc.stderr:   # the first file is in: stop it
+        if "packed " in line:
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest = proc.stderr.read()
+    assert proc.wait(60) == 128 + signal.SIGTERM, rest
+    assert "--resume" in rest and not out.exists()
+    with h5py.File(partial_name(out)) as f:
+        n_done = int(f["index/done"][()].sum())
+    assert 1 <= n_done < 60
+    r = run_cli("pack", *paths, "-o", str(out), "--resume", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    with h5py.File(out) as a, h5py.File(tmp_path / "whole.h5") as b:
+        for k in ("x", "y", "index/file", "index/sample"):
+            np.testing.assert_array_equal(a[k][()], b[k][()])
