@@ -103,6 +103,8 @@ def test_interrupted_pack_resumes_to_the_same_store(tmp_path, npz_set):
     r = run_cli("pack", *paths, "-o", str(out), "--no-progress")
     assert r.returncode == 2 and "--resume" in r.stderr
     open(paths[4], "wb").write(good)
+    with pytest.raises(InputFileError, match="other inputs or options"):   # same inputs, another layout
+        pack(paths, out, resume=True, chunks="auto")
     r = run_cli("pack", *paths, "-o", str(out), "--resume", "--no-progress")
     assert r.returncode == 0, r.stderr
     assert "4 files from the interrupted pack" in r.stderr

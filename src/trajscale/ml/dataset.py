@@ -124,6 +124,8 @@ class H5Dataset(_BatchReader):
             if missing:
                 raise StoreError(self.store, f"has no key {', '.join(map(repr, missing))} "
                                                  f"(keys: {', '.join(names) or 'none'})")
+            if not self.keys:
+                raise StoreError(self.store, "holds no datasets (was it made by trajscale pack?)")
             lengths = {f[k].shape[0] for k in self.keys}
             if len(lengths) != 1:
                 raise StoreError(self.store, f"keys {', '.join(self.keys)} have different sample counts")

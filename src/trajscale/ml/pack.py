@@ -222,7 +222,7 @@ def _create(path: Path, plan: PackPlan, chunks, compression: str | None) -> None
     comp = _compression(compression)
     with h5py.File(path, "w") as f:
         f.attrs["format"] = PACK_FORMAT
-        f.attrs["plan"] = plan.fingerprint()
+        f.attrs["plan"] = _fingerprint(plan, chunks, compression)
         f.attrs["n_samples"] = plan.n_samples
         for k in plan.keys:
             shape = (plan.n_samples, *plan.shapes[k])
@@ -238,12 +238,17 @@ def _create(path: Path, plan: PackPlan, chunks, compression: str | None) -> None
         idx["stat"] = np.zeros((len(plan.files), 2), dtype=np.int64)   # size, mtime_ns when packed
 
 
-def _open_partial(path: Path, plan: PackPlan) -> h5py.File:
+def _fingerprint(plan: PackPlan, chunks, compression) -> str:
+    return json.dumps({"plan": json.loads(plan.fingerprint()), "chunks": str(chunks),
+                       "compression": str(compression or "none")})
+
+
+def _open_partial(path: Path, fingerprint: str) -> h5py.File:
     try:
         f = h5py.File(path, "r+")
     except OSError as exc:
         raise InputFileError(path, f"unfinished pack cannot be reopened ({exc}); delete it and pack again") from None
-    if f.attrs.get("format") != PACK_FORMAT or f.attrs.get("plan") != plan.fingerprint():
+    if f.attrs.get("format") != PACK_FORMAT or f.attrs.get("plan") != fingerprint:
         f.close()
         raise InputFileError(path, "unfinished pack was made from other inputs or options; "
                                    "delete it or pack without --resume")
@@ -315,7 +320,7 @@ def pack(samples: Iterable[str | os.PathLike], output: str | os.PathLike, keys: 
         _create(tmp, plan, chunks, compression)
     offsets = np.concatenate([[0], np.cumsum(plan.counts)]).astype(np.int64)
     written = 0
-    with _open_partial(tmp, plan) as f:
+    with _open_partial(tmp, _fingerprint(plan, chunks, compression)) as f:
         done = f["index/done"][()]
         stats = f["index/stat"][()]
         for i in np.flatnonzero(done):
