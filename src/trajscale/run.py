@@ -156,7 +156,7 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
             n_frames=info["n_frames"], n_atoms=info["n_atoms"], source=info["source"],
             t_total=time.perf_counter() - t_start, t_prepare=t_prep, t_reduce=t_red,
             tasks=timings, workers=summarize_workers(timings, extras),
-            meta={"analysis_config": job.analysis, "n_tasks": len(ranges)})
+            meta={"analysis_config": job.analysis, "n_tasks": len(ranges), "io": ex.io_used()})
         return dataclasses.replace(result, report=report)
     finally:
         if own:
