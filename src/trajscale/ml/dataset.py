@@ -211,7 +211,8 @@ class H5Dataset(_BatchReader):
                 for k in self.keys:
                     out[k], view = _batch_buffer((idx.size, *self.shapes[k]), self.dtypes[k],
                                                  shared=self.transform is None)
-                    np.take(self._maps[k], idx, axis=0, out=view)
+                    # mode="clip": indices are checked already, and "raise" would buffer `out` (a copy)
+                    np.take(self._maps[k], idx, axis=0, out=view, mode="clip")
                 n_runs = runs(np.unique(idx))[0].size * len(self.keys)
             else:
                 out, n_runs = self._read_hdf5(idx)
