@@ -26,7 +26,9 @@ cache warm, by a torch DataLoader with 0 and 2 workers:
   of ``H5MDSource.read`` over the same file.
 
 Rates are samples/s and GB/s; ``/cat`` is the GB/s over ``cat`` of the same
-bytes (the NPZ files, or the store). Medians of ``--repeat`` epochs after a
+bytes (the NPZ files, or the store). On a shared, overloaded machine wall-clock
+rates measure the load, so rows read in one process (0 workers, ``cat``) also
+show GB per CPU second of that process, and the same ratio to ``cat``'s. Medians of ``--repeat`` epochs after a
 warm-up epoch, workers persistent (as in training: their start-up is paid
 once per run, not per epoch); the cache rows are single epochs of fresh loaders.
 """
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -61,10 +64,16 @@ def make_npz(workdir: Path, n_files: int, per_file: int, width: int) -> list[str
     return paths
 
 
-def cat_seconds(paths: list[str]) -> float:
-    t0 = time.perf_counter()
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def cat_seconds(paths: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``cat paths > /dev/null``."""
+    t0, c0 = time.perf_counter(), _children_cpu()
     subprocess.run(["cat", *paths], stdout=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, _children_cpu() - c0
 
 
 class NpzPerSample:
@@ -120,25 +129,31 @@ class NpzMmap:
         return {**self.__dict__, "_maps": None, "_pid": None}
 
 
-def epoch_seconds(loader) -> tuple[float, int]:
+def epoch_seconds(loader) -> tuple[float, int, float]:
+    """(wall seconds, samples, CPU seconds of this process) of one epoch."""
     n = 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for batch in loader:
         x = next(iter(batch.values())) if isinstance(batch, dict) else batch
         n += x.shape[0]
-    return time.perf_counter() - t0, n
+    return time.perf_counter() - t0, n, time.process_time() - c0
 
 
-def median_rate(make_loader_fn, repeat: int, warm_up: bool = True) -> tuple[float, int]:
-    """Median samples/s over ``repeat`` epochs after a warm-up epoch (workers persist, as in training)."""
+def median_rate(make_loader_fn, repeat: int, warm_up: bool = True) -> tuple[float, float]:
+    """Median samples/s and samples per CPU second over ``repeat`` epochs after a warm-up epoch.
+
+    Workers persist, as in training. The CPU rate counts this process only, so
+    it is the loader's cost with 0 workers (shown only then).
+    """
     loader = make_loader_fn()
     if warm_up:
         epoch_seconds(loader)
-    rates = []
+    rates, cpu_rates = [], []
     for _ in range(repeat):
-        dt, n = epoch_seconds(loader)
+        dt, n, cpu = epoch_seconds(loader)
         rates.append(n / dt)
-    return statistics.median(rates), n
+        cpu_rates.append(n / max(cpu, 1e-9))
+    return statistics.median(rates), statistics.median(cpu_rates)
 
 
 def frames_rows(args, repeat: int) -> list[tuple]:
@@ -157,20 +172,23 @@ def frames_rows(args, repeat: int) -> list[tuple]:
             for a in range(0, n, block):
                 src.read(a, min(n, a + block))
 
-        times = []
+        times, cpus = [], []
         for _ in range(repeat):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             raw()
             times.append(time.perf_counter() - t0)
-    raw_rate = n / statistics.median(times)
+            cpus.append(time.process_time() - c0)
+    raw_rate, raw_cpu = n / statistics.median(times), n / statistics.median(cpus)
     fbytes = na * 12
-    rows = [("frames: H5MDSource.read slabs of 16", 0, raw_rate, raw_rate * fbytes / 1e9, 1.0)]
+    rows = [("frames: H5MDSource.read slabs of 16", 0, raw_rate, raw_rate * fbytes / 1e9, 1.0,
+             raw_cpu * fbytes / 1e9, 1.0)]
     ds = FrameDataset(tpr, h5, select="all")
     for w in args.workers:
-        rate, _ = median_rate(lambda: make_loader(ds, batch_size=block, seed=1, num_workers=w, persistent_workers=w > 0,
+        rate, cpu_rate = median_rate(lambda: make_loader(ds, batch_size=block, seed=1, num_workers=w, persistent_workers=w > 0,
                                                   multiprocessing_context="fork" if w else None), repeat)
-        rows.append((f"frames: FrameDataset + BlockBatchSampler (16)", w, rate, rate * fbytes / 1e9,
-                     rate / raw_rate))
+        rows.append(("frames: FrameDataset + BlockBatchSampler (16)", w, rate, rate * fbytes / 1e9,
+                     rate / raw_rate, cpu_rate * fbytes / 1e9 if w == 0 else None,
+                     cpu_rate / raw_cpu if w == 0 else None))
     return rows
 
 
@@ -208,12 +226,16 @@ def main(argv=None) -> int:
         print(f"packed {len(paths)} files into {store} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     sample_bytes = args.width * 8
     n = args.files * args.per_file
-    cat_npz = statistics.median(cat_seconds(paths) for _ in range(args.repeat))
-    cat_h5 = statistics.median(cat_seconds([str(store)]) for _ in range(args.repeat))
-    cat_npz_gbs = n * sample_bytes / cat_npz / 1e9
-    cat_h5_gbs = os.path.getsize(store) / cat_h5 / 1e9
-    rows = [("cat NPZ files", "-", cat_npz_gbs * 1e9 / sample_bytes, cat_npz_gbs, 1.0),
-            ("cat store", "-", cat_h5_gbs * 1e9 / sample_bytes, cat_h5_gbs, 1.0)]
+    def cat_rates(files):
+        runs = [cat_seconds(files) for _ in range(args.repeat)]
+        nbytes = sum(os.path.getsize(f) for f in files)
+        return (nbytes / statistics.median(r[0] for r in runs) / 1e9,
+                nbytes / statistics.median(r[1] for r in runs) / 1e9)
+
+    cat_npz_gbs, cat_npz_cpu = cat_rates(paths)
+    cat_h5_gbs, cat_h5_cpu = cat_rates([str(store)])
+    rows = [("cat NPZ files", "-", cat_npz_gbs * 1e9 / sample_bytes, cat_npz_gbs, 1.0, cat_npz_cpu, 1.0),
+            ("cat store", "-", cat_h5_gbs * 1e9 / sample_bytes, cat_h5_gbs, 1.0, cat_h5_cpu, 1.0)]
     b = args.batch
     ctx = lambda w: "fork" if w else None   # noqa: E731
     persist = lambda w: {"num_workers": w, "multiprocessing_context": ctx(w), "persistent_workers": w > 0}  # noqa: E731
@@ -227,13 +249,16 @@ def main(argv=None) -> int:
         "h5-block": lambda w: make_loader(H5Dataset(store, keys=["x"]), batch_size=b, **persist(w)),
     }
     rates: dict[tuple[str, int], float] = {}
+    cpu_rates: dict[tuple[str, int], float] = {}
     for name, make in cases.items():
         for w in args.workers:
             slow = name == "npz-per-sample"
-            rate, _ = median_rate(lambda: make(w), 1 if slow else args.repeat, warm_up=not slow)
+            rate, cpu_rate = median_rate(lambda: make(w), 1 if slow else args.repeat, warm_up=not slow)
             rates[name, w] = rate
-            cat = cat_npz_gbs if name.startswith("npz") else cat_h5_gbs
-            rows.append((name, w, rate, rate * sample_bytes / 1e9, rate * sample_bytes / 1e9 / cat))
+            cpu_rates[name, w] = cpu_rate
+            cat, cat_cpu = (cat_npz_gbs, cat_npz_cpu) if name.startswith("npz") else (cat_h5_gbs, cat_h5_cpu)
+            gb, cgb = rate * sample_bytes / 1e9, cpu_rate * sample_bytes / 1e9
+            rows.append((name, w, rate, gb, gb / cat, cgb if w == 0 else None, cgb / cat_cpu if w == 0 else None))
             print(f"{name:16s} workers={w}: {rate:10.0f} samples/s", file=sys.stderr)
     # Node-local cache: first epoch copies the store, the second reads the copy.
     cache_dir = Path(tempfile.mkdtemp(prefix="trajscale-ml-bench-", dir=args.cache_dir))
@@ -241,10 +266,11 @@ def main(argv=None) -> int:
         for w in args.workers:
             for label in ("first epoch (copy)", "second epoch"):
                 ds = H5Dataset(store, keys=["x"], cache_dir=cache_dir)
-                dt, got = epoch_seconds(make_loader(ds, batch_size=b, num_workers=w, multiprocessing_context=ctx(w)))
+                dt, got, _ = epoch_seconds(make_loader(ds, batch_size=b, num_workers=w,
+                                                       multiprocessing_context=ctx(w)))
                 rate = got / dt
                 rows.append((f"h5-block-cache, {label}", w, rate, rate * sample_bytes / 1e9,
-                             rate * sample_bytes / 1e9 / cat_h5_gbs))
+                             rate * sample_bytes / 1e9 / cat_h5_gbs, None, None))
             shutil.rmtree(cache_dir)
             cache_dir.mkdir()
     finally:
@@ -254,15 +280,20 @@ def main(argv=None) -> int:
 
     print(f"\n{args.files} NPZ x {args.per_file} samples x {args.width} float64 "
           f"({n * sample_bytes / 1e9:.2f} GB), batch {b}, torch {torch.__version__}\n")
-    print("| method | workers | samples/s | GB/s | /cat |")
-    print("| --- | --- | --- | --- | --- |")
-    for name, w, rate, gbs, frac in rows:
-        print(f"| {name} | {w} | {rate:,.0f} | {gbs:.2f} | {frac:.2f} |")
+    print("| method | workers | samples/s | GB/s | /cat | GB per CPU-s | /cat (CPU) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    fmt = lambda v: "-" if v is None else f"{v:.2f}"   # noqa: E731
+    for name, w, rate, gbs, frac, cgb, cfrac in rows:
+        print(f"| {name} | {w} | {rate:,.0f} | {gbs:.2f} | {frac:.2f} | {fmt(cgb)} | {fmt(cfrac)} |")
     print()
     for w in args.workers:
         blk, mm, rnd = rates["h5-block", w], rates["npz-mmap", w], rates["h5-random", w]
         print(f"workers={w}: h5-block / cat store = {blk * sample_bytes / 1e9 / cat_h5_gbs:.2f} (target >= 0.8); "
               f"h5-block / npz-mmap = {blk / mm:.2f} (>= 1.5); h5-random / npz-mmap = {rnd / mm:.2f} (>= 1)")
+    c = cpu_rates
+    print(f"CPU, workers=0: h5-block / cat store = {c['h5-block', 0] * sample_bytes / 1e9 / cat_h5_cpu:.2f}; "
+          f"h5-block / npz-mmap = {c['h5-block', 0] / c['npz-mmap', 0]:.2f}; "
+          f"h5-random / npz-mmap = {c['h5-random', 0] / c['npz-mmap', 0]:.2f}")
     return 0
 
 

@@ -62,21 +62,21 @@ def _as_index(index, n: int) -> np.ndarray:
     return np.where(idx < 0, idx + n, idx)
 
 
-class _BatchReader:
-    """Reads sorted unique indices run by run, then puts rows back in the asked order."""
+def _gather_runs(idx: np.ndarray, read_run: Callable[[int, int, int], None]) -> np.ndarray:
+    """Call ``read_run(start, stop, row)`` per contiguous run of the sorted unique indices.
 
-    def gather(self, idx: np.ndarray, read_run: Callable[[int, int, int], None]) -> np.ndarray:
-        """Call ``read_run(start, stop, row)`` per run; returns the row of each asked index."""
-        uniq, inverse = np.unique(idx, return_inverse=True)
-        starts, stops = runs(uniq)
-        row = 0
-        for a, b in zip(starts.tolist(), stops.tolist()):
-            read_run(a, b, row)
-            row += b - a
-        return inverse
+    Returns, for each asked index, its row among the sorted unique ones.
+    """
+    uniq, inverse = np.unique(idx, return_inverse=True)
+    starts, stops = runs(uniq)
+    row = 0
+    for a, b in zip(starts.tolist(), stops.tolist()):
+        read_run(a, b, row)
+        row += b - a
+    return inverse
 
 
-class H5Dataset(_BatchReader):
+class H5Dataset:
     """Samples of a packed HDF5 store (``trajscale pack``) as a map-style dataset.
 
     Parameters
@@ -236,7 +236,7 @@ class H5Dataset(_BatchReader):
             for k in self.keys:
                 self._ds[k].read_direct(bufs[k], np.s_[a:b], np.s_[row:row + b - a])
 
-        inverse = self.gather(idx, read_run)
+        inverse = _gather_runs(idx, read_run)
         if uniq.size == idx.size and np.array_equal(uniq, idx):
             return bufs, n_runs
         return {k: b[inverse] for k, b in bufs.items()}, n_runs
@@ -303,7 +303,7 @@ def _check_extent(path: str, f: h5py.File, keys: Sequence[str]) -> None:
         raise StoreError(path, "sample count differs from the one the pack recorded")
 
 
-class FrameDataset(_BatchReader):
+class FrameDataset:
     """Trajectory frames as samples, read in blocks through trajscale's Source.
 
     Parameters
@@ -343,6 +343,7 @@ class FrameDataset(_BatchReader):
         with open_source(self.trajectory, self.topology) as src:
             self.config = src.get_config()
             self.n = src.n_frames
+            self._n_atoms = src.n_atoms
             if u.atoms.n_atoms != src.n_atoms:
                 raise SelectionError(f"{self.topology} has {u.atoms.n_atoms} atoms but {src.path} has {src.n_atoms}")
             bad = [fl for fl in self.fields if fl not in src.fields]
@@ -380,37 +381,48 @@ class FrameDataset(_BatchReader):
         return self.n
 
     def read(self, index) -> dict[str, np.ndarray]:
-        """Frames ``index`` (an int or a sequence) of the selection, without the transform."""
+        """Frames ``index`` (an int or a sequence) of the selection, without the transform.
+
+        One ``Source.read`` per contiguous run of the sorted frames; a batch
+        that is one run (a BlockBatchSampler batch) is the Block's own arrays,
+        with no copy.
+        """
         src = self._source()
         scalar = np.ndim(index) == 0
         idx = _as_index(index, self.n)
-        n_sel = self.atoms.size
         uniq = np.unique(idx)
-        out = {fl: np.empty((uniq.size, n_sel, 3), np.float32) for fl in self.fields}
-        time_ = np.empty(uniq.size, np.float64)
+        starts, stops = runs(uniq)
         t0 = time.perf_counter()
-        n_runs = 0
-
-        def read_run(a: int, b: int, row: int) -> None:
-            nonlocal n_runs
-            n_runs += 1
-            block = src.read(a, b, self.atoms, self.fields)
-            for fl, arr in (("position", block.positions), ("velocity", block.velocities),
-                            ("force", block.forces)):
-                if fl in out:
-                    out[fl][row:row + b - a] = arr
-            time_[row:row + b - a] = block.time
-
-        inverse = self.gather(idx, read_run)
-        self.stats.read(t0, time.perf_counter(), n_runs, sum(v.nbytes for v in out.values()), idx.size)
+        if starts.size == 1:
+            out = self._block_arrays(src.read(int(starts[0]), int(stops[0]), self._atoms, self.fields))
+        else:
+            out = {fl: np.empty((uniq.size, self.atoms.size, 3), np.float32) for fl in self.fields}
+            out["time"] = np.empty(uniq.size, np.float64)
+            row = 0
+            for a, b in zip(starts.tolist(), stops.tolist()):
+                for k, v in self._block_arrays(src.read(a, b, self._atoms, self.fields)).items():
+                    out[k][row:row + b - a] = v
+                row += b - a
+        self.stats.read(t0, time.perf_counter(), starts.size,
+                        sum(out[fl].nbytes for fl in self.fields), idx.size)
         if "position" in out and (self.center or self.superpose):
             self._move(out)
-        out["time"] = time_
         out["frame"] = uniq
-        out = {k: v[inverse] for k, v in out.items()}
+        if uniq.size != idx.size or not np.array_equal(uniq, idx):
+            inverse = np.searchsorted(uniq, idx)
+            out = {k: v[inverse] for k, v in out.items()}
         if scalar:
             out = {k: v[0] for k, v in out.items()}
         return out
+
+    @property
+    def _atoms(self) -> np.ndarray | None:
+        """The selection's indices, or None for every atom (the Source then skips indexing)."""
+        return None if self.atoms.size == self._n_atoms else self.atoms
+
+    def _block_arrays(self, block) -> dict[str, np.ndarray]:
+        arrays = {"position": block.positions, "velocity": block.velocities, "force": block.forces}
+        return {**{fl: arrays[fl] for fl in self.fields}, "time": block.time}
 
     def _move(self, out: dict[str, np.ndarray]) -> None:
         """Centre (and superpose) the selection of every frame, in place, batched over frames."""
