@@ -159,3 +159,27 @@ def test_sigterm_mid_pack_then_resume_equals_uninterrupted(tmp_path):
     with h5py.File(out) as a, h5py.File(tmp_path / "whole.h5") as b:
         for k in ("x", "y", "index/file", "index/sample"):
             np.testing.assert_array_equal(a[k][()], b[k][()])
+
+
+def test_pack_and_numpy_batches_work_without_torch(tmp_path, npz_set):
+    import subprocess
+    import sys
+
+    paths, _ = npz_set
+    code = f"""
+import sys
+sys.modules["torch"] = None   # any 'import torch' now fails
+import numpy as np
+from trajscale.ml import BlockBatchSampler, H5Dataset, pack
+pack({paths!r}, {str(tmp_path / 's.h5')!r})
+ds = H5Dataset({str(tmp_path / 's.h5')!r})
+s = BlockBatchSampler(len(ds), 64, seed=1)
+got = np.concatenate([b["x"] for b in ds.batches(s)])
+ref = np.concatenate([np.load(p)["x"] for p in {paths!r}])
+assert np.array_equal(got, ref[np.concatenate(list(s))])
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    r = run_cli("pack", *paths, "-o", str(tmp_path / "cli.h5"), "--no-progress")
+    assert r.returncode == 0, r.stderr
