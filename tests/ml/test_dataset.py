@@ -150,3 +150,19 @@ def test_store_truncated_after_the_dataset_was_made(packed):
     os.truncate(store, end)
     with pytest.raises(InputFileError, match="store.h5"):
         ds[0]
+
+
+def _where(batch):   # runs in the worker, on what the dataset returned
+    return {"shared": torch.tensor([isinstance(batch["x"], torch.Tensor) and batch["x"].is_shared()])}
+
+
+def test_worker_batches_are_read_into_shared_memory(packed):
+    from torch.utils.data import DataLoader
+
+    store, _ = packed
+    sampler = BlockBatchSampler(240, 40, seed=0)
+    loader = DataLoader(H5Dataset(store), sampler=sampler, batch_size=None, num_workers=1,
+                        multiprocessing_context="fork", collate_fn=_where)
+    assert all(bool(b["shared"]) for b in loader)
+    in_process = DataLoader(H5Dataset(store), sampler=sampler, batch_size=None, collate_fn=_where)
+    assert not any(bool(b["shared"]) for b in in_process)   # NumPy outside workers

@@ -4,8 +4,9 @@ Both follow torchmd-net's rule for HDF5 under a DataLoader: the file is opened
 lazily, once per process, never inherited across ``fork`` (the handle is keyed
 by the process id and dropped when pickled for ``spawn``). Both serve single
 samples (``ds[i]``) and whole batches (``ds[[i, j, ...]]``, or
-``__getitems__``): a batch is read as one call per contiguous run of sorted
-indices into one preallocated array per key, so a batch from
+``__getitems__``), read in one go: a contiguous store through a memory map of
+each dataset's bytes (one vectorised gather per key), anything else one
+HDF5 or Source read per contiguous run of the sorted indices, so a batch from
 :class:`~trajscale.ml.sampler.BlockBatchSampler` costs a few large reads
 instead of 256 small ones. Neither needs torch: items are dicts of NumPy
 arrays; :func:`make_loader` wraps one in a ``torch.utils.data.DataLoader``
@@ -265,14 +266,17 @@ def _in_torch_worker() -> bool:
 def _batch_buffer(shape: tuple[int, ...], dtype: np.dtype, shared: bool):
     """(array to return, NumPy view to fill).
 
-    In a DataLoader worker the array is a torch tensor in shared memory: the
-    batch then reaches the training process without the copy torch makes
-    when it moves an ordinary array there.
+    In a DataLoader worker the array is a torch tensor allocated in shared
+    memory, as torch's own ``default_collate`` allocates its batches there:
+    the batch then reaches the training process without the copy torch makes
+    to move an ordinary array (~8 ms instead of ~29 ms per 18 MB batch here).
     """
     if shared and _in_torch_worker():
         import torch
 
-        t = torch.empty(shape, dtype=torch.from_numpy(np.empty(0, dtype)).dtype).share_memory_()
+        empty = torch.from_numpy(np.empty(0, dtype))
+        storage = empty._typed_storage()._new_shared(int(np.prod(shape)), device=empty.device)
+        t = empty.new(storage).resize_(*shape)
         return t, t.numpy()
     a = np.empty(shape, dtype)
     return a, a
