@@ -10,6 +10,7 @@ import pytest
 
 from trajscale.errors import InputFileError
 from trajscale.ml import H5Dataset, LoopTimer, make_loader, summary, write_loader_trace
+from trajscale.ml.trace import format_summary
 
 torch = pytest.importorskip("torch")
 
@@ -37,6 +38,8 @@ def test_two_workers_each_open_once_and_bytes_add_up(packed, tmp_path):
     # a 40-sample batch in 20-sample blocks: at most 3 runs per key
     assert sum(p["reads"] for p in workers.values()) <= 6 * 3 * 2
     assert s["batches"] == 6 and s["compute_s"] >= 0.05
+    text = format_summary(s)
+    assert "6 batches" in text and sum(f"process {pid}: 1 opens" in text for pid in workers) == 2
 
     trace = write_loader_trace(trace_dir, tmp_path / "t.json")
     assert json.loads((tmp_path / "t.json").read_text()) == trace

@@ -182,6 +182,19 @@ def summary(trace_dir: str | os.PathLike) -> dict:
     return out
 
 
+def format_summary(s: dict) -> str:
+    """The :func:`summary` as text, one line per reading process, like the seed's behaviour summary."""
+    total = s["wait_s"] + s["compute_s"]
+    lines = [f"training loop: {s['batches']} batches, waiting for data {s['wait_s']:.3f} s, "
+             f"computing {s['compute_s']:.3f} s"
+             + (f" ({100 * s['wait_s'] / total:.0f}% waiting)" if total > 0 else "")]
+    for pid, p in sorted(s["processes"].items()):
+        rate = p["bytes"] / p["read_s"] / 1e9 if p["read_s"] > 0 else 0.0
+        lines.append(f"  process {pid}: {p['opens']} opens ({p['open_s']:.3f} s), {p['reads']} reads, "
+                     f"{p['samples']} samples, {p['bytes'] / 1e6:.1f} MB in {p['read_s']:.3f} s ({rate:.2f} GB/s)")
+    return "\n".join(lines)
+
+
 def write_loader_trace(trace_dir: str | os.PathLike, path: str | os.PathLike) -> dict:
     """Write the folder's Chrome/Perfetto trace (via :func:`trajscale.report.trace.write_trace`)."""
     from ..report.trace import write_trace
@@ -189,4 +202,4 @@ def write_loader_trace(trace_dir: str | os.PathLike, path: str | os.PathLike) ->
     return write_trace(load_report(trace_dir), path)
 
 
-__all__ = ["IOStats", "LoopTimer", "load_report", "summary", "write_loader_trace"]
+__all__ = ["IOStats", "LoopTimer", "format_summary", "load_report", "summary", "write_loader_trace"]
