@@ -17,7 +17,7 @@ cache warm, by a torch DataLoader with 0 and 2 workers:
 * ``h5-random``: ``H5Dataset`` under torch's own ``RandomSampler`` (uniformly
   shuffled samples, torch's collation);
 * ``h5-block``: ``H5Dataset`` with ``BlockBatchSampler`` through
-  ``make_loader`` (whole batches, a few contiguous reads each);
+  ``make_loader`` (whole batches of 4 blocks of 64 samples, read in one gather);
 * ``h5-block-cache``: the same, the store first copied to a node-local cache
   (``--cache-dir``, default /dev/shm) from ``--workdir``; the first epoch
   (with the copy) and the second are shown;
@@ -163,30 +163,32 @@ def frames_rows(args, repeat: int) -> list[tuple]:
 
     tpr, h5 = build_demo_file(args.workdir, args.frames, progress=False)
     subprocess.run(["cat", h5], stdout=subprocess.DEVNULL, check=True)
-    with H5MDSource(h5) as src:
-        src.reuse_buffers = True
-        n, na = src.n_frames, src.n_atoms
-        block = 16
-
-        def raw():
-            for a in range(0, n, block):
-                src.read(a, min(n, a + block))
-
-        times, cpus = [], []
-        for _ in range(repeat):
-            t0, c0 = time.perf_counter(), time.process_time()
-            raw()
-            times.append(time.perf_counter() - t0)
-            cpus.append(time.process_time() - c0)
-    raw_rate, raw_cpu = n / statistics.median(times), n / statistics.median(cpus)
-    fbytes = na * 12
-    rows = [("frames: H5MDSource.read slabs of 16", 0, raw_rate, raw_rate * fbytes / 1e9, 1.0,
-             raw_cpu * fbytes / 1e9, 1.0)]
+    fbytes = 0
+    rows = []
+    for reuse in (True, False):
+        with H5MDSource(h5) as src:
+            src.reuse_buffers = reuse
+            n, na = src.n_frames, src.n_atoms
+            block = 16
+            fbytes = na * 12
+            times, cpus = [], []
+            for _ in range(repeat):
+                t0, c0 = time.perf_counter(), time.process_time()
+                for a in range(0, n, block):
+                    src.read(a, min(n, a + block))
+                times.append(time.perf_counter() - t0)
+                cpus.append(time.process_time() - c0)
+        rate, cpu = n / statistics.median(times), n / statistics.median(cpus)
+        if reuse:
+            raw_rate, raw_cpu = rate, cpu
+        rows.append((f"frames: H5MDSource.read slabs of 16, {'one reused buffer' if reuse else 'fresh arrays'}",
+                     0, rate, rate * fbytes / 1e9, rate / raw_rate, cpu * fbytes / 1e9, cpu / raw_cpu))
     ds = FrameDataset(tpr, h5, select="all")
     for w in args.workers:
-        rate, cpu_rate = median_rate(lambda: make_loader(ds, batch_size=block, seed=1, num_workers=w, persistent_workers=w > 0,
-                                                  multiprocessing_context="fork" if w else None), repeat)
-        rows.append(("frames: FrameDataset + BlockBatchSampler (16)", w, rate, rate * fbytes / 1e9,
+        rate, cpu_rate = median_rate(lambda: make_loader(ds, batch_size=block, block=block, seed=1, num_workers=w,
+                                                         persistent_workers=w > 0,
+                                                         multiprocessing_context="fork" if w else None), repeat)
+        rows.append(("frames: FrameDataset + BlockBatchSampler (batch = block = 16)", w, rate, rate * fbytes / 1e9,
                      rate / raw_rate, cpu_rate * fbytes / 1e9 if w == 0 else None,
                      cpu_rate / raw_cpu if w == 0 else None))
     return rows
@@ -206,6 +208,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", default="ml-bench", help="where the NPZ files and the store are made")
     ap.add_argument("--cache-dir", default="/dev/shm", help="node-local cache folder for h5-block-cache")
     ap.add_argument("--frames", type=int, default=200, help="frames of the demo trajectory (0: skip)")
+    ap.add_argument("--only-frames", action="store_true", help="only the FrameDataset rows")
     args = ap.parse_args(argv)
     if args.full:
         args.files = 60
@@ -213,10 +216,15 @@ def main(argv=None) -> int:
     import torch
     from torch.utils.data import DataLoader, Subset
 
+    torch.set_num_threads(1)
+    if args.only_frames:
+        for row in frames_rows(args, args.repeat):
+            print(row)
+        return 0
+
     from trajscale.ml import H5Dataset, make_loader
     from trajscale.ml.pack import pack
 
-    torch.set_num_threads(1)
     work = Path(args.workdir)
     paths = make_npz(work, args.files, args.per_file, args.width)
     store = work / f"store_{args.files}x{args.per_file}x{args.width}.h5"

@@ -16,11 +16,12 @@ def test_every_sample_once_and_few_runs(n, batch, block):
     assert len(batches) == len(s) == -(-n // batch)
     flat = np.concatenate(batches)
     np.testing.assert_array_equal(np.sort(flat), np.arange(n))
-    blk = block or batch
+    blk = block or max(1, batch // 4)
     for b in batches:
         # a batch covers at most ceil(batch/block) + 1 blocks, so that many contiguous runs
         assert runs(np.unique(b))[0].size <= -(-batch // blk) + 1
-    assert not np.array_equal(flat, np.arange(n)) or n <= 1   # shuffled
+    assert not np.array_equal(flat, np.arange(n)) or n <= batch   # shuffled (one batch comes sorted)
+    assert all(np.all(np.diff(b) > 0) for b in batches)   # sorted inside a batch: slabs, no permuting copy
 
 
 def test_epochs_differ_and_seed_repeats():
@@ -54,3 +55,14 @@ def test_shards_like_distributed_sampler(n, world, drop_last):
         assert np.unique(flat).size == flat.size < n
     else:                       # padded from the start: all covered, a few twice
         assert set(flat.tolist()) == set(range(n)) and flat.size > n
+
+
+def test_batch_composition_changes_between_epochs_and_shuffle_within():
+    s = BlockBatchSampler(1024, 64, seed=0)   # default block 16: a batch mixes 4 blocks
+    e0 = {tuple(b) for b in s}
+    s.set_epoch(1)
+    e1 = {tuple(b) for b in s}
+    assert len(e0 & e1) < len(e0) // 2
+    w = list(BlockBatchSampler(1024, 64, seed=0, shuffle_within=True))
+    assert any(np.any(np.diff(b) < 0) for b in w)
+    assert [sorted(b) for b in w] == [list(b) for b in BlockBatchSampler(1024, 64, seed=0)]

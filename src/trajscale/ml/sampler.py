@@ -1,10 +1,14 @@
 """Shuffled batches that read as a few contiguous runs.
 
 A uniformly shuffled batch of 256 samples is 256 point reads. The
-:class:`BlockBatchSampler` shuffles the order of contiguous blocks of samples,
-then the samples inside each window of one batch: every sample still comes
-exactly once per epoch, batches differ from epoch to epoch, and a batch is
-read with about ``batch_size / block + 1`` contiguous reads.
+:class:`BlockBatchSampler` shuffles the order of contiguous blocks of samples
+and cuts the result into batches: every sample still comes exactly once per
+epoch, a batch is read with at most ``batch_size / block + 1`` contiguous
+reads, and with ``block < batch_size`` (default ``batch_size // 4``) a batch
+mixes different blocks in every epoch. Inside a batch the indices come sorted:
+a batch's gradient does not depend on the order of its samples, and sorted
+indices read as slabs with no permuting copy (``shuffle_within=True`` shuffles
+them anyway).
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ class BlockBatchSampler:
     shuffle
         Shuffle block order and samples inside each batch (else in order).
     block
-        Contiguous samples that stay together (default ``batch_size``: each
-        batch is one contiguous run, shuffled inside).
+        Contiguous samples that stay together (default ``batch_size // 4``;
+        ``batch_size`` makes each batch one contiguous run, the same samples
+        every epoch).
     seed
         Base seed; epoch ``e`` uses ``seed + e`` (:meth:`set_epoch`), the same on every rank.
     drop_last
@@ -38,19 +43,23 @@ class BlockBatchSampler:
         of the epoch, so every rank runs the same number of steps).
     rank, world_size
         This process's shard: batch ``i`` goes to rank ``i % world_size``.
+    shuffle_within
+        Shuffle the indices inside each batch too (else sorted).
     """
 
     def __init__(self, n: int, batch_size: int, shuffle: bool = True, block: int | None = None,
-                 seed: int = 0, drop_last: bool = False, rank: int = 0, world_size: int = 1) -> None:
+                 seed: int = 0, drop_last: bool = False, rank: int = 0, world_size: int = 1,
+                 shuffle_within: bool = False) -> None:
         if batch_size < 1 or n < 0:
             raise ConfigError(f"batch_size must be >= 1 and n >= 0 (got {batch_size}, {n})")
         if not 0 <= rank < world_size:
             raise ConfigError(f"rank {rank} outside world_size {world_size}")
         self.n, self.batch_size = int(n), int(batch_size)
-        self.block = int(block or batch_size)
+        self.block = int(block or max(1, batch_size // 4))
         if self.block < 1:
             raise ConfigError(f"block must be >= 1 (got {block})")
         self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
+        self.shuffle_within = shuffle_within
         self.rank, self.world_size = int(rank), int(world_size)
         self.epoch = 0
 
@@ -69,14 +78,14 @@ class BlockBatchSampler:
         # Concatenate the permuted blocks without a Python loop per block.
         order = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
         order += np.arange(self.n, dtype=np.int64)
-        # Shuffle inside each batch-sized window: pad to whole windows, shuffle rows, drop the pad.
+        # Each batch-sized window sorted (or shuffled): pad to whole windows, sort rows, drop the pad.
         b = self.batch_size
-        padded = np.full(-(-self.n // b) * b, -1, np.int64)
+        padded = np.full(-(-self.n // b) * b, np.iinfo(np.int64).max, np.int64)
         padded[:self.n] = order
-        windows = rng.permuted(padded.reshape(-1, b), axis=1)
-        # Permuting a window moves its pad (-1) entries anywhere: keep the last window's real ones.
-        flat = windows.reshape(-1)
-        return flat[flat >= 0]
+        rows = padded.reshape(-1, b)
+        rows = rng.permuted(rows, axis=1) if self.shuffle_within else np.sort(rows, axis=1)
+        flat = rows.reshape(-1)
+        return flat[flat < self.n]
 
     def _batches(self) -> list[np.ndarray]:
         order = self.order()
