@@ -11,6 +11,23 @@ from ..errors import InputFileError
 from ..util import check_input_file
 
 
+def ensure_filters(ds: h5py.Dataset) -> None:
+    """Register hdf5plugin's filters (Zstd, Blosc, LZ4...) if ``ds`` needs one HDF5 does not have.
+
+    Without it a read fails as "can't open directory ... plugins" in every process that
+    has not imported hdf5plugin (workers and ranks too). Importing it costs ~0.1-1 s, so
+    only when a dataset asks for it.
+    """
+    dcpl = ds.id.get_create_plist()
+    if all(h5py.h5z.filter_avail(dcpl.get_filter(i)[0]) for i in range(dcpl.get_nfilters())):
+        return
+    try:
+        import hdf5plugin  # noqa: F401
+    except ImportError:
+        raise InputFileError(ds.file.filename, f"{ds.name} is compressed with a filter HDF5 does not have "
+                                               "here; install hdf5plugin (pip install hdf5plugin)") from None
+
+
 def open_h5(path: str | os.PathLike, mode: str = "r", driver: str | None = None,
             comm=None, **kw) -> h5py.File:
     """Open an HDF5 file, turning every failure into one clear InputFileError."""
