@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from .options import add_h5md_options
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="run an analysis (rmsd, rmsf, rgyr, average, rdf, contacts, distances)",
@@ -16,7 +18,7 @@ def add_parser(sub) -> None:
     r.add_argument("trajectories", nargs="+", help="H5MD file (fast path) or any trajectory MDAnalysis reads")
     r.add_argument("--select", default="protein and name CA", help="fit and RMSD selection")
     r.add_argument("--ref-frame", type=int, default=0, help="reference frame (default 0)")
-    r.add_argument("--group", action="append", default=[], metavar="SEL",
+    r.add_argument("--groupselection", action="append", default=[], metavar="SEL", dest="groupselections",
                    help="extra group selection whose RMSD is reported after the fit (repeatable)")
     r.add_argument("--mass-weighted", action="store_true", help="mass-weighted fit")
     r.add_argument("--allow-nan", action="store_true", help="NaN for frames with non-finite coordinates")
@@ -97,7 +99,8 @@ def main_analysis(args) -> int:
     _import_dependencies()
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
                  n_tasks=args.tasks, start=args.start, stop=args.stop,
-                 progress=not args.no_progress and sys.stderr.isatty(), **executor_options(args))
+                 progress=not args.no_progress and sys.stderr.isatty(), group=args.h5md_group,
+                 assume_units=args.assume_units, **executor_options(args))
     if result is None:   # an MPI rank other than 0
         return 0
     if args.out:
@@ -114,6 +117,7 @@ def main_analysis(args) -> int:
 
 
 def add_run_options(p) -> None:
+    add_h5md_options(p)
     p.add_argument("--executor", default="serial", choices=["serial", "processes", "dask", "mpi"])
     p.add_argument("-n", "--n-workers", type=int, default=None, help="workers (processes, dask)")
     p.add_argument("--tasks", type=int, default=None, help="number of frame blocks (default 4 per worker)")
@@ -154,13 +158,14 @@ def main_rmsd(args) -> int:
     from ..analysis import RMSD
     from ..run import run
 
-    analysis = RMSD(select=args.select, ref_frame=args.ref_frame, groupselections=args.group,
+    analysis = RMSD(select=args.select, ref_frame=args.ref_frame, groupselections=args.groupselections,
                     weights="mass" if args.mass_weighted else None, allow_nan=args.allow_nan)
     traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
     _import_dependencies()
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
                  n_tasks=args.tasks, start=args.start, stop=args.stop,
-                 progress=not args.no_progress and sys.stderr.isatty(), **executor_options(args))
+                 progress=not args.no_progress and sys.stderr.isatty(), group=args.h5md_group,
+                 assume_units=args.assume_units, **executor_options(args))
     if result is None:   # an MPI rank other than 0
         return 0
     if args.out:
