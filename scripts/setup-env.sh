@@ -67,6 +67,8 @@ $VENV/bin/python - > "$CONSTRAINTS" <<'PY'
 import h5py, mpi4py, numpy
 print(f"h5py=={h5py.__version__}\nmpi4py=={mpi4py.__version__}\nnumpy=={numpy.__version__}")
 PY
+# The ml extra's CPU build of torch (installs from a local file on the project's machines).
+echo "torch==2.13.0" >> "$CONSTRAINTS"
 log "installing trajscale and its dependencies"
 $PIP install -c "$CONSTRAINTS" -e ".[all]"
 

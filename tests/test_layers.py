@@ -18,6 +18,7 @@ FORBIDDEN = {
     "convert": {"analysis", "executors", "run", "report", "cli", "demo"},
     "pwrite": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo"},
     "report": {"sources", "analysis", "executors", "run", "convert", "cli", "demo", "store"},
+    "ml": {"analysis", "executors", "run", "convert", "cli", "demo"},
 }
 
 

@@ -38,6 +38,21 @@ class InputFileError(TrajscaleError):
         super().__init__(f"{self.path}: {problem}")
 
 
+class StoreError(InputFileError):
+    """A training-data store (or its cached copy) that cannot be used.
+
+    Also constructible from one message: torch's DataLoader rebuilds a worker's
+    exception as ``type(msg)``, so the main process gets this type back.
+    """
+
+    def __init__(self, path: str | PathLike[str], problem: str | None = None) -> None:
+        if problem is None:
+            TrajscaleError.__init__(self, str(path))
+            self.path, self.problem, self._init_args = "", str(path), (str(path),)
+            return
+        super().__init__(path, problem)
+
+
 class NotH5MDError(InputFileError):
     """An HDF5 file that does not follow the H5MD layout."""
 

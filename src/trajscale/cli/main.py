@@ -23,6 +23,7 @@ COMMANDS = {
     "index": "trajscale.cli.index",
     "rechunk": "trajscale.cli.rechunk",
     "repair": "trajscale.cli.repair",
+    "pack": "trajscale.cli.pack",
 }
 
 

@@ -1,0 +1,41 @@
+"""``trajscale pack``: many NPZ / .npy sample files -> one HDF5 store for training."""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("trajscale")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("pack", help="pack NPZ/.npy sample files into one HDF5 store",
+                       description="Pack many NPZ or .npy files into one HDF5 store: one dataset per key, "
+                                   "samples along axis 0 in input order, plus an index of origin file and "
+                                   "sample number. Written under a temporary name and renamed when complete; "
+                                   "an interrupted pack continues with --resume.")
+    p.add_argument("samples", nargs="+", help="NPZ or .npy files (a .npy file's array is key 'arr_0')")
+    p.add_argument("-o", "--output", required=True, help="output HDF5 store")
+    p.add_argument("--key", action="append", dest="keys", default=None,
+                   help="array to pack (repeat for several; default: every array of the first file)")
+    p.add_argument("--chunks", default="contiguous",
+                   help="contiguous (default; fastest for block reads), auto (~4 MiB) or samples per chunk")
+    p.add_argument("--compression", default="none", help="none (default), gzip[:1-9] or lzf (chunked)")
+    p.add_argument("--executor", default="serial", choices=("serial", "processes"),
+                   help="read inputs in this process or in a process pool (default serial)")
+    p.add_argument("-n", "--n-workers", type=int, default=2, help="processes for --executor processes")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted pack of the same inputs")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from ..ml.pack import pack
+
+    s = pack(args.samples, args.output, keys=args.keys, chunks=args.chunks, compression=args.compression,
+             executor=args.executor, n_workers=args.n_workers, resume=args.resume, overwrite=args.overwrite,
+             progress=not args.no_progress)
+    log.info("wrote %s: %d samples from %d files (%s), %.1f MB in %.1f s%s", s.output, s.n_samples, s.n_files,
+             ", ".join(s.keys), s.bytes_written / 1e6, s.seconds,
+             f" ({s.resumed_files} files from the interrupted pack)" if s.resumed_files else "")
+    return 0

@@ -1,0 +1,20 @@
+"""Training data for PyTorch from HDF5 (seed 003): pack, load in blocks, cache on the node, trace.
+
+``pack`` turns many NPZ / .npy sample files into one HDF5 store;
+:class:`H5Dataset` and :class:`FrameDataset` serve a store or an MD trajectory
+as map-style datasets that read whole batches in a few contiguous reads, with
+:class:`BlockBatchSampler` shuffling by blocks; :class:`NodeCache` keeps a
+node-local copy shared by a node's workers; :mod:`.trace` records the I/O.
+torch is needed only by :func:`make_loader` (imported there).
+"""
+
+from __future__ import annotations
+
+from .cache import NodeCache
+from .dataset import FrameDataset, H5Dataset, make_loader
+from .pack import PackSummary, pack, plan_pack
+from .sampler import BlockBatchSampler
+from .trace import LoopTimer, load_report, summary, write_loader_trace
+
+__all__ = ["BlockBatchSampler", "FrameDataset", "H5Dataset", "LoopTimer", "NodeCache", "PackSummary",
+           "load_report", "make_loader", "pack", "plan_pack", "summary", "write_loader_trace"]
