@@ -184,3 +184,31 @@ def test_cli_rdf(tmp_path, h5md_files):
     with h5py.File(tmp_path / "g.h5") as f:
         result = type("R", (), {k: f[k][()] for k in ("count", "rdf", "bins")})()
     check(result, ref)
+
+
+def test_fit_reference_atomgroup_and_negative_frame_as_mdanalysis(h5md_files):
+    """reference= an AtomGroup: the fit selection is made within it (as AlignTraj does); ref_frame=-1 is the last."""
+    import MDAnalysis as mda
+    from MDAnalysis.analysis import align, rms
+
+    top, traj = SYSTEMS["adk_psf_dcd"]
+    ref_u = mda.Universe(top, traj)
+    ref_group = ref_u.select_atoms("resid 1-100")
+    ref_u.trajectory[5]
+    mob = mda.Universe(top, traj)
+    fit = "backbone and resid 1-100"
+    align.AlignTraj(mob, ref_group, select=fit, in_memory=True).run()
+    expect = rms.RMSF(mob.select_atoms("name CA and resid 1-100")).run().results.rmsf
+    r = ts.run(ts.RMSF(select="name CA and resid 1-100", fit_select=fit, reference=ref_group, ref_frame=5),
+               top, h5md_files["adk_psf_dcd"])
+    np.testing.assert_allclose(r.rmsf, expect, rtol=1e-4, atol=1e-4)
+    # a fit selection reaching outside the reference group is refused, as MDAnalysis refuses it
+    with pytest.raises(TrajscaleError, match="atoms in the trajectory"):
+        ts.run(ts.RMSF(select="name CA", fit_select="backbone", reference=ref_group), top, h5md_files["adk_psf_dcd"])
+    last = mda.Universe(top, traj)
+    last.trajectory[-1]
+    mob = mda.Universe(top, traj)
+    align.AlignTraj(mob, last, select="backbone", in_memory=True).run()
+    expect = rms.RMSF(mob.select_atoms("name CA")).run().results.rmsf
+    r = ts.run(ts.RMSF(select="name CA", fit_select="backbone", ref_frame=-1), top, h5md_files["adk_psf_dcd"])
+    np.testing.assert_allclose(r.rmsf, expect, rtol=1e-4, atol=1e-4)

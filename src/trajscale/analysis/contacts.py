@@ -11,7 +11,7 @@ from ..errors import ConfigError
 from ..kernels.geometry import distance_arrays
 from ..sources.selection import select_atoms
 from .base import Analysis, Prepared, check_finite
-from .fitting import reference_positions
+from .fitting import frame_index, reference_positions
 
 METHODS = ("hard_cut", "radius_cut")
 
@@ -70,8 +70,8 @@ class Contacts(Analysis):
     def prepare(self, universe, source) -> Prepared:
         ga = select_atoms(universe, self.select[0], "selection A")
         gb = select_atoms(universe, self.select[1], "selection B")
-        ref_a = reference_positions(universe, source, ga.indices, self.reference, self.ref_frame, "A")
-        ref_b = reference_positions(universe, source, gb.indices, self.reference, self.ref_frame, "B")
+        ref_a = reference_positions(source, ga, self.select[0], self.reference, self.ref_frame, "A")
+        ref_b = reference_positions(source, gb, self.select[1], self.reference, self.ref_frame, "B")
         box = None
         if self.pbc:
             box = self._reference_box(source)
@@ -85,12 +85,13 @@ class Contacts(Analysis):
 
     def _reference_box(self, source) -> np.ndarray | None:
         if self.reference is not None:
-            ref_u = getattr(self.reference, "universe", self.reference)
-            current = ref_u.trajectory.ts.frame
-            dims = ref_u.trajectory[self.ref_frame].dimensions
-            ref_u.trajectory[current]
+            traj = self.reference.universe.trajectory
+            current = traj.ts.frame
+            dims = traj[frame_index(self.ref_frame, traj.n_frames, "the reference")].dimensions
+            traj[current]
             return None if dims is None else np.asarray(dims, np.float64)[None]
-        box = source.read(self.ref_frame, self.ref_frame + 1, np.array([0])).box
+        frame = frame_index(self.ref_frame, source.n_frames, source.path)
+        box = source.read(frame, frame + 1, np.array([0])).box
         return None if not box.any() else box
 
     def map(self, block: Block, prep: Prepared) -> dict:

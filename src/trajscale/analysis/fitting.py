@@ -15,26 +15,36 @@ from ..sources.selection import select_atoms
 from .base import check_finite
 
 
-def reference_positions(universe, source, group_indices: np.ndarray, reference, ref_frame: int,
-                        what: str) -> np.ndarray:
-    """(N, 3) float64 positions of ``group_indices`` at ``ref_frame``: of ``reference`` (a Universe or
-    AtomGroup, selected by the same indices) or of the analysed trajectory."""
+def reference_positions(source, group, selection: str, reference, ref_frame: int, what: str) -> np.ndarray:
+    """(N, 3) float64 reference positions for ``group`` (the trajectory's ``selection``) at ``ref_frame``.
+
+    With ``reference`` (a Universe or an AtomGroup) the selection is made within it, as
+    MDAnalysis does, at its own ``ref_frame``; otherwise ``group``'s atoms are read from the
+    analysed trajectory. A negative ``ref_frame`` counts from the end.
+    """
     if reference is not None:
-        ref_u = getattr(reference, "universe", reference)
-        n = ref_u.trajectory.n_frames
-        if not 0 <= ref_frame < n:
-            raise FrameRangeError(f"reference frame {ref_frame} outside the reference's {n} frames")
-        current = ref_u.trajectory.ts.frame
-        ref_u.trajectory[ref_frame]
-        pos = ref_u.atoms[group_indices].positions.astype(np.float64)
-        ref_u.trajectory[current]
+        ref_group = select_atoms(reference, selection, f"reference {what} selection")
+        if ref_group.n_atoms != group.n_atoms:
+            raise SelectionError(f"{what} selection {selection!r}: {group.n_atoms} atoms in the trajectory, "
+                                 f"{ref_group.n_atoms} in the reference")
+        traj = ref_group.universe.trajectory
+        frame = frame_index(ref_frame, traj.n_frames, "the reference")
+        current = traj.ts.frame
+        traj[frame]
+        pos = ref_group.positions.astype(np.float64)
+        traj[current]
         return pos
-    if not 0 <= ref_frame < source.n_frames:
-        raise FrameRangeError(f"reference frame {ref_frame} outside the trajectory's {source.n_frames} "
-                              f"frames ({source.path})")
-    block = source.read(ref_frame, ref_frame + 1, np.asarray(group_indices))
+    frame = frame_index(ref_frame, source.n_frames, source.path)
+    block = source.read(frame, frame + 1, np.asarray(group.indices))
     check_finite(block, block.positions, source.path)
     return block.positions[0].astype(np.float64)
+
+
+def frame_index(ref_frame: int, n_frames: int, where: str) -> int:
+    frame = ref_frame + n_frames if ref_frame < 0 else ref_frame
+    if not 0 <= frame < n_frames:
+        raise FrameRangeError(f"reference frame {ref_frame} outside the {n_frames} frames of {where}")
+    return frame
 
 
 def prepare_fit(universe, source, select: str, fit_select: str | None, reference, ref_frame: int):
@@ -48,10 +58,7 @@ def prepare_fit(universe, source, select: str, fit_select: str | None, reference
         return sel.indices, {"sel": slice(None)}
     fit = select_atoms(universe, fit_select, "fit selection")
     atoms = np.union1d(sel.indices, fit.indices)
-    ref = reference_positions(universe, source, fit.indices, reference, ref_frame, "fit")
-    if ref.shape[0] != fit.n_atoms:
-        raise SelectionError(f"fit selection {fit_select!r}: {fit.n_atoms} atoms in the trajectory, "
-                             f"{ref.shape[0]} in the reference")
+    ref = reference_positions(source, fit, fit_select, reference, ref_frame, "fit")
     return atoms, {"sel": np.searchsorted(atoms, sel.indices), "fit": np.searchsorted(atoms, fit.indices),
                    "ref": Reference.of(ref)}
 
