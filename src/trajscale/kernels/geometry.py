@@ -16,18 +16,18 @@ _IMAGES = np.array([(i, j, k) for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (
 
 
 def triclinic_vectors(dims: np.ndarray) -> np.ndarray:
-    """(F, 6) box dimensions to (F, 3, 3) row vectors, as ``MDAnalysis.lib.mdamath.triclinic_vectors``.
+    """(F, 6) box dimensions to (F, 3, 3) float64 row vectors, as ``MDAnalysis.lib.mdamath.triclinic_vectors``.
 
-    Invalid boxes (a length or angle <= 0, or an angle sum that cannot close) give zeros.
+    Exact right angles (cos 90 = 0), and zero vectors for an invalid box: an edge or angle
+    not positive, an angle of 180 degrees or more, or angles that close no cell.
     """
     dims = np.asarray(dims, dtype=np.float64).reshape(-1, 6)
     a, b, c = dims[:, 0], dims[:, 1], dims[:, 2]
     ang = dims[:, 3:]
     right = ang == 90.0
-    rad = np.radians(ang)
-    cos = np.where(right, 0.0, np.cos(rad))
-    sin = np.where(right, 1.0, np.sin(rad))
-    cos_a, cos_b, cos_g, sin_g = cos[:, 0], cos[:, 1], cos[:, 2], sin[:, 2]
+    cos = np.where(right, 0.0, np.cos(np.radians(ang)))
+    sin_g = np.where(right[:, 2], 1.0, np.sin(np.radians(ang[:, 2])))
+    cos_a, cos_b, cos_g = cos[:, 0], cos[:, 1], cos[:, 2]
     out = np.zeros((len(dims), 3, 3))
     out[:, 0, 0] = a
     out[:, 1, 0] = b * cos_g
@@ -36,12 +36,9 @@ def triclinic_vectors(dims: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         out[:, 2, 1] = c * (cos_a - cos_b * cos_g) / sin_g
         out[:, 2, 2] = np.sqrt(c * c - out[:, 2, 0] ** 2 - out[:, 2, 1] ** 2)
-    ok = (dims[:, :3] > 0).all(axis=1) & (ang > 0).all(axis=1) & (ang < 180).all(axis=1)
-    ok &= np.isfinite(out).all(axis=(1, 2)) & (out[:, 2, 2] > 0)
-    out[~ok] = 0.0
-    ortho = right.all(axis=1) & ok   # exact zeros off the diagonal, as MDAnalysis
-    out[ortho] = 0.0
-    out[ortho, 0, 0], out[ortho, 1, 1], out[ortho, 2, 2] = a[ortho], b[ortho], c[ortho]
+    valid = (dims > 0).all(axis=1) & (ang < 180).all(axis=1)
+    valid &= out[:, 2, 2] > 0   # NaN (a negative discriminant) compares False too
+    out[~valid] = 0.0
     return out
 
 
