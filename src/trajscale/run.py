@@ -9,7 +9,7 @@ import time
 
 from .analysis.base import Analysis
 from .block import FrameRange, split_frames
-from .errors import AtomCountMismatchError, FrameRangeError, TrajscaleError
+from .errors import AtomCountMismatchError, ConfigError, FrameRangeError, TrajscaleError
 from .executors import Executor, Job, make_executor
 from .report.timing import RunReport, summarize_workers
 from .sources import open_source
@@ -115,6 +115,8 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     other MPI ranks.
     """
     t_start = time.perf_counter()
+    if n_tasks is not None and n_tasks < 1:
+        raise ConfigError(f"the number of tasks must be at least 1 (got {n_tasks})")
     ex = make_executor(executor, n_workers, **executor_options)
     own = not isinstance(executor, Executor)
     try:
@@ -136,6 +138,8 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)
         ranges = plan_tasks(info["start"], info["stop"], k, info["chunk_frames"], info["n_atoms"] * 12,
                             ex.n_workers)
+        if n_tasks and len(ranges) < n_tasks and ex.is_root:
+            _say_tasks_capped(n_tasks, len(ranges), info)
         results = ex.map_tasks(job, ranges, progress)
         if not ex.is_root:
             return None
@@ -156,11 +160,31 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
             n_frames=info["n_frames"], n_atoms=info["n_atoms"], source=info["source"],
             t_total=time.perf_counter() - t_start, t_prepare=t_prep, t_reduce=t_red,
             tasks=timings, workers=summarize_workers(timings, extras),
-            meta={"analysis_config": job.analysis, "n_tasks": len(ranges)})
+            meta={"analysis_config": job.analysis, "n_tasks": len(ranges), "n_tasks_asked": n_tasks,
+                  **_io_options(job.source)})
         return dataclasses.replace(result, report=report)
     finally:
         if own:
             ex.close()
+
+
+def _io_options(source_config: dict) -> dict:
+    """How the source was read on the ranks (``--driver``, ``--collective``), for the report."""
+    if "driver" not in source_config:
+        return {}
+    return {"driver": source_config["driver"] or "default", "collective": bool(source_config.get("collective"))}
+
+
+def _say_tasks_capped(asked: int, got: int, info: dict) -> None:
+    """Tasks start on chunk boundaries: say why fewer tasks than asked for, and what lifts the cap."""
+    cf, n = info["chunk_frames"], info["n_frames"]
+    if cf <= 1:
+        log.warning("asked for %d tasks; %d frames make only %d", asked, n, got)
+        return
+    path = info["source"].get("path", "FILE")
+    log.warning("asked for %d tasks but ran %d: tasks start on chunk boundaries and the file's chunks hold "
+                "%d frames (%d frames to read); rechunk to allow %d tasks: trajscale convert TOPOLOGY %s "
+                "-o rechunked.h5md --chunks %d", asked, got, cf, n, asked, path, max(1, n // asked))
 
 
 def frames_per_second(report: RunReport) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -9,6 +10,16 @@ import h5py
 
 from ..errors import InputFileError
 from ..util import check_input_file
+
+
+@functools.cache
+def register_plugin_filters() -> bool:
+    """Make hdf5plugin's filters (Blosc, Zstd, ...) known to HDF5, if it is installed."""
+    try:
+        import hdf5plugin  # noqa: F401 - importing registers the filters
+    except ImportError:
+        return False
+    return True
 
 
 def open_h5(path: str | os.PathLike, mode: str = "r", driver: str | None = None,
@@ -19,6 +30,7 @@ def open_h5(path: str | os.PathLike, mode: str = "r", driver: str | None = None,
         check_input_file(p)
         if not h5py.is_hdf5(str(p)):
             raise InputFileError(p, "not an HDF5 file (wrong format, or truncated before its superblock)")
+    register_plugin_filters()   # a Blosc/Zstd file reads like any other
     if driver == "mpio":
         kw.update(driver="mpio", comm=comm)
     elif driver:
