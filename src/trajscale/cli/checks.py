@@ -39,7 +39,7 @@ def check_topology(args) -> None:
     from ..errors import InputFileError
 
     raise InputFileError(
-        args.topology, f"is a {fmt} trajectory, not a topology: it has no atom names, residues or masses. "
+        args.topology, f"{fmt} is a trajectory format, not a topology: it has no atom names, residues or masses. "
                        "Give the topology first (TPR, PSF, GRO, PDB, ...), then the trajectories; "
                        f"to use it as the topology anyway add {TRAJECTORY_AS_TOPOLOGY}")
 

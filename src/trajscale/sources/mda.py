@@ -84,7 +84,7 @@ def _universe_via_cache(topology: str, trajectories: list, topology_coordinates:
             with get_parser_for(topology, format=kw.get("topology_format"))(topology) as parser:
                 parsed = parser.parse()
         except Exception as exc:   # noqa: BLE001 - any parser failure is the topology file's, not a trajectory's
-            detail = " ".join(str(exc).split()) or type(exc).__name__
+            detail = " ".join(str(exc).replace(topology, "the file").split()) or type(exc).__name__
             raise InputFileError(topology, f"MDAnalysis cannot read it as a topology: {detail}") from None
         topology_cache.store(topology, kw, parsed)
     if not trajectories and topology_coordinates:
