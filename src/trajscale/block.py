@@ -24,12 +24,14 @@ class FrameRange:
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """Frames ``[start, stop)`` of a trajectory, for the selected atoms.
+    """Frames ``start:stop:stride`` of a trajectory, for the selected atoms.
 
     Attributes
     ----------
     start, stop
         Global frame range of the block.
+    stride
+        Frames ``start, start + stride, ...`` below ``stop`` (1: every frame).
     positions
         ``(n_frames, n_atoms, 3)`` float32, Å.
     box
@@ -51,15 +53,16 @@ class Block:
     step: np.ndarray
     velocities: np.ndarray | None = None
     forces: np.ndarray | None = None
+    stride: int = 1
 
     @property
     def n_frames(self) -> int:
-        return self.stop - self.start
+        return len(range(self.start, self.stop, self.stride))
 
     @property
     def frames(self) -> np.ndarray:
         """Global frame indices of the block."""
-        return np.arange(self.start, self.stop, dtype=np.int64)
+        return np.arange(self.start, self.stop, self.stride, dtype=np.int64)
 
     @property
     def nbytes(self) -> int:

@@ -37,6 +37,18 @@ def plan_tasks(start: int, stop: int, n_tasks: int, align: int, frame_bytes: int
     return [FrameRange(r.start + start, r.stop + start) for r in split_frames(n, n_tasks, align)]
 
 
+def plan_strided_tasks(start: int, stop: int, step: int, n_tasks: int, frame_bytes: int,
+                       n_workers: int = 1) -> list[FrameRange]:
+    """Tasks over frames ``start:stop:step``: each range starts on a kept frame and ends after its last.
+
+    A task reads its whole range and keeps every ``step``-th frame, so it is
+    sized by the frames it reads.
+    """
+    kept = len(range(start, stop, step))
+    return [FrameRange(start + r.start * step, start + (r.stop - 1) * step + 1)
+            for r in plan_tasks(0, kept, n_tasks, 1, frame_bytes * step, n_workers)]
+
+
 def _topology_with_first_frame(topology, source):
     """The topology's Universe holding the trajectory's first frame, as ``Universe(top, traj)`` would.
 
@@ -84,7 +96,8 @@ def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_optio
 
 def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = "serial",
         n_workers: int | None = None, n_tasks: int | None = None, tasks_per_worker: int = 4,
-        start: int = 0, stop: int | None = None, progress: bool = False, **executor_options):
+        start: int = 0, stop: int | None = None, step: int = 1, progress: bool = False,
+        **executor_options):
     """Run ``analysis`` over ``trajectory`` on an executor.
 
     Parameters
@@ -103,8 +116,8 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         Workers (processes, Dask workers); ignored by serial and MPI (the communicator's size).
     n_tasks
         Number of frame blocks; default ``tasks_per_worker`` per worker.
-    start, stop
-        Frame range to analyse.
+    start, stop, step
+        Frame range to analyse: frames ``start, start + step, ...`` below ``stop``.
     progress
         Show a progress bar on stderr.
 
@@ -117,6 +130,8 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     t_start = time.perf_counter()
     if n_tasks is not None and n_tasks < 1:
         raise ConfigError(f"the number of tasks must be at least 1 (got {n_tasks})")
+    if step < 1:
+        raise ConfigError(f"step must be at least 1 (got {step})")
     ex = make_executor(executor, n_workers, **executor_options)
     own = not isinstance(executor, Executor)
     try:
@@ -128,6 +143,9 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
                 ex.broadcast(exc if isinstance(exc, TrajscaleError)
                              else RuntimeError(f"rank 0 failed to prepare the job: {exc!r}"))
             raise
+        if job is not None and step > 1:
+            job = dataclasses.replace(job, stride=step)
+            info = {**info, "n_frames": len(range(info["start"], info["stop"], step)), "step": step}
         t_prep = time.perf_counter() - t_start
         got = ex.broadcast((job, info))
         if isinstance(got, BaseException):
@@ -136,9 +154,13 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
             raise got
         job, info = got
         k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)
-        ranges = plan_tasks(info["start"], info["stop"], k, info["chunk_frames"], info["n_atoms"] * 12,
-                            ex.n_workers)
-        if n_tasks and len(ranges) < n_tasks and ex.is_root:
+        if job.stride > 1:
+            ranges = plan_strided_tasks(info["start"], info["stop"], job.stride, k, info["n_atoms"] * 12,
+                                        ex.n_workers)
+        else:
+            ranges = plan_tasks(info["start"], info["stop"], k, info["chunk_frames"], info["n_atoms"] * 12,
+                                ex.n_workers)
+        if n_tasks and len(ranges) < n_tasks and ex.is_root and job.stride == 1:
             _say_tasks_capped(n_tasks, len(ranges), info)
         results = ex.map_tasks(job, ranges, progress)
         if not ex.is_root:
@@ -160,7 +182,7 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
             n_frames=info["n_frames"], n_atoms=info["n_atoms"], source=info["source"],
             t_total=time.perf_counter() - t_start, t_prepare=t_prep, t_reduce=t_red,
             tasks=timings, workers=summarize_workers(timings, extras),
-            meta={"analysis_config": job.analysis, "n_tasks": len(ranges), "n_tasks_asked": n_tasks,
+            meta={"analysis_config": job.analysis, "n_tasks": len(ranges), "n_tasks_asked": n_tasks, "step": step,
                   **_io_options(job.source)})
         return dataclasses.replace(result, report=report)
     finally:
@@ -191,4 +213,4 @@ def frames_per_second(report: RunReport) -> float:
     return report.n_frames / report.t_total if report.t_total > 0 else float("nan")
 
 
-__all__ = ["plan_tasks", "run"]
+__all__ = ["plan_strided_tasks", "plan_tasks", "run"]

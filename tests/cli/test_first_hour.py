@@ -220,3 +220,21 @@ def test_inspect_short_file_has_no_100_frame_block_and_no_warning_trajscale_does
     assert "all 20 frames" in facts["read_amplification"]
     assert facts["read_amplification"]["one frame"] == 1.0     # trajscale reads in place...
     assert facts["warnings"] == []                              # ...so no warning about it
+
+
+@pytest.mark.parametrize("executor", ["serial", "processes"])
+def test_run_step_matches_mdanalysis(tmp_path, adk_vacuum, adk_vacuum_h5md, executor):
+    from MDAnalysis.analysis import rms
+
+    ref = rms.RMSD(mda.Universe(*adk_vacuum), select="name CA").run(start=3, stop=90, step=7).results.rmsd
+    out, rep = tmp_path / "r.csv", tmp_path / "r.json"
+    proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "name CA", "--start", "3",
+                   "--stop", "90", "--step", "7", "--executor", executor, "-n", "2", "--tasks", "3",
+                   "--out", str(out), "--report", str(rep))
+    assert proc.returncode == 0, proc.stderr
+    got = np.loadtxt(out, delimiter=",", skiprows=1)
+    np.testing.assert_array_equal(got[:, 0], np.arange(3, 90, 7))
+    np.testing.assert_allclose(got[:, 2], ref[:, 2], atol=1e-4)
+    report = RunReport.load(rep)
+    assert report.n_frames == len(range(3, 90, 7)) == sum(t.frames for t in report.tasks)
+    assert f"{len(range(3, 90, 7))} frames" in proc.stdout

@@ -45,6 +45,7 @@ def add_run_options(p) -> None:
                    help="HDF5 driver on MPI ranks (default: mpio where h5py has MPI)")
     p.add_argument("--start", type=int, default=0, help="first frame to analyse (default 0)")
     p.add_argument("--stop", type=int, default=None, help="frame to stop before (default: the last frame)")
+    p.add_argument("--step", type=positive_int, default=1, help="analyse every STEP-th frame (default 1)")
     p.add_argument("--out", default=None, help="CSV output")
     p.add_argument("--report", default=None, help="write the run report (JSON)")
     p.add_argument("--no-progress", action="store_true",
@@ -107,7 +108,7 @@ def main_rmsd(args) -> int:
     traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
     _import_dependencies()
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
-                 n_tasks=args.tasks, start=args.start, stop=args.stop,
+                 n_tasks=args.tasks, start=args.start, stop=args.stop, step=args.step,
                  progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty(),
                  **executor_options(args))
     if result is None:   # an MPI rank other than 0

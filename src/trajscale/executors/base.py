@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from ..analysis.base import Analysis, Prepared, analysis_from_config
-from ..block import FrameRange
+from ..block import Block, FrameRange
 from ..errors import TaskError, TrajscaleError
 from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
@@ -26,6 +26,8 @@ class Job:
     analysis: dict
     source: dict
     prepared: Prepared
+    #: Analyse every ``stride``-th frame; task ranges start on a kept frame (``run(step=)``).
+    stride: int = 1
 
 
 # One open Source per process, keyed by its config: workers open files after
@@ -69,6 +71,15 @@ def _analysis(config: dict) -> Analysis:
     return _ANALYSES[key]
 
 
+def every(block: Block, stride: int) -> Block:
+    """Frames ``block.start::stride`` of a contiguous block, as views."""
+    def sub(a):
+        return None if a is None else a[::stride]
+
+    return Block(block.start, block.stop, block.positions[::stride], block.box[::stride], block.time[::stride],
+                 block.step[::stride], sub(block.velocities), sub(block.forces), stride=stride)
+
+
 def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) -> tuple[dict, TaskTiming]:
     """Read frames ``[start, stop)`` and map them; return the partial and its timings.
 
@@ -83,6 +94,8 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         bytes0 = getattr(source, "bytes_read", 0)
         t0 = time.perf_counter()
         block = source.read(frames.start, frames.stop, job.prepared.atoms, analysis.fields)
+        if job.stride > 1:   # the kept frames (views); strided reads in the sources can replace this
+            block = every(block, job.stride)
         t1 = time.perf_counter()
         partial = analysis.map(block, job.prepared)
         t2 = time.perf_counter()
@@ -90,7 +103,7 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         raise
     except Exception as exc:
         raise TaskError(worker, frames.start, frames.stop, f"{type(exc).__name__}: {exc}") from exc
-    timing = TaskTiming(task=task, start=frames.start, stop=frames.stop, worker=worker, host=host,
+    timing = TaskTiming(task=task, start=frames.start, stop=frames.stop, stride=job.stride, worker=worker, host=host,
                         pid=pid, t_init_traj=t_init_traj, t_io=t1 - t0, t_compute=t2 - t1,
                         bytes_read=getattr(source, "bytes_read", 0) - bytes0,
                         t_begin=t_begin, t_end=time.time())

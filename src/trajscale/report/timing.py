@@ -43,10 +43,11 @@ class TaskTiming:
     t_end: float = 0.0
     t_sched_start: float | None = None   # scheduler-side (Dask) start/stop, epoch seconds
     t_sched_stop: float | None = None
+    stride: int = 1                      # frames start, start + stride, ... below stop were analysed
 
     @property
     def frames(self) -> int:
-        return self.stop - self.start
+        return len(range(self.start, self.stop, self.stride))
 
     @property
     def t_total(self) -> float:
