@@ -183,18 +183,11 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
             t_total=time.perf_counter() - t_start, t_prepare=t_prep, t_reduce=t_red,
             tasks=timings, workers=summarize_workers(timings, extras),
             meta={"analysis_config": job.analysis, "n_tasks": len(ranges), "n_tasks_asked": n_tasks, "step": step,
-                  **_io_options(job.source)})
+                  "io": ex.io_used()})
         return dataclasses.replace(result, report=report)
     finally:
         if own:
             ex.close()
-
-
-def _io_options(source_config: dict) -> dict:
-    """How the source was read on the ranks (``--driver``, ``--collective``), for the report."""
-    if "driver" not in source_config:
-        return {}
-    return {"driver": source_config["driver"] or "default", "collective": bool(source_config.get("collective"))}
 
 
 def _say_tasks_capped(asked: int, got: int, info: dict) -> None:

@@ -105,6 +105,10 @@ def test_interrupted_convert_leaves_nothing(tmp_path, adk_water, sig):
     while time.time() < deadline and not any(p.startswith(".big.h5md.tmp") for p in os.listdir(tmp_path)):
         time.sleep(0.05)
     time.sleep(0.5)
+    # The test means something only if the signal lands mid-write: the convert is still
+    # running and its temporary file exists at that moment.
+    assert proc.poll() is None, f"convert ended before the signal: {proc.communicate()[1][-2000:]}"
+    assert any(p.startswith(".big.h5md.tmp") for p in os.listdir(tmp_path)), "no temporary file when signalled"
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0

@@ -21,8 +21,13 @@ from MDAnalysis.analysis import rms
 import trajscale as ts
 from tests.conftest import run_mpi
 
+from trajscale.parallel import h5py_has_mpi
+
 pytest.importorskip("mpi4py")
 pytestmark = pytest.mark.mpi
+#: Tests of MPI-IO skip, with the reason, where h5py was built without MPI.
+needs_mpio = pytest.mark.skipif(not h5py_has_mpi(), reason="h5py is built without MPI (no parallel HDF5)")
+MPIO = pytest.param("mpio", marks=needs_mpio)
 
 SCRIPT = str(Path(__file__).with_name("mpi_rmsd_script.py"))
 GROUPS = ["backbone", "resid 1-50"]
@@ -51,7 +56,7 @@ def run_script(n: int, tmp_path: Path, topology: str, trajectory: str, *extra: s
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
-@pytest.mark.parametrize("driver", ["mpio", "default"])
+@pytest.mark.parametrize("driver", [MPIO, "default"])
 def test_h5md_equals_serial_and_mdanalysis(tmp_path, adk_vacuum, adk_vacuum_h5md, serial_table, mda_table,
                                            n, driver):
     table, report, opts = run_script(n, tmp_path, adk_vacuum[0], adk_vacuum_h5md, "--driver", driver)
@@ -77,6 +82,7 @@ def test_dcd_through_mdanalysis_source(tmp_path, adk_vacuum, serial_table, mda_t
     assert report["n_workers"] == n
 
 
+@needs_mpio
 def test_idle_ranks_still_reported(tmp_path, adk_vacuum, adk_vacuum_h5md, serial_table):
     """More ranks than tasks: idle ranks open and close the file with the others and appear."""
     table, report, _ = run_script(3, tmp_path, adk_vacuum[0], adk_vacuum_h5md, "--driver", "mpio",
@@ -86,9 +92,21 @@ def test_idle_ranks_still_reported(tmp_path, adk_vacuum, adk_vacuum_h5md, serial
     assert [w["n_tasks"] for w in report["workers"]] == [1, 1, 0]   # idle ranks last
 
 
+@needs_mpio
 def test_collective_reads(tmp_path, adk_vacuum, adk_vacuum_h5md, serial_table):
-    table, _, opts = run_script(2, tmp_path, adk_vacuum[0], adk_vacuum_h5md, "--driver", "mpio", "--collective")
-    assert opts == {"driver": "mpio", "collective": True}
+    """The report says whether every rank's reads were really collective."""
+    table, report, _ = run_script(2, tmp_path, adk_vacuum[0], adk_vacuum_h5md, "--driver", "mpio",
+                                  "--collective", "--tasks", "4")
+    assert report["meta"]["io"] == {"driver": "mpio", "collective_requested": True, "collective": True}
+    np.testing.assert_array_equal(table, serial_table)
+
+
+@needs_mpio
+def test_collective_reads_fall_back_and_say_so(tmp_path, adk_vacuum, adk_vacuum_h5md, serial_table):
+    """3 tasks on 2 ranks cannot be read collectively: the report records the fallback."""
+    table, report, _ = run_script(2, tmp_path, adk_vacuum[0], adk_vacuum_h5md, "--driver", "mpio",
+                                  "--collective", "--tasks", "3")
+    assert report["meta"]["io"] == {"driver": "mpio", "collective_requested": True, "collective": False}
     np.testing.assert_array_equal(table, serial_table)
 
 

@@ -225,3 +225,23 @@ def test_cli_report_bad_file(tmp_path, content):
     assert "Traceback" not in proc.stderr, proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
     assert len(errors) == 1 and str(path) in errors[0], proc.stderr
+
+
+def test_report_json_carries_the_diagnosis(tmp_path):
+    """The JSON has the derived numbers, stragglers and advice beside the raw timings."""
+    import json
+
+    from trajscale.report.timing import RunReport
+
+    rep = make_report([{}, {}, {}, {"t_io": 6.0}])   # rank 3 is a straggler in t_io
+    path = tmp_path / "r.json"
+    rep.write(path)
+    d = json.loads(path.read_text())["diagnosis"]
+    compute = sum(t.t_compute for t in rep.tasks)
+    io = sum(t.t_io for t in rep.tasks)
+    assert d["r_comp_io"] == pytest.approx(compute / io)
+    assert [s["name"] for s in d["stragglers"]] == ["rank 3"]
+    assert d["stragglers"][0]["component"] == "t_io"
+    assert d["advice"] and all({"rule", "message", "reason"} <= set(a) for a in d["advice"])
+    again = RunReport.load(path)                       # the extra key does not break loading
+    assert again.to_dict(diagnosis=False) == rep.to_dict(diagnosis=False)

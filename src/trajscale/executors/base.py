@@ -147,6 +147,12 @@ class Executor(ABC):
         """Per-worker extra timings (t_wait, t_comm) from the last ``map_tasks``."""
         return {}
 
+    def io_used(self) -> dict:
+        """How the last ``map_tasks`` really read (driver, collective or not), for the report."""
+        opts = self.source_options()
+        return {"driver": opts.get("driver"), "collective_requested": bool(opts.get("collective")),
+                "collective": False}
+
     def reduce(self, analysis: Analysis, partials: list[dict]) -> dict:
         """Combine partials (on the root)."""
         return analysis.reduce(partials)

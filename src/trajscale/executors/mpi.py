@@ -87,6 +87,7 @@ class MPIExecutor(Executor):
         preload_kernels()   # now, as the process pool's forkserver does, not inside the first task
         self._extras: dict[str, dict] = {}
         self._reduced: dict | None = None
+        self._io: dict = {}
 
     @property
     def is_root(self) -> bool:
@@ -99,6 +100,10 @@ class MPIExecutor(Executor):
         if self.driver == "mpio":
             return {"driver": "mpio", "collective": self.collective}
         return {"driver": None, "collective": False}
+
+    def io_used(self) -> dict:
+        """Driver and whether every rank's reads were really collective (not fallen back)."""
+        return dict(self._io) if self._io else super().io_used()
 
     def worker_extras(self) -> dict[str, dict]:
         return {k: dict(v) for k, v in self._extras.items()}
@@ -128,7 +133,7 @@ class MPIExecutor(Executor):
             analysis = analysis_from_config(job.analysis)
             # Every rank opens the file, even one without tasks: with driver="mpio"
             # the open (and the close below) are collective.
-            _, t_init_traj = cached_source(job.source, comm)
+            src, t_init_traj = cached_source(job.source, comm)
             partials, timings = [], []
             with progress_bar(len(mine), progress and rank == 0, desc="rank 0 tasks") as bar:
                 for i in mine:
@@ -150,7 +155,8 @@ class MPIExecutor(Executor):
             all_timings = comm.gather(timings, root=0)
             t2 = time.perf_counter()
             extras = {"host": host, "pid": pid, "t_init_traj": t_init_traj,
-                      "t_wait": t1 - t0, "t_comm": t2 - t1}
+                      "t_wait": t1 - t0, "t_comm": t2 - t1,
+                      "collective": bool(getattr(src, "collective", False))}
             all_extras = comm.gather((worker, extras), root=0)
             close_cached_sources()   # collective under mpio: every rank gets here
         except BaseException as exc:   # noqa: BLE001 - any failure must end the whole job
@@ -158,6 +164,7 @@ class MPIExecutor(Executor):
         if rank != 0:
             return None
         self._extras = dict(all_extras)
+        self._io = {**super().io_used(), "collective": all(e["collective"] for _, e in all_extras)}
         self._reduced = reduced
         return [({}, t) for ts in all_timings for t in ts]
 

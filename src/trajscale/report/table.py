@@ -56,9 +56,10 @@ def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     ]
     if src.get("chunks"):
         lines.append(f"layout: chunks {src['chunks']}, compression {src.get('compression', '?')}")
-    meta = report.meta or {}
-    if report.executor == "mpi" and "driver" in meta:
-        lines.append(f"read with HDF5 driver {meta['driver']}, {'collective' if meta.get('collective') else 'independent'} reads")
+    io = (report.meta or {}).get("io") or {}
+    if report.executor == "mpi" and io:
+        lines.append(f"read with HDF5 driver {io.get('driver') or 'default'}, "
+                     f"{'collective' if io.get('collective') else 'independent'} reads")
     lines.append("")
     header = ["worker", "host", "pid", "tasks", "frames", "MB", *(HEADERS[p] for p in PHASES), "total"]
     rows = []

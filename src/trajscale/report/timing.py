@@ -134,10 +134,16 @@ class RunReport:
     def bytes_read(self) -> int:
         return sum(t.bytes_read for t in self.tasks)
 
-    def to_dict(self) -> dict:
+    def to_dict(self, diagnosis: bool = True) -> dict:
+        """Plain values; with ``diagnosis`` also the derived numbers, stragglers and advice,
+        so a pipeline reading the JSON need not recompute them (``from_dict`` ignores them)."""
         d = asdict(self)
         d["tasks"] = [asdict(t) for t in self.tasks]
         d["workers"] = [asdict(w) for w in self.workers]
+        if diagnosis:
+            from .diagnose import diagnose
+
+            d["diagnosis"] = diagnose(self).to_dict()
         return d
 
     @classmethod

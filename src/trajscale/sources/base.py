@@ -87,6 +87,16 @@ class Source(ABC):
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def check_request(self, atoms: np.ndarray | None, fields: tuple[str, ...]) -> None:
+        """Raise a clear error for atom indices outside the trajectory or fields it lacks."""
+        from ..errors import InputFileError
+
+        missing = [fl for fl in fields if fl not in self.fields]
+        if missing:
+            raise InputFileError(self.path, f"has no {', '.join(missing)} data")
+        if atoms is not None and len(atoms) and (np.min(atoms) < 0 or np.max(atoms) >= self.n_atoms):
+            raise InputFileError(self.path, f"atom index out of range for {self.n_atoms} atoms")
+
     def check_range(self, start: int, stop: int) -> None:
         from ..errors import FrameRangeError
 

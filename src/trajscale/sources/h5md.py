@@ -90,6 +90,11 @@ class H5MDSource(Source):
         return self._path
 
     @property
+    def collective(self) -> bool:
+        """True when this source's reads are collective MPI-IO calls."""
+        return self._collective
+
+    @property
     def n_frames(self) -> int:
         return self.info.n_frames
 

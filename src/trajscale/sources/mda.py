@@ -145,6 +145,7 @@ class MDASource(Source):
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",)) -> Block:
         self.check_range(start, stop)
+        self.check_request(atoms, fields)
         n = stop - start
         sel = slice(None) if atoms is None else np.asarray(atoms, dtype=np.intp)
         n_sel = self.n_atoms if atoms is None else len(sel)

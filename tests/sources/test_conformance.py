@@ -1,0 +1,98 @@
+"""Every Source passes the conformance suite in trajscale.testing, on real MDAnalysisTests systems."""
+
+from __future__ import annotations
+
+import MDAnalysis as mda
+import pytest
+from MDAnalysisTests import datafiles as D
+
+from trajscale.convert.convert import convert
+from trajscale.sources import H5MDSource, MDASource
+from trajscale.store.layout import Layout
+from trajscale.testing import SourceConformance
+
+
+@pytest.fixture(scope="module")
+def vacuum_auto(tmp_path_factory):
+    out = tmp_path_factory.mktemp("conf") / "adk_auto.h5md"
+    convert(D.PSF, [D.DCD], str(out), layout=Layout.parse("auto"))
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def water_h5md(tmp_path_factory):
+    out = tmp_path_factory.mktemp("conf") / "adk_water.h5md"
+    convert(D.GRO, [D.XTC], str(out), layout=Layout.parse("frame"))
+    return str(out)
+
+
+class TestH5MDFromDCD(SourceConformance):
+    """PSF/DCD (98 frames, 3,341 atoms) converted by trajscale, planned chunks."""
+
+    @pytest.fixture
+    def make_source(self, vacuum_auto):
+        return lambda: H5MDSource(vacuum_auto)
+
+    @pytest.fixture
+    def universe(self):
+        return mda.Universe(D.PSF, D.DCD)
+
+
+class TestH5MDWaterBox(SourceConformance):
+    """AdK in water (47,681 atoms, periodic box) converted by trajscale, frame chunks."""
+
+    n_cases = 2
+
+    @pytest.fixture
+    def make_source(self, water_h5md):
+        return lambda: H5MDSource(water_h5md)
+
+    @pytest.fixture
+    def universe(self):
+        return mda.Universe(D.GRO, D.XTC)
+
+
+class TestH5MDCobrotoxin(SourceConformance):
+    """An H5MD file written by another program (nm, velocities and forces)."""
+
+    @pytest.fixture
+    def make_source(self):
+        return lambda: H5MDSource(D.H5MD_xvf)
+
+    @pytest.fixture
+    def universe(self):
+        return mda.Universe(D.TPR_xvf, D.H5MD_xvf)
+
+
+class TestMDAPsfDcd(SourceConformance):
+    @pytest.fixture
+    def make_source(self):
+        return lambda: MDASource(D.PSF, [D.DCD])
+
+    @pytest.fixture
+    def universe(self):
+        return mda.Universe(D.PSF, D.DCD)
+
+
+class TestMDATrrFields(SourceConformance):
+    """TRR: velocities and forces through MDAnalysis's reader."""
+
+    n_cases = 2
+
+    @pytest.fixture
+    def make_source(self):
+        return lambda: MDASource(D.GRO, [D.TRR])
+
+    @pytest.fixture
+    def universe(self):
+        return mda.Universe(D.GRO, D.TRR)
+
+
+class TestMDATriclinicDcd(SourceConformance):
+    @pytest.fixture
+    def make_source(self):
+        return lambda: MDASource(D.PSF_TRICLINIC, [D.DCD_TRICLINIC])
+
+    @pytest.fixture
+    def universe(self):
+        return mda.Universe(D.PSF_TRICLINIC, D.DCD_TRICLINIC)
