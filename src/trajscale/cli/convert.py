@@ -45,7 +45,8 @@ def main(args) -> int:
     layout = Layout.parse(args.chunks, args.compression, args.fletcher32)
     s = convert(args.topology, args.trajectories, args.output, layout=layout, select=args.select,
                 start=args.start, stop=args.stop, step=args.step, velocities=not args.no_velocities,
-                forces=not args.no_forces, overwrite=args.overwrite, progress=not (args.no_progress or getattr(args, "quiet", False)))
+                forces=not args.no_forces, overwrite=args.overwrite,
+                progress=not (args.no_progress or getattr(args, "quiet", False)))
     log.info("wrote %s: %d frames x %d atoms (%s), %s, %.1f MB in %.1f s", s.output, s.n_frames,
              s.n_atoms, "+".join(s.fields), s.layout, s.bytes_written / 1e6, s.seconds)
     return 0

@@ -103,8 +103,8 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         raise
     except Exception as exc:
         raise TaskError(worker, frames.start, frames.stop, f"{type(exc).__name__}: {exc}") from exc
-    timing = TaskTiming(task=task, start=frames.start, stop=frames.stop, stride=job.stride, worker=worker, host=host,
-                        pid=pid, t_init_traj=t_init_traj, t_io=t1 - t0, t_compute=t2 - t1,
+    timing = TaskTiming(task=task, start=frames.start, stop=frames.stop, stride=job.stride, worker=worker,
+                        host=host, pid=pid, t_init_traj=t_init_traj, t_io=t1 - t0, t_compute=t2 - t1,
                         bytes_read=getattr(source, "bytes_read", 0) - bytes0,
                         t_begin=t_begin, t_end=time.time())
     return partial, timing
