@@ -10,7 +10,19 @@ from __future__ import annotations
 
 from ._version import __version__
 
-from .analysis import RMSD, Analysis
+from .analysis import (
+    RDF,
+    RMSD,
+    RMSF,
+    Analysis,
+    AverageStructure,
+    Contacts,
+    Distances,
+    PerFrame,
+    RadiusOfGyration,
+    Reduce,
+    per_frame,
+)
 from .block import Block, FrameRange
 from .errors import TrajscaleError
 from .executors import make_executor
@@ -20,7 +32,16 @@ from .sources import H5MDSource, MDASource, open_source
 from .store.layout import Layout
 
 __all__ = [
+           "RDF",
            "RMSD",
+           "RMSF",
+           "AverageStructure",
+           "Contacts",
+           "Distances",
+           "PerFrame",
+           "RadiusOfGyration",
+           "Reduce",
+           "per_frame",
            "Analysis",
            "Block",
            "FrameRange",

@@ -198,7 +198,7 @@ def _say_tasks_capped(asked: int, got: int, info: dict) -> None:
         return
     path = info["source"].get("path", "FILE")
     log.warning("asked for %d tasks but ran %d: tasks start on chunk boundaries and the file's chunks hold "
-                "%d frames (%d frames to read); rechunk to allow %d tasks: trajscale convert TOPOLOGY %s "
+                "%d frames (%d frames to read); rechunk to allow %d tasks: trajscale rechunk %s "
                 "-o rechunked.h5md --chunks %d", asked, got, cf, n, asked, path, max(1, n // asked))
 
 

@@ -20,6 +20,9 @@ COMMANDS = {
     "run": "trajscale.cli.run",
     "report": "trajscale.cli.report",
     "demo": "trajscale.cli.demo",
+    "split": "trajscale.cli.split",
+    "index": "trajscale.cli.index",
+    "rechunk": "trajscale.cli.rechunk",
 }
 
 

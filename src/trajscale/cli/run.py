@@ -11,7 +11,7 @@ log = logging.getLogger("trajscale")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("run", help="run an analysis (rmsd) on an executor",
+    p = sub.add_parser("run", help="run an analysis (rmsd, rmsf, rgyr, average, rdf, contacts, distances)",
                        description="Split-apply-combine analysis on serial, processes, dask or mpi executors.")
     asub = p.add_subparsers(dest="analysis", metavar="ANALYSIS", required=True)
     r = asub.add_parser("rmsd", help="RMSD after optimal superposition",
@@ -28,6 +28,101 @@ def add_parser(sub) -> None:
     r.add_argument("--allow-nan", action="store_true", help="NaN for frames with non-finite coordinates")
     add_run_options(r)
     r.set_defaults(func=main_rmsd)
+    add_analysis_parsers(asub)
+
+
+def _positional(p) -> None:
+    add_topology(p)
+    p.add_argument("trajectories", nargs="+", help="H5MD file (fast path) or any trajectory MDAnalysis reads")
+
+
+def add_analysis_parsers(asub) -> None:
+    """rmsf, rgyr, average, rdf, contacts, distances: MDAnalysis's names and parameters."""
+    specs = {
+        "rmsf": ("per-atom RMSF (rms.RMSF), optionally after a fit", "--out: .h5 (rmsf, mean, atoms)"),
+        "rgyr": ("mass-weighted radius of gyration per frame", "--out: .csv or .h5"),
+        "average": ("average structure after superposition (align.AverageStructure)", "--out: .h5 or .pdb"),
+        "rdf": ("radial distribution function (rdf.InterRDF)", "--out: .h5 (bins, edges, count, rdf)"),
+        "contacts": ("fraction of native contacts Q(t) (contacts.Contacts)", "--out: .csv"),
+        "distances": ("per-frame distances between two selections (minimum image)", "--out: .csv or .h5"),
+    }
+    for name, (helptext, out) in specs.items():
+        p = asub.add_parser(name, help=helptext, description=f"{helptext}. {out}.")
+        _positional(p)
+        if name in ("rmsf", "rgyr", "average"):
+            p.add_argument("--select", default="protein and name CA", help="atoms (default: %(default)s)")
+        if name in ("rmsf", "average"):
+            p.add_argument("--fit-select", default=None, help="superpose these atoms on the reference first")
+            p.add_argument("--ref-frame", type=int, default=0, help="reference frame (default 0)")
+        if name in ("rdf", "contacts", "distances"):
+            p.add_argument("--select1", required=True, help="selection A")
+            p.add_argument("--select2", required=True, help="selection B")
+        if name == "rdf":
+            p.add_argument("--nbins", type=int, default=75, help="histogram bins (default 75)")
+            p.add_argument("--range", type=float, nargs=2, default=(0.0, 15.0), metavar=("MIN", "MAX"),
+                           help="distance range in Å (default 0 15)")
+            p.add_argument("--exclusion-block", type=int, nargs=2, default=None, metavar=("NA", "NB"),
+                           help="leave out pairs within blocks of NA x NB atoms")
+            p.add_argument("--norm", choices=["rdf", "density", "none"], default="rdf",
+                           help="normalisation, as InterRDF's norm (default: %(default)s)")
+        if name == "contacts":
+            p.add_argument("--radius", type=float, default=4.5, help="contact radius in Å (default 4.5)")
+            p.add_argument("--method", choices=["hard_cut", "radius_cut"], default="hard_cut",
+                           help="contact criterion, as Contacts' method (default: %(default)s)")
+            p.add_argument("--ref-frame", type=int, default=0, help="reference frame (default 0)")
+        if name == "distances":
+            p.add_argument("--all-pairs", action="store_true",
+                           help="all distances (N1 x N2) even when the selections have equal sizes")
+        add_run_options(p)
+        p.set_defaults(func=main_analysis)
+
+
+def build_analysis(args):
+    """The Analysis a parsed ``run ANALYSIS`` command asks for."""
+    from .. import analysis as a
+
+    name = args.analysis
+    if name == "rmsf":
+        return a.RMSF(select=args.select, fit_select=args.fit_select, ref_frame=args.ref_frame)
+    if name == "rgyr":
+        return a.RadiusOfGyration(select=args.select)
+    if name == "average":
+        return a.AverageStructure(select=args.select, fit_select=args.fit_select, ref_frame=args.ref_frame)
+    if name == "rdf":
+        return a.RDF(args.select1, args.select2, nbins=args.nbins, range=tuple(args.range),
+                     exclusion_block=args.exclusion_block, norm=args.norm)
+    if name == "contacts":
+        return a.Contacts(select=(args.select1, args.select2), radius=args.radius, method=args.method,
+                          ref_frame=args.ref_frame)
+    return a.Distances(args.select1, args.select2, pairs=False if args.all_pairs else None)
+
+
+def main_analysis(args) -> int:
+    from ..run import run
+
+    check_topology(args)
+    check_outputs(args.out, args.report)   # before any work
+    _say_mpi_size(args)
+    analysis = build_analysis(args)
+    traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
+    _import_dependencies()
+    result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
+                 n_tasks=args.tasks, start=args.start, stop=args.stop, step=args.step,
+                 progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty(),
+                 **executor_options(args))
+    if result is None:   # an MPI rank other than 0
+        return 0
+    if args.out:
+        if args.analysis == "average" and args.out.lower().endswith(".pdb"):
+            from ..sources.mda import load_universe
+
+            result.save(args.out, universe=load_universe(args.topology, topology_coordinates=False))
+        else:
+            result.save(args.out)
+    if args.report:
+        result.report.write(args.report)
+    print(summary(result.report, args.out, args.report))
+    return 0
 
 
 def add_run_options(p) -> None:
@@ -46,7 +141,7 @@ def add_run_options(p) -> None:
     p.add_argument("--start", type=int, default=0, help="first frame to analyse (default 0)")
     p.add_argument("--stop", type=int, default=None, help="frame to stop before (default: the last frame)")
     p.add_argument("--step", type=positive_int, default=1, help="analyse every STEP-th frame (default 1)")
-    p.add_argument("--out", default=None, help="CSV output")
+    p.add_argument("--out", default=None, help="results file (CSV per frame; .h5 for arrays)")
     p.add_argument("--report", default=None, help="write the run report (JSON)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (none is drawn when stderr is not a terminal, or with -q)")

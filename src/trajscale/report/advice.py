@@ -95,7 +95,7 @@ def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
     layout = "frame" if worst == "one frame" else "auto"
     return Advice(
         "chunk-amplification",
-        f"rechunk the file: `trajscale convert TOPOLOGY {_source_path(report)} -o fixed.h5md "
+        f"rechunk the file: `trajscale rechunk {_source_path(report)} -o fixed.h5md "
         f"--chunks {layout}`",
         f"{where}reading a {worst} costs {pats[worst]:.1f}x the bytes asked for")
 
@@ -190,7 +190,7 @@ def rule_imbalance(report: RunReport, d: Diagnosis) -> Advice | None:
         why.append(f"the file's chunks hold {chunk_frames(report)} frames, so {frames} frames make at most "
                    f"{cap} chunk-aligned tasks")
         return Advice("imbalance",
-                      f"rechunk to smaller frame blocks, then use more tasks: `trajscale convert TOPOLOGY "
+                      f"rechunk to smaller frame blocks, then use more tasks: `trajscale rechunk "
                       f"{_source_path(report)} -o rechunked.h5md --chunks {per}` and `--tasks {want}`",
                       "; ".join(why))
     return Advice("imbalance", f"use more tasks per worker (e.g. `--tasks {want}`)",

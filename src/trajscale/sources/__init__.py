@@ -8,9 +8,10 @@ from ..errors import ConfigError
 from .base import Source
 from .h5md import H5MDSource
 from .mda import MDASource, check_input_file
+from .segments import SegmentedSource, index_path
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
-SOURCES: dict[str, type[Source]] = {"h5md": H5MDSource, "mda": MDASource}
+SOURCES: dict[str, type[Source]] = {"h5md": H5MDSource, "mda": MDASource, "segments": SegmentedSource}
 
 
 def is_hdf5(path: str | Path) -> bool:
@@ -30,6 +31,8 @@ def open_source(trajectories, topology: str | None = None, *, driver: str | None
     (or several files) through :class:`MDASource`, which needs ``topology``.
     """
     paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]
+    if len(paths) == 1 and index_path(paths[0]) is not None:   # a segment index, or the folder split wrote
+        return SegmentedSource(paths[0], topology)
     for p in paths:
         check_input_file(p)
     if len(paths) == 1 and is_hdf5(paths[0]):
@@ -52,4 +55,4 @@ def source_from_config(config: dict, comm=None) -> Source:
     return cls(**cfg)
 
 
-__all__ = ["SOURCES", "H5MDSource", "MDASource", "Source", "is_hdf5", "open_source", "source_from_config"]
+__all__ = ["SOURCES", "H5MDSource", "MDASource", "SegmentedSource", "Source", "is_hdf5", "open_source", "source_from_config"]

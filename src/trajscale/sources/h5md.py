@@ -10,7 +10,7 @@ import numpy as np
 from ..block import Block
 from ..errors import InputFileError
 from ..store.box import edges_to_dimensions
-from ..store.hdf5 import open_h5
+from ..store.hdf5 import ensure_filters, open_h5
 from ..store.schema import H5MDInfo, attr_str, describe
 from ..store.units import LENGTH_TO_ANGSTROM
 from ..store.layout import reader_chunk_cache
@@ -80,6 +80,8 @@ class H5MDSource(Source):
             self.file.close()
             raise
         self._datasets = {fl: _with_chunk_cache(self.file, self.info.dataset(fl)) for fl in self.info.fields}
+        for ds in self._datasets.values():
+            ensure_filters(ds)
         self._box = self.file[self.info.box_path] if self.info.box_path else None
         self._periodic = any(b == "periodic" for b in self.info.boundary)
         self._meta: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 
@@ -12,14 +11,21 @@ from ..errors import InputFileError
 from ..util import check_input_file
 
 
-@functools.cache
-def register_plugin_filters() -> bool:
-    """Make hdf5plugin's filters (Blosc, Zstd, ...) known to HDF5, if it is installed."""
+def ensure_filters(ds: h5py.Dataset) -> None:
+    """Register hdf5plugin's filters (Zstd, Blosc, LZ4...) if ``ds`` needs one HDF5 does not have.
+
+    Without it a read fails as "can't open directory ... plugins" in every process that
+    has not imported hdf5plugin (workers and ranks too). Importing it costs ~0.1-1 s, so
+    only when a dataset asks for it.
+    """
+    dcpl = ds.id.get_create_plist()
+    if all(h5py.h5z.filter_avail(dcpl.get_filter(i)[0]) for i in range(dcpl.get_nfilters())):
+        return
     try:
-        import hdf5plugin  # noqa: F401 - importing registers the filters
+        import hdf5plugin  # noqa: F401
     except ImportError:
-        return False
-    return True
+        raise InputFileError(ds.file.filename, f"{ds.name} is compressed with a filter HDF5 does not have "
+                                               "here; install hdf5plugin (pip install hdf5plugin)") from None
 
 
 def open_h5(path: str | os.PathLike, mode: str = "r", driver: str | None = None,
@@ -30,7 +36,6 @@ def open_h5(path: str | os.PathLike, mode: str = "r", driver: str | None = None,
         check_input_file(p)
         if not h5py.is_hdf5(str(p)):
             raise InputFileError(p, "not an HDF5 file (wrong format, or truncated before its superblock)")
-    register_plugin_filters()   # a Blosc/Zstd file reads like any other
     if driver == "mpio":
         kw.update(driver="mpio", comm=comm)
     elif driver:

@@ -112,8 +112,8 @@ def layout_warnings(info: H5MDInfo, amp: dict, amp_ours: dict | None = None) -> 
         out.append(
             f"chunks {tuple(ch)} mix {ch[0]} frames and split each frame's atoms over {n_split} chunks "
             f"(h5py's automatic chunking, the seed paper's slow file): with HDF5's default chunk "
-            f"cache reading one frame costs {amp['one frame']:.0f}x its size and touches {n_split} chunks. Fix: trajscale convert "
-            f"TOPOLOGY {os.path.basename(info.path)} -o fixed.h5md --chunks auto")
+            f"cache reading one frame costs {amp['one frame']:.0f}x its size and touches {n_split} chunks. "
+            f"Fix: trajscale rechunk {os.path.basename(info.path)} -o fixed.h5md --chunks auto")
     elif ch and ours["one frame"] > 8:
         out.append(f"chunks hold {ch[0]} frames: a single-frame read costs {ours['one frame']:.0f}x its size; "
                    f"fine for block reads, slow for random access (--chunks frame fixes it)")

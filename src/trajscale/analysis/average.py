@@ -1,0 +1,76 @@
+"""Average structure after superposition, as ``MDAnalysis.analysis.align.AverageStructure``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..block import Block
+from .base import Analysis, Prepared, check_finite
+from .fitting import fitted, prepare_fit
+from .results import arrays_of, write_arrays
+
+
+@dataclass(frozen=True)
+class AverageResult:
+    """``positions`` (N, 3) Å: the mean of ``atoms`` over ``n_frames`` frames, in the reference's frame."""
+
+    positions: np.ndarray
+    atoms: np.ndarray
+    n_frames: int
+    report: object = None
+
+    def save(self, path, universe=None) -> None:
+        """``.h5`` arrays, or ``.pdb`` (needs the topology ``universe``) through MDAnalysis's writer."""
+        if str(path).lower().endswith(".pdb"):
+            import MDAnalysis as mda
+            from MDAnalysis.coordinates.memory import MemoryReader
+
+            from ..util import atomic_output
+
+            u = mda.Merge(universe.atoms[self.atoms])   # the topology alone may have no coordinates
+            u.load_new(self.positions[None].astype(np.float32), format=MemoryReader)
+            with atomic_output(path) as tmp:
+                u.atoms.write(str(tmp), file_format="PDB")
+            return
+        write_arrays(path, arrays_of(self), {"n_frames": self.n_frames})
+
+
+class AverageStructure(Analysis):
+    """Mean coordinates of ``select`` after superposing ``fit_select`` (default: ``select``) on the reference.
+
+    Parameters mirror MDAnalysis's: ``select`` (the atoms averaged and, by default, fitted),
+    ``fit_select`` (other fit atoms), ``reference`` / ``ref_frame`` (default: the trajectory's frame 0).
+    """
+
+    name = "average"
+    per_frame = False
+
+    def __init__(self, select: str = "all", fit_select: str | None = None, reference=None, ref_frame: int = 0):
+        self.select, self.fit_select, self.reference, self.ref_frame = select, fit_select, reference, int(ref_frame)
+
+    def get_config(self) -> dict:
+        return {"name": self.name, "select": self.select, "fit_select": self.fit_select, "ref_frame": self.ref_frame}
+
+    def prepare(self, universe, source) -> Prepared:
+        fit = self.select if self.fit_select is None else self.fit_select
+        atoms, state = prepare_fit(universe, source, self.select, fit, self.reference, self.ref_frame)
+        state.update(path=source.path, sel_atoms=universe.select_atoms(self.select).indices)
+        return Prepared(atoms=atoms, state=state)
+
+    def map(self, block: Block, prep: Prepared) -> dict:
+        check_finite(block, block.positions, prep.state["path"])
+        return {"n": block.n_frames, "sum": fitted(block.positions, prep.state).sum(axis=0)}
+
+    def reduce(self, partials: list[dict]) -> dict:
+        parts = [p for p in partials if p and p["n"]]
+        if not parts:
+            return {}
+        return {"n": sum(p["n"] for p in parts), "sum": np.sum([p["sum"] for p in parts], axis=0)}
+
+    def result(self, reduced: dict, prep: Prepared) -> AverageResult:
+        atoms = prep.state["sel_atoms"]
+        n = reduced.get("n", 0)
+        pos = reduced["sum"] / n if n else np.full((len(atoms), 3), np.nan)
+        return AverageResult(pos, atoms, int(n))

@@ -1,0 +1,109 @@
+"""Fraction of native contacts per frame, as ``MDAnalysis.analysis.contacts.Contacts``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..block import Block
+from ..errors import ConfigError
+from ..kernels.geometry import distance_arrays
+from ..sources.selection import select_atoms
+from .base import Analysis, Prepared, check_finite
+from .fitting import reference_positions
+
+METHODS = ("hard_cut", "radius_cut")
+
+
+@dataclass(frozen=True)
+class ContactsResult:
+    """``timeseries`` (F, 2): frame index and Q, as MDAnalysis's ``results.timeseries``."""
+
+    frames: np.ndarray
+    times: np.ndarray
+    timeseries: np.ndarray
+    n_initial_contacts: int
+    report: object = None
+
+    def save(self, path) -> None:
+        from ..util import atomic_output
+
+        with atomic_output(path) as tmp:
+            np.savetxt(tmp, np.column_stack([self.frames, self.times, self.timeseries[:, 1]]), delimiter=",",
+                       header="frame,time,q", comments="", fmt=["%d", "%.6g", "%.8g"])
+
+
+class Contacts(Analysis):
+    """Q(t) of the contacts between ``select[0]`` and ``select[1]`` formed in the reference.
+
+    Parameters
+    ----------
+    select
+        Two selections (A, B).
+    radius
+        Contacts in the reference are pairs closer than this (Å).
+    method
+        ``"hard_cut"`` (a contact counts while r <= its reference distance) or ``"radius_cut"``
+        (while r <= ``radius``).
+    reference, ref_frame
+        Reference state (default: the trajectory's ``ref_frame``), as MDAnalysis's ``refgroup``.
+    pbc
+        Minimum-image distances (MDAnalysis's default).
+    """
+
+    name = "contacts"
+
+    def __init__(self, select=("protein", "protein"), radius: float = 4.5, method: str = "hard_cut",
+                 reference=None, ref_frame: int = 0, pbc: bool = True) -> None:
+        if method not in METHODS:
+            raise ConfigError(f"contacts method must be one of {', '.join(METHODS)}, got {method!r}")
+        if len(select) != 2:
+            raise ConfigError("contacts need two selections (A, B)")
+        self.select, self.radius, self.method = tuple(select), float(radius), method
+        self.reference, self.ref_frame, self.pbc = reference, int(ref_frame), bool(pbc)
+
+    def get_config(self) -> dict:
+        return {"name": self.name, "select": list(self.select), "radius": self.radius, "method": self.method,
+                "ref_frame": self.ref_frame, "pbc": self.pbc}
+
+    def prepare(self, universe, source) -> Prepared:
+        ga = select_atoms(universe, self.select[0], "selection A")
+        gb = select_atoms(universe, self.select[1], "selection B")
+        ref_a = reference_positions(universe, source, ga.indices, self.reference, self.ref_frame, "A")
+        ref_b = reference_positions(universe, source, gb.indices, self.reference, self.ref_frame, "B")
+        box = None
+        if self.pbc:
+            box = self._reference_box(source)
+        r0 = distance_arrays(ref_a[None], ref_b[None], box)[0]
+        native = r0 <= self.radius
+        atoms = np.union1d(ga.indices, gb.indices)
+        cutoff = r0[native] if self.method == "hard_cut" else np.full(native.sum(), self.radius)
+        return Prepared(atoms=atoms, state={"ia": np.searchsorted(atoms, ga.indices),
+                                            "ib": np.searchsorted(atoms, gb.indices), "native": native,
+                                            "cutoff": cutoff, "path": source.path})
+
+    def _reference_box(self, source) -> np.ndarray | None:
+        if self.reference is not None:
+            ref_u = getattr(self.reference, "universe", self.reference)
+            current = ref_u.trajectory.ts.frame
+            dims = ref_u.trajectory[self.ref_frame].dimensions
+            ref_u.trajectory[current]
+            return None if dims is None else np.asarray(dims, np.float64)[None]
+        box = source.read(self.ref_frame, self.ref_frame + 1, np.array([0])).box
+        return None if not box.any() else box
+
+    def map(self, block: Block, prep: Prepared) -> dict:
+        s = prep.state
+        check_finite(block, block.positions, s["path"])
+        box = block.box if self.pbc else None   # frames without a box are left as they are
+        d = distance_arrays(block.positions[:, s["ia"]], block.positions[:, s["ib"]], box)
+        r = d[:, s["native"]]
+        q = (r <= s["cutoff"]).sum(axis=1) / max(1, r.shape[1])
+        return {"frame": block.frames, "time": block.time, "q": q}
+
+    def result(self, reduced: dict, prep: Prepared) -> ContactsResult:
+        frames = reduced.get("frame", np.empty(0, np.int64))
+        q = reduced.get("q", np.empty(0))
+        return ContactsResult(frames, reduced.get("time", np.empty(0)), np.column_stack([frames, q]),
+                              int(prep.state["native"].sum()))

@@ -1,0 +1,42 @@
+"""Mass-weighted radius of gyration per frame, as ``AtomGroup.radius_of_gyration()``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..block import Block
+from ..kernels.geometry import radius_of_gyration
+from ..sources.selection import select_atoms
+from .base import Analysis, Prepared, check_finite
+from .results import TimeSeries
+
+
+class RadiusOfGyration(Analysis):
+    """``r.rgyr`` (F,) Å, with ``r.frames`` and ``r.times``.
+
+    Parameters
+    ----------
+    select
+        Atoms (their topology masses weight the centre and the sum).
+    """
+
+    name = "rgyr"
+
+    def __init__(self, select: str = "all") -> None:
+        self.select = select
+
+    def get_config(self) -> dict:
+        return {"name": self.name, "select": self.select}
+
+    def prepare(self, universe, source) -> Prepared:
+        group = select_atoms(universe, self.select, "selection")
+        return Prepared(atoms=group.indices, state={"masses": group.masses.astype(np.float64), "path": source.path})
+
+    def map(self, block: Block, prep: Prepared) -> dict:
+        check_finite(block, block.positions, prep.state["path"])
+        return {"frame": block.frames, "time": block.time,
+                "rgyr": radius_of_gyration(block.positions, prep.state["masses"])}
+
+    def result(self, reduced: dict, prep: Prepared) -> TimeSeries:
+        return TimeSeries(reduced.get("frame", np.empty(0, np.int64)), reduced.get("time", np.empty(0)),
+                          reduced.get("rgyr", np.empty(0)), "rgyr")

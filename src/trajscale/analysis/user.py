@@ -1,0 +1,136 @@
+"""User functions as analyses: ``@per_frame`` series and ``Reduce`` accumulators.
+
+A user function travels to workers by its import path (``"module:function"``),
+never as a pickled closure: define it at the top level of an importable module.
+It runs on whole blocks, ``fn(positions, box)`` with positions ``(F, N, 3)``
+float32 Å and box ``(F, 6)``, so it can stay vectorised over frames.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..block import Block
+from ..errors import ConfigError
+from ..sources.selection import select_atoms
+from .base import Analysis, Prepared, check_finite
+from .results import TimeSeries
+
+
+def function_path(fn) -> str:
+    """``"module:qualname"`` of a top-level function, checked to import back to the same object."""
+    if isinstance(fn, str):
+        resolve(fn)
+        return fn
+    qual = getattr(fn, "__qualname__", "")
+    mod = getattr(fn, "__module__", None)
+    if not callable(fn) or mod is None or "<" in qual or "." in qual:
+        raise ConfigError(f"{fn!r}: user functions must be top-level functions of an importable module "
+                          "(no lambdas, closures or methods): they travel to workers by import path")
+    path = f"{mod}:{qual}"
+    if mod != "__main__" and resolve(path) is not getattr(fn, "__wrapped__", fn) and resolve(path) is not fn:
+        raise ConfigError(f"{path} does not import back to the same function")
+    return path
+
+
+def resolve(path: str):
+    """The function at ``"module:qualname"`` (a ConfigError naming it if it cannot be imported)."""
+    mod, _, name = path.partition(":")
+    try:
+        fn = getattr(importlib.import_module(mod), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot import user function {path!r}: {exc}") from None
+    return getattr(fn, "__wrapped__", fn)
+
+
+def per_frame(fn):
+    """Mark ``fn(positions, box) -> (F,) or (F, k)`` as a per-frame user function.
+
+    ``trajscale.run(PerFrame(fn, select=...), top, traj)`` runs it; the decorator checks now, at
+    import, that workers will be able to import it, and leaves ``fn`` callable as before.
+    """
+    function_path(fn)
+    params = list(inspect.signature(fn).parameters)
+    if len(params) < 1:
+        raise ConfigError(f"{fn.__qualname__} must take (positions, box)")
+    fn.__trajscale_per_frame__ = True
+    return fn
+
+
+@dataclass(frozen=True)
+class ReduceResult:
+    """``value``: the reduced partial of a :class:`Reduce`; ``report``: the RunReport."""
+
+    value: object
+    report: object = None
+
+
+class _UserAnalysis(Analysis):
+    def __init__(self, select: str = "all") -> None:
+        self.select = select
+
+    def prepare(self, universe, source) -> Prepared:
+        return Prepared(atoms=select_atoms(universe, self.select, "selection").indices, state={"path": source.path})
+
+    def _call(self, fn, block: Block, path: str, state: dict):
+        check_finite(block, block.positions, state["path"])
+        try:
+            return fn(block.positions, block.box)
+        except Exception as exc:   # the executor's wrapper names the worker and frames
+            raise RuntimeError(f"user function {path} failed: {type(exc).__name__}: {exc}") from exc
+
+
+class PerFrame(_UserAnalysis):
+    """A user function giving one value or a fixed-size array per frame: ``r.values`` (F, ...)."""
+
+    name = "per_frame"
+
+    def __init__(self, function, select: str = "all") -> None:
+        super().__init__(select)
+        self.function = function_path(function)
+
+    def get_config(self) -> dict:
+        return {"name": self.name, "function": self.function, "select": self.select}
+
+    def map(self, block: Block, prep: Prepared) -> dict:
+        out = np.array(self._call(resolve(self.function), block, self.function, prep.state), copy=True)
+        if out.shape[:1] != (block.n_frames,):
+            raise ConfigError(f"user function {self.function} returned shape {out.shape} for "
+                              f"{block.n_frames} frames: the first axis must be the frames")
+        return {"frame": block.frames, "time": block.time, "values": out}
+
+    def result(self, reduced: dict, prep: Prepared) -> TimeSeries:
+        return TimeSeries(reduced.get("frame", np.empty(0, np.int64)), reduced.get("time", np.empty(0)),
+                          reduced.get("values", np.empty(0)), "values")
+
+
+class Reduce(_UserAnalysis):
+    """An accumulator: ``map_fn(positions, box) -> partial`` per block, ``reduce_fn(partials) -> partial``
+    (associative: it also combines already-reduced partials). ``r.value`` is the reduced partial."""
+
+    name = "user_reduce"
+    per_frame = False
+
+    def __init__(self, map_fn, reduce_fn, select: str = "all") -> None:
+        super().__init__(select)
+        self.map_fn, self.reduce_fn = function_path(map_fn), function_path(reduce_fn)
+
+    def get_config(self) -> dict:
+        return {"name": self.name, "map_fn": self.map_fn, "reduce_fn": self.reduce_fn, "select": self.select}
+
+    def map(self, block: Block, prep: Prepared) -> dict:
+        value = self._call(resolve(self.map_fn), block, self.map_fn, prep.state)
+        return {"value": value, "start": block.start}
+
+    def reduce(self, partials: list[dict]) -> dict:
+        parts = sorted((p for p in partials if p), key=lambda p: p["start"])
+        if not parts:
+            return {}
+        return {"value": resolve(self.reduce_fn)([p["value"] for p in parts]), "start": parts[0]["start"]}
+
+    def result(self, reduced: dict, prep: Prepared) -> ReduceResult:
+        return ReduceResult(reduced.get("value"))

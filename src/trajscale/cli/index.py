@@ -1,0 +1,24 @@
+"""``trajscale index``: existing parts (any format) described as one segmented trajectory."""
+
+from __future__ import annotations
+
+
+def add_parser(sub) -> None:
+    q = sub.add_parser("index", help="describe existing parts (any format) as one segmented trajectory",
+                       description="Check the parts' order (times increase, no overlap) and atom counts, and "
+                                   "write a segment index that `run` accepts as a trajectory.")
+    q.add_argument("parts", nargs="+", help="parts in order (H5MD, XTC, TRR, DCD, NetCDF, ...)")
+    q.add_argument("-o", "--output", required=True, help="index file to write (.json)")
+    q.add_argument("--topology", default=None, help="topology for formats that need one (XTC, DCD, ...)")
+    q.set_defaults(func=main_index)
+
+
+def main_index(args) -> int:
+    from ..convert.split import build_index
+
+    if not str(args.output).endswith(".json"):
+        from ..errors import ConfigError
+
+        raise ConfigError(f"{args.output}: the index file must end in .json")
+    print(f"wrote {build_index(args.parts, args.output, args.topology)} ({len(args.parts)} parts)")
+    return 0

@@ -1,0 +1,29 @@
+"""``trajscale split``: an H5MD file into segment files and an index."""
+
+from __future__ import annotations
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("split", help="split an H5MD file into segment files and an index",
+                       description="Write N segment files (part_NNN.h5md) and DIR/index.json; `run`, `inspect` "
+                                   "and trajscale.run accept the index or the folder as a trajectory.")
+    p.add_argument("input", help="H5MD file")
+    p.add_argument("-o", "--output", required=True, help="output folder")
+    p.add_argument("--parts", type=int, required=True, help="number of segments")
+    p.add_argument("--chunks", default="auto", help="chunk layout of the parts (default: auto)")
+    p.add_argument("--group", default=None, help="particle group to split")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing index")
+    p.set_defaults(func=main_split)
+
+
+def main_split(args) -> int:
+    from ..convert.split import split
+    from ..errors import ConfigError
+    from ..store.layout import Layout
+
+    if args.parts < 1:
+        raise ConfigError(f"--parts must be at least 1, got {args.parts}")
+    index = split(args.input, args.output, args.parts, layout=Layout.parse(args.chunks), group=args.group,
+                  overwrite=args.overwrite)
+    print(f"wrote {args.parts} segments and {index}")
+    return 0

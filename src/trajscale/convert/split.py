@@ -1,0 +1,102 @@
+"""Split an H5MD file into segment files plus a segment index, and index existing parts.
+
+``split`` copies slabs of frames (every per-atom field, box, step, time, and the
+time-independent species/mass/charge) into ``part_NNN.h5md`` files written
+under temporary names; the index is written last, so a folder with an index is
+always complete.  ``build_index`` describes parts that already exist (GROMACS
+``-noappend`` XTC parts, restarts) after checking their order and atom counts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..block import split_frames
+from ..errors import AtomCountMismatchError, InputFileError
+from ..sources import H5MDSource, open_source
+from ..sources.segments import INDEX_NAME, write_index
+from ..store.layout import Layout
+from ..store.writer import H5MDWriter
+from ..util import atomic_output
+
+log = logging.getLogger(__name__)
+
+SLAB_BYTES = 64 * 1024**2
+
+
+def split(path: str | os.PathLike, out_dir: str | os.PathLike, n_parts: int, *, layout: Layout | None = None,
+          group: str | None = None, overwrite: bool = False) -> str:
+    """Write ``n_parts`` segments of ``path`` and ``out_dir/index.json``; return the index path."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputFileError(out, "exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / INDEX_NAME).exists() and not overwrite:
+        raise InputFileError(out / INDEX_NAME, "already exists (use --overwrite to replace it)")
+    segments = []
+    with H5MDSource(str(path), group=group) as src:
+        ranges = split_frames(src.n_frames, n_parts, align=src.chunk_frames)
+        fields = src.fields
+        extras = _time_independent(src)
+        for k, r in enumerate(ranges):
+            part = out / f"part_{k:03d}.h5md"
+            _copy_range(src, r.start, r.stop, part, layout or Layout(), fields, extras)
+            meta = src.read(r.start, r.start + 1, np.array([0])), src.read(r.stop - 1, r.stop, np.array([0]))
+            segments.append({"path": str(part), "start": r.start, "n_frames": len(r),
+                             "first_time": float(meta[0].time[0]), "last_time": float(meta[1].time[0])})
+            log.info("wrote %s (frames %d-%d)", part, r.start, r.stop)
+        index = out / INDEX_NAME
+        write_index(index, segments, src.n_atoms, fields=fields)
+    return str(index)
+
+
+def _time_independent(src: H5MDSource) -> dict:
+    pg = src.file[f"particles/{src.info.group}"]
+    return {k: pg[k][()] for k in ("species", "mass", "charge") if k in pg}
+
+
+def _copy_range(src: H5MDSource, start: int, stop: int, part: Path, layout: Layout, fields, extras) -> None:
+    per = max(1, SLAB_BYTES // max(1, src.n_atoms * 12 * len(fields)))
+    periodic = bool(src.read(start, start + 1, np.array([0])).box[:, :3].any())
+    with atomic_output(part, overwrite=True) as tmp:
+        with H5MDWriter(tmp, src.n_atoms, n_frames=stop - start, layout=layout, fields=fields,
+                        box="triclinic" if periodic else None, group=src.info.group,
+                        species=extras.get("species"), masses=extras.get("mass"),
+                        charges=extras.get("charge")) as w:
+            for a in range(start, stop, per):
+                b = src.read(a, min(stop, a + per), None, fields)
+                w.write(position=b.positions, velocity=b.velocities, force=b.forces, step=b.step,
+                        time=b.time, box=b.box)
+
+
+def build_index(parts: list[str], output: str | os.PathLike, topology: str | None = None) -> str:
+    """Describe existing parts (any format MDAnalysis reads) as one trajectory; check order and atoms."""
+    if not parts:
+        raise InputFileError(output, "no parts given")
+    segments, start, n_atoms, prev = [], 0, None, None
+    for path in parts:
+        if not Path(path).is_file():
+            raise InputFileError(path, "no such part")
+        with open_source(path, topology) as src:
+            if src.n_frames == 0:
+                raise InputFileError(path, "has no frames")
+            if n_atoms is None:
+                n_atoms, fields = src.n_atoms, src.fields
+            elif src.n_atoms != n_atoms:
+                raise AtomCountMismatchError(f"{path} has {src.n_atoms} atoms but {parts[0]} has {n_atoms}")
+            t_first = float(src.read(0, 1, np.array([0])).time[0])
+            t_last = float(src.read(src.n_frames - 1, src.n_frames, np.array([0])).time[0])
+            if prev is not None and t_first <= prev[1]:
+                raise InputFileError(path, f"starts at time {t_first:g} ps, not after the end of {prev[0]} "
+                                           f"({prev[1]:g} ps): parts overlap or are out of order")
+            segments.append({"path": str(Path(path).resolve()), "start": start, "n_frames": src.n_frames,
+                             "first_time": t_first, "last_time": t_last})
+            start += src.n_frames
+            prev = (path, t_last)
+    top = str(Path(topology).resolve()) if topology else None
+    write_index(output, segments, n_atoms, topology=top, fields=fields)
+    return str(output)

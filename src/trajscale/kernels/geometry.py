@@ -1,0 +1,146 @@
+"""Geometry batched over the frames of a block: boxes, minimum-image distances, centres.
+
+Every function takes whole blocks ``(F, N, 3)`` and boxes ``(F, 6)`` (MDAnalysis's
+``[a, b, c, alpha, beta, gamma]``; all zeros = no box) and works in float64.
+Distances are batched over the block's frames (NumPy for unboxed and
+orthorhombic frames, a numba kernel for triclinic ones).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+_IMAGES = np.array([(i, j, k) for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)], dtype=np.float64)
+
+
+def triclinic_vectors(dims: np.ndarray) -> np.ndarray:
+    """(F, 6) box dimensions to (F, 3, 3) row vectors, as ``MDAnalysis.lib.mdamath.triclinic_vectors``.
+
+    Invalid boxes (a length or angle <= 0, or an angle sum that cannot close) give zeros.
+    """
+    dims = np.asarray(dims, dtype=np.float64).reshape(-1, 6)
+    a, b, c = dims[:, 0], dims[:, 1], dims[:, 2]
+    ang = dims[:, 3:]
+    right = ang == 90.0
+    rad = np.radians(ang)
+    cos = np.where(right, 0.0, np.cos(rad))
+    sin = np.where(right, 1.0, np.sin(rad))
+    cos_a, cos_b, cos_g, sin_g = cos[:, 0], cos[:, 1], cos[:, 2], sin[:, 2]
+    out = np.zeros((len(dims), 3, 3))
+    out[:, 0, 0] = a
+    out[:, 1, 0] = b * cos_g
+    out[:, 1, 1] = b * sin_g
+    out[:, 2, 0] = c * cos_b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[:, 2, 1] = c * (cos_a - cos_b * cos_g) / sin_g
+        out[:, 2, 2] = np.sqrt(c * c - out[:, 2, 0] ** 2 - out[:, 2, 1] ** 2)
+    ok = (dims[:, :3] > 0).all(axis=1) & (ang > 0).all(axis=1) & (ang < 180).all(axis=1)
+    ok &= np.isfinite(out).all(axis=(1, 2)) & (out[:, 2, 2] > 0)
+    out[~ok] = 0.0
+    ortho = right.all(axis=1) & ok   # exact zeros off the diagonal, as MDAnalysis
+    out[ortho] = 0.0
+    out[ortho, 0, 0], out[ortho, 1, 1], out[ortho, 2, 2] = a[ortho], b[ortho], c[ortho]
+    return out
+
+
+def box_volume(dims: np.ndarray) -> np.ndarray:
+    """(F,) volumes of (F, 6) boxes (0 without a box)."""
+    vec = triclinic_vectors(dims)
+    return np.abs(np.linalg.det(vec))
+
+
+def _wrap(x: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """(F, N, 3) coordinates moved into the primary cell of each frame's box vectors ``h`` (F, 3, 3)."""
+    frac = np.einsum("fni,fij->fnj", x, np.linalg.inv(h))
+    frac -= np.floor(frac)
+    return np.einsum("fni,fij->fnj", frac, h)
+
+
+def _shortest_image(d: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """Length of the shortest of the 27 images of each vector in ``d`` (F, ..., 3) (NumPy fallback)."""
+    best = np.full(d.shape[:-1], np.inf)
+    for shift in np.einsum("si,fij->fsj", _IMAGES, h).transpose(1, 0, 2):
+        cand = d + shift.reshape((len(h),) + (1,) * (d.ndim - 2) + (3,))
+        np.minimum(best, (cand * cand).sum(axis=-1), out=best)
+    return np.sqrt(best)
+
+
+@functools.cache
+def _numba():
+    try:
+        from . import _numba_geometry as k
+    except ImportError:
+        return None
+    return k
+
+
+def _distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None, pairs: bool) -> np.ndarray:
+    """(F, N) pair or (F, N, M) all distances, batched over frames, MDAnalysis's minimum-image convention.
+
+    No box: plain differences. Orthorhombic: each component rounded. Triclinic: both
+    sets moved into the primary cell, then the shortest of the 27 neighbouring images
+    of each difference, as MDAnalysis's ``calc_distances.h`` does (for boxes that are
+    not reduced this is not always the global minimum; MDAnalysis's answer is the one
+    users compare with).
+    """
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    shape = a.shape[:2] if pairs else (a.shape[0], a.shape[1], b.shape[1])
+    out = np.empty(shape)
+    dims = np.zeros((a.shape[0], 6)) if dims is None else np.asarray(dims, np.float64).reshape(-1, 6)
+    vec = triclinic_vectors(dims)
+    boxed = vec[:, 0, 0] > 0
+    ortho = boxed & (dims[:, 3:] == 90.0).all(axis=1)
+    tric = boxed & ~ortho
+
+    def diff(sel):
+        return a[sel] - b[sel] if pairs else a[sel][:, :, None, :] - b[sel][:, None, :, :]
+
+    for sel, box in ((~boxed, None), (ortho, dims[:, :3])):
+        if sel.any():
+            d = diff(sel)
+            if box is not None:
+                L = box[sel].reshape((-1,) + (1,) * (d.ndim - 2) + (3,))
+                d -= L * np.round(d / L)
+            out[sel] = np.sqrt((d * d).sum(axis=-1))
+    if tric.any():
+        h = np.ascontiguousarray(vec[tric])
+        aw, bw = _wrap(a[tric], h), _wrap(b[tric], h)
+        k = _numba()
+        if k is not None:
+            out[tric] = (k.triclinic_pairs if pairs else k.triclinic_arrays)(aw, bw, h)
+        else:
+            out[tric] = _shortest_image(aw - bw if pairs else aw[:, :, None, :] - bw[:, None, :, :], h)
+    return out
+
+
+def pair_distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
+    """(F, N) distances between atom i of ``a`` and atom i of ``b`` (both (F, N, 3)), minimum image if boxed."""
+    return _distances(a, b, dims, pairs=True)
+
+
+def distance_arrays(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
+    """(F, N, M) all distances between ``a`` (F, N, 3) and ``b`` (F, M, 3), minimum image if boxed."""
+    return _distances(a, b, dims, pairs=False)
+
+
+def centre_of_mass(x: np.ndarray, masses: np.ndarray | None = None) -> np.ndarray:
+    """(F, 3) weighted centres of (F, N, 3) coordinates (uniform without masses)."""
+    w = np.full(x.shape[1], 1.0 / x.shape[1]) if masses is None else np.asarray(masses, np.float64) / np.sum(masses)
+    return np.einsum("n,fnk->fk", w, x, dtype=np.float64)
+
+
+def radius_of_gyration(x: np.ndarray, masses: np.ndarray) -> np.ndarray:
+    """(F,) mass-weighted radius of gyration, as ``AtomGroup.radius_of_gyration()`` (no wrapping)."""
+    m = np.asarray(masses, np.float64)
+    com = centre_of_mass(x, m)
+    rc = np.asarray(x, np.float64) - com[:, None, :]
+    return np.sqrt(np.einsum("n,fn->f", m, (rc * rc).sum(axis=-1)) / m.sum())
+
+
+def apply_fit(x: np.ndarray, rotation: np.ndarray, mobile_com: np.ndarray, ref_com: np.ndarray) -> np.ndarray:
+    """Move (F, N, 3) coordinates by per-frame fits: ``(x - mobile_com) @ R + ref_com``, float64."""
+    xc = np.asarray(x, np.float64) - mobile_com[:, None, :]
+    return np.einsum("fni,fij->fnj", xc, rotation) + ref_com
