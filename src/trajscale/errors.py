@@ -93,3 +93,7 @@ class TaskError(TrajscaleError):
 
 class ConfigError(TrajscaleError):
     """An invalid option or an unknown component name."""
+
+
+class UnitError(ConfigError):
+    """A unit string that is not in trajscale's tables, or an unknown unit system."""

@@ -65,11 +65,12 @@ def _topology_with_first_frame(topology, source):
     return universe
 
 
-def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options):
+def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options, group=None,
+             assume_units=None):
     t0 = time.perf_counter()
     given = topology if hasattr(topology, "select_atoms") else None   # an MDAnalysis Universe
     top_file = given.filename if given is not None else topology
-    source = open_source(trajectory, top_file)
+    source = open_source(trajectory, top_file, group=group, assume_units=assume_units)
     if isinstance(source, MDASource):
         universe = source.universe
     elif given is not None:
@@ -97,7 +98,7 @@ def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_optio
 def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = "serial",
         n_workers: int | None = None, n_tasks: int | None = None, tasks_per_worker: int = 4,
         start: int = 0, stop: int | None = None, step: int = 1, progress: bool = False,
-        **executor_options):
+        group: str | None = None, assume_units: str | None = None, **executor_options):
     """Run ``analysis`` over ``trajectory`` on an executor.
 
     Parameters
@@ -120,6 +121,11 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         Frame range to analyse: frames ``start, start + step, ...`` below ``stop``.
     progress
         Show a progress bar on stderr.
+    group
+        H5MD particle group to read; needed when the file has several.
+    assume_units
+        ``"nm"`` or ``"Angstrom"``: units of H5MD datasets without a ``unit``
+        attribute (None: such a file is refused; units are never guessed).
 
     Returns
     -------
@@ -136,7 +142,8 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     own = not isinstance(executor, Executor)
     try:
         try:
-            job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options())
+            job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options(),
+                                  group, assume_units)
                          if ex.is_root else (None, None))
         except Exception as exc:
             if ex.spmd:   # tell the other ranks, waiting in the broadcast, before raising here

@@ -141,7 +141,7 @@ def test_fixed_step_time_and_nm_units(tmp_path):
         t.attrs["unit"] = "fs"
         box = f["particles/water"].create_group("box")
         box.attrs["boundary"] = np.array([b"periodic"] * 3)
-        box.create_dataset("edges", data=np.array([3.0, 4.0, 5.0]))   # fixed, in position units
+        box.create_dataset("edges", data=np.array([3.0, 4.0, 5.0])).attrs["unit"] = "nm"   # fixed
     with H5MDSource(str(path)) as src:
         b = src.read(0, 6)
     np.testing.assert_allclose(b.positions, pos * 10, rtol=1e-6)

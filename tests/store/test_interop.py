@@ -11,6 +11,7 @@ import pytest
 from MDAnalysisTests import datafiles as D
 
 from trajscale.convert.convert import convert
+from trajscale.errors import NotH5MDError
 from trajscale.sources import H5MDSource
 from trajscale.store.layout import Layout
 
@@ -120,7 +121,10 @@ def test_pyh5md_roundtrip(tmp_path, adk_vacuum):
         for frame in pos:
             el.append(frame)
         el.value.attrs["unit"] = "Angstrom"
-    with H5MDSource(str(path)) as src:
+    # pyh5md writes no unit on time and box: refused unless the user states the units
+    with pytest.raises(NotH5MDError, match="no unit attribute"):
+        H5MDSource(str(path))
+    with H5MDSource(str(path), assume_units="Angstrom") as src:
         b = src.read(0, src.n_frames)
         assert src.info.chunks[0] == 32 and src.info.chunks[1] == 128   # pyh5md's default chunking
     np.testing.assert_array_equal(b.positions, pos)

@@ -57,7 +57,7 @@ def test_inspect_warns_on_seed_style_chunks(tmp_path):
         g.create_dataset("value", data=np.zeros((64, 1000, 3), np.float32), chunks=(32, 128, 3))
         g.create_dataset("step", data=np.arange(64))
         g.create_dataset("time", data=np.arange(64.0))
-    facts = inspect_file(path)
+    facts = inspect_file(path, assume_units="Angstrom")   # the file states no units
     assert facts["chunks"] == [32, 128, 3]
     assert facts["read_amplification_hdf5_default"]["one frame"] > 30
     assert facts["read_amplification"]["one frame"] == 1.0      # trajscale reads in place

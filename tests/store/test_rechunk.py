@@ -19,7 +19,7 @@ from MDAnalysisTests import datafiles as D
 from tests.conftest import run_cli
 from trajscale.convert.convert import convert
 from trajscale.convert.rechunk import partial_paths, rechunk
-from trajscale.errors import TrajscaleError
+from trajscale.errors import InputFileError, TrajscaleError
 from trajscale.store.layout import Layout
 
 
@@ -83,6 +83,17 @@ def test_lossy_precision_within_bound_and_smaller(tmp_path, adk_vacuum_h5md):
     assert os.path.getsize(lossy) < 0.8 * os.path.getsize(plain)
     with h5py.File(lossy) as f:
         assert f["particles/all/position/value"].attrs["trajscale_precision"] == 0.01
+
+
+def test_precision_needs_the_files_length_unit(tmp_path, adk_vacuum_h5md):
+    """--precision is in Å: a position dataset without a unit attribute is refused, never taken as Å."""
+    nounit = tmp_path / "nounit.h5md"
+    nounit.write_bytes(open(adk_vacuum_h5md, "rb").read())
+    with h5py.File(nounit, "r+") as f:
+        del f["particles/all/position/value"].attrs["unit"]
+    with pytest.raises(InputFileError, match="position/value has no unit attribute"):
+        rechunk(str(nounit), tmp_path / "out.h5md", Layout.parse("auto"), precision=0.01)
+    assert not (tmp_path / "out.h5md").exists()
 
 
 @pytest.fixture(scope="module")

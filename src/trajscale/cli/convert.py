@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from .checks import add_topology, check_topology
+from .options import add_h5md_options
 
 log = logging.getLogger("trajscale")
 
@@ -29,6 +30,10 @@ def add_parser(sub) -> None:
     p.add_argument("--compression", default="none", help="none, gzip[:1-9], lzf, blosc, zstd (default none)")
     p.add_argument("--fletcher32", action="store_true", help="add checksums to chunks")
     p.add_argument("--select", default=None, help="write only these atoms (MDAnalysis selection)")
+    p.add_argument("--units", default="mdanalysis", choices=["mdanalysis", "gromacs", "source"],
+                   help="units written: mdanalysis (A, ps, kJ/(mol A); the default), gromacs (nm, ps, "
+                        "kJ/(mol nm)) or source (the input's own: an H5MD file's, a format's native units)")
+    add_h5md_options(p, "H5MD inputs")
     add_frame_range(p)
     p.add_argument("--no-velocities", action="store_true", help="drop velocities")
     p.add_argument("--no-forces", action="store_true", help="drop forces")
@@ -46,7 +51,8 @@ def main(args) -> int:
     s = convert(args.topology, args.trajectories, args.output, layout=layout, select=args.select,
                 start=args.start, stop=args.stop, step=args.step, velocities=not args.no_velocities,
                 forces=not args.no_forces, overwrite=args.overwrite,
-                progress=not (args.no_progress or getattr(args, "quiet", False)))
+                progress=not (args.no_progress or getattr(args, "quiet", False)),
+                units=args.units, group=args.h5md_group, assume_units=args.assume_units)
     log.info("wrote %s: %d frames x %d atoms (%s), %s, %.1f MB in %.1f s", s.output, s.n_frames,
              s.n_atoms, "+".join(s.fields), s.layout, s.bytes_written / 1e6, s.seconds)
     return 0

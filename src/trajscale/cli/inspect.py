@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 
+from .options import add_h5md_options
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("inspect", help="describe an H5MD file and its layout",
                        description="Groups, frames, atoms, units, chunk shape, compression, file size and "
                                    "the read amplification of common access patterns.")
     p.add_argument("file", help="H5MD file")
-    p.add_argument("--group", default=None, help="particle group (default: the first with positions)")
+    add_h5md_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=main)
 
@@ -18,7 +20,7 @@ def add_parser(sub) -> None:
 def main(args) -> int:
     from ..store.inspect import inspect_file
 
-    facts = inspect_file(args.file, args.group)
+    facts = inspect_file(args.file, args.h5md_group, args.assume_units)
     if args.json:
         print(json.dumps(facts, indent=1))
         return 0
@@ -31,7 +33,21 @@ def format_facts(f: dict) -> str:
     lines = [
         f"file          {f['path']}  ({size / 1e6:.1f} MB)",
         f"H5MD          version {f.get('h5md_version', '?')}  creator {f.get('creator', '?')}",
-        f"groups        {', '.join(f['groups'])}  (reading '{f['group']}')",
+        f"particle groups ({len(f['particle_groups'])}):",
+    ]
+    for name, g in f["particle_groups"].items():
+        mark = "*" if name == f["group"] else " "
+        if "problem" in g:
+            lines.append(f" {mark}{name:12s} cannot be read: {g['problem']}")
+            continue
+        units = ", ".join(f"{k} {v}" for k, v in g["units"].items())
+        lines.append(f" {mark}{name:12s} {g['n_frames']} frames x {g['n_atoms']} atoms  "
+                     f"{'+'.join(g['fields'])}  ({units})")
+    if f["group"] is None:
+        lines.append("several particle groups: add --group NAME for one group's layout and read amplification")
+        return "\n".join(lines)
+    lines += [
+        f"reading       '{f['group']}'" + (f"  (units assumed: {f['assumed_units']})" if f.get("assumed_units") else ""),
         f"frames x atoms {f['n_frames']} x {f['n_atoms']}  fields {', '.join(f['fields'])}  dtype {f['dtype']}",
         "units         " + ", ".join(f"{k}: {v}" for k, v in f["units"].items()),
         f"boundary      {' '.join(f['boundary'])}",

@@ -6,6 +6,7 @@ import logging
 import sys
 
 from .checks import add_topology, check_outputs, check_topology, positive_int
+from .options import add_h5md_options
 
 log = logging.getLogger("trajscale")
 
@@ -22,7 +23,7 @@ def add_parser(sub) -> None:
     r.add_argument("--select", default="protein and name CA",
                    help="fit and RMSD selection (default: %(default)s)")
     r.add_argument("--ref-frame", type=int, default=0, help="reference frame (default 0)")
-    r.add_argument("--group", action="append", default=[], metavar="SEL",
+    r.add_argument("--groupselection", action="append", default=[], metavar="SEL", dest="groupselections",
                    help="extra group selection whose RMSD is reported after the fit (repeatable)")
     r.add_argument("--mass-weighted", action="store_true", help="mass-weighted fit")
     r.add_argument("--allow-nan", action="store_true", help="NaN for frames with non-finite coordinates")
@@ -109,7 +110,7 @@ def main_analysis(args) -> int:
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
                  n_tasks=args.tasks, start=args.start, stop=args.stop, step=args.step,
                  progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty(),
-                 **executor_options(args))
+                 group=args.h5md_group, assume_units=args.assume_units, **executor_options(args))
     if result is None:   # an MPI rank other than 0
         return 0
     if args.out:
@@ -126,6 +127,7 @@ def main_analysis(args) -> int:
 
 
 def add_run_options(p) -> None:
+    add_h5md_options(p)
     p.add_argument("--executor", default="serial", choices=["serial", "processes", "dask", "mpi"],
                    help="where tasks run (default: %(default)s); mpi needs mpiexec -n N trajscale ...")
     p.add_argument("-n", "--n-workers", type=positive_int, default=None,
@@ -198,14 +200,14 @@ def main_rmsd(args) -> int:
     check_topology(args)
     check_outputs(args.out, args.report)   # before any work: a bad path fails in a second, not after the run
     _say_mpi_size(args)
-    analysis = RMSD(select=args.select, ref_frame=args.ref_frame, groupselections=args.group,
+    analysis = RMSD(select=args.select, ref_frame=args.ref_frame, groupselections=args.groupselections,
                     weights="mass" if args.mass_weighted else None, allow_nan=args.allow_nan)
     traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
     _import_dependencies()
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
                  n_tasks=args.tasks, start=args.start, stop=args.stop, step=args.step,
                  progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty(),
-                 **executor_options(args))
+                 group=args.h5md_group, assume_units=args.assume_units, **executor_options(args))
     if result is None:   # an MPI rank other than 0
         return 0
     if args.out:

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputFileError
+from ..errors import ConfigError, InputFileError
 from ..sources import H5MDSource
 from ..sources.mda import load_universe
 from ..sources.selection import select_atoms
 from ..store.writer import H5MDWriter
 from ..store.layout import Layout
+from ..store.units import MDANALYSIS_QUANTITY, WRITE_UNITS, from_mdanalysis, unit_system
 from ..util import atomic_output, check_output_path, polling_for_stop, raise_if_stopped
 from .stream import Renumberer, frame_plan, iter_blocks, open_inputs
 
@@ -35,19 +36,28 @@ class ConvertSummary:
 def convert(topology: str, trajectories: list[str], output: str, *, layout: Layout | None = None,
             select: str | None = None, start: int | None = None, stop: int | None = None,
             step: int | None = None, velocities: bool = True, forces: bool = True,
-            overwrite: bool = False, progress: bool = False) -> ConvertSummary:
+            overwrite: bool = False, progress: bool = False, units: str = "mdanalysis",
+            group: str | None = None, assume_units: str | None = None) -> ConvertSummary:
     """Write ``trajectories`` (concatenated in order) to ``output`` as H5MD.
 
     The file is written under a temporary name and renamed only when complete,
     so an error or an interrupt leaves nothing under ``output``.
+
+    ``units`` is the unit system written: ``"mdanalysis"`` (Å, ps, kJ/(mol Å);
+    MDAnalysis reads it without conversion), ``"gromacs"`` (nm, ps,
+    kJ/(mol nm)) or ``"source"`` (the inputs' own: an H5MD file's unit
+    attributes, a format's native units as MDAnalysis knows them). ``group``
+    and ``assume_units`` apply to H5MD inputs (see :class:`H5MDSource`).
     """
     t0 = time.perf_counter()
     layout = layout or Layout()
     check_output_path(output, overwrite)
+    if units != "source":
+        unit_system(units)   # an unknown name fails before any work
     universe = load_universe(topology)
     atoms = select_atoms(universe, select, "selection").indices if select else None
     sel_atoms = universe.atoms if atoms is None else universe.atoms[atoms]
-    sources = open_inputs(topology, list(trajectories), universe)
+    sources = open_inputs(topology, list(trajectories), universe, group, assume_units)
     try:
         fields = ("position",)
         if velocities and all("velocity" in s.fields for s in sources):
@@ -60,14 +70,16 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         first = sources[0].read(0, 1, atoms)
         has_box = bool(np.any(first.box[:, :3] > 0))
         h5 = sources[0] if isinstance(sources[0], H5MDSource) else None
-        group = h5.info.group if h5 else "all"
+        out_group = h5.info.group if h5 else "all"
+        out_units = unit_system(units) if units != "source" else source_units(sources, fields)
         renumber = Renumberer()
         # Poll for SIGTERM for the whole life of the temporary file, so a signal
         # during set-up or the last block also stops before the rename.
         with polling_for_stop(), atomic_output(output, overwrite=overwrite) as tmp:
             writer = H5MDWriter(tmp, len(sel_atoms), n_frames=n_frames, layout=layout, fields=fields,
-                                box="triclinic" if has_box else None, group=group,
-                                masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"))
+                                box="triclinic" if has_box else None, group=out_group,
+                                masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
+                                units=out_units)
             with writer:
                 observables = _observable_names(sources) if step in (None, 1) else {}
                 for name, (shape, dtype) in observables.items():
@@ -91,6 +103,40 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
     finally:
         for s in sources:
             s.close()
+
+
+def source_units(sources, fields: tuple[str, ...]) -> dict[str, str]:
+    """The units the inputs store their data in (``convert --units source``).
+
+    An H5MD input's unit attributes; for other formats the native units
+    MDAnalysis's reader declares (XTC/TRR nm, DCD Å and AKMA, ...). Inputs
+    that disagree are an error. A quantity no input names a unit for (a
+    reader that leaves it undeclared) keeps trajscale's, as MDAnalysis
+    handed it over unconverted.
+    """
+    found: dict[str, dict[str, str]] = {}
+    for src in sources:
+        for q, unit in _native_units(src).items():
+            if unit is not None and (q in fields or q in ("box", "time")):
+                found.setdefault(q, {}).setdefault(unit, src.path)
+    out = dict(WRITE_UNITS)
+    for q, seen in found.items():
+        if len(seen) > 1:
+            raise ConfigError("--units source: the inputs store " + q + " in different units ("
+                              + ", ".join(f"{u} in {p}" for u, p in seen.items())
+                              + "); choose --units mdanalysis or gromacs")
+        out[q] = next(iter(seen))
+    if "box" not in found:   # a box written from a source without one: in the positions' unit
+        out["box"] = out["position"]
+    return out
+
+
+def _native_units(src) -> dict[str, str | None]:
+    if isinstance(src, H5MDSource):
+        return dict(src.info.units)
+    native = getattr(src.reader, "units", None) or {}
+    return {q: from_mdanalysis(q, native.get(MDANALYSIS_QUANTITY[q]))
+            for q in ("position", "box", "velocity", "force", "time")}
 
 
 def _attr(atoms, name: str):

@@ -25,11 +25,12 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from ..errors import InputFileError, OutputError
+from ..errors import InputFileError, OutputError, UnitError
 from ..store.codecs import quantize, quantum
 from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import Layout
-from ..store.units import LENGTH_TO_ANGSTROM
+from ..store.schema import attr_str
+from ..store.units import factor
 from ..util import check_output_path, polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
@@ -168,14 +169,15 @@ def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout,
 
 
 def _length_scale(ds: h5py.Dataset) -> float:
-    unit = ds.attrs.get("unit")
-    unit = unit.decode() if isinstance(unit, bytes) else unit
+    """Å per unit of ``ds``; --precision is in Å and a file's unit is never guessed."""
+    unit = attr_str(ds, "unit")
     if unit is None:
-        return 1.0
+        raise InputFileError(ds.file.filename, f"{ds.name} has no unit attribute: --precision is in Å "
+                                               "and trajscale never guesses a file's length unit")
     try:
-        return LENGTH_TO_ANGSTROM[str(unit)]
-    except KeyError:
-        raise InputFileError(ds.file.filename, f"{ds.name} has unknown length unit {unit!r}") from None
+        return factor("position", unit)
+    except UnitError as exc:
+        raise InputFileError(ds.file.filename, f"{ds.name} has an {exc}") from None
 
 
 def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path: Path, name: str,

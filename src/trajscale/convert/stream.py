@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..block import Block
-from ..errors import AtomCountMismatchError
+from ..errors import AtomCountMismatchError, ConfigError
 from ..sources import H5MDSource, MDASource, Source, is_hdf5
 from ..sources.mda import check_input_file
 from ..util import polling_for_stop, raise_if_stopped
@@ -26,22 +26,26 @@ log = logging.getLogger(__name__)
 SLAB_BYTES = 64 * 1024**2
 
 
-def open_inputs(topology: str, trajectories: list[str], universe) -> list[Source]:
+def open_inputs(topology: str, trajectories: list[str], universe, group: str | None = None,
+                assume_units: str | None = None) -> list[Source]:
     """One Source per input file, each checked against the topology's atom count.
 
     ``universe`` is the topology's Universe; its parsed topology is shared by
-    every per-file reader.
+    every per-file reader. ``group`` and ``assume_units`` apply to H5MD inputs.
     """
     sources: list[Source] = []
     n_atoms = universe.atoms.n_atoms
     try:
         for path in trajectories:
             check_input_file(path)
-            src = (H5MDSource(path) if is_hdf5(path)
+            src = (H5MDSource(path, group=group, assume_units=assume_units) if is_hdf5(path)
                    else MDASource(topology, [path], parsed_topology=universe._topology))
             sources.append(src)
             if src.n_atoms != n_atoms:
                 raise AtomCountMismatchError(f"{path} has {src.n_atoms} atoms but the topology {topology} has {n_atoms}")
+        if (group is not None or assume_units is not None) and not any(isinstance(s, H5MDSource) for s in sources):
+            raise ConfigError(f"{trajectories[0]}: --group and --assume-units apply to H5MD inputs; "
+                              "MDAnalysis reads these with their format's units")
     except BaseException:
         for s in sources:
             s.close()

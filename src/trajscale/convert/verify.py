@@ -8,7 +8,7 @@ import numpy as np
 
 from ..sources.selection import select_atoms
 from ..errors import AtomCountMismatchError
-from ..sources import H5MDSource
+from ..sources import H5MDSource, is_hdf5
 from ..sources.mda import load_universe
 from .stream import Renumberer, frame_plan, iter_blocks, open_inputs
 
@@ -34,12 +34,23 @@ class VerifyReport:
 
 
 def verify(topology: str, trajectories: list[str], h5md: str, *, select: str | None = None,
-           start=None, stop=None, step=None, progress: bool = False) -> VerifyReport:
-    """Frame-by-frame max |dx|, time, step and box of ``h5md`` against its sources."""
+           start=None, stop=None, step=None, progress: bool = False, group: str | None = None,
+           assume_units: str | None = None) -> VerifyReport:
+    """Frame-by-frame max |dx|, time, step and box of ``h5md`` against its sources.
+
+    ``group`` and ``assume_units`` apply to ``h5md`` and to any H5MD source
+    (convert keeps the source's group name).
+    """
     universe = load_universe(topology)
     atoms = select_atoms(universe, select, "selection").indices if select else None
-    out = H5MDSource(h5md)
-    sources = open_inputs(topology, list(trajectories), universe)
+    h5_inputs = any(is_hdf5(t) for t in trajectories)
+    out = H5MDSource(h5md, group=group, assume_units=assume_units)
+    try:
+        sources = open_inputs(topology, list(trajectories), universe, group if h5_inputs else None,
+                              assume_units if h5_inputs else None)
+    except BaseException:
+        out.close()
+        raise
     try:
         _, n = frame_plan([s.n_frames for s in sources], start, stop, step)
         n_sel = universe.atoms.n_atoms if atoms is None else len(atoms)

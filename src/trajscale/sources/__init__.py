@@ -24,19 +24,26 @@ def is_hdf5(path: str | Path) -> bool:
 
 
 def open_source(trajectories, topology: str | None = None, *, driver: str | None = None,
-                comm=None, collective: bool = False, group: str | None = None) -> Source:
+                comm=None, collective: bool = False, group: str | None = None,
+                assume_units: str | None = None) -> Source:
     """Open the best Source for ``trajectories``.
 
     A single HDF5 file goes through the fast :class:`H5MDSource`; anything else
     (or several files) through :class:`MDASource`, which needs ``topology``.
+    ``group`` (the H5MD particle group) and ``assume_units`` (``"nm"`` or
+    ``"Angstrom"`` for datasets without a unit attribute) apply to H5MD files.
     """
     paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]
     if len(paths) == 1 and index_path(paths[0]) is not None:   # a segment index, or the folder split wrote
-        return SegmentedSource(paths[0], topology)
+        return SegmentedSource(paths[0], topology, group=group, assume_units=assume_units)
     for p in paths:
         check_input_file(p)
     if len(paths) == 1 and is_hdf5(paths[0]):
-        return H5MDSource(paths[0], group=group, driver=driver, comm=comm, collective=collective)
+        return H5MDSource(paths[0], group=group, driver=driver, comm=comm, collective=collective,
+                          assume_units=assume_units)
+    if group is not None or assume_units is not None:
+        raise ConfigError(f"{paths[0]}: --group and --assume-units apply to H5MD files; this one is read "
+                          "through MDAnalysis, which knows its format's units")
     if topology is None:
         raise ConfigError(f"{paths[0]}: reading this format needs a topology file")
     return MDASource(topology, paths)

@@ -11,8 +11,7 @@ from ..block import Block
 from ..errors import InputFileError
 from ..store.box import edges_to_dimensions
 from ..store.hdf5 import ensure_filters, open_h5
-from ..store.schema import H5MDInfo, attr_str, describe
-from ..store.units import LENGTH_TO_ANGSTROM
+from ..store.schema import H5MDInfo, describe
 from ..store.layout import reader_chunk_cache
 from .base import Source
 
@@ -52,20 +51,23 @@ class H5MDSource(Source):
     path
         H5MD file.
     group
-        Particle group (default: the first group with positions).
+        Particle group; None for the file's only one (several: an error listing them).
     driver
         ``None`` (HDF5's default) or ``"mpio"`` (parallel HDF5, needs ``comm``).
     comm
         MPI communicator for ``driver="mpio"``.
     collective
         Use collective MPI-IO reads (only with ``mpio``); independent by default.
+    assume_units
+        ``"nm"`` or ``"Angstrom"``: the units of datasets without a ``unit``
+        attribute (None: such a file is refused; a unit is never guessed).
     """
 
     kind = "h5md"
     supports_mpio = True
 
     def __init__(self, path: str, group: str | None = None, driver: str | None = None,
-                 comm=None, collective: bool = False) -> None:
+                 comm=None, collective: bool = False, assume_units: str | None = None) -> None:
         if driver == "mpio":
             from ..parallel import require_parallel_h5py
 
@@ -75,7 +77,7 @@ class H5MDSource(Source):
         self._collective = bool(collective and driver == "mpio")
         self.file = open_h5(path, "r", driver=driver, comm=comm, rdcc_nbytes=CHUNK_CACHE_BYTES)
         try:
-            self.info: H5MDInfo = describe(self.file, group)
+            self.info: H5MDInfo = describe(self.file, group, assume_units)
         except Exception:
             self.file.close()
             raise
@@ -114,7 +116,8 @@ class H5MDSource(Source):
 
     def get_config(self) -> dict:
         return {"kind": self.kind, "path": self._path, "group": self.info.group,
-                "driver": self._driver, "collective": self._collective}
+                "driver": self._driver, "collective": self._collective,
+                "assume_units": self.info.assumed_units}
 
     def layout_summary(self) -> dict:
         from ..store.inspect import layout_facts
@@ -200,10 +203,7 @@ class H5MDSource(Source):
         else:
             edges = np.broadcast_to(self._box[()], (n, *self._box.shape))
         dims = edges_to_dimensions(edges)
-        scale = self.info.scales.get("position", 1.0)
-        box_unit = self._box.attrs.get("unit")
-        if box_unit is not None:
-            scale = LENGTH_TO_ANGSTROM.get(attr_str(self._box, "unit"), scale)
+        scale = self.info.scales["box"]   # the box's own unit, never the positions'
         if scale != 1.0:
             dims[:, :3] *= np.float32(scale)
         return dims

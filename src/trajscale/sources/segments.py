@@ -74,11 +74,14 @@ class SegmentedSource(Source):
         Topology for segments in formats other than H5MD (default: the index's own).
     max_open
         Segments kept open at once (least recently used closed first).
+    group, assume_units
+        Particle group and stated units of H5MD segments (see :class:`~trajscale.sources.H5MDSource`).
     """
 
     kind = "segments"
 
-    def __init__(self, index: str | os.PathLike, topology: str | None = None, max_open: int = MAX_OPEN) -> None:
+    def __init__(self, index: str | os.PathLike, topology: str | None = None, max_open: int = MAX_OPEN,
+                 group: str | None = None, assume_units: str | None = None) -> None:
         ip = index_path(index)
         if ip is None:
             raise InputFileError(index, f"not a segment index or a folder with {INDEX_NAME}")
@@ -89,6 +92,7 @@ class SegmentedSource(Source):
         if self.topology and not Path(self.topology).is_absolute():
             self.topology = str(self._root / self.topology)
         self.max_open = max(1, int(max_open))
+        self._h5md_options = {"group": group, "assume_units": assume_units}
         self.segments = self.index["segments"]
         self._starts = np.array([s["start"] for s in self.segments] + [self.n_frames], dtype=np.int64)
         self._open: OrderedDict[int, Source] = OrderedDict()
@@ -122,7 +126,8 @@ class SegmentedSource(Source):
         return self._fields
 
     def get_config(self) -> dict:
-        return {"kind": self.kind, "index": self._index_path, "topology": self.topology, "max_open": self.max_open}
+        return {"kind": self.kind, "index": self._index_path, "topology": self.topology, "max_open": self.max_open,
+                **self._h5md_options}
 
     def layout_summary(self) -> dict:
         return {"format": "segments", "path": self.path, "n_segments": len(self.segments)}
@@ -139,12 +144,12 @@ class SegmentedSource(Source):
         while len(self._open) >= self.max_open:
             _, old = self._open.popitem(last=False)
             old.close()
-        from . import open_source
+        from . import is_hdf5, open_source
 
         path = self.segment_path(i)
         if not Path(path).is_file():
             raise InputFileError(path, f"segment {i} of {self._index_path} is missing")
-        src = open_source(path, self.topology)
+        src = open_source(path, self.topology, **(self._h5md_options if is_hdf5(path) else {}))
         if src.n_frames != self.segments[i]["n_frames"] or src.n_atoms != self.n_atoms:
             src.close()
             raise InputFileError(path, f"has {src.n_frames} frames x {src.n_atoms} atoms; the index "

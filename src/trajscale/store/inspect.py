@@ -17,8 +17,9 @@ import os
 
 import h5py
 
+from ..errors import NotH5MDError
 from .hdf5 import open_h5
-from .schema import H5MDInfo, describe
+from .schema import H5MDInfo, describe, particle_groups
 from .layout import reader_chunk_cache
 
 PATTERNS = {
@@ -86,7 +87,7 @@ def layout_facts(info: H5MDInfo) -> dict:
     facts = {
         "format": "h5md", "path": info.path, "group": info.group,
         "n_frames": info.n_frames, "n_atoms": info.n_atoms, "fields": list(info.fields),
-        "units": dict(info.units), "dtype": info.dtype,
+        "units": dict(info.units), "assumed_units": info.assumed_units, "dtype": info.dtype,
         "chunks": list(info.chunks) if info.chunks else "contiguous",
         "compression": comp_name, "read_amplification": amp,
         "read_amplification_hdf5_default": amp_default,
@@ -123,18 +124,39 @@ def layout_warnings(info: H5MDInfo, amp: dict, amp_ours: dict | None = None) -> 
     return out
 
 
-def inspect_file(path: str | os.PathLike, group: str | None = None) -> dict:
-    """Everything ``trajscale inspect`` prints, as a dict."""
+def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units: str | None = None) -> dict:
+    """Everything ``trajscale inspect`` prints, as a dict.
+
+    Every particle group is listed (``particle_groups``: frames, atoms, fields,
+    units). The layout and read amplification are those of ``group``, or of the
+    file's only group; a file with several and no ``group`` gets the list alone.
+    """
     with open_h5(path) as f:
-        info = describe(f, group)
-        facts = layout_facts(info)
+        names = particle_groups(f) if isinstance(f.get("particles"), h5py.Group) else []
+        listing = {}
+        for name in names:
+            try:
+                g = describe(f, name, assume_units)
+            except NotH5MDError as exc:   # listed with its problem; an error only if it is the one read
+                listing[name] = {"problem": exc.problem}
+                continue
+            listing[name] = {"n_frames": g.n_frames, "n_atoms": g.n_atoms, "fields": list(g.fields),
+                             "units": dict(g.units)}
+        if group is None and len(names) > 1:
+            facts = {"format": "h5md", "path": f.filename, "group": None}
+            if os.path.exists(f.filename):
+                facts["file_bytes"] = os.path.getsize(f.filename)
+        else:
+            info = describe(f, group, assume_units)
+            facts = layout_facts(info)
+            facts["observables"] = list(info.observables)
+            facts["boundary"] = list(info.boundary)
         facts["groups"] = sorted(f["particles"].keys())
-        facts["observables"] = list(info.observables)
+        facts["particle_groups"] = listing
         h5md = f.get("h5md")
         if h5md is not None:
             facts["h5md_version"] = [int(v) for v in h5md.attrs.get("version", [])]
             creator = h5md.get("creator")
             if isinstance(creator, h5py.Group):
                 facts["creator"] = f"{creator.attrs.get('name', '')} {creator.attrs.get('version', '')}".strip()
-        facts["boundary"] = list(info.boundary)
     return facts

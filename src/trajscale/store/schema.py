@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
-from ..errors import NotH5MDError
-from .units import FIELDS, TIME_TO_PS, UNIT_TABLES
+from ..errors import InputFileError, NotH5MDError, UnitError
+from .units import FIELDS, assumed_units, factor
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +30,7 @@ class TimeAxis:
     fixed: float | None = None
     offset: float = 0.0
     scale: float = 1.0        # unit conversion to ps (time) or 1 (step)
+    unit: str | None = None   # the time unit in the file (or assumed)
 
     def values(self, f: h5py.File, start: int, stop: int, dtype) -> np.ndarray:
         if self.path is None:
@@ -48,8 +49,8 @@ class H5MDInfo:
     n_frames: int
     n_atoms: int
     fields: tuple[str, ...]
-    scales: dict = field(default_factory=dict)      # field -> factor to trajscale units
-    units: dict = field(default_factory=dict)       # field -> unit string in the file
+    scales: dict = field(default_factory=dict)      # field or "box" -> factor to trajscale units
+    units: dict = field(default_factory=dict)       # field, "box", "time" -> unit string in the file
     step: TimeAxis = TimeAxis(None, 1.0)
     time: TimeAxis = TimeAxis(None, 1.0)
     box_path: str | None = None                      # edges/value or fixed edges dataset
@@ -60,6 +61,7 @@ class H5MDInfo:
     compression_opts: object = None
     dtype: str = "float32"
     observables: tuple[str, ...] = ()
+    assumed_units: str | None = None                 # the unit system stated for unit-less datasets
 
     def dataset(self, fld: str = "position") -> str:
         return f"particles/{self.group}/{fld}/value"
@@ -74,18 +76,41 @@ class H5MDInfo:
         return int(self.chunks[0]) if self.chunks else 1
 
 
-def describe(f: h5py.File, group: str | None = None) -> H5MDInfo:
-    """Validate ``f`` as H5MD and describe one particle group (the first with positions)."""
+def particle_groups(f: h5py.File) -> list[str]:
+    """Names of the particle groups of ``f`` that hold positions (the groups a reader can use)."""
+    parts = f["particles"]
+    return [g for g in parts if isinstance(parts[g], h5py.Group) and "position" in parts[g]]
+
+
+def describe(f: h5py.File, group: str | None = None, assume_units: str | None = None) -> H5MDInfo:
+    """Validate ``f`` as H5MD and describe one particle group.
+
+    Parameters
+    ----------
+    f
+        An open HDF5 file.
+    group
+        Particle group to read. None: the file's only group with positions; a
+        file with several is an error listing them (a reader never picks one).
+    assume_units
+        ``"nm"`` or ``"Angstrom"``: the unit system of datasets that carry no
+        ``unit`` attribute. None (the default): such a dataset is an error,
+        since a unit is never guessed. A ``unit`` attribute always wins.
+    """
     path = f.filename
-    if "particles" not in f:
+    if "particles" not in f or not isinstance(f["particles"], h5py.Group):
         raise NotH5MDError(path, "no /particles group: not an H5MD file")
-    groups = [g for g in f["particles"] if isinstance(f["particles"][g], h5py.Group)]
+    assumed = assumed_units(assume_units)
     if group is None:
-        with_pos = [g for g in groups if "position" in f["particles"][g]]
-        if not with_pos:
+        usable = particle_groups(f)
+        if not usable:
             raise NotH5MDError(path, "no particles/<group>/position in this H5MD file")
-        group = with_pos[0]
-    elif group not in groups:
+        if len(usable) > 1:
+            raise InputFileError(path, f"has {len(usable)} particle groups ({', '.join(usable)}); "
+                                       "choose one with --group NAME (group= in the API)")
+        group = usable[0]
+    elif group not in f["particles"] or not isinstance(f["particles"][group], h5py.Group):
+        groups = [g for g in f["particles"] if isinstance(f["particles"][g], h5py.Group)]
         raise NotH5MDError(path, f"no particle group {group!r} (have: {', '.join(groups) or 'none'})")
     pg = f["particles"][group]
     if "position" not in pg or "value" not in pg["position"]:
@@ -96,17 +121,11 @@ def describe(f: h5py.File, group: str | None = None) -> H5MDInfo:
     fields = tuple(fl for fl in FIELDS if fl in pg and "value" in pg[fl])
     units, scales = {}, {}
     for fl in fields:
-        unit = attr_str(pg[fl]["value"], "unit")
-        units[fl] = unit
-        table = UNIT_TABLES[fl]
-        if unit is None:
-            scales[fl] = 1.0
-        elif unit in table:
-            scales[fl] = table[unit]
-        else:
-            raise NotH5MDError(path, f"particles/{group}/{fl} has unknown unit {unit!r}")
-    step = _time_axis(pg["position"], "step", path)
-    time = _time_axis(pg["position"], "time", path)
+        units[fl], scales[fl] = _unit(pg[fl]["value"], fl, assumed, path)
+    step = _time_axis(pg["position"], "step", path, assumed)
+    time = _time_axis(pg["position"], "time", path, assumed)
+    if time.unit is not None:
+        units["time"] = time.unit
     box_path, box_td, boundary = None, False, ("none",) * 3
     if "box" in pg:
         box = pg["box"]
@@ -119,6 +138,8 @@ def describe(f: h5py.File, group: str | None = None) -> H5MDInfo:
                 box_path, box_td = edges["value"].name, True
             else:
                 box_path = edges.name
+            if "periodic" in boundary:   # edges are read (and scaled) only for a periodic box
+                units["box"], scales["box"] = _unit(f[box_path], "box", assumed, path)
     obs = tuple(sorted(f["observables"].keys())) if "observables" in f else ()
     return H5MDInfo(
         path=path, group=group, n_frames=int(pos.shape[0]), n_atoms=int(pos.shape[1]),
@@ -126,8 +147,23 @@ def describe(f: h5py.File, group: str | None = None) -> H5MDInfo:
         box_path=box_path, box_time_dependent=box_td, boundary=boundary,
         chunks=pos.chunks, compression=_plugin_filter(pos) or pos.compression,
         compression_opts=pos.compression_opts,
-        dtype=str(pos.dtype), observables=obs,
+        dtype=str(pos.dtype), observables=obs, assumed_units=assume_units,
     )
+
+
+def _unit(ds: h5py.Dataset, quantity: str, assumed: dict | None, path: str) -> tuple[str, float]:
+    """The unit of ``ds`` and its factor to trajscale's unit: from its attribute, or as the user states."""
+    unit = attr_str(ds, "unit")
+    if unit is None:
+        if assumed is None:
+            raise NotH5MDError(path, f"{ds.name} has no unit attribute and trajscale never guesses one: "
+                                     "state the file's units with --assume-units nm or --assume-units "
+                                     "Angstrom (assume_units= in the API)")
+        unit = assumed[quantity]
+    try:
+        return unit, factor(quantity, unit)
+    except UnitError as exc:
+        raise NotH5MDError(path, f"{ds.name} has an {exc}") from None
 
 
 #: HDF5 registered filter ids of the hdf5plugin compressors trajscale writes.
@@ -151,19 +187,14 @@ def attr_str(obj, name: str) -> str | None:
     return str(val)
 
 
-def _time_axis(element: h5py.Group, name: str, path: str) -> TimeAxis:
+def _time_axis(element: h5py.Group, name: str, path: str, assumed: dict | None) -> TimeAxis:
     if name not in element:
         if name == "step":
             raise NotH5MDError(path, f"{element.name} has no step dataset")
         return TimeAxis(None, fixed=None)
     ds = element[name]
-    scale = 1.0
-    if name == "time":
-        unit = attr_str(ds, "unit")
-        if unit is not None and unit not in TIME_TO_PS:
-            raise NotH5MDError(path, f"{ds.name} has unknown time unit {unit!r}")
-        scale = TIME_TO_PS.get(unit, 1.0) if unit else 1.0
+    unit, scale = _unit(ds, "time", assumed, path) if name == "time" else (None, 1.0)
     if ds.shape == ():   # the spec's "fixed" interval: value * i + offset
         offset = float(ds.attrs.get("offset", 0))
-        return TimeAxis(None, fixed=float(ds[()]), offset=offset, scale=scale)
-    return TimeAxis(ds.name, scale=scale)
+        return TimeAxis(None, fixed=float(ds[()]), offset=offset, scale=scale, unit=unit)
+    return TimeAxis(ds.name, scale=scale, unit=unit)

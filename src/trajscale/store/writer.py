@@ -12,7 +12,7 @@ from .._version import __version__
 from .box import dimensions_to_edges
 from .hdf5 import open_h5
 from .layout import Layout
-from .units import WRITE_UNITS
+from .units import WRITE_UNITS, factor
 
 log = logging.getLogger(__name__)
 
@@ -35,19 +35,27 @@ class H5MDWriter:
         Which of position, velocity, force to write.
     box
         ``"cuboid"``, ``"triclinic"`` or ``None`` (no periodic box).
+    units
+        Unit string per quantity (position, box, velocity, force, time) to
+        write in; default trajscale's own (MDAnalysis's base units). Data
+        handed to :meth:`write` is always in trajscale's units and converted
+        here.
     """
 
     def __init__(self, path: str | os.PathLike, n_atoms: int, *, n_frames: int | None = None,
                  layout: Layout | None = None, fields: tuple[str, ...] = ("position",),
                  box: str | None = "triclinic", group: str = "all", author: str = "trajscale",
                  species=None, masses=None, charges=None, driver: str | None = None,
-                 comm=None) -> None:
+                 comm=None, units: dict[str, str] | None = None) -> None:
         self.layout = layout or Layout()
         self.n_atoms = int(n_atoms)
         self.n_frames_total = n_frames
         self.fields = tuple(fields)
         self.box = box
         self.group = group
+        self.units = {**WRITE_UNITS, **(units or {})}
+        # value in the file = value in trajscale's units / factor (checked here: unknown units fail early)
+        self._factors = {q: factor(q, u) for q, u in self.units.items()}
         self.n_written = 0
         self._obs: dict[str, h5py.Dataset] = {}
         self.file = open_h5(path, "w", driver=driver, comm=comm)
@@ -63,7 +71,7 @@ class H5MDWriter:
         for fl in self.fields:
             el = pg.create_group(fl)
             el.create_dataset("value", **self._dataset_kw(), dtype=np.float32)
-            el["value"].attrs["unit"] = WRITE_UNITS[fl]
+            el["value"].attrs["unit"] = self.units[fl]
             if first is None:
                 n = n_frames if n_frames is not None else 0
                 maxshape = None if self._contiguous else (None,)
@@ -71,7 +79,7 @@ class H5MDWriter:
                                   chunks=None if self._contiguous else (max(1024, 1),))
                 el.create_dataset("time", shape=(n,), maxshape=maxshape, dtype=np.float64,
                                   chunks=None if self._contiguous else (1024,))
-                el["time"].attrs["unit"] = WRITE_UNITS["time"]
+                el["time"].attrs["unit"] = self.units["time"]
                 first = el
             else:   # one step/time shared by all elements: hard links, as the spec allows
                 el["step"] = first["step"]
@@ -88,7 +96,7 @@ class H5MDWriter:
             n = n_frames if n_frames is not None else 0
             e.create_dataset("value", shape=(n, *shape), maxshape=(None, *shape), dtype=np.float32,
                              chunks=(1024, *shape))
-            e["value"].attrs["unit"] = WRITE_UNITS["position"]
+            e["value"].attrs["unit"] = self.units["box"]
             e["step"] = first["step"]
             e["time"] = first["time"]
         for name, arr in (("species", species), ("mass", masses), ("charge", charges)):
@@ -138,10 +146,9 @@ class H5MDWriter:
             arr = data[fl]
             if arr is None:
                 raise ValueError(f"{fl} missing for frames {a}-{b}")
-            self._pg[fl]["value"].write_direct(np.ascontiguousarray(arr, dtype=np.float32),
-                                               dest_sel=np.s_[a:b])
+            self._pg[fl]["value"].write_direct(self._in_file_units(arr, fl), dest_sel=np.s_[a:b])
         first["step"][a:b] = step
-        first["time"][a:b] = time
+        first["time"][a:b] = self._in_file_units(time, "time", np.float64)
         if self.box is not None:
             edges = self._edges(box, k)
             self._pg["box/edges/value"][a:b] = edges
@@ -149,10 +156,18 @@ class H5MDWriter:
             self._obs[name][a:b] = val
         self.n_written = b
 
+    def _in_file_units(self, arr: np.ndarray, quantity: str, dtype=np.float32) -> np.ndarray:
+        """``arr`` (trajscale's units) in the file's unit of ``quantity``, rounded once to ``dtype``."""
+        f = self._factors[quantity]
+        if f == 1.0:
+            return np.ascontiguousarray(arr, dtype=dtype)
+        return (np.asarray(arr, dtype=np.float64) / f).astype(dtype)
+
     def _edges(self, box: np.ndarray | None, k: int) -> np.ndarray:
         if box is None:
             box = np.zeros((k, 6), np.float32)
-        box = np.asarray(box)
+        box = np.array(box, dtype=np.float64)
+        box[:, :3] /= self._factors["box"]   # lengths only; the angles stay degrees
         if self.box == "triclinic":
             return dimensions_to_edges(box)
         return box[:, :3].astype(np.float32)
