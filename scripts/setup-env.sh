@@ -38,7 +38,16 @@ PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
 $PIP install -U pip "setuptools>=77" wheel packaging "Cython>=3,<4" "numpy>=2,<3" pkgconfig
 
 mkdir -p "$WHEELS"
-export MPICC=mpicc
+# Name MPICH's compiler wrapper and launcher explicitly: installing any Debian
+# package built on Open MPI (GROMACS, ...) switches the plain mpicc/mpiexec
+# alternatives to Open MPI, which would build mpi4py against the wrong MPI and
+# start N unrelated singleton runs.
+MPICC_MPICH=$(command -v mpicc.mpich || true)
+MPIEXEC_MPICH=$(command -v mpiexec.mpich || true)
+if [ -z "$MPICC_MPICH" ] || [ -z "$MPIEXEC_MPICH" ]; then
+  log "error: mpicc.mpich / mpiexec.mpich not found (Debian package mpich)"; exit 1
+fi
+export MPICC=$MPICC_MPICH
 if ! ls "$WHEELS"/mpi4py-$MPI4PY_VERSION-*.whl >/dev/null 2>&1; then
   log "building mpi4py $MPI4PY_VERSION against the system MPICH (a few minutes, once)"
   $PIP wheel --no-cache-dir --no-deps --no-binary=mpi4py -w "$WHEELS" mpi4py==$MPI4PY_VERSION
@@ -47,7 +56,7 @@ fi
 $PIP install --no-deps --force-reinstall "$WHEELS"/mpi4py-$MPI4PY_VERSION-*.whl
 if ! ls "$WHEELS"/h5py-$H5PY_VERSION-*.whl >/dev/null 2>&1; then
   log "building h5py $H5PY_VERSION against parallel HDF5 (a few minutes, once)"
-  CC=mpicc HDF5_MPI=ON HDF5_PKGCONFIG_NAME=hdf5-mpich \
+  CC=$MPICC_MPICH HDF5_MPI=ON HDF5_PKGCONFIG_NAME=hdf5-mpich \
     $PIP wheel --no-cache-dir --no-deps --no-binary=h5py --no-build-isolation -w "$WHEELS" h5py==$H5PY_VERSION
 fi
 $PIP install --no-deps --force-reinstall "$WHEELS"/h5py-$H5PY_VERSION-*.whl
@@ -70,4 +79,9 @@ import h5py, mpi4py
 assert h5py.get_config().mpi, "h5py was not built with MPI support"
 print(f"[setup] h5py {h5py.__version__} (HDF5 {h5py.version.hdf5_version}, mpi=True), mpi4py {mpi4py.__version__}")
 PY
+# Record the launcher that goes with this environment: trajscale names it when
+# a run is started by another MPI's mpiexec (see trajscale.parallel.recorded_launcher).
+mkdir -p $VENV/share/trajscale
+basename "$MPIEXEC_MPICH" > $VENV/share/trajscale/launcher
+log "MPI launcher for this environment: $(cat $VENV/share/trajscale/launcher)"
 touch "$STAMP"

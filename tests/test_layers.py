@@ -16,6 +16,7 @@ FORBIDDEN = {
     "sources": {"analysis", "executors", "run", "report", "convert", "cli", "demo"},
     "analysis": {"executors", "run", "report", "convert", "cli", "demo"},
     "convert": {"analysis", "executors", "run", "report", "cli", "demo"},
+    "pwrite": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo"},
     "report": {"sources", "analysis", "executors", "run", "convert", "cli", "demo", "store"},
 }
 

@@ -26,6 +26,7 @@ from .analysis import (
 from .block import Block, FrameRange
 from .errors import TrajscaleError
 from .executors import make_executor
+from .pwrite import ParallelWriter
 from .report.timing import RunReport
 from .run import run
 from .sources import H5MDSource, MDASource, open_source
@@ -48,6 +49,7 @@ __all__ = [
            "H5MDSource",
            "Layout",
            "MDASource",
+           "ParallelWriter",
            "RunReport",
            "TrajscaleError",
            "__version__",

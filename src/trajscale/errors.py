@@ -95,5 +95,15 @@ class ConfigError(TrajscaleError):
     """An invalid option or an unknown component name."""
 
 
+class ParallelWriteError(TrajscaleError):
+    """Bad frame data given to a parallel writer; raised on every rank with the same message."""
+
+    def __init__(self, path: str | PathLike[str], problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        self._init_args = (self.path, problem)
+        super().__init__(f"{self.path}: {problem}")
+
+
 class UnitError(ConfigError):
     """A unit string that is not in trajscale's tables, or an unknown unit system."""

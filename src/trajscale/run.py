@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -10,10 +11,12 @@ import time
 from .analysis.base import Analysis
 from .block import FrameRange, split_frames
 from .errors import AtomCountMismatchError, ConfigError, FrameRangeError, TrajscaleError
-from .executors import Executor, Job, make_executor
+from .executors import Executor, Job, choose_executor, make_executor
+from .parallel import check_not_launched
 from .report.timing import RunReport, summarize_workers
 from .sources import open_source
 from .sources.mda import MDASource, load_universe
+from .util import polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +70,28 @@ def _topology_with_first_frame(topology, source):
 
 def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options, group=None,
              assume_units=None):
+    """The Job and run facts; the source opened here is closed on every path (a failing
+    run in a long session leaks no file handle)."""
+    opened: list = []
+    try:
+        return _prepare_open(opened, analysis, topology, trajectory, start, stop, source_options,
+                             group, assume_units)
+    finally:
+        for source in opened:
+            source.close()
+
+
+def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start, stop, source_options,
+                  group=None, assume_units=None):
     t0 = time.perf_counter()
-    given = topology if hasattr(topology, "select_atoms") else None   # an MDAnalysis Universe
-    top_file = given.filename if given is not None else topology
+    given = topology if hasattr(topology, "select_atoms") else None   # an MDAnalysis Universe or AtomGroup
+    top_file = given.universe.filename if given is not None else topology
     source = open_source(trajectory, top_file, group=group, assume_units=assume_units)
+    opened.append(source)
     if isinstance(source, MDASource):
         universe = source.universe
     elif given is not None:
-        universe = given
+        universe = given.universe
     else:
         universe = _topology_with_first_frame(topology, source) if topology is not None else None
     t_top = time.perf_counter() - t0
@@ -84,14 +101,15 @@ def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_optio
     stop = source.n_frames if stop is None else stop
     if not 0 <= start <= stop <= source.n_frames:
         raise FrameRangeError(f"{source.path}: frames [{start}, {stop}) outside its {source.n_frames} frames")
-    prep = analysis.prepare(universe, source)
+    # An AtomGroup given as topology is what the analysis selects within (MDAnalysis's `atomgroup`).
+    prep = analysis.prepare(given if given is not None and given is not given.universe else universe, source)
     config = source.get_config()
     if source.supports_mpio:
         config.update(source_options)
     n_read = source.n_atoms if prep.atoms is None else len(prep.atoms)
-    info = {"source": source.layout_summary(), "n_frames": stop - start, "n_atoms": n_read,
+    span = n_read if not n_read or prep.atoms is None else int(prep.atoms[-1] - prep.atoms[0]) + 1
+    info = {"source": source.layout_summary(), "n_frames": stop - start, "n_atoms": n_read, "span_atoms": span,
             "chunk_frames": source.chunk_frames, "start": start, "stop": stop, "t_init_top": t_top}
-    source.close()
     return Job(analysis.get_config(), config, prep), info
 
 
@@ -108,11 +126,15 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     topology
         Topology file MDAnalysis reads (PSF, TPR, GRO, PDB, ...), or an
         MDAnalysis Universe already built from one (its topology and
-        selections are used; its trajectory is not read).
+        selections are used; its trajectory is not read), or an AtomGroup
+        of one: the analysis selects within it, as MDAnalysis's analyses do.
     trajectory
         An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads.
     executor
-        ``"serial"``, ``"processes"``, ``"dask"``, ``"mpi"`` or an Executor.
+        ``"serial"``, ``"processes"``, ``"dask"``, ``"mpi"``, an Executor, or
+        ``"auto"``: serial when the estimated work is below the cost of
+        starting worker processes, else processes (the choice and the reason
+        are logged and kept in ``report.meta["executor_choice"]``).
     n_workers
         Workers (processes, Dask workers); ignored by serial and MPI (the communicator's size).
     n_tasks
@@ -138,9 +160,31 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         raise ConfigError(f"the number of tasks must be at least 1 (got {n_tasks})")
     if step < 1:
         raise ConfigError(f"step must be at least 1 (got {step})")
-    ex = make_executor(executor, n_workers, **executor_options)
+    auto = executor == "auto"   # serial or processes, chosen once the job's size is known
+    ex = make_executor("serial" if auto else executor, n_workers, **executor_options)
     own = not isinstance(executor, Executor)
+    # Under mpiexec -n N every process would run (and write) the whole job; a Dask
+    # client on an outside cluster (dask-mpi: one rank is the client) is the exception.
+    if not ex.spmd and not getattr(ex, "uses_external_cluster", False):
+        try:
+            check_not_launched(ex.name)
+        except TrajscaleError:
+            if own:
+                ex.close()
+            raise
+    # Under the CLI, Ctrl-C/SIGTERM are recorded and acted on between steps (a handler that raises
+    # can land in a C or weakref callback and be lost); executors that cannot poll keep the raise.
+    polls = getattr(ex, "polls_for_stop", False)
+    with polling_for_stop() if polls else contextlib.nullcontext():
+        return _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks,
+                    tasks_per_worker, start, stop, progress, group, assume_units, executor_options, step)
+
+
+def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks, tasks_per_worker,
+         start, stop, progress, group, assume_units, executor_options, step=1):
     try:
+        ex.start()   # a pool's workers start while this process prepares the job
+        raise_if_stopped()
         try:
             job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options(),
                                   group, assume_units)
@@ -150,6 +194,7 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
                 ex.broadcast(exc if isinstance(exc, TrajscaleError)
                              else RuntimeError(f"rank 0 failed to prepare the job: {exc!r}"))
             raise
+        raise_if_stopped()
         if job is not None and step > 1:
             job = dataclasses.replace(job, stride=step)
             info = {**info, "n_frames": len(range(info["start"], info["stop"], step)), "step": step}
@@ -160,6 +205,12 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
                 got.reported_elsewhere = True   # rank 0 prints it; one message, not one per rank
             raise got
         job, info = got
+        if auto:
+            choice, why = choose_executor(info, n_workers)
+            log.info("executor auto: %s (%s)", choice, why)
+            info["executor_choice"] = f"auto: {choice} ({why})"
+            if choice != "serial":
+                ex = make_executor(choice, n_workers, **executor_options)
         k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)
         if job.stride > 1:
             ranges = plan_strided_tasks(info["start"], info["stop"], job.stride, k, info["n_atoms"] * 12,
@@ -170,6 +221,7 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         if n_tasks and len(ranges) < n_tasks and ex.is_root and job.stride == 1:
             _say_tasks_capped(n_tasks, len(ranges), info)
         results = ex.map_tasks(job, ranges, progress)
+        raise_if_stopped()
         if not ex.is_root:
             return None
         t_red = time.perf_counter()
@@ -190,8 +242,12 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
             t_total=time.perf_counter() - t_start, t_prepare=t_prep, t_reduce=t_red,
             tasks=timings, workers=summarize_workers(timings, extras),
             meta={"analysis_config": job.analysis, "n_tasks": len(ranges), "n_tasks_asked": n_tasks, "step": step,
-                  "io": ex.io_used()})
+                  "io": ex.io_used(), **({"executor_choice": info["executor_choice"]} if auto else {})})
         return dataclasses.replace(result, report=report)
+    except BaseException:
+        if own and hasattr(ex, "terminate"):   # an error or Ctrl-C: stop workers, do not wait for them
+            ex.terminate()
+        raise
     finally:
         if own:
             ex.close()

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 from pathlib import Path
 
 from .errors import InputFileError, OutputError
+
+log = logging.getLogger(__name__)
 
 
 def check_input_file(path: str | os.PathLike) -> None:
@@ -39,18 +43,76 @@ def temporary_name(path: str | os.PathLike) -> Path:
     return p.with_name(f".{p.name}.tmp-{os.getpid()}")
 
 
+_TMP_NAME = re.compile(r"^\..+\.tmp-(\d+)$")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # alive, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
+    """Remove ``.NAME.tmp-PID`` files of ``folder`` whose process is gone (a killed writer's).
+
+    Only files owned by this user are touched: a temporary of another user's
+    live writer on a shared folder is never removed.  Returns the removed paths.
+    """
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    uid = os.getuid()
+    for entry in entries:
+        m = _TMP_NAME.match(entry.name)
+        if not m or int(m.group(1)) == os.getpid() or _pid_alive(int(m.group(1))):
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != uid or not entry.is_file(follow_symlinks=False):
+                continue
+            os.unlink(entry.path)
+        except OSError:
+            continue
+        removed.append(Path(entry.path))
+        log.info("removed %s, left by a writer that was killed", entry.path)
+    return removed
+
+
+def _fsync(path: Path, directory: bool = False) -> None:
+    fd = os.open(path, (os.O_RDONLY | os.O_DIRECTORY) if directory else os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:   # some filesystems refuse fsync on a directory: the rename still happened
+        if not directory:
+            raise
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike, overwrite: bool = True):
     """Yield a temporary path beside ``path``; rename it to ``path`` only on success.
 
     On any exception (KeyboardInterrupt and SystemExit included) the temporary
-    file is removed and nothing appears under the final name.
+    file is removed and nothing appears under the final name.  The file is
+    fsynced before the rename and its folder after, so a crash right after
+    leaves the old file or the whole new one, never a truncated one.
+    Temporaries that killed writers left in the folder are removed first.
     """
     final = check_output_path(path, overwrite=overwrite)
+    remove_stale_temporaries(final.parent)
     tmp = temporary_name(final)
     try:
         yield tmp
+        if tmp.exists():
+            _fsync(tmp)
         os.replace(tmp, final)
+        _fsync(final.parent, directory=True)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()

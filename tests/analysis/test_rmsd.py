@@ -142,3 +142,26 @@ def test_worker_error_names_frames(adk_vacuum, tmp_path, adk_vacuum_h5md):
         f["particles/all/position/value"][60, 0, :] = np.inf
     with pytest.raises(ts.TrajscaleError, match="frame 60"):
         ts.run(ts.RMSD(select="all"), adk_vacuum[0], str(bad), executor="processes", n_workers=2, n_tasks=4)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_weighted_group_rmsd_equals_mdanalysis_rmsd(monkeypatch, compiled):
+    """Groups moved by a fit on other atoms: numba kernel and NumPy fallback against
+    MDAnalysis's rms.rmsd(weights=..., center=False, superposition=False)."""
+    from MDAnalysis.analysis.rms import rmsd
+
+    from trajscale.kernels import superpose
+
+    if not compiled:
+        monkeypatch.setattr(superpose, "_compiled", lambda: None)
+    rng = np.random.default_rng(3)
+    fit_ref = rng.normal(size=(30, 3)) * 4
+    group_ref = rng.normal(size=(12, 3)) * 4
+    frames = (rng.normal(size=(5, 42, 3)) + np.r_[fit_ref, group_ref]).astype(np.float32)
+    w = rng.uniform(0.5, 3.0, 12)
+    _, rot, xcom, ycom = superpose.superpose_rmsd(frames[:, :30], fit_ref, want_rotation=True)
+    for weights in (None, w):
+        got = superpose.rmsd_after_transform(frames[:, 30:], group_ref, rot, xcom, ycom, weights)
+        moved = [(f[30:].astype(np.float64) - c) @ r + ycom for f, r, c in zip(frames, rot, xcom)]
+        want = [rmsd(m, group_ref, weights=weights) for m in moved]
+        np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -158,7 +158,7 @@ def test_kernels_load_before_the_first_timed_task():
 
 
 def test_help_shows_defaults_and_every_option_has_text():
-    for cmd, needles in ((["run", "rmsd"], ["default: protein and name CA", "default: serial", "--start",
+    for cmd, needles in ((["run", "rmsd"], ["protein and name CA", "default: auto", "--start",
                                             "--trajectory-as-topology"]),
                          (["convert"], ["--trajectory-as-topology", "--no-progress"]),
                          (["verify"], ["topology file of the source trajectories"]),

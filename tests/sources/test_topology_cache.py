@@ -89,3 +89,29 @@ def test_distance_selections_see_the_trajectory(cache, adk_vacuum, adk_vacuum_h5
     for _ in range(2):   # parsed, then cached
         r = ts.run(ts.RMSD(select=sel), adk_vacuum[0], adk_vacuum_h5md)
         np.testing.assert_allclose(r.rmsd, expected, atol=1e-4)
+
+
+def test_cached_gro_keeps_the_guessed_attributes(cache, adk_water, monkeypatch):
+    """A GRO has no types or masses: MDAnalysis guesses them (0.47 s at 47k atoms); a cached load does not."""
+    gro = adk_water["gro"]
+    ref = mda.Universe(gro)
+    first = load_universe(gro)
+    guesses = []
+    orig = mda.Universe.guess_TopologyAttrs
+
+    def counting(self, context=None, to_guess=None, force_guess=None, **kw):
+        guesses.extend(list(to_guess or ()) + list(force_guess or ()))
+        return orig(self, context, to_guess, force_guess, **kw)
+
+    monkeypatch.setattr(mda.Universe, "guess_TopologyAttrs", counting)
+    second = load_universe(gro)
+    assert guesses == []   # nothing guessed again
+    for u in (first, second):
+        np.testing.assert_array_equal(u.atoms.types, ref.atoms.types)
+        np.testing.assert_array_equal(u.atoms.masses, ref.atoms.masses)
+        np.testing.assert_array_equal(u.atoms.positions, ref.atoms.positions)
+    # a universe without coordinates (trajscale's H5MD path) too
+    bare = load_universe(gro, topology_coordinates=False)
+    assert guesses == []
+    np.testing.assert_array_equal(bare.atoms.masses, ref.atoms.masses)
+    assert bare.select_atoms("protein and name CA").n_atoms == ref.select_atoms("protein and name CA").n_atoms

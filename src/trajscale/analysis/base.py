@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -19,11 +20,12 @@ class Prepared:
     atoms
         Global indices of the atoms to read (sorted); blocks hold only these.
     state
-        Analysis-specific arrays (reference coordinates, indices into ``atoms``).
+        Analysis-specific arrays (reference coordinates, indices into ``atoms``),
+        as a frozen dataclass of the analysis's own (or a dict).
     """
 
     atoms: np.ndarray | None
-    state: dict = field(default_factory=dict)
+    state: Any = field(default_factory=dict)
 
 
 class Analysis(ABC):

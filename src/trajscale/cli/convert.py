@@ -48,11 +48,25 @@ def main(args) -> int:
 
     check_topology(args)
     layout = Layout.parse(args.chunks, args.compression, args.fletcher32)
+    comm = _mpi_comm()
     s = convert(args.topology, args.trajectories, args.output, layout=layout, select=args.select,
                 start=args.start, stop=args.stop, step=args.step, velocities=not args.no_velocities,
                 forces=not args.no_forces, overwrite=args.overwrite,
-                progress=not (args.no_progress or getattr(args, "quiet", False)),
-                units=args.units, group=args.h5md_group, assume_units=args.assume_units)
+                progress=not (args.no_progress or getattr(args, "quiet", False)) and comm is None,
+                units=args.units, group=args.h5md_group, assume_units=args.assume_units, comm=comm)
+    if comm is not None and comm.Get_rank() != 0:
+        return 0
     log.info("wrote %s: %d frames x %d atoms (%s), %s, %.1f MB in %.1f s", s.output, s.n_frames,
              s.n_atoms, "+".join(s.fields), s.layout, s.bytes_written / 1e6, s.seconds)
     return 0
+
+
+def _mpi_comm():
+    """COMM_WORLD when launched by mpiexec on several ranks (then one file is written together)."""
+    import os
+
+    if int(os.environ.get("PMI_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or 1) < 2:
+        return None
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD

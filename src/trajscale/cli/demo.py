@@ -15,10 +15,12 @@ def add_parser(sub) -> None:
     p.add_argument("-n", "--n-workers", type=positive_int, default=2, help="workers (default 2)")
     p.add_argument("--executor", default="processes", choices=["serial", "processes", "dask"],
                    help="where the RMSD runs (default: %(default)s)")
+    p.add_argument("--no-compare", action="store_true",
+                   help="skip the side-by-side timing of MDAnalysis serial and trajscale serial")
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
     from ..demo import run_demo
 
-    return run_demo(args.workdir, args.frames, args.n_workers, args.executor)
+    return run_demo(args.workdir, args.frames, args.n_workers, args.executor, compare=not args.no_compare)

@@ -14,10 +14,20 @@ def add_parser(sub) -> None:
     p.add_argument("file", help="H5MD file")
     add_h5md_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--follow", action="store_true",
+                   help="while a job writes FILE, print its complete frame count as it grows "
+                        "(stops after --idle seconds without a new frame)")
+    p.add_argument("--idle", type=float, default=30.0, help="with --follow: seconds without growth to stop")
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
+    if args.follow:
+        from ..pwrite.follow import follow
+
+        for n in follow(args.file, idle=args.idle):
+            print(f"{args.file}: {n} complete frames", flush=True)
+        return 0
     from ..store.inspect import inspect_file
 
     facts = inspect_file(args.file, args.h5md_group, args.assume_units)

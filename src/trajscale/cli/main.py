@@ -23,6 +23,7 @@ COMMANDS = {
     "split": "trajscale.cli.split",
     "index": "trajscale.cli.index",
     "rechunk": "trajscale.cli.rechunk",
+    "repair": "trajscale.cli.repair",
 }
 
 

@@ -11,6 +11,10 @@ from .options import add_h5md_options
 log = logging.getLogger("trajscale")
 
 
+#: The CLI's fit selection when --select is not given (printed with the results).
+DEFAULT_SELECT = "protein and name CA"
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="run an analysis (rmsd, rmsf, rgyr, average, rdf, contacts, distances)",
                        description="Split-apply-combine analysis on serial, processes, dask or mpi executors.")
@@ -20,12 +24,15 @@ def add_parser(sub) -> None:
                                     "onto a reference frame (MDAnalysis rms.RMSD semantics).")
     add_topology(r)
     r.add_argument("trajectories", nargs="+", help="H5MD file (fast path) or any trajectory MDAnalysis reads")
-    r.add_argument("--select", default="protein and name CA",
-                   help="fit and RMSD selection (default: %(default)s)")
-    r.add_argument("--ref-frame", type=int, default=0, help="reference frame (default 0)")
+    r.add_argument("--select", default=DEFAULT_SELECT,
+                   help=f"fit and RMSD selection (default {DEFAULT_SELECT!r}; the API's default is 'all', "
+                        "as MDAnalysis's)")
+    r.add_argument("--ref-frame", type=int, default=0,
+                   help="reference frame (default 0; negative counts from the end)")
     r.add_argument("--groupselection", action="append", default=[], metavar="SEL", dest="groupselections",
                    help="extra group selection whose RMSD is reported after the fit (repeatable)")
-    r.add_argument("--mass-weighted", action="store_true", help="mass-weighted fit")
+    r.add_argument("--mass-weighted", action="store_true",
+                   help="mass-weighted fit and group RMSDs (MDAnalysis's weights='mass')")
     r.add_argument("--allow-nan", action="store_true", help="NaN for frames with non-finite coordinates")
     add_run_options(r)
     r.set_defaults(func=main_rmsd)
@@ -109,7 +116,7 @@ def main_analysis(args) -> int:
     _import_dependencies()
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
                  n_tasks=args.tasks, start=args.start, stop=args.stop, step=args.step,
-                 progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty(),
+                 progress=not (args.no_progress or getattr(args, "quiet", False)),   # off a terminal: a line per 10 %
                  group=args.h5md_group, assume_units=args.assume_units, **executor_options(args))
     if result is None:   # an MPI rank other than 0
         return 0
@@ -128,8 +135,9 @@ def main_analysis(args) -> int:
 
 def add_run_options(p) -> None:
     add_h5md_options(p)
-    p.add_argument("--executor", default="serial", choices=["serial", "processes", "dask", "mpi"],
-                   help="where tasks run (default: %(default)s); mpi needs mpiexec -n N trajscale ...")
+    p.add_argument("--executor", default="auto", choices=["auto", "serial", "processes", "dask", "mpi"],
+                   help="where tasks run (default: auto: serial unless the work outweighs starting processes; "
+                        "mpi needs mpiexec -n N trajscale ...)")
     p.add_argument("-n", "--n-workers", type=positive_int, default=None,
                    help="workers for processes and dask (default: the CPU count); "
                         "under MPI the ranks are mpiexec's -n")
@@ -206,10 +214,12 @@ def main_rmsd(args) -> int:
     _import_dependencies()
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
                  n_tasks=args.tasks, start=args.start, stop=args.stop, step=args.step,
-                 progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty(),
+                 progress=not (args.no_progress or getattr(args, "quiet", False)),   # off a terminal: a line per 10 %
                  group=args.h5md_group, assume_units=args.assume_units, **executor_options(args))
     if result is None:   # an MPI rank other than 0
         return 0
+    default = " (the default; --select to change)" if args.select == DEFAULT_SELECT else ""
+    print(f"selection: {args.select!r}{default}")
     if args.out:
         result.to_csv(args.out)
     if args.report:

@@ -37,7 +37,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
             select: str | None = None, start: int | None = None, stop: int | None = None,
             step: int | None = None, velocities: bool = True, forces: bool = True,
             overwrite: bool = False, progress: bool = False, units: str = "mdanalysis",
-            group: str | None = None, assume_units: str | None = None) -> ConvertSummary:
+            group: str | None = None, assume_units: str | None = None, comm=None) -> ConvertSummary:
     """Write ``trajectories`` (concatenated in order) to ``output`` as H5MD.
 
     The file is written under a temporary name and renamed only when complete,
@@ -47,7 +47,9 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
     MDAnalysis reads it without conversion), ``"gromacs"`` (nm, ps,
     kJ/(mol nm)) or ``"source"`` (the inputs' own: an H5MD file's unit
     attributes, a format's native units as MDAnalysis knows them). ``group``
-    and ``assume_units`` apply to H5MD inputs (see :class:`H5MDSource`).
+    and ``assume_units`` apply to H5MD inputs (see :class:`H5MDSource`).  With an
+    MPI ``comm`` of several ranks, each rank converts its own range of frames
+    into the one file (``convert.parallel``).
     """
     t0 = time.perf_counter()
     layout = layout or Layout()
@@ -72,6 +74,12 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         h5 = sources[0] if isinstance(sources[0], H5MDSource) else None
         out_group = h5.info.group if h5 else "all"
         out_units = unit_system(units) if units != "source" else source_units(sources, fields)
+        if comm is not None and comm.Get_size() > 1:
+            from .parallel import convert_parallel
+
+            return convert_parallel(comm, sources, sel_atoms, output, layout=layout, atoms=atoms, fields=fields,
+                                    start=start, stop=stop, step=step, has_box=has_box, overwrite=overwrite,
+                                    summary_cls=ConvertSummary, units=out_units, group=out_group)
         renumber = Renumberer()
         # Poll for SIGTERM for the whole life of the temporary file, so a signal
         # during set-up or the last block also stops before the rename.

@@ -16,10 +16,47 @@ EXECUTORS: dict[str, str] = {
 }
 
 
+#: Seconds to start a pool of worker processes, by start method (2-core VM, kernels cached);
+#: ``auto`` runs serially unless the work saved by the workers exceeds it.
+START_COST_S = {"fork": 0.1, "forkserver": 1.5, "spawn": 2.5}
+#: Serial cost model of a task: seconds per byte of the atom span read, and per atom-frame mapped.
+READ_S_PER_BYTE = 1 / 3e9
+MAP_S_PER_ATOM_FRAME = 4e-9
+
+
+def estimate_serial_seconds(n_frames: int, n_atoms: int, span_atoms: int | None = None) -> float:
+    """Rough serial time of reading and mapping ``n_frames`` frames of ``n_atoms`` atoms."""
+    span = n_atoms if span_atoms is None else max(span_atoms, n_atoms)
+    return n_frames * (span * 12 * READ_S_PER_BYTE + n_atoms * MAP_S_PER_ATOM_FRAME)
+
+
+def choose_executor(info: dict, n_workers: int | None = None) -> tuple[str, str]:
+    """``("serial" | "processes", why)`` for ``executor="auto"``, from the prepared job's size."""
+    import os
+
+    from .processes import choose_start_method
+
+    n = n_workers or os.cpu_count() or 1
+    work = estimate_serial_seconds(info["n_frames"], info["n_atoms"], info.get("span_atoms"))
+    if n < 2:
+        return "serial", f"{n} CPU: no parallel speed-up to gain"
+    method = choose_start_method()
+    start = START_COST_S.get(method, max(START_COST_S.values()))
+    saved = work * (1 - 1 / n)
+    if saved <= start:
+        return "serial", (f"estimated work {work:.2g} s; {n} workers would save {saved:.2g} s, "
+                          f"less than the ~{start:g} s it takes to start them ({method})")
+    return "processes", (f"estimated work {work:.2g} s; {n} workers save ~{saved:.2g} s, "
+                         f"more than the ~{start:g} s it takes to start them ({method})")
+
+
 def make_executor(name: str | Executor, n_workers: int | None = None, **kw) -> Executor:
     """Build an executor by name; unknown names and options are rejected here."""
     if isinstance(name, Executor):
         return name
+    if name == "auto":
+        raise ConfigError("executor 'auto' is chosen by trajscale.run once the job's size is known; "
+                          "make_executor needs a concrete one")
     try:
         module, cls = EXECUTORS[name].split(":")
     except KeyError:
@@ -33,4 +70,4 @@ def make_executor(name: str | Executor, n_workers: int | None = None, **kw) -> E
         raise ConfigError(f"executor {name!r}: {exc}") from None
 
 
-__all__ = ["EXECUTORS", "Executor", "Job", "make_executor", "run_task"]
+__all__ = ["EXECUTORS", "Executor", "Job", "choose_executor", "make_executor", "run_task"]

@@ -8,6 +8,9 @@ every executor fills the RunReport the same way.
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -17,6 +20,8 @@ from ..block import Block, FrameRange
 from ..errors import TaskError, TrajscaleError
 from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -30,9 +35,11 @@ class Job:
     stride: int = 1
 
 
-# One open Source per process, keyed by its config: workers open files after
-# they start and keep the handle for their next tasks.
-_SOURCES: dict[tuple, Source] = {}
+# One open Source per process, keyed by its config; each entry remembers the
+# identity of the files it opened, so a file rewritten in place (``convert
+# --overwrite``: same path, new inode) is reopened instead of read through a
+# stale handle by a long-lived worker.
+_SOURCES: dict[tuple, tuple[tuple, Source]] = {}
 _ANALYSES: dict[tuple, Analysis] = {}
 
 
@@ -40,23 +47,62 @@ def _key(config: dict) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in config.items()))
 
 
+def _config_paths(config: dict) -> list[str]:
+    """The files a source config names (H5MD: ``path``; segments: ``index``; MDAnalysis: topology, trajectories)."""
+    paths = [config[k] for k in ("path", "index", "topology") if isinstance(config.get(k), (str, os.PathLike))]
+    return [str(p) for p in paths] + [str(p) for p in config.get("trajectories") or ()]
+
+
+def file_identity(paths: list[str]) -> tuple:
+    """(real path, device, inode, size, mtime_ns) of each file; a missing file counts as its path."""
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            out.append((p,))
+            continue
+        out.append((os.path.realpath(p), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _release(src: Source) -> None:
+    """Close a cached source and drop its scratch buffers (up to a 256 MB slab each)."""
+    try:
+        src.close()
+    finally:
+        src.__dict__.pop("_scratch", None)
+
+
 def cached_source(config: dict, comm=None) -> tuple[Source, float]:
-    """The process's Source for ``config`` and the seconds spent opening it now (0 if cached)."""
+    """The process's Source for ``config`` and the seconds spent opening it now (0 if cached).
+
+    A cached source whose files changed since it was opened (another inode,
+    size or mtime) is closed and the files are opened again.
+    """
     key = _key(config)
-    src = _SOURCES.get(key)
-    if src is not None:
-        return src, 0.0
+    ident = file_identity(_config_paths(config))
+    entry = _SOURCES.get(key)
+    if entry is not None:
+        if entry[0] == ident:
+            return entry[1], 0.0
+        log.debug("%s changed since it was opened: reopening", _config_paths(config)[:1])
+        del _SOURCES[key]
+        _release(entry[1])
     t0 = time.perf_counter()
     src = source_from_config(config, comm=comm)
     src.reuse_buffers = True   # tasks run one at a time per process; map keeps no views of a block
-    _SOURCES[key] = src
+    _SOURCES[key] = (ident, src)
     return src, time.perf_counter() - t0
 
 
 def close_cached_sources() -> None:
-    for src in _SOURCES.values():
-        src.close()
+    """Close every cached source and free its buffers (executor close, end of an MPI run)."""
+    entries = list(_SOURCES.values())
     _SOURCES.clear()
+    _ANALYSES.clear()
+    for _, src in entries:
+        _release(src)
 
 
 def _analysis(config: dict) -> Analysis:
@@ -139,6 +185,9 @@ class Executor(ABC):
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]] | None:
         """Run ``run_task`` for every range; results in task order (root only)."""
 
+    def start(self) -> None:
+        """Start workers now, before the job is ready (pools); a no-op by default."""
+
     def source_options(self) -> dict:
         """Options this executor wants in H5MD source configs (e.g. ``driver="mpio"``)."""
         return {}
@@ -167,8 +216,44 @@ class Executor(ABC):
         self.close()
 
 
+#: Seconds before a progress display without a terminal prints its first line
+#: (short runs stay quiet in a batch log).
+PROGRESS_LINE_DELAY = 2.0
+
+
 def progress_bar(total: int, enabled: bool, desc: str = "tasks"):
-    """A tqdm bar on stderr, or a no-op."""
+    """A tqdm bar on a terminal; elsewhere (a batch job's log) a line about every 10 %; or a no-op."""
+    if enabled and not sys.stderr.isatty():
+        return _LineProgress(total, desc)
     from tqdm import tqdm
 
-    return tqdm(total=total, disable=not enabled, desc=desc, unit="task", leave=False)
+    class Bar(tqdm):
+        # No monitor thread (tqdm starts one even for a disabled bar): with a thread
+        # running, the next pool could not fork its workers.
+        monitor_interval = 0
+
+    return Bar(total=total, disable=not enabled, desc=desc, unit="task", leave=False)
+
+
+class _LineProgress:
+    """Logs ``desc: 40% (4/10 tasks, 3.2 s)`` each time another tenth is done."""
+
+    def __init__(self, total: int, desc: str) -> None:
+        self.total, self.desc, self.n = max(1, total), desc, 0
+        self._t0 = time.perf_counter()
+        self._shown = 0   # tenths already printed
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        tenths = min(10, self.n * 10 // self.total)
+        elapsed = time.perf_counter() - self._t0
+        if tenths > self._shown and elapsed >= PROGRESS_LINE_DELAY:
+            self._shown = tenths
+            log.info("%s: %d%% (%d/%d, %.1f s)", self.desc, 100 * self.n // self.total, self.n,
+                     self.total, elapsed)
+
+    def __enter__(self) -> _LineProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass

@@ -30,6 +30,11 @@ log = logging.getLogger(__name__)
 #: Name of the scheduler plugin that clocks trajscale's tasks.
 CLOCK_NAME = "trajscale-task-clock"
 KEY_PREFIX = "trajscale-"
+JOB_KEY_PREFIX = "tsjob-"   # not a task: no scheduler-side clock
+
+
+def _identity(x):
+    return x
 
 
 def _require_distributed():
@@ -105,8 +110,9 @@ class DaskExecutor(Executor):
     threads_per_worker
         Threads per LocalCluster worker (HDF5 serialises threads: keep 1).
     retries
-        Times a failed task is resubmitted (a task on a worker that died is
-        rescheduled by Dask in any case).
+        Times a task is resubmitted after Dask gave up on it because its
+        workers kept dying (``KilledWorker``).  Errors raised by the task
+        itself (bad coordinates, a bad selection, a bug) are never retried.
     """
 
     name = "dask"
@@ -131,14 +137,23 @@ class DaskExecutor(Executor):
         super().__init__(n_workers or os.cpu_count() or 1)
 
     @property
+    def uses_external_cluster(self) -> bool:
+        """True with a scheduler address or a client (e.g. dask-mpi, where one rank is the client)."""
+        return self._client is not None and self._cluster is None
+
+    @property
     def client(self):
         """The Client: the one given, one for ``scheduler``, or one on a new LocalCluster."""
         if self._client is None:
             from distributed import Client, LocalCluster
 
-            # dashboard_address ":0": any free port, so no clash with a cluster already running
-            self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=self.threads_per_worker,
-                                         processes=True, dashboard_address=":0")
+            from .startup import main_not_reimported
+
+            # dashboard_address ":0": any free port, so no clash with a cluster already running.
+            # Spawned workers must not re-run a script's top level (no __main__ guard) or stdin.
+            with main_not_reimported():
+                self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=self.threads_per_worker,
+                                             processes=True, dashboard_address=":0")
             self._client = Client(self._cluster)
             self._own_client = True
         return self._client
@@ -159,14 +174,23 @@ class DaskExecutor(Executor):
         client = self.client
         clocked = self._ensure_clock()
         token = uuid.uuid4().hex[:12]
+        # The Job (reference coordinates included) travels once, as the result of one small task
+        # that every task depends on: each worker fetches it once, and unlike scattered data it
+        # is recomputed (not lost) if the worker holding it dies.
+        job_ref = self._submit_job(client, job, token)
         keys = [f"{KEY_PREFIX}{token}-{i}" for i in range(len(ranges))]
-        futures = [client.submit(_dask_task, job, i, r, key=k, pure=False, retries=self.retries)
+        # No Dask retries: they would rerun deterministic failures (NaN coordinates, a
+        # bad selection). Dask reschedules the tasks of a worker that dies by itself;
+        # only when it gives up (KilledWorker) is the task resubmitted here.
+        futures = [client.submit(_dask_task, job_ref, i, r, key=k, pure=False)
                    for i, (r, k) in enumerate(zip(ranges, keys))]
         index = {f.key: i for i, f in enumerate(futures)}
+        tries = [0] * len(ranges)
         out: list = [None] * len(ranges)
         try:
             with progress_bar(len(ranges), progress) as bar:
-                for fut in as_completed(futures):
+                pending = as_completed(futures)
+                for fut in pending:
                     i = index[fut.key]
                     try:
                         out[i] = fut.result()
@@ -174,6 +198,16 @@ class DaskExecutor(Executor):
                         raise
                     except Exception as exc:  # noqa: BLE001 - KilledWorker, lost connection...
                         r = ranges[i]
+                        if _worker_lost(exc) and tries[i] < self.retries:
+                            tries[i] += 1
+                            log.warning("task %d (frames [%d, %d)) lost its worker (%s); resubmitting",
+                                        i, r.start, r.stop, type(exc).__name__)
+                            keys[i] = f"{KEY_PREFIX}{token}-{i}-retry{tries[i]}"
+                            new = client.submit(_dask_task, job_ref, i, r, key=keys[i], pure=False)
+                            futures.append(new)
+                            index[new.key] = i
+                            pending.add(new)
+                            continue
                         raise TaskError("a Dask worker", r.start, r.stop, f"{type(exc).__name__}: {exc}") from None
                     bar.update(1)
         except BaseException:
@@ -182,6 +216,10 @@ class DaskExecutor(Executor):
         finally:
             times = self._collect_times(keys) if clocked else {}
         return [(p, _with_times(t, times.get(k))) for (p, t), k in zip(out, keys)]
+
+    @staticmethod
+    def _submit_job(client, job: Job, token: str):
+        return client.submit(_identity, job, key=f"{JOB_KEY_PREFIX}{token}", pure=False)
 
     def _collect_times(self, keys: list[str]) -> dict[str, tuple]:
         try:
@@ -193,10 +231,17 @@ class DaskExecutor(Executor):
     def close(self) -> None:
         """Close the client and cluster started here; a client passed in stays open.
 
-        Shutting down what this executor started is no news: distributed's own
+        Workers of a cluster that outlives this executor close the files they
+        cached for it and free their scratch buffers.
+                Shutting down what this executor started is no news: distributed's own
         messages about it (a worker killed after a timeout, a closed comm) are
         not shown unless its loggers are at INFO or below (``trajscale -v``).
         """
+        if self._client is not None and self._cluster is None:
+            try:
+                self._client.run(_close_worker_caches)
+            except Exception as exc:  # noqa: BLE001 - a scheduler already gone frees nothing
+                log.debug("could not close worker caches (%s: %s)", type(exc).__name__, exc)
         with _quiet_shutdown(self._client if self._cluster is not None else None):
             if self._own_client and self._client is not None:
                 self._client.close()
@@ -233,6 +278,21 @@ def _quiet_shutdown(client=None):
     finally:
         for lg, lv in zip(loggers, levels):
             lg.setLevel(lv)
+
+
+def _worker_lost(exc: BaseException) -> bool:
+    """True for failures caused by losing a worker, not by the task's own code."""
+    from distributed import KilledWorker
+    from distributed.comm import CommClosedError
+
+    return isinstance(exc, (KilledWorker, CommClosedError))
+
+
+def _close_worker_caches() -> None:
+    """Runs on each worker: close cached sources and free their buffers."""
+    from .base import close_cached_sources
+
+    close_cached_sources()
 
 
 def _with_times(timing: TaskTiming, times: tuple | None) -> TaskTiming:

@@ -26,7 +26,7 @@ from ..analysis.base import Analysis, analysis_from_config
 from ..block import FrameRange
 from ..errors import ConfigError
 from ..kernels.superpose import preload_kernels
-from ..parallel import default_mpi_driver, mpi_comm_world, require_parallel_h5py
+from ..parallel import check_mpi_world, default_mpi_driver, mpi_comm_world, require_parallel_h5py
 from ..report.timing import TaskTiming, host_and_pid
 from .base import Executor, Job, cached_source, close_cached_sources, progress_bar, run_task
 
@@ -71,6 +71,8 @@ class MPIExecutor(Executor):
         if driver not in _DRIVERS:
             raise ConfigError(f"MPI executor: driver must be 'mpio', None or 'auto', got {driver!r}")
         self.comm = comm if comm is not None else mpi_comm_world()
+        if comm is None:   # a launcher of another MPI starts N singleton worlds: refuse
+            check_mpi_world(self.comm.Get_size())
         super().__init__(self.comm.Get_size())
         if n_workers not in (None, self.n_workers):
             log.debug("MPI executor: n_workers=%s ignored; the communicator has %d ranks",
@@ -134,14 +136,18 @@ class MPIExecutor(Executor):
             # Every rank opens the file, even one without tasks: with driver="mpio"
             # the open (and the close below) are collective.
             src, t_init_traj = cached_source(job.source, comm)
+            span = _span(ranges, mine)
+            if span is not None and hasattr(src, "preload_frame_meta"):
+                src.preload_frame_meta(span.start, span.stop)   # this rank's frames only, not N full reads
+            progress = comm.bcast(bool(progress), root=0)   # rank 0 decides; every rank must agree
             partials, timings = [], []
-            with progress_bar(len(mine), progress and rank == 0, desc="rank 0 tasks") as bar:
+            with _RankProgress(comm, len(ranges), progress) as bar:
                 for i in mine:
                     current = ranges[i]
                     partial, timing = run_task(job, i, ranges[i], worker, comm)
                     partials.append(partial)
                     timings.append(timing)
-                    bar.update(1)
+                    bar.task_done()
             current = _span(ranges, mine)
             local = analysis.reduce(partials)
             t0 = time.perf_counter()
@@ -225,6 +231,58 @@ class MPIExecutor(Executor):
     def close(self) -> None:
         """Close this process's cached sources (collective under ``mpio``: call on every rank)."""
         close_cached_sources()
+
+
+class _RankProgress:
+    """One progress display on rank 0 counting every rank's tasks.
+
+    Other ranks send rank 0 a small message per finished task; rank 0 counts
+    them between its own tasks and, once its own are done, until all arrived.
+    """
+
+    TAG = 7301
+
+    def __init__(self, comm, total: int, enabled: bool) -> None:
+        self.comm, self.total, self.enabled = comm, total, enabled
+        self.rank = comm.Get_rank()
+        self._requests: list = []
+        self._done = 0
+        self._bar = progress_bar(total, enabled, desc="tasks (all ranks)") if self.rank == 0 else None
+
+    def __enter__(self) -> _RankProgress:
+        return self
+
+    def task_done(self) -> None:
+        if not self.enabled:
+            return
+        if self.rank != 0:
+            self._requests.append(self.comm.isend(1, dest=0, tag=self.TAG))
+            return
+        self._count(1 + self._drain(block=False))
+
+    def _count(self, n: int) -> None:
+        self._done += n
+        self._bar.update(n)
+
+    def _drain(self, block: bool) -> int:
+        n = 0
+        while block or self.comm.iprobe(tag=self.TAG):
+            self.comm.recv(tag=self.TAG)
+            n += 1
+            block = False
+        return n
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if self.enabled and exc_type is None:
+            if self.rank == 0:
+                while self._done < self.total:   # the other ranks' remaining tasks
+                    self._count(self._drain(block=True))
+            else:
+                from mpi4py import MPI
+
+                MPI.Request.Waitall(self._requests)
+        if self._bar is not None:
+            self._bar.__exit__(exc_type, *exc)
 
 
 def _span(ranges: list[FrameRange], tasks: range) -> FrameRange | None:

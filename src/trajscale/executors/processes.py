@@ -1,62 +1,139 @@
-"""Run tasks on a local pool of worker processes (spawn/forkserver: no HDF5 handle crosses a fork)."""
+"""Run tasks on a local pool of worker processes, started while the job is prepared.
+
+Start method: ``fork`` when it is safe (no other thread, no MPI; see
+:mod:`.startup`): two workers start in milliseconds with trajscale, numba and
+the compiled kernels already imported, and never re-import the user's
+``__main__`` (scripts without a ``__main__`` guard, scripts read from stdin).
+Otherwise ``forkserver`` (``spawn`` where unavailable), with the main module
+hidden from the workers. trajscale holds no HDF5 handle when workers start:
+each worker opens the file on its first task and keeps it for the next.
+``TRAJSCALE_START_METHOD`` or ``start_method=`` choose a method explicitly.
+"""
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import shutil
+import signal
+import tempfile
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
 from ..block import FrameRange
-from ..errors import TaskError
+from ..errors import ConfigError, TaskError
 from ..report.timing import TaskTiming
+from ..util import raise_if_stopped
 from .base import Executor, Job, progress_bar, run_task
+from .startup import fork_is_safe, main_not_reimported, quiet_worker, sigint_blocked, warm_up
+
+log = logging.getLogger(__name__)
+
+#: Modules a forkserver imports once, so that each worker forked from it starts in milliseconds.
+FORKSERVER_PRELOAD = ["trajscale.executors.base", "trajscale.executors.startup",
+                      "trajscale.kernels._numba_superpose"]
+
+# Folder where each worker notes the task it is running (one small file per
+# pid), so that a pool broken by a dying worker can say which frames were lost.
+_MARKS: list[str] = []
+
+
+def _init_worker(marks: str) -> None:
+    quiet_worker()   # Ctrl-C is the parent's to handle
+    _MARKS[:] = [marks]
 
 
 def _worker_task(job: Job, task: int, frames: FrameRange):
+    if _MARKS:
+        with open(os.path.join(_MARKS[0], str(os.getpid())), "w") as fh:
+            fh.write(str(task))
     return run_task(job, task, frames, f"pid {os.getpid()}")
+
+
+def choose_start_method(requested: str | None = None) -> str:
+    """``requested``, else ``$TRAJSCALE_START_METHOD``, else fork where safe, else forkserver/spawn."""
+    methods = mp.get_all_start_methods()
+    method = requested or os.environ.get("TRAJSCALE_START_METHOD") or None
+    if method is not None:
+        if method not in methods:
+            raise ConfigError(f"start method {method!r} is not available here; choose one of {', '.join(methods)}")
+        return method
+    if "fork" in methods and fork_is_safe():
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
+def _as_completed_polling(futures):
+    """``as_completed``, waking every 0.1 s to act on a Ctrl-C/SIGTERM the CLI recorded."""
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+        raise_if_stopped()
+        yield from done
 
 
 class ProcessExecutor(Executor):
     """A ``concurrent.futures`` process pool.
 
-    Workers start with ``forkserver`` (or ``spawn`` where unavailable) so that
-    no open HDF5 handle is inherited; each worker opens the file on its first
-    task and keeps it for the next.
+    Parameters
+    ----------
+    n_workers
+        Worker processes (default: the CPU count).
+    start_method
+        ``"fork"``, ``"forkserver"`` or ``"spawn"``; default: fork where it is
+        safe, decided when the pool starts.
     """
 
     name = "processes"
+    polls_for_stop = True   # checks for a recorded Ctrl-C between tasks
 
     def __init__(self, n_workers: int | None = None, start_method: str | None = None) -> None:
         super().__init__(n_workers or os.cpu_count() or 1)
-        methods = mp.get_all_start_methods()
-        self.start_method = start_method or ("forkserver" if "forkserver" in methods else "spawn")
+        self._requested = start_method
+        if start_method is not None:
+            choose_start_method(start_method)   # reject an unknown method now
+        self.start_method: str | None = None   # the one used, once the pool has started
         self._pool: ProcessPoolExecutor | None = None
+        self._marks: str | None = None
+
+    def start(self) -> None:
+        """Start the workers now (they warm up while the caller prepares the job)."""
+        self._get_pool()
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
+            self.start_method = choose_start_method(self._requested)
             ctx = mp.get_context(self.start_method)
             if self.start_method == "forkserver":
                 # Workers fork from a server that has already imported trajscale
                 # and loaded the compiled kernels: a worker starts in milliseconds.
-                ctx.set_forkserver_preload(["trajscale.executors.base", "trajscale.kernels._numba_superpose"])
-            self._pool = ProcessPoolExecutor(max_workers=self.n_workers, mp_context=ctx)
+                ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+            self._marks = tempfile.mkdtemp(prefix="trajscale-tasks-")
+            with sigint_blocked(), main_not_reimported():
+                self._pool = ProcessPoolExecutor(max_workers=self.n_workers, mp_context=ctx,
+                                                 initializer=_init_worker, initargs=(self._marks,))
+                # One warm-up task per worker starts them all now (fork: at the first submit).
+                self._warm = [self._pool.submit(warm_up) for _ in range(self.n_workers)]
+            log.debug("started %d worker processes (%s)", self.n_workers, self.start_method)
         return self._pool
 
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]]:
         pool = self._get_pool()
         futures = {pool.submit(_worker_task, job, i, r): i for i, r in enumerate(ranges)}
+        # The pool starts its processes on submit; keep them to read exit codes if one dies.
+        procs = dict(getattr(pool, "_processes", None) or {})
         out: list = [None] * len(ranges)
         try:
             with progress_bar(len(ranges), progress) as bar:
-                for fut in as_completed(futures):
+                for fut in _as_completed_polling(futures):
                     i = futures[fut]
                     try:
                         out[i] = fut.result()
-                    except BrokenProcessPool as exc:
-                        r = ranges[i]
-                        raise TaskError("a worker process", r.start, r.stop,
-                                        f"worker process died ({exc})") from None
+                    except BrokenProcessPool:
+                        self._pool.shutdown(wait=True)   # joins the workers: exit codes are final
+                        raise self._lost(ranges, out, procs) from None
                     bar.update(1)
         except BaseException:
             for fut in futures:
@@ -65,7 +142,47 @@ class ProcessExecutor(Executor):
             raise
         return out
 
+    def terminate(self) -> None:
+        """Stop the workers now (after an error or Ctrl-C)."""
+        self.close(wait=False)
+
+    def _lost(self, ranges: list[FrameRange], out: list, procs: dict) -> TaskError:
+        """A TaskError naming the frames the dead worker was running (or saying they are unknown)."""
+        marks = Path(self._marks or "")
+        running: dict[int, int] = {}   # pid -> task still without a result
+        for pid in procs:
+            try:
+                task = int((marks / str(pid)).read_text())
+            except (OSError, ValueError):
+                continue
+            if 0 <= task < len(ranges) and out[task] is None:
+                running[pid] = task
+        # Workers the pool itself stopped after the break exit by SIGTERM; the one that died did not.
+        dead = {pid: p.exitcode for pid, p in procs.items()
+                if p.exitcode is not None and p.exitcode != -signal.SIGTERM}
+        lost = [running[pid] for pid in dead if pid in running] or sorted(running.values())
+        codes = ", ".join(f"pid {pid} exit code {code}" for pid, code in dead.items())
+        how = f"worker process died ({codes})" if codes else "worker process died"
+        if len(lost) == 1:
+            r = ranges[lost[0]]
+            return TaskError(f"a worker process (task {lost[0]})", r.start, r.stop, how)
+        if lost:
+            spans = " or ".join(f"[{ranges[t].start}, {ranges[t].stop})" for t in lost)
+            return TaskError("a worker process", min(ranges[t].start for t in lost),
+                             max(ranges[t].stop for t in lost),
+                             f"{how} while running frames {spans}; which of them is unknown")
+        lo, hi = (ranges[0].start, ranges[-1].stop) if ranges else (0, 0)
+        return TaskError("a worker process", lo, hi, f"{how}; the frames it was running are unknown")
+
     def close(self, wait: bool = True) -> None:
+        """Shut the pool down; ``wait=False`` (an error or Ctrl-C) also stops running workers."""
         if self._pool is not None:
-            self._pool.shutdown(wait=wait, cancel_futures=True)
-            self._pool = None
+            pool, self._pool = self._pool, None
+            if not wait:
+                for proc in list((getattr(pool, "_processes", None) or {}).values()):   # no public handle
+                    if proc.is_alive():
+                        proc.terminate()
+            pool.shutdown(wait=wait, cancel_futures=True)
+        if self._marks is not None:
+            shutil.rmtree(self._marks, ignore_errors=True)
+            self._marks = None

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from ..block import FrameRange
 from ..report.timing import TaskTiming
-from .base import Executor, Job, progress_bar, run_task
+from ..util import raise_if_stopped
+from .base import Executor, Job, close_cached_sources, progress_bar, run_task
 
 
 class SerialExecutor(Executor):
     """The reference executor: same tasks, same wrapper, no parallelism."""
 
     name = "serial"
+    polls_for_stop = True   # checks for a recorded Ctrl-C between tasks
     root_worker = "serial"
 
     def __init__(self, n_workers: int = 1) -> None:
@@ -20,6 +22,11 @@ class SerialExecutor(Executor):
         out = []
         with progress_bar(len(ranges), progress) as bar:
             for i, r in enumerate(ranges):
+                raise_if_stopped()   # a Ctrl-C the CLI recorded
                 out.append(run_task(job, i, r, "serial"))
                 bar.update(1)
         return out
+
+    def close(self) -> None:
+        """Close the files the tasks opened in this process and free their buffers."""
+        close_cached_sources()

@@ -1,6 +1,12 @@
 """Optimal superposition RMSD, batched over the frames of a block.
 
-Batched Kabsch: for every frame f, the weighted covariance ``H_f = Xc_f^T W Yc``
+RMSD alone (the common case): one compiled pass per frame accumulates the
+centre, norm and covariance with the prepared reference, and QCP (Theobald's
+quaternion characteristic polynomial, as MDAnalysis and MDTraj) gives the
+largest eigenvalue by Newton's method: no SVD, no second pass over the atoms
+(``_numba_superpose.qcp_rmsd``).
+
+With the rotation (group selections moved by the fit), batched Kabsch: for every frame f, the weighted covariance ``H_f = Xc_f^T W Yc``
 (3x3) is accumulated by a compiled loop, then one stacked SVD call decomposes
 all of them; the RMSD follows from the singular values (Coutsias et al. 2004)
 and the rotation ``R_f = U diag(1, 1, d) V^T`` maps centred mobile rows onto
@@ -36,7 +42,7 @@ def _compiled():
         from . import _numba_superpose as k
     except ImportError:
         return None
-    return k.covariance, k.moved_rmsd
+    return k.covariance, k.moved_rmsd, k.qcp_rmsd
 
 
 def preload_kernels() -> bool:
@@ -62,14 +68,25 @@ class Reference:
     com: np.ndarray        # (3,) weighted centre
     centred: np.ndarray    # (N, 3) float64, C-contiguous
     norm: float            # sum_a w_a |y_a - com|^2
+    wsum: np.ndarray       # (3,) sum_a w_a (y_a - com): zero up to rounding
+    uniform: bool          # all weights 1/N
 
     @classmethod
-    def of(cls, reference: np.ndarray, weights: np.ndarray | None = None) -> Reference:
+    def of(cls, reference: np.ndarray, weights: np.ndarray | None = None,
+           centre_weights: np.ndarray | None = None) -> Reference:
+        """Prepare ``reference`` for fits weighted by ``weights``.
+
+        ``centre_weights`` (default: ``weights``) place its centre: MDAnalysis's RMSD
+        centres the reference with the *reference's* masses and weights the fit with
+        the trajectory's, which differ by up to ``tol_mass`` per atom.
+        """
         y = np.asarray(reference, dtype=np.float64)
         w = normalized_weights(weights, y.shape[0])
-        com = (w[:, None] * y).sum(axis=0)
+        wc = w if centre_weights is None else normalized_weights(centre_weights, y.shape[0])
+        com = (wc[:, None] * y).sum(axis=0)
         yc = np.ascontiguousarray(y - com)
-        return cls(w, com, yc, float((w * (yc * yc).sum(axis=1)).sum()))
+        uniform = weights is None or bool(np.all(w == w[0]))
+        return cls(w, com, yc, float((w * (yc * yc).sum(axis=1)).sum()), w @ yc, uniform)
 
 
 def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray | Reference, weights: np.ndarray | None = None,
@@ -95,6 +112,8 @@ def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray | Reference, weight
     ref = reference if isinstance(reference, Reference) else Reference.of(reference, weights)
     x = np.ascontiguousarray(mobile, dtype=np.float32)
     kernels = _compiled()
+    if kernels and not want_rotation:   # QCP: no rotation needed, no SVD
+        return kernels[2](x, ref.weights, ref.centred, ref.wsum, ref.norm, ref.uniform)
     x_com, h, e0 = (kernels[0] if kernels else _covariance_numpy)(x, ref.weights, ref.centred)
     u, s, vt = np.linalg.svd(h)
     d = np.sign(np.linalg.det(u) * np.linalg.det(vt))
@@ -109,14 +128,19 @@ def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray | Reference, weight
 
 
 def rmsd_after_transform(mobile: np.ndarray, reference: np.ndarray, rotation: np.ndarray,
-                         mobile_com: np.ndarray, ref_com: np.ndarray) -> np.ndarray:
-    """RMSD of (F, M, 3) atoms moved by a fit done on other atoms (no refit)."""
+                         mobile_com: np.ndarray, ref_com: np.ndarray,
+                         weights: np.ndarray | None = None) -> np.ndarray:
+    """RMSD of (F, M, 3) atoms moved by a fit done on other atoms (no refit).
+
+    With ``weights`` (M,), ``sqrt(sum w |d|^2 / sum w)`` (MDAnalysis's ``rmsd(..., weights)``).
+    """
     x = np.ascontiguousarray(mobile, dtype=np.float32)
     ref = np.ascontiguousarray(reference, dtype=np.float64)
+    w = np.ones(x.shape[1]) if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
     kernels = _compiled()
     if kernels:
         return kernels[1](x, np.ascontiguousarray(rotation), np.ascontiguousarray(mobile_com),
-                          np.ascontiguousarray(ref_com, dtype=np.float64), ref)
+                          np.ascontiguousarray(ref_com, dtype=np.float64), ref, w)
     moved = np.einsum("fmi,fij->fmj", x - mobile_com[:, None, :], rotation) + ref_com
     diff = moved - ref
-    return np.sqrt(np.einsum("fmk,fmk->f", diff, diff) / x.shape[1])
+    return np.sqrt(np.einsum("fmk,fmk,m->f", diff, diff, w) / w.sum())

@@ -48,6 +48,9 @@ def run_summary(report: RunReport, out: str | None = None, report_path: str | No
     t_io = sum(tk.t_io for tk in report.tasks)
     if t_io > 0:   # the storage's speed as the tasks saw it, apart from start-up and compute
         lines[-1] += f"; reads ran at {gb / t_io:.2f} GB/s per worker"
+    choice = report.meta.get("executor_choice") if isinstance(report.meta, dict) else None
+    if choice:
+        lines.append(f"  executor {choice}")
     if out:
         lines.append(f"  results: {out}")
     if report_path:

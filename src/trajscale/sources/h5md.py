@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 #: Largest slab read in one HDF5 call; bigger ranges are split at chunk boundaries.
 MAX_SLAB_BYTES = 256 * 1024**2
 META_CACHE_FRAMES = 2_000_000   # box/time/step of up to this many frames are read once (~80 MB)
+#: Slab size when selected atoms are gathered from their span: small enough to stay in cache.
+GATHER_SLAB_BYTES = 4 * 1024**2
 #: Read the span between the first and last selected atom, then index, while the
 #: span is below this fraction of the frame; above it read whole frames.
 SPAN_FRACTION = 0.75
@@ -87,6 +89,7 @@ class H5MDSource(Source):
         self._box = self.file[self.info.box_path] if self.info.box_path else None
         self._periodic = any(b == "periodic" for b in self.info.boundary)
         self._meta: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._meta_start = 0
         self.bytes_read = 0
 
     @property
@@ -138,14 +141,24 @@ class H5MDSource(Source):
     def _frame_meta(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Box, time and step of frames [start, stop).
 
-        Read for the whole file on first use: three small HDF5 reads per block
-        cost ~1 ms, as much as reading a 4 MB slab.
+        Three small HDF5 reads per block cost ~1 ms, as much as reading a 4 MB
+        slab, so they are read once for a span: the one :meth:`preload_frame_meta`
+        named (an MPI rank's share), else the whole file on the first block read.
+        Single frames (the first frame and the reference, read while a job is
+        prepared) are read alone.
         """
-        if self.n_frames > META_CACHE_FRAMES:
+        lo = self._meta_start
+        if self._meta is not None and lo <= start and stop <= lo + len(self._meta[1]):
+            return tuple(a[start - lo:stop - lo].copy() for a in self._meta)
+        if stop - start <= 1 or self.n_frames > META_CACHE_FRAMES:
             return self._frame_meta_uncached(start, stop)
-        if self._meta is None:
-            self._meta = self._frame_meta_uncached(0, self.n_frames)
-        return tuple(a[start:stop].copy() for a in self._meta)
+        self.preload_frame_meta(0, self.n_frames)
+        return self._frame_meta(start, stop)
+
+    def preload_frame_meta(self, start: int, stop: int) -> None:
+        """Read box, time and step of frames [start, stop) now, for the reads that follow."""
+        self.check_range(start, stop)
+        self._meta_start, self._meta = start, self._frame_meta_uncached(start, stop)
 
     def _frame_meta_uncached(self, start: int, stop: int):
         return (self._read_box(start, stop), self.info.time.values(self.file, start, stop, np.float64),
@@ -165,12 +178,23 @@ class H5MDSource(Source):
             index = atoms - lo
             if lo == 0 and hi == self.n_atoms and np.array_equal(atoms, np.arange(self.n_atoms)):
                 index = None
-        buf = self._out_array(fl, (n, hi - lo, 3))
-        if n and hi > lo:
-            for a, b in self._slabs(start, stop, hi - lo):
-                self._read_direct(ds, buf, np.s_[a:b, lo:hi, :], np.s_[a - start:b - start])
-        self.bytes_read += buf.nbytes
-        out = buf if index is None else buf[:, index]
+        if index is None:
+            out = self._out_array(fl, (n, hi - lo, 3))
+            for a, b in self._slabs(start, stop, hi - lo) if n and hi > lo else ():
+                self._read_direct(ds, out, np.s_[a:b, lo:hi, :], np.s_[a - start:b - start])
+        else:
+            # The span in cache-sized slabs, each gathered into the selected atoms while it
+            # is still in cache (a gather from a whole 80 MB span cost as much as reading it).
+            out = self._out_array(fl + ":selected", (n, len(index), 3))
+            # (Collective MPI-IO reads keep whole slabs: every rank must make the same calls.)
+            size = MAX_SLAB_BYTES if self._collective else GATHER_SLAB_BYTES
+            slabs = list(self._slabs(start, stop, hi - lo, size)) if n and hi > lo else []
+            span = self._out_array(fl, (max((b - a for a, b in slabs), default=0), hi - lo, 3))
+            for a, b in slabs:
+                self._read_direct(ds, span, np.s_[a:b, lo:hi, :], np.s_[0:b - a])
+                # mode="clip": indices were checked above, and "raise" buffers the output
+                np.take(span[:b - a], index, axis=1, out=out[a - start:b - start], mode="clip")
+        self.bytes_read += n * (hi - lo) * 12
         scale = self.info.scales.get(fl, 1.0)
         if scale != 1.0:
             out *= np.float32(scale)
@@ -183,11 +207,12 @@ class H5MDSource(Source):
         else:
             ds.read_direct(buf, source_sel, dest_sel)
 
-    def _slabs(self, start: int, stop: int, n_cols: int):
-        """Split [start, stop) into chunk-aligned slabs of at most MAX_SLAB_BYTES."""
+    def _slabs(self, start: int, stop: int, n_cols: int, max_bytes: int | None = None):
+        """Split [start, stop) into chunk-aligned slabs of at most ``max_bytes`` (or one chunk)."""
+        max_bytes = MAX_SLAB_BYTES if max_bytes is None else max_bytes
         frame_bytes = max(1, n_cols * 12)
         cf = self.chunk_frames
-        per = max(cf, (MAX_SLAB_BYTES // frame_bytes) // cf * cf)
+        per = max(cf, (max_bytes // frame_bytes) // cf * cf)
         a = start
         while a < stop:
             b = min(stop, (a // cf) * cf + per)

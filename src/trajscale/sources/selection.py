@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from ..errors import SelectionError
 
@@ -10,19 +11,26 @@ from ..errors import SelectionError
 NAMED_TOPOLOGIES = "TPR, PSF, GRO, PDB, PQR, MOL2, PRMTOP, CRD"
 
 
-def select_atoms(universe, selection: str, what: str = "selection"):
-    """``universe.select_atoms`` with empty or invalid selections as clear errors."""
+def select_atoms(atoms, selection: str | Sequence[str], what: str = "selection"):
+    """``atoms.select_atoms`` with empty or invalid selections as clear errors.
+
+    ``atoms`` is a Universe or an AtomGroup (which selects among its own atoms);
+    several strings are joined in order, as ``select_atoms(sel, *othersel)`` does.
+    """
+    strings = (selection,) if isinstance(selection, str) else tuple(selection)
+    shown = repr(selection if isinstance(selection, str) else list(strings))
     try:
-        group = universe.select_atoms(selection)
+        group = atoms.select_atoms(*strings)
     except Exception as exc:   # MDAnalysis raises SelectionError, ValueError, KeyError...
         missing = re.search(r"has no attribute '(\w+)'", str(exc))
         if missing:   # e.g. an XTC given as the topology: MDAnalysis's minimal topology has no names
-            top = getattr(universe, "filename", None) or "the topology"
+            u = getattr(atoms, "universe", atoms)
+            top = getattr(u, "filename", None) or "the topology"
             raise SelectionError(
-                f"{what} {selection!r} needs atom {missing.group(1)}, but {top} has none (a trajectory-only "
+                f"{what} {shown} needs atom {missing.group(1)}, but {top} has none (a trajectory-only "
                 f"file, such as XTC, TRR, DCD or NetCDF, has no atom names); give a topology file that has "
                 f"them: {NAMED_TOPOLOGIES}") from None
-        raise SelectionError(f"invalid {what} {selection!r}: {exc}") from None
+        raise SelectionError(f"invalid {what} {shown}: {exc}") from None
     if group.n_atoms == 0:
-        raise SelectionError(f"{what} {selection!r} selects no atoms")
+        raise SelectionError(f"{what} {shown} selects no atoms")
     return group

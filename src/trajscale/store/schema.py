@@ -13,6 +13,7 @@ Layout (``<group>`` is ``all`` unless told)::
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import h5py
@@ -20,6 +21,8 @@ import numpy as np
 
 from ..errors import InputFileError, NotH5MDError, UnitError
 from .units import FIELDS, assumed_units, factor
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,13 +145,31 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
                 units["box"], scales["box"] = _unit(f[box_path], "box", assumed, path)
     obs = tuple(sorted(f["observables"].keys())) if "observables" in f else ()
     return H5MDInfo(
-        path=path, group=group, n_frames=int(pos.shape[0]), n_atoms=int(pos.shape[1]),
+        path=path, group=group, n_frames=complete_frames(f, pg, step), n_atoms=int(pos.shape[1]),
         fields=fields, scales=scales, units=units, step=step, time=time,
         box_path=box_path, box_time_dependent=box_td, boundary=boundary,
         chunks=pos.chunks, compression=_plugin_filter(pos) or pos.compression,
         compression_opts=pos.compression_opts,
         dtype=str(pos.dtype), observables=obs, assumed_units=assume_units,
     )
+
+
+def complete_frames(f: h5py.File, pg: h5py.Group, step: TimeAxis) -> int:
+    """Frames whose data is complete: the length of ``step`` when it is shorter than ``value``.
+
+    trajscale's writers grow ``step``/``time`` only after a frame's data is in
+    the file, so the extra rows of a file left by an interrupted job are a
+    partial (or reserved) frame: ignored, with a warning.
+    """
+    n_value = int(pg["position/value"].shape[0])
+    if step.path is None:
+        return n_value
+    n_step = int(f[step.path].shape[0])
+    if n_step < n_value:
+        log.warning("%s: %d row(s) after the last complete frame (%d) ignored: the writer was "
+                    "interrupted; 'trajscale repair %s' truncates them", f.filename,
+                    n_value - n_step, n_step, f.filename)
+    return min(n_step, n_value)
 
 
 def _unit(ds: h5py.Dataset, quantity: str, assumed: dict | None, path: str) -> tuple[str, float]:

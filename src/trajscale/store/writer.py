@@ -1,9 +1,18 @@
-"""Write one particle group of an H5MD 1.1 file (layout: see ``store.schema``)."""
+"""Write one particle group of an H5MD 1.1 file (layout: see ``store.schema``).
+
+Crash consistency: the frame count of an H5MD file is the length of ``step``
+(and ``time``).  The per-frame data is written first, into datasets reserved
+ahead of it, the file flushed, and only then do ``step``/``time`` grow
+(:meth:`H5MDWriter.commit`), so a reader - or a file left by a killed job -
+never counts a frame whose data is incomplete.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+
+import math
 
 import h5py
 import numpy as np
@@ -15,6 +24,9 @@ from .layout import Layout
 from .units import WRITE_UNITS, factor
 
 log = logging.getLogger(__name__)
+
+#: Per-frame datasets of unknown length grow by about this much at a time.
+GROW_BYTES = 32 * 1024**2
 
 
 class H5MDWriter:
@@ -40,13 +52,19 @@ class H5MDWriter:
         write in; default trajscale's own (MDAnalysis's base units). Data
         handed to :meth:`write` is always in trajscale's units and converted
         here.
+    species, masses, charges, ids, names
+        Time-independent per-particle data, written when given.
+    driver, comm, mpi_info
+        ``driver="mpio"`` with an MPI communicator (and MPI-IO hints): every
+        rank runs the same calls (HDF5 metadata operations are collective).
     """
 
     def __init__(self, path: str | os.PathLike, n_atoms: int, *, n_frames: int | None = None,
                  layout: Layout | None = None, fields: tuple[str, ...] = ("position",),
                  box: str | None = "triclinic", group: str = "all", author: str = "trajscale",
                  species=None, masses=None, charges=None, driver: str | None = None,
-                 comm=None, units: dict[str, str] | None = None) -> None:
+                 comm=None, units: dict[str, str] | None = None, ids=None, names=None,
+                 mpi_info=None) -> None:
         self.layout = layout or Layout()
         self.n_atoms = int(n_atoms)
         self.n_frames_total = n_frames
@@ -56,9 +74,9 @@ class H5MDWriter:
         self.units = {**WRITE_UNITS, **(units or {})}
         # value in the file = value in trajscale's units / factor (checked here: unknown units fail early)
         self._factors = {q: factor(q, u) for q, u in self.units.items()}
-        self.n_written = 0
+        self.n_written = 0      # committed frames: the length of step/time
         self._obs: dict[str, h5py.Dataset] = {}
-        self.file = open_h5(path, "w", driver=driver, comm=comm)
+        self.file = open_h5(path, "w", driver=driver, comm=comm, **({"info": mpi_info} if mpi_info else {}))
         f = self.file
         h5md = f.create_group("h5md")
         h5md.attrs["version"] = np.array([1, 1], dtype=np.int32)
@@ -73,12 +91,9 @@ class H5MDWriter:
             el.create_dataset("value", **self._dataset_kw(), dtype=np.float32)
             el["value"].attrs["unit"] = self.units[fl]
             if first is None:
-                n = n_frames if n_frames is not None else 0
-                maxshape = None if self._contiguous else (None,)
-                el.create_dataset("step", shape=(n,), maxshape=maxshape, dtype=np.int64,
-                                  chunks=None if self._contiguous else (max(1024, 1),))
-                el.create_dataset("time", shape=(n,), maxshape=maxshape, dtype=np.float64,
-                                  chunks=None if self._contiguous else (1024,))
+                # Always resizable: they grow only when a frame is complete (commit).
+                el.create_dataset("step", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(1024,))
+                el.create_dataset("time", shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(1024,))
                 el["time"].attrs["unit"] = self.units["time"]
                 first = el
             else:   # one step/time shared by all elements: hard links, as the spec allows
@@ -99,9 +114,11 @@ class H5MDWriter:
             e["value"].attrs["unit"] = self.units["box"]
             e["step"] = first["step"]
             e["time"] = first["time"]
-        for name, arr in (("species", species), ("mass", masses), ("charge", charges)):
+        for name, arr in (("species", species), ("mass", masses), ("charge", charges), ("id", ids)):
             if arr is not None:
                 pg.create_dataset(name, data=np.asarray(arr))
+        if names is not None:
+            pg.create_dataset("name", data=np.asarray(names, dtype="S"))
 
     @property
     def _contiguous(self) -> bool:
@@ -116,12 +133,19 @@ class H5MDWriter:
             return {"shape": (n, self.n_atoms, 3)}
         kw = {"shape": (n or 0, self.n_atoms, 3), "maxshape": (None, self.n_atoms, 3), "chunks": chunks}
         kw.update(self.layout.h5py_kwargs())
+        if not self.layout.compression and chunks is not True:
+            # Chunks allocated when the dataset is created or grown (reserve), not when
+            # first written: writing a frame then changes no file metadata, so a job
+            # killed mid-frame leaves the last flushed metadata intact.
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+            kw["dcpl"] = dcpl
         return kw
 
     def add_observable(self, name: str, shape: tuple[int, ...] = (), dtype=np.float64, unit: str | None = None):
         """Create a time-dependent observable sharing position's step and time."""
         g = self.file.require_group("observables").create_group(name)
-        n = self.n_frames_total or 0
+        n = self._pg[self.fields[0]]["value"].shape[0]
         g.create_dataset("value", shape=(n, *shape), maxshape=(None, *shape), dtype=dtype,
                          chunks=(1024, *shape) if shape else (1024,))
         if unit:
@@ -134,36 +158,60 @@ class H5MDWriter:
     def write(self, *, position: np.ndarray, step: np.ndarray, time: np.ndarray,
               box: np.ndarray | None = None, velocity: np.ndarray | None = None,
               force: np.ndarray | None = None, observables: dict | None = None) -> None:
-        """Append a slab of frames (one HDF5 write per dataset)."""
+        """Append a slab of frames (one HDF5 write per dataset), then commit them."""
         k = len(position)
         if k == 0:
             return
         a, b = self.n_written, self.n_written + k
         data = {"position": position, "velocity": velocity, "force": force}
-        first = self._pg[self.fields[0]]
-        self._ensure(b)
+        self.reserve(b)
         for fl in self.fields:
             arr = data[fl]
             if arr is None:
                 raise ValueError(f"{fl} missing for frames {a}-{b}")
-            self._pg[fl]["value"].write_direct(self._in_file_units(arr, fl), dest_sel=np.s_[a:b])
-        first["step"][a:b] = step
-        first["time"][a:b] = self._in_file_units(time, "time", np.float64)
+            self._pg[fl]["value"].write_direct(self.in_file_units(arr, fl), dest_sel=np.s_[a:b])
         if self.box is not None:
-            edges = self._edges(box, k)
-            self._pg["box/edges/value"][a:b] = edges
+            self._pg["box/edges/value"][a:b] = self.edges(box, k)
         for name, val in (observables or {}).items():
             self._obs[name][a:b] = val
-        self.n_written = b
+        self.commit(b, step, time)
 
-    def _in_file_units(self, arr: np.ndarray, quantity: str, dtype=np.float32) -> np.ndarray:
+    def value(self, name: str) -> h5py.Dataset:
+        """The per-frame ``value`` dataset of a field (``position``, ...) or of ``box``."""
+        return self._pg["box/edges/value"] if name == "box" else self._pg[name]["value"]
+
+    def commit(self, n: int, step: np.ndarray | None, time: np.ndarray | None, durable: bool = True) -> None:
+        """Count frames ``[n_written, n)``: flush their data, then grow step/time.
+
+        Under ``mpio`` every rank calls this (flush and resize are collective);
+        only the rank(s) passing ``step``/``time`` write those values.  With
+        ``durable=False`` the grown step/time reach the file with the next
+        commit's first flush (or at close): one flush per frame instead of two
+        (under ``mpio`` each is an ``MPI_File_sync``), the file a frame behind.
+        """
+        a = self.n_written
+        if n <= a:
+            return
+        self.file.flush()   # every frame's data is in the file before it is counted
+        first = self._pg[self.fields[0]]
+        first["step"].resize(n, axis=0)
+        first["time"].resize(n, axis=0)
+        if step is not None:
+            first["step"][a:n] = np.asarray(step, dtype=np.int64)
+            first["time"][a:n] = self.in_file_units(time, "time", np.float64)
+        if durable:
+            self.file.flush()
+        self.n_written = n
+
+    def in_file_units(self, arr: np.ndarray, quantity: str, dtype=np.float32) -> np.ndarray:
         """``arr`` (trajscale's units) in the file's unit of ``quantity``, rounded once to ``dtype``."""
         f = self._factors[quantity]
         if f == 1.0:
             return np.ascontiguousarray(arr, dtype=dtype)
         return (np.asarray(arr, dtype=np.float64) / f).astype(dtype)
 
-    def _edges(self, box: np.ndarray | None, k: int) -> np.ndarray:
+    def edges(self, box: np.ndarray | None, k: int) -> np.ndarray:
+        """``(k, 6)`` box dimensions (or None: no box) as this file's edges."""
         if box is None:
             box = np.zeros((k, 6), np.float32)
         box = np.array(box, dtype=np.float64)
@@ -172,19 +220,31 @@ class H5MDWriter:
             return dimensions_to_edges(box)
         return box[:, :3].astype(np.float32)
 
-    def _ensure(self, n: int) -> None:
-        if self.n_frames_total is not None and n <= self.n_frames_total:
+    def _per_frame(self) -> list[h5py.Dataset]:
+        out = [self._pg[fl]["value"] for fl in self.fields]
+        if self.box is not None:
+            out.append(self._pg["box/edges/value"])
+        return out + list(self._obs.values())
+
+    def reserve(self, n: int) -> None:
+        """Room for ``n`` frames in every per-frame dataset (step/time excepted).
+
+        Datasets of unknown length grow ahead, ~GROW_BYTES at a time, so most
+        frames change no metadata.  Collective under ``mpio``.
+        """
+        pos = self._pg[self.fields[0]]["value"]
+        if n <= pos.shape[0]:
             return
         if self._contiguous:
             raise ValueError(f"contiguous dataset was sized for {self.n_frames_total} frames; got {n}")
-        for fl in self.fields:
-            self._pg[fl]["value"].resize(n, axis=0)
-        self._pg[self.fields[0]]["step"].resize(n, axis=0)
-        self._pg[self.fields[0]]["time"].resize(n, axis=0)
-        if self.box is not None:
-            self._pg["box/edges/value"].resize(n, axis=0)
-        for ds in self._obs.values():
-            ds.resize(n, axis=0)
+        if self.n_frames_total is not None and n <= self.n_frames_total:
+            new = self.n_frames_total
+        else:   # double, by at most ~GROW_BYTES (HDF5 does not give back the space of unused rows)
+            cf, cur = pos.chunks[0], pos.shape[0]
+            cap = max(1, GROW_BYTES // max(1, self.n_atoms * 12 * len(self.fields) * cf)) * cf
+            new = max(math.ceil(n / cf) * cf, min(2 * cur, cur + cap))
+        for ds in self._per_frame():
+            ds.resize(new, axis=0)
 
     def close(self, abandoned: bool = False) -> None:
         """Close the file; warn about missing frames unless the write is ``abandoned`` (an error or
@@ -193,6 +253,10 @@ class H5MDWriter:
             if not abandoned and self.n_frames_total is not None and self.n_written != self.n_frames_total:
                 log.warning("%s: %d of %d frames written", self.file.filename, self.n_written,
                             self.n_frames_total)
+            if not self._contiguous:   # drop the rows reserved ahead
+                for ds in self._per_frame():
+                    if ds.shape[0] != self.n_written:
+                        ds.resize(self.n_written, axis=0)
             self.file.close()
 
     def __enter__(self) -> H5MDWriter:

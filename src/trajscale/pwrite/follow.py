@@ -1,0 +1,40 @@
+"""Follow an H5MD file while a job writes it: report each new complete frame count.
+
+The count is the length of ``step`` (``store.schema.complete_frames``), which
+trajscale's writers grow only after a frame's data is flushed, so every frame
+counted is whole.  Each poll opens the file afresh (HDF5 caches metadata per
+open) without HDF5's file lock (the writer holds it); an open that catches the
+writer mid-flush fails and is retried at the next poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+import h5py
+
+from ..store.schema import describe
+
+log = logging.getLogger(__name__)
+
+
+def complete_frames(path: str) -> int | None:
+    """Complete frames in ``path`` now, or None if it cannot be read at this instant."""
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            return describe(f).n_frames
+    except (OSError, KeyError, ValueError):   # missing yet, or caught mid-flush
+        return None
+
+
+def follow(path: str, interval: float = 0.5, idle: float = 30.0) -> Iterator[int]:
+    """Yield the complete frame count each time it grows; stop after ``idle`` s without growth."""
+    last, quiet_since = -1, time.monotonic()
+    while time.monotonic() - quiet_since < idle:
+        n = complete_frames(path)
+        if n is not None and n > last:
+            last, quiet_since = n, time.monotonic()
+            yield n
+        time.sleep(interval)

@@ -1,0 +1,69 @@
+"""``executor="auto"``: serial for short jobs, processes when the work outweighs starting them."""
+
+from __future__ import annotations
+
+import MDAnalysis as mda
+import numpy as np
+import pytest
+from MDAnalysis.analysis import rms
+
+import trajscale as ts
+import trajscale.executors as executors
+from tests.conftest import run_cli
+from trajscale.errors import ConfigError
+from trajscale.executors.processes import ProcessExecutor, choose_start_method
+
+
+@pytest.fixture(scope="module")
+def mda_rmsd(adk_vacuum):
+    return rms.RMSD(mda.Universe(*adk_vacuum), select="name CA").run().results.rmsd[:, 2]
+
+
+def test_short_job_runs_serially_and_says_why(adk_vacuum, adk_vacuum_h5md, mda_rmsd):
+    r = ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], adk_vacuum_h5md, executor="auto", n_workers=2)
+    assert r.report.executor == "serial"
+    why = r.report.meta["executor_choice"]
+    assert why.startswith("auto: serial (estimated work") and "to start them" in why, why
+    np.testing.assert_allclose(r.rmsd, mda_rmsd, atol=1e-4)
+
+
+def test_long_job_runs_on_processes(adk_vacuum, adk_vacuum_h5md, mda_rmsd, monkeypatch):
+    # 98 frames are short: pretend each costs a second, so starting workers pays off
+    monkeypatch.setattr(executors, "MAP_S_PER_ATOM_FRAME", 1.0)
+    r = ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], adk_vacuum_h5md, executor="auto", n_workers=2)
+    assert r.report.executor == "processes" and r.report.n_workers == 2
+    assert r.report.meta["executor_choice"].startswith("auto: processes")
+    np.testing.assert_allclose(r.rmsd, mda_rmsd, atol=1e-4)
+
+
+@pytest.mark.parametrize("frames, atoms, n, expected", [
+    (2000, 564, 2, "serial"), (100_000, 47_681, 2, "processes"), (100_000, 47_681, 1, "serial")])
+def test_choice_follows_the_estimate(frames, atoms, n, expected):
+    choice, why = executors.choose_executor({"n_frames": frames, "n_atoms": atoms}, n)
+    assert choice == expected, why
+
+
+def test_cli_default_is_auto(adk_vacuum, adk_vacuum_h5md):
+    proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "name CA")
+    assert proc.returncode == 0, proc.stderr
+    assert "rmsd on serial x1" in proc.stdout and "executor auto: serial" in proc.stdout, proc.stdout
+
+
+def test_fork_when_no_thread_runs(monkeypatch):
+    monkeypatch.delenv("TRAJSCALE_START_METHOD", raising=False)
+    import threading
+
+    if threading.active_count() > 1:
+        assert choose_start_method() in ("forkserver", "spawn")
+    else:
+        assert choose_start_method() == "fork"
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert choose_start_method() in ("forkserver", "spawn")   # fork with a thread running is unsafe
+    finally:
+        stop.set()
+        t.join()
+    with pytest.raises(ConfigError, match="start method 'nope'"):
+        ProcessExecutor(2, start_method="nope")

@@ -1,0 +1,132 @@
+"""Files and handles: failing runs leak no descriptor, killed writers' temporaries are cleaned up,
+and outputs are fsynced (file, then folder) around the rename."""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import trajscale as ts
+from trajscale.convert.verify import verify
+from trajscale.errors import TrajscaleError
+from trajscale.util import atomic_output, remove_stale_temporaries, temporary_name
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_failing_runs_and_verifies_leak_no_descriptor(adk_vacuum, adk_vacuum_h5md):
+    """Each kind of failure after the files are opened, 50 times: the fd count is unchanged.
+
+    The garbage collector is off meanwhile: files must be closed when the error is raised,
+    not whenever a collection happens to free a source caught in a traceback's cycle.
+    """
+    psf, dcd = adk_vacuum
+    failures = [
+        lambda: ts.run(ts.RMSD(select="name CA"), psf, adk_vacuum_h5md, stop=10_000),   # bad range
+        lambda: ts.run(ts.RMSD(select="name XYZ"), psf, adk_vacuum_h5md),               # empty selection
+        lambda: ts.run(ts.RMSD(select="name CA"), psf, dcd, start=50, stop=20),         # MDAnalysis source
+        lambda: verify(psf, [dcd, dcd], adk_vacuum_h5md),                              # frame count differs
+    ]
+    for fail in failures:   # warm-up: imports, caches and lazily opened libraries
+        try:
+            fail()
+        except TrajscaleError:
+            pass
+    gc.collect()
+    gc.disable()
+    try:
+        before = _open_fds()
+        for _ in range(50):
+            for fail in failures[:3]:
+                with pytest.raises(TrajscaleError):
+                    fail()
+            assert not verify(psf, [dcd, dcd], adk_vacuum_h5md).ok
+        assert _open_fds() == before
+    finally:
+        gc.enable()
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_killed_writers_temporaries_are_removed_on_next_write(tmp_path):
+    dead = tmp_path / f".out.h5md.tmp-{_dead_pid()}"
+    dead.write_bytes(b"half a file")
+    live_proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        live = tmp_path / f".other.h5md.tmp-{live_proc.pid}"   # a writer still at work
+        live.write_bytes(b"being written")
+        unrelated = tmp_path / "notes.tmp-1"
+        unrelated.write_text("keep")
+        with atomic_output(tmp_path / "result.csv") as tmp:
+            tmp.write_text("a,b\n")
+        assert not dead.exists()
+        assert live.exists() and unrelated.exists()
+        assert (tmp_path / "result.csv").read_text() == "a,b\n"
+    finally:
+        live_proc.kill()
+        live_proc.wait()
+
+
+def test_sigkilled_convert_temporary_is_cleaned_by_the_next_convert(tmp_path, adk_vacuum):
+    """A real convert killed by SIGKILL leaves .NAME.tmp-PID; the next convert into the folder removes it."""
+    out = tmp_path / "adk.h5md"
+    code = ("import importlib, time; c = importlib.import_module('trajscale.convert.convert'); "
+            "orig = c.iter_blocks\n"
+            "def slow(*a, **k):\n"
+            "    for b in orig(*a, **k):\n"
+            "        time.sleep(3); yield b\n"
+            "c.iter_blocks = slow\n"
+            f"c.convert({adk_vacuum[0]!r}, [{adk_vacuum[1]!r}], {str(out)!r})")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    tmp = tmp_path / f".adk.h5md.tmp-{proc.pid}"
+    deadline = time.time() + 120
+    while not tmp.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert tmp.exists(), "the convert never created its temporary file"
+    proc.kill()
+    proc.wait()
+    assert tmp.exists() and not out.exists()
+    from trajscale.convert.convert import convert
+
+    convert(adk_vacuum[0], [adk_vacuum[1]], str(tmp_path / "other.h5md"), stop=5)
+    assert not tmp.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["other.h5md"]
+
+
+def test_remove_stale_temporaries_spares_this_process(tmp_path):
+    mine = temporary_name(tmp_path / "x.h5md")
+    mine.write_bytes(b"")
+    assert remove_stale_temporaries(tmp_path) == [] and mine.exists()
+
+
+def test_fsync_file_then_folder_around_rename(tmp_path, monkeypatch):
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def replace(a, b):
+        events.append(("replace", str(b)))
+        return real_replace(a, b)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    final = tmp_path / "r.json"
+    with atomic_output(final) as tmp:
+        tmp.write_text("{}")
+        name = str(tmp)
+    assert events == [("fsync", name), ("replace", str(final)), ("fsync", str(tmp_path))]
