@@ -90,8 +90,12 @@ def _universe_via_cache(topology: str, trajectories: list, topology_coordinates:
         u = mda.Universe(parsed, *trajectories, **_without_guessing(kw))
     else:
         # The parser alone: Universe(file) would also read the file's coordinates (a TPR twice).
-        with get_parser_for(topology, format=kw.get("topology_format"))(topology) as parser:
-            parsed = parser.parse()
+        try:
+            with get_parser_for(topology, format=kw.get("topology_format"))(topology) as parser:
+                parsed = parser.parse()
+        except Exception as exc:   # noqa: BLE001 - any parser failure is the topology file's, not a trajectory's
+            detail = " ".join(str(exc).replace(topology, "the file").split()) or type(exc).__name__
+            raise InputFileError(topology, f"MDAnalysis cannot read it as a topology: {detail}") from None
         u = mda.Universe(parsed, *trajectories, **kw)
         topology_cache.store(topology, kw, u._topology)   # parsed + guessed attributes
     u.filename = topology
