@@ -45,6 +45,17 @@ def plan_tasks(start: int, stop: int, n_tasks: int, align: int, frame_bytes: int
     return [FrameRange(r.start + start, r.stop + start) for r in split_frames(n, n_tasks, align)]
 
 
+def plan_strided_tasks(start: int, stop: int, step: int, n_tasks: int, frame_bytes: int,
+                       n_workers: int = 1, max_task_bytes: int = MAX_TASK_BYTES) -> list[FrameRange]:
+    """Tasks over frames ``start:stop:step``: each range starts on a kept frame and ends after its last.
+
+    Sources read only the kept frames (strided reads), so a task is sized by its kept frames.
+    """
+    kept = len(range(start, stop, step))
+    return [FrameRange(start + r.start * step, start + (r.stop - 1) * step + 1)
+            for r in plan_tasks(0, kept, n_tasks, 1, frame_bytes, n_workers, max_task_bytes)]
+
+
 def _topology_with_first_frame(topology, source):
     """The topology's Universe holding the trajectory's first frame, as ``Universe(top, traj)`` would.
 
@@ -111,8 +122,9 @@ def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start,
 
 def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = "serial",
         n_workers: int | None = None, n_tasks: int | None = None, tasks_per_worker: int = 4,
-        start: int = 0, stop: int | None = None, progress: bool = False, group: str | None = None,
-        assume_units: str | None = None, max_block_bytes: int = MAX_BLOCK_BYTES, **executor_options):
+        start: int = 0, stop: int | None = None, step: int = 1, progress: bool = False,
+        group: str | None = None, assume_units: str | None = None, max_block_bytes: int = MAX_BLOCK_BYTES,
+        **executor_options):
     """Run ``analysis`` over ``trajectory`` on an executor.
 
     Parameters
@@ -135,8 +147,8 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         Workers (processes, Dask workers); ignored by serial and MPI (the communicator's size).
     n_tasks
         Number of frame blocks; default ``tasks_per_worker`` per worker.
-    start, stop
-        Frame range to analyse.
+    start, stop, step
+        Frame range to analyse: frames ``start, start + step, ...`` below ``stop``.
     progress
         Show a progress bar on stderr.
     group
@@ -157,6 +169,10 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     t_start = time.perf_counter()
     if max_block_bytes < 1:
         raise ConfigError(f"max_block_bytes must be positive, got {max_block_bytes}")
+    if n_tasks is not None and n_tasks < 1:
+        raise ConfigError(f"the number of tasks must be at least 1 (got {n_tasks})")
+    if step < 1:
+        raise ConfigError(f"step must be at least 1 (got {step})")
     auto = executor == "auto"   # serial or processes, chosen once the job's size is known
     ex = make_executor("serial" if auto else executor, n_workers, **executor_options)
     own = not isinstance(executor, Executor)
@@ -175,11 +191,12 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     with polling_for_stop() if polls else contextlib.nullcontext():
         return _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks,
                     tasks_per_worker, start, stop, progress, group, assume_units, executor_options,
-                    max_block_bytes)
+                    max_block_bytes, step)
 
 
 def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks, tasks_per_worker,
-         start, stop, progress, group, assume_units, executor_options, max_block_bytes=MAX_BLOCK_BYTES):
+         start, stop, progress, group, assume_units, executor_options, max_block_bytes=MAX_BLOCK_BYTES,
+         step=1):
     try:
         ex.start()   # a pool's workers start while this process prepares the job
         raise_if_stopped()
@@ -193,6 +210,9 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
                              else RuntimeError(f"rank 0 failed to prepare the job: {exc!r}"))
             raise
         raise_if_stopped()
+        if job is not None and step > 1:
+            job = dataclasses.replace(job, stride=step)
+            info = {**info, "n_frames": len(range(info["start"], info["stop"], step)), "step": step}
         t_prep = time.perf_counter() - t_start
         got = ex.broadcast((job, info))
         if isinstance(got, BaseException):
@@ -207,8 +227,14 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
             if choice != "serial":
                 ex = make_executor(choice, n_workers, **executor_options)
         k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)
-        ranges = plan_tasks(info["start"], info["stop"], k, info["chunk_frames"], info["frame_bytes"],
-                            ex.n_workers, max_block_bytes)
+        if job.stride > 1:
+            ranges = plan_strided_tasks(info["start"], info["stop"], job.stride, k, info["frame_bytes"],
+                                        ex.n_workers, max_block_bytes)
+        else:
+            ranges = plan_tasks(info["start"], info["stop"], k, info["chunk_frames"], info["frame_bytes"],
+                                ex.n_workers, max_block_bytes)
+        if n_tasks and len(ranges) < n_tasks and ex.is_root and job.stride == 1:
+            _say_tasks_capped(n_tasks, len(ranges), info)
         results = ex.map_tasks(job, ranges, progress)
         raise_if_stopped()
         if not ex.is_root:
@@ -230,8 +256,8 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
             n_frames=info["n_frames"], n_atoms=info["n_atoms"], source=info["source"],
             t_total=time.perf_counter() - t_start, t_prepare=t_prep, t_reduce=t_red,
             tasks=timings, workers=summarize_workers(timings, extras),
-            meta={"analysis_config": job.analysis, "n_tasks": len(ranges), "io": ex.io_used(),
-                  **({"executor_choice": info["executor_choice"]} if auto else {})})
+            meta={"analysis_config": job.analysis, "n_tasks": len(ranges), "n_tasks_asked": n_tasks, "step": step,
+                  "io": ex.io_used(), **({"executor_choice": info["executor_choice"]} if auto else {})})
         return dataclasses.replace(result, report=report)
     except BaseException:
         if own and hasattr(ex, "terminate"):   # an error or Ctrl-C: stop workers, do not wait for them
@@ -242,8 +268,20 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
             ex.close()
 
 
+def _say_tasks_capped(asked: int, got: int, info: dict) -> None:
+    """Tasks start on chunk boundaries: say why fewer tasks than asked for, and what lifts the cap."""
+    cf, n = info["chunk_frames"], info["n_frames"]
+    if cf <= 1:
+        log.warning("asked for %d tasks; %d frames make only %d", asked, n, got)
+        return
+    path = info["source"].get("path", "FILE")
+    log.warning("asked for %d tasks but ran %d: tasks start on chunk boundaries and the file's chunks hold "
+                "%d frames (%d frames to read); rechunk to allow %d tasks: trajscale rechunk %s "
+                "-o rechunked.h5md --chunks %d", asked, got, cf, n, asked, path, max(1, n // asked))
+
+
 def frames_per_second(report: RunReport) -> float:
     return report.n_frames / report.t_total if report.t_total > 0 else float("nan")
 
 
-__all__ = ["plan_tasks", "run"]
+__all__ = ["plan_strided_tasks", "plan_tasks", "run"]

@@ -29,6 +29,8 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = False) -> Path:
     p = Path(path)
     if not p.parent.exists():
         raise OutputError(p, f"directory {p.parent} does not exist")
+    if not p.parent.is_dir():   # e.g. -o rmsd.csv/x.h5md
+        raise OutputError(p, f"{p.parent} is a file, not a directory")
     if p.is_dir():
         raise OutputError(p, "is a directory")
     if p.exists() and not overwrite:

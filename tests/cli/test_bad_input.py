@@ -113,4 +113,5 @@ def test_interrupted_convert_leaves_nothing(tmp_path, adk_water, sig):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0
     assert "Traceback" not in err, err
+    assert ".tmp" not in err, err      # issue 17: no temporary name the user never heard of
     assert os.listdir(tmp_path) == [], os.listdir(tmp_path)

@@ -157,9 +157,9 @@ def test_bad_input_same_error_on_every_rank(tmp_path, n):
     got = per_rank[0]
     last = n - 1
     for s in ("gather", "independent", "collective"):
-        assert f"frame 0:" in got[f"dup-{s}"] and "given more than once" in got[f"dup-{s}"]
+        assert "frame 0:" in got[f"dup-{s}"] and "given more than once" in got[f"dup-{s}"]
         assert ("by ranks 0, " if n > 1 else "twice by rank 0") in got[f"dup-{s}"]
-        assert f"frame 0:" in got[f"missing-{s}"] and "given by no rank" in got[f"missing-{s}"]
+        assert "frame 0:" in got[f"missing-{s}"] and "given by no rank" in got[f"missing-{s}"]
         assert f"frame 0: rank {last}: positions has shape" in got[f"shape-{s}"]
         assert f"frame 0: rank {last}: non-finite positions for ids" in got[f"nan-{s}"]
         assert got[f"nan-unchecked-{s}"] is None

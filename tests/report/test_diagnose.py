@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 
 import pytest
@@ -14,6 +15,7 @@ from trajscale.report.diagnose import diagnose
 from trajscale.report.metrics import ratio, scaling
 from trajscale.report.stragglers import find_stragglers
 from trajscale.report.summary import short_report
+from trajscale.report.table import format_table
 from trajscale.report.timing import RunReport
 
 # ---------------------------------------------------------------- derived numbers
@@ -100,11 +102,29 @@ def test_planted_slow_rank_is_found_with_its_component():
 
 @pytest.mark.parametrize("phase", ["t_init_top", "t_init_traj", "t_io", "t_compute", "t_wait"])
 def test_straggler_component_is_the_phase_with_largest_excess(phase):
-    workers = [{} for _ in range(6)]
+    # every worker loads the topology (a topology loaded once is preparation: see below)
+    workers = [{"t_init_top": 0.01} for _ in range(6)]
     workers[2] = {phase: 6.0, "t_io": 1.5} if phase != "t_io" else {"t_io": 6.0, "t_compute": 1.5}
     d = diagnose(make_report(workers))
     assert len(d.stragglers) == 1
     assert d.stragglers[0].name == "rank 2" and d.stragglers[0].component == phase
+
+
+def test_one_topology_load_on_rank_0_makes_no_straggler():
+    # issue 17: under MPI rank 0 alone reads the topology (the job's preparation) and was always
+    # flagged; the table's "busiest worker" must add up to the row the table shows for it.
+    workers = [{} for _ in range(4)]
+    workers[0] = {"t_init_top": 3.0, "t_compute": 1.2}    # rank 0 also the busiest in its tasks
+    r = make_report(workers)
+    d = diagnose(r)
+    assert d.stragglers == []
+    row0 = next(w for w in r.workers if w.worker == "rank 0")
+    text = format_table(r, d)
+    assert f"= {row0.t_total:.3f} s" in text and "topology load" in text
+    assert "*" not in next(ln for ln in text.splitlines() if ln.startswith("rank 0"))
+    # a real straggler beside it is still found
+    workers[3] = {"t_io": 8.0}
+    assert [s.name for s in diagnose(make_report(workers)).stragglers] == ["rank 3"]
 
 
 def test_task_stragglers():
@@ -251,7 +271,7 @@ def test_one_off_topology_load_is_not_imbalance():
     # the root's single topology load (serial preparation) lands on one worker
     r = make_report([{"t_init_top": 3.0, "t_compute": 4.0}] + [{"t_compute": 4.0}] * 3)
     d = diagnose(r)
-    assert d.imbalance > 1.5 and [s.component for s in d.stragglers] == ["t_init_top"]
+    assert d.imbalance > 1.5 and d.stragglers == []      # issue 17: not a straggler either
     assert [a.rule for a in d.advice] == ["compute-bound"]
 
 
@@ -262,6 +282,24 @@ def test_a_failing_rule_is_skipped():
     r = make_report([{"t_compute": 4.0}] * 2)
     out = advise(r, diagnose(r), {"broken": broken, **RULES})
     assert [a.rule for a in out] == ["compute-bound"]
+
+
+def test_no_communication_is_n_a_not_inf():
+    # issue 17: "R_comp/comm inf" on runs without communication
+    r = make_report([{"t_comm": 0.0}] * 2, executor="processes")
+    d = diagnose(r)
+    assert "R_comp/comm n/a" in short_report(r, d)
+    assert re.search(r"R_comp/comm +n/a", format_table(r, d))
+    assert "inf" not in short_report(r, d)
+
+
+def test_report_prints_as_its_summary():
+    # issue 17: print(r.report) dumped the whole dataclass, every task record included
+    r = make_report(n_workers=3, executor="processes")
+    text = str(r)
+    assert text.splitlines()[0].startswith("rmsd on processes x3: 300 frames")
+    assert "TaskTiming" not in text and "TaskTiming" not in repr(r) and len(repr(r)) < 200
+    assert len(r.to_dict()["tasks"]) == 6          # the full data stays in to_dict / JSON
 
 
 def test_short_report():

@@ -43,8 +43,18 @@ def test_table_with_baseline_and_no_advice():
 def test_scaling_table():
     reps = [make_report(n_workers=n, t_total=t) for n, t in ((1, 8.0), (2, 4.0), (4, 2.5))]
     lines = format_scaling(reps).splitlines()
-    assert "N=1" in lines[0]
-    assert lines[-1].split() == ["4", "2.500", "3.20", "0.80"]
+    assert "mpi N=1" in lines[0]
+    assert lines[-1].split() == ["mpi", "4", "2.500", "3.20", "0.80"]
+
+
+def test_scaling_table_labels_rows_by_executor():
+    # issue 17: processes and MPI runs at N=2 were two unlabeled "2" rows
+    reps = [make_report(n_workers=1, t_total=8.0, executor="serial"),
+            make_report(n_workers=2, t_total=4.0, executor="processes"),
+            make_report(n_workers=2, t_total=5.0, executor="mpi")]
+    rows = [ln.split() for ln in format_scaling(reps).splitlines()[3:]]
+    assert sorted((r[0], r[1]) for r in rows) == [("mpi", "2"), ("processes", "2"), ("serial", "1")]
+    assert next(r for r in rows if r[0] == "mpi")[3] == f"{8.0 / 5.0:.2f}"
 
 
 # ---------------------------------------------------------------- trace
@@ -187,7 +197,7 @@ def test_cli_report_several_with_outputs(report_files, tmp_path):
     proc = run_cli("report", str(report_files[2]), str(report_files[4]), "--baseline", str(report_files[1]),
                    "--plot", str(png), "--trace", str(trace))
     assert proc.returncode == 0, proc.stderr
-    assert "scaling relative to N=1" in proc.stdout and "S(N)" in proc.stdout
+    assert "scaling relative to mpi N=1" in proc.stdout and "S(N)" in proc.stdout
     assert png.stat().st_size > 1000
     check_trace(json.loads(trace.read_text()))
     proc = run_cli("report", str(report_files[2]), str(report_files[4]), "--json")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from .checks import add_topology, check_topology
 from .options import add_h5md_options
 
 log = logging.getLogger("trajscale")
@@ -20,7 +21,7 @@ def add_parser(sub) -> None:
                        description="Convert one or more trajectories (concatenated in order) to an H5MD "
                                    "file with a layout chosen for analysis. Step and time are renumbered "
                                    "where they would repeat or go backwards.")
-    p.add_argument("topology", help="topology file (TPR, PSF, GRO, PDB, ...)")
+    add_topology(p)
     p.add_argument("trajectories", nargs="+", help="trajectory files (XTC, TRR, DCD, NetCDF, H5MD, ...)")
     p.add_argument("-o", "--output", required=True, help="output .h5md file")
     p.add_argument("--chunks", default="auto",
@@ -37,7 +38,7 @@ def add_parser(sub) -> None:
     p.add_argument("--no-velocities", action="store_true", help="drop velocities")
     p.add_argument("--no-forces", action="store_true", help="drop forces")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (none with -q either)")
     p.set_defaults(func=main)
 
 
@@ -45,13 +46,14 @@ def main(args) -> int:
     from ..convert.convert import convert
     from ..store.layout import Layout
 
+    check_topology(args)
     layout = Layout.parse(args.chunks, args.compression, args.fletcher32)
     comm = _mpi_comm()
     s = convert(args.topology, args.trajectories, args.output, layout=layout, select=args.select,
                 start=args.start, stop=args.stop, step=args.step, velocities=not args.no_velocities,
                 forces=not args.no_forces, overwrite=args.overwrite,
-                progress=not args.no_progress and comm is None, units=args.units, group=args.h5md_group,
-                assume_units=args.assume_units, comm=comm)
+                progress=not (args.no_progress or getattr(args, "quiet", False)) and comm is None,
+                units=args.units, group=args.h5md_group, assume_units=args.assume_units, comm=comm)
     if comm is not None and comm.Get_rank() != 0:
         return 0
     log.info("wrote %s: %d frames x %d atoms (%s), %s, %.1f MB in %.1f s", s.output, s.n_frames,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import signal
 import sys
 
@@ -32,8 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="trajscale",
         description="MD trajectory I/O and analysis at the speed of the storage (H5MD, MPI-IO, Dask).")
     parser.add_argument("--version", action="version", version=f"trajscale {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="debug logging (Dask's and MDAnalysis's own messages included)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="only errors: no warnings, no progress bars")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS.values():
         importlib.import_module(module).add_parser(sub)
@@ -48,13 +50,24 @@ def _terminate(signum, frame):
         raise SystemExit(128 + signum)
 
 
+def _quiet_dask(args) -> None:
+    """Dask's own logging at WARNING (ERROR with -q, INFO with -v), in this process and its workers.
+
+    distributed sets its loggers from dask's config when it is imported (after
+    this), and worker processes read the same config from the environment.
+    """
+    level = "info" if args.verbose else "error" if args.quiet else "warning"
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", level)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    level = logging.DEBUG if args.verbose else logging.ERROR if args.quiet else logging.INFO
     logging.basicConfig(level=level, format="trajscale: %(message)s", stream=sys.stderr)
-    for noisy in ("distributed", "numba", "matplotlib", "asyncio", "h5py"):
+    for noisy in ("distributed", "numba", "matplotlib", "asyncio", "h5py", "tornado"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
+    _quiet_dask(args)
     # MDAnalysis logs its parse errors before raising them; trajscale reports the exception once.
     logging.getLogger("MDAnalysis").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
     # SIGINT too: a KeyboardInterrupt raised inside a C callback can be swallowed.

@@ -36,7 +36,7 @@ def main(args) -> int:
     layout = Layout.parse(args.chunks, args.compression)
     try:
         s = rechunk(args.input, args.output, layout, precision=args.precision, overwrite=args.overwrite,
-                    resume=args.resume, progress=not args.no_progress and sys.stderr.isatty())
+                    resume=args.resume, progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty())
     except SystemExit as exc:   # a signal between slabs: the work so far is kept for --resume
         if exc.code and exc.code > 128:
             print(f"trajscale rechunk: stopped by signal {exc.code - 128}; the frames written so far are "

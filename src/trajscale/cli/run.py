@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import sys
+import logging
 
+from .checks import add_topology, check_outputs, check_topology, positive_int
 from .options import add_h5md_options
+
+log = logging.getLogger("trajscale")
 
 
 #: The CLI's fit selection when --select is not given (printed with the results).
@@ -18,7 +21,7 @@ def add_parser(sub) -> None:
     r = asub.add_parser("rmsd", help="RMSD after optimal superposition",
                         description="Time series of the RMSD of a selection after optimal superposition "
                                     "onto a reference frame (MDAnalysis rms.RMSD semantics).")
-    r.add_argument("topology", help="topology file (TPR, PSF, GRO, PDB, ...)")
+    add_topology(r)
     r.add_argument("trajectories", nargs="+", help="H5MD file (fast path) or any trajectory MDAnalysis reads")
     r.add_argument("--select", default=DEFAULT_SELECT,
                    help=f"fit and RMSD selection (default {DEFAULT_SELECT!r}; the API's default is 'all', "
@@ -36,7 +39,7 @@ def add_parser(sub) -> None:
 
 
 def _positional(p) -> None:
-    p.add_argument("topology", help="topology file (TPR, PSF, GRO, PDB, ...)")
+    add_topology(p)
     p.add_argument("trajectories", nargs="+", help="H5MD file (fast path) or any trajectory MDAnalysis reads")
 
 
@@ -67,10 +70,12 @@ def add_analysis_parsers(asub) -> None:
                            help="distance range in Å (default 0 15)")
             p.add_argument("--exclusion-block", type=int, nargs=2, default=None, metavar=("NA", "NB"),
                            help="leave out pairs within blocks of NA x NB atoms")
-            p.add_argument("--norm", choices=["rdf", "density", "none"], default="rdf")
+            p.add_argument("--norm", choices=["rdf", "density", "none"], default="rdf",
+                           help="normalisation, as InterRDF's norm (default: %(default)s)")
         if name == "contacts":
             p.add_argument("--radius", type=float, default=4.5, help="contact radius in Å (default 4.5)")
-            p.add_argument("--method", choices=["hard_cut", "radius_cut"], default="hard_cut")
+            p.add_argument("--method", choices=["hard_cut", "radius_cut"], default="hard_cut",
+                           help="contact criterion, as Contacts' method (default: %(default)s)")
             p.add_argument("--ref-frame", type=int, default=0, help="reference frame (default 0)")
         if name == "distances":
             p.add_argument("--all-pairs", action="store_true",
@@ -102,13 +107,16 @@ def build_analysis(args):
 def main_analysis(args) -> int:
     from ..run import run
 
+    check_topology(args)
+    check_outputs(args.out, args.report)   # before any work
+    _say_mpi_size(args)
     analysis = build_analysis(args)
     traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
     _import_dependencies()
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
-                 n_tasks=args.tasks, start=args.start, stop=args.stop,
-                 progress=not args.no_progress, group=args.h5md_group,   # off a terminal: a line per 10 %
-                 assume_units=args.assume_units, **executor_options(args))
+                 n_tasks=args.tasks, start=args.start, stop=args.stop, step=args.step,
+                 progress=not (args.no_progress or getattr(args, "quiet", False)),   # off a terminal: a line per 10 %
+                 group=args.h5md_group, assume_units=args.assume_units, **executor_options(args))
     if result is None:   # an MPI rank other than 0
         return 0
     if args.out:
@@ -127,20 +135,27 @@ def main_analysis(args) -> int:
 def add_run_options(p) -> None:
     add_h5md_options(p)
     p.add_argument("--executor", default="auto", choices=["auto", "serial", "processes", "dask", "mpi"],
-                   help="where tasks run; auto: serial unless the work outweighs starting processes")
-    p.add_argument("-n", "--n-workers", type=int, default=None, help="workers (processes, dask)")
-    p.add_argument("--tasks", type=int, default=None, help="number of frame blocks (default 4 per worker)")
+                   help="where tasks run (default: auto: serial unless the work outweighs starting processes; "
+                        "mpi needs mpiexec -n N trajscale ...)")
+    p.add_argument("-n", "--n-workers", type=positive_int, default=None,
+                   help="workers for processes and dask (default: the CPU count); "
+                        "under MPI the ranks are mpiexec's -n")
+    p.add_argument("--tasks", type=positive_int, default=None,
+                   help="number of frame blocks (default 4 per worker); tasks start on chunk boundaries, "
+                        "so an H5MD file's chunks may allow fewer")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:port)")
     p.add_argument("--collective", action="store_true", help="collective MPI-IO reads (mpi executor)")
     p.add_argument("--driver", default=None, choices=["mpio", "default"],
                    help="HDF5 driver on MPI ranks (default: mpio where h5py has MPI)")
     p.add_argument("--max-block-mb", type=float, default=256,
                    help="most MB of frames a worker reads and maps at once (default 256): bounds memory")
-    p.add_argument("--start", type=int, default=0)
-    p.add_argument("--stop", type=int, default=None)
+    p.add_argument("--start", type=int, default=0, help="first frame to analyse (default 0)")
+    p.add_argument("--stop", type=int, default=None, help="frame to stop before (default: the last frame)")
+    p.add_argument("--step", type=positive_int, default=1, help="analyse every STEP-th frame (default 1)")
     p.add_argument("--out", default=None, help="results file (CSV per frame; .h5 for arrays)")
     p.add_argument("--report", default=None, help="write the run report (JSON)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (none is drawn when stderr is not a terminal, or with -q)")
 
 
 def executor_options(args) -> dict:
@@ -165,19 +180,44 @@ def _import_dependencies() -> None:
     preload_kernels()
 
 
+def _say_mpi_size(args) -> None:
+    """``-n`` does not size an MPI job: say so, and say when the job is a single rank."""
+    if args.executor != "mpi" or args.n_workers is None:
+        return
+    from ..parallel import mpi_comm_world
+
+    try:
+        comm = mpi_comm_world()
+    except Exception:   # noqa: BLE001 - no mpi4py: the executor itself names the problem
+        return
+    size = comm.Get_size()
+    if comm.Get_rank() != 0 or size == args.n_workers:
+        return
+    if size == 1:
+        log.warning("-n %d does not apply to --executor mpi: this job is a single rank; start %d ranks with "
+                    "`mpiexec -n %d trajscale run ... --executor mpi`", args.n_workers, args.n_workers,
+                    args.n_workers)
+    else:
+        log.warning("-n %d does not apply to --executor mpi: the job has the %d ranks mpiexec started",
+                    args.n_workers, size)
+
+
 def main_rmsd(args) -> int:
     from ..analysis import RMSD
     from ..run import run
 
+    check_topology(args)
+    check_outputs(args.out, args.report)   # before any work: a bad path fails in a second, not after the run
+    _say_mpi_size(args)
     analysis = RMSD(select=args.select, ref_frame=args.ref_frame, groupselections=args.groupselections,
                     weights="mass" if args.mass_weighted else None, allow_nan=args.allow_nan)
     traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
     _import_dependencies()
     result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
-                 n_tasks=args.tasks, start=args.start, stop=args.stop,
+                 n_tasks=args.tasks, start=args.start, stop=args.stop, step=args.step,
                  max_block_bytes=int(args.max_block_mb * 1024**2),
-                 progress=not args.no_progress, group=args.h5md_group,   # off a terminal: a line per 10 %
-                 assume_units=args.assume_units, **executor_options(args))
+                 progress=not (args.no_progress or getattr(args, "quiet", False)),   # off a terminal: a line per 10 %
+                 group=args.h5md_group, assume_units=args.assume_units, **executor_options(args))
     if result is None:   # an MPI rank other than 0
         return 0
     default = " (the default; --select to change)" if args.select == DEFAULT_SELECT else ""
@@ -192,27 +232,6 @@ def main_rmsd(args) -> int:
 
 def summary(report, out: str | None = None, report_path: str | None = None) -> str:
     """The one-screen summary printed after every run."""
-    try:
-        from ..report.summary import short_report
+    from ..report.summary import run_summary
 
-        tail = "\n" + short_report(report)
-    except ImportError:
-        tail = ""
-    gb = report.bytes_read / 1e9
-    t = report.t_total
-    lines = [
-        (f"{report.analysis} on {report.executor} x{report.n_workers}: {report.n_frames} frames x "
-         f"{report.n_atoms} atoms read in {report.n_tasks} tasks"),
-        f"  {t:.2f} s total, {report.n_frames / t:,.0f} frames/s, {gb / t:.2f} GB/s read ({gb:.3f} GB)",
-    ]
-    t_io = sum(tk.t_io for tk in report.tasks)
-    if t_io > 0:   # the storage's speed as the tasks saw it, apart from start-up and compute
-        lines[-1] += f"; reads ran at {gb / t_io:.2f} GB/s per worker"
-    choice = report.meta.get("executor_choice") if isinstance(report.meta, dict) else None
-    if choice:
-        lines.append(f"  executor {choice}")
-    if out:
-        lines.append(f"  results: {out}")
-    if report_path:
-        lines.append(f"  report:  {report_path}")
-    return "\n".join(lines) + tail
+    return run_summary(report, out, report_path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from .checks import add_topology, check_topology
 from .convert import add_frame_range
 from .options import add_h5md_options
 
@@ -12,12 +13,12 @@ def add_parser(sub) -> None:
     p = sub.add_parser("verify", help="compare an H5MD file with its source trajectories",
                        description="Frame-by-frame comparison of positions (max |dx|), velocities, forces, "
                                    "time, step and box. Exit 0 only if equal within float32 round-off.")
-    p.add_argument("topology")
+    add_topology(p, "topology file of the source trajectories (TPR, PSF, GRO, PDB, ...)")
     p.add_argument("files", nargs="+", metavar="FILE", help="source trajectories, then the H5MD file last")
     p.add_argument("--select", default=None, help="the selection used when converting")
     add_frame_range(p)
     add_h5md_options(p, "the H5MD file (and of H5MD sources)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (none with -q either)")
     p.set_defaults(func=main)
 
 
@@ -27,10 +28,11 @@ def main(args) -> int:
 
     if len(args.files) < 2:
         raise ConfigError("give the source trajectories and then the H5MD file")
+    check_topology(args)
     *sources, h5md = args.files
     rep = verify(args.topology, sources, h5md, select=args.select, start=args.start, stop=args.stop,
-                 step=args.step, progress=not args.no_progress, group=args.h5md_group,
-                 assume_units=args.assume_units)
+                 step=args.step, progress=not (args.no_progress or getattr(args, "quiet", False)),
+                 group=args.h5md_group, assume_units=args.assume_units)
     print(f"{h5md}: {rep.n_frames} frames x {rep.n_atoms} atoms; max |dx| = {rep.max_dx:.3g} A, "
           f"max |dbox| = {rep.max_dbox:.3g}, max |dt| = {rep.max_dtime:.3g} ps, "
           f"step mismatches = {rep.step_mismatches}")

@@ -61,6 +61,8 @@ def make_executor(name: str | Executor, n_workers: int | None = None, **kw) -> E
         module, cls = EXECUTORS[name].split(":")
     except KeyError:
         raise ConfigError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}") from None
+    if n_workers is not None and n_workers < 1:
+        raise ConfigError(f"the number of workers must be at least 1 (got {n_workers})")
     klass = getattr(importlib.import_module(module), cls)
     try:
         return klass(n_workers, **kw) if n_workers is not None else klass(**kw)

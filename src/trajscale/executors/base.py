@@ -37,6 +37,8 @@ class Job:
     source: dict
     prepared: Prepared
     block_frames: int = 2**62
+    #: Analyse every ``stride``-th frame; task ranges start on a kept frame (``run(step=)``).
+    stride: int = 1
 
 
 # One open Source per process, keyed by its config; each entry remembers the
@@ -112,18 +114,25 @@ def close_cached_sources() -> None:
 def _analysis(config: dict) -> Analysis:
     key = _key(config)
     if key not in _ANALYSES:
+        from ..kernels.superpose import preload_kernels
+
+        # Load the compiled kernels before the first timed task: on a fresh (Dask, spawned) worker
+        # numba's import and cache load took 0.6 s and showed as that task's t_compute.
+        preload_kernels()
         _ANALYSES[key] = analysis_from_config(config)
     return _ANALYSES[key]
 
 
-def blocks_of(frames: FrameRange, block_frames: int, align: int = 1) -> list[FrameRange]:
-    """``frames`` as one block if it fits ``block_frames``, else cut every ``block_frames``
-    frames rounded down to a multiple of ``align`` (whole storage chunks per read)."""
+def blocks_of(frames: FrameRange, block_frames: int, align: int = 1, stride: int = 1) -> list[FrameRange]:
+    """``frames`` as one block if its kept frames fit ``block_frames``, else cut every ``block_frames``
+    kept frames (every ``block_frames x stride`` frames, so each block starts on a kept frame);
+    without a stride, cuts are rounded down to a multiple of ``align`` (whole storage chunks per read)."""
     per = max(1, int(block_frames))
-    if len(frames) <= per:
+    if len(range(frames.start, frames.stop, stride)) <= per:
         return [frames]
-    if per >= align > 1:
+    if stride == 1 and per >= align > 1:
         per = per // align * align
+    per *= stride
     cuts = [*range(frames.start, frames.stop, per), frames.stop]
     return [FrameRange(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
 
@@ -144,9 +153,9 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         bytes0 = getattr(source, "bytes_read", 0)
         t_io = t_compute = 0.0
         partials = []
-        for r in blocks_of(frames, job.block_frames, source.chunk_frames):
+        for r in blocks_of(frames, job.block_frames, source.chunk_frames, job.stride):
             t0 = time.perf_counter()
-            block = source.read(r.start, r.stop, job.prepared.atoms, analysis.fields)
+            block = source.read(r.start, r.stop, job.prepared.atoms, analysis.fields, stride=job.stride)
             t1 = time.perf_counter()
             partials.append(analysis.map(block, job.prepared))
             del block   # its arrays are the reused buffer the next read fills
@@ -158,8 +167,8 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         raise
     except Exception as exc:
         raise TaskError(worker, frames.start, frames.stop, f"{type(exc).__name__}: {exc}") from exc
-    timing = TaskTiming(task=task, start=frames.start, stop=frames.stop, worker=worker, host=host,
-                        pid=pid, t_init_traj=t_init_traj, t_io=t_io, t_compute=t_compute,
+    timing = TaskTiming(task=task, start=frames.start, stop=frames.stop, stride=job.stride, worker=worker,
+                        host=host, pid=pid, t_init_traj=t_init_traj, t_io=t_io, t_compute=t_compute,
                         bytes_read=getattr(source, "bytes_read", 0) - bytes0,
                         t_begin=t_begin, t_end=time.time())
     return partial, timing

@@ -12,6 +12,7 @@ RunReport holds scheduler-side start/stop times beside the worker-side phases.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -232,19 +233,51 @@ class DaskExecutor(Executor):
 
         Workers of a cluster that outlives this executor close the files they
         cached for it and free their scratch buffers.
+                Shutting down what this executor started is no news: distributed's own
+        messages about it (a worker killed after a timeout, a closed comm) are
+        not shown unless its loggers are at INFO or below (``trajscale -v``).
         """
         if self._client is not None and self._cluster is None:
             try:
                 self._client.run(_close_worker_caches)
             except Exception as exc:  # noqa: BLE001 - a scheduler already gone frees nothing
                 log.debug("could not close worker caches (%s: %s)", type(exc).__name__, exc)
-        if self._own_client and self._client is not None:
-            self._client.close()
-            self._client = None
-            self._own_client = False
-        if self._cluster is not None:
-            self._cluster.close()
-            self._cluster = None
+        with _quiet_shutdown(self._client if self._cluster is not None else None):
+            if self._own_client and self._client is not None:
+                self._client.close()
+                self._client = None
+                self._own_client = False
+            if self._cluster is not None:
+                self._cluster.close()
+                self._cluster = None
+
+
+#: Loggers that report on a cluster's shutdown (in this process and in our LocalCluster's workers).
+_SHUTDOWN_LOGGERS = ("distributed", "tornado", "asyncio")
+
+
+def _silence_shutdown_logs() -> None:
+    for name in _SHUTDOWN_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+@contextlib.contextmanager
+def _quiet_shutdown(client=None):
+    """Silence distributed's shutdown chatter here and on ``client``'s workers, unless verbose."""
+    loggers = [logging.getLogger(n) for n in _SHUTDOWN_LOGGERS]
+    if loggers[0].getEffectiveLevel() <= logging.INFO:   # asked for (-v): show it all
+        yield
+        return
+    if client is not None:
+        with contextlib.suppress(Exception):   # workers already gone: nothing left to silence
+            client.run(_silence_shutdown_logs)
+    levels = [lg.level for lg in loggers]
+    _silence_shutdown_logs()
+    try:
+        yield
+    finally:
+        for lg, lv in zip(loggers, levels):
+            lg.setLevel(lv)
 
 
 def _worker_lost(exc: BaseException) -> bool:

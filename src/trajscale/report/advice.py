@@ -6,13 +6,12 @@
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median
 from typing import TYPE_CHECKING
 
-from .metrics import PHASE_LABELS, fmt_ratio, worker_timings
+from .metrics import PHASE_LABELS, fmt_comm_ratio, fmt_ratio, worker_timings
 from .stragglers import STRAGGLER_FACTOR, Straggler
 from .timing import RunReport
 
@@ -65,16 +64,17 @@ def _relevant_patterns(report: RunReport, amp: dict) -> dict:
     and single frames only if the tasks were tiny.
     """
     src = report.source or {}
-    wanted = ["block of 100 frames"]
     n_src = src.get("n_atoms")
     frames = sum(t.frames for t in report.tasks)
-    if isinstance(n_src, int) and frames and report.bytes_read / frames < 0.5 * n_src * 12:
-        wanted.append("150-atom subset, 100 frames")
+    subset = isinstance(n_src, int) and frames and report.bytes_read / frames < 0.5 * n_src * 12
     sizes = [t.frames for t in report.tasks]
-    if sizes and median(sizes) < 10:
-        wanted.append("one frame")
-    picked = {k: v for k, v in amp.items() if k in wanted}
-    return picked or amp
+
+    def used(name: str) -> bool:   # "block of 100 frames", or "all 20 frames" in a short file
+        if name == "one frame":
+            return bool(sizes) and median(sizes) < 10
+        return ("subset" in name) == bool(subset) or "subset" not in name
+
+    return {k: v for k, v in amp.items() if used(k)}
 
 
 def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
@@ -84,6 +84,8 @@ def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
     if not amp:
         return None
     pats = _relevant_patterns(report, amp)
+    if not pats:
+        return None
     worst = max(pats, key=pats.get)
     if pats[worst] <= AMPLIFICATION_LIMIT:
         return None
@@ -92,7 +94,7 @@ def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
     layout = "frame" if worst == "one frame" else "auto"
     return Advice(
         "chunk-amplification",
-        f"rechunk the file: `trajscale convert TOPOLOGY {_source_path(report)} -o fixed.h5md "
+        f"rechunk the file: `trajscale rechunk {_source_path(report)} -o fixed.h5md "
         f"--chunks {layout}`",
         f"{where}reading a {worst} costs {pats[worst]:.1f}x the bytes asked for")
 
@@ -178,8 +180,37 @@ def rule_imbalance(report: RunReport, d: Diagnosis) -> Advice | None:
         why.append(f"slowest worker takes {imb:.2f}x the median worker time{extra}")
     if few:
         why.append(f"only {report.n_tasks} uneven task(s) for {report.n_workers} workers")
-    return Advice("imbalance", f"use more tasks per worker (e.g. `--tasks {4 * n_w}`)",
+    want = 4 * n_w
+    cap = max_tasks(report)
+    if cap is not None and cap < want:
+        # Tasks are chunk-aligned: more tasks than chunk rows cannot be had from this file.
+        frames = sum(t.frames for t in report.tasks) or report.n_frames
+        per = max(1, frames // want)
+        why.append(f"the file's chunks hold {chunk_frames(report)} frames, so {frames} frames make at most "
+                   f"{cap} chunk-aligned tasks")
+        return Advice("imbalance",
+                      f"rechunk to smaller frame blocks, then use more tasks: `trajscale rechunk "
+                      f"{_source_path(report)} -o rechunked.h5md --chunks {per}` and `--tasks {want}`",
+                      "; ".join(why))
+    return Advice("imbalance", f"use more tasks per worker (e.g. `--tasks {want}`)",
                   "; ".join(why))
+
+
+def chunk_frames(report: RunReport) -> int | None:
+    """Frames per chunk of the run's H5MD source (None for other sources or contiguous data)."""
+    chunks = (report.source or {}).get("chunks")
+    if isinstance(chunks, list | tuple) and chunks and isinstance(chunks[0], int) and chunks[0] > 1:
+        return int(chunks[0])
+    return None
+
+
+def max_tasks(report: RunReport) -> int | None:
+    """Most chunk-aligned tasks the run's frames allow (None if the layout sets no bound)."""
+    cf = chunk_frames(report)
+    if cf is None:
+        return None
+    frames = sum(t.frames for t in report.tasks) or report.n_frames
+    return -(-frames // cf)
 
 
 def _fixed_costs_dominate(report: RunReport, d: Diagnosis) -> bool:
@@ -223,7 +254,7 @@ def rule_compute_bound(report: RunReport, d: Diagnosis) -> Advice | None:
     imb = "n/a" if imbalance is None else f"{imbalance:.2f}"
     return Advice(
         "compute-bound", "good scaling expected: add workers",
-        f"compute-bound (R_comp/IO = {fmt_ratio(d.r_comp_io)}, R_comp/comm = {fmt_ratio(d.r_comp_comm)}) "
+        f"compute-bound (R_comp/IO = {fmt_ratio(d.r_comp_io)}, R_comp/comm = {fmt_comm_ratio(d)}) "
         f"and balanced (max/median worker time {imb}, no stragglers)")
 
 

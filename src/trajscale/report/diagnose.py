@@ -49,6 +49,10 @@ class Diagnosis:
         return json_safe(asdict(self))
 
 
+def _one_topology_load(workers) -> bool:
+    return sum(1 for w in workers if w.t_init_top > 0) == 1
+
+
 def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
     """Derived numbers, stragglers and advice for one run.
 
@@ -82,7 +86,10 @@ def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
         gb_per_s=report.bytes_read / 1e9 / wall if wall > 0 else None,
         imbalance=imbalance,
         median_worker_time=med,
-        stragglers=find_stragglers(workers, [w.worker for w in workers], "worker"),
+        # A topology loaded by one worker only (MPI rank 0, serial) is the job's preparation, not
+        # that worker's share of the work: it makes no straggler.
+        stragglers=find_stragglers(workers, [w.worker for w in workers], "worker",
+                                   leave_out=("t_init_top",) if _one_topology_load(workers) else ()),
         task_stragglers=find_stragglers(tasks, [f"{t.task} ({t.worker})" for t in tasks], "task"),
     )
     d.t_busy = max((w.t_total - w.t_init_top for w in workers), default=0.0)

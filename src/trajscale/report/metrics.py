@@ -26,6 +26,7 @@ class ScalingPoint:
     t_total: float
     speedup: float
     efficiency: float
+    executor: str = ""   # labels the row when reports of several executors are compared
 
 
 def json_safe(x):
@@ -51,6 +52,13 @@ def fmt_ratio(x: float | None) -> str:
     if x is None:
         return "n/a"
     return "inf" if math.isinf(x) else f"{x:.2g}"
+
+
+def fmt_comm_ratio(d, fmt: str = ".2g") -> str:
+    """R_comp/comm of a diagnosis for people: "n/a" when nothing was communicated (not "inf")."""
+    if not d.totals.get("t_comm") or d.r_comp_comm is None:
+        return "n/a"
+    return "inf" if math.isinf(d.r_comp_comm) else format(d.r_comp_comm, fmt)
 
 
 def worker_timings(report: RunReport) -> list[WorkerTiming]:
@@ -85,4 +93,4 @@ def speedup_point(report: RunReport, reference: RunReport) -> ScalingPoint:
     """S and E of ``report`` relative to ``reference`` (``t_total`` of both)."""
     s = reference.t_total / report.t_total if report.t_total > 0 else math.nan
     return ScalingPoint(report.n_workers, report.t_total, s,
-                        s * max(1, reference.n_workers) / max(1, report.n_workers))
+                        s * max(1, reference.n_workers) / max(1, report.n_workers), report.executor)

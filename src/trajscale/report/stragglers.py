@@ -28,19 +28,24 @@ class Straggler:
 
 
 def find_stragglers(rows: Sequence, names: Sequence[str], kind: str,
-                    factor: float = STRAGGLER_FACTOR) -> list[Straggler]:
-    """Rows (WorkerTiming or TaskTiming) with ``t_total > factor x median``, slowest first."""
+                    factor: float = STRAGGLER_FACTOR, leave_out: tuple[str, ...] = ()) -> list[Straggler]:
+    """Rows (WorkerTiming or TaskTiming) with ``t_total > factor x median``, slowest first.
+
+    ``leave_out`` names phases that are not the work being compared (e.g. a
+    topology loaded once, on one rank, for the whole job).
+    """
     if len(rows) < 2:
         return []
-    totals = [r.t_total for r in rows]
+    phases = [p for p in PHASES if p not in leave_out]
+    totals = [sum(getattr(r, p) for p in phases) for r in rows]
     med = median(totals)
     if med <= 0:
         return []
-    phase_med = {p: median(getattr(r, p) for r in rows) for p in PHASES}
+    phase_med = {p: median(getattr(r, p) for r in rows) for p in phases}
     out = []
     for r, name, t in zip(rows, names, totals):
         if t > factor * med:
-            excess = {p: getattr(r, p) - phase_med[p] for p in PHASES}
+            excess = {p: getattr(r, p) - phase_med[p] for p in phases}
             comp = max(excess, key=excess.get)
             out.append(Straggler(kind, name, t, t / med, comp, excess[comp]))
     return sorted(out, key=lambda s: -s.t_total)

@@ -1,9 +1,9 @@
-"""The few lines ``trajscale run`` prints at the end of a run."""
+"""The few lines ``trajscale run`` prints at the end of a run (and ``print(report)`` shows)."""
 
 from __future__ import annotations
 
 from .diagnose import Diagnosis, diagnose
-from .metrics import fmt_ratio, worker_timings
+from .metrics import fmt_comm_ratio, fmt_ratio, worker_timings
 from .timing import RunReport
 
 
@@ -12,7 +12,7 @@ def short_report(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     d = diagnosis or diagnose(report)
     imb = "n/a" if d.imbalance is None else f"{d.imbalance:.2f}"
     lines = [   # throughput is on the summary line above this block
-        f"  R_comp/IO {fmt_ratio(d.r_comp_io)}, R_comp/comm {fmt_ratio(d.r_comp_comm)}",
+        f"  R_comp/IO {fmt_ratio(d.r_comp_io)}, R_comp/comm {fmt_comm_ratio(d)}",
         (f"  stragglers: {len(d.stragglers)} of {len(worker_timings(report))} workers, "
          f"{len(d.task_stragglers)} of {report.n_tasks} tasks; imbalance (max/median) {imb}"),
     ]
@@ -20,3 +20,39 @@ def short_report(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
         a = d.advice[0]
         lines.append(f"  advice: {a.message} ({a.reason})")
     return "\n".join(lines)
+
+
+def _decoded_bytes(report: RunReport) -> int | None:
+    """Bytes of whole frames an MDAnalysis reader decoded, when it read more atoms than were kept."""
+    src = report.source or {}
+    n_src = src.get("n_atoms")
+    if str(src.get("format", "")).lower() == "h5md" or not isinstance(n_src, int) or n_src <= report.n_atoms:
+        return None
+    return sum(t.frames for t in report.tasks) * n_src * 12
+
+
+def run_summary(report: RunReport, out: str | None = None, report_path: str | None = None) -> str:
+    """The one-screen summary printed after every run (also ``str(report)``)."""
+    gb = report.bytes_read / 1e9
+    t = report.t_total
+    rate = (lambda x: x / t) if t > 0 else (lambda x: float("nan"))
+    lines = [
+        (f"{report.analysis} on {report.executor} x{report.n_workers}: {report.n_frames} frames x "
+         f"{report.n_atoms} atoms read in {report.n_tasks} tasks"),
+        f"  {t:.2f} s total, {rate(report.n_frames):,.0f} frames/s, {rate(gb):.2f} GB/s read ({gb:.3f} GB)",
+    ]
+    decoded = _decoded_bytes(report)
+    if decoded:   # an XTC/DCD reader decodes every atom; the GB/s above counts the selected ones
+        lines[-1] = lines[-1][:-1] + (f" of the {report.n_atoms} selected atoms; MDAnalysis decoded whole "
+                                      f"frames of {report.source['n_atoms']} atoms, {decoded / 1e9:.3f} GB)")
+    t_io = sum(tk.t_io for tk in report.tasks)
+    if t_io > 0:   # the storage's speed as the tasks saw it, apart from start-up and compute
+        lines[-1] += f"; reads ran at {gb / t_io:.2f} GB/s per worker"
+    choice = report.meta.get("executor_choice") if isinstance(report.meta, dict) else None
+    if choice:
+        lines.append(f"  executor {choice}")
+    if out:
+        lines.append(f"  results: {out}")
+    if report_path:
+        lines.append(f"  report:  {report_path}")
+    return "\n".join(lines) + "\n" + short_report(report)

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 
 from .diagnose import Diagnosis, diagnose
-from .metrics import scaling, worker_timings
+from .metrics import fmt_comm_ratio, scaling, worker_timings
 from .timing import PHASES, RunReport
 
 #: Short column headers for the phases.
@@ -32,6 +32,18 @@ def _grid(header: list[str], rows: list[list[str]]) -> list[str]:
     return [line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
 
 
+def _busiest(workers) -> str:
+    """The busiest worker's task time, as the table's row for it adds up."""
+    if not workers:
+        return "no workers"
+    w = max(workers, key=lambda w: w.t_total - w.t_init_top)
+    busy = w.t_total - w.t_init_top
+    if w.t_init_top > 0:   # rank 0 / serial: its row also holds the job's topology load
+        return (f"busiest worker {w.worker}: {_num(busy)} s of work + {_num(w.t_init_top)} s topology "
+                f"load = {_num(w.t_total)} s")
+    return f"busiest worker {w.worker}: {_num(busy)} s"
+
+
 def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     """The full report: run facts, per-worker phases (s), totals, derived numbers, stragglers, advice."""
     d = diagnosis or diagnose(report)
@@ -44,6 +56,10 @@ def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     ]
     if src.get("chunks"):
         lines.append(f"layout: chunks {src['chunks']}, compression {src.get('compression', '?')}")
+    io = (report.meta or {}).get("io") or {}
+    if report.executor == "mpi" and io:
+        lines.append(f"read with HDF5 driver {io.get('driver') or 'default'}, "
+                     f"{'collective' if io.get('collective') else 'independent'} reads")
     lines.append("")
     header = ["worker", "host", "pid", "tasks", "frames", "MB", *(HEADERS[p] for p in PHASES), "total"]
     rows = []
@@ -64,11 +80,11 @@ def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     lines += [
         f"  throughput        {fps} frames/s, {_num(d.gb_per_s, '.3g')} GB/s",
         f"  R_comp/IO         {_num(d.r_comp_io, '.3g')}",
-        f"  R_comp/comm       {_num(d.r_comp_comm, '.3g')}",
+        f"  R_comp/comm       {fmt_comm_ratio(d, '.3g')}",
         (f"  imbalance         {_num(d.imbalance, '.2f')} (max/median worker time, median "
          f"{_num(d.median_worker_time)} s)"),
         (f"  fixed costs       {_num(d.fixed_costs(report))} s of {_num(report.t_total)} s wall (prepare "
-         f"{_num(report.t_prepare)} s, outside tasks {_num(d.t_outside)} s; busiest worker {_num(d.t_busy)} s)"),
+         f"{_num(report.t_prepare)} s, outside tasks {_num(d.t_outside)} s; {_busiest(workers)})"),
     ]
     if d.speedup is not None:
         lines.append(f"  speed-up S(N)     {_num(d.speedup, '.2f')}, efficiency E(N) {_num(d.efficiency, '.2f')}")
@@ -96,10 +112,10 @@ def format_scaling(reports: Sequence[RunReport], baseline: RunReport | None = No
     """Scaling table S(N), E(N) relative to ``baseline`` or the report with the smallest N."""
     points = scaling(reports, reference=baseline)
     ref = baseline or min(reports, key=lambda r: (r.n_workers, r.t_total))
-    header = ["N", "t_total (s)", "S(N)", "E(N)"]
-    rows = [[str(p.n_workers), f"{p.t_total:.3f}", _num(p.speedup, ".2f"), _num(p.efficiency, ".2f")]
+    header = ["executor", "N", "t_total (s)", "S(N)", "E(N)"]
+    rows = [[p.executor, str(p.n_workers), f"{p.t_total:.3f}", _num(p.speedup, ".2f"), _num(p.efficiency, ".2f")]
             for p in points]
-    title = f"scaling relative to N={ref.n_workers} ({ref.t_total:.3f} s):"
+    title = f"scaling relative to {ref.executor} N={ref.n_workers} ({ref.t_total:.3f} s):"
     return "\n".join([title, *_grid(header, rows)])
 
 

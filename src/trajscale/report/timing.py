@@ -43,10 +43,11 @@ class TaskTiming:
     t_end: float = 0.0
     t_sched_start: float | None = None   # scheduler-side (Dask) start/stop, epoch seconds
     t_sched_stop: float | None = None
+    stride: int = 1                      # frames start, start + stride, ... below stop were analysed
 
     @property
     def frames(self) -> int:
-        return self.stop - self.start
+        return len(range(self.start, self.stop, self.stride))
 
     @property
     def t_total(self) -> float:
@@ -92,12 +93,14 @@ def summarize_workers(tasks: list[TaskTiming], extra: dict[str, dict] | None = N
     return out
 
 
-@dataclass
+@dataclass(repr=False)
 class RunReport:
     """Everything measured in one run; JSON-serialisable.
 
     ``tasks`` holds one record per task, ``workers`` one per worker or rank
-    (tasks summed, plus the rank's own t_wait and t_comm).
+    (tasks summed, plus the rank's own t_wait and t_comm). ``print(report)``
+    shows the short summary ``trajscale run`` prints; :meth:`to_dict` (or the
+    JSON of :meth:`write`) holds everything.
     """
 
     analysis: str
@@ -113,6 +116,15 @@ class RunReport:
     workers: list[WorkerTiming] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
     version: int = REPORT_VERSION
+
+    def __str__(self) -> str:
+        from .summary import run_summary   # summary -> diagnose -> timing: imported when used
+
+        return run_summary(self)
+
+    def __repr__(self) -> str:   # the dataclass repr would print every task record
+        return (f"<RunReport {self.analysis} on {self.executor} x{self.n_workers}: {self.n_frames} frames, "
+                f"{self.n_tasks} tasks, {self.t_total:.3f} s>")
 
     @property
     def n_tasks(self) -> int:

@@ -16,6 +16,28 @@ from .base import Source
 log = logging.getLogger(__name__)
 
 
+#: Formats MDAnalysis reads frames from but that hold no atom names, residues or masses.
+TRAJECTORY_ONLY_FORMATS = {"XTC": "XTC", "TRR": "TRR", "DCD": "DCD", "NC": "NetCDF", "NCDF": "NetCDF",
+                           "TNG": "TNG", "MDCRD": "Amber", "TRJ": "Amber", "H5MD": "H5MD"}
+
+
+def trajectory_only_format(path: str) -> str | None:
+    """The format's name if ``path`` is a trajectory-only file (by extension, or HDF5 by its magic bytes)."""
+    from MDAnalysis.lib.util import guess_format
+
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(8) == b"\x89HDF\r\n\x1a\n":
+                return "H5MD/HDF5"
+    except OSError:
+        return None   # check_input_file names the problem
+    try:
+        fmt = str(guess_format(path)).upper()
+    except (ValueError, TypeError):
+        return None
+    return TRAJECTORY_ONLY_FORMATS.get(fmt)
+
+
 def load_universe(topology: str, trajectories=(), parsed=None, topology_coordinates: bool = True, **kw):
     """An MDAnalysis Universe, with MDAnalysis's failures turned into one clear message.
 
@@ -68,8 +90,12 @@ def _universe_via_cache(topology: str, trajectories: list, topology_coordinates:
         u = mda.Universe(parsed, *trajectories, **_without_guessing(kw))
     else:
         # The parser alone: Universe(file) would also read the file's coordinates (a TPR twice).
-        with get_parser_for(topology, format=kw.get("topology_format"))(topology) as parser:
-            parsed = parser.parse()
+        try:
+            with get_parser_for(topology, format=kw.get("topology_format"))(topology) as parser:
+                parsed = parser.parse()
+        except Exception as exc:   # noqa: BLE001 - any parser failure is the topology file's, not a trajectory's
+            detail = " ".join(str(exc).replace(topology, "the file").split()) or type(exc).__name__
+            raise InputFileError(topology, f"MDAnalysis cannot read it as a topology: {detail}") from None
         u = mda.Universe(parsed, *trajectories, **kw)
         topology_cache.store(topology, kw, u._topology)   # parsed + guessed attributes
     u.filename = topology
@@ -130,7 +156,8 @@ class MDASource(Source):
 
     def layout_summary(self) -> dict:
         return {"format": self.reader.format if isinstance(self.reader.format, str) else str(self.reader.format),
-                "path": self.path, "n_files": len(self.trajectories)}
+                "path": self.path, "n_files": len(self.trajectories),
+                "n_atoms": self.n_atoms}   # the reader decodes all of them, whatever is selected
 
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:

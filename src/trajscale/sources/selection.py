@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ..errors import SelectionError
+
+#: Topology formats that carry atom names (and residues), for the message when one is missing.
+NAMED_TOPOLOGIES = "TPR, PSF, GRO, PDB, PQR, MOL2, PRMTOP, CRD"
 
 
 def select_atoms(atoms, selection: str | Sequence[str], what: str = "selection"):
@@ -18,6 +22,14 @@ def select_atoms(atoms, selection: str | Sequence[str], what: str = "selection")
     try:
         group = atoms.select_atoms(*strings)
     except Exception as exc:   # MDAnalysis raises SelectionError, ValueError, KeyError...
+        missing = re.search(r"has no attribute '(\w+)'", str(exc))
+        if missing:   # e.g. an XTC given as the topology: MDAnalysis's minimal topology has no names
+            u = getattr(atoms, "universe", atoms)
+            top = getattr(u, "filename", None) or "the topology"
+            raise SelectionError(
+                f"{what} {shown} needs atom {missing.group(1)}, but {top} has none (a trajectory-only "
+                f"file, such as XTC, TRR, DCD or NetCDF, has no atom names); give a topology file that has "
+                f"them: {NAMED_TOPOLOGIES}") from None
         raise SelectionError(f"invalid {what} {shown}: {exc}") from None
     if group.n_atoms == 0:
         raise SelectionError(f"{what} {shown} selects no atoms")

@@ -148,7 +148,8 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
         path=path, group=group, n_frames=complete_frames(f, pg, step), n_atoms=int(pos.shape[1]),
         fields=fields, scales=scales, units=units, step=step, time=time,
         box_path=box_path, box_time_dependent=box_td, boundary=boundary,
-        chunks=pos.chunks, compression=pos.compression, compression_opts=pos.compression_opts,
+        chunks=pos.chunks, compression=_plugin_filter(pos) or pos.compression,
+        compression_opts=pos.compression_opts,
         dtype=str(pos.dtype), observables=obs, assumed_units=assume_units,
     )
 
@@ -184,6 +185,15 @@ def _unit(ds: h5py.Dataset, quantity: str, assumed: dict | None, path: str) -> t
         return unit, factor(quantity, unit)
     except UnitError as exc:
         raise NotH5MDError(path, f"{ds.name} has an {exc}") from None
+
+
+#: HDF5 registered filter ids of the hdf5plugin compressors trajscale writes.
+PLUGIN_FILTERS = {"32001": "blosc", "32015": "zstd"}
+
+
+def _plugin_filter(ds: h5py.Dataset) -> str | None:
+    """h5py names only gzip/lzf/szip; a Blosc or Zstd chunk is compressed all the same."""
+    return next((PLUGIN_FILTERS[k] for k in ds._filters if k in PLUGIN_FILTERS), None)
 
 
 def attr_str(obj, name: str) -> str | None:

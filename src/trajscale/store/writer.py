@@ -246,9 +246,11 @@ class H5MDWriter:
         for ds in self._per_frame():
             ds.resize(new, axis=0)
 
-    def close(self) -> None:
+    def close(self, abandoned: bool = False) -> None:
+        """Close the file; warn about missing frames unless the write is ``abandoned`` (an error or
+        interrupt, which the caller reports: its temporary file means nothing to the user)."""
         if self.file.id.valid:
-            if self.n_frames_total is not None and self.n_written != self.n_frames_total:
+            if not abandoned and self.n_frames_total is not None and self.n_written != self.n_frames_total:
                 log.warning("%s: %d of %d frames written", self.file.filename, self.n_written,
                             self.n_frames_total)
             if not self._contiguous:   # drop the rows reserved ahead
@@ -260,5 +262,5 @@ class H5MDWriter:
     def __enter__(self) -> H5MDWriter:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc) -> None:
+        self.close(abandoned=exc_type is not None)
