@@ -211,3 +211,13 @@ def test_fit_reference_atomgroup_and_negative_frame_as_mdanalysis(h5md_files):
     expect = rms.RMSF(mob.select_atoms("name CA")).run().results.rmsf
     r = ts.run(ts.RMSF(select="name CA", fit_select="backbone", ref_frame=-1), top, h5md_files["adk_psf_dcd"])
     np.testing.assert_allclose(r.rmsf, expect, rtol=1e-4, atol=1e-4)
+
+
+def test_cli_block_budget_reaches_every_analysis(tmp_path, h5md_files):
+    """--max-block-mb applies to rmsf/rgyr/... as to rmsd (it was ignored there): a zero budget is refused."""
+    top, h5 = SYSTEMS["adk_psf_dcd"][0], h5md_files["adk_psf_dcd"]
+    proc = run_cli("run", "rgyr", top, h5, "--select", "name CA", "--max-block-mb", "0", cwd=tmp_path)
+    assert proc.returncode != 0 and "max_block_bytes" in proc.stderr and "Traceback" not in proc.stderr
+    ok = run_cli("run", "rgyr", top, h5, "--select", "name CA", "--max-block-mb", "0.01", "--executor", "serial",
+                 cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr

@@ -104,19 +104,25 @@ def build_analysis(args):
     return a.Distances(args.select1, args.select2, pairs=False if args.all_pairs else None)
 
 
-def main_analysis(args) -> int:
+def _run(analysis, args):
+    """``trajscale.run`` with the options every ``run ANALYSIS`` command shares."""
     from ..run import run
 
+    traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
+    _import_dependencies()
+    return run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
+               n_tasks=args.tasks, start=args.start, stop=args.stop, step=args.step,
+               max_block_bytes=int(args.max_block_mb * 1024**2),
+               progress=not (args.no_progress or getattr(args, "quiet", False)),   # off a terminal: a line per 10 %
+               group=args.h5md_group, assume_units=args.assume_units, **executor_options(args))
+
+
+def main_analysis(args) -> int:
     check_topology(args)
     check_outputs(args.out, args.report)   # before any work
     _say_mpi_size(args)
     analysis = build_analysis(args)
-    traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
-    _import_dependencies()
-    result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
-                 n_tasks=args.tasks, start=args.start, stop=args.stop, step=args.step,
-                 progress=not (args.no_progress or getattr(args, "quiet", False)),   # off a terminal: a line per 10 %
-                 group=args.h5md_group, assume_units=args.assume_units, **executor_options(args))
+    result = _run(analysis, args)
     if result is None:   # an MPI rank other than 0
         return 0
     if args.out:
@@ -204,20 +210,13 @@ def _say_mpi_size(args) -> None:
 
 def main_rmsd(args) -> int:
     from ..analysis import RMSD
-    from ..run import run
 
     check_topology(args)
     check_outputs(args.out, args.report)   # before any work: a bad path fails in a second, not after the run
     _say_mpi_size(args)
     analysis = RMSD(select=args.select, ref_frame=args.ref_frame, groupselections=args.groupselections,
                     weights="mass" if args.mass_weighted else None, allow_nan=args.allow_nan)
-    traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
-    _import_dependencies()
-    result = run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
-                 n_tasks=args.tasks, start=args.start, stop=args.stop, step=args.step,
-                 max_block_bytes=int(args.max_block_mb * 1024**2),
-                 progress=not (args.no_progress or getattr(args, "quiet", False)),   # off a terminal: a line per 10 %
-                 group=args.h5md_group, assume_units=args.assume_units, **executor_options(args))
+    result = _run(analysis, args)
     if result is None:   # an MPI rank other than 0
         return 0
     default = " (the default; --select to change)" if args.select == DEFAULT_SELECT else ""
