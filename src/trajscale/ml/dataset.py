@@ -77,7 +77,28 @@ def _gather_runs(idx: np.ndarray, read_run: Callable[[int, int, int], None]) -> 
     return inverse
 
 
-class H5Dataset:
+class _BatchReads:
+    """The map-style protocol both datasets build on their ``read(index or indices)``."""
+
+    transform = None
+
+    def __getitem__(self, index) -> dict:
+        item = self.read(index)
+        return self.transform(item) if self.transform else item
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict]:
+        """torch's batched fetch: one batch read, handed out as per-sample views."""
+        batch = self.read(indices)
+        items = [{k: v[i] for k, v in batch.items()} for i in range(len(indices))]
+        return [self.transform(it) for it in items] if self.transform else items
+
+    def batches(self, sampler: Iterator | Sequence) -> Iterator[dict]:
+        """NumPy batches for the index lists ``sampler`` yields (no torch needed)."""
+        for index in sampler:
+            yield self[index]
+
+
+class H5Dataset(_BatchReads):
     """Samples of a packed HDF5 store (``trajscale pack``) as a map-style dataset.
 
     Parameters
@@ -242,21 +263,6 @@ class H5Dataset:
             return bufs, n_runs
         return {k: b[inverse] for k, b in bufs.items()}, n_runs
 
-    def __getitem__(self, index) -> dict:
-        item = self.read(index)
-        return self.transform(item) if self.transform else item
-
-    def __getitems__(self, indices: Sequence[int]) -> list[dict]:
-        """torch's batched fetch: one batch read, handed out as per-sample views."""
-        batch = self.read(indices)
-        items = [{k: v[i] for k, v in batch.items()} for i in range(len(indices))]
-        return [self.transform(it) for it in items] if self.transform else items
-
-    def batches(self, sampler: Iterator | Sequence) -> Iterator[dict]:
-        """NumPy batches for the index lists ``sampler`` yields (no torch needed)."""
-        for index in sampler:
-            yield self[index]
-
 
 def _in_torch_worker() -> bool:
     data = sys.modules.get("torch.utils.data")   # never import torch just to ask
@@ -307,7 +313,7 @@ def _check_extent(path: str, f: h5py.File, keys: Sequence[str]) -> None:
         raise StoreError(path, "sample count differs from the one the pack recorded")
 
 
-class FrameDataset:
+class FrameDataset(_BatchReads):
     """Trajectory frames as samples, read in blocks through trajscale's Source.
 
     Parameters
@@ -442,19 +448,6 @@ class FrameDataset:
                     out[fl][...] = np.einsum("fni,fij->fnj", out[fl].astype(np.float64), rot)
         else:
             x -= x.mean(axis=1, keepdims=True, dtype=np.float64).astype(np.float32)
-
-    def __getitem__(self, index) -> dict:
-        item = self.read(index)
-        return self.transform(item) if self.transform else item
-
-    def __getitems__(self, indices: Sequence[int]) -> list[dict]:
-        batch = self.read(indices)
-        items = [{k: v[i] for k, v in batch.items()} for i in range(len(indices))]
-        return [self.transform(it) for it in items] if self.transform else items
-
-    def batches(self, sampler) -> Iterator[dict]:
-        for index in sampler:
-            yield self[index]
 
     def close(self) -> None:
         if self._src is not None and self._pid == os.getpid():
