@@ -8,7 +8,7 @@ import numpy as np
 
 from ..block import Block
 from ..errors import ConfigError
-from ..kernels.geometry import distance_arrays
+from ..kernels.geometry import distance_arrays, pair_distances
 from ..sources.selection import select_atoms
 from .base import Analysis, Prepared, check_finite
 from .fitting import frame_index, reference_positions
@@ -79,8 +79,10 @@ class Contacts(Analysis):
         native = r0 <= self.radius
         atoms = np.union1d(ga.indices, gb.indices)
         cutoff = r0[native] if self.method == "hard_cut" else np.full(native.sum(), self.radius)
-        return Prepared(atoms=atoms, state={"ia": np.searchsorted(atoms, ga.indices),
-                                            "ib": np.searchsorted(atoms, gb.indices), "native": native,
+        # Only the native pairs are measured in each frame (a few % of the full A x B matrix).
+        na, nb = np.nonzero(native)
+        return Prepared(atoms=atoms, state={"pa": np.searchsorted(atoms, ga.indices)[na],
+                                            "pb": np.searchsorted(atoms, gb.indices)[nb], "native": native,
                                             "cutoff": cutoff, "path": source.path})
 
     def _reference_box(self, source) -> np.ndarray | None:
@@ -98,8 +100,7 @@ class Contacts(Analysis):
         s = prep.state
         check_finite(block, block.positions, s["path"])
         box = block.box if self.pbc else None   # frames without a box are left as they are
-        d = distance_arrays(block.positions[:, s["ia"]], block.positions[:, s["ib"]], box)
-        r = d[:, s["native"]]
+        r = pair_distances(block.positions[:, s["pa"]], block.positions[:, s["pb"]], box)
         q = (r <= s["cutoff"]).sum(axis=1) / max(1, r.shape[1])
         return {"frame": block.frames, "time": block.time, "q": q}
 

@@ -42,6 +42,25 @@ def triclinic_vectors(dims: np.ndarray) -> np.ndarray:
     return out
 
 
+def perpendicular_widths(h: np.ndarray) -> np.ndarray:
+    """(F, 3) distances between opposite faces of (F, 3, 3) box vectors (volume / face area)."""
+    h = np.asarray(h, np.float64).reshape(-1, 3, 3)
+    vol = np.abs(np.linalg.det(h))
+    faces = np.stack([np.cross(h[:, 1], h[:, 2]), np.cross(h[:, 2], h[:, 0]), np.cross(h[:, 0], h[:, 1])], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(vol[:, None] > 0, vol[:, None] / np.linalg.norm(faces, axis=-1), 0.0)
+
+
+def safe_radius2(h: np.ndarray) -> np.ndarray:
+    """(F,) squared radius below which a vector is its own shortest periodic image, with a margin.
+
+    Every non-zero lattice vector is at least as long as the box's smallest
+    perpendicular width W, so a vector shorter than W / 2 is shorter than all
+    its other images; the 1e-6 margin keeps rounding from deciding.
+    """
+    return (0.5 * perpendicular_widths(h).min(axis=1)) ** 2 * (1.0 - 1e-6)
+
+
 def box_volume(dims: np.ndarray) -> np.ndarray:
     """(F,) volumes of (F, 6) boxes (0 without a box)."""
     vec = triclinic_vectors(dims)
@@ -107,7 +126,7 @@ def _distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None, pairs: boo
         aw, bw = _wrap(a[tric], h), _wrap(b[tric], h)
         k = _numba()
         if k is not None:
-            out[tric] = (k.triclinic_pairs if pairs else k.triclinic_arrays)(aw, bw, h)
+            out[tric] = (k.triclinic_pairs if pairs else k.triclinic_arrays)(aw, bw, h, safe_radius2(h))
         else:
             out[tric] = _shortest_image(aw - bw if pairs else aw[:, :, None, :] - bw[:, None, :, :], h)
     return out
@@ -130,8 +149,16 @@ def centre_of_mass(x: np.ndarray, masses: np.ndarray | None = None) -> np.ndarra
 
 
 def radius_of_gyration(x: np.ndarray, masses: np.ndarray) -> np.ndarray:
-    """(F,) mass-weighted radius of gyration, as ``AtomGroup.radius_of_gyration()`` (no wrapping)."""
+    """(F,) mass-weighted radius of gyration, as ``AtomGroup.radius_of_gyration()`` (no wrapping).
+
+    numba: one compiled pass per frame over the block as read (float32 is not
+    copied to float64: the NumPy route's (F, N, 3) temporaries cost 30x the kernel).
+    """
     m = np.asarray(masses, np.float64)
+    x = np.asarray(x)
+    k = _numba()
+    if k is not None and x.dtype in (np.float32, np.float64):
+        return k.radius_of_gyration(np.ascontiguousarray(x), m)
     com = centre_of_mass(x, m)
     rc = np.asarray(x, np.float64) - com[:, None, :]
     return np.sqrt(np.einsum("n,fn->f", m, (rc * rc).sum(axis=-1)) / m.sum())
