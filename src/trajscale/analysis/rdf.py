@@ -2,9 +2,10 @@
 
 Each block's partial is a histogram of pair distances plus the summed box
 volume and frame count; partials add, so every split gives the same counts.
-Pairs within the range come from MDAnalysis's ``capped_distance`` (a C cell
-list/grid search, minimum image in any box), called once per frame: the pair
-search, not the Python call, is the cost (see benchmarks/analyses.py).
+Pairs within the range come from a numba cell list over all the block's frames
+(:mod:`trajscale.kernels.pairs`), which repeats ``capped_distance``'s arithmetic
+so the counts equal ``InterRDF``'s; MDAnalysis's ``capped_distance`` (once per
+frame) remains for frames without a box and where numba is missing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from ..block import Block
 from ..errors import ConfigError
 from ..kernels.geometry import box_volume
+from ..kernels.pairs import rdf_histogram
 from ..sources.selection import select_atoms
 from .base import Analysis, Prepared, check_finite
 from .results import arrays_of, write_arrays
@@ -81,20 +83,26 @@ class RDF(Analysis):
                                             "path": source.path})
 
     def map(self, block: Block, prep: Prepared) -> dict:
-        from MDAnalysis.lib.distances import capped_distance
-
         s = prep.state
         check_finite(block, block.positions, s["path"])
-        count = np.zeros(self.nbins)
+        edges = self._edges()
         a_all, b_all = block.positions[:, s["i1"]], block.positions[:, s["i2"]]
-        for f in range(block.n_frames):   # one C pair search per frame (see module docstring)
-            box = block.box[f] if block.box[f].any() else None
-            pairs, dist = capped_distance(a_all[f], b_all[f], self.range[1], box=box)
-            if self.exclusion_block is not None:
-                keep = pairs[:, 0] // self.exclusion_block[0] != pairs[:, 1] // self.exclusion_block[1]
-                dist = dist[keep]
-            count += np.histogram(dist, bins=self.nbins, range=self.range)[0]
+        got = rdf_histogram(a_all, b_all, block.box, self.range[1], edges, self.exclusion_block)
+        count, done = got if got is not None else (np.zeros(self.nbins), np.zeros(block.n_frames, bool))
+        for f in np.flatnonzero(~done):   # frames without a box (or no numba): MDAnalysis's search per frame
+            count += self._capped_histogram(a_all[f], b_all[f], block.box[f])
         return {"count": count, "volume": float(box_volume(block.box).sum()), "n": block.n_frames}
+
+    def _edges(self) -> np.ndarray:
+        return np.histogram_bin_edges(np.empty(0), bins=self.nbins, range=self.range)
+
+    def _capped_histogram(self, a: np.ndarray, b: np.ndarray, box: np.ndarray) -> np.ndarray:
+        from MDAnalysis.lib.distances import capped_distance
+
+        pairs, dist = capped_distance(a, b, self.range[1], box=box if box.any() else None)
+        if self.exclusion_block is not None:
+            dist = dist[pairs[:, 0] // self.exclusion_block[0] != pairs[:, 1] // self.exclusion_block[1]]
+        return np.histogram(dist, bins=self.nbins, range=self.range)[0]
 
     def reduce(self, partials: list[dict]) -> dict:
         parts = [p for p in partials if p]

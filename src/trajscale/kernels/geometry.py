@@ -9,6 +9,7 @@ orthorhombic frames, a numba kernel for triclinic ones).
 from __future__ import annotations
 
 import functools
+import importlib
 
 import numpy as np
 
@@ -84,12 +85,16 @@ def _shortest_image(d: np.ndarray, h: np.ndarray) -> np.ndarray:
 
 
 @functools.cache
-def _numba():
+def _numba_module(name: str):
+    """A numba kernel module of this package, or None where numba is not installed."""
     try:
-        from . import _numba_geometry as k
+        return importlib.import_module(f"{__package__}.{name}")
     except ImportError:
         return None
-    return k
+
+
+def _numba():
+    return _numba_module("_numba_geometry")
 
 
 def _distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None, pairs: bool) -> np.ndarray:
