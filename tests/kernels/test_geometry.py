@@ -42,3 +42,26 @@ def test_triclinic_vectors_equal_mdanalysis():
     ours = geometry.triclinic_vectors(dims)
     for f in range(50):
         np.testing.assert_allclose(ours[f], mda_vectors(dims[f]), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_radius_of_gyration_and_moments_equal_mdanalysis_and_numpy(monkeypatch, compiled):
+    """The numba kernels (float32 read as is) against MDAnalysis's radius_of_gyration and float64 NumPy."""
+    import MDAnalysis as mda
+
+    if not compiled:
+        monkeypatch.setattr(geometry, "_numba", lambda: None)
+    rng = np.random.default_rng(9)
+    x = rng.uniform(-40, 60, (7, 50, 3)).astype(np.float32)
+    masses = rng.uniform(1, 32, 50)
+    u = mda.Universe.empty(50, trajectory=True)
+    u.add_TopologyAttr("masses", masses)
+    ref = []
+    for f in range(7):
+        u.atoms.positions = x[f]
+        ref.append(u.atoms.radius_of_gyration())
+    np.testing.assert_allclose(geometry.radius_of_gyration(x, masses), ref, rtol=1e-6)
+    mean, m2 = geometry.frame_moments(x)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(mean, x64.mean(axis=0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(m2, ((x64 - x64.mean(axis=0)) ** 2).sum(axis=0), rtol=1e-10)

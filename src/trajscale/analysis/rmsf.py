@@ -12,17 +12,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..block import Block
+from ..kernels.geometry import frame_moments
 from .base import Analysis, Prepared, check_finite
 from .fitting import fitted, prepare_fit
 from .results import arrays_of, write_arrays
 
 
 def moments(x: np.ndarray) -> dict:
-    """Count, mean and sum of squared deviations over the frames of (F, N, 3) float64."""
-    n = x.shape[0]
-    mean = x.mean(axis=0)
-    d = x - mean
-    return {"n": n, "mean": mean, "m2": np.einsum("fnk,fnk->nk", d, d), "start": None}
+    """Count, mean and sum of squared deviations over the frames of (F, N, 3) (float64 results)."""
+    mean, m2 = frame_moments(x)
+    return {"n": x.shape[0], "mean": mean, "m2": m2, "start": None}
 
 
 def merge_moments(parts: list[dict]) -> dict:
@@ -86,7 +85,9 @@ class RMSF(Analysis):
 
     def map(self, block: Block, prep: Prepared) -> dict:
         check_finite(block, block.positions, prep.state["path"])
-        m = moments(fitted(block.positions, prep.state))
+        s = prep.state
+        # Without a fit the block's float32 coordinates go to the kernel as they are (no float64 copy).
+        m = moments(fitted(block.positions, s) if "fit" in s else block.positions[:, s["sel"]])
         m["start"] = block.start
         return m
 

@@ -102,3 +102,22 @@ def radius_of_gyration(x, masses):
             s += masses[i] * (dx * dx + dy * dy + dz * dz)
         out[f] = np.sqrt(s / total)
     return out
+
+
+@njit(cache=True)
+def frame_moments(x):
+    """Mean (N, 3) and summed squared deviations (N, 3) over the frames of (F, N, 3), float64, two passes."""
+    n_frames, n = x.shape[0], x.shape[1]
+    mean = np.zeros((n, 3))
+    m2 = np.zeros((n, 3))
+    for f in range(n_frames):
+        for i in range(n):
+            for k in range(3):
+                mean[i, k] += x[f, i, k]
+    mean /= max(n_frames, 1)
+    for f in range(n_frames):
+        for i in range(n):
+            for k in range(3):
+                d = x[f, i, k] - mean[i, k]
+                m2[i, k] += d * d
+    return mean, m2

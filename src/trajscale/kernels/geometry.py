@@ -169,6 +169,23 @@ def radius_of_gyration(x: np.ndarray, masses: np.ndarray) -> np.ndarray:
     return np.sqrt(np.einsum("n,fn->f", m, (rc * rc).sum(axis=-1)) / m.sum())
 
 
+def frame_moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean (N, 3) and sum of squared deviations from it (N, 3) over the frames of (F, N, 3), in float64.
+
+    numba: two passes over the coordinates as read (float32 stays float32 in memory);
+    NumPy's route makes three (F, N, 3) float64 temporaries (9 s for 2,000 frames of
+    47,681 atoms, 30x the kernel).
+    """
+    x = np.asarray(x)
+    k = _numba()
+    if k is not None and x.dtype in (np.float32, np.float64):
+        return k.frame_moments(np.ascontiguousarray(x))
+    x = x.astype(np.float64, copy=False)
+    mean = x.mean(axis=0)
+    d = x - mean
+    return mean, np.einsum("fnk,fnk->nk", d, d)
+
+
 def apply_fit(x: np.ndarray, rotation: np.ndarray, mobile_com: np.ndarray, ref_com: np.ndarray) -> np.ndarray:
     """Move (F, N, 3) coordinates by per-frame fits: ``(x - mobile_com) @ R + ref_com``, float64."""
     xc = np.asarray(x, np.float64) - mobile_com[:, None, :]
