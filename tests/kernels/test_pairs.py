@@ -12,6 +12,13 @@ from trajscale.kernels import geometry, pairs
 pytest.importorskip("numba")
 
 
+def histogram(a, b, dims, cutoff, edges, exclusion=None):
+    """The kernel on selections a, b given as one block (atoms of a, then of b)."""
+    x = np.concatenate([a, b], axis=1)
+    return pairs.rdf_histogram(x, np.arange(a.shape[1]), a.shape[1] + np.arange(b.shape[1]), dims, cutoff,
+                               edges, exclusion)
+
+
 def reference(a, b, dims, cutoff, edges, exclusion=None):
     """InterRDF._single_frame's counts, summed over frames."""
     out = np.zeros(len(edges) - 1)
@@ -41,7 +48,7 @@ def test_rdf_counts_equal_capped_distance(shape, cutoff):
     a = rng.uniform(-60, 100, (n_frames, 150, 3)).astype(np.float32)
     b = rng.uniform(-60, 100, (n_frames, 700, 3)).astype(np.float32)
     edges = np.histogram_bin_edges(np.empty(0), bins=37, range=(0.5, cutoff))
-    got, done = pairs.rdf_histogram(a, b, dims, cutoff, edges)
+    got, done = histogram(a, b, dims, cutoff, edges)
     assert done.all()
     ref = reference(a, b, dims, cutoff, edges)
     assert ref.sum() > 1000
@@ -53,7 +60,7 @@ def test_rdf_counts_exclusion_block_and_self():
     dims = np.tile(np.asarray(BOXES["triclinic"], np.float32), (3, 1))
     x = rng.uniform(0, 30, (3, 400, 3)).astype(np.float32)
     edges = np.histogram_bin_edges(np.empty(0), bins=20, range=(0.0, 8.0))
-    got, _ = pairs.rdf_histogram(x, x, dims, 8.0, edges, (1, 1))
+    got, _ = histogram(x, x, dims, 8.0, edges, (1, 1))
     np.testing.assert_array_equal(got, reference(x, x, dims, 8.0, edges, (1, 1)))
 
 
@@ -64,14 +71,14 @@ def test_rdf_counts_on_bin_edges_and_cutoff():
     b = grid.astype(np.float32)
     dims = np.array([[20.0, 20.0, 20.0, 90, 90, 90]], np.float32)
     edges = np.histogram_bin_edges(np.empty(0), bins=8, range=(0.0, 4.0))
-    got, _ = pairs.rdf_histogram(a, b, dims, 4.0, edges)
+    got, _ = histogram(a, b, dims, 4.0, edges)
     np.testing.assert_array_equal(got, reference(a, b, dims, 4.0, edges))
 
 
 def test_frames_without_box_are_left_to_the_caller():
     a = np.zeros((2, 12, 3), np.float32)
     dims = np.array([[30, 30, 30, 90, 90, 90], [0, 0, 0, 0, 0, 0]], np.float32)
-    _, done = pairs.rdf_histogram(a, a, dims, 5.0, np.linspace(0, 5, 6))
+    _, done = histogram(a, a, dims, 5.0, np.linspace(0, 5, 6))
     assert done.tolist() == [True, False]
 
 

@@ -86,11 +86,11 @@ class RDF(Analysis):
         s = prep.state
         check_finite(block, block.positions, s["path"])
         edges = self._edges()
-        a_all, b_all = block.positions[:, s["i1"]], block.positions[:, s["i2"]]
-        got = rdf_histogram(a_all, b_all, block.box, self.range[1], edges, self.exclusion_block)
+        x = block.positions
+        got = rdf_histogram(x, s["i1"], s["i2"], block.box, self.range[1], edges, self.exclusion_block)
         count, done = got if got is not None else (np.zeros(self.nbins), np.zeros(block.n_frames, bool))
         for f in np.flatnonzero(~done):   # frames without a box (or no numba): MDAnalysis's search per frame
-            count += self._capped_histogram(a_all[f], b_all[f], block.box[f])
+            count += self._capped_histogram(x[f, s["i1"]], x[f, s["i2"]], block.box[f])
         return {"count": count, "volume": float(box_volume(block.box).sum()), "n": block.n_frames}
 
     def _edges(self) -> np.ndarray:

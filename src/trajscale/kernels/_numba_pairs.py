@@ -202,34 +202,41 @@ def _cell(x, y, z, h, n0, n1, n2, out):
 
 
 @njit(cache=True)
-def rdf_histogram(a, b, box9, dims, triclinic, brute, ncells, safe2, cutoff, edges, xa, xb, counts):
-    """Add to ``counts`` the histogram of the pairs within ``cutoff`` of each frame, as ``InterRDF``.
+def rdf_histogram(x, i1, i2, frames, box9, dims, triclinic, brute, ncells, safe2, cutoff, edges, xa, xb, counts):
+    """Add to ``counts`` the histogram of the pairs within ``cutoff`` in each of ``frames``, as ``InterRDF``.
 
-    a (F, Na, 3), b (F, Nb, 3) float32 positions; box9 (F, 9) float32 box vectors (MDAnalysis's
-    ``triclinic_vectors``); dims (F, 6) float32; triclinic, brute (F,) bool: MDAnalysis's
-    box type and method (brute force: ``distance_array``, else ``nsgrid``); ncells (F, 3) grid
-    per frame (1 where the box is too small to split); safe2 (F,) squared half smallest width;
-    xa, xb: exclusion block (0: none). Frames are (F,) as selected by the caller.
+    x (F, N, 3) float32 positions of a block; i1, i2: the atoms (indices into x's second axis) of
+    the two selections; frames: which of the F frames to do; per frame (F, ...): box9 (9,) float32
+    box vectors (MDAnalysis's ``triclinic_vectors``), dims (6,) float32, triclinic and brute
+    (MDAnalysis's box type and method: brute force = ``distance_array``, else ``nsgrid``), ncells (3,)
+    (1 where the box is too thin to split), safe2 (squared half smallest width); xa, xb: exclusion
+    block (0: none).
     """
     nbins = len(edges) - 1
     cut2 = cutoff * cutoff
-    na, nb = a.shape[1], b.shape[1]
+    na, nb = len(i1), len(i2)
     aw = np.empty((na, 3), np.float32)
     bw = np.empty((nb, 3), np.float32)
     cell = np.empty(3, np.int64)
     bcell = np.empty(nb, np.int64)
-    for f in range(a.shape[0]):
+    order = np.empty(nb, np.int64)
+    half = np.empty(3, np.float32)
+    lengths = np.empty(3, np.float32)
+    for f in frames:
         box = box9[f]
         h = box.reshape(3, 3).astype(np.float64)
         n0, n1, n2 = ncells[f, 0], ncells[f, 1], ncells[f, 2]
-        aw[:] = a[f]
-        bw[:] = b[f]
-        half = np.empty(3, np.float32)
-        lengths = np.empty(3, np.float32)
+        tric, bf, s2f = triclinic[f], brute[f], safe2[f]
+        for i in range(na):
+            for k in range(3):
+                aw[i, k] = x[f, i1[i], k]
+        for j in range(nb):
+            for k in range(3):
+                bw[j, k] = x[f, i2[j], k]
         for k in range(3):
             lengths[k] = dims[f, k]
             half[k] = np.float32(0.5) * dims[f, k]
-        if triclinic[f]:
+        if tric:
             _triclinic_pbc(aw, box)
             _triclinic_pbc(bw, box)
         else:
@@ -245,7 +252,6 @@ def rdf_histogram(a, b, box9, dims, triclinic, brute, ncells, safe2, cutoff, edg
         for c in range(ncell):
             start[c + 1] += start[c]
         fill = start[:-1].copy()
-        order = np.empty(nb, np.int64)
         for j in range(nb):
             order[fill[bcell[j]]] = j
             fill[bcell[j]] += 1
@@ -278,32 +284,32 @@ def rdf_histogram(a, b, box9, dims, triclinic, brute, ncells, safe2, cutoff, edg
                             j = order[p]
                             if xa > 0 and i // xa == j // xb:
                                 continue
-                            if triclinic[f]:
+                            if tric:
                                 dx = np.float64(aw[i, 0] - bw[j, 0])   # float32 difference, as in C
                                 dy = np.float64(aw[i, 1] - bw[j, 1])
                                 dz = np.float64(aw[i, 2] - bw[j, 2])
                                 iz = sz if n2 > 1 else -np.rint(dz * r2)
                                 iy = sy if n1 > 1 else -np.rint((dy + box[7] * iz) * r1)
                                 ix = sx if n0 > 1 else -np.rint((dx + box[6] * iz + box[3] * iy) * r0)
-                                d2 = _tric_min_d2(dx, dy, dz, box, ix, iy, iz, safe2[f])
-                            elif brute[f]:   # distance_array: unwrapped coordinates, minimum_image()
+                                d2 = _tric_min_d2(dx, dy, dz, box, ix, iy, iz, s2f)
+                            elif bf:   # distance_array: unwrapped coordinates, minimum_image()
                                 d2 = 0.0
                                 for k in range(3):
-                                    x = np.float64(b[f, j, k] - a[f, i, k])
+                                    v = np.float64(x[f, i2[j], k] - x[f, i1[i], k])
                                     if lengths[k] > 1.1920929e-07:
-                                        s = inv[k] * x
-                                        x = lengths[k] * (s - _round_half_away(s))
-                                    d2 += x * x
+                                        s = inv[k] * v
+                                        v = lengths[k] * (s - _round_half_away(s))
+                                    d2 += v * v
                             else:   # nsgrid, orthorhombic: _minimum_image_ortho_lazy
                                 d2 = 0.0
                                 for k in range(3):
-                                    x = np.float64(aw[i, k] - bw[j, k])
-                                    if x > half[k]:
-                                        x -= lengths[k]
-                                    elif x <= -half[k]:
-                                        x += lengths[k]
-                                    d2 += x * x
-                            if brute[f]:
+                                    v = np.float64(aw[i, k] - bw[j, k])
+                                    if v > half[k]:
+                                        v -= lengths[k]
+                                    elif v <= -half[k]:
+                                        v += lengths[k]
+                                    d2 += v * v
+                            if bf:
                                 d = np.sqrt(d2)
                                 if not d <= cutoff:
                                     continue

@@ -42,12 +42,13 @@ def grid(box9: np.ndarray, cutoff: float, n_atoms: int) -> np.ndarray:
     return np.where(n < 3, 1, n)
 
 
-def rdf_histogram(a: np.ndarray, b: np.ndarray, dims: np.ndarray, cutoff: float, edges: np.ndarray,
-                  exclusion_block=None) -> tuple[np.ndarray, np.ndarray] | None:
-    """Pair-distance histogram of (F, Na, 3) ``a`` against (F, Nb, 3) ``b`` over the frames with a box.
+def rdf_histogram(x: np.ndarray, i1: np.ndarray, i2: np.ndarray, dims: np.ndarray, cutoff: float,
+                  edges: np.ndarray, exclusion_block=None) -> tuple[np.ndarray, np.ndarray] | None:
+    """Pair-distance histogram of atoms ``i1`` against atoms ``i2`` of (F, N, 3) ``x`` over the frames with a box.
 
-    Returns ``(counts, done)``: counts (len(edges) - 1,) summed over the frames
-    ``done`` (F,) marks, or None when numba is not installed.
+    The atoms are gathered inside the kernel, frame by frame (no (F, n, 3) copies of
+    the selections). Returns ``(counts, done)``: counts (len(edges) - 1,) summed over
+    the frames ``done`` (F,) marks, or None when numba is not installed.
     """
     k = _numba_module("_numba_pairs")
     if k is None:
@@ -56,12 +57,12 @@ def rdf_histogram(a: np.ndarray, b: np.ndarray, dims: np.ndarray, cutoff: float,
     box9 = triclinic_vectors(dims).astype(np.float32).reshape(-1, 9)
     done = box9[:, 0] > 0
     counts = np.zeros(len(edges) - 1, np.int64)
-    if done.any() and a.shape[1] and b.shape[1]:
-        box9, d = np.ascontiguousarray(box9[done]), np.ascontiguousarray(dims[done])
+    i1, i2 = np.asarray(i1, np.int64), np.asarray(i2, np.int64)
+    if done.any() and len(i1) and len(i2):
         xa, xb = exclusion_block or (0, 0)
-        k.rdf_histogram(np.ascontiguousarray(a[done], np.float32), np.ascontiguousarray(b[done], np.float32),
-                        box9, d, ~(d[:, 3:] == 90.0).all(axis=1),
-                        mdanalysis_method_is_brute_force(a.shape[1], b.shape[1], cutoff, d, box9),
-                        grid(box9, cutoff, b.shape[1]), safe_radius2(box9.reshape(-1, 3, 3).astype(np.float64)),
+        k.rdf_histogram(np.ascontiguousarray(x, np.float32), i1, i2, np.flatnonzero(done), box9, dims,
+                        ~(dims[:, 3:] == 90.0).all(axis=1),
+                        mdanalysis_method_is_brute_force(len(i1), len(i2), cutoff, dims, box9),
+                        grid(box9, cutoff, len(i2)), safe_radius2(box9.reshape(-1, 3, 3).astype(np.float64)),
                         float(cutoff), np.asarray(edges, np.float64), int(xa), int(xb), counts)
     return counts.astype(np.float64), done
