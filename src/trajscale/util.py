@@ -13,6 +13,19 @@ from .errors import InputFileError, OutputError
 log = logging.getLogger(__name__)
 
 
+def file_identity(paths: list[str]) -> tuple:
+    """(real path, device, inode, size, mtime_ns) of each file; a missing file counts as its path."""
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            out.append((p,))
+            continue
+        out.append((os.path.realpath(p), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
 def check_input_file(path: str | os.PathLike) -> None:
     """Raise InputFileError if ``path`` is missing, a directory or empty."""
     p = Path(path)
