@@ -11,9 +11,24 @@ import numpy as np
 from numba import njit
 
 
+@njit(cache=True)
+def _image_shifts(h):
+    """(F, 27, 3): the 27 lattice vectors ix a + iy b + iz c (ix, iy, iz in -1, 0, 1) of each box."""
+    out = np.empty((h.shape[0], 27, 3))
+    for f in range(h.shape[0]):
+        s = 0
+        for ix in range(-1, 2):
+            for iy in range(-1, 2):
+                for iz in range(-1, 2):
+                    for k in range(3):
+                        out[f, s, k] = ix * h[f, 0, k] + iy * h[f, 1, k] + iz * h[f, 2, k]
+                    s += 1
+    return out
+
+
 @njit(cache=True, inline="always")
-def _shortest(dx, dy, dz, h, safe2):
-    """Length of the shortest of the 27 images of (dx, dy, dz), MDAnalysis's loop order (first on ties).
+def _shortest(dx, dy, dz, h, safe2, shifts):
+    """Length of the shortest of the 27 images of (dx, dy, dz) (MDAnalysis's 27: wrapped differences).
 
     Shortcut: a vector shorter than half the box's smallest perpendicular width is the
     shortest of all its images (any other differs by a lattice vector at least that
@@ -36,18 +51,11 @@ def _shortest(dx, dy, dz, h, safe2):
     if d2 < safe2:
         return np.sqrt(d2)
     best = np.inf
-    for ix in range(-1, 2):
-        rx = dx + h[0, 0] * ix
-        for iy in range(-1, 2):
-            ry0 = rx + h[1, 0] * iy
-            ry1 = dy + h[1, 1] * iy
-            for iz in range(-1, 2):
-                r0 = ry0 + h[2, 0] * iz
-                r1 = ry1 + h[2, 1] * iz
-                r2 = dz + h[2, 2] * iz
-                d2 = r0 * r0 + r1 * r1 + r2 * r2
-                if d2 < best:
-                    best = d2
+    for s in range(27):   # all 27 images; one flat loop over precomputed shifts vectorises
+        r0 = dx + shifts[s, 0]
+        r1 = dy + shifts[s, 1]
+        r2 = dz + shifts[s, 2]
+        best = min(best, r0 * r0 + r1 * r1 + r2 * r2)
     return np.sqrt(best)
 
 
@@ -58,11 +66,12 @@ def triclinic_arrays(a, b, h, safe2):
     ``safe2`` (F,): squared half of each box's smallest perpendicular width (see ``_shortest``).
     """
     out = np.empty((a.shape[0], a.shape[1], b.shape[1]))
+    shifts = _image_shifts(h)
     for f in range(a.shape[0]):
         for i in range(a.shape[1]):
             for j in range(b.shape[1]):
                 out[f, i, j] = _shortest(a[f, i, 0] - b[f, j, 0], a[f, i, 1] - b[f, j, 1],
-                                         a[f, i, 2] - b[f, j, 2], h[f], safe2[f])
+                                         a[f, i, 2] - b[f, j, 2], h[f], safe2[f], shifts[f])
     return out
 
 
@@ -70,9 +79,10 @@ def triclinic_arrays(a, b, h, safe2):
 def triclinic_pairs(a, b, h, safe2):
     """(F, N) distances between wrapped row i of ``a`` and row i of ``b`` (F, N, 3) in boxes ``h``."""
     out = np.empty((a.shape[0], a.shape[1]))
+    shifts = _image_shifts(h)
     for f in range(a.shape[0]):
         for i in range(a.shape[1]):
-            out[f, i] = _shortest(a[f, i, 0] - b[f, i, 0], a[f, i, 1] - b[f, i, 1], a[f, i, 2] - b[f, i, 2], h[f], safe2[f])
+            out[f, i] = _shortest(a[f, i, 0] - b[f, i, 0], a[f, i, 1] - b[f, i, 1], a[f, i, 2] - b[f, i, 2], h[f], safe2[f], shifts[f])
     return out
 
 
