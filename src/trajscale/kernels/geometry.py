@@ -131,7 +131,10 @@ def _distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None, pairs: boo
         aw, bw = _wrap(a[tric], h), _wrap(b[tric], h)
         k = _numba()
         if k is not None:
-            out[tric] = (k.triclinic_pairs if pairs else k.triclinic_arrays)(aw, bw, h, safe_radius2(h))
+            got = (k.triclinic_pairs if pairs else k.triclinic_arrays)(aw, bw, h, safe_radius2(h))
+            if tric.all():
+                return got   # every frame triclinic (a GROMACS dodecahedron): no second (F, N, M) copy
+            out[tric] = got
         else:
             out[tric] = _shortest_image(aw - bw if pairs else aw[:, :, None, :] - bw[:, None, :, :], h)
     return out
