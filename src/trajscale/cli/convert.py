@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     p.add_argument("--chunks", default="auto",
                    help="auto (frames per chunk planned for ~2 MiB, whole frames), frame (1, n_atoms, 3), "
                         "contiguous, h5py (h5py's own guess) or a number of frames per chunk (default auto)")
-    p.add_argument("--compression", default="none", help="none, gzip[:1-9], lzf, blosc, zstd (default none)")
+    p.add_argument("--compression", default="none", help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] (the last four need hdf5plugin; default none)")
     p.add_argument("--fletcher32", action="store_true", help="add checksums to chunks")
     p.add_argument("--select", default=None, help="write only these atoms (MDAnalysis selection)")
     p.add_argument("--units", default="mdanalysis", choices=["mdanalysis", "gromacs", "source"],

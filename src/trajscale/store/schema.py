@@ -144,12 +144,13 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
             if "periodic" in boundary:   # edges are read (and scaled) only for a periodic box
                 units["box"], scales["box"] = _unit(f[box_path], "box", assumed, path)
     obs = tuple(sorted(f["observables"].keys())) if "observables" in f else ()
+    plugin, plugin_level = _plugin_filter(pos)
     return H5MDInfo(
         path=path, group=group, n_frames=complete_frames(f, pg, step), n_atoms=int(pos.shape[1]),
         fields=fields, scales=scales, units=units, step=step, time=time,
         box_path=box_path, box_time_dependent=box_td, boundary=boundary,
-        chunks=pos.chunks, compression=_plugin_filter(pos) or pos.compression,
-        compression_opts=pos.compression_opts,
+        chunks=pos.chunks, compression=plugin or pos.compression,
+        compression_opts=plugin_level if plugin else pos.compression_opts,
         dtype=str(pos.dtype), observables=obs, assumed_units=assume_units,
     )
 
@@ -188,12 +189,22 @@ def _unit(ds: h5py.Dataset, quantity: str, assumed: dict | None, path: str) -> t
 
 
 #: HDF5 registered filter ids of the hdf5plugin compressors trajscale writes.
-PLUGIN_FILTERS = {"32001": "blosc", "32015": "zstd"}
+PLUGIN_FILTERS = {"32001": "blosc", "32004": "lz4", "32015": "zstd"}
+#: Blosc's compressor codes (its filter's 7th parameter).
+BLOSC_CODES = {0: "blosclz", 1: "lz4", 2: "lz4hc", 3: "snappy", 4: "zlib", 5: "zstd"}
 
 
-def _plugin_filter(ds: h5py.Dataset) -> str | None:
-    """h5py names only gzip/lzf/szip; a Blosc or Zstd chunk is compressed all the same."""
-    return next((PLUGIN_FILTERS[k] for k in ds._filters if k in PLUGIN_FILTERS), None)
+def _plugin_filter(ds: h5py.Dataset) -> tuple[str | None, int | None]:
+    """(name, level) of an hdf5plugin filter: h5py names only gzip/lzf/szip."""
+    for key, opts in ds._filters.items():
+        name = PLUGIN_FILTERS.get(key)
+        if name == "blosc" and len(opts) >= 7:
+            return f"blosc-{BLOSC_CODES.get(opts[6], opts[6])}", int(opts[4])
+        if name == "zstd":
+            return name, int(opts[0]) if opts else None
+        if name:
+            return name, None
+    return None, None
 
 
 def attr_str(obj, name: str) -> str | None:
