@@ -62,6 +62,9 @@ def format_facts(f: dict) -> str:
         "units         " + ", ".join(f"{k}: {v}" for k, v in f["units"].items()),
         f"boundary      {' '.join(f['boundary'])}",
         f"chunks        {f['chunks']}   compression {f['compression']}",
+        *([f"precision     positions within {f['precision']['angstrom'] / 2:g} A (stated precision "
+           f"{f['precision']['angstrom']:g} A, step {f['precision']['quantum']:.4g} in the file's unit, "
+           f"{f['precision']['encoding']})"] if f.get("precision") else []),
         "read amplification (bytes HDF5 reads and decodes / bytes asked for):",
         f"  {'access pattern':32s} {'trajscale':>10s} {'HDF5 1 MiB cache':>17s}",
     ]

@@ -20,6 +20,7 @@ import h5py
 import numpy as np
 
 from ..errors import InputFileError, NotH5MDError, UnitError
+from .codecs import lossy_attrs
 from .units import FIELDS, assumed_units, factor
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class H5MDInfo:
     compression: str | None = None
     compression_opts: object = None
     dtype: str = "float32"
+    lossy: tuple | None = None   # (precision Å, quantum in the file's unit, encoding): store.codecs
     observables: tuple[str, ...] = ()
     assumed_units: str | None = None                 # the unit system stated for unit-less datasets
 
@@ -151,7 +153,7 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
         box_path=box_path, box_time_dependent=box_td, boundary=boundary,
         chunks=pos.chunks, compression=plugin or pos.compression,
         compression_opts=plugin_level if plugin else pos.compression_opts,
-        dtype=str(pos.dtype), observables=obs, assumed_units=assume_units,
+        dtype=str(pos.dtype), observables=obs, assumed_units=assume_units, lossy=lossy_attrs(pos),
     )
 
 
@@ -174,8 +176,12 @@ def complete_frames(f: h5py.File, pg: h5py.Group, step: TimeAxis) -> int:
 
 
 def _unit(ds: h5py.Dataset, quantity: str, assumed: dict | None, path: str) -> tuple[str, float]:
-    """The unit of ``ds`` and its factor to trajscale's unit: from its attribute, or as the user states."""
-    unit = attr_str(ds, "unit")
+    """The unit of ``ds`` and its factor to trajscale's unit: from its attribute, or as the user states.
+
+    A delta-coded dataset (``store.codecs``) keeps its unit in ``trajscale_unit``: its ``unit``
+    names the encoding, so that readers which cannot decode it refuse it.
+    """
+    unit = attr_str(ds, "trajscale_unit") or attr_str(ds, "unit")
     if unit is None:
         if assumed is None:
             raise NotH5MDError(path, f"{ds.name} has no unit attribute and trajscale never guesses one: "
