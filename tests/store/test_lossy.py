@@ -162,3 +162,29 @@ def test_bad_lossy_requests_are_clear(tmp_path, adk_vacuum_h5md):
     r = run_cli("rechunk", adk_vacuum_h5md, "-o", str(tmp_path / "c.h5md"), "--precision", "0.01",
                 "--encoding", "deltas")
     assert r.returncode != 0 and "Traceback" not in r.stderr and "--compression" in r.stderr
+
+
+@pytest.mark.parametrize("encoding", ["floats", "deltas"])
+def test_convert_writes_lossy_directly_and_verify_passes(tmp_path, adk_vacuum, encoding):
+    out = tmp_path / f"{encoding}.h5md"
+    r = run_cli("convert", *adk_vacuum, "-o", str(out), "--compression", "blosc-zstd", "--precision", "0.01",
+                "--encoding", encoding, "--units", "gromacs", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    with h5py.File(out) as f:
+        ds = f[POS]
+        assert ds.attrs["trajscale_precision"] == 0.01
+        assert (ds.attrs["trajscale_unit"] if encoding == "deltas" else ds.attrs["unit"]) == "nm"
+    rep = verify(adk_vacuum[0], [adk_vacuum[1]], str(out))   # the bound is 0.005 A whatever the file's unit
+    assert rep.ok and 0 < rep.max_dx <= 0.005 + 1e-5, rep.problems
+    v = run_cli("verify", *adk_vacuum, str(out))
+    assert v.returncode == 0 and "within their stated bound" in v.stdout
+
+
+def test_mpi_convert_refuses_precision_clearly(tmp_path, adk_vacuum):
+    pytest.importorskip("mpi4py")
+    from tests.conftest import run_mpi
+
+    out = tmp_path / "m.h5md"
+    r = run_mpi(2, ["-m", "trajscale.cli.main", "convert", *adk_vacuum, "-o", str(out), "--precision", "0.01"])
+    assert r.returncode != 0 and "not written under MPI yet" in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()

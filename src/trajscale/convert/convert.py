@@ -37,7 +37,8 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
             select: str | None = None, start: int | None = None, stop: int | None = None,
             step: int | None = None, velocities: bool = True, forces: bool = True,
             overwrite: bool = False, progress: bool = False, units: str = "mdanalysis",
-            group: str | None = None, assume_units: str | None = None, comm=None) -> ConvertSummary:
+            group: str | None = None, assume_units: str | None = None, comm=None,
+            precision: float | None = None, encoding: str = "floats") -> ConvertSummary:
     """Write ``trajectories`` (concatenated in order) to ``output`` as H5MD.
 
     The file is written under a temporary name and renamed only when complete,
@@ -49,11 +50,19 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
     attributes, a format's native units as MDAnalysis knows them). ``group``
     and ``assume_units`` apply to H5MD inputs (see :class:`H5MDSource`).  With an
     MPI ``comm`` of several ranks, each rank converts its own range of frames
-    into the one file (``convert.parallel``).
+    into the one file (``convert.parallel``). ``precision`` (Å) and ``encoding`` store
+    positions lossy (:mod:`trajscale.store.codecs`).
     """
     t0 = time.perf_counter()
     layout = layout or Layout()
     check_output_path(output, overwrite)
+    if precision is not None and not precision > 0:
+        raise ConfigError(f"--precision must be positive, got {precision}")
+    if encoding == "deltas" and (precision is None or not layout.compression):
+        raise ConfigError("--encoding deltas needs --precision and a --compression (zstd or blosc-zstd pay most)")
+    if precision is not None and comm is not None and comm.Get_size() > 1:
+        raise ConfigError("--precision is not written under MPI yet: convert, then `trajscale rechunk "
+                          "--precision` the file")
     if units != "source":
         unit_system(units)   # an unknown name fails before any work
     universe = load_universe(topology)
@@ -88,7 +97,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
             writer = H5MDWriter(tmp, len(sel_atoms), n_frames=n_frames, layout=layout, fields=fields,
                                 box="triclinic" if has_box else None, group=out_group,
                                 masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
-                                units=out_units)
+                                units=out_units, precision=precision, encoding=encoding)
             with writer:
                 observables = _observable_names(sources) if step in (None, 1) else {}
                 for name, (shape, dtype) in observables.items():

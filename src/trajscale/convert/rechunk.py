@@ -26,8 +26,8 @@ import h5py
 import numpy as np
 
 from ..errors import ConfigError, InputFileError, OutputError, UnitError
-from ..store.codecs import (DELTAS, ENCODINGS, decode_deltas, delta_quantum, encode_deltas, lossy_attrs,
-                            quantize, quantum)
+from ..store.codecs import (ENCODINGS, decode_deltas, delta_quantum, encode_deltas, lossy_attrs,
+                            lossy_attrs_for, quantize)
 from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import Layout
 from ..store.schema import attr_str
@@ -182,14 +182,7 @@ def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout,
         del ds.attrs["trajscale_unit"]
         ds.attrs["trajscale_encoding"] = "floats"
     if lossy:
-        scale = _length_scale(obj)
-        ds.attrs["trajscale_precision"] = float(precision)            # Å, as stated by the user
-        # in the file's unit: a power of two (floats keep zeroed mantissa bits), or exact (integers)
-        ds.attrs["trajscale_quantum"] = precision / scale if deltas else quantum(precision / scale)
-        ds.attrs["trajscale_encoding"] = DELTAS if deltas else "floats"
-        if deltas:
-            ds.attrs["trajscale_unit"] = ds.attrs["unit"]
-            ds.attrs["unit"] = f"{DELTAS} (read with trajscale)"
+        ds.attrs.update(lossy_attrs_for(precision, encoding, attr_str(ds, "unit"), _length_scale(obj)))
     return ds
 
 

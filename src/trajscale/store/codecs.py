@@ -95,6 +95,26 @@ def decode_deltas(raw: np.ndarray, q: float, out: np.ndarray | None = None) -> n
     return out
 
 
+def lossy_attrs_for(precision: float, encoding: str, unit: str, scale: float) -> dict:
+    """Attributes of a position dataset in ``unit`` (``scale`` Å per unit) stored at ``precision`` Å."""
+    if encoding not in ENCODINGS:
+        raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
+    deltas = encoding == "deltas"
+    attrs = {"trajscale_precision": float(precision),
+             # in the file's unit: exact for integers, a power of two for floats (zeroed mantissa bits)
+             "trajscale_quantum": precision / scale if deltas else quantum(precision / scale),
+             "trajscale_encoding": DELTAS if deltas else "floats"}
+    if deltas:
+        attrs |= {"trajscale_unit": unit, "unit": f"{DELTAS} (read with trajscale)"}
+    return attrs
+
+
+def encode(values: np.ndarray, attrs) -> np.ndarray:
+    """``values`` (in the file's unit) as a dataset with :func:`lossy_attrs_for`'s ``attrs`` stores them."""
+    q = float(attrs["trajscale_quantum"])
+    return encode_deltas(values, q) if attrs["trajscale_encoding"] == DELTAS else quantize(values, q)
+
+
 @functools.cache
 def _numba():
     try:
