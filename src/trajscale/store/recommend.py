@@ -15,17 +15,18 @@ import numpy as np
 
 from ..errors import ConfigError
 
-#: From ``python benchmarks/layouts.py --frames 500`` (demo system, AdK in water, 47,681 atoms; the run
-#: in docs/benchmarks.md, section "Codecs and lossy storage (issue 14)"): size relative to plain
-#: float32, serial whole-frame slab read GB/s, one-frame read ms.  Re-measure and update together.
+#: From ``python benchmarks/layouts.py --frames 500 --no-rmsd`` (demo system, AdK in water, 47,681
+#: atoms; the run in docs/benchmarks.md, section "Codecs and lossy storage (issue 14)", on 2 cores
+#: shared with other jobs, load ~6: rates are best-of-3 and low in absolute terms, their order is what
+#: counts): size relative to plain float32, serial whole-frame slab read GB/s, one-frame read ms.
+#: Re-measure and update together.
 MEASURED = {
-    # name:                  (chunks,  compression,  precision, encoding, size, slab GB/s, 1 frame ms)
-    "planned":               ("auto",  "none",       None, None,     1.00, 4.95, 0.22),
-    "frame chunks":          ("frame", "none",       None, None,     1.00, 3.58, 0.24),
-    "blosc-lz4":             ("auto",  "blosc-lz4",  None, None,     0.83, 1.97, 1.04),
-    "blosc-zstd":            ("auto",  "blosc-zstd", None, None,     0.67, 0.66, 2.88),
-    "frame blosc-lz4":       ("frame", "blosc-lz4",  None, None,     0.83, 1.97, 0.40),
-    "lossy deltas":          ("auto",  "blosc-zstd", 0.01, "deltas", 0.32, 0.89, 2.17),
+    # name:            (chunks,  compression,  precision, encoding, size, slab GB/s, 1 frame ms)
+    "planned":         ("auto",  "none",       None, None,     1.00, 3.09, 0.35),
+    "frame chunks":    ("frame", "none",       None, None,     1.00, 2.39, 0.21),
+    "blosc-lz4":       ("auto",  "blosc-lz4",  None, None,     0.82, 0.97, 0.87),
+    "blosc-zstd":      ("auto",  "blosc-zstd", None, None,     0.67, 0.35, 6.13),
+    "lossy deltas":    ("auto",  "blosc-zstd", 0.01, "deltas", 0.32, 0.27, 6.22),
 }
 
 
@@ -77,7 +78,7 @@ def recommend(facts: dict, pattern: str, atoms: np.ndarray | None = None) -> Rec
     kind, sel = parse_pattern(pattern)
     n_atoms = facts["n_atoms"]
     if kind == "frames":
-        pick, compact = "frame chunks", "frame blosc-lz4"
+        pick, compact = "frame chunks", "blosc-lz4"
         why = (f"one frame per chunk: a random frame costs only itself ({_m('frame chunks')[6]} ms measured; "
                f"chunks of several frames read them all, and compressed chunks decode whole)")
     elif kind == "blocks":
