@@ -180,11 +180,42 @@ def test_convert_writes_lossy_directly_and_verify_passes(tmp_path, adk_vacuum, e
     assert v.returncode == 0 and "within their stated bound" in v.stdout
 
 
-def test_mpi_convert_refuses_precision_clearly(tmp_path, adk_vacuum):
+@pytest.mark.parametrize("encoding", ["floats", "deltas"])
+def test_mpi_convert_writes_the_same_lossy_file_as_serial(tmp_path, adk_vacuum, encoding):
+    """Under mpiexec -n 2 each rank encodes its own frames; the stored values equal a serial convert's."""
     pytest.importorskip("mpi4py")
     from tests.conftest import run_mpi
 
-    out = tmp_path / "m.h5md"
-    r = run_mpi(2, ["-m", "trajscale.cli.main", "convert", *adk_vacuum, "-o", str(out), "--precision", "0.01"])
-    assert r.returncode != 0 and "not written under MPI yet" in r.stderr and "Traceback" not in r.stderr
-    assert not out.exists()
+    serial, out = tmp_path / "s.h5md", tmp_path / "m.h5md"
+    convert(*adk_vacuum[:1], [adk_vacuum[1]], str(serial), layout=Layout.parse("5", "blosc-zstd"),
+            precision=0.01, encoding=encoding)
+    r = run_mpi(2, ["-m", "trajscale.cli.main", "convert", *adk_vacuum, "-o", str(out), "--chunks", "5",
+                    "--compression", "blosc-zstd", "--precision", "0.01", "--encoding", encoding, "--no-progress"],
+                timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    with h5py.File(serial) as a, h5py.File(out) as b:
+        np.testing.assert_array_equal(b[POS][()], a[POS][()])
+        assert dict(b[POS].attrs) == dict(a[POS].attrs)
+    rep = verify(adk_vacuum[0], [adk_vacuum[1]], str(out))
+    assert rep.ok and 0 < rep.max_dx <= 0.005 + 1e-5
+
+
+def test_parallel_writer_append_mode_rounds_floats_and_refuses_deltas(tmp_path):
+    """ParallelWriter.write (atoms of a frame spread over ranks): per-value rounding works anywhere; a
+    difference needs the previous atom, so deltas are refused there with a clear message."""
+    from trajscale.pwrite import ParallelWriter
+    from trajscale.store.codecs import quantize, quantum
+
+    x = (np.random.default_rng(3).random((3, 50, 3)) * 50).astype(np.float32)
+    out = tmp_path / "p.h5md"
+    with ParallelWriter(out, 50, precision=0.01, box=None) as w:
+        for i in range(3):
+            w.write(step=i, time=float(i), ids=np.arange(50)[::-1], positions=x[i, ::-1])
+    with h5py.File(out) as f:
+        got = f[POS][()]
+    np.testing.assert_array_equal(got, quantize(x, quantum(0.01)))
+    assert np.abs(got.astype(np.float64) - x).max() <= 0.005
+    with pytest.raises(ConfigError, match="need whole frames"):
+        with ParallelWriter(tmp_path / "d.h5md", 50, precision=0.01, encoding="deltas", compression="zstd",
+                            box=None) as w:
+            w.write(step=0, time=0.0, ids=np.arange(50), positions=x[0])

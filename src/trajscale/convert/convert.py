@@ -60,9 +60,6 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         raise ConfigError(f"--precision must be positive, got {precision}")
     if encoding == "deltas" and (precision is None or not layout.compression):
         raise ConfigError("--encoding deltas needs --precision and a --compression (zstd or blosc-zstd pay most)")
-    if precision is not None and comm is not None and comm.Get_size() > 1:
-        raise ConfigError("--precision is not written under MPI yet: convert, then `trajscale rechunk "
-                          "--precision` the file")
     if units != "source":
         unit_system(units)   # an unknown name fails before any work
     universe = load_universe(topology)
@@ -89,7 +86,8 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
 
             return convert_parallel(comm, sources, sel_atoms, output, layout=layout, atoms=atoms, fields=fields,
                                     start=start, stop=stop, step=step, has_box=has_box, overwrite=overwrite,
-                                    summary_cls=ConvertSummary, units=out_units, group=out_group)
+                                    summary_cls=ConvertSummary, units=out_units, group=out_group,
+                                    precision=precision, encoding=encoding)
         renumber = Renumberer()
         # Poll for SIGTERM for the whole life of the temporary file, so a signal
         # during set-up or the last block also stops before the rename.
