@@ -54,9 +54,11 @@ def _key(config: dict) -> tuple:
 
 
 def _config_paths(config: dict) -> list[str]:
-    """The files a source config names (H5MD: ``path``; segments: ``index``; MDAnalysis: topology, trajectories)."""
+    """The files a source config names (H5MD, a part: ``path``; segments: ``index`` and every part;
+    MDAnalysis: topology, trajectories)."""
     paths = [config[k] for k in ("path", "index", "topology") if isinstance(config.get(k), (str, os.PathLike))]
-    return [str(p) for p in paths] + [str(p) for p in config.get("trajectories") or ()]
+    return ([str(p) for p in paths] + [str(p) for p in config.get("trajectories") or ()]
+            + [str(s["path"]) for s in config.get("segments") or ()])
 
 
 def file_identity(paths: list[str]) -> tuple:
