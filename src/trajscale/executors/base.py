@@ -152,7 +152,7 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
     try:
         analysis = _analysis(job.analysis)
         source, t_init_traj = cached_source(job.source, comm)
-        bytes0 = getattr(source, "bytes_read", 0)
+        bytes0, opens0 = getattr(source, "bytes_read", 0), getattr(source, "opens", 0)
         t_io = t_compute = 0.0
         partials = []
         for r in blocks_of(frames, job.block_frames, source.chunk_frames, job.stride):
@@ -172,6 +172,7 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
     timing = TaskTiming(task=task, start=frames.start, stop=frames.stop, stride=job.stride, worker=worker,
                         host=host, pid=pid, t_init_traj=t_init_traj, t_io=t_io, t_compute=t_compute,
                         bytes_read=getattr(source, "bytes_read", 0) - bytes0,
+                        files_opened=getattr(source, "opens", 0) - opens0,
                         t_begin=t_begin, t_end=time.time())
     return partial, timing
 

@@ -225,9 +225,12 @@ class PartSource(Source):
                             raise InputFileError(self._path, f"frame {k} has no {fl} data")
                 else:
                     fr = f.read_direct_x(out["position"][i] if direct else scratch["position"])
-                if not direct:
+                if sel is not None:
                     for fl, arr in out.items():
                         np.take(scratch[fl], sel, axis=0, out=arr[i])
+                elif not direct:   # a TRR, every atom
+                    for fl, arr in out.items():
+                        arr[i] = scratch[fl]
                 edges[i], time[i], step[i] = fr.box, fr.time, fr.step
         except (OSError, EOFError, StopIteration) as exc:
             raise InputFileError(self._path, f"cannot read frames {start}-{stop}: "
