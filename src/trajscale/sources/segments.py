@@ -19,7 +19,8 @@ Index format (paths relative to the index's folder)::
 
     {"format": "trajscale-segments", "version": 1, "n_atoms": N, "topology": null | "top.tpr",
      "segments": [{"path": "part_000.h5md", "start": 0, "n_frames": 500,
-                   "first_time": 0.0, "last_time": 499.0}, ...]}
+                   "first_time": 0.0, "last_time": 499.0}, ...],
+     "group": "protein", "assume_units": "nm"}   # optional, for H5MD parts (``trajscale index --group``)
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ class SegmentedSource(Source):
                                             else root / seg["path"])} for seg in loaded["segments"]]
             n_atoms, fields = loaded["n_atoms"], loaded.get("fields")
             topology = topology or loaded.get("topology")
+            group = group or loaded.get("group")   # as `trajscale index --group` recorded them
+            assume_units = assume_units or loaded.get("assume_units")
             if topology and not Path(topology).is_absolute():
                 topology = str(root / topology)
             index = str(ip)
@@ -270,8 +273,12 @@ def _is_hdf5(path: str) -> bool:
 
 
 def write_index(path: str | os.PathLike, segments: list[dict], n_atoms: int, topology: str | None = None,
-                fields: tuple[str, ...] | None = None) -> None:
-    """Write a segment index (temporary name, then renamed); paths are stored relative to its folder."""
+                fields: tuple[str, ...] | None = None, group: str | None = None,
+                assume_units: str | None = None) -> None:
+    """Write a segment index (temporary name, then renamed); paths are stored relative to its folder.
+
+    ``group`` and ``assume_units`` (H5MD parts) are kept only when given.
+    """
     from ..util import atomic_output
 
     root = Path(path).resolve().parent
@@ -285,6 +292,7 @@ def write_index(path: str | os.PathLike, segments: list[dict], n_atoms: int, top
         rel.append({**seg, "path": shown})
     index = {"format": INDEX_FORMAT, "version": 1, "n_atoms": int(n_atoms), "topology": topology,
              "fields": list(fields) if fields else None, "segments": rel}
+    index.update({k: v for k, v in (("group", group), ("assume_units", assume_units)) if v is not None})
     if not rel:
         raise ConfigError("a segment index needs at least one segment")
     with atomic_output(path, overwrite=True) as tmp:
