@@ -113,6 +113,9 @@ def measure(side: str, gro: str, listing: str) -> dict | None:
         env = dict(os.environ, TRAJSCALE_CACHE_DIR=topcache)
         out = subprocess.run([sys.executable, "-c", CHILD, side, gro, listing],
                              capture_output=True, text=True, env=env)
+    if side == "mdanalysis":   # leave the folder as trajscale and MDTraj find it: without offset caches
+        for p in glob.glob(os.path.join(os.path.dirname(listing), ".*_offsets.*")):
+            os.remove(p)
     if out.returncode:
         raise SystemExit(f"{side} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

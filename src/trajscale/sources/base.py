@@ -82,6 +82,11 @@ class Source(ABC):
         n_sel = self.n_atoms if atoms is None else len(atoms)
         return n_sel * 12 * len(fields) + FRAME_META_BYTES
 
+    def decode_seconds_per_frame(self) -> float:
+        """Seconds one frame costs to decode beyond reading its bytes (compressed formats such as
+        XTC decode every atom of a frame, whatever is selected): for ``executor="auto"``'s estimate."""
+        return 0.0
+
     @abstractmethod
     def get_config(self) -> dict:
         """Plain-value config from which the source can be reopened elsewhere."""

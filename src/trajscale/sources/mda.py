@@ -182,6 +182,11 @@ class MDASource(Source):
                 "path": self.path, "n_files": len(self.trajectories),
                 "n_atoms": self.n_atoms}   # the reader decodes all of them, whatever is selected
 
+    def decode_seconds_per_frame(self) -> float:
+        from .parts import DECODE_S_PER_ATOM
+
+        return DECODE_S_PER_ATOM.get(str(self.reader.format).upper(), 0.0) * self.n_atoms
+
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
         self.check_range(start, stop)

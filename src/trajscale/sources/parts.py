@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 XDR_FORMATS = ("XTC", "TRR")
 #: GROMACS units to MDAnalysis's (nm -> Å; kJ/(mol nm) -> kJ/(mol Å)), per field.
 XDR_SCALE = {"position": np.float32(10.0), "velocity": np.float32(10.0), "force": np.float32(0.1)}
+#: Seconds per atom to decode one frame (XTC's compressed coordinates: 4.1 ms for 47,681 atoms on the
+#: 2-core VM); other formats are plain floats, costed by their bytes.
+DECODE_S_PER_ATOM = {"XTC": 8.5e-8}
 _FRAME_ATTRS = {"position": "x", "velocity": "v", "force": "f"}
 
 
@@ -176,6 +179,9 @@ class PartSource(Source):
 
     def layout_summary(self) -> dict:
         return {"format": self.format, "path": self._path, "n_atoms": self._n_atoms}
+
+    def decode_seconds_per_frame(self) -> float:
+        return DECODE_S_PER_ATOM.get(self.format, 0.0) * self._n_atoms
 
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:

@@ -194,6 +194,12 @@ class SegmentedSource(Source):
         return {"format": "segments", "path": self.path, "n_segments": len(self.segments),
                 "segment_formats": ",".join(formats), "n_atoms": self._n_atoms}
 
+    def decode_seconds_per_frame(self) -> float:
+        from .parts import DECODE_S_PER_ATOM
+
+        costs = [DECODE_S_PER_ATOM.get(str(s.get("format")), 0.0) for s in self.segments]
+        return max(costs) * self._n_atoms
+
     def segment_path(self, i: int) -> str:
         return str(self.segments[i]["path"])
 
