@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -90,7 +91,7 @@ def test_sigkilled_convert_temporary_is_cleaned_by_the_next_convert(tmp_path, ad
             "c.iter_blocks = slow\n"
             f"c.convert({adk_vacuum[0]!r}, [{adk_vacuum[1]!r}], {str(out)!r})")
     proc = subprocess.Popen([sys.executable, "-c", code])
-    tmp = tmp_path / f".adk.h5md.tmp-{proc.pid}"
+    tmp = tmp_path / f".adk.h5md.tmp-{proc.pid}@{socket.gethostname()}"
     deadline = time.time() + 120
     while not tmp.exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
@@ -103,6 +104,17 @@ def test_sigkilled_convert_temporary_is_cleaned_by_the_next_convert(tmp_path, ad
     convert(adk_vacuum[0], [adk_vacuum[1]], str(tmp_path / "other.h5md"), stop=5)
     assert not tmp.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["other.h5md"]
+
+
+def test_another_hosts_temporary_is_kept(tmp_path):
+    """On a shared file system a pid says nothing about another node's writer: only this host's are judged."""
+    pid = _dead_pid()
+    theirs = tmp_path / f".out.h5md.tmp-{pid}@{socket.gethostname()}-other-node"
+    ours = tmp_path / f".out.h5md.tmp-{pid}@{socket.gethostname()}"
+    theirs.write_bytes(b"being written on another node")
+    ours.write_bytes(b"left by a killed writer here")
+    assert remove_stale_temporaries(tmp_path) == [ours]
+    assert theirs.exists() and not ours.exists()
 
 
 def test_remove_stale_temporaries_spares_this_process(tmp_path):
