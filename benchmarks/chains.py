@@ -112,7 +112,7 @@ def measure(side: str, gro: str, listing: str) -> dict | None:
     with tempfile.TemporaryDirectory() as topcache:
         env = dict(os.environ, TRAJSCALE_CACHE_DIR=topcache)
         out = subprocess.run([sys.executable, "-c", CHILD, side, gro, listing],
-                             capture_output=True, text=True, env=env)
+                             capture_output=True, text=True, env=env, check=False)
     if side == "mdanalysis":   # leave the folder as trajscale and MDTraj find it: without offset caches
         for p in glob.glob(os.path.join(os.path.dirname(listing), ".*_offsets.*")):
             os.remove(p)

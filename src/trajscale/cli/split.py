@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from .options import add_h5md_options
 
 

@@ -109,7 +109,7 @@ class PartSource(Source):
     kind = "part"
 
     def __init__(self, path: str, n_atoms: int | None = None, offsets: str | np.ndarray | None = None,
-                 format: str | None = None) -> None:   # noqa: A002 - MDAnalysis's name for it
+                 format: str | None = None) -> None:
         self._path = str(path)
         self.format = (format or part_format(self._path)).upper()
         self._file = self._reader = None
@@ -264,5 +264,5 @@ class PartSource(Source):
         if reader is not None:
             try:
                 reader.close()
-            except Exception:   # noqa: BLE001 - closing is best effort
-                pass
+            except Exception as exc:   # noqa: BLE001 - closing is best effort
+                log.debug("closing %s: %s", self._path, exc)
