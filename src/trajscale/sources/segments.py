@@ -234,8 +234,13 @@ class SegmentedSource(Source):
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
-        # this source's block, plus the piece a segment allocates before it is copied in
-        return super().bytes_per_frame(atoms, fields) + self._segment(0).bytes_per_frame(atoms, fields)
+        # this source's block, plus the piece an H5MD segment allocates before it is copied in
+        # (parts in other formats decode straight into the block's rows: a whole-frame buffer, not per frame)
+        from .parts import PartSource
+
+        seg = self._segment(0)
+        return super().bytes_per_frame(atoms, fields) + (
+            0 if isinstance(seg, PartSource) else seg.bytes_per_frame(atoms, fields))
 
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
