@@ -117,8 +117,13 @@ class PartSource(Source):
         self._xdr = self.format in XDR_FORMATS
         if self._xdr:
             self._file = _xdr_file(self._path, self.format)
-            if offsets is None:
-                offsets = self._file.offsets   # scanned here: only when no offsets were shipped
+            if offsets is None:   # scanned here: only when no offsets were shipped
+                try:
+                    offsets = self._file.offsets
+                except (OSError, RuntimeError, ValueError) as exc:
+                    self.close()
+                    raise InputFileError(self._path, f"cannot be read as {self.format}: "
+                                                     f"{' '.join(str(exc).split())}") from None
             self._offsets = decode_offsets(offsets) if isinstance(offsets, str) else np.asarray(offsets, np.int64)
             self._file.set_offsets(self._offsets)
             self._n_atoms = int(self._file.n_atoms)
@@ -218,7 +223,7 @@ class PartSource(Source):
         scratch = {fl: self._scratch_frame(fl) for fl in (("position", "velocity", "force") if trr else
                                                           () if direct else ("position",))}
         edges = np.empty((len(frames), 3, 3), np.float32)
-        f = self._file
+        f, k = self._file, start
         try:
             f.seek(start)
             for i, k in enumerate(frames):
@@ -239,7 +244,7 @@ class PartSource(Source):
                         arr[i] = scratch[fl]
                 edges[i], time[i], step[i] = fr.box, fr.time, fr.step
         except (OSError, EOFError, StopIteration) as exc:
-            raise InputFileError(self._path, f"cannot read frames {start}-{stop}: "
+            raise InputFileError(self._path, f"cannot read frame {k} (truncated or damaged?): "
                                              f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
         for fl, arr in out.items():   # units of the selected atoms only, once per block
             arr *= XDR_SCALE[fl]
