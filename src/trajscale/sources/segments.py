@@ -143,9 +143,7 @@ class SegmentedSource(Source):
                 raise InputFileError(path, "has no frames")
             segments.append({**info, "start": start})
             start += info["n_frames"]
-        src = cls(None, topology, max_open, segments=segments, n_atoms=first[1])
-        src._parts_given = [str(p) for p in parts]
-        return src
+        return cls(None, topology, max_open, segments=segments, n_atoms=first[1])
 
     @property
     def path(self) -> str:
