@@ -132,6 +132,8 @@ class SegmentedSource(Source):
         from ..errors import AtomCountMismatchError
         from .parts import scan_part
 
+        if not parts:
+            raise ConfigError("no trajectory parts given")
         segments, start, first = [], 0, None
         for path in parts:
             info = scan_part(str(Path(path).resolve()))
