@@ -37,7 +37,8 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
             select: str | None = None, start: int | None = None, stop: int | None = None,
             step: int | None = None, velocities: bool = True, forces: bool = True,
             overwrite: bool = False, progress: bool = False, units: str = "mdanalysis",
-            group: str | None = None, assume_units: str | None = None, comm=None) -> ConvertSummary:
+            group: str | None = None, assume_units: str | None = None, comm=None,
+            precision: float | None = None, encoding: str = "floats") -> ConvertSummary:
     """Write ``trajectories`` (concatenated in order) to ``output`` as H5MD.
 
     The file is written under a temporary name and renamed only when complete,
@@ -49,11 +50,16 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
     attributes, a format's native units as MDAnalysis knows them). ``group``
     and ``assume_units`` apply to H5MD inputs (see :class:`H5MDSource`).  With an
     MPI ``comm`` of several ranks, each rank converts its own range of frames
-    into the one file (``convert.parallel``).
+    into the one file (``convert.parallel``). ``precision`` (Å) and ``encoding`` store
+    positions lossy (:mod:`trajscale.store.codecs`).
     """
     t0 = time.perf_counter()
     layout = layout or Layout()
     check_output_path(output, overwrite)
+    if precision is not None and not precision > 0:
+        raise ConfigError(f"--precision must be positive, got {precision}")
+    if encoding == "deltas" and (precision is None or not layout.compression):
+        raise ConfigError("--encoding deltas needs --precision and a --compression (zstd or blosc-zstd pay most)")
     if units != "source":
         unit_system(units)   # an unknown name fails before any work
     universe = load_universe(topology)
@@ -80,7 +86,8 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
 
             return convert_parallel(comm, sources, sel_atoms, output, layout=layout, atoms=atoms, fields=fields,
                                     start=start, stop=stop, step=step, has_box=has_box, overwrite=overwrite,
-                                    summary_cls=ConvertSummary, units=out_units, group=out_group)
+                                    summary_cls=ConvertSummary, units=out_units, group=out_group,
+                                    precision=precision, encoding=encoding)
         renumber = Renumberer()
         # Poll for SIGTERM for the whole life of the temporary file, so a signal
         # during set-up or the last block also stops before the rename.
@@ -88,7 +95,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
             writer = H5MDWriter(tmp, len(sel_atoms), n_frames=n_frames, layout=layout, fields=fields,
                                 box="triclinic" if has_box else None, group=out_group,
                                 masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
-                                units=out_units)
+                                units=out_units, precision=precision, encoding=encoding)
             with writer:
                 observables = _observable_names(sources) if step in (None, 1) else {}
                 for name, (shape, dtype) in observables.items():

@@ -25,8 +25,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from ..errors import InputFileError, OutputError, UnitError
-from ..store.codecs import quantize, quantum
+from ..errors import ConfigError, InputFileError, OutputError, UnitError
+from ..store.codecs import (ENCODINGS, decode_deltas, delta_quantum, encode_deltas, lossy_attrs,
+                            lossy_attrs_for, quantize)
 from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import Layout
 from ..store.schema import attr_str
@@ -69,8 +70,8 @@ def _is_series(name: str, obj) -> bool:
 
 
 def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout, *,
-            precision: float | None = None, overwrite: bool = False, resume: bool = False,
-            slab_bytes: int | None = None, progress: bool = False) -> RechunkSummary:
+            precision: float | None = None, encoding: str = "floats", overwrite: bool = False,
+            resume: bool = False, slab_bytes: int | None = None, progress: bool = False) -> RechunkSummary:
     """Copy ``input`` to ``output`` with ``layout`` for its per-atom time series.
 
     Parameters
@@ -79,6 +80,9 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         Round positions to this precision in Å first (lossy, XTC-like; 0.01 Å = XTC's 0.001 nm):
         values keep float32 with the mantissa bits below a power-of-two quantum <= ``precision``
         zeroed, so any HDF5 reader gets plain floats and a lossless filter compresses them.
+    encoding
+        With ``precision``: ``"floats"`` (above) or ``"deltas"`` (XTC-sized; only trajscale
+        reads it back, see :mod:`trajscale.store.codecs`).
     resume
         Continue an interrupted run of the same input and layout from its progress record.
     """
@@ -87,7 +91,13 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
     src_path = str(input)
     final = check_output_path(output, overwrite=overwrite)
     tmp, record_path = partial_paths(final)
+    if encoding not in ENCODINGS:
+        raise ConfigError(f"--encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
+    if encoding == "deltas" and (precision is None or not layout.compression):
+        raise ConfigError("--encoding deltas needs --precision and a --compression (zstd or blosc-zstd pay most)")
     wanted = {**_identity(src_path), "layout": layout.describe(), "precision": precision}
+    if encoding != "floats":
+        wanted["encoding"] = encoding
     record = _load_record(record_path) if resume else None
     if resume and (record is None or not tmp.exists()):
         raise OutputError(final, "nothing to resume (no partial output and progress record beside it)")
@@ -98,7 +108,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         if record is None:
             record = {**wanted, "done": {}}
             with h5py.File(tmp, "w") as dst:
-                series = _copy_structure(src, dst, layout, precision)
+                series = _copy_structure(src, dst, layout, precision, encoding)
             record["done"] = {name: 0 for name in series}
             _save_record(record_path, record)
         resumed = min(record["done"].values(), default=0)
@@ -119,7 +129,8 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
                           time.perf_counter() - t0, resumed)
 
 
-def _copy_structure(src: h5py.File, dst: h5py.File, layout: Layout, precision: float | None) -> list[str]:
+def _copy_structure(src: h5py.File, dst: h5py.File, layout: Layout, precision: float | None,
+                    encoding: str = "floats") -> list[str]:
     """Everything but the series' values (created empty with the new layout); return the series' names."""
     seen: dict = {}
     series: list[str] = []
@@ -141,7 +152,7 @@ def _copy_structure(src: h5py.File, dst: h5py.File, layout: Layout, precision: f
                 seen[obj.id] = sub.name
                 walk(obj, sub)
             elif _is_series(obj.name, obj):
-                ds = _create_series(dg, name, obj, layout, precision)
+                ds = _create_series(dg, name, obj, layout, precision, encoding)
                 seen[obj.id] = ds.name
                 series.append(ds.name)
             else:
@@ -152,25 +163,32 @@ def _copy_structure(src: h5py.File, dst: h5py.File, layout: Layout, precision: f
     return series
 
 
-def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout, precision: float | None):
+def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout, precision: float | None,
+                   encoding: str = "floats"):
     n_frames, n_atoms, _ = obj.shape
-    chunks = layout.chunk_shape(n_atoms, obj.dtype.itemsize, n_frames)
-    kw = {"shape": obj.shape, "dtype": obj.dtype}
+    lossy = precision is not None and obj.name.split("/")[-2] == "position"
+    deltas = lossy and encoding == "deltas"
+    dtype = np.uint32 if deltas else np.float32 if delta_quantum(obj) else obj.dtype
+    chunks = layout.chunk_shape(n_atoms, np.dtype(dtype).itemsize, n_frames)
+    kw = {"shape": obj.shape, "dtype": dtype}
     if chunks is not None:
         if chunks is not True:   # True: h5py's own guess (kept to reproduce slow files)
             chunks = tuple(min(c, s) for c, s in zip(chunks, obj.shape)) if n_frames else None
         kw.update(chunks=chunks, maxshape=(None, n_atoms, 3), **layout.h5py_kwargs())
     ds = dg.create_dataset(name, **kw)
     _copy_attrs(obj, ds)
-    if precision is not None and obj.name.split("/")[-2] == "position":
-        ds.attrs["trajscale_precision"] = float(precision)            # Å, as stated by the user
-        ds.attrs["trajscale_quantum"] = quantum(precision / _length_scale(obj))   # in the file's unit
+    if "trajscale_unit" in ds.attrs:   # a delta-coded input: written back as floats (or re-coded below)
+        ds.attrs["unit"] = ds.attrs["trajscale_unit"]
+        del ds.attrs["trajscale_unit"]
+        ds.attrs["trajscale_encoding"] = "floats"
+    if lossy:
+        ds.attrs.update(lossy_attrs_for(precision, encoding, attr_str(ds, "unit"), _length_scale(obj)))
     return ds
 
 
 def _length_scale(ds: h5py.Dataset) -> float:
     """Å per unit of ``ds``; --precision is in Å and a file's unit is never guessed."""
-    unit = attr_str(ds, "unit")
+    unit = attr_str(ds, "trajscale_unit") or attr_str(ds, "unit")
     if unit is None:
         raise InputFileError(ds.file.filename, f"{ds.name} has no unit attribute: --precision is in Å "
                                                "and trajscale never guesses a file's length unit")
@@ -189,7 +207,9 @@ def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path
         return
     cf = dds.chunks[0] if dds.chunks else 1
     per = max(cf, (slab_bytes // max(1, n_atoms * 3 * sds.dtype.itemsize)) // cf * cf)
-    q = dds.attrs.get("trajscale_quantum")
+    q_in, q_out = delta_quantum(sds), delta_quantum(dds)
+    lossy = lossy_attrs(dds)
+    q = lossy[1] if lossy and lossy[2] == "floats" else None   # (idempotent on quantized input)
     buf = np.empty((per, n_atoms, 3), sds.dtype)
     from tqdm import tqdm
 
@@ -199,7 +219,14 @@ def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path
             raise_if_stopped()
             b = min(n_frames, a + per)
             sds.read_direct(buf, np.s_[a:b], np.s_[0:b - a])
-            out = buf[:b - a] if q is None else quantize(buf[:b - a], float(q))
+            out = buf[:b - a] if q_in is None else decode_deltas(buf[:b - a], q_in)
+            if q_out is not None:
+                try:
+                    out = encode_deltas(out, q_out) if q_in != q_out else buf[:b - a]
+                except ValueError as exc:
+                    raise InputFileError(sds.file.filename, f"{sds.name} frames {a}-{b}: {exc}") from None
+            elif q is not None:
+                out = quantize(out, float(q))
             dds.write_direct(np.ascontiguousarray(out), dest_sel=np.s_[a:b])
             dds.file.flush()   # the frames are on disk before the record says so
             record["done"][name] = a = b
