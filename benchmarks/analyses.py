@@ -114,7 +114,8 @@ def measure(name: str, side: str, top: str, h5: str, n: int, topology_cache: boo
                         mda_expr=mda_expr, res_ts=res_ts, res_mda=res_mda)
     cache = "1" if topology_cache and side.startswith("ts") else "0"   # MDAnalysis has no topology cache
     env = dict(os.environ, TRAJSCALE_TOPOLOGY_CACHE=cache, OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=3600)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=3600,
+                          check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{name} {side} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -159,9 +159,7 @@ def _tric_min_d2(dx, dy, dz, box, ix, iy, iz, safe2):
     for jx in range(-1, 2):
         for jy in range(-1, 2):
             for jz in range(-1, 2):
-                d2 = _tric_d2(dx, dy, dz, box, jx, jy, jz)
-                if d2 < best:
-                    best = d2
+                best = min(best, _tric_d2(dx, dy, dz, box, jx, jy, jz))
     return best
 
 
