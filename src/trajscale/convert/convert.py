@@ -5,18 +5,24 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, InputFileError
+from ..errors import ConfigError, InputFileError, OutputError
 from ..sources import H5MDSource
 from ..sources.mda import load_universe
 from ..sources.selection import select_atoms
 from ..store.writer import H5MDWriter
 from ..store.layout import Layout
 from ..store.units import MDANALYSIS_QUANTITY, WRITE_UNITS, from_mdanalysis, unit_system
-from ..util import atomic_output, check_output_path, polling_for_stop, raise_if_stopped
-from .stream import Renumberer, frame_plan, iter_blocks, open_inputs
+from ..util import check_output_path, polling_for_stop
+from . import segmented
+from .frames import ConvertJob
+from .parallel import file_shifts
+from .pool import EXECUTORS
+from .resume import Partial, identity
+from .stream import frame_plan, open_inputs
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +43,21 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
             select: str | None = None, start: int | None = None, stop: int | None = None,
             step: int | None = None, velocities: bool = True, forces: bool = True,
             overwrite: bool = False, progress: bool = False, units: str = "mdanalysis",
-            group: str | None = None, assume_units: str | None = None, comm=None) -> ConvertSummary:
+            group: str | None = None, assume_units: str | None = None, comm=None,
+            executor: str | None = None, n_workers: int | None = None, virtual: bool = False,
+            resume: bool = False) -> ConvertSummary:
     """Write ``trajectories`` (concatenated in order) to ``output`` as H5MD.
 
-    The file is written under a temporary name and renamed only when complete,
-    so an error or an interrupt leaves nothing under ``output``.
+    The file is written under a temporary name and renamed only when every
+    frame is written and counted, so an error or an interrupt leaves nothing
+    under ``output``.  An error removes the temporary output; an interrupt
+    (SIGTERM, Ctrl-C) keeps it with its progress record, and ``resume=True``
+    (the same inputs and options) finishes it (``convert.resume``).
+
+    ``executor="processes"`` or ``"dask"`` with ``n_workers`` converts each
+    worker's range of frames into its own segment file, joined at the end by
+    copying - or, with ``virtual=True``, kept beside the output (``NAME.parts/``)
+    and mapped into it as HDF5 virtual datasets (``convert.segmented``).
 
     ``units`` is the unit system written: ``"mdanalysis"`` (Å, ps, kJ/(mol Å);
     MDAnalysis reads it without conversion), ``"gromacs"`` (nm, ps,
@@ -54,6 +70,15 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
     t0 = time.perf_counter()
     layout = layout or Layout()
     check_output_path(output, overwrite)
+    if executor not in (None, *EXECUTORS):
+        raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if virtual and executor not in ("processes", "dask"):
+        raise ConfigError("--virtual keeps per-worker segments: it needs --executor processes or dask")
+    if virtual and segmented.parts_folder(Path(output)).exists() and not overwrite:
+        raise OutputError(segmented.parts_folder(Path(output)), "already exists (use --overwrite to replace it)")
+    if (comm is not None and comm.Get_size() > 1) and resume:
+        raise ConfigError("--resume is not available under MPI: convert with --executor processes or "
+                          "serially to resume")
     if units != "source":
         unit_system(units)   # an unknown name fails before any work
     universe = load_universe(topology)
@@ -81,34 +106,39 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
             return convert_parallel(comm, sources, sel_atoms, output, layout=layout, atoms=atoms, fields=fields,
                                     start=start, stop=stop, step=step, has_box=has_box, overwrite=overwrite,
                                     summary_cls=ConvertSummary, units=out_units, group=out_group)
-        renumber = Renumberer()
-        # Poll for SIGTERM for the whole life of the temporary file, so a signal
-        # during set-up or the last block also stops before the rename.
-        with polling_for_stop(), atomic_output(output, overwrite=overwrite) as tmp:
-            writer = H5MDWriter(tmp, len(sel_atoms), n_frames=n_frames, layout=layout, fields=fields,
-                                box="triclinic" if has_box else None, group=out_group,
-                                masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
-                                units=out_units)
-            with writer:
-                observables = _observable_names(sources) if step in (None, 1) else {}
-                for name, (shape, dtype) in observables.items():
-                    writer.add_observable(name, shape, dtype)
-                from tqdm import tqdm
-
-                with tqdm(total=n_frames, disable=not progress, unit="frame", desc="convert") as bar:
-                    for block in iter_blocks(sources, atoms, fields, start, stop, step, renumber):
-                        writer.write(position=block.positions, velocity=block.velocities,
-                                     force=block.forces, step=block.step, time=block.time,
-                                     box=block.box, observables=_read_observables(sources, block, observables))
-                        bar.update(block.n_frames)
-                raise_if_stopped()
-        if renumber.renumbered:
+        observables = _observable_names(sources) if step in (None, 1) else {}
+        shifts, renumbered = file_shifts(sources, plans)
+        job = ConvertJob(topology=str(topology), trajectories=tuple(str(t) for t in trajectories),
+                         lengths=tuple(s.n_frames for s in sources),
+                         plans=tuple((p.start, p.stop, p.step) for p in plans), shifts=tuple(shifts),
+                         atoms=atoms, fields=fields, n_atoms=len(sel_atoms), n_frames=n_frames, layout=layout,
+                         box="triclinic" if has_box else None, group=out_group, units=out_units,
+                         masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
+                         observables={k: (tuple(v[0]), np.dtype(v[1]).str) for k, v in observables.items()},
+                         in_group=group, assume_units=assume_units)
+        wanted = {"inputs": identity([topology, *trajectories]),
+                  "options": repr((layout, select, start, stop, step, fields, units, group, assume_units))}
+        partial = Partial(check_output_path(output, overwrite), "convert", wanted)
+        parallel = executor in ("processes", "dask")
+        partial.begin(resume, segmented.plan(job, n_workers or 1, virtual) if parallel else {"done": 0})
+        # Poll for SIGTERM for the whole life of the partial output: a signal stops
+        # between slabs, leaving the frames written so far for --resume.
+        with polling_for_stop():
+            try:
+                segmented.write(job, partial, executor=executor or "serial", n_workers=n_workers or 1,
+                                progress=progress, sources=dict(enumerate(sources)))
+            except (SystemExit, KeyboardInterrupt):
+                raise   # kept for --resume
+            except BaseException:
+                partial.discard()   # an error: nothing half-written stays behind
+                raise
+        if renumbered:
             log.warning("renumbered step and time of %d input file(s) so they keep increasing "
-                        "(H5MD requires increasing steps)", renumber.renumbered)
+                        "(H5MD requires increasing steps)", renumbered)
         import os
 
         return ConvertSummary(str(output), n_frames, len(sel_atoms), fields, layout.describe(),
-                              renumber.renumbered, time.perf_counter() - t0, os.path.getsize(output))
+                              renumbered, time.perf_counter() - t0, os.path.getsize(output))
     finally:
         for s in sources:
             s.close()
