@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from .checks import add_topology, check_topology
-from .options import add_h5md_options
+from .options import add_h5md_options, add_segment_options, stopped_message
 
 log = logging.getLogger("trajscale")
 
@@ -39,21 +39,38 @@ def add_parser(sub) -> None:
     p.add_argument("--no-forces", action="store_true", help="drop forces")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (none with -q either)")
+    add_segment_options(p, "convert")
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
+    import os
+
     from ..convert.convert import convert
     from ..store.layout import Layout
 
     check_topology(args)
     layout = Layout.parse(args.chunks, args.compression, args.fletcher32)
-    comm = _mpi_comm()
-    s = convert(args.topology, args.trajectories, args.output, layout=layout, select=args.select,
-                start=args.start, stop=args.stop, step=args.step, velocities=not args.no_velocities,
-                forces=not args.no_forces, overwrite=args.overwrite,
-                progress=not (args.no_progress or getattr(args, "quiet", False)) and comm is None,
-                units=args.units, group=args.h5md_group, assume_units=args.assume_units, comm=comm)
+    comm = _mpi_comm() if args.executor in (None, "mpi") else None
+    if args.executor == "mpi" and comm is None:
+        from ..errors import ConfigError
+
+        raise ConfigError("--executor mpi: launch with mpiexec -n N trajscale convert ...")
+    parallel = args.executor in ("processes", "dask")
+    try:
+        s = convert(args.topology, args.trajectories, args.output, layout=layout, select=args.select,
+                    start=args.start, stop=args.stop, step=args.step, velocities=not args.no_velocities,
+                    forces=not args.no_forces, overwrite=args.overwrite,
+                    progress=not (args.no_progress or getattr(args, "quiet", False)) and comm is None,
+                    units=args.units, group=args.h5md_group, assume_units=args.assume_units, comm=comm,
+                    executor=args.executor if parallel else None,
+                    n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None,
+                    virtual=args.virtual, resume=args.resume)
+    except SystemExit as exc:   # a signal between slabs: the work so far is kept for --resume
+        code = stopped_message("convert", exc, args.output) if comm is None else None
+        if code is None:
+            raise
+        return code
     if comm is not None and comm.Get_rank() != 0:
         return 0
     log.info("wrote %s: %d frames x %d atoms (%s), %s, %.1f MB in %.1f s", s.output, s.n_frames,

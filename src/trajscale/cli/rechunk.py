@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from .options import add_segment_options, stopped_message
+
 log = logging.getLogger("trajscale")
 
 
@@ -18,13 +20,14 @@ def add_parser(sub) -> None:
     p.add_argument("--compression", default="none", help="none, gzip[:1-9], lzf, blosc, zstd (default none)")
     p.add_argument("--precision", type=float, default=None,
                    help="round positions to this precision in Å first (lossy; 0.01 = XTC's 0.001 nm)")
-    p.add_argument("--resume", action="store_true", help="finish an interrupted rechunk of the same input")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_segment_options(p, "rechunk")
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
+    import os
     import sys
 
     from ..convert.rechunk import rechunk
@@ -34,15 +37,19 @@ def main(args) -> int:
     if args.precision is not None and not args.precision > 0:
         raise ConfigError(f"--precision must be positive, got {args.precision}")
     layout = Layout.parse(args.chunks, args.compression)
+    if args.executor == "mpi":
+        raise ConfigError("rechunk runs serially or on --executor processes or dask")
+    parallel = args.executor in ("processes", "dask")
     try:
         s = rechunk(args.input, args.output, layout, precision=args.precision, overwrite=args.overwrite,
-                    resume=args.resume, progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty())
+                    resume=args.resume, progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty(),
+                    executor=args.executor if parallel else None,
+                    n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None, virtual=args.virtual)
     except SystemExit as exc:   # a signal between slabs: the work so far is kept for --resume
-        if exc.code and exc.code > 128:
-            print(f"trajscale rechunk: stopped by signal {exc.code - 128}; the frames written so far are "
-                  f"kept: run the same command with --resume to finish {args.output}", file=sys.stderr)
-            return int(exc.code)
-        raise
+        code = stopped_message("rechunk", exc, args.output)
+        if code is None:
+            raise
+        return code
     log.info("wrote %s: %d frames, %d series, %.1f -> %.1f MB in %.1f s%s", s.output, s.n_frames, s.datasets,
              s.bytes_in / 1e6, s.bytes_out / 1e6, s.seconds,
              f" (resumed at frame {s.resumed_from})" if s.resumed_from else "")

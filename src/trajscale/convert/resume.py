@@ -91,8 +91,8 @@ class Partial:
                 raise OutputError(self.final, "nothing to resume (no partial output and progress record "
                                               "beside it)")
             if {k: rec.get(k) for k in self.wanted} != self.wanted:
-                raise OutputError(self.final, f"the partial output was made from another input or other "
-                                              f"options; start again without --resume")
+                raise OutputError(self.final, "the partial output was made from another input or layout "
+                                              "(or other options); start again without --resume")
             self.record = rec
             return True
         self.discard()
