@@ -124,8 +124,8 @@ def test_bad_input_on_processes_is_one_clear_error_and_leaves_nothing(tmp_path):
 
 def test_worker_memory_is_bounded_by_the_slab(tmp_path, monkeypatch):
     """A worker reads and writes at most SLAB_BYTES of frames at a time, whatever its range."""
-    import trajscale.convert.frames as frames
-    import trajscale.convert.segmented as segmented
+    from trajscale.convert import frames
+    from trajscale.convert import segmented
     from trajscale.sources import MDASource
 
     jobs = []

@@ -13,12 +13,11 @@ from ..errors import ConfigError, InputFileError, OutputError
 from ..sources import H5MDSource
 from ..sources.mda import load_universe
 from ..sources.selection import select_atoms
-from ..store.writer import H5MDWriter
 from ..store.layout import Layout
 from ..store.units import MDANALYSIS_QUANTITY, WRITE_UNITS, from_mdanalysis, unit_system
 from ..util import check_output_path, polling_for_stop
 from . import segmented
-from .frames import ConvertJob
+from .frames import ConvertJob, remember_universe
 from .parallel import file_shifts
 from .pool import EXECUTORS
 from .resume import Partial, identity
@@ -82,6 +81,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
     if units != "source":
         unit_system(units)   # an unknown name fails before any work
     universe = load_universe(topology)
+    remember_universe(str(topology), universe)   # inherited by forked workers
     atoms = select_atoms(universe, select, "selection").indices if select else None
     sel_atoms = universe.atoms if atoms is None else universe.atoms[atoms]
     sources = open_inputs(topology, list(trajectories), universe, group, assume_units)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +42,7 @@ from .join import copy_attrs, copy_frames, copy_structure, virtual_series
 from .pool import EXECUTORS, run_tasks
 from .resume import Partial, identity, load_record, save_record
 from .resume import partial_paths as resume_paths
-from .segmented import parts_folder
+from .segmented import move_parts, parts_folder
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +113,8 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
             fresh = {"mode": "segments", "virtual": bool(virtual), "ranges": [[r.start, r.stop] for r in ranges]}
         else:
             fresh = {"done": {}}
-        resumed = partial.begin(resume, fresh)
+        # serially, the record is first written with the output's structure (frames counted from there)
+        resumed = partial.begin(resume, fresh, save="mode" in fresh)
         record = partial.record
         if record.get("mode") == "segments":
             resumed_from = _run_segments(src_path, src, names, partial, layout, precision, slab_bytes,
@@ -216,15 +216,7 @@ def rechunk_range(src_path: str, path: str, record_path: str, names: list[str], 
 def _finish_virtual(src: h5py.File, partial: Partial, names: list[str], t0: float, resumed_from: int):
     """Move the segments to ``NAME.parts/`` and write the output with virtual series over them."""
     final = partial.final
-    folder = parts_folder(final)
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir()
-    moved = []
-    for path, a, b in _segments(partial):
-        path.with_suffix(".progress.json").unlink(missing_ok=True)
-        path.rename(folder / path.name)
-        moved.append((str(folder / path.name), a, b - a))
+    moved = move_parts(partial, _segments(partial))
     with h5py.File(moved[0][0], "r") as first, h5py.File(partial.tmp, "w") as dst:
         copy_structure(src, dst, lambda dg, name, obj: virtual_series(dg, name, first[obj.name], moved,
                                                                       str(final.parent))

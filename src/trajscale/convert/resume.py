@@ -83,8 +83,9 @@ class Partial:
         self.parts = self.final.with_name(f".{self.final.name}.{kind}-parts")
         self.record: dict | None = None
 
-    def begin(self, resume: bool, fresh: dict) -> bool:
-        """Load the record (``resume``) or start a new one from ``fresh``; True if resuming."""
+    def begin(self, resume: bool, fresh: dict, save: bool = True) -> bool:
+        """Load the record (``resume``) or start a new one from ``fresh`` (written now if ``save``);
+        True if resuming."""
         if resume:
             rec = load_record(self.record_path)
             if rec is None or not (self.tmp.exists() or self.parts.exists()):
@@ -97,7 +98,8 @@ class Partial:
             return True
         self.discard()
         self.record = {**self.wanted, **fresh}
-        self.save()
+        if save:
+            self.save()
         return False
 
     def save(self) -> None:

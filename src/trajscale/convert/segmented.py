@@ -29,7 +29,7 @@ from ..store.hdf5 import open_h5
 from .frames import ConvertJob, write_range
 from .join import copy_frames, copy_structure, is_time_series, like, virtual_series
 from .pool import run_tasks
-from .resume import Partial, load_record, save_record
+from .resume import Partial, fsync_path, load_record, save_record
 
 log = logging.getLogger(__name__)
 
@@ -113,10 +113,10 @@ def _join_copy(partial: Partial, segs, n_frames: int) -> None:
     log.debug("joined %d segments into %s", len(segs), partial.tmp)
 
 
-def _join_virtual(partial: Partial, segs) -> None:
-    """Move the segments to ``NAME.parts/`` and write the output as virtual datasets over them."""
-    final = partial.final
-    folder = parts_folder(final)
+def move_parts(partial: Partial, segs) -> list[tuple[str, int, int]]:
+    """Move finished segments to ``NAME.parts/`` (fsynced: the output will map them); return
+    ``(path, first frame, frames)`` of each."""
+    folder = parts_folder(partial.final)
     if folder.exists():
         shutil.rmtree(folder)   # the output itself was checked: an old run's parts, or --overwrite
     folder.mkdir()
@@ -124,11 +124,20 @@ def _join_virtual(partial: Partial, segs) -> None:
     for path, a, b in segs:
         _seg_record(path).unlink(missing_ok=True)
         path.rename(folder / path.name)
+        fsync_path(folder / path.name)
         moved.append((str(folder / path.name), a, b - a))
+    fsync_path(folder, directory=True)
+    return moved
+
+
+def _join_virtual(partial: Partial, segs) -> None:
+    """Move the segments to ``NAME.parts/`` and write the output as virtual datasets over them."""
+    moved = move_parts(partial, segs)
     with h5py.File(moved[0][0], "r") as first, h5py.File(partial.tmp, "w") as dst:
-        copy_structure(first, dst, lambda dg, name, obj: virtual_series(dg, name, obj, moved, str(final.parent))
+        copy_structure(first, dst, lambda dg, name, obj: virtual_series(dg, name, obj, moved,
+                                                                        str(partial.final.parent))
                        if is_time_series(obj) else None)
-    check_complete(partial.tmp, moved[-1][1] + moved[-1][2], final)
+    check_complete(partial.tmp, moved[-1][1] + moved[-1][2], partial.final)
     partial.finish()
 
 
