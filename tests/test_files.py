@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -109,6 +110,17 @@ def test_sigkilled_convert_resumes_to_the_uninterrupted_file(tmp_path, adk_vacuu
     assert s.n_frames == 98 and not tmp.exists() and not record.exists()
     convert(adk_vacuum[0], [adk_vacuum[1]], str(tmp_path / "whole.h5md"))
     assert_same_tree(tmp_path / "whole.h5md", out)
+
+
+def test_another_hosts_temporary_is_kept(tmp_path):
+    """On a shared file system a pid says nothing about another node's writer: only this host's are judged."""
+    pid = _dead_pid()
+    theirs = tmp_path / f".out.h5md.tmp-{pid}@{socket.gethostname()}-other-node"
+    ours = tmp_path / f".out.h5md.tmp-{pid}@{socket.gethostname()}"
+    theirs.write_bytes(b"being written on another node")
+    ours.write_bytes(b"left by a killed writer here")
+    assert remove_stale_temporaries(tmp_path) == [ours]
+    assert theirs.exists() and not ours.exists()
 
 
 def test_remove_stale_temporaries_spares_this_process(tmp_path):

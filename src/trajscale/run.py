@@ -73,13 +73,20 @@ def _topology_with_first_frame(topology, source):
 
 
 def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options,
-             max_block_bytes=MAX_BLOCK_BYTES, group=None, assume_units=None):
+             max_block_bytes=MAX_BLOCK_BYTES, group=None, assume_units=None, adopt=None):
     """The Job and run facts; the source opened here is closed on every path (a failing
-    run in a long session leaks no file handle)."""
+    run in a long session leaks no file handle).
+
+    ``adopt(config, source)``, given when this process also runs the tasks
+    (serial), takes the opened source over for them: opened once, not twice.
+    """
     opened: list = []
     try:
-        return _prepare_open(opened, analysis, topology, trajectory, start, stop, source_options,
-                             max_block_bytes, group, assume_units)
+        job, info = _prepare_open(opened, analysis, topology, trajectory, start, stop, source_options,
+                                  max_block_bytes, group, assume_units)
+        if adopt is not None and opened and job.source == opened[0].get_config():
+            adopt(job.source, opened.pop())
+        return job, info
     finally:
         for source in opened:
             source.close()
@@ -202,7 +209,7 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
         raise_if_stopped()
         try:
             job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options(),
-                                  max_block_bytes, group, assume_units)
+                                  max_block_bytes, group, assume_units, getattr(ex, "adopt_source", None))
                          if ex.is_root else (None, None))
         except Exception as exc:
             if ex.spmd:   # tell the other ranks, waiting in the broadcast, before raising here
@@ -225,6 +232,7 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
             log.info("executor auto: %s (%s)", choice, why)
             info["executor_choice"] = f"auto: {choice} ({why})"
             if choice != "serial":
+                ex.close()   # frees the source the serial executor took over while preparing
                 ex = make_executor(choice, n_workers, **executor_options)
         k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)
         if job.stride > 1:

@@ -6,11 +6,25 @@ import contextlib
 import logging
 import os
 import re
+import socket
 from pathlib import Path
 
 from .errors import InputFileError, OutputError
 
 log = logging.getLogger(__name__)
+
+
+def file_identity(paths: list[str]) -> tuple:
+    """(real path, device, inode, size, mtime_ns) of each file; a missing file counts as its path."""
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            out.append((p,))
+            continue
+        out.append((os.path.realpath(p), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
 
 
 def check_input_file(path: str | os.PathLike) -> None:
@@ -39,11 +53,14 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = False) -> Path:
 
 
 def temporary_name(path: str | os.PathLike) -> Path:
+    """``.NAME.tmp-PID@HOST`` beside ``path``: the host names whose process table can tell it is stale."""
     p = Path(path)
-    return p.with_name(f".{p.name}.tmp-{os.getpid()}")
+    return p.with_name(f".{p.name}.tmp-{os.getpid()}@{_HOST}")
 
 
-_TMP_NAME = re.compile(r"^\..+\.tmp-(\d+)$")
+_HOST = socket.gethostname().replace("/", "_")
+# (the @HOST part is absent in temporaries of trajscale before 0.3: those are this host's)
+_TMP_NAME = re.compile(r"^\..+\.tmp-(\d+)(?:@(.+))?$")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -57,7 +74,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
-    """Remove ``.NAME.tmp-PID`` files of ``folder`` whose process is gone (a killed writer's).
+    """Remove ``.NAME.tmp-PID@HOST`` files of ``folder`` whose process on this host is gone (a killed writer's).
 
     Only files owned by this user are touched: a temporary of another user's
     live writer on a shared folder is never removed.  Returns the removed paths.
@@ -70,7 +87,9 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
     uid = os.getuid()
     for entry in entries:
         m = _TMP_NAME.match(entry.name)
-        if not m or int(m.group(1)) == os.getpid() or _pid_alive(int(m.group(1))):
+        # On a shared file system another node's writer is alive or dead regardless of our pids
+        if not m or m.group(2) not in (None, _HOST) or int(m.group(1)) == os.getpid() \
+                or _pid_alive(int(m.group(1))):
             continue
         try:
             if entry.stat(follow_symlinks=False).st_uid != uid or not entry.is_file(follow_symlinks=False):

@@ -34,6 +34,9 @@ def test_long_job_runs_on_processes(adk_vacuum, adk_vacuum_h5md, mda_rmsd, monke
     assert r.report.executor == "processes" and r.report.n_workers == 2
     assert r.report.meta["executor_choice"].startswith("auto: processes")
     np.testing.assert_allclose(r.rmsd, mda_rmsd, atol=1e-4)
+    from trajscale.executors import base
+
+    assert base._SOURCES == {}   # the source opened while preparing is not left open here
 
 
 @pytest.mark.parametrize("frames, atoms, n, expected", [

@@ -151,6 +151,7 @@ def test_sigterm_mid_pack_then_resume_equals_uninterrupted(tmp_path):
     rest = proc.stderr.read()
     assert proc.wait(60) == 128 + signal.SIGTERM, rest
     assert "--resume" in rest and not out.exists()
+    assert "no partial output was kept" not in rest, rest   # it was kept, for --resume
     with h5py.File(partial_name(out)) as f:
         n_done = int(f["index/done"][()].sum())
     assert 1 <= n_done < 60

@@ -157,7 +157,10 @@ class RMSD(Analysis):
         mobile, u = universe, universe.universe
         (mob_sel, ref_sel), ref_atoms = self._select, (mobile if self.reference is None else self.reference)
         fit = mobile.atoms if mob_sel is None else select_atoms(mobile, mob_sel, "selection")
-        ref_fit = ref_atoms.atoms if ref_sel is None else select_atoms(ref_atoms, ref_sel, "reference selection")
+        if ref_atoms is mobile and ref_sel == mob_sel:
+            ref_fit = fit   # the same selection on the same atoms (a 48k-atom selection costs ~1 ms)
+        else:
+            ref_fit = ref_atoms.atoms if ref_sel is None else select_atoms(ref_atoms, ref_sel, "reference selection")
         _check_same_atoms(fit, ref_fit, mob_sel, ref_sel, self.tol_mass)
         groups, ref_groups = [], []
         for mob_g, ref_g in self._groups:

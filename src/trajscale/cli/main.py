@@ -81,12 +81,19 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except SystemExit as exc:
         if exc.code and exc.code > 128:
-            print(f"trajscale {args.command}: terminated by signal {exc.code - 128}; "
-                  "no partial output was kept", file=sys.stderr)
+            _say_interrupted(args, f"terminated by signal {exc.code - 128}")
         raise
     except KeyboardInterrupt:
-        print(f"trajscale {args.command}: interrupted; no partial output was kept", file=sys.stderr)
+        _say_interrupted(args, "interrupted")
         return 130
+
+
+def _say_interrupted(args, how: str) -> None:
+    """One line on what an interrupted command left: commands that keep their partial output for
+    ``--resume`` say so through ``set_defaults(kept_when_interrupted=fn(args) -> str)``."""
+    kept = getattr(args, "kept_when_interrupted", None)
+    print(f"trajscale {args.command}: {how}; {kept(args) if kept else 'no partial output was kept'}",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -30,12 +30,6 @@ def add_segment_options(p, what: str) -> None:
     p.add_argument("--resume", action="store_true", help=f"finish an interrupted {what} of the same inputs")
 
 
-def stopped_message(command: str, exc: SystemExit, output: str) -> int | None:
-    """The exit code (and the message) for a run stopped by a signal between slabs; None otherwise."""
-    import sys
-
-    if exc.code and isinstance(exc.code, int) and exc.code > 128:
-        print(f"trajscale {command}: stopped by signal {exc.code - 128}; the frames written so far are "
-              f"kept: run the same command with --resume to finish {output}", file=sys.stderr)
-        return int(exc.code)
-    return None
+def kept_for_resume(args) -> str:
+    """What an interrupted convert/rechunk left (``set_defaults(kept_when_interrupted=...)``)."""
+    return f"the frames written so far are kept: run the same command with --resume to finish {args.output}"

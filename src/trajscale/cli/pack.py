@@ -26,7 +26,8 @@ def add_parser(sub) -> None:
     p.add_argument("--resume", action="store_true", help="continue an interrupted pack of the same inputs")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=main)
+    p.set_defaults(func=main, kept_when_interrupted=lambda a: "the files packed so far are kept: run the same "
+                   f"command with --resume to finish {a.output}")
 
 
 def main(args) -> int:

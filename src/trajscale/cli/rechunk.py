@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from .options import add_segment_options, stopped_message
+from .options import add_segment_options, kept_for_resume
 
 log = logging.getLogger("trajscale")
 
@@ -23,7 +23,7 @@ def add_parser(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_segment_options(p, "rechunk")
-    p.set_defaults(func=main)
+    p.set_defaults(func=main, kept_when_interrupted=kept_for_resume)
 
 
 def main(args) -> int:
@@ -40,16 +40,10 @@ def main(args) -> int:
     if args.executor == "mpi":
         raise ConfigError("rechunk runs serially or on --executor processes or dask")
     parallel = args.executor in ("processes", "dask")
-    try:
-        s = rechunk(args.input, args.output, layout, precision=args.precision, overwrite=args.overwrite,
-                    resume=args.resume, progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty(),
-                    executor=args.executor if parallel else None,
-                    n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None, virtual=args.virtual)
-    except SystemExit as exc:   # a signal between slabs: the work so far is kept for --resume
-        code = stopped_message("rechunk", exc, args.output)
-        if code is None:
-            raise
-        return code
+    s = rechunk(args.input, args.output, layout, precision=args.precision, overwrite=args.overwrite,
+                resume=args.resume, progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty(),
+                executor=args.executor if parallel else None,
+                n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None, virtual=args.virtual)
     log.info("wrote %s: %d frames, %d series, %.1f -> %.1f MB in %.1f s%s", s.output, s.n_frames, s.datasets,
              s.bytes_in / 1e6, s.bytes_out / 1e6, s.seconds,
              f" (resumed at frame {s.resumed_from})" if s.resumed_from else "")

@@ -20,6 +20,7 @@ from ..block import FrameRange
 from ..errors import TaskError, TrajscaleError
 from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
+from ..util import file_identity
 
 log = logging.getLogger(__name__)
 
@@ -59,19 +60,6 @@ def _config_paths(config: dict) -> list[str]:
     return [str(p) for p in paths] + [str(p) for p in config.get("trajectories") or ()]
 
 
-def file_identity(paths: list[str]) -> tuple:
-    """(real path, device, inode, size, mtime_ns) of each file; a missing file counts as its path."""
-    out = []
-    for p in paths:
-        try:
-            st = os.stat(p)
-        except OSError:
-            out.append((p,))
-            continue
-        out.append((os.path.realpath(p), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
-    return tuple(out)
-
-
 def _release(src: Source) -> None:
     """Close a cached source and drop its scratch buffers (up to a 256 MB slab each)."""
     try:
@@ -100,6 +88,15 @@ def cached_source(config: dict, comm=None) -> tuple[Source, float]:
     src.reuse_buffers = True   # tasks run one at a time per process; map keeps no views of a block
     _SOURCES[key] = (ident, src)
     return src, time.perf_counter() - t0
+
+
+def adopt_source(config: dict, source: Source) -> None:
+    """Keep ``source``, opened by the process that prepared the job, as this process's source for ``config``."""
+    old = _SOURCES.pop(_key(config), None)
+    if old is not None and old[1] is not source:
+        _release(old[1])
+    source.reuse_buffers = True
+    _SOURCES[_key(config)] = (file_identity(_config_paths(config)), source)
 
 
 def close_cached_sources() -> None:

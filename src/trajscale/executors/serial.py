@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..block import FrameRange
 from ..report.timing import TaskTiming
 from ..util import raise_if_stopped
-from .base import Executor, Job, close_cached_sources, progress_bar, run_task
+from .base import Executor, Job, adopt_source, close_cached_sources, progress_bar, run_task
 
 
 class SerialExecutor(Executor):
@@ -17,6 +17,10 @@ class SerialExecutor(Executor):
 
     def __init__(self, n_workers: int = 1) -> None:
         super().__init__(1)
+
+    def adopt_source(self, config: dict, source) -> None:
+        """Run the tasks on the source the job was prepared with (one open, one schema check)."""
+        adopt_source(config, source)
 
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]]:
         out = []

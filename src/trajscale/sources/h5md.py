@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 
 import h5py
 import numpy as np
@@ -14,6 +15,7 @@ from ..store.hdf5 import ensure_filters, open_h5
 from ..store.schema import H5MDInfo, describe
 from ..store.layout import reader_chunk_cache
 from ..store.runs import plan_atom_reads
+from ..util import file_identity
 from .base import FRAME_META_BYTES, Source
 
 log = logging.getLogger(__name__)
@@ -26,6 +28,23 @@ GATHER_SLAB_BYTES = 4 * 1024**2
 #: The file is opened with no chunk cache; datasets whose chunks split xyz get
 #: their own (see :func:`~trajscale.store.layout.reader_chunk_cache`).
 CHUNK_CACHE_BYTES = 0
+#: Files described in this process: their schema (and layout facts, once asked), keyed by
+#: the file's identity, so a session's repeated runs on one file skip the ~4 ms schema walk;
+#: a rewritten file (another inode, size or mtime) is described anew.
+_DESCRIBED: OrderedDict[tuple, list] = OrderedDict()
+DESCRIBED_MAX = 64
+
+
+def _described(f, path: str, group: str | None, assume_units: str | None) -> list:
+    """``[H5MDInfo, layout facts or None]`` of ``f``'s particle group, from the memo if the file is unchanged."""
+    key = (file_identity([path]), group, assume_units)
+    entry = _DESCRIBED.get(key)
+    if entry is None:
+        entry = _DESCRIBED[key] = [describe(f, group, assume_units), None]
+        while len(_DESCRIBED) > DESCRIBED_MAX:
+            _DESCRIBED.popitem(last=False)
+    _DESCRIBED.move_to_end(key)
+    return entry
 
 
 def _with_chunk_cache(f, path: str):
@@ -82,7 +101,8 @@ class H5MDSource(Source):
             self._dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE)
         self.file = open_h5(path, "r", driver=driver, comm=comm, rdcc_nbytes=CHUNK_CACHE_BYTES)
         try:
-            self.info: H5MDInfo = describe(self.file, group, assume_units)
+            self._described = _described(self.file, self._path, group, assume_units)
+            self.info: H5MDInfo = self._described[0]
         except Exception:
             self.file.close()
             raise
@@ -128,7 +148,9 @@ class H5MDSource(Source):
     def layout_summary(self) -> dict:
         from ..store.inspect import layout_facts
 
-        return layout_facts(self.info)
+        if self._described[1] is None:
+            self._described[1] = layout_facts(self.info)
+        return self._described[1]
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:

@@ -1,0 +1,49 @@
+"""A serial run opens and describes its H5MD file once; a file rewritten in place is described anew."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import numpy as np
+
+import trajscale as ts
+from tests.executors.test_long_lived import SELECT, _mda_rmsd, rewritten  # noqa: F401 (fixture)
+from trajscale.executors.serial import SerialExecutor
+from trajscale.sources import h5md
+
+
+def test_serial_run_opens_the_file_once(adk_vacuum, adk_vacuum_h5md):
+    """The source the job was prepared with runs the tasks: one open, not one per phase."""
+    with mock.patch.object(h5md, "open_h5", wraps=h5md.open_h5) as spy:
+        r = ts.run(ts.RMSD(select=SELECT), adk_vacuum[0], adk_vacuum_h5md, executor="serial", n_tasks=3)
+    np.testing.assert_allclose(r.rmsd, _mda_rmsd(*adk_vacuum, 0, 98), atol=1e-4)
+    assert spy.call_count == 1
+
+
+def test_unchanged_file_is_described_once(adk_vacuum_h5md):
+    h5md._DESCRIBED.clear()
+    with mock.patch.object(h5md, "describe", wraps=h5md.describe) as spy:
+        for _ in range(3):
+            h5md.H5MDSource(adk_vacuum_h5md).close()
+    assert spy.call_count == 1
+
+
+def test_reused_serial_executor_reads_the_rewritten_file(adk_vacuum, rewritten):  # noqa: F811
+    """Same path, new file (convert --overwrite): neither the kept source nor the schema memo is reused."""
+    path, rewrite = rewritten
+    with SerialExecutor() as ex:
+        first = ts.run(ts.RMSD(select=SELECT), adk_vacuum[0], str(path), executor=ex)
+        rewrite()
+        second = ts.run(ts.RMSD(select=SELECT), adk_vacuum[0], str(path), executor=ex)
+    assert len(first.rmsd) == 98 and len(second.rmsd) == 10
+    np.testing.assert_allclose(second.rmsd, _mda_rmsd(*adk_vacuum, 50, 60), atol=1e-4)
+
+
+def test_serial_run_builds_one_universe_for_other_formats(adk_vacuum):
+    """A DCD read through MDAnalysis: the Universe built to prepare the job reads the frames too."""
+    from trajscale.sources import mda as mda_source
+
+    with mock.patch.object(mda_source, "load_universe", wraps=mda_source.load_universe) as spy:
+        r = ts.run(ts.RMSD(select=SELECT), adk_vacuum[0], adk_vacuum[1], executor="serial", n_tasks=2)
+    np.testing.assert_allclose(r.rmsd, _mda_rmsd(*adk_vacuum, 0, 98), atol=1e-4)
+    assert spy.call_count == 1
