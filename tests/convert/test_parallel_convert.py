@@ -130,7 +130,7 @@ def test_worker_memory_is_bounded_by_the_slab(tmp_path, monkeypatch):
 
     jobs = []
     real_write = segmented.write
-    monkeypatch.setattr(segmented, "write", lambda job, *a, **k: (jobs.append(job), real_write(job, *a, **k)))
+    monkeypatch.setattr(segmented, "write", lambda job, *a, **k: jobs.append(job) or real_write(job, *a, **k))
     serial = tmp_path / "ref.h5md"
     convert(D.PSF, [D.DCD], str(serial))   # the job a convert builds, and its output as the reference
     sizes = []

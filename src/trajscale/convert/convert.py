@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -107,10 +108,9 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
                                     start=start, stop=stop, step=step, has_box=has_box, overwrite=overwrite,
                                     summary_cls=ConvertSummary, units=out_units, group=out_group)
         observables = _observable_names(sources) if step in (None, 1) else {}
-        shifts, renumbered = file_shifts(sources, plans)
         job = ConvertJob(topology=str(topology), trajectories=tuple(str(t) for t in trajectories),
                          lengths=tuple(s.n_frames for s in sources),
-                         plans=tuple((p.start, p.stop, p.step) for p in plans), shifts=tuple(shifts),
+                         plans=tuple((p.start, p.stop, p.step) for p in plans), shifts=None,
                          atoms=atoms, fields=fields, n_atoms=len(sel_atoms), n_frames=n_frames, layout=layout,
                          box="triclinic" if has_box else None, group=out_group, units=out_units,
                          masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
@@ -121,17 +121,22 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         partial = Partial(check_output_path(output, overwrite), "convert", wanted)
         parallel = executor in ("processes", "dask")
         partial.begin(resume, segmented.plan(job, n_workers or 1, virtual) if parallel else {"done": 0})
+        if partial.record.get("mode") == "segments":   # workers need each file's shift up front
+            shifts, renumbered = file_shifts(sources, plans)
+            job = dataclasses.replace(job, shifts=tuple(shifts))
         # Poll for SIGTERM for the whole life of the partial output: a signal stops
         # between slabs, leaving the frames written so far for --resume.
         with polling_for_stop():
             try:
-                segmented.write(job, partial, executor=executor or "serial", n_workers=n_workers or 1,
-                                progress=progress, sources=dict(enumerate(sources)))
+                counted = segmented.write(job, partial, executor=executor or "serial", n_workers=n_workers or 1,
+                                          progress=progress, sources=dict(enumerate(sources)))
             except (SystemExit, KeyboardInterrupt):
                 raise   # kept for --resume
             except BaseException:
                 partial.discard()   # an error: nothing half-written stays behind
                 raise
+        if job.shifts is None:
+            renumbered = counted
         if renumbered:
             log.warning("renumbered step and time of %d input file(s) so they keep increasing "
                         "(H5MD requires increasing steps)", renumbered)

@@ -14,6 +14,7 @@ record it reopens the file and continues after the last counted frame.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ from ..store.writer import H5MDWriter
 from ..util import polling_for_stop, raise_if_stopped
 from . import stream
 from .resume import load_record, save_record
+from .stream import Renumberer
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ class ConvertJob:
     trajectories: tuple[str, ...]
     lengths: tuple[int, ...]               # frames per input file
     plans: tuple[tuple[int, int, int], ...]   # per file: the (start, stop, step) range of its kept frames
-    shifts: tuple                          # per file: (step, time) shift, or None (no kept frames)
+    shifts: tuple | None                   # per file: (step, time) shift (None: renumber as read, serially)
     atoms: np.ndarray | None
     fields: tuple[str, ...]
     n_atoms: int                           # atoms written
@@ -65,7 +67,7 @@ class ConvertJob:
     def pieces(self, i0: int, i1: int) -> list[tuple[int, range, tuple]]:
         """The (file index, its frames, shift) of output frames ``[i0, i1)``, in order."""
         out, at = [], 0
-        for k, (plan, shift) in enumerate(zip(self.plans, self.shifts)):
+        for k, (plan, shift) in enumerate(zip(self.plans, self.shifts or [None] * len(self.plans))):
             frames = range(*plan)
             lo, hi = max(i0 - at, 0), min(i1 - at, len(frames))
             if hi > lo:
@@ -111,6 +113,9 @@ def write_range(job: ConvertJob, i0: int, i1: int, path: str, record_path: str, 
     done = int(record.get("done", 0))
     if done >= i1 - i0:
         return 0
+    # Without precomputed shifts (serial) step/time are renumbered as the files are read, as in
+    # stream.iter_blocks; the renumbering state is saved with each count, so a resume continues it.
+    renumber = None if job.shifts is not None else Renumberer(**record.get("renumber", {}))
     if done:
         writer = H5MDWriter.reopen(path, done, n_frames=i1 - i0)
     else:
@@ -119,6 +124,7 @@ def write_range(job: ConvertJob, i0: int, i1: int, path: str, record_path: str, 
     try:
         with writer, polling_for_stop():
             for k, frames, shift in job.pieces(i0 + done, i1):
+                starts_file = frames.start == job.plans[k][0]
                 src = (sources or {}).get(k) or opened.get(k)
                 if src is None:
                     src = opened[k] = open_input(job, k)
@@ -131,8 +137,16 @@ def write_range(job: ConvertJob, i0: int, i1: int, path: str, record_path: str, 
                     if job.observables:   # a single H5MD input read without a stride
                         obs = {name: src.file["observables"][name]["value"][idx.start:idx[-1] + 1]
                                for name in job.observables}
+                    if renumber is None:
+                        step, t = b.step + shift[0], b.time + shift[1]
+                    else:
+                        if a == 0 and starts_file:
+                            renumber.start_file(b, src.path)
+                        b = renumber.apply(b)
+                        step, t = b.step, b.time
+                        record["renumber"] = dataclasses.asdict(renumber)
                     writer.write(position=b.positions, velocity=b.velocities, force=b.forces,
-                                 step=b.step + shift[0], time=b.time + shift[1], box=b.box, observables=obs)
+                                 step=step, time=t, box=b.box, observables=obs)
                     record["done"] = writer.n_written   # committed (flushed) before it is recorded
                     save_record(record_path, record)
                     if bar is not None:
