@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,7 +121,8 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
                   "options": repr((layout, select, start, stop, step, fields, units, group, assume_units))}
         partial = Partial(check_output_path(output, overwrite), "convert", wanted)
         parallel = executor in ("processes", "dask")
-        partial.begin(resume, segmented.plan(job, n_workers or 1, virtual) if parallel else {"done": 0})
+        n_workers = n_workers or os.cpu_count() or 1
+        partial.begin(resume, segmented.plan(job, n_workers, virtual) if parallel else {"done": 0})
         if partial.record.get("mode") == "segments":   # workers need each file's shift up front
             shifts, renumbered = file_shifts(sources, plans)
             job = dataclasses.replace(job, shifts=tuple(shifts))
@@ -128,7 +130,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         # between slabs, leaving the frames written so far for --resume.
         with polling_for_stop():
             try:
-                counted = segmented.write(job, partial, executor=executor or "serial", n_workers=n_workers or 1,
+                counted = segmented.write(job, partial, executor=executor or "serial", n_workers=n_workers,
                                           progress=progress, sources=dict(enumerate(sources)))
             except (SystemExit, KeyboardInterrupt):
                 raise   # kept for --resume
@@ -140,8 +142,6 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         if renumbered:
             log.warning("renumbered step and time of %d input file(s) so they keep increasing "
                         "(H5MD requires increasing steps)", renumbered)
-        import os
-
         return ConvertSummary(str(output), n_frames, len(sel_atoms), fields, layout.describe(),
                               renumbered, time.perf_counter() - t0, os.path.getsize(output))
     finally:

@@ -109,7 +109,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         n_frames = max((src[n].shape[0] for n in names), default=0)
         if executor in ("processes", "dask"):
             cf = max([_chunk_frames(src[n], layout) for n in names], default=1)
-            ranges = split_frames(n_frames, n_workers or 1, align=cf)
+            ranges = split_frames(n_frames, n_workers or os.cpu_count() or 1, align=cf)
             fresh = {"mode": "segments", "virtual": bool(virtual), "ranges": [[r.start, r.stop] for r in ranges]}
         else:
             fresh = {"done": {}}
@@ -118,7 +118,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         record = partial.record
         if record.get("mode") == "segments":
             resumed_from = _run_segments(src_path, src, names, partial, layout, precision, slab_bytes,
-                                         executor or "serial", n_workers or 1)
+                                         executor or "serial", n_workers or os.cpu_count() or 1)
             if record.get("virtual"):
                 return _finish_virtual(src, partial, names, t0, resumed_from)
             with h5py.File(partial.tmp, "w") as dst:
