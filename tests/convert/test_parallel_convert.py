@@ -226,3 +226,20 @@ def test_rechunk_on_dask(tmp_path, adk_vacuum_h5md):
     rechunk(adk_vacuum_h5md, par, Layout.parse("5", "gzip:1"), executor="dask", n_workers=2)
     assert_same_tree(serial, par)
     assert_reads_like(D.PSF, par, adk_vacuum_h5md)
+
+
+@pytest.mark.parametrize("encoding", ["floats", "deltas"])
+def test_lossy_segments_equal_serial(tmp_path, adk_vacuum_h5md, encoding):
+    """--precision/--encoding on workers: the stored values and attributes are the serial run's."""
+    layout = Layout.parse("4", "gzip:1")
+    serial, par = tmp_path / "serial.h5md", tmp_path / "par.h5md"
+    convert(D.PSF, [D.DCD], str(serial), layout=layout, precision=0.01, encoding=encoding)
+    convert(D.PSF, [D.DCD], str(par), layout=layout, precision=0.01, encoding=encoding, executor="processes",
+            n_workers=2)
+    assert_same_tree(serial, par)
+    rs, rp = tmp_path / "rs.h5md", tmp_path / "rp.h5md"
+    rechunk(adk_vacuum_h5md, rs, layout, precision=0.01, encoding=encoding)
+    rechunk(adk_vacuum_h5md, rp, layout, precision=0.01, encoding=encoding, executor="processes", n_workers=2)
+    assert_same_tree(rs, rp)
+    rep = verify(D.PSF, [D.DCD], str(par))   # within the stated bound
+    assert rep.ok, rep.problems

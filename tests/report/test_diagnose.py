@@ -167,6 +167,7 @@ CASES = {
     "io-bound-format": (
         lambda: make_report([{"t_io": 3.0}] * 4, source={"format": "DCD", "path": "adk.dcd"}),
         [lambda: make_report([{"t_io": 3.0}] * 4, source={"format": "h5md", "path": "adk.h5md"}),
+         lambda: make_report([{"t_io": 3.0}] * 4, source={"format": "segments", "segment_formats": "H5MD"}),
          lambda: make_report([{"t_compute": 3.0}] * 4, source={"format": "DCD", "path": "adk.dcd"})],
     ),
     "chunk-amplification": (
@@ -232,6 +233,10 @@ def test_rule_details():
     d = diagnose(CASES["io-bound-format"][0]())
     a = next(a for a in d.advice if a.rule == "io-bound-format")
     assert "trajscale convert" in a.message and "adk.dcd" in a.message and "0.33" in a.reason
+    chain = make_report([{"t_io": 3.0}] * 4, source={"format": "segments", "segment_formats": "XTC",
+                                                      "path": "run.part0001.xtc"})
+    a = RULES["io-bound-format"](chain, diagnose(chain))   # parts: convert them; they are segments already
+    assert "convert TOPOLOGY PART..." in a.message and "split" not in a.message and "XTC source" in a.reason
     d = diagnose(CASES["chunk-amplification"][0]())
     a = next(a for a in d.advice if a.rule == "chunk-amplification")
     assert "--chunks auto" in a.message and "21.0x" in a.reason and "150-atom subset" in a.reason

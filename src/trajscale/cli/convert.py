@@ -27,7 +27,12 @@ def add_parser(sub) -> None:
     p.add_argument("--chunks", default="auto",
                    help="auto (frames per chunk planned for ~2 MiB, whole frames), frame (1, n_atoms, 3), "
                         "contiguous, h5py (h5py's own guess) or a number of frames per chunk (default auto)")
-    p.add_argument("--compression", default="none", help="none, gzip[:1-9], lzf, blosc, zstd (default none)")
+    p.add_argument("--compression", default="none", help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] (the last four need hdf5plugin; default none)")
+    p.add_argument("--precision", type=float, default=None,
+                   help="store positions rounded to this precision in Å (lossy; 0.01 = XTC's 0.001 nm)")
+    p.add_argument("--encoding", default="floats", choices=["floats", "deltas"],
+                   help="with --precision: floats (plain floats for every HDF5 reader) or deltas (XTC-sized, "
+                        "read back only by trajscale); see `trajscale rechunk --help`")
     p.add_argument("--fletcher32", action="store_true", help="add checksums to chunks")
     p.add_argument("--select", default=None, help="write only these atoms (MDAnalysis selection)")
     p.add_argument("--units", default="mdanalysis", choices=["mdanalysis", "gromacs", "source"],
@@ -66,7 +71,7 @@ def main(args) -> int:
                 units=args.units, group=args.h5md_group, assume_units=args.assume_units, comm=comm,
                 executor=args.executor if parallel else None,
                 n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None,
-                virtual=args.virtual, resume=args.resume)
+                virtual=args.virtual, resume=args.resume, precision=args.precision, encoding=args.encoding)
     if comm is not None and comm.Get_rank() != 0:
         return 0
     log.info("wrote %s: %d frames x %d atoms (%s), %s, %.1f MB in %.1f s", s.output, s.n_frames,

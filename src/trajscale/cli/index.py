@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .options import add_h5md_options
+
 
 def add_parser(sub) -> None:
     q = sub.add_parser("index", help="describe existing parts (any format) as one segmented trajectory",
@@ -10,6 +12,7 @@ def add_parser(sub) -> None:
     q.add_argument("parts", nargs="+", help="parts in order (H5MD, XTC, TRR, DCD, NetCDF, ...)")
     q.add_argument("-o", "--output", required=True, help="index file to write (.json)")
     q.add_argument("--topology", default=None, help="topology for formats that need one (XTC, DCD, ...)")
+    add_h5md_options(q, "H5MD parts (kept in the index for the runs that read it)")
     q.set_defaults(func=main_index)
 
 
@@ -20,5 +23,7 @@ def main_index(args) -> int:
         from ..errors import ConfigError
 
         raise ConfigError(f"{args.output}: the index file must end in .json")
-    print(f"wrote {build_index(args.parts, args.output, args.topology)} ({len(args.parts)} parts)")
+    index = build_index(args.parts, args.output, args.topology, group=args.h5md_group,
+                        assume_units=args.assume_units)
+    print(f"wrote {index} ({len(args.parts)} parts)")
     return 0

@@ -14,6 +14,11 @@ def add_parser(sub) -> None:
     p.add_argument("file", help="H5MD file")
     add_h5md_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--pattern", default=None, metavar="frames|blocks|atoms:SEL",
+                   help="recommend a layout and compression for this access pattern (random single frames, "
+                        "blocks of whole frames, or atoms SEL over many frames: an MDAnalysis selection with "
+                        "--topology, or indices A-B) from measured trade-offs, with the rechunk command")
+    p.add_argument("--topology", default=None, help="topology for --pattern atoms:SELECTION")
     p.add_argument("--follow", action="store_true",
                    help="while a job writes FILE, print its complete frame count as it grows "
                         "(stops after --idle seconds without a new frame)")
@@ -31,6 +36,16 @@ def main(args) -> int:
     from ..store.inspect import inspect_file
 
     facts = inspect_file(args.file, args.h5md_group, args.assume_units)
+    if args.pattern:
+        from ..store.recommend import parse_pattern, recommend, selected_atoms
+
+        kind, sel = parse_pattern(args.pattern)
+        if facts.get("n_atoms") is None:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"{args.file} has several particle groups: add --group NAME for --pattern")
+        atoms = selected_atoms(sel, facts["n_atoms"], args.topology) if kind == "atoms" else None
+        facts["recommendation"] = recommend(facts, args.pattern, atoms).to_dict()
     if args.json:
         print(json.dumps(facts, indent=1))
         return 0
@@ -62,6 +77,9 @@ def format_facts(f: dict) -> str:
         "units         " + ", ".join(f"{k}: {v}" for k, v in f["units"].items()),
         f"boundary      {' '.join(f['boundary'])}",
         f"chunks        {f['chunks']}   compression {f['compression']}",
+        *([f"precision     positions within {f['precision']['angstrom'] / 2:g} A (stated precision "
+           f"{f['precision']['angstrom']:g} A, step {f['precision']['quantum']:.4g} in the file's unit, "
+           f"{f['precision']['encoding']})"] if f.get("precision") else []),
         "read amplification (bytes HDF5 reads and decodes / bytes asked for):",
         f"  {'access pattern':32s} {'trajscale':>10s} {'HDF5 1 MiB cache':>17s}",
     ]
@@ -71,4 +89,13 @@ def format_facts(f: dict) -> str:
     if f.get("observables"):
         lines.append(f"observables   {', '.join(f['observables'])}")
     lines += [f"WARNING: {w}" for w in f["warnings"]]
+    rec = f.get("recommendation")
+    if rec:
+        lines.append(f"for --pattern {rec['pattern']}: {rec['layout']}"
+                     + (" (this file already has it)" if rec["already"] else ""))
+        lines.append(f"  why: {rec['why']}")
+        if not rec["already"]:
+            lines.append(f"  run: {rec['command']}")
+        if rec["compact"]:
+            lines.append(f"  smaller: {rec['compact']}")
     return "\n".join(lines)

@@ -17,9 +17,13 @@ def add_parser(sub) -> None:
     p.add_argument("input", help="H5MD (HDF5) file")
     p.add_argument("-o", "--output", required=True, help="output file")
     p.add_argument("--chunks", default="auto", help="auto, frame, contiguous or frames per chunk (default auto)")
-    p.add_argument("--compression", default="none", help="none, gzip[:1-9], lzf, blosc, zstd (default none)")
+    p.add_argument("--compression", default="none", help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] (the last four need hdf5plugin; default none)")
     p.add_argument("--precision", type=float, default=None,
                    help="round positions to this precision in Å first (lossy; 0.01 = XTC's 0.001 nm)")
+    p.add_argument("--encoding", default="floats", choices=["floats", "deltas"],
+                   help="with --precision: floats (plain floats every HDF5 reader reads; ~1.5x an XTC's size) or "
+                        "deltas (integer differences between neighbouring atoms, like XTC: ~1.1x its size, "
+                        "read back only by trajscale)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_segment_options(p, "rechunk")
@@ -40,7 +44,8 @@ def main(args) -> int:
     if args.executor == "mpi":
         raise ConfigError("rechunk runs serially or on --executor processes or dask")
     parallel = args.executor in ("processes", "dask")
-    s = rechunk(args.input, args.output, layout, precision=args.precision, overwrite=args.overwrite,
+    s = rechunk(args.input, args.output, layout, precision=args.precision, encoding=args.encoding,
+                overwrite=args.overwrite,
                 resume=args.resume, progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty(),
                 executor=args.executor if parallel else None,
                 n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None, virtual=args.virtual)

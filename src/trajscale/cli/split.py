@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .options import add_h5md_options
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("split", help="split an H5MD file into segment files and an index",
@@ -11,7 +13,7 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--output", required=True, help="output folder")
     p.add_argument("--parts", type=int, required=True, help="number of segments")
     p.add_argument("--chunks", default="auto", help="chunk layout of the parts (default: auto)")
-    p.add_argument("--group", default=None, help="particle group to split")
+    add_h5md_options(p, "the input")
     p.add_argument("--overwrite", action="store_true", help="replace an existing index")
     p.set_defaults(func=main_split)
 
@@ -23,7 +25,7 @@ def main_split(args) -> int:
 
     if args.parts < 1:
         raise ConfigError(f"--parts must be at least 1, got {args.parts}")
-    index = split(args.input, args.output, args.parts, layout=Layout.parse(args.chunks), group=args.group,
-                  overwrite=args.overwrite)
+    index = split(args.input, args.output, args.parts, layout=Layout.parse(args.chunks), group=args.h5md_group,
+                  overwrite=args.overwrite, assume_units=args.assume_units)
     print(f"wrote {args.parts} segments and {index}")
     return 0

@@ -37,7 +37,9 @@ def main(args) -> int:
           f"max |dbox| = {rep.max_dbox:.3g}, max |dt| = {rep.max_dtime:.3g} ps, "
           f"step mismatches = {rep.step_mismatches}")
     if rep.ok:
-        print("OK: identical within float32 round-off")
+        print("OK: identical within float32 round-off" if rep.position_bound is None else
+              f"OK: positions within their stated bound ({rep.position_bound:.3g} A), the rest within "
+              "float32 round-off")
         return 0
     for p in rep.problems:
         print(f"MISMATCH {p}", file=sys.stderr)

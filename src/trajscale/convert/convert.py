@@ -46,7 +46,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
             overwrite: bool = False, progress: bool = False, units: str = "mdanalysis",
             group: str | None = None, assume_units: str | None = None, comm=None,
             executor: str | None = None, n_workers: int | None = None, virtual: bool = False,
-            resume: bool = False) -> ConvertSummary:
+            resume: bool = False, precision: float | None = None, encoding: str = "floats") -> ConvertSummary:
     """Write ``trajectories`` (concatenated in order) to ``output`` as H5MD.
 
     The file is written under a temporary name and renamed only when every
@@ -66,11 +66,16 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
     attributes, a format's native units as MDAnalysis knows them). ``group``
     and ``assume_units`` apply to H5MD inputs (see :class:`H5MDSource`).  With an
     MPI ``comm`` of several ranks, each rank converts its own range of frames
-    into the one file (``convert.parallel``).
+    into the one file (``convert.parallel``). ``precision`` (Å) and ``encoding`` store
+    positions lossy (:mod:`trajscale.store.codecs`).
     """
     t0 = time.perf_counter()
     layout = layout or Layout()
     check_output_path(output, overwrite)
+    if precision is not None and not precision > 0:
+        raise ConfigError(f"--precision must be positive, got {precision}")
+    if encoding == "deltas" and (precision is None or not layout.compression):
+        raise ConfigError("--encoding deltas needs --precision and a --compression (zstd or blosc-zstd pay most)")
     if executor not in (None, *EXECUTORS):
         raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if virtual and executor not in ("processes", "dask"):
@@ -107,7 +112,8 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
 
             return convert_parallel(comm, sources, sel_atoms, output, layout=layout, atoms=atoms, fields=fields,
                                     start=start, stop=stop, step=step, has_box=has_box, overwrite=overwrite,
-                                    summary_cls=ConvertSummary, units=out_units, group=out_group)
+                                    summary_cls=ConvertSummary, units=out_units, group=out_group,
+                                    precision=precision, encoding=encoding)
         observables = _observable_names(sources) if step in (None, 1) else {}
         job = ConvertJob(topology=str(topology), trajectories=tuple(str(t) for t in trajectories),
                          lengths=tuple(s.n_frames for s in sources),
@@ -116,9 +122,10 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
                          box="triclinic" if has_box else None, group=out_group, units=out_units,
                          masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
                          observables={k: (tuple(v[0]), np.dtype(v[1]).str) for k, v in observables.items()},
-                         in_group=group, assume_units=assume_units)
+                         in_group=group, assume_units=assume_units, precision=precision, encoding=encoding)
         wanted = {"inputs": identity([topology, *trajectories]),
-                  "options": repr((layout, select, start, stop, step, fields, units, group, assume_units))}
+                  "options": repr((layout, select, start, stop, step, fields, units, group, assume_units,
+                                   precision, encoding))}
         partial = Partial(check_output_path(output, overwrite), "convert", wanted)
         parallel = executor in ("processes", "dask")
         n_workers = n_workers or os.cpu_count() or 1

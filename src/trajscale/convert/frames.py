@@ -54,12 +54,14 @@ class ConvertJob:
     observables: dict | None = None        # name -> (shape, dtype str): from a single H5MD input
     in_group: str | None = None            # --group / --assume-units for H5MD inputs
     assume_units: str | None = None
+    precision: float | None = None         # lossy positions (store.codecs)
+    encoding: str = "floats"
 
     def writer(self, path, n_frames: int) -> H5MDWriter:
         """A new writer of ``n_frames`` frames with this job's structure."""
         w = H5MDWriter(path, self.n_atoms, n_frames=n_frames, layout=self.layout, fields=self.fields,
                        box=self.box, group=self.group, masses=self.masses, charges=self.charges,
-                       units=self.units)
+                       units=self.units, precision=self.precision, encoding=self.encoding)
         for name, (shape, dtype) in (self.observables or {}).items():
             w.add_observable(name, tuple(shape), np.dtype(dtype))
         return w

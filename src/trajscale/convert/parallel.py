@@ -62,7 +62,7 @@ def file_shifts(sources, plans) -> tuple[list[tuple[int, float]], int]:
 
 def convert_parallel(comm, sources, universe_atoms, output: str, *, layout: Layout, atoms, fields,
                      start, stop, step, has_box: bool, overwrite: bool, summary_cls, units: dict,
-                     group: str):
+                     group: str, precision: float | None = None, encoding: str = "floats"):
     """Write ``sources`` to ``output`` from every rank of ``comm`` (called by ``convert``)."""
     from mpi4py import MPI
 
@@ -85,7 +85,8 @@ def convert_parallel(comm, sources, universe_atoms, output: str, *, layout: Layo
         with ParallelWriter(tmp, len(universe_atoms), comm=comm, strategy="collective", layout=layout,
                             n_frames=n_frames, velocities="velocity" in fields, forces="force" in fields,
                             box="triclinic" if has_box else None, group=group, units=units,
-                            topology=universe_atoms if rank == 0 else None) as w:
+                            topology=universe_atoms if rank == 0 else None, precision=precision,
+                            encoding=encoding) as w:
             at = i0
             while True:
                 block = next(blocks, None)

@@ -32,7 +32,8 @@ import numpy as np
 
 from ..block import split_frames
 from ..errors import ConfigError, InputFileError, OutputError, UnitError
-from ..store.codecs import quantize, quantum
+from ..store.codecs import (ENCODINGS, decode_deltas, delta_quantum, encode_deltas, lossy_attrs,
+                            lossy_attrs_for, quantize)
 from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import Layout
 from ..store.schema import attr_str
@@ -74,9 +75,9 @@ def _is_series(name: str, obj) -> bool:
 
 
 def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout, *,
-            precision: float | None = None, overwrite: bool = False, resume: bool = False,
-            slab_bytes: int | None = None, progress: bool = False, executor: str | None = None,
-            n_workers: int | None = None, virtual: bool = False) -> RechunkSummary:
+            precision: float | None = None, encoding: str = "floats", overwrite: bool = False,
+            resume: bool = False, slab_bytes: int | None = None, progress: bool = False,
+            executor: str | None = None, n_workers: int | None = None, virtual: bool = False) -> RechunkSummary:
     """Copy ``input`` to ``output`` with ``layout`` for its per-atom time series.
 
     Parameters
@@ -85,6 +86,9 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         Round positions to this precision in Å first (lossy, XTC-like; 0.01 Å = XTC's 0.001 nm):
         values keep float32 with the mantissa bits below a power-of-two quantum <= ``precision``
         zeroed, so any HDF5 reader gets plain floats and a lossless filter compresses them.
+    encoding
+        With ``precision``: ``"floats"`` (above) or ``"deltas"`` (XTC-sized; only trajscale
+        reads it back, see :mod:`trajscale.store.codecs`).
     resume
         Continue an interrupted run of the same input and layout from its progress record.
     executor, n_workers
@@ -102,8 +106,15 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         raise ConfigError("--virtual keeps per-worker segments: it needs --executor processes or dask")
     if virtual and parts_folder(final).exists() and not overwrite:
         raise OutputError(parts_folder(final), "already exists (use --overwrite to replace it)")
+    if encoding not in ENCODINGS:
+        raise ConfigError(f"--encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
+    if encoding == "deltas" and (precision is None or not layout.compression):
+        raise ConfigError("--encoding deltas needs --precision and a --compression (zstd or blosc-zstd pay most)")
     (ident,) = identity([src_path])
-    partial = Partial(final, "rechunk", {**ident, "layout": layout.describe(), "precision": precision})
+    wanted = {**ident, "layout": layout.describe(), "precision": precision}
+    if encoding != "floats":
+        wanted["encoding"] = encoding
+    partial = Partial(final, "rechunk", wanted)
     with open_h5(src_path) as src, polling_for_stop():
         names = _series_names(src)
         n_frames = max((src[n].shape[0] for n in names), default=0)
@@ -117,12 +128,12 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         resumed = partial.begin(resume, fresh, save="mode" in fresh)
         record = partial.record
         if record.get("mode") == "segments":
-            resumed_from = _run_segments(src_path, src, names, partial, layout, precision, slab_bytes,
+            resumed_from = _run_segments(src_path, src, names, partial, layout, precision, encoding, slab_bytes,
                                          executor or "serial", n_workers or os.cpu_count() or 1)
             if record.get("virtual"):
                 return _finish_virtual(src, partial, names, t0, resumed_from)
             with h5py.File(partial.tmp, "w") as dst:
-                _copy_structure(src, dst, layout, precision)
+                _copy_structure(src, dst, layout, precision, encoding)
                 for path, a, _ in _segments(partial):
                     with h5py.File(path, "r") as seg:
                         for name in names:
@@ -130,7 +141,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         else:
             if not resumed or not partial.tmp.exists():
                 with h5py.File(partial.tmp, "w") as dst:
-                    series = _copy_structure(src, dst, layout, precision)
+                    series = _copy_structure(src, dst, layout, precision, encoding)
                 record["done"] = {name: 0 for name in series}
                 partial.save()
             resumed_from = min(record["done"].values(), default=0)
@@ -174,7 +185,7 @@ def _segments(partial: Partial) -> list[tuple[Path, int, int]]:
 
 
 def _run_segments(src_path: str, src: h5py.File, names: list[str], partial: Partial, layout: Layout,
-                  precision, slab_bytes: int, executor: str, n_workers: int) -> int:
+                  precision, encoding: str, slab_bytes: int, executor: str, n_workers: int) -> int:
     """Rewrite every segment's frames on the workers (each its own file and record); return frames
     already done before this run."""
     partial.parts.mkdir(exist_ok=True)
@@ -185,7 +196,7 @@ def _run_segments(src_path: str, src: h5py.File, names: list[str], partial: Part
         if done:
             before += min(done.values())
         if not done or min(done.values()) < b - a:
-            tasks.append((src_path, str(path), str(rpath), names, layout, precision, a, b, slab_bytes))
+            tasks.append((src_path, str(path), str(rpath), names, layout, precision, encoding, a, b, slab_bytes))
     run_tasks(rechunk_range, tasks, executor, n_workers)
     for path, a, b in _segments(partial):
         done = (load_record(path.with_suffix(".progress.json")) or {}).get("done") or {}
@@ -195,7 +206,7 @@ def _run_segments(src_path: str, src: h5py.File, names: list[str], partial: Part
 
 
 def rechunk_range(src_path: str, path: str, record_path: str, names: list[str], layout: Layout, precision,
-                  a: int, b: int, slab_bytes: int) -> int:
+                  encoding: str, a: int, b: int, slab_bytes: int) -> int:
     """Worker: rewrite frames ``[a, b)`` of the series ``names`` into segment file ``path``, resumably."""
     record = load_record(Path(record_path)) or {}
     with open_h5(src_path) as src, polling_for_stop():
@@ -203,7 +214,8 @@ def rechunk_range(src_path: str, path: str, record_path: str, names: list[str], 
             with h5py.File(path, "w") as dst:
                 for name in names:
                     group, _, leaf = name.rpartition("/")
-                    _create_series(dst.require_group(group), leaf, src[name], layout, precision, n_frames=b - a)
+                    _create_series(dst.require_group(group), leaf, src[name], layout, precision, encoding,
+                                   n_frames=b - a)
             record = {"done": {name: 0 for name in names}}
             save_record(Path(record_path), record)
         with h5py.File(path, "r+") as dst:
@@ -228,34 +240,41 @@ def _finish_virtual(src: h5py.File, partial: Partial, names: list[str], t0: floa
                           os.path.getsize(final), time.perf_counter() - t0, resumed_from)
 
 
-def _copy_structure(src: h5py.File, dst: h5py.File, layout: Layout, precision: float | None) -> list[str]:
+def _copy_structure(src: h5py.File, dst: h5py.File, layout: Layout, precision: float | None,
+                    encoding: str = "floats") -> list[str]:
     """Everything but the series' values (created empty with the new layout); return the series' names."""
-    return copy_structure(src, dst, lambda dg, name, obj: _create_series(dg, name, obj, layout, precision)
+    return copy_structure(src, dst, lambda dg, name, obj: _create_series(dg, name, obj, layout, precision, encoding)
                           if _is_series(obj.name, obj) else None)
 
 
 def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout, precision: float | None,
-                   n_frames: int | None = None):
+                   encoding: str = "floats", n_frames: int | None = None):
     n_total, n_atoms, _ = obj.shape
     n_frames = n_total if n_frames is None else n_frames
+    lossy = precision is not None and obj.name.split("/")[-2] == "position"
+    deltas = lossy and encoding == "deltas"
+    dtype = np.uint32 if deltas else np.float32 if delta_quantum(obj) else obj.dtype
     # chunk frames planned for the whole series, so a segment's chunks are the output's
-    chunks = layout.chunk_shape(n_atoms, obj.dtype.itemsize, n_total)
-    kw = {"shape": (n_frames, n_atoms, 3), "dtype": obj.dtype}
+    chunks = layout.chunk_shape(n_atoms, np.dtype(dtype).itemsize, n_total)
+    kw = {"shape": (n_frames, n_atoms, 3), "dtype": dtype}
     if chunks is not None:
         if chunks is not True:   # True: h5py's own guess (kept to reproduce slow files)
             chunks = tuple(min(c, s) for c, s in zip(chunks, (n_frames, n_atoms, 3))) if n_frames else None
         kw.update(chunks=chunks, maxshape=(None, n_atoms, 3), **layout.h5py_kwargs())
     ds = dg.create_dataset(name, **kw)
     copy_attrs(obj, ds)
-    if precision is not None and obj.name.split("/")[-2] == "position":
-        ds.attrs["trajscale_precision"] = float(precision)            # Å, as stated by the user
-        ds.attrs["trajscale_quantum"] = quantum(precision / _length_scale(obj))   # in the file's unit
+    if "trajscale_unit" in ds.attrs:   # a delta-coded input: written back as floats (or re-coded below)
+        ds.attrs["unit"] = ds.attrs["trajscale_unit"]
+        del ds.attrs["trajscale_unit"]
+        ds.attrs["trajscale_encoding"] = "floats"
+    if lossy:
+        ds.attrs.update(lossy_attrs_for(precision, encoding, attr_str(ds, "unit"), _length_scale(obj)))
     return ds
 
 
 def _length_scale(ds: h5py.Dataset) -> float:
     """Å per unit of ``ds``; --precision is in Å and a file's unit is never guessed."""
-    unit = attr_str(ds, "unit")
+    unit = attr_str(ds, "trajscale_unit") or attr_str(ds, "unit")
     if unit is None:
         raise InputFileError(ds.file.filename, f"{ds.name} has no unit attribute: --precision is in Å "
                                                "and trajscale never guesses a file's length unit")
@@ -275,7 +294,9 @@ def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path
         return
     cf = dds.chunks[0] if dds.chunks else 1
     per = max(cf, (slab_bytes // max(1, n_atoms * 3 * sds.dtype.itemsize)) // cf * cf)
-    q = dds.attrs.get("trajscale_quantum")
+    q_in, q_out = delta_quantum(sds), delta_quantum(dds)
+    lossy = lossy_attrs(dds)
+    q = lossy[1] if lossy and lossy[2] == "floats" else None   # (idempotent on quantized input)
     buf = np.empty((per, n_atoms, 3), sds.dtype)
     from tqdm import tqdm
 
@@ -285,7 +306,14 @@ def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path
             raise_if_stopped()
             b = min(n_frames, a + per)
             sds.read_direct(buf, np.s_[first + a:first + b], np.s_[0:b - a])
-            out = buf[:b - a] if q is None else quantize(buf[:b - a], float(q))
+            out = buf[:b - a] if q_in is None else decode_deltas(buf[:b - a], q_in)
+            if q_out is not None:
+                try:
+                    out = encode_deltas(out, q_out) if q_in != q_out else buf[:b - a]
+                except ValueError as exc:
+                    raise InputFileError(sds.file.filename, f"{sds.name} frames {first + a}-{first + b}: {exc}") from None
+            elif q is not None:
+                out = quantize(out, float(q))
             dds.write_direct(np.ascontiguousarray(out), dest_sel=np.s_[a:b])
             dds.file.flush()   # the frames are on disk before the record says so
             record["done"][name] = a = b

@@ -29,8 +29,12 @@ SLAB_BYTES = 64 * 1024**2
 
 
 def split(path: str | os.PathLike, out_dir: str | os.PathLike, n_parts: int, *, layout: Layout | None = None,
-          group: str | None = None, overwrite: bool = False) -> str:
-    """Write ``n_parts`` segments of ``path`` and ``out_dir/index.json``; return the index path."""
+          group: str | None = None, overwrite: bool = False, assume_units: str | None = None) -> str:
+    """Write ``n_parts`` segments of ``path`` and ``out_dir/index.json``; return the index path.
+
+    ``assume_units`` states the units of an input whose datasets carry none; the
+    segments are written with their units (Å, ps) stated.
+    """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputFileError(out, "exists and is not a folder")
@@ -38,7 +42,7 @@ def split(path: str | os.PathLike, out_dir: str | os.PathLike, n_parts: int, *, 
     if (out / INDEX_NAME).exists() and not overwrite:
         raise InputFileError(out / INDEX_NAME, "already exists (use --overwrite to replace it)")
     segments = []
-    with H5MDSource(str(path), group=group) as src:
+    with H5MDSource(str(path), group=group, assume_units=assume_units) as src:
         ranges = split_frames(src.n_frames, n_parts, align=src.chunk_frames)
         fields = src.fields
         extras = _time_independent(src)
@@ -73,15 +77,24 @@ def _copy_range(src: H5MDSource, start: int, stop: int, part: Path, layout: Layo
                         time=b.time, box=b.box)
 
 
-def build_index(parts: list[str], output: str | os.PathLike, topology: str | None = None) -> str:
-    """Describe existing parts (any format MDAnalysis reads) as one trajectory; check order and atoms."""
+def build_index(parts: list[str], output: str | os.PathLike, topology: str | None = None, *,
+                group: str | None = None, assume_units: str | None = None) -> str:
+    """Describe existing parts (any format MDAnalysis reads) as one trajectory; check order and atoms.
+
+    ``group`` and ``assume_units`` apply to H5MD parts (the particle group to
+    read, the units of datasets without a unit attribute); the index keeps them
+    for the runs that read it.
+    """
+    from ..sources import is_hdf5
+
+    h5md_options = {"group": group, "assume_units": assume_units}
     if not parts:
         raise InputFileError(output, "no parts given")
     segments, start, n_atoms, prev = [], 0, None, None
     for path in parts:
         if not Path(path).is_file():
             raise InputFileError(path, "no such part")
-        with open_source(path, topology) as src:
+        with open_source(path, topology, **(h5md_options if is_hdf5(path) else {})) as src:
             if src.n_frames == 0:
                 raise InputFileError(path, "has no frames")
             if n_atoms is None:
@@ -98,5 +111,5 @@ def build_index(parts: list[str], output: str | os.PathLike, topology: str | Non
             start += src.n_frames
             prev = (path, t_last)
     top = str(Path(topology).resolve()) if topology else None
-    write_index(output, segments, n_atoms, topology=top, fields=fields)
+    write_index(output, segments, n_atoms, topology=top, fields=fields, group=group, assume_units=assume_units)
     return str(output)

@@ -26,6 +26,8 @@ class VerifyReport:
     max_dtime: float = 0.0
     step_mismatches: int = 0
     first_bad_frame: int | None = None
+    #: positions stored lossy: the bound max_dx is checked against (Å; store.codecs), else None
+    position_bound: float | None = None
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -37,6 +39,10 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, select: str | N
            start=None, stop=None, step=None, progress: bool = False, group: str | None = None,
            assume_units: str | None = None) -> VerifyReport:
     """Frame-by-frame max |dx|, time, step and box of ``h5md`` against its sources.
+
+    Positions stored at a stated precision (``rechunk --precision``) must lie within
+    their quantum / 2 (<= precision / 2) of the source's; everything else within float32
+    round-off.
 
     ``group`` and ``assume_units`` apply to ``h5md`` and to any H5MD source
     (convert keeps the source's group name).
@@ -55,6 +61,8 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, select: str | N
         _, n = frame_plan([s.n_frames for s in sources], start, stop, step)
         n_sel = universe.atoms.n_atoms if atoms is None else len(atoms)
         rep = VerifyReport(n_frames=n, n_atoms=n_sel)
+        if out.info.lossy:   # quantum in the file's unit -> Å
+            rep.position_bound = out.info.lossy[1] / 2 * out.info.scales.get("position", 1.0)
         if out.n_frames != n:
             rep.problems.append(f"{h5md} has {out.n_frames} frames, the sources give {n}")
         if out.n_atoms != n_sel:
@@ -85,6 +93,8 @@ def _compare(rep: VerifyReport, pos: int, ref, got, fields) -> None:
         a, b = pairs[fl]
         dx = np.abs(a.astype(np.float64) - b)
         tol = ATOL + RTOL * np.abs(a)
+        if fl == "position" and rep.position_bound is not None:
+            tol = tol + rep.position_bound
         bad = (dx > tol).any(axis=(1, 2)) | (np.isnan(a) != np.isnan(b)).any(axis=(1, 2))
         if fl == "position":
             rep.max_dx = max(rep.max_dx, float(np.nanmax(dx)) if dx.size else 0.0)

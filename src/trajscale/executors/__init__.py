@@ -38,6 +38,7 @@ def choose_executor(info: dict, n_workers: int | None = None) -> tuple[str, str]
 
     n = n_workers or os.cpu_count() or 1
     work = estimate_serial_seconds(info["n_frames"], info["n_atoms"], info.get("span_atoms"))
+    work += info["n_frames"] * info.get("decode_s_per_frame", 0.0)   # XTC decodes every atom of a frame
     if n < 2:
         return "serial", f"{n} CPU: no parallel speed-up to gain"
     method = choose_start_method()

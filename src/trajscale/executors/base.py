@@ -55,9 +55,11 @@ def _key(config: dict) -> tuple:
 
 
 def _config_paths(config: dict) -> list[str]:
-    """The files a source config names (H5MD: ``path``; segments: ``index``; MDAnalysis: topology, trajectories)."""
+    """The files a source config names (H5MD, a part: ``path``; segments: ``index`` and every part;
+    MDAnalysis: topology, trajectories)."""
     paths = [config[k] for k in ("path", "index", "topology") if isinstance(config.get(k), (str, os.PathLike))]
-    return [str(p) for p in paths] + [str(p) for p in config.get("trajectories") or ()]
+    return ([str(p) for p in paths] + [str(p) for p in config.get("trajectories") or ()]
+            + [str(s["path"]) for s in config.get("segments") or ()])
 
 
 def _release(src: Source) -> None:
@@ -147,7 +149,7 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
     try:
         analysis = _analysis(job.analysis)
         source, t_init_traj = cached_source(job.source, comm)
-        bytes0 = getattr(source, "bytes_read", 0)
+        bytes0, opens0 = getattr(source, "bytes_read", 0), getattr(source, "opens", 0)
         t_io = t_compute = 0.0
         partials = []
         for r in blocks_of(frames, job.block_frames, source.chunk_frames, job.stride):
@@ -167,6 +169,7 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
     timing = TaskTiming(task=task, start=frames.start, stop=frames.stop, stride=job.stride, worker=worker,
                         host=host, pid=pid, t_init_traj=t_init_traj, t_io=t_io, t_compute=t_compute,
                         bytes_read=getattr(source, "bytes_read", 0) - bytes0,
+                        files_opened=getattr(source, "opens", 0) - opens0,
                         t_begin=t_begin, t_end=time.time())
     return partial, timing
 

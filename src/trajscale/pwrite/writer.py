@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import ConfigError, OutputError, ParallelUnavailableError, ParallelWriteError
 from ..parallel import h5py_has_mpi
 from ..store.layout import Layout
+from ..store.codecs import DELTAS, encode, lossy_attrs_for
 from ..store.units import WRITE_UNITS, factor, unit_system
 from ..store.writer import H5MDWriter
 from ..util import check_output_path, temporary_name
@@ -89,7 +90,8 @@ class ParallelWriter:
                  chunks: str | int = "auto", compression: str | None = None, units: str | dict = "mdanalysis",
                  velocities: bool = False, forces: bool = False, topology=None,
                  n_frames: int | None = None, box: str | None = "triclinic", check: bool = False,
-                 overwrite: bool = True, group: str = "all", layout: Layout | None = None) -> None:
+                 overwrite: bool = True, group: str = "all", layout: Layout | None = None,
+                 precision: float | None = None, encoding: str = "floats") -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
         self.units = unit_system(units) if isinstance(units, str) else {**WRITE_UNITS, **units}
@@ -104,6 +106,9 @@ class ParallelWriter:
         self.check = check
         self.fields = ("position",) + (("velocity",) if velocities else ()) + (("force",) if forces else ())
         self.layout = layout or Layout.parse(str(chunks), compression or "none")
+        #: lossy positions (store.codecs): encoded by the rank that holds them, before any collective write
+        self._lossy = None if precision is None else lossy_attrs_for(
+            precision, encoding, self.units["position"], self._factors["position"])
         self.mpio = comm is not None and h5py_has_mpi()
         if comm is not None and not self.mpio:
             if strategy != "gather" and self.size > 1:
@@ -141,7 +146,8 @@ class ParallelWriter:
             self._w = H5MDWriter(self._tmp, self.n_atoms, n_frames=n_frames, layout=self.layout,
                                  fields=self.fields, box=box, group=group, units=self.units,
                                  driver="mpio" if self.mpio else None, comm=comm if self.mpio else None,
-                                 mpi_info=self._hints(), **(meta or {}))
+                                 mpi_info=self._hints(), precision=precision, encoding=encoding,
+                                 **(meta or {}))
         self._box = box
 
     # -- public API -----------------------------------------------------------------------------
@@ -181,7 +187,12 @@ class ParallelWriter:
         msg = ex.agree(self.comm, problem, ids if problem is None else np.empty(0, np.int64), self.n_atoms)
         if msg:
             self._fail(f"frame {frame}: {msg}")
-        packed = ex.Frame(ids, [self._in_file_units(a, fl) for a, fl in zip(arrays.values(), self.fields)])
+        if self._lossy and self._lossy["trajscale_encoding"] == DELTAS:
+            raise ConfigError("delta-coded positions need whole frames on one rank: use write_frames, "
+                              "or encoding 'floats'")
+        packed = ex.Frame(ids, [self._in_file_units(a, fl) if fl != "position" or not self._lossy
+                                else encode(self._in_file_units(a, fl), self._lossy)   # floats: per value
+                                for a, fl in zip(arrays.values(), self.fields)])
         if self._w is not None:
             self._w.reserve(frame + 1)
         if self.comm is None or self.size == 1:
@@ -236,6 +247,8 @@ class ParallelWriter:
                     bad = ~np.isfinite(np.asarray(given[fl])).all(axis=(1, 2))
                     if bad.any():
                         raise ValueError(f"non-finite {fl} in frames {ex._show(start + np.flatnonzero(bad))}")
+            if self._lossy and k:   # here, so that a value that cannot be encoded fails every rank together
+                given["position"] = encode(self._in_file_units(positions, "position"), self._lossy)
         except ValueError as exc:
             problem = str(exc)
         every = [(0, start, k, problem)] if self.comm is None else \
@@ -399,7 +412,8 @@ class ParallelWriter:
     def _write_slab(self, start: int, k: int, given: dict, box) -> None:
         """Frames [start, start + k) of every field (and the box) from this rank."""
         for fl in self.fields:
-            data = np.ascontiguousarray(self._in_file_units(given[fl], fl)) if k else None
+            encoded = fl == "position" and self._lossy   # (write_frames encoded it already)
+            data = np.ascontiguousarray(given[fl] if encoded else self._in_file_units(given[fl], fl)) if k else None
             _write(self._w.value(fl), (start, 0, 0), data, self._dxpl())
         if self._box is not None:
             edges = self._w.edges(np.zeros((k, 6), np.float32) if box is None else np.asarray(box), k) \

@@ -46,14 +46,17 @@ def _source_path(report: RunReport) -> str:
 def rule_io_bound_format(report: RunReport, d: Diagnosis) -> Advice | None:
     """I/O-bound on a non-H5MD source: convert to H5MD and read with MPI-IO, or segment."""
     fmt = str((report.source or {}).get("format", "")).lower()
-    if d.r_comp_io is None or d.r_comp_io >= 1 or fmt == "h5md":
+    parts = str((report.source or {}).get("segment_formats", "")).lower()   # a segmented source's parts
+    if d.r_comp_io is None or d.r_comp_io >= 1 or fmt == "h5md" or fmt == "segments" and parts in ("", "h5md"):
         return None
+    chain = fmt == "segments"   # XTC/DCD parts: already segments, and convert takes the parts themselves
     return Advice(
         "io-bound-format",
-        f"convert to H5MD (`trajscale convert TOPOLOGY {_source_path(report)} -o traj.h5md`) and read "
-        "it with MPI-IO (`--executor mpi`), or split the trajectory into segments",
+        f"convert to H5MD (`trajscale convert TOPOLOGY {'PART...' if chain else _source_path(report)} "
+        "-o traj.h5md`) and read it with MPI-IO (`--executor mpi`)"
+        + ("" if chain else ", or split the trajectory into segments"),
         f"I/O-bound: R_comp/IO = {fmt_ratio(d.r_comp_io)} (compute {d.totals['t_compute']:.3g} s, "
-        f"read {d.totals['t_io']:.3g} s) on a {fmt.upper() or 'non-H5MD'} source")
+        f"read {d.totals['t_io']:.3g} s) on a {(parts if chain else fmt).upper() or 'non-H5MD'} source")
 
 
 def _relevant_patterns(report: RunReport, amp: dict) -> dict:

@@ -44,6 +44,7 @@ class TaskTiming:
     t_sched_start: float | None = None   # scheduler-side (Dask) start/stop, epoch seconds
     t_sched_stop: float | None = None
     stride: int = 1                      # frames start, start + stride, ... below stop were analysed
+    files_opened: int = 0                # trajectory files (segments, parts) this task opened
 
     @property
     def frames(self) -> int:

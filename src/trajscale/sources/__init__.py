@@ -8,10 +8,12 @@ from ..errors import ConfigError
 from .base import Source
 from .h5md import H5MDSource
 from .mda import MDASource, check_input_file
+from .parts import XDR_FORMATS, PartSource, part_format
 from .segments import SegmentedSource, index_path
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
-SOURCES: dict[str, type[Source]] = {"h5md": H5MDSource, "mda": MDASource, "segments": SegmentedSource}
+SOURCES: dict[str, type[Source]] = {"h5md": H5MDSource, "mda": MDASource, "segments": SegmentedSource,
+                                    "part": PartSource}
 
 
 def is_hdf5(path: str | Path) -> bool:
@@ -28,8 +30,11 @@ def open_source(trajectories, topology: str | None = None, *, driver: str | None
                 assume_units: str | None = None) -> Source:
     """Open the best Source for ``trajectories``.
 
-    A single HDF5 file goes through the fast :class:`H5MDSource`; anything else
-    (or several files) through :class:`MDASource`, which needs ``topology``.
+    A single HDF5 file goes through the fast :class:`H5MDSource`; a single
+    XTC/TRR through :class:`PartSource` and several XTC, TRR, DCD, ... parts
+    through :meth:`SegmentedSource.from_parts` (frame offsets scanned once here,
+    shipped to workers, each opening only its parts); anything else through
+    :class:`MDASource`. Formats other than H5MD need ``topology``.
     ``group`` (the H5MD particle group) and ``assume_units`` (``"nm"`` or
     ``"Angstrom"`` for datasets without a unit attribute) apply to H5MD files.
     """
@@ -46,6 +51,11 @@ def open_source(trajectories, topology: str | None = None, *, driver: str | None
                           "through MDAnalysis, which knows its format's units")
     if topology is None:
         raise ConfigError(f"{paths[0]}: reading this format needs a topology file")
+    if not any(is_hdf5(p) for p in paths):
+        if len(paths) > 1:
+            return SegmentedSource.from_parts(paths, topology)
+        if part_format(paths[0]) in XDR_FORMATS:
+            return PartSource(paths[0])
     return MDASource(topology, paths)
 
 
@@ -62,4 +72,4 @@ def source_from_config(config: dict, comm=None) -> Source:
     return cls(**cfg)
 
 
-__all__ = ["SOURCES", "H5MDSource", "MDASource", "SegmentedSource", "Source", "is_hdf5", "open_source", "source_from_config"]
+__all__ = ["SOURCES", "H5MDSource", "MDASource", "PartSource", "SegmentedSource", "Source", "is_hdf5", "open_source", "source_from_config"]

@@ -12,6 +12,7 @@ from ..block import Block
 
 #: Box (6 float32), time (float64) and step (int64) of one frame.
 FRAME_META_BYTES = 40
+_BLOCK_ATTRS = {"position": "positions", "velocity": "velocities", "force": "forces"}
 
 
 class Source(ABC):
@@ -60,6 +61,18 @@ class Source(ABC):
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
         """Frames ``start:stop:stride`` for ``atoms`` (all atoms if None); skipped frames are not read."""
 
+    def read_into(self, start: int, stop: int, atoms: np.ndarray | None, stride: int,
+                  out: dict[str, np.ndarray], box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:
+        """Frames ``start:stop:stride`` into preallocated rows: ``out[field]``, ``box``, ``time``, ``step``.
+
+        For a source stitching others together (segments); this default reads a
+        Block and copies it, sources that can fill the rows directly override it.
+        """
+        blk = self.read(start, stop, atoms, tuple(out), stride=stride)
+        for fl, arr in out.items():
+            arr[:] = getattr(blk, _BLOCK_ATTRS[fl])
+        box[:], time[:], step[:] = blk.box, blk.time, blk.step
+
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
         """Bytes one frame costs in the arrays ``read`` allocates (what sizes blocks and tasks).
@@ -68,6 +81,11 @@ class Source(ABC):
         """
         n_sel = self.n_atoms if atoms is None else len(atoms)
         return n_sel * 12 * len(fields) + FRAME_META_BYTES
+
+    def decode_seconds_per_frame(self) -> float:
+        """Seconds one frame costs to decode beyond reading its bytes (compressed formats such as
+        XTC decode every atom of a frame, whatever is selected): for ``executor="auto"``'s estimate."""
+        return 0.0
 
     @abstractmethod
     def get_config(self) -> dict:

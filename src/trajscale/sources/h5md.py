@@ -11,6 +11,7 @@ import numpy as np
 from ..block import Block
 from ..errors import InputFileError
 from ..store.box import edges_to_dimensions
+from ..store.codecs import decode_deltas, delta_quantum
 from ..store.hdf5 import ensure_filters, open_h5
 from ..store.schema import H5MDInfo, describe
 from ..store.layout import reader_chunk_cache
@@ -109,6 +110,8 @@ class H5MDSource(Source):
         self._datasets = {fl: _with_chunk_cache(self.file, self.info.dataset(fl)) for fl in self.info.fields}
         for ds in self._datasets.values():
             ensure_filters(ds)
+        #: field -> quantum of a delta-coded dataset (decoded here; store.codecs)
+        self._deltas = {fl: q for fl, ds in self._datasets.items() if (q := delta_quantum(ds))}
         self._box = self.file[self.info.box_path] if self.info.box_path else None
         self._periodic = any(b == "periodic" for b in self.info.boundary)
         self._meta: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -203,7 +206,9 @@ class H5MDSource(Source):
         """Frames ``start:stop:stride`` of field ``fl``: the plan's atom runs, then its columns."""
         ds = self._datasets[fl]
         n = len(range(start, stop, stride))
-        if plan.index is None:
+        if fl in self._deltas:
+            out = self._read_deltas(fl, start, n, stride, plan)
+        elif plan.index is None:
             out = self._out_array(fl, (n, plan.n_columns, 3))
             for i, j in self._slabs(start, n, stride, plan.n_columns) if n and plan.n_columns else ():
                 self._read_runs(ds, plan.runs, out[i:j], start + i * stride, stride)
@@ -223,6 +228,28 @@ class H5MDSource(Source):
         scale = self.info.scales.get(fl, 1.0)
         if scale != 1.0:
             out *= np.float32(scale)
+        return out
+
+    def _read_deltas(self, fl: str, start: int, n: int, stride: int, plan) -> np.ndarray:
+        """Delta-coded frames: atoms 0 .. the last one asked for, decoded, then the asked atoms taken."""
+        cols = np.concatenate([np.arange(lo, hi) for lo, hi in plan.runs.tolist()]) if len(plan.runs) else \
+            np.zeros(0, np.intp)
+        atoms = cols if plan.index is None else cols[plan.index]
+        width = int(plan.runs[-1][1]) if len(plan.runs) else 0   # each atom needs every one before it
+        out = self._out_array(fl + ":selected", (n, len(atoms), 3))
+        whole = np.array_equal(atoms, np.arange(width))
+        size = MAX_SLAB_BYTES if self._collective else GATHER_SLAB_BYTES
+        slabs = list(self._slabs(start, n, stride, width, size)) if n and width else []
+        rows = max((j - i for i, j in slabs), default=0)
+        raw = np.empty((rows, width, 3), np.uint32)
+        vals = None if whole else np.empty((rows, width, 3), np.float32)
+        for i, j in slabs:
+            self._read_runs(self._datasets[fl], np.array([[0, width]]), raw[:j - i], start + i * stride, stride)
+            if whole:
+                decode_deltas(raw[:j - i], self._deltas[fl], out=out[i:j])
+            else:
+                decode_deltas(raw[:j - i], self._deltas[fl], out=vals[:j - i])
+                np.take(vals[:j - i], atoms, axis=1, out=out[i:j], mode="clip")
         return out
 
     def _read_runs(self, ds, runs: np.ndarray, out: np.ndarray, first: int, stride: int) -> None:

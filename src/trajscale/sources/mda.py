@@ -113,6 +113,29 @@ def _without_guessing(kw: dict) -> dict:
     return {**kw, "to_guess": (), "force_guess": ()}
 
 
+_TS_ATTRS = {"position": "positions", "velocity": "velocities", "force": "forces"}
+
+
+def copy_frames(reader, start: int, stop: int, stride: int, sel: np.ndarray | None, out: dict[str, np.ndarray],
+                box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:
+    """Frames ``start:stop:stride`` of an MDAnalysis reader into preallocated rows (selected atoms only).
+
+    A sliced reader seeks to each kept frame: skipped frames are not decoded.
+    Rows without a box stay as they are (zeros in a fresh block).
+    """
+    for i, ts in enumerate(reader[start:stop:stride]):
+        for fl, arr in out.items():
+            src = getattr(ts, _TS_ATTRS[fl])
+            if sel is None:
+                arr[i] = src
+            else:
+                np.take(src, sel, axis=0, out=arr[i])
+        if ts.dimensions is not None:
+            box[i] = ts.dimensions
+        time[i] = ts.time
+        step[i] = ts.data.get("step", ts.frame)
+
+
 class MDASource(Source):
     """Frames from any MDAnalysis-readable trajectory (one or several files, concatenated).
 
@@ -159,26 +182,23 @@ class MDASource(Source):
                 "path": self.path, "n_files": len(self.trajectories),
                 "n_atoms": self.n_atoms}   # the reader decodes all of them, whatever is selected
 
+    def decode_seconds_per_frame(self) -> float:
+        from .parts import DECODE_S_PER_ATOM
+
+        return DECODE_S_PER_ATOM.get(str(self.reader.format).upper(), 0.0) * self.n_atoms
+
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
         self.check_range(start, stop)
         self.check_request(atoms, fields)
         n = len(range(start, stop, stride))
-        sel = slice(None) if atoms is None else np.asarray(atoms, dtype=np.intp)
+        sel = None if atoms is None else np.asarray(atoms, dtype=np.intp)
         n_sel = self.n_atoms if atoms is None else len(sel)
         out = {fl: self._out_array(fl, (n, n_sel, 3)) for fl in fields}
         box = np.zeros((n, 6), np.float32)
         time = np.empty(n, np.float64)
         step = np.empty(n, np.int64)
-        attr = {"position": "positions", "velocity": "velocities", "force": "forces"}
-        # a sliced reader seeks to each kept frame: skipped frames are not decoded
-        for i, ts in enumerate(self.reader[start:stop:stride]):
-            for fl, arr in out.items():
-                arr[i] = getattr(ts, attr[fl])[sel]
-            if ts.dimensions is not None:
-                box[i] = ts.dimensions
-            time[i] = ts.time
-            step[i] = ts.data.get("step", ts.frame)
+        copy_frames(self.reader, start, stop, stride, sel, out, box, time, step)
         self.bytes_read += sum(a.nbytes for a in out.values())
         return Block(start, stop, out["position"], box, time, step,
                      velocities=out.get("velocity"), forces=out.get("force"), stride=stride)

@@ -7,11 +7,20 @@ no part: a task opens only the segments holding its frames, and at most
 parts never exhaust file descriptors and a rank never touches another rank's
 parts (seed 001's subfiling; MDAnalysis's ChainReader opens every part).
 
+Parts in the formats MDAnalysis reads (XTC, TRR, DCD, ...) are opened as
+:class:`~trajscale.sources.parts.PartSource` (no topology, no Universe per
+part); XTC/TRR frame offsets are scanned once, by the process that prepares a
+job (``get_config``), and travel in the config with the segment list, so a
+worker reads no index, scans no part and writes no offset cache.  A plain list
+of parts (``trajscale.run(..., [p1, p2, ...])``) becomes the same source
+through :meth:`SegmentedSource.from_parts`.
+
 Index format (paths relative to the index's folder)::
 
     {"format": "trajscale-segments", "version": 1, "n_atoms": N, "topology": null | "top.tpr",
      "segments": [{"path": "part_000.h5md", "start": 0, "n_frames": 500,
-                   "first_time": 0.0, "last_time": 499.0}, ...]}
+                   "first_time": 0.0, "last_time": 499.0}, ...],
+     "group": "protein", "assume_units": "nm"}   # optional, for H5MD parts (``trajscale index --group``)
 """
 
 from __future__ import annotations
@@ -80,38 +89,75 @@ class SegmentedSource(Source):
 
     kind = "segments"
 
-    def __init__(self, index: str | os.PathLike, topology: str | None = None, max_open: int = MAX_OPEN,
-                 group: str | None = None, assume_units: str | None = None) -> None:
-        ip = index_path(index)
-        if ip is None:
-            raise InputFileError(index, f"not a segment index or a folder with {INDEX_NAME}")
-        self._index_path = str(ip)
-        self.index = load_index(ip)
-        self._root = ip.parent
-        self.topology = topology or self.index.get("topology")
-        if self.topology and not Path(self.topology).is_absolute():
-            self.topology = str(self._root / self.topology)
+    def __init__(self, index: str | os.PathLike | None = None, topology: str | None = None,
+                 max_open: int = MAX_OPEN, group: str | None = None, assume_units: str | None = None,
+                 segments: list[dict] | None = None, n_atoms: int | None = None,
+                 fields: list[str] | None = None) -> None:
+        if segments is None:   # read the index (in the process preparing the job)
+            ip = index_path(index) if index is not None else None
+            if ip is None:
+                raise InputFileError(index, f"not a segment index or a folder with {INDEX_NAME}")
+            loaded = load_index(ip)
+            root = ip.parent
+            segments = [{**seg, "path": str(Path(seg["path"]) if Path(seg["path"]).is_absolute()
+                                            else root / seg["path"])} for seg in loaded["segments"]]
+            n_atoms, fields = loaded["n_atoms"], loaded.get("fields")
+            topology = topology or loaded.get("topology")
+            group = group or loaded.get("group")   # as `trajscale index --group` recorded them
+            assume_units = assume_units or loaded.get("assume_units")
+            if topology and not Path(topology).is_absolute():
+                topology = str(root / topology)
+            index = str(ip)
+        # else: shipped by get_config (absolute paths, offsets scanned): nothing is read here
+        self._index_path = None if index is None else str(index)
+        self.topology = topology
         self.max_open = max(1, int(max_open))
         self._h5md_options = {"group": group, "assume_units": assume_units}
-        self.segments = self.index["segments"]
-        self._starts = np.array([s["start"] for s in self.segments] + [self.n_frames], dtype=np.int64)
+        self.segments = segments
+        self._n_atoms = int(n_atoms)
+        self._starts = np.cumsum([0] + [int(s["n_frames"]) for s in segments], dtype=np.int64)
         self._open: OrderedDict[int, Source] = OrderedDict()
         self.opens = 0            # segment files opened so far (for tests and reports)
         self.max_open_seen = 0
         self.bytes_read = 0
-        self._fields: tuple[str, ...] | None = None
+        self._fields: tuple[str, ...] | None = tuple(fields) if fields else None
+
+    @classmethod
+    def from_parts(cls, parts: list[str], topology: str | None = None, max_open: int = MAX_OPEN) -> SegmentedSource:
+        """Parts in formats MDAnalysis reads, in order, as one trajectory (MDAnalysis's ChainReader's job).
+
+        Every part is scanned here, once (frame count, atom count, XTC/TRR frame
+        offsets); the atom counts must agree.
+        """
+        from ..errors import AtomCountMismatchError
+        from .parts import scan_part
+
+        if not parts:
+            raise ConfigError("no trajectory parts given")
+        segments, start, first = [], 0, None
+        for path in parts:
+            info = scan_part(str(Path(path).resolve()))
+            if first is None:
+                first = (path, info["n_atoms"])
+            elif info["n_atoms"] != first[1]:
+                raise AtomCountMismatchError(f"{path} has {info['n_atoms']} atoms but {first[0]} has {first[1]}")
+            if info["n_frames"] == 0:
+                raise InputFileError(path, "has no frames")
+            segments.append({**info, "start": start})
+            start += info["n_frames"]
+        return cls(None, topology, max_open, segments=segments, n_atoms=first[1])
 
     @property
     def path(self) -> str:
-        return self._index_path
+        return self._index_path or self.segments[0]["path"]
 
     @property
     def n_frames(self) -> int:
-        return int(sum(s["n_frames"] for s in self.segments))
+        return int(self._starts[-1])
 
     @property
     def n_atoms(self) -> int:
-        return int(self.index["n_atoms"])
+        return self._n_atoms
 
     @property
     def chunk_frames(self) -> int:
@@ -122,19 +168,40 @@ class SegmentedSource(Source):
     @property
     def fields(self) -> tuple[str, ...]:
         if self._fields is None:
-            self._fields = self.index.get("fields") and tuple(self.index["fields"]) or self._segment(0).fields
+            self._fields = self._segment(0).fields
         return self._fields
 
     def get_config(self) -> dict:
+        """The segment list travels with the config: XTC/TRR parts' frame offsets are scanned here, once."""
+        from .parts import XDR_FORMATS, part_format, scan_part
+
+        for seg in self.segments:
+            if "format" not in seg:
+                seg["format"] = "H5MD" if _is_hdf5(seg["path"]) else part_format(seg["path"])
+            if seg.get("format") in XDR_FORMATS and not seg.get("offsets"):
+                info = scan_part(seg["path"])
+                if info["n_frames"] != seg["n_frames"]:
+                    raise InputFileError(seg["path"], f"has {info['n_frames']} frames; the index "
+                                                      f"{self._index_path} says {seg['n_frames']}")
+                seg["offsets"] = info["offsets"]
         return {"kind": self.kind, "index": self._index_path, "topology": self.topology, "max_open": self.max_open,
-                **self._h5md_options}
+                **self._h5md_options, "segments": [{k: seg.get(k) for k in _SHIPPED if k in seg}
+                                                   for seg in self.segments],
+                "n_atoms": self._n_atoms, "fields": list(self.fields)}
 
     def layout_summary(self) -> dict:
-        return {"format": "segments", "path": self.path, "n_segments": len(self.segments)}
+        formats = sorted({str(s.get("format") or Path(s["path"]).suffix.lstrip(".").upper()) for s in self.segments})
+        return {"format": "segments", "path": self.path, "n_segments": len(self.segments),
+                "segment_formats": ",".join(formats), "n_atoms": self._n_atoms}
+
+    def decode_seconds_per_frame(self) -> float:
+        from .parts import DECODE_S_PER_ATOM
+
+        costs = [DECODE_S_PER_ATOM.get(str(s.get("format")), 0.0) for s in self.segments]
+        return max(costs) * self._n_atoms
 
     def segment_path(self, i: int) -> str:
-        p = Path(self.segments[i]["path"])
-        return str(p if p.is_absolute() else self._root / p)
+        return str(self.segments[i]["path"])
 
     def _segment(self, i: int) -> Source:
         src = self._open.get(i)
@@ -144,16 +211,21 @@ class SegmentedSource(Source):
         while len(self._open) >= self.max_open:
             _, old = self._open.popitem(last=False)
             old.close()
-        from . import is_hdf5, open_source
+        from . import open_source
+        from .parts import PartSource
 
-        path = self.segment_path(i)
+        seg, path = self.segments[i], self.segment_path(i)
         if not Path(path).is_file():
-            raise InputFileError(path, f"segment {i} of {self._index_path} is missing")
-        src = open_source(path, self.topology, **(self._h5md_options if is_hdf5(path) else {}))
+            raise InputFileError(path, f"segment {i} of {self._index_path or 'the trajectory'} is missing")
+        fmt = seg.get("format")
+        if fmt == "H5MD" or fmt is None and _is_hdf5(path):
+            src = open_source(path, self.topology, **self._h5md_options)
+        else:   # offsets shipped by get_config (None only before it ran, in the preparing process)
+            src = PartSource(path, n_atoms=self._n_atoms, offsets=seg.get("offsets"), format=fmt)
         if src.n_frames != self.segments[i]["n_frames"] or src.n_atoms != self.n_atoms:
             src.close()
             raise InputFileError(path, f"has {src.n_frames} frames x {src.n_atoms} atoms; the index "
-                                       f"{self._index_path} says {self.segments[i]['n_frames']} x {self.n_atoms}")
+                                       f"{self._index_path or '(the parts as scanned)'} says {self.segments[i]['n_frames']} x {self.n_atoms}")
         src.reuse_buffers = False   # the segment's arrays are copied into this source's block
         self._open[i] = src
         self.opens += 1
@@ -162,8 +234,13 @@ class SegmentedSource(Source):
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
-        # this source's block, plus the piece a segment allocates before it is copied in
-        return super().bytes_per_frame(atoms, fields) + self._segment(0).bytes_per_frame(atoms, fields)
+        # this source's block, plus the piece an H5MD segment allocates before it is copied in
+        # (parts in other formats decode straight into the block's rows: a whole-frame buffer, not per frame)
+        from .parts import PartSource
+
+        seg = self._segment(0)
+        return super().bytes_per_frame(atoms, fields) + (
+            0 if isinstance(seg, PartSource) else seg.bytes_per_frame(atoms, fields))
 
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
@@ -179,14 +256,12 @@ class SegmentedSource(Source):
             seg_start, seg_stop = int(self._starts[i]), int(self._starts[i + 1])
             b = min(stop, seg_stop)
             if a < b:
-                blk = self._segment(i).read(a - seg_start, b - seg_start, atoms, fields, stride=stride)
-                rows = slice(row, row + blk.n_frames)
-                for fl, attr in (("position", "positions"), ("velocity", "velocities"), ("force", "forces")):
-                    if fl in out:
-                        out[fl][rows] = getattr(blk, attr)
-                box[rows], time[rows], step[rows] = blk.box, blk.time, blk.step
-                row += blk.n_frames
-                a += blk.n_frames * stride
+                rows = slice(row, row + len(range(a, b, stride)))
+                self._segment(i).read_into(a - seg_start, b - seg_start, atoms, stride,
+                                           {fl: arr[rows] for fl, arr in out.items()}, box[rows], time[rows],
+                                           step[rows])
+                row = rows.stop
+                a += (rows.stop - rows.start) * stride
             i += 1
         self.bytes_read += sum(arr.nbytes for arr in out.values())
         return Block(start, stop, out["position"], box, time, step,
@@ -198,9 +273,23 @@ class SegmentedSource(Source):
             src.close()
 
 
+#: Keys of a segment that travel in the config.
+_SHIPPED = ("path", "start", "n_frames", "format", "offsets")
+
+
+def _is_hdf5(path: str) -> bool:
+    from . import is_hdf5
+
+    return is_hdf5(path)
+
+
 def write_index(path: str | os.PathLike, segments: list[dict], n_atoms: int, topology: str | None = None,
-                fields: tuple[str, ...] | None = None) -> None:
-    """Write a segment index (temporary name, then renamed); paths are stored relative to its folder."""
+                fields: tuple[str, ...] | None = None, group: str | None = None,
+                assume_units: str | None = None) -> None:
+    """Write a segment index (temporary name, then renamed); paths are stored relative to its folder.
+
+    ``group`` and ``assume_units`` (H5MD parts) are kept only when given.
+    """
     from ..util import atomic_output
 
     root = Path(path).resolve().parent
@@ -214,6 +303,7 @@ def write_index(path: str | os.PathLike, segments: list[dict], n_atoms: int, top
         rel.append({**seg, "path": shown})
     index = {"format": INDEX_FORMAT, "version": 1, "n_atoms": int(n_atoms), "topology": topology,
              "fields": list(fields) if fields else None, "segments": rel}
+    index.update({k: v for k, v in (("group", group), ("assume_units", assume_units)) if v is not None})
     if not rel:
         raise ConfigError("a segment index needs at least one segment")
     with atomic_output(path, overwrite=True) as tmp:

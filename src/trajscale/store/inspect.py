@@ -114,6 +114,8 @@ def layout_facts(info: H5MDInfo) -> dict:
         "units": dict(info.units), "assumed_units": info.assumed_units, "dtype": info.dtype,
         "chunks": list(info.chunks) if info.chunks else "contiguous",
         "compression": comp_name, "read_amplification": amp,
+        "precision": None if not info.lossy else {"angstrom": info.lossy[0], "quantum": info.lossy[1],
+                                                  "encoding": info.lossy[2]},
         "read_amplification_hdf5_default": amp_default,
     }
     if os.path.exists(info.path):

@@ -20,6 +20,7 @@ import h5py
 import numpy as np
 
 from ..errors import InputFileError, NotH5MDError, UnitError
+from .codecs import lossy_attrs
 from .units import FIELDS, assumed_units, factor
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class H5MDInfo:
     compression: str | None = None
     compression_opts: object = None
     dtype: str = "float32"
+    lossy: tuple | None = None   # (precision Å, quantum in the file's unit, encoding): store.codecs
     observables: tuple[str, ...] = ()
     assumed_units: str | None = None                 # the unit system stated for unit-less datasets
 
@@ -144,13 +146,14 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
             if "periodic" in boundary:   # edges are read (and scaled) only for a periodic box
                 units["box"], scales["box"] = _unit(f[box_path], "box", assumed, path)
     obs = tuple(sorted(f["observables"].keys())) if "observables" in f else ()
+    plugin, plugin_level = _plugin_filter(pos)
     return H5MDInfo(
         path=path, group=group, n_frames=complete_frames(f, pg, step), n_atoms=int(pos.shape[1]),
         fields=fields, scales=scales, units=units, step=step, time=time,
         box_path=box_path, box_time_dependent=box_td, boundary=boundary,
-        chunks=pos.chunks, compression=_plugin_filter(pos) or pos.compression,
-        compression_opts=pos.compression_opts,
-        dtype=str(pos.dtype), observables=obs, assumed_units=assume_units,
+        chunks=pos.chunks, compression=plugin or pos.compression,
+        compression_opts=plugin_level if plugin else pos.compression_opts,
+        dtype=str(pos.dtype), observables=obs, assumed_units=assume_units, lossy=lossy_attrs(pos),
     )
 
 
@@ -173,8 +176,12 @@ def complete_frames(f: h5py.File, pg: h5py.Group, step: TimeAxis) -> int:
 
 
 def _unit(ds: h5py.Dataset, quantity: str, assumed: dict | None, path: str) -> tuple[str, float]:
-    """The unit of ``ds`` and its factor to trajscale's unit: from its attribute, or as the user states."""
-    unit = attr_str(ds, "unit")
+    """The unit of ``ds`` and its factor to trajscale's unit: from its attribute, or as the user states.
+
+    A delta-coded dataset (``store.codecs``) keeps its unit in ``trajscale_unit``: its ``unit``
+    names the encoding, so that readers which cannot decode it refuse it.
+    """
+    unit = attr_str(ds, "trajscale_unit") or attr_str(ds, "unit")
     if unit is None:
         if assumed is None:
             raise NotH5MDError(path, f"{ds.name} has no unit attribute and trajscale never guesses one: "
@@ -188,12 +195,22 @@ def _unit(ds: h5py.Dataset, quantity: str, assumed: dict | None, path: str) -> t
 
 
 #: HDF5 registered filter ids of the hdf5plugin compressors trajscale writes.
-PLUGIN_FILTERS = {"32001": "blosc", "32015": "zstd"}
+PLUGIN_FILTERS = {"32001": "blosc", "32004": "lz4", "32015": "zstd"}
+#: Blosc's compressor codes (its filter's 7th parameter).
+BLOSC_CODES = {0: "blosclz", 1: "lz4", 2: "lz4hc", 3: "snappy", 4: "zlib", 5: "zstd"}
 
 
-def _plugin_filter(ds: h5py.Dataset) -> str | None:
-    """h5py names only gzip/lzf/szip; a Blosc or Zstd chunk is compressed all the same."""
-    return next((PLUGIN_FILTERS[k] for k in ds._filters if k in PLUGIN_FILTERS), None)
+def _plugin_filter(ds: h5py.Dataset) -> tuple[str | None, int | None]:
+    """(name, level) of an hdf5plugin filter: h5py names only gzip/lzf/szip."""
+    for key, opts in ds._filters.items():
+        name = PLUGIN_FILTERS.get(key)
+        if name == "blosc" and len(opts) >= 7:
+            return f"blosc-{BLOSC_CODES.get(opts[6], opts[6])}", int(opts[4])
+        if name == "zstd":
+            return name, int(opts[0]) if opts else None
+        if name:
+            return name, None
+    return None, None
 
 
 def attr_str(obj, name: str) -> str | None:

@@ -18,7 +18,9 @@ import h5py
 import numpy as np
 
 from .._version import __version__
+from ..errors import ConfigError
 from .box import dimensions_to_edges
+from .codecs import DELTAS, encode, lossy_attrs_for
 from .hdf5 import open_h5
 from .layout import Layout
 from .units import WRITE_UNITS, factor
@@ -57,6 +59,9 @@ class H5MDWriter:
     driver, comm, mpi_info
         ``driver="mpio"`` with an MPI communicator (and MPI-IO hints): every
         rank runs the same calls (HDF5 metadata operations are collective).
+    precision, encoding
+        Store positions rounded to ``precision`` Å, as ``"floats"`` or ``"deltas"``
+        (:mod:`trajscale.store.codecs`); None (the default) is lossless.
     """
 
     def __init__(self, path: str | os.PathLike, n_atoms: int, *, n_frames: int | None = None,
@@ -64,7 +69,7 @@ class H5MDWriter:
                  box: str | None = "triclinic", group: str = "all", author: str = "trajscale",
                  species=None, masses=None, charges=None, driver: str | None = None,
                  comm=None, units: dict[str, str] | None = None, ids=None, names=None,
-                 mpi_info=None) -> None:
+                 mpi_info=None, precision: float | None = None, encoding: str = "floats") -> None:
         self.layout = layout or Layout()
         self.n_atoms = int(n_atoms)
         self.n_frames_total = n_frames
@@ -86,10 +91,16 @@ class H5MDWriter:
         creator.attrs["version"] = __version__
         pg = f.create_group(f"particles/{group}")
         first = None
+        #: attributes of lossy positions (store.codecs), None when lossless
+        self._lossy = None if precision is None else lossy_attrs_for(
+            precision, encoding, self.units["position"], self._factors["position"])
         for fl in self.fields:
             el = pg.create_group(fl)
-            el.create_dataset("value", **self._dataset_kw(), dtype=np.float32)
+            deltas = fl == "position" and self._lossy and self._lossy["trajscale_encoding"] == DELTAS
+            el.create_dataset("value", **self._dataset_kw(), dtype=np.uint32 if deltas else np.float32)
             el["value"].attrs["unit"] = self.units[fl]
+            if fl == "position" and self._lossy:
+                el["value"].attrs.update(self._lossy)
             if first is None:
                 # Always resizable: they grow only when a frame is complete (commit).
                 el.create_dataset("step", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(1024,))
@@ -141,8 +152,13 @@ class H5MDWriter:
             self.box = None if edges is None else "triclinic" if edges["value"].ndim == 3 else "cuboid"
             unit = {fl: pg[fl]["value"] for fl in self.fields}
             unit.update(time=pg[self.fields[0]]["time"], **({"box": edges["value"]} if edges else {}))
-            self.units = {**WRITE_UNITS, **{q: _text(ds.attrs["unit"]) for q, ds in unit.items()}}
+            # (delta-coded positions keep their length unit in trajscale_unit)
+            self.units = {**WRITE_UNITS, **{q: _text(ds.attrs.get("trajscale_unit", ds.attrs["unit"]))
+                                            for q, ds in unit.items()}}
             self._factors = {q: factor(q, u) for q, u in self.units.items()}
+            lossy = {k: v for k, v in pg["position"]["value"].attrs.items() if k.startswith("trajscale_")} \
+                if "position" in pg else {}
+            self._lossy = {k: _text(v) if isinstance(v, (bytes, str)) else v for k, v in lossy.items()} or None
             obs = f.get("observables", {})
             self._obs = {name: obs[name]["value"] for name in obs}
             first = pg[self.fields[0]]
@@ -205,7 +221,13 @@ class H5MDWriter:
             arr = data[fl]
             if arr is None:
                 raise ValueError(f"{fl} missing for frames {a}-{b}")
-            self._pg[fl]["value"].write_direct(self.in_file_units(arr, fl), dest_sel=np.s_[a:b])
+            arr = self.in_file_units(arr, fl)
+            if fl == "position" and self._lossy:
+                try:
+                    arr = encode(arr, self._lossy)
+                except ValueError as exc:
+                    raise ConfigError(f"frames {a}-{b}: {exc}") from None
+            self._pg[fl]["value"].write_direct(arr, dest_sel=np.s_[a:b])
         if self.box is not None:
             self._pg["box/edges/value"][a:b] = self.edges(box, k)
         for name, val in (observables or {}).items():

@@ -1,0 +1,131 @@
+"""Recommend a layout and compression for an access pattern, from measured trade-offs.
+
+``trajscale inspect FILE --pattern frames|blocks|atoms:SEL`` answers with a
+layout, why (the measured numbers), and the ``trajscale rechunk`` command that
+makes it.  The numbers are measured, not modelled: see :data:`MEASURED`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+
+#: From ``python benchmarks/layouts.py --frames 500 --no-rmsd`` (demo system, AdK in water, 47,681
+#: atoms; the run in docs/benchmarks.md, section "Codecs and lossy storage (issue 14)", on 2 cores
+#: shared with other jobs, load ~6: rates are best-of-3 and low in absolute terms, their order is what
+#: counts): size relative to plain float32, serial whole-frame slab read GB/s, one-frame read ms.
+#: Re-measure and update together.
+MEASURED = {
+    # name:            (chunks,  compression,  precision, encoding, size, slab GB/s, 1 frame ms)
+    "planned":         ("auto",  "none",       None, None,     1.00, 3.09, 0.35),
+    "frame chunks":    ("frame", "none",       None, None,     1.00, 2.39, 0.21),
+    "blosc-lz4":       ("auto",  "blosc-lz4",  None, None,     0.82, 0.97, 0.87),
+    "blosc-zstd":      ("auto",  "blosc-zstd", None, None,     0.67, 0.35, 6.13),
+    "lossy deltas":    ("auto",  "blosc-zstd", 0.01, "deltas", 0.32, 0.27, 6.22),
+}
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    pattern: str
+    layout: str           # a key of MEASURED
+    why: str
+    command: str
+    compact: str | None   # the smaller alternative, with its command
+    already: bool         # the file already has this layout
+
+    def to_dict(self) -> dict:
+        return {"pattern": self.pattern, "layout": self.layout, "why": self.why, "command": self.command,
+                "compact": self.compact, "already": self.already}
+
+
+def parse_pattern(spec: str) -> tuple[str, str | None]:
+    """``"frames"``, ``"blocks"`` or ``"atoms:SEL"`` -> (kind, SEL)."""
+    kind, _, sel = spec.partition(":")
+    if kind in ("frames", "blocks") and not sel:
+        return kind, None
+    if kind == "atoms" and sel.strip():
+        return kind, sel.strip()
+    raise ConfigError(f"--pattern must be frames, blocks or atoms:SEL (an MDAnalysis selection with --topology, "
+                      f"or atom indices A-B), got {spec!r}")
+
+
+def selected_atoms(sel: str, n_atoms: int, topology: str | None = None) -> np.ndarray:
+    """Indices of ``sel``: ``A-B`` (inclusive) or, with a topology, an MDAnalysis selection."""
+    lo, dash, hi = sel.partition("-")
+    if dash and lo.strip().isdigit() and hi.strip().isdigit():
+        a, b = int(lo), int(hi)
+        if not 0 <= a <= b < n_atoms:
+            raise ConfigError(f"atoms {sel} out of range for {n_atoms} atoms")
+        return np.arange(a, b + 1)
+    if topology is None:
+        raise ConfigError(f"atoms:{sel} is a selection: give --topology TOP (or atom indices as A-B)")
+    from MDAnalysis import Universe
+
+    idx = Universe(topology).select_atoms(sel).indices
+    if idx.size == 0:
+        raise ConfigError(f"atoms:{sel} selects no atoms of {topology}")
+    return idx
+
+
+def recommend(facts: dict, pattern: str, atoms: np.ndarray | None = None) -> Recommendation:
+    """The layout for ``pattern`` on the file ``facts`` describes (``inspect_file``'s dict)."""
+    kind, sel = parse_pattern(pattern)
+    n_atoms = facts["n_atoms"]
+    if kind == "frames":
+        pick, compact = "frame chunks", "blosc-lz4"
+        why = (f"one frame per chunk: a random frame costs only itself ({_m('frame chunks')[6]} ms measured; "
+               f"chunks of several frames read them all, and compressed chunks decode whole)")
+    elif kind == "blocks":
+        pick, compact = "planned", "lossy deltas"
+        why = (f"~2 MiB chunks of whole frames, uncompressed: the fastest slab reads measured "
+               f"({_m('planned')[5]} GB/s per worker; blosc-lz4 {_m('blosc-lz4')[5]} GB/s at "
+               f"{_m('blosc-lz4')[4]:.2f}x the size)")
+    else:
+        frac = (len(atoms) if atoms is not None else n_atoms) / max(1, n_atoms)
+        pick, compact = "planned", None
+        why = (f"the selection is {frac:.1%} of each frame: uncompressed chunks are read in place (only the "
+               f"selected atoms' bytes), while any compressed chunk is decoded whole, ~{1 / max(frac, 1e-9):.0f}x "
+               f"the bytes asked for")
+        if frac < 0.25:
+            why += ("; if only these atoms are ever analysed, a file of just them is smaller still: "
+                    f"trajscale convert TOP {os.path.basename(facts['path'])} --select {shlex.quote(sel)} -o sub.h5md")
+    command = _command(facts["path"], pick)
+    alt = None
+    if compact:
+        c = _m(compact)
+        alt = (f"{compact}: {c[4]:.2f}x the size, {c[5]} GB/s, {c[6]} ms per frame"
+               + (" (lossy to 0.005 A, like XTC; read back only by trajscale)" if c[3] == "deltas" else "")
+               + f": {_command(facts['path'], compact)}")
+    return Recommendation(pattern, pick, why, command, alt, _matches(facts, pick))
+
+
+def _m(name: str) -> tuple:
+    return MEASURED[name]
+
+
+def _command(path: str, name: str) -> str:
+    chunks, comp, precision, encoding = MEASURED[name][:4]
+    stem = os.path.splitext(os.path.basename(path))[0]
+    tag = name.replace(" ", "-")
+    cmd = ["trajscale", "rechunk", path, "-o", f"{stem}.{tag}.h5md", "--chunks", chunks, "--compression", comp]
+    if precision is not None:
+        cmd += ["--precision", str(precision), "--encoding", encoding]
+    return " ".join(shlex.quote(c) for c in cmd)
+
+
+def _matches(facts: dict, name: str) -> bool:
+    chunks, comp, precision, _ = MEASURED[name][:4]
+    have = facts.get("chunks")
+    if not isinstance(have, list) or have[1] != facts["n_atoms"]:
+        return False
+    from .layout import plan_frames_per_chunk
+
+    want_frames = 1 if chunks == "frame" else min(plan_frames_per_chunk(facts["n_atoms"]), facts["n_frames"])
+    same_comp = facts["compression"].split(":")[0] == comp
+    return have[0] == want_frames and same_comp and (precision is None) == (facts.get("precision") is None)
