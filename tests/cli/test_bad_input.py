@@ -51,6 +51,14 @@ def test_bad_trajectory(tmp_path, adk_vacuum, bad_files, case, needle):
     assert not out.exists()
 
 
+def test_unreadable_part_in_convert_prints_no_traceback(tmp_path, adk_water):
+    """MDAnalysis's XTCReader fails again in __del__ after a failed open; the user sees one line."""
+    bad = tmp_path / "bad.xtc"
+    bad.write_bytes(np.random.default_rng(0).bytes(5000))
+    proc = run_cli("convert", adk_water["gro"], adk_water["xtc"], str(bad), "-o", str(tmp_path / "o.h5md"))
+    assert_clean_failure(proc, str(bad))
+
+
 def test_atom_count_mismatch(tmp_path, adk_vacuum, adk_water, adk_vacuum_h5md):
     out = tmp_path / "out.h5md"
     assert_clean_failure(run_cli("convert", adk_water["gro"], adk_vacuum[1], "-o", str(out)), "atoms")
