@@ -80,30 +80,36 @@ def test_killed_writers_temporaries_are_removed_on_next_write(tmp_path):
         live_proc.wait()
 
 
-def test_sigkilled_convert_temporary_is_cleaned_by_the_next_convert(tmp_path, adk_vacuum):
-    """A real convert killed by SIGKILL leaves .NAME.tmp-PID; the next convert into the folder removes it."""
+def test_sigkilled_convert_resumes_to_the_uninterrupted_file(tmp_path, adk_vacuum):
+    """A real convert killed by SIGKILL mid-run leaves its partial output and record (never the final
+    name); ``resume=True`` finishes it into the same file an uninterrupted convert writes."""
+    from tests.store.test_rechunk import assert_same_tree
+    from trajscale.convert.convert import convert
+    from trajscale.convert.resume import load_record, partial_paths
+
     out = tmp_path / "adk.h5md"
-    code = ("import importlib, time; c = importlib.import_module('trajscale.convert.convert'); "
-            "orig = c.iter_blocks\n"
+    code = ("import importlib, time; f = importlib.import_module('trajscale.convert.frames'); "
+            "importlib.import_module('trajscale.convert.stream').SLAB_BYTES = 3341 * 12 * 10\n"
+            "orig = f.save_record\n"
             "def slow(*a, **k):\n"
-            "    for b in orig(*a, **k):\n"
-            "        time.sleep(3); yield b\n"
-            "c.iter_blocks = slow\n"
-            f"c.convert({adk_vacuum[0]!r}, [{adk_vacuum[1]!r}], {str(out)!r})")
+            "    orig(*a, **k); time.sleep(1)\n"
+            "f.save_record = slow\n"
+            "from trajscale.convert.convert import convert\n"
+            f"convert({adk_vacuum[0]!r}, [{adk_vacuum[1]!r}], {str(out)!r})")
     proc = subprocess.Popen([sys.executable, "-c", code])
-    tmp = tmp_path / f".adk.h5md.tmp-{proc.pid}@{socket.gethostname()}"
+    tmp, record = partial_paths(out, "convert")
     deadline = time.time() + 120
-    while not tmp.exists() and time.time() < deadline and proc.poll() is None:
+    while time.time() < deadline and proc.poll() is None and not (load_record(record) or {}).get("done"):
         time.sleep(0.05)
-    assert tmp.exists(), "the convert never created its temporary file"
+    assert proc.poll() is None and tmp.exists(), "the convert ended before it could be killed"
     proc.kill()
     proc.wait()
-    assert tmp.exists() and not out.exists()
-    from trajscale.convert.convert import convert
-
-    convert(adk_vacuum[0], [adk_vacuum[1]], str(tmp_path / "other.h5md"), stop=5)
-    assert not tmp.exists()
-    assert [p.name for p in tmp_path.iterdir()] == ["other.h5md"]
+    done = load_record(record)["done"]
+    assert 0 < done < 98 and tmp.exists() and not out.exists()
+    s = convert(adk_vacuum[0], [adk_vacuum[1]], str(out), resume=True)
+    assert s.n_frames == 98 and not tmp.exists() and not record.exists()
+    convert(adk_vacuum[0], [adk_vacuum[1]], str(tmp_path / "whole.h5md"))
+    assert_same_tree(tmp_path / "whole.h5md", out)
 
 
 def test_another_hosts_temporary_is_kept(tmp_path):

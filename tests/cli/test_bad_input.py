@@ -51,6 +51,14 @@ def test_bad_trajectory(tmp_path, adk_vacuum, bad_files, case, needle):
     assert not out.exists()
 
 
+def test_unreadable_part_in_convert_prints_no_traceback(tmp_path, adk_water):
+    """MDAnalysis's XTCReader fails again in __del__ after a failed open; the user sees one line."""
+    bad = tmp_path / "bad.xtc"
+    bad.write_bytes(np.random.default_rng(0).bytes(5000))
+    proc = run_cli("convert", adk_water["gro"], adk_water["xtc"], str(bad), "-o", str(tmp_path / "o.h5md"))
+    assert_clean_failure(proc, str(bad))
+
+
 def test_atom_count_mismatch(tmp_path, adk_vacuum, adk_water, adk_vacuum_h5md):
     out = tmp_path / "out.h5md"
     assert_clean_failure(run_cli("convert", adk_water["gro"], adk_vacuum[1], "-o", str(out)), "atoms")
@@ -96,22 +104,25 @@ def test_nan_coordinates(tmp_path, adk_vacuum, adk_vacuum_h5md):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupted_convert_leaves_nothing(tmp_path, adk_water, sig):
+def test_interrupted_convert_keeps_only_its_partial_for_resume(tmp_path, adk_water, sig):
+    """Nothing under the final name; the partial output and its record stay (hidden) for --resume."""
     out = tmp_path / "big.h5md"
     cmd = [sys.executable, "-m", "trajscale.cli.main", "convert", adk_water["tpr"], *[adk_water["xtc"]] * 150,
            "-o", str(out), "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    partial = tmp_path / ".big.h5md.convert-partial"
     deadline = time.time() + 60
-    while time.time() < deadline and not any(p.startswith(".big.h5md.tmp") for p in os.listdir(tmp_path)):
+    while time.time() < deadline and not partial.exists():
         time.sleep(0.05)
     time.sleep(0.5)
     # The test means something only if the signal lands mid-write: the convert is still
     # running and its temporary file exists at that moment.
     assert proc.poll() is None, f"convert ended before the signal: {proc.communicate()[1][-2000:]}"
-    assert any(p.startswith(".big.h5md.tmp") for p in os.listdir(tmp_path)), "no temporary file when signalled"
+    assert partial.exists(), "no temporary file when signalled"
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0
     assert "Traceback" not in err, err
-    assert ".tmp" not in err, err      # issue 17: no temporary name the user never heard of
-    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
+    assert ".tmp" not in err and "partial" not in err, err   # issue 17: no name the user never heard of
+    assert "--resume" in err and str(out) in err, err
+    assert sorted(os.listdir(tmp_path)) == [".big.h5md.convert-partial", ".big.h5md.convert-progress.json"]

@@ -14,6 +14,7 @@ from MDAnalysisTests import datafiles as D
 
 from tests.conftest import run_mpi
 from trajscale.convert.convert import convert
+from trajscale.convert.verify import verify
 from trajscale.store.layout import Layout
 
 pytest.importorskip("mpi4py")
@@ -42,10 +43,16 @@ def test_mpi_convert_equals_serial(tmp_path, system, n):
         assert system != "trr" or {"velocity/value", "box/edges/value"} <= set(present)
         for d in present:
             np.testing.assert_array_equal(b[f"particles/all/{d}"][()], a[f"particles/all/{d}"][()], err_msg=d)
+    rep = verify(top, trajs, str(out))   # against the inputs read by MDAnalysis, frame by frame
+    assert rep.ok and rep.n_frames == ref_frames(top, trajs), rep.problems
     u, ref = mda.Universe(top, str(out)), mda.Universe(top, *trajs)
     assert u.trajectory.n_frames == ref.trajectory.n_frames
     for ts, rts in zip(u.trajectory[::3], ref.trajectory[::3]):
         np.testing.assert_array_equal(ts.positions, rts.positions)
+
+
+def ref_frames(top, trajs) -> int:
+    return mda.Universe(top, *trajs).trajectory.n_frames
 
 
 def test_mpi_convert_refuses_existing_output_on_every_rank(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from .checks import add_topology, check_topology
-from .options import add_h5md_options
+from .options import add_h5md_options, add_segment_options, kept_for_resume
 
 log = logging.getLogger("trajscale")
 
@@ -44,22 +44,34 @@ def add_parser(sub) -> None:
     p.add_argument("--no-forces", action="store_true", help="drop forces")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (none with -q either)")
-    p.set_defaults(func=main)
+    add_segment_options(p, "convert")
+    # under MPI the ranks' shared temporary file is removed on an interrupt (no --resume there)
+    p.set_defaults(func=main, kept_when_interrupted=lambda a: "no partial output was kept" if _under_mpi()
+                   else kept_for_resume(a))
 
 
 def main(args) -> int:
+    import os
+
     from ..convert.convert import convert
     from ..store.layout import Layout
 
     check_topology(args)
     layout = Layout.parse(args.chunks, args.compression, args.fletcher32)
-    comm = _mpi_comm()
+    comm = _mpi_comm() if args.executor in (None, "mpi") else None
+    if args.executor == "mpi" and comm is None:
+        from ..errors import ConfigError
+
+        raise ConfigError("--executor mpi: launch with mpiexec -n N trajscale convert ...")
+    parallel = args.executor in ("processes", "dask")
     s = convert(args.topology, args.trajectories, args.output, layout=layout, select=args.select,
                 start=args.start, stop=args.stop, step=args.step, velocities=not args.no_velocities,
                 forces=not args.no_forces, overwrite=args.overwrite,
                 progress=not (args.no_progress or getattr(args, "quiet", False)) and comm is None,
                 units=args.units, group=args.h5md_group, assume_units=args.assume_units, comm=comm,
-                precision=args.precision, encoding=args.encoding)
+                executor=args.executor if parallel else None,
+                n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None,
+                virtual=args.virtual, resume=args.resume, precision=args.precision, encoding=args.encoding)
     if comm is not None and comm.Get_rank() != 0:
         return 0
     log.info("wrote %s: %d frames x %d atoms (%s), %s, %.1f MB in %.1f s", s.output, s.n_frames,
@@ -67,11 +79,15 @@ def main(args) -> int:
     return 0
 
 
-def _mpi_comm():
-    """COMM_WORLD when launched by mpiexec on several ranks (then one file is written together)."""
+def _under_mpi() -> bool:
     import os
 
-    if int(os.environ.get("PMI_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or 1) < 2:
+    return int(os.environ.get("PMI_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or 1) >= 2
+
+
+def _mpi_comm():
+    """COMM_WORLD when launched by mpiexec on several ranks (then one file is written together)."""
+    if not _under_mpi():
         return None
     from mpi4py import MPI
 

@@ -50,6 +50,21 @@ def _terminate(signum, frame):
         raise SystemExit(128 + signum)
 
 
+def _quiet_failed_readers() -> None:
+    """An MDAnalysis reader that failed in ``__init__`` fails again in ``__del__`` (XTCReader: no
+    ``_xdr``), and Python prints that traceback after trajscale's one-line error: log it instead."""
+    default = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        obj = unraisable.object
+        if getattr(obj, "__name__", "") == "__del__" and getattr(obj, "__module__", "").startswith("MDAnalysis."):
+            logging.getLogger(__name__).debug("ignored in %s: %r", obj.__qualname__, unraisable.exc_value)
+            return
+        default(unraisable)
+
+    sys.unraisablehook = hook
+
+
 def _quiet_dask(args) -> None:
     """Dask's own logging at WARNING (ERROR with -q, INFO with -v), in this process and its workers.
 
@@ -68,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("distributed", "numba", "matplotlib", "asyncio", "h5py", "tornado"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     _quiet_dask(args)
+    _quiet_failed_readers()
     # MDAnalysis logs its parse errors before raising them; trajscale reports the exception once.
     logging.getLogger("MDAnalysis").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
     # SIGINT too: a KeyboardInterrupt raised inside a C callback can be swallowed.

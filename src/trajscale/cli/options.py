@@ -13,3 +13,23 @@ def add_h5md_options(p, what: str = "the H5MD file") -> None:
     p.add_argument("--assume-units", default=None, choices=list(ASSUMABLE),
                    help=f"units of datasets in {what} that carry no unit attribute: nm (nm, ps, "
                         "kJ/(mol nm)) or Angstrom (A, ps, kJ/(mol A)); without it such a file is refused")
+
+
+def add_segment_options(p, what: str) -> None:
+    """--executor/-n/--virtual/--resume of ``convert`` and ``rechunk``."""
+    from .checks import positive_int
+
+    p.add_argument("--executor", default=None, choices=["serial", "processes", "dask", "mpi"],
+                   help="serial (default; mpi when launched by mpiexec), or processes/dask: each worker "
+                        "writes its range of frames into a segment file, joined at the end")
+    p.add_argument("-n", "--n-workers", type=positive_int, default=None,
+                   help="workers of --executor processes or dask (default: the CPU count)")
+    p.add_argument("--virtual", action="store_true",
+                   help="keep the segments in NAME.parts/ beside the output, which maps them as HDF5 "
+                        "virtual datasets (no join copy; any HDF5 reader, MDAnalysis too, reads it as one file)")
+    p.add_argument("--resume", action="store_true", help=f"finish an interrupted {what} of the same inputs")
+
+
+def kept_for_resume(args) -> str:
+    """What an interrupted convert/rechunk left (``set_defaults(kept_when_interrupted=...)``)."""
+    return f"the frames written so far are kept: run the same command with --resume to finish {args.output}"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from .options import add_segment_options, kept_for_resume
+
 log = logging.getLogger("trajscale")
 
 
@@ -22,13 +24,14 @@ def add_parser(sub) -> None:
                    help="with --precision: floats (plain floats every HDF5 reader reads; ~1.5x an XTC's size) or "
                         "deltas (integer differences between neighbouring atoms, like XTC: ~1.1x its size, "
                         "read back only by trajscale)")
-    p.add_argument("--resume", action="store_true", help="finish an interrupted rechunk of the same input")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=main)
+    add_segment_options(p, "rechunk")
+    p.set_defaults(func=main, kept_when_interrupted=kept_for_resume)
 
 
 def main(args) -> int:
+    import os
     import sys
 
     from ..convert.rechunk import rechunk
@@ -38,16 +41,14 @@ def main(args) -> int:
     if args.precision is not None and not args.precision > 0:
         raise ConfigError(f"--precision must be positive, got {args.precision}")
     layout = Layout.parse(args.chunks, args.compression)
-    try:
-        s = rechunk(args.input, args.output, layout, precision=args.precision, encoding=args.encoding,
-                    overwrite=args.overwrite,
-                    resume=args.resume, progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty())
-    except SystemExit as exc:   # a signal between slabs: the work so far is kept for --resume
-        if exc.code and exc.code > 128:
-            print(f"trajscale rechunk: stopped by signal {exc.code - 128}; the frames written so far are "
-                  f"kept: run the same command with --resume to finish {args.output}", file=sys.stderr)
-            return int(exc.code)
-        raise
+    if args.executor == "mpi":
+        raise ConfigError("rechunk runs serially or on --executor processes or dask")
+    parallel = args.executor in ("processes", "dask")
+    s = rechunk(args.input, args.output, layout, precision=args.precision, encoding=args.encoding,
+                overwrite=args.overwrite,
+                resume=args.resume, progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty(),
+                executor=args.executor if parallel else None,
+                n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None, virtual=args.virtual)
     log.info("wrote %s: %d frames, %d series, %.1f -> %.1f MB in %.1f s%s", s.output, s.n_frames, s.datasets,
              s.bytes_in / 1e6, s.bytes_out / 1e6, s.seconds,
              f" (resumed at frame {s.resumed_from})" if s.resumed_from else "")

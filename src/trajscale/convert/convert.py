@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, InputFileError
+from ..errors import ConfigError, InputFileError, OutputError
 from ..sources import H5MDSource
 from ..sources.mda import load_universe
 from ..sources.selection import select_atoms
-from ..store.writer import H5MDWriter
 from ..store.layout import Layout
 from ..store.units import MDANALYSIS_QUANTITY, WRITE_UNITS, from_mdanalysis, unit_system
-from ..util import atomic_output, check_output_path, polling_for_stop, raise_if_stopped
-from .stream import Renumberer, frame_plan, iter_blocks, open_inputs
+from ..util import check_output_path, polling_for_stop
+from . import segmented
+from .frames import ConvertJob, remember_universe
+from .parallel import file_shifts
+from .pool import EXECUTORS
+from .resume import Partial, identity
+from .stream import frame_plan, open_inputs
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +45,20 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
             step: int | None = None, velocities: bool = True, forces: bool = True,
             overwrite: bool = False, progress: bool = False, units: str = "mdanalysis",
             group: str | None = None, assume_units: str | None = None, comm=None,
-            precision: float | None = None, encoding: str = "floats") -> ConvertSummary:
+            executor: str | None = None, n_workers: int | None = None, virtual: bool = False,
+            resume: bool = False, precision: float | None = None, encoding: str = "floats") -> ConvertSummary:
     """Write ``trajectories`` (concatenated in order) to ``output`` as H5MD.
 
-    The file is written under a temporary name and renamed only when complete,
-    so an error or an interrupt leaves nothing under ``output``.
+    The file is written under a temporary name and renamed only when every
+    frame is written and counted, so an error or an interrupt leaves nothing
+    under ``output``.  An error removes the temporary output; an interrupt
+    (SIGTERM, Ctrl-C) keeps it with its progress record, and ``resume=True``
+    (the same inputs and options) finishes it (``convert.resume``).
+
+    ``executor="processes"`` or ``"dask"`` with ``n_workers`` converts each
+    worker's range of frames into its own segment file, joined at the end by
+    copying - or, with ``virtual=True``, kept beside the output (``NAME.parts/``)
+    and mapped into it as HDF5 virtual datasets (``convert.segmented``).
 
     ``units`` is the unit system written: ``"mdanalysis"`` (Å, ps, kJ/(mol Å);
     MDAnalysis reads it without conversion), ``"gromacs"`` (nm, ps,
@@ -60,9 +76,19 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         raise ConfigError(f"--precision must be positive, got {precision}")
     if encoding == "deltas" and (precision is None or not layout.compression):
         raise ConfigError("--encoding deltas needs --precision and a --compression (zstd or blosc-zstd pay most)")
+    if executor not in (None, *EXECUTORS):
+        raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if virtual and executor not in ("processes", "dask"):
+        raise ConfigError("--virtual keeps per-worker segments: it needs --executor processes or dask")
+    if virtual and segmented.parts_folder(Path(output)).exists() and not overwrite:
+        raise OutputError(segmented.parts_folder(Path(output)), "already exists (use --overwrite to replace it)")
+    if (comm is not None and comm.Get_size() > 1) and resume:
+        raise ConfigError("--resume is not available under MPI: convert with --executor processes or "
+                          "serially to resume")
     if units != "source":
         unit_system(units)   # an unknown name fails before any work
     universe = load_universe(topology)
+    remember_universe(str(topology), universe)   # inherited by forked workers
     atoms = select_atoms(universe, select, "selection").indices if select else None
     sel_atoms = universe.atoms if atoms is None else universe.atoms[atoms]
     sources = open_inputs(topology, list(trajectories), universe, group, assume_units)
@@ -88,34 +114,43 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
                                     start=start, stop=stop, step=step, has_box=has_box, overwrite=overwrite,
                                     summary_cls=ConvertSummary, units=out_units, group=out_group,
                                     precision=precision, encoding=encoding)
-        renumber = Renumberer()
-        # Poll for SIGTERM for the whole life of the temporary file, so a signal
-        # during set-up or the last block also stops before the rename.
-        with polling_for_stop(), atomic_output(output, overwrite=overwrite) as tmp:
-            writer = H5MDWriter(tmp, len(sel_atoms), n_frames=n_frames, layout=layout, fields=fields,
-                                box="triclinic" if has_box else None, group=out_group,
-                                masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
-                                units=out_units, precision=precision, encoding=encoding)
-            with writer:
-                observables = _observable_names(sources) if step in (None, 1) else {}
-                for name, (shape, dtype) in observables.items():
-                    writer.add_observable(name, shape, dtype)
-                from tqdm import tqdm
-
-                with tqdm(total=n_frames, disable=not progress, unit="frame", desc="convert") as bar:
-                    for block in iter_blocks(sources, atoms, fields, start, stop, step, renumber):
-                        writer.write(position=block.positions, velocity=block.velocities,
-                                     force=block.forces, step=block.step, time=block.time,
-                                     box=block.box, observables=_read_observables(sources, block, observables))
-                        bar.update(block.n_frames)
-                raise_if_stopped()
-        if renumber.renumbered:
+        observables = _observable_names(sources) if step in (None, 1) else {}
+        job = ConvertJob(topology=str(topology), trajectories=tuple(str(t) for t in trajectories),
+                         lengths=tuple(s.n_frames for s in sources),
+                         plans=tuple((p.start, p.stop, p.step) for p in plans), shifts=None,
+                         atoms=atoms, fields=fields, n_atoms=len(sel_atoms), n_frames=n_frames, layout=layout,
+                         box="triclinic" if has_box else None, group=out_group, units=out_units,
+                         masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
+                         observables={k: (tuple(v[0]), np.dtype(v[1]).str) for k, v in observables.items()},
+                         in_group=group, assume_units=assume_units, precision=precision, encoding=encoding)
+        wanted = {"inputs": identity([topology, *trajectories]),
+                  "options": repr((layout, select, start, stop, step, fields, units, group, assume_units,
+                                   precision, encoding))}
+        partial = Partial(check_output_path(output, overwrite), "convert", wanted)
+        parallel = executor in ("processes", "dask")
+        n_workers = n_workers or os.cpu_count() or 1
+        partial.begin(resume, segmented.plan(job, n_workers, virtual) if parallel else {"done": 0})
+        if partial.record.get("mode") == "segments":   # workers need each file's shift up front
+            shifts, renumbered = file_shifts(sources, plans)
+            job = dataclasses.replace(job, shifts=tuple(shifts))
+        # Poll for SIGTERM for the whole life of the partial output: a signal stops
+        # between slabs, leaving the frames written so far for --resume.
+        with polling_for_stop():
+            try:
+                counted = segmented.write(job, partial, executor=executor or "serial", n_workers=n_workers,
+                                          progress=progress, sources=dict(enumerate(sources)))
+            except (SystemExit, KeyboardInterrupt):
+                raise   # kept for --resume
+            except BaseException:
+                partial.discard()   # an error: nothing half-written stays behind
+                raise
+        if job.shifts is None:
+            renumbered = counted
+        if renumbered:
             log.warning("renumbered step and time of %d input file(s) so they keep increasing "
-                        "(H5MD requires increasing steps)", renumber.renumbered)
-        import os
-
+                        "(H5MD requires increasing steps)", renumbered)
         return ConvertSummary(str(output), n_frames, len(sel_atoms), fields, layout.describe(),
-                              renumber.renumbered, time.perf_counter() - t0, os.path.getsize(output))
+                              renumbered, time.perf_counter() - t0, os.path.getsize(output))
     finally:
         for s in sources:
             s.close()

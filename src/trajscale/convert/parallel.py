@@ -46,6 +46,8 @@ def _meta(src, frames: np.ndarray) -> Block:
 
 def file_shifts(sources, plans) -> tuple[list[tuple[int, float]], int]:
     """Per input file with frames: the (step, time) shift a serial pass would apply; files renumbered."""
+    if sum(1 for p in plans if len(p)) <= 1:   # one file: nothing to renumber, nothing to read
+        return [(0, 0.0) if len(p) else None for p in plans], 0
     r = Renumberer()
     out = []
     for src, frames in zip(sources, plans):

@@ -6,16 +6,21 @@ copied in slabs into datasets with the new chunks and compression (and, with
 objects that were hard-linked under several names (H5MD's shared step/time)
 stay one object.
 
-Resumable: the output is written under ``.NAME.rechunk-partial`` beside a
-progress record (``.NAME.rechunk-progress.json``: frames done per dataset,
-the input's identity and the layout). An interrupted run leaves both; ``resume``
-continues from the record; the rename to ``NAME`` happens only when every frame
-of every dataset is written and its count checked.
+Resumable (``convert.resume``): the output is written under
+``.NAME.rechunk-partial`` beside a progress record
+(``.NAME.rechunk-progress.json``: frames done per dataset, the input's identity
+and the layout). An interrupted run leaves both; ``resume`` continues from the
+record; the rename to ``NAME`` happens only when every frame of every dataset
+is written and its count checked.
+
+Parallel (``executor="processes"|"dask"``): each worker rewrites its range of
+frames into a segment file with its own record (:func:`rechunk_range`); the
+segments are then copied into the output or kept as virtual datasets, as
+``convert``'s are (``convert.segmented``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -25,6 +30,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from ..block import split_frames
 from ..errors import ConfigError, InputFileError, OutputError, UnitError
 from ..store.codecs import (ENCODINGS, decode_deltas, delta_quantum, encode_deltas, lossy_attrs,
                             lossy_attrs_for, quantize)
@@ -33,6 +39,11 @@ from ..store.layout import Layout
 from ..store.schema import attr_str
 from ..store.units import factor
 from ..util import check_output_path, polling_for_stop, raise_if_stopped
+from .join import copy_attrs, copy_frames, copy_structure, virtual_series
+from .pool import EXECUTORS, run_tasks
+from .resume import Partial, identity, load_record, save_record
+from .resume import partial_paths as resume_paths
+from .segmented import move_parts, parts_folder
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +65,7 @@ class RechunkSummary:
 
 def partial_paths(output: str | os.PathLike) -> tuple[Path, Path]:
     """The temporary output and the progress record of ``output``."""
-    p = Path(output)
-    return p.with_name(f".{p.name}.rechunk-partial"), p.with_name(f".{p.name}.rechunk-progress.json")
-
-
-def _identity(path: str) -> dict:
-    st = os.stat(path)
-    return {"input": os.path.realpath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    return resume_paths(output, "rechunk")
 
 
 def _is_series(name: str, obj) -> bool:
@@ -71,7 +76,8 @@ def _is_series(name: str, obj) -> bool:
 
 def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout, *,
             precision: float | None = None, encoding: str = "floats", overwrite: bool = False,
-            resume: bool = False, slab_bytes: int | None = None, progress: bool = False) -> RechunkSummary:
+            resume: bool = False, slab_bytes: int | None = None, progress: bool = False,
+            executor: str | None = None, n_workers: int | None = None, virtual: bool = False) -> RechunkSummary:
     """Copy ``input`` to ``output`` with ``layout`` for its per-atom time series.
 
     Parameters
@@ -85,98 +91,178 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         reads it back, see :mod:`trajscale.store.codecs`).
     resume
         Continue an interrupted run of the same input and layout from its progress record.
+    executor, n_workers
+        ``"processes"`` or ``"dask"``: each of ``n_workers`` workers rewrites its range of frames
+        into a segment file; the segments are then copied into the output (stored chunks as they
+        are) or, with ``virtual``, kept in ``NAME.parts/`` and mapped into it as virtual datasets.
     """
     t0 = time.perf_counter()
     slab_bytes = slab_bytes or SLAB_BYTES
     src_path = str(input)
     final = check_output_path(output, overwrite=overwrite)
-    tmp, record_path = partial_paths(final)
+    if executor not in (None, *EXECUTORS):
+        raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if virtual and executor not in ("processes", "dask"):
+        raise ConfigError("--virtual keeps per-worker segments: it needs --executor processes or dask")
+    if virtual and parts_folder(final).exists() and not overwrite:
+        raise OutputError(parts_folder(final), "already exists (use --overwrite to replace it)")
     if encoding not in ENCODINGS:
         raise ConfigError(f"--encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
     if encoding == "deltas" and (precision is None or not layout.compression):
         raise ConfigError("--encoding deltas needs --precision and a --compression (zstd or blosc-zstd pay most)")
-    wanted = {**_identity(src_path), "layout": layout.describe(), "precision": precision}
+    (ident,) = identity([src_path])
+    wanted = {**ident, "layout": layout.describe(), "precision": precision}
     if encoding != "floats":
         wanted["encoding"] = encoding
-    record = _load_record(record_path) if resume else None
-    if resume and (record is None or not tmp.exists()):
-        raise OutputError(final, "nothing to resume (no partial output and progress record beside it)")
-    if record is not None and {k: record.get(k) for k in wanted} != wanted:
-        raise OutputError(final, "the partial output was made from another input or layout; start again "
-                                 "without --resume")
+    partial = Partial(final, "rechunk", wanted)
     with open_h5(src_path) as src, polling_for_stop():
-        if record is None:
-            record = {**wanted, "done": {}}
-            with h5py.File(tmp, "w") as dst:
-                series = _copy_structure(src, dst, layout, precision, encoding)
-            record["done"] = {name: 0 for name in series}
-            _save_record(record_path, record)
-        resumed = min(record["done"].values(), default=0)
-        with h5py.File(tmp, "r+") as dst:
-            for name in record["done"]:
-                _copy_series(src[name], dst[name], record, record_path, name, precision, slab_bytes, progress)
+        names = _series_names(src)
+        n_frames = max((src[n].shape[0] for n in names), default=0)
+        if executor in ("processes", "dask"):
+            cf = max([_chunk_frames(src[n], layout) for n in names], default=1)
+            ranges = split_frames(n_frames, n_workers or os.cpu_count() or 1, align=cf)
+            fresh = {"mode": "segments", "virtual": bool(virtual), "ranges": [[r.start, r.stop] for r in ranges]}
+        else:
+            fresh = {"done": {}}
+        # serially, the record is first written with the output's structure (frames counted from there)
+        resumed = partial.begin(resume, fresh, save="mode" in fresh)
+        record = partial.record
+        if record.get("mode") == "segments":
+            resumed_from = _run_segments(src_path, src, names, partial, layout, precision, encoding, slab_bytes,
+                                         executor or "serial", n_workers or os.cpu_count() or 1)
+            if record.get("virtual"):
+                return _finish_virtual(src, partial, names, t0, resumed_from)
+            with h5py.File(partial.tmp, "w") as dst:
+                _copy_structure(src, dst, layout, precision, encoding)
+                for path, a, _ in _segments(partial):
+                    with h5py.File(path, "r") as seg:
+                        for name in names:
+                            copy_frames(seg[name], dst[name], a, slab_bytes)
+        else:
+            if not resumed or not partial.tmp.exists():
+                with h5py.File(partial.tmp, "w") as dst:
+                    series = _copy_structure(src, dst, layout, precision, encoding)
+                record["done"] = {name: 0 for name in series}
+                partial.save()
+            resumed_from = min(record["done"].values(), default=0)
+            with h5py.File(partial.tmp, "r+") as dst:
+                for name in record["done"]:
+                    _copy_series(src[name], dst[name], record, partial.record_path, name, precision,
+                                 slab_bytes, progress)
             for name, done in record["done"].items():   # every frame, counted, before the rename
-                if done != src[name].shape[0] or dst[name].shape != src[name].shape:
+                if done != src[name].shape[0]:
                     raise OutputError(final, f"{name}: {done} of {src[name].shape[0]} frames written")
-        n_frames = max((src[n].shape[0] for n in record["done"]), default=0)
+        _check_counts(src, partial, names)
         bytes_in = os.path.getsize(src_path)
-    _fsync(tmp)
-    os.replace(tmp, final)
-    _fsync_dir(final.parent)
-    record_path.unlink(missing_ok=True)
+    partial.finish()
     log.info("rechunked %s -> %s (%s)", src_path, final, layout.describe())
-    return RechunkSummary(str(final), n_frames, len(record["done"]), bytes_in, os.path.getsize(final),
-                          time.perf_counter() - t0, resumed)
+    return RechunkSummary(str(final), n_frames, len(names), bytes_in, os.path.getsize(final),
+                          time.perf_counter() - t0, resumed_from)
+
+
+def _series_names(src: h5py.File) -> list[str]:
+    names: list[str] = []
+    src.visititems(lambda name, obj: names.append(obj.name) if _is_series(obj.name, obj) else None)
+    return names
+
+
+def _chunk_frames(ds: h5py.Dataset, layout: Layout) -> int:
+    shape = layout.chunk_shape(ds.shape[1], ds.dtype.itemsize, ds.shape[0])
+    return shape[0] if isinstance(shape, tuple) else 1
+
+
+def _check_counts(src: h5py.File, partial: Partial, names: list[str]) -> None:
+    """Every series of the partial output has the input's shape (read back), else OutputError."""
+    with open_h5(partial.tmp) as out:
+        for name in names:
+            if out[name].shape != src[name].shape:
+                raise OutputError(partial.final, f"{name}: {out[name].shape[0]} of {src[name].shape[0]} "
+                                                 "frames written")
+
+
+def _segments(partial: Partial) -> list[tuple[Path, int, int]]:
+    return [(partial.parts / f"part_{k:04d}.h5md", a, b) for k, (a, b) in enumerate(partial.record["ranges"])]
+
+
+def _run_segments(src_path: str, src: h5py.File, names: list[str], partial: Partial, layout: Layout,
+                  precision, encoding: str, slab_bytes: int, executor: str, n_workers: int) -> int:
+    """Rewrite every segment's frames on the workers (each its own file and record); return frames
+    already done before this run."""
+    partial.parts.mkdir(exist_ok=True)
+    tasks, before = [], 0
+    for path, a, b in _segments(partial):
+        rpath = path.with_suffix(".progress.json")
+        done = (load_record(rpath) or {}).get("done")
+        if done:
+            before += min(done.values())
+        if not done or min(done.values()) < b - a:
+            tasks.append((src_path, str(path), str(rpath), names, layout, precision, encoding, a, b, slab_bytes))
+    run_tasks(rechunk_range, tasks, executor, n_workers)
+    for path, a, b in _segments(partial):
+        done = (load_record(path.with_suffix(".progress.json")) or {}).get("done") or {}
+        if sorted(done) != sorted(names) or any(v != b - a for v in done.values()):
+            raise OutputError(partial.final, f"segment {path.name}: not every frame written")
+    return before
+
+
+def rechunk_range(src_path: str, path: str, record_path: str, names: list[str], layout: Layout, precision,
+                  encoding: str, a: int, b: int, slab_bytes: int) -> int:
+    """Worker: rewrite frames ``[a, b)`` of the series ``names`` into segment file ``path``, resumably."""
+    record = load_record(Path(record_path)) or {}
+    with open_h5(src_path) as src, polling_for_stop():
+        if not record.get("done") or not Path(path).exists():
+            with h5py.File(path, "w") as dst:
+                for name in names:
+                    group, _, leaf = name.rpartition("/")
+                    _create_series(dst.require_group(group), leaf, src[name], layout, precision, encoding,
+                                   n_frames=b - a)
+            record = {"done": {name: 0 for name in names}}
+            save_record(Path(record_path), record)
+        with h5py.File(path, "r+") as dst:
+            for name in names:
+                _copy_series(src[name], dst[name], record, Path(record_path), name, precision, slab_bytes,
+                             False, first=a)
+    return b - a
+
+
+def _finish_virtual(src: h5py.File, partial: Partial, names: list[str], t0: float, resumed_from: int):
+    """Move the segments to ``NAME.parts/`` and write the output with virtual series over them."""
+    final = partial.final
+    moved = move_parts(partial, _segments(partial))
+    with h5py.File(moved[0][0], "r") as first, h5py.File(partial.tmp, "w") as dst:
+        copy_structure(src, dst, lambda dg, name, obj: virtual_series(dg, name, first[obj.name], moved,
+                                                                      str(final.parent))
+                       if _is_series(obj.name, obj) else None)
+    _check_counts(src, partial, names)
+    bytes_in = os.path.getsize(src.filename)
+    partial.finish()
+    return RechunkSummary(str(final), max((src[n].shape[0] for n in names), default=0), len(names), bytes_in,
+                          os.path.getsize(final), time.perf_counter() - t0, resumed_from)
 
 
 def _copy_structure(src: h5py.File, dst: h5py.File, layout: Layout, precision: float | None,
                     encoding: str = "floats") -> list[str]:
     """Everything but the series' values (created empty with the new layout); return the series' names."""
-    seen: dict = {}
-    series: list[str] = []
-    _copy_attrs(src, dst)
-
-    def walk(sg: h5py.Group, dg: h5py.Group) -> None:
-        for name in sg:
-            link = sg.get(name, getlink=True)
-            if isinstance(link, (h5py.SoftLink, h5py.ExternalLink)):
-                dg[name] = link
-                continue
-            obj = sg[name]
-            if obj.id in seen:          # a hard link to an object already copied
-                dg[name] = dst[seen[obj.id]]
-                continue
-            if isinstance(obj, h5py.Group):
-                sub = dg.create_group(name)
-                _copy_attrs(obj, sub)
-                seen[obj.id] = sub.name
-                walk(obj, sub)
-            elif _is_series(obj.name, obj):
-                ds = _create_series(dg, name, obj, layout, precision, encoding)
-                seen[obj.id] = ds.name
-                series.append(ds.name)
-            else:
-                sg.copy(obj, dg, name=name)
-                seen[obj.id] = dg[name].name
-
-    walk(src, dst)
-    return series
+    return copy_structure(src, dst, lambda dg, name, obj: _create_series(dg, name, obj, layout, precision, encoding)
+                          if _is_series(obj.name, obj) else None)
 
 
 def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout, precision: float | None,
-                   encoding: str = "floats"):
-    n_frames, n_atoms, _ = obj.shape
+                   encoding: str = "floats", n_frames: int | None = None):
+    n_total, n_atoms, _ = obj.shape
+    n_frames = n_total if n_frames is None else n_frames
     lossy = precision is not None and obj.name.split("/")[-2] == "position"
     deltas = lossy and encoding == "deltas"
     dtype = np.uint32 if deltas else np.float32 if delta_quantum(obj) else obj.dtype
-    chunks = layout.chunk_shape(n_atoms, np.dtype(dtype).itemsize, n_frames)
-    kw = {"shape": obj.shape, "dtype": dtype}
+    # chunk frames planned for the whole series, so a segment's chunks are the output's
+    chunks = layout.chunk_shape(n_atoms, np.dtype(dtype).itemsize, n_total)
+    kw = {"shape": (n_frames, n_atoms, 3), "dtype": dtype}
     if chunks is not None:
         if chunks is not True:   # True: h5py's own guess (kept to reproduce slow files)
-            chunks = tuple(min(c, s) for c, s in zip(chunks, obj.shape)) if n_frames else None
+            chunks = tuple(min(c, s) for c, s in zip(chunks, (n_frames, n_atoms, 3))) if n_frames else None
         kw.update(chunks=chunks, maxshape=(None, n_atoms, 3), **layout.h5py_kwargs())
     ds = dg.create_dataset(name, **kw)
-    _copy_attrs(obj, ds)
+    copy_attrs(obj, ds)
     if "trajscale_unit" in ds.attrs:   # a delta-coded input: written back as floats (or re-coded below)
         ds.attrs["unit"] = ds.attrs["trajscale_unit"]
         del ds.attrs["trajscale_unit"]
@@ -199,8 +285,9 @@ def _length_scale(ds: h5py.Dataset) -> float:
 
 
 def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path: Path, name: str,
-                 precision: float | None, slab_bytes: int, progress: bool) -> None:
-    n_frames, n_atoms, _ = sds.shape
+                 precision: float | None, slab_bytes: int, progress: bool, first: int = 0) -> None:
+    """Copy ``sds[first:first + len(dds)]`` into ``dds`` from the frame the record counts, slab by slab."""
+    n_frames, n_atoms, _ = dds.shape
     ensure_filters(sds)
     done = record["done"][name]
     if done >= n_frames:
@@ -218,52 +305,17 @@ def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path
         while a < n_frames:
             raise_if_stopped()
             b = min(n_frames, a + per)
-            sds.read_direct(buf, np.s_[a:b], np.s_[0:b - a])
+            sds.read_direct(buf, np.s_[first + a:first + b], np.s_[0:b - a])
             out = buf[:b - a] if q_in is None else decode_deltas(buf[:b - a], q_in)
             if q_out is not None:
                 try:
                     out = encode_deltas(out, q_out) if q_in != q_out else buf[:b - a]
                 except ValueError as exc:
-                    raise InputFileError(sds.file.filename, f"{sds.name} frames {a}-{b}: {exc}") from None
+                    raise InputFileError(sds.file.filename, f"{sds.name} frames {first + a}-{first + b}: {exc}") from None
             elif q is not None:
                 out = quantize(out, float(q))
             dds.write_direct(np.ascontiguousarray(out), dest_sel=np.s_[a:b])
             dds.file.flush()   # the frames are on disk before the record says so
             record["done"][name] = a = b
-            _save_record(record_path, record)
+            save_record(record_path, record)
             bar.update(b - bar.n)
-
-
-def _load_record(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _save_record(path: Path, record: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as fh:
-        json.dump(record, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def _copy_attrs(src, dst) -> None:
-    """Attributes with their stored types (strings stay fixed- or variable-length as they were)."""
-    for k in src.attrs:
-        dst.attrs.create(k, src.attrs[k], dtype=src.attrs.get_id(k).dtype)
-
-
-def _fsync(path: Path) -> None:
-    with open(path, "rb+") as fh:
-        os.fsync(fh.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -131,6 +131,47 @@ class H5MDWriter:
         if names is not None:
             pg.create_dataset("name", data=np.asarray(names, dtype="S"))
 
+    @classmethod
+    def reopen(cls, path: str | os.PathLike, n_written: int, n_frames: int | None = None) -> H5MDWriter:
+        """Continue a file this class wrote (an interrupted write) after its first ``n_written`` frames.
+
+        ``n_written`` is what the caller's progress record counted (never more
+        than the file committed); ``step``/``time`` are cut back to it and the
+        next :meth:`write` continues there.
+        """
+        self = cls.__new__(cls)
+        self.file = f = open_h5(path, "r+")
+        try:
+            (self.group,) = f["particles"].keys()
+            pg = self._pg = f[f"particles/{self.group}"]
+            self.fields = tuple(fl for fl in ("position", "velocity", "force") if fl in pg)
+            pos = pg[self.fields[0]]["value"]
+            self.layout = Layout("contiguous") if pos.chunks is None else Layout()
+            self.n_atoms, self.n_frames_total = int(pos.shape[1]), n_frames
+            edges = pg["box"].get("edges")
+            self.box = None if edges is None else "triclinic" if edges["value"].ndim == 3 else "cuboid"
+            unit = {fl: pg[fl]["value"] for fl in self.fields}
+            unit.update(time=pg[self.fields[0]]["time"], **({"box": edges["value"]} if edges else {}))
+            # (delta-coded positions keep their length unit in trajscale_unit)
+            self.units = {**WRITE_UNITS, **{q: _text(ds.attrs.get("trajscale_unit", ds.attrs["unit"]))
+                                            for q, ds in unit.items()}}
+            self._factors = {q: factor(q, u) for q, u in self.units.items()}
+            lossy = {k: v for k, v in pg["position"]["value"].attrs.items() if k.startswith("trajscale_")} \
+                if "position" in pg else {}
+            self._lossy = {k: _text(v) if isinstance(v, (bytes, str)) else v for k, v in lossy.items()} or None
+            obs = f.get("observables", {})
+            self._obs = {name: obs[name]["value"] for name in obs}
+            first = pg[self.fields[0]]
+            if first["step"].shape[0] < n_written:
+                raise ValueError(f"{path}: {first['step'].shape[0]} frames committed, the record says {n_written}")
+            first["step"].resize(n_written, axis=0)
+            first["time"].resize(n_written, axis=0)
+            self.n_written = int(n_written)
+        except BaseException:
+            f.close()
+            raise
+        return self
+
     @property
     def _contiguous(self) -> bool:
         return self.layout.chunks == "contiguous"
@@ -281,3 +322,7 @@ class H5MDWriter:
 
     def __exit__(self, exc_type, *exc) -> None:
         self.close(abandoned=exc_type is not None)
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,126 @@
+"""Resumable outputs: a partial file beside a progress record, renamed only when complete.
+
+``convert`` and ``rechunk`` write ``NAME`` as ``.NAME.<kind>-partial`` with a
+progress record ``.NAME.<kind>-progress.json`` beside it (the inputs' identity,
+the options, and how far the work got).  An interrupted run leaves both;
+``--resume`` checks that the record was made from the same inputs and options
+and continues from it; :meth:`Partial.finish` renames the file to ``NAME`` only
+after the caller has counted every frame, with an fsync before and after, so a
+crash leaves either the old state or the whole new file.  Parallel runs keep
+their per-worker segments (and each segment's own record, written by that
+worker alone) in the folder ``.NAME.<kind>-parts``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from ..errors import OutputError
+
+log = logging.getLogger(__name__)
+
+
+def identity(paths) -> list[dict]:
+    """Real path, size and mtime of each input: a resume refuses inputs changed since."""
+    out = []
+    for p in paths:
+        st = os.stat(p)
+        out.append({"input": os.path.realpath(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    return out
+
+
+def load_record(path: Path) -> dict | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def save_record(path: Path, record: dict) -> None:
+    """Write ``record`` atomically (a reader sees the old or the new one, never half)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as fh:
+        json.dump(record, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def fsync_path(path: Path, directory: bool = False) -> None:
+    fd = os.open(path, (os.O_RDONLY | os.O_DIRECTORY) if directory else os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:   # some filesystems refuse fsync on a folder: the rename still happened
+        if not directory:
+            raise
+    finally:
+        os.close(fd)
+
+
+class Partial:
+    """The temporary file, progress record and segment folder of one resumable output.
+
+    Parameters
+    ----------
+    final
+        The output's name (already checked by ``check_output_path``).
+    kind
+        ``"convert"`` or ``"rechunk"``: part of the temporary names.
+    wanted
+        What the record must hold for a resume to continue it (inputs' identity, options).
+    """
+
+    def __init__(self, final: Path, kind: str, wanted: dict) -> None:
+        self.final = Path(final)
+        self.kind = kind
+        self.wanted = json.loads(json.dumps(wanted))   # as it reads back from JSON
+        self.tmp, self.record_path = partial_paths(final, kind)
+        self.parts = self.final.with_name(f".{self.final.name}.{kind}-parts")
+        self.record: dict | None = None
+
+    def begin(self, resume: bool, fresh: dict, save: bool = True) -> bool:
+        """Load the record (``resume``) or start a new one from ``fresh`` (written now if ``save``);
+        True if resuming."""
+        if resume:
+            rec = load_record(self.record_path)
+            if rec is None or not (self.tmp.exists() or self.parts.exists()):
+                raise OutputError(self.final, "nothing to resume (no partial output and progress record "
+                                              "beside it)")
+            if {k: rec.get(k) for k in self.wanted} != self.wanted:
+                raise OutputError(self.final, "the partial output was made from another input or layout "
+                                              "(or other options); start again without --resume")
+            self.record = rec
+            return True
+        self.discard()
+        self.record = {**self.wanted, **fresh}
+        if save:
+            self.save()
+        return False
+
+    def save(self) -> None:
+        save_record(self.record_path, self.record)
+
+    def finish(self) -> None:
+        """Rename the complete temporary file to the final name (the caller counted its frames)."""
+        fsync_path(self.tmp)
+        os.replace(self.tmp, self.final)
+        fsync_path(self.final.parent, directory=True)
+        self.record_path.unlink(missing_ok=True)
+        shutil.rmtree(self.parts, ignore_errors=True)
+
+    def discard(self) -> None:
+        """Remove the temporary file, the record and the segments (an error, or a fresh start)."""
+        self.tmp.unlink(missing_ok=True)
+        self.record_path.unlink(missing_ok=True)
+        shutil.rmtree(self.parts, ignore_errors=True)
+
+
+def partial_paths(output: str | os.PathLike, kind: str = "rechunk") -> tuple[Path, Path]:
+    """The temporary output and the progress record of ``output``."""
+    p = Path(output)
+    return p.with_name(f".{p.name}.{kind}-partial"), p.with_name(f".{p.name}.{kind}-progress.json")

@@ -1,0 +1,161 @@
+"""Run a conversion serially or as per-worker segments, then join, count and rename.
+
+Serial: the one range of frames is written straight into the partial output
+(``.NAME.convert-partial``), its progress in the record beside it.
+
+Segments (``--executor processes|dask -n N``): the frames are cut into N
+ranges aligned to the output's chunks; worker ``k`` writes range ``k`` into
+``.NAME.convert-parts/part_k.h5md`` with its own record, so a resume redoes
+only what no record counted.  Then either every segment is copied into the
+partial output (stored chunks copied as they are: the compression work done
+in parallel is not redone) or, with ``virtual``, the segments move to
+``NAME.parts/`` and the output's time series become virtual datasets mapping
+to them.  In every case the output is renamed only after each of its time
+series has been counted at the expected number of frames.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+from pathlib import Path
+
+import h5py
+
+from ..block import split_frames
+from ..errors import OutputError
+from ..store.hdf5 import open_h5
+from .frames import ConvertJob, write_range
+from .join import copy_frames, copy_structure, is_time_series, like, virtual_series
+from .pool import run_tasks
+from .resume import Partial, fsync_path, load_record, save_record
+
+log = logging.getLogger(__name__)
+
+
+def chunk_frames(job: ConvertJob) -> int:
+    """Frames per stored chunk of the output (1 when contiguous or h5py's guess)."""
+    shape = job.layout.chunk_shape(job.n_atoms, 4, job.n_frames)
+    return shape[0] if isinstance(shape, tuple) else 1
+
+
+def plan(job: ConvertJob, n_workers: int, virtual: bool) -> dict:
+    """The fresh record of a segmented run: one range per worker, cut on chunk boundaries."""
+    ranges = split_frames(job.n_frames, n_workers, align=chunk_frames(job))
+    return {"mode": "segments", "virtual": bool(virtual), "ranges": [[r.start, r.stop] for r in ranges]}
+
+
+def parts_folder(final: Path) -> Path:
+    """Where ``--virtual`` keeps the segments: ``NAME.parts`` beside ``NAME`` (suffix dropped)."""
+    return final.with_name(final.stem + ".parts")
+
+
+def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, progress: bool,
+          sources=None) -> int | None:
+    """Write (or finish) ``partial`` as its record says, then rename it to the final name.
+
+    Returns the number of input files renumbered when they were renumbered as read (serial).
+    """
+    from tqdm import tqdm
+
+    class Bar(tqdm):
+        monitor_interval = 0   # no monitor thread: worker processes can then be forked
+
+    rec = partial.record
+    with Bar(total=job.n_frames, disable=not progress, unit="frame", desc="convert") as bar:
+        if rec.get("mode") != "segments":
+            bar.update(int(rec.get("done", 0)))
+            write_range(job, 0, job.n_frames, str(partial.tmp), str(partial.record_path), sources, bar)
+            check_complete(partial.tmp, job.n_frames, partial.final)
+            renumbered = (load_record(partial.record_path) or {}).get("renumber", {}).get("renumbered", 0)
+            partial.finish()
+            return renumbered
+        partial.parts.mkdir(exist_ok=True)
+        segs = [(partial.parts / f"part_{k:04d}.h5md", a, b) for k, (a, b) in enumerate(rec["ranges"])]
+        # The layout's chunk frames fixed for every segment: a short segment would otherwise get
+        # smaller chunks than the output, whose stored chunks could then not be copied as they are.
+        cf = chunk_frames(job)
+        seg_job = dataclasses.replace(job, layout=dataclasses.replace(job.layout, chunks=cf)) \
+            if job.layout.chunks not in ("contiguous", "h5py") else job
+        tasks = []
+        for path, a, b in segs:
+            rpath = _seg_record(path)
+            done = int((load_record(rpath) or {}).get("done", -1))
+            if done < 0:
+                save_record(rpath, {"done": 0})
+                done = 0
+            bar.update(done)
+            if done < b - a:
+                tasks.append((seg_job, a, b, str(path), str(rpath)))
+        run_tasks(write_range, tasks, executor, n_workers, on_done=lambda i, n: bar.update(n))
+    for path, a, b in segs:
+        done = (load_record(_seg_record(path)) or {}).get("done")
+        if done != b - a:
+            raise OutputError(partial.final, f"segment {path.name}: {done} of {b - a} frames written")
+    if rec.get("virtual"):
+        _join_virtual(partial, segs)
+    else:
+        _join_copy(partial, segs, job.n_frames)
+        check_complete(partial.tmp, job.n_frames, partial.final)
+        partial.finish()
+    return None
+
+
+def _seg_record(path: Path) -> Path:
+    return path.with_suffix(".progress.json")
+
+
+def _join_copy(partial: Partial, segs, n_frames: int) -> None:
+    """Copy every segment into the partial output, a few slabs (or stored chunks) at a time."""
+    with h5py.File(segs[0][0], "r") as first, h5py.File(partial.tmp, "w") as dst:
+        series = copy_structure(first, dst, lambda dg, name, obj: like(dg, name, obj, n_frames)
+                                if is_time_series(obj) else None)
+        for path, a, _ in segs:
+            with h5py.File(path, "r") as seg:
+                for name in series:
+                    copy_frames(seg[name], dst[name], a)
+    log.debug("joined %d segments into %s", len(segs), partial.tmp)
+
+
+def move_parts(partial: Partial, segs) -> list[tuple[str, int, int]]:
+    """Move finished segments to ``NAME.parts/`` (fsynced: the output will map them); return
+    ``(path, first frame, frames)`` of each."""
+    folder = parts_folder(partial.final)
+    if folder.exists():
+        shutil.rmtree(folder)   # the output itself was checked: an old run's parts, or --overwrite
+    folder.mkdir()
+    moved = []
+    for path, a, b in segs:
+        _seg_record(path).unlink(missing_ok=True)
+        path.rename(folder / path.name)
+        fsync_path(folder / path.name)
+        moved.append((str(folder / path.name), a, b - a))
+    fsync_path(folder, directory=True)
+    return moved
+
+
+def _join_virtual(partial: Partial, segs) -> None:
+    """Move the segments to ``NAME.parts/`` and write the output as virtual datasets over them."""
+    moved = move_parts(partial, segs)
+    with h5py.File(moved[0][0], "r") as first, h5py.File(partial.tmp, "w") as dst:
+        copy_structure(first, dst, lambda dg, name, obj: virtual_series(dg, name, obj, moved,
+                                                                        str(partial.final.parent))
+                       if is_time_series(obj) else None)
+    check_complete(partial.tmp, moved[-1][1] + moved[-1][2], partial.final)
+    partial.finish()
+
+
+def check_complete(path: Path, n_frames: int, final: Path) -> None:
+    """Every time series of ``path`` holds ``n_frames`` frames (read back), else OutputError."""
+    with open_h5(path) as f:
+        bad = []
+
+        def visit(name, obj):
+            if is_time_series(obj) and obj.shape[0] != n_frames:
+                bad.append(f"{name} has {obj.shape[0]}")
+        f.visititems(visit)
+        if not bad and not len(f.get("particles", {})):
+            bad.append("no particle group")
+    if bad:
+        raise OutputError(final, f"incomplete ({'; '.join(bad[:3])}; expected {n_frames} frames): not renamed")
