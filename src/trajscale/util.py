@@ -1,4 +1,4 @@
-"""Small helpers shared by writers: atomic outputs."""
+"""Small helpers at the bottom of the layers: file identity, atomic outputs, stop signals, child processes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import logging
 import os
 import re
 import socket
+import sys
+import types
 from pathlib import Path
 
 from .errors import InputFileError, OutputError
@@ -102,7 +104,30 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
     return removed
 
 
-def _fsync(path: Path, directory: bool = False) -> None:
+@contextlib.contextmanager
+def main_not_reimported():
+    """While active, new spawn/forkserver children do not import the parent's ``__main__``.
+
+    multiprocessing records the main module's file or name when a child starts
+    and re-imports it there; an empty stand-in module has neither.  Only
+    children started inside the block are affected, and nothing of the user's
+    is sent to them (tasks name trajscale functions and carry plain values).
+    """
+    main = sys.modules.get("__main__")
+    stand_in = types.ModuleType("__main__")
+    stand_in.__spec__ = None
+    sys.modules["__main__"] = stand_in
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+        else:
+            sys.modules.pop("__main__", None)
+
+
+def fsync_path(path: Path, directory: bool = False) -> None:
+    """fsync a file, or a folder (after a rename in it; a file system that refuses that is let be)."""
     fd = os.open(path, (os.O_RDONLY | os.O_DIRECTORY) if directory else os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -129,9 +154,9 @@ def atomic_output(path: str | os.PathLike, overwrite: bool = True):
     try:
         yield tmp
         if tmp.exists():
-            _fsync(tmp)
+            fsync_path(tmp)
         os.replace(tmp, final)
-        _fsync(final.parent, directory=True)
+        fsync_path(final.parent, directory=True)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()

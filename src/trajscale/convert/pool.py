@@ -10,7 +10,6 @@ propagates: the segments stay for ``--resume``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import multiprocessing as mp
 import os
@@ -18,11 +17,10 @@ import signal
 import sys
 import threading
 import time
-import types
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from ..errors import ConfigError, ParallelUnavailableError
-from ..util import raise_if_stopped, request_stop
+from ..util import main_not_reimported, raise_if_stopped, request_stop
 
 log = logging.getLogger(__name__)
 
@@ -60,24 +58,9 @@ def run_tasks(fn, tasks: list[tuple], executor: str, n_workers: int, on_done=Non
         raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
 
 
-@contextlib.contextmanager
-def _main_hidden():
-    """New spawn/forkserver children do not re-import the caller's ``__main__`` (a script without
-    a main guard, stdin): they run only trajscale's functions (as ``executors.startup`` does)."""
-    main = sys.modules.get("__main__")
-    stand_in = types.ModuleType("__main__")
-    stand_in.__spec__ = None
-    sys.modules["__main__"] = stand_in
-    try:
-        yield
-    finally:
-        if main is not None:
-            sys.modules["__main__"] = main
-
-
 def _run_processes(fn, tasks, n_workers, on_done) -> None:
     ctx = mp.get_context(_start_method())
-    with _main_hidden():
+    with main_not_reimported():
         pool = ProcessPoolExecutor(max_workers=max(1, n_workers), mp_context=ctx, initializer=_init_worker)
         futures = {pool.submit(fn, *args): i for i, args in enumerate(tasks)}
     pending = set(futures)

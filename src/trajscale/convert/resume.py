@@ -20,6 +20,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import OutputError
+from ..util import fsync_path
 
 log = logging.getLogger(__name__)
 
@@ -49,17 +50,6 @@ def save_record(path: Path, record: dict) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-
-
-def fsync_path(path: Path, directory: bool = False) -> None:
-    fd = os.open(path, (os.O_RDONLY | os.O_DIRECTORY) if directory else os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError:   # some filesystems refuse fsync on a folder: the rename still happened
-        if not directory:
-            raise
-    finally:
-        os.close(fd)
 
 
 class Partial:

@@ -29,7 +29,8 @@ from ..store.hdf5 import open_h5
 from .frames import ConvertJob, write_range
 from .join import copy_frames, copy_structure, is_time_series, like, virtual_series
 from .pool import run_tasks
-from .resume import Partial, fsync_path, load_record, save_record
+from ..util import fsync_path
+from .resume import Partial, load_record, save_record
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,8 @@ import os
 import signal
 import sys
 import threading
-import types
+
+from ..util import main_not_reimported  # noqa: F401 (the executors' name for it)
 
 log = logging.getLogger(__name__)
 
@@ -42,28 +43,6 @@ def fork_is_safe() -> bool:
         return not (mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized())
     except Exception:   # noqa: BLE001 - a broken MPI is one more reason not to fork
         return False
-
-
-@contextlib.contextmanager
-def main_not_reimported():
-    """While active, new spawn/forkserver children do not import the parent's ``__main__``.
-
-    multiprocessing records the main module's file or name when a child starts
-    and re-imports it there; an empty stand-in module has neither.  Only
-    children started inside the block are affected, and nothing of the user's
-    is sent to them (tasks name trajscale functions and carry plain values).
-    """
-    main = sys.modules.get("__main__")
-    stand_in = types.ModuleType("__main__")
-    stand_in.__spec__ = None
-    sys.modules["__main__"] = stand_in
-    try:
-        yield
-    finally:
-        if main is not None:
-            sys.modules["__main__"] = main
-        else:
-            sys.modules.pop("__main__", None)
 
 
 @contextlib.contextmanager
