@@ -249,6 +249,11 @@ def test_rule_details():
                        source={**H5, "chunks": [52, 3341, 3], "read_amplification": AMP_SUBSET_ONLY})
     a = RULES["chunk-amplification"](tiny, diagnose(tiny))
     assert a is not None and "one frame costs 8.0x" in a.reason and "--chunks frame" in a.message
+    # A file that already has the planned chunks is not told to rechunk into them (the demo's file was)
+    planned = make_report(n_workers=2, n_atoms=214, source={**H5, "read_amplification": AMP_SUBSET_ONLY,
+                                                           "planned_chunks": list(H5["chunks"])})
+    a = RULES["chunk-amplification"](planned, diagnose(planned))
+    assert a is not None and "--chunks" not in a.message and "--pattern atoms:" in a.message
     top = diagnose(make_report([{"t_init_top": 5.0}] + [{"t_init_top": 0.2}] * 5))
     a = next(a for a in top.advice if a.rule == "init-stragglers")
     assert "broadcast" in a.message and "rank 0" in a.reason

@@ -95,6 +95,15 @@ def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
     chunks = (report.source or {}).get("chunks")
     where = f"chunks {tuple(chunks) if isinstance(chunks, list) else chunks}: " if chunks else ""
     layout = "frame" if worst == "one frame" else "auto"
+    planned = (report.source or {}).get("planned_chunks")
+    if layout == "auto" and planned is not None and chunks == planned:
+        # Frame chunks are already the planned ones: the cost is the selection's spread over the atoms.
+        return Advice(
+            "chunk-amplification",
+            f"the file already has the planned frame chunks; for a selection spread over the atoms, "
+            f"`trajscale inspect {_source_path(report)} --pattern atoms:SEL --topology TOP` recommends "
+            "a layout chunked along the atoms",
+            f"{where}reading a {worst} costs {pats[worst]:.1f}x the bytes asked for")
     return Advice(
         "chunk-amplification",
         f"rechunk the file: `trajscale rechunk {_source_path(report)} -o fixed.h5md "

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import NotH5MDError
 from .hdf5 import open_h5
 from .schema import H5MDInfo, describe, particle_groups
-from .layout import reader_chunk_cache
+from .layout import plan_frames_per_chunk, reader_chunk_cache
 from .runs import plan_atom_reads
 
 def scattered_selection(n_atoms: int) -> np.ndarray:
@@ -114,6 +114,8 @@ def layout_facts(info: H5MDInfo) -> dict:
         "units": dict(info.units), "assumed_units": info.assumed_units, "dtype": info.dtype,
         "chunks": list(info.chunks) if info.chunks else "contiguous",
         "compression": comp_name, "read_amplification": amp,
+        # what `rechunk --chunks auto` would write: advice never suggests the layout the file has
+        "planned_chunks": [plan_frames_per_chunk(info.n_atoms, item), info.n_atoms, 3],
         "precision": None if not info.lossy else {"angstrom": info.lossy[0], "quantum": info.lossy[1],
                                                   "encoding": info.lossy[2]},
         "read_amplification_hdf5_default": amp_default,
