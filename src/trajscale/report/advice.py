@@ -100,9 +100,9 @@ def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
         # Frame chunks are already the planned ones: the cost is the selection's spread over the atoms.
         return Advice(
             "chunk-amplification",
-            f"the file already has the planned frame chunks; for a selection spread over the atoms, "
-            f"`trajscale inspect {_source_path(report)} --pattern atoms:SEL --topology TOP` recommends "
-            "a layout chunked along the atoms",
+            f"the file already has the planned frame chunks, so rechunking would not help this selection; "
+            f"`trajscale inspect {_source_path(report)} --pattern atoms:SEL --topology TOP` says what would "
+            "read less (e.g. a file of only the selected atoms)",
             f"{where}reading a {worst} costs {pats[worst]:.1f}x the bytes asked for")
     return Advice(
         "chunk-amplification",
