@@ -28,6 +28,15 @@ def test_unchanged_file_is_described_once(adk_vacuum_h5md):
     assert spy.call_count == 1
 
 
+def test_a_report_edited_by_its_user_leaves_the_next_report_alone(adk_vacuum, adk_vacuum_h5md):
+    """The memoised layout facts are copied into each report, not shared with it."""
+    first = ts.run(ts.RMSD(select=SELECT), adk_vacuum[0], adk_vacuum_h5md)
+    first.report.source["n_frames"] = -1
+    first.report.source["read_amplification"].clear()
+    second = ts.run(ts.RMSD(select=SELECT), adk_vacuum[0], adk_vacuum_h5md)
+    assert second.report.source["n_frames"] == 98 and second.report.source["read_amplification"]
+
+
 def test_reused_serial_executor_reads_the_rewritten_file(adk_vacuum, rewritten):  # noqa: F811
     """Same path, new file (convert --overwrite): neither the kept source nor the schema memo is reused."""
     path, rewrite = rewritten

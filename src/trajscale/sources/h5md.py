@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections import OrderedDict
 
@@ -153,7 +154,7 @@ class H5MDSource(Source):
 
         if self._described[1] is None:
             self._described[1] = layout_facts(self.info)
-        return self._described[1]
+        return copy.deepcopy(self._described[1])   # a report's copy: the memo stays as described
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
