@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
-import os
 import signal
-import sys
-import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor
 
 from ..errors import ConfigError, ParallelUnavailableError
-from ..util import main_not_reimported, raise_if_stopped, request_stop
+from ..pools import (
+    as_completed_polling,
+    choose_start_method,
+    main_not_reimported,
+    quiet_worker,
+    sigint_blocked,
+    stop_workers,
+)
+from ..util import raise_if_stopped, request_stop
 
 log = logging.getLogger(__name__)
 
@@ -28,16 +33,8 @@ EXECUTORS = ("serial", "processes", "dask", "mpi")
 
 
 def _init_worker() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent handles Ctrl-C and stops us
-    signal.signal(signal.SIGTERM, lambda signum, frame: request_stop(signum))
-
-
-def _start_method() -> str:
-    methods = mp.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1 and sys.platform != "darwin" \
-            and "mpi4py.MPI" not in sys.modules:
-        return "fork"
-    return "forkserver" if "forkserver" in methods else "spawn"
+    quiet_worker()   # the parent handles Ctrl-C and stops us
+    signal.signal(signal.SIGTERM, lambda signum, frame: request_stop(signum))   # acted on between slabs
 
 
 def run_tasks(fn, tasks: list[tuple], executor: str, n_workers: int, on_done=None) -> None:
@@ -59,27 +56,19 @@ def run_tasks(fn, tasks: list[tuple], executor: str, n_workers: int, on_done=Non
 
 
 def _run_processes(fn, tasks, n_workers, on_done) -> None:
-    ctx = mp.get_context(_start_method())
-    with main_not_reimported():
+    ctx = mp.get_context(choose_start_method())
+    with sigint_blocked(), main_not_reimported():
         pool = ProcessPoolExecutor(max_workers=max(1, n_workers), mp_context=ctx, initializer=_init_worker)
         futures = {pool.submit(fn, *args): i for i, args in enumerate(tasks)}
-    pending = set(futures)
     try:
-        while pending:
-            done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
-            raise_if_stopped()
-            for fut in done:
-                r = fut.result()   # a worker's error (user errors keep their type) stops the run
-                if on_done:
-                    on_done(futures[fut], r)
+        for fut in as_completed_polling(futures):
+            r = fut.result()   # a worker's error (user errors keep their type) stops the run
+            if on_done:
+                on_done(futures[fut], r)
     except BaseException:
-        for fut in pending:
+        for fut in futures:
             fut.cancel()
-        for proc in list(getattr(pool, "_processes", {}).values()):   # stop between slabs, files closed
-            try:
-                os.kill(proc.pid, signal.SIGTERM)
-            except (ProcessLookupError, AttributeError):
-                pass
+        stop_workers(pool, signal.SIGTERM)   # each stops between slabs, its files closed and counted
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)

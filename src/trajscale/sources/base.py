@@ -9,7 +9,6 @@ import numpy as np
 
 from ..block import Block
 
-
 #: Box (6 float32), time (float64) and step (int64) of one frame.
 FRAME_META_BYTES = 40
 _BLOCK_ATTRS = {"position": "positions", "velocity": "velocities", "force": "forces"}

@@ -15,9 +15,9 @@ from ..store.box import edges_to_dimensions
 from ..store.codecs import decode_deltas, delta_quantum
 from ..store.direct import DirectReads
 from ..store.hdf5 import ensure_filters, open_h5
-from ..store.schema import H5MDInfo, describe
 from ..store.layout import reader_chunk_cache
 from ..store.runs import plan_atom_reads
+from ..store.schema import H5MDInfo, describe
 from ..util import file_identity
 from .base import FRAME_META_BYTES, Source
 
