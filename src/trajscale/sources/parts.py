@@ -248,7 +248,11 @@ class PartSource(Source):
                                              f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
         for fl, arr in out.items():   # units of the selected atoms only, once per block
             arr *= XDR_SCALE[fl]
-        box[:] = edges_to_dimensions(edges * np.float32(10.0))
+        # Angles from the stored nm vectors, then lengths to Å: MDAnalysis's order (triclinic_box, then
+        # convert_pos_from_native on the lengths), so the box equals its to the last bit.
+        dims = edges_to_dimensions(edges)
+        dims[:, :3] *= np.float32(10.0)
+        box[:] = dims
 
     def _scratch_frame(self, field: str) -> np.ndarray:
         buf = getattr(self, "_frame_buf", None)
