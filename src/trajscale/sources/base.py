@@ -52,6 +52,15 @@ class Source(ABC):
         return 1
 
     @property
+    def part_starts(self) -> tuple[int, ...]:
+        """Frames at which another file of the trajectory begins (past frame 0), in order.
+
+        Tasks begin there, so a task reads one file (or whole files): empty for
+        a trajectory in one file, the segment starts for a segmented one.
+        """
+        return ()
+
+    @property
     def fields(self) -> tuple[str, ...]:
         """Per-atom fields available: a subset of position, velocity, force."""
         return ("position",)

@@ -92,7 +92,7 @@ class SegmentedSource(Source):
     def __init__(self, index: str | os.PathLike | None = None, topology: str | None = None,
                  max_open: int = MAX_OPEN, group: str | None = None, assume_units: str | None = None,
                  segments: list[dict] | None = None, n_atoms: int | None = None,
-                 fields: list[str] | None = None) -> None:
+                 fields: list[str] | None = None, chunk_frames: int | None = None) -> None:
         if segments is None:   # read the index (in the process preparing the job)
             ip = index_path(index) if index is not None else None
             if ip is None:
@@ -117,6 +117,7 @@ class SegmentedSource(Source):
         self._n_atoms = int(n_atoms)
         self._starts = np.cumsum([0] + [int(s["n_frames"]) for s in segments], dtype=np.int64)
         self._open: OrderedDict[int, Source] = OrderedDict()
+        self._chunk_frames = None if chunk_frames is None else max(1, int(chunk_frames))
         self.opens = 0            # segment files opened so far (for tests and reports)
         self.max_open_seen = 0
         self.bytes_read = 0
@@ -161,9 +162,20 @@ class SegmentedSource(Source):
 
     @property
     def chunk_frames(self) -> int:
-        """The segments' common length (tasks then follow segment boundaries), else 1."""
-        lengths = {s["n_frames"] for s in self.segments[:-1]}
-        return lengths.pop() if len(lengths) == 1 else 1
+        """Frames per storage chunk inside a part: the first part's for H5MD parts, else 1.
+
+        Tasks and blocks cut inside a part on multiples of it, counted from the
+        part's start (segment boundaries themselves come from :attr:`part_starts`).
+        """
+        if self._chunk_frames is None:
+            fmt = self.segments[0].get("format")
+            h5 = fmt == "H5MD" or fmt is None and _is_hdf5(self.segment_path(0))
+            self._chunk_frames = self._segment(0).chunk_frames if h5 else 1
+        return self._chunk_frames
+
+    @property
+    def part_starts(self) -> tuple[int, ...]:
+        return tuple(int(s) for s in self._starts[1:-1])
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -187,7 +199,7 @@ class SegmentedSource(Source):
         return {"kind": self.kind, "index": self._index_path, "topology": self.topology, "max_open": self.max_open,
                 **self._h5md_options, "segments": [{k: seg.get(k) for k in _SHIPPED if k in seg}
                                                    for seg in self.segments],
-                "n_atoms": self._n_atoms, "fields": list(self.fields)}
+                "n_atoms": self._n_atoms, "fields": list(self.fields), "chunk_frames": self.chunk_frames}
 
     def layout_summary(self) -> dict:
         formats = sorted({str(s.get("format") or Path(s["path"]).suffix.lstrip(".").upper()) for s in self.segments})
