@@ -1,13 +1,16 @@
-"""Chains of parts of unequal lengths: tasks follow part boundaries (issue 14, "Task boundaries follow
-segment boundaries").
+"""Chains of parts of unequal lengths: tasks follow part boundaries, and a long-lived worker checks only
+the parts it reads (issue 14, "Task boundaries follow segment boundaries"; the worker source cache).
 
 References are MDAnalysis's own readers on the unsplit trajectory (or on the rewritten parts).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
+import h5py
 import MDAnalysis as mda
 import numpy as np
 import pytest
@@ -16,7 +19,11 @@ from MDAnalysis.lib.formats.libmdaxdr import XTCFile
 from MDAnalysisTests import datafiles as D
 
 import trajscale as ts
-from trajscale.run import plan_strided_tasks, plan_tasks
+from trajscale.block import FrameRange
+from trajscale.convert.split import split
+from trajscale.executors.base import close_cached_sources, run_task
+from trajscale.executors.processes import ProcessExecutor
+from trajscale.run import _prepare, plan_strided_tasks, plan_tasks
 
 #: Unequal parts, as restarts leave them: short ones between long ones.
 LENGTHS = [7, 2, 11, 5, 15]
@@ -111,3 +118,59 @@ def test_plan_with_part_starts_cuts_only_inside_long_parts():
         kept = range(r.start, r.stop, 7)
         first, last = part[kept[0]], part[kept[-1]]
         assert first == last or starts[first] <= r.start and r.stop <= starts[last + 1]
+
+
+# ------------------------------------------------------------------ the worker's source cache
+
+
+def test_a_reused_worker_reads_a_part_rewritten_in_place(tmp_path, adk_vacuum_h5md):
+    """A part replaced between two runs on one pool: the workers reopen it and give the new data's RMSDs."""
+    folder = tmp_path / "parts"
+    split(adk_vacuum_h5md, folder, 4)
+    part_paths = sorted(str(p) for p in folder.glob("part_*.h5md"))
+    with ProcessExecutor(n_workers=2) as ex:
+        first = ts.run(ts.RMSD(select="name CA"), D.PSF, str(folder), executor=ex, n_tasks=4).rmsd
+        new = tmp_path / "new.h5md"   # part 1 with its frames reversed, renamed over it (convert --overwrite does so)
+        shutil.copy(part_paths[1], new)
+        with h5py.File(new, "r+") as f:
+            pos = f["particles/all/position/value"]
+            pos[...] = pos[:][::-1]
+        os.replace(new, part_paths[1])
+        second = ts.run(ts.RMSD(select="name CA"), D.PSF, str(folder), executor=ex, n_tasks=4).rmsd
+    ref = rms.RMSD(mda.Universe(D.PSF, part_paths), select="name CA").run().results.rmsd[:, 2]
+    assert not np.allclose(first, ref, atol=1e-3), "the rewrite must change the RMSDs"
+    np.testing.assert_allclose(second, ref, atol=1e-4)
+
+
+def _part_stats_in_a_task(folder: Path, n_parts: int, water_frames, monkeypatch) -> list[str]:
+    """os.stat calls on the chain's files while a worker's cached source runs one more task."""
+    folder.mkdir()
+    parts = []
+    for k in range(n_parts):
+        parts.append(str(folder / f"p{k:03d}.xtc"))
+        _write_xtc(Path(parts[-1]), water_frames, range(2 * k, 2 * k + 2))
+    job, _ = _prepare(ts.RMSD(select="name CA"), D.GRO, parts, 0, None, {})
+    close_cached_sources()
+    try:
+        run_task(job, 0, FrameRange(0, 2), "w")      # the worker opens and caches the source, and part 0
+        run_task(job, 1, FrameRange(2, 4), "w")
+        calls: list[str] = []
+        real = os.stat
+
+        def counting(path, *args, **kwargs):
+            calls.append(os.fspath(path) if not isinstance(path, int) else str(path))
+            return real(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "stat", counting)
+        run_task(job, 2, FrameRange(0, 2), "w")      # another task on part 0, already open
+        monkeypatch.undo()
+    finally:
+        close_cached_sources()
+    return [c for c in calls if c.startswith(str(folder))]
+
+
+def test_stats_per_task_do_not_grow_with_the_parts(tmp_path, water_frames, monkeypatch):
+    few = _part_stats_in_a_task(tmp_path / "five", 5, water_frames, monkeypatch)
+    many = _part_stats_in_a_task(tmp_path / "fifty", 50, water_frames, monkeypatch)
+    assert len(many) == len(few) <= 2, (few, many)
+    assert all(Path(c).name == "p000.xtc" for c in many), "only the part the task reads is checked"

@@ -104,6 +104,14 @@ class Source(ABC):
         """Storage facts for reports (format, chunks, compression)."""
         return {"format": self.kind, "path": self.path}
 
+    def refresh(self) -> None:
+        """Called before a source kept open by a worker serves another task.
+
+        A source that opens files lazily (segments) checks, from then on, that
+        each file it holds open is still the one it opened; the default does
+        nothing (the worker's cache checks the files a config names).
+        """
+
     def close(self) -> None:
         """Release file handles."""
 
