@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
+import itertools
 import logging
 import math
 import time
@@ -75,7 +76,7 @@ def plan_in_parts(edges: Sequence[int], n_tasks: int, align: int = 1, first_part
     share = (edges[-1] - edges[0]) / max(1, n_tasks)
     out: list[FrameRange] = []
     run: list[int] = []   # starts of the current run of short parts
-    for k, (a, b) in enumerate(zip(edges[:-1], edges[1:])):
+    for k, (a, b) in enumerate(itertools.pairwise(edges)):
         length = b - a
         if length < share:
             run.append(a)
@@ -101,7 +102,7 @@ def _whole_parts(edges: Sequence[int], share: float) -> list[FrameRange]:
     i = np.clip(np.searchsorted(e, targets), 1, len(e) - 1)
     below, above = e[i - 1], e[i]
     cuts = np.unique(np.concatenate([e[:1], np.where(targets - below <= above - targets, below, above), e[-1:]]))
-    return [FrameRange(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
+    return [FrameRange(int(a), int(b)) for a, b in itertools.pairwise(cuts.tolist())]
 
 
 def plan_strided_tasks(start: int, stop: int, step: int, n_tasks: int, frame_bytes: int,
@@ -341,6 +342,10 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
 def _say_tasks_capped(asked: int, got: int, info: dict) -> None:
     """Tasks start on chunk boundaries: say why fewer tasks than asked for, and what lifts the cap."""
     cf, n = info["chunk_frames"], info["n_frames"]
+    if info.get("part_starts"):
+        log.warning("asked for %d tasks but ran %d: tasks begin at part boundaries, and parts shorter than "
+                    "a task's share of the %d frames are read whole", asked, got, n)
+        return
     if cf <= 1:
         log.warning("asked for %d tasks; %d frames make only %d", asked, n, got)
         return

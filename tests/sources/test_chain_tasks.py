@@ -6,6 +6,7 @@ References are MDAnalysis's own readers on the unsplit trajectory (or on the rew
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 from pathlib import Path
@@ -75,7 +76,7 @@ def test_tasks_follow_unequal_parts_and_equal_mdanalysis(unequal_chain, n_tasks)
     np.testing.assert_allclose(r.rmsd, ref, atol=1e-4)
     tasks = sorted(r.report.tasks, key=lambda t: t.start)
     assert tasks[0].start == 0 and tasks[-1].stop == sum(LENGTHS)
-    assert all(a.stop == b.start for a, b in zip(tasks[:-1], tasks[1:]))
+    assert all(a.stop == b.start for a, b in itertools.pairwise(tasks))
     if n_tasks >= 8:   # each part is a task's share or more (40 / 8), or stands alone between longer ones
         _assert_tasks_follow_parts(tasks)
         # and a long part is cut into several tasks inside it
@@ -105,7 +106,7 @@ def test_plan_with_part_starts_cuts_only_inside_long_parts():
     ranges = plan_tasks(0, n, 16, 1, 100, part_starts=part_starts)
     cuts = [r.start for r in ranges]
     assert cuts[0] == 0 and ranges[-1].stop == n
-    assert all(a.stop == b.start for a, b in zip(ranges[:-1], ranges[1:]))
+    assert all(a.stop == b.start for a, b in itertools.pairwise(ranges))
     part = np.searchsorted(starts, np.arange(n), side="right") - 1
     for r in ranges:   # a task is a piece of one part, or whole parts
         first, last = part[r.start], part[r.stop - 1]
