@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, InputFileError, OutputError
-from ..sources import H5MDSource
+from ..sources import H5MDSource, PartSource
 from ..sources.mda import load_universe
 from ..sources.selection import select_atoms
 from ..store.layout import Layout
@@ -122,7 +122,9 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
                          box="triclinic" if has_box else None, group=out_group, units=out_units,
                          masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
                          observables={k: (tuple(v[0]), np.dtype(v[1]).str) for k, v in observables.items()},
-                         in_group=group, assume_units=assume_units, precision=precision, encoding=encoding)
+                         in_group=group, assume_units=assume_units, precision=precision, encoding=encoding,
+                         offsets=tuple(s.get_config()["offsets"] if isinstance(s, PartSource) else None
+                                       for s in sources))
         wanted = {"inputs": identity([topology, *trajectories]),
                   "options": repr((layout, select, start, stop, step, fields, units, group, assume_units,
                                    precision, encoding))}
@@ -185,7 +187,7 @@ def source_units(sources, fields: tuple[str, ...]) -> dict[str, str]:
 def _native_units(src) -> dict[str, str | None]:
     if isinstance(src, H5MDSource):
         return dict(src.info.units)
-    native = getattr(src.reader, "units", None) or {}
+    native = src.native_units if isinstance(src, PartSource) else getattr(src.reader, "units", None) or {}
     return {q: from_mdanalysis(q, native.get(MDANALYSIS_QUANTITY[q]))
             for q in ("position", "box", "velocity", "force", "time")}
 

@@ -58,11 +58,16 @@ def _key(config: dict) -> tuple:
 
 
 def _config_paths(config: dict) -> list[str]:
-    """The files a source config names (H5MD, a part: ``path``; segments: ``index`` and every part;
-    MDAnalysis: topology, trajectories)."""
+    """The files a source config names (H5MD, a part: ``path``; segments: ``index`` and topology;
+    MDAnalysis: topology, trajectories).
+
+    A segmented source's parts are not among them: stat-ing every part of a
+    10,000-part chain for each task of each worker is a metadata storm on a
+    parallel file system. The source checks the parts it holds open itself
+    (:meth:`~trajscale.sources.base.Source.refresh`), one stat per part a task reads.
+    """
     paths = [config[k] for k in ("path", "index", "topology") if isinstance(config.get(k), (str, os.PathLike))]
-    return ([str(p) for p in paths] + [str(p) for p in config.get("trajectories") or ()]
-            + [str(s["path"]) for s in config.get("segments") or ()])
+    return [str(p) for p in paths] + [str(p) for p in config.get("trajectories") or ()]
 
 
 def _release(src: Source) -> None:
@@ -84,6 +89,7 @@ def cached_source(config: dict, comm=None) -> tuple[Source, float]:
     entry = _SOURCES.get(key)
     if entry is not None:
         if entry[0] == ident:
+            entry[1].refresh()   # files it opened lazily (segments) are checked as tasks read them
             return entry[1], 0.0
         log.debug("%s changed since it was opened: reopening", _config_paths(config)[:1])
         del _SOURCES[key]
