@@ -166,3 +166,15 @@ def test_threads_reading_one_file_at_once_each_get_their_own_atoms(tmp_path):
             t.join()
         reader.close()
     assert not wrong
+
+
+def test_the_report_says_which_fields_were_read_at_their_addresses(adk_vacuum, adk_vacuum_h5md, tmp_path):
+    import trajscale as ts
+    from trajscale.convert.convert import convert
+    from trajscale.store.layout import Layout
+
+    r = ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], adk_vacuum_h5md)
+    assert r.report.source["direct_reads"] == ["position"]
+    packed = tmp_path / "gzip.h5md"
+    convert(adk_vacuum[0], [adk_vacuum[1]], str(packed), layout=Layout.parse("auto", "gzip:1"))
+    assert ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], str(packed)).report.source["direct_reads"] == []

@@ -145,9 +145,11 @@ def blocks_of(frames: FrameRange, block_frames: int, align: int = 1, stride: int
     return [FrameRange(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
-#: A task whose reads release the GIL is read in at least this many blocks, each read by a
-#: helper thread while the one before it is mapped (the map's time hides behind the reads).
+#: A task whose reads release the GIL is read in this many blocks, each read by a helper
+#: thread while the one before it is mapped (the map's time hides behind the reads)...
 READ_AHEAD_BLOCKS = 4
+#: ... but in no block smaller than this: a block's read and map carry ~0.1 ms of fixed cost.
+READ_AHEAD_MIN_BLOCK_BYTES = 1024**2
 
 
 def _read_blocks(source: Source, ranges: list[FrameRange], atoms, fields, stride: int, ahead: bool):
@@ -186,8 +188,8 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
     Blocks hold at most ``job.block_frames`` frames (the reused read buffer
     bounds the worker's memory); their partials combine with the analysis's
     own ``reduce``.  When the source reads without the GIL, the task is cut
-    into at least :data:`READ_AHEAD_BLOCKS` blocks of at most half the budget
-    (two buffers) and a thread reads the next while this one maps; ``t_io``
+    into :data:`READ_AHEAD_BLOCKS` blocks (of at least :data:`READ_AHEAD_MIN_BLOCK_BYTES`,
+    at most half the budget: two buffers) and a thread reads the next while this one maps; ``t_io``
     is then the time the map waited for its block.  User errors keep their
     type; anything else becomes a TaskError naming the worker and the frame range.
     """
@@ -203,7 +205,8 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         per = job.block_frames
         if ahead:
             n_kept = len(range(frames.start, frames.stop, job.stride))
-            per = max(1, min(per // 2, -(-n_kept // READ_AHEAD_BLOCKS)))
+            least = READ_AHEAD_MIN_BLOCK_BYTES // max(1, source.bytes_per_frame(job.prepared.atoms, analysis.fields))
+            per = max(1, min(per // 2, max(least, -(-n_kept // READ_AHEAD_BLOCKS))))
         ranges = blocks_of(frames, per, source.chunk_frames, job.stride)
         for block, waited in _read_blocks(source, ranges, job.prepared.atoms, analysis.fields, job.stride, ahead):
             t1 = time.perf_counter()

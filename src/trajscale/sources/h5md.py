@@ -170,7 +170,9 @@ class H5MDSource(Source):
 
         if self._described[1] is None:
             self._described[1] = layout_facts(self.info)
-        return copy.deepcopy(self._described[1])   # a report's copy: the memo stays as described
+        facts = copy.deepcopy(self._described[1])   # a report's copy: the memo stays as described
+        facts["direct_reads"] = sorted(self._direct)   # fields read at their byte addresses (store.direct)
+        return facts
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
