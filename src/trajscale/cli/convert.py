@@ -45,9 +45,7 @@ def add_parser(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (none with -q either)")
     add_segment_options(p, "convert")
-    # under MPI the ranks' shared temporary file is removed on an interrupt (no --resume there)
-    p.set_defaults(func=main, kept_when_interrupted=lambda a: "no partial output was kept" if _under_mpi()
-                   else kept_for_resume(a))
+    p.set_defaults(func=main, kept_when_interrupted=kept_for_resume)
 
 
 def main(args) -> int:
