@@ -22,7 +22,7 @@ from . import segmented
 from .frames import ConvertJob, remember_universe
 from .parallel import file_shifts
 from .pool import EXECUTORS
-from .resume import Partial, identity
+from .resume import Partial, identity, load_record, partial_paths
 from .stream import frame_plan, open_inputs
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,8 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if virtual and executor not in ("processes", "dask"):
         raise ConfigError("--virtual keeps per-worker segments: it needs --executor processes or dask")
-    if virtual and segmented.parts_folder(Path(output)).exists() and not overwrite:
+    if virtual and segmented.parts_folder(Path(output)).exists() and not overwrite and not (
+            resume and segmented.moving(load_record(partial_paths(output, "convert")[1]))):
         raise OutputError(segmented.parts_folder(Path(output)), "already exists (use --overwrite to replace it)")
     if units != "source":
         unit_system(units)   # an unknown name fails before any work

@@ -43,7 +43,7 @@ from .join import copy_attrs, copy_frames, copy_structure, virtual_series
 from .pool import EXECUTORS, run_tasks
 from .resume import Partial, identity, load_record, save_record
 from .resume import partial_paths as resume_paths
-from .segmented import move_parts, parts_folder
+from .segmented import move_parts, moving, parts_folder
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,8 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if virtual and executor not in ("processes", "dask"):
         raise ConfigError("--virtual keeps per-worker segments: it needs --executor processes or dask")
-    if virtual and parts_folder(final).exists() and not overwrite:
+    if virtual and parts_folder(final).exists() and not overwrite and not (
+            resume and moving(load_record(partial_paths(final)[1]))):
         raise OutputError(parts_folder(final), "already exists (use --overwrite to replace it)")
     if encoding not in ENCODINGS:
         raise ConfigError(f"--encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
@@ -128,8 +129,9 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         resumed = partial.begin(resume, fresh, save="mode" in fresh)
         record = partial.record
         if record.get("mode") == "segments":
-            resumed_from = _run_segments(src_path, src, names, partial, layout, precision, encoding, slab_bytes,
-                                         executor or "serial", n_workers or os.cpu_count() or 1)
+            resumed_from = n_frames if moving(record) else _run_segments(
+                src_path, src, names, partial, layout, precision, encoding, slab_bytes, executor or "serial",
+                n_workers or os.cpu_count() or 1)
             if record.get("virtual"):
                 return _finish_virtual(src, partial, names, t0, resumed_from)
             with h5py.File(partial.tmp, "w") as dst:
