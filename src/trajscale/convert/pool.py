@@ -3,9 +3,9 @@
 The tasks are module-level functions with plain arguments; each writes its own
 segment file and progress record, so nothing comes back but a count.  On a
 SIGTERM/Ctrl-C the CLI records, the workers are told to stop (processes: a
-SIGTERM each, which they record and act on between slabs, so every segment
-is left closed and counted; Dask: the cluster is closed) and SystemExit
-propagates: the segments stay for ``--resume``.
+SIGTERM each; Dask: the stop recorded in every worker process), which they act
+on between slabs, so every segment is left closed and counted; SystemExit
+then propagates: the segments stay for ``--resume``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 
 from ..errors import ConfigError, ParallelUnavailableError
 from ..util import main_not_reimported, raise_if_stopped, request_stop
@@ -93,14 +94,49 @@ def _run_dask(fn, tasks, n_workers, on_done) -> None:
                                        "'trajscale[dask]')") from None
     with LocalCluster(n_workers=max(1, n_workers), threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
-        futures = [client.submit(fn, *args, pure=False) for args in tasks]
+        futures = [client.submit(_dask_task, fn, *args, pure=False) for args in tasks]
         index = {f.key: i for i, f in enumerate(futures)}
         pending = set(futures)
-        while pending:
-            time.sleep(0.05)
-            raise_if_stopped()
-            for fut in [f for f in pending if f.done()]:
-                pending.discard(fut)
-                r = fut.result()
-                if on_done:
-                    on_done(index[fut.key], r)
+        try:
+            while pending:
+                time.sleep(0.05)
+                raise_if_stopped()
+                for fut in [f for f in pending if f.done()]:
+                    pending.discard(fut)
+                    r = fut.result()
+                    if isinstance(r, _Stopped):   # a worker stopped by a signal of its own
+                        raise SystemExit(r.code)
+                    if on_done:
+                        on_done(index[fut.key], r)
+        except BaseException:
+            _stop_dask_tasks(client, pending)
+            raise
+
+
+@dataclass(frozen=True)
+class _Stopped:
+    """What a Dask task returns when it stopped between slabs on request (its exit code)."""
+
+    code: int
+
+
+def _dask_task(fn, *args):
+    """Run ``fn`` on a Dask worker, its SystemExit on a stop request turned into a return value:
+    raised in a worker, it would kill the worker's state machine (a traceback, then a restart)."""
+    try:
+        return fn(*args)
+    except SystemExit as exc:
+        return _Stopped(int(exc.code or 1))
+
+
+def _stop_dask_tasks(client, pending, timeout: float = 60.0) -> None:
+    """Stop the tasks still running on the Dask workers between slabs, as a SIGTERM stops a process
+    worker, and wait for them: closing the cluster would otherwise let them write on to the end (or
+    kill them mid-slab), and the segments would not be what their records count."""
+    from distributed import wait as dask_wait
+
+    try:
+        client.run(request_stop, int(signal.SIGTERM))   # each worker's tasks raise at their next check
+        dask_wait(list(pending), timeout=timeout)
+    except Exception as exc:   # a worker already gone: its segment's record still counts what it holds
+        log.debug("stopping the Dask tasks: %s", exc)
