@@ -125,3 +125,50 @@ def test_a_killed_rank_then_resume_equals_uninterrupted(tmp_path):
     assert proc.returncode != 0
     assert not out.exists() and tmp.exists() and 0 < load_record(record)["done"] < 300
     _resume_and_compare(tmp_path, out, record)
+
+
+@pytest.mark.parametrize("virtual", [False, True])
+def test_mpi_rechunk_sigterm_then_resume_equals_serial(tmp_path, virtual):
+    """``mpiexec -n 2 trajscale rechunk``: each rank rewrites its segments; SIGTERM, then --resume."""
+    from trajscale.convert.convert import convert
+    from trajscale.convert.rechunk import rechunk
+    from trajscale.store.layout import Layout
+
+    src = tmp_path / "in.h5md"
+    convert(D.GRO, INPUTS, str(src), select="protein")   # 300 frames, 3341 atoms, uncompressed
+    out = tmp_path / "re.h5md"
+    opts = ["--chunks", "5", "--compression", "gzip:1", "--precision", "0.01", "--no-progress",
+            *(["--virtual"] if virtual else [])]
+    cmd = ["-m", "trajscale.cli.main", "rechunk", str(src), "-o", str(out), *opts]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", TRAJSCALE_RECHUNK_SLAB_MB="0.2")
+    proc = subprocess.Popen([mpiexec(), "-n", "2", sys.executable, *cmd], stderr=subprocess.PIPE, text=True,
+                            env=env)
+    parts = tmp_path / ".re.h5md.rechunk-parts"
+    _, record = partial_paths(out, "rechunk")
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        done = [min((load_record(r) or {}).get("done", {}).values(), default=0) for r in parts.glob("*.progress.json")]
+        if len(done) == 2 and min(done) > 0:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "rechunk finished before it could be interrupted: " + proc.stderr.read()[-2000:]
+    assert record.exists() and len(list(parts.glob("part_*.h5md"))) == 2, "no segments and record when signalled"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert "terminated by signal 15" in err and err.count("--resume") == 1 and "Traceback" not in err, err
+    assert not out.exists() and record.exists()
+    done = [min(load_record(r)["done"].values()) for r in parts.glob("*.progress.json")]
+    assert 0 < sum(done) < 300, done
+    r = run_mpi(2, [*cmd, "--resume"], timeout=300, env={"TRAJSCALE_RECHUNK_SLAB_MB": "0.2"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.h5md", "re.h5md", *(["re.parts"] if virtual else [])]
+    serial = tmp_path / "serial" / "re.h5md"
+    serial.parent.mkdir()
+    rechunk(src, serial, Layout.parse("5", "gzip:1"), precision=0.01)
+    assert_same_tree(serial, out)
+    with h5py.File(out) as f, h5py.File(src) as g:   # within the stated bound of the input's values
+        got, ref = f["particles/all/position/value"], g["particles/all/position/value"][()]
+        assert got.is_virtual == virtual
+        if not virtual:
+            assert got.chunks == (5, 3341, 3) and got.compression == "gzip"
+        assert np.abs(got[()] - ref).max() <= 0.005 + 1e-5

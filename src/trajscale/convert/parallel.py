@@ -21,10 +21,11 @@ import time
 import numpy as np
 
 from ..block import Block
-from ..errors import OutputError, TrajscaleError
+from ..errors import OutputError
 from ..pwrite import ParallelWriter
 from ..util import polling_for_stop, stop_requested
 from . import stream
+from .pool import on_root
 from .resume import load_record, save_record
 from .stream import Renumberer
 
@@ -76,7 +77,7 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
     rank, size = comm.Get_rank(), comm.Get_size()
     n_frames = job.n_frames
     # The record: made (or checked, on --resume) by rank 0; its verdict reaches every rank.
-    record = _on_root(comm, lambda: _begin(partial, resume))
+    record = on_root(comm, lambda: _begin(partial, resume))
     done = int(record.get("done", 0))
     cf = chunk_frames(job)
     per = max(1, stream.SLAB_BYTES // max(1, sources[0].bytes_per_frame(job.atoms, job.fields)))
@@ -111,7 +112,7 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
                                        forces=block.forces)
                     if rank == 0:   # the commit was durable: the record may count it
                         save_record(partial.record_path, {**partial.record, "done": w.n_frames})
-        _on_root(comm, lambda: (check_complete(partial.tmp, n_frames, partial.final), partial.finish()))
+        on_root(comm, lambda: (check_complete(partial.tmp, n_frames, partial.final), partial.finish()))
         ok = True
     except (SystemExit, KeyboardInterrupt):
         ok = True   # kept for --resume
@@ -138,26 +139,6 @@ def _begin(partial, resume: bool) -> dict:
         raise OutputError(partial.final, "the partial output was written by another executor; resume it with "
                                          "that one, or start again without --resume")
     return partial.record
-
-
-def _on_root(comm, fn):
-    """Run ``fn`` on rank 0; return its result on every rank, or raise its error on every rank."""
-    got, err = None, None
-    if comm.Get_rank() == 0:
-        try:
-            got = fn()
-        except TrajscaleError as exc:
-            err = exc
-        except BaseException as exc:   # a bug: every rank stops, rank 0 with the traceback
-            err = exc
-            comm.bcast((None, RuntimeError(f"rank 0 failed: {exc!r}")), root=0)
-            raise
-    got, err = comm.bcast((got, err), root=0)
-    if err is not None:
-        if comm.Get_rank() != 0:
-            err.reported_elsewhere = True
-        raise err
-    return got
 
 
 def _read(job, sources, a: int, b: int) -> Block | None:

@@ -20,7 +20,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 
-from ..errors import ConfigError, ParallelUnavailableError
+from ..errors import ConfigError, ParallelUnavailableError, TrajscaleError
 from ..util import main_not_reimported, raise_if_stopped, request_stop
 
 log = logging.getLogger(__name__)
@@ -41,12 +41,16 @@ def _start_method() -> str:
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
-def run_tasks(fn, tasks: list[tuple], executor: str, n_workers: int, on_done=None) -> None:
+def run_tasks(fn, tasks: list[tuple], executor: str, n_workers: int, on_done=None, comm=None) -> None:
     """Run ``fn(*args)`` for each ``args`` of ``tasks`` on ``executor`` with ``n_workers``.
 
     ``on_done(i, result)`` is called in the caller's process as task ``i`` completes.
+    ``executor="mpi"``: every rank of ``comm`` calls this with the same ``tasks`` and runs
+    every ``size``-th of them, from its rank on.
     """
-    if executor == "processes":
+    if executor == "mpi":
+        _run_mpi(fn, tasks, comm, on_done)
+    elif executor == "processes":
         _run_processes(fn, tasks, n_workers, on_done)
     elif executor == "dask":
         _run_dask(fn, tasks, n_workers, on_done)
@@ -140,3 +144,57 @@ def _stop_dask_tasks(client, pending, timeout: float = 60.0) -> None:
         dask_wait(list(pending), timeout=timeout)
     except Exception as exc:   # a worker already gone: its segment's record still counts what it holds
         log.debug("stopping the Dask tasks: %s", exc)
+
+
+def _run_mpi(fn, tasks, comm, on_done) -> None:
+    """Each rank runs its share of ``tasks``; then every rank waits for the others, stoppably, and a
+    task's error is raised on every rank (printed once, by the rank where it happened)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    failure = None
+    try:
+        for i in range(rank, len(tasks), size):
+            r = fn(*tasks[i])
+            if on_done:
+                on_done(i, r)
+    except TrajscaleError as exc:
+        failure = exc
+    except Exception as exc:   # a bug: its rank raises it with the traceback, the others say where
+        failure = exc
+    # SystemExit/KeyboardInterrupt propagate: mpiexec forwards a SIGTERM to every rank, and a rank
+    # that has finished its tasks acts on it here instead of waiting for the others.
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(0.02)
+        raise_if_stopped()
+    failures = comm.allgather(None if failure is None else (rank, failure if isinstance(failure, TrajscaleError)
+                                                            else repr(failure)))
+    first = next((f for f in failures if f is not None), None)
+    if first is None:
+        return
+    if first[0] == rank:
+        raise failure
+    if isinstance(first[1], TrajscaleError):
+        first[1].reported_elsewhere = True
+        raise first[1]
+    raise ParallelUnavailableError(f"rank {first[0]} failed: {first[1]}")
+
+
+def on_root(comm, fn):
+    """Run ``fn`` on rank 0 of ``comm``; return its result on every rank, or raise its error on every
+    rank (printed once: the other ranks' copies are marked reported elsewhere)."""
+    got, err = None, None
+    if comm.Get_rank() == 0:
+        try:
+            got = fn()
+        except TrajscaleError as exc:
+            err = exc
+        except BaseException as exc:   # a bug or an interrupt: every rank stops, rank 0 with the traceback
+            comm.bcast((None, ParallelUnavailableError(f"rank 0 failed: {exc!r}")), root=0)
+            raise
+    got, err = comm.bcast((got, err), root=0)
+    if err is not None:
+        if comm.Get_rank() != 0:
+            err.reported_elsewhere = True
+        raise err
+    return got
+
