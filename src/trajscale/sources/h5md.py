@@ -13,6 +13,7 @@ from ..block import Block
 from ..errors import InputFileError
 from ..store.box import edges_to_dimensions
 from ..store.codecs import decode_deltas, delta_quantum
+from ..store.direct import DirectReads
 from ..store.hdf5 import ensure_filters, open_h5
 from ..store.schema import H5MDInfo, describe
 from ..store.layout import reader_chunk_cache
@@ -102,22 +103,32 @@ class H5MDSource(Source):
             self._dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
             self._dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE)
         self.file = open_h5(path, "r", driver=driver, comm=comm, rdcc_nbytes=CHUNK_CACHE_BYTES)
+        self._direct: dict[str, DirectReads] = {}
         try:
-            self._described = _described(self.file, self._path, group, assume_units)
-            self.info: H5MDInfo = self._described[0]
-        except Exception:
-            self.file.close()
+            self._open_datasets(group, assume_units)
+        except BaseException:
+            self.close()   # a failing open leaks no HDF5 handle and no descriptor
             raise
+        self._meta: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._meta_start = 0
+        self.bytes_read = 0
+
+    def _open_datasets(self, group: str | None, assume_units: str | None) -> None:
+        self._described = _described(self.file, self._path, group, assume_units)
+        self.info: H5MDInfo = self._described[0]
         self._datasets = {fl: _with_chunk_cache(self.file, self.info.dataset(fl)) for fl in self.info.fields}
         for ds in self._datasets.values():
             ensure_filters(ds)
         #: field -> quantum of a delta-coded dataset (decoded here; store.codecs)
         self._deltas = {fl: q for fl, ds in self._datasets.items() if (q := delta_quantum(ds))}
+        # Uncompressed whole-frame chunks are read at their byte addresses (store.direct),
+        # except under MPI-IO, whose reads (collective or not) stay MPI-IO's.
+        if self._driver != "mpio":
+            for fl, ds in self._datasets.items():
+                if fl not in self._deltas and (reader := DirectReads.of(ds, self._path)) is not None:
+                    self._direct[fl] = reader
         self._box = self.file[self.info.box_path] if self.info.box_path else None
         self._periodic = any(b == "periodic" for b in self.info.boundary)
-        self._meta: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._meta_start = 0
-        self.bytes_read = 0
 
     @property
     def path(self) -> str:
@@ -143,6 +154,11 @@ class H5MDSource(Source):
     @property
     def fields(self) -> tuple[str, ...]:
         return self.info.fields
+
+    def reads_without_gil(self, fields: tuple[str, ...] = ("position",)) -> bool:
+        # Direct reads release the GIL for the whole block (HDF5 holds it); box/time/step are
+        # read once per source, not per block.
+        return bool(fields) and all(fl in self._direct for fl in fields)
 
     def get_config(self) -> dict:
         return {"kind": self.kind, "path": self._path, "group": self.info.group,
@@ -205,30 +221,48 @@ class H5MDSource(Source):
 
     def _read_field(self, fl: str, start: int, stop: int, stride: int, plan) -> np.ndarray:
         """Frames ``start:stop:stride`` of field ``fl``: the plan's atom runs, then its columns."""
-        ds = self._datasets[fl]
         n = len(range(start, stop, stride))
         if fl in self._deltas:
             out = self._read_deltas(fl, start, n, stride, plan)
-        elif plan.index is None:
-            out = self._out_array(fl, (n, plan.n_columns, 3))
-            for i, j in self._slabs(start, n, stride, plan.n_columns) if n and plan.n_columns else ():
-                self._read_runs(ds, plan.runs, out[i:j], start + i * stride, stride)
         else:
-            # The runs in cache-sized slabs, each gathered into the selected atoms while it
-            # is still in cache (a gather from a whole 80 MB span cost as much as reading it).
-            out = self._out_array(fl + ":selected", (n, len(plan.index), 3))
-            # (Collective MPI-IO reads keep whole slabs: every rank must make the same calls.)
-            size = MAX_SLAB_BYTES if self._collective else GATHER_SLAB_BYTES
-            slabs = list(self._slabs(start, n, stride, plan.n_columns, size)) if n and plan.n_columns else []
-            buf = self._out_array(fl, (max((j - i for i, j in slabs), default=0), plan.n_columns, 3))
-            for i, j in slabs:
-                self._read_runs(ds, plan.runs, buf[:j - i], start + i * stride, stride)
-                # mode="clip": the plan's columns are in range, and "raise" buffers the output
-                np.take(buf[:j - i], plan.index, axis=1, out=out[i:j], mode="clip")
+            out = self._read_direct(fl, start, n, stride, plan)
+            if out is None:
+                out = self._read_hdf5(fl, start, n, stride, plan)
         self.bytes_read += n * plan.n_columns * 12
         scale = self.info.scales.get(fl, 1.0)
         if scale != 1.0:
             out *= np.float32(scale)
+        return out
+
+    def _read_direct(self, fl: str, start: int, n: int, stride: int, plan) -> np.ndarray | None:
+        """The frames read at their byte addresses, the selected atoms gathered on the way; None
+        when HDF5 must read them (a dataset store.direct cannot read, an unwritten chunk, a short read)."""
+        direct = self._direct.get(fl)
+        if direct is None or not n or not plan.n_columns:
+            return None
+        out = self._out_array(fl if plan.index is None else fl + ":selected",
+                              (n, plan.n_columns if plan.index is None else len(plan.index), 3))
+        return out if direct.read(start, n, stride, plan.runs, plan.index, out) else None
+
+    def _read_hdf5(self, fl: str, start: int, n: int, stride: int, plan) -> np.ndarray:
+        """The frames read by HDF5: the plan's runs in slabs, then its columns."""
+        ds = self._datasets[fl]
+        if plan.index is None:
+            out = self._out_array(fl, (n, plan.n_columns, 3))
+            for i, j in self._slabs(start, n, stride, plan.n_columns) if n and plan.n_columns else ():
+                self._read_runs(ds, plan.runs, out[i:j], start + i * stride, stride)
+            return out
+        # The runs in cache-sized slabs, each gathered into the selected atoms while it
+        # is still in cache (a gather from a whole 80 MB span cost as much as reading it).
+        out = self._out_array(fl + ":selected", (n, len(plan.index), 3))
+        # (Collective MPI-IO reads keep whole slabs: every rank must make the same calls.)
+        size = MAX_SLAB_BYTES if self._collective else GATHER_SLAB_BYTES
+        slabs = list(self._slabs(start, n, stride, plan.n_columns, size)) if n and plan.n_columns else []
+        buf = self._out_array(fl, (max((j - i for i, j in slabs), default=0), plan.n_columns, 3))
+        for i, j in slabs:
+            self._read_runs(ds, plan.runs, buf[:j - i], start + i * stride, stride)
+            # mode="clip": the plan's columns are in range, and "raise" buffers the output
+            np.take(buf[:j - i], plan.index, axis=1, out=out[i:j], mode="clip")
         return out
 
     def _read_deltas(self, fl: str, start: int, n: int, stride: int, plan) -> np.ndarray:
@@ -307,6 +341,9 @@ class H5MDSource(Source):
         return dims
 
     def close(self) -> None:
+        for direct in self._direct.values():
+            direct.close()
+        self._direct = {}
         try:
             if self.file.id.valid:
                 self.file.close()

@@ -1,0 +1,168 @@
+"""Uncompressed frames read at their byte addresses (store.direct) equal HDF5's reads, or are left to HDF5."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from trajscale.sources import H5MDSource
+from trajscale.store import direct as direct_module
+from trajscale.store.direct import DirectReads
+from trajscale.store.runs import plan_atom_reads
+
+pytest.importorskip("numba")
+
+N_FRAMES, N_ATOMS = 23, 500
+
+
+def _dataset_file(path: Path, seed: int = 7, **create) -> np.ndarray:
+    """An (23, 500, 3) float32 dataset of distinct values written by h5py; returns the values."""
+    values = np.random.default_rng(seed).normal(size=(N_FRAMES, N_ATOMS, 3)).astype(create.pop("dtype", np.float32))
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=values, **create)
+    return values
+
+
+@pytest.mark.parametrize("create", [{}, {"chunks": (1, N_ATOMS, 3)}, {"chunks": (5, N_ATOMS, 3)},
+                                    {"chunks": (23, N_ATOMS, 3)}], ids=["contiguous", "frame", "5", "all"])
+def test_frames_and_atom_subsets_equal_numpy(tmp_path, create):
+    values = _dataset_file(tmp_path / "a.h5", **create)
+    with h5py.File(tmp_path / "a.h5", "r") as f:
+        reader = DirectReads.of(f["x"], str(tmp_path / "a.h5"))
+        assert reader is not None
+        cases = [(0, N_FRAMES, 1, None), (3, 19, 1, np.array([4, 5, 6, 300, 499])),
+                 (2, 23, 4, np.arange(100, 400)), (22, 23, 1, np.array([0, 499])),
+                 (1, 17, 3, np.array([499, 2, 250, 2]))]   # unsorted, repeated atoms
+        for start, stop, stride, atoms in cases:
+            plan = plan_atom_reads(atoms, N_ATOMS)
+            n = len(range(start, stop, stride))
+            out = np.full((n, N_ATOMS if atoms is None else len(atoms), 3), np.nan, np.float32)
+            if plan.index is None and atoms is not None:
+                out = out[:, :plan.n_columns]
+            assert reader.read(start, n, stride, plan.runs, plan.index, out)
+            expect = values[start:stop:stride] if atoms is None else values[start:stop:stride][:, atoms]
+            np.testing.assert_array_equal(out, expect)
+        reader.close()
+
+
+@pytest.mark.parametrize("create", [{"chunks": (5, N_ATOMS, 3), "compression": "gzip"},
+                                    {"chunks": (5, 100, 3)}, {"dtype": np.float64},
+                                    {"dtype": ">f4"}, {"chunks": (5, N_ATOMS, 3), "shuffle": True}],
+                         ids=["gzip", "atom-chunks", "float64", "big-endian", "shuffle"])
+def test_datasets_only_hdf5_reads_exactly_are_left_to_it(tmp_path, create):
+    _dataset_file(tmp_path / "a.h5", **create)
+    with h5py.File(tmp_path / "a.h5", "r") as f:
+        assert DirectReads.of(f["x"], str(tmp_path / "a.h5")) is None
+
+
+def test_unwritten_chunks_are_left_to_hdf5(tmp_path):
+    """A chunk never written has no address: HDF5 gives its fill value."""
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        ds = f.create_dataset("x", shape=(20, 50, 3), chunks=(5, 50, 3), dtype=np.float32, fillvalue=-1)
+        ds[0:5] = 1.0
+        ds[15:20] = 2.0
+    with h5py.File(tmp_path / "a.h5", "r") as f:
+        reader = DirectReads.of(f["x"], str(tmp_path / "a.h5"))
+        plan = plan_atom_reads(None, 50)
+        out = np.empty((20, 50, 3), np.float32)
+        assert not reader.read(0, 20, 1, plan.runs, plan.index, out)
+        assert reader.read(15, 5, 1, plan.runs, plan.index, out[:5])
+        np.testing.assert_array_equal(out[:5], 2.0)
+        reader.close()
+
+
+def test_a_file_truncated_under_the_reader_is_a_failed_read_not_garbage(tmp_path):
+    values = _dataset_file(tmp_path / "a.h5", chunks=(5, N_ATOMS, 3))
+    copy = tmp_path / "b.h5"
+    shutil.copy(tmp_path / "a.h5", copy)
+    with h5py.File(copy, "r") as f:
+        reader = DirectReads.of(f["x"], str(copy))
+        plan = plan_atom_reads(None, N_ATOMS)
+        out = np.empty((N_FRAMES, N_ATOMS, 3), np.float32)
+        assert reader.read(0, N_FRAMES, 1, plan.runs, plan.index, out)
+        np.testing.assert_array_equal(out, values)
+        with open(copy, "r+b") as fh:   # the last chunks are gone
+            fh.truncate(copy.stat().st_size - 5 * N_ATOMS * 12)
+        assert not reader.read(0, N_FRAMES, 1, plan.runs, plan.index, out)
+        reader.close()
+
+
+def _read_syscalls() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("syscr:"):
+            return int(line.split()[1])
+    raise AssertionError("no syscr in /proc/self/io")
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux /proc/self/io")
+def test_h5md_source_reads_one_call_per_frame_and_run_and_equals_hdf5(tmp_path, adk_vacuum_h5md):
+    """The source's fast path: one read per frame and atom run (never per atom), the same values as HDF5."""
+    atoms = np.r_[np.arange(10, 400, 15), np.arange(2500, 2600)]   # two runs: far apart
+    with H5MDSource(adk_vacuum_h5md) as src:
+        assert src._direct and src.reads_without_gil(("position",))
+        src.read(0, 1, atoms)   # box/time/step and chunk addresses come once, not per block
+        src.read(0, 98, atoms)
+        before = _read_syscalls()
+        own = _read_syscalls() - before   # reading /proc/self/io counts too
+        before = _read_syscalls()
+        fast = src.read(0, 98, atoms).positions.copy()
+        calls = _read_syscalls() - before - own
+        assert calls == 98 * len(plan_atom_reads(atoms, src.n_atoms).runs)
+        src._direct.clear()
+        np.testing.assert_array_equal(fast, src.read(0, 98, atoms).positions)
+    with h5py.File(adk_vacuum_h5md, "r") as f:
+        np.testing.assert_array_equal(fast, f["particles/all/position/value"][:, atoms])
+
+
+def test_addresses_are_looked_up_once_per_file_and_anew_when_it_changes(tmp_path, monkeypatch):
+    path = tmp_path / "a.h5"
+    values = _dataset_file(path, chunks=(5, N_ATOMS, 3))
+    monkeypatch.setattr(direct_module, "_ADDRESSES", type(direct_module._ADDRESSES)())
+    plan = plan_atom_reads(None, N_ATOMS)
+    out = np.empty((N_FRAMES, N_ATOMS, 3), np.float32)
+
+    def read_all() -> np.ndarray:
+        with h5py.File(path, "r") as f:
+            reader = DirectReads.of(f["x"], str(path))
+            assert reader.read(0, N_FRAMES, 1, plan.runs, plan.index, out)
+            reader.close()
+        return reader._addresses
+
+    first = read_all()
+    np.testing.assert_array_equal(out, values)
+    assert (first >= 0).all() and len(first) == 5
+    assert read_all() is first   # the second open looks nothing up
+    new = _dataset_file(path, seed=8, chunks=(3, N_ATOMS, 3))   # rewritten: other values, chunks, places
+    assert len(read_all()) == 8
+    np.testing.assert_array_equal(out, new)
+
+
+def test_threads_reading_one_file_at_once_each_get_their_own_atoms(tmp_path):
+    """A Dask worker runs tasks in several threads on one cached source: the gathers must not share a row."""
+    import threading
+
+    values = _dataset_file(tmp_path / "a.h5", chunks=(1, N_ATOMS, 3))
+    wrong = []
+    with h5py.File(tmp_path / "a.h5", "r") as f:
+        reader = DirectReads.of(f["x"], str(tmp_path / "a.h5"))
+
+        def work(atoms: np.ndarray) -> None:
+            plan = plan_atom_reads(atoms, N_ATOMS)
+            assert plan.index is not None   # a gather through the row buffer
+            out = np.empty((N_FRAMES, len(atoms), 3), np.float32)
+            for _ in range(200):
+                reader.read(0, N_FRAMES, 1, plan.runs, plan.index, out)
+                if not np.array_equal(out, values[:, atoms]):
+                    wrong.append(len(atoms))
+
+        threads = [threading.Thread(target=work, args=(np.arange(k, N_ATOMS, 5 + k),)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        reader.close()
+    assert not wrong
