@@ -162,7 +162,7 @@ def _wait_for_progress(proc, records, deadline_s=180):
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("executor", ["serial", "processes"])
+@pytest.mark.parametrize("executor", ["serial", "processes", "dask"])
 def test_sigterm_then_resume_equals_uninterrupted(tmp_path, executor):
     """A convert stopped by SIGTERM mid-run and resumed gives the uninterrupted file (every dataset and attr)."""
     inputs = [D.XTC] * 60   # 600 frames; protein only, so the files stay small

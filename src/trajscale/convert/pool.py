@@ -3,9 +3,9 @@
 The tasks are module-level functions with plain arguments; each writes its own
 segment file and progress record, so nothing comes back but a count.  On a
 SIGTERM/Ctrl-C the CLI records, the workers are told to stop (processes: a
-SIGTERM each, which they record and act on between slabs, so every segment
-is left closed and counted; Dask: the cluster is closed) and SystemExit
-propagates: the segments stay for ``--resume``.
+SIGTERM each; Dask: the stop recorded in every worker process), which they act
+on between slabs, so every segment is left closed and counted; SystemExit
+then propagates: the segments stay for ``--resume``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import multiprocessing as mp
 import signal
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 
-from ..errors import ConfigError, ParallelUnavailableError
+from ..errors import ConfigError, ParallelUnavailableError, TrajscaleError
 from ..pools import (
     as_completed_polling,
     choose_start_method,
@@ -37,12 +38,16 @@ def _init_worker() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: request_stop(signum))   # acted on between slabs
 
 
-def run_tasks(fn, tasks: list[tuple], executor: str, n_workers: int, on_done=None) -> None:
+def run_tasks(fn, tasks: list[tuple], executor: str, n_workers: int, on_done=None, comm=None) -> None:
     """Run ``fn(*args)`` for each ``args`` of ``tasks`` on ``executor`` with ``n_workers``.
 
     ``on_done(i, result)`` is called in the caller's process as task ``i`` completes.
+    ``executor="mpi"``: every rank of ``comm`` calls this with the same ``tasks`` and runs
+    every ``size``-th of them, from its rank on.
     """
-    if executor == "processes":
+    if executor == "mpi":
+        _run_mpi(fn, tasks, comm, on_done)
+    elif executor == "processes":
         _run_processes(fn, tasks, n_workers, on_done)
     elif executor == "dask":
         _run_dask(fn, tasks, n_workers, on_done)
@@ -82,14 +87,103 @@ def _run_dask(fn, tasks, n_workers, on_done) -> None:
                                        "'trajscale[dask]')") from None
     with LocalCluster(n_workers=max(1, n_workers), threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
-        futures = [client.submit(fn, *args, pure=False) for args in tasks]
+        futures = [client.submit(_dask_task, fn, *args, pure=False) for args in tasks]
         index = {f.key: i for i, f in enumerate(futures)}
         pending = set(futures)
-        while pending:
-            time.sleep(0.05)
-            raise_if_stopped()
-            for fut in [f for f in pending if f.done()]:
-                pending.discard(fut)
-                r = fut.result()
-                if on_done:
-                    on_done(index[fut.key], r)
+        try:
+            while pending:
+                time.sleep(0.05)
+                raise_if_stopped()
+                for fut in [f for f in pending if f.done()]:
+                    pending.discard(fut)
+                    r = fut.result()
+                    if isinstance(r, _Stopped):   # a worker stopped by a signal of its own
+                        raise SystemExit(r.code)
+                    if on_done:
+                        on_done(index[fut.key], r)
+        except BaseException:
+            _stop_dask_tasks(client, pending)
+            raise
+
+
+@dataclass(frozen=True)
+class _Stopped:
+    """What a Dask task returns when it stopped between slabs on request (its exit code)."""
+
+    code: int
+
+
+def _dask_task(fn, *args):
+    """Run ``fn`` on a Dask worker, its SystemExit on a stop request turned into a return value:
+    raised in a worker, it would kill the worker's state machine (a traceback, then a restart)."""
+    try:
+        return fn(*args)
+    except SystemExit as exc:
+        return _Stopped(int(exc.code or 1))
+
+
+def _stop_dask_tasks(client, pending, timeout: float = 60.0) -> None:
+    """Stop the tasks still running on the Dask workers between slabs, as a SIGTERM stops a process
+    worker, and wait for them: closing the cluster would otherwise let them write on to the end (or
+    kill them mid-slab), and the segments would not be what their records count."""
+    from distributed import wait as dask_wait
+
+    try:
+        client.run(request_stop, int(signal.SIGTERM))   # each worker's tasks raise at their next check
+        dask_wait(list(pending), timeout=timeout)
+    except Exception as exc:   # a worker already gone: its segment's record still counts what it holds
+        log.debug("stopping the Dask tasks: %s", exc)
+
+
+def _run_mpi(fn, tasks, comm, on_done) -> None:
+    """Each rank runs its share of ``tasks``; then every rank waits for the others, stoppably, and a
+    task's error is raised on every rank (printed once, by the rank where it happened)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    failure = None
+    try:
+        for i in range(rank, len(tasks), size):
+            r = fn(*tasks[i])
+            if on_done:
+                on_done(i, r)
+    except TrajscaleError as exc:
+        failure = exc
+    except Exception as exc:   # a bug: its rank raises it with the traceback, the others say where
+        failure = exc
+    # SystemExit/KeyboardInterrupt propagate: mpiexec forwards a SIGTERM to every rank, and a rank
+    # that has finished its tasks acts on it here instead of waiting for the others.
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(0.02)
+        raise_if_stopped()
+    failures = comm.allgather(None if failure is None else (rank, failure if isinstance(failure, TrajscaleError)
+                                                            else repr(failure)))
+    first = next((f for f in failures if f is not None), None)
+    if first is None:
+        return
+    if first[0] == rank:
+        raise failure
+    if isinstance(first[1], TrajscaleError):
+        first[1].reported_elsewhere = True
+        raise first[1]
+    raise ParallelUnavailableError(f"rank {first[0]} failed: {first[1]}")
+
+
+def on_root(comm, fn):
+    """Run ``fn`` on rank 0 of ``comm``; return its result on every rank, or raise its error on every
+    rank (printed once: the other ranks' copies are marked reported elsewhere)."""
+    got, err = None, None
+    if comm.Get_rank() == 0:
+        try:
+            got = fn()
+        except TrajscaleError as exc:
+            err = exc
+        except BaseException as exc:   # a bug or an interrupt: every rank stops, rank 0 with the traceback
+            comm.bcast((None, ParallelUnavailableError(f"rank 0 failed: {exc!r}")), root=0)
+            raise
+    got, err = comm.bcast((got, err), root=0)
+    if err is not None:
+        if comm.Get_rank() != 0:
+            err.reported_elsewhere = True
+        raise err
+    return got
+

@@ -10,6 +10,7 @@ its own spacing.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -23,7 +24,8 @@ from ..util import polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
 
-SLAB_BYTES = 64 * 1024**2
+#: Bytes of input read per slab (and between progress records); TRAJSCALE_CONVERT_SLAB_MB overrides.
+SLAB_BYTES = int(float(os.environ.get("TRAJSCALE_CONVERT_SLAB_MB", 64)) * 1024**2)
 
 #: Input formats read in place as a :class:`PartSource`: no Universe, so MDAnalysis writes no
 #: ``.NAME_offsets.npz`` cache (nor its lock file) beside the user's XTC/TRR, and the XDR frame
