@@ -158,7 +158,7 @@ class H5MDSource(Source):
     def reads_without_gil(self, fields: tuple[str, ...] = ("position",)) -> bool:
         # Direct reads release the GIL for the whole block (HDF5 holds it); box/time/step are
         # read once per source, not per block.
-        return bool(fields) and all(fl in self._direct for fl in fields)
+        return bool(fields) and all(fl in self._direct and self._direct[fl].ready() for fl in fields)
 
     def get_config(self) -> dict:
         return {"kind": self.kind, "path": self._path, "group": self.info.group,
@@ -171,7 +171,8 @@ class H5MDSource(Source):
         if self._described[1] is None:
             self._described[1] = layout_facts(self.info)
         facts = copy.deepcopy(self._described[1])   # a report's copy: the memo stays as described
-        facts["direct_reads"] = sorted(self._direct)   # fields read at their byte addresses (store.direct)
+        # fields read at their byte addresses (store.direct) once the compiled loop is loaded
+        facts["direct_reads"] = sorted(self._direct)
         return facts
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
