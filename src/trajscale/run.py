@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
+import itertools
 import logging
 import math
 import time
+from collections.abc import Sequence
+
+import numpy as np
 
 from .analysis.base import Analysis
 from .block import FrameRange, split_frames
@@ -27,7 +32,8 @@ MAX_TASK_BYTES = MAX_BLOCK_BYTES
 
 
 def plan_tasks(start: int, stop: int, n_tasks: int, align: int, frame_bytes: int,
-               n_workers: int = 1, max_task_bytes: int = MAX_TASK_BYTES) -> list[FrameRange]:
+               n_workers: int = 1, max_task_bytes: int = MAX_TASK_BYTES,
+               part_starts: Sequence[int] = ()) -> list[FrameRange]:
     """Split ``[start, stop)`` into at least ``n_tasks`` chunk-aligned ranges of bounded size.
 
     ``frame_bytes`` is what one frame costs in the reader's buffers
@@ -35,25 +41,82 @@ def plan_tasks(start: int, stop: int, n_tasks: int, align: int, frame_bytes: int
     it reads, not only the selected atoms).  When the size bound adds tasks,
     their number stays a multiple of ``n_workers`` (11 tasks on 2 MPI ranks
     gave one rank 20 % more frames than the other).
+
+    ``part_starts`` (:attr:`~trajscale.sources.base.Source.part_starts`) are
+    frames where another file begins: every one inside the range is a task
+    boundary (see :func:`plan_in_parts`), so no task reads a piece of one part
+    and a piece of the next.
     """
     n = stop - start
     by_size = math.ceil(n * frame_bytes / max_task_bytes)
     if by_size > n_tasks:
         n_tasks = math.ceil(by_size / n_workers) * n_workers
-    if start % align:
-        align = 1
-    return [FrameRange(r.start + start, r.stop + start) for r in split_frames(n, n_tasks, align)]
+    if n <= 0:
+        return []
+    lo, hi = bisect.bisect_right(part_starts, start), bisect.bisect_left(part_starts, stop)
+    return plan_in_parts([start, *part_starts[lo:hi], stop], n_tasks, align, part_starts[lo - 1] if lo else 0)
+
+
+def plan_in_parts(edges: Sequence[int], n_tasks: int, align: int = 1, first_part: int = 0) -> list[FrameRange]:
+    """About ``n_tasks`` ranges over ``[edges[0], edges[-1])`` whose boundaries include every edge.
+
+    ``edges`` are the range's ends with the part starts between them.  A part
+    at least as long as a task's share (frames / ``n_tasks``) is cut into
+    ``round(length / share)`` balanced tasks of its own, on multiples of
+    ``align`` from the part's start.  A run of consecutive shorter parts is
+    cut only at part starts, into tasks of whole parts of about a share each
+    (:func:`_whole_parts`).  So a task reads one part (or a piece of it) or
+    several whole parts, and a part is read by two tasks only when it is cut:
+    10,000 parts of a few frames make about ``n_tasks`` tasks, not 10,000
+    (a task per part would cost 10,000 task round trips and timing records),
+    yet each part is still opened by one worker only.
+    ``first_part`` is where the part (or file) holding ``edges[0]`` starts: chunks count from there.
+    With no part start inside, this is one part cut into ``n_tasks`` balanced ranges.
+    """
+    share = (edges[-1] - edges[0]) / max(1, n_tasks)
+    out: list[FrameRange] = []
+    run: list[int] = []   # starts of the current run of short parts
+    for k, (a, b) in enumerate(itertools.pairwise(edges)):
+        length = b - a
+        if length < share:
+            run.append(a)
+            continue
+        if run:
+            out += _whole_parts([*run, a], share)
+            run = []
+        origin = a if k else first_part
+        al = align if (a - origin) % align == 0 else 1
+        out += [FrameRange(a + r.start, a + r.stop) for r in split_frames(length, max(1, round(length / share)), al)]
+    if run:
+        out += _whole_parts([*run, edges[-1]], share)
+    return out
+
+
+def _whole_parts(edges: Sequence[int], share: float) -> list[FrameRange]:
+    """Consecutive short parts (``edges``: their starts, then the end) as tasks of whole parts:
+    ``round(frames / share)`` of them, each cut at the part start nearest to its balanced cut."""
+    e = np.asarray(edges, dtype=np.int64)
+    span = int(e[-1] - e[0])
+    m = max(1, round(span / share))
+    targets = e[0] + span * np.arange(1, m) / m
+    i = np.clip(np.searchsorted(e, targets), 1, len(e) - 1)
+    below, above = e[i - 1], e[i]
+    cuts = np.unique(np.concatenate([e[:1], np.where(targets - below <= above - targets, below, above), e[-1:]]))
+    return [FrameRange(int(a), int(b)) for a, b in itertools.pairwise(cuts.tolist())]
 
 
 def plan_strided_tasks(start: int, stop: int, step: int, n_tasks: int, frame_bytes: int,
-                       n_workers: int = 1, max_task_bytes: int = MAX_TASK_BYTES) -> list[FrameRange]:
+                       n_workers: int = 1, max_task_bytes: int = MAX_TASK_BYTES,
+                       part_starts: Sequence[int] = ()) -> list[FrameRange]:
     """Tasks over frames ``start:stop:step``: each range starts on a kept frame and ends after its last.
 
-    Sources read only the kept frames (strided reads), so a task is sized by its kept frames.
+    Sources read only the kept frames (strided reads), so a task is sized by its kept frames;
+    a part start becomes a cut before the first kept frame at or after it.
     """
     kept = len(range(start, stop, step))
+    cuts = sorted({-(-(b - start) // step) for b in part_starts if start < b < stop} - {0, kept})
     return [FrameRange(start + r.start * step, start + (r.stop - 1) * step + 1)
-            for r in plan_tasks(0, kept, n_tasks, 1, frame_bytes, n_workers, max_task_bytes)]
+            for r in plan_tasks(0, kept, n_tasks, 1, frame_bytes, n_workers, max_task_bytes, cuts)]
 
 
 def _topology_with_first_frame(topology, source):
@@ -121,7 +184,7 @@ def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start,
     frame_bytes = source.bytes_per_frame(prep.atoms, analysis.fields)
     span = n_read if not n_read or prep.atoms is None else int(prep.atoms[-1] - prep.atoms[0]) + 1
     info = {"source": source.layout_summary(), "n_frames": stop - start, "n_atoms": n_read, "span_atoms": span,
-            "chunk_frames": source.chunk_frames, "start": start, "stop": stop, "t_init_top": t_top,
+            "chunk_frames": source.chunk_frames, "part_starts": source.part_starts, "start": start, "stop": stop, "t_init_top": t_top,
             "frame_bytes": frame_bytes, "decode_s_per_frame": source.decode_seconds_per_frame()}
     block_frames = max(1, int(max_block_bytes) // frame_bytes)
     return Job(analysis.get_config(), config, prep, block_frames), info
@@ -237,10 +300,10 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
         k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)
         if job.stride > 1:
             ranges = plan_strided_tasks(info["start"], info["stop"], job.stride, k, info["frame_bytes"],
-                                        ex.n_workers, max_block_bytes)
+                                        ex.n_workers, max_block_bytes, info["part_starts"])
         else:
             ranges = plan_tasks(info["start"], info["stop"], k, info["chunk_frames"], info["frame_bytes"],
-                                ex.n_workers, max_block_bytes)
+                                ex.n_workers, max_block_bytes, info["part_starts"])
         if n_tasks and len(ranges) < n_tasks and ex.is_root and job.stride == 1:
             _say_tasks_capped(n_tasks, len(ranges), info)
         results = ex.map_tasks(job, ranges, progress)
@@ -279,6 +342,10 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
 def _say_tasks_capped(asked: int, got: int, info: dict) -> None:
     """Tasks start on chunk boundaries: say why fewer tasks than asked for, and what lifts the cap."""
     cf, n = info["chunk_frames"], info["n_frames"]
+    if info.get("part_starts"):
+        log.warning("asked for %d tasks but ran %d: tasks begin at part boundaries, and parts shorter than "
+                    "a task's share of the %d frames are read whole", asked, got, n)
+        return
     if cf <= 1:
         log.warning("asked for %d tasks; %d frames make only %d", asked, n, got)
         return
@@ -292,4 +359,4 @@ def frames_per_second(report: RunReport) -> float:
     return report.n_frames / report.t_total if report.t_total > 0 else float("nan")
 
 
-__all__ = ["plan_strided_tasks", "plan_tasks", "run"]
+__all__ = ["plan_in_parts", "plan_strided_tasks", "plan_tasks", "run"]

@@ -186,6 +186,11 @@ def polling_for_stop():
         _polling.pop()
 
 
+def stop_requested() -> int:
+    """The termination signal recorded so far (0: none), without raising: MPI ranks agree on it first."""
+    return _stop_signal[0] if _stop_signal else 0
+
+
 def raise_if_stopped() -> None:
     """Raise SystemExit if a termination signal arrived (checked between blocks)."""
     if _stop_signal:

@@ -124,9 +124,8 @@ def test_bad_input_on_processes_is_one_clear_error_and_leaves_nothing(tmp_path):
 
 def test_worker_memory_is_bounded_by_the_slab(tmp_path, monkeypatch):
     """A worker reads and writes at most SLAB_BYTES of frames at a time, whatever its range."""
-    from trajscale.convert import frames
     from trajscale.convert import segmented
-    from trajscale.sources import MDASource
+    from trajscale.sources import PartSource
 
     jobs = []
     real_write = segmented.write
@@ -135,14 +134,14 @@ def test_worker_memory_is_bounded_by_the_slab(tmp_path, monkeypatch):
     convert(D.PSF, [D.DCD], str(serial))   # the job a convert builds, and its output as the reference
     sizes = []
 
-    class Spy(MDASource):
+    class Spy(PartSource):   # a DCD input is read in place
         def read(self, *a, **k):
             b = super().read(*a, **k)
             sizes.append(b.positions.nbytes)
             return b
 
     monkeypatch.setattr(stream, "SLAB_BYTES", 7 * 3341 * 12)
-    monkeypatch.setattr(frames, "MDASource", Spy)
+    monkeypatch.setattr(stream, "PartSource", Spy)
     rec = tmp_path / "r.json"
     save_record(rec, {"done": 0})
     write_range(jobs[0], 10, 90, str(tmp_path / "seg.h5md"), str(rec))   # a worker's range
@@ -163,7 +162,7 @@ def _wait_for_progress(proc, records, deadline_s=180):
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("executor", ["serial", "processes"])
+@pytest.mark.parametrize("executor", ["serial", "processes", "dask"])
 def test_sigterm_then_resume_equals_uninterrupted(tmp_path, executor):
     """A convert stopped by SIGTERM mid-run and resumed gives the uninterrupted file (every dataset and attr)."""
     inputs = [D.XTC] * 60   # 600 frames; protein only, so the files stay small

@@ -139,3 +139,42 @@ def test_addresses_are_looked_up_once_per_file_and_anew_when_it_changes(tmp_path
     new = _dataset_file(path, seed=8, chunks=(3, N_ATOMS, 3))   # rewritten: other values, chunks, places
     assert len(read_all()) == 8
     np.testing.assert_array_equal(out, new)
+
+
+def test_threads_reading_one_file_at_once_each_get_their_own_atoms(tmp_path):
+    """A Dask worker runs tasks in several threads on one cached source: the gathers must not share a row."""
+    import threading
+
+    values = _dataset_file(tmp_path / "a.h5", chunks=(1, N_ATOMS, 3))
+    wrong = []
+    with h5py.File(tmp_path / "a.h5", "r") as f:
+        reader = DirectReads.of(f["x"], str(tmp_path / "a.h5"))
+
+        def work(atoms: np.ndarray) -> None:
+            plan = plan_atom_reads(atoms, N_ATOMS)
+            assert plan.index is not None   # a gather through the row buffer
+            out = np.empty((N_FRAMES, len(atoms), 3), np.float32)
+            for _ in range(200):
+                reader.read(0, N_FRAMES, 1, plan.runs, plan.index, out)
+                if not np.array_equal(out, values[:, atoms]):
+                    wrong.append(len(atoms))
+
+        threads = [threading.Thread(target=work, args=(np.arange(k, N_ATOMS, 5 + k),)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        reader.close()
+    assert not wrong
+
+
+def test_the_report_says_which_fields_were_read_at_their_addresses(adk_vacuum, adk_vacuum_h5md, tmp_path):
+    import trajscale as ts
+    from trajscale.convert.convert import convert
+    from trajscale.store.layout import Layout
+
+    r = ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], adk_vacuum_h5md)
+    assert r.report.source["direct_reads"] == ["position"]
+    packed = tmp_path / "gzip.h5md"
+    convert(adk_vacuum[0], [adk_vacuum[1]], str(packed), layout=Layout.parse("auto", "gzip:1"))
+    assert ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], str(packed)).report.source["direct_reads"] == []

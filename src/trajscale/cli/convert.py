@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from .checks import add_topology, check_topology
-from .options import add_h5md_options, add_segment_options, kept_for_resume
+from .options import add_h5md_options, add_segment_options, kept_for_resume, mpi_comm
 
 log = logging.getLogger("trajscale")
 
@@ -45,9 +45,7 @@ def add_parser(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (none with -q either)")
     add_segment_options(p, "convert")
-    # under MPI the ranks' shared temporary file is removed on an interrupt (no --resume there)
-    p.set_defaults(func=main, kept_when_interrupted=lambda a: "no partial output was kept" if _under_mpi()
-                   else kept_for_resume(a))
+    p.set_defaults(func=main, kept_when_interrupted=kept_for_resume)
 
 
 def main(args) -> int:
@@ -58,7 +56,7 @@ def main(args) -> int:
 
     check_topology(args)
     layout = Layout.parse(args.chunks, args.compression, args.fletcher32)
-    comm = _mpi_comm() if args.executor in (None, "mpi") else None
+    comm = mpi_comm() if args.executor in (None, "mpi") else None
     if args.executor == "mpi" and comm is None:
         from ..errors import ConfigError
 
@@ -77,18 +75,3 @@ def main(args) -> int:
     log.info("wrote %s: %d frames x %d atoms (%s), %s, %.1f MB in %.1f s", s.output, s.n_frames,
              s.n_atoms, "+".join(s.fields), s.layout, s.bytes_written / 1e6, s.seconds)
     return 0
-
-
-def _under_mpi() -> bool:
-    import os
-
-    return int(os.environ.get("PMI_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or 1) >= 2
-
-
-def _mpi_comm():
-    """COMM_WORLD when launched by mpiexec on several ranks (then one file is written together)."""
-    if not _under_mpi():
-        return None
-    from mpi4py import MPI
-
-    return MPI.COMM_WORLD

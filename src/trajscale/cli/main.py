@@ -107,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
 def _say_interrupted(args, how: str) -> None:
     """One line on what an interrupted command left: commands that keep their partial output for
     ``--resume`` say so through ``set_defaults(kept_when_interrupted=fn(args) -> str)``."""
+    import os
+
+    if (os.environ.get("PMI_RANK") or os.environ.get("OMPI_COMM_WORLD_RANK") or "0") != "0":
+        return   # under mpiexec every rank was signalled: rank 0 says it once
     kept = getattr(args, "kept_when_interrupted", None)
     print(f"trajscale {args.command}: {how}; {kept(args) if kept else 'no partial output was kept'}",
           file=sys.stderr)

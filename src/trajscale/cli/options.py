@@ -21,7 +21,8 @@ def add_segment_options(p, what: str) -> None:
 
     p.add_argument("--executor", default=None, choices=["serial", "processes", "dask", "mpi"],
                    help="serial (default; mpi when launched by mpiexec), or processes/dask: each worker "
-                        "writes its range of frames into a segment file, joined at the end")
+                        "writes its range of frames into a segment file, joined at the end (rechunk under "
+                        "mpiexec: each rank is such a worker; convert: the ranks write the one file)")
     p.add_argument("-n", "--n-workers", type=positive_int, default=None,
                    help="workers of --executor processes or dask (default: the CPU count)")
     p.add_argument("--virtual", action="store_true",
@@ -33,3 +34,14 @@ def add_segment_options(p, what: str) -> None:
 def kept_for_resume(args) -> str:
     """What an interrupted convert/rechunk left (``set_defaults(kept_when_interrupted=...)``)."""
     return f"the frames written so far are kept: run the same command with --resume to finish {args.output}"
+
+
+def mpi_comm():
+    """COMM_WORLD when launched by mpiexec on several ranks (convert and rechunk then run on the ranks)."""
+    import os
+
+    if int(os.environ.get("PMI_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or 1) < 2:
+        return None
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from .options import add_segment_options, kept_for_resume
+from .options import add_segment_options, kept_for_resume, mpi_comm
 
 log = logging.getLogger("trajscale")
 
@@ -41,14 +41,19 @@ def main(args) -> int:
     if args.precision is not None and not args.precision > 0:
         raise ConfigError(f"--precision must be positive, got {args.precision}")
     layout = Layout.parse(args.chunks, args.compression)
-    if args.executor == "mpi":
-        raise ConfigError("rechunk runs serially or on --executor processes or dask")
+    comm = mpi_comm() if args.executor in (None, "mpi") else None
+    if args.executor == "mpi" and comm is None:
+        raise ConfigError("--executor mpi: launch with mpiexec -n N trajscale rechunk ... (two ranks or more)")
     parallel = args.executor in ("processes", "dask")
     s = rechunk(args.input, args.output, layout, precision=args.precision, encoding=args.encoding,
                 overwrite=args.overwrite,
-                resume=args.resume, progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty(),
-                executor=args.executor if parallel else None,
-                n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None, virtual=args.virtual)
+                resume=args.resume, progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty()
+                and comm is None,
+                executor="mpi" if comm is not None else args.executor if parallel else None,
+                n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None, virtual=args.virtual,
+                comm=comm)
+    if comm is not None and comm.Get_rank() != 0:
+        return 0
     log.info("wrote %s: %d frames, %d series, %.1f -> %.1f MB in %.1f s%s", s.output, s.n_frames, s.datasets,
              s.bytes_in / 1e6, s.bytes_out / 1e6, s.seconds,
              f" (resumed at frame {s.resumed_from})" if s.resumed_from else "")

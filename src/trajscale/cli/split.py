@@ -8,7 +8,9 @@ from .options import add_h5md_options
 def add_parser(sub) -> None:
     p = sub.add_parser("split", help="split an H5MD file into segment files and an index",
                        description="Write N segment files (part_NNN.h5md) and DIR/index.json; `run`, `inspect` "
-                                   "and trajscale.run accept the index or the folder as a trajectory.")
+                                   "and trajscale.run accept the index or the folder as a trajectory. The parts "
+                                   "of a lossy file (written with --precision) keep its precision, encoding, "
+                                   "units and compression.")
     p.add_argument("input", help="H5MD file")
     p.add_argument("-o", "--output", required=True, help="output folder")
     p.add_argument("--parts", type=int, required=True, help="number of segments")

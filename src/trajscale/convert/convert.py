@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, InputFileError, OutputError
-from ..sources import H5MDSource
+from ..sources import H5MDSource, PartSource
 from ..sources.mda import load_universe
 from ..sources.selection import select_atoms
 from ..store.layout import Layout
@@ -22,7 +22,7 @@ from . import segmented
 from .frames import ConvertJob, remember_universe
 from .parallel import file_shifts
 from .pool import EXECUTORS
-from .resume import Partial, identity
+from .resume import Partial, identity, load_record, partial_paths
 from .stream import frame_plan, open_inputs
 
 log = logging.getLogger(__name__)
@@ -65,8 +65,9 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
     kJ/(mol nm)) or ``"source"`` (the inputs' own: an H5MD file's unit
     attributes, a format's native units as MDAnalysis knows them). ``group``
     and ``assume_units`` apply to H5MD inputs (see :class:`H5MDSource`).  With an
-    MPI ``comm`` of several ranks, each rank converts its own range of frames
-    into the one file (``convert.parallel``). ``precision`` (Å) and ``encoding`` store
+    MPI ``comm`` of several ranks, the ranks convert slabs of frames into the
+    one file in rounds, each round counted in the progress record, so
+    ``resume`` works there too (``convert.parallel``). ``precision`` (Å) and ``encoding`` store
     positions lossy (:mod:`trajscale.store.codecs`).
     """
     t0 = time.perf_counter()
@@ -80,11 +81,9 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if virtual and executor not in ("processes", "dask"):
         raise ConfigError("--virtual keeps per-worker segments: it needs --executor processes or dask")
-    if virtual and segmented.parts_folder(Path(output)).exists() and not overwrite:
+    if virtual and segmented.parts_folder(Path(output)).exists() and not overwrite and not (
+            resume and segmented.moving(load_record(partial_paths(output, "convert")[1]))):
         raise OutputError(segmented.parts_folder(Path(output)), "already exists (use --overwrite to replace it)")
-    if (comm is not None and comm.Get_size() > 1) and resume:
-        raise ConfigError("--resume is not available under MPI: convert with --executor processes or "
-                          "serially to resume")
     if units != "source":
         unit_system(units)   # an unknown name fails before any work
     universe = load_universe(topology)
@@ -107,14 +106,9 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         h5 = sources[0] if isinstance(sources[0], H5MDSource) else None
         out_group = h5.info.group if h5 else "all"
         out_units = unit_system(units) if units != "source" else source_units(sources, fields)
-        if comm is not None and comm.Get_size() > 1:
-            from .parallel import convert_parallel
-
-            return convert_parallel(comm, sources, sel_atoms, output, layout=layout, atoms=atoms, fields=fields,
-                                    start=start, stop=stop, step=step, has_box=has_box, overwrite=overwrite,
-                                    summary_cls=ConvertSummary, units=out_units, group=out_group,
-                                    precision=precision, encoding=encoding)
-        observables = _observable_names(sources) if step in (None, 1) else {}
+        mpi = comm is not None and comm.Get_size() > 1
+        # (under MPI, ParallelWriter writes no observables)
+        observables = _observable_names(sources) if step in (None, 1) and not mpi else {}
         job = ConvertJob(topology=str(topology), trajectories=tuple(str(t) for t in trajectories),
                          lengths=tuple(s.n_frames for s in sources),
                          plans=tuple((p.start, p.stop, p.step) for p in plans), shifts=None,
@@ -122,14 +116,25 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
                          box="triclinic" if has_box else None, group=out_group, units=out_units,
                          masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
                          observables={k: (tuple(v[0]), np.dtype(v[1]).str) for k, v in observables.items()},
-                         in_group=group, assume_units=assume_units, precision=precision, encoding=encoding)
+                         in_group=group, assume_units=assume_units, precision=precision, encoding=encoding,
+                         offsets=tuple(s.get_config()["offsets"] if isinstance(s, PartSource) else None
+                                       for s in sources))
         wanted = {"inputs": identity([topology, *trajectories]),
                   "options": repr((layout, select, start, stop, step, fields, units, group, assume_units,
                                    precision, encoding))}
         partial = Partial(check_output_path(output, overwrite), "convert", wanted)
+        if mpi:   # every rank shifts its files' step/time as a serial pass would
+            from .parallel import convert_parallel
+
+            shifts, renumbered = file_shifts(sources, plans)
+            return convert_parallel(comm, dataclasses.replace(job, shifts=tuple(shifts)), sources, sel_atoms,
+                                    partial, resume=resume, summary_cls=ConvertSummary, renumbered=renumbered)
         parallel = executor in ("processes", "dask")
         n_workers = n_workers or os.cpu_count() or 1
         partial.begin(resume, segmented.plan(job, n_workers, virtual) if parallel else {"done": 0})
+        if partial.record.get("mode") == "mpi":
+            raise OutputError(partial.final, "the partial output was written under MPI: resume it with "
+                                             "mpiexec -n N trajscale convert ... --resume")
         if partial.record.get("mode") == "segments":   # workers need each file's shift up front
             shifts, renumbered = file_shifts(sources, plans)
             job = dataclasses.replace(job, shifts=tuple(shifts))
@@ -185,7 +190,7 @@ def source_units(sources, fields: tuple[str, ...]) -> dict[str, str]:
 def _native_units(src) -> dict[str, str | None]:
     if isinstance(src, H5MDSource):
         return dict(src.info.units)
-    native = getattr(src.reader, "units", None) or {}
+    native = src.native_units if isinstance(src, PartSource) else getattr(src.reader, "units", None) or {}
     return {q: from_mdanalysis(q, native.get(MDANALYSIS_QUANTITY[q]))
             for q in ("position", "box", "velocity", "force", "time")}
 

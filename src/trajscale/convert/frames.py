@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..sources import H5MDSource, MDASource, is_hdf5
+from ..sources import is_hdf5
 from ..sources.mda import load_universe
 from ..store.layout import Layout
 from ..store.writer import H5MDWriter
@@ -56,6 +56,8 @@ class ConvertJob:
     assume_units: str | None = None
     precision: float | None = None         # lossy positions (store.codecs)
     encoding: str = "floats"
+    #: per input: XTC/TRR frame offsets (``parts.encode_offsets``) scanned by the preparing process, else None
+    offsets: tuple[str | None, ...] | None = None
 
     def writer(self, path, n_frames: int) -> H5MDWriter:
         """A new writer of ``n_frames`` frames with this job's structure."""
@@ -95,11 +97,12 @@ def _universe(topology: str):
 
 
 def open_input(job: ConvertJob, k: int):
-    """The Source of input ``k`` (the topology parsed once per process)."""
+    """The Source of input ``k``: XTC/TRR/DCD in place with the shipped offsets; MDAnalysis's reader
+    for other formats (the topology parsed once per process, and only for them)."""
     path = job.trajectories[k]
-    if is_hdf5(path):
-        return H5MDSource(path, group=job.in_group, assume_units=job.assume_units)
-    return MDASource(job.topology, [path], parsed_topology=_universe(job.topology)._topology)
+    parsed = None if is_hdf5(path) or stream.is_part(path) else _universe(job.topology)._topology
+    return stream.open_input_file(path, job.topology, parsed, job.in_group, job.assume_units,
+                                  offsets=job.offsets[k] if job.offsets else None)
 
 
 def write_range(job: ConvertJob, i0: int, i1: int, path: str, record_path: str, sources=None,

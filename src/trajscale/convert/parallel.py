@@ -1,15 +1,19 @@
-"""``convert`` under MPI: each rank reads its own range of frames and writes it into one file.
+"""``convert`` under MPI: every rank reads its own slabs of frames and writes them into one file, resumably.
 
-Rank r converts output frames ``[r n / P, (r + 1) n / P)`` through
-``ParallelWriter.write_frames``.  The step/time renumbering of concatenated
-files (``stream.Renumberer``) needs each file's first frames and the previous
-file's last one; those few frames are read first on every rank, so every rank
+In each round rank r converts the r-th chunk-aligned slab after the frames
+already counted, through ``ParallelWriter.write_frames``; the round completes
+a prefix of the file, committed durably and then counted in the progress
+record beside the partial output (``convert.resume``), so an interrupted run
+(SIGTERM to mpiexec, a rank killed) continues with ``--resume``.  The
+step/time renumbering of concatenated files (``stream.Renumberer``) needs each
+file's first frames and the previous file's last one; the preparing code reads
+those few frames first on every rank (:func:`file_shifts`), so every rank
 shifts its frames as a serial conversion would.
 """
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -17,24 +21,15 @@ import time
 import numpy as np
 
 from ..block import Block
-from ..errors import InputFileError
+from ..errors import OutputError
 from ..pwrite import ParallelWriter
-from ..store.layout import Layout
-from ..util import check_output_path, temporary_name
-from .stream import Renumberer, frame_plan, iter_blocks
+from ..util import polling_for_stop, stop_requested
+from . import stream
+from .pool import on_root
+from .resume import load_record, save_record
+from .stream import Renumberer
 
 log = logging.getLogger(__name__)
-
-
-class _Shifts(Renumberer):
-    """A Renumberer that replays shifts computed beforehand, one per file this rank touches."""
-
-    def __init__(self, shifts: list[tuple[int, float]]) -> None:
-        super().__init__()
-        self._todo = list(shifts)
-
-    def start_file(self, first: Block, path: str) -> None:
-        self.shift_step, self.shift_time = self._todo.pop(0)
 
 
 def _meta(src, frames: np.ndarray) -> Block:
@@ -60,64 +55,105 @@ def file_shifts(sources, plans) -> tuple[list[tuple[int, float]], int]:
     return out, r.renumbered
 
 
-def convert_parallel(comm, sources, universe_atoms, output: str, *, layout: Layout, atoms, fields,
-                     start, stop, step, has_box: bool, overwrite: bool, summary_cls, units: dict,
-                     group: str, precision: float | None = None, encoding: str = "floats"):
-    """Write ``sources`` to ``output`` from every rank of ``comm`` (called by ``convert``)."""
+def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: bool, summary_cls,
+                     renumbered: int = 0):
+    """Write ``job`` into ``partial`` from every rank of ``comm``, resumably (called by ``convert``).
+
+    The frames are written in rounds: in each, rank ``r`` reads and writes the
+    ``r``-th slab (a whole number of the output's chunks, at most
+    ``stream.SLAB_BYTES`` of input) after the frames already counted, so every
+    round completes a prefix of the file.  ``ParallelWriter`` commits that
+    prefix durably, then rank 0 saves ``{"done": n}`` in the progress record:
+    a resume (any number of ranks) reopens the partial file and continues at
+    ``n``.  A SIGTERM is acted on by every rank together at the next round.
+    The file is renamed to the final name by rank 0 only once every frame is
+    written and its count read back (``segmented.check_complete``).
+    """
     from mpi4py import MPI
+
+    from .segmented import check_complete, chunk_frames
 
     t0 = time.perf_counter()
     rank, size = comm.Get_rank(), comm.Get_size()
-    plans, n_frames = frame_plan([s.n_frames for s in sources], start, stop, step)
-    if n_frames == 0:
-        raise InputFileError(sources[0].path, "the frame range selects no frames")
-    shifts, renumbered = file_shifts(sources, plans)
-    picked = np.arange(sum(s.n_frames for s in sources))[slice(start, stop, step)]
-    i0, i1 = rank * n_frames // size, (rank + 1) * n_frames // size
-    mine = [sh for sh, frames in zip(shifts, _split(sources, plans, picked, i0, i1)) if len(frames)]
-    stride = step or 1
-    blocks = iter_blocks(sources, atoms, fields, int(picked[i0]), int(picked[i1 - 1]) + 1, stride,
-                         _Shifts(mine)) if i1 > i0 else iter([])
-    check_output_path(output, overwrite)   # on every rank: all raise together
-    tmp = comm.bcast(str(temporary_name(output)) if rank == 0 else None, root=0)
+    n_frames = job.n_frames
+    # The record: made (or checked, on --resume) by rank 0; its verdict reaches every rank.
+    record = on_root(comm, lambda: _begin(partial, resume))
+    done = int(record.get("done", 0))
+    cf = chunk_frames(job)
+    per = max(1, stream.SLAB_BYTES // max(1, sources[0].bytes_per_frame(job.atoms, job.fields)))
+    slab = max(cf, per // cf * cf)
+    has_box = job.box is not None
+    kw = dict(comm=comm, strategy="collective", layout=job.layout, n_frames=n_frames,
+              velocities="velocity" in job.fields, forces="force" in job.fields, box=job.box, group=job.group,
+              units=job.units, precision=job.precision, encoding=job.encoding, durable=True)
     ok = False
     try:
-        with ParallelWriter(tmp, len(universe_atoms), comm=comm, strategy="collective", layout=layout,
-                            n_frames=n_frames, velocities="velocity" in fields, forces="force" in fields,
-                            box="triclinic" if has_box else None, group=group, units=units,
-                            topology=universe_atoms if rank == 0 else None, precision=precision,
-                            encoding=encoding) as w:
-            at = i0
-            while True:
-                block = next(blocks, None)
-                if comm.allreduce(block is None, op=MPI.LAND):
-                    break
-                if block is None:
-                    empty = np.empty((0, len(universe_atoms), 3), np.float32)
-                    w.write_frames(at, empty, step=np.empty(0), time=np.empty(0), box=None,
-                                   velocities=empty, forces=empty)
-                    continue
-                w.write_frames(at, block.positions, step=block.step, time=block.time,
-                               box=block.box if has_box else None, velocities=block.velocities,
-                               forces=block.forces)
-                at += block.n_frames
-        ok = comm.allreduce(True, op=MPI.LAND)
-        if rank == 0:
-            os.replace(tmp, output)
-        comm.Barrier()
+        with polling_for_stop():
+            if done:
+                w = ParallelWriter(partial.tmp, len(universe_atoms), resume_at=done, **kw)
+            else:
+                w = ParallelWriter(partial.tmp, len(universe_atoms), overwrite=True,
+                                   topology=universe_atoms if rank == 0 else None, **kw)
+            with w:
+                while w.n_frames < n_frames:
+                    signum = comm.allreduce(stop_requested(), op=MPI.MAX)
+                    if signum:   # every rank stops here together, the counted frames kept
+                        raise SystemExit(128 + signum)
+                    a = min(n_frames, w.n_frames + rank * slab)
+                    b = min(n_frames, a + slab)
+                    block = _read(job, sources, a, b)
+                    if block is None:
+                        empty = np.empty((0, len(universe_atoms), 3), np.float32)
+                        w.write_frames(a, empty, step=np.empty(0), time=np.empty(0), box=None,
+                                       velocities=empty, forces=empty)
+                    else:
+                        w.write_frames(a, block.positions, step=block.step, time=block.time,
+                                       box=block.box if has_box else None, velocities=block.velocities,
+                                       forces=block.forces)
+                    if rank == 0:   # the commit was durable: the record may count it
+                        save_record(partial.record_path, {**partial.record, "done": w.n_frames})
+        on_root(comm, lambda: (check_complete(partial.tmp, n_frames, partial.final), partial.finish()))
+        ok = True
+    except (SystemExit, KeyboardInterrupt):
+        ok = True   # kept for --resume
+        raise
     finally:
-        if not ok and rank == 0:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+        if not ok and rank == 0:   # an error: nothing half-written stays behind
+            partial.discard()
     if renumbered and rank == 0:
         log.warning("renumbered step and time of %d input file(s) so they keep increasing "
                     "(H5MD requires increasing steps)", renumbered)
-    return summary_cls(str(output), n_frames, len(universe_atoms), fields, layout.describe(), renumbered,
-                       time.perf_counter() - t0, os.path.getsize(output))
+    return summary_cls(str(partial.final), n_frames, len(universe_atoms), job.fields, job.layout.describe(),
+                       renumbered, time.perf_counter() - t0, os.path.getsize(partial.final))
 
 
-def _split(sources, plans, picked: np.ndarray, i0: int, i1: int):
-    """Per file, the (global) input frames of output range [i0, i1)."""
-    lo, hi = (int(picked[i0]), int(picked[i1 - 1]) + 1) if i1 > i0 else (0, 0)
-    offsets = np.cumsum([0] + [s.n_frames for s in sources])
-    return [g[(g >= lo) & (g < hi)] for g in (frames + off for frames, off in zip(plans, offsets))]
+def _begin(partial, resume: bool) -> dict:
+    """Rank 0: load (``resume``) or start the record; an interrupt before the first commit leaves no file,
+    so a record of 0 frames without one starts afresh."""
+    if resume and (load_record(partial.record_path) or {}).get("done") == 0 and not partial.tmp.exists():
+        partial.tmp.touch()   # nothing was counted: begin() accepts it, and the run starts over
+    partial.begin(resume, {"mode": "mpi", "done": 0})
+    if not partial.record.get("done"):
+        partial.tmp.unlink(missing_ok=True)
+    if partial.record.get("mode") != "mpi":
+        raise OutputError(partial.final, "the partial output was written by another executor; resume it with "
+                                         "that one, or start again without --resume")
+    return partial.record
+
+
+def _read(job, sources, a: int, b: int) -> Block | None:
+    """Output frames ``[a, b)`` read from their inputs, step/time shifted as a serial pass would."""
+    if b <= a:
+        return None
+    blocks = []
+    for k, frames, shift in job.pieces(a, b):
+        blk = sources[k].read(frames.start, frames[-1] + 1, job.atoms, job.fields, stride=frames.step)
+        blocks.append(dataclasses.replace(blk, step=blk.step + shift[0], time=blk.time + shift[1]))
+    if len(blocks) == 1:
+        return blocks[0]
+
+    def cat(name):
+        vals = [getattr(x, name) for x in blocks]
+        return None if vals[0] is None else np.concatenate(vals)
+    return Block(0, b - a, cat("positions"), cat("box"), cat("time"), cat("step"),
+                 velocities=cat("velocities"), forces=cat("forces"))

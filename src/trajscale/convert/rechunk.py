@@ -40,10 +40,10 @@ from ..store.schema import attr_str
 from ..store.units import factor
 from ..util import check_output_path, polling_for_stop, raise_if_stopped
 from .join import copy_attrs, copy_frames, copy_structure, virtual_series
-from .pool import EXECUTORS, run_tasks
+from .pool import EXECUTORS, on_root, run_tasks
 from .resume import Partial, identity, load_record, save_record
 from .resume import partial_paths as resume_paths
-from .segmented import move_parts, parts_folder
+from .segmented import move_parts, moving, parts_folder
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,8 @@ def _is_series(name: str, obj) -> bool:
 def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout, *,
             precision: float | None = None, encoding: str = "floats", overwrite: bool = False,
             resume: bool = False, slab_bytes: int | None = None, progress: bool = False,
-            executor: str | None = None, n_workers: int | None = None, virtual: bool = False) -> RechunkSummary:
+            executor: str | None = None, n_workers: int | None = None, virtual: bool = False,
+            comm=None) -> RechunkSummary:
     """Copy ``input`` to ``output`` with ``layout`` for its per-atom time series.
 
     Parameters
@@ -95,6 +96,8 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         ``"processes"`` or ``"dask"``: each of ``n_workers`` workers rewrites its range of frames
         into a segment file; the segments are then copied into the output (stored chunks as they
         are) or, with ``virtual``, kept in ``NAME.parts/`` and mapped into it as virtual datasets.
+        ``"mpi"`` with ``comm`` (every rank calls this): the ranks are the workers; rank 0 keeps the
+        progress record, joins the segments and renames the output.
     """
     t0 = time.perf_counter()
     slab_bytes = slab_bytes or SLAB_BYTES
@@ -102,9 +105,13 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
     final = check_output_path(output, overwrite=overwrite)
     if executor not in (None, *EXECUTORS):
         raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    if virtual and executor not in ("processes", "dask"):
-        raise ConfigError("--virtual keeps per-worker segments: it needs --executor processes or dask")
-    if virtual and parts_folder(final).exists() and not overwrite:
+    mpi = executor == "mpi"
+    if mpi and (comm is None or comm.Get_size() < 2):
+        raise ConfigError("--executor mpi: launch with mpiexec -n N trajscale rechunk ... (two ranks or more)")
+    if virtual and executor not in ("processes", "dask", "mpi"):
+        raise ConfigError("--virtual keeps per-worker segments: it needs --executor processes, dask or mpi")
+    if virtual and parts_folder(final).exists() and not overwrite and not (
+            resume and moving(load_record(partial_paths(final)[1]))):
         raise OutputError(parts_folder(final), "already exists (use --overwrite to replace it)")
     if encoding not in ENCODINGS:
         raise ConfigError(f"--encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
@@ -118,26 +125,39 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
     with open_h5(src_path) as src, polling_for_stop():
         names = _series_names(src)
         n_frames = max((src[n].shape[0] for n in names), default=0)
-        if executor in ("processes", "dask"):
+        n_workers = comm.Get_size() if mpi else n_workers or os.cpu_count() or 1
+        if executor in ("processes", "dask", "mpi"):
             cf = max([_chunk_frames(src[n], layout) for n in names], default=1)
-            ranges = split_frames(n_frames, n_workers or os.cpu_count() or 1, align=cf)
+            ranges = split_frames(n_frames, n_workers, align=cf)
             fresh = {"mode": "segments", "virtual": bool(virtual), "ranges": [[r.start, r.stop] for r in ranges]}
         else:
             fresh = {"done": {}}
-        # serially, the record is first written with the output's structure (frames counted from there)
-        resumed = partial.begin(resume, fresh, save="mode" in fresh)
+        if mpi:   # rank 0 keeps the record and joins; every rank rewrites its segments
+            partial.record = on_root(comm, lambda: _begin_on_root(partial, resume, fresh))
+        else:
+            # serially, the record is first written with the output's structure (frames counted from there)
+            resumed = partial.begin(resume, fresh, save="mode" in fresh)
         record = partial.record
         if record.get("mode") == "segments":
-            resumed_from = _run_segments(src_path, src, names, partial, layout, precision, encoding, slab_bytes,
-                                         executor or "serial", n_workers or os.cpu_count() or 1)
-            if record.get("virtual"):
-                return _finish_virtual(src, partial, names, t0, resumed_from)
-            with h5py.File(partial.tmp, "w") as dst:
-                _copy_structure(src, dst, layout, precision, encoding)
-                for path, a, _ in _segments(partial):
-                    with h5py.File(path, "r") as seg:
-                        for name in names:
-                            copy_frames(seg[name], dst[name], a, slab_bytes)
+            resumed_from = n_frames if moving(record) else _run_segments(
+                src_path, src, names, partial, layout, precision, encoding, slab_bytes, executor or "serial",
+                n_workers, comm=comm if mpi else None)
+
+            def join():
+                if record.get("virtual"):
+                    return _finish_virtual(src, partial, names, t0, resumed_from)
+                with h5py.File(partial.tmp, "w") as dst:
+                    _copy_structure(src, dst, layout, precision, encoding)
+                    for path, a, _ in _segments(partial):
+                        with h5py.File(path, "r") as seg:
+                            for name in names:
+                                copy_frames(seg[name], dst[name], a, slab_bytes)
+                _check_counts(src, partial, names)
+                partial.finish()
+                log.info("rechunked %s -> %s (%s)", src_path, final, layout.describe())
+                return RechunkSummary(str(final), n_frames, len(names), os.path.getsize(src_path),
+                                      os.path.getsize(final), time.perf_counter() - t0, resumed_from)
+            return on_root(comm, join) if mpi else join()
         else:
             if not resumed or not partial.tmp.exists():
                 with h5py.File(partial.tmp, "w") as dst:
@@ -158,6 +178,16 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
     log.info("rechunked %s -> %s (%s)", src_path, final, layout.describe())
     return RechunkSummary(str(final), n_frames, len(names), bytes_in, os.path.getsize(final),
                           time.perf_counter() - t0, resumed_from)
+
+
+def _begin_on_root(partial: Partial, resume: bool, fresh: dict) -> dict:
+    """Rank 0 of an MPI rechunk: load or start the record (and the segments' folder)."""
+    partial.begin(resume, fresh)
+    if partial.record.get("mode") != "segments":
+        raise OutputError(partial.final, "the partial output was written serially; resume it without mpiexec, "
+                                         "or start again without --resume")
+    partial.parts.mkdir(exist_ok=True)
+    return partial.record
 
 
 def _series_names(src: h5py.File) -> list[str]:
@@ -185,9 +215,9 @@ def _segments(partial: Partial) -> list[tuple[Path, int, int]]:
 
 
 def _run_segments(src_path: str, src: h5py.File, names: list[str], partial: Partial, layout: Layout,
-                  precision, encoding: str, slab_bytes: int, executor: str, n_workers: int) -> int:
+                  precision, encoding: str, slab_bytes: int, executor: str, n_workers: int, comm=None) -> int:
     """Rewrite every segment's frames on the workers (each its own file and record); return frames
-    already done before this run."""
+    already done before this run.  Under MPI (``comm``) every rank runs its share of rank 0's tasks."""
     partial.parts.mkdir(exist_ok=True)
     tasks, before = [], 0
     for path, a, b in _segments(partial):
@@ -197,7 +227,9 @@ def _run_segments(src_path: str, src: h5py.File, names: list[str], partial: Part
             before += min(done.values())
         if not done or min(done.values()) < b - a:
             tasks.append((src_path, str(path), str(rpath), names, layout, precision, encoding, a, b, slab_bytes))
-    run_tasks(rechunk_range, tasks, executor, n_workers)
+    if comm is not None:   # one task list: a rank may start writing records before another has read them
+        tasks, before = comm.bcast((tasks, before), root=0)
+    run_tasks(rechunk_range, tasks, executor, n_workers, comm=comm)
     for path, a, b in _segments(partial):
         done = (load_record(path.with_suffix(".progress.json")) or {}).get("done") or {}
         if sorted(done) != sorted(names) or any(v != b - a for v in done.values()):

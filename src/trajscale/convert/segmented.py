@@ -64,6 +64,9 @@ def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, p
         monitor_interval = 0   # no monitor thread: worker processes can then be forked
 
     rec = partial.record
+    if moving(rec):   # stopped while moving the counted segments or before the rename: finish that
+        _join_virtual(partial, [(partial.parts / f"part_{k:04d}.h5md", a, b) for k, (a, b) in enumerate(rec["ranges"])])
+        return None
     with Bar(total=job.n_frames, disable=not progress, unit="frame", desc="convert") as bar:
         if rec.get("mode") != "segments":
             bar.update(int(rec.get("done", 0)))
@@ -119,19 +122,37 @@ def _join_copy(partial: Partial, segs, n_frames: int) -> None:
     log.debug("joined %d segments into %s", len(segs), partial.tmp)
 
 
+def moving(record: dict | None) -> bool:
+    """True when a ``--virtual`` run was stopped while moving its counted segments to ``NAME.parts/``
+    (or after): ``--resume`` finishes the move and writes the output, and reruns nothing."""
+    return bool((record or {}).get("moving"))
+
+
 def move_parts(partial: Partial, segs) -> list[tuple[str, int, int]]:
     """Move finished segments to ``NAME.parts/`` (fsynced: the output will map them); return
-    ``(path, first frame, frames)`` of each."""
+    ``(path, first frame, frames)`` of each.
+
+    The record says ``moving`` before the first segment moves, so a crash anywhere from here to the
+    final rename is finished by ``--resume``: a segment already in ``NAME.parts/`` stays there.
+    """
     folder = parts_folder(partial.final)
-    if folder.exists():
-        shutil.rmtree(folder)   # the output itself was checked: an old run's parts, or --overwrite
-    folder.mkdir()
+    if not moving(partial.record):
+        partial.record["moving"] = True   # every segment was counted (write() checked) before this
+        partial.save()
+        if folder.exists():
+            shutil.rmtree(folder)   # the output itself was checked: an old run's parts, or --overwrite
+    folder.mkdir(exist_ok=True)
     moved = []
     for path, a, b in segs:
-        _seg_record(path).unlink(missing_ok=True)
-        path.rename(folder / path.name)
-        fsync_path(folder / path.name)
-        moved.append((str(folder / path.name), a, b - a))
+        dest = folder / path.name
+        if path.exists():
+            _seg_record(path).unlink(missing_ok=True)
+            path.replace(dest)
+            fsync_path(dest)
+        elif not dest.exists():
+            raise OutputError(partial.final, f"segment {path.name} is in neither {partial.parts} nor {folder}: "
+                                             "start again without --resume")
+        moved.append((str(dest), a, b - a))
     fsync_path(folder, directory=True)
     return moved
 

@@ -19,6 +19,7 @@ from ..block import split_frames
 from ..errors import AtomCountMismatchError, InputFileError
 from ..sources import H5MDSource, open_source
 from ..sources.segments import INDEX_NAME, write_index
+from ..store.codecs import DELTAS
 from ..store.layout import Layout
 from ..store.writer import H5MDWriter
 from ..util import atomic_output
@@ -46,9 +47,10 @@ def split(path: str | os.PathLike, out_dir: str | os.PathLike, n_parts: int, *, 
         ranges = split_frames(src.n_frames, n_parts, align=src.chunk_frames)
         fields = src.fields
         extras = _time_independent(src)
+        layout, stored = _stored_like(src, layout or Layout())
         for k, r in enumerate(ranges):
             part = out / f"part_{k:03d}.h5md"
-            _copy_range(src, r.start, r.stop, part, layout or Layout(), fields, extras)
+            _copy_range(src, r.start, r.stop, part, layout, fields, extras, stored)
             meta = src.read(r.start, r.start + 1, np.array([0])), src.read(r.stop - 1, r.stop, np.array([0]))
             segments.append({"path": str(part), "start": r.start, "n_frames": len(r),
                              "first_time": float(meta[0].time[0]), "last_time": float(meta[1].time[0])})
@@ -63,14 +65,34 @@ def _time_independent(src: H5MDSource) -> dict:
     return {k: pg[k][()] for k in ("species", "mass", "charge") if k in pg}
 
 
-def _copy_range(src: H5MDSource, start: int, stop: int, part: Path, layout: Layout, fields, extras) -> None:
+def _stored_like(src: H5MDSource, layout: Layout) -> tuple[Layout, dict]:
+    """The parts' layout and writer options: a lossy input's precision and encoding are kept.
+
+    A lossy input's parts are written in its units at its precision, so every
+    value lands on the grid it came from (re-rounding a decoded value is exact)
+    and ``inspect``/``verify`` of a part state and check the same bound; they
+    keep its compression too unless ``layout`` names one (positions rounded to a
+    grid but stored without a filter would save nothing).
+    """
+    if src.info.lossy is None:
+        return layout, {}
+    precision, _, encoding = src.info.lossy
+    if layout.compression is None:
+        comp = src.layout_summary().get("compression") or "none"
+        layout = Layout.parse(str(layout.chunks), comp, layout.fletcher32)
+    return layout, {"precision": precision, "encoding": "deltas" if encoding == DELTAS else "floats",
+                    "units": dict(src.info.units)}
+
+
+def _copy_range(src: H5MDSource, start: int, stop: int, part: Path, layout: Layout, fields, extras,
+                stored: dict | None = None) -> None:
     per = max(1, SLAB_BYTES // max(1, src.n_atoms * 12 * len(fields)))
     periodic = bool(src.read(start, start + 1, np.array([0])).box[:, :3].any())
     with atomic_output(part, overwrite=True) as tmp:
         with H5MDWriter(tmp, src.n_atoms, n_frames=stop - start, layout=layout, fields=fields,
                         box="triclinic" if periodic else None, group=src.info.group,
                         species=extras.get("species"), masses=extras.get("mass"),
-                        charges=extras.get("charge")) as w:
+                        charges=extras.get("charge"), **(stored or {})) as w:
             for a in range(start, stop, per):
                 b = src.read(a, min(stop, a + per), None, fields)
                 w.write(position=b.positions, velocity=b.velocities, force=b.forces, step=b.step,

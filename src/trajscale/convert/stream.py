@@ -10,19 +10,48 @@ its own spacing.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..block import Block
-from ..errors import AtomCountMismatchError, ConfigError
-from ..sources import H5MDSource, MDASource, Source, is_hdf5
+from ..errors import AtomCountMismatchError, ConfigError, InputFileError
+from ..sources import H5MDSource, MDASource, PartSource, Source, is_hdf5
 from ..sources.mda import check_input_file
+from ..sources.parts import part_format
 from ..util import polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
 
-SLAB_BYTES = 64 * 1024**2
+#: Bytes of input read per slab (and between progress records); TRAJSCALE_CONVERT_SLAB_MB overrides.
+SLAB_BYTES = int(float(os.environ.get("TRAJSCALE_CONVERT_SLAB_MB", 64)) * 1024**2)
+
+#: Input formats read in place as a :class:`PartSource`: no Universe, so MDAnalysis writes no
+#: ``.NAME_offsets.npz`` cache (nor its lock file) beside the user's XTC/TRR, and the XDR frame
+#: offsets are scanned once, by the preparing process, and shipped to workers.
+PART_FORMATS = ("XTC", "TRR", "DCD")
+
+
+def is_part(path: str) -> bool:
+    """True if ``path`` (not HDF5) is in one of :data:`PART_FORMATS`."""
+    try:
+        return part_format(path) in PART_FORMATS
+    except InputFileError:   # an unknown extension: MDAnalysis's reader gives its own error
+        return False
+
+
+def open_input_file(path: str, topology: str, parsed_topology, group: str | None = None,
+                    assume_units: str | None = None, offsets: str | None = None) -> Source:
+    """The Source of one input file: H5MD, a part read in place, or MDAnalysis's reader for other formats.
+
+    ``offsets`` are a PartSource's shipped XTC/TRR frame offsets (None: scanned here).
+    """
+    if is_hdf5(path):
+        return H5MDSource(path, group=group, assume_units=assume_units)
+    if is_part(path):
+        return PartSource(path, offsets=offsets)
+    return MDASource(topology, [path], parsed_topology=parsed_topology)
 
 
 def open_inputs(topology: str, trajectories: list[str], universe, group: str | None = None,
@@ -37,8 +66,7 @@ def open_inputs(topology: str, trajectories: list[str], universe, group: str | N
     try:
         for path in trajectories:
             check_input_file(path)
-            src = (H5MDSource(path, group=group, assume_units=assume_units) if is_hdf5(path)
-                   else MDASource(topology, [path], parsed_topology=universe._topology))
+            src = open_input_file(path, topology, universe._topology, group, assume_units)
             sources.append(src)
             if src.n_atoms != n_atoms:
                 raise AtomCountMismatchError(f"{path} has {src.n_atoms} atoms but the topology {topology} has {n_atoms}")

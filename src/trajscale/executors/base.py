@@ -58,11 +58,16 @@ def _key(config: dict) -> tuple:
 
 
 def _config_paths(config: dict) -> list[str]:
-    """The files a source config names (H5MD, a part: ``path``; segments: ``index`` and every part;
-    MDAnalysis: topology, trajectories)."""
+    """The files a source config names (H5MD, a part: ``path``; segments: ``index`` and topology;
+    MDAnalysis: topology, trajectories).
+
+    A segmented source's parts are not among them: stat-ing every part of a
+    10,000-part chain for each task of each worker is a metadata storm on a
+    parallel file system. The source checks the parts it holds open itself
+    (:meth:`~trajscale.sources.base.Source.refresh`), one stat per part a task reads.
+    """
     paths = [config[k] for k in ("path", "index", "topology") if isinstance(config.get(k), (str, os.PathLike))]
-    return ([str(p) for p in paths] + [str(p) for p in config.get("trajectories") or ()]
-            + [str(s["path"]) for s in config.get("segments") or ()])
+    return [str(p) for p in paths] + [str(p) for p in config.get("trajectories") or ()]
 
 
 def _release(src: Source) -> None:
@@ -84,6 +89,7 @@ def cached_source(config: dict, comm=None) -> tuple[Source, float]:
     entry = _SOURCES.get(key)
     if entry is not None:
         if entry[0] == ident:
+            entry[1].refresh()   # files it opened lazily (segments) are checked as tasks read them
             return entry[1], 0.0
         log.debug("%s changed since it was opened: reopening", _config_paths(config)[:1])
         del _SOURCES[key]
@@ -139,9 +145,11 @@ def blocks_of(frames: FrameRange, block_frames: int, align: int = 1, stride: int
     return [FrameRange(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
-#: A task whose reads release the GIL is read in at least this many blocks, each read by a
-#: helper thread while the one before it is mapped (the map's time hides behind the reads).
+#: A task whose reads release the GIL is read in this many blocks, each read by a helper
+#: thread while the one before it is mapped (the map's time hides behind the reads)...
 READ_AHEAD_BLOCKS = 4
+#: ... but in no block smaller than this: a block's read and map carry ~0.1 ms of fixed cost.
+READ_AHEAD_MIN_BLOCK_BYTES = 1024**2
 
 
 def _read_blocks(source: Source, ranges: list[FrameRange], atoms, fields, stride: int, ahead: bool):
@@ -180,8 +188,8 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
     Blocks hold at most ``job.block_frames`` frames (the reused read buffer
     bounds the worker's memory); their partials combine with the analysis's
     own ``reduce``.  When the source reads without the GIL, the task is cut
-    into at least :data:`READ_AHEAD_BLOCKS` blocks of at most half the budget
-    (two buffers) and a thread reads the next while this one maps; ``t_io``
+    into :data:`READ_AHEAD_BLOCKS` blocks (of at least :data:`READ_AHEAD_MIN_BLOCK_BYTES`,
+    at most half the budget: two buffers) and a thread reads the next while this one maps; ``t_io``
     is then the time the map waited for its block.  User errors keep their
     type; anything else becomes a TaskError naming the worker and the frame range.
     """
@@ -197,7 +205,8 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         per = job.block_frames
         if ahead:
             n_kept = len(range(frames.start, frames.stop, job.stride))
-            per = max(1, min(per // 2, -(-n_kept // READ_AHEAD_BLOCKS)))
+            least = READ_AHEAD_MIN_BLOCK_BYTES // max(1, source.bytes_per_frame(job.prepared.atoms, analysis.fields))
+            per = max(1, min(per // 2, max(least, -(-n_kept // READ_AHEAD_BLOCKS))))
         ranges = blocks_of(frames, per, source.chunk_frames, job.stride)
         for block, waited in _read_blocks(source, ranges, job.prepared.atoms, analysis.fields, job.stride, ahead):
             t1 = time.perf_counter()

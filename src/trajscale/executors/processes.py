@@ -18,16 +18,23 @@ import os
 import shutil
 import signal
 import tempfile
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from ..block import FrameRange
-from ..errors import ConfigError, TaskError
+from ..errors import TaskError
+from ..pools import (
+    as_completed_polling,
+    choose_start_method,
+    main_not_reimported,
+    quiet_worker,
+    sigint_blocked,
+    stop_workers,
+)
 from ..report.timing import TaskTiming
-from ..util import raise_if_stopped
 from .base import Executor, Job, progress_bar, run_task
-from .startup import fork_is_safe, main_not_reimported, quiet_worker, sigint_blocked, warm_up
+from .startup import warm_up
 
 log = logging.getLogger(__name__)
 
@@ -52,26 +59,8 @@ def _worker_task(job: Job, task: int, frames: FrameRange):
     return run_task(job, task, frames, f"pid {os.getpid()}")
 
 
-def choose_start_method(requested: str | None = None) -> str:
-    """``requested``, else ``$TRAJSCALE_START_METHOD``, else fork where safe, else forkserver/spawn."""
-    methods = mp.get_all_start_methods()
-    method = requested or os.environ.get("TRAJSCALE_START_METHOD") or None
-    if method is not None:
-        if method not in methods:
-            raise ConfigError(f"start method {method!r} is not available here; choose one of {', '.join(methods)}")
-        return method
-    if "fork" in methods and fork_is_safe():
-        return "fork"
-    return "forkserver" if "forkserver" in methods else "spawn"
 
 
-def _as_completed_polling(futures):
-    """``as_completed``, waking every 0.1 s to act on a Ctrl-C/SIGTERM the CLI recorded."""
-    pending = set(futures)
-    while pending:
-        done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
-        raise_if_stopped()
-        yield from done
 
 
 class ProcessExecutor(Executor):
@@ -127,7 +116,7 @@ class ProcessExecutor(Executor):
         out: list = [None] * len(ranges)
         try:
             with progress_bar(len(ranges), progress) as bar:
-                for fut in _as_completed_polling(futures):
+                for fut in as_completed_polling(futures):
                     i = futures[fut]
                     try:
                         out[i] = fut.result()
@@ -179,9 +168,7 @@ class ProcessExecutor(Executor):
         if self._pool is not None:
             pool, self._pool = self._pool, None
             if not wait:
-                for proc in list((getattr(pool, "_processes", None) or {}).values()):   # no public handle
-                    if proc.is_alive():
-                        proc.terminate()
+                stop_workers(pool)
             pool.shutdown(wait=wait, cancel_futures=True)
         if self._marks is not None:
             shutil.rmtree(self._marks, ignore_errors=True)

@@ -84,6 +84,13 @@ class ParallelWriter:
         Particle group name.
     layout
         A ``Layout`` instead of ``chunks`` and ``compression``.
+    resume_at
+        Continue a file this class wrote (an interrupted ``write_frames`` run whose first
+        ``resume_at`` frames a progress record counted) instead of creating one: it is
+        reopened under ``path`` (on every rank under MPI-IO) and the next frames follow.
+    durable
+        Every commit reaches the disk before ``n_frames`` counts it (two flushes per commit
+        instead of one): what a progress record saved after a commit counts is in the file.
     """
 
     def __init__(self, path: str | os.PathLike, n_atoms: int, *, comm=None, strategy: str = "collective",
@@ -91,7 +98,8 @@ class ParallelWriter:
                  velocities: bool = False, forces: bool = False, topology=None,
                  n_frames: int | None = None, box: str | None = "triclinic", check: bool = False,
                  overwrite: bool = True, group: str = "all", layout: Layout | None = None,
-                 precision: float | None = None, encoding: str = "floats") -> None:
+                 precision: float | None = None, encoding: str = "floats", resume_at: int | None = None,
+                 durable: bool = False) -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
         self.units = unit_system(units) if isinstance(units, str) else {**WRITE_UNITS, **units}
@@ -125,9 +133,15 @@ class ParallelWriter:
         self.opens = self.mpio or self.rank == 0
         self._collective_io = self.mpio and (strategy == "collective" or bool(self.layout.compression))
         self._published = False
+        self._durable = durable
         self._ncommitted = 0   # frames complete; every rank runs the same commits
         self._pending: list[tuple[int, np.ndarray, np.ndarray]] = []   # write_frames: step/time not yet committed (rank 0)
         self._written: list[tuple[int, int]] = []   # write_frames: merged frame ranges written
+        self._box = box
+        self._w: H5MDWriter | None = None
+        if resume_at is not None:
+            self._reopen(int(resume_at), n_frames)
+            return
 
         problem, tmp = None, None
         if self.rank == 0:
@@ -141,14 +155,27 @@ class ParallelWriter:
             raise OutputError(self.path, problem)
         self._tmp = Path(tmp)
         meta = self._bcast(_topology_arrays(topology) if self.rank == 0 else None)
-        self._w: H5MDWriter | None = None
         if self.opens:
             self._w = H5MDWriter(self._tmp, self.n_atoms, n_frames=n_frames, layout=self.layout,
                                  fields=self.fields, box=box, group=group, units=self.units,
                                  driver="mpio" if self.mpio else None, comm=comm if self.mpio else None,
                                  mpi_info=self._hints(), precision=precision, encoding=encoding,
                                  **(meta or {}))
-        self._box = box
+
+    def _reopen(self, n: int, n_frames: int | None) -> None:
+        """Open the file an interrupted run left at ``self.path``, its first ``n`` frames counted."""
+        problem = None
+        if self.rank == 0 and not self.path.is_file():
+            problem = "no partial file to continue"
+        problem = self._bcast(problem)
+        if problem:
+            raise OutputError(self.path, problem)
+        if self.opens:
+            self._w = H5MDWriter.reopen(self.path, n, n_frames, driver="mpio" if self.mpio else None,
+                                        comm=self.comm if self.mpio else None, mpi_info=self._hints())
+        self._published = True
+        self._ncommitted = n
+        self._written = [(0, n)] if n else []
 
     # -- public API -----------------------------------------------------------------------------
 
@@ -297,7 +324,7 @@ class ParallelWriter:
             log.warning("%s: frames %s were written but frames before them never were: dropped",
                         self.path, ", ".join(f"[{max(a, self._ncommitted)}, {b})" for a, b in lost))
         if self._w is not None:
-            self._w.close()
+            self._w.close(abandoned=error)   # an error or interrupt says so itself
         if self.rank == 0:
             if not self._published and error:
                 with contextlib.suppress(FileNotFoundError):
@@ -359,7 +386,7 @@ class ParallelWriter:
 
     def _commit(self, n: int, steps, times) -> None:
         if self._w is not None:   # durable at once only for the first frame (the rename follows)
-            self._w.commit(n, steps, times, durable=not self._published)
+            self._w.commit(n, steps, times, durable=self._durable or not self._published)
         self._ncommitted = n
         if not self._published:   # the first complete frame: the file takes its final name
             if self.rank == 0:

@@ -43,6 +43,22 @@ def _source_path(report: RunReport) -> str:
     return str(src.get("path") or "FILE")
 
 
+def _kept_options(report: RunReport) -> str:
+    """``rechunk`` options keeping the file's compression and precision (rechunk's defaults are none:
+    a suggested command without them would decompress the file, or store a lossy one's floats plainly)."""
+    src = report.source or {}
+    out = ""
+    comp = src.get("compression")
+    if isinstance(comp, str) and comp not in ("", "none"):
+        out += f" --compression {comp}"
+    prec = src.get("precision")
+    if isinstance(prec, dict) and prec.get("angstrom") is not None:
+        out += f" --precision {float(prec['angstrom']):g}"
+        if prec.get("encoding") not in (None, "floats"):
+            out += " --encoding deltas"
+    return out
+
+
 def rule_io_bound_format(report: RunReport, d: Diagnosis) -> Advice | None:
     """I/O-bound on a non-H5MD source: convert to H5MD and read with MPI-IO, or segment."""
     fmt = str((report.source or {}).get("format", "")).lower()
@@ -107,7 +123,7 @@ def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
     return Advice(
         "chunk-amplification",
         f"rechunk the file: `trajscale rechunk {_source_path(report)} -o fixed.h5md "
-        f"--chunks {layout}`",
+        f"--chunks {layout}{_kept_options(report)}`",
         f"{where}reading a {worst} costs {pats[worst]:.1f}x the bytes asked for")
 
 
@@ -202,7 +218,8 @@ def rule_imbalance(report: RunReport, d: Diagnosis) -> Advice | None:
                    f"{cap} chunk-aligned tasks")
         return Advice("imbalance",
                       f"rechunk to smaller frame blocks, then use more tasks: `trajscale rechunk "
-                      f"{_source_path(report)} -o rechunked.h5md --chunks {per}` and `--tasks {want}`",
+                      f"{_source_path(report)} -o rechunked.h5md --chunks {per}{_kept_options(report)}` and "
+                      f"`--tasks {want}`",
                       "; ".join(why))
     return Advice("imbalance", f"use more tasks per worker (e.g. `--tasks {want}`)",
                   "; ".join(why))

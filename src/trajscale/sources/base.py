@@ -9,7 +9,6 @@ import numpy as np
 
 from ..block import Block
 
-
 #: Box (6 float32), time (float64) and step (int64) of one frame.
 FRAME_META_BYTES = 40
 _BLOCK_ATTRS = {"position": "positions", "velocity": "velocities", "force": "forces"}
@@ -70,6 +69,15 @@ class Source(ABC):
         return 1
 
     @property
+    def part_starts(self) -> tuple[int, ...]:
+        """Frames at which another file of the trajectory begins (past frame 0), in order.
+
+        Tasks begin there, so a task reads one file (or whole files): empty for
+        a trajectory in one file, the segment starts for a segmented one.
+        """
+        return ()
+
+    @property
     def fields(self) -> tuple[str, ...]:
         """Per-atom fields available: a subset of position, velocity, force."""
         return ("position",)
@@ -116,6 +124,14 @@ class Source(ABC):
     def layout_summary(self) -> dict:
         """Storage facts for reports (format, chunks, compression)."""
         return {"format": self.kind, "path": self.path}
+
+    def refresh(self) -> None:
+        """Called before a source kept open by a worker serves another task.
+
+        A source that opens files lazily (segments) checks, from then on, that
+        each file it holds open is still the one it opened; the default does
+        nothing (the worker's cache checks the files a config names).
+        """
 
     def close(self) -> None:
         """Release file handles."""

@@ -15,9 +15,9 @@ from ..store.box import edges_to_dimensions
 from ..store.codecs import decode_deltas, delta_quantum
 from ..store.direct import DirectReads
 from ..store.hdf5 import ensure_filters, open_h5
-from ..store.schema import H5MDInfo, describe
 from ..store.layout import reader_chunk_cache
 from ..store.runs import plan_atom_reads
+from ..store.schema import H5MDInfo, describe
 from ..util import file_identity
 from .base import FRAME_META_BYTES, Source
 
@@ -170,7 +170,9 @@ class H5MDSource(Source):
 
         if self._described[1] is None:
             self._described[1] = layout_facts(self.info)
-        return copy.deepcopy(self._described[1])   # a report's copy: the memo stays as described
+        facts = copy.deepcopy(self._described[1])   # a report's copy: the memo stays as described
+        facts["direct_reads"] = sorted(self._direct)   # fields read at their byte addresses (store.direct)
+        return facts
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:

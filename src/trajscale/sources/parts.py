@@ -177,6 +177,16 @@ class PartSource(Source):
     def fields(self) -> tuple[str, ...]:
         return self._fields
 
+    @property
+    def native_units(self) -> dict[str, str]:
+        """The units the file stores, as MDAnalysis's reader for its format declares them
+        (``{"length": "nm", "time": "ps", ...}``); blocks are always in MDAnalysis's units."""
+        if self._reader is not None:
+            return dict(getattr(self._reader, "units", None) or {})
+        from MDAnalysis.core._get_readers import get_reader_for
+
+        return dict(getattr(get_reader_for(self._path, format=self.format), "units", None) or {})
+
     def get_config(self) -> dict:
         offsets = encode_offsets(self._offsets) if self._xdr else None
         return {"kind": self.kind, "path": self._path, "n_atoms": self._n_atoms, "offsets": offsets,
@@ -248,7 +258,11 @@ class PartSource(Source):
                                              f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
         for fl, arr in out.items():   # units of the selected atoms only, once per block
             arr *= XDR_SCALE[fl]
-        box[:] = edges_to_dimensions(edges * np.float32(10.0))
+        # Angles from the stored nm vectors, then lengths to Å: MDAnalysis's order (triclinic_box, then
+        # convert_pos_from_native on the lengths), so the box equals its to the last bit.
+        dims = edges_to_dimensions(edges)
+        dims[:, :3] *= np.float32(10.0)
+        box[:] = dims
 
     def _scratch_frame(self, field: str) -> np.ndarray:
         buf = getattr(self, "_frame_buf", None)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 from collections import OrderedDict
 from pathlib import Path
 
@@ -92,7 +93,7 @@ class SegmentedSource(Source):
     def __init__(self, index: str | os.PathLike | None = None, topology: str | None = None,
                  max_open: int = MAX_OPEN, group: str | None = None, assume_units: str | None = None,
                  segments: list[dict] | None = None, n_atoms: int | None = None,
-                 fields: list[str] | None = None) -> None:
+                 fields: list[str] | None = None, chunk_frames: int | None = None) -> None:
         if segments is None:   # read the index (in the process preparing the job)
             ip = index_path(index) if index is not None else None
             if ip is None:
@@ -117,6 +118,11 @@ class SegmentedSource(Source):
         self._n_atoms = int(n_atoms)
         self._starts = np.cumsum([0] + [int(s["n_frames"]) for s in segments], dtype=np.int64)
         self._open: OrderedDict[int, Source] = OrderedDict()
+        # Identity of each open part when it was opened, and the open parts checked since the last
+        # refresh(): a long-lived worker stats only the parts a task reads, never the whole chain.
+        self._identity: dict[int, tuple] = {}
+        self._checked: set[int] = set()
+        self._chunk_frames = None if chunk_frames is None else max(1, int(chunk_frames))
         self.opens = 0            # segment files opened so far (for tests and reports)
         self.max_open_seen = 0
         self.bytes_read = 0
@@ -161,9 +167,20 @@ class SegmentedSource(Source):
 
     @property
     def chunk_frames(self) -> int:
-        """The segments' common length (tasks then follow segment boundaries), else 1."""
-        lengths = {s["n_frames"] for s in self.segments[:-1]}
-        return lengths.pop() if len(lengths) == 1 else 1
+        """Frames per storage chunk inside a part: the first part's for H5MD parts, else 1.
+
+        Tasks and blocks cut inside a part on multiples of it, counted from the
+        part's start (segment boundaries themselves come from :attr:`part_starts`).
+        """
+        if self._chunk_frames is None:
+            fmt = self.segments[0].get("format")
+            h5 = fmt == "H5MD" or fmt is None and _is_hdf5(self.segment_path(0))
+            self._chunk_frames = self._segment(0).chunk_frames if h5 else 1
+        return self._chunk_frames
+
+    @property
+    def part_starts(self) -> tuple[int, ...]:
+        return tuple(int(s) for s in self._starts[1:-1])
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -187,7 +204,7 @@ class SegmentedSource(Source):
         return {"kind": self.kind, "index": self._index_path, "topology": self.topology, "max_open": self.max_open,
                 **self._h5md_options, "segments": [{k: seg.get(k) for k in _SHIPPED if k in seg}
                                                    for seg in self.segments],
-                "n_atoms": self._n_atoms, "fields": list(self.fields)}
+                "n_atoms": self._n_atoms, "fields": list(self.fields), "chunk_frames": self.chunk_frames}
 
     def layout_summary(self) -> dict:
         formats = sorted({str(s.get("format") or Path(s["path"]).suffix.lstrip(".").upper()) for s in self.segments})
@@ -203,19 +220,31 @@ class SegmentedSource(Source):
     def segment_path(self, i: int) -> str:
         return str(self.segments[i]["path"])
 
+    def refresh(self) -> None:
+        """A new task: each open part is checked (one stat) the first time the task reads it."""
+        self._checked.clear()
+
     def _segment(self, i: int) -> Source:
         src = self._open.get(i)
+        if src is not None and i not in self._checked:
+            if _part_identity(self.segment_path(i)) != self._identity[i]:
+                # rewritten in place (or replaced) since it was opened: its handle would read stale data
+                log.debug("%s changed since it was opened: reopening", self.segment_path(i))
+                self._drop(i)
+                src = None
+            else:
+                self._checked.add(i)
         if src is not None:
             self._open.move_to_end(i)
             return src
         while len(self._open) >= self.max_open:
-            _, old = self._open.popitem(last=False)
-            old.close()
+            self._drop(next(iter(self._open)))
         from . import open_source
         from .parts import PartSource
 
         seg, path = self.segments[i], self.segment_path(i)
-        if not Path(path).is_file():
+        ident = _part_identity(path)   # before opening: a rewrite after it is noticed next task
+        if ident is None:
             raise InputFileError(path, f"segment {i} of {self._index_path or 'the trajectory'} is missing")
         fmt = seg.get("format")
         if fmt == "H5MD" or fmt is None and _is_hdf5(path):
@@ -228,6 +257,8 @@ class SegmentedSource(Source):
                                        f"{self._index_path or '(the parts as scanned)'} says {self.segments[i]['n_frames']} x {self.n_atoms}")
         src.reuse_buffers = False   # the segment's arrays are copied into this source's block
         self._open[i] = src
+        self._identity[i] = ident
+        self._checked.add(i)
         self.opens += 1
         self.max_open_seen = max(self.max_open_seen, len(self._open))
         return src
@@ -267,10 +298,28 @@ class SegmentedSource(Source):
         return Block(start, stop, out["position"], box, time, step,
                      velocities=out.get("velocity"), forces=out.get("force"), stride=stride)
 
+    def _drop(self, i: int) -> None:
+        src = self._open.pop(i)
+        self._identity.pop(i, None)
+        self._checked.discard(i)
+        src.close()
+
     def close(self) -> None:
         while self._open:
-            _, src = self._open.popitem()
-            src.close()
+            self._drop(next(reversed(self._open)))
+
+
+def _part_identity(path: str) -> tuple | None:
+    """(device, inode, size, mtime_ns) of a part file; None if it is missing or not a file.
+
+    One ``stat`` (``util.file_identity`` also resolves the real path, an ``lstat``
+    per path component: metadata operations a parallel file system pays for).
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
 
 
 #: Keys of a segment that travel in the config.

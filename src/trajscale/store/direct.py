@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections import OrderedDict
 
 import h5py
@@ -54,7 +55,7 @@ class DirectReads:
         self._frame_bytes = n_atoms * 3 * 4
         self._chunk_frames = max(1, n_frames) if ds.chunks is None else ds.chunks[0]
         self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        self._rows: np.ndarray | None = None
+        self._rows = threading.local()   # a row buffer per thread (Dask runs tasks in threads)
         st = os.fstat(self._fd)
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, ds.name)
         self._addresses = _ADDRESSES.get(key)
@@ -145,9 +146,10 @@ class DirectReads:
         return True
 
     def _row(self, n_columns: int) -> np.ndarray:
-        if self._rows is None or len(self._rows) < n_columns:
-            self._rows = np.empty((n_columns, 3), np.float32)
-        return self._rows[:n_columns]
+        row = getattr(self._rows, "buf", None)
+        if row is None or len(row) < n_columns:
+            row = self._rows.buf = np.empty((n_columns, 3), np.float32)
+        return row[:n_columns]
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -132,15 +132,17 @@ class H5MDWriter:
             pg.create_dataset("name", data=np.asarray(names, dtype="S"))
 
     @classmethod
-    def reopen(cls, path: str | os.PathLike, n_written: int, n_frames: int | None = None) -> H5MDWriter:
+    def reopen(cls, path: str | os.PathLike, n_written: int, n_frames: int | None = None, *,
+               driver: str | None = None, comm=None, mpi_info=None) -> H5MDWriter:
         """Continue a file this class wrote (an interrupted write) after its first ``n_written`` frames.
 
         ``n_written`` is what the caller's progress record counted (never more
         than the file committed); ``step``/``time`` are cut back to it and the
-        next :meth:`write` continues there.
+        next :meth:`write` continues there.  ``driver="mpio"`` with ``comm``
+        reopens it on every rank (as in ``__init__``).
         """
         self = cls.__new__(cls)
-        self.file = f = open_h5(path, "r+")
+        self.file = f = open_h5(path, "r+", driver=driver, comm=comm, **({"info": mpi_info} if mpi_info else {}))
         try:
             (self.group,) = f["particles"].keys()
             pg = self._pg = f[f"particles/{self.group}"]

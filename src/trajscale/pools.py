@@ -1,0 +1,109 @@
+"""Local worker processes: how they start, how they are stopped, how a caller waits on them.
+
+The one place for these mechanics, below both users: the analysis executors
+(:mod:`trajscale.executors.processes`) and the conversion pool
+(:mod:`trajscale.convert.pool`), which may not import the executors.
+
+Three things users meet before any task runs:
+
+* ``spawn`` and ``forkserver`` children re-import the parent's ``__main__``:
+  :func:`~trajscale.util.main_not_reimported` hides it while workers start.
+* ``fork`` starts a worker in milliseconds with everything already imported,
+  but is unsafe when other threads run (a lock held at the fork stays held in
+  the child) or MPI is initialised: :func:`fork_is_safe` says when it is not.
+* Ctrl-C reaches every process of the terminal's process group: a worker (or
+  forkserver) that is still importing prints a ``KeyboardInterrupt``
+  traceback.  :func:`sigint_blocked` keeps SIGINT pending while workers start
+  (children inherit the blocked mask) and :func:`quiet_worker` makes them ignore
+  it; the parent alone receives it and stops the pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+from concurrent.futures import FIRST_COMPLETED, wait
+
+from .errors import ConfigError
+from .util import main_not_reimported, raise_if_stopped
+
+__all__ = ["as_completed_polling", "choose_start_method", "fork_is_safe", "main_not_reimported",
+           "quiet_worker", "sigint_blocked", "stop_workers"]
+
+
+def fork_is_safe() -> bool:
+    """True when this process can fork workers: a POSIX fork, no other thread, no MPI."""
+    if not hasattr(os, "fork") or sys.platform == "darwin":   # macOS frameworks are not fork-safe
+        return False
+    if threading.active_count() > 1:
+        return False
+    mpi = sys.modules.get("mpi4py.MPI")
+    try:
+        return not (mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized())
+    except Exception:   # noqa: BLE001 - a broken MPI is one more reason not to fork
+        return False
+
+
+def choose_start_method(requested: str | None = None) -> str:
+    """``requested``, else ``$TRAJSCALE_START_METHOD``, else fork where safe, else forkserver/spawn."""
+    methods = mp.get_all_start_methods()
+    method = requested or os.environ.get("TRAJSCALE_START_METHOD") or None
+    if method is not None:
+        if method not in methods:
+            raise ConfigError(f"start method {method!r} is not available here; choose one of {', '.join(methods)}")
+        return method
+    if "fork" in methods and fork_is_safe():
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
+@contextlib.contextmanager
+def sigint_blocked():
+    """SIGINT held pending in this thread while workers start; delivered when the block ends.
+
+    Children started in the block inherit the blocked mask (across exec too,
+    so a forkserver's imports cannot be interrupted), and :func:`quiet_worker`
+    then ignores the signal before unblocking it.
+    """
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def quiet_worker() -> None:
+    """Worker initializer: Ctrl-C is the parent's to handle (it stops the pool)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def as_completed_polling(futures):
+    """``as_completed``, waking every 0.1 s to act on a Ctrl-C/SIGTERM the CLI recorded."""
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+        raise_if_stopped()
+        yield from done
+
+
+def stop_workers(pool, sig: int = signal.SIGTERM) -> None:
+    """Send ``sig`` to every live worker of a ``ProcessPoolExecutor`` (it has no public handle on them).
+
+    SIGTERM to a worker that records it (the conversion's) stops it between slabs with its
+    files closed; ``Process.terminate`` is the same signal for workers that do not record it.
+    """
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            if proc.is_alive():
+                os.kill(proc.pid, sig)
+        except (ProcessLookupError, AttributeError, ValueError):
+            pass

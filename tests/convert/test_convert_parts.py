@@ -1,0 +1,90 @@
+"""convert reads XTC/TRR/DCD inputs in place (PartSource): no MDAnalysis offset cache or lock file is
+written beside the user's inputs, and the output is what MDAnalysis reads from them."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+
+import h5py
+import MDAnalysis as mda
+import numpy as np
+import pytest
+from MDAnalysisTests import datafiles as D
+
+from trajscale.convert.convert import convert
+
+warnings.filterwarnings("ignore", module="MDAnalysis")
+
+CASES = {"xtc": (D.GRO, D.XTC), "trr": (D.GRO, D.TRR), "dcd": (D.PSF, D.DCD)}
+
+
+def _mda_frames(top: str, traj: str) -> dict:
+    """What MDAnalysis reads from one input: positions, velocities, forces (if any), box and time, in its units."""
+    u = mda.Universe(top, traj)
+    out = {"position": [], "velocity": [], "force": [], "box": [], "time": []}
+    for t in u.trajectory:
+        out["position"].append(t.positions.copy())
+        if t.has_velocities:
+            out["velocity"].append(t.velocities.copy())
+        if t.has_forces:
+            out["force"].append(t.forces.copy())
+        if t.dimensions is not None:
+            out["box"].append(t.dimensions.copy())
+        out["time"].append(t.time)
+    return {k: np.array(v) for k, v in out.items() if v}
+
+
+def _litter(folder) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(("_offsets.npz", ".lock")))
+
+
+@pytest.mark.parametrize("executor", [None, "processes"])
+@pytest.mark.parametrize("fmt", sorted(CASES))
+def test_convert_writes_no_offset_cache_and_equals_mdanalysis(tmp_path, fmt, executor):
+    top, original = CASES[fmt]
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    a, b = inputs / f"a.{fmt}", inputs / f"b.{fmt}"   # one run's file twice, as restarts leave them
+    shutil.copy(original, a)
+    shutil.copy(original, b)
+    out = tmp_path / "out.h5md"
+    convert(top, [str(a), str(b)], str(out), executor=executor, n_workers=2 if executor else None)
+    assert _litter(inputs) == [], "MDAnalysis's offset cache or its lock was written beside the inputs"
+
+    ref = _mda_frames(top, original)   # MDAnalysis on the untouched original (its cache, if any, lands there)
+    n = len(ref["time"])
+    got = mda.Universe(top, str(out))   # MDAnalysis reads the output: units as written
+    assert got.trajectory.n_frames == 2 * n
+    for i, t in enumerate(got.trajectory):
+        np.testing.assert_allclose(t.positions, ref["position"][i % n], rtol=1e-6, atol=1e-5)
+        if "box" in ref:
+            np.testing.assert_allclose(t.dimensions, ref["box"][i % n], rtol=1e-6)
+        else:
+            assert t.dimensions is None
+        if "velocity" in ref:
+            np.testing.assert_allclose(t.velocities, ref["velocity"][i % n], rtol=1e-6, atol=1e-5)
+        if "force" in ref:
+            np.testing.assert_allclose(t.forces, ref["force"][i % n], rtol=1e-6, atol=1e-4)
+    # the second copy's times continue the first's with its own spacing (steps must increase in H5MD)
+    dt = ref["time"][1] - ref["time"][0]
+    shift = ref["time"][-1] + dt - ref["time"][0]
+    with h5py.File(out) as f:
+        (g,) = f["particles"].values()
+        np.testing.assert_allclose(g["position/time"][:], np.concatenate([ref["time"], ref["time"] + shift]),
+                                   rtol=1e-6)
+        assert np.all(np.diff(g["position/step"][:]) > 0)
+
+
+def test_source_units_come_from_the_format(tmp_path):
+    """--units source on an XTC read in place: nm and ps, as MDAnalysis's XTC reader declares them."""
+    xtc = tmp_path / "in.xtc"
+    shutil.copy(D.XTC, xtc)
+    out = tmp_path / "nm.h5md"
+    convert(D.GRO, [str(xtc)], str(out), units="source")
+    assert _litter(tmp_path) == []
+    with h5py.File(out) as f:
+        pos = f["particles/all/position/value"]
+        assert pos.attrs["unit"] in ("nm", b"nm")
+        ref = _mda_frames(D.GRO, D.XTC)["position"]
+        np.testing.assert_allclose(pos[:], ref / 10.0, rtol=1e-6, atol=1e-6)
