@@ -13,6 +13,7 @@ from trajscale.sources import H5MDSource
 from trajscale.store import direct as direct_module
 from trajscale.store.direct import DirectReads
 from trajscale.store.runs import plan_atom_reads
+from tests.sources.test_h5md_source import _read_syscalls
 
 pytest.importorskip("numba")
 
@@ -89,13 +90,6 @@ def test_a_file_truncated_under_the_reader_is_a_failed_read_not_garbage(tmp_path
             fh.truncate(copy.stat().st_size - 5 * N_ATOMS * 12)
         assert not reader.read(0, N_FRAMES, 1, plan.runs, plan.index, out)
         reader.close()
-
-
-def _read_syscalls() -> int:
-    for line in Path("/proc/self/io").read_text().splitlines():
-        if line.startswith("syscr:"):
-            return int(line.split()[1])
-    raise AssertionError("no syscr in /proc/self/io")
 
 
 @pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux /proc/self/io")
