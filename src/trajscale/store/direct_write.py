@@ -103,7 +103,8 @@ def _addresses(ds: h5py.Dataset) -> np.ndarray | None:
 
 
 def plan_writes(path: str | os.PathLike, names: list[str]) -> dict[str, RowTarget]:
-    """The row addresses of datasets ``names`` of the closed file ``path``, checked against HDF5.
+    """The row addresses of datasets ``names`` of the closed file ``path`` (keyed by absolute name),
+    checked against HDF5.
 
     Each dataset's last row is written with a pattern at its computed address
     and read back through HDF5, then zeroed again: addresses are HDF5's to
@@ -124,7 +125,7 @@ def plan_writes(path: str | os.PathLike, names: list[str]) -> dict[str, RowTarge
             if not ds.shape[0]:
                 continue
             row_bytes = int(np.prod(ds.shape[1:], dtype=np.int64)) * ds.dtype.itemsize
-            targets[name] = RowTarget(ds.name, ds.shape[0], row_bytes, ds.shape[0] if ds.chunks is None
+            targets[ds.name] = RowTarget(ds.name, ds.shape[0], row_bytes, ds.shape[0] if ds.chunks is None
                                       else ds.chunks[0], addr, ds.dtype.str)
     fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -168,7 +169,7 @@ class DirectWrites:
         """Rows ``start .. start + len(rows) - 1`` of dataset ``name`` (converted to its stored type)."""
         if not len(rows):
             return
-        t = self.targets[name]
+        t = self.targets[name if name.startswith("/") else "/" + name]   # keyed by absolute names
         if start < 0 or start + len(rows) > t.n_rows:
             raise ValueError(f"{name}: rows {start}-{start + len(rows)} outside its {t.n_rows}")
         data = np.ascontiguousarray(rows, dtype=np.dtype(t.dtype)).reshape(len(rows), -1).view(np.uint8)
