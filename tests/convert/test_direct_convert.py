@@ -156,6 +156,23 @@ def test_rechunk_interrupted_then_resumed_equals_uninterrupted(tmp_path, adk_vac
     assert_same_tree(adk_vacuum_h5md, resumed)
 
 
+def test_resume_after_every_frame_was_counted_keeps_them(tmp_path, adk_vacuum_h5md, monkeypatch):
+    """Stopped between the last count and the rename: the resume rewrites nothing and changes no frame
+    (the last one included, where a new file's addresses are probed)."""
+    from trajscale.convert.resume import Partial
+
+    out = tmp_path / "out.h5md"
+    real_finish = Partial.finish
+    monkeypatch.setattr(Partial, "finish", lambda self: (_ for _ in ()).throw(SystemExit(143)))
+    with pytest.raises(SystemExit):
+        rechunk(adk_vacuum_h5md, out, Layout.parse("7"), executor="processes", n_workers=2)
+    monkeypatch.setattr(Partial, "finish", real_finish)
+    monkeypatch.setattr(rechunk_mod, "rechunk_range_direct", lambda *a: pytest.fail("a counted range rewritten"))
+    s = rechunk(adk_vacuum_h5md, out, Layout.parse("7"), executor="processes", n_workers=2, resume=True)
+    assert s.resumed_from == 98
+    assert_same_tree(adk_vacuum_h5md, out)
+
+
 def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
     """convert on processes(2), uncompressed, stopped by SIGTERM mid-run and resumed: the uninterrupted file."""
     inputs = [D.XTC] * 40   # 400 frames; protein only, so the files stay small

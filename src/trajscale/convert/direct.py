@@ -58,14 +58,16 @@ def prepare(partial: Partial, create) -> dict[str, RowTarget]:
     """Create the partial file (``create(path)`` returns the names of its per-frame datasets) unless the
     record says it was made; return the planned row addresses."""
     rec = partial.record
-    if not rec.get("created") or not partial.tmp.exists():
+    fresh = not rec.get("created") or not partial.tmp.exists()
+    if fresh:
         rec["datasets"] = create(partial.tmp)
         fsync_path(partial.tmp)   # the structure is on disk before any worker counts a frame in it
         for k in range(len(rec["ranges"])):
             save_record(partial.worker_record(k), {"done": 0})
         rec["created"] = True
         partial.save()
-    return plan_writes(partial.tmp, rec["datasets"])
+    # probed against HDF5 once, when made: a resumed file's counted frames are never touched
+    return plan_writes(partial.tmp, rec["datasets"], probe=fresh)
 
 
 def run_ranges(partial: Partial, fn, args: tuple, executor: str, n_workers: int, bar=None) -> None:

@@ -47,6 +47,7 @@ from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import Layout
 from ..store.schema import attr_str
 from ..store.units import factor
+from ..store.writer import early_allocation
 from ..util import check_output_path, polling_for_stop, raise_if_stopped
 from . import direct
 from .join import copy_attrs, copy_frames, copy_structure, virtual_series
@@ -60,6 +61,8 @@ log = logging.getLogger(__name__)
 #: Bytes copied per slab (and between progress records); TRAJSCALE_RECHUNK_SLAB_MB overrides.
 SLAB_BYTES = int(float(os.environ.get("TRAJSCALE_RECHUNK_SLAB_MB", 64)) * 1024**2)
 PER_ATOM = ("position", "velocity", "force")
+#: Bytes an in-place rechunk copies per read and write (its slabs are counted SLAB_BYTES at a time).
+COPY_BYTES = 4 * 1024**2
 
 
 @dataclass(frozen=True)
@@ -245,21 +248,26 @@ def rechunk_range_direct(src_path: str, names: list[str], slab_bytes: int, targe
             ensure_filters(ds)
         readers = [DirectReads.of(ds, src_path) for ds in series]
         try:
-            frame_bytes = sum(ds.shape[1] * 3 * ds.dtype.itemsize for ds in series)
-            per = max(1, min(b - a, slab_bytes // max(1, frame_bytes)))
-            bufs = [np.empty((per, ds.shape[1], 3), ds.dtype) for ds in series]
+            frame_bytes = max(1, sum(ds.shape[1] * 3 * ds.dtype.itemsize for ds in series))
+            per = max(1, min(b - a, slab_bytes // frame_bytes))   # frames counted at a time
+            # copied a few MiB at a time: the buffer stays in cache between the read and the write
+            piece = max(1, min(per, COPY_BYTES // frame_bytes))
+            bufs = [np.empty((piece, ds.shape[1], 3), ds.dtype) for ds in series]
             at = a + done
             while at < b:
                 raise_if_stopped()
                 end = min(b, at + per)
-                for ds, reader, buf in zip(series, readers, bufs):
-                    hi = min(end, ds.shape[0])
-                    if hi <= at:
-                        continue
-                    out = buf[:hi - at]
-                    if reader is None or not reader.read(at, hi - at, 1, np.array([[0, ds.shape[1]]]), None, out):
-                        ds.read_direct(out, np.s_[at:hi], np.s_[0:hi - at])
-                    dw.write(ds.name, at, out)
+                for p0 in range(at, end, piece):
+                    p1 = min(end, p0 + piece)
+                    for ds, reader, buf in zip(series, readers, bufs):
+                        hi = min(p1, ds.shape[0])
+                        if hi <= p0:
+                            continue
+                        out = buf[:hi - p0]
+                        if reader is None or not reader.read(p0, hi - p0, 1, np.array([[0, ds.shape[1]]]), None,
+                                                             out):
+                            ds.read_direct(out, np.s_[p0:hi], np.s_[0:hi - p0])
+                        dw.write(ds.name, p0, out)
                 dw.sync()   # on disk before the record counts it
                 at = end
                 record["done"] = at - a
@@ -387,9 +395,7 @@ def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout,
             chunks = tuple(min(c, s) for c, s in zip(chunks, (n_frames, n_atoms, 3))) if n_frames else None
         kw.update(chunks=chunks, maxshape=(None, n_atoms, 3), **layout.h5py_kwargs())
     if early:   # every chunk gets its address now (store.direct_write)
-        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-        dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-        kw["dcpl"] = dcpl
+        kw["dcpl"] = early_allocation()
     ds = dg.create_dataset(name, **kw)
     copy_attrs(obj, ds)
     if "trajscale_unit" in ds.attrs:   # a delta-coded input: written back as floats (or re-coded below)

@@ -102,14 +102,15 @@ def _addresses(ds: h5py.Dataset) -> np.ndarray | None:
     return out
 
 
-def plan_writes(path: str | os.PathLike, names: list[str]) -> dict[str, RowTarget]:
-    """The row addresses of datasets ``names`` of the closed file ``path`` (keyed by absolute name),
-    checked against HDF5.
+def plan_writes(path: str | os.PathLike, names: list[str], probe: bool = True) -> dict[str, RowTarget]:
+    """The row addresses of datasets ``names`` of the closed file ``path`` (keyed by absolute name).
 
-    Each dataset's last row is written with a pattern at its computed address
-    and read back through HDF5, then zeroed again: addresses are HDF5's to
-    define, so a layout this module misreads fails here, before any worker
-    writes.  Raises :class:`OutputError` for a dataset that is not eligible
+    With ``probe`` (for a file no worker has written yet) each dataset's last
+    row is written with a pattern at its computed address and read back
+    through HDF5, then given its bytes back: addresses are HDF5's to define, so
+    a layout this module misreads fails here, before any worker writes.  A
+    resumed file was probed when it was made, and its counted rows are left
+    untouched.  Raises :class:`OutputError` for a dataset that is not eligible
     (:func:`ineligible`) or whose storage was not allocated.
     """
     targets: dict[str, RowTarget] = {}
@@ -125,25 +126,36 @@ def plan_writes(path: str | os.PathLike, names: list[str]) -> dict[str, RowTarge
             if not ds.shape[0]:
                 continue
             row_bytes = int(np.prod(ds.shape[1:], dtype=np.int64)) * ds.dtype.itemsize
-            targets[ds.name] = RowTarget(ds.name, ds.shape[0], row_bytes, ds.shape[0] if ds.chunks is None
-                                      else ds.chunks[0], addr, ds.dtype.str)
-    fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
-    try:
-        patterns = {}
-        for t in targets.values():
-            last = t.n_rows - 1
-            patterns[t.name] = (np.arange(t.row_bytes, dtype=np.int64) % 251 + 1).astype(np.uint8).tobytes()
-            os.pwrite(fd, patterns[t.name], int(t.offsets(last, 1)[0]))
-        with h5py.File(path, "r") as f:
-            bad = [n for n, t in targets.items() if f[n][t.n_rows - 1].tobytes() != patterns[n]]
-        for t in targets.values():
-            os.pwrite(fd, bytes(t.row_bytes), int(t.offsets(t.n_rows - 1, 1)[0]))
-    finally:
-        os.close(fd)
+            chunk_rows = ds.shape[0] if ds.chunks is None else ds.chunks[0]
+            targets[ds.name] = RowTarget(ds.name, ds.shape[0], row_bytes, chunk_rows, addr, ds.dtype.str)
+    bad = _probe(path, targets) if probe else []
     if bad:
         raise OutputError(path, f"{bad[0]}: a row written at its computed address did not read back through "
                                 "HDF5")
     return targets
+
+
+def _probe(path: str | os.PathLike, targets: dict[str, RowTarget]) -> list[str]:
+    """The datasets whose last row, written at its computed address, HDF5 does not read back."""
+    fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    kept = {}
+    try:
+        for t in targets.values():
+            at = int(t.offsets(t.n_rows - 1, 1)[0])
+            kept[t.name] = (at, os.pread(fd, t.row_bytes, at))
+            os.pwrite(fd, _pattern(t.row_bytes), at)
+        with h5py.File(path, "r") as f:
+            bad = [n for n, t in targets.items() if f[n][t.n_rows - 1].tobytes() != _pattern(t.row_bytes)]
+    finally:
+        for at, data in kept.values():   # the row's own bytes back
+            os.pwrite(fd, data, at)
+        os.close(fd)
+    return bad
+
+
+def _pattern(n: int) -> bytes:
+    """``n`` bytes no fill value looks like (no zero byte)."""
+    return (np.arange(n, dtype=np.int64) % 251 + 1).astype(np.uint8).tobytes()
 
 
 class DirectWrites:

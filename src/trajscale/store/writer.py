@@ -185,18 +185,14 @@ class H5MDWriter:
             if n is None:
                 raise ValueError("the contiguous layout needs the number of frames in advance")
             # allocated now: its address is known before any frame is written (store.direct_write)
-            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-            dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-            return {"shape": (n, self.n_atoms, 3), "dcpl": dcpl}
+            return {"shape": (n, self.n_atoms, 3), "dcpl": early_allocation()}
         kw = {"shape": (n or 0, self.n_atoms, 3), "maxshape": (None, self.n_atoms, 3), "chunks": chunks}
         kw.update(self.layout.h5py_kwargs())
         if not self.layout.compression and chunks is not True:
             # Chunks allocated when the dataset is created or grown (reserve), not when
             # first written: writing a frame then changes no file metadata, so a job
             # killed mid-frame leaves the last flushed metadata intact.
-            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-            dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-            kw["dcpl"] = dcpl
+            kw["dcpl"] = early_allocation()
         return kw
 
     def add_observable(self, name: str, shape: tuple[int, ...] = (), dtype=np.float64, unit: str | None = None):
@@ -370,3 +366,18 @@ def box_edges(box: np.ndarray | None, k: int, f: float, kind: str | None) -> np.
     if kind == "triclinic":
         return dimensions_to_edges(box)
     return box[:, :3].astype(np.float32)
+
+
+def early_allocation() -> h5py.h5p.PropDCID:
+    """Dataset creation properties: storage allocated when the dataset is created (or grown), without
+    fill values written into it.
+
+    Every frame is written before step/time count it, so a fill would only be
+    written and then overwritten: with it, allocating 229 MB took 0.05 s and
+    doubled what the final fsync writes back.  Space a new file allocates reads
+    as zeros until written.
+    """
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    return dcpl
