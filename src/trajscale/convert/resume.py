@@ -99,7 +99,10 @@ class Partial:
         return self.record_path.with_name(f"{self.record_path.stem}.{k}.json")
 
     def _worker_records(self) -> list[Path]:
-        return list(self.record_path.parent.glob(f"{self.record_path.stem}.*.json"))
+        prefix = self.record_path.stem + "."   # compared as text: a name may hold glob characters
+        folder = self.record_path.parent
+        return [p for p in folder.iterdir() if p.name.startswith(prefix) and p.name.endswith(".json")
+                and p.name != self.record_path.name] if folder.is_dir() else []
 
     def save(self) -> None:
         save_record(self.record_path, self.record)
