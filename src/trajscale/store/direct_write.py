@@ -14,6 +14,7 @@ disjoint frames at once cannot corrupt it, and no segment files need joining.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 from dataclasses import dataclass
@@ -35,8 +36,9 @@ def _kernel():
 
 
 def available() -> bool:
-    """True where the compiled ``pwrite`` loop can be used (numba installed)."""
-    return _kernel() is not None
+    """True where the compiled ``pwrite`` loop can be used (numba installed; not imported here, so
+    the process that only plans a job does not pay for loading it)."""
+    return importlib.util.find_spec("numba") is not None
 
 
 @dataclass(frozen=True)
