@@ -7,8 +7,10 @@ layout, then rewritten with ``trajscale rechunk`` (h5py's guess, one frame per
 chunk, contiguous, gzip-1, gzip-9, every hdf5plugin codec, lossy at XTC's
 precision as rounded floats and as atom deltas) and split into 4 segments. For each file:
 size, serial slab-read rate of whole frames (trajscale's H5MD source, page
-cache warm, best of 3 passes over 120 frames), one-frame read time, and a CA RMSD run on processes(n) (whole
-run). The XTC read by MDAnalysis is the row users compare with.
+cache warm, best of 3 passes over 120 frames), one-frame read time, and a CA RMSD run on processes(n)
+(whole run, pool started in the call) and on mpi(n) (``mpiexec -n n trajscale run rmsd ... --executor
+mpi``; the run's own t_total from its report, so interpreter start-up and imports are left out). The
+XTC read by MDAnalysis is the row users compare with.
 """
 
 from __future__ import annotations
@@ -93,6 +95,28 @@ def rmsd_run(top: str, path: str, n: int) -> float:
     return time.perf_counter() - t0
 
 
+def rmsd_mpi(top: str, path: str, n: int) -> float:
+    """t_total of ``mpiexec -n n trajscale run rmsd TOP PATH --executor mpi`` (from its report); nan if it fails."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    exe = shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
+    if exe is None:
+        return float("nan")
+    with tempfile.TemporaryDirectory() as d:
+        report = Path(d) / "report.json"
+        cmd = [exe, "-n", str(n), sys.executable, "-m", "trajscale.cli.main", "-q", "run", "rmsd", top, path,
+               "--executor", "mpi", "--report", str(report)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                              env=dict(os.environ, OMP_NUM_THREADS="1"))
+        if done.returncode or not report.exists():
+            print(f"  mpi run failed on {path}: {done.stderr.strip().splitlines()[-1:] }")
+            return float("nan")
+        return float(json.loads(report.read_text())["t_total"])
+
+
 def xtc_reference(top: str, xtc: Path, frames: int) -> tuple[float, float]:
     """(bytes the XTC would take for ``frames`` frames, GB/s of float32 MDAnalysis decodes it at)."""
     import MDAnalysis as mda
@@ -135,15 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.frames} frames x 47,681 atoms; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; sizes "
           f"relative to the planned file ({base / 1e9:.2f} GB) and to the XTC (its size per frame x frames); "
           f"MDAnalysis reads the XTC at {xtc_rate:.2f} GB/s of float32")
+    nw = args.n_workers
     print(f"{'layout':<34}{'size':>6}{'/XTC':>6}{'slab GB/s':>10}{'/XTC':>6}{'1 frame ms':>11}"
-          f"{f'RMSD proc({args.n_workers}) s':>17}")
+          f"{f'RMSD proc({nw}) s':>17}{f'RMSD mpi({nw}) s':>16}")
     rows = {"XTC via MDAnalysis": {"size": xtc_size, "slab_gb_s": xtc_rate}}
     for name, path in files.items():
         rate, one = slab_rate(path)
-        t = float("nan") if args.no_rmsd else rmsd_run(top, path, args.n_workers)
-        rows[name] = {"size": size_of(path), "slab_gb_s": rate, "one_frame_ms": one, "rmsd_s": t}
+        t = float("nan") if args.no_rmsd else rmsd_run(top, path, nw)
+        tm = float("nan") if args.no_rmsd else rmsd_mpi(top, path, nw)
+        rows[name] = {"size": size_of(path), "slab_gb_s": rate, "one_frame_ms": one, "rmsd_s": t, "rmsd_mpi_s": tm}
         print(f"{name:<34}{size_of(path) / base:>6.2f}{size_of(path) / xtc_size:>6.2f}{rate:>10.2f}"
-              f"{rate / xtc_rate:>6.1f}{one:>11.2f}{t:>17.2f}", flush=True)
+              f"{rate / xtc_rate:>6.1f}{one:>11.2f}{t:>17.2f}{tm:>16.2f}", flush=True)
     print(f"{'XTC via MDAnalysis':<34}{xtc_size / base:>6.2f}{1:>6.2f}{xtc_rate:>10.2f}{1:>6.1f}")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     if args.json:

@@ -43,6 +43,7 @@ def test_the_block_being_mapped_is_never_the_one_being_read(adk_vacuum_h5md):
 
 
 def test_a_run_reads_in_the_helper_thread_and_equals_mdanalysis(adk_vacuum, adk_vacuum_h5md, monkeypatch):
+    monkeypatch.setattr(executors_base.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     threads = []
     orig = H5MDSource.read
 
@@ -60,6 +61,7 @@ def test_a_run_reads_in_the_helper_thread_and_equals_mdanalysis(adk_vacuum, adk_
 
 def test_an_error_in_the_read_ahead_thread_reaches_the_run(adk_vacuum, adk_vacuum_h5md, monkeypatch):
     """A read failing in the helper thread fails the task with that error (no hang, no lost error)."""
+    monkeypatch.setattr(executors_base.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     orig = H5MDSource.read
 
     def failing(self, start, stop, *a, **kw):
@@ -70,3 +72,22 @@ def test_an_error_in_the_read_ahead_thread_reaches_the_run(adk_vacuum, adk_vacuu
     monkeypatch.setattr(H5MDSource, "read", failing)
     with pytest.raises(TaskError, match="disk gone"):
         ts.run(ts.RMSD(select=CA), adk_vacuum[0], adk_vacuum_h5md, executor="serial")
+
+
+def test_workers_that_fill_the_cores_do_not_read_ahead(monkeypatch):
+    """A reader thread per worker needs a spare core each: 1 worker on 2 cores reads ahead, 2 do not."""
+    monkeypatch.setattr(executors_base.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert executors_base.may_read_ahead(1)
+    assert not executors_base.may_read_ahead(2)
+    monkeypatch.setattr(executors_base.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert executors_base.may_read_ahead(8) and not executors_base.may_read_ahead(9)
+
+
+def test_a_serial_run_on_a_busy_machine_reads_in_its_own_thread(adk_vacuum, adk_vacuum_h5md, monkeypatch):
+    monkeypatch.setattr(executors_base.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    threads = []
+    orig = H5MDSource.read
+    monkeypatch.setattr(H5MDSource, "read", lambda self, *a, **kw: (threads.append(threading.current_thread().name),
+                                                                     orig(self, *a, **kw))[1])
+    ts.run(ts.RMSD(select=CA), adk_vacuum[0], adk_vacuum_h5md, executor="serial")
+    assert threads and not any(name.startswith("trajscale-read") for name in threads)

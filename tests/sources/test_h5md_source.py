@@ -184,3 +184,25 @@ def test_errors(tmp_path, layouts):
         H5MDSource(str(nopos))
     with H5MDSource(layouts["frame"]) as src, pytest.raises(FrameRangeError):
         src.read(90, 120)
+
+
+def test_box_time_step_are_read_once_per_unchanged_file(tmp_path, adk_water, monkeypatch):
+    """A session's next source on the same file reads no box/time/step; a rewritten file is read anew."""
+    h5 = tmp_path / "water.h5md"
+    convert(adk_water["gro"], [adk_water["xtc"]], str(h5))
+    u = mda.Universe(adk_water["gro"], adk_water["xtc"])
+    times = np.array([ts.time for ts in u.trajectory])
+    calls = []
+    orig = H5MDSource._frame_meta_uncached
+    monkeypatch.setattr(H5MDSource, "_frame_meta_uncached", lambda self, a, b: (calls.append((a, b)), orig(self, a, b))[1])
+    for _ in range(3):
+        with H5MDSource(str(h5)) as src:
+            np.testing.assert_allclose(src.read(0, 1, np.arange(5)).time, times[:1], rtol=1e-6)
+            b = src.read(0, 10, np.arange(5))
+            np.testing.assert_allclose(b.time, times, rtol=1e-6)
+            b.time[:] = -1   # a block's copy: the kept values stay
+    assert calls == [(0, 1), (0, 10)]
+    convert(adk_water["gro"], [adk_water["xtc"], adk_water["xtc"]], str(h5), overwrite=True)   # 20 frames now
+    with H5MDSource(str(h5)) as src:
+        assert len(src.read(0, 20, np.arange(5)).time) == 20
+    assert calls[-1] == (0, 20)

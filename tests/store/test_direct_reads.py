@@ -13,6 +13,7 @@ from trajscale.sources import H5MDSource
 from trajscale.store import direct as direct_module
 from trajscale.store.direct import DirectReads
 from trajscale.store.runs import plan_atom_reads
+from tests.sources.test_h5md_source import _read_syscalls
 
 pytest.importorskip("numba")
 
@@ -89,13 +90,6 @@ def test_a_file_truncated_under_the_reader_is_a_failed_read_not_garbage(tmp_path
             fh.truncate(copy.stat().st_size - 5 * N_ATOMS * 12)
         assert not reader.read(0, N_FRAMES, 1, plan.runs, plan.index, out)
         reader.close()
-
-
-def _read_syscalls() -> int:
-    for line in Path("/proc/self/io").read_text().splitlines():
-        if line.startswith("syscr:"):
-            return int(line.split()[1])
-    raise AssertionError("no syscr in /proc/self/io")
 
 
 @pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux /proc/self/io")
@@ -178,3 +172,18 @@ def test_the_report_says_which_fields_were_read_at_their_addresses(adk_vacuum, a
     packed = tmp_path / "gzip.h5md"
     convert(adk_vacuum[0], [adk_vacuum[1]], str(packed), layout=Layout.parse("auto", "gzip:1"))
     assert ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], str(packed)).report.source["direct_reads"] == []
+
+
+def test_a_small_read_in_a_fresh_process_does_not_load_numba(adk_vacuum_h5md):
+    """Loading numba costs ~0.7 s: inspect, verify and one-frame reads must not pay it for nothing."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom trajscale.sources import H5MDSource\n"
+            f"s = H5MDSource({adk_vacuum_h5md!r})\nb = s.read(0, 5, None)\n"
+            "assert not s.reads_without_gil(('position',))\nprint('numba' in sys.modules)\n"
+            "import numba\nassert s.reads_without_gil(('position',))\nprint(s.read(0, 5, None).positions.sum())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "False"
+    with h5py.File(adk_vacuum_h5md, "r") as f:
+        assert np.isclose(float(out[1]), f["particles/all/position/value"][:5].sum(dtype=np.float32), rtol=1e-6)

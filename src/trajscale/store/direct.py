@@ -16,8 +16,10 @@ split a frame, another driver, a short read) goes through HDF5 as before.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import sys
 import threading
 from collections import OrderedDict
 
@@ -33,12 +35,21 @@ _ADDRESSES: OrderedDict[tuple, np.ndarray] = OrderedDict()
 ADDRESSES_MAX = 64
 
 
-def _kernel():
-    try:
-        from ._numba_pread import pread_gather
-    except ImportError:   # no numba: HDF5 reads everything
-        return None
-    return pread_gather
+#: A read this big loads numba for the compiled loop (~0.7 s in a fresh process); smaller ones use
+#: it once something else has loaded numba (an analysis's kernels), else HDF5 reads them.
+LOAD_KERNEL_BYTES = 512 * 1024**2
+_KERNEL: list = []   # [the compiled loop, or None without numba], once loaded
+
+
+def _kernel(load: bool):
+    """The compiled loop if numba is loaded (or ``load``), else None (HDF5 reads)."""
+    if not _KERNEL and (load or "numba" in sys.modules):
+        try:
+            from ._numba_pread import pread_gather
+        except ImportError:   # no numba: HDF5 reads everything
+            pread_gather = None
+        _KERNEL.append(pread_gather)
+    return _KERNEL[0] if _KERNEL else None
 
 
 class DirectReads:
@@ -47,10 +58,10 @@ class DirectReads:
     Use :meth:`of`, which returns None for a dataset this cannot read exactly.
     """
 
-    def __init__(self, ds: h5py.Dataset, path: str, kernel) -> None:
+    def __init__(self, ds: h5py.Dataset, path: str) -> None:
         self._ds = ds
         self._path = path
-        self._kernel = kernel
+        self._checked: bool | None = None   # None: not compared with HDF5 yet; then whether it agreed
         n_frames, n_atoms, _ = ds.shape
         self._frame_bytes = n_atoms * 3 * 4
         self._chunk_frames = max(1, n_frames) if ds.chunks is None else ds.chunks[0]
@@ -72,8 +83,7 @@ class DirectReads:
     @classmethod
     def of(cls, ds: h5py.Dataset, path: str) -> DirectReads | None:
         """A reader for ``ds``, or None when only HDF5 can read it exactly."""
-        kernel = _kernel()
-        if kernel is None or ds.ndim != 3 or ds.shape[2] != 3 or ds.dtype != _NATIVE_F32:
+        if importlib.util.find_spec("numba") is None or ds.ndim != 3 or ds.shape[2] != 3 or ds.dtype != _NATIVE_F32:
             return None
         f = ds.file
         if f.driver != "sec2" or f.userblock_size:
@@ -86,23 +96,31 @@ class DirectReads:
         if ds.is_virtual or ds.external:
             return None
         try:
-            reader = cls(ds, path, kernel)
+            return cls(ds, path)
         except OSError:
             return None
-        if not reader._agrees_with_hdf5():
-            reader.close()
-            log.debug("%s: %s: addresses do not give HDF5's values; reading through HDF5", path, ds.name)
-            return None
-        return reader
 
-    def _agrees_with_hdf5(self) -> bool:
+    def ready(self, nbytes: int = 0) -> bool:
+        """True when a read of ``nbytes`` would take this path (the compiled loop is loaded, or
+        worth loading for it, and this file's addresses gave HDF5's values)."""
+        kernel = _kernel(load=nbytes >= LOAD_KERNEL_BYTES)
+        if kernel is None or self._fd < 0:
+            return False
+        if self._checked is None:
+            self._checked = self._agrees_with_hdf5(kernel)
+            if not self._checked:
+                log.debug("%s: %s: addresses do not give HDF5's values; reading through HDF5",
+                          self._path, self._ds.name)
+        return self._checked
+
+    def _agrees_with_hdf5(self, kernel) -> bool:
         """One frame's first atoms read both ways must be the same bytes (addresses are HDF5's to define)."""
         if not self._ds.shape[0] or not self._ds.shape[1]:
             return False
         frame = self._ds.shape[0] - 1
         width = min(self._ds.shape[1], 64)
         mine = np.empty((1, width, 3), np.float32)
-        if not self.read(frame, 1, 1, np.array([[0, width]]), None, mine):
+        if not self._read(kernel, frame, 1, 1, np.array([[0, width]]), None, mine):
             return False
         theirs = self._ds[frame:frame + 1, :width]
         return mine.tobytes() == theirs.tobytes()
@@ -128,6 +146,12 @@ class DirectReads:
         ``index`` (None: ``out`` takes the runs as read) picks columns of the runs.
         Returns False, having read nothing usable, when HDF5 must read instead.
         """
+        if not self.ready(n * int((runs[:, 1] - runs[:, 0]).sum()) * 12):
+            return False
+        return self._read(_kernel(load=False), start, n, stride, runs, index, out)
+
+    def _read(self, kernel, start: int, n: int, stride: int, runs: np.ndarray, index: np.ndarray | None,
+              out: np.ndarray) -> bool:
         offsets = self._frame_offsets(start, n, stride)
         if offsets is None:
             return False
@@ -139,7 +163,7 @@ class DirectReads:
         else:
             index = np.ascontiguousarray(index, dtype=np.int64)
             row = self._row(int(widths.sum()))
-        failed = self._kernel(self._fd, offsets, np.ascontiguousarray(table), index, row, out)
+        failed = kernel(self._fd, offsets, np.ascontiguousarray(table), index, row, out)
         if failed >= 0:
             log.debug("%s: short read at frame %d; reading through HDF5", self._path, start + failed * stride)
             return False
