@@ -10,11 +10,14 @@ cache warm.
 
 * MDAnalysis on n workers: n processes, each opens the XTC and decodes its
   contiguous share of the frames (positions touched) - the issue's floor.
-* ``trajscale convert --executor processes -n n`` (segments joined by copying),
-  with ``--virtual`` (no join), and serial.
+* ``trajscale convert --executor processes -n n``: uncompressed, the workers
+  write their frames in place (``convert.direct``, the default since issue 14's
+  direct writes); the segments joined by copying (forced, for comparison), with
+  ``--virtual`` (no join), and serial.
 * ``cp`` of the converted H5MD (from page cache; and with the fsync rechunk does
   before its rename) against ``trajscale rechunk`` of it (frame chunks -> planned
-  chunks; uncompressed and gzip-1), serial and on n workers.
+  chunks; uncompressed in place, serial and on n workers; uncompressed through
+  HDF5, forced, for comparison; gzip-1), serial and on n workers.
 
 Prints the ratios against the issue's targets (convert >= 0.8x MDAnalysis on n
 workers; rechunk >= 0.5x cp) and the load average, since the machine is shared.
@@ -23,6 +26,7 @@ workers; rechunk >= 0.5x cp) and the load average, since the machine is shared.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import os
 import shutil
@@ -87,6 +91,20 @@ def clean(*paths: Path) -> None:
             p.unlink()
 
 
+@contextlib.contextmanager
+def forced_segments():
+    """The HDF5 paths (segments joined, or the serial HDF5 copy) that uncompressed outputs took before
+    direct writes: in-place writing is declared unavailable for the duration."""
+    from trajscale.convert import direct
+
+    real = direct.eligible
+    direct.eligible = lambda *a, **k: False
+    try:
+        yield
+    finally:
+        direct.eligible = real
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=400)
@@ -94,6 +112,7 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/trajscale-bench-convert")
     ap.add_argument("--repeat", type=int, default=2, help="best of this many runs per row")
     a = ap.parse_args()
+    load0 = os.getloadavg()
     work = Path(a.workdir)
     work.mkdir(parents=True, exist_ok=True)
     top, xtc = make_xtc(work, a.frames)
@@ -115,7 +134,9 @@ def main() -> None:
             best = max(best, a.frames / timed(convert, top, [xtc], str(out), **kw))
         return best
 
-    rows[f"trajscale convert, processes({n}), joined"] = convert_rate(executor="processes", n_workers=n)
+    rows[f"trajscale convert, processes({n}), in place (pwrite)"] = convert_rate(executor="processes", n_workers=n)
+    with forced_segments():
+        rows[f"trajscale convert, processes({n}), joined"] = convert_rate(executor="processes", n_workers=n)
     rows[f"trajscale convert, processes({n}), --virtual"] = convert_rate(executor="processes", n_workers=n,
                                                                         virtual=True)
     rows["trajscale convert, serial"] = convert_rate()
@@ -137,18 +158,24 @@ def main() -> None:
         os.close(fd)
         cp, cp_sync = max(cp, size / (t1 - t0)), max(cp_sync, size / (time.perf_counter() - t0))
     rech = {}
-    for name, comp, kw in (("uncompressed, serial", "none", {}),
-                           (f"uncompressed, processes({n}), --virtual", "none",
-                            {"executor": "processes", "n_workers": n, "virtual": True}),
-                           ("gzip-1, serial", "gzip:1", {}),
-                           (f"gzip-1, processes({n}), joined", "gzip:1", {"executor": "processes", "n_workers": n})):
+    par = {"executor": "processes", "n_workers": n}
+    for name, comp, kw, forced in (("uncompressed, serial, in place", "none", {}, False),
+                                   (f"uncompressed, processes({n}), in place", "none", par, False),
+                                   ("uncompressed, serial, through HDF5", "none", {}, True),
+                                   (f"uncompressed, processes({n}), joined", "none", par, True),
+                                   (f"uncompressed, processes({n}), --virtual", "none", {**par, "virtual": True},
+                                    False),
+                                   ("gzip-1, serial", "gzip:1", {}, False),
+                                   (f"gzip-1, processes({n}), joined", "gzip:1", par, False)):
         best = 0.0
-        for _ in range(a.repeat):
-            clean(dst, dparts)
-            best = max(best, size / timed(rechunk, str(src), dst, Layout.parse("auto", comp), **kw))
+        with forced_segments() if forced else contextlib.nullcontext():
+            for _ in range(a.repeat):
+                clean(dst, dparts)
+                best = max(best, size / timed(rechunk, str(src), dst, Layout.parse("auto", comp), **kw))
         rech[name] = best
     clean(dst, dparts, out, parts)
     load = os.getloadavg()
+    print(f"load average before the run {load0[0]:.1f} {load0[1]:.1f} {load0[2]:.1f}")
     print(f"\n{a.frames} frames x 47,681 atoms; XTC {os.path.getsize(xtc) / 1e6:.0f} MB, H5MD {size / 1e6:.0f} MB; "
           f"{os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n")
     base = rows[f"MDAnalysis reads the XTC, {n} processes"]
@@ -164,7 +191,8 @@ def main() -> None:
     for name, rate in rech.items():
         print(f"| trajscale rechunk, {name} | {rate / 1e6:.0f} | {rate / cp:.2f}x | {rate / cp_sync:.2f}x |")
     print(f"\ntargets: convert >= 0.8x MDAnalysis on {n} workers "
-          f"(joined {rows[f'trajscale convert, processes({n}), joined'] / base:.2f}x); "
+          f"(in place {rows[f'trajscale convert, processes({n}), in place (pwrite)'] / base:.2f}x, "
+          f"joined {rows[f'trajscale convert, processes({n}), joined'] / base:.2f}x); "
           f"rechunk >= 0.5x cp (best {max(rech.values()) / cp:.2f}x)")
 
 

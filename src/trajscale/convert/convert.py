@@ -18,7 +18,7 @@ from ..sources.selection import select_atoms
 from ..store.layout import Layout
 from ..store.units import MDANALYSIS_QUANTITY, WRITE_UNITS, from_mdanalysis, unit_system
 from ..util import check_output_path, polling_for_stop
-from . import segmented
+from . import direct, segmented
 from .frames import ConvertJob, remember_universe
 from .parallel import file_shifts
 from .pool import EXECUTORS
@@ -55,10 +55,14 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
     (SIGTERM, Ctrl-C) keeps it with its progress record, and ``resume=True``
     (the same inputs and options) finishes it (``convert.resume``).
 
-    ``executor="processes"`` or ``"dask"`` with ``n_workers`` converts each
-    worker's range of frames into its own segment file, joined at the end by
-    copying - or, with ``virtual=True``, kept beside the output (``NAME.parts/``)
-    and mapped into it as HDF5 virtual datasets (``convert.segmented``).
+    ``executor="processes"`` or ``"dask"`` with ``n_workers``: for an output
+    with no filter (no compression or precision), the output is created with
+    every frame's storage allocated and each worker writes its range of frames
+    at their byte addresses (``convert.direct``: nothing to join).  Otherwise
+    each worker converts its range into its own segment file, joined at the end
+    by copying - or, with ``virtual=True``, kept beside the output
+    (``NAME.parts/``) and mapped into it as HDF5 virtual datasets
+    (``convert.segmented``).
 
     ``units`` is the unit system written: ``"mdanalysis"`` (Å, ps, kJ/(mol Å);
     MDAnalysis reads it without conversion), ``"gromacs"`` (nm, ps,
@@ -131,19 +135,27 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
                                     partial, resume=resume, summary_cls=ConvertSummary, renumbered=renumbered)
         parallel = executor in ("processes", "dask")
         n_workers = n_workers or os.cpu_count() or 1
-        partial.begin(resume, segmented.plan(job, n_workers, virtual) if parallel else {"done": 0})
+        if parallel and not virtual and direct.eligible(layout, precision):   # no filter: frames written in place
+            fresh = direct.plan(job.n_frames, n_workers, segmented.chunk_frames(job))
+        else:
+            fresh = segmented.plan(job, n_workers, virtual) if parallel else {"done": 0}
+        partial.begin(resume, fresh)
         if partial.record.get("mode") == "mpi":
             raise OutputError(partial.final, "the partial output was written under MPI: resume it with "
                                              "mpiexec -n N trajscale convert ... --resume")
-        if partial.record.get("mode") == "segments":   # workers need each file's shift up front
+        if partial.record.get("mode") in ("segments", "direct"):   # workers need each file's shift up front
             shifts, renumbered = file_shifts(sources, plans)
             job = dataclasses.replace(job, shifts=tuple(shifts))
         # Poll for SIGTERM for the whole life of the partial output: a signal stops
         # between slabs, leaving the frames written so far for --resume.
         with polling_for_stop():
             try:
-                counted = segmented.write(job, partial, executor=executor or "serial", n_workers=n_workers,
-                                          progress=progress, sources=dict(enumerate(sources)))
+                if partial.record.get("mode") == "direct":
+                    counted = direct.write(job, partial, executor=executor or "serial", n_workers=n_workers,
+                                           progress=progress)
+                else:
+                    counted = segmented.write(job, partial, executor=executor or "serial", n_workers=n_workers,
+                                              progress=progress, sources=dict(enumerate(sources)))
             except (SystemExit, KeyboardInterrupt):
                 raise   # kept for --resume
             except BaseException:

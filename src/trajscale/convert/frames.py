@@ -105,6 +105,38 @@ def open_input(job: ConvertJob, k: int):
                                   offsets=job.offsets[k] if job.offsets else None)
 
 
+def iter_slabs(job: ConvertJob, i0: int, i1: int, sources=None, opened=None, renumber: Renumberer | None = None):
+    """Yield ``(block, step, time, observables)`` of output frames ``[i0, i1)`` in slabs of at most
+    ``stream.SLAB_BYTES``, step/time shifted (``job.shifts``) or renumbered as read (``renumber``).
+
+    ``sources`` maps input index to an open Source; other inputs are opened into
+    ``opened`` (the caller closes them).  Stops between slabs on a recorded SIGTERM.
+    """
+    opened = {} if opened is None else opened
+    for k, frames, shift in job.pieces(i0, i1):
+        starts_file = frames.start == job.plans[k][0]
+        src = (sources or {}).get(k) or opened.get(k)
+        if src is None:
+            src = opened[k] = open_input(job, k)
+        slab = max(1, stream.SLAB_BYTES // src.bytes_per_frame(job.atoms, job.fields))
+        for a in range(0, len(frames), slab):
+            raise_if_stopped()
+            idx = frames[a:a + slab]
+            b = src.read(idx.start, idx[-1] + 1, job.atoms, job.fields, stride=idx.step)
+            obs = {}
+            if job.observables:   # a single H5MD input read without a stride
+                obs = {name: src.file["observables"][name]["value"][idx.start:idx[-1] + 1]
+                       for name in job.observables}
+            if renumber is None:
+                step, t = b.step + shift[0], b.time + shift[1]
+            else:
+                if a == 0 and starts_file:
+                    renumber.start_file(b, src.path)
+                b = renumber.apply(b)
+                step, t = b.step, b.time
+            yield b, step, t, obs
+
+
 def write_range(job: ConvertJob, i0: int, i1: int, path: str, record_path: str, sources=None,
                 bar=None) -> int:
     """Write output frames ``[i0, i1)`` to ``path``; return the frames written now.
@@ -128,34 +160,15 @@ def write_range(job: ConvertJob, i0: int, i1: int, path: str, record_path: str, 
     opened = {}
     try:
         with writer, polling_for_stop():
-            for k, frames, shift in job.pieces(i0 + done, i1):
-                starts_file = frames.start == job.plans[k][0]
-                src = (sources or {}).get(k) or opened.get(k)
-                if src is None:
-                    src = opened[k] = open_input(job, k)
-                slab = max(1, stream.SLAB_BYTES // src.bytes_per_frame(job.atoms, job.fields))
-                for a in range(0, len(frames), slab):
-                    raise_if_stopped()
-                    idx = frames[a:a + slab]
-                    b = src.read(idx.start, idx[-1] + 1, job.atoms, job.fields, stride=idx.step)
-                    obs = {}
-                    if job.observables:   # a single H5MD input read without a stride
-                        obs = {name: src.file["observables"][name]["value"][idx.start:idx[-1] + 1]
-                               for name in job.observables}
-                    if renumber is None:
-                        step, t = b.step + shift[0], b.time + shift[1]
-                    else:
-                        if a == 0 and starts_file:
-                            renumber.start_file(b, src.path)
-                        b = renumber.apply(b)
-                        step, t = b.step, b.time
-                        record["renumber"] = dataclasses.asdict(renumber)
-                    writer.write(position=b.positions, velocity=b.velocities, force=b.forces,
-                                 step=step, time=t, box=b.box, observables=obs)
-                    record["done"] = writer.n_written   # committed (flushed) before it is recorded
-                    save_record(record_path, record)
-                    if bar is not None:
-                        bar.update(len(idx))
+            for b, step, t, obs in iter_slabs(job, i0 + done, i1, sources, opened, renumber):
+                writer.write(position=b.positions, velocity=b.velocities, force=b.forces,
+                             step=step, time=t, box=b.box, observables=obs)
+                record["done"] = writer.n_written   # committed (flushed) before it is recorded
+                if renumber is not None:
+                    record["renumber"] = dataclasses.asdict(renumber)
+                save_record(record_path, record)
+                if bar is not None:
+                    bar.update(len(step))
             raise_if_stopped()
     finally:
         for src in opened.values():

@@ -13,10 +13,17 @@ and the layout). An interrupted run leaves both; ``resume`` continues from the
 record; the rename to ``NAME`` happens only when every frame of every dataset
 is written and its count checked.
 
-Parallel (``executor="processes"|"dask"``): each worker rewrites its range of
-frames into a segment file with its own record (:func:`rechunk_range`); the
-segments are then copied into the output or kept as virtual datasets, as
-``convert``'s are (``convert.segmented``).
+Uncompressed outputs (no filter, no precision), serial or on processes/Dask:
+the partial output is created with the whole structure and its series'
+storage allocated, and each worker (or the one serial pass) copies its range
+of frames to their byte addresses (:func:`rechunk_range_direct`,
+``convert.direct``): inputs read with ``DirectReads`` where eligible, nothing
+joined afterwards.
+
+Otherwise, in parallel (``executor="processes"|"dask"``, MPI, ``virtual``): each
+worker rewrites its range of frames into a segment file with its own record
+(:func:`rechunk_range`); the segments are then copied into the output or kept
+as virtual datasets, as ``convert``'s are (``convert.segmented``).
 """
 
 from __future__ import annotations
@@ -34,11 +41,15 @@ from ..block import split_frames
 from ..errors import ConfigError, InputFileError, OutputError, UnitError
 from ..store.codecs import (ENCODINGS, decode_deltas, delta_quantum, encode_deltas, lossy_attrs,
                             lossy_attrs_for, quantize)
+from ..store.direct import DirectReads
+from ..store.direct_write import DirectWrites
 from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import Layout
 from ..store.schema import attr_str
 from ..store.units import factor
+from ..store.writer import early_allocation
 from ..util import check_output_path, polling_for_stop, raise_if_stopped
+from . import direct
 from .join import copy_attrs, copy_frames, copy_structure, virtual_series
 from .pool import EXECUTORS, on_root, run_tasks
 from .resume import Partial, identity, load_record, save_record
@@ -50,6 +61,8 @@ log = logging.getLogger(__name__)
 #: Bytes copied per slab (and between progress records); TRAJSCALE_RECHUNK_SLAB_MB overrides.
 SLAB_BYTES = int(float(os.environ.get("TRAJSCALE_RECHUNK_SLAB_MB", 64)) * 1024**2)
 PER_ATOM = ("position", "velocity", "force")
+#: Bytes an in-place rechunk copies per read and write (its slabs are counted SLAB_BYTES at a time).
+COPY_BYTES = 4 * 1024**2
 
 
 @dataclass(frozen=True)
@@ -126,7 +139,12 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         names = _series_names(src)
         n_frames = max((src[n].shape[0] for n in names), default=0)
         n_workers = comm.Get_size() if mpi else n_workers or os.cpu_count() or 1
-        if executor in ("processes", "dask", "mpi"):
+        parallel = executor in ("processes", "dask")
+        if not mpi and not virtual and _direct_eligible(src, names, layout, precision, encoding):
+            # no filter on the output: every worker (or the one serial pass) writes its frames in place
+            cf = max(_chunk_frames(src[n], layout) for n in names)
+            fresh = direct.plan(n_frames, n_workers if parallel else 1, cf)
+        elif executor in ("processes", "dask", "mpi"):
             cf = max([_chunk_frames(src[n], layout) for n in names], default=1)
             ranges = split_frames(n_frames, n_workers, align=cf)
             fresh = {"mode": "segments", "virtual": bool(virtual), "ranges": [[r.start, r.stop] for r in ranges]}
@@ -136,9 +154,12 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
             partial.record = on_root(comm, lambda: _begin_on_root(partial, resume, fresh))
         else:
             # serially, the record is first written with the output's structure (frames counted from there)
-            resumed = partial.begin(resume, fresh, save="mode" in fresh)
+            resumed = partial.begin(resume, fresh, save=fresh.get("mode") == "segments")
         record = partial.record
-        if record.get("mode") == "segments":
+        if record.get("mode") == "direct":
+            resumed_from = _run_direct(src_path, src, names, partial, layout, slab_bytes, executor or "serial",
+                                       n_workers, progress)
+        elif record.get("mode") == "segments":
             resumed_from = n_frames if moving(record) else _run_segments(
                 src_path, src, names, partial, layout, precision, encoding, slab_bytes, executor or "serial",
                 n_workers, comm=comm if mpi else None)
@@ -178,6 +199,84 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
     log.info("rechunked %s -> %s (%s)", src_path, final, layout.describe())
     return RechunkSummary(str(final), n_frames, len(names), bytes_in, os.path.getsize(final),
                           time.perf_counter() - t0, resumed_from)
+
+
+def _direct_eligible(src: h5py.File, names: list[str], layout: Layout, precision, encoding: str) -> bool:
+    """Outputs with no filter, from inputs whose series are stored as plain numbers of every frame."""
+    return bool(names) and encoding == "floats" and direct.eligible(layout, precision) and all(
+        src[n].shape[0] and src[n].dtype.isnative and src[n].dtype.kind == "f" and delta_quantum(src[n]) is None
+        for n in names)
+
+
+def _run_direct(src_path: str, src: h5py.File, names: list[str], partial: Partial, layout: Layout,
+                slab_bytes: int, executor: str, n_workers: int, progress: bool) -> int:
+    """Create the partial output (allocated, structure copied), then write every range's frames in place;
+    return the frames counted before this run."""
+    def create(path: Path) -> list[str]:
+        with h5py.File(path, "w") as dst:
+            _copy_structure(src, dst, layout, None, early=True)
+        return names
+
+    from tqdm import tqdm
+
+    class Bar(tqdm):
+        monitor_interval = 0   # no monitor thread: worker processes can then be forked
+
+    targets = direct.prepare(partial, create)
+    before = sum(int((load_record(partial.worker_record(k)) or {}).get("done", 0))
+                 for k in range(len(partial.record["ranges"])))
+    with Bar(total=partial.record["ranges"][-1][1], disable=not progress, unit="frame", desc="rechunk") as bar:
+        direct.run_ranges(partial, rechunk_range_direct, (src_path, names, slab_bytes, targets), executor,
+                          n_workers, bar)
+    return before
+
+
+def rechunk_range_direct(src_path: str, names: list[str], slab_bytes: int, targets: dict, a: int, b: int,
+                         path: str, record_path: str) -> int:
+    """Worker: copy frames ``[a, b)`` of the series ``names`` to their addresses in ``path``, resumably.
+
+    Eligible inputs are read with :class:`DirectReads`, the rest through HDF5; each slab of every series
+    is fdatasynced before the record counts it.
+    """
+    record = load_record(Path(record_path)) or {}
+    done = int(record.get("done", 0))
+    if done >= b - a:
+        return 0
+    with open_h5(src_path) as src, DirectWrites(path, targets) as dw, polling_for_stop():
+        series = [src[n] for n in names]
+        for ds in series:
+            ensure_filters(ds)
+        readers = [DirectReads.of(ds, src_path) for ds in series]
+        try:
+            frame_bytes = max(1, sum(ds.shape[1] * 3 * ds.dtype.itemsize for ds in series))
+            per = max(1, min(b - a, slab_bytes // frame_bytes))   # frames counted at a time
+            # copied a few MiB at a time: the buffer stays in cache between the read and the write
+            piece = max(1, min(per, COPY_BYTES // frame_bytes))
+            bufs = [np.empty((piece, ds.shape[1], 3), ds.dtype) for ds in series]
+            at = a + done
+            while at < b:
+                raise_if_stopped()
+                end = min(b, at + per)
+                for p0 in range(at, end, piece):
+                    p1 = min(end, p0 + piece)
+                    for ds, reader, buf in zip(series, readers, bufs):
+                        hi = min(p1, ds.shape[0])
+                        if hi <= p0:
+                            continue
+                        out = buf[:hi - p0]
+                        if reader is None or not reader.read(p0, hi - p0, 1, np.array([[0, ds.shape[1]]]), None,
+                                                             out):
+                            ds.read_direct(out, np.s_[p0:hi], np.s_[0:hi - p0])
+                        dw.write(ds.name, p0, out)
+                dw.sync()   # on disk before the record counts it
+                at = end
+                record["done"] = at - a
+                save_record(Path(record_path), record)
+        finally:
+            for r in readers:
+                if r is not None:
+                    r.close()
+    return b - a - done
 
 
 def _begin_on_root(partial: Partial, resume: bool, fresh: dict) -> dict:
@@ -273,14 +372,16 @@ def _finish_virtual(src: h5py.File, partial: Partial, names: list[str], t0: floa
 
 
 def _copy_structure(src: h5py.File, dst: h5py.File, layout: Layout, precision: float | None,
-                    encoding: str = "floats") -> list[str]:
-    """Everything but the series' values (created empty with the new layout); return the series' names."""
-    return copy_structure(src, dst, lambda dg, name, obj: _create_series(dg, name, obj, layout, precision, encoding)
+                    encoding: str = "floats", early: bool = False) -> list[str]:
+    """Everything but the series' values (created empty with the new layout; ``early``: their storage
+    allocated now); return the series' names."""
+    return copy_structure(src, dst, lambda dg, name, obj: _create_series(dg, name, obj, layout, precision, encoding,
+                                                                         early=early)
                           if _is_series(obj.name, obj) else None)
 
 
 def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout, precision: float | None,
-                   encoding: str = "floats", n_frames: int | None = None):
+                   encoding: str = "floats", n_frames: int | None = None, early: bool = False):
     n_total, n_atoms, _ = obj.shape
     n_frames = n_total if n_frames is None else n_frames
     lossy = precision is not None and obj.name.split("/")[-2] == "position"
@@ -293,6 +394,8 @@ def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout,
         if chunks is not True:   # True: h5py's own guess (kept to reproduce slow files)
             chunks = tuple(min(c, s) for c, s in zip(chunks, (n_frames, n_atoms, 3))) if n_frames else None
         kw.update(chunks=chunks, maxshape=(None, n_atoms, 3), **layout.h5py_kwargs())
+    if early:   # every chunk gets its address now (store.direct_write)
+        kw["dcpl"] = early_allocation()
     ds = dg.create_dataset(name, **kw)
     copy_attrs(obj, ds)
     if "trajscale_unit" in ds.attrs:   # a delta-coded input: written back as floats (or re-coded below)

@@ -8,7 +8,9 @@ and continues from it; :meth:`Partial.finish` renames the file to ``NAME`` only
 after the caller has counted every frame, with an fsync before and after, so a
 crash leaves either the old state or the whole new file.  Parallel runs keep
 their per-worker segments (and each segment's own record, written by that
-worker alone) in the folder ``.NAME.<kind>-parts``.
+worker alone) in the folder ``.NAME.<kind>-parts``; runs that write the
+partial file in place (``convert.direct``) keep one record per worker range
+beside it (``.NAME.<kind>-progress.K.json``).
 """
 
 from __future__ import annotations
@@ -92,6 +94,16 @@ class Partial:
             self.save()
         return False
 
+    def worker_record(self, k: int) -> Path:
+        """The progress record of worker range ``k`` of a direct-write run (``convert.direct``)."""
+        return self.record_path.with_name(f"{self.record_path.stem}.{k}.json")
+
+    def _worker_records(self) -> list[Path]:
+        prefix = self.record_path.stem + "."   # compared as text: a name may hold glob characters
+        folder = self.record_path.parent
+        return [p for p in folder.iterdir() if p.name.startswith(prefix) and p.name.endswith(".json")
+                and p.name != self.record_path.name] if folder.is_dir() else []
+
     def save(self) -> None:
         save_record(self.record_path, self.record)
 
@@ -101,12 +113,16 @@ class Partial:
         os.replace(self.tmp, self.final)
         fsync_path(self.final.parent, directory=True)
         self.record_path.unlink(missing_ok=True)
+        for p in self._worker_records():
+            p.unlink(missing_ok=True)
         shutil.rmtree(self.parts, ignore_errors=True)
 
     def discard(self) -> None:
         """Remove the temporary file, the record and the segments (an error, or a fresh start)."""
         self.tmp.unlink(missing_ok=True)
         self.record_path.unlink(missing_ok=True)
+        for p in self._worker_records():
+            p.unlink(missing_ok=True)
         shutil.rmtree(self.parts, ignore_errors=True)
 
 

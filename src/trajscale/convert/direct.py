@@ -1,0 +1,158 @@
+"""Parallel convert into one preallocated file: workers ``pwrite`` their frames, nothing is joined.
+
+For an output with no filter (no compression, no lossy precision, no
+checksum), every per-frame dataset can be created at its final length with its
+storage allocated (``H5MDWriter.preallocate``), so each frame has a fixed byte
+address (:mod:`trajscale.store.direct_write`).  The preparing process creates
+the partial output (``.NAME.convert-partial``) with the whole H5MD structure,
+closes it and plans the addresses; each worker then reads its range of frames
+and writes their bytes - positions, velocities, forces, box, step, time,
+observables - at those addresses, with no HDF5 open for writing, so there is
+no segment file and no join copy.
+
+Crash consistency: a worker counts frames in its own record
+(``.NAME.convert-progress.K.json``) only after an ``fdatasync`` of what it
+wrote; ``--resume`` rewrites each range from its counted frame on; the file is
+fsynced and renamed (``Partial.finish``) only when every range is counted whole
+and every time series read back at the expected length.  The file holds all
+frames' slots from the start, which is why it keeps its temporary name until then.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from ..block import split_frames
+from ..errors import OutputError
+from ..store import direct_write
+from ..store.direct_write import DirectWrites, RowTarget, plan_writes
+from ..store.layout import Layout
+from ..store.units import factor
+from ..store.writer import box_edges, in_file_units
+from ..util import fsync_path, polling_for_stop, raise_if_stopped
+from .frames import ConvertJob, iter_slabs
+from .pool import run_tasks
+from .resume import Partial, load_record, save_record
+
+log = logging.getLogger(__name__)
+
+
+def eligible(layout: Layout, precision: float | None) -> bool:
+    """True when an output of ``layout`` (and ``precision``) has no filter, so frames can be written in place."""
+    return (direct_write.available() and not layout.compression and not layout.fletcher32
+            and layout.chunks != "h5py" and precision is None)
+
+
+def plan(n_frames: int, n_workers: int, chunk_frames: int) -> dict:
+    """The fresh record of a direct-write run: one range per worker, cut on chunk boundaries
+    (two workers never write into one chunk's bytes; not needed for correctness, but each
+    worker's writes then stay sequential)."""
+    ranges = split_frames(n_frames, n_workers, align=chunk_frames)
+    return {"mode": "direct", "ranges": [[r.start, r.stop] for r in ranges]}
+
+
+def prepare(partial: Partial, create) -> dict[str, RowTarget]:
+    """Create the partial file (``create(path)`` returns the names of its per-frame datasets) unless the
+    record says it was made; return the planned row addresses."""
+    rec = partial.record
+    fresh = not rec.get("created") or not partial.tmp.exists()
+    if fresh:
+        rec["datasets"] = create(partial.tmp)
+        fsync_path(partial.tmp)   # the structure is on disk before any worker counts a frame in it
+        for k in range(len(rec["ranges"])):
+            save_record(partial.worker_record(k), {"done": 0})
+        rec["created"] = True
+        partial.save()
+    # probed against HDF5 once, when made: a resumed file's counted frames are never touched
+    return plan_writes(partial.tmp, rec["datasets"], probe=fresh)
+
+
+def run_ranges(partial: Partial, fn, args: tuple, executor: str, n_workers: int, bar=None) -> None:
+    """Run ``fn(*args, a, b, path, record path)`` for every range the records do not count whole, then
+    check that they do (OutputError otherwise)."""
+    tasks = []
+    for k, (a, b) in enumerate(partial.record["ranges"]):
+        done = int((load_record(partial.worker_record(k)) or {}).get("done", 0))
+        if bar is not None:
+            bar.update(done)
+        if done < b - a:
+            tasks.append((*args, a, b, str(partial.tmp), str(partial.worker_record(k))))
+    run_tasks(fn, tasks, executor, n_workers, on_done=None if bar is None else lambda i, n: bar.update(n))
+    for k, (a, b) in enumerate(partial.record["ranges"]):
+        done = (load_record(partial.worker_record(k)) or {}).get("done")
+        if done != b - a:
+            raise OutputError(partial.final, f"frames {a}-{b}: {done} of {b - a} written")
+
+
+def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, progress: bool) -> None:
+    """Write (or finish) ``partial`` as its direct-write record says, then rename it to the final name."""
+    from tqdm import tqdm
+
+    from .segmented import check_complete
+
+    class Bar(tqdm):
+        monitor_interval = 0   # no monitor thread: worker processes can then be forked
+
+    def create(path: Path) -> list[str]:
+        with job.writer(path, job.n_frames) as w:
+            return w.preallocate()
+
+    targets = prepare(partial, create)
+    with Bar(total=job.n_frames, disable=not progress, unit="frame", desc="convert") as bar:
+        run_ranges(partial, write_range_direct, (job, targets), executor, n_workers, bar)
+    check_complete(partial.tmp, job.n_frames, partial.final)
+    partial.finish()
+
+
+def dataset_names(job: ConvertJob) -> dict[str, str]:
+    """Quantity (field, ``box``, ``step``, ``time``, ``obs:NAME``) -> its dataset in the output."""
+    g = f"/particles/{job.group}"
+    out = {fl: f"{g}/{fl}/value" for fl in job.fields}
+    out["step"], out["time"] = f"{g}/{job.fields[0]}/step", f"{g}/{job.fields[0]}/time"   # shared by all
+    if job.box is not None:
+        out["box"] = f"{g}/box/edges/value"
+    out.update({f"obs:{name}": f"/observables/{name}/value" for name in job.observables or {}})
+    return out
+
+
+_BLOCK_FIELD = {"position": "positions", "velocity": "velocities", "force": "forces"}
+
+
+def write_range_direct(job: ConvertJob, targets: dict[str, RowTarget], i0: int, i1: int, path: str,
+                       record_path: str) -> int:
+    """Worker: write output frames ``[i0, i1)`` at their addresses in ``path``; return the frames written now.
+
+    Continues after the frames ``record_path`` counts; each slab is fdatasynced before it is counted.
+    Stops between slabs on a recorded SIGTERM.
+    """
+    record = load_record(record_path) or {}
+    done = int(record.get("done", 0))
+    if done >= i1 - i0:
+        return 0
+    names = dataset_names(job)
+    factors = {q: factor(q, u) for q, u in job.units.items()}
+    at, opened = i0 + done, {}
+    try:
+        with DirectWrites(path, targets) as dw, polling_for_stop():
+            for b, step, t, obs in iter_slabs(job, at, i1, None, opened):
+                n = len(step)
+                for fl in job.fields:
+                    dw.write(names[fl], at, in_file_units(getattr(b, _BLOCK_FIELD[fl]), factors[fl]))
+                if job.box is not None:
+                    dw.write(names["box"], at, box_edges(b.box, n, factors["box"], job.box))
+                dw.write(names["step"], at, np.asarray(step, np.int64))
+                dw.write(names["time"], at, in_file_units(t, factors["time"], np.float64))
+                for name, val in obs.items():
+                    dw.write(names[f"obs:{name}"], at, val)
+                dw.sync()   # on disk before the record counts it
+                at += n
+                record["done"] = at - i0
+                save_record(record_path, record)
+            raise_if_stopped()
+    finally:
+        for src in opened.values():
+            src.close()
+    return i1 - i0 - done
