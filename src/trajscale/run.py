@@ -17,7 +17,6 @@ from .analysis.base import Analysis
 from .block import FrameRange, split_frames
 from .errors import AtomCountMismatchError, ConfigError, FrameRangeError, TrajscaleError
 from .executors import Executor, Job, choose_executor, make_executor
-from .executors.base import may_read_ahead
 from .parallel import check_not_launched
 from .report.timing import RunReport, summarize_workers
 from .sources import open_source
@@ -307,7 +306,6 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
                                 ex.n_workers, max_block_bytes, info["part_starts"])
         if n_tasks and len(ranges) < n_tasks and ex.is_root and job.stride == 1:
             _say_tasks_capped(n_tasks, len(ranges), info)
-        job = dataclasses.replace(job, read_ahead=may_read_ahead(ex.n_workers))
         results = ex.map_tasks(job, ranges, progress)
         raise_if_stopped()
         if not ex.is_root:

@@ -97,7 +97,7 @@ def test_h5md_source_reads_one_call_per_frame_and_run_and_equals_hdf5(tmp_path, 
     """The source's fast path: one read per frame and atom run (never per atom), the same values as HDF5."""
     atoms = np.r_[np.arange(10, 400, 15), np.arange(2500, 2600)]   # two runs: far apart
     with H5MDSource(adk_vacuum_h5md) as src:
-        assert src._direct and src.reads_without_gil(("position",))
+        assert src._direct and src._direct["position"].ready()
         src.read(0, 1, atoms)   # box/time/step and chunk addresses come once, not per block
         src.read(0, 98, atoms)
         before = _read_syscalls()
@@ -181,8 +181,8 @@ def test_a_small_read_in_a_fresh_process_does_not_load_numba(adk_vacuum_h5md):
 
     code = ("import sys\nfrom trajscale.sources import H5MDSource\n"
             f"s = H5MDSource({adk_vacuum_h5md!r})\nb = s.read(0, 5, None)\n"
-            "assert not s.reads_without_gil(('position',))\nprint('numba' in sys.modules)\n"
-            "import numba\nassert s.reads_without_gil(('position',))\nprint(s.read(0, 5, None).positions.sum())")
+            "assert not s._direct['position'].ready()\nprint('numba' in sys.modules)\n"
+            "import numba\nassert s._direct['position'].ready()\nprint(s.read(0, 5, None).positions.sum())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == "False"
     with h5py.File(adk_vacuum_h5md, "r") as f:

@@ -11,10 +11,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
 import time
 from abc import ABC, abstractmethod
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..analysis.base import Analysis, Prepared, analysis_from_config
@@ -22,7 +20,6 @@ from ..block import FrameRange
 from ..errors import TaskError, TrajscaleError
 from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
-from ..sources.base import buffer_slot
 from ..util import file_identity
 
 log = logging.getLogger(__name__)
@@ -43,22 +40,6 @@ class Job:
     block_frames: int = 2**62
     #: Analyse every ``stride``-th frame; task ranges start on a kept frame (``run(step=)``).
     stride: int = 1
-    #: A task may read its next block in a helper thread (:func:`run_task`): only where each
-    #: worker has a core to spare for it (see :func:`may_read_ahead`).
-    read_ahead: bool = False
-
-
-def may_read_ahead(n_workers: int) -> bool:
-    """True when ``n_workers`` workers leave each a second core for a read-ahead thread here.
-
-    With every core busy, a reader thread per worker only adds switching (measured: a serial
-    run with read-ahead on a 2-core machine whose other core was busy ran 10 % slower).
-    """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return 2 * max(1, n_workers) <= cores
 
 
 # One open Source per process, keyed by its config; each entry remembers the
@@ -161,53 +142,13 @@ def blocks_of(frames: FrameRange, block_frames: int, align: int = 1, stride: int
     return [FrameRange(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
-#: A task whose reads release the GIL is read in this many blocks, each read by a helper
-#: thread while the one before it is mapped (the map's time hides behind the reads)...
-READ_AHEAD_BLOCKS = 4
-#: ... but in no block smaller than this: a block's read and map carry ~0.1 ms of fixed cost.
-READ_AHEAD_MIN_BLOCK_BYTES = 1024**2
-
-
-def _read_blocks(source: Source, ranges: list[FrameRange], atoms, fields, stride: int, ahead: bool):
-    """Yield ``(block, seconds waited for it)`` for each range; read ahead in a thread if ``ahead``.
-
-    The thread fills two buffer slots in turn: block k+1 is read into one while
-    block k, in the other, is mapped; block k+2 reuses k's slot only after k's
-    map has returned (the caller asks for the next block after mapping).
-    """
-    if not ahead or len(ranges) < 2:
-        for r in ranges:
-            t0 = time.perf_counter()
-            block = source.read(r.start, r.stop, atoms, fields, stride=stride)
-            yield block, time.perf_counter() - t0
-        return
-    owner = threading.get_ident()
-
-    def read(k: int):
-        with buffer_slot((owner, k % 2)):
-            return source.read(ranges[k].start, ranges[k].stop, atoms, fields, stride=stride)
-
-    with ThreadPoolExecutor(1, thread_name_prefix="trajscale-read") as pool:
-        pending = pool.submit(read, 0)
-        for k in range(len(ranges)):
-            t0 = time.perf_counter()
-            block = pending.result()
-            waited = time.perf_counter() - t0
-            if k + 1 < len(ranges):
-                pending = pool.submit(read, k + 1)
-            yield block, waited
-
-
 def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) -> tuple[dict, TaskTiming]:
     """Read frames ``[start, stop)`` and map them, block by block; return the partial and its timings.
 
     Blocks hold at most ``job.block_frames`` frames (the reused read buffer
     bounds the worker's memory); their partials combine with the analysis's
-    own ``reduce``.  When the source reads without the GIL, the task is cut
-    into :data:`READ_AHEAD_BLOCKS` blocks (of at least :data:`READ_AHEAD_MIN_BLOCK_BYTES`,
-    at most half the budget: two buffers) and a thread reads the next while this one maps; ``t_io``
-    is then the time the map waited for its block.  User errors keep their
-    type; anything else becomes a TaskError naming the worker and the frame range.
+    own ``reduce``.  User errors keep their type; anything else becomes a
+    TaskError naming the worker and the frame range.
     """
     host, pid = host_and_pid()
     t_begin = time.time()
@@ -217,18 +158,13 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         bytes0, opens0 = getattr(source, "bytes_read", 0), getattr(source, "opens", 0)
         t_io = t_compute = 0.0
         partials = []
-        ahead = job.read_ahead and source.reads_without_gil(analysis.fields)
-        per = job.block_frames
-        if ahead:
-            n_kept = len(range(frames.start, frames.stop, job.stride))
-            least = READ_AHEAD_MIN_BLOCK_BYTES // max(1, source.bytes_per_frame(job.prepared.atoms, analysis.fields))
-            per = max(1, min(per // 2, max(least, -(-n_kept // READ_AHEAD_BLOCKS))))
-        ranges = blocks_of(frames, per, source.chunk_frames, job.stride)
-        for block, waited in _read_blocks(source, ranges, job.prepared.atoms, analysis.fields, job.stride, ahead):
+        for r in blocks_of(frames, job.block_frames, source.chunk_frames, job.stride):
+            t0 = time.perf_counter()
+            block = source.read(r.start, r.stop, job.prepared.atoms, analysis.fields, stride=job.stride)
             t1 = time.perf_counter()
             partials.append(analysis.map(block, job.prepared))
-            del block   # its arrays are a reused buffer a later read fills
-            t_io, t_compute = t_io + waited, t_compute + time.perf_counter() - t1
+            del block   # its arrays are the reused buffer the next read fills
+            t_io, t_compute = t_io + t1 - t0, t_compute + time.perf_counter() - t1
         t2 = time.perf_counter()
         partial = partials[0] if len(partials) == 1 else analysis.reduce(partials)
         t_compute += time.perf_counter() - t2

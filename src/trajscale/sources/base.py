@@ -9,27 +9,10 @@ import numpy as np
 
 from ..block import Block
 
+
 #: Box (6 float32), time (float64) and step (int64) of one frame.
 FRAME_META_BYTES = 40
 _BLOCK_ATTRS = {"position": "positions", "velocity": "velocities", "force": "forces"}
-_SLOT = threading.local()
-
-
-class buffer_slot:
-    """Reads in this thread fill the reused buffers named ``slot`` instead of the thread's own.
-
-    A read-ahead thread fills two slots in turn, so the block being mapped is never
-    the one being read (:func:`trajscale.executors.base.run_task`).
-    """
-
-    def __init__(self, slot) -> None:
-        self._slot = slot
-
-    def __enter__(self) -> None:
-        self._old, _SLOT.name = getattr(_SLOT, "name", None), self._slot
-
-    def __exit__(self, *exc) -> None:
-        _SLOT.name = self._old
 
 
 class Source(ABC):
@@ -81,10 +64,6 @@ class Source(ABC):
     def fields(self) -> tuple[str, ...]:
         """Per-atom fields available: a subset of position, velocity, force."""
         return ("position",)
-
-    def reads_without_gil(self, fields: tuple[str, ...] = ("position",)) -> bool:
-        """True when reading ``fields`` releases the GIL, so a thread can read ahead while blocks are mapped."""
-        return False
 
     @abstractmethod
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
@@ -144,9 +123,7 @@ class Source(ABC):
         scratch = getattr(self, "_scratch", None)
         if scratch is None:
             scratch = self._scratch = {}
-        # a Dask worker may run tasks in several threads; a read-ahead thread names its slot
-        slot = getattr(_SLOT, "name", None)
-        key = (threading.get_ident() if slot is None else slot, field)
+        key = (threading.get_ident(), field)   # a Dask worker may run tasks in several threads
         buf = scratch.get(key)
         if buf is None or buf.size < size:
             buf = scratch[key] = np.empty(size, np.float32)

@@ -162,11 +162,6 @@ class H5MDSource(Source):
     def fields(self) -> tuple[str, ...]:
         return self.info.fields
 
-    def reads_without_gil(self, fields: tuple[str, ...] = ("position",)) -> bool:
-        # Direct reads release the GIL for the whole block (HDF5 holds it); box/time/step are
-        # read once per source, not per block.
-        return bool(fields) and all(fl in self._direct and self._direct[fl].ready() for fl in fields)
-
     def get_config(self) -> dict:
         return {"kind": self.kind, "path": self._path, "group": self.info.group,
                 "driver": self._driver, "collective": self._collective,
