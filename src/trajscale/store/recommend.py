@@ -15,18 +15,18 @@ import numpy as np
 
 from ..errors import ConfigError
 
-#: From ``python benchmarks/layouts.py --frames 500 --no-rmsd`` (demo system, AdK in water, 47,681
-#: atoms; the run in docs/benchmarks.md, section "Codecs and lossy storage (issue 14)", on 2 cores
-#: shared with other jobs, load ~6: rates are best-of-3 and low in absolute terms, their order is what
-#: counts): size relative to plain float32, serial whole-frame slab read GB/s, one-frame read ms.
+#: From ``python benchmarks/layouts.py --frames 500`` (demo system, AdK in water, 47,681 atoms; the
+#: run in docs/benchmarks.md, section "Stop 12 ...": "The layout study with RMSD runs", 2 cores, load
+#: ~2; rates are best-of-3): size relative to plain float32, serial whole-frame slab read GB/s (the
+#: uncompressed layouts read at the frames' byte addresses, store.direct), one-frame read ms.
 #: Re-measure and update together.
 MEASURED = {
     # name:            (chunks,  compression,  precision, encoding, size, slab GB/s, 1 frame ms)
-    "planned":         ("auto",  "none",       None, None,     1.00, 3.09, 0.35),
-    "frame chunks":    ("frame", "none",       None, None,     1.00, 2.39, 0.21),
-    "blosc-lz4":       ("auto",  "blosc-lz4",  None, None,     0.82, 0.97, 0.87),
-    "blosc-zstd":      ("auto",  "blosc-zstd", None, None,     0.67, 0.35, 6.13),
-    "lossy deltas":    ("auto",  "blosc-zstd", 0.01, "deltas", 0.32, 0.27, 6.22),
+    "planned":         ("auto",  "none",       None, None,     1.00, 8.35, 0.13),
+    "frame chunks":    ("frame", "none",       None, None,     1.00, 7.35, 0.14),
+    "blosc-lz4":       ("auto",  "blosc-lz4",  None, None,     0.82, 3.31, 0.70),
+    "blosc-zstd":      ("auto",  "blosc-zstd", None, None,     0.67, 1.19, 1.61),
+    "lossy deltas":    ("auto",  "blosc-zstd", 0.01, "deltas", 0.32, 1.25, 1.36),
 }
 
 
