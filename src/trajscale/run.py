@@ -184,8 +184,8 @@ def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start,
     frame_bytes = source.bytes_per_frame(prep.atoms, analysis.fields)
     span = n_read if not n_read or prep.atoms is None else int(prep.atoms[-1] - prep.atoms[0]) + 1
     info = {"source": source.layout_summary(), "n_frames": stop - start, "n_atoms": n_read, "span_atoms": span,
-            "chunk_frames": source.chunk_frames, "part_starts": source.part_starts, "start": start, "stop": stop, "t_init_top": t_top,
-            "frame_bytes": frame_bytes, "decode_s_per_frame": source.decode_seconds_per_frame()}
+            "chunk_frames": source.chunk_frames, "part_starts": source.part_starts, "start": start, "stop": stop,
+            "t_init_top": t_top, "frame_bytes": frame_bytes, "decode_s_per_frame": source.decode_seconds_per_frame()}
     block_frames = max(1, int(max_block_bytes) // frame_bytes)
     return Job(analysis.get_config(), config, prep, block_frames), info
 

@@ -27,7 +27,9 @@ def add_parser(sub) -> None:
     p.add_argument("--chunks", default="auto",
                    help="auto (frames per chunk planned for ~2 MiB, whole frames), frame (1, n_atoms, 3), "
                         "contiguous, h5py (h5py's own guess) or a number of frames per chunk (default auto)")
-    p.add_argument("--compression", default="none", help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] (the last four need hdf5plugin; default none)")
+    p.add_argument("--compression", default="none",
+                   help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] "
+                        "(the last four need hdf5plugin; default none)")
     p.add_argument("--precision", type=float, default=None,
                    help="store positions rounded to this precision in Å (lossy; 0.01 = XTC's 0.001 nm)")
     p.add_argument("--encoding", default="floats", choices=["floats", "deltas"],

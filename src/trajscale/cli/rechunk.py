@@ -17,7 +17,9 @@ def add_parser(sub) -> None:
     p.add_argument("input", help="H5MD (HDF5) file")
     p.add_argument("-o", "--output", required=True, help="output file")
     p.add_argument("--chunks", default="auto", help="auto, frame, contiguous or frames per chunk (default auto)")
-    p.add_argument("--compression", default="none", help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] (the last four need hdf5plugin; default none)")
+    p.add_argument("--compression", default="none",
+                   help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] "
+                        "(the last four need hdf5plugin; default none)")
     p.add_argument("--precision", type=float, default=None,
                    help="round positions to this precision in Å first (lossy; 0.01 = XTC's 0.001 nm)")
     p.add_argument("--encoding", default="floats", choices=["floats", "deltas"],

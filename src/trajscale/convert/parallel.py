@@ -74,7 +74,7 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
     from .segmented import check_complete, chunk_frames
 
     t0 = time.perf_counter()
-    rank, size = comm.Get_rank(), comm.Get_size()
+    rank = comm.Get_rank()
     n_frames = job.n_frames
     # The record: made (or checked, on --resume) by rank 0; its verdict reaches every rank.
     record = on_root(comm, lambda: _begin(partial, resume))

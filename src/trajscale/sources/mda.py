@@ -145,8 +145,9 @@ def _guessing_once_per_name(kw: dict) -> dict:
 
     import MDAnalysis as mda
 
-    if kw.get("context", "default") != "default" or "context" not in inspect.signature(mda.Universe.__init__).parameters:
-        return kw
+    chosen = kw.get("context", "default") != "default"
+    if chosen or "context" not in inspect.signature(mda.Universe.__init__).parameters:
+        return kw   # a context the caller chose, or an MDAnalysis before 2.8 (its parsers guess)
     return {**kw, "context": _name_memo_guesser()}
 
 
