@@ -180,7 +180,8 @@ def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
     par = ["--executor", "processes", "-n", "2"]
     out = tmp_path / "resumed.h5md"
     tmp, record = partial_paths(out, "convert")
-    env = dict(os.environ, TRAJSCALE_CONVERT_SLAB_MB="0.1")   # 2 frames a slab: many counts to stop between
+    # 2 frames a slab, counted after each: many counts to stop between
+    env = dict(os.environ, TRAJSCALE_CONVERT_SLAB_MB="0.1", TRAJSCALE_CONVERT_COUNT_MB="0.1")
     proc = subprocess.Popen([sys.executable, "-m", "trajscale.cli.main", "convert", D.GRO, *inputs, "-o", str(out),
                              *opts, *par], stderr=subprocess.PIPE, text=True, env=env)
     records = lambda: list(tmp_path.glob(".resumed.h5md.convert-progress.*.json"))   # noqa: E731

@@ -13,7 +13,7 @@ from trajscale.errors import OutputError
 from trajscale.store import direct_write
 from trajscale.store.direct_write import DirectWrites, plan_writes
 
-pytest.importorskip("numba")
+
 
 
 def _early(**kw):

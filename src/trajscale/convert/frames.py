@@ -92,7 +92,7 @@ def remember_universe(topology: str, universe) -> None:
 
 def _universe(topology: str):
     if topology not in _UNIVERSES:
-        remember_universe(topology, load_universe(topology))
+        remember_universe(topology, load_universe(topology, topology_coordinates=False))
     return _UNIVERSES[topology]
 
 

@@ -47,7 +47,7 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, select: str | N
     ``group`` and ``assume_units`` apply to ``h5md`` and to any H5MD source
     (convert keeps the source's group name).
     """
-    universe = load_universe(topology)
+    universe = load_universe(topology, topology_coordinates=bool(select))   # (as convert)
     atoms = select_atoms(universe, select, "selection").indices if select else None
     h5_inputs = any(is_hdf5(t) for t in trajectories)
     out = H5MDSource(h5md, group=group, assume_units=assume_units)
