@@ -52,6 +52,39 @@ def _kernel(load: bool):
     return _KERNEL[0] if _KERNEL else None
 
 
+def ineligible(ds: h5py.Dataset) -> str | None:
+    """Why rows of ``ds`` are not at fixed byte addresses (for reads and writes alike), or None.
+
+    Rows must be numbers in native byte order, in the file's own storage
+    (not virtual or external) of a plain file (no MPI-IO or other driver, no
+    userblock), unfiltered, in chunks that hold whole rows (or contiguous).
+    """
+    if ds.ndim < 1 or ds.dtype.kind not in "biuf" or not ds.dtype.isnative:
+        return "not numbers in native byte order"
+    if ds.is_virtual or ds.external:
+        return "virtual or external storage"
+    if ds.file.driver != "sec2" or ds.file.userblock_size:
+        return f"file driver {ds.file.driver}"
+    if ds.id.get_create_plist().get_nfilters():
+        return "filtered (compressed) storage"
+    if ds.chunks is not None and ds.chunks[1:] != ds.shape[1:]:
+        return "chunks that split a row"
+    return None
+
+
+def chunk_address(ds: h5py.Dataset, chunk: int) -> int | None:
+    """File offset of ``ds``'s ``chunk``-th chunk along rows (its storage if contiguous); None if never written."""
+    if ds.chunks is None:
+        return ds.id.get_offset()
+    return ds.id.get_chunk_info_by_coord((chunk * ds.chunks[0],) + (0,) * (ds.ndim - 1)).byte_offset
+
+
+def row_offsets(addresses: np.ndarray, chunk_rows: int, row_bytes: int, rows: np.ndarray) -> np.ndarray:
+    """File offset of each row in ``rows``, given the address of every chunk of ``chunk_rows`` rows."""
+    chunk = rows // chunk_rows
+    return addresses[chunk] + (rows - chunk * chunk_rows) * row_bytes
+
+
 class DirectReads:
     """Reads frames of one eligible dataset with ``pread`` at their byte addresses.
 
@@ -70,11 +103,8 @@ class DirectReads:
         st = os.fstat(self._fd)
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, ds.name)
         self._addresses = _ADDRESSES.get(key)
-        if self._addresses is None:
-            if ds.chunks is None:
-                self._addresses = np.array([ds.id.get_offset()], dtype=np.int64)
-            else:   # -1: not looked up yet; -2: never written (HDF5 returns its fill value)
-                self._addresses = np.full(-(-n_frames // self._chunk_frames), -1, dtype=np.int64)
+        if self._addresses is None:   # -1: not looked up yet; -2: never written (HDF5 gives its fill value)
+            self._addresses = np.full(-(-n_frames // self._chunk_frames), -1, dtype=np.int64)
             _ADDRESSES[key] = self._addresses
             while len(_ADDRESSES) > ADDRESSES_MAX:
                 _ADDRESSES.popitem(last=False)
@@ -85,15 +115,7 @@ class DirectReads:
         """A reader for ``ds``, or None when only HDF5 can read it exactly."""
         if importlib.util.find_spec("numba") is None or ds.ndim != 3 or ds.shape[2] != 3 or ds.dtype != _NATIVE_F32:
             return None
-        f = ds.file
-        if f.driver != "sec2" or f.userblock_size:
-            return None
-        if ds.chunks is None:
-            if ds.id.get_offset() is None:   # contiguous but never written
-                return None
-        elif ds.chunks[1:] != ds.shape[1:] or ds.id.get_create_plist().get_nfilters():
-            return None
-        if ds.is_virtual or ds.external:
+        if ineligible(ds) or (ds.chunks is None and chunk_address(ds, 0) is None):   # (contiguous, never written)
             return None
         try:
             return cls(ds, path)
@@ -130,14 +152,12 @@ class DirectReads:
         frames = start + stride * np.arange(n, dtype=np.int64)
         chunk = frames // self._chunk_frames
         addr = self._addresses
-        unknown = np.unique(chunk[addr[chunk] == -1])
-        for c in unknown.tolist():   # once per chunk and file, not per read
-            info = self._ds.id.get_chunk_info_by_coord((c * self._chunk_frames, 0, 0))
-            addr[c] = -2 if info.byte_offset is None else info.byte_offset
-        got = addr[chunk]
-        if (got < 0).any():
+        for c in np.unique(chunk[addr[chunk] == -1]).tolist():   # once per chunk and file, not per read
+            at = chunk_address(self._ds, c)
+            addr[c] = -2 if at is None else at
+        if (addr[chunk] < 0).any():
             return None
-        return got + (frames - chunk * self._chunk_frames) * self._frame_bytes
+        return row_offsets(addr, self._chunk_frames, self._frame_bytes, frames)
 
     def read(self, start: int, n: int, stride: int, runs: np.ndarray, index: np.ndarray | None,
              out: np.ndarray) -> bool:

@@ -22,6 +22,7 @@ import h5py
 import numpy as np
 
 from ..errors import OutputError
+from .direct import chunk_address, ineligible, row_offsets
 
 log = logging.getLogger(__name__)
 
@@ -58,40 +59,14 @@ class RowTarget:
 
     def offsets(self, start: int, n: int) -> np.ndarray:
         """File offset of rows ``start .. start + n - 1``."""
-        rows = start + np.arange(n, dtype=np.int64)
-        chunk = rows // self.chunk_rows
-        return self.addresses[chunk] + (rows - chunk * self.chunk_rows) * self.row_bytes
-
-
-def ineligible(ds: h5py.Dataset) -> str | None:
-    """Why rows of ``ds`` cannot be written at fixed addresses, or None when they can."""
-    if ds.ndim < 1 or ds.dtype.kind not in "biuf" or not ds.dtype.isnative:
-        return "not numbers in native byte order"
-    if ds.is_virtual or ds.external:
-        return "virtual or external storage"
-    if ds.file.driver != "sec2" or ds.file.userblock_size:
-        return f"file driver {ds.file.driver}"
-    if ds.id.get_create_plist().get_nfilters():
-        return "filtered (compressed) storage"
-    if ds.chunks is not None and ds.chunks[1:] != ds.shape[1:]:
-        return "chunks that split a row"
-    return None
+        return row_offsets(self.addresses, self.chunk_rows, self.row_bytes, start + np.arange(n, dtype=np.int64))
 
 
 def _addresses(ds: h5py.Dataset) -> np.ndarray | None:
-    if ds.chunks is None:
-        off = ds.id.get_offset()
-        return None if off is None else np.array([off], np.int64)
-    cr = ds.chunks[0]
-    n_chunks = -(-ds.shape[0] // cr)
-    out = np.empty(n_chunks, np.int64)
-    zeros = (0,) * (ds.ndim - 1)
-    for c in range(n_chunks):   # once per chunk, by the preparing process only
-        info = ds.id.get_chunk_info_by_coord((c * cr, *zeros))
-        if info.byte_offset is None:
-            return None
-        out[c] = info.byte_offset
-    return out
+    """Every chunk's address, in row order (once per chunk, by the preparing process only); None if
+    one was never allocated."""
+    out = [chunk_address(ds, c) for c in range(1 if ds.chunks is None else -(-ds.shape[0] // ds.chunks[0]))]
+    return None if None in out else np.array(out, np.int64)
 
 
 def plan_writes(path: str | os.PathLike, names: list[str], probe: bool = True) -> dict[str, RowTarget]:
