@@ -35,7 +35,7 @@ from ..store.units import factor
 from ..store.writer import box_edges, in_file_units
 from ..util import fsync_path, polling_for_stop, raise_if_stopped
 from .frames import ConvertJob, iter_slabs
-from .pool import run_tasks
+from .pool import frame_bar, run_tasks
 from .resume import Partial, load_record, save_record
 
 log = logging.getLogger(__name__)
@@ -90,19 +90,14 @@ def run_ranges(partial: Partial, fn, args: tuple, executor: str, n_workers: int,
 
 def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, progress: bool) -> None:
     """Write (or finish) ``partial`` as its direct-write record says, then rename it to the final name."""
-    from tqdm import tqdm
-
     from .segmented import check_complete
-
-    class Bar(tqdm):
-        monitor_interval = 0   # no monitor thread: worker processes can then be forked
 
     def create(path: Path) -> list[str]:
         with job.writer(path, job.n_frames) as w:
             return w.preallocate()
 
     targets = prepare(partial, create)
-    with Bar(total=job.n_frames, disable=not progress, unit="frame", desc="convert") as bar:
+    with frame_bar(job.n_frames, progress, "convert") as bar:
         run_ranges(partial, write_range_direct, (job, targets), executor, n_workers, bar)
     check_complete(partial.tmp, job.n_frames, partial.final)
     partial.finish()

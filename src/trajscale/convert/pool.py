@@ -33,6 +33,17 @@ log = logging.getLogger(__name__)
 EXECUTORS = ("serial", "processes", "dask", "mpi")
 
 
+def frame_bar(total: int, progress: bool, desc: str):
+    """A tqdm bar counting frames, with no monitor thread (tqdm starts one even for a disabled
+    bar, and with a thread running the pool could not fork its workers)."""
+    from tqdm import tqdm
+
+    class Bar(tqdm):
+        monitor_interval = 0
+
+    return Bar(total=total, disable=not progress, unit="frame", desc=desc)
+
+
 def _init_worker() -> None:
     quiet_worker()   # the parent handles Ctrl-C and stops us
     signal.signal(signal.SIGTERM, lambda signum, frame: request_stop(signum))   # acted on between slabs

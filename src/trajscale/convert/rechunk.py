@@ -51,7 +51,7 @@ from ..store.writer import early_allocation
 from ..util import check_output_path, polling_for_stop, raise_if_stopped
 from . import direct
 from .join import copy_attrs, copy_frames, copy_structure, virtual_series
-from .pool import EXECUTORS, on_root, run_tasks
+from .pool import EXECUTORS, frame_bar, on_root, run_tasks
 from .resume import Partial, identity, load_record, save_record
 from .resume import partial_paths as resume_paths
 from .segmented import move_parts, moving, parts_folder
@@ -217,15 +217,10 @@ def _run_direct(src_path: str, src: h5py.File, names: list[str], partial: Partia
             _copy_structure(src, dst, layout, None, early=True)
         return names
 
-    from tqdm import tqdm
-
-    class Bar(tqdm):
-        monitor_interval = 0   # no monitor thread: worker processes can then be forked
-
     targets = direct.prepare(partial, create)
     before = sum(int((load_record(partial.worker_record(k)) or {}).get("done", 0))
                  for k in range(len(partial.record["ranges"])))
-    with Bar(total=partial.record["ranges"][-1][1], disable=not progress, unit="frame", desc="rechunk") as bar:
+    with frame_bar(partial.record["ranges"][-1][1], progress, "rechunk") as bar:
         direct.run_ranges(partial, rechunk_range_direct, (src_path, names, slab_bytes, targets), executor,
                           n_workers, bar)
     return before

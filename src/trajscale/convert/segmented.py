@@ -28,7 +28,7 @@ from ..errors import OutputError
 from ..store.hdf5 import open_h5
 from .frames import ConvertJob, write_range
 from .join import copy_frames, copy_structure, is_time_series, like, virtual_series
-from .pool import run_tasks
+from .pool import frame_bar, run_tasks
 from ..util import fsync_path
 from .resume import Partial, load_record, save_record
 
@@ -58,16 +58,11 @@ def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, p
 
     Returns the number of input files renumbered when they were renumbered as read (serial).
     """
-    from tqdm import tqdm
-
-    class Bar(tqdm):
-        monitor_interval = 0   # no monitor thread: worker processes can then be forked
-
     rec = partial.record
     if moving(rec):   # stopped while moving the counted segments or before the rename: finish that
         _join_virtual(partial, [(partial.parts / f"part_{k:04d}.h5md", a, b) for k, (a, b) in enumerate(rec["ranges"])])
         return None
-    with Bar(total=job.n_frames, disable=not progress, unit="frame", desc="convert") as bar:
+    with frame_bar(job.n_frames, progress, "convert") as bar:
         if rec.get("mode") != "segments":
             bar.update(int(rec.get("done", 0)))
             write_range(job, 0, job.n_frames, str(partial.tmp), str(partial.record_path), sources, bar)
