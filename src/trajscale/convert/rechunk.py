@@ -17,8 +17,8 @@ Uncompressed outputs (no filter, no precision), serial or on processes/Dask:
 the partial output is created with the whole structure and its series'
 storage allocated, and each worker (or the one serial pass) copies its range
 of frames to their byte addresses (:func:`rechunk_range_direct`,
-``convert.direct``): inputs read with ``DirectReads`` where eligible, nothing
-joined afterwards.
+``convert.direct``): whole frames read through HDF5 a few MiB at a time,
+nothing joined afterwards.
 
 Otherwise, in parallel (``executor="processes"|"dask"``, MPI, ``virtual``): each
 worker rewrites its range of frames into a segment file with its own record
@@ -41,7 +41,6 @@ from ..block import split_frames
 from ..errors import ConfigError, InputFileError, OutputError, UnitError
 from ..store.codecs import (ENCODINGS, decode_deltas, delta_quantum, encode_deltas, lossy_attrs,
                             lossy_attrs_for, quantize)
-from ..store.direct import DirectReads
 from ..store.direct_write import DirectWrites
 from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import Layout
@@ -230,8 +229,9 @@ def rechunk_range_direct(src_path: str, names: list[str], slab_bytes: int, targe
                          path: str, record_path: str) -> int:
     """Worker: copy frames ``[a, b)`` of the series ``names`` to their addresses in ``path``, resumably.
 
-    Eligible inputs are read with :class:`DirectReads`, the rest through HDF5; each slab of every series
-    is fdatasynced before the record counts it.
+    Whole frames are read through HDF5 (one call per piece of a few MiB; the reader's byte-address path
+    would load numba in every worker for reads this size); each slab of every series is fdatasynced
+    before the record counts it.
     """
     record = load_record(Path(record_path)) or {}
     done = int(record.get("done", 0))
@@ -241,36 +241,28 @@ def rechunk_range_direct(src_path: str, names: list[str], slab_bytes: int, targe
         series = [src[n] for n in names]
         for ds in series:
             ensure_filters(ds)
-        readers = [DirectReads.of(ds, src_path) for ds in series]
-        try:
-            frame_bytes = max(1, sum(ds.shape[1] * 3 * ds.dtype.itemsize for ds in series))
-            per = max(1, min(b - a, slab_bytes // frame_bytes))   # frames counted at a time
-            # copied a few MiB at a time: the buffer stays in cache between the read and the write
-            piece = max(1, min(per, COPY_BYTES // frame_bytes))
-            bufs = [np.empty((piece, ds.shape[1], 3), ds.dtype) for ds in series]
-            at = a + done
-            while at < b:
-                raise_if_stopped()
-                end = min(b, at + per)
-                for p0 in range(at, end, piece):
-                    p1 = min(end, p0 + piece)
-                    for ds, reader, buf in zip(series, readers, bufs):
-                        hi = min(p1, ds.shape[0])
-                        if hi <= p0:
-                            continue
-                        out = buf[:hi - p0]
-                        if reader is None or not reader.read(p0, hi - p0, 1, np.array([[0, ds.shape[1]]]), None,
-                                                             out):
-                            ds.read_direct(out, np.s_[p0:hi], np.s_[0:hi - p0])
-                        dw.write(ds.name, p0, out)
-                dw.sync()   # on disk before the record counts it
-                at = end
-                record["done"] = at - a
-                save_record(Path(record_path), record)
-        finally:
-            for r in readers:
-                if r is not None:
-                    r.close()
+        frame_bytes = max(1, sum(ds.shape[1] * 3 * ds.dtype.itemsize for ds in series))
+        per = max(1, min(b - a, slab_bytes // frame_bytes))   # frames counted at a time
+        # copied a few MiB at a time: the buffer stays in cache between the read and the write
+        piece = max(1, min(per, COPY_BYTES // frame_bytes))
+        bufs = [np.empty((piece, ds.shape[1], 3), ds.dtype) for ds in series]
+        at = a + done
+        while at < b:
+            raise_if_stopped()
+            end = min(b, at + per)
+            for p0 in range(at, end, piece):
+                p1 = min(end, p0 + piece)
+                for ds, buf in zip(series, bufs):
+                    hi = min(p1, ds.shape[0])
+                    if hi <= p0:
+                        continue
+                    out = buf[:hi - p0]
+                    ds.read_direct(out, np.s_[p0:hi], np.s_[0:hi - p0])
+                    dw.write(ds.name, p0, out)
+            dw.sync()   # on disk before the record counts it
+            at = end
+            record["done"] = at - a
+            save_record(Path(record_path), record)
     return b - a - done
 
 
