@@ -88,3 +88,21 @@ def test_source_units_come_from_the_format(tmp_path):
         assert pos.attrs["unit"] in ("nm", b"nm")
         ref = _mda_frames(D.GRO, D.XTC)["position"]
         np.testing.assert_allclose(pos[:], ref / 10.0, rtol=1e-6, atol=1e-6)
+
+
+def test_convert_and_verify_parse_the_topology_without_its_coordinates(tmp_path, monkeypatch):
+    """A TPR's own coordinates (MDAnalysis's pure-Python XDR reader, ~0.4 s for 47,681 atoms) are never
+    read when no selection could need them; the output still equals MDAnalysis's reading of the XTC."""
+    from MDAnalysis.coordinates.TPR import TPRReader
+
+    from trajscale.convert.verify import verify
+
+    monkeypatch.setenv("TRAJSCALE_TOPOLOGY_CACHE", "0")
+    ref = mda.Universe(D.TPR, D.XTC).trajectory.timeseries(order="fac")
+    monkeypatch.setattr(TPRReader, "_read_first_frame",
+                        lambda self: pytest.fail("the TPR's coordinates were read"))
+    out = tmp_path / "water.h5md"
+    convert(D.TPR, [D.XTC], str(out))
+    assert verify(D.TPR, [D.XTC], str(out)).ok
+    with h5py.File(out, "r") as f:
+        np.testing.assert_allclose(f["particles/all/position/value"][()], ref, atol=1e-4)   # Angstrom
