@@ -14,8 +14,10 @@ Three things users meet before any task runs:
 * Ctrl-C reaches every process of the terminal's process group: a worker (or
   forkserver) that is still importing prints a ``KeyboardInterrupt``
   traceback.  :func:`sigint_blocked` keeps SIGINT pending while workers start
-  (children inherit the blocked mask) and :func:`quiet_worker` makes them ignore
-  it; the parent alone receives it and stops the pool.
+  (forked children inherit the blocked mask; a forkserver, started by
+  fork+exec, does not, and blocks it itself: ``executors/_forkserver.py``) and
+  :func:`quiet_worker` makes them ignore it; the parent alone receives it and
+  stops the pool.
 """
 
 from __future__ import annotations
@@ -65,9 +67,9 @@ def choose_start_method(requested: str | None = None) -> str:
 def sigint_blocked():
     """SIGINT held pending in this thread while workers start; delivered when the block ends.
 
-    Children started in the block inherit the blocked mask (across exec too,
-    so a forkserver's imports cannot be interrupted), and :func:`quiet_worker`
-    then ignores the signal before unblocking it.
+    Children forked in the block inherit the blocked mask, and :func:`quiet_worker`
+    then ignores the signal before unblocking it.  (A process started by
+    fork+exec, such as a forkserver, starts with an empty mask: CPython clears it.)
     """
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
         yield

@@ -101,3 +101,25 @@ def test_ctrl_c_while_workers_start(tmp_path, adk_vacuum, adk_vacuum_h5md, metho
         time.sleep(0.05)
     else:
         pytest.fail("processes of the interrupted run are still alive")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_the_forkserver_holds_sigint_blocked():
+    """A forkserver starts with an empty signal mask (fork+exec), so a worker forked from it could take a
+    Ctrl-C before its initializer ignores it; the forkserver blocks SIGINT itself, for them to inherit.
+    (In a new interpreter: a process keeps the first forkserver it started, whoever started it.)"""
+    code = textwrap.dedent("""
+        from multiprocessing import forkserver
+        from trajscale.executors.processes import ProcessExecutor
+        ex = ProcessExecutor(2, start_method="forkserver")
+        ex.start()
+        for f in ex._warm:
+            f.result(timeout=120)
+        status = open(f"/proc/{forkserver._forkserver._forkserver_pid}/status").read()
+        print(next(line.split()[1] for line in status.splitlines() if line.startswith("SigBlk")))
+        ex.close()
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)])))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert int(proc.stdout.split()[-1], 16) & (1 << (signal.SIGINT - 1)), proc.stdout

@@ -39,7 +39,8 @@ from .startup import warm_up
 log = logging.getLogger(__name__)
 
 #: Modules a forkserver imports once, so that each worker forked from it starts in milliseconds.
-FORKSERVER_PRELOAD = ["trajscale.executors.base", "trajscale.executors.startup",
+#: ``_forkserver`` first: it blocks SIGINT in the forkserver before anything else is imported there.
+FORKSERVER_PRELOAD = ["trajscale.executors._forkserver", "trajscale.executors.base", "trajscale.executors.startup",
                       "trajscale.kernels._numba_superpose"]
 
 # Folder where each worker notes the task it is running (one small file per
