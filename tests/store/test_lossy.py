@@ -28,6 +28,11 @@ pytest.importorskip("hdf5plugin")
 POS = "particles/all/position/value"
 
 
+def _attrs(ds) -> dict:
+    """A dataset's attributes, comparable with == (arrays as lists)."""
+    return {k: np.asarray(v).tolist() for k, v in ds.attrs.items()}
+
+
 @pytest.fixture(scope="module")
 def water_h5md(tmp_path_factory):
     """The AdK-in-water XTC (10 frames x 47,681 atoms, written at 0.001 nm) as plain float32 H5MD."""
@@ -104,7 +109,7 @@ def test_rmsd_on_deltas_within_1e3_of_uncompressed(vacuum_deltas, adk_vacuum, ad
 def test_mdanalysis_refuses_deltas_clearly_and_reads_them_rechunked_to_floats(tmp_path, vacuum_deltas, adk_vacuum):
     import hdf5plugin  # noqa: F401 - the filters, so that only the encoding can stop MDAnalysis
 
-    with pytest.raises(RuntimeError, match="atom-deltas.*not recognized"):
+    with pytest.raises(RuntimeError, match="atom-refs-zigzag-uint16.*not recognized"):
         mda.Universe(adk_vacuum[0], vacuum_deltas)
     back = tmp_path / "floats.h5md"
     rechunk(vacuum_deltas, back, Layout.parse("auto", "zstd"))
@@ -118,7 +123,7 @@ def test_mdanalysis_refuses_deltas_clearly_and_reads_them_rechunked_to_floats(tm
 
 def test_inspect_shows_and_verify_checks_the_bound(tmp_path, vacuum_deltas, adk_vacuum, adk_vacuum_h5md):
     facts = json.loads(run_cli("inspect", vacuum_deltas, "--json").stdout)
-    assert facts["precision"]["angstrom"] == 0.01 and facts["precision"]["encoding"].startswith("atom-deltas")
+    assert facts["precision"]["angstrom"] == 0.01 and facts["precision"]["encoding"].startswith("atom-refs")
     assert facts["units"]["position"] == "Angstrom"
     text = run_cli("inspect", vacuum_deltas).stdout
     assert "within 0.005 A" in text
@@ -157,7 +162,12 @@ def test_bad_lossy_requests_are_clear(tmp_path, adk_vacuum_h5md):
     with h5py.File(far, "r+") as f:
         f[POS][5, 7] = [5000.0, 0, 0]
     with pytest.raises(InputFileError, match="exceeds"):
-        rechunk(str(far), tmp_path / "b.h5md", Layout.parse("auto", "zstd"), precision=1e-6, encoding="deltas")
+        rechunk(str(far), tmp_path / "b.h5md", Layout.parse("auto", "zstd"), precision=1e-6, encoding="deltas32")
+    assert not (tmp_path / "b.h5md").exists()
+    # uint16 deltas: within 32767 steps of the first frame's centre (+-327 A at 0.01 A); the message
+    # names the way out
+    with pytest.raises(InputFileError, match="32767 steps.*--encoding deltas32"):
+        rechunk(str(far), tmp_path / "b.h5md", Layout.parse("auto", "zstd"), precision=0.01, encoding="deltas")
     assert not (tmp_path / "b.h5md").exists()
     r = run_cli("rechunk", adk_vacuum_h5md, "-o", str(tmp_path / "c.h5md"), "--precision", "0.01",
                 "--encoding", "deltas")
@@ -195,7 +205,7 @@ def test_mpi_convert_writes_the_same_lossy_file_as_serial(tmp_path, adk_vacuum, 
     assert r.returncode == 0, r.stderr[-3000:]
     with h5py.File(serial) as a, h5py.File(out) as b:
         np.testing.assert_array_equal(b[POS][()], a[POS][()])
-        assert dict(b[POS].attrs) == dict(a[POS].attrs)
+        assert _attrs(b[POS]) == _attrs(a[POS])
     rep = verify(adk_vacuum[0], [adk_vacuum[1]], str(out))
     assert rep.ok and 0 < rep.max_dx <= 0.005 + 1e-5
 

@@ -32,9 +32,10 @@ def add_parser(sub) -> None:
                         "(the last four need hdf5plugin; default none)")
     p.add_argument("--precision", type=float, default=None,
                    help="store positions rounded to this precision in Å (lossy; 0.01 = XTC's 0.001 nm)")
-    p.add_argument("--encoding", default="floats", choices=["floats", "deltas"],
-                   help="with --precision: floats (plain floats for every HDF5 reader) or deltas (XTC-sized, "
-                        "read back only by trajscale); see `trajscale rechunk --help`")
+    p.add_argument("--encoding", default="floats", choices=["floats", "deltas", "deltas32"],
+                   help="with --precision: floats (plain floats for every HDF5 reader), deltas (XTC-sized, "
+                        "read back only by trajscale) or deltas32 (for coordinates beyond +-32767 steps); "
+                        "see `trajscale rechunk --help`")
     p.add_argument("--fletcher32", action="store_true", help="add checksums to chunks")
     p.add_argument("--select", default=None, help="write only these atoms (MDAnalysis selection)")
     p.add_argument("--units", default="mdanalysis", choices=["mdanalysis", "gromacs", "source"],

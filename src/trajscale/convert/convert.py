@@ -15,6 +15,7 @@ from ..errors import ConfigError, InputFileError, OutputError
 from ..sources import H5MDSource, PartSource
 from ..sources.mda import load_universe
 from ..sources.selection import select_atoms
+from ..store.codecs import ENCODINGS
 from ..store.layout import Layout
 from ..store.units import MDANALYSIS_QUANTITY, WRITE_UNITS, from_mdanalysis, unit_system
 from ..util import check_output_path, polling_for_stop
@@ -79,8 +80,10 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
     check_output_path(output, overwrite)
     if precision is not None and not precision > 0:
         raise ConfigError(f"--precision must be positive, got {precision}")
-    if encoding == "deltas" and (precision is None or not layout.compression):
-        raise ConfigError("--encoding deltas needs --precision and a --compression (zstd or blosc-zstd pay most)")
+    if encoding not in ENCODINGS:
+        raise ConfigError(f"--encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
+    if encoding != "floats" and (precision is None or not layout.compression):
+        raise ConfigError(f"--encoding {encoding} needs --precision and a --compression (blosc-lz4 pays most)")
     if executor not in (None, *EXECUTORS):
         raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if virtual and executor not in ("processes", "dask"):
@@ -122,6 +125,8 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
                          masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
                          observables={k: (tuple(v[0]), np.dtype(v[1]).str) for k, v in observables.items()},
                          in_group=group, assume_units=assume_units, precision=precision, encoding=encoding,
+                         # delta coding is planned from the first frame, by every writer alike
+                         reference=first.positions[0] if encoding == "deltas" and precision is not None else None,
                          offsets=tuple(s.get_config()["offsets"] if isinstance(s, PartSource) else None
                                        for s in sources))
         wanted = {"inputs": identity([topology, *trajectories]),

@@ -56,6 +56,7 @@ class ConvertJob:
     assume_units: str | None = None
     precision: float | None = None         # lossy positions (store.codecs)
     encoding: str = "floats"
+    reference: np.ndarray | None = None    # "deltas": the first output frame's positions (Å)
     #: per input: XTC/TRR frame offsets (``parts.encode_offsets``) scanned by the preparing process, else None
     offsets: tuple[str | None, ...] | None = None
 
@@ -63,7 +64,8 @@ class ConvertJob:
         """A new writer of ``n_frames`` frames with this job's structure."""
         w = H5MDWriter(path, self.n_atoms, n_frames=n_frames, layout=self.layout, fields=self.fields,
                        box=self.box, group=self.group, masses=self.masses, charges=self.charges,
-                       units=self.units, precision=self.precision, encoding=self.encoding)
+                       units=self.units, precision=self.precision, encoding=self.encoding,
+                       reference=self.reference)
         for name, (shape, dtype) in (self.observables or {}).items():
             w.add_observable(name, tuple(shape), np.dtype(dtype))
         return w

@@ -85,7 +85,8 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
     has_box = job.box is not None
     kw = dict(comm=comm, strategy="collective", layout=job.layout, n_frames=n_frames,
               velocities="velocity" in job.fields, forces="force" in job.fields, box=job.box, group=job.group,
-              units=job.units, precision=job.precision, encoding=job.encoding, durable=True)
+              units=job.units, precision=job.precision, encoding=job.encoding, durable=True,
+              reference=job.reference)
     ok = False
     try:
         with polling_for_stop():

@@ -39,8 +39,8 @@ import numpy as np
 
 from ..block import split_frames
 from ..errors import ConfigError, InputFileError, OutputError, UnitError
-from ..store.codecs import (ENCODINGS, decode_deltas, delta_quantum, encode_deltas, lossy_attrs,
-                            lossy_attrs_for, quantize)
+from ..store.codecs import (CODES, ENCODINGS, Deltas, codec_for, deltas_of, is_delta_coded, lossy_attrs,
+                            lossy_attrs_for, quantize, stored_dtype)
 from ..store.direct_write import DirectWrites
 from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import Layout
@@ -127,8 +127,8 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         raise OutputError(parts_folder(final), "already exists (use --overwrite to replace it)")
     if encoding not in ENCODINGS:
         raise ConfigError(f"--encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
-    if encoding == "deltas" and (precision is None or not layout.compression):
-        raise ConfigError("--encoding deltas needs --precision and a --compression (zstd or blosc-zstd pay most)")
+    if encoding != "floats" and (precision is None or not layout.compression):
+        raise ConfigError(f"--encoding {encoding} needs --precision and a --compression (blosc-lz4 pays most)")
     (ident,) = identity([src_path])
     wanted = {**ident, "layout": layout.describe(), "precision": precision}
     if encoding != "floats":
@@ -203,7 +203,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
 def _direct_eligible(src: h5py.File, names: list[str], layout: Layout, precision, encoding: str) -> bool:
     """Outputs with no filter, from inputs whose series are stored as plain numbers of every frame."""
     return bool(names) and encoding == "floats" and direct.eligible(layout, precision) and all(
-        src[n].shape[0] and src[n].dtype.isnative and src[n].dtype.kind == "f" and delta_quantum(src[n]) is None
+        src[n].shape[0] and src[n].dtype.isnative and src[n].dtype.kind == "f" and not is_delta_coded(src[n])
         for n in names)
 
 
@@ -372,8 +372,9 @@ def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout,
     n_total, n_atoms, _ = obj.shape
     n_frames = n_total if n_frames is None else n_frames
     lossy = precision is not None and obj.name.split("/")[-2] == "position"
-    deltas = lossy and encoding == "deltas"
-    dtype = np.uint32 if deltas else np.float32 if delta_quantum(obj) else obj.dtype
+    attrs = lossy_attrs_for(precision, encoding, attr_str(obj, "trajscale_unit") or attr_str(obj, "unit") or "",
+                            _length_scale(obj)) if lossy else None
+    dtype = stored_dtype(attrs) if lossy else np.float32 if is_delta_coded(obj) else obj.dtype
     # chunk frames planned for the whole series, so a segment's chunks are the output's
     chunks = layout.chunk_shape(n_atoms, np.dtype(dtype).itemsize, n_total)
     kw = {"shape": (n_frames, n_atoms, 3), "dtype": dtype}
@@ -389,9 +390,26 @@ def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout,
         ds.attrs["unit"] = ds.attrs["trajscale_unit"]
         del ds.attrs["trajscale_unit"]
         ds.attrs["trajscale_encoding"] = "floats"
+    for stale in ("trajscale_center",):
+        if stale in ds.attrs:
+            del ds.attrs[stale]
+    if CODES in dg:      # the input's codes, copied with its element group
+        del dg[CODES]
     if lossy:
-        ds.attrs.update(lossy_attrs_for(precision, encoding, attr_str(ds, "unit"), _length_scale(obj)))
+        ds.attrs.update(attrs)
+        # every worker plans from the input's first frame, so their segments agree
+        codec = codec_for(attrs, _first_frame(obj) if attrs["trajscale_encoding"] != "floats" else None)
+        if isinstance(codec, Deltas):
+            codec.store(ds)
     return ds
+
+
+def _first_frame(ds: h5py.Dataset) -> np.ndarray:
+    """Frame 0 of a position series, in its unit."""
+    ensure_filters(ds)
+    codec = deltas_of(ds)
+    raw = ds[:1]
+    return (raw if codec is None else codec.decode(raw))[0]
 
 
 def _length_scale(ds: h5py.Dataset) -> float:
@@ -416,7 +434,7 @@ def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path
         return
     cf = dds.chunks[0] if dds.chunks else 1
     per = max(cf, (slab_bytes // max(1, n_atoms * 3 * sds.dtype.itemsize)) // cf * cf)
-    q_in, q_out = delta_quantum(sds), delta_quantum(dds)
+    c_in, c_out = deltas_of(sds), deltas_of(dds)
     lossy = lossy_attrs(dds)
     q = lossy[1] if lossy and lossy[2] == "floats" else None   # (idempotent on quantized input)
     buf = np.empty((per, n_atoms, 3), sds.dtype)
@@ -428,10 +446,10 @@ def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path
             raise_if_stopped()
             b = min(n_frames, a + per)
             sds.read_direct(buf, np.s_[first + a:first + b], np.s_[0:b - a])
-            out = buf[:b - a] if q_in is None else decode_deltas(buf[:b - a], q_in)
-            if q_out is not None:
+            out = buf[:b - a] if c_in is None else c_in.decode(buf[:b - a])
+            if c_out is not None:
                 try:
-                    out = encode_deltas(out, q_out) if q_in != q_out else buf[:b - a]
+                    out = c_out.encode(out)
                 except ValueError as exc:
                     raise InputFileError(sds.file.filename, f"{sds.name} frames {first + a}-{first + b}: {exc}") from None
             elif q is not None:

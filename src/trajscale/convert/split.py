@@ -19,7 +19,7 @@ from ..block import split_frames
 from ..errors import AtomCountMismatchError, InputFileError
 from ..sources import H5MDSource, open_source
 from ..sources.segments import INDEX_NAME, write_index
-from ..store.codecs import DELTAS
+from ..store.codecs import ENCODING_OF
 from ..store.layout import Layout
 from ..store.writer import H5MDWriter
 from ..util import atomic_output
@@ -80,7 +80,10 @@ def _stored_like(src: H5MDSource, layout: Layout) -> tuple[Layout, dict]:
     if layout.compression is None:
         comp = src.layout_summary().get("compression") or "none"
         layout = Layout.parse(str(layout.chunks), comp, layout.fletcher32)
-    return layout, {"precision": precision, "encoding": "deltas" if encoding == DELTAS else "floats",
+    encoding = ENCODING_OF.get(encoding, "floats")
+    # delta-coded parts keep the input's references (planned from its first frame): the same stored values
+    reference = src.read(0, 1, None, ("position",)).positions[0] if encoding == "deltas" else None
+    return layout, {"precision": precision, "encoding": encoding, "reference": reference,
                     "units": dict(src.info.units)}
 
 

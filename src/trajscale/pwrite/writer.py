@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import ConfigError, OutputError, ParallelUnavailableError, ParallelWriteError
 from ..parallel import h5py_has_mpi
 from ..store.layout import Layout
-from ..store.codecs import DELTAS, encode, lossy_attrs_for
+from ..store.codecs import encode, lossy_attrs_for
 from ..store.units import WRITE_UNITS, factor, unit_system
 from ..store.writer import H5MDWriter
 from ..util import check_output_path, temporary_name
@@ -99,7 +99,7 @@ class ParallelWriter:
                  n_frames: int | None = None, box: str | None = "triclinic", check: bool = False,
                  overwrite: bool = True, group: str = "all", layout: Layout | None = None,
                  precision: float | None = None, encoding: str = "floats", resume_at: int | None = None,
-                 durable: bool = False) -> None:
+                 durable: bool = False, reference: np.ndarray | None = None) -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
         self.units = unit_system(units) if isinstance(units, str) else {**WRITE_UNITS, **units}
@@ -160,7 +160,8 @@ class ParallelWriter:
                                  fields=self.fields, box=box, group=group, units=self.units,
                                  driver="mpio" if self.mpio else None, comm=comm if self.mpio else None,
                                  mpi_info=self._hints(), precision=precision, encoding=encoding,
-                                 **(meta or {}))
+                                 reference=reference, **(meta or {}))
+        self._share_codec()
 
     def _reopen(self, n: int, n_frames: int | None) -> None:
         """Open the file an interrupted run left at ``self.path``, its first ``n`` frames counted."""
@@ -173,9 +174,14 @@ class ParallelWriter:
         if self.opens:
             self._w = H5MDWriter.reopen(self.path, n, n_frames, driver="mpio" if self.mpio else None,
                                         comm=self.comm if self.mpio else None, mpi_info=self._hints())
+        self._share_codec()
         self._published = True
         self._ncommitted = n
         self._written = [(0, n)] if n else []
+
+    def _share_codec(self) -> None:
+        """Every rank encodes its own frames with the codec of the file rank 0 holds."""
+        self._codec = self._bcast(self._w._codec if self._w is not None else None) if self._lossy else None
 
     # -- public API -----------------------------------------------------------------------------
 
@@ -214,7 +220,7 @@ class ParallelWriter:
         msg = ex.agree(self.comm, problem, ids if problem is None else np.empty(0, np.int64), self.n_atoms)
         if msg:
             self._fail(f"frame {frame}: {msg}")
-        if self._lossy and self._lossy["trajscale_encoding"] == DELTAS:
+        if self._lossy and self._lossy["trajscale_encoding"] != "floats":
             raise ConfigError("delta-coded positions need whole frames on one rank: use write_frames, "
                               "or encoding 'floats'")
         packed = ex.Frame(ids, [self._in_file_units(a, fl) if fl != "position" or not self._lossy
@@ -275,7 +281,14 @@ class ParallelWriter:
                     if bad.any():
                         raise ValueError(f"non-finite {fl} in frames {ex._show(start + np.flatnonzero(bad))}")
             if self._lossy and k:   # here, so that a value that cannot be encoded fails every rank together
-                given["position"] = encode(self._in_file_units(positions, "position"), self._lossy)
+                inside = self._in_file_units(positions, "position")
+                if self._codec is None and self._lossy["trajscale_encoding"] != "floats":
+                    if self.size > 1:
+                        raise ValueError("delta-coded positions written by several ranks need the first "
+                                         "frame as ParallelWriter(reference=...)")
+                    self._w._plan_codec(inside[0])
+                    self._codec = self._w._codec
+                given["position"] = encode(inside, self._lossy, self._codec)
         except ValueError as exc:
             problem = str(exc)
         every = [(0, start, k, problem)] if self.comm is None else \

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import TYPE_CHECKING
 
+from ..store.codecs import ENCODING_OF
 from .metrics import PHASE_LABELS, fmt_comm_ratio, fmt_ratio, worker_timings
 from .stragglers import STRAGGLER_FACTOR, Straggler
 from .timing import RunReport
@@ -55,7 +56,7 @@ def _kept_options(report: RunReport) -> str:
     if isinstance(prec, dict) and prec.get("angstrom") is not None:
         out += f" --precision {float(prec['angstrom']):g}"
         if prec.get("encoding") not in (None, "floats"):
-            out += " --encoding deltas"
+            out += f" --encoding {ENCODING_OF.get(prec['encoding'], 'deltas')}"
     return out
 
 

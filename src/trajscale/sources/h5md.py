@@ -12,7 +12,7 @@ import numpy as np
 from ..block import Block
 from ..errors import InputFileError
 from ..store.box import edges_to_dimensions
-from ..store.codecs import decode_deltas, delta_quantum
+from ..store.codecs import deltas_of
 from ..store.direct import DirectReads
 from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import reader_chunk_cache
@@ -126,8 +126,11 @@ class H5MDSource(Source):
         self._datasets = {fl: _with_chunk_cache(self.file, self.info.dataset(fl)) for fl in self.info.fields}
         for ds in self._datasets.values():
             ensure_filters(ds)
-        #: field -> quantum of a delta-coded dataset (decoded here; store.codecs)
-        self._deltas = {fl: q for fl, ds in self._datasets.items() if (q := delta_quantum(ds))}
+        #: field -> codec of a delta-coded dataset (decoded here; store.codecs)
+        try:
+            self._deltas = {fl: c for fl, ds in self._datasets.items() if (c := deltas_of(ds))}
+        except ValueError as exc:
+            raise InputFileError(self._path, str(exc)) from None
         # Uncompressed whole-frame chunks are read at their byte addresses (store.direct),
         # except under MPI-IO, whose reads (collective or not) stay MPI-IO's.
         if self._driver != "mpio":
@@ -283,20 +286,22 @@ class H5MDSource(Source):
         cols = np.concatenate([np.arange(lo, hi) for lo, hi in plan.runs.tolist()]) if len(plan.runs) else \
             np.zeros(0, np.intp)
         atoms = cols if plan.index is None else cols[plan.index]
-        width = int(plan.runs[-1][1]) if len(plan.runs) else 0   # each atom needs every one before it
+        codec = self._deltas[fl]
+        # an atom needs the ones before it (and the stored order mixes them)
+        width = codec.atoms_needed(int(plan.runs[-1][1])) if len(plan.runs) else 0
         out = self._out_array(fl + ":selected", (n, len(atoms), 3))
         whole = np.array_equal(atoms, np.arange(width))
         size = MAX_SLAB_BYTES if self._collective else GATHER_SLAB_BYTES
         slabs = list(self._slabs(start, n, stride, width, size)) if n and width else []
         rows = max((j - i for i, j in slabs), default=0)
-        raw = np.empty((rows, width, 3), np.uint32)
+        raw = np.empty((rows, width, 3), codec.dtype)
         vals = None if whole else np.empty((rows, width, 3), np.float32)
         for i, j in slabs:
             self._read_runs(self._datasets[fl], np.array([[0, width]]), raw[:j - i], start + i * stride, stride)
             if whole:
-                decode_deltas(raw[:j - i], self._deltas[fl], out=out[i:j])
+                codec.decode(raw[:j - i], out=out[i:j])
             else:
-                decode_deltas(raw[:j - i], self._deltas[fl], out=vals[:j - i])
+                codec.decode(raw[:j - i], out=vals[:j - i])
                 np.take(vals[:j - i], atoms, axis=1, out=out[i:j], mode="clip")
         return out
 

@@ -20,7 +20,7 @@ import numpy as np
 from .._version import __version__
 from ..errors import ConfigError
 from .box import dimensions_to_edges
-from .codecs import DELTAS, encode, lossy_attrs_for
+from .codecs import Deltas, codec_for, deltas_of, encode, lossy_attrs_for, stored_dtype
 from .hdf5 import open_h5
 from .layout import Layout
 from .units import WRITE_UNITS, factor
@@ -60,8 +60,13 @@ class H5MDWriter:
         ``driver="mpio"`` with an MPI communicator (and MPI-IO hints): every
         rank runs the same calls (HDF5 metadata operations are collective).
     precision, encoding
-        Store positions rounded to ``precision`` Å, as ``"floats"`` or ``"deltas"``
-        (:mod:`trajscale.store.codecs`); None (the default) is lossless.
+        Store positions rounded to ``precision`` Å, as ``"floats"``, ``"deltas"`` or
+        ``"deltas32"`` (:mod:`trajscale.store.codecs`); None (the default) is lossless.
+    reference
+        ``"deltas"``: the trajectory's first frame (positions in Å), from which the
+        atoms' references are planned.  Writers of parts of one output (segments,
+        ranks) must all pass it; a writer of a whole file may leave it to the
+        first frame it writes.
     """
 
     def __init__(self, path: str | os.PathLike, n_atoms: int, *, n_frames: int | None = None,
@@ -69,7 +74,8 @@ class H5MDWriter:
                  box: str | None = "triclinic", group: str = "all", author: str = "trajscale",
                  species=None, masses=None, charges=None, driver: str | None = None,
                  comm=None, units: dict[str, str] | None = None, ids=None, names=None,
-                 mpi_info=None, precision: float | None = None, encoding: str = "floats") -> None:
+                 mpi_info=None, precision: float | None = None, encoding: str = "floats",
+                 reference: np.ndarray | None = None) -> None:
         self.layout = layout or Layout()
         self.n_atoms = int(n_atoms)
         self.n_frames_total = n_frames
@@ -89,18 +95,21 @@ class H5MDWriter:
         creator = h5md.create_group("creator")
         creator.attrs["name"] = "trajscale"
         creator.attrs["version"] = __version__
-        pg = f.create_group(f"particles/{group}")
+        pg = self._pg = f.create_group(f"particles/{group}")
         first = None
         #: attributes of lossy positions (store.codecs), None when lossless
         self._lossy = None if precision is None else lossy_attrs_for(
             precision, encoding, self.units["position"], self._factors["position"])
+        self._codec = None   # delta coding (store.codecs), planned from the reference or the first frame
         for fl in self.fields:
             el = pg.create_group(fl)
-            deltas = fl == "position" and self._lossy and self._lossy["trajscale_encoding"] == DELTAS
-            el.create_dataset("value", **self._dataset_kw(), dtype=np.uint32 if deltas else np.float32)
+            el.create_dataset("value", **self._dataset_kw(),
+                              dtype=stored_dtype(self._lossy) if fl == "position" else np.float32)
             el["value"].attrs["unit"] = self.units[fl]
             if fl == "position" and self._lossy:
                 el["value"].attrs.update(self._lossy)
+                if self._lossy["trajscale_encoding"] != "floats":
+                    self._plan_codec(None if reference is None else self.in_file_units(reference, fl))
             if first is None:
                 # Always resizable: they grow only when a frame is complete (commit).
                 el.create_dataset("step", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(1024,))
@@ -161,6 +170,10 @@ class H5MDWriter:
             lossy = {k: v for k, v in pg["position"]["value"].attrs.items() if k.startswith("trajscale_")} \
                 if "position" in pg else {}
             self._lossy = {k: _text(v) if isinstance(v, (bytes, str)) else v for k, v in lossy.items()} or None
+            try:
+                self._codec = deltas_of(pos)
+            except ValueError:   # delta-coded, interrupted before its first frame: planned from the next
+                self._codec = None
             obs = f.get("observables", {})
             self._obs = {name: obs[name]["value"] for name in obs}
             first = pg[self.fields[0]]
@@ -225,7 +238,9 @@ class H5MDWriter:
             arr = self.in_file_units(arr, fl)
             if fl == "position" and self._lossy:
                 try:
-                    arr = encode(arr, self._lossy)
+                    if self._codec is None and self._lossy["trajscale_encoding"] != "floats":
+                        self._plan_codec(arr[0])
+                    arr = encode(arr, self._lossy, self._codec)
                 except ValueError as exc:
                     raise ConfigError(f"frames {a}-{b}: {exc}") from None
             self._pg[fl]["value"].write_direct(arr, dest_sel=np.s_[a:b])
@@ -234,6 +249,12 @@ class H5MDWriter:
         for name, val in (observables or {}).items():
             self._obs[name][a:b] = val
         self.commit(b, step, time)
+
+    def _plan_codec(self, reference: np.ndarray | None) -> None:
+        """The positions' delta codec, planned from ``reference`` (file units) and stored with them."""
+        self._codec = codec_for(self._lossy, reference)
+        if isinstance(self._codec, Deltas):
+            self._codec.store(self._pg["position"]["value"])
 
     def value(self, name: str) -> h5py.Dataset:
         """The per-frame ``value`` dataset of a field (``position``, ...) or of ``box``."""
