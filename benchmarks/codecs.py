@@ -156,6 +156,22 @@ def deltas16(permuted: bool) -> tuple[Callable, Callable]:
     return encode, decode
 
 
+def deltas_refs() -> tuple[Callable, Callable]:
+    """(encode, decode) of trajscale's ``--encoding deltas`` (store.codecs.Deltas), planned from frame 0."""
+    from trajscale.store.codecs import Deltas
+
+    state = {}
+
+    def encode(x: np.ndarray) -> np.ndarray:
+        state["codec"] = Deltas.plan(x[0], PRECISION)
+        return state["codec"].encode(x)
+
+    def decode(raw: np.ndarray, out: np.ndarray) -> None:
+        state["codec"].decode(raw, out=out)
+
+    return encode, decode
+
+
 def options() -> dict[str, Option | Callable[[], Option]]:
     """name -> an option, or a function making one per trajectory (an encoding that keeps state)."""
     import hdf5plugin
@@ -221,6 +237,9 @@ def options() -> dict[str, Option | Callable[[], Option]]:
     for name, kw in {"blosc-zstd byte": blosc("zstd"), "blosc-lz4 byte": blosc("lz4"),
                      "blosc-lz4hc byte": blosc("lz4hc"), "blosc-lz4hc:9 byte": blosc("lz4hc", 9)}.items():
         opts[f"u16 deltas permuted + {name}"] = lambda kw=kw: Option(*deltas16(True), kw)
+    for name, kw in {"blosc-lz4 byte": blosc("lz4"), "blosc-zstd byte": blosc("zstd"),
+                     "blosc-lz4hc byte": blosc("lz4hc")}.items():
+        opts[f"deltas (u16 refs, today) + {name}"] = lambda kw=kw: Option(*deltas_refs(), kw)
     return opts
 
 

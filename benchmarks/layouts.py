@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 
 
-def variants(planned: str, workdir: Path) -> dict[str, str]:
-    """name -> path of every layout, made from the planned file with rechunk/split."""
+def variants(planned: str, workdir: Path, only: list[str] | None = None) -> dict[str, str]:
+    """name -> path of every layout (or of those whose names contain one of ``only``), made from the
+    planned file with rechunk/split."""
     from trajscale.convert.rechunk import rechunk
     from trajscale.convert.split import split
     from trajscale.store.layout import Layout
@@ -44,17 +45,22 @@ def variants(planned: str, workdir: Path) -> dict[str, str]:
     except ImportError:
         print("hdf5plugin not installed: zstd/lz4/blosc rows left out")
     out = {"planned (auto)": planned}
+    if only:
+        specs = {k: v for k, v in specs.items() if any(o in k for o in only)}
     for name, (chunks, comp, lossy) in specs.items():
         precision, encoding = lossy if isinstance(lossy, tuple) else (lossy, "floats")
+        # (deltas: named by the stored encoding, so a file of an earlier one is not reused)
+        tag = {"deltas": "deltas16refs"}.get(encoding, encoding)
         path = workdir / f"layout_{chunks}_{comp.replace(':', '')}" \
-                         f"{f'_lossy_{encoding}' if precision else ''}.h5md"
+                         f"{f'_lossy_{tag}' if precision else ''}.h5md"
         if not path.exists():
             rechunk(planned, path, Layout.parse(chunks, comp), precision=precision, encoding=encoding)
         out[name] = str(path)
-    seg = workdir / "layout_segments4"
-    if not (seg / "index.json").exists():
-        split(planned, seg, 4)
-    out["4 segments"] = str(seg)
+    if not only or any(o in "4 segments" for o in only):
+        seg = workdir / "layout_segments4"
+        if not (seg / "index.json").exists():
+            split(planned, seg, 4)
+        out["4 segments"] = str(seg)
     return out
 
 
@@ -150,10 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-n", "--n-workers", type=int, default=2)
     p.add_argument("--json", default=None)
     p.add_argument("--no-rmsd", action="store_true", help="skip the RMSD runs (sizes and read rates only)")
+    p.add_argument("--only", default=None, help="comma-separated substrings of the layouts to run "
+                                                "(the planned file always)")
     args = p.parse_args(argv)
     top, planned = build_demo_file(args.workdir, args.frames, source=args.source, progress=False)
     workdir = Path(args.workdir)
-    files = variants(planned, workdir)
+    files = variants(planned, workdir, args.only.split(",") if args.only else None)
     base = size_of(planned)
     xtc_size, xtc_rate = xtc_reference(top, workdir / "adk_whole.xtc", args.frames)
     print(f"{args.frames} frames x 47,681 atoms; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; sizes "

@@ -115,6 +115,7 @@ def test_mdanalysis_refuses_deltas_clearly_and_reads_them_rechunked_to_floats(tm
     rechunk(vacuum_deltas, back, Layout.parse("auto", "zstd"))
     with h5py.File(back) as f:
         assert f[POS].dtype == np.float32 and f[POS].attrs["unit"] == "Angstrom"
+        assert "trajscale_codes" not in f["particles/all/position"] and "trajscale_center" not in f[POS].attrs
         assert f[POS].attrs["trajscale_precision"] == 0.01   # still lossy: the record stays
     got = mda.Universe(adk_vacuum[0], str(back)).trajectory.timeseries(order="fac")
     with open_source(vacuum_deltas) as src:

@@ -22,6 +22,8 @@ from collections.abc import Callable
 import h5py
 import numpy as np
 
+from ..store.codecs import CODES
+
 SLAB_BYTES = 64 * 1024**2
 
 
@@ -61,7 +63,8 @@ def copy_structure(src: h5py.File, dst: h5py.File,
             if ds is not None:
                 series.append(ds.name)
             else:
-                sg.copy(obj, dg, name=name)
+                if name not in dg:   # (a series made already may have written a sibling: its codes)
+                    sg.copy(obj, dg, name=name)
                 ds = dg[name]
             seen[obj.id] = ds.name
 
@@ -133,4 +136,9 @@ def virtual_series(dg: h5py.Group, name: str, model: h5py.Dataset, segments: lis
             layout[start:start + n] = h5py.VirtualSource(rel, model.name, shape=(n, *model.shape[1:]))
     ds = dg.create_virtual_dataset(name, layout, fillvalue=None)
     copy_attrs(attrs_from if attrs_from is not None else model, ds)
+    # delta-coded segments share one plan (store.codecs): the output keeps theirs, not its input's
+    if CODES in dg:
+        del dg[CODES]
+    if CODES in model.parent:
+        model.parent.copy(CODES, dg)
     return ds

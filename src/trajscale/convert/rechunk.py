@@ -100,8 +100,9 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         values keep float32 with the mantissa bits below a power-of-two quantum <= ``precision``
         zeroed, so any HDF5 reader gets plain floats and a lossless filter compresses them.
     encoding
-        With ``precision``: ``"floats"`` (above) or ``"deltas"`` (XTC-sized; only trajscale
-        reads it back, see :mod:`trajscale.store.codecs`).
+        With ``precision``: ``"floats"`` (above), ``"deltas"`` (XTC-sized, coordinates within
+        32767 steps of the first frame's centre) or ``"deltas32"`` (no such bound); only
+        trajscale reads deltas back, see :mod:`trajscale.store.codecs`.
     resume
         Continue an interrupted run of the same input and layout from its progress record.
     executor, n_workers

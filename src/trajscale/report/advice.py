@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from statistics import median
 from typing import TYPE_CHECKING
 
-from ..store.codecs import ENCODING_OF
 from .metrics import PHASE_LABELS, fmt_comm_ratio, fmt_ratio, worker_timings
 from .stragglers import STRAGGLER_FACTOR, Straggler
 from .timing import RunReport
@@ -55,8 +54,8 @@ def _kept_options(report: RunReport) -> str:
     prec = src.get("precision")
     if isinstance(prec, dict) and prec.get("angstrom") is not None:
         out += f" --precision {float(prec['angstrom']):g}"
-        if prec.get("encoding") not in (None, "floats"):
-            out += f" --encoding {ENCODING_OF.get(prec['encoding'], 'deltas')}"
+        if prec.get("option", prec.get("encoding")) not in (None, "floats"):
+            out += f" --encoding {prec.get('option', 'deltas')}"
     return out
 
 

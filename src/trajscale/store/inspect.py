@@ -19,6 +19,7 @@ import h5py
 import numpy as np
 
 from ..errors import NotH5MDError
+from .codecs import ENCODING_OF
 from .hdf5 import open_h5
 from .schema import H5MDInfo, describe, particle_groups
 from .layout import plan_frames_per_chunk, reader_chunk_cache
@@ -117,7 +118,9 @@ def layout_facts(info: H5MDInfo) -> dict:
         # what `rechunk --chunks auto` would write: advice never suggests the layout the file has
         "planned_chunks": [plan_frames_per_chunk(info.n_atoms, item), info.n_atoms, 3],
         "precision": None if not info.lossy else {"angstrom": info.lossy[0], "quantum": info.lossy[1],
-                                                  "encoding": info.lossy[2]},
+                                                  "encoding": info.lossy[2],
+                                                  # what convert/rechunk --encoding wrote it
+                                                  "option": ENCODING_OF.get(info.lossy[2], "floats")},
         "read_amplification_hdf5_default": amp_default,
     }
     if os.path.exists(info.path):

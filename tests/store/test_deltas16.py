@@ -1,0 +1,149 @@
+"""uint16 delta coding with per-atom references (``--encoding deltas``, store.codecs.Deltas).
+
+References: MDAnalysis reading the AdK-in-water XTC (its values are multiples of 0.01 Å, so a
+0.01 Å coding must give back the very same steps), NumPy float64 for the synthetic cases.
+"""
+
+from __future__ import annotations
+
+import h5py
+import MDAnalysis as mda
+import numpy as np
+import pytest
+from MDAnalysisTests import datafiles as D
+
+from trajscale.convert.convert import convert
+from trajscale.convert.rechunk import rechunk
+from trajscale.errors import InputFileError
+from trajscale.sources import open_source
+from trajscale.store import codecs
+from trajscale.store.codecs import CODES, Deltas
+from trajscale.store.layout import Layout
+
+pytest.importorskip("hdf5plugin")
+POS = "particles/all/position/value"
+
+
+@pytest.fixture(scope="module")
+def water_steps():
+    """The water XTC's frames in integer steps of 0.01 Å (float64 reference)."""
+    x = mda.Universe(D.TPR, D.XTC).trajectory.timeseries(order="fac")
+    return np.rint(x.astype(np.float64) / 0.01)
+
+
+def _steps(values: np.ndarray) -> np.ndarray:
+    return np.rint(values.astype(np.float64) / 0.01)
+
+
+def test_water_frames_come_back_as_the_very_same_steps(water_steps):
+    x = (water_steps * 0.01).astype(np.float32)
+    codec = Deltas.plan(x[0], 0.01)
+    raw = codec.encode(x)
+    assert raw.dtype == np.uint16 and raw.shape == x.shape
+    np.testing.assert_array_equal(_steps(codec.decode(raw)), water_steps)
+    # the format, computed independently in float64: each atom's difference from the atom its code
+    # names (atom 0: from the centre), zigzag-coded modulo 2^16, the wide atoms' triples first
+    off = (codec.codes & 3).astype(int)
+    assert off[0] == 0 and (off[1:] >= 1).all() and (off <= 3).all()
+    s = water_steps - codec.center
+    d = s - s[:, np.arange(len(off)) - off]
+    d[:, 0] = s[:, 0]
+    z = np.mod(np.where(d >= 0, 2 * d, -2 * d - 1), 2**16)
+    wide = (codec.codes & 4).astype(bool)
+    np.testing.assert_array_equal(raw, np.concatenate([z[:, wide], z[:, ~wide]], axis=1))
+    # mostly the first atom of each molecule is wide (a water's hydrogens refer to its oxygen)
+    assert 0.1 < wide.mean() < 0.4
+
+
+def test_numpy_decoder_equals_the_compiled_one(water_steps, monkeypatch):
+    x = (water_steps[:3] * 0.01).astype(np.float32)
+    codec = Deltas.plan(x[0], 0.01)
+    raw = codec.encode(x)
+    compiled = codec.decode(raw)
+    monkeypatch.setattr(codecs, "_numba", lambda: None)
+    np.testing.assert_array_equal(codec.decode(raw), compiled)
+
+
+def test_differences_wider_than_int16_wrap_and_come_back():
+    """Neighbours 640 Å apart differ by 64,000 steps: stored modulo 2^16, summed modulo 2^16."""
+    rng = np.random.default_rng(3)
+    x = np.zeros((3, 400, 3))
+    x[:, ::2] = -320 + rng.random((3, 200, 3))
+    x[:, 1::2] = 320 - rng.random((3, 200, 3))
+    x = x.astype(np.float32)
+    codec = Deltas.plan(x[0], 0.01)
+    got = codec.decode(codec.encode(x)).astype(np.float64)
+    assert np.abs(got - x).max() <= 0.005 + 1e-4
+    np.testing.assert_array_equal(_steps(got), np.rint(x.astype(np.float64) / 0.01))
+
+
+def test_coordinates_beyond_the_window_fail_clearly():
+    x = np.zeros((2, 10, 3), np.float32)
+    codec = Deltas.plan(x[0], 0.01)
+    x[1, 4, 1] = 400.0          # 40,000 steps from the centre (0)
+    with pytest.raises(ValueError, match="32767 steps.*deltas32"):
+        codec.encode(x)
+    x[1, 4, 1] = np.nan
+    with pytest.raises(ValueError, match="not finite"):
+        codec.encode(x)
+
+
+def test_lz4_deltas_are_within_115_percent_of_the_xtc_and_read_back_exactly(tmp_path, water_steps):
+    """The issue's size target with the fast codec: the position chunks <= 1.15x the XTC file."""
+    out = tmp_path / "w.h5md"
+    convert(D.TPR, [D.XTC], str(out), layout=Layout.parse("auto", "blosc-lz4"), precision=0.01,
+            encoding="deltas", velocities=False, forces=False)
+    import os
+
+    with h5py.File(out) as f:
+        assert f[POS].dtype == np.uint16
+        assert f[POS].id.get_storage_size() <= 1.15 * os.path.getsize(D.XTC)
+    with open_source(str(out)) as src:
+        np.testing.assert_array_equal(_steps(src.read(0, src.n_frames).positions), water_steps)
+        atoms = np.array([47000, 3, 17, 3, 40001])
+        np.testing.assert_array_equal(_steps(src.read(2, 9, atoms, stride=3).positions),
+                                      water_steps[2:9:3][:, atoms])
+
+
+@pytest.mark.parametrize("virtual", [False, True])
+def test_workers_plan_alike_so_segments_join(tmp_path, adk_vacuum, adk_vacuum_h5md, virtual):
+    """Parallel convert and rechunk: every worker codes its frames with the first frame's plan, so the
+    joined (or virtual) file stores what a serial run stores."""
+    serial = tmp_path / "s.h5md"
+    lay = Layout.parse("7", "blosc-lz4")
+    convert(adk_vacuum[0], [adk_vacuum[1]], str(serial), layout=lay, precision=0.01, encoding="deltas")
+    par = tmp_path / "p.h5md"
+    convert(adk_vacuum[0], [adk_vacuum[1]], str(par), layout=lay, precision=0.01, encoding="deltas",
+            executor="processes", n_workers=2, virtual=virtual)
+    re = tmp_path / "r.h5md"
+    rechunk(adk_vacuum_h5md, re, lay, precision=0.01, encoding="deltas", executor="processes", n_workers=2,
+            virtual=virtual)
+    ref = mda.Universe(*adk_vacuum).trajectory.timeseries(order="fac").astype(np.float64)
+    with h5py.File(serial) as a:
+        stored, codes = a[POS][()], a["particles/all/position"][CODES][()]
+    for path in (par, re):
+        with h5py.File(path) as b:
+            np.testing.assert_array_equal(b["particles/all/position"][CODES][()], codes)
+            np.testing.assert_array_equal(b[POS][()], stored)
+        with open_source(str(path)) as src:
+            assert np.abs(src.read(0, src.n_frames).positions - ref).max() <= 0.005 + 1e-5
+
+
+def test_missing_codes_name_the_file(tmp_path, adk_vacuum_h5md):
+    out = tmp_path / "d.h5md"
+    rechunk(adk_vacuum_h5md, out, Layout.parse("auto", "blosc-lz4"), precision=0.01, encoding="deltas")
+    with h5py.File(out, "r+") as f:
+        del f["particles/all/position"][CODES]
+    with pytest.raises(InputFileError, match=f"d.h5md.*{CODES}"):
+        open_source(str(out))
+
+
+def test_deltas32_stays_available_for_wide_systems(tmp_path, adk_vacuum_h5md, adk_vacuum):
+    out = tmp_path / "d32.h5md"
+    rechunk(adk_vacuum_h5md, out, Layout.parse("auto", "blosc-zstd"), precision=0.01, encoding="deltas32")
+    with h5py.File(out) as f:
+        assert f[POS].dtype == np.uint32 and CODES not in f["particles/all/position"]
+        assert f[POS].attrs["trajscale_encoding"] == codecs.DELTAS32
+    ref = mda.Universe(*adk_vacuum).trajectory.timeseries(order="fac").astype(np.float64)
+    with open_source(str(out)) as src:
+        assert np.abs(src.read(0, src.n_frames).positions - ref).max() <= 0.005 + 1e-5
