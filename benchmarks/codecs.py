@@ -45,7 +45,7 @@ import h5py
 import numpy as np
 
 #: frames per chunk (the planned layout of the water system) and per read slab (two chunks)
-CHUNK_FRAMES, SLAB_FRAMES = 3, 6
+CHUNK_FRAMES, SLAB_FRAMES = 3, int(os.environ.get("SLAB_FRAMES", 6))
 PRECISION = 0.01
 
 
@@ -237,7 +237,8 @@ def options() -> dict[str, Option | Callable[[], Option]]:
     for name, kw in {"blosc-zstd byte": blosc("zstd"), "blosc-lz4 byte": blosc("lz4"),
                      "blosc-lz4hc byte": blosc("lz4hc"), "blosc-lz4hc:9 byte": blosc("lz4hc", 9)}.items():
         opts[f"u16 deltas permuted + {name}"] = lambda kw=kw: Option(*deltas16(True), kw)
-    for name, kw in {"blosc-lz4 byte": blosc("lz4"), "blosc-zstd byte": blosc("zstd"),
+    for name, kw in {"blosc-lz4 byte": blosc("lz4"), "blosc-lz4:9 byte": blosc("lz4", 9),
+                     "blosc-lz4:1 byte": blosc("lz4", 1), "blosc-zstd byte": blosc("zstd"),
                      "blosc-lz4hc byte": blosc("lz4hc")}.items():
         opts[f"deltas (u16 refs, today) + {name}"] = lambda kw=kw: Option(*deltas_refs(), kw)
     return opts

@@ -41,6 +41,9 @@ def test_water_frames_come_back_as_the_very_same_steps(water_steps):
     raw = codec.encode(x)
     assert raw.dtype == np.uint16 and raw.shape == x.shape
     np.testing.assert_array_equal(_steps(codec.decode(raw)), water_steps)
+    # each value is the float32 nearest its step count x q (as quantize rounds: a rechunk to
+    # floats stores what is read)
+    np.testing.assert_array_equal(codec.decode(raw), (water_steps * 0.01).astype(np.float32))
     # the format, computed independently in float64: each atom's difference from the atom its code
     # names (atom 0: from the centre), zigzag-coded modulo 2^16, the wide atoms' triples first
     off = (codec.codes & 3).astype(int)
