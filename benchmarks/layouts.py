@@ -76,7 +76,7 @@ def slab_rate(path: str, frames: int = 120, repeat: int = 3) -> tuple[float, flo
 
     with open_source(path) as src:
         src.reuse_buffers = True
-        per = max(src.chunk_frames, 64)
+        per = -(-64 // src.chunk_frames) * src.chunk_frames   # chunk-aligned, as the executors' blocks
         n = min(frames, src.n_frames)
         best = float("inf")
         for _ in range(repeat):

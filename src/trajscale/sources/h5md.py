@@ -12,6 +12,7 @@ import numpy as np
 from ..block import Block
 from ..errors import InputFileError
 from ..store.box import edges_to_dimensions
+from ..store.blosc import BloscChunks
 from ..store.codecs import deltas_of
 from ..store.direct import DirectReads
 from ..store.hdf5 import ensure_filters, open_h5
@@ -131,6 +132,9 @@ class H5MDSource(Source):
             self._deltas = {fl: c for fl, ds in self._datasets.items() if (c := deltas_of(ds))}
         except ValueError as exc:
             raise InputFileError(self._path, str(exc)) from None
+        #: their Blosc chunks, decompressed into the decoder's buffer (store.blosc; not under MPI-IO)
+        self._blosc = {fl: r for fl in self._deltas if self._driver != "mpio"
+                       and (r := BloscChunks.of(self._datasets[fl])) is not None}
         # Uncompressed whole-frame chunks are read at their byte addresses (store.direct),
         # except under MPI-IO, whose reads (collective or not) stay MPI-IO's.
         if self._driver != "mpio":
@@ -293,15 +297,28 @@ class H5MDSource(Source):
         whole = np.array_equal(atoms, np.arange(width))
         size = MAX_SLAB_BYTES if self._collective else GATHER_SLAB_BYTES
         slabs = list(self._slabs(start, n, stride, width, size)) if n and width else []
-        rows = max((j - i for i, j in slabs), default=0)
-        raw = np.empty((rows, width, 3), codec.dtype)
-        vals = None if whole else np.empty((rows, width, 3), np.float32)
+        blosc = self._blosc.get(fl)
+        if blosc is not None and stride == 1 and n and width == self._datasets[fl].shape[1]:
+            # chunk by chunk: each decoded right after Blosc wrote it, while it is in cache
+            cf = blosc.chunk_frames
+            slabs = [(max(k * cf, start) - start, min((k + 1) * cf, start + n) - start)
+                     for k in range(start // cf, (start + n - 1) // cf + 1)]
+            raw = np.empty((cf, width, 3), codec.dtype)
+        else:
+            blosc = None
+            raw = np.empty((max((j - i for i, j in slabs), default=0), width, 3), codec.dtype)
+        vals = None if whole else np.empty(raw.shape, np.float32)
         for i, j in slabs:
-            self._read_runs(self._datasets[fl], np.array([[0, width]]), raw[:j - i], start + i * stride, stride)
-            if whole:
-                codec.decode(raw[:j - i], out=out[i:j])
+            a = start + i * stride
+            if blosc is not None and blosc.read_chunk(a // cf, raw):
+                rows = raw[a % cf:a % cf + j - i]
             else:
-                codec.decode(raw[:j - i], out=vals[:j - i])
+                self._read_runs(self._datasets[fl], np.array([[0, width]]), raw[:j - i], a, stride)
+                rows = raw[:j - i]
+            if whole:
+                codec.decode(rows, out=out[i:j])
+            else:
+                codec.decode(rows, out=vals[:j - i])
                 np.take(vals[:j - i], atoms, axis=1, out=out[i:j], mode="clip")
         return out
 
