@@ -58,13 +58,18 @@ def test_water_frames_come_back_as_the_very_same_steps(water_steps):
     assert 0.1 < wide.mean() < 0.4
 
 
-def test_numpy_decoder_equals_the_compiled_one(water_steps, monkeypatch):
+def test_numpy_coder_equals_the_compiled_one(water_steps, monkeypatch):
     x = (water_steps[:3] * 0.01).astype(np.float32)
-    codec = Deltas.plan(x[0], 0.01)
-    raw = codec.encode(x)
-    compiled = codec.decode(raw)
-    monkeypatch.setattr(codecs, "_numba", lambda: None)
-    np.testing.assert_array_equal(codec.decode(raw), compiled)
+    wide = np.zeros((2, 400, 3), np.float32)    # differences beyond int16, wrapped
+    wide[:, ::2], wide[:, 1::2] = -320.004, 319.996
+    for values in (x, wide, wide.astype(np.float64)):
+        codec = Deltas.plan(values[0], 0.01)
+        raw = codec.encode(values)
+        compiled = codec.decode(raw)
+        with monkeypatch.context() as m:
+            m.setattr(codecs, "_numba", lambda: None)
+            np.testing.assert_array_equal(codec.encode(values), raw)
+            np.testing.assert_array_equal(codec.decode(raw), compiled)
 
 
 def test_differences_wider_than_int16_wrap_and_come_back():
@@ -80,12 +85,17 @@ def test_differences_wider_than_int16_wrap_and_come_back():
     np.testing.assert_array_equal(_steps(got), np.rint(x.astype(np.float64) / 0.01))
 
 
-def test_coordinates_beyond_the_window_fail_clearly():
+@pytest.mark.parametrize("compiled", [True, False])
+def test_coordinates_beyond_the_window_fail_clearly(compiled, monkeypatch):
+    if not compiled:
+        monkeypatch.setattr(codecs, "_numba", lambda: None)
     x = np.zeros((2, 10, 3), np.float32)
     codec = Deltas.plan(x[0], 0.01)
     x[1, 4, 1] = 400.0          # 40,000 steps from the centre (0)
-    with pytest.raises(ValueError, match="32767 steps.*deltas32"):
+    with pytest.raises(ValueError, match=r"\(400.0\).*32767 steps.*deltas32"):
         codec.encode(x)
+    x[1, 4, 1] = 327.67          # the last step inside
+    np.testing.assert_array_equal(_steps(codec.decode(codec.encode(x))), _steps(x))
     x[1, 4, 1] = np.nan
     with pytest.raises(ValueError, match="not finite"):
         codec.encode(x)

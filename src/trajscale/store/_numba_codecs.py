@@ -89,3 +89,29 @@ def decode_refs16(flat, n_frames, pos, off, table, out):
             of[a, 0] = tx[v & _U16]
             of[a, 1] = ty[(v >> np.uint64(16)) & _U16]
             of[a, 2] = tz[(v >> np.uint64(32)) & _U16]
+
+
+@njit(cache=True, nogil=True)
+def encode_refs16(values, q, center, pos, off, out):
+    """Inverse of :func:`decode_refs16` into ``out`` (frames, 3 x atoms) uint16: the steps
+    ``rint(value / q) - centre`` of each atom less those of its reference, zigzag-coded modulo
+    2^16, at the atom's stored position.  Returns the flat index of the first value that is
+    not finite or lies beyond 32767 steps, else -1 (``out`` is then incomplete).
+    """
+    n_frames, n_atoms, _ = values.shape
+    for f in range(n_frames):
+        vf = values[f]
+        of = out[f]
+        for a in range(n_atoms):
+            o = off[a]
+            p = np.uintp(pos[a])
+            for c in range(3):
+                s = np.rint(np.float64(vf[a, c]) / q) - center[c]
+                if not abs(s) <= 32767.0:
+                    return (f * n_atoms + a) * 3 + c
+                r = 0.0
+                if o:
+                    r = np.rint(np.float64(vf[a - o, c]) / q) - center[c]
+                d = np.int16(np.int32(s - r))   # |s - r| < 2^16: the int16 cast takes it modulo 2^16
+                of[p + np.uintp(c)] = np.uint16((d << np.int16(1)) ^ (d >> np.int16(15)))
+    return -1

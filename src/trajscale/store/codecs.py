@@ -175,20 +175,31 @@ class Deltas:
 
         Raises ValueError for values not finite or farther than 32767 steps from the centre.
         """
+        values = np.asarray(values)
+        k = _numba()
+        if k is not None and values.ndim == 3 and values.shape[1] == len(self.codes) and values.size:
+            out = np.empty(values.shape, np.uint16)
+            bad = k.encode_refs16(np.ascontiguousarray(values), self.q, self.center.astype(np.float64),
+                                  self.pos, self.off, out.reshape(len(out), -1))
+            if bad < 0:
+                return out
+            self._too_far(values.flat[bad])
         s = _steps(values, self.q)
         s -= self.center
         bad = ~(np.abs(s) <= MAX_STEPS16)          # NaN too
         if bad.any():
-            worst = np.asarray(values)[bad].flat[0]
-            raise ValueError(f"a coordinate ({worst}) is not finite or lies more than {MAX_STEPS16 * self.q:.4g} "
-                             f"(32767 steps of {self.q:g}) from the first frame's centre: "
-                             "use --encoding deltas32 or a coarser precision")
+            self._too_far(values[bad].flat[0])
         si = s.astype(np.int32)
         d = si - si[:, self.ref]
         d[:, :1] = si[:, :1]
         d16 = d.astype(np.int16)                  # modulo 2^16: the decoder wraps the same way
         z = ((d16 << 1) ^ (d16 >> 15)).view(np.uint16)
         return np.ascontiguousarray(z[:, self.order])
+
+    def _too_far(self, worst) -> None:
+        raise ValueError(f"a coordinate ({worst}) is not finite or lies more than {MAX_STEPS16 * self.q:.4g} "
+                         f"(32767 steps of {self.q:g}) from the first frame's centre: "
+                         "use --encoding deltas32 or a coarser precision")
 
     def atoms_needed(self, last: int) -> int:
         """Atoms to read to decode atoms ``[0, last)``: every one (the stored order mixes them)."""
