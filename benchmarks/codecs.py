@@ -20,13 +20,15 @@ same run:
   other processes);
 * the largest error.
 
-Lossy options keep 0.01 Å (XTC's 0.001 nm).  Besides what trajscale stores
-(``--encoding deltas``: zigzag uint32 differences along atoms), the study
+Lossy options keep 0.01 Å (XTC's 0.001 nm).  Besides zigzag uint32 differences
+along atoms ("u32 deltas": ``--encoding deltas32``), the study
 measures zigzag *uint16* differences (exact while every coordinate is within
 +-32767 steps of the precision, +-327 Å at 0.01 Å: the running sum is taken
 modulo 2^16) and the same with the atoms of large differences stored first
 (a permutation per dataset, from frame 0), so that LZ4 meets long runs of zero
-high bytes.
+high bytes.  ``deltas (u16 refs, today)`` is what ``--encoding deltas``
+now writes (``store.codecs.Deltas``: the order, plus a reference per atom, both
+planned from frame 0), decoded by trajscale's own kernel.
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ Two encodings, chosen with ``--encoding`` (measured on the AdK-in-water XTC,
     run of zeros that LZ4 removes.  Each atom's reference and group are a
     ``uint8`` per atom in the dataset ``trajscale_codes`` beside ``value``; the
     centre is the ``trajscale_center`` attribute.  With blosc-lz4: 1.08x the
-    XTC's size, read ~5x faster than MDAnalysis reads the XTC.  Coordinates must
+    XTC's size, read 5.9x faster than MDAnalysis reads the XTC; with blosc-zstd
+    0.98x, 3.3x (docs/benchmarks.md).  Coordinates must
     lie within +-32767 steps of the centre (+-327 Å at 0.01 Å); beyond that
     (large boxes, unwrapped trajectories) ``deltas32`` stores plain atom-to-atom
     differences as uint32.  Only trajscale decodes either: the dataset's

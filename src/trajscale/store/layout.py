@@ -130,8 +130,9 @@ def reader_chunk_cache(shape: tuple[int, ...], chunks: tuple[int, ...] | None, i
 
 #: Codec name -> (default level, allowed levels or None, hdf5plugin needed).  Blosc
 #: byte-shuffles: on coordinates it beat bit-shuffle for every codec measured
-#: (AdK-in-water XTC frames: blosc-zstd 0.67x vs 0.77x of float32 lossless,
-#: 1.12x vs 1.20x the XTC for lossy deltas; benchmarks/codecs.py).
+#: (AdK-in-water XTC frames: blosc-zstd 0.67x vs 0.77x of float32 lossless;
+#: uint16 deltas with blosc-lz4 1.33x vs 1.33x, with blosc-zstd 1.10x vs 1.13x the XTC;
+#: benchmarks/codecs.py).
 CODECS = {
     "gzip": (4, range(1, 10), False),
     "lzf": (None, None, False),

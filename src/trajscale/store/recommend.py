@@ -26,7 +26,8 @@ MEASURED = {
     "frame chunks":    ("frame", "none",       None, None,     1.00, 7.35, 0.14),
     "blosc-lz4":       ("auto",  "blosc-lz4",  None, None,     0.82, 3.31, 0.70),
     "blosc-zstd":      ("auto",  "blosc-zstd", None, None,     0.67, 1.19, 1.61),
-    "lossy deltas":    ("auto",  "blosc-zstd", 0.01, "deltas", 0.32, 1.25, 1.36),
+    # (stop 13: uint16 deltas with references; `layouts.py --frames 500 --only "lossy deltas"`, load ~1)
+    "lossy deltas":    ("auto",  "blosc-lz4",  0.01, "deltas", 0.31, 3.3,  0.47),
 }
 
 
