@@ -113,6 +113,9 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         progress record, joins the segments and renames the output.
     """
     t0 = time.perf_counter()
+    # written in place, frames are counted (after an fdatasync) every direct.COUNT_BYTES unless the
+    # caller asks for slabs: a sync every 64 MiB slab kept the copy waiting on the disk
+    count_bytes = slab_bytes or direct.COUNT_BYTES
     slab_bytes = slab_bytes or SLAB_BYTES
     src_path = str(input)
     final = check_output_path(output, overwrite=overwrite)
@@ -157,7 +160,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
             resumed = partial.begin(resume, fresh, save=fresh.get("mode") == "segments")
         record = partial.record
         if record.get("mode") == "direct":
-            resumed_from = _run_direct(src_path, src, names, partial, layout, slab_bytes, executor or "serial",
+            resumed_from = _run_direct(src_path, src, names, partial, layout, count_bytes, executor or "serial",
                                        n_workers, progress)
         elif record.get("mode") == "segments":
             resumed_from = n_frames if moving(record) else _run_segments(
@@ -209,7 +212,7 @@ def _direct_eligible(src: h5py.File, names: list[str], layout: Layout, precision
 
 
 def _run_direct(src_path: str, src: h5py.File, names: list[str], partial: Partial, layout: Layout,
-                slab_bytes: int, executor: str, n_workers: int, progress: bool) -> int:
+                count_bytes: int, executor: str, n_workers: int, progress: bool) -> int:
     """Create the partial output (allocated, structure copied), then write every range's frames in place;
     return the frames counted before this run."""
     def create(path: Path) -> list[str]:
@@ -221,18 +224,18 @@ def _run_direct(src_path: str, src: h5py.File, names: list[str], partial: Partia
     before = sum(int((load_record(partial.worker_record(k)) or {}).get("done", 0))
                  for k in range(len(partial.record["ranges"])))
     with frame_bar(partial.record["ranges"][-1][1], progress, "rechunk") as bar:
-        direct.run_ranges(partial, rechunk_range_direct, (src_path, names, slab_bytes, targets), executor,
+        direct.run_ranges(partial, rechunk_range_direct, (src_path, names, count_bytes, targets), executor,
                           n_workers, bar)
     return before
 
 
-def rechunk_range_direct(src_path: str, names: list[str], slab_bytes: int, targets: dict, a: int, b: int,
+def rechunk_range_direct(src_path: str, names: list[str], count_bytes: int, targets: dict, a: int, b: int,
                          path: str, record_path: str) -> int:
     """Worker: copy frames ``[a, b)`` of the series ``names`` to their addresses in ``path``, resumably.
 
     Whole frames are read through HDF5 (one call per piece of a few MiB; the reader's byte-address path
-    would load numba in every worker for reads this size); each slab of every series is fdatasynced
-    before the record counts it.
+    would load numba in every worker for reads this size); every ``count_bytes`` of frames are
+    fdatasynced before the record counts them.
     """
     record = load_record(Path(record_path)) or {}
     done = int(record.get("done", 0))
@@ -243,7 +246,7 @@ def rechunk_range_direct(src_path: str, names: list[str], slab_bytes: int, targe
         for ds in series:
             ensure_filters(ds)
         frame_bytes = max(1, sum(ds.shape[1] * 3 * ds.dtype.itemsize for ds in series))
-        per = max(1, min(b - a, slab_bytes // frame_bytes))   # frames counted at a time
+        per = max(1, min(b - a, count_bytes // frame_bytes))   # frames counted at a time
         # copied a few MiB at a time: the buffer stays in cache between the read and the write
         piece = max(1, min(per, COPY_BYTES // frame_bytes))
         bufs = [np.empty((piece, ds.shape[1], 3), ds.dtype) for ds in series]
