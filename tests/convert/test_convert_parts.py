@@ -106,3 +106,28 @@ def test_convert_and_verify_parse_the_topology_without_its_coordinates(tmp_path,
     assert verify(D.TPR, [D.XTC], str(out)).ok
     with h5py.File(out, "r") as f:
         np.testing.assert_allclose(f["particles/all/position/value"][()], ref, atol=1e-4)   # Angstrom
+
+
+def test_under_mpi_only_rank_0_scans_the_parts(tmp_path):
+    """mpiexec -n 2 convert of three XTC parts: each part's offsets are scanned once (by rank 0) and
+    shipped, never rescanned by the other rank; the file equals MDAnalysis's frames and no offset cache
+    appears beside the parts."""
+    pytest.importorskip("mpi4py")
+    from tests.conftest import run_mpi
+
+    parts = []
+    for k in range(3):
+        p = tmp_path / f"run.part{k:04d}.xtc"
+        shutil.copy(D.XTC, p)
+        parts.append(str(p))
+    out = tmp_path / "m.h5md"
+    r = run_mpi(2, ["-m", "trajscale.cli.main", "-v", "convert", D.GRO, *parts, "-o", str(out), "--no-progress"],
+                timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    scans = [line for line in r.stderr.splitlines() if "frame offsets scanned" in line]
+    assert sorted(s.split(": frame")[0].split()[-1] for s in scans) == sorted(parts), r.stderr[-3000:]
+    ref = _mda_frames(D.GRO, D.XTC)["position"]
+    with h5py.File(out) as f:
+        got = f["particles/all/position/value"][()]
+    np.testing.assert_allclose(got, np.concatenate([ref] * 3), rtol=0, atol=1e-5)
+    assert _litter(tmp_path) == []

@@ -14,17 +14,18 @@ import numpy as np
 from ..errors import ConfigError, InputFileError, OutputError
 from ..sources import H5MDSource, PartSource
 from ..sources.mda import load_universe
+from ..sources.parts import scan_part
 from ..sources.selection import select_atoms
 from ..store.codecs import ENCODINGS
 from ..store.layout import Layout
 from ..store.units import MDANALYSIS_QUANTITY, WRITE_UNITS, from_mdanalysis, unit_system
-from ..util import check_output_path, polling_for_stop
+from ..util import check_input_file, check_output_path, polling_for_stop
 from . import direct, segmented
 from .frames import ConvertJob, remember_universe
 from .parallel import file_shifts
-from .pool import EXECUTORS
+from .pool import EXECUTORS, on_root
 from .resume import Partial, identity, load_record, partial_paths
-from .stream import frame_plan, open_inputs
+from .stream import frame_plan, is_part, open_inputs
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,10 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
     remember_universe(str(topology), universe)   # inherited by forked workers
     atoms = select_atoms(universe, select, "selection").indices if select else None
     sel_atoms = universe.atoms if atoms is None else universe.atoms[atoms]
-    sources = open_inputs(topology, list(trajectories), universe, group, assume_units)
+    mpi = comm is not None and comm.Get_size() > 1
+    # Under MPI rank 0 scans the XTC/TRR parts' frame offsets and ships them: a rank never rescans
+    shipped = on_root(comm, lambda: scanned_offsets(trajectories)) if mpi else None
+    sources = open_inputs(topology, list(trajectories), universe, group, assume_units, offsets=shipped)
     try:
         fields = ("position",)
         if velocities and all("velocity" in s.fields for s in sources):
@@ -114,7 +118,6 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         h5 = sources[0] if isinstance(sources[0], H5MDSource) else None
         out_group = h5.info.group if h5 else "all"
         out_units = unit_system(units) if units != "source" else source_units(sources, fields)
-        mpi = comm is not None and comm.Get_size() > 1
         # (under MPI, ParallelWriter writes no observables)
         observables = _observable_names(sources) if step in (None, 1) and not mpi else {}
         job = ConvertJob(topology=str(topology), trajectories=tuple(str(t) for t in trajectories),
@@ -218,6 +221,15 @@ def _attr(atoms, name: str):
         return np.asarray(getattr(atoms, name), dtype=np.float64)
     except Exception:   # topology without masses/charges
         return None
+
+
+def scanned_offsets(trajectories) -> list:
+    """Per input: its XTC/TRR frame offsets (``parts.encode_offsets``' string), else None."""
+    out = []
+    for path in map(str, trajectories):
+        check_input_file(path)
+        out.append(scan_part(path)["offsets"] if is_part(path) else None)
+    return out
 
 
 def _observable_names(sources) -> dict:

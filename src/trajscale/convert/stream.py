@@ -55,18 +55,20 @@ def open_input_file(path: str, topology: str, parsed_topology, group: str | None
 
 
 def open_inputs(topology: str, trajectories: list[str], universe, group: str | None = None,
-                assume_units: str | None = None) -> list[Source]:
+                assume_units: str | None = None, offsets: list | None = None) -> list[Source]:
     """One Source per input file, each checked against the topology's atom count.
 
     ``universe`` is the topology's Universe; its parsed topology is shared by
     every per-file reader. ``group`` and ``assume_units`` apply to H5MD inputs.
+    ``offsets``: per input, XTC/TRR frame offsets scanned elsewhere (None: scanned here).
     """
     sources: list[Source] = []
     n_atoms = universe.atoms.n_atoms
     try:
-        for path in trajectories:
+        for k, path in enumerate(trajectories):
             check_input_file(path)
-            src = open_input_file(path, topology, universe._topology, group, assume_units)
+            src = open_input_file(path, topology, universe._topology, group, assume_units,
+                                  offsets=offsets[k] if offsets else None)
             sources.append(src)
             if src.n_atoms != n_atoms:
                 raise AtomCountMismatchError(f"{path} has {src.n_atoms} atoms but the topology {topology} has {n_atoms}")

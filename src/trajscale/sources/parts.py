@@ -84,6 +84,7 @@ def scan_part(path: str) -> dict:
             raise InputFileError(path, f"cannot be read as {fmt}: {' '.join(str(exc).split())}") from None
         finally:
             f.close()
+        log.debug("%s: frame offsets scanned (%d frames)", path, n_frames)
         return {"path": path, "format": fmt, "n_frames": n_frames, "n_atoms": n_atoms, "offsets": offsets}
     with PartSource(path, format=fmt) as src:
         return {"path": path, "format": fmt, "n_frames": src.n_frames, "n_atoms": src.n_atoms, "offsets": None}
@@ -124,6 +125,7 @@ class PartSource(Source):
                     self.close()
                     raise InputFileError(self._path, f"cannot be read as {self.format}: "
                                                      f"{' '.join(str(exc).split())}") from None
+                log.debug("%s: frame offsets scanned (%d frames)", self._path, len(offsets))
             self._offsets = decode_offsets(offsets) if isinstance(offsets, str) else np.asarray(offsets, np.int64)
             self._file.set_offsets(self._offsets)
             self._n_atoms = int(self._file.n_atoms)
