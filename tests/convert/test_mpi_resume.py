@@ -129,7 +129,8 @@ def test_a_killed_rank_then_resume_equals_uninterrupted(tmp_path):
 
 @pytest.mark.parametrize("virtual", [False, True])
 def test_mpi_rechunk_sigterm_then_resume_equals_serial(tmp_path, virtual):
-    """``mpiexec -n 2 trajscale rechunk``: each rank rewrites its segments; SIGTERM, then --resume."""
+    """``mpiexec -n 2 trajscale rechunk``: the ranks write one file through parallel HDF5 (or, with
+    --virtual, each rank its segment); SIGTERM, then --resume: the file a serial rechunk writes."""
     from trajscale.convert.convert import convert
     from trajscale.convert.rechunk import rechunk
     from trajscale.store.layout import Layout
@@ -144,20 +145,28 @@ def test_mpi_rechunk_sigterm_then_resume_equals_serial(tmp_path, virtual):
     proc = subprocess.Popen([mpiexec(), "-n", "2", sys.executable, *cmd], stderr=subprocess.PIPE, text=True,
                             env=env)
     parts = tmp_path / ".re.h5md.rechunk-parts"
-    _, record = partial_paths(out, "rechunk")
+    tmp, record = partial_paths(out, "rechunk")
+
+    def counted() -> list[int]:
+        if not virtual:   # one record, of the frames every series has on disk
+            return [int((load_record(record) or {}).get("done", 0))]
+        return [min((load_record(r) or {}).get("done", {}).values(), default=0) for r in parts.glob("*.progress.json")]
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
-        done = [min((load_record(r) or {}).get("done", {}).values(), default=0) for r in parts.glob("*.progress.json")]
-        if len(done) == 2 and min(done) > 0:
+        done = counted()
+        if len(done) == (2 if virtual else 1) and min(done) > 0:
             break
         time.sleep(0.02)
     assert proc.poll() is None, "rechunk finished before it could be interrupted: " + proc.stderr.read()[-2000:]
-    assert record.exists() and len(list(parts.glob("part_*.h5md"))) == 2, "no segments and record when signalled"
+    if virtual:
+        assert record.exists() and len(list(parts.glob("part_*.h5md"))) == 2, "no segments and record when signalled"
+    else:
+        assert record.exists() and tmp.exists() and not parts.exists(), "one partial file, no segments"
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert "terminated by signal 15" in err and err.count("--resume") == 1 and "Traceback" not in err, err
     assert not out.exists() and record.exists()
-    done = [min(load_record(r)["done"].values()) for r in parts.glob("*.progress.json")]
+    done = counted()
     assert 0 < sum(done) < 300, done
     r = run_mpi(2, [*cmd, "--resume"], timeout=300, env={"TRAJSCALE_RECHUNK_SLAB_MB": "0.2"})
     assert r.returncode == 0, r.stderr[-3000:]
@@ -172,3 +181,23 @@ def test_mpi_rechunk_sigterm_then_resume_equals_serial(tmp_path, virtual):
         if not virtual:
             assert got.chunks == (5, 3341, 3) and got.compression == "gzip"
         assert np.abs(got[()] - ref).max() <= 0.005 + 1e-5
+
+
+def test_mpi_rechunk_writes_one_file_equal_to_serial_for_each_codec(tmp_path, adk_vacuum_h5md):
+    """Without --virtual no segments are made: rank 0 creates the output, both ranks write their slabs
+    collectively (uncompressed, gzip and delta-coded blosc-lz4); the stored values equal a serial run's."""
+    from trajscale.convert.rechunk import rechunk
+    from trajscale.store.layout import Layout
+
+    for name, opts in (("plain", ["--compression", "none"]), ("gzip", ["--compression", "gzip:1"]),
+                       ("deltas", ["--compression", "blosc-lz4", "--precision", "0.01", "--encoding", "deltas"])):
+        out, serial = tmp_path / f"{name}.h5md", tmp_path / f"{name}.serial.h5md"
+        r = run_mpi(2, ["-m", "trajscale.cli.main", "rechunk", adk_vacuum_h5md, "-o", str(out), "--chunks", "7",
+                        *opts, "--no-progress"], timeout=300, env={"TRAJSCALE_RECHUNK_SLAB_MB": "0.3"})
+        assert r.returncode == 0, r.stderr[-3000:]
+        comp = opts[1]
+        rechunk(adk_vacuum_h5md, serial, Layout.parse("7", comp), precision=0.01 if name == "deltas" else None,
+                encoding="deltas" if name == "deltas" else "floats")
+        assert_same_tree(serial, out)
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(f"{name}.") or
+                      p.name.startswith(f".{name}")) == [f"{name}.h5md", f"{name}.serial.h5md"]

@@ -22,8 +22,8 @@ def add_segment_options(p, what: str) -> None:
     p.add_argument("--executor", default=None, choices=["serial", "processes", "dask", "mpi"],
                    help="serial (default; mpi when launched by mpiexec), or processes/dask: uncompressed, "
                         "each worker writes its range of frames in place in the one output; compressed or "
-                        "--precision, each worker writes a segment file, joined at the end (rechunk under "
-                        "mpiexec: each rank is such a worker; convert: the ranks write the one file)")
+                        "--precision, each worker writes a segment file, joined at the end (under mpiexec "
+                        "the ranks write the one file through parallel HDF5, unless --virtual)")
     p.add_argument("-n", "--n-workers", type=positive_int, default=None,
                    help="workers of --executor processes or dask (default: the CPU count)")
     p.add_argument("--virtual", action="store_true",

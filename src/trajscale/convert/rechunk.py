@@ -109,8 +109,9 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         ``"processes"`` or ``"dask"``: each of ``n_workers`` workers rewrites its range of frames
         into a segment file; the segments are then copied into the output (stored chunks as they
         are) or, with ``virtual``, kept in ``NAME.parts/`` and mapped into it as virtual datasets.
-        ``"mpi"`` with ``comm`` (every rank calls this): the ranks are the workers; rank 0 keeps the
-        progress record, joins the segments and renames the output.
+        ``"mpi"`` with ``comm`` (every rank calls this): every rank writes its slabs into the one
+        output through parallel HDF5, rank 0 keeps the progress record and renames it
+        (``convert.rechunk_mpi``); with ``virtual`` each rank rewrites its own segment.
     """
     t0 = time.perf_counter()
     # written in place, frames are counted (after an fdatasync) every direct.COUNT_BYTES unless the
@@ -143,6 +144,15 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         n_frames = max((src[n].shape[0] for n in names), default=0)
         n_workers = comm.Get_size() if mpi else n_workers or os.cpu_count() or 1
         parallel = executor in ("processes", "dask")
+        if mpi and not virtual:   # one file, written by every rank through parallel HDF5
+            from .rechunk_mpi import rechunk_collective
+
+            resumed_from = rechunk_collective(
+                comm, src_path, names, partial, layout, precision, encoding, slab_bytes, resume,
+                create=lambda dst: _copy_structure(src, dst, layout, precision, encoding))
+            on_root(comm, lambda: (_check_counts(src, partial, names), partial.finish()))
+            return RechunkSummary(str(final), n_frames, len(names), os.path.getsize(src_path),
+                                  os.path.getsize(final), time.perf_counter() - t0, resumed_from)
         if not mpi and not virtual and _direct_eligible(src, names, layout, precision, encoding):
             # no filter on the output: every worker (or the one serial pass) writes its frames in place
             cf = max(_chunk_frames(src[n], layout) for n in names)
@@ -428,6 +438,27 @@ def _length_scale(ds: h5py.Dataset) -> float:
         raise InputFileError(ds.file.filename, f"{ds.name} has an {exc}") from None
 
 
+def recoder(sds: h5py.Dataset, dds: h5py.Dataset):
+    """``fn(rows, first)``: frames ``first ...`` of input series ``sds`` (``rows`` as stored there) as
+    output series ``dds`` stores them - decoded from deltas, re-coded to deltas or rounded to floats."""
+    c_in, c_out = deltas_of(sds), deltas_of(dds)
+    lossy = lossy_attrs(dds)
+    q = lossy[1] if lossy and lossy[2] == "floats" else None   # (idempotent on quantized input)
+
+    def recode(rows: np.ndarray, first: int) -> np.ndarray:
+        out = rows if c_in is None else c_in.decode(rows)
+        if c_out is not None:
+            try:
+                out = c_out.encode(out)
+            except ValueError as exc:
+                raise InputFileError(sds.file.filename,
+                                     f"{sds.name} frames {first}-{first + len(rows)}: {exc}") from None
+        elif q is not None:
+            out = quantize(out, float(q))
+        return np.ascontiguousarray(out, dds.dtype)
+    return recode
+
+
 def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path: Path, name: str,
                  precision: float | None, slab_bytes: int, progress: bool, first: int = 0) -> None:
     """Copy ``sds[first:first + len(dds)]`` into ``dds`` from the frame the record counts, slab by slab."""
@@ -438,9 +469,7 @@ def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path
         return
     cf = dds.chunks[0] if dds.chunks else 1
     per = max(cf, (slab_bytes // max(1, n_atoms * 3 * sds.dtype.itemsize)) // cf * cf)
-    c_in, c_out = deltas_of(sds), deltas_of(dds)
-    lossy = lossy_attrs(dds)
-    q = lossy[1] if lossy and lossy[2] == "floats" else None   # (idempotent on quantized input)
+    recode = recoder(sds, dds)
     buf = np.empty((per, n_atoms, 3), sds.dtype)
     from tqdm import tqdm
 
@@ -450,15 +479,7 @@ def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path
             raise_if_stopped()
             b = min(n_frames, a + per)
             sds.read_direct(buf, np.s_[first + a:first + b], np.s_[0:b - a])
-            out = buf[:b - a] if c_in is None else c_in.decode(buf[:b - a])
-            if c_out is not None:
-                try:
-                    out = c_out.encode(out)
-                except ValueError as exc:
-                    raise InputFileError(sds.file.filename, f"{sds.name} frames {first + a}-{first + b}: {exc}") from None
-            elif q is not None:
-                out = quantize(out, float(q))
-            dds.write_direct(np.ascontiguousarray(out), dest_sel=np.s_[a:b])
+            dds.write_direct(recode(buf[:b - a], first + a), dest_sel=np.s_[a:b])
             dds.file.flush()   # the frames are on disk before the record says so
             record["done"][name] = a = b
             save_record(record_path, record)

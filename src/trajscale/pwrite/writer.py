@@ -420,7 +420,7 @@ class ParallelWriter:
         for i, fl in enumerate(self.fields):
             data = None if rows is None else np.ascontiguousarray(rows[None, :, 3 * i:3 * i + 3])
             if data is not None or self._collective_io:
-                _write(self._w.value(fl), (frame, lo, 0), data, self._dxpl())
+                write_at(self._w.value(fl), (frame, lo, 0), data, self._dxpl())
 
     def _write_runs(self, frame: int, sorted_ids: np.ndarray, rows: np.ndarray) -> None:
         """Independent: this rank's rows, one HDF5 write per batch of id runs.
@@ -447,21 +447,21 @@ class ParallelWriter:
 
     def _write_box(self, frame: int, edges: np.ndarray | None) -> None:
         ds = self._w.value("box")
-        _write(ds, (frame,) + (0,) * (ds.ndim - 1), edges, self._dxpl())
+        write_at(ds, (frame,) + (0,) * (ds.ndim - 1), edges, self._dxpl())
 
     def _write_slab(self, start: int, k: int, given: dict, box) -> None:
         """Frames [start, start + k) of every field (and the box) from this rank."""
         for fl in self.fields:
             encoded = fl == "position" and self._lossy   # (write_frames encoded it already)
             data = np.ascontiguousarray(given[fl] if encoded else self._in_file_units(given[fl], fl)) if k else None
-            _write(self._w.value(fl), (start, 0, 0), data, self._dxpl())
+            write_at(self._w.value(fl), (start, 0, 0), data, self._dxpl())
         if self._box is not None:
             edges = self._w.edges(np.zeros((k, 6), np.float32) if box is None else np.asarray(box), k) \
                 if k else None
             self._write_box(start, edges)
 
 
-def _write(ds: h5py.Dataset, offset: tuple[int, ...], data: np.ndarray | None, dxpl) -> None:
+def write_at(ds: h5py.Dataset, offset: tuple[int, ...], data: np.ndarray | None, dxpl) -> None:
     """Write ``data`` at ``offset``; with None select nothing (a collective call still joins in)."""
     fspace = ds.id.get_space()
     if data is None or data.size == 0:

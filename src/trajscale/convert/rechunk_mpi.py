@@ -1,0 +1,94 @@
+"""``rechunk`` under MPI into one file: every rank rewrites its own slabs with parallel HDF5, resumably.
+
+Rank 0 creates the partial output with the input's whole structure (every
+group, dataset and attribute; the series empty at their final length, in the
+new layout), then every rank opens it through MPI-IO.  In each round rank r
+reads the r-th chunk-aligned slab after the frames already counted from the
+input and writes it collectively (parallel HDF5 writes filtered datasets only
+collectively; a rank without frames joins with an empty selection).  The round
+completes a prefix of every series; it is flushed (``MPI_File_sync``) and then
+counted by rank 0 in the progress record, so a run stopped by SIGTERM (acted on
+by every rank together at the next round) or by a killed rank continues with
+``--resume`` on any number of ranks.  No segments, no join: the output is
+written once.  ``--virtual`` keeps per-rank segments (``rechunk._run_segments``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import h5py
+import numpy as np
+
+from ..errors import OutputError
+from ..pwrite.writer import write_at
+from ..store.hdf5 import ensure_filters, open_h5
+from ..store.layout import Layout
+from ..util import polling_for_stop, stop_requested
+from .pool import on_root
+from .resume import Partial, load_record
+
+log = logging.getLogger(__name__)
+
+
+def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, layout: Layout,
+                       precision: float | None, encoding: str, slab_bytes: int, resume: bool,
+                       create) -> int:
+    """Rewrite every series of ``src_path`` into ``partial.tmp`` from all ranks; return the frames
+    counted before this run.  ``create(h5py.File)`` writes the output's structure (rank 0)."""
+    from mpi4py import MPI
+
+    from .rechunk import recoder
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    record = on_root(comm, lambda: _begin(partial, resume, create))
+    done = int(record["done"])
+    dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
+    dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE)
+    with open_h5(src_path) as src, h5py.File(partial.tmp, "r+", driver="mpio", comm=comm) as dst, \
+            polling_for_stop():
+        pairs = [(src[n], dst[n]) for n in names]
+        for sds, _ in pairs:
+            ensure_filters(sds)
+        recodes = [recoder(sds, dds) for sds, dds in pairs]
+        n_frames = max((sds.shape[0] for sds, _ in pairs), default=0)
+        cf = max((dds.chunks[0] if dds.chunks else 1 for _, dds in pairs), default=1)
+        frame_bytes = max(1, sum(sds.shape[1] * 3 * sds.dtype.itemsize for sds, _ in pairs))
+        slab = max(cf, slab_bytes // frame_bytes // cf * cf)   # whole chunks: no chunk shared by two ranks
+        at = done
+        while at < n_frames:
+            signum = comm.allreduce(stop_requested(), op=MPI.MAX)
+            if signum:   # every rank stops here together, the counted frames kept
+                raise SystemExit(128 + signum)
+            a = min(n_frames, at + rank * slab)
+            b = min(n_frames, a + slab)
+            for (sds, dds), recode in zip(pairs, recodes):
+                hi = min(b, sds.shape[0])
+                rows = None
+                if hi > a:
+                    rows = np.empty((hi - a, *sds.shape[1:]), sds.dtype)
+                    sds.read_direct(rows, np.s_[a:hi])
+                    rows = recode(rows, a)
+                write_at(dds, (a,) + (0,) * (dds.ndim - 1), rows, dxpl)
+            dst.flush()   # the round's frames on disk (MPI_File_sync) before the record counts them
+            at = min(n_frames, at + size * slab)
+            if rank == 0:
+                partial.record["done"] = at
+                partial.save()
+    return done
+
+
+def _begin(partial: Partial, resume: bool, create) -> dict:
+    """Rank 0: load (``resume``) or start the record and create the partial output with its structure."""
+    fresh = {"mode": "mpi", "done": 0}
+    if resume and (load_record(partial.record_path) or {}).get("done") == 0 and not partial.tmp.exists():
+        partial.tmp.touch()   # stopped before the output was made: begin() accepts it, and it starts over
+    partial.begin(resume, fresh)
+    if partial.record.get("mode") != "mpi":
+        raise OutputError(partial.final, "the partial output was written by another executor (or with "
+                                         "--virtual); resume it the same way, or start again without --resume")
+    if not partial.record.get("done"):
+        with h5py.File(partial.tmp, "w") as dst:
+            create(dst)
+    return partial.record
+
