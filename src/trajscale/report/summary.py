@@ -22,13 +22,23 @@ def short_report(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     return "\n".join(lines)
 
 
-def _decoded_bytes(report: RunReport) -> int | None:
-    """Bytes of whole frames an MDAnalysis reader decoded, when it read more atoms than were kept."""
+def _decoded_bytes(report: RunReport) -> tuple[int, str] | None:
+    """(bytes, decoder) of the whole frames decoded when more atoms were read than kept: by an
+    MDAnalysis reader (XTC, DCD, ...) or by trajscale (delta-coded H5MD, store.codecs); None for
+    H5MD read in place (only the selected atoms' bytes)."""
     src = report.source or {}
     n_src = src.get("n_atoms")
-    if str(src.get("format", "")).lower() == "h5md" or not isinstance(n_src, int) or n_src <= report.n_atoms:
+    if not isinstance(n_src, int) or n_src <= report.n_atoms:
         return None
-    return sum(t.frames for t in report.tasks) * n_src * 12
+    fmt = str(src.get("format", "")).lower()
+    parts = {f.strip() for f in str(src.get("segment_formats", "")).lower().split(",")}
+    if fmt == "h5md" or (fmt == "segments" and parts == {"h5md"}):
+        if (src.get("precision") or {}).get("option") != "deltas":   # (deltas32 reads up to the last atom)
+            return None
+        decoder = "trajscale"
+    else:
+        decoder = "MDAnalysis"
+    return sum(t.frames for t in report.tasks) * n_src * 12, decoder
 
 
 def run_summary(report: RunReport, out: str | None = None, report_path: str | None = None) -> str:
@@ -43,8 +53,8 @@ def run_summary(report: RunReport, out: str | None = None, report_path: str | No
     ]
     decoded = _decoded_bytes(report)
     if decoded:   # an XTC/DCD reader decodes every atom; the GB/s above counts the selected ones
-        lines[-1] = lines[-1][:-1] + (f" of the {report.n_atoms} selected atoms; MDAnalysis decoded whole "
-                                      f"frames of {report.source['n_atoms']} atoms, {decoded / 1e9:.3f} GB)")
+        lines[-1] = lines[-1][:-1] + (f" of the {report.n_atoms} selected atoms; {decoded[1]} decoded whole "
+                                      f"frames of {report.source['n_atoms']} atoms, {decoded[0] / 1e9:.3f} GB)")
     t_io = sum(tk.t_io for tk in report.tasks)
     if t_io > 0:   # the storage's speed as the tasks saw it, apart from start-up and compute
         lines[-1] += f"; reads ran at {gb / t_io:.2f} GB/s per worker"
