@@ -186,8 +186,16 @@ class H5MDSource(Source):
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
-        # the runs (or span, or whole frame) read, plus the copy of the selected atoms
-        return plan_atom_reads(atoms, self.n_atoms).bytes_per_frame() * len(fields) + FRAME_META_BYTES
+        # the runs (or span, or whole frame) read, plus the copy of the selected atoms; a delta-coded
+        # field decodes every atom up to the last one asked for (all of them for ``deltas``)
+        plan = plan_atom_reads(atoms, self.n_atoms)
+        return sum(plan.bytes_per_frame() if fl not in self._deltas else
+                   (self._delta_width(fl, plan) + len(plan.index if plan.index is not None else ())) * 12
+                   for fl in fields) + FRAME_META_BYTES
+
+    def _delta_width(self, fl: str, plan) -> int:
+        """Atoms a delta-coded field decodes per frame for ``plan``."""
+        return self._deltas[fl].atoms_needed(int(plan.runs[-1][1])) if len(plan.runs) else 0
 
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
@@ -244,11 +252,12 @@ class H5MDSource(Source):
         n = len(range(start, stop, stride))
         if fl in self._deltas:
             out = self._read_deltas(fl, start, n, stride, plan)
+            self.bytes_read += n * self._delta_width(fl, plan) * 12   # decoded: every atom it needs
         else:
             out = self._read_direct(fl, start, n, stride, plan)
             if out is None:
                 out = self._read_hdf5(fl, start, n, stride, plan)
-        self.bytes_read += n * plan.n_columns * 12
+            self.bytes_read += n * plan.n_columns * 12
         scale = self.info.scales.get(fl, 1.0)
         if scale != 1.0:
             out *= np.float32(scale)
@@ -291,8 +300,7 @@ class H5MDSource(Source):
             np.zeros(0, np.intp)
         atoms = cols if plan.index is None else cols[plan.index]
         codec = self._deltas[fl]
-        # an atom needs the ones before it (and the stored order mixes them)
-        width = codec.atoms_needed(int(plan.runs[-1][1])) if len(plan.runs) else 0
+        width = self._delta_width(fl, plan)   # an atom needs the ones before it (deltas: mixed order)
         out = self._out_array(fl + ":selected", (n, len(atoms), 3))
         whole = np.array_equal(atoms, np.arange(width))
         size = MAX_SLAB_BYTES if self._collective else GATHER_SLAB_BYTES
