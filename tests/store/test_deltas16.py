@@ -167,7 +167,7 @@ def test_a_selection_is_costed_and_counted_as_the_whole_frames_it_decodes(tmp_pa
     delta-coded frame, however few are asked for."""
     out = tmp_path / "d.h5md"
     rechunk(adk_vacuum_h5md, out, Layout.parse("auto", "blosc-lz4"), precision=0.01, encoding="deltas")
-    ca = np.arange(10, 3341, 15)
+    ca = np.array([5, 1500, 3000])
     with open_source(str(out)) as src, open_source(adk_vacuum_h5md) as plain:
         assert src.bytes_per_frame(ca) >= 3341 * 12 + len(ca) * 12
         assert plain.bytes_per_frame(ca) < 3341 * 12   # read in place: the runs only
