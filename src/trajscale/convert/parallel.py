@@ -23,9 +23,9 @@ import numpy as np
 from ..block import Block
 from ..errors import OutputError
 from ..pwrite import ParallelWriter
-from ..util import polling_for_stop, stop_requested
+from ..util import polling_for_stop
 from . import stream
-from .pool import on_root
+from .pool import on_root, stop_together
 from .resume import load_record, save_record
 from .stream import Renumberer
 
@@ -69,15 +69,13 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
     The file is renamed to the final name by rank 0 only once every frame is
     written and its count read back (``segmented.check_complete``).
     """
-    from mpi4py import MPI
-
     from .segmented import check_complete, chunk_frames
 
     t0 = time.perf_counter()
     rank = comm.Get_rank()
     n_frames = job.n_frames
     # The record: made (or checked, on --resume) by rank 0; its verdict reaches every rank.
-    record = on_root(comm, lambda: _begin(partial, resume))
+    record = on_root(comm, lambda: begin_mpi_record(partial, resume))
     done = int(record.get("done", 0))
     cf = chunk_frames(job)
     per = max(1, stream.SLAB_BYTES // max(1, sources[0].bytes_per_frame(job.atoms, job.fields)))
@@ -97,9 +95,7 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
                                    topology=universe_atoms if rank == 0 else None, **kw)
             with w:
                 while w.n_frames < n_frames:
-                    signum = comm.allreduce(stop_requested(), op=MPI.MAX)
-                    if signum:   # every rank stops here together, the counted frames kept
-                        raise SystemExit(128 + signum)
+                    stop_together(comm)
                     a = min(n_frames, w.n_frames + rank * slab)
                     b = min(n_frames, a + slab)
                     block = _read(job, sources, a, b)
@@ -128,17 +124,18 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
                        renumbered, time.perf_counter() - t0, os.path.getsize(partial.final))
 
 
-def _begin(partial, resume: bool) -> dict:
-    """Rank 0: load (``resume``) or start the record; an interrupt before the first commit leaves no file,
-    so a record of 0 frames without one starts afresh."""
+def begin_mpi_record(partial, resume: bool) -> dict:
+    """Rank 0 of an MPI convert or rechunk: load (``resume``) or start the record of rounds; an interrupt
+    before the first count may leave no file, so a record of 0 frames without one starts afresh (and a
+    record of 0 frames with one discards it: the caller makes the file)."""
     if resume and (load_record(partial.record_path) or {}).get("done") == 0 and not partial.tmp.exists():
         partial.tmp.touch()   # nothing was counted: begin() accepts it, and the run starts over
     partial.begin(resume, {"mode": "mpi", "done": 0})
     if not partial.record.get("done"):
         partial.tmp.unlink(missing_ok=True)
     if partial.record.get("mode") != "mpi":
-        raise OutputError(partial.final, "the partial output was written by another executor; resume it with "
-                                         "that one, or start again without --resume")
+        raise OutputError(partial.final, "the partial output was written by another executor (or with "
+                                         "--virtual); resume it the same way, or start again without --resume")
     return partial.record
 
 

@@ -26,7 +26,7 @@ from ..pools import (
     sigint_blocked,
     stop_workers,
 )
-from ..util import raise_if_stopped, request_stop
+from ..util import raise_if_stopped, request_stop, stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +177,16 @@ def _run_mpi(fn, tasks, comm, on_done) -> None:
         first[1].reported_elsewhere = True
         raise first[1]
     raise ParallelUnavailableError(f"rank {first[0]} failed: {first[1]}")
+
+
+def stop_together(comm) -> None:
+    """At a round boundary of an MPI job: once any rank has recorded a stop signal, every rank raises
+    SystemExit (128 + signal) here together, the frames already counted kept for --resume."""
+    from mpi4py import MPI
+
+    signum = comm.allreduce(stop_requested(), op=MPI.MAX)
+    if signum:
+        raise SystemExit(128 + signum)
 
 
 def on_root(comm, fn):

@@ -20,13 +20,13 @@ import logging
 import h5py
 import numpy as np
 
-from ..errors import OutputError
 from ..pwrite.writer import write_at
 from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import Layout
-from ..util import polling_for_stop, stop_requested
-from .pool import on_root
-from .resume import Partial, load_record
+from ..util import polling_for_stop
+from .parallel import begin_mpi_record
+from .pool import on_root, stop_together
+from .resume import Partial
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,6 @@ def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, 
                        create) -> int:
     """Rewrite every series of ``src_path`` into ``partial.tmp`` from all ranks; return the frames
     counted before this run.  ``create(h5py.File)`` writes the output's structure (rank 0)."""
-    from mpi4py import MPI
-
     from .rechunk import recoder
 
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -57,9 +55,7 @@ def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, 
         slab = max(cf, slab_bytes // frame_bytes // cf * cf)   # whole chunks: no chunk shared by two ranks
         at = done
         while at < n_frames:
-            signum = comm.allreduce(stop_requested(), op=MPI.MAX)
-            if signum:   # every rank stops here together, the counted frames kept
-                raise SystemExit(128 + signum)
+            stop_together(comm)
             a = min(n_frames, at + rank * slab)
             b = min(n_frames, a + slab)
             for (sds, dds), recode in zip(pairs, recodes):
@@ -79,16 +75,9 @@ def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, 
 
 
 def _begin(partial: Partial, resume: bool, create) -> dict:
-    """Rank 0: load (``resume``) or start the record and create the partial output with its structure."""
-    fresh = {"mode": "mpi", "done": 0}
-    if resume and (load_record(partial.record_path) or {}).get("done") == 0 and not partial.tmp.exists():
-        partial.tmp.touch()   # stopped before the output was made: begin() accepts it, and it starts over
-    partial.begin(resume, fresh)
-    if partial.record.get("mode") != "mpi":
-        raise OutputError(partial.final, "the partial output was written by another executor (or with "
-                                         "--virtual); resume it the same way, or start again without --resume")
-    if not partial.record.get("done"):
+    """Rank 0: load (``resume``) or start the record, and create the partial output with its structure."""
+    record = begin_mpi_record(partial, resume)
+    if not record.get("done"):
         with h5py.File(partial.tmp, "w") as dst:
             create(dst)
-    return partial.record
-
+    return record
