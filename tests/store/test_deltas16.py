@@ -173,3 +173,20 @@ def test_a_selection_is_costed_and_counted_as_the_whole_frames_it_decodes(tmp_pa
         assert plain.bytes_per_frame(ca) < 3341 * 12   # read in place: the runs only
         src.read(0, 10, ca)
         assert src.bytes_read == 10 * 3341 * 12
+
+
+def test_a_single_process_parallel_writer_plans_from_its_first_frames(tmp_path):
+    """ParallelWriter.write_frames without a reference, one process: the codec is planned from the
+    first frame it is given and stored; frames written later use that plan and read back exactly."""
+    from trajscale.pwrite import ParallelWriter
+
+    x = (np.random.default_rng(8).random((6, 40, 3)) * 60).astype(np.float32)
+    out = tmp_path / "pw.h5md"
+    with ParallelWriter(out, 40, precision=0.01, encoding="deltas", compression="blosc-lz4", box=None,
+                        n_frames=6) as w:
+        w.write_frames(0, x[:2], step=np.arange(2), time=np.arange(2.0))
+        w.write_frames(2, x[2:], step=np.arange(2, 6), time=np.arange(2.0, 6.0))
+    with h5py.File(out) as f:
+        np.testing.assert_array_equal(f["particles/all/position"][CODES][()], Deltas.plan(x[0], 0.01).codes)
+    with open_source(str(out)) as src:
+        np.testing.assert_array_equal(_steps(src.read(0, 6).positions), np.rint(x.astype(np.float64) / 0.01))

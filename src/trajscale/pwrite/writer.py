@@ -286,9 +286,11 @@ class ParallelWriter:
                     if self.size > 1:
                         raise ValueError("delta-coded positions written by several ranks need the first "
                                          "frame as ParallelWriter(reference=...)")
-                    self._w._plan_codec(inside[0])
+                    # one process holds the file: it plans the codec from this first frame
+                    given["position"] = self._w.encode_positions(inside)
                     self._codec = self._w._codec
-                given["position"] = encode(inside, self._lossy, self._codec)
+                else:
+                    given["position"] = encode(inside, self._lossy, self._codec)
         except ValueError as exc:
             problem = str(exc)
         every = [(0, start, k, problem)] if self.comm is None else \

@@ -238,9 +238,7 @@ class H5MDWriter:
             arr = self.in_file_units(arr, fl)
             if fl == "position" and self._lossy:
                 try:
-                    if self._codec is None and self._lossy["trajscale_encoding"] != "floats":
-                        self._plan_codec(arr[0])
-                    arr = encode(arr, self._lossy, self._codec)
+                    arr = self.encode_positions(arr)
                 except ValueError as exc:
                     raise ConfigError(f"frames {a}-{b}: {exc}") from None
             self._pg[fl]["value"].write_direct(arr, dest_sel=np.s_[a:b])
@@ -249,6 +247,13 @@ class H5MDWriter:
         for name, val in (observables or {}).items():
             self._obs[name][a:b] = val
         self.commit(b, step, time)
+
+    def encode_positions(self, values: np.ndarray) -> np.ndarray:
+        """Lossy ``values`` (file units) as the position dataset stores them; a delta codec not planned
+        yet (no reference was given) is planned from ``values[0]``, the first frame written."""
+        if self._codec is None and self._lossy["trajscale_encoding"] != "floats":
+            self._plan_codec(values[0])
+        return encode(values, self._lossy, self._codec)
 
     def _plan_codec(self, reference: np.ndarray | None) -> None:
         """The positions' delta codec, planned from ``reference`` (file units) and stored with them."""
