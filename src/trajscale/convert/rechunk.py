@@ -404,9 +404,8 @@ def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout,
         ds.attrs["unit"] = ds.attrs["trajscale_unit"]
         del ds.attrs["trajscale_unit"]
         ds.attrs["trajscale_encoding"] = "floats"
-    for stale in ("trajscale_center",):
-        if stale in ds.attrs:
-            del ds.attrs[stale]
+    if "trajscale_center" in ds.attrs:   # the input's centre, copied with its attributes
+        del ds.attrs["trajscale_center"]
     if CODES in dg:      # the input's codes, copied with its element group
         del dg[CODES]
     if lossy:

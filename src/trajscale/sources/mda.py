@@ -123,20 +123,21 @@ def _name_memo_guesser():
             self._masses: dict = {}
 
         def guess_atom_element(self, atomname):
-            try:
-                return self._elements[atomname]
-            except KeyError:
-                out = self._elements[atomname] = super().guess_atom_element(atomname)
-                return out
+            return _memo(self._elements, atomname, super().guess_atom_element)
 
         def get_atom_mass(self, element):
-            try:
-                return self._masses[element]
-            except KeyError:
-                out = self._masses[element] = super().get_atom_mass(element)
-                return out
+            return _memo(self._masses, element, super().get_atom_mass)
 
     return NameMemoGuesser
+
+
+def _memo(cache: dict, key, compute):
+    """``cache[key]``, computed by ``compute(key)`` the first time."""
+    try:
+        return cache[key]
+    except KeyError:
+        out = cache[key] = compute(key)
+        return out
 
 
 def _guessing_once_per_name(kw: dict) -> dict:

@@ -51,7 +51,7 @@ DELTAS = "atom-refs-zigzag-uint16"
 DELTAS32 = "atom-deltas-zigzag-uint32"
 _STORED = {"deltas": DELTAS, "deltas32": DELTAS32}
 #: what ``--encoding`` wrote a stored encoding
-ENCODING_OF = {"floats": "floats", DELTAS: "deltas", DELTAS32: "deltas32"}
+ENCODING_OF = {"floats": "floats", **{stored: option for option, stored in _STORED.items()}}
 #: the per-atom references and groups of a ``DELTAS`` dataset, beside its ``value``
 CODES = "trajscale_codes"
 #: Largest |x / quantum - centre| of ``DELTAS``: the steps fit int16.
