@@ -53,18 +53,18 @@ def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, 
         cf = max((dds.chunks[0] if dds.chunks else 1 for _, dds in pairs), default=1)
         frame_bytes = max(1, sum(sds.shape[1] * 3 * sds.dtype.itemsize for sds, _ in pairs))
         slab = max(cf, slab_bytes // frame_bytes // cf * cf)   # whole chunks: no chunk shared by two ranks
+        bufs = [np.empty((min(slab, sds.shape[0]), *sds.shape[1:]), sds.dtype) for sds, _ in pairs]   # reused
         at = done
         while at < n_frames:
             stop_together(comm)
             a = min(n_frames, at + rank * slab)
             b = min(n_frames, a + slab)
-            for (sds, dds), recode in zip(pairs, recodes):
+            for (sds, dds), recode, buf in zip(pairs, recodes, bufs):
                 hi = min(b, sds.shape[0])
                 rows = None
                 if hi > a:
-                    rows = np.empty((hi - a, *sds.shape[1:]), sds.dtype)
-                    sds.read_direct(rows, np.s_[a:hi])
-                    rows = recode(rows, a)
+                    sds.read_direct(buf, np.s_[a:hi], np.s_[:hi - a])
+                    rows = recode(buf[:hi - a], a)
                 write_at(dds, (a,) + (0,) * (dds.ndim - 1), rows, dxpl)
             dst.flush()   # the round's frames on disk (MPI_File_sync) before the record counts them
             at = min(n_frames, at + size * slab)
