@@ -52,6 +52,32 @@ class TestH5MDWaterBox(SourceConformance):
         return mda.Universe(D.GRO, D.XTC)
 
 
+@pytest.fixture(scope="module")
+def water_deltas(tmp_path_factory, water_h5md):
+    """The water XTC's frames as uint16 deltas at 0.01 Å (its own precision) with blosc-lz4."""
+    pytest.importorskip("hdf5plugin")
+    from trajscale.convert.rechunk import rechunk
+
+    out = tmp_path_factory.mktemp("conf") / "adk_water_deltas.h5md"
+    rechunk(water_h5md, out, Layout.parse("auto", "blosc-lz4"), precision=0.01, encoding="deltas")
+    return str(out)
+
+
+class TestH5MDWaterDeltas(SourceConformance):
+    """The same water box stored lossy as delta-coded uint16 (store.codecs.Deltas), decoded through Blosc
+    chunks read straight into the decoder (store.blosc): the XTC's values come back."""
+
+    n_cases = 2
+
+    @pytest.fixture
+    def make_source(self, water_deltas):
+        return lambda: H5MDSource(water_deltas)
+
+    @pytest.fixture
+    def universe(self):
+        return mda.Universe(D.GRO, D.XTC)
+
+
 class TestH5MDCobrotoxin(SourceConformance):
     """An H5MD file written by another program (nm, velocities and forces)."""
 
