@@ -1,0 +1,60 @@
+"""Build the compiled kernels (Cython, ahead of time); everything else is in pyproject.toml.
+
+Every ``*.pyx`` under ``src/trajscale`` becomes an extension module of the same dotted name.
+Flags: ``-O3`` for speed, ``-ffp-contract=off`` so that no compiler fuses a multiply and an
+add into one FMA on some machines and not others (results stay the same bits everywhere).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = Path(__file__).parent
+NEEDS = ("trajscale's kernels are compiled when it is installed: a C compiler (gcc or clang) and the "
+         "Python headers are needed (Debian/Ubuntu: apt-get install build-essential python3-dev)")
+
+
+class BuildExt(build_ext):
+    """build_ext that fails with one line naming what is missing when there is no working compiler."""
+
+    def run(self):
+        from setuptools._distutils.ccompiler import new_compiler
+        from setuptools._distutils.sysconfig import customize_compiler
+        from setuptools._distutils.errors import CompileError, DistutilsExecError
+        import tempfile
+        cc = new_compiler()
+        customize_compiler(cc)
+        with tempfile.TemporaryDirectory() as tmp:
+            probe = Path(tmp, "probe.c")
+            probe.write_text('#include <Python.h>\nint main(void) { return 0; }\n')
+            try:
+                cc.compile([str(probe)], output_dir=tmp, include_dirs=[self._python_include()])
+            except (CompileError, DistutilsExecError, OSError) as exc:
+                sys.exit(f"error: {NEEDS} ({type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc})")
+        super().run()
+
+    @staticmethod
+    def _python_include() -> str:
+        import sysconfig
+        return sysconfig.get_paths()["include"]
+
+
+def extensions():
+    import numpy as np
+    from Cython.Build import cythonize
+    mods = []
+    for pyx in sorted((HERE / "src").rglob("*.pyx")):
+        rel = pyx.relative_to(HERE / "src").with_suffix("")
+        mods.append(Extension(".".join(rel.parts), [str(pyx.relative_to(HERE))],
+                              include_dirs=[np.get_include()],
+                              define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+                              extra_compile_args=["-O3", "-ffp-contract=off"]))
+    return cythonize(mods, language_level=3, compiler_directives={
+        "boundscheck": False, "wraparound": False, "cdivision": True, "initializedcheck": False})
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})
