@@ -9,7 +9,9 @@ import numpy as np
 from ..block import Block
 from .base import Analysis, Prepared, check_finite
 from .fitting import fitted, prepare_fit
+from ..kernels.sums import frame_sums, mean_and_m2
 from .results import arrays_of, write_arrays
+from .rmsf import add_sums, first_frame_shift
 
 
 @dataclass(frozen=True)
@@ -56,21 +58,22 @@ class AverageStructure(Analysis):
     def prepare(self, universe, source) -> Prepared:
         fit = self.select if self.fit_select is None else self.fit_select
         atoms, state = prepare_fit(universe, source, self.select, fit, self.reference, self.ref_frame)
-        state.update(path=source.path, sel_atoms=universe.select_atoms(self.select).indices)
+        state.update(path=source.path, sel_atoms=universe.select_atoms(self.select).indices,
+                     shift=first_frame_shift(source, atoms, state))
         return Prepared(atoms=atoms, state=state)
 
     def map(self, block: Block, prep: Prepared) -> dict:
-        check_finite(block, block.positions, prep.state["path"])
-        return {"n": block.n_frames, "sum": fitted(block.positions, prep.state).sum(axis=0)}
+        s = prep.state
+        check_finite(block, block.positions, s["path"])
+        x = fitted(block.positions, s)
+        return {"n": block.n_frames, "words": frame_sums(x, s["shift"], squares=False, frames=block.frames,
+                                                          source=s["path"])}
 
     def reduce(self, partials: list[dict]) -> dict:
-        parts = [p for p in partials if p and p["n"]]
-        if not parts:
-            return {}
-        return {"n": sum(p["n"] for p in parts), "sum": np.sum([p["sum"] for p in parts], axis=0)}
+        return add_sums(partials)   # exact integer sums: the same bits for any split
 
     def result(self, reduced: dict, prep: Prepared) -> AverageResult:
         atoms = prep.state["sel_atoms"]
         n = reduced.get("n", 0)
-        pos = reduced["sum"] / n if n else np.full((len(atoms), 3), np.nan)
+        pos = mean_and_m2(reduced["words"], n, prep.state["shift"])[0] if n else np.full((len(atoms), 3), np.nan)
         return AverageResult(pos, atoms, int(n))

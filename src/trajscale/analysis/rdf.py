@@ -17,6 +17,7 @@ import numpy as np
 from ..block import Block
 from ..errors import ConfigError
 from ..kernels.geometry import box_volume
+from ..kernels.sums import exact_sum, volume_of
 from ..kernels.pairs import rdf_histogram
 from ..sources.selection import select_atoms
 from .base import Analysis, Prepared, check_finite
@@ -91,7 +92,7 @@ class RDF(Analysis):
         count, done = got if got is not None else (np.zeros(self.nbins), np.zeros(block.n_frames, bool))
         for f in np.flatnonzero(~done):   # frames without a box (or no numba): MDAnalysis's search per frame
             count += self._capped_histogram(x[f, s["i1"]], x[f, s["i2"]], block.box[f])
-        return {"count": count, "volume": float(box_volume(block.box).sum()), "n": block.n_frames}
+        return {"count": count, "volume": exact_sum(box_volume(block.box)), "n": block.n_frames}
 
     def _edges(self) -> np.ndarray:
         return np.histogram_bin_edges(np.empty(0), bins=self.nbins, range=self.range)
@@ -108,8 +109,9 @@ class RDF(Analysis):
         parts = [p for p in partials if p]
         if not parts:
             return {}
+        # counts are whole numbers and volumes exact fixed-point integers: any split, the same bits
         return {"count": np.sum([p["count"] for p in parts], axis=0),
-                "volume": float(sum(p["volume"] for p in parts)), "n": sum(p["n"] for p in parts)}
+                "volume": sum(p["volume"] for p in parts), "n": sum(p["n"] for p in parts)}
 
     def result(self, reduced: dict, prep: Prepared) -> RDFResult:
         edges = np.histogram([-1], bins=self.nbins, range=self.range)[1]
@@ -124,7 +126,7 @@ class RDF(Analysis):
             if self.exclusion_block:
                 xa, xb = self.exclusion_block
                 n_pairs -= xa * xb * (prep.state["n1"] / xa)
-            norm = norm * n_pairs / (reduced.get("volume", 0.0) / n) if n else norm
+            norm = norm * n_pairs / (volume_of(reduced.get("volume", 0)) / n) if n else norm
         with np.errstate(divide="ignore", invalid="ignore"):
             rdf = count / norm
         return RDFResult(bins, edges, count, rdf, int(n))

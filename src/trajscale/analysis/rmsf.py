@@ -1,8 +1,9 @@
 """Root-mean-square fluctuation per atom, as ``MDAnalysis.analysis.rms.RMSF``.
 
-Each block gives its frame count, mean and sum of squared deviations (float64,
-two passes over the block); blocks merge with Chan et al.'s parallel formula,
-so RMSF splits over any number of workers (MDAnalysis's own cannot).
+Each block gives its frame count and the exact fixed-point sums of the coordinates and their
+squares (:mod:`trajscale.kernels.sums`, relative to the trajectory's first frame); partials
+add as integers, so RMSF splits over any number of workers, in any order, with the same bits
+(MDAnalysis's own cannot split at all).
 """
 
 from __future__ import annotations
@@ -12,32 +13,28 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..block import Block
-from ..kernels.geometry import frame_moments
+from ..kernels.sums import frame_sums, mean_and_m2, shift_of
 from .base import Analysis, Prepared, check_finite
 from .fitting import fitted, prepare_fit
 from .results import arrays_of, write_arrays
 
 
-def moments(x: np.ndarray) -> dict:
-    """Count, mean and sum of squared deviations over the frames of (F, N, 3) (float64 results)."""
-    mean, m2 = frame_moments(x)
-    return {"n": x.shape[0], "mean": mean, "m2": m2, "start": None}
+def first_frame_shift(source, atoms: np.ndarray, state: dict) -> np.ndarray:
+    """The selection's coordinates in the trajectory's frame 0 (fitted, if the analysis fits):
+    the shift the fixed-point sums are taken from, the same on every worker."""
+    x = np.array(source.read(0, 1, atoms).positions, copy=True)
+    return shift_of(fitted(x, state)[0])
 
 
-def merge_moments(parts: list[dict]) -> dict:
-    """Chan's pairwise update over partial moments, in frame order (deterministic)."""
-    parts = sorted((p for p in parts if p and p["n"]), key=lambda p: p["start"])
+def add_sums(parts: list[dict]) -> dict:
+    """Partials ``{"n", "words"}`` added (integers: exact, so any order gives the same bits)."""
+    parts = [p for p in parts if p and p["n"]]
     if not parts:
         return {}
-    n, mean, m2, start = parts[0]["n"], parts[0]["mean"].copy(), parts[0]["m2"].copy(), parts[0]["start"]
+    words = parts[0]["words"].copy()
     for p in parts[1:]:
-        nb = p["n"]
-        tot = n + nb
-        delta = p["mean"] - mean
-        mean += delta * (nb / tot)
-        m2 += p["m2"] + delta * delta * (n * nb / tot)
-        n = tot
-    return {"n": n, "mean": mean, "m2": m2, "start": start}
+        words += p["words"]
+    return {"n": sum(p["n"] for p in parts), "words": words}
 
 
 @dataclass(frozen=True)
@@ -80,19 +77,19 @@ class RMSF(Analysis):
 
     def prepare(self, universe, source) -> Prepared:
         atoms, state = prepare_fit(universe, source, self.select, self.fit_select, self.reference, self.ref_frame)
-        state.update(path=source.path, sel_atoms=universe.select_atoms(self.select).indices)
+        state.update(path=source.path, sel_atoms=universe.select_atoms(self.select).indices,
+                     shift=first_frame_shift(source, atoms, state))
         return Prepared(atoms=atoms, state=state)
 
     def map(self, block: Block, prep: Prepared) -> dict:
         check_finite(block, block.positions, prep.state["path"])
         s = prep.state
         # Without a fit the block's float32 coordinates go to the kernel as they are (no float64 copy).
-        m = moments(fitted(block.positions, s) if "fit" in s else block.positions[:, s["sel"]])
-        m["start"] = block.start
-        return m
+        x = fitted(block.positions, s) if "fit" in s else block.positions[:, s["sel"]]
+        return {"n": block.n_frames, "words": frame_sums(x, s["shift"], frames=block.frames, source=s["path"])}
 
     def reduce(self, partials: list[dict]) -> dict:
-        return merge_moments(partials)
+        return add_sums(partials)
 
     def result(self, reduced: dict, prep: Prepared) -> RMSFResult:
         n = reduced.get("n", 0)
@@ -100,4 +97,5 @@ class RMSF(Analysis):
         if not n:
             empty = np.full(len(atoms), np.nan)
             return RMSFResult(empty, np.full((len(atoms), 3), np.nan), atoms, 0)
-        return RMSFResult(np.sqrt(reduced["m2"].sum(axis=1) / n), reduced["mean"], atoms, int(n))
+        mean, m2 = mean_and_m2(reduced["words"], n, prep.state["shift"])
+        return RMSFResult(np.sqrt(m2.sum(axis=1) / n), mean, atoms, int(n))
