@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .analysis.base import Analysis
+from .analysis.user import readable_config
 from .block import FrameRange, split_frames
 from .errors import AtomCountMismatchError, ConfigError, FrameRangeError, TrajscaleError
 from .executors import Executor, Job, choose_executor, make_executor
@@ -327,7 +328,7 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
             n_frames=info["n_frames"], n_atoms=info["n_atoms"], source=info["source"],
             t_total=time.perf_counter() - t_start, t_prepare=t_prep, t_reduce=t_red,
             tasks=timings, workers=summarize_workers(timings, extras),
-            meta={"analysis_config": job.analysis, "n_tasks": len(ranges), "n_tasks_asked": n_tasks, "step": step,
+            meta={"analysis_config": readable_config(job.analysis), "n_tasks": len(ranges), "n_tasks_asked": n_tasks, "step": step,
                   "io": ex.io_used(), **({"executor_choice": info["executor_choice"]} if auto else {})})
         return dataclasses.replace(result, report=report)
     except BaseException:

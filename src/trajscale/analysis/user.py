@@ -1,13 +1,17 @@
 """User functions as analyses: ``@per_frame`` series and ``Reduce`` accumulators.
 
-A user function travels to workers by its import path (``"module:function"``),
-never as a pickled closure: define it at the top level of an importable module.
-It runs on whole blocks, ``fn(positions, box)`` with positions ``(F, N, 3)``
+A function defined in an importable module travels to workers by its import path
+(``"module:function"``).  One defined in a script or a notebook (module ``__main__``, which
+workers do not have: spawned and forkserver workers never re-run the user's script, and Dask
+workers are other processes) travels by value, pickled with cloudpickle together with the
+globals it uses.  It runs on whole blocks, ``fn(positions, box)`` with positions ``(F, N, 3)``
 float32 Å and box ``(F, 6)``, so it can stay vectorised over frames.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
 import importlib
 import inspect
 from dataclasses import dataclass
@@ -20,25 +24,48 @@ from ..sources.selection import select_atoms
 from .base import Analysis, Prepared, check_finite
 from .results import TimeSeries
 
+#: A function of ``__main__`` travels as this prefix + its cloudpickle, base64 (configs stay plain strings).
+BY_VALUE = "pickled:"
 
-def function_path(fn) -> str:
-    """``"module:qualname"`` of a top-level function, checked to import back to the same object."""
-    if isinstance(fn, str):
-        resolve(fn)
-        return fn
+
+def _check_top_level(fn) -> tuple[str, str]:
     qual = getattr(fn, "__qualname__", "")
     mod = getattr(fn, "__module__", None)
     if not callable(fn) or mod is None or "<" in qual or "." in qual:
-        raise ConfigError(f"{fn!r}: user functions must be top-level functions of an importable module "
-                          "(no lambdas, closures or methods): they travel to workers by import path")
+        raise ConfigError(f"{fn!r}: user functions must be top-level functions (no lambdas, closures or "
+                          "methods): they travel to workers by import path, or by value from a script")
+    return mod, qual
+
+
+def function_path(fn) -> str:
+    """How ``fn`` travels: ``"module:qualname"`` (checked to import back to the same function), or, for a
+    function of ``__main__`` (a script, a notebook), ``"pickled:..."`` (its cloudpickle, base64)."""
+    if isinstance(fn, str):
+        resolve(fn)
+        return fn
+    mod, qual = _check_top_level(fn)
+    if mod == "__main__":
+        import cloudpickle
+
+        return BY_VALUE + base64.b64encode(cloudpickle.dumps(getattr(fn, "__wrapped__", fn))).decode("ascii")
     path = f"{mod}:{qual}"
-    if mod != "__main__" and resolve(path) is not getattr(fn, "__wrapped__", fn) and resolve(path) is not fn:
+    if resolve(path) is not getattr(fn, "__wrapped__", fn) and resolve(path) is not fn:
         raise ConfigError(f"{path} does not import back to the same function")
     return path
 
 
+@functools.lru_cache(maxsize=64)
 def resolve(path: str):
-    """The function at ``"module:qualname"`` (a ConfigError naming it if it cannot be imported)."""
+    """The function at ``"module:qualname"``, or the one a ``"pickled:..."`` string holds (a ConfigError
+    naming it if it cannot be had).  Cached: a worker unpickles or imports it once."""
+    if path.startswith(BY_VALUE):
+        import cloudpickle
+
+        try:
+            return cloudpickle.loads(base64.b64decode(path[len(BY_VALUE):]))
+        except Exception as exc:   # noqa: BLE001 - e.g. a global the function uses is missing here
+            raise ConfigError(f"cannot rebuild a user function from a script on this worker: "
+                              f"{type(exc).__name__}: {exc}") from None
     mod, _, name = path.partition(":")
     try:
         fn = getattr(importlib.import_module(mod), name)
@@ -47,15 +74,29 @@ def resolve(path: str):
     return getattr(fn, "__wrapped__", fn)
 
 
+def describe(path: str) -> str:
+    """A user function's name for messages (not its pickle)."""
+    if path.startswith(BY_VALUE):
+        fn = resolve(path)
+        return f"__main__:{getattr(fn, '__qualname__', '?')}"
+    return path
+
+
+def readable_config(config: dict) -> dict:
+    """An analysis config for reports: a function travelling by value is shown by its name."""
+    return {k: describe(v) if isinstance(v, str) and v.startswith(BY_VALUE) else v for k, v in config.items()}
+
+
 def per_frame(fn):
     """Mark ``fn(positions, box) -> (F,) or (F, k)`` as a per-frame user function.
 
-    ``trajscale.run(PerFrame(fn, select=...), top, traj)`` runs it; the decorator checks now, at
-    import, that workers will be able to import it, and leaves ``fn`` callable as before.
+    ``trajscale.run(PerFrame(fn, select=...), top, traj)`` runs it.  The decorator checks only
+    what it can while the module is still being imported (a top-level function taking the
+    positions); whether workers can import it is checked when a ``PerFrame`` is made.  ``fn``
+    stays callable as before.
     """
-    function_path(fn)
-    params = list(inspect.signature(fn).parameters)
-    if len(params) < 1:
+    _check_top_level(fn)
+    if len(inspect.signature(fn).parameters) < 1:
         raise ConfigError(f"{fn.__qualname__} must take (positions, box)")
     fn.__trajscale_per_frame__ = True
     return fn
@@ -81,7 +122,7 @@ class _UserAnalysis(Analysis):
         try:
             return fn(block.positions, block.box)
         except Exception as exc:   # the executor's wrapper names the worker and frames
-            raise RuntimeError(f"user function {path} failed: {type(exc).__name__}: {exc}") from exc
+            raise RuntimeError(f"user function {describe(path)} failed: {type(exc).__name__}: {exc}") from exc
 
 
 class PerFrame(_UserAnalysis):
@@ -99,7 +140,7 @@ class PerFrame(_UserAnalysis):
     def map(self, block: Block, prep: Prepared) -> dict:
         out = np.array(self._call(resolve(self.function), block, self.function, prep.state), copy=True)
         if out.shape[:1] != (block.n_frames,):
-            raise ConfigError(f"user function {self.function} returned shape {out.shape} for "
+            raise ConfigError(f"user function {describe(self.function)} returned shape {out.shape} for "
                               f"{block.n_frames} frames: the first axis must be the frames")
         return {"frame": block.frames, "time": block.time, "values": out}
 

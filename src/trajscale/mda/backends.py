@@ -139,8 +139,13 @@ class DaskBackend(BackendBase):
         if self._client is None:
             from distributed import Client, LocalCluster
 
-            self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=1, processes=True,
-                                         dashboard_address=None, silence_logs=logging.WARNING)
+            from ..pools import main_not_reimported
+
+            # Spawned workers must not re-run the user's script (one without a __main__ guard
+            # would start another cluster in each worker): as trajscale.run's Dask executor.
+            with main_not_reimported():
+                self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=1, processes=True,
+                                             dashboard_address=None, silence_logs=logging.WARNING)
             self._client = Client(self._cluster)
         return self._client
 
