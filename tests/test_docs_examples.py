@@ -1,0 +1,158 @@
+"""Every Python example of the README and docs/ runs as written and gives meaningful numbers.
+
+The examples name short files (``top.tpr``, ``traj.h5md``, ``adk.h5md``, ``train.h5``); here they
+are real ones: AdK in vacuum (PSF/DCD as H5MD) for ``top.tpr``/``traj.h5md``, AdK in water made
+whole (TPR, H5MD) for ``adk.*``, a packed store of NPZ samples for ``train.h5``, and a running
+Dask scheduler for ``tcp://10.0.0.5:8786``.  An example that needs what no test machine has
+(a SLURM cluster) is marked ``<!-- not run: why -->`` just above it.  Each runs in a fresh
+process (under ``mpiexec -n 2`` when it uses MPI); the numbers it leaves are checked against
+MDAnalysis.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import MDAnalysis as mda
+import numpy as np
+import pytest
+from MDAnalysis.analysis import rms
+from MDAnalysisTests import datafiles as D
+
+from tests.conftest import ROOT, mpiexec
+
+SRC = ROOT / "src"
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+NOT_RUN = re.compile(r"<!--\s*not run:\s*(.+?)\s*-->\s*$")
+
+#: Saves what the example leaves (on MPI rank 0 only) for the checks below.
+EPILOGUE = '''
+import numpy as _np
+try:
+    from mpi4py import MPI as _MPI
+    _rank = _MPI.COMM_WORLD.rank if "mpi4py.MPI" in __import__("sys").modules else 0
+except ImportError:
+    _rank = 0
+_keep = {}
+for _k, _v in list(globals().items()):
+    for _f in ("rmsd", "values"):
+        if isinstance(getattr(_v, _f, None), _np.ndarray):
+            _keep[f"{_k}.{_f}"] = getattr(_v, _f)
+if _rank == 0:
+    _np.savez("left.npz", **_keep)
+'''
+
+
+def examples() -> list[tuple[str, str, str | None]]:
+    """(where, code, why not run) of every ```python block."""
+    out = []
+    for path in DOCS:
+        text = path.read_text()
+        for m in re.finditer(r"```python\n(.*?)```", text, re.S):
+            line = text[:m.start()].count("\n") + 1
+            before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            why = NOT_RUN.match(before)
+            out.append((f"{path.relative_to(ROOT)}:{line}", m.group(1), why.group(1) if why else None))
+    return out
+
+
+EXAMPLES = examples()
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """The examples' file names, made real."""
+    from trajscale.convert.convert import convert
+    from trajscale.demo import make_whole_xtc
+    from trajscale.ml.pack import pack
+    from trajscale.store.layout import Layout
+
+    d = tmp_path_factory.mktemp("docfiles")
+    vacuum = d / "vacuum.h5md"
+    convert(D.PSF, [D.DCD], str(vacuum), layout=Layout.parse("frame"))
+    whole = make_whole_xtc(d / "adk_whole.xtc")
+    water = d / "water.h5md"
+    convert(D.TPR, [whole], str(water), layout=Layout.parse("frame"))
+    rng = np.random.default_rng(0)
+    npz = []
+    for i in range(4):
+        npz.append(d / f"s{i}.npz")
+        np.savez(npz[-1], x=rng.normal(size=(128, 8691)), y=rng.integers(0, 2, (128, 1)))
+    train = d / "train.h5"
+    pack([str(p) for p in npz], str(train))
+    return {"top.tpr": D.PSF, "traj.h5md": str(vacuum), "adk.tpr": D.TPR, "adk.h5md": str(water),
+            "train.h5": str(train)}
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
+def real_code(code: str, files: dict, scheduler: str | None) -> str:
+    for name, path in files.items():
+        code = code.replace(f'"{name}"', repr(path)).replace(f"'{name}'", repr(path))
+    if scheduler:
+        code = code.replace("tcp://10.0.0.5:8786", scheduler)
+    return code
+
+
+def test_every_example_is_run_or_says_why():
+    assert len(EXAMPLES) >= 8
+    for where, _, why in EXAMPLES:
+        assert why is None or len(why) > 10, where
+
+
+@pytest.mark.parametrize("where,code", [(w, c) for w, c, why in EXAMPLES if why is None],
+                         ids=[w for w, _, why in EXAMPLES if why is None])
+def test_example_runs(tmp_path, files, request, where, code):
+    sched = request.getfixturevalue("scheduler") if "tcp://" in code else None
+    script = tmp_path / "example.py"
+    script.write_text(real_code(code, files, sched) + EPILOGUE)
+    mpi = "MPI" in code or 'executor="mpi"' in code
+    cmd = ([mpiexec(), "-n", "2"] if mpi else []) + [sys.executable, str(script)]
+    env = {"PYTHONPATH": str(SRC), "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+           "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=420, env=env)
+    assert proc.returncode == 0, f"{where}\n{proc.stderr[-3000:]}"
+    assert "Traceback" not in proc.stderr, where
+    left = dict(np.load(tmp_path / "left.npz"))
+    check_numbers(code, files, tmp_path, left)
+
+
+def _ca_rmsd(top: str, traj: str) -> np.ndarray:
+    return rms.RMSD(mda.Universe(top, traj), select="protein and name CA").run().results.rmsd
+
+
+def check_numbers(code: str, files: dict, cwd: Path, left: dict) -> None:
+    """What each kind of example must leave, against MDAnalysis."""
+    for key, value in left.items():
+        if key.endswith(".rmsd") and "protein and name CA" in code:
+            top, traj = ((files["adk.tpr"], files["adk.h5md"]) if "TPR" in code
+                         else (files["top.tpr"], files["traj.h5md"]))
+            ref = _ca_rmsd(top, traj)
+            np.testing.assert_allclose(value, ref[:, 2], atol=1e-4, err_msg=key)
+            assert value.max() < 8.0, f"{key}: CA RMSDs up to {value.max():.1f} Å"
+        if key == "r.values" and "com_z" in code:
+            u = mda.Universe(files["top.tpr"], files["traj.h5md"])
+            p = u.select_atoms("protein")
+            np.testing.assert_allclose(value, [p.positions[:, 2].mean() for _ in u.trajectory], rtol=1e-5)
+    if "ParallelWriter" in code:
+        import h5py
+
+        with h5py.File(cwd / "out.h5md", "r") as f:
+            shape = f["particles/all/position/value"].shape
+        if "topology=universe" in code:   # MDAnalysis's trajectory, written back in atom order
+            ref = mda.Universe(files["top.tpr"], files["traj.h5md"])
+            u = mda.Universe(files["top.tpr"], str(cwd / "out.h5md"))
+            assert shape == (ref.trajectory.n_frames, ref.atoms.n_atoms, 3)
+            for a, b in zip(u.trajectory[::30], ref.trajectory[::30]):
+                np.testing.assert_allclose(a.positions, b.positions, atol=1e-4)
+        else:
+            assert shape == (10, 1000, 3)
