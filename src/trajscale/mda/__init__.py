@@ -1,5 +1,10 @@
-"""Run MDAnalysis's own analysis classes on trajscale's executors (MPI ranks, a Dask cluster).
+"""trajscale for MDAnalysis users: a trajectory reader and writer, and backends for its analyses.
 
+Importing this module registers the format ``"TRAJSCALE"`` with MDAnalysis (its own ``H5MD``
+reader and every other format are left as they are):
+
+>>> import trajscale.mda
+>>> u = mda.Universe("top.tpr", "traj.h5md", format="TRAJSCALE")     # any trajscale store
 >>> from MDAnalysis.analysis import rms
 >>> r = rms.RMSD(u.select_atoms("name CA")).run(backend=trajscale.mda.MPIBackend(),
 ...                                            unsupported_backend=True)
@@ -9,5 +14,7 @@
 from __future__ import annotations
 
 from .backends import DaskBackend, MPIBackend
+from .reader import Reader
+from .writer import Writer
 
-__all__ = ["DaskBackend", "MPIBackend"]
+__all__ = ["DaskBackend", "MPIBackend", "Reader", "Writer"]

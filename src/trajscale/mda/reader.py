@@ -1,0 +1,247 @@
+"""An MDAnalysis trajectory reader over trajscale's Sources: format ``"TRAJSCALE"``.
+
+``import trajscale.mda`` registers it (MDAnalysis's format registry records a reader class
+when it is defined; the name is trajscale's own, so MDAnalysis's ``H5MD`` reader and every
+other format keep reading as before)::
+
+    u = mda.Universe("top.tpr", "traj.h5md", format="TRAJSCALE")          # any trajscale H5MD file
+    u = mda.Universe("top.tpr", "run.index.json", format="TRAJSCALE")     # a segment index or folder
+    u = mda.Universe("top.tpr", parts, format=trajscale.mda.Reader, topology="top.tpr")  # XTC/TRR/DCD parts
+
+It reads what trajscale's Sources read: plain, compressed and lossy H5MD (``deltas`` too) of
+any particle group (``group=``), segment indexes, and chains of parts whose frame offsets are
+scanned once.  Iteration reads blocks of frames (``block_bytes``, default 32 MiB) and a
+thread reads the next block while the current one is served, so memory stays at two blocks.
+Values are in MDAnalysis's base units (Å, ps, Å/ps, kJ/(mol Å)) whatever the file stores.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+from MDAnalysis.coordinates.base import ReaderBase
+from MDAnalysis.lib.util import store_init_arguments
+
+from ..block import Block
+from ..errors import InputFileError, TrajscaleError
+from ..util import file_identity
+
+log = logging.getLogger(__name__)
+
+#: Bytes of frames read at once while iterating (two such blocks live at a time).
+BLOCK_BYTES = 32 * 1024**2
+
+
+def _paths(filename) -> list[str]:
+    if isinstance(filename, (list, tuple)):
+        return [os.fspath(p) for p in filename]
+    return [os.fspath(filename)]
+
+
+class Reader(ReaderBase):
+    """MDAnalysis reader for every trajectory trajscale reads (see the module's docstring).
+
+    Parameters
+    ----------
+    filename
+        An H5MD file, a segment index (``.json``) or folder, or a list of XTC/TRR/DCD parts.
+    group
+        The H5MD particle group, when the file has several.
+    topology
+        A topology file, needed only by parts that MDAnalysis must decode (DCD chains).
+    assume_units
+        ``"nm"`` or ``"Angstrom"`` for H5MD datasets without a unit attribute.
+    comm
+        An MPI communicator: H5MD files are opened with MPI-IO (``driver="mpio"``), as
+        ``H5MDReader(..., driver="mpio", comm=comm)`` does.
+    block_bytes
+        Bytes of frames read at once while iterating.
+    """
+
+    format = "TRAJSCALE"
+    units = {"time": "ps", "length": "Angstrom", "velocity": "Angstrom/ps", "force": "kJ/(mol*Angstrom)"}
+
+    @store_init_arguments
+    def __init__(self, filename, convert_units=True, group: str | None = None, topology=None,
+                 assume_units: str | None = None, comm=None, block_bytes: int = BLOCK_BYTES, **kwargs):
+        super().__init__(filename, convert_units=convert_units, **kwargs)
+        self._files = _paths(filename)
+        self.filename = self._files[0] if len(self._files) == 1 else self._files
+        self._options = {"group": group, "topology": None if topology is None else os.fspath(topology),
+                         "assume_units": assume_units}
+        self._comm = comm
+        self._block_bytes = max(1, int(block_bytes))
+        self._pool: ThreadPoolExecutor | None = None
+        self._open()
+        fields = self._source.fields
+        self.n_atoms = self._source.n_atoms
+        self.ts = self._Timestep(self.n_atoms, positions="position" in fields, velocities="velocity" in fields,
+                                 forces="force" in fields, reader=self, **self._ts_kwargs)
+        self._read_frame(0)
+
+    # ------------------------------------------------------------------ files
+    def _open(self) -> None:
+        from ..sources import open_source
+
+        opts = self._options
+        try:
+            self._source = open_source(self._files if len(self._files) > 1 else self._files[0],
+                                       opts["topology"], group=opts["group"], assume_units=opts["assume_units"],
+                                       comm=self._comm, driver="mpio" if self._comm is not None else None)
+        except TrajscaleError as exc:
+            raise IOError(str(exc)) from None
+        if "position" not in self._source.fields:
+            self._source.close()
+            raise IOError(f"{self._files[0]}: no positions to read")
+        self._identity = file_identity(self._files)
+        self._n_frames = self._source.n_frames
+        self._block: Block | None = None
+        self._pending: tuple[tuple[int, int, int], Future] | None = None
+        self._frame = -1
+        self._step = 1
+
+    def _fresh(self) -> None:
+        """Reopen when a file was rewritten since it was opened: frames are never served stale
+        (one stat per file, before each read from the file)."""
+        if file_identity(self._files) != self._identity:
+            log.debug("%s changed since it was opened: reopening", self._files[0])
+            self._drop_pending()
+            self._source.close()
+            self._open()
+
+    @property
+    def n_frames(self) -> int:
+        return self._n_frames
+
+    def _get_dt(self) -> float:
+        """Time between the first two frames (ps), read from the file's time data."""
+        if self._n_frames < 2:
+            return 0.0
+        t = self._source.read(0, 2, np.array([0])).time
+        return float(t[1] - t[0])
+
+    @property
+    def has_velocities(self) -> bool:
+        return "velocity" in self._source.fields
+
+    @property
+    def has_forces(self) -> bool:
+        return "force" in self._source.fields
+
+    # ------------------------------------------------------------------ frames
+    def _frames_per_block(self) -> int:
+        return max(1, self._block_bytes // max(1, self._source.bytes_per_frame(None, self._source.fields)))
+
+    def _read(self, start: int, stop: int, stride: int) -> Block:
+        return self._source.read(start, stop, None, self._source.fields, stride=stride)
+
+    def _block_at(self, frame: int, stride: int, n: int) -> tuple[int, int, int]:
+        return frame, min(self.n_frames, frame + n * stride), stride
+
+    def _drop_pending(self) -> None:
+        if self._pending is not None:
+            self._pending[1].cancel()
+            try:
+                self._pending[1].result()
+            except Exception:   # noqa: BLE001 - a read-ahead nobody will use
+                pass
+            self._pending = None
+
+    def _load(self, frame: int) -> Block:
+        """The block holding ``frame``: read now, or taken from the read-ahead."""
+        step = frame - self._frame if self._frame >= 0 else 0
+        # walking forward (next(), a slice, sorted indices) by the step of the last move: read ahead
+        forward = step == 1 or 0 < step == self._step
+        self._step = step
+        if forward and self._pending is not None and self._pending[0][0] == frame and self._pending[0][2] == step:
+            block = self._pending[1].result()
+            self._pending = None
+        else:
+            self._drop_pending()
+            self._fresh()
+            # a jump reads one frame; a walk reads a block of the frames it will visit
+            n = self._frames_per_block() if forward else 1
+            block = self._read(*self._block_at(frame, step if forward else 1, n))
+        if forward and block.stop < self.n_frames:   # read the next block while this one is served
+            nxt = self._block_at(block.start + block.n_frames * block.stride, block.stride, self._frames_per_block())
+            if nxt[0] < self.n_frames:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(1, thread_name_prefix="trajscale-readahead")
+                self._pending = (nxt, self._pool.submit(self._read, *nxt))
+        return block
+
+    def _read_frame(self, frame: int):
+        if not 0 <= frame < self.n_frames:
+            raise EOFError(f"{self._files[0]}: frame {frame} outside its {self.n_frames} frames")
+        if self._source is None:   # closed: reopen, as MDAnalysis's readers do
+            self._open()
+        b = self._block
+        if b is None or not (b.start <= frame < b.stop and (frame - b.start) % b.stride == 0):
+            b = self._block = self._load(frame)
+        k = (frame - b.start) // b.stride
+        ts = self.ts
+        ts.frame = frame
+        ts.positions[:] = b.positions[k]
+        if b.velocities is not None:
+            ts.velocities[:] = b.velocities[k]
+        if b.forces is not None:
+            ts.forces[:] = b.forces[k]
+        box = b.box[k]
+        ts.dimensions = box.copy() if box[:3].any() else None   # a copy: users change ts.dimensions in place
+        ts.time = float(b.time[k])
+        ts.data["step"] = int(b.step[k])
+        self._frame = frame
+        return ts
+
+    def _read_next_timestep(self, ts=None):
+        return self._read_frame(self._frame + 1)
+
+    def _reopen(self) -> None:
+        if self._source is None:
+            self._open()
+        self._frame = -1
+
+    def close(self) -> None:
+        self._drop_pending()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        source = self.__dict__.get("_source")
+        if source is not None:
+            source.close()
+            self._source = None
+            self._block = None
+
+    def Writer(self, filename, n_atoms=None, **kwargs):
+        """A :class:`trajscale.mda.Writer` (format ``TRAJSCALE``) with this trajectory's fields."""
+        from .writer import Writer
+
+        kwargs.setdefault("velocities", self.has_velocities)
+        kwargs.setdefault("forces", self.has_forces)
+        return Writer(filename, self.n_atoms if n_atoms is None else n_atoms, **kwargs)
+
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self):
+        """How to reopen the file, and the current Timestep: never an open handle or a communicator."""
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("_source", "_block", "_pending", "_pool", "_comm", "_identity")}
+        return state
+
+    def __setstate__(self, state) -> None:
+        self.__dict__.update(state)
+        self._comm, self._pool = None, None
+        ts, frame = self.ts, state.get("_frame", -1)
+        self._open()
+        self._frame = frame
+        self.ts = ts
+
+
+def check_readable(path) -> None:
+    """Raise InputFileError naming ``path`` unless the TRAJSCALE reader can serve it."""
+    try:
+        Reader(path).close()
+    except IOError as exc:
+        raise InputFileError(os.fspath(path), str(exc)) from None

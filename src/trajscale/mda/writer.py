@@ -1,0 +1,148 @@
+"""An MDAnalysis trajectory writer for trajscale's H5MD: format ``"TRAJSCALE"``.
+
+MDAnalysis pipelines write the files ``trajscale convert`` writes, with its options::
+
+    with mda.Writer("out.h5md", u.atoms.n_atoms, format="TRAJSCALE", compression="blosc-lz4",
+                    precision=0.01, encoding="deltas") as w:
+        for ts in u.trajectory:
+            w.write(u.atoms)
+
+Frames are gathered into slabs of ``slab_bytes`` and written with :class:`trajscale.store.writer.H5MDWriter`
+(the writer behind ``convert``).  The file is written under a temporary name beside the output,
+each slab counted only once its data is in the file, and renamed (after an fsync) when the writer
+is closed: an interrupted pipeline leaves no half-written file under the output's name.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+from MDAnalysis.coordinates.base import WriterBase
+
+from ..errors import ConfigError
+from ..store.layout import Layout
+from ..store.units import unit_system
+from ..util import check_output_path, fsync_path, temporary_name
+
+#: Bytes of frames gathered before one write.
+SLAB_BYTES = 32 * 1024**2
+
+
+class Writer(WriterBase):
+    """Write H5MD as ``trajscale convert`` does, from any MDAnalysis pipeline.
+
+    Parameters
+    ----------
+    filename
+        The output; an existing file is kept unless ``overwrite=True``.
+    n_atoms
+        Atoms per frame; a frame with another count is refused when it comes.
+    chunks, compression
+        The layout, as ``convert --chunks/--compression`` (``"auto"``, ``"frame"``, ``"contiguous"``,
+        a frame count; ``"gzip:4"``, ``"blosc-lz4"``, ...).
+    precision, encoding
+        Lossy positions, as ``convert --precision/--encoding`` (``"floats"``, ``"deltas"``, ``"deltas32"``).
+    units
+        ``"mdanalysis"`` (Å, ps), ``"gromacs"`` (nm, ps).
+    velocities, forces
+        Also write these (every frame written must then have them).
+    group
+        The particle group's name.
+    """
+
+    format = "TRAJSCALE"
+    multiframe = True
+    units = {"time": "ps", "length": "Angstrom", "velocity": "Angstrom/ps", "force": "kJ/(mol*Angstrom)"}
+
+    def __init__(self, filename, n_atoms: int, *, chunks: str | int = "auto", compression: str | None = None,
+                 precision: float | None = None, encoding: str = "floats", units: str = "mdanalysis",
+                 velocities: bool = False, forces: bool = False, group: str = "all", overwrite: bool = False,
+                 slab_bytes: int = SLAB_BYTES, **kwargs) -> None:
+        if n_atoms is None or int(n_atoms) < 1:
+            raise ConfigError(f"{filename}: n_atoms must be a positive number of atoms, got {n_atoms!r}")
+        self.filename = os.fspath(filename)
+        self.n_atoms = int(n_atoms)
+        self._final = check_output_path(self.filename, overwrite=overwrite)
+        self._layout = Layout.parse(str(chunks), compression or "none")
+        self._fields = ("position",) + (("velocity",) if velocities else ()) + (("force",) if forces else ())
+        self._options = {"group": group, "units": unit_system(units), "precision": precision, "encoding": encoding}
+        self._per_slab = max(1, int(slab_bytes) // (self.n_atoms * 12 * len(self._fields)))
+        self._rows: list[tuple] = []
+        self._writer = None
+        self._tmp: Path | None = None
+        self._box: str | None = None
+
+    def _start(self, first_box: np.ndarray | None, masses) -> None:
+        from ..store.writer import H5MDWriter
+
+        self._box = "triclinic" if first_box is not None and np.any(first_box[:3]) else None
+        self._tmp = temporary_name(self._final)
+        o = self._options
+        self._writer = H5MDWriter(self._tmp, self.n_atoms, layout=self._layout, fields=self._fields,
+                                  box=self._box, group=o["group"], units=o["units"], masses=masses,
+                                  precision=o["precision"], encoding=o["encoding"])
+
+    def _write_next_frame(self, obj) -> None:
+        """Add the current frame of an AtomGroup or Universe."""
+        from MDAnalysis.core.groups import AtomGroup
+
+        ag = getattr(obj, "atoms", obj)
+        if not isinstance(ag, AtomGroup):
+            raise TypeError(f"{self.filename}: write() takes an AtomGroup or a Universe, not {type(obj).__name__}")
+        ts = ag.universe.trajectory.ts
+        if ag.n_atoms != self.n_atoms:
+            raise ValueError(f"{self.filename}: frame {ts.frame} has {ag.n_atoms} atoms, "
+                             f"the writer was made for {self.n_atoms}")
+        box = None if ts.dimensions is None else np.array(ts.dimensions, np.float32)   # a copy: ts changes
+        if self._writer is None:
+            masses = ag.masses if hasattr(ag, "masses") else None
+            self._start(box, masses)
+        row = [ag.positions.copy()]
+        for fl, attr in (("velocity", "velocities"), ("force", "forces")):
+            if fl in self._fields:
+                try:
+                    row.append(getattr(ag, attr).copy())
+                except Exception as exc:   # noqa: BLE001 - MDAnalysis's NoDataError
+                    raise ValueError(f"{self.filename}: frame {ts.frame} has no {attr}: {exc}") from None
+        self._rows.append((row, box, int(ts.data.get("step", ts.frame)), float(ts.time)))
+        if len(self._rows) >= self._per_slab:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._rows:
+            return
+        rows, self._rows = self._rows, []
+        arrays = [np.stack([r[0][i] for r in rows]) for i in range(len(self._fields))]
+        data = dict(zip(self._fields, arrays))
+        box = None if self._box is None else np.stack([r[1] if r[1] is not None else np.zeros(6, np.float32)
+                                                       for r in rows])
+        self._writer.write(position=data["position"], velocity=data.get("velocity"), force=data.get("force"),
+                           box=box, step=np.array([r[2] for r in rows]), time=np.array([r[3] for r in rows]))
+
+    def close(self) -> None:
+        """Write what is gathered, close the file and move it to its name (nothing if no frame came)."""
+        if self._writer is None:
+            return
+        try:
+            self._flush()
+            self._writer.close()
+        except BaseException:
+            self._writer.close(abandoned=True)
+            self._tmp.unlink(missing_ok=True)
+            self._writer = None
+            raise
+        fsync_path(self._tmp)
+        os.replace(self._tmp, self._final)
+        fsync_path(self._final.parent, directory=True)
+        self._writer = None
+
+    def __del__(self) -> None:
+        # a writer never closed (an error in the pipeline) leaves no output, only nothing
+        if getattr(self, "_writer", None) is not None:
+            try:
+                self._writer.close(abandoned=True)
+                self._tmp.unlink(missing_ok=True)
+            except Exception:   # noqa: BLE001 - interpreter shutdown
+                pass
