@@ -6,7 +6,7 @@ other format keep reading as before)::
 
     u = mda.Universe("top.tpr", "traj.h5md", format="TRAJSCALE")          # any trajscale H5MD file
     u = mda.Universe("top.tpr", "run.index.json", format="TRAJSCALE")     # a segment index or folder
-    u = mda.Universe("top.tpr", parts, format=trajscale.mda.Reader, topology="top.tpr")  # XTC/TRR/DCD parts
+    u = mda.Universe("top.tpr", parts, format=trajscale.mda.Reader)   # XTC/TRR parts (DCD: topology=)
 
 It reads what trajscale's Sources read: plain, compressed and lossy H5MD (``deltas`` too) of
 any particle group (``group=``), segment indexes, and chains of parts whose frame offsets are
@@ -178,6 +178,8 @@ class Reader(ReaderBase):
             raise EOFError(f"{self._files[0]}: frame {frame} outside its {self.n_frames} frames")
         if self._source is None:   # closed: reopen, as MDAnalysis's readers do
             self._open()
+        elif frame != self._frame + self._step:   # not the next frame of a walk: check the file first
+            self._fresh()
         b = self._block
         if b is None or not (b.start <= frame < b.stop and (frame - b.start) % b.stride == 0):
             b = self._block = self._load(frame)

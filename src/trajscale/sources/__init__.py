@@ -49,7 +49,9 @@ def open_source(trajectories, topology: str | None = None, *, driver: str | None
     if group is not None or assume_units is not None:
         raise ConfigError(f"{paths[0]}: --group and --assume-units apply to H5MD files; this one is read "
                           "through MDAnalysis, which knows its format's units")
-    if topology is None:
+    # XTC/TRR parts are read by trajscale's own offsets; other formats through MDAnalysis, with a topology
+    xdr_only = all(part_format(p) in XDR_FORMATS for p in paths)
+    if topology is None and not xdr_only:
         raise ConfigError(f"{paths[0]}: reading this format needs a topology file")
     if not any(is_hdf5(p) for p in paths):
         if len(paths) > 1:

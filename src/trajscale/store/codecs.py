@@ -339,6 +339,9 @@ def lossy_attrs(ds) -> tuple[float, float, str] | None:
         return None
     enc = ds.attrs.get("trajscale_encoding", "floats")
     enc = enc.decode() if isinstance(enc, bytes) else str(enc)
+    if enc not in ENCODING_OF:   # never read integers as if they were floats
+        raise ValueError(f"{ds.name} has the unknown encoding {enc!r} (known: {', '.join(ENCODING_OF)}); "
+                         "a newer trajscale may read it")
     return float(ds.attrs.get("trajscale_precision", np.nan)), float(ds.attrs["trajscale_quantum"]), enc
 
 

@@ -147,13 +147,17 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
                 units["box"], scales["box"] = _unit(f[box_path], "box", assumed, path)
     obs = tuple(sorted(f["observables"].keys())) if "observables" in f else ()
     plugin, plugin_level = _plugin_filter(pos)
+    try:
+        lossy = lossy_attrs(pos)
+    except ValueError as exc:
+        raise InputFileError(path, str(exc)) from None
     return H5MDInfo(
         path=path, group=group, n_frames=complete_frames(f, pg, step), n_atoms=int(pos.shape[1]),
         fields=fields, scales=scales, units=units, step=step, time=time,
         box_path=box_path, box_time_dependent=box_td, boundary=boundary,
         chunks=pos.chunks, compression=plugin or pos.compression,
         compression_opts=plugin_level if plugin else pos.compression_opts,
-        dtype=str(pos.dtype), observables=obs, assumed_units=assume_units, lossy=lossy_attrs(pos),
+        dtype=str(pos.dtype), observables=obs, assumed_units=assume_units, lossy=lossy,
     )
 
 
