@@ -145,3 +145,22 @@ def test_writer_refuses_other_atom_counts_and_leaves_no_file(tmp_path):
     with pytest.raises(Exception, match="exists"):
         trajscale.mda.Writer(str(out), u.atoms.n_atoms)
     assert out.read_text() == "mine"
+
+
+@pytest.mark.mpi
+def test_mpi_io_reader_under_mdanalysis_mpi_backend(tmp_path, vacuum_h5md):
+    pytest.importorskip("mpi4py")
+    import h5py as _h5py
+
+    if not _h5py.get_config().mpi:
+        pytest.skip("h5py without MPI")
+    from pathlib import Path
+
+    from tests.conftest import run_mpi
+
+    out = tmp_path / "rmsd.npy"
+    script = str(Path(__file__).with_name("mpi_reader_script.py"))
+    proc = run_mpi(2, [script, D.PSF, vacuum_h5md, str(out)], timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ref = rms.RMSD(mda.Universe(D.PSF, D.DCD), select="name CA").run().results.rmsd
+    np.testing.assert_allclose(np.load(out), ref, atol=1e-4)
