@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -32,7 +33,7 @@ from ..pools import (
     sigint_blocked,
     stop_workers,
 )
-from ..report.timing import TaskTiming
+from ..report.timing import TaskTiming, host_and_pid
 from .base import Executor, Job, progress_bar, run_task
 from .startup import warm_up
 
@@ -51,9 +52,30 @@ _MARKS: list[str] = []
 def _init_worker(marks: str) -> None:
     quiet_worker()   # Ctrl-C is the parent's to handle
     _MARKS[:] = [marks]
+    from ..report.process import slow_start_for_tests
+
+    slow_start_for_tests()   # TRAJSCALE_TEST_SLOW_START: a slow-starting worker, for the report's tests
+
+
+def _note_ready() -> None:
+    """Once per worker: its start-up (process start to ready) in the marks folder, for the report."""
+    from ..report.process import mark_ready, process_start
+
+    path = os.path.join(_MARKS[0], f"ready-{os.getpid()}") if _MARKS else None
+    if path is not None and not os.path.exists(path):
+        t_start = mark_ready()
+        with open(path, "w") as fh:
+            fh.write(f"{t_start!r} {process_start() + t_start!r}")
+
+
+def _warm_up() -> int:
+    pid = warm_up()
+    _note_ready()
+    return pid
 
 
 def _worker_task(job: Job, task: int, frames: FrameRange):
+    _note_ready()
     if _MARKS:
         with open(os.path.join(_MARKS[0], str(os.getpid())), "w") as fh:
             fh.write(str(task))
@@ -105,7 +127,7 @@ class ProcessExecutor(Executor):
                 self._pool = ProcessPoolExecutor(max_workers=self.n_workers, mp_context=ctx,
                                                  initializer=_init_worker, initargs=(self._marks,))
                 # One warm-up task per worker starts them all now (fork: at the first submit).
-                self._warm = [self._pool.submit(warm_up) for _ in range(self.n_workers)]
+                self._warm = [self._pool.submit(_warm_up) for _ in range(self.n_workers)]
             log.debug("started %d worker processes (%s)", self.n_workers, self.start_method)
         return self._pool
 
@@ -130,6 +152,25 @@ class ProcessExecutor(Executor):
                 fut.cancel()
             self.close(wait=False)
             raise
+        return out
+
+    def worker_extras(self) -> dict[str, dict]:
+        """Every worker's start-up (``t_start``), also of one that ran no task: a worker still starting
+        when the tasks were done is named with the time it had spent so far (``t_ready`` 0)."""
+        from ..report.process import pid_start
+
+        out: dict[str, dict] = {}
+        host = host_and_pid()[0]
+        for pid in list((getattr(self._pool, "_processes", None) or {})):
+            try:
+                with open(os.path.join(self._marks or "", f"ready-{pid}")) as fh:
+                    t_start, t_ready = (float(x) for x in fh.read().split())
+            except (OSError, ValueError):
+                start = pid_start(pid)
+                if start is None:
+                    continue
+                t_start, t_ready = max(0.0, time.time() - start), 0.0
+            out[f"pid {pid}"] = {"host": host, "pid": pid, "t_start": t_start, "t_ready": t_ready}
         return out
 
     def terminate(self) -> None:
