@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 PHASES = ("t_init_top", "t_init_traj", "t_io", "t_compute", "t_wait", "t_comm")
+#: A worker's (rank's) phases: its start-up, then the task phases.
+WORKER_PHASES = ("t_start", *PHASES)
 REPORT_VERSION = 1
 
 
