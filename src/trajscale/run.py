@@ -353,6 +353,13 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
         if report is not None:   # stopping the pool (joining its workers) is the run's too
             timeline.lap("pool_start")
             report.process = timeline.record()
+            _late_starts(report, getattr(ex, "late_starts", None) or {})
+
+
+def _late_starts(report: RunReport, late: dict[str, dict]) -> None:
+    """Workers still starting when the tasks were done: their whole start-up, known once the pool closed."""
+    report.workers = [dataclasses.replace(w, t_start=late[w.worker]["t_start"], t_ready=late[w.worker]["t_ready"])
+                      if w.worker in late and not w.t_ready else w for w in report.workers]
 
 
 def _say_tasks_capped(asked: int, got: int, info: dict) -> None:

@@ -55,6 +55,8 @@ def _init_worker(marks: str) -> None:
     from ..report.process import slow_start_for_tests
 
     slow_start_for_tests()   # TRAJSCALE_TEST_SLOW_START: a slow-starting worker, for the report's tests
+    warm_up()
+    _note_ready()   # every worker, once, before its first task (a warm-up task may go to another worker)
 
 
 def _note_ready() -> None:
@@ -109,6 +111,7 @@ class ProcessExecutor(Executor):
         self.start_method: str | None = None   # the one used, once the pool has started
         self._pool: ProcessPoolExecutor | None = None
         self._marks: str | None = None
+        self._late: dict[str, dict] = {}
 
     def start(self) -> None:
         """Start the workers now (they warm up while the caller prepares the job)."""
@@ -156,12 +159,21 @@ class ProcessExecutor(Executor):
 
     def worker_extras(self) -> dict[str, dict]:
         """Every worker's start-up (``t_start``), also of one that ran no task: a worker still starting
-        when the tasks were done is named with the time it had spent so far (``t_ready`` 0)."""
+        when the tasks were done is named with the time it had spent so far (``t_ready`` 0; see
+        :attr:`late_starts` for its whole start-up, known once the pool is closed)."""
+        return self._starts(list((getattr(self._pool, "_processes", None) or {})))
+
+    @property
+    def late_starts(self) -> dict[str, dict]:
+        """After :meth:`close`: the start-ups of workers that were not ready when the tasks were done."""
+        return dict(self._late)
+
+    def _starts(self, pids: list[int]) -> dict[str, dict]:
         from ..report.process import pid_start
 
         out: dict[str, dict] = {}
         host = host_and_pid()[0]
-        for pid in list((getattr(self._pool, "_processes", None) or {})):
+        for pid in pids:
             try:
                 with open(os.path.join(self._marks or "", f"ready-{pid}")) as fh:
                     t_start, t_ready = (float(x) for x in fh.read().split())
@@ -211,7 +223,10 @@ class ProcessExecutor(Executor):
             pool, self._pool = self._pool, None
             if not wait:
                 stop_workers(pool)
+            pids = list(getattr(pool, "_processes", None) or {})
             pool.shutdown(wait=wait, cancel_futures=True)
+            if wait:   # every worker has started (and stopped): a late one's whole start-up is known now
+                self._late = {k: v for k, v in self._starts(pids).items() if v["t_ready"] > 0}
         if self._marks is not None:
             shutil.rmtree(self._marks, ignore_errors=True)
             self._marks = None

@@ -313,9 +313,9 @@ def too_short_advice(d: Diagnosis) -> Advice:
     """The one line for a run too short to diagnose (``d.too_short``)."""
     from .diagnose import SHORT_RUN_S
 
-    return Advice("too-short", "too short to diagnose: run more frames (a second or more of tasks) before "
-                               "reading stragglers, imbalance or scaling from this report",
-                  f"the busiest worker's tasks took {d.t_busy:.2g} s, under {SHORT_RUN_S:g} s: their "
+    return Advice("too-short", "too short to diagnose: run more frames (a second or more of tasks) for "
+                               "advice on stragglers, imbalance and scaling",
+                  f"the busiest worker's tasks took {d.t_work:.2g} s, under {SHORT_RUN_S:g} s: their "
                   "timings are noise")
 
 

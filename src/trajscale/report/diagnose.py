@@ -37,7 +37,10 @@ class Diagnosis:
     #: dispatching tasks, moving results (t_total - t_prepare - t_reduce - t_busy).
     t_outside: float = 0.0
     advice: list[Advice] = field(default_factory=list)
-    #: True when the tasks took too little time to diagnose (:data:`SHORT_RUN_S`): then only
+    #: Seconds of work (tasks, and the workers' own communication; no start-up, no waiting)
+    #: of the busiest worker.
+    t_work: float = 0.0
+    #: True when ``t_work`` is too little to diagnose (:data:`SHORT_RUN_S`): then only
     #: start-up stragglers of a second or more are kept, and the advice says so in one line.
     too_short: bool = False
 
@@ -90,11 +93,12 @@ def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
         imbalance=imbalance,
         median_worker_time=med,
         # Start-up and work, not waits nor a topology loaded once for the job (stragglers.py).
-        stragglers=worker_stragglers(worker_basis(report)),
+        stragglers=worker_stragglers(basis := worker_basis(report)),
         task_stragglers=find_stragglers(tasks, [f"{t.task} ({t.worker})" for t in tasks], "task"),
     )
     d.t_busy = max((w.t_total - w.t_init_top for w in workers), default=0.0)
-    if workers and d.t_busy < SHORT_RUN_S:
+    d.t_work = max((sum(v for p, v in row.items() if p != "t_start") for row in basis.rows), default=0.0)
+    if workers and d.t_work < SHORT_RUN_S:
         # Too short to tell tasks apart from noise; a start-up of a second or more still counts.
         d.too_short = True
         d.stragglers = [s for s in d.stragglers if s.component == "t_start" and s.excess >= SHORT_RUN_S]

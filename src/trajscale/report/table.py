@@ -107,7 +107,7 @@ def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     if d.speedup is not None:
         lines.append(f"  speed-up S(N)     {_num(d.speedup, '.2f')}, efficiency E(N) {_num(d.efficiency, '.2f')}")
     if d.too_short:
-        lines.append(f"  too short         {_num(d.t_busy)} s of tasks on the busiest worker: not diagnosed")
+        lines.append(f"  too short         {_num(d.t_work)} s of tasks on the busiest worker: not diagnosed")
     lines.append("")
     if d.stragglers or d.task_stragglers:
         lines.append(f"stragglers ({len(d.stragglers)} workers, {len(d.task_stragglers)} tasks):")
