@@ -19,13 +19,21 @@ def short_report(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     imb = "n/a" if d.imbalance is None else f"{d.imbalance:.2f}"
     lines = [   # throughput is on the summary line above this block
         f"  R_comp/IO {fmt_ratio(d.r_comp_io)}, R_comp/comm {fmt_comm_ratio(d)}",
-        (f"  stragglers: {len(d.stragglers)} of {len(worker_timings(report))} workers, "
+        (f"  stragglers: {len(d.stragglers)} of {len(worker_timings(report))} workers{_named(d)}, "
          f"{len(d.task_stragglers)} of {report.n_tasks} tasks; imbalance (max/median) {imb}"),
     ]
     if d.advice:
         a = d.advice[0]
         lines.append(f"  advice: {a.message} ({a.reason})")
     return "\n".join(lines)
+
+
+def _named(d: Diagnosis, most: int = 3) -> str:
+    """`` (rank 3 slow in start-up, +4.02 s)``: the slowest straggling workers and their causes."""
+    if not d.stragglers:
+        return ""
+    names = ", ".join(f"{s.name} slow in {s.cause}, +{s.excess:.2f} s" for s in d.stragglers[:most])
+    return f" ({names}{', ...' if len(d.stragglers) > most else ''})"
 
 
 def _decoded_bytes(report: RunReport) -> tuple[int, str] | None:
