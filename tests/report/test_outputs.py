@@ -12,8 +12,10 @@ from tests.conftest import run_cli
 from tests.report._synth import make_report
 from trajscale.report.diagnose import diagnose
 from trajscale.report.table import format_scaling, format_table
-from trajscale.report.timing import PHASES, WORKER_PHASES
+from trajscale.report.timing import PHASES
 from trajscale.report.trace import build_trace, write_trace
+
+WORKER_PHASES = ("t_start", *PHASES)   # a worker's bars: its start-up, then the task phases
 
 # ---------------------------------------------------------------- table
 

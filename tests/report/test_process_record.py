@@ -16,7 +16,9 @@ import time
 import pytest
 
 from tests.conftest import mpiexec, run_cli
-from trajscale.report.process import PROCESS_PHASES
+
+#: The phases issue 23 asks for, in the record's names.
+PROCESS_PHASES = ("imports", "mpi_init", "topology", "prepare", "pool_start", "tasks", "reduce", "write")
 
 CLI = ["-m", "trajscale.cli.main"]
 #: Loose bound: the outside clock also counts interpreter shutdown (and, under MPI, mpiexec's own start).
