@@ -150,7 +150,7 @@ def test_trace_shows_the_launching_process_and_each_start_up_from_process_start(
     assert [s["name"] for s in slices][:2] == ["interpreter and imports", "MPI init"]
     assert slices[0]["ts"] == 0   # the trace starts at the process's start
     assert sum(s["dur"] for s in slices) == pytest.approx(r.process["t_wall"] * 1e6, abs=10)
-    for pid, name in names.items():
+    for pid in names:
         if pid != proc_pid:
             first = tracks[(pid, 0)][0]
             assert first["name"] == "start-up" and first["ts"] == 0

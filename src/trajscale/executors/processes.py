@@ -161,7 +161,7 @@ class ProcessExecutor(Executor):
         """Every worker's start-up (``t_start``), also of one that ran no task: a worker still starting
         when the tasks were done is named with the time it had spent so far (``t_ready`` 0; see
         :attr:`late_starts` for its whole start-up, known once the pool is closed)."""
-        return self._starts(list((getattr(self._pool, "_processes", None) or {})))
+        return self._starts(list(getattr(self._pool, "_processes", None) or {}))
 
     @property
     def late_starts(self) -> dict[str, dict]:
