@@ -92,13 +92,16 @@ def test_a_short_run_gets_one_line_instead_of_straggler_advice(adk_vacuum, tmp_p
     assert d["too_short"] and [a["rule"] for a in d["advice"]] == ["too-short"]
 
 
-SLOW = 4.0
+#: The injected start-up delay. A straggler needs 1.5 x the median worker's start-up and work: H5MD
+#: keeps that work short (a DCD made each worker import MDAnalysis, seconds on a loaded machine).
+SLOW = 5.0
 
 
-def test_a_pool_worker_slow_to_start_is_a_straggler_named_start_up(adk_vacuum, tmp_path):
+def test_a_pool_worker_slow_to_start_is_a_straggler_named_start_up(adk_vacuum, adk_vacuum_h5md, tmp_path):
     report = tmp_path / "r.json"
     env = {"TRAJSCALE_TEST_SLOW_START": f"{SLOW}:one", "TRAJSCALE_TEST_SLOW_START_TOKEN": str(tmp_path / "token")}
-    proc = run_cli(*_rmsd_args(adk_vacuum, report, "processes", 3), env=dict(os.environ, **env))
+    args = _rmsd_args((adk_vacuum[0], adk_vacuum_h5md), report, "processes", 3)
+    proc = run_cli(*args, env=dict(os.environ, **env))
     assert proc.returncode == 0, proc.stderr
     d = json.loads(report.read_text())
     slow = [w for w in d["workers"] if w["t_start"] >= SLOW]
@@ -109,9 +112,10 @@ def test_a_pool_worker_slow_to_start_is_a_straggler_named_start_up(adk_vacuum, t
     assert d["process"]["phases"]["pool_start"] >= 0.5 * SLOW   # joining it was part of the run
 
 
-def test_an_mpi_rank_slow_to_start_is_a_straggler_named_start_up(adk_vacuum, tmp_path):
+def test_an_mpi_rank_slow_to_start_is_a_straggler_named_start_up(adk_vacuum, adk_vacuum_h5md, tmp_path):
     report = tmp_path / "r.json"
-    proc = _run_mpi(3, _rmsd_args(adk_vacuum, report, "mpi"), env={"TRAJSCALE_TEST_SLOW_START": f"{SLOW}:2"})
+    args = _rmsd_args((adk_vacuum[0], adk_vacuum_h5md), report, "mpi")
+    proc = _run_mpi(3, args, env={"TRAJSCALE_TEST_SLOW_START": f"{SLOW}:2"})
     assert proc.returncode == 0, proc.stderr
     d = json.loads(report.read_text())
     starts = {w["worker"]: w["t_start"] for w in d["workers"]}

@@ -56,7 +56,7 @@ def _init_worker(marks: str) -> None:
 
     slow_start_for_tests()   # TRAJSCALE_TEST_SLOW_START: a slow-starting worker, for the report's tests
     warm_up()
-    _note_ready()   # every worker, once, before its first task (a warm-up task may go to another worker)
+    _note_ready()   # here, in every worker, before its first task (a warm-up task may go to another worker)
 
 
 def _note_ready() -> None:
@@ -70,14 +70,7 @@ def _note_ready() -> None:
             fh.write(f"{t_start!r} {process_start() + t_start!r}")
 
 
-def _warm_up() -> int:
-    pid = warm_up()
-    _note_ready()
-    return pid
-
-
 def _worker_task(job: Job, task: int, frames: FrameRange):
-    _note_ready()
     if _MARKS:
         with open(os.path.join(_MARKS[0], str(os.getpid())), "w") as fh:
             fh.write(str(task))
@@ -130,7 +123,7 @@ class ProcessExecutor(Executor):
                 self._pool = ProcessPoolExecutor(max_workers=self.n_workers, mp_context=ctx,
                                                  initializer=_init_worker, initargs=(self._marks,))
                 # One warm-up task per worker starts them all now (fork: at the first submit).
-                self._warm = [self._pool.submit(_warm_up) for _ in range(self.n_workers)]
+                self._warm = [self._pool.submit(warm_up) for _ in range(self.n_workers)]
             log.debug("started %d worker processes (%s)", self.n_workers, self.start_method)
         return self._pool
 
