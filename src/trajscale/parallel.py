@@ -7,6 +7,7 @@ import logging
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from .errors import ParallelUnavailableError
@@ -49,6 +50,8 @@ def mpi_comm_world():
     """COMM_WORLD, or a clear error if mpi4py is missing."""
     import warnings
 
+    first = "mpi4py.MPI" not in sys.modules
+    t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():
             if launched_world() is not None:   # check_mpi_world says it in one line, naming the launcher
@@ -56,6 +59,10 @@ def mpi_comm_world():
             from mpi4py import MPI
     except ImportError:
         raise ParallelUnavailableError("the MPI executor needs mpi4py (pip install trajscale[mpi])") from None
+    if first:   # importing mpi4py.MPI initialises MPI: the report's "MPI init" phase
+        from .report.process import note_phase
+
+        note_phase("mpi_init", time.perf_counter() - t0)
     return MPI.COMM_WORLD
 
 

@@ -19,6 +19,7 @@ from .block import FrameRange, split_frames
 from .errors import AtomCountMismatchError, ConfigError, FrameRangeError, TrajscaleError
 from .executors import Executor, Job, choose_executor, make_executor
 from .parallel import check_not_launched
+from .report.process import ProcessTimeline
 from .report.timing import RunReport, summarize_workers
 from .sources import open_source
 from .sources.mda import MDASource, load_universe
@@ -238,6 +239,7 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     other MPI ranks.
     """
     t_start = time.perf_counter()
+    timeline = ProcessTimeline()   # the launching process's phases, from its start (first run) or now
     if max_block_bytes < 1:
         raise ConfigError(f"max_block_bytes must be positive, got {max_block_bytes}")
     if n_tasks is not None and n_tasks < 1:
@@ -246,6 +248,7 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         raise ConfigError(f"step must be at least 1 (got {step})")
     auto = executor == "auto"   # serial or processes, chosen once the job's size is known
     ex = make_executor("serial" if auto else executor, n_workers, **executor_options)
+    timeline.lap("imports")   # the executor module (MPI: its init is noted apart, as "mpi_init")
     own = not isinstance(executor, Executor)
     # Under mpiexec -n N every process would run (and write) the whole job; a Dask
     # client on an outside cluster (dask-mpi: one rank is the client) is the exception.
@@ -262,14 +265,17 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     with polling_for_stop() if polls else contextlib.nullcontext():
         return _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks,
                     tasks_per_worker, start, stop, progress, group, assume_units, executor_options,
-                    max_block_bytes, step)
+                    max_block_bytes, step, timeline)
 
 
 def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks, tasks_per_worker,
          start, stop, progress, group, assume_units, executor_options, max_block_bytes=MAX_BLOCK_BYTES,
-         step=1):
+         step=1, timeline=None):
+    timeline = timeline or ProcessTimeline()
+    report = None
     try:
         ex.start()   # a pool's workers start while this process prepares the job
+        timeline.lap("pool_start")
         raise_if_stopped()
         try:
             job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options(),
@@ -285,6 +291,9 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
             job = dataclasses.replace(job, stride=step)
             info = {**info, "n_frames": len(range(info["start"], info["stop"], step)), "step": step}
         t_prep = time.perf_counter() - t_start
+        timeline.lap("prepare")
+        if info is not None:
+            timeline.move(info["t_init_top"], "prepare", "topology")
         got = ex.broadcast((job, info))
         if isinstance(got, BaseException):
             if isinstance(got, TrajscaleError):
@@ -307,7 +316,9 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
                                 ex.n_workers, max_block_bytes, info["part_starts"])
         if n_tasks and len(ranges) < n_tasks and ex.is_root and job.stride == 1:
             _say_tasks_capped(n_tasks, len(ranges), info)
+        timeline.lap("prepare")   # the broadcast, the executor's choice and the task plan
         results = ex.map_tasks(job, ranges, progress)
+        timeline.lap("tasks")
         raise_if_stopped()
         if not ex.is_root:
             return None
@@ -330,6 +341,8 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
             tasks=timings, workers=summarize_workers(timings, extras),
             meta={"analysis_config": readable_config(job.analysis), "n_tasks": len(ranges), "n_tasks_asked": n_tasks, "step": step,
                   "io": ex.io_used(), **({"executor_choice": info["executor_choice"]} if auto else {})})
+        timeline.lap("reduce")   # the result and this report
+        report.process = timeline.record()
         return dataclasses.replace(result, report=report)
     except BaseException:
         if own and hasattr(ex, "terminate"):   # an error or Ctrl-C: stop workers, do not wait for them
@@ -338,6 +351,16 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
     finally:
         if own:
             ex.close()
+        if report is not None:   # stopping the pool (joining its workers) is the run's too
+            timeline.lap("pool_start")
+            report.process = timeline.record()
+            _late_starts(report, getattr(ex, "late_starts", None) or {})
+
+
+def _late_starts(report: RunReport, late: dict[str, dict]) -> None:
+    """Workers still starting when the tasks were done: their whole start-up, known once the pool closed."""
+    report.workers = [dataclasses.replace(w, t_start=late[w.worker]["t_start"], t_ready=late[w.worker]["t_ready"])
+                      if w.worker in late and not w.t_ready else w for w in report.workers]
 
 
 def _say_tasks_capped(asked: int, got: int, info: dict) -> None:

@@ -118,7 +118,9 @@ def test_mda_source_summary_says_whole_frames_were_decoded(adk_vacuum):
     n_ca = len(mda.Universe(*adk_vacuum).select_atoms("protein and name CA"))
     assert f"of the {n_ca} selected atoms" in proc.stdout
     assert f"MDAnalysis decoded whole frames of 3341 atoms, {98 * 3341 * 12 / 1e9:.3f} GB" in proc.stdout
-    assert "R_comp/comm n/a" in proc.stdout
+    # 98 frames take hundredths of a second: one line instead of ratios and advice read from noise
+    # (issue 24; "R_comp/comm n/a" for runs that communicate nothing: tests/report/test_diagnose.py)
+    assert "too short to diagnose" in proc.stdout and "R_comp/comm inf" not in proc.stdout
 
 
 def test_print_report_is_the_summary(adk_vacuum_h5md, adk_vacuum):

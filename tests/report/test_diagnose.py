@@ -100,7 +100,7 @@ def test_planted_slow_rank_is_found_with_its_component():
     assert s.ratio == pytest.approx(s.t_total / 2.2)
 
 
-@pytest.mark.parametrize("phase", ["t_init_top", "t_init_traj", "t_io", "t_compute", "t_wait"])
+@pytest.mark.parametrize("phase", ["t_start", "t_init_top", "t_init_traj", "t_io", "t_compute"])
 def test_straggler_component_is_the_phase_with_largest_excess(phase):
     # every worker loads the topology (a topology loaded once is preparation: see below)
     workers = [{"t_init_top": 0.01} for _ in range(6)]
@@ -108,6 +108,18 @@ def test_straggler_component_is_the_phase_with_largest_excess(phase):
     d = diagnose(make_report(workers))
     assert len(d.stragglers) == 1
     assert d.stragglers[0].name == "rank 2" and d.stragglers[0].component == phase
+
+
+def test_waiting_for_others_makes_no_straggler_the_slow_starter_is_one():
+    # issue 23: rank 3 starts 6 s late; the others wait for it at the barrier. With waits counted,
+    # every rank's time came out equal and nobody was named; the waiting ranks are its victims.
+    workers = [{"t_wait": 6.0} for _ in range(4)]
+    workers[3] = {"t_start": 6.0}
+    d = diagnose(make_report(workers))
+    assert [(s.name, s.component, s.cause) for s in d.stragglers] == [("rank 3", "t_start", "start-up")]
+    assert "rank 3 was slow to start" in d.advice[0].message
+    text = format_table(make_report(workers), d)
+    assert "slow in t_start (start-up" in text
 
 
 def test_one_topology_load_on_rank_0_makes_no_straggler():

@@ -15,6 +15,8 @@ from trajscale.report.table import format_scaling, format_table
 from trajscale.report.timing import PHASES
 from trajscale.report.trace import build_trace, write_trace
 
+WORKER_PHASES = ("t_start", *PHASES)   # a worker's bars: its start-up, then the task phases
+
 # ---------------------------------------------------------------- table
 
 
@@ -152,7 +154,7 @@ def test_plot_one_report(plots, tmp_path):
     info = plots.plot_report([r], out)
     assert out.is_file() and out.stat().st_size > 1000
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert info["n_bars"] == len(_ws) * len(PHASES)
+    assert info["n_bars"] == len(_ws) * len(WORKER_PHASES)
     assert info["n_axes"] == 1
     assert not list(tmp_path.glob("*.tmp*")) and len(list(tmp_path.iterdir())) == 1
 
@@ -162,7 +164,7 @@ def test_plot_several_reports_adds_scaling(plots, tmp_path):
     out = tmp_path / "scaling.png"
     info = plots.plot_report(reps, out)
     assert out.is_file() and out.stat().st_size > 1000
-    assert info["bars_per_panel"] == [n * len(PHASES) for n in (1, 2, 4)]
+    assert info["bars_per_panel"] == [n * len(WORKER_PHASES) for n in (1, 2, 4)]
     assert info["n_axes"] == 3 + 2          # one bar panel per report, S(N) and E(N)
     info = plots.plot_report([reps[0]], tmp_path / "base.svg", baseline=reps[1])
     assert info["n_axes"] == 3 and (tmp_path / "base.svg").read_text().lstrip().startswith("<?xml")

@@ -132,8 +132,7 @@ def main_analysis(args) -> int:
             result.save(args.out, universe=load_universe(args.topology, topology_coordinates=False))
         else:
             result.save(args.out)
-    if args.report:
-        result.report.write(args.report)
+    _write_report(result.report, args.report)
     print(summary(result.report, args.out, args.report))
     return 0
 
@@ -223,10 +222,17 @@ def main_rmsd(args) -> int:
     print(f"selection: {args.select!r}{default}")
     if args.out:
         result.to_csv(args.out)
-    if args.report:
-        result.report.write(args.report)
+    _write_report(result.report, args.report)
     print(summary(result.report, args.out, args.report))
     return 0
+
+
+def _write_report(report, path: str | None) -> None:
+    """Writing the results and the report is the process's last phase ("write"), counted in the report."""
+    if path:
+        report.write(path, phase="write")
+    else:
+        report.add_to_phase("write")
 
 
 def summary(report, out: str | None = None, report_path: str | None = None) -> str:

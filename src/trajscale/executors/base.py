@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ..analysis.base import Analysis, Prepared, analysis_from_config
 from ..block import FrameRange
 from ..errors import TaskError, TrajscaleError
+from ..report.process import mark_ready, process_start
 from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
 from ..util import file_identity
@@ -151,6 +152,7 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
     TaskError naming the worker and the frame range.
     """
     host, pid = host_and_pid()
+    t_start = mark_ready()   # a no-op after the worker's warm-up or first task: its start-up
     t_begin = time.time()
     try:
         analysis = _analysis(job.analysis)
@@ -176,7 +178,7 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
                         host=host, pid=pid, t_init_traj=t_init_traj, t_io=t_io, t_compute=t_compute,
                         bytes_read=getattr(source, "bytes_read", 0) - bytes0,
                         files_opened=getattr(source, "opens", 0) - opens0,
-                        t_begin=t_begin, t_end=time.time())
+                        t_begin=t_begin, t_end=time.time(), t_start=t_start, t_ready=process_start() + t_start)
     return partial, timing
 
 

@@ -147,7 +147,10 @@ class DaskExecutor(Executor):
         if self._client is None:
             from distributed import Client, LocalCluster
 
+            from ..report.process import mark_ready, note_phase
             from .startup import main_not_reimported
+
+            t0 = time.perf_counter()
 
             # dashboard_address ":0": any free port, so no clash with a cluster already running.
             # Spawned workers must not re-run a script's top level (no __main__ guard) or stdin.
@@ -156,6 +159,10 @@ class DaskExecutor(Executor):
                                              processes=True, dashboard_address=":0")
             self._client = Client(self._cluster)
             self._own_client = True
+            # The workers are ready now (their t_start in the report), not when their first task comes.
+            with contextlib.suppress(Exception):
+                self._client.run(mark_ready)
+            note_phase("pool_start", time.perf_counter() - t0)   # the report's "pool start", not "tasks"
         return self._client
 
     def _ensure_clock(self) -> bool:

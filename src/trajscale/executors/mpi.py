@@ -27,6 +27,7 @@ from ..block import FrameRange
 from ..errors import ConfigError
 from ..kernels.superpose import preload_kernels
 from ..parallel import check_mpi_world, default_mpi_driver, mpi_comm_world, require_parallel_h5py
+from ..report.process import mark_ready, process_start, slow_start_for_tests
 from ..report.timing import TaskTiming, host_and_pid
 from .base import Executor, Job, cached_source, close_cached_sources, progress_bar, run_task
 
@@ -87,6 +88,9 @@ class MPIExecutor(Executor):
             log.warning("collective reads need driver='mpio'; reading independently")
         self.rank = self.comm.Get_rank()
         preload_kernels()   # now, as the process pool's forkserver does, not inside the first task
+        slow_start_for_tests(self.rank)   # TRAJSCALE_TEST_SLOW_START: a slow-starting rank, for the report's tests
+        self._t_start = mark_ready()   # this rank's start-up: process start to ready for tasks
+        self._t_bcast = 0.0   # waiting in the job's broadcast (ranks other than 0: rank 0's preparation)
         self._extras: dict[str, dict] = {}
         self._reduced: dict | None = None
         self._io: dict = {}
@@ -96,7 +100,11 @@ class MPIExecutor(Executor):
         return self.rank == 0
 
     def broadcast(self, obj):
-        return self.comm.bcast(obj, root=0)
+        t0 = time.perf_counter()
+        out = self.comm.bcast(obj, root=0)
+        if self.rank != 0:
+            self._t_bcast += time.perf_counter() - t0
+        return out
 
     def source_options(self) -> dict:
         if self.driver == "mpio":
@@ -131,6 +139,7 @@ class MPIExecutor(Executor):
         job = self._check_collective(job, ranges)
         host, pid = host_and_pid()
         current = _span(ranges, mine)
+        t_bcast, self._t_bcast = self._t_bcast, 0.0   # this run's wait for the job
         try:
             analysis = analysis_from_config(job.analysis)
             # Every rank opens the file, even one without tasks: with driver="mpio"
@@ -161,7 +170,8 @@ class MPIExecutor(Executor):
             all_timings = comm.gather(timings, root=0)
             t2 = time.perf_counter()
             extras = {"host": host, "pid": pid, "t_init_traj": t_init_traj,
-                      "t_wait": t1 - t0, "t_comm": t2 - t1,
+                      "t_wait": t1 - t0 + t_bcast, "t_comm": t2 - t1,
+                      "t_start": self._t_start, "t_ready": process_start() + self._t_start,
                       "collective": bool(getattr(src, "collective", False))}
             all_extras = comm.gather((worker, extras), root=0)
             close_cached_sources()   # collective under mpio: every rank gets here

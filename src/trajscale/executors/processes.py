@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -32,7 +33,7 @@ from ..pools import (
     sigint_blocked,
     stop_workers,
 )
-from ..report.timing import TaskTiming
+from ..report.timing import TaskTiming, host_and_pid
 from .base import Executor, Job, progress_bar, run_task
 from .startup import warm_up
 
@@ -51,6 +52,22 @@ _MARKS: list[str] = []
 def _init_worker(marks: str) -> None:
     quiet_worker()   # Ctrl-C is the parent's to handle
     _MARKS[:] = [marks]
+    from ..report.process import slow_start_for_tests
+
+    slow_start_for_tests()   # TRAJSCALE_TEST_SLOW_START: a slow-starting worker, for the report's tests
+    warm_up()
+    _note_ready()   # here, in every worker, before its first task (a warm-up task may go to another worker)
+
+
+def _note_ready() -> None:
+    """Once per worker: its start-up (process start to ready) in the marks folder, for the report."""
+    from ..report.process import mark_ready, process_start
+
+    path = os.path.join(_MARKS[0], f"ready-{os.getpid()}") if _MARKS else None
+    if path is not None and not os.path.exists(path):
+        t_start = mark_ready()
+        with open(path, "w") as fh:
+            fh.write(f"{t_start!r} {process_start() + t_start!r}")
 
 
 def _worker_task(job: Job, task: int, frames: FrameRange):
@@ -87,6 +104,7 @@ class ProcessExecutor(Executor):
         self.start_method: str | None = None   # the one used, once the pool has started
         self._pool: ProcessPoolExecutor | None = None
         self._marks: str | None = None
+        self._late: dict[str, dict] = {}
 
     def start(self) -> None:
         """Start the workers now (they warm up while the caller prepares the job)."""
@@ -132,6 +150,34 @@ class ProcessExecutor(Executor):
             raise
         return out
 
+    def worker_extras(self) -> dict[str, dict]:
+        """Every worker's start-up (``t_start``), also of one that ran no task: a worker still starting
+        when the tasks were done is named with the time it had spent so far (``t_ready`` 0; see
+        :attr:`late_starts` for its whole start-up, known once the pool is closed)."""
+        return self._starts(list(getattr(self._pool, "_processes", None) or {}))
+
+    @property
+    def late_starts(self) -> dict[str, dict]:
+        """After :meth:`close`: the start-ups of workers that were not ready when the tasks were done."""
+        return dict(self._late)
+
+    def _starts(self, pids: list[int]) -> dict[str, dict]:
+        from ..report.process import pid_start
+
+        out: dict[str, dict] = {}
+        host = host_and_pid()[0]
+        for pid in pids:
+            try:
+                with open(os.path.join(self._marks or "", f"ready-{pid}")) as fh:
+                    t_start, t_ready = (float(x) for x in fh.read().split())
+            except (OSError, ValueError):
+                start = pid_start(pid)
+                if start is None:
+                    continue
+                t_start, t_ready = max(0.0, time.time() - start), 0.0
+            out[f"pid {pid}"] = {"host": host, "pid": pid, "t_start": t_start, "t_ready": t_ready}
+        return out
+
     def terminate(self) -> None:
         """Stop the workers now (after an error or Ctrl-C)."""
         self.close(wait=False)
@@ -170,7 +216,10 @@ class ProcessExecutor(Executor):
             pool, self._pool = self._pool, None
             if not wait:
                 stop_workers(pool)
+            pids = list(getattr(pool, "_processes", None) or {})
             pool.shutdown(wait=wait, cancel_futures=True)
+            if wait:   # every worker has started (and stopped): a late one's whole start-up is known now
+                self._late = {k: v for k, v in self._starts(pids).items() if v["t_ready"] > 0}
         if self._marks is not None:
             shutil.rmtree(self._marks, ignore_errors=True)
             self._marks = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..block import FrameRange
+from ..report.process import mark_ready
 from ..report.timing import TaskTiming
 from ..util import raise_if_stopped
 from .base import Executor, Job, adopt_source, close_cached_sources, progress_bar, run_task
@@ -17,6 +18,7 @@ class SerialExecutor(Executor):
 
     def __init__(self, n_workers: int = 1) -> None:
         super().__init__(1)
+        mark_ready()   # the calling process is the worker: its start-up ends here (the report's t_start)
 
     def adopt_source(self, config: dict, source) -> None:
         """Run the tasks on the source the job was prepared with (one open, one schema check)."""

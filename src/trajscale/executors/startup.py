@@ -17,8 +17,11 @@ log = logging.getLogger(__name__)
 
 
 def warm_up() -> int:
-    """First task of a new worker: load the compiled kernels now, not inside a timed task."""
+    """First task of a new worker: load the compiled kernels now, not inside a timed task;
+    the worker is then ready (its ``t_start`` in the report ends here)."""
     from ..kernels.superpose import preload_kernels
+    from ..report.process import mark_ready
 
     preload_kernels()
+    mark_ready()
     return os.getpid()

@@ -157,12 +157,16 @@ def rule_init_stragglers(report: RunReport, d: Diagnosis) -> Advice | None:
     already loaded once and broadcast), not a straggler to fix by broadcasting.
     """
     once = _top_loaders(report) <= 1
-    slow = [s for s in _stragglers_by(d, ("t_init_top", "t_init_traj"))
+    slow = [s for s in _stragglers_by(d, ("t_start", "t_init_top", "t_init_traj"))
             if not (s.component == "t_init_top" and once)]
     if not slow:
         return None
     worst = slow[0]
-    if worst.component == "t_init_top":
+    if worst.component == "t_start":
+        msg = (f"{worst.name} was slow to start (process start to ready for its first task): check what "
+               "that process imports or loads and where from (a busy or parallel file system, a cold "
+               "cache), or reuse started workers (a long-lived pool or cluster)")
+    elif worst.component == "t_init_top":
         msg = ("load the topology once and broadcast it (selections and reference) instead of "
                "loading it on every worker")
     else:
@@ -301,10 +305,33 @@ RULES: dict[str, Rule] = {
 }
 
 
+#: The rules still run on a run too short to diagnose: start-up stragglers are seconds, not task noise.
+SHORT_RUN_RULES = ("init-stragglers",)
+
+
+def too_short_advice(d: Diagnosis) -> Advice:
+    """The one line for a run too short to diagnose (``d.too_short``)."""
+    from .diagnose import SHORT_RUN_S
+
+    return Advice("too-short", "too short to diagnose: run more frames (a second or more of tasks) for "
+                               "advice on stragglers, imbalance and scaling",
+                  f"the busiest worker's tasks took {d.t_work:.2g} s, under {SHORT_RUN_S:g} s: their "
+                  "timings are noise")
+
+
 def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None) -> list[Advice]:
-    """Run every rule; return the advice of those that fired, in rule order."""
+    """Run every rule; return the advice of those that fired, in rule order.
+
+    A run too short to diagnose (``d.too_short``) gets :func:`too_short_advice` and only the
+    rules of :data:`SHORT_RUN_RULES` (a slow start-up), not straggler and scaling advice built
+    on tasks of hundredths of a second.
+    """
     out = []
-    for name, rule in (RULES if rules is None else rules).items():
+    rules = RULES if rules is None else rules
+    if getattr(d, "too_short", False):
+        out.append(too_short_advice(d))
+        rules = {k: v for k, v in rules.items() if k in SHORT_RUN_RULES}
+    for name, rule in rules.items():
         try:
             a = rule(report, d)
         except (TypeError, ValueError, KeyError, ZeroDivisionError) as exc:   # odd report contents

@@ -7,8 +7,12 @@ from statistics import median
 
 from .advice import Advice, advise
 from .metrics import json_safe, phase_totals, ratio, speedup_point, worker_timings
-from .stragglers import Straggler, find_stragglers
+from .stragglers import Straggler, find_stragglers, worker_basis, worker_stragglers
 from .timing import RunReport
+
+#: Runs whose busiest worker spent less than this in its tasks are too short to diagnose:
+#: stragglers, imbalance and scaling read from 0.03 s tasks are noise (issue 24).
+SHORT_RUN_S = 1.0
 
 
 @dataclass
@@ -33,6 +37,12 @@ class Diagnosis:
     #: dispatching tasks, moving results (t_total - t_prepare - t_reduce - t_busy).
     t_outside: float = 0.0
     advice: list[Advice] = field(default_factory=list)
+    #: Seconds of work (tasks, and the workers' own communication; no start-up, no waiting)
+    #: of the busiest worker.
+    t_work: float = 0.0
+    #: True when ``t_work`` is too little to diagnose (:data:`SHORT_RUN_S`): then only
+    #: start-up stragglers of a second or more are kept, and the advice says so in one line.
+    too_short: bool = False
 
     def fixed_costs(self, report: RunReport) -> float:
         """Serial preparation and reduction plus the time outside tasks, in seconds."""
@@ -47,10 +57,6 @@ class Diagnosis:
     def to_dict(self) -> dict:
         """JSON-friendly dict; infinities become the string ``"inf"``."""
         return json_safe(asdict(self))
-
-
-def _one_topology_load(workers) -> bool:
-    return sum(1 for w in workers if w.t_init_top > 0) == 1
 
 
 def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
@@ -86,13 +92,17 @@ def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
         gb_per_s=report.bytes_read / 1e9 / wall if wall > 0 else None,
         imbalance=imbalance,
         median_worker_time=med,
-        # A topology loaded by one worker only (MPI rank 0, serial) is the job's preparation, not
-        # that worker's share of the work: it makes no straggler.
-        stragglers=find_stragglers(workers, [w.worker for w in workers], "worker",
-                                   leave_out=("t_init_top",) if _one_topology_load(workers) else ()),
+        # Start-up and work, not waits nor a topology loaded once for the job (stragglers.py).
+        stragglers=worker_stragglers(basis := worker_basis(report)),
         task_stragglers=find_stragglers(tasks, [f"{t.task} ({t.worker})" for t in tasks], "task"),
     )
     d.t_busy = max((w.t_total - w.t_init_top for w in workers), default=0.0)
+    d.t_work = max((sum(v for p, v in row.items() if p != "t_start") for row in basis.rows), default=0.0)
+    if workers and d.t_work < SHORT_RUN_S:
+        # Too short to tell tasks apart from noise; a start-up of a second or more still counts.
+        d.too_short = True
+        d.stragglers = [s for s in d.stragglers if s.component == "t_start" and s.excess >= SHORT_RUN_S]
+        d.task_stragglers = []
     d.t_outside = max(0.0, wall - report.t_prepare - report.t_reduce - d.t_busy)
     if baseline is not None:
         point = speedup_point(report, baseline)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .timing import PHASES, RunReport, WorkerTiming, summarize_workers
 
 PHASE_LABELS = {
-    "t_init_top": "topology", "t_init_traj": "open trajectory", "t_io": "read I/O",
+    "t_start": "start-up", "t_init_top": "topology", "t_init_traj": "open trajectory", "t_io": "read I/O",
     "t_compute": "compute", "t_wait": "wait", "t_comm": "communication",
 }
 

@@ -1,6 +1,14 @@
-"""Stragglers: workers or tasks whose total time exceeds 1.5 x the median (seed 001).
+"""Stragglers: workers or tasks whose time exceeds 1.5 x the median (seed 001).
 
 The phase that made one slow is the one with the largest excess over that phase's median.
+
+A worker (rank) is compared on its start-up within the run (``t_start``: a rank
+slow to import is a straggler like any other, named with the cause
+"start-up") and its own work; never on its waiting for others (``t_wait``: a
+rank waiting at the barrier for a slow one is that one's victim, and with
+waits counted every rank's time came out equal), nor on a topology loaded once
+for the whole job on one worker (the job's preparation).  The plot's straggler
+line and the text both come from :func:`worker_basis`.
 """
 
 from __future__ import annotations
@@ -9,9 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from .timing import PHASES
+from .metrics import PHASE_LABELS, worker_timings
+from .timing import PHASES, WORKER_PHASES, RunReport
 
-#: A worker or task is a straggler when its total time exceeds this x the median.
+#: A worker or task is a straggler when its time exceeds this x the median.
 STRAGGLER_FACTOR = 1.5
 
 
@@ -26,26 +35,87 @@ class Straggler:
     component: str       # phase with the largest excess over its median, e.g. "t_comm"
     excess: float        # seconds of that phase above its median
 
+    @property
+    def cause(self) -> str:
+        """The component for people: "start-up", "read I/O", "communication", ..."""
+        return PHASE_LABELS.get(self.component, self.component)
+
+
+@dataclass(frozen=True)
+class WorkerBasis:
+    """What each worker is compared on: ``rows[i][phase]`` seconds for the counted ``phases``."""
+
+    names: list[str]
+    phases: tuple[str, ...]
+    rows: list[dict[str, float]]
+    factor: float = STRAGGLER_FACTOR
+
+    @property
+    def totals(self) -> list[float]:
+        return [sum(r.values()) for r in self.rows]
+
+    @property
+    def limit(self) -> float | None:
+        """``factor x median`` of the totals; None with fewer than two workers or nothing timed."""
+        if len(self.rows) < 2:
+            return None
+        med = median(self.totals)
+        return self.factor * med if med > 0 else None
+
+
+def startup_in_run(worker, report: RunReport) -> float:
+    """The part of a worker's start-up that fell within the run (all of it for the run's own
+    processes; none for a long-lived pool or cluster that was ready before the run began)."""
+    begin = (report.process or {}).get("t_begin")
+    t_start, ready = float(getattr(worker, "t_start", 0.0)), float(getattr(worker, "t_ready", 0.0))
+    if begin and ready:
+        return max(0.0, min(t_start, ready - float(begin)))
+    return t_start
+
+
+def one_topology_load(workers) -> bool:
+    return sum(1 for w in workers if w.t_init_top > 0) == 1
+
+
+def worker_basis(report: RunReport, factor: float = STRAGGLER_FACTOR) -> WorkerBasis:
+    """Each worker's compared time (module docstring), as the diagnosis and the plot use it."""
+    workers = worker_timings(report)
+    leave = {"t_wait"} | ({"t_init_top"} if one_topology_load(workers) else set())
+    phases = tuple(p for p in WORKER_PHASES if p not in leave)
+    rows = [{p: (startup_in_run(w, report) if p == "t_start" else float(getattr(w, p))) for p in phases}
+            for w in workers]
+    return WorkerBasis([w.worker for w in workers], phases, rows, factor)
+
+
+def _get(row, phase: str) -> float:
+    return float(row[phase] if isinstance(row, dict) else getattr(row, phase))
+
 
 def find_stragglers(rows: Sequence, names: Sequence[str], kind: str,
-                    factor: float = STRAGGLER_FACTOR, leave_out: tuple[str, ...] = ()) -> list[Straggler]:
-    """Rows (WorkerTiming or TaskTiming) with ``t_total > factor x median``, slowest first.
+                    factor: float = STRAGGLER_FACTOR, leave_out: tuple[str, ...] = (),
+                    phases: Sequence[str] = PHASES) -> list[Straggler]:
+    """Rows (WorkerTiming, TaskTiming, or dicts of phase seconds) with ``total > factor x median``, slowest first.
 
     ``leave_out`` names phases that are not the work being compared (e.g. a
     topology loaded once, on one rank, for the whole job).
     """
     if len(rows) < 2:
         return []
-    phases = [p for p in PHASES if p not in leave_out]
-    totals = [sum(getattr(r, p) for p in phases) for r in rows]
+    phases = [p for p in phases if p not in leave_out]
+    totals = [sum(_get(r, p) for p in phases) for r in rows]
     med = median(totals)
     if med <= 0:
         return []
-    phase_med = {p: median(getattr(r, p) for r in rows) for p in phases}
+    phase_med = {p: median(_get(r, p) for r in rows) for p in phases}
     out = []
     for r, name, t in zip(rows, names, totals):
         if t > factor * med:
-            excess = {p: getattr(r, p) - phase_med[p] for p in phases}
+            excess = {p: _get(r, p) - phase_med[p] for p in phases}
             comp = max(excess, key=excess.get)
             out.append(Straggler(kind, name, t, t / med, comp, excess[comp]))
     return sorted(out, key=lambda s: -s.t_total)
+
+
+def worker_stragglers(basis: WorkerBasis) -> list[Straggler]:
+    """The stragglers among the workers of ``basis``: exactly the bars above its :attr:`~WorkerBasis.limit`."""
+    return find_stragglers(basis.rows, basis.names, "worker", basis.factor, phases=basis.phases)

@@ -10,16 +10,30 @@ from .timing import RunReport
 def short_report(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     """A few lines for the end of ``trajscale run``: ratios, stragglers, top advice."""
     d = diagnosis or diagnose(report)
+    if d.too_short:   # one line, not stragglers and advice read from noise (issue 24)
+        lines = [f"  {d.advice[0].message} ({d.advice[0].reason})"]
+        lines += [f"  straggler: {s.kind} {s.name} slow in {s.cause} (+{s.excess:.2f} s over the median)"
+                  for s in d.stragglers]
+        lines += [f"  advice: {a.message} ({a.reason})" for a in d.advice[1:2]]
+        return "\n".join(lines)
     imb = "n/a" if d.imbalance is None else f"{d.imbalance:.2f}"
     lines = [   # throughput is on the summary line above this block
         f"  R_comp/IO {fmt_ratio(d.r_comp_io)}, R_comp/comm {fmt_comm_ratio(d)}",
-        (f"  stragglers: {len(d.stragglers)} of {len(worker_timings(report))} workers, "
+        (f"  stragglers: {len(d.stragglers)} of {len(worker_timings(report))} workers{_named(d)}, "
          f"{len(d.task_stragglers)} of {report.n_tasks} tasks; imbalance (max/median) {imb}"),
     ]
     if d.advice:
         a = d.advice[0]
         lines.append(f"  advice: {a.message} ({a.reason})")
     return "\n".join(lines)
+
+
+def _named(d: Diagnosis, most: int = 3) -> str:
+    """`` (rank 3 slow in start-up, +4.02 s)``: the slowest straggling workers and their causes."""
+    if not d.stragglers:
+        return ""
+    names = ", ".join(f"{s.name} slow in {s.cause}, +{s.excess:.2f} s" for s in d.stragglers[:most])
+    return f" ({names}{', ...' if len(d.stragglers) > most else ''})"
 
 
 def _decoded_bytes(report: RunReport) -> tuple[int, str] | None:
@@ -41,6 +55,20 @@ def _decoded_bytes(report: RunReport) -> tuple[int, str] | None:
     return sum(t.frames for t in report.tasks) * n_src * 12, decoder
 
 
+def process_line(report: RunReport) -> str:
+    """``process 1.71 s from its start: interpreter and imports 1.2 s, ...`` ("" without a record)."""
+    from .process import PROCESS_PHASE_LABELS
+
+    p = report.process or {}
+    phases = p.get("phases") or {}
+    wall = float(p.get("t_wall") or 0.0)
+    if wall <= 0 or not phases:
+        return ""
+    parts = ", ".join(f"{PROCESS_PHASE_LABELS.get(k, k)} {float(v):.2f}" for k, v in phases.items() if v >= 0.005)
+    start = "its start" if p.get("origin", "process start") == "process start" else "the run's start"
+    return f"process {wall:.2f} s from {start}: {parts} s"
+
+
 def run_summary(report: RunReport, out: str | None = None, report_path: str | None = None) -> str:
     """The one-screen summary printed after every run (also ``str(report)``)."""
     gb = report.bytes_read / 1e9
@@ -58,6 +86,9 @@ def run_summary(report: RunReport, out: str | None = None, report_path: str | No
     t_io = sum(tk.t_io for tk in report.tasks)
     if t_io > 0:   # the storage's speed as the tasks saw it, apart from start-up and compute
         lines[-1] += f"; reads ran at {gb / t_io:.2f} GB/s per worker"
+    proc = process_line(report)
+    if proc:
+        lines.append(f"  {proc}")
     choice = report.meta.get("executor_choice") if isinstance(report.meta, dict) else None
     if choice:
         lines.append(f"  executor {choice}")

@@ -44,6 +44,22 @@ def _busiest(workers) -> str:
     return f"busiest worker {w.worker}: {_num(busy)} s"
 
 
+def _process_lines(report: RunReport) -> list[str]:
+    """The launching process from its start: wall time and each phase (none for older reports)."""
+    from .process import PROCESS_PHASE_LABELS
+
+    p = report.process or {}
+    phases, wall = p.get("phases") or {}, float(p.get("t_wall") or 0.0)
+    if wall <= 0 or not phases:
+        return []
+    start = "its start" if p.get("origin", "process start") == "process start" else "the run's start"
+    covered = sum(float(v) for v in phases.values())
+    out = [f"process: {wall:.3f} s wall from {start}; the phases below cover {100 * covered / wall:.0f} %"]
+    out += _grid(["phase", "s", "%"], [[PROCESS_PHASE_LABELS.get(k, k), _num(float(v)), f"{100 * float(v) / wall:.1f}"]
+                                       for k, v in phases.items()])
+    return out
+
+
 def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     """The full report: run facts, per-worker phases (s), totals, derived numbers, stragglers, advice."""
     d = diagnosis or diagnose(report)
@@ -60,21 +76,23 @@ def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     if report.executor == "mpi" and io:
         lines.append(f"read with HDF5 driver {io.get('driver') or 'default'}, "
                      f"{'collective' if io.get('collective') else 'independent'} reads")
+    lines += _process_lines(report)
     lines.append("")
-    header = ["worker", "host", "pid", "tasks", "frames", "MB", *(HEADERS[p] for p in PHASES), "total"]
+    header = ["worker", "host", "pid", "tasks", "frames", "MB", "start", *(HEADERS[p] for p in PHASES), "total"]
     rows = []
     strag = {s.name for s in d.stragglers}
     workers = worker_timings(report)
     for w in workers:
         rows.append([w.worker + (" *" if w.worker in strag else ""), w.host, str(w.pid), str(w.n_tasks),
-                     str(w.frames), f"{w.bytes_read / 1e6:.2f}", *(_num(getattr(w, p)) for p in PHASES),
-                     _num(w.t_total)])
+                     str(w.frames), f"{w.bytes_read / 1e6:.2f}", _num(w.t_start),
+                     *(_num(getattr(w, p)) for p in PHASES), _num(w.t_total)])
     rows.append(["sum", "", "", str(sum(w.n_tasks for w in workers)), str(sum(w.frames for w in workers)),
-                 f"{sum(w.bytes_read for w in workers) / 1e6:.2f}", *(_num(d.totals[p]) for p in PHASES),
+                 f"{sum(w.bytes_read for w in workers) / 1e6:.2f}", "", *(_num(d.totals[p]) for p in PHASES),
                  _num(sum(d.totals.values()))])
     lines += _grid(header, rows)
+    lines.append("(start: from the process's start to ready for its first task; not in total)")
     if strag:
-        lines.append("(* straggler: total > 1.5 x median)")
+        lines.append("(* straggler: start-up and work, waits left out, > 1.5 x median)")
     lines += ["", "derived:"]
     fps = "n/a" if d.frames_per_s is None else f"{d.frames_per_s:,.0f}"
     lines += [
@@ -88,12 +106,14 @@ def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     ]
     if d.speedup is not None:
         lines.append(f"  speed-up S(N)     {_num(d.speedup, '.2f')}, efficiency E(N) {_num(d.efficiency, '.2f')}")
+    if d.too_short:
+        lines.append(f"  too short         {_num(d.t_work)} s of tasks on the busiest worker: not diagnosed")
     lines.append("")
     if d.stragglers or d.task_stragglers:
         lines.append(f"stragglers ({len(d.stragglers)} workers, {len(d.task_stragglers)} tasks):")
         for s in [*d.stragglers, *d.task_stragglers]:
             lines.append(f"  {s.kind} {s.name}: {s.t_total:.3f} s = {s.ratio:.1f}x median; slow in "
-                         f"{s.component} (+{s.excess:.3f} s over its median)")
+                         f"{s.component} ({s.cause}, +{s.excess:.3f} s over its median)")
     else:
         lines.append("stragglers: none")
     for w in src.get("warnings") or []:

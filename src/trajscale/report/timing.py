@@ -8,6 +8,12 @@ Phases (seed 000, Table 3): ``t_init_top`` (load the topology), ``t_init_traj``
 (open the trajectory), ``t_io`` (read frames), ``t_compute`` (the analysis
 kernel), ``t_wait`` (waiting for other ranks before combining), ``t_comm``
 (gathering/reducing results).
+
+Outside the tasks: every worker and rank record has ``t_start``, the seconds
+from its process's start (as the OS counts it) to being ready for its first
+task, and ``t_ready``, that moment in epoch seconds; the report's ``process``
+record splits the launching process's whole wall time, from its start, into
+the phases of :data:`~trajscale.report.process.PROCESS_PHASES`.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 PHASES = ("t_init_top", "t_init_traj", "t_io", "t_compute", "t_wait", "t_comm")
+#: A worker's (rank's) phases: its start-up, then the task phases.
+WORKER_PHASES = ("t_start", *PHASES)
 REPORT_VERSION = 1
 
 
@@ -45,6 +53,8 @@ class TaskTiming:
     t_sched_stop: float | None = None
     stride: int = 1                      # frames start, start + stride, ... below stop were analysed
     files_opened: int = 0                # trajectory files (segments, parts) this task opened
+    t_start: float = 0.0                 # its worker's start: process start to ready (not in t_total)
+    t_ready: float = 0.0                 # epoch seconds when its worker became ready
 
     @property
     def frames(self) -> int:
@@ -71,6 +81,11 @@ class WorkerTiming:
     t_compute: float
     t_wait: float
     t_comm: float
+    #: Seconds from the worker's (rank's) process start to being ready for its first task;
+    #: not in :attr:`t_total`, which is its time inside the run.
+    t_start: float = 0.0
+    #: Epoch seconds when it became ready (0: unknown).
+    t_ready: float = 0.0
 
     @property
     def t_total(self) -> float:
@@ -90,7 +105,9 @@ def summarize_workers(tasks: list[TaskTiming], extra: dict[str, dict] | None = N
         out.append(WorkerTiming(
             worker=name, host=add.get("host", first.host if first else ""),
             pid=int(add.get("pid", first.pid if first else 0)), n_tasks=len(mine),
-            frames=sum(t.frames for t in mine), bytes_read=sum(t.bytes_read for t in mine), **sums))
+            frames=sum(t.frames for t in mine), bytes_read=sum(t.bytes_read for t in mine), **sums,
+            t_start=float(add.get("t_start", max((t.t_start for t in mine), default=0.0))),
+            t_ready=float(add.get("t_ready", max((t.t_ready for t in mine), default=0.0)))))
     return out
 
 
@@ -116,6 +133,11 @@ class RunReport:
     tasks: list[TaskTiming] = field(default_factory=list)
     workers: list[WorkerTiming] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
+    #: The launching process, from its start: ``t_wall``, ``phases`` (seconds per phase of
+    #: :data:`~trajscale.report.process.PROCESS_PHASES`, adding up to ``t_wall``), ``origin``
+    #: ("process start", or "run start" for a later run in the same process), ``t_begin``/``t_end``
+    #: (epoch seconds).  Empty in reports written before it existed.
+    process: dict = field(default_factory=dict)
     version: int = REPORT_VERSION
 
     def __str__(self) -> str:
@@ -157,12 +179,26 @@ class RunReport:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
-    def write(self, path: str | os.PathLike) -> None:
-        """Write as JSON (to a temporary name, then renamed)."""
+    def add_to_phase(self, phase: str) -> None:
+        """Count the time since the ``process`` record ended as ``phase`` (the CLI: writing results)."""
+        from .process import extend_record
+
+        extend_record(self.process, phase)
+
+    def write(self, path: str | os.PathLike, phase: str | None = None) -> None:
+        """Write as JSON (to a temporary name, then renamed).
+
+        ``phase`` (the CLI gives ``"write"``): the time since the ``process`` record
+        ended, this write included, is added to that phase of the record first.
+        """
         from ..util import atomic_output
 
+        d = self.to_dict()
+        if phase is not None and self.process:
+            self.add_to_phase(phase)   # after the diagnosis: the serialisation is the write's cost
+            d["process"] = dict(self.process, phases=dict(self.process["phases"]))
         with atomic_output(path) as tmp:
-            Path(tmp).write_text(json.dumps(self.to_dict(), indent=1))
+            Path(tmp).write_text(json.dumps(d, indent=1))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> RunReport:

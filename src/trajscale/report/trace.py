@@ -9,6 +9,14 @@ task.  Worker-level time not spent in any task (the root's topology load
 before the tasks, waits and communication after them) gets its own slices.
 Timestamps are microseconds from the first event; on each thread they are
 monotonic and slices never overlap.
+
+From the process's start: a report with a ``process`` record gets a first
+track, ``launching process``, with one slice per phase (interpreter and
+imports, MPI init, pool start/stop, topology, prepare, tasks, reduce,
+writing results) back to back from the process's start, each as long as the
+phase's total; and each worker track begins with a ``start-up`` slice from
+its process's start to the moment it was ready (``t_start``), clipped to the
+run's own start for workers started before it.
 """
 
 from __future__ import annotations
@@ -29,13 +37,49 @@ def _phase_name(p: str) -> str:
     return p.removeprefix("t_")
 
 
-def _worker_slices(tasks: list[TaskTiming], worker_extra: dict[str, float]) -> list[tuple[str, float, float, dict]]:
+#: The launching process's phases in the order the trace lays them out (about the order they happen).
+TRACE_PROCESS_ORDER = ("imports", "mpi_init", "pool_start", "topology", "prepare", "tasks", "reduce", "write")
+
+
+def _process_slices(report: RunReport) -> list[tuple[str, float, float, dict]]:
+    """The launching process's phases back to back from its start (empty without a process record)."""
+    from .process import PROCESS_PHASE_LABELS
+
+    p = report.process or {}
+    phases, begin = p.get("phases") or {}, p.get("t_begin")
+    if not phases or not begin:
+        return []
+    out, cursor = [], float(begin)
+    order = [k for k in TRACE_PROCESS_ORDER if k in phases] + [k for k in phases if k not in TRACE_PROCESS_ORDER]
+    for k in order:
+        dur = float(phases[k])
+        if dur > _EPS:
+            out.append((PROCESS_PHASE_LABELS.get(k, k), cursor, dur, {"level": "process", "phase": k}))
+            cursor += dur
+    return out
+
+
+def _startup_slice(w, report: RunReport) -> list[tuple[str, float, float, dict]]:
+    """A worker's start-up, from its process's start to ready (clipped to the run's start)."""
+    if not (w.t_start > _EPS and w.t_ready > 0):
+        return []
+    start, end = w.t_ready - w.t_start, w.t_ready
+    begin = (report.process or {}).get("t_begin")
+    if begin:
+        start = max(start, float(begin))
+    return [("start-up", start, end - start, {"level": "worker", "t_start": w.t_start})] if end - start > _EPS else []
+
+
+def _worker_slices(tasks: list[TaskTiming], worker_extra: dict[str, float],
+                   startup: list | None = None) -> list[tuple[str, float, float, dict]]:
     """(name, start s, duration s, args) for one worker, on one absolute clock, non-overlapping."""
-    out: list[tuple[str, float, float, dict]] = []
+    out: list[tuple[str, float, float, dict]] = list(startup or [])
     tasks = sorted(tasks, key=lambda t: (t.t_begin, t.task))
-    first = tasks[0].t_begin if tasks else 0.0
+    first = tasks[0].t_begin if tasks else (out[-1][1] + out[-1][2] if out else 0.0)
     pre = worker_extra.get("t_init_top", 0.0)
     cursor = first - pre
+    if out:
+        cursor = max(cursor, out[-1][1] + out[-1][2])
     if pre > _EPS:
         out.append(("init_top", cursor, pre, {"level": "worker"}))
     for t in tasks:
@@ -80,22 +124,29 @@ def build_trace(reports: RunReport | Sequence[RunReport], labels: Sequence[str] 
     for i, report in enumerate(reports):
         label = labels[i] if labels else (f"N={report.n_workers}" if len(reports) > 1 else "")
         tracks = []
+        proc = _process_slices(report)
+        if proc:
+            tracks.append((None, proc, []))
         for w in worker_timings(report):
             mine = [t for t in report.tasks if t.worker == w.worker]
             extra = {p: max(0.0, getattr(w, p) - sum(getattr(t, p) for t in mine))
                      for p in ("t_init_top", "t_wait", "t_comm")}
-            tracks.append((w, _worker_slices(mine, extra), _scheduler_slices(mine)))
+            tracks.append((w, _worker_slices(mine, extra, _startup_slice(w, report)), _scheduler_slices(mine)))
         starts = [s[1] for _, a, b in tracks for s in (*a, *b)]
         origin = min(starts) if starts else 0.0
         for w, slices, sched in tracks:
             pid += 1
-            name = f"{label} {w.worker}".strip() + (f" ({w.host})" if w.host else "")
+            if w is None:
+                who = f"launching process (pid {(report.process or {}).get('pid', '?')})"
+                name = f"{label} {who}".strip()
+            else:
+                name = f"{label} {w.worker}".strip() + (f" ({w.host})" if w.host else "")
             events.append({"name": "process_name", "ph": "M", "ts": 0, "pid": pid, "tid": 0,
                            "args": {"name": name}})
             events.append({"name": "process_sort_index", "ph": "M", "ts": 0, "pid": pid, "tid": 0,
                            "args": {"sort_index": pid}})
             events.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": pid, "tid": 0,
-                           "args": {"name": "tasks"}})
+                           "args": {"name": "tasks" if w is not None else "phases"}})
             if sched:
                 events.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": pid, "tid": 1,
                                "args": {"name": "scheduler"}})

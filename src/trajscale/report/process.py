@@ -1,0 +1,190 @@
+"""The whole wall time of a process, from its start as the OS counts it.
+
+A run's own clock starts when ``trajscale.run`` is called; by then a new
+process has already spent most of its life starting the interpreter and
+importing (issue 23: ``mpiexec -n 2 ... --report`` said "0.10 s total" of a
+1.71 s job).  This module measures from the process's start:
+
+* :func:`process_age` — seconds since this process started.  On Linux from
+  ``/proc/self/stat`` (``starttime``, clock ticks since boot) against
+  ``CLOCK_BOOTTIME``: 10 ms resolution.  (``btime`` of ``/proc/stat`` plus
+  ``starttime`` would give an epoch, but ``btime`` is whole seconds: up to
+  1 s off.)  Elsewhere psutil's ``create_time`` if psutil is installed, else
+  the seconds since this module was first imported (a lower bound).
+* :func:`mark_ready` — the first time a process says it is ready for tasks,
+  as seconds from its start (a worker's or rank's ``t_start``).
+* :class:`ProcessTimeline` — consecutive phases of the launching process
+  (imports, MPI init, topology, prepare, pool start (and stop), tasks,
+  reduce, writing results) that end where the next begins, so they add up to the wall time.
+* :func:`note_phase` — time spent in a phase by code that runs before (or
+  beside) the timeline, e.g. MPI's initialisation inside an import; it is
+  moved out of whatever phase it happened in.
+
+Test hook: ``TRAJSCALE_TEST_SLOW_START="SECONDS"`` or ``"SECONDS:WHO"`` makes
+worker processes sleep that long while they start (before they are ready),
+to check that a slow start is reported as a straggler.  ``WHO`` is an MPI rank
+number (only that rank sleeps) or ``one`` (the first pool worker to start
+sleeps; the others do not).  Without ``WHO`` every worker and rank sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+#: The launching process's phases, in the order they happen.
+PROCESS_PHASES = ("imports", "mpi_init", "topology", "prepare", "pool_start", "tasks", "reduce", "write")
+PROCESS_PHASE_LABELS = {
+    "imports": "interpreter and imports", "mpi_init": "MPI init", "topology": "topology",
+    "prepare": "prepare", "pool_start": "pool start/stop", "tasks": "tasks", "reduce": "reduce",
+    "write": "writing results",
+}
+
+_IMPORTED_AT = time.time()
+_READY: dict[int, float] = {}      # pid -> seconds from the process's start to ready
+_TIMED_RUNS: set[int] = set()      # pids whose first run's timeline has started
+_NOTES: dict[int, dict[str, float]] = {}   # pid -> phase -> seconds noted, not yet claimed
+_START: dict[int, float] = {}      # pid -> process start, epoch seconds
+
+
+def _linux_age(pid: int | str = "self") -> float | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        # Field 22 (starttime); fields are counted after the command name, which may hold spaces.
+        fields = stat[stat.rindex(b")") + 2:].split()
+        ticks = int(fields[19])
+        boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        return max(0.0, boot - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def process_start() -> float:
+    """Epoch seconds when this process started (see the module docstring for how)."""
+    pid = os.getpid()
+    if pid not in _START:   # per pid: a forked child has its own start
+        now = time.time()
+        age = _linux_age() if sys.platform.startswith("linux") else None
+        if age is None:
+            try:
+                import psutil
+
+                age = max(0.0, now - psutil.Process(pid).create_time())
+            except Exception:   # noqa: BLE001 - no psutil, or it cannot tell: the best lower bound
+                age = now - _IMPORTED_AT
+        _START[pid] = now - age
+    return _START[pid]
+
+
+def pid_start(pid: int) -> float | None:
+    """Epoch seconds when another process of this machine started (Linux), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    age = _linux_age(pid)
+    return None if age is None else time.time() - age
+
+
+def process_age() -> float:
+    """Seconds since this process started."""
+    return max(0.0, time.time() - process_start())
+
+
+def mark_ready() -> float:
+    """Record (the first time only) that this process is ready for tasks; seconds from its start to then."""
+    pid = os.getpid()
+    if pid not in _READY:
+        _READY[pid] = process_age()
+    return _READY[pid]
+
+
+def ready_epoch() -> float:
+    """Epoch seconds when this process became ready (marking it now if it was not)."""
+    return process_start() + mark_ready()
+
+
+def note_phase(phase: str, seconds: float) -> None:
+    """Time spent in ``phase`` by code outside the timeline (e.g. MPI init inside an import)."""
+    notes = _NOTES.setdefault(os.getpid(), {})
+    notes[phase] = notes.get(phase, 0.0) + max(0.0, seconds)
+
+
+def slow_start_for_tests(rank: int | None = None) -> None:
+    """Sleep as ``TRAJSCALE_TEST_SLOW_START`` asks (module docstring); a no-op without it."""
+    spec = os.environ.get("TRAJSCALE_TEST_SLOW_START")
+    if not spec:
+        return
+    seconds, _, who = spec.partition(":")
+    if who == "one":
+        token = os.environ.get("TRAJSCALE_TEST_SLOW_START_TOKEN")
+        if rank is not None or not token:
+            return
+        try:   # the first worker to create the token sleeps
+            os.close(os.open(token, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+    elif who and (rank is None or int(who) != rank):
+        return
+    time.sleep(float(seconds))
+
+
+class ProcessTimeline:
+    """Consecutive phases of the launching process, each ending where the next begins.
+
+    The first run in a process starts at the process's start (its first phase,
+    ``imports``, is the interpreter's start and every import before ``run``);
+    a later run in the same process (a notebook, a script running several
+    analyses) starts when it is called.
+    """
+
+    def __init__(self) -> None:
+        pid = os.getpid()
+        now = time.time()
+        first = pid not in _TIMED_RUNS
+        _TIMED_RUNS.add(pid)
+        self.origin = "process start" if first else "run start"
+        self.t_begin = process_start() if first else now
+        self.t_end = self.t_begin
+        self.phases = dict.fromkeys(PROCESS_PHASES, 0.0)
+        if not first:   # notes from an earlier run's time belong to it
+            _NOTES.pop(pid, None)
+        self.lap("imports")
+
+    def lap(self, phase: str) -> float:
+        """The time since the last lap goes to ``phase`` (less what was noted for other phases)."""
+        now = time.time()
+        dt = now - self.t_end
+        for name, s in (_NOTES.pop(os.getpid(), None) or {}).items():
+            s = min(s, dt)
+            self.phases[name] += s
+            dt -= s
+        self.phases[phase] += max(0.0, dt)
+        self.t_end = now
+        return dt
+
+    def move(self, seconds: float, source: str, target: str) -> None:
+        """Move ``seconds`` (measured inside ``source``) to ``target``."""
+        s = min(max(0.0, seconds), self.phases[source])
+        self.phases[source] -= s
+        self.phases[target] += s
+
+    def record(self) -> dict:
+        """The report's ``process`` record (plain values)."""
+        return {"t_wall": self.t_end - self.t_begin, "phases": dict(self.phases), "origin": self.origin,
+                "t_begin": self.t_begin, "t_end": self.t_end, "pid": os.getpid()}
+
+
+def extend_record(record: dict, phase: str) -> None:
+    """Add the time from the record's end to now to ``phase`` (e.g. writing results after the run)."""
+    if not record or "t_end" not in record:
+        return
+    now = time.time()
+    dt = max(0.0, now - float(record["t_end"]))
+    record["phases"][phase] = record["phases"].get(phase, 0.0) + dt
+    record["t_wall"] = float(record["t_wall"]) + dt
+    record["t_end"] = now
+
+
+__all__ = ["PROCESS_PHASES", "PROCESS_PHASE_LABELS", "ProcessTimeline", "extend_record", "mark_ready",
+           "note_phase", "pid_start", "process_age", "process_start", "ready_epoch", "slow_start_for_tests"]
