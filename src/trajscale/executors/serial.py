@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from ..block import FrameRange
+from ..progress import progress_bar
 from ..report.timing import TaskTiming
 from ..util import raise_if_stopped
-from .base import Executor, Job, adopt_source, close_cached_sources, progress_bar, run_task
+from .base import Executor, Job, adopt_source, close_cached_sources, run_task
 
 
 class SerialExecutor(Executor):
