@@ -9,6 +9,7 @@ import itertools
 import logging
 import math
 import os
+import shlex
 import time
 from collections.abc import Sequence
 
@@ -335,7 +336,8 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
             t_total=time.perf_counter() - t_start, t_prepare=t_prep, t_reduce=t_red,
             tasks=timings, workers=summarize_workers(timings, extras),
             meta={"analysis_config": job.analysis, "n_tasks": len(ranges), "n_tasks_asked": n_tasks, "step": step,
-                  "io": ex.io_used(), "topology": info.get("topology"), **({"executor_choice": info["executor_choice"]} if auto else {})})
+                  "io": ex.io_used(), "topology": info.get("topology"),
+                  "trajectories": _paths(trajectory), **({"executor_choice": info["executor_choice"]} if auto else {})})
         return dataclasses.replace(result, report=report)
     except BaseException:
         if own and hasattr(ex, "terminate"):   # an error or Ctrl-C: stop workers, do not wait for them
@@ -344,6 +346,14 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
     finally:
         if own:
             ex.close()
+
+
+def _paths(trajectory) -> list[str] | None:
+    """The trajectory file(s) as given (for commands in the advice), or None for other inputs."""
+    items = list(trajectory) if isinstance(trajectory, list | tuple) else [trajectory]
+    if not all(isinstance(t, str | os.PathLike) for t in items):
+        return None
+    return [os.fspath(t) for t in items]
 
 
 def _cost_own_reads(info: dict, job: Job, ranges) -> None:
@@ -375,10 +385,13 @@ def _say_tasks_capped(asked: int, got: int, info: dict) -> None:
     if cf <= 1:
         log.warning("asked for %d tasks; %d frames make only %d", asked, n, got)
         return
-    path = info["source"].get("path", "FILE")
+    from .report.advice import kept_options
+
+    path = shlex.quote(str(info["source"].get("path", "FILE")))
     log.warning("asked for %d tasks but ran %d: tasks start on chunk boundaries and the file's chunks hold "
                 "%d frames (%d frames to read); rechunk to allow %d tasks: trajscale rechunk %s "
-                "-o rechunked.h5md --chunks %d", asked, got, cf, n, asked, path, max(1, n // asked))
+                "-o rechunked.h5md --chunks %d%s", asked, got, cf, n, asked, path, max(1, n // asked),
+                kept_options(info["source"]))
 
 
 def frames_per_second(report: RunReport) -> float:

@@ -172,3 +172,18 @@ def test_advice_never_gives_two_rechunk_commands(tmp_path):
     rechunks = {tuple(c) for c in printed_commands(advice) if c[0] == "rechunk"}
     assert len(rechunks) == 1, advice
     run_printed(advice, tmp_path)
+
+
+def test_io_bound_advice_converts_the_runs_own_files(tmp_path):
+    """An XTC run is I/O-bound (47,681 atoms decoded per frame for 214 CA): its convert advice names
+    the run's topology and trajectory, runs as printed, and writes the trajectory MDAnalysis reads."""
+    rep = tmp_path / "r.json"
+    proc = run_cli("run", "rmsd", D.TPR, D.XTC, "--report", str(rep), "--executor", "serial")
+    assert proc.returncode == 0, proc.stderr
+    shown = run_cli("report", str(rep))
+    cmds = [c for c in printed_commands(shown.stdout) if c[0] == "convert"]
+    assert cmds and cmds[0][1:3] == [D.TPR, D.XTC], shown.stdout
+    run_printed(shown.stdout, tmp_path)
+    out = tmp_path / cmds[0][cmds[0].index("-o") + 1]
+    with h5py.File(out) as f:
+        np.testing.assert_allclose(f[POS][()], _mda_positions(D.TPR, D.XTC, "all"), atol=1e-5)

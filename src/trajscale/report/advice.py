@@ -47,9 +47,13 @@ def _source_path(report: RunReport) -> str:
 
 
 def _kept_options(report: RunReport) -> str:
+    return kept_options(report.source or {})
+
+
+def kept_options(src: dict) -> str:
     """``rechunk`` options keeping the file's compression and precision (rechunk's defaults are none:
-    a suggested command without them would decompress the file, or store a lossy one's floats plainly)."""
-    src = report.source or {}
+    a suggested command without them would decompress the file, or store a lossy one's floats plainly);
+    ``src`` is a source's layout facts."""
     out = ""
     comp = src.get("compression")
     if isinstance(comp, str) and comp not in ("", "none"):
@@ -69,9 +73,11 @@ def rule_io_bound_format(report: RunReport, d: Diagnosis) -> Advice | None:
     if d.r_comp_io is None or d.r_comp_io >= 1 or fmt == "h5md" or fmt == "segments" and parts in ("", "h5md"):
         return None
     chain = fmt == "segments"   # XTC/DCD parts: already segments, and convert takes the parts themselves
-    top = (report.meta or {}).get("topology") if isinstance(report.meta, dict) else None
-    top = shlex.quote(str(top)) if top and not chain else "TOPOLOGY"
-    path = "PART..." if chain else shlex.quote(_source_path(report))
+    meta = report.meta if isinstance(report.meta, dict) else {}
+    top = shlex.quote(str(meta["topology"])) if meta.get("topology") else "TOPOLOGY"
+    given = meta.get("trajectories")   # the files the run was given: the parts of a chain
+    path = (" ".join(shlex.quote(str(t)) for t in given) if isinstance(given, list) and given
+            else "PART..." if chain else shlex.quote(_source_path(report)))
     return Advice(
         "io-bound-format",
         f"convert to H5MD (`trajscale convert {top} {path} -o {_stem(report)}.h5md`) and read it with "
@@ -171,7 +177,7 @@ def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
             f"{where}reading a {worst} costs {pats[worst]:.1f}x the bytes asked for")
     return Advice(
         "chunk-amplification",
-        f"rechunk the file: `trajscale rechunk {_source_path(report)} -o fixed.h5md "
+        f"rechunk the file: `trajscale rechunk {shlex.quote(_source_path(report))} -o fixed.h5md "
         f"--chunks {layout}{_kept_options(report)}`",
         f"{where}reading a {worst} costs {pats[worst]:.1f}x the bytes asked for")
 
@@ -267,7 +273,7 @@ def rule_imbalance(report: RunReport, d: Diagnosis) -> Advice | None:
                    f"{cap} chunk-aligned tasks")
         return Advice("imbalance",
                       f"rechunk to smaller frame blocks, then use more tasks: `trajscale rechunk "
-                      f"{_source_path(report)} -o rechunked.h5md --chunks {per}{_kept_options(report)}` and "
+                      f"{shlex.quote(_source_path(report))} -o rechunked.h5md --chunks {per}{_kept_options(report)}` and "
                       f"`--tasks {want}`",
                       "; ".join(why))
     return Advice("imbalance", f"use more tasks per worker (e.g. `--tasks {want}`)",
