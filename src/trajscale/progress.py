@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from typing import Self
 
 log = logging.getLogger("trajscale.progress")
 
@@ -48,7 +49,7 @@ class _NoProgress:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> _NoProgress:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:

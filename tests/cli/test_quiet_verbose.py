@@ -124,10 +124,10 @@ def test_line_progress_logs_every_tenth(caplog, monkeypatch):
     from trajscale import progress
 
     monkeypatch.setattr(progress, "PROGRESS_LINE_DELAY", 0.0)
-    with caplog.at_level(logging.INFO, logger="trajscale.progress"):
-        with progress.progress_bar(20, True, desc="convert", unit="frame") as bar:
-            for _ in range(20):
-                bar.update(1)
+    with caplog.at_level(logging.INFO, logger="trajscale.progress"), \
+            progress.progress_bar(20, True, desc="convert", unit="frame") as bar:
+        for _ in range(20):
+            bar.update(1)
     got = [int(m.group(1)) for r in caplog.records if (m := re.match(r"convert: (\d+)% ", r.getMessage()))]
     assert got == list(range(10, 101, 10)), got
 
