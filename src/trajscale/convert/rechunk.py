@@ -40,18 +40,8 @@ import numpy as np
 from ..block import split_frames
 from ..errors import ConfigError, InputFileError, OutputError, UnitError
 from ..progress import progress_bar
-from ..store.codecs import (
-    CODES,
-    ENCODINGS,
-    Deltas,
-    codec_for,
-    deltas_of,
-    is_delta_coded,
-    lossy_attrs,
-    lossy_attrs_for,
-    quantize,
-    stored_dtype,
-)
+from ..store.codecs import (CODES, ENCODINGS, Deltas, codec_for, deltas_of, is_delta_coded, lossy_attrs,
+                            lossy_attrs_for, quantize, stored_dtype)
 from ..store.direct_write import DirectWrites
 from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import Layout
