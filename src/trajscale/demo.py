@@ -92,7 +92,7 @@ def build_demo_file(workdir: str | os.PathLike, n_frames: int = 2000, chunks: st
 
 
 def run_demo(workdir: str = "demo-output", n_frames: int = 2000, n_workers: int = 2,
-             executor: str = "processes", compare: bool = True) -> int:
+             executor: str = "processes", compare: bool = True, progress: bool = True) -> int:
     """Build the data, run the CA RMSD through MDAnalysis, trajscale serial and in parallel.
 
     Prints the three times side by side (``compare``), then writes the parallel
@@ -104,7 +104,7 @@ def run_demo(workdir: str = "demo-output", n_frames: int = 2000, n_workers: int 
     from .cli.run import summary
     from .run import run
 
-    tpr, h5 = build_demo_file(workdir, n_frames)
+    tpr, h5 = build_demo_file(workdir, n_frames, progress=progress)
     select = "protein and name CA"
     rows = []
     if compare:

@@ -8,6 +8,8 @@ import dataclasses
 import itertools
 import logging
 import math
+import os
+import shlex
 import time
 from collections.abc import Sequence
 
@@ -187,7 +189,10 @@ def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start,
     span = n_read if not n_read or prep.atoms is None else int(prep.atoms[-1] - prep.atoms[0]) + 1
     info = {"source": source.layout_summary(), "n_frames": stop - start, "n_atoms": n_read, "span_atoms": span,
             "chunk_frames": source.chunk_frames, "part_starts": source.part_starts, "start": start, "stop": stop,
-            "t_init_top": t_top, "frame_bytes": frame_bytes, "decode_s_per_frame": source.decode_seconds_per_frame()}
+            "t_init_top": t_top, "frame_bytes": frame_bytes, "decode_s_per_frame": source.decode_seconds_per_frame(),
+            "topology": os.fspath(top_file) if isinstance(top_file, str | os.PathLike) else None}
+    log.debug("prepared %s: %d of %d atoms, frames [%d, %d), %d bytes per frame read", analysis.name, n_read,
+              source.n_atoms, start, stop, frame_bytes)
     block_frames = max(1, int(max_block_bytes) // frame_bytes)
     return Job(analysis.get_config(), config, prep, block_frames), info
 
@@ -302,7 +307,6 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
         job, info = got
         if auto:
             choice, why = choose_executor(info, n_workers)
-            log.info("executor auto: %s (%s)", choice, why)
             info["executor_choice"] = f"auto: {choice} ({why})"
             if choice != "serial":
                 ex.close()   # frees the source the serial executor took over while preparing
@@ -316,6 +320,10 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
                                 ex.n_workers, max_block_bytes, info["part_starts"])
         if n_tasks and len(ranges) < n_tasks and ex.is_root and job.stride == 1:
             _say_tasks_capped(n_tasks, len(ranges), info)
+        if ex.is_root:
+            _cost_own_reads(info, job, ranges)
+        log.debug("%d frames of %d atoms in %d tasks on %s x%d (%d frames per read block)", info["n_frames"],
+                  info["n_atoms"], len(ranges), ex.name, ex.n_workers, job.block_frames)
         timeline.lap("prepare")   # the broadcast, the executor's choice and the task plan
         results = ex.map_tasks(job, ranges, progress)
         timeline.lap("tasks")
@@ -339,8 +347,9 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
             n_frames=info["n_frames"], n_atoms=info["n_atoms"], source=info["source"],
             t_total=time.perf_counter() - t_start, t_prepare=t_prep, t_reduce=t_red,
             tasks=timings, workers=summarize_workers(timings, extras),
-            meta={"analysis_config": readable_config(job.analysis), "n_tasks": len(ranges), "n_tasks_asked": n_tasks, "step": step,
-                  "io": ex.io_used(), **({"executor_choice": info["executor_choice"]} if auto else {})})
+            meta={"analysis_config": readable_config(job.analysis), "n_tasks": len(ranges), "n_tasks_asked": n_tasks,
+                  "step": step, "io": ex.io_used(), "topology": info.get("topology"),
+                  "trajectories": _paths(trajectory), **({"executor_choice": info["executor_choice"]} if auto else {})})
         timeline.lap("reduce")   # the result and this report
         report.process = timeline.record()
         return dataclasses.replace(result, report=report)
@@ -363,6 +372,33 @@ def _late_starts(report: RunReport, late: dict[str, dict]) -> None:
                       if w.worker in late and not w.t_ready else w for w in report.workers]
 
 
+def _paths(trajectory) -> list[str] | None:
+    """The trajectory file(s) as given (for commands in the advice), or None for other inputs."""
+    items = list(trajectory) if isinstance(trajectory, list | tuple) else [trajectory]
+    if not all(isinstance(t, str | os.PathLike) for t in items):
+        return None
+    return [os.fspath(t) for t in items]
+
+
+def _cost_own_reads(info: dict, job: Job, ranges) -> None:
+    """Record in the report's source facts what this run's own reads cost on the file's layout and
+    on the layouts a rechunk would give (``source["run_read"]``: the advice works from these)."""
+    from statistics import median
+
+    from .store.recommend import run_read, run_selection
+
+    src = info["source"]
+    sizes = [len(range(r.start, r.stop, job.stride)) for r in ranges] or [info["n_frames"]]
+    cost = run_read(src, job.prepared.atoms, int(median(sizes)), job.stride)
+    if cost is None:
+        return
+    cost["selection"] = run_selection(job.analysis, job.prepared.atoms)
+    cost["topology"] = info.get("topology")
+    src["run_read"] = cost
+    log.debug("the run's reads cost %.2fx the bytes asked for (%d atoms, %d frames per task)",
+              cost["amplification"], cost["n_atoms"], cost["frames_per_task"])
+
+
 def _say_tasks_capped(asked: int, got: int, info: dict) -> None:
     """Tasks start on chunk boundaries: say why fewer tasks than asked for, and what lifts the cap."""
     cf, n = info["chunk_frames"], info["n_frames"]
@@ -373,10 +409,13 @@ def _say_tasks_capped(asked: int, got: int, info: dict) -> None:
     if cf <= 1:
         log.warning("asked for %d tasks; %d frames make only %d", asked, n, got)
         return
-    path = info["source"].get("path", "FILE")
+    from .report.advice import kept_options
+
+    path = shlex.quote(str(info["source"].get("path", "FILE")))
     log.warning("asked for %d tasks but ran %d: tasks start on chunk boundaries and the file's chunks hold "
                 "%d frames (%d frames to read); rechunk to allow %d tasks: trajscale rechunk %s "
-                "-o rechunked.h5md --chunks %d", asked, got, cf, n, asked, path, max(1, n // asked))
+                "-o rechunked.h5md --chunks %d%s", asked, got, cf, n, asked, path, max(1, n // asked),
+                kept_options(info["source"]))
 
 
 def frames_per_second(report: RunReport) -> float:

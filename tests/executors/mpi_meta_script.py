@@ -10,7 +10,7 @@ import json
 import logging
 
 import trajscale as ts
-from trajscale.executors import base
+from trajscale import progress
 from trajscale.executors.mpi import MPIExecutor
 from trajscale.sources.h5md import H5MDSource
 
@@ -32,7 +32,7 @@ def main() -> None:
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="trajscale: %(message)s")
     H5MDSource._frame_meta_uncached = _counting
-    base.PROGRESS_LINE_DELAY = 0.0   # print every tenth even for this short run
+    progress.PROGRESS_LINE_DELAY = 0.0   # print every tenth even for this short run
     ex = MPIExecutor()
     r = ts.run(ts.RMSD(select="name CA"), args.topology, args.trajectory, executor=ex,
                n_tasks=args.tasks, progress=True)

@@ -23,4 +23,5 @@ def add_parser(sub) -> None:
 def main(args) -> int:
     from ..demo import run_demo
 
-    return run_demo(args.workdir, args.frames, args.n_workers, args.executor, compare=not args.no_compare)
+    return run_demo(args.workdir, args.frames, args.n_workers, args.executor, compare=not args.no_compare,
+                    progress=not args.quiet)

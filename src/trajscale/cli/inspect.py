@@ -45,12 +45,24 @@ def main(args) -> int:
 
             raise ConfigError(f"{args.file} has several particle groups: add --group NAME for --pattern")
         atoms = selected_atoms(sel, facts["n_atoms"], args.topology) if kind == "atoms" else None
-        facts["recommendation"] = recommend(facts, args.pattern, atoms).to_dict()
+        if atoms is not None:   # the selection's own row beside the standard patterns
+            _add_selection_row(facts, f"atoms:{sel} ({len(atoms)} atoms)", atoms)
+        facts["recommendation"] = recommend(facts, args.pattern, atoms, args.topology).to_dict()
     if args.json:
         print(json.dumps(facts, indent=1))
         return 0
     print(format_facts(facts))
     return 0
+
+
+def _add_selection_row(facts: dict, label: str, atoms) -> None:
+    """Read amplification of ``atoms`` over a block of frames (100, or all of a shorter file)."""
+    from ..store.inspect import facts_amplification
+
+    n = min(100, facts["n_frames"])
+    name = f"{label}, {'all ' if n == facts['n_frames'] else ''}{n} frames"
+    facts["read_amplification"][name] = facts_amplification(facts, atoms, n)
+    facts.setdefault("read_amplification_hdf5_default", {})[name] = facts_amplification(facts, atoms, n, cache="hdf5")
 
 
 def format_facts(f: dict) -> str:
@@ -84,7 +96,9 @@ def format_facts(f: dict) -> str:
         f"  {'access pattern':32s} {'trajscale':>10s} {'HDF5 1 MiB cache':>17s}",
     ]
     dflt = f.get("read_amplification_hdf5_default", {})
-    lines += [f"  {name:32s} {amp:9.2f}x {dflt.get(name, amp):16.2f}x"
+    width = max([32, *map(len, f["read_amplification"])])
+    lines[-1] = f"  {'access pattern':{width}s} {'trajscale':>10s} {'HDF5 1 MiB cache':>17s}"
+    lines += [f"  {name:{width}s} {amp:9.2f}x {dflt.get(name, amp):16.2f}x"
               for name, amp in f["read_amplification"].items()]
     if f.get("observables"):
         lines.append(f"observables   {', '.join(f['observables'])}")

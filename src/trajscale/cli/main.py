@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
@@ -28,18 +29,55 @@ COMMANDS = {
 }
 
 
+def _add_global_options(p: argparse.ArgumentParser, after: bool = False) -> None:
+    """``-v``/``-vv``/``-q``: on the main parser, and again on every command's parser (``after``:
+    ``trajscale run rmsd ... -q``), there under their own dests so neither place overwrites the other."""
+    suffix = "_after" if after else ""
+    default = 0 if not after else argparse.SUPPRESS
+    p.add_argument("-v", "--verbose", action="count", default=default, dest=f"verbose{suffix}",
+                   help="-v: trajscale's own debug lines; -vv: the libraries' too (MDAnalysis, Dask, h5py, ...)")
+    p.add_argument("-q", "--quiet", action="store_true", default=False if not after else argparse.SUPPRESS,
+                   dest=f"quiet{suffix}",
+                   help="nothing on success (no summary, no warnings, no progress): errors only")
+
+
+def _command_parsers(parser: argparse.ArgumentParser):
+    """Every parser under ``parser`` that a command line ends in (``run rmsd``, ``convert``, ...)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield parser
+        return
+    for action in subs:
+        for child in dict.fromkeys(action.choices.values()):   # aliases map to the same parser
+            yield from _command_parsers(child)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trajscale",
         description="MD trajectory I/O and analysis at the speed of the storage (H5MD, MPI-IO, Dask).")
     parser.add_argument("--version", action="version", version=f"trajscale {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="debug logging (Dask's and MDAnalysis's own messages included)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="only errors: no warnings, no progress bars")
+    _add_global_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS.values():
         importlib.import_module(module).add_parser(sub)
+    for p in _command_parsers(parser):
+        if p is not parser:
+            _add_global_options(p, after=True)
     return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse a command line; ``-v``/``-q`` count wherever they stand (``args.verbose``, ``args.quiet``)."""
+    args = build_parser().parse_args(argv)
+    args.verbose = min(2, args.verbose + getattr(args, "verbose_after", 0))
+    args.quiet = bool(args.quiet or getattr(args, "quiet_after", False))
+    for extra in ("verbose_after", "quiet_after"):
+        if hasattr(args, extra):
+            delattr(args, extra)
+    if args.quiet and args.verbose:
+        build_parser().error("-q and -v exclude each other")
+    return args
 
 
 def _terminate(signum, frame):
@@ -65,32 +103,81 @@ def _quiet_failed_readers() -> None:
     sys.unraisablehook = hook
 
 
-def _quiet_dask(args) -> None:
-    """Dask's own logging at WARNING (ERROR with -q, INFO with -v), in this process and its workers.
+#: Libraries whose log lines show only errors unless -vv asks for all of them.
+LIBRARIES = ("MDAnalysis", "distributed", "dask", "h5py", "numba", "matplotlib", "asyncio", "tornado", "fsspec",
+             "PIL", "urllib3")
 
-    distributed sets its loggers from dask's config when it is imported (after
-    this), and worker processes read the same config from the environment.
+
+class _Formatter(logging.Formatter):
+    """``trajscale: message`` for trajscale's lines, ``LOGGER: message`` for a library's (-vv)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        msg = record.getMessage()
+        if record.exc_info:
+            msg += "\n" + self.formatException(record.exc_info)
+        name = "trajscale" if record.name.split(".")[0] in ("trajscale", "root", "__main__") else record.name
+        return f"{name}: {msg}"
+
+
+def configure_output(quiet: bool = False, verbose: int = 0) -> None:
+    """Logging and warnings for this process and the workers it starts.
+
+    Default: trajscale's INFO lines and the libraries' warnings. ``quiet``: errors only: no
+    Python warnings (MDAnalysis's ``warnings.warn`` included, in worker processes too, through
+    PYTHONWARNINGS), no progress. ``verbose`` 1: trajscale's DEBUG lines; 2: every library's too.
     """
-    level = "info" if args.verbose else "error" if args.quiet else "warning"
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", level)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.ERROR if quiet else logging.DEBUG if verbose >= 2 else logging.WARNING)
+    logging.getLogger("trajscale").setLevel(logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO)
+    for name in LIBRARIES:
+        logging.getLogger(name).setLevel(logging.NOTSET if verbose >= 2 else logging.ERROR)
+    if verbose >= 2:
+        logging.getLogger("numba").setLevel(logging.INFO)   # numba's DEBUG is its compiler's IR
+    else:
+        # MDAnalysis logs its parse errors before raising them; trajscale reports the exception once.
+        logging.getLogger("MDAnalysis").setLevel(logging.CRITICAL)
+    # distributed sets its loggers from dask's config when it is imported (after this), and
+    # worker processes read the same config from the environment.
+    os.environ["DASK_LOGGING__DISTRIBUTED"] = "debug" if verbose >= 2 else "error" if quiet else "warning"
+    if quiet:
+        import warnings
+
+        warnings.simplefilter("ignore")
+        os.environ["PYTHONWARNINGS"] = "ignore"   # spawned and forkserver workers start with it
+
+
+#: Commands whose printed text is the answer asked for (as ``--json`` is): -q keeps it.
+ANSWERS = frozenset({"inspect", "report"})
+
+
+@contextlib.contextmanager
+def _quiet_stdout(args):
+    """With -q, the lines a command prints about its work (summaries, "wrote ...", a run's selection)
+    go nowhere; errors go to stderr, which stays. ``inspect`` and ``report`` print their answer."""
+    if not args.quiet or args.command in ANSWERS:
+        yield
+        return
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+        yield
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    level = logging.DEBUG if args.verbose else logging.ERROR if args.quiet else logging.INFO
-    logging.basicConfig(level=level, format="trajscale: %(message)s", stream=sys.stderr)
-    for noisy in ("distributed", "numba", "matplotlib", "asyncio", "h5py", "tornado"):
-        logging.getLogger(noisy).setLevel(logging.ERROR)
-    _quiet_dask(args)
+    args = parse_args(argv)
+    configure_output(args.quiet, args.verbose)
+    if args.quiet:
+        args.no_progress = True
     _quiet_failed_readers()
-    # MDAnalysis logs its parse errors before raising them; trajscale reports the exception once.
-    logging.getLogger("MDAnalysis").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
     # SIGINT too: a KeyboardInterrupt raised inside a C callback can be swallowed.
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, _terminate)
     try:
-        code = int(args.func(args) or 0)
+        with _quiet_stdout(args):
+            code = int(args.func(args) or 0)
         if argv is None:   # the program itself, about to exit (not a caller passing argv, e.g. a test)
             import gc
 

@@ -35,7 +35,6 @@ def add_parser(sub) -> None:
 
 def main(args) -> int:
     import os
-    import sys
 
     from ..convert.rechunk import rechunk
     from ..errors import ConfigError
@@ -50,8 +49,7 @@ def main(args) -> int:
     parallel = args.executor in ("processes", "dask")
     s = rechunk(args.input, args.output, layout, precision=args.precision, encoding=args.encoding,
                 overwrite=args.overwrite,
-                resume=args.resume, progress=not (args.no_progress or getattr(args, "quiet", False)) and sys.stderr.isatty()
-                and comm is None,
+                resume=args.resume, progress=not (args.no_progress or getattr(args, "quiet", False)) and comm is None,
                 executor="mpi" if comm is not None else args.executor if parallel else None,
                 n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None, virtual=args.virtual,
                 comm=comm)

@@ -26,6 +26,7 @@ from ..pools import (
     sigint_blocked,
     stop_workers,
 )
+from ..progress import progress_bar
 from ..util import raise_if_stopped, request_stop, stop_requested
 
 log = logging.getLogger(__name__)
@@ -34,14 +35,8 @@ EXECUTORS = ("serial", "processes", "dask", "mpi")
 
 
 def frame_bar(total: int, progress: bool, desc: str):
-    """A tqdm bar counting frames, with no monitor thread (tqdm starts one even for a disabled
-    bar, and with a thread running the pool could not fork its workers)."""
-    from tqdm import tqdm
-
-    class Bar(tqdm):
-        monitor_interval = 0
-
-    return Bar(total=total, disable=not progress, unit="frame", desc=desc)
+    """Progress counting frames: a bar on a terminal, a log line per tenth elsewhere."""
+    return progress_bar(total, progress, desc=desc, unit="frame", leave=True)
 
 
 def _init_worker() -> None:

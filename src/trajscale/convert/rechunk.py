@@ -39,6 +39,7 @@ import numpy as np
 
 from ..block import split_frames
 from ..errors import ConfigError, InputFileError, OutputError, UnitError
+from ..progress import progress_bar
 from ..store.codecs import (CODES, ENCODINGS, Deltas, codec_for, deltas_of, is_delta_coded, lossy_attrs,
                             lossy_attrs_for, quantize, stored_dtype)
 from ..store.direct_write import DirectWrites
@@ -470,9 +471,7 @@ def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path
     per = max(cf, (slab_bytes // max(1, n_atoms * 3 * sds.dtype.itemsize)) // cf * cf)
     recode = recoder(sds, dds)
     buf = np.empty((per, n_atoms, 3), sds.dtype)
-    from tqdm import tqdm
-
-    with tqdm(total=n_frames, initial=done, desc=name, unit="frame", disable=not progress, leave=False) as bar:
+    with progress_bar(n_frames, progress, desc=name, unit="frame", initial=done) as bar:
         a = done
         while a < n_frames:
             raise_if_stopped()

@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..sources.selection import select_atoms
 from ..errors import AtomCountMismatchError
+from ..progress import progress_bar
 from ..sources import H5MDSource, is_hdf5
 from ..sources.mda import load_universe
+from ..sources.selection import select_atoms
 from .stream import Renumberer, frame_plan, iter_blocks, open_inputs
 
 #: float32 round-off allowance: a few ulp of the largest coordinate, plus unit conversion.
@@ -71,9 +72,7 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, select: str | N
             return rep
         fields = tuple(fl for fl in out.fields if all(fl in s.fields for s in sources))
         pos = 0
-        from tqdm import tqdm
-
-        with tqdm(total=n, disable=not progress, unit="frame", desc="verify") as bar:
+        with progress_bar(n, progress, desc="verify", unit="frame", leave=True) as bar:
             for ref in iter_blocks(sources, atoms, fields, start, stop, step, Renumberer()):
                 got = out.read(pos, pos + ref.n_frames, fields=fields)
                 _compare(rep, pos, ref, got, fields)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -240,46 +239,3 @@ class Executor(ABC):
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-#: Seconds before a progress display without a terminal prints its first line
-#: (short runs stay quiet in a batch log).
-PROGRESS_LINE_DELAY = 2.0
-
-
-def progress_bar(total: int, enabled: bool, desc: str = "tasks"):
-    """A tqdm bar on a terminal; elsewhere (a batch job's log) a line about every 10 %; or a no-op."""
-    if enabled and not sys.stderr.isatty():
-        return _LineProgress(total, desc)
-    from tqdm import tqdm
-
-    class Bar(tqdm):
-        # No monitor thread (tqdm starts one even for a disabled bar): with a thread
-        # running, the next pool could not fork its workers.
-        monitor_interval = 0
-
-    return Bar(total=total, disable=not enabled, desc=desc, unit="task", leave=False)
-
-
-class _LineProgress:
-    """Logs ``desc: 40% (4/10 tasks, 3.2 s)`` each time another tenth is done."""
-
-    def __init__(self, total: int, desc: str) -> None:
-        self.total, self.desc, self.n = max(1, total), desc, 0
-        self._t0 = time.perf_counter()
-        self._shown = 0   # tenths already printed
-
-    def update(self, n: int = 1) -> None:
-        self.n += n
-        tenths = min(10, self.n * 10 // self.total)
-        elapsed = time.perf_counter() - self._t0
-        if tenths > self._shown and elapsed >= PROGRESS_LINE_DELAY:
-            self._shown = tenths
-            log.info("%s: %d%% (%d/%d, %.1f s)", self.desc, 100 * self.n // self.total, self.n,
-                     self.total, elapsed)
-
-    def __enter__(self) -> _LineProgress:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass

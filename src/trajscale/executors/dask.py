@@ -22,8 +22,9 @@ import uuid
 
 from ..block import FrameRange
 from ..errors import ParallelUnavailableError, TaskError, TrajscaleError
+from ..progress import progress_bar
 from ..report.timing import TaskTiming
-from .base import Executor, Job, progress_bar, run_task
+from .base import Executor, Job, run_task
 
 log = logging.getLogger(__name__)
 

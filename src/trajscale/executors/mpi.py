@@ -28,8 +28,9 @@ from ..errors import ConfigError
 from ..kernels.superpose import preload_kernels
 from ..parallel import check_mpi_world, default_mpi_driver, mpi_comm_world, require_parallel_h5py
 from ..report.process import mark_ready, process_start, slow_start_for_tests
+from ..progress import progress_bar
 from ..report.timing import TaskTiming, host_and_pid
-from .base import Executor, Job, cached_source, close_cached_sources, progress_bar, run_task
+from .base import Executor, Job, cached_source, close_cached_sources, run_task
 
 log = logging.getLogger(__name__)
 

@@ -33,8 +33,9 @@ from ..pools import (
     sigint_blocked,
     stop_workers,
 )
+from ..progress import progress_bar
 from ..report.timing import TaskTiming, host_and_pid
-from .base import Executor, Job, progress_bar, run_task
+from .base import Executor, Job, run_task
 from .startup import warm_up
 
 log = logging.getLogger(__name__)

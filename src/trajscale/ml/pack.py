@@ -35,6 +35,7 @@ import h5py
 import numpy as np
 
 from ..errors import ConfigError, InputFileError, OutputError
+from ..progress import progress_bar
 from ..util import check_input_file, check_output_path, polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
@@ -331,11 +332,7 @@ def pack(samples: Iterable[str | os.PathLike], output: str | os.PathLike, keys: 
         resumed = len(plan.files) - len(todo)
         if resumed:
             log.info("resuming %s: %d of %d files already packed", tmp, resumed, len(plan.files))
-        bar = None
-        if progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(plan.files), initial=resumed, unit="file", desc="pack")
+        bar = progress_bar(len(plan.files), progress, desc="pack", unit="file", initial=resumed, leave=True)
         try:
             with polling_for_stop():
                 for i, arrays in _iter_arrays(plan, todo, executor, n_workers):
@@ -350,8 +347,7 @@ def pack(samples: Iterable[str | os.PathLike], output: str | os.PathLike, keys: 
                     f["index/done"][i] = True
                     f.flush()
                     log.debug("packed %s (%d/%d)", plan.files[i], i + 1, len(plan.files))
-                    if bar is not None:
-                        bar.update()
+                    bar.update()
                     raise_if_stopped()
         except BaseException:
             n_done = int(f["index/done"][()].sum())
@@ -359,8 +355,7 @@ def pack(samples: Iterable[str | os.PathLike], output: str | os.PathLike, keys: 
                         "to continue", tmp, n_done, len(plan.files))
             raise
         finally:
-            if bar is not None:
-                bar.close()
+            bar.close()
         if not f["index/done"][()].all():   # cannot happen unless the file was edited
             raise OutputError(tmp, "not every input was packed")
     with open(tmp, "rb+") as fh:

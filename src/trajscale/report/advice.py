@@ -6,6 +6,9 @@
 from __future__ import annotations
 
 import logging
+import os
+import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median
@@ -44,9 +47,13 @@ def _source_path(report: RunReport) -> str:
 
 
 def _kept_options(report: RunReport) -> str:
+    return kept_options(report.source or {})
+
+
+def kept_options(src: dict) -> str:
     """``rechunk`` options keeping the file's compression and precision (rechunk's defaults are none:
-    a suggested command without them would decompress the file, or store a lossy one's floats plainly)."""
-    src = report.source or {}
+    a suggested command without them would decompress the file, or store a lossy one's floats plainly);
+    ``src`` is a source's layout facts."""
     out = ""
     comp = src.get("compression")
     if isinstance(comp, str) and comp not in ("", "none"):
@@ -66,10 +73,15 @@ def rule_io_bound_format(report: RunReport, d: Diagnosis) -> Advice | None:
     if d.r_comp_io is None or d.r_comp_io >= 1 or fmt == "h5md" or fmt == "segments" and parts in ("", "h5md"):
         return None
     chain = fmt == "segments"   # XTC/DCD parts: already segments, and convert takes the parts themselves
+    meta = report.meta if isinstance(report.meta, dict) else {}
+    top = shlex.quote(str(meta["topology"])) if meta.get("topology") else "TOPOLOGY"
+    given = meta.get("trajectories")   # the files the run was given: the parts of a chain
+    path = (" ".join(shlex.quote(str(t)) for t in given) if isinstance(given, list) and given
+            else "PART..." if chain else shlex.quote(_source_path(report)))
     return Advice(
         "io-bound-format",
-        f"convert to H5MD (`trajscale convert TOPOLOGY {'PART...' if chain else _source_path(report)} "
-        "-o traj.h5md`) and read it with MPI-IO (`--executor mpi`)"
+        f"convert to H5MD (`trajscale convert {top} {path} -o {_stem(report)}.h5md`) and read it with "
+        "MPI-IO (`--executor mpi`)"
         + ("" if chain else ", or split the trajectory into segments"),
         f"I/O-bound: R_comp/IO = {fmt_ratio(d.r_comp_io)} (compute {d.totals['t_compute']:.3g} s, "
         f"read {d.totals['t_io']:.3g} s) on a {(parts if chain else fmt).upper() or 'non-H5MD'} source")
@@ -96,8 +108,51 @@ def _relevant_patterns(report: RunReport, amp: dict) -> dict:
     return {k: v for k, v in amp.items() if used(k)}
 
 
+def _stem(report: RunReport) -> str:
+    """The source file's name without its extension: the base of suggested outputs' names."""
+    return os.path.splitext(os.path.basename(_source_path(report)))[0] or "traj"
+
+
+def _own_read_advice(report: RunReport, own: dict) -> Advice | None:
+    """Advice from what the run's own atoms and tasks cost (``source["run_read"]``, recorded by
+    ``trajscale.run``): rechunk only into a layout that reads measurably less for them."""
+    amp = float(own["amplification"])
+    if amp <= AMPLIFICATION_LIMIT:
+        return None
+    src = report.source or {}
+    chunks = src.get("chunks")
+    where = f"chunks {tuple(chunks) if isinstance(chunks, list) else chunks}: " if chunks else ""
+    n_src = src.get("n_atoms")
+    what = (f"reading the run's {own['n_atoms']}" + (f" of {n_src}" if isinstance(n_src, int) else "")
+            + f" atoms, {own['frames_per_task']} frames per task, costs {amp:.1f}x the bytes asked for")
+    alts = {k: float(v) for k, v in (own.get("alternatives") or {}).items() if isinstance(v, int | float)}
+    best = min(alts, key=alts.get) if alts else None
+    path = shlex.quote(_source_path(report))
+    if best is not None and alts[best] <= amp / 1.5:
+        kept = _kept_options(report)
+        if "--compression none" in best:
+            kept = re.sub(r" --compression \S+", "", kept)
+        return Advice(
+            "chunk-amplification",
+            f"rechunk the file: `trajscale rechunk {path} -o {_stem(report)}.rechunked.h5md {best}{kept}`",
+            f"{where}{what}; with {best} it would cost {alts[best]:.1f}x")
+    sel, top = own.get("selection"), own.get("topology")
+    if not (sel and top):
+        return Advice("chunk-amplification", "write a file of only the atoms this run reads (convert with --select)",
+                      f"{where}{what}; no chunk layout reads less for these atoms")
+    return Advice(
+        "chunk-amplification",
+        f"write a file of only the atoms this run reads, which then costs 1.0x: `trajscale convert "
+        f"{shlex.quote(str(top))} {path} --select {shlex.quote(sel)} -o {_stem(report)}.selection.h5md`",
+        f"{where}{what}; no chunk layout reads less for these atoms")
+
+
 def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
     """A chunk layout that reads > 2x the bytes asked for by this run's reads: rechunk."""
+    own = (report.source or {}).get("run_read")
+    if isinstance(own, dict) and isinstance(own.get("amplification"), int | float):
+        return _own_read_advice(report, own)
+    # A report without its own reads' cost (written before trajscale recorded it): the file's patterns.
     amp = (report.source or {}).get("read_amplification") or {}
     amp = {k: float(v) for k, v in amp.items() if isinstance(v, int | float)}
     if not amp:
@@ -122,7 +177,7 @@ def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
             f"{where}reading a {worst} costs {pats[worst]:.1f}x the bytes asked for")
     return Advice(
         "chunk-amplification",
-        f"rechunk the file: `trajscale rechunk {_source_path(report)} -o fixed.h5md "
+        f"rechunk the file: `trajscale rechunk {shlex.quote(_source_path(report))} -o fixed.h5md "
         f"--chunks {layout}{_kept_options(report)}`",
         f"{where}reading a {worst} costs {pats[worst]:.1f}x the bytes asked for")
 
@@ -222,7 +277,7 @@ def rule_imbalance(report: RunReport, d: Diagnosis) -> Advice | None:
                    f"{cap} chunk-aligned tasks")
         return Advice("imbalance",
                       f"rechunk to smaller frame blocks, then use more tasks: `trajscale rechunk "
-                      f"{_source_path(report)} -o rechunked.h5md --chunks {per}{_kept_options(report)}` and "
+                      f"{shlex.quote(_source_path(report))} -o rechunked.h5md --chunks {per}{_kept_options(report)}` and "
                       f"`--tasks {want}`",
                       "; ".join(why))
     return Advice("imbalance", f"use more tasks per worker (e.g. `--tasks {want}`)",
@@ -320,7 +375,8 @@ def too_short_advice(d: Diagnosis) -> Advice:
 
 
 def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None) -> list[Advice]:
-    """Run every rule; return the advice of those that fired, in rule order.
+    """Run every rule; return the advice of those that fired, in rule order, made consistent
+    (:func:`reconcile`).
 
     A run too short to diagnose (``d.too_short``) gets :func:`too_short_advice` and only the
     rules of :data:`SHORT_RUN_RULES` (a slow start-up), not straggler and scaling advice built
@@ -339,4 +395,34 @@ def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None
             continue
         if a is not None:
             out.append(a)
-    return out
+    return reconcile(out)
+
+
+_RECHUNK = re.compile(r"`trajscale rechunk [^`]*--chunks (\S+)[^`]*`")
+
+
+def reconcile(advice: list[Advice]) -> list[Advice]:
+    """One output never gives two rechunk commands, nor a rechunk beside "no layout helps".
+
+    The read-cost rechunk (chunk-amplification) and the one for more tasks (imbalance) become
+    one command with the smaller frame chunks (a whole-frame chunk of fewer frames never reads
+    more); when the read cost has no rechunk to offer, the imbalance rechunk says it is for tasks.
+    """
+    by = {a.rule: a for a in advice}
+    amp, imb = by.get("chunk-amplification"), by.get("imbalance")
+    if amp is None or imb is None or not _RECHUNK.search(imb.message):
+        return advice
+    m_amp, m_imb = _RECHUNK.search(amp.message), _RECHUNK.search(imb.message)
+    want = re.search(r"`--tasks (\d+)`", imb.message)
+    tasks = f"`--tasks {want.group(1)}`" if want else "more tasks"
+    if m_amp is None:
+        new_imb = Advice(imb.rule, imb.message + " (this is for more tasks: it does not lower the read cost above)",
+                         imb.reason)
+        return [new_imb if a is imb else a for a in advice]
+    chunks = m_amp.group(1)
+    if chunks != "frame":   # "auto" or a count: the task rechunk's smaller count serves both
+        chunks = m_imb.group(1)
+        cmd = m_amp.group(0).replace(f"--chunks {m_amp.group(1)}", f"--chunks {chunks}", 1)
+        amp = Advice(amp.rule, amp.message.replace(m_amp.group(0), cmd), amp.reason)
+    new_imb = Advice(imb.rule, f"after the rechunk above (--chunks {chunks}), use {tasks}", imb.reason)
+    return [amp if a.rule == amp.rule else new_imb if a is imb else a for a in advice]

@@ -21,9 +21,10 @@ import numpy as np
 from ..errors import NotH5MDError
 from .codecs import ENCODING_OF
 from .hdf5 import open_h5
-from .schema import H5MDInfo, describe, particle_groups
 from .layout import plan_frames_per_chunk, reader_chunk_cache
 from .runs import plan_atom_reads
+from .schema import H5MDInfo, describe, particle_groups
+
 
 def scattered_selection(n_atoms: int) -> np.ndarray:
     """A CA-like selection: every 15th atom of a 3,300-atom protein at the start, and the last atom (an ion)."""
@@ -61,8 +62,8 @@ def patterns_for(n_frames: int, n_atoms: int) -> dict:
 
 def amplification(shape: tuple[int, int, int], chunks: tuple[int, ...] | None,
                   n_frames: int, n_atoms=None, compressed: bool = True,
-                  cache_bytes: int = 0, itemsize: int = 4) -> float:
-    """Read amplification of reading ``n_frames`` frames of some atoms.
+                  cache_bytes: int = 0, itemsize: int = 4, step: int = 1) -> float:
+    """Read amplification of reading ``n_frames`` frames (every ``step``-th) of some atoms.
 
     ``n_atoms`` is None (all), a count (atoms ``0..n_atoms-1``) or an array of
     atom indices; the atoms are read as trajscale's reader reads them (the
@@ -79,7 +80,8 @@ def amplification(shape: tuple[int, int, int], chunks: tuple[int, ...] | None,
         return n_frames * plan.n_columns * 3 / asked   # read in place: only the runs
     cf, ca = chunks[0], chunks[1]
     # edge chunks are stored (and decoded) at full size, so no clamping to the dataset
-    frames_read = math.ceil(n_frames / cf) * cf
+    frames_read = (math.ceil(n_frames / cf) if step == 1 else
+                   len(np.unique(np.arange(n_frames) * step // cf))) * cf
     atoms_read = ca * _chunks_touched(plan.runs, ca)
     comp_read = math.ceil(3 / chunks[2]) * chunks[2]
     return (frames_read * atoms_read * comp_read) / asked
@@ -127,6 +129,22 @@ def layout_facts(info: H5MDInfo) -> dict:
         facts["file_bytes"] = os.path.getsize(info.path)
     facts["warnings"] = layout_warnings(info, amp_default, amp)
     return facts
+
+
+def facts_amplification(facts: dict, atoms: np.ndarray | None, n_frames: int, step: int = 1,
+                        cache: str = "trajscale") -> float | None:
+    """Read amplification of ``atoms`` (None: all) over ``n_frames`` frames (every ``step``-th) of the
+    H5MD group ``facts`` (:func:`layout_facts`'s dict) describes, with trajscale's chunk cache or
+    (``cache="hdf5"``) HDF5's default one; None for facts of another format."""
+    if facts.get("format") != "h5md" or not isinstance(facts.get("n_atoms"), int):
+        return None
+    shape = (int(facts["n_frames"]), int(facts["n_atoms"]), 3)
+    chunks = tuple(facts["chunks"]) if isinstance(facts.get("chunks"), list | tuple) else None
+    comp = str(facts.get("compression") or "none").split(":")[0] not in ("none", "")
+    dtype = str(facts.get("dtype", ""))
+    item = int(dtype[-2:]) // 8 if dtype[-2:].isdigit() else 4
+    nbytes = HDF5_DEFAULT_CACHE if cache == "hdf5" else reader_chunk_cache(shape, chunks, item, filtered=comp)
+    return round(amplification(shape, chunks, max(1, n_frames), atoms, comp, nbytes, item, step), 2)
 
 
 def layout_warnings(info: H5MDInfo, amp: dict, amp_ours: dict | None = None) -> list[str]:

@@ -56,6 +56,11 @@ def parse_pattern(spec: str) -> tuple[str, str | None]:
                       f"or atom indices A-B), got {spec!r}")
 
 
+def _is_index_range(sel: str) -> bool:
+    lo, dash, hi = sel.partition("-")
+    return bool(dash) and lo.strip().isdigit() and hi.strip().isdigit()
+
+
 def selected_atoms(sel: str, n_atoms: int, topology: str | None = None) -> np.ndarray:
     """Indices of ``sel``: ``A-B`` (inclusive) or, with a topology, an MDAnalysis selection."""
     lo, dash, hi = sel.partition("-")
@@ -74,8 +79,10 @@ def selected_atoms(sel: str, n_atoms: int, topology: str | None = None) -> np.nd
     return idx
 
 
-def recommend(facts: dict, pattern: str, atoms: np.ndarray | None = None) -> Recommendation:
-    """The layout for ``pattern`` on the file ``facts`` describes (``inspect_file``'s dict)."""
+def recommend(facts: dict, pattern: str, atoms: np.ndarray | None = None,
+              topology: str | None = None) -> Recommendation:
+    """The layout for ``pattern`` on the file ``facts`` describes (``inspect_file``'s dict); with
+    ``topology``, a small selection also gets the command writing a file of only its atoms."""
     kind, sel = parse_pattern(pattern)
     n_atoms = facts["n_atoms"]
     if kind == "frames":
@@ -88,14 +95,26 @@ def recommend(facts: dict, pattern: str, atoms: np.ndarray | None = None) -> Rec
                f"({_m('planned')[5]} GB/s per worker; blosc-lz4 {_m('blosc-lz4')[5]} GB/s at "
                f"{_m('blosc-lz4')[4]:.2f}x the size)")
     else:
+        from .inspect import facts_amplification
+
         frac = (len(atoms) if atoms is not None else n_atoms) / max(1, n_atoms)
         pick, compact = "planned", None
-        why = (f"the selection is {frac:.1%} of each frame: uncompressed chunks are read in place (only the "
-               f"selected atoms' bytes), while any compressed chunk is decoded whole, ~{1 / max(frac, 1e-9):.0f}x "
-               f"the bytes asked for")
-        if frac < 0.25:
-            why += ("; if only these atoms are ever analysed, a file of just them is smaller still: "
-                    f"trajscale convert TOP {os.path.basename(facts['path'])} --select {shlex.quote(sel)} -o sub.h5md")
+        planned = {**facts, "chunks": facts.get("planned_chunks") or facts.get("chunks"), "compression": "none"}
+        in_place = facts_amplification(planned, atoms, min(100, facts["n_frames"])) or 1.0
+        spans = ", the gaps between its atoms included" if in_place > 1.05 else ""
+        why = (f"the selection is {frac:.1%} of each frame: uncompressed chunks are read in place "
+               f"({in_place:.1f}x the bytes asked for{spans}), while any compressed chunk is decoded whole, "
+               f"~{1 / max(frac, 1e-9):.0f}x the bytes asked for")
+        if frac < 0.25 or in_place > 2:
+            why += "; if only these atoms are ever analysed, a file of just them is smaller and reads 1.0x"
+            if topology is None:
+                why += " (add --topology TOP for the command that writes it)"
+            else:
+                mda_sel = sel if not _is_index_range(sel) else index_selection(atoms)
+                stem = os.path.splitext(os.path.basename(facts["path"]))[0]
+                why += ": " + " ".join(shlex.quote(c) for c in (
+                    "trajscale", "convert", topology, facts["path"], "--select", mda_sel,
+                    "-o", f"{stem}.selection.h5md"))
     command = _command(facts["path"], pick)
     alt = None
     if compact:
@@ -130,3 +149,55 @@ def _matches(facts: dict, name: str) -> bool:
     want_frames = 1 if chunks == "frame" else min(plan_frames_per_chunk(facts["n_atoms"]), facts["n_frames"])
     same_comp = facts["compression"].split(":")[0] == comp
     return have[0] == want_frames and same_comp and (precision is None) == (facts.get("precision") is None)
+
+
+#: Rechunk options whose read cost :func:`run_read` compares with the file's own layout.
+ALTERNATIVES = ("--chunks auto", "--chunks frame", "--chunks auto --compression none")
+
+
+def index_selection(atoms: np.ndarray) -> str:
+    """An MDAnalysis selection of exactly ``atoms`` (sorted global indices): ``index 0:3340 3345``."""
+    a = np.unique(np.asarray(atoms, dtype=np.int64))
+    if a.size == 0:
+        return "index"
+    breaks = np.flatnonzero(np.diff(a) != 1) + 1
+    parts = []
+    for run in np.split(a, breaks):
+        lo, hi = int(run[0]), int(run[-1])
+        parts.append(str(lo) if lo == hi else f"{lo}:{hi}")   # MDAnalysis ranges include both ends
+    return "index " + " ".join(parts)
+
+
+def run_selection(config: dict, atoms: np.ndarray | None) -> str:
+    """The selection of the atoms a run read: the analysis's own when it has just one (``select``),
+    else their indices (:func:`index_selection`)."""
+    keys = ("select", "select1", "select2", "fit_select", "groupselections")
+    given = {k: config.get(k) for k in keys if config.get(k)}
+    if list(given) == ["select"] and isinstance(given["select"], str):
+        return given["select"]
+    return "all" if atoms is None else index_selection(atoms)
+
+
+def run_read(facts: dict, atoms: np.ndarray | None, frames_per_task: int, step: int = 1) -> dict | None:
+    """What a run's own reads cost on the file ``facts`` describes, and on the layouts of
+    :data:`ALTERNATIVES`: read amplification of ``atoms`` over a task's frames (None: not H5MD)."""
+    from .inspect import facts_amplification
+
+    amp = facts_amplification(facts, atoms, frames_per_task, step)
+    if amp is None:
+        return None
+    n = facts["n_atoms"]
+    planned = facts.get("planned_chunks") or [facts["n_frames"], n, 3]
+    alts = {}
+    for opt in ALTERNATIVES:
+        if "--compression none" in opt and (facts.get("precision") or str(facts.get("compression")) == "none"):
+            continue   # a lossy file stays compressed; an uncompressed one is the first alternative
+        chunks = [1, n, 3] if "frame" in opt else list(planned)
+        alt = {**facts, "chunks": chunks}
+        if "--compression none" in opt:
+            alt["compression"] = "none"
+        alts[opt] = facts_amplification(alt, atoms, frames_per_task, step)
+    return {"n_atoms": n if atoms is None else len(atoms), "frames_per_task": int(frames_per_task),
+            "step": int(step), "amplification": amp,
+            "amplification_hdf5_default": facts_amplification(facts, atoms, frames_per_task, step, "hdf5"),
+            "alternatives": alts}
