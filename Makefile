@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.trajscale-env-ok
 
-.PHONY: env demo test bench clean
+.PHONY: env demo test docs bench clean
 
 env: $(STAMP)
 
@@ -18,9 +18,12 @@ demo: env
 test: env
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -p no:cacheprovider tests
 
+docs: env
+	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+
 bench: env
 	$(PY) benchmarks/read_layouts.py
 	$(PY) benchmarks/rmsd.py
 
 clean:
-	rm -rf demo-output .pytest_cache
+	rm -rf demo-output .pytest_cache docs/_build docs/generated

@@ -52,7 +52,7 @@ def extensions():
         mods.append(Extension(".".join(rel.parts), [str(pyx.relative_to(HERE))],
                               include_dirs=[np.get_include()],
                               define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-                              extra_compile_args=["-O3", "-ffp-contract=off"]))
+                              extra_compile_args=["-O3", "-ffp-contract=off", "-g0"]))
     return cythonize(mods, language_level=3, compiler_directives={
         "boundscheck": False, "wraparound": False, "cdivision": True, "initializedcheck": False})
 

@@ -1,0 +1,116 @@
+"""The package as users get it: ``python -m build`` gives an sdist and a wheel with the compiled
+kernels; the wheel installs into a fresh venv without MPI (PyPI's h5py: the laptop path), where
+``convert`` and a processes(2) analysis give MDAnalysis's numbers; ``pytest --pyargs trajscale``
+runs the tests the package ships; the documentation site builds with warnings as errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import MDAnalysis as mda
+import numpy as np
+import pytest
+from MDAnalysis.analysis import rms
+from MDAnalysisTests import datafiles as D
+
+from tests.conftest import ROOT
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def _tracked_copy(dst: Path) -> Path:
+    """The repository's tracked files (as a clean clone has them) in ``dst``."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, files.decode().split("\0")):
+        src = ROOT / name
+        if src.is_file():
+            (dst / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / name)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    pytest.importorskip("build")
+    tree = _tracked_copy(tmp_path_factory.mktemp("tree"))
+    out = tmp_path_factory.mktemp("dist")
+    proc = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "-o", str(out), str(tree)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def test_build_gives_sdist_and_wheel_with_kernels(dist):
+    sdist, = dist.glob("trajscale-*.tar.gz")
+    wheel, = dist.glob("trajscale-*.whl")
+    with tarfile.open(sdist) as t:
+        names = t.getnames()
+    assert any(n.endswith("kernels/_sums.pyx") for n in names) and any(n.endswith("/setup.py") for n in names)
+    assert any(n.endswith("LICENSE") for n in names) and any(n.endswith("CHANGELOG.md") for n in names)
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+    kernels = [n for n in names if n.endswith(".so")]
+    assert kernels, names
+    assert not [n for n in names if n.endswith((".pyx", ".c"))]
+    assert any(n.startswith("trajscale/tests/") for n in names)
+
+
+@pytest.mark.slow
+def test_wheel_in_a_fresh_venv_without_mpi(tmp_path, dist):
+    """The laptop path: PyPI's h5py (no MPI), no mpi4py; convert, then an RMSD on processes(2)."""
+    wheel, = dist.glob("trajscale-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    proc = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check = subprocess.run([str(py), "-c", "import h5py, importlib.util as u; "
+                            "print(h5py.get_config().mpi, u.find_spec('mpi4py') is None)"],
+                           capture_output=True, text=True, timeout=120)
+    assert check.stdout.split() == ["False", "True"], check
+    cli = venv / "bin" / "trajscale"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    out = tmp_path / "adk.h5md"
+    conv = subprocess.run([str(cli), "convert", D.PSF, D.DCD, "-o", str(out)], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=tmp_path)
+    assert conv.returncode == 0, conv.stderr[-3000:]
+    csv = tmp_path / "rmsd.csv"
+    run = subprocess.run([str(cli), "run", "rmsd", D.PSF, str(out), "--select", "name CA", "--executor",
+                          "processes", "-n", "2", "--out", str(csv)], capture_output=True, text=True, timeout=300,
+                         env=env, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = np.loadtxt(csv, delimiter=",", skiprows=1)[:, -1]
+    ref = rms.RMSD(mda.Universe(D.PSF, D.DCD), select="name CA").run().results.rmsd[:, 2]
+    np.testing.assert_allclose(got, ref, atol=1e-4)
+
+
+def test_pytest_pyargs_runs_the_shipped_tests(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "trajscale"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and " failed" not in proc.stdout
+
+
+def test_docs_build_with_warnings_as_errors(tmp_path):
+    pytest.importorskip("sphinx")
+    pytest.importorskip("numpydoc")
+    pytest.importorskip("myst_parser")
+    proc = subprocess.run([str(VENV_BIN / "sphinx-build"), "-W", "--keep-going", "-q", "-b", "html",
+                           "-d", str(tmp_path / "doctrees"), str(ROOT / "docs"), str(tmp_path / "html")],
+                          capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for page in ("index", "install", "tutorial", "formats", "parallel", "writing", "ml", "mdanalysis",
+                 "benchmarks", "api", "changelog"):
+        assert (tmp_path / "html" / f"{page}.html").exists(), page
+    api = (tmp_path / "html" / "api.html").read_text()
+    for name in ("trajscale.run", "trajscale.RMSD", "trajscale.mda.Reader", "trajscale.ParallelWriter"):
+        assert name in api, name
