@@ -360,8 +360,10 @@ RULES: dict[str, Rule] = {
 }
 
 
-#: The rules still run on a run too short to diagnose: start-up stragglers are seconds, not task noise.
-SHORT_RUN_RULES = ("init-stragglers",)
+#: The rules still run on a run too short to diagnose: start-up stragglers are seconds, not task noise;
+#: what the layout makes the run's own reads cost is counted in bytes, not timed; and the share of reading
+#: in a format that decodes whole frames is a ratio of sums over the run, not of single tasks.
+SHORT_RUN_RULES = ("init-stragglers", "chunk-amplification", "io-bound-format")
 
 
 def too_short_advice(d: Diagnosis) -> Advice:
