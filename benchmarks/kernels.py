@@ -9,7 +9,7 @@ every frame by a random rigid motion plus 0.5 Å noise, ``--frames`` frames
 ``--repeat``:
 
 * ``RMSD.map``: trajscale's whole map on a Block (finite check included);
-* ``superpose_rmsd``: the kernel alone (QCP, numba, one thread);
+* ``superpose_rmsd``: the kernel alone (QCP, compiled C, one thread);
 * ``md.rmsd``: MDTraj's SIMD QCP, ``parallel=False``, which centres a copy of
   the frames and computes their traces inside the call (as ``RMSD.map`` does);
 * ``md.rmsd precentered``: the same on frames centred beforehand (its fastest use).

@@ -86,7 +86,7 @@ def test_every_simd_width_gives_the_same_bits(frames, n_atoms, weighted):
     x, masses = frames
     x = np.ascontiguousarray(x[:, :n_atoms])
     ref = Reference.of(x[0], masses[:n_atoms] if weighted else None)
-    outs = [_superpose.qcp_rmsd(x, ref.weights, ref.centred_t, ref.wsum, ref.norm, ref.uniform, simd=level)
+    outs = [_superpose.qcp_rmsd(x, ref.weights, ref.grouped, ref.wsum, ref.norm, ref.uniform, simd=level)
             for level in (0, 1, 2)]
     assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
     # and the bits do not depend on where the frame sits in memory (alignment of its first atom)
@@ -122,14 +122,14 @@ def test_kernel_refuses_arrays_it_cannot_read_with_a_clear_error(frames):
     x, _ = frames
     x32 = np.ascontiguousarray(x[:4, :50])
     ref = Reference.of(x32[0])
-    args = (ref.weights, ref.centred_t, ref.wsum, ref.norm, ref.uniform)
+    args = (ref.weights, ref.grouped, ref.wsum, ref.norm, ref.uniform)
     with pytest.raises(ValueError, match="dtype mismatch"):
         _superpose.qcp_rmsd(x32.astype(np.float64), *args)
     with pytest.raises(ValueError, match="Big-endian"):
         _superpose.qcp_rmsd(x32.astype(">f4"), *args)
     with pytest.raises(ValueError, match="each frame C-contiguous"):
         _superpose.qcp_rmsd(np.asfortranarray(x32), *args)
-    with pytest.raises(ValueError, match="reference of 50 atoms for coordinates of 49"):
+    with pytest.raises(ValueError, match=r"reference of 50 atoms \(13 groups of 4\) for coordinates of 49"):
         _superpose.qcp_rmsd(np.ascontiguousarray(x32[:, :49]), *args)
     with pytest.raises(ValueError, match="49 mobile atoms for a reference of 50"):
         superpose_rmsd(x32[:, :49], ref)

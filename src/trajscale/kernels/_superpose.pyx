@@ -14,9 +14,9 @@ from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport sqrt, isfinite, NAN
 
 cdef extern from "csrc/qcp_sums.h" nogil:
-    ctypedef void (*ts_sums_fn)(const float *, const double *, const double *, Py_ssize_t, double *)
     int ts_simd_level(int wanted)
-    ts_sums_fn ts_sums_for(int level)
+    void ts_qcp_sums_frames(int level, const char *base, Py_ssize_t fstride, Py_ssize_t nf, const double *y,
+                            const double *w, Py_ssize_t n, double *out)
     double ts_qcp_msd(double e0, double sxx, double sxy, double sxz, double syx, double syy, double syz,
                       double szx, double szy, double szz)
 
@@ -31,11 +31,12 @@ cdef inline Py_ssize_t _chunk(Py_ssize_t n_atoms) noexcept nogil:
     return max(1, CHUNK_ATOMS // max(n_atoms, 1))
 
 
-def qcp_rmsd(const float[:, :, :] x, const double[::1] w, const double[:, ::1] yt, const double[::1] y_wsum,
+def qcp_rmsd(const float[:, :, :] x, const double[::1] w, const double[:, :, ::1] yg, const double[::1] y_wsum,
              double g_ref, bint uniform, int simd=2):
     """RMSD of every frame of ``x`` (F, N, 3) float32 after optimal superposition on a centred reference.
 
-    ``yt`` (3, N) is the centred reference transposed (SoA), ``y_wsum`` its weighted sum (zero up to
+    ``yg`` (ceil(N / 4), 3, 4) is the centred reference in groups of 4 atoms (``yg[g, j, l]``: coordinate j
+    of atom 4 g + l, zero past N), ``y_wsum`` its weighted sum (zero up to
     rounding) and ``g_ref`` its weighted norm; ``w`` sums to 1 (``uniform``: all ``1/N``, skipped in
     the loop).  Per frame one pass accumulates the centre, the norm and the covariance with the
     reference (``csrc/qcp_sums.h``); the mobile frame's centring is applied to the sums
@@ -45,26 +46,29 @@ def qcp_rmsd(const float[:, :, :] x, const double[::1] w, const double[:, ::1] y
     cdef Py_ssize_t n_frames = x.shape[0], n = x.shape[1], f, f0, f1, k
     if x.shape[2] != 3 or (n > 1 and x.strides[1] != 12) or x.strides[2] != 4:
         raise ValueError("x must be (frames, atoms, 3) float32 with each frame C-contiguous")
-    if w.shape[0] != n or yt.shape[0] != 3 or yt.shape[1] != n or y_wsum.shape[0] != 3:
-        raise ValueError(f"reference of {yt.shape[1]} atoms for coordinates of {n} atoms")
+    if w.shape[0] != n or yg.shape[0] != (n + 3) // 4 or yg.shape[1] != 3 or yg.shape[2] != 4 or y_wsum.shape[0] != 3:
+        raise ValueError(f"reference of {w.shape[0]} atoms ({yg.shape[0]} groups of 4) for coordinates of {n} atoms")
     if n == 0:
         raise ValueError("no atoms to superpose")
     out = np.empty(n_frames)
     cdef double[::1] o = out
-    cdef ts_sums_fn sums = ts_sums_for(ts_simd_level(simd))
+    cdef int level = ts_simd_level(simd)
     cdef const double *wp = NULL if uniform else &w[0]
-    cdef const double *yp = &yt[0, 0]
+    cdef const double *yp = &yg[0, 0, 0]
     cdef Py_ssize_t fstride = x.strides[0]
     cdef const char *base = <const char *> &x[0, 0, 0] if n_frames else NULL
-    cdef double s[13]
+    cdef Py_ssize_t chunk = _chunk(n)
+    cdef double[:, ::1] sums = np.empty((min(chunk, max(n_frames, 1)), 13))
+    cdef double *s
     cdef double scale = 1.0 / n, s0 = y_wsum[0], s1 = y_wsum[1], s2 = y_wsum[2]
     cdef double c0, c1, c2, sxx, sxy, sxz, syx, syy, syz, szx, szy, szz, e0
     f0 = 0
     while f0 < n_frames:
-        f1 = min(n_frames, f0 + _chunk(n))
+        f1 = min(n_frames, f0 + chunk)
         with nogil:
+            ts_qcp_sums_frames(level, base + f0 * fstride, fstride, f1 - f0, yp, wp, n, &sums[0, 0])
             for f in range(f0, f1):
-                sums(<const float *> (base + f * fstride), yp, wp, n, s)
+                s = &sums[f - f0, 0]
                 if uniform:
                     for k in range(13):
                         s[k] *= scale

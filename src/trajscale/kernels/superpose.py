@@ -70,7 +70,7 @@ class Reference:
     weights: np.ndarray    # (N,) summing to 1
     com: np.ndarray        # (3,) weighted centre
     centred: np.ndarray    # (N, 3) float64, C-contiguous
-    centred_t: np.ndarray  # (3, N) the same, transposed (the QCP pass reads x, y and z as separate rows)
+    grouped: np.ndarray    # (ceil(N / 4), 3, 4) the same in groups of 4 atoms, zero-padded (the QCP pass's layout)
     norm: float            # sum_a w_a |y_a - com|^2
     wsum: np.ndarray       # (3,) sum_a w_a (y_a - com): zero up to rounding
     uniform: bool          # all weights 1/N
@@ -90,8 +90,10 @@ class Reference:
         com = (wc[:, None] * y).sum(axis=0)
         yc = np.ascontiguousarray(y - com)
         uniform = weights is None or bool(np.all(w == w[0]))
-        return cls(w, com, yc, np.ascontiguousarray(yc.T), float((w * (yc * yc).sum(axis=1)).sum()), w @ yc,
-                   uniform)
+        groups = np.zeros((-(-len(yc) // 4) * 4, 3))
+        groups[:len(yc)] = yc
+        groups = np.ascontiguousarray(groups.reshape(-1, 4, 3).transpose(0, 2, 1))
+        return cls(w, com, yc, groups, float((w * (yc * yc).sum(axis=1)).sum()), w @ yc, uniform)
 
 
 def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray | Reference, weights: np.ndarray | None = None,
@@ -119,7 +121,7 @@ def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray | Reference, weight
         x = _frames32(mobile)
         if x.shape[1] != len(ref.weights):
             raise ValueError(f"{x.shape[1]} mobile atoms for a reference of {len(ref.weights)}")
-        return _superpose.qcp_rmsd(x, ref.weights, ref.centred_t, ref.wsum, ref.norm, ref.uniform)
+        return _superpose.qcp_rmsd(x, ref.weights, ref.grouped, ref.wsum, ref.norm, ref.uniform)
     x = np.ascontiguousarray(mobile, dtype=np.float32)
     x_com, h, e0 = _superpose.covariance(x, ref.weights, ref.centred)
     u, s, vt = np.linalg.svd(h)
