@@ -70,7 +70,8 @@ def test_geometry_kernels_take_float64_non_contiguous_and_big_endian_arrays():
             geometry.distance_arrays(x, x[:, :9], dims), geometry.pair_distances(x, x[:, ::-1], dims))
     wide = np.zeros((6, 40, 5))
     wide[..., 1:4] = x
-    for name, arr in {"big-endian": x.astype(">f8"), "strided": wide[..., 1:4], "Fortran": np.asfortranarray(x)}.items():
+    cases = {"big-endian": x.astype(">f8"), "strided": wide[..., 1:4], "Fortran": np.asfortranarray(x)}
+    for name, arr in cases.items():
         got = (geometry.radius_of_gyration(arr, masses.astype(">f8")), *geometry.frame_moments(arr),
                geometry.distance_arrays(arr, arr[:, :9], dims), geometry.pair_distances(arr, arr[:, ::-1], dims))
         for g, w in zip(got, want):

@@ -114,7 +114,8 @@ def test_float64_non_contiguous_and_big_endian_inputs_are_converted(frames):
     for name, arr in cases.items():
         got = superpose_rmsd(arr, ref, want_rotation=True)
         assert np.array_equal(got[0], r) and np.array_equal(got[1], rot), name
-        assert np.array_equal(rmsd_after_transform(arr, x32[0].astype(">f8"), rot, xcom, ycom, masses[:300].astype(">f8")),
+        big_endian = (x32[0].astype(">f8"), rot, xcom, ycom, masses[:300].astype(">f8"))
+        assert np.array_equal(rmsd_after_transform(arr, *big_endian),
                               rmsd_after_transform(x32, x32[0], rot, xcom, ycom, masses[:300])), name
 
 
