@@ -179,6 +179,7 @@ static int ts_simd_level(int wanted)
 {
 #ifdef TS_X86
 #ifdef TS_HAVE_AVX
+    __builtin_cpu_init();   /* idempotent; needed where no constructor has run it yet */
     if (wanted >= 2 && __builtin_cpu_supports("avx")) return 2;
 #endif
     if (wanted >= 1) return 1;
