@@ -61,7 +61,7 @@ from MDAnalysis.analysis.base import AnalysisFromFunction
 from MDAnalysis.lib.distances import distance_array
 import trajscale as ts
 from trajscale.kernels.superpose import preload_kernels
-from trajscale.kernels import _numba_geometry, _numba_pairs  # imported as preload_kernels does; compiled on first call
+from trajscale.kernels import _numba_pairs  # imported as preload_kernels does; compiled on first call
 sys.path.insert(0, {bench_dir!r})
 from analyses import rgyr, dist_array
 preload_kernels()

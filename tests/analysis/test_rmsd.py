@@ -144,16 +144,13 @@ def test_worker_error_names_frames(adk_vacuum, tmp_path, adk_vacuum_h5md):
         ts.run(ts.RMSD(select="all"), adk_vacuum[0], str(bad), executor="processes", n_workers=2, n_tasks=4)
 
 
-@pytest.mark.parametrize("compiled", [True, False])
-def test_weighted_group_rmsd_equals_mdanalysis_rmsd(monkeypatch, compiled):
-    """Groups moved by a fit on other atoms: numba kernel and NumPy fallback against
+def test_weighted_group_rmsd_equals_mdanalysis_rmsd():
+    """Groups moved by a fit on other atoms: the compiled kernel against
     MDAnalysis's rms.rmsd(weights=..., center=False, superposition=False)."""
     from MDAnalysis.analysis.rms import rmsd
 
     from trajscale.kernels import superpose
 
-    if not compiled:
-        monkeypatch.setattr(superpose, "_compiled", lambda: None)
     rng = np.random.default_rng(3)
     fit_ref = rng.normal(size=(30, 3)) * 4
     group_ref = rng.normal(size=(12, 3)) * 4

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from MDAnalysis.lib.distances import calc_bonds, distance_array
 from MDAnalysis.lib.mdamath import triclinic_vectors as mda_vectors
 
@@ -20,11 +19,8 @@ def boxes(rng, n):
     return out
 
 
-@pytest.mark.parametrize("compiled", [True, False])
-def test_distances_equal_mdanalysis(monkeypatch, compiled):
+def test_distances_equal_mdanalysis():
     rng = np.random.default_rng(7)
-    if not compiled:
-        monkeypatch.setattr(geometry, "_numba", lambda: None)
     dims = boxes(rng, 6)
     a = rng.uniform(-50, 90, (6, 17, 3)).astype(np.float32)
     b = rng.uniform(-50, 90, (6, 23, 3)).astype(np.float32)
@@ -44,13 +40,10 @@ def test_triclinic_vectors_equal_mdanalysis():
         np.testing.assert_allclose(ours[f], mda_vectors(dims[f]), rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("compiled", [True, False])
-def test_radius_of_gyration_and_moments_equal_mdanalysis_and_numpy(monkeypatch, compiled):
-    """The numba kernels (float32 read as is) against MDAnalysis's radius_of_gyration and float64 NumPy."""
+def test_radius_of_gyration_and_moments_equal_mdanalysis_and_numpy():
+    """The compiled kernels (float32 read as is) against MDAnalysis's radius_of_gyration and float64 NumPy."""
     import MDAnalysis as mda
 
-    if not compiled:
-        monkeypatch.setattr(geometry, "_numba", lambda: None)
     rng = np.random.default_rng(9)
     x = rng.uniform(-40, 60, (7, 50, 3)).astype(np.float32)
     masses = rng.uniform(1, 32, 50)
@@ -65,3 +58,38 @@ def test_radius_of_gyration_and_moments_equal_mdanalysis_and_numpy(monkeypatch, 
     x64 = x.astype(np.float64)
     np.testing.assert_allclose(mean, x64.mean(axis=0), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(m2, ((x64 - x64.mean(axis=0)) ** 2).sum(axis=0), rtol=1e-10)
+
+
+def test_geometry_kernels_take_float64_non_contiguous_and_big_endian_arrays():
+    """Converted once by the wrappers: the same numbers as native contiguous input (float64 read as float64)."""
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-40, 60, (6, 40, 3))
+    masses = rng.uniform(1, 32, 40)
+    dims = boxes(rng, 6)
+    want = (geometry.radius_of_gyration(x, masses), *geometry.frame_moments(x),
+            geometry.distance_arrays(x, x[:, :9], dims), geometry.pair_distances(x, x[:, ::-1], dims))
+    wide = np.zeros((6, 40, 5))
+    wide[..., 1:4] = x
+    cases = {"big-endian": x.astype(">f8"), "strided": wide[..., 1:4], "Fortran": np.asfortranarray(x)}
+    for name, arr in cases.items():
+        got = (geometry.radius_of_gyration(arr, masses.astype(">f8")), *geometry.frame_moments(arr),
+               geometry.distance_arrays(arr, arr[:, :9], dims), geometry.pair_distances(arr, arr[:, ::-1], dims))
+        for g, w in zip(got, want):
+            assert np.array_equal(g, w), name
+    ints = np.rint(x).astype(np.int32)   # any other dtype: float64
+    assert np.array_equal(geometry.frame_moments(ints)[1], geometry.frame_moments(np.rint(x))[1])
+    # float32 is read as float32 (not widened first), which the float64 reference matches to float32 rounding
+    np.testing.assert_allclose(geometry.radius_of_gyration(x.astype(np.float32), masses), want[0], rtol=1e-6)
+
+
+def test_geometry_kernels_refuse_shapes_they_cannot_read():
+    import pytest
+
+    from trajscale.kernels import _geometry
+
+    with pytest.raises(ValueError, match="masses for coordinates"):
+        _geometry.radius_of_gyration(np.zeros((2, 5, 3)), np.ones(4))
+    with pytest.raises(TypeError, match="No matching signature"):   # float32 or float64 only
+        _geometry.frame_moments(np.zeros((2, 5, 3), np.int64))
+    with pytest.raises(ValueError, match="Big-endian"):
+        _geometry.frame_moments(np.zeros((2, 5, 3), ">f8"))

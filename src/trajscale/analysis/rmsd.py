@@ -10,7 +10,7 @@ import numpy as np
 
 from ..block import Block
 from ..errors import ConfigError, FrameRangeError, SelectionError
-from ..kernels.superpose import Reference, preload_kernels, rmsd_after_transform, superpose_rmsd
+from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
 from ..sources.selection import select_atoms
 from .base import Analysis, Prepared, check_finite, finite_frames
 
@@ -212,7 +212,7 @@ class RMSD(Analysis):
     def map(self, block: Block, prep: Prepared) -> dict:
         s: RMSDState = prep.state
         x = block.positions[:, s.fit]
-        if not s.groups and isinstance(s.fit, slice) and preload_kernels():
+        if not s.groups and isinstance(s.fit, slice):
             # The fit is every atom read, and the compiled kernel gives NaN exactly for frames
             # with a non-finite coordinate: no separate pass over the block when there is none.
             r = superpose_rmsd(x, s.ref)

@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 #: Modules a forkserver imports once, so that each worker forked from it starts in milliseconds.
 #: ``_forkserver`` first: it blocks SIGINT in the forkserver before anything else is imported there.
 FORKSERVER_PRELOAD = ["trajscale.executors._forkserver", "trajscale.executors.base", "trajscale.executors.startup",
-                      "trajscale.kernels._numba_superpose"]
+                      "trajscale.kernels.superpose"]
 
 # Folder where each worker notes the task it is running (one small file per
 # pid), so that a pool broken by a dying worker can say which frames were lost.

@@ -3,7 +3,8 @@
 Every function takes whole blocks ``(F, N, 3)`` and boxes ``(F, 6)`` (MDAnalysis's
 ``[a, b, c, alpha, beta, gamma]``; all zeros = no box) and works in float64.
 Distances are batched over the block's frames (NumPy for unboxed and
-orthorhombic frames, a numba kernel for triclinic ones).
+orthorhombic frames, a compiled kernel for triclinic ones: ``_geometry.pyx``,
+built with the package, as are the radius of gyration and per-atom moments).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import importlib
 
 import numpy as np
 
-_IMAGES = np.array([(i, j, k) for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)], dtype=np.float64)
+from . import _geometry
 
 
 def triclinic_vectors(dims: np.ndarray) -> np.ndarray:
@@ -75,26 +76,20 @@ def _wrap(x: np.ndarray, h: np.ndarray) -> np.ndarray:
     return np.einsum("fni,fij->fnj", frac, h)
 
 
-def _shortest_image(d: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """Length of the shortest of the 27 images of each vector in ``d`` (F, ..., 3) (NumPy fallback)."""
-    best = np.full(d.shape[:-1], np.inf)
-    for shift in np.einsum("si,fij->fsj", _IMAGES, h).transpose(1, 0, 2):
-        cand = d + shift.reshape((len(h),) + (1,) * (d.ndim - 2) + (3,))
-        np.minimum(best, (cand * cand).sum(axis=-1), out=best)
-    return np.sqrt(best)
-
-
 @functools.cache
 def _numba_module(name: str):
-    """A numba kernel module of this package, or None where numba is not installed."""
+    """A numba kernel module of this package, or None where numba is not installed (for ``pairs``)."""
     try:
         return importlib.import_module(f"{__package__}.{name}")
     except ImportError:
         return None
 
 
-def _numba():
-    return _numba_module("_numba_geometry")
+def _native(x: np.ndarray) -> np.ndarray:
+    """``x`` as native-endian C-contiguous float32 or float64 (float32 is not widened), copied only if needed."""
+    x = np.asarray(x)
+    dtype = x.dtype if x.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+    return np.ascontiguousarray(x, dtype=dtype.newbyteorder("="))
 
 
 def _distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None, pairs: bool) -> np.ndarray:
@@ -129,14 +124,11 @@ def _distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None, pairs: boo
     if tric.any():
         h = np.ascontiguousarray(vec[tric])
         aw, bw = _wrap(a[tric], h), _wrap(b[tric], h)
-        k = _numba()
-        if k is not None:
-            got = (k.triclinic_pairs if pairs else k.triclinic_arrays)(aw, bw, h, safe_radius2(h))
-            if tric.all():
-                return got   # every frame triclinic (a GROMACS dodecahedron): no second (F, N, M) copy
-            out[tric] = got
-        else:
-            out[tric] = _shortest_image(aw - bw if pairs else aw[:, :, None, :] - bw[:, None, :, :], h)
+        kernel = _geometry.triclinic_pairs if pairs else _geometry.triclinic_arrays
+        got = kernel(np.ascontiguousarray(aw), np.ascontiguousarray(bw), h, safe_radius2(h))
+        if tric.all():
+            return got   # every frame triclinic (a GROMACS dodecahedron): no second (F, N, M) copy
+        out[tric] = got
     return out
 
 
@@ -159,34 +151,19 @@ def centre_of_mass(x: np.ndarray, masses: np.ndarray | None = None) -> np.ndarra
 def radius_of_gyration(x: np.ndarray, masses: np.ndarray) -> np.ndarray:
     """(F,) mass-weighted radius of gyration, as ``AtomGroup.radius_of_gyration()`` (no wrapping).
 
-    numba: one compiled pass per frame over the block as read (float32 is not
-    copied to float64: the NumPy route's (F, N, 3) temporaries cost 30x the kernel).
+    Compiled: two passes per frame over the block as read (float32 is not copied
+    to float64: NumPy's (F, N, 3) temporaries cost 30x the kernel).
     """
-    m = np.asarray(masses, np.float64)
-    x = np.asarray(x)
-    k = _numba()
-    if k is not None and x.dtype in (np.float32, np.float64):
-        return k.radius_of_gyration(np.ascontiguousarray(x), m)
-    com = centre_of_mass(x, m)
-    rc = np.asarray(x, np.float64) - com[:, None, :]
-    return np.sqrt(np.einsum("n,fn->f", m, (rc * rc).sum(axis=-1)) / m.sum())
+    return _geometry.radius_of_gyration(_native(x), np.ascontiguousarray(masses, dtype=np.float64))
 
 
 def frame_moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean (N, 3) and sum of squared deviations from it (N, 3) over the frames of (F, N, 3), in float64.
 
-    numba: two passes over the coordinates as read (float32 stays float32 in memory);
-    NumPy's route makes three (F, N, 3) float64 temporaries (9 s for 2,000 frames of
-    47,681 atoms, 30x the kernel).
+    Compiled: two passes over the coordinates as read (float32 stays float32 in memory;
+    NumPy would make three (F, N, 3) float64 temporaries, 30x the kernel's time).
     """
-    x = np.asarray(x)
-    k = _numba()
-    if k is not None and x.dtype in (np.float32, np.float64):
-        return k.frame_moments(np.ascontiguousarray(x))
-    x = x.astype(np.float64, copy=False)
-    mean = x.mean(axis=0)
-    d = x - mean
-    return mean, np.einsum("fnk,fnk->nk", d, d)
+    return _geometry.frame_moments(_native(x))
 
 
 def apply_fit(x: np.ndarray, rotation: np.ndarray, mobile_com: np.ndarray, ref_com: np.ndarray) -> np.ndarray:

@@ -4,7 +4,7 @@ RMSD alone (the common case): one compiled pass per frame accumulates the
 centre, norm and covariance with the prepared reference, and QCP (Theobald's
 quaternion characteristic polynomial, as MDAnalysis and MDTraj) gives the
 largest eigenvalue by Newton's method: no SVD, no second pass over the atoms
-(``_numba_superpose.qcp_rmsd``).
+(``_superpose.qcp_rmsd``, vectorised with SSE2/AVX in ``csrc/qcp_sums.h``).
 
 With the rotation (group selections moved by the fit), batched Kabsch: for every frame f, the weighted covariance ``H_f = Xc_f^T W Yc``
 (3x3) is accumulated by a compiled loop, then one stacked SVD call decomposes
@@ -13,18 +13,19 @@ and the rotation ``R_f = U diag(1, 1, d) V^T`` maps centred mobile rows onto
 the reference (``Xc @ R ~ Yc``), the convention of MDAnalysis's QCP rotation.
 
 Everything is float64, and every frame is summed in the same fixed order by
-numba loops, so a frame's numbers do not depend on which other frames share
-its block: results are bit-identical for any split of the trajectory.
-(NumPy's matmul/einsum pick kernels by array shape, which changes the last
-bit.)  Without numba a NumPy fallback gives the same values to ~1e-15.
+the compiled loops (Cython, built with the package), so a frame's numbers do
+not depend on which other frames share its block: results are bit-identical
+for any split of the trajectory. (NumPy's matmul/einsum pick kernels by array
+shape, which changes the last bit.)
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
+
+from . import _superpose
 
 
 def normalized_weights(weights: np.ndarray | None, n_atoms: int) -> np.ndarray:
@@ -35,25 +36,27 @@ def normalized_weights(weights: np.ndarray | None, n_atoms: int) -> np.ndarray:
     return w / w.sum()
 
 
-@functools.cache
-def _compiled():
-    """The numba kernels (loaded from their on-disk cache), or None without numba."""
-    try:
-        from . import _numba_superpose as k
-    except ImportError:
-        return None
-    return k.covariance, k.moved_rmsd, k.qcp_rmsd
-
-
 def preload_kernels() -> bool:
-    """Load the compiled kernels now rather than in the first task; False without numba."""
-    return _compiled() is not None
+    """The compiled kernels are imported with this module (ahead-of-time built): nothing left to load."""
+    return True
 
 
-def _covariance_numpy(x, w, yc):
-    com = np.einsum("n,fnk->fk", w, x)
-    xc = x - com[:, None, :]
-    return com, np.einsum("fni,nj->fij", xc * w[:, None], yc), np.einsum("fnk,fnk,n->f", xc, xc, w)
+def _frames32(x) -> np.ndarray:
+    """(F, N, 3) native float32 with each frame C-contiguous: as given when it is, else one converted copy."""
+    x = np.asarray(x)
+    if x.ndim != 3 or x.shape[2] != 3:
+        raise ValueError(f"coordinates must be (frames, atoms, 3), got shape {x.shape}")
+    if x.dtype == np.float32 and x.dtype.isnative and x.strides[2] == 4 and (x.shape[1] < 2 or x.strides[1] == 12):
+        return x
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def _f64(a, ndim: int) -> np.ndarray:
+    """Native float64, C-contiguous (converted once if not)."""
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    if a.ndim != ndim:
+        raise ValueError(f"expected a {ndim}-dimensional array, got shape {a.shape}")
+    return a
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class Reference:
     weights: np.ndarray    # (N,) summing to 1
     com: np.ndarray        # (3,) weighted centre
     centred: np.ndarray    # (N, 3) float64, C-contiguous
+    grouped: np.ndarray    # (ceil(N / 4), 3, 4) the same in groups of 4 atoms, zero-padded (the QCP pass's layout)
     norm: float            # sum_a w_a |y_a - com|^2
     wsum: np.ndarray       # (3,) sum_a w_a (y_a - com): zero up to rounding
     uniform: bool          # all weights 1/N
@@ -86,7 +90,10 @@ class Reference:
         com = (wc[:, None] * y).sum(axis=0)
         yc = np.ascontiguousarray(y - com)
         uniform = weights is None or bool(np.all(w == w[0]))
-        return cls(w, com, yc, float((w * (yc * yc).sum(axis=1)).sum()), w @ yc, uniform)
+        groups = np.zeros((-(-len(yc) // 4) * 4, 3))
+        groups[:len(yc)] = yc
+        groups = np.ascontiguousarray(groups.reshape(-1, 4, 3).transpose(0, 2, 1))
+        return cls(w, com, yc, groups, float((w * (yc * yc).sum(axis=1)).sum()), w @ yc, uniform)
 
 
 def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray | Reference, weights: np.ndarray | None = None,
@@ -110,18 +117,18 @@ def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray | Reference, weight
     (rotation (F, 3, 3), mobile_com (F, 3), ref_com (3,)) if ``want_rotation``
     """
     ref = reference if isinstance(reference, Reference) else Reference.of(reference, weights)
+    if not want_rotation:   # QCP: no rotation needed, no SVD
+        x = _frames32(mobile)
+        if x.shape[1] != len(ref.weights):
+            raise ValueError(f"{x.shape[1]} mobile atoms for a reference of {len(ref.weights)}")
+        return _superpose.qcp_rmsd(x, ref.weights, ref.grouped, ref.wsum, ref.norm, ref.uniform)
     x = np.ascontiguousarray(mobile, dtype=np.float32)
-    kernels = _compiled()
-    if kernels and not want_rotation:   # QCP: no rotation needed, no SVD
-        return kernels[2](x, ref.weights, ref.centred, ref.wsum, ref.norm, ref.uniform)
-    x_com, h, e0 = (kernels[0] if kernels else _covariance_numpy)(x, ref.weights, ref.centred)
+    x_com, h, e0 = _superpose.covariance(x, ref.weights, ref.centred)
     u, s, vt = np.linalg.svd(h)
     d = np.sign(np.linalg.det(u) * np.linalg.det(vt))
     d[d == 0] = 1.0
     msd = e0 + ref.norm - 2.0 * (s[:, 0] + s[:, 1] + d * s[:, 2])
     rmsd = np.sqrt(np.maximum(msd, 0.0))
-    if not want_rotation:
-        return rmsd
     u[:, :, 2] *= d[:, None]
     rot = np.einsum("fij,fjk->fik", u, vt)
     return rmsd, rot, x_com, ref.com
@@ -135,12 +142,5 @@ def rmsd_after_transform(mobile: np.ndarray, reference: np.ndarray, rotation: np
     With ``weights`` (M,), ``sqrt(sum w |d|^2 / sum w)`` (MDAnalysis's ``rmsd(..., weights)``).
     """
     x = np.ascontiguousarray(mobile, dtype=np.float32)
-    ref = np.ascontiguousarray(reference, dtype=np.float64)
-    w = np.ones(x.shape[1]) if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
-    kernels = _compiled()
-    if kernels:
-        return kernels[1](x, np.ascontiguousarray(rotation), np.ascontiguousarray(mobile_com),
-                          np.ascontiguousarray(ref_com, dtype=np.float64), ref, w)
-    moved = np.einsum("fmi,fij->fmj", x - mobile_com[:, None, :], rotation) + ref_com
-    diff = moved - ref
-    return np.sqrt(np.einsum("fmk,fmk,m->f", diff, diff, w) / w.sum())
+    w = np.ones(x.shape[1]) if weights is None else _f64(weights, 1)
+    return _superpose.moved_rmsd(x, _f64(rotation, 3), _f64(mobile_com, 2), _f64(ref_com, 1), _f64(reference, 2), w)

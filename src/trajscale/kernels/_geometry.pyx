@@ -1,0 +1,221 @@
+# cython: language_level=3
+"""Compiled loops behind :mod:`trajscale.kernels.geometry` (Cython, built ahead of time).
+
+Minimum-image distances in triclinic boxes, radius of gyration and per-atom moments over
+frames.  Each kernel takes typed, native-endian, C-contiguous arrays (the wrappers in
+``geometry.py`` convert once per call), runs with the GIL released in chunks of frames
+and checks for signals (Ctrl-C) between chunks.  Every frame is summed in atom order.
+"""
+
+import numpy as np
+
+from cpython.exc cimport PyErr_CheckSignals
+from cython cimport floating
+from libc.math cimport rint, sqrt, INFINITY
+
+# Work per GIL-free chunk (pairs or atoms: a few milliseconds), then a signal check.
+cdef Py_ssize_t CHUNK = 1 << 21
+
+
+cdef inline Py_ssize_t _chunk(Py_ssize_t per_frame) noexcept nogil:
+    return max(1, CHUNK // max(per_frame, 1))
+
+
+cdef void _image_shifts(const double *h, double *out) noexcept nogil:
+    """The 27 lattice vectors ix a + iy b + iz c (ix, iy, iz in -1, 0, 1) of one box (rows of ``h``, 3 x 3),
+    as three rows of 28 (x, y, z; the 28th repeats the first, so that the loops run in fours)."""
+    cdef int s = 0, ix, iy, iz, k
+    for ix in range(-1, 2):
+        for iy in range(-1, 2):
+            for iz in range(-1, 2):
+                for k in range(3):
+                    out[28 * k + s] = ix * h[k] + iy * h[3 + k] + iz * h[6 + k]
+                s += 1
+    for k in range(3):
+        out[28 * k + 27] = out[28 * k]
+
+
+cdef inline double _shortest(double dx, double dy, double dz, const double *h, double safe2,
+                             const double *shifts) noexcept nogil:
+    """Length of the shortest of the 27 images of (dx, dy, dz) (MDAnalysis's 27: wrapped differences).
+
+    Shortcut: a vector shorter than half the box's smallest perpendicular width is the shortest
+    of all its images (any other differs by a lattice vector at least that long), so when
+    (dx, dy, dz) or its image nearest in box coordinates is below ``safe2`` (that half width
+    squared, less a margin), it is the one the 27-image loop would pick: return it at once.
+    """
+    cdef double d2 = dx * dx + dy * dy + dz * dz, n, rx, ry, rz, r0, r1, r2, c
+    cdef double lens[28]
+    cdef double m[4]
+    cdef int s, l
+    if d2 < safe2:
+        return sqrt(d2)
+    # The image nearest in box coordinates (rows c, b, a of the lower-triangular box) is, when
+    # short enough, the same shortest image, for pairs split by the box's faces.
+    n = rint(dz / h[8])
+    rz = dz - n * h[8]
+    ry = dy - n * h[7]
+    rx = dx - n * h[6]
+    n = rint(ry / h[4])
+    ry = ry - n * h[4]
+    rx = rx - n * h[3]
+    rx -= rint(rx / h[0]) * h[0]
+    d2 = rx * rx + ry * ry + rz * rz
+    if d2 < safe2:
+        return sqrt(d2)
+    # All 27 images (a loop the compiler vectorises), then their minimum in four interleaved
+    # chains: the minimum of the same numbers whatever the order, so the same bits.
+    for s in range(28):
+        r0 = dx + shifts[s]
+        r1 = dy + shifts[28 + s]
+        r2 = dz + shifts[56 + s]
+        lens[s] = r0 * r0 + r1 * r1 + r2 * r2
+    m[0] = m[1] = m[2] = m[3] = INFINITY
+    for s in range(0, 28, 4):
+        for l in range(4):
+            c = lens[s + l]
+            if c < m[l]:
+                m[l] = c
+    if m[1] < m[0]:
+        m[0] = m[1]
+    if m[3] < m[2]:
+        m[2] = m[3]
+    if m[2] < m[0]:
+        m[0] = m[2]
+    return sqrt(m[0])
+
+
+def _check_boxes(a, b, h, safe2):
+    if a.shape[0] != b.shape[0] or h.shape[0] != a.shape[0] or safe2.shape[0] != a.shape[0]:
+        raise ValueError(f"{a.shape[0]} frames of a, {b.shape[0]} of b, {h.shape[0]} boxes, "
+                         f"{safe2.shape[0]} safe radii")
+    if a.shape[2] != 3 or b.shape[2] != 3 or h.shape[1] != 3 or h.shape[2] != 3:
+        raise ValueError("coordinates must be (frames, atoms, 3) and boxes (frames, 3, 3)")
+
+
+def triclinic_arrays(const double[:, :, ::1] a, const double[:, :, ::1] b, const double[:, :, ::1] h,
+                     const double[::1] safe2):
+    """(F, N, M) distances between wrapped ``a`` (F, N, 3) and ``b`` (F, M, 3) in boxes ``h`` (F, 3, 3).
+
+    ``safe2`` (F,): squared half of each box's smallest perpendicular width (see ``_shortest``).
+    """
+    _check_boxes(a, b, h, safe2)
+    cdef Py_ssize_t n_frames = a.shape[0], n = a.shape[1], m = b.shape[1], f, f0, f1, i, j
+    out_a = np.empty((n_frames, n, m))
+    cdef double[:, :, ::1] out = out_a
+    cdef double shifts[84]
+    cdef const double *hf
+    f0 = 0
+    while f0 < n_frames:
+        f1 = min(n_frames, f0 + _chunk(n * m))
+        with nogil:
+            for f in range(f0, f1):
+                hf = &h[f, 0, 0]
+                _image_shifts(hf, shifts)
+                for i in range(n):
+                    for j in range(m):
+                        out[f, i, j] = _shortest(a[f, i, 0] - b[f, j, 0], a[f, i, 1] - b[f, j, 1],
+                                                 a[f, i, 2] - b[f, j, 2], hf, safe2[f], shifts)
+        PyErr_CheckSignals()
+        f0 = f1
+    return out_a
+
+
+def triclinic_pairs(const double[:, :, ::1] a, const double[:, :, ::1] b, const double[:, :, ::1] h,
+                    const double[::1] safe2):
+    """(F, N) distances between wrapped row i of ``a`` and row i of ``b`` (F, N, 3) in boxes ``h``."""
+    _check_boxes(a, b, h, safe2)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"pairs need as many atoms in a ({a.shape[1]}) as in b ({b.shape[1]})")
+    cdef Py_ssize_t n_frames = a.shape[0], n = a.shape[1], f, f0, f1, i
+    out_a = np.empty((n_frames, n))
+    cdef double[:, ::1] out = out_a
+    cdef double shifts[84]
+    cdef const double *hf
+    f0 = 0
+    while f0 < n_frames:
+        f1 = min(n_frames, f0 + _chunk(n))
+        with nogil:
+            for f in range(f0, f1):
+                hf = &h[f, 0, 0]
+                _image_shifts(hf, shifts)
+                for i in range(n):
+                    out[f, i] = _shortest(a[f, i, 0] - b[f, i, 0], a[f, i, 1] - b[f, i, 1],
+                                          a[f, i, 2] - b[f, i, 2], hf, safe2[f], shifts)
+        PyErr_CheckSignals()
+        f0 = f1
+    return out_a
+
+
+def radius_of_gyration(const floating[:, :, ::1] x, const double[::1] masses):
+    """(F,) mass-weighted radius of gyration of (F, N, 3) coordinates, float64 sums, two passes per frame."""
+    cdef Py_ssize_t n_frames = x.shape[0], n = x.shape[1], f, f0, f1, i
+    if x.shape[2] != 3 or masses.shape[0] != n:
+        raise ValueError(f"{masses.shape[0]} masses for coordinates of shape {tuple(x.shape)}")
+    out_a = np.empty(n_frames)
+    cdef double[::1] out = out_a
+    cdef double total = 0.0, cx, cy, cz, m, dx, dy, dz, s
+    for i in range(n):
+        total += masses[i]
+    f0 = 0
+    while f0 < n_frames:
+        f1 = min(n_frames, f0 + _chunk(2 * n))
+        with nogil:
+            for f in range(f0, f1):
+                cx = cy = cz = 0.0
+                for i in range(n):
+                    m = masses[i]
+                    cx += m * x[f, i, 0]
+                    cy += m * x[f, i, 1]
+                    cz += m * x[f, i, 2]
+                cx /= total
+                cy /= total
+                cz /= total
+                s = 0.0
+                for i in range(n):
+                    dx = x[f, i, 0] - cx
+                    dy = x[f, i, 1] - cy
+                    dz = x[f, i, 2] - cz
+                    s += masses[i] * (dx * dx + dy * dy + dz * dz)
+                out[f] = sqrt(s / total)
+        PyErr_CheckSignals()
+        f0 = f1
+    return out_a
+
+
+def frame_moments(const floating[:, :, ::1] x):
+    """Mean (N, 3) and summed squared deviations (N, 3) over the frames of (F, N, 3), float64, two passes."""
+    cdef Py_ssize_t n_frames = x.shape[0], n = x.shape[1], f, f0, f1, i, k
+    if x.shape[2] != 3:
+        raise ValueError(f"coordinates must be (frames, atoms, 3), got shape {tuple(x.shape)}")
+    mean_a = np.zeros((n, 3))
+    m2_a = np.zeros((n, 3))
+    cdef double[:, ::1] mean = mean_a, m2 = m2_a
+    cdef double d, inv
+    cdef Py_ssize_t step = _chunk(n)
+    f0 = 0
+    while f0 < n_frames:
+        f1 = min(n_frames, f0 + step)
+        with nogil:
+            for f in range(f0, f1):
+                for i in range(n):
+                    for k in range(3):
+                        mean[i, k] += x[f, i, k]
+        PyErr_CheckSignals()
+        f0 = f1
+    inv = max(n_frames, 1)
+    for i in range(n):
+        for k in range(3):
+            mean[i, k] /= inv
+    f0 = 0
+    while f0 < n_frames:
+        f1 = min(n_frames, f0 + step)
+        with nogil:
+            for f in range(f0, f1):
+                for i in range(n):
+                    for k in range(3):
+                        d = x[f, i, k] - mean[i, k]
+                        m2[i, k] += d * d
+        PyErr_CheckSignals()
+        f0 = f1
+    return mean_a, m2_a
