@@ -65,7 +65,7 @@ def bench_rdf(args) -> None:
     cube[:, :3] = np.cbrt(np.abs(np.linalg.det(pairs.triclinic_vectors(dims))))[:, None]
     cube[:, 3:] = 90.0
     for name, d in (("dodecahedron", dims), ("cubic", cube)):
-        t = best_of(lambda: pairs.rdf_histogram(sub, i1, i2, d, 15.0, edges), args.repeat)
+        t = best_of(lambda d=d: pairs.rdf_histogram(sub, i1, i2, d, 15.0, edges), args.repeat)
         print(f"rdf 276x276 {name:<14} {args.frames} frames  {t * 1e3:9.1f} ms  {t / args.frames * 1e6:8.1f} us/frame")
 
 

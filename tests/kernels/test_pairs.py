@@ -10,7 +10,6 @@ from MDAnalysis.lib.mdamath import triclinic_vectors as mda_vectors
 from trajscale.kernels import geometry, pairs
 
 
-
 def histogram(a, b, dims, cutoff, edges, exclusion=None):
     """The kernel on selections a, b given as one block (atoms of a, then of b)."""
     x = np.concatenate([a, b], axis=1)
@@ -126,11 +125,11 @@ def test_other_dtypes_layouts_and_byte_orders_count_alike():
         pairs.rdf_histogram(x[..., :2], i1, i2, dims, 12.0, edges)
 
 
-def _run_python(code: str, **kw):
+def _run_python(code: str):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, **kw)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
 
 def test_an_rdf_run_goes_through_the_built_extension_without_numba():
@@ -149,7 +148,7 @@ def test_an_rdf_run_goes_through_the_built_extension_without_numba():
             "k = sys.modules.get('trajscale.kernels._pairs')\n"
             "print(k is not None and k.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)), "
             "len(calls))\nprint(*r.count.astype(int).tolist())")
-    out = _run_python(code, check=True).stdout.splitlines()
+    out = _run_python(code).stdout.splitlines()
     assert out[0].split() == ["True", "0"]
     u = Universe(D.TPR, D.XTC)
     ref = InterRDF(u.select_atoms(sel1), u.select_atoms(sel2), range=(0, 10)).run().results.count
