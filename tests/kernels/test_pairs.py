@@ -21,7 +21,7 @@ def reference(a, b, dims, cutoff, edges, exclusion=None):
     """InterRDF._single_frame's counts, summed over frames."""
     out = np.zeros(len(edges) - 1)
     for f in range(len(a)):
-        p, d = capped_distance(a[f], b[f], cutoff, box=dims[f])
+        p, d = capped_distance(a[f], b[f], cutoff, box=dims[f] if dims[f].any() else None)   # as rdf.py
         if exclusion is not None:
             d = d[p[:, 0] // exclusion[0] != p[:, 1] // exclusion[1]]
         out += np.histogram(d, bins=len(edges) - 1, range=(edges[0], edges[-1]))[0]
@@ -73,11 +73,64 @@ def test_rdf_counts_on_bin_edges_and_cutoff():
     np.testing.assert_array_equal(got, reference(a, b, dims, 4.0, edges))
 
 
-def test_frames_without_box_are_left_to_the_caller():
-    a = np.zeros((2, 12, 3), np.float32)
-    dims = np.array([[30, 30, 30, 90, 90, 90], [0, 0, 0, 0, 0, 0]], np.float32)
+@pytest.mark.parametrize("cutoff", [6.0, 13.0])   # MDAnalysis's pseudo-box grid, and brute force (> 0.3 span)
+@pytest.mark.parametrize("offset", [0.0, 537.25])   # far from the origin: the pseudo-box's shift rounds
+def test_frames_without_a_box_count_as_capped_distance_without_one(cutoff, offset):
+    rng = np.random.default_rng(21)
+    a = (offset + rng.uniform(-20, 20, (3, 150, 3))).astype(np.float32)
+    b = (offset + rng.uniform(-20, 20, (3, 700, 3))).astype(np.float32)
+    dims = np.zeros((3, 6), np.float32)
+    dims[1] = BOXES["orthorhombic"]   # a frame with a box between two without
+    edges = np.histogram_bin_edges(np.empty(0), bins=37, range=(0.5, cutoff))
+    got, done = histogram(a, b, dims, cutoff, edges)
+    assert done.all()
+    ref = reference(a, b, dims, cutoff, edges)
+    assert ref.sum() > 1000
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("cutoff", [1.8, 4.0])   # grid search, and brute force (> 0.3 span)
+def test_frames_without_a_box_on_bin_edges(cutoff):
+    """Lattice distances on bin edges and on the cut-off: which side a pair falls depends on the
+    rounding of MDAnalysis's shifted coordinates (grid) or of the plain differences (brute force)."""
+    steps = np.arange(0, 12.1, 0.3 if cutoff < 3 else 0.9)
+    grid = np.stack(np.meshgrid(steps, steps, steps, indexing="ij"), -1).reshape(1, -1, 3) + 1.7
+    b = grid.astype(np.float32)
+    a = b[:, ::41]
+    dims = np.zeros((1, 6), np.float32)
+    edges = np.histogram_bin_edges(np.empty(0), bins=12, range=(0.0, cutoff))
+    got, done = histogram(a, b, dims, cutoff, edges)
+    assert done.all()
+    np.testing.assert_array_equal(got, reference(a, b, dims, cutoff, edges))
+
+
+def test_an_rdf_of_a_run_without_a_box_is_interrdfs(adk_vacuum, adk_vacuum_h5md, monkeypatch):
+    """AdK in vacuum (no box in any frame): the kernel counts every frame (MDAnalysis's search is
+    never called) and the counts are InterRDF's."""
+    import MDAnalysis.lib.distances as mda_distances
+    from MDAnalysis import Universe
+    from MDAnalysis.analysis.rdf import InterRDF
+
+    import trajscale as ts
+
+    u = Universe(*adk_vacuum)
+    ca = u.select_atoms("name CA")
+    assert u.dimensions is None
+    ref = InterRDF(ca, ca, nbins=60, range=(0.0, 15.0), exclusion_block=(1, 1), norm="none").run().results.count
+    calls = []
+    capped = mda_distances.capped_distance
+    monkeypatch.setattr(mda_distances, "capped_distance", lambda *a, **k: calls.append(1) or capped(*a, **k))
+    r = ts.run(ts.RDF("name CA", "name CA", nbins=60, range=(0.0, 15.0), exclusion_block=(1, 1), norm="none"),
+               adk_vacuum[0], adk_vacuum_h5md)
+    assert not calls and ref.sum() > 1000
+    np.testing.assert_array_equal(r.count, ref)
+
+
+def test_frames_with_an_invalid_box_are_left_to_the_caller():
+    a = np.zeros((3, 12, 3), np.float32)
+    dims = np.array([[30, 30, 30, 90, 90, 90], [0, 0, 0, 0, 0, 0], [30, 30, 30, 0, 0, 0]], np.float32)
     _, done = histogram(a, a, dims, 5.0, np.linspace(0, 5, 6))
-    assert done.tolist() == [True, False]
+    assert done.tolist() == [True, True, False]
 
 
 def test_box_vectors_equal_mdanalysis_bit_for_bit():

@@ -251,6 +251,8 @@ cdef struct Frame:
     const float* box        # (9,) box vectors
     const float* dims       # (6,)
     bint tric, bf
+    bint pbc                # False: no box (MDAnalysis's pseudo-box search: shifted, not wrapped)
+    const float* shift      # (3,) subtracted from the coordinates where not pbc
     int64_t n0, n1, n2
     double safe2
 
@@ -291,21 +293,29 @@ cdef void _frame(const Frame* fr, Search* s) noexcept nogil:
     cdef float* bw = s.bw
     for k in range(9):
         h[k] = box[k]
-    for i in range(na):
-        for k in range(3):
-            aw[3 * i + k] = x[3 * s.i1[i] + k]
-    for j in range(nb):
-        for k in range(3):
-            bw[3 * j + k] = x[3 * s.i2[j] + k]
     for k in range(3):
         lengths[k] = fr.dims[k]
         half[k] = (<float>0.5) * fr.dims[k]
-    if fr.tric:
-        _triclinic_pbc(aw, na, box)
-        _triclinic_pbc(bw, nb, box)
-    else:
-        _ortho_pbc(aw, na, lengths)
-        _ortho_pbc(bw, nb, lengths)
+    if fr.pbc:
+        for i in range(na):
+            for k in range(3):
+                aw[3 * i + k] = x[3 * s.i1[i] + k]
+        for j in range(nb):
+            for k in range(3):
+                bw[3 * j + k] = x[3 * s.i2[j] + k]
+        if fr.tric:
+            _triclinic_pbc(aw, na, box)
+            _triclinic_pbc(bw, nb, box)
+        else:
+            _ortho_pbc(aw, na, lengths)
+            _ortho_pbc(bw, nb, lengths)
+    else:   # _nsgrid_capped without a box: float32 coordinates less the shift, inside the pseudo-box
+        for i in range(na):
+            for k in range(3):
+                aw[3 * i + k] = x[3 * s.i1[i] + k] - fr.shift[k]
+        for j in range(nb):
+            for k in range(3):
+                bw[3 * j + k] = x[3 * s.i2[j] + k] - fr.shift[k]
     # counting sort of b's atoms by cell
     memset(s.start, 0, (ncell + 1) * sizeof(int64_t))
     for j in range(nb):
@@ -372,18 +382,19 @@ cdef void _frame(const Frame* fr, Search* s) noexcept nogil:
                             d2 = 0.0
                             for k in range(3):
                                 v = <double>(x[3 * s.i2[j] + k] - x[3 * s.i1[i] + k])
-                                if lengths[k] > 1.1920929e-07:
+                                if fr.pbc and lengths[k] > 1.1920929e-07:   # no box: plain differences
                                     sc = inv[k] * v
                                     v = lengths[k] * (sc - _round_half_away(sc))
                                 d2 += v * v
-                        else:   # nsgrid, orthorhombic: _minimum_image_ortho_lazy
+                        else:   # nsgrid, orthorhombic: _minimum_image_ortho_lazy (none without a box)
                             d2 = 0.0
                             for k in range(3):
                                 v = <double>(aw[3 * i + k] - bw[3 * j + k])
-                                if v > half[k]:
-                                    v -= lengths[k]
-                                elif v <= -half[k]:
-                                    v += lengths[k]
+                                if fr.pbc:
+                                    if v > half[k]:
+                                        v -= lengths[k]
+                                    elif v <= -half[k]:
+                                        v += lengths[k]
                                 d2 += v * v
                         if fr.bf:
                             d = sqrt(d2)
@@ -401,8 +412,8 @@ cdef void _frame(const Frame* fr, Search* s) noexcept nogil:
 def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t[::1] i2,
                   const int64_t[::1] frames, const float[:, ::1] box9, const float[:, ::1] dims,
                   const uint8_t[::1] triclinic, const uint8_t[::1] brute, const int64_t[:, ::1] ncells,
-                  const double[::1] safe2, double cutoff, const double[::1] edges, int64_t xa, int64_t xb,
-                  int64_t[::1] counts):
+                  const double[::1] safe2, const uint8_t[::1] pbc, const float[:, ::1] shift, double cutoff,
+                  const double[::1] edges, int64_t xa, int64_t xb, int64_t[::1] counts):
     """Add to ``counts`` the histogram of the pairs within ``cutoff`` in each of ``frames``, as ``InterRDF``.
 
     x (F, N, 3) float32 positions of a block; i1, i2: the atoms (indices into x's second axis,
@@ -410,7 +421,9 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     (F, ...): box9 (9,) float32 box vectors (MDAnalysis's ``triclinic_vectors``), dims (6,) float32,
     triclinic and brute (MDAnalysis's box type and method: brute force = ``distance_array``, else
     ``nsgrid``), ncells (3,) (1 where the box is too thin to split), safe2 (squared half smallest
-    width); xa, xb: exclusion block (0: none). The GIL is released; Ctrl-C is looked for every
+    width), pbc (0: a frame without a box, searched as ``capped_distance(box=None)``: box9 and dims
+    hold its orthorhombic pseudo-box, shift (3,) the float32 shift of its coordinates); xa, xb:
+    exclusion block (0: none). The GIL is released; Ctrl-C is looked for every
     ``SLICE`` seconds.
     """
     cdef Search s
@@ -460,6 +473,8 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
                 fr.n1 = ncells[f, 1]
                 fr.n2 = ncells[f, 2]
                 fr.safe2 = safe2[f]
+                fr.pbc = pbc[f]
+                fr.shift = &shift[f, 0]
                 _frame(&fr, &s)
                 q += 1
                 if _now() - t0 > SLICE:
