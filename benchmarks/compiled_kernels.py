@@ -14,7 +14,9 @@ rhombic dodecahedron box), its XTC frames repeated with 0.1 Å noise.
   frames (page cache warm): whole frames, and 4,000 atoms spread over the system
   (runs read into the row buffer, then gathered), GB/s of the frames' bytes.
 
-Prints the best of ``--repeat`` per row. The kernels were numba JIT functions until
+Prints the best of ``--repeat`` per row, in CPU time of this process (user + system:
+one thread, and the page-cache copies of ``pread`` count; other processes on a shared
+machine disturb it less than wall time). The kernels were numba JIT functions until
 issue 23 and are compiled Cython now; the same script measured both.
 """
 
@@ -32,9 +34,9 @@ def best_of(fn, repeat: int) -> float:
     fn()   # warm: page faults, caches (and numba's compilation before issue 23)
     times = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
     return min(times)
 
 

@@ -39,20 +39,20 @@ cdef inline bint _read_all(int fd, char* ptr, int64_t nbytes, int64_t offset) no
     return True
 
 
-cdef inline bint _frame(int fd, int64_t at, const int64_t[:, ::1] runs, const int64_t[::1] index,
-                        float[:, ::1] row, float* dest) noexcept nogil:
-    cdef Py_ssize_t r, k, c
-    cdef bint gather = index.shape[0] > 0
-    cdef char* base = <char*>(&row[0, 0] if gather else dest)
-    for r in range(runs.shape[0]):
-        if not _read_all(fd, base + runs[r, 1] * 12, runs[r, 2] * 12, at + runs[r, 0]):
+cdef inline bint _frame(int fd, int64_t at, const int64_t* runs, Py_ssize_t n_runs, const int64_t* index,
+                        Py_ssize_t n_index, float* row, float* dest) noexcept nogil:
+    """One frame: its runs into ``row`` (or straight into ``dest`` without ``index``), then the gather."""
+    cdef Py_ssize_t r, k
+    cdef const float* src
+    cdef char* base = <char*>(row if n_index else dest)
+    for r in range(n_runs):
+        if not _read_all(fd, base + runs[3 * r + 1] * 12, runs[3 * r + 2] * 12, at + runs[3 * r]):
             return False
-    if gather:
-        for k in range(index.shape[0]):
-            c = index[k]
-            dest[3 * k] = row[c, 0]
-            dest[3 * k + 1] = row[c, 1]
-            dest[3 * k + 2] = row[c, 2]
+    for k in range(n_index):
+        src = row + 3 * index[k]
+        dest[3 * k] = src[0]
+        dest[3 * k + 1] = src[1]
+        dest[3 * k + 2] = src[2]
     return True
 
 
@@ -84,11 +84,15 @@ def pread_gather(int fd, const int64_t[::1] frame_offsets, const int64_t[:, ::1]
         raise ValueError("out must have one atom per index")
     if n == 0 or out.shape[1] == 0:
         return -1
+    cdef const int64_t* runs_p = &runs[0, 0] if runs.shape[0] else NULL
+    cdef const int64_t* index_p = &index[0] if gather else NULL
+    cdef float* row_p = &row[0, 0] if gather else NULL
     while f < n and failed < 0:
         with nogil:
             t0 = _now()
             while f < n:
-                if not _frame(fd, frame_offsets[f], runs, index, row, &out[f, 0, 0]):
+                if not _frame(fd, frame_offsets[f], runs_p, runs.shape[0], index_p, index.shape[0], row_p,
+                              &out[f, 0, 0]):
                     failed = f
                     break
                 f += 1
