@@ -15,7 +15,7 @@ from 1 to 2 workers; and checks that the numbers agree with MDAnalysis's.
 process, the entry written by an earlier run), which removes the TPR parse
 (~1 s, pure-Python XDR in MDAnalysis) that otherwise bounds every short run.
 
-RDF: trajscale searches pairs with its numba cell list (kernels/pairs.py), all
+RDF: trajscale searches pairs with its compiled cell list (kernels/pairs.py), all
 frames of a block in one call, not MDAnalysis's capped_distance per frame: the
 same arithmetic, so the counts are equal, at a fraction of the cost per frame.
 """
@@ -61,7 +61,6 @@ from MDAnalysis.analysis.base import AnalysisFromFunction
 from MDAnalysis.lib.distances import distance_array
 import trajscale as ts
 from trajscale.kernels.superpose import preload_kernels
-from trajscale.kernels import _numba_pairs  # imported as preload_kernels does; compiled on first call
 sys.path.insert(0, {bench_dir!r})
 from analyses import rgyr, dist_array
 preload_kernels()

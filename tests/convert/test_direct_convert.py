@@ -30,8 +30,6 @@ from trajscale.convert.verify import verify
 from trajscale.store.direct_write import DirectWrites
 from trajscale.store.layout import Layout, plan_frames_per_chunk
 
-pytest.importorskip("numba")
-
 
 @pytest.fixture
 def no_segments(monkeypatch):

@@ -58,18 +58,95 @@ def test_water_frames_come_back_as_the_very_same_steps(water_steps):
     assert 0.1 < wide.mean() < 0.4
 
 
-def test_numpy_coder_equals_the_compiled_one(water_steps, monkeypatch):
+def _numpy_encode(codec: Deltas, values: np.ndarray) -> np.ndarray:
+    """The format in NumPy (independent of the compiled coder): steps from the centre, less the
+    reference atom's, int16 modulo 2^16, zigzag, the wide atoms' triples first."""
+    s = np.rint(np.asarray(values, np.float64) / codec.q) - codec.center
+    si = s.astype(np.int32)
+    off = (codec.codes & 3).astype(int)
+    d = si - si[:, np.arange(len(off)) - off]
+    d[:, :1] = si[:, :1]
+    d16 = d.astype(np.int16)
+    z = ((d16 << 1) ^ (d16 >> 15)).view(np.uint16)
+    wide = (codec.codes & 4).astype(bool)
+    return np.concatenate([z[:, wide], z[:, ~wide]], axis=1)
+
+
+def _numpy_decode(codec: Deltas, raw: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`_numpy_encode` in NumPy: un-permute, unzigzag, sum along the references."""
+    wide = (codec.codes & 4).astype(bool)
+    order = np.argsort(~wide, kind="stable")
+    u = raw[:, order.argsort()].astype(np.int32)
+    acc = (u >> 1) ^ -(u & 1)
+    off = (codec.codes & 3).astype(int)
+    for a in range(1, len(off)):          # atom by atom: a reference comes before its atom
+        acc[:, a] += acc[:, a - off[a]]
+    v = acc.astype(np.int16).astype(np.float64) + codec.center
+    return (v * codec.q).astype(np.float32)
+
+
+def test_compiled_coder_equals_numpy(water_steps):
     x = (water_steps[:3] * 0.01).astype(np.float32)
     wide = np.zeros((2, 400, 3), np.float32)    # differences beyond int16, wrapped
     wide[:, ::2], wide[:, 1::2] = -320.004, 319.996
     for values in (x, wide, wide.astype(np.float64)):
         codec = Deltas.plan(values[0], 0.01)
         raw = codec.encode(values)
-        compiled = codec.decode(raw)
-        with monkeypatch.context() as m:
-            m.setattr(codecs, "_numba", lambda: None)
-            np.testing.assert_array_equal(codec.encode(values), raw)
-            np.testing.assert_array_equal(codec.decode(raw), compiled)
+        np.testing.assert_array_equal(raw, _numpy_encode(codec, values))
+        np.testing.assert_array_equal(codec.decode(raw), _numpy_decode(codec, raw))
+
+
+def test_other_layouts_and_dtypes_code_alike(water_steps):
+    """Big-endian, strided and float64 values, strided and big-endian stored rows, a strided ``out``:
+    converted once, the same numbers as C-contiguous native float32."""
+    x = (water_steps[:4, :3000] * 0.01).astype(np.float32)
+    codec = Deltas.plan(x[0], 0.01)
+    raw = codec.encode(x)
+    np.testing.assert_array_equal(raw, _numpy_encode(codec, x))
+    padded = np.zeros((4, 3000, 4), np.float32)
+    padded[..., :3] = x
+    for values in (x.astype(">f4"), padded[..., :3], x.astype(np.float64), x.astype(">f8")):
+        np.testing.assert_array_equal(codec.encode(values), raw)
+    ref = _numpy_decode(codec, raw)
+    for stored in (raw.astype(">u2"), np.repeat(raw, 2, axis=0)[::2]):
+        np.testing.assert_array_equal(codec.decode(stored), ref)
+    out = np.zeros((8, 3000, 3), np.float32)
+    assert codec.decode(raw, out=out[::2]) is not None
+    np.testing.assert_array_equal(out[::2], ref)
+    assert not out[1::2].any()
+    with pytest.raises(ValueError, match=r"\(frames, 3000, 3\)"):
+        codec.decode(raw[:, :2999])
+    with pytest.raises(ValueError, match=r"\(frames, 3000, 3\)"):
+        codec.encode(x[:, :10])
+
+
+def test_deltas32_decode_equals_numpy_cumsum():
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-300, 300, (3, 700, 3)).astype(np.float32)
+    raw = codecs.encode_deltas(x, 0.01)
+    steps = np.rint(x.astype(np.float64) / 0.01)
+    ref = (steps * 0.01).astype(np.float32)
+    for stored in (raw, raw.astype(">u4"), np.repeat(raw, 2, axis=1)[:, ::2]):
+        np.testing.assert_array_equal(codecs.decode_deltas(stored, 0.01), ref)
+    out = np.zeros((3, 700, 6), np.float32)
+    codecs.decode_deltas(raw, 0.01, out=out[..., ::2])
+    np.testing.assert_array_equal(out[..., ::2], ref)
+
+
+def test_delta_codecs_run_compiled_without_numba(tmp_path):
+    """Encoding and decoding in a fresh process load no JIT: the loops are a built extension."""
+    import subprocess
+    import sys
+
+    code = ("import sys, importlib.machinery\nimport numpy as np\n"
+            "from trajscale.store import codecs, _codecs\n"
+            "x = np.random.default_rng(0).uniform(0, 50, (3, 900, 3)).astype(np.float32)\n"
+            "c = codecs.Deltas.plan(x[0], 0.01)\nback = c.decode(c.encode(x))\n"
+            "back32 = codecs.decode_deltas(codecs.encode_deltas(x, 0.01), 0.01)\n"
+            "assert abs(back - x).max() <= 0.0051 and abs(back32 - x).max() <= 0.0051\n"
+            "print('numba' in sys.modules, _codecs.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True"]
 
 
 def test_differences_wider_than_int16_wrap_and_come_back():
@@ -85,10 +162,7 @@ def test_differences_wider_than_int16_wrap_and_come_back():
     np.testing.assert_array_equal(_steps(got), np.rint(x.astype(np.float64) / 0.01))
 
 
-@pytest.mark.parametrize("compiled", [True, False])
-def test_coordinates_beyond_the_window_fail_clearly(compiled, monkeypatch):
-    if not compiled:
-        monkeypatch.setattr(codecs, "_numba", lambda: None)
+def test_coordinates_beyond_the_window_fail_clearly():
     x = np.zeros((2, 10, 3), np.float32)
     codec = Deltas.plan(x[0], 0.01)
     x[1, 4, 1] = 400.0          # 40,000 steps from the centre (0)

@@ -2,10 +2,10 @@
 
 Each block's partial is a histogram of pair distances plus the summed box
 volume and frame count; partials add, so every split gives the same counts.
-Pairs within the range come from a numba cell list over all the block's frames
+Pairs within the range come from a compiled cell list over all the block's frames
 (:mod:`trajscale.kernels.pairs`), which repeats ``capped_distance``'s arithmetic
-so the counts equal ``InterRDF``'s; MDAnalysis's ``capped_distance`` (once per
-frame) remains for frames without a box and where numba is missing.
+so the counts equal ``InterRDF``'s, with a box or without one; MDAnalysis's
+``capped_distance`` (once per frame) remains for frames whose box is not valid.
 """
 
 from __future__ import annotations
@@ -88,9 +88,8 @@ class RDF(Analysis):
         check_finite(block, block.positions, s["path"])
         edges = self._edges()
         x = block.positions
-        got = rdf_histogram(x, s["i1"], s["i2"], block.box, self.range[1], edges, self.exclusion_block)
-        count, done = got if got is not None else (np.zeros(self.nbins), np.zeros(block.n_frames, bool))
-        for f in np.flatnonzero(~done):   # frames without a box (or no numba): MDAnalysis's search per frame
+        count, done = rdf_histogram(x, s["i1"], s["i2"], block.box, self.range[1], edges, self.exclusion_block)
+        for f in np.flatnonzero(~done):   # a box that is not valid: MDAnalysis's search per frame
             count += self._capped_histogram(x[f, s["i1"]], x[f, s["i2"]], block.box[f])
         return {"count": count, "volume": exact_sum(box_volume(block.box)), "n": block.n_frames}
 

@@ -244,8 +244,8 @@ def rechunk_range_direct(src_path: str, names: list[str], count_bytes: int, targ
                          path: str, record_path: str) -> int:
     """Worker: copy frames ``[a, b)`` of the series ``names`` to their addresses in ``path``, resumably.
 
-    Whole frames are read through HDF5 (one call per piece of a few MiB; the reader's byte-address path
-    would load numba in every worker for reads this size); every ``count_bytes`` of frames are
+    Whole frames are read through HDF5, one call per piece of a few MiB (a piece of whole frames is one
+    run: there is no gather for the reader's byte-address path to save); every ``count_bytes`` of frames are
     fdatasynced before the record counts them.
     """
     record = load_record(Path(record_path)) or {}

@@ -1,26 +1,34 @@
 """Histograms of the pair distances within a cut-off, batched over a block's frames (RDF partials).
 
 The pairs and distances are those of ``MDAnalysis.lib.distances.capped_distance`` as
-``InterRDF`` calls it, bin for bin: a numba cell list (:mod:`._numba_pairs`) finds the
-candidates, and each candidate's distance is computed with MDAnalysis's own float32
+``InterRDF`` calls it, bin for bin: a compiled cell list (:mod:`._pairs`, Cython) finds
+the candidates, and each candidate's distance is computed with MDAnalysis's own float32
 wrapping, minimum image and inclusion test for the method MDAnalysis would pick
-(grid search or brute force). Frames without a valid box, or everything when numba
-is missing, are left to the caller (``capped_distance`` per frame).
+(grid search or brute force). Frames without a box (all six dimensions zero, which
+``InterRDF`` passes as ``box=None``) are searched as ``capped_distance`` does then:
+plain differences, of coordinates shifted into its pseudo-box for the grid search.
+Frames with a box that is not valid are left to the caller.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .geometry import _numba_module, perpendicular_widths, safe_radius2, triclinic_vectors
+from . import _pairs
+from .geometry import perpendicular_widths, safe_radius2, triclinic_vectors
 
 #: Most cells of a frame's grid per atom of the searched selection (a fine grid costs more than it saves).
 MAX_CELLS_PER_ATOM = 2
 
 
 def mdanalysis_method_is_brute_force(n1: int, n2: int, cutoff: float, dims: np.ndarray,
-                                     box9: np.ndarray) -> np.ndarray:
-    """(F,) True where ``capped_distance`` picks brute force over its grid (``_determine_method``)."""
+                                     box9: np.ndarray, extent: np.ndarray | None = None,
+                                     nobox: np.ndarray | None = None) -> np.ndarray:
+    """(F,) True where ``capped_distance`` picks brute force over its grid (``_determine_method``).
+
+    ``extent``: (F, 3) float32 span of both selections' coordinates, used for the frames
+    ``nobox`` marks (``box=None``), as MDAnalysis does.
+    """
     if n1 < 10 or n2 < 10:
         return np.ones(len(dims), bool)
     if n1 * n2 >= 1e8:
@@ -28,7 +36,21 @@ def mdanalysis_method_is_brute_force(n1: int, n2: int, cutoff: float, dims: np.n
     ortho = (dims[:, 3:] == 90.0).all(axis=1)
     vec = box9.reshape(-1, 3, 3)
     size = np.where(ortho[:, None], dims[:, :3], vec.max(axis=1) - vec.min(axis=1))   # float32, as MDAnalysis's
+    if extent is not None:
+        size = np.where(nobox[:, None], extent, size)
     return np.any(cutoff > np.float32(0.3) * size, axis=1)
+
+
+def pseudo_boxes(x: np.ndarray, i1: np.ndarray, i2: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray,
+                                                                                           np.ndarray]:
+    """``_nsgrid_capped``'s set-up without a box, for each frame of (F, N, 3) float32 ``x``: the span of
+    both selections (F, 3), the shift subtracted from their coordinates (F, 3) and the pseudo-box's
+    edge (F,), all float32 and computed as MDAnalysis computes them."""
+    lmin = np.minimum(x[:, i1].min(axis=1), x[:, i2].min(axis=1))
+    lmax = np.maximum(x[:, i1].max(axis=1), x[:, i2].max(axis=1))
+    shift = lmin - 0.1 * cutoff
+    size = np.maximum((lmax - lmin).max(axis=1), 2 * cutoff)
+    return lmax - lmin, shift, size + 2.2 * cutoff
 
 
 def grid(box9: np.ndarray, cutoff: float, n_atoms: int) -> np.ndarray:
@@ -43,26 +65,52 @@ def grid(box9: np.ndarray, cutoff: float, n_atoms: int) -> np.ndarray:
 
 
 def rdf_histogram(x: np.ndarray, i1: np.ndarray, i2: np.ndarray, dims: np.ndarray, cutoff: float,
-                  edges: np.ndarray, exclusion_block=None) -> tuple[np.ndarray, np.ndarray] | None:
+                  edges: np.ndarray, exclusion_block=None) -> tuple[np.ndarray, np.ndarray]:
     """Pair-distance histogram of atoms ``i1`` against atoms ``i2`` of (F, N, 3) ``x`` over the frames with a box.
 
     The atoms are gathered inside the kernel, frame by frame (no (F, n, 3) copies of
-    the selections). Returns ``(counts, done)``: counts (len(edges) - 1,) summed over
-    the frames ``done`` (F,) marks, or None when numba is not installed.
+    the selections). ``x`` in another dtype, byte order or layout is converted to
+    C-contiguous native float32 once (float64 is rounded to float32, the precision
+    MDAnalysis computes in). Returns ``(counts, done)``: counts (len(edges) - 1,)
+    summed over the frames ``done`` (F,) marks.
+
+    Raises ValueError for a shape that is not (F, N, 3), bins that are not equal-width
+    edges, or atom indices outside ``x``.
     """
-    k = _numba_module("_numba_pairs")
-    if k is None:
-        return None
-    dims = np.asarray(dims, np.float32).reshape(-1, 6)
+    x = np.ascontiguousarray(x, np.float32)   # a no-op for the blocks sources hand out
+    if x.ndim != 3 or x.shape[2] != 3:
+        raise ValueError(f"positions must be (frames, atoms, 3), got shape {x.shape}")
+    dims = np.ascontiguousarray(np.asarray(dims, np.float32).reshape(-1, 6))
+    if len(dims) != len(x):
+        raise ValueError(f"{len(dims)} boxes for {len(x)} frames")
+    edges = np.ascontiguousarray(edges, np.float64)
+    if edges.ndim != 1 or len(edges) < 2:
+        raise ValueError("edges must be at least 2 bin edges")
+    i1 = np.ascontiguousarray(i1, np.int64)
+    i2 = np.ascontiguousarray(i2, np.int64)
+    for idx in (i1, i2):
+        if len(idx) and (idx.min() < 0 or idx.max() >= x.shape[1]):
+            raise ValueError(f"atom indices must lie in [0, {x.shape[1]})")
     box9 = triclinic_vectors(dims).astype(np.float32).reshape(-1, 9)
-    done = box9[:, 0] > 0
+    nobox = (dims == 0).all(axis=1)
+    done = (box9[:, 0] > 0) | nobox
     counts = np.zeros(len(edges) - 1, np.int64)
-    i1, i2 = np.asarray(i1, np.int64), np.asarray(i2, np.int64)
-    if done.any() and len(i1) and len(i2):
-        xa, xb = exclusion_block or (0, 0)
-        k.rdf_histogram(np.ascontiguousarray(x, np.float32), i1, i2, np.flatnonzero(done), box9, dims,
-                        ~(dims[:, 3:] == 90.0).all(axis=1),
-                        mdanalysis_method_is_brute_force(len(i1), len(i2), cutoff, dims, box9),
-                        grid(box9, cutoff, len(i2)), safe_radius2(box9.reshape(-1, 3, 3).astype(np.float64)),
-                        float(cutoff), np.asarray(edges, np.float64), int(xa), int(xb), counts)
+    if not (done.any() and len(i1) and len(i2)):
+        return counts.astype(np.float64), done
+    shift = np.zeros((len(x), 3), np.float32)
+    extent = None
+    if nobox.any():   # the pseudo-box stands in for the box: it sets the grid, never wraps (pbc off)
+        extent = np.zeros((len(x), 3), np.float32)
+        extent[nobox], shift[nobox], edge = pseudo_boxes(x[nobox], i1, i2, float(cutoff))
+        dims = dims.copy()
+        dims[nobox] = np.stack([edge, edge, edge] + [np.full_like(edge, 90.0)] * 3, axis=1)
+        box9[nobox] = triclinic_vectors(dims[nobox]).astype(np.float32).reshape(-1, 9)
+    xa, xb = exclusion_block or (0, 0)
+    _pairs.rdf_histogram(x, i1, i2, np.flatnonzero(done).astype(np.int64), box9, dims,
+                         (~(dims[:, 3:] == 90.0).all(axis=1)).view(np.uint8),
+                         mdanalysis_method_is_brute_force(len(i1), len(i2), cutoff, dims, box9, extent,
+                                                          nobox).view(np.uint8),
+                         np.ascontiguousarray(grid(box9, cutoff, len(i2)), np.int64),
+                         np.ascontiguousarray(safe_radius2(box9.reshape(-1, 3, 3).astype(np.float64))),
+                         (~nobox).view(np.uint8), shift, float(cutoff), edges, int(xa), int(xb), counts)
     return counts.astype(np.float64), done

@@ -40,10 +40,11 @@ file's unit) and ``trajscale_encoding``.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
+
+from . import _codecs
 
 ENCODINGS = ("floats", "deltas", "deltas32")
 #: ``trajscale_encoding`` of delta-coded datasets (their ``unit`` attribute starts with it too).
@@ -119,7 +120,6 @@ class Deltas:
         wide = (self.codes >> 2 & 1).astype(bool)
         if len(off) and (off[0] != 0 or (off[1:] < 1).any() or (off > np.arange(len(off))).any()):
             raise ValueError("atom codes refer to atoms that do not come before them")
-        self.ref = np.arange(len(off)) - off          # atom 0: itself (its reference value is 0)
         # stored order: the wide atoms, then the others, each in atom order
         self.order = np.argsort(~wide, kind="stable")
         self.pos = np.empty(len(off), np.int32)
@@ -174,28 +174,25 @@ class Deltas:
     def encode(self, values: np.ndarray) -> np.ndarray:
         """``(frames, atoms, 3)`` values as stored: uint16, the atoms in stored order.
 
-        Raises ValueError for values not finite or farther than 32767 steps from the centre.
+        float32 and float64 values are coded as they are (other dtypes as float64, any byte
+        order or layout converted once).  Raises ValueError for values not finite or farther
+        than 32767 steps from the centre, or of another shape.
         """
         values = np.asarray(values)
-        k = _numba()
-        if k is not None and values.ndim == 3 and values.shape[1] == len(self.codes) and values.size:
-            out = np.empty(values.shape, np.uint16)
-            bad = k.encode_refs16(np.ascontiguousarray(values), self.q, self.center.astype(np.float64),
-                                  self.pos, self.off, out.reshape(len(out), -1))
-            if bad < 0:
-                return out
+        dtype = np.float32 if values.dtype == np.float32 else np.float64
+        values = np.ascontiguousarray(values, dtype)   # native order too
+        self._check_shape(values.shape, "values")
+        out = np.empty(values.shape, np.uint16)
+        bad = _codecs.encode_refs16(values, self.q, self.center.astype(np.float64), self.pos, self.off,
+                                    out.reshape(len(out), -1))
+        if bad >= 0:
             self._too_far(values.flat[bad])
-        s = _steps(values, self.q)
-        s -= self.center
-        bad = ~(np.abs(s) <= MAX_STEPS16)          # NaN too
-        if bad.any():
-            self._too_far(values[bad].flat[0])
-        si = s.astype(np.int32)
-        d = si - si[:, self.ref]
-        d[:, :1] = si[:, :1]
-        d16 = d.astype(np.int16)                  # modulo 2^16: the decoder wraps the same way
-        z = ((d16 << 1) ^ (d16 >> 15)).view(np.uint16)
-        return np.ascontiguousarray(z[:, self.order])
+        return out
+
+    def _check_shape(self, shape: tuple, what: str) -> None:
+        if len(shape) != 3 or shape[1:] != (len(self.codes), 3):
+            raise ValueError(f"{what} must be (frames, {len(self.codes)}, 3) for this dataset's codes, "
+                             f"got shape {shape}")
 
     def _too_far(self, worst) -> None:
         raise ValueError(f"a coordinate ({worst}) is not finite or lies more than {MAX_STEPS16 * self.q:.4g} "
@@ -217,29 +214,8 @@ class Deltas:
     def decode(self, raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Inverse of :meth:`encode`: float32 ``(frames, atoms, 3)``, into ``out`` if given."""
         raw = np.ascontiguousarray(raw, np.uint16)
-        if out is None:
-            out = np.empty(raw.shape, np.float32)
-        k = _numba()
-        n = len(raw)
-        if k is not None and out.flags.c_contiguous and n:
-            flat = raw.reshape(-1)
-            table = self.table()
-            # the kernel loads 8 bytes per triple: the last row goes through a padded copy
-            k.decode_refs16(flat, n - 1, self.pos, self.off, table, out)
-            last = np.zeros(flat.size // n + 4, np.uint16)
-            last[:-4] = flat[-(flat.size // n):]
-            k.decode_refs16(last, 1, self.pos, self.off, table, out[n - 1:])
-            return out
-        # NumPy: un-permute and unzigzag, then sum along the references by pointer jumping
-        u = raw[:, self.order.argsort()].astype(np.int32)
-        acc = (u >> 1) ^ -(u & 1)
-        parent = np.where(self.off > 0, self.ref, -1)
-        while (live := parent >= 0).any():
-            acc[:, live] += acc[:, parent[live]]
-            parent[live] = parent[parent[live]]
-        v = acc.astype(np.int16).astype(np.int32) + self.center
-        np.multiply(v, np.float64(self.q), out=out, casting="unsafe")   # the float32 nearest i * q
-        return out
+        self._check_shape(raw.shape, "raw")
+        return _into(out, raw.shape, lambda o: _codecs.decode_refs16(raw, self.pos, self.off, self.table(), o))
 
 
 class Deltas32:
@@ -265,17 +241,26 @@ def decode_deltas(raw: np.ndarray, q: float, out: np.ndarray | None = None) -> n
 
     ``raw`` must start at atom 0 of each frame (a difference needs its predecessor).
     """
-    raw = np.asarray(raw, np.uint32)
-    if out is None:
-        out = np.empty(raw.shape, np.float32)
-    k = _numba()
-    if k is not None and raw.ndim == 3 and raw.flags.c_contiguous and out.flags.c_contiguous:
-        k.decode_deltas(raw, np.float64(q), out)   # float64: the float32 nearest i * q
+    raw = np.ascontiguousarray(raw, np.uint32)
+    if raw.ndim != 3:
+        raise ValueError(f"raw must be (frames, atoms, 3), got shape {raw.shape}")
+    # q in float64: each value is the float32 nearest i * q
+    return _into(out, raw.shape, lambda o: _codecs.decode_deltas(raw, float(q), o))
+
+
+def _into(out: np.ndarray | None, shape: tuple, kernel) -> np.ndarray:
+    """Run ``kernel(o)`` on a C-contiguous float32 ``o`` of ``shape``: ``out`` itself when it is one,
+    else a new array, copied into ``out`` if given (a strided view, another dtype)."""
+    if out is not None and out.shape != shape:
+        raise ValueError(f"out has shape {out.shape}, the decoded values {shape}")
+    if out is not None and out.dtype == np.float32 and out.flags.c_contiguous and out.flags.writeable:
+        kernel(out)
         return out
-    d = (raw >> 1).view(np.int32)
-    d ^= -(raw & 1).view(np.int32)
-    np.cumsum(d, axis=1, out=d)
-    np.multiply(d, np.float64(q), out=out, casting="unsafe")
+    o = np.empty(shape, np.float32)
+    kernel(o)
+    if out is None:
+        return o
+    out[...] = o
     return out
 
 
@@ -322,15 +307,6 @@ def encode(values: np.ndarray, attrs, codec=None) -> np.ndarray:
     if codec is None:
         raise ValueError("delta-coded positions need their codec (codec_for) before the first frame")
     return codec.encode(values)
-
-
-@functools.cache
-def _numba():
-    try:
-        from . import _numba_codecs as k
-    except ImportError:
-        return None
-    return k
 
 
 def lossy_attrs(ds) -> tuple[float, float, str] | None:

@@ -16,15 +16,15 @@ split a frame, another driver, a short read) goes through HDF5 as before.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
-import sys
 import threading
 from collections import OrderedDict
 
 import h5py
 import numpy as np
+
+from ._pread import pread_gather
 
 log = logging.getLogger(__name__)
 
@@ -33,23 +33,6 @@ _NATIVE_F32 = np.dtype("float32").newbyteorder("=")
 #: a session's repeated runs on a file skip the lookups; a rewritten file is looked up anew.
 _ADDRESSES: OrderedDict[tuple, np.ndarray] = OrderedDict()
 ADDRESSES_MAX = 64
-
-
-#: A read this big loads numba for the compiled loop (~0.7 s in a fresh process); smaller ones use
-#: it once something else has loaded numba (an analysis's kernels), else HDF5 reads them.
-LOAD_KERNEL_BYTES = 512 * 1024**2
-_KERNEL: list = []   # [the compiled loop, or None without numba], once loaded
-
-
-def _kernel(load: bool):
-    """The compiled loop if numba is loaded (or ``load``), else None (HDF5 reads)."""
-    if not _KERNEL and (load or "numba" in sys.modules):
-        try:
-            from ._numba_pread import pread_gather
-        except ImportError:   # no numba: HDF5 reads everything
-            pread_gather = None
-        _KERNEL.append(pread_gather)
-    return _KERNEL[0] if _KERNEL else None
 
 
 def ineligible(ds: h5py.Dataset) -> str | None:
@@ -113,7 +96,7 @@ class DirectReads:
     @classmethod
     def of(cls, ds: h5py.Dataset, path: str) -> DirectReads | None:
         """A reader for ``ds``, or None when only HDF5 can read it exactly."""
-        if importlib.util.find_spec("numba") is None or ds.ndim != 3 or ds.shape[2] != 3 or ds.dtype != _NATIVE_F32:
+        if ds.ndim != 3 or ds.shape[2] != 3 or ds.dtype != _NATIVE_F32:
             return None
         if ineligible(ds) or (ds.chunks is None and chunk_address(ds, 0) is None):   # (contiguous, never written)
             return None
@@ -122,27 +105,25 @@ class DirectReads:
         except OSError:
             return None
 
-    def ready(self, nbytes: int = 0) -> bool:
-        """True when a read of ``nbytes`` would take this path (the compiled loop is loaded, or
-        worth loading for it, and this file's addresses gave HDF5's values)."""
-        kernel = _kernel(load=nbytes >= LOAD_KERNEL_BYTES)
-        if kernel is None or self._fd < 0:
+    def ready(self) -> bool:
+        """True when reads take this path (the file is open and its addresses gave HDF5's values)."""
+        if self._fd < 0:
             return False
         if self._checked is None:
-            self._checked = self._agrees_with_hdf5(kernel)
+            self._checked = self._agrees_with_hdf5()
             if not self._checked:
                 log.debug("%s: %s: addresses do not give HDF5's values; reading through HDF5",
                           self._path, self._ds.name)
         return self._checked
 
-    def _agrees_with_hdf5(self, kernel) -> bool:
+    def _agrees_with_hdf5(self) -> bool:
         """One frame's first atoms read both ways must be the same bytes (addresses are HDF5's to define)."""
         if not self._ds.shape[0] or not self._ds.shape[1]:
             return False
         frame = self._ds.shape[0] - 1
         width = min(self._ds.shape[1], 64)
         mine = np.empty((1, width, 3), np.float32)
-        if not self._read(kernel, frame, 1, 1, np.array([[0, width]]), None, mine):
+        if not self._read(frame, 1, 1, np.array([[0, width]]), None, mine):
             return False
         theirs = self._ds[frame:frame + 1, :width]
         return mine.tobytes() == theirs.tobytes()
@@ -166,11 +147,11 @@ class DirectReads:
         ``index`` (None: ``out`` takes the runs as read) picks columns of the runs.
         Returns False, having read nothing usable, when HDF5 must read instead.
         """
-        if not self.ready(n * int((runs[:, 1] - runs[:, 0]).sum()) * 12):
+        if not self.ready():
             return False
-        return self._read(_kernel(load=False), start, n, stride, runs, index, out)
+        return self._read(start, n, stride, runs, index, out)
 
-    def _read(self, kernel, start: int, n: int, stride: int, runs: np.ndarray, index: np.ndarray | None,
+    def _read(self, start: int, n: int, stride: int, runs: np.ndarray, index: np.ndarray | None,
               out: np.ndarray) -> bool:
         offsets = self._frame_offsets(start, n, stride)
         if offsets is None:
@@ -183,7 +164,7 @@ class DirectReads:
         else:
             index = np.ascontiguousarray(index, dtype=np.int64)
             row = self._row(int(widths.sum()))
-        failed = kernel(self._fd, offsets, np.ascontiguousarray(table), index, row, out)
+        failed = pread_gather(self._fd, offsets, np.ascontiguousarray(table), index, row, out)
         if failed >= 0:
             log.debug("%s: short read at frame %d; reading through HDF5", self._path, start + failed * stride)
             return False

@@ -155,7 +155,7 @@ class DirectWrites:
     """Writes rows of planned datasets with ``pwrite`` at their addresses (a worker's side).
 
     No compiled loop: a slab's rows are mostly one run of adjacent addresses, so a
-    call moves megabytes (and a worker pays no ~0.5 s for loading numba).
+    call moves megabytes.
 
     Parameters
     ----------

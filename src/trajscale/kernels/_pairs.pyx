@@ -1,0 +1,482 @@
+# cython: language_level=3
+"""Cell list for RDF histograms, with MDAnalysis's arithmetic (compiled ahead of time, GIL released).
+
+``InterRDF`` histograms the distances that ``capped_distance`` returns; a pair that
+moves across a bin edge by one rounding changes a count, so this kernel repeats
+MDAnalysis's float32 wrapping (``_triclinic_pbc``/``_ortho_pbc`` of
+``calc_distances.h``), its float32 coordinate differences, its double-precision
+minimum image and its inclusion test, and NumPy's histogram binning. Only the
+search differs: a cell list over the box coordinates of the second selection,
+built once per frame, all frames of a block in one call.
+
+Every ``float`` below is float32 and every ``double`` float64, as in MDAnalysis's C:
+the types of each expression are part of the result.
+"""
+
+from libc.math cimport floor, rint, sqrt, trunc, fabs
+from libc.stdint cimport int64_t, uint8_t
+from libc.string cimport memset
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+from cpython.exc cimport PyErr_CheckSignals
+
+import numpy as np
+
+#: Seconds of work between two looks for Ctrl-C (the GIL is taken back that often).
+cdef double SLICE = 0.05
+cdef double FLT_MAX_D = 3.4028234663852886e38
+
+
+cdef inline double _now() noexcept nogil:
+    cdef timespec t
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return t.tv_sec + 1e-9 * t.tv_nsec
+
+
+cdef inline void _ortho_pbc(float* c, Py_ssize_t n, const float* box) noexcept nogil:
+    """``_ortho_pbc``: (n, 3) coordinates into the orthorhombic box (3,), in place."""
+    cdef double inv[3]
+    cdef Py_ssize_t i
+    cdef int j
+    cdef float crd
+    cdef double s
+    for j in range(3):
+        inv[j] = 1.0 / <double>box[j]
+    for i in range(n):
+        for j in range(3):
+            crd = c[3 * i + j]
+            if crd < 0.0:
+                crd = crd + box[j]
+                if crd < 0.0:
+                    s = floor(c[3 * i + j] * inv[j])
+                    c[3 * i + j] = c[3 * i + j] - (<float>s) * box[j]
+                    if c[3 * i + j] < 0.0:
+                        c[3 * i + j] = c[3 * i + j] + box[j]
+                else:
+                    c[3 * i + j] = crd
+            if crd >= box[j]:
+                crd = crd - box[j]
+                if crd >= box[j]:
+                    s = floor(c[3 * i + j] * inv[j])
+                    c[3 * i + j] = c[3 * i + j] - (<float>s) * box[j]
+                    if c[3 * i + j] >= box[j]:
+                        c[3 * i + j] = c[3 * i + j] - box[j]
+                else:
+                    c[3 * i + j] = crd
+
+
+cdef inline void _triclinic_pbc(float* c, Py_ssize_t n, const float* box) noexcept nogil:
+    """``_triclinic_pbc``: (n, 3) coordinates into the triclinic box (9,) (row vectors), in place."""
+    cdef double bi0 = 1.0 / <double>box[0]
+    cdef double bi4 = 1.0 / <double>box[4]
+    cdef double bi8 = 1.0 / <double>box[8]
+    cdef double bi3 = (<double>(-box[3])) * bi0 * bi4
+    cdef double bi6 = (-bi3 * box[7] - box[6] * bi0) * bi8
+    cdef double bi7 = (<double>(-box[7])) * bi4 * bi8
+    cdef double zf = (<double>box[7]) * bi8
+    cdef double lb, ub
+    cdef float c0, c1, c2, s
+    cdef float* p
+    cdef bint msr
+    cdef Py_ssize_t i
+    for i in range(n):
+        p = c + 3 * i
+        msr = False
+        c0 = p[0]
+        c1 = p[1]
+        c2 = p[2]
+        if c2 < 0.0:
+            c0 = c0 + box[6]
+            c1 = c1 + box[7]
+            c2 = c2 + box[8]
+            if c2 < 0.0:
+                msr = True
+        if c2 >= box[8]:
+            c0 = c0 - box[6]
+            c1 = c1 - box[7]
+            c2 = c2 - box[8]
+            if c2 >= box[8]:
+                msr = True
+        if not msr:
+            lb = c2 * zf
+            ub = lb + box[4]
+            if c1 < lb:
+                c0 = c0 + box[3]
+                c1 = c1 + box[4]
+                if c1 < lb:
+                    msr = True
+            if c1 >= ub:
+                c0 = c0 - box[3]
+                c1 = c1 - box[4]
+                if c1 >= ub:
+                    msr = True
+            if not msr:
+                lb = -(c1 * bi3 + c2 * bi6) * box[0]
+                ub = lb + box[0]
+                if c0 < lb:
+                    c0 = c0 + box[0]
+                    if c0 < lb:
+                        msr = True
+                if c0 >= ub:
+                    c0 = c0 - box[0]
+                    if c0 >= ub:
+                        msr = True
+        if not msr:
+            p[0] = c0
+            p[1] = c1
+            p[2] = c2
+            continue
+        s = <float>floor(p[2] * bi8)
+        p[2] = p[2] - s * box[8]
+        p[1] = p[1] - s * box[7]
+        p[0] = p[0] - s * box[6]
+        s = <float>floor(p[1] * bi4 + p[2] * bi7)
+        p[1] = p[1] - s * box[4]
+        p[0] = p[0] - s * box[3]
+        s = <float>floor(p[0] * bi0 + p[1] * bi3 + p[2] * bi6)
+        p[0] = p[0] - s * box[0]
+        c0 = p[0]
+        c1 = p[1]
+        c2 = p[2]
+        if c2 < 0.0:
+            c0 = c0 + box[6]
+            c1 = c1 + box[7]
+            c2 = c2 + box[8]
+        if c2 >= box[8]:
+            c0 = c0 - box[6]
+            c1 = c1 - box[7]
+            c2 = c2 - box[8]
+        lb = c2 * zf
+        ub = lb + box[4]
+        if c1 < lb:
+            c0 = c0 + box[3]
+            c1 = c1 + box[4]
+        if c1 >= ub:
+            c0 = c0 - box[3]
+            c1 = c1 - box[4]
+        lb = -(c1 * bi3 + c2 * bi6) * box[0]
+        ub = lb + box[0]
+        if c0 < lb:
+            c0 = c0 + box[0]
+        if c0 >= ub:
+            c0 = c0 - box[0]
+        p[0] = c0
+        p[1] = c1
+        p[2] = c2
+
+
+cdef inline double _tric_d2(double dx, double dy, double dz, const float* box,
+                            double ix, double iy, double iz) noexcept nogil:
+    """Squared length of image (ix, iy, iz) of (dx, dy, dz), in ``minimum_image_triclinic``'s operation order."""
+    cdef double rx = dx + box[0] * ix
+    cdef double ry0 = rx + box[3] * iy
+    cdef double ry1 = dy + box[4] * iy
+    cdef double rz0 = ry0 + box[6] * iz
+    cdef double rz1 = ry1 + box[7] * iz
+    cdef double rz2 = dz + box[8] * iz
+    return rz0 * rz0 + rz1 * rz1 + rz2 * rz2
+
+
+cdef inline double _tric_min_d2(double dx, double dy, double dz, const float* box,
+                                double ix, double iy, double iz, double safe2) noexcept nogil:
+    """``minimum_image_triclinic``'s squared distance, given a first guess (ix, iy, iz) of the image.
+
+    A guess shorter than half the box's smallest width is the shortest of all images
+    (and among MDAnalysis's 27): its value, computed in MDAnalysis's order, is the one
+    MDAnalysis returns. Otherwise MDAnalysis's 27-image loop.
+    """
+    cdef double d2, best
+    cdef int jx, jy, jz
+    if fabs(ix) <= 1 and fabs(iy) <= 1 and fabs(iz) <= 1:
+        d2 = _tric_d2(dx, dy, dz, box, ix, iy, iz)
+        if d2 < safe2:
+            return d2
+    best = FLT_MAX_D
+    for jx in range(-1, 2):
+        for jy in range(-1, 2):
+            for jz in range(-1, 2):
+                d2 = _tric_d2(dx, dy, dz, box, jx, jy, jz)
+                if d2 < best:
+                    best = d2
+    return best
+
+
+cdef inline double _round_half_away(double s) noexcept nogil:
+    """C's ``round``: halves away from zero."""
+    cdef double t = trunc(s)
+    if fabs(s - t) >= 0.5:
+        t += 1.0 if s > 0 else -1.0
+    return t
+
+
+cdef inline Py_ssize_t _bin(double d, const double* edges, Py_ssize_t n) noexcept nogil:
+    """``np.histogram``'s bin of ``d`` over equal-width ``edges`` (n + 1), or -1 outside the range."""
+    cdef double lo = edges[0]
+    cdef double hi = edges[n]
+    cdef Py_ssize_t k
+    if not (d >= lo and d <= hi):
+        return -1
+    k = <Py_ssize_t>(((d - lo) / (hi - lo)) * n)
+    if k == n:
+        k -= 1
+    if d < edges[k]:
+        k -= 1
+    elif d >= edges[k + 1] and k != n - 1:
+        k += 1
+    return k
+
+
+cdef inline int64_t _clamp_floor(double s, int64_t n) noexcept nogil:
+    cdef double t = floor(s * n)
+    if not t >= 0:
+        return 0
+    if t > n - 1:
+        return n - 1
+    return <int64_t>t
+
+
+cdef inline void _cell(float x, float y, float z, const double* h, int64_t n0, int64_t n1, int64_t n2,
+                       int64_t* out) noexcept nogil:
+    """Cell (3,) of a point from its box coordinates (clamped into the grid)."""
+    cdef double s2 = z / h[8]
+    cdef double s1 = (y - s2 * h[7]) / h[4]
+    cdef double s0 = (x - s1 * h[3] - s2 * h[6]) / h[0]
+    out[0] = _clamp_floor(s0, n0)
+    out[1] = _clamp_floor(s1, n1)
+    out[2] = _clamp_floor(s2, n2)
+
+
+cdef struct Frame:
+    # inputs of one frame
+    const float* x          # (N, 3) positions
+    const float* box        # (9,) box vectors
+    const float* dims       # (6,)
+    bint tric, bf
+    bint pbc                # False: no box (MDAnalysis's pseudo-box search: shifted, not wrapped)
+    const float* shift      # (3,) subtracted from the coordinates where not pbc
+    int64_t n0, n1, n2
+    double safe2
+
+
+cdef struct Search:
+    # what stays the same for all frames, and the scratch buffers
+    const int64_t* i1
+    const int64_t* i2
+    Py_ssize_t na, nb, nbins
+    double cutoff, cut2
+    const double* edges
+    int64_t xa, xb
+    int64_t* counts
+    float* aw
+    float* bw
+    int64_t* bcell
+    int64_t* order
+    int64_t* start
+    int64_t* fill
+
+
+cdef void _frame(const Frame* fr, Search* s) noexcept nogil:
+    """Add one frame's pairs within the cut-off to ``s.counts``."""
+    cdef const float* box = fr.box
+    cdef const float* x = fr.x
+    cdef double h[9]
+    cdef float lengths[3]
+    cdef float half[3]
+    cdef float inv[3]
+    cdef int64_t cell[3]
+    cdef int64_t n0 = fr.n0, n1 = fr.n1, n2 = fr.n2, ncell = fr.n0 * fr.n1 * fr.n2
+    cdef Py_ssize_t i, j, p, c, na = s.na, nb = s.nb
+    cdef int k, oz, oy, ox
+    cdef int64_t tz, ty, tx
+    cdef double sz, sy, sx, r0, r1, r2, dx, dy, dz, d2, d, v, sc, ix, iy, iz
+    cdef Py_ssize_t b
+    cdef float* aw = s.aw
+    cdef float* bw = s.bw
+    for k in range(9):
+        h[k] = box[k]
+    for k in range(3):
+        lengths[k] = fr.dims[k]
+        half[k] = (<float>0.5) * fr.dims[k]
+    if fr.pbc:
+        for i in range(na):
+            for k in range(3):
+                aw[3 * i + k] = x[3 * s.i1[i] + k]
+        for j in range(nb):
+            for k in range(3):
+                bw[3 * j + k] = x[3 * s.i2[j] + k]
+        if fr.tric:
+            _triclinic_pbc(aw, na, box)
+            _triclinic_pbc(bw, nb, box)
+        else:
+            _ortho_pbc(aw, na, lengths)
+            _ortho_pbc(bw, nb, lengths)
+    else:   # _nsgrid_capped without a box: float32 coordinates less the shift, inside the pseudo-box
+        for i in range(na):
+            for k in range(3):
+                aw[3 * i + k] = x[3 * s.i1[i] + k] - fr.shift[k]
+        for j in range(nb):
+            for k in range(3):
+                bw[3 * j + k] = x[3 * s.i2[j] + k] - fr.shift[k]
+    # counting sort of b's atoms by cell
+    memset(s.start, 0, (ncell + 1) * sizeof(int64_t))
+    for j in range(nb):
+        _cell(bw[3 * j], bw[3 * j + 1], bw[3 * j + 2], h, n0, n1, n2, cell)
+        s.bcell[j] = (cell[2] * n1 + cell[1]) * n0 + cell[0]
+        s.start[s.bcell[j] + 1] += 1
+    for c in range(ncell):
+        s.start[c + 1] += s.start[c]
+    for c in range(ncell):
+        s.fill[c] = s.start[c]
+    for j in range(nb):
+        s.order[s.fill[s.bcell[j]]] = j
+        s.fill[s.bcell[j]] += 1
+    for k in range(3):
+        inv[k] = <float>(1.0 / lengths[k])
+    r0 = 1.0 / h[0]
+    r1 = 1.0 / h[4]
+    r2 = 1.0 / h[8]
+    for i in range(na):
+        _cell(aw[3 * i], aw[3 * i + 1], aw[3 * i + 2], h, n0, n1, n2, cell)
+        for oz in range(-1 if n2 > 1 else 0, 2 if n2 > 1 else 1):
+            # A neighbour cell across the box's face holds atoms whose near image is one box away:
+            # that image (or, along an axis not split into cells, the nearest) is the first guess.
+            tz = cell[2] + oz
+            sz = 0.0
+            if tz < 0:
+                tz = tz + n2
+                sz = 1.0
+            elif tz >= n2:
+                tz = tz - n2
+                sz = -1.0
+            for oy in range(-1 if n1 > 1 else 0, 2 if n1 > 1 else 1):
+                ty = cell[1] + oy
+                sy = 0.0
+                if ty < 0:
+                    ty = ty + n1
+                    sy = 1.0
+                elif ty >= n1:
+                    ty = ty - n1
+                    sy = -1.0
+                for ox in range(-1 if n0 > 1 else 0, 2 if n0 > 1 else 1):
+                    tx = cell[0] + ox
+                    sx = 0.0
+                    if tx < 0:
+                        tx = tx + n0
+                        sx = 1.0
+                    elif tx >= n0:
+                        tx = tx - n0
+                        sx = -1.0
+                    c = (tz * n1 + ty) * n0 + tx
+                    for p in range(s.start[c], s.start[c + 1]):
+                        j = s.order[p]
+                        if s.xa > 0 and i // s.xa == j // s.xb:
+                            continue
+                        if fr.tric:
+                            dx = <double>(aw[3 * i] - bw[3 * j])   # float32 difference, as in C
+                            dy = <double>(aw[3 * i + 1] - bw[3 * j + 1])
+                            dz = <double>(aw[3 * i + 2] - bw[3 * j + 2])
+                            iz = sz if n2 > 1 else -rint(dz * r2)
+                            iy = sy if n1 > 1 else -rint((dy + box[7] * iz) * r1)
+                            ix = sx if n0 > 1 else -rint((dx + box[6] * iz + box[3] * iy) * r0)
+                            d2 = _tric_min_d2(dx, dy, dz, box, ix, iy, iz, fr.safe2)
+                        elif fr.bf:   # distance_array: unwrapped coordinates, minimum_image()
+                            d2 = 0.0
+                            for k in range(3):
+                                v = <double>(x[3 * s.i2[j] + k] - x[3 * s.i1[i] + k])
+                                if fr.pbc and lengths[k] > 1.1920929e-07:   # no box: plain differences
+                                    sc = inv[k] * v
+                                    v = lengths[k] * (sc - _round_half_away(sc))
+                                d2 += v * v
+                        else:   # nsgrid, orthorhombic: _minimum_image_ortho_lazy (none without a box)
+                            d2 = 0.0
+                            for k in range(3):
+                                v = <double>(aw[3 * i + k] - bw[3 * j + k])
+                                if fr.pbc:
+                                    if v > half[k]:
+                                        v -= lengths[k]
+                                    elif v <= -half[k]:
+                                        v += lengths[k]
+                                d2 += v * v
+                        if fr.bf:
+                            d = sqrt(d2)
+                            if not d <= s.cutoff:
+                                continue
+                        else:
+                            if not d2 <= s.cut2:
+                                continue
+                            d = sqrt(d2)
+                        b = _bin(d, s.edges, s.nbins)
+                        if b >= 0:
+                            s.counts[b] += 1
+
+
+def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t[::1] i2,
+                  const int64_t[::1] frames, const float[:, ::1] box9, const float[:, ::1] dims,
+                  const uint8_t[::1] triclinic, const uint8_t[::1] brute, const int64_t[:, ::1] ncells,
+                  const double[::1] safe2, const uint8_t[::1] pbc, const float[:, ::1] shift, double cutoff,
+                  const double[::1] edges, int64_t xa, int64_t xb, int64_t[::1] counts):
+    """Add to ``counts`` the histogram of the pairs within ``cutoff`` in each of ``frames``, as ``InterRDF``.
+
+    x (F, N, 3) float32 positions of a block; i1, i2: the atoms (indices into x's second axis,
+    checked by the caller) of the two selections; frames: which of the F frames to do; per frame
+    (F, ...): box9 (9,) float32 box vectors (MDAnalysis's ``triclinic_vectors``), dims (6,) float32,
+    triclinic and brute (MDAnalysis's box type and method: brute force = ``distance_array``, else
+    ``nsgrid``), ncells (3,) (1 where the box is too thin to split), safe2 (squared half smallest
+    width), pbc (0: a frame without a box, searched as ``capped_distance(box=None)``: box9 and dims
+    hold its orthorhombic pseudo-box, shift (3,) the float32 shift of its coordinates); xa, xb:
+    exclusion block (0: none). The GIL is released; Ctrl-C is looked for every
+    ``SLICE`` seconds.
+    """
+    cdef Search s
+    cdef Frame fr
+    cdef Py_ssize_t nf = frames.shape[0], q = 0
+    cdef int64_t f
+    cdef double t0
+    if counts.shape[0] != edges.shape[0] - 1:
+        raise ValueError("counts must have one element per bin")
+    if nf == 0 or i1.shape[0] == 0 or i2.shape[0] == 0:
+        return
+    cdef Py_ssize_t max_cells = int(np.asarray(ncells).prod(axis=1).max())
+    aw = np.empty((i1.shape[0], 3), np.float32)
+    bw = np.empty((i2.shape[0], 3), np.float32)
+    ints = np.empty(2 * i2.shape[0] + 2 * (max_cells + 1), np.int64)
+    cdef float[:, ::1] aw_v = aw
+    cdef float[:, ::1] bw_v = bw
+    cdef int64_t[::1] ints_v = ints
+    s.i1 = &i1[0]
+    s.i2 = &i2[0]
+    s.na = i1.shape[0]
+    s.nb = i2.shape[0]
+    s.nbins = edges.shape[0] - 1
+    s.cutoff = cutoff
+    s.cut2 = cutoff * cutoff
+    s.edges = &edges[0]
+    s.xa = xa
+    s.xb = xb
+    s.counts = &counts[0]
+    s.aw = &aw_v[0, 0]
+    s.bw = &bw_v[0, 0]
+    s.bcell = &ints_v[0]
+    s.order = s.bcell + s.nb
+    s.start = s.order + s.nb
+    s.fill = s.start + max_cells + 1
+    while q < nf:
+        with nogil:
+            t0 = _now()
+            while q < nf:
+                f = frames[q]
+                fr.x = &x[f, 0, 0]
+                fr.box = &box9[f, 0]
+                fr.dims = &dims[f, 0]
+                fr.tric = triclinic[f]
+                fr.bf = brute[f]
+                fr.n0 = ncells[f, 0]
+                fr.n1 = ncells[f, 1]
+                fr.n2 = ncells[f, 2]
+                fr.safe2 = safe2[f]
+                fr.pbc = pbc[f]
+                fr.shift = &shift[f, 0]
+                _frame(&fr, &s)
+                q += 1
+                if _now() - t0 > SLICE:
+                    break
+        PyErr_CheckSignals()
