@@ -104,7 +104,7 @@ def _quiet_failed_readers() -> None:
 
 
 #: Libraries whose log lines show only errors unless -vv asks for all of them.
-LIBRARIES = ("MDAnalysis", "distributed", "dask", "h5py", "numba", "matplotlib", "asyncio", "tornado", "fsspec",
+LIBRARIES = ("MDAnalysis", "distributed", "dask", "h5py", "matplotlib", "asyncio", "tornado", "fsspec",
              "PIL", "urllib3")
 
 
@@ -137,7 +137,6 @@ def configure_output(quiet: bool = False, verbose: int = 0) -> None:
     for name in LIBRARIES:
         logging.getLogger(name).setLevel(logging.NOTSET if verbose >= 2 else logging.ERROR)
     if verbose >= 2:
-        logging.getLogger("numba").setLevel(logging.INFO)   # numba's DEBUG is its compiler's IR
     else:
         # MDAnalysis logs its parse errors before raising them; trajscale reports the exception once.
         logging.getLogger("MDAnalysis").setLevel(logging.CRITICAL)

@@ -1,8 +1,8 @@
 """Run tasks on a local pool of worker processes, started while the job is prepared.
 
 Start method: ``fork`` when it is safe (no other thread, no MPI; see
-:mod:`.startup`): two workers start in milliseconds with trajscale, numba and
-the compiled kernels already imported, and never re-import the user's
+:mod:`.startup`): two workers start in milliseconds with trajscale and
+its compiled kernels already imported, and never re-import the user's
 ``__main__`` (scripts without a ``__main__`` guard, scripts read from stdin).
 Otherwise ``forkserver`` (``spawn`` where unavailable), with the main module
 hidden from the workers. trajscale holds no HDF5 handle when workers start:

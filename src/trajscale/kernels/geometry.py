@@ -9,8 +9,6 @@ built with the package, as are the radius of gyration and per-atom moments).
 
 from __future__ import annotations
 
-import functools
-import importlib
 
 import numpy as np
 
@@ -74,15 +72,6 @@ def _wrap(x: np.ndarray, h: np.ndarray) -> np.ndarray:
     frac = np.einsum("fni,fij->fnj", x, np.linalg.inv(h))
     frac -= np.floor(frac)
     return np.einsum("fni,fij->fnj", frac, h)
-
-
-@functools.cache
-def _numba_module(name: str):
-    """A numba kernel module of this package, or None where numba is not installed (for ``pairs``)."""
-    try:
-        return importlib.import_module(f"{__package__}.{name}")
-    except ImportError:
-        return None
 
 
 def _native(x: np.ndarray) -> np.ndarray:
