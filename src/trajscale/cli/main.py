@@ -136,8 +136,7 @@ def configure_output(quiet: bool = False, verbose: int = 0) -> None:
     logging.getLogger("trajscale").setLevel(logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO)
     for name in LIBRARIES:
         logging.getLogger(name).setLevel(logging.NOTSET if verbose >= 2 else logging.ERROR)
-    if verbose >= 2:
-    else:
+    if verbose < 2:
         # MDAnalysis logs its parse errors before raising them; trajscale reports the exception once.
         logging.getLogger("MDAnalysis").setLevel(logging.CRITICAL)
     # distributed sets its loggers from dask's config when it is imported (after this), and
