@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from trajscale.analysis import RMSD
     from trajscale.analysis.base import Prepared
+    from trajscale.analysis.rmsd import RMSDState
     from trajscale.block import Block
     from trajscale.kernels.superpose import Reference, superpose_rmsd
 
@@ -97,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         x = frames_of(base, f)
         ref = Reference.of(x[0].astype(np.float64))
         analysis = RMSD()
-        prep = Prepared(atoms=np.arange(n), state={"fit": slice(None), "groups": [], "ref": ref,
-                                                    "ref_groups": [], "path": "memory"})
+        prep = Prepared(atoms=np.arange(n), state=RMSDState(fit=slice(None), ref=ref, groups=(), ref_groups=(),
+                                                            group_weights=(), path="memory"))
         block = Block(0, f, x, np.zeros((f, 6), np.float32), np.arange(f, dtype=np.float64),
                       np.arange(f, dtype=np.int64))
         t_map = best_of(lambda: analysis.map(block, prep), args.repeat) / f * 1e6
