@@ -21,6 +21,7 @@ test: env
 bench: env
 	$(PY) benchmarks/read_layouts.py
 	$(PY) benchmarks/rmsd.py
+	$(PY) benchmarks/cold.py
 
 clean:
 	rm -rf demo-output .pytest_cache

@@ -18,7 +18,10 @@ repeated (``short_runs.frame_chunked_file``). Rows, each side a new process:
 The sides run in turn (trajscale, MDAnalysis, trajscale, ...) after
 ``--warmup`` uncounted pairs; the table gives each side's median wall seconds
 and the median of the pairs' ratios (MDAnalysis time / trajscale time, higher
-is better for trajscale) with their range. Exit 1 if any row's two RMSD files
+is better for trajscale) with their range, and the same median ratio of CPU
+seconds (user + system of the process and the children it reaped, as the OS
+accounts them: steadier than wall on a loaded machine, but blind to waiting and
+to parallel speed-up). Exit 1 if any row's two RMSD files
 differ by more than 1e-4 A. The mechanics are in :mod:`trajscale.whole_runs`
 (shared with ``trajscale demo``). ``--smoke``: 20 frames, one pair, no
 warm-up (the test suite's size; the figures then mean nothing).

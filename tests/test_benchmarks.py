@@ -109,15 +109,17 @@ def test_cold_pairs_whole_processes(work):
     from MDAnalysisTests.datafiles import GRO
 
     out = run_script(work, "cold.py", SMOKE["cold.py"][0])
-    assert re.search(r"^run \(whole process\)\s+trajscale s\s+MDAnalysis s\s+ratio\s+range$", out, re.MULTILINE), out
-    rows = re.findall(rf"^(.+?)\s+({NUM})\s+({NUM})\s+({NUM})x\s+({NUM})-({NUM})$", out, re.MULTILINE)
+    header = r"^run \(whole process\)\s+trajscale s\s+MDAnalysis s\s+ratio\s+range\s+cpu ratio$"
+    assert re.search(header, out, re.MULTILINE), out
+    rows = re.findall(rf"^(.+?)\s+({NUM})\s+({NUM})\s+({NUM})x\s+({NUM})-({NUM})\s+({NUM})x$", out, re.MULTILINE)
     labels = [r[0] for r in rows]
     assert labels[:3] == ["first run, empty caches (serial)", "serial", "processes(2) vs multiprocessing(2)"], out
     if shutil.which("mpiexec.mpich") or shutil.which("mpiexec"):
         assert labels[3:] == ["mpiexec -n 2 (mpi) vs MDAnalysis serial"], out
-    for _, t_ts, t_mda, ratio, lo, hi in rows:
-        assert float(t_ts) > 0 and float(t_mda) > 0
+    for _, t_ts, t_mda, ratio, lo, hi, cpu in rows:
+        assert float(t_ts) > 0 and float(t_mda) > 0 and float(cpu) > 0
         assert float(ratio) == pytest.approx(float(t_mda) / float(t_ts), rel=0.02, abs=0.01)   # one pair each
+        assert float(lo) == float(hi) == pytest.approx(float(ratio), abs=0.011)
     diff = re.search(rf"max \|RMSD difference\| ({NUM}) A$", out, re.MULTILINE)
     assert diff and float(diff.group(1)) < 1e-4, out
     # The file it measured: frame-chunked, 20 frames, the GRO's atoms.

@@ -16,8 +16,10 @@ def test_demo_compares_whole_processes(tmp_path, capsys):
     assert run_demo(str(tmp_path), n_frames=20, n_workers=2, executor="processes") == 0
     out = capsys.readouterr().out
     assert "whole processes timed from outside, cold on both sides" in out, out
-    assert re.search(r"^run \(whole process\)\s+trajscale s\s+MDAnalysis s\s+ratio\s+range$", out, re.MULTILINE), out
-    rows = re.findall(rf"^(trajscale .+?)\s+({NUM})\s+({NUM})\s+({NUM})x\s+{NUM}-{NUM}$", out, re.MULTILINE)
+    header = r"^run \(whole process\)\s+trajscale s\s+MDAnalysis s\s+ratio\s+range\s+cpu ratio$"
+    assert re.search(header, out, re.MULTILINE), out
+    rows = re.findall(rf"^(trajscale .+?)\s+({NUM})\s+({NUM})\s+({NUM})x\s+{NUM}-{NUM}\s+{NUM}x$", out,
+                      re.MULTILINE)
     assert [r[0] for r in rows] == ["trajscale serial, first run after install (empty caches)", "trajscale serial",
                                     "trajscale processes(2) vs multiprocessing(2)"], out
     for _, t_ts, t_mda, ratio in rows:   # one pair per row: the ratio is MDAnalysis's time over trajscale's

@@ -66,7 +66,8 @@ class Side:
     cmd: list[str]
     out: str
     fresh_caches: bool = False   # every run starts with trajscale's (and numba's) caches empty
-    times: list[float] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)   # wall seconds of each counted run
+    cpu: list[float] = field(default_factory=list)     # user + system seconds, the process and its reaped children
 
 
 @dataclass
@@ -85,6 +86,12 @@ class Row:
     def ratio(self) -> float:
         """MDAnalysis time / trajscale time: the median of the pairs' ratios."""
         return statistics.median(self.ratios)
+
+    @property
+    def cpu_ratio(self) -> float:
+        """MDAnalysis CPU seconds / trajscale CPU seconds, median of the pairs (steadier than wall on a
+        loaded machine, blind to waiting and to parallelism)."""
+        return statistics.median(m / t for t, m in zip(self.trajscale.cpu, self.mdanalysis.cpu))
 
 
 def trajscale_command() -> list[str]:
@@ -184,8 +191,9 @@ class Pairs:
             logf.flush()
             t0 = time.monotonic()
             proc = subprocess.Popen(side.cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env)
-            rc = proc.wait()
+            _, status, usage = os.wait4(proc.pid, 0)   # the OS's own accounting of the finished child
             wall = time.monotonic() - t0
+        rc = proc.returncode = os.waitstatus_to_exitcode(status)
         if fresh is not None:
             if self.warm_caches.exists():
                 shutil.rmtree(fresh, ignore_errors=True)
@@ -196,6 +204,7 @@ class Pairs:
             raise RuntimeError(f"exit {rc}: {' '.join(side.cmd)}\n{tail}")
         if record:
             side.times.append(wall)
+            side.cpu.append(usage.ru_utime + usage.ru_stime)
         return wall
 
     def run(self, pairs: int = 5, warmup: int = 1, progress=None) -> None:
@@ -225,12 +234,13 @@ class Pairs:
         return worst
 
     def table(self) -> str:
-        """Medians of each side, the median ratio and its range, one line per row."""
+        """Wall medians of each side, the median ratio and its range, and the CPU ratio; one line per row."""
         w = max([len(r.label) for r in self.rows] + [len("run (whole process)")]) + 2
-        lines = [f"{'run (whole process)':<{w}}{'trajscale s':>12}{'MDAnalysis s':>14}{'ratio':>8}{'range':>14}"]
+        header = f"{'run (whole process)':<{w}}{'trajscale s':>12}{'MDAnalysis s':>14}{'ratio':>8}{'range':>14}"
+        lines = [header + f"{'cpu ratio':>11}"]
         for r in self.rows:
             lo, hi = min(r.ratios), max(r.ratios)
             lines.append(f"{r.label:<{w}}{statistics.median(r.trajscale.times):>12.2f}"
                          f"{statistics.median(r.mdanalysis.times):>14.2f}{r.ratio:>7.2f}x"
-                         f"{f'{lo:.2f}-{hi:.2f}':>14}")
+                         f"{f'{lo:.2f}-{hi:.2f}':>14}{r.cpu_ratio:>10.2f}x")
         return "\n".join(lines)
