@@ -27,7 +27,8 @@ def test_demo_compares_whole_processes(tmp_path, capsys):
     diff = re.search(r"^max \|RMSD difference\| ([\d.e+-]+) A$", out, re.MULTILINE)
     assert diff and float(diff.group(1)) < 1e-4, out
     # The in-process run's time is labelled warm, not shown as a whole-process figure.
-    assert re.search(r"ran inside this process, warm .*\n.*\n\s+[\d.]+ s total", out), out
+    warm = r"ran inside this process, .*a warm figure, not a whole process\.\n.*\n\s+[\d.]+ s total"
+    assert re.search(warm, out), out
     csv = np.genfromtxt(tmp_path / "rmsd.csv", delimiter=",", names=True)
     assert len(csv) == 20 and (tmp_path / "report.json").exists()
     assert not list(tmp_path.glob("whole-runs-*"))   # the comparison's scratch folder is removed

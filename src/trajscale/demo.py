@@ -116,8 +116,8 @@ def run_demo(workdir: str = "demo-output", n_frames: int = 2000, n_workers: int 
     result.to_csv(out / "rmsd.csv")
     result.report.write(out / "report.json")
     plots = _plots(result, out)
-    print("\nThe run whose results, report and plots follow ran inside this process, warm (imports done, "
-          "kernels loaded): its time is not a whole-process figure.")
+    print("\nThe run whose results, report and plots follow ran inside this process, after the demo's own "
+          "start-up: its time is a warm figure, not a whole process.")
     print(summary(result.report, str(out / "rmsd.csv"), str(out / "report.json")))
     print(f"  CA RMSD range: {result.rmsd.min():.2f} - {result.rmsd.max():.2f} A")
     for p in plots:
