@@ -24,6 +24,7 @@ docs: env
 bench: env
 	$(PY) benchmarks/read_layouts.py
 	$(PY) benchmarks/rmsd.py
+	$(PY) benchmarks/cold.py
 
 clean:
 	rm -rf demo-output .pytest_cache docs/_build docs/generated

@@ -7,20 +7,34 @@
 #   bash benchmarks/bare_machine.sh benchmarks/scaling.py --frames 20000 --max-n 16 ...
 #
 # The MPI runs use the MPICH wheel's mpiexec and, h5py being serial there, the
-# default HDF5 driver (each rank opens the file read-only).
+# default HDF5 driver (each rank opens the file read-only). The script is given
+# --source (the .devdata files) and --mpiexec only where its --help lists them.
+# WHEELS, DEVDATA, PFX and MPIEXEC override the folders and the launcher (the
+# test suite runs this with no wheels, on the project's environment).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PFX=/tmp/trajscale-pfx
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --prefix "$PFX" .whl/*.whl
+PFX=${PFX:-/tmp/trajscale-pfx}
+WHEELS=${WHEELS:-.whl}
+DEVDATA=${DEVDATA:-.devdata}
+MPIEXEC=${MPIEXEC:-$PFX/bin/mpiexec}
+shopt -s nullglob
+wheels=("$WHEELS"/*.whl)
+if ((${#wheels[@]})); then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --prefix "$PFX" "${wheels[@]}"
+fi
 SITE=$(python3 -c "import sys; print(f'$PFX/lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages')")
 export PATH="$PFX/bin:$PATH" LD_LIBRARY_PATH="$PFX/lib:${LD_LIBRARY_PATH:-}"
 export PYTHONPATH="$SITE:$PWD/src" PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
-python3 - <<'EOF'
+python3 - <<'PY'
 import os, sys, h5py, numpy, MDAnalysis, mpi4py, dask
 print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; numpy {numpy.__version__}, h5py {h5py.__version__} "
       f"(mpi={h5py.get_config().mpi}), MDAnalysis {MDAnalysis.__version__}, mpi4py {mpi4py.__version__}, "
       f"dask {dask.__version__}")
-EOF
+PY
 script=$1
 shift
-exec python3 "$script" --source .devdata/adk_oplsaa.tpr .devdata/adk_oplsaa.xtc --mpiexec "$PFX/bin/mpiexec" "$@"
+usage=$(python3 "$script" --help)
+opts=()
+if [[ $usage == *--source* ]]; then opts+=(--source "$DEVDATA/adk_oplsaa.tpr" "$DEVDATA/adk_oplsaa.xtc"); fi
+if [[ $usage == *--mpiexec* ]]; then opts+=(--mpiexec "$MPIEXEC"); fi
+exec python3 "$script" "${opts[@]}" "$@"

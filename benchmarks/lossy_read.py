@@ -1,6 +1,6 @@
 """Lossy storage against the XTC it replaces (issue 14): size, and reading every frame, both sides.
 
-    python benchmarks/lossy_read.py [--frames 300] [--repeat 5] [--workdir demo-output]
+    python benchmarks/lossy_read.py [--frames 300] [--repeat 5] [--workdir demo-output] [--only SUBSTR,...]
 
 One XTC of ``--frames`` frames of the AdK-in-water system (47,681 atoms; copies of
 MDAnalysisTests' 10 frames, written at XTC's 0.001 nm) is converted by ``trajscale
@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--frames", type=int, default=300)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--workdir", default="demo-output")
+    p.add_argument("--only", default=None, help="comma-separated substrings of the files to run (the XTC always)")
     args = p.parse_args(argv)
 
     import MDAnalysis as mda
@@ -104,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     if not xtc.exists():
         make_xtc(D.TPR, D.XTC, xtc, args.frames)
     paths = {}
+    only = args.only.split(",") if args.only else None
     for name, (comp, enc) in FILES.items():
+        if only and not any(o in name for o in only):
+            continue
         path = work / f"water_{args.frames}_{comp}_{enc or 'lossless'}.h5md"
         if not path.exists():
             convert(D.TPR, [str(xtc)], str(path), layout=Layout.parse("auto", comp), velocities=False,

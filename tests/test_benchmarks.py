@@ -1,0 +1,176 @@
+"""Every script in benchmarks/ runs at its smallest size and prints its table: benchmarks that cannot rot.
+
+One subprocess per script, as a user runs it, in a shared work folder (the 20-frame demo files are built
+once). The figures at this size mean nothing; what is checked is the exit status, the table's header and
+rows, and, where a script compares results, that they agree. Optional peers (MDTraj, freud) may be absent:
+their rows are then replaced by a line saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .conftest import ROOT
+
+BENCH = ROOT / "benchmarks"
+F = "20"   # frames of every demo file here
+NUM = r"[-\d.,e+]+"
+
+#: script -> (arguments at its smallest size, patterns its output must match, line by line).
+SMOKE: dict[str, tuple[list[str], list[str]]] = {
+    "analyses.py": (["--frames", F, "--workdir", "{work}", "--only", "rgyr"],
+                    [r"^analysis\s+MDA serial\s+MDA mp\(2\)\s+ts serial", rf"^rgyr\s+{NUM}\s+{NUM}\s+{NUM}"]),
+    "boxes.py": (["--boxes", "100"], [r"^\s+boxes\s+seconds$", rf"^\s+100\s+{NUM}$"]),
+    "chains.py": (["--frames", F, "--parts", "2", "--cache", "{work}/chains", "--sides",
+                   "mdanalysis,serial,processes2,mdtraj"],
+                  [rf"^MDAnalysis.*\s{NUM} s\s+{NUM} frames/s", rf"^trajscale processes\(2\)\s+{NUM} s",
+                   r"^MDTraj .*(MDTraj not installed|frames/s)",
+                   rf"^trajscale serial / MDAnalysis serial \(speed-up\)\s+{NUM}x$"]),
+    "codecs.py": (["--repeat", "1", "--copies", "1", "--only", "today) + blosc-lz4 byte"],
+                  [r"^option\s+\| AdK water XTC size", rf"^deltas \(u16 refs, today\) \+ blosc-lz4 byte\s+{NUM}"]),
+    "cold.py": (["--smoke", "--workdir", "{work}"], []),   # checked in test_cold_pairs_whole_processes
+    "convert.py": (["--frames", F, "-n", "2", "--workdir", "{work}/convert", "--repeat", "1"],
+                   [r"^\| convert XTC -> H5MD \(whole run\) \| frames/s", r"^\| cp \| \d+ \| 1\.00x",
+                    rf"^\| trajscale rechunk, .* \| {NUM} \| {NUM}x"]),
+    "kernels.py": (["--sizes", "100,3341", "--frames", F, "--repeat", "1"],
+                   [r"^\s+atoms\s+frames\s+map us\s+kernel us\s+vs SVD A", rf"^\s+3341\s+{F}\s+{NUM}\s+{NUM}\s+{NUM}"]),
+    "layouts.py": (["--frames", F, "--workdir", "{work}", "--no-rmsd", "--only", "4 segments"],
+                   [r"^layout\s+size\s+/XTC\s+slab GB/s", rf"^4 segments\s+{NUM}", r"^XTC via MDAnalysis\s+"]),
+    "lossy_read.py": (["--frames", F, "--repeat", "1", "--workdir", "{work}", "--only", "(default)"],
+                      [r"^file\s+size/XTC\s+warm GB/s", rf"^deltas \+ blosc-lz4 \(default\)\s+{NUM}",
+                       r"^XTC via MDAnalysis\s+1\.000"]),
+    "mda_mpi_baseline.py": ([], []),   # an MPI job's rank script: test_mda_mpi_baseline
+    "memory.py": (["--frames", F, "--workdir", "{work}", "--executors", "serial"],
+                  [r"^\s*frames\s+file GB\s+executor\s+peak RSS MB\s+seconds$", rf"^\s+{F}\s+{NUM}\s+serial\s+\d+"]),
+    "ml_loading.py": (["--files", "2", "--per-file", "50", "--width", "100", "--workers", "0", "--repeat", "1",
+                       "--slow-samples", "8", "--batch", "16", "--frames", F, "--workdir", "{work}/ml",
+                       "--cache-dir", "{work}"],
+                      [r"^\| method \| workers \| samples/s \| GB/s", r"^\| frames: FrameDataset"]),
+    "read_layouts.py": (["--frames", F, "--workdir", "{work}", "--repeat", "1", "--layouts", "frame",
+                         "--mda-frames", "10", "--block", "10"],
+                        [r"^layout\s+chunks\s+GB\s+slab GB/s", rf"^frame\s+\(1, 47681, 3\)\s+{NUM}"]),
+    "rmsd.py": (["--frames", F, "--workdir", "{work}", "--repeat", "1"],
+                [r"frames/s\s+max \|RMSD - MDAnalysis serial\| \(A\)$",
+                 rf"^trajscale serial / MDAnalysis serial \(whole runs\)\s+{NUM}x"]),
+    "scaling.py": (["--frames", F, "--workdir", "{work}", "--max-n", "2", "--repeat", "1", "--executors", "mpi"],
+                   [r"^executor\s+N\s+t_total s\s+frames/s", rf"^mpi \(\w+\)\s+2\s+{NUM}",
+                    rf"^trajscale mpi\(2\) / MDAnalysis-MPI\(2\), whole run: .* = {NUM}x$"]),
+    "short_runs.py": (["--frames", F, "--workdir", "{work}", "--repeat", "1", "--cold", "1"],
+                      [r"^whole call\s+trajscale s\s+MDAnalysis s\s+ratio$", rf"^cold\s+{NUM}\s+{NUM}\s+{NUM}x$"]),
+    "write.py": (["--replicas", "1", "--frames", "1", "--ranks", "2"],
+                 [r"^writer\s+s\s+MB/s\s+file MB$", rf"^trajscale collective, 2 rank\(s\)\s+{NUM}"]),
+    "bare_machine.sh": ([], []),   # test_bare_machine
+}
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("bench")
+
+
+def bench_env(work: Path) -> dict:
+    # trajscale's topology cache in the test's folder, not the user's
+    return dict(os.environ, TRAJSCALE_CACHE_DIR=str(work / "cache"), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+
+
+def run_script(work: Path, script: str, args: list[str], timeout: float = 300) -> str:
+    args = [a.replace("{work}", str(work)) for a in args]
+    proc = subprocess.run([sys.executable, str(BENCH / script), *args], check=False, capture_output=True, text=True,
+                          timeout=timeout, env=bench_env(work), cwd=work)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"{script} exited {proc.returncode}:\n{out[-4000:]}"
+    return proc.stdout
+
+
+def test_every_script_has_a_smoke_run():
+    scripts = sorted(p.name for p in BENCH.iterdir() if p.suffix in (".py", ".sh"))
+    assert scripts == sorted(SMOKE), "add the new benchmark to SMOKE in tests/test_benchmarks.py"
+
+
+@pytest.mark.parametrize("script", sorted(s for s, (args, pats) in SMOKE.items() if pats))
+def test_smoke(script, work):
+    args, patterns = SMOKE[script]
+    out = run_script(work, script, args)
+    for pattern in patterns:
+        assert re.search(pattern, out, re.MULTILINE), f"{script}: no line matches {pattern!r}:\n{out[-4000:]}"
+
+
+def test_cold_pairs_whole_processes(work):
+    """cold.py: the four rows with both sides' medians and a ratio, and the two sides' RMSDs agree."""
+    from MDAnalysisTests.datafiles import GRO
+
+    out = run_script(work, "cold.py", SMOKE["cold.py"][0])
+    header = r"^run \(whole process\)\s+trajscale s\s+MDAnalysis s\s+ratio\s+range\s+cpu ratio$"
+    assert re.search(header, out, re.MULTILINE), out
+    rows = re.findall(rf"^(.+?)\s+({NUM})\s+({NUM})\s+({NUM})x\s+({NUM})-({NUM})\s+({NUM})x$", out, re.MULTILINE)
+    labels = [r[0] for r in rows]
+    assert labels[:3] == ["first run, empty caches (serial)", "serial", "processes(2) vs multiprocessing(2)"], out
+    if shutil.which("mpiexec.mpich") or shutil.which("mpiexec"):
+        assert labels[3:] == ["mpiexec -n 2 (mpi) vs MDAnalysis serial"], out
+    for _, t_ts, t_mda, ratio, lo, hi, cpu in rows:
+        assert float(t_ts) > 0 and float(t_mda) > 0 and float(cpu) > 0
+        assert float(ratio) == pytest.approx(float(t_mda) / float(t_ts), rel=0.02, abs=0.01)   # one pair each
+        assert float(lo) == float(hi) == pytest.approx(float(ratio), abs=0.011)
+    diff = re.search(rf"max \|RMSD difference\| ({NUM}) A$", out, re.MULTILINE)
+    assert diff and float(diff.group(1)) < 1e-4, out
+    # The file it measured: frame-chunked, 20 frames, the GRO's atoms.
+    import h5py
+
+    with h5py.File(work / "adk_20_framechunks.h5md", "r") as f:
+        pos = f["particles/all/position/value"]
+        assert pos.shape[:2] == (20, 47681) and pos.chunks[0] == 1
+    import MDAnalysis as mda
+
+    assert mda.Universe(GRO).atoms.n_atoms == 47681
+
+
+def test_mda_mpi_baseline(work):
+    """The MDAnalysis-under-MPI baseline: a 2-rank job writes the RMSDs MDAnalysis's own RMSD gives."""
+    import MDAnalysis as mda
+    from MDAnalysis.analysis import rms
+    from MDAnalysisTests.datafiles import TPR
+
+    from trajscale.demo import build_demo_file
+
+    from .conftest import run_mpi
+
+    top, h5 = build_demo_file(work, int(F), progress=False)
+    assert top == TPR
+    out = work / "baseline.json"
+    proc = run_mpi(2, [str(BENCH / "mda_mpi_baseline.py"), top, h5, "--driver", "default", "--out", str(out)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    res = json.loads(out.read_text())
+    assert res["n_ranks"] == 2 and res["n_frames"] == 20 and len(res["workers"]) == 2
+    ref = rms.RMSD(mda.Universe(top, h5), select="protein and name CA").run().results.rmsd[:, 2]
+    np.testing.assert_allclose(res["rmsd_first"], ref[:5], atol=1e-4)
+    assert res["rmsd_mean"] == pytest.approx(ref.mean(), abs=1e-4)
+
+
+def test_bare_machine(work, tmp_path):
+    """bare_machine.sh runs read_layouts.py from AdK's TPR/XTC (given with --source); it passes --mpiexec only
+    to a script that has that option (read_layouts.py has not: it used to exit 2 on it)."""
+    from MDAnalysisTests import datafiles as D
+
+    devdata, wheels = tmp_path / "devdata", tmp_path / "wheels"
+    devdata.mkdir()
+    wheels.mkdir()
+    (devdata / "adk_oplsaa.tpr").symlink_to(D.TPR)
+    (devdata / "adk_oplsaa.xtc").symlink_to(D.XTC)
+    env = dict(bench_env(work), WHEELS=str(wheels), DEVDATA=str(devdata), PFX=str(tmp_path / "pfx"),
+               MPIEXEC=shutil.which("mpiexec.mpich") or "mpiexec",
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    args = [a.replace("{work}", str(tmp_path)) for a in SMOKE["read_layouts.py"][0]]
+    proc = subprocess.run(["bash", str(BENCH / "bare_machine.sh"), "benchmarks/read_layouts.py", *args],
+                          check=False, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(rf"^frame\s+\(1, 47681, 3\)\s+{NUM}", proc.stdout, re.MULTILINE), proc.stdout
+    assert (tmp_path / "adk_20.h5md").exists()   # built from the --source files
