@@ -40,9 +40,59 @@ def check_input_file(path: str | os.PathLike) -> None:
         raise InputFileError(p, "file is empty")
 
 
-def check_output_path(path: str | os.PathLike, overwrite: bool = False) -> Path:
-    """Refuse an output in a missing directory, or an existing one without overwrite."""
+def input_files(inputs) -> list[str]:
+    """The files behind ``inputs``: a folder stands for the files in it, a segment index for its parts too."""
+    out = []
+    for p in inputs:
+        if p is None:
+            continue
+        p = os.fspath(p)
+        out.append(p)
+        if os.path.isdir(p):
+            with contextlib.suppress(OSError):
+                out.extend(e.path for e in os.scandir(p) if e.is_file())
+        if p.endswith(".json") or os.path.isdir(p):
+            out.extend(_segment_paths(os.path.join(p, "index.json") if os.path.isdir(p) else p))
+    return out
+
+
+def _segment_paths(index: str) -> list[str]:
+    """The part files a segment index names (none for any other file)."""
+    import json
+
+    try:
+        with open(index) as fh:
+            segments = json.load(fh).get("segments") or []
+        root = os.path.dirname(os.path.abspath(index))
+        return [os.path.join(root, s["path"]) for s in segments if isinstance(s, dict) and "path" in s]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return []
+
+
+def refuse_input_as_output(path: str | os.PathLike, inputs=()) -> None:
+    """Raise OutputError if ``path`` is one of ``inputs``, compared by device and inode.
+
+    Symlinks, hard links and relative or differently spelled paths to an input
+    all count; ``--overwrite`` never allows it.  A missing output is no input.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    for inp in input_files(inputs):
+        try:
+            si = os.stat(inp)
+        except OSError:
+            continue
+        if (si.st_dev, si.st_ino) == (st.st_dev, st.st_ino):
+            raise OutputError(path, f"is the input {inp}: refusing to write over an input "
+                                    "(--overwrite never allows it); choose another output name")
+
+
+def check_output_path(path: str | os.PathLike, overwrite: bool = False, inputs=()) -> Path:
+    """Refuse an output that is one of ``inputs``, in a missing directory, or existing without overwrite."""
     p = Path(path)
+    refuse_input_as_output(p, inputs)
     if not p.parent.exists():
         raise OutputError(p, f"directory {p.parent} does not exist")
     if not p.parent.is_dir():   # e.g. -o rmsd.csv/x.h5md
@@ -139,8 +189,11 @@ def fsync_path(path: Path, directory: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike, overwrite: bool = True):
+def atomic_output(path: str | os.PathLike, overwrite: bool = True, inputs=()):
     """Yield a temporary path beside ``path``; rename it to ``path`` only on success.
+
+    ``path`` is checked first (:func:`check_output_path`): never one of ``inputs``,
+    and an existing file only with ``overwrite``.
 
     On any exception (KeyboardInterrupt and SystemExit included) the temporary
     file is removed and nothing appears under the final name.  The file is
@@ -148,7 +201,7 @@ def atomic_output(path: str | os.PathLike, overwrite: bool = True):
     leaves the old file or the whole new one, never a truncated one.
     Temporaries that killed writers left in the folder are removed first.
     """
-    final = check_output_path(path, overwrite=overwrite)
+    final = check_output_path(path, overwrite=overwrite, inputs=inputs)
     remove_stale_temporaries(final.parent)
     tmp = temporary_name(final)
     try:

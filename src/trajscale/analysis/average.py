@@ -3,38 +3,51 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from ..block import Block
 from .base import Analysis, Prepared, check_finite
 from .fitting import fitted, prepare_fit
-from .results import arrays_of, write_arrays
+from .results import arrays_of, output_format, save_as
 
 
 @dataclass(frozen=True)
 class AverageResult:
-    """``positions`` (N, 3) Å: the mean of ``atoms`` over ``n_frames`` frames, in the reference's frame."""
+    """``positions`` (N, 3) Å: the mean of ``atoms`` over ``n_frames`` frames, in the reference's frame;
+    ``box`` (6,): the mean of the frames' boxes (lengths in Å, angles in degrees; None without a box)."""
 
     positions: np.ndarray
     atoms: np.ndarray
     n_frames: int
     report: object = None
+    box: np.ndarray | None = None
+    formats: ClassVar[tuple[str, ...]] = (".pdb", ".h5", ".hdf5", ".npz", ".npy")
 
     def save(self, path, universe=None) -> None:
-        """``.h5`` arrays, or ``.pdb`` (needs the topology ``universe``) through MDAnalysis's writer."""
-        if str(path).lower().endswith(".pdb"):
-            import MDAnalysis as mda
-            from MDAnalysis.coordinates.memory import MemoryReader
+        """``.pdb`` (needs the topology ``universe``; CRYST1 is the mean box) through MDAnalysis's writer,
+        ``.npy`` (``positions``) or ``.h5``/``.hdf5``/``.npz`` (arrays ``positions``, ``atoms``, ``box``
+        and ``n_frames``); any other extension is refused."""
+        ext = output_format(path, self.formats, "average")
+        if ext == ".pdb" and universe is None:
+            from ..errors import ConfigError
 
-            from ..util import atomic_output
+            raise ConfigError(f"{path}: a PDB of the average structure needs the topology: save(path, universe=u)")
+        arrays = arrays_of(self)
+        if self.box is None:
+            arrays.pop("box", None)
+        save_as(path, ext, npy=self.positions, arrays=arrays, attrs={"n_frames": self.n_frames},
+                pdb=lambda tmp: self._write_pdb(tmp, universe))
 
-            u = mda.Merge(universe.atoms[self.atoms])   # the topology alone may have no coordinates
-            u.load_new(self.positions[None].astype(np.float32), format=MemoryReader)
-            with atomic_output(path) as tmp:
-                u.atoms.write(str(tmp), file_format="PDB")
-            return
-        write_arrays(path, arrays_of(self), {"n_frames": self.n_frames})
+    def _write_pdb(self, tmp, universe) -> None:
+        import MDAnalysis as mda
+        from MDAnalysis.coordinates.memory import MemoryReader
+
+        u = mda.Merge(universe.atoms[self.atoms])   # the topology alone may have no coordinates
+        u.load_new(self.positions[None].astype(np.float32), format=MemoryReader,
+                   dimensions=None if self.box is None else self.box.astype(np.float32))
+        u.atoms.write(str(tmp), file_format="PDB")
 
 
 class AverageStructure(Analysis):
@@ -45,6 +58,7 @@ class AverageStructure(Analysis):
     """
 
     name = "average"
+    formats = AverageResult.formats
     per_frame = False
 
     def __init__(self, select: str = "all", fit_select: str | None = None, reference=None, ref_frame: int = 0):
@@ -61,16 +75,21 @@ class AverageStructure(Analysis):
 
     def map(self, block: Block, prep: Prepared) -> dict:
         check_finite(block, block.positions, prep.state["path"])
-        return {"n": block.n_frames, "sum": fitted(block.positions, prep.state).sum(axis=0)}
+        boxed = block.box[:, :3].any(axis=1)   # frames without a box hold zeros: left out of the mean box
+        return {"n": block.n_frames, "sum": fitted(block.positions, prep.state).sum(axis=0),
+                "n_box": int(boxed.sum()), "box": block.box[boxed].sum(axis=0, dtype=np.float64)}
 
     def reduce(self, partials: list[dict]) -> dict:
         parts = [p for p in partials if p and p["n"]]
         if not parts:
             return {}
-        return {"n": sum(p["n"] for p in parts), "sum": np.sum([p["sum"] for p in parts], axis=0)}
+        # float32 boxes summed in float64 are exact for any run length, so any split gives the same mean
+        return {"n": sum(p["n"] for p in parts), "sum": np.sum([p["sum"] for p in parts], axis=0),
+                "n_box": sum(p["n_box"] for p in parts), "box": np.sum([p["box"] for p in parts], axis=0)}
 
     def result(self, reduced: dict, prep: Prepared) -> AverageResult:
         atoms = prep.state["sel_atoms"]
         n = reduced.get("n", 0)
         pos = reduced["sum"] / n if n else np.full((len(atoms), 3), np.nan)
-        return AverageResult(pos, atoms, int(n))
+        n_box = reduced.get("n_box", 0)
+        return AverageResult(pos, atoms, int(n), box=reduced["box"] / n_box if n_box else None)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from .checks import add_topology, check_topology
-from .options import add_h5md_options, add_segment_options, kept_for_resume, mpi_comm
+from .checks import add_overwrite, add_topology, check_topology
+from .options import add_h5md_options, add_segment_options, kept_for_resume, mpi_comm, resumed_complete
 
 log = logging.getLogger("trajscale")
 
@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
     add_frame_range(p)
     p.add_argument("--no-velocities", action="store_true", help="drop velocities")
     p.add_argument("--no-forces", action="store_true", help="drop forces")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    add_overwrite(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar (none with -q either)")
     add_segment_options(p, "convert")
     p.set_defaults(func=main, kept_when_interrupted=kept_for_resume)
@@ -55,9 +55,12 @@ def main(args) -> int:
     import os
 
     from ..convert.convert import convert
+    from ..convert.resume import unfinished
     from ..store.layout import Layout
 
     check_topology(args)
+    if resumed_complete(args, [args.topology, *args.trajectories], unfinished(args.output, "convert")):
+        return 0
     layout = Layout.parse(args.chunks, args.compression, args.fletcher32)
     comm = mpi_comm() if args.executor in (None, "mpi") else None
     if args.executor == "mpi" and comm is None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from .options import add_segment_options, kept_for_resume, mpi_comm
+from .checks import add_overwrite
+from .options import add_segment_options, kept_for_resume, mpi_comm, resumed_complete
 
 log = logging.getLogger("trajscale")
 
@@ -27,7 +28,7 @@ def add_parser(sub) -> None:
                         "deltas (integer differences between neighbouring atoms, like XTC: with blosc-lz4 ~1.1x "
                         "its size and read ~5x faster, read back only by trajscale; coordinates within +-32767 "
                         "steps of the first frame's centre) or deltas32 (the same without that bound, ~1.3x)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    add_overwrite(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_segment_options(p, "rechunk")
     p.set_defaults(func=main, kept_when_interrupted=kept_for_resume)
@@ -38,9 +39,12 @@ def main(args) -> int:
     import sys
 
     from ..convert.rechunk import rechunk
+    from ..convert.resume import unfinished
     from ..errors import ConfigError
     from ..store.layout import Layout
 
+    if resumed_complete(args, [args.input], unfinished(args.output, "rechunk")):
+        return 0
     if args.precision is not None and not args.precision > 0:
         raise ConfigError(f"--precision must be positive, got {args.precision}")
     layout = Layout.parse(args.chunks, args.compression)
