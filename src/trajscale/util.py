@@ -9,6 +9,7 @@ import re
 import socket
 import sys
 import types
+from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import InputFileError, OutputError
@@ -40,7 +41,7 @@ def check_input_file(path: str | os.PathLike) -> None:
         raise InputFileError(p, "file is empty")
 
 
-def input_files(inputs) -> list[str]:
+def input_files(inputs: Iterable[str | os.PathLike | None]) -> list[str]:
     """The files behind ``inputs``: a folder stands for the files in it, a segment index for its parts too."""
     out = []
     for p in inputs:
@@ -69,7 +70,7 @@ def _segment_paths(index: str) -> list[str]:
         return []
 
 
-def refuse_input_as_output(path: str | os.PathLike, inputs=()) -> None:
+def refuse_input_as_output(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = ()) -> None:
     """Raise OutputError if ``path`` is one of ``inputs``, compared by device and inode.
 
     Symlinks, hard links and relative or differently spelled paths to an input
@@ -89,8 +90,10 @@ def refuse_input_as_output(path: str | os.PathLike, inputs=()) -> None:
                                     "(--overwrite never allows it); choose another output name")
 
 
-def check_output_path(path: str | os.PathLike, overwrite: bool = False, inputs=()) -> Path:
-    """Refuse an output that is one of ``inputs``, in a missing directory, or existing without overwrite."""
+def check_output_path(path: str | os.PathLike, overwrite: bool = False,
+                      inputs: Iterable[str | os.PathLike | None] = ()) -> Path:
+    """Refuse an output that is one of ``inputs`` (:func:`refuse_input_as_output`), in a missing
+    directory, or existing without ``overwrite``; every command's outputs pass here before any work."""
     p = Path(path)
     refuse_input_as_output(p, inputs)
     if not p.parent.exists():
@@ -189,11 +192,8 @@ def fsync_path(path: Path, directory: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike, overwrite: bool = True, inputs=()):
+def atomic_output(path: str | os.PathLike, overwrite: bool = True):
     """Yield a temporary path beside ``path``; rename it to ``path`` only on success.
-
-    ``path`` is checked first (:func:`check_output_path`): never one of ``inputs``,
-    and an existing file only with ``overwrite``.
 
     On any exception (KeyboardInterrupt and SystemExit included) the temporary
     file is removed and nothing appears under the final name.  The file is
@@ -201,7 +201,7 @@ def atomic_output(path: str | os.PathLike, overwrite: bool = True, inputs=()):
     leaves the old file or the whole new one, never a truncated one.
     Temporaries that killed writers left in the folder are removed first.
     """
-    final = check_output_path(path, overwrite=overwrite, inputs=inputs)
+    final = check_output_path(path, overwrite=overwrite)
     remove_stale_temporaries(final.parent)
     tmp = temporary_name(final)
     try:

@@ -31,7 +31,8 @@ def add_parser(sub) -> None:
                    help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] "
                         "(the last four need hdf5plugin; default none)")
     p.add_argument("--precision", type=float, default=None,
-                   help="store positions rounded to this precision in Å (lossy; 0.01 = XTC's 0.001 nm)")
+                   help="store positions rounded to this precision in Å (lossy; 0.01 = XTC's 0.001 nm); "
+                        "saves space only with --compression")
     p.add_argument("--encoding", default="floats", choices=["floats", "deltas", "deltas32"],
                    help="with --precision: floats (plain floats for every HDF5 reader), deltas (XTC-sized, "
                         "read back only by trajscale) or deltas32 (for coordinates beyond +-32767 steps); "

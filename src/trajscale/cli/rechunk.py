@@ -22,7 +22,8 @@ def add_parser(sub) -> None:
                    help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] "
                         "(the last four need hdf5plugin; default none)")
     p.add_argument("--precision", type=float, default=None,
-                   help="round positions to this precision in Å first (lossy; 0.01 = XTC's 0.001 nm)")
+                   help="round positions to this precision in Å first (lossy; 0.01 = XTC's 0.001 nm); "
+                        "saves space only with --compression")
     p.add_argument("--encoding", default="floats", choices=["floats", "deltas", "deltas32"],
                    help="with --precision: floats (plain floats every HDF5 reader reads; ~1.5x an XTC's size), "
                         "deltas (integer differences between neighbouring atoms, like XTC: with blosc-lz4 ~1.1x "
@@ -45,8 +46,6 @@ def main(args) -> int:
 
     if resumed_complete(args, [args.input], unfinished(args.output, "rechunk")):
         return 0
-    if args.precision is not None and not args.precision > 0:
-        raise ConfigError(f"--precision must be positive, got {args.precision}")
     layout = Layout.parse(args.chunks, args.compression)
     comm = mpi_comm() if args.executor in (None, "mpi") else None
     if args.executor == "mpi" and comm is None:
