@@ -234,3 +234,22 @@ def test_precision_without_compression_warns_once(tmp_path, adk_vacuum, adk_vacu
                                        "--compression", "gzip", "--no-progress")) == []
     assert len(_precision_warnings(run_cli("rechunk", adk_vacuum_h5md, "-o", str(tmp_path / "d.h5md"),
                                            "--precision", "0.01", "--no-progress"))) == 1
+
+
+def test_virtual_output_never_replaces_the_segments_an_input_maps(tmp_path, adk_vacuum_h5md):
+    """``--virtual`` replaces NAME.parts/ (with --overwrite): not when an input maps those segments
+    (a.h5md rewritten as a.hdf5 shares a.parts/) or lies in that folder."""
+    from trajscale.convert.rechunk import rechunk
+    from trajscale.errors import OutputError
+    from trajscale.store.layout import Layout
+
+    a = tmp_path / "a.h5md"
+    rechunk(adk_vacuum_h5md, a, Layout.parse("7", "gzip:1"), executor="processes", n_workers=2, virtual=True)
+    assert (tmp_path / "a.parts").is_dir()
+    before = snapshot(tmp_path)
+    with pytest.raises(OutputError, match="is the input"):
+        rechunk(a, tmp_path / "a.hdf5", Layout.parse("7", "gzip:1"), executor="processes", n_workers=2,
+                virtual=True, overwrite=True)
+    assert snapshot(tmp_path) == before
+    with h5py.File(a) as f, h5py.File(adk_vacuum_h5md) as g:   # the virtual file still reads whole
+        np.testing.assert_array_equal(f["particles/all/position/value"][()], g["particles/all/position/value"][()])

@@ -85,6 +85,8 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if virtual and executor not in ("processes", "dask"):
         raise ConfigError("--virtual keeps per-worker segments: it needs --executor processes or dask")
+    if virtual:
+        segmented.check_parts_folder(Path(output), inputs)
     if virtual and segmented.parts_folder(Path(output)).exists() and not overwrite and not (
             resume and segmented.moving(load_record(partial_paths(output, "convert")[1]))):
         raise OutputError(segmented.parts_folder(Path(output)), "already exists (use --overwrite to replace it)")

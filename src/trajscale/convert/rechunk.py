@@ -53,7 +53,7 @@ from .join import copy_attrs, copy_frames, copy_structure, virtual_series
 from .pool import EXECUTORS, frame_bar, on_root, run_tasks
 from .resume import Partial, identity, load_record, save_record
 from .resume import partial_paths as resume_paths
-from .segmented import move_parts, moving, parts_folder
+from .segmented import check_parts_folder, move_parts, moving, parts_folder
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +127,8 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         raise ConfigError("--executor mpi: launch with mpiexec -n N trajscale rechunk ... (two ranks or more)")
     if virtual and executor not in ("processes", "dask", "mpi"):
         raise ConfigError("--virtual keeps per-worker segments: it needs --executor processes, dask or mpi")
+    if virtual:
+        check_parts_folder(final, [input])
     if virtual and parts_folder(final).exists() and not overwrite and not (
             resume and moving(load_record(partial_paths(final)[1]))):
         raise OutputError(parts_folder(final), "already exists (use --overwrite to replace it)")
