@@ -41,13 +41,17 @@ class AverageResult:
                 pdb=lambda tmp: self._write_pdb(tmp, universe))
 
     def _write_pdb(self, tmp, universe) -> None:
+        import warnings
+
         import MDAnalysis as mda
         from MDAnalysis.coordinates.memory import MemoryReader
 
         u = mda.Merge(universe.atoms[self.atoms])   # the topology alone may have no coordinates
         u.load_new(self.positions[None].astype(np.float32), format=MemoryReader,
                    dimensions=None if self.box is None else self.box.astype(np.float32))
-        u.atoms.write(str(tmp), file_format="PDB")
+        with warnings.catch_warnings():   # a line per PDB column the topology lacks: its defaults are fine
+            warnings.filterwarnings("ignore", message="Found (no information|missing)", category=UserWarning)
+            u.atoms.write(str(tmp), file_format="PDB")
 
 
 class AverageStructure(Analysis):
