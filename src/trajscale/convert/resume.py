@@ -77,7 +77,7 @@ class Partial:
 
     def begin(self, resume: bool, fresh: dict, save: bool = True) -> bool:
         """Load the record (``resume``) or start a new one from ``fresh`` (written now if ``save``);
-        True if resuming."""
+        True if resuming.  ``resume`` with nothing to resume starts a new one, saying so in one line."""
         rec = load_record(self.record_path) if resume else None
         if resume and (rec is None or not (self.tmp.exists() or self.parts.exists())):
             # a requeued job's first start gives --resume too: nothing to finish, so start the work
