@@ -9,6 +9,7 @@ import re
 import socket
 import sys
 import types
+from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import InputFileError, OutputError
@@ -40,9 +41,61 @@ def check_input_file(path: str | os.PathLike) -> None:
         raise InputFileError(p, "file is empty")
 
 
-def check_output_path(path: str | os.PathLike, overwrite: bool = False) -> Path:
-    """Refuse an output in a missing directory, or an existing one without overwrite."""
+def input_files(inputs: Iterable[str | os.PathLike | None]) -> list[str]:
+    """The files behind ``inputs``: a folder stands for the files in it, a segment index for its parts too."""
+    out = []
+    for p in inputs:
+        if p is None:
+            continue
+        p = os.fspath(p)
+        out.append(p)
+        if os.path.isdir(p):
+            with contextlib.suppress(OSError):
+                out.extend(e.path for e in os.scandir(p) if e.is_file())
+        if p.endswith(".json") or os.path.isdir(p):
+            out.extend(_segment_paths(os.path.join(p, "index.json") if os.path.isdir(p) else p))
+    return out
+
+
+def _segment_paths(index: str) -> list[str]:
+    """The part files a segment index names (none for any other file)."""
+    import json
+
+    try:
+        with open(index) as fh:
+            segments = json.load(fh).get("segments") or []
+        root = os.path.dirname(os.path.abspath(index))
+        return [os.path.join(root, s["path"]) for s in segments if isinstance(s, dict) and "path" in s]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return []
+
+
+def refuse_input_as_output(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = ()) -> None:
+    """Raise OutputError if ``path`` is one of ``inputs``, compared by device and inode.
+
+    Symlinks, hard links and relative or differently spelled paths to an input
+    all count; ``--overwrite`` never allows it.  A missing output is no input.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    for inp in input_files(inputs):
+        try:
+            si = os.stat(inp)
+        except OSError:
+            continue
+        if (si.st_dev, si.st_ino) == (st.st_dev, st.st_ino):
+            raise OutputError(path, f"is the input {inp}: refusing to write over an input "
+                                    "(--overwrite never allows it); choose another output name")
+
+
+def check_output_path(path: str | os.PathLike, overwrite: bool = False,
+                      inputs: Iterable[str | os.PathLike | None] = ()) -> Path:
+    """Refuse an output that is one of ``inputs`` (:func:`refuse_input_as_output`), in a missing
+    directory, or existing without ``overwrite``; every command's outputs pass here before any work."""
     p = Path(path)
+    refuse_input_as_output(p, inputs)
     if not p.parent.exists():
         raise OutputError(p, f"directory {p.parent} does not exist")
     if not p.parent.is_dir():   # e.g. -o rmsd.csv/x.h5md

@@ -9,6 +9,7 @@ compares against the inputs read through MDAnalysis), and the serial convert/rec
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -197,10 +198,13 @@ def test_sigterm_then_resume_equals_uninterrupted(tmp_path, executor):
     assert_same_tree(whole, out)
 
 
-def test_resume_without_a_partial_is_refused(tmp_path):
-    with pytest.raises(OutputError, match="nothing to resume"):
-        convert(D.PSF, [D.DCD], str(tmp_path / "x.h5md"), resume=True)
-    assert list(tmp_path.iterdir()) == []
+def test_resume_without_a_partial_starts_the_work_and_says_so(tmp_path, caplog):
+    """A requeued job gives --resume on its first start too (issue 24): the work starts, with one line."""
+    caplog.set_level(logging.INFO, logger="trajscale")
+    s = convert(D.PSF, [D.DCD], str(tmp_path / "x.h5md"), resume=True)
+    assert "nothing to resume" in caplog.text
+    assert s.n_frames == mda.Universe(D.PSF, D.DCD).trajectory.n_frames
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.h5md"]
 
 
 @pytest.mark.parametrize("virtual", [False, True])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -10,33 +11,49 @@ from ..block import Block
 from .base import Analysis, Prepared, check_finite
 from .fitting import fitted, prepare_fit
 from ..kernels.sums import frame_sums, mean_and_m2
-from .results import arrays_of, write_arrays
+from .results import arrays_of, output_format, save_as
 from .rmsf import add_sums, first_frame_shift
 
 
 @dataclass(frozen=True)
 class AverageResult:
-    """``positions`` (N, 3) Å: the mean of ``atoms`` over ``n_frames`` frames, in the reference's frame."""
+    """``positions`` (N, 3) Å: the mean of ``atoms`` over ``n_frames`` frames, in the reference's frame;
+    ``box`` (6,): the mean of the frames' boxes (lengths in Å, angles in degrees; None without a box)."""
 
     positions: np.ndarray
     atoms: np.ndarray
     n_frames: int
     report: object = None
+    box: np.ndarray | None = None
+    formats: ClassVar[tuple[str, ...]] = (".pdb", ".h5", ".hdf5", ".npz", ".npy")
 
     def save(self, path, universe=None) -> None:
-        """``.h5`` arrays, or ``.pdb`` (needs the topology ``universe``) through MDAnalysis's writer."""
-        if str(path).lower().endswith(".pdb"):
-            import MDAnalysis as mda
-            from MDAnalysis.coordinates.memory import MemoryReader
+        """``.pdb`` (needs the topology ``universe``; CRYST1 is the mean box) through MDAnalysis's writer,
+        ``.npy`` (``positions``) or ``.h5``/``.hdf5``/``.npz`` (arrays ``positions``, ``atoms``, ``box``
+        and ``n_frames``); any other extension is refused."""
+        ext = output_format(path, self.formats, "average")
+        if ext == ".pdb" and universe is None:
+            from ..errors import ConfigError
 
-            from ..util import atomic_output
+            raise ConfigError(f"{path}: a PDB of the average structure needs the topology: save(path, universe=u)")
+        arrays = arrays_of(self)
+        if self.box is None:
+            arrays.pop("box", None)
+        save_as(path, ext, npy=self.positions, arrays=arrays, attrs={"n_frames": self.n_frames},
+                pdb=lambda tmp: self._write_pdb(tmp, universe))
 
-            u = mda.Merge(universe.atoms[self.atoms])   # the topology alone may have no coordinates
-            u.load_new(self.positions[None].astype(np.float32), format=MemoryReader)
-            with atomic_output(path) as tmp:
-                u.atoms.write(str(tmp), file_format="PDB")
-            return
-        write_arrays(path, arrays_of(self), {"n_frames": self.n_frames})
+    def _write_pdb(self, tmp, universe) -> None:
+        import warnings
+
+        import MDAnalysis as mda
+        from MDAnalysis.coordinates.memory import MemoryReader
+
+        u = mda.Merge(universe.atoms[self.atoms])   # the topology alone may have no coordinates
+        u.load_new(self.positions[None].astype(np.float32), format=MemoryReader,
+                   dimensions=None if self.box is None else self.box.astype(np.float32))
+        with warnings.catch_warnings():   # a line per PDB column the topology lacks: its defaults are fine
+            warnings.filterwarnings("ignore", message="Found (no information|missing)", category=UserWarning)
+            u.atoms.write(str(tmp), file_format="PDB")
 
 
 class AverageStructure(Analysis):
@@ -47,6 +64,7 @@ class AverageStructure(Analysis):
     """
 
     name = "average"
+    formats = AverageResult.formats
     per_frame = False
 
     def __init__(self, select: str = "all", fit_select: str | None = None, reference=None, ref_frame: int = 0):
@@ -66,14 +84,23 @@ class AverageStructure(Analysis):
         s = prep.state
         check_finite(block, block.positions, s["path"])
         x = fitted(block.positions, s)
+        boxed = block.box[:, :3].any(axis=1)   # frames without a box hold zeros: left out of the mean box
         return {"n": block.n_frames, "words": frame_sums(x, s["shift"], squares=False, frames=block.frames,
-                                                          source=s["path"])}
+                                                          source=s["path"]),
+                "n_box": int(boxed.sum()), "box": block.box[boxed].sum(axis=0, dtype=np.float64)}
 
     def reduce(self, partials: list[dict]) -> dict:
-        return add_sums(partials)   # exact integer sums: the same bits for any split
+        parts = [p for p in partials if p and p["n"]]
+        if not parts:
+            return {}
+        # exact integer sums of the positions; float32 boxes summed in float64 are exact too (multiples of
+        # their ulp, far below 2**53 of them): the same bits for any split
+        return {**add_sums(parts), "n_box": sum(p["n_box"] for p in parts),
+                "box": np.sum([p["box"] for p in parts], axis=0)}
 
     def result(self, reduced: dict, prep: Prepared) -> AverageResult:
         atoms = prep.state["sel_atoms"]
         n = reduced.get("n", 0)
         pos = mean_and_m2(reduced["words"], n, prep.state["shift"])[0] if n else np.full((len(atoms), 3), np.nan)
-        return AverageResult(pos, atoms, int(n))
+        n_box = reduced.get("n_box", 0)
+        return AverageResult(pos, atoms, int(n), box=reduced["box"] / n_box if n_box else None)

@@ -42,6 +42,8 @@ class Analysis(ABC):
     fields: tuple[str, ...] = ("position",)
     #: True when partials hold one row per frame (concatenated in frame order).
     per_frame: bool = True
+    #: The extensions its result's ``save`` writes (the extension decides the format).
+    formats: tuple[str, ...] = ()
 
     @abstractmethod
     def prepare(self, universe, source) -> Prepared:

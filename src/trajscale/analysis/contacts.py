@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from ..kernels.geometry import distance_arrays, pair_distances
 from ..sources.selection import select_atoms
 from .base import Analysis, Prepared, check_finite
 from .fitting import frame_index, reference_positions
+from .results import SERIES, arrays_of, output_format, save_as
 
 METHODS = ("hard_cut", "radius_cut")
 
@@ -25,13 +27,15 @@ class ContactsResult:
     timeseries: np.ndarray
     n_initial_contacts: int
     report: object = None
+    formats: ClassVar[tuple[str, ...]] = SERIES
 
     def save(self, path) -> None:
-        from ..util import atomic_output
-
-        with atomic_output(path) as tmp:
-            np.savetxt(tmp, np.column_stack([self.frames, self.times, self.timeseries[:, 1]]), delimiter=",",
-                       header="frame,time,q", comments="", fmt=["%d", "%.6g", "%.8g"])
+        """``.csv`` (columns frame, time, q), ``.npy`` (the same table), ``.h5``/``.hdf5``/``.npz`` (arrays
+        ``frames``, ``times``, ``timeseries`` and ``n_initial_contacts``); any other extension is refused."""
+        table = np.column_stack([self.frames, self.times, self.timeseries[:, 1]])
+        save_as(path, output_format(path, self.formats, "contacts"),
+                table=(["frame", "time", "q"], table, ["%d", "%.6g", "%.8g"]), npy=table,
+                arrays=arrays_of(self), attrs={"n_initial_contacts": self.n_initial_contacts})
 
 
 class Contacts(Analysis):
@@ -53,6 +57,7 @@ class Contacts(Analysis):
     """
 
     name = "contacts"
+    formats = ContactsResult.formats
 
     def __init__(self, select=("protein", "protein"), radius: float = 4.5, method: str = "hard_cut",
                  reference=None, ref_frame: int = 0, pbc: bool = True) -> None:

@@ -20,6 +20,7 @@ class Distances(Analysis):
     """
 
     name = "distances"
+    formats = TimeSeries.formats
 
     def __init__(self, select1: str, select2: str, pairs: bool | None = None, pbc: bool = True) -> None:
         self.select1, self.select2, self.pairs, self.pbc = select1, select2, pairs, bool(pbc)

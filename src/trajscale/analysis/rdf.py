@@ -11,6 +11,7 @@ so the counts equal ``InterRDF``'s, with a box or without one; MDAnalysis's
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from ..kernels.sums import exact_sum, volume_of
 from ..kernels.pairs import rdf_histogram
 from ..sources.selection import select_atoms
 from .base import Analysis, Prepared, check_finite
-from .results import arrays_of, write_arrays
+from .results import arrays_of, output_format, save_as
 
 NORMS = ("rdf", "density", "none")
 
@@ -36,9 +37,16 @@ class RDFResult:
     rdf: np.ndarray
     n_frames: int
     report: object = None
+    #: no .npy: bins, edges, counts and g(r) are several arrays of two lengths
+    formats: ClassVar[tuple[str, ...]] = (".csv", ".h5", ".hdf5", ".npz")
 
     def save(self, path) -> None:
-        write_arrays(path, arrays_of(self), {"n_frames": self.n_frames})
+        """``.csv`` (columns r (the bin centre), rdf, count), ``.h5``/``.hdf5``/``.npz`` (arrays ``bins``,
+        ``edges``, ``count``, ``rdf`` and ``n_frames``); any other extension is refused."""
+        save_as(path, output_format(path, self.formats, "rdf"),
+                table=(["r", "rdf", "count"], np.column_stack([self.bins, self.rdf, self.count]),
+                       ["%.6g", "%.8g", "%.17g"]),
+                arrays=arrays_of(self), attrs={"n_frames": self.n_frames})
 
 
 class RDF(Analysis):
@@ -58,6 +66,7 @@ class RDF(Analysis):
     """
 
     name = "rdf"
+    formats = RDFResult.formats
     per_frame = False
 
     def __init__(self, select1: str, select2: str, nbins: int = 75, range=(0.0, 15.0),

@@ -21,6 +21,7 @@ class RadiusOfGyration(Analysis):
     """
 
     name = "rgyr"
+    formats = TimeSeries.formats
 
     def __init__(self, select: str = "all") -> None:
         self.select = select

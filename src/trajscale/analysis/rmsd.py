@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Union
+from typing import ClassVar, Union
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from ..errors import ConfigError, FrameRangeError, SelectionError
 from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
 from ..sources.selection import select_atoms
 from .base import Analysis, Prepared, check_finite, finite_frames
+from .results import SERIES, output_format, save_as
 
 
 @dataclass(frozen=True)
@@ -35,18 +36,27 @@ class RMSDResult:
     groups: np.ndarray
     group_names: tuple[str, ...]
     report: object = None
+    formats: ClassVar[tuple[str, ...]] = SERIES
 
     def table(self) -> np.ndarray:
         """Columns frame, time, rmsd, group rmsds (like MDAnalysis's ``results.rmsd``)."""
         return np.column_stack([self.frames, self.times, self.rmsd, self.groups])
 
     def to_csv(self, path) -> None:
-        from ..util import atomic_output
+        """The table as CSV, whatever ``path``'s extension."""
+        self._write(path, ".csv")
 
-        header = ",".join(["frame", "time", "rmsd", *self.group_names])
+    def save(self, path) -> None:
+        """``.csv`` (columns frame, time, rmsd, groups), ``.npy`` (the same table), ``.h5``/``.hdf5``/``.npz``
+        (arrays ``frames``, ``times``, ``rmsd``, ``groups`` and ``group_names``); any other extension is refused."""
+        self._write(path, output_format(path, self.formats, "rmsd"))
+
+    def _write(self, path, ext: str) -> None:
+        header = ["frame", "time", "rmsd", *self.group_names]
         fmt = ["%d", "%.6g", "%.8f"] + ["%.8f"] * len(self.group_names)
-        with atomic_output(path) as tmp:
-            np.savetxt(tmp, self.table(), delimiter=",", header=header, comments="", fmt=fmt)
+        save_as(path, ext, table=(header, self.table(), fmt), npy=self.table(),
+                arrays={"frames": self.frames, "times": self.times, "rmsd": self.rmsd, "groups": self.groups},
+                attrs={"group_names": np.array(self.group_names, dtype=str)} if self.group_names else None)
 
 
 @dataclass(frozen=True)
@@ -111,6 +121,7 @@ class RMSD(Analysis):
     """
 
     name = "rmsd"
+    formats = RMSDResult.formats
 
     def __init__(self, select: Selection = "all", ref_frame: int = 0, reference=None,
                  groupselections: Sequence[Selection] | None = (), weights: Weights = None,

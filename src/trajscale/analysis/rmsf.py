@@ -9,6 +9,7 @@ add as integers, so RMSF splits over any number of workers, in any order, with t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from ..block import Block
 from ..kernels.sums import frame_sums, mean_and_m2, shift_of
 from .base import Analysis, Prepared, check_finite
 from .fitting import fitted, prepare_fit
-from .results import arrays_of, write_arrays
+from .results import arrays_of, output_format, save_as
 
 
 def first_frame_shift(source, atoms: np.ndarray, state: dict) -> np.ndarray:
@@ -46,9 +47,14 @@ class RMSFResult:
     atoms: np.ndarray
     n_frames: int
     report: object = None
+    formats: ClassVar[tuple[str, ...]] = (".csv", ".h5", ".hdf5", ".npz", ".npy")
 
     def save(self, path) -> None:
-        write_arrays(path, arrays_of(self), {"n_frames": self.n_frames})
+        """``.csv`` (columns atom, rmsf), ``.npy`` (``rmsf``), ``.h5``/``.hdf5``/``.npz`` (arrays ``rmsf``,
+        ``mean``, ``atoms`` and ``n_frames``); any other extension is refused."""
+        save_as(path, output_format(path, self.formats, "rmsf"),
+                table=(["atom", "rmsf"], np.column_stack([self.atoms, self.rmsf]), ["%d", "%.8g"]),
+                npy=self.rmsf, arrays=arrays_of(self), attrs={"n_frames": self.n_frames})
 
 
 class RMSF(Analysis):
@@ -67,6 +73,7 @@ class RMSF(Analysis):
     """
 
     name = "rmsf"
+    formats = RMSFResult.formats
     per_frame = False
 
     def __init__(self, select: str = "all", reference=None, ref_frame: int = 0, fit_select: str | None = None):

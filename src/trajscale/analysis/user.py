@@ -129,6 +129,7 @@ class PerFrame(_UserAnalysis):
     """A user function giving one value or a fixed-size array per frame: ``r.values`` (F, ...)."""
 
     name = "per_frame"
+    formats = TimeSeries.formats
 
     def __init__(self, function, select: str = "all") -> None:
         super().__init__(select)

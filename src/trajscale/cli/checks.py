@@ -44,10 +44,31 @@ def check_topology(args) -> None:
                        f"to use it as the topology anyway add {TRAJECTORY_AS_TOPOLOGY}")
 
 
-def check_outputs(*paths: str | None, overwrite: bool = True) -> None:
-    """Check output paths before the work starts (a missing folder, a file where a folder should be)."""
+def add_overwrite(p) -> None:
+    """``--overwrite``: the one flag that lets a command replace an existing output (never an input)."""
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing output (an input is never written over)")
+
+
+def check_outputs(*paths: str | None, inputs=(), overwrite: bool = False) -> None:
+    """Check a command's outputs before any work starts, each failing with one line.
+
+    An output that is one of ``inputs`` (same device and inode: symlinks, hard
+    links and relative paths count) is refused even with ``overwrite``; so are
+    two outputs of one name, a missing folder, and an existing file without
+    ``overwrite``.  The outputs are then written by :func:`trajscale.util.atomic_output`.
+    """
+    import os
+
+    from ..errors import OutputError
     from ..util import check_output_path
 
+    seen: dict[str, str] = {}
     for p in paths:
-        if p:
-            check_output_path(p, overwrite=overwrite)
+        if not p:
+            continue
+        key = os.path.realpath(p)
+        if key in seen:
+            raise OutputError(p, f"is given twice as an output (also as {seen[key]}): give each output its own name")
+        seen[key] = p
+        check_output_path(p, overwrite=overwrite, inputs=inputs)

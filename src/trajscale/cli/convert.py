@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from .checks import add_topology, check_topology
-from .options import add_h5md_options, add_segment_options, kept_for_resume, mpi_comm
+from .checks import add_overwrite, add_topology, check_topology
+from .options import add_h5md_options, add_segment_options, kept_for_resume, mpi_comm, resumed_complete
 
 log = logging.getLogger("trajscale")
 
@@ -31,7 +31,8 @@ def add_parser(sub) -> None:
                    help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] "
                         "(the last four need hdf5plugin; default none)")
     p.add_argument("--precision", type=float, default=None,
-                   help="store positions rounded to this precision in Å (lossy; 0.01 = XTC's 0.001 nm)")
+                   help="store positions rounded to this precision in Å (lossy; 0.01 = XTC's 0.001 nm); "
+                        "saves space only with --compression")
     p.add_argument("--encoding", default="floats", choices=["floats", "deltas", "deltas32"],
                    help="with --precision: floats (plain floats for every HDF5 reader), deltas (XTC-sized, "
                         "read back only by trajscale) or deltas32 (for coordinates beyond +-32767 steps); "
@@ -45,7 +46,7 @@ def add_parser(sub) -> None:
     add_frame_range(p)
     p.add_argument("--no-velocities", action="store_true", help="drop velocities")
     p.add_argument("--no-forces", action="store_true", help="drop forces")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    add_overwrite(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar (none with -q either)")
     add_segment_options(p, "convert")
     p.set_defaults(func=main, kept_when_interrupted=kept_for_resume)
@@ -55,9 +56,12 @@ def main(args) -> int:
     import os
 
     from ..convert.convert import convert
+    from ..convert.resume import unfinished
     from ..store.layout import Layout
 
     check_topology(args)
+    if resumed_complete(args, [args.topology, *args.trajectories], unfinished(args.output, "convert")):
+        return 0
     layout = Layout.parse(args.chunks, args.compression, args.fletcher32)
     comm = mpi_comm() if args.executor in (None, "mpi") else None
     if args.executor == "mpi" and comm is None:

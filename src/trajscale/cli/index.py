@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .checks import add_overwrite
 from .options import add_h5md_options
 
 
@@ -13,6 +14,7 @@ def add_parser(sub) -> None:
     q.add_argument("-o", "--output", required=True, help="index file to write (.json)")
     q.add_argument("--topology", default=None, help="topology for formats that need one (XTC, DCD, ...)")
     add_h5md_options(q, "H5MD parts (kept in the index for the runs that read it)")
+    add_overwrite(q)
     q.set_defaults(func=main_index)
 
 
@@ -24,6 +26,6 @@ def main_index(args) -> int:
 
         raise ConfigError(f"{args.output}: the index file must end in .json")
     index = build_index(args.parts, args.output, args.topology, group=args.h5md_group,
-                        assume_units=args.assume_units)
+                        assume_units=args.assume_units, overwrite=args.overwrite)
     print(f"wrote {index} ({len(args.parts)} parts)")
     return 0

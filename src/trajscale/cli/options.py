@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import os
+
 from ..store.units import ASSUMABLE
 
 
@@ -32,6 +35,26 @@ def add_segment_options(p, what: str) -> None:
     p.add_argument("--resume", action="store_true", help=f"finish an interrupted {what} of the same inputs")
 
 
+def resumed_complete(args, inputs, unfinished) -> bool:
+    """``--resume`` on a complete output (a requeued job whose work already finished): say so, write nothing.
+
+    Complete means the output exists and nothing of an unfinished run (``unfinished``: its
+    temporary file, record, segments) is beside it.  The output is still never one of ``inputs``.
+    """
+    from pathlib import Path
+
+    if not args.resume or not Path(args.output).is_file() or any(Path(p).exists() for p in unfinished):
+        return False
+    from ..util import refuse_input_as_output
+
+    refuse_input_as_output(args.output, inputs)
+    if (os.environ.get("PMI_RANK") or os.environ.get("OMPI_COMM_WORLD_RANK") or "0") == "0":
+        logging.getLogger("trajscale").info(
+            "%s is complete: nothing to resume, not rewritten (to write it again, use --overwrite without "
+            "--resume)", args.output)
+    return True
+
+
 def kept_for_resume(args) -> str:
     """What an interrupted convert/rechunk left (``set_defaults(kept_when_interrupted=...)``)."""
     return f"the frames written so far are kept: run the same command with --resume to finish {args.output}"
@@ -39,8 +62,6 @@ def kept_for_resume(args) -> str:
 
 def mpi_comm():
     """COMM_WORLD when launched by mpiexec on several ranks (convert and rechunk then run on the ranks)."""
-    import os
-
     if int(os.environ.get("PMI_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or 1) < 2:
         return None
     from mpi4py import MPI

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 
+from .checks import add_overwrite
+from .options import resumed_complete
+
 log = logging.getLogger("trajscale")
 
 
@@ -24,15 +27,17 @@ def add_parser(sub) -> None:
                    help="read inputs in this process or in a process pool (default serial)")
     p.add_argument("-n", "--n-workers", type=int, default=2, help="processes for --executor processes")
     p.add_argument("--resume", action="store_true", help="continue an interrupted pack of the same inputs")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    add_overwrite(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=main, kept_when_interrupted=lambda a: "the files packed so far are kept: run the same "
                    f"command with --resume to finish {a.output}")
 
 
 def main(args) -> int:
-    from ..ml.pack import pack
+    from ..ml.pack import pack, partial_name
 
+    if resumed_complete(args, args.samples, [partial_name(args.output)]):
+        return 0
     s = pack(args.samples, args.output, keys=args.keys, chunks=args.chunks, compression=args.compression,
              executor=args.executor, n_workers=args.n_workers, resume=args.resume, overwrite=args.overwrite,
              progress=not args.no_progress)

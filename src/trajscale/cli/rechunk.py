@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from .options import add_segment_options, kept_for_resume, mpi_comm
+from .checks import add_overwrite
+from .options import add_segment_options, kept_for_resume, mpi_comm, resumed_complete
 
 log = logging.getLogger("trajscale")
 
@@ -21,13 +22,14 @@ def add_parser(sub) -> None:
                    help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] "
                         "(the last four need hdf5plugin; default none)")
     p.add_argument("--precision", type=float, default=None,
-                   help="round positions to this precision in Å first (lossy; 0.01 = XTC's 0.001 nm)")
+                   help="round positions to this precision in Å first (lossy; 0.01 = XTC's 0.001 nm); "
+                        "saves space only with --compression")
     p.add_argument("--encoding", default="floats", choices=["floats", "deltas", "deltas32"],
                    help="with --precision: floats (plain floats every HDF5 reader reads; ~1.5x an XTC's size), "
                         "deltas (integer differences between neighbouring atoms, like XTC: with blosc-lz4 ~1.1x "
                         "its size and read ~5x faster, read back only by trajscale; coordinates within +-32767 "
                         "steps of the first frame's centre) or deltas32 (the same without that bound, ~1.3x)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    add_overwrite(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_segment_options(p, "rechunk")
     p.set_defaults(func=main, kept_when_interrupted=kept_for_resume)
@@ -37,11 +39,12 @@ def main(args) -> int:
     import os
 
     from ..convert.rechunk import rechunk
+    from ..convert.resume import unfinished
     from ..errors import ConfigError
     from ..store.layout import Layout
 
-    if args.precision is not None and not args.precision > 0:
-        raise ConfigError(f"--precision must be positive, got {args.precision}")
+    if resumed_complete(args, [args.input], unfinished(args.output, "rechunk")):
+        return 0
     layout = Layout.parse(args.chunks, args.compression)
     comm = mpi_comm() if args.executor in (None, "mpi") else None
     if args.executor == "mpi" and comm is None:

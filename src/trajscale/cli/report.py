@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from .checks import add_overwrite, check_outputs
+
 DESCRIPTION = """\
 Read run reports written by `trajscale run --report` (or RunReport.write) and print
 the per-worker time in each phase (topology, open trajectory, read I/O, compute,
@@ -26,6 +28,7 @@ def add_parser(sub) -> None:
     p.add_argument("--trace", default=None, metavar="TRACE.json",
                    help="write a Chrome/Perfetto trace (open in ui.perfetto.dev)")
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON instead of tables")
+    add_overwrite(p)
     p.set_defaults(func=main)
 
 
@@ -58,6 +61,7 @@ def main(args) -> int:
     from ..report.metrics import json_safe, scaling
     from ..report.table import format_scaling, format_table
 
+    check_outputs(args.plot, args.trace, inputs=[*args.reports, args.baseline], overwrite=args.overwrite)
     reports = [load_report(p) for p in args.reports]
     baseline = load_report(args.baseline) if args.baseline else None
     try:

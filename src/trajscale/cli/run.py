@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from .checks import add_topology, check_outputs, check_topology, positive_int
+from .checks import add_overwrite, add_topology, check_outputs, check_topology, positive_int
 from .options import add_h5md_options
 
 log = logging.getLogger("trajscale")
@@ -12,6 +12,8 @@ log = logging.getLogger("trajscale")
 
 #: The CLI's fit selection when --select is not given (printed with the results).
 DEFAULT_SELECT = "protein and name CA"
+#: What --out writes for a per-frame series (the extension decides; analysis.results.SERIES).
+SERIES_OUT = ".csv (frame, time, values), .npy (the same table), .h5/.hdf5/.npz (frames, times, values)"
 
 
 def add_parser(sub) -> None:
@@ -20,7 +22,7 @@ def add_parser(sub) -> None:
     asub = p.add_subparsers(dest="analysis", metavar="ANALYSIS", required=True)
     r = asub.add_parser("rmsd", help="RMSD after optimal superposition",
                         description="Time series of the RMSD of a selection after optimal superposition "
-                                    "onto a reference frame (MDAnalysis rms.RMSD semantics).")
+                                    f"onto a reference frame (MDAnalysis rms.RMSD semantics). --out: {SERIES_OUT}.")
     add_topology(r)
     r.add_argument("trajectories", nargs="+", help="H5MD file (fast path) or any trajectory MDAnalysis reads")
     r.add_argument("--select", default=DEFAULT_SELECT,
@@ -46,12 +48,15 @@ def _positional(p) -> None:
 def add_analysis_parsers(asub) -> None:
     """rmsf, rgyr, average, rdf, contacts, distances: MDAnalysis's names and parameters."""
     specs = {
-        "rmsf": ("per-atom RMSF (rms.RMSF), optionally after a fit", "--out: .h5 (rmsf, mean, atoms)"),
-        "rgyr": ("mass-weighted radius of gyration per frame", "--out: .csv or .h5"),
-        "average": ("average structure after superposition (align.AverageStructure)", "--out: .h5 or .pdb"),
-        "rdf": ("radial distribution function (rdf.InterRDF)", "--out: .h5 (bins, edges, count, rdf)"),
-        "contacts": ("fraction of native contacts Q(t) (contacts.Contacts)", "--out: .csv"),
-        "distances": ("per-frame distances between two selections (minimum image)", "--out: .csv or .h5"),
+        "rmsf": ("per-atom RMSF (rms.RMSF), optionally after a fit",
+                 "--out: .csv (atom, rmsf), .npy (rmsf), .h5/.hdf5/.npz (rmsf, mean, atoms)"),
+        "rgyr": ("mass-weighted radius of gyration per frame", f"--out: {SERIES_OUT}"),
+        "average": ("average structure after superposition (align.AverageStructure)",
+                    "--out: .pdb (CRYST1: the mean box), .npy (positions), .h5/.hdf5/.npz (positions, atoms, box)"),
+        "rdf": ("radial distribution function (rdf.InterRDF)",
+                "--out: .csv (r, rdf, count), .h5/.hdf5/.npz (bins, edges, count, rdf)"),
+        "contacts": ("fraction of native contacts Q(t) (contacts.Contacts)", f"--out: {SERIES_OUT}"),
+        "distances": ("per-frame distances between two selections (minimum image)", f"--out: {SERIES_OUT}"),
     }
     for name, (helptext, out) in specs.items():
         p = asub.add_parser(name, help=helptext, description=f"{helptext}. {out}.")
@@ -117,11 +122,21 @@ def _run(analysis, args):
                group=args.h5md_group, assume_units=args.assume_units, **executor_options(args))
 
 
+def check_run_outputs(args, analysis) -> None:
+    """Before any work: neither --out nor --report is an input (topology, trajectories) or, without
+    --overwrite, an existing file; --out's extension names a format the analysis writes."""
+    check_outputs(args.out, args.report, inputs=[args.topology, *args.trajectories], overwrite=args.overwrite)
+    if args.out:
+        from ..analysis.results import output_format
+
+        output_format(args.out, analysis.formats, analysis.name)
+
+
 def main_analysis(args) -> int:
     check_topology(args)
-    check_outputs(args.out, args.report)   # before any work
-    _say_mpi_size(args)
     analysis = build_analysis(args)
+    check_run_outputs(args, analysis)
+    _say_mpi_size(args)
     result = _run(analysis, args)
     if result is None:   # an MPI rank other than 0
         return 0
@@ -157,8 +172,11 @@ def add_run_options(p) -> None:
     p.add_argument("--start", type=int, default=0, help="first frame to analyse (default 0)")
     p.add_argument("--stop", type=int, default=None, help="frame to stop before (default: the last frame)")
     p.add_argument("--step", type=positive_int, default=1, help="analyse every STEP-th frame (default 1)")
-    p.add_argument("--out", default=None, help="results file (CSV per frame; .h5 for arrays)")
+    p.add_argument("--out", default=None,
+                   help="results file; its extension decides the format (see the formats above; "
+                        "any other extension is refused before the run)")
     p.add_argument("--report", default=None, help="write the run report (JSON)")
+    add_overwrite(p)
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (none is drawn when stderr is not a terminal, or with -q)")
 
@@ -211,17 +229,17 @@ def main_rmsd(args) -> int:
     from ..analysis import RMSD
 
     check_topology(args)
-    check_outputs(args.out, args.report)   # before any work: a bad path fails in a second, not after the run
-    _say_mpi_size(args)
     analysis = RMSD(select=args.select, ref_frame=args.ref_frame, groupselections=args.groupselections,
                     weights="mass" if args.mass_weighted else None, allow_nan=args.allow_nan)
+    check_run_outputs(args, analysis)   # before any work: a bad path fails in a second, not after the run
+    _say_mpi_size(args)
     result = _run(analysis, args)
     if result is None:   # an MPI rank other than 0
         return 0
     default = " (the default; --select to change)" if args.select == DEFAULT_SELECT else ""
     print(f"selection: {args.select!r}{default}")
     if args.out:
-        result.to_csv(args.out)
+        result.save(args.out)
     _write_report(result.report, args.report)
     print(summary(result.report, args.out, args.report))
     return 0

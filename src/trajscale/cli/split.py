@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .checks import add_overwrite
 from .options import add_h5md_options
 
 
@@ -16,7 +17,7 @@ def add_parser(sub) -> None:
     p.add_argument("--parts", type=int, required=True, help="number of segments")
     p.add_argument("--chunks", default="auto", help="chunk layout of the parts (default: auto)")
     add_h5md_options(p, "the input")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing index")
+    add_overwrite(p)
     p.set_defaults(func=main_split)
 
 

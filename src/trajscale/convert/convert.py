@@ -16,7 +16,7 @@ from ..sources import H5MDSource, PartSource
 from ..sources.mda import load_universe
 from ..sources.parts import scan_part
 from ..sources.selection import select_atoms
-from ..store.codecs import ENCODINGS
+from ..store.codecs import check_lossy_options
 from ..store.layout import Layout
 from ..store.units import MDANALYSIS_QUANTITY, WRITE_UNITS, from_mdanalysis, unit_system
 from ..util import check_input_file, check_output_path, polling_for_stop
@@ -78,17 +78,15 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
     """
     t0 = time.perf_counter()
     layout = layout or Layout()
-    check_output_path(output, overwrite)
-    if precision is not None and not precision > 0:
-        raise ConfigError(f"--precision must be positive, got {precision}")
-    if encoding not in ENCODINGS:
-        raise ConfigError(f"--encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
-    if encoding != "floats" and (precision is None or not layout.compression):
-        raise ConfigError(f"--encoding {encoding} needs --precision and a --compression (blosc-lz4 pays most)")
+    inputs = [topology, *trajectories]
+    check_output_path(output, overwrite, inputs=inputs)   # never an input, even with overwrite
+    check_lossy_options(precision, encoding, layout.compression, warn=comm is None or comm.Get_rank() == 0)
     if executor not in (None, *EXECUTORS):
         raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if virtual and executor not in ("processes", "dask"):
         raise ConfigError("--virtual keeps per-worker segments: it needs --executor processes or dask")
+    if virtual:
+        segmented.check_parts_folder(Path(output), inputs)
     if virtual and segmented.parts_folder(Path(output)).exists() and not overwrite and not (
             resume and segmented.moving(load_record(partial_paths(output, "convert")[1]))):
         raise OutputError(segmented.parts_folder(Path(output)), "already exists (use --overwrite to replace it)")
@@ -135,7 +133,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         wanted = {"inputs": identity([topology, *trajectories]),
                   "options": repr((layout, select, start, stop, step, fields, units, group, assume_units,
                                    precision, encoding))}
-        partial = Partial(check_output_path(output, overwrite), "convert", wanted)
+        partial = Partial(check_output_path(output, overwrite, inputs=inputs), "convert", wanted)
         if mpi:   # every rank shifts its files' step/time as a serial pass would
             from .parallel import convert_parallel
 

@@ -40,7 +40,7 @@ import numpy as np
 from ..block import split_frames
 from ..errors import ConfigError, InputFileError, OutputError, UnitError
 from ..progress import progress_bar
-from ..store.codecs import (CODES, ENCODINGS, Deltas, codec_for, deltas_of, is_delta_coded, lossy_attrs,
+from ..store.codecs import (CODES, Deltas, check_lossy_options, codec_for, deltas_of, is_delta_coded, lossy_attrs,
                             lossy_attrs_for, quantize, stored_dtype)
 from ..store.direct_write import DirectWrites
 from ..store.hdf5 import ensure_filters, open_h5
@@ -54,7 +54,7 @@ from .join import copy_attrs, copy_frames, copy_structure, virtual_series
 from .pool import EXECUTORS, frame_bar, on_root, run_tasks
 from .resume import Partial, identity, load_record, save_record
 from .resume import partial_paths as resume_paths
-from .segmented import move_parts, moving, parts_folder
+from .segmented import check_parts_folder, move_parts, moving, parts_folder
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
     count_bytes = slab_bytes or direct.COUNT_BYTES
     slab_bytes = slab_bytes or SLAB_BYTES
     src_path = str(input)
-    final = check_output_path(output, overwrite=overwrite)
+    final = check_output_path(output, overwrite=overwrite, inputs=[input])   # never the input, even with overwrite
     if executor not in (None, *EXECUTORS):
         raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     mpi = executor == "mpi"
@@ -128,13 +128,12 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         raise ConfigError("--executor mpi: launch with mpiexec -n N trajscale rechunk ... (two ranks or more)")
     if virtual and executor not in ("processes", "dask", "mpi"):
         raise ConfigError("--virtual keeps per-worker segments: it needs --executor processes, dask or mpi")
+    if virtual:
+        check_parts_folder(final, [input])
     if virtual and parts_folder(final).exists() and not overwrite and not (
             resume and moving(load_record(partial_paths(final)[1]))):
         raise OutputError(parts_folder(final), "already exists (use --overwrite to replace it)")
-    if encoding not in ENCODINGS:
-        raise ConfigError(f"--encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
-    if encoding != "floats" and (precision is None or not layout.compression):
-        raise ConfigError(f"--encoding {encoding} needs --precision and a --compression (blosc-lz4 pays most)")
+    check_lossy_options(precision, encoding, layout.compression, warn=comm is None or comm.Get_rank() == 0)
     (ident,) = identity([src_path])
     wanted = {**ident, "layout": layout.describe(), "precision": precision}
     if encoding != "floats":

@@ -72,17 +72,19 @@ class Partial:
         self.kind = kind
         self.wanted = json.loads(json.dumps(wanted))   # as it reads back from JSON
         self.tmp, self.record_path = partial_paths(final, kind)
-        self.parts = self.final.with_name(f".{self.final.name}.{kind}-parts")
+        self.parts = unfinished(final, kind)[2]
         self.record: dict | None = None
 
     def begin(self, resume: bool, fresh: dict, save: bool = True) -> bool:
         """Load the record (``resume``) or start a new one from ``fresh`` (written now if ``save``);
-        True if resuming."""
+        True if resuming.  ``resume`` with nothing to resume starts a new one, saying so in one line."""
+        rec = load_record(self.record_path) if resume else None
+        if resume and (rec is None or not (self.tmp.exists() or self.parts.exists())):
+            # a requeued job's first start gives --resume too: nothing to finish, so start the work
+            log.info("%s: nothing to resume (no unfinished %s beside it): starting the %s", self.final, self.kind,
+                     self.kind)
+            resume = False
         if resume:
-            rec = load_record(self.record_path)
-            if rec is None or not (self.tmp.exists() or self.parts.exists()):
-                raise OutputError(self.final, "nothing to resume (no partial output and progress record "
-                                              "beside it)")
             if {k: rec.get(k) for k in self.wanted} != self.wanted:
                 raise OutputError(self.final, "the partial output was made from another input or layout "
                                               "(or other options); start again without --resume")
@@ -124,6 +126,12 @@ class Partial:
         for p in self._worker_records():
             p.unlink(missing_ok=True)
         shutil.rmtree(self.parts, ignore_errors=True)
+
+
+def unfinished(output: str | os.PathLike, kind: str) -> list[Path]:
+    """What an unfinished ``kind`` run leaves beside ``output``: temporary file, record, segments."""
+    p = Path(output)
+    return [*partial_paths(p, kind), p.with_name(f".{p.name}.{kind}-parts")]
 
 
 def partial_paths(output: str | os.PathLike, kind: str = "rechunk") -> tuple[Path, Path]:

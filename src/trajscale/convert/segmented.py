@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from ..store.hdf5 import open_h5
 from .frames import ConvertJob, write_range
 from .join import copy_frames, copy_structure, is_time_series, like, virtual_series
 from .pool import frame_bar, run_tasks
-from ..util import fsync_path
+from ..util import fsync_path, refuse_input_as_output
 from .resume import Partial, load_record, save_record
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,17 @@ def plan(job: ConvertJob, n_workers: int, virtual: bool) -> dict:
 def parts_folder(final: Path) -> Path:
     """Where ``--virtual`` keeps the segments: ``NAME.parts`` beside ``NAME`` (suffix dropped)."""
     return final.with_name(final.stem + ".parts")
+
+
+def check_parts_folder(final: Path, inputs) -> None:
+    """A ``--virtual`` run replaces ``NAME.parts/``: refuse when an input, or the segments an input
+    maps (its own ``.parts/``, e.g. ``a.h5md`` rewritten as ``a.hdf5``), lies in it."""
+    folder = parts_folder(Path(final))
+    if not folder.is_dir():
+        return
+    mapped = [parts_folder(Path(p)) for p in inputs if p is not None]
+    for entry in os.scandir(folder):
+        refuse_input_as_output(entry.path, [*inputs, *mapped])
 
 
 def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, progress: bool,

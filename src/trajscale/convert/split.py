@@ -22,7 +22,7 @@ from ..sources.segments import INDEX_NAME, write_index
 from ..store.codecs import ENCODING_OF
 from ..store.layout import Layout
 from ..store.writer import H5MDWriter
-from ..util import atomic_output
+from ..util import atomic_output, check_output_path
 
 log = logging.getLogger(__name__)
 
@@ -34,22 +34,25 @@ def split(path: str | os.PathLike, out_dir: str | os.PathLike, n_parts: int, *, 
     """Write ``n_parts`` segments of ``path`` and ``out_dir/index.json``; return the index path.
 
     ``assume_units`` states the units of an input whose datasets carry none; the
-    segments are written with their units (Å, ps) stated.
+    segments are written with their units (Å, ps) stated.  No part and no index
+    is ever the input; existing ones are replaced only with ``overwrite``.
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputFileError(out, "exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    if (out / INDEX_NAME).exists() and not overwrite:
-        raise InputFileError(out / INDEX_NAME, "already exists (use --overwrite to replace it)")
+    if out.is_dir():   # every name is checked before anything is written
+        check_output_path(out / INDEX_NAME, overwrite, inputs=[path])
     segments = []
     with H5MDSource(str(path), group=group, assume_units=assume_units) as src:
         ranges = split_frames(src.n_frames, n_parts, align=src.chunk_frames)
+        parts = [out / f"part_{k:03d}.h5md" for k in range(len(ranges))]
+        for part in parts if out.is_dir() else ():
+            check_output_path(part, overwrite, inputs=[path])
+        out.mkdir(parents=True, exist_ok=True)
         fields = src.fields
         extras = _time_independent(src)
         layout, stored = _stored_like(src, layout or Layout())
-        for k, r in enumerate(ranges):
-            part = out / f"part_{k:03d}.h5md"
+        for part, r in zip(parts, ranges):
             _copy_range(src, r.start, r.stop, part, layout, fields, extras, stored)
             meta = src.read(r.start, r.start + 1, np.array([0])), src.read(r.stop - 1, r.stop, np.array([0]))
             segments.append({"path": str(part), "start": r.start, "n_frames": len(r),
@@ -103,18 +106,20 @@ def _copy_range(src: H5MDSource, start: int, stop: int, part: Path, layout: Layo
 
 
 def build_index(parts: list[str], output: str | os.PathLike, topology: str | None = None, *,
-                group: str | None = None, assume_units: str | None = None) -> str:
+                group: str | None = None, assume_units: str | None = None, overwrite: bool = False) -> str:
     """Describe existing parts (any format MDAnalysis reads) as one trajectory; check order and atoms.
 
     ``group`` and ``assume_units`` apply to H5MD parts (the particle group to
     read, the units of datasets without a unit attribute); the index keeps them
-    for the runs that read it.
+    for the runs that read it.  ``output`` is never one of the parts or the
+    topology; an existing one is replaced only with ``overwrite``.
     """
     from ..sources import is_hdf5
 
     h5md_options = {"group": group, "assume_units": assume_units}
     if not parts:
         raise InputFileError(output, "no parts given")
+    check_output_path(output, overwrite, inputs=[*parts, topology])
     segments, start, n_atoms, prev = [], 0, None, None
     for path in parts:
         if not Path(path).is_file():

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputFileError, OutputError
 from ..progress import progress_bar
-from ..util import check_input_file, check_output_path, polling_for_stop, raise_if_stopped
+from ..util import check_input_file, check_output_path, fsync_path, polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
 
@@ -310,7 +310,8 @@ def pack(samples: Iterable[str | os.PathLike], output: str | os.PathLike, keys: 
     PackSummary
     """
     t0 = time.perf_counter()
-    final = check_output_path(output, overwrite=overwrite)
+    samples = list(samples)
+    final = check_output_path(output, overwrite=overwrite, inputs=samples)   # never an input, even with overwrite
     plan = plan_pack(samples, keys)
     tmp = partial_name(final)
     if tmp.exists() and not resume:
@@ -358,10 +359,10 @@ def pack(samples: Iterable[str | os.PathLike], output: str | os.PathLike, keys: 
             bar.close()
         if not f["index/done"][()].all():   # cannot happen unless the file was edited
             raise OutputError(tmp, "not every input was packed")
-    with open(tmp, "rb+") as fh:
-        os.fsync(fh.fileno())
+    fsync_path(tmp)
     _verify_counts(tmp, plan)
     os.replace(tmp, final)
+    fsync_path(final.parent, directory=True)
     return PackSummary(str(final), len(plan.files), plan.n_samples, plan.keys, written, resumed,
                        time.perf_counter() - t0)
 

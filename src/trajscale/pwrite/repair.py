@@ -19,7 +19,7 @@ import h5py
 from ..errors import InputFileError
 from ..store.hdf5 import open_h5
 from ..store.schema import describe
-from ..util import temporary_name
+from ..util import atomic_output
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +72,9 @@ def repair(path: str | os.PathLike) -> RepairResult:
 
 
 def _copy_truncated(p: Path, excess: dict[str, int]) -> None:
-    """Copy ``p`` with the over-long datasets cut, then rename the copy over it."""
-    tmp = temporary_name(p)
+    """Copy ``p`` with the over-long datasets cut, then rename the copy over it (fsynced, as every output)."""
     try:
-        with h5py.File(p, "r") as src, h5py.File(tmp, "w") as dst:
+        with atomic_output(p, overwrite=True) as tmp, h5py.File(p, "r") as src, h5py.File(tmp, "w") as dst:
             for k, v in src.attrs.items():
                 dst.attrs[k] = v
             for name in src:
@@ -88,10 +87,5 @@ def _copy_truncated(p: Path, excess: dict[str, int]) -> None:
                     ds[...] = old[:n]
                 for k, v in old.attrs.items():
                     ds.attrs[k] = v
-        os.replace(tmp, p)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
+    except OSError as exc:   # atomic_output removed the copy
         raise InputFileError(p, f"cannot rewrite the file ({exc})") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

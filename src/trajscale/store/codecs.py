@@ -40,6 +40,7 @@ file's unit) and ``trajscale_encoding``.
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -61,6 +62,25 @@ MAX_STEPS16 = 2**15 - 1
 MAX_REF, WIDE = 3, 128
 #: Largest |x / quantum| stored as deltas: differences of two such values fit int32.
 MAX_STEPS = 2**30 - 1
+
+log = logging.getLogger(__name__)
+
+
+def check_lossy_options(precision: float | None, encoding: str, compression, warn: bool = True) -> None:
+    """Refuse an invalid ``precision``/``encoding`` pair (ConfigError); warn (``warn``: once, on rank 0)
+    when ``precision`` comes without ``compression``, as rounded float32 then takes all its bytes."""
+    from ..errors import ConfigError
+
+    if precision is not None and not precision > 0:
+        raise ConfigError(f"--precision must be positive, got {precision}")
+    if encoding not in ENCODINGS:
+        raise ConfigError(f"--encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
+    if encoding != "floats" and (precision is None or not compression):
+        raise ConfigError(f"--encoding {encoding} needs --precision and a --compression (blosc-lz4 pays most)")
+    if precision is not None and not compression and warn:
+        log.warning("--precision %g without --compression only loses precision: the rounded float32 positions "
+                    "take as much space as exact ones; add --compression (e.g. blosc-lz4 or gzip) to store them "
+                    "smaller", precision)
 
 
 def quantum(precision: float) -> float:
