@@ -11,8 +11,8 @@ import pytest
 from MDAnalysis.analysis import rms
 
 import trajscale as ts
-from trajscale.errors import FrameRangeError
 from tests.conftest import run_cli
+from trajscale.errors import FrameRangeError
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 

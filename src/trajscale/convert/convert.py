@@ -135,6 +135,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
                          atoms=atoms, fields=fields, n_atoms=len(sel_atoms), n_frames=n_frames, layout=layout,
                          box="triclinic" if has_box else None, group=out_group, units=out_units,
                          masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
+                         atom_labels=_labels(sel_atoms),
                          observables={k: (tuple(v[0]), np.dtype(v[1]).str) for k, v in observables.items()},
                          in_group=group, assume_units=assume_units, precision=precision, encoding=encoding,
                          # delta coding is planned from the first frame, by every writer alike
@@ -233,6 +234,17 @@ def _attr(atoms, name: str):
         return np.asarray(getattr(atoms, name), dtype=np.float64)
     except Exception:   # topology without masses/charges
         return None
+
+
+def _labels(atoms) -> dict:
+    """Names and residues of the written atoms (those the topology has)."""
+    out = {}
+    for key in ("names", "resids", "resnames", "segids"):
+        try:
+            out[key] = np.asarray(getattr(atoms, key))
+        except Exception:   # noqa: BLE001 - a topology without them (MDAnalysis's NoDataError)
+            continue
+    return out
 
 
 def scanned_offsets(trajectories) -> list:

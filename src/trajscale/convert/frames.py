@@ -57,13 +57,16 @@ class ConvertJob:
     reference: np.ndarray | None = None    # "deltas": the first output frame's positions (Å)
     #: per input: XTC/TRR frame offsets (``parts.encode_offsets``) scanned by the preparing process, else None
     offsets: tuple[str | None, ...] | None = None
+    #: the written atoms' names and residues (``names``, ``resids``, ``resnames``, ``segids``): the output
+    #: is then its own topology (``sources.h5md_topology``)
+    atom_labels: dict | None = None
 
     def writer(self, path, n_frames: int) -> H5MDWriter:
         """A new writer of ``n_frames`` frames with this job's structure."""
         w = H5MDWriter(path, self.n_atoms, n_frames=n_frames, layout=self.layout, fields=self.fields,
                        box=self.box, group=self.group, masses=self.masses, charges=self.charges,
                        units=self.units, precision=self.precision, encoding=self.encoding,
-                       reference=self.reference)
+                       reference=self.reference, **(self.atom_labels or {}))
         for name, (shape, dtype) in (self.observables or {}).items():
             w.add_observable(name, tuple(shape), np.dtype(dtype))
         return w
