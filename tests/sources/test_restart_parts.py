@@ -142,3 +142,12 @@ def test_whole_repeats_are_renumbered_and_the_message_counts_frames_and_parts(pa
         step = f["particles/all/position/step"][()]
     np.testing.assert_allclose(t, np.arange(1, 31), atol=1e-4)   # continuing with the file's own 1 ps spacing
     np.testing.assert_array_equal(step, np.arange(1, 31))
+
+
+def test_xtc_step_and_time_read_from_frame_headers_equal_mdanalysis():
+    """Joining reads a few frames' step/time per part; from an XTC they come from the frame headers."""
+    from trajscale.sources import PartSource
+
+    u = mda.Universe(D.GRO, D.XTC)
+    with PartSource(D.XTC) as src:
+        assert [src.step_time(i) for i in range(src.n_frames)] == [(t.data["step"], t.time) for t in u.trajectory]

@@ -33,8 +33,6 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..errors import InputFileError
 from .base import Source
 
@@ -95,9 +93,8 @@ def same_time(a: float, b: float) -> bool:
 
 
 def _meta(src: Source, i: int) -> tuple[int, float]:
-    """Step and time of frame ``i`` (one atom read)."""
-    b = src.read(i, i + 1, np.array([0]))
-    return int(b.step[0]), float(b.time[0])
+    """Step and time of frame ``i`` (an XTC's from its header; else one atom read)."""
+    return src.step_time(i)
 
 
 class _Kept:
