@@ -138,7 +138,7 @@ def build_index(parts: list[str], output: str | os.PathLike, topology: str | Non
 
     infos = [{"path": str(Path(path).resolve())} for path in parts]
     segments = joined_segments(infos, opened(), continuous)
-    for seg in segments:   # each segment's first and last time as joined (one atom read)
+    for seg in (s for s in segments if "first_time" not in s):   # a single part: its times not read yet
         with open_source(seg["path"], topology, **(h5md_options if is_hdf5(seg["path"]) else {})) as src:
             t = [float(src.read(i, i + 1, np.array([0])).time[0]) + float(seg.get("shift_time", 0.0))
                  for i in (0, seg["n_frames"] - 1)]

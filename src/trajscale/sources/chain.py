@@ -51,6 +51,8 @@ class FileJoin:
     n_kept: int            # frames of it in the joined trajectory (a prefix)
     shift_step: int = 0
     shift_time: float = 0.0
+    first_time: float | None = None   # of its kept frames, as joined (ps); None: not read (a single file)
+    last_time: float | None = None
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,9 @@ def _meta(src: Source, i: int) -> tuple[int, float]:
 class _Kept:
     """The running state of the previous file with frames kept (its times as shifted)."""
 
-    def __init__(self, k: int, src: Source, n_kept: int, shift: tuple[int, float], first: tuple[int, float]):
-        self.k, self.src, self.n_kept, self.shift = k, src, n_kept, shift
+    def __init__(self, k: int, src: Source, n_kept: int, shift: tuple[int, float], first: tuple[int, float],
+                 row: list):
+        self.k, self.src, self.n_kept, self.shift, self.row = k, src, n_kept, shift, row
         self.raw_first = first[1]
         self.first_time = first[1] + shift[1]
         self.set_last()
@@ -109,6 +112,7 @@ class _Kept:
     def set_last(self) -> None:
         s, t = _meta(self.src, self.n_kept - 1)
         self.last_step, self.last_time = s + self.shift[0], t + self.shift[1]
+        self.row[6] = self.last_time
 
     def first_at_or_after(self, t: float) -> int:
         """The first kept frame whose (shifted) time is at or after ``t`` (times increase within a file)."""
@@ -132,7 +136,7 @@ def plan_join(sources: Iterable[Source], continuous: bool = False) -> JoinPlan:
     (first two, last, and a binary search on an overlap); a single file is not read.
     """
     sources = iter(sources)
-    files: list[list] = []   # [path, n_frames, n_kept, shift_step, shift_time]
+    files: list[list] = []   # [path, n_frames, n_kept, shift_step, shift_time, first_time, last_time]
     prev: _Kept | None = None
     dropped = restarts = overlaps = renumbered = renumbered_frames = 0
     d_step, d_time = 1, 1.0
@@ -145,7 +149,7 @@ def plan_join(sources: Iterable[Source], continuous: bool = False) -> JoinPlan:
         return JoinPlan((FileJoin(first_src.path, first_src.n_frames, first_src.n_frames),))
     for k, src in enumerate(_chain(first_src, second, sources)):
         n = src.n_frames
-        files.append([src.path, n, n, 0, 0.0])
+        files.append([src.path, n, n, 0, 0.0, None, None])
         if n == 0:
             continue
         s0, t0 = _meta(src, 0)
@@ -190,10 +194,10 @@ def plan_join(sources: Iterable[Source], continuous: bool = False) -> JoinPlan:
         if renumber:
             renumbered += 1
             renumbered_frames += n
-        files[-1][3:] = [shift[0], shift[1]]
-        prev = _Kept(k, src, n, shift, (s0, t0))
-    return JoinPlan(tuple(FileJoin(p, n, kept, s, t) for p, n, kept, s, t in files), dropped, restarts, overlaps,
-                    renumbered, renumbered_frames)
+        files[-1][3:6] = [shift[0], shift[1], t0 + shift[1]]
+        prev = _Kept(k, src, n, shift, (s0, t0), files[-1])
+    return JoinPlan(tuple(FileJoin(*row) for row in files), dropped, restarts, overlaps, renumbered,
+                    renumbered_frames)
 
 
 def _chain(a, b, rest):

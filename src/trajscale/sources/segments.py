@@ -376,6 +376,8 @@ def joined_segments(infos: list[dict], opened, continuous: bool = False) -> list
         seg = {**info, "start": start, "n_frames": fj.n_kept}
         if fj.n_kept != fj.n_frames:
             seg["file_frames"] = fj.n_frames
+        if fj.first_time is not None:
+            seg.update(first_time=fj.first_time, last_time=fj.last_time)
         if fj.shift_step or fj.shift_time:
             seg.update(shift_step=fj.shift_step, shift_time=fj.shift_time)
         if fj.n_kept:   # a part wholly replaced by the next one (--continuous) is left out
