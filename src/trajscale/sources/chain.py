@@ -177,8 +177,9 @@ def plan_join(sources: Iterable[Source], continuous: bool = False) -> JoinPlan:
                 if not restart and not continuous:
                     raise InputFileError(src.path, f"starts at {t0:g} ps, before the previous part "
                                                    f"{prev.src.path} ends ({raw_last:g} ps): the parts "
-                                                   "overlap; give --continuous to keep this part's frames from "
-                                                   f"{t0:g} ps on (the later part wins, as gmx trjcat does)")
+                                                   "overlap; give --continuous (continuous=True) to keep this part's "
+                                                   f"frames from {t0:g} ps on (the later part wins, as gmx trjcat "
+                                                   "does)")
                 keep = prev.n_kept - 1 if restart else prev.first_at_or_after(ts)
                 dropped += prev.n_kept - keep
                 restarts += restart
