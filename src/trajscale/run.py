@@ -140,7 +140,7 @@ def _topology_with_first_frame(topology, source):
 
 
 def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options,
-             max_block_bytes=MAX_BLOCK_BYTES, group=None, assume_units=None, adopt=None):
+             max_block_bytes=MAX_BLOCK_BYTES, group=None, assume_units=None, adopt=None, continuous=False):
     """The Job and run facts; the source opened here is closed on every path (a failing
     run in a long session leaks no file handle).
 
@@ -150,7 +150,7 @@ def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_optio
     opened: list = []
     try:
         job, info = _prepare_open(opened, analysis, topology, trajectory, start, stop, source_options,
-                                  max_block_bytes, group, assume_units)
+                                  max_block_bytes, group, assume_units, continuous)
         if adopt is not None and opened and job.source == opened[0].get_config():
             adopt(job.source, opened.pop())
         return job, info
@@ -160,11 +160,11 @@ def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_optio
 
 
 def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start, stop, source_options,
-                  max_block_bytes=MAX_BLOCK_BYTES, group=None, assume_units=None):
+                  max_block_bytes=MAX_BLOCK_BYTES, group=None, assume_units=None, continuous=False):
     t0 = time.perf_counter()
     given = topology if hasattr(topology, "select_atoms") else None   # an MDAnalysis Universe or AtomGroup
     top_file = given.universe.filename if given is not None else topology
-    source = open_source(trajectory, top_file, group=group, assume_units=assume_units)
+    source = open_source(trajectory, top_file, group=group, assume_units=assume_units, continuous=continuous)
     opened.append(source)
     if isinstance(source, MDASource):
         universe = source.universe
@@ -176,9 +176,7 @@ def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start,
     if universe is not None and universe.atoms.n_atoms != source.n_atoms:
         raise AtomCountMismatchError(
             f"{top_file} has {universe.atoms.n_atoms} atoms but {source.path} has {source.n_atoms}")
-    stop = source.n_frames if stop is None else stop
-    if not 0 <= start <= stop <= source.n_frames:
-        raise FrameRangeError(f"{source.path}: frames [{start}, {stop}) outside its {source.n_frames} frames")
+    start, stop = frame_range(start, stop, source.n_frames, source.path)
     # An AtomGroup given as topology is what the analysis selects within (MDAnalysis's `atomgroup`).
     prep = analysis.prepare(given if given is not None and given is not given.universe else universe, source)
     config = source.get_config()
@@ -197,11 +195,21 @@ def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start,
     return Job(analysis.get_config(), config, prep, block_frames), info
 
 
+def frame_range(start: int | None, stop: int | None, n_frames: int, where: str) -> tuple[int, int]:
+    """``[start, stop)`` of ``n_frames`` as Python's ``slice(start, stop)`` takes them (negative: from the end;
+    past the end: the end), as MDAnalysis's ``trajectory[start:stop]`` and ``AnalysisBase.run`` do; no frame
+    is an error."""
+    picked = range(n_frames)[slice(start, stop)]
+    if not len(picked):
+        raise FrameRangeError(f"{where}: --start {start} --stop {stop} selects none of its {n_frames} frames")
+    return picked.start, picked.stop
+
+
 def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = "serial",
         n_workers: int | None = None, n_tasks: int | None = None, tasks_per_worker: int = 4,
-        start: int = 0, stop: int | None = None, step: int = 1, progress: bool = False,
+        start: int | None = 0, stop: int | None = None, step: int = 1, progress: bool = False,
         group: str | None = None, assume_units: str | None = None, max_block_bytes: int = MAX_BLOCK_BYTES,
-        **executor_options):
+        continuous: bool = False, **executor_options):
     """Run ``analysis`` over ``trajectory`` on an executor.
 
     Parameters
@@ -215,6 +223,9 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         of one: the analysis selects within it, as MDAnalysis's analyses do.
     trajectory
         An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads.
+        Several parts join as ``convert`` joins them
+        (:func:`~trajscale.sources.chain.plan_join`): GROMACS restart parts
+        give each time once, the later part's frame.
     executor
         ``"serial"``, ``"processes"``, ``"dask"``, ``"mpi"``, an Executor, or
         ``"auto"``: serial when the estimated work is below the cost of
@@ -225,7 +236,9 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     n_tasks
         Number of frame blocks; default ``tasks_per_worker`` per worker.
     start, stop, step
-        Frame range to analyse: frames ``start, start + step, ...`` below ``stop``.
+        Frame range to analyse: frames ``start, start + step, ...`` below ``stop``;
+        negative ``start``/``stop`` count from the end and a ``stop`` past the
+        end is the end, as Python slices (and MDAnalysis's ``run``) take them.
     progress
         Show a progress bar on stderr.
     group
@@ -236,6 +249,10 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     max_block_bytes
         Most bytes of frames a worker reads and maps at once (default 256 MiB):
         each worker's memory is about this, however many frames the run has.
+    continuous
+        Let trajectory parts that overlap in time join, the later part's frames
+        kept (as ``gmx trjcat`` and MDAnalysis's ``continuous=True``); without
+        it an overlap is refused.
 
     Returns
     -------
@@ -270,12 +287,12 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     with polling_for_stop() if polls else contextlib.nullcontext():
         return _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks,
                     tasks_per_worker, start, stop, progress, group, assume_units, executor_options,
-                    max_block_bytes, step, timeline)
+                    max_block_bytes, step, timeline, continuous)
 
 
 def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks, tasks_per_worker,
          start, stop, progress, group, assume_units, executor_options, max_block_bytes=MAX_BLOCK_BYTES,
-         step=1, timeline=None):
+         step=1, timeline=None, continuous=False):
     timeline = timeline or ProcessTimeline()
     report = None
     try:
@@ -284,7 +301,8 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
         raise_if_stopped()
         try:
             job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options(),
-                                  max_block_bytes, group, assume_units, getattr(ex, "adopt_source", None))
+                                  max_block_bytes, group, assume_units, getattr(ex, "adopt_source", None),
+                                  continuous)
                          if ex.is_root else (None, None))
         except Exception as exc:
             if ex.spmd:   # tell the other ranks, waiting in the broadcast, before raising here

@@ -45,7 +45,7 @@ def reference(path: Path, data, compression: str = "") -> Path:
     lay = Layout.parse("auto", "gzip:1" if compression else "none")
     with H5MDWriter(path, u.atoms.n_atoms, layout=lay, fields=("position", "velocity", "force"),
                     names=u.atoms.names, ids=u.atoms.ids, masses=u.atoms.masses, charges=u.atoms.charges,
-                    species=species) as w:
+                    species=species, resids=u.atoms.resids, resnames=u.atoms.resnames, segids=u.atoms.segids) as w:
         w.write(position=data["positions"], velocity=data["velocities"], force=data["forces"],
                 step=data["step"], time=data["time"], box=data["box"])
     return path

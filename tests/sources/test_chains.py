@@ -28,12 +28,17 @@ from trajscale.testing import SourceConformance
 HERE = Path(__file__).parent
 
 
-def _write_parts(universe, folder: Path, bounds, suffix: str) -> list[str]:
-    """The universe's frames ``[a, b)`` per part, written by MDAnalysis's own writer."""
+def _write_parts(universe, folder: Path, bounds, suffix: str, restarted: bool = False) -> list[str]:
+    """The universe's frames ``[a, b)`` per part, written by MDAnalysis's own writer.
+
+    ``restarted`` (DCD): each part's header starts at its first frame (``istart``), as a restarted run
+    writes it, so times continue across parts (a DCD's times otherwise restart at 0 in every part).
+    """
     parts = []
     for k, (a, b) in enumerate(bounds):
         p = folder / f"traj.part{k + 1:04d}.{suffix}"
-        with mda.Writer(str(p), universe.atoms.n_atoms) as w:
+        kw = {"istart": a, "nsavc": 1, "dt": universe.trajectory.dt} if restarted else {}
+        with mda.Writer(str(p), universe.atoms.n_atoms, **kw) as w:
             for _ in universe.trajectory[a:b]:
                 w.write(universe.atoms)
         parts.append(str(p))
@@ -53,7 +58,7 @@ def trr_parts(tmp_path_factory):
 @pytest.fixture(scope="module")
 def dcd_parts(tmp_path_factory):
     return _write_parts(mda.Universe(D.PSF, D.DCD), tmp_path_factory.mktemp("dcd"),
-                        [(0, 25), (25, 50), (50, 74), (74, 98)], "dcd")
+                        [(0, 25), (25, 50), (50, 74), (74, 98)], "dcd", restarted=True)
 
 
 def _long_chain(folder: Path, n_parts: int, per_part: int) -> list[str]:

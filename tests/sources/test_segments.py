@@ -112,10 +112,10 @@ def test_rmsd_over_segments_equals_mdanalysis(split_dir, xtc_parts, tmp_path):
 
 
 def test_bad_parts_are_one_clear_error(xtc_parts, adk_vacuum_h5md, tmp_path):
-    with pytest.raises(TrajscaleError, match="overlap or are out of order"):
-        build_index([xtc_parts[1], xtc_parts[0], xtc_parts[2]], tmp_path / "a.json", topology=D.GRO)
-    with pytest.raises(TrajscaleError, match="overlap or are out of order"):
-        build_index([xtc_parts[0], xtc_parts[0]], tmp_path / "b.json", topology=D.GRO)
+    with pytest.raises(TrajscaleError, match="out of order"):
+        build_index([xtc_parts[1], xtc_parts[2], xtc_parts[0]], tmp_path / "a.json", topology=D.GRO)
+    with pytest.raises(TrajscaleError, match="out of order"):
+        build_index([xtc_parts[0], xtc_parts[2], xtc_parts[1]], tmp_path / "b.json", topology=D.GRO)
     with pytest.raises(TrajscaleError, match="no such part"):
         build_index([xtc_parts[0], str(tmp_path / "gone.xtc")], tmp_path / "c.json", topology=D.GRO)
     water = tmp_path / "w.h5md"

@@ -108,3 +108,26 @@ def check_finite(block: Block, positions: np.ndarray, source: str) -> None:
     finite = finite_frames(positions)
     if not finite.all():
         raise BadCoordinatesError(block.start + int(np.argmin(finite)), source)
+
+
+def masses_of(group, why: str, alternative: str = "") -> np.ndarray:
+    """``group``'s masses (float64), or one clear error naming the topology when it has none.
+
+    A trajectory-only file given as the topology (``--trajectory-as-topology``)
+    has no masses; ``why`` says what needs them ("the radius of gyration needs").
+    """
+    from MDAnalysis.exceptions import NoDataError
+
+    try:
+        return np.asarray(group.masses, dtype=np.float64)
+    except (NoDataError, AttributeError):
+        from ..errors import InputFileError
+
+        top = getattr(group.universe, "filename", None) or "the topology"
+        raise InputFileError(top, f"has no atom masses, which {why}: give a topology with masses "
+                                  f"(TPR, PSF, PRMTOP, ...){alternative}") from None
+
+
+def has_masses(group) -> bool:
+    """Whether ``group``'s topology holds masses (a trajectory-only topology has none)."""
+    return hasattr(group.universe.atoms, "masses")

@@ -12,7 +12,7 @@ from ..block import Block
 from ..errors import ConfigError, FrameRangeError, SelectionError
 from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
 from ..sources.selection import select_atoms
-from .base import Analysis, Prepared, check_finite, finite_frames
+from .base import Analysis, Prepared, check_finite, finite_frames, has_masses, masses_of
 from .results import SERIES, output_format, save_as
 
 
@@ -313,7 +313,8 @@ def _weights(weights, group, what: str) -> np.ndarray | None:
     if isinstance(weights, str):
         if weights == ARRAY:
             raise ConfigError(f"{what}={ARRAY!r} only stands for an array in a config; pass the array")
-        return group.masses.astype(np.float64)
+        return masses_of(group, f"{what}='mass' (--mass-weighted) needs",
+                         ", or leave --mass-weighted out for an unweighted fit")
     if len(weights) != group.n_atoms:
         raise ConfigError(f"{what} has {len(weights)} values but the selection has {group.n_atoms} atoms")
     return weights
@@ -331,7 +332,7 @@ def _check_same_atoms(mobile, ref, mob_sel, ref_sel, tol_mass: float | None) -> 
     if mobile.n_atoms != ref.n_atoms:
         raise SelectionError(f"selection {show(mob_sel)} has {mobile.n_atoms} atoms in the trajectory but "
                              f"reference selection {show(ref_sel)} has {ref.n_atoms}")
-    if tol_mass is None:
+    if tol_mass is None or not (has_masses(mobile) and has_masses(ref)):   # no masses: nothing to compare
         return
     bad = np.flatnonzero(np.abs(ref.masses - mobile.masses) > tol_mass)
     if len(bad):

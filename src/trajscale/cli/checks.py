@@ -24,7 +24,8 @@ def add_topology(p, what: str = "topology file with atom names (TPR, PSF, GRO, P
     p.add_argument("topology", help=what)
     p.add_argument(TRAJECTORY_AS_TOPOLOGY, action="store_true",
                    help="accept a trajectory-only file (XTC, TRR, DCD, NetCDF, H5MD) as the topology: "
-                        "its atoms then have no names, residues or masses")
+                        "its atoms then have no names, residues or masses (an H5MD file that stores them, "
+                        "as convert and ParallelWriter(topology=u) write it, is a topology without this flag)")
 
 
 def check_topology(args) -> None:

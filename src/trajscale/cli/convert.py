@@ -5,22 +5,26 @@ from __future__ import annotations
 import logging
 
 from .checks import add_overwrite, add_topology, check_topology
-from .options import add_h5md_options, add_segment_options, kept_for_resume, mpi_comm, resumed_complete
+from .options import (add_continuous_option, add_h5md_options, add_segment_options, kept_for_resume, mpi_comm,
+                      resumed_complete)
 
 log = logging.getLogger("trajscale")
 
 
 def add_frame_range(p) -> None:
-    p.add_argument("--start", type=int, default=None, help="first frame (of the concatenated input)")
-    p.add_argument("--stop", type=int, default=None, help="frame to stop before")
+    p.add_argument("--start", type=int, default=None,
+                   help="first frame of the joined input (negative counts from the end, as Python slices)")
+    p.add_argument("--stop", type=int, default=None, help="frame to stop before (negative counts from the end)")
     p.add_argument("--step", type=int, default=None, help="take every STEP-th frame")
+    add_continuous_option(p)
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("convert", help="convert trajectories to H5MD",
-                       description="Convert one or more trajectories (concatenated in order) to an H5MD "
-                                   "file with a layout chosen for analysis. Step and time are renumbered "
-                                   "where they would repeat or go backwards.")
+                       description="Convert one or more trajectories (joined in order) to an H5MD "
+                                   "file with a layout chosen for analysis. GROMACS restart parts give "
+                                   "each time once (the later part's frame); step and time are renumbered "
+                                   "where whole parts restart or repeat.")
     add_topology(p)
     p.add_argument("trajectories", nargs="+", help="trajectory files (XTC, TRR, DCD, NetCDF, H5MD, ...)")
     p.add_argument("-o", "--output", required=True, help="output .h5md file")
@@ -76,7 +80,8 @@ def main(args) -> int:
                 units=args.units, group=args.h5md_group, assume_units=args.assume_units, comm=comm,
                 executor=args.executor if parallel else None,
                 n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None,
-                virtual=args.virtual, resume=args.resume, precision=args.precision, encoding=args.encoding)
+                virtual=args.virtual, resume=args.resume, precision=args.precision, encoding=args.encoding,
+                continuous=args.continuous)
     if comm is not None and comm.Get_rank() != 0:
         return 0
     log.info("wrote %s: %d frames x %d atoms (%s), %s, %.1f MB in %.1f s", s.output, s.n_frames,

@@ -65,6 +65,21 @@ def _add_selection_row(facts: dict, label: str, atoms) -> None:
     facts.setdefault("read_amplification_hdf5_default", {})[name] = facts_amplification(facts, atoms, n, cache="hdf5")
 
 
+def format_time(t: dict | None) -> str:
+    """``time          0 - 9000 ps, dt 10 ps  (steps 0 - 4500000)``."""
+    if not t:
+        return "time          none stored"
+    if t["dt"] is None:
+        span = f"{t['first']:g} ps (one frame)"
+    elif t["even"]:
+        span = f"{t['first']:g} - {t['last']:g} ps, dt {t['dt']:.6g} ps"
+    else:
+        lo, hi = t["dt_range"]
+        span = f"{t['first']:g} - {t['last']:g} ps, dt {t['dt']:.6g} ps (uneven: {lo:.6g} to {hi:.6g} ps)"
+    steps = t.get("steps")
+    return f"time          {span}" + (f"  (steps {steps[0]} - {steps[1]})" if steps else "")
+
+
 def format_facts(f: dict) -> str:
     size = f.get("file_bytes", 0)
     lines = [
@@ -86,6 +101,7 @@ def format_facts(f: dict) -> str:
     lines += [
         f"reading       '{f['group']}'" + (f"  (units assumed: {f['assumed_units']})" if f.get("assumed_units") else ""),
         f"frames x atoms {f['n_frames']} x {f['n_atoms']}  fields {', '.join(f['fields'])}  dtype {f['dtype']}",
+        format_time(f.get("time")),
         "units         " + ", ".join(f"{k}: {v}" for k, v in f["units"].items()),
         f"boundary      {' '.join(f['boundary'])}",
         f"chunks        {f['chunks']}   compression {f['compression']}",

@@ -67,3 +67,11 @@ def mpi_comm():
     from mpi4py import MPI
 
     return MPI.COMM_WORLD
+
+
+def add_continuous_option(p) -> None:
+    """``--continuous``: parts that overlap are joined with the later part's frames kept (as gmx trjcat)."""
+    p.add_argument("--continuous", action="store_true",
+                   help="join trajectory parts that overlap in time, keeping the later part's frames "
+                        "(as gmx trjcat and MDAnalysis's continuous=True do); without it an overlap is refused. "
+                        "GROMACS restart parts (each starting with the previous part's last frame) need no flag")

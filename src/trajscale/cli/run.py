@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from .checks import add_overwrite, add_topology, check_outputs, check_topology, positive_int
-from .options import add_h5md_options
+from .options import add_continuous_option, add_h5md_options
 
 log = logging.getLogger("trajscale")
 
@@ -119,7 +119,8 @@ def _run(analysis, args):
                n_tasks=args.tasks, start=args.start, stop=args.stop, step=args.step,
                max_block_bytes=int(args.max_block_mb * 1024**2),
                progress=not (args.no_progress or getattr(args, "quiet", False)),   # off a terminal: a line per 10 %
-               group=args.h5md_group, assume_units=args.assume_units, **executor_options(args))
+               group=args.h5md_group, assume_units=args.assume_units, continuous=args.continuous,
+               **executor_options(args))
 
 
 def check_run_outputs(args, analysis) -> None:
@@ -169,9 +170,12 @@ def add_run_options(p) -> None:
                    help="HDF5 driver on MPI ranks (default: mpio where h5py has MPI)")
     p.add_argument("--max-block-mb", type=float, default=256,
                    help="most MB of frames a worker reads and maps at once (default 256): bounds memory")
-    p.add_argument("--start", type=int, default=0, help="first frame to analyse (default 0)")
-    p.add_argument("--stop", type=int, default=None, help="frame to stop before (default: the last frame)")
+    p.add_argument("--start", type=int, default=0,
+                   help="first frame to analyse (default 0; negative counts from the end, as Python slices)")
+    p.add_argument("--stop", type=int, default=None,
+                   help="frame to stop before (default: after the last frame; negative counts from the end)")
     p.add_argument("--step", type=positive_int, default=1, help="analyse every STEP-th frame (default 1)")
+    add_continuous_option(p)
     p.add_argument("--out", default=None,
                    help="results file; its extension decides the format (see the formats above; "
                         "any other extension is refused before the run)")

@@ -32,7 +32,7 @@ def main(args) -> int:
     *sources, h5md = args.files
     rep = verify(args.topology, sources, h5md, select=args.select, start=args.start, stop=args.stop,
                  step=args.step, progress=not (args.no_progress or getattr(args, "quiet", False)),
-                 group=args.h5md_group, assume_units=args.assume_units)
+                 group=args.h5md_group, assume_units=args.assume_units, continuous=args.continuous)
     print(f"{h5md}: {rep.n_frames} frames x {rep.n_atoms} atoms; max |dx| = {rep.max_dx:.3g} A, "
           f"max |dbox| = {rep.max_dbox:.3g}, max |dt| = {rep.max_dtime:.3g} ps, "
           f"step mismatches = {rep.step_mismatches}")

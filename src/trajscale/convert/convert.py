@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputFileError, OutputError
 from ..sources import H5MDSource, PartSource
+from ..sources.chain import plan_join
 from ..sources.mda import load_universe
 from ..sources.parts import scan_part
 from ..sources.selection import select_atoms
@@ -22,7 +23,6 @@ from ..store.units import MDANALYSIS_QUANTITY, WRITE_UNITS, from_mdanalysis, uni
 from ..util import check_input_file, check_output_path, polling_for_stop
 from . import direct, segmented
 from .frames import ConvertJob, remember_universe
-from .parallel import file_shifts
 from .pool import EXECUTORS, on_root
 from .resume import Partial, identity, load_record, partial_paths
 from .stream import frame_plan, is_part, open_inputs
@@ -40,6 +40,8 @@ class ConvertSummary:
     files_renumbered: int
     seconds: float
     bytes_written: int
+    frames_dropped: int = 0   # repeated by the next part (GROMACS restart parts): the later kept
+    frames_renumbered: int = 0
 
 
 def convert(topology: str, trajectories: list[str], output: str, *, layout: Layout | None = None,
@@ -48,8 +50,14 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
             overwrite: bool = False, progress: bool = False, units: str = "mdanalysis",
             group: str | None = None, assume_units: str | None = None, comm=None,
             executor: str | None = None, n_workers: int | None = None, virtual: bool = False,
-            resume: bool = False, precision: float | None = None, encoding: str = "floats") -> ConvertSummary:
-    """Write ``trajectories`` (concatenated in order) to ``output`` as H5MD.
+            resume: bool = False, precision: float | None = None, encoding: str = "floats",
+            continuous: bool = False) -> ConvertSummary:
+    """Write ``trajectories`` (joined in order) to ``output`` as H5MD.
+
+    The files are joined as :func:`~trajscale.sources.chain.plan_join` decides:
+    GROMACS restart parts each give a repeated time once (the later file's
+    frame), files whose times restart or repeat are renumbered, and a part that
+    overlaps the previous one is refused unless ``continuous`` (the later part wins).
 
     The file is written under a temporary name and renamed only when every
     frame is written and counted, so an error or an interrupt leaves nothing
@@ -107,7 +115,8 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
             fields += ("velocity",)
         if forces and all("force" in s.fields for s in sources):
             fields += ("force",)
-        plans, n_frames = frame_plan([s.n_frames for s in sources], start, stop, step)
+        join = plan_join(sources, continuous)
+        plans, n_frames = frame_plan(join.lengths, start, stop, step)
         if n_frames == 0:
             raise InputFileError(trajectories[0], "the frame range selects no frames")
         src0, frames0 = next((s, p) for s, p in zip(sources, plans) if len(p))
@@ -120,10 +129,11 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         observables = _observable_names(sources) if step in (None, 1) and not mpi else {}
         job = ConvertJob(topology=str(topology), trajectories=tuple(str(t) for t in trajectories),
                          lengths=tuple(s.n_frames for s in sources),
-                         plans=tuple((p.start, p.stop, p.step) for p in plans), shifts=None,
+                         plans=tuple((p.start, p.stop, p.step) for p in plans), shifts=tuple(join.shifts),
                          atoms=atoms, fields=fields, n_atoms=len(sel_atoms), n_frames=n_frames, layout=layout,
                          box="triclinic" if has_box else None, group=out_group, units=out_units,
                          masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
+                         atom_labels=_labels(sel_atoms),
                          observables={k: (tuple(v[0]), np.dtype(v[1]).str) for k, v in observables.items()},
                          in_group=group, assume_units=assume_units, precision=precision, encoding=encoding,
                          # delta coding is planned from the first frame, by every writer alike
@@ -132,14 +142,17 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
                                        for s in sources))
         wanted = {"inputs": identity([topology, *trajectories]),
                   "options": repr((layout, select, start, stop, step, fields, units, group, assume_units,
-                                   precision, encoding))}
+                                   precision, encoding, continuous))}
         partial = Partial(check_output_path(output, overwrite, inputs=inputs), "convert", wanted)
-        if mpi:   # every rank shifts its files' step/time as a serial pass would
+        if mpi:   # every rank planned the same join (the same few frames read)
             from .parallel import convert_parallel
 
-            shifts, renumbered = file_shifts(sources, plans)
-            return convert_parallel(comm, dataclasses.replace(job, shifts=tuple(shifts)), sources, sel_atoms,
-                                    partial, resume=resume, summary_cls=ConvertSummary, renumbered=renumbered)
+            summary = convert_parallel(comm, job, sources, sel_atoms, partial, resume=resume,
+                                       summary_cls=ConvertSummary)
+            if comm.Get_rank() == 0:
+                _say_join(join)
+            return dataclasses.replace(summary, files_renumbered=join.renumbered_files,
+                                       frames_dropped=join.dropped, frames_renumbered=join.renumbered_frames)
         parallel = executor in ("processes", "dask")
         n_workers = n_workers or os.cpu_count() or 1
         if parallel and not virtual and direct.eligible(layout, precision):   # no filter: frames written in place
@@ -150,34 +163,34 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         if partial.record.get("mode") == "mpi":
             raise OutputError(partial.final, "the partial output was written under MPI: resume it with "
                                              "mpiexec -n N trajscale convert ... --resume")
-        if partial.record.get("mode") in ("segments", "direct"):   # workers need each file's shift up front
-            shifts, renumbered = file_shifts(sources, plans)
-            job = dataclasses.replace(job, shifts=tuple(shifts))
         # Poll for SIGTERM for the whole life of the partial output: a signal stops
         # between slabs, leaving the frames written so far for --resume.
         with polling_for_stop():
             try:
                 if partial.record.get("mode") == "direct":
-                    counted = direct.write(job, partial, executor=executor or "serial", n_workers=n_workers,
-                                           progress=progress)
+                    direct.write(job, partial, executor=executor or "serial", n_workers=n_workers,
+                                 progress=progress)
                 else:
-                    counted = segmented.write(job, partial, executor=executor or "serial", n_workers=n_workers,
+                    segmented.write(job, partial, executor=executor or "serial", n_workers=n_workers,
                                               progress=progress, sources=dict(enumerate(sources)))
             except (SystemExit, KeyboardInterrupt):
                 raise   # kept for --resume
             except BaseException:
                 partial.discard()   # an error: nothing half-written stays behind
                 raise
-        if job.shifts is None:
-            renumbered = counted
-        if renumbered:
-            log.warning("renumbered step and time of %d input file(s) so they keep increasing "
-                        "(H5MD requires increasing steps)", renumbered)
+        _say_join(join)
         return ConvertSummary(str(output), n_frames, len(sel_atoms), fields, layout.describe(),
-                              renumbered, time.perf_counter() - t0, os.path.getsize(output))
+                              join.renumbered_files, time.perf_counter() - t0, os.path.getsize(output),
+                              join.dropped, join.renumbered_frames)
     finally:
         for s in sources:
             s.close()
+
+
+def _say_join(join) -> None:
+    said = join.describe()
+    if said:
+        log.warning("%s", said)
 
 
 def source_units(sources, fields: tuple[str, ...]) -> dict[str, str]:
@@ -219,6 +232,17 @@ def _attr(atoms, name: str):
         return np.asarray(getattr(atoms, name), dtype=np.float64)
     except Exception:   # topology without masses/charges
         return None
+
+
+def _labels(atoms) -> dict:
+    """Names and residues of the written atoms (those the topology has)."""
+    out = {}
+    for key in ("names", "resids", "resnames", "segids"):
+        try:
+            out[key] = np.asarray(getattr(atoms, key))
+        except Exception:   # noqa: BLE001 - a topology without them (MDAnalysis's NoDataError)
+            continue
+    return out
 
 
 def scanned_offsets(trajectories) -> list:

@@ -3,7 +3,7 @@
 A :class:`ConvertJob` is everything a worker needs as plain values (it travels
 by pickle to processes and Dask workers).  The process that prepares it opens
 every input once, computes the frames each output range takes from each file
-and the step/time shift a serial pass would give each file (``parallel.file_shifts``),
+and the step/time shift the join gives each file (``sources.chain.plan_join``),
 so a worker opens only the files of its own range and never rebuilds anything.
 
 :func:`write_range` writes output frames ``[i0, i1)`` with :class:`H5MDWriter`
@@ -14,7 +14,6 @@ record it reopens the file and continues after the last counted frame.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -27,7 +26,6 @@ from ..store.writer import H5MDWriter
 from ..util import polling_for_stop, raise_if_stopped
 from . import stream
 from .resume import load_record, save_record
-from .stream import Renumberer
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +38,7 @@ class ConvertJob:
     trajectories: tuple[str, ...]
     lengths: tuple[int, ...]               # frames per input file
     plans: tuple[tuple[int, int, int], ...]   # per file: the (start, stop, step) range of its kept frames
-    shifts: tuple | None                   # per file: (step, time) shift (None: renumber as read, serially)
+    shifts: tuple                          # per file: (step, time) shift (``sources.chain.plan_join``)
     atoms: np.ndarray | None
     fields: tuple[str, ...]
     n_atoms: int                           # atoms written
@@ -59,13 +57,16 @@ class ConvertJob:
     reference: np.ndarray | None = None    # "deltas": the first output frame's positions (Å)
     #: per input: XTC/TRR frame offsets (``parts.encode_offsets``) scanned by the preparing process, else None
     offsets: tuple[str | None, ...] | None = None
+    #: the written atoms' names and residues (``names``, ``resids``, ``resnames``, ``segids``): the output
+    #: is then its own topology (``sources.h5md_topology``)
+    atom_labels: dict | None = None
 
     def writer(self, path, n_frames: int) -> H5MDWriter:
         """A new writer of ``n_frames`` frames with this job's structure."""
         w = H5MDWriter(path, self.n_atoms, n_frames=n_frames, layout=self.layout, fields=self.fields,
                        box=self.box, group=self.group, masses=self.masses, charges=self.charges,
                        units=self.units, precision=self.precision, encoding=self.encoding,
-                       reference=self.reference)
+                       reference=self.reference, **(self.atom_labels or {}))
         for name, (shape, dtype) in (self.observables or {}).items():
             w.add_observable(name, tuple(shape), np.dtype(dtype))
         return w
@@ -73,7 +74,7 @@ class ConvertJob:
     def pieces(self, i0: int, i1: int) -> list[tuple[int, range, tuple]]:
         """The (file index, its frames, shift) of output frames ``[i0, i1)``, in order."""
         out, at = [], 0
-        for k, (plan, shift) in enumerate(zip(self.plans, self.shifts or [None] * len(self.plans))):
+        for k, (plan, shift) in enumerate(zip(self.plans, self.shifts)):
             frames = range(*plan)
             lo, hi = max(i0 - at, 0), min(i1 - at, len(frames))
             if hi > lo:
@@ -107,16 +108,15 @@ def open_input(job: ConvertJob, k: int):
                                   offsets=job.offsets[k] if job.offsets else None)
 
 
-def iter_slabs(job: ConvertJob, i0: int, i1: int, sources=None, opened=None, renumber: Renumberer | None = None):
+def iter_slabs(job: ConvertJob, i0: int, i1: int, sources=None, opened=None):
     """Yield ``(block, step, time, observables)`` of output frames ``[i0, i1)`` in slabs of at most
-    ``stream.SLAB_BYTES``, step/time shifted (``job.shifts``) or renumbered as read (``renumber``).
+    ``stream.SLAB_BYTES``, step/time shifted as the join says (``job.shifts``).
 
     ``sources`` maps input index to an open Source; other inputs are opened into
     ``opened`` (the caller closes them).  Stops between slabs on a recorded SIGTERM.
     """
     opened = {} if opened is None else opened
     for k, frames, shift in job.pieces(i0, i1):
-        starts_file = frames.start == job.plans[k][0]
         src = (sources or {}).get(k) or opened.get(k)
         if src is None:
             src = opened[k] = open_input(job, k)
@@ -129,14 +129,7 @@ def iter_slabs(job: ConvertJob, i0: int, i1: int, sources=None, opened=None, ren
             if job.observables:   # a single H5MD input read without a stride
                 obs = {name: src.file["observables"][name]["value"][idx.start:idx[-1] + 1]
                        for name in job.observables}
-            if renumber is None:
-                step, t = b.step + shift[0], b.time + shift[1]
-            else:
-                if a == 0 and starts_file:
-                    renumber.start_file(b, src.path)
-                b = renumber.apply(b)
-                step, t = b.step, b.time
-            yield b, step, t, obs
+            yield b, b.step + shift[0], b.time + shift[1], obs
 
 
 def write_range(job: ConvertJob, i0: int, i1: int, path: str, record_path: str, sources=None,
@@ -152,9 +145,6 @@ def write_range(job: ConvertJob, i0: int, i1: int, path: str, record_path: str, 
     done = int(record.get("done", 0))
     if done >= i1 - i0:
         return 0
-    # Without precomputed shifts (serial) step/time are renumbered as the files are read, as in
-    # stream.iter_blocks; the renumbering state is saved with each count, so a resume continues it.
-    renumber = None if job.shifts is not None else Renumberer(**record.get("renumber", {}))
     if done:
         writer = H5MDWriter.reopen(path, done, n_frames=i1 - i0)
     else:
@@ -162,12 +152,10 @@ def write_range(job: ConvertJob, i0: int, i1: int, path: str, record_path: str, 
     opened = {}
     try:
         with writer, polling_for_stop():
-            for b, step, t, obs in iter_slabs(job, i0 + done, i1, sources, opened, renumber):
+            for b, step, t, obs in iter_slabs(job, i0 + done, i1, sources, opened):
                 writer.write(position=b.positions, velocity=b.velocities, force=b.forces,
                              step=step, time=t, box=b.box, observables=obs)
                 record["done"] = writer.n_written   # committed (flushed) before it is recorded
-                if renumber is not None:
-                    record["renumber"] = dataclasses.asdict(renumber)
                 save_record(record_path, record)
                 if bar is not None:
                     bar.update(len(step))

@@ -4,11 +4,10 @@ In each round rank r converts the r-th chunk-aligned slab after the frames
 already counted, through ``ParallelWriter.write_frames``; the round completes
 a prefix of the file, committed durably and then counted in the progress
 record beside the partial output (``convert.resume``), so an interrupted run
-(SIGTERM to mpiexec, a rank killed) continues with ``--resume``.  The
-step/time renumbering of concatenated files (``stream.Renumberer``) needs each
-file's first frames and the previous file's last one; the preparing code reads
-those few frames first on every rank (:func:`file_shifts`), so every rank
-shifts its frames as a serial conversion would.
+(SIGTERM to mpiexec, a rank killed) continues with ``--resume``.  Every
+rank plans the same join of the input files (``sources.chain.plan_join``,
+run by ``convert`` on every rank), so every rank shifts its frames as a serial
+conversion would.
 """
 
 from __future__ import annotations
@@ -27,36 +26,11 @@ from ..util import polling_for_stop
 from . import stream
 from .pool import on_root, stop_together
 from .resume import load_record, save_record
-from .stream import Renumberer
 
 log = logging.getLogger(__name__)
 
 
-def _meta(src, frames: np.ndarray) -> Block:
-    """Step and time of a few frames (one atom read)."""
-    blocks = [src.read(int(i), int(i) + 1, np.array([0])) for i in frames]
-    return Block(0, len(blocks), np.zeros((len(blocks), 1, 3), np.float32), np.zeros((len(blocks), 6), np.float32),
-                 np.concatenate([b.time for b in blocks]), np.concatenate([b.step for b in blocks]))
-
-
-def file_shifts(sources, plans) -> tuple[list[tuple[int, float]], int]:
-    """Per input file with frames: the (step, time) shift a serial pass would apply; files renumbered."""
-    if sum(1 for p in plans if len(p)) <= 1:   # one file: nothing to renumber, nothing to read
-        return [(0, 0.0) if len(p) else None for p in plans], 0
-    r = Renumberer()
-    out = []
-    for src, frames in zip(sources, plans):
-        if not len(frames):
-            out.append(None)
-            continue
-        r.start_file(_meta(src, frames[:2]), src.path)
-        out.append((r.shift_step, r.shift_time))
-        r.apply(_meta(src, frames[-1:]))
-    return out, r.renumbered
-
-
-def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: bool, summary_cls,
-                     renumbered: int = 0):
+def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: bool, summary_cls):
     """Write ``job`` into ``partial`` from every rank of ``comm``, resumably (called by ``convert``).
 
     The frames are written in rounds: in each, rank ``r`` reads and writes the
@@ -117,11 +91,8 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
     finally:
         if not ok and rank == 0:   # an error: nothing half-written stays behind
             partial.discard()
-    if renumbered and rank == 0:
-        log.warning("renumbered step and time of %d input file(s) so they keep increasing "
-                    "(H5MD requires increasing steps)", renumbered)
     return summary_cls(str(partial.final), n_frames, len(universe_atoms), job.fields, job.layout.describe(),
-                       renumbered, time.perf_counter() - t0, os.path.getsize(partial.final))
+                       0, time.perf_counter() - t0, os.path.getsize(partial.final))
 
 
 def begin_mpi_record(partial, resume: bool) -> dict:

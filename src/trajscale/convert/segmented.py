@@ -65,23 +65,19 @@ def check_parts_folder(final: Path, inputs) -> None:
 
 
 def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, progress: bool,
-          sources=None) -> int | None:
-    """Write (or finish) ``partial`` as its record says, then rename it to the final name.
-
-    Returns the number of input files renumbered when they were renumbered as read (serial).
-    """
+          sources=None) -> None:
+    """Write (or finish) ``partial`` as its record says, then rename it to the final name."""
     rec = partial.record
     if moving(rec):   # stopped while moving the counted segments or before the rename: finish that
         _join_virtual(partial, [(partial.parts / f"part_{k:04d}.h5md", a, b) for k, (a, b) in enumerate(rec["ranges"])])
-        return None
+        return
     with frame_bar(job.n_frames, progress, "convert") as bar:
         if rec.get("mode") != "segments":
             bar.update(int(rec.get("done", 0)))
             write_range(job, 0, job.n_frames, str(partial.tmp), str(partial.record_path), sources, bar)
             check_complete(partial.tmp, job.n_frames, partial.final)
-            renumbered = (load_record(partial.record_path) or {}).get("renumber", {}).get("renumbered", 0)
             partial.finish()
-            return renumbered
+            return
         partial.parts.mkdir(exist_ok=True)
         segs = [(partial.parts / f"part_{k:04d}.h5md", a, b) for k, (a, b) in enumerate(rec["ranges"])]
         # The layout's chunk frames fixed for every segment: a short segment would otherwise get
@@ -110,7 +106,6 @@ def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, p
         _join_copy(partial, segs, job.n_frames)
         check_complete(partial.tmp, job.n_frames, partial.final)
         partial.finish()
-    return None
 
 
 def _seg_record(path: Path) -> Path:

@@ -4,7 +4,7 @@
 time-independent species/mass/charge) into ``part_NNN.h5md`` files written
 under temporary names; the index is written last, so a folder with an index is
 always complete.  ``build_index`` describes parts that already exist (GROMACS
-``-noappend`` XTC parts, restarts) after checking their order and atom counts.
+``-noappend`` XTC parts, restarts) after checking their atom counts, joined as ``sources.chain.plan_join`` decides.
 """
 
 from __future__ import annotations
@@ -106,40 +106,51 @@ def _copy_range(src: H5MDSource, start: int, stop: int, part: Path, layout: Layo
 
 
 def build_index(parts: list[str], output: str | os.PathLike, topology: str | None = None, *,
-                group: str | None = None, assume_units: str | None = None, overwrite: bool = False) -> str:
+                group: str | None = None, assume_units: str | None = None, overwrite: bool = False,
+                continuous: bool = False) -> str:
     """Describe existing parts (any format MDAnalysis reads) as one trajectory; check order and atoms.
 
-    ``group`` and ``assume_units`` apply to H5MD parts (the particle group to
-    read, the units of datasets without a unit attribute); the index keeps them
-    for the runs that read it.  ``output`` is never one of the parts or the
-    topology; an existing one is replaced only with ``overwrite``.
+    The parts join as :func:`~trajscale.sources.chain.plan_join` decides: GROMACS
+    restart parts give each time once (the later part's frame), parts whose
+    times restart or repeat are renumbered, and a part overlapping the previous
+    one is refused unless ``continuous``.  ``group`` and ``assume_units`` apply
+    to H5MD parts (the particle group to read, the units of datasets without a
+    unit attribute); the index keeps them for the runs that read it.  ``output``
+    is never one of the parts or the topology; an existing one is replaced only
+    with ``overwrite``.
     """
     from ..sources import is_hdf5
+    from ..sources.segments import joined_segments
 
     h5md_options = {"group": group, "assume_units": assume_units}
     if not parts:
         raise InputFileError(output, "no parts given")
     check_output_path(output, overwrite, inputs=[*parts, topology])
-    segments, start, n_atoms, prev = [], 0, None, None
-    for path in parts:
-        if not Path(path).is_file():
-            raise InputFileError(path, "no such part")
-        with open_source(path, topology, **(h5md_options if is_hdf5(path) else {})) as src:
+    first: list = []
+
+    def opened():
+        for path in parts:
+            if not Path(path).is_file():
+                raise InputFileError(path, "no such part")
+            src = open_source(path, topology, **(h5md_options if is_hdf5(path) else {}))
             if src.n_frames == 0:
+                src.close()
                 raise InputFileError(path, "has no frames")
-            if n_atoms is None:
-                n_atoms, fields = src.n_atoms, src.fields
-            elif src.n_atoms != n_atoms:
-                raise AtomCountMismatchError(f"{path} has {src.n_atoms} atoms but {parts[0]} has {n_atoms}")
-            t_first = float(src.read(0, 1, np.array([0])).time[0])
-            t_last = float(src.read(src.n_frames - 1, src.n_frames, np.array([0])).time[0])
-            if prev is not None and t_first <= prev[1]:
-                raise InputFileError(path, f"starts at time {t_first:g} ps, not after the end of {prev[0]} "
-                                           f"({prev[1]:g} ps): parts overlap or are out of order")
-            segments.append({"path": str(Path(path).resolve()), "start": start, "n_frames": src.n_frames,
-                             "first_time": t_first, "last_time": t_last})
-            start += src.n_frames
-            prev = (path, t_last)
+            if not first:
+                first[:] = [src.n_atoms, src.fields]
+            elif src.n_atoms != first[0]:
+                src.close()
+                raise AtomCountMismatchError(f"{path} has {src.n_atoms} atoms but {parts[0]} has {first[0]}")
+            yield src
+
+    infos = [{"path": str(Path(path).resolve())} for path in parts]
+    segments = joined_segments(infos, opened(), continuous)
+    for seg in (s for s in segments if "first_time" not in s):   # a single part: its times not read yet
+        with open_source(seg["path"], topology, **(h5md_options if is_hdf5(seg["path"]) else {})) as src:
+            t = [float(src.read(i, i + 1, np.array([0])).time[0]) + float(seg.get("shift_time", 0.0))
+                 for i in (0, seg["n_frames"] - 1)]
+        seg.update(first_time=t[0], last_time=t[1])
+    n_atoms, fields = first
     top = str(Path(topology).resolve()) if topology else None
     write_index(output, segments, n_atoms, topology=top, fields=fields, group=group, assume_units=assume_units)
     return str(output)

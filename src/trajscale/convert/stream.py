@@ -1,23 +1,22 @@
-"""Several trajectory files as one stream of blocks, with step/time renumbered where needed.
+"""Several trajectory files as one stream of blocks, joined as :func:`~trajscale.sources.chain.plan_join` decides.
 
-H5MD requires increasing steps (MDAnalysis's writer refuses otherwise), but
-concatenating copies of one XTC - as the seed paper did to build its
-90,100-frame file - repeats them.  Each file whose first step does not follow
-the previous file's last one is shifted so that it continues the sequence with
-its own spacing.
+GROMACS restart parts repeat the previous part's last frame (the later one is
+kept); files whose times restart or repeat (copies of one XTC, as the seed
+paper concatenated to build its 90,100-frame file) are renumbered so that steps
+and times keep increasing, as H5MD requires.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
-from ..block import Block
 from ..errors import AtomCountMismatchError, ConfigError, InputFileError
 from ..sources import H5MDSource, MDASource, PartSource, Source, is_hdf5
+from ..sources.chain import JoinPlan, plan_join
 from ..sources.mda import check_input_file
 from ..sources.parts import part_format
 from ..util import polling_for_stop, raise_if_stopped
@@ -82,40 +81,6 @@ def open_inputs(topology: str, trajectories: list[str], universe, group: str | N
     return sources
 
 
-@dataclass
-class Renumberer:
-    """Keeps step and time increasing across concatenated files."""
-
-    last_step: int | None = None
-    last_time: float | None = None
-    d_step: int = 1
-    d_time: float = 1.0
-    shift_step: int = 0
-    shift_time: float = 0.0
-    renumbered: int = 0
-
-    def start_file(self, first: Block, path: str) -> None:
-        """Decide the shift for a new file from its first block."""
-        steps, times = first.step, first.time
-        if len(steps) > 1:
-            self.d_step = int(steps[1] - steps[0]) or self.d_step
-            self.d_time = float(times[1] - times[0]) or self.d_time
-        if self.last_step is not None and steps[0] <= self.last_step:
-            self.shift_step = self.last_step + self.d_step - int(steps[0])
-            self.shift_time = self.last_time + self.d_time - float(times[0])
-            self.renumbered += 1
-            log.debug("%s: steps restart at %d; renumbered to continue from %d", path, steps[0],
-                     self.last_step + self.d_step)
-        else:
-            self.shift_step, self.shift_time = 0, 0.0
-
-    def apply(self, block: Block) -> Block:
-        out = replace(block, step=block.step + self.shift_step, time=block.time + self.shift_time)
-        if len(out.step):
-            self.last_step, self.last_time = int(out.step[-1]), float(out.time[-1])
-        return out
-
-
 def frame_plan(lengths: list[int], start: int | None, stop: int | None, step: int | None):
     """Per file, the local frames (a ``range``) picked by a global ``start:stop:step``; and their total."""
     if step is not None and step < 1:
@@ -132,25 +97,22 @@ def frame_plan(lengths: list[int], start: int | None, stop: int | None, step: in
 
 
 def iter_blocks(sources: list[Source], atoms: np.ndarray | None, fields: tuple[str, ...],
-                start=None, stop=None, step=None, renumber: Renumberer | None = None):
-    """Yield renumbered blocks of the concatenated, sliced sources in order.
+                start=None, stop=None, step=None, join: JoinPlan | None = None):
+    """Yield the blocks of the joined (``join``, default :func:`plan_join`'s), sliced sources in order.
 
     Only the kept frames are read (strided reads), in blocks of at most
-    SLAB_BYTES of what the source allocates.
+    SLAB_BYTES of what the source allocates; step and time as the join shifts them.
     """
-    plans, _ = frame_plan([s.n_frames for s in sources], start, stop, step)
-    renumber = renumber or Renumberer()
+    join = join or plan_join(sources)
+    plans, _ = frame_plan(join.lengths, start, stop, step)
     with polling_for_stop():
-        for src, frames in zip(sources, plans):
+        for src, frames, (d_step, d_time) in zip(sources, plans, join.shifts):
             if not len(frames):
                 continue
             slab = max(1, SLAB_BYTES // src.bytes_per_frame(atoms, fields))
-            first = True
             for i in range(0, len(frames), slab):
                 idx = frames[i:i + slab]
                 raise_if_stopped()
                 block = src.read(idx.start, idx[-1] + 1, atoms, fields, stride=frames.step)
-                if first:
-                    renumber.start_file(block, src.path)
-                    first = False
-                yield renumber.apply(block)
+                yield replace(block, step=block.step + d_step, time=block.time + d_time) if d_step or d_time \
+                    else block

@@ -10,8 +10,9 @@ from ..errors import AtomCountMismatchError
 from ..progress import progress_bar
 from ..sources import H5MDSource, is_hdf5
 from ..sources.mda import load_universe
+from ..sources.chain import plan_join
 from ..sources.selection import select_atoms
-from .stream import Renumberer, frame_plan, iter_blocks, open_inputs
+from .stream import frame_plan, iter_blocks, open_inputs
 
 #: float32 round-off allowance: a few ulp of the largest coordinate, plus unit conversion.
 RTOL = 4e-7
@@ -38,7 +39,7 @@ class VerifyReport:
 
 def verify(topology: str, trajectories: list[str], h5md: str, *, select: str | None = None,
            start=None, stop=None, step=None, progress: bool = False, group: str | None = None,
-           assume_units: str | None = None) -> VerifyReport:
+           assume_units: str | None = None, continuous: bool = False) -> VerifyReport:
     """Frame-by-frame max |dx|, time, step and box of ``h5md`` against its sources.
 
     Positions stored at a stated precision (``rechunk --precision``) must lie within
@@ -46,7 +47,8 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, select: str | N
     round-off.
 
     ``group`` and ``assume_units`` apply to ``h5md`` and to any H5MD source
-    (convert keeps the source's group name).
+    (convert keeps the source's group name). The sources are joined as convert
+    joins them (:func:`~trajscale.sources.chain.plan_join`; ``continuous`` as there).
     """
     universe = load_universe(topology, topology_coordinates=bool(select))   # (as convert)
     atoms = select_atoms(universe, select, "selection").indices if select else None
@@ -59,7 +61,8 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, select: str | N
         out.close()
         raise
     try:
-        _, n = frame_plan([s.n_frames for s in sources], start, stop, step)
+        join = plan_join(sources, continuous)
+        _, n = frame_plan(join.lengths, start, stop, step)
         n_sel = universe.atoms.n_atoms if atoms is None else len(atoms)
         rep = VerifyReport(n_frames=n, n_atoms=n_sel)
         if out.info.lossy:   # quantum in the file's unit -> Å
@@ -73,7 +76,7 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, select: str | N
         fields = tuple(fl for fl in out.fields if all(fl in s.fields for s in sources))
         pos = 0
         with progress_bar(n, progress, desc="verify", unit="frame", leave=True) as bar:
-            for ref in iter_blocks(sources, atoms, fields, start, stop, step, Renumberer()):
+            for ref in iter_blocks(sources, atoms, fields, start, stop, step, join):
                 got = out.read(pos, pos + ref.n_frames, fields=fields)
                 _compare(rep, pos, ref, got, fields)
                 pos += ref.n_frames

@@ -4,7 +4,9 @@ The count is the length of ``step`` (``store.schema.complete_frames``), which
 trajscale's writers grow only after a frame's data is flushed, so every frame
 counted is whole.  Each poll opens the file afresh (HDF5 caches metadata per
 open) without HDF5's file lock (the writer holds it); an open that catches the
-writer mid-flush fails and is retried at the next poll.
+writer mid-flush fails and is retried at the next poll.  Rows the writer has
+reserved beyond the last complete frame are frames in flight, not the leftovers
+of an interrupted write: nothing advises ``repair`` here.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def complete_frames(path: str) -> int | None:
     """Complete frames in ``path`` now, or None if it cannot be read at this instant."""
     try:
         with h5py.File(path, "r", locking=False) as f:
-            return describe(f).n_frames
+            return describe(f, being_written=True).n_frames   # reserved rows are frames in flight
     except (OSError, KeyError, ValueError):   # missing yet, or caught mid-flush
         return None
 

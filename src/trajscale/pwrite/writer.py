@@ -491,12 +491,14 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _topology_arrays(topology) -> dict | None:
-    """Names, ids, masses, charges and species of a Universe/AtomGroup (what it has)."""
+    """Names, ids, masses, charges, residues (resids, resnames, segids) and species of a Universe/AtomGroup
+    (what it has): the file is then its own topology (``sources.h5md_topology``)."""
     if topology is None:
         return None
     atoms = topology.atoms
     out = {}
-    for key, attr in (("names", "names"), ("ids", "ids"), ("masses", "masses"), ("charges", "charges")):
+    for key, attr in (("names", "names"), ("ids", "ids"), ("masses", "masses"), ("charges", "charges"),
+                      ("resids", "resids"), ("resnames", "resnames"), ("segids", "segids")):
         with contextlib.suppress(AttributeError, Exception):
             out[key] = np.asarray(getattr(atoms, attr))
     with contextlib.suppress(AttributeError, Exception):

@@ -27,13 +27,14 @@ def is_hdf5(path: str | Path) -> bool:
 
 def open_source(trajectories, topology: str | None = None, *, driver: str | None = None,
                 comm=None, collective: bool = False, group: str | None = None,
-                assume_units: str | None = None) -> Source:
+                assume_units: str | None = None, continuous: bool = False) -> Source:
     """Open the best Source for ``trajectories``.
 
     A single HDF5 file goes through the fast :class:`H5MDSource`; a single
     XTC/TRR through :class:`PartSource` and several XTC, TRR, DCD, ... parts
     through :meth:`SegmentedSource.from_parts` (frame offsets scanned once here,
-    shipped to workers, each opening only its parts); anything else through
+    shipped to workers, each opening only its parts; joined as ``chain.plan_join``
+    decides, ``continuous`` letting overlapping parts join); anything else through
     :class:`MDASource`. Formats other than H5MD need ``topology``.
     ``group`` (the H5MD particle group) and ``assume_units`` (``"nm"`` or
     ``"Angstrom"`` for datasets without a unit attribute) apply to H5MD files.
@@ -55,7 +56,7 @@ def open_source(trajectories, topology: str | None = None, *, driver: str | None
         raise ConfigError(f"{paths[0]}: reading this format needs a topology file")
     if not any(is_hdf5(p) for p in paths):
         if len(paths) > 1:
-            return SegmentedSource.from_parts(paths, topology)
+            return SegmentedSource.from_parts(paths, topology, continuous=continuous)
         if part_format(paths[0]) in XDR_FORMATS:
             return PartSource(paths[0])
     return MDASource(topology, paths)

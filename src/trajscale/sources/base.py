@@ -82,6 +82,11 @@ class Source(ABC):
             arr[:] = getattr(blk, _BLOCK_ATTRS[fl])
         box[:], time[:], step[:] = blk.box, blk.time, blk.step
 
+    def step_time(self, frame: int) -> tuple[int, float]:
+        """Step and time (ps) of one frame (joining parts reads a few per file: ``chain.plan_join``)."""
+        b = self.read(frame, frame + 1, np.array([0]))
+        return int(b.step[0]), float(b.time[0])
+
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
         """Bytes one frame costs in the arrays ``read`` allocates (what sizes blocks and tasks).

@@ -29,7 +29,9 @@ def trajectory_only_format(path: str) -> str | None:
     try:
         with open(path, "rb") as fh:
             if fh.read(8) == b"\x89HDF\r\n\x1a\n":
-                return "H5MD/HDF5"
+                from .h5md_topology import stores_topology
+
+                return None if stores_topology(path) else "H5MD/HDF5"   # trajscale's files store their atoms
     except OSError:
         return None   # check_input_file names the problem
     try:
@@ -53,6 +55,12 @@ def load_universe(topology: str, trajectories=(), parsed=None, topology_coordina
     files = [topology, *trajectories]
     for p in files:
         check_input_file(p)
+    if parsed is None and _is_hdf5(topology):   # an H5MD file that stores its atoms (names, masses, residues)
+        from .h5md_topology import h5md_universe
+
+        u = h5md_universe(str(topology), trajectories, **kw)
+        if u is not None:
+            return u
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -69,6 +77,12 @@ def load_universe(topology: str, trajectories=(), parsed=None, topology_coordina
         detail = " ".join(str(exc).split()) or (
             "the file ends early (truncated?)" if isinstance(exc, EOFError) else type(exc).__name__)
         raise InputFileError(files[-1], f"MDAnalysis cannot read it: {detail}") from None
+
+
+def _is_hdf5(path) -> bool:
+    from . import is_hdf5
+
+    return is_hdf5(path)
 
 
 def _universe_via_cache(topology: str, trajectories: list, topology_coordinates: bool, kw: dict):

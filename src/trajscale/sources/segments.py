@@ -21,6 +21,11 @@ Index format (paths relative to the index's folder)::
      "segments": [{"path": "part_000.h5md", "start": 0, "n_frames": 500,
                    "first_time": 0.0, "last_time": 499.0}, ...],
      "group": "protein", "assume_units": "nm"}   # optional, for H5MD parts (``trajscale index --group``)
+
+A segment may also hold ``"file_frames"`` (the part has more frames than the
+``n_frames`` it gives: its last ones repeat times of the next part, a GROMACS
+restart) and ``"shift_step"``/``"shift_time"`` (added to its steps and times:
+a part whose times restart is renumbered), as :func:`~.chain.plan_join` decided.
 """
 
 from __future__ import annotations
@@ -117,6 +122,9 @@ class SegmentedSource(Source):
         self.segments = segments
         self._n_atoms = int(n_atoms)
         self._starts = np.cumsum([0] + [int(s["n_frames"]) for s in segments], dtype=np.int64)
+        #: per segment: (step, time) added to its frames' (the join's renumbering), None for none
+        self._shifts = [(int(s.get("shift_step", 0)), float(s.get("shift_time", 0.0)))
+                        if s.get("shift_step") or s.get("shift_time") else None for s in segments]
         self._open: OrderedDict[int, Source] = OrderedDict()
         # Identity of each open part when it was opened, and the open parts checked since the last
         # refresh(): a long-lived worker stats only the parts a task reads, never the whole chain.
@@ -129,18 +137,21 @@ class SegmentedSource(Source):
         self._fields: tuple[str, ...] | None = tuple(fields) if fields else None
 
     @classmethod
-    def from_parts(cls, parts: list[str], topology: str | None = None, max_open: int = MAX_OPEN) -> SegmentedSource:
+    def from_parts(cls, parts: list[str], topology: str | None = None, max_open: int = MAX_OPEN,
+                   continuous: bool = False) -> SegmentedSource:
         """Parts in formats MDAnalysis reads, in order, as one trajectory (MDAnalysis's ChainReader's job).
 
         Every part is scanned here, once (frame count, atom count, XTC/TRR frame
-        offsets); the atom counts must agree.
+        offsets); the atom counts must agree.  The parts are joined as
+        :func:`~.chain.plan_join` decides (GROMACS restart parts give each time
+        once, the later part's frame; ``continuous`` lets overlapping parts join).
         """
         from ..errors import AtomCountMismatchError
-        from .parts import scan_part
+        from .parts import PartSource, scan_part
 
         if not parts:
             raise ConfigError("no trajectory parts given")
-        segments, start, first = [], 0, None
+        infos, first = [], None
         for path in parts:
             info = scan_part(str(Path(path).resolve()))
             if first is None:
@@ -149,8 +160,10 @@ class SegmentedSource(Source):
                 raise AtomCountMismatchError(f"{path} has {info['n_atoms']} atoms but {first[0]} has {first[1]}")
             if info["n_frames"] == 0:
                 raise InputFileError(path, "has no frames")
-            segments.append({**info, "start": start})
-            start += info["n_frames"]
+            infos.append(info)
+        opened = (PartSource(i["path"], n_atoms=i["n_atoms"], offsets=i["offsets"], format=i["format"])
+                  for i in infos)
+        segments = joined_segments(infos, opened, continuous)
         return cls(None, topology, max_open, segments=segments, n_atoms=first[1])
 
     @property
@@ -197,9 +210,9 @@ class SegmentedSource(Source):
                 seg["format"] = "H5MD" if _is_hdf5(seg["path"]) else part_format(seg["path"])
             if seg.get("format") in XDR_FORMATS and not seg.get("offsets"):
                 info = scan_part(seg["path"])
-                if info["n_frames"] != seg["n_frames"]:
+                if info["n_frames"] != seg.get("file_frames", seg["n_frames"]):
                     raise InputFileError(seg["path"], f"has {info['n_frames']} frames; the index "
-                                                      f"{self._index_path} says {seg['n_frames']}")
+                                                      f"{self._index_path} says {seg.get('file_frames', seg['n_frames'])}")
                 seg["offsets"] = info["offsets"]
         return {"kind": self.kind, "index": self._index_path, "topology": self.topology, "max_open": self.max_open,
                 **self._h5md_options, "segments": [{k: seg.get(k) for k in _SHIPPED if k in seg}
@@ -251,10 +264,11 @@ class SegmentedSource(Source):
             src = open_source(path, self.topology, **self._h5md_options)
         else:   # offsets shipped by get_config (None only before it ran, in the preparing process)
             src = PartSource(path, n_atoms=self._n_atoms, offsets=seg.get("offsets"), format=fmt)
-        if src.n_frames != self.segments[i]["n_frames"] or src.n_atoms != self.n_atoms:
+        expect = seg.get("file_frames", seg["n_frames"])
+        if src.n_frames != expect or src.n_atoms != self.n_atoms:
             src.close()
             raise InputFileError(path, f"has {src.n_frames} frames x {src.n_atoms} atoms; the index "
-                                       f"{self._index_path or '(the parts as scanned)'} says {self.segments[i]['n_frames']} x {self.n_atoms}")
+                                       f"{self._index_path or '(the parts as scanned)'} says {expect} x {self.n_atoms}")
         src.reuse_buffers = False   # the segment's arrays are copied into this source's block
         self._open[i] = src
         self._identity[i] = ident
@@ -291,6 +305,9 @@ class SegmentedSource(Source):
                 self._segment(i).read_into(a - seg_start, b - seg_start, atoms, stride,
                                            {fl: arr[rows] for fl, arr in out.items()}, box[rows], time[rows],
                                            step[rows])
+                if self._shifts[i] is not None:   # a renumbered part (chain.plan_join)
+                    step[rows] += self._shifts[i][0]
+                    time[rows] += self._shifts[i][1]
                 row = rows.stop
                 a += (rows.stop - rows.start) * stride
             i += 1
@@ -323,7 +340,50 @@ def _part_identity(path: str) -> tuple | None:
 
 
 #: Keys of a segment that travel in the config.
-_SHIPPED = ("path", "start", "n_frames", "format", "offsets")
+_SHIPPED = ("path", "start", "n_frames", "format", "offsets", "file_frames", "shift_step", "shift_time")
+
+
+def joined_segments(infos: list[dict], opened, continuous: bool = False) -> list[dict]:
+    """Segments (``infos``: per part, at least ``path``) with their global starts, as the parts join.
+
+    ``opened`` yields each part's open Source in order; each is closed once the
+    next one is planned (:func:`~.chain.plan_join` may read the previous one).
+    """
+    from .chain import plan_join
+
+    held: list[Source] = []
+
+    def each():
+        try:
+            for src in opened:
+                held.append(src)
+                yield src
+                while len(held) > 2:
+                    held.pop(0).close()
+        finally:
+            for src in held:
+                src.close()
+
+    gen = each()
+    try:
+        join = plan_join(gen, continuous)
+    finally:
+        gen.close()
+    if join.describe():
+        log.warning("%s", join.describe())
+    segments, start = [], 0
+    for info, fj in zip(infos, join.files):
+        seg = {**info, "start": start, "n_frames": fj.n_kept}
+        if fj.n_kept != fj.n_frames:
+            seg["file_frames"] = fj.n_frames
+        if fj.first_time is not None:
+            seg.update(first_time=fj.first_time, last_time=fj.last_time)
+        if fj.shift_step or fj.shift_time:
+            seg.update(shift_step=fj.shift_step, shift_time=fj.shift_time)
+        if fj.n_kept:   # a part wholly replaced by the next one (--continuous) is left out
+            segments.append(seg)
+            start += fj.n_kept
+    return segments
 
 
 def _is_hdf5(path: str) -> bool:

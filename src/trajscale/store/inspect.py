@@ -173,6 +173,25 @@ def layout_warnings(info: H5MDInfo, amp: dict, amp_ours: dict | None = None) -> 
     return out
 
 
+def time_facts(f: h5py.File, info: H5MDInfo) -> dict | None:
+    """First and last time (ps), the interval between frames (the median, and whether it varies) and
+    the first and last step; None for a file without frames or time."""
+    if info.n_frames == 0 or (info.time.path is None and info.time.fixed is None):
+        return None
+    t = info.time.values(f, 0, info.n_frames, np.float64)
+    dt = np.diff(t)
+    out = {"first": float(t[0]), "last": float(t[-1]), "unit": "ps",
+           "dt": float(np.median(dt)) if len(dt) else None,
+           # float32 times: intervals equal within their rounding count as even
+           "even": bool(len(dt) == 0 or np.allclose(dt, np.median(dt), rtol=1e-4, atol=1e-6 * max(1.0, abs(t[-1]))))}
+    if info.step.path is not None or info.step.fixed is not None:
+        steps = info.step.values(f, 0, info.n_frames, np.int64)
+        out["steps"] = [int(steps[0]), int(steps[-1])]
+    if not out["even"]:
+        out["dt_range"] = [float(dt.min()), float(dt.max())]
+    return out
+
+
 def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units: str | None = None) -> dict:
     """Everything ``trajscale inspect`` prints, as a dict.
 
@@ -200,6 +219,7 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
             facts = layout_facts(info)
             facts["observables"] = list(info.observables)
             facts["boundary"] = list(info.boundary)
+            facts["time"] = time_facts(f, info)
         facts["groups"] = sorted(f["particles"].keys())
         facts["particle_groups"] = listing
         h5md = f.get("h5md")

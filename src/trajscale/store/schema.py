@@ -87,7 +87,8 @@ def particle_groups(f: h5py.File) -> list[str]:
     return [g for g in parts if isinstance(parts[g], h5py.Group) and "position" in parts[g]]
 
 
-def describe(f: h5py.File, group: str | None = None, assume_units: str | None = None) -> H5MDInfo:
+def describe(f: h5py.File, group: str | None = None, assume_units: str | None = None, *,
+             being_written: bool = False) -> H5MDInfo:
     """Validate ``f`` as H5MD and describe one particle group.
 
     Parameters
@@ -101,6 +102,9 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
         ``"nm"`` or ``"Angstrom"``: the unit system of datasets that carry no
         ``unit`` attribute. None (the default): such a dataset is an error,
         since a unit is never guessed. A ``unit`` attribute always wins.
+    being_written
+        The file is read while a job writes it (``inspect --follow``): rows after
+        the last complete frame are the job's next frames, not an interrupted write.
     """
     path = f.filename
     if "particles" not in f or not isinstance(f["particles"], h5py.Group):
@@ -152,7 +156,7 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
     except ValueError as exc:
         raise InputFileError(path, str(exc)) from None
     return H5MDInfo(
-        path=path, group=group, n_frames=complete_frames(f, pg, step), n_atoms=int(pos.shape[1]),
+        path=path, group=group, n_frames=complete_frames(f, pg, step, being_written), n_atoms=int(pos.shape[1]),
         fields=fields, scales=scales, units=units, step=step, time=time,
         box_path=box_path, box_time_dependent=box_td, boundary=boundary,
         chunks=pos.chunks, compression=plugin or pos.compression,
@@ -161,18 +165,22 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
     )
 
 
-def complete_frames(f: h5py.File, pg: h5py.Group, step: TimeAxis) -> int:
+def complete_frames(f: h5py.File, pg: h5py.Group, step: TimeAxis, being_written: bool = False) -> int:
     """Frames whose data is complete: the length of ``step`` when it is shorter than ``value``.
 
     trajscale's writers grow ``step``/``time`` only after a frame's data is in
     the file, so the extra rows of a file left by an interrupted job are a
-    partial (or reserved) frame: ignored, with a warning.
+    partial (or reserved) frame: ignored, with a warning - unless the file is
+    ``being_written``, where they are the frames in flight.
     """
     n_value = int(pg["position/value"].shape[0])
     if step.path is None:
         return n_value
     n_step = int(f[step.path].shape[0])
-    if n_step < n_value:
+    if n_step < n_value and being_written:
+        log.debug("%s: %d row(s) after the last complete frame (%d): being written", f.filename,
+                  n_value - n_step, n_step)
+    elif n_step < n_value:
         log.warning("%s: %d row(s) after the last complete frame (%d) ignored: the writer was "
                     "interrupted; 'trajscale repair %s' truncates them", f.filename,
                     n_value - n_step, n_step, f.filename)

@@ -54,8 +54,10 @@ class H5MDWriter:
         write in; default trajscale's own (MDAnalysis's base units). Data
         handed to :meth:`write` is always in trajscale's units and converted
         here.
-    species, masses, charges, ids, names
-        Time-independent per-particle data, written when given.
+    species, masses, charges, ids, names, resids, resnames, segids
+        Time-independent per-particle data, written when given (the residues as
+        non-standard datasets, so that the file is its own topology:
+        :mod:`trajscale.sources.h5md_topology`).
     driver, comm, mpi_info
         ``driver="mpio"`` with an MPI communicator (and MPI-IO hints): every
         rank runs the same calls (HDF5 metadata operations are collective).
@@ -75,7 +77,7 @@ class H5MDWriter:
                  species=None, masses=None, charges=None, driver: str | None = None,
                  comm=None, units: dict[str, str] | None = None, ids=None, names=None,
                  mpi_info=None, precision: float | None = None, encoding: str = "floats",
-                 reference: np.ndarray | None = None) -> None:
+                 reference: np.ndarray | None = None, resids=None, resnames=None, segids=None) -> None:
         self.layout = layout or Layout()
         self.n_atoms = int(n_atoms)
         self.n_frames_total = n_frames
@@ -134,11 +136,13 @@ class H5MDWriter:
             e["value"].attrs["unit"] = self.units["box"]
             e["step"] = first["step"]
             e["time"] = first["time"]
-        for name, arr in (("species", species), ("mass", masses), ("charge", charges), ("id", ids)):
+        for name, arr in (("species", species), ("mass", masses), ("charge", charges), ("id", ids),
+                          ("resid", resids)):
             if arr is not None:
                 pg.create_dataset(name, data=np.asarray(arr))
-        if names is not None:
-            pg.create_dataset("name", data=np.asarray(names, dtype="S"))
+        for name, arr in (("name", names), ("resname", resnames), ("segid", segids)):
+            if arr is not None:
+                pg.create_dataset(name, data=np.asarray(arr, dtype="S"))
 
     @classmethod
     def reopen(cls, path: str | os.PathLike, n_written: int, n_frames: int | None = None, *,
