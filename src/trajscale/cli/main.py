@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 
-from .._version import __version__
 from ..errors import TrajscaleError
 
 #: command -> module (imported only when that command runs).
@@ -28,18 +27,40 @@ COMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, read only when asked (importlib.metadata scans sys.path)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from .._version import version
+
+        parser.exit(message=f"trajscale {version()}\n")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``trajscale`` parser; with ``only`` (a command's name) that command's subparser alone,
+    so a run imports one command module, not all of them."""
     parser = argparse.ArgumentParser(
         prog="trajscale",
         description="MD trajectory I/O and analysis at the speed of the storage (H5MD, MPI-IO, Dask).")
-    parser.add_argument("--version", action="version", version=f"trajscale {__version__}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and exit")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="debug logging (Dask's and MDAnalysis's own messages included)")
     parser.add_argument("-q", "--quiet", action="store_true", help="only errors: no warnings, no progress bars")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMANDS.values():
-        importlib.import_module(module).add_parser(sub)
+    for name, module in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(module).add_parser(sub)
     return parser
+
+
+def _command(argv: list[str]) -> str | None:
+    """The command named in ``argv`` when its place is certain (only flags before it), else None."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+        if arg not in ("-v", "--verbose", "-q", "--quiet"):
+            return None   # --help, --version, a typo: the whole parser answers
+    return None
 
 
 def _terminate(signum, frame):
@@ -76,7 +97,7 @@ def _quiet_dask(args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(_command(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.ERROR if args.quiet else logging.INFO
     logging.basicConfig(level=level, format="trajscale: %(message)s", stream=sys.stderr)

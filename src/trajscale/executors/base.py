@@ -247,7 +247,9 @@ PROGRESS_LINE_DELAY = 2.0
 
 def progress_bar(total: int, enabled: bool, desc: str = "tasks"):
     """A tqdm bar on a terminal; elsewhere (a batch job's log) a line about every 10 %; or a no-op."""
-    if enabled and not sys.stderr.isatty():
+    if not enabled:
+        return _NoProgress()   # no tqdm import for a run without a bar
+    if not sys.stderr.isatty():
         return _LineProgress(total, desc)
     from tqdm import tqdm
 
@@ -256,7 +258,20 @@ def progress_bar(total: int, enabled: bool, desc: str = "tasks"):
         # running, the next pool could not fork its workers.
         monitor_interval = 0
 
-    return Bar(total=total, disable=not enabled, desc=desc, unit="task", leave=False)
+    return Bar(total=total, desc=desc, unit="task", leave=False)
+
+
+class _NoProgress:
+    """The bar of a run without one."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def __enter__(self) -> _NoProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
 
 
 class _LineProgress:
