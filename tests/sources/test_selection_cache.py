@@ -62,7 +62,7 @@ def _mda_rmsd(top, traj, sel: str) -> np.ndarray:
 
 def _not_imported(got: dict) -> list[str]:
     """The modules a cached run must not import that it did."""
-    forbidden = {"MDAnalysis", "scipy"}
+    forbidden = {"MDAnalysis", "scipy", "tqdm"}   # tqdm: a run without a progress bar needs none
     if "numba" in got["modules"]:
         forbidden.discard("scipy")   # numba imports SciPy itself; it leaves with the compiled kernels (issue 23)
     return sorted(forbidden & set(got["modules"]))
