@@ -172,3 +172,15 @@ def test_entry_round_trips_exactly(tmp_path, monkeypatch):
         assert b.dtype == a.dtype and np.array_equal(a, b)
     with pytest.raises(ValueError):   # an entry can hold numbers only, never objects
         selection_cache.decode({"dtype": "|O", "shape": [0], "data": ""})
+
+
+def test_entries_others_may_write_are_not_used(system, tmp_path):
+    """A folder that group or others may write could hold planted entries (wrong atoms): never read."""
+    top, traj = system
+    _run("api", top, traj, SEL, tmp_path)
+    folder = tmp_path / "cache" / "selections"
+    assert len(list(folder.glob("*.json"))) == 1
+    folder.chmod(0o775)
+    got = _run("api", top, traj, SEL, tmp_path)
+    assert "MDAnalysis" in got["modules"]
+    np.testing.assert_allclose(got["rmsd"], _mda_rmsd(top, traj, SEL), atol=1e-4, rtol=0)
