@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -138,6 +137,8 @@ def load(key: dict) -> dict:
 
 def store(entry: dict) -> None:
     """Write ``entry`` (atomically); failures only cost the cache."""
+    import tempfile
+
     path = _path(entry["key"])
     try:
         if not topology_cache._safe_folder(path.parent, create=True):
