@@ -47,5 +47,6 @@ def test_pool_workers_take_their_first_task_promptly(method, tmp_path):
         # The OS's start time counts in 10 ms ticks: a process started just after the ask can read 10 ms early.
         assert asked - 0.05 <= s["t_process_start"] <= s["t_task_start"] <= s["t_ready"]
         assert s["t_task_start"] - asked < FIRST_TASK_BOUND_S
+        assert 0 <= s["cpu_before_task"] < 1.0   # ~0.05 s under spawn (0.005 s forked); NumPy alone is ~0.1 s
         if method != "fork":   # a forked worker holds what its parent imported
             assert s["heavy_modules"] == [], f"{method} worker imported {s['heavy_modules']} before its first task"

@@ -61,14 +61,16 @@ def warm_up() -> dict:
 
     Returns how the worker started: ``pid``; ``t_process_start`` (epoch seconds,
     from the OS), ``t_task_start`` (when it took this first task) and
-    ``t_ready`` (kernels loaded); ``heavy_modules``: the libraries of
+    ``t_ready`` (kernels loaded); ``cpu_before_task``: CPU seconds this process
+    used before taking it (its interpreter's start included under spawn, unlike
+    wall times not stretched by a crowded machine); ``heavy_modules``: the libraries of
     :data:`HEAVY_MODULES` it held when it took the task (a forked worker holds
     its parent's).
     """
-    t_task = time.time()
+    t_task, cpu = time.time(), time.process_time()
     heavy = sorted(m for m in HEAVY_MODULES if m in sys.modules)
     from ..kernels.superpose import preload_kernels
 
     preload_kernels()
     return {"pid": os.getpid(), "t_process_start": process_start_time(), "t_task_start": t_task,
-            "t_ready": time.time(), "heavy_modules": heavy}
+            "t_ready": time.time(), "cpu_before_task": cpu, "heavy_modules": heavy}
