@@ -8,6 +8,7 @@ every executor fills the RunReport the same way.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -261,14 +262,11 @@ def progress_bar(total: int, enabled: bool, desc: str = "tasks"):
     return Bar(total=total, desc=desc, unit="task", leave=False)
 
 
-class _NoProgress:
+class _NoProgress(contextlib.AbstractContextManager):
     """The bar of a run without one."""
 
     def update(self, n: int = 1) -> None:
         pass
-
-    def __enter__(self) -> _NoProgress:
-        return self
 
     def __exit__(self, *exc) -> None:
         pass
