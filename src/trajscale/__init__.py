@@ -4,33 +4,40 @@
 >>> r = ts.run(ts.RMSD(select="protein and name CA"), "top.tpr", "traj.h5md",
 ...            executor="processes", n_workers=2)
 >>> r.rmsd, r.frames, r.times, r.report
+
+``import trajscale`` imports nothing heavy: each name below is imported on first use
+(:mod:`trajscale._lazy`), so a command or a worker pays only for what it runs.
 """
 
 from __future__ import annotations
 
-from ._version import __version__
+from ._lazy import attach
 
-from .analysis import (
-    RDF,
-    RMSD,
-    RMSF,
-    Analysis,
-    AverageStructure,
-    Contacts,
-    Distances,
-    PerFrame,
-    RadiusOfGyration,
-    Reduce,
-    per_frame,
-)
-from .block import Block, FrameRange
-from .errors import TrajscaleError
-from .executors import make_executor
-from .pwrite import ParallelWriter
-from .report.timing import RunReport
-from .run import run
-from .sources import H5MDSource, MDASource, open_source
-from .store.layout import Layout
+TYPE_CHECKING = False   # (type checkers read it as True; typing itself costs 10 ms to import)
+
+if TYPE_CHECKING:
+    from ._version import __version__
+    from .analysis import (
+        RDF,
+        RMSD,
+        RMSF,
+        Analysis,
+        AverageStructure,
+        Contacts,
+        Distances,
+        PerFrame,
+        RadiusOfGyration,
+        Reduce,
+        per_frame,
+    )
+    from .block import Block, FrameRange
+    from .errors import TrajscaleError
+    from .executors import make_executor
+    from .pwrite import ParallelWriter
+    from .report.timing import RunReport
+    from .run import run
+    from .sources import H5MDSource, MDASource, open_source
+    from .store.layout import Layout
 
 __all__ = [
            "RDF",
@@ -57,3 +64,12 @@ __all__ = [
            "open_source",
            "run",
 ]
+
+__getattr__, __dir__ = attach(__name__, {
+    **dict.fromkeys(["RDF", "RMSD", "RMSF", "Analysis", "AverageStructure", "Contacts", "Distances", "PerFrame",
+                     "RadiusOfGyration", "Reduce", "per_frame"], ".analysis"),
+    "Block": ".block", "FrameRange": ".block", "TrajscaleError": ".errors", "make_executor": ".executors",
+    "ParallelWriter": ".pwrite", "RunReport": ".report.timing", "run": ".run", "H5MDSource": ".sources",
+    "MDASource": ".sources", "open_source": ".sources", "Layout": ".store.layout", "__version__": "._version",
+}, submodules=("_version", "analysis", "block", "errors", "executors", "kernels", "parallel", "pwrite", "report",
+               "sources", "store", "util"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -113,7 +112,7 @@ def recorded_launcher() -> str:
     except Exception:   # noqa: BLE001 - no mpi4py: nothing better to say
         return "mpiexec"
     for marker, exe in (("MPICH", "mpiexec.mpich"), ("Open MPI", "mpiexec.openmpi")):
-        if marker in library and shutil.which(exe):
+        if marker in library and _which(exe):
             return exe
     return "mpiexec"
 
@@ -153,3 +152,9 @@ def check_not_launched(executor: str) -> None:
                       "use --executor mpi (executor='mpi'), or run without the launcher")
     exc.reported_elsewhere = rank != 0
     raise exc
+
+
+def _which(exe: str) -> str | None:
+    import shutil  # (with bz2 and lzma): only when an MPI launcher is looked for
+
+    return shutil.which(exe)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
+import functools
 import itertools
 import logging
 import math
@@ -24,6 +25,7 @@ from .parallel import check_not_launched
 from .report.process import ProcessTimeline
 from .report.timing import RunReport, summarize_workers
 from .sources import open_source
+from .sources.cached_topology import CachedUniverse
 from .sources.mda import MDASource, load_universe
 from .util import polling_for_stop, raise_if_stopped
 
@@ -171,7 +173,9 @@ def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start,
     elif given is not None:
         universe = given.universe
     else:
-        universe = _topology_with_first_frame(topology, source) if topology is not None else None
+        # Selections come from the selection cache when they can; MDAnalysis builds the Universe only if not.
+        universe = (CachedUniverse(str(topology), functools.partial(_topology_with_first_frame, topology, source))
+                    if topology is not None else None)
     t_top = time.perf_counter() - t0
     if universe is not None and universe.atoms.n_atoms != source.n_atoms:
         raise AtomCountMismatchError(
@@ -179,6 +183,7 @@ def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start,
     start, stop = frame_range(start, stop, source.n_frames, source.path)
     # An AtomGroup given as topology is what the analysis selects within (MDAnalysis's `atomgroup`).
     prep = analysis.prepare(given if given is not None and given is not given.universe else universe, source)
+    t_top += getattr(universe, "t_build", 0.0)   # a Universe built during prepare is topology time
     config = source.get_config()
     if source.supports_mpio:
         config.update(source_options)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
 import socket
+import stat
 import sys
 import types
 from collections.abc import Iterable
@@ -33,11 +35,15 @@ def file_identity(paths: list[str]) -> tuple:
 def check_input_file(path: str | os.PathLike) -> None:
     """Raise InputFileError if ``path`` is missing, a directory or empty."""
     p = Path(path)
-    if not p.exists():
-        raise InputFileError(p, "no such file")
-    if p.is_dir():
+    try:
+        st = p.stat()   # one metadata call, not three (exists, is_dir, stat): every run checks its inputs
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):   # what Path.exists() calls missing
+            raise
+        raise InputFileError(p, "no such file") from None
+    if stat.S_ISDIR(st.st_mode):
         raise InputFileError(p, "is a directory, not a file")
-    if p.stat().st_size == 0:
+    if st.st_size == 0:
         raise InputFileError(p, "file is empty")
 
 

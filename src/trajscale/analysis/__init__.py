@@ -1,23 +1,45 @@
-"""Split-apply-combine analyses."""
+"""Split-apply-combine analyses.
+
+Each class is imported on first use (:mod:`trajscale._lazy`); ``ANALYSES``,
+the registry workers rebuild analyses from, imports them all when first read.
+"""
 
 from __future__ import annotations
 
-from .average import AverageResult, AverageStructure
-from .base import Analysis, Prepared, analysis_from_config
-from .contacts import Contacts, ContactsResult
-from .distances import Distances
-from .rdf import RDF, RDFResult
-from .results import TimeSeries
-from .rgyr import RadiusOfGyration
-from .rmsd import RMSD, RMSDResult
-from .rmsf import RMSF, RMSFResult
-from .user import PerFrame, Reduce, ReduceResult, per_frame
-
-ANALYSES: dict[str, type[Analysis]] = {
-    cls.name: cls for cls in (RMSD, RMSF, RadiusOfGyration, AverageStructure, RDF, Contacts, Distances,
-                              PerFrame, Reduce)
-}
+from .._lazy import attach
 
 __all__ = ["ANALYSES", "RDF", "RMSD", "RMSF", "Analysis", "AverageResult", "AverageStructure", "Contacts",
            "ContactsResult", "Distances", "PerFrame", "Prepared", "RDFResult", "RMSDResult", "RMSFResult",
            "RadiusOfGyration", "Reduce", "ReduceResult", "TimeSeries", "analysis_from_config", "per_frame"]
+
+#: name -> (class, module) of the built-in analyses, in the registry's order.
+_BUILTIN = {"rmsd": ("RMSD", ".rmsd"), "rmsf": ("RMSF", ".rmsf"), "rgyr": ("RadiusOfGyration", ".rgyr"),
+            "average": ("AverageStructure", ".average"), "rdf": ("RDF", ".rdf"), "contacts": ("Contacts", ".contacts"),
+            "distances": ("Distances", ".distances"), "per_frame": ("PerFrame", ".user"),
+            "user_reduce": ("Reduce", ".user")}
+_CLASSES = dict(_BUILTIN.values())
+
+
+def _registry() -> dict:
+    """``ANALYSES``: name -> class of every built-in analysis; tests and plug-ins add their own to it."""
+    return {name: __getattr__(cls) for name, (cls, _) in _BUILTIN.items()}
+
+
+def _analysis_class(name: str) -> type:
+    """The analysis class registered as ``name``, importing only its module (KeyError if unknown).
+
+    Once ``ANALYSES`` has been read it is the registry (it may hold analyses added at run time).
+    """
+    registry = globals().get("ANALYSES")
+    if registry is not None:
+        return registry[name]
+    return __getattr__(_BUILTIN[name][0])
+
+
+__getattr__, __dir__ = attach(__name__, {
+    **_CLASSES, "AverageResult": ".average", "Analysis": ".base", "Prepared": ".base",
+    "analysis_from_config": ".base", "ContactsResult": ".contacts", "RDFResult": ".rdf", "TimeSeries": ".results",
+    "RMSDResult": ".rmsd", "RMSFResult": ".rmsf", "ReduceResult": ".user", "per_frame": ".user",
+    "ANALYSES": _registry,
+}, submodules=("average", "base", "contacts", "distances", "fitting", "rdf", "results", "rgyr", "rmsd", "rmsf",
+               "user"))

@@ -78,13 +78,15 @@ class Analysis(ABC):
 def analysis_from_config(config: dict) -> Analysis:
     """Rebuild an analysis from its config dict."""
     from ..errors import ConfigError
-    from . import ANALYSES
+    from . import _analysis_class
 
     cfg = dict(config)
     name = cfg.pop("name")
     try:
-        cls = ANALYSES[name]
+        cls = _analysis_class(name)   # imports that analysis's module only
     except KeyError:
+        from . import ANALYSES
+
         raise ConfigError(f"unknown analysis {name!r}; known: {', '.join(ANALYSES)}") from None
     return cls(**cfg)
 

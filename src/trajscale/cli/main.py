@@ -10,7 +10,6 @@ import os
 import signal
 import sys
 
-from .._version import __version__
 from ..errors import TrajscaleError
 
 #: command -> module (imported only when that command runs).
@@ -52,31 +51,54 @@ def _command_parsers(parser: argparse.ArgumentParser):
             yield from _command_parsers(child)
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, read only when asked (importlib.metadata scans sys.path)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from .._version import version
+
+        parser.exit(message=f"trajscale {version()}\n")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``trajscale`` parser; with ``only`` (a command's name) that command's subparser alone,
+    so a run imports one command module, not all of them."""
     parser = argparse.ArgumentParser(
         prog="trajscale",
         description="MD trajectory I/O and analysis at the speed of the storage (H5MD, MPI-IO, Dask).")
-    parser.add_argument("--version", action="version", version=f"trajscale {__version__}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and exit")
     _add_global_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMANDS.values():
-        importlib.import_module(module).add_parser(sub)
+    for name, module in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(module).add_parser(sub)
     for p in _command_parsers(parser):
         if p is not parser:
             _add_global_options(p, after=True)
     return parser
 
 
+def _command(argv: list[str]) -> str | None:
+    """The command named in ``argv`` when its place is certain (only -v/-q flags before it), else None."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+        if arg not in ("-v", "-vv", "--verbose", "-q", "--quiet"):
+            return None   # --help, --version, a typo: the whole parser answers
+    return None
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse a command line; ``-v``/``-q`` count wherever they stand (``args.verbose``, ``args.quiet``)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser(_command(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(argv)
     args.verbose = min(2, args.verbose + getattr(args, "verbose_after", 0))
     args.quiet = bool(args.quiet or getattr(args, "quiet_after", False))
     for extra in ("verbose_after", "quiet_after"):
         if hasattr(args, extra):
             delattr(args, extra)
     if args.quiet and args.verbose:
-        build_parser().error("-q and -v exclude each other")
+        parser.error("-q and -v exclude each other")
     return args
 
 

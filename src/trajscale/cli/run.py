@@ -198,10 +198,9 @@ def executor_options(args) -> dict:
 
 
 def _import_dependencies() -> None:
-    """Import MDAnalysis and load the compiled kernels before the run's clock starts, as a script
-    does at its top: the report then times the run, not the interpreter (on every MPI rank)."""
-    import MDAnalysis  # noqa: F401
-
+    """Load the compiled kernels before the run's clock starts, as a script does at its top: the
+    report then times the run, not the interpreter (on every MPI rank).  MDAnalysis is not imported
+    here: a run whose selections are cached never needs it (:mod:`trajscale.sources.cached_topology`)."""
     from ..kernels.superpose import preload_kernels
 
     preload_kernels()

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import importlib
 
+from .._lazy import attach
 from ..errors import ConfigError
-from .base import Executor, Job, run_task
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .base import Executor
+
+# Imported on first use: a pool worker that imports this package for its lean start-up
+# module (:mod:`.startup`) does not import the task machinery (NumPy) with it.
+__getattr__, __dir__ = attach(__name__, {"Executor": ".base", "Job": ".base", "run_task": ".base"},
+                              submodules=("base",))
 
 #: name -> "module:Class"; optional backends are imported only when asked for.
 EXECUTORS: dict[str, str] = {
@@ -34,16 +43,19 @@ def choose_executor(info: dict, n_workers: int | None = None) -> tuple[str, str]
     """``("serial" | "processes", why)`` for ``executor="auto"``, from the prepared job's size."""
     import os
 
-    from .processes import choose_start_method
-
     n = n_workers or os.cpu_count() or 1
     work = estimate_serial_seconds(info["n_frames"], info["n_atoms"], info.get("span_atoms"))
     work += info["n_frames"] * info.get("decode_s_per_frame", 0.0)   # XTC decodes every atom of a frame
     if n < 2:
         return "serial", f"{n} CPU: no parallel speed-up to gain"
+    saved = work * (1 - 1 / n)
+    if saved <= min(START_COST_S.values()):   # serial whatever the start method: multiprocessing not imported
+        return "serial", (f"estimated work {work:.2g} s; {n} workers would save {saved:.2g} s, less than "
+                          f"the ~{min(START_COST_S.values()):g} s it takes to start them")
+    from ..pools import choose_start_method
+
     method = choose_start_method()
     start = START_COST_S.get(method, max(START_COST_S.values()))
-    saved = work * (1 - 1 / n)
     if saved <= start:
         return "serial", (f"estimated work {work:.2g} s; {n} workers would save {saved:.2g} s, "
                           f"less than the ~{start:g} s it takes to start them ({method})")
@@ -53,6 +65,8 @@ def choose_executor(info: dict, n_workers: int | None = None) -> tuple[str, str]
 
 def make_executor(name: str | Executor, n_workers: int | None = None, **kw) -> Executor:
     """Build an executor by name; unknown names and options are rejected here."""
+    from .base import Executor
+
     if isinstance(name, Executor):
         return name
     if name == "auto":

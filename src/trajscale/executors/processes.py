@@ -29,57 +29,21 @@ from ..pools import (
     as_completed_polling,
     choose_start_method,
     main_not_reimported,
-    quiet_worker,
     sigint_blocked,
     stop_workers,
 )
 from ..progress import progress_bar
 from ..report.timing import TaskTiming, host_and_pid
-from .base import Executor, Job, run_task
-from .startup import warm_up
+from .base import Executor, Job
+from .startup import init_worker, warm_up, worker_task
 
 log = logging.getLogger(__name__)
 
-#: Modules a forkserver imports once, so that each worker forked from it starts in milliseconds.
+#: Modules a forkserver imports once, so that each worker forked from it starts in milliseconds:
+#: the worker's own lean module only, so the forkserver itself is up in a few hundredths of a second
+#: (each worker then loads what its tasks need in its warm-up, while the job is prepared).
 #: ``_forkserver`` first: it blocks SIGINT in the forkserver before anything else is imported there.
-FORKSERVER_PRELOAD = ["trajscale.executors._forkserver", "trajscale.executors.base", "trajscale.executors.startup",
-                      "trajscale.kernels.superpose"]
-
-# Folder where each worker notes the task it is running (one small file per
-# pid), so that a pool broken by a dying worker can say which frames were lost.
-_MARKS: list[str] = []
-
-
-def _init_worker(marks: str) -> None:
-    quiet_worker()   # Ctrl-C is the parent's to handle
-    _MARKS[:] = [marks]
-    from ..report.process import slow_start_for_tests
-
-    slow_start_for_tests()   # TRAJSCALE_TEST_SLOW_START: a slow-starting worker, for the report's tests
-    warm_up()
-    _note_ready()   # here, in every worker, before its first task (a warm-up task may go to another worker)
-
-
-def _note_ready() -> None:
-    """Once per worker: its start-up (process start to ready) in the marks folder, for the report."""
-    from ..report.process import mark_ready, process_start
-
-    path = os.path.join(_MARKS[0], f"ready-{os.getpid()}") if _MARKS else None
-    if path is not None and not os.path.exists(path):
-        t_start = mark_ready()
-        with open(path, "w") as fh:
-            fh.write(f"{t_start!r} {process_start() + t_start!r}")
-
-
-def _worker_task(job: Job, task: int, frames: FrameRange):
-    if _MARKS:
-        with open(os.path.join(_MARKS[0], str(os.getpid())), "w") as fh:
-            fh.write(str(task))
-    return run_task(job, task, frames, f"pid {os.getpid()}")
-
-
-
-
+FORKSERVER_PRELOAD = ["trajscale.executors._forkserver", "trajscale.executors.startup"]
 
 
 class ProcessExecutor(Executor):
@@ -106,6 +70,8 @@ class ProcessExecutor(Executor):
         self._pool: ProcessPoolExecutor | None = None
         self._marks: str | None = None
         self._late: dict[str, dict] = {}
+        self._warm: list = []
+        self.t_asked: float | None = None   # when the pool was asked for (epoch seconds)
 
     def start(self) -> None:
         """Start the workers now (they warm up while the caller prepares the job)."""
@@ -121,16 +87,22 @@ class ProcessExecutor(Executor):
                 ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
             self._marks = tempfile.mkdtemp(prefix="trajscale-tasks-")
             with sigint_blocked(), main_not_reimported():
+                self.t_asked = time.time()
                 self._pool = ProcessPoolExecutor(max_workers=self.n_workers, mp_context=ctx,
-                                                 initializer=_init_worker, initargs=(self._marks,))
+                                                 initializer=init_worker, initargs=(self._marks,))
                 # One warm-up task per worker starts them all now (fork: at the first submit).
                 self._warm = [self._pool.submit(warm_up) for _ in range(self.n_workers)]
             log.debug("started %d worker processes (%s)", self.n_workers, self.start_method)
         return self._pool
 
+    def worker_starts(self) -> list[dict]:
+        """How each worker started (:func:`~.startup.warm_up`'s records), waiting for their warm-ups;
+        ``t_asked`` is when the pool was asked for (epoch seconds)."""
+        return [f.result() for f in self._warm]
+
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]]:
         pool = self._get_pool()
-        futures = {pool.submit(_worker_task, job, i, r): i for i, r in enumerate(ranges)}
+        futures = {pool.submit(worker_task, job, i, r): i for i, r in enumerate(ranges)}
         # The pool starts its processes on submit; keep them to read exit codes if one dies.
         procs = dict(getattr(pool, "_processes", None) or {})
         out: list = [None] * len(ranges)

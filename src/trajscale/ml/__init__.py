@@ -5,16 +5,19 @@
 as map-style datasets that read whole batches in a few contiguous reads, with
 :class:`BlockBatchSampler` shuffling by blocks; :class:`NodeCache` keeps a
 node-local copy shared by a node's workers; :mod:`.trace` records the I/O.
-torch is needed only by :func:`make_loader` (imported there).
+torch is needed only by :func:`make_loader` (imported there). Names are
+imported on first use (:mod:`trajscale._lazy`).
 """
 
 from __future__ import annotations
 
-from .cache import NodeCache
-from .dataset import FrameDataset, H5Dataset, make_loader
-from .pack import PackSummary, pack, plan_pack
-from .sampler import BlockBatchSampler
-from .trace import LoopTimer, load_report, summary, write_loader_trace
+from .._lazy import attach
 
 __all__ = ["BlockBatchSampler", "FrameDataset", "H5Dataset", "LoopTimer", "NodeCache", "PackSummary",
            "load_report", "make_loader", "pack", "plan_pack", "summary", "write_loader_trace"]
+
+__getattr__, __dir__ = attach(__name__, {
+    "NodeCache": ".cache", "FrameDataset": ".dataset", "H5Dataset": ".dataset", "make_loader": ".dataset",
+    "PackSummary": ".pack", "pack": ".pack", "plan_pack": ".pack", "BlockBatchSampler": ".sampler",
+    "LoopTimer": ".trace", "load_report": ".trace", "summary": ".trace", "write_loader_trace": ".trace",
+}, submodules=("cache", "dataset", "sampler", "trace"))

@@ -1,8 +1,13 @@
-"""Parallel H5MD writing (seed 004): domain-decomposed and frame-parallel producers, crash-consistent."""
+"""Parallel H5MD writing (seed 004): domain-decomposed and frame-parallel producers, crash-consistent.
+
+Names are imported on first use (:mod:`trajscale._lazy`)."""
 
 from __future__ import annotations
 
-from .repair import RepairResult, repair
-from .writer import STRATEGIES, ParallelWriter
+from .._lazy import attach
 
 __all__ = ["STRATEGIES", "ParallelWriter", "RepairResult", "repair"]
+
+__getattr__, __dir__ = attach(__name__, {
+    "RepairResult": ".repair", "repair": ".repair", "STRATEGIES": ".writer", "ParallelWriter": ".writer",
+}, submodules=("exchange", "writer"))

@@ -1,12 +1,17 @@
 """Run reports: timings (:mod:`.timing`), diagnosis and advice (:mod:`.diagnose`),
 text tables (:mod:`.table`), plots (:mod:`.plots`, needs matplotlib) and
-Chrome/Perfetto traces (:mod:`.trace`)."""
+Chrome/Perfetto traces (:mod:`.trace`).
+
+Names are imported on first use (:mod:`trajscale._lazy`): a worker that records
+timings imports :mod:`.timing` alone."""
 
 from __future__ import annotations
 
-from .advice import Advice
-from .diagnose import Diagnosis, diagnose
-from .summary import short_report
-from .timing import RunReport, TaskTiming, WorkerTiming
+from .._lazy import attach
 
 __all__ = ["Advice", "Diagnosis", "RunReport", "TaskTiming", "WorkerTiming", "diagnose", "short_report"]
+
+__getattr__, __dir__ = attach(__name__, {
+    "Advice": ".advice", "Diagnosis": ".diagnose", "diagnose": ".diagnose", "short_report": ".summary",
+    "RunReport": ".timing", "TaskTiming": ".timing", "WorkerTiming": ".timing",
+}, submodules=("advice", "metrics", "stragglers", "summary", "timing"))

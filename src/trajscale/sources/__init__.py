@@ -4,16 +4,36 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .._lazy import attach
 from ..errors import ConfigError
-from .base import Source
-from .h5md import H5MDSource
-from .mda import MDASource, check_input_file
-from .parts import XDR_FORMATS, PartSource, part_format
-from .segments import SegmentedSource, index_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .base import Source
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
-SOURCES: dict[str, type[Source]] = {"h5md": H5MDSource, "mda": MDASource, "segments": SegmentedSource,
-                                    "part": PartSource}
+#: kind -> (module, class) of every Source; a worker imports only the one its config names.
+_KINDS = {"h5md": (".h5md", "H5MDSource"), "mda": (".mda", "MDASource"), "segments": (".segments", "SegmentedSource"),
+          "part": (".parts", "PartSource")}
+
+
+def _source_class(kind: str) -> type[Source]:
+    import importlib
+
+    module, cls = _KINDS[kind]
+    return getattr(importlib.import_module(module, __name__), cls)
+
+
+def _registry() -> dict[str, type[Source]]:
+    """``SOURCES``: kind -> Source class (imports every source module)."""
+    return {kind: _source_class(kind) for kind in _KINDS}
+
+
+__getattr__, __dir__ = attach(__name__, {
+    "SOURCES": _registry, "Source": ".base", "H5MDSource": ".h5md", "MDASource": ".mda", "check_input_file": ".mda",
+    "PartSource": ".parts", "XDR_FORMATS": ".parts", "part_format": ".parts", "SegmentedSource": ".segments",
+    "index_path": ".segments",
+}, submodules=("base", "h5md", "mda", "parts", "segments", "selection"))
 
 
 def is_hdf5(path: str | Path) -> bool:
@@ -39,17 +59,24 @@ def open_source(trajectories, topology: str | None = None, *, driver: str | None
     ``group`` (the H5MD particle group) and ``assume_units`` (``"nm"`` or
     ``"Angstrom"`` for datasets without a unit attribute) apply to H5MD files.
     """
+    from .mda import MDASource, check_input_file
+    from .segments import SegmentedSource, index_path
+
     paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]
     if len(paths) == 1 and index_path(paths[0]) is not None:   # a segment index, or the folder split wrote
         return SegmentedSource(paths[0], topology, group=group, assume_units=assume_units)
     for p in paths:
         check_input_file(p)
     if len(paths) == 1 and is_hdf5(paths[0]):
+        from .h5md import H5MDSource
+
         return H5MDSource(paths[0], group=group, driver=driver, comm=comm, collective=collective,
                           assume_units=assume_units)
     if group is not None or assume_units is not None:
         raise ConfigError(f"{paths[0]}: --group and --assume-units apply to H5MD files; this one is read "
                           "through MDAnalysis, which knows its format's units")
+    from .parts import XDR_FORMATS, PartSource, part_format
+
     # XTC/TRR parts are read by trajscale's own offsets; other formats through MDAnalysis, with a topology
     xdr_only = all(part_format(p) in XDR_FORMATS for p in paths)
     if topology is None and not xdr_only:
@@ -66,12 +93,11 @@ def source_from_config(config: dict, comm=None) -> Source:
     """Reopen a Source from its ``get_config()`` dict (on a worker or rank)."""
     cfg = dict(config)
     kind = cfg.pop("kind")
-    try:
-        cls = SOURCES[kind]
-    except KeyError:
-        raise ConfigError(f"unknown source kind {kind!r}; known: {', '.join(SOURCES)}") from None
-    if cls is H5MDSource:
-        return H5MDSource(comm=comm, **cfg)
+    if kind not in _KINDS:
+        raise ConfigError(f"unknown source kind {kind!r}; known: {', '.join(_KINDS)}")
+    cls = _source_class(kind)
+    if kind == "h5md":
+        return cls(comm=comm, **cfg)
     return cls(**cfg)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import warnings
 from pathlib import Path
 
@@ -23,9 +24,11 @@ TRAJECTORY_ONLY_FORMATS = {"XTC": "XTC", "TRR": "TRR", "DCD": "DCD", "NC": "NetC
 
 
 def trajectory_only_format(path: str) -> str | None:
-    """The format's name if ``path`` is a trajectory-only file (by extension, or HDF5 by its magic bytes)."""
-    from MDAnalysis.lib.util import guess_format
+    """The format's name if ``path`` is a trajectory-only file (by extension, or HDF5 by its magic bytes).
 
+    The extension is read as MDAnalysis's ``guess_format`` reads it (case-insensitive, under a
+    ``.gz`` or ``.bz2``), without importing MDAnalysis: this check runs before every command.
+    """
     try:
         with open(path, "rb") as fh:
             if fh.read(8) == b"\x89HDF\r\n\x1a\n":
@@ -34,11 +37,10 @@ def trajectory_only_format(path: str) -> str | None:
                 return None if stores_topology(path) else "H5MD/HDF5"   # trajscale's files store their atoms
     except OSError:
         return None   # check_input_file names the problem
-    try:
-        fmt = str(guess_format(path)).upper()
-    except (ValueError, TypeError):
-        return None
-    return TRAJECTORY_ONLY_FORMATS.get(fmt)
+    root, ext = os.path.splitext(str(path))
+    if ext.lower() in (".gz", ".bz2"):
+        ext = os.path.splitext(root)[1]
+    return TRAJECTORY_ONLY_FORMATS.get(ext[1:].upper())
 
 
 def load_universe(topology: str, trajectories=(), parsed=None, topology_coordinates: bool = True, **kw):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..errors import SelectionError
+from ..errors import SelectionError, TrajscaleError
 
 #: Topology formats that carry atom names (and residues), for the message when one is missing.
 NAMED_TOPOLOGIES = "TPR, PSF, GRO, PDB, PQR, MOL2, PRMTOP, CRD"
@@ -21,6 +21,8 @@ def select_atoms(atoms, selection: str | Sequence[str], what: str = "selection")
     shown = repr(selection if isinstance(selection, str) else list(strings))
     try:
         group = atoms.select_atoms(*strings)
+    except TrajscaleError:   # the topology itself failed to load (a Universe built on first use)
+        raise
     except Exception as exc:   # MDAnalysis raises SelectionError, ValueError, KeyError...
         missing = re.search(r"has no attribute '(\w+)'", str(exc))
         if missing:   # e.g. an XTC given as the topology: MDAnalysis's minimal topology has no names

@@ -26,7 +26,6 @@ import os
 import pickle
 import re
 import stat
-import tempfile
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -123,6 +122,8 @@ def store(topology: str, kw: dict, parsed) -> None:
     """Cache the parsed ``Topology`` of ``topology``; failures only cost the cache."""
     if not enabled():
         return
+    import tempfile  # only a run that writes an entry needs it (with shutil, bz2, lzma, random)
+
     path = _entry(topology, kw)
     try:
         if not _safe_folder(path.parent, create=True):

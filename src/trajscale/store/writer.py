@@ -10,14 +10,13 @@ never counts a frame whose data is incomplete.
 from __future__ import annotations
 
 import logging
-import os
-
 import math
+import os
 
 import h5py
 import numpy as np
 
-from .._version import __version__
+from .. import _version
 from ..errors import ConfigError
 from .box import dimensions_to_edges
 from .codecs import Deltas, codec_for, deltas_of, encode, lossy_attrs_for, stored_dtype
@@ -96,7 +95,7 @@ class H5MDWriter:
         h5md.create_group("author").attrs["name"] = author
         creator = h5md.create_group("creator")
         creator.attrs["name"] = "trajscale"
-        creator.attrs["version"] = __version__
+        creator.attrs["version"] = _version.version()
         pg = self._pg = f.create_group(f"particles/{group}")
         first = None
         #: attributes of lossy positions (store.codecs), None when lossless

@@ -1,0 +1,180 @@
+"""A stand-in for a topology's MDAnalysis Universe that answers selections from the selection cache.
+
+``Analysis.prepare`` asks a topology for selections and, of each selected
+group, its ``indices``, ``n_atoms`` and ``masses``; ``trajscale.run`` asks for
+the topology's atom count.  :class:`CachedUniverse` answers those from
+:mod:`.selection_cache` when the same topology file, MDAnalysis version and
+selection were seen before, so such a run never imports MDAnalysis (nor SciPy).
+Anything else - a selection not yet cached, one that depends on coordinates,
+any other attribute - builds the real Universe (the trajectory's first frame
+loaded, as before) and is answered by it; cacheable selections it evaluates
+are recorded for the next run.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from ..util import check_input_file
+from . import selection_cache, topology_cache
+
+log = logging.getLogger(__name__)
+
+#: Entry key of the whole topology (``universe.atoms``): its masses only, indices are 0..n-1.
+_ALL = "\x00all"
+
+
+class CachedUniverse:
+    """The topology's Universe as ``prepare`` sees it; MDAnalysis builds the real one only when needed.
+
+    Parameters
+    ----------
+    topology
+        The topology file.
+    build
+        Builds the real Universe (the topology with the trajectory's first frame).
+    kw
+        The keyword arguments the Universe is built with (part of the cache key).
+    """
+
+    def __init__(self, topology: str, build: Callable[[], object], kw: dict | None = None) -> None:
+        check_input_file(topology)   # the same one-line error as building the Universe
+        self.filename = topology
+        self._build = build
+        self._real = None
+        #: Seconds spent building the real Universe (0 when every answer came from the cache).
+        self.t_build = 0.0
+        key = selection_cache.entry_key(topology, kw or {}) if topology_cache.enabled() else None
+        self._entry = selection_cache.load(key) if key is not None else None
+
+    @property
+    def universe(self) -> CachedUniverse:
+        return self
+
+    @property
+    def real(self):
+        """The MDAnalysis Universe (built, and MDAnalysis imported, on first use)."""
+        if self._real is None:
+            t0 = time.perf_counter()
+            self._real = self._build()
+            self.t_build += time.perf_counter() - t0
+            if self._entry is not None:
+                self._entry["n_atoms"] = int(self._real.atoms.n_atoms)
+        return self._real
+
+    @property
+    def atoms(self):
+        n = self._entry["n_atoms"] if self._entry is not None else None
+        if n is None:
+            return self.real.atoms
+        rec = self._entry["selections"].get(_ALL) or {}
+        return CachedAtomGroup(self, np.arange(n), _decoded(rec.get("masses")), _ALL)
+
+    def select_atoms(self, *strings, **kw):
+        """``Universe.select_atoms``: from the cache when this selection was recorded, else MDAnalysis's."""
+        plain = bool(strings) and not kw and all(isinstance(s, str) for s in strings)
+        if self._entry is None or not plain or not selection_cache.cacheable(strings):
+            return self.real.select_atoms(*strings, **kw)
+        key = selection_cache.selection_key(strings)
+        rec = self._entry["selections"].get(key)
+        if rec is not None and self._entry["n_atoms"] is not None:
+            indices = _decoded(rec.get("indices"))
+            if indices is not None:
+                return CachedAtomGroup(self, indices, _decoded(rec.get("masses")), key)
+        group = self.real.select_atoms(*strings)
+        self.record(key, group.indices, _masses(group))
+        return group
+
+    def record(self, key: str, indices: np.ndarray | None, masses: np.ndarray | None) -> None:
+        """Keep a selection's indices (None for the whole topology) and masses for the next run."""
+        if self._entry is None:
+            return
+        self.real   # noqa: B018 - sets the entry's atom count
+        rec = {} if indices is None else {"indices": selection_cache.encode(np.asarray(indices, np.int64))}
+        if masses is not None:
+            rec["masses"] = selection_cache.encode(masses)
+        self._entry["selections"][key] = rec
+        selection_cache.store(self._entry)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("_entry", "_real", "_build"):
+            raise AttributeError(name)
+        return getattr(self.real, name)
+
+    def __repr__(self) -> str:
+        return f"<CachedUniverse of {self.filename} ({'built' if self._real is not None else 'not built'})>"
+
+
+class CachedAtomGroup:
+    """A selection served from the cache: ``indices``, ``n_atoms`` and ``masses`` without MDAnalysis.
+
+    Any other attribute is the real AtomGroup's (the Universe is built then).
+    """
+
+    def __init__(self, universe: CachedUniverse, indices: np.ndarray, masses: np.ndarray | None, key: str) -> None:
+        self.universe = universe
+        self.indices = indices
+        self._masses = masses
+        self._key = key
+
+    @property
+    def n_atoms(self) -> int:
+        return len(self.indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @property
+    def atoms(self) -> CachedAtomGroup:
+        return self
+
+    @property
+    def masses(self) -> np.ndarray:
+        if self._masses is None:   # not recorded yet: MDAnalysis's (which raises if the topology has none)
+            masses = self._real.masses
+            self._masses = np.asarray(masses, np.float64)
+            self.universe.record(self._key, None if self._key == _ALL else self.indices, self._masses)
+            return masses
+        return self._masses.copy()
+
+    @functools.cached_property
+    def _real(self):
+        return self.universe.real.atoms[self.indices]
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("universe", "indices", "_masses", "_key"):
+            raise AttributeError(name)
+        return getattr(self._real, name)
+
+    def __getitem__(self, item):
+        return self._real[item]
+
+    def __iter__(self):
+        return iter(self._real)
+
+    def __repr__(self) -> str:
+        return f"<CachedAtomGroup with {self.n_atoms} atoms (selection cache)>"
+
+
+def _decoded(value) -> np.ndarray | None:
+    """A stored array, or None when it is missing or damaged (then MDAnalysis answers)."""
+    if value is None:
+        return None
+    try:
+        return selection_cache.decode(value)
+    except (KeyError, TypeError, ValueError) as exc:
+        log.debug("ignoring a damaged selection cache record: %s", exc)
+        return None
+
+
+def _masses(group) -> np.ndarray | None:
+    """The group's masses as float64, or None if the topology has none."""
+    try:
+        return np.asarray(group.masses, np.float64)
+    except Exception:   # noqa: BLE001 - MDAnalysis's NoDataError: no masses to cache
+        return None

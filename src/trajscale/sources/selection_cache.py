@@ -1,0 +1,192 @@
+"""A cache of atom selections: a run whose topology and selections were seen before needs no MDAnalysis.
+
+Importing MDAnalysis costs ~0.5 s (SciPy is most of it) and thousands of file
+system calls; with the topology parsed and cached (:mod:`.topology_cache`) that
+import was the larger part of a short run's start.  What an analysis's
+``prepare`` asks of a topology is, for a selection string, the selected atoms'
+indices and masses, and the topology's atom count.  This cache keeps them, so
+the next run on the same topology file answers from one small JSON file.
+
+An entry is keyed, like a parsed topology, by the topology file's real path,
+device, inode, size and modification time, the Universe's keyword arguments
+and the MDAnalysis version (read from MDAnalysis's ``version.py`` without
+importing it): a changed or replaced file, or another MDAnalysis, is another
+key, and the stored key is compared in full when an entry is read.
+
+Selections that depend on coordinates (``around``, ``point``, ``sphzone``,
+``sphlayer``, ``isolayer``, ``cyzone``, ``cylayer``, ``prop``, ``same x as``)
+or on another library (``smarts``, ``aromatic``) are never cached: they are
+evaluated by MDAnalysis on the trajectory's first frame every time.
+
+Location: ``$TRAJSCALE_CACHE_DIR/selections`` (default
+``~/.cache/trajscale/selections``), with the topology cache's rules: a 0700
+folder, entries that another user owns or others may write are ignored, and
+``TRAJSCALE_TOPOLOGY_CACHE=0`` turns both caches off.  Entries are JSON (no
+pickles: reading one runs no code).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import json
+import logging
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from ..util import file_identity
+from . import topology_cache
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+MAX_ENTRIES = 64   # least recently written entries beyond this are removed
+_ENTRY_NAME = re.compile(r"^[0-9a-f]{32}\.json$")
+
+#: Selection keywords whose result depends on coordinates or on a library other than MDAnalysis.
+UNCACHEABLE = frozenset({"around", "point", "sphzone", "sphlayer", "isolayer", "cyzone", "cylayer", "prop",
+                         "smarts", "aromatic", "chirality", "group", "fullgroup"})
+_SAME_COORDINATE = re.compile(r"\bsame\s+[xyz]\s+as\b", re.IGNORECASE)
+_WORD = re.compile(r"[A-Za-z_]+")
+
+
+def cacheable(strings: tuple[str, ...]) -> bool:
+    """False for selections that depend on coordinates (or another library); those go to MDAnalysis."""
+    for s in strings:
+        if _SAME_COORDINATE.search(s) or any(w.lower() in UNCACHEABLE for w in _WORD.findall(s)):
+            return False
+    return True
+
+
+@functools.cache
+def mdanalysis_version() -> str | None:
+    """MDAnalysis's version without importing it (its ``version.py``), or None if it is not installed."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("MDAnalysis")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    try:
+        text = Path(spec.origin).with_name("version.py").read_text()
+        found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+        if found:
+            return found.group(1)
+    except OSError:
+        pass
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("MDAnalysis")
+    except PackageNotFoundError:
+        return None
+
+
+def cache_dir() -> Path:
+    return topology_cache.cache_dir().parent / "selections"
+
+
+def entry_key(topology: str, kw: dict) -> dict | None:
+    """What an entry for ``topology`` must match, or None when nothing may be cached."""
+    version = mdanalysis_version()
+    ident = file_identity([topology])[0]
+    if version is None or len(ident) == 1:   # no MDAnalysis, or the file cannot be stat-ed
+        return None
+    return {"format": FORMAT, "file": list(ident), "mdanalysis": version,
+            "kw": sorted([k, repr(v)] for k, v in kw.items())}
+
+
+def _path(key: dict) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+    return cache_dir() / f"{digest}.json"
+
+
+def load(key: dict) -> dict:
+    """The entry for ``key`` (``{"n_atoms": ..., "selections": {...}}``), or a new empty one."""
+    empty = {"key": key, "n_atoms": None, "selections": {}}
+    path = _path(key)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return empty
+    except OSError as exc:   # e.g. a symlink planted under an entry's name
+        topology_cache._warn_once(path, f"cannot open it safely ({exc.strerror})")
+        return empty
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            why = topology_cache._unsafe(os.fstat(fh.fileno()))
+            if why is None:   # the folder is checked only when something was found in it
+                why = topology_cache._unsafe(os.stat(path.parent))
+            if why:
+                topology_cache._warn_once(path, why)
+                return empty
+            entry = json.loads(fh.read())
+        if entry.get("key") != key:   # a hash collision or a damaged entry: never served
+            return empty
+        return entry
+    except (OSError, ValueError, TypeError) as exc:   # a damaged entry is only a cache miss
+        log.debug("ignoring selection cache entry %s: %s", path, exc)
+        return empty
+
+
+def store(entry: dict) -> None:
+    """Write ``entry`` (atomically); failures only cost the cache."""
+    import tempfile
+
+    path = _path(entry["key"])
+    try:
+        if not topology_cache._safe_folder(path.parent, create=True):
+            return
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")   # mode 0600
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(entry, fh)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        _prune(path.parent)
+    except Exception as exc:   # noqa: BLE001 - a full disk or a read-only home costs the cache only
+        log.debug("could not cache selections of %s: %s", entry["key"]["file"][0], exc)
+
+
+def _prune(folder: Path) -> None:
+    """Remove the least recently written entries; another writer's temporary is never touched."""
+    names = [n for n in os.listdir(folder) if _ENTRY_NAME.match(n)]
+    if len(names) <= MAX_ENTRIES:
+        return
+    entries = []
+    for n in names:
+        try:
+            entries.append((os.stat(folder / n).st_mtime, n))
+        except FileNotFoundError:
+            continue
+    entries.sort(reverse=True)
+    for _, old in entries[MAX_ENTRIES:]:
+        (folder / old).unlink(missing_ok=True)
+
+
+def selection_key(strings: tuple[str, ...]) -> str:
+    return json.dumps(list(strings))
+
+
+def encode(array: np.ndarray) -> dict:
+    """A NumPy array as JSON values (little-endian bytes, base64): exact, and no pickle."""
+    a = np.ascontiguousarray(array)
+    a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+    return {"dtype": a.dtype.str, "shape": list(a.shape), "data": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def decode(value: dict) -> np.ndarray:
+    """The array :func:`encode` stored (a new, writable array)."""
+    dtype = np.dtype(value["dtype"])
+    if dtype.kind not in "iuf":   # indices and masses only: never objects
+        raise ValueError(f"unexpected dtype {dtype} in a selection cache entry")
+    a = np.frombuffer(base64.b64decode(value["data"]), dtype=dtype)
+    return a.reshape(value["shape"]).astype(a.dtype.newbyteorder("="))

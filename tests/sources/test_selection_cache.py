@@ -1,0 +1,186 @@
+"""The selection cache: a run on a cached topology and selection imports neither MDAnalysis nor SciPy,
+gives MDAnalysis's RMSD, and is never served a stale entry (changed topology, another MDAnalysis).
+
+Each run is a fresh process (what a user's command or script is); the reference is
+MDAnalysis's own ``rms.RMSD`` in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from trajscale.sources import selection_cache
+
+SEL = "protein and name CA"
+
+#: Runs ts.run (or the CLI) in a new process; prints the RMSDs and the modules it imported.
+DRIVER = r"""
+import json, sys
+mode, top, traj, sel, out = sys.argv[1:6]
+if "--fake-version" in sys.argv:
+    from trajscale.sources import selection_cache
+    selection_cache.mdanalysis_version = lambda: "0.0.0-fake"
+if mode == "api":
+    import trajscale as ts
+    rmsd = ts.run(ts.RMSD(select=sel), top, traj, executor="serial").rmsd.tolist()
+else:
+    from trajscale.cli.main import main
+    rc = main(["-q", "run", "rmsd", top, traj, "--select", sel, "--executor", "serial", "--out", out])
+    assert rc == 0, rc
+    import csv
+    rmsd = [float(row["rmsd"]) for row in csv.DictReader(open(out))]
+mods = sorted({m.split(".")[0] for m in sys.modules})
+print(json.dumps({"rmsd": rmsd, "modules": mods}))
+"""
+
+
+def _run(mode: str, top, traj, sel: str, tmp_path, *extra: str) -> dict:
+    out = tmp_path / f"rmsd-{len(list(tmp_path.glob('rmsd-*')))}.csv"
+    proc = subprocess.run([sys.executable, "-c", DRIVER, mode, str(top), str(traj), sel, str(out), *extra],
+                          check=False, capture_output=True, text=True, timeout=300,
+                          env=os.environ.copy())
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _mda_rmsd(top, traj, sel: str) -> np.ndarray:
+    import MDAnalysis as mda
+    from MDAnalysis.analysis import rms
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return rms.RMSD(mda.Universe(str(top), str(traj)), select=sel).run().results.rmsd[:, 2]
+
+
+def _not_imported(got: dict) -> list[str]:
+    """The modules a cached run must not import that it did."""
+    forbidden = {"MDAnalysis", "scipy", "tqdm"}   # tqdm: a run without a progress bar needs none
+    if "numba" in got["modules"]:
+        forbidden.discard("scipy")   # numba imports SciPy itself; it leaves with the compiled kernels (issue 23)
+    return sorted(forbidden & set(got["modules"]))
+
+
+@pytest.fixture
+def system(tmp_path, monkeypatch, adk_vacuum, adk_vacuum_h5md):
+    """A private copy of the AdK PSF (to touch and edit), the H5MD trajectory, and an empty cache."""
+    monkeypatch.setenv("TRAJSCALE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRAJSCALE_TOPOLOGY_CACHE", raising=False)
+    top = tmp_path / "adk.psf"
+    shutil.copyfile(adk_vacuum[0], top)
+    return top, adk_vacuum_h5md
+
+
+@pytest.mark.parametrize("mode", ["api", "cli"])
+def test_cached_run_imports_neither_mdanalysis_nor_scipy(system, tmp_path, mode):
+    top, traj = system
+    first = _run(mode, top, traj, SEL, tmp_path)
+    assert "MDAnalysis" in first["modules"]   # the first run parses the topology and evaluates the selection
+    second = _run(mode, top, traj, SEL, tmp_path)
+    assert _not_imported(second) == []
+    want = _mda_rmsd(top, traj, SEL)
+    np.testing.assert_allclose(second["rmsd"], want, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(first["rmsd"], want, atol=1e-4, rtol=0)
+
+
+def test_changed_topology_is_not_served_from_the_cache(system, tmp_path, adk_vacuum):
+    top, traj = system
+    _run("api", top, traj, SEL, tmp_path)
+    # Rename a quarter of the CA atoms (same width: the file keeps its size): "name CA" now selects fewer.
+    lines = top.read_text().splitlines(keepends=True)
+    ca = [i for i, line in enumerate(lines) if len(line.split()) > 8 and line.split()[4] == "CA"]
+    assert len(ca) == 214
+    for i in ca[::4]:
+        lines[i] = lines[i].replace(" CA ", " CX ", 1)
+    before = os.stat(top)
+    top.write_text("".join(lines))
+    os.utime(top, ns=(before.st_atime_ns, before.st_mtime_ns + 10**9))   # an edit a second later
+    assert os.stat(top).st_size == before.st_size
+    got = _run("api", top, traj, SEL, tmp_path)
+    assert "MDAnalysis" in got["modules"]   # the stale entry was not used
+    np.testing.assert_allclose(got["rmsd"], _mda_rmsd(top, traj, SEL), atol=1e-4, rtol=0)
+    assert not np.allclose(got["rmsd"], _mda_rmsd(adk_vacuum[0], traj, SEL), atol=1e-4)   # other atoms now
+
+
+def test_touched_topology_is_not_served_from_the_cache(system, tmp_path):
+    top, traj = system
+    _run("api", top, traj, SEL, tmp_path)
+    st = os.stat(top)
+    os.utime(top, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    got = _run("api", top, traj, SEL, tmp_path)
+    assert "MDAnalysis" in got["modules"]
+    np.testing.assert_allclose(got["rmsd"], _mda_rmsd(top, traj, SEL), atol=1e-4, rtol=0)
+
+
+def test_another_mdanalysis_version_is_not_served_from_the_cache(system, tmp_path):
+    top, traj = system
+    _run("api", top, traj, SEL, tmp_path)
+    got = _run("api", top, traj, SEL, tmp_path, "--fake-version")
+    assert "MDAnalysis" in got["modules"]
+    np.testing.assert_allclose(got["rmsd"], _mda_rmsd(top, traj, SEL), atol=1e-4, rtol=0)
+    assert _not_imported(_run("api", top, traj, SEL, tmp_path)) == []   # the real version's entry still serves
+
+
+def test_coordinate_dependent_selection_goes_through_mdanalysis(system, tmp_path, adk_vacuum):
+    """``around`` depends on the first frame: a second trajectory (other first frame) must not get the
+    first one's atoms."""
+    from trajscale.convert.convert import convert
+    from trajscale.store.layout import Layout
+
+    top, traj = system
+    later = tmp_path / "from50.h5md"
+    convert(adk_vacuum[0], [adk_vacuum[1]], str(later), layout=Layout.parse("frame"), start=50)
+    sel = "name CA and resid 30:59 and around 12 resid 122:159"   # 27 atoms at frame 0, 12 at frame 50
+    first = _run("api", top, traj, sel, tmp_path)
+    np.testing.assert_allclose(first["rmsd"], _mda_rmsd(top, traj, sel), atol=1e-4, rtol=0)
+    got = _run("api", top, later, sel, tmp_path)
+    np.testing.assert_allclose(got["rmsd"], _mda_rmsd(top, later, sel), atol=1e-4, rtol=0)
+    assert "MDAnalysis" in got["modules"]
+
+
+@pytest.mark.parametrize("sel", [
+    "name CA and around 5 resid 10", "byres around 3.5 resid 1", "point 1 2 3 4", "sphzone 6 resid 1",
+    "sphlayer 2 6 resid 1", "isolayer 2 6 resid 1", "cyzone 5 10 -10 resid 1", "cylayer 2 5 10 -10 resid 1",
+    "prop x > 5", "prop z<2", "same x as resid 1", "same  Z  as name CA", "smarts c1ccccc1",
+])
+def test_coordinate_dependent_selections_are_not_cacheable(sel):
+    assert not selection_cache.cacheable((sel,))
+    assert not selection_cache.cacheable(("protein", sel))
+
+
+@pytest.mark.parametrize("sel", ["protein and name CA", "same residue as name CA", "byres name CA",
+                                 "backbone or resname SOL", "index 0:10", "mass > 12"])
+def test_topology_selections_are_cacheable(sel):
+    assert selection_cache.cacheable((sel,))
+
+
+def test_entry_round_trips_exactly(tmp_path, monkeypatch):
+    """Indices and masses come back bit for bit (float64 masses, int64 indices), from JSON only."""
+    monkeypatch.setenv("TRAJSCALE_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(0)
+    masses = rng.random(1000) * 30
+    idx = np.sort(rng.choice(10**6, 1000, replace=False)).astype(np.int64)
+    for a in (masses, idx):
+        b = selection_cache.decode(json.loads(json.dumps(selection_cache.encode(a))))
+        assert b.dtype == a.dtype and np.array_equal(a, b)
+    with pytest.raises(ValueError):   # an entry can hold numbers only, never objects
+        selection_cache.decode({"dtype": "|O", "shape": [0], "data": ""})
+
+
+def test_entries_others_may_write_are_not_used(system, tmp_path):
+    """A folder that group or others may write could hold planted entries (wrong atoms): never read."""
+    top, traj = system
+    _run("api", top, traj, SEL, tmp_path)
+    folder = tmp_path / "cache" / "selections"
+    assert len(list(folder.glob("*.json"))) == 1
+    folder.chmod(0o775)
+    got = _run("api", top, traj, SEL, tmp_path)
+    assert "MDAnalysis" in got["modules"]
+    np.testing.assert_allclose(got["rmsd"], _mda_rmsd(top, traj, SEL), atol=1e-4, rtol=0)

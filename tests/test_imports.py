@@ -1,0 +1,84 @@
+"""``import trajscale`` is cheap, and its lazy namespaces give the same objects the eager imports gave.
+
+Each check runs in a fresh interpreter: what a user's first ``import trajscale`` costs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ["MDAnalysis", "scipy", "dask", "distributed", "torch", "matplotlib", "mpi4py", "numba", "tqdm"]
+
+
+def _fresh(code: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _loaded_after(statement: str) -> set[str]:
+    code = f"import json, sys\n{statement}\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}})))"
+    return set(_fresh(code))
+
+
+def test_import_trajscale_imports_no_heavy_library():
+    loaded = _loaded_after("import trajscale")
+    assert not loaded & set(HEAVY)
+    assert not loaded & {"numpy", "h5py"}   # not even these: every name is imported on first use
+
+
+def test_an_analysis_class_does_not_need_h5py_or_mdanalysis():
+    loaded = _loaded_after("import trajscale as ts; ts.RMSD(select='name CA')")
+    assert not loaded & {"h5py", *HEAVY}
+
+
+@pytest.mark.parametrize("package", ["trajscale", "trajscale.analysis", "trajscale.sources", "trajscale.executors",
+                                     "trajscale.report", "trajscale.pwrite", "trajscale.ml"])
+def test_every_public_name_resolves_and_is_listed(package):
+    got = _fresh(f"""
+import importlib, json
+m = importlib.import_module({package!r})
+shown = dir(m)
+missing = [n for n in m.__all__ if getattr(m, n, None) is None and n != "__version__"]
+print(json.dumps({{"missing": missing, "unlisted": sorted(set(m.__all__) - set(shown)),
+                   "machinery": sorted(set(shown) & {{"attach", "TYPE_CHECKING", "__getattr__", "__dir__"}})}}))
+""")
+    assert got == {"missing": [], "unlisted": [], "machinery": []}
+
+
+def test_exported_names_survive_their_submodule_loading_later():
+    """``trajscale.run`` is the function even when the module ``trajscale.run`` is imported first, as it was
+    when the package imported everything eagerly (the same for ``pwrite.repair`` and ``report.diagnose``)."""
+    got = _fresh("""
+import json
+import trajscale.run, trajscale.pwrite.repair, trajscale.report.diagnose
+import trajscale
+from trajscale.pwrite import repair
+from trajscale.report import diagnose
+print(json.dumps([type(trajscale.run).__name__, type(repair).__name__, type(diagnose).__name__,
+                  trajscale.run.__module__]))
+""")
+    assert got == ["function", "function", "function", "trajscale.run"]
+
+
+def test_analysis_registry_and_rebuilding_one_analysis():
+    """``ANALYSES`` maps each built-in's ``name`` to its class; rebuilding one from its config imports
+    that analysis's module alone."""
+    got = _fresh("""
+import json, sys
+from trajscale.analysis.base import analysis_from_config
+a = analysis_from_config({"name": "rgyr", "select": "name CA"})
+alone = sorted(m for m in sys.modules if m.startswith("trajscale.analysis."))
+from trajscale.analysis import ANALYSES
+print(json.dumps({"cls": type(a).__name__, "alone": alone, "names": {k: v.name for k, v in ANALYSES.items()},
+                  "classes": sorted(v.__name__ for v in ANALYSES.values())}))
+""")
+    assert got["cls"] == "RadiusOfGyration"
+    assert got["alone"] == ["trajscale.analysis.base", "trajscale.analysis.results", "trajscale.analysis.rgyr"]
+    assert all(k == v for k, v in got["names"].items())
+    assert got["classes"] == sorted(["RMSD", "RMSF", "RadiusOfGyration", "AverageStructure", "RDF", "Contacts",
+                                     "Distances", "PerFrame", "Reduce"])
