@@ -131,5 +131,10 @@ def masses_of(group, why: str, alternative: str = "") -> np.ndarray:
 
 
 def has_masses(group) -> bool:
-    """Whether ``group``'s topology holds masses (a trajectory-only topology has none)."""
-    return hasattr(group.universe.atoms, "masses")
+    """Whether ``group``'s topology holds masses (a trajectory-only topology has none).
+
+    Asked of the group itself, not its Universe's atoms: a cached topology
+    (``sources.cached_topology``) knows the masses of the selections it recorded.
+    MDAnalysis's NoDataError for a missing attribute is an AttributeError.
+    """
+    return hasattr(group, "masses")
