@@ -54,10 +54,6 @@ def test_radius_of_gyration_and_moments_equal_mdanalysis_and_numpy():
         u.atoms.positions = x[f]
         ref.append(u.atoms.radius_of_gyration())
     np.testing.assert_allclose(geometry.radius_of_gyration(x, masses), ref, rtol=1e-6)
-    mean, m2 = geometry.frame_moments(x)
-    x64 = x.astype(np.float64)
-    np.testing.assert_allclose(mean, x64.mean(axis=0), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(m2, ((x64 - x64.mean(axis=0)) ** 2).sum(axis=0), rtol=1e-10)
 
 
 def test_geometry_kernels_take_float64_non_contiguous_and_big_endian_arrays():
@@ -66,18 +62,18 @@ def test_geometry_kernels_take_float64_non_contiguous_and_big_endian_arrays():
     x = rng.uniform(-40, 60, (6, 40, 3))
     masses = rng.uniform(1, 32, 40)
     dims = boxes(rng, 6)
-    want = (geometry.radius_of_gyration(x, masses), *geometry.frame_moments(x),
+    want = (geometry.radius_of_gyration(x, masses),
             geometry.distance_arrays(x, x[:, :9], dims), geometry.pair_distances(x, x[:, ::-1], dims))
     wide = np.zeros((6, 40, 5))
     wide[..., 1:4] = x
     cases = {"big-endian": x.astype(">f8"), "strided": wide[..., 1:4], "Fortran": np.asfortranarray(x)}
     for name, arr in cases.items():
-        got = (geometry.radius_of_gyration(arr, masses.astype(">f8")), *geometry.frame_moments(arr),
+        got = (geometry.radius_of_gyration(arr, masses.astype(">f8")),
                geometry.distance_arrays(arr, arr[:, :9], dims), geometry.pair_distances(arr, arr[:, ::-1], dims))
         for g, w in zip(got, want):
             assert np.array_equal(g, w), name
     ints = np.rint(x).astype(np.int32)   # any other dtype: float64
-    assert np.array_equal(geometry.frame_moments(ints)[1], geometry.frame_moments(np.rint(x))[1])
+    assert np.array_equal(geometry.radius_of_gyration(ints, masses), geometry.radius_of_gyration(np.rint(x), masses))
     # float32 is read as float32 (not widened first), which the float64 reference matches to float32 rounding
     np.testing.assert_allclose(geometry.radius_of_gyration(x.astype(np.float32), masses), want[0], rtol=1e-6)
 
@@ -90,6 +86,6 @@ def test_geometry_kernels_refuse_shapes_they_cannot_read():
     with pytest.raises(ValueError, match="masses for coordinates"):
         _geometry.radius_of_gyration(np.zeros((2, 5, 3)), np.ones(4))
     with pytest.raises(TypeError, match="No matching signature"):   # float32 or float64 only
-        _geometry.frame_moments(np.zeros((2, 5, 3), np.int64))
+        _geometry.radius_of_gyration(np.zeros((2, 5, 3), np.int64), np.ones(5))
     with pytest.raises(ValueError, match="Big-endian"):
-        _geometry.frame_moments(np.zeros((2, 5, 3), ">f8"))
+        _geometry.radius_of_gyration(np.zeros((2, 5, 3), ">f8"), np.ones(5))

@@ -183,39 +183,3 @@ def radius_of_gyration(const floating[:, :, ::1] x, const double[::1] masses):
     return out_a
 
 
-def frame_moments(const floating[:, :, ::1] x):
-    """Mean (N, 3) and summed squared deviations (N, 3) over the frames of (F, N, 3), float64, two passes."""
-    cdef Py_ssize_t n_frames = x.shape[0], n = x.shape[1], f, f0, f1, i, k
-    if x.shape[2] != 3:
-        raise ValueError(f"coordinates must be (frames, atoms, 3), got shape {tuple(x.shape)}")
-    mean_a = np.zeros((n, 3))
-    m2_a = np.zeros((n, 3))
-    cdef double[:, ::1] mean = mean_a, m2 = m2_a
-    cdef double d, inv
-    cdef Py_ssize_t step = _chunk(n)
-    f0 = 0
-    while f0 < n_frames:
-        f1 = min(n_frames, f0 + step)
-        with nogil:
-            for f in range(f0, f1):
-                for i in range(n):
-                    for k in range(3):
-                        mean[i, k] += x[f, i, k]
-        PyErr_CheckSignals()
-        f0 = f1
-    inv = max(n_frames, 1)
-    for i in range(n):
-        for k in range(3):
-            mean[i, k] /= inv
-    f0 = 0
-    while f0 < n_frames:
-        f1 = min(n_frames, f0 + step)
-        with nogil:
-            for f in range(f0, f1):
-                for i in range(n):
-                    for k in range(3):
-                        d = x[f, i, k] - mean[i, k]
-                        m2[i, k] += d * d
-        PyErr_CheckSignals()
-        f0 = f1
-    return mean_a, m2_a

@@ -146,15 +146,6 @@ def radius_of_gyration(x: np.ndarray, masses: np.ndarray) -> np.ndarray:
     return _geometry.radius_of_gyration(_native(x), np.ascontiguousarray(masses, dtype=np.float64))
 
 
-def frame_moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean (N, 3) and sum of squared deviations from it (N, 3) over the frames of (F, N, 3), in float64.
-
-    Compiled: two passes over the coordinates as read (float32 stays float32 in memory;
-    NumPy would make three (F, N, 3) float64 temporaries, 30x the kernel's time).
-    """
-    return _geometry.frame_moments(_native(x))
-
-
 def apply_fit(x: np.ndarray, rotation: np.ndarray, mobile_com: np.ndarray, ref_com: np.ndarray) -> np.ndarray:
     """Move (F, N, 3) coordinates by per-frame fits: ``(x - mobile_com) @ R + ref_com``, float64."""
     xc = np.asarray(x, np.float64) - mobile_com[:, None, :]
