@@ -96,9 +96,13 @@ class ProcessExecutor(Executor):
         return self._pool
 
     def worker_starts(self) -> list[dict]:
-        """How each worker started (:func:`~.startup.warm_up`'s records), waiting for their warm-ups;
-        ``t_asked`` is when the pool was asked for (epoch seconds)."""
-        return [f.result() for f in self._warm]
+        """How each worker started (:func:`~.startup.note_ready`'s records: process start, ready, CPU and
+        heavy modules before its first task), once all have; ``t_asked`` is when the pool was asked for."""
+        from .startup import read_starts
+
+        for f in self._warm:
+            f.result()
+        return read_starts(self._marks or "", self.n_workers)
 
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]]:
         pool = self._get_pool()

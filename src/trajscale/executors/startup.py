@@ -31,25 +31,60 @@ _MARKS: list[str] = []
 
 def init_worker(marks: str) -> None:
     """Pool initializer: Ctrl-C is the parent's to handle (it stops the pool); note tasks in ``marks``;
-    note the worker ready (its ``t_start`` for the report) here, in every worker, before its first task
-    (a warm-up task may go to another worker)."""
+    note how the worker started, in every worker, before its first task (a warm-up task may go to
+    another worker): :func:`note_ready`."""
+    cpu = time.process_time()   # what the interpreter and the imports so far cost, before anything of ours
+    heavy = sorted(m for m in HEAVY_MODULES if m in sys.modules)
     from ..report.process import slow_start_for_tests
 
     quiet_worker()
     _MARKS[:] = [marks]
     slow_start_for_tests()   # TRAJSCALE_TEST_SLOW_START: a slow-starting worker, for the report's tests
-    note_ready()
+    note_ready(cpu, heavy)
 
 
-def note_ready() -> None:
-    """Once per worker: its start-up (process start to ready) in the marks folder, for the report."""
+def note_ready(cpu_before_task: float, heavy_modules: list[str]) -> None:
+    """Once per worker, in the marks folder: its start-up (process start to ready, for the report:
+    ``ready-PID``) and how it started (``start-PID.json``: :func:`read_starts`).  A pool already
+    closing (its folder removed: Ctrl-C while workers start) has no use for either."""
+    import json
+
     from ..report.process import mark_ready, process_start
 
-    path = os.path.join(_MARKS[0], f"ready-{os.getpid()}") if _MARKS else None
-    if path is not None and not os.path.exists(path):
-        t_start = mark_ready()
-        with open(path, "w") as fh:
-            fh.write(f"{t_start!r} {process_start() + t_start!r}")
+    if not _MARKS or os.path.exists(os.path.join(_MARKS[0], f"ready-{os.getpid()}")):
+        return
+    t_start = mark_ready()
+    t_ready = process_start() + t_start
+    record = {"pid": os.getpid(), "t_process_start": process_start(), "t_task_start": t_ready,
+              "t_ready": t_ready, "cpu_before_task": cpu_before_task, "heavy_modules": heavy_modules}
+    try:
+        with open(os.path.join(_MARKS[0], f"start-{os.getpid()}.json"), "w") as fh:
+            json.dump(record, fh)
+        with open(os.path.join(_MARKS[0], f"ready-{os.getpid()}"), "w") as fh:
+            fh.write(f"{t_start!r} {t_ready!r}")
+    except OSError:
+        pass
+
+
+def read_starts(marks: str, n: int, timeout: float = 60.0) -> list[dict]:
+    """The start records of ``n`` workers (:func:`note_ready`), waiting up to ``timeout`` s for them."""
+    import glob
+    import json
+
+    deadline = time.monotonic() + timeout
+    while True:
+        paths = sorted(glob.glob(os.path.join(marks, "start-*.json")))
+        if len(paths) >= n or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    out = []
+    for path in paths:
+        try:
+            with open(path) as fh:
+                out.append(json.load(fh))
+        except (OSError, ValueError):   # being written: the next call sees it
+            pass
+    return out
 
 
 def worker_task(job, task: int, frames):
@@ -62,22 +97,10 @@ def worker_task(job, task: int, frames):
     return run_task(job, task, frames, f"pid {os.getpid()}")
 
 
-def warm_up() -> dict:
-    """First task of a new worker: load the compiled kernels now, not inside a timed task.
-
-    Returns how the worker started: ``pid``; ``t_process_start`` (epoch seconds,
-    from the OS), ``t_task_start`` (when it took this first task) and
-    ``t_ready`` (kernels loaded); ``cpu_before_task``: CPU seconds this process
-    used before taking it (its interpreter's start included under spawn, unlike
-    wall times not stretched by a crowded machine); ``heavy_modules``: the libraries of
-    :data:`HEAVY_MODULES` it held when it took the task (a forked worker holds
-    its parent's).
-    """
-    t_task, cpu = time.time(), time.process_time()
-    heavy = sorted(m for m in HEAVY_MODULES if m in sys.modules)
+def warm_up() -> int:
+    """First task of a new worker: load the compiled kernels now, not inside a timed task (how the
+    worker started is noted by :func:`init_worker`); returns its pid."""
     from ..kernels.superpose import preload_kernels
-    from ..report.process import process_start
 
     preload_kernels()
-    return {"pid": os.getpid(), "t_process_start": process_start(), "t_task_start": t_task,
-            "t_ready": time.time(), "cpu_before_task": cpu, "heavy_modules": heavy}
+    return os.getpid()

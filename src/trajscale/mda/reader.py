@@ -142,7 +142,7 @@ class Reader(ReaderBase):
         return frame, min(self.n_frames, frame + n * stride), stride
 
     def _drop_pending(self) -> None:
-        if self._pending is not None:
+        if getattr(self, "_pending", None) is not None:   # (a reader whose open failed has none)
             self._pending[1].cancel()
             try:
                 self._pending[1].result()
@@ -208,7 +208,7 @@ class Reader(ReaderBase):
 
     def close(self) -> None:
         self._drop_pending()
-        if self._pool is not None:
+        if getattr(self, "_pool", None) is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
         source = self.__dict__.get("_source")
