@@ -114,3 +114,16 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
     api = (tmp_path / "html" / "api.html").read_text()
     for name in ("trajscale.run", "trajscale.RMSD", "trajscale.mda.Reader", "trajscale.ParallelWriter"):
         assert name in api, name
+
+
+def test_a_build_without_a_compiler_says_what_is_needed(tmp_path):
+    """No working C compiler: one line naming what to install, no traceback, nothing built."""
+    tree = _tracked_copy(tmp_path / "tree")
+    proc = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree,
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, CC="/nonexistent/cc"))
+    assert proc.returncode != 0
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "a C compiler (gcc or clang) and the Python headers are needed" in errors[0], \
+        proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not list((tree / "src").rglob("*.so"))
