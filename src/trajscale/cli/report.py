@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from .checks import positive_int
+
 DESCRIPTION = """\
 Read run reports written by `trajscale run --report` (or RunReport.write) and print
 the per-worker time in each phase (topology, open trajectory, read I/O, compute,
@@ -25,8 +27,67 @@ def add_parser(sub) -> None:
                    help="plot per-worker phase bars (and scaling curves for several reports)")
     p.add_argument("--trace", default=None, metavar="TRACE.json",
                    help="write a Chrome/Perfetto trace (open in ui.perfetto.dev)")
-    p.add_argument("--json", action="store_true", help="print the diagnosis as JSON instead of tables")
+    p.add_argument("--json", nargs="?", const="-", default=None, metavar="OUT",
+                   help="the diagnosis (and --predict's predictions) as JSON: printed, or written to OUT")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --json OUT")
+    g = p.add_argument_group("prediction", "the same run at N ranks, from this report's own timings "
+                                           "(equations: docs/benchmarks.md)")
+    g.add_argument("--predict", default=None, metavar="N,N,...", type=_counts,
+                   help="predict wall time, S(N), E(N) and the limiting resource at these rank counts")
+    g.add_argument("--as", dest="predict_as", default=None, choices=("mpi", "processes", "dask"),
+                   help="executor of the predicted runs (default: the report's, or mpi for a serial report)")
+    g.add_argument("--storage-gbps", type=_positive_float, default=None, metavar="B",
+                   help="aggregate bandwidth of the shared storage, GB/s (default: reads scale per rank)")
+    g.add_argument("--metadata-ms", type=_positive_float, default=None, metavar="M",
+                   help="ms per file open at a metadata server serving one open at a time "
+                        "(default: the report's own open time, opens in parallel)")
+    g.add_argument("--nodes", type=positive_int, default=None, metavar="K", help="nodes of the target machine")
+    g.add_argument("--cores-per-node", type=positive_int, default=None, metavar="C",
+                   help="cores per node: more ranks than nodes x cores are oversubscribed")
     p.set_defaults(func=main)
+
+
+def _counts(text: str) -> list[int]:
+    """argparse type: ``2,16,128`` -> [2, 16, 128] (each >= 1)."""
+    import argparse
+
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of rank counts") from None
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"rank counts must be whole numbers >= 1, got {text!r}")
+    return out
+
+
+def _positive_float(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _check_json_out(args) -> None:
+    """``--json OUT`` must not be one of the reports read, nor an existing file without --overwrite."""
+    import os
+
+    from ..errors import OutputError
+    from ..util import check_output_path
+
+    out = args.json
+    if out in (None, "-"):
+        return
+    inputs = [*args.reports, *([args.baseline] if args.baseline else [])]
+    for p in inputs:
+        if os.path.realpath(p) == os.path.realpath(out) or (Path(out).exists() and Path(p).exists()
+                                                            and os.path.samefile(p, out)):
+            raise OutputError(out, f"is an input of this command ({p}); give another --json file")
+    check_output_path(out, overwrite=args.overwrite)
 
 
 def load_report(path: str):
@@ -58,6 +119,11 @@ def main(args) -> int:
     from ..report.metrics import json_safe, scaling
     from ..report.table import format_scaling, format_table
 
+    _check_json_out(args)
+    if args.nodes is not None and args.cores_per_node is None:
+        from ..errors import ConfigError
+
+        raise ConfigError("--nodes needs --cores-per-node (the ranks a node runs without oversubscription)")
     reports = [load_report(p) for p in args.reports]
     baseline = load_report(args.baseline) if args.baseline else None
     try:
@@ -65,30 +131,61 @@ def main(args) -> int:
     except (TypeError, ValueError, AttributeError) as exc:   # e.g. strings where numbers belong
         raise InputFileError(args.reports[0], f"not a trajscale run report ({exc})") from None
     multi = len(reports) > 1
+    predicted = _predict(args, reports) if args.predict else None
     if args.json:
         out = {"reports": [{"path": p, "diagnosis": d.to_dict()} for p, d in zip(args.reports, diags)]}
         if multi or baseline is not None:
             out["scaling"] = [json_safe(asdict(pt)) for pt in scaling(reports, reference=baseline)]
-        print(json.dumps(out, indent=1))
-    else:
+        if predicted is not None:
+            out.update(predicted[1])
+        text = json.dumps(out, indent=1)
+        if args.json == "-":
+            print(text)
+        else:
+            from ..util import atomic_output
+
+            with atomic_output(args.json) as tmp:
+                Path(tmp).write_text(text + "\n")
+    if not args.json or args.json != "-":
         blocks = []
         for p, r, d in zip(args.reports, reports, diags):
             head = f"== {p} ==\n" if multi else ""
             blocks.append(head + format_table(r, d))
         if multi:
             blocks.append(format_scaling(reports, baseline))
+        if predicted is not None:
+            blocks.append(predicted[0])
+        if args.json:
+            blocks.append(f"json: {args.json}")
         print("\n\n".join(blocks))
     if args.plot:
         from ..report.plots import plot_report
 
         plot_report(reports, args.plot, baseline=baseline)
-        if not args.json:
+        if args.json != "-":
             print(f"\nplot:  {args.plot}")
     if args.trace:
         from ..report.trace import write_trace
 
         write_trace(reports, args.trace, labels=args.reports if multi else None)
-        if not args.json:
+        if args.json != "-":
             print(f"trace: {args.trace}" if args.plot else f"\ntrace: {args.trace}")
     return 0
 
+
+
+def _predict(args, reports) -> tuple[str, dict]:
+    """The table and the JSON of ``--predict``, from the first report."""
+    from ..report.predict import Machine, efficiency_threshold, fit, format_predictions, predict_model
+
+    machine = Machine(args.storage_gbps, args.metadata_ms, args.nodes, args.cores_per_node)
+    model = fit(reports[0], args.predict_as)
+    preds = predict_model(model, args.predict, machine)
+    data = {"predictions": [{k: p.to_dict()[k] for k in ("n", "t_wall", "speedup", "efficiency", "limit")}
+                            for p in preds],
+            "prediction_model": {"from": args.reports[0], "target": model.target,
+                                 "n_below_0.7": efficiency_threshold(model, machine),
+                                 "straggler": model.straggler or None, "notes": list(model.notes),
+                                 "terms": [{"n": p.n, **p.to_dict()["terms"]} for p in preds]}}
+    head = f"== prediction from {args.reports[0]} ==\n" if len(reports) > 1 else ""
+    return head + format_predictions(model, preds, machine), data
