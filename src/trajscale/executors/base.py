@@ -117,6 +117,18 @@ def close_cached_sources() -> None:
         _release(src)
 
 
+def opened_files(config: dict, source: Source, before: int, opened_now: bool) -> tuple[str, ...]:
+    """Trajectory files opened since ``before``: a segmented source's parts (it lists them), or the
+    single file a source config names if the source was opened just now."""
+    listed = getattr(source, "opened", None)
+    if listed is not None:
+        return tuple(listed[before:])
+    if opened_now:
+        paths = [config.get("path")] if config.get("path") else list(config.get("trajectories") or ())
+        return tuple(str(p) for p in paths)
+    return ()
+
+
 def _analysis(config: dict) -> Analysis:
     key = _key(config)
     if key not in _ANALYSES:
@@ -158,6 +170,7 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         analysis = _analysis(job.analysis)
         source, t_init_traj = cached_source(job.source, comm)
         bytes0, opens0 = getattr(source, "bytes_read", 0), getattr(source, "opens", 0)
+        paths0 = len(getattr(source, "opened", ()))
         t_io = t_compute = 0.0
         partials = []
         for r in blocks_of(frames, job.block_frames, source.chunk_frames, job.stride):
@@ -178,6 +191,7 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
                         host=host, pid=pid, t_init_traj=t_init_traj, t_io=t_io, t_compute=t_compute,
                         bytes_read=getattr(source, "bytes_read", 0) - bytes0,
                         files_opened=getattr(source, "opens", 0) - opens0,
+                        files=opened_files(job.source, source, paths0, t_init_traj > 0),
                         t_begin=t_begin, t_end=time.time(), t_start=t_start, t_ready=process_start() + t_start)
     return partial, timing
 
