@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..analysis.base import Analysis, Prepared, analysis_from_config
 from ..block import FrameRange
 from ..errors import TaskError, TrajscaleError
-from ..report.process import mark_ready, process_start
+from ..report.process import mark_ready, process_start, slow_phase_for_tests
 from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
 from ..util import file_identity
@@ -176,8 +176,10 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         for r in blocks_of(frames, job.block_frames, source.chunk_frames, job.stride):
             t0 = time.perf_counter()
             block = source.read(r.start, r.stop, job.prepared.atoms, analysis.fields, stride=job.stride)
+            slow_phase_for_tests("read", worker)   # TRAJSCALE_TEST_SLOW_READ: a slow reader, for the report's tests
             t1 = time.perf_counter()
             partials.append(analysis.map(block, job.prepared))
+            slow_phase_for_tests("compute", worker)
             del block   # its arrays are the reused buffer the next read fills
             t_io, t_compute = t_io + t1 - t0, t_compute + time.perf_counter() - t1
         t2 = time.perf_counter()
