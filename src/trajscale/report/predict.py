@@ -179,8 +179,8 @@ def fit(report: RunReport, target: str | None = None) -> Model:
         alpha = median(comms) / stages
     else:
         alpha = DEFAULT_ALPHA_S
-        notes.append(f"no communication measured (one rank): {DEFAULT_ALPHA_S * 1e6:.0f} us per collective stage "
-                     "assumed")
+        notes.append(f"no communication measured (one rank, or no collectives): {DEFAULT_ALPHA_S * 1e6:.0f} us "
+                     "per collective stage assumed")
     src = report.source or {}
     n_parts = int(src.get("n_segments") or 1)
     cf = _chunk_frames(report)
@@ -264,7 +264,9 @@ def terms_at(model: Model, n: int, machine: Machine = Machine()) -> dict[str, fl
         meta = files * model.open_s
     # The straggler's rank does the same share at its own rates; the wall waits for the slower.
     slow_read = read_unbound * model.slow_read if machine.storage_gbps is None else max(read, read_unbound * model.slow_read)
-    work = max(meta + read + comp, meta + slow_read + comp * model.slow_compute)
+    work = meta + read + comp
+    if n > 1:   # one rank alone is the model's median rank: the straggler is one among several
+        work = max(work, meta + slow_read + comp * model.slow_compute)
     stages = math.ceil(math.log2(n)) if n > 1 else 0
     comm = stages * (model.alpha_s + model.job_bytes / NET_BYTES_PER_S)
     startup = model.slow_startup_s if n > 1 else 0.0
@@ -358,6 +360,8 @@ def levers(model: Model, machine: Machine = Machine()) -> list[tuple[str, int | 
     if model.straggler:
         out.append(("no straggler", efficiency_threshold(
             replace(model, slow_read=1.0, slow_compute=1.0, slow_startup_s=0.0, straggler=""), machine)))
+    out.append(("10x the frames per run (a longer trajectory, or several analyses in one run)",
+                efficiency_threshold(replace(model, frames=model.frames * 10, bytes=model.bytes * 10), machine)))
     out.append(("start-up and preparation halved", efficiency_threshold(
         replace(model, fixed_s=model.fixed_s / 2, startup_s=model.startup_s / 2,
                 imports_s=model.imports_s / 2), machine)))
@@ -386,8 +390,14 @@ def format_predictions(model: Model, preds: list[Prediction], machine: Machine =
         t = terms_at(model, n07, machine)
         lines.append(f"E(N) falls below {EFFICIENCY_LIMIT} at N = {n07} "
                      f"(limit there: {_limit(model, n07, machine, t)})")
+        still = []
         for what, n in levers(model, machine):
-            lines.append(f"  {what}: " + (f"at N = {n}" if n is not None else f"not below N = {MAX_SCAN_N}"))
+            if n == n07:
+                still.append(what.split(":")[0].split(" (")[0])
+            else:
+                lines.append(f"  with {what}: " + (f"at N = {n}" if n is not None else f"not below N = {MAX_SCAN_N}"))
+        if still:
+            lines.append(f"  unchanged with: {'; '.join(still)}")
     return "\n".join(lines)
 
 
