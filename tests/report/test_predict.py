@@ -184,3 +184,22 @@ def test_processes_2_predicted_from_a_serial_run_within_25_percent(tmp_path):
     measured = _whole([*base, "--executor", "processes", "-n", "2", "--out", str(tmp_path / "p.h5")])
     assert abs(pred.t_wall / measured - 1) <= TOLERANCE, (pred.t_wall, measured)
     assert math.isfinite(pred.speedup) and 0 < pred.efficiency <= 1
+
+
+def test_two_reports_take_launch_and_latency_from_the_parallel_one():
+    """`report 1.json 2.json --predict 16`: per-unit costs from the serial run; MPI init and the collective
+    latency (median t_comm over ceil(log2 2) = 1 stage) from the 2-rank run."""
+    from trajscale.report.predict import fit_reports
+
+    serial = _serial()
+    par = make_report([{"t_comm": 0.02}, {"t_comm": 0.04}], executor="mpi")
+    phases = dict.fromkeys(serial.process["phases"], 0.0)
+    phases.update(imports=1.0, mpi_init=0.4, topology=0.5, tasks=5.0)
+    par.process = {"t_wall": sum(phases.values()), "phases": phases, "origin": "process start"}
+    model = fit_reports([par, serial], "mpi")
+    alone = fit(serial, "mpi")
+    assert model.read_s_per_byte == alone.read_s_per_byte and model.fixed_s == alone.fixed_s
+    assert model.launch_s == pytest.approx(0.4)
+    assert model.alpha_s == pytest.approx(0.03)
+    assert wall_at(model, 16) - wall_at(alone, 16) == pytest.approx(
+        (0.4 - alone.launch_s) + 4 * (0.03 - alone.alpha_s))

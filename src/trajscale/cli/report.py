@@ -175,17 +175,18 @@ def main(args) -> int:
 
 
 def _predict(args, reports) -> tuple[str, dict]:
-    """The table and the JSON of ``--predict``, from the first report."""
-    from ..report.predict import Machine, efficiency_threshold, fit, format_predictions, predict_model
+    """The table and the JSON of ``--predict``: fitted on the smallest run; a larger run of the predicted
+    executor adds its launch time and communication latency."""
+    from ..report.predict import Machine, efficiency_threshold, fit_reports, format_predictions, predict_model
 
     machine = Machine(args.storage_gbps, args.metadata_ms, args.nodes, args.cores_per_node)
-    model = fit(reports[0], args.predict_as)
+    model = fit_reports(reports, args.predict_as)
     preds = predict_model(model, args.predict, machine)
     data = {"predictions": [{k: p.to_dict()[k] for k in ("n", "t_wall", "speedup", "efficiency", "limit")}
                             for p in preds],
-            "prediction_model": {"from": args.reports[0], "target": model.target,
+            "prediction_model": {"from": list(args.reports), "target": model.target,
                                  "n_below_0.7": efficiency_threshold(model, machine),
                                  "straggler": model.straggler or None, "notes": list(model.notes),
                                  "terms": [{"n": p.n, **p.to_dict()["terms"]} for p in preds]}}
-    head = f"== prediction from {args.reports[0]} ==\n" if len(reports) > 1 else ""
+    head = f"== prediction from {len(reports)} reports ==\n" if len(reports) > 1 else ""
     return head + format_predictions(model, preds, machine), data

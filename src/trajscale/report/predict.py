@@ -310,6 +310,24 @@ def _limit(model: Model, n: int, machine: Machine, t: dict[str, float]) -> str:
     return "read I/O" if t["read"] > t["compute"] else "compute"
 
 
+def fit_reports(reports: list[RunReport], target: str | None = None) -> Model:
+    """Fit from the smallest run, taking what only a parallel run measures from a larger one of the
+    predicted executor (its launch phase and collective latency): ``report 1.json 2.json --predict 16``."""
+    ordered = sorted(reports, key=lambda r: r.n_workers)
+    model = fit(ordered[0], target)
+    phase = {"mpi": "mpi_init", "processes": "pool_start", "dask": "pool_start"}[model.target]
+    for other in ordered[1:]:
+        if other.executor != model.target or other.n_workers < 2:
+            continue
+        got = fit(other, model.target)
+        launch = float(((other.process or {}).get("phases") or {}).get(phase, 0.0))
+        notes = [n for n in model.notes if not n.startswith(("starting", "no communication"))]
+        model = replace(model, launch_s=launch or model.launch_s, pool_cpu_s=0.0 if launch else model.pool_cpu_s,
+                        alpha_s=got.alpha_s if any(w.t_comm > 0 for w in worker_timings(other)) else model.alpha_s,
+                        notes=(*notes, f"launch and communication from the {other.n_workers}-rank run"))
+    return model
+
+
 def predict(report: RunReport, ns: list[int], machine: Machine = Machine(),
             target: str | None = None) -> list[Prediction]:
     """Wall time, S(N), E(N) and the limit at each N (S and E against the model's own N = 1)."""
@@ -401,5 +419,5 @@ def format_predictions(model: Model, preds: list[Prediction], machine: Machine =
     return "\n".join(lines)
 
 
-__all__ = ["EFFICIENCY_LIMIT", "Machine", "Model", "Prediction", "efficiency_threshold", "fit",
+__all__ = ["EFFICIENCY_LIMIT", "Machine", "Model", "Prediction", "efficiency_threshold", "fit", "fit_reports",
            "format_predictions", "levers", "predict", "predict_model", "terms_at", "wall_at"]
