@@ -14,7 +14,10 @@ the per-worker time in each phase (topology, open trajectory, read I/O, compute,
 wait, communication), throughput, R_comp/IO and R_comp/comm, stragglers (workers
 or tasks slower than 1.5 x the median, with the phase that made them slow) and
 advice. Several reports of the same job at different worker counts also give a
-scaling table S(N), E(N) relative to the smallest N (or to --baseline)."""
+scaling table S(N), E(N) relative to the smallest N (or to --baseline). --predict
+N,N,... predicts the same run at those rank counts from the report's own timings: wall time,
+S(N), E(N), the limiting resource, the N at which E(N) falls below 0.7 and what would move it
+(equations and assumptions: docs/scaling.md)."""
 
 
 def add_parser(sub) -> None:
@@ -31,7 +34,7 @@ def add_parser(sub) -> None:
                    help="the diagnosis (and --predict's predictions) as JSON: printed, or written to OUT")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --json OUT")
     g = p.add_argument_group("prediction", "the same run at N ranks, from this report's own timings "
-                                           "(equations: docs/benchmarks.md)")
+                                           "(equations: docs/scaling.md)")
     g.add_argument("--predict", default=None, metavar="N,N,...", type=_counts,
                    help="predict wall time, S(N), E(N) and the limiting resource at these rank counts")
     g.add_argument("--as", dest="predict_as", default=None, choices=("mpi", "processes", "dask"),
