@@ -47,21 +47,33 @@ def ANALYSIS(tpr: str, h5: str, frames: int) -> list[str]:
     return ["run", "rdf", tpr, h5, "--select1", "name CA", "--select2", "name OW", "--stop", str(frames)]
 
 
+def free_cores(n: int = 2, seconds: float = 1.0) -> int:
+    """Cores ``n`` busy processes get on this machine now: their CPU seconds over the wall (1 or more)."""
+    code = (f"import time\nt = time.perf_counter() + {seconds!r}\nwhile time.perf_counter() < t: pass\n"
+            "print(time.process_time())")
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(n)]
+    return max(1, round(sum(float(p.communicate()[0]) for p in procs) / seconds))
+
+
 def predict_vs_measured(h5: str, tpr: str, folder: Path, frames: int, n: int = 2) -> dict:
-    """One serial run with a report, its prediction for processes(n), and the measured processes(n) run."""
-    from trajscale.report.predict import fit, predict_model
+    """One serial run with a report, its prediction for processes(n) on the cores n busy processes get
+    now (measured before and after), and the measured processes(n) run."""
+    from trajscale.report.predict import Machine, fit, predict_model
     from trajscale.report.timing import RunReport
 
     base = ANALYSIS(tpr, h5, frames)
     rep = folder / "serial.json"
     for f in (rep, folder / "s.h5", folder / "p.h5"):
         f.unlink(missing_ok=True)
+    before = free_cores(n)
     t_serial = whole_run([*base, "--executor", "serial", "--report", str(rep), "--out", str(folder / "s.h5")])
-    model = fit(RunReport.load(rep), "processes")
-    pred = predict_model(model, [1, n])
     t_par = whole_run([*base, "--executor", "processes", "-n", str(n), "--out", str(folder / "p.h5")])
+    after = free_cores(n)
+    model = fit(RunReport.load(rep), "processes")
+    pred = predict_model(model, [1, n], Machine(cores_per_node=before))
     return {"serial_measured": t_serial, "serial_model": pred[0].t_wall, "n": n, "predicted": pred[1].t_wall,
-            "measured": t_par, "error": pred[1].t_wall / t_par - 1, "limit": pred[1].limit}
+            "measured": t_par, "error": pred[1].t_wall / t_par - 1, "limit": pred[1].limit,
+            "cores_before": before, "cores_after": after}
 
 
 # -- the seeds' runs, from the parameters they publish ------------------------------------------
@@ -143,10 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         whole_run(ANALYSIS(tpr, h5, 3))   # warm: page cache, topology cache
         rows = [predict_vs_measured(h5, tpr, folder, frames) for _ in range(a.repeat)]
     print(f"{frames} frames x 47,681 atoms, rdf CA-OW; whole processes timed from outside")
-    print(f"{'serial s':>9} {'model(1)':>9} {'pred(2)':>8} {'meas(2)':>8} {'error':>7}  limit")
+    print(f"{'cores':>6} {'serial s':>9} {'model(1)':>9} {'pred(2)':>8} {'meas(2)':>8} {'error':>7}  limit")
     for r in rows:
-        print(f"{r['serial_measured']:>9.3f} {r['serial_model']:>9.3f} {r['predicted']:>8.3f} {r['measured']:>8.3f} "
-              f"{r['error']:>+7.1%}  {r['limit']}")
+        print(f"{r['cores_before']:>3}/{r['cores_after']:<2} {r['serial_measured']:>9.3f} {r['serial_model']:>9.3f} "
+              f"{r['predicted']:>8.3f} {r['measured']:>8.3f} {r['error']:>+7.1%}  {r['limit']}")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0
