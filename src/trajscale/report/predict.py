@@ -368,10 +368,13 @@ def efficiency_threshold(model: Model, machine: Machine = Machine(), limit: floa
 def levers(model: Model, machine: Machine = Machine()) -> list[tuple[str, int | None]]:
     """What would move the N at which E falls below 0.7: the same model with one thing changed."""
     out = []
-    if model.tasks_fixed or model.max_tasks < MAX_SCAN_N:
-        more = replace(model, tasks_fixed=False, max_tasks=MAX_SCAN_N * TASKS_PER_WORKER)
-        out.append(("layout and task count: tasks free to grow (one-frame chunks, `--tasks` unset)",
-                    efficiency_threshold(more, machine)))
+    if model.tasks_fixed:
+        out.append(("task count: `--tasks` unset (4 tasks per rank)",
+                    efficiency_threshold(replace(model, tasks_fixed=False), machine)))
+    if model.chunk_frames > 1 and model.n_parts <= 1:
+        out.append((f"layout: chunks of 1 frame instead of {model.chunk_frames} (`trajscale rechunk`)",
+                    efficiency_threshold(replace(model, max_tasks=max(model.frames, model.n_tasks), chunk_frames=1),
+                                         machine)))
     if model.n_parts > 1:
         out.append(("fewer files per rank: one file instead of parts", efficiency_threshold(
             replace(model, n_parts=1), machine)))
