@@ -207,3 +207,21 @@ def test_processes_2_predicted_from_a_serial_run_within_25_percent(tmp_path):
                     f"predicted {pred.t_wall:.2f} s, measured {measured:.2f} s")
     assert abs(pred.t_wall / measured - 1) <= TOLERANCE, (pred.t_wall, measured, before)
     assert math.isfinite(pred.speedup) and 0 < pred.efficiency <= 1
+
+
+def test_levers_say_what_moves_the_efficiency_point():
+    """Chunks of 100 frames allow 10 tasks: rechunking to one-frame chunks moves the E < 0.7 point up;
+    fixing the task count is the other lever for a run that fixed it."""
+    from trajscale.report.predict import levers
+
+    model = fit(_serial(chunks=100, imports=0.1, topology=0.05), "mpi")
+    base = efficiency_threshold(model)
+    moved = dict(levers(model))
+    layout = next(k for k in moved if k.startswith("layout"))
+    assert moved[layout] > base
+    assert not any(k.startswith("task count") for k in moved)   # the run did not fix its task count
+    r = _serial(imports=0.1, topology=0.05, n_tasks=8)
+    r.meta["n_tasks_asked"] = 8
+    fixed = fit(r, "mpi")
+    moved = dict(levers(fixed))
+    assert moved["task count: `--tasks` unset (4 tasks per rank)"] > efficiency_threshold(fixed)
