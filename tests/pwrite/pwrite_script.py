@@ -1,6 +1,7 @@
 """Run ParallelWriter under mpiexec (driven by test_parallel_writer.py).
 
 usage: pwrite_script.py equal OUTDIR      every strategy, write() and write_frames()
+       pwrite_script.py one OUTDIR STRATEGY  that strategy only: STRATEGY.h5md and frames-STRATEGY.h5md
        pwrite_script.py bad OUTDIR        every bad input; each rank writes what it raised
        pwrite_script.py kill OUT STRATEGY write frames until killed, printing each commit
 """
@@ -163,6 +164,10 @@ if __name__ == "__main__":
     mode, target = sys.argv[1], Path(sys.argv[2])
     if mode == "equal":
         equal(target)
+    elif mode == "one":   # many ranks on a small machine: one strategy per launch
+        top, data = topology(), adk_frames()
+        write_domains(target / f"{sys.argv[3]}.h5md", data, sys.argv[3], topology=top)
+        write_blocks(target / f"frames-{sys.argv[3]}.h5md", data, sys.argv[3], topology=top)
     elif mode == "bad":
         bad(target)
     else:

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from .checks import add_overwrite, check_outputs
+from .checks import add_overwrite, check_outputs, positive_int
 
 DESCRIPTION = """\
 Read run reports written by `trajscale run --report` (or RunReport.write) and print
@@ -14,7 +14,10 @@ the per-worker time in each phase (topology, open trajectory, read I/O, compute,
 wait, communication), throughput, R_comp/IO and R_comp/comm, stragglers (workers
 or tasks slower than 1.5 x the median, with the phase that made them slow) and
 advice. Several reports of the same job at different worker counts also give a
-scaling table S(N), E(N) relative to the smallest N (or to --baseline)."""
+scaling table S(N), E(N) relative to the smallest N (or to --baseline). --predict
+N,N,... predicts the same run at those rank counts from the report's own timings: wall time,
+S(N), E(N), the limiting resource, the N at which E(N) falls below 0.7 and what would move it
+(equations and assumptions: docs/scaling.md)."""
 
 
 def add_parser(sub) -> None:
@@ -27,9 +30,49 @@ def add_parser(sub) -> None:
                    help="plot per-worker phase bars (and scaling curves for several reports)")
     p.add_argument("--trace", default=None, metavar="TRACE.json",
                    help="write a Chrome/Perfetto trace (open in ui.perfetto.dev)")
-    p.add_argument("--json", action="store_true", help="print the diagnosis as JSON instead of tables")
+    p.add_argument("--json", nargs="?", const="-", default=None, metavar="OUT",
+                   help="the diagnosis (and --predict's predictions) as JSON: printed, or written to OUT")
     add_overwrite(p)
+    g = p.add_argument_group("prediction", "the same run at N ranks, from this report's own timings "
+                                           "(equations: docs/scaling.md)")
+    g.add_argument("--predict", default=None, metavar="N,N,...", type=_counts,
+                   help="predict wall time, S(N), E(N) and the limiting resource at these rank counts")
+    g.add_argument("--as", dest="predict_as", default=None, choices=("mpi", "processes", "dask"),
+                   help="executor of the predicted runs (default: the report's, or mpi for a serial report)")
+    g.add_argument("--storage-gbps", type=_positive_float, default=None, metavar="B",
+                   help="aggregate bandwidth of the shared storage, GB/s (default: reads scale per rank)")
+    g.add_argument("--metadata-ms", type=_positive_float, default=None, metavar="M",
+                   help="ms per file open at a metadata server serving one open at a time "
+                        "(default: the report's own open time, opens in parallel)")
+    g.add_argument("--nodes", type=positive_int, default=None, metavar="K", help="nodes of the target machine")
+    g.add_argument("--cores-per-node", type=positive_int, default=None, metavar="C",
+                   help="cores per node: more ranks than nodes x cores are oversubscribed")
     p.set_defaults(func=main)
+
+
+def _counts(text: str) -> list[int]:
+    """argparse type: ``2,16,128`` -> [2, 16, 128] (each >= 1)."""
+    import argparse
+
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of rank counts") from None
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"rank counts must be whole numbers >= 1, got {text!r}")
+    return out
+
+
+def _positive_float(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
 
 
 def load_report(path: str):
@@ -61,7 +104,12 @@ def main(args) -> int:
     from ..report.metrics import json_safe, scaling
     from ..report.table import format_scaling, format_table
 
-    check_outputs(args.plot, args.trace, inputs=[*args.reports, args.baseline], overwrite=args.overwrite)
+    json_out = None if args.json in (None, "-") else args.json
+    check_outputs(args.plot, args.trace, json_out, inputs=[*args.reports, args.baseline], overwrite=args.overwrite)
+    if args.nodes is not None and args.cores_per_node is None:
+        from ..errors import ConfigError
+
+        raise ConfigError("--nodes needs --cores-per-node (the ranks a node runs without oversubscription)")
     reports = [load_report(p) for p in args.reports]
     baseline = load_report(args.baseline) if args.baseline else None
     try:
@@ -69,30 +117,62 @@ def main(args) -> int:
     except (TypeError, ValueError, AttributeError) as exc:   # e.g. strings where numbers belong
         raise InputFileError(args.reports[0], f"not a trajscale run report ({exc})") from None
     multi = len(reports) > 1
+    predicted = _predict(args, reports) if args.predict else None
     if args.json:
         out = {"reports": [{"path": p, "diagnosis": d.to_dict()} for p, d in zip(args.reports, diags)]}
         if multi or baseline is not None:
             out["scaling"] = [json_safe(asdict(pt)) for pt in scaling(reports, reference=baseline)]
-        print(json.dumps(out, indent=1))
-    else:
+        if predicted is not None:
+            out.update(predicted[1])
+        text = json.dumps(out, indent=1)
+        if args.json == "-":
+            print(text)
+        else:
+            from ..util import atomic_output
+
+            with atomic_output(args.json) as tmp:
+                Path(tmp).write_text(text + "\n")
+    if not args.json or args.json != "-":
         blocks = []
         for p, r, d in zip(args.reports, reports, diags):
             head = f"== {p} ==\n" if multi else ""
             blocks.append(head + format_table(r, d))
         if multi:
             blocks.append(format_scaling(reports, baseline))
+        if predicted is not None:
+            blocks.append(predicted[0])
+        if args.json:
+            blocks.append(f"json: {args.json}")
         print("\n\n".join(blocks))
     if args.plot:
         from ..report.plots import plot_report
 
         plot_report(reports, args.plot, baseline=baseline)
-        if not args.json:
+        if args.json != "-":
             print(f"\nplot:  {args.plot}")
     if args.trace:
         from ..report.trace import write_trace
 
         write_trace(reports, args.trace, labels=args.reports if multi else None)
-        if not args.json:
+        if args.json != "-":
             print(f"trace: {args.trace}" if args.plot else f"\ntrace: {args.trace}")
     return 0
 
+
+
+def _predict(args, reports) -> tuple[str, dict]:
+    """The table and the JSON of ``--predict``: fitted on the smallest run; a larger run of the predicted
+    executor adds its launch time and communication latency."""
+    from ..report.predict import Machine, efficiency_threshold, fit_reports, format_predictions, predict_model
+
+    machine = Machine(args.storage_gbps, args.metadata_ms, args.nodes, args.cores_per_node)
+    model = fit_reports(reports, args.predict_as)
+    preds = predict_model(model, args.predict, machine)
+    data = {"predictions": [{k: p.to_dict()[k] for k in ("n", "t_wall", "speedup", "efficiency", "limit")}
+                            for p in preds],
+            "prediction_model": {"from": list(args.reports), "target": model.target,
+                                 "n_below_0.7": efficiency_threshold(model, machine),
+                                 "straggler": model.straggler or None, "notes": list(model.notes),
+                                 "terms": [{"n": p.n, **p.to_dict()["terms"]} for p in preds]}}
+    head = f"== prediction from {len(reports)} reports ==\n" if len(reports) > 1 else ""
+    return head + format_predictions(model, preds, machine), data

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..analysis.base import Analysis, Prepared, analysis_from_config
 from ..block import FrameRange
 from ..errors import TaskError, TrajscaleError
-from ..report.process import mark_ready, process_start
+from ..report.process import mark_ready, process_start, slow_phase_for_tests
 from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
 from ..util import file_identity
@@ -116,6 +116,18 @@ def close_cached_sources() -> None:
         _release(src)
 
 
+def opened_files(config: dict, source: Source, before: int, opened_now: bool) -> tuple[str, ...]:
+    """Trajectory files opened since ``before``: a segmented source's parts (it lists them), or the
+    single file a source config names if the source was opened just now."""
+    listed = getattr(source, "opened", None)
+    if listed is not None:
+        return tuple(listed[before:])
+    if opened_now:
+        paths = [config.get("path")] if config.get("path") else list(config.get("trajectories") or ())
+        return tuple(str(p) for p in paths)
+    return ()
+
+
 def _analysis(config: dict) -> Analysis:
     key = _key(config)
     if key not in _ANALYSES:
@@ -157,13 +169,16 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         analysis = _analysis(job.analysis)
         source, t_init_traj = cached_source(job.source, comm)
         bytes0, opens0 = getattr(source, "bytes_read", 0), getattr(source, "opens", 0)
+        paths0 = len(getattr(source, "opened", ()))
         t_io = t_compute = 0.0
         partials = []
         for r in blocks_of(frames, job.block_frames, source.chunk_frames, job.stride):
             t0 = time.perf_counter()
             block = source.read(r.start, r.stop, job.prepared.atoms, analysis.fields, stride=job.stride)
+            slow_phase_for_tests("read", worker)   # TRAJSCALE_TEST_SLOW_READ: a slow reader, for the report's tests
             t1 = time.perf_counter()
             partials.append(analysis.map(block, job.prepared))
+            slow_phase_for_tests("compute", worker)
             del block   # its arrays are the reused buffer the next read fills
             t_io, t_compute = t_io + t1 - t0, t_compute + time.perf_counter() - t1
         t2 = time.perf_counter()
@@ -177,6 +192,7 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
                         host=host, pid=pid, t_init_traj=t_init_traj, t_io=t_io, t_compute=t_compute,
                         bytes_read=getattr(source, "bytes_read", 0) - bytes0,
                         files_opened=getattr(source, "opens", 0) - opens0,
+                        files=opened_files(job.source, source, paths0, t_init_traj > 0),
                         t_begin=t_begin, t_end=time.time(), t_start=t_start, t_ready=process_start() + t_start)
     return partial, timing
 

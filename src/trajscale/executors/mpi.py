@@ -30,7 +30,7 @@ from ..parallel import check_mpi_world, default_mpi_driver, mpi_comm_world, requ
 from ..report.process import mark_ready, process_start, slow_start_for_tests
 from ..progress import progress_bar
 from ..report.timing import TaskTiming, host_and_pid
-from .base import Executor, Job, cached_source, close_cached_sources, run_task
+from .base import Executor, Job, cached_source, close_cached_sources, opened_files, run_task
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +146,7 @@ class MPIExecutor(Executor):
             # Every rank opens the file, even one without tasks: with driver="mpio"
             # the open (and the close below) are collective.
             src, t_init_traj = cached_source(job.source, comm)
+            files = opened_files(job.source, src, 0, t_init_traj > 0) if not hasattr(src, "opened") else ()
             span = _span(ranges, mine)
             if span is not None and hasattr(src, "preload_frame_meta"):
                 src.preload_frame_meta(span.start, span.stop)   # this rank's frames only, not N full reads
@@ -173,6 +174,7 @@ class MPIExecutor(Executor):
             extras = {"host": host, "pid": pid, "t_init_traj": t_init_traj,
                       "t_wait": t1 - t0 + t_bcast, "t_comm": t2 - t1,
                       "t_start": self._t_start, "t_ready": process_start() + self._t_start,
+                      "files_opened": files,
                       "collective": bool(getattr(src, "collective", False))}
             all_extras = comm.gather((worker, extras), root=0)
             close_cached_sources()   # collective under mpio: every rank gets here

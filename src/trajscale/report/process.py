@@ -25,6 +25,12 @@ worker processes sleep that long while they start (before they are ready),
 to check that a slow start is reported as a straggler.  ``WHO`` is an MPI rank
 number (only that rank sleeps) or ``one`` (the first pool worker to start
 sleeps; the others do not).  Without ``WHO`` every worker and rank sleeps.
+
+Test hooks for slow work, in the same style: ``TRAJSCALE_TEST_SLOW_READ="SECONDS[:RANK]"`` and
+``TRAJSCALE_TEST_SLOW_COMPUTE="SECONDS[:RANK]"`` make each block read (or each block's
+``map``) of MPI rank ``RANK`` (every worker without it) take that many seconds longer, inside the
+timed phase, so a rank slow in its reads or its compute is reported as a straggler with that
+cause (:func:`slow_phase_for_tests`).
 """
 
 from __future__ import annotations
@@ -129,6 +135,20 @@ def slow_start_for_tests(rank: int | None = None) -> None:
     time.sleep(float(seconds))
 
 
+def slow_phase_for_tests(phase: str, worker: str) -> None:
+    """Sleep as ``TRAJSCALE_TEST_SLOW_READ`` / ``_COMPUTE`` ask (module docstring); a no-op without them.
+
+    ``phase`` is ``"read"`` or ``"compute"``; ``worker`` the task's worker name (``"rank 2"``).
+    """
+    spec = os.environ.get(f"TRAJSCALE_TEST_SLOW_{phase.upper()}")
+    if not spec:
+        return
+    seconds, _, who = spec.partition(":")
+    if who and worker != f"rank {int(who)}":
+        return
+    time.sleep(float(seconds))
+
+
 class ProcessTimeline:
     """Consecutive phases of the launching process, each ending where the next begins.
 
@@ -187,4 +207,5 @@ def extend_record(record: dict, phase: str) -> None:
 
 
 __all__ = ["PROCESS_PHASES", "PROCESS_PHASE_LABELS", "ProcessTimeline", "extend_record", "mark_ready",
-           "note_phase", "pid_start", "process_age", "process_start", "ready_epoch", "slow_start_for_tests"]
+           "note_phase", "pid_start", "process_age", "process_start", "ready_epoch", "slow_phase_for_tests",
+           "slow_start_for_tests"]

@@ -53,6 +53,7 @@ class TaskTiming:
     t_sched_stop: float | None = None
     stride: int = 1                      # frames start, start + stride, ... below stop were analysed
     files_opened: int = 0                # trajectory files (segments, parts) this task opened
+    files: tuple[str, ...] = ()          # their paths (and the single file, if this task opened it)
     t_start: float = 0.0                 # its worker's start: process start to ready (not in t_total)
     t_ready: float = 0.0                 # epoch seconds when its worker became ready
 
@@ -86,6 +87,8 @@ class WorkerTiming:
     t_start: float = 0.0
     #: Epoch seconds when it became ready (0: unknown).
     t_ready: float = 0.0
+    #: Paths of the trajectory files this worker (rank) opened, in the order opened, each once.
+    files_opened: tuple[str, ...] = ()
 
     @property
     def t_total(self) -> float:
@@ -107,7 +110,8 @@ def summarize_workers(tasks: list[TaskTiming], extra: dict[str, dict] | None = N
             pid=int(add.get("pid", first.pid if first else 0)), n_tasks=len(mine),
             frames=sum(t.frames for t in mine), bytes_read=sum(t.bytes_read for t in mine), **sums,
             t_start=float(add.get("t_start", max((t.t_start for t in mine), default=0.0))),
-            t_ready=float(add.get("t_ready", max((t.t_ready for t in mine), default=0.0)))))
+            t_ready=float(add.get("t_ready", max((t.t_ready for t in mine), default=0.0))),
+            files_opened=tuple(dict.fromkeys([*add.get("files_opened", ()), *(f for t in mine for f in t.files)]))))
     return out
 
 
@@ -174,8 +178,10 @@ class RunReport:
         d = dict(d)
         known_t = {f.name for f in fields(TaskTiming)}
         known_w = {f.name for f in fields(WorkerTiming)}
-        d["tasks"] = [TaskTiming(**{k: v for k, v in t.items() if k in known_t}) for t in d.get("tasks", [])]
-        d["workers"] = [WorkerTiming(**{k: v for k, v in w.items() if k in known_w}) for w in d.get("workers", [])]
+        d["tasks"] = [TaskTiming(**{k: _tuple_files(k, v) for k, v in t.items() if k in known_t})
+                      for t in d.get("tasks", [])]
+        d["workers"] = [WorkerTiming(**{k: _tuple_files(k, v) for k, v in w.items() if k in known_w})
+                        for w in d.get("workers", [])]
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -211,6 +217,11 @@ class RunReport:
             return cls.from_dict(json.loads(p.read_text()))
         except (ValueError, TypeError, KeyError) as exc:   # JSONDecodeError, UnicodeDecodeError are ValueErrors
             raise InputFileError(p, f"not a trajscale run report ({exc})") from None
+
+
+def _tuple_files(key: str, value):
+    """JSON lists of paths back to the records' tuples."""
+    return tuple(value) if key in ("files", "files_opened") and isinstance(value, list) else value
 
 
 def host_and_pid() -> tuple[str, int]:

@@ -132,6 +132,7 @@ class SegmentedSource(Source):
         self._checked: set[int] = set()
         self._chunk_frames = None if chunk_frames is None else max(1, int(chunk_frames))
         self.opens = 0            # segment files opened so far (for tests and reports)
+        self.opened: list[str] = []   # their paths, in the order opened (a report's files_opened)
         self.max_open_seen = 0
         self.bytes_read = 0
         self._fields: tuple[str, ...] | None = tuple(fields) if fields else None
@@ -274,6 +275,7 @@ class SegmentedSource(Source):
         self._identity[i] = ident
         self._checked.add(i)
         self.opens += 1
+        self.opened.append(str(path))
         self.max_open_seen = max(self.max_open_seen, len(self._open))
         return src
 
