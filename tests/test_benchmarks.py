@@ -60,6 +60,8 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                        "--slow-samples", "8", "--batch", "16", "--frames", F, "--workdir", "{work}/ml",
                        "--cache-dir", "{work}"],
                       [r"^\| method \| workers \| samples/s \| GB/s", r"^\| frames: FrameDataset"]),
+    "predict.py": (["--smoke"], [r"^\s*cores\s+serial s\s+model\(1\)\s+pred\(2\)\s+meas\(2\)\s+error\s+limit",
+                                 rf"^\s*\d/\d\s+{NUM}\s+{NUM}\s+{NUM}\s+{NUM}\s+[+-]{NUM}%"]),
     "read_layouts.py": (["--frames", F, "--workdir", "{work}", "--repeat", "1", "--layouts", "frame",
                          "--mda-frames", "10", "--block", "10"],
                         [r"^layout\s+chunks\s+GB\s+slab GB/s", rf"^frame\s+\(1, 47681, 3\)\s+{NUM}"]),

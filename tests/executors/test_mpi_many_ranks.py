@@ -53,7 +53,9 @@ def segments(tmp_path_factory, adk_vacuum_h5md):
 
 def _run(tmp_path, traj, n_tasks=None) -> dict:
     out = tmp_path / "out.json"
-    proc = run_mpi(N, [SCRIPT, D.PSF, str(traj), str(out), *([str(n_tasks)] if n_tasks else [])], timeout=TIMEOUT)
+    # an empty topology and selection cache: rank 0 parses the topology (a cached one imports no MDAnalysis at all)
+    proc = run_mpi(N, [SCRIPT, D.PSF, str(traj), str(out), *([str(n_tasks)] if n_tasks else [])], timeout=TIMEOUT,
+                   env={"TRAJSCALE_CACHE_DIR": str(tmp_path / "cache")})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text())
 
