@@ -24,7 +24,7 @@ from .executors import Executor, Job, choose_executor, make_executor
 from .parallel import check_not_launched
 from .report.process import ProcessTimeline
 from .report.timing import RunReport, summarize_workers
-from .sources import open_source
+from .sources import open_source, reader_modules
 from .sources.cached_topology import CachedUniverse
 from .sources.mda import MDASource, load_universe
 from .util import polling_for_stop, raise_if_stopped
@@ -301,7 +301,7 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
     timeline = timeline or ProcessTimeline()
     report = None
     try:
-        ex.start()   # a pool's workers start while this process prepares the job
+        ex.start(reader_modules(trajectory))   # a pool's workers start while this process prepares the job
         timeline.lap("pool_start")
         raise_if_stopped()
         try:

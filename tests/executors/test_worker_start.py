@@ -50,3 +50,38 @@ def test_pool_workers_take_their_first_task_promptly(method, tmp_path):
         assert 0 <= s["cpu_before_task"] < 1.0   # ~0.05 s under spawn (0.005 s forked); NumPy alone is ~0.1 s
         if method != "fork":   # a forked worker holds what its parent imported
             assert s["heavy_modules"] == [], f"{method} worker imported {s['heavy_modules']} before its first task"
+
+
+PRELOAD_DRIVER = r"""
+import json, sys
+from trajscale.executors.processes import ProcessExecutor
+from trajscale.sources import reader_modules
+if __name__ == "__main__":
+    ex = ProcessExecutor(2, start_method=sys.argv[1])
+    try:
+        ex.start(reader_modules(["part1.xtc", "part2.xtc"]))
+        starts = ex.worker_starts()
+    finally:
+        ex.close()
+    print(json.dumps(starts))
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_workers_start_holding_what_the_jobs_tasks_import(method, tmp_path):
+    """A job on XTC parts: forked workers inherit MDAnalysis's XDR reader (0.34 s to import) and NumPy from
+    the parent, forkserver workers from their server, instead of each task importing them (issue 23)."""
+    from trajscale.sources import reader_modules
+
+    assert reader_modules(["a.xtc", "b.trr"]) == ("MDAnalysis.lib.formats.libmdaxdr",)
+    assert reader_modules("a.h5md") == () and reader_modules("parts/index.json") == ()
+    assert reader_modules("a.dcd") == ("MDAnalysis",)
+    script = tmp_path / "pool_preload.py"
+    script.write_text(PRELOAD_DRIVER)
+    proc = subprocess.run([sys.executable, str(script), method], check=False, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    starts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(starts) == 2
+    for s in starts:
+        assert {"MDAnalysis", "numpy"} <= set(s["heavy_modules"]), s

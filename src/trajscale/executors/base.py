@@ -226,8 +226,11 @@ class Executor(ABC):
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]] | None:
         """Run ``run_task`` for every range; results in task order (root only)."""
 
-    def start(self) -> None:
-        """Start workers now, before the job is ready (pools); a no-op by default."""
+    def start(self, modules: tuple[str, ...] = ()) -> None:
+        """Start workers now, before the job is ready (pools); a no-op by default.
+
+        ``modules``: what the job's tasks will import beyond trajscale's own (the reader of the
+        trajectory's format, :func:`trajscale.sources.reader_modules`), for workers to start with."""
 
     def source_options(self) -> dict:
         """Options this executor wants in H5MD source configs (e.g. ``driver="mpio"``)."""

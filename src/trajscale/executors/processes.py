@@ -35,7 +35,7 @@ from ..pools import (
 from ..progress import progress_bar
 from ..report.timing import TaskTiming, host_and_pid
 from .base import Executor, Job
-from .startup import init_worker, warm_up, worker_task
+from .startup import init_worker, task_imports, warm_up, worker_task
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +70,14 @@ class ProcessExecutor(Executor):
         self._pool: ProcessPoolExecutor | None = None
         self._marks: str | None = None
         self._late: dict[str, dict] = {}
+        self._modules: tuple[str, ...] = ()   # what tasks will import beyond trajscale's own (start())
         self._warm: list = []
         self.t_asked: float | None = None   # when the pool was asked for (epoch seconds)
 
-    def start(self) -> None:
-        """Start the workers now (they warm up while the caller prepares the job)."""
+    def start(self, modules: tuple[str, ...] = ()) -> None:
+        """Start the workers now (they warm up while the caller prepares the job), holding ``modules``
+        (forked workers inherit them; a forkserver imports them once for all its workers)."""
+        self._modules = tuple(modules)
         self._get_pool()
 
     def _get_pool(self) -> ProcessPoolExecutor:
@@ -84,7 +87,9 @@ class ProcessExecutor(Executor):
             if self.start_method == "forkserver":
                 # Workers fork from a server that has already imported trajscale
                 # and loaded the compiled kernels: a worker starts in milliseconds.
-                ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+                ctx.set_forkserver_preload([*FORKSERVER_PRELOAD, *self._modules])
+            elif self.start_method == "fork":
+                task_imports(self._modules)   # forked workers inherit what every task imports
             self._marks = tempfile.mkdtemp(prefix="trajscale-tasks-")
             with sigint_blocked(), main_not_reimported():
                 self.t_asked = time.time()
