@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
-import pytest
 
 from trajscale.demo import run_demo
 
@@ -32,6 +32,10 @@ def test_demo_compares_whole_processes(tmp_path, capsys):
     # The in-process run's time is labelled warm, not shown as a whole-process figure.
     warm = r"ran inside this process, .*a warm figure, not a whole process\.\n.*\n\s+[\d.]+ s total"
     assert re.search(warm, out), out
+    # ...and timed from its own call: the data building and the comparison above are not its start-up
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["process"]["origin"] == "run start", report["process"]
+    assert "from the run's start" in out, out
     csv = np.genfromtxt(tmp_path / "rmsd.csv", delimiter=",", names=True)
     assert len(csv) == 20 and (tmp_path / "report.json").exists()
     assert not list(tmp_path.glob("whole-runs-*"))   # the comparison's scratch folder is removed

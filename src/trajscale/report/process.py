@@ -149,6 +149,13 @@ def slow_phase_for_tests(phase: str, worker: str) -> None:
     time.sleep(float(seconds))
 
 
+def runs_start_at_call() -> None:
+    """Time this process's next runs from their call, not from the process's start: for a process that
+    did other work first (``trajscale demo`` builds its data and times other processes before its own
+    run, which would otherwise count all that as the run's "interpreter and imports")."""
+    _TIMED_RUNS.add(os.getpid())
+
+
 class ProcessTimeline:
     """Consecutive phases of the launching process, each ending where the next begins.
 
