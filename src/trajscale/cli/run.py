@@ -201,9 +201,7 @@ def _import_dependencies() -> None:
     """Load the compiled kernels before the run's clock starts, as a script does at its top: the
     report then times the run, not the interpreter (on every MPI rank).  MDAnalysis is not imported
     here: a run whose selections are cached never needs it (:mod:`trajscale.sources.cached_topology`)."""
-    from ..kernels.superpose import preload_kernels
-
-    preload_kernels()
+    from ..kernels import superpose  # noqa: F401
 
 
 def _say_mpi_size(args) -> None:

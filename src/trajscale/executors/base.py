@@ -131,11 +131,9 @@ def opened_files(config: dict, source: Source, before: int, opened_now: bool) ->
 def _analysis(config: dict) -> Analysis:
     key = _key(config)
     if key not in _ANALYSES:
-        from ..kernels.superpose import preload_kernels
-
         # Import the kernels before the first timed task (compiled ahead of time: milliseconds; the
         # numba kernels they replaced took 0.6 s here on a fresh Dask or spawned worker).
-        preload_kernels()
+        from ..kernels import superpose  # noqa: F401
         _ANALYSES[key] = analysis_from_config(config)
     return _ANALYSES[key]
 

@@ -25,7 +25,6 @@ import numpy as np
 from ..analysis.base import Analysis, analysis_from_config
 from ..block import FrameRange
 from ..errors import ConfigError
-from ..kernels.superpose import preload_kernels
 from ..parallel import check_mpi_world, default_mpi_driver, mpi_comm_world, require_parallel_h5py
 from ..report.process import mark_ready, process_start, slow_start_for_tests
 from ..progress import progress_bar
@@ -88,7 +87,7 @@ class MPIExecutor(Executor):
         if collective and driver != "mpio":
             log.warning("collective reads need driver='mpio'; reading independently")
         self.rank = self.comm.Get_rank()
-        preload_kernels()   # now, as the process pool's forkserver does, not inside the first task
+        from ..kernels import superpose  # noqa: F401 - the kernels now, as a pool's workers do, not in a task
         slow_start_for_tests(self.rank)   # TRAJSCALE_TEST_SLOW_START: a slow-starting rank, for the report's tests
         self._t_start = mark_ready()   # this rank's start-up: process start to ready for tasks
         self._t_bcast = 0.0   # waiting in the job's broadcast (ranks other than 0: rank 0's preparation)

@@ -118,7 +118,6 @@ def task_imports(modules: tuple[str, ...] = ()) -> None:
 def warm_up() -> int:
     """First task of a new worker: load the compiled kernels now, not inside a timed task (how the
     worker started is noted by :func:`init_worker`); returns its pid."""
-    from ..kernels.superpose import preload_kernels
+    from ..kernels import superpose  # noqa: F401
 
-    preload_kernels()
     return os.getpid()

@@ -36,11 +36,6 @@ def normalized_weights(weights: np.ndarray | None, n_atoms: int) -> np.ndarray:
     return w / w.sum()
 
 
-def preload_kernels() -> bool:
-    """The compiled kernels are imported with this module (ahead-of-time built): nothing left to load."""
-    return True
-
-
 def _frames32(x) -> np.ndarray:
     """(F, N, 3) native float32 with each frame C-contiguous: as given when it is, else one converted copy."""
     x = np.asarray(x)
