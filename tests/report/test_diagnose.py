@@ -241,6 +241,35 @@ def test_rule_does_not_trigger(name):
         assert RULES[name](report, diagnose(report)) is None, name
 
 
+def test_chain_advice_names_200_parts_as_one_glob_the_shell_expands_to_them(tmp_path):
+    """The suggested convert command over a 200-part chain is short and runnable: ``sh`` expands its glob
+    to exactly the parts, in the run's order, and the output is named after the chain, not part 0."""
+    import shlex
+    import subprocess
+
+    folder = tmp_path / "my runs"   # a space: the folder must be quoted, the star must not
+    folder.mkdir()
+    parts = [str(folder / f"md.part{i:04d}.xtc") for i in range(1, 201)]
+    for p in parts:
+        open(p, "w").close()
+    (folder / "md.part0001.xtc.bak").touch()   # matches no .xtc glob
+    chain = make_report([{"t_io": 3.0}] * 4, source={"format": "segments", "segment_formats": "XTC",
+                                                      "path": parts[0]})
+    chain.meta = {"topology": "top.gro", "trajectories": parts}
+    a = RULES["io-bound-format"](chain, diagnose(chain))
+    cmd = a.message.split("`")[1]
+    assert len(cmd) < 200 and cmd.endswith("-o md.part.h5md"), cmd
+    files = cmd.split("top.gro ", 1)[1].rsplit(" -o ", 1)[0]
+    got = subprocess.run(["sh", "-c", f"for f in {files}; do echo \"$f\"; done"], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert got == parts
+    odd = parts[:5] + [str(folder / "other.xtc")]   # no glob matches exactly these: every name, quoted
+    open(odd[-1], "w").close()
+    chain.meta["trajectories"] = odd
+    a = RULES["io-bound-format"](chain, diagnose(chain))
+    assert " ".join(shlex.quote(p) for p in odd) in a.message
+
+
 def test_rule_details():
     d = diagnose(CASES["io-bound-format"][0]())
     a = next(a for a in d.advice if a.rule == "io-bound-format")

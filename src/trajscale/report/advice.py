@@ -76,11 +76,12 @@ def rule_io_bound_format(report: RunReport, d: Diagnosis) -> Advice | None:
     meta = report.meta if isinstance(report.meta, dict) else {}
     top = shlex.quote(str(meta["topology"])) if meta.get("topology") else "TOPOLOGY"
     given = meta.get("trajectories")   # the files the run was given: the parts of a chain
-    path = (" ".join(shlex.quote(str(t)) for t in given) if isinstance(given, list) and given
-            else "PART..." if chain else shlex.quote(_source_path(report)))
+    given = [str(t) for t in given] if isinstance(given, list) and given else None
+    path = (files_argument(given) if given else "PART..." if chain else shlex.quote(_source_path(report)))
+    stem = _chain_stem(given) if chain and given else _stem(report)
     return Advice(
         "io-bound-format",
-        f"convert to H5MD (`trajscale convert {top} {path} -o {_stem(report)}.h5md`) and read it with "
+        f"convert to H5MD (`trajscale convert {top} {path} -o {stem}.h5md`) and read it with "
         "MPI-IO (`--executor mpi`)"
         + ("" if chain else ", or split the trajectory into segments"),
         f"I/O-bound: R_comp/IO = {fmt_ratio(d.r_comp_io)} (compute {d.totals['t_compute']:.3g} s, "
@@ -106,6 +107,29 @@ def _relevant_patterns(report: RunReport, amp: dict) -> dict:
         return ("subset" in name) == bool(subset) or "subset" not in name
 
     return {k: v for k, v in amp.items() if used(k)}
+
+
+def files_argument(paths: list[str]) -> str:
+    """The files as a shell argument: a glob (``parts/run_*.xtc``) when one matches exactly these files
+    in this order, as a shell expands it, else every name quoted; 200 parts read as one short pattern."""
+    if len(paths) > 3 and len({os.path.dirname(p) for p in paths}) == 1:
+        folder, names = os.path.dirname(paths[0]), [os.path.basename(p) for p in paths]
+        head, tail = os.path.commonprefix(names), os.path.commonprefix([n[::-1] for n in names])[::-1]
+        tail = tail[max(0, len(head) + len(tail) - min(map(len, names))):]   # head and tail must not overlap
+        if not any(c in head + tail for c in "*?[]") and names == sorted(names):
+            import glob
+
+            pattern = os.path.join(folder, head + "*" + tail)
+            if sorted(glob.glob(pattern)) == sorted(paths):
+                return (shlex.quote(folder) + "/" if folder else "") + shlex.quote(head) + "*" + shlex.quote(tail)
+    return " ".join(shlex.quote(p) for p in paths)
+
+
+def _chain_stem(paths: list[str]) -> str:
+    """A chain's name for its converted file: the parts' common name without their numbers
+    (``run.part0001.xtc``, ``run.part0002.xtc``, ... -> ``run.part``), else ``chain``."""
+    head = os.path.commonprefix([os.path.basename(p) for p in paths])
+    return head.rstrip("0123456789._-") or "chain"
 
 
 def _stem(report: RunReport) -> str:

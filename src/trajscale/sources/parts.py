@@ -4,11 +4,12 @@ XTC and TRR frames are found by byte offsets that the process preparing a job
 scans once (:func:`scan_part`) and ships in the source's config: a worker seeks
 straight to its frames and never rebuilds the offsets, nor reads or writes
 MDAnalysis's ``.NAME_offsets.npz`` cache (several ranks writing it at once
-raced, seed 001). They are decoded by MDAnalysis's own ``libmdaxdr`` (its
-readers' decoder), into a reused whole-frame buffer from which only the
-selected atoms are copied into the block. Other formats (DCD, NetCDF, ...)
-go through MDAnalysis's reader class for the file alone: no topology is parsed
-per part.
+raced, seed 001). XTC frames are decoded by :mod:`._xtc`, the xdrfile C library
+that MDAnalysis's readers use, compiled into trajscale: the same bits, without
+importing MDAnalysis; only the selected atoms are copied into the block. TRR
+frames are decoded by MDAnalysis's ``libmdaxdr``. Other formats (DCD, NetCDF,
+...) go through MDAnalysis's reader class for the file alone: no topology is
+parsed per part.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ XDR_SCALE = {"position": np.float32(10.0), "velocity": np.float32(10.0), "force"
 #: Seconds per atom to decode one frame (XTC's compressed coordinates: 4.1 ms for 47,681 atoms on the
 #: 2-core VM); other formats are plain floats, costed by their bytes.
 DECODE_S_PER_ATOM = {"XTC": 8.5e-8}
+#: The units XTC stores (MDAnalysis's ``XTCReader.units``), known without importing MDAnalysis.
+XTC_UNITS = {"time": "ps", "length": "nm"}
 _FRAME_ATTRS = {"position": "x", "velocity": "v", "force": "f"}
 
 
@@ -52,6 +55,9 @@ def decode_offsets(text: str) -> np.ndarray:
 
 def part_format(path: str) -> str:
     """MDAnalysis's name for the file's format (from its extension), upper case."""
+    ext = path.rpartition(".")[2].upper()
+    if ext in XDR_FORMATS:   # GROMACS's own: known without importing MDAnalysis
+        return ext
     from MDAnalysis.lib.util import guess_format
 
     try:
@@ -60,13 +66,44 @@ def part_format(path: str) -> str:
         raise InputFileError(path, f"MDAnalysis does not know its format ({exc})") from None
 
 
-def _xdr_file(path: str, fmt: str):
-    from MDAnalysis.lib.formats.libmdaxdr import TRRFile, XTCFile
+def _xdr_file(path: str, fmt: str, n_atoms: int | None = None):
+    """An open XTC (trajscale's xdrfile, ``n_atoms`` known) or TRR (MDAnalysis's libmdaxdr) file."""
+    try:
+        if fmt == "XTC":
+            from ._xtc import XTCFile
+
+            return XTCFile(path, n_atoms)
+        from MDAnalysis.lib.formats.libmdaxdr import TRRFile
+
+        return TRRFile(path)
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise InputFileError(path, f"cannot be read as {fmt}: {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _scan_xtc(path: str) -> tuple[int, np.ndarray]:
+    """``(n_atoms, offsets)`` from the frames' headers (no coordinates decoded)."""
+    from ._xtc import XTCFormatError, scan
 
     try:
-        return (XTCFile if fmt == "XTC" else TRRFile)(path)
-    except (OSError, RuntimeError, ValueError) as exc:
-        raise InputFileError(path, f"cannot be read as {fmt}: {' '.join(str(exc).split())}") from None
+        return scan(path)
+    except (OSError, XTCFormatError) as exc:
+        raise InputFileError(path, f"cannot be read as XTC: {_one_line(exc)}") from None
+
+
+def _xtc_atoms(path: str) -> int:
+    """The atom count in an XTC's first frame header (magic, natoms, ...)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+    except OSError as exc:
+        raise InputFileError(path, f"cannot be read as XTC: {_one_line(exc)}") from None
+    if len(head) < 8 or struct.unpack(">i", head[:4])[0] != 1995:
+        raise InputFileError(path, "cannot be read as XTC: not an XTC file")
+    return struct.unpack(">i", head[4:])[0]
 
 
 def scan_part(path: str) -> dict:
@@ -76,6 +113,11 @@ def scan_part(path: str) -> dict:
     formats are opened with MDAnalysis's reader for their frame count.
     """
     fmt = part_format(path)
+    if fmt == "XTC":
+        n_atoms, offsets = _scan_xtc(path)
+        log.debug("%s: frame offsets scanned (%d frames)", path, len(offsets))
+        return {"path": path, "format": fmt, "n_frames": len(offsets), "n_atoms": n_atoms,
+                "offsets": encode_offsets(offsets)}
     if fmt in XDR_FORMATS:
         f = _xdr_file(path, fmt)
         try:
@@ -117,7 +159,16 @@ class PartSource(Source):
         self._file = self._reader = None
         self.bytes_read = 0
         self._xdr = self.format in XDR_FORMATS
-        if self._xdr:
+        if self.format == "XTC":
+            if offsets is None:   # scanned here: only when no offsets were shipped
+                n_found, offsets = _scan_xtc(self._path)
+                log.debug("%s: frame offsets scanned (%d frames)", self._path, len(offsets))
+            else:
+                n_found = _xtc_atoms(self._path) if n_atoms is None else int(n_atoms)
+            self._offsets = decode_offsets(offsets) if isinstance(offsets, str) else np.asarray(offsets, np.int64)
+            self._file = _xdr_file(self._path, self.format, n_found)
+            self._n_atoms, self._n_frames, self._fields = n_found, len(self._offsets), ("position",)
+        elif self._xdr:
             self._file = _xdr_file(self._path, self.format)
             if offsets is None:   # scanned here: only when no offsets were shipped
                 try:
@@ -130,7 +181,7 @@ class PartSource(Source):
             self._offsets = decode_offsets(offsets) if isinstance(offsets, str) else np.asarray(offsets, np.int64)
             self._file.set_offsets(self._offsets)
             self._n_atoms = int(self._file.n_atoms)
-            self._fields = ("position",) if self.format == "XTC" else self._trr_fields()
+            self._fields = self._trr_fields()
             self._n_frames = len(self._offsets)
         else:
             self._reader = self._open_reader(n_atoms)
@@ -186,6 +237,8 @@ class PartSource(Source):
         (``{"length": "nm", "time": "ps", ...}``); blocks are always in MDAnalysis's units."""
         if self._reader is not None:
             return dict(getattr(self._reader, "units", None) or {})
+        if self.format == "XTC":
+            return dict(XTC_UNITS)
         from MDAnalysis.core._get_readers import get_reader_for
 
         return dict(getattr(get_reader_for(self._path, format=self.format), "units", None) or {})
@@ -231,24 +284,37 @@ class PartSource(Source):
                   out: dict[str, np.ndarray], box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:
         """Frames ``start:stop:stride`` into the given rows (``out[field]``, box, time, step: one row per frame)."""
         sel = None if atoms is None else np.asarray(atoms, dtype=np.intp)
-        if not self._xdr:
+        if self.format == "XTC":
+            self._read_xtc(start, stop, stride, sel, out, box, time, step)
+        elif self._xdr:
+            self._read_trr(start, stop, stride, sel, out, box, time, step)
+        else:
             from .mda import copy_frames
 
             copy_frames(self._reader, start, stop, stride, sel, out, box, time, step)
-        else:
-            self._read_xdr(start, stop, stride, sel, out, box, time, step)
         self.bytes_read += sum(a.nbytes for a in out.values())
 
-    def _read_xdr(self, start, stop, stride, sel, out, box, time, step) -> None:
+    def _read_xtc(self, start, stop, stride, sel, out, box, time, step) -> None:
+        """Frames decoded by the compiled xdrfile, the GIL released; nm -> Å on the selected atoms only."""
+        from ._xtc import XTCFormatError
+
+        frames = np.arange(start, stop, stride, dtype=np.int64)
+        if not len(frames):
+            return
+        edges = np.empty((len(frames), 3, 3), np.float32)
+        try:
+            self._file.read(self._offsets, frames, sel, out["position"], edges, time, step,
+                            XDR_SCALE["position"])
+        except (OSError, XTCFormatError) as exc:
+            raise InputFileError(self._path, _one_line(exc)) from None
+        box[:] = _xdr_box(edges)
+
+    def _read_trr(self, start, stop, stride, sel, out, box, time, step) -> None:
         frames = range(start, stop, stride)
         if not len(frames):
             return
-        trr = self.format == "TRR"
-        # Whole frames are decoded into one reused buffer per field; only the selected atoms are
-        # copied out (with every atom selected, XTC decodes straight into the block's row).
-        direct = sel is None and not trr
-        scratch = {fl: self._scratch_frame(fl) for fl in (("position", "velocity", "force") if trr else
-                                                          () if direct else ("position",))}
+        # Whole frames are decoded into one reused buffer per field; only the selected atoms are copied out.
+        scratch = {fl: self._scratch_frame(fl) for fl in ("position", "velocity", "force")}
         edges = np.empty((len(frames), 3, 3), np.float32)
         f, k = self._file, start
         try:
@@ -256,30 +322,22 @@ class PartSource(Source):
             for i, k in enumerate(frames):
                 if stride > 1 and i:
                     f.seek(k)   # skipped frames are not decoded
-                if trr:
-                    fr = f.read_direct_xvf(scratch["position"], scratch["velocity"], scratch["force"])
-                    for fl in out:
-                        if not getattr(fr, f"has{_FRAME_ATTRS[fl]}"):
-                            raise InputFileError(self._path, f"frame {k} has no {fl} data")
-                else:
-                    fr = f.read_direct_x(out["position"][i] if direct else scratch["position"])
-                if sel is not None:
-                    for fl, arr in out.items():
-                        np.take(scratch[fl], sel, axis=0, out=arr[i])
-                elif not direct:   # a TRR, every atom
-                    for fl, arr in out.items():
+                fr = f.read_direct_xvf(scratch["position"], scratch["velocity"], scratch["force"])
+                for fl in out:
+                    if not getattr(fr, f"has{_FRAME_ATTRS[fl]}"):
+                        raise InputFileError(self._path, f"frame {k} has no {fl} data")
+                for fl, arr in out.items():
+                    if sel is None:
                         arr[i] = scratch[fl]
+                    else:
+                        np.take(scratch[fl], sel, axis=0, out=arr[i])
                 edges[i], time[i], step[i] = fr.box, fr.time, fr.step
         except (OSError, EOFError, StopIteration) as exc:
             raise InputFileError(self._path, f"cannot read frame {k} (truncated or damaged?): "
-                                             f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+                                             f"{_one_line(exc)}") from None
         for fl, arr in out.items():   # units of the selected atoms only, once per block
             arr *= XDR_SCALE[fl]
-        # Angles from the stored nm vectors, then lengths to Å: MDAnalysis's order (triclinic_box, then
-        # convert_pos_from_native on the lengths), so the box equals its to the last bit.
-        dims = edges_to_dimensions(edges)
-        dims[:, :3] *= np.float32(10.0)
-        box[:] = dims
+        box[:] = _xdr_box(edges)
 
     def _scratch_frame(self, field: str) -> np.ndarray:
         buf = getattr(self, "_frame_buf", None)
@@ -302,3 +360,11 @@ class PartSource(Source):
                 reader.close()
             except Exception as exc:   # noqa: BLE001 - closing is best effort
                 log.debug("closing %s: %s", self._path, exc)
+
+
+def _xdr_box(edges: np.ndarray) -> np.ndarray:
+    """Box dimensions (Å, degrees) from the stored nm vectors: angles first, then lengths to Å, in
+    MDAnalysis's order (triclinic_box, then convert_pos_from_native), so the box equals its to the last bit."""
+    dims = edges_to_dimensions(edges)
+    dims[:, :3] *= np.float32(10.0)
+    return dims

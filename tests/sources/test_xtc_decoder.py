@@ -1,0 +1,146 @@
+"""trajscale's compiled XTC decoder (xdrfile, as MDAnalysis's readers use it) against MDAnalysis itself.
+
+The reference for every frame is MDAnalysis's own ``libmdaxdr`` and ``XTCReader``: offsets, atom
+counts, positions, boxes, times and steps must be the same bits, on AdK in water (47,681 atoms,
+compressed frames) and on MDAnalysis's 5-atom XTC (fewer than 10 atoms: stored uncompressed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import warnings
+
+import MDAnalysis as mda
+import numpy as np
+import pytest
+from MDAnalysis.lib.formats.libmdaxdr import XTCFile as MDAXTCFile
+from MDAnalysisTests import datafiles as D
+
+from trajscale.errors import InputFileError
+from trajscale.sources import _xtc
+from trajscale.sources.parts import PartSource, scan_part
+
+FILES = {"adk-water": (D.GRO, D.XTC), "5-atoms": (D.COORDINATES_TOPOLOGY, D.COORDINATES_XTC)}
+
+
+def _universe(name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return mda.Universe(*FILES[name])
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_offsets_and_atoms_are_mdanalysis_s(name):
+    path = FILES[name][1]
+    n_atoms, offsets = _xtc.scan(path)
+    ref = MDAXTCFile(path)
+    assert n_atoms == ref.n_atoms
+    np.testing.assert_array_equal(offsets, ref.offsets)
+    info = scan_part(path)
+    assert info["n_frames"] == len(ref.offsets) and info["n_atoms"] == ref.n_atoms
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+@pytest.mark.parametrize("how", ["all atoms", "selection", "first atoms", "strided"])
+def test_frames_are_mdanalysis_s_bits(name, how):
+    """Positions (Å), box, time and step of every frame read equal MDAnalysis's XTCReader's exactly;
+    a selection decodes only up to its last atom and must not change a bit of what it decodes."""
+    u = _universe(name)
+    n = u.atoms.n_atoms
+    sel = {"all atoms": None, "selection": np.arange(1, n, 3), "first atoms": np.arange(min(n, 3341) // 2),
+           "strided": np.array([n - 1, 0])}[how]
+    stride = 3 if how == "strided" else 1
+    with PartSource(FILES[name][1]) as src:
+        assert src.n_frames == len(u.trajectory) and src.n_atoms == n
+        block = src.read(0, src.n_frames, atoms=sel, stride=stride)
+    frames = range(0, len(u.trajectory), stride)
+    assert len(block.positions) == len(frames)
+    for i, ts in enumerate(u.trajectory[::stride]):
+        want = ts.positions if sel is None else ts.positions[sel]
+        assert np.array_equal(block.positions[i], want), (how, ts.frame)
+        assert np.array_equal(block.box[i], ts.dimensions.astype(np.float32)), ts.frame
+        assert block.time[i] == pytest.approx(ts.time, abs=0, rel=0) and block.step[i] == ts.data["step"]
+
+
+def test_frames_read_as_blocks_across_calls_reuse_no_stale_atoms():
+    """Reading a prefix selection then every atom from the same open file: the second read is whole."""
+    u = _universe("adk-water")
+    with PartSource(D.XTC) as src:
+        src.read(2, 5, atoms=np.arange(10))
+        whole = src.read(2, 5)
+    for i, ts in enumerate(u.trajectory[2:5]):
+        assert np.array_equal(whole.positions[i], ts.positions)
+
+
+def test_a_cut_short_file_is_named_with_the_frame(tmp_path):
+    part = tmp_path / "cut.xtc"
+    shutil.copyfile(D.XTC, part)
+    offsets = MDAXTCFile(D.XTC).offsets
+    with open(part, "r+b") as fh:
+        fh.truncate(int(offsets[7]) + 100)
+    with pytest.raises(InputFileError, match=r"cut\.xtc.*frame 7 at byte \d+ is cut short"):
+        scan_part(str(part))
+
+
+def test_not_an_xtc_is_one_clear_error(tmp_path):
+    bad = tmp_path / "text.xtc"
+    bad.write_bytes(b"this is not an XTC file at all")
+    with pytest.raises(InputFileError, match=r"text\.xtc.*not an XTC file"):
+        scan_part(str(bad))
+    with pytest.raises(InputFileError, match=r"text\.xtc.*not an XTC file"):
+        PartSource(str(bad), offsets=np.array([0]))
+
+
+def test_frames_with_another_atom_count_are_refused(tmp_path):
+    """Two XTCs glued together (47,681 then 5 atoms): the scan names the first frame that differs."""
+    glued = tmp_path / "glued.xtc"
+    glued.write_bytes(open(D.XTC, "rb").read() + open(D.COORDINATES_XTC, "rb").read())
+    with pytest.raises(InputFileError, match=r"glued\.xtc.*frame 10 at byte \d+ has 5 atoms, frame 0 has 47681"):
+        scan_part(str(glued))
+
+
+def test_a_file_changed_after_its_scan_is_an_error_not_an_overrun(tmp_path):
+    """Offsets shipped to a worker, then the part replaced by one with fewer atoms per frame: the
+    decoder checks each frame's header before decoding into its buffer."""
+    part = tmp_path / "part.xtc"
+    shutil.copyfile(D.COORDINATES_XTC, part)
+    cfg = PartSource(str(part)).get_config()
+    big = tmp_path / "big.xtc"
+    shutil.copyfile(D.XTC, big)
+    os.replace(big, part)
+    with PartSource(cfg["path"], n_atoms=cfg["n_atoms"], offsets=cfg["offsets"]) as src:
+        with pytest.raises(InputFileError, match=r"part\.xtc.*frame 0 has 47681 atoms, not 5"):
+            src.read(0, 1)
+
+
+def test_decoder_refuses_rows_that_do_not_fit():
+    n, offsets = _xtc.scan(D.XTC)
+    f = _xtc.XTCFile(D.XTC, n)
+    frames = np.arange(3, dtype=np.int64)
+    edges, t, st = np.empty((3, 3, 3), np.float32), np.empty(3), np.empty(3, np.int64)
+    with pytest.raises(ValueError, match="do not fit"):
+        f.read(offsets, frames, None, np.empty((3, 10, 3), np.float32), edges, t, st, 10.0)
+    with pytest.raises(IndexError, match="atom indices"):
+        f.read(offsets, frames, np.array([n], np.intp), np.empty((3, 1, 3), np.float32), edges, t, st, 10.0)
+    f.close()
+    with pytest.raises(ValueError, match="closed"):
+        f.read(offsets, frames, None, np.empty((3, n, 3), np.float32), edges, t, st, 10.0)
+
+
+def test_cached_run_on_an_xtc_imports_neither_mdanalysis_nor_scipy(tmp_path, monkeypatch):
+    """An XTC with its topology and selection cached: no MDAnalysis, no SciPy (0.5 s of a process),
+    and MDAnalysis's RMSD over the same frames."""
+    from tests.sources.test_selection_cache import _mda_rmsd, _not_imported, _run
+
+    monkeypatch.setenv("TRAJSCALE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRAJSCALE_TOPOLOGY_CACHE", raising=False)
+    top, traj = tmp_path / "adk.gro", tmp_path / "adk.xtc"
+    shutil.copyfile(D.GRO, top)
+    shutil.copyfile(D.XTC, traj)
+    sel = "protein and name CA"
+    first = _run("cli", top, traj, sel, tmp_path)
+    assert "MDAnalysis" in first["modules"]   # the first run parses the topology and evaluates the selection
+    second = _run("cli", top, traj, sel, tmp_path)
+    assert _not_imported(second) == []
+    np.testing.assert_allclose(second["rmsd"], _mda_rmsd(top, traj, sel), atol=1e-4, rtol=0)
