@@ -156,9 +156,8 @@ def test_existing_output_refused_unless_overwrite(tmp_path, data):
     out.write_bytes(old)
     ids = np.arange(n_atoms)
     refusal = re.escape(f"{out}: already exists (use --overwrite to replace it)")
-    with pytest.raises(OutputError, match=f"^{refusal}$"):
-        with ParallelWriter(out, n_atoms) as w:
-            w.write(step=0, time=0.0, ids=ids, positions=data["positions"][0])
+    with pytest.raises(OutputError, match=f"^{refusal}$"), ParallelWriter(out, n_atoms) as w:
+        w.write(step=0, time=0.0, ids=ids, positions=data["positions"][0])
     assert out.read_bytes() == old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.h5md"], "temporary files left behind"
     with ParallelWriter(out, n_atoms, overwrite=True) as w:
