@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         import distributed  # noqa: F401 - configures its loggers on import; quieten them after
     except ImportError:
         pass
-    for noisy in ("distributed", "MDAnalysis", "numba"):
+    for noisy in ("distributed", "MDAnalysis"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     from trajscale.demo import adk_files, build_demo_file
 

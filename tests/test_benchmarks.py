@@ -167,6 +167,18 @@ def test_existing_json_refused_before_any_work(script, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["mine.json"]
 
 
+def test_codec_study_u16_rows_run_without_numba(work):
+    """codecs.py's uint16-delta study rows (decoded by numba until issue 23) run where numba is absent, and
+    decode both trajectories to within half the 0.01 Å quantum of MDAnalysis's values."""
+    rows = ("u16 deltas + blosc-lz4 byte", "u16 deltas permuted + blosc-lz4 byte")
+    out = run_script(work, "codecs.py", ["--repeat", "1", "--copies", "1", "--only", ",".join(rows)])
+    for row in rows:
+        m = re.search(rf"^{re.escape(row)}((?:\s+{NUM}){{12}})$", out, re.MULTILINE)
+        assert m, f"no row {row!r}:\n{out[-3000:]}"
+        values = [float(v) for v in m.group(1).split()]
+        assert values[5] <= 0.0051 and values[11] <= 0.0051, m.group(0)   # err columns, Å
+
+
 def test_cold_pairs_whole_processes(work):
     """cold.py: the four rows with both sides' medians and a ratio, and the two sides' RMSDs agree."""
     from MDAnalysisTests.datafiles import GRO
