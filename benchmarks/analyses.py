@@ -27,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 CA = "protein and name CA"
 #: name -> (trajscale expression, MDAnalysis expression, MDAnalysis parallelizable, result expressions)
@@ -119,6 +120,29 @@ def measure(name: str, side: str, top: str, h5: str, n: int, topology_cache: boo
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _check_json(path: str, overwrite: bool) -> None:
+    """Refuse an existing ``--json`` file without ``--overwrite`` (or a missing folder): one line, exit 1."""
+    from trajscale.errors import OutputError
+    from trajscale.util import check_output_path
+
+    try:
+        check_output_path(path, overwrite=overwrite)
+    except OutputError as exc:
+        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
+
+
+def _write_json(path: str, obj, overwrite: bool) -> None:
+    """``obj`` as JSON at ``path``: a temporary name, fsync, rename (a reader never sees half of it)."""
+    from trajscale.errors import OutputError
+    from trajscale.util import atomic_output
+
+    try:
+        with atomic_output(path, overwrite=overwrite) as tmp:
+            tmp.write_text(json.dumps(obj, indent=1))
+    except OutputError as exc:   # appeared or lost its folder while we measured
+        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
@@ -129,10 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-n", "--n-workers", type=int, default=2)
     p.add_argument("--only", default=",".join(CASES), help="comma-separated analyses")
     p.add_argument("--json", default=None, help="also write the rows here")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     p.add_argument("--topology-cache", action="store_true",
                    help="trajscale loads the parsed topology from its cache (filled by an untimed run first); "
                         "MDAnalysis parses it as always")
     args = p.parse_args(argv)
+    if args.json:   # refused before the measurements, not after them
+        _check_json(args.json, args.overwrite)
     top, h5 = build_demo_file(args.workdir, args.frames, source=args.source, progress=False)
     n = args.n_workers
     if args.topology_cache:
@@ -161,8 +188,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{got['ts-processes']['warm']:.2f} s        {diff:.1e}   (load {os.getloadavg()[0]:.1f})", flush=True)
         rows[name] = {s: {"cold": got[s]["cold"], "warm": got[s]["warm"]} for s in got} | {"max_diff": diff}
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
+        _write_json(args.json, rows, args.overwrite)
     return 0 if ok else 1
 
 

@@ -12,8 +12,8 @@ repeated (``short_runs.frame_chunked_file``). Rows, each side a new process:
 * processes(n): ``--executor processes -n n``
   vs the same script with ``.run(backend="multiprocessing", n_workers=n)``;
 * mpiexec -n n: ``mpiexec -n n trajscale run rmsd ... --executor mpi`` vs MDAnalysis serial;
-* first run, empty caches: trajscale serial with every trajscale cache (and
-  numba's) in a new empty folder, as after an install, vs MDAnalysis serial.
+* first run, empty caches: trajscale serial with every trajscale cache in a
+  new empty folder, as after an install, vs MDAnalysis serial.
 
 The sides run in turn (trajscale, MDAnalysis, trajscale, ...) after
 ``--warmup`` uncounted pairs; the table gives each side's median wall seconds

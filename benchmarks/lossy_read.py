@@ -14,7 +14,7 @@ and, in one run:
   passes, the passes of every file interleaved (a burst of load on a shared machine
   hits all of them); ``cpu`` is the ratio of CPU times;
 * cold: the same read as a whole run in a new Python process (imports, file open,
-  numba's load on trajscale's side; MDAnalysis's offsets cached beforehand, as a user's
+  loading the compiled kernels on trajscale's side; MDAnalysis's offsets cached beforehand, as a user's
   second run finds them), best of ``--repeat``, interleaved;
 * err: the largest difference from MDAnalysis's values (the XTC's are multiples of 0.01 Å).
 """
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     sources = {n: open_source(pth) for n, pth in paths.items()}
     for s in sources.values():
         s.reuse_buffers = True
-        warm_ts(s)   # page cache and numba's kernels
+        warm_ts(s)   # page cache and the compiled kernels
     warm_mda(u)
     load0 = os.getloadavg()[0]
     best = {n: [math.inf, math.inf] for n in ["XTC via MDAnalysis", *paths]}

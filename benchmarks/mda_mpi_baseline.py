@@ -16,6 +16,7 @@ import argparse
 import json
 import socket
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -41,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--select", default="protein and name CA")
     p.add_argument("--driver", default="mpio", choices=["mpio", "default"])
     p.add_argument("--out", required=True, help="JSON written by rank 0")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     args = p.parse_args(argv)
 
     import warnings
@@ -50,8 +52,20 @@ def main(argv: list[str] | None = None) -> int:
     from MDAnalysis.analysis.rms import rmsd
     from mpi4py import MPI
 
+    from trajscale.errors import OutputError
+    from trajscale.util import atomic_output, check_output_path
+
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
+    problem = None
+    if rank == 0:   # refused before the run, on every rank, said once
+        try:
+            check_output_path(args.out, overwrite=args.overwrite)
+        except OutputError as exc:
+            problem = f"{Path(__file__).name}: {exc}"
+    problem = comm.bcast(problem, root=0)
+    if problem:
+        raise SystemExit(problem if rank == 0 else 1)
     comm.Barrier()
     t_start = time.perf_counter()
     u = mda.Universe(args.topology)
@@ -87,10 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     all_times = comm.gather(times, root=0)
     u.trajectory.close()
     if rank == 0:
-        with open(args.out, "w") as fh:
-            json.dump({"n_ranks": size, "n_frames": int(sum(counts)), "t_total": t_end - t_start,
-                       "rmsd_first": result[:5].tolist(), "rmsd_mean": float(result.mean()),
-                       "workers": all_times}, fh, indent=1)
+        try:   # a temporary name, fsync, rename: a reader never sees half of it
+            with atomic_output(args.out, overwrite=args.overwrite) as tmp:
+                tmp.write_text(json.dumps({"n_ranks": size, "n_frames": int(sum(counts)), "t_total": t_end - t_start,
+                                           "rmsd_first": result[:5].tolist(), "rmsd_mean": float(result.mean()),
+                                           "workers": all_times}, indent=1))
+        except OutputError as exc:   # appeared while we measured
+            raise SystemExit(f"{Path(__file__).name}: {exc}") from None
     return 0
 
 

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
-    for noisy in ("MDAnalysis", "numba"):
+    for noisy in ("MDAnalysis",):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     import MDAnalysis as mda
     from MDAnalysis.analysis import rms

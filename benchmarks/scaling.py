@@ -118,13 +118,39 @@ def _aggregate(runs: list[dict]) -> dict:
             "t_map": statistics.median(r["t_total"] - r["t_prepare"] for r in runs)}
 
 
-def _progress(rows: list[dict], json_path: str | None) -> None:
-    """Show each result as it comes (a long run cut off still leaves its numbers)."""
+def _check_json(path: str, overwrite: bool) -> None:
+    """Refuse an existing ``--json`` file without ``--overwrite`` (or a missing folder): one line, exit 1."""
+    from trajscale.errors import OutputError
+    from trajscale.util import check_output_path
+
+    try:
+        check_output_path(path, overwrite=overwrite)
+    except OutputError as exc:
+        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
+
+
+def _write_json(path: str, obj, overwrite: bool) -> None:
+    """``obj`` as JSON at ``path``: a temporary name, fsync, rename (a reader never sees half of it)."""
+    from trajscale.errors import OutputError
+    from trajscale.util import atomic_output
+
+    try:
+        with atomic_output(path, overwrite=overwrite) as tmp:
+            tmp.write_text(json.dumps(obj, indent=1))
+    except OutputError as exc:   # appeared or lost its folder while we measured
+        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
+
+
+def _progress(rows: list[dict], json_path: str | None, overwrite: bool) -> None:
+    """Show each result as it comes (a long run cut off still leaves its numbers in ``json_path``).
+
+    The first write replaces an existing file only with ``overwrite``; later ones replace this run's own.
+    """
     r = rows[-1]
     print(f"  {r['executor']} N={r['n']}: t_total {r['t_total']:.3f} s, t_map {r['t_map']:.3f} s "
           f"(runs {' '.join(f'{t:.2f}' for t in r['t_all'])})", file=sys.stderr, flush=True)
     if json_path:
-        Path(json_path).write_text(json.dumps(rows, indent=1))
+        _write_json(json_path, rows, overwrite or len(rows) > 1)
 
 
 def print_table(rows: list[dict]) -> None:
@@ -164,8 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--driver", choices=["mpio", "default"], default=None,
                    help="HDF5 driver of the MPI runs (default: mpio where h5py has MPI)")
     p.add_argument("--mpiexec", default=None, help="mpiexec to launch MPI runs with (default: the system MPICH's)")
-    p.add_argument("--json", default=None, help="also write the numbers here")
+    p.add_argument("--json", default=None, help="also write the numbers here (after each result)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     args = p.parse_args(argv)
+    if args.json:   # refused before the measurements, not after them
+        _check_json(args.json, args.overwrite)
     global MPIEXEC
     MPIEXEC = args.mpiexec
     from trajscale.parallel import h5py_has_mpi
@@ -181,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         import distributed  # noqa: F401 - configures its loggers on import; quieten them after
     except ImportError:
         pass
-    for noisy in ("distributed", "MDAnalysis", "numba"):
+    for noisy in ("distributed", "MDAnalysis"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     from trajscale.demo import adk_files, build_demo_file
 
@@ -202,13 +231,13 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 res = time_inprocess(name, n, top, h5, args.select, args.repeat)
             rows.append({"executor": name if name != "mpi" else f"mpi ({driver})", "n": n, **res})
-            _progress(rows, args.json)
+            _progress(rows, args.json, args.overwrite)
     base_rows = []
     for n in ([] if args.no_baseline else [int(x) for x in args.baseline_n.split(",") if int(x) <= args.max_n]):
         print(f"  MDAnalysis MPI baseline N={n} ...", flush=True, file=sys.stderr)
         base_rows.append({"executor": "MDAnalysis-MPI", "n": n,
                           **time_mda_baseline(n, top, h5, args.select, args.repeat, driver)})
-        _progress(rows + base_rows, args.json)
+        _progress(rows + base_rows, args.json, args.overwrite)
     rows += base_rows
     print_table(rows)
     for base in base_rows:
@@ -222,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"trajscale mpi({base['n']}) / MDAnalysis-MPI({base['n']}), {what}: "
                   f"{fps_ts:,.0f} / {fps_mda:,.0f} frames/s = {fps_ts / fps_mda:.1f}x")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        _write_json(args.json, rows, args.overwrite or bool(rows))
     return 0
 
 

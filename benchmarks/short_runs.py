@@ -13,7 +13,7 @@ Cold: a new interpreter per call (imports of MDAnalysis and trajscale before
 the clock, as a script's first lines), an empty topology cache
 (``TRAJSCALE_CACHE_DIR`` a new folder); the first call in that process, so
 trajscale pays its topology parse, attribute guessing and loading the compiled
-kernels from numba's on-disk cache. Warm: the next calls in the same
+kernels (built at install). Warm: the next calls in the same
 process (trajscale's topology cache filled; page cache warm on both sides).
 Parsed: the next calls with trajscale's topology cache off, so both sides
 parse the GRO and guess its types and masses in every call (the fair

@@ -140,6 +140,29 @@ def serial_baselines(args, d: Path) -> dict:
     return out, n_atoms
 
 
+def _check_json(path: str, overwrite: bool) -> None:
+    """Refuse an existing ``--json`` file without ``--overwrite`` (or a missing folder): one line, exit 1."""
+    from trajscale.errors import OutputError
+    from trajscale.util import check_output_path
+
+    try:
+        check_output_path(path, overwrite=overwrite)
+    except OutputError as exc:
+        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
+
+
+def _write_json(path: str, obj, overwrite: bool) -> None:
+    """``obj`` as JSON at ``path``: a temporary name, fsync, rename (a reader never sees half of it)."""
+    from trajscale.errors import OutputError
+    from trajscale.util import atomic_output
+
+    try:
+        with atomic_output(path, overwrite=overwrite) as tmp:
+            tmp.write_text(json.dumps(obj, indent=1))
+    except OutputError as exc:   # appeared or lost its folder while we measured
+        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--replicas", type=int, default=3, help="copies per axis (3 -> 27 copies, 1.29 M atoms)")
@@ -147,10 +170,13 @@ def main(argv=None) -> int:
     p.add_argument("--ranks", default="1,2,3", help="MPI rank counts (default 1,2,3)")
     p.add_argument("--out-dir", default=None, help="where the files are written (default: a temp dir)")
     p.add_argument("--json", default=None, help="also write the results as JSON here")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--strategy", default="collective", help=argparse.SUPPRESS)
     p.add_argument("--path", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.json:   # refused before the measurements, not after them
+        _check_json(args.json, args.overwrite)
     if args.worker:
         worker(args)
         return 0
@@ -178,7 +204,7 @@ def main(argv=None) -> int:
     h5 = max(r["mb_per_s"] for name, r in rows.items() if name.startswith("trajscale"))
     print(f"best trajscale H5MD / ASCII: {h5 / rows['ASCII XYZ (savetxt)']['mb_per_s']:.2f}x (target >= 2.5x)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"n_atoms": n_atoms, "frames": args.frames, "rows": rows}, indent=1))
+        _write_json(args.json, {"n_atoms": n_atoms, "frames": args.frames, "rows": rows}, args.overwrite)
     return 0
 
 

@@ -60,7 +60,7 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                        "--slow-samples", "8", "--batch", "16", "--frames", F, "--workdir", "{work}/ml",
                        "--cache-dir", "{work}"],
                       [r"^\| method \| workers \| samples/s \| GB/s", r"^\| frames: FrameDataset"]),
-    "predict.py": (["--smoke"], [r"^\s*cores\s+serial s\s+model\(1\)\s+pred\(2\)\s+meas\(2\)\s+error\s+limit",
+    "predict.py": (["--smoke", "--json", "{work}/predict.json", "--overwrite"], [r"^\s*cores\s+serial s\s+model\(1\)\s+pred\(2\)\s+meas\(2\)\s+error\s+limit",
                                  rf"^\s*\d/\d\s+{NUM}\s+{NUM}\s+{NUM}\s+{NUM}\s+[+-]{NUM}%"]),
     "read_layouts.py": (["--frames", F, "--workdir", "{work}", "--repeat", "1", "--layouts", "frame",
                          "--mda-frames", "10", "--block", "10"],
@@ -68,7 +68,8 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "rmsd.py": (["--frames", F, "--workdir", "{work}", "--repeat", "1"],
                 [r"frames/s\s+max \|RMSD - MDAnalysis serial\| \(A\)$",
                  rf"^trajscale serial / MDAnalysis serial \(whole runs\)\s+{NUM}x"]),
-    "scaling.py": (["--frames", F, "--workdir", "{work}", "--max-n", "2", "--repeat", "1", "--executors", "mpi"],
+    "scaling.py": (["--frames", F, "--workdir", "{work}", "--max-n", "2", "--repeat", "1", "--executors", "mpi",
+                    "--json", "{work}/scaling.json", "--overwrite"],
                    [r"^executor\s+N\s+t_total s\s+frames/s", rf"^mpi \(\w+\)\s+2\s+{NUM}",
                     rf"^trajscale mpi\(2\) / MDAnalysis-MPI\(2\), whole run: .* = {NUM}x$"]),
     "short_runs.py": (["--frames", F, "--workdir", "{work}", "--repeat", "1", "--cold", "1"],
@@ -103,12 +104,79 @@ def test_every_script_has_a_smoke_run():
     assert scripts == sorted(SMOKE), "add the new benchmark to SMOKE in tests/test_benchmarks.py"
 
 
+#: what the ``--json`` file of a smoke run above holds (it replaces a file there before, with --overwrite)
+JSON_ROWS = {
+    "predict.py": lambda rows: len(rows) == 1 and rows[0]["measured"] > 0 and rows[0]["predicted"] > 0,
+    "scaling.py": lambda rows: [(r["executor"].split()[0], r["n"], r["n_frames"]) for r in rows]
+    == [("mpi", 1, int(F)), ("mpi", 2, int(F)), ("MDAnalysis-MPI", 2, int(F))],
+}
+
+
 @pytest.mark.parametrize("script", sorted(s for s, (args, pats) in SMOKE.items() if pats))
 def test_smoke(script, work):
     args, patterns = SMOKE[script]
+    json_out = Path(args[args.index("--json") + 1].replace("{work}", str(work))) if "--json" in args else None
+    if json_out:
+        json_out.write_text("a file from before\n")
     out = run_script(work, script, args)
     for pattern in patterns:
         assert re.search(pattern, out, re.MULTILINE), f"{script}: no line matches {pattern!r}:\n{out[-4000:]}"
+    if json_out:
+        assert JSON_ROWS[script](json.loads(json_out.read_text())), json_out.read_text()
+        assert not list(work.glob(f".{json_out.name}.tmp-*")), "temporary file left behind"
+
+
+#: script -> (arguments at its smallest size, the option naming its JSON output)
+JSON_OUTPUTS = {
+    "analyses.py": (SMOKE["analyses.py"][0], "--json"),
+    "layouts.py": (SMOKE["layouts.py"][0], "--json"),
+    "predict.py": (["--smoke"], "--json"),
+    "scaling.py": (SMOKE["scaling.py"][0][:-3], "--json"),
+    "write.py": (SMOKE["write.py"][0], "--json"),
+    "mda_mpi_baseline.py": (["top.tpr", "traj.h5md"], "--out"),
+}
+
+
+def test_every_json_output_is_checked():
+    """Every script with a --json (or --out) file is in JSON_OUTPUTS."""
+    has = sorted(p.name for p in BENCH.glob("*.py")
+                 if re.search(r"add_argument\(\"--(json|out)\"", p.read_text()))
+    assert has == sorted(JSON_OUTPUTS)
+
+
+@pytest.mark.parametrize("script", sorted(JSON_OUTPUTS))
+def test_existing_json_refused_before_any_work(script, tmp_path):
+    """An existing output without --overwrite: one line naming it, exit 1, no traceback, the file byte for byte,
+    and nothing measured or built (the work folder holds only that file)."""
+    args, option = JSON_OUTPUTS[script]
+    out = tmp_path / "mine.json"
+    old = b'{"a user\'s": "numbers"}\n'
+    out.write_bytes(old)
+    cmd = [str(BENCH / script), *[a.replace("{work}", str(tmp_path)) for a in args], option, str(out)]
+    if script == "mda_mpi_baseline.py":   # an MPI job: the ranks agree, and it is said once
+        from .conftest import run_mpi
+
+        proc = run_mpi(2, cmd, timeout=120, cwd=tmp_path, env=bench_env(tmp_path))
+    else:
+        proc = subprocess.run([sys.executable, *cmd], check=False, capture_output=True, text=True, timeout=120,
+                              env=bench_env(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"{script}: {out}: already exists (use --overwrite to replace it)"], \
+        proc.stderr
+    assert out.read_bytes() == old
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.json"]
+
+
+def test_codec_study_u16_rows_run_without_numba(work):
+    """codecs.py's uint16-delta study rows (decoded by numba until issue 23) run where numba is absent, and
+    decode both trajectories to within half the 0.01 Å quantum of MDAnalysis's values."""
+    rows = ("u16 deltas + blosc-lz4 byte", "u16 deltas permuted + blosc-lz4 byte")
+    out = run_script(work, "codecs.py", ["--repeat", "1", "--copies", "1", "--only", ",".join(rows)])
+    for row in rows:
+        m = re.search(rf"^{re.escape(row)}((?:\s+{NUM}){{12}})$", out, re.MULTILINE)
+        assert m, f"no row {row!r}:\n{out[-3000:]}"
+        values = [float(v) for v in m.group(1).split()]
+        assert values[5] <= 0.0051 and values[11] <= 0.0051, m.group(0)   # err columns, Å
 
 
 def test_cold_pairs_whole_processes(work):

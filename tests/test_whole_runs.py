@@ -3,6 +3,7 @@ and a run's CPU seconds are the OS's accounting of the whole process."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -34,9 +35,23 @@ def test_first_runs_find_empty_caches_and_later_runs_the_filled_ones(tmp_path):
             pairs.time(probe(pairs, seen, fresh))
         assert (pairs.warm_caches / "trajscale_cache_dir" / "filled").exists()
         workdir = pairs.workdir
-    # Every first run found both caches empty; the later runs found what the first one left.
-    assert seen.read_text().split() == ["00", "00", "11", "11"]
+    # Every first run found every cache empty; the later runs found what the first one left.
+    k = len(CACHE_VARIABLES)
+    assert seen.read_text().split() == ["0" * k, "0" * k, "1" * k, "1" * k]
     assert not workdir.exists()   # the scratch folder goes with the Pairs
+
+
+def test_only_trajscale_caches_are_redirected(tmp_path, monkeypatch):
+    """The sides' environment points trajscale's cache at the benchmark's folder and sets nothing for a
+    library the project no longer uses (numba's cache variable stays as the user has it: unset here)."""
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    env_out = tmp_path / "env.txt"
+    code = ("import os, sys\nopen(sys.argv[1], 'w').write(' '.join(sorted(k for k in os.environ "
+            "if k.endswith('_CACHE_DIR'))))")
+    with Pairs(tmp_path, "top", "traj") as pairs:
+        pairs.time(Side([sys.executable, "-c", code, str(env_out)], str(tmp_path / "none"), fresh_caches=True))
+    theirs = {k for k in os.environ if k.endswith("_CACHE_DIR")}   # a user's own are passed on as they are
+    assert env_out.read_text().split() == sorted(theirs | {"TRAJSCALE_CACHE_DIR"})
 
 
 def test_cpu_is_the_whole_process_and_a_failure_says_which_command(tmp_path):

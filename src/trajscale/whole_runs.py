@@ -7,9 +7,8 @@ sides of a row run in turn - trajscale, MDAnalysis, trajscale, MDAnalysis ... -
 so that a drift in the machine's speed falls on both. A row's ratio is the
 median over its pairs of MDAnalysis's time over trajscale's.
 
-trajscale's on-disk caches (``TRAJSCALE_CACHE_DIR``: the parsed topology) and
-numba's (``NUMBA_CACHE_DIR``: compiled kernels, while numba is used) point at
-folders of the benchmark's own: a fresh, empty one for every run of a
+trajscale's on-disk cache (``TRAJSCALE_CACHE_DIR``: the parsed topology) points
+at a folder of the benchmark's own: a fresh, empty one for every run of a
 "first run" row (as after an install), one filled by the first runs for the
 others. Used by ``trajscale demo`` and ``benchmarks/cold.py``.
 """
@@ -56,7 +55,7 @@ if __name__ == "__main__":
 '''
 
 #: Environment variables naming the caches a first run after an install finds empty.
-CACHE_VARIABLES = ("TRAJSCALE_CACHE_DIR", "NUMBA_CACHE_DIR")
+CACHE_VARIABLES = ("TRAJSCALE_CACHE_DIR",)
 
 
 @dataclass
@@ -65,7 +64,7 @@ class Side:
 
     cmd: list[str]
     out: str
-    fresh_caches: bool = False   # every run starts with trajscale's (and numba's) caches empty
+    fresh_caches: bool = False   # every run starts with trajscale's caches empty
     times: list[float] = field(default_factory=list)   # wall seconds of each counted run
     cpu: list[float] = field(default_factory=list)     # user + system seconds, the process and its reaped children
 

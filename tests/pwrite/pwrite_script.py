@@ -4,6 +4,7 @@ usage: pwrite_script.py equal OUTDIR      every strategy, write() and write_fram
        pwrite_script.py one OUTDIR STRATEGY  that strategy only: STRATEGY.h5md and frames-STRATEGY.h5md
        pwrite_script.py bad OUTDIR        every bad input; each rank writes what it raised
        pwrite_script.py kill OUT STRATEGY write frames until killed, printing each commit
+       pwrite_script.py exists OUT        OUT exists: refused by default, replaced with overwrite=True
 """
 
 from __future__ import annotations
@@ -143,6 +144,25 @@ def bad(outdir: Path):
     (outdir / f"bad-rank{rank}.json").write_text(json.dumps(out))
 
 
+def exists(out: Path):
+    """Each rank records what the default raised, then frame 0 is written with ``overwrite=True``."""
+    data = adk_frames(1)
+    n_atoms = data["positions"].shape[1]
+    ids = owned(0, n_atoms, size, rank)
+    got = {}
+    try:
+        with ParallelWriter(out, n_atoms, comm=comm) as w:
+            w.write(step=0, time=0.0, ids=ids, positions=data["positions"][0][ids])
+        got["default"] = None
+    except TrajscaleError as exc:
+        got["default"] = f"{type(exc).__name__}: {exc}"
+    got["size_after_refusal"] = out.stat().st_size
+    comm.Barrier()   # every rank has looked at the untouched file before it is replaced
+    with ParallelWriter(out, n_atoms, comm=comm, overwrite=True) as w:
+        w.write(step=0, time=0.0, ids=ids, positions=data["positions"][0][ids])
+    (out.parent / f"exists-rank{rank}.json").write_text(json.dumps(got))
+
+
 def kill(out: Path, strategy: str):
     n_atoms = 200_000
     rng = np.random.default_rng(5)
@@ -170,5 +190,7 @@ if __name__ == "__main__":
         write_blocks(target / f"frames-{sys.argv[3]}.h5md", data, sys.argv[3], topology=top)
     elif mode == "bad":
         bad(target)
+    elif mode == "exists":
+        exists(target)
     else:
         kill(target, sys.argv[3])

@@ -8,6 +8,7 @@ changes every frame (``frames.owned``).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import h5py
@@ -145,6 +146,45 @@ def test_options_checked(tmp_path):
     (tmp_path / "y.h5md").write_text("")
     with pytest.raises(OutputError, match="already exists"):
         ParallelWriter(tmp_path / "y.h5md", 10, overwrite=False)
+
+
+def test_existing_output_refused_unless_overwrite(tmp_path, data):
+    """The default keeps an existing file byte for byte (one OutputError naming it); overwrite=True replaces it."""
+    n_atoms = data["positions"].shape[1]
+    out = tmp_path / "kept.h5md"
+    old = b"a user's file, not ours\n" * 100
+    out.write_bytes(old)
+    ids = np.arange(n_atoms)
+    refusal = re.escape(f"{out}: already exists (use --overwrite to replace it)")
+    with pytest.raises(OutputError, match=f"^{refusal}$"), ParallelWriter(out, n_atoms) as w:
+        w.write(step=0, time=0.0, ids=ids, positions=data["positions"][0])
+    assert out.read_bytes() == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.h5md"], "temporary files left behind"
+    with ParallelWriter(out, n_atoms, overwrite=True) as w:
+        w.write(step=7, time=1.5, ids=ids, positions=data["positions"][0])
+    u = mda.Universe(PSF, str(out))   # MDAnalysis reads the new file: one frame, frame 0's positions
+    assert u.trajectory.n_frames == 1 and u.trajectory[0].data["step"] == 7
+    np.testing.assert_allclose(u.atoms.positions, data["positions"][0], atol=1e-5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.h5md"]
+
+
+@pytest.mark.mpi
+def test_existing_output_refused_on_every_rank(tmp_path, data):
+    """Under ``mpiexec -n 2`` every rank gets the same OutputError and the file stays as it was until
+    ``overwrite=True`` replaces it."""
+    out = tmp_path / "kept.h5md"
+    old = b"a user's file, not ours\n" * 100
+    out.write_bytes(old)
+    proc = run_mpi(2, [SCRIPT, "exists", str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for r in range(2):
+        got = json.loads((tmp_path / f"exists-rank{r}.json").read_text())
+        assert got == {"default": f"OutputError: {out}: already exists (use --overwrite to replace it)",
+                       "size_after_refusal": len(old)}
+    u = mda.Universe(PSF, str(out))
+    assert u.trajectory.n_frames == 1
+    np.testing.assert_allclose(u.atoms.positions, data["positions"][0], atol=1e-5)
+    assert not list(tmp_path.glob(".*tmp*")), "temporary files left behind"
 
 
 @pytest.mark.mpi

@@ -79,7 +79,8 @@ class ParallelWriter:
     check
         Also refuse non-finite values.
     overwrite
-        Replace an existing file.
+        Replace an existing file; without it an existing ``path`` is refused with
+        ``OutputError`` (naming it) before anything is written, and left as it was.
     group
         Particle group name.
     layout
@@ -97,7 +98,7 @@ class ParallelWriter:
                  chunks: str | int = "auto", compression: str | None = None, units: str | dict = "mdanalysis",
                  velocities: bool = False, forces: bool = False, topology=None,
                  n_frames: int | None = None, box: str | None = "triclinic", check: bool = False,
-                 overwrite: bool = True, group: str = "all", layout: Layout | None = None,
+                 overwrite: bool = False, group: str = "all", layout: Layout | None = None,
                  precision: float | None = None, encoding: str = "floats", resume_at: int | None = None,
                  durable: bool = False, reference: np.ndarray | None = None) -> None:
         if strategy not in STRATEGIES:
