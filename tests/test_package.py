@@ -114,6 +114,23 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
     api = (tmp_path / "html" / "api.html").read_text()
     for name in ("trajscale.run", "trajscale.RMSD", "trajscale.mda.Reader", "trajscale.ParallelWriter"):
         assert name in api, name
+    # every public name of the package and of each subpackage's __all__ has its page (read from the modules,
+    # not from api.md): under the subpackage, or under the package when it exports the name too
+    import importlib
+
+    import trajscale
+
+    pages = {p.stem for p in (tmp_path / "html" / "generated").glob("*.html")}
+    missing = [f"trajscale.{n}" for n in trajscale.__all__ if not n.startswith("_") and f"trajscale.{n}" not in pages]
+    for sub in ("analysis", "sources", "executors", "pwrite", "report", "ml", "mda"):
+        for n in importlib.import_module(f"trajscale.{sub}").__all__:
+            if f"trajscale.{sub}.{n}" not in pages and not (n in trajscale.__all__ and f"trajscale.{n}" in pages):
+                missing.append(f"trajscale.{sub}.{n}")
+    assert not missing, missing
+    for page in ("trajscale.store.writer.H5MDWriter", "trajscale.convert.rechunk.rechunk",
+                 "trajscale.convert.split.split", "trajscale.store.inspect.inspect_file",
+                 "trajscale.report.predict.predict", "trajscale.errors.ConfigError"):
+        assert page in pages, page
 
 
 def test_a_build_without_a_compiler_says_what_is_needed(tmp_path):

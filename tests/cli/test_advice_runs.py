@@ -19,6 +19,7 @@ import pytest
 from MDAnalysis.analysis import rms
 from MDAnalysisTests import datafiles as D
 
+from tests.cli._helpers import convert_with_cli
 from tests.conftest import run_cli
 
 POS = "particles/all/position/value"
@@ -50,10 +51,7 @@ def run_printed(text: str, cwd) -> list[list[str]]:
 @pytest.fixture(scope="module")
 def water_h5md(tmp_path_factory):
     """AdK in water (47,681 atoms, 10 frames): the TPR's XTC converted to H5MD by the CLI."""
-    out = tmp_path_factory.mktemp("advice") / "adk_water.h5md"
-    proc = run_cli("-q", "convert", D.TPR, D.XTC, "-o", str(out))
-    assert proc.returncode == 0, proc.stderr
-    return str(out)
+    return convert_with_cli(tmp_path_factory.mktemp("advice") / "adk_water.h5md", D.TPR, D.XTC)
 
 
 def _mda_positions(top, traj, select: str) -> np.ndarray:

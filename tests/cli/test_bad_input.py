@@ -12,16 +12,8 @@ import h5py
 import numpy as np
 import pytest
 
+from tests.cli._helpers import assert_clean_failure
 from tests.conftest import run_cli
-
-
-def assert_clean_failure(proc, *needles):
-    assert proc.returncode != 0, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr, proc.stderr
-    errors = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
-    assert len(errors) == 1, proc.stderr
-    for n in needles:
-        assert n in errors[0], errors[0]
 
 
 @pytest.fixture()

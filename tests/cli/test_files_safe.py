@@ -14,6 +14,7 @@ import MDAnalysis as mda
 import numpy as np
 import pytest
 
+from tests.cli._helpers import assert_clean_failure
 from tests.conftest import run_cli
 
 
@@ -29,16 +30,6 @@ def snapshot(folder: Path) -> dict:
         else:
             out[str(p)] = ("dir",)
     return out
-
-
-def one_error(proc, *needles) -> str:
-    assert proc.returncode != 0, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr, proc.stderr
-    errors = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
-    assert len(errors) == 1, proc.stderr
-    for n in needles:
-        assert n in errors[0], errors[0]
-    return errors[0]
 
 
 @pytest.fixture()
@@ -88,7 +79,7 @@ INPUT_AS_OUTPUT = [
                                                              for i, (a, _) in enumerate(INPUT_AS_OUTPUT)])
 def test_no_command_writes_over_an_input(files, argv, target):
     before = snapshot(files)
-    line = one_error(run_cli(*argv, cwd=files), "is the input", target)
+    line = assert_clean_failure(run_cli(*argv, cwd=files), "is the input", target)
     assert line.count(":") >= 2   # names the output, then the input it is
     assert snapshot(files) == before   # nothing written, nothing replaced, no temporary left
 
@@ -96,8 +87,8 @@ def test_no_command_writes_over_an_input(files, argv, target):
 def test_run_keeps_an_existing_output_unless_overwrite(files):
     kept = files / "rmsd.csv"
     kept.write_text("my notes\n")
-    one_error(run_cli("run", "rmsd", "top.psf", "traj.h5md", "--select", "name CA", "--out", "rmsd.csv",
-                      cwd=files), "rmsd.csv", "already exists", "--overwrite")
+    assert_clean_failure(run_cli("run", "rmsd", "top.psf", "traj.h5md", "--select", "name CA", "--out",
+                                 "rmsd.csv", cwd=files), "rmsd.csv", "already exists", "--overwrite")
     assert kept.read_text() == "my notes\n"
     proc = run_cli("run", "rmsd", "top.psf", "traj.h5md", "--select", "name CA", "--out", "rmsd.csv",
                    "--overwrite", cwd=files)
@@ -107,15 +98,15 @@ def test_run_keeps_an_existing_output_unless_overwrite(files):
 
 def test_two_outputs_of_one_name_are_refused(files):
     before = snapshot(files)
-    one_error(run_cli("run", "rmsd", "top.psf", "traj.h5md", "--select", "name CA", "--out", "x.csv",
-                      "--report", "./x.csv", cwd=files), "x.csv", "twice")
+    assert_clean_failure(run_cli("run", "rmsd", "top.psf", "traj.h5md", "--select", "name CA", "--out", "x.csv",
+                                 "--report", "./x.csv", cwd=files), "x.csv", "twice")
     assert snapshot(files) == before
 
 
 def test_report_index_split_keep_existing_outputs_unless_overwrite(files):
     trace = files / "t.json"
     trace.write_text("keep")
-    one_error(run_cli("report", "r.json", "--trace", "t.json", cwd=files), "t.json", "already exists")
+    assert_clean_failure(run_cli("report", "r.json", "--trace", "t.json", cwd=files), "t.json", "already exists")
     assert trace.read_text() == "keep"
     ok = run_cli("report", "r.json", "--trace", "t.json", "--overwrite", cwd=files)
     assert ok.returncode == 0, ok.stderr
@@ -123,7 +114,7 @@ def test_report_index_split_keep_existing_outputs_unless_overwrite(files):
 
     index = files / "i.json"
     index.write_text("keep")
-    one_error(run_cli("index", "traj.h5md", "-o", "i.json", cwd=files), "i.json", "already exists")
+    assert_clean_failure(run_cli("index", "traj.h5md", "-o", "i.json", cwd=files), "i.json", "already exists")
     assert index.read_text() == "keep"
     ok = run_cli("index", "traj.h5md", "-o", "i.json", "--overwrite", cwd=files)
     assert ok.returncode == 0, ok.stderr
@@ -131,8 +122,8 @@ def test_report_index_split_keep_existing_outputs_unless_overwrite(files):
     (files / "out").mkdir()
     stray = files / "out" / "part_001.h5md"
     stray.write_text("someone's file")
-    one_error(run_cli("split", "traj.h5md", "-o", "out", "--parts", "2", cwd=files), "part_001.h5md",
-              "already exists")
+    assert_clean_failure(run_cli("split", "traj.h5md", "-o", "out", "--parts", "2", cwd=files), "part_001.h5md",
+                         "already exists")
     assert stray.read_text() == "someone's file" and sorted(os.listdir(files / "out")) == ["part_001.h5md"]
 
 
@@ -211,7 +202,7 @@ def test_pack_resume_on_a_complete_store(tmp_path):
 def test_resume_never_takes_an_input_for_a_complete_output(tmp_path, adk_vacuum_h5md):
     shutil.copy(adk_vacuum_h5md, tmp_path / "t.h5md")
     before = snapshot(tmp_path)
-    one_error(run_cli("rechunk", "t.h5md", "-o", "t.h5md", "--resume", cwd=tmp_path), "is the input")
+    assert_clean_failure(run_cli("rechunk", "t.h5md", "-o", "t.h5md", "--resume", cwd=tmp_path), "is the input")
     assert snapshot(tmp_path) == before
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from MDAnalysisTests import datafiles as D
 
-from tests.cli.test_bad_input import assert_clean_failure
+from tests.cli._helpers import assert_clean_failure
 from tests.conftest import run_cli
 from trajscale.report.timing import RunReport
 

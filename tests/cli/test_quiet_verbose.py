@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from MDAnalysisTests import datafiles as D
 
+from tests.cli._helpers import convert_with_cli
 from tests.conftest import run_cli
 
 #: What tqdm draws: "convert:  40%|████      | 4/10 [00:00<00:00, 181.30frame/s]".
@@ -24,10 +25,7 @@ TQDM = re.compile(r"\d+%\|")
 @pytest.fixture(scope="module")
 def vacuum_h5md(tmp_path_factory):
     """PSF/DCD converted by the CLI (quietly)."""
-    out = tmp_path_factory.mktemp("quiet") / "adk.h5md"
-    proc = run_cli("-q", "convert", D.PSF, D.DCD, "-o", str(out))
-    assert proc.returncode == 0, proc.stderr
-    return str(out)
+    return convert_with_cli(tmp_path_factory.mktemp("quiet") / "adk.h5md", D.PSF, D.DCD)
 
 
 @pytest.mark.parametrize("where", ["before", "after"])

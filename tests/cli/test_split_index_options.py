@@ -9,17 +9,15 @@ from MDAnalysis.analysis import rms
 from MDAnalysis.coordinates.memory import MemoryReader
 
 import trajscale as ts
-from tests.cli.test_bad_input import assert_clean_failure
-from tests.cli.test_units_groups_cli import ANGSTROM
+from tests.cli._helpers import adk_positions, assert_clean_failure, write_two_groups, write_without_units
 from tests.conftest import run_cli
-from tests.sources.test_units_and_groups import write_h5md
 from trajscale.sources import SegmentedSource
 
 
 def test_split_states_the_units_of_an_input_without_them(tmp_path, adk_vacuum):
-    pos = mda.Universe(*adk_vacuum).trajectory.timeseries(order="fac")[:10]
+    pos = adk_positions(adk_vacuum)
     nounit = tmp_path / "nounit.h5md"
-    write_h5md(nounit, {"all": (pos.astype(np.float64) / 10).astype(np.float32)}, units=None)   # nm, unstated
+    write_without_units(nounit, pos)   # nm, unstated
     out = tmp_path / "parts"
     assert_clean_failure(run_cli("split", str(nounit), "-o", str(out), "--parts", "2"), "--assume-units")
     ok = run_cli("split", str(nounit), "-o", str(out), "--parts", "2", "--assume-units", "nm")
@@ -31,10 +29,10 @@ def test_split_states_the_units_of_an_input_without_them(tmp_path, adk_vacuum):
 
 def test_index_reads_the_chosen_group_and_keeps_it(tmp_path, adk_vacuum):
     top = adk_vacuum[0]
-    pos = mda.Universe(*adk_vacuum).trajectory.timeseries(order="fac")[:10]
+    pos = adk_positions(adk_vacuum)
     a, b = tmp_path / "a.h5md", tmp_path / "b.h5md"
     for path, shift in ((a, 0.0), (b, 100.0)):   # two parts, the second later in time
-        write_h5md(path, {"protein": pos, "solvent": pos[:, :5] + 1}, ANGSTROM, box=(80.0, 80.0, 80.0))
+        write_two_groups(path, pos)
         with h5py.File(path, "r+") as f:
             for fl in ("position", "velocity", "force"):
                 f[f"particles/protein/{fl}/time"][...] += shift

@@ -7,24 +7,28 @@ import MDAnalysis as mda
 import numpy as np
 import pytest
 
-from tests.cli.test_bad_input import assert_clean_failure
+from tests.cli._helpers import (
+    adk_positions,
+    assert_clean_failure,
+    in_nm,
+    mda_rmsd_ca,
+    write_two_groups,
+    write_without_units,
+)
 from tests.conftest import run_cli
 from tests.sources.test_units_and_groups import write_h5md
-
-ANGSTROM = {"position": "Angstrom", "velocity": "Angstrom ps-1", "force": "kJ mol-1 Angstrom-1",
-            "time": "ps", "box": "Angstrom"}
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, adk_vacuum):
     d = tmp_path_factory.mktemp("cli_groups")
-    pos = mda.Universe(*adk_vacuum).trajectory.timeseries(order="fac")[:10]
+    pos = adk_positions(adk_vacuum)
     multi = d / "multi.h5md"
-    write_h5md(multi, {"protein": pos, "solvent": pos[:, :5] + 1}, ANGSTROM, box=(80.0, 80.0, 80.0))
+    write_two_groups(multi, pos)
     nounit = d / "nounit.h5md"
-    write_h5md(nounit, {"all": (pos.astype(np.float64) / 10).astype(np.float32)}, units=None)
+    write_without_units(nounit, pos)
     multi_nm = d / "multi_nm.h5md"
-    nm = (pos.astype(np.float64) / 10).astype(np.float32)
+    nm = in_nm(pos)
     write_h5md(multi_nm, {"protein": nm, "solvent": nm[:, :5]}, units=None)
     return {"multi": str(multi), "nounit": str(nounit), "multi_nm": str(multi_nm), "dir": d}
 
@@ -71,11 +75,7 @@ def test_missing_units_refused_unless_stated(files, adk_vacuum):
     ok = run_cli("run", "rmsd", top, f, "--assume-units", "nm", "--select", "name CA", "--out", str(csv),
                  "--no-progress")
     assert ok.returncode == 0, ok.stderr
-    from MDAnalysis.analysis import rms
-
-    u = mda.Universe(*adk_vacuum)
-    u.transfer_to_memory(stop=10)
-    ref = rms.RMSD(u, select="name CA").run().results.rmsd[:, 2]
+    ref = mda_rmsd_ca(adk_vacuum)
     np.testing.assert_allclose(np.loadtxt(csv, delimiter=",", skiprows=1)[:, 2], ref, atol=1e-4)
     ok = run_cli("inspect", f, "--assume-units", "nm")
     assert ok.returncode == 0 and "assumed: nm" in ok.stdout, ok.stdout + ok.stderr
@@ -104,8 +104,6 @@ def test_groupselection_still_reports_groups(tmp_path, adk_vacuum, adk_vacuum_h5
 
 def test_mpi_ranks_read_the_chosen_group_in_the_stated_units(files, adk_vacuum):
     """--group and --assume-units travel to every MPI rank with the source's config."""
-    from MDAnalysis.analysis import rms
-
     from tests.conftest import run_mpi
 
     csv = files["dir"] / "mpi.csv"
@@ -113,9 +111,7 @@ def test_mpi_ranks_read_the_chosen_group_in_the_stated_units(files, adk_vacuum):
                        "--group", "protein", "--assume-units", "nm", "--select", "name CA",
                        "--executor", "mpi", "--out", str(csv), "--no-progress"])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    u = mda.Universe(*adk_vacuum)
-    u.transfer_to_memory(stop=10)
-    ref = rms.RMSD(u, select="name CA").run().results.rmsd[:, 2]
+    ref = mda_rmsd_ca(adk_vacuum)
     np.testing.assert_allclose(np.loadtxt(csv, delimiter=",", skiprows=1)[:, 2], ref, atol=1e-4)
 
 

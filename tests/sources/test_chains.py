@@ -274,7 +274,7 @@ def test_parts_with_other_atom_counts_are_one_clear_error(xtc_parts, dcd_parts):
 
 def test_a_damaged_part_is_named_in_one_clear_error(xtc_parts, tmp_path):
     """The CLI over a chain whose middle part is cut short, or is not an XTC: one line naming that part."""
-    from tests.cli.test_bad_input import assert_clean_failure
+    from tests.cli._helpers import assert_clean_failure
     from tests.conftest import run_cli
 
     parts = [shutil.copy(p, tmp_path) for p in xtc_parts]

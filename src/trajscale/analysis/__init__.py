@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from .._lazy import attach
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    #: Name -> class of every built-in analysis (``"rmsd"``: :class:`~trajscale.RMSD`, ...), the registry workers
+    #: rebuild analyses from; tests and plug-ins add their own to it. Built when first read.
+    ANALYSES: dict[str, type]
+
 __all__ = ["ANALYSES", "RDF", "RMSD", "RMSF", "Analysis", "AverageResult", "AverageStructure", "Contacts",
            "ContactsResult", "Distances", "PerFrame", "Prepared", "RDFResult", "RMSDResult", "RMSFResult",
            "RadiusOfGyration", "Reduce", "ReduceResult", "TimeSeries", "analysis_from_config", "per_frame"]

@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ConvertSummary:
+    """What :func:`convert` wrote: the output, its size and layout, the frames dropped or renumbered, the time."""
+
     output: str
     n_frames: int
     n_atoms: int

@@ -67,6 +67,8 @@ COPY_BYTES = 4 * 1024**2
 
 @dataclass(frozen=True)
 class RechunkSummary:
+    """What :func:`rechunk` wrote: frames, datasets, bytes in and out, seconds, and the frame it resumed from."""
+
     output: str
     n_frames: int
     datasets: int

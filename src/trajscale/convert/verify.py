@@ -21,6 +21,8 @@ ATOL = 1e-5
 
 @dataclass
 class VerifyReport:
+    """The largest differences :func:`verify` found (positions, box, time, step) and the problems it names."""
+
     n_frames: int
     n_atoms: int
     max_dx: float = 0.0
@@ -40,7 +42,7 @@ class VerifyReport:
 def verify(topology: str, trajectories: list[str], h5md: str, *, select: str | None = None,
            start=None, stop=None, step=None, progress: bool = False, group: str | None = None,
            assume_units: str | None = None, continuous: bool = False) -> VerifyReport:
-    """Frame-by-frame max |dx|, time, step and box of ``h5md`` against its sources.
+    """Frame-by-frame max ``|dx|``, time, step and box of ``h5md`` against its sources.
 
     Positions stored at a stated precision (``rechunk --precision``) must lie within
     their quantum / 2 (<= precision / 2) of the source's; everything else within float32

@@ -78,6 +78,8 @@ class PackPlan:
 
 @dataclass(frozen=True, slots=True)
 class PackSummary:
+    """What :func:`pack` wrote: the store, its input files, samples and keys, bytes, and files resumed."""
+
     output: str
     n_files: int
     n_samples: int

@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from .._lazy import attach
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    #: The write strategies :class:`~trajscale.ParallelWriter` accepts: ``"gather"``, ``"independent"``, ``"collective"``.
+    STRATEGIES: tuple[str, ...]
+
 __all__ = ["STRATEGIES", "ParallelWriter", "RepairResult", "repair"]
 
 __getattr__, __dir__ = attach(__name__, {

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RepairResult:
+    """What :func:`repair` did: the complete frames kept, the rows dropped per dataset, and how."""
+
     path: str
     n_frames: int        # complete frames (of the first particle group)
     dropped: dict        # dataset name -> rows removed

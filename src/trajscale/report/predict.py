@@ -283,6 +283,7 @@ def terms_at(model: Model, n: int, machine: Machine = Machine()) -> dict[str, fl
 
 
 def wall_at(model: Model, n: int, machine: Machine = Machine()) -> float:
+    """Predicted wall time (s) at ``n`` ranks: :func:`terms_at`'s fixed, start-up, work and communication terms."""
     t = terms_at(model, n, machine)
     return t["fixed"] + t["start-up"] + t["work"] + t["communication"]
 
@@ -336,6 +337,7 @@ def predict(report: RunReport, ns: list[int], machine: Machine = Machine(),
 
 
 def predict_model(model: Model, ns: list[int], machine: Machine = Machine()) -> list[Prediction]:
+    """The :class:`Prediction` at each N of ``ns`` from a fitted model (S and E against its own N = 1)."""
     w1 = wall_at(model, 1, machine)
     out = []
     for n in ns:

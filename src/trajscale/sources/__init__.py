@@ -11,6 +11,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .base import Source
 
+    #: Kind -> Source class (``"h5md"``, ``"mda"``, ``"segments"``, ``"part"``), as a Source's
+    #: ``get_config()`` names it. Built when first read (it imports every source module).
+    SOURCES: dict[str, type[Source]]
+
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 #: kind -> (module, class) of every Source; a worker imports only the one its config names.
 _KINDS = {"h5md": (".h5md", "H5MDSource"), "mda": (".mda", "MDASource"), "segments": (".segments", "SegmentedSource"),

@@ -134,7 +134,7 @@ def scan_part(path: str) -> dict:
 
 
 class PartSource(Source):
-    """Frames of one XTC, TRR, DCD, NetCDF, ... file, without a topology.
+    """Frames of one trajectory file (XTC, TRR, DCD, NetCDF, ...), read without a topology.
 
     Parameters
     ----------

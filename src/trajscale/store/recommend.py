@@ -33,6 +33,8 @@ MEASURED = {
 
 @dataclass(frozen=True)
 class Recommendation:
+    """A recommended layout for an access pattern: why, the command that writes it, and a smaller alternative."""
+
     pattern: str
     layout: str           # a key of MEASURED
     why: str
