@@ -29,6 +29,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from trajscale.util import check_script_output, write_script_json
+
+PROG = Path(__file__).name
 CA = "protein and name CA"
 #: name -> (trajscale expression, MDAnalysis expression, MDAnalysis parallelizable, result expressions)
 CASES = {
@@ -120,29 +123,6 @@ def measure(name: str, side: str, top: str, h5: str, n: int, topology_cache: boo
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _check_json(path: str, overwrite: bool) -> None:
-    """Refuse an existing ``--json`` file without ``--overwrite`` (or a missing folder): one line, exit 1."""
-    from trajscale.errors import OutputError
-    from trajscale.util import check_output_path
-
-    try:
-        check_output_path(path, overwrite=overwrite)
-    except OutputError as exc:
-        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
-
-
-def _write_json(path: str, obj, overwrite: bool) -> None:
-    """``obj`` as JSON at ``path``: a temporary name, fsync, rename (a reader never sees half of it)."""
-    from trajscale.errors import OutputError
-    from trajscale.util import atomic_output
-
-    try:
-        with atomic_output(path, overwrite=overwrite) as tmp:
-            tmp.write_text(json.dumps(obj, indent=1))
-    except OutputError as exc:   # appeared or lost its folder while we measured
-        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
-
-
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
@@ -159,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                         "MDAnalysis parses it as always")
     args = p.parse_args(argv)
     if args.json:   # refused before the measurements, not after them
-        _check_json(args.json, args.overwrite)
+        check_script_output(PROG, args.json, args.overwrite)
     top, h5 = build_demo_file(args.workdir, args.frames, source=args.source, progress=False)
     n = args.n_workers
     if args.topology_cache:
@@ -188,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{got['ts-processes']['warm']:.2f} s        {diff:.1e}   (load {os.getloadavg()[0]:.1f})", flush=True)
         rows[name] = {s: {"cold": got[s]["cold"], "warm": got[s]["warm"]} for s in got} | {"max_diff": diff}
     if args.json:
-        _write_json(args.json, rows, args.overwrite)
+        write_script_json(PROG, args.json, rows, args.overwrite)
     return 0 if ok else 1
 
 

@@ -22,6 +22,10 @@ import statistics
 import time
 from pathlib import Path
 
+from trajscale.util import check_script_output, write_script_json
+
+PROG = Path(__file__).name
+
 
 def variants(planned: str, workdir: Path, only: list[str] | None = None) -> dict[str, str]:
     """name -> path of every layout (or of those whose names contain one of ``only``), made from the
@@ -145,29 +149,6 @@ def xtc_reference(top: str, xtc: Path, frames: int) -> tuple[float, float]:
     return xtc.stat().st_size / n * frames, u.atoms.n_atoms * 12 / 1e9 / dt
 
 
-def _check_json(path: str, overwrite: bool) -> None:
-    """Refuse an existing ``--json`` file without ``--overwrite`` (or a missing folder): one line, exit 1."""
-    from trajscale.errors import OutputError
-    from trajscale.util import check_output_path
-
-    try:
-        check_output_path(path, overwrite=overwrite)
-    except OutputError as exc:
-        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
-
-
-def _write_json(path: str, obj, overwrite: bool) -> None:
-    """``obj`` as JSON at ``path``: a temporary name, fsync, rename (a reader never sees half of it)."""
-    from trajscale.errors import OutputError
-    from trajscale.util import atomic_output
-
-    try:
-        with atomic_output(path, overwrite=overwrite) as tmp:
-            tmp.write_text(json.dumps(obj, indent=1))
-    except OutputError as exc:   # appeared or lost its folder while we measured
-        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
-
-
 def main(argv: list[str] | None = None) -> int:
     import warnings
 
@@ -184,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                                                 "(the planned file always)")
     args = p.parse_args(argv)
     if args.json:   # refused before the measurements, not after them
-        _check_json(args.json, args.overwrite)
+        check_script_output(PROG, args.json, args.overwrite)
     top, planned = build_demo_file(args.workdir, args.frames, source=args.source, progress=False)
     workdir = Path(args.workdir)
     files = variants(planned, workdir, args.only.split(",") if args.only else None)
@@ -207,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'XTC via MDAnalysis':<34}{xtc_size / base:>6.2f}{1:>6.2f}{xtc_rate:>10.2f}{1:>6.1f}")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     if args.json:
-        _write_json(args.json, rows, args.overwrite)
+        write_script_json(PROG, args.json, rows, args.overwrite)
     return 0
 
 

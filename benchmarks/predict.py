@@ -20,13 +20,16 @@ prediction at their core counts, beside the published figures (docs/benchmarks.m
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from trajscale.util import check_script_output, write_script_json
+
+PROG = Path(__file__).name
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
@@ -133,29 +136,6 @@ def seed_tables() -> str:
     return "\n".join(out)
 
 
-def _check_json(path: str, overwrite: bool) -> None:
-    """Refuse an existing ``--json`` file without ``--overwrite`` (or a missing folder): one line, exit 1."""
-    from trajscale.errors import OutputError
-    from trajscale.util import check_output_path
-
-    try:
-        check_output_path(path, overwrite=overwrite)
-    except OutputError as exc:
-        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
-
-
-def _write_json(path: str, obj, overwrite: bool) -> None:
-    """``obj`` as JSON at ``path``: a temporary name, fsync, rename (a reader never sees half of it)."""
-    from trajscale.errors import OutputError
-    from trajscale.util import atomic_output
-
-    try:
-        with atomic_output(path, overwrite=overwrite) as tmp:
-            tmp.write_text(json.dumps(obj, indent=1))
-    except OutputError as exc:   # appeared or lost its folder while we measured
-        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--frames", type=int, default=150)
@@ -167,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     a = ap.parse_args(argv)
     if a.json:   # refused before the measurements, not after them
-        _check_json(a.json, a.overwrite)
+        check_script_output(PROG, a.json, a.overwrite)
     if a.seeds:
         print(seed_tables())
         return 0
@@ -186,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['cores_before']:>3}/{r['cores_after']:<2} {r['serial_measured']:>9.3f} {r['serial_model']:>9.3f} "
               f"{r['predicted']:>8.3f} {r['measured']:>8.3f} {r['error']:>+7.1%}  {r['limit']}")
     if a.json:
-        _write_json(a.json, rows, a.overwrite)
+        write_script_json(PROG, a.json, rows, a.overwrite)
     return 0
 
 

@@ -32,6 +32,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from trajscale.util import check_script_output, write_script_json
+
+PROG = Path(__file__).name
+
 HERE = Path(__file__).resolve().parent
 PHASES = ("t_init_top", "t_init_traj", "t_io", "t_compute", "t_wait", "t_comm")
 
@@ -118,29 +122,6 @@ def _aggregate(runs: list[dict]) -> dict:
             "t_map": statistics.median(r["t_total"] - r["t_prepare"] for r in runs)}
 
 
-def _check_json(path: str, overwrite: bool) -> None:
-    """Refuse an existing ``--json`` file without ``--overwrite`` (or a missing folder): one line, exit 1."""
-    from trajscale.errors import OutputError
-    from trajscale.util import check_output_path
-
-    try:
-        check_output_path(path, overwrite=overwrite)
-    except OutputError as exc:
-        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
-
-
-def _write_json(path: str, obj, overwrite: bool) -> None:
-    """``obj`` as JSON at ``path``: a temporary name, fsync, rename (a reader never sees half of it)."""
-    from trajscale.errors import OutputError
-    from trajscale.util import atomic_output
-
-    try:
-        with atomic_output(path, overwrite=overwrite) as tmp:
-            tmp.write_text(json.dumps(obj, indent=1))
-    except OutputError as exc:   # appeared or lost its folder while we measured
-        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
-
-
 def _progress(rows: list[dict], json_path: str | None, overwrite: bool) -> None:
     """Show each result as it comes (a long run cut off still leaves its numbers in ``json_path``).
 
@@ -150,7 +131,7 @@ def _progress(rows: list[dict], json_path: str | None, overwrite: bool) -> None:
     print(f"  {r['executor']} N={r['n']}: t_total {r['t_total']:.3f} s, t_map {r['t_map']:.3f} s "
           f"(runs {' '.join(f'{t:.2f}' for t in r['t_all'])})", file=sys.stderr, flush=True)
     if json_path:
-        _write_json(json_path, rows, overwrite or len(rows) > 1)
+        write_script_json(PROG, json_path, rows, overwrite or len(rows) > 1)
 
 
 def print_table(rows: list[dict]) -> None:
@@ -194,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     args = p.parse_args(argv)
     if args.json:   # refused before the measurements, not after them
-        _check_json(args.json, args.overwrite)
+        check_script_output(PROG, args.json, args.overwrite)
     global MPIEXEC
     MPIEXEC = args.mpiexec
     from trajscale.parallel import h5py_has_mpi
@@ -251,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"trajscale mpi({base['n']}) / MDAnalysis-MPI({base['n']}), {what}: "
                   f"{fps_ts:,.0f} / {fps_mda:,.0f} frames/s = {fps_ts / fps_mda:.1f}x")
     if args.json:
-        _write_json(args.json, rows, args.overwrite or bool(rows))
+        write_script_json(PROG, args.json, rows, args.overwrite or bool(rows))
     return 0
 
 

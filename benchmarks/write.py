@@ -39,6 +39,10 @@ from pathlib import Path
 
 import numpy as np
 
+from trajscale.util import check_script_output, write_script_json
+
+PROG = Path(__file__).name
+
 STRATEGIES = ("gather", "independent", "collective")
 
 
@@ -140,29 +144,6 @@ def serial_baselines(args, d: Path) -> dict:
     return out, n_atoms
 
 
-def _check_json(path: str, overwrite: bool) -> None:
-    """Refuse an existing ``--json`` file without ``--overwrite`` (or a missing folder): one line, exit 1."""
-    from trajscale.errors import OutputError
-    from trajscale.util import check_output_path
-
-    try:
-        check_output_path(path, overwrite=overwrite)
-    except OutputError as exc:
-        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
-
-
-def _write_json(path: str, obj, overwrite: bool) -> None:
-    """``obj`` as JSON at ``path``: a temporary name, fsync, rename (a reader never sees half of it)."""
-    from trajscale.errors import OutputError
-    from trajscale.util import atomic_output
-
-    try:
-        with atomic_output(path, overwrite=overwrite) as tmp:
-            tmp.write_text(json.dumps(obj, indent=1))
-    except OutputError as exc:   # appeared or lost its folder while we measured
-        raise SystemExit(f"{Path(__file__).name}: {exc}") from None
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--replicas", type=int, default=3, help="copies per axis (3 -> 27 copies, 1.29 M atoms)")
@@ -176,7 +157,7 @@ def main(argv=None) -> int:
     p.add_argument("--path", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.json:   # refused before the measurements, not after them
-        _check_json(args.json, args.overwrite)
+        check_script_output(PROG, args.json, args.overwrite)
     if args.worker:
         worker(args)
         return 0
@@ -204,7 +185,7 @@ def main(argv=None) -> int:
     h5 = max(r["mb_per_s"] for name, r in rows.items() if name.startswith("trajscale"))
     print(f"best trajscale H5MD / ASCII: {h5 / rows['ASCII XYZ (savetxt)']['mb_per_s']:.2f}x (target >= 2.5x)")
     if args.json:
-        _write_json(args.json, {"n_atoms": n_atoms, "frames": args.frames, "rows": rows}, args.overwrite)
+        write_script_json(PROG, args.json, {"n_atoms": n_atoms, "frames": args.frames, "rows": rows}, args.overwrite)
     return 0
 
 

@@ -197,6 +197,27 @@ def fsync_path(path: Path, directory: bool = False) -> None:
         os.close(fd)
 
 
+def check_script_output(prog: str, path: str | os.PathLike, overwrite: bool) -> None:
+    """For a command-line script (the benchmarks): an output refused before any work, because it exists
+    without ``overwrite`` or its folder is missing, is one line naming it and exit status 1."""
+    try:
+        check_output_path(path, overwrite=overwrite)
+    except OutputError as exc:
+        raise SystemExit(f"{prog}: {exc}") from None
+
+
+def write_script_json(prog: str, path: str | os.PathLike, obj, overwrite: bool) -> None:
+    """``obj`` as JSON at ``path`` for a command-line script: a temporary name, fsync, rename (a reader
+    never sees half of it); refused as :func:`check_script_output` refuses."""
+    import json
+
+    try:
+        with atomic_output(path, overwrite=overwrite) as tmp:
+            tmp.write_text(json.dumps(obj, indent=1))
+    except OutputError as exc:   # appeared, or lost its folder, while the script measured
+        raise SystemExit(f"{prog}: {exc}") from None
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike, overwrite: bool = True):
     """Yield a temporary path beside ``path``; rename it to ``path`` only on success.
