@@ -11,7 +11,8 @@ on every executor and task count.  A value is held as ``hi * 2**32 + lo`` (``lo`
 
 from libc.stdint cimport int64_t
 cimport cython
-from cpython.exc cimport PyErr_CheckSignals
+
+from ._chunks cimport Chunks, frame_chunks, next_chunk
 
 ctypedef fused real:
     float
@@ -67,19 +68,16 @@ def fixed_sums(const real[:, :, ::1] x, const double[:, ::1] shift, int64_t[:, :
     ``shift`` (nothing is added from that frame on).  The GIL is released; Ctrl-C is noticed
     every 64 frames.
     """
-    cdef Py_ssize_t f0, f1, n_frames = x.shape[0]
+    cdef Py_ssize_t n_frames = x.shape[0]
     cdef int bad = 0
     if x.shape[1] != shift.shape[0] or x.shape[2] != 3 or shift.shape[1] != 3:
         raise ValueError(f"coordinates {tuple(x.shape)[:3]} and shift {tuple(shift.shape)[:2]} do not match")
     if out.shape[0] != 4 or out.shape[1] != x.shape[1] or out.shape[2] != 3:
         raise ValueError("out must be (4, N, 3) int64")
-    f0 = 0
-    while f0 < n_frames:
-        f1 = min(f0 + CHUNK, n_frames)
+    cdef Chunks ch = frame_chunks(n_frames, CHUNK)
+    while next_chunk(&ch):
         with nogil:
-            bad = _accumulate(x, shift, out, squares, f0, f1)
+            bad = _accumulate(x, shift, out, squares, ch.start, ch.stop)
         if bad:
             return bad - 1
-        PyErr_CheckSignals()
-        f0 = f1
     return -1
