@@ -1,6 +1,6 @@
-"""The RDF pair search, the delta codecs and the direct-read gather, kernel by kernel, one thread.
+"""The RDF pair search, the delta codecs, the direct-read gather and the exact sums, kernel by kernel, one thread.
 
-    python benchmarks/compiled_kernels.py [--frames 1000] [--repeat 5] [--only rdf,codecs,pread]
+    python benchmarks/compiled_kernels.py [--frames 1000] [--repeat 5] [--only rdf,codecs,pread,sums]
 
 Data: the AdK-in-water system of MDAnalysisTests (GRO + XTC, 47,681 atoms, a
 rhombic dodecahedron box), its XTC frames repeated with 0.1 Å noise.
@@ -12,7 +12,11 @@ rhombic dodecahedron box), its XTC frames repeated with 0.1 Å noise.
   ``Deltas32.decode`` of 60 whole frames in memory, Mvalues/s (a value: one coordinate);
 * ``pread``: ``DirectReads.read`` of an uncompressed contiguous dataset of 200
   frames (page cache warm): whole frames, and 4,000 atoms spread over the system
-  (runs read into the row buffer, then gathered), GB/s of the frames' bytes.
+  (runs read into the row buffer, then gathered), GB/s of the frames' bytes;
+* ``sums``: ``kernels._sums.fixed_sums`` (the exact fixed-point sums of RMSF and the
+  average structure) of ``--frames`` frames x 3,334 atoms x 3 values (10**7 at 1,000 frames;
+  1.5 Å around each atom's shift), float64 and float32, with and without squares, at the baseline vector
+  width and at AVX2's (where the CPU has it), ns per value.
 
 Prints the best of ``--repeat`` per row, in CPU time of this process (user + system:
 one thread, and the page-cache copies of ``pread`` count; other processes on a shared
@@ -122,14 +126,29 @@ def bench_pread(args) -> None:
             reader.close()
 
 
+def bench_sums(args) -> None:
+    from trajscale.kernels import _sums
+
+    rng = np.random.default_rng(0)
+    shift = rng.uniform(0, 80, (3334, 3))
+    x64 = shift + rng.normal(0, 1.5, (args.frames, 3334, 3))
+    out = np.zeros((4, 3334, 3), np.int64)
+    for x in (x64, x64.astype(np.float32)):
+        for squares in (True, False):
+            for simd in sorted({0, _sums.SIMD_LEVEL}):
+                t = best_of(lambda x=x, sq=squares, lv=simd: _sums.fixed_sums(x, shift, out, sq, lv), args.repeat)
+                print(f"fixed_sums {x.dtype} squares={squares!s:<5} {('baseline', '', 'avx2')[simd]:<8} {x.size:.1e} values "
+                      f"{t * 1e3:8.2f} ms  {t / x.size * 1e9:6.2f} ns/value")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--frames", type=int, default=1000)
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--only", default="rdf,codecs,pread")
+    p.add_argument("--only", default="rdf,codecs,pread,sums")
     args = p.parse_args()
     for name in args.only.split(","):
-        {"rdf": bench_rdf, "codecs": bench_codecs, "pread": bench_pread}[name](args)
+        {"rdf": bench_rdf, "codecs": bench_codecs, "pread": bench_pread, "sums": bench_sums}[name](args)
 
 
 if __name__ == "__main__":

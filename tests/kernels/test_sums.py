@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from trajscale.errors import BadCoordinatesError
+from trajscale.kernels import _sums
 from trajscale.kernels.sums import exact_sum, frame_sums, mean_and_m2, shift_of, volume_of
 
 
@@ -39,6 +40,56 @@ def test_float64_big_endian_and_strided_inputs_give_the_same_words(coords):
     wide = np.zeros((97, 100, 3), np.float64)
     wide[:, ::2] = coords
     assert np.array_equal(frame_sums(wide[:, ::2], shift), want)
+
+
+def reference_words(x: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """The words by their definition, in NumPy: d = x - shift in float64, q = rint(d * 2**40) as
+    (q >> 32, q & 0xFFFFFFFF); s = (d * d) * 2**8 as (floor(s), rint((s - floor(s)) * 2**32))."""
+    d = x.astype(np.float64) - shift
+    q = np.rint(d * 2.0**40).astype(np.int64)
+    s = (d * d) * 256.0
+    w = np.floor(s)
+    return np.stack([(q >> 32).sum(0), (q & 0xFFFFFFFF).sum(0), w.astype(np.int64).sum(0),
+                     np.rint((s - w) * 2.0**32).astype(np.int64).sum(0)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("simd", [0, 2])
+def test_words_are_the_definition_at_every_vector_width(dtype, simd):
+    """Ties of the 2**-40 grid (both signs), values near the 2,048 Å limit, tiny ones and squares whose
+    low word rounds up to 2**32, over 37 frames (not a multiple of the kernel's frame groups) and
+    300 atoms (tiles of 128 and a partial one), at the baseline vector width and at AVX2's."""
+    rng = np.random.default_rng(11)
+    n_frames, n_atoms = 37, 300
+    shift = np.round(rng.uniform(-60, 60, (n_atoms, 3)) * 2.0**20) / 2.0**20
+    d = rng.normal(0, 2.0, (n_frames, n_atoms, 3))
+    kind = rng.integers(0, 6, d.shape)
+    ties = (2 * rng.integers(0, 2**20, d.shape) + 1) * 2.0**-41 * rng.choice([-1, 1], d.shape)
+    d = np.where(kind == 0, ties, d)
+    d = np.where(kind == 1, rng.uniform(-2047.9, 2047.9, d.shape), d)
+    d = np.where(kind == 2, rng.normal(0, 1e-9, d.shape), d)
+    x = shift + d
+    shift[:10] = 0.0   # (1/16 - 2**-57)**2 * 2**8 = 1 - 2**-52: its low word rounds to 2**32
+    x[:, :10] = np.nextafter(1 / 16, 0) * rng.choice([-1, 1], (n_frames, 10, 3))
+    x = x.astype(dtype)
+    out = np.zeros((4, n_atoms, 3), np.int64)
+    assert _sums.fixed_sums(x, shift, out, True, simd) == -1
+    want = reference_words(x, shift)
+    assert np.array_equal(out, want)
+    if dtype == np.float64:
+        assert (want[3] == 37 * 2**32).any()
+    out[:] = 0
+    assert _sums.fixed_sums(x, shift, out, False, simd) == -1
+    assert np.array_equal(out[:2], want[:2]) and not out[2:].any()
+
+
+def test_the_first_bad_frame_is_named_whatever_its_atom():
+    """A bad value in frame 3 of atom 200 (the second tile of atoms) comes before one in frame 10 of
+    atom 0 (the first tile): frame 3 is named."""
+    x = np.zeros((20, 300, 3), np.float32)
+    x[10, 0, 0] = np.nan
+    x[3, 200, 2] = 3000.0
+    assert _sums.fixed_sums(x, np.zeros((300, 3)), np.zeros((4, 300, 3), np.int64), True) == 3
 
 
 def test_far_or_non_finite_coordinates_name_the_frame(coords):

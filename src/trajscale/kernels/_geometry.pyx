@@ -9,16 +9,10 @@ and checks for signals (Ctrl-C) between chunks.  Every frame is summed in atom o
 
 import numpy as np
 
-from cpython.exc cimport PyErr_CheckSignals
 from cython cimport floating
 from libc.math cimport rint, sqrt, INFINITY
 
-# Work per GIL-free chunk (pairs or atoms: a few milliseconds), then a signal check.
-cdef Py_ssize_t CHUNK = 1 << 21
-
-
-cdef inline Py_ssize_t _chunk(Py_ssize_t per_frame) noexcept nogil:
-    return max(1, CHUNK // max(per_frame, 1))
+from ._chunks cimport Chunks, chunks, next_chunk
 
 
 cdef void _image_shifts(const double *h, double *out) noexcept nogil:
@@ -100,24 +94,21 @@ def triclinic_arrays(const double[:, :, ::1] a, const double[:, :, ::1] b, const
     ``safe2`` (F,): squared half of each box's smallest perpendicular width (see ``_shortest``).
     """
     _check_boxes(a, b, h, safe2)
-    cdef Py_ssize_t n_frames = a.shape[0], n = a.shape[1], m = b.shape[1], f, f0, f1, i, j
+    cdef Py_ssize_t n_frames = a.shape[0], n = a.shape[1], m = b.shape[1], f, i, j
     out_a = np.empty((n_frames, n, m))
     cdef double[:, :, ::1] out = out_a
     cdef double shifts[84]
     cdef const double *hf
-    f0 = 0
-    while f0 < n_frames:
-        f1 = min(n_frames, f0 + _chunk(n * m))
+    cdef Chunks ch = chunks(n_frames, n * m)
+    while next_chunk(&ch):
         with nogil:
-            for f in range(f0, f1):
+            for f in range(ch.start, ch.stop):
                 hf = &h[f, 0, 0]
                 _image_shifts(hf, shifts)
                 for i in range(n):
                     for j in range(m):
                         out[f, i, j] = _shortest(a[f, i, 0] - b[f, j, 0], a[f, i, 1] - b[f, j, 1],
                                                  a[f, i, 2] - b[f, j, 2], hf, safe2[f], shifts)
-        PyErr_CheckSignals()
-        f0 = f1
     return out_a
 
 
@@ -127,29 +118,26 @@ def triclinic_pairs(const double[:, :, ::1] a, const double[:, :, ::1] b, const 
     _check_boxes(a, b, h, safe2)
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"pairs need as many atoms in a ({a.shape[1]}) as in b ({b.shape[1]})")
-    cdef Py_ssize_t n_frames = a.shape[0], n = a.shape[1], f, f0, f1, i
+    cdef Py_ssize_t n_frames = a.shape[0], n = a.shape[1], f, i
     out_a = np.empty((n_frames, n))
     cdef double[:, ::1] out = out_a
     cdef double shifts[84]
     cdef const double *hf
-    f0 = 0
-    while f0 < n_frames:
-        f1 = min(n_frames, f0 + _chunk(n))
+    cdef Chunks ch = chunks(n_frames, n)
+    while next_chunk(&ch):
         with nogil:
-            for f in range(f0, f1):
+            for f in range(ch.start, ch.stop):
                 hf = &h[f, 0, 0]
                 _image_shifts(hf, shifts)
                 for i in range(n):
                     out[f, i] = _shortest(a[f, i, 0] - b[f, i, 0], a[f, i, 1] - b[f, i, 1],
                                           a[f, i, 2] - b[f, i, 2], hf, safe2[f], shifts)
-        PyErr_CheckSignals()
-        f0 = f1
     return out_a
 
 
 def radius_of_gyration(const floating[:, :, ::1] x, const double[::1] masses):
     """(F,) mass-weighted radius of gyration of (F, N, 3) coordinates, float64 sums, two passes per frame."""
-    cdef Py_ssize_t n_frames = x.shape[0], n = x.shape[1], f, f0, f1, i
+    cdef Py_ssize_t n_frames = x.shape[0], n = x.shape[1], f, i
     if x.shape[2] != 3 or masses.shape[0] != n:
         raise ValueError(f"{masses.shape[0]} masses for coordinates of shape {tuple(x.shape)}")
     out_a = np.empty(n_frames)
@@ -157,11 +145,10 @@ def radius_of_gyration(const floating[:, :, ::1] x, const double[::1] masses):
     cdef double total = 0.0, cx, cy, cz, m, dx, dy, dz, s
     for i in range(n):
         total += masses[i]
-    f0 = 0
-    while f0 < n_frames:
-        f1 = min(n_frames, f0 + _chunk(2 * n))
+    cdef Chunks ch = chunks(n_frames, 2 * n)
+    while next_chunk(&ch):
         with nogil:
-            for f in range(f0, f1):
+            for f in range(ch.start, ch.stop):
                 cx = cy = cz = 0.0
                 for i in range(n):
                     m = masses[i]
@@ -178,8 +165,6 @@ def radius_of_gyration(const floating[:, :, ::1] x, const double[::1] masses):
                     dz = x[f, i, 2] - cz
                     s += masses[i] * (dx * dx + dy * dy + dz * dz)
                 out[f] = sqrt(s / total)
-        PyErr_CheckSignals()
-        f0 = f1
     return out_a
 
 

@@ -245,6 +245,19 @@ cdef inline void _cell(float x, float y, float z, const double* h, int64_t n0, i
     out[2] = _clamp_floor(s2, n2)
 
 
+cdef inline int64_t _wrap_cell(int64_t t, int64_t n, double* image) noexcept nogil:
+    """Neighbour cell ``t`` on an axis of ``n`` cells, wrapped into [0, n); ``image``: +1 where it wrapped
+    from below, -1 from above, else 0 (the box image that the first guess of the minimum image adds)."""
+    if t < 0:
+        image[0] = 1.0
+        return t + n
+    if t >= n:
+        image[0] = -1.0
+        return t - n
+    image[0] = 0.0
+    return t
+
+
 cdef struct Frame:
     # inputs of one frame
     const float* x          # (N, 3) positions
@@ -336,35 +349,14 @@ cdef void _frame(const Frame* fr, Search* s) noexcept nogil:
     r2 = 1.0 / h[8]
     for i in range(na):
         _cell(aw[3 * i], aw[3 * i + 1], aw[3 * i + 2], h, n0, n1, n2, cell)
+        # A neighbour cell across the box's face holds atoms whose near image is one box away:
+        # that image (or, along an axis not split into cells, the nearest) is the first guess.
         for oz in range(-1 if n2 > 1 else 0, 2 if n2 > 1 else 1):
-            # A neighbour cell across the box's face holds atoms whose near image is one box away:
-            # that image (or, along an axis not split into cells, the nearest) is the first guess.
-            tz = cell[2] + oz
-            sz = 0.0
-            if tz < 0:
-                tz = tz + n2
-                sz = 1.0
-            elif tz >= n2:
-                tz = tz - n2
-                sz = -1.0
+            tz = _wrap_cell(cell[2] + oz, n2, &sz)
             for oy in range(-1 if n1 > 1 else 0, 2 if n1 > 1 else 1):
-                ty = cell[1] + oy
-                sy = 0.0
-                if ty < 0:
-                    ty = ty + n1
-                    sy = 1.0
-                elif ty >= n1:
-                    ty = ty - n1
-                    sy = -1.0
+                ty = _wrap_cell(cell[1] + oy, n1, &sy)
                 for ox in range(-1 if n0 > 1 else 0, 2 if n0 > 1 else 1):
-                    tx = cell[0] + ox
-                    sx = 0.0
-                    if tx < 0:
-                        tx = tx + n0
-                        sx = 1.0
-                    elif tx >= n0:
-                        tx = tx - n0
-                        sx = -1.0
+                    tx = _wrap_cell(cell[0] + ox, n0, &sx)
                     c = (tz * n1 + ty) * n0 + tx
                     for p in range(s.start[c], s.start[c + 1]):
                         j = s.order[p]

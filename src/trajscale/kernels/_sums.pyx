@@ -9,9 +9,11 @@ on every executor and task count.  A value is held as ``hi * 2**32 + lo`` (``lo`
 [0, 2**32]) so that two int64 words hold more than 2**31 frames without overflow.
 """
 
+from libc.math cimport fabs
 from libc.stdint cimport int64_t
 cimport cython
-from cpython.exc cimport PyErr_CheckSignals
+
+from ._chunks cimport Chunks, frame_chunks, next_chunk
 
 ctypedef fused real:
     float
@@ -25,10 +27,14 @@ cdef Py_ssize_t CHUNK = 64   # frames between checks for Ctrl-C
 
 
 cdef extern from "csrc/fixed_sums.h" nogil:
-    int ts_row_f32(const float *x, const double *shift, int64_t *s_hi, int64_t *s_lo, int64_t *q_hi,
-                   int64_t *q_lo, int64_t n, int squares, double limit)
-    int ts_row_f64(const double *x, const double *shift, int64_t *s_hi, int64_t *s_lo, int64_t *q_hi,
-                   int64_t *q_lo, int64_t n, int squares, double limit)
+    int ts_fixed_level(int wanted)
+    int ts_rows_f32(int level, const float *x, int64_t fstride, int64_t nf, const double *shift, int64_t *s_hi,
+                    int64_t *s_lo, int64_t *q_hi, int64_t *q_lo, int64_t n, int squares, double limit)
+    int ts_rows_f64(int level, const double *x, int64_t fstride, int64_t nf, const double *shift, int64_t *s_hi,
+                    int64_t *s_lo, int64_t *q_hi, int64_t *q_lo, int64_t n, int squares, double limit)
+
+#: The vector width of the sums on this CPU: 0 the baseline (SSE2 on x86-64), 2 AVX2 (same words in both).
+SIMD_LEVEL = ts_fixed_level(2)
 
 cdef enum:
     TILE = 128   # atoms whose accumulators stay in L1 cache while the frames pass
@@ -36,50 +42,62 @@ cdef enum:
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-cdef int _accumulate(const real[:, :, ::1] x, const double[:, ::1] shift, int64_t[:, :, ::1] out,
-                     bint squares, Py_ssize_t f0, Py_ssize_t f1) noexcept nogil:
-    """Add frames [f0, f1) into ``out`` (4, N, 3): sum hi, sum lo, square hi, square lo.
-    Returns 0, or 1 + the first frame with a value that is not finite or too far from ``shift``
-    (its tile's sums are then incomplete: the caller raises).  Atoms go in tiles so that their
-    accumulators stay in L1 cache across the frames."""
-    cdef Py_ssize_t f, a0, m, n = x.shape[1]
+cdef Py_ssize_t _first_bad(const real[:, :, ::1] x, const double[:, ::1] shift, Py_ssize_t f0,
+                           Py_ssize_t f1) noexcept nogil:
+    """The first of frames [f0, f1) with a value that is not finite or too far from ``shift`` (or f1)."""
+    cdef Py_ssize_t f, a
+    cdef int k
+    for f in range(f0, f1):
+        for a in range(x.shape[1]):
+            for k in range(3):
+                if not fabs(<double>x[f, a, k] - shift[a, k]) < _LIMIT:
+                    return f
+    return f1
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef Py_ssize_t _accumulate(const real[:, :, ::1] x, const double[:, ::1] shift, int64_t[:, :, ::1] out,
+                            bint squares, Py_ssize_t f0, Py_ssize_t f1, int level) noexcept nogil:
+    """Add frames [f0, f1) (f0 < f1) into ``out`` (4, N, 3): sum hi, sum lo, square hi, square lo.
+    Returns -1, or the first frame with a value that is not finite or too far from ``shift``
+    (``out`` then holds partial sums: the caller raises).  Atoms go in tiles so that their
+    accumulators stay in L1 cache while the frames pass."""
+    cdef Py_ssize_t a0, m, n = x.shape[1]
     cdef int bad
     a0 = 0
     while a0 < n:
         m = 3 * (min(a0 + TILE, n) - a0)
-        for f in range(f0, f1):
-            if real is float:
-                bad = ts_row_f32(&x[f, a0, 0], &shift[a0, 0], &out[0, a0, 0], &out[1, a0, 0],
-                                 &out[2, a0, 0], &out[3, a0, 0], m, squares, _LIMIT)
-            else:
-                bad = ts_row_f64(&x[f, a0, 0], &shift[a0, 0], &out[0, a0, 0], &out[1, a0, 0],
-                                 &out[2, a0, 0], &out[3, a0, 0], m, squares, _LIMIT)
-            if bad:
-                return <int>(f + 1)
+        if real is float:
+            bad = ts_rows_f32(level, &x[f0, a0, 0], 3 * n, f1 - f0, &shift[a0, 0], &out[0, a0, 0],
+                              &out[1, a0, 0], &out[2, a0, 0], &out[3, a0, 0], m, squares, _LIMIT)
+        else:
+            bad = ts_rows_f64(level, &x[f0, a0, 0], 3 * n, f1 - f0, &shift[a0, 0], &out[0, a0, 0],
+                              &out[1, a0, 0], &out[2, a0, 0], &out[3, a0, 0], m, squares, _LIMIT)
+        if bad:
+            return _first_bad(x, shift, f0, f1)
         a0 += TILE
-    return 0
+    return -1
 
 
-def fixed_sums(const real[:, :, ::1] x, const double[:, ::1] shift, int64_t[:, :, ::1] out, bint squares):
+def fixed_sums(const real[:, :, ::1] x, const double[:, ::1] shift, int64_t[:, :, ::1] out, bint squares,
+               int simd=2):
     """Add the fixed-point sums of ``x - shift`` (F, N, 3) over frames into ``out`` (4, N, 3) int64.
 
     Returns -1, or the first frame holding a value that is not finite or is 2048 Å or more from
-    ``shift`` (nothing is added from that frame on).  The GIL is released; Ctrl-C is noticed
-    every 64 frames.
+    ``shift`` (``out`` then holds partial sums, to be discarded).  The GIL is released; Ctrl-C is
+    noticed every 64 frames.  ``simd`` caps the vector width (0 baseline, 2 AVX2), for tests.
     """
-    cdef Py_ssize_t f0, f1, n_frames = x.shape[0]
-    cdef int bad = 0
+    cdef Py_ssize_t n_frames = x.shape[0], bad
+    cdef int level = ts_fixed_level(simd)
     if x.shape[1] != shift.shape[0] or x.shape[2] != 3 or shift.shape[1] != 3:
         raise ValueError(f"coordinates {tuple(x.shape)[:3]} and shift {tuple(shift.shape)[:2]} do not match")
     if out.shape[0] != 4 or out.shape[1] != x.shape[1] or out.shape[2] != 3:
         raise ValueError("out must be (4, N, 3) int64")
-    f0 = 0
-    while f0 < n_frames:
-        f1 = min(f0 + CHUNK, n_frames)
+    cdef Chunks ch = frame_chunks(n_frames, CHUNK)
+    while next_chunk(&ch):
         with nogil:
-            bad = _accumulate(x, shift, out, squares, f0, f1)
-        if bad:
-            return bad - 1
-        PyErr_CheckSignals()
-        f0 = f1
+            bad = _accumulate(x, shift, out, squares, ch.start, ch.stop, level)
+        if bad >= 0:
+            return bad
     return -1

@@ -10,8 +10,9 @@ same bits whichever frames share its block.
 
 import numpy as np
 
-from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport sqrt, isfinite, NAN
+
+from ._chunks cimport Chunks, chunks, next_chunk
 
 cdef extern from "csrc/qcp_sums.h" nogil:
     int ts_simd_level(int wanted)
@@ -22,14 +23,6 @@ cdef extern from "csrc/qcp_sums.h" nogil:
 
 #: The vector width the QCP pass uses on this CPU: 0 scalar, 1 SSE2, 2 AVX (same bits in all three).
 SIMD_LEVEL = ts_simd_level(2)
-
-# Frames per GIL-free chunk: about this many atoms (a few milliseconds), then a signal check.
-cdef Py_ssize_t CHUNK_ATOMS = 1 << 21
-
-
-cdef inline Py_ssize_t _chunk(Py_ssize_t n_atoms) noexcept nogil:
-    return max(1, CHUNK_ATOMS // max(n_atoms, 1))
-
 
 def qcp_rmsd(const float[:, :, :] x, const double[::1] w, const double[:, :, ::1] yg, const double[::1] y_wsum,
              double g_ref, bint uniform, int simd=2):
@@ -43,7 +36,7 @@ def qcp_rmsd(const float[:, :, :] x, const double[::1] w, const double[:, :, ::1
     (``H = sum w x yc^T - c (x) sum w yc``, ``G = sum w |x|^2 - |c|^2``), then QCP.  A frame with a
     non-finite coordinate gets NaN.  ``simd`` caps the vector width (0 scalar, 1 SSE2, 2 AVX), for tests.
     """
-    cdef Py_ssize_t n_frames = x.shape[0], n = x.shape[1], f, f0, f1, k
+    cdef Py_ssize_t n_frames = x.shape[0], n = x.shape[1], f, k
     if x.shape[2] != 3 or (n > 1 and x.strides[1] != 12) or x.strides[2] != 4:
         raise ValueError("x must be (frames, atoms, 3) float32 with each frame C-contiguous")
     if w.shape[0] != n or yg.shape[0] != (n + 3) // 4 or yg.shape[1] != 3 or yg.shape[2] != 4 or y_wsum.shape[0] != 3:
@@ -57,18 +50,17 @@ def qcp_rmsd(const float[:, :, :] x, const double[::1] w, const double[:, :, ::1
     cdef const double *yp = &yg[0, 0, 0]
     cdef Py_ssize_t fstride = x.strides[0]
     cdef const char *base = <const char *> &x[0, 0, 0] if n_frames else NULL
-    cdef Py_ssize_t chunk = _chunk(n)
-    cdef double[:, ::1] sums = np.empty((min(chunk, max(n_frames, 1)), 13))
+    cdef Chunks ch = chunks(n_frames, n)
+    cdef double[:, ::1] sums = np.empty((min(ch.step, max(n_frames, 1)), 13))
     cdef double *s
     cdef double scale = 1.0 / n, s0 = y_wsum[0], s1 = y_wsum[1], s2 = y_wsum[2]
     cdef double c0, c1, c2, sxx, sxy, sxz, syx, syy, syz, szx, szy, szz, e0
-    f0 = 0
-    while f0 < n_frames:
-        f1 = min(n_frames, f0 + chunk)
+    while next_chunk(&ch):
         with nogil:
-            ts_qcp_sums_frames(level, base + f0 * fstride, fstride, f1 - f0, yp, wp, n, &sums[0, 0])
-            for f in range(f0, f1):
-                s = &sums[f - f0, 0]
+            ts_qcp_sums_frames(level, base + ch.start * fstride, fstride, ch.stop - ch.start, yp, wp, n,
+                               &sums[0, 0])
+            for f in range(ch.start, ch.stop):
+                s = &sums[f - ch.start, 0]
                 if uniform:
                     for k in range(13):
                         s[k] *= scale
@@ -82,8 +74,6 @@ def qcp_rmsd(const float[:, :, :] x, const double[::1] w, const double[:, :, ::1
                     o[f] = NAN
                 else:
                     o[f] = sqrt(ts_qcp_msd(e0, sxx, sxy, sxz, syx, syy, syz, szx, szy, szz))
-        PyErr_CheckSignals()
-        f0 = f1
     return out
 
 
@@ -92,7 +82,7 @@ def covariance(const float[:, :, ::1] x, const double[::1] w, const double[:, ::
 
     Two passes per frame (centre, then centred sums), in atom order.
     """
-    cdef Py_ssize_t n_frames = x.shape[0], n = x.shape[1], f, f0, f1, a
+    cdef Py_ssize_t n_frames = x.shape[0], n = x.shape[1], f, a
     if x.shape[2] != 3 or w.shape[0] != n or yc.shape[0] != n or yc.shape[1] != 3:
         raise ValueError(f"reference of {yc.shape[0]} atoms for coordinates of shape {tuple(x.shape)}")
     com_a = np.zeros((n_frames, 3))
@@ -103,11 +93,10 @@ def covariance(const float[:, :, ::1] x, const double[::1] w, const double[:, ::
     cdef double[::1] e0 = e0_a
     cdef double c0, c1, c2, x0, x1, x2, wa, e, y0, y1, y2
     cdef double h00, h01, h02, h10, h11, h12, h20, h21, h22
-    f0 = 0
-    while f0 < n_frames:
-        f1 = min(n_frames, f0 + _chunk(2 * n))
+    cdef Chunks ch = chunks(n_frames, 2 * n)
+    while next_chunk(&ch):
         with nogil:
-            for f in range(f0, f1):
+            for f in range(ch.start, ch.stop):
                 c0 = c1 = c2 = 0.0
                 for a in range(n):
                     c0 += w[a] * x[f, a, 0]
@@ -147,8 +136,6 @@ def covariance(const float[:, :, ::1] x, const double[::1] w, const double[:, ::
                 h[f, 2, 0] = h20
                 h[f, 2, 1] = h21
                 h[f, 2, 2] = h22
-        PyErr_CheckSignals()
-        f0 = f1
     return com_a, h_a, e0_a
 
 
@@ -158,7 +145,7 @@ def moved_rmsd(const float[:, :, ::1] x, const double[:, :, ::1] rot, const doub
 
     ``sqrt(sum_a w_a |d_a|^2 / sum_a w_a)``; all-ones weights give the plain RMSD.
     """
-    cdef Py_ssize_t n_frames = x.shape[0], n = x.shape[1], f, f0, f1, a, i, j
+    cdef Py_ssize_t n_frames = x.shape[0], n = x.shape[1], f, a, i, j
     if (x.shape[2] != 3 or ref.shape[0] != n or ref.shape[1] != 3 or w.shape[0] != n
             or rot.shape[0] != n_frames or x_com.shape[0] != n_frames or y_com.shape[0] != 3):
         raise ValueError(f"reference of {ref.shape[0]} atoms / {rot.shape[0]} fits for coordinates "
@@ -168,11 +155,10 @@ def moved_rmsd(const float[:, :, ::1] x, const double[:, :, ::1] rot, const doub
         w_sum += w[a]
     out = np.zeros(n_frames)
     cdef double[::1] o = out
-    f0 = 0
-    while f0 < n_frames:
-        f1 = min(n_frames, f0 + _chunk(n))
+    cdef Chunks ch = chunks(n_frames, n)
+    while next_chunk(&ch):
         with nogil:
-            for f in range(f0, f1):
+            for f in range(ch.start, ch.stop):
                 acc = 0.0
                 for a in range(n):
                     for j in range(3):
@@ -182,6 +168,4 @@ def moved_rmsd(const float[:, :, ::1] x, const double[:, :, ::1] rot, const doub
                         d = m - ref[a, j]
                         acc += w[a] * d * d
                 o[f] = sqrt(acc / w_sum)
-        PyErr_CheckSignals()
-        f0 = f1
     return out
