@@ -41,8 +41,8 @@ import MDAnalysis as mda
 from MDAnalysis.analysis import rms
 
 
-def main(top, traj, select, out, n_workers):
-    r = rms.RMSD(mda.Universe(top, traj), select=select)
+def main(top, select, out, n_workers, traj):
+    r = rms.RMSD(mda.Universe(top, traj if len(traj) > 1 else traj[0]), select=select)
     if n_workers > 1:
         r.run(backend="multiprocessing", n_workers=n_workers)
     else:
@@ -51,7 +51,7 @@ def main(top, traj, select, out, n_workers):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:])
 '''
 
 #: Environment variables naming the caches a first run after an install finds empty.
@@ -115,13 +115,15 @@ class Pairs:
     workdir
         Folder for the MDAnalysis script, the RMSD files, the runs' output and the caches.
     topology, trajectory, select
-        The CA RMSD both sides compute.
+        The CA RMSD both sides compute; ``trajectory`` is one file or a list of parts (MDAnalysis
+        chains them, trajscale reads them in place).
     """
 
-    def __init__(self, workdir: str | os.PathLike, topology: str, trajectory: str,
+    def __init__(self, workdir: str | os.PathLike, topology: str, trajectory: str | list[str],
                  select: str = "protein and name CA") -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix="whole-runs-", dir=workdir))
-        self.topology, self.trajectory, self.select = topology, trajectory, select
+        self.topology, self.select = topology, select
+        self.trajectory = [str(trajectory)] if isinstance(trajectory, (str, os.PathLike)) else list(trajectory)
         self.script = self.workdir / "mda_rmsd.py"
         self.script.write_text(MDA_SCRIPT)
         self.warm_caches = self.workdir / "caches"   # filled by the first runs, then reused
@@ -147,7 +149,7 @@ class Pairs:
                   fresh_caches: bool = False) -> Side:
         """``trajscale -q run rmsd TOP TRAJ --select SEL --executor E [-n N] --out CSV`` (under mpiexec)."""
         out = self._out(f"trajscale-{executor}-{n_workers or mpi_ranks or 1}-{int(fresh_caches)}.csv")
-        cmd = [*trajscale_command(), "-q", "run", "rmsd", self.topology, self.trajectory, "--select", self.select,
+        cmd = [*trajscale_command(), "-q", "run", "rmsd", self.topology, *self.trajectory, "--select", self.select,
                "--executor", executor, "--out", out]
         if n_workers:
             cmd += ["-n", str(n_workers)]
@@ -159,10 +161,10 @@ class Pairs:
         return Side(cmd, out, fresh_caches)
 
     def mdanalysis(self, n_workers: int = 1) -> Side:
-        """``python mda_rmsd.py TOP TRAJ SEL OUT N``: serial, or ``backend="multiprocessing"`` with N workers."""
+        """``python mda_rmsd.py TOP SEL OUT N TRAJ...``: serial, or ``backend="multiprocessing"`` with N workers."""
         out = self._out(f"mdanalysis-{n_workers}.txt")
-        return Side([sys.executable, str(self.script), self.topology, self.trajectory, self.select, out,
-                     str(n_workers)], out)
+        return Side([sys.executable, str(self.script), self.topology, self.select, out, str(n_workers),
+                     *self.trajectory], out)
 
     def add(self, label: str, trajscale: Side, mdanalysis: Side) -> Row:
         row = Row(label, trajscale, mdanalysis)
