@@ -42,16 +42,14 @@ __getattr__, __dir__ = attach(__name__, {
 
 def reader_modules(trajectories) -> tuple[str, ...]:
     """The modules a worker will import to read ``trajectories`` beyond trajscale's own, told by name
-    only (no file is opened): trajscale's XTC decoder, MDAnalysis's XDR library for TRR, MDAnalysis
-    for other formats it reads, nothing for H5MD files and segment indexes."""
+    only (no file is opened): trajscale's XTC/TRR reader, MDAnalysis for other formats it reads,
+    nothing for H5MD files and segment indexes."""
     paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]
     suffixes = {Path(p).suffix.lower() for p in paths}
     if suffixes <= {".h5md", ".h5", ".hdf5", ".json", ""}:
         return ()
-    if suffixes <= {".xtc"}:
-        return ("trajscale.sources._xtc",)
     if suffixes <= {".xtc", ".trr"}:
-        return ("trajscale.sources._xtc", "MDAnalysis.lib.formats.libmdaxdr")
+        return ("trajscale.sources._xdr",)
     return ("MDAnalysis",)
 
 

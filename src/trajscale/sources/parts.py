@@ -4,12 +4,11 @@ XTC and TRR frames are found by byte offsets that the process preparing a job
 scans once (:func:`scan_part`) and ships in the source's config: a worker seeks
 straight to its frames and never rebuilds the offsets, nor reads or writes
 MDAnalysis's ``.NAME_offsets.npz`` cache (several ranks writing it at once
-raced, seed 001). XTC frames are decoded by :mod:`._xtc`, the xdrfile C library
-that MDAnalysis's readers use, compiled into trajscale: the same bits, without
-importing MDAnalysis; only the selected atoms are copied into the block. TRR
-frames are decoded by MDAnalysis's ``libmdaxdr``. Other formats (DCD, NetCDF,
-...) go through MDAnalysis's reader class for the file alone: no topology is
-parsed per part.
+raced, seed 001). XTC and TRR frames are read by :mod:`._xdr`, the xdrfile C
+library that MDAnalysis's readers use, compiled into trajscale: the same bits,
+without importing MDAnalysis; only the selected atoms are copied into the block.
+Other formats (DCD, NetCDF, ...) go through MDAnalysis's reader class for the
+file alone: no topology is parsed per part.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from .base import Source
 
 log = logging.getLogger(__name__)
 
-#: Formats read through libmdaxdr with shipped frame offsets.
+#: Formats read by the compiled xdrfile (:mod:`._xdr`) at shipped frame offsets.
 XDR_FORMATS = ("XTC", "TRR")
 #: GROMACS units to MDAnalysis's (nm -> Å; kJ/(mol nm) -> kJ/(mol Å)), per field.
 XDR_SCALE = {"position": np.float32(10.0), "velocity": np.float32(10.0), "force": np.float32(0.1)}
@@ -36,7 +35,6 @@ XDR_SCALE = {"position": np.float32(10.0), "velocity": np.float32(10.0), "force"
 DECODE_S_PER_ATOM = {"XTC": 8.5e-8}
 #: The units XTC stores (MDAnalysis's ``XTCReader.units``), known without importing MDAnalysis.
 XTC_UNITS = {"time": "ps", "length": "nm"}
-_FRAME_ATTRS = {"position": "x", "velocity": "v", "force": "f"}
 
 
 def encode_offsets(offsets) -> str:
@@ -66,17 +64,13 @@ def part_format(path: str) -> str:
         raise InputFileError(path, f"MDAnalysis does not know its format ({exc})") from None
 
 
-def _xdr_file(path: str, fmt: str, n_atoms: int | None = None):
-    """An open XTC (trajscale's xdrfile, ``n_atoms`` known) or TRR (MDAnalysis's libmdaxdr) file."""
+def _xdr_file(path: str, fmt: str, n_atoms: int):
+    """An XTC or TRR file open for reading frames at known offsets (xdrfile, compiled into trajscale)."""
+    from ._xdr import TRRFile, XTCFile
+
     try:
-        if fmt == "XTC":
-            from ._xtc import XTCFile
-
-            return XTCFile(path, n_atoms)
-        from MDAnalysis.lib.formats.libmdaxdr import TRRFile
-
-        return TRRFile(path)
-    except (OSError, RuntimeError, ValueError) as exc:
+        return (XTCFile if fmt == "XTC" else TRRFile)(path, n_atoms)
+    except OSError as exc:
         raise InputFileError(path, f"cannot be read as {fmt}: {_one_line(exc)}") from None
 
 
@@ -84,26 +78,17 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _scan_xtc(path: str) -> tuple[int, np.ndarray]:
-    """``(n_atoms, offsets)`` from the frames' headers (no coordinates decoded)."""
-    from ._xtc import XTCFormatError, scan
+def _scan_xdr(path: str, fmt: str, first_only: bool = False) -> tuple[int, np.ndarray, tuple[str, ...]]:
+    """``(n_atoms, offsets, fields)`` of an XTC/TRR from its frames' headers (no coordinates read);
+    ``first_only``: the first frame's, for a worker that was shipped the offsets."""
+    from ._xdr import XDRFormatError, scan_trr, scan_xtc
 
     try:
-        return scan(path)
-    except (OSError, XTCFormatError) as exc:
-        raise InputFileError(path, f"cannot be read as XTC: {_one_line(exc)}") from None
-
-
-def _xtc_atoms(path: str) -> int:
-    """The atom count in an XTC's first frame header (magic, natoms, ...)."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-    except OSError as exc:
-        raise InputFileError(path, f"cannot be read as XTC: {_one_line(exc)}") from None
-    if len(head) < 8 or struct.unpack(">i", head[:4])[0] != 1995:
-        raise InputFileError(path, "cannot be read as XTC: not an XTC file")
-    return struct.unpack(">i", head[4:])[0]
+        if fmt == "XTC":
+            return (*scan_xtc(path, 1 if first_only else -1), ("position",))
+        return scan_trr(path, 1 if first_only else -1)
+    except (OSError, XDRFormatError) as exc:
+        raise InputFileError(path, f"cannot be read as {fmt}: {_one_line(exc)}") from None
 
 
 def scan_part(path: str) -> dict:
@@ -113,22 +98,11 @@ def scan_part(path: str) -> dict:
     formats are opened with MDAnalysis's reader for their frame count.
     """
     fmt = part_format(path)
-    if fmt == "XTC":
-        n_atoms, offsets = _scan_xtc(path)
+    if fmt in XDR_FORMATS:
+        n_atoms, offsets, _ = _scan_xdr(path, fmt)
         log.debug("%s: frame offsets scanned (%d frames)", path, len(offsets))
         return {"path": path, "format": fmt, "n_frames": len(offsets), "n_atoms": n_atoms,
                 "offsets": encode_offsets(offsets)}
-    if fmt in XDR_FORMATS:
-        f = _xdr_file(path, fmt)
-        try:
-            offsets = encode_offsets(f.offsets)
-            n_frames, n_atoms = len(f.offsets), int(f.n_atoms)
-        except (OSError, RuntimeError, ValueError) as exc:
-            raise InputFileError(path, f"cannot be read as {fmt}: {' '.join(str(exc).split())}") from None
-        finally:
-            f.close()
-        log.debug("%s: frame offsets scanned (%d frames)", path, n_frames)
-        return {"path": path, "format": fmt, "n_frames": n_frames, "n_atoms": n_atoms, "offsets": offsets}
     with PartSource(path, format=fmt) as src:
         return {"path": path, "format": fmt, "n_frames": src.n_frames, "n_atoms": src.n_atoms, "offsets": None}
 
@@ -159,30 +133,17 @@ class PartSource(Source):
         self._file = self._reader = None
         self.bytes_read = 0
         self._xdr = self.format in XDR_FORMATS
-        if self.format == "XTC":
+        if self._xdr:
             if offsets is None:   # scanned here: only when no offsets were shipped
-                n_found, offsets = _scan_xtc(self._path)
+                n_found, offsets, self._fields = _scan_xdr(self._path, self.format)
                 log.debug("%s: frame offsets scanned (%d frames)", self._path, len(offsets))
-            else:
-                n_found = _xtc_atoms(self._path) if n_atoms is None else int(n_atoms)
+            elif self.format == "XTC" and n_atoms is not None:   # shipped: nothing to read before the frames
+                n_found, self._fields = int(n_atoms), ("position",)
+            else:   # a TRR's fields, from its first frame's header
+                n_found, _, self._fields = _scan_xdr(self._path, self.format, first_only=True)
             self._offsets = decode_offsets(offsets) if isinstance(offsets, str) else np.asarray(offsets, np.int64)
             self._file = _xdr_file(self._path, self.format, n_found)
-            self._n_atoms, self._n_frames, self._fields = n_found, len(self._offsets), ("position",)
-        elif self._xdr:
-            self._file = _xdr_file(self._path, self.format)
-            if offsets is None:   # scanned here: only when no offsets were shipped
-                try:
-                    offsets = self._file.offsets
-                except (OSError, RuntimeError, ValueError) as exc:
-                    self.close()
-                    raise InputFileError(self._path, f"cannot be read as {self.format}: "
-                                                     f"{' '.join(str(exc).split())}") from None
-                log.debug("%s: frame offsets scanned (%d frames)", self._path, len(offsets))
-            self._offsets = decode_offsets(offsets) if isinstance(offsets, str) else np.asarray(offsets, np.int64)
-            self._file.set_offsets(self._offsets)
-            self._n_atoms = int(self._file.n_atoms)
-            self._fields = self._trr_fields()
-            self._n_frames = len(self._offsets)
+            self._n_atoms, self._n_frames = n_found, len(self._offsets)
         else:
             self._reader = self._open_reader(n_atoms)
             self._n_atoms = int(self._reader.n_atoms)
@@ -205,15 +166,6 @@ class PartSource(Source):
         except Exception as exc:   # noqa: BLE001 - any reader failure is this file's
             detail = " ".join(str(exc).split()) or type(exc).__name__
             raise InputFileError(self._path, f"MDAnalysis cannot read it: {detail}") from None
-
-    def _trr_fields(self) -> tuple[str, ...]:
-        if not len(self._offsets):
-            return ("position",)
-        n = int(self._file.n_atoms)
-        bufs = [np.empty((n, 3), np.float32) for _ in range(3)]
-        self._file.seek(0)
-        fr = self._file.read_direct_xvf(*bufs)
-        return tuple(fl for fl, has in (("position", fr.hasx), ("velocity", fr.hasv), ("force", fr.hasf)) if has)
 
     @property
     def path(self) -> str:
@@ -284,68 +236,32 @@ class PartSource(Source):
                   out: dict[str, np.ndarray], box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:
         """Frames ``start:stop:stride`` into the given rows (``out[field]``, box, time, step: one row per frame)."""
         sel = None if atoms is None else np.asarray(atoms, dtype=np.intp)
-        if self.format == "XTC":
-            self._read_xtc(start, stop, stride, sel, out, box, time, step)
-        elif self._xdr:
-            self._read_trr(start, stop, stride, sel, out, box, time, step)
+        if self._xdr:
+            self._read_xdr(start, stop, stride, sel, out, box, time, step)
         else:
             from .mda import copy_frames
 
             copy_frames(self._reader, start, stop, stride, sel, out, box, time, step)
         self.bytes_read += sum(a.nbytes for a in out.values())
 
-    def _read_xtc(self, start, stop, stride, sel, out, box, time, step) -> None:
-        """Frames decoded by the compiled xdrfile, the GIL released; nm -> Å on the selected atoms only."""
-        from ._xtc import XTCFormatError
+    def _read_xdr(self, start, stop, stride, sel, out, box, time, step) -> None:
+        """Frames read by the compiled xdrfile, the GIL released; units (nm -> Å, ...) applied to the
+        selected atoms only, as they are copied out of the frame."""
+        from ._xdr import XDRFormatError
 
         frames = np.arange(start, stop, stride, dtype=np.int64)
         if not len(frames):
             return
         edges = np.empty((len(frames), 3, 3), np.float32)
         try:
-            self._file.read(self._offsets, frames, sel, out["position"], edges, time, step,
-                            XDR_SCALE["position"])
-        except (OSError, XTCFormatError) as exc:
+            if self.format == "XTC":
+                self._file.read(self._offsets, frames, sel, out["position"], edges, time, step,
+                                XDR_SCALE["position"])
+            else:
+                self._file.read(self._offsets, frames, sel, out, edges, time, step, XDR_SCALE)
+        except (OSError, XDRFormatError) as exc:
             raise InputFileError(self._path, _one_line(exc)) from None
         box[:] = _xdr_box(edges)
-
-    def _read_trr(self, start, stop, stride, sel, out, box, time, step) -> None:
-        frames = range(start, stop, stride)
-        if not len(frames):
-            return
-        # Whole frames are decoded into one reused buffer per field; only the selected atoms are copied out.
-        scratch = {fl: self._scratch_frame(fl) for fl in ("position", "velocity", "force")}
-        edges = np.empty((len(frames), 3, 3), np.float32)
-        f, k = self._file, start
-        try:
-            f.seek(start)
-            for i, k in enumerate(frames):
-                if stride > 1 and i:
-                    f.seek(k)   # skipped frames are not decoded
-                fr = f.read_direct_xvf(scratch["position"], scratch["velocity"], scratch["force"])
-                for fl in out:
-                    if not getattr(fr, f"has{_FRAME_ATTRS[fl]}"):
-                        raise InputFileError(self._path, f"frame {k} has no {fl} data")
-                for fl, arr in out.items():
-                    if sel is None:
-                        arr[i] = scratch[fl]
-                    else:
-                        np.take(scratch[fl], sel, axis=0, out=arr[i])
-                edges[i], time[i], step[i] = fr.box, fr.time, fr.step
-        except (OSError, EOFError, StopIteration) as exc:
-            raise InputFileError(self._path, f"cannot read frame {k} (truncated or damaged?): "
-                                             f"{_one_line(exc)}") from None
-        for fl, arr in out.items():   # units of the selected atoms only, once per block
-            arr *= XDR_SCALE[fl]
-        box[:] = _xdr_box(edges)
-
-    def _scratch_frame(self, field: str) -> np.ndarray:
-        buf = getattr(self, "_frame_buf", None)
-        if buf is None:
-            buf = self._frame_buf = {}
-        if field not in buf:
-            buf[field] = np.empty((self._n_atoms, 3), np.float32)
-        return buf[field]
 
     def close(self) -> None:
         handle, self._file = self._file, None

@@ -1,8 +1,9 @@
-"""trajscale's compiled XTC decoder (xdrfile, as MDAnalysis's readers use it) against MDAnalysis itself.
+"""trajscale's compiled XTC/TRR reader (xdrfile, as MDAnalysis's readers use it) against MDAnalysis itself.
 
-The reference for every frame is MDAnalysis's own ``libmdaxdr`` and ``XTCReader``: offsets, atom
-counts, positions, boxes, times and steps must be the same bits, on AdK in water (47,681 atoms,
-compressed frames) and on MDAnalysis's 5-atom XTC (fewer than 10 atoms: stored uncompressed).
+The reference for every frame is MDAnalysis's own ``libmdaxdr`` and its ``XTCReader``/``TRRReader``:
+offsets, atom counts, positions, velocities, forces, boxes, times and steps must be the same bits, on
+AdK in water (47,681 atoms, compressed frames), on MDAnalysis's 5-atom XTC (fewer than 10 atoms:
+stored uncompressed) and on its TRRs (single and double precision, with and without forces).
 """
 
 from __future__ import annotations
@@ -10,30 +11,34 @@ from __future__ import annotations
 import os
 import shutil
 import warnings
+from pathlib import Path
 
 import MDAnalysis as mda
 import numpy as np
 import pytest
+from MDAnalysis.lib.formats.libmdaxdr import TRRFile as MDATRRFile
 from MDAnalysis.lib.formats.libmdaxdr import XTCFile as MDAXTCFile
 from MDAnalysisTests import datafiles as D
 
 from trajscale.errors import InputFileError
-from trajscale.sources import _xtc
+from trajscale.sources import _xdr
 from trajscale.sources.parts import PartSource, scan_part
 
 FILES = {"adk-water": (D.GRO, D.XTC), "5-atoms": (D.COORDINATES_TOPOLOGY, D.COORDINATES_XTC)}
+TRRS = {"adk-water": (D.GRO, D.TRR), "5-atoms": (D.COORDINATES_TOPOLOGY, D.COORDINATES_TRR),
+        "xvf": (D.TPR_xvf, D.TRR_xvf)}
 
 
-def _universe(name):
+def _universe(name, files=FILES):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return mda.Universe(*FILES[name])
+        return mda.Universe(*files[name])
 
 
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_offsets_and_atoms_are_mdanalysis_s(name):
     path = FILES[name][1]
-    n_atoms, offsets = _xtc.scan(path)
+    n_atoms, offsets = _xdr.scan_xtc(path)
     ref = MDAXTCFile(path)
     assert n_atoms == ref.n_atoms
     np.testing.assert_array_equal(offsets, ref.offsets)
@@ -95,7 +100,7 @@ def test_not_an_xtc_is_one_clear_error(tmp_path):
 def test_frames_with_another_atom_count_are_refused(tmp_path):
     """Two XTCs glued together (47,681 then 5 atoms): the scan names the first frame that differs."""
     glued = tmp_path / "glued.xtc"
-    glued.write_bytes(open(D.XTC, "rb").read() + open(D.COORDINATES_XTC, "rb").read())
+    glued.write_bytes(Path(D.XTC).read_bytes() + Path(D.COORDINATES_XTC).read_bytes())
     with pytest.raises(InputFileError, match=r"glued\.xtc.*frame 10 at byte \d+ has 5 atoms, frame 0 has 47681"):
         scan_part(str(glued))
 
@@ -109,14 +114,14 @@ def test_a_file_changed_after_its_scan_is_an_error_not_an_overrun(tmp_path):
     big = tmp_path / "big.xtc"
     shutil.copyfile(D.XTC, big)
     os.replace(big, part)
-    with PartSource(cfg["path"], n_atoms=cfg["n_atoms"], offsets=cfg["offsets"]) as src:
-        with pytest.raises(InputFileError, match=r"part\.xtc.*frame 0 has 47681 atoms, not 5"):
-            src.read(0, 1)
+    with PartSource(cfg["path"], n_atoms=cfg["n_atoms"], offsets=cfg["offsets"]) as src, \
+            pytest.raises(InputFileError, match=r"part\.xtc.*frame 0 has 47681 atoms, not 5"):
+        src.read(0, 1)
 
 
 def test_decoder_refuses_rows_that_do_not_fit():
-    n, offsets = _xtc.scan(D.XTC)
-    f = _xtc.XTCFile(D.XTC, n)
+    n, offsets = _xdr.scan_xtc(D.XTC)
+    f = _xdr.XTCFile(D.XTC, n)
     frames = np.arange(3, dtype=np.int64)
     edges, t, st = np.empty((3, 3, 3), np.float32), np.empty(3), np.empty(3, np.int64)
     with pytest.raises(ValueError, match="do not fit"):
@@ -144,3 +149,86 @@ def test_cached_run_on_an_xtc_imports_neither_mdanalysis_nor_scipy(tmp_path, mon
     second = _run("cli", top, traj, sel, tmp_path)
     assert _not_imported(second) == []
     np.testing.assert_allclose(second["rmsd"], _mda_rmsd(top, traj, sel), atol=1e-4, rtol=0)
+
+
+# ------------------------------------------------------------------ TRR
+
+
+@pytest.mark.parametrize("name", ["COORDINATES_TRR", "SURFACE_TRR", "TRR", "TRR_multi_frame", "TRR_sub_sol",
+                                  "TRR_xvf"])
+def test_trr_offsets_atoms_and_fields_are_mdanalysis_s(name):
+    path = getattr(D, name)
+    n_atoms, offsets, fields = _xdr.scan_trr(path)
+    ref = MDATRRFile(path)
+    assert n_atoms == ref.n_atoms
+    np.testing.assert_array_equal(offsets, ref.offsets)
+    first = next(iter(MDATRRFile(path)))
+    assert fields == tuple(f for f, has in zip(_xdr.TRR_FIELDS, (first.hasx, first.hasv, first.hasf)) if has)
+    assert scan_part(path)["n_frames"] == len(ref.offsets)
+
+
+@pytest.mark.parametrize("name", sorted(TRRS))
+@pytest.mark.parametrize("how", ["all atoms", "selection", "strided"])
+def test_trr_frames_are_mdanalysis_s_bits(name, how):
+    """Positions, velocities and forces (MDAnalysis's units), box, time and step of every frame equal
+    MDAnalysis's TRRReader's exactly."""
+    u = _universe(name, TRRS)
+    n = u.atoms.n_atoms
+    sel = {"all atoms": None, "selection": np.arange(1, n, 3), "strided": np.array([n - 1, 0])}[how]
+    stride = 2 if how == "strided" else 1
+    with PartSource(TRRS[name][1]) as src:
+        fields = src.fields
+        block = src.read(0, src.n_frames, atoms=sel, fields=fields, stride=stride)
+    pick = slice(None) if sel is None else sel
+    got = {"position": block.positions, "velocity": block.velocities, "force": block.forces}
+    for i, ts in enumerate(u.trajectory[::stride]):
+        want = {"position": ts.positions, "velocity": ts.velocities if ts.has_velocities else None,
+                "force": ts.forces if ts.has_forces else None}
+        for field in fields:
+            assert np.array_equal(got[field][i], want[field][pick]), (field, ts.frame)
+        assert np.array_equal(block.box[i], ts.dimensions.astype(np.float32)), ts.frame
+        assert block.time[i] == ts.time and block.step[i] == ts.data["step"]
+
+
+def _trr_with_forces_in_frame_0_only(path):
+    rng = np.random.default_rng(5)
+    box = np.eye(3, dtype=np.float32) * 3
+    with MDATRRFile(str(path), "w") as w:
+        x = rng.random((7, 3), dtype=np.float32)
+        w.write(x, x, x, box, 0, 0.0, 0.0, 7)
+        w.write(x, x, None, box, 1, 1.0, 0.0, 7)
+
+
+def test_a_trr_frame_without_a_wanted_field_is_named(tmp_path):
+    part = tmp_path / "mixed.trr"
+    _trr_with_forces_in_frame_0_only(part)
+    with PartSource(str(part)) as src:
+        assert src.fields == ("position", "velocity", "force")   # the first frame's
+        assert np.array_equal(src.read(0, 2, fields=("position",)).positions[1],
+                              next(iter(MDATRRFile(str(part)))).x * np.float32(10))
+        with pytest.raises(InputFileError, match=r"mixed\.trr.*frame 1 has no force data"):
+            src.read(0, 2, fields=("position", "force"))
+
+
+def test_a_cut_short_trr_and_not_a_trr_are_named(tmp_path):
+    part = tmp_path / "cut.trr"
+    shutil.copyfile(D.TRR, part)
+    offsets = MDATRRFile(D.TRR).offsets
+    with open(part, "r+b") as fh:
+        fh.truncate(int(offsets[4]) + 500)
+    with pytest.raises(InputFileError, match=r"cut\.trr.*frame 4 at byte \d+ is cut short"):
+        scan_part(str(part))
+    bad = tmp_path / "text.trr"
+    bad.write_bytes(b"this is not a TRR file at all, nor anything else")
+    with pytest.raises(InputFileError, match=r"text\.trr.*not a TRR file"):
+        scan_part(str(bad))
+
+
+def test_a_trr_changed_after_its_scan_is_an_error_not_an_overrun(tmp_path):
+    part = tmp_path / "part.trr"
+    shutil.copyfile(D.COORDINATES_TRR, part)
+    cfg = PartSource(str(part)).get_config()
+    shutil.copyfile(D.TRR, tmp_path / "big.trr")
+    os.replace(tmp_path / "big.trr", part)
+    with pytest.raises(InputFileError, match=r"part\.trr.*has 47681 atoms per frame, expected 5"):
+        PartSource(cfg["path"], n_atoms=cfg["n_atoms"], offsets=cfg["offsets"]).read(0, 1)
