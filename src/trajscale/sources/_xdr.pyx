@@ -137,8 +137,8 @@ def scan_xtc(path, Py_ssize_t max_frames=-1):
     return max(n_atoms, 0), offsets[:n].copy()
 
 
-cdef class XTCFile:
-    """An XTC file open for reading frames at known offsets (from :func:`scan_xtc`).
+cdef class _XDRFile:
+    """An XDR file (XTC or TRR) open for reading frames at known offsets.
 
     Parameters
     ----------
@@ -151,9 +151,8 @@ cdef class XTCFile:
     cdef XDRFILE *_xd
     cdef readonly str path
     cdef readonly int n_atoms
-    cdef float[:, ::1] _frame
 
-    def __cinit__(self, path, int n_atoms):
+    def __cinit__(self, path, int n_atoms, *args):
         self._xd = NULL
         self.path = str(path)
         self.n_atoms = n_atoms
@@ -161,17 +160,36 @@ cdef class XTCFile:
         self._xd = xdrfile_open(name, "r")
         if self._xd == NULL:
             raise OSError(errno, strerror(errno).decode(), self.path)
-        self._frame = np.empty((max(n_atoms, 1), 3), np.float32)
+
+    cdef void _close(self) noexcept:
+        if self._xd != NULL:
+            xdrfile_close(self._xd)
+            self._xd = NULL
 
     def __dealloc__(self):
-        if self._xd != NULL:
-            xdrfile_close(self._xd)
-            self._xd = NULL
+        self._close()
 
     def close(self):
-        if self._xd != NULL:
-            xdrfile_close(self._xd)
-            self._xd = NULL
+        self._close()
+
+    def _atoms_read(self, sel) -> int:
+        """How many atoms a read copies out (``sel``'s, or every atom), checked: open, indices in range."""
+        if self._xd == NULL:
+            raise ValueError(f"{self.path}: read from a closed {type(self).__name__}")
+        if sel is None:
+            return self.n_atoms
+        if len(sel) and (np.min(sel) < 0 or np.max(sel) >= self.n_atoms):
+            raise IndexError(f"{self.path}: atom indices outside 0..{self.n_atoms - 1}")
+        return len(sel)
+
+
+cdef class XTCFile(_XDRFile):
+    """An XTC file open for reading frames at known offsets (from :func:`scan_xtc`)."""
+
+    cdef float[:, ::1] _frame
+
+    def __cinit__(self, path, int n_atoms, *args):
+        self._frame = np.empty((max(n_atoms, 1), 3), np.float32)
 
     def read(self, const int64_t[::1] offsets, const int64_t[::1] frames, sel, float[:, :, ::1] out,
              float[:, :, ::1] edges, double[::1] time, int64_t[::1] step, float scale):
@@ -182,20 +200,13 @@ cdef class XTCFile:
         ``step[i]`` the frame's header.  Raises :class:`XDRFormatError` naming the
         frame that cannot be read.
         """
-        if self._xd == NULL:
-            raise ValueError(f"{self.path}: read from a closed XTCFile")
-        cdef Py_ssize_t i, j, c, n = frames.shape[0], n_sel
+        cdef Py_ssize_t i, j, c, n = frames.shape[0], n_sel = self._atoms_read(sel)
         cdef int n_want = self.n_atoms   # decoded atoms: up to the last selected one
         cdef const Py_ssize_t[::1] pick
         cdef bint every = sel is None
         if not every:
             pick = sel
-            n_sel = pick.shape[0]
-            if n_sel and (np.min(sel) < 0 or np.max(sel) >= self.n_atoms):
-                raise IndexError(f"{self.path}: atom indices outside 0..{self.n_atoms - 1}")
             n_want = int(np.max(sel)) + 1 if n_sel else 0
-        else:
-            n_sel = self.n_atoms
         if out.shape[0] < n or out.shape[1] != n_sel or edges.shape[0] < n or time.shape[0] < n or step.shape[0] < n:
             raise ValueError(f"{self.path}: output rows do not fit {n} frames of {n_sel} atoms")
         cdef int rc, natoms, st, size
@@ -299,41 +310,13 @@ def scan_trr(path, Py_ssize_t max_frames=-1):
     return max(n_atoms, 0), np.array(found, dtype=np.int64), fields
 
 
-cdef class TRRFile:
-    """A TRR file open for reading frames at known offsets (from :func:`scan_trr`).
+cdef class TRRFile(_XDRFile):
+    """A TRR file open for reading frames at known offsets (from :func:`scan_trr`)."""
 
-    Parameters
-    ----------
-    path
-        The file.
-    n_atoms
-        Atoms per frame (every frame read is checked against it).
-    """
-
-    cdef XDRFILE *_xd
-    cdef readonly str path
-    cdef readonly int n_atoms
     cdef float[:, :, ::1] _frame   # position, velocity, force of one whole frame
 
-    def __cinit__(self, path, int n_atoms):
-        self._xd = NULL
-        self.path = str(path)
-        self.n_atoms = n_atoms
-        cdef bytes name = os.fsencode(path)
-        self._xd = xdrfile_open(name, "r")
-        if self._xd == NULL:
-            raise OSError(errno, strerror(errno).decode(), self.path)
+    def __cinit__(self, path, int n_atoms, *args):
         self._frame = np.empty((3, max(n_atoms, 1), 3), np.float32)
-
-    def __dealloc__(self):
-        if self._xd != NULL:
-            xdrfile_close(self._xd)
-            self._xd = NULL
-
-    def close(self):
-        if self._xd != NULL:
-            xdrfile_close(self._xd)
-            self._xd = NULL
 
     def read(self, const int64_t[::1] offsets, const int64_t[::1] frames, sel, dict out,
              float[:, :, ::1] edges, double[::1] time, int64_t[::1] step, dict scale):
@@ -343,18 +326,11 @@ cdef class TRRFile:
         ``(frames, atoms, 3)``; ``sel`` (intp indices, or None for every atom) picks the atoms.
         Raises :class:`XDRFormatError` naming a frame that cannot be read or lacks a wanted field.
         """
-        if self._xd == NULL:
-            raise ValueError(f"{self.path}: read from a closed TRRFile")
-        cdef Py_ssize_t i, j, c, n = frames.shape[0], n_sel
+        cdef Py_ssize_t i, j, c, n = frames.shape[0], n_sel = self._atoms_read(sel)
         cdef const Py_ssize_t[::1] pick
         cdef bint every = sel is None
         if not every:
             pick = sel
-            n_sel = pick.shape[0]
-            if n_sel and (np.min(sel) < 0 or np.max(sel) >= self.n_atoms):
-                raise IndexError(f"{self.path}: atom indices outside 0..{self.n_atoms - 1}")
-        else:
-            n_sel = self.n_atoms
         cdef int want = 0, f_i
         cdef float *dst[3]   # out[field]'s rows, C-contiguous (checked by the memoryview)
         cdef float factor[3]
