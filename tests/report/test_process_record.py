@@ -121,7 +121,11 @@ def test_an_mpi_rank_slow_to_start_is_a_straggler_named_start_up(adk_vacuum, adk
     assert proc.returncode == 0, proc.stderr
     d = json.loads(report.read_text())
     starts = {w["worker"]: w["t_start"] for w in d["workers"]}
-    assert starts["rank 2"] >= SLOW + min(starts["rank 0"], starts["rank 1"]) - 0.1
+    # Rank 2's start-up counts its sleep and its ordinary start-up (about the other ranks').  Half of theirs as
+    # the slack, not a fixed 0.1 s, which scales with a loaded machine's start-ups (two busy loops here: the
+    # three ranks' ordinary start-ups 0.41-0.57 s, within 0.02 s of each other); a start-up that left out
+    # either the sleep or the ordinary part still fails.
+    assert starts["rank 2"] >= SLOW + 0.5 * min(starts["rank 0"], starts["rank 1"]), starts
     strag = d["diagnosis"]["stragglers"]
     assert [(s["name"], s["component"]) for s in strag] == [("rank 2", "t_start")]
     # the ranks that waited for it are not stragglers, though their own time was as long
