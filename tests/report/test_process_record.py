@@ -85,6 +85,13 @@ def test_phases_cover_the_process_wall_measured_from_outside(kind, adk_vacuum, t
 def test_a_short_run_gets_one_line_instead_of_straggler_advice(adk_vacuum, tmp_path):
     proc = run_cli(*_rmsd_args(adk_vacuum, tmp_path / "r.json", "processes", 2))
     assert proc.returncode == 0, proc.stderr
+    # The premise, from the workers' own records: the busiest one's work under SHORT_RUN_S (1 s).  Mostly its
+    # first task's opening of the DCD: 0.21 s here beside two busy loops; only a far more crowded machine
+    # could stretch it past 1 s, and then the run is not short and the rest says nothing.
+    work = max(sum(w[p] for p in ("t_init_traj", "t_io", "t_compute", "t_comm"))
+               for w in json.loads((tmp_path / "r.json").read_text())["workers"])
+    if work >= 1.0:
+        pytest.skip(f"the machine stretched the busiest worker's tasks to {work:.2f} s: not a short run")
     assert proc.stdout.count("too short to diagnose") == 1
     for word in ("stragglers:", "imbalance (max/median)", "S(N)", "E(N)", "straggler:"):
         assert word not in proc.stdout, proc.stdout
