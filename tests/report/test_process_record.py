@@ -49,6 +49,24 @@ def _launch(kind, adk_vacuum, report, env=None):
     return _timed(run_cli, *_rmsd_args(adk_vacuum, report, kind, n), env=dict(os.environ, **(env or {})))
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the start from /proc is Linux's")
+def test_process_start_is_not_moved_by_a_slow_proc_read(monkeypatch):
+    """A process preempted while it reads /proc/self/stat (a loaded machine) still gets its own start: the
+    epoch and boot clocks are read together, not 0.2 s apart (the start came out 0.2 s early)."""
+    from trajscale.report import process
+
+    monkeypatch.setattr(process, "_START", {})
+    calm = process.process_start()
+
+    def slow_open(*args, **kw):
+        time.sleep(0.2)
+        return open(*args, **kw)
+
+    monkeypatch.setattr(process, "_START", {})
+    monkeypatch.setattr(process, "open", slow_open, raising=False)
+    assert process.process_start() == pytest.approx(calm, abs=0.02)
+
+
 @pytest.mark.parametrize("kind", ["serial", "processes", "mpi"])
 def test_phases_cover_the_process_wall_measured_from_outside(kind, adk_vacuum, tmp_path):
     report = tmp_path / "r.json"
