@@ -103,7 +103,7 @@ def test_interrupted_convert_keeps_only_its_partial_for_resume(tmp_path, adk_wat
            "-o", str(out), "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     partial = tmp_path / ".big.h5md.convert-partial"
-    deadline = time.time() + 60
+    deadline = time.time() + 180   # the interpreter, MDAnalysis and the TPR first: tens of seconds on a busy machine
     while time.time() < deadline and not partial.exists():
         time.sleep(0.05)
     time.sleep(0.5)

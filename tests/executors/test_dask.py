@@ -98,7 +98,9 @@ def test_killed_worker_does_not_change_result(adk_vacuum, adk_vacuum_h5md, seria
         timer = threading.Timer(1.0, kill)
         t0 = time.time()
         timer.start()
-        r = ts.run(rmsd(slow_analysis.SlowRMSD, delay=0.1), adk_vacuum[0], adk_vacuum_h5md,
+        # 30 tasks of at least one 0.2 s block on two workers: 3 s at least, so a timer thread woken late on a
+        # loaded machine still kills within the run (0.1 s blocks left it 0.5 s after the kill at 1 s)
+        r = ts.run(rmsd(slow_analysis.SlowRMSD, delay=0.2), adk_vacuum[0], adk_vacuum_h5md,
                    executor=DaskExecutor(client=client), n_tasks=30)
         t1 = time.time()
         timer.join()

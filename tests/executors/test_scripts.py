@@ -77,8 +77,10 @@ def test_ctrl_c_while_workers_start(tmp_path, adk_vacuum, adk_vacuum_h5md, metho
     """Ctrl-C reaches the whole process group (a terminal's): one clean message, no worker traceback."""
     cmd = [sys.executable, "-m", "trajscale.cli.main", "-v", "run", "rmsd", adk_vacuum[0], adk_vacuum_h5md,
            "--executor", "processes", "-n", "2", "--no-progress"]
+    # every block read 1 s longer (a test hook): the run (0.3 s) cannot end before the signal arrives even if a
+    # loaded machine wakes this test late after the line below
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
-               TRAJSCALE_START_METHOD=method)
+               TRAJSCALE_START_METHOD=method, TRAJSCALE_TEST_SLOW_READ="1")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
     seen = []
@@ -93,7 +95,7 @@ def test_ctrl_c_while_workers_start(tmp_path, adk_vacuum, adk_vacuum_h5md, metho
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "signal 2" in err or "interrupted" in err, err
     assert "worker processes (" + method in seen[-1]
-    for _ in range(100):   # workers and forkserver are gone too
+    for _ in range(400):   # workers and forkserver are gone too (20 s: workers still spawning exit late under load)
         try:
             os.killpg(proc.pid, 0)
         except ProcessLookupError:

@@ -186,7 +186,7 @@ def test_processes_2_predicted_from_a_serial_run_within_25_percent(tmp_path):
     interpreter's start dominate): whole processes timed from outside.
 
     The model is told the cores two busy processes get on this machine (``free_cores``, measured before the
-    serial run and after the parallel one), as a user gives ``--cores-per-node``: on the shared 2-core VM
+    serial runs, between them and the parallel ones, and after), as a user gives ``--cores-per-node``: on the shared 2-core VM
     other jobs often leave one.  If that changed during the measurement, the comparison says nothing and
     is skipped.
     """
@@ -196,18 +196,26 @@ def test_processes_2_predicted_from_a_serial_run_within_25_percent(tmp_path):
     tpr, h5 = build_demo_file(tmp_path, 120, progress=False)
     base = ["run", "rdf", tpr, h5, "--select1", "name CA", "--select2", "name OW"]
     _whole([*base, "--stop", "3"])   # warm the page cache and the topology cache, as a user's second run would be
-    rep = tmp_path / "serial.json"
+    # Other work on the machine only ever lengthens a run, so each side is the faster of two runs (the serial
+    # side's report is the faster run's): one burst of load in one run (CI: a 2-core VM shared with other
+    # jobs) no longer moves the comparison; and the cores are probed before, between and after.
     before = free_cores()
-    _whole([*base, "--report", str(rep), "--out", str(tmp_path / "s.h5")])
-    measured = _whole([*base, "--executor", "processes", "-n", "2", "--out", str(tmp_path / "p.h5")])
+    serial = {}
+    for k in range(2):
+        rep = tmp_path / f"serial{k}.json"
+        serial[_whole([*base, "--report", str(rep), "--out", str(tmp_path / f"s{k}.h5")])] = rep
+    rep = serial[min(serial)]
+    between = free_cores()
+    measured = min(_whole([*base, "--executor", "processes", "-n", "2", "--out", str(tmp_path / f"p{k}.h5")])
+                   for k in range(2))
     after = free_cores()
     pred = predict_model(fit(RunReport.load(rep), "processes"), [2], Machine(cores_per_node=before))[0]
-    if before != after or before < 2:
+    if not before == between == after or before < 2:
         # the comparison the issue asks for is processes(2) on two free cores; with one (the machine busy
         # with other work), two busy loops measured 1 core while the run itself got 2 (CI: 3.73 s predicted
         # for 1 core, 2.55 s measured), so a skip names both numbers instead of judging the model on noise
-        pytest.skip(f"the cores two processes got were {before} before and {after} after the measurement, not "
-                    f"2 and 2: predicted {pred.t_wall:.2f} s, measured {measured:.2f} s")
+        pytest.skip(f"the cores two processes got were {before} before, {between} between and {after} after "
+                    f"the measurement, not 2 each time: predicted {pred.t_wall:.2f} s, measured {measured:.2f} s")
     assert abs(pred.t_wall / measured - 1) <= TOLERANCE, (pred.t_wall, measured, before)
     assert math.isfinite(pred.speedup) and 0 < pred.efficiency <= 1
 

@@ -49,6 +49,24 @@ def _launch(kind, adk_vacuum, report, env=None):
     return _timed(run_cli, *_rmsd_args(adk_vacuum, report, kind, n), env=dict(os.environ, **(env or {})))
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the start from /proc is Linux's")
+def test_process_start_is_not_moved_by_a_slow_proc_read(monkeypatch):
+    """A process preempted while it reads /proc/self/stat (a loaded machine) still gets its own start: the
+    epoch and boot clocks are read together, not 0.2 s apart (the start came out 0.2 s early)."""
+    from trajscale.report import process
+
+    monkeypatch.setattr(process, "_START", {})
+    calm = process.process_start()
+
+    def slow_open(*args, **kw):
+        time.sleep(0.2)
+        return open(*args, **kw)
+
+    monkeypatch.setattr(process, "_START", {})
+    monkeypatch.setattr(process, "open", slow_open, raising=False)
+    assert process.process_start() == pytest.approx(calm, abs=0.02)
+
+
 @pytest.mark.parametrize("kind", ["serial", "processes", "mpi"])
 def test_phases_cover_the_process_wall_measured_from_outside(kind, adk_vacuum, tmp_path):
     report = tmp_path / "r.json"
@@ -85,6 +103,13 @@ def test_phases_cover_the_process_wall_measured_from_outside(kind, adk_vacuum, t
 def test_a_short_run_gets_one_line_instead_of_straggler_advice(adk_vacuum, tmp_path):
     proc = run_cli(*_rmsd_args(adk_vacuum, tmp_path / "r.json", "processes", 2))
     assert proc.returncode == 0, proc.stderr
+    # The premise, from the workers' own records: the busiest one's work under SHORT_RUN_S (1 s).  Mostly its
+    # first task's opening of the DCD: 0.21 s here beside two busy loops; only a far more crowded machine
+    # could stretch it past 1 s, and then the run is not short and the rest says nothing.
+    work = max(sum(w[p] for p in ("t_init_traj", "t_io", "t_compute", "t_comm"))
+               for w in json.loads((tmp_path / "r.json").read_text())["workers"])
+    if work >= 1.0:
+        pytest.skip(f"the machine stretched the busiest worker's tasks to {work:.2f} s: not a short run")
     assert proc.stdout.count("too short to diagnose") == 1
     for word in ("stragglers:", "imbalance (max/median)", "S(N)", "E(N)", "straggler:"):
         assert word not in proc.stdout, proc.stdout
@@ -121,7 +146,11 @@ def test_an_mpi_rank_slow_to_start_is_a_straggler_named_start_up(adk_vacuum, adk
     assert proc.returncode == 0, proc.stderr
     d = json.loads(report.read_text())
     starts = {w["worker"]: w["t_start"] for w in d["workers"]}
-    assert starts["rank 2"] >= SLOW + min(starts["rank 0"], starts["rank 1"]) - 0.1
+    # Rank 2's start-up counts its sleep and its ordinary start-up (about the other ranks').  Half of theirs as
+    # the slack, not a fixed 0.1 s, which scales with a loaded machine's start-ups (two busy loops here: the
+    # three ranks' ordinary start-ups 0.41-0.57 s, within 0.02 s of each other); a start-up that left out
+    # either the sleep or the ordinary part still fails.
+    assert starts["rank 2"] >= SLOW + 0.5 * min(starts["rank 0"], starts["rank 1"]), starts
     strag = d["diagnosis"]["stragglers"]
     assert [(s["name"], s["component"]) for s in strag] == [("rank 2", "t_start")]
     # the ranks that waited for it are not stragglers, though their own time was as long

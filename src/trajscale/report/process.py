@@ -71,8 +71,10 @@ def process_start() -> float:
     """Epoch seconds when this process started (see the module docstring for how)."""
     pid = os.getpid()
     if pid not in _START:   # per pid: a forked child has its own start
-        now = time.time()
         age = _linux_age() if sys.platform.startswith("linux") else None
+        # the epoch clock read just after the boot clock: a preemption during the /proc read in between
+        # (tens of ms on a loaded machine) would otherwise move the start that much earlier
+        now = time.time()
         if age is None:
             try:
                 import psutil
