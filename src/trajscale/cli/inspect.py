@@ -1,4 +1,5 @@
-"""``trajscale inspect``: layout, units and read amplification of an H5MD file."""
+"""``trajscale inspect``: layout, units and read amplification of an H5MD file; frames, atoms, units
+and times of an XTC or TRR (from its frame headers)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from .options import add_h5md_options
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("inspect", help="describe an H5MD file and its layout",
+    p = sub.add_parser("inspect", help="describe an H5MD file and its layout (or an XTC/TRR)",
                        description="Groups, frames, atoms, units, chunk shape, compression, file size and "
-                                   "the read amplification of common access patterns.")
-    p.add_argument("file", help="H5MD file")
+                                   "the read amplification of common access patterns. An XTC or TRR gets "
+                                   "its frames, atoms, fields, units and times, read from its frame headers.")
+    p.add_argument("file", help="H5MD file (or XTC/TRR)")
     add_h5md_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--pattern", default=None, metavar="frames|blocks|atoms:SEL",
@@ -33,6 +35,10 @@ def main(args) -> int:
         for n in follow(args.file, idle=args.idle):
             print(f"{args.file}: {n} complete frames", flush=True)
         return 0
+    from ..sources import is_hdf5
+
+    if not is_hdf5(args.file) and args.file.rpartition(".")[2].upper() not in ("H5MD", "H5", "HDF5"):
+        return _inspect_part(args)   # an XTC/TRR; another format gets one line saying what inspect reads
     from ..store.inspect import inspect_file
 
     facts = inspect_file(args.file, args.h5md_group, args.assume_units)
@@ -52,6 +58,39 @@ def main(args) -> int:
         print(json.dumps(facts, indent=1))
         return 0
     print(format_facts(facts))
+    return 0
+
+
+def _inspect_part(args) -> int:
+    """An XTC/TRR: what its headers say, and how to make it an H5MD file that reads in slabs."""
+    import os
+    import shlex
+
+    from ..errors import ConfigError
+    from ..sources.parts import describe_part
+    from ..util import check_input_file
+
+    given = [opt for opt, on in (("--pattern", args.pattern), ("--follow", args.follow),
+                                 ("--group", args.h5md_group), ("--assume-units", args.assume_units)) if on]
+    if given:
+        raise ConfigError(f"{' and '.join(given)}: for H5MD files; {args.file} is an "
+                          f"{args.file.rpartition('.')[2].upper()} (convert it first)")
+    check_input_file(args.file)
+    facts = describe_part(args.file)
+    stem = os.path.splitext(os.path.basename(args.file))[0] or "traj"
+    facts["convert"] = f"trajscale convert TOPOLOGY {shlex.quote(args.file)} -o {shlex.quote(stem + '.h5md')}"
+    if args.json:
+        print(json.dumps(facts, indent=1))
+        return 0
+    print("\n".join([
+        f"file          {facts['path']}  ({facts['file_bytes'] / 1e6:.1f} MB)",
+        f"format        {facts['format'].upper()} (frame offsets from the frame headers; nothing written beside it)",
+        f"frames x atoms {facts['n_frames']} x {facts['n_atoms']}  fields {', '.join(facts['fields'])}",
+        format_time(facts["time"]),
+        "units         " + ", ".join(f"{k}: {v}" for k, v in facts["units"].items())
+        + "  (blocks and results: MDAnalysis's, Å and ps)",
+        f"to H5MD       {facts['convert']}  (TOPOLOGY: its .tpr or .gro)",
+    ]))
     return 0
 
 

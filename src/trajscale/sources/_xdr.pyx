@@ -52,6 +52,7 @@ cdef extern from "xdrfile_trr.h" nogil:
     ctypedef struct t_trnheader:
         int ir_size, e_size, box_size, vir_size, pres_size, top_size, sym_size, x_size, v_size, f_size
         int natoms, step
+        double td
     int do_trnheader(XDRFILE *xd, int bRead, t_trnheader *sh)
     int read_trr(XDRFILE *xd, int natoms, int *step, float *t, float *lam, rvec *box, rvec *x, rvec *v,
                  rvec *f, int *has_prop)
@@ -393,3 +394,35 @@ cdef class TRRFile(_XDRFile):
             time[i] = t
             step[i] = st
             PyErr_CheckSignals()
+
+
+def frame_headers(path, const int64_t[::1] offsets, bint xtc):
+    """``(steps, times)`` of the frames at ``offsets``, from their headers only (no coordinates read)."""
+    cdef bytes name = os.fsencode(path)
+    cdef XDRFILE *xd = xdrfile_open(name, "r")
+    if xd == NULL:
+        raise OSError(errno, strerror(errno).decode(), str(path))
+    cdef Py_ssize_t i, n = offsets.shape[0]
+    steps, times = np.empty(n, np.int64), np.empty(n, np.float64)
+    cdef int64_t[::1] st = steps
+    cdef double[::1] tm = times
+    cdef int rc = exdrOK, natoms, step
+    cdef float t
+    cdef t_trnheader sh
+    try:
+        with nogil:
+            for i in range(n):
+                rc = xdr_seek(xd, offsets[i], SEEK_SET)
+                if rc == exdrOK and xtc:
+                    rc = xtc_header(xd, &natoms, &step, &t, 1)
+                    st[i], tm[i] = step, t
+                elif rc == exdrOK:
+                    rc = do_trnheader(xd, 1, &sh)
+                    st[i], tm[i] = sh.step, <float> sh.td   # as read_trr gives it (float)
+                if rc != exdrOK:
+                    break
+    finally:
+        xdrfile_close(xd)
+    if rc != exdrOK:
+        raise XDRFormatError(f"cannot read the header of frame {i} at byte {offsets[i]} (cut short or damaged?)")
+    return steps, times

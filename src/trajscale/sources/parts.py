@@ -33,8 +33,10 @@ XDR_SCALE = {"position": np.float32(10.0), "velocity": np.float32(10.0), "force"
 #: Seconds per atom to decode one frame (XTC's compressed coordinates: 4.1 ms for 47,681 atoms on the
 #: 2-core VM); other formats are plain floats, costed by their bytes.
 DECODE_S_PER_ATOM = {"XTC": 8.5e-8}
-#: The units XTC stores (MDAnalysis's ``XTCReader.units``), known without importing MDAnalysis.
-XTC_UNITS = {"time": "ps", "length": "nm"}
+#: The units XTC and TRR store (MDAnalysis's ``XTCReader.units``, ``TRRReader.units``), known without
+#: importing MDAnalysis.
+XDR_UNITS = {"XTC": {"time": "ps", "length": "nm"},
+             "TRR": {"time": "ps", "length": "nm", "velocity": "nm/ps", "force": "kJ/(mol*nm)"}}
 
 
 def encode_offsets(offsets) -> str:
@@ -105,6 +107,28 @@ def scan_part(path: str) -> dict:
                 "offsets": encode_offsets(offsets)}
     with PartSource(path, format=fmt) as src:
         return {"path": path, "format": fmt, "n_frames": src.n_frames, "n_atoms": src.n_atoms, "offsets": None}
+
+
+def describe_part(path: str) -> dict:
+    """What ``trajscale inspect`` prints for an XTC or TRR: format, size, frames, atoms, fields, the
+    file's units and its times and steps, all from the frames' headers (no coordinates read)."""
+    import os
+
+    from ..store.inspect import times_summary
+    from ._xdr import XDRFormatError, frame_headers
+
+    fmt = part_format(path)
+    if fmt not in XDR_FORMATS:
+        raise InputFileError(path, f"inspect reads H5MD, XTC and TRR files, not {fmt}: convert it to H5MD "
+                                   "(trajscale convert TOPOLOGY FILE -o FILE.h5md)")
+    n_atoms, offsets, fields = _scan_xdr(path, fmt)
+    try:
+        steps, times = frame_headers(path, offsets, fmt == "XTC")
+    except (OSError, XDRFormatError) as exc:
+        raise InputFileError(path, _one_line(exc)) from None
+    return {"format": fmt.lower(), "path": path, "file_bytes": os.path.getsize(path), "n_frames": len(offsets),
+            "n_atoms": n_atoms, "fields": list(fields), "units": dict(XDR_UNITS[fmt]),
+            "time": times_summary(times, steps)}
 
 
 class PartSource(Source):
@@ -189,8 +213,8 @@ class PartSource(Source):
         (``{"length": "nm", "time": "ps", ...}``); blocks are always in MDAnalysis's units."""
         if self._reader is not None:
             return dict(getattr(self._reader, "units", None) or {})
-        if self.format == "XTC":
-            return dict(XTC_UNITS)
+        if self._xdr:
+            return dict(XDR_UNITS[self.format])
         from MDAnalysis.core._get_readers import get_reader_for
 
         return dict(getattr(get_reader_for(self._path, format=self.format), "units", None) or {})

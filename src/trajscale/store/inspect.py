@@ -179,13 +179,21 @@ def time_facts(f: h5py.File, info: H5MDInfo) -> dict | None:
     if info.n_frames == 0 or (info.time.path is None and info.time.fixed is None):
         return None
     t = info.time.values(f, 0, info.n_frames, np.float64)
+    steps = (info.step.values(f, 0, info.n_frames, np.int64)
+             if info.step.path is not None or info.step.fixed is not None else None)
+    return times_summary(t, steps)
+
+
+def times_summary(t: np.ndarray, steps: np.ndarray | None = None) -> dict | None:
+    """``time_facts`` of frames' times (ps) and steps, from whatever file they were read."""
+    if not len(t):
+        return None
     dt = np.diff(t)
     out = {"first": float(t[0]), "last": float(t[-1]), "unit": "ps",
            "dt": float(np.median(dt)) if len(dt) else None,
            # float32 times: intervals equal within their rounding count as even
            "even": bool(len(dt) == 0 or np.allclose(dt, np.median(dt), rtol=1e-4, atol=1e-6 * max(1.0, abs(t[-1]))))}
-    if info.step.path is not None or info.step.fixed is not None:
-        steps = info.step.values(f, 0, info.n_frames, np.int64)
+    if steps is not None:
         out["steps"] = [int(steps[0]), int(steps[-1])]
     if not out["even"]:
         out["dt_range"] = [float(dt.min()), float(dt.max())]
