@@ -22,6 +22,7 @@ from MDAnalysisTests import datafiles as D
 
 from trajscale.errors import InputFileError
 from trajscale.sources import _xdr
+from trajscale.sources.parts import XDR_SCALE as SCALE
 from trajscale.sources.parts import PartSource, scan_part
 
 FILES = {"adk-water": (D.GRO, D.XTC), "5-atoms": (D.COORDINATES_TOPOLOGY, D.COORDINATES_XTC)}
@@ -38,7 +39,7 @@ def _universe(name, files=FILES):
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_offsets_and_atoms_are_mdanalysis_s(name):
     path = FILES[name][1]
-    n_atoms, offsets = _xdr.scan_xtc(path)
+    n_atoms, offsets, *_ = _xdr.scan_xtc(path)
     ref = MDAXTCFile(path)
     assert n_atoms == ref.n_atoms
     np.testing.assert_array_equal(offsets, ref.offsets)
@@ -120,17 +121,18 @@ def test_a_file_changed_after_its_scan_is_an_error_not_an_overrun(tmp_path):
 
 
 def test_decoder_refuses_rows_that_do_not_fit():
-    n, offsets = _xdr.scan_xtc(D.XTC)
+    n, offsets, *_ = _xdr.scan_xtc(D.XTC)
     f = _xdr.XTCFile(D.XTC, n)
     frames = np.arange(3, dtype=np.int64)
     edges, t, st = np.empty((3, 3, 3), np.float32), np.empty(3), np.empty(3, np.int64)
     with pytest.raises(ValueError, match="do not fit"):
-        f.read(offsets, frames, None, np.empty((3, 10, 3), np.float32), edges, t, st, 10.0)
+        f.read(offsets, frames, None, {"position": np.empty((3, 10, 3), np.float32)}, edges, t, st, SCALE)
     with pytest.raises(IndexError, match="atom indices"):
-        f.read(offsets, frames, np.array([n], np.intp), np.empty((3, 1, 3), np.float32), edges, t, st, 10.0)
+        f.read(offsets, frames, np.array([n], np.intp), {"position": np.empty((3, 1, 3), np.float32)}, edges, t,
+               st, SCALE)
     f.close()
     with pytest.raises(ValueError, match="closed"):
-        f.read(offsets, frames, None, np.empty((3, n, 3), np.float32), edges, t, st, 10.0)
+        f.read(offsets, frames, None, {"position": np.empty((3, n, 3), np.float32)}, edges, t, st, SCALE)
 
 
 def test_cached_run_on_an_xtc_imports_neither_mdanalysis_nor_scipy(tmp_path, monkeypatch):
@@ -158,7 +160,7 @@ def test_cached_run_on_an_xtc_imports_neither_mdanalysis_nor_scipy(tmp_path, mon
                                   "TRR_xvf"])
 def test_trr_offsets_atoms_and_fields_are_mdanalysis_s(name):
     path = getattr(D, name)
-    n_atoms, offsets, fields = _xdr.scan_trr(path)
+    n_atoms, offsets, fields, *_ = _xdr.scan_trr(path)
     ref = MDATRRFile(path)
     assert n_atoms == ref.n_atoms
     np.testing.assert_array_equal(offsets, ref.offsets)

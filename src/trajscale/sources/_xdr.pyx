@@ -19,9 +19,9 @@ and SciPy (~0.5 s of a 1 s run).
 
 from cpython.exc cimport PyErr_CheckSignals
 from libc.errno cimport errno
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t
 from libc.stdio cimport FILE, SEEK_END, SEEK_SET, fclose, fopen, fread
-from libc.string cimport strerror
+from libc.string cimport memcpy, strerror
 
 import os
 
@@ -71,9 +71,17 @@ cdef inline int _be32(const uint8_t *p) noexcept nogil:
     return <int>((<unsigned int>p[0] << 24) | (<unsigned int>p[1] << 16) | (<unsigned int>p[2] << 8) | p[3])
 
 
+cdef inline float _be_float(const uint8_t *p) noexcept nogil:
+    cdef uint32_t bits = <uint32_t>_be32(p)
+    cdef float f
+    memcpy(&f, &bits, 4)
+    return f
+
+
 def scan_xtc(path, Py_ssize_t max_frames=-1):
-    """``(n_atoms, offsets)`` of an XTC file: the byte offset of every frame (the first ``max_frames``
-    if not negative), from the frames' headers.
+    """``(n_atoms, offsets, fields, steps, times)`` of an XTC file, from its frames' headers: the byte
+    offset, step and time of every frame (the first ``max_frames`` if not negative); fields is
+    ``("position",)``, as :func:`scan_trr` gives a TRR's.
 
     Raises
     ------
@@ -88,12 +96,11 @@ def scan_xtc(path, Py_ssize_t max_frames=-1):
     if fh == NULL:
         raise OSError(errno, strerror(errno).decode(), str(path))
     cdef uint8_t buf[HEADER]
-    cdef long pos = 0, size = 0, frame_bytes, file_size
-    cdef Py_ssize_t n = 0, cap = 1024, got
+    cdef long pos = 0, frame_bytes, file_size
+    cdef Py_ssize_t n = 0, got
     cdef int natoms, n_atoms = -1, magic
     cdef str problem = None
-    offsets = np.empty(cap, np.int64)
-    cdef int64_t[::1] out = offsets
+    offsets, steps, times = [], [], []
     try:
         with nogil:
             fseeko(fh, 0, SEEK_END)
@@ -102,7 +109,7 @@ def scan_xtc(path, Py_ssize_t max_frames=-1):
             with nogil:
                 fseeko(fh, pos, SEEK_SET)
                 got = <Py_ssize_t>fread(buf, 1, HEADER, fh)
-            if got < 8:
+            if got < 16:
                 problem = f"frame {n} at byte {pos} is cut short (the file ends at byte {file_size})"
                 break
             magic, natoms = _be32(buf), _be32(buf + 4)
@@ -124,18 +131,17 @@ def scan_xtc(path, Py_ssize_t max_frames=-1):
             if pos + frame_bytes > file_size:
                 problem = f"frame {n} at byte {pos} is cut short (the file ends at byte {file_size})"
                 break
-            if n == cap:
-                cap *= 2
-                offsets = np.resize(offsets, cap)
-                out = offsets
-            out[n] = pos
+            offsets.append(pos)
+            steps.append(_be32(buf + 8))
+            times.append(_be_float(buf + 12))   # the header's float32, as xtc_header reads it
             n += 1
             pos += frame_bytes
     finally:
         fclose(fh)
     if problem is not None:
         raise XDRFormatError(problem)
-    return max(n_atoms, 0), offsets[:n].copy()
+    return max(n_atoms, 0), np.array(offsets, np.int64), ("position",), np.array(steps, np.int64), \
+        np.array(times, np.float64)
 
 
 cdef class _XDRFile:
@@ -192,15 +198,20 @@ cdef class XTCFile(_XDRFile):
     def __cinit__(self, path, int n_atoms, *args):
         self._frame = np.empty((max(n_atoms, 1), 3), np.float32)
 
-    def read(self, const int64_t[::1] offsets, const int64_t[::1] frames, sel, float[:, :, ::1] out,
-             float[:, :, ::1] edges, double[::1] time, int64_t[::1] step, float scale):
-        """Decode ``frames`` (indices into ``offsets``) into rows of ``out`` (times ``scale``).
+    def read(self, const int64_t[::1] offsets, const int64_t[::1] frames, sel, dict rows,
+             float[:, :, ::1] edges, double[::1] time, int64_t[::1] step, dict scale):
+        """Decode ``frames`` (indices into ``offsets``) into rows of ``rows["position"]`` (times
+        ``scale["position"]``), as :meth:`TRRFile.read` reads its fields.
 
         ``sel`` (intp indices, or None for every atom) picks the atoms copied into
-        ``out[i]``; ``edges[i]`` gets the box vectors as stored, ``time[i]`` and
+        each row; ``edges[i]`` gets the box vectors as stored, ``time[i]`` and
         ``step[i]`` the frame's header.  Raises :class:`XDRFormatError` naming the
         frame that cannot be read.
         """
+        if set(rows) != {"position"}:
+            raise ValueError(f"{self.path}: an XTC holds positions only, not {', '.join(sorted(rows))}")
+        cdef float[:, :, ::1] out = rows["position"]
+        cdef float factor = scale["position"]
         cdef Py_ssize_t i, j, c, n = frames.shape[0], n_sel = self._atoms_read(sel)
         cdef int n_want = self.n_atoms   # decoded atoms: up to the last selected one
         cdef const Py_ssize_t[::1] pick
@@ -236,11 +247,11 @@ cdef class XTCFile(_XDRFile):
                     if every:
                         for j in range(n_sel):
                             for c in range(3):
-                                out[i, j, c] = out[i, j, c] * scale
+                                out[i, j, c] = out[i, j, c] * factor
                     else:
                         for j in range(n_sel):
                             for c in range(3):
-                                out[i, j, c] = frame[pick[j], c] * scale
+                                out[i, j, c] = frame[pick[j], c] * factor
             if rc == -2:
                 raise XDRFormatError(f"frame {k} has {natoms} atoms, not {self.n_atoms} (changed since it was scanned?)")
             if rc != exdrOK:
@@ -255,9 +266,9 @@ TRR_FIELDS = ("position", "velocity", "force")
 
 
 def scan_trr(path, Py_ssize_t max_frames=-1):
-    """``(n_atoms, offsets, fields)`` of a TRR file: every frame's byte offset (the first
-    ``max_frames`` if not negative) from its header and sizes, and the fields (``"position"``,
-    ``"velocity"``, ``"force"``) its first frame holds.
+    """``(n_atoms, offsets, fields, steps, times)`` of a TRR file: every frame's byte offset, step and
+    time (the first ``max_frames`` if not negative) from its header and sizes, and the fields
+    (``"position"``, ``"velocity"``, ``"force"``) its first frame holds.
 
     Raises
     ------
@@ -276,7 +287,7 @@ def scan_trr(path, Py_ssize_t max_frames=-1):
     cdef int rc, n_atoms = -1, has = 0
     cdef Py_ssize_t n = 0
     cdef str problem = None
-    found = []
+    found, steps, times = [], [], []
     try:
         with nogil:
             xdr_seek(xd, 0, SEEK_END)
@@ -301,6 +312,8 @@ def scan_trr(path, Py_ssize_t max_frames=-1):
                 problem = f"frame {n} at byte {pos} is cut short (the file ends at byte {file_size})"
                 break
             found.append(pos)
+            steps.append(sh.step)
+            times.append(<float> sh.td)   # as read_trr gives it (float)
             n += 1
             pos += frame_bytes
     finally:
@@ -308,7 +321,8 @@ def scan_trr(path, Py_ssize_t max_frames=-1):
     if problem is not None:
         raise XDRFormatError(problem)
     fields = tuple(f for i, f in enumerate(TRR_FIELDS) if has & (1 << i))
-    return max(n_atoms, 0), np.array(found, dtype=np.int64), fields
+    return max(n_atoms, 0), np.array(found, np.int64), fields, np.array(steps, np.int64), \
+        np.array(times, np.float64)
 
 
 cdef class TRRFile(_XDRFile):
@@ -395,34 +409,3 @@ cdef class TRRFile(_XDRFile):
             step[i] = st
             PyErr_CheckSignals()
 
-
-def frame_headers(path, const int64_t[::1] offsets, bint xtc):
-    """``(steps, times)`` of the frames at ``offsets``, from their headers only (no coordinates read)."""
-    cdef bytes name = os.fsencode(path)
-    cdef XDRFILE *xd = xdrfile_open(name, "r")
-    if xd == NULL:
-        raise OSError(errno, strerror(errno).decode(), str(path))
-    cdef Py_ssize_t i, n = offsets.shape[0]
-    steps, times = np.empty(n, np.int64), np.empty(n, np.float64)
-    cdef int64_t[::1] st = steps
-    cdef double[::1] tm = times
-    cdef int rc = exdrOK, natoms, step
-    cdef float t
-    cdef t_trnheader sh
-    try:
-        with nogil:
-            for i in range(n):
-                rc = xdr_seek(xd, offsets[i], SEEK_SET)
-                if rc == exdrOK and xtc:
-                    rc = xtc_header(xd, &natoms, &step, &t, 1)
-                    st[i], tm[i] = step, t
-                elif rc == exdrOK:
-                    rc = do_trnheader(xd, 1, &sh)
-                    st[i], tm[i] = sh.step, <float> sh.td   # as read_trr gives it (float)
-                if rc != exdrOK:
-                    break
-    finally:
-        xdrfile_close(xd)
-    if rc != exdrOK:
-        raise XDRFormatError(f"cannot read the header of frame {i} at byte {offsets[i]} (cut short or damaged?)")
-    return steps, times

@@ -80,15 +80,13 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _scan_xdr(path: str, fmt: str, first_only: bool = False) -> tuple[int, np.ndarray, tuple[str, ...]]:
-    """``(n_atoms, offsets, fields)`` of an XTC/TRR from its frames' headers (no coordinates read);
-    ``first_only``: the first frame's, for a worker that was shipped the offsets."""
+def _scan_xdr(path: str, fmt: str, first_only: bool = False) -> tuple:
+    """``(n_atoms, offsets, fields, steps, times)`` of an XTC/TRR from its frames' headers (no
+    coordinates read); ``first_only``: the first frame's, for a worker that was shipped the offsets."""
     from ._xdr import XDRFormatError, scan_trr, scan_xtc
 
     try:
-        if fmt == "XTC":
-            return (*scan_xtc(path, 1 if first_only else -1), ("position",))
-        return scan_trr(path, 1 if first_only else -1)
+        return (scan_xtc if fmt == "XTC" else scan_trr)(path, 1 if first_only else -1)
     except (OSError, XDRFormatError) as exc:
         raise InputFileError(path, f"cannot be read as {fmt}: {_one_line(exc)}") from None
 
@@ -101,7 +99,7 @@ def scan_part(path: str) -> dict:
     """
     fmt = part_format(path)
     if fmt in XDR_FORMATS:
-        n_atoms, offsets, _ = _scan_xdr(path, fmt)
+        n_atoms, offsets, *_ = _scan_xdr(path, fmt)
         log.debug("%s: frame offsets scanned (%d frames)", path, len(offsets))
         return {"path": path, "format": fmt, "n_frames": len(offsets), "n_atoms": n_atoms,
                 "offsets": encode_offsets(offsets)}
@@ -115,17 +113,12 @@ def describe_part(path: str) -> dict:
     import os
 
     from ..store.inspect import times_summary
-    from ._xdr import XDRFormatError, frame_headers
 
     fmt = part_format(path)
     if fmt not in XDR_FORMATS:
         raise InputFileError(path, f"inspect reads H5MD, XTC and TRR files, not {fmt}: convert it to H5MD "
                                    "(trajscale convert TOPOLOGY FILE -o FILE.h5md)")
-    n_atoms, offsets, fields = _scan_xdr(path, fmt)
-    try:
-        steps, times = frame_headers(path, offsets, fmt == "XTC")
-    except (OSError, XDRFormatError) as exc:
-        raise InputFileError(path, _one_line(exc)) from None
+    n_atoms, offsets, fields, steps, times = _scan_xdr(path, fmt)
     return {"format": fmt.lower(), "path": path, "file_bytes": os.path.getsize(path), "n_frames": len(offsets),
             "n_atoms": n_atoms, "fields": list(fields), "units": dict(XDR_UNITS[fmt]),
             "time": times_summary(times, steps)}
@@ -159,12 +152,12 @@ class PartSource(Source):
         self._xdr = self.format in XDR_FORMATS
         if self._xdr:
             if offsets is None:   # scanned here: only when no offsets were shipped
-                n_found, offsets, self._fields = _scan_xdr(self._path, self.format)
+                n_found, offsets, self._fields, *_ = _scan_xdr(self._path, self.format)
                 log.debug("%s: frame offsets scanned (%d frames)", self._path, len(offsets))
             elif self.format == "XTC" and n_atoms is not None:   # shipped: nothing to read before the frames
                 n_found, self._fields = int(n_atoms), ("position",)
             else:   # a TRR's fields, from its first frame's header
-                n_found, _, self._fields = _scan_xdr(self._path, self.format, first_only=True)
+                n_found, _, self._fields, *_ = _scan_xdr(self._path, self.format, first_only=True)
             self._offsets = decode_offsets(offsets) if isinstance(offsets, str) else np.asarray(offsets, np.int64)
             self._file = _xdr_file(self._path, self.format, n_found)
             self._n_atoms, self._n_frames = n_found, len(self._offsets)
@@ -188,8 +181,7 @@ class PartSource(Source):
                 warnings.simplefilter("ignore")
                 return get_reader_for(self._path, format=self.format)(self._path, **kw)
         except Exception as exc:   # noqa: BLE001 - any reader failure is this file's
-            detail = " ".join(str(exc).split()) or type(exc).__name__
-            raise InputFileError(self._path, f"MDAnalysis cannot read it: {detail}") from None
+            raise InputFileError(self._path, f"MDAnalysis cannot read it: {_one_line(exc)}") from None
 
     @property
     def path(self) -> str:
@@ -278,11 +270,7 @@ class PartSource(Source):
             return
         edges = np.empty((len(frames), 3, 3), np.float32)
         try:
-            if self.format == "XTC":
-                self._file.read(self._offsets, frames, sel, out["position"], edges, time, step,
-                                XDR_SCALE["position"])
-            else:
-                self._file.read(self._offsets, frames, sel, out, edges, time, step, XDR_SCALE)
+            self._file.read(self._offsets, frames, sel, out, edges, time, step, XDR_SCALE)
         except (OSError, XDRFormatError) as exc:
             raise InputFileError(self._path, _one_line(exc)) from None
         box[:] = _xdr_box(edges)
