@@ -40,5 +40,30 @@ numpydoc_show_class_members = False
 numpydoc_validation_checks = set()  # docstrings are checked by tests, not by the build
 
 intersphinx_mapping = {}            # the build needs no network
-html_theme = "alabaster"
+html_theme = "furo"                 # a clean, wide, responsive theme; wide tables and code scroll inside their box
 html_title = f"trajscale {release}"
+html_static_path = ["_static"]
+html_css_files = ["trajscale.css"]
+pygments_style = "friendly"
+pygments_dark_style = "monokai"
+
+
+def _append_changelog(app, docname: str, source: list[str]) -> None:
+    """The changelog page carries CHANGELOG.md's entries when the repository is there.
+
+    The page has its own title, so ``docs/`` also builds on its own (from an sdist or a copy of the
+    folder); then the page points at the file in the repository instead.
+    """
+    if docname != "changelog":
+        return
+    changelog = ROOT / "CHANGELOG.md"
+    if changelog.is_file():
+        body = changelog.read_text(encoding="utf-8").split("\n", 1)[1]   # its own "# Changelog" title
+        source[0] += "\n" + body
+    else:
+        source[0] += "\nThe entries are in `CHANGELOG.md` at the top of the source repository.\n"
+
+
+def setup(app) -> dict:
+    app.connect("source-read", _append_changelog)
+    return {"parallel_read_safe": True}

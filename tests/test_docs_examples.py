@@ -25,7 +25,8 @@ from MDAnalysisTests import datafiles as D
 from tests.conftest import ROOT, mpiexec
 
 SRC = ROOT / "src"
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+TUTORIAL = ROOT / "docs" / "tutorial.md"    # its blocks build on each other: run in order below
+DOCS = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p != TUTORIAL)]
 NOT_RUN = re.compile(r"<!--\s*not run:\s*(.+?)\s*-->\s*$")
 
 #: Saves what the example leaves (on MPI rank 0 only) for the checks below.
@@ -158,3 +159,48 @@ def check_numbers(code: str, files: dict, cwd: Path, left: dict) -> None:
                 np.testing.assert_allclose(a.positions, b.positions, atol=1e-4)
         else:
             assert shape == (10, 1000, 3)
+
+
+def test_tutorial_runs_as_shown(tmp_path):
+    """docs/tutorial.md from its first block to its last, in order: the files it makes, every shell
+    command, its Python plot, and the numbers and lines it pastes, against MDAnalysis reading the
+    same frames."""
+    text = TUTORIAL.read_text()
+    setup, plot = re.findall(r"```python\n(.*?)```", text, re.S)
+    (tmp_path / "setup.py").write_text(setup)
+    (tmp_path / "plot.py").write_text(plot)
+    env = {"PYTHONPATH": str(SRC), "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+           "OMP_NUM_THREADS": "1", "HOME": str(tmp_path)}
+    subprocess.run([sys.executable, "setup.py"], cwd=tmp_path, check=True, timeout=300, env=env)
+    printed = ""
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            proc = subprocess.run(line, shell=True, cwd=tmp_path, capture_output=True, text=True,
+                                  timeout=300, env=env)
+            assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
+            assert "Traceback" not in proc.stderr, line
+            printed += proc.stdout + proc.stderr
+    # lines the tutorial pastes that do not depend on the machine's speed are what the commands print
+    for shown in ("frames x atoms 6 x 47681  fields position", "time          500 - 900 ps, dt 100 ps",
+                  "dropped 1 frame(s) whose time the next part repeats", "frames x atoms 10 x 47681",
+                  "OK: identical within float32 round-off", "rmsd on processes x2: 10 frames x 214 atoms",
+                  "plot:  rmsd-report.png"):
+        assert shown in text and shown in printed, shown
+    u = mda.Universe(str(tmp_path / "md.tpr"), str(tmp_path / "whole.xtc"))
+    ref = rms.RMSD(u, select="protein and name CA").run().results.rmsd
+    got = np.loadtxt(tmp_path / "rmsd.csv", delimiter=",", skiprows=1)
+    assert got.shape == (10, 3)
+    np.testing.assert_allclose(got[:, 1], ref[:, 1], atol=1e-3)
+    np.testing.assert_allclose(got[:, 2], ref[:, 2], atol=1e-4)
+    ca = u.select_atoms("protein and name CA")
+    rmsf = np.loadtxt(tmp_path / "rmsf.csv", delimiter=",", skiprows=1)
+    np.testing.assert_array_equal(rmsf[:, 0], ca.indices)
+    for pasted in re.findall(r"^(\d+),(\d+),([\d.]+)$", text, re.M):   # the RMSD rows pasted
+        np.testing.assert_allclose(float(pasted[2]), ref[int(pasted[0]), 2], atol=1e-6)
+    assert (tmp_path / "rmsd-report.png").stat().st_size > 10_000
+    proc = subprocess.run([sys.executable, "plot.py"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = proc.stdout.strip()
+    assert line.startswith(f"RMSD {ref[:, 2].max():.2f} Å at most") and line in text, line
+    assert (tmp_path / "md-analysis.png").stat().st_size > 10_000
