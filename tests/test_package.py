@@ -103,6 +103,24 @@ def test_pytest_pyargs_runs_the_shipped_tests(tmp_path):
     assert " passed" in proc.stdout and " failed" not in proc.stdout
 
 
+def test_docs_build_on_their_own(tmp_path):
+    """``docs/`` copied alone, without the rest of the repository, builds with warnings as errors:
+    no page includes a file outside it, and the changelog page keeps its title without CHANGELOG.md."""
+    pytest.importorskip("sphinx")
+    pytest.importorskip("numpydoc")
+    pytest.importorskip("myst_parser")
+    docs = shutil.copytree(ROOT / "docs", tmp_path / "docs", ignore=shutil.ignore_patterns("_build", "generated"))
+    proc = subprocess.run([str(VENV_BIN / "sphinx-build"), "-W", "--keep-going", "-q", "-b", "html",
+                           "-d", str(tmp_path / "doctrees"), str(docs), str(tmp_path / "html")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    changelog = (tmp_path / "html" / "changelog.html").read_text()
+    assert "<h1>Changelog" in changelog and "CHANGELOG.md" in changelog
+    index = (tmp_path / "html" / "index.html").read_text()
+    assert 'href="changelog.html"' in index and 'href="tutorial.html"' in index
+
+
 def test_docs_build_with_warnings_as_errors(tmp_path):
     pytest.importorskip("sphinx")
     pytest.importorskip("numpydoc")
