@@ -254,7 +254,8 @@ def _follow(analysis, topology, trajectory, ex, opts, on_update, n_tasks, tasks_
     k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)
     if ex.is_root:
         follower = _Follower(trajectory, topology, group, assume_units, opts, k, ex.n_workers, max_block_bytes)
-    results: list = []
+    rounds: list[dict] = []   # one reduced partial per round of new frames
+    timings: list = []
     published_at, published_frames = time.monotonic(), 0
     ending = None
     while ending is None:
@@ -273,36 +274,35 @@ def _follow(analysis, topology, trajectory, ex, opts, on_update, n_tasks, tasks_
                     follower.done = rnd.ranges[0].start
                 ending = "stopped"
                 got = None
-            if got:
-                results += got
+            if got and ex.is_root:   # each round reduced as it comes (MPI combines partials in map_tasks)
+                rounds.append(ex.reduce(analysis, [p for p, _ in got]))
+                timings += [t for _, t in got]
             # HDF5 shares one open file per process: a handle kept by this process's tasks (serial, MPI)
             # would show the next poll the file as it was, so they let go of it each round
             close_cached_sources()
-        if not ex.is_root or not results:
+        if not ex.is_root or not rounds:
             continue
-        n = follower.done if ending != "stopped" or not results else max(t.stop for _, t in results)
+        n = sum(t.stop - t.start for t in timings)
         due = (time.monotonic() - published_at >= opts.every_s
                or (opts.every_frames is not None and n - published_frames >= opts.every_frames))
         if on_update is not None and due and ending is None:
-            on_update(_result(analysis, job, info, ex, results, t_start, t_prep, timeline, None))
+            on_update(_result(analysis, job, info, ex, rounds, timings, t_start, t_prep, timeline, None))
             published_at, published_frames = time.monotonic(), n
     timeline.lap("tasks")
     if not ex.is_root:
         return None
-    if not results:
+    if not rounds:
         raise InputFileError(trajectory, f"no frame was analysed ({ENDINGS[ending].format(idle=opts.idle)})")
-    result = _result(analysis, job, info, ex, results, t_start, t_prep, timeline, ending, opts)
+    result = _result(analysis, job, info, ex, rounds, timings, t_start, t_prep, timeline, ending, opts)
     if on_update is not None:
         on_update(result)
     return result
 
 
-def _result(analysis, job, info, ex, results, t_start, t_prep, timeline, ending, opts=None):
-    """The result over the partials so far, with a report of every task run."""
+def _result(analysis, job, info, ex, rounds, timings, t_start, t_prep, timeline, ending, opts=None):
+    """The result over the rounds so far, with a report of every task run."""
     t_red = time.perf_counter()
-    partials = [p for p, _ in results]
-    timings = [t for _, t in results]
-    result = analysis.result(ex.reduce(analysis, partials), job.prepared)
+    result = analysis.result(analysis.reduce(rounds), job.prepared)
     t_red = time.perf_counter() - t_red
     n_frames = sum(t.stop - t.start for t in timings)
     follow = {"frames": n_frames, "ended": ending,

@@ -24,11 +24,13 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputFileError
 from .base import Source
+from .h5md import H5MDSource
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,43 @@ log = logging.getLogger(__name__)
 DONE_SUFFIX = ".done"
 #: The scan's words for a frame that is still being appended (``_xdr.scan_xtc``/``scan_trr``).
 _CUT = re.compile(r"frame (\d+) at byte \d+(?: is cut short|: no TRR frame header)")
+
+
+#: Seconds to wait before each new attempt at a read that met the writer mid-flush.
+RETRY_WAITS = (0.05, 0.2, 0.5, 1.0, 2.0)
+
+
+class GrowingH5MDSource(H5MDSource):
+    """An H5MD file another process is writing: a read that meets the writer mid-flush is tried again.
+
+    The writer updates the file's metadata (extents, chunk index) in place; a
+    reader without SWMR can catch a node half-updated and get an HDF5 error.
+    The frames asked for are complete (counted by :func:`snapshot`), so the
+    same read, after the file is opened afresh, finds them whole.
+    """
+
+    kind = "growing_h5md"
+    supports_mpio = False
+
+    def read(self, start: int, stop: int, atoms=None, fields: tuple[str, ...] = ("position",), stride: int = 1):
+        for wait in RETRY_WAITS:
+            try:
+                return super().read(start, stop, atoms, fields, stride=stride)
+            except (OSError, IndexError, ValueError) as exc:   # HDF5's errors on metadata caught mid-update
+                log.debug("%s: frames [%d, %d) met the writer mid-flush (%s); reading again in %g s",
+                          self.path, start, stop, exc, wait)
+            time.sleep(wait)
+            self._reopen()
+        return super().read(start, stop, atoms, fields, stride=stride)
+
+    def _reopen(self) -> None:
+        config = self.get_config()
+        del config["kind"]
+        reuse = self.reuse_buffers
+        self.close()   # every handle: HDF5 rereads the metadata only of a file it closed
+        self.__dict__.pop("_scratch", None)
+        H5MDSource.__init__(self, **config)
+        self.reuse_buffers = reuse
 
 
 @dataclass(frozen=True)
@@ -64,7 +103,6 @@ def _h5md_snapshot(path: str, group: str | None, assume_units: str | None) -> Sn
     import h5py
 
     from ..store.writer import COMPLETE_ATTR
-    from .h5md import H5MDSource
 
     with h5py.File(path, "r", locking=False) as f:
         finished = bool(f.attrs.get(COMPLETE_ATTR, False))
@@ -72,7 +110,7 @@ def _h5md_snapshot(path: str, group: str | None, assume_units: str | None) -> Sn
     schema_log = logging.getLogger("trajscale.store.schema")
     schema_log.addFilter(quiet)
     try:
-        source = H5MDSource(path, group=group, assume_units=assume_units)
+        source = GrowingH5MDSource(path, group=group, assume_units=assume_units)
     finally:
         schema_log.removeFilter(quiet)
     return Snapshot(source, source.n_frames, finished)
@@ -135,4 +173,4 @@ def snapshot(trajectory, topology=None, *, group: str | None = None, assume_unit
     return _xdr_snapshot(path, fmt)
 
 
-__all__ = ["DONE_SUFFIX", "QuietInFlight", "Snapshot", "complete_xdr_offsets", "snapshot", "unlocked_reads"]
+__all__ = ["DONE_SUFFIX", "GrowingH5MDSource", "QuietInFlight", "Snapshot", "complete_xdr_offsets", "snapshot", "unlocked_reads"]
