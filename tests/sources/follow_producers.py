@@ -35,13 +35,15 @@ def write_h5md(out: str, delay: float, kill_after: int | None = None) -> None:
 
 
 def append_bytes(src: str, out: str, delay: float, piece: int) -> None:
-    data = open(src, "rb").read()
+    from pathlib import Path
+
+    data = Path(src).read_bytes()
     with open(out, "wb") as fh:
         for i in range(0, len(data), piece):
             fh.write(data[i:i + piece])
             fh.flush()
             time.sleep(delay)
-    open(out + ".done", "w").close()
+    Path(out + ".done").touch()
 
 
 if __name__ == "__main__":
