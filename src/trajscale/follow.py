@@ -322,4 +322,44 @@ def last_line(result) -> str:
     return f"followed {f['frames']} frames; ended: {f['why']}"
 
 
-__all__ = ["ENDINGS", "FollowOptions", "last_line", "run_follow"]
+
+
+def run_stream(analysis: Analysis, topology, url: str, *, tee: str | None = None, overwrite: bool = False,
+               **follow_kw):
+    """Analyse the frames of an IMD stream (``imd://HOST:PORT``) as they come, on any executor.
+
+    A receiver process writes the stream into an H5MD file (``tee``, kept; else a
+    temporary file, removed at the end) and this run follows that file
+    (:func:`run_follow`, with ``follow_kw``); the stream's end ends the run.
+    """
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from .sources.imd import host_port
+    from .sources.mda import load_universe
+
+    host_port(url)
+    if topology is None:
+        raise ConfigError(f"{url}: a stream needs a topology (its atom count and selections)")
+    n_atoms = (topology.universe.atoms.n_atoms if hasattr(topology, "select_atoms")
+               else load_universe(topology, topology_coordinates=False).atoms.n_atoms)
+    folder = None if tee else tempfile.mkdtemp(prefix="trajscale-imd-")
+    out = tee or os.path.join(folder, "stream.h5md")
+    unlocked_reads()
+    receiver = subprocess.Popen([sys.executable, "-m", "trajscale.sources.imd", url, out, str(n_atoms),
+                                 *(["--overwrite"] if overwrite else [])])
+    try:
+        return run_follow(analysis, topology, out, **follow_kw)
+    finally:
+        if receiver.poll() is None:
+            receiver.terminate()
+        receiver.wait()
+        if folder is not None:
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+__all__ = ["ENDINGS", "FollowOptions", "last_line", "run_follow", "run_stream"]

@@ -34,6 +34,8 @@ def add_follow_options(p) -> None:
                    help="with --follow: ... or once K new frames are analysed")
     g.add_argument("--idle", type=_positive_float, default=60.0, metavar="S",
                    help="with --follow: end after S seconds without a new frame (default 60)")
+    g.add_argument("--tee", default=None, metavar="FILE.h5md",
+                   help="with an imd://HOST:PORT stream: keep every frame received in this H5MD file")
 
 
 def follow_options(args, analysis, trajectory):
@@ -42,6 +44,8 @@ def follow_options(args, analysis, trajectory):
     from ..errors import ConfigError
     from ..follow import FollowOptions, last_line
     from ..run import run
+    from ..sources.imd import is_stream
+    from .checks import check_outputs
     from .run import executor_options
 
     if (args.start, args.stop, args.step) != (0, None, 1):
@@ -64,10 +68,22 @@ def follow_options(args, analysis, trajectory):
         if result.report.meta["follow"]["ended"] is None:
             log.info("%d frames analysed so far", result.report.n_frames)
 
-    result = run(analysis, args.topology, trajectory, executor=args.executor, n_workers=args.n_workers,
-                 n_tasks=args.tasks, max_block_bytes=int(args.max_block_mb * 1024**2), progress=False,
-                 group=args.h5md_group, assume_units=args.assume_units, follow=opts, on_update=publish,
-                 **executor_options(args))
+    common = dict(executor=args.executor, n_workers=args.n_workers, n_tasks=args.tasks,
+                  max_block_bytes=int(args.max_block_mb * 1024**2), progress=False, on_update=publish,
+                  **executor_options(args))
+    if is_stream(trajectory):
+        from ..follow import run_stream
+
+        if args.executor == "mpi":
+            raise ConfigError("an IMD stream is received by one process: use --executor serial, processes "
+                              "or dask (or --tee FILE.h5md and follow that file under mpiexec)")
+        if args.tee:
+            check_outputs(args.tee, None, inputs=[args.topology], overwrite=args.overwrite)
+        result = run_stream(analysis, args.topology, trajectory, tee=args.tee, overwrite=args.overwrite,
+                            options=opts, **common)
+    else:
+        result = run(analysis, args.topology, trajectory, group=args.h5md_group, assume_units=args.assume_units,
+                     follow=opts, **common)
     if result is not None:
         print(last_line(result), file=sys.stderr)
     return result

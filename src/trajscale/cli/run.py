@@ -115,7 +115,7 @@ def _run(analysis, args):
 
     traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
     _import_dependencies()
-    if getattr(args, "follow", False):
+    if getattr(args, "follow", False) or str(traj).startswith("imd://"):   # a stream is always followed
         from .follow import follow_options
 
         return follow_options(args, analysis, traj)
