@@ -19,8 +19,8 @@ from MDAnalysisTests.datafiles import DCD, PSF
 from tests.conftest import ROOT, run_cli
 
 pytest.importorskip("imdclient")
-from imdclient.IMDClient import IMDSessionInfo  # noqa: E402
-from imdclient.tests.server import InThreadIMDServer  # noqa: E402
+from imdclient.IMDClient import IMDSessionInfo
+from imdclient.tests.server import InThreadIMDServer
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
@@ -58,7 +58,7 @@ def test_imd_stream_is_analysed_as_it_comes(tmp_path, version, executor):
     finally:
         server.disconnect()
         server.cleanup()
-        stdout, stderr = proc.communicate(timeout=300)
+        _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr
     assert stderr.strip().splitlines()[-1] == "followed 98 frames; ended: the writer marked the file complete"
     got = np.loadtxt(out, delimiter=",", skiprows=1)

@@ -42,6 +42,8 @@ _CUT = re.compile(r"frame (\d+) at byte \d+(?: is cut short|: no TRR frame heade
 
 #: Seconds to wait before each new attempt at a read that met the writer mid-flush.
 RETRY_WAITS = (0.05, 0.2, 0.5, 1.0, 2.0)
+#: What HDF5 (through h5py and trajscale's open) raises on metadata caught half-updated.
+MID_FLUSH = (OSError, RuntimeError, KeyError, IndexError, ValueError, InputFileError)
 
 
 class GrowingH5MDSource(H5MDSource):
@@ -56,11 +58,21 @@ class GrowingH5MDSource(H5MDSource):
     kind = "growing_h5md"
     supports_mpio = False
 
+    def __init__(self, path: str, **options) -> None:
+        for wait in RETRY_WAITS:
+            try:
+                super().__init__(path, **options)
+                return
+            except MID_FLUSH as exc:
+                log.debug("%s: opened while the writer flushed (%s); again in %g s", path, exc, wait)
+            time.sleep(wait)
+        super().__init__(path, **options)
+
     def read(self, start: int, stop: int, atoms=None, fields: tuple[str, ...] = ("position",), stride: int = 1):
         for wait in RETRY_WAITS:
             try:
                 return super().read(start, stop, atoms, fields, stride=stride)
-            except (OSError, IndexError, ValueError) as exc:   # HDF5's errors on metadata caught mid-update
+            except MID_FLUSH as exc:
                 log.debug("%s: frames [%d, %d) met the writer mid-flush (%s); reading again in %g s",
                           self.path, start, stop, exc, wait)
             time.sleep(wait)
@@ -164,7 +176,7 @@ def snapshot(trajectory, topology=None, *, group: str | None = None, assume_unit
     if is_hdf5(path):
         try:
             return _h5md_snapshot(path, group, assume_units)
-        except (OSError, KeyError, ValueError) as exc:   # caught mid-flush: the next poll sees it whole
+        except MID_FLUSH as exc:   # caught mid-flush: the next poll sees it whole
             raise InputFileError(path, f"not readable at this instant ({exc})") from None
     fmt = part_format(path)
     if fmt not in XDR_FORMATS:
