@@ -125,7 +125,8 @@ def measure(work: Path, top: Path, n_atoms: int, n_frames: int, rate: float, sid
     frames = sorted(f for f in analysed if f < len(written))
     lag = np.array([analysed[f] - written[f] for f in frames])
     span = max(analysed[f] for f in frames) - written[0]
-    return len(frames), len(frames) / span, float(np.median(lag)), float(np.percentile(lag, 99))
+    wrote = (len(written) - 1) / (written[-1] - written[0])
+    return len(frames), wrote, len(frames) / span, float(np.median(lag)), float(np.percentile(lag, 99))
 
 
 def main() -> None:
@@ -149,10 +150,11 @@ def main() -> None:
         topology(top, args.atoms)
         print(f"producer: mpiexec -n 2 ParallelWriter, {args.atoms} atoms, {args.frames} frames at "
               f"{args.rate:g} frames/s ({args.atoms * 12 * args.rate / 1e6:.1f} MB/s)")
-        print(f"{'follower':22s} {'frames':>6s} {'frames/s':>9s} {'lag median s':>13s} {'lag p99 s':>10s}")
+        print(f"{'follower':22s} {'frames':>6s} {'written/s':>9s} {'frames/s':>9s} {'lag median s':>13s} "
+              f"{'lag p99 s':>10s}")
         for side in args.sides.split(","):
-            n, fps, med, p99 = measure(work, top, args.atoms, args.frames, args.rate, side)
-            print(f"{side:22s} {n:6d} {fps:9.2f} {med:13.3f} {p99:10.3f}")
+            n, wrote, fps, med, p99 = measure(work, top, args.atoms, args.frames, args.rate, side)
+            print(f"{side:22s} {n:6d} {wrote:9.2f} {fps:9.2f} {med:13.3f} {p99:10.3f}")
 
 
 if __name__ == "__main__":
