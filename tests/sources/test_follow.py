@@ -152,3 +152,42 @@ def test_follow_under_mpi(tmp_path, mda_adk_rmsd):
 def test_nothing_to_follow_is_one_clear_error(tmp_path):
     with pytest.raises(ts.errors.InputFileError, match="no complete frame to follow within"):
         ts.run(ts.RMSD(), PSF, str(tmp_path / "never.h5md"), follow=FollowOptions(idle=1, poll=0.1))
+
+
+def test_segment_index_gaining_parts(tmp_path):
+    """An index rewritten as parts arrive (``trajscale index ... --overwrite``), then ``INDEX.done``."""
+    import threading
+
+    u = mda.Universe(PSF, DCD)
+    parts = []
+    for k, (a, b) in enumerate([(0, 30), (30, 60), (60, 80), (80, 98)]):
+        parts.append(str(tmp_path / f"part{k}.dcd"))
+        with mda.Writer(parts[-1], u.atoms.n_atoms) as w:
+            for _ in u.trajectory[a:b]:
+                w.write(u.atoms)
+    index = tmp_path / "run.json"
+
+    def write_index(n: int) -> None:
+        proc = subprocess.run([sys.executable, "-m", "trajscale.cli.main", "index", *parts[:n], "--topology", PSF,
+                               "-o", str(index), "--overwrite"], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+
+    write_index(2)
+
+    def grow() -> None:
+        for n in (3, 4):
+            time.sleep(1.0)
+            write_index(n)
+        Path(str(index) + ".done").touch()
+
+    t = threading.Thread(target=grow)
+    t.start()
+    try:
+        r = ts.run(ts.RMSD(select="name CA"), PSF, str(index), executor="processes", n_workers=2,
+                   follow=FollowOptions(idle=120, poll=0.1))
+    finally:
+        t.join()
+    assert r.report.meta["follow"]["ended"] == "complete"
+    full = ts.run(ts.RMSD(select="name CA"), PSF, str(index))
+    assert len(r.rmsd) == 98 and np.array_equal(r.rmsd, full.rmsd)
+    np.testing.assert_allclose(r.rmsd, mda_rmsd(PSF, DCD), rtol=1e-5, atol=1e-5)
