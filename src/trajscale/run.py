@@ -214,7 +214,7 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         n_workers: int | None = None, n_tasks: int | None = None, tasks_per_worker: int = 4,
         start: int | None = 0, stop: int | None = None, step: int = 1, progress: bool = False,
         group: str | None = None, assume_units: str | None = None, max_block_bytes: int = MAX_BLOCK_BYTES,
-        continuous: bool = False, **executor_options):
+        continuous: bool = False, follow=False, on_update=None, **executor_options):
     """Run ``analysis`` over ``trajectory`` on an executor.
 
     Parameters
@@ -258,6 +258,15 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
         Let trajectory parts that overlap in time join, the later part's frames
         kept (as ``gmx trjcat`` and MDAnalysis's ``continuous=True``); without
         it an overlap is refused.
+    follow
+        True (or a :class:`~trajscale.follow.FollowOptions`): the trajectory is
+        still being written; analyse its frames as they land and end when the
+        writer marks it complete, after ``idle`` seconds without a new frame,
+        or on Ctrl-C (:mod:`trajscale.follow`). The result has the same bits as
+        a run over the finished file.
+    on_update
+        With ``follow``: ``on_update(result)`` gets the result so far, every
+        ``every_s`` seconds or ``every_frames`` frames, and at the end.
 
     Returns
     -------
@@ -265,6 +274,15 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     (a :class:`~trajscale.report.timing.RunReport`), on the root process; None on
     other MPI ranks.
     """
+    if follow:
+        from .follow import FollowOptions, run_follow
+
+        if (start or 0, stop, step) != (0, None, 1):
+            raise ConfigError("follow analyses every frame as it lands: --start, --stop and --step do not apply")
+        return run_follow(analysis, topology, trajectory, executor=executor, n_workers=n_workers, n_tasks=n_tasks,
+                          group=group, assume_units=assume_units, max_block_bytes=max_block_bytes,
+                          options=follow if isinstance(follow, FollowOptions) else None, on_update=on_update,
+                          progress=progress, **executor_options)
     t_start = time.perf_counter()
     timeline = ProcessTimeline()   # the launching process's phases, from its start (first run) or now
     if max_block_bytes < 1:

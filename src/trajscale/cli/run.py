@@ -115,6 +115,10 @@ def _run(analysis, args):
 
     traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
     _import_dependencies()
+    if getattr(args, "follow", False) or str(traj).startswith("imd://"):   # a stream is always followed
+        from .follow import follow_options
+
+        return follow_options(args, analysis, traj)
     return run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
                n_tasks=args.tasks, start=args.start, stop=args.stop, step=args.step,
                max_block_bytes=int(args.max_block_mb * 1024**2),
@@ -183,6 +187,9 @@ def add_run_options(p) -> None:
     add_overwrite(p)
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (none is drawn when stderr is not a terminal, or with -q)")
+    from .follow import add_follow_options
+
+    add_follow_options(p)
 
 
 def executor_options(args) -> dict:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -59,6 +60,14 @@ class Reader(ReaderBase):
         ``H5MDReader(..., driver="mpio", comm=comm)`` does.
     block_bytes
         Bytes of frames read at once while iterating.
+    follow
+        The file is still being written (an H5MD file, an XTC/TRR, a segment index):
+        only whole frames are read, and iterating waits for new frames until the
+        writer marks the file complete or none comes for ``idle`` seconds
+        (:mod:`trajscale.sources.follow`). ``len()`` is the frames known so far.
+    idle, poll
+        With ``follow``: seconds without a new frame that end the iteration, and
+        seconds between looks at the file.
     """
 
     format = "TRAJSCALE"
@@ -66,8 +75,10 @@ class Reader(ReaderBase):
 
     @store_init_arguments
     def __init__(self, filename, convert_units=True, group: str | None = None, topology=None,
-                 assume_units: str | None = None, comm=None, block_bytes: int = BLOCK_BYTES, **kwargs):
+                 assume_units: str | None = None, comm=None, block_bytes: int = BLOCK_BYTES,
+                 follow: bool = False, idle: float = 60.0, poll: float = 0.5, **kwargs):
         super().__init__(filename, convert_units=convert_units, **kwargs)
+        self._follow = (float(idle), float(poll)) if follow else None
         self._files = _paths(filename)
         self.filename = self._files[0] if len(self._files) == 1 else self._files
         self._options = {"group": group, "topology": None if topology is None else os.fspath(topology),
@@ -87,6 +98,9 @@ class Reader(ReaderBase):
         from ..sources import open_source
 
         opts = self._options
+        if getattr(self, "_follow", None) is not None:
+            self._open_growing()
+            return
         try:
             self._source = open_source(self._files if len(self._files) > 1 else self._files[0],
                                        opts["topology"], group=opts["group"], assume_units=opts["assume_units"],
@@ -103,9 +117,59 @@ class Reader(ReaderBase):
         self._frame = -1
         self._step = 1
 
+    def _open_growing(self) -> None:
+        """Open the frames of a file being written that are whole now (waiting ``idle`` s for the first)."""
+        from ..follow import _first_snapshot
+
+        if len(self._files) != 1:
+            raise OSError("follow reads one growing trajectory, not a list of parts")
+        idle, poll = self._follow
+        opts = self._options
+        try:
+            snap = _first_snapshot(self._files[0], opts["topology"], opts["group"], opts["assume_units"], idle, poll)
+        except TrajscaleError as exc:
+            raise OSError(str(exc)) from None
+        self._adopt(snap)
+        self._block, self._pending, self._frame, self._step = None, None, -1, 1
+
+    def _adopt(self, snap) -> None:
+        self._source, self._n_frames, self._finished = snap.source, snap.n_frames, snap.finished
+        self._identity = file_identity(self._files)
+        self._grew_at = time.monotonic()
+
+    def _wait_for(self, frame: int) -> None:
+        """Return once ``frame`` is whole in the growing file; EOFError when the file is complete or
+        no frame has come for ``idle`` seconds (MDAnalysis's iteration then stops)."""
+        from ..sources.follow import snapshot
+
+        idle, poll = self._follow
+        opts = self._options
+        while frame >= self._n_frames:
+            if self._finished or time.monotonic() - self._grew_at >= idle:
+                raise EOFError(f"{self._files[0]}: {self._n_frames} frames; "
+                               f"{'complete' if self._finished else f'no new frame for {idle:g} s'}")
+            time.sleep(poll)
+            # HDF5 shares one open file per process: the old handle goes first, or the new open sees its past
+            self._drop_pending()
+            self._block = None
+            if self._source is not None:
+                self._source.close()
+                self._source = None
+            try:
+                snap = snapshot(self._files[0], opts["topology"], group=opts["group"],
+                                assume_units=opts["assume_units"])
+            except TrajscaleError:   # caught mid-flush: look again
+                continue
+            grew_at, n = self._grew_at, self._n_frames
+            self._adopt(snap)
+            if snap.n_frames <= n:
+                self._grew_at = grew_at
+
     def _fresh(self) -> None:
         """Reopen when a file was rewritten since it was opened: frames are never served stale
         (one stat per file, before each read from the file)."""
+        if self._follow is not None:   # it grows by design; _wait_for takes the new frames
+            return
         if file_identity(self._files) != self._identity:
             log.debug("%s changed since it was opened: reopening", self._files[0])
             self._drop_pending()
@@ -199,6 +263,8 @@ class Reader(ReaderBase):
         return ts
 
     def _read_next_timestep(self, ts=None):
+        if self._follow is not None and self._frame + 1 >= self._n_frames:
+            self._wait_for(self._frame + 1)
         return self._read_frame(self._frame + 1)
 
     def _reopen(self) -> None:

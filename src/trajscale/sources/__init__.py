@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 #: kind -> (module, class) of every Source; a worker imports only the one its config names.
 _KINDS = {"h5md": (".h5md", "H5MDSource"), "mda": (".mda", "MDASource"), "segments": (".segments", "SegmentedSource"),
-          "part": (".parts", "PartSource")}
+          "part": (".parts", "PartSource"), "growing_h5md": (".follow", "GrowingH5MDSource")}
 
 
 def _source_class(kind: str) -> type[Source]:

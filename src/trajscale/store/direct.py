@@ -84,7 +84,8 @@ class DirectReads:
         self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         self._rows = threading.local()   # a row buffer per thread (Dask runs tasks in threads)
         st = os.fstat(self._fd)
-        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, ds.name)
+        # the shape too: a file being written can show two extents within one mtime tick and size
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, ds.name, n_frames)
         self._addresses = _ADDRESSES.get(key)
         if self._addresses is None:   # -1: not looked up yet; -2: never written (HDF5 gives its fill value)
             self._addresses = np.full(-(-n_frames // self._chunk_frames), -1, dtype=np.int64)

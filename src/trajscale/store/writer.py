@@ -25,6 +25,8 @@ from .layout import Layout
 from .units import WRITE_UNITS, factor
 
 log = logging.getLogger(__name__)
+#: Root attribute set when the writer closes normally: the file will not grow (followers stop).
+COMPLETE_ATTR = "trajscale_complete"
 
 #: Per-frame datasets of unknown length grow by about this much at a time.
 GROW_BYTES = 32 * 1024**2
@@ -155,6 +157,8 @@ class H5MDWriter:
         """
         self = cls.__new__(cls)
         self.file = f = open_h5(path, "r+", driver=driver, comm=comm, **({"info": mpi_info} if mpi_info else {}))
+        if COMPLETE_ATTR in f.attrs:   # written to again: no longer complete until this writer closes
+            del f.attrs[COMPLETE_ATTR]
         try:
             (self.group,) = f["particles"].keys()
             pg = self._pg = f[f"particles/{self.group}"]
@@ -365,6 +369,8 @@ class H5MDWriter:
                 for ds in self._per_frame():
                     if ds.shape[0] != self.n_written:
                         ds.resize(self.n_written, axis=0)
+            if not abandoned:   # a follower (trajscale run --follow) ends here; a killed writer never says it
+                self.file.attrs[COMPLETE_ATTR] = True
             self.file.close()
 
     def __enter__(self) -> H5MDWriter:

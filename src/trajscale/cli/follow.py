@@ -1,0 +1,89 @@
+"""``trajscale run ... --follow``: the options of a followed run, and its publishing of results."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from .checks import positive_int
+
+log = logging.getLogger("trajscale")
+
+
+def _positive_float(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def add_follow_options(p) -> None:
+    g = p.add_argument_group("following a trajectory still being written")
+    g.add_argument("--follow", action="store_true",
+                   help="the trajectory is still being written: analyse frames as they land, until the writer "
+                        "marks it complete (TRAJ.done beside an XTC/TRR), --idle seconds pass without a "
+                        "frame, or Ctrl-C")
+    g.add_argument("--every", type=_positive_float, default=30.0, metavar="S",
+                   help="with --follow: rewrite --out and --report at most every S seconds (default 30)")
+    g.add_argument("--every-frames", type=positive_int, default=None, metavar="K",
+                   help="with --follow: ... or once K new frames are analysed")
+    g.add_argument("--idle", type=_positive_float, default=60.0, metavar="S",
+                   help="with --follow: end after S seconds without a new frame (default 60)")
+    g.add_argument("--tee", default=None, metavar="FILE.h5md",
+                   help="with an imd://HOST:PORT stream: keep every frame received in this H5MD file")
+
+
+def follow_options(args, analysis, trajectory):
+    """Run ``analysis`` with ``--follow``: ``--out`` and ``--report`` are rewritten as results grow,
+    and the last line says how many frames were analysed and why the run ended."""
+    from ..errors import ConfigError
+    from ..follow import FollowOptions, last_line
+    from ..run import run
+    from ..sources.imd import is_stream
+    from .checks import check_outputs
+    from .run import executor_options
+
+    if (args.start, args.stop, args.step) != (0, None, 1):
+        raise ConfigError("--follow analyses every frame as it lands: --start, --stop and --step do not apply")
+    opts = FollowOptions(every_s=args.every, every_frames=args.every_frames, idle=args.idle)
+
+    universe = []   # an average structure's PDB names its atoms from the topology, read once
+
+    def publish(result) -> None:
+        if args.out and args.analysis == "average" and args.out.lower().endswith(".pdb"):
+            if not universe:
+                from ..sources.mda import load_universe
+
+                universe.append(load_universe(args.topology, topology_coordinates=False))
+            result.save(args.out, universe=universe[0])
+        elif args.out:
+            result.save(args.out)
+        if args.report:
+            result.report.write(args.report)
+        if result.report.meta["follow"]["ended"] is None:
+            log.info("%d frames analysed so far", result.report.n_frames)
+
+    common = dict(executor=args.executor, n_workers=args.n_workers, n_tasks=args.tasks,
+                  max_block_bytes=int(args.max_block_mb * 1024**2), progress=False, on_update=publish,
+                  **executor_options(args))
+    if is_stream(trajectory):
+        from ..follow import run_stream
+
+        if args.executor == "mpi":
+            raise ConfigError("an IMD stream is received by one process: use --executor serial, processes "
+                              "or dask (or --tee FILE.h5md and follow that file under mpiexec)")
+        if args.tee:
+            check_outputs(args.tee, None, inputs=[args.topology], overwrite=args.overwrite)
+        result = run_stream(analysis, args.topology, trajectory, tee=args.tee, overwrite=args.overwrite,
+                            options=opts, **common)
+    else:
+        result = run(analysis, args.topology, trajectory, group=args.h5md_group, assume_units=args.assume_units,
+                     follow=opts, **common)
+    if result is not None:
+        print(last_line(result), file=sys.stderr)
+    return result

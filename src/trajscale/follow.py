@@ -1,0 +1,365 @@
+"""``trajscale.run(..., follow=True)``: analyse a trajectory while it is being written.
+
+One loop on the process that prepares the job (every rank under MPI, rank 0
+deciding): poll the trajectory (:func:`trajscale.sources.follow.snapshot`:
+only whole frames count), plan tasks over the frames that arrived since the
+last poll, run them on the executor, keep their partials. The partials of
+every analysis combine exactly (per-frame rows in frame order; integer sums
+for the accumulating ones), so the final result has the same bits as a run
+over the finished file, however the frames arrived.
+
+The loop ends when the writer marks the file complete, when no frame has come
+for ``idle`` seconds (a writer that died), or on Ctrl-C/SIGTERM; each ending
+delivers the result over every frame analysed, and says why it ended.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .analysis.base import Analysis
+from .analysis.user import readable_config
+from .errors import AtomCountMismatchError, ConfigError, InputFileError, TrajscaleError
+from .executors import Executor, Job, make_executor
+from .executors.base import close_cached_sources
+from .parallel import check_not_launched
+from .report.process import ProcessTimeline
+from .report.timing import RunReport, summarize_workers
+from .sources.cached_topology import CachedUniverse
+from .sources.follow import QuietInFlight, Snapshot, snapshot, unlocked_reads
+from .util import polling_for_stop, raise_if_stopped
+
+log = logging.getLogger(__name__)
+
+#: Why a followed run ended, as its report and last line say.
+ENDINGS = {"complete": "the writer marked the file complete",
+           "idle": "no new frame for {idle:g} s",
+           "stopped": "interrupted; the results cover every frame analysed so far"}
+
+
+@dataclass(frozen=True)
+class FollowOptions:
+    """How a followed run polls, publishes and ends.
+
+    Attributes
+    ----------
+    every_s
+        Publish the results so far (``on_update``) at most this often, in seconds.
+    every_frames
+        ... or once this many new frames are analysed (None: by time only).
+    idle
+        End when no new frame has come for this many seconds.
+    poll
+        Seconds between looks at the trajectory when nothing is new.
+    wait
+        Seconds to wait for the first complete frame (default: ``idle``).
+    """
+
+    every_s: float = 30.0
+    every_frames: int | None = None
+    idle: float = 60.0
+    poll: float = 0.5
+    wait: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("every_s", "idle", "poll"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"follow: {name} must be positive, got {getattr(self, name)}")
+        if self.every_frames is not None and self.every_frames < 1:
+            raise ConfigError(f"follow: every_frames must be at least 1, got {self.every_frames}")
+
+
+@dataclass(frozen=True)
+class _Round:
+    """What the deciding process hands every rank for one round: a job, its new ranges, and whether
+    this is the last round (with why)."""
+
+    job: Job | None
+    ranges: tuple
+    ending: str | None = None
+
+
+def _first_snapshot(trajectory, topology, group, assume_units, wait: float, poll: float) -> Snapshot:
+    """The trajectory once it has a complete frame; a clear error if none comes within ``wait`` s."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            snap = snapshot(trajectory, topology, group=group, assume_units=assume_units)
+            if snap.n_frames:
+                return snap
+            snap.source.close()
+        except InputFileError as exc:
+            if time.monotonic() - t0 >= wait:
+                raise InputFileError(trajectory, f"no complete frame to follow within {wait:g} s "
+                                                 f"({exc.problem if hasattr(exc, 'problem') else exc})") from None
+        if time.monotonic() - t0 >= wait:
+            raise InputFileError(trajectory, f"no complete frame to follow within {wait:g} s")
+        raise_if_stopped()
+        time.sleep(poll)
+
+
+def _prepare(analysis: Analysis, topology, snap: Snapshot, max_block_bytes: int) -> tuple[Job, dict]:
+    """The job over the frames known now (selections, reference: frame 0 and the topology)."""
+    from .run import _topology_with_first_frame
+
+    source = snap.source
+    t0 = time.perf_counter()
+    given = topology if hasattr(topology, "select_atoms") else None
+    if given is not None:
+        universe = given.universe
+    else:
+        universe = (CachedUniverse(str(topology), functools.partial(_topology_with_first_frame, topology, source))
+                    if topology is not None else None)
+    if universe is not None and universe.atoms.n_atoms != source.n_atoms:
+        top_file = given.universe.filename if given is not None else topology
+        raise AtomCountMismatchError(f"{top_file} has {universe.atoms.n_atoms} atoms but {source.path} "
+                                     f"has {source.n_atoms}")
+    prep = analysis.prepare(given if given is not None and given is not given.universe else universe, source)
+    frame_bytes = source.bytes_per_frame(prep.atoms, analysis.fields)
+    n_read = source.n_atoms if prep.atoms is None else len(prep.atoms)
+    info = {"source": source.layout_summary(), "n_atoms": n_read, "frame_bytes": frame_bytes,
+            "t_init_top": time.perf_counter() - t0 + getattr(universe, "t_build", 0.0)}
+    return Job(analysis.get_config(), source.get_config(), prep, max(1, int(max_block_bytes) // frame_bytes)), info
+
+
+class _Follower:
+    """The deciding side: polls the trajectory and plans each round's tasks."""
+
+    def __init__(self, trajectory, topology, group, assume_units, opts: FollowOptions, n_tasks: int,
+                 n_workers: int, max_block_bytes: int) -> None:
+        self.trajectory, self.topology = trajectory, topology
+        self.group, self.assume_units, self.opts = group, assume_units, opts
+        self.n_tasks, self.n_workers, self.max_block_bytes = n_tasks, n_workers, max_block_bytes
+        self.done = 0
+        self.last_new = time.monotonic()
+
+    def next_round(self, job: Job, info: dict, stopping: bool) -> _Round:
+        """New frames as tasks, or the ending; waits (polling) while there is neither."""
+        from .run import plan_tasks
+
+        while True:
+            if stopping:
+                return _Round(None, (), "stopped")
+            try:
+                snap = snapshot(self.trajectory, self.topology, group=self.group, assume_units=self.assume_units)
+            except InputFileError as exc:   # mid-flush, or the file replaced: look again
+                log.debug("follow: %s", exc)
+                snap = None
+            if snap is not None:
+                try:
+                    n, finished = snap.n_frames, snap.finished
+                    if snap.source.n_atoms != info["source_atoms"]:
+                        raise InputFileError(snap.source.path, f"now has {snap.source.n_atoms} atoms per frame, "
+                                                               f"it had {info['source_atoms']}")
+                    config = snap.source.get_config()
+                    part_starts = snap.source.part_starts
+                    chunk = snap.source.chunk_frames
+                finally:
+                    snap.source.close()
+                if n > self.done:
+                    ranges = plan_tasks(self.done, n, self.n_tasks, chunk, info["frame_bytes"], self.n_workers,
+                                        self.max_block_bytes, part_starts)
+                    self.done, self.last_new = n, time.monotonic()
+                    return _Round(dataclasses.replace(job, source=config), tuple(ranges),
+                                  "complete" if finished else None)
+                if finished:
+                    return _Round(None, (), "complete")
+            if time.monotonic() - self.last_new >= self.opts.idle:
+                return _Round(None, (), "idle")
+            time.sleep(self.opts.poll)
+            try:
+                raise_if_stopped()
+            except SystemExit:
+                stopping = True
+
+
+def run_follow(analysis: Analysis, topology, trajectory, *, executor: str | Executor = "serial",
+               n_workers: int | None = None, n_tasks: int | None = None, tasks_per_worker: int = 1,
+               group: str | None = None, assume_units: str | None = None,
+               max_block_bytes: int | None = None, options: FollowOptions | None = None,
+               on_update: Callable | None = None, progress: bool = False, **executor_options):
+    """Analyse ``trajectory`` as it is written; see :func:`trajscale.run` (``follow=True``).
+
+    ``on_update(result)`` is called on the deciding process with the result over the frames analysed so
+    far, every ``options.every_s`` seconds or ``options.every_frames`` frames, and once at the end.
+    The final result's ``report.meta["follow"]`` says how many frames were followed and why the run ended.
+    """
+    from .run import MAX_BLOCK_BYTES
+
+    opts = options or FollowOptions()
+    unlocked_reads()   # before any worker starts: they inherit it
+    max_block_bytes = int(max_block_bytes or MAX_BLOCK_BYTES)
+    if isinstance(trajectory, list | tuple):
+        if len(trajectory) != 1:
+            raise ConfigError("follow: give one growing trajectory (an H5MD, XTC or TRR file, or a segment index)")
+        trajectory = trajectory[0]
+    t_start = time.perf_counter()
+    timeline = ProcessTimeline()
+    own = not isinstance(executor, Executor)
+    ex = make_executor("serial" if executor == "auto" else executor, n_workers, **executor_options)
+    if not ex.spmd and not getattr(ex, "uses_external_cluster", False):
+        try:
+            check_not_launched(ex.name)
+        except TrajscaleError:
+            if own:
+                ex.close()
+            raise
+    quiet = QuietInFlight()
+    logging.getLogger("trajscale.store.schema").addFilter(quiet)
+    try:
+        with polling_for_stop():
+            return _follow(analysis, topology, str(trajectory), ex, opts, on_update, n_tasks, tasks_per_worker,
+                           group, assume_units, max_block_bytes, t_start, timeline, progress)
+    except BaseException:
+        if own and hasattr(ex, "terminate"):
+            ex.terminate()
+        raise
+    finally:
+        logging.getLogger("trajscale.store.schema").removeFilter(quiet)
+        if own:
+            ex.close()
+
+
+def _follow(analysis, topology, trajectory, ex, opts, on_update, n_tasks, tasks_per_worker, group, assume_units,
+            max_block_bytes, t_start, timeline, progress):
+    ex.start()
+    timeline.lap("pool_start")
+    follower = job = info = None
+    if ex.is_root:
+        try:
+            snap = _first_snapshot(trajectory, topology, group, assume_units, opts.wait or opts.idle, opts.poll)
+            try:
+                job, info = _prepare(analysis, topology, snap, max_block_bytes)
+                info["source_atoms"] = snap.source.n_atoms
+            finally:
+                snap.source.close()
+        except Exception as exc:
+            if ex.spmd:
+                ex.broadcast(exc if isinstance(exc, TrajscaleError)
+                             else RuntimeError(f"rank 0 failed to prepare the job: {exc!r}"))
+            raise
+    got = ex.broadcast((job, info))
+    if isinstance(got, BaseException):
+        if isinstance(got, TrajscaleError):
+            got.reported_elsewhere = True
+        raise got
+    job, info = got
+    t_prep = time.perf_counter() - t_start
+    timeline.lap("prepare")
+    k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)
+    if ex.is_root:
+        follower = _Follower(trajectory, topology, group, assume_units, opts, k, ex.n_workers, max_block_bytes)
+    rounds: list[dict] = []   # one reduced partial per round of new frames
+    timings: list = []
+    published_at, published_frames = time.monotonic(), 0
+    ending = None
+    while ending is None:
+        stopping = False
+        try:
+            raise_if_stopped()
+        except SystemExit:
+            stopping = True
+        rnd = ex.broadcast(follower.next_round(job, info, stopping) if ex.is_root else None)
+        ending = rnd.ending
+        if rnd.ranges:
+            try:
+                got = ex.map_tasks(rnd.job, list(rnd.ranges), progress)
+            except SystemExit:   # Ctrl-C during the round: its frames are not counted
+                if ex.is_root:
+                    follower.done = rnd.ranges[0].start
+                ending = "stopped"
+                got = None
+            if got and ex.is_root:   # each round reduced as it comes (MPI combines partials in map_tasks)
+                rounds.append(ex.reduce(analysis, [p for p, _ in got]))
+                timings += [t for _, t in got]
+            # HDF5 shares one open file per process: a handle kept by this process's tasks (serial, MPI)
+            # would show the next poll the file as it was, so they let go of it each round
+            close_cached_sources()
+        if not ex.is_root or not rounds:
+            continue
+        n = sum(t.stop - t.start for t in timings)
+        due = (time.monotonic() - published_at >= opts.every_s
+               or (opts.every_frames is not None and n - published_frames >= opts.every_frames))
+        if on_update is not None and due and ending is None:
+            on_update(_result(analysis, job, info, ex, rounds, timings, t_start, t_prep, timeline, None))
+            published_at, published_frames = time.monotonic(), n
+    timeline.lap("tasks")
+    if not ex.is_root:
+        return None
+    if not rounds:
+        raise InputFileError(trajectory, f"no frame was analysed ({ENDINGS[ending].format(idle=opts.idle)})")
+    result = _result(analysis, job, info, ex, rounds, timings, t_start, t_prep, timeline, ending, opts)
+    if on_update is not None:
+        on_update(result)
+    return result
+
+
+def _result(analysis, job, info, ex, rounds, timings, t_start, t_prep, timeline, ending, opts=None):
+    """The result over the rounds so far, with a report of every task run."""
+    t_red = time.perf_counter()
+    result = analysis.result(analysis.reduce(rounds), job.prepared)
+    t_red = time.perf_counter() - t_red
+    n_frames = sum(t.stop - t.start for t in timings)
+    follow = {"frames": n_frames, "ended": ending,
+              "why": ENDINGS[ending].format(idle=opts.idle) if ending else None}
+    report = RunReport(
+        analysis=analysis.name, executor=ex.name, n_workers=ex.n_workers, n_frames=n_frames,
+        n_atoms=info["n_atoms"], source=info["source"], t_total=time.perf_counter() - t_start, t_prepare=t_prep,
+        t_reduce=t_red, tasks=timings, workers=summarize_workers(timings, ex.worker_extras()),
+        meta={"analysis_config": readable_config(job.analysis), "n_tasks": len(timings), "follow": follow})
+    report.process = timeline.record()
+    return dataclasses.replace(result, report=report)
+
+
+def last_line(result) -> str:
+    """The line a followed run ends with: frames analysed and why it ended."""
+    f = result.report.meta["follow"]
+    return f"followed {f['frames']} frames; ended: {f['why']}"
+
+
+
+
+def run_stream(analysis: Analysis, topology, url: str, *, tee: str | None = None, overwrite: bool = False,
+               **follow_kw):
+    """Analyse the frames of an IMD stream (``imd://HOST:PORT``) as they come, on any executor.
+
+    A receiver process writes the stream into an H5MD file (``tee``, kept; else a
+    temporary file, removed at the end) and this run follows that file
+    (:func:`run_follow`, with ``follow_kw``); the stream's end ends the run.
+    """
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from .sources.imd import host_port
+    from .sources.mda import load_universe
+
+    host_port(url)
+    if topology is None:
+        raise ConfigError(f"{url}: a stream needs a topology (its atom count and selections)")
+    n_atoms = (topology.universe.atoms.n_atoms if hasattr(topology, "select_atoms")
+               else load_universe(topology, topology_coordinates=False).atoms.n_atoms)
+    folder = None if tee else tempfile.mkdtemp(prefix="trajscale-imd-")
+    out = tee or os.path.join(folder, "stream.h5md")
+    unlocked_reads()
+    receiver = subprocess.Popen([sys.executable, "-m", "trajscale.sources.imd", url, out, str(n_atoms),
+                                 *(["--overwrite"] if overwrite else [])])
+    try:
+        return run_follow(analysis, topology, out, **follow_kw)
+    finally:
+        if receiver.poll() is None:
+            receiver.terminate()
+        receiver.wait()
+        if folder is not None:
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+__all__ = ["ENDINGS", "FollowOptions", "last_line", "run_follow", "run_stream"]

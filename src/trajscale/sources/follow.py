@@ -1,0 +1,188 @@
+"""Trajectories still being written: how many of their frames are complete now, and whether they will grow.
+
+A follower (``trajscale run --follow``) takes a :class:`Snapshot` of the
+trajectory at every poll: a Source opened on the frames that are whole at that
+instant, and whether the writer has said the file is finished.
+
+* H5MD: the length of ``step`` (``store.schema.complete_frames``): trajscale's
+  writers grow it only after a frame's data is flushed, so every frame counted
+  is whole. The file is opened afresh at each poll (HDF5 caches metadata per
+  open) without HDF5's file lock, which the writer holds. A writer that closes
+  normally sets the root attribute ``trajscale_complete``
+  (:data:`~trajscale.store.writer.COMPLETE_ATTR`); a killed one never does.
+* XTC/TRR: the frames whose every byte is in the file (the compiled header scan
+  of :mod:`._xdr`, cut before a frame still being appended). These formats
+  have no end marker: a file ``TRAJ.done`` beside the trajectory says it.
+* A segment index: the parts it lists now; ``INDEX.done`` ends it.
+
+An open that catches the writer mid-flush fails and counts as "no news" until
+the next poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputFileError
+from .base import Source
+from .h5md import H5MDSource
+
+log = logging.getLogger(__name__)
+
+#: A sidecar file whose existence says the trajectory beside it is finished (formats without a marker).
+DONE_SUFFIX = ".done"
+#: The scan's words for a frame that is still being appended (``_xdr.scan_xtc``/``scan_trr``).
+_CUT = re.compile(r"frame (\d+) at byte \d+(?: is cut short|: no TRR frame header)")
+
+
+#: Seconds to wait before each new attempt at a read that met the writer mid-flush.
+RETRY_WAITS = (0.05, 0.2, 0.5, 1.0, 2.0)
+#: What HDF5 (through h5py and trajscale's open) raises on metadata caught half-updated.
+MID_FLUSH = (OSError, RuntimeError, KeyError, IndexError, ValueError, InputFileError)
+
+
+class GrowingH5MDSource(H5MDSource):
+    """An H5MD file another process is writing: a read that meets the writer mid-flush is tried again.
+
+    The writer updates the file's metadata (extents, chunk index) in place; a
+    reader without SWMR can catch a node half-updated and get an HDF5 error.
+    The frames asked for are complete (counted by :func:`snapshot`), so the
+    same read, after the file is opened afresh, finds them whole.
+    """
+
+    kind = "growing_h5md"
+    supports_mpio = False
+
+    def __init__(self, path: str, **options) -> None:
+        for wait in RETRY_WAITS:
+            try:
+                super().__init__(path, **options)
+                return
+            except MID_FLUSH as exc:
+                log.debug("%s: opened while the writer flushed (%s); again in %g s", path, exc, wait)
+            time.sleep(wait)
+        super().__init__(path, **options)
+
+    def read(self, start: int, stop: int, atoms=None, fields: tuple[str, ...] = ("position",), stride: int = 1):
+        for wait in RETRY_WAITS:
+            try:
+                return super().read(start, stop, atoms, fields, stride=stride)
+            except MID_FLUSH as exc:
+                log.debug("%s: frames [%d, %d) met the writer mid-flush (%s); reading again in %g s",
+                          self.path, start, stop, exc, wait)
+            time.sleep(wait)
+            self._reopen()
+        return super().read(start, stop, atoms, fields, stride=stride)
+
+    def _reopen(self) -> None:
+        config = self.get_config()
+        del config["kind"]
+        reuse = self.reuse_buffers
+        self.close()   # every handle: HDF5 rereads the metadata only of a file it closed
+        self.__dict__.pop("_scratch", None)
+        H5MDSource.__init__(self, **config)
+        self.reuse_buffers = reuse
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A trajectory at one instant: ``source`` open on its ``n_frames`` complete frames; ``finished``
+    when the writer said no frame will follow (read before the frames counted, so none is missed)."""
+
+    source: Source
+    n_frames: int
+    finished: bool
+
+
+def unlocked_reads() -> None:
+    """Read without HDF5's file lock: the writer holds it (workers started later inherit this)."""
+    os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
+
+
+class QuietInFlight(logging.Filter):
+    """A file being written has rows reserved past its last complete frame: not worth a repair warning."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "after the last complete frame" not in record.getMessage()
+
+
+def _h5md_snapshot(path: str, group: str | None, assume_units: str | None) -> Snapshot:
+    import h5py
+
+    from ..store.writer import COMPLETE_ATTR
+
+    with h5py.File(path, "r", locking=False) as f:
+        finished = bool(f.attrs.get(COMPLETE_ATTR, False))
+    quiet = QuietInFlight()
+    schema_log = logging.getLogger("trajscale.store.schema")
+    schema_log.addFilter(quiet)
+    try:
+        source = GrowingH5MDSource(path, group=group, assume_units=assume_units)
+    finally:
+        schema_log.removeFilter(quiet)
+    return Snapshot(source, source.n_frames, finished)
+
+
+def complete_xdr_offsets(path: str, fmt: str):
+    """``(n_atoms, offsets)`` of the frames of an XTC/TRR whose bytes are all in the file now."""
+    from ._xdr import XDRFormatError, scan_trr, scan_xtc
+
+    scan = scan_xtc if fmt == "XTC" else scan_trr
+    try:
+        n_atoms, offsets, *_ = scan(path, -1)
+    except XDRFormatError as exc:
+        cut = _CUT.search(str(exc))
+        if cut is None:
+            raise InputFileError(path, f"cannot be read as {fmt}: {exc}") from None
+        n_atoms, offsets, *_ = scan(path, int(cut.group(1)))   # the frames before the one being appended
+    return n_atoms, offsets
+
+
+def _xdr_snapshot(path: str, fmt: str) -> Snapshot:
+    from .parts import PartSource
+
+    finished = Path(path + DONE_SUFFIX).exists()
+    n_atoms, offsets = complete_xdr_offsets(path, fmt)
+    if not len(offsets):
+        raise InputFileError(path, "no complete frame yet")
+    return Snapshot(PartSource(path, n_atoms=n_atoms, offsets=offsets, format=fmt), len(offsets), finished)
+
+
+def snapshot(trajectory, topology=None, *, group: str | None = None, assume_units: str | None = None) -> Snapshot:
+    """The trajectory's complete frames now.
+
+    Raises
+    ------
+    InputFileError
+        Nothing readable yet (no file, no complete frame, or the writer is mid-flush): poll again.
+    """
+    from . import is_hdf5, open_source
+    from .parts import XDR_FORMATS, part_format
+    from .segments import index_path
+
+    path = str(trajectory)
+    unlocked_reads()
+    if not os.path.exists(path):
+        raise InputFileError(path, "does not exist yet")
+    if index_path(path) is not None:
+        finished = Path(path + DONE_SUFFIX).exists()
+        source = open_source(path, topology, group=group, assume_units=assume_units)
+        return Snapshot(source, source.n_frames, finished)
+    if is_hdf5(path):
+        try:
+            return _h5md_snapshot(path, group, assume_units)
+        except MID_FLUSH as exc:   # caught mid-flush: the next poll sees it whole
+            raise InputFileError(path, f"not readable at this instant ({exc})") from None
+    fmt = part_format(path)
+    if fmt not in XDR_FORMATS:
+        raise InputFileError(path, f"cannot be followed: {fmt} files are read whole; follow an H5MD, XTC "
+                                   "or TRR file or a segment index")
+    return _xdr_snapshot(path, fmt)
+
+
+__all__ = ["DONE_SUFFIX", "GrowingH5MDSource", "QuietInFlight", "Snapshot", "complete_xdr_offsets", "snapshot", "unlocked_reads"]

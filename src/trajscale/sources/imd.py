@@ -1,0 +1,81 @@
+"""Frames streamed over IMD (v2 or v3, through ``imdclient``) written into an H5MD file as they come.
+
+``trajscale run ANALYSIS TOP imd://HOST:PORT`` runs :func:`receive` in its own
+process: each frame received is written with :class:`~trajscale.pwrite.ParallelWriter`
+(crash-consistent: a frame counts once it is whole), and the followed run
+(:mod:`trajscale.follow`) analyses that file on any executor. The stream's end
+closes the file, which marks it complete; nothing streamed is lost (``--tee``
+keeps the file). IMD sends Å and ps (MDAnalysis's units), as ``IMDReader`` reads them.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from ..errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+SCHEME = "imd://"
+
+
+def is_stream(trajectory) -> bool:
+    return isinstance(trajectory, str) and trajectory.startswith(SCHEME)
+
+
+def host_port(url: str) -> tuple[str, int]:
+    """``imd://HOST:PORT`` as ``(HOST, PORT)``; a clear error for anything else."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "imd" or not parts.hostname or port is None:
+        raise ConfigError(f"{url}: an IMD stream is named imd://HOST:PORT")
+    return parts.hostname, port
+
+
+def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False, chunk_frames: int = 1) -> int:
+    """Write every frame of the IMD stream at ``url`` into ``out`` (H5MD); return the frames written.
+
+    The file is closed (and so marked complete) when the stream ends; an interrupt
+    leaves the frames received so far, unmarked.
+    """
+    from imdclient.IMDClient import IMDClient
+    from MDAnalysis.lib.mdamath import triclinic_box
+
+    from ..pwrite import ParallelWriter
+
+    host, port = host_port(url)
+    client = IMDClient(host, port, n_atoms)
+    info = client.get_imdsessioninfo()
+    ids = np.arange(n_atoms)
+    n = 0
+    try:
+        with ParallelWriter(out, n_atoms, chunks=chunk_frames, overwrite=overwrite,
+                            velocities=bool(getattr(info, "velocities", False)),
+                            forces=bool(getattr(info, "forces", False)),
+                            box="triclinic" if getattr(info, "box", False) else None) as w:
+            while True:
+                try:
+                    f = client.get_imdframe()
+                except EOFError:   # the stream ended
+                    break
+                box = None if f.box is None else triclinic_box(*np.asarray(f.box, np.float64))
+                step = n if getattr(f, "step", None) is None else int(f.step)
+                time = float(n) if getattr(f, "time", None) is None else float(f.time)
+                w.write(step=step, time=time, ids=ids, positions=f.positions, box=box,
+                        velocities=getattr(f, "velocities", None), forces=getattr(f, "forces", None))
+                n += 1
+    finally:
+        client.stop()
+    return n
+
+
+if __name__ == "__main__":   # python -m trajscale.sources.imd URL OUT N_ATOMS [--overwrite]
+    print(receive(sys.argv[1], sys.argv[2], int(sys.argv[3]), overwrite="--overwrite" in sys.argv[4:]),
+          "frames received", file=sys.stderr)

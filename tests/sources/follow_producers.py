@@ -1,0 +1,54 @@
+"""Writers of growing trajectories, run as separate processes by the follow tests.
+
+``python -m tests.sources.follow_producers h5md OUT DELAY [KILL_AFTER]``: the PSF/DCD frames written
+with ParallelWriter, one every DELAY s; with KILL_AFTER, it stops writing after that many frames and
+waits to be killed (its last frames never marked complete).
+
+``python -m tests.sources.follow_producers xtc SRC OUT DELAY PIECE``: SRC's bytes appended to OUT in
+PIECE-byte pieces (pieces end inside frames, as a writer caught mid-frame), then ``OUT.done``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+
+
+def write_h5md(out: str, delay: float, kill_after: int | None = None) -> None:
+    import MDAnalysis as mda
+    import numpy as np
+    from MDAnalysisTests.datafiles import DCD, PSF
+
+    from trajscale.pwrite import ParallelWriter
+
+    warnings.filterwarnings("ignore")
+    u = mda.Universe(PSF, DCD)
+    ids = np.arange(u.atoms.n_atoms)
+    with ParallelWriter(out, u.atoms.n_atoms, chunks=1) as w:
+        for i, ts in enumerate(u.trajectory):
+            w.write(step=i, time=ts.time, ids=ids, positions=ts.positions, box=ts.dimensions)
+            print("wrote", i + 1, flush=True)
+            if kill_after is not None and i + 1 == kill_after:
+                time.sleep(3600)   # the test kills this process here
+            time.sleep(delay)
+
+
+def append_bytes(src: str, out: str, delay: float, piece: int) -> None:
+    from pathlib import Path
+
+    data = Path(src).read_bytes()
+    with open(out, "wb") as fh:
+        for i in range(0, len(data), piece):
+            fh.write(data[i:i + piece])
+            fh.flush()
+            time.sleep(delay)
+    Path(out + ".done").touch()
+
+
+if __name__ == "__main__":
+    kind, *rest = sys.argv[1:]
+    if kind == "h5md":
+        write_h5md(rest[0], float(rest[1]), int(rest[2]) if len(rest) > 2 else None)
+    else:
+        append_bytes(rest[0], rest[1], float(rest[2]), int(rest[3]))

@@ -1,0 +1,19 @@
+"""Under mpiexec: follow a growing H5MD with the MPI executor; rank 0 saves the RMSD and the ending."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+from MDAnalysisTests.datafiles import PSF
+
+import trajscale as ts
+from trajscale.follow import FollowOptions
+
+r = ts.run(ts.RMSD(select="name CA"), PSF, sys.argv[1], executor="mpi",
+           follow=FollowOptions(idle=120, poll=0.2))
+if r is not None:
+    np.save(sys.argv[2], r.rmsd)
+    with open(sys.argv[2] + ".json", "w") as fh:
+        json.dump(r.report.meta["follow"], fh)

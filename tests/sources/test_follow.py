@@ -1,0 +1,193 @@
+"""Following trajectories while they are written (``trajscale.run(..., follow=True)``).
+
+A real writer runs in another process: ParallelWriter growing an H5MD file frame by frame, or an
+XTC's bytes appended in pieces that end inside frames. The followed result must have the same bits
+as a run over the finished file, and equal MDAnalysis's own RMSD of it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import MDAnalysis as mda
+import numpy as np
+import pytest
+from MDAnalysis.analysis import rms
+from MDAnalysisTests.datafiles import DCD, PSF, TPR, XTC
+
+import trajscale as ts
+from tests.conftest import ROOT, run_mpi
+from trajscale.follow import FollowOptions, last_line
+from trajscale.sources.follow import complete_xdr_offsets
+
+warnings.filterwarnings("ignore", module="MDAnalysis")
+
+EXECUTORS = ["serial", "processes", "dask"]
+
+
+def producer(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tests.sources.follow_producers", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}"))
+
+
+def mda_rmsd(top: str, traj: str) -> np.ndarray:
+    u = mda.Universe(top, traj)
+    return rms.RMSD(u.select_atoms("name CA")).run().results.rmsd[:, 2]
+
+
+@pytest.fixture(scope="module")
+def mda_adk_rmsd():
+    return mda_rmsd(PSF, DCD)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_growing_h5md_followed_to_its_end_equals_the_finished_file(tmp_path, executor, mda_adk_rmsd):
+    if executor == "dask":
+        pytest.importorskip("distributed")
+    out = tmp_path / "growing.h5md"
+    writer = producer("h5md", str(out), "0.02")
+    updates = []
+    try:
+        r = ts.run(ts.RMSD(select="name CA"), PSF, str(out), executor=executor, n_workers=2,
+                   follow=FollowOptions(idle=120, poll=0.1, every_s=0.5, wait=120),
+                   on_update=lambda res: updates.append(len(res.rmsd)))
+    finally:
+        assert writer.wait(timeout=300) == 0
+    full = ts.run(ts.RMSD(select="name CA"), PSF, str(out))
+    assert r.report.meta["follow"]["ended"] == "complete", last_line(r)
+    assert len(r.rmsd) == 98
+    assert np.array_equal(r.rmsd, full.rmsd) and np.array_equal(r.times, full.times)
+    np.testing.assert_allclose(r.rmsd, mda_adk_rmsd, rtol=1e-5, atol=1e-5)
+    assert updates[-1] == 98 and updates == sorted(updates)
+
+
+def test_rmsf_followed_has_the_bits_of_the_finished_file(tmp_path):
+    """An accumulating analysis: its exact sums over frames that arrived in rounds give the same bits."""
+    out = tmp_path / "growing.h5md"
+    writer = producer("h5md", str(out), "0.02")
+    try:
+        r = ts.run(ts.RMSF(select="name CA"), PSF, str(out), follow=FollowOptions(idle=120, poll=0.1, wait=120))
+    finally:
+        assert writer.wait(timeout=300) == 0
+    assert len(r.report.tasks) > 1   # the frames came in more than one round
+    full = ts.run(ts.RMSF(select="name CA"), PSF, str(out))
+    assert np.array_equal(r.rmsf, full.rmsf)
+    u = mda.Universe(PSF, DCD)
+    np.testing.assert_allclose(r.rmsf, rms.RMSF(u.select_atoms("name CA")).run().results.rmsf, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("executor", ["serial", "processes"])
+def test_xtc_appended_in_pieces_is_read_only_in_whole_frames(tmp_path, executor):
+    out = tmp_path / "growing.xtc"
+    writer = producer("xtc", XTC, str(out), "0.1", "60000")   # frames are ~165 kB: most pieces end mid-frame
+    try:
+        r = ts.run(ts.RMSD(select="name CA"), TPR, str(out), executor=executor, n_workers=2,
+                   follow=FollowOptions(idle=120, poll=0.05, wait=120))
+    finally:
+        assert writer.wait(timeout=300) == 0
+    assert r.report.meta["follow"]["ended"] == "complete"
+    full = ts.run(ts.RMSD(select="name CA"), TPR, str(out))
+    assert len(r.report.tasks) > 1
+    assert np.array_equal(r.rmsd, full.rmsd)
+    np.testing.assert_allclose(r.rmsd, mda_rmsd(TPR, XTC), rtol=1e-5, atol=1e-5)
+
+
+def test_complete_frames_of_a_cut_xtc_are_mdanalysis_offsets(tmp_path):
+    """A file cut anywhere gives the frames whose every byte is there, at MDAnalysis's offsets."""
+    offsets = np.asarray(mda.Universe(TPR, XTC).trajectory._xdr.offsets)
+    data = Path(XTC).read_bytes()
+    ends = np.append(offsets[1:], len(data))   # where each frame's last byte is
+    for cut in (int(offsets[3]), int(offsets[3]) + 10, int(offsets[3]) + 5000, int(offsets[4]) - 1, len(data)):
+        part = tmp_path / "cut.xtc"
+        part.write_bytes(data[:cut])
+        n_atoms, got = complete_xdr_offsets(str(part), "XTC")
+        assert n_atoms == 47681
+        assert np.array_equal(got, offsets[ends <= cut]), cut
+
+
+def test_killed_writer_leaves_every_complete_frame_analysed(tmp_path):
+    out = tmp_path / "killed.h5md"
+    writer = producer("h5md", str(out), "0.02", "30")
+    try:
+        for line in writer.stdout:   # the writer has written 30 frames and waits
+            if line.split() == ["wrote", "30"]:
+                break
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=60)
+        t0 = time.monotonic()
+        r = ts.run(ts.RMSD(select="name CA"), PSF, str(out), follow=FollowOptions(idle=3, poll=0.1))
+    finally:
+        writer.kill()
+        writer.wait()
+    assert time.monotonic() - t0 < 120
+    assert r.report.meta["follow"]["ended"] == "idle"
+    assert last_line(r) == f"followed {len(r.rmsd)} frames; ended: no new frame for 3 s"
+    full = ts.run(ts.RMSD(select="name CA"), PSF, str(out))   # what the killed writer left complete
+    assert len(r.rmsd) >= 29 and np.array_equal(r.rmsd, full.rmsd)
+    np.testing.assert_allclose(r.rmsd, mda_rmsd(PSF, DCD)[:len(r.rmsd)], rtol=1e-5, atol=1e-5)
+
+
+def test_follow_under_mpi(tmp_path, mda_adk_rmsd):
+    out = tmp_path / "growing.h5md"
+    writer = producer("h5md", str(out), "0.02")
+    try:
+        proc = run_mpi(2, [str(ROOT / "tests/sources/mpi_follow_script.py"), str(out), str(tmp_path / "r.npy")],
+                       timeout=400, env={"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"})
+    finally:
+        assert writer.wait(timeout=300) == 0
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = np.load(tmp_path / "r.npy")
+    full = ts.run(ts.RMSD(select="name CA"), PSF, str(out))
+    assert len(got) == 98 and np.array_equal(got, full.rmsd)
+    np.testing.assert_allclose(got, mda_adk_rmsd, rtol=1e-5, atol=1e-5)
+
+
+def test_nothing_to_follow_is_one_clear_error(tmp_path):
+    with pytest.raises(ts.errors.InputFileError, match="no complete frame to follow within"):
+        ts.run(ts.RMSD(), PSF, str(tmp_path / "never.h5md"), follow=FollowOptions(idle=1, poll=0.1))
+
+
+def test_segment_index_gaining_parts(tmp_path):
+    """An index rewritten as parts arrive (``trajscale index ... --overwrite``), then ``INDEX.done``."""
+    import threading
+
+    u = mda.Universe(PSF, DCD)
+    parts = []
+    for k, (a, b) in enumerate([(0, 30), (30, 60), (60, 80), (80, 98)]):
+        parts.append(str(tmp_path / f"part{k}.dcd"))
+        with mda.Writer(parts[-1], u.atoms.n_atoms) as w:
+            for _ in u.trajectory[a:b]:
+                w.write(u.atoms)
+    index = tmp_path / "run.json"
+
+    def write_index(n: int) -> None:
+        proc = subprocess.run([sys.executable, "-m", "trajscale.cli.main", "index", *parts[:n], "--topology", PSF,
+                               "-o", str(index), "--overwrite"], capture_output=True, text=True, timeout=300, check=False)
+        assert proc.returncode == 0, proc.stderr
+
+    write_index(2)
+
+    def grow() -> None:
+        for n in (3, 4):
+            time.sleep(1.0)
+            write_index(n)
+        Path(str(index) + ".done").touch()
+
+    t = threading.Thread(target=grow)
+    t.start()
+    try:
+        r = ts.run(ts.RMSD(select="name CA"), PSF, str(index), executor="processes", n_workers=2,
+                   follow=FollowOptions(idle=120, poll=0.1))
+    finally:
+        t.join()
+    assert r.report.meta["follow"]["ended"] == "complete"
+    full = ts.run(ts.RMSD(select="name CA"), PSF, str(index))
+    assert len(r.rmsd) == 98 and np.array_equal(r.rmsd, full.rmsd)
+    np.testing.assert_allclose(r.rmsd, mda_rmsd(PSF, DCD), rtol=1e-5, atol=1e-5)
