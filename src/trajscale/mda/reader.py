@@ -80,7 +80,10 @@ class Reader(ReaderBase):
         self.n_atoms = self._source.n_atoms
         self.ts = self._Timestep(self.n_atoms, positions="position" in fields, velocities="velocity" in fields,
                                  forces="force" in fields, reader=self, **self._ts_kwargs)
-        self._read_frame(0)
+        if self._n_frames:
+            self._read_frame(0)
+        else:   # an empty file (a writer stopped before its first frame): 0 frames, iteration yields none
+            self.ts.frame = -1
 
     # ------------------------------------------------------------------ files
     def _open(self) -> None:
@@ -200,6 +203,12 @@ class Reader(ReaderBase):
 
     def _read_next_timestep(self, ts=None):
         return self._read_frame(self._frame + 1)
+
+    def rewind(self):
+        """Position at the first frame; an empty trajectory has none (MDAnalysis's ``rewind`` would read it)."""
+        if self._n_frames:
+            return super().rewind()
+        self._reopen()
 
     def _reopen(self) -> None:
         if self._source is None:
