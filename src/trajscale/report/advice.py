@@ -418,9 +418,10 @@ RULES: dict[str, Rule] = {
 #: what the layout makes the run's own reads cost is counted in bytes, not timed; and the share of reading
 #: in a format that decodes whole frames is a ratio of sums over the run, not of single tasks.
 SHORT_RUN_RULES = ("oversubscribed", "init-stragglers", "chunk-amplification", "io-bound-format")
-#: The rules still run on a run with more workers than cores: the counts of workers and cores, and bytes
-#: read; every timing of such a run holds the time its workers waited for a core.
-OVERSUBSCRIBED_RULES = ("oversubscribed", "chunk-amplification")
+#: The rules still run on a run with more workers than cores: the counts of workers and cores, bytes read,
+#: and a start-up far longer than the other workers' (who shared the same cores); the other timings of such
+#: a run hold the time its workers waited for a core, which would read as slow reads or compute.
+OVERSUBSCRIBED_RULES = ("oversubscribed", "init-stragglers", "chunk-amplification")
 
 
 def too_short_advice(d: Diagnosis) -> Advice:
@@ -444,11 +445,11 @@ def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None
     """
     out = []
     rules = RULES if rules is None else rules
-    if getattr(d, "oversubscribed", None):
-        rules = {k: v for k, v in rules.items() if k in OVERSUBSCRIBED_RULES}
-    elif getattr(d, "too_short", False):
+    if getattr(d, "too_short", False):
         out.append(too_short_advice(d))
         rules = {k: v for k, v in rules.items() if k in SHORT_RUN_RULES}
+    if getattr(d, "oversubscribed", None):
+        rules = {k: v for k, v in rules.items() if k in OVERSUBSCRIBED_RULES}
     for name, rule in rules.items():
         try:
             a = rule(report, d)
