@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from MDAnalysisTests import datafiles as D
 
-import trajscale.mda
+import trajscale.mda  # noqa: F401 - registers format "TRAJSCALE"
 from trajscale.errors import FrameRangeError
 from trajscale.sources import open_source
 from trajscale.store.layout import Layout

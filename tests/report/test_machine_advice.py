@@ -53,7 +53,7 @@ def test_sixteen_workers_on_two_cores_are_told_so_and_never_to_add_workers(tmp_p
                         "cpus": os.cpu_count()}]
     for text in (proc.stdout, shown.stdout):
         assert "add workers" not in text and "convert to H5MD" not in text, text
-        assert f"use at most 2 workers (`-n 2`)" in text, text
+        assert "use at most 2 workers (`-n 2`)" in text, text
         assert f"{len(busy)} workers ran on {socket.gethostname()}" in text and "2 cores" in text, text
         assert "workers > cores, not from the reads" in text
 

@@ -170,8 +170,8 @@ class MPIExecutor(Executor):
                 reduced = analysis.reduce([p for p in gathered if p]) if rank == 0 else None
             all_timings = comm.gather(timings, root=0)
             t2 = time.perf_counter()
-            extras = {"host": host, "pid": pid, "t_init_traj": t_init_traj,
-                      **dict(zip(("cpus", "affinity"), cpu_facts())),
+            cpus, affinity = cpu_facts()
+            extras = {"host": host, "pid": pid, "t_init_traj": t_init_traj, "cpus": cpus, "affinity": affinity,
                       "t_wait": t1 - t0 + t_bcast, "t_comm": t2 - t1,
                       "t_start": self._t_start, "t_ready": process_start() + self._t_start,
                       "files_opened": files,

@@ -222,7 +222,7 @@ def cpu_list(cpus) -> str:
     """CPU numbers as Linux lists them: ``[0, 1, 2, 3, 8]`` -> ``"0-3,8"``."""
     out: list[str] = []
     run: list[int] = []
-    for c in sorted(set(int(c) for c in cpus)):
+    for c in sorted({int(c) for c in cpus}):
         if run and c == run[-1] + 1:
             run.append(c)
             continue
@@ -255,6 +255,5 @@ def extend_record(record: dict, phase: str) -> None:
 
 
 __all__ = ["PROCESS_PHASES", "PROCESS_PHASE_LABELS", "ProcessTimeline", "cpu_facts", "cpu_list", "extend_record",
-           "mark_ready", "parse_cpu_list",
-           "note_phase", "pid_start", "process_age", "process_start", "ready_epoch", "slow_phase_for_tests",
-           "slow_start_for_tests"]
+           "mark_ready", "note_phase", "parse_cpu_list", "pid_start", "process_age", "process_start", "ready_epoch",
+           "slow_phase_for_tests", "slow_start_for_tests"]
