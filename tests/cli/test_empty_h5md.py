@@ -56,6 +56,13 @@ def test_a_run_over_it_is_one_line_saying_there_is_nothing_to_analyse(empty_h5md
         ts.run(ts.RMSD(select="name CA"), D.GRO, empty_h5md)
 
 
+def test_split_says_there_is_nothing_to_split(empty_h5md, tmp_path):
+    r = run_cli("split", empty_h5md, "-o", str(tmp_path / "parts"), "--parts", "2")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert empty_h5md in r.stderr and "no frames" in r.stderr
+    assert not (tmp_path / "parts").exists()
+
+
 def test_source_and_mda_reader_have_no_frames(empty_h5md):
     src = open_source(empty_h5md)
     try:
