@@ -56,6 +56,7 @@ def test_sixteen_workers_on_two_cores_are_told_so_and_never_to_add_workers(tmp_p
         assert "use at most 2 workers (`-n 2`)" in text, text
         assert f"{len(busy)} workers ran on {socket.gethostname()}" in text and "2 cores" in text, text
         assert "workers > cores, not from the reads" in text
+    assert f"machine           {socket.gethostname()}: {len(busy)} workers on 2 cores" in shown.stdout
 
 
 def test_old_reports_without_cores_load_and_keep_their_advice():
