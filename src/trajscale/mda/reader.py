@@ -96,7 +96,7 @@ class Reader(ReaderBase):
                                  forces="force" in fields, reader=self, **self._ts_kwargs)
         if self._n_frames:
             self._read_frame(0)
-        else:   # an empty file (a writer stopped before its first frame): 0 frames, iteration yields none
+        else:   # an empty file (a writer that failed before its first frame): 0 frames, iteration yields none
             self.ts.frame = -1
 
     # ------------------------------------------------------------------ files
