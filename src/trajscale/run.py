@@ -204,6 +204,8 @@ def frame_range(start: int | None, stop: int | None, n_frames: int, where: str) 
     """``[start, stop)`` of ``n_frames`` as Python's ``slice(start, stop)`` takes them (negative: from the end;
     past the end: the end), as MDAnalysis's ``trajectory[start:stop]`` and ``AnalysisBase.run`` do; no frame
     is an error."""
+    if n_frames == 0:
+        raise FrameRangeError(f"{where}: has no frames (0 frames stored): nothing to analyse")
     picked = range(n_frames)[slice(start, stop)]
     if not len(picked):
         raise FrameRangeError(f"{where}: --start {start} --stop {stop} selects none of its {n_frames} frames")

@@ -49,3 +49,12 @@ def make_report(workers: list[dict] | None = None, *, n_workers: int | None = No
     return RunReport(analysis="rmsd", executor=executor, n_workers=len(specs), n_frames=frame,
                      n_atoms=n_atoms, source=source or {"format": "h5md", "path": "traj.h5md"},
                      t_total=wall, tasks=tasks, workers=rows, meta={"n_tasks": len(tasks)})
+
+
+def on_cores(report: RunReport, affinity: str, cpus: int = 64) -> RunReport:
+    """``report`` with every worker and task recording the CPUs it may run on (``"0-1"``) of a ``cpus``-CPU host."""
+    from dataclasses import replace
+
+    tasks = [replace(t, cpus=cpus, affinity=affinity) for t in report.tasks]
+    workers = [replace(w, cpus=cpus, affinity=affinity) for w in report.workers]
+    return replace(report, tasks=tasks, workers=workers)

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.report._synth import make_report
+from tests.report._synth import make_report, on_cores
 from trajscale.report.advice import RULES, Advice, advise
 from trajscale.report.diagnose import diagnose
 from trajscale.report.metrics import ratio, scaling
@@ -208,6 +208,11 @@ CASES = {
         [lambda: make_report(n_workers=2),                              # all wall time in tasks
          lambda: make_report([TINY] * 2, t_total=0.3),                  # too short to matter
          lambda: replace(make_report(n_workers=2, t_total=4.0), t_prepare=1.0)],   # 45 % fixed
+    ),
+    "oversubscribed": (
+        lambda: on_cores(make_report([{"t_compute": 4.0}] * 4), "3"),      # two workers on each host's one core
+        [lambda: on_cores(make_report([{"t_compute": 4.0}] * 4), "0-1"),   # two on two
+         lambda: make_report([{"t_compute": 4.0}] * 4)],                   # cores not recorded (older reports)
     ),
     "compute-bound": (
         lambda: make_report([{"t_compute": 4.0}] * 4),

@@ -155,6 +155,8 @@ def format_facts(f: dict) -> str:
     lines[-1] = f"  {'access pattern':{width}s} {'trajscale':>10s} {'HDF5 1 MiB cache':>17s}"
     lines += [f"  {name:{width}s} {amp:9.2f}x {dflt.get(name, amp):16.2f}x"
               for name, amp in f["read_amplification"].items()]
+    if not f["n_frames"]:   # an empty file (a writer that failed before its first frame): nothing to read
+        lines[-2:] = ["read amplification  none: the file has no frames"]
     if f.get("observables"):
         lines.append(f"observables   {', '.join(f['observables'])}")
     lines += [f"WARNING: {w}" for w in f["warnings"]]

@@ -44,6 +44,8 @@ def split(path: str | os.PathLike, out_dir: str | os.PathLike, n_parts: int, *, 
         check_output_path(out / INDEX_NAME, overwrite, inputs=[path])
     segments = []
     with H5MDSource(str(path), group=group, assume_units=assume_units) as src:
+        if not src.n_frames:
+            raise InputFileError(path, "has no frames: nothing to split")
         ranges = split_frames(src.n_frames, n_parts, align=src.chunk_frames)
         parts = [out / f"part_{k:03d}.h5md" for k in range(len(ranges))]
         for part in parts if out.is_dir() else ():

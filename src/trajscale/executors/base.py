@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..analysis.base import Analysis, Prepared, analysis_from_config
 from ..block import FrameRange
 from ..errors import TaskError, TrajscaleError
-from ..report.process import mark_ready, process_start, slow_phase_for_tests
+from ..report.process import cpu_facts, mark_ready, process_start, slow_phase_for_tests
 from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
 from ..util import file_identity
@@ -189,12 +189,14 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         raise
     except Exception as exc:
         raise TaskError(worker, frames.start, frames.stop, f"{type(exc).__name__}: {exc}") from exc
+    cpus, affinity = cpu_facts()   # per task: a worker's affinity may change while it lives
     timing = TaskTiming(task=task, start=frames.start, stop=frames.stop, stride=job.stride, worker=worker,
                         host=host, pid=pid, t_init_traj=t_init_traj, t_io=t_io, t_compute=t_compute,
                         bytes_read=getattr(source, "bytes_read", 0) - bytes0,
                         files_opened=getattr(source, "opens", 0) - opens0,
                         files=opened_files(job.source, source, paths0, t_init_traj > 0),
-                        t_begin=t_begin, t_end=time.time(), t_start=t_start, t_ready=process_start() + t_start)
+                        t_begin=t_begin, t_end=time.time(), t_start=t_start, t_ready=process_start() + t_start,
+                        cpus=cpus, affinity=affinity)
     return partial, timing
 
 

@@ -26,7 +26,7 @@ from ..analysis.base import Analysis, analysis_from_config
 from ..block import FrameRange
 from ..errors import ConfigError
 from ..parallel import check_mpi_world, default_mpi_driver, mpi_comm_world, require_parallel_h5py
-from ..report.process import mark_ready, process_start, slow_start_for_tests
+from ..report.process import cpu_facts, mark_ready, process_start, slow_start_for_tests
 from ..progress import progress_bar
 from ..report.timing import TaskTiming, host_and_pid
 from .base import Executor, Job, cached_source, close_cached_sources, opened_files, run_task
@@ -170,7 +170,8 @@ class MPIExecutor(Executor):
                 reduced = analysis.reduce([p for p in gathered if p]) if rank == 0 else None
             all_timings = comm.gather(timings, root=0)
             t2 = time.perf_counter()
-            extras = {"host": host, "pid": pid, "t_init_traj": t_init_traj,
+            cpus, affinity = cpu_facts()
+            extras = {"host": host, "pid": pid, "t_init_traj": t_init_traj, "cpus": cpus, "affinity": affinity,
                       "t_wait": t1 - t0 + t_bcast, "t_comm": t2 - t1,
                       "t_start": self._t_start, "t_ready": process_start() + self._t_start,
                       "files_opened": files,

@@ -144,7 +144,7 @@ class ProcessExecutor(Executor):
         return dict(self._late)
 
     def _starts(self, pids: list[int]) -> dict[str, dict]:
-        from ..report.process import pid_start
+        from ..report.process import cpu_facts, pid_start
 
         out: dict[str, dict] = {}
         host = host_and_pid()[0]
@@ -157,7 +157,9 @@ class ProcessExecutor(Executor):
                 if start is None:
                     continue
                 t_start, t_ready = max(0.0, time.time() - start), 0.0
-            out[f"pid {pid}"] = {"host": host, "pid": pid, "t_start": t_start, "t_ready": t_ready}
+            cpus, affinity = cpu_facts(pid)
+            out[f"pid {pid}"] = {"host": host, "pid": pid, "t_start": t_start, "t_ready": t_ready,
+                                 "cpus": cpus, "affinity": affinity}
         return out
 
     def terminate(self) -> None:

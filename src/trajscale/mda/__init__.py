@@ -1,7 +1,8 @@
 """trajscale for MDAnalysis users: a trajectory reader and writer, and backends for its analyses.
 
 Importing this module registers the format ``"TRAJSCALE"`` with MDAnalysis (its own ``H5MD``
-reader and every other format are left as they are):
+reader and every other format are left as they are; a list of files given with format ``"TRAJSCALE"``
+is read by trajscale's reader, every other list by MDAnalysis's ChainReader as before):
 
 >>> import trajscale.mda
 >>> u = mda.Universe("top.tpr", "traj.h5md", format="TRAJSCALE")     # any trajscale store

@@ -21,6 +21,7 @@ import time
 import numpy as np
 from MDAnalysis.analysis.backends import BackendBase
 
+from ..report.process import cpu_facts
 from ..report.timing import RunReport, TaskTiming, host_and_pid, summarize_workers
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,10 @@ def _timed(func, part, task: int, worker: str):
         analysis.__dict__.clear()
         analysis.__dict__.update(saved)
     start, stop = _frames_of(part)
+    cpus, affinity = cpu_facts()
     return blob, TaskTiming(task=task, start=start, stop=stop, worker=worker, host=host, pid=pid,
-                            t_compute=time.perf_counter() - t0, t_begin=t_begin, t_end=time.time())
+                            t_compute=time.perf_counter() - t0, t_begin=t_begin, t_end=time.time(),
+                            cpus=cpus, affinity=affinity)
 
 
 def _report(func, executor: str, n_workers: int, timings: list[TaskTiming], t_total: float,

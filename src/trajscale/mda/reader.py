@@ -6,7 +6,14 @@ other format keep reading as before)::
 
     u = mda.Universe("top.tpr", "traj.h5md", format="TRAJSCALE")          # any trajscale H5MD file
     u = mda.Universe("top.tpr", "run.index.json", format="TRAJSCALE")     # a segment index or folder
-    u = mda.Universe("top.tpr", parts, format=trajscale.mda.Reader)   # XTC/TRR parts (DCD: topology=)
+    u = mda.Universe("top.tpr", parts, format="TRAJSCALE")            # XTC/TRR parts (DCD: topology=)
+    u = mda.Universe("top.tpr", parts, format="TRAJSCALE", continuous=True)   # overlapping parts
+
+A list given with format ``"TRAJSCALE"`` is read by this reader, not by MDAnalysis's ChainReader (which
+MDAnalysis picks for every list whatever its format): restart parts are joined as ``gmx trjcat``
+joins them, each time once and the later part's frame kept; parts that overlap further are refused
+unless ``continuous=True``, which keeps the later part's frames, as ``ChainReader(continuous=True)``
+does.  Every other list still goes to MDAnalysis's ChainReader, unchanged.
 
 It reads what trajscale's Sources read: plain, compressed and lossy H5MD (``deltas`` too) of
 any particle group (``group=``), segment indexes, and chains of parts whose frame offsets are
@@ -24,6 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 from MDAnalysis.coordinates.base import ReaderBase
+from MDAnalysis.coordinates.chain import ChainReader as _MDAChainReader
 from MDAnalysis.lib.util import store_init_arguments
 
 from ..block import Block
@@ -55,6 +63,11 @@ class Reader(ReaderBase):
         A topology file, needed only by parts that MDAnalysis must decode (DCD chains).
     assume_units
         ``"nm"`` or ``"Angstrom"`` for H5MD datasets without a unit attribute.
+    continuous
+        Parts that overlap (a part beginning before the previous one ends) join with the later
+        part's frames kept, as ``gmx trjcat`` and MDAnalysis's ``ChainReader(continuous=True)`` join
+        them; without it such parts are refused.  Restart parts (a part beginning at the previous
+        part's last time) join either way.
     comm
         An MPI communicator: H5MD files are opened with MPI-IO (``driver="mpio"``), as
         ``H5MDReader(..., driver="mpio", comm=comm)`` does.
@@ -76,13 +89,14 @@ class Reader(ReaderBase):
     @store_init_arguments
     def __init__(self, filename, convert_units=True, group: str | None = None, topology=None,
                  assume_units: str | None = None, comm=None, block_bytes: int = BLOCK_BYTES,
-                 follow: bool = False, idle: float = 60.0, poll: float = 0.5, **kwargs):
+                 continuous: bool = False, follow: bool = False, idle: float = 60.0, poll: float = 0.5,
+                 **kwargs):
         super().__init__(filename, convert_units=convert_units, **kwargs)
         self._follow = (float(idle), float(poll)) if follow else None
         self._files = _paths(filename)
         self.filename = self._files[0] if len(self._files) == 1 else self._files
         self._options = {"group": group, "topology": None if topology is None else os.fspath(topology),
-                         "assume_units": assume_units}
+                         "assume_units": assume_units, "continuous": bool(continuous)}
         self._comm = comm
         self._block_bytes = max(1, int(block_bytes))
         self._pool: ThreadPoolExecutor | None = None
@@ -91,7 +105,10 @@ class Reader(ReaderBase):
         self.n_atoms = self._source.n_atoms
         self.ts = self._Timestep(self.n_atoms, positions="position" in fields, velocities="velocity" in fields,
                                  forces="force" in fields, reader=self, **self._ts_kwargs)
-        self._read_frame(0)
+        if self._n_frames:
+            self._read_frame(0)
+        else:   # an empty file (a writer that failed before its first frame): 0 frames, iteration yields none
+            self.ts.frame = -1
 
     # ------------------------------------------------------------------ files
     def _open(self) -> None:
@@ -104,7 +121,8 @@ class Reader(ReaderBase):
         try:
             self._source = open_source(self._files if len(self._files) > 1 else self._files[0],
                                        opts["topology"], group=opts["group"], assume_units=opts["assume_units"],
-                                       comm=self._comm, driver="mpio" if self._comm is not None else None)
+                                       comm=self._comm, driver="mpio" if self._comm is not None else None,
+                                       continuous=opts["continuous"])
         except TrajscaleError as exc:
             raise IOError(str(exc)) from None
         if "position" not in self._source.fields:
@@ -267,6 +285,12 @@ class Reader(ReaderBase):
             self._wait_for(self._frame + 1)
         return self._read_frame(self._frame + 1)
 
+    def rewind(self):
+        """Position at the first frame; an empty trajectory has none (MDAnalysis's ``rewind`` would read it)."""
+        if self._n_frames:
+            return super().rewind()
+        self._reopen()
+
     def _reopen(self) -> None:
         if self._source is None:
             self._open()
@@ -305,6 +329,26 @@ class Reader(ReaderBase):
         self._open()
         self._frame = frame
         self.ts = ts
+
+
+class ChainReader(_MDAChainReader):
+    """MDAnalysis's ChainReader, registered in its place, except for a list given with format
+    ``"TRAJSCALE"``: that list is trajscale's :class:`Reader`.
+
+    MDAnalysis hands every list of files to the reader registered as ``"CHAIN"`` before it looks at
+    ``format`` (``get_reader_for``), so the format a user names for a list reaches only the readers of
+    its single files.  This class is that ``"CHAIN"`` reader: a list with another format, or none, is
+    MDAnalysis's ChainReader itself (this subclass changes nothing else, and keeps its name).
+    """
+
+    format = "CHAIN"
+
+    def __new__(cls, filenames=None, *args, **kwargs):
+        fmt = kwargs.get("format")
+        if isinstance(fmt, str) and fmt.upper() == Reader.format:
+            kwargs.pop("format")
+            return Reader(filenames, *args, **kwargs)
+        return super().__new__(cls)
 
 
 def check_readable(path) -> None:

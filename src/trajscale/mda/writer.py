@@ -10,7 +10,8 @@ MDAnalysis pipelines write the files ``trajscale convert`` writes, with its opti
 Frames are gathered into slabs of ``slab_bytes`` and written with :class:`trajscale.store.writer.H5MDWriter`
 (the writer behind ``convert``).  The file is written under a temporary name beside the output,
 each slab counted only once its data is in the file, and renamed (after an fsync) when the writer
-is closed: an interrupted pipeline leaves no half-written file under the output's name.
+is closed cleanly: a pipeline that fails (an exception inside ``with mda.Writer(...)``, a frame the
+writer refuses) or is interrupted leaves no file under the output's name, and no temporary.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from MDAnalysis.coordinates.base import WriterBase
 
-from ..errors import ConfigError
+from ..errors import ConfigError, OutputError, TrajscaleError
 from ..store.layout import Layout
 from ..store.units import unit_system
 from ..util import check_output_path, fsync_path, temporary_name
@@ -65,6 +66,7 @@ class Writer(WriterBase):
         self.filename = os.fspath(filename)
         self.n_atoms = int(n_atoms)
         self._final = check_output_path(self.filename, overwrite=overwrite)
+        _check_writable(self._final)
         self._layout = Layout.parse(str(chunks), compression or "none")
         self._fields = ("position",) + (("velocity",) if velocities else ()) + (("force",) if forces else ())
         self._options = {"group": group, "units": unit_system(units), "precision": precision, "encoding": encoding}
@@ -80,9 +82,14 @@ class Writer(WriterBase):
         self._box = "triclinic" if first_box is not None and np.any(first_box[:3]) else None
         self._tmp = temporary_name(self._final)
         o = self._options
-        self._writer = H5MDWriter(self._tmp, self.n_atoms, layout=self._layout, fields=self._fields,
-                                  box=self._box, group=o["group"], units=o["units"], masses=masses,
-                                  precision=o["precision"], encoding=o["encoding"])
+        try:
+            self._writer = H5MDWriter(self._tmp, self.n_atoms, layout=self._layout, fields=self._fields,
+                                      box=self._box, group=o["group"], units=o["units"], masses=masses,
+                                      precision=o["precision"], encoding=o["encoding"])
+        except (OSError, TrajscaleError) as exc:   # the directory changed since the writer was made
+            self._tmp.unlink(missing_ok=True)
+            _check_writable(self._final)
+            raise OutputError(self._final, f"cannot create its temporary file {self._tmp.name}") from exc
 
     def _write_next_frame(self, obj) -> None:
         """Add the current frame of an AtomGroup or Universe."""
@@ -96,9 +103,6 @@ class Writer(WriterBase):
             raise ValueError(f"{self.filename}: frame {ts.frame} has {ag.n_atoms} atoms, "
                              f"the writer was made for {self.n_atoms}")
         box = None if ts.dimensions is None else np.array(ts.dimensions, np.float32)   # a copy: ts changes
-        if self._writer is None:
-            masses = ag.masses if hasattr(ag, "masses") else None
-            self._start(box, masses)
         row = [ag.positions.copy()]
         for fl, attr in (("velocity", "velocities"), ("force", "forces")):
             if fl in self._fields:
@@ -106,6 +110,9 @@ class Writer(WriterBase):
                     row.append(getattr(ag, attr).copy())
                 except Exception as exc:   # noqa: BLE001 - MDAnalysis's NoDataError
                     raise ValueError(f"{self.filename}: frame {ts.frame} has no {attr}: {exc}") from None
+        if self._writer is None:
+            masses = ag.masses if hasattr(ag, "masses") else None
+            self._start(box, masses)
         self._rows.append((row, box, int(ts.data.get("step", ts.frame)), float(ts.time)))
         if len(self._rows) >= self._per_slab:
             self._flush()
@@ -121,6 +128,24 @@ class Writer(WriterBase):
         self._writer.write(position=data["position"], velocity=data.get("velocity"), force=data.get("force"),
                            box=box, step=np.array([r[2] for r in rows]), time=np.array([r[3] for r in rows]))
 
+    def __exit__(self, exc_type, exc_val, exc_tb) -> bool:
+        # a pipeline that failed inside ``with`` leaves nothing under the output's name
+        if exc_type is not None:
+            self._abandon()
+        else:
+            self.close()
+        return False
+
+    def _abandon(self) -> None:
+        """Drop what was written: close the temporary file and remove it; the output is never made."""
+        self._rows = []
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            try:
+                writer.close(abandoned=True)
+            finally:
+                self._tmp.unlink(missing_ok=True)
+
     def close(self) -> None:
         """Write what is gathered, close the file and move it to its name (nothing if no frame came)."""
         if self._writer is None:
@@ -129,9 +154,7 @@ class Writer(WriterBase):
             self._flush()
             self._writer.close()
         except BaseException:
-            self._writer.close(abandoned=True)
-            self._tmp.unlink(missing_ok=True)
-            self._writer = None
+            self._abandon()
             raise
         fsync_path(self._tmp)
         os.replace(self._tmp, self._final)
@@ -142,7 +165,21 @@ class Writer(WriterBase):
         # a writer never closed (an error in the pipeline) leaves no output, only nothing
         if getattr(self, "_writer", None) is not None:
             try:
-                self._writer.close(abandoned=True)
-                self._tmp.unlink(missing_ok=True)
+                self._abandon()
             except Exception:   # noqa: BLE001 - interpreter shutdown
                 pass
+
+
+def _check_writable(final: Path) -> None:
+    """Refuse an output whose directory cannot take a new file (read-only file system, no
+    permission), saying so, before the pipeline produces a frame: the temporary is created and
+    removed again."""
+    probe = temporary_name(final)
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return   # this process's own temporary: the directory takes files
+    except OSError as exc:
+        raise OutputError(final, f"cannot create a file in {final.parent or '.'}: "
+                                 f"{exc.strerror or exc}") from None
+    os.unlink(probe)

@@ -364,16 +364,46 @@ def rule_compute_bound(report: RunReport, d: Diagnosis) -> Advice | None:
     if imbalance is not None and imbalance > STRAGGLER_FACTOR:
         return None
     imb = "n/a" if imbalance is None else f"{imbalance:.2f}"
+    why = (f"compute-bound (R_comp/IO = {fmt_ratio(d.r_comp_io)}, R_comp/comm = {fmt_comm_ratio(d)}) "
+           f"and balanced (max/median worker time {imb}, no stragglers)")
+    machine = getattr(d, "machine", None)
+    if not machine:   # a report from before workers recorded their cores
+        return Advice("compute-bound", "good scaling expected: add workers", why)
+    cores = sum(m["cores"] for m in machine)
+    workers = sum(m["workers"] for m in machine)
+    where = ", ".join(f"{m['cores']} on {m['host']}" for m in machine)
+    if workers >= cores:   # never more workers than the cores the run may use
+        return Advice("compute-bound",
+                      "every core this run may use is busy: more speed needs more cores (more nodes for "
+                      "`--executor mpi`, or a larger Dask cluster), not more workers here",
+                      f"{why}; {workers} workers on {cores} cores ({where})")
+    return Advice("compute-bound", f"good scaling expected: add workers, up to the {cores} cores this run may use "
+                                   f"(`-n {cores}`)",
+                  f"{why}; {workers} workers on {cores} cores ({where})")
+
+
+def rule_oversubscribed(report: RunReport, d: Diagnosis) -> Advice | None:
+    """More workers than cores on a host: they took turns, and their waits read as slow reads and compute."""
+    over = getattr(d, "oversubscribed", None)
+    if not over:
+        return None
+    worst = max(over, key=lambda m: m["workers"] / max(1, m["cores"]))
+    many = len(d.machine) > 1
+    n = "ranks per node" if many else "workers"
     return Advice(
-        "compute-bound", "good scaling expected: add workers",
-        f"compute-bound (R_comp/IO = {fmt_ratio(d.r_comp_io)}, R_comp/comm = {fmt_comm_ratio(d)}) "
-        f"and balanced (max/median worker time {imb}, no stragglers)")
+        "oversubscribed",
+        f"use at most {worst['cores']} {n} (`-n {sum(m['cores'] for m in d.machine)}`"
+        f"{' over the nodes' if many else ''}): more workers than cores only take turns on them",
+        f"{worst['workers']} workers ran on {worst['host']}, which gives this run {worst['cores']} cores "
+        f"(CPUs {worst['affinity']} of its {worst['cpus']}): each worker waited for a core, and that wait is "
+        "counted in its read and compute times, so the waiting came from workers > cores, not from the reads")
 
 
 Rule = Callable[[RunReport, "Diagnosis"], "Advice | None"]
 
 #: name -> rule, most important first.
 RULES: dict[str, Rule] = {
+    "oversubscribed": rule_oversubscribed,
     "io-bound-format": rule_io_bound_format,
     "chunk-amplification": rule_chunk_amplification,
     "comm-stragglers": rule_comm_stragglers,
@@ -387,7 +417,11 @@ RULES: dict[str, Rule] = {
 #: The rules still run on a run too short to diagnose: start-up stragglers are seconds, not task noise;
 #: what the layout makes the run's own reads cost is counted in bytes, not timed; and the share of reading
 #: in a format that decodes whole frames is a ratio of sums over the run, not of single tasks.
-SHORT_RUN_RULES = ("init-stragglers", "chunk-amplification", "io-bound-format")
+SHORT_RUN_RULES = ("oversubscribed", "init-stragglers", "chunk-amplification", "io-bound-format")
+#: The rules still run on a run with more workers than cores: the counts of workers and cores, bytes read,
+#: and a start-up far longer than the other workers' (who shared the same cores); the other timings of such
+#: a run hold the time its workers waited for a core, which would read as slow reads or compute.
+OVERSUBSCRIBED_RULES = ("oversubscribed", "init-stragglers", "chunk-amplification")
 
 
 def too_short_advice(d: Diagnosis) -> Advice:
@@ -406,13 +440,16 @@ def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None
 
     A run too short to diagnose (``d.too_short``) gets :func:`too_short_advice` and only the
     rules of :data:`SHORT_RUN_RULES` (a slow start-up), not straggler and scaling advice built
-    on tasks of hundredths of a second.
+    on tasks of hundredths of a second.  A run with more workers than cores on a host gets the rules of
+    :data:`OVERSUBSCRIBED_RULES` only: its timings hold its workers' turns on the cores.
     """
     out = []
     rules = RULES if rules is None else rules
     if getattr(d, "too_short", False):
         out.append(too_short_advice(d))
         rules = {k: v for k, v in rules.items() if k in SHORT_RUN_RULES}
+    if getattr(d, "oversubscribed", None):
+        rules = {k: v for k, v in rules.items() if k in OVERSUBSCRIBED_RULES}
     for name, rule in rules.items():
         try:
             a = rule(report, d)

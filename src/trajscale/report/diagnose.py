@@ -7,6 +7,7 @@ from statistics import median
 
 from .advice import Advice, advise
 from .metrics import json_safe, phase_totals, ratio, speedup_point, worker_timings
+from .process import cpu_list, parse_cpu_list
 from .stragglers import Straggler, find_stragglers, worker_basis, worker_stragglers
 from .timing import RunReport
 
@@ -43,6 +44,15 @@ class Diagnosis:
     #: True when ``t_work`` is too little to diagnose (:data:`SHORT_RUN_S`): then only
     #: start-up stragglers of a second or more are kept, and the advice says so in one line.
     too_short: bool = False
+    #: Per host: ``{"host", "workers", "cores", "affinity", "cpus"}``: the workers (ranks) that ran tasks
+    #: there, the cores they were allowed to run on (their affinity), listed, and the host's CPUs.
+    #: Empty for reports written before workers recorded their CPUs.
+    machine: list[dict] = field(default_factory=list)
+
+    @property
+    def oversubscribed(self) -> list[dict]:
+        """The hosts of :attr:`machine` where more workers ran than they had cores."""
+        return [m for m in self.machine if m["workers"] > m["cores"]]
 
     def fixed_costs(self, report: RunReport) -> float:
         """Serial preparation and reduction plus the time outside tasks, in seconds."""
@@ -104,8 +114,27 @@ def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
         d.stragglers = [s for s in d.stragglers if s.component == "t_start" and s.excess >= SHORT_RUN_S]
         d.task_stragglers = []
     d.t_outside = max(0.0, wall - report.t_prepare - report.t_reduce - d.t_busy)
+    d.machine = workers_per_host(report)
     if baseline is not None:
         point = speedup_point(report, baseline)
         d.speedup, d.efficiency = point.speedup, point.efficiency
     d.advice = advise(report, d)
     return d
+
+
+def workers_per_host(report: RunReport) -> list[dict]:
+    """The workers (ranks) that ran tasks on each host and the cores they could run on: the union of
+    their affinities.  A host with a worker whose CPUs were not recorded is left out."""
+    hosts: dict[str, dict] = {}
+    for w in worker_timings(report):
+        if not w.n_tasks:
+            continue
+        h = hosts.setdefault(w.host, {"host": w.host, "workers": 0, "allowed": set(), "cpus": 0, "known": True})
+        h["workers"] += 1
+        h["cpus"] = max(h["cpus"], int(w.cpus))
+        allowed = parse_cpu_list(w.affinity)
+        h["known"] &= bool(allowed)
+        h["allowed"] |= allowed
+    return [{"host": h["host"], "workers": h["workers"], "cores": len(h["allowed"]),
+             "affinity": cpu_list(h["allowed"]), "cpus": h["cpus"]}
+            for h in hosts.values() if h["known"]]

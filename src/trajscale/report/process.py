@@ -36,6 +36,7 @@ cause (:func:`slow_phase_for_tests`).
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 
@@ -200,8 +201,46 @@ class ProcessTimeline:
 
     def record(self) -> dict:
         """The report's ``process`` record (plain values)."""
+        cpus, affinity = cpu_facts()
         return {"t_wall": self.t_end - self.t_begin, "phases": dict(self.phases), "origin": self.origin,
-                "t_begin": self.t_begin, "t_end": self.t_end, "pid": os.getpid()}
+                "t_begin": self.t_begin, "t_end": self.t_end, "pid": os.getpid(),
+                "host": socket.gethostname(), "cpus": cpus, "affinity": affinity}
+
+
+def cpu_facts(pid: int = 0) -> tuple[int, str]:
+    """``(cpus, affinity)`` of process ``pid`` (0: this one): the CPUs of its host, and those it may run
+    on as Linux lists them (``"0-3,8"``; every CPU where the OS cannot tell)."""
+    cpus = os.cpu_count() or 0
+    try:
+        allowed = sorted(os.sched_getaffinity(pid))
+    except (AttributeError, OSError):   # not Linux, or the process is gone
+        allowed = list(range(cpus))
+    return cpus, cpu_list(allowed)
+
+
+def cpu_list(cpus) -> str:
+    """CPU numbers as Linux lists them: ``[0, 1, 2, 3, 8]`` -> ``"0-3,8"``."""
+    out: list[str] = []
+    run: list[int] = []
+    for c in sorted({int(c) for c in cpus}):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def parse_cpu_list(text: str) -> set[int]:
+    """``"0-3,8"`` -> ``{0, 1, 2, 3, 8}`` (an empty string: no CPUs known)."""
+    out: set[int] = set()
+    for part in filter(None, (p.strip() for p in str(text).split(","))):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
 
 
 def extend_record(record: dict, phase: str) -> None:
@@ -215,6 +254,6 @@ def extend_record(record: dict, phase: str) -> None:
     record["t_end"] = now
 
 
-__all__ = ["PROCESS_PHASES", "PROCESS_PHASE_LABELS", "ProcessTimeline", "extend_record", "mark_ready",
-           "note_phase", "pid_start", "process_age", "process_start", "ready_epoch", "slow_phase_for_tests",
-           "slow_start_for_tests"]
+__all__ = ["PROCESS_PHASES", "PROCESS_PHASE_LABELS", "ProcessTimeline", "cpu_facts", "cpu_list", "extend_record",
+           "mark_ready", "note_phase", "parse_cpu_list", "pid_start", "process_age", "process_start", "ready_epoch",
+           "slow_phase_for_tests", "slow_start_for_tests"]

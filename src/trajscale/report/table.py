@@ -108,6 +108,10 @@ def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
         lines.append(f"  speed-up S(N)     {_num(d.speedup, '.2f')}, efficiency E(N) {_num(d.efficiency, '.2f')}")
     if d.too_short:
         lines.append(f"  too short         {_num(d.t_work)} s of tasks on the busiest worker: not diagnosed")
+    for m in d.machine:   # workers that ran tasks on each host, and the cores they were allowed
+        over = " (more workers than cores)" if m["workers"] > m["cores"] else ""
+        lines.append(f"  machine           {m['host']}: {m['workers']} workers on {m['cores']} cores "
+                     f"(CPUs {m['affinity']} of its {m['cpus']}){over}")
     lines.append("")
     if d.stragglers or d.task_stragglers:
         lines.append(f"stragglers ({len(d.stragglers)} workers, {len(d.task_stragglers)} tasks):")

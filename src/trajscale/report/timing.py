@@ -56,6 +56,8 @@ class TaskTiming:
     files: tuple[str, ...] = ()          # their paths (and the single file, if this task opened it)
     t_start: float = 0.0                 # its worker's start: process start to ready (not in t_total)
     t_ready: float = 0.0                 # epoch seconds when its worker became ready
+    cpus: int = 0                        # CPUs of its host (os.cpu_count); 0: not recorded (older reports)
+    affinity: str = ""                   # CPUs its process may run on, listed as Linux lists them ("0-3,8")
 
     @property
     def frames(self) -> int:
@@ -89,6 +91,10 @@ class WorkerTiming:
     t_ready: float = 0.0
     #: Paths of the trajectory files this worker (rank) opened, in the order opened, each once.
     files_opened: tuple[str, ...] = ()
+    #: CPUs of its host (``os.cpu_count``); 0: not recorded (reports written before it was).
+    cpus: int = 0
+    #: CPUs its process may run on (``os.sched_getaffinity``), as Linux lists them: ``"0-3,8"``.
+    affinity: str = ""
 
     @property
     def t_total(self) -> float:
@@ -111,7 +117,9 @@ def summarize_workers(tasks: list[TaskTiming], extra: dict[str, dict] | None = N
             frames=sum(t.frames for t in mine), bytes_read=sum(t.bytes_read for t in mine), **sums,
             t_start=float(add.get("t_start", max((t.t_start for t in mine), default=0.0))),
             t_ready=float(add.get("t_ready", max((t.t_ready for t in mine), default=0.0))),
-            files_opened=tuple(dict.fromkeys([*add.get("files_opened", ()), *(f for t in mine for f in t.files)]))))
+            files_opened=tuple(dict.fromkeys([*add.get("files_opened", ()), *(f for t in mine for f in t.files)])),
+            cpus=int(add.get("cpus", first.cpus if first else 0)),
+            affinity=str(add.get("affinity", first.affinity if first else ""))))
     return out
 
 
@@ -226,3 +234,4 @@ def _tuple_files(key: str, value):
 
 def host_and_pid() -> tuple[str, int]:
     return socket.gethostname(), os.getpid()
+
