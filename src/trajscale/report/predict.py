@@ -442,7 +442,8 @@ def _ends(model: Model, machine: Machine) -> tuple[tuple[Model, Machine], tuple[
     that nothing measured at /2 and x2, and compute on physical cores only where hyperthreads share them."""
     lo_c, hi_c = model.compute_spread
     lo_r, hi_r = model.read_spread
-    start_measured = model.launch_s is not None or machine.worker_start_s(model.target) is not None
+    start_measured = model.launch_s is not None or (machine.worker_start_s(model.target) is not None
+                                                    and machine.origin_of("start_s") != DEFAULTED)
     k = 1.0 if start_measured else DEFAULT_START_FACTOR
     low = replace(model, compute_s_per_frame=model.compute_s_per_frame * lo_c,
                   read_s_per_byte=model.read_s_per_byte * lo_r, imports_s=model.imports_s / k,

@@ -4,10 +4,11 @@
 is a file), then measures, within ``--seconds``:
 
 * the read bandwidth with 1, 2, 4 ... k processes reading disjoint parts of the file at once, at the
-  block size trajscale reads a slab of frames in (:data:`BLOCK_BYTES`), each from a cold cache where
-  the machine lets the probe drop it (``posix_fadvise(POSIX_FADV_DONTNEED)`` on the file: Linux drops
-  the clean pages of a file it was asked about; a network file system's client drops its own cache);
-  when a dropped read is no slower than a cached one the probe says it could not tell them apart;
+  block size trajscale reads a slab of frames in (:data:`BLOCK_BYTES`), cold: with ``O_DIRECT`` where
+  the file system allows it (as ``dd iflag=direct`` and ``fio --direct=1`` read), else after
+  ``posix_fadvise(POSIX_FADV_DONTNEED)`` on the file (Linux drops the clean pages of a file it was asked
+  about; a network file system's client drops its own cache); when a cold read is no slower than a
+  cached one the probe says it could not tell them apart;
 * the open and stat latency of small files in the same folder;
 * the start of one fresh worker of each executor (an interpreter importing what that worker imports).
 
@@ -73,36 +74,55 @@ def _drop_cache(path: str, offset: int = 0, length: int = 0) -> bool:
         os.close(fd)
 
 
-def _read_range(path: str, offset: int, length: int, block: int, deadline: float) -> tuple[int, float, float]:
-    """Read ``length`` bytes from ``offset`` in blocks until done or ``deadline``: (bytes, t0, t1)."""
-    buf = bytearray(block)
-    view = memoryview(buf)
+def _read_range(path: str, offset: int, length: int, block: int, deadline: float,
+                direct: bool = False) -> tuple[int, float, float]:
+    """Read ``length`` bytes from ``offset`` in blocks until done or ``deadline``: (bytes, t0, t1).
+
+    ``direct``: with O_DIRECT into a page-aligned buffer, past the page cache (as ``dd iflag=direct``).
+    """
+    import mmap
+
+    buf = mmap.mmap(-1, block)   # page-aligned, as O_DIRECT needs
+    fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECT", 0) if direct else 0))
     got = 0
-    with open(path, "rb", buffering=0) as f:
-        f.seek(offset)
+    try:
         t0 = time.time()
         while got < length and time.time() < deadline:
-            n = f.readinto(view[:min(block, length - got)])
+            n = os.preadv(fd, [buf], offset + got)
             if not n:
                 break
-            got += n
+            got += min(n, length - got)
         return got, t0, time.time()
+    finally:
+        os.close(fd)
+        buf.close()
 
 
-def _reader(path, offset, length, block, deadline, barrier, queue) -> None:
+def direct_reads_work(path: str, block: int) -> bool:
+    """True if ``path`` can be read with O_DIRECT here (not on tmpfs, nor where the OS lacks it)."""
+    if not hasattr(os, "O_DIRECT"):
+        return False
+    try:
+        return _read_range(path, 0, block, block, time.time() + 5.0, direct=True)[0] > 0
+    except OSError:
+        return False
+
+
+def _reader(path, offset, length, block, deadline, direct, barrier, queue) -> None:
     barrier.wait()
-    queue.put(_read_range(path, offset, length, block, deadline))
+    queue.put(_read_range(path, offset, length, block, deadline, direct))
 
 
-def _concurrent_read(path: str, size: int, k: int, block: int, seconds: float, cold: bool) -> tuple[float, int]:
+def _concurrent_read(path: str, size: int, k: int, block: int, seconds: float, cold: bool,
+                     direct: bool = False) -> tuple[float, int]:
     """Aggregate bytes/s of ``k`` processes reading disjoint parts of ``path`` at once, and the bytes read."""
-    if cold:
+    if cold and not direct:
         _drop_cache(path)
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     part = (size // k) // block * block or size // k
     barrier, queue = ctx.Barrier(k), ctx.Queue()
     deadline = time.time() + seconds + 1.0   # the processes' start counts against none of it
-    procs = [ctx.Process(target=_reader, args=(path, i * part, part, block, deadline, barrier, queue), daemon=True)
+    procs = [ctx.Process(target=_reader, args=(path, i * part, part, block, deadline, direct, barrier, queue), daemon=True)
              for i in range(k)]
     for p in procs:
         p.start()
@@ -203,11 +223,13 @@ def probe(opts: ProbeOptions, log=print) -> Machine:
             raise InputFileError(path, f"too small to probe ({size} bytes; one block is {opts.block_bytes})")
         warm_pass = _concurrent_read(path, size, 1, opts.block_bytes, per_level, cold=False)[0]
         warm = _concurrent_read(path, size, 1, opts.block_bytes, per_level, cold=False)[0]
-        dropped = _drop_cache(path)
-        cold1 = _concurrent_read(path, size, 1, opts.block_bytes, per_level, cold=True)[0] if dropped else warm
+        direct = direct_reads_work(path, opts.block_bytes)
+        dropped = direct or _drop_cache(path)
+        cold1 = _concurrent_read(path, size, 1, opts.block_bytes, per_level, cold=True, direct=direct)[0] \
+            if dropped else warm
+        how = "O_DIRECT reads" if direct else "posix_fadvise(DONTNEED) before each level"
         if dropped and warm > COLD_FACTOR * cold1:
-            cold_note = (f"cold reads: posix_fadvise(DONTNEED) before each level; page cache "
-                         f"{warm / 1e9:.3g} GB/s, cold {cold1 / 1e9:.3g} GB/s")
+            cold_note = f"cold: {how}; page cache {warm / 1e9:.3g} GB/s, cold {cold1 / 1e9:.3g} GB/s"
             cold = True
         else:
             why = "dropping the cache had no visible effect" if dropped else "posix_fadvise is not available"
@@ -218,7 +240,7 @@ def probe(opts: ProbeOptions, log=print) -> Machine:
             f"({'cold' if cold else 'cache state not told'}), page cache {max(warm, warm_pass) / 1e9:.3g} GB/s")
         curve = [(1, cold1)]
         for n in levels[1:]:
-            rate, _ = _concurrent_read(path, size, n, opts.block_bytes, per_level, cold=cold)
+            rate, _ = _concurrent_read(path, size, n, opts.block_bytes, per_level, cold=cold, direct=direct and cold)
             curve.append((n, rate))
             log(f"probe: {n} readers {rate / 1e9:.3g} GB/s")
         open_ms, stat_ms = _metadata_latency(folder)
@@ -263,15 +285,16 @@ def probe_mpi(opts: ProbeOptions, log=print) -> Machine | None:
                         root=0)
     try:
         fsize = min(os.path.getsize(path), opts.nbytes)
+        direct = all(comm.allgather(direct_reads_work(path, opts.block_bytes)))
         levels = _levels(min(size, opts.max_readers or size))
         per_level = max(0.05, opts.seconds / (len(levels) + 1))
         curve = []
         for k in levels:
             part = (fsize // k) // opts.block_bytes * opts.block_bytes or fsize // k
-            if rank < k:
+            if rank < k and not direct:
                 _drop_cache(path, rank * part, part)
             comm.Barrier()
-            got, t0, t1 = (_read_range(path, rank * part, part, opts.block_bytes, time.time() + per_level)
+            got, t0, t1 = (_read_range(path, rank * part, part, opts.block_bytes, time.time() + per_level, direct)
                            if rank < k else (0, 0.0, 0.0))
             rows = comm.gather((got, t0, t1), root=0)
             if rank == 0:
@@ -293,7 +316,8 @@ def probe_mpi(opts: ProbeOptions, log=print) -> Machine | None:
     return Machine(name=",".join(names), nodes=len(names), cores_per_node=min(h[1] for h in hosts),
                    threads_per_core=max(h[2] for h in hosts), memory_bytes=min(h[3] for h in hosts),
                    read_curve=tuple(curve), block_bytes=opts.block_bytes,
-                   cold="each rank dropped its part with posix_fadvise(DONTNEED) before each level",
+                   cold="cold: O_DIRECT reads on every rank" if direct else
+                   "cold: each rank dropped its part with posix_fadvise(DONTNEED) before each level",
                    open_ms=open_ms, stat_ms=stat_ms, origin=tuple(origin.items()))
 
 
