@@ -450,10 +450,12 @@ def _ends(model: Model, machine: Machine) -> tuple[tuple[Model, Machine], tuple[
                   launch_s=model.launch_s)
     high = replace(model, compute_s_per_frame=model.compute_s_per_frame * hi_c,
                    read_s_per_byte=model.read_s_per_byte * hi_r, imports_s=model.imports_s * k)
-    high_machine = machine
+    low_machine = replace(machine, start_s=tuple((e, v / k) for e, v in machine.start_s))
+    high_machine = replace(machine, start_s=tuple((e, v * k) for e, v in machine.start_s))
     if machine.threads_per_core > 1:
-        high_machine = replace(machine, cores_per_node=max(1, machine.cores_per_node // machine.threads_per_core))
-    return (low, machine), (high, high_machine)
+        high_machine = replace(high_machine,
+                               cores_per_node=max(1, machine.cores_per_node // machine.threads_per_core))
+    return (low, low_machine), (high, high_machine)
 
 
 def predict(report: RunReport, ns: list[int], machine: Machine | None = None,
