@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 sys.path.insert(0, str(HERE))
 
-from trajscale.util import check_script_output, write_script_json  # noqa: E402
+from trajscale.util import check_script_output, write_script_json
 
 PROG = Path(__file__).name
 TARGET_MEDIAN, TARGET_MAX = 0.15, 0.30
@@ -70,9 +70,9 @@ def whole_run(args: list[str], executor: str = "serial", n: int = 1) -> float:
 
 def workloads(folder: Path, frames: int) -> dict[str, list[str]]:
     """name -> ``trajscale run`` arguments (without the executor)."""
+    from chains import build_chain
     from MDAnalysisTests.datafiles import GRO
 
-    from chains import build_chain
     from trajscale.demo import build_demo_file
 
     tpr, h5 = build_demo_file(folder, frames, progress=False)

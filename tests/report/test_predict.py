@@ -7,6 +7,7 @@ compared with the docs' equation evaluated here by hand (docs/benchmarks.md, "Pr
 from __future__ import annotations
 
 import json
+
 import pytest
 
 from tests.conftest import run_cli

@@ -110,7 +110,8 @@ def main(args) -> int:
     from ..report.table import format_scaling, format_table
 
     json_out = None if args.json in (None, "-") else args.json
-    check_outputs(args.plot, args.trace, json_out, inputs=[*args.reports, args.baseline, args.machine], overwrite=args.overwrite)
+    check_outputs(args.plot, args.trace, json_out, inputs=[*args.reports, args.baseline, args.machine],
+                  overwrite=args.overwrite)
     if args.nodes is not None and args.cores_per_node is None and not args.machine:
         from ..errors import ConfigError
 
@@ -169,8 +170,7 @@ def _predict(args, reports) -> tuple[str, dict]:
     """The table and the JSON of ``--predict``: fitted on the smallest run; a larger run of the predicted
     executor adds its launch time and communication latency."""
     from ..report.machine import Machine, this_machine
-    from ..report.predict import (assumptions_dict, efficiency_threshold, fit_reports, format_predictions,
-                                  predict_model)
+    from ..report.predict import assumptions_dict, efficiency_threshold, fit_reports, format_predictions, predict_model
 
     here = this_machine()
     machine = Machine.load(args.machine) if args.machine else here

@@ -17,6 +17,7 @@ import math
 import os
 import socket
 from dataclasses import asdict, dataclass, fields, replace
+from itertools import pairwise
 from pathlib import Path
 
 from ..errors import InputFileError
@@ -86,7 +87,7 @@ class Machine:
             agg = max(r for _, r in pts)
         else:
             agg = pts[-1][1]
-            for (k0, r0), (k1, r1) in zip(pts, pts[1:]):
+            for (k0, r0), (k1, r1) in pairwise(pts):
                 if k0 <= readers <= k1:
                     agg = r0 + (r1 - r0) * (readers - k0) / (k1 - k0)
                     break
@@ -163,8 +164,9 @@ class Machine:
                  self.origin_of("memory_bytes"))]
         if self.read_curve:
             curve = ", ".join(f"{k}: {r / 1e9:.3g}" for k, r in sorted(self.read_curve))
-            rows.append(("storage read GB/s by readers", f"{curve} (blocks of {self.block_bytes / 2**20:.3g} MiB; "
-                         f"{self.cold or 'cache state not known'})", self.origin_of("read_curve")))
+            value = (f"{curve} (blocks of {self.block_bytes / 2**20:.3g} MiB; "
+                     f"{self.cold or 'cache state not known'})")
+            rows.append(("storage read GB/s by readers", value, self.origin_of("read_curve")))
         else:
             rows.append(("storage read", "each rank at the report's own read rate (no probe profile)", DEFAULTED))
         rows.append(("storage ceiling", f"{self.storage_gbps:.4g} GB/s" if self.storage_gbps else "none",

@@ -26,7 +26,7 @@ or start-up, exceeded 1.5 x the median) is assumed to be present in the larger r
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from statistics import median
 
 from .machine import DEFAULTED, GIVEN, MEASURED, Machine, this_machine

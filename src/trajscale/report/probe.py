@@ -122,7 +122,8 @@ def _concurrent_read(path: str, size: int, k: int, block: int, seconds: float, c
     part = (size // k) // block * block or size // k
     barrier, queue = ctx.Barrier(k), ctx.Queue()
     deadline = time.time() + seconds + 1.0   # the processes' start counts against none of it
-    procs = [ctx.Process(target=_reader, args=(path, i * part, part, block, deadline, direct, barrier, queue), daemon=True)
+    procs = [ctx.Process(target=_reader, daemon=True,
+                         args=(path, i * part, part, block, deadline, direct, barrier, queue))
              for i in range(k)]
     for p in procs:
         p.start()
