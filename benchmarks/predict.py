@@ -1,170 +1,209 @@
-"""Predicted vs measured: ``trajscale report --predict`` checked against real runs, and the seeds' curves.
+"""Predicted against measured: ``trajscale report --predict`` from a serial report, out of sample.
 
-    python benchmarks/predict.py [--frames 150] [--smoke] [--repeat 1] [--keep DIR]
-    python benchmarks/predict.py --seeds
+    python benchmarks/predict.py [--ns 2,4,8,16] [--executors processes,mpi,dask] [--frames 200] [--json OUT]
+    python benchmarks/predict.py --quick          # the smallest cell: the machinery, not a measurement
+    python benchmarks/predict.py --probe-check    # the probe's cold read rate against dd and fio
+    python benchmarks/predict.py --seeds          # the seeds' machines as profiles, against their figures
 
-Default mode: builds (or reuses) an AdK-in-water H5MD file of 300 frames (47,681 atoms),
-and analyses its first ``--frames`` frames (``--smoke``: 10) with ``trajscale run rdf
---select1 "name CA" --select2 "name OW"`` (about 50 ms a frame: the tasks, not the
-interpreter's start, dominate the wall time).  A 3-frame run warms the page cache and the
-topology cache, then a serial run with ``--report``, then a
-``processes -n 2`` run, each a whole ``trajscale`` process timed from outside (launch to
-exit).  The serial report's prediction for processes(2) (``report --predict 2 --as
-processes``) is printed beside the measured whole-process wall time.
+The matrix: four workloads (all on AdK in water, 47,681 atoms) x executors x N, on this machine
+(N beyond its cores is oversubscribed):
 
-``--seeds``: synthetic serial reports built from the parameters seeds 000 and 001 publish
-(frames, bytes, per-frame read and compute times, the tuned serial time), and the model's
-prediction at their core counts, beside the published figures (docs/benchmarks.md).
+* ``rmsd``: RMSD of all atoms on H5MD (I/O-bound);
+* ``rdf``: RDF of CA against water O on H5MD (compute-bound);
+* ``rmsf``: RMSF of all atoms on H5MD;
+* ``xtc``: RMSD of the CA atoms over a chain of XTC parts read in place.
+
+The constants are fixed before any cell runs: the calibration set is ``trajscale probe`` on the
+folder of the data (storage read curve, open latency, each executor's worker start), nothing else.
+Each workload then runs once serially with ``--report``; every prediction comes from that serial
+report alone (``fit`` on it, ``predict_model`` for the probe's machine).  Each cell is the whole
+``trajscale run`` process (under ``mpiexec -n N`` for MPI) timed from outside, launch to exit.
+Errors are predicted / measured - 1; the script prints each cell, the median and the largest
+absolute error, and the load average before and after (the machine may be shared).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
+from statistics import median
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
+sys.path.insert(0, str(HERE))
 
 from trajscale.util import check_script_output, write_script_json
 
 PROG = Path(__file__).name
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
+TARGET_MEDIAN, TARGET_MAX = 0.15, 0.30
 
 
-def whole_run(args: list[str], env: dict | None = None) -> float:
-    """Seconds from launching ``trajscale ARGS`` to its exit (the whole process, from outside)."""
+def _env() -> dict:
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+
+
+def mpiexec() -> str | None:
+    return shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
+
+
+def whole_run(args: list[str], executor: str = "serial", n: int = 1) -> float:
+    """Seconds from launching ``trajscale ARGS`` (with its executor) to its exit, timed from outside."""
+    cmd = [sys.executable, "-m", "trajscale.cli.main", *args, "--executor", executor]
+    if executor in ("processes", "dask"):
+        cmd += ["-n", str(n)]
+    if executor == "mpi":
+        cmd = [mpiexec(), "-n", str(n), *cmd]
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "trajscale.cli.main", *args], capture_output=True, text=True,
-                          env=dict(os.environ, OMP_NUM_THREADS="1", **(env or {})), check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), check=False, timeout=900)
     dt = time.perf_counter() - t0
     if proc.returncode:
-        raise SystemExit(f"trajscale {' '.join(args)} failed:\n{proc.stderr}")
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
     return dt
 
 
-def ANALYSIS(tpr: str, h5: str, frames: int) -> list[str]:
-    return ["run", "rdf", tpr, h5, "--select1", "name CA", "--select2", "name OW", "--stop", str(frames)]
+def workloads(folder: Path, frames: int) -> dict[str, list[str]]:
+    """name -> ``trajscale run`` arguments (without the executor)."""
+    from chains import build_chain
+    from MDAnalysisTests.datafiles import GRO
+
+    from trajscale.demo import build_demo_file
+
+    tpr, h5 = build_demo_file(folder, frames, progress=False)
+    parts = build_chain(folder / "chain", frames, max(2, frames // 10))
+    return {"rmsd": ["run", "rmsd", tpr, h5, "--select", "all"],
+            "rdf": ["run", "rdf", tpr, h5, "--select1", "name CA", "--select2", "name OW",
+                    "--stop", str(max(4, frames // 5))],
+            "rmsf": ["run", "rmsf", tpr, h5, "--select", "all"],
+            "xtc": ["run", "rmsd", GRO, *parts, "--select", "name CA"]}
 
 
-def free_cores(n: int = 2, seconds: float = 1.0) -> int:
-    """Cores ``n`` busy processes get on this machine now: their CPU seconds over the wall (1 or more)."""
-    code = (f"import time\nt = time.perf_counter() + {seconds!r}\nwhile time.perf_counter() < t: pass\n"
-            "print(time.process_time())")
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(n)]
-    return max(1, round(sum(float(p.communicate()[0]) for p in procs) / seconds))
+def calibrate(folder: Path, seconds: float, nbytes: int):
+    """The calibration set: ``trajscale probe`` on the data's folder (the only constants the predictions use)."""
+    from trajscale.report.probe import ProbeOptions, probe
+
+    return probe(ProbeOptions(path=str(folder), seconds=seconds, nbytes=nbytes), log=lambda s: None)
 
 
-def predict_vs_measured(h5: str, tpr: str, folder: Path, frames: int, n: int = 2) -> dict:
-    """One serial run with a report, its prediction for processes(n) on the cores n busy processes get
-    now (measured before and after), and the measured processes(n) run."""
-    from trajscale.report.predict import Machine, fit, predict_model
+def matrix(a) -> list[dict]:
+    from trajscale.report.machine import this_machine
+    from trajscale.report.predict import fit, predict_model
     from trajscale.report.timing import RunReport
 
-    base = ANALYSIS(tpr, h5, frames)
-    rep = folder / "serial.json"
-    for f in (rep, folder / "s.h5", folder / "p.h5"):
-        f.unlink(missing_ok=True)
-    before = free_cores(n)
-    t_serial = whole_run([*base, "--executor", "serial", "--report", str(rep), "--out", str(folder / "s.h5")])
-    t_par = whole_run([*base, "--executor", "processes", "-n", str(n), "--out", str(folder / "p.h5")])
-    after = free_cores(n)
-    model = fit(RunReport.load(rep), "processes")
-    pred = predict_model(model, [1, n], Machine(cores_per_node=before))
-    return {"serial_measured": t_serial, "serial_model": pred[0].t_wall, "n": n, "predicted": pred[1].t_wall,
-            "measured": t_par, "error": pred[1].t_wall / t_par - 1, "limit": pred[1].limit,
-            "cores_before": before, "cores_after": after}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(a.keep or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        loads = {name: args for name, args in workloads(folder, a.frames).items() if name in a.workloads}
+        machine = calibrate(folder, a.probe_seconds, a.probe_bytes)
+        # The data was just written and read: it is in the page cache, and the serial report's read rate is
+        # the cache's. The probe's cold curve would cap those reads at the disk's rate, so it is left out.
+        machine = replace(machine, read_curve=())
+        print(machine.format_assumptions())
+        here = this_machine()
+        for name, args in loads.items():
+            out = folder / f"{name}.h5"
+            whole_run([*args, "--stop", "3", "--out", str(out), "--overwrite", "-q"]
+                      if name != "rdf" else [*args[:-2], "--stop", "3", "--out", str(out), "--overwrite", "-q"])
+            rep = folder / f"{name}-serial.json"
+            t1 = whole_run([*args, "--report", str(rep), "--overwrite", "--out", str(out), "-q"])
+            serial = RunReport.load(rep)
+            for ex in a.executors:
+                if ex == "mpi" and not mpiexec():
+                    continue
+                model = fit(serial, ex, ran_on=here)
+                preds = predict_model(model, a.ns, machine)
+                for p in preds:
+                    meas = whole_run([*args, "--out", str(out), "--overwrite", "-q"], ex, p.n)
+                    row = {"workload": name, "executor": ex, "n": p.n, "serial": t1, "predicted": p.t_wall,
+                           "low": p.t_low, "high": p.t_high, "measured": meas, "error": p.t_wall / meas - 1,
+                           "limit": p.limit}
+                    rows.append(row)
+                    print(f"{name:>5} {ex:>9} {p.n:>3} {t1:>8.2f} {p.t_wall:>9.2f} {p.t_low:>6.2f}-{p.t_high:<6.2f} "
+                          f"{meas:>9.2f} {row['error']:>+7.1%}  {p.limit}", flush=True)
+    return rows
 
 
-# -- the seeds' runs, from the parameters they publish ------------------------------------------
+def probe_check(a) -> int:
+    """The probe's one-reader cold rate against ``dd iflag=direct`` and fio (if installed) on one file,
+    interleaved ``--repeat`` times (the storage may be shared: each round's three readers run back to back)."""
+    from trajscale.report.probe import BLOCK_BYTES, ProbeOptions, probe
 
-def synthetic_report(frames: int, nbytes: int, t_io: float, t_compute: float, fixed: float, n_atoms: int,
-                     chunk_frames: int = 1):
-    """A serial RunReport of one task with the given totals (seconds) and ``fixed`` seconds of topology."""
-    from trajscale.report.timing import RunReport, TaskTiming, summarize_workers
-
-    task = TaskTiming(task=0, start=0, stop=frames, worker="serial", t_io=t_io, t_compute=t_compute,
-                      bytes_read=nbytes)
-    extras = {"serial": {"t_init_top": fixed, "t_start": 0.0}}
-    phases = dict.fromkeys(("imports", "mpi_init", "topology", "prepare", "pool_start", "tasks", "reduce", "write"),
-                           0.0)
-    phases.update(topology=fixed, tasks=t_io + t_compute)
-    return RunReport(analysis="rmsd", executor="serial", n_workers=1, n_frames=frames, n_atoms=n_atoms,
-                     source={"format": "h5md", "path": "seed.h5md", "chunks": [chunk_frames, n_atoms, 3]},
-                     t_total=fixed + t_io + t_compute, tasks=[task], workers=summarize_workers([task], extras),
-                     meta={"n_tasks": 1, "n_tasks_asked": None},
-                     process={"t_wall": sum(phases.values()), "phases": phases, "origin": "process start"})
-
-
-#: Seed 000 (Jakupovic & Beckstein, SciPy 2021): YiiP, 90,100 frames, 113 GiB, RMSD of the CA atoms,
-#: ASU Agave (28 cores/node, BeeGFS).  Baseline serial 4,623 s; the re-laid-out file's serial I/O about
-#: 10x faster (~460 s); 47 s at 112 cores (98x the baseline; I/O 83 s for the chunked file at 4 nodes).
-SEED_000 = {"frames": 90_100, "nbytes": 113 * 2**30, "t_io": 4623 / 10, "t_compute": 0.0002 * 90_100,
-            "fixed": 1.0, "n_atoms": 214, "ns": [1, 28, 56, 112], "nodes": 4, "cores": 28,
-            "published": {1: 4623 / 10, 112: 47.0}, "storage_gbps": 113 * 2**30 / 1e9 / 47.0}
-#: Seed 001 (Khoshlessan et al. 2020): AdK core CA (146 atoms), 2,512,200 frames, 0.09 ms compute and
-#: 0.3 ms read per frame serially, SDSC Comet (24 cores/node, Lustre); MPI-IO HDF5 near ideal, ~300x on 384.
-SEED_001 = {"frames": 2_512_200, "nbytes": 2_512_200 * 146 * 12, "t_io": 2_512_200 * 0.3e-3,
-            "t_compute": 2_512_200 * 0.09e-3, "fixed": 0.3, "n_atoms": 146, "ns": [1, 24, 48, 96, 192, 384],
-            "nodes": 16, "cores": 24, "published": {384: 300.0}, "metadata_ms": 1.0}
-
-
-def seed_tables() -> str:
-    from trajscale.report.predict import Machine, efficiency_threshold, fit, predict_model
-
-    out = []
-    cases = (("seed 000 (tuned YiiP run, Agave)", SEED_000), ("seed 001 (MPI-IO HDF5, Comet)", SEED_001),
-             ("seed 001, opens served at 20 ms each (its stragglers' cause)", {**SEED_001, "metadata_ms": 20.0,
-                                                                              "published": {}}))
-    for name, p in cases:
-        rep = synthetic_report(p["frames"], p["nbytes"], p["t_io"], p["t_compute"], p["fixed"], p["n_atoms"])
-        machine = Machine(p.get("storage_gbps"), p.get("metadata_ms"), p["nodes"], p["cores"])
-        model = fit(rep, "mpi")
-        preds = predict_model(model, p["ns"], machine)
-        out.append(f"{name}: storage {machine.storage_gbps or 'unbounded'} GB/s, metadata "
-                   f"{machine.metadata_ms or 'local'} ms/open, {p['nodes']} x {p['cores']} cores")
-        out.append("| N | predicted wall (s) | S(N) | E(N) | limit | published |")
-        out.append("|---:|---:|---:|---:|---|---|")
-        for q in preds:
-            pub = p["published"].get(q.n)
-            pub_s = "" if pub is None else (f"{pub:.0f} s" if name.startswith("seed 000") else f"S = {pub:.0f}x")
-            out.append(f"| {q.n} | {q.t_wall:.4g} | {q.speedup:.3g} | {q.efficiency:.2f} | {q.limit} | {pub_s} |")
-        out.append(f"E(N) < 0.7 from N = {efficiency_threshold(model, machine)}\n")
-    return "\n".join(out)
+    with tempfile.TemporaryDirectory(dir=a.keep) as tmp:
+        path = Path(tmp) / "probe-check.bin"
+        subprocess.run(["dd", "if=/dev/urandom", f"of={path}", "bs=4M", f"count={a.probe_bytes // BLOCK_BYTES}",
+                        "conv=fsync", "status=none"], check=True)
+        size = path.stat().st_size
+        print("| round | trajscale probe, 1 reader (GB/s) | dd bs=4M iflag=direct | fio bs=4M direct=1 | "
+              "probe/dd | probe/fio |\n|---:|---:|---:|---:|---:|---:|")
+        ratios = {"dd": [], "fio": []}
+        for r in range(a.repeat):
+            m = probe(ProbeOptions(path=str(path), seconds=a.probe_seconds, nbytes=size, max_readers=1,
+                                   starts=False), log=lambda s: None)
+            ours = dict(m.read_curve)[1]
+            t0 = time.perf_counter()
+            subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=4M", "iflag=direct", "status=none"], check=True)
+            dd = size / (time.perf_counter() - t0)
+            fio = float("nan")
+            if shutil.which("fio"):
+                out = subprocess.run(["fio", "--name=r", f"--filename={path}", "--rw=read", "--bs=4M", "--direct=1",
+                                      "--output-format=terse", "--terse-version=3"], capture_output=True, text=True,
+                                     check=True).stdout
+                fio = float(out.split(";")[6]) * 1024   # KiB/s
+            ratios["dd"].append(ours / dd)
+            ratios["fio"].append(ours / fio)
+            print(f"| {r + 1} | {ours / 1e9:.3g} | {dd / 1e9:.3g} | {fio / 1e9:.3g} | {ours / dd:.2f} | "
+                  f"{ours / fio:.2f} |", flush=True)
+        print(f"file {size / 2**20:.0f} MiB; {m.cold}; median probe/dd {median(ratios['dd']):.2f}, "
+              f"probe/fio {median(ratios['fio']):.2f}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--frames", type=int, default=150)
-    ap.add_argument("--smoke", action="store_true", help="10 frames: checks that it runs, not a measurement")
-    ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--keep", default=None, help="folder for the trajectory (default: a temporary one)")
-    ap.add_argument("--seeds", action="store_true", help="the seeds' curves from their published parameters")
+    ap.add_argument("--frames", type=int, default=200)
+    ap.add_argument("--ns", default="2,4,8,16")
+    ap.add_argument("--executors", default="processes,mpi,dask")
+    ap.add_argument("--workloads", default="rmsd,rdf,rmsf,xtc")
+    ap.add_argument("--quick", action="store_true", help="the smallest cell (machinery only): rmsd, processes, N=2")
+    ap.add_argument("--probe-check", action="store_true", help="the probe against dd and fio")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of --probe-check")
+    ap.add_argument("--probe-seconds", type=float, default=10.0)
+    ap.add_argument("--probe-bytes", type=int, default=256 * 2**20)
+    ap.add_argument("--seeds", action="store_true", help="the seeds' machines as profiles (docs/scaling.md)")
+    ap.add_argument("--keep", default=None, help="folder for the data (default: a temporary one)")
     ap.add_argument("--json", default=None, help="also write the rows here")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     a = ap.parse_args(argv)
     if a.json:   # refused before the measurements, not after them
         check_script_output(PROG, a.json, a.overwrite)
     if a.seeds:
+        from seeds_predict import seed_tables
+
         print(seed_tables())
         return 0
-    from trajscale.demo import build_demo_file
-
-    frames = 10 if a.smoke else a.frames
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(a.keep or tmp)
-        folder.mkdir(parents=True, exist_ok=True)
-        tpr, h5 = build_demo_file(folder, 300, progress=False)
-        whole_run(ANALYSIS(tpr, h5, 3))   # warm: page cache, topology cache
-        rows = [predict_vs_measured(h5, tpr, folder, frames) for _ in range(a.repeat)]
-    print(f"{frames} frames x 47,681 atoms, rdf CA-OW; whole processes timed from outside")
-    print(f"{'cores':>6} {'serial s':>9} {'model(1)':>9} {'pred(2)':>8} {'meas(2)':>8} {'error':>7}  limit")
-    for r in rows:
-        print(f"{r['cores_before']:>3}/{r['cores_after']:<2} {r['serial_measured']:>9.3f} {r['serial_model']:>9.3f} "
-              f"{r['predicted']:>8.3f} {r['measured']:>8.3f} {r['error']:>+7.1%}  {r['limit']}")
+    if a.probe_check:
+        return probe_check(a)
+    a.ns = [int(x) for x in a.ns.split(",")]
+    a.executors = a.executors.split(",")
+    a.workloads = a.workloads.split(",")
+    if a.quick:
+        a.frames, a.ns, a.executors, a.workloads = 20, [2], ["processes"], ["rmsd"]
+        a.probe_seconds, a.probe_bytes = 2.0, 16 * 2**20
+    print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    print(f"{'work':>5} {'executor':>9} {'N':>3} {'serial s':>8} {'predicted':>9} {'range':>13} {'measured':>9} "
+          f"{'error':>7}  limit")
+    rows = matrix(a)
+    errs = [abs(r["error"]) for r in rows]
+    print(f"load average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    print(f"cells {len(rows)}: median |error| {median(errs):.1%} (target {TARGET_MEDIAN:.0%}), "
+          f"max |error| {max(errs):.1%} (target {TARGET_MAX:.0%})")
     if a.json:
         write_script_json(PROG, a.json, rows, a.overwrite)
     return 0

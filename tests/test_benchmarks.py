@@ -68,8 +68,10 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                        "--slow-samples", "8", "--batch", "16", "--frames", F, "--workdir", "{work}/ml",
                        "--cache-dir", "{work}"],
                       [r"^\| method \| workers \| samples/s \| GB/s", r"^\| frames: FrameDataset"]),
-    "predict.py": (["--smoke", "--json", "{work}/predict.json", "--overwrite"], [r"^\s*cores\s+serial s\s+model\(1\)\s+pred\(2\)\s+meas\(2\)\s+error\s+limit",
-                                 rf"^\s*\d/\d\s+{NUM}\s+{NUM}\s+{NUM}\s+{NUM}\s+[+-]{NUM}%"]),
+    "predict.py": (["--quick", "--keep", "{work}", "--json", "{work}/predict.json", "--overwrite"],
+                   [r"^\s*work\s+executor\s+N\s+serial s\s+predicted\s+range\s+measured\s+error\s+limit",
+                    rf"^\s*rmsd\s+processes\s+2\s+{NUM}\s+{NUM}\s+{NUM}-{NUM}\s+{NUM}\s+[+-]{NUM}%",
+                    r"^cells 1: median \|error\|", r"^load average before:"]),
     "read_layouts.py": (["--frames", F, "--workdir", "{work}", "--repeat", "1", "--layouts", "frame",
                          "--mda-frames", "10", "--block", "10"],
                         [r"^layout\s+chunks\s+GB\s+slab GB/s", rf"^frame\s+\(1, 47681, 3\)\s+{NUM}"]),
@@ -114,7 +116,8 @@ def test_every_script_has_a_smoke_run():
 
 #: what the ``--json`` file of a smoke run above holds (it replaces a file there before, with --overwrite)
 JSON_ROWS = {
-    "predict.py": lambda rows: len(rows) == 1 and rows[0]["measured"] > 0 and rows[0]["predicted"] > 0,
+    "predict.py": lambda rows: len(rows) == 1 and rows[0]["measured"] > 0 and rows[0]["predicted"] > 0
+    and rows[0]["low"] <= rows[0]["predicted"] <= rows[0]["high"],
     "scaling.py": lambda rows: [(r["executor"].split()[0], r["n"], r["n_frames"]) for r in rows]
     == [("mpi", 1, int(F)), ("mpi", 2, int(F)), ("MDAnalysis-MPI", 2, int(F))],
 }
@@ -138,7 +141,7 @@ def test_smoke(script, work):
 JSON_OUTPUTS = {
     "analyses.py": (SMOKE["analyses.py"][0], "--json"),
     "layouts.py": (SMOKE["layouts.py"][0], "--json"),
-    "predict.py": (["--smoke"], "--json"),
+    "predict.py": (["--quick"], "--json"),
     "scaling.py": (SMOKE["scaling.py"][0][:-3], "--json"),
     "write.py": (SMOKE["write.py"][0], "--json"),
     "mda_mpi_baseline.py": (["top.tpr", "traj.h5md"], "--out"),

@@ -14,7 +14,10 @@ from MDAnalysisTests import datafiles as D
 
 from tests.conftest import run_cli, run_mpi
 from trajscale.report.diagnose import diagnose
+from trajscale.report.machine import Machine
 from trajscale.report.predict import fit, terms_at, wall_at
+
+BIG = Machine(name="big", nodes=1, cores_per_node=1024)
 from trajscale.report.timing import RunReport
 
 pytest.importorskip("mpi4py")
@@ -43,17 +46,17 @@ def test_injected_straggler_is_named_and_carried_into_the_prediction(case, tmp_p
     first = d.stragglers[0]
     assert first.name == f"rank {SLOW_RANK}" and first.cause == cause, d.stragglers
 
-    model = fit(report)
+    model = fit(report, ran_on=BIG)
     assert f"rank {SLOW_RANK} ({cause}" in model.straggler
     plain = dataclasses.replace(model, slow_read=1.0, slow_compute=1.0, slow_startup_s=0.0, straggler="")
     for n in (16, 128):
-        extra = wall_at(model, n) - wall_at(plain, n)
+        extra = wall_at(model, n, BIG) - wall_at(plain, n, BIG)
         if case == "start-up":   # the slow start is paid once at every N
             assert extra == pytest.approx(model.slow_startup_s)
             assert model.slow_startup_s >= 0.8 * seconds
         else:   # the slow rank's share, at its measured factor over the median rank's rate
-            t = terms_at(model, n)
-            share = t["read"] if case == "read" else t["compute"]
+            t = terms_at(model, n, BIG)
+            share = t.read if case == "read" else t.compute
             factor = model.slow_read if case == "read" else model.slow_compute
             assert factor > 1.5
             assert extra == pytest.approx((factor - 1) * share)

@@ -25,6 +25,7 @@ COMMANDS = {
     "rechunk": "trajscale.cli.rechunk",
     "repair": "trajscale.cli.repair",
     "pack": "trajscale.cli.pack",
+    "probe": "trajscale.cli.probe",
 }
 
 

@@ -16,8 +16,10 @@ or tasks slower than 1.5 x the median, with the phase that made them slow) and
 advice. Several reports of the same job at different worker counts also give a
 scaling table S(N), E(N) relative to the smallest N (or to --baseline). --predict
 N,N,... predicts the same run at those rank counts from the report's own timings: wall time,
-S(N), E(N), the limiting resource, the N at which E(N) falls below 0.7 and what would move it
-(equations and assumptions: docs/scaling.md)."""
+S(N), E(N), a range, the limiting resource, the N at which E(N) falls below 0.7 and what would
+move it, for this machine (its cores measured) or the one named by --machine (a `trajscale probe`
+profile) or --nodes/--cores-per-node; it prints every value it assumed and where that value came
+from (equations and assumptions: docs/scaling.md)."""
 
 
 def add_parser(sub) -> None:
@@ -39,6 +41,9 @@ def add_parser(sub) -> None:
                    help="predict wall time, S(N), E(N) and the limiting resource at these rank counts")
     g.add_argument("--as", dest="predict_as", default=None, choices=("mpi", "processes", "dask"),
                    help="executor of the predicted runs (default: the report's, or mpi for a serial report)")
+    g.add_argument("--machine", default=None, metavar="PROFILE.json",
+                   help="the target machine: a profile written by `trajscale probe` (default: this machine, "
+                        "its cores measured now)")
     g.add_argument("--storage-gbps", type=_positive_float, default=None, metavar="B",
                    help="aggregate bandwidth of the shared storage, GB/s (default: reads scale per rank)")
     g.add_argument("--metadata-ms", type=_positive_float, default=None, metavar="M",
@@ -105,8 +110,9 @@ def main(args) -> int:
     from ..report.table import format_scaling, format_table
 
     json_out = None if args.json in (None, "-") else args.json
-    check_outputs(args.plot, args.trace, json_out, inputs=[*args.reports, args.baseline], overwrite=args.overwrite)
-    if args.nodes is not None and args.cores_per_node is None:
+    check_outputs(args.plot, args.trace, json_out, inputs=[*args.reports, args.baseline, args.machine],
+                  overwrite=args.overwrite)
+    if args.nodes is not None and args.cores_per_node is None and not args.machine:
         from ..errors import ConfigError
 
         raise ConfigError("--nodes needs --cores-per-node (the ranks a node runs without oversubscription)")
@@ -163,16 +169,22 @@ def main(args) -> int:
 def _predict(args, reports) -> tuple[str, dict]:
     """The table and the JSON of ``--predict``: fitted on the smallest run; a larger run of the predicted
     executor adds its launch time and communication latency."""
-    from ..report.predict import Machine, efficiency_threshold, fit_reports, format_predictions, predict_model
+    from ..report.machine import Machine, this_machine
+    from ..report.predict import assumptions_dict, efficiency_threshold, fit_reports, format_predictions, predict_model
 
-    machine = Machine(args.storage_gbps, args.metadata_ms, args.nodes, args.cores_per_node)
-    model = fit_reports(reports, args.predict_as)
+    here = this_machine()
+    machine = Machine.load(args.machine) if args.machine else here
+    nodes = args.nodes if args.nodes is not None else (1 if args.cores_per_node is not None else None)
+    machine = machine.with_given(nodes=nodes, cores_per_node=args.cores_per_node,
+                                 storage_gbps=args.storage_gbps, metadata_ms=args.metadata_ms)
+    model = fit_reports(reports, args.predict_as, ran_on=here)
     preds = predict_model(model, args.predict, machine)
-    data = {"predictions": [{k: p.to_dict()[k] for k in ("n", "t_wall", "speedup", "efficiency", "limit")}
-                            for p in preds],
+    keys = ("n", "t_wall", "t_low", "t_high", "speedup", "efficiency", "limit")
+    data = {"predictions": [{k: p.to_dict()[k] for k in keys} for p in preds],
+            "assumptions": assumptions_dict(model, machine),
             "prediction_model": {"from": list(args.reports), "target": model.target,
                                  "n_below_0.7": efficiency_threshold(model, machine),
                                  "straggler": model.straggler or None, "notes": list(model.notes),
-                                 "terms": [{"n": p.n, **p.to_dict()["terms"]} for p in preds]}}
+                                 "terms": [p.to_dict()["terms"] for p in preds]}}
     head = f"== prediction from {len(reports)} reports ==\n" if len(reports) > 1 else ""
     return head + format_predictions(model, preds, machine), data

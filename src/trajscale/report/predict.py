@@ -1,32 +1,35 @@
 """Predict the same run at N ranks from one run's own report (``trajscale report --predict``).
 
 The model (equations and assumptions: docs/benchmarks.md, "Predicting a run at N ranks")
-is fitted from what the report measured and nothing else, unless the user says more
-about the target machine (``storage_gbps``, ``metadata_ms``, ``nodes`` x ``cores_per_node``).
+is fitted from what the report(s) measured, for a :class:`~trajscale.report.machine.Machine`: this
+machine by default (its cores measured), or one the user names (``--nodes`` x ``--cores-per-node``,
+``--storage-gbps``, ``--metadata-ms``, or a profile written by ``trajscale probe``).
 
 For N ranks and T(N) tasks (the run's own task count if it was fixed with ``--tasks``,
 else ``tasks_per_worker`` x N as ``trajscale run`` plans them, capped by the chunks or
 parts tasks may start on), each rank runs ``q = ceil(T/N)`` tasks of ``F/T`` frames and
 ``B/T`` bytes, and::
 
-    t_read(N)  = q B/T / min(r_io / o(N), B_s / N_a)       r_io: one rank's measured read rate
+    t_read(N)  = q B/T / min(r_io / o(N), B_s(N_a) / N_a)  r_io: one rank's measured read rate
     t_comp(N)  = q F/T x c_f x o(N)                        c_f: compute seconds per frame
     t_meta(N)  = f(N) x t_open         (local: measured)   f(N): files a rank opens
                = N_a x f(N) x M        (--metadata-ms M: one metadata server, one open at a time)
     t_comm(N)  = alpha x ceil(log2 N) + job bytes / bw_net x ceil(log2 N)   (broadcast, gather)
     t_wall(N)  = fixed + start(N) + max over (median rank, straggler) [t_meta + t_read + t_comp] + t_comm(N)
 
-``o(N) = max(1, N / (nodes x cores_per_node))`` is oversubscription, ``N_a = min(N, T)``
-the ranks with work.  A straggler seen in the report (a rank whose read or compute rate,
+``o(N) = max(1, N / (nodes x cores_per_node))`` is oversubscription (workers beyond the cores share
+them), ``N_a = min(N, T)`` the ranks with work, ``B_s(k)`` the storage's aggregate rate with k readers
+(the probe's curve; unbounded without one).  A straggler seen in the report (a rank whose read or compute rate,
 or start-up, exceeded 1.5 x the median) is assumed to be present in the larger run too.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from statistics import median
 
+from .machine import DEFAULTED, GIVEN, MEASURED, Machine, this_machine
 from .metrics import json_safe, worker_timings
 from .stragglers import STRAGGLER_FACTOR, startup_in_run
 from .timing import RunReport
@@ -41,41 +44,21 @@ DEFAULT_OPEN_S = 0.02
 DEFAULT_ALPHA_S = 1e-4
 #: Network bandwidth for the job's broadcast, bytes/s.
 NET_BYTES_PER_S = 1e9
-#: Starting the parallel part when the report did not measure it (its executor was another):
-#: a process pool (forkserver, workers forked while the launcher prepares), MPI init, a Dask LocalCluster.
-#: (processes: the pool's phase measured 0.13-0.17 s on the 2-core test machine, plus about 0.15 s of
-#: dispatching tasks and the workers' first reads beyond their timed work.)
-DEFAULT_LAUNCH_S = {"processes": 0.3, "mpi": 0.2, "dask": 2.0}
-#: The forkserver's start-up as a share of the launcher's imports phase, counted when the launcher,
-#: the forkserver and N workers may not each have a core (no --cores-per-node, or fewer than N + 2):
-#: on the loaded 2-core VM the processes(2) run's whole wall exceeded the serial one's by 0.3-1.3 s.
-POOL_IMPORT_SHARE = 0.5
+#: A start-up cost that neither the reports nor the machine's profile measured is known only within
+#: this factor either way (the prediction's range widens by it).
+DEFAULT_START_FACTOR = 2.0
 #: Largest N scanned for the efficiency threshold.
 MAX_SCAN_N = 2**20
+#: The phase of the launching process that starts each executor's parallel part.
+LAUNCH_PHASE = {"mpi": "mpi_init", "processes": "pool_start", "dask": "pool_start"}
 
 LIMITS = ("storage bandwidth", "metadata", "compute", "read I/O", "start-up", "communication",
-          "too few tasks or chunks")
-
-
-@dataclass(frozen=True, slots=True)
-class Machine:
-    """What the user says about the target machine (None: not given)."""
-
-    storage_gbps: float | None = None    # aggregate bandwidth of the shared storage, GB/s
-    metadata_ms: float | None = None     # one file open at the metadata server, served one at a time
-    nodes: int | None = None
-    cores_per_node: int | None = None
-
-    @property
-    def cores(self) -> int | None:
-        if self.cores_per_node is None:
-            return None
-        return max(1, self.nodes or 1) * self.cores_per_node
+          "too few tasks or chunks", "cores (oversubscribed)")
 
 
 @dataclass(frozen=True, slots=True)
 class Model:
-    """Per-unit costs fitted from one report."""
+    """Per-unit costs fitted from one report, or from several of the same work at different N."""
 
     executor: str
     frames: int
@@ -85,28 +68,62 @@ class Model:
     max_tasks: int            # chunks (or parts) tasks may start on: more tasks are impossible
     chunk_frames: int
     n_parts: int              # files the trajectory is split into (1: one file)
-    read_s_per_byte: float    # one rank, median rate
+    read_s_per_byte: float    # one rank on a core of its own, median rate
     compute_s_per_frame: float
     open_s: float             # one file open, as measured (or assumed)
     startup_s: float          # one rank's start-up (median)
     fixed_s: float            # the launcher's serial phases (imports, MPI init, topology, prepare, reduce, write)
     imports_s: float          # of which the launcher's interpreter and imports
-    launch_s: float           # starting the parallel part at N > 1: a pool (and joining it), or MPI's init
-    pool_cpu_s: float         # of which a forkserver's own interpreter and imports, where cores are shared
     target: str               # the executor predicted: "mpi", "processes" or "dask"
     alpha_s: float            # one stage of a tree collective
     job_bytes: int            # the prepared job broadcast to every rank
+    launch_s: float | None = None   # the target's launch phase as a report of it measured (None: not measured)
+    # Per-worker costs that grow with the workers (several reports): s/frame and s/byte per extra worker.
+    compute_growth: float = 0.0
+    read_growth: float = 0.0
+    # The spread of the inputs: factors on the per-unit costs at the range's two ends.
+    compute_spread: tuple[float, float] = (1.0, 1.0)
+    read_spread: tuple[float, float] = (1.0, 1.0)
     # A straggler seen in the report, assumed present at every N: factors on its rates, excess start-up.
     slow_read: float = 1.0
     slow_compute: float = 1.0
     slow_startup_s: float = 0.0
     straggler: str = ""
+    fitted_from: tuple[int, ...] = (1,)   # the worker counts of the reports fitted
     notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
+class Terms:
+    """Seconds of each term of t_wall(N) (module docstring) at one N."""
+
+    n: int
+    fixed: float
+    startup: float
+    metadata: float
+    read: float
+    compute: float
+    straggler: float
+    communication: float
+    work: float
+    tasks: int
+    files: int
+    storage_excess: float     # read seconds above what the rank's own rate gives (the storage's share)
+    oversubscription: float   # o(N): workers per core
+    granularity: float        # idle work from (q - T/N) tasks
+    ideal_io: float
+
+    @property
+    def total(self) -> float:
+        return self.fixed + self.startup + self.work + self.communication
+
+    def to_dict(self) -> dict:
+        return json_safe(asdict(self))
+
+
+@dataclass(frozen=True, slots=True)
 class Prediction:
-    """The model's answer for N ranks."""
+    """The model's answer for N ranks: the wall time, its range and the limiting resource."""
 
     n: int
     t_wall: float
@@ -115,10 +132,15 @@ class Prediction:
     limit: str
     n_tasks: int = 0
     files_per_rank: int = 0
-    terms: dict = field(default_factory=dict)   # seconds of each term at this N
+    t_low: float = 0.0
+    t_high: float = 0.0
+    terms: Terms | None = None
 
     def to_dict(self) -> dict:
-        return json_safe(asdict(self))
+        d = {f: getattr(self, f) for f in ("n", "t_wall", "t_low", "t_high", "speedup", "efficiency", "limit",
+                                           "n_tasks", "files_per_rank")}
+        d["terms"] = self.terms.to_dict() if self.terms else {}
+        return json_safe(d)
 
 
 def _chunk_frames(report: RunReport) -> int:
@@ -128,23 +150,44 @@ def _chunk_frames(report: RunReport) -> int:
     return 1
 
 
-def fit(report: RunReport, target: str | None = None) -> Model:
+def oversubscription(n: int, machine: Machine) -> float:
+    """Workers per core: ``max(1, N / cores)``; beyond the cores, workers share them."""
+    return max(1.0, n / machine.cores)
+
+
+def _quartile_spread(values: list[float]) -> tuple[float, float]:
+    """(lower, upper) quartile over the median of ``values``: the spread of a per-unit cost."""
+    vals = sorted(v for v in values if v > 0)
+    if len(vals) < 2:
+        return (1.0, 1.0)
+    mid = median(vals)
+    k = len(vals) - 1
+    return (vals[round(0.25 * k)] / mid, vals[round(0.75 * k)] / mid)
+
+
+def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = None) -> Model:
     """The model's per-unit costs from one report (any executor, any N).
 
     ``target`` is the executor predicted (default: the report's own, or ``"mpi"`` for a serial report).
+    ``ran_on`` is the machine the report was measured on (default: this one): a run with more workers
+    than its cores measured each worker's rates while sharing a core, and the fit undoes that.
     """
-    target = target or (report.executor if report.executor in DEFAULT_LAUNCH_S else "mpi")
+    ran_on = ran_on or this_machine()
+    target = target or (report.executor if report.executor in LAUNCH_PHASE else "mpi")
     workers = worker_timings(report)
     tasks = list(report.tasks)
     frames = sum(t.frames for t in tasks) or report.n_frames
     nbytes = sum(t.bytes_read for t in tasks)
     notes = []
+    over = oversubscription(max(1, report.n_workers), ran_on)
     # Per-rank rates, from the ranks that worked; the median rank is the model's rank.
     busy = [w for w in workers if w.frames > 0]
     read_rates = [w.t_io / w.bytes_read for w in busy if w.bytes_read > 0]
     comp_rates = [w.t_compute / w.frames for w in busy]
-    s_per_byte = median(read_rates) if read_rates else 0.0
-    s_per_frame = median(comp_rates) if comp_rates else 0.0
+    s_per_byte = median(read_rates) / over if read_rates else 0.0
+    s_per_frame = median(comp_rates) / over if comp_rates else 0.0
+    comp_spread = _quartile_spread([t.t_compute / t.frames for t in tasks if t.frames])
+    read_spread = _quartile_spread([t.t_io / t.bytes_read for t in tasks if t.bytes_read])
     opens = sum(t.files_opened for t in tasks)
     t_open = sum(w.t_init_traj for w in workers)
     n_open_events = opens or sum(1 for w in workers if w.t_init_traj > 0)
@@ -163,16 +206,9 @@ def fit(report: RunReport, target: str | None = None) -> Model:
     else:
         fixed = report.t_prepare + report.t_reduce
         notes.append("the report has no process record (older trajscale): start-up not counted")
-    launch_phase = {"mpi": "mpi_init", "processes": "pool_start", "dask": "pool_start"}[target]
-    if report.executor == target and phases.get(launch_phase):
-        launch = float(phases[launch_phase])
-        pool_cpu = 0.0
-    else:
-        # A process pool's forkserver is a fresh interpreter importing trajscale: where the cores are
-        # busy it does not overlap the launcher's preparation (see POOL_IMPORT_SHARE).
-        pool_cpu = POOL_IMPORT_SHARE * imports if target == "processes" else 0.0
-        launch = DEFAULT_LAUNCH_S[target] + pool_cpu
-        notes.append(f"starting {target} not measured in this {report.executor} run: {launch:.2g} s assumed")
+    launch = None
+    if report.executor == target and report.n_workers > 1 and phases.get(LAUNCH_PHASE[target]):
+        launch = float(phases[LAUNCH_PHASE[target]])
     comms = [w.t_comm for w in workers if w.t_comm > 0]
     stages = math.ceil(math.log2(max(2, len(workers))))
     if comms and len(workers) > 1:
@@ -191,8 +227,9 @@ def fit(report: RunReport, target: str | None = None) -> Model:
         executor=report.executor, frames=frames, bytes=nbytes, n_tasks=max(1, len(tasks)),
         tasks_fixed=bool((report.meta or {}).get("n_tasks_asked")), max_tasks=max_tasks, chunk_frames=cf,
         n_parts=n_parts, read_s_per_byte=s_per_byte, compute_s_per_frame=s_per_frame, open_s=open_s,
-        startup_s=startup, fixed_s=fixed, imports_s=imports, launch_s=launch, pool_cpu_s=pool_cpu, target=target, alpha_s=alpha, job_bytes=20 * n_sel,
-        notes=tuple(notes))
+        startup_s=startup, fixed_s=fixed, imports_s=imports, target=target, alpha_s=alpha,
+        job_bytes=20 * n_sel, launch_s=launch, compute_spread=comp_spread, read_spread=read_spread,
+        fitted_from=(max(1, report.n_workers),), notes=tuple(notes))
     return _with_straggler(model, report, busy, read_rates, comp_rates, starts)
 
 
@@ -242,115 +279,211 @@ def files_per_rank(model: Model, n: int, tasks: int) -> int:
     return max(1, min(model.n_parts, math.ceil(share / (model.frames / model.n_parts)) + (0 if tasks % model.n_parts == 0 else 1)))
 
 
-def terms_at(model: Model, n: int, machine: Machine = Machine()) -> dict[str, float]:
-    """Seconds of each term of t_wall(N) (module docstring)."""
+def launch_at(model: Model, n: int, machine: Machine) -> tuple[float, str]:
+    """Seconds of starting the parallel part at ``n`` workers, and where that number came from.
+
+    A report of the predicted executor on 2 or more workers measured it (its launch phase).  Otherwise
+    it is built from the start of one fresh worker (the machine's profile: ``trajscale probe``; else the
+    report's own launcher imports, which a fresh worker repeats):
+
+    * processes: one forkserver starts (one worker's start); workers are forked from it;
+    * mpi: every rank runs the launcher's imports; beyond the cores they share them, and MPI's own
+      init costs one worker's start;
+    * dask: the client imports ``distributed`` (one worker's start); every worker is a nanny and a
+      worker process, each a fresh start, 2 N starts over the cores.
+    """
+    if n <= 1:
+        return 0.0, ""
+    if model.launch_s is not None:
+        base = model.launch_s
+        if model.target == "mpi":
+            # the measured run's ranks imported on their cores; more ranks than cores import in turn
+            base += model.imports_s * (oversubscription(n, machine) - 1)
+        return base, "measured in a report of the executor"
+    start = machine.worker_start_s(model.target)
+    where = machine.origin_of("start_s") if start is not None else DEFAULTED
+    if start is None:
+        start = model.imports_s
+    over = oversubscription(n, machine)
+    if model.target == "processes":
+        return start, where
+    if model.target == "mpi":
+        return start + model.imports_s * (over - 1), where
+    return start * (1 + max(1.0, 2 * n / machine.cores)), where
+
+
+def terms_at(model: Model, n: int, machine: Machine | None = None) -> Terms:
+    """Seconds of each term of t_wall(N) (module docstring) on ``machine`` (default: this one)."""
+    machine = machine or this_machine()
     tasks = n_tasks_at(model, n)
     active = min(n, tasks)
     q = math.ceil(tasks / n)
-    over = max(1.0, n / machine.cores) if machine.cores else 1.0
+    over = oversubscription(n, machine)
     bytes_rank = q * model.bytes / tasks
     frames_rank = q * model.frames / tasks
-    rate = 1 / model.read_s_per_byte / over if model.read_s_per_byte > 0 else math.inf
-    storage = machine.storage_gbps * 1e9 / active if machine.storage_gbps else math.inf
+    s_byte = model.read_s_per_byte + model.read_growth * (n - 1)
+    s_frame = model.compute_s_per_frame + model.compute_growth * (n - 1)
+    rate = 1 / s_byte / over if s_byte > 0 else math.inf
+    storage = machine.read_bps(active) / active
     read = bytes_rank / min(rate, storage) if bytes_rank else 0.0
     read_unbound = bytes_rank / rate if bytes_rank and rate < math.inf else 0.0
-    comp = frames_rank * model.compute_s_per_frame * over
+    comp = frames_rank * s_frame * over
     files = files_per_rank(model, n, tasks)
     if n == 1:
         meta = 0.0   # one process: the file the preparation opened is the one its tasks read
     elif machine.metadata_ms is not None:
         meta = active * files * machine.metadata_ms / 1e3
     else:
-        meta = files * model.open_s
+        open_s = machine.open_ms / 1e3 if machine.open_ms is not None else model.open_s
+        meta = files * open_s * over
     # The straggler's rank does the same share at its own rates; the wall waits for the slower.
-    slow_read = read_unbound * model.slow_read if machine.storage_gbps is None else max(read, read_unbound * model.slow_read)
+    slow_read = max(read, read_unbound * model.slow_read)
     work = meta + read + comp
     if n > 1:   # one rank alone is the model's median rank: the straggler is one among several
         work = max(work, meta + slow_read + comp * model.slow_compute)
     stages = math.ceil(math.log2(n)) if n > 1 else 0
     comm = stages * (model.alpha_s + model.job_bytes / NET_BYTES_PER_S)
-    startup = model.slow_startup_s if n > 1 else 0.0
-    launch = model.launch_s if n > 1 else 0.0
-    if n > 1 and machine.cores and n + 2 <= machine.cores:
-        launch -= model.pool_cpu_s   # cores to spare: the forkserver starts beside the launcher's preparation
+    startup = (model.slow_startup_s if n > 1 else 0.0) + launch_at(model, n, machine)[0]
     ideal_io = model.bytes / rate / n if rate < math.inf else 0.0
-    return {"fixed": model.fixed_s, "start-up": startup + launch, "metadata": meta, "read": read, "compute": comp,
-            "straggler": work - (meta + read + comp), "communication": comm, "work": work,
-            "tasks": float(tasks), "files": float(files), "storage_excess": read - read_unbound,
-            "granularity": (q - tasks / n) * (model.bytes / tasks / rate if rate < math.inf else 0.0)
-            + (q - tasks / n) * model.frames / tasks * model.compute_s_per_frame * over,
-            "ideal_io": ideal_io}
+    idle = q - tasks / n
+    granularity = idle * (model.bytes / tasks / rate if rate < math.inf else 0.0) \
+        + idle * model.frames / tasks * s_frame * over
+    return Terms(n=n, fixed=model.fixed_s, startup=startup, metadata=meta, read=read, compute=comp,
+                 straggler=work - (meta + read + comp), communication=comm, work=work, tasks=tasks, files=files,
+                 storage_excess=read - read_unbound, oversubscription=over, granularity=granularity,
+                 ideal_io=ideal_io)
 
 
-def wall_at(model: Model, n: int, machine: Machine = Machine()) -> float:
+def wall_at(model: Model, n: int, machine: Machine | None = None) -> float:
     """Predicted wall time (s) at ``n`` ranks: :func:`terms_at`'s fixed, start-up, work and communication terms."""
-    t = terms_at(model, n, machine)
-    return t["fixed"] + t["start-up"] + t["work"] + t["communication"]
+    return terms_at(model, n, machine).total
 
 
-def _limit(model: Model, n: int, machine: Machine, t: dict[str, float]) -> str:
+def _limit(model: Model, n: int, machine: Machine, t: Terms) -> str:
     """The resource that holds the run back at N: the largest loss against perfect scaling."""
-    w1 = wall_at(model, 1, machine)
     t1 = terms_at(model, 1, machine)
+    w1 = t1.total
     losses = {
-        "start-up": t["fixed"] + t["start-up"] - (t1["fixed"] + t1["start-up"]) / n + t["straggler"],
-        "metadata": t["metadata"] - t1["metadata"] / n,
-        "storage bandwidth": t["storage_excess"],
-        "communication": t["communication"],
-        "too few tasks or chunks": t["granularity"],
+        "start-up": t.fixed + t.startup - (t1.fixed + t1.startup) / n + t.straggler,
+        "metadata": t.metadata - t1.metadata / n,
+        "storage bandwidth": t.storage_excess,
+        "communication": t.communication,
+        "too few tasks or chunks": t.granularity,
+        "cores (oversubscribed)": (t.read - t.storage_excess + t.compute) * (1 - 1 / t.oversubscription),
     }
-    if model.straggler and t["straggler"] > 0:
+    if model.straggler and t.straggler > 0:
         cause = "start-up" if model.slow_startup_s else ("read I/O" if model.slow_read > 1 else "compute")
-        losses["start-up"] -= t["straggler"]
-        losses[f"straggler: {cause}"] = t["straggler"] + (model.slow_startup_s if n > 1 else 0.0)
+        losses["start-up"] -= t.straggler
+        losses[f"straggler: {cause}"] = t.straggler + (model.slow_startup_s if n > 1 else 0.0)
         if model.slow_startup_s:
             losses["start-up"] -= model.slow_startup_s
     worst = max(losses, key=losses.get)
-    if losses[worst] > 0.1 * w1 / n and losses[worst] > 0.1 * wall_at(model, n, machine):
+    if losses[worst] > 0.1 * w1 / n and losses[worst] > 0.1 * t.total:
         return worst
-    return "read I/O" if t["read"] > t["compute"] else "compute"
+    return "read I/O" if t.read > t.compute else "compute"
 
 
-def fit_reports(reports: list[RunReport], target: str | None = None) -> Model:
-    """Fit from the smallest run, taking what only a parallel run measures from a larger one of the
-    predicted executor (its launch phase and collective latency): ``report 1.json 2.json --predict 16``."""
+def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares (intercept, slope) of y against x; slope 0 with fewer than two distinct x."""
+    xs = [x for x, _ in points]
+    if len(set(xs)) < 2:
+        return (median(y for _, y in points), 0.0)
+    mx = sum(xs) / len(xs)
+    my = sum(y for _, y in points) / len(points)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
+    return (my - slope * mx, slope)
+
+
+def fit_reports(reports: list[RunReport], target: str | None = None, ran_on: Machine | None = None) -> Model:
+    """Fit several reports of the same work at different worker counts together.
+
+    Each report gives one rank's compute seconds per frame and read seconds per byte at its own N
+    (on a core of its own: :func:`fit` undoes oversubscription on ``ran_on``).  A line through them
+    against N is the per-worker cost and how it grows with each further worker (clamped at no growth:
+    a cost that falls with N is noise, not a model); the spread of the reports about that line widens
+    the prediction's range.  The smallest run gives the serial phases; a run of the predicted executor
+    on 2 or more workers gives its launch and collective latency.
+    """
+    ran_on = ran_on or this_machine()
     ordered = sorted(reports, key=lambda r: r.n_workers)
-    model = fit(ordered[0], target)
-    phase = {"mpi": "mpi_init", "processes": "pool_start", "dask": "pool_start"}[model.target]
-    for other in ordered[1:]:
-        if other.executor != model.target or other.n_workers < 2:
-            continue
-        got = fit(other, model.target)
-        launch = float(((other.process or {}).get("phases") or {}).get(phase, 0.0))
-        notes = [n for n in model.notes if not n.startswith(("starting", "no communication"))]
-        model = replace(model, launch_s=launch or model.launch_s, pool_cpu_s=0.0 if launch else model.pool_cpu_s,
-                        alpha_s=got.alpha_s if any(w.t_comm > 0 for w in worker_timings(other)) else model.alpha_s,
-                        notes=(*notes, f"launch and communication from the {other.n_workers}-rank run"))
-    return model
+    fits = [fit(r, target, ran_on) for r in ordered]
+    model = fits[0]
+    if len(fits) == 1:
+        return model
+    ns = [max(1, r.n_workers) for r in ordered]
+    notes = [x for x in model.notes if not x.startswith("no communication")]
+    c0, cg = _line([(n, f.compute_s_per_frame) for n, f in zip(ns, fits)])
+    r0, rg = _line([(n, f.read_s_per_byte) for n, f in zip(ns, fits)])
+    cg, rg = max(0.0, cg), max(0.0, rg)
+    c1, r1 = max(c0 + cg, 1e-300), max(r0 + rg, 0.0)
+
+    def spread(vals: list[float], base: float, slope: float) -> tuple[float, float]:
+        ratios = [v / (base + slope * (n - 1)) for n, v in zip(ns, vals) if base + slope * (n - 1) > 0]
+        return (min(ratios, default=1.0), max(ratios, default=1.0))
+
+    comp_spread = spread([f.compute_s_per_frame for f in fits], c1, cg)
+    read_spread = spread([f.read_s_per_byte for f in fits], r1, rg) if r1 > 0 else (1.0, 1.0)
+    launch, alpha = model.launch_s, model.alpha_s
+    for r, f in zip(ordered, fits):
+        if r.executor == model.target and r.n_workers > 1:
+            launch = f.launch_s if f.launch_s is not None else launch
+            if any(w.t_comm > 0 for w in worker_timings(r)):
+                alpha = f.alpha_s
+    notes.append(f"fitted from {len(fits)} reports at N = {', '.join(map(str, ns))}: per-worker compute "
+                 f"{c1 * 1e3:.3g} ms/frame + {cg * 1e6:.3g} us/frame per further worker")
+    return replace(model, compute_s_per_frame=c1, read_s_per_byte=r1, compute_growth=cg, read_growth=rg,
+                   compute_spread=comp_spread, read_spread=read_spread, launch_s=launch, alpha_s=alpha,
+                   fitted_from=tuple(ns), notes=tuple(notes))
 
 
-def predict(report: RunReport, ns: list[int], machine: Machine = Machine(),
+def _ends(model: Model, machine: Machine) -> tuple[tuple[Model, Machine], tuple[Model, Machine]]:
+    """The (model, machine) pairs at the two ends of the range: inputs at their spread's ends, start-up
+    that nothing measured at /2 and x2, and compute on physical cores only where hyperthreads share them."""
+    lo_c, hi_c = model.compute_spread
+    lo_r, hi_r = model.read_spread
+    start_measured = model.launch_s is not None or (machine.worker_start_s(model.target) is not None
+                                                    and machine.origin_of("start_s") != DEFAULTED)
+    k = 1.0 if start_measured else DEFAULT_START_FACTOR
+    low = replace(model, compute_s_per_frame=model.compute_s_per_frame * lo_c,
+                  read_s_per_byte=model.read_s_per_byte * lo_r, imports_s=model.imports_s / k,
+                  launch_s=model.launch_s)
+    high = replace(model, compute_s_per_frame=model.compute_s_per_frame * hi_c,
+                   read_s_per_byte=model.read_s_per_byte * hi_r, imports_s=model.imports_s * k)
+    low_machine = replace(machine, start_s=tuple((e, v / k) for e, v in machine.start_s))
+    high_machine = replace(machine, start_s=tuple((e, v * k) for e, v in machine.start_s))
+    if machine.threads_per_core > 1:
+        high_machine = replace(high_machine,
+                               cores_per_node=max(1, machine.cores_per_node // machine.threads_per_core))
+    return (low, low_machine), (high, high_machine)
+
+
+def predict(report: RunReport, ns: list[int], machine: Machine | None = None,
             target: str | None = None) -> list[Prediction]:
-    """Wall time, S(N), E(N) and the limit at each N (S and E against the model's own N = 1)."""
-    model = fit(report, target)
-    return predict_model(model, ns, machine)
+    """Wall time, its range, S(N), E(N) and the limit at each N (S and E against the model's own N = 1)."""
+    return predict_model(fit(report, target), ns, machine)
 
 
-def predict_model(model: Model, ns: list[int], machine: Machine = Machine()) -> list[Prediction]:
+def predict_model(model: Model, ns: list[int], machine: Machine | None = None) -> list[Prediction]:
     """The :class:`Prediction` at each N of ``ns`` from a fitted model (S and E against its own N = 1)."""
+    machine = machine or this_machine()
     w1 = wall_at(model, 1, machine)
+    (lo_m, lo_mach), (hi_m, hi_mach) = _ends(model, machine)
     out = []
     for n in ns:
         t = terms_at(model, n, machine)
-        w = wall_at(model, n, machine)
+        w = t.total
+        ends = (wall_at(lo_m, n, lo_mach), wall_at(hi_m, n, hi_mach))
         s = w1 / w if w > 0 else math.nan
-        out.append(Prediction(n, w, s, s / n, _limit(model, n, machine, t), int(t["tasks"]), int(t["files"]),
-                              {k: v for k, v in t.items() if k not in ("tasks", "files")}))
+        out.append(Prediction(n, w, s, s / n, _limit(model, n, machine, t), t.tasks, t.files,
+                              min(w, *ends), max(w, *ends), t))
     return out
 
 
-def efficiency_threshold(model: Model, machine: Machine = Machine(), limit: float = EFFICIENCY_LIMIT) -> int | None:
+def efficiency_threshold(model: Model, machine: Machine | None = None,
+                         limit: float = EFFICIENCY_LIMIT) -> int | None:
     """The smallest N at which E(N) < ``limit`` (None if not below ``MAX_SCAN_N``)."""
+    machine = machine or this_machine()
     w1 = wall_at(model, 1, machine)
 
     def eff(n: int) -> float:
@@ -367,8 +500,9 @@ def efficiency_threshold(model: Model, machine: Machine = Machine(), limit: floa
     return hi
 
 
-def levers(model: Model, machine: Machine = Machine()) -> list[tuple[str, int | None]]:
+def levers(model: Model, machine: Machine | None = None) -> list[tuple[str, int | None]]:
     """What would move the N at which E falls below 0.7: the same model with one thing changed."""
+    machine = machine or this_machine()
     out = []
     if model.tasks_fixed:
         out.append(("task count: `--tasks` unset (4 tasks per rank)",
@@ -391,20 +525,44 @@ def levers(model: Model, machine: Machine = Machine()) -> list[tuple[str, int | 
     return out
 
 
-def format_predictions(model: Model, preds: list[Prediction], machine: Machine = Machine()) -> str:
-    """The prediction as a table, with the efficiency threshold and what would move it."""
-    lines = [f"prediction of {model.target} runs from a {model.executor} run: {model.frames} frames, {model.bytes / 1e9:.3g} GB read, "
-             f"{model.n_tasks} tasks (at most {model.max_tasks}: chunks of {model.chunk_frames} frames"
-             + (f", {model.n_parts} parts" if model.n_parts > 1 else "") + ")",
+def model_assumptions(model: Model, machine: Machine) -> list[tuple[str, str, str]]:
+    """The model's own rows of the assumptions block: what came from the reports, what was defaulted."""
+    src = "measured in the report" if len(model.fitted_from) == 1 else \
+        f"fitted from reports at N = {', '.join(map(str, model.fitted_from))}"
+    rows = [("per-rank compute", f"{model.compute_s_per_frame * 1e3:.3g} ms/frame"
+             + (f" + {model.compute_growth * 1e6:.3g} us/frame per further worker" if model.compute_growth else ""),
+             src),
+            ("per-rank read", f"{1e-9 / model.read_s_per_byte:.3g} GB/s" if model.read_s_per_byte else "no reads",
+             src)]
+    launch = launch_at(model, 2, machine)[1] if model.target else ""
+    rows.append((f"{model.target} launch", "the report's own launch phase" if model.launch_s is not None
+                 else f"from one worker's start ({'probe' if launch != DEFAULTED else 'the launcher imports'})",
+                 MEASURED if model.launch_s is not None else launch or DEFAULTED))
+    if len(model.fitted_from) == 1:
+        rows.append(("per-worker costs growing with N", "none (one report; give reports at 2 or more N to see them)",
+                     DEFAULTED))
+    return rows
+
+
+def format_predictions(model: Model, preds: list[Prediction], machine: Machine | None = None) -> str:
+    """The prediction as a table with its range, the assumptions block, the efficiency threshold and
+    what would move it."""
+    machine = machine or this_machine()
+    lines = [f"prediction of {model.target} runs from a {model.executor} run: {model.frames} frames, "
+             f"{model.bytes / 1e9:.3g} GB read, {model.n_tasks} tasks (at most {model.max_tasks}: chunks of "
+             f"{model.chunk_frames} frames" + (f", {model.n_parts} parts" if model.n_parts > 1 else "") + ")",
              (f"  per rank: read {1e-9 / model.read_s_per_byte if model.read_s_per_byte else math.inf:.3g} GB/s, "
-             f"compute {model.compute_s_per_frame * 1e3:.3g} ms/frame, open {model.open_s * 1e3:.3g} ms/file, "
-             f"start-up {model.startup_s:.3g} s; serial phases {model.fixed_s:.3g} s")]
+              f"compute {model.compute_s_per_frame * 1e3:.3g} ms/frame, open {model.open_s * 1e3:.3g} ms/file, "
+              f"start-up {model.startup_s:.3g} s; serial phases {model.fixed_s:.3g} s")]
+    lines.append(machine.format_assumptions(model_assumptions(model, machine)))
     if model.straggler:
         lines.append(f"  straggler assumed at every N: {model.straggler}")
     lines += [f"  note: {n}" for n in model.notes]
-    lines.append(f"{'N':>8} {'wall s':>10} {'S(N)':>8} {'E(N)':>6} {'tasks':>7} {'files/rank':>10}  limit")
+    lines.append(f"{'N':>8} {'wall s':>10} {'range s':>17} {'S(N)':>8} {'E(N)':>6} {'tasks':>7} {'files/rank':>10}"
+                 "  limit")
     for p in preds:
-        lines.append(f"{p.n:>8} {p.t_wall:>10.4g} {p.speedup:>8.3g} {p.efficiency:>6.2f} {p.n_tasks:>7} "
+        rng = f"{p.t_low:.3g}-{p.t_high:.3g}"
+        lines.append(f"{p.n:>8} {p.t_wall:>10.4g} {rng:>17} {p.speedup:>8.3g} {p.efficiency:>6.2f} {p.n_tasks:>7} "
                      f"{p.files_per_rank:>10}  {p.limit}")
     n07 = efficiency_threshold(model, machine)
     if n07 is None:
@@ -424,5 +582,12 @@ def format_predictions(model: Model, preds: list[Prediction], machine: Machine =
     return "\n".join(lines)
 
 
-__all__ = ["EFFICIENCY_LIMIT", "Machine", "Model", "Prediction", "efficiency_threshold", "fit", "fit_reports",
-           "format_predictions", "levers", "predict", "predict_model", "terms_at", "wall_at"]
+def assumptions_dict(model: Model, machine: Machine) -> dict:
+    """The assumptions block as JSON: the machine's record and every row with its origin."""
+    rows = machine.assumptions() + model_assumptions(model, machine)
+    return {"machine": machine.to_dict(), "rows": [{"what": w, "value": v, "origin": o} for w, v, o in rows]}
+
+
+__all__ = ["EFFICIENCY_LIMIT", "GIVEN", "Machine", "Model", "Prediction", "Terms", "assumptions_dict",
+           "efficiency_threshold", "fit", "fit_reports", "format_predictions", "launch_at", "levers",
+           "oversubscription", "predict", "predict_model", "terms_at", "wall_at"]

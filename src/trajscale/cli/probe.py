@@ -1,0 +1,70 @@
+"""``trajscale probe``: measure the storage holding a path and this machine, for ``report --predict``."""
+
+from __future__ import annotations
+
+from .checks import add_overwrite, check_outputs, positive_int
+
+DESCRIPTION = """\
+Measure the storage that holds PATH (a folder: a file of --bytes is written there and removed;
+a file: it is read) and this machine: read bandwidth with 1, 2, 4 ... concurrent reader processes
+at the block size trajscale reads, cold where the cache can be dropped (it says when it cannot),
+open and stat latency, and the start of one fresh worker of each executor. Bounded by --seconds
+and --bytes. Under `mpiexec -n K` (several nodes) every rank reads its part of one shared file and
+rank 0 writes the profile. The profile (--out) is what `trajscale report R.json --predict N
+--machine PROFILE.json` predicts for (docs/scaling.md)."""
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("probe", help="measure the storage and this machine: a profile for report --predict",
+                       description=DESCRIPTION)
+    p.add_argument("path", metavar="PATH", help="a folder on the storage to measure (or a file there to read)")
+    p.add_argument("--seconds", type=_positive_float, default=20.0, metavar="S",
+                   help="time the reads and starts may take, roughly (default 20)")
+    p.add_argument("--bytes", dest="nbytes", type=_size, default=256 * 2**20, metavar="B",
+                   help="bytes of the file read (default 256M; suffixes K, M, G)")
+    p.add_argument("--readers", type=positive_int, default=0, metavar="K",
+                   help="most concurrent readers (default: twice the cores, at most 16; under MPI the ranks)")
+    p.add_argument("--out", default=None, metavar="PROFILE.json", help="write the machine profile here")
+    add_overwrite(p)
+    p.set_defaults(func=main)
+
+
+def _positive_float(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _size(text: str) -> int:
+    import argparse
+
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    try:
+        value = int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
+    except (ValueError, IndexError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 64M)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def main(args) -> int:
+    from ..report.probe import ProbeOptions, probe, probe_mpi, under_mpi
+
+    check_outputs(args.out, inputs=[args.path], overwrite=args.overwrite)
+    opts = ProbeOptions(path=args.path, seconds=args.seconds, nbytes=args.nbytes, max_readers=args.readers)
+    machine = probe_mpi(opts) if under_mpi() else probe(opts)
+    if machine is None:   # an MPI rank other than 0
+        return 0
+    print(machine.format_assumptions())
+    if args.out:
+        machine.write(args.out, overwrite=args.overwrite)
+        print(f"profile: {args.out}")
+    return 0

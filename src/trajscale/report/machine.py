@@ -1,0 +1,229 @@
+"""The machine a prediction is made for: cores, memory, storage and start-up costs, and where each came from.
+
+A :class:`Machine` is a small frozen record.  By default it is this machine, measured
+(:func:`this_machine`: the cores this process may run on, hyperthreads, memory).  A user
+names another one with ``--nodes K --cores-per-node C``, or with a profile written by
+``trajscale probe`` (:meth:`Machine.load`), which adds the storage's read bandwidth at
+1, 2, 4 ... concurrent readers, file open and stat latency, and the start-up of a worker.
+
+Every value carries its origin (``measured``, ``given`` or ``defaulted``, with where), so a
+prediction can print what it assumed (:meth:`Machine.assumptions`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+from dataclasses import asdict, dataclass, fields, replace
+from itertools import pairwise
+from pathlib import Path
+
+from ..errors import InputFileError
+
+PROFILE_KIND = "trajscale machine profile"
+PROFILE_VERSION = 1
+
+MEASURED, GIVEN, DEFAULTED = "measured", "given", "defaulted"
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """The target machine of a prediction.
+
+    ``read_curve`` holds (readers, aggregate bytes/s) pairs measured by ``trajscale probe``: the
+    storage's read rate when that many processes read at once.  ``start_s`` maps an executor
+    (``processes``, ``mpi``, ``dask``) to the seconds of CPU one fresh worker needs to start
+    (interpreter and imports).  ``origin`` maps a field's name to where its value came from.
+    """
+
+    name: str = ""
+    nodes: int = 1
+    cores_per_node: int = 1
+    threads_per_core: int = 1
+    memory_bytes: int = 0
+    storage_gbps: float | None = None   # aggregate bandwidth of the shared storage (a ceiling), GB/s
+    metadata_ms: float | None = None    # one open at a metadata server serving one at a time
+    read_curve: tuple[tuple[int, float], ...] = ()
+    block_bytes: int = 0                # the block size the read curve was measured at
+    cold: str = ""                      # how the probe's reads bypassed the page cache, or why they could not
+    open_ms: float | None = None
+    stat_ms: float | None = None
+    start_s: tuple[tuple[str, float], ...] = ()
+    origin: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def cores(self) -> int:
+        """Cores of the whole machine (nodes x cores per node)."""
+        return max(1, self.nodes) * max(1, self.cores_per_node)
+
+    @property
+    def physical_cores(self) -> int:
+        """Cores without their hyperthread siblings (the lower bound of compute capacity)."""
+        return max(1, self.cores // max(1, self.threads_per_core))
+
+    def origin_of(self, name: str) -> str:
+        return dict(self.origin).get(name, DEFAULTED)
+
+    def worker_start_s(self, executor: str) -> float | None:
+        """CPU seconds one fresh worker of ``executor`` takes to start, if measured or given."""
+        return dict(self.start_s).get(executor)
+
+    def read_bps(self, readers: int) -> float:
+        """Aggregate bytes/s of the storage with ``readers`` concurrent readers (inf: not known).
+
+        Between measured reader counts the curve is interpolated; beyond the largest it stays at the
+        largest measured rate (the storage is assumed saturated, never faster); ``storage_gbps`` caps it.
+        """
+        cap = self.storage_gbps * 1e9 if self.storage_gbps else math.inf
+        if not self.read_curve:
+            return cap
+        pts = sorted(self.read_curve)
+        readers = max(1, readers)
+        if readers <= pts[0][0]:
+            agg = pts[0][1] * readers / pts[0][0]
+        elif readers >= pts[-1][0]:
+            agg = max(r for _, r in pts)
+        else:
+            agg = pts[-1][1]
+            for (k0, r0), (k1, r1) in pairwise(pts):
+                if k0 <= readers <= k1:
+                    agg = r0 + (r1 - r0) * (readers - k0) / (k1 - k0)
+                    break
+        return min(agg, cap)
+
+    def with_given(self, **values) -> Machine:
+        """This machine with the values a user gave on the command line (None: not given)."""
+        given = {k: v for k, v in values.items() if v is not None}
+        if not given:
+            return self
+        origin = dict(self.origin)
+        origin.update(dict.fromkeys(given, GIVEN))
+        return replace(self, **given, origin=tuple(origin.items()))
+
+    # -- records -------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["read_curve"] = [list(p) for p in self.read_curve]
+        d["start_s"] = dict(self.start_s)
+        d["origin"] = dict(self.origin)
+        return {"kind": PROFILE_KIND, "version": PROFILE_VERSION, **d}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Machine:
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["read_curve"] = tuple((int(k), float(r)) for k, r in kw.get("read_curve") or ())
+        kw["start_s"] = tuple((str(k), float(v)) for k, v in dict(kw.get("start_s") or {}).items())
+        kw["origin"] = tuple((str(k), str(v)) for k, v in dict(kw.get("origin") or {}).items())
+        for name in ("nodes", "cores_per_node", "threads_per_core", "memory_bytes", "block_bytes"):
+            if name in kw:
+                kw[name] = int(kw[name])
+        m = cls(**kw)
+        if m.nodes < 1 or m.cores_per_node < 1 or any(r <= 0 or k < 1 for k, r in m.read_curve):
+            raise ValueError("nodes, cores_per_node, readers and rates must be positive")
+        return m
+
+    def write(self, path: str | os.PathLike, overwrite: bool = False) -> None:
+        """Write the profile as JSON: a temporary name, fsync, rename."""
+        from ..util import atomic_output
+
+        with atomic_output(path, overwrite=overwrite) as tmp:
+            Path(tmp).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Machine:
+        """A profile written by ``trajscale probe`` (or by hand); a bad file is an InputFileError."""
+        try:
+            d = json.loads(Path(path).read_text())
+        except OSError as exc:
+            raise InputFileError(str(path), f"cannot read ({exc.strerror or exc})") from None
+        except ValueError:
+            raise InputFileError(str(path), "not JSON (a machine profile from `trajscale probe` was expected)") \
+                from None
+        if not isinstance(d, dict) or d.get("kind") != PROFILE_KIND:
+            raise InputFileError(str(path), "not a machine profile (written by `trajscale probe`)")
+        try:
+            m = cls.from_dict(d)
+        except (TypeError, ValueError) as exc:
+            raise InputFileError(str(path), f"not a valid machine profile ({exc})") from None
+        origin = {k: (f"{v} ({m.name})" if v == MEASURED and m.name else v) for k, v in m.origin}
+        return replace(m, origin=tuple(origin.items()))
+
+    # -- what a prediction assumed --------------------------------------------------------------
+
+    def assumptions(self) -> list[tuple[str, str, str]]:
+        """(what, value, origin) rows: the block a prediction prints and writes to its JSON."""
+        rows = [("machine", self.name or "unnamed", self.origin_of("name")),
+                ("nodes", str(self.nodes), self.origin_of("nodes")),
+                ("cores per node", str(self.cores_per_node), self.origin_of("cores_per_node")),
+                ("threads per core", str(self.threads_per_core), self.origin_of("threads_per_core")),
+                ("memory", f"{self.memory_bytes / 2**30:.3g} GiB" if self.memory_bytes else "not known",
+                 self.origin_of("memory_bytes"))]
+        if self.read_curve:
+            curve = ", ".join(f"{k}: {r / 1e9:.3g}" for k, r in sorted(self.read_curve))
+            value = (f"{curve} (blocks of {self.block_bytes / 2**20:.3g} MiB; "
+                     f"{self.cold or 'cache state not known'})")
+            rows.append(("storage read GB/s by readers", value, self.origin_of("read_curve")))
+        else:
+            rows.append(("storage read", "each rank at the report's own read rate (no probe profile)", DEFAULTED))
+        rows.append(("storage ceiling", f"{self.storage_gbps:.4g} GB/s" if self.storage_gbps else "none",
+                     self.origin_of("storage_gbps") if self.storage_gbps else DEFAULTED))
+        rows.append(("file open", f"{self.open_ms:.3g} ms" if self.open_ms is not None
+                     else "the report's own open time", self.origin_of("open_ms") if self.open_ms else DEFAULTED))
+        if self.metadata_ms is not None:
+            rows.append(("metadata server", f"{self.metadata_ms:.3g} ms per open, one at a time",
+                         self.origin_of("metadata_ms")))
+        starts = ", ".join(f"{k} {v:.3g} s" for k, v in self.start_s)
+        rows.append(("worker start", starts or "the report's launcher imports, per worker",
+                     self.origin_of("start_s") if starts else DEFAULTED))
+        return rows
+
+    def format_assumptions(self, extra: list[tuple[str, str, str]] | None = None) -> str:
+        rows = self.assumptions() + list(extra or ())
+        width = max(len(r[0]) for r in rows)
+        return "\n".join(["assumptions:"] + [f"  {w:<{width}}  {v}  [{o}]" for w, v, o in rows])
+
+
+def _threads_per_core(cpus: set[int]) -> int:
+    """Logical CPUs per core among ``cpus``, from the kernel's thread sibling lists (1 if not readable)."""
+    best = 1
+    for cpu in cpus:
+        try:
+            text = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text()
+        except OSError:
+            continue
+        n = 0
+        for part in text.strip().split(","):
+            lo, _, hi = part.partition("-")
+            n += int(hi) - int(lo) + 1 if hi else 1
+        best = max(best, n)
+    return best
+
+
+def _memory_bytes() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def this_machine() -> Machine:
+    """This machine, measured: the CPUs this process may run on, hyperthreads and memory."""
+    try:
+        cpus = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        cpus = set(range(os.cpu_count() or 1))
+    host = socket.gethostname()
+    origin = {k: f"{MEASURED} on {host}" for k in ("name", "nodes", "cores_per_node", "threads_per_core",
+                                                   "memory_bytes")}
+    return Machine(name=host, nodes=1, cores_per_node=len(cpus), threads_per_core=_threads_per_core(cpus),
+                   memory_bytes=_memory_bytes(), origin=tuple(origin.items()))
+
+
+__all__ = ["DEFAULTED", "GIVEN", "MEASURED", "Machine", "this_machine"]

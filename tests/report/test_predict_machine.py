@@ -1,0 +1,142 @@
+"""The machine in every prediction: oversubscription, the assumptions block, and fits from several reports.
+
+References are computed here by hand in float64 from the documented equations (docs/scaling.md), never
+from the model's own output.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.conftest import run_cli
+from tests.report._synth import make_report
+from tests.report.test_predict import _serial
+from trajscale.report.machine import Machine, this_machine
+from trajscale.report.predict import fit, fit_reports, predict_model, terms_at, wall_at
+
+TWO = Machine(name="two-core", nodes=1, cores_per_node=2)
+BIG = Machine(name="big", nodes=1, cores_per_node=1024)
+
+
+def test_workers_beyond_the_cores_share_them():
+    """processes(16) on 2 cores: each worker's compute at 16/2 = 8 times its own-core cost."""
+    model = fit(_serial(t_io=0.0, t_compute=2.0, frames=1000, imports=0.1, topology=0.05), "processes", ran_on=BIG)
+    t = terms_at(model, 16, TWO)
+    tasks = min(4 * 16, 1000)
+    q = np.ceil(np.float64(tasks) / 16)
+    ref = q * np.float64(1000) / tasks * (np.float64(2.0) / 1000) * (np.float64(16) / 2)
+    assert t.compute == pytest.approx(float(ref), rel=1e-12)
+    assert t.oversubscription == 8.0
+    assert wall_at(model, 16, TWO) > wall_at(model, 2, TWO)
+    assert predict_model(model, [16], TWO)[0].limit == "cores (oversubscribed)"
+
+
+@pytest.mark.parametrize("cores", [1, 2, 4])
+def test_no_prediction_is_faster_than_the_cores_allow(cores):
+    """The work (2 s of compute, 8 s of reads from one rank) over ``cores`` cores is a floor at every N."""
+    machine = Machine(nodes=1, cores_per_node=cores)
+    model = fit(_serial(t_io=8.0, t_compute=2.0, frames=1000, imports=0.1, topology=0.05), "processes",
+                ran_on=BIG)
+    floor = np.float64(10.0) / cores
+    for n in (1, 2, 3, 4, 8, 16, 64):
+        t = terms_at(model, n, machine)
+        assert t.read + t.compute >= float(floor) * (1 - 1e-12) or n < cores, (n, t)
+        assert t.total >= float(floor) * (1 - 1e-12) * min(1.0, n / cores)
+
+
+def test_this_machine_is_measured():
+    import os
+
+    m = this_machine()
+    assert m.cores == len(os.sched_getaffinity(0))
+    assert m.threads_per_core >= 1 and m.memory_bytes > 0
+    assert m.origin_of("cores_per_node").startswith("measured")
+
+
+def test_profile_round_trips():
+    m = Machine(name="x", nodes=3, cores_per_node=24, read_curve=((1, 1e9), (4, 3e9)), block_bytes=4 << 20,
+                start_s=(("mpi", 0.4),), origin=(("read_curve", "measured"),))
+    assert Machine.from_dict(json.loads(json.dumps(m.to_dict()))) == m
+    # between measured reader counts the curve interpolates, beyond them it stays at the largest rate
+    assert m.read_bps(2) == pytest.approx(1e9 + 2e9 / 3)
+    assert m.read_bps(64) == pytest.approx(3e9)
+
+
+def _report_at(n: int, c: float, r: float, frames_per_task: int = 50, bytes_per_frame: int = 1000):
+    """A report of 2 tasks per worker on ``n`` workers, each spending ``c`` s a frame and ``r`` s a byte."""
+    frames = 2 * frames_per_task
+    return make_report([{"t_compute": frames * c, "t_io": frames * bytes_per_frame * r, "t_comm": 0.0}] * n,
+                       tasks_per_worker=2, frames_per_task=frames_per_task, bytes_per_frame=bytes_per_frame,
+                       executor="serial" if n == 1 else "mpi")
+
+
+def test_several_reports_recover_per_worker_costs_growing_with_n():
+    c0, cg = 2e-3, 1e-4     # compute: 2 ms a frame, 0.1 ms more for each further worker
+    r0, rg = 1e-8, 5e-10    # reads: 100 MB/s, slower by 5 % of that per further worker
+    reports = [_report_at(n, c0 + cg * (n - 1), r0 + rg * (n - 1)) for n in (1, 2, 4)]
+    model = fit_reports(reports, "mpi", ran_on=BIG)
+    assert model.compute_s_per_frame == pytest.approx(c0, rel=1e-9)
+    assert model.compute_growth == pytest.approx(cg, rel=1e-9)
+    assert model.read_s_per_byte == pytest.approx(r0, rel=1e-9)
+    assert model.read_growth == pytest.approx(rg, rel=1e-9)
+    assert model.fitted_from == (1, 2, 4)
+    # at N = 8 the per-frame cost is c0 + 7 cg (hand-computed), not the serial c0
+    t = terms_at(model, 8, BIG)
+    q = np.ceil(np.float64(32) / 8)
+    frames = np.float64(sum(x.frames for x in reports[0].tasks))
+    assert t.compute == pytest.approx(float(q * frames / 32 * (c0 + 7 * cg)), rel=1e-9)
+    one = fit(reports[0], "mpi", ran_on=BIG)
+    assert wall_at(model, 8, BIG) > wall_at(one, 8, BIG)
+
+
+def test_a_run_oversubscribed_when_measured_is_fitted_per_core():
+    """4 workers on 2 cores each measured twice their own-core cost: the fit undoes it."""
+    rep = _report_at(4, 2 * 2e-3, 2 * 1e-8)
+    assert fit(rep, "mpi", ran_on=TWO).compute_s_per_frame == pytest.approx(2e-3)
+    assert fit(rep, "mpi", ran_on=BIG).compute_s_per_frame == pytest.approx(4e-3)
+
+
+def test_the_range_holds_the_prediction_and_widens_with_the_inputs_spread():
+    reports = [_report_at(1, 2e-3, 1e-8), _report_at(2, 2.6e-3, 1e-8), _report_at(4, 2.2e-3, 1e-8)]
+    p = predict_model(fit_reports(reports, "mpi", ran_on=BIG), [8], BIG)[0]
+    assert p.t_low < p.t_wall < p.t_high
+
+
+# -- the command -------------------------------------------------------------------------------------
+
+def test_cli_prints_and_writes_the_assumptions(tmp_path):
+    path = tmp_path / "r.json"
+    _serial(imports=0.1, topology=0.05).write(path)
+    out = tmp_path / "pred.json"
+    proc = run_cli("report", str(path), "--predict", "2,16", "--as", "processes", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "assumptions:" in proc.stdout
+    assert "cores per node" in proc.stdout and "[measured on" in proc.stdout and "[defaulted]" in proc.stdout
+    data = json.loads(out.read_text())
+    rows = {r["what"]: r for r in data["assumptions"]["rows"]}
+    assert rows["cores per node"]["origin"].startswith("measured")
+    assert data["assumptions"]["machine"]["cores_per_node"] == this_machine().cores_per_node
+    proc = run_cli("report", str(path), "--predict", "64", "--nodes", "2", "--cores-per-node", "16",
+                   "--json", "-")
+    rows = {r["what"]: r for r in json.loads(proc.stdout)["assumptions"]["rows"]}
+    assert rows["cores per node"] == {"what": "cores per node", "value": "16", "origin": "given"}
+    assert rows["nodes"]["origin"] == "given"
+
+
+def test_cli_machine_profile_and_a_bad_one(tmp_path):
+    path = tmp_path / "r.json"
+    _serial(imports=0.1, topology=0.05).write(path)
+    prof = tmp_path / "m.json"
+    Machine(name="cluster", nodes=8, cores_per_node=32, read_curve=((1, 1e9), (8, 4e9)),
+            origin=(("read_curve", "measured"),)).write(prof)
+    proc = run_cli("report", str(path), "--predict", "256", "--machine", str(prof), "--json", "-")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["assumptions"]["machine"]["nodes"] == 8
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"kind": "trajscale machine profile", "nodes": 0}')
+    proc = run_cli("report", str(path), "--predict", "2", "--machine", str(bad))
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and str(bad) in proc.stderr
