@@ -25,8 +25,8 @@ from .parallel import check_not_launched
 from .report.process import ProcessTimeline
 from .report.timing import RunReport, summarize_workers
 from .sources import open_source, reader_modules
-from .sources.cached_topology import CachedUniverse
-from .sources.mda import MDASource, load_universe
+from .sources.mda import MDASource
+from .topology import CachedUniverse, load_universe
 from .util import polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)

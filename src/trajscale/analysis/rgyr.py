@@ -6,7 +6,7 @@ import numpy as np
 
 from ..block import Block
 from ..kernels.geometry import radius_of_gyration
-from ..sources.selection import select_atoms
+from ..topology import select_atoms
 from .base import Analysis, Prepared, check_finite, masses_of
 from .results import TimeSeries
 

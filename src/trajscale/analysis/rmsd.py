@@ -11,7 +11,7 @@ import numpy as np
 from ..block import Block
 from ..errors import ConfigError, FrameRangeError, SelectionError
 from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
-from ..sources.selection import select_atoms
+from ..topology import select_atoms
 from .base import Analysis, Prepared, check_finite, finite_frames, has_masses, masses_of
 from .results import SERIES, output_format, save_as
 

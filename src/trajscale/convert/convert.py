@@ -14,9 +14,9 @@ import numpy as np
 from ..errors import ConfigError, InputFileError, OutputError
 from ..sources import H5MDSource, PartSource
 from ..sources.chain import plan_join
-from ..sources.mda import load_universe
+from ..topology import load_universe
 from ..sources.parts import scan_part
-from ..sources.selection import select_atoms
+from ..topology import select_atoms
 from ..store.codecs import check_lossy_options
 from ..store.layout import Layout
 from ..store.units import MDANALYSIS_QUANTITY, WRITE_UNITS, from_mdanalysis, unit_system

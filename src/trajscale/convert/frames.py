@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..sources import is_hdf5
-from ..sources.mda import load_universe
+from ..topology import load_universe
 from ..store.layout import Layout
 from ..store.writer import H5MDWriter
 from ..util import polling_for_stop, raise_if_stopped
@@ -58,7 +58,7 @@ class ConvertJob:
     #: per input: XTC/TRR frame offsets (``parts.encode_offsets``) scanned by the preparing process, else None
     offsets: tuple[str | None, ...] | None = None
     #: the written atoms' names and residues (``names``, ``resids``, ``resnames``, ``segids``): the output
-    #: is then its own topology (``sources.h5md_topology``)
+    #: is then its own topology (``trajscale.topology.h5md``)
     atom_labels: dict | None = None
 
     def writer(self, path, n_frames: int) -> H5MDWriter:

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import AtomCountMismatchError, ConfigError, InputFileError
 from ..sources import H5MDSource, MDASource, PartSource, Source, is_hdf5
 from ..sources.chain import JoinPlan, plan_join
-from ..sources.mda import check_input_file
+from ..util import check_input_file
 from ..sources.parts import part_format
 from ..util import polling_for_stop, raise_if_stopped
 

@@ -339,8 +339,8 @@ class FrameDataset(_BatchReads):
                  center: bool = False, superpose: bool = False, ref_frame: int = 0,
                  transform: Callable | None = None, trace_dir: str | os.PathLike | None = None) -> None:
         from ..sources import open_source
-        from ..sources.mda import load_universe
-        from ..sources.selection import select_atoms
+        from ..topology import load_universe
+        from ..topology import select_atoms
 
         self.topology = str(topology)
         self.trajectory = trajectory if isinstance(trajectory, (list, tuple)) else str(trajectory)

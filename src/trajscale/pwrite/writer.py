@@ -493,7 +493,7 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 def _topology_arrays(topology) -> dict | None:
     """Names, ids, masses, charges, residues (resids, resnames, segids) and species of a Universe/AtomGroup
-    (what it has): the file is then its own topology (``sources.h5md_topology``)."""
+    (what it has): the file is then its own topology (``trajscale.topology.h5md``)."""
     if topology is None:
         return None
     atoms = topology.atoms

@@ -12,6 +12,9 @@ from ..block import Block
 
 #: Box (6 float32), time (float64) and step (int64) of one frame.
 FRAME_META_BYTES = 40
+#: Seconds per atom to decode one frame, by format: XTC's compressed coordinates cost CPU time
+#: (measured in docs/benchmarks.md); other formats are plain floats, costed by their bytes.
+DECODE_S_PER_ATOM = {"XTC": 8.5e-8}
 _BLOCK_ATTRS = {"position": "positions", "velocity": "velocities", "force": "forces"}
 
 

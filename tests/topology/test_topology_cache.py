@@ -12,8 +12,8 @@ from MDAnalysis.analysis import rms
 from MDAnalysis.topology.PSFParser import PSFParser
 
 import trajscale as ts
-from trajscale.sources import topology_cache
-from trajscale.sources.mda import load_universe
+from trajscale.topology import parsed_cache as topology_cache
+from trajscale.topology import load_universe
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from MDAnalysis.guesser.default_guesser import DefaultGuesser
 from MDAnalysisTests import datafiles as D
 
-from trajscale.sources.mda import load_universe
+from trajscale.topology import load_universe
 
 
 @pytest.mark.parametrize("top", [D.GRO, D.PDB, D.PSF], ids=["gro", "pdb", "psf"])
