@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from trajscale.report.timing import RunReport, TaskTiming, summarize_workers
+from trajscale.report.summary import Report
+from trajscale.report.timing import TaskTiming, summarize_workers
 
 TASK_PHASES = ("t_init_traj", "t_io", "t_compute")        # measured inside each task
 WORKER_PHASES = ("t_start", "t_init_top", "t_wait", "t_comm")   # the worker's own, outside tasks
@@ -14,7 +15,7 @@ def make_report(workers: list[dict] | None = None, *, n_workers: int | None = No
                 tasks_per_worker: int | list[int] = 2, frames_per_task: int = 50,
                 bytes_per_frame: int = 1000, t_total: float | None = None, source: dict | None = None,
                 executor: str = "mpi", n_atoms: int = 100, sched: bool = False,
-                t0: float = 1_700_000_000.0, gap: float = 0.0) -> RunReport:
+                t0: float = 1_700_000_000.0, gap: float = 0.0) -> Report:
     """A report with one worker per dict of phase seconds (missing phases from ``BASE``).
 
     Task phases (init_traj, io, compute) are split evenly over the worker's
@@ -46,6 +47,6 @@ def make_report(workers: list[dict] | None = None, *, n_workers: int | None = No
         extras[name].update(host=f"node{i // 2}", pid=1000 + i)
     rows = summarize_workers(tasks, extras)
     wall = t_total if t_total is not None else max(w.t_total for w in rows)
-    return RunReport(analysis="rmsd", executor=executor, n_workers=len(specs), n_frames=frame,
-                     n_atoms=n_atoms, source=source or {"format": "h5md", "path": "traj.h5md"},
-                     t_total=wall, tasks=tasks, workers=rows, meta={"n_tasks": len(tasks)})
+    return Report(analysis="rmsd", executor=executor, n_workers=len(specs), n_frames=frame,
+                  n_atoms=n_atoms, source=source or {"format": "h5md", "path": "traj.h5md"},
+                  t_total=wall, tasks=tasks, workers=rows, meta={"n_tasks": len(tasks)})

@@ -11,7 +11,7 @@ import pytest
 
 from tests.report._synth import make_report
 from trajscale.report.advice import RULES, Advice, advise
-from trajscale.report.diagnose import diagnose
+from trajscale.report import diagnose
 from trajscale.report.metrics import ratio, scaling
 from trajscale.report.stragglers import find_stragglers
 from trajscale.report.summary import short_report

@@ -13,7 +13,7 @@ import pytest
 from MDAnalysisTests import datafiles as D
 
 from tests.conftest import run_cli, run_mpi
-from trajscale.report.diagnose import diagnose
+from trajscale.report import diagnose
 from trajscale.report.predict import fit, terms_at, wall_at
 from trajscale.report.timing import RunReport
 

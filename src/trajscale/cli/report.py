@@ -78,7 +78,7 @@ def _positive_float(text: str) -> float:
 def load_report(path: str):
     """Load a report; any unreadable or malformed file becomes an InputFileError."""
     from ..errors import InputFileError
-    from ..report.timing import RunReport
+    from ..report.summary import Report
 
     required = ("analysis", "executor", "n_workers", "t_total")
     try:
@@ -89,7 +89,7 @@ def load_report(path: str):
         raise InputFileError(path, "not a trajscale run report (a JSON object with "
                                    f"{', '.join(required)}, ... was expected)")
     try:
-        return RunReport.load(path)
+        return Report.load(path)
     except InputFileError:
         raise
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -100,7 +100,7 @@ def load_report(path: str):
 
 def main(args) -> int:
     from ..errors import InputFileError
-    from ..report.diagnose import diagnose
+    from ..report.advice import diagnose
     from ..report.metrics import json_safe, scaling
     from ..report.table import format_scaling, format_table
 

@@ -12,14 +12,11 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median
-from typing import TYPE_CHECKING
 
+from .diagnose import SHORT_RUN_S, Diagnosis, measure
 from .metrics import PHASE_LABELS, fmt_comm_ratio, fmt_ratio, worker_timings
 from .stragglers import STRAGGLER_FACTOR, Straggler
 from .timing import RunReport
-
-if TYPE_CHECKING:
-    from .diagnose import Diagnosis
 
 log = logging.getLogger(__name__)
 
@@ -392,8 +389,6 @@ SHORT_RUN_RULES = ("init-stragglers", "chunk-amplification", "io-bound-format")
 
 def too_short_advice(d: Diagnosis) -> Advice:
     """The one line for a run too short to diagnose (``d.too_short``)."""
-    from .diagnose import SHORT_RUN_S
-
     return Advice("too-short", "too short to diagnose: run more frames (a second or more of tasks) for "
                                "advice on stragglers, imbalance and scaling",
                   f"the busiest worker's tasks took {d.t_work:.2g} s, under {SHORT_RUN_S:g} s: their "
@@ -452,3 +447,24 @@ def reconcile(advice: list[Advice]) -> list[Advice]:
         amp = Advice(amp.rule, amp.message.replace(m_amp.group(0), cmd), amp.reason)
     new_imb = Advice(imb.rule, f"after the rechunk above (--chunks {chunks}), use {tasks}", imb.reason)
     return [amp if a.rule == amp.rule else new_imb if a is imb else a for a in advice]
+
+
+def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
+    """Derived numbers, stragglers and advice for one run.
+
+    Parameters
+    ----------
+    report
+        The run to diagnose.
+    baseline
+        Optional serial or N=1 run of the same job; gives S(N) = t1 / tN and
+        E(N) = S(N) / N (:func:`.diagnose.measure`).
+
+    Returns
+    -------
+    Diagnosis
+        What :func:`.diagnose.measure` finds, with :func:`advise`'s advice on it.
+    """
+    d = measure(report, baseline)
+    d.advice = advise(report, d)
+    return d

@@ -1,11 +1,10 @@
-"""The diagnosis of one run: derived numbers, stragglers and advice, together."""
+"""The diagnosis of one run: derived numbers and stragglers (the advice on them is :mod:`.advice`'s)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from statistics import median
 
-from .advice import Advice, advise
 from .metrics import json_safe, phase_totals, ratio, speedup_point, worker_timings
 from .stragglers import Straggler, find_stragglers, worker_basis, worker_stragglers
 from .timing import RunReport
@@ -36,7 +35,8 @@ class Diagnosis:
     #: Wall time of the map phase that no task accounts for: starting workers,
     #: dispatching tasks, moving results (t_total - t_prepare - t_reduce - t_busy).
     t_outside: float = 0.0
-    advice: list[Advice] = field(default_factory=list)
+    #: :class:`~.advice.Advice` records, best first; filled by :func:`.advice.diagnose`.
+    advice: list = field(default_factory=list)
     #: Seconds of work (tasks, and the workers' own communication; no start-up, no waiting)
     #: of the busiest worker.
     t_work: float = 0.0
@@ -59,8 +59,8 @@ class Diagnosis:
         return json_safe(asdict(self))
 
 
-def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
-    """Derived numbers, stragglers and advice for one run.
+def measure(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
+    """Derived numbers and stragglers of one run (no advice yet: :func:`.advice.diagnose` adds it).
 
     Parameters
     ----------
@@ -107,5 +107,4 @@ def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
     if baseline is not None:
         point = speedup_point(report, baseline)
         d.speedup, d.efficiency = point.speedup, point.efficiency
-    d.advice = advise(report, d)
     return d

@@ -7,7 +7,7 @@ import logging
 import os
 from collections.abc import Sequence
 
-from .diagnose import diagnose
+from .advice import diagnose
 from .metrics import PHASE_LABELS, scaling, worker_timings
 from .stragglers import worker_basis
 from .timing import WORKER_PHASES, RunReport

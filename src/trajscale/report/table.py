@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .diagnose import Diagnosis, diagnose
+from .advice import diagnose
+from .diagnose import Diagnosis
 from .metrics import fmt_comm_ratio, scaling, worker_timings
 from .timing import PHASES, RunReport
 
