@@ -10,7 +10,7 @@ from .stragglers import Straggler, find_stragglers, worker_basis, worker_straggl
 from .timing import RunReport
 
 #: Runs whose busiest worker spent less than this in its tasks are too short to diagnose:
-#: stragglers, imbalance and scaling read from 0.03 s tasks are noise (issue 24).
+#: stragglers, imbalance and scaling read from tasks of a few hundredths of a second are noise.
 SHORT_RUN_S = 1.0
 
 

@@ -29,7 +29,7 @@ MAX_TICK_LABELS = 32
 
 def _bar_panel(ax, report: RunReport, legend: bool) -> dict:
     """Stacked bars, one per worker: its start-up and work, the time stragglers are judged on, so a bar
-    above the straggler line is a straggler in the text too (issue 24); beside each, a thin hatched bar
+    above the straggler line is a straggler in the text too; beside each, a thin hatched bar
     of the time left out of that comparison (waiting for others, a topology loaded once for the job).
 
     Returns what was drawn: worker ``names``, bar ``tops`` (compared seconds), the straggler ``limit``
@@ -103,7 +103,7 @@ def _process_panel(ax, report: RunReport) -> dict:
 
 
 def _scaling_panels(ax_s, ax_e, reports: Sequence[RunReport], baseline: RunReport | None) -> dict[str, list]:
-    """S(N) and E(N), one series per executor (processes and MPI at N=2 are different runs, issue 24)."""
+    """S(N) and E(N), one series per executor (processes and MPI at N=2 are different runs)."""
     pts = scaling(reports, reference=baseline)
     ns = [p.n_workers for p in pts]
     n0 = max(1, baseline.n_workers if baseline is not None else ns[0])

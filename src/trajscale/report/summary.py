@@ -11,7 +11,7 @@ from .timing import RunReport
 def short_report(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     """A few lines for the end of ``trajscale run``: ratios, stragglers, top advice."""
     d = diagnosis or diagnose(report)
-    if d.too_short:   # one line, not stragglers and advice read from noise (issue 24)
+    if d.too_short:   # one line, not stragglers and advice read from noise
         lines = [f"  {d.advice[0].message} ({d.advice[0].reason})"]
         lines += [f"  straggler: {s.kind} {s.name} slow in {s.cause} (+{s.excess:.2f} s over the median)"
                   for s in d.stragglers]

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from ..block import Block
+from ..block import FIELD_ATTRS, Block
 
 
 #: Box (6 float32), time (float64) and step (int64) of one frame.
@@ -15,7 +15,6 @@ FRAME_META_BYTES = 40
 #: Seconds per atom to decode one frame, by format: XTC's compressed coordinates cost CPU time
 #: (measured in docs/benchmarks.md); other formats are plain floats, costed by their bytes.
 DECODE_S_PER_ATOM = {"XTC": 8.5e-8}
-_BLOCK_ATTRS = {"position": "positions", "velocity": "velocities", "force": "forces"}
 
 
 class Source(ABC):
@@ -82,7 +81,7 @@ class Source(ABC):
         """
         blk = self.read(start, stop, atoms, tuple(out), stride=stride)
         for fl, arr in out.items():
-            arr[:] = getattr(blk, _BLOCK_ATTRS[fl])
+            arr[:] = getattr(blk, FIELD_ATTRS[fl])
         box[:], time[:], step[:] = blk.box, blk.time, blk.step
 
     def step_time(self, frame: int) -> tuple[int, float]:

@@ -33,13 +33,14 @@ GATHER_SLAB_BYTES = 4 * 1024**2
 #: their own (see :func:`~trajscale.store.layout.reader_chunk_cache`).
 CHUNK_CACHE_BYTES = 0
 #: Files described in this process: their schema (and layout facts, once asked), keyed by
-#: the file's identity, so a session's repeated runs on one file skip the ~4 ms schema walk;
+#: the file's identity, so repeated runs on one file in one process walk its schema once;
 #: a rewritten file (another inode, size or mtime) is described anew.
 _DESCRIBED: OrderedDict[tuple, list] = OrderedDict()
 DESCRIBED_MAX = 64
-#: Box, time and step of whole files read in this process, by the same key: a session's repeated
-#: runs on a file read them once (~0.5 ms per 2,000 frames, 3 % of a CA run); only files whose
-#: frame data take at most META_MEMO_BYTES, and the last META_MEMO_FILES of them (<= 32 MiB in all).
+#: Box, time and step of whole files read in this process, by the same key: repeated runs on a
+#: file in one process read them once (a visible share of a short run on a small selection); only
+#: files whose frame data take at most META_MEMO_BYTES, and the last META_MEMO_FILES of them
+#: (<= 32 MiB in all).
 _FILE_META: OrderedDict[tuple, tuple] = OrderedDict()
 META_MEMO_BYTES = 4 * 1024**2
 META_MEMO_FILES = 8

@@ -7,14 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..block import Block
+from ..block import FIELD_ATTRS, Block
 from ..topology import load_universe
 from .base import DECODE_S_PER_ATOM, Source
 
 log = logging.getLogger(__name__)
-
-
-_TS_ATTRS = {"position": "positions", "velocity": "velocities", "force": "forces"}
 
 
 def copy_frames(reader, start: int, stop: int, stride: int, sel: np.ndarray | None, out: dict[str, np.ndarray],
@@ -26,7 +23,7 @@ def copy_frames(reader, start: int, stop: int, stride: int, sel: np.ndarray | No
     """
     for i, ts in enumerate(reader[start:stop:stride]):
         for fl, arr in out.items():
-            src = getattr(ts, _TS_ATTRS[fl])
+            src = getattr(ts, FIELD_ATTRS[fl])
             if sel is None:
                 arr[i] = src
             else:
