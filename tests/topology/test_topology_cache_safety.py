@@ -9,7 +9,7 @@ import stat
 
 import MDAnalysis as mda
 
-from tests.topology.test_topology_cache import _same_universe, cache, parses  # noqa: F401 - fixtures
+from tests.topology.test_topology_cache import _same_universe
 from trajscale.topology import parsed_cache as topology_cache
 from trajscale.topology import load_universe
 
