@@ -11,15 +11,25 @@ This package is entered through the names below and nowhere else:
 * :func:`select_atoms` - a selection, with empty or invalid ones as clear errors;
 * :func:`trajectory_only_format` - whether a file holds frames but no atom names.
 
-Its modules import MDAnalysis (and h5py) only inside the functions that need them, so importing
-the package costs the standard library and NumPy.
+Each name is imported on first use (:mod:`trajscale._lazy`): an analysis module that needs
+:func:`select_atoms` alone does not import the caches (hashlib, json) into every worker, and
+MDAnalysis and h5py are imported only inside the functions that need them.
 """
 
 from __future__ import annotations
 
-from .load import TRAJECTORY_ONLY_FORMATS, load_universe, trajectory_only_format
-from .select import NAMED_TOPOLOGIES, select_atoms
-from .universe import CachedUniverse
+from .._lazy import attach
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .load import TRAJECTORY_ONLY_FORMATS, load_universe, trajectory_only_format
+    from .select import NAMED_TOPOLOGIES, select_atoms
+    from .universe import CachedUniverse
+
+__getattr__, __dir__ = attach(__name__, {
+    "load_universe": ".load", "trajectory_only_format": ".load", "TRAJECTORY_ONLY_FORMATS": ".load",
+    "CachedUniverse": ".universe", "select_atoms": ".select", "NAMED_TOPOLOGIES": ".select",
+})
 
 __all__ = ["NAMED_TOPOLOGIES", "TRAJECTORY_ONLY_FORMATS", "CachedUniverse", "load_universe", "select_atoms",
            "trajectory_only_format"]
