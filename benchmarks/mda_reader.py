@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     import MDAnalysis as mda
     import numpy as np
     from MDAnalysis.analysis import rms
+    from short_runs import frame_chunked_file
 
     import trajscale.mda  # noqa: F401 - registers TRAJSCALE
-    from short_runs import frame_chunked_file
 
     Path(a.workdir).mkdir(parents=True, exist_ok=True)
     gro, h5 = frame_chunked_file(a.workdir, a.frames)

@@ -22,7 +22,8 @@ from MDAnalysisTests import datafiles as D
 from tests.conftest import run_cli
 from tests.convert.test_parallel_convert import assert_reads_like
 from tests.store.test_rechunk import assert_same_tree
-from trajscale.convert import direct, rechunk as rechunk_mod, segmented
+from trajscale.convert import direct, segmented
+from trajscale.convert import rechunk as rechunk_mod
 from trajscale.convert.convert import convert
 from trajscale.convert.rechunk import rechunk
 from trajscale.convert.resume import load_record, partial_paths
@@ -120,7 +121,7 @@ def test_rechunk_in_place_keeps_every_dataset_and_attribute(tmp_path, executor, 
             assert ds.chunks == (2, ds.shape[1], 3) and ds.compression is None
     u, v = mda.Universe(D.TPR_xvf, D.H5MD_xvf), mda.Universe(D.TPR_xvf, str(out))
     assert s.n_frames == u.trajectory.n_frames
-    for a, b in zip(u.trajectory, v.trajectory):
+    for a, b in zip(u.trajectory, v.trajectory, strict=False):
         np.testing.assert_array_equal(a.positions, b.positions)
         np.testing.assert_array_equal(a.velocities, b.velocities)
         np.testing.assert_array_equal(a.forces, b.forces)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import trajscale as ts
-from trajscale.errors import BadCoordinatesError
 from tests.executors.test_long_lived import SELECT, _mda_rmsd, rewritten  # noqa: F401 - fixture
+from trajscale.errors import BadCoordinatesError
 
 distributed = pytest.importorskip("distributed")
 

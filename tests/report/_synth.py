@@ -27,7 +27,7 @@ def make_report(workers: list[dict] | None = None, *, n_workers: int | None = No
     specs = [{**BASE, **w} for w in workers]
     per = tasks_per_worker if isinstance(tasks_per_worker, list) else [tasks_per_worker] * len(specs)
     tasks, extras, frame, k = [], {}, 0, 0
-    for i, (spec, n_t) in enumerate(zip(specs, per)):
+    for i, (spec, n_t) in enumerate(zip(specs, per, strict=False)):
         name = f"rank {i}"
         clock = t0
         for _ in range(n_t):

@@ -115,7 +115,7 @@ def test_chunks_that_split_frames_are_read_through_a_cache(layouts):
     with H5MDSource(layouts["h5py"]) as src:
         ds = src.file["particles/all/position/value"]
         assert ds.chunks[2] < 3   # the layout does split xyz
-        n_chunks = int(np.prod([-(-n // c) for n, c in zip(ds.shape, ds.chunks)]))
+        n_chunks = int(np.prod([-(-n // c) for n, c in zip(ds.shape, ds.chunks, strict=False)]))
         before = _read_syscalls()
         src.read(0, 98)
         src.read(5, 60, np.arange(100, 400))

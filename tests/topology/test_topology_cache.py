@@ -10,8 +10,8 @@ import numpy as np
 from MDAnalysis.analysis import rms
 
 import trajscale as ts
-from trajscale.topology import parsed_cache as topology_cache
 from trajscale.topology import load_universe
+from trajscale.topology import parsed_cache as topology_cache
 
 
 def _same_universe(u, ref) -> None:

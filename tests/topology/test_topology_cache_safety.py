@@ -10,8 +10,8 @@ import stat
 import MDAnalysis as mda
 
 from tests.topology.test_topology_cache import _same_universe
-from trajscale.topology import parsed_cache as topology_cache
 from trajscale.topology import load_universe
+from trajscale.topology import parsed_cache as topology_cache
 
 
 def _load_twice(adk_vacuum):

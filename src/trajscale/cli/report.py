@@ -119,7 +119,7 @@ def main(args) -> int:
     multi = len(reports) > 1
     predicted = _predict(args, reports) if args.predict else None
     if args.json:
-        out = {"reports": [{"path": p, "diagnosis": d.to_dict()} for p, d in zip(args.reports, diags)]}
+        out = {"reports": [{"path": p, "diagnosis": d.to_dict()} for p, d in zip(args.reports, diags, strict=False)]}
         if multi or baseline is not None:
             out["scaling"] = [json_safe(asdict(pt)) for pt in scaling(reports, reference=baseline)]
         if predicted is not None:
@@ -134,7 +134,7 @@ def main(args) -> int:
                 Path(tmp).write_text(text + "\n")
     if not args.json or args.json != "-":
         blocks = []
-        for p, r, d in zip(args.reports, reports, diags):
+        for p, r, d in zip(args.reports, reports, diags, strict=False):
             head = f"== {p} ==\n" if multi else ""
             blocks.append(head + format_table(r, d))
         if multi:

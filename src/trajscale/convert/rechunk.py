@@ -40,8 +40,16 @@ import numpy as np
 from ..block import split_frames
 from ..errors import ConfigError, InputFileError, OutputError, UnitError
 from ..progress import progress_bar
-from ..store.codecs import (CODES, Deltas, check_lossy_options, codec_for, deltas_of, is_delta_coded,
-                            lossy_attrs_for, stored_dtype)
+from ..store.codecs import (
+    CODES,
+    Deltas,
+    check_lossy_options,
+    codec_for,
+    deltas_of,
+    is_delta_coded,
+    lossy_attrs_for,
+    stored_dtype,
+)
 from ..store.direct_write import DirectWrites
 from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import Layout
@@ -148,7 +156,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         n_workers = comm.Get_size() if mpi else n_workers or os.cpu_count() or 1
         parallel = executor in ("processes", "dask")
         if mpi and not virtual:   # one file, written by every rank through parallel HDF5
-            from .rechunk_mpi import rechunk_collective   # (and parallel HDF5's writer) only under MPI
+            from .rechunk_mpi import rechunk_collective  # (and parallel HDF5's writer) only under MPI
 
             resumed_from = rechunk_collective(
                 comm, src_path, names, partial, layout, precision, encoding, slab_bytes, resume,
@@ -269,7 +277,7 @@ def rechunk_range_direct(src_path: str, names: list[str], count_bytes: int, targ
             end = min(b, at + per)
             for p0 in range(at, end, piece):
                 p1 = min(end, p0 + piece)
-                for ds, buf in zip(series, bufs):
+                for ds, buf in zip(series, bufs, strict=False):
                     hi = min(p1, ds.shape[0])
                     if hi <= p0:
                         continue
@@ -397,7 +405,7 @@ def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout,
     kw = {"shape": (n_frames, n_atoms, 3), "dtype": dtype}
     if chunks is not None:
         if chunks is not True:   # True: h5py's own guess (kept to reproduce slow files)
-            chunks = tuple(min(c, s) for c, s in zip(chunks, (n_frames, n_atoms, 3))) if n_frames else None
+            chunks = tuple(min(c, s) for c, s in zip(chunks, (n_frames, n_atoms, 3), strict=False)) if n_frames else None
         kw.update(chunks=chunks, maxshape=(None, n_atoms, 3), **layout.h5py_kwargs())
     if early:   # every chunk gets its address now (store.direct_write)
         kw["dcpl"] = early_allocation()

@@ -58,7 +58,7 @@ def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, 
             stop_together(comm)
             a = min(n_frames, at + rank * slab)
             b = min(n_frames, a + slab)
-            for (sds, dds), recode, buf in zip(pairs, recodes, bufs):
+            for (sds, dds), recode, buf in zip(pairs, recodes, bufs, strict=False):
                 hi = min(b, sds.shape[0])
                 rows = None
                 if hi > a:

@@ -17,9 +17,8 @@ import numpy as np
 from ..errors import AtomCountMismatchError, ConfigError, InputFileError
 from ..sources import H5MDSource, MDASource, PartSource, Source, is_hdf5
 from ..sources.chain import JoinPlan, plan_join
-from ..util import check_input_file
 from ..sources.parts import part_format
-from ..util import polling_for_stop, raise_if_stopped
+from ..util import check_input_file, polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +105,7 @@ def iter_blocks(sources: list[Source], atoms: np.ndarray | None, fields: tuple[s
     join = join or plan_join(sources)
     plans, _ = frame_plan(join.lengths, start, stop, step)
     with polling_for_stop():
-        for src, frames, (d_step, d_time) in zip(sources, plans, join.shifts):
+        for src, frames, (d_step, d_time) in zip(sources, plans, join.shifts, strict=False):
             if not len(frames):
                 continue
             slab = max(1, SLAB_BYTES // src.bytes_per_frame(atoms, fields))

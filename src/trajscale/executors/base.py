@@ -149,7 +149,7 @@ def blocks_of(frames: FrameRange, block_frames: int, align: int = 1, stride: int
         per = per // align * align
     per *= stride
     cuts = [*range(frames.start, frames.stop, per), frames.stop]
-    return [FrameRange(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+    return [FrameRange(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=False)]
 
 
 def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) -> tuple[dict, TaskTiming]:

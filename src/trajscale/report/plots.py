@@ -43,14 +43,14 @@ def _bar_panel(ax, report: RunReport, legend: bool) -> dict:
     for p in basis.phases:
         h = [row[p] for row in basis.rows]
         ax.bar(x, h, bottom=bottom, color=PHASE_COLORS[p], label=PHASE_LABELS[p], width=0.62, edgecolor="none")
-        bottom = [b + v for b, v in zip(bottom, h)]
+        bottom = [b + v for b, v in zip(bottom, h, strict=False)]
     left_out = [p for p in WORKER_PHASES if p not in basis.phases]
     side = [0.0] * len(workers)
     for p in left_out:
         h = [float(getattr(w, p)) for w in workers]
         ax.bar([i + 0.39 for i in x], h, bottom=side, color=PHASE_COLORS[p], alpha=0.55, hatch="//",
                width=0.16, edgecolor="none", label=f"{PHASE_LABELS[p]} (not compared)")
-        side = [b + v for b, v in zip(side, h)]
+        side = [b + v for b, v in zip(side, h, strict=False)]
     strag = {s.name for s in d.stragglers}
     step = max(1, -(-len(workers) // MAX_TICK_LABELS))
     ticks = sorted(set(x[::step]) | {i for i, w in enumerate(workers) if w.worker in strag})

@@ -9,7 +9,6 @@ import numpy as np
 
 from ..block import FIELD_ATTRS, Block
 
-
 #: Box (6 float32), time (float64) and step (int64) of one frame.
 FRAME_META_BYTES = 40
 #: Seconds per atom to decode one frame, by format: XTC's compressed coordinates cost CPU time

@@ -11,8 +11,8 @@ import numpy as np
 
 from ..block import Block
 from ..errors import InputFileError
-from ..store.box import edges_to_dimensions
 from ..store.blosc import BloscChunks
+from ..store.box import edges_to_dimensions
 from ..store.codecs import deltas_of
 from ..store.direct import DirectReads
 from ..store.hdf5 import ensure_filters, open_h5
@@ -347,13 +347,13 @@ class H5MDSource(Source):
         if ds.chunks and (stride > 1 or filtered) and not self._collective:
             row_of = (first + stride * np.arange(len(out))) // ds.chunks[0]
             cut = (np.flatnonzero(np.diff(row_of)) + 1).tolist()
-            rows = list(zip([0, *cut], [*cut, len(out)]))
+            rows = list(zip([0, *cut], [*cut, len(out)], strict=False))
         fspace = ds.id.get_space()
         mspace = h5py.h5s.create_simple(out.shape)
         widths = (runs[:, 1] - runs[:, 0]).tolist()
         offsets = np.r_[0, np.cumsum(widths)[:-1]].tolist()
         for i, j in rows:
-            for (lo, _), w, off in zip(runs.tolist(), widths, offsets):
+            for (lo, _), w, off in zip(runs.tolist(), widths, offsets, strict=False):
                 fspace.select_hyperslab((first + i * stride, lo, 0), (j - i, 1, 1), stride=(stride, 1, 1),
                                         block=(1, w, 3))
                 mspace.select_hyperslab((i, off, 0), (j - i, w, 3))

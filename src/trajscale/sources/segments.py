@@ -373,7 +373,7 @@ def joined_segments(infos: list[dict], opened, continuous: bool = False) -> list
     if join.describe():
         log.warning("%s", join.describe())
     segments, start = [], 0
-    for info, fj in zip(infos, join.files):
+    for info, fj in zip(infos, join.files, strict=False):
         seg = {**info, "start": start, "n_frames": fj.n_kept}
         if fj.n_kept != fj.n_frames:
             seg["file_frames"] = fj.n_frames

@@ -32,7 +32,7 @@ def trajectory_only_format(path: str) -> str | None:
     try:
         with open(path, "rb") as fh:
             if fh.read(8) == HDF5_MAGIC:
-                from .h5md import stores_topology   # h5py, only for an HDF5 file
+                from .h5md import stores_topology  # h5py, only for an HDF5 file
 
                 return None if stores_topology(path) else "H5MD/HDF5"   # trajscale's files store their atoms
     except OSError:

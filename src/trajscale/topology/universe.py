@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..util import check_input_file
-from . import selection_cache, parsed_cache
+from . import parsed_cache, selection_cache
 
 log = logging.getLogger(__name__)
 
