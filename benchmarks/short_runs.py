@@ -59,7 +59,8 @@ t0 = time.perf_counter()
 from trajscale.topology import load_universe
 load_universe(gro, topology_coordinates=False)
 t_top = time.perf_counter() - t0
-print(json.dumps({"cold": times[0], "warm": times[1:], "parsed": parsed, "t_top_cached": t_top, "rmsd": list(map(float, out))}))
+print(json.dumps({"cold": times[0], "warm": times[1:], "parsed": parsed, "t_top_cached": t_top,
+                  "rmsd": list(map(float, out))}))
 """
 
 

@@ -89,7 +89,8 @@ def test_renumbered_concatenation_contiguous_and_planned_chunks(tmp_path, no_seg
 def test_compressed_output_still_uses_segments(tmp_path, monkeypatch):
     seen = []
     real = segmented.write
-    monkeypatch.setattr(segmented, "write", lambda job, partial, **k: seen.append("segments") or real(job, partial, **k))
+    monkeypatch.setattr(segmented, "write",
+                        lambda job, partial, **k: seen.append("segments") or real(job, partial, **k))
     monkeypatch.setattr(direct, "prepare", lambda *a, **k: pytest.fail("direct writes for a compressed output"))
     convert(D.PSF, [D.DCD], str(tmp_path / "z.h5md"), layout=Layout.parse("4", "gzip:1"), executor="processes",
             n_workers=2)

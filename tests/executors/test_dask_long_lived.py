@@ -11,7 +11,7 @@ from trajscale.errors import BadCoordinatesError
 
 distributed = pytest.importorskip("distributed")
 
-from trajscale.executors.dask import KEY_PREFIX, DaskExecutor
+from trajscale.executors.dask import KEY_PREFIX, DaskExecutor  # noqa: E402 - only where distributed is installed
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def _open_sources() -> int:
     return len(base._SOURCES)
 
 
-def test_reused_cluster_reads_the_rewritten_file(adk_vacuum, rewritten, cluster):
+def test_reused_cluster_reads_the_rewritten_file(adk_vacuum, rewritten, cluster):   # noqa: F811 - the fixture
     path, rewrite = rewritten
     with distributed.Client(cluster) as client:
         ex = DaskExecutor(client=client)

@@ -8,7 +8,8 @@ from trajscale.report.timing import TaskTiming, summarize_workers
 TASK_PHASES = ("t_init_traj", "t_io", "t_compute")        # measured inside each task
 WORKER_PHASES = ("t_start", "t_init_top", "t_wait", "t_comm")   # the worker's own, outside tasks
 
-BASE = {"t_start": 0.0, "t_init_top": 0.0, "t_init_traj": 0.1, "t_io": 1.0, "t_compute": 1.0, "t_wait": 0.0, "t_comm": 0.1}
+BASE = {"t_start": 0.0, "t_init_top": 0.0, "t_init_traj": 0.1, "t_io": 1.0, "t_compute": 1.0, "t_wait": 0.0,
+        "t_comm": 0.1}
 
 
 def make_report(workers: list[dict] | None = None, *, n_workers: int | None = None,

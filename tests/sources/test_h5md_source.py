@@ -194,7 +194,8 @@ def test_box_time_step_are_read_once_per_unchanged_file(tmp_path, adk_water, mon
     times = np.array([ts.time for ts in u.trajectory])
     calls = []
     orig = H5MDSource._frame_meta_uncached
-    monkeypatch.setattr(H5MDSource, "_frame_meta_uncached", lambda self, a, b: (calls.append((a, b)), orig(self, a, b))[1])
+    monkeypatch.setattr(H5MDSource, "_frame_meta_uncached",
+                        lambda self, a, b: (calls.append((a, b)), orig(self, a, b))[1])
     for _ in range(3):
         with H5MDSource(str(h5)) as src:
             np.testing.assert_allclose(src.read(0, 1, np.arange(5)).time, times[:1], rtol=1e-6)

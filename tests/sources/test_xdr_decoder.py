@@ -165,7 +165,8 @@ def test_trr_offsets_atoms_and_fields_are_mdanalysis_s(name):
     assert n_atoms == ref.n_atoms
     np.testing.assert_array_equal(offsets, ref.offsets)
     first = next(iter(MDATRRFile(path)))
-    assert fields == tuple(f for f, has in zip(_xdr.TRR_FIELDS, (first.hasx, first.hasv, first.hasf), strict=False) if has)
+    has_fields = (first.hasx, first.hasv, first.hasf)
+    assert fields == tuple(f for f, has in zip(_xdr.TRR_FIELDS, has_fields, strict=False) if has)
     assert scan_part(path)["n_frames"] == len(ref.offsets)
 
 

@@ -188,7 +188,8 @@ class RMSD(Analysis):
                                          f"AtomGroup but {whole.n_atoms} in its Universe; MDAnalysis refuses "
                                          "this: select atoms inside the group")
         w_fit, w_ref = _weights(self.weights, fit, "weights"), _weights(self.weights, ref_fit, "weights")
-        w_groups = [_weights(w, g, "weights_groupselections") for w, g in zip(self._group_weights(), groups, strict=False)]
+        w_groups = [_weights(w, g, "weights_groupselections")
+                    for w, g in zip(self._group_weights(), groups, strict=False)]
 
         if self.reference is not None:
             ref_pos = _positions_at(self.reference.universe, self.ref_frame, [ref_fit, *ref_groups])

@@ -231,7 +231,7 @@ def _native_units(src) -> dict[str, str | None]:
 def _attr(atoms, name: str):
     try:
         return np.asarray(getattr(atoms, name), dtype=np.float64)
-    except Exception:   # topology without masses/charges
+    except (AttributeError, ValueError):   # MDAnalysis's NoDataError: a topology without masses/charges
         return None
 
 

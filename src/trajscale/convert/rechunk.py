@@ -405,7 +405,8 @@ def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout,
     kw = {"shape": (n_frames, n_atoms, 3), "dtype": dtype}
     if chunks is not None:
         if chunks is not True:   # True: h5py's own guess (kept to reproduce slow files)
-            chunks = tuple(min(c, s) for c, s in zip(chunks, (n_frames, n_atoms, 3), strict=False)) if n_frames else None
+            chunks = (tuple(min(c, s) for c, s in zip(chunks, (n_frames, n_atoms, 3), strict=False))
+                      if n_frames else None)
         kw.update(chunks=chunks, maxshape=(None, n_atoms, 3), **layout.h5py_kwargs())
     if early:   # every chunk gets its address now (store.direct_write)
         kw["dcpl"] = early_allocation()

@@ -69,7 +69,8 @@ def open_inputs(topology: str, trajectories: list[str], universe, group: str | N
                                   offsets=offsets[k] if offsets else None)
             sources.append(src)
             if src.n_atoms != n_atoms:
-                raise AtomCountMismatchError(f"{path} has {src.n_atoms} atoms but the topology {topology} has {n_atoms}")
+                raise AtomCountMismatchError(
+                    f"{path} has {src.n_atoms} atoms but the topology {topology} has {n_atoms}")
         if (group is not None or assume_units is not None) and not any(isinstance(s, H5MDSource) for s in sources):
             raise ConfigError(f"{trajectories[0]}: --group and --assume-units apply to H5MD inputs; "
                               "MDAnalysis reads these with their format's units")

@@ -136,7 +136,8 @@ class ParallelWriter:
         self._published = False
         self._durable = durable
         self._ncommitted = 0   # frames complete; every rank runs the same commits
-        self._pending: list[tuple[int, np.ndarray, np.ndarray]] = []   # write_frames: step/time not yet committed (rank 0)
+        # write_frames: step/time not yet committed (rank 0)
+        self._pending: list[tuple[int, np.ndarray, np.ndarray]] = []
         self._written: list[tuple[int, int]] = []   # write_frames: merged frame ranges written
         self._box = box
         self._w: H5MDWriter | None = None

@@ -298,7 +298,8 @@ def rule_imbalance(report: RunReport, d: Diagnosis) -> Advice | None:
                    f"{cap} chunk-aligned tasks")
         return Advice("imbalance",
                       f"rechunk to smaller frame blocks, then use more tasks: `trajscale rechunk "
-                      f"{shlex.quote(_source_path(report))} -o rechunked.h5md --chunks {per}{_kept_options(report)}` and "
+                      f"{shlex.quote(_source_path(report))} -o rechunked.h5md --chunks {per}"
+                      f"{_kept_options(report)}` and "
                       f"`--tasks {want}`",
                       "; ".join(why))
     return Advice("imbalance", f"use more tasks per worker (e.g. `--tasks {want}`)",

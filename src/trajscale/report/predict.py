@@ -191,7 +191,8 @@ def fit(report: RunReport, target: str | None = None) -> Model:
         executor=report.executor, frames=frames, bytes=nbytes, n_tasks=max(1, len(tasks)),
         tasks_fixed=bool((report.meta or {}).get("n_tasks_asked")), max_tasks=max_tasks, chunk_frames=cf,
         n_parts=n_parts, read_s_per_byte=s_per_byte, compute_s_per_frame=s_per_frame, open_s=open_s,
-        startup_s=startup, fixed_s=fixed, imports_s=imports, launch_s=launch, pool_cpu_s=pool_cpu, target=target, alpha_s=alpha, job_bytes=20 * n_sel,
+        startup_s=startup, fixed_s=fixed, imports_s=imports, launch_s=launch, pool_cpu_s=pool_cpu, target=target,
+        alpha_s=alpha, job_bytes=20 * n_sel,
         notes=tuple(notes))
     return _with_straggler(model, report, busy, read_rates, comp_rates, starts)
 
@@ -239,7 +240,8 @@ def files_per_rank(model: Model, n: int, tasks: int) -> int:
         return 1
     q = math.ceil(tasks / n)
     share = q * model.frames / tasks
-    return max(1, min(model.n_parts, math.ceil(share / (model.frames / model.n_parts)) + (0 if tasks % model.n_parts == 0 else 1)))
+    return max(1, min(model.n_parts, math.ceil(share / (model.frames / model.n_parts))
+                      + (0 if tasks % model.n_parts == 0 else 1)))
 
 
 def terms_at(model: Model, n: int, machine: Machine = Machine()) -> dict[str, float]:
@@ -263,7 +265,8 @@ def terms_at(model: Model, n: int, machine: Machine = Machine()) -> dict[str, fl
     else:
         meta = files * model.open_s
     # The straggler's rank does the same share at its own rates; the wall waits for the slower.
-    slow_read = read_unbound * model.slow_read if machine.storage_gbps is None else max(read, read_unbound * model.slow_read)
+    slow_read = (read_unbound * model.slow_read if machine.storage_gbps is None
+                 else max(read, read_unbound * model.slow_read))
     work = meta + read + comp
     if n > 1:   # one rank alone is the model's median rank: the straggler is one among several
         work = max(work, meta + slow_read + comp * model.slow_compute)
@@ -393,7 +396,8 @@ def levers(model: Model, machine: Machine = Machine()) -> list[tuple[str, int | 
 
 def format_predictions(model: Model, preds: list[Prediction], machine: Machine = Machine()) -> str:
     """The prediction as a table, with the efficiency threshold and what would move it."""
-    lines = [f"prediction of {model.target} runs from a {model.executor} run: {model.frames} frames, {model.bytes / 1e9:.3g} GB read, "
+    lines = [f"prediction of {model.target} runs from a {model.executor} run: {model.frames} frames, "
+             f"{model.bytes / 1e9:.3g} GB read, "
              f"{model.n_tasks} tasks (at most {model.max_tasks}: chunks of {model.chunk_frames} frames"
              + (f", {model.n_parts} parts" if model.n_parts > 1 else "") + ")",
              (f"  per rank: read {1e-9 / model.read_s_per_byte if model.read_s_per_byte else math.inf:.3g} GB/s, "

@@ -109,4 +109,5 @@ def source_from_config(config: dict, comm=None) -> Source:
     return cls(**cfg)
 
 
-__all__ = ["SOURCES", "H5MDSource", "MDASource", "PartSource", "SegmentedSource", "Source", "is_hdf5", "open_source", "source_from_config"]
+__all__ = ["SOURCES", "H5MDSource", "MDASource", "PartSource", "SegmentedSource", "Source", "is_hdf5", "open_source",
+           "source_from_config"]

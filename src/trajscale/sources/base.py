@@ -110,7 +110,7 @@ class Source(ABC):
         """Storage facts for reports (format, chunks, compression)."""
         return {"format": self.kind, "path": self.path}
 
-    def refresh(self) -> None:
+    def refresh(self) -> None:   # noqa: B027 - optional; the default checks nothing
         """Called before a source kept open by a worker serves another task.
 
         A source that opens files lazily (segments) checks, from then on, that
@@ -118,7 +118,7 @@ class Source(ABC):
         nothing (the worker's cache checks the files a config names).
         """
 
-    def close(self) -> None:
+    def close(self) -> None:   # noqa: B027 - optional; a source may hold no handle
         """Release file handles."""
 
     def _out_array(self, field: str, shape: tuple[int, ...]) -> np.ndarray:

@@ -391,5 +391,5 @@ class H5MDSource(Source):
         try:
             if self.file.id.valid:
                 self.file.close()
-        except Exception:   # closing during interpreter shutdown
+        except Exception:   # noqa: BLE001 - closing never raises: it may run during interpreter shutdown
             pass

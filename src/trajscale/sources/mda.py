@@ -48,7 +48,8 @@ class MDASource(Source):
 
     def __init__(self, topology: str, trajectories, parsed_topology=None, **kw) -> None:
         self.topology = str(topology)
-        self.trajectories = [str(t) for t in ([trajectories] if isinstance(trajectories, (str, Path)) else trajectories)]
+        given = [trajectories] if isinstance(trajectories, (str, Path)) else trajectories
+        self.trajectories = [str(t) for t in given]
         # A topology already parsed (an MDAnalysis Topology) saves re-parsing it per file.
         self.universe = load_universe(self.topology, self.trajectories, parsed=parsed_topology, **kw)
         self.reader = self.universe.trajectory
@@ -102,5 +103,5 @@ class MDASource(Source):
     def close(self) -> None:
         try:
             self.reader.close()
-        except Exception:
+        except Exception:   # noqa: BLE001 - closing never raises: the frames were already read
             pass

@@ -213,8 +213,9 @@ class SegmentedSource(Source):
             if seg.get("format") in XDR_FORMATS and not seg.get("offsets"):
                 info = scan_part(seg["path"])
                 if info["n_frames"] != seg.get("file_frames", seg["n_frames"]):
+                    expect = seg.get("file_frames", seg["n_frames"])
                     raise InputFileError(seg["path"], f"has {info['n_frames']} frames; the index "
-                                                      f"{self._index_path} says {seg.get('file_frames', seg['n_frames'])}")
+                                                      f"{self._index_path} says {expect}")
                 seg["offsets"] = info["offsets"]
         return {"kind": self.kind, "index": self._index_path, "topology": self.topology, "max_open": self.max_open,
                 **self._h5md_options, "segments": [{k: seg.get(k) for k in _SHIPPED if k in seg}

@@ -184,5 +184,5 @@ class DirectReads:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:   # interpreter shutdown
+        except Exception:   # noqa: BLE001 - a finalizer never raises: it may run during interpreter shutdown
             pass

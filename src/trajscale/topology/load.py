@@ -1,4 +1,4 @@
-"""Loading a topology as an MDAnalysis Universe, from any format MDAnalysis parses or an H5MD file that stores its atoms.
+"""Loading a topology as an MDAnalysis Universe: any format MDAnalysis parses, or an H5MD file that stores its atoms.
 
 A parsed topology is cached per file version (:mod:`.parsed_cache`), and
 MDAnalysis's attribute guessing runs once per distinct atom name.
