@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     top, h5 = build_demo_file(args.workdir, args.frames, source=args.source, progress=False)
     n = args.n_workers
     if args.topology_cache:
-        from trajscale.sources.mda import load_universe
+        from trajscale.topology import load_universe
 
         load_universe(top)   # fills the cache entry the timed runs load
     print(f"{h5}: {args.frames} frames x 47,681 atoms; cold = first call in a fresh process; "

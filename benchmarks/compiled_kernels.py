@@ -137,7 +137,8 @@ def bench_sums(args) -> None:
         for squares in (True, False):
             for simd in sorted({0, _sums.SIMD_LEVEL}):
                 t = best_of(lambda x=x, sq=squares, lv=simd: _sums.fixed_sums(x, shift, out, sq, lv), args.repeat)
-                print(f"fixed_sums {x.dtype} squares={squares!s:<5} {('baseline', '', 'avx2')[simd]:<8} {x.size:.1e} values "
+                print(f"fixed_sums {x.dtype} squares={squares!s:<5} {('baseline', '', 'avx2')[simd]:<8} "
+                      f"{x.size:.1e} values "
                       f"{t * 1e3:8.2f} ms  {t / x.size * 1e9:6.2f} ns/value")
 
 

@@ -24,6 +24,7 @@ a trajscale dependency: install it in the benchmark's environment
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import numpy as np
@@ -102,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                                                             group_weights=(), path="memory"))
         block = Block(0, f, x, np.zeros((f, 6), np.float32), np.arange(f, dtype=np.float64),
                       np.arange(f, dtype=np.int64))
-        t_map = best_of(lambda: analysis.map(block, prep), args.repeat) / f * 1e6
-        t_k = best_of(lambda: superpose_rmsd(x, ref), args.repeat) / f * 1e6
+        t_map = best_of(functools.partial(analysis.map, block, prep), args.repeat) / f * 1e6
+        t_k = best_of(functools.partial(superpose_rmsd, x, ref), args.repeat) / f * 1e6
         ours = superpose_rmsd(x, ref)
         kabsch = superpose_rmsd(x, ref, want_rotation=True)[0]
         row = f"{n:>7} {f:>6} {t_map:>8.2f} {t_k:>9.2f} {np.abs(ours - kabsch).max():>9.1e}"
@@ -114,10 +115,10 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(n):
                 top.add_atom("C", md.element.carbon, res)
             traj = md.Trajectory(x / 10, top)   # MDTraj works in nm
-            t_md = best_of(lambda: md.rmsd(traj, traj, 0, parallel=False), args.repeat) / f * 1e6
+            t_md = best_of(functools.partial(md.rmsd, traj, traj, 0, parallel=False), args.repeat) / f * 1e6
             centred = md.Trajectory(x / 10, top)
             centred.center_coordinates()
-            t_pre = best_of(lambda: md.rmsd(centred, centred, 0, parallel=False, precentered=True),
+            t_pre = best_of(functools.partial(md.rmsd, centred, centred, 0, parallel=False, precentered=True),
                             args.repeat) / f * 1e6
             theirs = md.rmsd(traj, traj, 0, parallel=False) * 10
             row += f" {t_md:>10.2f} {t_pre:>11.2f} {t_map / t_md:>7.2f} {np.abs(ours - theirs).max():>11.1e}"

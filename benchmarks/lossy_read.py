@@ -61,7 +61,7 @@ def make_xtc(tpr: str, xtc: str, out: Path, frames: int) -> None:
 
 def warm_mda(u) -> None:
     for ts in u.trajectory:
-        ts.positions
+        _ = ts.positions   # reading the attribute makes MDAnalysis decode the frame
 
 
 def warm_ts(src) -> None:

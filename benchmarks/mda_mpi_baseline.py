@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     out = np.empty(len(range(sl.start, sl.stop, sl.step)), dtype=np.float64)
     t_io = t_comp = 0.0
     t0 = time.perf_counter()
-    for i, ts in enumerate(u.trajectory[sl]):
+    for i, _ts in enumerate(u.trajectory[sl]):
         t1 = time.perf_counter()
         out[i] = rmsd(ca.positions, ref, center=True, superposition=True)
         t2 = time.perf_counter()

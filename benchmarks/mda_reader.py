@@ -6,7 +6,8 @@ The file is the demo's AdK in water (47,681 atoms) over ``--frames`` frames, fra
 H5MD (``short_runs.frame_chunked_file``).  Both sides run in one process, interleaved, page cache
 warm (an in-process, warm figure: what an MDAnalysis script's loop costs once it runs):
 
-* iterate: ``for ts in u.trajectory: ts.positions`` (the Universe is built before the clock) (format ``TRAJSCALE`` vs MDAnalysis's ``H5MD``);
+* iterate: ``for ts in u.trajectory: ts.positions`` (the Universe is built before the clock)
+  (format ``TRAJSCALE`` vs MDAnalysis's ``H5MD``);
 * raw: h5py ``read_direct`` of 100-frame slabs (the ceiling);
 * rmsd: ``rms.RMSD(u, select="protein and name CA").run()``.
 
@@ -39,9 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     import MDAnalysis as mda
     import numpy as np
     from MDAnalysis.analysis import rms
+    from short_runs import frame_chunked_file
 
     import trajscale.mda  # noqa: F401 - registers TRAJSCALE
-    from short_runs import frame_chunked_file
 
     Path(a.workdir).mkdir(parents=True, exist_ok=True)
     gro, h5 = frame_chunked_file(a.workdir, a.frames)

@@ -36,6 +36,7 @@ once per run, not per epoch); the cache rows are single epochs of fresh loaders.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import resource
 import shutil
@@ -185,9 +186,9 @@ def frames_rows(args, repeat: int) -> list[tuple]:
                      0, rate, rate * fbytes / 1e9, rate / raw_rate, cpu * fbytes / 1e9, cpu / raw_cpu))
     ds = FrameDataset(tpr, h5, select="all")
     for w in args.workers:
-        rate, cpu_rate = median_rate(lambda: make_loader(ds, batch_size=block, block=block, seed=1, num_workers=w,
-                                                         persistent_workers=w > 0,
-                                                         multiprocessing_context="fork" if w else None), repeat)
+        loader = functools.partial(make_loader, ds, batch_size=block, block=block, seed=1, num_workers=w,
+                                   persistent_workers=w > 0, multiprocessing_context="fork" if w else None)
+        rate, cpu_rate = median_rate(loader, repeat)
         rows.append(("frames: FrameDataset + BlockBatchSampler (batch = block = 16)", w, rate, rate * fbytes / 1e9,
                      rate / raw_rate, cpu_rate * fbytes / 1e9 if w == 0 else None,
                      cpu_rate / raw_cpu if w == 0 else None))
@@ -261,7 +262,7 @@ def main(argv=None) -> int:
     for name, make in cases.items():
         for w in args.workers:
             slow = name == "npz-per-sample"
-            rate, cpu_rate = median_rate(lambda: make(w), 1 if slow else args.repeat, warm_up=not slow)
+            rate, cpu_rate = median_rate(functools.partial(make, w), 1 if slow else args.repeat, warm_up=not slow)
             rates[name, w] = rate
             cpu_rates[name, w] = cpu_rate
             cat, cat_cpu = (cat_npz_gbs, cat_npz_cpu) if name.startswith("npz") else (cat_h5_gbs, cat_h5_cpu)

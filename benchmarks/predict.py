@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 sys.path.insert(0, str(HERE))
 
-from trajscale.util import check_script_output, write_script_json
+from trajscale.util import check_script_output, write_script_json  # noqa: E402 (after the sys.path line)
 
 PROG = Path(__file__).name
 TARGET_MEDIAN, TARGET_MAX = 0.15, 0.30

@@ -56,10 +56,11 @@ for _ in range(repeat):
     parsed.append(time.perf_counter() - t0)
 del os.environ["TRAJSCALE_TOPOLOGY_CACHE"]
 t0 = time.perf_counter()
-from trajscale.sources.mda import load_universe
+from trajscale.topology import load_universe
 load_universe(gro, topology_coordinates=False)
 t_top = time.perf_counter() - t0
-print(json.dumps({"cold": times[0], "warm": times[1:], "parsed": parsed, "t_top_cached": t_top, "rmsd": list(map(float, out))}))
+print(json.dumps({"cold": times[0], "warm": times[1:], "parsed": parsed, "t_top_cached": t_top,
+                  "rmsd": list(map(float, out))}))
 """
 
 

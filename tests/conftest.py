@@ -13,7 +13,7 @@ import pytest
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
-from MDAnalysisTests import datafiles as D
+from MDAnalysisTests import datafiles as D  # noqa: E402 - after the filter: importing it warns
 
 ROOT = Path(__file__).resolve().parents[1]
 

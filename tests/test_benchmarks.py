@@ -42,7 +42,7 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                   [r"^option\s+\| AdK water XTC size", rf"^deltas \(u16 refs, today\) \+ blosc-lz4 byte\s+{NUM}"]),
     "cold.py": (["--smoke", "--workdir", "{work}"], []),   # checked in test_cold_pairs_whole_processes
     "compiled_kernels.py": (["--frames", "20", "--repeat", "1"],
-                            [rf"^rdf 276x276 .* {NUM} ms", rf"Mvalues/s", rf"GB/s of frames",
+                            [rf"^rdf 276x276 .* {NUM} ms", r"Mvalues/s", r"GB/s of frames",
                              rf"^fixed_sums float64 squares=True .* {NUM} ns/value"]),
     "mda_reader.py": (["--smoke", "--workdir", "{work}"],
                       [r"^loop\s+H5MDReader\s+TRAJSCALE", rf"^iterate\s+{NUM}\s+{NUM}\s+{NUM}\s+{NUM}x",

@@ -155,7 +155,7 @@ def check_numbers(code: str, files: dict, cwd: Path, left: dict) -> None:
             ref = mda.Universe(files["top.tpr"], files["traj.h5md"])
             u = mda.Universe(files["top.tpr"], str(cwd / "out.h5md"))
             assert shape == (ref.trajectory.n_frames, ref.atoms.n_atoms, 3)
-            for a, b in zip(u.trajectory[::30], ref.trajectory[::30]):
+            for a, b in zip(u.trajectory[::30], ref.trajectory[::30], strict=False):
                 np.testing.assert_allclose(a.positions, b.positions, atol=1e-4)
         else:
             assert shape == (10, 1000, 3)

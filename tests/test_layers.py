@@ -1,4 +1,8 @@
-"""Lower layers never import higher ones (the data path is the folder layout)."""
+"""Imports point one way: lower layers never import higher ones, no module imports itself back
+through others, the topology package is entered through its interface, and only cli/ imports cli/.
+
+Every import counts, the ones inside functions and under ``TYPE_CHECKING`` too: a function-local
+import that hides a circle is still a circle."""
 
 from __future__ import annotations
 
@@ -19,6 +23,17 @@ FORBIDDEN = {
     "pwrite": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo"},
     "report": {"sources", "analysis", "executors", "run", "convert", "cli", "demo", "store"},
     "ml": {"analysis", "executors", "run", "convert", "cli", "demo"},
+    "topology": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo", "ml", "mda",
+                 "pwrite"},
+}
+
+#: The report package's floors, from the records up: a module imports only modules on its floor or below.
+REPORT_FLOORS = {
+    "timing": 0, "process": 0,                 # records
+    "metrics": 1,                              # numbers derived from the records
+    "stragglers": 2, "diagnose": 2,            # diagnosis
+    "advice": 3, "predict": 3,                 # advice, and the model that predicts other runs
+    "summary": 4, "table": 4, "plots": 4, "trace": 4,   # presentation
 }
 
 
@@ -57,4 +72,126 @@ def test_layer_imports_nothing_above_it(layer):
                 bad.append(f"{path.relative_to(PKG)} imports the package __init__ ({mod})")
             elif mod in FORBIDDEN[layer]:
                 bad.append(f"{path.relative_to(PKG)} imports {mod}")
+    assert not bad, "\n".join(bad)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the trajscale modules it imports (anywhere in it); ``from pkg import sub`` names the
+    submodule, ``from pkg import name`` the package (its ``__init__``); a compiled module is a leaf."""
+    modules = {_module_name(p) for p in PKG.rglob("*.py")}
+    leaves = {_module_name(p) for p in PKG.rglob("*.pyx")}
+    known = modules | leaves
+
+    def resolve(name: str) -> str:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for path in PKG.rglob("*.py"):
+        me = _module_name(path)
+        package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+        out = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                elif node.module and node.module.split(".")[0] == "trajscale":
+                    target = node.module
+                else:
+                    continue
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    out.add(sub if sub in known else resolve(target))
+            elif isinstance(node, ast.Import):
+                out.update(resolve(a.name) for a in node.names if a.name.split(".")[0] == "trajscale")
+        out.discard(me)
+        graph[me] = out
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, without recursion)."""
+    index, low, on_stack, stack, found = {}, {}, set(), [], []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        found.append(sorted(comp))
+    return found
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles():
+    graph = _import_graph()
+    shown = [" <-> ".join(c) + "\n    " + "\n    ".join(f"{m} imports {sorted(graph[m] & set(c))}" for m in c)
+             for c in _circles(graph)]
+    assert not shown, "import circles:\n" + "\n".join(shown)
+
+
+def test_topology_is_entered_through_its_interface():
+    """Outside ``trajscale.topology`` only the package itself is imported, never one of its modules."""
+    bad = sorted(f"{m} imports {t}" for m, targets in _import_graph().items()
+                 if not (m + ".").startswith("trajscale.topology.")
+                 for t in targets if t.startswith("trajscale.topology."))
+    assert not bad, "\n".join(bad)
+
+
+def test_nothing_outside_cli_imports_cli():
+    bad = sorted(f"{m} imports {t}" for m, targets in _import_graph().items()
+                 if not (m + ".").startswith("trajscale.cli.")
+                 for t in targets if (t + ".").startswith("trajscale.cli."))
+    assert not bad, "\n".join(bad)
+
+
+def test_report_reads_from_records_up():
+    """records (timing, process) -> metrics -> diagnosis (stragglers, diagnose) -> advice -> presentation."""
+    graph = _import_graph()
+    report = {m.rpartition(".")[2] for m in graph if m.startswith("trajscale.report.")}
+    assert report <= set(REPORT_FLOORS), f"place new report modules on a floor: {report - set(REPORT_FLOORS)}"
+    bad = []
+    for mod, floor in REPORT_FLOORS.items():
+        for t in graph.get(f"trajscale.report.{mod}", ()):
+            other = t.rpartition(".")[2] if t.startswith("trajscale.report.") else None
+            if other in REPORT_FLOORS and REPORT_FLOORS[other] > floor:
+                bad.append(f"report.{mod} (floor {floor}) imports report.{other} (floor {REPORT_FLOORS[other]})")
     assert not bad, "\n".join(bad)

@@ -6,6 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+#: Field (as H5MD names it) -> the attribute that holds it on a :class:`Block`, and on an
+#: MDAnalysis Timestep too (both name the arrays alike).
+FIELD_ATTRS = {"position": "positions", "velocity": "velocities", "force": "forces"}
+
 
 @dataclass(frozen=True, slots=True)
 class FrameRange:

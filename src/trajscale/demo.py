@@ -73,7 +73,7 @@ def build_demo_file(workdir: str | os.PathLike, n_frames: int = 2000, chunks: st
             with H5MDSource(str(h5)) as s:
                 if s.n_frames == n_frames:
                     return tpr, str(h5)
-        except Exception:
+        except Exception:   # noqa: BLE001 - a leftover file that cannot be read is built again
             pass
     if n_frames > BASE_FRAMES:
         # Copies of a base H5MD file convert ~10x faster than copies of the XTC (no decompression).
@@ -100,8 +100,8 @@ def run_demo(workdir: str = "demo-output", n_frames: int = 2000, n_workers: int 
     plots are written from a run inside this process (warm, and labelled so).
     """
     from .analysis import RMSD
-    from .cli.run import summary
     from .report.process import runs_start_at_call
+    from .report.summary import run_summary
     from .run import run
 
     tpr, h5 = build_demo_file(workdir, n_frames, progress=progress)
@@ -120,7 +120,7 @@ def run_demo(workdir: str = "demo-output", n_frames: int = 2000, n_workers: int 
     plots = _plots(result, out)
     print("\nThe run whose results, report and plots follow ran inside this process, after the demo's own "
           "start-up: its time is a warm figure, not a whole process.")
-    print(summary(result.report, str(out / "rmsd.csv"), str(out / "report.json")))
+    print(run_summary(result.report, str(out / "rmsd.csv"), str(out / "report.json")))
     print(f"  CA RMSD range: {result.rmsd.min():.2f} - {result.rmsd.max():.2f} A")
     for p in plots:
         print(f"  plot:    {p}")

@@ -29,9 +29,10 @@ from .executors import Executor, Job, make_executor
 from .executors.base import close_cached_sources
 from .parallel import check_not_launched
 from .report.process import ProcessTimeline
-from .report.timing import RunReport, summarize_workers
-from .sources.cached_topology import CachedUniverse
+from .report.summary import Report
+from .report.timing import summarize_workers
 from .sources.follow import QuietInFlight, Snapshot, snapshot, unlocked_reads
+from .topology import CachedUniverse
 from .util import polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
@@ -307,7 +308,7 @@ def _result(analysis, job, info, ex, rounds, timings, t_start, t_prep, timeline,
     n_frames = sum(t.stop - t.start for t in timings)
     follow = {"frames": n_frames, "ended": ending,
               "why": ENDINGS[ending].format(idle=opts.idle) if ending else None}
-    report = RunReport(
+    report = Report(
         analysis=analysis.name, executor=ex.name, n_workers=ex.n_workers, n_frames=n_frames,
         n_atoms=info["n_atoms"], source=info["source"], t_total=time.perf_counter() - t_start, t_prepare=t_prep,
         t_reduce=t_red, tasks=timings, workers=summarize_workers(timings, ex.worker_extras()),
@@ -338,7 +339,7 @@ def run_stream(analysis: Analysis, topology, url: str, *, tee: str | None = None
     import tempfile
 
     from .sources.imd import host_port
-    from .sources.mda import load_universe
+    from .topology import load_universe
 
     host_port(url)
     if topology is None:

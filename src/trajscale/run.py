@@ -23,10 +23,11 @@ from .errors import AtomCountMismatchError, ConfigError, FrameRangeError, Trajsc
 from .executors import Executor, Job, choose_executor, make_executor
 from .parallel import check_not_launched
 from .report.process import ProcessTimeline
+from .report.summary import Report
 from .report.timing import RunReport, summarize_workers
 from .sources import open_source, reader_modules
-from .sources.cached_topology import CachedUniverse
-from .sources.mda import MDASource, load_universe
+from .sources.mda import MDASource
+from .topology import CachedUniverse, load_universe
 from .util import polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
@@ -385,7 +386,7 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
         if ex.root_worker is not None:
             root = extras.setdefault(ex.root_worker, {})
             root["t_init_top"] = root.get("t_init_top", 0.0) + info["t_init_top"]
-        report = RunReport(
+        report = Report(
             analysis=analysis.name, executor=ex.name, n_workers=ex.n_workers,
             n_frames=info["n_frames"], n_atoms=info["n_atoms"], source=info["source"],
             t_total=time.perf_counter() - t_start, t_prepare=t_prep, t_reduce=t_red,

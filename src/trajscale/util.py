@@ -32,6 +32,19 @@ def file_identity(paths: list[str]) -> tuple:
     return tuple(out)
 
 
+#: The first bytes of every HDF5 file (the format is told by them, not by the suffix).
+HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+
+
+def is_hdf5(path: str | os.PathLike) -> bool:
+    """True if the file starts with the HDF5 signature (format by magic bytes, not suffix)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(8) == HDF5_MAGIC
+    except OSError:
+        return False
+
+
 def check_input_file(path: str | os.PathLike) -> None:
     """Raise InputFileError if ``path`` is missing, a directory or empty."""
     p = Path(path)

@@ -79,7 +79,7 @@ class Row:
 
     @property
     def ratios(self) -> list[float]:
-        return [m / t for t, m in zip(self.trajscale.times, self.mdanalysis.times)]
+        return [m / t for t, m in zip(self.trajscale.times, self.mdanalysis.times, strict=False)]
 
     @property
     def ratio(self) -> float:
@@ -90,7 +90,7 @@ class Row:
     def cpu_ratio(self) -> float:
         """MDAnalysis CPU seconds / trajscale CPU seconds, median of the pairs (steadier than wall on a
         loaded machine, blind to waiting and to parallelism)."""
-        return statistics.median(m / t for t, m in zip(self.trajscale.cpu, self.mdanalysis.cpu))
+        return statistics.median(m / t for t, m in zip(self.trajscale.cpu, self.mdanalysis.cpu, strict=False))
 
 
 def trajscale_command() -> list[str]:

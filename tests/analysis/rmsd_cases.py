@@ -102,7 +102,7 @@ class Case:
         kw["weights"] = self._weights(self.weights, fit.n_atoms, 0)
         if self.wg:
             kw["weights_groupselections"] = [self._weights(w, top.select_atoms(g).n_atoms, 1 + i)
-                                             for i, (w, g) in enumerate(zip(self.wg, groups))]
+                                             for i, (w, g) in enumerate(zip(self.wg, groups, strict=False))]
         return kw
 
     @staticmethod

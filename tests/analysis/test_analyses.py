@@ -159,7 +159,6 @@ def test_cli_analyses_write_outputs(tmp_path, h5md_files, argv, check_out):
     assert out.is_file() and out.stat().st_size > 0
     if check_out == "pdb":
         import MDAnalysis as mda
-
         from MDAnalysis.analysis import align
 
         got = mda.Universe(str(out)).atoms.positions

@@ -31,7 +31,7 @@ def com_z(positions, box):              # (F, N, 3) float32 Å, (F, 6) -> one va
 
 
 def run_all(executors: list[str], top: str, traj: str, out: str, fn: str = "com_z") -> str:
-    lines = [f"results = {{}}"]
+    lines = ["results = {}"]
     for ex in executors:
         lines.append(f"r = ts.run(ts.PerFrame({fn}, select='protein'), {top!r}, {traj!r}, executor={ex!r}, "
                      "n_workers=2)")

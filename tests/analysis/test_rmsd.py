@@ -159,6 +159,6 @@ def test_weighted_group_rmsd_equals_mdanalysis_rmsd():
     _, rot, xcom, ycom = superpose.superpose_rmsd(frames[:, :30], fit_ref, want_rotation=True)
     for weights in (None, w):
         got = superpose.rmsd_after_transform(frames[:, 30:], group_ref, rot, xcom, ycom, weights)
-        moved = [(f[30:].astype(np.float64) - c) @ r + ycom for f, r, c in zip(frames, rot, xcom)]
+        moved = [(f[30:].astype(np.float64) - c) @ r + ycom for f, r, c in zip(frames, rot, xcom, strict=False)]
         want = [rmsd(m, group_ref, weights=weights) for m in moved]
         np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -18,9 +18,16 @@ from MDAnalysis.analysis import rms
 from MDAnalysis.exceptions import SelectionError as MDASelectionError
 
 import trajscale as ts
+from tests.analysis.rmsd_cases import (
+    SYSTEMS,
+    Case,
+    all_cases,
+    mdanalysis_table,
+    parallel_cases,
+    representative_cases,
+    universe,
+)
 from trajscale.errors import FrameRangeError
-from tests.analysis.rmsd_cases import (SYSTEMS, Case, all_cases, mdanalysis_table, parallel_cases,
-                                       representative_cases, universe)
 
 ATOL = 1e-4
 

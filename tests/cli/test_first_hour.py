@@ -12,6 +12,7 @@ from MDAnalysisTests import datafiles as D
 
 from tests.cli._helpers import assert_clean_failure
 from tests.conftest import run_cli
+from trajscale.report.summary import Report
 from trajscale.report.timing import RunReport
 
 # ---------------------------------------------------------------- errors that blame the right thing
@@ -129,7 +130,7 @@ def test_print_report_is_the_summary(adk_vacuum_h5md, adk_vacuum):
     r = ts.run(ts.RMSD(), adk_vacuum[0], adk_vacuum_h5md)
     text = str(r.report)
     assert text.startswith("rmsd on serial x1: 98 frames") and "TaskTiming" not in text
-    again = RunReport.from_dict(json.loads(json.dumps(r.report.to_dict())))
+    again = Report.from_dict(json.loads(json.dumps(r.report.to_dict())))
     assert again.tasks == r.report.tasks and str(again).splitlines()[0] == text.splitlines()[0]
 
 

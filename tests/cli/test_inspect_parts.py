@@ -61,7 +61,7 @@ def test_the_printed_convert_command_runs_as_printed(tmp_path):
         warnings.simplefilter("ignore")
         a, b = mda.Universe(D.GRO, str(tmp_path / "run.h5md")), mda.Universe(D.GRO, D.XTC)
     assert len(a.trajectory) == len(b.trajectory)
-    for x, y in zip(a.trajectory, b.trajectory):
+    for x, y in zip(a.trajectory, b.trajectory, strict=False):
         assert np.array_equal(x.positions, y.positions)
 
 

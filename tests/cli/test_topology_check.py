@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from trajscale.sources.mda import TRAJECTORY_ONLY_FORMATS, trajectory_only_format
+from trajscale.topology import TRAJECTORY_ONLY_FORMATS, trajectory_only_format
 
 NAMES = ["a.xtc", "a.XTC", "a.xtc.gz", "b.trr.bz2", "c.dcd", "d.nc", "d.NCDF", "e.tng", "f.mdcrd", "f.trj",
          "g.gro", "g.gro.gz", "h.tpr", "i.psf", "j.pdb.bz2", "k.crd", "noext", "x.gz"]
@@ -30,7 +30,7 @@ def test_format_as_mdanalysis_guesses_it(tmp_path, name):
 def test_check_imports_no_mdanalysis(tmp_path):
     path = tmp_path / "top.xtc"
     path.write_text("x")
-    code = ("import sys; from trajscale.sources.mda import trajectory_only_format as t; "
+    code = ("import sys; from trajscale.topology import trajectory_only_format as t; "
             f"print(t({str(path)!r}), 'MDAnalysis' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
     assert out == ["XTC", "False"]

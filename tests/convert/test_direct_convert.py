@@ -22,7 +22,8 @@ from MDAnalysisTests import datafiles as D
 from tests.conftest import run_cli
 from tests.convert.test_parallel_convert import assert_reads_like
 from tests.store.test_rechunk import assert_same_tree
-from trajscale.convert import direct, rechunk as rechunk_mod, segmented
+from trajscale.convert import direct, segmented
+from trajscale.convert import rechunk as rechunk_mod
 from trajscale.convert.convert import convert
 from trajscale.convert.rechunk import rechunk
 from trajscale.convert.resume import load_record, partial_paths
@@ -88,7 +89,8 @@ def test_renumbered_concatenation_contiguous_and_planned_chunks(tmp_path, no_seg
 def test_compressed_output_still_uses_segments(tmp_path, monkeypatch):
     seen = []
     real = segmented.write
-    monkeypatch.setattr(segmented, "write", lambda job, partial, **k: seen.append("segments") or real(job, partial, **k))
+    monkeypatch.setattr(segmented, "write",
+                        lambda job, partial, **k: seen.append("segments") or real(job, partial, **k))
     monkeypatch.setattr(direct, "prepare", lambda *a, **k: pytest.fail("direct writes for a compressed output"))
     convert(D.PSF, [D.DCD], str(tmp_path / "z.h5md"), layout=Layout.parse("4", "gzip:1"), executor="processes",
             n_workers=2)
@@ -120,7 +122,7 @@ def test_rechunk_in_place_keeps_every_dataset_and_attribute(tmp_path, executor, 
             assert ds.chunks == (2, ds.shape[1], 3) and ds.compression is None
     u, v = mda.Universe(D.TPR_xvf, D.H5MD_xvf), mda.Universe(D.TPR_xvf, str(out))
     assert s.n_frames == u.trajectory.n_frames
-    for a, b in zip(u.trajectory, v.trajectory):
+    for a, b in zip(u.trajectory, v.trajectory, strict=False):
         np.testing.assert_array_equal(a.positions, b.positions)
         np.testing.assert_array_equal(a.velocities, b.velocities)
         np.testing.assert_array_equal(a.forces, b.forces)

@@ -47,7 +47,7 @@ def mda_frames(top, trajs):
 
 def assert_reads_like(top, out, inputs):
     got, ref = mda_frames(top, str(out)), mda_frames(top, inputs)
-    for name, a, b in zip(("positions", "box", "time"), got, ref):
+    for name, a, b in zip(("positions", "box", "time"), got, ref, strict=False):
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 

@@ -25,7 +25,8 @@ def main(argv: list[str]) -> int:
     if r is not None:
         rep = r.report.to_dict(diagnosis=False)
         with open(out, "w") as fh:
-            json.dump({"rmsd": [float(x) for x in r.rmsd], "workers": rep["workers"], "peak_rss": rss, "mdanalysis": mda,
+            json.dump({"rmsd": [float(x) for x in r.rmsd], "workers": rep["workers"], "peak_rss": rss,
+                       "mdanalysis": mda,
                        "tasks": [{k: t[k] for k in ("worker", "start", "stop", "files")} for t in rep["tasks"]]},
                       fh)
     return 0

@@ -15,7 +15,7 @@ from tests.executors import slow_analysis
 
 distributed = pytest.importorskip("distributed")
 
-from trajscale.executors.dask import DaskExecutor
+from trajscale.executors.dask import DaskExecutor  # noqa: E402 - only where distributed is installed
 
 GROUPS = ["backbone", "resid 1-50"]
 

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 import trajscale as ts
-from trajscale.errors import BadCoordinatesError
 from tests.executors.test_long_lived import SELECT, _mda_rmsd, rewritten  # noqa: F401 - fixture
+from trajscale.errors import BadCoordinatesError
 
 distributed = pytest.importorskip("distributed")
 
-from trajscale.executors.dask import KEY_PREFIX, DaskExecutor
+from trajscale.executors.dask import KEY_PREFIX, DaskExecutor  # noqa: E402 - only where distributed is installed
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def _open_sources() -> int:
     return len(base._SOURCES)
 
 
-def test_reused_cluster_reads_the_rewritten_file(adk_vacuum, rewritten, cluster):
+def test_reused_cluster_reads_the_rewritten_file(adk_vacuum, rewritten, cluster):   # noqa: F811 - the fixture
     path, rewrite = rewritten
     with distributed.Client(cluster) as client:
         ex = DaskExecutor(client=client)

@@ -20,7 +20,6 @@ from MDAnalysis.analysis import rms
 
 import trajscale as ts
 from tests.conftest import run_mpi
-
 from trajscale.parallel import h5py_has_mpi
 
 pytest.importorskip("mpi4py")

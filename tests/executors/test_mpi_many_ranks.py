@@ -114,7 +114,7 @@ def test_16_ranks_convert_equals_serial(tmp_path):
 
     u, ref = mda.Universe(D.PSF, str(out)), mda.Universe(D.PSF, D.DCD)
     assert u.trajectory.n_frames == ref.trajectory.n_frames
-    for ts, rts in zip(u.trajectory[::7], ref.trajectory[::7]):
+    for ts, rts in zip(u.trajectory[::7], ref.trajectory[::7], strict=False):
         np.testing.assert_allclose(ts.positions, rts.positions, atol=1e-5)
 
 

@@ -70,7 +70,7 @@ def test_geometry_kernels_take_float64_non_contiguous_and_big_endian_arrays():
     for name, arr in cases.items():
         got = (geometry.radius_of_gyration(arr, masses.astype(">f8")),
                geometry.distance_arrays(arr, arr[:, :9], dims), geometry.pair_distances(arr, arr[:, ::-1], dims))
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=False):
             assert np.array_equal(g, w), name
     ints = np.rint(x).astype(np.int32)   # any other dtype: float64
     assert np.array_equal(geometry.radius_of_gyration(ints, masses), geometry.radius_of_gyration(np.rint(x), masses))

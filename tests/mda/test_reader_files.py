@@ -60,7 +60,7 @@ def test_xtc_parts_chain_and_velocities(tmp_path):
     ours = mda.Universe(D.TPR, parts, format=trajscale.mda.Reader)
     assert ours.trajectory.n_frames == u.trajectory.n_frames
     assert ours.trajectory.has_velocities and ours.trajectory.has_forces == u.trajectory.ts.has_forces
-    for a, b in zip(ours.trajectory, u.trajectory):
+    for a, b in zip(ours.trajectory, u.trajectory, strict=False):
         np.testing.assert_allclose(a.positions, b.positions, atol=1e-3)
         np.testing.assert_allclose(a.velocities, b.velocities, atol=1e-3)
         np.testing.assert_allclose(a.dimensions, b.dimensions, atol=1e-3)

@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from tests.report._synth import make_report, on_cores
+from trajscale.report import diagnose
 from trajscale.report.advice import RULES, Advice, advise
-from trajscale.report.diagnose import diagnose
 from trajscale.report.metrics import ratio, scaling
 from trajscale.report.stragglers import find_stragglers
 from trajscale.report.summary import short_report

@@ -13,12 +13,12 @@ import pytest
 from MDAnalysisTests import datafiles as D
 
 from tests.conftest import run_cli, run_mpi
-from trajscale.report.diagnose import diagnose
+from trajscale.report import diagnose
 from trajscale.report.machine import Machine
 from trajscale.report.predict import fit, terms_at, wall_at
+from trajscale.report.timing import RunReport
 
 BIG = Machine(name="big", nodes=1, cores_per_node=1024)
-from trajscale.report.timing import RunReport
 
 pytest.importorskip("mpi4py")
 pytestmark = pytest.mark.mpi

@@ -17,8 +17,8 @@ from MDAnalysisTests import datafiles as D
 from tests.cli._helpers import convert_with_cli
 from tests.conftest import run_cli
 from tests.report._synth import make_report, on_cores
+from trajscale.report import diagnose
 from trajscale.report.advice import RULES
-from trajscale.report.diagnose import diagnose
 from trajscale.report.timing import RunReport
 
 TWO = sorted(os.sched_getaffinity(0))[:2]

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.report._synth import make_report
-from trajscale.report.diagnose import diagnose
+from trajscale.report import diagnose
 from trajscale.report.table import format_scaling, format_table
 from trajscale.report.timing import PHASES
 from trajscale.report.trace import build_trace, write_trace
@@ -246,4 +246,4 @@ def test_report_json_carries_the_diagnosis(tmp_path):
     assert d["stragglers"][0]["component"] == "t_io"
     assert d["advice"] and all({"rule", "message", "reason"} <= set(a) for a in d["advice"])
     again = RunReport.load(path)                       # the extra key does not break loading
-    assert again.to_dict(diagnosis=False) == rep.to_dict(diagnosis=False)
+    assert again.to_dict() == rep.to_dict(diagnosis=False)

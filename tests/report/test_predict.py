@@ -28,7 +28,8 @@ def _serial(t_io=8.0, t_compute=2.0, frames=1000, bytes_per_frame=MB, imports=1.
                     tasks_per_worker=n_tasks, frames_per_task=frames // n_tasks, bytes_per_frame=bytes_per_frame,
                     executor="serial",
                     source={"format": "h5md", "path": "t.h5md", "chunks": [chunks, 100, 3]})
-    phases = dict.fromkeys(("imports", "mpi_init", "topology", "prepare", "pool_start", "tasks", "reduce", "write"), 0.0)
+    phases = dict.fromkeys(("imports", "mpi_init", "topology", "prepare", "pool_start", "tasks", "reduce", "write"),
+                           0.0)
     phases.update(imports=imports, topology=topology, tasks=t_io + t_compute)
     r.process = {"t_wall": sum(phases.values()), "phases": phases, "origin": "process start"}
     return r
@@ -82,7 +83,8 @@ def test_fixed_task_count_caps_the_speedup():
 
 
 def test_chunks_cap_the_task_count():
-    model = fit(_serial(chunks=100, imports=0.1, topology=0.05), "mpi")   # 1000 frames in chunks of 100: 10 tasks at most
+    # 1000 frames in chunks of 100: 10 tasks at most
+    model = fit(_serial(chunks=100, imports=0.1, topology=0.05), "mpi")
     assert model.max_tasks == 10
     assert predict_model(model, [128], BIG)[0].n_tasks == 10
     assert predict_model(model, [128], BIG)[0].limit == "too few tasks or chunks"

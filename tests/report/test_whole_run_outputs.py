@@ -9,7 +9,7 @@ import pytest
 
 from tests.report._synth import make_report
 from tests.report.test_outputs import check_trace
-from trajscale.report.diagnose import diagnose
+from trajscale.report import diagnose
 from trajscale.report.summary import short_report
 from trajscale.report.table import format_table
 from trajscale.report.trace import build_trace

@@ -169,7 +169,8 @@ def test_segment_index_gaining_parts(tmp_path):
 
     def write_index(n: int) -> None:
         proc = subprocess.run([sys.executable, "-m", "trajscale.cli.main", "index", *parts[:n], "--topology", PSF,
-                               "-o", str(index), "--overwrite"], capture_output=True, text=True, timeout=300, check=False)
+                               "-o", str(index), "--overwrite"],
+                              capture_output=True, text=True, timeout=300, check=False)
         assert proc.returncode == 0, proc.stderr
 
     write_index(2)

@@ -115,7 +115,7 @@ def test_chunks_that_split_frames_are_read_through_a_cache(layouts):
     with H5MDSource(layouts["h5py"]) as src:
         ds = src.file["particles/all/position/value"]
         assert ds.chunks[2] < 3   # the layout does split xyz
-        n_chunks = int(np.prod([-(-n // c) for n, c in zip(ds.shape, ds.chunks)]))
+        n_chunks = int(np.prod([-(-n // c) for n, c in zip(ds.shape, ds.chunks, strict=False)]))
         before = _read_syscalls()
         src.read(0, 98)
         src.read(5, 60, np.arange(100, 400))
@@ -194,7 +194,8 @@ def test_box_time_step_are_read_once_per_unchanged_file(tmp_path, adk_water, mon
     times = np.array([ts.time for ts in u.trajectory])
     calls = []
     orig = H5MDSource._frame_meta_uncached
-    monkeypatch.setattr(H5MDSource, "_frame_meta_uncached", lambda self, a, b: (calls.append((a, b)), orig(self, a, b))[1])
+    monkeypatch.setattr(H5MDSource, "_frame_meta_uncached",
+                        lambda self, a, b: (calls.append((a, b)), orig(self, a, b))[1])
     for _ in range(3):
         with H5MDSource(str(h5)) as src:
             np.testing.assert_allclose(src.read(0, 1, np.arange(5)).time, times[:1], rtol=1e-6)

@@ -138,7 +138,7 @@ def test_decoder_refuses_rows_that_do_not_fit():
 def test_cached_run_on_an_xtc_imports_neither_mdanalysis_nor_scipy(tmp_path, monkeypatch):
     """An XTC with its topology and selection cached: no MDAnalysis, no SciPy (0.5 s of a process),
     and MDAnalysis's RMSD over the same frames."""
-    from tests.sources.test_selection_cache import _mda_rmsd, _not_imported, _run
+    from tests.topology.test_selection_cache import _mda_rmsd, _not_imported, _run
 
     monkeypatch.setenv("TRAJSCALE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TRAJSCALE_TOPOLOGY_CACHE", raising=False)
@@ -165,7 +165,8 @@ def test_trr_offsets_atoms_and_fields_are_mdanalysis_s(name):
     assert n_atoms == ref.n_atoms
     np.testing.assert_array_equal(offsets, ref.offsets)
     first = next(iter(MDATRRFile(path)))
-    assert fields == tuple(f for f, has in zip(_xdr.TRR_FIELDS, (first.hasx, first.hasv, first.hasf)) if has)
+    has_fields = (first.hasx, first.hasv, first.hasf)
+    assert fields == tuple(f for f, has in zip(_xdr.TRR_FIELDS, has_fields, strict=False) if has)
     assert scan_part(path)["n_frames"] == len(ref.offsets)
 
 

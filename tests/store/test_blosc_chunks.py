@@ -65,5 +65,5 @@ def test_the_source_reads_the_same_through_blosc_and_through_hdf5(tmp_path, adk_
     with open_source(str(out)) as src:
         assert src._blosc == {}
         slow = [src.read(0, 98).positions, src.read(5, 40, atoms).positions, src.read(3, 60, stride=4).positions]
-    for a, b in zip(fast, slow):
+    for a, b in zip(fast, slow, strict=False):
         np.testing.assert_array_equal(a, b)

@@ -52,7 +52,8 @@ def test_blosc_zstd_is_smaller_than_blosc_lz4(tmp_path, adk_vacuum_h5md):
     assert sizes["blosc-zstd"] < sizes["blosc-lz4"] < sizes["none"]
 
 
-@pytest.mark.parametrize("bad, says", [("snappy", "unknown compression 'snappy'"), ("gzip:12", "gzip level must be 1-9"),
+@pytest.mark.parametrize("bad, says", [("snappy", "unknown compression 'snappy'"),
+                                       ("gzip:12", "gzip level must be 1-9"),
                                        ("lz4:3", "lz4 takes no level"), ("blosc-zstd:x", "level must be 0-9"),
                                        ("zstd:0", "zstd level must be 1-22")])
 def test_bad_codec_is_one_clear_error(bad, says):

@@ -9,11 +9,11 @@ import h5py
 import numpy as np
 import pytest
 
+from tests.sources.test_h5md_source import _read_syscalls
 from trajscale.sources import H5MDSource
 from trajscale.store import direct as direct_module
 from trajscale.store.direct import DirectReads
 from trajscale.store.runs import plan_atom_reads
-from tests.sources.test_h5md_source import _read_syscalls
 
 N_FRAMES, N_ATOMS = 23, 500
 

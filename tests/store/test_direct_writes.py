@@ -14,8 +14,6 @@ from trajscale.store import direct_write
 from trajscale.store.direct_write import DirectWrites, plan_writes
 
 
-
-
 def _early(**kw):
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
     dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)

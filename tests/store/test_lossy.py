@@ -96,8 +96,9 @@ def test_deltas_read_back_within_the_bound_for_any_atoms_and_frames(vacuum_delta
 
 
 def test_rmsd_on_deltas_within_1e3_of_uncompressed(vacuum_deltas, adk_vacuum, adk_vacuum_h5md):
-    import trajscale as ts
     from MDAnalysis.analysis.rms import RMSD
+
+    import trajscale as ts
 
     ref = RMSD(mda.Universe(*adk_vacuum), select="name CA").run().results.rmsd[:, 2]
     plain = ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], adk_vacuum_h5md).rmsd

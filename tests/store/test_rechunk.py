@@ -57,7 +57,7 @@ def test_rechunk_keeps_everything(tmp_path):
         assert pos.chunks[0] == min(3, g["particles/trajectory/position/value"].shape[0])
         assert pos.compression == "gzip"
     u, v = mda.Universe(D.TPR_xvf, D.H5MD_xvf), mda.Universe(D.TPR_xvf, str(out))
-    for a, b in zip(u.trajectory, v.trajectory):
+    for a, b in zip(u.trajectory, v.trajectory, strict=False):
         np.testing.assert_array_equal(a.positions, b.positions)
         np.testing.assert_array_equal(a.velocities, b.velocities)
         np.testing.assert_array_equal(a.forces, b.forces)

@@ -13,8 +13,14 @@ from MDAnalysis.coordinates.H5MD import H5MDReader
 
 from trajscale.errors import UnitError
 from trajscale.sources import H5MDSource
-from trajscale.store.units import (MDANALYSIS_NAMES, MDANALYSIS_QUANTITY, UNIT_SYSTEMS, UNIT_TABLES,
-                                   factor, from_mdanalysis)
+from trajscale.store.units import (
+    MDANALYSIS_NAMES,
+    MDANALYSIS_QUANTITY,
+    UNIT_SYSTEMS,
+    UNIT_TABLES,
+    factor,
+    from_mdanalysis,
+)
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 

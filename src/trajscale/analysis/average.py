@@ -8,9 +8,9 @@ from typing import ClassVar
 import numpy as np
 
 from ..block import Block
+from ..kernels.sums import frame_sums, mean_and_m2
 from .base import Analysis, Prepared, check_finite
 from .fitting import fitted, prepare_fit
-from ..kernels.sums import frame_sums, mean_and_m2
 from .results import arrays_of, output_format, save_as
 from .rmsf import add_sums, first_frame_shift
 

@@ -134,7 +134,7 @@ def has_masses(group) -> bool:
     """Whether ``group``'s topology holds masses (a trajectory-only topology has none).
 
     Asked of the group itself, not its Universe's atoms: a cached topology
-    (``sources.cached_topology``) knows the masses of the selections it recorded.
+    (``topology.CachedUniverse``) knows the masses of the selections it recorded.
     MDAnalysis's NoDataError for a missing attribute is an AttributeError.
     """
     return hasattr(group, "masses")

@@ -10,7 +10,7 @@ import numpy as np
 from ..block import Block
 from ..errors import ConfigError
 from ..kernels.geometry import distance_arrays, pair_distances
-from ..sources.selection import select_atoms
+from ..topology import select_atoms
 from .base import Analysis, Prepared, check_finite
 from .fitting import frame_index, reference_positions
 from .results import SERIES, arrays_of, output_format, save_as

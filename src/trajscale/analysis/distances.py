@@ -7,7 +7,7 @@ import numpy as np
 from ..block import Block
 from ..errors import SelectionError
 from ..kernels.geometry import distance_arrays, pair_distances
-from ..sources.selection import select_atoms
+from ..topology import select_atoms
 from .base import Analysis, Prepared, check_finite
 from .results import TimeSeries
 

@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import FrameRangeError, SelectionError
 from ..kernels.geometry import apply_fit
 from ..kernels.superpose import Reference, superpose_rmsd
-from ..sources.selection import select_atoms
+from ..topology import select_atoms
 from .base import check_finite
 
 

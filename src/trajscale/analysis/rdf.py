@@ -18,9 +18,9 @@ import numpy as np
 from ..block import Block
 from ..errors import ConfigError
 from ..kernels.geometry import box_volume
-from ..kernels.sums import exact_sum, volume_of
 from ..kernels.pairs import rdf_histogram
-from ..sources.selection import select_atoms
+from ..kernels.sums import exact_sum, volume_of
+from ..topology import select_atoms
 from .base import Analysis, Prepared, check_finite
 from .results import arrays_of, output_format, save_as
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..block import Block
 from ..kernels.geometry import radius_of_gyration
-from ..sources.selection import select_atoms
+from ..topology import select_atoms
 from .base import Analysis, Prepared, check_finite, masses_of
 from .results import TimeSeries
 
@@ -31,8 +31,8 @@ class RadiusOfGyration(Analysis):
 
     def prepare(self, universe, source) -> Prepared:
         group = select_atoms(universe, self.select, "selection")
-        return Prepared(atoms=group.indices, state={"masses": masses_of(group, "the radius of gyration (mass-weighted) needs"),
-                                                           "path": source.path})
+        masses = masses_of(group, "the radius of gyration (mass-weighted) needs")
+        return Prepared(atoms=group.indices, state={"masses": masses, "path": source.path})
 
     def map(self, block: Block, prep: Prepared) -> dict:
         check_finite(block, block.positions, prep.state["path"])

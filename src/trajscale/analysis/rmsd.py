@@ -11,7 +11,7 @@ import numpy as np
 from ..block import Block
 from ..errors import ConfigError, FrameRangeError, SelectionError
 from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
-from ..sources.selection import select_atoms
+from ..topology import select_atoms
 from .base import Analysis, Prepared, check_finite, finite_frames, has_masses, masses_of
 from .results import SERIES, output_format, save_as
 
@@ -188,7 +188,8 @@ class RMSD(Analysis):
                                          f"AtomGroup but {whole.n_atoms} in its Universe; MDAnalysis refuses "
                                          "this: select atoms inside the group")
         w_fit, w_ref = _weights(self.weights, fit, "weights"), _weights(self.weights, ref_fit, "weights")
-        w_groups = [_weights(w, g, "weights_groupselections") for w, g in zip(self._group_weights(), groups)]
+        w_groups = [_weights(w, g, "weights_groupselections")
+                    for w, g in zip(self._group_weights(), groups, strict=False)]
 
         if self.reference is not None:
             ref_pos = _positions_at(self.reference.universe, self.ref_frame, [ref_fit, *ref_groups])
@@ -209,7 +210,7 @@ class RMSD(Analysis):
                           groups=tuple(local[1:]), ref_groups=tuple(ref_pos[1:]),
                           # ones for unweighted groups: the kernel then sums exactly as without weights
                           group_weights=tuple(np.ones(g.n_atoms) if w is None else w
-                                              for w, g in zip(w_groups, groups)),
+                                              for w, g in zip(w_groups, groups, strict=False)),
                           path=source.path)
         return Prepared(atoms=atoms, state=state)
 
@@ -240,7 +241,7 @@ class RMSD(Analysis):
         if finite.any():
             if s.groups:
                 r, rot, xcom, ycom = superpose_rmsd(x[ok], s.ref, want_rotation=True)
-                for j, (g, ref_g, w) in enumerate(zip(s.groups, s.ref_groups, s.group_weights)):
+                for j, (g, ref_g, w) in enumerate(zip(s.groups, s.ref_groups, s.group_weights, strict=False)):
                     out[ok, 1 + j] = rmsd_after_transform(block.positions[ok][:, g], ref_g, rot, xcom, ycom, w)
             else:
                 r = superpose_rmsd(x[ok], s.ref)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..block import Block
 from ..errors import ConfigError
-from ..sources.selection import select_atoms
+from ..topology import select_atoms
 from .base import Analysis, Prepared, check_finite
 from .results import TimeSeries
 

@@ -30,7 +30,7 @@ def add_topology(p, what: str = "topology file with atom names (TPR, PSF, GRO, P
 
 def check_topology(args) -> None:
     """Refuse a trajectory-only format given as the topology (arguments swapped?) unless insisted on."""
-    from ..sources.mda import trajectory_only_format
+    from ..topology import trajectory_only_format
 
     if getattr(args, "trajectory_as_topology", False):
         return

@@ -5,8 +5,14 @@ from __future__ import annotations
 import logging
 
 from .checks import add_overwrite, add_topology, check_topology
-from .options import (add_continuous_option, add_h5md_options, add_segment_options, kept_for_resume, mpi_comm,
-                      resumed_complete)
+from .options import (
+    add_continuous_option,
+    add_h5md_options,
+    add_segment_options,
+    kept_for_resume,
+    mpi_comm,
+    resumed_complete,
+)
 
 log = logging.getLogger("trajscale")
 

@@ -57,7 +57,7 @@ def follow_options(args, analysis, trajectory):
     def publish(result) -> None:
         if args.out and args.analysis == "average" and args.out.lower().endswith(".pdb"):
             if not universe:
-                from ..sources.mda import load_universe
+                from ..topology import load_universe
 
                 universe.append(load_universe(args.topology, topology_coordinates=False))
             result.save(args.out, universe=universe[0])

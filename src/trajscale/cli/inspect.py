@@ -138,7 +138,8 @@ def format_facts(f: dict) -> str:
         lines.append("several particle groups: add --group NAME for one group's layout and read amplification")
         return "\n".join(lines)
     lines += [
-        f"reading       '{f['group']}'" + (f"  (units assumed: {f['assumed_units']})" if f.get("assumed_units") else ""),
+        f"reading       '{f['group']}'"
+        + (f"  (units assumed: {f['assumed_units']})" if f.get("assumed_units") else ""),
         f"frames x atoms {f['n_frames']} x {f['n_atoms']}  fields {', '.join(f['fields'])}  dtype {f['dtype']}",
         format_time(f.get("time")),
         "units         " + ", ".join(f"{k}: {v}" for k, v in f["units"].items()),

@@ -202,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None:   # the program itself, about to exit (not a caller passing argv, e.g. a test)
             import gc
 
-            # Tearing down MDAnalysis's, h5py's and NumPy's objects at exit took 0.2-0.5 s, after the
-            # run report's clock stopped (issue 23): frozen objects are left to the OS.
+            # Tearing down MDAnalysis's, h5py's and NumPy's objects at exit is a fraction of a second
+            # no run report counts (its clock has stopped): frozen objects are left to the OS.
             gc.freeze()
         return code
     except TrajscaleError as exc:

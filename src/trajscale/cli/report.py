@@ -83,7 +83,7 @@ def _positive_float(text: str) -> float:
 def load_report(path: str):
     """Load a report; any unreadable or malformed file becomes an InputFileError."""
     from ..errors import InputFileError
-    from ..report.timing import RunReport
+    from ..report.summary import Report
 
     required = ("analysis", "executor", "n_workers", "t_total")
     try:
@@ -94,7 +94,7 @@ def load_report(path: str):
         raise InputFileError(path, "not a trajscale run report (a JSON object with "
                                    f"{', '.join(required)}, ... was expected)")
     try:
-        return RunReport.load(path)
+        return Report.load(path)
     except InputFileError:
         raise
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -105,7 +105,7 @@ def load_report(path: str):
 
 def main(args) -> int:
     from ..errors import InputFileError
-    from ..report.diagnose import diagnose
+    from ..report.advice import diagnose
     from ..report.metrics import json_safe, scaling
     from ..report.table import format_scaling, format_table
 
@@ -125,7 +125,7 @@ def main(args) -> int:
     multi = len(reports) > 1
     predicted = _predict(args, reports) if args.predict else None
     if args.json:
-        out = {"reports": [{"path": p, "diagnosis": d.to_dict()} for p, d in zip(args.reports, diags)]}
+        out = {"reports": [{"path": p, "diagnosis": d.to_dict()} for p, d in zip(args.reports, diags, strict=False)]}
         if multi or baseline is not None:
             out["scaling"] = [json_safe(asdict(pt)) for pt in scaling(reports, reference=baseline)]
         if predicted is not None:
@@ -140,7 +140,7 @@ def main(args) -> int:
                 Path(tmp).write_text(text + "\n")
     if not args.json or args.json != "-":
         blocks = []
-        for p, r, d in zip(args.reports, reports, diags):
+        for p, r, d in zip(args.reports, reports, diags, strict=False):
             head = f"== {p} ==\n" if multi else ""
             blocks.append(head + format_table(r, d))
         if multi:

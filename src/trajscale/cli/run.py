@@ -147,7 +147,7 @@ def main_analysis(args) -> int:
         return 0
     if args.out:
         if args.analysis == "average" and args.out.lower().endswith(".pdb"):
-            from ..sources.mda import load_universe
+            from ..topology import load_universe
 
             result.save(args.out, universe=load_universe(args.topology, topology_coordinates=False))
         else:
@@ -207,7 +207,7 @@ def executor_options(args) -> dict:
 def _import_dependencies() -> None:
     """Load the compiled kernels before the run's clock starts, as a script does at its top: the
     report then times the run, not the interpreter (on every MPI rank).  MDAnalysis is not imported
-    here: a run whose selections are cached never needs it (:mod:`trajscale.sources.cached_topology`)."""
+    here: a run whose selections are cached never needs it (:class:`trajscale.topology.CachedUniverse`)."""
     from ..kernels import superpose  # noqa: F401
 
 

@@ -14,12 +14,11 @@ import numpy as np
 from ..errors import ConfigError, InputFileError, OutputError
 from ..sources import H5MDSource, PartSource
 from ..sources.chain import plan_join
-from ..sources.mda import load_universe
 from ..sources.parts import scan_part
-from ..sources.selection import select_atoms
 from ..store.codecs import check_lossy_options
 from ..store.layout import Layout
 from ..store.units import MDANALYSIS_QUANTITY, WRITE_UNITS, from_mdanalysis, unit_system
+from ..topology import load_universe, select_atoms
 from ..util import check_input_file, check_output_path, polling_for_stop
 from . import direct, segmented
 from .frames import ConvertJob, remember_universe
@@ -121,7 +120,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         plans, n_frames = frame_plan(join.lengths, start, stop, step)
         if n_frames == 0:
             raise InputFileError(trajectories[0], "the frame range selects no frames")
-        src0, frames0 = next((s, p) for s, p in zip(sources, plans) if len(p))
+        src0, frames0 = next((s, p) for s, p in zip(sources, plans, strict=False) if len(p))
         first = src0.read(frames0[0], frames0[0] + 1, atoms)   # a kept frame: skipped ones are never read
         has_box = bool(np.any(first.box[:, :3] > 0))
         h5 = sources[0] if isinstance(sources[0], H5MDSource) else None
@@ -232,7 +231,7 @@ def _native_units(src) -> dict[str, str | None]:
 def _attr(atoms, name: str):
     try:
         return np.asarray(getattr(atoms, name), dtype=np.float64)
-    except Exception:   # topology without masses/charges
+    except (AttributeError, ValueError):   # MDAnalysis's NoDataError: a topology without masses/charges
         return None
 
 

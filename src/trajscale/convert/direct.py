@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..block import split_frames
+from ..block import FIELD_ATTRS, split_frames
 from ..errors import OutputError
 from ..store import direct_write
 from ..store.direct_write import DirectWrites, RowTarget, plan_writes
@@ -121,8 +121,6 @@ def dataset_names(job: ConvertJob) -> dict[str, str]:
 #: TRAJSCALE_CONVERT_COUNT_MB overrides.
 COUNT_BYTES = int(float(os.environ.get("TRAJSCALE_CONVERT_COUNT_MB", 512)) * 1024**2)
 
-_BLOCK_FIELD = {"position": "positions", "velocity": "velocities", "force": "forces"}
-
 
 def write_range_direct(job: ConvertJob, targets: dict[str, RowTarget], i0: int, i1: int, path: str,
                        record_path: str) -> int:
@@ -146,7 +144,7 @@ def write_range_direct(job: ConvertJob, targets: dict[str, RowTarget], i0: int, 
             for b, step, t, obs in iter_slabs(job, at, i1, None, opened):
                 n = len(step)
                 for fl in job.fields:
-                    dw.write(names[fl], at, in_file_units(getattr(b, _BLOCK_FIELD[fl]), factors[fl]))
+                    dw.write(names[fl], at, in_file_units(getattr(b, FIELD_ATTRS[fl]), factors[fl]))
                 if job.box is not None:
                     dw.write(names["box"], at, box_edges(b.box, n, factors["box"], job.box))
                 dw.write(names["step"], at, np.asarray(step, np.int64))

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..sources import is_hdf5
-from ..sources.mda import load_universe
 from ..store.layout import Layout
 from ..store.writer import H5MDWriter
+from ..topology import load_universe
 from ..util import polling_for_stop, raise_if_stopped
 from . import stream
 from .resume import load_record, save_record
@@ -58,7 +58,7 @@ class ConvertJob:
     #: per input: XTC/TRR frame offsets (``parts.encode_offsets``) scanned by the preparing process, else None
     offsets: tuple[str | None, ...] | None = None
     #: the written atoms' names and residues (``names``, ``resids``, ``resnames``, ``segids``): the output
-    #: is then its own topology (``sources.h5md_topology``)
+    #: is then its own topology (``trajscale.topology.h5md``)
     atom_labels: dict | None = None
 
     def writer(self, path, n_frames: int) -> H5MDWriter:
@@ -74,7 +74,7 @@ class ConvertJob:
     def pieces(self, i0: int, i1: int) -> list[tuple[int, range, tuple]]:
         """The (file index, its frames, shift) of output frames ``[i0, i1)``, in order."""
         out, at = [], 0
-        for k, (plan, shift) in enumerate(zip(self.plans, self.shifts)):
+        for k, (plan, shift) in enumerate(zip(self.plans, self.shifts, strict=False)):
             frames = range(*plan)
             lo, hi = max(i0 - at, 0), min(i1 - at, len(frames))
             if hi > lo:

@@ -137,7 +137,7 @@ def _stop_dask_tasks(client, pending, timeout: float = 60.0) -> None:
     try:
         client.run(request_stop, int(signal.SIGTERM))   # each worker's tasks raise at their next check
         dask_wait(list(pending), timeout=timeout)
-    except Exception as exc:   # a worker already gone: its segment's record still counts what it holds
+    except Exception as exc:   # noqa: BLE001 - a worker already gone: its segment's record still counts what it holds
         log.debug("stopping the Dask tasks: %s", exc)
 
 
@@ -153,7 +153,7 @@ def _run_mpi(fn, tasks, comm, on_done) -> None:
                 on_done(i, r)
     except TrajscaleError as exc:
         failure = exc
-    except Exception as exc:   # a bug: its rank raises it with the traceback, the others say where
+    except Exception as exc:   # noqa: BLE001 - a bug: its rank raises it with the traceback, the others say where
         failure = exc
     # SystemExit/KeyboardInterrupt propagate: mpiexec forwards a SIGTERM to every rank, and a rank
     # that has finished its tasks acts on it here instead of waiting for the others.

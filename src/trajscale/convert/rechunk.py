@@ -40,8 +40,16 @@ import numpy as np
 from ..block import split_frames
 from ..errors import ConfigError, InputFileError, OutputError, UnitError
 from ..progress import progress_bar
-from ..store.codecs import (CODES, Deltas, check_lossy_options, codec_for, deltas_of, is_delta_coded, lossy_attrs,
-                            lossy_attrs_for, quantize, stored_dtype)
+from ..store.codecs import (
+    CODES,
+    Deltas,
+    check_lossy_options,
+    codec_for,
+    deltas_of,
+    is_delta_coded,
+    lossy_attrs_for,
+    stored_dtype,
+)
 from ..store.direct_write import DirectWrites
 from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import Layout
@@ -52,6 +60,7 @@ from ..util import check_output_path, polling_for_stop, raise_if_stopped
 from . import direct
 from .join import copy_attrs, copy_frames, copy_structure, virtual_series
 from .pool import EXECUTORS, frame_bar, on_root, run_tasks
+from .recode import recoder
 from .resume import Partial, identity, load_record, save_record
 from .resume import partial_paths as resume_paths
 from .segmented import check_parts_folder, move_parts, moving, parts_folder
@@ -147,7 +156,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         n_workers = comm.Get_size() if mpi else n_workers or os.cpu_count() or 1
         parallel = executor in ("processes", "dask")
         if mpi and not virtual:   # one file, written by every rank through parallel HDF5
-            from .rechunk_mpi import rechunk_collective
+            from .rechunk_mpi import rechunk_collective  # (and parallel HDF5's writer) only under MPI
 
             resumed_from = rechunk_collective(
                 comm, src_path, names, partial, layout, precision, encoding, slab_bytes, resume,
@@ -268,7 +277,7 @@ def rechunk_range_direct(src_path: str, names: list[str], count_bytes: int, targ
             end = min(b, at + per)
             for p0 in range(at, end, piece):
                 p1 = min(end, p0 + piece)
-                for ds, buf in zip(series, bufs):
+                for ds, buf in zip(series, bufs, strict=False):
                     hi = min(p1, ds.shape[0])
                     if hi <= p0:
                         continue
@@ -396,7 +405,8 @@ def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout,
     kw = {"shape": (n_frames, n_atoms, 3), "dtype": dtype}
     if chunks is not None:
         if chunks is not True:   # True: h5py's own guess (kept to reproduce slow files)
-            chunks = tuple(min(c, s) for c, s in zip(chunks, (n_frames, n_atoms, 3))) if n_frames else None
+            chunks = (tuple(min(c, s) for c, s in zip(chunks, (n_frames, n_atoms, 3), strict=False))
+                      if n_frames else None)
         kw.update(chunks=chunks, maxshape=(None, n_atoms, 3), **layout.h5py_kwargs())
     if early:   # every chunk gets its address now (store.direct_write)
         kw["dcpl"] = early_allocation()
@@ -437,27 +447,6 @@ def _length_scale(ds: h5py.Dataset) -> float:
         return factor("position", unit)
     except UnitError as exc:
         raise InputFileError(ds.file.filename, f"{ds.name} has an {exc}") from None
-
-
-def recoder(sds: h5py.Dataset, dds: h5py.Dataset):
-    """``fn(rows, first)``: frames ``first ...`` of input series ``sds`` (``rows`` as stored there) as
-    output series ``dds`` stores them - decoded from deltas, re-coded to deltas or rounded to floats."""
-    c_in, c_out = deltas_of(sds), deltas_of(dds)
-    lossy = lossy_attrs(dds)
-    q = lossy[1] if lossy and lossy[2] == "floats" else None   # (idempotent on quantized input)
-
-    def recode(rows: np.ndarray, first: int) -> np.ndarray:
-        out = rows if c_in is None else c_in.decode(rows)
-        if c_out is not None:
-            try:
-                out = c_out.encode(out)
-            except ValueError as exc:
-                raise InputFileError(sds.file.filename,
-                                     f"{sds.name} frames {first}-{first + len(rows)}: {exc}") from None
-        elif q is not None:
-            out = quantize(out, float(q))
-        return np.ascontiguousarray(out, dds.dtype)
-    return recode
 
 
 def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path: Path, name: str,

@@ -26,6 +26,7 @@ from ..store.layout import Layout
 from ..util import polling_for_stop
 from .parallel import begin_mpi_record
 from .pool import on_root, stop_together
+from .recode import recoder
 from .resume import Partial
 
 log = logging.getLogger(__name__)
@@ -36,8 +37,6 @@ def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, 
                        create) -> int:
     """Rewrite every series of ``src_path`` into ``partial.tmp`` from all ranks; return the frames
     counted before this run.  ``create(h5py.File)`` writes the output's structure (rank 0)."""
-    from .rechunk import recoder
-
     rank, size = comm.Get_rank(), comm.Get_size()
     record = on_root(comm, lambda: _begin(partial, resume, create))
     done = int(record["done"])
@@ -59,7 +58,7 @@ def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, 
             stop_together(comm)
             a = min(n_frames, at + rank * slab)
             b = min(n_frames, a + slab)
-            for (sds, dds), recode, buf in zip(pairs, recodes, bufs):
+            for (sds, dds), recode, buf in zip(pairs, recodes, bufs, strict=False):
                 hi = min(b, sds.shape[0])
                 rows = None
                 if hi > a:

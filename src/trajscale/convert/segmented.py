@@ -27,10 +27,10 @@ import h5py
 from ..block import split_frames
 from ..errors import OutputError
 from ..store.hdf5 import open_h5
+from ..util import fsync_path, refuse_input_as_output
 from .frames import ConvertJob, write_range
 from .join import copy_frames, copy_structure, is_time_series, like, virtual_series
 from .pool import frame_bar, run_tasks
-from ..util import fsync_path, refuse_input_as_output
 from .resume import Partial, load_record, save_record
 
 log = logging.getLogger(__name__)

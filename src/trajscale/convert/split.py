@@ -54,7 +54,7 @@ def split(path: str | os.PathLike, out_dir: str | os.PathLike, n_parts: int, *, 
         fields = src.fields
         extras = _time_independent(src)
         layout, stored = _stored_like(src, layout or Layout())
-        for part, r in zip(parts, ranges):
+        for part, r in zip(parts, ranges, strict=False):
             _copy_range(src, r.start, r.stop, part, layout, fields, extras, stored)
             meta = src.read(r.start, r.start + 1, np.array([0])), src.read(r.stop - 1, r.stop, np.array([0]))
             segments.append({"path": str(part), "start": r.start, "n_frames": len(r),

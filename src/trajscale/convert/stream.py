@@ -17,9 +17,8 @@ import numpy as np
 from ..errors import AtomCountMismatchError, ConfigError, InputFileError
 from ..sources import H5MDSource, MDASource, PartSource, Source, is_hdf5
 from ..sources.chain import JoinPlan, plan_join
-from ..sources.mda import check_input_file
 from ..sources.parts import part_format
-from ..util import polling_for_stop, raise_if_stopped
+from ..util import check_input_file, polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +69,8 @@ def open_inputs(topology: str, trajectories: list[str], universe, group: str | N
                                   offsets=offsets[k] if offsets else None)
             sources.append(src)
             if src.n_atoms != n_atoms:
-                raise AtomCountMismatchError(f"{path} has {src.n_atoms} atoms but the topology {topology} has {n_atoms}")
+                raise AtomCountMismatchError(
+                    f"{path} has {src.n_atoms} atoms but the topology {topology} has {n_atoms}")
         if (group is not None or assume_units is not None) and not any(isinstance(s, H5MDSource) for s in sources):
             raise ConfigError(f"{trajectories[0]}: --group and --assume-units apply to H5MD inputs; "
                               "MDAnalysis reads these with their format's units")
@@ -106,7 +106,7 @@ def iter_blocks(sources: list[Source], atoms: np.ndarray | None, fields: tuple[s
     join = join or plan_join(sources)
     plans, _ = frame_plan(join.lengths, start, stop, step)
     with polling_for_stop():
-        for src, frames, (d_step, d_time) in zip(sources, plans, join.shifts):
+        for src, frames, (d_step, d_time) in zip(sources, plans, join.shifts, strict=False):
             if not len(frames):
                 continue
             slab = max(1, SLAB_BYTES // src.bytes_per_frame(atoms, fields))

@@ -9,9 +9,8 @@ import numpy as np
 from ..errors import AtomCountMismatchError
 from ..progress import progress_bar
 from ..sources import H5MDSource, is_hdf5
-from ..sources.mda import load_universe
 from ..sources.chain import plan_join
-from ..sources.selection import select_atoms
+from ..topology import load_universe, select_atoms
 from .stream import frame_plan, iter_blocks, open_inputs
 
 #: float32 round-off allowance: a few ulp of the largest coordinate, plus unit conversion.

@@ -152,7 +152,7 @@ def blocks_of(frames: FrameRange, block_frames: int, align: int = 1, stride: int
         per = per // align * align
     per *= stride
     cuts = [*range(frames.start, frames.stop, per), frames.stop]
-    return [FrameRange(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+    return [FrameRange(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=False)]
 
 
 def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) -> tuple[dict, TaskTiming]:
@@ -226,10 +226,11 @@ class Executor(ABC):
         return obj
 
     @abstractmethod
-    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]] | None:
+    def map_tasks(self, job: Job, ranges: list[FrameRange],
+                  progress: bool = False) -> list[tuple[dict, TaskTiming]] | None:
         """Run ``run_task`` for every range; results in task order (root only)."""
 
-    def start(self, modules: tuple[str, ...] = ()) -> None:
+    def start(self, modules: tuple[str, ...] = ()) -> None:   # noqa: B027 - optional; pools start early
         """Start workers now, before the job is ready (pools); a no-op by default.
 
         ``modules``: what the job's tasks will import beyond trajscale's own (the reader of the
@@ -253,7 +254,7 @@ class Executor(ABC):
         """Combine partials (on the root)."""
         return analysis.reduce(partials)
 
-    def close(self) -> None:
+    def close(self) -> None:   # noqa: B027 - optional; the default executor holds nothing
         """Release pools, clusters or communicators this executor started."""
 
     def __enter__(self) -> Executor:

@@ -191,7 +191,7 @@ class DaskExecutor(Executor):
         # bad selection). Dask reschedules the tasks of a worker that dies by itself;
         # only when it gives up (KilledWorker) is the task resubmitted here.
         futures = [client.submit(_dask_task, job_ref, i, r, key=k, pure=False)
-                   for i, (r, k) in enumerate(zip(ranges, keys))]
+                   for i, (r, k) in enumerate(zip(ranges, keys, strict=False))]
         index = {f.key: i for i, f in enumerate(futures)}
         tries = [0] * len(ranges)
         out: list = [None] * len(ranges)
@@ -223,7 +223,7 @@ class DaskExecutor(Executor):
             raise
         finally:
             times = self._collect_times(keys) if clocked else {}
-        return [(p, _with_times(t, times.get(k))) for (p, t), k in zip(out, keys)]
+        return [(p, _with_times(t, times.get(k))) for (p, t), k in zip(out, keys, strict=False)]
 
     @staticmethod
     def _submit_job(client, job: Job, token: str):
@@ -284,7 +284,7 @@ def _quiet_shutdown(client=None):
     try:
         yield
     finally:
-        for lg, lv in zip(loggers, levels):
+        for lg, lv in zip(loggers, levels, strict=False):
             lg.setLevel(lv)
 
 

@@ -26,8 +26,8 @@ from ..analysis.base import Analysis, analysis_from_config
 from ..block import FrameRange
 from ..errors import ConfigError
 from ..parallel import check_mpi_world, default_mpi_driver, mpi_comm_world, require_parallel_h5py
-from ..report.process import cpu_facts, mark_ready, process_start, slow_start_for_tests
 from ..progress import progress_bar
+from ..report.process import cpu_facts, mark_ready, process_start, slow_start_for_tests
 from ..report.timing import TaskTiming, host_and_pid
 from .base import Executor, Job, cached_source, close_cached_sources, opened_files, run_task
 

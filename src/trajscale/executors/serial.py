@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..block import FrameRange
-from ..report.process import mark_ready
 from ..progress import progress_bar
+from ..report.process import mark_ready
 from ..report.timing import TaskTiming
 from ..util import raise_if_stopped
 from .base import Executor, Job, adopt_source, close_cached_sources, run_task

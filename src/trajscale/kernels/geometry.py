@@ -9,7 +9,6 @@ built with the package, as are the radius of gyration and per-atom moments).
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from . import _geometry

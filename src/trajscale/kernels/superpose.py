@@ -6,7 +6,8 @@ quaternion characteristic polynomial, as MDAnalysis and MDTraj) gives the
 largest eigenvalue by Newton's method: no SVD, no second pass over the atoms
 (``_superpose.qcp_rmsd``, vectorised with SSE2/AVX in ``csrc/qcp_sums.h``).
 
-With the rotation (group selections moved by the fit), batched Kabsch: for every frame f, the weighted covariance ``H_f = Xc_f^T W Yc``
+With the rotation (group selections moved by the fit), batched Kabsch: for every frame f, the weighted
+covariance ``H_f = Xc_f^T W Yc``
 (3x3) is accumulated by a compiled loop, then one stacked SVD call decomposes
 all of them; the RMSD follows from the singular values (Coutsias et al. 2004)
 and the rotation ``R_f = U diag(1, 1, d) V^T`` maps centred mobile rows onto

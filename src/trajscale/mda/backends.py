@@ -22,7 +22,8 @@ import numpy as np
 from MDAnalysis.analysis.backends import BackendBase
 
 from ..report.process import cpu_facts
-from ..report.timing import RunReport, TaskTiming, host_and_pid, summarize_workers
+from ..report.summary import Report
+from ..report.timing import TaskTiming, host_and_pid, summarize_workers
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +63,16 @@ def _timed(func, part, task: int, worker: str):
 
 
 def _report(func, executor: str, n_workers: int, timings: list[TaskTiming], t_total: float,
-            extras: dict | None = None) -> RunReport:
+            extras: dict | None = None) -> Report:
     analysis = _analysis_of(func)
     n_frames = sum(t.frames for t in timings)
     atoms = getattr(getattr(analysis, "_trajectory", None), "n_atoms", 0)
-    return RunReport(analysis=type(analysis).__name__ if analysis is not None else "mdanalysis",
-                     executor=executor, n_workers=n_workers, n_frames=n_frames, n_atoms=int(atoms or 0),
-                     source={"format": "mdanalysis", "path": str(getattr(getattr(analysis, "_trajectory", None),
-                                                                           "filename", ""))},
-                     t_total=t_total, tasks=timings, workers=summarize_workers(timings, extras),
-                     meta={"backend": "trajscale.mda", "note": "t_compute includes MDAnalysis's reads"})
+    return Report(analysis=type(analysis).__name__ if analysis is not None else "mdanalysis",
+                  executor=executor, n_workers=n_workers, n_frames=n_frames, n_atoms=int(atoms or 0),
+                  source={"format": "mdanalysis", "path": str(getattr(getattr(analysis, "_trajectory", None),
+                                                                        "filename", ""))},
+                  t_total=t_total, tasks=timings, workers=summarize_workers(timings, extras),
+                  meta={"backend": "trajscale.mda", "note": "t_compute includes MDAnalysis's reads"})
 
 
 class MPIBackend(BackendBase):
@@ -94,7 +95,7 @@ class MPIBackend(BackendBase):
 
             comm = MPI.COMM_WORLD
         self.comm = comm
-        self.report: RunReport | None = None
+        self.report: Report | None = None
         super().__init__(n_workers=comm.Get_size())
 
     def apply(self, func, computations: list) -> list:
@@ -132,7 +133,7 @@ class DaskBackend(BackendBase):
 
     def __init__(self, client=None, n_workers: int = 2) -> None:
         self._client, self._cluster = client, None
-        self.report: RunReport | None = None
+        self.report: Report | None = None
         if client is not None:
             n_workers = max(1, len(client.scheduler_info().get("workers", {})) or n_workers)
         super().__init__(n_workers=int(n_workers))

@@ -122,7 +122,7 @@ class Writer(WriterBase):
             return
         rows, self._rows = self._rows, []
         arrays = [np.stack([r[0][i] for r in rows]) for i in range(len(self._fields))]
-        data = dict(zip(self._fields, arrays))
+        data = dict(zip(self._fields, arrays, strict=False))
         box = None if self._box is None else np.stack([r[1] if r[1] is not None else np.zeros(6, np.float32)
                                                        for r in rows])
         self._writer.write(position=data["position"], velocity=data.get("velocity"), force=data.get("force"),

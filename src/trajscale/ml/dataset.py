@@ -71,7 +71,7 @@ def _gather_runs(idx: np.ndarray, read_run: Callable[[int, int, int], None]) -> 
     uniq, inverse = np.unique(idx, return_inverse=True)
     starts, stops = runs(uniq)
     row = 0
-    for a, b in zip(starts.tolist(), stops.tolist()):
+    for a, b in zip(starts.tolist(), stops.tolist(), strict=False):
         read_run(a, b, row)
         row += b - a
     return inverse
@@ -339,8 +339,7 @@ class FrameDataset(_BatchReads):
                  center: bool = False, superpose: bool = False, ref_frame: int = 0,
                  transform: Callable | None = None, trace_dir: str | os.PathLike | None = None) -> None:
         from ..sources import open_source
-        from ..sources.mda import load_universe
-        from ..sources.selection import select_atoms
+        from ..topology import load_universe, select_atoms
 
         self.topology = str(topology)
         self.trajectory = trajectory if isinstance(trajectory, (list, tuple)) else str(trajectory)
@@ -409,7 +408,7 @@ class FrameDataset(_BatchReads):
             out = {fl: np.empty((uniq.size, self.atoms.size, 3), np.float32) for fl in self.fields}
             out["time"] = np.empty(uniq.size, np.float64)
             row = 0
-            for a, b in zip(starts.tolist(), stops.tolist()):
+            for a, b in zip(starts.tolist(), stops.tolist(), strict=False):
                 for k, v in self._block_arrays(src.read(a, b, self._atoms, self.fields)).items():
                     out[k][row:row + b - a] = v
                 row += b - a

@@ -137,7 +137,8 @@ def load_report(trace_dir: str | os.PathLike, label: str = "loader"):
     (``t_init_traj``); the training loop gets one task per batch with
     ``t_wait`` (waiting for data) and ``t_compute`` (the step).
     """
-    from ..report.timing import RunReport, TaskTiming, summarize_workers
+    from ..report.summary import Report
+    from ..report.timing import TaskTiming, summarize_workers
 
     events = _read_events(Path(trace_dir))
     host = socket.gethostname()
@@ -152,10 +153,10 @@ def load_report(trace_dir: str | os.PathLike, label: str = "loader"):
     t0 = min(t.t_begin for t in tasks)
     t1 = max(t.t_end for t in tasks)
     readers = {t.worker for t in tasks if t.worker.startswith("reader")}
-    return RunReport(analysis=label, executor="dataloader", n_workers=len(readers),
-                     n_frames=sum(t.frames for t in tasks if t.t_io), n_atoms=0,
-                     source={"trace_dir": str(trace_dir)}, t_total=t1 - t0, tasks=tasks,
-                     workers=summarize_workers(tasks))
+    return Report(analysis=label, executor="dataloader", n_workers=len(readers),
+                  n_frames=sum(t.frames for t in tasks if t.t_io), n_atoms=0,
+                  source={"trace_dir": str(trace_dir)}, t_total=t1 - t0, tasks=tasks,
+                  workers=summarize_workers(tasks))
 
 
 def summary(trace_dir: str | os.PathLike) -> dict:

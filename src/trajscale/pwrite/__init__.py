@@ -8,7 +8,8 @@ from .._lazy import attach
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    #: The write strategies :class:`~trajscale.ParallelWriter` accepts: ``"gather"``, ``"independent"``, ``"collective"``.
+    #: The write strategies :class:`~trajscale.ParallelWriter` accepts: ``"gather"``, ``"independent"``,
+    #: ``"collective"``.
     STRATEGIES: tuple[str, ...]
 
 __all__ = ["STRATEGIES", "ParallelWriter", "RepairResult", "repair"]

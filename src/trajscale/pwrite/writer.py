@@ -27,8 +27,8 @@ import numpy as np
 
 from ..errors import ConfigError, OutputError, ParallelUnavailableError, ParallelWriteError
 from ..parallel import h5py_has_mpi
-from ..store.layout import Layout
 from ..store.codecs import encode, lossy_attrs_for
+from ..store.layout import Layout
 from ..store.units import WRITE_UNITS, factor, unit_system
 from ..store.writer import H5MDWriter
 from ..util import check_output_path, temporary_name
@@ -136,7 +136,8 @@ class ParallelWriter:
         self._published = False
         self._durable = durable
         self._ncommitted = 0   # frames complete; every rank runs the same commits
-        self._pending: list[tuple[int, np.ndarray, np.ndarray]] = []   # write_frames: step/time not yet committed (rank 0)
+        # write_frames: step/time not yet committed (rank 0)
+        self._pending: list[tuple[int, np.ndarray, np.ndarray]] = []
         self._written: list[tuple[int, int]] = []   # write_frames: merged frame ranges written
         self._box = box
         self._w: H5MDWriter | None = None
@@ -213,7 +214,7 @@ class ParallelWriter:
         frame = self._ncommitted
         given = {"positions": positions, "velocities": velocities, "forces": forces}
         arrays = {n: given[n] for n, fl in zip(("positions", "velocities", "forces"),
-                                                 ("position", "velocity", "force")) if fl in self.fields}
+                                                 ("position", "velocity", "force"), strict=False) if fl in self.fields}
         ids = np.asarray(ids)
         problem = ex.local_problems(self.n_atoms, ids, arrays, self.check)
         if problem is None and self.rank == 0 and box is not None and np.size(box) != 6:
@@ -226,7 +227,7 @@ class ParallelWriter:
                               "or encoding 'floats'")
         packed = ex.Frame(ids, [self._in_file_units(a, fl) if fl != "position" or not self._lossy
                                 else encode(self._in_file_units(a, fl), self._lossy)   # floats: per value
-                                for a, fl in zip(arrays.values(), self.fields)])
+                                for a, fl in zip(arrays.values(), self.fields, strict=False)])
         if self._w is not None:
             self._w.reserve(frame + 1)
         if self.comm is None or self.size == 1:
@@ -442,7 +443,7 @@ class ParallelWriter:
                 fspace = ds.id.get_space()
                 fspace.select_none()
                 batch = slice(j, j + MAX_HYPERSLAB_RUNS)
-                for a, n in zip(starts[batch].tolist(), lengths[batch].tolist()):
+                for a, n in zip(starts[batch].tolist(), lengths[batch].tolist(), strict=False):
                     fspace.select_hyperslab((frame, a, 0), (1, n, 3), op=h5py.h5s.SELECT_OR)
                 r0, r1 = offsets[j], offsets[min(j + MAX_HYPERSLAB_RUNS, len(starts))]
                 data = np.ascontiguousarray(rows[r0:r1, 3 * i:3 * i + 3])
@@ -493,7 +494,7 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 def _topology_arrays(topology) -> dict | None:
     """Names, ids, masses, charges, residues (resids, resnames, segids) and species of a Universe/AtomGroup
-    (what it has): the file is then its own topology (``sources.h5md_topology``)."""
+    (what it has): the file is then its own topology (``trajscale.topology.h5md``)."""
     if topology is None:
         return None
     atoms = topology.atoms

@@ -1,4 +1,4 @@
-"""Run reports: timings (:mod:`.timing`), diagnosis and advice (:mod:`.diagnose`),
+"""Run reports: timings (:mod:`.timing`), diagnosis (:mod:`.diagnose`) and advice (:mod:`.advice`),
 text tables (:mod:`.table`), plots (:mod:`.plots`, needs matplotlib) and
 Chrome/Perfetto traces (:mod:`.trace`).
 
@@ -12,6 +12,6 @@ from .._lazy import attach
 __all__ = ["Advice", "Diagnosis", "RunReport", "TaskTiming", "WorkerTiming", "diagnose", "short_report"]
 
 __getattr__, __dir__ = attach(__name__, {
-    "Advice": ".advice", "Diagnosis": ".diagnose", "diagnose": ".diagnose", "short_report": ".summary",
+    "Advice": ".advice", "Diagnosis": ".diagnose", "diagnose": ".advice", "short_report": ".summary",
     "RunReport": ".timing", "TaskTiming": ".timing", "WorkerTiming": ".timing",
 }, submodules=("advice", "metrics", "stragglers", "summary", "timing"))

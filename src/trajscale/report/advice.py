@@ -12,14 +12,11 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median
-from typing import TYPE_CHECKING
 
+from .diagnose import SHORT_RUN_S, Diagnosis, measure
 from .metrics import PHASE_LABELS, fmt_comm_ratio, fmt_ratio, worker_timings
 from .stragglers import STRAGGLER_FACTOR, Straggler
 from .timing import RunReport
-
-if TYPE_CHECKING:
-    from .diagnose import Diagnosis
 
 log = logging.getLogger(__name__)
 
@@ -301,7 +298,8 @@ def rule_imbalance(report: RunReport, d: Diagnosis) -> Advice | None:
                    f"{cap} chunk-aligned tasks")
         return Advice("imbalance",
                       f"rechunk to smaller frame blocks, then use more tasks: `trajscale rechunk "
-                      f"{shlex.quote(_source_path(report))} -o rechunked.h5md --chunks {per}{_kept_options(report)}` and "
+                      f"{shlex.quote(_source_path(report))} -o rechunked.h5md --chunks {per}"
+                      f"{_kept_options(report)}` and "
                       f"`--tasks {want}`",
                       "; ".join(why))
     return Advice("imbalance", f"use more tasks per worker (e.g. `--tasks {want}`)",
@@ -426,8 +424,6 @@ OVERSUBSCRIBED_RULES = ("oversubscribed", "init-stragglers", "chunk-amplificatio
 
 def too_short_advice(d: Diagnosis) -> Advice:
     """The one line for a run too short to diagnose (``d.too_short``)."""
-    from .diagnose import SHORT_RUN_S
-
     return Advice("too-short", "too short to diagnose: run more frames (a second or more of tasks) for "
                                "advice on stragglers, imbalance and scaling",
                   f"the busiest worker's tasks took {d.t_work:.2g} s, under {SHORT_RUN_S:g} s: their "
@@ -489,3 +485,24 @@ def reconcile(advice: list[Advice]) -> list[Advice]:
         amp = Advice(amp.rule, amp.message.replace(m_amp.group(0), cmd), amp.reason)
     new_imb = Advice(imb.rule, f"after the rechunk above (--chunks {chunks}), use {tasks}", imb.reason)
     return [amp if a.rule == amp.rule else new_imb if a is imb else a for a in advice]
+
+
+def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
+    """Derived numbers, stragglers and advice for one run.
+
+    Parameters
+    ----------
+    report
+        The run to diagnose.
+    baseline
+        Optional serial or N=1 run of the same job; gives S(N) = t1 / tN and
+        E(N) = S(N) / N (:func:`.diagnose.measure`).
+
+    Returns
+    -------
+    Diagnosis
+        What :func:`.diagnose.measure` finds, with :func:`advise`'s advice on it.
+    """
+    d = measure(report, baseline)
+    d.advice = advise(report, d)
+    return d

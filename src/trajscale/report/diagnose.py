@@ -1,18 +1,17 @@
-"""The diagnosis of one run: derived numbers, stragglers and advice, together."""
+"""The diagnosis of one run: derived numbers and stragglers (the advice on them is :mod:`.advice`'s)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from statistics import median
 
-from .advice import Advice, advise
 from .metrics import json_safe, phase_totals, ratio, speedup_point, worker_timings
 from .process import cpu_list, parse_cpu_list
 from .stragglers import Straggler, find_stragglers, worker_basis, worker_stragglers
 from .timing import RunReport
 
 #: Runs whose busiest worker spent less than this in its tasks are too short to diagnose:
-#: stragglers, imbalance and scaling read from 0.03 s tasks are noise (issue 24).
+#: stragglers, imbalance and scaling read from tasks of a few hundredths of a second are noise.
 SHORT_RUN_S = 1.0
 
 
@@ -37,7 +36,8 @@ class Diagnosis:
     #: Wall time of the map phase that no task accounts for: starting workers,
     #: dispatching tasks, moving results (t_total - t_prepare - t_reduce - t_busy).
     t_outside: float = 0.0
-    advice: list[Advice] = field(default_factory=list)
+    #: :class:`~.advice.Advice` records, best first; filled by :func:`.advice.diagnose`.
+    advice: list = field(default_factory=list)
     #: Seconds of work (tasks, and the workers' own communication; no start-up, no waiting)
     #: of the busiest worker.
     t_work: float = 0.0
@@ -69,8 +69,8 @@ class Diagnosis:
         return json_safe(asdict(self))
 
 
-def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
-    """Derived numbers, stragglers and advice for one run.
+def measure(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
+    """Derived numbers and stragglers of one run (no advice yet: :func:`.advice.diagnose` adds it).
 
     Parameters
     ----------
@@ -118,7 +118,6 @@ def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
     if baseline is not None:
         point = speedup_point(report, baseline)
         d.speedup, d.efficiency = point.speedup, point.efficiency
-    d.advice = advise(report, d)
     return d
 
 

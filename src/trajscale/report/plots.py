@@ -7,7 +7,7 @@ import logging
 import os
 from collections.abc import Sequence
 
-from .diagnose import diagnose
+from .advice import diagnose
 from .metrics import PHASE_LABELS, scaling, worker_timings
 from .stragglers import worker_basis
 from .timing import WORKER_PHASES, RunReport
@@ -29,7 +29,7 @@ MAX_TICK_LABELS = 32
 
 def _bar_panel(ax, report: RunReport, legend: bool) -> dict:
     """Stacked bars, one per worker: its start-up and work, the time stragglers are judged on, so a bar
-    above the straggler line is a straggler in the text too (issue 24); beside each, a thin hatched bar
+    above the straggler line is a straggler in the text too; beside each, a thin hatched bar
     of the time left out of that comparison (waiting for others, a topology loaded once for the job).
 
     Returns what was drawn: worker ``names``, bar ``tops`` (compared seconds), the straggler ``limit``
@@ -43,14 +43,14 @@ def _bar_panel(ax, report: RunReport, legend: bool) -> dict:
     for p in basis.phases:
         h = [row[p] for row in basis.rows]
         ax.bar(x, h, bottom=bottom, color=PHASE_COLORS[p], label=PHASE_LABELS[p], width=0.62, edgecolor="none")
-        bottom = [b + v for b, v in zip(bottom, h)]
+        bottom = [b + v for b, v in zip(bottom, h, strict=False)]
     left_out = [p for p in WORKER_PHASES if p not in basis.phases]
     side = [0.0] * len(workers)
     for p in left_out:
         h = [float(getattr(w, p)) for w in workers]
         ax.bar([i + 0.39 for i in x], h, bottom=side, color=PHASE_COLORS[p], alpha=0.55, hatch="//",
                width=0.16, edgecolor="none", label=f"{PHASE_LABELS[p]} (not compared)")
-        side = [b + v for b, v in zip(side, h)]
+        side = [b + v for b, v in zip(side, h, strict=False)]
     strag = {s.name for s in d.stragglers}
     step = max(1, -(-len(workers) // MAX_TICK_LABELS))
     ticks = sorted(set(x[::step]) | {i for i, w in enumerate(workers) if w.worker in strag})
@@ -103,7 +103,7 @@ def _process_panel(ax, report: RunReport) -> dict:
 
 
 def _scaling_panels(ax_s, ax_e, reports: Sequence[RunReport], baseline: RunReport | None) -> dict[str, list]:
-    """S(N) and E(N), one series per executor (processes and MPI at N=2 are different runs, issue 24)."""
+    """S(N) and E(N), one series per executor (processes and MPI at N=2 are different runs)."""
     pts = scaling(reports, reference=baseline)
     ns = [p.n_workers for p in pts]
     n0 = max(1, baseline.n_workers if baseline is not None else ns[0])

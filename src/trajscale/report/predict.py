@@ -276,7 +276,8 @@ def files_per_rank(model: Model, n: int, tasks: int) -> int:
         return 1
     q = math.ceil(tasks / n)
     share = q * model.frames / tasks
-    return max(1, min(model.n_parts, math.ceil(share / (model.frames / model.n_parts)) + (0 if tasks % model.n_parts == 0 else 1)))
+    return max(1, min(model.n_parts, math.ceil(share / (model.frames / model.n_parts))
+                      + (0 if tasks % model.n_parts == 0 else 1)))
 
 
 def launch_at(model: Model, n: int, machine: Machine) -> tuple[float, str]:
@@ -413,19 +414,19 @@ def fit_reports(reports: list[RunReport], target: str | None = None, ran_on: Mac
         return model
     ns = [max(1, r.n_workers) for r in ordered]
     notes = [x for x in model.notes if not x.startswith("no communication")]
-    c0, cg = _line([(n, f.compute_s_per_frame) for n, f in zip(ns, fits)])
-    r0, rg = _line([(n, f.read_s_per_byte) for n, f in zip(ns, fits)])
+    c0, cg = _line([(n, f.compute_s_per_frame) for n, f in zip(ns, fits, strict=False)])
+    r0, rg = _line([(n, f.read_s_per_byte) for n, f in zip(ns, fits, strict=False)])
     cg, rg = max(0.0, cg), max(0.0, rg)
     c1, r1 = max(c0 + cg, 1e-300), max(r0 + rg, 0.0)
 
     def spread(vals: list[float], base: float, slope: float) -> tuple[float, float]:
-        ratios = [v / (base + slope * (n - 1)) for n, v in zip(ns, vals) if base + slope * (n - 1) > 0]
+        ratios = [v / (base + slope * (n - 1)) for n, v in zip(ns, vals, strict=False) if base + slope * (n - 1) > 0]
         return (min(ratios, default=1.0), max(ratios, default=1.0))
 
     comp_spread = spread([f.compute_s_per_frame for f in fits], c1, cg)
     read_spread = spread([f.read_s_per_byte for f in fits], r1, rg) if r1 > 0 else (1.0, 1.0)
     launch, alpha = model.launch_s, model.alpha_s
-    for r, f in zip(ordered, fits):
+    for r, f in zip(ordered, fits, strict=False):
         if r.executor == model.target and r.n_workers > 1:
             launch = f.launch_s if f.launch_s is not None else launch
             if any(w.t_comm > 0 for w in worker_timings(r)):

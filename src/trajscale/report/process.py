@@ -2,8 +2,8 @@
 
 A run's own clock starts when ``trajscale.run`` is called; by then a new
 process has already spent most of its life starting the interpreter and
-importing (issue 23: ``mpiexec -n 2 ... --report`` said "0.10 s total" of a
-1.71 s job).  This module measures from the process's start:
+importing, so a run's clock alone reports a small part of the job's
+wall time.  This module measures from the process's start:
 
 * :func:`process_age` — seconds since this process started.  On Linux from
   ``/proc/self/stat`` (``starttime``, clock ticks since boot) against

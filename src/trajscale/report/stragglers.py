@@ -108,7 +108,7 @@ def find_stragglers(rows: Sequence, names: Sequence[str], kind: str,
         return []
     phase_med = {p: median(_get(r, p) for r in rows) for p in phases}
     out = []
-    for r, name, t in zip(rows, names, totals):
+    for r, name, t in zip(rows, names, totals, strict=False):
         if t > factor * med:
             excess = {p: _get(r, p) - phase_med[p] for p in phases}
             comp = max(excess, key=excess.get)

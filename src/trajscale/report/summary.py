@@ -1,8 +1,9 @@
-"""The few lines ``trajscale run`` prints at the end of a run (and ``print(report)`` shows)."""
+"""The few lines ``trajscale run`` prints at the end of a run, and the :class:`Report` that prints them."""
 
 from __future__ import annotations
 
-from .diagnose import Diagnosis, diagnose
+from .advice import diagnose
+from .diagnose import Diagnosis
 from .metrics import fmt_comm_ratio, fmt_ratio, worker_timings
 from .timing import RunReport
 
@@ -10,7 +11,7 @@ from .timing import RunReport
 def short_report(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     """A few lines for the end of ``trajscale run``: ratios, stragglers, top advice."""
     d = diagnosis or diagnose(report)
-    if d.too_short:   # one line, not stragglers and advice read from noise (issue 24)
+    if d.too_short:   # one line, not stragglers and advice read from noise
         lines = [f"  {d.advice[0].message} ({d.advice[0].reason})"]
         lines += [f"  straggler: {s.kind} {s.name} slow in {s.cause} (+{s.excess:.2f} s over the median)"
                   for s in d.stragglers]
@@ -97,3 +98,19 @@ def run_summary(report: RunReport, out: str | None = None, report_path: str | No
     if report_path:
         lines.append(f"  report:  {report_path}")
     return "\n".join(lines) + "\n" + short_report(report)
+
+
+class Report(RunReport):
+    """A run's report as ``trajscale.run`` returns it: a :class:`~.timing.RunReport` that prints as
+    its summary and carries its diagnosis into ``to_dict`` (and so into the JSON ``save`` writes)."""
+
+    def __str__(self) -> str:
+        return run_summary(self)
+
+    def to_dict(self, diagnosis: bool = True) -> dict:
+        """Plain values; with ``diagnosis`` also the derived numbers, stragglers and advice,
+        so a pipeline reading the JSON need not recompute them (``from_dict`` ignores them)."""
+        d = super().to_dict()
+        if diagnosis:
+            d["diagnosis"] = diagnose(self).to_dict()
+        return d

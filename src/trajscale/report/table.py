@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .diagnose import Diagnosis, diagnose
+from .advice import diagnose
+from .diagnose import Diagnosis
 from .metrics import fmt_comm_ratio, scaling, worker_timings
 from .timing import PHASES, RunReport
 
@@ -27,7 +28,7 @@ def _grid(header: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
     def line(r: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False)))
 
     return [line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
 

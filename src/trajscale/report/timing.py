@@ -128,9 +128,10 @@ class RunReport:
     """Everything measured in one run; JSON-serialisable.
 
     ``tasks`` holds one record per task, ``workers`` one per worker or rank
-    (tasks summed, plus the rank's own t_wait and t_comm). ``print(report)``
-    shows the short summary ``trajscale run`` prints; :meth:`to_dict` (or the
-    JSON of :meth:`write`) holds everything.
+    (tasks summed, plus the rank's own t_wait and t_comm). The record alone:
+    what ``trajscale.run`` returns is a :class:`~.summary.Report`, which prints
+    as the short summary ``trajscale run`` prints and adds the diagnosis to
+    :meth:`to_dict` (and the JSON of :meth:`save`).
     """
 
     analysis: str
@@ -152,11 +153,6 @@ class RunReport:
     process: dict = field(default_factory=dict)
     version: int = REPORT_VERSION
 
-    def __str__(self) -> str:
-        from .summary import run_summary   # summary -> diagnose -> timing: imported when used
-
-        return run_summary(self)
-
     def __repr__(self) -> str:   # the dataclass repr would print every task record
         return (f"<RunReport {self.analysis} on {self.executor} x{self.n_workers}: {self.n_frames} frames, "
                 f"{self.n_tasks} tasks, {self.t_total:.3f} s>")
@@ -169,16 +165,11 @@ class RunReport:
     def bytes_read(self) -> int:
         return sum(t.bytes_read for t in self.tasks)
 
-    def to_dict(self, diagnosis: bool = True) -> dict:
-        """Plain values; with ``diagnosis`` also the derived numbers, stragglers and advice,
-        so a pipeline reading the JSON need not recompute them (``from_dict`` ignores them)."""
+    def to_dict(self) -> dict:
+        """Plain values (a :class:`~.summary.Report` adds its diagnosis)."""
         d = asdict(self)
         d["tasks"] = [asdict(t) for t in self.tasks]
         d["workers"] = [asdict(w) for w in self.workers]
-        if diagnosis:
-            from .diagnose import diagnose
-
-            d["diagnosis"] = diagnose(self).to_dict()
         return d
 
     @classmethod

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from .._lazy import attach
 from ..errors import ConfigError
+from ..util import check_input_file, is_hdf5
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -15,7 +16,6 @@ if TYPE_CHECKING:
     #: ``get_config()`` names it. Built when first read (it imports every source module).
     SOURCES: dict[str, type[Source]]
 
-HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 #: kind -> (module, class) of every Source; a worker imports only the one its config names.
 _KINDS = {"h5md": (".h5md", "H5MDSource"), "mda": (".mda", "MDASource"), "segments": (".segments", "SegmentedSource"),
           "part": (".parts", "PartSource"), "growing_h5md": (".follow", "GrowingH5MDSource")}
@@ -34,10 +34,10 @@ def _registry() -> dict[str, type[Source]]:
 
 
 __getattr__, __dir__ = attach(__name__, {
-    "SOURCES": _registry, "Source": ".base", "H5MDSource": ".h5md", "MDASource": ".mda", "check_input_file": ".mda",
+    "SOURCES": _registry, "Source": ".base", "H5MDSource": ".h5md", "MDASource": ".mda",
     "PartSource": ".parts", "XDR_FORMATS": ".parts", "part_format": ".parts", "SegmentedSource": ".segments",
     "index_path": ".segments",
-}, submodules=("base", "h5md", "mda", "parts", "segments", "selection"))
+}, submodules=("base", "h5md", "mda", "parts", "segments"))
 
 
 def reader_modules(trajectories) -> tuple[str, ...]:
@@ -51,15 +51,6 @@ def reader_modules(trajectories) -> tuple[str, ...]:
     if suffixes <= {".xtc", ".trr"}:
         return ("trajscale.sources._xdr",)
     return ("MDAnalysis",)
-
-
-def is_hdf5(path: str | Path) -> bool:
-    """True if the file starts with the HDF5 signature (format by magic bytes, not suffix)."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(8) == HDF5_MAGIC
-    except OSError:
-        return False
 
 
 def open_source(trajectories, topology: str | None = None, *, driver: str | None = None,
@@ -76,7 +67,7 @@ def open_source(trajectories, topology: str | None = None, *, driver: str | None
     ``group`` (the H5MD particle group) and ``assume_units`` (``"nm"`` or
     ``"Angstrom"`` for datasets without a unit attribute) apply to H5MD files.
     """
-    from .mda import MDASource, check_input_file
+    from .mda import MDASource
     from .segments import SegmentedSource, index_path
 
     paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]
@@ -118,4 +109,5 @@ def source_from_config(config: dict, comm=None) -> Source:
     return cls(**cfg)
 
 
-__all__ = ["SOURCES", "H5MDSource", "MDASource", "PartSource", "SegmentedSource", "Source", "is_hdf5", "open_source", "source_from_config"]
+__all__ = ["SOURCES", "H5MDSource", "MDASource", "PartSource", "SegmentedSource", "Source", "is_hdf5", "open_source",
+           "source_from_config"]

@@ -7,12 +7,13 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from ..block import Block
-
+from ..block import FIELD_ATTRS, Block
 
 #: Box (6 float32), time (float64) and step (int64) of one frame.
 FRAME_META_BYTES = 40
-_BLOCK_ATTRS = {"position": "positions", "velocity": "velocities", "force": "forces"}
+#: Seconds per atom to decode one frame, by format: XTC's compressed coordinates cost CPU time
+#: (measured in docs/benchmarks.md); other formats are plain floats, costed by their bytes.
+DECODE_S_PER_ATOM = {"XTC": 8.5e-8}
 
 
 class Source(ABC):
@@ -79,7 +80,7 @@ class Source(ABC):
         """
         blk = self.read(start, stop, atoms, tuple(out), stride=stride)
         for fl, arr in out.items():
-            arr[:] = getattr(blk, _BLOCK_ATTRS[fl])
+            arr[:] = getattr(blk, FIELD_ATTRS[fl])
         box[:], time[:], step[:] = blk.box, blk.time, blk.step
 
     def step_time(self, frame: int) -> tuple[int, float]:
@@ -109,7 +110,7 @@ class Source(ABC):
         """Storage facts for reports (format, chunks, compression)."""
         return {"format": self.kind, "path": self.path}
 
-    def refresh(self) -> None:
+    def refresh(self) -> None:   # noqa: B027 - optional; the default checks nothing
         """Called before a source kept open by a worker serves another task.
 
         A source that opens files lazily (segments) checks, from then on, that
@@ -117,7 +118,7 @@ class Source(ABC):
         nothing (the worker's cache checks the files a config names).
         """
 
-    def close(self) -> None:
+    def close(self) -> None:   # noqa: B027 - optional; a source may hold no handle
         """Release file handles."""
 
     def _out_array(self, field: str, shape: tuple[int, ...]) -> np.ndarray:

@@ -185,4 +185,5 @@ def snapshot(trajectory, topology=None, *, group: str | None = None, assume_unit
     return _xdr_snapshot(path, fmt)
 
 
-__all__ = ["DONE_SUFFIX", "GrowingH5MDSource", "QuietInFlight", "Snapshot", "complete_xdr_offsets", "snapshot", "unlocked_reads"]
+__all__ = ["DONE_SUFFIX", "GrowingH5MDSource", "QuietInFlight", "Snapshot", "complete_xdr_offsets", "snapshot",
+           "unlocked_reads"]

@@ -11,8 +11,8 @@ import numpy as np
 
 from ..block import Block
 from ..errors import InputFileError
-from ..store.box import edges_to_dimensions
 from ..store.blosc import BloscChunks
+from ..store.box import edges_to_dimensions
 from ..store.codecs import deltas_of
 from ..store.direct import DirectReads
 from ..store.hdf5 import ensure_filters, open_h5
@@ -33,13 +33,14 @@ GATHER_SLAB_BYTES = 4 * 1024**2
 #: their own (see :func:`~trajscale.store.layout.reader_chunk_cache`).
 CHUNK_CACHE_BYTES = 0
 #: Files described in this process: their schema (and layout facts, once asked), keyed by
-#: the file's identity, so a session's repeated runs on one file skip the ~4 ms schema walk;
+#: the file's identity, so repeated runs on one file in one process walk its schema once;
 #: a rewritten file (another inode, size or mtime) is described anew.
 _DESCRIBED: OrderedDict[tuple, list] = OrderedDict()
 DESCRIBED_MAX = 64
-#: Box, time and step of whole files read in this process, by the same key: a session's repeated
-#: runs on a file read them once (~0.5 ms per 2,000 frames, 3 % of a CA run); only files whose
-#: frame data take at most META_MEMO_BYTES, and the last META_MEMO_FILES of them (<= 32 MiB in all).
+#: Box, time and step of whole files read in this process, by the same key: repeated runs on a
+#: file in one process read them once (a visible share of a short run on a small selection); only
+#: files whose frame data take at most META_MEMO_BYTES, and the last META_MEMO_FILES of them
+#: (<= 32 MiB in all).
 _FILE_META: OrderedDict[tuple, tuple] = OrderedDict()
 META_MEMO_BYTES = 4 * 1024**2
 META_MEMO_FILES = 8
@@ -346,13 +347,13 @@ class H5MDSource(Source):
         if ds.chunks and (stride > 1 or filtered) and not self._collective:
             row_of = (first + stride * np.arange(len(out))) // ds.chunks[0]
             cut = (np.flatnonzero(np.diff(row_of)) + 1).tolist()
-            rows = list(zip([0, *cut], [*cut, len(out)]))
+            rows = list(zip([0, *cut], [*cut, len(out)], strict=False))
         fspace = ds.id.get_space()
         mspace = h5py.h5s.create_simple(out.shape)
         widths = (runs[:, 1] - runs[:, 0]).tolist()
         offsets = np.r_[0, np.cumsum(widths)[:-1]].tolist()
         for i, j in rows:
-            for (lo, _), w, off in zip(runs.tolist(), widths, offsets):
+            for (lo, _), w, off in zip(runs.tolist(), widths, offsets, strict=False):
                 fspace.select_hyperslab((first + i * stride, lo, 0), (j - i, 1, 1), stride=(stride, 1, 1),
                                         block=(1, w, 3))
                 mspace.select_hyperslab((i, off, 0), (j - i, w, 3))
@@ -390,5 +391,5 @@ class H5MDSource(Source):
         try:
             if self.file.id.valid:
                 self.file.close()
-        except Exception:   # closing during interpreter shutdown
+        except Exception:   # noqa: BLE001 - closing never raises: it may run during interpreter shutdown
             pass

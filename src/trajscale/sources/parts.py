@@ -22,7 +22,7 @@ import numpy as np
 from ..block import Block
 from ..errors import InputFileError
 from ..store.box import edges_to_dimensions
-from .base import Source
+from .base import DECODE_S_PER_ATOM, Source
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +30,6 @@ log = logging.getLogger(__name__)
 XDR_FORMATS = ("XTC", "TRR")
 #: GROMACS units to MDAnalysis's (nm -> Å; kJ/(mol nm) -> kJ/(mol Å)), per field.
 XDR_SCALE = {"position": np.float32(10.0), "velocity": np.float32(10.0), "force": np.float32(0.1)}
-#: Seconds per atom to decode one frame (XTC's compressed coordinates: 4.1 ms for 47,681 atoms on the
-#: 2-core VM); other formats are plain floats, costed by their bytes.
-DECODE_S_PER_ATOM = {"XTC": 8.5e-8}
 #: The units XTC and TRR store (MDAnalysis's ``XTCReader.units``, ``TRRReader.units``), known without
 #: importing MDAnalysis.
 XDR_UNITS = {"XTC": {"time": "ps", "length": "nm"},

@@ -41,7 +41,8 @@ import numpy as np
 
 from ..block import Block
 from ..errors import ConfigError, InputFileError
-from .base import Source
+from ..util import is_hdf5
+from .base import DECODE_S_PER_ATOM, Source
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,7 @@ class SegmentedSource(Source):
         """
         if self._chunk_frames is None:
             fmt = self.segments[0].get("format")
-            h5 = fmt == "H5MD" or fmt is None and _is_hdf5(self.segment_path(0))
+            h5 = fmt == "H5MD" or fmt is None and is_hdf5(self.segment_path(0))
             self._chunk_frames = self._segment(0).chunk_frames if h5 else 1
         return self._chunk_frames
 
@@ -208,12 +209,13 @@ class SegmentedSource(Source):
 
         for seg in self.segments:
             if "format" not in seg:
-                seg["format"] = "H5MD" if _is_hdf5(seg["path"]) else part_format(seg["path"])
+                seg["format"] = "H5MD" if is_hdf5(seg["path"]) else part_format(seg["path"])
             if seg.get("format") in XDR_FORMATS and not seg.get("offsets"):
                 info = scan_part(seg["path"])
                 if info["n_frames"] != seg.get("file_frames", seg["n_frames"]):
+                    expect = seg.get("file_frames", seg["n_frames"])
                     raise InputFileError(seg["path"], f"has {info['n_frames']} frames; the index "
-                                                      f"{self._index_path} says {seg.get('file_frames', seg['n_frames'])}")
+                                                      f"{self._index_path} says {expect}")
                 seg["offsets"] = info["offsets"]
         return {"kind": self.kind, "index": self._index_path, "topology": self.topology, "max_open": self.max_open,
                 **self._h5md_options, "segments": [{k: seg.get(k) for k in _SHIPPED if k in seg}
@@ -226,8 +228,6 @@ class SegmentedSource(Source):
                 "segment_formats": ",".join(formats), "n_atoms": self._n_atoms}
 
     def decode_seconds_per_frame(self) -> float:
-        from .parts import DECODE_S_PER_ATOM
-
         costs = [DECODE_S_PER_ATOM.get(str(s.get("format")), 0.0) for s in self.segments]
         return max(costs) * self._n_atoms
 
@@ -253,7 +253,7 @@ class SegmentedSource(Source):
             return src
         while len(self._open) >= self.max_open:
             self._drop(next(iter(self._open)))
-        from . import open_source
+        from .h5md import H5MDSource
         from .parts import PartSource
 
         seg, path = self.segments[i], self.segment_path(i)
@@ -261,8 +261,8 @@ class SegmentedSource(Source):
         if ident is None:
             raise InputFileError(path, f"segment {i} of {self._index_path or 'the trajectory'} is missing")
         fmt = seg.get("format")
-        if fmt == "H5MD" or fmt is None and _is_hdf5(path):
-            src = open_source(path, self.topology, **self._h5md_options)
+        if fmt == "H5MD" or fmt is None and is_hdf5(path):
+            src = H5MDSource(path, **self._h5md_options)
         else:   # offsets shipped by get_config (None only before it ran, in the preparing process)
             src = PartSource(path, n_atoms=self._n_atoms, offsets=seg.get("offsets"), format=fmt)
         expect = seg.get("file_frames", seg["n_frames"])
@@ -374,7 +374,7 @@ def joined_segments(infos: list[dict], opened, continuous: bool = False) -> list
     if join.describe():
         log.warning("%s", join.describe())
     segments, start = [], 0
-    for info, fj in zip(infos, join.files):
+    for info, fj in zip(infos, join.files, strict=False):
         seg = {**info, "start": start, "n_frames": fj.n_kept}
         if fj.n_kept != fj.n_frames:
             seg["file_frames"] = fj.n_frames
@@ -386,12 +386,6 @@ def joined_segments(infos: list[dict], opened, continuous: bool = False) -> list
             segments.append(seg)
             start += fj.n_kept
     return segments
-
-
-def _is_hdf5(path: str) -> bool:
-    from . import is_hdf5
-
-    return is_hdf5(path)
 
 
 def write_index(path: str | os.PathLike, segments: list[dict], n_atoms: int, topology: str | None = None,

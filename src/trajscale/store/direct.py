@@ -7,7 +7,7 @@ address once (``H5Dget_chunk_info_by_coord``); after that a compiled loop
 ``pread``\\ s each frame's atom runs into a row buffer that stays in cache and
 gathers the selected atoms from it while it is there.  HDF5 reading the same
 span moves it through a slab buffer in memory first, and a gather from that
-slab costs as much again (issue 12's I/O floor: 0.63x of a raw span read).
+slab costs as much again (docs/benchmarks.md measures both paths).
 
 The file stays an ordinary HDF5 file; only reads of eligible datasets take
 this path, and every other case (compressed, unallocated chunks, chunks that
@@ -185,5 +185,5 @@ class DirectReads:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:   # interpreter shutdown
+        except Exception:   # noqa: BLE001 - a finalizer never raises: it may run during interpreter shutdown
             pass

@@ -185,7 +185,7 @@ class DirectWrites:
         # go in one call: one call per run of adjacent rows, usually one per slab.
         cuts = [0, *(np.flatnonzero(np.diff(offsets) != t.row_bytes) + 1).tolist(), len(rows)]
         flat = memoryview(data.reshape(-1))
-        for a, b in zip(cuts[:-1], cuts[1:]):
+        for a, b in zip(cuts[:-1], cuts[1:], strict=False):
             try:
                 _pwrite_all(self._fd, flat[a * t.row_bytes:b * t.row_bytes], int(offsets[a]))
                 # The disk starts on these pages while the worker decodes the next slab: the
@@ -213,5 +213,5 @@ class DirectWrites:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:   # interpreter shutdown
+        except Exception:   # noqa: BLE001 - a finalizer never raises: it may run during interpreter shutdown
             pass

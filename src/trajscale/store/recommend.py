@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import ConfigError
 
 #: From ``python benchmarks/layouts.py --frames 500`` (demo system, AdK in water, 47,681 atoms; the
-#: run in docs/benchmarks.md, section "Stop 12 ...": "The layout study with RMSD runs", 2 cores, load
+#: run in docs/benchmarks.md, section "The layout study with RMSD runs", 2 cores, load
 #: ~2; rates are best-of-3): size relative to plain float32, serial whole-frame slab read GB/s (the
 #: uncompressed layouts read at the frames' byte addresses, store.direct), one-frame read ms.
 #: Re-measure and update together.
@@ -26,7 +26,7 @@ MEASURED = {
     "frame chunks":    ("frame", "none",       None, None,     1.00, 7.35, 0.14),
     "blosc-lz4":       ("auto",  "blosc-lz4",  None, None,     0.82, 3.31, 0.70),
     "blosc-zstd":      ("auto",  "blosc-zstd", None, None,     0.67, 1.19, 1.61),
-    # (stop 13: uint16 deltas with references; `layouts.py --frames 500 --only "lossy deltas"`, load ~1)
+    # (uint16 deltas with references; `layouts.py --frames 500 --only "lossy deltas"`, load ~1)
     "lossy deltas":    ("auto",  "blosc-lz4",  0.01, "deltas", 0.31, 3.3,  0.47),
 }
 

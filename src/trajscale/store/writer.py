@@ -58,7 +58,7 @@ class H5MDWriter:
     species, masses, charges, ids, names, resids, resnames, segids
         Time-independent per-particle data, written when given (the residues as
         non-standard datasets, so that the file is its own topology:
-        :mod:`trajscale.sources.h5md_topology`).
+        :mod:`trajscale.topology.h5md`).
     driver, comm, mpi_info
         ``driver="mpio"`` with an MPI communicator (and MPI-IO hints): every
         rank runs the same calls (HDF5 metadata operations are collective).

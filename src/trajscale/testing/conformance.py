@@ -24,12 +24,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ..block import FIELD_ATTRS
 from ..errors import TrajscaleError
 
 #: Values a Source converts (units) may differ from MDAnalysis's in the last float32 bits.
 ATOL = 1e-4
-FIELD_ATTRS = {"position": "positions", "velocity": "velocities", "force": "forces"}
-BLOCK_ATTRS = {"position": "positions", "velocity": "velocities", "force": "forces"}
 
 
 def reference_frames(universe, start: int, stop: int, atoms=None, field: str = "position") -> np.ndarray:
@@ -145,7 +144,7 @@ class SourceConformance:
         for field in source.fields:
             b = source.read(0, stop, fields=(field,)) if field == "position" else \
                 source.read(0, stop, fields=("position", field))
-            arr = getattr(b, BLOCK_ATTRS[field])
+            arr = getattr(b, FIELD_ATTRS[field])
             assert arr is not None and arr.dtype == np.float32
             np.testing.assert_allclose(arr, reference_frames(universe, 0, stop, field=field).reshape(arr.shape),
                                        atol=ATOL, rtol=1e-5, err_msg=field)

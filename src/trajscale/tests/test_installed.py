@@ -30,7 +30,7 @@ def mda_rmsd():
 def test_converted_file_reads_back_in_mdanalysis(h5md):
     ours, ref = mda.Universe(D.PSF, h5md), mda.Universe(D.PSF, D.DCD)
     assert ours.trajectory.n_frames == ref.trajectory.n_frames
-    for a, b in zip(ours.trajectory[::10], ref.trajectory[::10]):
+    for a, b in zip(ours.trajectory[::10], ref.trajectory[::10], strict=False):
         np.testing.assert_allclose(a.positions, b.positions, atol=1e-4)
 
 
@@ -60,5 +60,5 @@ def test_trajscale_format_reads_and_writes(tmp_path, h5md):
             w.write(ca)
     back = trajscale.mda.Reader(str(out))
     ref = mda.Universe(D.PSF, D.DCD)
-    for a, b in zip(back[::7], ref.trajectory[::7]):
+    for a, b in zip(back[::7], ref.trajectory[::7], strict=False):
         np.testing.assert_allclose(a.positions, b.positions[ca.indices], atol=1e-4)

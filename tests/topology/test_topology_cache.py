@@ -7,29 +7,11 @@ import shutil
 
 import MDAnalysis as mda
 import numpy as np
-import pytest
 from MDAnalysis.analysis import rms
-from MDAnalysis.topology.PSFParser import PSFParser
 
 import trajscale as ts
-from trajscale.sources import topology_cache
-from trajscale.sources.mda import load_universe
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRAJSCALE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("TRAJSCALE_TOPOLOGY_CACHE", raising=False)
-    return tmp_path / "cache" / "topologies"
-
-
-@pytest.fixture
-def parses(monkeypatch):
-    """Counts the PSF parser's runs."""
-    calls = []
-    orig = PSFParser.parse
-    monkeypatch.setattr(PSFParser, "parse", lambda self, **kw: (calls.append(1), orig(self, **kw))[1])
-    return calls
+from trajscale.topology import load_universe
+from trajscale.topology import parsed_cache as topology_cache
 
 
 def _same_universe(u, ref) -> None:

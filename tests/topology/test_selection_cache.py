@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 import pytest
 
-from trajscale.sources import selection_cache
+from trajscale.topology import selection_cache
 
 SEL = "protein and name CA"
 
@@ -26,7 +26,7 @@ DRIVER = r"""
 import json, sys
 mode, top, traj, sel, out = sys.argv[1:6]
 if "--fake-version" in sys.argv:
-    from trajscale.sources import selection_cache
+    from trajscale.topology import selection_cache
     selection_cache.mdanalysis_version = lambda: "0.0.0-fake"
 if mode == "api":
     import trajscale as ts

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..util import check_input_file
-from . import selection_cache, topology_cache
+from . import parsed_cache, selection_cache
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class CachedUniverse:
         self._real = None
         #: Seconds spent building the real Universe (0 when every answer came from the cache).
         self.t_build = 0.0
-        key = selection_cache.entry_key(topology, kw or {}) if topology_cache.enabled() else None
+        key = selection_cache.entry_key(topology, kw or {}) if parsed_cache.enabled() else None
         self._entry = selection_cache.load(key) if key is not None else None
 
     @property

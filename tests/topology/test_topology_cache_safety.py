@@ -9,9 +9,9 @@ import stat
 
 import MDAnalysis as mda
 
-from tests.sources.test_topology_cache import _same_universe, cache, parses  # noqa: F401 - fixtures
-from trajscale.sources import topology_cache
-from trajscale.sources.mda import load_universe
+from tests.topology.test_topology_cache import _same_universe
+from trajscale.topology import load_universe
+from trajscale.topology import parsed_cache as topology_cache
 
 
 def _load_twice(adk_vacuum):
@@ -33,7 +33,7 @@ def test_group_writable_entry_is_not_loaded(cache, parses, adk_vacuum, caplog):
     (entry,) = cache.glob("*.pkl")
     entry.chmod(0o664)
     parses.clear()
-    with caplog.at_level(logging.WARNING, logger="trajscale.sources.topology_cache"):
+    with caplog.at_level(logging.WARNING, logger="trajscale.topology.parsed_cache"):
         for _ in range(3):
             _same_universe(load_universe(adk_vacuum[0], [adk_vacuum[1]]), ref)
     # parsed once instead of unpickling the entry, which is then replaced by a private one
@@ -53,13 +53,13 @@ def test_foreign_entry_and_folder_are_not_loaded(cache, parses, adk_vacuum, capl
     (entry,) = cache.glob("*.pkl")
     os.chown(entry, 65534, 65534)   # nobody
     parses.clear()
-    with caplog.at_level(logging.WARNING, logger="trajscale.sources.topology_cache"):
+    with caplog.at_level(logging.WARNING, logger="trajscale.topology.parsed_cache"):
         load_universe(adk_vacuum[0], [adk_vacuum[1]])
     assert len(parses) == 1 and "owned by uid 65534" in caplog.text
     os.chown(entry, 0, 0)
     os.chown(cache, 65534, 65534)
     parses.clear()
-    with caplog.at_level(logging.WARNING, logger="trajscale.sources.topology_cache"):
+    with caplog.at_level(logging.WARNING, logger="trajscale.topology.parsed_cache"):
         load_universe(adk_vacuum[0], [adk_vacuum[1]])
     assert len(parses) == 1 and caplog.text.count("owned by uid 65534") == 2   # the entry, then the folder
 
@@ -68,7 +68,7 @@ def test_world_writable_folder_is_not_used(cache, parses, adk_vacuum, caplog):
     topology_cache._warned.clear()
     cache.mkdir(parents=True)
     cache.chmod(0o777)
-    with caplog.at_level(logging.WARNING, logger="trajscale.sources.topology_cache"):
+    with caplog.at_level(logging.WARNING, logger="trajscale.topology.parsed_cache"):
         _load_twice(adk_vacuum)
     assert len(parses) == 2 and not list(cache.iterdir())
     assert len([r for r in caplog.records if "writable by group and others" in r.getMessage()]) == 1

@@ -113,7 +113,7 @@ def load(topology: str, kw: dict):
             top = pickle.load(fh)
         os.utime(path)   # recently used
         return top
-    except Exception as exc:   # a damaged or foreign entry is only a cache miss
+    except Exception as exc:   # noqa: BLE001 - a damaged or foreign entry (unpickling may raise anything) is a miss
         log.debug("ignoring topology cache entry %s: %s", path, exc)
         return None
 
@@ -137,7 +137,7 @@ def store(topology: str, kw: dict, parsed) -> None:
             os.unlink(tmp)
             raise
         _prune(path.parent)
-    except Exception as exc:
+    except Exception as exc:   # noqa: BLE001 - a cache that cannot be written is only a miss next time
         log.debug("could not cache the topology of %s: %s", topology, exc)
 
 

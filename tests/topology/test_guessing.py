@@ -10,7 +10,7 @@ import pytest
 from MDAnalysis.guesser.default_guesser import DefaultGuesser
 from MDAnalysisTests import datafiles as D
 
-from trajscale.sources.mda import load_universe
+from trajscale.topology import load_universe
 
 
 @pytest.mark.parametrize("top", [D.GRO, D.PDB, D.PSF], ids=["gro", "pdb", "psf"])
@@ -21,7 +21,8 @@ def test_guessed_types_and_masses_equal_mdanalysis(top, monkeypatch):
         ref = mda.Universe(top)
     calls = []
     orig = DefaultGuesser.guess_atom_element
-    monkeypatch.setattr(DefaultGuesser, "guess_atom_element", lambda self, name: (calls.append(name), orig(self, name))[1])
+    monkeypatch.setattr(DefaultGuesser, "guess_atom_element",
+                        lambda self, name: (calls.append(name), orig(self, name))[1])
     u = load_universe(top, topology_coordinates=False)
     np.testing.assert_array_equal(u.atoms.types, ref.atoms.types)
     np.testing.assert_array_equal(u.atoms.masses, ref.atoms.masses)

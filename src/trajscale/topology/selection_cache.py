@@ -1,7 +1,7 @@
 """A cache of atom selections: a run whose topology and selections were seen before needs no MDAnalysis.
 
 Importing MDAnalysis costs ~0.5 s (SciPy is most of it) and thousands of file
-system calls; with the topology parsed and cached (:mod:`.topology_cache`) that
+system calls; with the topology parsed and cached (:mod:`.parsed_cache`) that
 import was the larger part of a short run's start.  What an analysis's
 ``prepare`` asks of a topology is, for a selection string, the selected atoms'
 indices and masses, and the topology's atom count.  This cache keeps them, so
@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ..util import file_identity
-from . import topology_cache
+from . import parsed_cache
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def mdanalysis_version() -> str | None:
 
 
 def cache_dir() -> Path:
-    return topology_cache.cache_dir().parent / "selections"
+    return parsed_cache.cache_dir().parent / "selections"
 
 
 def entry_key(topology: str, kw: dict) -> dict | None:
@@ -116,15 +116,15 @@ def load(key: dict) -> dict:
     except FileNotFoundError:
         return empty
     except OSError as exc:   # e.g. a symlink planted under an entry's name
-        topology_cache._warn_once(path, f"cannot open it safely ({exc.strerror})")
+        parsed_cache._warn_once(path, f"cannot open it safely ({exc.strerror})")
         return empty
     try:
         with os.fdopen(fd, "rb") as fh:
-            why = topology_cache._unsafe(os.fstat(fh.fileno()))
+            why = parsed_cache._unsafe(os.fstat(fh.fileno()))
             if why is None:   # the folder is checked only when something was found in it
-                why = topology_cache._unsafe(os.stat(path.parent))
+                why = parsed_cache._unsafe(os.stat(path.parent))
             if why:
-                topology_cache._warn_once(path, why)
+                parsed_cache._warn_once(path, why)
                 return empty
             entry = json.loads(fh.read())
         if entry.get("key") != key:   # a hash collision or a damaged entry: never served
@@ -141,7 +141,7 @@ def store(entry: dict) -> None:
 
     path = _path(entry["key"])
     try:
-        if not topology_cache._safe_folder(path.parent, create=True):
+        if not parsed_cache._safe_folder(path.parent, create=True):
             return
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")   # mode 0600
         try:

@@ -23,7 +23,7 @@ def select_atoms(atoms, selection: str | Sequence[str], what: str = "selection")
         group = atoms.select_atoms(*strings)
     except TrajscaleError:   # the topology itself failed to load (a Universe built on first use)
         raise
-    except Exception as exc:   # MDAnalysis raises SelectionError, ValueError, KeyError...
+    except Exception as exc:   # noqa: BLE001 - MDAnalysis raises SelectionError, ValueError, KeyError...
         missing = re.search(r"has no attribute '(\w+)'", str(exc))
         if missing:   # e.g. an XTC given as the topology: MDAnalysis's minimal topology has no names
             u = getattr(atoms, "universe", atoms)

@@ -1,0 +1,35 @@
+"""What the atoms are: a topology loaded from any format, its selections, and the caches that skip both.
+
+This package is entered through the names below and nowhere else:
+
+* :func:`load_universe` - a topology file (any format MDAnalysis parses, or an
+  H5MD file that stores its atoms) as an MDAnalysis Universe, parsed once per
+  file version (:mod:`.parsed_cache`);
+* :class:`CachedUniverse` - the Universe as an analysis's ``prepare`` sees it,
+  answering selections it has seen before from :mod:`.selection_cache`
+  without importing MDAnalysis;
+* :func:`select_atoms` - a selection, with empty or invalid ones as clear errors;
+* :func:`trajectory_only_format` - whether a file holds frames but no atom names.
+
+Each name is imported on first use (:mod:`trajscale._lazy`): an analysis module that needs
+:func:`select_atoms` alone does not import the caches (hashlib, json) into every worker, and
+MDAnalysis and h5py are imported only inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+from .._lazy import attach
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .load import TRAJECTORY_ONLY_FORMATS, load_universe, trajectory_only_format
+    from .select import NAMED_TOPOLOGIES, select_atoms
+    from .universe import CachedUniverse
+
+__getattr__, __dir__ = attach(__name__, {
+    "load_universe": ".load", "trajectory_only_format": ".load", "TRAJECTORY_ONLY_FORMATS": ".load",
+    "CachedUniverse": ".universe", "select_atoms": ".select", "NAMED_TOPOLOGIES": ".select",
+})
+
+__all__ = ["NAMED_TOPOLOGIES", "TRAJECTORY_ONLY_FORMATS", "CachedUniverse", "load_universe", "select_atoms",
+           "trajectory_only_format"]
