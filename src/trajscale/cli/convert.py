@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from .checks import add_overwrite, add_topology, check_topology
-from .options import (add_continuous_option, add_h5md_options, add_segment_options, kept_for_resume, mpi_comm,
-                      resumed_complete)
+from .options import (add_continuous_option, add_h5md_options, add_segment_options, add_strict_option, kept_for_resume,
+                      mpi_comm, resumed_complete)
 
 log = logging.getLogger("trajscale")
 
@@ -54,6 +54,7 @@ def add_parser(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar (none with -q either)")
     add_segment_options(p, "convert")
     p.set_defaults(func=main, kept_when_interrupted=kept_for_resume)
+    add_strict_option(p)
 
 
 def main(args) -> int:
