@@ -48,7 +48,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-TARGET_DIR = HERE / "fuzz_targets"
+#: Where target modules are found (``TRAJSCALE_FUZZ_TARGETS`` names another folder, for tests).
+TARGET_DIR = Path(os.environ.get("TRAJSCALE_FUZZ_TARGETS") or HERE / "fuzz_targets")
 #: libFuzzer's own limits per input: a hang or a blow-up is a finding, not a stuck campaign.
 INPUT_TIMEOUT_S = 20
 RSS_LIMIT_MB = 3072
@@ -175,7 +176,7 @@ def campaign(name: str, seeds, seconds: float, findings_dir: Path, native: Path 
     executions, cov, ft, runs, end = 0, 0, 0, 0, time.monotonic() + seconds
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
     if native is not None:
-        env["LD_PRELOAD"] = str(native.parent.parent.parent / "libfuzzer.so")
+        env["LD_PRELOAD"] = str(native.parents[2] / "libfuzzer.so")
     while True:
         left = end - time.monotonic()
         if left < 1 and runs:
@@ -208,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target", action="append", help="run only this target (repeatable)")
     p.add_argument("--findings", type=Path, default=HERE / "fuzz-findings", help="corpus and findings directory")
     p.add_argument("--no-native", action="store_true", help="do not build the instrumented decoder")
+    p.add_argument("--build-dir", type=Path, help="where the instrumented decoder is built (default: FINDINGS/build)")
     p.add_argument("--json", action="store_true", help="one JSON line per target")
     p.add_argument("--list", action="store_true", help="list the targets and exit")
     p.add_argument("--child", help=argparse.SUPPRESS)
@@ -227,8 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(targets)}")
     seconds = args.seconds if args.seconds is not None else args.minutes * 60
-    native = None if args.no_native else native_build(args.findings / "build")
-    if native is not None and libfuzzer_preload(args.findings / "build") is None:
+    build_dir = args.build_dir or args.findings / "build"
+    native = None if args.no_native else native_build(build_dir)
+    if native is not None and libfuzzer_preload(build_dir) is None:
         print("fuzz.py: clang's libFuzzer runtime is missing; Python edges only", file=sys.stderr)
         native = None
     total_findings = 0

@@ -34,6 +34,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("MDAnalysisTests")
+pytestmark = pytest.mark.timeout(1800)   # thousands of variants, on a loaded machine
 from MDAnalysisTests.datafiles import COORDINATES_GRO, COORDINATES_TRR, COORDINATES_XTC  # noqa: E402
 
 DATA = Path(COORDINATES_XTC).parent.parent
