@@ -205,7 +205,7 @@ def scan_xtc(path, Py_ssize_t max_frames=-1, *, list partial_last=None):
             n += 1
             pos += frame_bytes
         if cut is not None:
-            problem = _cut_short(fh, "XTC", cut, file_size, partial_last, _xtc_frame_start, n_atoms)
+            problem = _cut_short(fh, "XTC", MAGIC, cut, file_size, partial_last, _xtc_frame_start, n_atoms)
     finally:
         fclose(fh)
     if problem is not None:
@@ -222,28 +222,31 @@ def _trr_frame_start(const uint8_t[::1] tail, Py_ssize_t i, int n_atoms) -> bool
     return _be32(&tail[i]) == TRR_MAGIC and _be32(&tail[i + 4]) == 13
 
 
-cdef str _cut_short(FILE *fh, str fmt, tuple cut, long file_size, list partial_last, is_start, int n_atoms):
+cdef str _cut_short(FILE *fh, str fmt, int magic, tuple cut, long file_size, list partial_last, is_start,
+                    int n_atoms):
     """The error for a frame that ends past the end of the file, or None when it is the last frame,
     cut short, and the caller takes partial last frames (``partial_last``, a list, gets it).
 
-    The frame is the last one when no later frame starts in the bytes after it: a simulation
-    killed mid-write leaves only the start of one frame, while a damaged size field in the
-    middle of a file leaves whole frames after it."""
+    The frame is the last one when its bytes start with the format's magic number and no later
+    frame starts in them: a simulation killed mid-write leaves only the start of one frame,
+    while a damaged size field in the middle of a file leaves whole frames after it."""
     n, pos, present, declared = cut
     cdef long start = pos
+    cdef Py_ssize_t i, size = present
+    tail = np.zeros(max(size, 4), np.uint8)
+    cdef uint8_t[::1] view = tail
+    with nogil:
+        fseeko(fh, start, SEEK_SET)
+        size = <Py_ssize_t>fread(&view[0], 1, size, fh)
+    if size < 4 or _be32(&view[0]) != magic:
+        return (f"no {fmt} frame at byte {pos} (frame {n}): {size} bytes left, not a frame header" if n
+                else f"not an {fmt} file (no {fmt} frame header in its {size} bytes)")
     where = f"frame {n} at byte {pos} is cut short (the file ends at byte {file_size}"
     if partial_last is None:
         return where + ")"
-    cdef Py_ssize_t i, size = present
-    tail = np.empty(max(size, 0), np.uint8)
-    cdef uint8_t[::1] view = tail
-    if size > 8:
-        with nogil:
-            fseeko(fh, start, SEEK_SET)
-            size = <Py_ssize_t>fread(&view[0], 1, size, fh)
-        for i in range(4, size - 7, 4):
-            if is_start(view, i, n_atoms):
-                return where + f"; another {fmt} frame starts at byte {pos + i}: damaged, not cut short)"
+    for i in range(4, size - 7, 4):
+        if is_start(view, i, n_atoms):
+            return where + f"; another {fmt} frame starts at byte {pos + i}: damaged, not cut short)"
     partial_last.append((n, pos, present, declared))
     return None
 
@@ -455,7 +458,7 @@ def scan_trr(path, Py_ssize_t max_frames=-1, *, list partial_last=None):
             fh = fopen(name, "rb")
             if fh == NULL:
                 raise OSError(errno, strerror(errno).decode(), str(path))
-            problem = _cut_short(fh, "TRR", cut, file_size, partial_last, _trr_frame_start, n_atoms)
+            problem = _cut_short(fh, "TRR", TRR_MAGIC, cut, file_size, partial_last, _trr_frame_start, n_atoms)
     finally:
         xdrfile_close(xd)
         if fh != NULL:
