@@ -3,10 +3,14 @@
 Every ``*.pyx`` under ``src/trajscale`` becomes an extension module of the same dotted name.
 Flags: ``-O3`` for speed, ``-ffp-contract=off`` so that no compiler fuses a multiply and an
 add into one FMA on some machines and not others (results stay the same bits everywhere).
+``TRAJSCALE_FUZZ_BUILD=1`` (with ``CC=clang``) adds ``-fsanitize=fuzzer-no-link``, so that a
+fuzzer (``benchmarks/fuzz.py``) sees the coverage of the compiled decoders too; only
+``benchmarks/fuzz.py`` builds that way, into a directory of its own.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -43,6 +47,10 @@ class BuildExt(build_ext):
         return sysconfig.get_paths()["include"]
 
 
+#: Coverage counters for libFuzzer (atheris), in fuzzing builds only.
+FUZZ_FLAGS = ["-fsanitize=fuzzer-no-link"] if os.environ.get("TRAJSCALE_FUZZ_BUILD") == "1" else []
+
+
 def extensions():
     import numpy as np
     from Cython.Build import cythonize
@@ -52,7 +60,8 @@ def extensions():
         mods.append(Extension(".".join(rel.parts), [str(pyx.relative_to(HERE))],
                               include_dirs=[np.get_include()],
                               define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-                              extra_compile_args=["-O3", "-ffp-contract=off", "-g0"]))
+                              extra_compile_args=["-O3", "-ffp-contract=off", "-g0", *FUZZ_FLAGS],
+                              extra_link_args=FUZZ_FLAGS))
     return cythonize(mods, language_level=3, compiler_directives={
         "boundscheck": False, "wraparound": False, "cdivision": True, "initializedcheck": False})
 

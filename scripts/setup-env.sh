@@ -19,14 +19,14 @@ STAMP=$VENV/.trajscale-env-ok
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 need_apt=0
-for pkg in libhdf5-mpich-dev mpich pkg-config; do
+for pkg in libhdf5-mpich-dev mpich pkg-config clang; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt=1
 done
 if [ "$need_apt" = 1 ]; then
   log "installing MPICH and parallel HDF5 from Debian"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libhdf5-mpich-dev mpich pkg-config >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libhdf5-mpich-dev mpich pkg-config clang >/dev/null
 fi
 
 if [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] && [ "$STAMP" -nt "$0" ]; then

@@ -280,7 +280,7 @@ def test_a_damaged_part_is_named_in_one_clear_error(xtc_parts, tmp_path):
     parts = [shutil.copy(p, tmp_path) for p in xtc_parts]
     with open(parts[1], "r+b") as fh:
         fh.truncate(os.path.getsize(parts[1]) // 2)
-    assert_clean_failure(run_cli("run", "rmsd", D.GRO, *parts, "--no-progress"), "traj.part0002.xtc")
+    assert_clean_failure(run_cli("run", "rmsd", D.GRO, *parts, "--no-progress", "--strict"), "traj.part0002.xtc")
     Path(parts[1]).write_bytes(b"not an XTC file")
     assert_clean_failure(run_cli("run", "rmsd", D.GRO, *parts, "--no-progress"), "traj.part0002.xtc", "XTC")
 

@@ -9,6 +9,7 @@ from .options import (
     add_continuous_option,
     add_h5md_options,
     add_segment_options,
+    add_strict_option,
     kept_for_resume,
     mpi_comm,
     resumed_complete,
@@ -60,6 +61,7 @@ def add_parser(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar (none with -q either)")
     add_segment_options(p, "convert")
     p.set_defaults(func=main, kept_when_interrupted=kept_for_resume)
+    add_strict_option(p)
 
 
 def main(args) -> int:

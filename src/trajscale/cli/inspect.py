@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from .options import add_h5md_options
+from .options import add_h5md_options, add_strict_option
 
 
 def add_parser(sub) -> None:
@@ -16,6 +16,7 @@ def add_parser(sub) -> None:
     p.add_argument("file", help="H5MD file (or XTC/TRR)")
     add_h5md_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_strict_option(p)
     p.add_argument("--pattern", default=None, metavar="frames|blocks|atoms:SEL",
                    help="recommend a layout and compression for this access pattern (random single frames, "
                         "blocks of whole frames, or atoms SEL over many frames: an MDAnalysis selection with "

@@ -197,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, _terminate)
     try:
-        with _quiet_stdout(args):
+        from ..sources.parts import refuse_partial_frames
+
+        with _quiet_stdout(args), refuse_partial_frames(getattr(args, "strict", False)):
             code = int(args.func(args) or 0)
         if argv is None:   # the program itself, about to exit (not a caller passing argv, e.g. a test)
             import gc

@@ -75,3 +75,10 @@ def add_continuous_option(p) -> None:
                    help="join trajectory parts that overlap in time, keeping the later part's frames "
                         "(as gmx trjcat and MDAnalysis's continuous=True do); without it an overlap is refused. "
                         "GROMACS restart parts (each starting with the previous part's last frame) need no flag")
+
+
+def add_strict_option(p) -> None:
+    """``--strict``: an XTC/TRR whose last frame is cut short is refused instead of read without it."""
+    p.add_argument("--strict", action="store_true",
+                   help="refuse an XTC/TRR whose last frame is cut short (a simulation killed while writing "
+                        "it); without it that frame is left out with a warning and the complete frames are read")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from .checks import add_overwrite, add_topology, check_outputs, check_topology, positive_int
-from .options import add_continuous_option, add_h5md_options
+from .options import add_continuous_option, add_h5md_options, add_strict_option
 
 log = logging.getLogger("trajscale")
 
@@ -180,6 +180,7 @@ def add_run_options(p) -> None:
                    help="frame to stop before (default: after the last frame; negative counts from the end)")
     p.add_argument("--step", type=positive_int, default=1, help="analyse every STEP-th frame (default 1)")
     add_continuous_option(p)
+    add_strict_option(p)
     p.add_argument("--out", default=None,
                    help="results file; its extension decides the format (see the formats above; "
                         "any other extension is refused before the run)")

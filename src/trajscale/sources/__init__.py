@@ -55,7 +55,7 @@ def reader_modules(trajectories) -> tuple[str, ...]:
 
 def open_source(trajectories, topology: str | None = None, *, driver: str | None = None,
                 comm=None, collective: bool = False, group: str | None = None,
-                assume_units: str | None = None, continuous: bool = False) -> Source:
+                assume_units: str | None = None, continuous: bool = False, strict: bool | None = None) -> Source:
     """Open the best Source for ``trajectories``.
 
     A single HDF5 file goes through the fast :class:`H5MDSource`; a single
@@ -66,6 +66,9 @@ def open_source(trajectories, topology: str | None = None, *, driver: str | None
     :class:`MDASource`. Formats other than H5MD need ``topology``.
     ``group`` (the H5MD particle group) and ``assume_units`` (``"nm"`` or
     ``"Angstrom"`` for datasets without a unit attribute) apply to H5MD files.
+    ``strict``: an XTC/TRR part whose last frame is cut short is refused (True) or read
+    without that frame, with a warning (False; None: the process's setting,
+    :func:`.parts.refuse_partial_frames`).
     """
     from .mda import MDASource
     from .segments import SegmentedSource, index_path
@@ -91,9 +94,9 @@ def open_source(trajectories, topology: str | None = None, *, driver: str | None
         raise ConfigError(f"{paths[0]}: reading this format needs a topology file")
     if not any(is_hdf5(p) for p in paths):
         if len(paths) > 1:
-            return SegmentedSource.from_parts(paths, topology, continuous=continuous)
+            return SegmentedSource.from_parts(paths, topology, continuous=continuous, strict=strict)
         if part_format(paths[0]) in XDR_FORMATS:
-            return PartSource(paths[0])
+            return PartSource(paths[0], strict=strict)
     return MDASource(topology, paths)
 
 

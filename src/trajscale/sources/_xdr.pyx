@@ -44,6 +44,17 @@ cdef extern from "xdrfile.h" nogil:
     int xdrfile_decompress_coord_float_prefix(float *ptr, int *ncoord, int n_want, float *precision, XDRFILE *xfp)
     int xdr_seek(XDRFILE *xd, int64_t pos, int whence)
     int64_t xdr_tell(XDRFILE *xd)
+    long long xdrfile_xtc_max_bytes(int natoms)
+    int xdrfile_xtc_check_ranges(const int minint[3], const int maxint[3])
+    enum:
+        XTC_BAD_NATOMS
+        XTC_BAD_PRECISION
+        XTC_BAD_RANGE
+        XTC_BAD_SMALLIDX
+        XTC_BAD_BYTECOUNT
+        XTC_BAD_BITS
+        XTC_BAD_RUN
+        XTC_NOMEM
 
 cdef extern from "xdrfile_xtc.h" nogil:
     int xtc_header(XDRFILE *xd, int *natoms, int *step, float *time, int bRead)
@@ -53,12 +64,16 @@ cdef extern from "xdrfile_trr.h" nogil:
         int ir_size, e_size, box_size, vir_size, pres_size, top_size, sym_size, x_size, v_size, f_size
         int natoms, step
         double td
+        const char *bad
     int do_trnheader(XDRFILE *xd, int bRead, t_trnheader *sh)
     int read_trr(XDRFILE *xd, int natoms, int *step, float *t, float *lam, rvec *box, rvec *x, rvec *v,
                  rvec *f, int *has_prop)
 
 cdef enum:
     MAGIC = 1995
+    TRR_MAGIC = 1993
+    FIRSTIDX = 9         # xdrfile.c's magicints: the first and one past the last index a frame may use
+    LASTIDX = 73
     HEADER = 92          # header (16) + box (36) + natoms (4) + precision, ranges, smallidx, byte count (36)
     SHORT_HEADER = 56    # fewer than 10 atoms: header, box, natoms, then plain floats
 
@@ -78,18 +93,39 @@ cdef inline float _be_float(const uint8_t *p) noexcept nogil:
     return f
 
 
-def scan_xtc(path, Py_ssize_t max_frames=-1):
+def scan_xtc(path, Py_ssize_t max_frames=-1, *, list partial_last=None):
     """``(n_atoms, offsets, fields, steps, times)`` of an XTC file, from its frames' headers: the byte
     offset, step and time of every frame (the first ``max_frames`` if not negative); fields is
     ``("position",)``, as :func:`scan_trr` gives a TRR's.
+
+    Every header field the decoder uses is checked here, once per frame and in O(1): the
+    atom count (the same in both of its places and in every frame), the precision
+    (finite, positive), each axis's integer range (``minint <= maxint``, at most 31
+    bits), ``smallidx`` (within the decoder's table) and the compressed byte count
+    (not negative, within the decode buffer for the atom count, within the file).
+    Each frame's size is positive, so the scan ends, and the offsets it keeps are at
+    most the file's size over 56 bytes.
+
+    Parameters
+    ----------
+    path
+        The file.
+    max_frames
+        Scan the first ``max_frames`` frames only (all if negative).
+    partial_last
+        None: a last frame cut short (the file ends inside it, as it does when a
+        simulation is killed mid-write) is an error. A list: that frame is left out of
+        the offsets and ``(frame, byte offset, bytes present, bytes declared)`` is
+        appended to the list. Damage before the last frame is an error either way.
 
     Raises
     ------
     OSError
         The file cannot be opened.
     XDRFormatError
-        A frame does not start with XTC's magic number, has another atom count than
-        the first, or ends past the end of the file (cut short).
+        A frame does not start with XTC's magic number, has a header field the decoder
+        would not survive, another atom count than the first, or ends past the end of
+        the file (cut short). The message names the frame, its byte offset and the field.
     """
     cdef bytes name = os.fsencode(path)
     cdef FILE *fh = fopen(name, "rb")
@@ -97,9 +133,14 @@ def scan_xtc(path, Py_ssize_t max_frames=-1):
         raise OSError(errno, strerror(errno).decode(), str(path))
     cdef uint8_t buf[HEADER]
     cdef long pos = 0, frame_bytes, file_size
+    cdef long long nbytes, max_bytes
     cdef Py_ssize_t n = 0, got
-    cdef int natoms, n_atoms = -1, magic
+    cdef int natoms, n_atoms = -1, magic, smallidx, d
+    cdef int minint[3]
+    cdef int maxint[3]
+    cdef float precision
     cdef str problem = None
+    cut = None
     offsets, steps, times = [], [], []
     try:
         with nogil:
@@ -110,12 +151,15 @@ def scan_xtc(path, Py_ssize_t max_frames=-1):
                 fseeko(fh, pos, SEEK_SET)
                 got = <Py_ssize_t>fread(buf, 1, HEADER, fh)
             if got < 16:
-                problem = f"frame {n} at byte {pos} is cut short (the file ends at byte {file_size})"
+                cut = (n, pos, file_size - pos, 16)
                 break
             magic, natoms = _be32(buf), _be32(buf + 4)
             if magic != MAGIC:
                 problem = (f"no XTC frame at byte {pos} (frame {n}): magic number {magic}, not {MAGIC}"
                            if n else f"not an XTC file (magic number {magic}, not {MAGIC})")
+                break
+            if natoms < 0:
+                problem = f"frame {n} at byte {pos}: natoms {natoms} is negative"
                 break
             if n_atoms < 0:
                 n_atoms = natoms
@@ -125,23 +169,86 @@ def scan_xtc(path, Py_ssize_t max_frames=-1):
             if natoms < 10:
                 frame_bytes = SHORT_HEADER + 12 * natoms
             elif got < HEADER:
-                frame_bytes = file_size + 1   # its header alone is cut short
+                frame_bytes = HEADER   # its header alone is cut short
             else:
-                frame_bytes = HEADER + ((_be32(buf + HEADER - 4) + 3) & ~3)
+                frame_bytes = -1
+            if got >= SHORT_HEADER and _be32(buf + 52) != natoms:
+                problem = f"frame {n} at byte {pos}: the atom count before the coordinates is {_be32(buf + 52)}, not {natoms}"
+                break
+            if frame_bytes < 0:
+                precision = _be_float(buf + 56)
+                for d in range(3):
+                    minint[d] = _be32(buf + 60 + 4 * d)
+                    maxint[d] = _be32(buf + 72 + 4 * d)
+                smallidx, nbytes = _be32(buf + 84), _be32(buf + 88)
+                max_bytes = xdrfile_xtc_max_bytes(natoms)
+                if not (precision > 0) or precision == np.inf:
+                    problem = f"frame {n} at byte {pos}: precision {precision} is not finite and positive"
+                elif xdrfile_xtc_check_ranges(minint, maxint) != 0:
+                    problem = (f"frame {n} at byte {pos}: integer ranges minint {list(minint)} to maxint {list(maxint)} "
+                               "are empty or wider than 31 bits")
+                elif smallidx < FIRSTIDX or smallidx >= LASTIDX:
+                    problem = f"frame {n} at byte {pos}: smallidx {smallidx} is outside {FIRSTIDX}..{LASTIDX - 1}"
+                elif nbytes < 0 or nbytes > max_bytes:
+                    problem = f"frame {n} at byte {pos}: byte count {nbytes} is outside 0..{max_bytes} for {natoms} atoms"
+                elif natoms > 4 * nbytes + 8:   # at least 2 bits an atom
+                    problem = f"frame {n} at byte {pos}: byte count {nbytes} cannot hold {natoms} atoms"
+                if problem is not None:
+                    break
+                frame_bytes = HEADER + ((nbytes + 3) & ~3)
             if pos + frame_bytes > file_size:
-                problem = f"frame {n} at byte {pos} is cut short (the file ends at byte {file_size})"
+                cut = (n, pos, file_size - pos, frame_bytes)
                 break
             offsets.append(pos)
             steps.append(_be32(buf + 8))
             times.append(_be_float(buf + 12))   # the header's float32, as xtc_header reads it
             n += 1
             pos += frame_bytes
+        if cut is not None:
+            problem = _cut_short(fh, "XTC", MAGIC, cut, file_size, partial_last, _xtc_frame_start, n_atoms)
     finally:
         fclose(fh)
     if problem is not None:
         raise XDRFormatError(problem)
     return max(n_atoms, 0), np.array(offsets, np.int64), ("position",), np.array(steps, np.int64), \
         np.array(times, np.float64)
+
+
+def _xtc_frame_start(const uint8_t[::1] tail, Py_ssize_t i, int n_atoms) -> bool:
+    return _be32(&tail[i]) == MAGIC and (n_atoms < 0 or _be32(&tail[i + 4]) == n_atoms)
+
+
+def _trr_frame_start(const uint8_t[::1] tail, Py_ssize_t i, int n_atoms) -> bool:
+    return _be32(&tail[i]) == TRR_MAGIC and _be32(&tail[i + 4]) == 13
+
+
+cdef str _cut_short(FILE *fh, str fmt, int magic, tuple cut, long file_size, list partial_last, is_start,
+                    int n_atoms):
+    """The error for a frame that ends past the end of the file, or None when it is the last frame,
+    cut short, and the caller takes partial last frames (``partial_last``, a list, gets it).
+
+    The frame is the last one when its bytes start with the format's magic number and no later
+    frame starts in them: a simulation killed mid-write leaves only the start of one frame,
+    while a damaged size field in the middle of a file leaves whole frames after it."""
+    n, pos, present, declared = cut
+    cdef long start = pos
+    cdef Py_ssize_t i, size = present
+    tail = np.zeros(max(size, 4), np.uint8)
+    cdef uint8_t[::1] view = tail
+    with nogil:
+        fseeko(fh, start, SEEK_SET)
+        size = <Py_ssize_t>fread(&view[0], 1, size, fh)
+    if size < 4 or _be32(&view[0]) != magic:
+        return (f"no {fmt} frame at byte {pos} (frame {n}): {size} bytes left, not a frame header" if n
+                else f"not an {fmt} file (no {fmt} frame header in its {size} bytes)")
+    where = f"frame {n} at byte {pos} is cut short (the file ends at byte {file_size}"
+    if partial_last is None:
+        return where + ")"
+    for i in range(4, size - 7, 4):
+        if is_start(view, i, n_atoms):
+            return where + f"; another {fmt} frame starts at byte {pos + i}: damaged, not cut short)"
+    partial_last.append((n, pos, present, declared))
+    return None
 
 
 cdef class _XDRFile:
@@ -221,7 +328,7 @@ cdef class XTCFile(_XDRFile):
             n_want = int(np.max(sel)) + 1 if n_sel else 0
         if out.shape[0] < n or out.shape[1] != n_sel or edges.shape[0] < n or time.shape[0] < n or step.shape[0] < n:
             raise ValueError(f"{self.path}: output rows do not fit {n} frames of {n_sel} atoms")
-        cdef int rc, natoms, st, size
+        cdef int rc, natoms, st, size, got
         cdef float t, prec
         cdef int64_t k
         cdef float *dst
@@ -241,8 +348,9 @@ cdef class XTCFile(_XDRFile):
                     rc = exdrENDOFFILE
                 if rc == exdrOK:
                     size = self.n_atoms
-                    if xdrfile_decompress_coord_float_prefix(dst, &size, n_want, &prec, self._xd) != self.n_atoms:
-                        rc = -3
+                    got = xdrfile_decompress_coord_float_prefix(dst, &size, n_want, &prec, self._xd)
+                    if got != self.n_atoms:
+                        rc = got if got <= XTC_BAD_NATOMS else -3
                 if rc == exdrOK:
                     if every:
                         for j in range(n_sel):
@@ -254,6 +362,8 @@ cdef class XTCFile(_XDRFile):
                                 out[i, j, c] = frame[pick[j], c] * factor
             if rc == -2:
                 raise XDRFormatError(f"frame {k} has {natoms} atoms, not {self.n_atoms} (changed since it was scanned?)")
+            if rc in _XTC_PROBLEMS:
+                raise XDRFormatError(f"frame {k} at byte {offsets[k]}: {_XTC_PROBLEMS[rc]}")
             if rc != exdrOK:
                 raise XDRFormatError(f"cannot read frame {k} at byte {offsets[k]} (cut short or damaged?)")
             time[i] = t
@@ -261,22 +371,42 @@ cdef class XTCFile(_XDRFile):
             PyErr_CheckSignals()
 
 
+#: The decoder's refusals (xdrfile.h's XTC_BAD_*), by the field that failed its check.
+_XTC_PROBLEMS = {
+    XTC_BAD_NATOMS: "the atom count before the coordinates is negative or not the header's",
+    XTC_BAD_PRECISION: "precision is not finite and positive",
+    XTC_BAD_RANGE: "integer ranges minint..maxint are empty or wider than 31 bits",
+    XTC_BAD_SMALLIDX: "smallidx is outside the decoder's table",
+    XTC_BAD_BYTECOUNT: "byte count is negative or larger than the decode buffer",
+    XTC_BAD_BITS: "the compressed coordinates read past their byte count",
+    XTC_BAD_RUN: "a run of atoms goes past the atom count",
+    XTC_NOMEM: "no memory for the decode buffers",
+}
+
+
 #: Fields of a TRR frame, in read_trr's order; field i is flagged by bit 1 << i of its has_prop.
 TRR_FIELDS = ("position", "velocity", "force")
 
 
-def scan_trr(path, Py_ssize_t max_frames=-1):
+def scan_trr(path, Py_ssize_t max_frames=-1, *, list partial_last=None):
     """``(n_atoms, offsets, fields, steps, times)`` of a TRR file: every frame's byte offset, step and
     time (the first ``max_frames`` if not negative) from its header and sizes, and the fields
     (``"position"``, ``"velocity"``, ``"force"``) its first frame holds.
+
+    Every header is checked before its sizes are used (xdrfile's ``do_trnheader``):
+    block sizes not negative, the box, virial and pressure blocks 9 reals, the x, v
+    and f blocks 3 reals an atom, the blocks xdrfile does not read empty, and the
+    atom count the same in every frame. ``partial_last`` is :func:`scan_xtc`'s.
 
     Raises
     ------
     OSError
         The file cannot be opened.
     XDRFormatError
-        A frame header cannot be read (not a TRR, or damaged), has another atom count than the
-        first, or the frame ends past the end of the file (cut short).
+        A frame header cannot be read (not a TRR, or damaged) or has a field that
+        disagrees with the others, has another atom count than the first, or the frame
+        ends past the end of the file (cut short). The message names the frame, its
+        byte offset and the field.
     """
     cdef bytes name = os.fsencode(path)
     cdef XDRFILE *xd = xdrfile_open(name, "r")
@@ -287,6 +417,8 @@ def scan_trr(path, Py_ssize_t max_frames=-1):
     cdef int rc, n_atoms = -1, has = 0
     cdef Py_ssize_t n = 0
     cdef str problem = None
+    cdef FILE *fh = NULL
+    cut = None
     found, steps, times = [], [], []
     try:
         with nogil:
@@ -295,10 +427,16 @@ def scan_trr(path, Py_ssize_t max_frames=-1):
         while pos < file_size and n != max_frames:
             with nogil:
                 xdr_seek(xd, pos, SEEK_SET)
+                sh.bad = NULL
                 rc = do_trnheader(xd, 1, &sh)
             if rc != exdrOK:
-                problem = (f"frame {n} at byte {pos}: no TRR frame header (cut short or damaged?)" if n
-                           else "not a TRR file (no TRR frame header at its start)")
+                if sh.bad != NULL:
+                    problem = f"frame {n} at byte {pos}: header field {sh.bad.decode()} disagrees with the others"
+                elif xdr_tell(xd) >= file_size:
+                    cut = (n, pos, file_size - pos, xdr_tell(xd) - pos)
+                else:
+                    problem = (f"frame {n} at byte {pos}: no TRR frame header (cut short or damaged?)" if n
+                               else "not a TRR file (no TRR frame header at its start)")
                 break
             if n_atoms < 0:
                 n_atoms = sh.natoms
@@ -306,18 +444,25 @@ def scan_trr(path, Py_ssize_t max_frames=-1):
             elif sh.natoms != n_atoms:
                 problem = f"frame {n} at byte {pos} has {sh.natoms} atoms, frame 0 has {n_atoms}"
                 break
-            frame_bytes = (xdr_tell(xd) - pos) + sh.ir_size + sh.e_size + sh.box_size + sh.vir_size + \
+            frame_bytes = (xdr_tell(xd) - pos) + <int64_t>sh.ir_size + sh.e_size + sh.box_size + sh.vir_size + \
                 sh.pres_size + sh.top_size + sh.sym_size + sh.x_size + sh.v_size + sh.f_size
             if pos + frame_bytes > file_size:
-                problem = f"frame {n} at byte {pos} is cut short (the file ends at byte {file_size})"
+                cut = (n, pos, file_size - pos, frame_bytes)
                 break
             found.append(pos)
             steps.append(sh.step)
             times.append(<float> sh.td)   # as read_trr gives it (float)
             n += 1
             pos += frame_bytes
+        if cut is not None:
+            fh = fopen(name, "rb")
+            if fh == NULL:
+                raise OSError(errno, strerror(errno).decode(), str(path))
+            problem = _cut_short(fh, "TRR", TRR_MAGIC, cut, file_size, partial_last, _trr_frame_start, n_atoms)
     finally:
         xdrfile_close(xd)
+        if fh != NULL:
+            fclose(fh)
     if problem is not None:
         raise XDRFormatError(problem)
     fields = tuple(f for i, f in enumerate(TRR_FIELDS) if has & (1 << i))
@@ -378,6 +523,7 @@ cdef class TRRFile(_XDRFile):
                 raise IndexError(f"{self.path}: frame {k} of {offsets.shape[0]}")
             edges[i, :, :] = 0
             with nogil:
+                sh.bad = NULL
                 rc = xdr_seek(self._xd, offsets[k], SEEK_SET)
                 if rc == exdrOK:
                     rc = do_trnheader(self._xd, 1, &sh)
@@ -397,6 +543,9 @@ cdef class TRRFile(_XDRFile):
                                 for c in range(3):
                                     dst[f_i][(i * n_sel + j) * 3 + c] = \
                                         frame[f_i, j if every else pick[j], c] * factor[f_i]
+            if rc != exdrOK and sh.bad != NULL:
+                raise XDRFormatError(f"frame {k} at byte {offsets[k]}: header field {sh.bad.decode()} "
+                                     "disagrees with the others")
             if rc == -2:
                 raise XDRFormatError(f"frame {k} has {sh.natoms} atoms, not {self.n_atoms} "
                                      "(changed since it was scanned?)")

@@ -13,6 +13,8 @@ file alone: no topology is parsed per part.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import struct
 import warnings
@@ -77,26 +79,57 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _scan_xdr(path: str, fmt: str, first_only: bool = False) -> tuple:
+#: Whether a cut-short last XTC/TRR frame is refused when the caller does not say (``strict=None``):
+#: the CLI's ``--strict`` sets it for the command it runs (:func:`refuse_partial_frames`).
+_STRICT = contextvars.ContextVar("trajscale_strict_parts", default=False)
+
+
+@contextlib.contextmanager
+def refuse_partial_frames(strict: bool = True):
+    """Within the block, a part whose last frame is cut short is refused (``strict=True``) or read
+    without that frame, with a warning (``False``), wherever a part is opened without ``strict=``."""
+    token = _STRICT.set(bool(strict))
+    try:
+        yield
+    finally:
+        _STRICT.reset(token)
+
+
+def _scan_xdr(path: str, fmt: str, first_only: bool = False, strict: bool | None = None) -> tuple:
     """``(n_atoms, offsets, fields, steps, times)`` of an XTC/TRR from its frames' headers (no
-    coordinates read); ``first_only``: the first frame's, for a worker that was shipped the offsets."""
+    coordinates read); ``first_only``: the first frame's, for a worker that was shipped the offsets.
+
+    A last frame cut short (a simulation killed while writing it) is left out with one
+    warning naming the file, the frame and its bytes, unless ``strict`` (default: the
+    process's, see :func:`refuse_partial_frames`) refuses the file instead."""
     from ._xdr import XDRFormatError, scan_trr, scan_xtc
 
+    strict = _STRICT.get() if strict is None else strict
+    dropped: list | None = None if strict and not first_only else []
     try:
-        return (scan_xtc if fmt == "XTC" else scan_trr)(path, 1 if first_only else -1)
+        found = (scan_xtc if fmt == "XTC" else scan_trr)(path, 1 if first_only else -1, partial_last=dropped)
     except (OSError, XDRFormatError) as exc:
-        raise InputFileError(path, f"cannot be read as {fmt}: {_one_line(exc)}") from None
+        hint = "" if "cut short" not in str(exc) or not strict else " (without --strict its complete frames are read)"
+        raise InputFileError(path, f"cannot be read as {fmt}: {_one_line(exc)}{hint}") from None
+    if dropped and not first_only:
+        frame, offset, present, declared = dropped[0]
+        log.warning("%s: its last frame (frame %d at byte %d) is cut short: %d of its %d bytes are in the "
+                    "file; the %d complete frames are read (--strict refuses such a file)",
+                    path, frame, offset, present, declared, frame)
+    return found
 
 
-def scan_part(path: str) -> dict:
+def scan_part(path: str, strict: bool | None = None) -> dict:
     """``{"path", "format", "n_frames", "n_atoms", "offsets"}`` of one part (offsets: XTC/TRR only).
 
     The scan reads the frame headers of an XTC/TRR (not its coordinates); other
-    formats are opened with MDAnalysis's reader for their frame count.
+    formats are opened with MDAnalysis's reader for their frame count. A cut-short
+    last XTC/TRR frame is left out with a warning, or refused with ``strict``
+    (default: :func:`refuse_partial_frames`'s setting).
     """
     fmt = part_format(path)
     if fmt in XDR_FORMATS:
-        n_atoms, offsets, *_ = _scan_xdr(path, fmt)
+        n_atoms, offsets, *_ = _scan_xdr(path, fmt, strict=strict)
         log.debug("%s: frame offsets scanned (%d frames)", path, len(offsets))
         return {"path": path, "format": fmt, "n_frames": len(offsets), "n_atoms": n_atoms,
                 "offsets": encode_offsets(offsets)}
@@ -104,7 +137,7 @@ def scan_part(path: str) -> dict:
         return {"path": path, "format": fmt, "n_frames": src.n_frames, "n_atoms": src.n_atoms, "offsets": None}
 
 
-def describe_part(path: str) -> dict:
+def describe_part(path: str, strict: bool | None = None) -> dict:
     """What ``trajscale inspect`` prints for an XTC or TRR: format, size, frames, atoms, fields, the
     file's units and its times and steps, all from the frames' headers (no coordinates read)."""
     import os
@@ -115,7 +148,7 @@ def describe_part(path: str) -> dict:
     if fmt not in XDR_FORMATS:
         raise InputFileError(path, f"inspect reads H5MD, XTC and TRR files, not {fmt}: convert it to H5MD "
                                    "(trajscale convert TOPOLOGY FILE -o FILE.h5md)")
-    n_atoms, offsets, fields, steps, times = _scan_xdr(path, fmt)
+    n_atoms, offsets, fields, steps, times = _scan_xdr(path, fmt, strict=strict)
     return {"format": fmt.lower(), "path": path, "file_bytes": os.path.getsize(path), "n_frames": len(offsets),
             "n_atoms": n_atoms, "fields": list(fields), "units": dict(XDR_UNITS[fmt]),
             "time": times_summary(times, steps)}
@@ -136,12 +169,15 @@ class PartSource(Source):
         (:func:`encode_offsets`' string or an array); None scans the file here.
     format
         MDAnalysis's format name (default: from the extension).
+    strict
+        A last XTC/TRR frame cut short: refused (True) or left out with a warning
+        (False); None: :func:`refuse_partial_frames`'s setting.
     """
 
     kind = "part"
 
     def __init__(self, path: str, n_atoms: int | None = None, offsets: str | np.ndarray | None = None,
-                 format: str | None = None) -> None:
+                 format: str | None = None, strict: bool | None = None) -> None:
         self._path = str(path)
         self.format = (format or part_format(self._path)).upper()
         self._file = self._reader = None
@@ -149,7 +185,7 @@ class PartSource(Source):
         self._xdr = self.format in XDR_FORMATS
         if self._xdr:
             if offsets is None:   # scanned here: only when no offsets were shipped
-                n_found, offsets, self._fields, *_ = _scan_xdr(self._path, self.format)
+                n_found, offsets, self._fields, *_ = _scan_xdr(self._path, self.format, strict=strict)
                 log.debug("%s: frame offsets scanned (%d frames)", self._path, len(offsets))
             elif self.format == "XTC" and n_atoms is not None:   # shipped: nothing to read before the frames
                 n_found, self._fields = int(n_atoms), ("position",)

@@ -140,7 +140,7 @@ class SegmentedSource(Source):
 
     @classmethod
     def from_parts(cls, parts: list[str], topology: str | None = None, max_open: int = MAX_OPEN,
-                   continuous: bool = False) -> SegmentedSource:
+                   continuous: bool = False, strict: bool | None = None) -> SegmentedSource:
         """Parts in formats MDAnalysis reads, in order, as one trajectory (MDAnalysis's ChainReader's job).
 
         Every part is scanned here, once (frame count, atom count, XTC/TRR frame
@@ -155,7 +155,7 @@ class SegmentedSource(Source):
             raise ConfigError("no trajectory parts given")
         infos, first = [], None
         for path in parts:
-            info = scan_part(str(Path(path).resolve()))
+            info = scan_part(str(Path(path).resolve()), strict=strict)
             if first is None:
                 first = (path, info["n_atoms"])
             elif info["n_atoms"] != first[1]:

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <math.h>
 #include <limits.h>
+#include <float.h>
 #include <errno.h>
 
 /* get fixed-width types if we are using ANSI C99 */
@@ -783,7 +784,40 @@ static const int magicints[] =
  */
 /* trajscale: the decoder stops once n_want atoms are decoded (XTC is decoded in atom order, so the
  * first atoms of a frame are the same bits whether or not the rest is decoded); the full decoder,
- * xdrfile_decompress_coord_float, is this with every atom wanted. */
+ * xdrfile_decompress_coord_float, is this with every atom wanted.
+ *
+ * trajscale: every field is checked before it is used, and a frame that fails a check returns one
+ * of the XTC_BAD_* codes (xdrfile.h) instead of being decoded: files from crashed runs, full disks
+ * and bad copies reach this code, and the unchecked original overran its buffers, divided by zero
+ * or indexed magicints out of bounds on them. The checks are O(1) per frame, plus one compare per
+ * decoded group of atoms for the bit reads. */
+long long
+xdrfile_xtc_max_bytes(int natoms)
+{
+	/* The encoder's buffer: 1.2 ints per coordinate (GROMACS's xdrfile, libxdrf); a valid frame's
+	 * compressed bytes fit in it. */
+	return natoms < 0 ? -1 : 4LL * (long long)(unsigned int)((unsigned int)natoms * 3u * 1.2);
+}
+
+int
+xdrfile_xtc_check_ranges(const int minint[3], const int maxint[3])
+{
+	int d;
+	for (d = 0; d < 3; d++)
+	{
+		/* the range is computed in 64 bits: maxint - minint + 1 overflows int on extreme values, and a
+		 * range of 0 divides by zero in decodeints; beyond 31 bits decodebits' mask overflows */
+		long long range = (long long)maxint[d] - (long long)minint[d] + 1;
+		if (range < 1 || range > INT_MAX)
+			return XTC_BAD_RANGE;
+	}
+	return 0;
+}
+
+/* trajscale: bytes after the compressed data that a group of atoms can read before the bound is
+ * checked: 3 x 31 bits, a flag and a run length (6 bits), 10 atoms of at most 72 bits, one byte ahead. */
+#define XTC_SLACK_BYTES 128
+
 int
 xdrfile_decompress_coord_float_prefix(float     *ptr,
 									  int       *size,
@@ -794,11 +828,12 @@ xdrfile_decompress_coord_float_prefix(float     *ptr,
 	int minint[3], maxint[3], *lip;
 	int smallidx, minidx, maxidx;
 	unsigned sizeint[3], sizesmall[3], bitsizeint[3], size3;
-	int k, *buf1, *buf2, lsize, flag;
+	int k, *buf1, *buf2, lsize, flag, nbytes;
 	int smallnum, smaller, larger, i, is_smaller, run;
 	float *lfp, inv_precision;
 	int tmp, *thiscoord,  prevcoord[3];
 	unsigned int bitsize;
+	long long max_bytes;
 
     bitsizeint[0] = 0;
     bitsizeint[1] = 0;
@@ -809,28 +844,28 @@ xdrfile_decompress_coord_float_prefix(float     *ptr,
 	tmp=xdrfile_read_int(&lsize,1,xfp);
 	if(tmp==0)
 		return -1; /* return if we could not read size */
-	if (*size < lsize)
-    {
-		fprintf(stderr, "Requested to decompress %d coords, file contains %d\n",
-				*size, lsize);
-		return -1;
-	}
+	/* trajscale: the count must fit the caller's buffer (*size atoms) and 3 * count an int; the
+	 * original printed to stderr here, and allocated a negative count as a huge unsigned one */
+	if (lsize < 0 || *size < lsize || lsize > INT_MAX / 4)
+		return XTC_BAD_NATOMS;
 	*size = lsize;
 	size3 = *size * 3;
+	max_bytes = xdrfile_xtc_max_bytes(lsize);
 	if(size3>xfp->buf1size)
     {
+		/* trajscale: the old buffers are freed (the original leaked them), and buf2 has room for the
+		 * largest byte count accepted below plus XTC_SLACK_BYTES, zeroed, that bit reads may touch
+		 * before their bound is checked */
+		free(xfp->buf1);
+		free(xfp->buf2);
+		xfp->buf1 = xfp->buf2 = NULL;
+		xfp->buf1size = xfp->buf2size = 0;
 		if((xfp->buf1=(int *)malloc(sizeof(int)*size3))==NULL)
-        {
-			fprintf(stderr,"Cannot allocate memory for decompressing coordinates.\n");
-			return -1;
-		}
+			return XTC_NOMEM;
 		xfp->buf1size=size3;
-		xfp->buf2size=size3*1.2;
-		if((xfp->buf2=(int *)malloc(sizeof(int)*xfp->buf2size))==NULL)
-        {
-			fprintf(stderr,"Cannot allocate memory for decompressing coordinates.\n");
-			return -1;
-		}
+		if((xfp->buf2=(int *)malloc((size_t)max_bytes + 3 * sizeof(int) + XTC_SLACK_BYTES))==NULL)
+			return XTC_NOMEM;
+		xfp->buf2size=(unsigned int)(max_bytes / 4 + 3 + XTC_SLACK_BYTES / 4);
 	}
 	/* Dont bother with compression for three atoms or less */
 	if(*size<=9)
@@ -839,15 +874,21 @@ xdrfile_decompress_coord_float_prefix(float     *ptr,
 		/* return number of coords, not floats */
 	}
 	/* Compression-time if we got here. Read precision first */
-	xdrfile_read_float(precision,1,xfp);
+	if (xdrfile_read_float(precision,1,xfp) != 1)
+		return -1;
+	/* trajscale: finite and positive (NaN fails the first compare) */
+	if (!(*precision > 0) || *precision > FLT_MAX)
+		return XTC_BAD_PRECISION;
 
 	/* avoid repeated pointer dereferencing. */
 	buf1=xfp->buf1;
 	buf2=xfp->buf2;
 	/* buf2[0-2] are special and do not contain actual data */
 	buf2[0] = buf2[1] = buf2[2] = 0;
-	xdrfile_read_int(minint,3,xfp);
-	xdrfile_read_int(maxint,3,xfp);
+	if (xdrfile_read_int(minint,3,xfp) != 3 || xdrfile_read_int(maxint,3,xfp) != 3)
+		return -1;
+	if (xdrfile_xtc_check_ranges(minint, maxint) != 0)
+		return XTC_BAD_RANGE;
 
 	sizeint[0] = maxint[0] - minint[0]+1;
 	sizeint[1] = maxint[1] - minint[1]+1;
@@ -868,8 +909,12 @@ xdrfile_decompress_coord_float_prefix(float     *ptr,
 
 	if (xdrfile_read_int(&smallidx,1,xfp) == 0)
 		return 0; /* not sure what has happened here or why we return... */
+	/* trajscale: smallidx indexes magicints (and is a bit count up to 72) */
+	if (smallidx < FIRSTIDX || smallidx >= (int)LASTIDX)
+		return XTC_BAD_SMALLIDX;
 	tmp=smallidx+8;
-	maxidx = (LASTIDX<tmp) ? LASTIDX : tmp;
+	/* trajscale: LASTIDX - 1, the table's last entry (the original read one past it) */
+	maxidx = ((int)LASTIDX - 1<tmp) ? (int)LASTIDX - 1 : tmp;
 	minidx = maxidx - 8; /* often this equal smallidx */
 	tmp = smallidx-1;
 	tmp = (FIRSTIDX>tmp) ? FIRSTIDX : tmp;
@@ -877,13 +922,20 @@ xdrfile_decompress_coord_float_prefix(float     *ptr,
 	smallnum = magicints[smallidx] / 2;
 	sizesmall[0] = sizesmall[1] = sizesmall[2] = magicints[smallidx] ;
 	larger = magicints[maxidx];
+	(void)minidx;
+	(void)larger;
 
 	/* buf2[0] holds the length in bytes */
 
 	if (xdrfile_read_int(buf2,1,xfp) == 0)
 		return 0;
+	/* trajscale: the byte count must fit the buffer (it overran the heap) */
+	nbytes = buf2[0];
+	if (nbytes < 0 || nbytes > max_bytes)
+		return XTC_BAD_BYTECOUNT;
 	if (xdrfile_read_opaque((char *)&(buf2[3]),(unsigned int)buf2[0],xfp) == 0)
 		return 0;
+	memset((char *)&(buf2[3]) + nbytes, 0, XTC_SLACK_BYTES);
 	buf2[0] = buf2[1] = buf2[2] = 0;
 
 	lfp = ptr;
@@ -924,6 +976,9 @@ xdrfile_decompress_coord_float_prefix(float     *ptr,
 			run -= is_smaller;
 			is_smaller--;
 		}
+		/* trajscale: a run never decodes past the frame's atom count (it overran buf1 and ptr) */
+		if (run / 3 > lsize - i)
+			return XTC_BAD_RUN;
 		if (run > 0)
         {
 			thiscoord += 3;
@@ -964,6 +1019,9 @@ xdrfile_decompress_coord_float_prefix(float     *ptr,
 			*lfp++ = thiscoord[2] * inv_precision;
 		}
 		smallidx += is_smaller;
+		/* trajscale: the run's size step keeps smallidx within magicints */
+		if (smallidx < FIRSTIDX || smallidx >= (int)LASTIDX)
+			return XTC_BAD_SMALLIDX;
 		if (is_smaller < 0)
         {
 			smallnum = smaller;
@@ -983,6 +1041,10 @@ xdrfile_decompress_coord_float_prefix(float     *ptr,
 			smallnum = magicints[smallidx] / 2;
 		}
 		sizesmall[0] = sizesmall[1] = sizesmall[2] = magicints[smallidx] ;
+		/* trajscale: the bits read so far lie within the byte count (the slack after it is
+		 * allocated and zeroed, so the group just decoded read no further than it) */
+		if (buf2[0] > nbytes)
+			return XTC_BAD_BITS;
 	}
 	return *size;
 }

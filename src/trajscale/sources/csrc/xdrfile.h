@@ -549,6 +549,22 @@ extern "C"
 								   float *     precision,
 								   XDRFILE *   xfp);
 
+	/* trajscale: what xdrfile_decompress_coord_float(_prefix) returns for a frame that fails a check
+	 * (a valid frame returns its atom count, a short read 0 or -1). */
+#define XTC_BAD_NATOMS     -10  /* the atom count before the coordinates: negative or too large */
+#define XTC_BAD_PRECISION  -11  /* not finite and positive */
+#define XTC_BAD_RANGE      -12  /* minint > maxint, or a range wider than 31 bits */
+#define XTC_BAD_SMALLIDX   -13  /* outside the magicints table */
+#define XTC_BAD_BYTECOUNT  -14  /* negative, or more than the decode buffer holds */
+#define XTC_BAD_BITS       -15  /* the coordinates read past the byte count */
+#define XTC_BAD_RUN        -16  /* a run of atoms past the atom count */
+#define XTC_NOMEM          -17  /* the decode buffers cannot be allocated */
+
+	/* trajscale: the most compressed bytes a frame of natoms atoms may hold (the decode buffer). */
+	long long xdrfile_xtc_max_bytes(int natoms);
+	/* trajscale: 0 if minint..maxint are ranges of 1 to 2^31 - 1 on each axis, else XTC_BAD_RANGE. */
+	int xdrfile_xtc_check_ranges(const int minint[3], const int maxint[3]);
+
 	/* trajscale: as above, but stops once n_want atoms (the first ones) are decoded. */
 	int
 	xdrfile_decompress_coord_float_prefix(float *     ptr,

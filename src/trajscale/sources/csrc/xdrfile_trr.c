@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -44,6 +45,12 @@
 static int nFloatSize(t_trnheader *sh, int *nflsz) {
   int nflsize = 0;
 
+  /* trajscale: natoms is checked before it divides (0 raised SIGFPE; a negative or huge one
+   * overflowed natoms * DIM) */
+  if (sh->natoms <= 0 || sh->natoms > INT_MAX / (DIM * 8)) {
+    if (sh->box_size == 0)
+      return exdrHEADER;
+  }
   if (sh->box_size)
     nflsize = sh->box_size / (DIM * DIM);
   else if (sh->x_size)
@@ -61,6 +68,38 @@ static int nFloatSize(t_trnheader *sh, int *nflsz) {
   *nflsz = nflsize;
 
   return exdrOK;
+}
+
+/* trajscale: the first field of a TRR frame header that disagrees with the others, or NULL. */
+const char *trr_header_problem(const t_trnheader *sh, int nflsz) {
+  long long block = (long long)nflsz * DIM * DIM;
+  long long atoms = (long long)nflsz * DIM * sh->natoms;
+  if (sh->natoms < 0 || sh->natoms > INT_MAX / (DIM * 8))
+    return "natoms";
+  if (sh->ir_size != 0)
+    return "ir_size";
+  if (sh->e_size != 0)
+    return "e_size";
+  if (sh->top_size != 0)
+    return "top_size";
+  if (sh->sym_size != 0)
+    return "sym_size";
+  if (sh->box_size != 0 && sh->box_size != block)
+    return "box_size";
+  if (sh->vir_size != 0 && sh->vir_size != block)
+    return "vir_size";
+  if (sh->pres_size != 0 && sh->pres_size != block)
+    return "pres_size";
+  if (sh->x_size != 0 && sh->x_size != atoms)
+    return "x_size";
+  if (sh->v_size != 0 && sh->v_size != atoms)
+    return "v_size";
+  if (sh->f_size != 0 && sh->f_size != atoms)
+    return "f_size";
+  /* atoms with no coordinates, velocities or forces: nothing in the file bounds their count */
+  if (sh->natoms > 0 && sh->x_size == 0 && sh->v_size == 0 && sh->f_size == 0)
+    return "natoms (a frame of atoms without x, v or f)";
+  return NULL;
 }
 
 int do_trnheader(XDRFILE *xd, mybool bRead, t_trnheader *sh) {
@@ -109,9 +148,18 @@ int do_trnheader(XDRFILE *xd, mybool bRead, t_trnheader *sh) {
   if (xdrfile_read_int(&sh->natoms, 1, xd) != 1)
     return exdrINT;
 
-  if ((result = nFloatSize(sh, &nflsz)) != exdrOK)
+  sh->bad = NULL;
+  if ((result = nFloatSize(sh, &nflsz)) != exdrOK) {
+    sh->bad = (sh->natoms < 0 || sh->natoms > INT_MAX / (DIM * 8)) ? "natoms"
+              : "box_size, x_size, v_size or f_size (neither float nor double reals)";
     return result;
+  }
   sh->bDouble = (nflsz == sizeof(double));
+  /* trajscale: every block size is checked against the atom count and the precision before the
+   * frame is read: do_htrn reads natoms atoms for any non-zero x/v/f size and skips nothing for the
+   * other blocks, so a size that disagrees would read the wrong bytes or into the wrong buffer. */
+  if (bRead && (sh->bad = trr_header_problem(sh, nflsz)) != NULL)
+    return exdrHEADER;
 
   if (xdrfile_read_int(&sh->step, 1, xd) != 1)
     return exdrINT;
@@ -159,8 +207,10 @@ static int do_htrn(XDRFILE *xd, mybool bRead, t_trnheader *sh, matrix box,
             if (NULL != box) {
               box[i][j] = pvd[i * DIM + j];
             }
-      } else
+      } else {
+        free(dx); /* trajscale: not leaked on a short read */
         return exdrDOUBLE;
+      }
     }
 
     if (sh->vir_size != 0) {
@@ -194,8 +244,10 @@ static int do_htrn(XDRFILE *xd, mybool bRead, t_trnheader *sh, matrix box,
                 x[i][j] = dx[i * DIM + j];
               }
         }
-      } else
+      } else {
+        free(dx); /* trajscale: not leaked on a short read */
         return exdrDOUBLE;
+      }
     }
     if (sh->v_size != 0) {
       if (!bRead) {
@@ -211,8 +263,10 @@ static int do_htrn(XDRFILE *xd, mybool bRead, t_trnheader *sh, matrix box,
             if (NULL != v) {
               v[i][j] = dx[i * DIM + j];
             }
-      } else
+      } else {
+        free(dx); /* trajscale: not leaked on a short read */
         return exdrDOUBLE;
+      }
     }
     if (sh->f_size != 0) {
       if (!bRead) {
@@ -230,8 +284,10 @@ static int do_htrn(XDRFILE *xd, mybool bRead, t_trnheader *sh, matrix box,
             }
           }
         }
-      } else
+      } else {
+        free(dx); /* trajscale: not leaked on a short read */
         return exdrDOUBLE;
+      }
     }
     if ((sh->x_size != 0) || (sh->v_size != 0) || (sh->f_size != 0)) {
       free(dx);
@@ -255,8 +311,10 @@ static int do_htrn(XDRFILE *xd, mybool bRead, t_trnheader *sh, matrix box,
             }
           }
         }
-      } else
+      } else {
+        free(fx); /* trajscale: not leaked on a short read */
         return exdrFLOAT;
+      }
     }
 
     if (sh->vir_size != 0) {
@@ -289,8 +347,10 @@ static int do_htrn(XDRFILE *xd, mybool bRead, t_trnheader *sh, matrix box,
               if (NULL != x)
                 x[i][j] = fx[i * DIM + j];
         }
-      } else
+      } else {
+        free(fx); /* trajscale: not leaked on a short read */
         return exdrFLOAT;
+      }
     }
     if (sh->v_size != 0) {
       if (!bRead) {
@@ -305,8 +365,10 @@ static int do_htrn(XDRFILE *xd, mybool bRead, t_trnheader *sh, matrix box,
           for (j = 0; (j < DIM); j++)
             if (NULL != v)
               v[i][j] = fx[i * DIM + j];
-      } else
+      } else {
+        free(fx); /* trajscale: not leaked on a short read */
         return exdrFLOAT;
+      }
     }
     if (sh->f_size != 0) {
       if (!bRead) {
@@ -321,8 +383,10 @@ static int do_htrn(XDRFILE *xd, mybool bRead, t_trnheader *sh, matrix box,
           for (j = 0; (j < DIM); j++)
             if (NULL != f)
               f[i][j] = fx[i * DIM + j];
-      } else
+      } else {
+        free(fx); /* trajscale: not leaked on a short read */
         return exdrFLOAT;
+      }
     }
     if ((sh->x_size != 0) || (sh->v_size != 0) || (sh->f_size != 0)) {
       free(fx);
@@ -334,10 +398,11 @@ static int do_htrn(XDRFILE *xd, mybool bRead, t_trnheader *sh, matrix box,
 static int do_trn(XDRFILE *xd, mybool bRead, int *step, float *t, float *lambda,
                   matrix box, int *natoms, rvec *x, rvec *v, rvec *f,
                   int *has_prop) {
-  t_trnheader *sh;
+  t_trnheader shd, *sh = &shd;
   int result;
 
-  sh = (t_trnheader *)calloc(1, sizeof(*sh));
+  /* trajscale: on the stack: the calloc'd header leaked on every error return */
+  memset(sh, 0, sizeof(*sh));
 
   if (!bRead) {
     sh->box_size = (NULL != box) ? sizeof(matrix) : 0;
@@ -354,6 +419,10 @@ static int do_trn(XDRFILE *xd, mybool bRead, int *step, float *t, float *lambda,
   }
   if ((result = do_trnheader(xd, bRead, sh)) != exdrOK)
     return result;
+  /* trajscale: the caller's buffers hold *natoms atoms; a frame with another count is refused, not
+   * read into them */
+  if (bRead && sh->natoms != *natoms)
+    return exdrHEADER;
   if (bRead) {
     *natoms = sh->natoms;
     *step = sh->step;
@@ -373,8 +442,6 @@ static int do_trn(XDRFILE *xd, mybool bRead, int *step, float *t, float *lambda,
   }
   if ((result = do_htrn(xd, bRead, sh, box, x, v, f)) != exdrOK)
     return result;
-
-  free(sh);
 
   return exdrOK;
 }

@@ -67,6 +67,7 @@ typedef struct /* This struct describes the order and the	*/
   float lambdaf;  /* Current value of lambda			*/
   double td;      /* Current time					*/
   double lambdad; /* Current value of lambda			*/
+  const char *bad; /* trajscale: the field a read header failed on, or NULL */
 } t_trnheader;
 
 /* This function returns the number of atoms in the trr file in *natoms */
@@ -80,6 +81,9 @@ extern int read_trr(XDRFILE *xd, int natoms, int *step, float *t, float *lambda,
 /* Write a frame to trr file */
 extern int write_trr(XDRFILE *xd, int natoms, int step, float t, float lambda,
                      matrix box, rvec *x, rvec *v, rvec *f);
+
+/* trajscale: the first field of a header that disagrees with the others, or NULL */
+extern const char *trr_header_problem(const t_trnheader *sh, int nflsz);
 
 /* unpack header of current frame */
 extern int do_trnheader(XDRFILE *xd, mybool bRead, t_trnheader *sh);
