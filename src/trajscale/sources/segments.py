@@ -69,6 +69,7 @@ def load_index(path: str | os.PathLike) -> dict:
         raise InputFileError(p, f"not a readable segment index ({exc})") from None
     if not isinstance(index, dict) or index.get("format") != INDEX_FORMAT or not index.get("segments"):
         raise InputFileError(p, "not a trajscale segment index (no 'segments')")
+    _check_index(p, index)
     expect = 0
     for seg in index["segments"]:
         if seg.get("start") != expect or int(seg.get("n_frames", 0)) <= 0:
@@ -76,6 +77,48 @@ def load_index(path: str | os.PathLike) -> dict:
                                     f"expected {expect}: the index is not contiguous")
         expect += int(seg["n_frames"])
     return index
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_index(p: Path, index: dict) -> None:
+    """Every field of a segment index has the type and range a reader relies on."""
+    def bad(what: str) -> InputFileError:
+        return InputFileError(p, f"segment index: {what}")
+
+    if not isinstance(index["segments"], list):
+        raise bad("'segments' is not a list")
+    n_atoms = index.get("n_atoms")
+    if not _is_int(n_atoms) or n_atoms <= 0:
+        raise bad(f"'n_atoms' is {n_atoms!r}; expected a positive integer")
+    for key in ("topology", "group", "assume_units"):
+        if index.get(key) is not None and not (isinstance(index[key], str) and index[key]):
+            raise bad(f"{key!r} is {index[key]!r}; expected a name")
+    fields = index.get("fields")
+    if fields is not None and (not isinstance(fields, list) or not fields
+                               or any(fl not in ("position", "velocity", "force") for fl in fields)):
+        raise bad(f"'fields' is {fields!r}; expected a list of position, velocity, force")
+    for k, seg in enumerate(index["segments"]):
+        if not isinstance(seg, dict):
+            raise bad(f"segment {k} is {seg!r}, not an object")
+        path, n = seg.get("path"), seg.get("n_frames")
+        if not isinstance(path, str) or not path.strip() or "\0" in path:
+            raise bad(f"segment {k} has the path {path!r}")
+        if not _is_int(seg.get("start")) or not _is_int(n) or n <= 0:
+            raise bad(f"segment {k} ({path}) has start {seg.get('start')!r} and n_frames {n!r}; "
+                      "expected integers, n_frames positive")
+        ff = seg.get("file_frames", n)
+        if not _is_int(ff) or ff < n:
+            raise bad(f"segment {k} ({path}) has file_frames {ff!r}; expected an integer >= its n_frames {n}")
+        step, time = seg.get("shift_step", 0), seg.get("shift_time", 0.0)
+        if not _is_int(step) or abs(step) >= 2**62 or not isinstance(time, (int, float)) or isinstance(time, bool) \
+                or not np.isfinite(time):
+            raise bad(f"segment {k} ({path}) has shift_step {step!r} and shift_time {time!r}; expected "
+                      "an integer and a finite number")
+        if seg.get("format") is not None and not isinstance(seg["format"], str):
+            raise bad(f"segment {k} ({path}) has the format {seg['format']!r}")
 
 
 class SegmentedSource(Source):

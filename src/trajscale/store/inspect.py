@@ -157,6 +157,8 @@ def layout_warnings(info: H5MDInfo, amp: dict, amp_ours: dict | None = None) -> 
     ours = amp if amp_ours is None else amp_ours
     out = []
     ch = info.chunks
+    if not info.n_frames:   # no frame to read: no access pattern to warn about
+        return out
     if ch and ch[0] > 1 and ch[1] < info.n_atoms:
         n_split = math.ceil(info.n_atoms / ch[1])
         out.append(
