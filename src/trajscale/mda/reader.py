@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -75,6 +76,9 @@ class Reader(ReaderBase):
         self._comm = comm
         self._block_bytes = max(1, int(block_bytes))
         self._pool: ThreadPoolExecutor | None = None
+        #: Held by every use of the source: the read-ahead thread and the main thread (``dt``, a
+        #: jump) share one handle, whose reads (an XDR seek and decode, an HDF5 read) must not interleave.
+        self._lock = threading.Lock()
         self._open()
         fields = self._source.fields
         self.n_atoms = self._source.n_atoms
@@ -120,23 +124,28 @@ class Reader(ReaderBase):
         """Time between the first two frames (ps), read from the file's time data."""
         if self._n_frames < 2:
             return 0.0
-        t = self._source.read(0, 2, np.array([0])).time
+        with self._lock:
+            t = self._source.read(0, 2, np.array([0])).time
         return float(t[1] - t[0])
 
     @property
     def has_velocities(self) -> bool:
-        return "velocity" in self._source.fields
+        with self._lock:
+            return "velocity" in self._source.fields
 
     @property
     def has_forces(self) -> bool:
-        return "force" in self._source.fields
+        with self._lock:
+            return "force" in self._source.fields
 
     # ------------------------------------------------------------------ frames
     def _frames_per_block(self) -> int:
-        return max(1, self._block_bytes // max(1, self._source.bytes_per_frame(None, self._source.fields)))
+        with self._lock:
+            return max(1, self._block_bytes // max(1, self._source.bytes_per_frame(None, self._source.fields)))
 
     def _read(self, start: int, stop: int, stride: int) -> Block:
-        return self._source.read(start, stop, None, self._source.fields, stride=stride)
+        with self._lock:
+            return self._source.read(start, stop, None, self._source.fields, stride=stride)
 
     def _block_at(self, frame: int, stride: int, n: int) -> tuple[int, int, int]:
         return frame, min(self.n_frames, frame + n * stride), stride
@@ -229,12 +238,12 @@ class Reader(ReaderBase):
     def __getstate__(self):
         """How to reopen the file, and the current Timestep: never an open handle or a communicator."""
         state = {k: v for k, v in self.__dict__.items()
-                 if k not in ("_source", "_block", "_pending", "_pool", "_comm", "_identity")}
+                 if k not in ("_source", "_block", "_pending", "_pool", "_comm", "_identity", "_lock")}
         return state
 
     def __setstate__(self, state) -> None:
         self.__dict__.update(state)
-        self._comm, self._pool = None, None
+        self._comm, self._pool, self._lock = None, None, threading.Lock()
         ts, frame = self.ts, state.get("_frame", -1)
         self._open()
         self._frame = frame
