@@ -58,8 +58,9 @@ def seed_files() -> list:
 
         u = mda.Universe(PSF, DCD)
         with h5py.File(small, "w") as f:
-            _write_h5md(f, u.trajectory.timeseries()[:5].astype(np.float32),
-                        np.array([u.trajectory[i].dimensions[:3] for i in range(5)], np.float32) / 10)
+            # (the AdK DCD has no box: a fixed 8 nm one gives the seed a periodic box to read)
+            _write_h5md(f, u.trajectory.timeseries(order="fac")[:5].astype(np.float32),
+                        np.full((5, 3), 8.0, np.float32))
     out.append(str(small))
     return out
 

@@ -208,10 +208,26 @@ class H5MDSource(Source):
             if atoms.size and (atoms.min() < 0 or atoms.max() >= self.n_atoms):
                 raise InputFileError(self._path, f"atom index out of range for {self.n_atoms} atoms")
         plan = plan_atom_reads(atoms, self.n_atoms)
-        arrays = {fl: self._read_field(fl, start, stop, stride, plan) for fl in fields}
-        box, time, step = self._frame_meta(start, stop, stride)
+        try:
+            arrays = {fl: self._read_field(fl, start, stop, stride, plan) for fl in fields}
+            box, time, step = self._frame_meta(start, stop, stride)
+        except (OSError, KeyError, RuntimeError) as exc:   # HDF5 met a damaged chunk or object
+            raise self._damaged(exc, range(start, stop, stride), fields) from None
         return Block(start, stop, arrays["position"], box, time, step,
                      velocities=arrays.get("velocity"), forces=arrays.get("force"), stride=stride)
+
+    def _damaged(self, exc: BaseException, frames: range, fields: tuple[str, ...]) -> InputFileError:
+        """The error for a read HDF5 refused, naming the first frame that cannot be read alone."""
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        for k in frames:
+            try:
+                for fl in fields:
+                    self._datasets[fl][k]
+                self._frame_meta_uncached(k, k + 1)
+            except (OSError, KeyError, RuntimeError):
+                return InputFileError(self._path, f"cannot read frame {k} ({why}): the file is damaged")
+        return InputFileError(self._path, f"cannot read frames {frames.start} to {frames.stop - 1} ({why}): "
+                                          "the file is damaged")
 
     def _frame_meta(self, start: int, stop: int, stride: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Box, time and step of frames [start, stop).

@@ -341,10 +341,10 @@ def _check_virtual(ds: h5py.Dataset, path: str) -> None:
             target, inner = None, False
         try:
             if inner:
-                ok = _fits(target.get(src.dset_name), src.src_space)
+                ok = _fits(target.get(src.dset_name), src)
             else:
                 with h5py.File(full, "r") as other:
-                    ok = _fits(other.get(src.dset_name), src.src_space)
+                    ok = _fits(other.get(src.dset_name), src)
         except (OSError, KeyError, RuntimeError, ValueError):
             ok = False
         if not ok:
@@ -352,13 +352,19 @@ def _check_virtual(ds: h5py.Dataset, path: str) -> None:
                                "is missing or smaller than the virtual dataset maps")
 
 
-def _fits(source, space) -> bool:
-    """Whether ``source`` is a plain dataset holding the selection ``space`` (whose extent it must have);
-    a virtual source (a chain, or a loop back to the dataset itself) is refused."""
+def _fits(source, mapping) -> bool:
+    """Whether ``source`` is a plain dataset that holds what ``mapping`` (a virtual source) maps:
+    the extent its selection was made in, or (a whole-source mapping) as many values as it fills.
+    A virtual source (a chain, or a loop back to the dataset itself) is refused."""
     if not isinstance(source, h5py.Dataset) or source.dtype.kind not in "fiu" or source.is_virtual:
         return False
-    dims = tuple(space.get_simple_extent_dims())
-    return not dims or tuple(source.shape) == dims   # no extent: the whole source, whatever its size
+    dims = tuple(mapping.src_space.get_simple_extent_dims())
+    if dims:
+        return tuple(source.shape) == dims
+    try:
+        return source.size == mapping.vspace.get_select_npoints()
+    except (ValueError, RuntimeError):   # an unlimited mapping: it fills what the source holds
+        return True
 
 
 def _check_values(ds: h5py.Dataset, path: str, integers: bool) -> None:
@@ -381,7 +387,16 @@ def _check_stored(ds: h5py.Dataset, n_frames: int, path: str) -> None:
     """The frames a dataset claims are stored: a header claiming 10^12 frames never becomes a read
     (or an allocation) of them.  Unfiltered data: its allocated bytes cover the frames; filtered
     data: its allocated chunks do; virtual data: its sources were checked."""
-    if ds.is_virtual or n_frames == 0:
+    if n_frames == 0:
+        return
+    if ds.is_virtual:
+        try:
+            mapped = sum(src.vspace.get_select_npoints() for src in ds.virtual_sources())
+        except (ValueError, RuntimeError):   # unlimited mappings: their sources were checked
+            return
+        if mapped < n_frames * int(ds.shape[1]) * 3:
+            raise NotH5MDError(path, f"{ds.name} claims {n_frames} frames x {ds.shape[1]} atoms but its virtual "
+                                     f"sources map {mapped} values: the rest would read as fill values")
         return
     frame_bytes = int(ds.shape[1]) * 3 * ds.dtype.itemsize
     try:
