@@ -114,6 +114,10 @@ class H5MDSource(Source):
         self._direct: dict[str, DirectReads] = {}
         try:
             self._open_datasets(group, assume_units)
+        except (OSError, KeyError, RuntimeError) as exc:   # HDF5 met a damaged object header, heap, B-tree
+            self.close()
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise InputFileError(self._path, f"cannot be read as H5MD ({why}): the file is damaged") from None
         except BaseException:
             self.close()   # a failing open leaks no HDF5 handle and no descriptor
             raise
@@ -139,7 +143,7 @@ class H5MDSource(Source):
         # except under MPI-IO, whose reads (collective or not) stay MPI-IO's.
         if self._driver != "mpio":
             for fl, ds in self._datasets.items():
-                if fl not in self._deltas and (reader := DirectReads.of(ds, self._path)) is not None:
+                if fl not in self._deltas and (reader := DirectReads.of(ds, self._path, self.info.n_frames)) is not None:
                     self._direct[fl] = reader
         self._box = self.file[self.info.box_path] if self.info.box_path else None
         self._periodic = any(b == "periodic" for b in self.info.boundary)
