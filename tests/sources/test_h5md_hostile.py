@@ -226,7 +226,8 @@ def test_damaged_symbol_table_is_one_line(tmp_path):
 def test_empty_file_layout_summary(tmp_path):
     """A fuzzer finding: a file of 0 frames had no one-frame access pattern, and inspect's warnings
     looked it up (KeyError)."""
-    path = _h5md(tmp_path / "empty.h5md", pos=np.zeros((0, N_ATOMS, 3), np.float32))
+    path = _h5md(tmp_path / "empty.h5md", pos=np.zeros((0, N_ATOMS, 3), np.float32), chunks=(2, 2, 3),
+                 maxshape=(None, N_ATOMS, 3))   # chunks that split frames: the warning that looked it up
     with H5MDSource(path) as src:
         assert src.n_frames == 0 and src.layout_summary()["warnings"] == []
 
