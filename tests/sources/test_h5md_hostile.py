@@ -260,6 +260,7 @@ def _index(tmp_path, **change):
     ({"path": ""}, "the path ''"),
     ({"n_atoms": "5"}, "'n_atoms' is '5'"),
     ({"n_atoms": None}, "'n_atoms' is None"),
+    ({"n_atoms": 10**12}, "'n_atoms' is 1000000000000"),   # a fuzzer finding: a 10.9 TiB Timestep
     ({"file_frames": 2}, "file_frames 2"),
     ({"shift_time": "y"}, "shift_time 'y'"),
     ({"shift_step": 2**70}, "shift_step"),
@@ -271,6 +272,14 @@ def test_index_fields_checked(tmp_path, change, words):
     with pytest.raises(InputFileError) as err:
         open_source(index)
     assert str(err.value).startswith(index) and words in str(err.value), str(err.value)
+
+
+def test_index_claiming_other_atoms_allocates_nothing(tmp_path):
+    """An index that says 2 * 10^9 atoms over a 5-atom segment: refused when the segment opens,
+    before a block of 4 frames x 2 * 10^9 atoms (96 GB) is allocated."""
+    _, index = _index(tmp_path, n_atoms=2 * 10**9, fields=["position"])   # (no open to learn the fields)
+    with open_source(index) as src, pytest.raises(InputFileError, match="s0.h5md: has 4 frames x 5 atoms"):
+        src.read(0, N_FRAMES)
 
 
 def test_index_reads_when_valid(tmp_path):

@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 INDEX_FORMAT = "trajscale-segments"
 INDEX_NAME = "index.json"
 MAX_OPEN = 64
+#: Most atoms an index may claim (an atom index is a 32-bit integer in the formats trajscale reads).
+MAX_ATOMS = 2**31 - 1
 
 
 def index_path(path: str | os.PathLike) -> Path | None:
@@ -91,8 +93,8 @@ def _check_index(p: Path, index: dict) -> None:
     if not isinstance(index["segments"], list):
         raise bad("'segments' is not a list")
     n_atoms = index.get("n_atoms")
-    if not _is_int(n_atoms) or n_atoms <= 0:
-        raise bad(f"'n_atoms' is {n_atoms!r}; expected a positive integer")
+    if not _is_int(n_atoms) or not 0 < n_atoms <= MAX_ATOMS:
+        raise bad(f"'n_atoms' is {n_atoms!r}; expected an integer from 1 to {MAX_ATOMS}")
     for key in ("topology", "group", "assume_units"):
         if index.get(key) is not None and not (isinstance(index[key], str) and index[key]):
             raise bad(f"{key!r} is {index[key]!r}; expected a name")
@@ -338,9 +340,11 @@ class SegmentedSource(Source):
         self.check_request(atoms, fields)
         n = len(range(start, stop, stride))
         n_sel = self.n_atoms if atoms is None else len(atoms)
+        first = int(np.searchsorted(self._starts, start, side="right") - 1) if n else 0
+        if n:
+            self._segment(first)   # opened (and its atoms checked against the index's) before any allocation
         out = {fl: self._out_array(fl, (n, n_sel, 3)) for fl in fields}
         box, time, step = np.zeros((n, 6), np.float32), np.empty(n), np.empty(n, np.int64)
-        first = int(np.searchsorted(self._starts, start, side="right") - 1) if n else 0
         i, a, row = first, start, 0
         while a < stop:   # one read per segment the range touches (a: the next kept frame)
             seg_start, seg_stop = int(self._starts[i]), int(self._starts[i + 1])
