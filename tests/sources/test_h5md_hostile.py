@@ -165,6 +165,18 @@ def test_virtual_dataset_claiming_a_billion_atoms(tmp_path):
         H5MDSource(path).read(0, N_FRAMES)
 
 
+def test_virtual_mapping_too_large_to_count(tmp_path):
+    """A fuzzer finding: a (10^12, 10^9, 3) virtual dataset whose mapped values HDF5 cannot count
+    was taken as an unlimited mapping, and its frames read into a 45 GiB array."""
+    other = _h5md(tmp_path / "other.h5md")
+    path = _edit(_h5md(tmp_path / "bad.h5md", step=False, time_=False),
+                 _virtual(other, f"/{P}/value", (10**12, 10**9, 3)))
+    with h5py.File(path, "r+") as f:
+        f[P].create_dataset("step", shape=(10**12,), chunks=(64,), dtype=np.uint8)
+    with pytest.raises(InputFileError, match="bad.h5md: .*virtual dataset"):
+        H5MDSource(path).read(0, N_FRAMES)
+
+
 def test_header_claiming_a_trillion_frames_is_refused_fast(tmp_path):
     """Chunked, never written: 10^12 frames claimed, none stored.  Refused before any read or allocation."""
     path = tmp_path / "huge.h5md"
@@ -196,6 +208,23 @@ def test_rows_reserved_past_the_last_frame_allocate_nothing(tmp_path):
     with H5MDSource(str(path)) as src:
         assert src.n_frames == 3
         np.testing.assert_array_equal(src.read(0, 3).positions, pos)
+
+
+def test_no_frames_and_a_billion_atoms_allocates_nothing(tmp_path):
+    """A fuzzer finding: 0 complete frames (an empty step) of 10^9 atoms, stored nowhere, made
+    mda.Reader allocate a 12 GB Timestep before it found no frame to read."""
+    path = tmp_path / "nothing.h5md"
+    with h5py.File(path, "w") as f:
+        p = f.create_group(P)
+        p.create_dataset("value", shape=(1, 10**9, 3), chunks=(1, 64, 1), dtype=np.float32)
+        p["value"].attrs["unit"] = "nm"
+        p.create_dataset("step", data=np.zeros(0, np.int64))
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(IOError, match="nothing.h5md: no frames to read"):
+        trajscale.mda.Reader(str(path))
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 1024**2   # KiB: under 1 GiB
 
 
 def test_damaged_chunk_names_the_frame(tmp_path):

@@ -97,9 +97,9 @@ class Reader(ReaderBase):
                                        comm=self._comm, driver="mpio" if self._comm is not None else None)
         except TrajscaleError as exc:
             raise IOError(str(exc)) from None
-        if "position" not in self._source.fields:
-            self._source.close()
-            raise IOError(f"{self._files[0]}: no positions to read")
+        if "position" not in self._source.fields or not self._source.n_frames:
+            self._source.close()   # (before a Timestep of the atoms a header claims is allocated)
+            raise IOError(f"{self._files[0]}: no {'positions' if self._source.n_frames else 'frames'} to read")
         self._identity = file_identity(self._files)
         self._n_frames = self._source.n_frames
         self._block: Block | None = None

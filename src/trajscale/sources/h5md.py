@@ -32,6 +32,8 @@ GATHER_SLAB_BYTES = 4 * 1024**2
 #: The file is opened with no chunk cache; datasets whose chunks split xyz get
 #: their own (see :func:`~trajscale.store.layout.reader_chunk_cache`).
 CHUNK_CACHE_BYTES = 0
+#: Most hash slots of a dataset's chunk cache (8 bytes each): far more than its bytes hold chunks.
+MAX_CACHE_SLOTS = 1_000_003
 #: Files described in this process: their schema (and layout facts, once asked), keyed by
 #: the file's identity, so a session's repeated runs on one file skip the ~4 ms schema walk;
 #: a rewritten file (another inode, size or mtime) is described anew.
@@ -69,7 +71,8 @@ def _with_chunk_cache(f, path: str):
     del ds   # HDF5 shares one chunk cache among open handles of a dataset: close it first
     n_chunks = -(-shape[1] // chunks[1]) * -(-shape[2] // chunks[2])
     dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
-    dapl.set_chunk_cache(max(521, 20 * n_chunks + 1), nbytes, 1.0)
+    # (slots capped: HDF5 allocates them all at once, and a header can claim billions of chunks)
+    dapl.set_chunk_cache(min(max(521, 20 * n_chunks + 1), MAX_CACHE_SLOTS), nbytes, 1.0)
     log.debug("%s: chunks %s; reading through a %d MiB chunk cache", path, chunks, nbytes >> 20)
     return h5py.Dataset(h5py.h5d.open(f.id, path.encode(), dapl=dapl))
 
@@ -114,7 +117,8 @@ class H5MDSource(Source):
         self._direct: dict[str, DirectReads] = {}
         try:
             self._open_datasets(group, assume_units)
-        except (OSError, KeyError, RuntimeError) as exc:   # HDF5 met a damaged object header, heap, B-tree
+        except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
+            # HDF5 met a damaged object header, heap or B-tree; h5py a type it cannot map to NumPy
             self.close()
             why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise InputFileError(self._path, f"cannot be read as H5MD ({why}): the file is damaged") from None

@@ -363,8 +363,8 @@ def _fits(source, mapping) -> bool:
         return tuple(source.shape) == dims
     try:
         return source.size == mapping.vspace.get_select_npoints()
-    except (ValueError, RuntimeError):   # an unlimited mapping: it fills what the source holds
-        return True
+    except (ValueError, RuntimeError):   # a selection HDF5 cannot count (unlimited, or overflowing)
+        return False
 
 
 def _check_values(ds: h5py.Dataset, path: str, integers: bool) -> None:
@@ -392,8 +392,8 @@ def _check_stored(ds: h5py.Dataset, n_frames: int, path: str) -> None:
     if ds.is_virtual:
         try:
             mapped = sum(src.vspace.get_select_npoints() for src in ds.virtual_sources())
-        except (ValueError, RuntimeError):   # unlimited mappings: their sources were checked
-            return
+        except (ValueError, RuntimeError):   # HDF5 cannot count what is mapped (unlimited, or overflowing)
+            raise NotH5MDError(path, f"{ds.name} is a virtual dataset whose mappings cannot be measured") from None
         if mapped < n_frames * int(ds.shape[1]) * 3:
             raise NotH5MDError(path, f"{ds.name} claims {n_frames} frames x {ds.shape[1]} atoms but its virtual "
                                      f"sources map {mapped} values: the rest would read as fill values")
