@@ -56,7 +56,17 @@ def _dask_task(job: Job, task: int, frames: FrameRange) -> tuple[dict, TaskTimin
         name = get_worker().address
     except (ImportError, ValueError):   # not inside a worker (e.g. a synchronous test client)
         name = f"pid {os.getpid()}"
-    return run_task(job, task, frames, name)
+    try:
+        return run_task(job, task, frames, name)
+    except TrajscaleError as exc:   # an answer, not a crash: returned so the worker logs no traceback
+        return _Refused(exc)
+
+
+class _Refused:
+    """A task's user error (a damaged file, NaN coordinates), carried back as the task's result."""
+
+    def __init__(self, error: TrajscaleError) -> None:
+        self.error = error
 
 
 @functools.cache
@@ -202,6 +212,8 @@ class DaskExecutor(Executor):
                     i = index[fut.key]
                     try:
                         out[i] = fut.result()
+                        if isinstance(out[i], _Refused):
+                            raise out[i].error
                     except TrajscaleError:
                         raise
                     except Exception as exc:  # noqa: BLE001 - KilledWorker, lost connection...

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -39,6 +40,9 @@ from ..errors import InputFileError, TrajscaleError
 from ..util import file_identity
 
 log = logging.getLogger(__name__)
+
+#: An empty file is read as empty, unless its header claims more atoms than any simulated system has.
+MAX_ATOMS_WITHOUT_FRAMES = 10**8
 
 #: Bytes of frames read at once while iterating (two such blocks live at a time).
 BLOCK_BYTES = 32 * 1024**2
@@ -100,6 +104,9 @@ class Reader(ReaderBase):
         self._comm = comm
         self._block_bytes = max(1, int(block_bytes))
         self._pool: ThreadPoolExecutor | None = None
+        #: Held by every use of the source: the read-ahead thread and the main thread (``dt``, a
+        #: jump) share one handle, whose reads (an XDR seek and decode, an HDF5 read) must not interleave.
+        self._lock = threading.Lock()
         self._open()
         fields = self._source.fields
         self.n_atoms = self._source.n_atoms
@@ -128,6 +135,11 @@ class Reader(ReaderBase):
         if "position" not in self._source.fields:
             self._source.close()
             raise IOError(f"{self._files[0]}: no positions to read")
+        if not self._source.n_frames and self._source.n_atoms > MAX_ATOMS_WITHOUT_FRAMES:
+            # no stored frame vouches for the header's atom count, and a Timestep of it is allocated now
+            self._source.close()
+            raise IOError(f"{self._files[0]}: no frames to read, and its header claims "
+                          f"{self._source.n_atoms:,} atoms")
         self._identity = file_identity(self._files)
         self._n_frames = self._source.n_frames
         self._block: Block | None = None
@@ -202,23 +214,28 @@ class Reader(ReaderBase):
         """Time between the first two frames (ps), read from the file's time data."""
         if self._n_frames < 2:
             return 0.0
-        t = self._source.read(0, 2, np.array([0])).time
+        with self._lock:
+            t = self._source.read(0, 2, np.array([0])).time
         return float(t[1] - t[0])
 
     @property
     def has_velocities(self) -> bool:
-        return "velocity" in self._source.fields
+        with self._lock:
+            return "velocity" in self._source.fields
 
     @property
     def has_forces(self) -> bool:
-        return "force" in self._source.fields
+        with self._lock:
+            return "force" in self._source.fields
 
     # ------------------------------------------------------------------ frames
     def _frames_per_block(self) -> int:
-        return max(1, self._block_bytes // max(1, self._source.bytes_per_frame(None, self._source.fields)))
+        with self._lock:
+            return max(1, self._block_bytes // max(1, self._source.bytes_per_frame(None, self._source.fields)))
 
     def _read(self, start: int, stop: int, stride: int) -> Block:
-        return self._source.read(start, stop, None, self._source.fields, stride=stride)
+        with self._lock:
+            return self._source.read(start, stop, None, self._source.fields, stride=stride)
 
     def _block_at(self, frame: int, stride: int, n: int) -> tuple[int, int, int]:
         return frame, min(self.n_frames, frame + n * stride), stride
@@ -319,12 +336,12 @@ class Reader(ReaderBase):
     def __getstate__(self):
         """How to reopen the file, and the current Timestep: never an open handle or a communicator."""
         state = {k: v for k, v in self.__dict__.items()
-                 if k not in ("_source", "_block", "_pending", "_pool", "_comm", "_identity")}
+                 if k not in ("_source", "_block", "_pending", "_pool", "_comm", "_identity", "_lock")}
         return state
 
     def __setstate__(self, state) -> None:
         self.__dict__.update(state)
-        self._comm, self._pool = None, None
+        self._comm, self._pool, self._lock = None, None, threading.Lock()
         ts, frame = self.ts, state.get("_frame", -1)
         self._open()
         self._frame = frame

@@ -32,6 +32,8 @@ GATHER_SLAB_BYTES = 4 * 1024**2
 #: The file is opened with no chunk cache; datasets whose chunks split xyz get
 #: their own (see :func:`~trajscale.store.layout.reader_chunk_cache`).
 CHUNK_CACHE_BYTES = 0
+#: Most hash slots of a dataset's chunk cache (8 bytes each): far more than its bytes hold chunks.
+MAX_CACHE_SLOTS = 1_000_003
 #: Files described in this process: their schema (and layout facts, once asked), keyed by
 #: the file's identity, so repeated runs on one file in one process walk its schema once;
 #: a rewritten file (another inode, size or mtime) is described anew.
@@ -70,7 +72,8 @@ def _with_chunk_cache(f, path: str):
     del ds   # HDF5 shares one chunk cache among open handles of a dataset: close it first
     n_chunks = -(-shape[1] // chunks[1]) * -(-shape[2] // chunks[2])
     dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
-    dapl.set_chunk_cache(max(521, 20 * n_chunks + 1), nbytes, 1.0)
+    # (slots capped: HDF5 allocates them all at once, and a header can claim billions of chunks)
+    dapl.set_chunk_cache(min(max(521, 20 * n_chunks + 1), MAX_CACHE_SLOTS), nbytes, 1.0)
     log.debug("%s: chunks %s; reading through a %d MiB chunk cache", path, chunks, nbytes >> 20)
     return h5py.Dataset(h5py.h5d.open(f.id, path.encode(), dapl=dapl))
 
@@ -115,6 +118,11 @@ class H5MDSource(Source):
         self._direct: dict[str, DirectReads] = {}
         try:
             self._open_datasets(group, assume_units)
+        except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
+            # HDF5 met a damaged object header, heap or B-tree; h5py a type it cannot map to NumPy
+            self.close()
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise InputFileError(self._path, f"cannot be read as H5MD ({why}): the file is damaged") from None
         except BaseException:
             self.close()   # a failing open leaks no HDF5 handle and no descriptor
             raise
@@ -140,7 +148,7 @@ class H5MDSource(Source):
         # except under MPI-IO, whose reads (collective or not) stay MPI-IO's.
         if self._driver != "mpio":
             for fl, ds in self._datasets.items():
-                if fl not in self._deltas and (reader := DirectReads.of(ds, self._path)) is not None:
+                if fl not in self._deltas and (reader := DirectReads.of(ds, self._path, self.info.n_frames)) is not None:
                     self._direct[fl] = reader
         self._box = self.file[self.info.box_path] if self.info.box_path else None
         self._periodic = any(b == "periodic" for b in self.info.boundary)
@@ -209,10 +217,26 @@ class H5MDSource(Source):
             if atoms.size and (atoms.min() < 0 or atoms.max() >= self.n_atoms):
                 raise InputFileError(self._path, f"atom index out of range for {self.n_atoms} atoms")
         plan = plan_atom_reads(atoms, self.n_atoms)
-        arrays = {fl: self._read_field(fl, start, stop, stride, plan) for fl in fields}
-        box, time, step = self._frame_meta(start, stop, stride)
+        try:
+            arrays = {fl: self._read_field(fl, start, stop, stride, plan) for fl in fields}
+            box, time, step = self._frame_meta(start, stop, stride)
+        except (OSError, KeyError, RuntimeError) as exc:   # HDF5 met a damaged chunk or object
+            raise self._damaged(exc, range(start, stop, stride), fields) from None
         return Block(start, stop, arrays["position"], box, time, step,
                      velocities=arrays.get("velocity"), forces=arrays.get("force"), stride=stride)
+
+    def _damaged(self, exc: BaseException, frames: range, fields: tuple[str, ...]) -> InputFileError:
+        """The error for a read HDF5 refused, naming the first frame that cannot be read alone."""
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        for k in frames:
+            try:
+                for fl in fields:
+                    self._datasets[fl][k]
+                self._frame_meta_uncached(k, k + 1)
+            except (OSError, KeyError, RuntimeError):
+                return InputFileError(self._path, f"cannot read frame {k} ({why}): the file is damaged")
+        return InputFileError(self._path, f"cannot read frames {frames.start} to {frames.stop - 1} ({why}): "
+                                          "the file is damaged")
 
     def _frame_meta(self, start: int, stop: int, stride: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Box, time and step of frames [start, stop).

@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 INDEX_FORMAT = "trajscale-segments"
 INDEX_NAME = "index.json"
 MAX_OPEN = 64
+#: Most atoms an index may claim (an atom index is a 32-bit integer in the formats trajscale reads).
+MAX_ATOMS = 2**31 - 1
 
 
 def index_path(path: str | os.PathLike) -> Path | None:
@@ -70,6 +72,7 @@ def load_index(path: str | os.PathLike) -> dict:
         raise InputFileError(p, f"not a readable segment index ({exc})") from None
     if not isinstance(index, dict) or index.get("format") != INDEX_FORMAT or not index.get("segments"):
         raise InputFileError(p, "not a trajscale segment index (no 'segments')")
+    _check_index(p, index)
     expect = 0
     for seg in index["segments"]:
         if seg.get("start") != expect or int(seg.get("n_frames", 0)) <= 0:
@@ -77,6 +80,48 @@ def load_index(path: str | os.PathLike) -> dict:
                                     f"expected {expect}: the index is not contiguous")
         expect += int(seg["n_frames"])
     return index
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_index(p: Path, index: dict) -> None:
+    """Every field of a segment index has the type and range a reader relies on."""
+    def bad(what: str) -> InputFileError:
+        return InputFileError(p, f"segment index: {what}")
+
+    if not isinstance(index["segments"], list):
+        raise bad("'segments' is not a list")
+    n_atoms = index.get("n_atoms")
+    if not _is_int(n_atoms) or not 0 < n_atoms <= MAX_ATOMS:
+        raise bad(f"'n_atoms' is {n_atoms!r}; expected an integer from 1 to {MAX_ATOMS}")
+    for key in ("topology", "group", "assume_units"):
+        if index.get(key) is not None and not (isinstance(index[key], str) and index[key]):
+            raise bad(f"{key!r} is {index[key]!r}; expected a name")
+    fields = index.get("fields")
+    if fields is not None and (not isinstance(fields, list) or not fields
+                               or any(fl not in ("position", "velocity", "force") for fl in fields)):
+        raise bad(f"'fields' is {fields!r}; expected a list of position, velocity, force")
+    for k, seg in enumerate(index["segments"]):
+        if not isinstance(seg, dict):
+            raise bad(f"segment {k} is {seg!r}, not an object")
+        path, n = seg.get("path"), seg.get("n_frames")
+        if not isinstance(path, str) or not path.strip() or "\0" in path:
+            raise bad(f"segment {k} has the path {path!r}")
+        if not _is_int(seg.get("start")) or not _is_int(n) or n <= 0:
+            raise bad(f"segment {k} ({path}) has start {seg.get('start')!r} and n_frames {n!r}; "
+                      "expected integers, n_frames positive")
+        ff = seg.get("file_frames", n)
+        if not _is_int(ff) or ff < n:
+            raise bad(f"segment {k} ({path}) has file_frames {ff!r}; expected an integer >= its n_frames {n}")
+        step, time = seg.get("shift_step", 0), seg.get("shift_time", 0.0)
+        if not _is_int(step) or abs(step) >= 2**62 or not isinstance(time, (int, float)) or isinstance(time, bool) \
+                or not np.isfinite(time):
+            raise bad(f"segment {k} ({path}) has shift_step {step!r} and shift_time {time!r}; expected "
+                      "an integer and a finite number")
+        if seg.get("format") is not None and not isinstance(seg["format"], str):
+            raise bad(f"segment {k} ({path}) has the format {seg['format']!r}")
 
 
 class SegmentedSource(Source):
@@ -295,9 +340,11 @@ class SegmentedSource(Source):
         self.check_request(atoms, fields)
         n = len(range(start, stop, stride))
         n_sel = self.n_atoms if atoms is None else len(atoms)
+        first = int(np.searchsorted(self._starts, start, side="right") - 1) if n else 0
+        if n:
+            self._segment(first)   # opened (and its atoms checked against the index's) before any allocation
         out = {fl: self._out_array(fl, (n, n_sel, 3)) for fl in fields}
         box, time, step = np.zeros((n, 6), np.float32), np.empty(n), np.empty(n, np.int64)
-        first = int(np.searchsorted(self._starts, start, side="right") - 1) if n else 0
         i, a, row = first, start, 0
         while a < stop:   # one read per segment the range touches (a: the next kept frame)
             seg_start, seg_stop = int(self._starts[i]), int(self._starts[i + 1])

@@ -74,11 +74,13 @@ class DirectReads:
     Use :meth:`of`, which returns None for a dataset this cannot read exactly.
     """
 
-    def __init__(self, ds: h5py.Dataset, path: str) -> None:
+    def __init__(self, ds: h5py.Dataset, path: str, n_frames: int | None = None) -> None:
         self._ds = ds
         self._path = path
         self._checked: bool | None = None   # None: not compared with HDF5 yet; then whether it agreed
-        n_frames, n_atoms, _ = ds.shape
+        rows, n_atoms, _ = ds.shape
+        # the frames read (rows a writer reserved past them are never read: no address kept for them)
+        n_frames = self._n_frames = rows if n_frames is None else min(rows, n_frames)
         self._frame_bytes = n_atoms * 3 * 4
         self._chunk_frames = max(1, n_frames) if ds.chunks is None else ds.chunks[0]
         self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
@@ -95,14 +97,14 @@ class DirectReads:
         _ADDRESSES.move_to_end(key)
 
     @classmethod
-    def of(cls, ds: h5py.Dataset, path: str) -> DirectReads | None:
-        """A reader for ``ds``, or None when only HDF5 can read it exactly."""
+    def of(cls, ds: h5py.Dataset, path: str, n_frames: int | None = None) -> DirectReads | None:
+        """A reader for the first ``n_frames`` (default: all) of ``ds``, or None when only HDF5 can read it exactly."""
         if ds.ndim != 3 or ds.shape[2] != 3 or ds.dtype != _NATIVE_F32:
             return None
         if ineligible(ds) or (ds.chunks is None and chunk_address(ds, 0) is None):   # (contiguous, never written)
             return None
         try:
-            return cls(ds, path)
+            return cls(ds, path, n_frames)
         except OSError:
             return None
 
@@ -119,9 +121,9 @@ class DirectReads:
 
     def _agrees_with_hdf5(self) -> bool:
         """One frame's first atoms read both ways must be the same bytes (addresses are HDF5's to define)."""
-        if not self._ds.shape[0] or not self._ds.shape[1]:
+        if not self._n_frames or not self._ds.shape[1]:
             return False
-        frame = self._ds.shape[0] - 1
+        frame = self._n_frames - 1
         width = min(self._ds.shape[1], 64)
         mine = np.empty((1, width, 3), np.float32)
         if not self._read(frame, 1, 1, np.array([[0, width]]), None, mine):

@@ -84,7 +84,15 @@ class H5MDInfo:
 def particle_groups(f: h5py.File) -> list[str]:
     """Names of the particle groups of ``f`` that hold positions (the groups a reader can use)."""
     parts = f["particles"]
-    return [g for g in parts if isinstance(parts[g], h5py.Group) and "position" in parts[g]]
+    return [g for g in parts if isinstance(_member(parts, g), h5py.Group) and "position" in parts[g]]
+
+
+def _member(group: h5py.Group, name: str):
+    """``group[name]``; None for a link that cannot be followed (reported when it is the one asked for)."""
+    try:
+        return group[name]
+    except (KeyError, RuntimeError, OSError, ValueError):
+        return None
 
 
 def describe(f: h5py.File, group: str | None = None, assume_units: str | None = None, *,
@@ -107,7 +115,7 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
         the last complete frame are the job's next frames, not an interrupted write.
     """
     path = f.filename
-    if "particles" not in f or not isinstance(f["particles"], h5py.Group):
+    if "particles" not in f or not isinstance(_object(f, "particles", path), h5py.Group):
         raise NotH5MDError(path, "no /particles group: not an H5MD file")
     assumed = assumed_units(assume_units)
     if group is None:
@@ -118,45 +126,62 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
             raise InputFileError(path, f"has {len(usable)} particle groups ({', '.join(usable)}); "
                                        "choose one with --group NAME (group= in the API)")
         group = usable[0]
-    elif group not in f["particles"] or not isinstance(f["particles"][group], h5py.Group):
-        groups = [g for g in f["particles"] if isinstance(f["particles"][g], h5py.Group)]
+    elif group not in f["particles"] or not isinstance(_object(f["particles"], group, path), h5py.Group):
+        groups = [g for g in f["particles"] if isinstance(_member(f["particles"], g), h5py.Group)]
         raise NotH5MDError(path, f"no particle group {group!r} (have: {', '.join(groups) or 'none'})")
     pg = f["particles"][group]
-    if "position" not in pg or "value" not in pg["position"]:
-        raise NotH5MDError(path, f"particles/{group} has no position/value dataset")
-    pos = pg["position/value"]
+    pos = _dataset(f, f"particles/{group}/position/value", path, required=True)
     if pos.ndim != 3 or pos.shape[2] != 3:
         raise NotH5MDError(path, f"particles/{group}/position/value has shape {pos.shape}, expected (frames, atoms, 3)")
-    fields = tuple(fl for fl in FIELDS if fl in pg and "value" in pg[fl])
+    try:
+        lossy = lossy_attrs(pos)
+    except (ValueError, TypeError) as exc:
+        raise InputFileError(path, str(exc)) from None
+    _check_lossy(pos, lossy, path)
+    _check_values(pos, path, integers=bool(lossy) and lossy[2] != "floats")
+    fields = tuple(fl for fl in FIELDS if _dataset(f, f"particles/{group}/{fl}/value", path) is not None)
     units, scales = {}, {}
     for fl in fields:
-        units[fl], scales[fl] = _unit(pg[fl]["value"], fl, assumed, path)
+        ds = pos if fl == "position" else _dataset(f, f"particles/{group}/{fl}/value", path)
+        if fl != "position":
+            _check_values(ds, path, integers=False)
+            if ds.shape[1:] != pos.shape[1:] or ds.shape[0] < pos.shape[0]:
+                raise NotH5MDError(path, f"{ds.name} has shape {ds.shape}; the positions' is {pos.shape}")
+        units[fl], scales[fl] = _unit(ds, fl, assumed, path)
     step = _time_axis(pg["position"], "step", path, assumed)
     time = _time_axis(pg["position"], "time", path, assumed)
     if time.unit is not None:
         units["time"] = time.unit
     box_path, box_td, boundary = None, False, ("none",) * 3
     if "box" in pg:
-        box = pg["box"]
-        b = box.attrs.get("boundary")
-        if b is not None:
-            boundary = tuple(x.decode() if isinstance(x, bytes) else str(x) for x in np.atleast_1d(b))
+        box = _object(pg, "box", path)
+        if not isinstance(box, h5py.Group):
+            raise NotH5MDError(path, f"{box.name} is not a group")
+        boundary = _boundary(box, path)
         if "edges" in box:
-            edges = box["edges"]
+            edges = _object(box, "edges", path)
             if isinstance(edges, h5py.Group):
-                box_path, box_td = edges["value"].name, True
-            else:
-                box_path = edges.name
+                edges, box_td = _dataset(f, f"{edges.name}/value", path, required=True), True
+            box_path = edges.name
             if "periodic" in boundary:   # edges are read (and scaled) only for a periodic box
-                units["box"], scales["box"] = _unit(f[box_path], "box", assumed, path)
-    obs = tuple(sorted(f["observables"].keys())) if "observables" in f else ()
+                units["box"], scales["box"] = _unit(edges, "box", assumed, path)
+    obs = tuple(sorted(f["observables"].keys())) if isinstance(f.get("observables", getlink=True), h5py.HardLink) \
+        and isinstance(f["observables"], h5py.Group) else ()
     plugin, plugin_level = _plugin_filter(pos)
-    try:
-        lossy = lossy_attrs(pos)
-    except ValueError as exc:
-        raise InputFileError(path, str(exc)) from None
+    n_frames = complete_frames(f, pg, step, being_written)
+    if time.path is not None and f[time.path].shape[0] < n_frames:
+        raise NotH5MDError(path, f"{time.path} has {f[time.path].shape[0]} frames; the positions have {n_frames}")
+    if box_path is not None and "periodic" in boundary:
+        if box_td and f[box_path].ndim >= 1 and f[box_path].shape[0] == 0 and n_frames:
+            # a box element created but never appended to (pyh5md's "linear" box does this): no box
+            log.warning("%s: %s holds no box: frames are read without one", path, box_path)
+            box_path, box_td, boundary = None, False, ("none",) * 3
+        else:
+            _check_edges(f[box_path], box_td, n_frames, path)
+    if not being_written:
+        _check_stored(pos, n_frames, path)
     return H5MDInfo(
-        path=path, group=group, n_frames=complete_frames(f, pg, step, being_written), n_atoms=int(pos.shape[1]),
+        path=path, group=group, n_frames=n_frames, n_atoms=int(pos.shape[1]),
         fields=fields, scales=scales, units=units, step=step, time=time,
         box_path=box_path, box_time_dependent=box_td, boundary=boundary,
         chunks=pos.chunks, compression=plugin or pos.compression,
@@ -193,7 +218,10 @@ def _unit(ds: h5py.Dataset, quantity: str, assumed: dict | None, path: str) -> t
     A delta-coded dataset (``store.codecs``) keeps its unit in ``trajscale_unit``: its ``unit``
     names the encoding, so that readers which cannot decode it refuse it.
     """
-    unit = attr_str(ds, "trajscale_unit") or attr_str(ds, "unit")
+    try:
+        unit = attr_str(ds, "trajscale_unit") or attr_str(ds, "unit")
+    except ValueError as exc:
+        raise NotH5MDError(path, str(exc)) from None
     if unit is None:
         if assumed is None:
             raise NotH5MDError(path, f"{ds.name} has no unit attribute and trajscale never guesses one: "
@@ -226,15 +254,25 @@ def _plugin_filter(ds: h5py.Dataset) -> tuple[str | None, int | None]:
 
 
 def attr_str(obj, name: str) -> str | None:
-    val = obj.attrs.get(name)
+    """A string attribute (bytes, str or a one-element array of either); None when absent.
+
+    Raises ValueError for an attribute that is not one string.
+    """
+    try:
+        val = obj.attrs.get(name) if name in obj.attrs else None
+    except (OSError, TypeError, ValueError) as exc:   # a type h5py cannot read back
+        raise ValueError(f"{obj.name} has an unreadable {name} attribute ({_first_line(exc)})") from None
     if val is None:
         return None
-    if isinstance(val, bytes):
-        return val.decode()
     if isinstance(val, np.ndarray):
-        val = val.item() if val.size == 1 else val[0]
-        return val.decode() if isinstance(val, bytes) else str(val)
-    return str(val)
+        if val.size != 1:
+            raise ValueError(f"{obj.name} has {val.size} values in its {name} attribute; expected one string")
+        val = val.item()
+    if isinstance(val, bytes):
+        return val.decode(errors="replace")
+    if not isinstance(val, str):
+        raise ValueError(f"{obj.name} has the {name} attribute {val!r}; expected a string")
+    return val
 
 
 def _time_axis(element: h5py.Group, name: str, path: str, assumed: dict | None) -> TimeAxis:
@@ -242,9 +280,185 @@ def _time_axis(element: h5py.Group, name: str, path: str, assumed: dict | None) 
         if name == "step":
             raise NotH5MDError(path, f"{element.name} has no step dataset")
         return TimeAxis(None, fixed=None)
-    ds = element[name]
+    ds = _dataset(element.file, f"{element.name}/{name}", path, required=True)
+    if ds.dtype.kind not in ("iu" if name == "step" else "iuf") or ds.ndim > 1:
+        raise NotH5MDError(path, f"{ds.name} holds {ds.dtype} of shape {ds.shape}; expected one "
+                                 f"{'integer' if name == 'step' else 'number'} per frame, or one fixed interval")
     unit, scale = _unit(ds, "time", assumed, path) if name == "time" else (None, 1.0)
     if ds.shape == ():   # the spec's "fixed" interval: value * i + offset
-        offset = float(ds.attrs.get("offset", 0))
-        return TimeAxis(None, fixed=float(ds[()]), offset=offset, scale=scale, unit=unit)
+        offset = _number_attr(ds, "offset", 0.0, path)
+        fixed = float(ds[()])
+        if not np.isfinite(fixed) or not np.isfinite(offset):
+            raise NotH5MDError(path, f"{ds.name} has the fixed interval {fixed} and offset {offset}: not finite")
+        return TimeAxis(None, fixed=fixed, offset=offset, scale=scale, unit=unit)
     return TimeAxis(ds.name, scale=scale, unit=unit)
+
+
+# ---------------------------------------------------------------- checks of what the file says
+def _object(group: h5py.Group, name: str, path: str):
+    """``group[name]``, or one error naming the link when it cannot be followed."""
+    try:
+        return group[name]
+    except (KeyError, RuntimeError, OSError, ValueError) as exc:
+        raise NotH5MDError(path, f"{group.name.rstrip('/')}/{name} cannot be opened ({_first_line(exc)})") from None
+
+
+def _dataset(f: h5py.File, name: str, path: str, required: bool = False) -> h5py.Dataset | None:
+    """The dataset at ``name`` (links followed, each checked), None when absent and not ``required``.
+
+    A link that cannot be followed (an external file that is missing, a soft link that loops)
+    and a group where a dataset belongs are errors: HDF5 would name neither the file nor the dataset.
+    """
+    parent = f
+    parts = name.strip("/").split("/")
+    for k, part in enumerate(parts):
+        if not isinstance(parent, h5py.Group) or part not in parent:
+            if required:
+                raise NotH5MDError(path, f"has no {name} dataset")
+            return None
+        parent = _object(parent, part, path)
+    if not isinstance(parent, h5py.Dataset):
+        raise NotH5MDError(path, f"{name} is not a dataset")
+    if parent.is_virtual:
+        _check_virtual(parent, path)
+    return parent
+
+
+def _check_virtual(ds: h5py.Dataset, path: str) -> None:
+    """Every source of a virtual dataset exists: HDF5 reads a missing one as fill values, silently."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(path))
+    for src in ds.virtual_sources():
+        name = src.file_name
+        if name == ".":
+            target, inner = ds.file, True
+        else:
+            full = name if os.path.isabs(name) else os.path.join(here, name)
+            if not os.path.isfile(full) or not h5py.is_hdf5(full):
+                raise NotH5MDError(path, f"{ds.name} is a virtual dataset whose source file {name} is "
+                                         "missing or not HDF5")
+            target, inner = None, False
+        try:
+            if inner:
+                ok = _fits(target.get(src.dset_name), src)
+            else:
+                with h5py.File(full, "r") as other:
+                    ok = _fits(other.get(src.dset_name), src)
+        except (OSError, KeyError, RuntimeError, ValueError):
+            ok = False
+        if not ok:
+            raise NotH5MDError(path, f"{ds.name} is a virtual dataset whose source {name}:{src.dset_name} "
+                               "is missing or smaller than the virtual dataset maps")
+
+
+def _fits(source, mapping) -> bool:
+    """Whether ``source`` is a plain dataset that holds what ``mapping`` (a virtual source) maps:
+    the extent its selection was made in, or (a whole-source mapping) as many values as it fills.
+    A virtual source (a chain, or a loop back to the dataset itself) is refused."""
+    if not isinstance(source, h5py.Dataset) or source.dtype.kind not in "fiu" or source.is_virtual:
+        return False
+    dims = tuple(mapping.src_space.get_simple_extent_dims())
+    if dims:
+        return tuple(source.shape) == dims
+    try:
+        return source.size == mapping.vspace.get_select_npoints()
+    except (ValueError, RuntimeError):   # a selection HDF5 cannot count (unlimited, or overflowing)
+        return False
+
+
+def _check_values(ds: h5py.Dataset, path: str, integers: bool) -> None:
+    """Frame data: real floats (or the integers of a delta-coded dataset), at most 2**31 atoms."""
+    kinds = "u" if integers else "f"
+    if ds.dtype.kind not in kinds or ds.dtype.itemsize not in ((2, 4) if integers else (4, 8)):
+        raise NotH5MDError(path, f"{ds.name} holds {ds.dtype}; expected "
+                                 f"{'unsigned integers (delta-coded)' if integers else 'float32 or float64'}")
+    if ds.ndim != 3 or ds.shape[2] != 3:
+        raise NotH5MDError(path, f"{ds.name} has shape {ds.shape}, expected (frames, atoms, 3)")
+    if ds.shape[1] == 0 or ds.shape[1] > MAX_ATOMS:
+        raise NotH5MDError(path, f"{ds.name} has {ds.shape[1]} atoms (1 to {MAX_ATOMS} are readable)")
+
+
+#: Most atoms a dataset may claim: an atom index is a 32-bit integer in the formats trajscale reads.
+MAX_ATOMS = 2**31 - 1
+
+
+def _check_stored(ds: h5py.Dataset, n_frames: int, path: str) -> None:
+    """The frames a dataset claims are stored: a header claiming 10^12 frames never becomes a read
+    (or an allocation) of them.  Unfiltered data: its allocated bytes cover the frames; filtered
+    data: its allocated chunks do; virtual data: its sources were checked."""
+    if n_frames == 0:
+        return
+    if ds.is_virtual:
+        try:
+            mapped = sum(src.vspace.get_select_npoints() for src in ds.virtual_sources())
+        except (ValueError, RuntimeError):   # HDF5 cannot count what is mapped (unlimited, or overflowing)
+            raise NotH5MDError(path, f"{ds.name} is a virtual dataset whose mappings cannot be measured") from None
+        if mapped < n_frames * int(ds.shape[1]) * 3:
+            raise NotH5MDError(path, f"{ds.name} claims {n_frames} frames x {ds.shape[1]} atoms but its virtual "
+                                     f"sources map {mapped} values: the rest would read as fill values")
+        return
+    frame_bytes = int(ds.shape[1]) * 3 * ds.dtype.itemsize
+    try:
+        stored = ds.id.get_storage_size()
+        filtered = bool(ds.chunks) and ds.id.get_create_plist().get_nfilters() > 0
+        if filtered:
+            per_row = -(-int(ds.shape[1]) // ds.chunks[1]) * -(-3 // ds.chunks[2])
+            need, have = -(-n_frames // ds.chunks[0]) * per_row, ds.id.get_num_chunks()
+            if have < need:
+                raise NotH5MDError(path, f"{ds.name} claims {n_frames} frames x {ds.shape[1]} atoms but stores "
+                                         f"{have} of the {need} chunks they need: truncated or damaged")
+            return
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise NotH5MDError(path, f"{ds.name}: its storage cannot be read ({_first_line(exc)})") from None
+    need = n_frames * frame_bytes if not ds.chunks else \
+        -(-n_frames // ds.chunks[0]) * int(np.prod(ds.chunks)) * ds.dtype.itemsize * \
+        (-(-int(ds.shape[1]) // ds.chunks[1])) * (-(-3 // ds.chunks[2]))
+    if stored < need:
+        raise NotH5MDError(path, f"{ds.name} claims {n_frames} frames x {ds.shape[1]} atoms ({need} bytes) but "
+                                 f"stores {stored} bytes: truncated or damaged")
+
+
+def _check_lossy(ds: h5py.Dataset, lossy: tuple | None, path: str) -> None:
+    if lossy is None:
+        return
+    precision, quantum, _ = lossy
+    if not (np.isfinite(quantum) and quantum > 0) or not (np.isfinite(precision) and precision > 0):
+        raise NotH5MDError(path, f"{ds.name} has the precision {precision} and quantum {quantum}: "
+                                 "both must be finite and positive")
+
+
+def _boundary(box: h5py.Group, path: str) -> tuple[str, ...]:
+    b = box.attrs.get("boundary") if "boundary" in box.attrs else None
+    if b is None:
+        return ("none",) * 3
+    vals = np.atleast_1d(b)
+    words = tuple(x.decode(errors="replace") if isinstance(x, bytes) else str(x) for x in vals.ravel())
+    if vals.ndim != 1 or len(words) != 3 or any(w not in ("periodic", "none") for w in words):
+        raise NotH5MDError(path, f"{box.name} has the boundary {list(words)[:4]}; expected three of "
+                                 "'periodic' or 'none'")
+    return words
+
+
+def _check_edges(edges: h5py.Dataset, time_dependent: bool, n_frames: int, path: str) -> None:
+    shape = edges.shape[1:] if time_dependent else edges.shape
+    if edges.dtype.kind != "f" or shape not in ((3,), (3, 3)) or time_dependent and edges.ndim < 1:
+        raise NotH5MDError(path, f"{edges.name} holds {edges.dtype} of shape {edges.shape}; expected "
+                                 f"{'(frames, 3) or (frames, 3, 3)' if time_dependent else '(3,) or (3, 3)'} floats")
+    if time_dependent and edges.shape[0] < n_frames:
+        raise NotH5MDError(path, f"{edges.name} has {edges.shape[0]} frames; the positions have {n_frames}")
+
+
+def _number_attr(obj, name: str, default: float, path: str) -> float:
+    val = obj.attrs.get(name, default) if name in obj.attrs else default
+    try:
+        arr = np.asarray(val)
+        if arr.size != 1 or arr.dtype.kind not in "iuf":
+            raise TypeError
+        return float(arr.item())
+    except (TypeError, ValueError):
+        raise NotH5MDError(path, f"{obj.name} has the {name} attribute {val!r}; expected one number") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
