@@ -121,8 +121,8 @@ def _read_mda(path: str, assume_units: str | None = None) -> None:
             if i >= 5:
                 break
         if r.n_frames:
-            r[r.n_frames - 1]
-        r.dt
+            _ = r[r.n_frames - 1]
+        _ = r.dt
     except (IOError, EOFError):   # a refused frame, as MDAnalysis's readers say it
         pass
     finally:
@@ -200,7 +200,6 @@ class _Recipe:
 
 def _dataset(g, name: str, shape: tuple, dtype, r: _Recipe, chunks=True):
     """A dataset of ``shape`` that stores no more than ~1 MB: huge shapes stay unwritten (fill value)."""
-    import h5py
 
     if dtype == "compound":
         dtype = np.dtype([("x", np.float32), ("y", np.int8)])
@@ -340,7 +339,7 @@ def _build(f, r: _Recipe, other: str) -> str | None:
 def _index(r: _Recipe, files: list[str]) -> str:
     """A segment index over ``files``, with the recipe's idea of their frame counts."""
     segments, start = [], 0
-    for k, p in enumerate(files):
+    for p in files:
         n = r.pick([3, 3, 4, 0, -1, 10**12, "3", None, 2.5])
         seg = {"path": r.pick([os.path.basename(p), os.path.basename(p), p, "missing.h5md", "", ".", 5]),
                "start": r.pick([start, start, start, start + 1, -1, "0", None]), "n_frames": n}

@@ -28,6 +28,7 @@ from .errors import AtomCountMismatchError, ConfigError, InputFileError, Trajsca
 from .executors import Executor, Job, make_executor
 from .executors.base import close_cached_sources
 from .parallel import check_not_launched
+from .planning import MAX_BLOCK_BYTES, plan_tasks, topology_with_first_frame
 from .report.process import ProcessTimeline
 from .report.summary import Report
 from .report.timing import summarize_workers
@@ -106,7 +107,6 @@ def _first_snapshot(trajectory, topology, group, assume_units, wait: float, poll
 
 def _prepare(analysis: Analysis, topology, snap: Snapshot, max_block_bytes: int) -> tuple[Job, dict]:
     """The job over the frames known now (selections, reference: frame 0 and the topology)."""
-    from .run import _topology_with_first_frame
 
     source = snap.source
     t0 = time.perf_counter()
@@ -114,7 +114,7 @@ def _prepare(analysis: Analysis, topology, snap: Snapshot, max_block_bytes: int)
     if given is not None:
         universe = given.universe
     else:
-        universe = (CachedUniverse(str(topology), functools.partial(_topology_with_first_frame, topology, source))
+        universe = (CachedUniverse(str(topology), functools.partial(topology_with_first_frame, topology, source))
                     if topology is not None else None)
     if universe is not None and universe.atoms.n_atoms != source.n_atoms:
         top_file = given.universe.filename if given is not None else topology
@@ -141,7 +141,6 @@ class _Follower:
 
     def next_round(self, job: Job, info: dict, stopping: bool) -> _Round:
         """New frames as tasks, or the ending; waits (polling) while there is neither."""
-        from .run import plan_tasks
 
         while True:
             if stopping:
@@ -190,7 +189,6 @@ def run_follow(analysis: Analysis, topology, trajectory, *, executor: str | Exec
     far, every ``options.every_s`` seconds or ``options.every_frames`` frames, and once at the end.
     The final result's ``report.meta["follow"]`` says how many frames were followed and why the run ended.
     """
-    from .run import MAX_BLOCK_BYTES
 
     opts = options or FollowOptions()
     unlocked_reads()   # before any worker starts: they inherit it

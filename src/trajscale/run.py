@@ -2,145 +2,36 @@
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import dataclasses
 import functools
-import itertools
 import logging
-import math
 import os
 import shlex
 import time
-from collections.abc import Sequence
-
-import numpy as np
 
 from .analysis.base import Analysis
 from .analysis.user import readable_config
-from .block import FrameRange, split_frames
 from .errors import AtomCountMismatchError, ConfigError, FrameRangeError, TrajscaleError
 from .executors import Executor, Job, choose_executor, make_executor
 from .parallel import check_not_launched
+from .planning import (  # noqa: F401 (planning names stay importable from trajscale.run)
+    MAX_BLOCK_BYTES,
+    MAX_TASK_BYTES,
+    plan_in_parts,
+    plan_strided_tasks,
+    plan_tasks,
+    topology_with_first_frame,
+)
 from .report.process import ProcessTimeline
 from .report.summary import Report
 from .report.timing import RunReport, summarize_workers
 from .sources import open_source, reader_modules
 from .sources.mda import MDASource
-from .topology import CachedUniverse, load_universe
+from .topology import CachedUniverse
 from .util import polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
-
-#: Default budget of one block: the frames a worker reads and maps at once, and
-#: the size of a task (bigger runs are cut into more tasks).
-MAX_BLOCK_BYTES = 256 * 1024**2
-MAX_TASK_BYTES = MAX_BLOCK_BYTES
-
-
-def plan_tasks(start: int, stop: int, n_tasks: int, align: int, frame_bytes: int,
-               n_workers: int = 1, max_task_bytes: int = MAX_TASK_BYTES,
-               part_starts: Sequence[int] = ()) -> list[FrameRange]:
-    """Split ``[start, stop)`` into at least ``n_tasks`` chunk-aligned ranges of bounded size.
-
-    ``frame_bytes`` is what one frame costs in the reader's buffers
-    (:meth:`~trajscale.sources.base.Source.bytes_per_frame`: the span or runs
-    it reads, not only the selected atoms).  When the size bound adds tasks,
-    their number stays a multiple of ``n_workers`` (11 tasks on 2 MPI ranks
-    gave one rank 20 % more frames than the other).
-
-    ``part_starts`` (:attr:`~trajscale.sources.base.Source.part_starts`) are
-    frames where another file begins: every one inside the range is a task
-    boundary (see :func:`plan_in_parts`), so no task reads a piece of one part
-    and a piece of the next.
-    """
-    n = stop - start
-    by_size = math.ceil(n * frame_bytes / max_task_bytes)
-    if by_size > n_tasks:
-        n_tasks = math.ceil(by_size / n_workers) * n_workers
-    if n <= 0:
-        return []
-    lo, hi = bisect.bisect_right(part_starts, start), bisect.bisect_left(part_starts, stop)
-    return plan_in_parts([start, *part_starts[lo:hi], stop], n_tasks, align, part_starts[lo - 1] if lo else 0)
-
-
-def plan_in_parts(edges: Sequence[int], n_tasks: int, align: int = 1, first_part: int = 0) -> list[FrameRange]:
-    """About ``n_tasks`` ranges over ``[edges[0], edges[-1])`` whose boundaries include every edge.
-
-    ``edges`` are the range's ends with the part starts between them.  A part
-    at least as long as a task's share (frames / ``n_tasks``) is cut into
-    ``round(length / share)`` balanced tasks of its own, on multiples of
-    ``align`` from the part's start.  A run of consecutive shorter parts is
-    cut only at part starts, into tasks of whole parts of about a share each
-    (:func:`_whole_parts`).  So a task reads one part (or a piece of it) or
-    several whole parts, and a part is read by two tasks only when it is cut:
-    10,000 parts of a few frames make about ``n_tasks`` tasks, not 10,000
-    (a task per part would cost 10,000 task round trips and timing records),
-    yet each part is still opened by one worker only.
-    ``first_part`` is where the part (or file) holding ``edges[0]`` starts: chunks count from there.
-    With no part start inside, this is one part cut into ``n_tasks`` balanced ranges.
-    """
-    share = (edges[-1] - edges[0]) / max(1, n_tasks)
-    out: list[FrameRange] = []
-    run: list[int] = []   # starts of the current run of short parts
-    for k, (a, b) in enumerate(itertools.pairwise(edges)):
-        length = b - a
-        if length < share:
-            run.append(a)
-            continue
-        if run:
-            out += _whole_parts([*run, a], share)
-            run = []
-        origin = a if k else first_part
-        al = align if (a - origin) % align == 0 else 1
-        out += [FrameRange(a + r.start, a + r.stop) for r in split_frames(length, max(1, round(length / share)), al)]
-    if run:
-        out += _whole_parts([*run, edges[-1]], share)
-    return out
-
-
-def _whole_parts(edges: Sequence[int], share: float) -> list[FrameRange]:
-    """Consecutive short parts (``edges``: their starts, then the end) as tasks of whole parts:
-    ``round(frames / share)`` of them, each cut at the part start nearest to its balanced cut."""
-    e = np.asarray(edges, dtype=np.int64)
-    span = int(e[-1] - e[0])
-    m = max(1, round(span / share))
-    targets = e[0] + span * np.arange(1, m) / m
-    i = np.clip(np.searchsorted(e, targets), 1, len(e) - 1)
-    below, above = e[i - 1], e[i]
-    cuts = np.unique(np.concatenate([e[:1], np.where(targets - below <= above - targets, below, above), e[-1:]]))
-    return [FrameRange(int(a), int(b)) for a, b in itertools.pairwise(cuts.tolist())]
-
-
-def plan_strided_tasks(start: int, stop: int, step: int, n_tasks: int, frame_bytes: int,
-                       n_workers: int = 1, max_task_bytes: int = MAX_TASK_BYTES,
-                       part_starts: Sequence[int] = ()) -> list[FrameRange]:
-    """Tasks over frames ``start:stop:step``: each range starts on a kept frame and ends after its last.
-
-    Sources read only the kept frames (strided reads), so a task is sized by its kept frames;
-    a part start becomes a cut before the first kept frame at or after it.
-    """
-    kept = len(range(start, stop, step))
-    cuts = sorted({-(-(b - start) // step) for b in part_starts if start < b < stop} - {0, kept})
-    return [FrameRange(start + r.start * step, start + (r.stop - 1) * step + 1)
-            for r in plan_tasks(0, kept, n_tasks, 1, frame_bytes, n_workers, max_task_bytes, cuts)]
-
-
-def _topology_with_first_frame(topology, source):
-    """The topology's Universe holding the trajectory's first frame, as ``Universe(top, traj)`` would.
-
-    (Selections by distance then see the trajectory, not the topology file's
-    coordinates; and a TPR is not parsed a second time for them.)
-    """
-    from MDAnalysis.coordinates.memory import MemoryReader
-
-    universe = load_universe(topology, topology_coordinates=False)
-    if universe.atoms.n_atoms == source.n_atoms and source.n_frames:
-        first = source.read(0, 1)
-        box = first.box[0] if first.box[0].any() else None
-        universe.load_new(first.positions, format=MemoryReader, order="fac", dimensions=box)
-    return universe
-
 
 def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options,
              max_block_bytes=MAX_BLOCK_BYTES, group=None, assume_units=None, adopt=None, continuous=False):
@@ -175,7 +66,7 @@ def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start,
         universe = given.universe
     else:
         # Selections come from the selection cache when they can; MDAnalysis builds the Universe only if not.
-        universe = (CachedUniverse(str(topology), functools.partial(_topology_with_first_frame, topology, source))
+        universe = (CachedUniverse(str(topology), functools.partial(topology_with_first_frame, topology, source))
                     if topology is not None else None)
     t_top = time.perf_counter() - t0
     if universe is not None and universe.atoms.n_atoms != source.n_atoms:

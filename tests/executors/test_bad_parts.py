@@ -30,7 +30,8 @@ PART_FRAMES = 16
 
 def _split(u) -> list[tuple[int, int]]:
     n = u.trajectory.n_frames
-    return [(a, min(n, a + PART_FRAMES) if a + 2 * PART_FRAMES <= n else n) for a in range(0, n - PART_FRAMES, PART_FRAMES)]
+    return [(a, min(n, a + PART_FRAMES) if a + 2 * PART_FRAMES <= n else n)
+            for a in range(0, n - PART_FRAMES, PART_FRAMES)]
 
 
 @pytest.fixture(scope="module")

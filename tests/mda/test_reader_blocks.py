@@ -85,7 +85,7 @@ def test_blocks_dt_jumps_and_slices_match_mdanalysis(kind):
                 got.append(ts.frame)
             assert got == idx
         # a walk interrupted by a jump, then resumed from the jump
-        for k, ts in enumerate(ours):
+        for k, _ts in enumerate(ours):
             if k == n // 2:
                 break
         j = int(rng.integers(0, n))

@@ -327,7 +327,7 @@ def test_fuzz_targets_read_their_seeds():
     spec = importlib.util.spec_from_file_location("fuzz_h5md", here)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    for name, (seeds, run) in mod.TARGETS.items():
+    for seeds, run in mod.TARGETS.values():
         for seed in seeds():
             run(seed if isinstance(seed, bytes) else Path(seed).read_bytes())
     for path in mod.seed_files():   # the real files are valid: read as trajscale reads them

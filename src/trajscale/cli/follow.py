@@ -46,7 +46,7 @@ def follow_options(args, analysis, trajectory):
     from ..run import run
     from ..sources.imd import is_stream
     from .checks import check_outputs
-    from .run import executor_options
+    from .options import executor_options
 
     if (args.start, args.stop, args.step) != (0, None, 1):
         raise ConfigError("--follow analyses every frame as it lands: --start, --stop and --step do not apply")

@@ -82,3 +82,16 @@ def add_strict_option(p) -> None:
     p.add_argument("--strict", action="store_true",
                    help="refuse an XTC/TRR whose last frame is cut short (a simulation killed while writing "
                         "it); without it that frame is left out with a warning and the complete frames are read")
+
+
+def executor_options(args) -> dict:
+    """The options of ``run``'s executor that its command line gives (Dask scheduler, MPI-IO settings)."""
+    opts = {}
+    if args.executor == "dask" and args.scheduler:
+        opts["scheduler"] = args.scheduler
+    if args.executor == "mpi":
+        if args.collective:
+            opts["collective"] = True
+        if args.driver:
+            opts["driver"] = None if args.driver == "default" else args.driver
+    return opts

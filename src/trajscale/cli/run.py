@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from .checks import add_overwrite, add_topology, check_outputs, check_topology, positive_int
-from .options import add_continuous_option, add_h5md_options, add_strict_option
+from .options import add_continuous_option, add_h5md_options, add_strict_option, executor_options
 
 log = logging.getLogger("trajscale")
 
@@ -191,18 +191,6 @@ def add_run_options(p) -> None:
     from .follow import add_follow_options
 
     add_follow_options(p)
-
-
-def executor_options(args) -> dict:
-    opts = {}
-    if args.executor == "dask" and args.scheduler:
-        opts["scheduler"] = args.scheduler
-    if args.executor == "mpi":
-        if args.collective:
-            opts["collective"] = True
-        if args.driver:
-            opts["driver"] = None if args.driver == "default" else args.driver
-    return opts
 
 
 def _import_dependencies() -> None:

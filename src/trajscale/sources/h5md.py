@@ -148,7 +148,8 @@ class H5MDSource(Source):
         # except under MPI-IO, whose reads (collective or not) stay MPI-IO's.
         if self._driver != "mpio":
             for fl, ds in self._datasets.items():
-                if fl not in self._deltas and (reader := DirectReads.of(ds, self._path, self.info.n_frames)) is not None:
+                reader = None if fl in self._deltas else DirectReads.of(ds, self._path, self.info.n_frames)
+                if reader is not None:
                     self._direct[fl] = reader
         self._box = self.file[self.info.box_path] if self.info.box_path else None
         self._periodic = any(b == "periodic" for b in self.info.boundary)

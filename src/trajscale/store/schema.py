@@ -311,7 +311,7 @@ def _dataset(f: h5py.File, name: str, path: str, required: bool = False) -> h5py
     """
     parent = f
     parts = name.strip("/").split("/")
-    for k, part in enumerate(parts):
+    for part in parts:
         if not isinstance(parent, h5py.Group) or part not in parent:
             if required:
                 raise NotH5MDError(path, f"has no {name} dataset")
