@@ -92,3 +92,35 @@ def test_four_requeues_keep_the_size_of_a_clean_convert(tmp_path, how):
         assert pos.shape == (len(u.trajectory), len(sel), 3)
         for i, ts in enumerate(u.trajectory):   # MDAnalysis reading the XTCs itself, frame by frame
             np.testing.assert_array_equal(pos[i], ts.positions[sel], err_msg=f"frame {i}")
+
+
+def test_inspect_and_verify_report_space_that_holds_no_data(tmp_path):
+    """A file whose datasets were shrunk, closed and grown again (as a resume did) carries dead space:
+    inspect says how much, and verify mentions it; a clean convert gets no such line."""
+    from tests.conftest import run_cli
+    from trajscale.convert.convert import convert
+
+    out = tmp_path / "a.h5md"
+    convert(D.GRO, [D.XTC], str(out))   # 10 frames x 47,681 atoms, uncompressed
+    r = run_cli("inspect", str(out))
+    assert r.returncode == 0 and "hold no data" not in r.stdout, r.stdout + r.stderr
+    with h5py.File(out, "r+") as f:
+        pos = f["particles/all/position/value"]
+        before = pos[()]
+        pos.resize(1, axis=0)
+    with h5py.File(out, "r+") as f:   # regrown after a close: the freed chunks are not reused
+        pos = f["particles/all/position/value"]
+        pos.resize(len(before), axis=0)
+        pos[1:] = before[1:]
+    with h5py.File(out) as f:   # the reference: the file's size less what its datasets store
+        stored = 0
+        f.visititems(lambda _n, o: None if not isinstance(o, h5py.Dataset) else
+                     globals().__setitem__("_s", globals().get("_s", 0) + o.id.get_storage_size()))
+        stored = globals().pop("_s")
+    unused = out.stat().st_size - stored
+    assert unused > 0.4 * out.stat().st_size
+    r = run_cli("inspect", str(out))
+    assert r.returncode == 0 and "hold no data" in r.stdout, r.stdout + r.stderr
+    assert f"{unused / 1e6:.1f} MB of it unused" in r.stdout, r.stdout
+    r = run_cli("verify", D.GRO, D.XTC, str(out), "--no-progress")
+    assert r.returncode == 0 and "NOTE:" in r.stdout and "hold no data" in r.stdout, r.stdout + r.stderr
