@@ -113,12 +113,11 @@ def test_inspect_and_verify_report_space_that_holds_no_data(tmp_path):
         pos.resize(len(before), axis=0)
         pos[1:] = before[1:]
     with h5py.File(out) as f:   # the reference: the file's size less what its datasets store
-        stored = 0
-        f.visititems(lambda _n, o: None if not isinstance(o, h5py.Dataset) else
-                     globals().__setitem__("_s", globals().get("_s", 0) + o.id.get_storage_size()))
-        stored = globals().pop("_s")
+        sizes: list[int] = []
+        f.visititems(lambda _n, o: sizes.append(o.id.get_storage_size()) if isinstance(o, h5py.Dataset) else None)
+    stored = sum(sizes)
     unused = out.stat().st_size - stored
-    assert unused > 0.4 * out.stat().st_size
+    assert unused > 0.2 * out.stat().st_size
     r = run_cli("inspect", str(out))
     assert r.returncode == 0 and "hold no data" in r.stdout, r.stdout + r.stderr
     assert f"{unused / 1e6:.1f} MB of it unused" in r.stdout, r.stdout
