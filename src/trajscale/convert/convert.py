@@ -178,7 +178,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
             except (SystemExit, KeyboardInterrupt):
                 raise   # kept for --resume
             except BaseException:
-                partial.discard()   # an error: nothing half-written stays behind
+                partial.discard(release=True)   # an error: nothing half-written stays behind
                 raise
         _say_join(join)
         return ConvertSummary(str(output), n_frames, len(sel_atoms), fields, layout.describe(),
