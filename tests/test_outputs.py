@@ -114,3 +114,19 @@ def test_mda_writer_to_a_read_only_folder_says_so(mounts):
         with trajscale.mda.Writer(str(ro / "w.h5md"), n_atoms=u.atoms.n_atoms) as w:
             w.write(u.atoms)
     assert "truncated" not in str(err.value) and "Read-only file system" in str(err.value), str(err.value)
+
+
+def test_rechunk_split_and_report_plot_refuse_a_read_only_folder_first(mounts, tmp_path):
+    from trajscale.convert.convert import convert
+
+    src = tmp_path / "in.h5md"
+    convert(D.GRO, [D.XTC], str(src), select="name CA")
+    report = tmp_path / "r.json"
+    r = run_cli("run", "rmsd", D.GRO, D.XTC, "--select", "name CA", "--report", str(report))
+    assert r.returncode == 0, r.stderr
+    ro = mounts("ro", "ro,size=1m")
+    _one_line(run_cli("rechunk", str(src), "-o", str(ro / "re.h5md"), "--no-progress"), str(ro / "re.h5md"),
+              "Read-only file system")
+    _one_line(run_cli("split", str(src), "-o", str(ro / "parts"), "--parts", "2"), "Read-only file system")
+    _one_line(run_cli("report", str(report), "--plot", str(ro / "r.png")), str(ro / "r.png"),
+              "Read-only file system")
