@@ -15,6 +15,7 @@ beside it (``.NAME.<kind>-progress.K.json``).
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -76,6 +77,7 @@ class Partial:
         self.lock_path = self.final.with_name(f".{self.final.name}.{kind}-lock")
         self.record: dict | None = None
         self._lock: int | None = None   # the lock file's descriptor while this process holds it
+        self._owner = 0                  # the pid that took it (a forked worker inherits, never removes it)
 
     def begin(self, resume: bool, fresh: dict, save: bool = True) -> bool:
         """Load the record (``resume``) or start a new one from ``fresh`` (written now if ``save``);
@@ -128,11 +130,14 @@ class Partial:
             return
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
-        self._lock = fd
+        self._lock, self._owner = fd, os.getpid()
+        # An interrupted run leaves its partial output and record, not the lock (forked workers
+        # end by os._exit, without atexit handlers, so only this process removes it)
+        atexit.register(self.release)
 
     def release(self) -> None:
-        """Remove and let go of the lock file (the output is finished or discarded)."""
-        if self._lock is not None:
+        """Remove and let go of the lock file (the output is finished or discarded, or this process ends)."""
+        if self._lock is not None and self._owner == os.getpid():
             self.lock_path.unlink(missing_ok=True)
             os.close(self._lock)
             self._lock = None
