@@ -55,6 +55,11 @@ def save_record(path: Path, record: dict) -> None:
     os.replace(tmp, path)
 
 
+#: lock file path -> (descriptor, pid) of the partial-output locks this process holds: a resume in the
+#: same process (the Python API after an interrupt) takes its own lock over
+_HELD: dict[str, tuple[int, int]] = {}
+
+
 class Partial:
     """The temporary file, progress record and segment folder of one resumable output.
 
@@ -112,6 +117,10 @@ class Partial:
         """
         if self._lock is not None:
             return
+        held = _HELD.get(str(self.lock_path))
+        if held is not None and held[1] == os.getpid():   # an earlier, interrupted run of this process
+            self._lock, self._owner = held
+            return
         import fcntl
 
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -131,6 +140,7 @@ class Partial:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._lock, self._owner = fd, os.getpid()
+        _HELD[str(self.lock_path)] = (fd, self._owner)
         # An interrupted run leaves its partial output and record, not the lock (forked workers
         # end by os._exit, without atexit handlers, so only this process removes it)
         atexit.register(self.release)
@@ -138,8 +148,10 @@ class Partial:
     def release(self) -> None:
         """Remove and let go of the lock file (the output is finished or discarded, or this process ends)."""
         if self._lock is not None and self._owner == os.getpid():
-            self.lock_path.unlink(missing_ok=True)
-            os.close(self._lock)
+            if _HELD.get(str(self.lock_path), (None,))[0] == self._lock:
+                del _HELD[str(self.lock_path)]
+                self.lock_path.unlink(missing_ok=True)
+                os.close(self._lock)
             self._lock = None
 
     def worker_record(self, k: int) -> Path:
