@@ -138,7 +138,7 @@ def test_resume_refuses_a_partial_that_a_live_process_writes(tmp_path):
         time.sleep(0.05)
     try:
         assert proc.poll() is None, "the convert ended before the test could resume it: " + proc.stderr.read()
-        r = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, env=env, timeout=300)
+        r = subprocess.run(cmd + ["--resume"], check=False, capture_output=True, text=True, env=env, timeout=300)
         assert r.returncode != 0, r.stderr
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and f"another process (pid {proc.pid})" in lines[0], r.stderr
@@ -147,6 +147,6 @@ def test_resume_refuses_a_partial_that_a_live_process_writes(tmp_path):
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=120)
     assert not out.exists()
-    r = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run(cmd + ["--resume"], check=False, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and out.exists(), r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.h5md"]

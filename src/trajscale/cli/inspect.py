@@ -124,8 +124,8 @@ def format_facts(f: dict) -> str:
 
     size = f.get("file_bytes", 0)
     lines = [
-        f"file          {f['path']}  ({size / 1e6:.1f} MB"
-        + (f", {f['unused_bytes'] / 1e6:.1f} MB of it unused)" if "unused_bytes" in f else ")"),
+        (f"file          {f['path']}  ({size / 1e6:.1f} MB"
+         + (f", {f['unused_bytes'] / 1e6:.1f} MB of it unused)" if "unused_bytes" in f else ")")),
         f"H5MD          version {f.get('h5md_version', '?')}  creator {f.get('creator', '?')}",
         f"particle groups ({len(f['particle_groups'])}):",
     ]
