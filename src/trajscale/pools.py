@@ -33,7 +33,8 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from .errors import ConfigError
 from .util import main_not_reimported, raise_if_stopped
 
-__all__ = ["as_completed_polling", "choose_start_method", "fork_is_safe", "main_not_reimported",
+__all__ = ["as_completed_polling", "choose_start_method", "die_with_parent", "fork_is_safe", "main_not_reimported",
+           "parent_alive",
            "quiet_worker", "sigint_blocked", "stop_workers"]
 
 
@@ -82,10 +83,77 @@ def sigint_blocked():
 
 
 def quiet_worker() -> None:
-    """Worker initializer: Ctrl-C is the parent's to handle (it stops the pool)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """Worker initializer: Ctrl-C is the parent's to handle (it stops the pool) while the parent
+    lives; the worker dies with its parent (:func:`die_with_parent`)."""
+    die_with_parent()
+    signal.signal(signal.SIGINT, _sigint_in_worker)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _sigint_in_worker(signum, frame) -> None:
+    """Ctrl-C reaches the whole process group: the parent stops the pool.  A worker whose parent is
+    gone has nobody to stop it, so it ends here."""
+    if not parent_alive():
+        os._exit(128 + signum)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Make this worker die (SIGKILL) when the process that started it dies, whatever killed it.
+
+    On Linux the kernel sends the signal (``prctl(PR_SET_PDEATHSIG)``): a worker
+    killed at once never writes to an output after its parent is gone, and never
+    waits forever for tasks that will not come.  A parent that died before the
+    call is caught by the check after it.  Under a forkserver the kernel's parent
+    is the forkserver, which outlives the main process (each worker holds its
+    "alive" pipe open): there a thread watches multiprocessing's sentinel of the
+    main process, a pipe that reads end-of-file once it is gone.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):   # no prctl here: the checks below still apply
+            pass
+    if not parent_alive():
+        os._exit(1)
+    parent = mp.parent_process()
+    if parent is not None and parent.pid != os.getppid() and parent.sentinel is not None:
+        threading.Thread(target=_kill_self_when_closed, args=(parent.sentinel,), daemon=True,
+                         name="trajscale-parent-watch").start()
+
+
+def _kill_self_when_closed(fd: int) -> None:
+    import select
+
+    while True:
+        try:
+            select.select([fd], [], [])
+            break
+        except InterruptedError:
+            continue
+        except (OSError, ValueError):   # the descriptor is gone: nothing left to watch
+            return
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def parent_alive() -> bool:
+    """True while the process that started this one (multiprocessing's parent) is alive."""
+    parent = mp.parent_process()
+    if parent is None:
+        return True
+    try:
+        os.kill(parent.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return os.getppid() != 1 or parent.pid == 1
 
 
 def as_completed_polling(futures):

@@ -110,9 +110,11 @@ def refuse_input_as_output(path: str | os.PathLike, inputs: Iterable[str | os.Pa
 
 
 def check_output_path(path: str | os.PathLike, overwrite: bool = False,
-                      inputs: Iterable[str | os.PathLike | None] = ()) -> Path:
+                      inputs: Iterable[str | os.PathLike | None] = (), need_bytes: int = 0) -> Path:
     """Refuse an output that is one of ``inputs`` (:func:`refuse_input_as_output`), in a missing
-    directory, or existing without ``overwrite``; every command's outputs pass here before any work."""
+    directory, existing without ``overwrite``, in a directory this process cannot create files in
+    (read-only file system, permissions, immutable), or without ``need_bytes`` free beside it;
+    every command's outputs pass here before any work."""
     p = Path(path)
     refuse_input_as_output(p, inputs)
     if not p.parent.exists():
@@ -123,7 +125,53 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = False,
         raise OutputError(p, "is a directory")
     if p.exists() and not overwrite:
         raise OutputError(p, "already exists (use --overwrite to replace it)")
+    check_writable_folder(p, need_bytes)
     return p
+
+
+def check_writable_folder(path: Path, need_bytes: int = 0) -> None:
+    """Raise OutputError unless a file can be created beside ``path`` with ``need_bytes`` free there.
+
+    The test is a real create and unlink: ``os.access`` answers yes to root in a
+    read-only bind mount or an immutable folder, where every write still fails.
+    """
+    folder = path.parent
+    probe = folder / f".{path.name}.probe-{os.getpid()}@{_HOST}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:   # left by a killed probe of this pid: it proves the folder was writable
+        pass
+    except OSError as exc:
+        raise OutputError(path, f"cannot create files in {folder}: {exc.strerror}") from None
+    else:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    if need_bytes > 0:
+        free = free_bytes(folder)
+        if free is not None and free < need_bytes:
+            raise OutputError(path, f"needs about {_mb(need_bytes)} but {folder} has {_mb(free)} free")
+
+
+def free_bytes(folder: str | os.PathLike) -> int | None:
+    """Bytes an unprivileged user may still write in ``folder``'s file system (None: unknown)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n < 1e10 else f"{n / 1e9:.1f} GB"
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """True for a full disk (or quota): ENOSPC/EDQUOT, also as HDF5 reports it in its message text."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(exc)
+    return "No space left on device" in text or "errno = 28," in text or "Disk quota exceeded" in text
 
 
 def temporary_name(path: str | os.PathLike) -> Path:
@@ -229,6 +277,41 @@ def write_script_json(prog: str, path: str | os.PathLike, obj, overwrite: bool) 
             tmp.write_text(json.dumps(obj, indent=1))
     except OutputError as exc:   # appeared, or lost its folder, while the script measured
         raise SystemExit(f"{prog}: {exc}") from None
+
+
+def save_output(path: str | os.PathLike, write, overwrite: bool = True) -> Path:
+    """``write(tmp)`` under :func:`atomic_output` beside ``path``; return ``path``.
+
+    For a result computed before it is written (an analysis, a report, a plot):
+    if the folder cannot take it at the end (made read-only, full, removed) the
+    result is written again into a new file in ``$TMPDIR`` and OutputError names
+    both, so the work is not lost.
+    """
+    try:
+        with atomic_output(path, overwrite=overwrite) as tmp:
+            write(tmp)
+        return Path(path)
+    except OSError as exc:
+        reason = f"cannot write it ({exc.strerror or _short_error(exc)})"
+    except OutputError as exc:
+        reason = exc.problem
+    import tempfile
+
+    name = Path(path).name
+    fd, fallback = tempfile.mkstemp(prefix="trajscale-", suffix=f"-{name}")
+    os.close(fd)
+    try:
+        write(Path(fallback))
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(fallback)
+        raise OutputError(path, f"{reason}; saving it in {Path(fallback).parent} failed too "
+                                f"({exc.strerror or _short_error(exc)})") from None
+    raise OutputError(path, f"{reason}; the result is saved as {fallback}")
+
+
+def _short_error(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import OutputError
-from ..util import atomic_output
+from ..util import save_output
 
 #: A per-frame series: a table (CSV, or the same table as one .npy array) or named arrays (HDF5, .npz).
 SERIES = (".csv", ".h5", ".hdf5", ".npz", ".npy")
@@ -34,7 +34,8 @@ def output_format(path, offered: tuple[str, ...], what: str) -> str:
 def save_as(path, ext: str, *, table=None, arrays: dict | None = None, attrs: dict | None = None, npy=None,
             pdb=None) -> None:
     """Write a result to ``path`` in format ``ext`` (from :func:`output_format`): under a temporary
-    name, fsynced and renamed.
+    name, fsynced and renamed; a folder that cannot take it at the end gets it saved in ``$TMPDIR``
+    instead (:func:`~trajscale.util.save_output`).
 
     Parameters
     ----------
@@ -47,26 +48,30 @@ def save_as(path, ext: str, *, table=None, arrays: dict | None = None, attrs: di
     pdb
         ``fn(tmp_path)`` writing a PDB file.
     """
-    with atomic_output(path) as tmp:
-        if ext == ".csv":
-            header, rows, fmt = table
-            np.savetxt(tmp, rows, delimiter=",", header=",".join(header), comments="", fmt=fmt)
-        elif ext in HDF5:
-            import h5py
+    save_output(path, lambda tmp: _write_as(tmp, ext, table, arrays, attrs, npy, pdb))
 
-            with h5py.File(tmp, "w") as f:
-                for k, v in arrays.items():
-                    f.create_dataset(k, data=np.asarray(v))
-                for k, v in (attrs or {}).items():
-                    f.attrs[k] = v
-        elif ext == ".npz":   # through a handle: np.savez would add .npz to the temporary name
-            with open(tmp, "wb") as fh:
-                np.savez(fh, **{k: np.asarray(v) for k, v in {**arrays, **(attrs or {})}.items()})
-        elif ext == ".npy":
-            with open(tmp, "wb") as fh:
-                np.save(fh, np.asarray(npy))
-        else:
-            pdb(tmp)
+
+def _write_as(tmp, ext: str, table, arrays, attrs, npy, pdb) -> None:
+    """Write a result to ``tmp`` in format ``ext`` (:func:`save_as`'s arguments)."""
+    if ext == ".csv":
+        header, rows, fmt = table
+        np.savetxt(tmp, rows, delimiter=",", header=",".join(header), comments="", fmt=fmt)
+    elif ext in HDF5:
+        import h5py
+
+        with h5py.File(tmp, "w") as f:
+            for k, v in arrays.items():
+                f.create_dataset(k, data=np.asarray(v))
+            for k, v in (attrs or {}).items():
+                f.attrs[k] = v
+    elif ext == ".npz":   # through a handle: np.savez would add .npz to the temporary name
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **{k: np.asarray(v) for k, v in {**arrays, **(attrs or {})}.items()})
+    elif ext == ".npy":
+        with open(tmp, "wb") as fh:
+            np.save(fh, np.asarray(npy))
+    else:
+        pdb(tmp)
 
 
 @dataclass(frozen=True)

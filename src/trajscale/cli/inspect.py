@@ -121,9 +121,12 @@ def format_time(t: dict | None) -> str:
 
 
 def format_facts(f: dict) -> str:
+    from ..store.inspect import unused_space_note
+
     size = f.get("file_bytes", 0)
     lines = [
-        f"file          {f['path']}  ({size / 1e6:.1f} MB)",
+        (f"file          {f['path']}  ({size / 1e6:.1f} MB"
+         + (f", {f['unused_bytes'] / 1e6:.1f} MB of it unused)" if "unused_bytes" in f else ")")),
         f"H5MD          version {f.get('h5md_version', '?')}  creator {f.get('creator', '?')}",
         f"particle groups ({len(f['particle_groups'])}):",
     ]
@@ -162,6 +165,9 @@ def format_facts(f: dict) -> str:
     if f.get("observables"):
         lines.append(f"observables   {', '.join(f['observables'])}")
     lines += [f"WARNING: {w}" for w in f["warnings"]]
+    note = unused_space_note(f)
+    if note:
+        lines.append(f"WARNING: {note}")
     rec = f.get("recommendation")
     if rec:
         lines.append(f"for --pattern {rec['pattern']}: {rec['layout']}"

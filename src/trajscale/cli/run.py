@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from ..errors import OutputError
 from .checks import add_overwrite, add_topology, check_outputs, check_topology, positive_int
 from .options import add_continuous_option, add_h5md_options, add_strict_option, executor_options
 
@@ -145,14 +146,23 @@ def main_analysis(args) -> int:
     result = _run(analysis, args)
     if result is None:   # an MPI rank other than 0
         return 0
+    lost = None   # an output that could not be written: the other is still written, then this raised
     if args.out:
-        if args.analysis == "average" and args.out.lower().endswith(".pdb"):
-            from ..topology import load_universe
+        try:
+            if args.analysis == "average" and args.out.lower().endswith(".pdb"):
+                from ..topology import load_universe
 
-            result.save(args.out, universe=load_universe(args.topology, topology_coordinates=False))
-        else:
-            result.save(args.out)
-    _write_report(result.report, args.report)
+                result.save(args.out, universe=load_universe(args.topology, topology_coordinates=False))
+            else:
+                result.save(args.out)
+        except OutputError as exc:
+            lost = exc
+    try:
+        _write_report(result.report, args.report)
+    except OutputError as exc:
+        lost = lost or exc
+    if lost is not None:
+        raise lost
     print(summary(result.report, args.out, args.report))
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from .checks import add_topology, check_topology
@@ -36,6 +37,9 @@ def main(args) -> int:
     print(f"{h5md}: {rep.n_frames} frames x {rep.n_atoms} atoms; max |dx| = {rep.max_dx:.3g} A, "
           f"max |dbox| = {rep.max_dbox:.3g}, max |dt| = {rep.max_dtime:.3g} ps, "
           f"step mismatches = {rep.step_mismatches}")
+    note = _unused_space(h5md)
+    if note:
+        print(f"NOTE: {note}")
     if rep.ok:
         print("OK: identical within float32 round-off" if rep.position_bound is None else
               f"OK: positions within their stated bound ({rep.position_bound:.3g} A), the rest within "
@@ -44,3 +48,18 @@ def main(args) -> int:
     for p in rep.problems:
         print(f"MISMATCH {p}", file=sys.stderr)
     return 1
+
+
+def _unused_space(path: str) -> str | None:
+    """The inspect line about space in ``path`` that holds no data (None: little, or not an HDF5 file)."""
+    import h5py
+
+    from ..store.inspect import space_facts, unused_space_note
+
+    try:
+        with h5py.File(path, "r") as f:
+            facts = space_facts(f)
+        facts["file_bytes"] = os.path.getsize(path)
+    except OSError:
+        return None
+    return unused_space_note(facts)

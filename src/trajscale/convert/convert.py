@@ -19,7 +19,7 @@ from ..store.codecs import check_lossy_options
 from ..store.layout import Layout
 from ..store.units import MDANALYSIS_QUANTITY, WRITE_UNITS, from_mdanalysis, unit_system
 from ..topology import load_universe, select_atoms
-from ..util import check_input_file, check_output_path, polling_for_stop
+from ..util import check_input_file, check_output_path, is_no_space, polling_for_stop
 from . import direct, segmented
 from .frames import ConvertJob, remember_universe
 from .pool import EXECUTORS, on_root
@@ -120,6 +120,12 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
         plans, n_frames = frame_plan(join.lengths, start, stop, step)
         if n_frames == 0:
             raise InputFileError(trajectories[0], "the frame range selects no frames")
+        if not layout.compression and precision is None and not virtual:   # the size is known: is there room?
+            need = n_frames * len(sel_atoms) * 12 * len(fields)
+            have = partial_paths(output, "convert")[0]
+            if resume and have.exists():
+                need -= have.stat().st_size
+            check_output_path(output, overwrite, inputs=inputs, need_bytes=need)
         src0, frames0 = next((s, p) for s, p in zip(sources, plans, strict=False) if len(p))
         first = src0.read(frames0[0], frames0[0] + 1, atoms)   # a kept frame: skipped ones are never read
         has_box = bool(np.any(first.box[:, :3] > 0))
@@ -176,8 +182,12 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
                                               progress=progress, sources=dict(enumerate(sources)))
             except (SystemExit, KeyboardInterrupt):
                 raise   # kept for --resume
-            except BaseException:
-                partial.discard()   # an error: nothing half-written stays behind
+            except BaseException as exc:
+                if is_no_space(exc):   # the frames counted so far are good: kept for --resume
+                    raise OutputError(partial.final, f"no space left in {partial.final.parent}: the frames "
+                                                     "written so far are kept; free some space and run the "
+                                                     "same command with --resume") from None
+                partial.discard(release=True)   # an error: nothing half-written stays behind
                 raise
         _say_join(join)
         return ConvertSummary(str(output), n_frames, len(sel_atoms), fields, layout.describe(),

@@ -90,7 +90,7 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
         raise
     finally:
         if not ok and rank == 0:   # an error: nothing half-written stays behind
-            partial.discard()
+            partial.discard(release=True)
     return summary_cls(str(partial.final), n_frames, len(universe_atoms), job.fields, job.layout.describe(),
                        0, time.perf_counter() - t0, os.path.getsize(partial.final))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import signal
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -22,6 +23,7 @@ from ..pools import (
     as_completed_polling,
     choose_start_method,
     main_not_reimported,
+    parent_alive,
     quiet_worker,
     sigint_blocked,
     stop_workers,
@@ -40,8 +42,16 @@ def frame_bar(total: int, progress: bool, desc: str):
 
 
 def _init_worker() -> None:
-    quiet_worker()   # the parent handles Ctrl-C and stops us
-    signal.signal(signal.SIGTERM, lambda signum, frame: request_stop(signum))   # acted on between slabs
+    quiet_worker()   # the parent handles Ctrl-C and stops us; we die with it
+    signal.signal(signal.SIGTERM, _sigterm_in_worker)
+
+
+def _sigterm_in_worker(signum, frame) -> None:
+    """Acted on between slabs, the files closed and counted; a worker whose parent is gone ends now
+    (it may be waiting for a task that never comes)."""
+    if not parent_alive():
+        os._exit(128 + signum)
+    request_stop(signum)
 
 
 def run_tasks(fn, tasks: list[tuple], executor: str, n_workers: int, on_done=None, comm=None) -> None:

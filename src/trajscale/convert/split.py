@@ -42,6 +42,8 @@ def split(path: str | os.PathLike, out_dir: str | os.PathLike, n_parts: int, *, 
         raise InputFileError(out, "exists and is not a folder")
     if out.is_dir():   # every name is checked before anything is written
         check_output_path(out / INDEX_NAME, overwrite, inputs=[path])
+    else:   # the folder is made: its parent must take it
+        check_output_path(out, overwrite, inputs=[path])
     segments = []
     with H5MDSource(str(path), group=group, assume_units=assume_units) as src:
         if not src.n_frames:

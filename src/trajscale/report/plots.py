@@ -166,7 +166,7 @@ def plot_report(reports: Sequence[RunReport] | RunReport, path: str | os.PathLik
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..util import atomic_output
+    from ..util import save_output
 
     if isinstance(reports, RunReport):
         reports = [reports]
@@ -200,8 +200,7 @@ def plot_report(reports: Sequence[RunReport] | RunReport, path: str | os.PathLik
             "n_axes": len(fig.axes), "panels": panels, "processes": processes, "scaling_series": series}
     fmt = os.path.splitext(str(path))[1].lstrip(".").lower() or "png"
     try:
-        with atomic_output(path) as tmp:
-            fig.savefig(tmp, dpi=dpi, format=fmt)
+        save_output(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=fmt))
     finally:
         plt.close(fig)
     log.debug("wrote %s (%d bars)", path, info["n_bars"])

@@ -196,14 +196,14 @@ class RunReport:
         ``phase`` (the CLI gives ``"write"``): the time since the ``process`` record
         ended, this write included, is added to that phase of the record first.
         """
-        from ..util import atomic_output
+        from ..util import save_output
 
         d = self.to_dict()
         if phase is not None and self.process:
             self.add_to_phase(phase)   # after the diagnosis: the serialisation is the write's cost
             d["process"] = dict(self.process, phases=dict(self.process["phases"]))
-        with atomic_output(path) as tmp:
-            Path(tmp).write_text(json.dumps(d, indent=1))
+        text = json.dumps(d, indent=1)
+        save_output(path, lambda tmp: Path(tmp).write_text(text))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> RunReport:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import h5py
 
-from ..errors import InputFileError
+from ..errors import InputFileError, OutputError
 from ..util import check_input_file
 
 
@@ -43,7 +44,17 @@ def open_h5(path: str | os.PathLike, mode: str = "r", driver: str | None = None,
     try:
         return h5py.File(str(p), mode, **kw)
     except OSError as exc:
+        if mode != "r":   # a file to write: the folder or the disk is at fault, not the file's contents
+            raise OutputError(p, f"cannot create or write it ({_os_reason(exc)})") from None
         raise InputFileError(p, f"cannot open as HDF5 ({_short(exc)}); the file may be truncated") from None
+
+
+def _os_reason(exc: OSError) -> str:
+    """The operating system's words for a failed open (h5py puts them inside HDF5's message)."""
+    if exc.strerror:
+        return exc.strerror
+    m = re.search(r"error message = '([^']+)'", str(exc))
+    return m.group(1) if m else _short(exc)
 
 
 def _short(exc: BaseException) -> str:

@@ -230,6 +230,7 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
             facts["observables"] = list(info.observables)
             facts["boundary"] = list(info.boundary)
             facts["time"] = time_facts(f, info)
+        facts.update(space_facts(f))
         facts["groups"] = sorted(f["particles"].keys())
         facts["particle_groups"] = listing
         h5md = f.get("h5md")
@@ -239,3 +240,31 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
             if isinstance(creator, h5py.Group):
                 facts["creator"] = f"{creator.attrs.get('name', '')} {creator.attrs.get('version', '')}".strip()
     return facts
+
+
+def space_facts(f: h5py.File) -> dict:
+    """How much of an open HDF5 file holds data: ``stored_bytes`` (every dataset's storage) and
+    ``unused_bytes`` (the rest of the file, metadata included, never negative).
+
+    Space a write freed (a dataset shrunk, a chunk rewritten larger) is reused only
+    while the file stays open: HDF5 forgets it at close unless the file tracks its free
+    space persistently, so a file reopened and grown again can carry it as dead weight.
+    """
+    stored = [0]
+
+    def add(_name, obj) -> None:
+        if isinstance(obj, h5py.Dataset) and not obj.is_virtual:
+            stored[0] += obj.id.get_storage_size()
+    f.visititems(add)
+    size = os.path.getsize(f.filename) if os.path.exists(f.filename) else 0
+    return {"stored_bytes": stored[0], "unused_bytes": max(0, size - stored[0])}
+
+
+def unused_space_note(facts: dict) -> str | None:
+    """One line when over 5 % (and over 1 MB) of a file holds no data, else None."""
+    size, unused = facts.get("file_bytes", 0), facts.get("unused_bytes", 0)
+    if not size or unused <= max(0.05 * size, 1e6):
+        return None
+    return (f"{unused / 1e6:.1f} MB of the file's {size / 1e6:.1f} MB ({100 * unused / size:.0f} %) hold no data "
+            "(space freed by earlier writes, which HDF5 does not reuse once the file was closed); "
+            "`h5repack FILE COPY` or `trajscale rechunk FILE -o COPY` writes a compact copy")

@@ -365,7 +365,11 @@ class H5MDWriter:
             if not abandoned and self.n_frames_total is not None and self.n_written != self.n_frames_total:
                 log.warning("%s: %d of %d frames written", self.file.filename, self.n_written,
                             self.n_frames_total)
-            if not self._contiguous:   # drop the rows reserved ahead
+            # Drop the rows reserved ahead, except those an interrupted write of a known length
+            # fills on resume: HDF5 forgets freed space at close, so dropping them and growing
+            # again on resume would place the rows' chunks anew at the end of the file each time.
+            keep = abandoned and self.n_frames_total is not None
+            if not self._contiguous and not keep:
                 for ds in self._per_frame():
                     if ds.shape[0] != self.n_written:
                         ds.resize(self.n_written, axis=0)
