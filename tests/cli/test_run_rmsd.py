@@ -17,6 +17,11 @@ def test_prints_the_selection_it_used(tmp_path, adk_vacuum, adk_vacuum_h5md):
                    "--mass-weighted", "--out", "b.csv", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "selection: 'backbone'\n" in proc.stdout
+    # the default's words, typed out, are the user's choice, not the default
+    proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "protein and name CA",
+                   "--out", "c.csv", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "selection: 'protein and name CA'\n" in proc.stdout
     u = mda.Universe(*adk_vacuum)
     for name, kw in [("d.csv", {"select": "protein and name CA"}),
                      ("b.csv", {"select": "backbone", "ref_frame": -1, "weights": "mass"})]:

@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
                                     f"onto a reference frame (MDAnalysis rms.RMSD semantics). --out: {SERIES_OUT}.")
     add_topology(r)
     r.add_argument("trajectories", nargs="+", help="H5MD file (fast path) or any trajectory MDAnalysis reads")
-    r.add_argument("--select", default=DEFAULT_SELECT,
+    r.add_argument("--select", default=None,
                    help=f"fit and RMSD selection (default {DEFAULT_SELECT!r}; the API's default is 'all', "
                         "as MDAnalysis's)")
     r.add_argument("--ref-frame", type=int, default=0,
@@ -236,6 +236,8 @@ def main_rmsd(args) -> int:
     from ..analysis import RMSD
 
     check_topology(args)
+    default = "" if args.select is not None else " (the default; --select to change)"
+    args.select = DEFAULT_SELECT if args.select is None else args.select
     analysis = RMSD(select=args.select, ref_frame=args.ref_frame, groupselections=args.groupselections,
                     weights="mass" if args.mass_weighted else None, allow_nan=args.allow_nan)
     check_run_outputs(args, analysis)   # before any work: a bad path fails in a second, not after the run
@@ -243,7 +245,6 @@ def main_rmsd(args) -> int:
     result = _run(analysis, args)
     if result is None:   # an MPI rank other than 0
         return 0
-    default = " (the default; --select to change)" if args.select == DEFAULT_SELECT else ""
     print(f"selection: {args.select!r}{default}")
     if args.out:
         result.save(args.out)
