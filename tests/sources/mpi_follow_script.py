@@ -1,4 +1,5 @@
-"""Under mpiexec: follow a growing H5MD with the MPI executor; rank 0 saves the RMSD and the ending."""
+"""Under mpiexec: follow a growing H5MD (or, with a third argument, the XTC of AdK in water) with the MPI
+executor; rank 0 saves the RMSD and the ending."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ import json
 import sys
 
 import numpy as np
-from MDAnalysisTests.datafiles import PSF
+from MDAnalysisTests.datafiles import PSF, TPR
 
 import trajscale as ts
 from trajscale.follow import FollowOptions
 
-r = ts.run(ts.RMSD(select="name CA"), PSF, sys.argv[1], executor="mpi",
+top = TPR if len(sys.argv) > 3 and sys.argv[3] == "xtc" else PSF
+r = ts.run(ts.RMSD(select="name CA"), top, sys.argv[1], executor="mpi",
            follow=FollowOptions(idle=120, poll=0.2))
 if r is not None:
     np.save(sys.argv[2], r.rmsd)

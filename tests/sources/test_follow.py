@@ -83,8 +83,10 @@ def test_rmsf_followed_has_the_bits_of_the_finished_file(tmp_path):
     np.testing.assert_allclose(r.rmsf, rms.RMSF(u.select_atoms("name CA")).run().results.rmsf, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("executor", ["serial", "processes"])
+@pytest.mark.parametrize("executor", EXECUTORS)
 def test_xtc_appended_in_pieces_is_read_only_in_whole_frames(tmp_path, executor):
+    if executor == "dask":
+        pytest.importorskip("distributed")
     out = tmp_path / "growing.xtc"
     writer = producer("xtc", XTC, str(out), "0.1", "60000")   # frames are ~165 kB: most pieces end mid-frame
     try:
@@ -147,6 +149,21 @@ def test_follow_under_mpi(tmp_path, mda_adk_rmsd):
     full = ts.run(ts.RMSD(select="name CA"), PSF, str(out))
     assert len(got) == 98 and np.array_equal(got, full.rmsd)
     np.testing.assert_allclose(got, mda_adk_rmsd, rtol=1e-5, atol=1e-5)
+
+
+def test_xtc_followed_under_mpi(tmp_path):
+    out = tmp_path / "growing.xtc"
+    writer = producer("xtc", XTC, str(out), "0.1", "60000")
+    try:
+        proc = run_mpi(2, [str(ROOT / "tests/sources/mpi_follow_script.py"), str(out), str(tmp_path / "r.npy"),
+                           "xtc"], timeout=400, env={"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"})
+    finally:
+        assert writer.wait(timeout=300) == 0
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = np.load(tmp_path / "r.npy")
+    full = ts.run(ts.RMSD(select="name CA"), TPR, str(out))
+    assert np.array_equal(got, full.rmsd)
+    np.testing.assert_allclose(got, mda_rmsd(TPR, XTC), rtol=1e-5, atol=1e-5)
 
 
 def test_nothing_to_follow_is_one_clear_error(tmp_path):

@@ -40,9 +40,11 @@ def session(version: int) -> IMDSessionInfo:
                           positions=True, velocities=False, forces=False, wrapped_coords=False)
 
 
-@pytest.mark.parametrize("version", [3, 2])
-@pytest.mark.parametrize("executor", ["serial", "processes"])
+@pytest.mark.parametrize(("executor", "version"), [("serial", 3), ("serial", 2), ("processes", 3), ("processes", 2),
+                                                  ("dask", 3)])
 def test_imd_stream_is_analysed_as_it_comes(tmp_path, version, executor):
+    if executor == "dask":
+        pytest.importorskip("distributed")
     u = mda.Universe(PSF, DCD)
     server = PatientServer(u.trajectory)
     server.set_imdsessioninfo(session(version))
