@@ -195,3 +195,28 @@ def test_report_reads_from_records_up():
             if other in REPORT_FLOORS and REPORT_FLOORS[other] > floor:
                 bad.append(f"report.{mod} (floor {floor}) imports report.{other} (floor {REPORT_FLOORS[other]})")
     assert not bad, "\n".join(bad)
+
+
+def test_capabilities_are_declared_not_probed():
+    """What the code asks of an Executor or a Source is declared on its interface with a default, so
+    no ``getattr(x, "name", default)`` or ``hasattr(x, "name")`` asks for one of their attributes
+    where executors and sources are used (MDAnalysis's objects, elsewhere, share some names)."""
+    from trajscale.executors.base import Executor
+    from trajscale.sources.base import Source
+
+    asked = {Executor: {"polls_for_stop", "adopts_sources", "adopt_source", "uses_external_cluster", "late_starts",
+                        "terminate", "spmd"},
+             Source: {"bytes_read", "opens", "opened", "collective", "preload_frame_meta", "refresh"}}
+    for cls, names in asked.items():
+        assert names <= set(dir(cls)), f"{cls.__name__} does not declare {sorted(names - set(dir(cls)))}"
+    declared = {n for cls in (Executor, Source) for n in dir(cls) if not n.startswith("__")}
+    bad = []
+    users = [PKG / "run.py", PKG / "follow.py", PKG / "planning.py", *PKG.glob("executors/*.py"),
+             *PKG.glob("sources/*.py")]
+    for path in users:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
+                    and isinstance(node.args[1], ast.Constant) and node.args[1].value in declared):
+                bad.append(f"{path.relative_to(PKG)}:{node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
+    assert not bad, "declare these on the interface instead:\n" + "\n".join(bad)

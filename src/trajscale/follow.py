@@ -201,7 +201,7 @@ def run_follow(analysis: Analysis, topology, trajectory, *, executor: str | Exec
     timeline = ProcessTimeline()
     own = not isinstance(executor, Executor)
     ex = make_executor("serial" if executor == "auto" else executor, n_workers, **executor_options)
-    if not ex.spmd and not getattr(ex, "uses_external_cluster", False):
+    if not ex.spmd and not ex.uses_external_cluster:
         try:
             check_not_launched(ex.name)
         except TrajscaleError:
@@ -215,7 +215,7 @@ def run_follow(analysis: Analysis, topology, trajectory, *, executor: str | Exec
             return _follow(analysis, topology, str(trajectory), ex, opts, on_update, n_tasks, tasks_per_worker,
                            group, assume_units, max_block_bytes, t_start, timeline, progress)
     except BaseException:
-        if own and hasattr(ex, "terminate"):
+        if own:
             ex.terminate()
         raise
     finally:

@@ -191,7 +191,7 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     own = not isinstance(executor, Executor)
     # Under mpiexec -n N every process would run (and write) the whole job; a Dask
     # client on an outside cluster (dask-mpi: one rank is the client) is the exception.
-    if not ex.spmd and not getattr(ex, "uses_external_cluster", False):
+    if not ex.spmd and not ex.uses_external_cluster:
         try:
             check_not_launched(ex.name)
         except TrajscaleError:
@@ -200,8 +200,7 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
             raise
     # Under the CLI, Ctrl-C/SIGTERM are recorded and acted on between steps (a handler that raises
     # can land in a C or weakref callback and be lost); executors that cannot poll keep the raise.
-    polls = getattr(ex, "polls_for_stop", False)
-    with polling_for_stop() if polls else contextlib.nullcontext():
+    with polling_for_stop() if ex.polls_for_stop else contextlib.nullcontext():
         return _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks,
                     tasks_per_worker, start, stop, progress, group, assume_units, executor_options,
                     max_block_bytes, step, timeline, continuous)
@@ -218,7 +217,7 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
         raise_if_stopped()
         try:
             job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options(),
-                                  max_block_bytes, group, assume_units, getattr(ex, "adopt_source", None),
+                                  max_block_bytes, group, assume_units, ex.adopt_source if ex.adopts_sources else None,
                                   continuous)
                          if ex.is_root else (None, None))
         except Exception as exc:
@@ -289,7 +288,7 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
         report.process = timeline.record()
         return dataclasses.replace(result, report=report)
     except BaseException:
-        if own and hasattr(ex, "terminate"):   # an error or Ctrl-C: stop workers, do not wait for them
+        if own:   # an error or Ctrl-C: stop workers, do not wait for them
             ex.terminate()
         raise
     finally:
@@ -298,7 +297,7 @@ def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_ta
         if report is not None:   # stopping the pool (joining its workers) is the run's too
             timeline.lap("pool_start")
             report.process = timeline.record()
-            _late_starts(report, getattr(ex, "late_starts", None) or {})
+            _late_starts(report, ex.late_starts)
 
 
 def _late_starts(report: RunReport, late: dict[str, dict]) -> None:

@@ -122,7 +122,7 @@ def close_cached_sources() -> None:
 def opened_files(config: dict, source: Source, before: int, opened_now: bool) -> tuple[str, ...]:
     """Trajectory files opened since ``before``: a segmented source's parts (it lists them), or the
     single file a source config names if the source was opened just now."""
-    listed = getattr(source, "opened", None)
+    listed = source.opened
     if listed is not None:
         return tuple(listed[before:])
     if opened_now:
@@ -169,8 +169,8 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
     try:
         analysis = _analysis(job.analysis)
         source, t_init_traj = cached_source(job.source, comm)
-        bytes0, opens0 = getattr(source, "bytes_read", 0), getattr(source, "opens", 0)
-        paths0 = len(getattr(source, "opened", ()))
+        bytes0, opens0 = source.bytes_read, source.opens
+        paths0 = len(source.opened or ())
         t_io = t_compute = 0.0
         partials = []
         for r in blocks_of(frames, job.block_frames, source.chunk_frames, job.stride):
@@ -192,8 +192,8 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
     cpus, affinity = cpu_facts()   # per task: a worker's affinity may change while it lives
     timing = TaskTiming(task=task, start=frames.start, stop=frames.stop, stride=job.stride, worker=worker,
                         host=host, pid=pid, t_init_traj=t_init_traj, t_io=t_io, t_compute=t_compute,
-                        bytes_read=getattr(source, "bytes_read", 0) - bytes0,
-                        files_opened=getattr(source, "opens", 0) - opens0,
+                        bytes_read=source.bytes_read - bytes0,
+                        files_opened=source.opens - opens0,
                         files=opened_files(job.source, source, paths0, t_init_traj > 0),
                         t_begin=t_begin, t_end=time.time(), t_start=t_start, t_ready=process_start() + t_start,
                         cpus=cpus, affinity=affinity)
@@ -212,6 +212,12 @@ class Executor(ABC):
     name: str = ""
     #: True when every process of the job calls ``run`` (SPMD, MPI).
     spmd: bool = False
+    #: True when the executor checks, between tasks, for a Ctrl-C the launcher recorded
+    #: (:func:`trajscale.util.polling_for_stop`); the others are interrupted where they run.
+    polls_for_stop: bool = False
+    #: True when the tasks run in the launching process, so the source the launcher opened to
+    #: plan the run can serve them (:meth:`adopt_source`) instead of being opened again.
+    adopts_sources: bool = False
     #: Worker name of the process that prepares the job, if it also runs tasks.
     root_worker: str | None = None
 
@@ -253,6 +259,25 @@ class Executor(ABC):
     def reduce(self, analysis: Analysis, partials: list[dict]) -> dict:
         """Combine partials (on the root)."""
         return analysis.reduce(partials)
+
+    @property
+    def uses_external_cluster(self) -> bool:
+        """True when the workers belong to a cluster this executor did not start (a Dask scheduler
+        address): their start-up is not the run's, and stopping them is not the run's to do."""
+        return False
+
+    @property
+    def late_starts(self) -> dict[str, dict]:
+        """After :meth:`close`: start-up records of workers that were not ready when the tasks were
+        done (a local pool's); none by default."""
+        return {}
+
+    def adopt_source(self, config: dict, source: Source) -> None:   # noqa: B027 - see adopts_sources
+        """Keep ``source`` (opened from ``config`` by the launcher) for this process's tasks; only
+        called when :attr:`adopts_sources` is True."""
+
+    def terminate(self) -> None:   # noqa: B027 - optional; the default executor has no worker to stop
+        """Stop the workers now, without waiting for their tasks (after an error or Ctrl-C)."""
 
     def close(self) -> None:   # noqa: B027 - optional; the default executor holds nothing
         """Release pools, clusters or communicators this executor started."""

@@ -145,9 +145,9 @@ class MPIExecutor(Executor):
             # Every rank opens the file, even one without tasks: with driver="mpio"
             # the open (and the close below) are collective.
             src, t_init_traj = cached_source(job.source, comm)
-            files = opened_files(job.source, src, 0, t_init_traj > 0) if not hasattr(src, "opened") else ()
+            files = opened_files(job.source, src, 0, t_init_traj > 0) if src.opened is None else ()
             span = _span(ranges, mine)
-            if span is not None and hasattr(src, "preload_frame_meta"):
+            if span is not None:
                 src.preload_frame_meta(span.start, span.stop)   # this rank's frames only, not N full reads
             progress = comm.bcast(bool(progress), root=0)   # rank 0 decides; every rank must agree
             partials, timings = [], []
@@ -175,7 +175,7 @@ class MPIExecutor(Executor):
                       "t_wait": t1 - t0 + t_bcast, "t_comm": t2 - t1,
                       "t_start": self._t_start, "t_ready": process_start() + self._t_start,
                       "files_opened": files,
-                      "collective": bool(getattr(src, "collective", False))}
+                      "collective": src.collective}
             all_extras = comm.gather((worker, extras), root=0)
             close_cached_sources()   # collective under mpio: every rank gets here
         except BaseException as exc:   # noqa: BLE001 - any failure must end the whole job

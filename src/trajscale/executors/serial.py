@@ -15,6 +15,7 @@ class SerialExecutor(Executor):
 
     name = "serial"
     polls_for_stop = True   # checks for a recorded Ctrl-C between tasks
+    adopts_sources = True   # tasks run here: the launcher's open source serves them
     root_worker = "serial"
 
     def __init__(self, n_workers: int = 1) -> None:

@@ -364,7 +364,7 @@ def rule_compute_bound(report: RunReport, d: Diagnosis) -> Advice | None:
     imb = "n/a" if imbalance is None else f"{imbalance:.2f}"
     why = (f"compute-bound (R_comp/IO = {fmt_ratio(d.r_comp_io)}, R_comp/comm = {fmt_comm_ratio(d)}) "
            f"and balanced (max/median worker time {imb}, no stragglers)")
-    machine = getattr(d, "machine", None)
+    machine = d.machine
     if not machine:   # a report from before workers recorded their cores
         return Advice("compute-bound", "good scaling expected: add workers", why)
     cores = sum(m["cores"] for m in machine)
@@ -382,7 +382,7 @@ def rule_compute_bound(report: RunReport, d: Diagnosis) -> Advice | None:
 
 def rule_oversubscribed(report: RunReport, d: Diagnosis) -> Advice | None:
     """More workers than cores on a host: they took turns, and their waits read as slow reads and compute."""
-    over = getattr(d, "oversubscribed", None)
+    over = d.oversubscribed
     if not over:
         return None
     worst = max(over, key=lambda m: m["workers"] / max(1, m["cores"]))
@@ -441,10 +441,10 @@ def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None
     """
     out = []
     rules = RULES if rules is None else rules
-    if getattr(d, "too_short", False):
+    if d.too_short:
         out.append(too_short_advice(d))
         rules = {k: v for k, v in rules.items() if k in SHORT_RUN_RULES}
-    if getattr(d, "oversubscribed", None):
+    if d.oversubscribed:
         rules = {k: v for k, v in rules.items() if k in OVERSUBSCRIBED_RULES}
     for name, rule in rules.items():
         try:

@@ -97,6 +97,22 @@ class Source(ABC):
         n_sel = self.n_atoms if atoms is None else len(atoms)
         return n_sel * 12 * len(fields) + FRAME_META_BYTES
 
+    #: Bytes read from storage so far, for reports (0 for a source that does not count them).
+    bytes_read: int = 0
+    #: Files opened so far, and their paths in order, for a source that opens files lazily
+    #: (segments); ``opened`` is None for a source of one file opened when it is made.
+    opens: int = 0
+    opened: list[str] | None = None
+
+    @property
+    def collective(self) -> bool:
+        """True when this source's reads are collective MPI-IO calls."""
+        return False
+
+    def preload_frame_meta(self, start: int, stop: int) -> None:   # noqa: B027 - optional
+        """Read box, time and step of frames ``[start, stop)`` ahead, in one call per field, for a
+        worker about to read that span; the default reads them with each block."""
+
     def decode_seconds_per_frame(self) -> float:
         """Seconds one frame costs to decode beyond reading its bytes (compressed formats such as
         XTC decode every atom of a frame, whatever is selected): for ``executor="auto"``'s estimate."""
