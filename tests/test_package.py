@@ -144,7 +144,7 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
 
     pages = {p.stem for p in (tmp_path / "html" / "generated").glob("*.html")}
     missing = [f"trajscale.{n}" for n in trajscale.__all__ if not n.startswith("_") and f"trajscale.{n}" not in pages]
-    for sub in ("analysis", "sources", "executors", "pwrite", "report", "ml", "mda"):
+    for sub in ("analysis", "sources", "topology", "executors", "pwrite", "report", "ml", "mda"):
         for n in importlib.import_module(f"trajscale.{sub}").__all__:
             if f"trajscale.{sub}.{n}" not in pages and not (n in trajscale.__all__ and f"trajscale.{n}" in pages):
                 missing.append(f"trajscale.{sub}.{n}")
