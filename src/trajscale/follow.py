@@ -26,8 +26,7 @@ from .analysis.base import Analysis
 from .analysis.user import readable_config
 from .errors import AtomCountMismatchError, ConfigError, InputFileError, TrajscaleError
 from .executors import Executor, Job, make_executor
-from .executors.base import close_cached_sources
-from .parallel import check_not_launched
+from .executors.base import close_cached_sources, refuse_if_launched
 from .planning import MAX_BLOCK_BYTES, plan_tasks, topology_with_first_frame
 from .report.process import ProcessTimeline
 from .report.summary import Report
@@ -201,13 +200,7 @@ def run_follow(analysis: Analysis, topology, trajectory, *, executor: str | Exec
     timeline = ProcessTimeline()
     own = not isinstance(executor, Executor)
     ex = make_executor("serial" if executor == "auto" else executor, n_workers, **executor_options)
-    if not ex.spmd and not ex.uses_external_cluster:
-        try:
-            check_not_launched(ex.name)
-        except TrajscaleError:
-            if own:
-                ex.close()
-            raise
+    refuse_if_launched(ex, own)
     quiet = QuietInFlight()
     logging.getLogger("trajscale.store.schema").addFilter(quiet)
     try:

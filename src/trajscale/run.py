@@ -14,7 +14,7 @@ from .analysis.base import Analysis
 from .analysis.user import readable_config
 from .errors import AtomCountMismatchError, ConfigError, FrameRangeError, TrajscaleError
 from .executors import Executor, Job, choose_executor, make_executor
-from .parallel import check_not_launched
+from .executors.base import refuse_if_launched
 from .planning import (  # noqa: F401 (planning names stay importable from trajscale.run)
     MAX_BLOCK_BYTES,
     MAX_TASK_BYTES,
@@ -189,15 +189,7 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     ex = make_executor("serial" if auto else executor, n_workers, **executor_options)
     timeline.lap("imports")   # the executor module (MPI: its init is noted apart, as "mpi_init")
     own = not isinstance(executor, Executor)
-    # Under mpiexec -n N every process would run (and write) the whole job; a Dask
-    # client on an outside cluster (dask-mpi: one rank is the client) is the exception.
-    if not ex.spmd and not ex.uses_external_cluster:
-        try:
-            check_not_launched(ex.name)
-        except TrajscaleError:
-            if own:
-                ex.close()
-            raise
+    refuse_if_launched(ex, own)
     # Under the CLI, Ctrl-C/SIGTERM are recorded and acted on between steps (a handler that raises
     # can land in a C or weakref callback and be lost); executors that cannot poll keep the raise.
     with polling_for_stop() if ex.polls_for_stop else contextlib.nullcontext():

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..analysis.base import Analysis, Prepared, analysis_from_config
 from ..block import FrameRange
 from ..errors import TaskError, TrajscaleError
+from ..parallel import check_not_launched
 from ..report.process import cpu_facts, mark_ready, process_start, slow_phase_for_tests
 from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
@@ -287,3 +288,21 @@ class Executor(ABC):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def refuse_if_launched(ex: Executor, own: bool) -> None:
+    """Refuse a non-MPI executor in a process that an MPI launcher started as one of several.
+
+    Under ``mpiexec -n N`` every process would run (and write) the whole job; a Dask client on an
+    outside cluster (dask-mpi: one rank is the client) is the exception.  ``own``: the caller made
+    ``ex``, so it is closed before the error goes up.
+    """
+    if ex.spmd or ex.uses_external_cluster:
+        return
+    try:
+        check_not_launched(ex.name)
+    except TrajscaleError:
+        if own:
+            ex.close()
+        raise
+
