@@ -9,7 +9,7 @@ import pytest
 
 from trajscale.convert import stream
 from trajscale.convert.convert import convert
-from trajscale.errors import ConfigError
+from trajscale.errors import ConfigError, InputFileError
 from trajscale.sources import H5MDSource
 from trajscale.store.layout import Layout
 
@@ -42,7 +42,7 @@ def _corrupt_frames(path, frames) -> None:
 def test_step_never_reads_the_skipped_frames(tmp_path, adk_vacuum, checksummed, reference):
     kept = set(range(3, 98, 20))
     _corrupt_frames(checksummed, [i for i in range(98) if i not in kept])
-    with H5MDSource(str(checksummed)) as src, pytest.raises(OSError):
+    with H5MDSource(str(checksummed)) as src, pytest.raises(InputFileError, match="cannot read frame 4"):
         src.read(4, 5)                                   # the damage is real
     out = tmp_path / "every20.h5md"
     s = convert(adk_vacuum[0], [str(checksummed)], str(out), start=3, step=20)
