@@ -22,8 +22,8 @@ from ..topology import load_universe, select_atoms
 from ..util import check_input_file, check_output_path, is_no_space, polling_for_stop
 from . import direct, segmented
 from .frames import ConvertJob, remember_universe
-from .pool import EXECUTORS, on_root
-from .resume import Partial, identity, load_record, partial_paths
+from .pool import on_root
+from .resume import Partial, identity, partial_paths
 from .stream import frame_plan, is_part, open_inputs
 
 log = logging.getLogger(__name__)
@@ -90,15 +90,9 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
     inputs = [topology, *trajectories]
     check_output_path(output, overwrite, inputs=inputs)   # never an input, even with overwrite
     check_lossy_options(precision, encoding, layout.compression, warn=comm is None or comm.Get_rank() == 0)
-    if executor not in (None, *EXECUTORS):
-        raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    if virtual and executor not in ("processes", "dask"):
-        raise ConfigError("--virtual keeps per-worker segments: it needs --executor processes or dask")
-    if virtual:
-        segmented.check_parts_folder(Path(output), inputs)
-    if virtual and segmented.parts_folder(Path(output)).exists() and not overwrite and not (
-            resume and segmented.moving(load_record(partial_paths(output, "convert")[1]))):
-        raise OutputError(segmented.parts_folder(Path(output)), "already exists (use --overwrite to replace it)")
+    segmented.check_parallel_output(Path(output), inputs, executor=executor, virtual=virtual, overwrite=overwrite,
+                                    resume=resume, record=partial_paths(output, "convert")[1],
+                                    segment_writers=("processes", "dask"))
     if units != "source":
         unit_system(units)   # an unknown name fails before any work
     # The topology's own coordinates only for a selection that may need them (a TPR's cost ~0.4 s)

@@ -59,11 +59,11 @@ from ..store.writer import early_allocation
 from ..util import check_output_path, polling_for_stop, raise_if_stopped
 from . import direct
 from .join import copy_attrs, copy_frames, copy_structure, virtual_series
-from .pool import EXECUTORS, frame_bar, on_root, run_tasks
+from .pool import frame_bar, on_root, run_tasks
 from .recode import recoder
 from .resume import Partial, identity, load_record, save_record
 from .resume import partial_paths as resume_paths
-from .segmented import check_parts_folder, move_parts, moving, parts_folder
+from .segmented import check_parallel_output, move_parts, moving
 
 log = logging.getLogger(__name__)
 
@@ -132,18 +132,11 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
     slab_bytes = slab_bytes or SLAB_BYTES
     src_path = str(input)
     final = check_output_path(output, overwrite=overwrite, inputs=[input])   # never the input, even with overwrite
-    if executor not in (None, *EXECUTORS):
-        raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    check_parallel_output(final, [input], executor=executor, virtual=virtual, overwrite=overwrite, resume=resume,
+                          record=partial_paths(final)[1], segment_writers=("processes", "dask", "mpi"))
     mpi = executor == "mpi"
     if mpi and (comm is None or comm.Get_size() < 2):
         raise ConfigError("--executor mpi: launch with mpiexec -n N trajscale rechunk ... (two ranks or more)")
-    if virtual and executor not in ("processes", "dask", "mpi"):
-        raise ConfigError("--virtual keeps per-worker segments: it needs --executor processes, dask or mpi")
-    if virtual:
-        check_parts_folder(final, [input])
-    if virtual and parts_folder(final).exists() and not overwrite and not (
-            resume and moving(load_record(partial_paths(final)[1]))):
-        raise OutputError(parts_folder(final), "already exists (use --overwrite to replace it)")
     check_lossy_options(precision, encoding, layout.compression, warn=comm is None or comm.Get_rank() == 0)
     (ident,) = identity([src_path])
     wanted = {**ident, "layout": layout.describe(), "precision": precision}

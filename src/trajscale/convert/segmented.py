@@ -25,12 +25,12 @@ from pathlib import Path
 import h5py
 
 from ..block import split_frames
-from ..errors import OutputError
+from ..errors import ConfigError, OutputError
 from ..store.hdf5 import open_h5
 from ..util import fsync_path, refuse_input_as_output
 from .frames import ConvertJob, write_range
 from .join import copy_frames, copy_structure, is_time_series, like, virtual_series
-from .pool import frame_bar, run_tasks
+from .pool import EXECUTORS, frame_bar, run_tasks
 from .resume import Partial, load_record, save_record
 
 log = logging.getLogger(__name__)
@@ -183,3 +183,24 @@ def check_complete(path: Path, n_frames: int, final: Path) -> None:
             bad.append("no particle group")
     if bad:
         raise OutputError(final, f"incomplete ({'; '.join(bad[:3])}; expected {n_frames} frames): not renamed")
+
+
+def check_parallel_output(final: Path, inputs: list, *, executor: str | None, virtual: bool, overwrite: bool,
+                          resume: bool, record: Path, segment_writers: tuple[str, ...]) -> None:
+    """The output options ``convert`` and ``rechunk`` share, checked before any work.
+
+    ``executor`` is one trajscale knows; ``virtual`` (segments kept beside the output) needs one of
+    ``segment_writers``; the segments' folder ``NAME.parts/`` is never an input, and an existing
+    one is replaced only with ``overwrite`` or moved by a ``resume`` whose ``record`` says so.
+    """
+    if executor not in (None, *EXECUTORS):
+        raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if not virtual:
+        return
+    if executor not in segment_writers:
+        names = ", ".join(segment_writers[:-1]) + " or " + segment_writers[-1]
+        raise ConfigError(f"--virtual keeps per-worker segments: it needs --executor {names}")
+    check_parts_folder(final, inputs)
+    if parts_folder(final).exists() and not overwrite and not (resume and moving(load_record(record))):
+        raise OutputError(parts_folder(final), "already exists (use --overwrite to replace it)")
+
