@@ -24,9 +24,10 @@ from tests.conftest import mpiexec
 
 INPUTS = [D.XTC] * 30   # 300 frames of AdK in water; protein only (3,341 atoms), uncompressed: ~12 MB
 OPTS = ["--select", "protein", "--chunks", "5", "--no-progress"]
-# slabs of a few frames: ~60 committed slabs, so a signal lands between two of them mid-file
+# slabs of a few frames: ~60 committed slabs, so a signal lands between two of them mid-file; each slab
+# read takes 0.05 s more, so that on an idle machine too a convert lasts long enough for four signals
 ENV = {"TRAJSCALE_CONVERT_SLAB_MB": "0.2", "TRAJSCALE_CONVERT_COUNT_MB": "0.2", "PYTHONUNBUFFERED": "1",
-       "OMP_NUM_THREADS": "1"}
+       "OMP_NUM_THREADS": "1", "TRAJSCALE_TEST_SLOW_READ": "0.05"}
 LAUNCH = {"serial": [], "processes": ["--executor", "processes", "-n", "2"]}
 
 

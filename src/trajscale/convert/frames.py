@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..report.process import slow_phase_for_tests
 from ..sources import is_hdf5
 from ..store.layout import Layout
 from ..store.writer import H5MDWriter
@@ -123,6 +124,7 @@ def iter_slabs(job: ConvertJob, i0: int, i1: int, sources=None, opened=None):
         slab = max(1, stream.SLAB_BYTES // src.bytes_per_frame(job.atoms, job.fields))
         for a in range(0, len(frames), slab):
             raise_if_stopped()
+            slow_phase_for_tests("read", "")   # TRAJSCALE_TEST_SLOW_READ: a signal's tests need time to land
             idx = frames[a:a + slab]
             b = src.read(idx.start, idx[-1] + 1, job.atoms, job.fields, stride=idx.step)
             obs = {}
