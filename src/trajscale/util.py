@@ -10,6 +10,7 @@ import re
 import socket
 import stat
 import sys
+import time
 import types
 from collections.abc import Iterable
 from pathlib import Path
@@ -371,3 +372,18 @@ def raise_if_stopped() -> None:
     """Raise SystemExit if a termination signal arrived (checked between blocks)."""
     if _stop_signal:
         raise SystemExit(128 + _stop_signal[0])
+
+
+def slow_phase_for_tests(phase: str, worker: str) -> None:
+    """Sleep as ``TRAJSCALE_TEST_SLOW_READ`` / ``_COMPUTE`` ask (:mod:`trajscale.report.process` says
+    how); a no-op without them.
+
+    ``phase`` is ``"read"`` or ``"compute"``; ``worker`` the task's worker name (``"rank 2"``).
+    """
+    spec = os.environ.get(f"TRAJSCALE_TEST_SLOW_{phase.upper()}")
+    if not spec:
+        return
+    seconds, _, who = spec.partition(":")
+    if who and worker != f"rank {int(who)}":
+        return
+    time.sleep(float(seconds))

@@ -19,12 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..report.process import slow_phase_for_tests
 from ..sources import is_hdf5
 from ..store.layout import Layout
 from ..store.writer import H5MDWriter
 from ..topology import load_universe
-from ..util import polling_for_stop, raise_if_stopped
+from ..util import polling_for_stop, raise_if_stopped, slow_phase_for_tests
 from . import stream
 from .resume import load_record, save_record
 

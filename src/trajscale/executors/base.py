@@ -18,10 +18,10 @@ from ..analysis.base import Analysis, Prepared, analysis_from_config
 from ..block import FrameRange
 from ..errors import TaskError, TrajscaleError
 from ..parallel import check_not_launched
-from ..report.process import cpu_facts, mark_ready, process_start, slow_phase_for_tests
+from ..report.process import cpu_facts, mark_ready, process_start
 from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
-from ..util import file_identity
+from ..util import file_identity, slow_phase_for_tests
 
 log = logging.getLogger(__name__)
 

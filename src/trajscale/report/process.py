@@ -30,7 +30,7 @@ Test hooks for slow work, in the same style: ``TRAJSCALE_TEST_SLOW_READ="SECONDS
 ``TRAJSCALE_TEST_SLOW_COMPUTE="SECONDS[:RANK]"`` make each block read (or each block's
 ``map``) of MPI rank ``RANK`` (every worker without it) take that many seconds longer, inside the
 timed phase, so a rank slow in its reads or its compute is reported as a straggler with that
-cause (:func:`slow_phase_for_tests`).
+cause (:func:`trajscale.util.slow_phase_for_tests`).
 """
 
 from __future__ import annotations
@@ -134,20 +134,6 @@ def slow_start_for_tests(rank: int | None = None) -> None:
         except FileExistsError:
             return
     elif who and (rank is None or int(who) != rank):
-        return
-    time.sleep(float(seconds))
-
-
-def slow_phase_for_tests(phase: str, worker: str) -> None:
-    """Sleep as ``TRAJSCALE_TEST_SLOW_READ`` / ``_COMPUTE`` ask (module docstring); a no-op without them.
-
-    ``phase`` is ``"read"`` or ``"compute"``; ``worker`` the task's worker name (``"rank 2"``).
-    """
-    spec = os.environ.get(f"TRAJSCALE_TEST_SLOW_{phase.upper()}")
-    if not spec:
-        return
-    seconds, _, who = spec.partition(":")
-    if who and worker != f"rank {int(who)}":
         return
     time.sleep(float(seconds))
 
@@ -256,4 +242,4 @@ def extend_record(record: dict, phase: str) -> None:
 
 __all__ = ["PROCESS_PHASES", "PROCESS_PHASE_LABELS", "ProcessTimeline", "cpu_facts", "cpu_list", "extend_record",
            "mark_ready", "note_phase", "parse_cpu_list", "pid_start", "process_age", "process_start", "ready_epoch",
-           "slow_phase_for_tests", "slow_start_for_tests"]
+           "slow_start_for_tests"]
