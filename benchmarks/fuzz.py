@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--findings", type=Path, default=HERE / "fuzz-findings", help="corpus and findings directory")
     p.add_argument("--no-native", action="store_true", help="do not build the instrumented decoder")
     p.add_argument("--build-dir", type=Path, help="where the instrumented decoder is built (default: FINDINGS/build)")
-    p.add_argument("--json", action="store_true", help="one JSON line per target")
+    p.add_argument("--json-lines", action="store_true", help="one JSON line per target")
     p.add_argument("--list", action="store_true", help="list the targets and exit")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         result = campaign(name, targets[name][0], seconds, args.findings, native)
         total_findings += len(result["findings"])
-        if args.json:
+        if args.json_lines:
             print(json.dumps(result), flush=True)
         else:
             print(f"{name}: {result['executions']} executions in {result['seconds']} s, cov {result['cov']}, "

@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:   # refused before the measurements, not after them
         check_script_output(PROG, a.json, a.overwrite)
     if a.seeds:
-        from seeds_predict import seed_tables
+        from seed_profiles import seed_tables
 
         print(seed_tables())
         return 0

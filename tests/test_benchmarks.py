@@ -50,6 +50,8 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "convert.py": (["--frames", F, "-n", "2", "--workdir", "{work}/convert", "--repeat", "1"],
                    [r"^\| convert XTC -> H5MD \(whole run\) \| frames/s", r"^\| cp \| \d+ \| 1\.00x",
                     rf"^\| trajscale rechunk, .* \| {NUM} \| {NUM}x"]),
+    # the campaign itself runs in tests/test_fuzz.py; here: every target is found
+    "fuzz.py": (["--list"], [r"^xtc$", r"^trr$", r"^h5md_open$", r"^mda_reader$"]),
     "insitu.py": (["--quick"],
                   [r"^follower\s+frames\s+written/s\s+frames/s\s+lag median s\s+lag p99 s$",
                    rf"^serial\s+30(\s+{NUM}){{4}}$", rf"^processes\(2\)\s+30(\s+{NUM}){{4}}$",

@@ -122,3 +122,17 @@ def test_cli_reads_the_complete_frames_and_strict_refuses(tmp_path):
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and str(path) in lines[0] and "cut short" in lines[0], proc.stderr
     assert not (tmp_path / "s.csv").exists() and not (tmp_path / "s.h5md").exists()
+
+
+def test_a_lone_cut_short_frame_allocates_nothing_for_its_atom_count(tmp_path):
+    """A fuzzer finding: a 23-byte XTC whose only frame is cut short and whose header claims
+    2,113,929,216 atoms made PartSource allocate a 23.6 GiB decode buffer (MemoryError). No complete
+    frame vouches for that count, so the file reads as 0 frames and allocates nothing of its size."""
+    import resource
+
+    path = tmp_path / "lone.xtc"
+    path.write_bytes(bytes.fromhex("000007cb7e000000000000" "07cb000000c6003a41000201"))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with PartSource(str(path)) as src:
+        assert src.n_frames == 0
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 512 * 1024   # KiB: under 512 MiB

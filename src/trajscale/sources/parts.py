@@ -192,7 +192,9 @@ class PartSource(Source):
             else:   # a TRR's fields, from its first frame's header
                 n_found, _, self._fields, *_ = _scan_xdr(self._path, self.format, first_only=True)
             self._offsets = decode_offsets(offsets) if isinstance(offsets, str) else np.asarray(offsets, np.int64)
-            self._file = _xdr_file(self._path, self.format, n_found)
+            # Only a complete frame vouches for its header's atom count (the scan bounds it by the frame's
+            # bytes): with none, e.g. one frame cut short, no decode buffer of that count is made.
+            self._file = _xdr_file(self._path, self.format, n_found if len(self._offsets) else 0)
             self._n_atoms, self._n_frames = n_found, len(self._offsets)
         else:
             self._reader = self._open_reader(n_atoms)
