@@ -4,7 +4,9 @@ of the finished file."""
 
 from __future__ import annotations
 
+import time
 import warnings
+from pathlib import Path
 
 import MDAnalysis as mda
 import numpy as np
@@ -18,11 +20,14 @@ from tests.sources.test_follow import producer
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
 
-def followed_rmsd(top: str, path: str, **kw) -> tuple[np.ndarray, int]:
-    """Per-frame CA RMSD to frame 0 after superposition, computed while iterating the growing file."""
+def followed_rmsd(top: str, path: str, go: Path | None = None, **kw) -> tuple[np.ndarray, int]:
+    """Per-frame CA RMSD to frame 0 after superposition, computed while iterating the growing file
+    (``go``: created once the file is open, so that a held writer carries on)."""
     u = mda.Universe(top, path, format="TRAJSCALE", follow=True, poll=0.05, **kw)
     ca = u.select_atoms("name CA")
     at_open = len(u.trajectory)
+    if go is not None:
+        go.touch()
     ref = None
     out = []
     for _ts in u.trajectory:
@@ -34,14 +39,17 @@ def followed_rmsd(top: str, path: str, **kw) -> tuple[np.ndarray, int]:
 
 @pytest.mark.parametrize("kind", ["h5md", "xtc"])
 def test_iteration_follows_the_writer_to_its_end(tmp_path, kind):
+    go = tmp_path / "go"   # the writer waits after 10 frames until the reader has opened the file
     if kind == "h5md":
         top, src, path = PSF, DCD, tmp_path / "growing.h5md"
-        writer = producer("h5md", str(path), "0.03")
+        writer = producer("h5md", str(path), "0.03", hold=go)
     else:
         top, src, path = TPR, XTC, tmp_path / "growing.xtc"
-        writer = producer("xtc", XTC, str(path), "0.2", "60000")
+        writer = producer("xtc", XTC, str(path), "0.2", "60000", hold=go)
     try:
-        got, at_open = followed_rmsd(top, str(path), idle=120)
+        while not path.exists() or path.stat().st_size == 0:   # the reader opens a file with frames
+            time.sleep(0.05)
+        got, at_open = followed_rmsd(top, str(path), go=go, idle=120)
     finally:
         assert writer.wait(timeout=300) == 0
     u = mda.Universe(top, src)

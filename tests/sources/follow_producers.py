@@ -6,13 +6,26 @@ waits to be killed (its last frames never marked complete).
 
 ``python -m tests.sources.follow_producers xtc SRC OUT DELAY PIECE``: SRC's bytes appended to OUT in
 PIECE-byte pieces (pieces end inside frames, as a writer caught mid-frame), then ``OUT.done``.
+
+With ``FOLLOW_HOLD=PATH`` in the environment either writer stops after its first 10 frames (or
+pieces) until PATH exists: a reader then surely opens the file while it is still growing.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import warnings
+
+
+def hold(i: int) -> None:
+    """After the 10th frame or piece, wait for the test's go (``FOLLOW_HOLD``), if it asked for one."""
+    go = os.environ.get("FOLLOW_HOLD")
+    if go and i == 10:
+        deadline = time.monotonic() + 600
+        while not os.path.exists(go) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
 
 def write_h5md(out: str, delay: float, kill_after: int | None = None) -> None:
@@ -29,6 +42,7 @@ def write_h5md(out: str, delay: float, kill_after: int | None = None) -> None:
         for i, ts in enumerate(u.trajectory):
             w.write(step=i, time=ts.time, ids=ids, positions=ts.positions, box=ts.dimensions)
             print("wrote", i + 1, flush=True)
+            hold(i + 1)
             if kill_after is not None and i + 1 == kill_after:
                 time.sleep(3600)   # the test kills this process here
             time.sleep(delay)
@@ -42,6 +56,7 @@ def append_bytes(src: str, out: str, delay: float, piece: int) -> None:
         for i in range(0, len(data), piece):
             fh.write(data[i:i + piece])
             fh.flush()
+            hold(i // piece + 1)
             time.sleep(delay)
     Path(out + ".done").touch()
 

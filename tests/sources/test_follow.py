@@ -31,10 +31,14 @@ warnings.filterwarnings("ignore", module="MDAnalysis")
 EXECUTORS = ["serial", "processes", "dask"]
 
 
-def producer(*args: str) -> subprocess.Popen:
+def producer(*args: str, hold: Path | None = None) -> subprocess.Popen:
+    """A writer process (``tests/sources/follow_producers.py``); with ``hold`` it pauses after 10 frames
+    until that file exists."""
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}")
+    if hold is not None:
+        env["FOLLOW_HOLD"] = str(hold)
     return subprocess.Popen([sys.executable, "-m", "tests.sources.follow_producers", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env=dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}"))
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
 
 
 def mda_rmsd(top: str, traj: str) -> np.ndarray:
