@@ -7,8 +7,9 @@ waits to be killed (its last frames never marked complete).
 ``python -m tests.sources.follow_producers xtc SRC OUT DELAY PIECE``: SRC's bytes appended to OUT in
 PIECE-byte pieces (pieces end inside frames, as a writer caught mid-frame), then ``OUT.done``.
 
-With ``FOLLOW_HOLD=PATH`` in the environment either writer stops after its first 10 frames (or
-pieces) until PATH exists: a reader then surely opens the file while it is still growing.
+With ``FOLLOW_HOLD=PATH`` in the environment the XTC writer stops after its first 10 pieces until
+PATH exists: a reader then surely opens the file while it is still growing. (The H5MD writer holds
+its file's lock meanwhile, so a reader that locks cannot open it: hold it only for tests that say so.)
 """
 
 from __future__ import annotations
