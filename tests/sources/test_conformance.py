@@ -122,3 +122,17 @@ class TestMDATriclinicDcd(SourceConformance):
     @pytest.fixture
     def universe(self):
         return mda.Universe(D.PSF_TRICLINIC, D.DCD_TRICLINIC)
+
+
+class TestGrowingH5MD(SourceConformance):
+    """The followed-file source (``growing_h5md``) on a finished PSF/DCD file: it reads as H5MDSource does."""
+
+    @pytest.fixture
+    def make_source(self, vacuum_auto):
+        from trajscale.sources.follow import GrowingH5MDSource
+
+        return lambda: GrowingH5MDSource(vacuum_auto)
+
+    @pytest.fixture
+    def universe(self):
+        return mda.Universe(D.PSF, D.DCD)
