@@ -25,7 +25,7 @@ from MDAnalysis.coordinates.base import WriterBase
 from ..errors import ConfigError, OutputError, TrajscaleError
 from ..store.layout import Layout
 from ..store.units import unit_system
-from ..util import check_output_path, fsync_path, temporary_name
+from ..util import check_output_path, check_writable_folder, fsync_path, temporary_name
 
 #: Bytes of frames gathered before one write.
 SLAB_BYTES = 32 * 1024**2
@@ -66,7 +66,7 @@ class Writer(WriterBase):
         self.filename = os.fspath(filename)
         self.n_atoms = int(n_atoms)
         self._final = check_output_path(self.filename, overwrite=overwrite)
-        _check_writable(self._final)
+        check_writable_folder(self._final)
         self._layout = Layout.parse(str(chunks), compression or "none")
         self._fields = ("position",) + (("velocity",) if velocities else ()) + (("force",) if forces else ())
         self._options = {"group": group, "units": unit_system(units), "precision": precision, "encoding": encoding}
@@ -88,7 +88,7 @@ class Writer(WriterBase):
                                       precision=o["precision"], encoding=o["encoding"])
         except (OSError, TrajscaleError) as exc:   # the directory changed since the writer was made
             self._tmp.unlink(missing_ok=True)
-            _check_writable(self._final)
+            check_writable_folder(self._final)
             raise OutputError(self._final, f"cannot create its temporary file {self._tmp.name}") from exc
 
     def _write_next_frame(self, obj) -> None:
@@ -168,18 +168,3 @@ class Writer(WriterBase):
                 self._abandon()
             except Exception:   # noqa: BLE001 - interpreter shutdown
                 pass
-
-
-def _check_writable(final: Path) -> None:
-    """Refuse an output whose directory cannot take a new file (read-only file system, no
-    permission), saying so, before the pipeline produces a frame: the temporary is created and
-    removed again."""
-    probe = temporary_name(final)
-    try:
-        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    except FileExistsError:
-        return   # this process's own temporary: the directory takes files
-    except OSError as exc:
-        raise OutputError(final, f"cannot create a file in {final.parent or '.'}: "
-                                 f"{exc.strerror or exc}") from None
-    os.unlink(probe)
