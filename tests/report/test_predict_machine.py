@@ -6,6 +6,7 @@ from the model's own output.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -140,3 +141,37 @@ def test_cli_machine_profile_and_a_bad_one(tmp_path):
     bad.write_text('{"kind": "trajscale machine profile", "nodes": 0}')
     proc = run_cli("report", str(path), "--predict", "2", "--machine", str(bad))
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and str(bad) in proc.stderr
+
+
+def test_a_calibrated_launch_line_is_what_starting_the_workers_costs():
+    """``at_cores + per_worker x (W - C) / C`` with W the workers started; MPI ranks opening one H5MD file
+    collectively add their share; MPI's serial phases stretch with the ranks sharing rank 0's core."""
+    from trajscale.report.machine import LaunchLine
+    from trajscale.report.predict import launch_at
+
+    lines = (LaunchLine("processes", 0.1, 0.04), LaunchLine("mpi", 0.2, 0.15, 0.05), LaunchLine("dask", 1.0, 0.7))
+    machine = Machine(name="two", nodes=1, cores_per_node=2, launch=lines)
+    assert Machine.from_dict(json.loads(json.dumps(machine.to_dict()))) == machine
+    serial = _serial(t_io=0.0, t_compute=2.0, frames=1000, imports=0.1, topology=0.05)   # an H5MD file
+    for n in (2, 4, 16):
+        beyond = np.float64(max(0, n - 2)) / 2
+        assert launch_at(fit(serial, "dask", ran_on=BIG), n, machine)[0] == pytest.approx(1.0 + 0.7 * beyond)
+        assert launch_at(fit(serial, "mpi", ran_on=BIG), n, machine)[0] == pytest.approx(0.2 + 0.2 * beyond)
+        mpi = terms_at(fit(serial, "mpi", ran_on=BIG), n, machine)
+        assert mpi.fixed == pytest.approx(0.15 * max(1.0, n / 2))
+        assert terms_at(fit(serial, "processes", ran_on=BIG), n, machine).fixed == pytest.approx(0.15)
+    # a pool forks a worker per task: a run of 3 tasks (--tasks 3) starts 3 workers however many are asked
+    few = fit(_serial(t_io=0.0, t_compute=2.0, frames=999, n_tasks=3), "processes", ran_on=BIG)
+    few = dataclasses.replace(few, tasks_fixed=True)
+    assert launch_at(few, 16, machine)[0] == pytest.approx(0.1 + 0.04 * (3 - 2) / 2)
+    # the assumptions block names the line and where it came from
+    assert "processes 0.1 s up to the cores + 0.04 s per further worker" in machine.format_assumptions()
+
+
+def test_oversubscribed_work_is_never_less_than_one_share_nor_than_the_cores_allow():
+    """16 workers on 2 cores, 20 tasks: a worker with 2 tasks on a core of its own, or all work over 2 cores."""
+    model = fit(_serial(t_io=0.0, t_compute=2.0, frames=1000, n_tasks=20), "processes", ran_on=BIG)
+    model = dataclasses.replace(model, tasks_fixed=True, n_tasks=20, max_tasks=20)
+    t = terms_at(model, 16, TWO)
+    share = 2 * np.float64(1000) / 20 * (np.float64(2.0) / 1000)   # 2 tasks of 50 frames at 2 ms a frame
+    assert t.compute == pytest.approx(float(max(np.float64(2.0) / 2, share)), rel=1e-12)

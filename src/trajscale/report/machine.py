@@ -29,13 +29,33 @@ MEASURED, GIVEN, DEFAULTED = "measured", "given", "defaulted"
 
 
 @dataclass(frozen=True, slots=True)
+class LaunchLine:
+    """What starting an executor's workers costs on a machine, calibrated on whole runs.
+
+    A run at N workers spends ``at_cores_s`` launching them up to the cores; each further worker
+    started adds ``per_worker_s`` CPU seconds, shared by the cores; under MPI, when every rank opens
+    the file collectively (MPI-IO), ``collective_open_s`` more per rank.
+    """
+
+    executor: str
+    at_cores_s: float
+    per_worker_s: float
+    collective_open_s: float = 0.0
+
+    def per_further_worker(self, collective: bool) -> float:
+        """CPU seconds each worker beyond the cores adds (``collective``: every rank opens the file)."""
+        return self.per_worker_s + (self.collective_open_s if collective else 0.0)
+
+
+@dataclass(frozen=True, slots=True)
 class Machine:
     """The target machine of a prediction.
 
     ``read_curve`` holds (readers, aggregate bytes/s) pairs measured by ``trajscale probe``: the
     storage's read rate when that many processes read at once.  ``start_s`` maps an executor
     (``processes``, ``mpi``, ``dask``) to the seconds of CPU one fresh worker needs to start
-    (interpreter and imports).  ``origin`` maps a field's name to where its value came from.
+    (interpreter and imports).  ``launch`` holds a calibrated :class:`LaunchLine` per executor.
+    ``origin`` maps a field's name to where its value came from.
     """
 
     name: str = ""
@@ -51,6 +71,7 @@ class Machine:
     open_ms: float | None = None
     stat_ms: float | None = None
     start_s: tuple[tuple[str, float], ...] = ()
+    launch: tuple[LaunchLine, ...] = ()
     origin: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -69,6 +90,10 @@ class Machine:
     def worker_start_s(self, executor: str) -> float | None:
         """CPU seconds one fresh worker of ``executor`` takes to start, if measured or given."""
         return dict(self.start_s).get(executor)
+
+    def launch_line(self, executor: str) -> LaunchLine | None:
+        """The calibrated launch line of ``executor``, if there is one."""
+        return next((line for line in self.launch if line.executor == executor), None)
 
     def read_bps(self, readers: int) -> float:
         """Aggregate bytes/s of the storage with ``readers`` concurrent readers (inf: not known).
@@ -108,6 +133,8 @@ class Machine:
         d = asdict(self)
         d["read_curve"] = [list(p) for p in self.read_curve]
         d["start_s"] = dict(self.start_s)
+        d["launch"] = {line.executor: {k: v for k, v in asdict(line).items() if k != "executor"}
+                       for line in self.launch}
         d["origin"] = dict(self.origin)
         return {"kind": PROFILE_KIND, "version": PROFILE_VERSION, **d}
 
@@ -117,6 +144,8 @@ class Machine:
         kw = {k: v for k, v in d.items() if k in known}
         kw["read_curve"] = tuple((int(k), float(r)) for k, r in kw.get("read_curve") or ())
         kw["start_s"] = tuple((str(k), float(v)) for k, v in dict(kw.get("start_s") or {}).items())
+        kw["launch"] = tuple(LaunchLine(str(e), **{k: float(x) for k, x in dict(v).items()})
+                             for e, v in dict(kw.get("launch") or {}).items())
         kw["origin"] = tuple((str(k), str(v)) for k, v in dict(kw.get("origin") or {}).items())
         for name in ("nodes", "cores_per_node", "threads_per_core", "memory_bytes", "block_bytes"):
             if name in kw:
@@ -124,6 +153,9 @@ class Machine:
         m = cls(**kw)
         if m.nodes < 1 or m.cores_per_node < 1 or any(r <= 0 or k < 1 for k, r in m.read_curve):
             raise ValueError("nodes, cores_per_node, readers and rates must be positive")
+        if any(not (math.isfinite(v) and v >= 0) for line in m.launch for v in asdict(line).values()
+               if not isinstance(v, str)):
+            raise ValueError("launch seconds must be finite and not negative")
         return m
 
     def write(self, path: str | os.PathLike, overwrite: bool = False) -> None:
@@ -147,7 +179,7 @@ class Machine:
             raise InputFileError(str(path), "not a machine profile (written by `trajscale probe`)")
         try:
             m = cls.from_dict(d)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, KeyError) as exc:
             raise InputFileError(str(path), f"not a valid machine profile ({exc})") from None
         origin = {k: (f"{v} ({m.name})" if v == MEASURED and m.name else v) for k, v in m.origin}
         return replace(m, origin=tuple(origin.items()))
@@ -179,6 +211,13 @@ class Machine:
         starts = ", ".join(f"{k} {v:.3g} s" for k, v in self.start_s)
         rows.append(("worker start", starts or "the report's launcher imports, per worker",
                      self.origin_of("start_s") if starts else DEFAULTED))
+        if self.launch:
+            lines = "; ".join(f"{x.executor} {x.at_cores_s:.3g} s up to the cores + {x.per_worker_s:.3g} s"
+                              + " per further worker"
+                              + (f" (+ {x.collective_open_s:.3g} s with a collective open)"
+                                 if x.collective_open_s else "")
+                              for x in self.launch)
+            rows.append(("launch", lines, self.origin_of("launch")))
         return rows
 
     def format_assumptions(self, extra: list[tuple[str, str, str]] | None = None) -> str:
@@ -226,4 +265,4 @@ def this_machine() -> Machine:
                    memory_bytes=_memory_bytes(), origin=tuple(origin.items()))
 
 
-__all__ = ["DEFAULTED", "GIVEN", "MEASURED", "Machine", "this_machine"]
+__all__ = ["DEFAULTED", "GIVEN", "MEASURED", "LaunchLine", "Machine", "this_machine"]

@@ -10,16 +10,24 @@ else ``tasks_per_worker`` x N as ``trajscale run`` plans them, capped by the chu
 parts tasks may start on), each rank runs ``q = ceil(T/N)`` tasks of ``F/T`` frames and
 ``B/T`` bytes, and::
 
-    t_read(N)  = q B/T / min(r_io / o(N), B_s(N_a) / N_a)  r_io: one rank's measured read rate
-    t_comp(N)  = q F/T x c_f x o(N)                        c_f: compute seconds per frame
+    t_read(N)  = q B/T / min(r_io, B_s(N_a) / N_a)          r_io: one rank's measured read rate
+    t_comp(N)  = q F/T x c_f                               c_f: compute seconds per frame
     t_meta(N)  = f(N) x t_open         (local: measured)   f(N): files a rank opens
                = N_a x f(N) x M        (--metadata-ms M: one metadata server, one open at a time)
     t_comm(N)  = alpha x ceil(log2 N) + job bytes / bw_net x ceil(log2 N)   (broadcast, gather)
-    t_wall(N)  = fixed + start(N) + max over (median rank, straggler) [t_meta + t_read + t_comp] + t_comm(N)
+    start(N)   = at_cores + per_worker x max(0, W(N) - C) / C                 (the machine's launch line)
+    t_wall(N)  = fixed x s(N) + start(N) + max over (median rank, straggler) [t_meta + t_read + t_comp] + t_comm(N)
 
-``o(N) = max(1, N / (nodes x cores_per_node))`` is oversubscription (workers beyond the cores share
-them), ``N_a = min(N, T)`` the ranks with work, ``B_s(k)`` the storage's aggregate rate with k readers
-(the probe's curve; unbounded without one).  A straggler seen in the report (a rank whose read or compute rate,
+Beyond the cores (``o(N) = N / C > 1``, ``C = nodes x cores_per_node``) workers share them, but a
+worker that has finished frees its core, so the read and compute terms are the longer of all the
+work over the cores and one rank's share on a core of its own.  ``W(N)`` is the workers the run
+starts (a process pool forks one per task, up to N; every MPI rank and Dask worker starts).  MPI
+ranks poll while they wait, so under MPI the launcher's serial phases stretch with the ranks
+sharing rank 0's core: ``s(N) = o(N)`` (1 for the other executors).  The launch line
+(:class:`~trajscale.report.machine.LaunchLine`) is calibrated on whole runs; without one it is
+built from one fresh worker's start (:func:`launch_at`).  ``N_a = min(N, T)`` is the ranks with
+work, ``B_s(k)`` the storage's aggregate rate with k readers (the probe's curve; unbounded
+without one).  A straggler seen in the report (a rank whose read or compute rate,
 or start-up, exceeded 1.5 x the median) is assumed to be present in the larger run too.
 """
 
@@ -78,6 +86,7 @@ class Model:
     alpha_s: float            # one stage of a tree collective
     job_bytes: int            # the prepared job broadcast to every rank
     launch_s: float | None = None   # the target's launch phase as a report of it measured (None: not measured)
+    collective_open: bool = False   # under MPI every rank opens the one file collectively (MPI-IO H5MD)
     # Per-worker costs that grow with the workers (several reports): s/frame and s/byte per extra worker.
     compute_growth: float = 0.0
     read_growth: float = 0.0
@@ -223,13 +232,14 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
     max_tasks = n_parts if n_parts > 1 and frames / n_parts >= cf else max(1, math.ceil(frames / cf))
     max_tasks = max(max_tasks, len(tasks))
     n_sel = max(1, int(report.n_atoms or 1))
+    collective = src.get("format") == "h5md"   # MPI ranks open one H5MD file together (MPI-IO)
     model = Model(
         executor=report.executor, frames=frames, bytes=nbytes, n_tasks=max(1, len(tasks)),
         tasks_fixed=bool((report.meta or {}).get("n_tasks_asked")), max_tasks=max_tasks, chunk_frames=cf,
         n_parts=n_parts, read_s_per_byte=s_per_byte, compute_s_per_frame=s_per_frame, open_s=open_s,
         startup_s=startup, fixed_s=fixed, imports_s=imports, target=target, alpha_s=alpha,
-        job_bytes=20 * n_sel, launch_s=launch, compute_spread=comp_spread, read_spread=read_spread,
-        fitted_from=(max(1, report.n_workers),), notes=tuple(notes))
+        job_bytes=20 * n_sel, launch_s=launch, collective_open=collective, compute_spread=comp_spread,
+        read_spread=read_spread, fitted_from=(max(1, report.n_workers),), notes=tuple(notes))
     return _with_straggler(model, report, busy, read_rates, comp_rates, starts)
 
 
@@ -280,21 +290,37 @@ def files_per_rank(model: Model, n: int, tasks: int) -> int:
                       + (0 if tasks % model.n_parts == 0 else 1)))
 
 
+def started_workers(model: Model, n: int) -> int:
+    """Workers a run at N starts: a process pool forks one per task up to N (Python's pool starts them
+    on demand); MPI ranks and Dask workers all start."""
+    return min(n, n_tasks_at(model, n)) if model.target == "processes" else n
+
+
 def launch_at(model: Model, n: int, machine: Machine) -> tuple[float, str]:
     """Seconds of starting the parallel part at ``n`` workers, and where that number came from.
 
-    A report of the predicted executor on 2 or more workers measured it (its launch phase).  Otherwise
-    it is built from the start of one fresh worker (the machine's profile: ``trajscale probe``; else the
-    report's own launcher imports, which a fresh worker repeats):
+    Every worker started (:func:`started_workers`) costs CPU; up to the cores the workers start side
+    by side, beyond them each further worker's start shares the cores.  With the machine's calibrated launch line
+    (:class:`~trajscale.report.machine.LaunchLine`: ``at_cores + per further worker x max(0, N - cores)
+    / cores``) that is the answer; a report of the predicted
+    executor on 2 or more workers replaces the line's ``at_cores`` with what it measured.  Without
+    a line, it is built from the start of one fresh worker (``trajscale probe``; else the report's own
+    launcher imports, which a fresh worker repeats):
 
     * processes: one forkserver starts (one worker's start); workers are forked from it;
-    * mpi: every rank runs the launcher's imports; beyond the cores they share them, and MPI's own
-      init costs one worker's start;
+    * mpi: every rank runs the launcher's imports; beyond the cores they share them;
     * dask: the client imports ``distributed`` (one worker's start); every worker is a nanny and a
       worker process, each a fresh start, 2 N starts over the cores.
     """
     if n <= 1:
         return 0.0, ""
+    beyond = max(0, started_workers(model, n) - machine.cores) / machine.cores
+    line = machine.launch_line(model.target)
+    if line is not None:
+        per_worker = line.per_further_worker(model.target == "mpi" and model.collective_open)
+        if model.launch_s is not None:
+            return model.launch_s + per_worker * beyond, "measured in a report of the executor"
+        return line.at_cores_s + per_worker * beyond, machine.origin_of("launch")
     if model.launch_s is not None:
         base = model.launch_s
         if model.target == "mpi":
@@ -305,11 +331,10 @@ def launch_at(model: Model, n: int, machine: Machine) -> tuple[float, str]:
     where = machine.origin_of("start_s") if start is not None else DEFAULTED
     if start is None:
         start = model.imports_s
-    over = oversubscription(n, machine)
     if model.target == "processes":
         return start, where
     if model.target == "mpi":
-        return start + model.imports_s * (over - 1), where
+        return start + model.imports_s * (oversubscription(n, machine) - 1), where
     return start * (1 + max(1.0, 2 * n / machine.cores)), where
 
 
@@ -329,6 +354,14 @@ def terms_at(model: Model, n: int, machine: Machine | None = None) -> Terms:
     read = bytes_rank / min(rate, storage) if bytes_rank else 0.0
     read_unbound = bytes_rank / rate if bytes_rank and rate < math.inf else 0.0
     comp = frames_rank * s_frame * over
+    if over > 1:
+        # Workers beyond the cores share them, but a worker that has finished its tasks frees its core:
+        # the work takes the longer of all of it over the cores and one worker's share on a core of its own.
+        cores = machine.cores
+        comp = max(model.frames * s_frame / cores, frames_rank * s_frame)
+        if bytes_rank and rate < math.inf:
+            read_unbound = max(model.bytes * s_byte / cores, bytes_rank * s_byte)
+            read = max(read_unbound, bytes_rank / storage)
     files = files_per_rank(model, n, tasks)
     if n == 1:
         meta = 0.0   # one process: the file the preparation opened is the one its tasks read
@@ -345,11 +378,14 @@ def terms_at(model: Model, n: int, machine: Machine | None = None) -> Terms:
     stages = math.ceil(math.log2(n)) if n > 1 else 0
     comm = stages * (model.alpha_s + model.job_bytes / NET_BYTES_PER_S)
     startup = (model.slow_startup_s if n > 1 else 0.0) + launch_at(model, n, machine)[0]
+    # MPI ranks poll while they wait (MPICH and Open MPI spin in their collectives), so beyond the
+    # cores the launcher's serial phases on rank 0 share its core with ranks that only wait.
+    fixed = model.fixed_s * (over if model.target == "mpi" and n > 1 else 1.0)
     ideal_io = model.bytes / rate / n if rate < math.inf else 0.0
     idle = q - tasks / n
     granularity = idle * (model.bytes / tasks / rate if rate < math.inf else 0.0) \
         + idle * model.frames / tasks * s_frame * over
-    return Terms(n=n, fixed=model.fixed_s, startup=startup, metadata=meta, read=read, compute=comp,
+    return Terms(n=n, fixed=fixed, startup=startup, metadata=meta, read=read, compute=comp,
                  straggler=work - (meta + read + comp), communication=comm, work=work, tasks=tasks, files=files,
                  storage_excess=read - read_unbound, oversubscription=over, granularity=granularity,
                  ideal_io=ideal_io)
@@ -591,4 +627,5 @@ def assumptions_dict(model: Model, machine: Machine) -> dict:
 
 __all__ = ["EFFICIENCY_LIMIT", "GIVEN", "Machine", "Model", "Prediction", "Terms", "assumptions_dict",
            "efficiency_threshold", "fit", "fit_reports", "format_predictions", "launch_at", "levers",
+           "started_workers",
            "oversubscription", "predict", "predict_model", "terms_at", "wall_at"]
