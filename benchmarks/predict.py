@@ -16,10 +16,10 @@ The matrix: four workloads (all on AdK in water, 47,681 atoms) x executors x N, 
 The constants are fixed before any cell runs, from two sources that share no run with the matrix:
 
 * ``trajscale probe`` on the folder of the data (storage read curve, open latency, worker starts);
-* the calibration set (:data:`CALIBRATION`): the radius of gyration of the protein of a different
-  system (AdK in vacuum, MDAnalysisTests' PSF/DCD, 3,341 atoms, 98 frames), as one H5MD file and
-  as 5 XTC parts, run serially and at N = cores and 2 x cores on each executor.  What those runs
-  took beyond the model's work and serial phases is each executor's launch line (``LaunchLine``:
+* the calibration set of ``trajscale probe --launch`` (:mod:`trajscale.report.calibrate`): the
+  radius of gyration of a synthetic 30,000-atom system, 96 frames, as one H5MD file and as 4 XTC
+  parts, run serially and at N = cores and 2 x cores on each executor.  What those runs took
+  beyond the model's work and serial phases is each executor's launch line (``LaunchLine``:
   seconds up to the cores, seconds per further worker, and what a collective MPI-IO open adds per
   further rank).
 
@@ -92,102 +92,11 @@ def workloads(folder: Path, frames: int) -> dict[str, list[str]]:
             "xtc": ["run", "rmsd", GRO, *parts, "--select", "name CA"]}
 
 
-#: The calibration set, named: (name, analysis arguments, trajectory kind); none of it is in the matrix.
-CALIBRATION = (("calib-h5md", ["rgyr", "--select", "protein"], "h5md"),
-               ("calib-parts", ["rgyr", "--select", "protein"], "xtc parts"))
-
-
-def calibration_workloads(folder: Path) -> dict[str, list[str]]:
-    """The calibration set's ``trajscale run`` arguments: AdK in vacuum (PSF/DCD) as H5MD and as XTC parts."""
-    import MDAnalysis as mda
-    import numpy as np
-    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
-    from MDAnalysisTests.datafiles import DCD, PSF
-
-    cal = folder / "calibration"
-    cal.mkdir(parents=True, exist_ok=True)
-    h5 = cal / "adk_vacuum.h5md"
-    if not h5.is_file():
-        whole_run(["convert", PSF, DCD, "-o", str(h5), "--overwrite", "-q"])
-    u = mda.Universe(PSF, DCD)
-    bounds = np.linspace(0, len(u.trajectory), 6).round().astype(int)
-    parts = []
-    for k in range(5):
-        name = cal / f"adk_vacuum_{k}.xtc"
-        if not name.is_file():
-            with XTCFile(str(name), "w") as w:
-                for ts in u.trajectory[bounds[k]:bounds[k + 1]]:   # in vacuum: no box
-                    w.write(ts.positions / 10, np.zeros((3, 3), np.float32), ts.frame, ts.time, 1000.0)
-        parts.append(str(name))
-    out = {}
-    for name, analysis, kind in CALIBRATION:
-        traj = [str(h5)] if kind == "h5md" else parts
-        out[name] = ["run", analysis[0], PSF, *traj, *analysis[1:]]
-    return out
-
-
 def probe_machine(folder: Path, seconds: float, nbytes: int):
     """``trajscale probe`` on the data's folder: storage, open latency, worker starts."""
     from trajscale.report.probe import ProbeOptions, probe
 
     return probe(ProbeOptions(path=str(folder), seconds=seconds, nbytes=nbytes), log=lambda s: None)
-
-
-def _beyond_the_model(report, executor: str, n: int, machine, measured: float) -> float:
-    """Seconds a run at N took beyond the model's serial phases, work and communication: its launch."""
-    from trajscale.report.predict import fit, terms_at
-
-    t = terms_at(fit(report, executor, ran_on=machine), n, replace(machine, launch=()))
-    return measured - (t.total - t.startup)
-
-
-def calibrate(folder: Path, machine, executors: list[str], repeat: int = 3):
-    """``machine`` with each executor's launch line fitted on the calibration set (never on the matrix).
-
-    At N = cores and 2 x cores, the seconds beyond the model's serial phases, work and communication
-    are the launch: at the cores, its ``at_cores_s`` (the median over the set); the rise to 2 x cores
-    over the further workers started, the cost of one further worker (the median over the set;
-    under MPI the XTC parts', and what the H5MD file adds over them is the collective open's share).
-    Each point is the median of ``repeat`` whole runs.
-    """
-    from trajscale.report.machine import MEASURED, LaunchLine
-    from trajscale.report.predict import fit, started_workers
-    from trajscale.report.timing import RunReport
-
-    c = machine.cores
-    extra, slope = {}, {}
-    for name, args in calibration_workloads(folder).items():
-        rep = folder / "calibration" / f"{name}-serial.json"
-        whole_run([*args, "--report", str(rep), "--overwrite", "-q"])
-        serial = RunReport.load(rep)
-        for ex in executors:
-            if ex == "mpi" and not mpiexec():
-                continue
-            for n in (c, 2 * c):
-                meas = median(whole_run([*args, "-q"], ex, n) for _ in range(repeat))
-                extra[name, ex, n] = _beyond_the_model(serial, ex, n, machine, meas)
-            model = fit(serial, ex, ran_on=machine)
-            further = (started_workers(model, 2 * c) - max(c, started_workers(model, c))) / c
-            if further > 0:
-                slope[name, ex] = max(0.0, (extra[name, ex, 2 * c] - extra[name, ex, c]) / further)
-    lines = []
-    for ex in executors:
-        slopes = [slope[name, ex] for name, _, _ in CALIBRATION if (name, ex) in slope]
-        if not slopes:
-            continue
-        at_cores = max(0.0, median(extra[name, ex, c] for name, _, _ in CALIBRATION))
-        per_worker, collective = median(slopes), 0.0
-        if ex == "mpi" and ("calib-parts", ex) in slope:
-            per_worker = slope["calib-parts", ex]
-            collective = max(0.0, slope.get(("calib-h5md", ex), per_worker) - per_worker)
-        lines.append(LaunchLine(ex, at_cores, per_worker, collective))
-        print(f"calibration {ex}: {at_cores:.3g} s up to {c} workers, + {per_worker:.3g} s per further worker"
-              + (f", + {collective:.3g} s per further rank opening H5MD collectively" if ex == "mpi" else ""),
-              flush=True)
-    origin = dict(machine.origin)
-    origin["launch"] = (f"{MEASURED}: calibrated by {PROG} on " + ", ".join(n for n, _, _ in CALIBRATION)
-                        + f" at N = {c}, {2 * c}")
-    return replace(machine, launch=tuple(lines), origin=tuple(origin.items()))
 
 
 def matrix(a) -> list[dict]:
@@ -204,8 +113,11 @@ def matrix(a) -> list[dict]:
         # The data was just written and read: it is in the page cache, and the serial report's read rate is
         # the cache's. The probe's cold curve would cap those reads at the disk's rate, so it is left out.
         machine = replace(machine, read_curve=())
-        if not a.no_calibration:
-            machine = calibrate(folder, machine, a.executors, a.calibration_repeat)
+        if not a.no_calibration:   # the calibration set: trajscale probe --launch's synthetic system
+            from trajscale.report.calibrate import calibrate_launch
+
+            execs = [e for e in a.executors if e != "mpi" or mpiexec()]
+            machine = calibrate_launch(folder, machine, execs, a.calibration_repeat, log=lambda s: None)
         if a.profile:
             machine.write(a.profile, overwrite=a.overwrite)
         print(machine.format_assumptions())

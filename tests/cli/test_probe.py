@@ -48,3 +48,44 @@ def test_probe_under_mpiexec_rank_0_gathers(tmp_path):
     d = json.loads(prof.read_text())
     assert [k for k, _ in d["read_curve"]] == [1, 2]
     assert d["nodes"] == 1 and "under MPI" in d["origin"]["read_curve"]
+
+
+def test_probe_launch_calibrates_each_executor_on_whole_runs(tmp_path):
+    """``--launch``: a launch line per installed executor, used by ``--predict`` as documented
+    (at the cores, plus each further worker's share of the cores), its calibration files removed."""
+    import shutil
+
+    from trajscale.report.predict import fit, launch_at
+
+    store = tmp_path / "store"
+    store.mkdir()
+    prof = tmp_path / "m.json"
+    proc = run_cli("probe", str(store), "--seconds", "1", "--bytes", "8M", "--launch", "--out", str(prof),
+                   timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert list(store.iterdir()) == []   # the probe's file and the calibration set are removed
+    m = Machine.load(prof)
+    names = [line.executor for line in m.launch]
+    assert "processes" in names
+    if shutil.which("mpiexec"):
+        assert "mpi" in names
+    assert m.origin_of("launch").startswith("measured: calibrated on whole runs")
+    c = m.cores
+    for line in m.launch:
+        assert line.at_cores_s >= 0 and line.per_worker_s >= 0 and line.collective_open_s >= 0
+        model = fit(_serial(imports=0.1, topology=0.05), line.executor, ran_on=m)
+        per = line.per_worker_s + (line.collective_open_s if line.executor == "mpi" else 0.0)   # an H5MD report
+        for n in (c, 4 * c):
+            want = line.at_cores_s + per * (n - c) / c
+            assert abs(launch_at(model, n, m)[0] - want) <= 1e-12 * max(1.0, want)
+    rep = tmp_path / "r.json"
+    _serial(imports=0.1, topology=0.05).write(rep)
+    proc = run_cli("report", str(rep), "--predict", "2,8", "--machine", str(prof))
+    assert proc.returncode == 0, proc.stderr
+    assert "launch" in proc.stdout and "calibrated on whole runs" in proc.stdout
+
+
+def test_probe_launch_is_refused_under_mpiexec(tmp_path):
+    proc = run_mpi(2, ["-m", "trajscale.cli.main", "probe", str(tmp_path), "--seconds", "1", "--bytes", "8M",
+                       "--launch"])
+    assert proc.returncode != 0 and "without mpiexec" in proc.stderr and "Traceback" not in proc.stderr

@@ -10,7 +10,9 @@ a file: it is read) and this machine: read bandwidth with 1, 2, 4 ... concurrent
 at the block size trajscale reads, cold where the cache can be dropped (it says when it cannot),
 open and stat latency, and the start of one fresh worker of each executor. Bounded by --seconds
 and --bytes. Under `mpiexec -n K` (several nodes) every rank reads its part of one shared file and
-rank 0 writes the profile. The profile (--out) is what `trajscale report R.json --predict N
+rank 0 writes the profile. With --launch it also calibrates each executor's launch line on whole
+runs of a small synthetic system at N = cores and 2 x cores (about a minute on a few cores; more
+with many). The profile (--out) is what `trajscale report R.json --predict N
 --machine PROFILE.json` predicts for (docs/scaling.md)."""
 
 
@@ -24,6 +26,11 @@ def add_parser(sub) -> None:
                    help="bytes of the file read (default 256M; suffixes K, M, G)")
     p.add_argument("--readers", type=positive_int, default=0, metavar="K",
                    help="most concurrent readers (default: twice the cores, at most 16; under MPI the ranks)")
+    p.add_argument("--launch", action="store_true",
+                   help="also calibrate each executor's launch line on whole runs (processes, and MPI and "
+                        "Dask where installed; not under mpiexec)")
+    p.add_argument("--repeat", type=positive_int, default=1, metavar="K",
+                   help="with --launch: whole runs per calibration point, their median kept (default 1)")
     p.add_argument("--out", default=None, metavar="PROFILE.json", help="write the machine profile here")
     add_overwrite(p)
     p.set_defaults(func=main)
@@ -55,14 +62,31 @@ def _size(text: str) -> int:
     return value
 
 
+def _log(line: str) -> None:
+    import logging
+
+    logging.getLogger("trajscale.probe").info(line)
+
+
 def main(args) -> int:
     from ..report.probe import ProbeOptions, probe, probe_mpi, under_mpi
 
     check_outputs(args.out, inputs=[args.path], overwrite=args.overwrite)
     opts = ProbeOptions(path=args.path, seconds=args.seconds, nbytes=args.nbytes, max_readers=args.readers)
+    if args.launch and under_mpi():
+        from ..errors import ConfigError
+
+        raise ConfigError("probe --launch starts its own workers and MPI ranks: run it without mpiexec")
     machine = probe_mpi(opts) if under_mpi() else probe(opts)
     if machine is None:   # an MPI rank other than 0
         return 0
+    if args.launch:
+        from pathlib import Path
+
+        from ..report.calibrate import calibrate_launch
+
+        folder = Path(args.path) if Path(args.path).is_dir() else Path(args.path).parent
+        machine = calibrate_launch(folder, machine, repeat=args.repeat, log=_log)
     print(machine.format_assumptions())
     if args.out:
         machine.write(args.out, overwrite=args.overwrite)

@@ -1,0 +1,159 @@
+"""Each executor's launch line, calibrated on whole runs of a synthetic system (``trajscale probe --launch``).
+
+What starting N workers costs depends on the machine and the executor, not on the analysis, so it is
+measured once per machine: a small synthetic system (:data:`ATOMS` atoms, :data:`FRAMES` frames, as one
+H5MD file and as :data:`PARTS` XTC parts) is analysed (radius of gyration of every atom) by whole
+``trajscale run`` processes, serially with ``--report`` and at N = cores and 2 x cores on each
+executor.  The seconds each run took beyond what the model (:mod:`trajscale.report.predict`) gives its
+serial phases, work and communication are its launch; at the cores they are the line's
+``at_cores_s``, and their rise to 2 x cores over the further workers started is ``per_worker_s``.
+Under MPI the XTC parts give ``per_worker_s`` and what the H5MD file adds over them, every rank
+opening it together through MPI-IO, is ``collective_open_s``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from statistics import median
+
+from ..errors import TrajscaleError
+from .machine import MEASURED, LaunchLine, Machine
+from .predict import fit, started_workers, terms_at
+from .timing import RunReport
+
+#: The synthetic system: atoms (a small solvated protein: what a worker holds grows with them), frames, XTC parts.
+ATOMS, FRAMES, PARTS = 30000, 96, 4
+#: The calibration set's two trajectories.
+WORKLOADS = ("h5md", "xtc parts")
+
+
+def _env() -> dict:
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+
+
+def mpiexec() -> str | None:
+    """The MPI launcher, if MPI is installed."""
+    return shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
+
+
+def executors_here() -> list[str]:
+    """The executors this machine can run: processes always; Dask and MPI when installed."""
+    import importlib.util
+
+    out = ["processes"]
+    if mpiexec() and importlib.util.find_spec("mpi4py"):
+        out.append("mpi")
+    if importlib.util.find_spec("distributed"):
+        out.append("dask")
+    return out
+
+
+def whole_run(args: list[str], executor: str = "serial", n: int = 1, timeout: float = 600) -> float:
+    """Seconds from launching ``trajscale ARGS`` on ``executor`` x ``n`` to its exit, timed from outside."""
+    cmd = [sys.executable, "-m", "trajscale.cli.main", *args, "--executor", executor]
+    if executor in ("processes", "dask"):
+        cmd += ["-n", str(n)]
+    if executor == "mpi":
+        cmd = [mpiexec() or "mpiexec", "-n", str(n), *cmd]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), check=False, timeout=timeout)
+    dt = time.perf_counter() - t0
+    if proc.returncode:
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        raise TrajscaleError(f"calibration run failed ({' '.join(cmd[-8:])}): {last}")
+    return dt
+
+
+def write_calibration_set(folder: Path) -> dict[str, list[str]]:
+    """Write the synthetic system into ``folder``; its ``trajscale run`` arguments by workload."""
+    import MDAnalysis as mda
+    import numpy as np
+    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    top = folder / "calibration.gro"
+    rng = np.random.default_rng(20261125)
+    # A random walk of every atom in a 6 nm box: coordinates as an XTC would hold them (nm).
+    steps = rng.normal(0.0, 0.01, size=(FRAMES, ATOMS, 3)).astype(np.float32)
+    xyz = (rng.uniform(0.0, 6.0, size=(ATOMS, 3)).astype(np.float32) + np.cumsum(steps, axis=0))
+    box = np.diag([6.0, 6.0, 6.0]).astype(np.float32)
+    u = mda.Universe.empty(ATOMS, n_residues=ATOMS // 3, atom_resindex=np.arange(ATOMS) // 3, trajectory=True)
+    u.add_TopologyAttr("names", ["C"] * ATOMS)
+    u.add_TopologyAttr("resnames", ["ALA"] * (ATOMS // 3))
+    u.add_TopologyAttr("resids", np.arange(1, ATOMS // 3 + 1))
+    u.atoms.positions = xyz[0] * 10
+    u.dimensions = [60.0, 60.0, 60.0, 90.0, 90.0, 90.0]
+    u.atoms.write(str(top))
+    bounds = np.linspace(0, FRAMES, PARTS + 1).round().astype(int)
+    parts = []
+    for k in range(PARTS):
+        name = folder / f"calibration_{k}.xtc"
+        with XTCFile(str(name), "w") as w:
+            for i in range(bounds[k], bounds[k + 1]):
+                w.write(xyz[i], box, i, float(i), 1000.0)
+        parts.append(str(name))
+    h5 = folder / "calibration.h5md"
+    # one frame a chunk: tasks may start at any frame, so at every N each worker started has work
+    whole_run(["convert", str(top), *parts, "-o", str(h5), "--chunks", "1", "--overwrite", "-q"])
+    analysis = ["rgyr", "--select", "all"]
+    return {"h5md": ["run", analysis[0], str(top), str(h5), *analysis[1:]],
+            "xtc parts": ["run", analysis[0], str(top), *parts, *analysis[1:]]}
+
+
+def beyond_the_model(report: RunReport, executor: str, n: int, machine: Machine, measured: float) -> float:
+    """Seconds a whole run at N took beyond the model's serial phases, work and communication."""
+    t = terms_at(fit(report, executor, ran_on=machine), n, replace(machine, launch=()))
+    return measured - (t.total - t.startup)
+
+
+def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: list[str] | None = None,
+                     repeat: int = 1, log=print) -> Machine:
+    """``machine`` with each executor's launch line, from whole runs of the calibration set in ``folder``.
+
+    Each point is the median of ``repeat`` runs.  The files are written in a folder of their own
+    inside ``folder`` and removed afterwards.
+    """
+    import tempfile
+
+    executors = executors or executors_here()
+    c = machine.cores
+    extra, slope = {}, {}
+    with tempfile.TemporaryDirectory(prefix="trajscale-calibration-", dir=folder) as tmp:
+        for name, args in write_calibration_set(Path(tmp)).items():
+            rep = Path(tmp) / "serial.json"
+            whole_run([*args, "--report", str(rep), "--overwrite", "-q"])
+            serial = RunReport.load(rep)
+            for ex in executors:
+                for n in (c, 2 * c):
+                    meas = median(whole_run([*args, "-q"], ex, n) for _ in range(max(1, repeat)))
+                    extra[name, ex, n] = beyond_the_model(serial, ex, n, machine, meas)
+                    log(f"calibration: {name} on {ex} x{n}: {meas:.3g} s, {extra[name, ex, n]:.3g} s of launch")
+                model = fit(serial, ex, ran_on=machine)
+                further = (started_workers(model, 2 * c) - max(c, started_workers(model, c))) / c
+                if further > 0:
+                    slope[name, ex] = max(0.0, (extra[name, ex, 2 * c] - extra[name, ex, c]) / further)
+    lines = []
+    for ex in executors:
+        slopes = [slope[w, ex] for w in WORKLOADS if (w, ex) in slope]
+        if not slopes:
+            continue
+        at_cores = max(0.0, median(extra[w, ex, c] for w in WORKLOADS))
+        per_worker, collective = median(slopes), 0.0
+        if ex == "mpi" and ("xtc parts", ex) in slope:
+            per_worker = slope["xtc parts", ex]
+            collective = max(0.0, slope.get(("h5md", ex), per_worker) - per_worker)
+        lines.append(LaunchLine(ex, at_cores, per_worker, collective))
+    origin = dict(machine.origin)
+    origin["launch"] = (f"{MEASURED}: calibrated on whole runs of a synthetic {ATOMS}-atom system at N = {c}, "
+                        f"{2 * c} (trajscale probe --launch)")
+    return replace(machine, launch=tuple(lines), origin=tuple(origin.items()))
+
+
+__all__ = ["ATOMS", "FRAMES", "PARTS", "calibrate_launch", "executors_here", "whole_run",
+           "write_calibration_set"]
