@@ -50,6 +50,32 @@ def test_json_keys_are_those_reports_always_had():
                                                                              "n_atoms": 5}
 
 
+#: The ``source`` section of a report written by the version before the record (``trajscale run rmsd
+#: adk.psf gz.h5md --select "name CA" --tasks 2 --report r.json`` on a file rechunked with ``--chunks 7
+#: --compression gzip:3 --precision 0.01 --encoding deltas``; paths shortened), as its JSON text.
+SAVED_BY_EARLIER_VERSION = (
+    '{"format": "h5md", "path": "gz.h5md", "group": "all", "n_frames": 98, "n_atoms": 3341, "fields": ["position"], '
+    '"units": {"position": "Angstrom", "time": "ps"}, "assumed_units": null, "dtype": "uint16", '
+    '"chunks": [7, 3341, 3], "compression": "gzip:3", "read_amplification": {"one frame": 7.0, "all 98 frames": 1.0, '
+    '"150-atom subset, all 98 frames": 22.27, "scattered selection (CA + last atom), all 98 frames": 15.12}, '
+    '"planned_chunks": [104, 3341, 3], "precision": {"angstrom": 0.01, "quantum": 0.01, '
+    '"encoding": "atom-refs-zigzag-uint16", "option": "deltas"}, "read_amplification_hdf5_default": '
+    '{"one frame": 7.0, "all 98 frames": 1.0, "150-atom subset, all 98 frames": 22.27, '
+    '"scattered selection (CA + last atom), all 98 frames": 15.12}, "file_bytes": 1254762, "warnings": [], '
+    '"direct_reads": [], "run_read": {"n_atoms": 214, "frames_per_task": 49, "step": 1, "amplification": 15.61, '
+    '"amplification_hdf5_default": 15.61, "alternatives": {"--chunks auto": 33.14, "--chunks frame": 15.61}, '
+    '"selection": "name CA", "topology": "adk.psf"}}')
+
+
+def test_a_saved_source_section_is_written_back_as_it_was():
+    """Same keys, same order, same values: a report's JSON does not change with the record."""
+    facts = LayoutFacts.from_dict(json.loads(SAVED_BY_EARLIER_VERSION))
+    assert json.dumps(facts.to_dict()) == SAVED_BY_EARLIER_VERSION
+    assert facts.chunks == (7, 3341, 3) and facts.precision.option == "deltas" and facts.warnings == ()
+    assert facts.run_read.alternatives == (("--chunks auto", 33.14), ("--chunks frame", 15.61))
+    assert kept_options(facts) == " --compression gzip:3 --precision 0.01 --encoding deltas"
+
+
 #: A report's ``source`` section as versions before the layout facts' record wrote it: no run_read,
 #: planned_chunks, precision or option; a hand-edited value of the wrong type.
 OLD_SOURCE = {"format": "h5md", "path": "slow.h5md", "chunks": [32, 1000, 3], "n_atoms": 3341,
