@@ -10,6 +10,7 @@ numbers went into the inputs: a figure that went in is reproduced, not predicted
 
 from __future__ import annotations
 
+from trajscale.facts import LayoutFacts
 from trajscale.report.machine import DEFAULTED, GIVEN, Machine
 from trajscale.report.predict import fit, predict_model
 from trajscale.report.timing import RunReport, TaskTiming, summarize_workers
@@ -28,7 +29,7 @@ def synthetic_report(frames: int, nbytes: int, t_io: float, t_compute: float, fi
                            0.0)
     phases.update(topology=fixed, tasks=t_io + t_compute)
     return RunReport(analysis="rmsd", executor="serial", n_workers=1, n_frames=frames, n_atoms=n_atoms,
-                     source={"format": "h5md", "path": "seed.h5md", "chunks": [1, n_atoms, 3]},
+                     source=LayoutFacts(format="h5md", path="seed.h5md", chunks=(1, n_atoms, 3)),
                      t_total=fixed + t_io + t_compute, tasks=[task], workers=summarize_workers([task], extras),
                      meta={"n_tasks": 1, "n_tasks_asked": None},
                      process={"t_wall": sum(phases.values()), "phases": phases, "origin": "process start"})

@@ -308,7 +308,7 @@ def _paths(trajectory) -> list[str] | None:
 
 def _cost_own_reads(info: dict, job: Job, ranges) -> None:
     """Record in the report's source facts what this run's own reads cost on the file's layout and
-    on the layouts a rechunk would give (``source["run_read"]``: the advice works from these)."""
+    on the layouts a rechunk would give (``source.run_read``: the advice works from these)."""
     from statistics import median
 
     from .store.recommend import run_read, run_selection
@@ -318,11 +318,11 @@ def _cost_own_reads(info: dict, job: Job, ranges) -> None:
     cost = run_read(src, job.prepared.atoms, int(median(sizes)), job.stride)
     if cost is None:
         return
-    cost["selection"] = run_selection(job.analysis, job.prepared.atoms)
-    cost["topology"] = info.get("topology")
-    src["run_read"] = cost
+    cost = dataclasses.replace(cost, selection=run_selection(job.analysis, job.prepared.atoms),
+                               topology=info.get("topology"))
+    info["source"] = dataclasses.replace(src, run_read=cost)
     log.debug("the run's reads cost %.2fx the bytes asked for (%d atoms, %d frames per task)",
-              cost["amplification"], cost["n_atoms"], cost["frames_per_task"])
+              cost.amplification, cost.n_atoms, cost.frames_per_task)
 
 
 def _say_tasks_capped(asked: int, got: int, info: dict) -> None:
@@ -337,7 +337,7 @@ def _say_tasks_capped(asked: int, got: int, info: dict) -> None:
         return
     from .report.advice import kept_options
 
-    path = shlex.quote(str(info["source"].get("path", "FILE")))
+    path = shlex.quote(info["source"].path or "FILE")
     log.warning("asked for %d tasks but ran %d: tasks start on chunk boundaries and the file's chunks hold "
                 "%d frames (%d frames to read); rechunk to allow %d tasks: trajscale rechunk %s "
                 "-o rechunked.h5md --chunks %d%s", asked, got, cf, n, asked, path, max(1, n // asked),

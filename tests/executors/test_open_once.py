@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from unittest import mock
 
 import numpy as np
+import pytest
 
 import trajscale as ts
 from tests.executors.test_long_lived import SELECT, _mda_rmsd, rewritten  # noqa: F401 (fixture)
@@ -28,13 +30,14 @@ def test_unchanged_file_is_described_once(adk_vacuum_h5md):
     assert spy.call_count == 1
 
 
-def test_a_report_edited_by_its_user_leaves_the_next_report_alone(adk_vacuum, adk_vacuum_h5md):
-    """The memoised layout facts are copied into each report, not shared with it."""
+def test_a_report_cannot_edit_the_memoised_layout_facts(adk_vacuum, adk_vacuum_h5md):
+    """The memoised layout facts are immutable all the way down: a report shares them safely."""
     first = ts.run(ts.RMSD(select=SELECT), adk_vacuum[0], adk_vacuum_h5md)
-    first.report.source["n_frames"] = -1
-    first.report.source["read_amplification"].clear()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.report.source.n_frames = -1
+    assert isinstance(first.report.source.read_amplification, tuple)
     second = ts.run(ts.RMSD(select=SELECT), adk_vacuum[0], adk_vacuum_h5md)
-    assert second.report.source["n_frames"] == 98 and second.report.source["read_amplification"]
+    assert second.report.source.n_frames == 98 and second.report.source.read_amplification
 
 
 def test_reused_serial_executor_reads_the_rewritten_file(adk_vacuum, rewritten):  # noqa: F811

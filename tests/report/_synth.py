@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trajscale.facts import LayoutFacts
 from trajscale.report.summary import Report
 from trajscale.report.timing import TaskTiming, summarize_workers
 
@@ -14,10 +15,12 @@ BASE = {"t_start": 0.0, "t_init_top": 0.0, "t_init_traj": 0.1, "t_io": 1.0, "t_c
 
 def make_report(workers: list[dict] | None = None, *, n_workers: int | None = None,
                 tasks_per_worker: int | list[int] = 2, frames_per_task: int = 50,
-                bytes_per_frame: int = 1000, t_total: float | None = None, source: dict | None = None,
+                bytes_per_frame: int = 1000, t_total: float | None = None, source: dict | LayoutFacts | None = None,
                 executor: str = "mpi", n_atoms: int = 100, sched: bool = False,
                 t0: float = 1_700_000_000.0, gap: float = 0.0) -> Report:
     """A report with one worker per dict of phase seconds (missing phases from ``BASE``).
+
+    ``source`` may be a report JSON's ``source`` section (a dict, read as ``RunReport.load`` reads it).
 
     Task phases (init_traj, io, compute) are split evenly over the worker's
     tasks; init_top, wait and comm are recorded at the worker level.  Tasks of a
@@ -49,7 +52,7 @@ def make_report(workers: list[dict] | None = None, *, n_workers: int | None = No
     rows = summarize_workers(tasks, extras)
     wall = t_total if t_total is not None else max(w.t_total for w in rows)
     return Report(analysis="rmsd", executor=executor, n_workers=len(specs), n_frames=frame,
-                  n_atoms=n_atoms, source=source or {"format": "h5md", "path": "traj.h5md"},
+                  n_atoms=n_atoms, source=_facts(source or {"format": "h5md", "path": "traj.h5md"}),
                   t_total=wall, tasks=tasks, workers=rows, meta={"n_tasks": len(tasks)})
 
 
@@ -60,3 +63,7 @@ def on_cores(report: Report, affinity: str, cpus: int = 64) -> Report:
     tasks = [replace(t, cpus=cpus, affinity=affinity) for t in report.tasks]
     workers = [replace(w, cpus=cpus, affinity=affinity) for w in report.workers]
     return replace(report, tasks=tasks, workers=workers)
+
+
+def _facts(source: dict | LayoutFacts) -> LayoutFacts:
+    return source if isinstance(source, LayoutFacts) else LayoutFacts.from_dict(source)

@@ -42,7 +42,7 @@ def test_following_the_rechunk_advice_keeps_compression_and_precision(tmp_path, 
     convert(D.PSF, [D.DCD], str(src), layout=Layout.parse("7", "gzip:3"), **lossy)   # not the planned chunks
     with H5MDSource(str(src)) as s:
         facts = s.layout_summary()
-    report = make_report(n_workers=2, n_atoms=214, source={**facts, "read_amplification": AMP_SUBSET_ONLY})
+    report = make_report(n_workers=2, n_atoms=214, source={**facts.to_dict(), "read_amplification": AMP_SUBSET_ONLY})
     for rule, want in (("chunk-amplification", "--chunks auto"), ("imbalance", None)):
         if rule == "imbalance":   # the imbalance rule's rechunk (to smaller chunks for more tasks)
             report = make_report(n_workers=4, tasks_per_worker=[1, 1, 1, 2], frames_per_task=10, source=facts)

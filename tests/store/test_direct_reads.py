@@ -166,10 +166,10 @@ def test_the_report_says_which_fields_were_read_at_their_addresses(adk_vacuum, a
     from trajscale.store.layout import Layout
 
     r = ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], adk_vacuum_h5md)
-    assert r.report.source["direct_reads"] == ["position"]
+    assert r.report.source.direct_reads == ("position",)
     packed = tmp_path / "gzip.h5md"
     convert(adk_vacuum[0], [adk_vacuum[1]], str(packed), layout=Layout.parse("auto", "gzip:1"))
-    assert ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], str(packed)).report.source["direct_reads"] == []
+    assert ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], str(packed)).report.source.direct_reads == ()
 
 
 def test_a_small_read_in_a_fresh_process_takes_the_compiled_path_without_numba(adk_vacuum_h5md):

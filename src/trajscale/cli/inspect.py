@@ -97,12 +97,14 @@ def _inspect_part(args) -> int:
 
 def _add_selection_row(facts: dict, label: str, atoms) -> None:
     """Read amplification of ``atoms`` over a block of frames (100, or all of a shorter file)."""
+    from ..facts import LayoutFacts
     from ..store.inspect import facts_amplification
 
+    layout = LayoutFacts.from_dict(facts)
     n = min(100, facts["n_frames"])
     name = f"{label}, {'all ' if n == facts['n_frames'] else ''}{n} frames"
-    facts["read_amplification"][name] = facts_amplification(facts, atoms, n)
-    facts.setdefault("read_amplification_hdf5_default", {})[name] = facts_amplification(facts, atoms, n, cache="hdf5")
+    facts["read_amplification"][name] = facts_amplification(layout, atoms, n)
+    facts.setdefault("read_amplification_hdf5_default", {})[name] = facts_amplification(layout, atoms, n, cache="hdf5")
 
 
 def format_time(t: dict | None) -> str:

@@ -85,7 +85,7 @@ def _stored_like(src: H5MDSource, layout: Layout) -> tuple[Layout, dict]:
         return layout, {}
     precision, _, encoding = src.info.lossy
     if layout.compression is None:
-        comp = src.layout_summary().get("compression") or "none"
+        comp = src.layout_summary().compression or "none"
         layout = Layout.parse(str(layout.chunks), comp, layout.fletcher32)
     encoding = ENCODING_OF.get(encoding, "floats")
     # delta-coded parts keep the input's references (planned from its first frame): the same stored values

@@ -21,6 +21,7 @@ import time
 import numpy as np
 from MDAnalysis.analysis.backends import BackendBase
 
+from ..facts import LayoutFacts
 from ..report.process import cpu_facts
 from ..report.summary import Report
 from ..report.timing import TaskTiming, host_and_pid, summarize_workers
@@ -69,8 +70,8 @@ def _report(func, executor: str, n_workers: int, timings: list[TaskTiming], t_to
     atoms = getattr(getattr(analysis, "_trajectory", None), "n_atoms", 0)
     return Report(analysis=type(analysis).__name__ if analysis is not None else "mdanalysis",
                   executor=executor, n_workers=n_workers, n_frames=n_frames, n_atoms=int(atoms or 0),
-                  source={"format": "mdanalysis", "path": str(getattr(getattr(analysis, "_trajectory", None),
-                                                                        "filename", ""))},
+                  source=LayoutFacts(format="mdanalysis", path=str(getattr(getattr(analysis, "_trajectory", None),
+                                                                           "filename", ""))),
                   t_total=t_total, tasks=timings, workers=summarize_workers(timings, extras),
                   meta={"backend": "trajscale.mda", "note": "t_compute includes MDAnalysis's reads"})
 

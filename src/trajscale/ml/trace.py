@@ -137,6 +137,7 @@ def load_report(trace_dir: str | os.PathLike, label: str = "loader"):
     (``t_init_traj``); the training loop gets one task per batch with
     ``t_wait`` (waiting for data) and ``t_compute`` (the step).
     """
+    from ..facts import LayoutFacts
     from ..report.summary import Report
     from ..report.timing import TaskTiming, summarize_workers
 
@@ -155,7 +156,7 @@ def load_report(trace_dir: str | os.PathLike, label: str = "loader"):
     readers = {t.worker for t in tasks if t.worker.startswith("reader")}
     return Report(analysis=label, executor="dataloader", n_workers=len(readers),
                   n_frames=sum(t.frames for t in tasks if t.t_io), n_atoms=0,
-                  source={"trace_dir": str(trace_dir)}, t_total=t1 - t0, tasks=tasks,
+                  source=LayoutFacts(trace_dir=str(trace_dir)), t_total=t1 - t0, tasks=tasks,
                   workers=summarize_workers(tasks))
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median
 
+from ..facts import LayoutFacts, RunRead
 from .diagnose import SHORT_RUN_S, Diagnosis, measure
 from .metrics import PHASE_LABELS, fmt_comm_ratio, fmt_ratio, worker_timings
 from .stragglers import STRAGGLER_FACTOR, Straggler
@@ -39,34 +40,33 @@ class Advice:
 
 
 def _source_path(report: RunReport) -> str:
-    src = report.source or {}
-    return str(src.get("path") or "FILE")
+    return report.source.path or "FILE"
 
 
 def _kept_options(report: RunReport) -> str:
-    return kept_options(report.source or {})
+    return kept_options(report.source)
 
 
-def kept_options(src: dict) -> str:
+def kept_options(src: LayoutFacts) -> str:
     """``rechunk`` options keeping the file's compression and precision (rechunk's defaults are none:
     a suggested command without them would decompress the file, or store a lossy one's floats plainly);
     ``src`` is a source's layout facts."""
     out = ""
-    comp = src.get("compression")
-    if isinstance(comp, str) and comp not in ("", "none"):
-        out += f" --compression {comp}"
-    prec = src.get("precision")
-    if isinstance(prec, dict) and prec.get("angstrom") is not None:
-        out += f" --precision {float(prec['angstrom']):g}"
-        if prec.get("option", prec.get("encoding")) not in (None, "floats"):
-            out += f" --encoding {prec.get('option', 'deltas')}"
+    if src.compression not in (None, "", "none"):
+        out += f" --compression {src.compression}"
+    prec = src.precision
+    if prec is not None and prec.angstrom is not None:
+        out += f" --precision {float(prec.angstrom):g}"
+        if (prec.encoding if prec.option is None else prec.option) not in (None, "floats"):
+            # (a report from before the option was recorded: its one encoding other than floats is deltas)
+            out += f" --encoding {prec.option or 'deltas'}"
     return out
 
 
 def rule_io_bound_format(report: RunReport, d: Diagnosis) -> Advice | None:
     """I/O-bound on a non-H5MD source: convert to H5MD and read with MPI-IO, or segment."""
-    fmt = str((report.source or {}).get("format", "")).lower()
-    parts = str((report.source or {}).get("segment_formats", "")).lower()   # a segmented source's parts
+    fmt = (report.source.format or "").lower()
+    parts = (report.source.segment_formats or "").lower()   # a segmented source's parts
     if d.r_comp_io is None or d.r_comp_io >= 1 or fmt == "h5md" or fmt == "segments" and parts in ("", "h5md"):
         return None
     chain = fmt == "segments"   # XTC/DCD parts: already segments, and convert takes the parts themselves
@@ -92,10 +92,9 @@ def _relevant_patterns(report: RunReport, amp: dict) -> dict:
     the bytes read per frame show that the source read less than whole frames,
     and single frames only if the tasks were tiny.
     """
-    src = report.source or {}
-    n_src = src.get("n_atoms")
+    n_src = report.source.n_atoms
     frames = sum(t.frames for t in report.tasks)
-    subset = isinstance(n_src, int) and frames and report.bytes_read / frames < 0.5 * n_src * 12
+    subset = n_src is not None and frames and report.bytes_read / frames < 0.5 * n_src * 12
     sizes = [t.frames for t in report.tasks]
 
     def used(name: str) -> bool:   # "block of 100 frames", or "all 20 frames" in a short file
@@ -134,19 +133,24 @@ def _stem(report: RunReport) -> str:
     return os.path.splitext(os.path.basename(_source_path(report)))[0] or "traj"
 
 
-def _own_read_advice(report: RunReport, own: dict) -> Advice | None:
-    """Advice from what the run's own atoms and tasks cost (``source["run_read"]``, recorded by
+def _chunks_where(src: LayoutFacts) -> str:
+    """``chunks (32, 3341, 3): `` (or ``chunks contiguous: ``) to begin a reason; "" without a chunk layout."""
+    if src.chunks is None:
+        return ""
+    return f"chunks {src.chunks if src.chunks else 'contiguous'}: "
+
+
+def _own_read_advice(report: RunReport, own: RunRead) -> Advice | None:
+    """Advice from what the run's own atoms and tasks cost (``source.run_read``, recorded by
     ``trajscale.run``): rechunk only into a layout that reads measurably less for them."""
-    amp = float(own["amplification"])
+    amp = float(own.amplification)
     if amp <= AMPLIFICATION_LIMIT:
         return None
-    src = report.source or {}
-    chunks = src.get("chunks")
-    where = f"chunks {tuple(chunks) if isinstance(chunks, list) else chunks}: " if chunks else ""
-    n_src = src.get("n_atoms")
-    what = (f"reading the run's {own['n_atoms']}" + (f" of {n_src}" if isinstance(n_src, int) else "")
-            + f" atoms, {own['frames_per_task']} frames per task, costs {amp:.1f}x the bytes asked for")
-    alts = {k: float(v) for k, v in (own.get("alternatives") or {}).items() if isinstance(v, int | float)}
+    where = _chunks_where(report.source)
+    n_src = report.source.n_atoms
+    what = (f"reading the run's {own.n_atoms}" + (f" of {n_src}" if n_src is not None else "")
+            + f" atoms, {own.frames_per_task} frames per task, costs {amp:.1f}x the bytes asked for")
+    alts = {k: float(v) for k, v in own.alternatives if v is not None}
     best = min(alts, key=alts.get) if alts else None
     path = shlex.quote(_source_path(report))
     if best is not None and alts[best] <= amp / 1.5:
@@ -157,7 +161,7 @@ def _own_read_advice(report: RunReport, own: dict) -> Advice | None:
             "chunk-amplification",
             f"rechunk the file: `trajscale rechunk {path} -o {_stem(report)}.rechunked.h5md {best}{kept}`",
             f"{where}{what}; with {best} it would cost {alts[best]:.1f}x")
-    sel, top = own.get("selection"), own.get("topology")
+    sel, top = own.selection, own.topology
     if not (sel and top):
         return Advice("chunk-amplification", "write a file of only the atoms this run reads (convert with --select)",
                       f"{where}{what}; no chunk layout reads less for these atoms")
@@ -170,12 +174,11 @@ def _own_read_advice(report: RunReport, own: dict) -> Advice | None:
 
 def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
     """A chunk layout that reads > 2x the bytes asked for by this run's reads: rechunk."""
-    own = (report.source or {}).get("run_read")
-    if isinstance(own, dict) and isinstance(own.get("amplification"), int | float):
-        return _own_read_advice(report, own)
+    src = report.source
+    if src.run_read is not None:
+        return _own_read_advice(report, src.run_read)
     # A report without its own reads' cost (written before trajscale recorded it): the file's patterns.
-    amp = (report.source or {}).get("read_amplification") or {}
-    amp = {k: float(v) for k, v in amp.items() if isinstance(v, int | float)}
+    amp = {k: float(v) for k, v in src.read_amplification or ()}
     if not amp:
         return None
     pats = _relevant_patterns(report, amp)
@@ -184,11 +187,9 @@ def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
     worst = max(pats, key=pats.get)
     if pats[worst] <= AMPLIFICATION_LIMIT:
         return None
-    chunks = (report.source or {}).get("chunks")
-    where = f"chunks {tuple(chunks) if isinstance(chunks, list) else chunks}: " if chunks else ""
+    where = _chunks_where(src)
     layout = "frame" if worst == "one frame" else "auto"
-    planned = (report.source or {}).get("planned_chunks")
-    if layout == "auto" and planned is not None and chunks == planned:
+    if layout == "auto" and src.planned_chunks is not None and src.chunks == src.planned_chunks:
         # Frame chunks are already the planned ones: the cost is the selection's spread over the atoms.
         return Advice(
             "chunk-amplification",
@@ -308,10 +309,8 @@ def rule_imbalance(report: RunReport, d: Diagnosis) -> Advice | None:
 
 def chunk_frames(report: RunReport) -> int | None:
     """Frames per chunk of the run's H5MD source (None for other sources or contiguous data)."""
-    chunks = (report.source or {}).get("chunks")
-    if isinstance(chunks, list | tuple) and chunks and isinstance(chunks[0], int) and chunks[0] > 1:
-        return int(chunks[0])
-    return None
+    chunks = report.source.chunks
+    return chunks[0] if chunks and chunks[0] > 1 else None
 
 
 def max_tasks(report: RunReport) -> int | None:

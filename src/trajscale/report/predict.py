@@ -153,10 +153,8 @@ class Prediction:
 
 
 def _chunk_frames(report: RunReport) -> int:
-    chunks = (report.source or {}).get("chunks")
-    if isinstance(chunks, list | tuple) and chunks and isinstance(chunks[0], int):
-        return max(1, int(chunks[0]))
-    return 1
+    chunks = report.source.chunks
+    return max(1, chunks[0]) if chunks else 1
 
 
 def oversubscription(n: int, machine: Machine) -> float:
@@ -226,13 +224,12 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
         alpha = DEFAULT_ALPHA_S
         notes.append(f"no communication measured (one rank, or no collectives): {DEFAULT_ALPHA_S * 1e6:.0f} us "
                      "per collective stage assumed")
-    src = report.source or {}
-    n_parts = int(src.get("n_segments") or 1)
+    n_parts = report.source.n_segments or 1
     cf = _chunk_frames(report)
     max_tasks = n_parts if n_parts > 1 and frames / n_parts >= cf else max(1, math.ceil(frames / cf))
     max_tasks = max(max_tasks, len(tasks))
     n_sel = max(1, int(report.n_atoms or 1))
-    collective = src.get("format") == "h5md"   # MPI ranks open one H5MD file together (MPI-IO)
+    collective = report.source.format == "h5md"   # MPI ranks open one H5MD file together (MPI-IO)
     model = Model(
         executor=report.executor, frames=frames, bytes=nbytes, n_tasks=max(1, len(tasks)),
         tasks_fixed=bool((report.meta or {}).get("n_tasks_asked")), max_tasks=max_tasks, chunk_frames=cf,

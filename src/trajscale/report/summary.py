@@ -41,14 +41,14 @@ def _decoded_bytes(report: RunReport) -> tuple[int, str] | None:
     """(bytes, decoder) of the whole frames decoded when more atoms were read than kept: by an
     MDAnalysis reader (XTC, DCD, ...) or by trajscale (delta-coded H5MD, store.codecs); None for
     H5MD read in place (only the selected atoms' bytes)."""
-    src = report.source or {}
-    n_src = src.get("n_atoms")
-    if not isinstance(n_src, int) or n_src <= report.n_atoms:
+    src = report.source
+    n_src = src.n_atoms
+    if n_src is None or n_src <= report.n_atoms:
         return None
-    fmt = str(src.get("format", "")).lower()
-    parts = {f.strip() for f in str(src.get("segment_formats", "")).lower().split(",")}
+    fmt = (src.format or "").lower()
+    parts = {f.strip() for f in (src.segment_formats or "").lower().split(",")}
     if fmt == "h5md" or (fmt == "segments" and parts == {"h5md"}):
-        if (src.get("precision") or {}).get("option") != "deltas":   # (deltas32 reads up to the last atom)
+        if src.precision is None or src.precision.option != "deltas":   # (deltas32 reads up to the last atom)
             return None
         decoder = "trajscale"
     else:
@@ -83,7 +83,7 @@ def run_summary(report: RunReport, out: str | None = None, report_path: str | No
     decoded = _decoded_bytes(report)
     if decoded:   # an XTC/DCD reader decodes every atom; the GB/s above counts the selected ones
         lines[-1] = lines[-1][:-1] + (f" of the {report.n_atoms} selected atoms; {decoded[1]} decoded whole "
-                                      f"frames of {report.source['n_atoms']} atoms, {decoded[0] / 1e9:.3f} GB)")
+                                      f"frames of {report.source.n_atoms} atoms, {decoded[0] / 1e9:.3f} GB)")
     t_io = sum(tk.t_io for tk in report.tasks)
     if t_io > 0:   # the storage's speed as the tasks saw it, apart from start-up and compute
         lines[-1] += f"; reads ran at {gb / t_io:.2f} GB/s per worker"

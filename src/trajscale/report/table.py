@@ -64,15 +64,16 @@ def _process_lines(report: RunReport) -> list[str]:
 def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     """The full report: run facts, per-worker phases (s), totals, derived numbers, stragglers, advice."""
     d = diagnosis or diagnose(report)
-    src = report.source or {}
+    src = report.source
     lines = [
         (f"{report.analysis} on {report.executor} x{report.n_workers}: {d.frames} frames x "
          f"{report.n_atoms} atoms in {report.n_tasks} tasks, {report.t_total:.3f} s wall "
          f"(prepare {report.t_prepare:.3f} s, reduce {report.t_reduce:.3f} s)"),
-        f"source: {src.get('format', '?')} {src.get('path', '')}".rstrip(),
+        f"source: {'?' if src.format is None else src.format} {src.path or ''}".rstrip(),
     ]
-    if src.get("chunks"):
-        lines.append(f"layout: chunks {src['chunks']}, compression {src.get('compression', '?')}")
+    if src.chunks is not None:
+        chunks = list(src.chunks) if src.chunks else "contiguous"
+        lines.append(f"layout: chunks {chunks}, compression {'?' if src.compression is None else src.compression}")
     io = (report.meta or {}).get("io") or {}
     if report.executor == "mpi" and io:
         lines.append(f"read with HDF5 driver {io.get('driver') or 'default'}, "
@@ -121,7 +122,7 @@ def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
                          f"{s.component} ({s.cause}, +{s.excess:.3f} s over its median)")
     else:
         lines.append("stragglers: none")
-    for w in src.get("warnings") or []:
+    for w in src.warnings or ():
         lines.append(f"layout warning: {w}")
     lines.append("")
     if d.advice:

@@ -24,6 +24,8 @@ import socket
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from ..facts import LayoutFacts
+
 PHASES = ("t_init_top", "t_init_traj", "t_io", "t_compute", "t_wait", "t_comm")
 #: A worker's (rank's) phases: its start-up, then the task phases.
 WORKER_PHASES = ("t_start", *PHASES)
@@ -139,7 +141,8 @@ class RunReport:
     n_workers: int
     n_frames: int
     n_atoms: int
-    source: dict
+    #: The storage facts of the run's source (:meth:`~trajscale.sources.base.Source.layout_summary`).
+    source: LayoutFacts
     t_total: float
     t_prepare: float = 0.0
     t_reduce: float = 0.0
@@ -168,6 +171,7 @@ class RunReport:
     def to_dict(self) -> dict:
         """Plain values (a :class:`~.summary.Report` adds its diagnosis)."""
         d = asdict(self)
+        d["source"] = self.source.to_dict()
         d["tasks"] = [asdict(t) for t in self.tasks]
         d["workers"] = [asdict(w) for w in self.workers]
         return d
@@ -175,6 +179,8 @@ class RunReport:
     @classmethod
     def from_dict(cls, d: dict) -> RunReport:
         d = dict(d)
+        if "source" in d:   # (null: no facts recorded)
+            d["source"] = LayoutFacts.from_dict(d["source"] or {})
         known_t = {f.name for f in fields(TaskTiming)}
         known_w = {f.name for f in fields(WorkerTiming)}
         d["tasks"] = [TaskTiming(**{k: _tuple_files(k, v) for k, v in t.items() if k in known_t})

@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from ..block import FIELD_ATTRS, Block
+from ..facts import LayoutFacts
 
 #: Box (6 float32), time (float64) and step (int64) of one frame.
 FRAME_META_BYTES = 40
@@ -122,9 +123,9 @@ class Source(ABC):
     def get_config(self) -> dict:
         """Plain-value config from which the source can be reopened elsewhere."""
 
-    def layout_summary(self) -> dict:
+    def layout_summary(self) -> LayoutFacts:
         """Storage facts for reports (format, chunks, compression)."""
-        return {"format": self.kind, "path": self.path}
+        return LayoutFacts(format=self.kind, path=self.path)
 
     def refresh(self) -> None:   # noqa: B027 - optional; the default checks nothing
         """Called before a source kept open by a worker serves another task.

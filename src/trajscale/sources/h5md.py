@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import logging
 from collections import OrderedDict
 
@@ -11,6 +11,7 @@ import numpy as np
 
 from ..block import Block
 from ..errors import InputFileError
+from ..facts import LayoutFacts
 from ..store.blosc import BloscChunks
 from ..store.box import edges_to_dimensions
 from ..store.codecs import deltas_of
@@ -184,15 +185,13 @@ class H5MDSource(Source):
                 "driver": self._driver, "collective": self._collective,
                 "assume_units": self.info.assumed_units}
 
-    def layout_summary(self) -> dict:
+    def layout_summary(self) -> LayoutFacts:
         from ..store.inspect import layout_facts
 
         if self._described[1] is None:
             self._described[1] = layout_facts(self.info)
-        facts = copy.deepcopy(self._described[1])   # a report's copy: the memo stays as described
         # fields read at their byte addresses (store.direct) once the compiled loop is loaded
-        facts["direct_reads"] = sorted(self._direct)
-        return facts
+        return dataclasses.replace(self._described[1], direct_reads=tuple(sorted(self._direct)))
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:

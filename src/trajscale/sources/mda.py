@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..block import FIELD_ATTRS, Block
+from ..facts import LayoutFacts
 from ..topology import load_universe
 from .base import DECODE_S_PER_ATOM, Source
 
@@ -76,10 +77,9 @@ class MDASource(Source):
     def get_config(self) -> dict:
         return {"kind": self.kind, "topology": self.topology, "trajectories": list(self.trajectories)}
 
-    def layout_summary(self) -> dict:
-        return {"format": self.reader.format if isinstance(self.reader.format, str) else str(self.reader.format),
-                "path": self.path, "n_files": len(self.trajectories),
-                "n_atoms": self.n_atoms}   # the reader decodes all of them, whatever is selected
+    def layout_summary(self) -> LayoutFacts:
+        return LayoutFacts(format=str(self.reader.format), path=self.path, n_files=len(self.trajectories),
+                           n_atoms=self.n_atoms)   # the reader decodes all of them, whatever is selected
 
     def decode_seconds_per_frame(self) -> float:
         return DECODE_S_PER_ATOM.get(str(self.reader.format).upper(), 0.0) * self.n_atoms

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..block import Block
 from ..errors import InputFileError
+from ..facts import LayoutFacts
 from ..store.box import edges_to_dimensions
 from .base import DECODE_S_PER_ATOM, Source
 
@@ -251,8 +252,8 @@ class PartSource(Source):
         return {"kind": self.kind, "path": self._path, "n_atoms": self._n_atoms, "offsets": offsets,
                 "format": self.format}
 
-    def layout_summary(self) -> dict:
-        return {"format": self.format, "path": self._path, "n_atoms": self._n_atoms}
+    def layout_summary(self) -> LayoutFacts:
+        return LayoutFacts(format=self.format, path=self._path, n_atoms=self._n_atoms)
 
     def decode_seconds_per_frame(self) -> float:
         return DECODE_S_PER_ATOM.get(self.format, 0.0) * self._n_atoms

@@ -41,6 +41,7 @@ import numpy as np
 
 from ..block import Block
 from ..errors import ConfigError, InputFileError
+from ..facts import LayoutFacts
 from ..util import is_hdf5
 from .base import DECODE_S_PER_ATOM, Source
 
@@ -267,10 +268,10 @@ class SegmentedSource(Source):
                                                    for seg in self.segments],
                 "n_atoms": self._n_atoms, "fields": list(self.fields), "chunk_frames": self.chunk_frames}
 
-    def layout_summary(self) -> dict:
+    def layout_summary(self) -> LayoutFacts:
         formats = sorted({str(s.get("format") or Path(s["path"]).suffix.lstrip(".").upper()) for s in self.segments})
-        return {"format": "segments", "path": self.path, "n_segments": len(self.segments),
-                "segment_formats": ",".join(formats), "n_atoms": self._n_atoms}
+        return LayoutFacts(format="segments", path=self.path, n_segments=len(self.segments),
+                           segment_formats=",".join(formats), n_atoms=self._n_atoms)
 
     def decode_seconds_per_frame(self) -> float:
         costs = [DECODE_S_PER_ATOM.get(str(s.get("format")), 0.0) for s in self.segments]

@@ -19,6 +19,7 @@ import h5py
 import numpy as np
 
 from ..errors import NotH5MDError
+from ..facts import CONTIGUOUS, LayoutFacts, Precision
 from .codecs import ENCODING_OF
 from .hdf5 import open_h5
 from .layout import plan_frames_per_chunk, reader_chunk_cache
@@ -97,7 +98,7 @@ def _chunks_touched(runs: np.ndarray, ca: int) -> int:
     return count
 
 
-def layout_facts(info: H5MDInfo) -> dict:
+def layout_facts(info: H5MDInfo) -> LayoutFacts:
     """Layout summary of a described H5MD group (for ``inspect`` and run reports)."""
     shape = (info.n_frames, info.n_atoms, 3)
     comp = bool(info.compression)
@@ -111,37 +112,32 @@ def layout_facts(info: H5MDInfo) -> dict:
     comp_name = info.compression or "none"
     if info.compression_opts is not None and info.compression:
         comp_name += f":{info.compression_opts}"
-    facts = {
-        "format": "h5md", "path": info.path, "group": info.group,
-        "n_frames": info.n_frames, "n_atoms": info.n_atoms, "fields": list(info.fields),
-        "units": dict(info.units), "assumed_units": info.assumed_units, "dtype": info.dtype,
-        "chunks": list(info.chunks) if info.chunks else "contiguous",
-        "compression": comp_name, "read_amplification": amp,
+    return LayoutFacts(
+        format="h5md", path=info.path, group=info.group, n_frames=info.n_frames, n_atoms=info.n_atoms,
+        fields=tuple(info.fields), units=tuple(info.units.items()), assumed_units=info.assumed_units,
+        dtype=info.dtype, chunks=tuple(info.chunks) if info.chunks else CONTIGUOUS, compression=comp_name,
+        read_amplification=tuple(amp.items()),
         # what `rechunk --chunks auto` would write: advice never suggests the layout the file has
-        "planned_chunks": [plan_frames_per_chunk(info.n_atoms, item), info.n_atoms, 3],
-        "precision": None if not info.lossy else {"angstrom": info.lossy[0], "quantum": info.lossy[1],
-                                                  "encoding": info.lossy[2],
-                                                  # what convert/rechunk --encoding wrote it
-                                                  "option": ENCODING_OF.get(info.lossy[2], "floats")},
-        "read_amplification_hdf5_default": amp_default,
-    }
-    if os.path.exists(info.path):
-        facts["file_bytes"] = os.path.getsize(info.path)
-    facts["warnings"] = layout_warnings(info, amp_default, amp)
-    return facts
+        planned_chunks=(plan_frames_per_chunk(info.n_atoms, item), info.n_atoms, 3),
+        # (option: what convert/rechunk --encoding wrote it)
+        precision=None if not info.lossy else Precision(info.lossy[0], info.lossy[1], info.lossy[2],
+                                                        ENCODING_OF.get(info.lossy[2], "floats")),
+        read_amplification_hdf5_default=tuple(amp_default.items()),
+        file_bytes=os.path.getsize(info.path) if os.path.exists(info.path) else None,
+        warnings=tuple(layout_warnings(info, amp_default, amp)))
 
 
-def facts_amplification(facts: dict, atoms: np.ndarray | None, n_frames: int, step: int = 1,
+def facts_amplification(facts: LayoutFacts, atoms: np.ndarray | None, n_frames: int, step: int = 1,
                         cache: str = "trajscale") -> float | None:
     """Read amplification of ``atoms`` (None: all) over ``n_frames`` frames (every ``step``-th) of the
-    H5MD group ``facts`` (:func:`layout_facts`'s dict) describes, with trajscale's chunk cache or
+    H5MD group ``facts`` (:func:`layout_facts`) describes, with trajscale's chunk cache or
     (``cache="hdf5"``) HDF5's default one; None for facts of another format."""
-    if facts.get("format") != "h5md" or not isinstance(facts.get("n_atoms"), int):
+    if facts.format != "h5md" or facts.n_atoms is None or facts.n_frames is None:
         return None
-    shape = (int(facts["n_frames"]), int(facts["n_atoms"]), 3)
-    chunks = tuple(facts["chunks"]) if isinstance(facts.get("chunks"), list | tuple) else None
-    comp = str(facts.get("compression") or "none").split(":")[0] not in ("none", "")
-    dtype = str(facts.get("dtype", ""))
+    shape = (facts.n_frames, facts.n_atoms, 3)
+    chunks = facts.chunks or None   # None: contiguous (or not recorded)
+    comp = (facts.compression or "none").split(":")[0] not in ("none", "")
+    dtype = facts.dtype or ""
     item = int(dtype[-2:]) // 8 if dtype[-2:].isdigit() else 4
     nbytes = HDF5_DEFAULT_CACHE if cache == "hdf5" else reader_chunk_cache(shape, chunks, item, filtered=comp)
     return round(amplification(shape, chunks, max(1, n_frames), atoms, comp, nbytes, item, step), 2)
@@ -226,7 +222,7 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
                 facts["file_bytes"] = os.path.getsize(f.filename)
         else:
             info = describe(f, group, assume_units)
-            facts = layout_facts(info)
+            facts = layout_facts(info).to_dict()
             facts["observables"] = list(info.observables)
             facts["boundary"] = list(info.boundary)
             facts["time"] = time_facts(f, info)

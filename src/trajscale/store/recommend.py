@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..errors import ConfigError
+from ..facts import LayoutFacts, RunRead
 
 #: From ``python benchmarks/layouts.py --frames 500`` (demo system, AdK in water, 47,681 atoms; the
 #: run in docs/benchmarks.md, section "The layout study with RMSD runs", 2 cores, load
@@ -86,7 +87,8 @@ def recommend(facts: dict, pattern: str, atoms: np.ndarray | None = None,
     """The layout for ``pattern`` on the file ``facts`` describes (``inspect_file``'s dict); with
     ``topology``, a small selection also gets the command writing a file of only its atoms."""
     kind, sel = parse_pattern(pattern)
-    n_atoms = facts["n_atoms"]
+    layout = LayoutFacts.from_dict(facts)
+    n_atoms, path = layout.n_atoms, str(layout.path)
     if kind == "frames":
         pick, compact = "frame chunks", "blosc-lz4"
         why = (f"one frame per chunk: a random frame costs only itself ({_m('frame chunks')[6]} ms measured; "
@@ -101,8 +103,8 @@ def recommend(facts: dict, pattern: str, atoms: np.ndarray | None = None,
 
         frac = (len(atoms) if atoms is not None else n_atoms) / max(1, n_atoms)
         pick, compact = "planned", None
-        planned = {**facts, "chunks": facts.get("planned_chunks") or facts.get("chunks"), "compression": "none"}
-        in_place = facts_amplification(planned, atoms, min(100, facts["n_frames"])) or 1.0
+        planned = replace(layout, chunks=layout.planned_chunks or layout.chunks, compression="none")
+        in_place = facts_amplification(planned, atoms, min(100, layout.n_frames)) or 1.0
         spans = ", the gaps between its atoms included" if in_place > 1.05 else ""
         why = (f"the selection is {frac:.1%} of each frame: uncompressed chunks are read in place "
                f"({in_place:.1f}x the bytes asked for{spans}), while any compressed chunk is decoded whole, "
@@ -113,18 +115,18 @@ def recommend(facts: dict, pattern: str, atoms: np.ndarray | None = None,
                 why += " (add --topology TOP for the command that writes it)"
             else:
                 mda_sel = sel if not _is_index_range(sel) else index_selection(atoms)
-                stem = os.path.splitext(os.path.basename(facts["path"]))[0]
+                stem = os.path.splitext(os.path.basename(path))[0]
                 why += ": " + " ".join(shlex.quote(c) for c in (
-                    "trajscale", "convert", topology, facts["path"], "--select", mda_sel,
+                    "trajscale", "convert", topology, path, "--select", mda_sel,
                     "-o", f"{stem}.selection.h5md"))
-    command = _command(facts["path"], pick)
+    command = _command(path, pick)
     alt = None
     if compact:
         c = _m(compact)
         alt = (f"{compact}: {c[4]:.2f}x the size, {c[5]} GB/s, {c[6]} ms per frame"
                + (" (lossy to 0.005 A, like XTC; read back only by trajscale)" if c[3] == "deltas" else "")
-               + f": {_command(facts['path'], compact)}")
-    return Recommendation(pattern, pick, why, command, alt, _matches(facts, pick))
+               + f": {_command(path, compact)}")
+    return Recommendation(pattern, pick, why, command, alt, _matches(layout, pick))
 
 
 def _m(name: str) -> tuple:
@@ -141,16 +143,16 @@ def _command(path: str, name: str) -> str:
     return " ".join(shlex.quote(c) for c in cmd)
 
 
-def _matches(facts: dict, name: str) -> bool:
+def _matches(facts: LayoutFacts, name: str) -> bool:
     chunks, comp, precision, _ = MEASURED[name][:4]
-    have = facts.get("chunks")
-    if not isinstance(have, list) or have[1] != facts["n_atoms"]:
+    have = facts.chunks
+    if not have or have[1] != facts.n_atoms:
         return False
     from .layout import plan_frames_per_chunk
 
-    want_frames = 1 if chunks == "frame" else min(plan_frames_per_chunk(facts["n_atoms"]), facts["n_frames"])
-    same_comp = facts["compression"].split(":")[0] == comp
-    return have[0] == want_frames and same_comp and (precision is None) == (facts.get("precision") is None)
+    want_frames = 1 if chunks == "frame" else min(plan_frames_per_chunk(facts.n_atoms), facts.n_frames)
+    same_comp = str(facts.compression).split(":")[0] == comp
+    return have[0] == want_frames and same_comp and (precision is None) == (facts.precision is None)
 
 
 #: Rechunk options whose read cost :func:`run_read` compares with the file's own layout.
@@ -200,7 +202,7 @@ def _strings(value) -> list[str]:
     return []
 
 
-def run_read(facts: dict, atoms: np.ndarray | None, frames_per_task: int, step: int = 1) -> dict | None:
+def run_read(facts: LayoutFacts, atoms: np.ndarray | None, frames_per_task: int, step: int = 1) -> RunRead | None:
     """What a run's own reads cost on the file ``facts`` describes, and on the layouts of
     :data:`ALTERNATIVES`: read amplification of ``atoms`` over a task's frames (None: not H5MD)."""
     from .inspect import facts_amplification
@@ -208,18 +210,17 @@ def run_read(facts: dict, atoms: np.ndarray | None, frames_per_task: int, step: 
     amp = facts_amplification(facts, atoms, frames_per_task, step)
     if amp is None:
         return None
-    n = facts["n_atoms"]
-    planned = facts.get("planned_chunks") or [facts["n_frames"], n, 3]
-    alts = {}
+    n = facts.n_atoms
+    planned = facts.planned_chunks or (facts.n_frames, n, 3)
+    alts = []
     for opt in ALTERNATIVES:
-        if "--compression none" in opt and (facts.get("precision") or str(facts.get("compression")) == "none"):
+        uncompressed = "--compression none" in opt
+        if uncompressed and (facts.precision is not None or facts.compression == "none"):
             continue   # a lossy file stays compressed; an uncompressed one is the first alternative
-        chunks = [1, n, 3] if "frame" in opt else list(planned)
-        alt = {**facts, "chunks": chunks}
-        if "--compression none" in opt:
-            alt["compression"] = "none"
-        alts[opt] = facts_amplification(alt, atoms, frames_per_task, step)
-    return {"n_atoms": n if atoms is None else len(atoms), "frames_per_task": int(frames_per_task),
-            "step": int(step), "amplification": amp,
-            "amplification_hdf5_default": facts_amplification(facts, atoms, frames_per_task, step, "hdf5"),
-            "alternatives": alts}
+        alt = replace(facts, chunks=(1, n, 3) if "frame" in opt else tuple(planned),
+                      compression="none" if uncompressed else facts.compression)
+        alts.append((opt, facts_amplification(alt, atoms, frames_per_task, step)))
+    return RunRead(n_atoms=n if atoms is None else len(atoms), frames_per_task=int(frames_per_task), step=int(step),
+                   amplification=amp,
+                   amplification_hdf5_default=facts_amplification(facts, atoms, frames_per_task, step, "hdf5"),
+                   alternatives=tuple(alts))
