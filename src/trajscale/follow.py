@@ -67,9 +67,9 @@ class FollowOptions:
     wait: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("every_s", "idle", "poll"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"follow: {name} must be positive, got {getattr(self, name)}")
+        for name, value in (("every_s", self.every_s), ("idle", self.idle), ("poll", self.poll)):
+            if not value > 0:
+                raise ConfigError(f"follow: {name} must be positive, got {value}")
         if self.every_frames is not None and self.every_frames < 1:
             raise ConfigError(f"follow: every_frames must be at least 1, got {self.every_frames}")
 
