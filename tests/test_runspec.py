@@ -37,6 +37,13 @@ def test_an_option_of_another_executor_is_refused_named():
         ts.run(ts.RMSD(select=SELECT), PSF, DCD, executor="processes", n_workers=2, scheduler="tcp://x:1")
 
 
+def test_executor_options_with_an_executor_instance_are_refused_not_ignored():
+    from trajscale.executors.serial import SerialExecutor
+
+    with pytest.raises(ConfigError, match="'scheduler'"):
+        ts.run(ts.RMSD(select=SELECT), PSF, DCD, executor=SerialExecutor(), scheduler="tcp://x:1")
+
+
 def test_options_are_checked_when_made():
     with pytest.raises(ConfigError, match="step"):
         RunOptions(step=0)
