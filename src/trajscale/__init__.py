@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .pwrite import ParallelWriter
     from .report.timing import RunReport
     from .run import run
+    from .runspec import RunOptions
     from .sources import H5MDSource, MDASource, open_source
     from .store.layout import Layout
 
@@ -57,6 +58,7 @@ __all__ = [
            "Layout",
            "MDASource",
            "ParallelWriter",
+           "RunOptions",
            "RunReport",
            "TrajscaleError",
            "__version__",
@@ -69,7 +71,8 @@ __getattr__, __dir__ = attach(__name__, {
     **dict.fromkeys(["RDF", "RMSD", "RMSF", "Analysis", "AverageStructure", "Contacts", "Distances", "PerFrame",
                      "RadiusOfGyration", "Reduce", "per_frame"], ".analysis"),
     "Block": ".block", "FrameRange": ".block", "TrajscaleError": ".errors", "make_executor": ".executors",
-    "ParallelWriter": ".pwrite", "RunReport": ".report.timing", "run": ".run", "H5MDSource": ".sources",
-    "MDASource": ".sources", "open_source": ".sources", "Layout": ".store.layout", "__version__": "._version",
+    "ParallelWriter": ".pwrite", "RunReport": ".report.timing", "run": ".run", "RunOptions": ".runspec",
+    "H5MDSource": ".sources", "MDASource": ".sources", "open_source": ".sources", "Layout": ".store.layout",
+    "__version__": "._version",
 }, submodules=("_version", "analysis", "block", "errors", "executors", "kernels", "parallel", "pwrite", "report",
                "sources", "store", "util"))

@@ -16,7 +16,6 @@ delivers the result over every frame analysed, and says why it ended.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import time
 from collections.abc import Callable
@@ -24,15 +23,15 @@ from dataclasses import dataclass
 
 from .analysis.base import Analysis
 from .analysis.user import readable_config
-from .errors import AtomCountMismatchError, ConfigError, InputFileError, TrajscaleError
-from .executors import Executor, Job, make_executor
+from .errors import ConfigError, InputFileError, TrajscaleError
+from .executors import Executor, Job
 from .executors.base import close_cached_sources, refuse_if_launched
-from .planning import MAX_BLOCK_BYTES, plan_tasks, topology_with_first_frame
+from .planning import AnalysisTopology, plan_tasks
 from .report.process import ProcessTimeline
 from .report.summary import Report
 from .report.timing import summarize_workers
+from .runspec import JobFacts, RunOptions
 from .sources.follow import QuietInFlight, Snapshot, snapshot, unlocked_reads
-from .topology import CachedUniverse
 from .util import polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
@@ -68,9 +67,9 @@ class FollowOptions:
     wait: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("every_s", "idle", "poll"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"follow: {name} must be positive, got {getattr(self, name)}")
+        for name, value in (("every_s", self.every_s), ("idle", self.idle), ("poll", self.poll)):
+            if not value > 0:
+                raise ConfigError(f"follow: {name} must be positive, got {value}")
         if self.every_frames is not None and self.every_frames < 1:
             raise ConfigError(f"follow: every_frames must be at least 1, got {self.every_frames}")
 
@@ -97,72 +96,62 @@ def _first_snapshot(trajectory, topology, group, assume_units, wait: float, poll
         except InputFileError as exc:
             if time.monotonic() - t0 >= wait:
                 raise InputFileError(trajectory, f"no complete frame to follow within {wait:g} s "
-                                                 f"({exc.problem if hasattr(exc, 'problem') else exc})") from None
+                                                 f"({exc.problem})") from None
         if time.monotonic() - t0 >= wait:
             raise InputFileError(trajectory, f"no complete frame to follow within {wait:g} s")
         raise_if_stopped()
         time.sleep(poll)
 
 
-def _prepare(analysis: Analysis, topology, snap: Snapshot, max_block_bytes: int) -> tuple[Job, dict]:
+def _prepare(analysis: Analysis, topology, snap: Snapshot, max_block_bytes: int) -> tuple[Job, JobFacts]:
     """The job over the frames known now (selections, reference: frame 0 and the topology)."""
 
     source = snap.source
     t0 = time.perf_counter()
-    given = topology if hasattr(topology, "select_atoms") else None
-    if given is not None:
-        universe = given.universe
-    else:
-        universe = (CachedUniverse(str(topology), functools.partial(topology_with_first_frame, topology, source))
-                    if topology is not None else None)
-    if universe is not None and universe.atoms.n_atoms != source.n_atoms:
-        top_file = given.universe.filename if given is not None else topology
-        raise AtomCountMismatchError(f"{top_file} has {universe.atoms.n_atoms} atoms but {source.path} "
-                                     f"has {source.n_atoms}")
-    prep = analysis.prepare(given if given is not None and given is not given.universe else universe, source)
+    top = AnalysisTopology(topology, source)
+    prep = analysis.prepare(top.atoms, source)
     frame_bytes = source.bytes_per_frame(prep.atoms, analysis.fields)
-    n_read = source.n_atoms if prep.atoms is None else len(prep.atoms)
-    info = {"source": source.layout_summary(), "n_atoms": n_read, "frame_bytes": frame_bytes,
-            "t_init_top": time.perf_counter() - t0 + getattr(universe, "t_build", 0.0)}
-    return Job(analysis.get_config(), source.get_config(), prep, max(1, int(max_block_bytes) // frame_bytes)), info
+    t_top = time.perf_counter() - t0 + top.build_seconds
+    facts = JobFacts.of(source, prep.atoms, frame_bytes, range(snap.n_frames), t_top, top.file)
+    return Job(analysis.get_config(), source.get_config(), prep, max(1, int(max_block_bytes) // frame_bytes)), facts
 
 
 class _Follower:
     """The deciding side: polls the trajectory and plans each round's tasks."""
 
-    def __init__(self, trajectory, topology, group, assume_units, opts: FollowOptions, n_tasks: int,
-                 n_workers: int, max_block_bytes: int) -> None:
-        self.trajectory, self.topology = trajectory, topology
-        self.group, self.assume_units, self.opts = group, assume_units, opts
-        self.n_tasks, self.n_workers, self.max_block_bytes = n_tasks, n_workers, max_block_bytes
+    def __init__(self, trajectory, topology, opts: FollowOptions, run_options: RunOptions, n_tasks: int,
+                 n_workers: int) -> None:
+        self.trajectory, self.topology, self.opts, self.run_options = trajectory, topology, opts, run_options
+        self.n_tasks, self.n_workers = n_tasks, n_workers
         self.done = 0
         self.last_new = time.monotonic()
 
-    def next_round(self, job: Job, info: dict, stopping: bool) -> _Round:
+    def next_round(self, job: Job, facts: JobFacts, stopping: bool) -> _Round:
         """New frames as tasks, or the ending; waits (polling) while there is neither."""
 
+        ropts = self.run_options
         while True:
             if stopping:
                 return _Round(None, (), "stopped")
             try:
-                snap = snapshot(self.trajectory, self.topology, group=self.group, assume_units=self.assume_units)
+                snap = snapshot(self.trajectory, self.topology, group=ropts.group, assume_units=ropts.assume_units)
             except InputFileError as exc:   # mid-flush, or the file replaced: look again
                 log.debug("follow: %s", exc)
                 snap = None
             if snap is not None:
                 try:
                     n, finished = snap.n_frames, snap.finished
-                    if snap.source.n_atoms != info["source_atoms"]:
+                    if snap.source.n_atoms != facts.source_atoms:
                         raise InputFileError(snap.source.path, f"now has {snap.source.n_atoms} atoms per frame, "
-                                                               f"it had {info['source_atoms']}")
+                                                               f"it had {facts.source_atoms}")
                     config = snap.source.get_config()
                     part_starts = snap.source.part_starts
                     chunk = snap.source.chunk_frames
                 finally:
                     snap.source.close()
                 if n > self.done:
-                    ranges = plan_tasks(self.done, n, self.n_tasks, chunk, info["frame_bytes"], self.n_workers,
-                                        self.max_block_bytes, part_starts)
+                    ranges = plan_tasks(self.done, n, self.n_tasks, chunk, facts.frame_bytes, self.n_workers,
+                                        ropts.max_block_bytes, part_starts)
                     self.done, self.last_new = n, time.monotonic()
                     return _Round(dataclasses.replace(job, source=config), tuple(ranges),
                                   "complete" if finished else None)
@@ -177,135 +166,166 @@ class _Follower:
                 stopping = True
 
 
-def run_follow(analysis: Analysis, topology, trajectory, *, executor: str | Executor = "serial",
-               n_workers: int | None = None, n_tasks: int | None = None, tasks_per_worker: int = 1,
-               group: str | None = None, assume_units: str | None = None,
-               max_block_bytes: int | None = None, options: FollowOptions | None = None,
-               on_update: Callable | None = None, progress: bool = False, **executor_options):
+def run_follow(analysis: Analysis, topology, trajectory, *, options: FollowOptions | None = None,
+               on_update: Callable | None = None, run_options: RunOptions | None = None, **keywords):
     """Analyse ``trajectory`` as it is written; see :func:`trajscale.run` (``follow=True``).
 
+    ``options`` say how to poll, publish and end; ``run_options`` (a
+    :class:`~trajscale.runspec.RunOptions`, with ``keywords`` in place of its fields) say where the
+    tasks run, as :func:`trajscale.run`'s options do (``tasks_per_worker`` defaults to 1 per round).
     ``on_update(result)`` is called on the deciding process with the result over the frames analysed so
     far, every ``options.every_s`` seconds or ``options.every_frames`` frames, and once at the end.
     The final result's ``report.meta["follow"]`` says how many frames were followed and why the run ended.
     """
 
-    opts = options or FollowOptions()
+    follow = options or FollowOptions()
+    run_options = RunOptions.from_keywords(run_options, keywords)
     unlocked_reads()   # before any worker starts: they inherit it
-    max_block_bytes = int(max_block_bytes or MAX_BLOCK_BYTES)
     if isinstance(trajectory, list | tuple):
         if len(trajectory) != 1:
             raise ConfigError("follow: give one growing trajectory (an H5MD, XTC or TRR file, or a segment index)")
         trajectory = trajectory[0]
-    t_start = time.perf_counter()
-    timeline = ProcessTimeline()
-    own = not isinstance(executor, Executor)
-    ex = make_executor("serial" if executor == "auto" else executor, n_workers, **executor_options)
-    refuse_if_launched(ex, own)
+    job_run = _FollowedRun(analysis, topology, str(trajectory), follow, run_options, on_update)
     quiet = QuietInFlight()
     logging.getLogger("trajscale.store.schema").addFilter(quiet)
     try:
         with polling_for_stop():
-            return _follow(analysis, topology, str(trajectory), ex, opts, on_update, n_tasks, tasks_per_worker,
-                           group, assume_units, max_block_bytes, t_start, timeline, progress)
+            return job_run.execute()
     except BaseException:
-        if own:
-            ex.terminate()
+        if job_run.own:
+            job_run.ex.terminate()
         raise
     finally:
         logging.getLogger("trajscale.store.schema").removeFilter(quiet)
-        if own:
-            ex.close()
+        if job_run.own:
+            job_run.ex.close()
 
 
-def _follow(analysis, topology, trajectory, ex, opts, on_update, n_tasks, tasks_per_worker, group, assume_units,
-            max_block_bytes, t_start, timeline, progress):
-    ex.start()
-    timeline.lap("pool_start")
-    follower = job = info = None
-    if ex.is_root:
-        try:
-            snap = _first_snapshot(trajectory, topology, group, assume_units, opts.wait or opts.idle, opts.poll)
+class _FollowedRun:
+    """One followed run, phase by phase: prepare on the first frames, rounds of new frames until the
+    run ends, the result; :meth:`execute` runs them in order."""
+
+    def __init__(self, analysis: Analysis, topology, trajectory: str, follow: FollowOptions,
+                 options: RunOptions, on_update: Callable | None) -> None:
+        self.analysis, self.topology, self.trajectory = analysis, topology, trajectory
+        self.follow, self.options, self.on_update = follow, options, on_update
+        self.t_start = time.perf_counter()
+        self.timeline = ProcessTimeline()
+        self.own = not isinstance(options.executor, Executor)
+        self.ex = options.make_executor("serial" if options.executor == "auto" else None)
+        refuse_if_launched(self.ex, self.own)
+        self.t_prepare = 0.0
+        self.rounds: list[dict] = []   # one reduced partial per round of new frames
+        self.timings: list = []
+
+    def execute(self):
+        """The result over every frame analysed, on the deciding process; None elsewhere."""
+        ex = self.ex
+        ex.start()
+        self.timeline.lap("pool_start")
+        job, facts = self.prepare()
+        follower = None
+        if ex.is_root:
+            follower = _Follower(self.trajectory, self.topology, self.follow, self.options,
+                                 self.options.tasks_for(ex, 1), ex.n_workers)
+        ending = self.follow_rounds(job, facts, follower)
+        self.timeline.lap("tasks")
+        if not ex.is_root:
+            return None
+        if not self.rounds:
+            raise InputFileError(self.trajectory, f"no frame was analysed ({self._why(ending)})")
+        result = self.result(job, facts, ending)
+        if self.on_update is not None:
+            self.on_update(result)
+        return result
+
+    def prepare(self) -> tuple[Job, JobFacts]:
+        """The job over the first complete frames, prepared on the deciding process and handed to all."""
+        ex, follow, job = self.ex, self.follow, None
+        if ex.is_root:
             try:
-                job, info = _prepare(analysis, topology, snap, max_block_bytes)
-                info["source_atoms"] = snap.source.n_atoms
-            finally:
-                snap.source.close()
-        except Exception as exc:
-            if ex.spmd:
-                ex.broadcast(exc if isinstance(exc, TrajscaleError)
-                             else RuntimeError(f"rank 0 failed to prepare the job: {exc!r}"))
-            raise
-    got = ex.broadcast((job, info))
-    if isinstance(got, BaseException):
-        if isinstance(got, TrajscaleError):
-            got.reported_elsewhere = True
-        raise got
-    job, info = got
-    t_prep = time.perf_counter() - t_start
-    timeline.lap("prepare")
-    k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)
-    if ex.is_root:
-        follower = _Follower(trajectory, topology, group, assume_units, opts, k, ex.n_workers, max_block_bytes)
-    rounds: list[dict] = []   # one reduced partial per round of new frames
-    timings: list = []
-    published_at, published_frames = time.monotonic(), 0
-    ending = None
-    while ending is None:
-        stopping = False
-        try:
-            raise_if_stopped()
-        except SystemExit:
-            stopping = True
-        rnd = ex.broadcast(follower.next_round(job, info, stopping) if ex.is_root else None)
-        ending = rnd.ending
-        if rnd.ranges:
+                snap = _first_snapshot(self.trajectory, self.topology, self.options.group, self.options.assume_units,
+                                       follow.wait or follow.idle, follow.poll)
+                try:
+                    job = _prepare(self.analysis, self.topology, snap, self.options.max_block_bytes)
+                finally:
+                    snap.source.close()
+            except Exception as exc:
+                if ex.spmd:
+                    ex.broadcast(exc if isinstance(exc, TrajscaleError)
+                                 else RuntimeError(f"rank 0 failed to prepare the job: {exc!r}"))
+                raise
+        got = ex.broadcast(job)
+        if isinstance(got, BaseException):
+            if isinstance(got, TrajscaleError):
+                got.reported_elsewhere = True
+            raise got
+        self.t_prepare = time.perf_counter() - self.t_start
+        self.timeline.lap("prepare")
+        return got
+
+    def follow_rounds(self, job: Job, facts: JobFacts, follower: _Follower | None) -> str:
+        """Rounds of new frames until the run ends; why it ended."""
+        ex = self.ex
+        published_at, published_frames = time.monotonic(), 0
+        ending = None
+        while ending is None:
+            stopping = False
             try:
-                got = ex.map_tasks(rnd.job, list(rnd.ranges), progress)
-            except SystemExit:   # Ctrl-C during the round: its frames are not counted
-                if ex.is_root:
-                    follower.done = rnd.ranges[0].start
+                raise_if_stopped()
+            except SystemExit:
+                stopping = True
+            rnd = ex.broadcast(follower.next_round(job, facts, stopping) if ex.is_root else None)
+            ending = rnd.ending
+            if rnd.ranges and self.map_round(rnd, follower):
                 ending = "stopped"
-                got = None
-            if got and ex.is_root:   # each round reduced as it comes (MPI combines partials in map_tasks)
-                rounds.append(ex.reduce(analysis, [p for p, _ in got]))
-                timings += [t for _, t in got]
-            # HDF5 shares one open file per process: a handle kept by this process's tasks (serial, MPI)
-            # would show the next poll the file as it was, so they let go of it each round
-            close_cached_sources()
-        if not ex.is_root or not rounds:
-            continue
-        n = sum(t.stop - t.start for t in timings)
-        due = (time.monotonic() - published_at >= opts.every_s
-               or (opts.every_frames is not None and n - published_frames >= opts.every_frames))
-        if on_update is not None and due and ending is None:
-            on_update(_result(analysis, job, info, ex, rounds, timings, t_start, t_prep, timeline, None))
-            published_at, published_frames = time.monotonic(), n
-    timeline.lap("tasks")
-    if not ex.is_root:
-        return None
-    if not rounds:
-        raise InputFileError(trajectory, f"no frame was analysed ({ENDINGS[ending].format(idle=opts.idle)})")
-    result = _result(analysis, job, info, ex, rounds, timings, t_start, t_prep, timeline, ending, opts)
-    if on_update is not None:
-        on_update(result)
-    return result
+            if not ex.is_root or not self.rounds:
+                continue
+            n = sum(t.stop - t.start for t in self.timings)
+            due = (time.monotonic() - published_at >= self.follow.every_s
+                   or (self.follow.every_frames is not None and n - published_frames >= self.follow.every_frames))
+            if self.on_update is not None and due and ending is None:
+                self.on_update(self.result(job, facts, None))
+                published_at, published_frames = time.monotonic(), n
+        return ending
 
+    def map_round(self, rnd: _Round, follower: _Follower | None) -> bool:
+        """Run one round's tasks and keep their reduced partial; True when Ctrl-C stopped the round."""
+        ex = self.ex
+        stopped = False
+        try:
+            got = ex.map_tasks(rnd.job, list(rnd.ranges), self.options.progress)
+        except SystemExit:   # Ctrl-C during the round: its frames are not counted
+            if ex.is_root:
+                follower.done = rnd.ranges[0].start
+            got, stopped = None, True
+        if got and ex.is_root:   # each round reduced as it comes (MPI combines partials in map_tasks)
+            self.rounds.append(ex.reduce(self.analysis, [p for p, _ in got]))
+            self.timings += [t for _, t in got]
+        # HDF5 shares one open file per process: a handle kept by this process's tasks (serial, MPI)
+        # would show the next poll the file as it was, so they let go of it each round
+        close_cached_sources()
+        return stopped
 
-def _result(analysis, job, info, ex, rounds, timings, t_start, t_prep, timeline, ending, opts=None):
-    """The result over the rounds so far, with a report of every task run."""
-    t_red = time.perf_counter()
-    result = analysis.result(analysis.reduce(rounds), job.prepared)
-    t_red = time.perf_counter() - t_red
-    n_frames = sum(t.stop - t.start for t in timings)
-    follow = {"frames": n_frames, "ended": ending,
-              "why": ENDINGS[ending].format(idle=opts.idle) if ending else None}
-    report = Report(
-        analysis=analysis.name, executor=ex.name, n_workers=ex.n_workers, n_frames=n_frames,
-        n_atoms=info["n_atoms"], source=info["source"], t_total=time.perf_counter() - t_start, t_prepare=t_prep,
-        t_reduce=t_red, tasks=timings, workers=summarize_workers(timings, ex.worker_extras()),
-        meta={"analysis_config": readable_config(job.analysis), "n_tasks": len(timings), "follow": follow})
-    report.process = timeline.record()
-    return dataclasses.replace(result, report=report)
+    def result(self, job: Job, facts: JobFacts, ending: str | None):
+        """The result over the rounds so far, with a report of every task run."""
+        analysis, ex, timings = self.analysis, self.ex, self.timings
+        t_red = time.perf_counter()
+        result = analysis.result(analysis.reduce(self.rounds), job.prepared)
+        t_red = time.perf_counter() - t_red
+        n_frames = sum(t.stop - t.start for t in timings)
+        follow = {"frames": n_frames, "ended": ending, "why": self._why(ending) if ending else None}
+        report = Report(
+            analysis=analysis.name, executor=ex.name, n_workers=ex.n_workers, n_frames=n_frames,
+            n_atoms=facts.n_atoms, source=facts.source, t_total=time.perf_counter() - self.t_start,
+            t_prepare=self.t_prepare, t_reduce=t_red, tasks=timings,
+            workers=summarize_workers(timings, ex.worker_extras()),
+            meta={"analysis_config": readable_config(job.analysis), "n_tasks": len(timings), "follow": follow})
+        report.process = self.timeline.record()
+        return dataclasses.replace(result, report=report)
+
+    def _why(self, ending: str) -> str:
+        return ENDINGS[ending].format(idle=self.follow.idle)
 
 
 def last_line(result) -> str:

@@ -1,4 +1,4 @@
-"""Task planning: how a run's frames are cut into tasks, and the Universe its analysis prepares on.
+"""Task planning: how a run's frames are cut into tasks, and the topology its analysis prepares on.
 
 ``trajscale.run`` and a followed run (:mod:`trajscale.follow`) plan with the same functions, so a
 followed run's tasks fall where a run over the finished file puts them.
@@ -7,6 +7,7 @@ followed run's tasks fall where a run over the finished file puts them.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -14,7 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from .block import FrameRange, split_frames
-from .topology import load_universe
+from .errors import AtomCountMismatchError
+from .sources.mda import MDASource
+from .topology import CachedUniverse, load_universe
 
 #: Default budget of one block: the frames a worker reads and maps at once, and
 #: the size of a task (bigger runs are cut into more tasks).
@@ -124,3 +127,55 @@ def topology_with_first_frame(topology, source):
         box = first.box[0] if first.box[0].any() else None
         universe.load_new(first.positions, format=MemoryReader, order="fac", dimensions=box)
     return universe
+
+
+def topology_file(topology):
+    """The topology file: ``topology`` itself (a path, or None), or the file an MDAnalysis Universe or
+    AtomGroup given as ``topology`` was built from."""
+    return topology.universe.filename if _is_mdanalysis_atoms(topology) else topology
+
+
+def _is_mdanalysis_atoms(topology) -> bool:
+    """True for an MDAnalysis Universe or AtomGroup (asked of the object: MDAnalysis is not imported
+    to tell a path from one)."""
+    return hasattr(topology, "select_atoms")
+
+
+class AnalysisTopology:
+    """What an analysis prepares on, from the topology a run is given and the trajectory it opened.
+
+    ``topology`` is a topology file (or None), an MDAnalysis Universe, or an AtomGroup of one: the
+    analysis then selects within it, as MDAnalysis's analyses take an ``atomgroup``.  A trajectory
+    MDAnalysis reads brings its own Universe.  Otherwise selections come from the selection cache
+    when they can, and MDAnalysis builds the Universe (with the trajectory's first frame) only if not.
+
+    Raises
+    ------
+    AtomCountMismatchError
+        The topology and the trajectory have different numbers of atoms.
+    """
+
+    def __init__(self, topology, source) -> None:
+        given = topology if _is_mdanalysis_atoms(topology) else None
+        self.file = topology_file(topology)
+        self._built: CachedUniverse | None = None
+        if isinstance(source, MDASource):
+            universe = source.universe
+        elif given is not None:
+            universe = given.universe
+        elif topology is not None:
+            universe = self._built = CachedUniverse(
+                str(topology), functools.partial(topology_with_first_frame, topology, source))
+        else:
+            universe = None
+        if universe is not None and universe.atoms.n_atoms != source.n_atoms:
+            raise AtomCountMismatchError(
+                f"{self.file} has {universe.atoms.n_atoms} atoms but {source.path} has {source.n_atoms}")
+        #: What ``Analysis.prepare`` is given: the AtomGroup given, else the Universe (None: no topology).
+        self.atoms = given if given is not None and given is not given.universe else universe
+
+    @property
+    def build_seconds(self) -> float:
+        """Seconds spent building a Universe from the topology file on first use (0 when the selection
+        cache answered, or when a Universe was given or came with the trajectory: timed where it was made)."""
+        return self._built.t_build if self._built is not None else 0.0

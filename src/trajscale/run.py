@@ -1,10 +1,17 @@
-"""``trajscale.run``: prepare once, map blocks on an executor, reduce, report."""
+"""``trajscale.run``: prepare once, plan tasks, map blocks on an executor, reduce, report.
+
+A run goes through named phases, as MDAnalysis's ``AnalysisBase.run`` goes through
+``_setup_frames``, ``_compute`` and ``_conclude``: :meth:`_Run.prepare` (the root process opens
+the trajectory, prepares the analysis on the topology, and hands every process the Job and its
+:class:`~trajscale.runspec.JobFacts`), :meth:`_Run.plan` (the executor ``"auto"`` picks, and the
+task ranges), the executor's ``map_tasks``, and :meth:`_Run.conclude` (reduce, result, report).
+What the run is asked to do travels as one :class:`~trajscale.runspec.RunOptions`.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import logging
 import os
 import shlex
@@ -12,84 +19,70 @@ import time
 
 from .analysis.base import Analysis
 from .analysis.user import readable_config
-from .errors import AtomCountMismatchError, ConfigError, FrameRangeError, TrajscaleError
-from .executors import Executor, Job, choose_executor, make_executor
+from .errors import ConfigError, FrameRangeError, TrajscaleError
+from .executors import Executor, Job, choose_executor
 from .executors.base import refuse_if_launched
 from .planning import (  # noqa: F401 (planning names stay importable from trajscale.run)
     MAX_BLOCK_BYTES,
     MAX_TASK_BYTES,
+    AnalysisTopology,
     plan_in_parts,
     plan_strided_tasks,
     plan_tasks,
+    topology_file,
     topology_with_first_frame,
 )
 from .report.process import ProcessTimeline
 from .report.summary import Report
 from .report.timing import RunReport, summarize_workers
+from .runspec import JobFacts, RunOptions
 from .sources import open_source, reader_modules
-from .sources.mda import MDASource
-from .topology import CachedUniverse
 from .util import polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
 
-def _prepare(analysis: Analysis, topology, trajectory, start, stop, source_options,
-             max_block_bytes=MAX_BLOCK_BYTES, group=None, assume_units=None, adopt=None, continuous=False):
-    """The Job and run facts; the source opened here is closed on every path (a failing
-    run in a long session leaks no file handle).
 
-    ``adopt(config, source)``, given when this process also runs the tasks
-    (serial), takes the opened source over for them: opened once, not twice.
+def _prepare(analysis: Analysis, topology, trajectory, options: RunOptions,
+             ex: Executor | None = None) -> tuple[Job, JobFacts]:
+    """The Job and its facts; the source opened here is closed on every path (a failing run in a
+    long session leaks no file handle).
+
+    ``ex`` is the executor that runs the tasks: the source's config takes its options (MPI-IO), and
+    one that runs them in this process (serial) takes the opened source over: opened once, not twice.
     """
     opened: list = []
     try:
-        job, info = _prepare_open(opened, analysis, topology, trajectory, start, stop, source_options,
-                                  max_block_bytes, group, assume_units, continuous)
-        if adopt is not None and opened and job.source == opened[0].get_config():
-            adopt(job.source, opened.pop())
-        return job, info
+        job, facts = _prepare_open(opened, analysis, topology, trajectory, options,
+                                   ex.source_options() if ex is not None else {})
+        if ex is not None and ex.adopts_sources and opened and job.source == opened[0].get_config():
+            ex.adopt_source(job.source, opened.pop())
+        return job, facts
     finally:
         for source in opened:
             source.close()
 
 
-def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, start, stop, source_options,
-                  max_block_bytes=MAX_BLOCK_BYTES, group=None, assume_units=None, continuous=False):
+def _prepare_open(opened: list, analysis: Analysis, topology, trajectory, options: RunOptions,
+                  source_options: dict) -> tuple[Job, JobFacts]:
     t0 = time.perf_counter()
-    given = topology if hasattr(topology, "select_atoms") else None   # an MDAnalysis Universe or AtomGroup
-    top_file = given.universe.filename if given is not None else topology
-    source = open_source(trajectory, top_file, group=group, assume_units=assume_units, continuous=continuous)
+    top_file = topology_file(topology)
+    source = open_source(trajectory, top_file, group=options.group, assume_units=options.assume_units,
+                         continuous=options.continuous)
     opened.append(source)
-    if isinstance(source, MDASource):
-        universe = source.universe
-    elif given is not None:
-        universe = given.universe
-    else:
-        # Selections come from the selection cache when they can; MDAnalysis builds the Universe only if not.
-        universe = (CachedUniverse(str(topology), functools.partial(topology_with_first_frame, topology, source))
-                    if topology is not None else None)
+    top = AnalysisTopology(topology, source)
     t_top = time.perf_counter() - t0
-    if universe is not None and universe.atoms.n_atoms != source.n_atoms:
-        raise AtomCountMismatchError(
-            f"{top_file} has {universe.atoms.n_atoms} atoms but {source.path} has {source.n_atoms}")
-    start, stop = frame_range(start, stop, source.n_frames, source.path)
-    # An AtomGroup given as topology is what the analysis selects within (MDAnalysis's `atomgroup`).
-    prep = analysis.prepare(given if given is not None and given is not given.universe else universe, source)
-    t_top += getattr(universe, "t_build", 0.0)   # a Universe built during prepare is topology time
+    start, stop = frame_range(options.start, options.stop, source.n_frames, source.path)
+    prep = analysis.prepare(top.atoms, source)
+    t_top += top.build_seconds   # a Universe built during prepare is topology time
     config = source.get_config()
     if source.supports_mpio:
         config.update(source_options)
-    n_read = source.n_atoms if prep.atoms is None else len(prep.atoms)
     frame_bytes = source.bytes_per_frame(prep.atoms, analysis.fields)
-    span = n_read if not n_read or prep.atoms is None else int(prep.atoms[-1] - prep.atoms[0]) + 1
-    info = {"source": source.layout_summary(), "n_frames": stop - start, "n_atoms": n_read, "span_atoms": span,
-            "chunk_frames": source.chunk_frames, "part_starts": source.part_starts, "start": start, "stop": stop,
-            "t_init_top": t_top, "frame_bytes": frame_bytes, "decode_s_per_frame": source.decode_seconds_per_frame(),
-            "topology": os.fspath(top_file) if isinstance(top_file, str | os.PathLike) else None}
-    log.debug("prepared %s: %d of %d atoms, frames [%d, %d), %d bytes per frame read", analysis.name, n_read,
-              source.n_atoms, start, stop, frame_bytes)
-    block_frames = max(1, int(max_block_bytes) // frame_bytes)
-    return Job(analysis.get_config(), config, prep, block_frames), info
+    facts = JobFacts.of(source, prep.atoms, frame_bytes, range(start, stop, options.step), t_top, top_file)
+    log.debug("prepared %s: %d of %d atoms, frames [%d, %d), %d bytes per frame read", analysis.name,
+              facts.n_atoms, source.n_atoms, start, stop, frame_bytes)
+    block_frames = max(1, int(options.max_block_bytes) // frame_bytes)
+    return Job(analysis.get_config(), config, prep, block_frames, stride=options.step), facts
 
 
 def frame_range(start: int | None, stop: int | None, n_frames: int, where: str) -> tuple[int, int]:
@@ -104,11 +97,8 @@ def frame_range(start: int | None, stop: int | None, n_frames: int, where: str) 
     return picked.start, picked.stop
 
 
-def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = "serial",
-        n_workers: int | None = None, n_tasks: int | None = None, tasks_per_worker: int = 4,
-        start: int | None = 0, stop: int | None = None, step: int = 1, progress: bool = False,
-        group: str | None = None, assume_units: str | None = None, max_block_bytes: int = MAX_BLOCK_BYTES,
-        continuous: bool = False, follow=False, on_update=None, **executor_options):
+def run(analysis: Analysis, topology, trajectory, *, options: RunOptions | None = None, follow=False,
+        on_update=None, **keywords):
     """Run ``analysis`` over ``trajectory`` on an executor.
 
     Parameters
@@ -116,180 +106,186 @@ def run(analysis: Analysis, topology, trajectory, *, executor: str | Executor = 
     analysis
         An :class:`~trajscale.analysis.base.Analysis` such as ``RMSD(select=...)``.
     topology
-        Topology file MDAnalysis reads (PSF, TPR, GRO, PDB, ...), or an
-        MDAnalysis Universe already built from one (its topology and
-        selections are used; its trajectory is not read), or an AtomGroup
-        of one: the analysis selects within it, as MDAnalysis's analyses do.
+        Topology file MDAnalysis reads (PSF, TPR, GRO, PDB, ...), or an MDAnalysis Universe already built
+        from one (its topology and selections are used; its trajectory is not read), or an AtomGroup of one:
+        the analysis selects within it, as MDAnalysis's analyses do.
     trajectory
-        An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads.
-        Several parts join as ``convert`` joins them
-        (:func:`~trajscale.sources.chain.plan_join`): GROMACS restart parts
-        give each time once, the later part's frame.
+        An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads; several parts join as ``convert``
+        joins them (GROMACS restart parts give each time once, the later part's frame).
+    options
+        A :class:`~trajscale.runspec.RunOptions` holding the options below; keywords given too replace its fields.
+    follow
+        True (or a :class:`~trajscale.follow.FollowOptions`): analyse a trajectory still being written as its
+        frames land (:mod:`trajscale.follow`), with the same bits as a run over the finished file.
+    on_update
+        With ``follow``: ``on_update(result)`` gets the result so far (see ``FollowOptions``) and at the end.
+
+    Other Parameters
+    ----------------
     executor
-        ``"serial"``, ``"processes"``, ``"dask"``, ``"mpi"``, an Executor, or
-        ``"auto"``: serial when the estimated work is below the cost of
-        starting worker processes, else processes (the choice and the reason
-        are logged and kept in ``report.meta["executor_choice"]``).
+        ``"serial"`` (the default), ``"processes"``, ``"dask"``, ``"mpi"``, an Executor, or ``"auto"``: serial
+        when the estimated work is below the cost of starting worker processes, else processes (the choice and
+        the reason are logged and kept in ``report.meta["executor_choice"]``).
     n_workers
         Workers (processes, Dask workers); ignored by serial and MPI (the communicator's size).
-    n_tasks
-        Number of frame blocks; default ``tasks_per_worker`` per worker.
+    n_tasks, tasks_per_worker
+        Number of frame blocks; default ``tasks_per_worker`` (default 4; following: 1 per round) per worker.
     start, stop, step
-        Frame range to analyse: frames ``start, start + step, ...`` below ``stop``;
-        negative ``start``/``stop`` count from the end and a ``stop`` past the
-        end is the end, as Python slices (and MDAnalysis's ``run``) take them.
+        Frames ``start, start + step, ...`` below ``stop``; negative ``start``/``stop`` count from the end and a
+        ``stop`` past the end is the end, as Python slices (and MDAnalysis's ``run``) take them.
     progress
         Show a progress bar on stderr.
     group
         H5MD particle group to read; needed when the file has several.
     assume_units
-        ``"nm"`` or ``"Angstrom"``: units of H5MD datasets without a ``unit``
-        attribute (None: such a file is refused; units are never guessed).
+        ``"nm"`` or ``"Angstrom"``: units of H5MD datasets without a ``unit`` attribute (None: refused).
     max_block_bytes
-        Most bytes of frames a worker reads and maps at once (default 256 MiB):
-        each worker's memory is about this, however many frames the run has.
+        Most bytes of frames a worker reads and maps at once (default 256 MiB): about each worker's memory.
     continuous
-        Let trajectory parts that overlap in time join, the later part's frames
-        kept (as ``gmx trjcat`` and MDAnalysis's ``continuous=True``); without
-        it an overlap is refused.
-    follow
-        True (or a :class:`~trajscale.follow.FollowOptions`): the trajectory is
-        still being written; analyse its frames as they land and end when the
-        writer marks it complete, after ``idle`` seconds without a new frame,
-        or on Ctrl-C (:mod:`trajscale.follow`). The result has the same bits as
-        a run over the finished file.
-    on_update
-        With ``follow``: ``on_update(result)`` gets the result so far, every
-        ``every_s`` seconds or ``every_frames`` frames, and at the end.
+        Let trajectory parts that overlap in time join, the later part's frames kept (as ``gmx trjcat`` and
+        MDAnalysis's ``continuous=True``); without it an overlap is refused.
+    **executor_options
+        Any other keyword is an option of the executor built by name: ``scheduler=`` (Dask), ``start_method=``
+        (processes), ``collective=`` or ``driver=`` (MPI); a name no option has is refused, named.
 
     Returns
     -------
-    The analysis's result (``r.rmsd``, ``r.frames``, ``r.times``) with ``r.report``
-    (a :class:`~trajscale.report.timing.RunReport`), on the root process; None on
-    other MPI ranks.
+    The analysis's result (``r.rmsd``, ``r.frames``, ``r.times``) with ``r.report`` (a
+    :class:`~trajscale.report.timing.RunReport`), on the root process; None on other MPI ranks.
     """
+    opts = RunOptions.from_keywords(options, keywords)
     if follow:
-        from .follow import FollowOptions, run_follow
-
-        if (start or 0, stop, step) != (0, None, 1):
-            raise ConfigError("follow analyses every frame as it lands: --start, --stop and --step do not apply")
-        return run_follow(analysis, topology, trajectory, executor=executor, n_workers=n_workers, n_tasks=n_tasks,
-                          group=group, assume_units=assume_units, max_block_bytes=max_block_bytes,
-                          options=follow if isinstance(follow, FollowOptions) else None, on_update=on_update,
-                          progress=progress, **executor_options)
-    t_start = time.perf_counter()
-    timeline = ProcessTimeline()   # the launching process's phases, from its start (first run) or now
-    if max_block_bytes < 1:
-        raise ConfigError(f"max_block_bytes must be positive, got {max_block_bytes}")
-    if n_tasks is not None and n_tasks < 1:
-        raise ConfigError(f"the number of tasks must be at least 1 (got {n_tasks})")
-    if step < 1:
-        raise ConfigError(f"step must be at least 1 (got {step})")
-    auto = executor == "auto"   # serial or processes, chosen once the job's size is known
-    ex = make_executor("serial" if auto else executor, n_workers, **executor_options)
-    timeline.lap("imports")   # the executor module (MPI: its init is noted apart, as "mpi_init")
-    own = not isinstance(executor, Executor)
-    refuse_if_launched(ex, own)
-    # Under the CLI, Ctrl-C/SIGTERM are recorded and acted on between steps (a handler that raises
-    # can land in a C or weakref callback and be lost); executors that cannot poll keep the raise.
-    with polling_for_stop() if ex.polls_for_stop else contextlib.nullcontext():
-        return _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks,
-                    tasks_per_worker, start, stop, progress, group, assume_units, executor_options,
-                    max_block_bytes, step, timeline, continuous)
+        return _run_follow(analysis, topology, trajectory, opts, follow, on_update)
+    return _Run(analysis, topology, trajectory, opts).execute()
 
 
-def _run(analysis, topology, trajectory, ex, own, auto, t_start, n_workers, n_tasks, tasks_per_worker,
-         start, stop, progress, group, assume_units, executor_options, max_block_bytes=MAX_BLOCK_BYTES,
-         step=1, timeline=None, continuous=False):
-    timeline = timeline or ProcessTimeline()
-    report = None
-    try:
-        ex.start(reader_modules(trajectory))   # a pool's workers start while this process prepares the job
-        timeline.lap("pool_start")
-        raise_if_stopped()
+def _run_follow(analysis: Analysis, topology, trajectory, options: RunOptions, follow, on_update):
+    """``run(..., follow=...)``: :func:`trajscale.follow.run_follow`, which reads every frame as it lands."""
+    from .follow import FollowOptions, run_follow
+
+    if (options.start or 0, options.stop, options.step) != (0, None, 1):
+        raise ConfigError("follow analyses every frame as it lands: --start, --stop and --step do not apply")
+    return run_follow(analysis, topology, trajectory, options=follow if isinstance(follow, FollowOptions) else None,
+                      on_update=on_update, run_options=options)
+
+
+class _Run:
+    """One run over a finished trajectory, phase by phase; :meth:`execute` runs them in order."""
+
+    def __init__(self, analysis: Analysis, topology, trajectory, options: RunOptions) -> None:
+        self.analysis, self.topology, self.trajectory, self.options = analysis, topology, trajectory, options
+        self.t_start = time.perf_counter()
+        self.timeline = ProcessTimeline()   # the launching process's phases, from its start (first run) or now
+        self.auto = options.executor == "auto"   # serial or processes, chosen once the job's size is known
+        self.ex = options.make_executor("serial" if self.auto else None)
+        self.timeline.lap("imports")   # the executor module (MPI: its init is noted apart, as "mpi_init")
+        self.own = not isinstance(options.executor, Executor)
+        refuse_if_launched(self.ex, self.own)
+        self.t_prepare = 0.0
+        self.choice: str | None = None   # "auto: processes (why)"
+
+    def execute(self):
+        """Prepare, plan, map, conclude; the result on the root process, None elsewhere."""
+        # Under the CLI, Ctrl-C/SIGTERM are recorded and acted on between steps (a handler that raises
+        # can land in a C or weakref callback and be lost); executors that cannot poll keep the raise.
+        with polling_for_stop() if self.ex.polls_for_stop else contextlib.nullcontext():
+            return self._phases()
+
+    def _phases(self):
+        report = None
         try:
-            job, info = (_prepare(analysis, topology, trajectory, start, stop, ex.source_options(),
-                                  max_block_bytes, group, assume_units, ex.adopt_source if ex.adopts_sources else None,
-                                  continuous)
-                         if ex.is_root else (None, None))
+            self.ex.start(reader_modules(self.trajectory))   # a pool's workers start while this process prepares
+            self.timeline.lap("pool_start")
+            raise_if_stopped()
+            job, facts = self.prepare()
+            ranges, facts = self.plan(job, facts)
+            results = self.ex.map_tasks(job, ranges, self.options.progress)
+            self.timeline.lap("tasks")
+            raise_if_stopped()
+            if not self.ex.is_root:
+                return None
+            result = self.conclude(job, facts, ranges, results)
+            report = result.report
+            return result
+        except BaseException:
+            if self.own:   # an error or Ctrl-C: stop workers, do not wait for them
+                self.ex.terminate()
+            raise
+        finally:
+            if self.own:
+                self.ex.close()
+            if report is not None:   # stopping the pool (joining its workers) is the run's too
+                self.timeline.lap("pool_start")
+                report.process = self.timeline.record()
+                _late_starts(report, self.ex.late_starts)
+
+    def prepare(self) -> tuple[Job, JobFacts]:
+        """The Job and its facts, prepared on the root process and handed to every process."""
+        ex = self.ex
+        try:
+            got = _prepare(self.analysis, self.topology, self.trajectory, self.options, ex) if ex.is_root else None
         except Exception as exc:
             if ex.spmd:   # tell the other ranks, waiting in the broadcast, before raising here
                 ex.broadcast(exc if isinstance(exc, TrajscaleError)
                              else RuntimeError(f"rank 0 failed to prepare the job: {exc!r}"))
             raise
         raise_if_stopped()
-        if job is not None and step > 1:
-            job = dataclasses.replace(job, stride=step)
-            info = {**info, "n_frames": len(range(info["start"], info["stop"], step)), "step": step}
-        t_prep = time.perf_counter() - t_start
-        timeline.lap("prepare")
-        if info is not None:
-            timeline.move(info["t_init_top"], "prepare", "topology")
-        got = ex.broadcast((job, info))
+        self.t_prepare = time.perf_counter() - self.t_start
+        self.timeline.lap("prepare")
+        if got is not None:
+            self.timeline.move(got[1].t_init_top, "prepare", "topology")
+        got = ex.broadcast(got)
         if isinstance(got, BaseException):
             if isinstance(got, TrajscaleError):
                 got.reported_elsewhere = True   # rank 0 prints it; one message, not one per rank
             raise got
-        job, info = got
-        if auto:
-            choice, why = choose_executor(info, n_workers)
-            info["executor_choice"] = f"auto: {choice} ({why})"
+        return got
+
+    def plan(self, job: Job, facts: JobFacts) -> tuple[list, JobFacts]:
+        """The executor (``"auto"`` picks one now), the task ranges, and the facts with the run's read cost."""
+        opts = self.options
+        if self.auto:
+            choice, why = choose_executor(facts, opts.n_workers)
+            self.choice = f"auto: {choice} ({why})"
             if choice != "serial":
-                ex.close()   # frees the source the serial executor took over while preparing
-                ex = make_executor(choice, n_workers, **executor_options)
-        k = n_tasks or (1 if ex.name == "serial" else ex.n_workers * tasks_per_worker)
-        if job.stride > 1:
-            ranges = plan_strided_tasks(info["start"], info["stop"], job.stride, k, info["frame_bytes"],
-                                        ex.n_workers, max_block_bytes, info["part_starts"])
-        else:
-            ranges = plan_tasks(info["start"], info["stop"], k, info["chunk_frames"], info["frame_bytes"],
-                                ex.n_workers, max_block_bytes, info["part_starts"])
-        if n_tasks and len(ranges) < n_tasks and ex.is_root and job.stride == 1:
-            _say_tasks_capped(n_tasks, len(ranges), info)
+                self.ex.close()   # frees the source the serial executor took over while preparing
+                self.ex = opts.make_executor(choice)
+        ex = self.ex
+        ranges = facts.plan(opts.tasks_for(ex, 4), ex.n_workers, opts.max_block_bytes)
+        if opts.n_tasks and len(ranges) < opts.n_tasks and ex.is_root and job.stride == 1:
+            _say_tasks_capped(opts.n_tasks, len(ranges), facts)
         if ex.is_root:
-            _cost_own_reads(info, job, ranges)
-        log.debug("%d frames of %d atoms in %d tasks on %s x%d (%d frames per read block)", info["n_frames"],
-                  info["n_atoms"], len(ranges), ex.name, ex.n_workers, job.block_frames)
-        timeline.lap("prepare")   # the broadcast, the executor's choice and the task plan
-        results = ex.map_tasks(job, ranges, progress)
-        timeline.lap("tasks")
-        raise_if_stopped()
-        if not ex.is_root:
-            return None
+            facts = _cost_own_reads(facts, job, ranges)
+        log.debug("%d frames of %d atoms in %d tasks on %s x%d (%d frames per read block)", facts.n_frames,
+                  facts.n_atoms, len(ranges), ex.name, ex.n_workers, job.block_frames)
+        self.timeline.lap("prepare")   # the broadcast, the executor's choice and the task plan
+        return ranges, facts
+
+    def conclude(self, job: Job, facts: JobFacts, ranges: list, results: list):
+        """The reduced result with its report."""
+        ex, opts = self.ex, self.options
         t_red = time.perf_counter()
-        partials = [p for p, _ in results]
         timings = [t for _, t in results]
-        reduced = ex.reduce(analysis, partials)
-        result = analysis.result(reduced, job.prepared)
+        result = self.analysis.result(ex.reduce(self.analysis, [p for p, _ in results]), job.prepared)
         t_red = time.perf_counter() - t_red
         extras = ex.worker_extras()
         # The topology is read where the job is prepared: on a worker only for
         # serial and MPI (rank 0); for pools it is the driver's, kept in t_prepare.
         if ex.root_worker is not None:
             root = extras.setdefault(ex.root_worker, {})
-            root["t_init_top"] = root.get("t_init_top", 0.0) + info["t_init_top"]
+            root["t_init_top"] = root.get("t_init_top", 0.0) + facts.t_init_top
         report = Report(
-            analysis=analysis.name, executor=ex.name, n_workers=ex.n_workers,
-            n_frames=info["n_frames"], n_atoms=info["n_atoms"], source=info["source"],
-            t_total=time.perf_counter() - t_start, t_prepare=t_prep, t_reduce=t_red,
+            analysis=self.analysis.name, executor=ex.name, n_workers=ex.n_workers,
+            n_frames=facts.n_frames, n_atoms=facts.n_atoms, source=facts.source,
+            t_total=time.perf_counter() - self.t_start, t_prepare=self.t_prepare, t_reduce=t_red,
             tasks=timings, workers=summarize_workers(timings, extras),
-            meta={"analysis_config": readable_config(job.analysis), "n_tasks": len(ranges), "n_tasks_asked": n_tasks,
-                  "step": step, "io": ex.io_used(), "topology": info.get("topology"),
-                  "trajectories": _paths(trajectory), **({"executor_choice": info["executor_choice"]} if auto else {})})
-        timeline.lap("reduce")   # the result and this report
-        report.process = timeline.record()
+            meta={"analysis_config": readable_config(job.analysis), "n_tasks": len(ranges),
+                  "n_tasks_asked": opts.n_tasks, "step": opts.step, "io": ex.io_used(), "topology": facts.topology,
+                  "trajectories": _paths(self.trajectory),
+                  **({"executor_choice": self.choice} if self.auto else {})})
+        self.timeline.lap("reduce")   # the result and this report
+        report.process = self.timeline.record()
         return dataclasses.replace(result, report=report)
-    except BaseException:
-        if own:   # an error or Ctrl-C: stop workers, do not wait for them
-            ex.terminate()
-        raise
-    finally:
-        if own:
-            ex.close()
-        if report is not None:   # stopping the pool (joining its workers) is the run's too
-            timeline.lap("pool_start")
-            report.process = timeline.record()
-            _late_starts(report, ex.late_starts)
 
 
 def _late_starts(report: RunReport, late: dict[str, dict]) -> None:
@@ -306,29 +302,29 @@ def _paths(trajectory) -> list[str] | None:
     return [os.fspath(t) for t in items]
 
 
-def _cost_own_reads(info: dict, job: Job, ranges) -> None:
-    """Record in the report's source facts what this run's own reads cost on the file's layout and
-    on the layouts a rechunk would give (``source.run_read``: the advice works from these)."""
+def _cost_own_reads(facts: JobFacts, job: Job, ranges) -> JobFacts:
+    """``facts`` with what this run's own reads cost on the file's layout and on the layouts a rechunk
+    would give in its source facts (``source.run_read``: the advice works from these)."""
     from statistics import median
 
     from .store.recommend import run_read, run_selection
 
-    src = info["source"]
-    sizes = [len(range(r.start, r.stop, job.stride)) for r in ranges] or [info["n_frames"]]
+    src = facts.source
+    sizes = [len(range(r.start, r.stop, job.stride)) for r in ranges] or [facts.n_frames]
     cost = run_read(src, job.prepared.atoms, int(median(sizes)), job.stride)
     if cost is None:
-        return
+        return facts
     cost = dataclasses.replace(cost, selection=run_selection(job.analysis, job.prepared.atoms),
-                               topology=info.get("topology"))
-    info["source"] = dataclasses.replace(src, run_read=cost)
+                               topology=facts.topology)
     log.debug("the run's reads cost %.2fx the bytes asked for (%d atoms, %d frames per task)",
               cost.amplification, cost.n_atoms, cost.frames_per_task)
+    return dataclasses.replace(facts, source=dataclasses.replace(src, run_read=cost))
 
 
-def _say_tasks_capped(asked: int, got: int, info: dict) -> None:
+def _say_tasks_capped(asked: int, got: int, facts: JobFacts) -> None:
     """Tasks start on chunk boundaries: say why fewer tasks than asked for, and what lifts the cap."""
-    cf, n = info["chunk_frames"], info["n_frames"]
-    if info.get("part_starts"):
+    cf, n = facts.chunk_frames, facts.n_frames
+    if facts.part_starts:
         log.warning("asked for %d tasks but ran %d: tasks begin at part boundaries, and parts shorter than "
                     "a task's share of the %d frames are read whole", asked, got, n)
         return
@@ -337,15 +333,15 @@ def _say_tasks_capped(asked: int, got: int, info: dict) -> None:
         return
     from .report.advice import kept_options
 
-    path = shlex.quote(info["source"].path or "FILE")
+    path = shlex.quote(facts.source.path or "FILE")
     log.warning("asked for %d tasks but ran %d: tasks start on chunk boundaries and the file's chunks hold "
                 "%d frames (%d frames to read); rechunk to allow %d tasks: trajscale rechunk %s "
                 "-o rechunked.h5md --chunks %d%s", asked, got, cf, n, asked, path, max(1, n // asked),
-                kept_options(info["source"]))
+                kept_options(facts.source))
 
 
 def frames_per_second(report: RunReport) -> float:
     return report.n_frames / report.t_total if report.t_total > 0 else float("nan")
 
 
-__all__ = ["plan_in_parts", "plan_strided_tasks", "plan_tasks", "run"]
+__all__ = ["RunOptions", "plan_in_parts", "plan_strided_tasks", "plan_tasks", "run"]

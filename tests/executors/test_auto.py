@@ -42,7 +42,9 @@ def test_long_job_runs_on_processes(adk_vacuum, adk_vacuum_h5md, mda_rmsd, monke
 @pytest.mark.parametrize("frames, atoms, n, expected", [
     (2000, 564, 2, "serial"), (100_000, 47_681, 2, "processes"), (100_000, 47_681, 1, "serial")])
 def test_choice_follows_the_estimate(frames, atoms, n, expected):
-    choice, why = executors.choose_executor({"n_frames": frames, "n_atoms": atoms}, n)
+    from trajscale.runspec import JobFacts
+
+    choice, why = executors.choose_executor(JobFacts(start=0, stop=frames, n_atoms=atoms, frame_bytes=12 * atoms), n)
     assert choice == expected, why
 
 

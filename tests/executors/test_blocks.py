@@ -55,11 +55,11 @@ def test_one_task_is_read_in_blocks_and_reduced(adk_vacuum, adk_vacuum_h5md, mda
     """One 98-frame task with a 4-frame budget: the worker's read buffers hold 4 frames; MDAnalysis's RMSD."""
     from trajscale.executors import base
     from trajscale.executors.serial import SerialExecutor
-    from trajscale.run import _prepare
+    from trajscale.run import RunOptions, _prepare
 
     analysis = RMSD(select=SELECT)
     frame = (3341 + 215) * 12 + 40
-    job, _ = _prepare(analysis, adk_vacuum[0], adk_vacuum_h5md, 0, None, {}, 4 * frame)
+    job, _ = _prepare(analysis, adk_vacuum[0], adk_vacuum_h5md, RunOptions(max_block_bytes=4 * frame))
     assert job.block_frames == 4
     base.close_cached_sources()
     try:

@@ -253,14 +253,14 @@ def test_auto_costs_the_decoding_of_whole_frames(tmp_path, monkeypatch):
     """XTC decodes every atom of a frame, whatever is selected: 100 frames of 47,681 atoms (~0.4 s) are
     worth two forked workers, though the 214 CA atoms read would not be."""
     from trajscale.executors import choose_executor
-    from trajscale.run import _prepare
+    from trajscale.run import RunOptions, _prepare
 
     monkeypatch.setenv("TRAJSCALE_START_METHOD", "fork")   # the start cost the estimate is compared with
     parts = _long_chain(tmp_path / "chain", 10, 10)
-    _, info = _prepare(ts.RMSD(select="name CA"), D.GRO, parts, 0, None, {})
-    assert info["n_atoms"] == 214 and info["decode_s_per_frame"] > 1e-3
-    assert choose_executor(info, 2)[0] == "processes"
-    _, few = _prepare(ts.RMSD(select="name CA"), D.GRO, parts[:1], 0, None, {})
+    _, facts = _prepare(ts.RMSD(select="name CA"), D.GRO, parts, RunOptions())
+    assert facts.n_atoms == 214 and facts.decode_s_per_frame > 1e-3
+    assert choose_executor(facts, 2)[0] == "processes"
+    _, few = _prepare(ts.RMSD(select="name CA"), D.GRO, parts[:1], RunOptions())
     assert choose_executor(few, 2)[0] == "serial"   # 10 frames: not worth starting workers
 
 

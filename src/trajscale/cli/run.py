@@ -113,6 +113,7 @@ def build_analysis(args):
 def _run(analysis, args):
     """``trajscale.run`` with the options every ``run ANALYSIS`` command shares."""
     from ..run import run
+    from ..runspec import RunOptions
 
     traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
     _import_dependencies()
@@ -120,12 +121,12 @@ def _run(analysis, args):
         from .follow import follow_options
 
         return follow_options(args, analysis, traj)
-    return run(analysis, args.topology, traj, executor=args.executor, n_workers=args.n_workers,
-               n_tasks=args.tasks, start=args.start, stop=args.stop, step=args.step,
-               max_block_bytes=int(args.max_block_mb * 1024**2),
-               progress=not (args.no_progress or getattr(args, "quiet", False)),   # off a terminal: a line per 10 %
-               group=args.h5md_group, assume_units=args.assume_units, continuous=args.continuous,
-               **executor_options(args))
+    quiet = args.no_progress or getattr(args, "quiet", False)   # off a terminal, progress is a line per 10 %
+    options = RunOptions(executor=args.executor, n_workers=args.n_workers, n_tasks=args.tasks, start=args.start,
+                         stop=args.stop, step=args.step, max_block_bytes=int(args.max_block_mb * 1024**2),
+                         progress=not quiet, group=args.h5md_group, assume_units=args.assume_units,
+                         continuous=args.continuous, executor_options=executor_options(args))
+    return run(analysis, args.topology, traj, options=options)
 
 
 def check_run_outputs(args, analysis) -> None:

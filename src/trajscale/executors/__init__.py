@@ -9,7 +9,17 @@ from ..errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from .base import Executor
+
+    class JobSize(Protocol):
+        """What ``executor="auto"`` weighs (:class:`~trajscale.runspec.JobFacts` has it)."""
+
+        n_frames: int
+        n_atoms: int
+        span_atoms: int | None
+        decode_s_per_frame: float
 
 # Imported on first use: a pool worker that imports this package for its lean start-up
 # module (:mod:`.startup`) does not import the task machinery (NumPy) with it.
@@ -39,13 +49,14 @@ def estimate_serial_seconds(n_frames: int, n_atoms: int, span_atoms: int | None 
     return n_frames * (span * 12 * READ_S_PER_BYTE + n_atoms * MAP_S_PER_ATOM_FRAME)
 
 
-def choose_executor(info: dict, n_workers: int | None = None) -> tuple[str, str]:
-    """``("serial" | "processes", why)`` for ``executor="auto"``, from the prepared job's size."""
+def choose_executor(job: JobSize, n_workers: int | None = None) -> tuple[str, str]:
+    """``("serial" | "processes", why)`` for ``executor="auto"``, from the prepared job's size
+    (:class:`~trajscale.runspec.JobFacts`)."""
     import os
 
     n = n_workers or os.cpu_count() or 1
-    work = estimate_serial_seconds(info["n_frames"], info["n_atoms"], info.get("span_atoms"))
-    work += info["n_frames"] * info.get("decode_s_per_frame", 0.0)   # XTC decodes every atom of a frame
+    work = estimate_serial_seconds(job.n_frames, job.n_atoms, job.span_atoms)
+    work += job.n_frames * job.decode_s_per_frame   # XTC decodes every atom of a frame
     if n < 2:
         return "serial", f"{n} CPU: no parallel speed-up to gain"
     saved = work * (1 - 1 / n)
@@ -63,12 +74,7 @@ def choose_executor(info: dict, n_workers: int | None = None) -> tuple[str, str]
                          f"more than the ~{start:g} s it takes to start them ({method})")
 
 
-def make_executor(name: str | Executor, n_workers: int | None = None, **kw) -> Executor:
-    """Build an executor by name; unknown names and options are rejected here."""
-    from .base import Executor
-
-    if isinstance(name, Executor):
-        return name
+def _executor_class(name: str) -> type[Executor]:
     if name == "auto":
         raise ConfigError("executor 'auto' is chosen by trajscale.run once the job's size is known; "
                           "make_executor needs a concrete one")
@@ -76,13 +82,31 @@ def make_executor(name: str | Executor, n_workers: int | None = None, **kw) -> E
         module, cls = EXECUTORS[name].split(":")
     except KeyError:
         raise ConfigError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}") from None
-    if n_workers is not None and n_workers < 1:
+    return getattr(importlib.import_module(module), cls)
+
+
+def option_names(name: str) -> tuple[str, ...]:
+    """The keyword options the executor ``name`` takes besides ``n_workers`` (its class's signature)."""
+    import inspect
+
+    params = inspect.signature(_executor_class(name)).parameters.values()
+    return tuple(p.name for p in params if p.name != "n_workers"
+                 and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY))
+
+
+def make_executor(name: str | Executor, n_workers: int | None = None, **kw) -> Executor:
+    """Build an executor by name; unknown names and options are rejected here."""
+    from .base import Executor
+
+    if isinstance(name, Executor):
+        return name
+    if name in EXECUTORS and n_workers is not None and n_workers < 1:
         raise ConfigError(f"the number of workers must be at least 1 (got {n_workers})")
-    klass = getattr(importlib.import_module(module), cls)
+    klass = _executor_class(name)
     try:
         return klass(n_workers, **kw) if n_workers is not None else klass(**kw)
     except TypeError as exc:
         raise ConfigError(f"executor {name!r}: {exc}") from None
 
 
-__all__ = ["EXECUTORS", "Executor", "Job", "choose_executor", "make_executor", "run_task"]
+__all__ = ["EXECUTORS", "Executor", "Job", "choose_executor", "make_executor", "option_names", "run_task"]
