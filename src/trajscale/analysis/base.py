@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..block import Block
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class Prepared:
     state: Any = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)   # (arrays have no single truth value to compare by)
 class FrameRows:
     """The partial result of a per-frame analysis: one row per frame, in every array.
 
@@ -58,8 +59,6 @@ class FrameRows:
         n = len(self.frame)
         bad = [name for name, a in (("time", self.time), *self.columns.items()) if len(a) != n]
         if bad:
-            from ..errors import ConfigError
-
             raise ConfigError(f"per-frame results need one row per frame: {len(self.frame)} frames, but "
                               + ", ".join(f"{name!r} has {len(a)} rows" for name, a in
                                           (("time", self.time), *self.columns.items()) if name in bad))
@@ -80,8 +79,6 @@ class FrameRows:
         if isinstance(partial, FrameRows):
             return partial
         if "frame" not in partial or "time" not in partial:
-            from ..errors import ConfigError
-
             raise ConfigError(f"a per-frame partial needs 'frame' and 'time' arrays; it has "
                               f"{', '.join(map(repr, partial)) or 'nothing'}")
         return cls(partial["frame"], partial["time"],
@@ -155,7 +152,6 @@ class Analysis(ABC):
 
 def analysis_from_config(config: dict) -> Analysis:
     """Rebuild an analysis from its config dict."""
-    from ..errors import ConfigError
     from . import _analysis_class
 
     cfg = dict(config)
