@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ._lazy import attach
 
-TYPE_CHECKING = False   # (type checkers read it as True; typing itself costs 10 ms to import)
+TYPE_CHECKING = False   # (type checkers read it as True; importing typing would cost every import)
 
 if TYPE_CHECKING:
     from ._version import __version__

@@ -76,7 +76,7 @@ def build_demo_file(workdir: str | os.PathLike, n_frames: int = 2000, chunks: st
         except Exception:   # noqa: BLE001 - a leftover file that cannot be read is built again
             pass
     if n_frames > BASE_FRAMES:
-        # Copies of a base H5MD file convert ~10x faster than copies of the XTC (no decompression).
+        # Copies of a base H5MD file convert far faster than copies of the XTC (no decompression).
         _, base = build_demo_file(workdir, BASE_FRAMES, chunks, progress, source)
         inputs = [base] * -(-n_frames // BASE_FRAMES)
     else:

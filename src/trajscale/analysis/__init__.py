@@ -15,8 +15,9 @@ if TYPE_CHECKING:
     ANALYSES: dict[str, type]
 
 __all__ = ["ANALYSES", "RDF", "RMSD", "RMSF", "Analysis", "AverageResult", "AverageStructure", "Contacts",
-           "ContactsResult", "Distances", "PerFrame", "Prepared", "RDFResult", "RMSDResult", "RMSFResult",
-           "RadiusOfGyration", "Reduce", "ReduceResult", "TimeSeries", "analysis_from_config", "per_frame"]
+           "ContactsResult", "Distances", "FrameRows", "PerFrame", "Prepared", "RDFResult", "RMSDResult",
+           "RMSFResult", "RadiusOfGyration", "Reduce", "ReduceResult", "TimeSeries", "analysis_from_config",
+           "per_frame"]
 
 #: name -> (class, module) of the built-in analyses, in the registry's order.
 _BUILTIN = {"rmsd": ("RMSD", ".rmsd"), "rmsf": ("RMSF", ".rmsf"), "rgyr": ("RadiusOfGyration", ".rgyr"),
@@ -43,7 +44,7 @@ def _analysis_class(name: str) -> type:
 
 
 __getattr__, __dir__ = attach(__name__, {
-    **_CLASSES, "AverageResult": ".average", "Analysis": ".base", "Prepared": ".base",
+    **_CLASSES, "AverageResult": ".average", "Analysis": ".base", "FrameRows": ".base", "Prepared": ".base",
     "analysis_from_config": ".base", "ContactsResult": ".contacts", "RDFResult": ".rdf", "TimeSeries": ".results",
     "RMSDResult": ".rmsd", "RMSFResult": ".rmsf", "ReduceResult": ".user", "per_frame": ".user",
     "ANALYSES": _registry,

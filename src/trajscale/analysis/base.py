@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..block import Block
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,75 @@ class Prepared:
     state: Any = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True, eq=False)   # (arrays have no single truth value to compare by)
+class FrameRows:
+    """The partial result of a per-frame analysis: one row per frame, in every array.
+
+    ``map`` of a per-frame analysis returns one for its block, and ``reduce``
+    concatenates them in frame order (the MPI executor gathers their arrays
+    rank by rank, which is frame order too).  The rule they obey: ``frame`` and
+    ``time`` say which frames the rows are, and every column has exactly one
+    row per frame, so any split of the frames concatenates to the same arrays.
+
+    Attributes
+    ----------
+    frame
+        ``(F,)`` int64: the global frame indices (ascending).
+    time
+        ``(F,)`` float64: their times, ps.
+    columns
+        Name -> ``(F, ...)`` array of the analysis's own values (``"rmsd"``,
+        ``"rgyr"``, ...); computed arrays, never views of a block's reused buffer.
+    """
+
+    frame: np.ndarray
+    time: np.ndarray
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.frame)
+        bad = [name for name, a in (("time", self.time), *self.columns.items()) if len(a) != n]
+        if bad:
+            raise ConfigError(f"per-frame results need one row per frame: {len(self.frame)} frames, but "
+                              + ", ".join(f"{name!r} has {len(a)} rows" for name, a in
+                                          (("time", self.time), *self.columns.items()) if name in bad))
+
+    def __len__(self) -> int:
+        """The frames (rows) held: a record of none is false."""
+        return len(self.frame)
+
+    @classmethod
+    def empty(cls) -> FrameRows:
+        """No frames and no columns (what reducing nothing gives)."""
+        return cls(np.empty(0, np.int64), np.empty(0))
+
+    @classmethod
+    def of(cls, partial: FrameRows | Mapping[str, np.ndarray]) -> FrameRows:
+        """``partial`` as a record: the one place a ``{"frame", "time", name: array}`` dict (which a
+        user's own ``map`` may return) becomes one; a dict without ``"frame"`` is refused by name."""
+        if isinstance(partial, FrameRows):
+            return partial
+        if "frame" not in partial or "time" not in partial:
+            raise ConfigError(f"a per-frame partial needs 'frame' and 'time' arrays; it has "
+                              f"{', '.join(map(repr, partial)) or 'nothing'}")
+        return cls(partial["frame"], partial["time"],
+                   {k: v for k, v in partial.items() if k not in ("frame", "time")})
+
+    @classmethod
+    def concat(cls, parts: list[FrameRows]) -> FrameRows:
+        """``parts`` concatenated in the order given (each column name from the first)."""
+        if not parts:
+            return cls.empty()
+        if len(parts) == 1:   # a serial run's one task: no copy (distances: 2,000 x 60 x 101 doubles)
+            return parts[0]
+        return cls(np.concatenate([p.frame for p in parts]), np.concatenate([p.time for p in parts]),
+                   {k: np.concatenate([p.columns[k] for p in parts]) for k in parts[0].columns})
+
+    def to_dict(self) -> dict[str, np.ndarray]:
+        """``{"frame": ..., "time": ..., name: ...}``: every array by name (what MPI gathers)."""
+        return {"frame": self.frame, "time": self.time, **self.columns}
+
+
 class Analysis(ABC):
     """Split-apply-combine analysis.
 
@@ -40,7 +111,7 @@ class Analysis(ABC):
     name: str = ""
     #: Per-atom fields the analysis needs from each Block.
     fields: tuple[str, ...] = ("position",)
-    #: True when partials hold one row per frame (concatenated in frame order).
+    #: True when ``map`` returns :class:`FrameRows` (concatenated in frame order by :meth:`reduce`).
     per_frame: bool = True
     #: The extensions its result's ``save`` writes (the extension decides the format).
     formats: tuple[str, ...] = ()
@@ -50,24 +121,28 @@ class Analysis(ABC):
         """Resolve selections and references (once, on one process)."""
 
     @abstractmethod
-    def map(self, block: Block, prep: Prepared) -> dict:
+    def map(self, block: Block, prep: Prepared) -> FrameRows | Any:
         """Partial result for one block; no side effects.
+
+        A per-frame analysis returns :class:`FrameRows` (a plain dict with
+        ``"frame"``, ``"time"`` and named arrays is accepted too: the default
+        :meth:`reduce` turns it into one with :meth:`FrameRows.of`); any other
+        analysis returns its own partial type and overrides :meth:`reduce`.
 
         The block's per-atom arrays may be overwritten by the next read once
         ``map`` returns: a partial must hold computed arrays, not views of them.
         """
 
-    def reduce(self, partials: list[dict]) -> dict:
-        """Combine partials; the default concatenates per-frame arrays in frame order."""
-        partials = sorted((p for p in partials if p), key=lambda p: int(p["frame"][0]) if len(p["frame"]) else -1)
-        if not partials:
-            return {}
-        if len(partials) == 1:   # a serial run's one task: no copy (distances: 2,000 x 60 x 101 doubles)
-            return dict(partials[0])
-        return {k: np.concatenate([p[k] for p in partials]) for k in partials[0]}
+    def reduce(self, partials: list) -> FrameRows:
+        """Combine partials; the default concatenates per-frame rows in frame order.
+
+        It also combines partials already reduced (each executor's, each round's).
+        """
+        rows = sorted((FrameRows.of(p) for p in partials if p), key=lambda r: int(r.frame[0]) if len(r) else -1)
+        return FrameRows.concat(rows)
 
     @abstractmethod
-    def result(self, reduced: dict, prep: Prepared):
+    def result(self, reduced: FrameRows | Any, prep: Prepared):
         """Turn the reduced partial into the user-facing result."""
 
     @abstractmethod
@@ -77,7 +152,6 @@ class Analysis(ABC):
 
 def analysis_from_config(config: dict) -> Analysis:
     """Rebuild an analysis from its config dict."""
-    from ..errors import ConfigError
     from . import _analysis_class
 
     cfg = dict(config)

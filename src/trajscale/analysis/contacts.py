@@ -11,7 +11,7 @@ from ..block import Block
 from ..errors import ConfigError
 from ..kernels.geometry import distance_arrays, pair_distances
 from ..topology import select_atoms
-from .base import Analysis, Prepared, check_finite
+from .base import Analysis, FrameRows, Prepared, check_finite
 from .fitting import frame_index, reference_positions
 from .results import SERIES, arrays_of, output_format, save_as
 
@@ -101,16 +101,15 @@ class Contacts(Analysis):
         box = source.read(frame, frame + 1, np.array([0])).box
         return None if not box.any() else box
 
-    def map(self, block: Block, prep: Prepared) -> dict:
+    def map(self, block: Block, prep: Prepared) -> FrameRows:
         s = prep.state
         check_finite(block, block.positions, s["path"])
         box = block.box if self.pbc else None   # frames without a box are left as they are
         r = pair_distances(block.positions[:, s["pa"]], block.positions[:, s["pb"]], box)
         q = (r <= s["cutoff"]).sum(axis=1) / max(1, r.shape[1])
-        return {"frame": block.frames, "time": block.time, "q": q}
+        return FrameRows(block.frames, block.time, {"q": q})
 
-    def result(self, reduced: dict, prep: Prepared) -> ContactsResult:
-        frames = reduced.get("frame", np.empty(0, np.int64))
-        q = reduced.get("q", np.empty(0))
-        return ContactsResult(frames, reduced.get("time", np.empty(0)), np.column_stack([frames, q]),
+    def result(self, reduced: FrameRows, prep: Prepared) -> ContactsResult:
+        q = reduced.columns.get("q", np.empty(0))
+        return ContactsResult(reduced.frame, reduced.time, np.column_stack([reduced.frame, q]),
                               int(prep.state["native"].sum()))

@@ -8,7 +8,7 @@ from ..block import Block
 from ..errors import SelectionError
 from ..kernels.geometry import distance_arrays, pair_distances
 from ..topology import select_atoms
-from .base import Analysis, Prepared, check_finite
+from .base import Analysis, FrameRows, Prepared, check_finite
 from .results import TimeSeries
 
 
@@ -41,14 +41,13 @@ class Distances(Analysis):
                                             "i2": np.searchsorted(atoms, g2.indices),
                                             "pairs": pairs, "path": source.path})
 
-    def map(self, block: Block, prep: Prepared) -> dict:
+    def map(self, block: Block, prep: Prepared) -> FrameRows:
         s = prep.state
         check_finite(block, block.positions, s["path"])
         a, b = block.positions[:, s["i1"]], block.positions[:, s["i2"]]
         box = block.box if self.pbc else None
         d = pair_distances(a, b, box) if s["pairs"] else distance_arrays(a, b, box)
-        return {"frame": block.frames, "time": block.time, "distances": d}
+        return FrameRows(block.frames, block.time, {"distances": d})
 
-    def result(self, reduced: dict, prep: Prepared) -> TimeSeries:
-        return TimeSeries(reduced.get("frame", np.empty(0, np.int64)), reduced.get("time", np.empty(0)),
-                          reduced.get("distances", np.empty(0)), "distances")
+    def result(self, reduced: FrameRows, prep: Prepared) -> TimeSeries:
+        return TimeSeries(reduced.frame, reduced.time, reduced.columns.get("distances", np.empty(0)), "distances")

@@ -7,7 +7,7 @@ import numpy as np
 from ..block import Block
 from ..kernels.geometry import radius_of_gyration
 from ..topology import select_atoms
-from .base import Analysis, Prepared, check_finite, masses_of
+from .base import Analysis, FrameRows, Prepared, check_finite, masses_of
 from .results import TimeSeries
 
 
@@ -34,11 +34,9 @@ class RadiusOfGyration(Analysis):
         masses = masses_of(group, "the radius of gyration (mass-weighted) needs")
         return Prepared(atoms=group.indices, state={"masses": masses, "path": source.path})
 
-    def map(self, block: Block, prep: Prepared) -> dict:
+    def map(self, block: Block, prep: Prepared) -> FrameRows:
         check_finite(block, block.positions, prep.state["path"])
-        return {"frame": block.frames, "time": block.time,
-                "rgyr": radius_of_gyration(block.positions, prep.state["masses"])}
+        return FrameRows(block.frames, block.time, {"rgyr": radius_of_gyration(block.positions, prep.state["masses"])})
 
-    def result(self, reduced: dict, prep: Prepared) -> TimeSeries:
-        return TimeSeries(reduced.get("frame", np.empty(0, np.int64)), reduced.get("time", np.empty(0)),
-                          reduced.get("rgyr", np.empty(0)), "rgyr")
+    def result(self, reduced: FrameRows, prep: Prepared) -> TimeSeries:
+        return TimeSeries(reduced.frame, reduced.time, reduced.columns.get("rgyr", np.empty(0)), "rgyr")

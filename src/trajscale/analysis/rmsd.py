@@ -12,7 +12,7 @@ from ..block import Block
 from ..errors import ConfigError, FrameRangeError, SelectionError
 from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
 from ..topology import select_atoms
-from .base import Analysis, Prepared, check_finite, finite_frames, has_masses, masses_of
+from .base import Analysis, FrameRows, Prepared, check_finite, finite_frames, has_masses, masses_of
 from .results import SERIES, output_format, save_as
 
 
@@ -169,7 +169,7 @@ class RMSD(Analysis):
         (mob_sel, ref_sel), ref_atoms = self._select, (mobile if self.reference is None else self.reference)
         fit = mobile.atoms if mob_sel is None else select_atoms(mobile, mob_sel, "selection")
         if ref_atoms is mobile and ref_sel == mob_sel:
-            ref_fit = fit   # the same selection on the same atoms (a 48k-atom selection costs ~1 ms)
+            ref_fit = fit   # the same selection on the same atoms: evaluated once
         else:
             ref_fit = ref_atoms.atoms if ref_sel is None else select_atoms(ref_atoms, ref_sel, "reference selection")
         _check_same_atoms(fit, ref_fit, mob_sel, ref_sel, self.tol_mass)
@@ -221,7 +221,7 @@ class RMSD(Analysis):
         shared = self.weights if self.weights is None or isinstance(self.weights, str) else None
         return [shared] * len(self.groupselections)
 
-    def map(self, block: Block, prep: Prepared) -> dict:
+    def map(self, block: Block, prep: Prepared) -> FrameRows:
         s: RMSDState = prep.state
         x = block.positions[:, s.fit]
         if not s.groups and isinstance(s.fit, slice):
@@ -229,7 +229,7 @@ class RMSD(Analysis):
             # with a non-finite coordinate: no separate pass over the block when there is none.
             r = superpose_rmsd(x, s.ref)
             if not np.isnan(r).any():
-                return {"frame": block.frames, "time": block.time, "rmsd": r[:, None]}
+                return FrameRows(block.frames, block.time, {"rmsd": r[:, None]})
         finite = finite_frames(block.positions)
         if not finite.all():
             if not self.allow_nan:
@@ -246,12 +246,11 @@ class RMSD(Analysis):
             else:
                 r = superpose_rmsd(x[ok], s.ref)
             out[ok, 0] = r
-        return {"frame": block.frames, "time": block.time, "rmsd": out}
+        return FrameRows(block.frames, block.time, {"rmsd": out})
 
-    def result(self, reduced: dict, prep: Prepared) -> RMSDResult:
-        rmsd = reduced.get("rmsd", np.empty((0, 1 + len(self.groupselections))))
-        return RMSDResult(frames=reduced.get("frame", np.empty(0, np.int64)),
-                          times=reduced.get("time", np.empty(0)), rmsd=rmsd[:, 0],
+    def result(self, reduced: FrameRows, prep: Prepared) -> RMSDResult:
+        rmsd = reduced.columns.get("rmsd", np.empty((0, 1 + len(self.groupselections))))
+        return RMSDResult(frames=reduced.frame, times=reduced.time, rmsd=rmsd[:, 0],
                           groups=rmsd[:, 1:], group_names=tuple(_label(g) for g in self.groupselections))
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from ..block import Block
 from ..errors import ConfigError
 from ..topology import select_atoms
-from .base import Analysis, Prepared, check_finite
+from .base import Analysis, FrameRows, Prepared, check_finite
 from .results import TimeSeries
 
 #: A function of ``__main__`` travels as this prefix + its cloudpickle, base64 (configs stay plain strings).
@@ -138,16 +138,15 @@ class PerFrame(_UserAnalysis):
     def get_config(self) -> dict:
         return {"name": self.name, "function": self.function, "select": self.select}
 
-    def map(self, block: Block, prep: Prepared) -> dict:
+    def map(self, block: Block, prep: Prepared) -> FrameRows:
         out = np.array(self._call(resolve(self.function), block, self.function, prep.state), copy=True)
         if out.shape[:1] != (block.n_frames,):
             raise ConfigError(f"user function {describe(self.function)} returned shape {out.shape} for "
                               f"{block.n_frames} frames: the first axis must be the frames")
-        return {"frame": block.frames, "time": block.time, "values": out}
+        return FrameRows(block.frames, block.time, {"values": out})
 
-    def result(self, reduced: dict, prep: Prepared) -> TimeSeries:
-        return TimeSeries(reduced.get("frame", np.empty(0, np.int64)), reduced.get("time", np.empty(0)),
-                          reduced.get("values", np.empty(0)), "values")
+    def result(self, reduced: FrameRows, prep: Prepared) -> TimeSeries:
+        return TimeSeries(reduced.frame, reduced.time, reduced.columns.get("values", np.empty(0)), "values")
 
 
 class Reduce(_UserAnalysis):

@@ -135,8 +135,8 @@ def opened_files(config: dict, source: Source, before: int, opened_now: bool) ->
 def _analysis(config: dict) -> Analysis:
     key = _key(config)
     if key not in _ANALYSES:
-        # Import the kernels before the first timed task (compiled ahead of time: milliseconds; the
-        # numba kernels they replaced took 0.6 s here on a fresh Dask or spawned worker).
+        # Import the kernels before the first timed task: compiled ahead of time, they load at once,
+        # where a JIT would compile them on every fresh Dask or spawned worker.
         from ..kernels import superpose  # noqa: F401
         _ANALYSES[key] = analysis_from_config(config)
     return _ANALYSES[key]

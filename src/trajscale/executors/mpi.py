@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from ..analysis.base import Analysis, analysis_from_config
+from ..analysis.base import Analysis, FrameRows, analysis_from_config
 from ..block import FrameRange
 from ..errors import ConfigError
 from ..parallel import check_mpi_world, default_mpi_driver, mpi_comm_world, require_parallel_h5py
@@ -202,18 +202,19 @@ class MPIExecutor(Executor):
                         "reading independently", size, len(ranges))
         return dataclasses.replace(job, source={**job.source, "collective": False})
 
-    def _gather_per_frame(self, local: dict) -> dict | None:
+    def _gather_per_frame(self, partial) -> FrameRows | None:
         """Gatherv each per-frame array to rank 0 as raw bytes, in rank (= frame) order."""
         from mpi4py import MPI
 
         comm = self.comm
+        local = FrameRows.of(partial).to_dict() if partial else {}
         rows = len(local["frame"]) if local else 0
         layout = {k: (v.dtype.str, v.shape[1:]) for k, v in local.items()} if local else None
         meta = comm.allgather((rows, layout))
         counts_rows = [m[0] for m in meta]
         layout = next((m[1] for m in meta if m[1] is not None), None)
         if layout is None:   # no frames anywhere
-            return {} if self.rank == 0 else None
+            return FrameRows.empty() if self.rank == 0 else None
         out: dict[str, np.ndarray] = {}
         for key in sorted(layout):
             dtype, trail = np.dtype(layout[key][0]), tuple(layout[key][1])
@@ -228,7 +229,7 @@ class MPIExecutor(Executor):
                 out[key] = recv
             else:
                 comm.Gatherv([send.view(np.uint8).reshape(-1), MPI.BYTE], None, root=0)
-        return out if self.rank == 0 else None
+        return FrameRows.of(out) if self.rank == 0 else None
 
     def _abort(self, rank: int, frames: FrameRange | None, exc: BaseException) -> None:
         """Say which rank failed on which frames, then abort every rank of the job."""

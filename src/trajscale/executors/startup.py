@@ -99,7 +99,7 @@ def worker_task(job, task: int, frames):
 
 def task_imports(modules: tuple[str, ...] = ()) -> None:
     """Import what every task imports (NumPy, h5py, the task wrapper, the H5MD source, the kernels)
-    and ``modules`` (the reader of the job's format: MDAnalysis's XDR library is 0.34 s).
+    and ``modules`` (the reader of the job's format, such as MDAnalysis's XDR library).
 
     Called in the parent just before it forks its workers: the parent needs these to
     prepare the job anyway, and forked workers inherit them instead of each importing

@@ -140,7 +140,7 @@ def radius_of_gyration(x: np.ndarray, masses: np.ndarray) -> np.ndarray:
     """(F,) mass-weighted radius of gyration, as ``AtomGroup.radius_of_gyration()`` (no wrapping).
 
     Compiled: two passes per frame over the block as read (float32 is not copied
-    to float64: NumPy's (F, N, 3) temporaries cost 30x the kernel).
+    to float64: NumPy's (F, N, 3) temporaries cost many times the kernel).
     """
     return _geometry.radius_of_gyration(_native(x), np.ascontiguousarray(masses, dtype=np.float64))
 

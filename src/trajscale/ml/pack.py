@@ -2,7 +2,7 @@
 
 Seed 003 (MuMMI): a loader over 600 NPZ files spent its run in NumPy's many
 small reads and metadata calls; the same samples packed into one HDF5 file
-read ~30x faster. The store holds one dataset per key, samples along axis 0,
+read many times faster. The store holds one dataset per key, samples along axis 0,
 in input order, and an index of where each sample came from::
 
     /<key>            (n_samples, *sample_shape)   one per key, contiguous by default

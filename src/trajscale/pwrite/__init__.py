@@ -1,4 +1,4 @@
-"""Parallel H5MD writing (seed 004): domain-decomposed and frame-parallel producers, crash-consistent.
+"""Parallel H5MD writing: domain-decomposed and frame-parallel producers, crash-consistent.
 
 Names are imported on first use (:mod:`trajscale._lazy`)."""
 
@@ -12,8 +12,9 @@ if TYPE_CHECKING:
     #: ``"collective"``.
     STRATEGIES: tuple[str, ...]
 
-__all__ = ["STRATEGIES", "ParallelWriter", "RepairResult", "repair"]
+__all__ = ["STRATEGIES", "ParallelWriter", "RepairResult", "WriterSettings", "repair"]
 
 __getattr__, __dir__ = attach(__name__, {
-    "RepairResult": ".repair", "repair": ".repair", "STRATEGIES": ".writer", "ParallelWriter": ".writer",
-}, submodules=("exchange", "writer"))
+    "RepairResult": ".repair", "repair": ".repair", "STRATEGIES": ".settings", "ParallelWriter": ".writer",
+    "WriterSettings": ".settings",
+}, submodules=("exchange", "settings", "writer"))

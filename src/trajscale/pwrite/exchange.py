@@ -53,7 +53,7 @@ class Frame:
 def as_records(rows: np.ndarray) -> np.ndarray:
     """A ``(k, w)`` float32 array viewed as ``k`` opaque records: whole rows move in one indexed copy.
 
-    (NumPy's 2-d fancy indexing copies rows as sub-arrays, ~5x slower.)
+    (NumPy's 2-d fancy indexing copies rows as sub-arrays, one by one.)
     """
     return rows.view(np.dtype((np.void, rows.shape[1] * 4))).reshape(len(rows))
 

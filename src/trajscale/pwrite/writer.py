@@ -1,4 +1,4 @@
-"""ParallelWriter: H5MD frames from domain-decomposed or frame-parallel producers (seed 004).
+"""ParallelWriter: H5MD frames from domain-decomposed or frame-parallel producers.
 
 The file structure (H5MD 1.1, units, box, step/time) is ``store.writer.H5MDWriter``'s;
 this module decides who writes which rows:
@@ -28,15 +28,14 @@ import numpy as np
 from ..errors import ConfigError, OutputError, ParallelUnavailableError, ParallelWriteError
 from ..parallel import h5py_has_mpi
 from ..store.codecs import encode, lossy_attrs_for
-from ..store.layout import Layout
-from ..store.units import WRITE_UNITS, factor, unit_system
+from ..store.units import factor
 from ..store.writer import H5MDWriter
 from ..util import check_output_path, temporary_name
 from . import exchange as ex
+from .settings import WriterSettings
 
 log = logging.getLogger(__name__)
 
-STRATEGIES = ("gather", "independent", "collective")
 #: Runs of consecutive ids per independent write (see ``_write_runs``).
 MAX_HYPERSLAB_RUNS = 256
 
@@ -57,98 +56,105 @@ class ParallelWriter:
         Atoms per frame (global).
     comm
         MPI communicator, or None for serial writes.
-    strategy
-        ``"gather"``, ``"independent"`` or ``"collective"`` (see the module docstring).
-    chunks, compression
-        Layout of the per-atom datasets, as ``trajscale convert`` takes them
-        (``"auto"``, ``"frame"``, ``"contiguous"`` or a frame count; ``None``,
-        ``"gzip:4"``, ...).  Compressed data is written collectively.
-    units
-        Units of the file: ``"mdanalysis"`` (Å, ps) or ``"gromacs"`` (nm, ps),
-        or a unit string per quantity.  Data is always given in trajscale's
-        units (Å, ps, Å/ps, kJ/(mol Å)) and converted.
-    velocities, forces
-        Whether frames carry velocities / forces.
     topology
         MDAnalysis Universe or AtomGroup (on rank 0 at least): names, ids,
         masses, charges and species are written once.
+    reference
+        The first frame's positions, for delta-coded positions written by several
+        ranks (each encodes its own frames against it).
+    settings
+        A :class:`~trajscale.pwrite.WriterSettings`; the keyword options below
+        replace its fields (or the defaults' without it).
+
+    Other Parameters
+    ----------------
+    strategy
+        ``"gather"``, ``"independent"`` or ``"collective"`` (default; see the module docstring).
+    layout, chunks, compression
+        Layout of the per-atom datasets: a ``Layout``, or ``chunks`` (``"auto"``,
+        ``"frame"``, ``"contiguous"`` or a frame count) and ``compression`` (``None``,
+        ``"gzip:4"``, ...).  Compressed data is written collectively.
+    precision, encoding
+        Lossy positions: the largest error in Å and how they are coded.
+    units
+        ``"mdanalysis"`` (Å, ps; default), ``"gromacs"`` (nm, ps) or a unit per
+        quantity; data is given in trajscale's units and converted.
+    velocities, forces
+        Whether frames carry velocities / forces (default: neither).
+    box
+        ``"triclinic"`` (default), ``"cuboid"`` or None.
+    group
+        Particle group name (default ``"all"``).
     n_frames
         Total frames if known: the datasets are sized once.
-    box
-        ``"triclinic"``, ``"cuboid"`` or None.
     check
         Also refuse non-finite values.
     overwrite
         Replace an existing file; without it an existing ``path`` is refused with
         ``OutputError`` (naming it) before anything is written, and left as it was.
-    group
-        Particle group name.
-    layout
-        A ``Layout`` instead of ``chunks`` and ``compression``.
-    resume_at
-        Continue a file this class wrote (an interrupted ``write_frames`` run whose first
-        ``resume_at`` frames a progress record counted) instead of creating one: it is
-        reopened under ``path`` (on every rank under MPI-IO) and the next frames follow.
     durable
-        Every commit reaches the disk before ``n_frames`` counts it (two flushes per commit
-        instead of one): what a progress record saved after a commit counts is in the file.
+        Every commit reaches the disk before :attr:`n_frames` counts it.
+    resume_at
+        Continue a file this class wrote, its first ``resume_at`` frames counted.
+
+    Each is a field of :class:`~trajscale.pwrite.WriterSettings`, documented
+    there; any other name is refused with one ``ConfigError`` naming it.
     """
 
-    def __init__(self, path: str | os.PathLike, n_atoms: int, *, comm=None, strategy: str = "collective",
-                 chunks: str | int = "auto", compression: str | None = None, units: str | dict = "mdanalysis",
-                 velocities: bool = False, forces: bool = False, topology=None,
-                 n_frames: int | None = None, box: str | None = "triclinic", check: bool = False,
-                 overwrite: bool = False, group: str = "all", layout: Layout | None = None,
-                 precision: float | None = None, encoding: str = "floats", resume_at: int | None = None,
-                 durable: bool = False, reference: np.ndarray | None = None) -> None:
-        if strategy not in STRATEGIES:
-            raise ConfigError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
-        self.units = unit_system(units) if isinstance(units, str) else {**WRITE_UNITS, **units}
-        #: per field: value in the file = value given / factor
-        self._factors = {q: factor(q, u) for q, u in self.units.items()}
+    def __init__(self, path: str | os.PathLike, n_atoms: int, *, comm=None, topology=None,
+                 reference: np.ndarray | None = None, settings: WriterSettings | None = None,
+                 **options) -> None:
+        s = self.settings = WriterSettings.of(settings, **options)
         self.path = Path(path)
         self.n_atoms = int(n_atoms)
         self.comm = comm
         self.size = comm.Get_size() if comm is not None else 1
         self.rank = comm.Get_rank() if comm is not None else 0
-        self.strategy = strategy
-        self.check = check
-        self.fields = ("position",) + (("velocity",) if velocities else ()) + (("force",) if forces else ())
-        self.layout = layout or Layout.parse(str(chunks), compression or "none")
+        self.strategy, self.check, self.fields = s.strategy, s.check, s.fields
+        self.units = s.file_units()
+        #: per field: value in the file = value given / factor
+        self._factors = {q: factor(q, u) for q, u in self.units.items()}
+        self.layout = s.file_layout()
         #: lossy positions (store.codecs): encoded by the rank that holds them, before any collective write
-        self._lossy = None if precision is None else lossy_attrs_for(
-            precision, encoding, self.units["position"], self._factors["position"])
+        self._lossy = None if s.precision is None else lossy_attrs_for(
+            s.precision, s.encoding, self.units["position"], self._factors["position"])
         self.mpio = comm is not None and h5py_has_mpi()
-        if comm is not None and not self.mpio:
-            if strategy != "gather" and self.size > 1:
-                raise ParallelUnavailableError(
-                    f"strategy {strategy!r} needs h5py built with MPI (parallel HDF5), and this h5py "
-                    "has none: use strategy='gather', or build h5py against parallel HDF5")
-            _say_serial("h5py is built without MPI")
-        elif comm is None:
-            log.info("ParallelWriter: no communicator; writing serially")
-        if self.mpio and self.layout.compression and strategy == "independent":
-            raise ConfigError("parallel HDF5 writes compressed data only collectively: "
-                              "use strategy 'collective' or 'gather', or no compression")
+        self._check_parallel()
         #: this rank has the file open (every rank under mpio, else rank 0)
         self.opens = self.mpio or self.rank == 0
-        self._collective_io = self.mpio and (strategy == "collective" or bool(self.layout.compression))
+        self._collective_io = self.mpio and (s.strategy == "collective" or bool(self.layout.compression))
         self._published = False
-        self._durable = durable
         self._ncommitted = 0   # frames complete; every rank runs the same commits
         # write_frames: step/time not yet committed (rank 0)
         self._pending: list[tuple[int, np.ndarray, np.ndarray]] = []
         self._written: list[tuple[int, int]] = []   # write_frames: merged frame ranges written
-        self._box = box
         self._w: H5MDWriter | None = None
-        if resume_at is not None:
-            self._reopen(int(resume_at), n_frames)
-            return
+        if s.resume_at is not None:
+            self._reopen(int(s.resume_at), s.n_frames)
+        else:
+            self._create(topology, reference)
 
+    def _check_parallel(self) -> None:
+        """Refuse a strategy this h5py cannot write in parallel; say when frames are written serially."""
+        if self.comm is not None and not self.mpio:
+            if self.strategy != "gather" and self.size > 1:
+                raise ParallelUnavailableError(
+                    f"strategy {self.strategy!r} needs h5py built with MPI (parallel HDF5), and this h5py "
+                    "has none: use strategy='gather', or build h5py against parallel HDF5")
+            _say_serial("h5py is built without MPI")
+        elif self.comm is None:
+            log.info("ParallelWriter: no communicator; writing serially")
+        if self.mpio and self.layout.compression and self.strategy == "independent":
+            raise ConfigError("parallel HDF5 writes compressed data only collectively: "
+                              "use strategy 'collective' or 'gather', or no compression")
+
+    def _create(self, topology, reference: np.ndarray | None) -> None:
+        """Create the file under a temporary name (rank 0 checks ``path``; every rank agrees)."""
+        s = self.settings
         problem, tmp = None, None
         if self.rank == 0:
             try:
-                check_output_path(self.path, overwrite)
+                check_output_path(self.path, s.overwrite)
                 tmp = str(temporary_name(self.path))
             except OutputError as exc:
                 problem = exc.problem
@@ -158,10 +164,10 @@ class ParallelWriter:
         self._tmp = Path(tmp)
         meta = self._bcast(_topology_arrays(topology) if self.rank == 0 else None)
         if self.opens:
-            self._w = H5MDWriter(self._tmp, self.n_atoms, n_frames=n_frames, layout=self.layout,
-                                 fields=self.fields, box=box, group=group, units=self.units,
-                                 driver="mpio" if self.mpio else None, comm=comm if self.mpio else None,
-                                 mpi_info=self._hints(), precision=precision, encoding=encoding,
+            self._w = H5MDWriter(self._tmp, self.n_atoms, n_frames=s.n_frames, layout=self.layout,
+                                 fields=self.fields, box=s.box, group=s.group, units=self.units,
+                                 driver="mpio" if self.mpio else None, comm=self.comm if self.mpio else None,
+                                 mpi_info=self._hints(), precision=s.precision, encoding=s.encoding,
                                  reference=reference, **(meta or {}))
         self._share_codec()
 
@@ -242,10 +248,10 @@ class ParallelWriter:
             self._write_rows(frame, lo, rows)
         else:
             self._write_runs(frame, *ex.sort_rows(packed, self.n_atoms))
-        if self.rank == 0 and self._box is not None:
+        if self.rank == 0 and self.settings.box is not None:
             b = np.zeros((1, 6), np.float32) if box is None else np.asarray(box, np.float32).reshape(1, 6)
             self._write_box(frame, self._w.edges(b, 1))
-        elif self.mpio and self._box is not None and self._collective_io:
+        elif self.mpio and self.settings.box is not None and self._collective_io:
             self._write_box(frame, None)
         self._commit(frame + 1, np.array([step]) if self.rank == 0 else None,
                      np.array([time]) if self.rank == 0 else None)
@@ -260,6 +266,10 @@ class ParallelWriter:
         MPI-IO each rank writes its own frames (collectively with the
         ``collective`` strategy or compression); without it rank 0 writes every
         rank's frames in turn.
+
+        The steps, in the order every rank takes them: check (and encode) this
+        rank's frames, agree on every rank's slab, write the slabs, then commit
+        the prefix of frames now complete.
         """
         positions = np.asarray(positions, dtype=np.float32)
         k = len(positions)
@@ -267,59 +277,81 @@ class ParallelWriter:
         problem = None
         try:
             start = int(start)
-            if positions.ndim != 3 or positions.shape[1:] != (self.n_atoms, 3):
-                raise ValueError(f"positions has shape {positions.shape}, expected ({k}, {self.n_atoms}, 3)")
-            for fl in self.fields[1:]:
-                if given[fl] is None or np.shape(given[fl]) != positions.shape:
-                    raise ValueError(f"{fl} has shape {np.shape(given[fl])}, expected {positions.shape}")
-            for name, val in (("step", step), ("time", time)):
-                if np.shape(val) != (k,):
-                    raise ValueError(f"{name} has shape {np.shape(val)}, expected ({k},)")
-            if box is not None and np.shape(box) != (k, 6):
-                raise ValueError(f"box has shape {np.shape(box)}, expected ({k}, 6)")
-            if self.check:
-                for fl in self.fields:
-                    bad = ~np.isfinite(np.asarray(given[fl])).all(axis=(1, 2))
-                    if bad.any():
-                        raise ValueError(f"non-finite {fl} in frames {ex._show(start + np.flatnonzero(bad))}")
+            self._check_slab(start, given, step, time, box)
             if self._lossy and k:   # here, so that a value that cannot be encoded fails every rank together
-                inside = self._in_file_units(positions, "position")
-                if self._codec is None and self._lossy["trajscale_encoding"] != "floats":
-                    if self.size > 1:
-                        raise ValueError("delta-coded positions written by several ranks need the first "
-                                         "frame as ParallelWriter(reference=...)")
-                    # one process holds the file: it plans the codec from this first frame
-                    given["position"] = self._w.encode_positions(inside)
-                    self._codec = self._w._codec
-                else:
-                    given["position"] = encode(inside, self._lossy, self._codec)
+                given["position"] = self._encode_slab(positions)
         except ValueError as exc:
             problem = str(exc)
+        slabs = self._agree_slabs(start, k, problem)
+        if not any(n for _, _, n in slabs):
+            return
+        if self._w is not None:
+            self._w.reserve(max(a + n for _, a, n in slabs))
+        self._write_slabs(slabs, start, k, given, box)
+        self._written = _merge(self._written + [(a, a + n) for _, a, n in slabs if n])
+        self._commit_prefix(start, step, time)
+
+    def _check_slab(self, start: int, given: dict, step, time, box) -> None:
+        """Raise ValueError naming the first array of this rank's slab with a wrong shape (or non-finite)."""
+        positions = given["position"]
+        k = len(positions)
+        if positions.ndim != 3 or positions.shape[1:] != (self.n_atoms, 3):
+            raise ValueError(f"positions has shape {positions.shape}, expected ({k}, {self.n_atoms}, 3)")
+        for fl in self.fields[1:]:
+            if given[fl] is None or np.shape(given[fl]) != positions.shape:
+                raise ValueError(f"{fl} has shape {np.shape(given[fl])}, expected {positions.shape}")
+        for name, val in (("step", step), ("time", time)):
+            if np.shape(val) != (k,):
+                raise ValueError(f"{name} has shape {np.shape(val)}, expected ({k},)")
+        if box is not None and np.shape(box) != (k, 6):
+            raise ValueError(f"box has shape {np.shape(box)}, expected ({k}, 6)")
+        if self.check:
+            for fl in self.fields:
+                bad = ~np.isfinite(np.asarray(given[fl])).all(axis=(1, 2))
+                if bad.any():
+                    raise ValueError(f"non-finite {fl} in frames {ex._show(start + np.flatnonzero(bad))}")
+
+    def _encode_slab(self, positions: np.ndarray) -> np.ndarray:
+        """This rank's positions, lossy-coded in the file's units (ValueError if they cannot be)."""
+        inside = self._in_file_units(positions, "position")
+        if self._codec is None and self._lossy["trajscale_encoding"] != "floats":
+            if self.size > 1:
+                raise ValueError("delta-coded positions written by several ranks need the first "
+                                 "frame as ParallelWriter(reference=...)")
+            # one process holds the file: it plans the codec from this first frame
+            encoded = self._w.encode_positions(inside)
+            self._codec = self._w._codec
+            return encoded
+        return encode(inside, self._lossy, self._codec)
+
+    def _agree_slabs(self, start: int, k: int, problem: str | None) -> list[tuple[int, int, int]]:
+        """Every rank's ``(rank, start, frames)``, once every rank knows no slab is bad or overlaps another."""
         every = [(0, start, k, problem)] if self.comm is None else \
             [(r, *t) for r, t in enumerate(self.comm.allgather((start, k, problem)))]
         bad = [f"rank {r}, frames [{a}, {a + n}): {p}" for r, a, n, p in every if p]
         bad += self._overlaps([(r, a, n) for r, a, n, p in every if n and not p])
         if bad:
             self._fail("; ".join(bad))
-        if not any(n for _, _, n, _ in every):
-            return
-        end = max(a + n for _, a, n, _ in every)
-        if self._w is not None:
-            self._w.reserve(end)
+        return [(r, a, n) for r, a, n, _ in every]
+
+    def _write_slabs(self, slabs: list[tuple[int, int, int]], start: int, k: int, given: dict, box) -> None:
+        """Under MPI-IO (or alone) each rank writes its own slab; else rank 0 writes each rank's in turn."""
         if self.mpio or self.comm is None or self.size == 1:
             self._write_slab(start, k, given, box)
-        else:   # gather without MPI-IO: rank 0 writes each rank's slab in turn
-            for r, a, n, _ in every:
-                if not n:
-                    continue
-                if r == self.rank == 0:
-                    self._write_slab(start, k, given, box)
-                elif r == self.rank:
-                    self.comm.send((given, box), dest=0, tag=7)
-                elif self.rank == 0:
-                    g, b = self.comm.recv(source=r, tag=7)
-                    self._write_slab(a, n, g, b)
-        self._written = _merge(self._written + [(a, a + n) for _, a, n, _ in every if n])
+            return
+        for r, a, n in slabs:
+            if not n:
+                continue
+            if r == self.rank == 0:
+                self._write_slab(start, k, given, box)
+            elif r == self.rank:
+                self.comm.send((given, box), dest=0, tag=7)
+            elif self.rank == 0:
+                g, b = self.comm.recv(source=r, tag=7)
+                self._write_slab(a, n, g, b)
+
+    def _commit_prefix(self, start: int, step, time) -> None:
+        """Gather every slab's step/time on rank 0 and commit the frames now complete from frame 0 on."""
         meta = (start, np.asarray(step, np.int64), np.asarray(time, np.float64))
         metas = [meta] if self.comm is None else self.comm.gather(meta, root=0)
         if self.rank == 0:
@@ -364,8 +396,7 @@ class ParallelWriter:
         """MPI-IO hints: independent writes of scattered runs skip ROMIO's data sieving.
 
         With sieving, each noncontiguous write reads, patches and rewrites the
-        whole span under a file lock (28 ms per batch of 256 runs measured);
-        without, ROMIO writes the runs themselves.
+        whole span under a file lock; without, ROMIO writes the runs themselves.
         """
         if not (self.mpio and self.strategy == "independent"):
             return None
@@ -403,7 +434,7 @@ class ParallelWriter:
 
     def _commit(self, n: int, steps, times) -> None:
         if self._w is not None:   # durable at once only for the first frame (the rename follows)
-            self._w.commit(n, steps, times, durable=self._durable or not self._published)
+            self._w.commit(n, steps, times, durable=self.settings.durable or not self._published)
         self._ncommitted = n
         if not self._published:   # the first complete frame: the file takes its final name
             if self.rank == 0:
@@ -431,9 +462,10 @@ class ParallelWriter:
 
         A write's selection is a union of hyperslabs, one per run of
         consecutive ids.  HDF5 merges each new block into the union, which
-        grows quadratic past a few hundred blocks (seconds at 40,000), so runs
-        go in batches; a point selection instead is linear serially but under
-        MPI-IO costs ~10 s per million atoms (one MPI datatype block per value).
+        costs time quadratic in the blocks, so runs go in batches; a point
+        selection instead is linear serially, but under MPI-IO it makes one MPI
+        datatype block per value.  docs/benchmarks.md (the parallel writer)
+        has the measurements.
         """
         starts, lengths = ex.runs(sorted_ids)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
@@ -459,7 +491,7 @@ class ParallelWriter:
             encoded = fl == "position" and self._lossy   # (write_frames encoded it already)
             data = np.ascontiguousarray(given[fl] if encoded else self._in_file_units(given[fl], fl)) if k else None
             write_at(self._w.value(fl), (start, 0, 0), data, self._dxpl())
-        if self._box is not None:
+        if self.settings.box is not None:
             edges = self._w.edges(np.zeros((k, 6), np.float32) if box is None else np.asarray(box), k) \
                 if k else None
             self._write_box(start, edges)

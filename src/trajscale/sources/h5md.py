@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import OrderedDict
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import h5py
 import numpy as np
@@ -35,27 +37,50 @@ GATHER_SLAB_BYTES = 4 * 1024**2
 CHUNK_CACHE_BYTES = 0
 #: Most hash slots of a dataset's chunk cache (8 bytes each): far more than its bytes hold chunks.
 MAX_CACHE_SLOTS = 1_000_003
+
+
+class FrameMeta(NamedTuple):
+    """Box, time and step of consecutive frames: ``(F, 6)`` float32 Å/degrees, ``(F,)`` float64 ps,
+    ``(F,)`` int64."""
+
+    box: np.ndarray
+    time: np.ndarray
+    step: np.ndarray
+
+
+@dataclass(slots=True)
+class Described:
+    """A file's particle group as described once in this process (an entry of ``_DESCRIBED``).
+
+    ``layout`` is filled on the first :meth:`H5MDSource.layout_summary` and then kept;
+    ``key`` (the file's identity, group and assumed units) also keys ``_FILE_META``.
+    """
+
+    info: H5MDInfo
+    key: tuple
+    layout: LayoutFacts | None = None
+
+
 #: Files described in this process: their schema (and layout facts, once asked), keyed by
 #: the file's identity, so repeated runs on one file in one process walk its schema once;
 #: a rewritten file (another inode, size or mtime) is described anew.
-_DESCRIBED: OrderedDict[tuple, list] = OrderedDict()
+_DESCRIBED: OrderedDict[tuple, Described] = OrderedDict()
 DESCRIBED_MAX = 64
 #: Box, time and step of whole files read in this process, by the same key: repeated runs on a
 #: file in one process read them once (a visible share of a short run on a small selection); only
 #: files whose frame data take at most META_MEMO_BYTES, and the last META_MEMO_FILES of them
 #: (<= 32 MiB in all).
-_FILE_META: OrderedDict[tuple, tuple] = OrderedDict()
+_FILE_META: OrderedDict[tuple, FrameMeta] = OrderedDict()
 META_MEMO_BYTES = 4 * 1024**2
 META_MEMO_FILES = 8
 
 
-def _described(f, path: str, group: str | None, assume_units: str | None) -> list:
-    """``[H5MDInfo, layout facts or None, memo key]`` of ``f``'s particle group, from the memo if the
-    file is unchanged."""
+def _described(f, path: str, group: str | None, assume_units: str | None) -> Described:
+    """``f``'s particle group described, from the memo if the file is unchanged."""
     key = (file_identity([path]), group, assume_units)
     entry = _DESCRIBED.get(key)
     if entry is None:
-        entry = _DESCRIBED[key] = [describe(f, group, assume_units), None, key]
+        entry = _DESCRIBED[key] = Described(describe(f, group, assume_units), key)
         while len(_DESCRIBED) > DESCRIBED_MAX:
             _DESCRIBED.popitem(last=False)
     _DESCRIBED.move_to_end(key)
@@ -127,13 +152,13 @@ class H5MDSource(Source):
         except BaseException:
             self.close()   # a failing open leaks no HDF5 handle and no descriptor
             raise
-        self._meta: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._meta: FrameMeta | None = None
         self._meta_start = 0
         self.bytes_read = 0
 
     def _open_datasets(self, group: str | None, assume_units: str | None) -> None:
         self._described = _described(self.file, self._path, group, assume_units)
-        self.info: H5MDInfo = self._described[0]
+        self.info: H5MDInfo = self._described.info
         self._datasets = {fl: _with_chunk_cache(self.file, self.info.dataset(fl)) for fl in self.info.fields}
         for ds in self._datasets.values():
             ensure_filters(ds)
@@ -188,10 +213,10 @@ class H5MDSource(Source):
     def layout_summary(self) -> LayoutFacts:
         from ..store.inspect import layout_facts
 
-        if self._described[1] is None:
-            self._described[1] = layout_facts(self.info)
+        if self._described.layout is None:
+            self._described.layout = layout_facts(self.info)
         # fields read at their byte addresses (store.direct) once the compiled loop is loaded
-        return dataclasses.replace(self._described[1], direct_reads=tuple(sorted(self._direct)))
+        return dataclasses.replace(self._described.layout, direct_reads=tuple(sorted(self._direct)))
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
@@ -238,27 +263,29 @@ class H5MDSource(Source):
         return InputFileError(self._path, f"cannot read frames {frames.start} to {frames.stop - 1} ({why}): "
                                           "the file is damaged")
 
-    def _frame_meta(self, start: int, stop: int, stride: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _frame_meta(self, start: int, stop: int, stride: int = 1) -> FrameMeta:
         """Box, time and step of frames [start, stop).
 
-        Three small HDF5 reads per block cost ~1 ms, as much as reading a 4 MB
-        slab, so they are read once for a span: the one :meth:`preload_frame_meta`
-        named (an MPI rank's share), else the whole file on the first block read
-        (kept for the process's next sources on the unchanged file when small).
-        Single frames (the first frame and the reference, read while a job is
-        prepared) are read alone unless the file's are kept.  Blocks get copies.
+        Three small HDF5 reads per block cost as much as reading megabytes of
+        coordinates (each is a whole HDF5 call), so they are read once for a
+        span: the one :meth:`preload_frame_meta` named (an MPI rank's share),
+        else the whole file on the first block read (kept for the process's next
+        sources on the unchanged file when small).  Single frames (the first
+        frame and the reference, read while a job is prepared) are read alone
+        unless the file's are kept.  Blocks get copies.
         """
-        if self._meta is None and (kept := _FILE_META.get(self._described[2])) is not None:
-            _FILE_META.move_to_end(self._described[2])
+        key = self._described.key
+        if self._meta is None and (kept := _FILE_META.get(key)) is not None:
+            _FILE_META.move_to_end(key)
             self._meta_start, self._meta = 0, kept
         lo = self._meta_start
-        if self._meta is not None and lo <= start and stop <= lo + len(self._meta[1]):
-            return tuple(a[start - lo:stop - lo:stride].copy() for a in self._meta)
+        if self._meta is not None and lo <= start and stop <= lo + len(self._meta.time):
+            return FrameMeta(*(a[start - lo:stop - lo:stride].copy() for a in self._meta))
         if stop - start <= 1 or self.n_frames > META_CACHE_FRAMES:
-            return tuple(a[::stride] for a in self._frame_meta_uncached(start, stop))
+            return FrameMeta(*(a[::stride] for a in self._frame_meta_uncached(start, stop)))
         self.preload_frame_meta(0, self.n_frames)
         if self.n_frames * FRAME_META_BYTES <= META_MEMO_BYTES:
-            _FILE_META[self._described[2]] = self._meta
+            _FILE_META[key] = self._meta
             while len(_FILE_META) > META_MEMO_FILES:
                 _FILE_META.popitem(last=False)
         return self._frame_meta(start, stop, stride)
@@ -268,9 +295,9 @@ class H5MDSource(Source):
         self.check_range(start, stop)
         self._meta_start, self._meta = start, self._frame_meta_uncached(start, stop)
 
-    def _frame_meta_uncached(self, start: int, stop: int):
-        return (self._read_box(start, stop), self.info.time.values(self.file, start, stop, np.float64),
-                self.info.step.values(self.file, start, stop, np.int64))
+    def _frame_meta_uncached(self, start: int, stop: int) -> FrameMeta:
+        return FrameMeta(self._read_box(start, stop), self.info.time.values(self.file, start, stop, np.float64),
+                         self.info.step.values(self.file, start, stop, np.int64))
 
     def _read_field(self, fl: str, start: int, stop: int, stride: int, plan) -> np.ndarray:
         """Frames ``start:stop:stride`` of field ``fl``: the plan's atom runs, then its columns."""
@@ -359,9 +386,9 @@ class H5MDSource(Source):
         """Rows ``first, first + stride, ...`` of every atom run, side by side into ``out``.
 
         One regular hyperslab read per run (an OR of hyperslabs is an irregular
-        selection HDF5 reads ~100x slower).  The reads go chunk row by chunk row
+        selection HDF5 reads far slower).  The reads go chunk row by chunk row
         (a row: the chunks of the same frames) when strided (HDF5 1.10 maps a
-        strided selection onto chunks ~10x slower than a read per row) or when
+        strided selection onto chunks far slower than a read per row) or when
         a compressed chunk would be decoded once per run: all runs of a row are
         read while the dataset's chunk cache holds it.
         """

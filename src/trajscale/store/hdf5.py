@@ -16,8 +16,8 @@ def ensure_filters(ds: h5py.Dataset) -> None:
     """Register hdf5plugin's filters (Zstd, Blosc, LZ4...) if ``ds`` needs one HDF5 does not have.
 
     Without it a read fails as "can't open directory ... plugins" in every process that
-    has not imported hdf5plugin (workers and ranks too). Importing it costs ~0.1-1 s, so
-    only when a dataset asks for it.
+    has not imported hdf5plugin (workers and ranks too). Importing it is a visible
+    part of a short run, so only when a dataset asks for it.
     """
     dcpl = ds.id.get_create_plist()
     if all(h5py.h5z.filter_avail(dcpl.get_filter(i)[0]) for i in range(dcpl.get_nfilters())):

@@ -412,8 +412,8 @@ def early_allocation() -> h5py.h5p.PropDCID:
     fill values written into it.
 
     Every frame is written before step/time count it, so a fill would only be
-    written and then overwritten: with it, allocating 229 MB took 0.05 s and
-    doubled what the final fsync writes back.  Space a new file allocates reads
+    written and then overwritten, and would double what the final fsync writes
+    back.  Space a new file allocates reads
     as zeros until written.
     """
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)

@@ -95,7 +95,7 @@ def _universe_via_cache(topology: str, trajectories: list, topology_coordinates:
     parsed = parsed_cache.load(topology, kw)
     if parsed is not None:
         # The entry holds the attributes MDAnalysis guessed (types, masses): guessing
-        # them again cost 0.47 s for 45k GRO atoms, 10x the rest of the load.
+        # them again costs more than the rest of the load for a large GRO.
         u = mda.Universe(parsed, *trajectories, **_without_guessing(kw))
     else:
         # The parser alone: Universe(file) would also read the file's coordinates (a TPR twice).
@@ -116,8 +116,8 @@ def _name_memo_guesser():
     """MDAnalysis's DefaultGuesser, its per-name lookups memoised: the same values, guessed once per name.
 
     ``guess_types`` and ``guess_masses`` call ``guess_atom_element`` (regular
-    expressions) and ``get_atom_mass`` once per atom: 0.47 s for a 47,681-atom
-    GRO that has a few dozen distinct names.  Both are functions of their
+    expressions) and ``get_atom_mass`` once per atom, most of the load of a
+    large GRO that has a few dozen distinct names.  Both are functions of their
     argument alone, so asking each distinct name once gives MDAnalysis's values.
     """
     from MDAnalysis.guesser.default_guesser import DefaultGuesser

@@ -1,12 +1,12 @@
 """A cache of parsed topologies: parse a topology file once, load it in milliseconds after.
 
-MDAnalysis parses a 47,681-atom TPR in ~1.4 s (pure-Python XDR); its parsed
-``Topology`` unpickles in ~0.03 s. In a parallel run that parse is serial work
+MDAnalysis parses a TPR in pure-Python XDR; its parsed ``Topology`` unpickles
+in a small fraction of that time. In a parallel run that parse is serial work
 on rank 0 or the driver (and per worker for MDAnalysis-read trajectories), so
 it caps the speed-up of every short analysis (seed 001: topology opens were a
 straggler cause). An entry holds the Topology after MDAnalysis guessed its
-missing attributes (a GRO's types and masses: 0.47 s for 45k atoms, more
-than the parse), so a cached load guesses nothing. Entries are keyed by the file's real path, size and
+missing attributes (a GRO's types and masses, which cost more than the
+parse), so a cached load guesses nothing. Entries are keyed by the file's real path, size and
 modification time and by the MDAnalysis version, written to a temporary name
 and renamed, and ignored when they cannot be read.
 

@@ -1,6 +1,6 @@
 """A cache of atom selections: a run whose topology and selections were seen before needs no MDAnalysis.
 
-Importing MDAnalysis costs ~0.5 s (SciPy is most of it) and thousands of file
+Importing MDAnalysis is a large part of a short run (SciPy is most of it) and thousands of file
 system calls; with the topology parsed and cached (:mod:`.parsed_cache`) that
 import was the larger part of a short run's start.  What an analysis's
 ``prepare`` asks of a topology is, for a selection string, the selected atoms'
