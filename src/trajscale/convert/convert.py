@@ -121,7 +121,8 @@ def convert(topology: str, trajectories: list[str], output: str, *, options: Con
 
 
 def _check_options(output: str, inputs: list, opts: ConvertOptions) -> None:
-    """Everything checkable before the inputs are opened: the output's name, options and room for segments."""
+    """Everything checked before the inputs are opened: the output's name (never an input), the lossy,
+    parallel-output and unit options."""
     write = opts.write
     check_output_path(output, write.overwrite, inputs=inputs)   # never an input, even with overwrite
     opts.spec.check(warn=write.rank0)
