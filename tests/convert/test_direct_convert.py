@@ -26,7 +26,7 @@ from trajscale.convert import direct, segmented
 from trajscale.convert import rechunk as rechunk_mod
 from trajscale.convert.convert import convert
 from trajscale.convert.rechunk import rechunk
-from trajscale.convert.resume import load_record, partial_paths
+from trajscale.convert.resume import WriteMode, load_record, partial_paths
 from trajscale.convert.verify import verify
 from trajscale.store.direct_write import DirectWrites
 from trajscale.store.layout import Layout, plan_frames_per_chunk
@@ -41,8 +41,8 @@ def no_segments(monkeypatch):
         raise AssertionError("the segment-and-join path was taken")
 
     real_write = segmented.write
-    monkeypatch.setattr(segmented, "write", lambda job, partial, **k: refuse() if partial.record.get("mode")
-                        == "segments" else real_write(job, partial, **k))   # serial runs keep their path
+    monkeypatch.setattr(segmented, "write", lambda job, partial, **k: refuse() if partial.mode
+                        is WriteMode.SEGMENTS else real_write(job, partial, **k))   # serial runs keep their path
     monkeypatch.setattr(segmented, "_join_copy", refuse)
     monkeypatch.setattr(rechunk_mod, "_run_segments", refuse)
     monkeypatch.setattr(rechunk_mod, "copy_frames", refuse)

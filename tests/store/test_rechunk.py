@@ -19,6 +19,7 @@ from MDAnalysisTests import datafiles as D
 from tests.conftest import run_cli
 from trajscale.convert.convert import convert
 from trajscale.convert.rechunk import partial_paths, rechunk
+from trajscale.convert.resume import InputIdentity, ResumeKey, WriteMode
 from trajscale.errors import InputFileError, TrajscaleError
 from trajscale.store.layout import Layout
 
@@ -137,8 +138,9 @@ def test_resume_refuses_other_input_and_starts_without_partial(tmp_path, adk_vac
     assert_same_tree(adk_vacuum_h5md, tmp_path / "x.h5md")
     tmp, record = partial_paths(tmp_path / "y.h5md")
     tmp.write_bytes(b"")
-    record.write_text('{"input": "/elsewhere", "done": {}}')
-    with pytest.raises(TrajscaleError, match="another input or layout"):
+    key = ResumeKey("rechunk", WriteMode.DIRECT, (InputIdentity("/elsewhere", 1, 1),), ())
+    record.write_text(json.dumps({"key": key.to_dict(), "done": {}}))
+    with pytest.raises(TrajscaleError, match="another input .*/elsewhere"):
         rechunk(adk_vacuum_h5md, tmp_path / "y.h5md", Layout(), resume=True)
 
 

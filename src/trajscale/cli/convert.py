@@ -12,7 +12,9 @@ from .options import (
     add_strict_option,
     kept_for_resume,
     mpi_comm,
+    output_spec,
     resumed_complete,
+    write_options,
 )
 
 log = logging.getLogger("trajscale")
@@ -65,33 +67,27 @@ def add_parser(sub) -> None:
 
 
 def main(args) -> int:
-    import os
-
     from ..convert.convert import convert
+    from ..convert.options import ConvertOptions
     from ..convert.resume import unfinished
-    from ..store.layout import Layout
 
     check_topology(args)
     if resumed_complete(args, [args.topology, *args.trajectories], unfinished(args.output, "convert")):
         return 0
-    layout = Layout.parse(args.chunks, args.compression, args.fletcher32)
     comm = mpi_comm() if args.executor in (None, "mpi") else None
-    if args.executor == "mpi" and comm is None:
-        from ..errors import ConfigError
-
-        raise ConfigError("--executor mpi: launch with mpiexec -n N trajscale convert ...")
-    parallel = args.executor in ("processes", "dask")
-    s = convert(args.topology, args.trajectories, args.output, layout=layout, select=args.select,
-                start=args.start, stop=args.stop, step=args.step, velocities=not args.no_velocities,
-                forces=not args.no_forces, overwrite=args.overwrite,
-                progress=not (args.no_progress or getattr(args, "quiet", False)) and comm is None,
-                units=args.units, group=args.h5md_group, assume_units=args.assume_units, comm=comm,
-                executor=args.executor if parallel else None,
-                n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None,
-                virtual=args.virtual, resume=args.resume, precision=args.precision, encoding=args.encoding,
-                continuous=args.continuous)
+    options = ConvertOptions(read=read_options(args), spec=output_spec(args), write=write_options(args, comm),
+                             velocities=not args.no_velocities, forces=not args.no_forces, units=args.units)
+    s = convert(args.topology, args.trajectories, args.output, options=options)
     if comm is not None and comm.Get_rank() != 0:
         return 0
     log.info("wrote %s: %d frames x %d atoms (%s), %s, %.1f MB in %.1f s", s.output, s.n_frames,
              s.n_atoms, "+".join(s.fields), s.layout, s.bytes_written / 1e6, s.seconds)
     return 0
+
+
+def read_options(args):
+    """The ReadOptions of ``convert`` and ``verify``: selection, frame range, H5MD group and units, join."""
+    from ..convert.options import ReadOptions
+
+    return ReadOptions(select=args.select, start=args.start, stop=args.stop, step=args.step, group=args.h5md_group,
+                       assume_units=args.assume_units, continuous=args.continuous)

@@ -35,6 +35,30 @@ def add_segment_options(p, what: str) -> None:
     p.add_argument("--resume", action="store_true", help=f"finish an interrupted {what} of the same inputs")
 
 
+def output_spec(args):
+    """The OutputSpec ``--chunks``, ``--compression``, ``--fletcher32``, ``--precision`` and ``--encoding`` give."""
+    from ..convert.options import OutputSpec
+    from ..store.layout import Layout
+
+    return OutputSpec(layout=Layout.parse(args.chunks, args.compression, getattr(args, "fletcher32", False)),
+                      precision=args.precision, encoding=args.encoding)
+
+
+def write_options(args, comm):
+    """The WriteOptions of ``convert`` and ``rechunk``: --overwrite, --resume, progress and the executor.
+
+    Under mpiexec (``comm``) the ranks write the one output, and only rank 0 would show progress: none.
+    """
+    from ..convert.options import WriteOptions
+
+    parallel = args.executor in ("processes", "dask")
+    return WriteOptions(overwrite=args.overwrite, resume=args.resume,
+                        progress=not (args.no_progress or getattr(args, "quiet", False)) and comm is None,
+                        executor="mpi" if comm is not None else args.executor,
+                        n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None,
+                        virtual=args.virtual, comm=comm)
+
+
 def resumed_complete(args, inputs, unfinished) -> bool:
     """``--resume`` on a complete output (a requeued job whose work already finished): say so, write nothing.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from .checks import add_overwrite
-from .options import add_segment_options, kept_for_resume, mpi_comm, resumed_complete
+from .options import add_segment_options, kept_for_resume, mpi_comm, output_spec, resumed_complete, write_options
 
 log = logging.getLogger("trajscale")
 
@@ -36,26 +36,15 @@ def add_parser(sub) -> None:
 
 
 def main(args) -> int:
-    import os
-
+    from ..convert.options import RechunkOptions
     from ..convert.rechunk import rechunk
     from ..convert.resume import unfinished
-    from ..errors import ConfigError
-    from ..store.layout import Layout
 
     if resumed_complete(args, [args.input], unfinished(args.output, "rechunk")):
         return 0
-    layout = Layout.parse(args.chunks, args.compression)
     comm = mpi_comm() if args.executor in (None, "mpi") else None
-    if args.executor == "mpi" and comm is None:
-        raise ConfigError("--executor mpi: launch with mpiexec -n N trajscale rechunk ... (two ranks or more)")
-    parallel = args.executor in ("processes", "dask")
-    s = rechunk(args.input, args.output, layout, precision=args.precision, encoding=args.encoding,
-                overwrite=args.overwrite,
-                resume=args.resume, progress=not (args.no_progress or getattr(args, "quiet", False)) and comm is None,
-                executor="mpi" if comm is not None else args.executor if parallel else None,
-                n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None, virtual=args.virtual,
-                comm=comm)
+    options = RechunkOptions(spec=output_spec(args), write=write_options(args, comm))
+    s = rechunk(args.input, args.output, options=options)
     if comm is not None and comm.Get_rank() != 0:
         return 0
     log.info("wrote %s: %d frames, %d series, %.1f -> %.1f MB in %.1f s%s", s.output, s.n_frames, s.datasets,

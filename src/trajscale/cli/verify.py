@@ -6,7 +6,7 @@ import os
 import sys
 
 from .checks import add_topology, check_topology
-from .convert import add_frame_range
+from .convert import add_frame_range, read_options
 from .options import add_h5md_options
 
 
@@ -31,9 +31,8 @@ def main(args) -> int:
         raise ConfigError("give the source trajectories and then the H5MD file")
     check_topology(args)
     *sources, h5md = args.files
-    rep = verify(args.topology, sources, h5md, select=args.select, start=args.start, stop=args.stop,
-                 step=args.step, progress=not (args.no_progress or getattr(args, "quiet", False)),
-                 group=args.h5md_group, assume_units=args.assume_units, continuous=args.continuous)
+    rep = verify(args.topology, sources, h5md, read=read_options(args),
+                 progress=not (args.no_progress or getattr(args, "quiet", False)))
     print(f"{h5md}: {rep.n_frames} frames x {rep.n_atoms} atoms; max |dx| = {rep.max_dx:.3g} A, "
           f"max |dbox| = {rep.max_dbox:.3g}, max |dt| = {rep.max_dtime:.3g} ps, "
           f"step mismatches = {rep.step_mismatches}")

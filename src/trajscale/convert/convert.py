@@ -13,17 +13,16 @@ import numpy as np
 
 from ..errors import ConfigError, InputFileError, OutputError
 from ..sources import H5MDSource, PartSource
-from ..sources.chain import plan_join
+from ..sources.chain import JoinPlan, plan_join
 from ..sources.parts import scan_part
-from ..store.codecs import check_lossy_options
-from ..store.layout import Layout
 from ..store.units import MDANALYSIS_QUANTITY, WRITE_UNITS, from_mdanalysis, unit_system
 from ..topology import load_universe, select_atoms
 from ..util import check_input_file, check_output_path, is_no_space, polling_for_stop
 from . import direct, segmented
 from .frames import ConvertJob, remember_universe
+from .options import ConvertOptions, WriteOptions, with_options
 from .pool import on_root
-from .resume import Partial, identity, partial_paths
+from .resume import Partial, ResumeKey, WriteMode, partial_paths
 from .stream import frame_plan, is_part, open_inputs
 
 log = logging.getLogger(__name__)
@@ -45,15 +44,14 @@ class ConvertSummary:
     frames_renumbered: int = 0
 
 
-def convert(topology: str, trajectories: list[str], output: str, *, layout: Layout | None = None,
-            select: str | None = None, start: int | None = None, stop: int | None = None,
-            step: int | None = None, velocities: bool = True, forces: bool = True,
-            overwrite: bool = False, progress: bool = False, units: str = "mdanalysis",
-            group: str | None = None, assume_units: str | None = None, comm=None,
-            executor: str | None = None, n_workers: int | None = None, virtual: bool = False,
-            resume: bool = False, precision: float | None = None, encoding: str = "floats",
-            continuous: bool = False) -> ConvertSummary:
+def convert(topology: str, trajectories: list[str], output: str, *, options: ConvertOptions | None = None,
+            **kwargs) -> ConvertSummary:
     """Write ``trajectories`` (joined in order) to ``output`` as H5MD.
+
+    ``options`` is a :class:`~trajscale.convert.options.ConvertOptions`; its fields (and those of
+    its ``read``, ``spec`` and ``write`` records) may also be given as keywords, e.g.
+    ``layout=Layout.parse("auto", "gzip"), select="protein", executor="processes"``; an unknown
+    keyword is a ConfigError naming it.
 
     The files are joined as :func:`~trajscale.sources.chain.plan_join` decides:
     GROMACS restart parts each give a repeated time once (the later file's
@@ -86,110 +84,152 @@ def convert(topology: str, trajectories: list[str], output: str, *, layout: Layo
     positions lossy (:mod:`trajscale.store.codecs`).
     """
     t0 = time.perf_counter()
-    layout = layout or Layout()
+    opts = with_options(options or ConvertOptions(), kwargs, "convert")
+    read, write = opts.read, opts.write
     inputs = [topology, *trajectories]
-    check_output_path(output, overwrite, inputs=inputs)   # never an input, even with overwrite
-    check_lossy_options(precision, encoding, layout.compression, warn=comm is None or comm.Get_rank() == 0)
-    segmented.check_parallel_output(Path(output), inputs, executor=executor, virtual=virtual, overwrite=overwrite,
-                                    resume=resume, record=partial_paths(output, "convert")[1],
-                                    segment_writers=("processes", "dask"))
-    if units != "source":
-        unit_system(units)   # an unknown name fails before any work
+    _check_options(output, inputs, opts)
     # The topology's own coordinates only for a selection that may need them (a TPR's cost ~0.4 s)
-    universe = load_universe(topology, topology_coordinates=bool(select))
+    universe = load_universe(topology, topology_coordinates=bool(read.select))
     remember_universe(str(topology), universe)   # inherited by forked workers
-    atoms = select_atoms(universe, select, "selection").indices if select else None
+    atoms = select_atoms(universe, read.select, "selection").indices if read.select else None
     sel_atoms = universe.atoms if atoms is None else universe.atoms[atoms]
-    mpi = comm is not None and comm.Get_size() > 1
     # Under MPI rank 0 scans the XTC/TRR parts' frame offsets and ships them: a rank never rescans
-    shipped = on_root(comm, lambda: scanned_offsets(trajectories)) if mpi else None
-    sources = open_inputs(topology, list(trajectories), universe, group, assume_units, offsets=shipped)
+    shipped = on_root(write.comm, lambda: scanned_offsets(trajectories)) if write.mpi else None
+    sources = open_inputs(topology, list(trajectories), universe, read.group, read.assume_units, offsets=shipped)
     try:
-        fields = ("position",)
-        if velocities and all("velocity" in s.fields for s in sources):
-            fields += ("velocity",)
-        if forces and all("force" in s.fields for s in sources):
-            fields += ("force",)
-        join = plan_join(sources, continuous)
-        plans, n_frames = frame_plan(join.lengths, start, stop, step)
-        if n_frames == 0:
-            raise InputFileError(trajectories[0], "the frame range selects no frames")
-        if not layout.compression and precision is None and not virtual:   # the size is known: is there room?
-            need = n_frames * len(sel_atoms) * 12 * len(fields)
-            have = partial_paths(output, "convert")[0]
-            if resume and have.exists():
-                need -= have.stat().st_size
-            check_output_path(output, overwrite, inputs=inputs, need_bytes=need)
-        src0, frames0 = next((s, p) for s, p in zip(sources, plans, strict=False) if len(p))
-        first = src0.read(frames0[0], frames0[0] + 1, atoms)   # a kept frame: skipped ones are never read
-        has_box = bool(np.any(first.box[:, :3] > 0))
-        h5 = sources[0] if isinstance(sources[0], H5MDSource) else None
-        out_group = h5.info.group if h5 else "all"
-        out_units = unit_system(units) if units != "source" else source_units(sources, fields)
-        # (under MPI, ParallelWriter writes no observables)
-        observables = _observable_names(sources) if step in (None, 1) and not mpi else {}
-        job = ConvertJob(topology=str(topology), trajectories=tuple(str(t) for t in trajectories),
-                         lengths=tuple(s.n_frames for s in sources),
-                         plans=tuple((p.start, p.stop, p.step) for p in plans), shifts=tuple(join.shifts),
-                         atoms=atoms, fields=fields, n_atoms=len(sel_atoms), n_frames=n_frames, layout=layout,
-                         box="triclinic" if has_box else None, group=out_group, units=out_units,
-                         masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
-                         atom_labels=_labels(sel_atoms),
-                         observables={k: (tuple(v[0]), np.dtype(v[1]).str) for k, v in observables.items()},
-                         in_group=group, assume_units=assume_units, precision=precision, encoding=encoding,
-                         # delta coding is planned from the first frame, by every writer alike
-                         reference=first.positions[0] if encoding == "deltas" and precision is not None else None,
-                         offsets=tuple(s.get_config()["offsets"] if isinstance(s, PartSource) else None
-                                       for s in sources))
-        wanted = {"inputs": identity([topology, *trajectories]),
-                  "options": repr((layout, select, start, stop, step, fields, units, group, assume_units,
-                                   precision, encoding, continuous))}
-        partial = Partial(check_output_path(output, overwrite, inputs=inputs), "convert", wanted)
-        if mpi:   # every rank planned the same join (the same few frames read)
+        job, join = _plan_job(topology, trajectories, sources, atoms, sel_atoms, opts)
+        _check_room(output, inputs, job, opts)
+        key = ResumeKey.of("convert", _write_mode(job, write), inputs, _resume_options(job, opts))
+        partial = Partial(check_output_path(output, write.overwrite, inputs=inputs), key)
+        if write.mpi:   # every rank planned the same join (the same few frames read)
             from .parallel import convert_parallel
 
-            summary = convert_parallel(comm, job, sources, sel_atoms, partial, resume=resume,
+            summary = convert_parallel(write.comm, job, sources, sel_atoms, partial, resume=write.resume,
                                        summary_cls=ConvertSummary)
-            if comm.Get_rank() == 0:
+            if write.rank0:
                 _say_join(join)
             return dataclasses.replace(summary, files_renumbered=join.renumbered_files,
                                        frames_dropped=join.dropped, frames_renumbered=join.renumbered_frames)
-        parallel = executor in ("processes", "dask")
-        n_workers = n_workers or os.cpu_count() or 1
-        if parallel and not virtual and direct.eligible(layout, precision):   # no filter: frames written in place
-            fresh = direct.plan(job.n_frames, n_workers, segmented.chunk_frames(job))
-        else:
-            fresh = segmented.plan(job, n_workers, virtual) if parallel else {"done": 0}
-        partial.begin(resume, fresh)
-        if partial.record.get("mode") == "mpi":
-            raise OutputError(partial.final, "the partial output was written under MPI: resume it with "
-                                             "mpiexec -n N trajscale convert ... --resume")
-        # Poll for SIGTERM for the whole life of the partial output: a signal stops
-        # between slabs, leaving the frames written so far for --resume.
-        with polling_for_stop():
-            try:
-                if partial.record.get("mode") == "direct":
-                    direct.write(job, partial, executor=executor or "serial", n_workers=n_workers,
-                                 progress=progress)
-                else:
-                    segmented.write(job, partial, executor=executor or "serial", n_workers=n_workers,
-                                              progress=progress, sources=dict(enumerate(sources)))
-            except (SystemExit, KeyboardInterrupt):
-                raise   # kept for --resume
-            except BaseException as exc:
-                if is_no_space(exc):   # the frames counted so far are good: kept for --resume
-                    raise OutputError(partial.final, f"no space left in {partial.final.parent}: the frames "
-                                                     "written so far are kept; free some space and run the "
-                                                     "same command with --resume") from None
-                partial.discard(release=True)   # an error: nothing half-written stays behind
-                raise
+        _write_local(job, partial, sources, write)
         _say_join(join)
-        return ConvertSummary(str(output), n_frames, len(sel_atoms), fields, layout.describe(),
+        return ConvertSummary(str(output), job.n_frames, job.n_atoms, job.fields, job.layout.describe(),
                               join.renumbered_files, time.perf_counter() - t0, os.path.getsize(output),
                               join.dropped, join.renumbered_frames)
     finally:
         for s in sources:
             s.close()
+
+
+def _check_options(output: str, inputs: list, opts: ConvertOptions) -> None:
+    """Everything checked before the inputs are opened: the output's name (never an input), the lossy,
+    parallel-output and unit options."""
+    write = opts.write
+    check_output_path(output, write.overwrite, inputs=inputs)   # never an input, even with overwrite
+    opts.spec.check(warn=write.rank0)
+    segmented.check_parallel_output(Path(output), inputs, write, record=partial_paths(output, "convert")[1],
+                                    segment_writers=("processes", "dask"), command="convert")
+    if opts.units != "source":
+        unit_system(opts.units)   # an unknown name fails before any work
+
+
+def _plan_job(topology: str, trajectories: list[str], sources, atoms, sel_atoms,
+              opts: ConvertOptions) -> tuple[ConvertJob, JoinPlan]:
+    """The job every writer runs (plain values: it travels to workers), and the join it follows."""
+    read, spec = opts.read, opts.spec
+    fields = ("position",)
+    if opts.velocities and all("velocity" in s.fields for s in sources):
+        fields += ("velocity",)
+    if opts.forces and all("force" in s.fields for s in sources):
+        fields += ("force",)
+    join = plan_join(sources, read.continuous)
+    plans, n_frames = frame_plan(join.lengths, read.start, read.stop, read.step)
+    if n_frames == 0:
+        raise InputFileError(trajectories[0], "the frame range selects no frames")
+    src0, frames0 = next((s, p) for s, p in zip(sources, plans, strict=False) if len(p))
+    first = src0.read(frames0[0], frames0[0] + 1, atoms)   # a kept frame: skipped ones are never read
+    has_box = bool(np.any(first.box[:, :3] > 0))
+    h5 = sources[0] if isinstance(sources[0], H5MDSource) else None
+    # (under MPI, ParallelWriter writes no observables)
+    observables = _observable_names(sources) if read.step in (None, 1) and not opts.write.mpi else {}
+    job = ConvertJob(topology=str(topology), trajectories=tuple(str(t) for t in trajectories),
+                     lengths=tuple(s.n_frames for s in sources),
+                     plans=tuple((p.start, p.stop, p.step) for p in plans), shifts=tuple(join.shifts),
+                     atoms=atoms, fields=fields, n_atoms=len(sel_atoms), n_frames=n_frames, layout=spec.layout,
+                     box="triclinic" if has_box else None, group=h5.info.group if h5 else "all",
+                     units=unit_system(opts.units) if opts.units != "source" else source_units(sources, fields),
+                     masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
+                     atom_labels=_labels(sel_atoms),
+                     observables={k: (tuple(v[0]), np.dtype(v[1]).str) for k, v in observables.items()},
+                     in_group=read.group, assume_units=read.assume_units, precision=spec.precision,
+                     encoding=spec.encoding,
+                     # delta coding is planned from the first frame, by every writer alike
+                     reference=first.positions[0] if spec.encoding == "deltas" and spec.precision is not None
+                     else None,
+                     offsets=tuple(s.get_config()["offsets"] if isinstance(s, PartSource) else None
+                                   for s in sources))
+    return job, join
+
+
+def _check_room(output: str, inputs: list, job: ConvertJob, opts: ConvertOptions) -> None:
+    """An output whose size is known (no filter, not virtual) must fit on its file system."""
+    spec, write = opts.spec, opts.write
+    if spec.layout.compression or spec.precision is not None or write.virtual:
+        return
+    need = job.n_frames * job.n_atoms * 12 * len(job.fields)
+    have = partial_paths(output, "convert")[0]
+    if write.resume and have.exists():
+        need -= have.stat().st_size
+    check_output_path(output, write.overwrite, inputs=inputs, need_bytes=need)
+
+
+def _write_mode(job: ConvertJob, write: WriteOptions) -> WriteMode:
+    """How ``job`` is written: by MPI ranks, serially, or by workers in place (no filter) or as segments."""
+    if write.mpi:
+        return WriteMode.COLLECTIVE
+    if not write.on_processes:
+        return WriteMode.SERIAL
+    if not write.virtual and direct.eligible(job.layout, job.precision):   # no filter: frames written in place
+        return WriteMode.DIRECT
+    return WriteMode.SEGMENTS
+
+
+def _resume_options(job: ConvertJob, opts: ConvertOptions) -> dict:
+    """The options a resume must share with the run that made the partial output."""
+    read = opts.read
+    return {"select": read.select, "start": read.start, "stop": read.stop, "step": read.step,
+            "fields": "+".join(job.fields), "units": opts.units, "group": read.group,
+            "assume_units": read.assume_units, "continuous": read.continuous, "virtual": opts.write.virtual,
+            **opts.spec.resume_options()}
+
+
+def _write_local(job: ConvertJob, partial: Partial, sources, write: WriteOptions) -> None:
+    """Write (or finish) ``partial`` in this process or on its workers, then rename it."""
+    if partial.mode is WriteMode.DIRECT:
+        fresh = direct.plan(job.n_frames, write.workers(), segmented.chunk_frames(job))
+    elif partial.mode is WriteMode.SEGMENTS:
+        fresh = segmented.plan(job, write.workers(), write.virtual)
+    else:
+        fresh = {"done": 0}
+    partial.begin(write.resume, fresh)
+    executor = write.executor or "serial"
+    # Poll for SIGTERM for the whole life of the partial output: a signal stops
+    # between slabs, leaving the frames written so far for --resume.
+    with polling_for_stop():
+        try:
+            if partial.mode is WriteMode.DIRECT:
+                direct.write(job, partial, executor=executor, n_workers=write.workers(), progress=write.progress)
+            else:
+                segmented.write(job, partial, executor=executor, n_workers=write.workers(),
+                                progress=write.progress, sources=dict(enumerate(sources)))
+        except (SystemExit, KeyboardInterrupt):
+            raise   # kept for --resume
+        except BaseException as exc:
+            if is_no_space(exc):   # the frames counted so far are good: kept for --resume
+                raise OutputError(partial.final, f"no space left in {partial.final.parent}: the frames "
+                                                 "written so far are kept; free some space and run the "
+                                                 "same command with --resume") from None
+            partial.discard(release=True)   # an error: nothing half-written stays behind
+            raise
 
 
 def _say_join(join) -> None:

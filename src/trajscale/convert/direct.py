@@ -52,7 +52,7 @@ def plan(n_frames: int, n_workers: int, chunk_frames: int) -> dict:
     (two workers never write into one chunk's bytes; not needed for correctness, but each
     worker's writes then stay sequential)."""
     ranges = split_frames(n_frames, n_workers, align=chunk_frames)
-    return {"mode": "direct", "ranges": [[r.start, r.stop] for r in ranges]}
+    return {"ranges": [[r.start, r.stop] for r in ranges]}
 
 
 def prepare(partial: Partial, create) -> dict[str, RowTarget]:

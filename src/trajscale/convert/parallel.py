@@ -20,7 +20,6 @@ import time
 import numpy as np
 
 from ..block import Block
-from ..errors import OutputError
 from ..pwrite import ParallelWriter
 from ..util import polling_for_stop
 from . import stream
@@ -98,15 +97,13 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
 def begin_mpi_record(partial, resume: bool) -> dict:
     """Rank 0 of an MPI convert or rechunk: load (``resume``) or start the record of rounds; an interrupt
     before the first count may leave no file, so a record of 0 frames without one starts afresh (and a
-    record of 0 frames with one discards it: the caller makes the file)."""
+    record of 0 frames with one discards it: the caller makes the file).  A record of another mode or
+    options is refused by ``Partial.begin``."""
     if resume and (load_record(partial.record_path) or {}).get("done") == 0 and not partial.tmp.exists():
         partial.tmp.touch()   # nothing was counted: begin() accepts it, and the run starts over
-    partial.begin(resume, {"mode": "mpi", "done": 0})
+    partial.begin(resume, {"done": 0})
     if not partial.record.get("done"):
         partial.tmp.unlink(missing_ok=True)
-    if partial.record.get("mode") != "mpi":
-        raise OutputError(partial.final, "the partial output was written by another executor (or with "
-                                         "--virtual); resume it the same way, or start again without --resume")
     return partial.record
 
 

@@ -28,6 +28,7 @@ as virtual datasets, as ``convert``'s are (``convert.segmented``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -38,12 +39,11 @@ import h5py
 import numpy as np
 
 from ..block import split_frames
-from ..errors import ConfigError, InputFileError, OutputError, UnitError
+from ..errors import InputFileError, OutputError, UnitError
 from ..progress import progress_bar
 from ..store.codecs import (
     CODES,
     Deltas,
-    check_lossy_options,
     codec_for,
     deltas_of,
     is_delta_coded,
@@ -59,9 +59,10 @@ from ..store.writer import early_allocation
 from ..util import check_output_path, polling_for_stop, raise_if_stopped
 from . import direct
 from .join import copy_attrs, copy_frames, copy_structure, virtual_series
+from .options import OutputSpec, RechunkOptions, WriteOptions, with_options
 from .pool import frame_bar, on_root, run_tasks
 from .recode import recoder
-from .resume import Partial, identity, load_record, save_record
+from .resume import Partial, ResumeKey, WriteMode, load_record, save_record
 from .resume import partial_paths as resume_paths
 from .segmented import check_parallel_output, move_parts, moving
 
@@ -98,12 +99,24 @@ def _is_series(name: str, obj) -> bool:
             and parts[2] in PER_ATOM and parts[3] == "value" and obj.ndim == 3 and obj.shape[2] == 3)
 
 
-def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout, *,
-            precision: float | None = None, encoding: str = "floats", overwrite: bool = False,
-            resume: bool = False, slab_bytes: int | None = None, progress: bool = False,
-            executor: str | None = None, n_workers: int | None = None, virtual: bool = False,
-            comm=None) -> RechunkSummary:
+@dataclass(frozen=True)
+class RechunkJob:
+    """A rechunk as the plain values its workers need (pickled to processes and Dask workers)."""
+
+    src_path: str
+    names: tuple[str, ...]   # the per-atom series rewritten (``_is_series``)
+    spec: OutputSpec         # how they are stored in the output
+    slab_bytes: int          # bytes copied per slab (and between a segment's counts)
+    count_bytes: int         # bytes written in place between two counts (``convert.direct``)
+
+
+def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout | None = None, *,
+            options: RechunkOptions | None = None, **kwargs) -> RechunkSummary:
     """Copy ``input`` to ``output`` with ``layout`` for its per-atom time series.
+
+    ``options`` is a :class:`~trajscale.convert.options.RechunkOptions`; its fields (and those of
+    its ``spec`` and ``write`` records) may also be given as keywords; ``layout``, when given,
+    replaces ``options.spec.layout``.  An unknown keyword is a ConfigError naming it.
 
     Parameters
     ----------
@@ -126,141 +139,171 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout,
         (``convert.rechunk_mpi``); with ``virtual`` each rank rewrites its own segment.
     """
     t0 = time.perf_counter()
-    # written in place, frames are counted (after an fdatasync) every direct.COUNT_BYTES unless the
-    # caller asks for slabs: a sync every 64 MiB slab kept the copy waiting on the disk
-    count_bytes = slab_bytes or direct.COUNT_BYTES
-    slab_bytes = slab_bytes or SLAB_BYTES
+    opts = with_options(options or RechunkOptions(), kwargs, "rechunk")
+    if layout is not None:
+        opts = dataclasses.replace(opts, spec=dataclasses.replace(opts.spec, layout=layout))
+    spec, write = opts.spec, opts.write
     src_path = str(input)
-    final = check_output_path(output, overwrite=overwrite, inputs=[input])   # never the input, even with overwrite
-    check_parallel_output(final, [input], executor=executor, virtual=virtual, overwrite=overwrite, resume=resume,
-                          record=partial_paths(final)[1], segment_writers=("processes", "dask", "mpi"))
-    mpi = executor == "mpi"
-    if mpi and (comm is None or comm.Get_size() < 2):
-        raise ConfigError("--executor mpi: launch with mpiexec -n N trajscale rechunk ... (two ranks or more)")
-    check_lossy_options(precision, encoding, layout.compression, warn=comm is None or comm.Get_rank() == 0)
-    (ident,) = identity([src_path])
-    wanted = {**ident, "layout": layout.describe(), "precision": precision}
-    if encoding != "floats":
-        wanted["encoding"] = encoding
-    partial = Partial(final, "rechunk", wanted)
+    final = check_output_path(output, overwrite=write.overwrite, inputs=[input])   # never the input
+    check_parallel_output(final, [input], write, record=partial_paths(final)[1],
+                          segment_writers=("processes", "dask", "mpi"), command="rechunk")
+    spec.check(warn=write.rank0)
     with open_h5(src_path) as src, polling_for_stop():
-        names = _series_names(src)
-        n_frames = max((src[n].shape[0] for n in names), default=0)
-        n_workers = comm.Get_size() if mpi else n_workers or os.cpu_count() or 1
-        parallel = executor in ("processes", "dask")
-        if mpi and not virtual:   # one file, written by every rank through parallel HDF5
-            from .rechunk_mpi import rechunk_collective  # (and parallel HDF5's writer) only under MPI
-
-            resumed_from = rechunk_collective(
-                comm, src_path, names, partial, layout, precision, encoding, slab_bytes, resume,
-                create=lambda dst: _copy_structure(src, dst, layout, precision, encoding))
-            on_root(comm, lambda: (_check_counts(src, partial, names), partial.finish()))
-            return RechunkSummary(str(final), n_frames, len(names), os.path.getsize(src_path),
-                                  os.path.getsize(final), time.perf_counter() - t0, resumed_from)
-        if not mpi and not virtual and _direct_eligible(src, names, layout, precision, encoding):
-            # no filter on the output: every worker (or the one serial pass) writes its frames in place
-            cf = max(_chunk_frames(src[n], layout) for n in names)
-            fresh = direct.plan(n_frames, n_workers if parallel else 1, cf)
-        elif executor in ("processes", "dask", "mpi"):
-            cf = max([_chunk_frames(src[n], layout) for n in names], default=1)
-            ranges = split_frames(n_frames, n_workers, align=cf)
-            fresh = {"mode": "segments", "virtual": bool(virtual), "ranges": [[r.start, r.stop] for r in ranges]}
+        # written in place, frames are counted (after an fdatasync) every direct.COUNT_BYTES unless the
+        # caller asks for slabs: a sync every 64 MiB slab kept the copy waiting on the disk
+        job = RechunkJob(src_path, tuple(_series_names(src)), spec, opts.slab_bytes or SLAB_BYTES,
+                         opts.slab_bytes or direct.COUNT_BYTES)
+        key = ResumeKey.of("rechunk", _write_mode(src, job, write), [src_path],
+                           {**spec.resume_options(), "virtual": write.virtual})
+        partial = Partial(final, key)
+        if partial.mode is WriteMode.COLLECTIVE:
+            return _rechunk_collective(src, job, partial, write, t0)
+        if partial.mode is WriteMode.SEGMENTS:
+            return _rechunk_segments(src, job, partial, write, t0)
+        if partial.mode is WriteMode.DIRECT:
+            resumed_from = _rechunk_in_place(src, job, partial, write)
         else:
-            fresh = {"done": {}}
-        if mpi:   # rank 0 keeps the record and joins; every rank rewrites its segments
-            partial.record = on_root(comm, lambda: _begin_on_root(partial, resume, fresh))
-        else:
-            # serially, the record is first written with the output's structure (frames counted from there)
-            resumed = partial.begin(resume, fresh, save=fresh.get("mode") == "segments")
-        record = partial.record
-        if record.get("mode") == "direct":
-            resumed_from = _run_direct(src_path, src, names, partial, layout, count_bytes, executor or "serial",
-                                       n_workers, progress)
-        elif record.get("mode") == "segments":
-            resumed_from = n_frames if moving(record) else _run_segments(
-                src_path, src, names, partial, layout, precision, encoding, slab_bytes, executor or "serial",
-                n_workers, comm=comm if mpi else None)
-
-            def join():
-                if record.get("virtual"):
-                    return _finish_virtual(src, partial, names, t0, resumed_from)
-                with h5py.File(partial.tmp, "w") as dst:
-                    _copy_structure(src, dst, layout, precision, encoding)
-                    for path, a, _ in _segments(partial):
-                        with h5py.File(path, "r") as seg:
-                            for name in names:
-                                copy_frames(seg[name], dst[name], a, slab_bytes)
-                _check_counts(src, partial, names)
-                partial.finish()
-                log.info("rechunked %s -> %s (%s)", src_path, final, layout.describe())
-                return RechunkSummary(str(final), n_frames, len(names), os.path.getsize(src_path),
-                                      os.path.getsize(final), time.perf_counter() - t0, resumed_from)
-            return on_root(comm, join) if mpi else join()
-        else:
-            if not resumed or not partial.tmp.exists():
-                with h5py.File(partial.tmp, "w") as dst:
-                    series = _copy_structure(src, dst, layout, precision, encoding)
-                record["done"] = {name: 0 for name in series}
-                partial.save()
-            resumed_from = min(record["done"].values(), default=0)
-            with h5py.File(partial.tmp, "r+") as dst:
-                for name in record["done"]:
-                    _copy_series(src[name], dst[name], record, partial.record_path, name, precision,
-                                 slab_bytes, progress)
-            for name, done in record["done"].items():   # every frame, counted, before the rename
-                if done != src[name].shape[0]:
-                    raise OutputError(final, f"{name}: {done} of {src[name].shape[0]} frames written")
-        _check_counts(src, partial, names)
-        bytes_in = os.path.getsize(src_path)
+            resumed_from = _rechunk_serial(src, job, partial, write)
+        _check_counts(src, partial, job.names)
+        n_frames, bytes_in = _n_frames(src, job.names), os.path.getsize(src_path)
     partial.finish()
-    log.info("rechunked %s -> %s (%s)", src_path, final, layout.describe())
-    return RechunkSummary(str(final), n_frames, len(names), bytes_in, os.path.getsize(final),
+    log.info("rechunked %s -> %s (%s)", src_path, final, spec.layout.describe())
+    return RechunkSummary(str(final), n_frames, len(job.names), bytes_in, os.path.getsize(final),
                           time.perf_counter() - t0, resumed_from)
 
 
-def _direct_eligible(src: h5py.File, names: list[str], layout: Layout, precision, encoding: str) -> bool:
+def _n_frames(src: h5py.File, names) -> int:
+    return max((src[n].shape[0] for n in names), default=0)
+
+
+def _write_mode(src: h5py.File, job: RechunkJob, write: WriteOptions) -> WriteMode:
+    """MPI ranks into one file; in place (no filter: serially too); segments on workers; else serially."""
+    if write.mpi and not write.virtual:
+        return WriteMode.COLLECTIVE
+    if not write.mpi and not write.virtual and _direct_eligible(src, job.names, job.spec):
+        return WriteMode.DIRECT
+    if write.mpi or write.on_processes:
+        return WriteMode.SEGMENTS
+    return WriteMode.SERIAL
+
+
+def _rechunk_collective(src: h5py.File, job: RechunkJob, partial: Partial, write: WriteOptions,
+                        t0: float) -> RechunkSummary:
+    """Every rank writes its slabs into the one output through parallel HDF5; rank 0 counts and renames."""
+    from .rechunk_mpi import rechunk_collective  # (and parallel HDF5's writer) only under MPI
+
+    resumed_from = rechunk_collective(write.comm, job.src_path, list(job.names), partial, job.slab_bytes,
+                                      write.resume, create=lambda dst: _copy_structure(src, dst, job.spec))
+    on_root(write.comm, lambda: (_check_counts(src, partial, job.names), partial.finish()))
+    return RechunkSummary(str(partial.final), _n_frames(src, job.names), len(job.names),
+                          os.path.getsize(job.src_path), os.path.getsize(partial.final), time.perf_counter() - t0,
+                          resumed_from)
+
+
+def _rechunk_in_place(src: h5py.File, job: RechunkJob, partial: Partial, write: WriteOptions) -> int:
+    """No filter on the output: every worker (or the one serial pass) writes its frames in place."""
+    cf = max(_chunk_frames(src[n], job.spec.layout) for n in job.names)
+    partial.begin(write.resume, direct.plan(_n_frames(src, job.names), write.workers() if write.on_processes
+                                            else 1, cf), save=False)
+    return _run_direct(src, job, partial, write)
+
+
+def _rechunk_segments(src: h5py.File, job: RechunkJob, partial: Partial, write: WriteOptions,
+                      t0: float) -> RechunkSummary:
+    """Each worker (or rank) rewrites its range of frames into a segment; then they are joined or mapped."""
+    n_frames = _n_frames(src, job.names)
+    cf = max([_chunk_frames(src[n], job.spec.layout) for n in job.names], default=1)
+    ranges = split_frames(n_frames, write.comm.Get_size() if write.mpi else write.workers(), align=cf)
+    fresh = {"virtual": bool(write.virtual), "ranges": [[r.start, r.stop] for r in ranges]}
+    if write.mpi:   # rank 0 keeps the record and joins; every rank rewrites its segments
+        partial.record = on_root(write.comm, lambda: _begin_on_root(partial, write.resume, fresh))
+    else:
+        partial.begin(write.resume, fresh)
+    resumed_from = n_frames if moving(partial.record) else _run_segments(job, partial, write)
+    if write.mpi:
+        return on_root(write.comm, lambda: _join_segments(src, job, partial, t0, resumed_from))
+    return _join_segments(src, job, partial, t0, resumed_from)
+
+
+def _join_segments(src: h5py.File, job: RechunkJob, partial: Partial, t0: float,
+                   resumed_from: int) -> RechunkSummary:
+    """Copy the counted segments into the output (or map them: ``virtual``), count it and rename it."""
+    if partial.record.get("virtual"):
+        return _finish_virtual(src, partial, list(job.names), t0, resumed_from)
+    with h5py.File(partial.tmp, "w") as dst:
+        _copy_structure(src, dst, job.spec)
+        for path, a, _ in _segments(partial):
+            with h5py.File(path, "r") as seg:
+                for name in job.names:
+                    copy_frames(seg[name], dst[name], a, job.slab_bytes)
+    _check_counts(src, partial, job.names)
+    partial.finish()
+    log.info("rechunked %s -> %s (%s)", job.src_path, partial.final, job.spec.layout.describe())
+    return RechunkSummary(str(partial.final), _n_frames(src, job.names), len(job.names),
+                          os.path.getsize(job.src_path), os.path.getsize(partial.final), time.perf_counter() - t0,
+                          resumed_from)
+
+
+def _rechunk_serial(src: h5py.File, job: RechunkJob, partial: Partial, write: WriteOptions) -> int:
+    """One pass, series by series, counted slab by slab in the one record; return the frames counted before."""
+    resumed = partial.begin(write.resume, {"done": {}}, save=False)
+    record = partial.record
+    if not resumed or not partial.tmp.exists():
+        with h5py.File(partial.tmp, "w") as dst:
+            series = _copy_structure(src, dst, job.spec)
+        record["done"] = {name: 0 for name in series}
+        partial.save()
+    resumed_from = min(record["done"].values(), default=0)
+    with h5py.File(partial.tmp, "r+") as dst:
+        for name in record["done"]:
+            _copy_series(src[name], dst[name], record, partial.record_path, name, job.slab_bytes, write.progress)
+    for name, done in record["done"].items():   # every frame, counted, before the rename
+        if done != src[name].shape[0]:
+            raise OutputError(partial.final, f"{name}: {done} of {src[name].shape[0]} frames written")
+    return resumed_from
+
+
+def _direct_eligible(src: h5py.File, names, spec: OutputSpec) -> bool:
     """Outputs with no filter, from inputs whose series are stored as plain numbers of every frame."""
-    return bool(names) and encoding == "floats" and direct.eligible(layout, precision) and all(
+    return bool(names) and spec.encoding == "floats" and direct.eligible(spec.layout, spec.precision) and all(
         src[n].shape[0] and src[n].dtype.isnative and src[n].dtype.kind == "f" and not is_delta_coded(src[n])
         for n in names)
 
 
-def _run_direct(src_path: str, src: h5py.File, names: list[str], partial: Partial, layout: Layout,
-                count_bytes: int, executor: str, n_workers: int, progress: bool) -> int:
+def _run_direct(src: h5py.File, job: RechunkJob, partial: Partial, write: WriteOptions) -> int:
     """Create the partial output (allocated, structure copied), then write every range's frames in place;
     return the frames counted before this run."""
     def create(path: Path) -> list[str]:
         with h5py.File(path, "w") as dst:
-            _copy_structure(src, dst, layout, None, early=True)
-        return names
+            _copy_structure(src, dst, job.spec, early=True)
+        return list(job.names)
 
     targets = direct.prepare(partial, create)
     before = sum(int((load_record(partial.worker_record(k)) or {}).get("done", 0))
                  for k in range(len(partial.record["ranges"])))
-    with frame_bar(partial.record["ranges"][-1][1], progress, "rechunk") as bar:
-        direct.run_ranges(partial, rechunk_range_direct, (src_path, names, count_bytes, targets), executor,
-                          n_workers, bar)
+    with frame_bar(partial.record["ranges"][-1][1], write.progress, "rechunk") as bar:
+        direct.run_ranges(partial, rechunk_range_direct, (job, targets), write.executor or "serial",
+                          write.workers(), bar)
     return before
 
 
-def rechunk_range_direct(src_path: str, names: list[str], count_bytes: int, targets: dict, a: int, b: int,
-                         path: str, record_path: str) -> int:
-    """Worker: copy frames ``[a, b)`` of the series ``names`` to their addresses in ``path``, resumably.
+def rechunk_range_direct(job: RechunkJob, targets: dict, a: int, b: int, path: str, record_path: str) -> int:
+    """Worker: copy frames ``[a, b)`` of the series ``job.names`` to their addresses in ``path``, resumably.
 
     Whole frames are read through HDF5, one call per piece of a few MiB (a piece of whole frames is one
-    run: there is no gather for the reader's byte-address path to save); every ``count_bytes`` of frames are
-    fdatasynced before the record counts them.
+    run: there is no gather for the reader's byte-address path to save); every ``job.count_bytes`` of
+    frames are fdatasynced before the record counts them.
     """
     record = load_record(Path(record_path)) or {}
     done = int(record.get("done", 0))
     if done >= b - a:
         return 0
-    with open_h5(src_path) as src, DirectWrites(path, targets) as dw, polling_for_stop():
-        series = [src[n] for n in names]
+    with open_h5(job.src_path) as src, DirectWrites(path, targets) as dw, polling_for_stop():
+        series = [src[n] for n in job.names]
         for ds in series:
             ensure_filters(ds)
         frame_bytes = max(1, sum(ds.shape[1] * 3 * ds.dtype.itemsize for ds in series))
-        per = max(1, min(b - a, count_bytes // frame_bytes))   # frames counted at a time
+        per = max(1, min(b - a, job.count_bytes // frame_bytes))   # frames counted at a time
         # copied a few MiB at a time: the buffer stays in cache between the read and the write
         piece = max(1, min(per, COPY_BYTES // frame_bytes))
         bufs = [np.empty((piece, ds.shape[1], 3), ds.dtype) for ds in series]
@@ -269,14 +312,7 @@ def rechunk_range_direct(src_path: str, names: list[str], count_bytes: int, targ
             raise_if_stopped()
             end = min(b, at + per)
             for p0 in range(at, end, piece):
-                p1 = min(end, p0 + piece)
-                for ds, buf in zip(series, bufs, strict=False):
-                    hi = min(p1, ds.shape[0])
-                    if hi <= p0:
-                        continue
-                    out = buf[:hi - p0]
-                    ds.read_direct(out, np.s_[p0:hi], np.s_[0:hi - p0])
-                    dw.write(ds.name, p0, out)
+                _copy_piece(series, bufs, dw, p0, min(end, p0 + piece))
             dw.sync()   # on disk before the record counts it
             at = end
             record["done"] = at - a
@@ -284,12 +320,20 @@ def rechunk_range_direct(src_path: str, names: list[str], count_bytes: int, targ
     return b - a - done
 
 
+def _copy_piece(series: list[h5py.Dataset], bufs: list[np.ndarray], dw: DirectWrites, p0: int, p1: int) -> None:
+    """Frames ``[p0, p1)`` of every series read into its buffer and written at their addresses."""
+    for ds, buf in zip(series, bufs, strict=False):
+        hi = min(p1, ds.shape[0])
+        if hi <= p0:
+            continue
+        out = buf[:hi - p0]
+        ds.read_direct(out, np.s_[p0:hi], np.s_[0:hi - p0])
+        dw.write(ds.name, p0, out)
+
+
 def _begin_on_root(partial: Partial, resume: bool, fresh: dict) -> dict:
     """Rank 0 of an MPI rechunk: load or start the record (and the segments' folder)."""
     partial.begin(resume, fresh)
-    if partial.record.get("mode") != "segments":
-        raise OutputError(partial.final, "the partial output was written serially; resume it without mpiexec, "
-                                         "or start again without --resume")
     partial.parts.mkdir(exist_ok=True)
     return partial.record
 
@@ -318,10 +362,9 @@ def _segments(partial: Partial) -> list[tuple[Path, int, int]]:
     return [(partial.parts / f"part_{k:04d}.h5md", a, b) for k, (a, b) in enumerate(partial.record["ranges"])]
 
 
-def _run_segments(src_path: str, src: h5py.File, names: list[str], partial: Partial, layout: Layout,
-                  precision, encoding: str, slab_bytes: int, executor: str, n_workers: int, comm=None) -> int:
+def _run_segments(job: RechunkJob, partial: Partial, write: WriteOptions) -> int:
     """Rewrite every segment's frames on the workers (each its own file and record); return frames
-    already done before this run.  Under MPI (``comm``) every rank runs its share of rank 0's tasks."""
+    already done before this run.  Under MPI every rank runs its share of rank 0's tasks."""
     partial.parts.mkdir(exist_ok=True)
     tasks, before = [], 0
     for path, a, b in _segments(partial):
@@ -330,34 +373,34 @@ def _run_segments(src_path: str, src: h5py.File, names: list[str], partial: Part
         if done:
             before += min(done.values())
         if not done or min(done.values()) < b - a:
-            tasks.append((src_path, str(path), str(rpath), names, layout, precision, encoding, a, b, slab_bytes))
+            tasks.append((job, a, b, str(path), str(rpath)))
+    comm = write.comm if write.mpi else None
     if comm is not None:   # one task list: a rank may start writing records before another has read them
         tasks, before = comm.bcast((tasks, before), root=0)
-    run_tasks(rechunk_range, tasks, executor, n_workers, comm=comm)
+    run_tasks(rechunk_range, tasks, "mpi" if comm is not None else write.executor or "serial", write.workers(),
+              comm=comm)
     for path, a, b in _segments(partial):
         done = (load_record(path.with_suffix(".progress.json")) or {}).get("done") or {}
-        if sorted(done) != sorted(names) or any(v != b - a for v in done.values()):
+        if sorted(done) != sorted(job.names) or any(v != b - a for v in done.values()):
             raise OutputError(partial.final, f"segment {path.name}: not every frame written")
     return before
 
 
-def rechunk_range(src_path: str, path: str, record_path: str, names: list[str], layout: Layout, precision,
-                  encoding: str, a: int, b: int, slab_bytes: int) -> int:
-    """Worker: rewrite frames ``[a, b)`` of the series ``names`` into segment file ``path``, resumably."""
+def rechunk_range(job: RechunkJob, a: int, b: int, path: str, record_path: str) -> int:
+    """Worker: rewrite frames ``[a, b)`` of the series ``job.names`` into segment file ``path``, resumably."""
     record = load_record(Path(record_path)) or {}
-    with open_h5(src_path) as src, polling_for_stop():
+    with open_h5(job.src_path) as src, polling_for_stop():
         if not record.get("done") or not Path(path).exists():
             with h5py.File(path, "w") as dst:
-                for name in names:
+                for name in job.names:
                     group, _, leaf = name.rpartition("/")
-                    _create_series(dst.require_group(group), leaf, src[name], layout, precision, encoding,
-                                   n_frames=b - a)
-            record = {"done": {name: 0 for name in names}}
+                    _create_series(dst.require_group(group), leaf, src[name], job.spec, n_frames=b - a)
+            record = {"done": {name: 0 for name in job.names}}
             save_record(Path(record_path), record)
         with h5py.File(path, "r+") as dst:
-            for name in names:
-                _copy_series(src[name], dst[name], record, Path(record_path), name, precision, slab_bytes,
-                             False, first=a)
+            for name in job.names:
+                _copy_series(src[name], dst[name], record, Path(record_path), name, job.slab_bytes, False,
+                             first=a)
     return b - a
 
 
@@ -376,17 +419,16 @@ def _finish_virtual(src: h5py.File, partial: Partial, names: list[str], t0: floa
                           os.path.getsize(final), time.perf_counter() - t0, resumed_from)
 
 
-def _copy_structure(src: h5py.File, dst: h5py.File, layout: Layout, precision: float | None,
-                    encoding: str = "floats", early: bool = False) -> list[str]:
-    """Everything but the series' values (created empty with the new layout; ``early``: their storage
+def _copy_structure(src: h5py.File, dst: h5py.File, spec: OutputSpec, early: bool = False) -> list[str]:
+    """Everything but the series' values (created empty as ``spec`` says; ``early``: their storage
     allocated now); return the series' names."""
-    return copy_structure(src, dst, lambda dg, name, obj: _create_series(dg, name, obj, layout, precision, encoding,
-                                                                         early=early)
+    return copy_structure(src, dst, lambda dg, name, obj: _create_series(dg, name, obj, spec, early=early)
                           if _is_series(obj.name, obj) else None)
 
 
-def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, layout: Layout, precision: float | None,
-                   encoding: str = "floats", n_frames: int | None = None, early: bool = False):
+def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, spec: OutputSpec, n_frames: int | None = None,
+                   early: bool = False):
+    layout, precision, encoding = spec.layout, spec.precision, spec.encoding
     n_total, n_atoms, _ = obj.shape
     n_frames = n_total if n_frames is None else n_frames
     lossy = precision is not None and obj.name.split("/")[-2] == "position"
@@ -443,7 +485,7 @@ def _length_scale(ds: h5py.Dataset) -> float:
 
 
 def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path: Path, name: str,
-                 precision: float | None, slab_bytes: int, progress: bool, first: int = 0) -> None:
+                 slab_bytes: int, progress: bool, first: int = 0) -> None:
     """Copy ``sds[first:first + len(dds)]`` into ``dds`` from the frame the record counts, slab by slab."""
     n_frames, n_atoms, _ = dds.shape
     ensure_filters(sds)

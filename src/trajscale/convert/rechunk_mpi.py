@@ -22,7 +22,6 @@ import numpy as np
 
 from ..pwrite.writer import write_at
 from ..store.hdf5 import ensure_filters, open_h5
-from ..store.layout import Layout
 from ..util import polling_for_stop
 from .parallel import begin_mpi_record
 from .pool import on_root, stop_together
@@ -32,8 +31,7 @@ from .resume import Partial
 log = logging.getLogger(__name__)
 
 
-def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, layout: Layout,
-                       precision: float | None, encoding: str, slab_bytes: int, resume: bool,
+def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, slab_bytes: int, resume: bool,
                        create) -> int:
     """Rewrite every series of ``src_path`` into ``partial.tmp`` from all ranks; return the frames
     counted before this run.  ``create(h5py.File)`` writes the output's structure (rank 0)."""

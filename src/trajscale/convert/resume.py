@@ -1,12 +1,14 @@
 """Resumable outputs: a partial file beside a progress record, renamed only when complete.
 
 ``convert`` and ``rechunk`` write ``NAME`` as ``.NAME.<kind>-partial`` with a
-progress record ``.NAME.<kind>-progress.json`` beside it (the inputs' identity,
-the options, and how far the work got).  An interrupted run leaves both;
-``--resume`` checks that the record was made from the same inputs and options
-and continues from it; :meth:`Partial.finish` renames the file to ``NAME`` only
-after the caller has counted every frame, with an fsync before and after, so a
-crash leaves either the old state or the whole new file.  Parallel runs keep
+progress record ``.NAME.<kind>-progress.json`` beside it: the run's
+:class:`ResumeKey` (the inputs' identity, the options that shape the output and
+the :class:`WriteMode`), and how far the work got.  An interrupted run leaves
+both; ``--resume`` compares the recorded key with its own, refuses in one line
+naming the first difference, and otherwise continues from the record;
+:meth:`Partial.finish` renames the file to ``NAME`` only after the caller has
+counted every frame, with an fsync before and after, so a crash leaves either
+the old state or the whole new file.  Parallel runs keep
 their per-worker segments (and each segment's own record, written by that
 worker alone) in the folder ``.NAME.<kind>-parts``; runs that write the
 partial file in place (``convert.direct``) keep one record per worker range
@@ -20,6 +22,8 @@ import json
 import logging
 import os
 import shutil
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 from ..errors import OutputError
@@ -28,13 +32,111 @@ from ..util import fsync_path
 log = logging.getLogger(__name__)
 
 
-def identity(paths) -> list[dict]:
-    """Real path, size and mtime of each input: a resume refuses inputs changed since."""
-    out = []
-    for p in paths:
-        st = os.stat(p)
-        out.append({"input": os.path.realpath(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
-    return out
+class WriteMode(Enum):
+    """How a resumable output is being written: a resume continues only a partial output of its own mode."""
+
+    SERIAL = "serial"
+    """One pass writes the partial file, counted in the one record."""
+    DIRECT = "direct"
+    """Frame ranges written at their byte addresses in the preallocated partial file (``convert.direct``)."""
+    SEGMENTS = "segments"
+    """Each worker writes a segment file with its own record; joined or mapped at the end (``convert.segmented``)."""
+    COLLECTIVE = "collective"
+    """MPI ranks write the one file through parallel HDF5, in counted rounds (``convert.parallel``)."""
+
+    @property
+    def said(self) -> str:
+        """The mode in words, with how to resume it."""
+        return _MODE_SAID[self]
+
+
+_MODE_SAID = {
+    WriteMode.SERIAL: "serially",
+    WriteMode.DIRECT: "in place by frame ranges (uncompressed, serial or --executor processes/dask)",
+    WriteMode.SEGMENTS: "as per-worker segments (--executor processes/dask, or --virtual)",
+    WriteMode.COLLECTIVE: "by MPI ranks into one file (mpiexec -n N ... --resume)",
+}
+
+#: A plain value an option is recorded as (JSON's scalars, compared exactly after a round trip).
+OptionValue = str | int | float | bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class InputIdentity:
+    """An input as a resume recognises it: real path, size and mtime (a changed input is refused)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, path: str | os.PathLike) -> InputIdentity:
+        st = os.stat(path)
+        return cls(os.path.realpath(path), st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeKey:
+    """What a partial output was made from: a resume continues it only when its own key is equal.
+
+    Stored in the progress record as the JSON object ``"key"`` (:meth:`to_dict`); a record without
+    one was written by an earlier trajscale and is refused with one line (:meth:`Partial.begin`).
+
+    Parameters
+    ----------
+    kind
+        ``"convert"`` or ``"rechunk"``.
+    mode
+        How the output is written (:class:`WriteMode`).
+    inputs
+        Every input file, in order.
+    options
+        ``(name, value)`` of each option that shapes the output's bytes, by its command-line name.
+    """
+
+    kind: str
+    mode: WriteMode
+    inputs: tuple[InputIdentity, ...]
+    options: tuple[tuple[str, OptionValue], ...]
+
+    @classmethod
+    def of(cls, kind: str, mode: WriteMode, inputs, options: dict[str, OptionValue]) -> ResumeKey:
+        """The key of a run on the files ``inputs`` (stat'ed now) with ``options``."""
+        return cls(kind, mode, tuple(InputIdentity.of(p) for p in inputs), tuple(options.items()))
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "mode": self.mode.value,
+                "inputs": [[i.path, i.size, i.mtime_ns] for i in self.inputs], "options": dict(self.options)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ResumeKey:
+        """The key :meth:`to_dict` gave (ValueError, KeyError or TypeError on anything else)."""
+        return cls(str(d["kind"]), WriteMode(d["mode"]),
+                   tuple(InputIdentity(str(p), int(n), int(t)) for p, n, t in d["inputs"]),
+                   tuple((str(k), v) for k, v in dict(d["options"]).items()))
+
+    def difference(self, now: ResumeKey) -> str | None:
+        """The first way this (recorded) key differs from ``now``'s, in words; None when equal."""
+        for was, is_ in zip(self.inputs, now.inputs, strict=False):
+            if was.path != is_.path:
+                return f"the partial output was made from another input ({was.path}, not {is_.path})"
+            if was != is_:
+                return f"the partial output was made from another input: {is_.path} changed since"
+        if len(self.inputs) != len(now.inputs):
+            return (f"the partial output was made from another input list ({len(self.inputs)} files, "
+                    f"not {len(now.inputs)})")
+        if self.mode is not now.mode:
+            return f"the partial output was written {self.mode.said}; this run writes {now.mode.said}"
+        was_opts, now_opts = dict(self.options), dict(now.options)
+        for name in {**was_opts, **now_opts}:
+            if name not in was_opts or name not in now_opts or was_opts[name] != now_opts[name]:
+                return (f"the partial output was made with other options ({name} {_said(was_opts.get(name))} "
+                        f"there, {_said(now_opts.get(name))} now)")
+        return None
+
+
+def _said(value: OptionValue) -> str:
+    return "none" if value is None else str(value)
 
 
 def load_record(path: Path) -> dict | None:
@@ -67,27 +169,32 @@ class Partial:
     ----------
     final
         The output's name (already checked by ``check_output_path``).
-    kind
-        ``"convert"`` or ``"rechunk"``: part of the temporary names.
-    wanted
-        What the record must hold for a resume to continue it (inputs' identity, options).
+    key
+        What this run makes the output from (its ``kind`` names the temporary files); a resume
+        continues a record only of an equal key.
     """
 
-    def __init__(self, final: Path, kind: str, wanted: dict) -> None:
+    def __init__(self, final: Path, key: ResumeKey) -> None:
         self.final = Path(final)
-        self.kind = kind
-        self.wanted = json.loads(json.dumps(wanted))   # as it reads back from JSON
-        self.tmp, self.record_path = partial_paths(final, kind)
-        self.parts = unfinished(final, kind)[2]
-        self.lock_path = self.final.with_name(f".{self.final.name}.{kind}-lock")
+        self.key = key
+        self.kind = key.kind
+        self.tmp, self.record_path = partial_paths(final, self.kind)
+        self.parts = unfinished(final, self.kind)[2]
+        self.lock_path = self.final.with_name(f".{self.final.name}.{self.kind}-lock")
         self.record: dict | None = None
         self._lock: int | None = None   # the lock file's descriptor while this process holds it
         self._owner = 0                  # the pid that took it (a forked worker inherits, never removes it)
 
+    @property
+    def mode(self) -> WriteMode:
+        """How this output is written (a resumed record's mode is this one: :meth:`begin` checked)."""
+        return self.key.mode
+
     def begin(self, resume: bool, fresh: dict, save: bool = True) -> bool:
         """Load the record (``resume``) or start a new one from ``fresh`` (written now if ``save``);
         True if resuming.  ``resume`` with nothing to resume starts a new one, saying so in one line.
-        Refused (OutputError) while another live process holds the partial output (:meth:`hold`)."""
+        A record of another key is refused (OutputError, one line), as is one that another live
+        process holds (:meth:`hold`)."""
         self.hold()
         rec = load_record(self.record_path) if resume else None
         if resume and (rec is None or not (self.tmp.exists() or self.parts.exists())):
@@ -96,16 +203,26 @@ class Partial:
                      self.kind)
             resume = False
         if resume:
-            if {k: rec.get(k) for k in self.wanted} != self.wanted:
-                raise OutputError(self.final, "the partial output was made from another input or layout "
-                                              "(or other options); start again without --resume")
+            self._check_key(rec)
             self.record = rec
             return True
         self.discard()
-        self.record = {**self.wanted, **fresh}
+        self.record = {"key": self.key.to_dict(), **fresh}
         if save:
             self.save()
         return False
+
+    def _check_key(self, rec: dict) -> None:
+        """Refuse (OutputError, one line) a record whose key is not this run's."""
+        try:
+            recorded = ResumeKey.from_dict(rec["key"])
+        except (KeyError, TypeError, ValueError):   # no key, or not one this version wrote
+            raise OutputError(self.final, f"the partial output {self.tmp.name} was written by another version of "
+                                          "trajscale and cannot be resumed by this one: start again without "
+                                          "--resume (the partial output is then replaced)") from None
+        differs = recorded.difference(self.key)
+        if differs:
+            raise OutputError(self.final, f"{differs}; start again without --resume")
 
     def hold(self) -> None:
         """Take the lock file ``.NAME.<kind>-lock`` beside the partial output for this process's life.

@@ -30,8 +30,9 @@ from ..store.hdf5 import open_h5
 from ..util import fsync_path, refuse_input_as_output
 from .frames import ConvertJob, write_range
 from .join import copy_frames, copy_structure, is_time_series, like, virtual_series
+from .options import WriteOptions
 from .pool import EXECUTORS, frame_bar, run_tasks
-from .resume import Partial, load_record, save_record
+from .resume import Partial, WriteMode, load_record, save_record
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def chunk_frames(job: ConvertJob) -> int:
 def plan(job: ConvertJob, n_workers: int, virtual: bool) -> dict:
     """The fresh record of a segmented run: one range per worker, cut on chunk boundaries."""
     ranges = split_frames(job.n_frames, n_workers, align=chunk_frames(job))
-    return {"mode": "segments", "virtual": bool(virtual), "ranges": [[r.start, r.stop] for r in ranges]}
+    return {"virtual": bool(virtual), "ranges": [[r.start, r.stop] for r in ranges]}
 
 
 def parts_folder(final: Path) -> Path:
@@ -72,7 +73,7 @@ def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, p
         _join_virtual(partial, [(partial.parts / f"part_{k:04d}.h5md", a, b) for k, (a, b) in enumerate(rec["ranges"])])
         return
     with frame_bar(job.n_frames, progress, "convert") as bar:
-        if rec.get("mode") != "segments":
+        if partial.mode is not WriteMode.SEGMENTS:
             bar.update(int(rec.get("done", 0)))
             write_range(job, 0, job.n_frames, str(partial.tmp), str(partial.record_path), sources, bar)
             check_complete(partial.tmp, job.n_frames, partial.final)
@@ -185,22 +186,24 @@ def check_complete(path: Path, n_frames: int, final: Path) -> None:
         raise OutputError(final, f"incomplete ({'; '.join(bad[:3])}; expected {n_frames} frames): not renamed")
 
 
-def check_parallel_output(final: Path, inputs: list, *, executor: str | None, virtual: bool, overwrite: bool,
-                          resume: bool, record: Path, segment_writers: tuple[str, ...]) -> None:
+def check_parallel_output(final: Path, inputs: list, write: WriteOptions, *, record: Path,
+                          segment_writers: tuple[str, ...], command: str) -> None:
     """The output options ``convert`` and ``rechunk`` share, checked before any work.
 
-    ``executor`` is one trajscale knows; ``virtual`` (segments kept beside the output) needs one of
-    ``segment_writers``; the segments' folder ``NAME.parts/`` is never an input, and an existing
-    one is replaced only with ``overwrite`` or moved by a ``resume`` whose ``record`` says so.
+    ``write.executor`` is one trajscale knows, and ``"mpi"`` only on two ranks or more; ``virtual``
+    (segments kept beside the output) needs one of ``segment_writers``; the segments' folder
+    ``NAME.parts/`` is never an input, and an existing one is replaced only with ``overwrite`` or
+    moved by a ``resume`` whose ``record`` says so.
     """
-    if executor not in (None, *EXECUTORS):
-        raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    if not virtual:
+    if write.executor not in (None, *EXECUTORS):
+        raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {write.executor!r}")
+    if write.executor == "mpi" and not write.mpi:
+        raise ConfigError(f"--executor mpi: launch with mpiexec -n N trajscale {command} ... (two ranks or more)")
+    if not write.virtual:
         return
-    if executor not in segment_writers:
+    if write.executor not in segment_writers:
         names = ", ".join(segment_writers[:-1]) + " or " + segment_writers[-1]
         raise ConfigError(f"--virtual keeps per-worker segments: it needs --executor {names}")
     check_parts_folder(final, inputs)
-    if parts_folder(final).exists() and not overwrite and not (resume and moving(load_record(record))):
+    if parts_folder(final).exists() and not write.overwrite and not (write.resume and moving(load_record(record))):
         raise OutputError(parts_folder(final), "already exists (use --overwrite to replace it)")
-

@@ -11,6 +11,7 @@ from ..progress import progress_bar
 from ..sources import H5MDSource, is_hdf5
 from ..sources.chain import plan_join
 from ..topology import load_universe, select_atoms
+from .options import ReadOptions, with_options
 from .stream import frame_plan, iter_blocks, open_inputs
 
 #: float32 round-off allowance: a few ulp of the largest coordinate, plus unit conversion.
@@ -38,32 +39,34 @@ class VerifyReport:
         return not self.problems
 
 
-def verify(topology: str, trajectories: list[str], h5md: str, *, select: str | None = None,
-           start=None, stop=None, step=None, progress: bool = False, group: str | None = None,
-           assume_units: str | None = None, continuous: bool = False) -> VerifyReport:
+def verify(topology: str, trajectories: list[str], h5md: str, *, read: ReadOptions | None = None,
+           progress: bool = False, **kwargs) -> VerifyReport:
     """Frame-by-frame max ``|dx|``, time, step and box of ``h5md`` against its sources.
 
     Positions stored at a stated precision (``rechunk --precision``) must lie within
     their quantum / 2 (<= precision / 2) of the source's; everything else within float32
     round-off.
 
-    ``group`` and ``assume_units`` apply to ``h5md`` and to any H5MD source
-    (convert keeps the source's group name). The sources are joined as convert
-    joins them (:func:`~trajscale.sources.chain.plan_join`; ``continuous`` as there).
+    ``read`` is the :class:`~trajscale.convert.options.ReadOptions` the file was converted
+    with (its fields may also be given as keywords: ``select``, ``start``, ``stop``, ``step``,
+    ``group``, ``assume_units``, ``continuous``).  ``group`` and ``assume_units`` apply to
+    ``h5md`` and to any H5MD source (convert keeps the source's group name). The sources are
+    joined as convert joins them (:func:`~trajscale.sources.chain.plan_join`; ``continuous`` as there).
     """
-    universe = load_universe(topology, topology_coordinates=bool(select))   # (as convert)
-    atoms = select_atoms(universe, select, "selection").indices if select else None
+    read = with_options(read or ReadOptions(), kwargs, "verify")
+    universe = load_universe(topology, topology_coordinates=bool(read.select))   # (as convert)
+    atoms = select_atoms(universe, read.select, "selection").indices if read.select else None
     h5_inputs = any(is_hdf5(t) for t in trajectories)
-    out = H5MDSource(h5md, group=group, assume_units=assume_units)
+    out = H5MDSource(h5md, group=read.group, assume_units=read.assume_units)
     try:
-        sources = open_inputs(topology, list(trajectories), universe, group if h5_inputs else None,
-                              assume_units if h5_inputs else None)
+        sources = open_inputs(topology, list(trajectories), universe, read.group if h5_inputs else None,
+                              read.assume_units if h5_inputs else None)
     except BaseException:
         out.close()
         raise
     try:
-        join = plan_join(sources, continuous)
-        _, n = frame_plan(join.lengths, start, stop, step)
+        join = plan_join(sources, read.continuous)
+        _, n = frame_plan(join.lengths, read.start, read.stop, read.step)
         n_sel = universe.atoms.n_atoms if atoms is None else len(atoms)
         rep = VerifyReport(n_frames=n, n_atoms=n_sel)
         if out.info.lossy:   # quantum in the file's unit -> Å
@@ -72,21 +75,26 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, select: str | N
             rep.problems.append(f"{h5md} has {out.n_frames} frames, the sources give {n}")
         if out.n_atoms != n_sel:
             raise AtomCountMismatchError(f"{h5md} has {out.n_atoms} atoms, the sources give {n_sel}")
-        if rep.problems:
-            return rep
-        fields = tuple(fl for fl in out.fields if all(fl in s.fields for s in sources))
-        pos = 0
-        with progress_bar(n, progress, desc="verify", unit="frame", leave=True) as bar:
-            for ref in iter_blocks(sources, atoms, fields, start, stop, step, join):
-                got = out.read(pos, pos + ref.n_frames, fields=fields)
-                _compare(rep, pos, ref, got, fields)
-                pos += ref.n_frames
-                bar.update(ref.n_frames)
+        if not rep.problems:
+            fields = tuple(fl for fl in out.fields if all(fl in s.fields for s in sources))
+            blocks = iter_blocks(sources, atoms, fields, read.start, read.stop, read.step, join)
+            _compare_all(rep, out, blocks, fields, progress)
         return rep
     finally:
         out.close()
         for s in sources:
             s.close()
+
+
+def _compare_all(rep: VerifyReport, out: H5MDSource, blocks, fields: tuple[str, ...], progress: bool) -> None:
+    """Compare each of the sources' ``blocks`` with the same frames of ``out``, in order."""
+    pos = 0
+    with progress_bar(rep.n_frames, progress, desc="verify", unit="frame", leave=True) as bar:
+        for ref in blocks:
+            got = out.read(pos, pos + ref.n_frames, fields=fields)
+            _compare(rep, pos, ref, got, fields)
+            pos += ref.n_frames
+            bar.update(ref.n_frames)
 
 
 def _compare(rep: VerifyReport, pos: int, ref, got, fields) -> None:
