@@ -1,4 +1,4 @@
-"""Training data for PyTorch from HDF5 (seed 003): pack, load in blocks, cache on the node, trace.
+"""Training data for PyTorch from HDF5 (Devarajan, HUG 2024): pack, load in blocks, cache on the node, trace.
 
 ``pack`` turns many NPZ / .npy sample files into one HDF5 store;
 :class:`H5Dataset` and :class:`FrameDataset` serve a store or an MD trajectory

@@ -1,4 +1,4 @@
-"""A node-local copy of a store, shared by every worker on the node (seed 003's DYAD step).
+"""A node-local copy of a store, shared by every worker on the node (Devarajan, HUG 2024's DYAD step).
 
 The first process on a node that needs the store copies it into ``cache_dir``
 (``/dev/shm``, local NVMe) while holding an exclusive ``flock`` on the entry's

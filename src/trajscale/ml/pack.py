@@ -1,6 +1,6 @@
 """Pack many small sample files (NPZ / .npy) into one HDF5 store.
 
-Seed 003 (MuMMI): a loader over 600 NPZ files spent its run in NumPy's many
+Devarajan, HUG 2024 (MuMMI): a loader over 600 NPZ files spent its run in NumPy's many
 small reads and metadata calls; the same samples packed into one HDF5 file
 read many times faster. The store holds one dataset per key, samples along axis 0,
 in input order, and an index of where each sample came from::

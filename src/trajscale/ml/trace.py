@@ -1,6 +1,6 @@
 """I/O trace of a training loader: per worker opens, reads, bytes and seconds; waiting vs computing.
 
-Seed 003 found its loader's problem with DFTracer: per-process I/O events, a
+Devarajan, HUG 2024 found its loader's problem with DFTracer: per-process I/O events, a
 summary (time in I/O vs compute, calls per function) and a Perfetto timeline.
 Here each process that reads (the main process or a DataLoader worker)
 appends one JSON line per open and per batch read to ``trace_dir/io-<pid>.jsonl``

@@ -228,7 +228,7 @@ def _top_loaders(report: RunReport) -> int:
 
 
 def rule_init_stragglers(report: RunReport, d: Diagnosis) -> Advice | None:
-    """Stragglers made slow by opening the topology/trajectory (seed 001).
+    """Stragglers made slow by opening the topology/trajectory (Khoshlessan et al. 2020).
 
     A topology loaded on a single worker is the run's serial preparation (it is
     already loaded once and broadcast), not a straggler to fix by broadcasting.

@@ -1,4 +1,4 @@
-"""Derived numbers of runs: phase totals, ratios, S(N) and E(N) (seed 001).
+"""Derived numbers of runs: phase totals, ratios, S(N) and E(N) (Khoshlessan et al. 2020).
 
 ``R_comp/IO = sum(t_compute) / sum(t_io)`` (eq. 7) and
 ``R_comp/comm = sum(t_compute) / sum(t_comm)`` (eq. 8).

@@ -1,5 +1,5 @@
 """Plots of run reports: the launching process from its start, per-worker stacked phase bars
-(seed 000, Fig. 1) and scaling curves, one series per executor."""
+(Jakupovic & Beckstein 2021, Fig. 1) and scaling curves, one series per executor."""
 
 from __future__ import annotations
 

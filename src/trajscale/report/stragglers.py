@@ -1,4 +1,4 @@
-"""Stragglers: workers or tasks whose time exceeds 1.5 x the median (seed 001).
+"""Stragglers: workers or tasks whose time exceeds 1.5 x the median (Khoshlessan et al. 2020).
 
 The phase that made one slow is the one with the largest excess over that phase's median.
 

@@ -4,7 +4,7 @@ Every executor runs tasks through :func:`trajscale.executors.base.run_task`,
 which measures the same phases everywhere, so a report from a serial run, a
 process pool, a Dask cluster or an MPI job reads the same way.
 
-Phases (seed 000, Table 3): ``t_init_top`` (load the topology), ``t_init_traj``
+Phases (Jakupovic & Beckstein 2021, Table 3): ``t_init_top`` (load the topology), ``t_init_traj``
 (open the trajectory), ``t_io`` (read frames), ``t_compute`` (the analysis
 kernel), ``t_wait`` (waiting for other ranks before combining), ``t_comm``
 (gathering/reducing results).

@@ -4,7 +4,7 @@ XTC and TRR frames are found by byte offsets that the process preparing a job
 scans once (:func:`scan_part`) and ships in the source's config: a worker seeks
 straight to its frames and never rebuilds the offsets, nor reads or writes
 MDAnalysis's ``.NAME_offsets.npz`` cache (several ranks writing it at once
-raced, seed 001). XTC and TRR frames are read by :mod:`._xdr`, the xdrfile C
+raced, Khoshlessan et al. 2020). XTC and TRR frames are read by :mod:`._xdr`, the xdrfile C
 library that MDAnalysis's readers use, compiled into trajscale: the same bits,
 without importing MDAnalysis; only the selected atoms are copied into the block.
 Other formats (DCD, NetCDF, ...) go through MDAnalysis's reader class for the

@@ -5,7 +5,7 @@ lists every part with its global frame range, so opening the trajectory opens
 no part: a task opens only the segments holding its frames, and at most
 ``max_open`` stay open (least recently used closed first), so thousands of
 parts never exhaust file descriptors and a rank never touches another rank's
-parts (seed 001's subfiling; MDAnalysis's ChainReader opens every part).
+parts (Khoshlessan et al. 2020's subfiling; MDAnalysis's ChainReader opens every part).
 
 Parts in the formats MDAnalysis reads (XTC, TRR, DCD, ...) are opened as
 :class:`~trajscale.sources.parts.PartSource` (no topology, no Universe per

@@ -3,7 +3,7 @@
 MDAnalysis parses a TPR in pure-Python XDR; its parsed ``Topology`` unpickles
 in a small fraction of that time. In a parallel run that parse is serial work
 on rank 0 or the driver (and per worker for MDAnalysis-read trajectories), so
-it caps the speed-up of every short analysis (seed 001: topology opens were a
+it caps the speed-up of every short analysis (Khoshlessan et al. 2020: topology opens were a
 straggler cause). An entry holds the Topology after MDAnalysis guessed its
 missing attributes (a GRO's types and masses, which cost more than the
 parse), so a cached load guesses nothing. Entries are keyed by the file's real path, size and
