@@ -32,7 +32,7 @@ REPORT_FLOORS = {
     "timing": 0, "process": 0, "machine": 0, "probe": 0,   # records (of runs, and of machines)
     "metrics": 1,                              # numbers derived from the records
     "stragglers": 2, "diagnose": 2,            # diagnosis
-    "advice": 3, "predict": 3,                 # advice, and the model that predicts other runs
+    "advice": 3, "fit": 3, "predict": 3,       # advice, and the model that predicts other runs
     "calibrate": 4,                            # whole runs fitted by the model
     "summary": 4, "table": 4, "plots": 4, "trace": 4,   # presentation
 }

@@ -20,7 +20,7 @@ import logging
 import h5py
 import numpy as np
 
-from ..pwrite.writer import write_at
+from ..pwrite.slabs import write_at
 from ..store.hdf5 import ensure_filters, open_h5
 from ..util import polling_for_stop
 from .parallel import begin_mpi_record

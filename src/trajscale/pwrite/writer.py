@@ -30,9 +30,11 @@ from ..parallel import h5py_has_mpi
 from ..store.codecs import encode, lossy_attrs_for
 from ..store.units import factor
 from ..store.writer import H5MDWriter
+from ..topology import atom_arrays
 from ..util import check_output_path, temporary_name
 from . import exchange as ex
 from .settings import WriterSettings
+from .slabs import merge_ranges, write_at
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +164,7 @@ class ParallelWriter:
         if problem:
             raise OutputError(self.path, problem)
         self._tmp = Path(tmp)
-        meta = self._bcast(_topology_arrays(topology) if self.rank == 0 else None)
+        meta = self._bcast(atom_arrays(topology) if self.rank == 0 else None)
         if self.opens:
             self._w = H5MDWriter(self._tmp, self.n_atoms, n_frames=s.n_frames, layout=self.layout,
                                  fields=self.fields, box=s.box, group=s.group, units=self.units,
@@ -288,7 +290,7 @@ class ParallelWriter:
         if self._w is not None:
             self._w.reserve(max(a + n for _, a, n in slabs))
         self._write_slabs(slabs, start, k, given, box)
-        self._written = _merge(self._written + [(a, a + n) for _, a, n in slabs if n])
+        self._written = merge_ranges(self._written + [(a, a + n) for _, a, n in slabs if n])
         self._commit_prefix(start, step, time)
 
     def _check_slab(self, start: int, given: dict, step, time, box) -> None:
@@ -495,46 +497,3 @@ class ParallelWriter:
             edges = self._w.edges(np.zeros((k, 6), np.float32) if box is None else np.asarray(box), k) \
                 if k else None
             self._write_box(start, edges)
-
-
-def write_at(ds: h5py.Dataset, offset: tuple[int, ...], data: np.ndarray | None, dxpl) -> None:
-    """Write ``data`` at ``offset``; with None select nothing (a collective call still joins in)."""
-    fspace = ds.id.get_space()
-    if data is None or data.size == 0:
-        if dxpl is None:
-            return
-        fspace.select_none()
-        mspace = h5py.h5s.create_simple((1,))
-        mspace.select_none()
-        data = np.zeros(1, dtype=ds.dtype)
-    else:
-        fspace.select_hyperslab(offset, data.shape)
-        mspace = h5py.h5s.create_simple(data.shape)
-    ds.id.write(mspace, fspace, data, dxpl=dxpl)
-
-
-def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sorted, merged half-open ranges."""
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(ranges):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def _topology_arrays(topology) -> dict | None:
-    """Names, ids, masses, charges, residues (resids, resnames, segids) and species of a Universe/AtomGroup
-    (what it has): the file is then its own topology (``trajscale.topology.h5md``)."""
-    if topology is None:
-        return None
-    atoms = topology.atoms
-    out = {}
-    for key, attr in (("names", "names"), ("ids", "ids"), ("masses", "masses"), ("charges", "charges"),
-                      ("resids", "resids"), ("resnames", "resnames"), ("segids", "segids")):
-        with contextlib.suppress(AttributeError, Exception):
-            out[key] = np.asarray(getattr(atoms, attr))
-    with contextlib.suppress(AttributeError, Exception):
-        _, out["species"] = np.unique(np.asarray(atoms.types), return_inverse=True)
-    return out

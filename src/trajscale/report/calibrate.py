@@ -23,8 +23,9 @@ from pathlib import Path
 from statistics import median
 
 from ..errors import TrajscaleError
+from .fit import fit
 from .machine import MEASURED, LaunchLine, Machine
-from .predict import fit, started_workers, terms_at
+from .predict import started_workers, terms_at
 from .timing import RunReport
 
 #: The synthetic system: atoms (a small solvated protein: what a worker holds grows with them), frames, XTC parts.

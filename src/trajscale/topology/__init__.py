@@ -9,7 +9,9 @@ This package is entered through the names below and nowhere else:
   answering selections it has seen before from :mod:`.selection_cache`
   without importing MDAnalysis;
 * :func:`select_atoms` - a selection, with empty or invalid ones as clear errors;
-* :func:`trajectory_only_format` - whether a file holds frames but no atom names.
+* :func:`trajectory_only_format` - whether a file holds frames but no atom names;
+* :func:`atom_arrays` - an AtomGroup's names, masses, charges and residues as arrays, for a
+  writer to store beside the frames (:mod:`.h5md` reads them back).
 
 Each name is imported on first use (:mod:`trajscale._lazy`): an analysis module that needs
 :func:`select_atoms` alone does not import the caches (hashlib, json) into every worker, and
@@ -22,14 +24,15 @@ from .._lazy import attach
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .h5md import atom_arrays
     from .load import TRAJECTORY_ONLY_FORMATS, load_universe, trajectory_only_format
     from .select import NAMED_TOPOLOGIES, select_atoms
     from .universe import CachedUniverse
 
 __getattr__, __dir__ = attach(__name__, {
     "load_universe": ".load", "trajectory_only_format": ".load", "TRAJECTORY_ONLY_FORMATS": ".load",
-    "CachedUniverse": ".universe", "select_atoms": ".select", "NAMED_TOPOLOGIES": ".select",
+    "CachedUniverse": ".universe", "atom_arrays": ".h5md", "select_atoms": ".select", "NAMED_TOPOLOGIES": ".select",
 })
 
-__all__ = ["NAMED_TOPOLOGIES", "TRAJECTORY_ONLY_FORMATS", "CachedUniverse", "load_universe", "select_atoms",
-           "trajectory_only_format"]
+__all__ = ["NAMED_TOPOLOGIES", "TRAJECTORY_ONLY_FORMATS", "CachedUniverse", "atom_arrays", "load_universe",
+           "select_atoms", "trajectory_only_format"]

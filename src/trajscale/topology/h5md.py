@@ -10,6 +10,8 @@ Universe here; a file without stored names stays a trajectory-only file.
 
 from __future__ import annotations
 
+import contextlib
+
 import h5py
 import numpy as np
 
@@ -81,3 +83,19 @@ def h5md_universe(path: str, trajectories=(), group: str | None = None, **kw):
         u = mda.Universe(u._topology, *trajectories, **kw)
     u.filename = str(path)
     return u
+
+
+def atom_arrays(topology) -> dict | None:
+    """Names, ids, masses, charges, residues (resids, resnames, segids) and species of a Universe/AtomGroup
+    (what it has), for a writer to store beside the frames: the file is then its own topology."""
+    if topology is None:
+        return None
+    atoms = topology.atoms
+    out = {}
+    for key, attr in (("names", "names"), ("ids", "ids"), ("masses", "masses"), ("charges", "charges"),
+                      ("resids", "resids"), ("resnames", "resnames"), ("segids", "segids")):
+        with contextlib.suppress(AttributeError, Exception):
+            out[key] = np.asarray(getattr(atoms, attr))
+    with contextlib.suppress(AttributeError, Exception):
+        _, out["species"] = np.unique(np.asarray(atoms.types), return_inverse=True)
+    return out
