@@ -75,9 +75,6 @@ def follow_options(args, analysis, trajectory):
     if is_stream(trajectory):
         from ..follow import run_stream
 
-        if args.executor == "mpi":
-            raise ConfigError("an IMD stream is received by one process: use --executor serial, processes "
-                              "or dask (or --tee FILE.h5md and follow that file under mpiexec)")
         if args.tee:
             check_outputs(args.tee, None, inputs=[args.topology], overwrite=args.overwrite)
         result = run_stream(analysis, args.topology, trajectory, tee=args.tee, overwrite=args.overwrite,
