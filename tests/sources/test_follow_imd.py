@@ -99,3 +99,28 @@ def test_a_stream_that_cannot_be_received_is_one_line(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "the stream could not be received" in lines[0], proc.stderr
     assert not (tmp_path / "r.csv").exists()
+
+
+def test_an_existing_tee_is_followed_only_once_the_new_stream_replaces_it(tmp_path):
+    """``--tee old.h5md --overwrite``: the old file (complete, 98 frames) is not taken for the new stream's."""
+    tee, out = tmp_path / "stream.h5md", tmp_path / "rmsd.csv"
+    assert run_cli("convert", PSF, DCD, "-o", str(tee)).returncode == 0
+    u = mda.Universe(PSF, DCD)
+    server = PatientServer(u.trajectory)
+    server.set_imdsessioninfo(session(3))
+    server.handshake_sequence("localhost", first_frame=False)
+    cmd = [sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", PSF, f"imd://localhost:{server.port}",
+           "--tee", str(tee), "--overwrite", "--out", str(out), "--idle", "120"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    try:
+        server.join_accept_thread()
+        server.send_frames(0, 30)
+    finally:
+        server.disconnect()
+        server.cleanup()
+        _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    assert stderr.strip().splitlines()[-1] == "followed 30 frames; ended: the writer marked the file complete"
+    ref = rms.RMSD(mda.Universe(PSF, DCD).select_atoms("name CA")).run(stop=30).results.rmsd[:, 2]
+    np.testing.assert_allclose(np.loadtxt(out, delimiter=",", skiprows=1)[:, 2], ref, rtol=1e-5, atol=1e-5)
