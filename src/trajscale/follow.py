@@ -342,36 +342,117 @@ def run_stream(analysis: Analysis, topology, url: str, *, tee: str | None = None
 
     A receiver process writes the stream into an H5MD file (``tee``, kept; else a
     temporary file, removed at the end) and this run follows that file
-    (:func:`run_follow`, with ``follow_kw``); the stream's end ends the run.
+    (:func:`run_follow`, with ``follow_kw``); the stream's end, a producer that
+    quits or dies included, marks the file complete and so ends the run. Under MPI
+    rank 0 alone receives, and every rank follows the file (a temporary one lies in
+    the working directory, which the ranks of a job on several nodes share).
     """
+    import shutil
+
+    from .sources.imd import host_port
+
+    host_port(url)
+    if topology is None:
+        raise ConfigError(f"{url}: a stream needs a topology (its atom count and selections)")
+    executor = follow_kw.get("executor", "serial")
+    if isinstance(executor, Executor):
+        spmd, is_root, broadcast = executor.spmd, executor.is_root, executor.broadcast
+    elif executor == "mpi":
+        from .parallel import mpi_comm_world
+
+        comm = mpi_comm_world()
+        spmd, is_root, broadcast = True, comm.Get_rank() == 0, functools.partial(comm.bcast, root=0)
+    else:
+        spmd, is_root, broadcast = False, True, lambda obj: obj
+    opts = follow_kw.get("options") or FollowOptions()
+    unlocked_reads()
+    receiver = folder = out = None
+    try:
+        if is_root:
+            try:
+                receiver, folder, out = _start_receiver(topology, url, tee, overwrite, spmd,
+                                                        opts.wait or opts.idle)
+            except BaseException as exc:   # the other ranks wait for the file's name: they end too
+                if spmd:
+                    broadcast(exc if isinstance(exc, TrajscaleError | SystemExit)
+                              else RuntimeError(f"rank 0 failed to receive {url}: {exc!r}"))
+                raise
+        got = broadcast(out)
+        if isinstance(got, BaseException):
+            if isinstance(got, TrajscaleError):
+                got.reported_elsewhere = True
+            raise got
+        return run_follow(analysis, topology, got, **follow_kw)
+    finally:
+        if receiver is not None:
+            if receiver.poll() is None:
+                receiver.terminate()
+            receiver.wait()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _start_receiver(topology, url: str, tee: str | None, overwrite: bool, spmd: bool, wait: float):
+    """The receiver process, its temporary folder (None with ``tee``) and the H5MD file it writes, once
+    that file is there (up to ``wait`` s); a clear error if the receiver ends first without it."""
     import os
     import subprocess
     import sys
     import tempfile
 
-    from .sources.imd import host_port
     from .topology import load_universe
 
-    host_port(url)
-    if topology is None:
-        raise ConfigError(f"{url}: a stream needs a topology (its atom count and selections)")
     n_atoms = (topology.universe.atoms.n_atoms if hasattr(topology, "select_atoms")
                else load_universe(topology, topology_coordinates=False).atoms.n_atoms)
-    folder = None if tee else tempfile.mkdtemp(prefix="trajscale-imd-")
+    folder = None if tee else tempfile.mkdtemp(prefix=".trajscale-imd-" if spmd else "trajscale-imd-",
+                                               dir=os.getcwd() if spmd else None)
     out = tee or os.path.join(folder, "stream.h5md")
-    unlocked_reads()
-    receiver = subprocess.Popen([sys.executable, "-m", "trajscale.sources.imd", url, out, str(n_atoms),
-                                 *(["--overwrite"] if overwrite else [])])
-    try:
-        return run_follow(analysis, topology, out, **follow_kw)
-    finally:
-        if receiver.poll() is None:
-            receiver.terminate()
-        receiver.wait()
-        if folder is not None:
-            import shutil
+    old = os.stat(out) if os.path.exists(out) else None   # an existing --tee is replaced once the stream comes
+    # an MPI launcher's variables would make the receiver take itself for a rank of the job
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPI_"))}
+    with tempfile.TemporaryFile("w+") as log_file:
+        receiver = subprocess.Popen([sys.executable, "-m", "trajscale.sources.imd", url, out, str(n_atoms),
+                                     *(["--overwrite"] if overwrite else [])], env=env, stderr=log_file)
+        try:
+            problem = None
+            if not _wait_for_file(receiver, out, old, wait):
+                log_file.seek(0)
+                said = [line.strip() for line in log_file.read().splitlines() if line.strip()]
+                problem = (f"no frame came within {wait:g} s" if receiver.poll() is None
+                           else "the stream ended before its first frame" if receiver.returncode == 0
+                           else f"the stream could not be received: {said[-1] if said else 'no reason given'}")
+            if problem is not None:
+                raise InputFileError(url, problem)
+        except BaseException:
+            if receiver.poll() is None:
+                receiver.terminate()
+            receiver.wait()
+            if folder is not None:
+                import shutil
 
-            shutil.rmtree(folder, ignore_errors=True)
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
+    return receiver, folder, out
+
+
+def _wait_for_file(receiver, out: str, old, wait: float) -> bool:
+    """Whether the receiver wrote ``out`` (a new file, not ``old``) before it ended or ``wait`` s passed."""
+    import os
+
+    def written() -> bool:
+        try:
+            now = os.stat(out)
+        except FileNotFoundError:
+            return False
+        return old is None or (now.st_ino, now.st_mtime_ns) != (old.st_ino, old.st_mtime_ns)
+
+    t0 = time.monotonic()
+    while receiver.poll() is None and time.monotonic() - t0 < wait:
+        if written():
+            return True
+        raise_if_stopped()
+        time.sleep(0.05)
+    return written()
 
 
 __all__ = ["ENDINGS", "FollowOptions", "last_line", "run_follow", "run_stream"]

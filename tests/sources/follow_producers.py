@@ -7,6 +7,10 @@ waits to be killed (its last frames never marked complete).
 ``python -m tests.sources.follow_producers xtc SRC OUT DELAY PIECE``: SRC's bytes appended to OUT in
 PIECE-byte pieces (pieces end inside frames, as a writer caught mid-frame), then ``OUT.done``.
 
+``python -m tests.sources.follow_producers mdaxtc OUT DELAY [forever]``: the PSF/DCD frames written with
+MDAnalysis's XTCWriter, one every DELAY s (its buffer reaches the disk in pieces that end inside frames), then
+``OUT.done``; with ``forever`` it writes them again and again until SIGTERM, then closes the file.
+
 With ``FOLLOW_HOLD=PATH`` in the environment the XTC writer stops after its first 10 pieces until
 PATH exists: a reader then surely opens the file while it is still growing. (The H5MD writer holds
 its file's lock meanwhile, so a reader that locks cannot open it: hold it only for tests that say so.)
@@ -62,9 +66,38 @@ def append_bytes(src: str, out: str, delay: float, piece: int) -> None:
     Path(out + ".done").touch()
 
 
+def write_mda_xtc(out: str, delay: float, forever: bool = False) -> None:
+    import signal
+    from pathlib import Path
+
+    import MDAnalysis as mda
+    from MDAnalysisTests.datafiles import DCD, PSF
+
+    warnings.filterwarnings("ignore")
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    u = mda.Universe(PSF, DCD)
+    n = 0
+    with mda.Writer(out, u.atoms.n_atoms) as w:
+        while not stop:
+            for _ in u.trajectory:
+                w.write(u.atoms)
+                n += 1
+                print("wrote", n, flush=True)
+                time.sleep(delay)
+                if stop:
+                    break
+            if not forever:
+                break
+    if not forever:
+        Path(out + ".done").touch()
+
+
 if __name__ == "__main__":
     kind, *rest = sys.argv[1:]
     if kind == "h5md":
         write_h5md(rest[0], float(rest[1]), int(rest[2]) if len(rest) > 2 else None)
+    elif kind == "mdaxtc":
+        write_mda_xtc(rest[0], float(rest[1]), rest[2:] == ["forever"])
     else:
         append_bytes(rest[0], rest[1], float(rest[2]), int(rest[3]))

@@ -113,7 +113,7 @@ def test_complete_frames_of_a_cut_xtc_are_mdanalysis_offsets(tmp_path):
     for cut in (int(offsets[3]), int(offsets[3]) + 10, int(offsets[3]) + 5000, int(offsets[4]) - 1, len(data)):
         part = tmp_path / "cut.xtc"
         part.write_bytes(data[:cut])
-        n_atoms, got = complete_xdr_offsets(str(part), "XTC")
+        n_atoms, got, _ = complete_xdr_offsets(str(part), "XTC")
         assert n_atoms == 47681
         assert np.array_equal(got, offsets[ends <= cut]), cut
 

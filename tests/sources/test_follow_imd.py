@@ -5,7 +5,6 @@ equals MDAnalysis's RMSD of the trajectory streamed and a run over the teed file
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 import sys
 import warnings
@@ -16,28 +15,12 @@ import pytest
 from MDAnalysis.analysis import rms
 from MDAnalysisTests.datafiles import DCD, PSF
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, mpiexec, run_cli
 
 pytest.importorskip("imdclient")
-from imdclient.IMDClient import IMDSessionInfo
-from imdclient.tests.server import InThreadIMDServer
+from tests.sources.imd_producer import PatientServer, session  # noqa: E402
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
-
-
-class PatientServer(InThreadIMDServer):
-    """imdclient's test server, waiting for the client as long as a loaded machine takes to start one
-    (it waits 5 s, shorter than the command's start here)."""
-
-    def _accept_handshake(self, first_frame):
-        select.select([self.listen_socket], [], [], 300)
-        super()._accept_handshake(first_frame)
-
-
-def session(version: int) -> IMDSessionInfo:
-    """What the server says it sends: the DCD has no box, velocities nor forces."""
-    return IMDSessionInfo(version=version, endianness="<", time=version == 3, energies=True, box=False,
-                          positions=True, velocities=False, forces=False, wrapped_coords=False)
 
 
 @pytest.mark.parametrize(("executor", "version"), [("serial", 3), ("serial", 2), ("processes", 3), ("processes", 2),
@@ -75,3 +58,69 @@ def test_a_bad_stream_address_is_one_line(tmp_path):
     proc = run_cli("run", "rmsd", PSF, "imd://localhost")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "imd://HOST:PORT" in proc.stderr
+
+
+@pytest.mark.parametrize("ending", ["ends", "dies"])
+def test_imd_stream_under_mpi(tmp_path, ending):
+    """``mpiexec -n 2``: rank 0 receives, both ranks analyse. A producer that ends the stream, or one killed
+    in the middle of a frame, ends every rank with one last line and the frames received whole analysed."""
+    n = 98 if ending == "ends" else 40
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}", OMP_NUM_THREADS="1")
+    server = subprocess.Popen([sys.executable, "-m", "tests.sources.imd_producer", "3", str(n),
+                               *(["die"] if ending == "dies" else [])],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        port = int(server.stdout.readline())
+        out = tmp_path / "rmsd.csv"
+        proc = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", PSF,
+                               f"imd://localhost:{port}", "--executor", "mpi", "--out", str(out), "--idle", "120"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=400, env=env, check=False)
+    finally:   # ended on its own once it sent its frames, unless the run failed before connecting
+        if server.poll() is None:
+            server.kill()
+        server.wait()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == f"followed {n} frames; ended: the writer marked the file complete"
+    got = np.loadtxt(out, delimiter=",", skiprows=1)
+    ref = rms.RMSD(mda.Universe(PSF, DCD).select_atoms("name CA")).run(stop=n).results.rmsd[:, 2]
+    np.testing.assert_allclose(got[:, 2], ref, rtol=1e-5, atol=1e-5)
+    assert os.listdir(tmp_path) == ["rmsd.csv"]   # the temporary stream file is gone
+
+
+def test_a_stream_that_cannot_be_received_is_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as s:   # a port where nothing listens
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    proc = run_cli("run", "rmsd", PSF, f"imd://localhost:{port}", "--out", str(tmp_path / "r.csv"), "--idle", "60")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the stream could not be received" in lines[0], proc.stderr
+    assert not (tmp_path / "r.csv").exists()
+
+
+def test_an_existing_tee_is_followed_only_once_the_new_stream_replaces_it(tmp_path):
+    """``--tee old.h5md --overwrite``: the old file (complete, 98 frames) is not taken for the new stream's."""
+    tee, out = tmp_path / "stream.h5md", tmp_path / "rmsd.csv"
+    assert run_cli("convert", PSF, DCD, "-o", str(tee)).returncode == 0
+    u = mda.Universe(PSF, DCD)
+    server = PatientServer(u.trajectory)
+    server.set_imdsessioninfo(session(3))
+    server.handshake_sequence("localhost", first_frame=False)
+    cmd = [sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", PSF, f"imd://localhost:{server.port}",
+           "--tee", str(tee), "--overwrite", "--out", str(out), "--idle", "120"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    try:
+        server.join_accept_thread()
+        server.send_frames(0, 30)
+    finally:
+        server.disconnect()
+        server.cleanup()
+        _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    assert stderr.strip().splitlines()[-1] == "followed 30 frames; ended: the writer marked the file complete"
+    ref = rms.RMSD(mda.Universe(PSF, DCD).select_atoms("name CA")).run(stop=30).results.rmsd[:, 2]
+    np.testing.assert_allclose(np.loadtxt(out, delimiter=",", skiprows=1)[:, 2], ref, rtol=1e-5, atol=1e-5)

@@ -39,8 +39,9 @@ def add_follow_options(p) -> None:
 
 
 def follow_options(args, analysis, trajectory):
-    """Run ``analysis`` with ``--follow``: ``--out`` and ``--report`` are rewritten as results grow,
-    and the last line says how many frames were analysed and why the run ended."""
+    """Run ``analysis`` with ``--follow``: ``--out`` and ``--report`` are rewritten as results grow (the
+    last time when it ends, however it ends), then the summary, and a last line on stderr says how many
+    frames were analysed and why the run ended."""
     from ..errors import ConfigError
     from ..follow import FollowOptions, last_line
     from ..run import run
@@ -74,9 +75,6 @@ def follow_options(args, analysis, trajectory):
     if is_stream(trajectory):
         from ..follow import run_stream
 
-        if args.executor == "mpi":
-            raise ConfigError("an IMD stream is received by one process: use --executor serial, processes "
-                              "or dask (or --tee FILE.h5md and follow that file under mpiexec)")
         if args.tee:
             check_outputs(args.tee, None, inputs=[args.topology], overwrite=args.overwrite)
         result = run_stream(analysis, args.topology, trajectory, tee=args.tee, overwrite=args.overwrite,
@@ -85,5 +83,17 @@ def follow_options(args, analysis, trajectory):
         result = run(analysis, args.topology, trajectory, group=args.h5md_group, assume_units=args.assume_units,
                      follow=opts, **common)
     if result is not None:
+        from ..report.summary import run_summary
+
+        print(run_summary(result.report, args.out, args.report))
         print(last_line(result), file=sys.stderr)
     return result
+
+
+def exit_code(result) -> int:
+    """A followed run's exit status: 0, or 128 + the signal that stopped it (130 for Ctrl-C, 143 for
+    SIGTERM), as for any interrupted command, although its results so far are saved: a script can tell
+    a run that ended on its own from one cut short."""
+    from ..util import stop_requested
+
+    return 128 + stop_requested() if result.report.meta["follow"]["ended"] == "stopped" else 0

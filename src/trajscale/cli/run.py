@@ -147,6 +147,10 @@ def main_analysis(args) -> int:
     result = _run(analysis, args)
     if result is None:   # an MPI rank other than 0
         return 0
+    if "follow" in result.report.meta:   # saved as it grew, the last time when it ended
+        from .follow import exit_code
+
+        return exit_code(result)
     lost = None   # an output that could not be written: the other is still written, then this raised
     if args.out:
         try:
@@ -246,6 +250,10 @@ def main_rmsd(args) -> int:
     result = _run(analysis, args)
     if result is None:   # an MPI rank other than 0
         return 0
+    if "follow" in result.report.meta:   # saved as it grew, the last time when it ended
+        from .follow import exit_code
+
+        return exit_code(result)
     print(f"selection: {args.select!r}{default}")
     if args.out:
         result.save(args.out)

@@ -127,6 +127,11 @@ def scan_xtc(path, Py_ssize_t max_frames=-1, *, list partial_last=None):
         would not survive, another atom count than the first, or ends past the end of
         the file (cut short). The message names the frame, its byte offset and the field.
     """
+    return _scan_xtc(path, max_frames, partial_last, False)[:5]
+
+
+cdef tuple _scan_xtc(path, Py_ssize_t max_frames, list partial_last, bint growing):
+    """:func:`scan_xtc`'s result and the byte where its frames end; ``growing``: :func:`scan_growing`'s."""
     cdef bytes name = os.fsencode(path)
     cdef FILE *fh = fopen(name, "rb")
     if fh == NULL:
@@ -205,13 +210,14 @@ def scan_xtc(path, Py_ssize_t max_frames=-1, *, list partial_last=None):
             n += 1
             pos += frame_bytes
         if cut is not None:
-            problem = _cut_short(fh, "XTC", MAGIC, cut, file_size, partial_last, _xtc_frame_start, n_atoms)
+            problem = _cut_short(fh, "XTC", MAGIC, cut, file_size, partial_last, _xtc_frame_start, n_atoms,
+                                 growing)
     finally:
         fclose(fh)
     if problem is not None:
         raise XDRFormatError(problem)
     return max(n_atoms, 0), np.array(offsets, np.int64), ("position",), np.array(steps, np.int64), \
-        np.array(times, np.float64)
+        np.array(times, np.float64), pos
 
 
 def _xtc_frame_start(const uint8_t[::1] tail, Py_ssize_t i, int n_atoms) -> bool:
@@ -223,21 +229,33 @@ def _trr_frame_start(const uint8_t[::1] tail, Py_ssize_t i, int n_atoms) -> bool
 
 
 cdef str _cut_short(FILE *fh, str fmt, int magic, tuple cut, long file_size, list partial_last, is_start,
-                    int n_atoms):
+                    int n_atoms, bint growing):
     """The error for a frame that ends past the end of the file, or None when it is the last frame,
     cut short, and the caller takes partial last frames (``partial_last``, a list, gets it).
 
     The frame is the last one when its bytes start with the format's magic number and no later
     frame starts in them: a simulation killed mid-write leaves only the start of one frame,
-    while a damaged size field in the middle of a file leaves whole frames after it."""
+    while a damaged size field in the middle of a file leaves whole frames after it.
+
+    ``growing``: the file is still being appended to, so the frame is the one being written;
+    only the bytes of its header's first two words (the magic number, then the atom count of
+    an XTC or the version string's length of a TRR) are checked, as far as they are present.
+    Its other bytes are not searched for a frame start: coordinates can hold any bytes."""
     n, pos, present, declared = cut
     cdef long start = pos
-    cdef Py_ssize_t i, size = present
-    tail = np.zeros(max(size, 4), np.uint8)
+    cdef Py_ssize_t i, size = min(present, 8) if growing else present
+    tail = np.zeros(max(size, 8), np.uint8)
     cdef uint8_t[::1] view = tail
     with nogil:
         fseeko(fh, start, SEEK_SET)
         size = <Py_ssize_t>fread(&view[0], 1, size, fh)
+    if growing:
+        if not _starts_frame(view, size, magic, n_atoms if magic == MAGIC else 13):
+            return (f"frame {n} at byte {pos}: the {size} bytes after the last whole frame do not start "
+                    f"an {fmt} frame" if n else f"not an {fmt} file (its first {size} bytes start no {fmt} frame)")
+        if partial_last is not None:
+            partial_last.append((n, pos, present, declared))
+        return None
     if size < 4 or _be32(&view[0]) != magic:
         return (f"no {fmt} frame at byte {pos} (frame {n}): {size} bytes left, not a frame header" if n
                 else f"not an {fmt} file (no {fmt} frame header in its {size} bytes)")
@@ -249,6 +267,46 @@ cdef str _cut_short(FILE *fh, str fmt, int magic, tuple cut, long file_size, lis
             return where + f"; another {fmt} frame starts at byte {pos + i}: damaged, not cut short)"
     partial_last.append((n, pos, present, declared))
     return None
+
+
+cdef bint _starts_frame(const uint8_t[::1] head, Py_ssize_t size, int magic, int second):
+    """Whether the ``size`` bytes of ``head`` (at most 8 read) agree with a frame that starts with the
+    words ``magic`` and ``second`` (``second`` negative: any second word)."""
+    cdef uint8_t want[8]
+    cdef Py_ssize_t i
+    for i in range(4):
+        want[i] = (<uint32_t>magic >> (24 - 8 * i)) & 0xFF
+        want[4 + i] = (<uint32_t>second >> (24 - 8 * i)) & 0xFF
+    for i in range(min(size, 8)):
+        if (i < 4 or second >= 0) and head[i] != want[i]:
+            return False
+    return True
+
+
+def scan_growing(path, str fmt):
+    """``(n_atoms, offsets, complete_bytes)`` of an XTC or TRR (``fmt``) that a writer is still appending to.
+
+    The frames whose every byte is in the file now: the scan ends at the first frame
+    the file ends inside, which is the frame being written, without an error and without
+    a second scan. ``complete_bytes`` is where the last whole frame ends (the file's size
+    when no frame is in progress). Every check of :func:`scan_xtc` and :func:`scan_trr`
+    holds for the whole frames; of the frame in progress only the header bytes present
+    are checked (its magic number and second word, and an XTC's header fields once they
+    are all written), so a write caught at any byte is not taken for damage. ``n_atoms``
+    is 0 and ``offsets`` empty while not even the first frame is whole.
+
+    Raises
+    ------
+    OSError
+        The file cannot be opened.
+    XDRFormatError
+        Damage: a frame, or the start of the frame in progress, that no writer of the
+        format writes. The message names the frame, its byte offset and the field.
+    """
+    if fmt not in ("XTC", "TRR"):
+        raise ValueError(f"{path}: scan_growing reads XTC or TRR, not {fmt!r}")
+    found = (_scan_xtc if fmt == "XTC" else _scan_trr)(path, -1, None, True)
+    return found[0], found[1], found[5]
 
 
 cdef class _XDRFile:
@@ -408,6 +466,11 @@ def scan_trr(path, Py_ssize_t max_frames=-1, *, list partial_last=None):
         ends past the end of the file (cut short). The message names the frame, its
         byte offset and the field.
     """
+    return _scan_trr(path, max_frames, partial_last, False)[:5]
+
+
+cdef tuple _scan_trr(path, Py_ssize_t max_frames, list partial_last, bint growing):
+    """:func:`scan_trr`'s result and the byte where its frames end; ``growing``: :func:`scan_growing`'s."""
     cdef bytes name = os.fsencode(path)
     cdef XDRFILE *xd = xdrfile_open(name, "r")
     if xd == NULL:
@@ -458,7 +521,8 @@ def scan_trr(path, Py_ssize_t max_frames=-1, *, list partial_last=None):
             fh = fopen(name, "rb")
             if fh == NULL:
                 raise OSError(errno, strerror(errno).decode(), str(path))
-            problem = _cut_short(fh, "TRR", TRR_MAGIC, cut, file_size, partial_last, _trr_frame_start, n_atoms)
+            problem = _cut_short(fh, "TRR", TRR_MAGIC, cut, file_size, partial_last, _trr_frame_start, n_atoms,
+                                 growing)
     finally:
         xdrfile_close(xd)
         if fh != NULL:
@@ -467,7 +531,7 @@ def scan_trr(path, Py_ssize_t max_frames=-1, *, list partial_last=None):
         raise XDRFormatError(problem)
     fields = tuple(f for i, f in enumerate(TRR_FIELDS) if has & (1 << i))
     return max(n_atoms, 0), np.array(found, np.int64), fields, np.array(steps, np.int64), \
-        np.array(times, np.float64)
+        np.array(times, np.float64), pos
 
 
 cdef class TRRFile(_XDRFile):

@@ -11,7 +11,8 @@ instant, and whether the writer has said the file is finished.
   normally sets the root attribute ``trajscale_complete``
   (:data:`~trajscale.store.writer.COMPLETE_ATTR`); a killed one never does.
 * XTC/TRR: the frames whose every byte is in the file (the compiled header scan
-  of :mod:`._xdr`, cut before a frame still being appended). These formats
+  of :mod:`._xdr` in its mode for growing files, which ends at the frame being
+  appended, whatever byte the writer has reached in it). These formats
   have no end marker: a file ``TRAJ.done`` beside the trajectory says it.
 * A segment index: the parts it lists now; ``INDEX.done`` ends it.
 
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 
 #: A sidecar file whose existence says the trajectory beside it is finished (formats without a marker).
 DONE_SUFFIX = ".done"
-#: The scan's words for a frame that is still being appended (``_xdr.scan_xtc``/``scan_trr``).
-_CUT = re.compile(r"frame (\d+) at byte \d+(?: is cut short|: no TRR frame header)")
 
 
 #: Seconds to wait before each new attempt at a read that met the writer mid-flush.
@@ -129,27 +127,31 @@ def _h5md_snapshot(path: str, group: str | None, assume_units: str | None) -> Sn
 
 
 def complete_xdr_offsets(path: str, fmt: str):
-    """``(n_atoms, offsets)`` of the frames of an XTC/TRR whose bytes are all in the file now."""
-    from ._xdr import XDRFormatError, scan_trr, scan_xtc
+    """``(n_atoms, offsets, complete_bytes)`` of the frames of an XTC/TRR whose bytes are all in the file now.
 
-    scan = scan_xtc if fmt == "XTC" else scan_trr
+    One scan (:func:`._xdr.scan_growing`): it ends at the frame being appended, whatever byte the
+    writer has reached in it; ``complete_bytes`` is where the last whole frame ends.
+    """
+    from ._xdr import XDRFormatError, scan_growing
+
     try:
-        n_atoms, offsets, *_ = scan(path, -1)
+        return scan_growing(path, fmt)
     except XDRFormatError as exc:
-        cut = _CUT.search(str(exc))
-        if cut is None:
-            raise InputFileError(path, f"cannot be read as {fmt}: {exc}") from None
-        n_atoms, offsets, *_ = scan(path, int(cut.group(1)))   # the frames before the one being appended
-    return n_atoms, offsets
+        raise InputFileError(path, f"cannot be read as {fmt}: {exc}") from None
 
 
 def _xdr_snapshot(path: str, fmt: str) -> Snapshot:
     from .parts import PartSource
 
     finished = Path(path + DONE_SUFFIX).exists()
-    n_atoms, offsets = complete_xdr_offsets(path, fmt)
+    n_atoms, offsets, complete_bytes = complete_xdr_offsets(path, fmt)
     if not len(offsets):
         raise InputFileError(path, "no complete frame yet")
+    if finished:
+        left = os.path.getsize(path) - complete_bytes
+        if left > 0:
+            log.warning("%s: marked finished, but its last %d bytes are not a whole frame (the writer stopped "
+                        "inside frame %d); the %d whole frames are read", path, left, len(offsets), len(offsets))
     return Snapshot(PartSource(path, n_atoms=n_atoms, offsets=offsets, format=fmt), len(offsets), finished)
 
 

@@ -76,6 +76,19 @@ def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False, chunk_
     return n
 
 
-if __name__ == "__main__":   # python -m trajscale.sources.imd URL OUT N_ATOMS [--overwrite]
-    print(receive(sys.argv[1], sys.argv[2], int(sys.argv[3]), overwrite="--overwrite" in sys.argv[4:]),
-          "frames received", file=sys.stderr)
+def main(argv: list[str]) -> int:
+    """``python -m trajscale.sources.imd URL OUT N_ATOMS [--overwrite]``: the receiver process of a
+    streamed run; its last line on stderr says what it received, or why it could not."""
+    try:
+        n = receive(argv[0], argv[1], int(argv[2]), overwrite="--overwrite" in argv[3:])
+    except KeyboardInterrupt:   # Ctrl-C reaches the whole process group: the followed run says what ended
+        return 130
+    except Exception as exc:   # noqa: BLE001 - the run that started this process reports the line
+        print(f"{argv[0]}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(n, "frames received", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
