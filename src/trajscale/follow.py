@@ -16,6 +16,7 @@ delivers the result over every frame analysed, and says why it ended.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable
