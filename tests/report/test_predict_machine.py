@@ -175,3 +175,21 @@ def test_oversubscribed_work_is_never_less_than_one_share_nor_than_the_cores_all
     t = terms_at(model, 16, TWO)
     share = 2 * np.float64(1000) / 20 * (np.float64(2.0) / 1000)   # 2 tasks of 50 frames at 2 ms a frame
     assert t.compute == pytest.approx(float(max(np.float64(2.0) / 2, share)), rel=1e-12)
+
+
+def test_the_range_spans_the_launch_lines_calibration():
+    """A launch line known within x0.5 .. x1.5 per further worker: the range's ends are the wall with
+    those factors on the per-worker seconds (and on the collective open's), nothing else changed."""
+    from trajscale.report.machine import LaunchLine
+
+    line = LaunchLine("mpi", 0.2, 0.3, 0.1, (0.5, 1.5))
+    machine = Machine(name="two", nodes=1, cores_per_node=2, launch=(line,))
+    assert Machine.from_dict(json.loads(json.dumps(machine.to_dict()))) == machine
+    model = fit(_serial(t_io=0.0, t_compute=2.0, frames=1000, imports=0.1, topology=0.05), "mpi", ran_on=BIG)
+    p = predict_model(model, [16], machine)[0]
+    lo = Machine(name="two", nodes=1, cores_per_node=2, launch=(LaunchLine("mpi", 0.2, 0.15, 0.05),))
+    hi = Machine(name="two", nodes=1, cores_per_node=2, launch=(LaunchLine("mpi", 0.2, 0.45, 0.15),))
+    beyond = np.float64(16 - 2) / 2
+    assert p.t_high - p.t_wall == pytest.approx(float((0.45 + 0.15 - 0.4) * beyond), rel=1e-9)
+    assert p.t_wall - p.t_low == pytest.approx(float((0.4 - 0.2) * beyond), rel=1e-9)
+    assert p.t_low == pytest.approx(wall_at(model, 16, lo)) and p.t_high == pytest.approx(wall_at(model, 16, hi))

@@ -117,14 +117,15 @@ def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: lis
                      repeat: int = 1, log=print) -> Machine:
     """``machine`` with each executor's launch line, from whole runs of the calibration set in ``folder``.
 
-    Each point is the median of ``repeat`` runs.  The files are written in a folder of their own
-    inside ``folder`` and removed afterwards.
+    Each point is the median of ``repeat`` runs; the line's ``per_worker_range`` spans the slopes
+    that the fastest and slowest of those runs, and the two workloads, give.  The files are written
+    in a folder of their own inside ``folder`` and removed afterwards.
     """
     import tempfile
 
     executors = executors or executors_here()
     c = machine.cores
-    extra, slope = {}, {}
+    extra, slope = {}, {}   # (workload, executor, N) -> launch seconds of the (min, median, max) run
     with tempfile.TemporaryDirectory(prefix="trajscale-calibration-", dir=folder) as tmp:
         for name, args in write_calibration_set(Path(tmp)).items():
             rep = Path(tmp) / "serial.json"
@@ -132,28 +133,44 @@ def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: lis
             serial = RunReport.load(rep)
             for ex in executors:
                 for n in (c, 2 * c):
-                    meas = median(whole_run([*args, "-q"], ex, n) for _ in range(max(1, repeat)))
-                    extra[name, ex, n] = beyond_the_model(serial, ex, n, machine, meas)
-                    log(f"calibration: {name} on {ex} x{n}: {meas:.3g} s, {extra[name, ex, n]:.3g} s of launch")
+                    runs = sorted(whole_run([*args, "-q"], ex, n) for _ in range(max(1, repeat)))
+                    extra[name, ex, n] = tuple(beyond_the_model(serial, ex, n, machine, t)
+                                               for t in (runs[0], median(runs), runs[-1]))
+                    log(f"calibration: {name} on {ex} x{n}: {median(runs):.3g} s, "
+                        f"{extra[name, ex, n][1]:.3g} s of launch")
                 model = fit(serial, ex, ran_on=machine)
                 further = (started_workers(model, 2 * c) - max(c, started_workers(model, c))) / c
                 if further > 0:
-                    slope[name, ex] = max(0.0, (extra[name, ex, 2 * c] - extra[name, ex, c]) / further)
-    lines = []
+                    lo, mid, hi = extra[name, ex, c]
+                    lo2, mid2, hi2 = extra[name, ex, 2 * c]
+                    slope[name, ex] = tuple(max(0.0, v / further) for v in (lo2 - hi, mid2 - mid, hi2 - lo))
+    return replace(machine, launch=tuple(_lines(executors, extra, slope, c)), origin=tuple(_origin(machine)))
+
+
+def _lines(executors: list[str], extra: dict, slope: dict, c: int):
+    """One launch line per executor calibrated: the medians, and the spread of the runs and workloads."""
     for ex in executors:
         slopes = [slope[w, ex] for w in WORKLOADS if (w, ex) in slope]
         if not slopes:
             continue
-        at_cores = max(0.0, median(extra[w, ex, c] for w in WORKLOADS))
-        per_worker, collective = median(slopes), 0.0
+        at_cores = max(0.0, median(extra[w, ex, c][1] for w in WORKLOADS))
+        per_worker, collective = median(s[1] for s in slopes), 0.0
         if ex == "mpi" and ("xtc parts", ex) in slope:
-            per_worker = slope["xtc parts", ex]
-            collective = max(0.0, slope.get(("h5md", ex), per_worker) - per_worker)
-        lines.append(LaunchLine(ex, at_cores, per_worker, collective))
+            slopes = [slope["xtc parts", ex]]   # the H5MD file's surplus over them is the collective open
+            per_worker = slopes[0][1]
+            collective = max(0.0, slope.get(("h5md", ex), slopes[0])[1] - per_worker)
+        low = min(s[0] for s in slopes) / per_worker if per_worker > 0 else 1.0
+        high = max(s[2] for s in slopes) / per_worker if per_worker > 0 else 1.0
+        yield LaunchLine(ex, at_cores, per_worker, collective, (min(1.0, low), max(1.0, high)))
+
+
+def _origin(machine: Machine):
+    """``machine``'s origins with where its launch lines came from."""
+    c = machine.cores
     origin = dict(machine.origin)
-    origin["launch"] = (f"{MEASURED}: calibrated on whole runs of a synthetic {ATOMS}-atom system at N = {c}, "
-                        f"{2 * c} (trajscale probe --launch)")
-    return replace(machine, launch=tuple(lines), origin=tuple(origin.items()))
+    origin["launch"] = (f"{MEASURED}: calibrated on whole runs of a synthetic {ATOMS}-atom system at "
+                        f"N = {c}, {2 * c} (trajscale probe --launch)")
+    return origin.items()
 
 
 __all__ = ["ATOMS", "FRAMES", "PARTS", "calibrate_launch", "executors_here", "whole_run",

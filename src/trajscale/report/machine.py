@@ -34,13 +34,15 @@ class LaunchLine:
 
     A run at N workers spends ``at_cores_s`` launching them up to the cores; each further worker
     started adds ``per_worker_s`` CPU seconds, shared by the cores; under MPI, when every rank opens
-    the file collectively (MPI-IO), ``collective_open_s`` more per rank.
+    the file collectively (MPI-IO), ``collective_open_s`` more per rank.  ``per_worker_range`` is
+    the factors on ``per_worker_s`` at the two ends of what the calibration's runs gave.
     """
 
     executor: str
     at_cores_s: float
     per_worker_s: float
     collective_open_s: float = 0.0
+    per_worker_range: tuple[float, float] = (1.0, 1.0)
 
     def per_further_worker(self, collective: bool) -> float:
         """CPU seconds each worker beyond the cores adds (``collective``: every rank opens the file)."""
@@ -144,7 +146,8 @@ class Machine:
         kw = {k: v for k, v in d.items() if k in known}
         kw["read_curve"] = tuple((int(k), float(r)) for k, r in kw.get("read_curve") or ())
         kw["start_s"] = tuple((str(k), float(v)) for k, v in dict(kw.get("start_s") or {}).items())
-        kw["launch"] = tuple(LaunchLine(str(e), **{k: float(x) for k, x in dict(v).items()})
+        kw["launch"] = tuple(LaunchLine(str(e), **{k: (tuple(float(y) for y in x) if k == "per_worker_range"
+                                                        else float(x)) for k, x in dict(v).items()})
                              for e, v in dict(kw.get("launch") or {}).items())
         kw["origin"] = tuple((str(k), str(v)) for k, v in dict(kw.get("origin") or {}).items())
         for name in ("nodes", "cores_per_node", "threads_per_core", "memory_bytes", "block_bytes"):
@@ -153,9 +156,11 @@ class Machine:
         m = cls(**kw)
         if m.nodes < 1 or m.cores_per_node < 1 or any(r <= 0 or k < 1 for k, r in m.read_curve):
             raise ValueError("nodes, cores_per_node, readers and rates must be positive")
-        if any(not (math.isfinite(v) and v >= 0) for line in m.launch for v in asdict(line).values()
-               if not isinstance(v, str)):
+        if any(not (math.isfinite(v) and v >= 0) for line in m.launch
+               for v in (line.at_cores_s, line.per_worker_s, line.collective_open_s, *line.per_worker_range)):
             raise ValueError("launch seconds must be finite and not negative")
+        if any(len(line.per_worker_range) != 2 for line in m.launch):
+            raise ValueError("per_worker_range must be two factors (low, high)")
         return m
 
     def write(self, path: str | os.PathLike, overwrite: bool = False) -> None:

@@ -257,7 +257,8 @@ def _limit(model: Model, n: int, machine: Machine, t: Terms) -> str:
 
 def _ends(model: Model, machine: Machine) -> tuple[tuple[Model, Machine], tuple[Model, Machine]]:
     """The (model, machine) pairs at the two ends of the range: inputs at their spread's ends, start-up
-    that nothing measured at /2 and x2, and compute on physical cores only where hyperthreads share them."""
+    that nothing measured at /2 and x2, each further worker's launch at the ends of its calibration's
+    runs, and compute on physical cores only where hyperthreads share them."""
     lo_c, hi_c = model.compute_spread
     lo_r, hi_r = model.read_spread
     start_measured = model.launch_s is not None or (machine.worker_start_s(model.target) is not None
@@ -268,8 +269,12 @@ def _ends(model: Model, machine: Machine) -> tuple[tuple[Model, Machine], tuple[
                   launch_s=model.launch_s)
     high = replace(model, compute_s_per_frame=model.compute_s_per_frame * hi_c,
                    read_s_per_byte=model.read_s_per_byte * hi_r, imports_s=model.imports_s * k)
-    low_machine = replace(machine, start_s=tuple((e, v / k) for e, v in machine.start_s))
-    high_machine = replace(machine, start_s=tuple((e, v * k) for e, v in machine.start_s))
+    def launch(end: int):
+        return tuple(replace(x, per_worker_s=x.per_worker_s * x.per_worker_range[end],
+                             collective_open_s=x.collective_open_s * x.per_worker_range[end]) for x in machine.launch)
+
+    low_machine = replace(machine, start_s=tuple((e, v / k) for e, v in machine.start_s), launch=launch(0))
+    high_machine = replace(machine, start_s=tuple((e, v * k) for e, v in machine.start_s), launch=launch(1))
     if machine.threads_per_core > 1:
         high_machine = replace(high_machine,
                                cores_per_node=max(1, machine.cores_per_node // machine.threads_per_core))
