@@ -96,16 +96,18 @@ def follow_mdanalysis(top: Path, out: Path) -> dict[int, float]:
                 n = f["particles/all/position/step"].shape[0]
                 finished = bool(f.attrs.get(COMPLETE_ATTR, False))
             u = mda.Universe(str(top), str(out))
+            ca = u.select_atoms("name CA")
+            # iterating reopens the file, which the writer may be extending: a failed open is
+            # retried at the next poll, as a polling user would
+            for ts in u.trajectory[done:n]:
+                if ref is None:
+                    ref = ca.positions.copy()
+                rms.rmsd(ca.positions, ref, center=True, superposition=True)
+                seen.setdefault(ts.frame, time.time())   # the first time a frame was analysed
+            u.trajectory.close()
         except (OSError, KeyError, ValueError):
             time.sleep(0.05)
             continue
-        ca = u.select_atoms("name CA")
-        for ts in u.trajectory[done:n]:
-            if ref is None:
-                ref = ca.positions.copy()
-            rms.rmsd(ca.positions, ref, center=True, superposition=True)
-            seen[ts.frame] = time.time()
-        u.trajectory.close()
         if n > done:
             done, quiet = n, time.monotonic()
         elif finished:
