@@ -47,33 +47,18 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 sys.path.insert(0, str(HERE))
 
-from trajscale.util import check_script_output, write_script_json  # noqa: E402 (after the sys.path line)
+from trajscale.report.calibrate import mpiexec  # noqa: E402 (after the sys.path line)
+from trajscale.report.calibrate import whole_run as run_timed  # noqa: E402
+from trajscale.util import check_script_output, write_script_json  # noqa: E402
 
 PROG = Path(__file__).name
 TARGET_MEDIAN, TARGET_MAX = 0.15, 0.30
 
 
-def _env() -> dict:
-    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-
-
-def mpiexec() -> str | None:
-    return shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
-
-
 def whole_run(args: list[str], executor: str = "serial", n: int = 1) -> float:
-    """Seconds from launching ``trajscale ARGS`` (with its executor) to its exit, timed from outside."""
-    cmd = [sys.executable, "-m", "trajscale.cli.main", *args, "--executor", executor]
-    if executor in ("processes", "dask"):
-        cmd += ["-n", str(n)]
-    if executor == "mpi":
-        cmd = [mpiexec(), "-n", str(n), *cmd]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), check=False, timeout=900)
-    dt = time.perf_counter() - t0
-    if proc.returncode:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
-    return dt
+    """Seconds from launching ``trajscale ARGS`` (with its executor) to its exit, timed from outside
+    (the calibration's own runner, so that the matrix and the calibration time runs alike)."""
+    return run_timed(args, executor, n, timeout=900)
 
 
 def workloads(folder: Path, frames: int) -> dict[str, list[str]]:
