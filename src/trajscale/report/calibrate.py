@@ -23,7 +23,7 @@ from pathlib import Path
 from statistics import median
 
 from ..errors import TrajscaleError
-from .fit import fit
+from .fit import Model, fit
 from .machine import MEASURED, LaunchLine, Machine
 from .predict import started_workers, terms_at
 from .timing import RunReport
@@ -107,9 +107,9 @@ def write_calibration_set(folder: Path) -> dict[str, list[str]]:
             "xtc parts": ["run", analysis[0], str(top), *parts, *analysis[1:]]}
 
 
-def beyond_the_model(report: RunReport, executor: str, n: int, machine: Machine, measured: float) -> float:
+def beyond_the_model(model: Model, n: int, machine: Machine, measured: float) -> float:
     """Seconds a whole run at N took beyond the model's serial phases, work and communication."""
-    t = terms_at(fit(report, executor, ran_on=machine), n, replace(machine, launch=()))
+    t = terms_at(model, n, replace(machine, launch=()))
     return measured - (t.total - t.startup)
 
 
@@ -132,13 +132,13 @@ def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: lis
             whole_run([*args, "--report", str(rep), "--overwrite", "-q"])
             serial = RunReport.load(rep)
             for ex in executors:
+                model = fit(serial, ex, ran_on=machine)
                 for n in (c, 2 * c):
                     runs = sorted(whole_run([*args, "-q"], ex, n) for _ in range(max(1, repeat)))
-                    extra[name, ex, n] = tuple(beyond_the_model(serial, ex, n, machine, t)
+                    extra[name, ex, n] = tuple(beyond_the_model(model, n, machine, t)
                                                for t in (runs[0], median(runs), runs[-1]))
                     log(f"calibration: {name} on {ex} x{n}: {median(runs):.3g} s, "
                         f"{extra[name, ex, n][1]:.3g} s of launch")
-                model = fit(serial, ex, ran_on=machine)
                 further = (started_workers(model, 2 * c) - max(c, started_workers(model, c))) / c
                 if further > 0:
                     lo, mid, hi = extra[name, ex, c]
