@@ -17,7 +17,7 @@ import os
 import shlex
 import time
 
-from .analysis.base import Analysis
+from .analysis.base import Analysis, FrameRows
 from .analysis.user import readable_config
 from .errors import ConfigError, FrameRangeError, TrajscaleError
 from .executors import Executor, Job, choose_executor
@@ -32,6 +32,7 @@ from .planning import (  # noqa: F401 (planning names stay importable from trajs
     topology_file,
     topology_with_first_frame,
 )
+from .report.payload import payload_of
 from .report.process import ProcessTimeline
 from .report.summary import Report
 from .report.timing import RunReport, summarize_workers
@@ -266,8 +267,10 @@ class _Run:
         ex, opts = self.ex, self.options
         t_red = time.perf_counter()
         timings = [t for _, t in results]
-        result = self.analysis.result(ex.reduce(self.analysis, [p for p, _ in results]), job.prepared)
+        reduced = ex.reduce(self.analysis, [p for p, _ in results])
+        result = self.analysis.result(reduced, job.prepared)
         t_red = time.perf_counter() - t_red
+        payload = payload_of(job, reduced, facts.n_frames, isinstance(reduced, FrameRows))
         extras = ex.worker_extras()
         # The topology is read where the job is prepared: on a worker only for
         # serial and MPI (rank 0); for pools it is the driver's, kept in t_prepare.
@@ -281,7 +284,7 @@ class _Run:
             tasks=timings, workers=summarize_workers(timings, extras),
             meta={"analysis_config": readable_config(job.analysis), "n_tasks": len(ranges),
                   "n_tasks_asked": opts.n_tasks, "step": opts.step, "io": ex.io_used(), "topology": facts.topology,
-                  "trajectories": _paths(self.trajectory),
+                  "trajectories": _paths(self.trajectory), "payload": payload.to_dict(),
                   **({"executor_choice": self.choice} if self.auto else {})})
         self.timeline.lap("reduce")   # the result and this report
         report.process = self.timeline.record()

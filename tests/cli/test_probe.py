@@ -22,11 +22,15 @@ def test_probe_writes_a_profile_that_predict_accepts(tmp_path):
     assert m.open_ms is not None and m.open_ms > 0 and m.block_bytes > 0
     assert "cold" in m.cold or "could not tell" in m.cold
     assert m.origin_of("read_curve").startswith("measured by trajscale probe")
+    # a pickled array to a worker process and back: slower than memory, faster than a floppy disk
+    assert 1e-11 < m.transfer_s_per_byte < 1e-6
+    assert m.origin_of("transfer_s_per_byte").startswith("measured by trajscale probe")
     rep = tmp_path / "r.json"
     _serial(imports=0.1, topology=0.05).write(rep)
     proc = run_cli("report", str(rep), "--predict", "2,8", "--machine", str(prof))
     assert proc.returncode == 0, proc.stderr
     assert "storage read GB/s by readers" in proc.stdout and "measured by trajscale probe" in proc.stdout
+    assert "moving a pickled object between processes" in proc.stdout
     # an existing profile is kept without --overwrite
     before = prof.read_bytes()
     proc = run_cli("probe", str(store), "--seconds", "1", "--bytes", "8M", "--out", str(prof))

@@ -49,9 +49,50 @@ def test_wall_at_n_follows_the_documented_equation():
     assert t.read == pytest.approx(q_frames * MB * 8.0 / (1000 * MB))
     assert t.compute == pytest.approx(q_frames * 2.0 / 1000)
     assert t.metadata == pytest.approx(model.open_s)
-    assert t.communication == pytest.approx(4 * (model.alpha_s + model.job_bytes / 1e9))
+    # the job down the broadcast tree (4 stages), no partials (the report measured none): the launcher's
+    # half of each move alone, the 16 ranks' half side by side, at the default 1 GB/s
+    assert t.communication == pytest.approx(4 * model.alpha_s + 4 * model.job_bytes * 1e-9 * (0.5 + 0.5 / 16))
     expected = 1.5 + model.imports_s + model.open_s + 10.0 / 16 + t.communication
     assert wall_at(model, 16, BIG) == pytest.approx(expected)
+
+
+def _with_payload(report, job_bytes: int, partial_bytes: int, per_frame: bool):
+    report.meta = {**report.meta, "payload": {"job_bytes": job_bytes, "partial_bytes": partial_bytes,
+                                              "frames": report.n_frames, "per_frame": per_frame}}
+    return report
+
+
+@pytest.mark.parametrize("per_frame", [False, True])
+def test_moved_bytes_follow_each_executor_and_the_measured_transfer_rate(per_frame):
+    """A pool sends the job with each task and gets each task's partial back; Dask sends the job once per
+    worker; MPI broadcasts the job down its tree and gathers a partial per rank (per-frame rows: once)."""
+    job, part = 3 * MB, 5 * MB
+    r = _with_payload(_serial(), job, part, per_frame)
+    machine = Machine(nodes=1, cores_per_node=4, transfer_s_per_byte=2e-9)
+    n, tasks = 8, 32   # 4 tasks per worker
+    task_part = part / tasks if per_frame else part
+    want = {"processes": tasks * (job + task_part),
+            "dask": n * job + tasks * task_part,
+            "mpi": 3 * job + (part if per_frame else n * part)}
+    for target, moved in want.items():
+        model = fit(r, target)
+        assert (model.job_bytes, model.partial_bytes, model.partial_per_frame) == (job, part, per_frame)
+        t = terms_at(model, n, machine)
+        assert t.communication == pytest.approx(3 * model.alpha_s + moved * 2e-9 * (0.5 + 0.5 / 4))
+        assert terms_at(model, 1, machine).communication == 0.0   # one process moves nothing
+
+
+def test_a_larger_payload_predicts_a_slower_pool_and_says_where_it_came_from():
+    small = fit(_with_payload(_serial(), 10_000, 10_000, False), "processes")
+    large = fit(_with_payload(_serial(), 10 * MB, 10 * MB, False), "processes")
+    machine = Machine(nodes=1, cores_per_node=4)
+    assert wall_at(large, 8, machine) > wall_at(small, 8, machine) + 32 * 19.9 * MB * 1e-9 * 0.5
+    rows = {w: (v, o) for w, v, o in machine.assumptions()}
+    assert rows["moving a pickled object between processes"] == ("1 GB/s", "defaulted")
+    measured = Machine(nodes=1, cores_per_node=4, transfer_s_per_byte=4e-9,
+                       origin=(("transfer_s_per_byte", "measured by trajscale probe on vm"),))
+    rows = {w: (v, o) for w, v, o in measured.assumptions()}
+    assert rows["moving a pickled object between processes"] == ("0.25 GB/s", "measured by trajscale probe on vm")
 
 
 def test_storage_bandwidth_caps_reads_and_is_named_the_limit():

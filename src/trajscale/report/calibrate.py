@@ -7,8 +7,9 @@ H5MD file and as :data:`PARTS` XTC parts) is analysed (radius of gyration of eve
 executor.  The seconds each run took beyond what the model (:mod:`trajscale.report.predict`) gives its
 serial phases, work and communication are its launch; at the cores they are the line's
 ``at_cores_s``, and their rise to 2 x cores over the further workers started is ``per_worker_s``.
-Under MPI the XTC parts give ``per_worker_s`` and what the H5MD file adds over them, every rank
-opening it together through MPI-IO, is ``collective_open_s``.
+Under MPI the ranks' reports give what opening the H5MD file together through MPI-IO took them,
+and its rise over the further ranks is ``collective_open_s``.  How far the finished line misses the
+calibration's own runs is its ``wall_range``, which a prediction's range takes on.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import median
 
@@ -113,19 +114,55 @@ def beyond_the_model(model: Model, n: int, machine: Machine, measured: float) ->
     return measured - (t.total - t.startup)
 
 
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One calibration point: a workload on an executor at N, timed ``repeat`` times as a whole run."""
+
+    model: Model
+    n: int
+    runs: tuple[float, ...]           # whole-run seconds, sorted
+    launch: tuple[float, float, float]   # seconds beyond the model of the fastest, median and slowest run
+    open_s: float = 0.0               # median over runs of the ranks' median file open (MPI on H5MD)
+
+
+def _opens(report: Path) -> float:
+    """The median rank's file open in an MPI run's report."""
+    from .metrics import worker_timings
+
+    opens = [w.t_init_traj for w in worker_timings(RunReport.load(report))]
+    return median(opens) if opens else 0.0
+
+
+def _point(args: list[str], ex: str, n: int, model: Model, machine: Machine, repeat: int, tmp: Path) -> Point:
+    """Time ``args`` on ``ex`` x ``n``; under MPI on one H5MD file, each run's report gives its ranks' open."""
+    rep = tmp / "point.json"
+    timed_opens = ex == "mpi" and model.collective_open
+    runs, opens = [], []
+    for _ in range(max(1, repeat)):
+        extra = ["--report", str(rep), "--overwrite"] if timed_opens else []
+        runs.append(whole_run([*args, *extra, "-q"], ex, n))
+        if timed_opens:
+            opens.append(_opens(rep))
+    runs.sort()
+    launch = tuple(beyond_the_model(model, n, machine, t) for t in (runs[0], median(runs), runs[-1]))
+    return Point(model, n, tuple(runs), launch, median(opens) if opens else 0.0)
+
+
 def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: list[str] | None = None,
                      repeat: int = 1, log=print) -> Machine:
     """``machine`` with each executor's launch line, from whole runs of the calibration set in ``folder``.
 
     Each point is the median of ``repeat`` runs; the line's ``per_worker_range`` spans the slopes
-    that the fastest and slowest of those runs, and the two workloads, give.  The files are written
-    in a folder of their own inside ``folder`` and removed afterwards.
+    that the fastest and slowest of those runs, and the two workloads, give, and its ``wall_range``
+    how far the line's predictions of its own runs fell from them.  Under MPI the ranks' collective
+    open of the H5MD file is read from the runs' reports.  The files are written in a folder of
+    their own inside ``folder`` and removed afterwards.
     """
     import tempfile
 
     executors = executors or executors_here()
     c = machine.cores
-    extra, slope = {}, {}   # (workload, executor, N) -> launch seconds of the (min, median, max) run
+    points: dict[tuple[str, str, int], Point] = {}
     with tempfile.TemporaryDirectory(prefix="trajscale-calibration-", dir=folder) as tmp:
         for name, args in write_calibration_set(Path(tmp)).items():
             rep = Path(tmp) / "serial.json"
@@ -134,34 +171,42 @@ def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: lis
             for ex in executors:
                 model = fit(serial, ex, ran_on=machine)
                 for n in (c, 2 * c):
-                    runs = sorted(whole_run([*args, "-q"], ex, n) for _ in range(max(1, repeat)))
-                    extra[name, ex, n] = tuple(beyond_the_model(model, n, machine, t)
-                                               for t in (runs[0], median(runs), runs[-1]))
-                    log(f"calibration: {name} on {ex} x{n}: {median(runs):.3g} s, "
-                        f"{extra[name, ex, n][1]:.3g} s of launch")
-                further = (started_workers(model, 2 * c) - max(c, started_workers(model, c))) / c
-                if further > 0:
-                    lo, mid, hi = extra[name, ex, c]
-                    lo2, mid2, hi2 = extra[name, ex, 2 * c]
-                    slope[name, ex] = tuple(max(0.0, v / further) for v in (lo2 - hi, mid2 - mid, hi2 - lo))
-    return replace(machine, launch=tuple(_lines(executors, extra, slope, c)), origin=tuple(_origin(machine)))
+                    p = points[name, ex, n] = _point(args, ex, n, model, machine, repeat, Path(tmp))
+                    log(f"calibration: {name} on {ex} x{n}: {median(p.runs):.3g} s, {p.launch[1]:.3g} s of launch"
+                        + (f", {p.open_s:.3g} s to open the file" if p.open_s else ""))
+    lines = [line for ex in executors if (line := _line(ex, points, machine)) is not None]
+    return replace(machine, launch=tuple(lines), origin=tuple(_origin(machine)))
 
 
-def _lines(executors: list[str], extra: dict, slope: dict, c: int):
-    """One launch line per executor calibrated: the medians, and the spread of the runs and workloads."""
-    for ex in executors:
-        slopes = [slope[w, ex] for w in WORKLOADS if (w, ex) in slope]
-        if not slopes:
+def _line(ex: str, points: dict, machine: Machine) -> LaunchLine | None:
+    """The launch line of ``ex``: the medians, the spread of the runs and workloads, and the line's misses."""
+    c = machine.cores
+    slopes, collective = {}, 0.0
+    for w in WORKLOADS:
+        if (w, ex, c) not in points:
             continue
-        at_cores = max(0.0, median(extra[w, ex, c][1] for w in WORKLOADS))
-        per_worker, collective = median(s[1] for s in slopes), 0.0
-        if ex == "mpi" and ("xtc parts", ex) in slope:
-            slopes = [slope["xtc parts", ex]]   # the H5MD file's surplus over them is the collective open
-            per_worker = slopes[0][1]
-            collective = max(0.0, slope.get(("h5md", ex), slopes[0])[1] - per_worker)
-        low = min(s[0] for s in slopes) / per_worker if per_worker > 0 else 1.0
-        high = max(s[2] for s in slopes) / per_worker if per_worker > 0 else 1.0
-        yield LaunchLine(ex, at_cores, per_worker, collective, (min(1.0, low), max(1.0, high)))
+        at, beyond = points[w, ex, c], points[w, ex, 2 * c]
+        further = (started_workers(at.model, 2 * c) - max(c, started_workers(at.model, c))) / c
+        if further <= 0:
+            continue
+        lo, mid, hi = at.launch
+        lo2, mid2, hi2 = beyond.launch
+        opened = max(0.0, beyond.open_s - at.open_s) / further   # the collective open, measured on the ranks
+        if opened:
+            collective = opened
+        slopes[w] = tuple(max(0.0, v / further - opened) for v in (lo2 - hi, mid2 - mid, hi2 - lo))
+    if not slopes:
+        return None
+    at_cores = max(0.0, median(points[w, ex, c].launch[1] for w in slopes))
+    per_worker = median(s[1] for s in slopes.values())
+    low = min(s[0] for s in slopes.values()) / per_worker if per_worker > 0 else 1.0
+    high = max(s[2] for s in slopes.values()) / per_worker if per_worker > 0 else 1.0
+    line = LaunchLine(ex, at_cores, per_worker, collective, (min(1.0, low), max(1.0, high)))
+    # How far the line misses its own runs (both workloads, both N): the model's error, for the range.
+    with_line = replace(machine, launch=(line,))
+    ratios = [t / terms_at(p.model, p.n, with_line).total for (w, e, _), p in points.items()
+              if e == ex and w in slopes for t in (p.runs[0], p.runs[-1])]
+    return replace(line, wall_range=(min(1.0, min(ratios)), max(1.0, max(ratios))))
 
 
 def _origin(machine: Machine):

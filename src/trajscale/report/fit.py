@@ -13,6 +13,7 @@ from statistics import median
 
 from .machine import Machine, this_machine
 from .metrics import worker_timings
+from .payload import Payload
 from .stragglers import STRAGGLER_FACTOR, startup_in_run
 from .timing import RunReport
 
@@ -44,8 +45,11 @@ class Model:
     imports_s: float          # of which the launcher's interpreter and imports
     target: str               # the executor predicted: "mpi", "processes" or "dask"
     alpha_s: float            # one stage of a tree collective
-    job_bytes: int            # the prepared job broadcast to every rank
+    job_bytes: int            # the prepared job, pickled: sent to every worker (a pool: with every task)
     launch_s: float | None = None   # the target's launch phase as a report of it measured (None: not measured)
+    # The reduced partial result, pickled, over ``frames`` frames; per_frame: a task's partial is its frames' share.
+    partial_bytes: int = 0
+    partial_per_frame: bool = True
     collective_open: bool = False   # under MPI every rank opens the one file collectively (MPI-IO H5MD)
     # Per-worker costs that grow with the workers (several reports): s/frame and s/byte per extra worker.
     compute_growth: float = 0.0
@@ -139,13 +143,19 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
     max_tasks = n_parts if n_parts > 1 and frames / n_parts >= cf else max(1, math.ceil(frames / cf))
     max_tasks = max(max_tasks, len(tasks))
     n_sel = max(1, int(report.n_atoms or 1))
+    payload = Payload.from_dict((report.meta or {}).get("payload"))
+    if payload is None:
+        notes.append("the report has no pickled sizes (older trajscale): a job of 20 bytes per atom and no "
+                     "partial results assumed")
+        payload = Payload(20 * n_sel, 0, frames, True)
     collective = report.source.format == "h5md"   # MPI ranks open one H5MD file together (MPI-IO)
     model = Model(
         executor=report.executor, frames=frames, bytes=nbytes, n_tasks=max(1, len(tasks)),
         tasks_fixed=bool((report.meta or {}).get("n_tasks_asked")), max_tasks=max_tasks, chunk_frames=cf,
         n_parts=n_parts, read_s_per_byte=s_per_byte, compute_s_per_frame=s_per_frame, open_s=open_s,
         startup_s=startup, fixed_s=fixed, imports_s=imports, target=target, alpha_s=alpha,
-        job_bytes=20 * n_sel, launch_s=launch, collective_open=collective, compute_spread=comp_spread,
+        job_bytes=payload.job_bytes, partial_bytes=payload.partial_bytes, partial_per_frame=payload.per_frame,
+        launch_s=launch, collective_open=collective, compute_spread=comp_spread,
         read_spread=read_spread, fitted_from=(max(1, report.n_workers),), notes=tuple(notes))
     return _with_straggler(model, report, busy, read_rates, comp_rates, starts)
 

@@ -26,6 +26,8 @@ PROFILE_KIND = "trajscale machine profile"
 PROFILE_VERSION = 1
 
 MEASURED, GIVEN, DEFAULTED = "measured", "given", "defaulted"
+#: Moving a pickled object between two processes on one node, when the probe did not measure it (1 GB/s).
+DEFAULT_TRANSFER_S_PER_BYTE = 1e-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +37,9 @@ class LaunchLine:
     A run at N workers spends ``at_cores_s`` launching them up to the cores; each further worker
     started adds ``per_worker_s`` CPU seconds, shared by the cores; under MPI, when every rank opens
     the file collectively (MPI-IO), ``collective_open_s`` more per rank.  ``per_worker_range`` is
-    the factors on ``per_worker_s`` at the two ends of what the calibration's runs gave.
+    the factors on ``per_worker_s`` at the two ends of what the calibration's runs gave, and
+    ``wall_range`` the factors between the calibration's fastest and slowest runs and what the line
+    predicted for them: the model's own error, which a prediction's range carries.
     """
 
     executor: str
@@ -43,6 +47,7 @@ class LaunchLine:
     per_worker_s: float
     collective_open_s: float = 0.0
     per_worker_range: tuple[float, float] = (1.0, 1.0)
+    wall_range: tuple[float, float] = (1.0, 1.0)
 
     def per_further_worker(self, collective: bool) -> float:
         """CPU seconds each worker beyond the cores adds (``collective``: every rank opens the file)."""
@@ -56,7 +61,9 @@ class Machine:
     ``read_curve`` holds (readers, aggregate bytes/s) pairs measured by ``trajscale probe``: the
     storage's read rate when that many processes read at once.  ``start_s`` maps an executor
     (``processes``, ``mpi``, ``dask``) to the seconds of CPU one fresh worker needs to start
-    (interpreter and imports).  ``launch`` holds a calibrated :class:`LaunchLine` per executor.
+    (interpreter and imports).  ``transfer_s_per_byte`` is what moving a pickled object (a task's job
+    or partial result) to another process costs per byte.  ``launch`` holds a calibrated
+    :class:`LaunchLine` per executor.
     ``origin`` maps a field's name to where its value came from.
     """
 
@@ -73,6 +80,7 @@ class Machine:
     open_ms: float | None = None
     stat_ms: float | None = None
     start_s: tuple[tuple[str, float], ...] = ()
+    transfer_s_per_byte: float | None = None   # moving a pickled object to another process (None: not measured)
     launch: tuple[LaunchLine, ...] = ()
     origin: tuple[tuple[str, str], ...] = ()
 
@@ -92,6 +100,11 @@ class Machine:
     def worker_start_s(self, executor: str) -> float | None:
         """CPU seconds one fresh worker of ``executor`` takes to start, if measured or given."""
         return dict(self.start_s).get(executor)
+
+    @property
+    def transfer_s(self) -> float:
+        """Seconds per byte moved between processes: measured, given, or :data:`DEFAULT_TRANSFER_S_PER_BYTE`."""
+        return self.transfer_s_per_byte if self.transfer_s_per_byte is not None else DEFAULT_TRANSFER_S_PER_BYTE
 
     def launch_line(self, executor: str) -> LaunchLine | None:
         """The calibrated launch line of ``executor``, if there is one."""
@@ -146,21 +159,28 @@ class Machine:
         kw = {k: v for k, v in d.items() if k in known}
         kw["read_curve"] = tuple((int(k), float(r)) for k, r in kw.get("read_curve") or ())
         kw["start_s"] = tuple((str(k), float(v)) for k, v in dict(kw.get("start_s") or {}).items())
-        kw["launch"] = tuple(LaunchLine(str(e), **{k: (tuple(float(y) for y in x) if k == "per_worker_range"
-                                                        else float(x)) for k, x in dict(v).items()})
+        ranges = ("per_worker_range", "wall_range")
+        kw["launch"] = tuple(LaunchLine(str(e), **{k: (tuple(float(y) for y in x) if k in ranges else float(x))
+                                                   for k, x in dict(v).items()})
                              for e, v in dict(kw.get("launch") or {}).items())
         kw["origin"] = tuple((str(k), str(v)) for k, v in dict(kw.get("origin") or {}).items())
         for name in ("nodes", "cores_per_node", "threads_per_core", "memory_bytes", "block_bytes"):
             if name in kw:
                 kw[name] = int(kw[name])
+        if kw.get("transfer_s_per_byte") is not None:
+            kw["transfer_s_per_byte"] = float(kw["transfer_s_per_byte"])
         m = cls(**kw)
+        if m.transfer_s_per_byte is not None and not (math.isfinite(m.transfer_s_per_byte)
+                                                      and m.transfer_s_per_byte > 0):
+            raise ValueError("transfer_s_per_byte must be finite and positive")
         if m.nodes < 1 or m.cores_per_node < 1 or any(r <= 0 or k < 1 for k, r in m.read_curve):
             raise ValueError("nodes, cores_per_node, readers and rates must be positive")
         if any(not (math.isfinite(v) and v >= 0) for line in m.launch
-               for v in (line.at_cores_s, line.per_worker_s, line.collective_open_s, *line.per_worker_range)):
+               for v in (line.at_cores_s, line.per_worker_s, line.collective_open_s, *line.per_worker_range,
+                         *line.wall_range)):
             raise ValueError("launch seconds must be finite and not negative")
-        if any(len(line.per_worker_range) != 2 for line in m.launch):
-            raise ValueError("per_worker_range must be two factors (low, high)")
+        if any(len(line.per_worker_range) != 2 or len(line.wall_range) != 2 for line in m.launch):
+            raise ValueError("per_worker_range and wall_range must be two factors (low, high)")
         return m
 
     def write(self, path: str | os.PathLike, overwrite: bool = False) -> None:
@@ -216,6 +236,9 @@ class Machine:
         starts = ", ".join(f"{k} {v:.3g} s" for k, v in self.start_s)
         rows.append(("worker start", starts or "the report's launcher imports, per worker",
                      self.origin_of("start_s") if starts else DEFAULTED))
+        rows.append(("moving a pickled object between processes",
+                     f"{1e-9 / self.transfer_s:.3g} GB/s", self.origin_of("transfer_s_per_byte")
+                     if self.transfer_s_per_byte is not None else DEFAULTED))
         if self.launch:
             lines = "; ".join(f"{x.executor} {x.at_cores_s:.3g} s up to the cores + {x.per_worker_s:.3g} s"
                               + " per further worker"
@@ -270,4 +293,4 @@ def this_machine() -> Machine:
                    memory_bytes=_memory_bytes(), origin=tuple(origin.items()))
 
 
-__all__ = ["DEFAULTED", "GIVEN", "MEASURED", "LaunchLine", "Machine", "this_machine"]
+__all__ = ["DEFAULTED", "DEFAULT_TRANSFER_S_PER_BYTE", "GIVEN", "MEASURED", "LaunchLine", "Machine", "this_machine"]

@@ -14,7 +14,8 @@ parts tasks may start on), each rank runs ``q = ceil(T/N)`` tasks of ``F/T`` fra
     t_comp(N)  = q F/T x c_f                               c_f: compute seconds per frame
     t_meta(N)  = f(N) x t_open         (local: measured)   f(N): files a rank opens
                = N_a x f(N) x M        (--metadata-ms M: one metadata server, one open at a time)
-    t_comm(N)  = alpha x ceil(log2 N) + job bytes / bw_net x ceil(log2 N)   (broadcast, gather)
+    t_comm(N)  = alpha x ceil(log2 N) + t_move(N)          alpha: one stage of a tree collective
+    t_move(N)  = bytes moved x s_move x (1/2 + 1/(2 min(N_a, C)))   s_move: the machine's transfer rate
     start(N)   = at_cores + per_worker x max(0, W(N) - C) / C                 (the machine's launch line)
     t_wall(N)  = fixed x s(N) + start(N) + max over (median rank, straggler) [t_meta + t_read + t_comp] + t_comm(N)
 
@@ -27,8 +28,13 @@ sharing rank 0's core: ``s(N) = o(N)`` (1 for the other executors).  The launch 
 (:class:`~trajscale.report.machine.LaunchLine`) is calibrated on whole runs; without one it is
 built from one fresh worker's start (:func:`launch_at`).  ``N_a = min(N, T)`` is the ranks with
 work, ``B_s(k)`` the storage's aggregate rate with k readers (the probe's curve; unbounded
-without one).  A straggler seen in the report (a rank whose read or compute rate,
-or start-up, exceeded 1.5 x the median) is assumed to be present in the larger run too.
+without one).  The bytes moved are the pickled job and partials (measured by the run): a process pool
+sends the job with each of its T tasks and gets T partials back; Dask sends the job once to each
+worker and T partials to the client; MPI broadcasts the job down the tree (ceil(log2 N) times on its
+path) and gathers N partials (a per-frame analysis: its rows, once).  The launcher does its half of
+each move (pickling, unpickling) alone, the workers theirs side by side.  A straggler seen in the
+report (a rank whose read or compute rate, or start-up, exceeded 1.5 x the median) is assumed to be
+present in the larger run too.
 """
 
 from __future__ import annotations
@@ -50,8 +56,6 @@ TASKS_PER_WORKER = 4
 DEFAULT_START_FACTOR = 2.0
 #: Largest N scanned for the efficiency threshold.
 MAX_SCAN_N = 2**20
-#: Network bandwidth for the job's broadcast, bytes/s.
-NET_BYTES_PER_S = 1e9
 
 LIMITS = ("storage bandwidth", "metadata", "compute", "read I/O", "start-up", "communication",
           "too few tasks or chunks", "cores (oversubscribed)")
@@ -129,6 +133,25 @@ def started_workers(model: Model, n: int) -> int:
     """Workers a run at N starts: a process pool forks one per task up to N (Python's pool starts them
     on demand); MPI ranks and Dask workers all start."""
     return min(n, n_tasks_at(model, n)) if model.target == "processes" else n
+
+
+def bytes_moved(model: Model, n: int, tasks: int) -> float:
+    """Pickled bytes the run at ``n`` workers and ``tasks`` tasks moves between processes (module docstring)."""
+    if n <= 1:
+        return 0.0
+    task_partial = model.partial_bytes / tasks if model.partial_per_frame else model.partial_bytes
+    if model.target == "processes":
+        return tasks * (model.job_bytes + task_partial)
+    if model.target == "dask":
+        return min(n, tasks) * model.job_bytes + tasks * task_partial
+    gathered = model.partial_bytes if model.partial_per_frame else min(n, tasks) * model.partial_bytes
+    return math.ceil(math.log2(n)) * model.job_bytes + gathered
+
+
+def move_at(model: Model, n: int, tasks: int, machine: Machine) -> float:
+    """Seconds of moving :func:`bytes_moved`: the launcher's half alone, the workers' half side by side."""
+    side_by_side = min(n, tasks, machine.cores)
+    return bytes_moved(model, n, tasks) * machine.transfer_s * (0.5 + 0.5 / max(1, side_by_side))
 
 
 def launch_at(model: Model, n: int, machine: Machine) -> tuple[float, str]:
@@ -211,7 +234,7 @@ def terms_at(model: Model, n: int, machine: Machine | None = None) -> Terms:
     if n > 1:   # one rank alone is the model's median rank: the straggler is one among several
         work = max(work, meta + slow_read + comp * model.slow_compute)
     stages = math.ceil(math.log2(n)) if n > 1 else 0
-    comm = stages * (model.alpha_s + model.job_bytes / NET_BYTES_PER_S)
+    comm = stages * model.alpha_s + move_at(model, n, tasks, machine)
     startup = (model.slow_startup_s if n > 1 else 0.0) + launch_at(model, n, machine)[0]
     # MPI ranks poll while they wait (MPICH and Open MPI spin in their collectives), so beyond the
     # cores the launcher's serial phases on rank 0 share its core with ranks that only wait.
@@ -258,7 +281,8 @@ def _limit(model: Model, n: int, machine: Machine, t: Terms) -> str:
 def _ends(model: Model, machine: Machine) -> tuple[tuple[Model, Machine], tuple[Model, Machine]]:
     """The (model, machine) pairs at the two ends of the range: inputs at their spread's ends, start-up
     that nothing measured at /2 and x2, each further worker's launch at the ends of its calibration's
-    runs, and compute on physical cores only where hyperthreads share them."""
+    runs, and compute on physical cores only where hyperthreads share them.  :func:`predict_model`
+    widens the range further by how far the launch line missed its own calibration runs."""
     lo_c, hi_c = model.compute_spread
     lo_r, hi_r = model.read_spread
     start_measured = model.launch_s is not None or (machine.worker_start_s(model.target) is not None
@@ -292,14 +316,18 @@ def predict_model(model: Model, ns: list[int], machine: Machine | None = None) -
     machine = machine or this_machine()
     w1 = wall_at(model, 1, machine)
     (lo_m, lo_mach), (hi_m, hi_mach) = _ends(model, machine)
+    line = machine.launch_line(model.target)
+    missed = line.wall_range if line is not None else (1.0, 1.0)   # the line's misses of its own runs
     out = []
     for n in ns:
         t = terms_at(model, n, machine)
         w = t.total
         ends = (wall_at(lo_m, n, lo_mach), wall_at(hi_m, n, hi_mach))
+        lo, hi = min(w, *ends), max(w, *ends)
+        if n > 1:
+            lo, hi = lo * min(1.0, missed[0]), hi * max(1.0, missed[1])
         s = w1 / w if w > 0 else math.nan
-        out.append(Prediction(n, w, s, s / n, _limit(model, n, machine, t), t.tasks, t.files,
-                              min(w, *ends), max(w, *ends), t))
+        out.append(Prediction(n, w, s, s / n, _limit(model, n, machine, t), t.tasks, t.files, lo, hi, t))
     return out
 
 
@@ -411,7 +439,8 @@ def assumptions_dict(model: Model, machine: Machine) -> dict:
     return {"machine": machine.to_dict(), "rows": [{"what": w, "value": v, "origin": o} for w, v, o in rows]}
 
 
-__all__ = ["EFFICIENCY_LIMIT", "GIVEN", "Machine", "Model", "Prediction", "Terms", "assumptions_dict",
+__all__ = ["EFFICIENCY_LIMIT", "GIVEN", "Machine", "Model", "Prediction", "Terms", "assumptions_dict", "bytes_moved",
+           "move_at",
            "efficiency_threshold", "fit", "fit_reports", "format_predictions", "launch_at", "levers",
            "started_workers",
            "oversubscription", "predict", "predict_model", "terms_at", "wall_at"]

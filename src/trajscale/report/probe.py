@@ -10,7 +10,9 @@ is a file), then measures, within ``--seconds``:
   about; a network file system's client drops its own cache); when a cold read is no slower than a
   cached one the probe says it could not tell them apart;
 * the open and stat latency of small files in the same folder;
-* the start of one fresh worker of each executor (an interpreter importing what that worker imports).
+* the start of one fresh worker of each executor (an interpreter importing what that worker imports);
+* the cost of moving a pickled object to a worker process and back, per byte (what a pool pays for each
+  task's job and partial result).
 
 Under ``mpiexec -n K`` every rank reads its own part of one shared file (rank 0 writes it), the
 reader counts go up to K, and rank 0 gathers the ranks' hosts and times and writes the profile:
@@ -43,6 +45,8 @@ META_FILES = 32
 WORKER_IMPORTS = {"processes": "import trajscale.executors.base",
                   "mpi": "from mpi4py import MPI; import trajscale.executors.base",
                   "dask": "import distributed; import trajscale.executors.base"}
+#: The array sent to a worker process and back to time a transfer, and the rounds timed.
+TRANSFER_BYTES, TRANSFER_ROUNDS = 16 * 2**20, 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +193,39 @@ def worker_starts(budget: float) -> dict[str, float]:
     return out
 
 
+def _echo(conn) -> None:
+    """A worker process that sends back what it receives (until None)."""
+    while (obj := conn.recv()) is not None:
+        conn.send(obj)
+
+
+def transfer_s_per_byte(nbytes: int = TRANSFER_BYTES, rounds: int = TRANSFER_ROUNDS) -> float:
+    """Seconds per byte of moving a pickled array to a worker process, through a pipe as a process pool
+    sends a task (pickle, write, read, unpickle): half the median round trip over the bytes."""
+    import numpy as np
+
+    ctx = mp.get_context("spawn")
+    ours, theirs = ctx.Pipe()
+    worker = ctx.Process(target=_echo, args=(theirs,), daemon=True)
+    worker.start()
+    try:
+        data = np.ones(max(1, nbytes // 8))
+        ours.send(data[:1])   # the worker is up and has imported NumPy before the clock starts
+        ours.recv()
+        times = []
+        for _ in range(max(1, rounds)):
+            t0 = time.perf_counter()
+            ours.send(data)
+            ours.recv()
+            times.append(time.perf_counter() - t0)
+        ours.send(None)
+    finally:
+        worker.join(timeout=10)
+        if worker.is_alive():
+            worker.kill()
+    return median(times) / (2 * data.nbytes)
+
+
 def _levels(k: int) -> list[int]:
     out, n = [], 1
     while n < k:
@@ -252,13 +289,19 @@ def probe(opts: ProbeOptions, log=print) -> Machine:
     starts = worker_starts(start_budget) if opts.starts else {}
     for name, s in starts.items():
         log(f"probe: a fresh {name} worker starts in {s:.3g} s")
+    transfer = transfer_s_per_byte() if opts.starts else None
+    if transfer is not None:
+        log(f"probe: a pickled object moves to a worker process at {1e-9 / transfer:.3g} GB/s")
     where = f"{MEASURED} by trajscale probe on {here.name} at {folder}"
     origin = dict(here.origin)
     origin.update(dict.fromkeys(("read_curve", "open_ms", "stat_ms", "block_bytes", "cold"), where))
     if starts:
         origin["start_s"] = f"{MEASURED} by trajscale probe on {here.name}"
+    if transfer is not None:
+        origin["transfer_s_per_byte"] = f"{MEASURED} by trajscale probe on {here.name}"
     return replace(here, read_curve=tuple(curve), block_bytes=opts.block_bytes, cold=cold_note, open_ms=open_ms,
-                   stat_ms=stat_ms, start_s=tuple(starts.items()), origin=tuple(origin.items()))
+                   stat_ms=stat_ms, start_s=tuple(starts.items()), transfer_s_per_byte=transfer,
+                   origin=tuple(origin.items()))
 
 
 def under_mpi() -> bool:

@@ -1,0 +1,63 @@
+"""What a run's job and its partial results weigh when they move between processes.
+
+A process pool pickles the job into every task it sends and every task's partial back; Dask sends
+the job once to each worker and each task's partial to the client; MPI broadcasts the job down a
+tree and gathers one partial per rank (a per-frame analysis's rows: the frames' share).  What that
+costs grows with these sizes, which the run measures once (:func:`payload_of`) and a prediction
+multiplies by the machine's measured transfer rate.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+
+
+def pickled_bytes(obj) -> int:
+    """Bytes of ``obj`` pickled (protocol 5), counted without copying its large arrays."""
+    buffers: list = []
+    head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    return len(head) + sum(b.raw().nbytes for b in buffers)
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """Pickled sizes: the job, and the reduced partial result of ``frames`` frames.
+
+    ``per_frame``: the partial holds one row per frame (a task's partial is its frames' share);
+    otherwise every task's partial is as large as the reduced one (sums, histograms).
+    """
+
+    job_bytes: int
+    partial_bytes: int
+    frames: int
+    per_frame: bool
+
+    def task_partial_bytes(self, frames: float) -> float:
+        """Bytes of the partial of a task of ``frames`` frames."""
+        if self.per_frame:
+            return self.partial_bytes * frames / max(1, self.frames)
+        return float(self.partial_bytes)
+
+    def to_dict(self) -> dict:
+        return {"job_bytes": self.job_bytes, "partial_bytes": self.partial_bytes, "frames": self.frames,
+                "per_frame": self.per_frame}
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> Payload | None:
+        """The record of a report's ``meta["payload"]`` (None: a report written before it was measured)."""
+        if not isinstance(d, dict):
+            return None
+        try:
+            p = cls(int(d["job_bytes"]), int(d["partial_bytes"]), int(d["frames"]), bool(d["per_frame"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+        return p if min(p.job_bytes, p.partial_bytes, p.frames) >= 0 else None
+
+
+def payload_of(job, reduced, frames: int, per_frame: bool) -> Payload:
+    """The :class:`Payload` of a run: its job, and its reduced partial over ``frames`` frames."""
+    return Payload(pickled_bytes(job), pickled_bytes(reduced), frames, per_frame)
+
+
+__all__ = ["Payload", "payload_of", "pickled_bytes"]

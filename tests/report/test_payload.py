@@ -1,0 +1,46 @@
+"""What a run's job and partial results weigh when pickled, as its report records them for ``--predict``."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from MDAnalysisTests.datafiles import DCD, PSF
+
+from trajscale import RMSD, RMSF, run
+from trajscale.report.payload import Payload, pickled_bytes
+
+
+def test_pickled_bytes_counts_what_pickle_writes_without_copying():
+    obj = {"positions": np.arange(30_000, dtype=np.float64).reshape(-1, 3), "name": "x" * 100,
+           "indices": np.arange(5_000, dtype=np.int64)}
+    inband = len(pickle.dumps(obj, protocol=5))
+    # out-of-band buffers leave out a few framing bytes per array: the counts agree to within those
+    assert abs(pickled_bytes(obj) - inband) <= 64 * 2
+    assert pickled_bytes(obj) >= 30_000 * 8 + 5_000 * 8
+
+
+@pytest.mark.parametrize("executor", ["serial", "processes"])
+def test_a_run_records_its_job_and_partial_sizes(executor):
+    """RMSF's partial holds a sum and a sum of squares per atom and coordinate (at least float64's 16 bytes;
+    trajscale's exact sums take two 64-bit words each), whatever the frames; RMSD's is one row per frame."""
+    n_atoms = 3341
+    kw = {"executor": executor} if executor == "serial" else {"executor": executor, "n_workers": 2}
+    rmsf = Payload.from_dict(run(RMSF(select="all"), PSF, DCD, **kw).report.meta["payload"])
+    assert rmsf is not None and not rmsf.per_frame
+    assert 2 * n_atoms * 3 * 8 <= rmsf.partial_bytes <= 4 * n_atoms * 3 * 8 + 4096
+    # the job carries the selection's indices at least
+    assert rmsf.job_bytes >= n_atoms * 4
+    short = run(RMSD(select="name CA"), PSF, DCD, stop=20, **kw).report.meta["payload"]
+    full = run(RMSD(select="name CA"), PSF, DCD, **kw).report.meta["payload"]
+    assert short["per_frame"] and full["per_frame"] and (short["frames"], full["frames"]) == (20, 98)
+    # one row per frame: 78 more frames add at least their frame index, time and value (8 bytes each)
+    assert full["partial_bytes"] - short["partial_bytes"] >= 78 * 3 * 8
+
+
+def test_a_payload_record_from_an_older_or_damaged_report_is_not_used():
+    assert Payload.from_dict(None) is None
+    assert Payload.from_dict({"job_bytes": 10}) is None
+    assert Payload.from_dict({"job_bytes": -1, "partial_bytes": 0, "frames": 1, "per_frame": True}) is None
+    assert Payload.from_dict({"job_bytes": "x", "partial_bytes": 0, "frames": 1, "per_frame": True}) is None
