@@ -210,6 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     print(f"cells {len(rows)}: median |error| {median(errs):.1%} (target {TARGET_MEDIAN:.0%}), "
           f"max |error| {max(errs):.1%} (target {TARGET_MAX:.0%})")
+    for ex in a.executors:
+        e = [abs(r["error"]) for r in rows if r["executor"] == ex]
+        if e:
+            print(f"  {ex}: median {median(e):.1%}, max {max(e):.1%}")
+    inside = sum(r["low"] <= r["measured"] <= r["high"] for r in rows)
+    print(f"measured inside the predicted range: {inside} of {len(rows)}")
     if a.json:
         write_script_json(PROG, a.json, rows, a.overwrite)
     return 0

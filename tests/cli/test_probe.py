@@ -77,8 +77,10 @@ def test_probe_launch_calibrates_each_executor_on_whole_runs(tmp_path):
     c = m.cores
     for line in m.launch:
         assert line.at_cores_s >= 0 and line.per_worker_s >= 0 and line.collective_open_s >= 0
+        assert line.per_atom_s >= 0 and line.wall_range[0] <= 1.0 <= line.wall_range[1]
         model = fit(_serial(imports=0.1, topology=0.05), line.executor, ran_on=m)
-        per = line.per_worker_s + (line.collective_open_s if line.executor == "mpi" else 0.0)   # an H5MD report
+        per = (line.per_worker_s + line.per_atom_s * model.atoms
+               + (line.collective_open_s if line.executor == "mpi" else 0.0))   # an H5MD report
         for n in (c, 4 * c):
             want = line.at_cores_s + per * (n - c) / c
             assert abs(launch_at(model, n, m)[0] - want) <= 1e-12 * max(1.0, want)

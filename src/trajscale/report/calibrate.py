@@ -1,20 +1,30 @@
 """Each executor's launch line, calibrated on whole runs of a synthetic system (``trajscale probe --launch``).
 
-What starting N workers costs depends on the machine and the executor, not on the analysis, so it is
-measured once per machine: a small synthetic system (:data:`ATOMS` atoms, :data:`FRAMES` frames, as one
-H5MD file and as :data:`PARTS` XTC parts) is analysed (radius of gyration of every atom) by whole
-``trajscale run`` processes, serially with ``--report`` and at N = cores and 2 x cores on each
-executor.  The seconds each run took beyond what the model (:mod:`trajscale.report.predict`) gives its
-serial phases, work and communication are its launch; at the cores they are the line's
-``at_cores_s``, and their rise to 2 x cores over the further workers started is ``per_worker_s``.
-Under MPI the ranks' reports give what opening the H5MD file together through MPI-IO took them,
-and its rise over the further ranks is ``collective_open_s``.  How far the finished line misses the
-calibration's own runs is its ``wall_range``, which a prediction's range takes on.
+What starting N workers costs depends on the machine, the executor and what each worker opens, not
+on the analysis, so it is measured once per machine: a small synthetic system (:data:`ATOMS` atoms,
+:data:`FRAMES` frames, as one H5MD file and as :data:`PARTS` XTC parts) is analysed (radius of
+gyration) by whole ``trajscale run`` processes, serially with ``--report`` and at N = cores and
+:data:`BEYOND` x cores on each executor, with every atom selected and, on the H5MD file, with
+:data:`SMALL` atoms selected.
+
+* ``at_cores_s``: the seconds each run at the cores took beyond what the model
+  (:mod:`trajscale.report.predict`) gives its serial phases, work and communication.
+* ``per_worker_s`` (H5MD) and ``per_worker_parts_s`` (XTC parts): the CPU seconds each further
+  worker adds, from the CPU time of the whole process tree at the two N (less what the model's own
+  terms add there).  CPU time is what further workers cost once the cores are busy, and it is far
+  steadier than wall time on a machine that others share.  ``per_atom_s``: what each selected atom
+  adds to it, from the small selection against all atoms.
+* MPI ranks poll while they wait, so their CPU time is their wall time: under MPI the slope is taken
+  from the wall times of the XTC parts, and the ranks' reports give what opening the H5MD file
+  together through MPI-IO took them, whose rise over the further ranks is ``collective_open_s``.
+* ``wall_range``: how far the finished line misses the calibration's own runs, which a prediction's
+  range takes on.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -26,13 +36,19 @@ from statistics import median
 from ..errors import TrajscaleError
 from .fit import Model, fit
 from .machine import MEASURED, LaunchLine, Machine
-from .predict import started_workers, terms_at
+from .predict import bytes_moved, n_tasks_at, started_workers, terms_at
 from .timing import RunReport
 
 #: The synthetic system: atoms (a small solvated protein: what a worker holds grows with them), frames, XTC parts.
 ATOMS, FRAMES, PARTS = 30000, 96, 4
-#: The calibration set's two trajectories.
-WORKLOADS = ("h5md", "xtc parts")
+#: The calibration's second point, in workers per core: far enough beyond the cores that each further
+#: worker's cost stands out of the runs' noise.
+BEYOND = 4
+#: Atoms of the small selection: a worker's launch cost is measured at it and at all :data:`ATOMS`.
+SMALL = 3000
+#: The calibration set's workloads.
+H5MD, PARTS_ALL, H5MD_SMALL = "h5md", "xtc parts", "h5md, small selection"
+WORKLOADS = (H5MD, PARTS_ALL, H5MD_SMALL)
 
 
 def _env() -> dict:
@@ -56,20 +72,28 @@ def executors_here() -> list[str]:
     return out
 
 
-def whole_run(args: list[str], executor: str = "serial", n: int = 1, timeout: float = 600) -> float:
-    """Seconds from launching ``trajscale ARGS`` on ``executor`` x ``n`` to its exit, timed from outside."""
+def timed_run(args: list[str], executor: str = "serial", n: int = 1, timeout: float = 600) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``trajscale ARGS`` on ``executor`` x ``n``, timed from outside: launch to
+    exit, and the user and system time of the whole process tree (every process it waited for)."""
     cmd = [sys.executable, "-m", "trajscale.cli.main", *args, "--executor", executor]
     if executor in ("processes", "dask"):
         cmd += ["-n", str(n)]
     if executor == "mpi":
         cmd = [mpiexec() or "mpiexec", "-n", str(n), *cmd]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), check=False, timeout=timeout)
     dt = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
         raise TrajscaleError(f"calibration run failed ({' '.join(cmd[-8:])}): {last}")
-    return dt
+    return dt, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def whole_run(args: list[str], executor: str = "serial", n: int = 1, timeout: float = 600) -> float:
+    """Seconds from launching ``trajscale ARGS`` on ``executor`` x ``n`` to its exit, timed from outside."""
+    return timed_run(args, executor, n, timeout)[0]
 
 
 def write_calibration_set(folder: Path) -> dict[str, list[str]]:
@@ -103,9 +127,9 @@ def write_calibration_set(folder: Path) -> dict[str, list[str]]:
     h5 = folder / "calibration.h5md"
     # one frame a chunk: tasks may start at any frame, so at every N each worker started has work
     whole_run(["convert", str(top), *parts, "-o", str(h5), "--chunks", "1", "--overwrite", "-q"])
-    analysis = ["rgyr", "--select", "all"]
-    return {"h5md": ["run", analysis[0], str(top), str(h5), *analysis[1:]],
-            "xtc parts": ["run", analysis[0], str(top), *parts, *analysis[1:]]}
+    return {H5MD: ["run", "rgyr", str(top), str(h5), "--select", "all"],
+            PARTS_ALL: ["run", "rgyr", str(top), *parts, "--select", "all"],
+            H5MD_SMALL: ["run", "rgyr", str(top), str(h5), "--select", f"index 0:{SMALL - 1}"]}
 
 
 def beyond_the_model(model: Model, n: int, machine: Machine, measured: float) -> float:
@@ -116,13 +140,14 @@ def beyond_the_model(model: Model, n: int, machine: Machine, measured: float) ->
 
 @dataclass(frozen=True, slots=True)
 class Point:
-    """One calibration point: a workload on an executor at N, timed ``repeat`` times as a whole run."""
+    """One calibration point: a workload on an executor at N, run ``repeat`` times as a whole process."""
 
     model: Model
     n: int
-    runs: tuple[float, ...]           # whole-run seconds, sorted
-    launch: tuple[float, float, float]   # seconds beyond the model of the fastest, median and slowest run
-    open_s: float = 0.0               # median over runs of the ranks' median file open (MPI on H5MD)
+    runs: tuple[float, ...]             # whole-run wall seconds, sorted
+    cpu: tuple[float, ...]              # their CPU seconds (the process tree's), sorted
+    launch: tuple[float, float, float]  # wall seconds beyond the model of the fastest, median and slowest run
+    open_s: float = 0.0                 # median over runs of the ranks' median file open (MPI on H5MD)
 
 
 def _opens(report: Path) -> float:
@@ -134,29 +159,29 @@ def _opens(report: Path) -> float:
 
 
 def _point(args: list[str], ex: str, n: int, model: Model, machine: Machine, repeat: int, tmp: Path) -> Point:
-    """Time ``args`` on ``ex`` x ``n``; under MPI on one H5MD file, each run's report gives its ranks' open."""
+    """Run ``args`` on ``ex`` x ``n``; under MPI on one H5MD file, each run's report gives its ranks' open."""
     rep = tmp / "point.json"
     timed_opens = ex == "mpi" and model.collective_open
-    runs, opens = [], []
+    walls, cpus, opens = [], [], []
     for _ in range(max(1, repeat)):
         extra = ["--report", str(rep), "--overwrite"] if timed_opens else []
-        runs.append(whole_run([*args, *extra, "-q"], ex, n))
+        wall, cpu = timed_run([*args, *extra, "-q"], ex, n)
+        walls.append(wall)
+        cpus.append(cpu)
         if timed_opens:
             opens.append(_opens(rep))
-    runs.sort()
-    launch = tuple(beyond_the_model(model, n, machine, t) for t in (runs[0], median(runs), runs[-1]))
-    return Point(model, n, tuple(runs), launch, median(opens) if opens else 0.0)
+    walls.sort()
+    launch = tuple(beyond_the_model(model, n, machine, t) for t in (walls[0], median(walls), walls[-1]))
+    return Point(model, n, tuple(walls), tuple(sorted(cpus)), launch, median(opens) if opens else 0.0)
 
 
 def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: list[str] | None = None,
                      repeat: int = 1, log=print) -> Machine:
     """``machine`` with each executor's launch line, from whole runs of the calibration set in ``folder``.
 
-    Each point is the median of ``repeat`` runs; the line's ``per_worker_range`` spans the slopes
-    that the fastest and slowest of those runs, and the two workloads, give, and its ``wall_range``
-    how far the line's predictions of its own runs fell from them.  Under MPI the ranks' collective
-    open of the H5MD file is read from the runs' reports.  The files are written in a folder of
-    their own inside ``folder`` and removed afterwards.
+    Each point is run ``repeat`` times; its median gives the line, and the fastest and slowest runs
+    the line's ``per_worker_range``.  The files are written in a folder of their own inside ``folder``
+    and removed afterwards.
     """
     import tempfile
 
@@ -170,42 +195,71 @@ def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: lis
             serial = RunReport.load(rep)
             for ex in executors:
                 model = fit(serial, ex, ran_on=machine)
-                for n in (c, 2 * c):
+                for n in (c, BEYOND * c):
                     p = points[name, ex, n] = _point(args, ex, n, model, machine, repeat, Path(tmp))
-                    log(f"calibration: {name} on {ex} x{n}: {median(p.runs):.3g} s, {p.launch[1]:.3g} s of launch"
-                        + (f", {p.open_s:.3g} s to open the file" if p.open_s else ""))
+                    log(f"calibration: {name} on {ex} x{n}: {median(p.runs):.3g} s wall, {median(p.cpu):.3g} s CPU, "
+                        f"{p.launch[1]:.3g} s of launch" + (f", {p.open_s:.3g} s to open the file" if p.open_s else ""))
     lines = [line for ex in executors if (line := _line(ex, points, machine)) is not None]
     return replace(machine, launch=tuple(lines), origin=tuple(_origin(machine)))
 
 
-def _line(ex: str, points: dict, machine: Machine) -> LaunchLine | None:
-    """The launch line of ``ex``: the medians, the spread of the runs and workloads, and the line's misses."""
+def _slope(ex: str, at: Point, beyond: Point, machine: Machine) -> tuple[float, float, float] | None:
+    """Seconds each further worker started adds (from the fastest, median and slowest runs), less what
+    the model's own terms add: CPU seconds, or under MPI (ranks poll) wall seconds over the cores."""
     c = machine.cores
-    slopes, collective = {}, 0.0
-    for w in WORKLOADS:
-        if (w, ex, c) not in points:
-            continue
-        at, beyond = points[w, ex, c], points[w, ex, 2 * c]
-        further = (started_workers(at.model, 2 * c) - max(c, started_workers(at.model, c))) / c
-        if further <= 0:
-            continue
+    m = at.model
+    w_at, w_beyond = max(c, started_workers(m, at.n)), started_workers(m, beyond.n)
+    if w_beyond <= w_at:
+        return None
+    if ex == "mpi":
+        further = (w_beyond - w_at) / c
+        opened = max(0.0, beyond.open_s - at.open_s) / further
         lo, mid, hi = at.launch
         lo2, mid2, hi2 = beyond.launch
-        opened = max(0.0, beyond.open_s - at.open_s) / further   # the collective open, measured on the ranks
-        if opened:
-            collective = opened
-        slopes[w] = tuple(max(0.0, v / further - opened) for v in (lo2 - hi, mid2 - mid, hi2 - lo))
-    if not slopes:
+        return tuple(max(0.0, v / further - opened) for v in (lo2 - hi, mid2 - mid, hi2 - lo))
+    moved = (bytes_moved(m, beyond.n, n_tasks_at(m, beyond.n)) - bytes_moved(m, at.n, n_tasks_at(m, at.n))) \
+        * machine.transfer_s
+    further = w_beyond - w_at
+    lo, mid, hi = at.cpu[0], median(at.cpu), at.cpu[-1]
+    lo2, mid2, hi2 = beyond.cpu[0], median(beyond.cpu), beyond.cpu[-1]
+    return tuple(max(0.0, (v - moved) / further) for v in (lo2 - hi, mid2 - mid, hi2 - lo))
+
+
+def _collective(points: dict, machine: Machine) -> float:
+    """Under MPI: the rise of the ranks' collective open of the H5MD file, per further rank over the cores."""
+    c = machine.cores
+    at, beyond = points.get((H5MD, "mpi", c)), points.get((H5MD, "mpi", BEYOND * c))
+    if at is None or beyond is None:
+        return 0.0
+    further = (started_workers(at.model, beyond.n) - max(c, started_workers(at.model, at.n))) / c
+    return max(0.0, beyond.open_s - at.open_s) / further if further > 0 else 0.0
+
+
+def _line(ex: str, points: dict, machine: Machine) -> LaunchLine | None:
+    """The launch line of ``ex``: at the cores, per further worker on each format and per selected atom,
+    the spread of the runs, and the line's misses of its own runs."""
+    c = machine.cores
+    slopes = {w: s for w in WORKLOADS if (w, ex, c) in points
+              and (s := _slope(ex, points[w, ex, c], points[w, ex, BEYOND * c], machine)) is not None}
+    if H5MD not in slopes and PARTS_ALL not in slopes:
         return None
     at_cores = max(0.0, median(points[w, ex, c].launch[1] for w in slopes))
-    per_worker = median(s[1] for s in slopes.values())
-    low = min(s[0] for s in slopes.values()) / per_worker if per_worker > 0 else 1.0
-    high = max(s[2] for s in slopes.values()) / per_worker if per_worker > 0 else 1.0
-    line = LaunchLine(ex, at_cores, per_worker, collective, (min(1.0, low), max(1.0, high)))
-    # How far the line misses its own runs (both workloads, both N): the model's error, for the range.
+    h5md = slopes.get(H5MD, slopes.get(PARTS_ALL))
+    parts = slopes.get(PARTS_ALL, h5md)
+    if ex == "mpi":   # wall seconds: the ranks' polling hides a per-atom cost; the open is measured apart
+        per_atom, h5md = 0.0, parts
+    else:
+        small = slopes.get(H5MD_SMALL)
+        per_atom = max(0.0, h5md[1] - small[1]) / (ATOMS - SMALL) if small else 0.0
+    base, base_parts = (max(0.0, x[1] - per_atom * ATOMS) for x in (h5md, parts))
+    mid = max(h5md[1], 1e-12)
+    spread = (min(1.0, min(x[0] for x in (h5md, parts)) / mid), max(1.0, max(x[2] for x in (h5md, parts)) / mid))
+    line = LaunchLine(ex, at_cores, base, _collective(points, machine) if ex == "mpi" else 0.0, spread,
+                      per_atom_s=per_atom, per_worker_parts_s=base_parts)
+    # How far the line misses its own runs (every workload, both N): the model's error, for the range.
     with_line = replace(machine, launch=(line,))
-    ratios = [t / terms_at(p.model, p.n, with_line).total for (w, e, _), p in points.items()
-              if e == ex and w in slopes for t in (p.runs[0], p.runs[-1])]
+    ratios = [t / terms_at(p.model, p.n, with_line).total for (_, e, _), p in points.items()
+              if e == ex for t in (p.runs[0], p.runs[-1])]
     return replace(line, wall_range=(min(1.0, min(ratios)), max(1.0, max(ratios))))
 
 
@@ -213,10 +267,11 @@ def _origin(machine: Machine):
     """``machine``'s origins with where its launch lines came from."""
     c = machine.cores
     origin = dict(machine.origin)
-    origin["launch"] = (f"{MEASURED}: calibrated on whole runs of a synthetic {ATOMS}-atom system at "
-                        f"N = {c}, {2 * c} (trajscale probe --launch)")
+    origin["launch"] = (f"{MEASURED}: calibrated on whole runs of a synthetic {ATOMS}-atom system (all atoms "
+                        f"and {SMALL} selected) at "
+                        f"N = {c}, {BEYOND * c} (trajscale probe --launch)")
     return origin.items()
 
 
-__all__ = ["ATOMS", "FRAMES", "PARTS", "calibrate_launch", "executors_here", "whole_run",
+__all__ = ["ATOMS", "FRAMES", "PARTS", "SMALL", "timed_run", "calibrate_launch", "executors_here", "whole_run",
            "write_calibration_set"]

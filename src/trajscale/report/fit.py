@@ -32,9 +32,10 @@ class Model:
     executor: str
     frames: int
     bytes: int
+    atoms: int                # the analysis's selected atoms
     n_tasks: int
     tasks_fixed: bool         # the run asked for its task count (--tasks): it stays at larger N
-    max_tasks: int            # chunks (or parts) tasks may start on: more tasks are impossible
+    max_tasks: int            # chunks and parts tasks may start on: more tasks are impossible
     chunk_frames: int
     n_parts: int              # files the trajectory is split into (1: one file)
     read_s_per_byte: float    # one rank on a core of its own, median rate
@@ -140,8 +141,9 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
                      "per collective stage assumed")
     n_parts = report.source.n_segments or 1
     cf = _chunk_frames(report)
-    max_tasks = n_parts if n_parts > 1 and frames / n_parts >= cf else max(1, math.ceil(frames / cf))
-    max_tasks = max(max_tasks, len(tasks))
+    # Tasks start on chunk boundaries, and parts longer than a task's share are cut like one file
+    # (planning.plan_in_parts): every chunk can start a task, and every part does.
+    max_tasks = max(n_parts, math.ceil(frames / cf), len(tasks))
     n_sel = max(1, int(report.n_atoms or 1))
     payload = Payload.from_dict((report.meta or {}).get("payload"))
     if payload is None:
@@ -150,7 +152,7 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
         payload = Payload(20 * n_sel, 0, frames, True)
     collective = report.source.format == "h5md"   # MPI ranks open one H5MD file together (MPI-IO)
     model = Model(
-        executor=report.executor, frames=frames, bytes=nbytes, n_tasks=max(1, len(tasks)),
+        executor=report.executor, frames=frames, bytes=nbytes, atoms=n_sel, n_tasks=max(1, len(tasks)),
         tasks_fixed=bool((report.meta or {}).get("n_tasks_asked")), max_tasks=max_tasks, chunk_frames=cf,
         n_parts=n_parts, read_s_per_byte=s_per_byte, compute_s_per_frame=s_per_frame, open_s=open_s,
         startup_s=startup, fixed_s=fixed, imports_s=imports, target=target, alpha_s=alpha,

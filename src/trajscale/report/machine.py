@@ -35,8 +35,10 @@ class LaunchLine:
     """What starting an executor's workers costs on a machine, calibrated on whole runs.
 
     A run at N workers spends ``at_cores_s`` launching them up to the cores; each further worker
-    started adds ``per_worker_s`` CPU seconds, shared by the cores; under MPI, when every rank opens
-    the file collectively (MPI-IO), ``collective_open_s`` more per rank.  ``per_worker_range`` is
+    started adds ``per_worker_s`` CPU seconds reading one H5MD file (``per_worker_parts_s`` reading
+    XTC/TRR parts or another format) plus ``per_atom_s`` for each atom its analysis selected (what a
+    fresh worker allocates and touches grows with them), shared by the cores; under MPI, when every
+    rank opens the file collectively (MPI-IO), ``collective_open_s`` more per rank.  ``per_worker_range`` is
     the factors on ``per_worker_s`` at the two ends of what the calibration's runs gave, and
     ``wall_range`` the factors between the calibration's fastest and slowest runs and what the line
     predicted for them: the model's own error, which a prediction's range carries.
@@ -48,10 +50,21 @@ class LaunchLine:
     collective_open_s: float = 0.0
     per_worker_range: tuple[float, float] = (1.0, 1.0)
     wall_range: tuple[float, float] = (1.0, 1.0)
+    per_atom_s: float = 0.0
+    per_worker_parts_s: float | None = None   # None: as per_worker_s
 
-    def per_further_worker(self, collective: bool) -> float:
-        """CPU seconds each worker beyond the cores adds (``collective``: every rank opens the file)."""
-        return self.per_worker_s + (self.collective_open_s if collective else 0.0)
+    def per_further_worker(self, h5md: bool, collective: bool = False, atoms: int = 0) -> float:
+        """CPU seconds each worker beyond the cores adds reading one H5MD file (``h5md``) or parts, with
+        ``atoms`` selected (``collective``: every rank opens the file together)."""
+        base = self.per_worker_s if h5md or self.per_worker_parts_s is None else self.per_worker_parts_s
+        return base + self.per_atom_s * atoms + (self.collective_open_s if collective else 0.0)
+
+    def scaled(self, factor: float) -> LaunchLine:
+        """This line with every per-further-worker cost times ``factor`` (an end of the range)."""
+        parts = self.per_worker_parts_s
+        return replace(self, per_worker_s=self.per_worker_s * factor, per_atom_s=self.per_atom_s * factor,
+                       collective_open_s=self.collective_open_s * factor,
+                       per_worker_parts_s=None if parts is None else parts * factor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +173,8 @@ class Machine:
         kw["read_curve"] = tuple((int(k), float(r)) for k, r in kw.get("read_curve") or ())
         kw["start_s"] = tuple((str(k), float(v)) for k, v in dict(kw.get("start_s") or {}).items())
         ranges = ("per_worker_range", "wall_range")
-        kw["launch"] = tuple(LaunchLine(str(e), **{k: (tuple(float(y) for y in x) if k in ranges else float(x))
+        kw["launch"] = tuple(LaunchLine(str(e), **{k: (tuple(float(y) for y in x) if k in ranges
+                                                       else None if x is None else float(x))
                                                    for k, x in dict(v).items()})
                              for e, v in dict(kw.get("launch") or {}).items())
         kw["origin"] = tuple((str(k), str(v)) for k, v in dict(kw.get("origin") or {}).items())
@@ -177,7 +191,7 @@ class Machine:
             raise ValueError("nodes, cores_per_node, readers and rates must be positive")
         if any(not (math.isfinite(v) and v >= 0) for line in m.launch
                for v in (line.at_cores_s, line.per_worker_s, line.collective_open_s, *line.per_worker_range,
-                         *line.wall_range)):
+                         *line.wall_range, line.per_atom_s, line.per_worker_parts_s or 0.0)):
             raise ValueError("launch seconds must be finite and not negative")
         if any(len(line.per_worker_range) != 2 or len(line.wall_range) != 2 for line in m.launch):
             raise ValueError("per_worker_range and wall_range must be two factors (low, high)")
@@ -241,6 +255,9 @@ class Machine:
                      if self.transfer_s_per_byte is not None else DEFAULTED))
         if self.launch:
             lines = "; ".join(f"{x.executor} {x.at_cores_s:.3g} s up to the cores + {x.per_worker_s:.3g} s"
+                              + (f" (parts: {x.per_worker_parts_s:.3g} s)" if x.per_worker_parts_s is not None
+                                 else "")
+                              + (f" + {x.per_atom_s * 1e6:.3g} us per selected atom" if x.per_atom_s else "")
                               + " per further worker"
                               + (f" (+ {x.collective_open_s:.3g} s with a collective open)"
                                  if x.collective_open_s else "")

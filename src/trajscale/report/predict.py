@@ -16,7 +16,7 @@ parts tasks may start on), each rank runs ``q = ceil(T/N)`` tasks of ``F/T`` fra
                = N_a x f(N) x M        (--metadata-ms M: one metadata server, one open at a time)
     t_comm(N)  = alpha x ceil(log2 N) + t_move(N)          alpha: one stage of a tree collective
     t_move(N)  = bytes moved x s_move x (1/2 + 1/(2 min(N_a, C)))   s_move: the machine's transfer rate
-    start(N)   = at_cores + per_worker x max(0, W(N) - C) / C                 (the machine's launch line)
+    start(N)   = at_cores + (per_worker + per_atom x atoms) x max(0, W(N) - C) / C   (the machine's launch line)
     t_wall(N)  = fixed x s(N) + start(N) + max over (median rank, straggler) [t_meta + t_read + t_comp] + t_comm(N)
 
 Beyond the cores (``o(N) = N / C > 1``, ``C = nodes x cores_per_node``) workers share them, but a
@@ -175,7 +175,8 @@ def launch_at(model: Model, n: int, machine: Machine) -> tuple[float, str]:
     beyond = max(0, started_workers(model, n) - machine.cores) / machine.cores
     line = machine.launch_line(model.target)
     if line is not None:
-        per_worker = line.per_further_worker(model.target == "mpi" and model.collective_open)
+        one_h5md = model.collective_open   # one H5MD file (which MPI ranks open together)
+        per_worker = line.per_further_worker(one_h5md, model.target == "mpi" and one_h5md, model.atoms)
         if model.launch_s is not None:
             return model.launch_s + per_worker * beyond, "measured in a report of the executor"
         return line.at_cores_s + per_worker * beyond, machine.origin_of("launch")
@@ -294,8 +295,7 @@ def _ends(model: Model, machine: Machine) -> tuple[tuple[Model, Machine], tuple[
     high = replace(model, compute_s_per_frame=model.compute_s_per_frame * hi_c,
                    read_s_per_byte=model.read_s_per_byte * hi_r, imports_s=model.imports_s * k)
     def launch(end: int):
-        return tuple(replace(x, per_worker_s=x.per_worker_s * x.per_worker_range[end],
-                             collective_open_s=x.collective_open_s * x.per_worker_range[end]) for x in machine.launch)
+        return tuple(x.scaled(x.per_worker_range[end]) for x in machine.launch)
 
     low_machine = replace(machine, start_s=tuple((e, v / k) for e, v in machine.start_s), launch=launch(0))
     high_machine = replace(machine, start_s=tuple((e, v * k) for e, v in machine.start_s), launch=launch(1))
