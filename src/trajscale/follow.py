@@ -148,6 +148,7 @@ class _Follower:
                     config = snap.source.get_config()
                     part_starts = snap.source.part_starts
                     chunk = snap.source.chunk_frames
+                    snap.warn_torn_end()   # a finished file: this round is the last, so it is said once
                 finally:
                     snap.source.close()
                 if n > self.done:
@@ -168,7 +169,8 @@ class _Follower:
 
 
 def run_follow(analysis: Analysis, topology, trajectory, *, options: FollowOptions | None = None,
-               on_update: Callable | None = None, run_options: RunOptions | None = None, **keywords):
+               on_update: Callable | None = None, run_options: RunOptions | None = None, temporary: bool = False,
+               **keywords):
     """Analyse ``trajectory`` as it is written; see :func:`trajscale.run` (``follow=True``).
 
     ``options`` say how to poll, publish and end; ``run_options`` (a
@@ -176,7 +178,9 @@ def run_follow(analysis: Analysis, topology, trajectory, *, options: FollowOptio
     tasks run, as :func:`trajscale.run`'s options do (``tasks_per_worker`` defaults to 1 per round).
     ``on_update(result)`` is called on the deciding process with the result over the frames analysed so
     far, every ``options.every_s`` seconds or ``options.every_frames`` frames, and once at the end.
-    The final result's ``report.meta["follow"]`` says how many frames were followed and why the run ended.
+    The final result's ``report.meta["follow"]`` says how many frames were followed and why the run ended;
+    ``temporary`` (a stream's file that is removed when the run ends) is recorded there too, so that no
+    advice names a file the user cannot find.
     """
 
     follow = options or FollowOptions()
@@ -186,7 +190,7 @@ def run_follow(analysis: Analysis, topology, trajectory, *, options: FollowOptio
         if len(trajectory) != 1:
             raise ConfigError("follow: give one growing trajectory (an H5MD, XTC or TRR file, or a segment index)")
         trajectory = trajectory[0]
-    job_run = _FollowedRun(analysis, topology, str(trajectory), follow, run_options, on_update)
+    job_run = _FollowedRun(analysis, topology, str(trajectory), follow, run_options, on_update, temporary)
     quiet = QuietInFlight()
     logging.getLogger("trajscale.store.schema").addFilter(quiet)
     try:
@@ -207,8 +211,9 @@ class _FollowedRun:
     run ends, the result; :meth:`execute` runs them in order."""
 
     def __init__(self, analysis: Analysis, topology, trajectory: str, follow: FollowOptions,
-                 options: RunOptions, on_update: Callable | None) -> None:
+                 options: RunOptions, on_update: Callable | None, temporary: bool = False) -> None:
         self.analysis, self.topology, self.trajectory = analysis, topology, trajectory
+        self.temporary = temporary
         self.follow, self.options, self.on_update = follow, options, on_update
         self.t_start = time.perf_counter()
         self.timeline = ProcessTimeline()
@@ -316,6 +321,8 @@ class _FollowedRun:
         t_red = time.perf_counter() - t_red
         n_frames = sum(t.stop - t.start for t in timings)
         follow = {"frames": n_frames, "ended": ending, "why": self._why(ending) if ending else None}
+        if self.temporary:
+            follow["temporary"] = True
         report = Report(
             analysis=analysis.name, executor=ex.name, n_workers=ex.n_workers, n_frames=n_frames,
             n_atoms=facts.n_atoms, source=facts.source, t_total=time.perf_counter() - self.t_start,
@@ -383,7 +390,7 @@ def run_stream(analysis: Analysis, topology, url: str, *, tee: str | None = None
             if isinstance(got, TrajscaleError):
                 got.reported_elsewhere = True
             raise got
-        return run_follow(analysis, topology, got, **follow_kw)
+        return run_follow(analysis, topology, got, temporary=tee is None, **follow_kw)
     finally:
         if receiver is not None:
             if receiver.poll() is None:

@@ -4,12 +4,30 @@ grow, equal to those of the finished file; a killed writer leaves a clean end wi
 from __future__ import annotations
 
 import signal
+import warnings
 
+import MDAnalysis as mda
 import numpy as np
-from MDAnalysisTests.datafiles import PSF
+from MDAnalysisTests.datafiles import DCD, PSF
 
 from tests.conftest import run_cli
 from tests.sources.test_follow import mda_rmsd, producer
+
+warnings.filterwarnings("ignore", module="MDAnalysis")
+
+
+def _finished_xtc(path, n_frames: int = 5, torn: int = 0) -> None:
+    """PSF/DCD's first frames as an XTC written by MDAnalysis, then the first ``torn`` bytes of a frame
+    (a writer stopped inside it), then ``path.done``: a finished file that following reads to its end."""
+    u = mda.Universe(PSF, DCD)
+    with mda.Writer(str(path), u.atoms.n_atoms) as w:
+        for _ in u.trajectory[:n_frames]:
+            w.write(u.atoms)
+    with open(path, "r+b") as f:
+        start = f.read(torn)
+        f.seek(0, 2)
+        f.write(start)
+    path.with_name(path.name + ".done").touch()
 
 
 def test_follow_writes_the_results_of_the_finished_file(tmp_path):
@@ -56,3 +74,33 @@ def test_follow_refuses_a_frame_range(tmp_path):
     proc = run_cli("run", "rmsd", PSF, str(tmp_path / "x.h5md"), "--follow", "--start", "5")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "--start, --stop and --step do not apply" in proc.stderr
+
+
+def test_followed_rmsd_says_its_selection_once_as_a_run_that_is_not_followed(tmp_path):
+    traj = tmp_path / "done.xtc"
+    _finished_xtc(traj)
+    plain = run_cli("run", "rmsd", PSF, str(traj), "--executor", "serial")
+    followed = run_cli("run", "rmsd", PSF, str(traj), "--follow", "--idle", "120", "--executor", "serial")
+    assert plain.returncode == 0 and followed.returncode == 0, plain.stderr + followed.stderr
+    said = [ln for ln in plain.stdout.splitlines() if ln.startswith("selection:")]
+    assert said == ["selection: 'protein and name CA' (the default; --select to change)"]
+    assert [ln for ln in followed.stdout.splitlines() if ln.startswith("selection:")] == said
+    assert followed.stdout.splitlines()[0] == said[0]   # before the summary, as in a run not followed
+    assert followed.stderr.strip().splitlines()[-1] == ("followed 5 frames; ended: the writer marked "
+                                                         "the file complete")
+
+
+def test_a_finished_xtc_ending_inside_a_frame_is_warned_about_once(tmp_path):
+    traj = tmp_path / "torn.xtc"
+    _finished_xtc(traj, torn=40)
+    out = tmp_path / "rmsd.csv"
+    proc = run_cli("run", "rmsd", PSF, str(traj), "--follow", "--idle", "120", "--executor", "serial",
+                   "--every-frames", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    warned = [ln for ln in proc.stderr.splitlines() if "are not a whole frame" in ln]
+    assert len(warned) == 1, proc.stderr
+    assert f"{traj}: marked finished, but its last 40 bytes" in warned[0]
+    whole = tmp_path / "whole.xtc"   # the same frames without the torn end, as MDAnalysis reads them
+    _finished_xtc(whole)
+    ref = mda_rmsd(PSF, str(whole))
+    np.testing.assert_allclose(np.loadtxt(out, delimiter=",", skiprows=1)[:, 2], ref, rtol=1e-5, atol=1e-5)

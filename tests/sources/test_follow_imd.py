@@ -124,3 +124,35 @@ def test_an_existing_tee_is_followed_only_once_the_new_stream_replaces_it(tmp_pa
     assert stderr.strip().splitlines()[-1] == "followed 30 frames; ended: the writer marked the file complete"
     ref = rms.RMSD(mda.Universe(PSF, DCD).select_atoms("name CA")).run(stop=30).results.rmsd[:, 2]
     np.testing.assert_allclose(np.loadtxt(out, delimiter=",", skiprows=1)[:, 2], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_advice_on_a_stream_not_kept_names_no_deleted_file(tmp_path):
+    """Without ``--tee`` the stream's H5MD copy is deleted when the run ends: the summary and the report's
+    advice (on that copy's one-frame chunks) name the file ``--tee`` would keep, never the deleted one."""
+    import json
+
+    report = tmp_path / "run.json"
+    u = mda.Universe(PSF, DCD)
+    server = PatientServer(u.trajectory)
+    server.set_imdsessioninfo(session(3))
+    server.handshake_sequence("localhost", first_frame=False)
+    cmd = [sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", PSF, f"imd://localhost:{server.port}",
+           "--report", str(report), "--idle", "120", "--executor", "serial"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    try:
+        server.join_accept_thread()
+        server.send_frames(0, u.trajectory.n_frames)
+    finally:
+        server.disconnect()
+        server.cleanup()
+        stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    saved = json.loads(report.read_text())
+    deleted = saved["source"]["path"]
+    assert deleted and not os.path.exists(deleted)
+    advice = saved["diagnosis"]["advice"]
+    assert advice and all(deleted not in a["message"] + a["reason"] for a in advice), advice
+    assert deleted not in stdout + stderr
+    rechunk = [a["message"] for a in advice if "trajscale rechunk" in a["message"]]
+    assert rechunk and all("`--tee FILE.h5md`" in m and "rechunk FILE.h5md " in m for m in rechunk), advice

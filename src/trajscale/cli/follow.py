@@ -40,10 +40,10 @@ def add_follow_options(p) -> None:
 
 def follow_options(args, analysis, trajectory):
     """Run ``analysis`` with ``--follow``: ``--out`` and ``--report`` are rewritten as results grow (the
-    last time when it ends, however it ends), then the summary, and a last line on stderr says how many
-    frames were analysed and why the run ended."""
+    last time when it ends, however it ends); :func:`finish` then prints the summary and a last line
+    on stderr saying how many frames were analysed and why the run ended."""
     from ..errors import ConfigError
-    from ..follow import FollowOptions, last_line
+    from ..follow import FollowOptions
     from ..run import run
     from ..sources.imd import is_stream
     from .checks import check_outputs
@@ -82,12 +82,19 @@ def follow_options(args, analysis, trajectory):
     else:
         result = run(analysis, args.topology, trajectory, group=args.h5md_group, assume_units=args.assume_units,
                      follow=opts, **common)
-    if result is not None:
-        from ..report.summary import run_summary
-
-        print(run_summary(result.report, args.out, args.report))
-        print(last_line(result), file=sys.stderr)
     return result
+
+
+def finish(result, args) -> int:
+    """End a followed run, its results already saved: the summary (after whatever the command prints
+    first, as a run that is not followed does), a last line on stderr, and the exit status
+    (:func:`exit_code`)."""
+    from ..follow import last_line
+    from ..report.summary import run_summary
+
+    print(run_summary(result.report, args.out, args.report))
+    print(last_line(result), file=sys.stderr)
+    return exit_code(result)
 
 
 def exit_code(result) -> int:

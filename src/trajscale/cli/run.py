@@ -148,9 +148,9 @@ def main_analysis(args) -> int:
     if result is None:   # an MPI rank other than 0
         return 0
     if "follow" in result.report.meta:   # saved as it grew, the last time when it ended
-        from .follow import exit_code
+        from .follow import finish
 
-        return exit_code(result)
+        return finish(result, args)
     lost = None   # an output that could not be written: the other is still written, then this raised
     if args.out:
         try:
@@ -250,11 +250,11 @@ def main_rmsd(args) -> int:
     result = _run(analysis, args)
     if result is None:   # an MPI rank other than 0
         return 0
-    if "follow" in result.report.meta:   # saved as it grew, the last time when it ended
-        from .follow import exit_code
-
-        return exit_code(result)
     print(f"selection: {args.select!r}{default}")
+    if "follow" in result.report.meta:   # saved as it grew, the last time when it ended
+        from .follow import finish
+
+        return finish(result, args)
     if args.out:
         result.save(args.out)
     _write_report(result.report, args.report)

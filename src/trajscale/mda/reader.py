@@ -163,6 +163,7 @@ class Reader(ReaderBase):
         self._block, self._pending, self._frame, self._step = None, None, -1, 1
 
     def _adopt(self, snap) -> None:
+        snap.warn_torn_end()   # finished: no later snapshot is taken, so it is said once
         self._source, self._n_frames, self._finished = snap.source, snap.n_frames, snap.finished
         self._identity = file_identity(self._files)
         self._grew_at = time.monotonic()

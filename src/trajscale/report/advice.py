@@ -28,6 +28,8 @@ AMPLIFICATION_LIMIT = 2.0
 FIXED_COST_FRACTION = 0.5
 #: Runs shorter than this are not worth advice on fixed costs.
 FIXED_COST_MIN_WALL = 0.5
+#: The file advice names in place of a stream's temporary copy, which the run deletes when it ends.
+KEPT_STREAM = "FILE.h5md"
 
 
 @dataclass(frozen=True, slots=True)
@@ -453,7 +455,31 @@ def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None
             continue
         if a is not None:
             out.append(a)
-    return reconcile(out)
+    out = reconcile(out)
+    return _name_kept_stream(report, out) if _temporary_source(report) else out
+
+
+def _temporary_source(report: RunReport) -> bool:
+    """Whether the run read a stream's temporary copy, deleted when the run ended (a stream without --tee)."""
+    follow = report.meta.get("follow") if isinstance(report.meta, dict) else None
+    return isinstance(follow, dict) and bool(follow.get("temporary"))
+
+
+def _name_kept_stream(report: RunReport, advice: list[Advice]) -> list[Advice]:
+    """Advice that names the run's temporary stream copy names :data:`KEPT_STREAM` instead, a file the
+    user keeps with ``--tee``: a command on a file that no longer exists could only fail."""
+    path = report.source.path
+    if not path:
+        return advice
+    out = []
+    for a in advice:
+        message = a.message.replace(shlex.quote(path), KEPT_STREAM).replace(path, KEPT_STREAM)
+        reason = a.reason.replace(shlex.quote(path), KEPT_STREAM).replace(path, KEPT_STREAM)
+        if message != a.message:
+            message = (f"keep the stream in a file with `--tee {KEPT_STREAM}` (without it, the stream's copy "
+                       f"is deleted when the run ends), then {message}")
+        out.append(Advice(a.rule, message, reason))
+    return out
 
 
 _RECHUNK = re.compile(r"`trajscale rechunk [^`]*--chunks (\S+)[^`]*`")

@@ -95,6 +95,16 @@ class Snapshot:
     source: Source
     n_frames: int
     finished: bool
+    #: Bytes after the last whole frame of a finished XTC/TRR (its writer stopped inside a frame).
+    torn_bytes: int = 0
+
+    def warn_torn_end(self) -> None:
+        """Say, once per follow (the caller's last snapshot, not every poll), that a finished file
+        ends inside a frame that is not read."""
+        if self.finished and self.torn_bytes > 0:
+            log.warning("%s: marked finished, but its last %d bytes are not a whole frame (the writer stopped "
+                        "inside frame %d); the %d whole frames are read", self.source.path, self.torn_bytes,
+                        self.n_frames, self.n_frames)
 
 
 def unlocked_reads() -> None:
@@ -147,12 +157,9 @@ def _xdr_snapshot(path: str, fmt: str) -> Snapshot:
     n_atoms, offsets, complete_bytes = complete_xdr_offsets(path, fmt)
     if not len(offsets):
         raise InputFileError(path, "no complete frame yet")
-    if finished:
-        left = os.path.getsize(path) - complete_bytes
-        if left > 0:
-            log.warning("%s: marked finished, but its last %d bytes are not a whole frame (the writer stopped "
-                        "inside frame %d); the %d whole frames are read", path, left, len(offsets), len(offsets))
-    return Snapshot(PartSource(path, n_atoms=n_atoms, offsets=offsets, format=fmt), len(offsets), finished)
+    torn = os.path.getsize(path) - complete_bytes if finished else 0
+    return Snapshot(PartSource(path, n_atoms=n_atoms, offsets=offsets, format=fmt), len(offsets), finished,
+                    max(0, torn))
 
 
 def snapshot(trajectory, topology=None, *, group: str | None = None, assume_units: str | None = None) -> Snapshot:
