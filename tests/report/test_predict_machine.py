@@ -193,3 +193,54 @@ def test_the_range_spans_the_launch_lines_calibration():
     assert p.t_high - p.t_wall == pytest.approx(float((0.45 + 0.15 - 0.4) * beyond), rel=1e-9)
     assert p.t_wall - p.t_low == pytest.approx(float((0.4 - 0.2) * beyond), rel=1e-9)
     assert p.t_low == pytest.approx(wall_at(model, 16, lo)) and p.t_high == pytest.approx(wall_at(model, 16, hi))
+
+
+def _parts_serial(frames: int = 1000, parts: int = 10):
+    """A serial report of an XTC chain: ``parts`` files, no chunks."""
+    r = make_report([{"t_io": 1.0, "t_compute": 1.0, "t_init_traj": 0.0, "t_comm": 0.0}], tasks_per_worker=1,
+                    frames_per_task=frames, executor="serial",
+                    source={"format": "xtc", "path": "chain", "n_segments": parts})
+    r.process = {"t_wall": 2.5, "phases": {"imports": 0.3, "topology": 0.2, "tasks": 2.0}, "origin": "process start"}
+    return r
+
+
+def test_a_launch_line_costs_each_further_worker_by_format_and_selected_atoms():
+    """``(per_worker + per_atom x atoms) x (W - C) / C``, with per_worker for one H5MD file or for parts."""
+    from trajscale.report.machine import LaunchLine
+    from trajscale.report.predict import launch_at
+
+    line = LaunchLine("processes", 0.1, 0.04, per_atom_s=1e-6, per_worker_parts_s=0.01)
+    machine = Machine(name="two", nodes=1, cores_per_node=2, launch=(line,))
+    assert Machine.from_dict(json.loads(json.dumps(machine.to_dict()))) == machine
+    h5md = dataclasses.replace(fit(_serial(t_io=0.0, t_compute=2.0), "processes", ran_on=BIG), atoms=50_000)
+    parts = dataclasses.replace(fit(_parts_serial(), "processes", ran_on=BIG), atoms=214)
+    beyond = np.float64(8 - 2) / 2
+    assert launch_at(h5md, 8, machine)[0] == pytest.approx(float(0.1 + (0.04 + 1e-6 * 50_000) * beyond))
+    assert launch_at(parts, 8, machine)[0] == pytest.approx(float(0.1 + (0.01 + 1e-6 * 214) * beyond))
+    assert launch_at(parts, 2, machine)[0] == pytest.approx(0.1)   # up to the cores: the line's start alone
+    assert "(parts: 0.01 s) + 1 us per selected atom per further worker" in machine.format_assumptions()
+
+
+def test_a_chain_of_parts_may_have_a_task_per_frame():
+    """Parts longer than a task's share are cut like one file: 10 parts of 100 frames allow 1000 tasks, so
+    16 workers all get tasks (4 each), as ``trajscale run`` plans them."""
+    model = fit(_parts_serial(frames=1000, parts=10), "processes", ran_on=BIG)
+    assert model.max_tasks == 1000
+    assert terms_at(model, 16, BIG).tasks == 64
+
+
+def test_the_range_carries_the_lines_misses_of_its_own_runs():
+    """A line that missed its calibration runs by x0.8 .. x1.25 widens every parallel prediction's range by
+    those factors; the serial run's is untouched."""
+    from trajscale.report.machine import LaunchLine
+
+    exact = Machine(name="two", nodes=1, cores_per_node=2, launch=(LaunchLine("processes", 0.1, 0.04),))
+    missed = dataclasses.replace(exact, launch=(LaunchLine("processes", 0.1, 0.04, wall_range=(0.8, 1.25)),))
+    model = fit(_serial(t_io=0.0, t_compute=2.0, imports=0.1, topology=0.05), "processes", ran_on=BIG)
+    (one, eight), (one_m, eight_m) = predict_model(model, [1, 8], exact), predict_model(model, [1, 8], missed)
+    assert (one_m.t_low, one_m.t_high) == (one.t_low, one.t_high)
+    assert eight_m.t_wall == eight.t_wall
+    assert eight_m.t_low == pytest.approx(0.8 * eight.t_low) and eight_m.t_high == pytest.approx(1.25 * eight.t_high)
+    with pytest.raises(ValueError):
+        Machine.from_dict({**missed.to_dict(), "launch": {"processes": {"at_cores_s": 0.1, "per_worker_s": 0.04,
+                                                                        "wall_range": [0.8]}}})
