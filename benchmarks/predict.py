@@ -15,12 +15,13 @@ The matrix: four workloads (all on AdK in water, 47,681 atoms) x executors x N, 
 
 The constants are fixed before any cell runs, from two sources that share no run with the matrix:
 
-* ``trajscale probe`` on the folder of the data (storage read curve, open latency, worker starts);
+* ``trajscale probe`` on the folder of the data (storage read curve, open latency, worker starts, and
+  what moving a pickled object to a worker process costs);
 * the calibration set of ``trajscale probe --launch`` (:mod:`trajscale.report.calibrate`): the
-  radius of gyration of a synthetic 30,000-atom system, 96 frames, as one H5MD file and as 4 XTC
-  parts, run serially and at N = cores and 2 x cores on each executor.  What those runs took
-  beyond the model's work and serial phases is each executor's launch line (``LaunchLine``:
-  seconds up to the cores, seconds per further worker, and what a collective MPI-IO open adds per
+  radius of gyration of a synthetic 30,000-atom system, 96 frames, as one H5MD file (every atom, and
+  3,000 selected) and as 4 XTC parts, run serially and at N = cores and 4 x cores on each executor.
+  It gives each executor's launch line (``LaunchLine``: seconds up to the cores, CPU seconds per
+  further worker on each format and per selected atom, and what a collective MPI-IO open adds per
   further rank).
 
 Each workload then runs once serially with ``--report``; every prediction comes from that serial
