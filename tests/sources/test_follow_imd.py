@@ -23,27 +23,37 @@ from tests.sources.imd_producer import PatientServer, session  # noqa: E402
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
 
+def _stream_into_cli(args: list[str], version: int = 3, frames: int | None = None):
+    """Stream PSF/DCD's frames (``frames``: the first so many) from imdclient's test server into
+    ``trajscale run ARGS`` (ARGS naming the stream ``imd://{port}``); the finished process, with its
+    output as ``stdout_text`` and ``stderr_text``."""
+    u = mda.Universe(PSF, DCD)
+    server = PatientServer(u.trajectory)
+    server.set_imdsessioninfo(session(version))
+    server.handshake_sequence("localhost", first_frame=False)
+    cmd = [sys.executable, "-m", "trajscale.cli.main", "run",
+           *(a.replace("imd://{port}", f"imd://localhost:{server.port}") for a in args)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    try:
+        server.join_accept_thread()
+        server.send_frames(0, u.trajectory.n_frames if frames is None else frames)
+    finally:
+        server.disconnect()
+        server.cleanup()
+        proc.stdout_text, proc.stderr_text = proc.communicate(timeout=300)
+    return proc
+
+
 @pytest.mark.parametrize(("executor", "version"), [("serial", 3), ("serial", 2), ("processes", 3), ("processes", 2),
                                                   ("dask", 3)])
 def test_imd_stream_is_analysed_as_it_comes(tmp_path, version, executor):
     if executor == "dask":
         pytest.importorskip("distributed")
-    u = mda.Universe(PSF, DCD)
-    server = PatientServer(u.trajectory)
-    server.set_imdsessioninfo(session(version))
-    server.handshake_sequence("localhost", first_frame=False)
     tee, out = tmp_path / "stream.h5md", tmp_path / "rmsd.csv"
-    cmd = [sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", PSF, f"imd://localhost:{server.port}",
-           "--tee", str(tee), "--out", str(out), "--idle", "120", "--executor", executor, "-n", "2"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
-    try:
-        server.join_accept_thread()
-        server.send_frames(0, u.trajectory.n_frames)
-    finally:
-        server.disconnect()
-        server.cleanup()
-        _, stderr = proc.communicate(timeout=300)
+    proc = _stream_into_cli(["rmsd", PSF, "imd://{port}", "--tee", str(tee), "--out", str(out), "--idle", "120",
+                             "--executor", executor, "-n", "2"], version)
+    stderr = proc.stderr_text
     assert proc.returncode == 0, stderr
     assert stderr.strip().splitlines()[-1] == "followed 98 frames; ended: the writer marked the file complete"
     got = np.loadtxt(out, delimiter=",", skiprows=1)
@@ -105,21 +115,9 @@ def test_an_existing_tee_is_followed_only_once_the_new_stream_replaces_it(tmp_pa
     """``--tee old.h5md --overwrite``: the old file (complete, 98 frames) is not taken for the new stream's."""
     tee, out = tmp_path / "stream.h5md", tmp_path / "rmsd.csv"
     assert run_cli("convert", PSF, DCD, "-o", str(tee)).returncode == 0
-    u = mda.Universe(PSF, DCD)
-    server = PatientServer(u.trajectory)
-    server.set_imdsessioninfo(session(3))
-    server.handshake_sequence("localhost", first_frame=False)
-    cmd = [sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", PSF, f"imd://localhost:{server.port}",
-           "--tee", str(tee), "--overwrite", "--out", str(out), "--idle", "120"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
-    try:
-        server.join_accept_thread()
-        server.send_frames(0, 30)
-    finally:
-        server.disconnect()
-        server.cleanup()
-        _, stderr = proc.communicate(timeout=300)
+    proc = _stream_into_cli(["rmsd", PSF, "imd://{port}", "--tee", str(tee), "--overwrite", "--out", str(out),
+                             "--idle", "120"], frames=30)
+    stderr = proc.stderr_text
     assert proc.returncode == 0, stderr
     assert stderr.strip().splitlines()[-1] == "followed 30 frames; ended: the writer marked the file complete"
     ref = rms.RMSD(mda.Universe(PSF, DCD).select_atoms("name CA")).run(stop=30).results.rmsd[:, 2]
@@ -132,21 +130,9 @@ def test_advice_on_a_stream_not_kept_names_no_deleted_file(tmp_path):
     import json
 
     report = tmp_path / "run.json"
-    u = mda.Universe(PSF, DCD)
-    server = PatientServer(u.trajectory)
-    server.set_imdsessioninfo(session(3))
-    server.handshake_sequence("localhost", first_frame=False)
-    cmd = [sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", PSF, f"imd://localhost:{server.port}",
-           "--report", str(report), "--idle", "120", "--executor", "serial"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
-    try:
-        server.join_accept_thread()
-        server.send_frames(0, u.trajectory.n_frames)
-    finally:
-        server.disconnect()
-        server.cleanup()
-        stdout, stderr = proc.communicate(timeout=300)
+    proc = _stream_into_cli(["rmsd", PSF, "imd://{port}", "--report", str(report), "--idle", "120",
+                             "--executor", "serial"])
+    stdout, stderr = proc.stdout_text, proc.stderr_text
     assert proc.returncode == 0, stderr
     saved = json.loads(report.read_text())
     deleted = saved["source"]["path"]
