@@ -284,7 +284,7 @@ class _Run:
             tasks=timings, workers=summarize_workers(timings, extras),
             meta={"analysis_config": readable_config(job.analysis), "n_tasks": len(ranges),
                   "n_tasks_asked": opts.n_tasks, "step": opts.step, "io": ex.io_used(), "topology": facts.topology,
-                  "trajectories": _paths(self.trajectory), "payload": payload.to_dict(),
+                  "trajectories": _paths(self.trajectory), "payload": payload.to_dict() if payload else None,
                   **({"executor_choice": self.choice} if self.auto else {})})
         self.timeline.lap("reduce")   # the result and this report
         report.process = self.timeline.record()

@@ -44,3 +44,24 @@ def test_a_payload_record_from_an_older_or_damaged_report_is_not_used():
     assert Payload.from_dict({"job_bytes": 10}) is None
     assert Payload.from_dict({"job_bytes": -1, "partial_bytes": 0, "frames": 1, "per_frame": True}) is None
     assert Payload.from_dict({"job_bytes": "x", "partial_bytes": 0, "frames": 1, "per_frame": True}) is None
+
+
+def _unpicklable_map(positions, box):
+    """A user's partial that pickle cannot take (a generator)."""
+    return (float(x) for x in positions[:, 0, 0])
+
+
+def _first(partials):
+    return partials[0]
+
+
+def test_a_partial_that_cannot_be_pickled_leaves_the_sizes_out_not_the_run():
+    """A serial run never pickles its partials: a user's accumulator may hold anything, and measuring
+    its size must not fail the run that computed it."""
+    from trajscale import Reduce
+
+    r = run(Reduce(_unpicklable_map, _first, select="name CA"), PSF, DCD, stop=5, executor="serial")
+    assert r.report.meta["payload"] is None
+    assert sum(1 for _ in r.value) == 5   # the generator of the first block's frames, intact
+    with pytest.raises(TypeError):
+        pickle.dumps(_unpicklable_map(np.zeros((1, 1, 3)), None))

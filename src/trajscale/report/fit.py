@@ -147,8 +147,8 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
     n_sel = max(1, int(report.n_atoms or 1))
     payload = Payload.from_dict((report.meta or {}).get("payload"))
     if payload is None:
-        notes.append("the report has no pickled sizes (older trajscale): a job of 20 bytes per atom and no "
-                     "partial results assumed")
+        notes.append("the report has no pickled sizes (an older trajscale, or a result pickle cannot take): "
+                     "a job of 20 bytes per atom and no partial results assumed")
         payload = Payload(20 * n_sel, 0, frames, True)
     collective = report.source.format == "h5md"   # MPI ranks open one H5MD file together (MPI-IO)
     model = Model(

@@ -55,9 +55,13 @@ class Payload:
         return p if min(p.job_bytes, p.partial_bytes, p.frames) >= 0 else None
 
 
-def payload_of(job, reduced, frames: int, per_frame: bool) -> Payload:
-    """The :class:`Payload` of a run: its job, and its reduced partial over ``frames`` frames."""
-    return Payload(pickled_bytes(job), pickled_bytes(reduced), frames, per_frame)
+def payload_of(job, reduced, frames: int, per_frame: bool) -> Payload | None:
+    """The :class:`Payload` of a run: its job, and its reduced partial over ``frames`` frames; None when
+    either cannot be pickled (a user's serial analysis may hold anything: measuring never fails a run)."""
+    try:
+        return Payload(pickled_bytes(job), pickled_bytes(reduced), frames, per_frame)
+    except Exception:  # noqa: BLE001 (pickle raises what the object's __reduce__ raises)
+        return None
 
 
 __all__ = ["Payload", "payload_of", "pickled_bytes"]
