@@ -65,3 +65,20 @@ def test_a_partial_that_cannot_be_pickled_leaves_the_sizes_out_not_the_run():
     assert sum(1 for _ in r.value) == 5   # the generator of the first block's frames, intact
     with pytest.raises(TypeError):
         pickle.dumps(_unpicklable_map(np.zeros((1, 1, 3)), None))
+
+
+def test_the_assumptions_say_the_sizes_were_measured_and_which_launch_was_used():
+    from trajscale.report.fit import fit
+    from trajscale.report.machine import LaunchLine, Machine
+    from trajscale.report.predict import model_assumptions
+
+    report = run(RMSF(select="all"), PSF, DCD, executor="serial").report
+    sizes = Payload.from_dict(report.meta["payload"])
+    machine = Machine(name="two", nodes=1, cores_per_node=2, launch=(LaunchLine("processes", 0.1, 0.04),))
+    rows = {w: (v, o) for w, v, o in model_assumptions(fit(report, "processes"), machine)}
+    value, origin = rows["pickled job and partial result"]
+    assert origin == "measured in the report"
+    assert value == f"{sizes.job_bytes / 1e6:.3g} MB job; {sizes.partial_bytes / 1e6:.3g} MB per task (accumulated)"
+    assert rows["processes launch"][0] == "the machine's launch line"
+    report.meta = {k: v for k, v in report.meta.items() if k != "payload"}   # a report from before sizes
+    assert model_assumptions(fit(report, "processes"), machine)[2][2] == "defaulted"

@@ -51,6 +51,7 @@ class Model:
     # The reduced partial result, pickled, over ``frames`` frames; per_frame: a task's partial is its frames' share.
     partial_bytes: int = 0
     partial_per_frame: bool = True
+    payload_measured: bool = False   # the sizes above were measured by the run (else assumed)
     collective_open: bool = False   # under MPI every rank opens the one file collectively (MPI-IO H5MD)
     # Per-worker costs that grow with the workers (several reports): s/frame and s/byte per extra worker.
     compute_growth: float = 0.0
@@ -146,6 +147,7 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
     max_tasks = max(n_parts, math.ceil(frames / cf), len(tasks))
     n_sel = max(1, int(report.n_atoms or 1))
     payload = Payload.from_dict((report.meta or {}).get("payload"))
+    measured_payload = payload is not None
     if payload is None:
         notes.append("the report has no pickled sizes (an older trajscale, or a result pickle cannot take): "
                      "a job of 20 bytes per atom and no partial results assumed")
@@ -157,6 +159,7 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
         n_parts=n_parts, read_s_per_byte=s_per_byte, compute_s_per_frame=s_per_frame, open_s=open_s,
         startup_s=startup, fixed_s=fixed, imports_s=imports, target=target, alpha_s=alpha,
         job_bytes=payload.job_bytes, partial_bytes=payload.partial_bytes, partial_per_frame=payload.per_frame,
+        payload_measured=measured_payload,
         launch_s=launch, collective_open=collective, compute_spread=comp_spread,
         read_spread=read_spread, fitted_from=(max(1, report.n_workers),), notes=tuple(notes))
     return _with_straggler(model, report, busy, read_rates, comp_rates, starts)

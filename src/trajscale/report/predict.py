@@ -385,10 +385,19 @@ def model_assumptions(model: Model, machine: Machine) -> list[tuple[str, str, st
              src),
             ("per-rank read", f"{1e-9 / model.read_s_per_byte:.3g} GB/s" if model.read_s_per_byte else "no reads",
              src)]
+    partial = f"{model.partial_bytes / 1e6:.3g} MB " + ("of rows for all frames (a task's share per task)"
+                                                         if model.partial_per_frame else "per task (accumulated)")
+    rows.append(("pickled job and partial result", f"{model.job_bytes / 1e6:.3g} MB job; {partial}",
+                 "measured in the report" if model.payload_measured else DEFAULTED))
     launch = launch_at(model, 2, machine)[1] if model.target else ""
-    rows.append((f"{model.target} launch", "the report's own launch phase" if model.launch_s is not None
-                 else f"from one worker's start ({'probe' if launch != DEFAULTED else 'the launcher imports'})",
-                 MEASURED if model.launch_s is not None else launch or DEFAULTED))
+    if model.launch_s is not None:
+        how = "the report's own launch phase" + (" and the machine's launch line beyond the cores"
+                                                 if machine.launch_line(model.target) else "")
+    elif machine.launch_line(model.target):
+        how = "the machine's launch line"
+    else:
+        how = f"from one worker's start ({'probe' if launch != DEFAULTED else 'the launcher imports'})"
+    rows.append((f"{model.target} launch", how, MEASURED if model.launch_s is not None else launch or DEFAULTED))
     if len(model.fitted_from) == 1:
         rows.append(("per-worker costs growing with N", "none (one report; give reports at 2 or more N to see them)",
                      DEFAULTED))
