@@ -17,7 +17,7 @@ import os
 import shlex
 import time
 
-from .analysis.base import Analysis, FrameRows
+from .analysis.base import Analysis
 from .analysis.user import readable_config
 from .errors import ConfigError, FrameRangeError, TrajscaleError
 from .executors import Executor, Job, choose_executor
@@ -270,7 +270,7 @@ class _Run:
         reduced = ex.reduce(self.analysis, [p for p, _ in results])
         result = self.analysis.result(reduced, job.prepared)
         t_red = time.perf_counter() - t_red
-        payload = payload_of(job, reduced, facts.n_frames, isinstance(reduced, FrameRows))
+        payload = payload_of(job, reduced, facts.n_frames, self.analysis.per_frame)
         extras = ex.worker_extras()
         # The topology is read where the job is prepared: on a worker only for
         # serial and MPI (rank 0); for pools it is the driver's, kept in t_prepare.

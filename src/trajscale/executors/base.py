@@ -156,7 +156,7 @@ def blocks_of(frames: FrameRange, block_frames: int, align: int = 1, stride: int
     return [FrameRange(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=False)]
 
 
-def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) -> tuple[dict, TaskTiming]:
+def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) -> tuple[object, TaskTiming]:
     """Read frames ``[start, stop)`` and map them, block by block; return the partial and its timings.
 
     Blocks hold at most ``job.block_frames`` frames (the reused read buffer
@@ -234,7 +234,7 @@ class Executor(ABC):
 
     @abstractmethod
     def map_tasks(self, job: Job, ranges: list[FrameRange],
-                  progress: bool = False) -> list[tuple[dict, TaskTiming]] | None:
+                  progress: bool = False) -> list[tuple[object, TaskTiming]] | None:
         """Run ``run_task`` for every range; results in task order (root only)."""
 
     def start(self, modules: tuple[str, ...] = ()) -> None:   # noqa: B027 - optional; pools start early
@@ -257,7 +257,7 @@ class Executor(ABC):
         return {"driver": opts.get("driver"), "collective_requested": bool(opts.get("collective")),
                 "collective": False}
 
-    def reduce(self, analysis: Analysis, partials: list[dict]) -> dict:
+    def reduce(self, analysis: Analysis, partials: list) -> object:
         """Combine partials (on the root)."""
         return analysis.reduce(partials)
 

@@ -48,7 +48,7 @@ def _require_distributed():
     return distributed
 
 
-def _dask_task(job: Job, task: int, frames: FrameRange) -> tuple[dict, TaskTiming]:
+def _dask_task(job: Job, task: int, frames: FrameRange) -> tuple[object, TaskTiming]:
     """Runs on a Dask worker: the worker's address names it in the report."""
     try:
         from distributed import get_worker
@@ -186,7 +186,7 @@ class DaskExecutor(Executor):
             log.warning("no scheduler-side task times (%s: %s)", type(exc).__name__, exc)
             return False
 
-    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]]:
+    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[object, TaskTiming]]:
         from distributed import as_completed
 
         client = self.client

@@ -118,7 +118,7 @@ class MPIExecutor(Executor):
     def worker_extras(self) -> dict[str, dict]:
         return {k: dict(v) for k, v in self._extras.items()}
 
-    def reduce(self, analysis: Analysis, partials: list[dict]) -> dict:
+    def reduce(self, analysis: Analysis, partials: list) -> object:
         """The result combined in :meth:`map_tasks` (the per-task partials stay on their ranks)."""
         if self._reduced is None:
             return analysis.reduce(partials)
@@ -128,7 +128,7 @@ class MPIExecutor(Executor):
     # -- the SPMD run ------------------------------------------------------------
 
     def map_tasks(self, job: Job, ranges: list[FrameRange],
-                  progress: bool = False) -> list[tuple[dict, TaskTiming]] | None:
+                  progress: bool = False) -> list[tuple[object, TaskTiming]] | None:
         """Run this rank's tasks, gather to rank 0; on rank 0 return one ``({}, timing)`` per task.
 
         The partials themselves are combined here; :meth:`reduce` returns them.

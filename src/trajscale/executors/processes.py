@@ -109,7 +109,7 @@ class ProcessExecutor(Executor):
             f.result()
         return read_starts(self._marks or "", self.n_workers)
 
-    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]]:
+    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[object, TaskTiming]]:
         pool = self._get_pool()
         futures = {pool.submit(worker_task, job, i, r): i for i, r in enumerate(ranges)}
         # The pool starts its processes on submit; keep them to read exit codes if one dies.

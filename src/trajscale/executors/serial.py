@@ -26,7 +26,7 @@ class SerialExecutor(Executor):
         """Run the tasks on the source the job was prepared with (one open, one schema check)."""
         adopt_source(config, source)
 
-    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[dict, TaskTiming]]:
+    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[object, TaskTiming]]:
         out = []
         with progress_bar(len(ranges), progress) as bar:
             for i, r in enumerate(ranges):
