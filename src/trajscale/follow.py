@@ -28,6 +28,7 @@ from .errors import ConfigError, InputFileError, TrajscaleError
 from .executors import Executor, Job
 from .executors.base import close_cached_sources, refuse_if_launched
 from .planning import AnalysisTopology, plan_tasks
+from .report.payload import payload_of
 from .report.process import ProcessTimeline
 from .report.summary import Report
 from .report.timing import summarize_workers
@@ -317,9 +318,11 @@ class _FollowedRun:
         """The result over the rounds so far, with a report of every task run."""
         analysis, ex, timings = self.analysis, self.ex, self.timings
         t_red = time.perf_counter()
-        result = analysis.result(analysis.reduce(self.rounds), job.prepared)
+        reduced = analysis.reduce(self.rounds)
+        result = analysis.result(reduced, job.prepared)
         t_red = time.perf_counter() - t_red
         n_frames = sum(t.stop - t.start for t in timings)
+        payload = payload_of(job, reduced, n_frames, analysis.per_frame)
         follow = {"frames": n_frames, "ended": ending, "why": self._why(ending) if ending else None}
         if self.temporary:
             follow["temporary"] = True
@@ -328,7 +331,8 @@ class _FollowedRun:
             n_atoms=facts.n_atoms, source=facts.source, t_total=time.perf_counter() - self.t_start,
             t_prepare=self.t_prepare, t_reduce=t_red, tasks=timings,
             workers=summarize_workers(timings, ex.worker_extras()),
-            meta={"analysis_config": readable_config(job.analysis), "n_tasks": len(timings), "follow": follow})
+            meta={"analysis_config": readable_config(job.analysis), "n_tasks": len(timings), "follow": follow,
+                  "payload": payload.to_dict() if payload else None})
         report.process = self.timeline.record()
         return dataclasses.replace(result, report=report)
 
