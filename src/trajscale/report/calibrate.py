@@ -203,17 +203,30 @@ def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: lis
     return replace(machine, launch=tuple(lines), origin=tuple(_origin(machine)))
 
 
+def _workers(at: Point, beyond: Point, machine: Machine) -> tuple[int, int]:
+    """Workers started at the two points, the first counted as at least the cores (the line's start)."""
+    return max(machine.cores, started_workers(at.model, at.n)), started_workers(at.model, beyond.n)
+
+
+def _open_rise(at: Point, beyond: Point, machine: Machine) -> float:
+    """The rise of the ranks' collective file open between the two points, per further rank over the cores
+    (0 where the reports timed none: parts, or not MPI)."""
+    w_at, w_beyond = _workers(at, beyond, machine)
+    further = (w_beyond - w_at) / machine.cores
+    return max(0.0, beyond.open_s - at.open_s) / further if further > 0 else 0.0
+
+
 def _slope(ex: str, at: Point, beyond: Point, machine: Machine) -> tuple[float, float, float] | None:
     """Seconds each further worker started adds (from the fastest, median and slowest runs), less what
-    the model's own terms add: CPU seconds, or under MPI (ranks poll) wall seconds over the cores."""
-    c = machine.cores
+    the model's own terms add: CPU seconds, or under MPI (ranks poll) wall seconds over the cores, less
+    the collective open measured apart."""
     m = at.model
-    w_at, w_beyond = max(c, started_workers(m, at.n)), started_workers(m, beyond.n)
+    w_at, w_beyond = _workers(at, beyond, machine)
     if w_beyond <= w_at:
         return None
     if ex == "mpi":
-        further = (w_beyond - w_at) / c
-        opened = max(0.0, beyond.open_s - at.open_s) / further
+        further = (w_beyond - w_at) / machine.cores
+        opened = _open_rise(at, beyond, machine)
         lo, mid, hi = at.launch
         lo2, mid2, hi2 = beyond.launch
         return tuple(max(0.0, v / further - opened) for v in (lo2 - hi, mid2 - mid, hi2 - lo))
@@ -229,10 +242,7 @@ def _collective(points: dict, machine: Machine) -> float:
     """Under MPI: the rise of the ranks' collective open of the H5MD file, per further rank over the cores."""
     c = machine.cores
     at, beyond = points.get((H5MD, "mpi", c)), points.get((H5MD, "mpi", BEYOND * c))
-    if at is None or beyond is None:
-        return 0.0
-    further = (started_workers(at.model, beyond.n) - max(c, started_workers(at.model, at.n))) / c
-    return max(0.0, beyond.open_s - at.open_s) / further if further > 0 else 0.0
+    return 0.0 if at is None or beyond is None else _open_rise(at, beyond, machine)
 
 
 def _line(ex: str, points: dict, machine: Machine) -> LaunchLine | None:
