@@ -29,7 +29,7 @@ FORBIDDEN = {
 
 #: The report package's floors, from the records up: a module imports only modules on its floor or below.
 REPORT_FLOORS = {
-    "timing": 0, "process": 0, "payload": 0, "machine": 0, "probe": 0,   # records (of runs, and of machines)
+    "timing": 0, "process": 0, "payload": 0, "runfacts": 0, "machine": 0, "probe": 0,   # records (of runs, machines)
     "metrics": 1,                              # numbers derived from the records
     "stragglers": 2, "diagnose": 2,            # diagnosis
     "advice": 3, "fit": 3, "predict": 3,       # advice, and the model that predicts other runs
@@ -212,7 +212,7 @@ def test_capabilities_are_declared_not_probed():
         assert names <= set(dir(cls)), f"{cls.__name__} does not declare {sorted(names - set(dir(cls)))}"
     declared = {n for cls in (Executor, Source) for n in dir(cls) if not n.startswith("__")}
     bad = []
-    users = [PKG / "run.py", PKG / "follow.py", PKG / "planning.py", *PKG.glob("executors/*.py"),
+    users = [PKG / "engine.py", PKG / "run.py", PKG / "follow.py", PKG / "planning.py", *PKG.glob("executors/*.py"),
              *PKG.glob("sources/*.py")]
     for path in users:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -221,3 +221,49 @@ def test_capabilities_are_declared_not_probed():
                     and isinstance(node.args[1], ast.Constant) and node.args[1].value in declared):
                 bad.append(f"{path.relative_to(PKG)}:{node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
     assert not bad, "declare these on the interface instead:\n" + "\n".join(bad)
+
+
+def _private_imports(path: Path, text: str | None = None) -> list[str]:
+    """``from MODULE import _name`` (and ``from pkg._module import ...``) in ``path`` (or ``text`` as
+    that module) where the private name belongs to another package than the importer's; the root
+    package's own private modules (``_lazy``, ``_version``) serve every subpackage."""
+    me = _module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text() if text is None else text)):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+        elif node.module and node.module.split(".")[0] == "trajscale":
+            target = node.module
+        else:
+            continue
+        parts = target.split(".")
+        private = [i for i, c in enumerate(parts) if c.startswith("_") and not c.startswith("__")]
+        if private and ".".join(parts[: private[0]]) not in (package, "trajscale"):
+            out.append(f"{me}:{node.lineno} imports from {target}")
+        is_package = (PKG.parent / target.replace(".", "/")).is_dir()
+        owner = target if is_package else target.rpartition(".")[0]
+        for a in node.names:
+            submodule = (PKG.parent / target.replace(".", "/") / f"{a.name}.py").exists()
+            if a.name.startswith("_") and not a.name.startswith("__") and owner != package \
+                    and not (submodule and target == "trajscale"):
+                out.append(f"{me}:{node.lineno} imports {target}.{a.name}")
+    return out
+
+
+def test_the_private_name_finder_finds_one():
+    text = ("from ..follow import _first_snapshot\nfrom ..sources._xdr import scan\n"
+            "from .reader import _ok\nfrom .._lazy import attach\nfrom trajscale.sources.follow import snapshot\n")
+    assert _private_imports(PKG / "mda" / "probe.py", text) == [
+        "trajscale.mda.probe:1 imports trajscale.follow._first_snapshot",
+        "trajscale.mda.probe:2 imports from trajscale.sources._xdr"]
+
+
+def test_no_module_imports_another_packages_private_names():
+    """A name with a leading underscore is private to its package: another package that needs it asks
+    for a public name (every import counts, inside functions too)."""
+    bad = [line for path in sorted(PKG.rglob("*.py")) for line in _private_imports(path)]
+    assert not bad, "\n".join(bad)

@@ -74,10 +74,10 @@ def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     if src.chunks is not None:
         chunks = list(src.chunks) if src.chunks else "contiguous"
         lines.append(f"layout: chunks {chunks}, compression {'?' if src.compression is None else src.compression}")
-    io = (report.meta or {}).get("io") or {}
-    if report.executor == "mpi" and io:
-        lines.append(f"read with HDF5 driver {io.get('driver') or 'default'}, "
-                     f"{'collective' if io.get('collective') else 'independent'} reads")
+    io = report.meta.io
+    if report.executor == "mpi" and io is not None:
+        lines.append(f"read with HDF5 driver {io.driver or 'default'}, "
+                     f"{'collective' if io.collective else 'independent'} reads")
     lines += _process_lines(report)
     lines.append("")
     header = ["worker", "host", "pid", "tasks", "frames", "MB", "start", *(HEADERS[p] for p in PHASES), "total"]

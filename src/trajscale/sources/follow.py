@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputFileError
+from ..util import raise_if_stopped
 from .base import Source
 from .h5md import H5MDSource
 
@@ -194,5 +195,26 @@ def snapshot(trajectory, topology=None, *, group: str | None = None, assume_unit
     return _xdr_snapshot(path, fmt)
 
 
-__all__ = ["DONE_SUFFIX", "GrowingH5MDSource", "QuietInFlight", "Snapshot", "complete_xdr_offsets", "snapshot",
-           "unlocked_reads"]
+def first_snapshot(trajectory, topology=None, *, group: str | None = None, assume_units: str | None = None,
+                   wait: float = 60.0, poll: float = 0.5) -> Snapshot:
+    """The trajectory once it has a complete frame (polling every ``poll`` s); a clear error if none
+    comes within ``wait`` s."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            snap = snapshot(trajectory, topology, group=group, assume_units=assume_units)
+            if snap.n_frames:
+                return snap
+            snap.source.close()
+        except InputFileError as exc:
+            if time.monotonic() - t0 >= wait:
+                raise InputFileError(trajectory, f"no complete frame to follow within {wait:g} s "
+                                                 f"({exc.problem})") from None
+        if time.monotonic() - t0 >= wait:
+            raise InputFileError(trajectory, f"no complete frame to follow within {wait:g} s")
+        raise_if_stopped()
+        time.sleep(poll)
+
+
+__all__ = ["DONE_SUFFIX", "GrowingH5MDSource", "QuietInFlight", "Snapshot", "complete_xdr_offsets", "first_snapshot",
+           "snapshot", "unlocked_reads"]
