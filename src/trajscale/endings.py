@@ -24,9 +24,9 @@ class Ending(enum.Enum):
     """
 
     COMPLETE = ("complete", 0, "the writer marked the file complete")
-    STREAM_ENDED = ("stream-ended", 0, "the stream ended normally (the producer closed its connection)")
+    STREAM_ENDED = ("stream-ended", 0, "the stream ended: the producer closed its connection")
     IDLE = ("idle", 4, "no new frame for {detail}")
-    VANISHED = ("vanished", 5, "the producer vanished: the connection failed {detail}")
+    VANISHED = ("vanished", 5, "the producer vanished: {detail}")
     REPLACED = ("replaced", 6, "{detail}")
     DAMAGED = ("damaged", 7, "{detail}")
     STOPPED = ("stopped", 130, "interrupted; the results cover every frame analysed so far")

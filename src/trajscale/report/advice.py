@@ -66,8 +66,8 @@ def kept_options(src: LayoutFacts) -> str:
 
 
 def _followed(report: RunReport) -> bool:
-    """A run that followed a file still being written: advice to rewrite that file (convert, rechunk)
-    cannot apply to it while it grows."""
+    """A run that followed a file still being written: converting that file to another format cannot
+    apply to it while it grows (a rechunk of the finished file, for later runs, still can)."""
     return isinstance(report.meta, dict) and isinstance(report.meta.get("follow"), dict)
 
 
@@ -185,8 +185,6 @@ def _own_read_advice(report: RunReport, own: RunRead) -> Advice | None:
 def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
     """A chunk layout that reads > 2x the bytes asked for by this run's reads: rechunk."""
     src = report.source
-    if _followed(report):
-        return None
     if src.run_read is not None:
         return _own_read_advice(report, src.run_read)
     # A report without its own reads' cost (written before trajscale recorded it): the file's patterns.

@@ -276,7 +276,10 @@ class Watch:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.index = followable(path) == "segments"   # rewritten whole as parts come: its parts are checked
+        fmt = followable(path)
+        self.index = fmt == "segments"   # rewritten whole as parts come: its parts are checked
+        # XTC/TRR only grow; an HDF5 file gives back the space it reserved when its writer closes it
+        self.appended = fmt not in ("segments", "h5md")
         self.file: FileState | None = None
         self.head: str | None = None
         self.parts: dict[str, FileState] = {}   # the parts of an index whose frames were all read
@@ -296,7 +299,7 @@ class Watch:
         if was is not None and now is not None:
             if (now.inode, now.device) != (was.inode, was.device):
                 raise FollowEnded(Ending.REPLACED, f"{self.path} was replaced (a new file under its name); {done}")
-            if now.size < was.size:
+            if self.appended and now.size < was.size:
                 raise FollowEnded(Ending.REPLACED, f"{self.path} shrank from {was.size} to {now.size} bytes; {done}")
         if snap.n_frames < frames_read:
             raise FollowEnded(Ending.REPLACED, f"{self.path} now has {snap.n_frames} whole frames, fewer than "

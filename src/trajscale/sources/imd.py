@@ -66,8 +66,8 @@ def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False,
             while True:
                 try:
                     f = client.get_imdframe()
-                except EOFError as exc:   # the stream ended; imdclient gives the error, if any, as the message
-                    problem = str(exc) or None
+                except EOFError as exc:   # the stream ended
+                    problem = connection_failure(exc)
                     break
                 box = None if f.box is None else triclinic_box(*np.asarray(f.box, np.float64))
                 step = n if getattr(f, "step", None) is None else int(f.step)
@@ -78,6 +78,26 @@ def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False,
     finally:
         client.stop()
     return n, problem
+
+
+def connection_failure(end: EOFError) -> str | None:
+    """What failed, when imdclient's end of stream (``end``) came from a failed connection: reset by the
+    producer, silent past imdclient's read timeout, or another error; None when the producer closed the
+    connection (an end of stream, or a producer killed whose system closed it: IMD cannot tell them apart).
+
+    imdclient raises every end as an EOFError, with the error it met in the exception's chain (its
+    cause, or the context of the error it raised in its place).
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = end
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionResetError):
+            return "connection reset by the producer"
+        if isinstance(cause, TimeoutError | BlockingIOError):
+            return "no data within imdclient's read timeout (a producer that hangs or was paused)"
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def main(argv: list[str]) -> int:
