@@ -55,7 +55,8 @@ class Round:
 
     job: Job | None
     frames: JobFacts | None = None
-    ending: str | None = None
+    #: None while the run goes on; else whatever the :class:`Rounds` that decided it make of an ending.
+    ending: object = None
     ranges: tuple = ()
 
 
@@ -96,15 +97,19 @@ class Rounds(ABC):
     def next_round(self, job: Job, facts: JobFacts, stopping: bool) -> Round:
         """On the root: the next round's frames, or the ending; ``stopping``: a Ctrl-C was recorded."""
 
+    def stopped(self) -> object:
+        """The ending when Ctrl-C stops a round whose frames are then not counted (a growing trajectory's)."""
+        return "stopped"
+
     def due(self, n_frames: int) -> bool:
         """Whether the results over ``n_frames`` frames are to be published now (``on_update``)."""
         return False
 
-    def why(self, ending: str) -> str:
+    def why(self, ending) -> str:
         """The ending in words."""
-        return ending
+        return str(ending)
 
-    def follow_facts(self, ending: str | None, n_frames: int) -> FollowFacts | None:
+    def follow_facts(self, ending, n_frames: int) -> FollowFacts | None:
         """The report's record of a followed run (None: not followed)."""
         return None
 
@@ -309,14 +314,14 @@ class Engine:
             self.ex.close()   # frees the source the serial executor took over while preparing
             self.ex = self.options.make_executor(chosen)
 
-    def rounds_until_end(self, job: Job, facts: JobFacts) -> str:
+    def rounds_until_end(self, job: Job, facts: JobFacts):
         """Rounds of new frames until the run ends; why it ended."""
         ex, ending = self.ex, None
         while ending is None:
             rnd = share(ex, lambda: self._next_round(job, facts), "decide the next round")
             ending = rnd.ending
             if rnd.ranges and self.map_round(rnd):
-                ending = "stopped"
+                ending = self.rounds.stopped()
             if (ex.is_root and self.partials and ending is None and self.on_update is not None
                     and self.rounds.due(self.n_frames)):
                 self.on_update(self.result(job, None))
@@ -358,7 +363,7 @@ class Engine:
             close_cached_sources()
         return False
 
-    def result(self, job: Job, ending: str | None, final: bool = False):
+    def result(self, job: Job, ending, final: bool = False):
         """The result over the rounds so far, with the report of every task run."""
         analysis, ex, facts = self.analysis, self.ex, self.facts
         t_red = time.perf_counter()
@@ -381,7 +386,7 @@ class Engine:
         report.process = self.timeline.record()
         return dataclasses.replace(result, report=report)
 
-    def _run_facts(self, job: Job, reduced, ending: str | None) -> RunFacts:
+    def _run_facts(self, job: Job, reduced, ending) -> RunFacts:
         opts, payload = self.options, payload_of(job, reduced, self.n_frames, self.analysis.per_frame)
         return RunFacts(analysis_config=readable_config(job.analysis), n_tasks=self.n_tasks,
                         n_tasks_asked=opts.n_tasks, step=opts.step, io=IOFacts.from_dict(self.ex.io_used()),

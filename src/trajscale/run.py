@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .analysis.base import Analysis
 from .engine import Engine, FinishedRounds, Rounds, frame_range
-from .follow import FollowRounds, StreamRounds
+from .follow import FileRounds, StreamRounds
 from .planning import (  # noqa: F401 (planning names stay importable from trajscale.run)
     MAX_BLOCK_BYTES,
     MAX_TASK_BYTES,
@@ -85,16 +85,16 @@ def run(analysis: Analysis, topology, trajectory, *, options: RunOptions | None 
     :class:`~trajscale.report.timing.RunReport`), on the root process; None on other MPI ranks.
     """
     opts = RunOptions.from_keywords(options, keywords)
-    return Engine(analysis, topology, rounds_for(trajectory, topology, opts), opts, on_update).execute()
+    return Engine(analysis, topology, rounds_for(analysis, topology, trajectory, opts), opts, on_update).execute()
 
 
-def rounds_for(trajectory, topology, options: RunOptions) -> Rounds:
+def rounds_for(analysis: Analysis, topology, trajectory, options: RunOptions) -> Rounds:
     """What decides the run's rounds, chosen once: a stream's frames as they arrive, a followed file's
     as it grows, or a finished trajectory's in one round."""
     if is_stream(trajectory):
-        return StreamRounds(trajectory, topology, options)
+        return StreamRounds(trajectory, topology, options, analysis)
     if options.follow is not None:
-        return FollowRounds(trajectory, topology, options)
+        return FileRounds(trajectory, topology, options, analysis)
     return FinishedRounds(trajectory, topology, options)
 
 

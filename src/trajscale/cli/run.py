@@ -131,6 +131,9 @@ def _run(analysis, args):
     from .follow import publisher
 
     traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
+    from .follow import refuse_options_without_effect
+
+    refuse_options_without_effect(args, traj)
     _import_dependencies()
     options = run_options(args, traj)
     on_update = publisher(args) if options.follow is not None else None

@@ -60,7 +60,7 @@ class IOFacts:
 
 @dataclass(frozen=True, slots=True)
 class FollowFacts:
-    """A followed run: the frames it analysed, its ending (a key of ``trajscale.follow.ENDINGS``, None
+    """A followed run: the frames it analysed, its ending (the key of a ``trajscale.endings.Ending``, None
     while it runs) and the sentence that says it; ``temporary`` when the file followed was a stream's
     copy, removed at the end (advice then names no file the user cannot find)."""
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -46,8 +47,11 @@ def host_port(url: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
-def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False, chunk_frames: int = 1) -> int:
-    """Write every frame of the IMD stream at ``url`` into ``out`` (H5MD); return the frames written.
+def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False,
+            chunk_frames: int = 1) -> tuple[int, str | None]:
+    """Write every frame of the IMD stream at ``url`` into ``out`` (H5MD); return the frames written and,
+    when the connection failed (reset by the producer, or another error), what imdclient said of it
+    (None when the producer closed its connection).
 
     The file is closed (and so marked complete) when the stream ends; an interrupt
     leaves the frames received so far, unmarked.
@@ -61,7 +65,7 @@ def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False, chunk_
     client = IMDClient(host, port, n_atoms)
     info = client.get_imdsessioninfo()
     ids = np.arange(n_atoms)
-    n = 0
+    n, problem = 0, None
     try:
         with ParallelWriter(out, n_atoms, chunks=chunk_frames, overwrite=overwrite,
                             velocities=bool(getattr(info, "velocities", False)),
@@ -70,7 +74,8 @@ def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False, chunk_
             while True:
                 try:
                     f = client.get_imdframe()
-                except EOFError:   # the stream ended
+                except EOFError as exc:   # the stream ended
+                    problem = connection_failure(exc)
                     break
                 box = None if f.box is None else triclinic_box(*np.asarray(f.box, np.float64))
                 step = n if getattr(f, "step", None) is None else int(f.step)
@@ -80,23 +85,64 @@ def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False, chunk_
                 n += 1
     finally:
         client.stop()
-    return n
+    return n, problem
+
+
+def connection_failure(end: EOFError) -> str | None:
+    """What failed, when imdclient's end of stream (``end``) came from a failed connection: reset by the
+    producer, silent past imdclient's read timeout, or another error; None when the producer closed the
+    connection (an end of stream, or a producer killed whose system closed it: IMD cannot tell them apart).
+
+    imdclient raises every end as an EOFError, with the error it met in the exception's chain (its
+    cause, or the context of the error it raised in its place).
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = end
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionResetError):
+            return "connection reset by the producer"
+        if isinstance(cause, TimeoutError | BlockingIOError):
+            return "no data within imdclient's read timeout (a producer that hangs or was paused)"
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 @dataclass(frozen=True)
 class Receiver:
     """A receiver process (:func:`main`) writing a stream into ``out``; ``folder`` is the temporary
-    folder holding ``out`` (None: ``out`` is the user's ``--tee`` file, kept)."""
+    folder holding ``out`` (None: ``out`` is the user's ``--tee`` file, kept); ``said`` is the file its
+    stderr goes to (its last line says how the stream ended)."""
 
     process: subprocess.Popen
     out: str
     folder: str | None
+    said: typing.IO[str]
+
+    def ended(self):
+        """How the stream ended, once the receiver has marked its file complete: ``(Ending, detail)``
+        from the receiver's exit status and its last line."""
+        from ..endings import Ending
+
+        try:
+            code = self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:   # marked complete, yet the receiver lingers: its file is whole
+            return Ending.STREAM_ENDED, ""
+        if code != Ending.VANISHED.status:
+            return Ending.STREAM_ENDED, ""
+        return Ending.VANISHED, self.last_line() or f"(receiver status {code})"
+
+    def last_line(self) -> str:
+        self.said.seek(0)
+        lines = [line.strip() for line in self.said.read().splitlines() if line.strip()]
+        return lines[-1] if lines else ""
 
     def stop(self) -> None:
         """End the receiver (if it still runs) and remove a temporary copy of the stream."""
         if self.process.poll() is None:
             self.process.terminate()
         self.process.wait()
+        self.said.close()
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -115,21 +161,19 @@ def start_receiver(url: str, n_atoms: int, *, tee: str | None = None, overwrite:
     old = os.stat(out) if os.path.exists(out) else None   # an existing --tee is replaced once the stream comes
     # an MPI launcher's variables would make the receiver take itself for a rank of the job
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPI_"))}
-    with tempfile.TemporaryFile("w+") as log_file:
-        process = subprocess.Popen([sys.executable, "-m", "trajscale.sources.imd", url, out, str(n_atoms),
-                                    *(["--overwrite"] if overwrite else [])], env=env, stderr=log_file)
-        receiver = Receiver(process, out, folder)
-        try:
-            if not _wait_for_file(process, out, old, wait):
-                log_file.seek(0)
-                said = [line.strip() for line in log_file.read().splitlines() if line.strip()]
-                why = said[-1] if said else "no reason given"
-                raise InputFileError(url, f"no frame came within {wait:g} s" if process.poll() is None
-                                     else "the stream ended before its first frame" if process.returncode == 0
-                                     else f"the stream could not be received: {why}")
-        except BaseException:
-            receiver.stop()
-            raise
+    said = tempfile.TemporaryFile("w+")   # closed by stop(), after the receiver's end is read
+    process = subprocess.Popen([sys.executable, "-m", "trajscale.sources.imd", url, out, str(n_atoms),
+                                *(["--overwrite"] if overwrite else [])], env=env, stderr=said)
+    receiver = Receiver(process, out, folder, said)
+    try:
+        if not _wait_for_file(process, out, old, wait):
+            why = receiver.last_line() or "no reason given"
+            raise InputFileError(url, f"no frame came within {wait:g} s" if process.poll() is None
+                                 else "the stream ended before its first frame" if process.returncode == 0
+                                 else f"the stream could not be received: {why}")
+    except BaseException:
+        receiver.stop()
+        raise
     return receiver
 
 
@@ -154,14 +198,21 @@ def _wait_for_file(process: subprocess.Popen, out: str, old, wait: float) -> boo
 
 def main(argv: list[str]) -> int:
     """``python -m trajscale.sources.imd URL OUT N_ATOMS [--overwrite]``: the receiver process of a
-    streamed run; its last line on stderr says what it received, or why it could not."""
+    streamed run; its last line on stderr says what it received, or why it could not. Its exit status
+    says how the stream ended: 0 when the producer closed the connection, :attr:`Ending.VANISHED`'s
+    when the connection failed (the frames received are kept either way)."""
+    from ..endings import Ending
+
     try:
-        n = receive(argv[0], argv[1], int(argv[2]), overwrite="--overwrite" in argv[3:])
+        n, problem = receive(argv[0], argv[1], int(argv[2]), overwrite="--overwrite" in argv[3:])
     except KeyboardInterrupt:   # Ctrl-C reaches the whole process group: the followed run says what ended
         return 130
     except Exception as exc:   # noqa: BLE001 - the run that started this process reports the line
         print(f"{argv[0]}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    if problem is not None:
+        print(f"after {n} frames: {problem}", file=sys.stderr)
+        return Ending.VANISHED.status
     print(n, "frames received", file=sys.stderr)
     return 0
 
