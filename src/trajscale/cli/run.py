@@ -128,11 +128,9 @@ def _run(analysis, args):
     """``trajscale.run`` with the options every ``run ANALYSIS`` command shares; a followed run saves
     --out and --report as its results grow (:func:`.follow.publisher`)."""
     from ..run import run
-    from .follow import publisher
+    from .follow import publisher, refuse_options_without_effect
 
     traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
-    from .follow import refuse_options_without_effect
-
     refuse_options_without_effect(args, traj)
     _import_dependencies()
     options = run_options(args, traj)
