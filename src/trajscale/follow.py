@@ -32,7 +32,6 @@ from .sources.follow import (
     Snapshot,
     Watch,
     first_snapshot,
-    followable,
     idle_detail,
     snapshot,
     unlocked_reads,
@@ -82,7 +81,7 @@ class FollowRounds(Rounds):
         self.last_new = time.monotonic()
         self.published = (time.monotonic(), 0)   # when, and over how many frames, results were last published
         self.trailing = 0   # bytes after the last whole frame at the last look (XTC/TRR)
-        self.watch = Watch(self.trajectory)   # the deciding process's memory of the file as first read
+        self.watch: Watch | None = None   # the deciding process's memory of the file as first read
         self._quiet = QuietInFlight()
         unlocked_reads()   # before any worker starts: they inherit it
 
@@ -187,7 +186,7 @@ class FileRounds(FollowRounds):
 
     def __init__(self, trajectory, topology, options: RunOptions, analysis: Analysis) -> None:
         super().__init__(trajectory, topology, options, analysis)
-        followable(self.trajectory)   # a format read whole is refused now, not after waiting for frames
+        self.watch = Watch(self.trajectory)   # a format read whole is refused now, not after waiting for frames
 
 
 class StreamRounds(FollowRounds):
