@@ -118,6 +118,8 @@ EXECUTORS: dict[str, ExecutorTraits] = {t.name: t for t in (
                    requires=("mpi4py",), workers="launcher", job_moves="tree", partials_move="per_worker",
                    launch="every_rank", launch_phase="mpi_init", collective_open=True, polls_while_waiting=True,
                    worker_imports=f"from mpi4py import MPI; {_BASE}", convert_runner="trajscale.convert.pool:run_mpi"),
+    ExecutorTraits("threads", "trajscale.executors.threads:ThreadExecutor",
+                   "threads of this process (the compiled kernels release the GIL; HDF5 reads take turns)"),
 )}
 
 #: The executor a serial run's report is predicted on, when none is named (``report --predict``).
