@@ -142,6 +142,12 @@ def predicted_traits(name: str) -> ExecutorTraits:
     return traits
 
 
+def launcher_executor() -> str:
+    """The executor whose workers are the ranks of an MPI launcher: what a command started by
+    ``mpiexec`` runs on when none is named."""
+    return names(workers=("launcher",))[0]
+
+
 def names(*, workers: tuple[str, ...] = WORKER_COUNTS, predicted: bool = False, converts: bool = False) -> list[str]:
     """Registered names, in order, of the executors with these traits (the CLI's choices derive from it)."""
     return [t.name for t in EXECUTORS.values() if t.workers in workers and (t.predicted or not predicted)
@@ -156,5 +162,5 @@ def load(path: str):
     return getattr(importlib.import_module(module), attr)
 
 
-__all__ = ["DEFAULT_PREDICTION", "EXECUTORS", "ExecutorTraits", "executor_traits", "load", "names",
+__all__ = ["DEFAULT_PREDICTION", "EXECUTORS", "ExecutorTraits", "executor_traits", "launcher_executor", "load", "names",
            "predicted_traits"]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from .analysis.base import Analysis
 from .analysis.user import readable_config
 from .errors import ConfigError, InputFileError, TrajscaleError
+from .executor_registry import EXECUTORS
 from .executors import Executor, Job
 from .executors.base import close_cached_sources, refuse_if_launched
 from .planning import AnalysisTopology, plan_tasks
@@ -371,7 +372,7 @@ def run_stream(analysis: Analysis, topology, url: str, *, tee: str | None = None
     executor = follow_kw.get("executor", "serial")
     if isinstance(executor, Executor):
         spmd, is_root, broadcast = executor.spmd, executor.is_root, executor.broadcast
-    elif executor == "mpi":
+    elif executor in EXECUTORS and EXECUTORS[executor].workers == "launcher":
         from .parallel import mpi_comm_world
 
         comm = mpi_comm_world()

@@ -248,7 +248,7 @@ class _Run:
         if self.auto:
             choice, why = choose_executor(facts, opts.n_workers)
             self.choice = f"auto: {choice} ({why})"
-            if choice != "serial":
+            if choice != self.ex.name:
                 self.ex.close()   # frees the source the serial executor took over while preparing
                 self.ex = opts.make_executor(choice)
         ex = self.ex
