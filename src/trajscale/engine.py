@@ -33,7 +33,7 @@ from .analysis.base import Analysis
 from .analysis.user import readable_config
 from .errors import FrameRangeError, InputFileError, TrajscaleError
 from .executors import Executor, Job, choose_executor
-from .executors.base import close_cached_sources, refuse_if_launched
+from .executors.base import adopt_source, close_cached_sources, refuse_if_launched
 from .planning import AnalysisTopology, topology_file
 from .report.payload import payload_of
 from .report.process import ProcessTimeline
@@ -159,7 +159,7 @@ def share(ex: Executor, make: Callable[[], object], what: str):
             got = make()
         except BaseException as exc:
             if ex.spmd:
-                ex.broadcast(exc if isinstance(exc, TrajscaleError | SystemExit)
+                ex.broadcast(exc if isinstance(exc, TrajscaleError | KeyboardInterrupt | SystemExit)
                              else RuntimeError(f"rank 0 failed to {what}: {exc!r}"))
             raise
     got = ex.broadcast(got)
@@ -218,11 +218,13 @@ class Engine:
         self.timeline.lap("imports")   # the executor module (MPI: its init is noted apart, as "mpi_init")
         self.own = not isinstance(options.executor, Executor)
         refuse_if_launched(self.ex, self.own)
-        self.t_prepare = 0.0
+        self.t_prepare = self.t_reduce = 0.0
         self.choice: ExecutorChoice | None = None
         self.facts: JobFacts | None = None   # the root's, with the run's read cost once planned
         self.partials: list = []   # one reduced partial per round
         self.timings: list = []
+        self.workers: dict[str, dict] = {}   # the last round's per-worker records
+        self.io: dict = {}   # how the last round's tasks read
         self.n_frames = self.n_tasks = 0
 
     def execute(self):
@@ -246,7 +248,7 @@ class Engine:
             return result
         except BaseException:
             if self.own:   # an error or Ctrl-C: stop workers, do not wait for them
-                self.ex.terminate()
+                self.ex.close(wait=False)
             raise
         finally:
             try:
@@ -292,9 +294,9 @@ class Engine:
         # the open is the topology's time (the source tells its atoms), unless it waited for a first frame
         t_open = 0.0 if grows else time.perf_counter() - t0
         try:
-            job, facts = prepare_job(self.analysis, self.topology, source, frames, self.options, ex.source_options())
+            job, facts = prepare_job(self.analysis, self.topology, source, frames, self.options, ex.source_options)
             if not grows and ex.adopts_sources and job.source == source.get_config():
-                ex.adopt_source(job.source, source)
+                adopt_source(job.source, source)
                 source = None
             return job, dataclasses.replace(facts, t_init_top=facts.t_init_top + t_open)
         finally:
@@ -310,7 +312,7 @@ class Engine:
             why += f"; from the {facts.n_frames} frames there when the run began"
         self.choice = ExecutorChoice(chosen, why)
         log.debug("executor %s", self.choice)
-        if chosen != "serial":
+        if chosen != self.ex.name:
             self.ex.close()   # frees the source the serial executor took over while preparing
             self.ex = self.options.make_executor(chosen)
 
@@ -352,9 +354,12 @@ class Engine:
             if not self.rounds.grows:   # a finished trajectory's run keeps nothing of a part
                 raise
             return True   # Ctrl-C during a followed round: its frames are not counted
-        if ex.is_root:   # each round reduced as it comes (MPI combines partials in map_tasks)
-            self.partials.append(ex.reduce(self.analysis, [p for p, _ in got]))
-            self.timings += [t for _, t in got]
+        if ex.is_root:   # each round reduced as it comes: memory bounded by a round, not the run
+            t0 = time.perf_counter()
+            self.partials.append(self.analysis.reduce(list(got.partials)))
+            self.t_reduce += time.perf_counter() - t0
+            self.timings += got.timings
+            self.workers, self.io = {k: dict(v) for k, v in got.workers.items()}, dict(got.io)
             self.n_frames += rnd.frames.n_frames
             self.n_tasks += len(rnd.ranges)
         if self.rounds.grows:
@@ -370,7 +375,7 @@ class Engine:
         reduced = self.partials[0] if len(self.partials) == 1 else analysis.reduce(self.partials)
         result = analysis.result(reduced, job.prepared)
         t_red = time.perf_counter() - t_red
-        extras = {k: dict(v) for k, v in ex.worker_extras().items()}
+        extras = {k: dict(v) for k, v in self.workers.items()}
         # The topology is read where the job is prepared: on a worker only for
         # serial and MPI (rank 0); for pools it is the driver's, kept in t_prepare.
         if ex.root_worker is not None:
@@ -379,7 +384,7 @@ class Engine:
         report = Report(
             analysis=analysis.name, executor=ex.name, n_workers=ex.n_workers, n_frames=self.n_frames,
             n_atoms=facts.n_atoms, source=facts.source, t_total=time.perf_counter() - self.t_start,
-            t_prepare=self.t_prepare, t_reduce=t_red, tasks=list(self.timings),
+            t_prepare=self.t_prepare, t_reduce=self.t_reduce + t_red, tasks=list(self.timings),
             workers=summarize_workers(self.timings, extras), meta=self._run_facts(job, reduced, ending))
         if final:
             self.timeline.lap("reduce")   # the result and this report
@@ -389,7 +394,7 @@ class Engine:
     def _run_facts(self, job: Job, reduced, ending) -> RunFacts:
         opts, payload = self.options, payload_of(job, reduced, self.n_frames, self.analysis.per_frame)
         return RunFacts(analysis_config=readable_config(job.analysis), n_tasks=self.n_tasks,
-                        n_tasks_asked=opts.n_tasks, step=opts.step, io=IOFacts.from_dict(self.ex.io_used()),
+                        n_tasks_asked=opts.n_tasks, step=opts.step, io=IOFacts.from_dict(self.io),
                         topology=self.facts.topology, trajectories=self.rounds.paths(), payload=payload,
                         executor_choice=self.choice, follow=self.rounds.follow_facts(ending, self.n_frames))
 
