@@ -83,6 +83,23 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _package_of(path: Path) -> str:
+    """The package a module belongs to (a package's ``__init__`` belongs to the package itself)."""
+    me = _module_name(path)
+    return me if path.name == "__init__.py" else me.rpartition(".")[0]
+
+
+def _imported_from(node: ast.ImportFrom, package: str) -> str | None:
+    """The trajscale module ``from ... import`` names, relative imports resolved in ``package``; None
+    for other libraries."""
+    if node.level:
+        base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+        return ".".join(base + ([node.module] if node.module else []))
+    if node.module and node.module.split(".")[0] == "trajscale":
+        return node.module
+    return None
+
+
 def _import_graph() -> dict[str, set[str]]:
     """Module -> the trajscale modules it imports (anywhere in it); ``from pkg import sub`` names the
     submodule, ``from pkg import name`` the package (its ``__init__``); a compiled module is a leaf."""
@@ -98,16 +115,12 @@ def _import_graph() -> dict[str, set[str]]:
     graph = {}
     for path in PKG.rglob("*.py"):
         me = _module_name(path)
-        package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+        package = _package_of(path)
         out = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                elif node.module and node.module.split(".")[0] == "trajscale":
-                    target = node.module
-                else:
+                target = _imported_from(node, package)
+                if target is None:
                     continue
                 for alias in node.names:
                     sub = f"{target}.{alias.name}"
@@ -227,18 +240,11 @@ def _private_imports(path: Path, text: str | None = None) -> list[str]:
     """``from MODULE import _name`` (and ``from pkg._module import ...``) in ``path`` (or ``text`` as
     that module) where the private name belongs to another package than the importer's; the root
     package's own private modules (``_lazy``, ``_version``) serve every subpackage."""
-    me = _module_name(path)
-    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    me, package = _module_name(path), _package_of(path)
     out = []
     for node in ast.walk(ast.parse(path.read_text() if text is None else text)):
-        if not isinstance(node, ast.ImportFrom):
-            continue
-        if node.level:
-            base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-            target = ".".join(base + ([node.module] if node.module else []))
-        elif node.module and node.module.split(".")[0] == "trajscale":
-            target = node.module
-        else:
+        target = _imported_from(node, package) if isinstance(node, ast.ImportFrom) else None
+        if target is None:
             continue
         parts = target.split(".")
         private = [i for i, c in enumerate(parts) if c.startswith("_") and not c.startswith("__")]
