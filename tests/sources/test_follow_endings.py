@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
 import time
 import warnings
@@ -20,7 +19,7 @@ from MDAnalysisTests.datafiles import DCD, PSF
 
 import trajscale as ts
 from tests.conftest import ROOT, run_mpi
-from tests.sources.test_follow import producer
+from tests.sources.test_follow import killed_producer, producer
 from trajscale.endings import Ending
 from trajscale.errors import ConfigError, NotFollowableError
 from trajscale.follow import FollowOptions, last_line
@@ -94,16 +93,7 @@ def test_an_ending_saves_the_frames_analysed_and_names_what_happened(tmp_path, e
         said = f"{traj}: damaged: frame 10 at byte {first.stat().st_size}:"
     else:   # a ParallelWriter producer SIGKILLed after 30 frames: never marked complete
         traj = first = tmp_path / "killed.h5md"
-        writer = producer("h5md", str(traj), "0.02", "30")
-        try:
-            for line in writer.stdout:
-                if line.split() == ["wrote", "30"]:
-                    break
-            writer.send_signal(signal.SIGKILL)
-            writer.wait(timeout=60)
-        finally:
-            writer.kill()
-            writer.wait()
+        killed_producer(traj)
         r = ts.run(ts.RMSD(select="name CA"), PSF, str(traj), follow=FollowOptions(idle=3, poll=0.1), **opts)
         said = "no new frame for 3 s; the file was never marked complete"
     f = r.report.meta["follow"]
@@ -221,16 +211,7 @@ def test_endings_under_mpi(tmp_path):
     with the ending's status."""
     write_xtc(tmp_path / "dm.xtc", slice(0, 10), b"\x00\x00\x08junkjunk")
     write_xtc(tmp_path / "whole.xtc", slice(0, 10))
-    writer = producer("h5md", str(tmp_path / "killed.h5md"), "0.02", "30")
-    try:
-        for line in writer.stdout:
-            if line.split() == ["wrote", "30"]:
-                break
-        writer.send_signal(signal.SIGKILL)
-        writer.wait(timeout=60)
-    finally:
-        writer.kill()
-        writer.wait()
+    killed_producer(tmp_path / "killed.h5md")
     proc = run_mpi(2, [str(ROOT / "tests/sources/mpi_follow_endings.py"), str(tmp_path)], timeout=600,
                    env={"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"})
     assert proc.returncode == 0, proc.stderr[-3000:]
