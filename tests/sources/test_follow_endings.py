@@ -66,6 +66,7 @@ def _replace(path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.cli   # the killed producer is a process of its own
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("case", ["replaced", "damaged", "killed"])
 def test_an_ending_saves_the_frames_analysed_and_names_what_happened(tmp_path, executor, case):
@@ -148,6 +149,7 @@ def test_a_reference_counted_from_the_end_is_refused_at_once(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.cli   # the writer is a process of its own
 def test_a_reference_frame_not_yet_written_is_waited_for(tmp_path):
     """``ref_frame=5`` while the writer has written fewer frames: the run waits for frame 5, and every row
     equals the finished file's, as MDAnalysis computes them."""
@@ -205,6 +207,7 @@ def test_a_part_of_an_index_changed_after_it_was_read_ends_the_run(tmp_path):
 
 @pytest.mark.mpi
 @pytest.mark.slow
+@pytest.mark.cli
 def test_endings_under_mpi(tmp_path):
     """``mpiexec -n 2 trajscale run ... --follow --executor mpi``: a replaced file, damage met at the start
     and a killed producer each save the frames analysed, say what happened in the last line, and exit
