@@ -25,6 +25,7 @@ pytestmark = pytest.mark.cli
     (["run", "rmsd", PSF, DCD, "--follow", "--idle", "60"], "DCD files are read whole"),
     (["run", "rmsd", PSF, DCD, "--executor", "serial", "--collective"], "--collective: for --executor mpi"),
     (["inspect", "T.xtc", "--idle", "5"], "--idle: for --follow"),
+    (["run", "rmsd", PSF, "T.xtc", "--follow", "--strict"], "--strict refuses a finished XTC/TRR"),
 ])
 def test_an_option_that_would_do_nothing_is_refused(tmp_path, args, said):
     write_xtc(tmp_path / "T.xtc", slice(0, 3))
