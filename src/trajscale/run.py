@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from .analysis.base import Analysis
 from .engine import Engine, FinishedRounds, Rounds, frame_range
-from .follow import FileRounds, StreamRounds
 from .planning import (  # noqa: F401 (planning names stay importable from trajscale.run)
     MAX_BLOCK_BYTES,
     MAX_TASK_BYTES,
@@ -91,11 +90,13 @@ def run(analysis: Analysis, topology, trajectory, *, options: RunOptions | None 
 def rounds_for(analysis: Analysis, topology, trajectory, options: RunOptions) -> Rounds:
     """What decides the run's rounds, chosen once: a stream's frames as they arrive, a followed file's
     as it grows, or a finished trajectory's in one round."""
+    if not is_stream(trajectory) and options.follow is None:
+        return FinishedRounds(trajectory, topology, options)
+    from .follow import FileRounds, StreamRounds  # what a finished run never needs: not imported for it
+
     if is_stream(trajectory):
         return StreamRounds(trajectory, topology, options, analysis)
-    if options.follow is not None:
-        return FileRounds(trajectory, topology, options, analysis)
-    return FinishedRounds(trajectory, topology, options)
+    return FileRounds(trajectory, topology, options, analysis)
 
 
 def frames_per_second(report: RunReport) -> float:

@@ -12,12 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
-import typing
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -25,6 +21,11 @@ import numpy as np
 
 from ..errors import ConfigError, InputFileError
 from ..util import raise_if_stopped
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:   # the receiver's machinery is imported by the run that starts one, not by every run
+    import subprocess
+    import typing
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,8 @@ class Receiver:
     def ended(self):
         """How the stream ended, once the receiver has marked its file complete: ``(Ending, detail)``
         from the receiver's exit status and its last line."""
+        import subprocess
+
         from ..endings import Ending
 
         try:
@@ -139,6 +142,8 @@ class Receiver:
 
     def stop(self) -> None:
         """End the receiver (if it still runs) and remove a temporary copy of the stream."""
+        import shutil
+
         if self.process.poll() is None:
             self.process.terminate()
         self.process.wait()
@@ -155,6 +160,9 @@ def start_receiver(url: str, n_atoms: int, *, tee: str | None = None, overwrite:
     ``tee``: the file to write (kept); else a temporary folder's ``stream.h5md``, in the working
     directory when ``shared`` (the ranks of an MPI job on several nodes share it).
     """
+    import subprocess
+    import tempfile
+
     folder = None if tee else tempfile.mkdtemp(prefix=".trajscale-imd-" if shared else "trajscale-imd-",
                                                dir=os.getcwd() if shared else None)
     out = tee or os.path.join(folder, "stream.h5md")
