@@ -151,14 +151,14 @@ def complete_xdr_offsets(path: str, fmt: str):
 
 
 def _xdr_snapshot(path: str, fmt: str) -> Snapshot:
-    from .parts import PartSource
+    from .parts import XDRSource
 
     finished = Path(path + DONE_SUFFIX).exists()
     n_atoms, offsets, complete_bytes = complete_xdr_offsets(path, fmt)
     if not len(offsets):
         raise InputFileError(path, "no complete frame yet")
     torn = os.path.getsize(path) - complete_bytes if finished else 0
-    return Snapshot(PartSource(path, n_atoms=n_atoms, offsets=offsets, format=fmt), len(offsets), finished,
+    return Snapshot(XDRSource(path, n_atoms=n_atoms, offsets=offsets, format=fmt), len(offsets), finished,
                     max(0, torn))
 
 
@@ -170,28 +170,40 @@ def snapshot(trajectory, topology=None, *, group: str | None = None, assume_unit
     InputFileError
         Nothing readable yet (no file, no complete frame, or the writer is mid-flush): poll again.
     """
-    from . import is_hdf5, open_source
-    from .parts import XDR_FORMATS, part_format
-    from .segments import index_path
+    from .registry import format_sources, guess
 
     path = str(trajectory)
     unlocked_reads()
     if not os.path.exists(path):
         raise InputFileError(path, "does not exist yet")
-    if index_path(path) is not None:
-        finished = Path(path + DONE_SUFFIX).exists()
-        source = open_source(path, topology, group=group, assume_units=assume_units)
-        return Snapshot(source, source.n_frames, finished)
-    if is_hdf5(path):
-        try:
-            return _h5md_snapshot(path, group, assume_units)
-        except MID_FLUSH as exc:   # caught mid-flush: the next poll sees it whole
-            raise InputFileError(path, f"not readable at this instant ({exc})") from None
-    fmt = part_format(path)
-    if fmt not in XDR_FORMATS:
-        raise InputFileError(path, f"cannot be followed: {fmt} files are read whole; follow an H5MD, XTC "
-                                   "or TRR file or a segment index")
-    return _xdr_snapshot(path, fmt)
+    match = guess(path)   # the format registry: the Source that reads it, and whether it can be followed
+    take = _SNAPSHOTS.get(match.kind) if match.source.supports_following else None
+    if take is None:
+        followable = ", ".join(f for cls in format_sources() if cls.supports_following for f in cls.formats)
+        raise InputFileError(path, f"cannot be followed: {match.format} files are read whole; the formats "
+                                   f"that can be: {followable}")
+    return take(path, match.format, topology, group, assume_units)
+
+
+def _index_snapshot(path: str, fmt: str, topology, group, assume_units) -> Snapshot:
+    from . import open_source
+
+    finished = Path(path + DONE_SUFFIX).exists()
+    source = open_source(path, topology, group=group, assume_units=assume_units)
+    return Snapshot(source, source.n_frames, finished)
+
+
+def _hdf5_snapshot(path: str, fmt: str, topology, group, assume_units) -> Snapshot:
+    try:
+        return _h5md_snapshot(path, group, assume_units)
+    except MID_FLUSH as exc:   # caught mid-flush: the next poll sees it whole
+        raise InputFileError(path, f"not readable at this instant ({exc})") from None
+
+
+#: Source kind (as the format registry names it) -> how a snapshot of its file is taken; the kinds
+#: whose Source declares ``supports_following``.
+_SNAPSHOTS = {"segments": _index_snapshot, "h5md": _hdf5_snapshot,
+              "xdr": lambda path, fmt, *_: _xdr_snapshot(path, fmt)}
 
 
 __all__ = ["DONE_SUFFIX", "GrowingH5MDSource", "QuietInFlight", "Snapshot", "complete_xdr_offsets", "snapshot",
