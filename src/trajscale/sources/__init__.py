@@ -25,9 +25,9 @@ def _registry() -> dict[str, type[Source]]:
 
 __getattr__, __dir__ = attach(__name__, {
     "SOURCES": _registry, "Source": ".base", "OpenRequest": ".base", "H5MDSource": ".h5md", "MDASource": ".mda",
-    "XDRSource": ".parts", "MDAPartSource": ".mdapart", "NumpySource": ".npy", "SegmentedSource": ".segments",
+    "XDRSource": ".parts", "MDAPartSource": ".mdapart", "SegmentedSource": ".segments",
     "index_path": ".segments",
-}, submodules=("base", "h5md", "mda", "mdapart", "npy", "parts", "registry", "segments"))
+}, submodules=("base", "h5md", "mda", "mdapart", "parts", "registry", "segments"))
 
 
 def reader_modules(trajectories) -> tuple[str, ...]:
@@ -86,5 +86,5 @@ def source_from_config(config: dict, comm=None) -> Source:
     return cls(comm=comm, **cfg) if cls.supports_mpio else cls(**cfg)
 
 
-__all__ = ["SOURCES", "H5MDSource", "MDAPartSource", "MDASource", "NumpySource", "OpenRequest", "SegmentedSource",
+__all__ = ["SOURCES", "H5MDSource", "MDAPartSource", "MDASource", "OpenRequest", "SegmentedSource",
            "Source", "XDRSource", "is_hdf5", "open_source", "source_from_config"]

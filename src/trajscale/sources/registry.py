@@ -219,7 +219,19 @@ def capabilities() -> list[dict]:
             for cls in format_sources()]
 
 
+def formats_table() -> str:
+    """The formats table of the documentation (Markdown), made from :func:`capabilities`."""
+    def mark(on: bool) -> str:
+        return "yes" if on else "-"
+
+    lines = ["| formats | Source (kind) | reads | parts | following | slab reads | MPI-IO |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {', '.join(row['formats'])} | `{row['source']}` (`{row['kind']}`) | {row['description']} | "
+              f"{mark(row['parts'])} | {mark(row['following'])} | {mark(row['slab_reads'])} | {mark(row['mpio'])} |"
+              for row in capabilities()]
+    return "\n".join(lines)
+
+
 __all__ = ["ENTRY_POINT_GROUP", "FORMAT_SOURCES", "OTHER_SOURCES", "Match", "all_sources", "by_name", "capabilities",
-           "check_options",
-           "for_format", "format_sources", "guess", "open_file", "part_record", "plugin_targets", "source_class",
-           "supported"]
+           "check_options", "for_format", "format_sources", "formats_table", "guess", "open_file", "part_record",
+           "plugin_targets", "source_class", "supported"]

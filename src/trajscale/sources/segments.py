@@ -144,7 +144,7 @@ class SegmentedSource(Source):
     kind = "segments"
     formats = ("SEGMENTS",)
     suffixes = MappingProxyType({".json": "SEGMENTS"})
-    description = "a trajscale segment index (JSON, or the folder holding index.json): parts in any format above"
+    description = "a trajscale segment index (JSON, or its folder): parts in the formats marked for parts"
     supports_following = True
     takes_h5md_options = True
 
