@@ -35,8 +35,7 @@ def open_input_file(path: str, group: str | None = None, assume_units: str | Non
     XTC/TRR frame offsets the preparing process scanned and shipped (None: scanned here);
     ``group`` and ``assume_units`` apply to H5MD inputs.
     """
-    cls = registry.guess(path).source
-    return cls.open(path, OpenRequest(group=group, assume_units=assume_units, offsets=offsets))
+    return registry.open_part(path, OpenRequest(group=group, assume_units=assume_units, offsets=offsets))
 
 
 def open_inputs(topology: str, trajectories: list[str], universe, group: str | None = None,

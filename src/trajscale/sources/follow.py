@@ -176,6 +176,8 @@ def snapshot(trajectory, topology=None, *, group: str | None = None, assume_unit
     unlocked_reads()
     if not os.path.exists(path):
         raise InputFileError(path, "does not exist yet")
+    if os.path.isfile(path) and os.path.getsize(path) == 0:   # created, nothing written: no format to tell yet
+        raise InputFileError(path, "no complete frame yet")
     match = guess(path)   # the format registry: the Source that reads it, and whether it can be followed
     take = _SNAPSHOTS.get(match.kind) if match.source.supports_following else None
     if take is None:

@@ -184,6 +184,14 @@ def open_file(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source
     return cls.open(path, request)
 
 
+def open_part(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source:
+    """Open one file of several (a chain's part, one of convert's inputs): H5MD's options in ``request``
+    go to the files whose Source takes them, and the others read without them."""
+    path = str(path)
+    cls = for_format(request.format) if request.format else guess(path).source
+    return cls.open(path, request)
+
+
 def check_options(path: str, cls: type[Source], request: OpenRequest) -> None:
     """H5MD's options (``group``, ``assume_units``) asked of a Source that does not take them: one line."""
     if (request.group is not None or request.assume_units is not None) and not cls.takes_h5md_options:
@@ -233,5 +241,5 @@ def formats_table() -> str:
 
 
 __all__ = ["ENTRY_POINT_GROUP", "FORMAT_SOURCES", "OTHER_SOURCES", "Match", "all_sources", "by_name", "capabilities",
-           "check_options", "for_format", "format_sources", "formats_table", "guess", "open_file", "part_record",
-           "plugin_targets", "source_class", "supported"]
+           "check_options", "for_format", "format_sources", "formats_table", "guess", "open_file", "open_part",
+           "part_record", "plugin_targets", "source_class", "supported"]
