@@ -264,3 +264,23 @@ def test_opening_through_the_registry_checks_the_atom_count(tmp_path):
     with pytest.raises(InputFileError, match="expected 10"):
         registry.open_file(npy, OpenRequest(n_atoms=10))
     assert isinstance(open_source(npy), NumpySource)
+
+
+def test_the_docs_formats_table_is_made_from_the_registry():
+    """docs/formats.md holds the marker that the docs build replaces with the registry's own table."""
+    import importlib.util
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    spec = importlib.util.spec_from_file_location("trajscale_docs_conf", docs / "conf.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    page = [(docs / "formats.md").read_text()]
+    conf._formats_table(None, "formats", page)
+    assert conf.FORMATS_TABLE not in page[0]
+    for cls in registry.format_sources():
+        row = next(ln for ln in page[0].splitlines() if f"`{cls.__name__}` (`{cls.kind}`)" in ln)
+        assert row.startswith(f"| {', '.join(cls.formats)} |") and cls.description in row
+        marks = [c.strip() for c in row.strip("|").split("|")[3:]]
+        assert marks == ["yes" if on else "-" for on in (cls.supports_parts, cls.supports_following,
+                                                         cls.supports_slab_reads, cls.supports_mpio)]

@@ -81,21 +81,22 @@ class MDAPartSource(Source):
     def mdanalysis_format(path: str) -> str | None:
         """MDAnalysis's name for the format of ``path`` from its extension, if MDAnalysis has a reader
         for it; else None."""
-        from MDAnalysis import _READERS
+        from MDAnalysis.coordinates.core import get_reader_for
         from MDAnalysis.lib.util import guess_format
 
         try:
             fmt = str(guess_format(path)).upper()
+            get_reader_for(path, format=fmt)   # a format MDAnalysis parses only as a topology has no reader
         except (ValueError, TypeError):
             return None
-        return fmt if fmt in _READERS else None
+        return fmt
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> MDAPartSource:
         return cls(path, n_atoms=request.n_atoms, format=request.format)
 
     def _open_reader(self, n_atoms):
-        from MDAnalysis.core._get_readers import get_reader_for
+        from MDAnalysis.coordinates.core import get_reader_for
 
         kw = {} if n_atoms is None else {"n_atoms": int(n_atoms)}
         try:
