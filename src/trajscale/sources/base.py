@@ -301,3 +301,40 @@ class Source(ABC):
         if not 0 <= start <= stop <= self.n_frames:
             raise FrameRangeError(
                 f"{self.path}: frames [{start}, {stop}) outside the trajectory's {self.n_frames} frames")
+
+
+class OneFileSource(Source):
+    """A Source of one file whose format, frame and atom counts and fields are known once it is open:
+    the subclass sets ``_path``, ``_format``, ``_n_frames``, ``_n_atoms`` and ``_fields``."""
+
+    _path: str
+    _format: str
+    _n_frames: int
+    _n_atoms: int
+    _fields: tuple[str, ...]
+
+    @property
+    def format(self) -> str:
+        return self._format
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def n_frames(self) -> int:
+        return self._n_frames
+
+    @property
+    def n_atoms(self) -> int:
+        return self._n_atoms
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return self._fields
+
+    def layout_summary(self) -> LayoutFacts:
+        return LayoutFacts(format=self._format, path=self._path, n_atoms=self._n_atoms)
+
+    def decode_seconds_per_frame(self) -> float:
+        return DECODE_S_PER_ATOM.get(self._format, 0.0) * self._n_atoms

@@ -17,8 +17,7 @@ import numpy as np
 
 from ..block import Block
 from ..errors import InputFileError
-from ..facts import LayoutFacts
-from .base import DECODE_S_PER_ATOM, OpenRequest, Source, file_head
+from .base import OneFileSource, OpenRequest, file_head
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +26,7 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-class MDAPartSource(Source):
+class MDAPartSource(OneFileSource):
     """Frames of one file in a format MDAnalysis reads (DCD, NetCDF, ...), through its reader class.
 
     Parameters
@@ -108,26 +107,6 @@ class MDAPartSource(Source):
                                              f"{_one_line(exc)}") from None
 
     @property
-    def format(self) -> str:
-        return self._format
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def n_frames(self) -> int:
-        return self._n_frames
-
-    @property
-    def n_atoms(self) -> int:
-        return self._n_atoms
-
-    @property
-    def fields(self) -> tuple[str, ...]:
-        return self._fields
-
-    @property
     def native_units(self) -> dict[str, str]:
         """The units the file stores, as MDAnalysis's reader for its format declares them
         (``{"length": "Angstrom", "time": "AKMA", ...}``)."""
@@ -135,12 +114,6 @@ class MDAPartSource(Source):
 
     def get_config(self) -> dict:
         return {"kind": self.kind, "path": self._path, "n_atoms": self._n_atoms, "format": self._format}
-
-    def layout_summary(self) -> LayoutFacts:
-        return LayoutFacts(format=self._format, path=self._path, n_atoms=self._n_atoms)
-
-    def decode_seconds_per_frame(self) -> float:
-        return DECODE_S_PER_ATOM.get(self._format, 0.0) * self._n_atoms
 
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:

@@ -24,9 +24,8 @@ import numpy as np
 
 from ..block import Block
 from ..errors import InputFileError
-from ..facts import LayoutFacts
 from ..store.box import edges_to_dimensions
-from .base import DECODE_S_PER_ATOM, OpenRequest, Source, file_head
+from .base import OneFileSource, OpenRequest, file_head
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +120,7 @@ def scan_part(path: str, strict: bool | None = None) -> dict:
             "offsets": encode_offsets(offsets)}
 
 
-class XDRSource(Source):
+class XDRSource(OneFileSource):
     """Frames of one XTC or TRR file, read by the compiled xdrfile at known frame offsets, without a topology.
 
     Parameters
@@ -192,26 +191,6 @@ class XDRSource(Source):
                    strict=request.strict)
 
     @property
-    def format(self) -> str:
-        return self._format
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def n_frames(self) -> int:
-        return self._n_frames
-
-    @property
-    def n_atoms(self) -> int:
-        return self._n_atoms
-
-    @property
-    def fields(self) -> tuple[str, ...]:
-        return self._fields
-
-    @property
     def native_units(self) -> dict[str, str]:
         """The units the file stores (MDAnalysis's ``XTCReader.units``, ``TRRReader.units``)."""
         return dict(XDR_UNITS[self._format])
@@ -224,12 +203,6 @@ class XDRSource(Source):
     def get_config(self) -> dict:
         return {"kind": self.kind, "path": self._path, "n_atoms": self._n_atoms,
                 "offsets": encode_offsets(self._offsets), "format": self._format}
-
-    def layout_summary(self) -> LayoutFacts:
-        return LayoutFacts(format=self._format, path=self._path, n_atoms=self._n_atoms)
-
-    def decode_seconds_per_frame(self) -> float:
-        return DECODE_S_PER_ATOM.get(self._format, 0.0) * self._n_atoms
 
     def step_time(self, frame: int) -> tuple[int, float]:
         """An XTC frame's step and time from its header (XDR: magic, natoms, step, time), no coordinates
