@@ -137,7 +137,7 @@ class TestMDAPartDcd(SourceConformance):
 
 
 class TestMDAPartNetCDF(SourceConformance):
-    """AMBER NetCDF (told by its extension: MDAnalysis's format table), with velocities."""
+    """AMBER NetCDF, told by its extension (MDAnalysis's format table), not by a Source's own formats."""
 
     n_cases = 2
 

@@ -156,7 +156,7 @@ def test_dcd_is_read_by_one_source_in_run_convert_and_inspect(tmp_path, opened, 
 
     opened.clear()
     args = argparse.Namespace(file=D.DCD, follow=False, pattern=None, h5md_group=None, assume_units=None,
-                              json=True, idle=30.0, topology=None)
+                              json=True, idle=None, topology=None)
     assert inspect_main(args) == 0
     assert set(opened) == {MDAPartSource}, opened
     facts = json.loads(capsys.readouterr().out)

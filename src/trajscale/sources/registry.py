@@ -69,6 +69,7 @@ class Match:
         return self.source.kind
 
 
+@functools.cache
 def _load(kind: str, target: str) -> type[Source]:
     module, _, name = target.partition(":")
     cls = getattr(importlib.import_module(module, __package__), name)
