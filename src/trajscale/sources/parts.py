@@ -158,8 +158,9 @@ class XDRSource(OneFileSource):
             raise InputFileError(self._path, f"{self._format} is not read by {type(self).__name__} (XTC, TRR)")
         self._file = None
         self.bytes_read = 0
+        self._headers = None   # every frame's (step, time) when the scan here read them
         if offsets is None:   # scanned here: only when no offsets were shipped
-            n_found, offsets, self._fields, *_ = _scan_xdr(self._path, self._format, strict=strict)
+            n_found, offsets, self._fields, *self._headers = _scan_xdr(self._path, self._format, strict=strict)
             log.debug("%s: frame offsets scanned (%d frames)", self._path, len(offsets))
         elif self._format == "XTC" and n_atoms is not None:   # shipped: nothing to read before the frames
             n_found, self._fields = int(n_atoms), ("position",)
@@ -196,8 +197,8 @@ class XDRSource(OneFileSource):
         return dict(XDR_UNITS[self._format])
 
     def frame_times(self) -> tuple[np.ndarray, np.ndarray]:
-        """Times and steps from the frames' headers (no coordinates decoded)."""
-        *_, steps, times = _scan_xdr(self._path, self._format)
+        """Times and steps from the frames' headers (no coordinates decoded; read by the open's own scan)."""
+        steps, times = self._headers or _scan_xdr(self._path, self._format)[3:]
         return np.asarray(times, np.float64), np.asarray(steps, np.int64)
 
     def get_config(self) -> dict:
