@@ -400,12 +400,11 @@ def run_stream(analysis: Analysis, topology, url: str, *, tee: str | None = None
     A receiver process writes the stream into an H5MD file (``tee``, kept; else a
     temporary file, removed at the end) and this run follows that file
     (:func:`run_follow`, with ``follow_kw``); the stream's end, a producer that
-    quits or dies included, marks the file complete and so ends the run. Under MPI
+    quits or dies included, marks the file complete and so ends the run, as the
+    receiver's exit status says (:func:`_stream_end`). Under MPI
     rank 0 alone receives, and every rank follows the file (a temporary one lies in
     the working directory, which the ranks of a job on several nodes share).
     """
-    import shutil
-
     from .sources.imd import host_port
 
     host_port(url)
@@ -445,12 +444,19 @@ def run_stream(analysis: Analysis, topology, url: str, *, tee: str | None = None
                           **follow_kw)
     finally:
         if receiver is not None:
-            if receiver.poll() is None:
-                receiver.terminate()
-            receiver.wait()
-            said.close()
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+            _stop_receiver(receiver, said, folder)
+
+
+def _stop_receiver(receiver, said, folder: str | None) -> None:
+    """End the receiver process (if it still runs), close its stderr's file, remove its temporary folder."""
+    import shutil
+
+    if receiver.poll() is None:
+        receiver.terminate()
+    receiver.wait()
+    said.close()
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _stream_end(receiver, said) -> tuple[Ending, str]:
@@ -502,14 +508,7 @@ def _start_receiver(topology, url: str, tee: str | None, overwrite: bool, spmd: 
         if problem is not None:
             raise InputFileError(url, problem)
     except BaseException:
-        if receiver.poll() is None:
-            receiver.terminate()
-        receiver.wait()
-        log_file.close()
-        if folder is not None:
-            import shutil
-
-            shutil.rmtree(folder, ignore_errors=True)
+        _stop_receiver(receiver, log_file, folder)
         raise
     return receiver, log_file, folder, out
 

@@ -4,8 +4,8 @@ equal MDAnalysis's analysis of those frames, and names what happened (``report.m
 
 from __future__ import annotations
 
+import json
 import os
-import signal
 import threading
 import time
 import warnings
@@ -18,7 +18,8 @@ from MDAnalysis.analysis import rms
 from MDAnalysisTests.datafiles import DCD, PSF
 
 import trajscale as ts
-from tests.sources.test_follow import producer
+from tests.conftest import ROOT, run_mpi
+from tests.sources.test_follow import killed_producer, producer
 from trajscale.endings import Ending
 from trajscale.errors import ConfigError, NotFollowableError
 from trajscale.follow import FollowOptions, last_line
@@ -65,6 +66,7 @@ def _replace(path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.cli   # the killed producer is a process of its own
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("case", ["replaced", "damaged", "killed"])
 def test_an_ending_saves_the_frames_analysed_and_names_what_happened(tmp_path, executor, case):
@@ -92,16 +94,7 @@ def test_an_ending_saves_the_frames_analysed_and_names_what_happened(tmp_path, e
         said = f"{traj}: damaged: frame 10 at byte {first.stat().st_size}:"
     else:   # a ParallelWriter producer SIGKILLed after 30 frames: never marked complete
         traj = first = tmp_path / "killed.h5md"
-        writer = producer("h5md", str(traj), "0.02", "30")
-        try:
-            for line in writer.stdout:
-                if line.split() == ["wrote", "30"]:
-                    break
-            writer.send_signal(signal.SIGKILL)
-            writer.wait(timeout=60)
-        finally:
-            writer.kill()
-            writer.wait()
+        killed_producer(traj)
         r = ts.run(ts.RMSD(select="name CA"), PSF, str(traj), follow=FollowOptions(idle=3, poll=0.1), **opts)
         said = "no new frame for 3 s; the file was never marked complete"
     f = r.report.meta["follow"]
@@ -156,6 +149,7 @@ def test_a_reference_counted_from_the_end_is_refused_at_once(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.cli   # the writer is a process of its own
 def test_a_reference_frame_not_yet_written_is_waited_for(tmp_path):
     """``ref_frame=5`` while the writer has written fewer frames: the run waits for frame 5, and every row
     equals the finished file's, as MDAnalysis computes them."""
@@ -209,3 +203,39 @@ def test_a_part_of_an_index_changed_after_it_was_read_ends_the_run(tmp_path):
     assert r.report.meta["follow"]["ended"] == "replaced", last_line(r)
     assert f"part {parts[0]} of {index} changed after its frames were read" in last_line(r)
     np.testing.assert_allclose(r.rmsd, mda_ca_rmsd(DCD, 20), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+@pytest.mark.cli
+def test_endings_under_mpi(tmp_path):
+    """``mpiexec -n 2 trajscale run ... --follow --executor mpi``: a replaced file, damage met at the start
+    and a killed producer each save the frames analysed, say what happened in the last line, and exit
+    with the ending's status."""
+    write_xtc(tmp_path / "dm.xtc", slice(0, 10), b"\x00\x00\x08junkjunk")
+    write_xtc(tmp_path / "whole.xtc", slice(0, 10))
+    killed_producer(tmp_path / "killed.h5md")
+    proc = run_mpi(2, [str(ROOT / "tests/sources/mpi_follow_endings.py"), str(tmp_path)], timeout=600,
+                   env={"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    codes = json.loads((tmp_path / "codes.json").read_text())
+    assert codes == {"replaced": Ending.REPLACED.status, "damaged": Ending.DAMAGED.status,
+                     "killed": Ending.IDLE.status}, proc.stderr[-3000:]
+    last = [ln for ln in proc.stderr.splitlines() if ln.startswith("followed ")]
+    got = {case: np.loadtxt(tmp_path / f"{case}.csv", delimiter=",", skiprows=1)[:, 2]
+           for case in ("replaced", "damaged", "killed")}
+    assert last == [f"followed 8 frames; ended: {tmp_path / 'rp.xtc'} was replaced (a new file under its name); "
+                    "the results cover the 8 frames analysed before; frames of another trajectory are not "
+                    "joined to them",
+                    f"followed 10 frames; ended: {tmp_path / 'dm.xtc'}: damaged: frame 10 at byte "
+                    f"{(tmp_path / 'whole.xtc').stat().st_size}: the 11 bytes after the last whole frame do not "
+                    "start an XTC frame",
+                    f"followed {len(got['killed'])} frames; ended: no new frame for 3 s; the file was never "
+                    "marked complete"], proc.stderr[-3000:]
+    first = tmp_path / "first.xtc"
+    first.write_bytes((tmp_path / "#rp.xtc.1#").read_bytes())
+    np.testing.assert_allclose(got["replaced"], mda_ca_rmsd(first), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["damaged"], mda_ca_rmsd(tmp_path / "whole.xtc"), rtol=1e-5, atol=1e-5)
+    assert len(got["killed"]) >= 29
+    np.testing.assert_allclose(got["killed"], mda_ca_rmsd(DCD, len(got["killed"])), rtol=1e-5, atol=1e-5)

@@ -56,7 +56,8 @@ def test_imd_stream_is_analysed_as_it_comes(tmp_path, version, executor):
                              "--executor", executor, "-n", "2"], version)
     stderr = proc.stderr_text
     assert proc.returncode == 0, stderr
-    assert stderr.strip().splitlines()[-1] == "followed 98 frames; ended: the stream ended: the producer closed its connection"
+    assert stderr.strip().splitlines()[-1] == ("followed 98 frames; ended: the stream ended: "
+                                                "the producer closed its connection")
     got = np.loadtxt(out, delimiter=",", skiprows=1)
     ref = rms.RMSD(mda.Universe(PSF, DCD).select_atoms("name CA")).run().results.rmsd[:, 2]
     np.testing.assert_allclose(got[:, 2], ref, rtol=1e-5, atol=1e-5)
@@ -124,7 +125,8 @@ def test_an_existing_tee_is_followed_only_once_the_new_stream_replaces_it(tmp_pa
                              "--idle", "120"], frames=30)
     stderr = proc.stderr_text
     assert proc.returncode == 0, stderr
-    assert stderr.strip().splitlines()[-1] == "followed 30 frames; ended: the stream ended: the producer closed its connection"
+    assert stderr.strip().splitlines()[-1] == ("followed 30 frames; ended: the stream ended: "
+                                                "the producer closed its connection")
     ref = rms.RMSD(mda.Universe(PSF, DCD).select_atoms("name CA")).run(stop=30).results.rmsd[:, 2]
     np.testing.assert_allclose(np.loadtxt(out, delimiter=",", skiprows=1)[:, 2], ref, rtol=1e-5, atol=1e-5)
 
@@ -147,3 +149,5 @@ def test_advice_on_a_stream_not_kept_names_no_deleted_file(tmp_path):
     assert deleted not in stdout + stderr
     rechunk = [a["message"] for a in advice if "trajscale rechunk" in a["message"]]
     assert rechunk and all("`--tee FILE.h5md`" in m and "rechunk FILE.h5md " in m for m in rechunk), advice
+    # a followed run's report holds the file's test patterns, not its own reads: said as what they are
+    assert all("(trajscale inspect) costs" in a["reason"] for a in advice if a["rule"] == "chunk-amplification")

@@ -41,7 +41,7 @@ def add_follow_options(p) -> None:
 def refuse_options_without_effect(args, trajectory) -> None:
     """Options that would do nothing in this run, refused before any work, each in one line saying why:
     the following options without ``--follow``, ``--tee`` on a file, an executor's options for another
-    executor, ``--continuous`` on a followed run (one growing file)."""
+    executor, ``--continuous`` and ``--strict`` on a followed run (one growing file, read in whole frames)."""
     from ..errors import ConfigError
     from ..sources.imd import is_stream
 
@@ -56,6 +56,9 @@ def refuse_options_without_effect(args, trajectory) -> None:
                           "it the run reads the trajectory once, whole")
     if args.continuous and (args.follow or stream):
         raise ConfigError("--continuous joins parts that overlap; a followed run reads one growing trajectory")
+    if args.strict and (args.follow or stream):
+        raise ConfigError("--strict refuses a finished XTC/TRR whose last frame is cut short; a followed run "
+                          "reads whole frames as they land, and ends naming damage when it meets it")
     for opt, value, executor in (("--scheduler", args.scheduler, "dask"), ("--collective", args.collective, "mpi"),
                                  ("--driver", args.driver, "mpi")):
         if value and args.executor != executor:

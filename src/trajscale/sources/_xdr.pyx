@@ -261,8 +261,8 @@ cdef str _cut_short(FILE *fh, str fmt, int magic, tuple cut, long file_size, lis
         size = <Py_ssize_t>fread(&view[0], 1, size, fh)
     if growing:
         if not _starts_frame(view, size, magic, n_atoms if magic == MAGIC else 13):
-            return (f"frame {n} at byte {pos}: the {size} bytes after the last whole frame do not start "
-                    f"an {fmt} frame" if n else f"not an {fmt} file (its first {size} bytes start no {fmt} frame)")
+            return (f"frame {n} at byte {pos}: the {present} bytes after the last whole frame do not start "
+                    f"an {fmt} frame" if n else f"not an {fmt} file (its first {present} bytes start no {fmt} frame)")
         if partial_last is not None:
             partial_last.append((n, pos, present, declared))
         return None

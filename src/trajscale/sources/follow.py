@@ -39,6 +39,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ..endings import Ending, FollowEnded
 from ..errors import DamagedFileError, InputFileError, NotFollowableError
 from .base import Source
@@ -285,9 +287,13 @@ class FileState:
         return cls(path, st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
 
 
+#: Atoms of frame 0 whose positions the digest of a followed trajectory holds (a bounded read per look).
+DIGEST_ATOMS = 4096
+
+
 def _first_frame_digest(source: Source) -> str:
-    """A digest of frame 0 as the source reads it (positions, box, step, time)."""
-    block = source.read(0, 1)
+    """A digest of frame 0 as the source reads it (the first atoms' positions, box, step, time)."""
+    block = source.read(0, 1, np.arange(min(source.n_atoms, DIGEST_ATOMS)))
     h = hashlib.blake2b(digest_size=16)
     for array in (block.positions, block.box, block.step, block.time):
         h.update(array.tobytes())
@@ -330,6 +336,8 @@ class Watch:
             raise FollowEnded(Ending.REPLACED, f"{self.path} now has {snap.n_frames} whole frames, fewer than "
                                                f"the {frames_read} analysed; {done}")
         self._check_parts(snap.source, frames_read, done)
+        if self.head is not None and now is not None and now == was:
+            return   # not touched since the last look
         head = _first_frame_digest(snap.source)
         if self.head is not None and head != self.head:
             raise FollowEnded(Ending.REPLACED, f"{self.path}'s frame 0 differs from the frame 0 analysed "
