@@ -14,7 +14,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from ..analysis.base import Analysis, Prepared, analysis_from_config
+from ..analysis.base import Analysis, Prepared, analysis_from_config, check_boxes
 from ..block import FrameRange
 from ..errors import TaskError, TrajscaleError
 from ..parallel import check_not_launched
@@ -179,6 +179,8 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
             block = source.read(r.start, r.stop, job.prepared.atoms, analysis.fields, stride=job.stride)
             slow_phase_for_tests("read", worker)   # TRAJSCALE_TEST_SLOW_READ: a slow reader, for the report's tests
             t1 = time.perf_counter()
+            if analysis.needs_box:   # refused here, once for every analysis and executor
+                check_boxes(block.box, block.frames, source.path, analysis.name)
             partials.append(analysis.map(block, job.prepared))
             slow_phase_for_tests("compute", worker)
             del block   # its arrays are the reused buffer the next read fills
