@@ -33,7 +33,7 @@ import numpy as np
 HERE = Path(__file__).resolve()
 
 
-def produce(out: str, n_atoms: int, n_frames: int, rate: float, times_file: str) -> None:
+def produce(out: str, n_atoms: int, n_frames: int, rate: float, times_file: str, publish: bool = True) -> None:
     """Under mpiexec: each rank holds half the atoms (domain decomposition) and writes every frame."""
     from mpi4py import MPI
 
@@ -46,7 +46,7 @@ def produce(out: str, n_atoms: int, n_frames: int, rate: float, times_file: str)
     base = rng.uniform(0, 100, (len(ids), 3)).astype(np.float32)
     written = []
     t0 = time.time()
-    with ParallelWriter(out, n_atoms, comm=comm, strategy="gather", chunks=1) as w:
+    with ParallelWriter(out, n_atoms, comm=comm, strategy="gather", chunks=1, publish=publish) as w:
         for i in range(n_frames):
             due = t0 + i / rate
             time.sleep(max(0.0, due - time.time()))
@@ -67,12 +67,12 @@ def topology(path: Path, n_atoms: int) -> None:
     u.atoms.write(str(path))
 
 
-def start_producer(work: Path, n_atoms: int, n_frames: int, rate: float, tag: str):
+def start_producer(work: Path, n_atoms: int, n_frames: int, rate: float, tag: str, publish: bool = True):
     out, times = work / f"{tag}.h5md", work / f"{tag}.written.json"
     mpiexec = shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.Popen([mpiexec, "-n", "2", sys.executable, str(HERE), "--produce", str(out), str(n_atoms),
-                             str(n_frames), str(rate), str(times)], env=env)
+                             str(n_frames), str(rate), str(times), "publish" if publish else "no"], env=env)
     return proc, out, times
 
 
@@ -123,7 +123,7 @@ def follow_mdanalysis(top: Path, out: Path) -> dict[int, float]:
 
 def measure(work: Path, top: Path, n_atoms: int, n_frames: int, rate: float, side: str) -> tuple:
     tag = "".join(c for c in side if c.isalnum())
-    proc, out, times = start_producer(work, n_atoms, n_frames, rate, tag)
+    proc, out, times = start_producer(work, n_atoms, n_frames, rate, tag, publish="publish=False" not in side)
     try:
         analysed = follow_mdanalysis(top, out) if side == "MDAnalysis polling" else follow_trajscale(
             top, out, "processes" if side.startswith("processes") else "serial")
@@ -139,8 +139,8 @@ def measure(work: Path, top: Path, n_atoms: int, n_frames: int, rate: float, sid
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--produce":
-        out, n_atoms, n_frames, rate, times = sys.argv[2:7]
-        produce(out, int(n_atoms), int(n_frames), float(rate), times)
+        out, n_atoms, n_frames, rate, times, publish = sys.argv[2:8]
+        produce(out, int(n_atoms), int(n_frames), float(rate), times, publish == "publish")
         return
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--atoms", type=int, default=111815)
@@ -160,14 +160,16 @@ def main() -> None:
         topology(top, args.atoms)
         print(f"producer: mpiexec -n 2 ParallelWriter, {args.atoms} atoms, {args.frames} frames at "
               f"{args.rate:g} frames/s ({args.atoms * 12 * args.rate / 1e6:.1f} MB/s)")
-        print(f"{'follower':30s} {'frames':>6s} {'written/s':>9s} {'frames/s':>9s} {'lag median s':>13s} "
+        print(f"{'follower':44s} {'frames':>6s} {'written/s':>9s} {'frames/s':>9s} {'lag median s':>13s} "
               f"{'lag p99 s':>10s}")
         runs = [(side, args.frames, args.rate) for side in args.sides.split(",")]
         if args.period_frames:
             runs.append((f"serial, a frame every {args.period:g} s", args.period_frames, 1 / args.period))
+        if args.period_frames and not args.quick:   # the same producer as before publishing, for comparison
+            runs.append((f"{runs[-1][0]}, publish=False", args.period_frames, 1 / args.period))
         for side, frames, rate in runs:
             n, wrote, fps, med, p99 = measure(work, top, args.atoms, frames, rate, side)
-            print(f"{side:30s} {n:6d} {wrote:9.2f} {fps:9.2f} {med:13.3f} {p99:10.3f}")
+            print(f"{side:44s} {n:6d} {wrote:9.2f} {fps:9.2f} {med:13.3f} {p99:10.3f}")
 
 
 if __name__ == "__main__":

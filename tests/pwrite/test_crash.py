@@ -72,7 +72,8 @@ def test_killed_writer_leaves_complete_frames_and_repair(tmp_path, caplog, n, st
         n_step = f["particles/all/position/step"].shape[0]
         n_value = f["particles/all/position/value"].shape[0]
     assert n_step >= committed   # every commit is in the file when write() returns (publish)
-    assert n_value > n_step   # rows reserved / partly written beyond the last complete frame
+    # rows reserved / partly written beyond the last complete frame, unless the kill fell between frames
+    partial = n_value > n_step
     caplog.set_level(logging.WARNING)
     src = H5MDSource(str(out))
     try:
@@ -80,14 +81,14 @@ def test_killed_writer_leaves_complete_frames_and_repair(tmp_path, caplog, n, st
         block = src.read(0, n_step)
     finally:
         src.close()
-    assert "ignored" in caplog.text and "trajscale repair" in caplog.text
+    assert ("ignored" in caplog.text and "trajscale repair" in caplog.text) or not partial
     for i in range(n_step):
         np.testing.assert_array_equal(block.positions[i], expected(i))
     np.testing.assert_array_equal(block.step, np.arange(n_step))
     # MDAnalysis counts frames from value's length: the partial rows break it until repaired
     proc = run_cli("repair", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert f"kept {n_step} complete frames" in proc.stdout
+    assert f"kept {n_step} complete frames" in proc.stdout if partial else "nothing to repair" in proc.stdout
     r = H5MDReader(str(out))
     try:
         assert r.n_frames == n_step
