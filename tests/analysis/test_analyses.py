@@ -40,19 +40,6 @@ def test_serial_mdanalysis_formats_equal_mdanalysis(system, name):
     check(ts.run(analysis, *SYSTEMS[system], n_tasks=4), ref)
 
 
-@pytest.fixture(scope="module")
-def pool():
-    with ts.make_executor("processes", 2) as ex:
-        yield ex
-
-
-@pytest.fixture(scope="module")
-def dask_ex():
-    pytest.importorskip("distributed")
-    with ts.make_executor("dask", 2) as ex:
-        yield ex
-
-
 @pytest.mark.parametrize("system,name", [(s, n) for s, n in ALL if s == "triclinic_dcd"])
 def test_processes_equal_mdanalysis(h5md_files, pool, system, name):
     analysis, ref = cases(system)[name]

@@ -62,19 +62,6 @@ def files(tmp_path_factory):
     return {k: str(v) for k, v in out.items()}
 
 
-@pytest.fixture(scope="module")
-def pool():
-    with ts.make_executor("processes", 2) as ex:
-        yield ex
-
-
-@pytest.fixture(scope="module")
-def dask_ex():
-    pytest.importorskip("distributed")
-    with ts.make_executor("dask", 2) as ex:
-        yield ex
-
-
 def _executor(name, pool, dask_ex):
     return {"serial": "serial", "processes": pool, "dask": dask_ex}[name]
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..block import Block
-from ..errors import ConfigError, TrajscaleError
+from ..errors import ConfigError, FrameRangeError, MissingBoxError, TrajscaleError
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ def analysis_from_config(config: dict) -> Analysis:
 def check_boxes(box: np.ndarray, frames: np.ndarray, source: str, analysis: str) -> None:
     """Raise MissingBoxError naming the first of ``frames`` whose box (a row of ``box``, (F, 6)) is
     missing (all six dimensions zero) or has zero volume (an edge of zero, angles that close no cell)."""
-    from ..errors import MissingBoxError
+    # the compiled kernels load when a box is checked, not on `import trajscale.analysis`
     from ..kernels.geometry import box_volume
 
     valid = box_volume(box) > 0
@@ -209,8 +209,6 @@ def positive_weights(weights: np.ndarray, what: str, where: str) -> np.ndarray:
 def no_frames(source: str, analysis: str) -> TrajscaleError:
     """The error of an accumulating analysis that got no frame to accumulate (a followed run stopped
     before its first block): a mean over nothing is not a number."""
-    from ..errors import FrameRangeError
-
     return FrameRangeError(f"{source}: no frame was analysed, and the {analysis} analysis needs at least one")
 
 
