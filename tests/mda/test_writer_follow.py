@@ -94,3 +94,29 @@ def test_a_killed_followable_writer_is_followed_and_repaired(tmp_path):
     repair(out)
     got = mda.Universe(D.PSF, str(out))
     assert len(got.trajectory) == 5
+
+
+@pytest.mark.cli
+def test_mdanalysis_h5md_writer_is_readable_only_once_released(tmp_path):
+    """What docs/following.md says of MDAnalysis's own H5MDWriter: while the writer object exists, even
+    after ``close()``, another process cannot open its file; once it is released, every frame is there."""
+    import gc
+
+    probe = ("import sys, h5py\ntry:\n    with h5py.File(sys.argv[1], 'r', locking=False) as f:\n"
+             "        print(f['particles/trajectory/position/value'].shape[0])\nexcept OSError:\n    print('no')\n")
+
+    def look(path) -> str:
+        return subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True,
+                              timeout=120).stdout.strip()
+
+    u = mda.Universe(D.PSF, D.DCD)
+    out = tmp_path / "mda.h5md"
+    w = mda.Writer(str(out), u.atoms.n_atoms, format="H5MD")
+    for _ in u.trajectory[:3]:
+        w.write(u.atoms)
+    assert look(out) == "no"
+    w.close()
+    assert look(out) == "no"
+    del w
+    gc.collect()
+    assert look(out) == "3"
