@@ -22,12 +22,13 @@ seed's native binary) and MDAnalysis's H5MDWriter.  Files go to ``--out-dir``
 (default: a temporary directory) and are deleted after each run; on a machine
 with a lot of memory they stay in the page cache, so this measures the
 writers, not the disk - except that parallel HDF5 flushes with
-``MPI_File_sync`` (an fsync) and trajscale flushes once per frame, for crash
-consistency.
+``MPI_File_sync`` (an fsync) and trajscale flushes twice per frame, for crash
+consistency (the data, then the frame count that publishes it).
 
 Publishing (``--visibility-*``): what it costs that a frame ``ParallelWriter.write()`` has returned
 is in the file (``publish=True``, the default: one more flush per frame, so a follower sees the frame
-at once and a killed producer leaves it), and what ``durable=True`` (an fsync per frame) adds: YiiP-sized
+at once and a killed producer leaves it), and what ``durable=True`` (an fsync per frame; under MPI-IO the
+flushes are ``MPI_File_sync`` already, so there it is the default's cost again) adds: YiiP-sized
 frames (111,815 atoms, 1.34 MB) written one ``write()`` at a time (strategy gather, one frame per chunk,
 as a simulation's producer writes them), serially and under ``mpiexec -n 2``, each mode run
 ``--visibility-repeat`` times in turn (median). MB/s = frames x atoms x 12 bytes / the time from the
@@ -111,8 +112,9 @@ VISIBILITY = {"publish=False": {"publish": False}, "publish=True (default)": {},
               "durable=True (fsync)": {"durable": True}}
 
 
-def write_published(path: Path, n_atoms: int, n_frames: int, options: dict, comm=None) -> float:
-    """Seconds to write ``n_frames`` frames one ``write()`` at a time with ``options``, slowest rank."""
+def write_published(path: Path, n_atoms: int, n_frames: int, options: dict, comm=None) -> tuple[float, float]:
+    """Wall seconds to write ``n_frames`` frames one ``write()`` at a time with ``options`` (slowest rank), and
+    the CPU seconds of every rank together (less moved by other jobs on the machine than the wall time)."""
     from trajscale import ParallelWriter
 
     rank, size = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
@@ -122,16 +124,16 @@ def write_published(path: Path, n_atoms: int, n_frames: int, options: dict, comm
     w = ParallelWriter(path, n_atoms, comm=comm, strategy="gather", chunks=1, **options)
     if comm is not None:
         comm.Barrier()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(n_frames):
         w.write(step=i, time=float(i), ids=ids, positions=frames[i % len(frames)], box=[100, 100, 100, 90, 90, 90])
     w.close()
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     if comm is not None:
         from mpi4py import MPI
 
-        dt = comm.allreduce(dt, op=MPI.MAX)
-    return dt
+        dt, cpu = comm.allreduce(dt, op=MPI.MAX), comm.allreduce(cpu, op=MPI.SUM)
+    return dt, cpu
 
 
 def publish_worker(args) -> None:
@@ -139,18 +141,22 @@ def publish_worker(args) -> None:
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
-    dt = write_published(Path(args.path), args.visibility_atoms, args.visibility_frames,
-                         VISIBILITY[args.strategy], comm)
+    dt, cpu = write_published(Path(args.path), args.visibility_atoms, args.visibility_frames,
+                              VISIBILITY[args.strategy], comm)
     if comm.Get_rank() == 0:
-        print(json.dumps({"seconds": dt}))
+        print(json.dumps({"seconds": dt, "cpu": cpu}))
 
 
 def visibility(args, d: Path) -> dict:
-    """label -> seconds of each run, for each publishing mode, serial and on 2 ranks (the modes in turn)."""
-    times: dict[str, list[float]] = {}
+    """label -> (wall, CPU) seconds of each run, for each publishing mode, serial and on 2 ranks (the modes
+    in turn)."""
+    times: dict[str, list[tuple[float, float]]] = {}
     exe = shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
-    for _ in range(args.visibility_repeat):
-        for mode in VISIBILITY:   # in turn, so that a load that comes and goes falls on every mode alike
+    modes = list(VISIBILITY)
+    for r in range(args.visibility_repeat):
+        # in turn, each repeat starting at the next mode: a load that comes and goes, and the writeback of
+        # the run before, fall on every mode alike
+        for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
             path = d / "published.h5md"
             times.setdefault(f"serial, {mode}", []).append(
                 write_published(path, args.visibility_atoms, args.visibility_frames, VISIBILITY[mode]))
@@ -162,26 +168,30 @@ def visibility(args, d: Path) -> dict:
             if proc.returncode:
                 raise SystemExit(proc.stderr[-3000:])
             got = json.loads(proc.stdout.strip().splitlines()[-1])
-            times.setdefault(f"2 ranks, {mode}", []).append(got["seconds"])
+            times.setdefault(f"2 ranks, {mode}", []).append((got["seconds"], got["cpu"]))
             path.unlink()
     return {label: times[label] for label in sorted(times, key=lambda k: not k.startswith("serial"))}
 
 
 def print_visibility(args, runs: dict) -> dict:
     """The median of each mode's runs, and its cost: the median over the repeats of its time over the
-    time of the run of ``publish=False`` just before it (pairs keep a load that drifts out of the ratio)."""
+    time of the run of ``publish=False`` just before it (pairs keep a load that drifts out of the ratio),
+    for the wall time and for the CPU time."""
     from statistics import median
 
     mb = args.visibility_frames * args.visibility_atoms * 12 / 1e6
     print(f"publishing: {args.visibility_atoms:,} atoms x {args.visibility_frames} frames, one write() each, "
           f"median of {args.visibility_repeat}")
-    print(f"{'producer, mode':44s} {'s':>7s} {'MB/s':>8s} {'cost':>7s}")
+    print(f"{'producer, mode':36s} {'s':>7s} {'MB/s':>8s} {'cost':>7s} {'cpu s':>7s} {'cpu cost':>8s}")
     rows = {}
-    for label, ts in runs.items():
+    for label, got in runs.items():
         base = runs[label.split(", ")[0] + ", publish=False"]
-        dt, cost = median(ts), median(t / b for t, b in zip(ts, base, strict=True)) - 1
-        rows[label] = {"seconds": dt, "mb_per_s": mb / dt, "cost": cost, "runs": ts}
-        print(f"{label:44s} {dt:7.3f} {mb / dt:8.1f} {100 * cost:+6.1f}%")
+        dt, cpu = median(t for t, _ in got), median(c for _, c in got)
+        cost = median(t / b for (t, _), (b, _) in zip(got, base, strict=True)) - 1
+        cpu_cost = median(c / b for (_, c), (_, b) in zip(got, base, strict=True)) - 1
+        rows[label] = {"seconds": dt, "mb_per_s": mb / dt, "cost": cost, "cpu_seconds": cpu, "cpu_cost": cpu_cost,
+                       "runs": got}
+        print(f"{label:36s} {dt:7.3f} {mb / dt:8.1f} {100 * cost:+6.1f}% {cpu:7.3f} {100 * cpu_cost:+7.1f}%")
     return rows
 
 

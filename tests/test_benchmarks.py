@@ -90,7 +90,7 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "write.py": (["--replicas", "1", "--frames", "1", "--ranks", "2", "--visibility-atoms", "2000",
                   "--visibility-frames", "2", "--visibility-repeat", "1"],
                  [r"^writer\s+s\s+MB/s\s+file MB$", rf"^trajscale collective, 2 rank\(s\)\s+{NUM}",
-                  rf"^2 ranks, publish=True \(default\)\s+{NUM}\s+{NUM}\s+[+-]{NUM}%$"]),
+                  rf"^2 ranks, publish=True \(default\)(\s+{NUM}){{2}}\s+[+-]{NUM}%\s+{NUM}\s+[+-]{NUM}%$"]),
     "bare_machine.sh": ([], []),   # test_bare_machine
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -19,11 +20,14 @@ time.sleep(120)
 
 
 @pytest.mark.cli
-def test_a_file_another_process_writes_is_named_as_locked(tmp_path):
+def test_a_file_another_process_writes_is_named_as_locked(tmp_path, monkeypatch):
+    # HDF5 reads this at every open; a followed run earlier in the session turns locking off
+    monkeypatch.delenv("HDF5_USE_FILE_LOCKING", raising=False)
     path = tmp_path / "held.h5"
     with h5py.File(path, "w") as f:
         f["x"] = 1
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "HDF5_USE_FILE_LOCKING"}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert holder.stdout.readline().strip() == "holding"
         with pytest.raises(OSError, match="unable to lock file"):   # HDF5's own words: a lock, not damage
