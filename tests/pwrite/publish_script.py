@@ -37,8 +37,8 @@ def main() -> None:
     rank, size = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
     print(f"pid {os.getpid()}", flush=True)
     ids = np.arange(rank, N_ATOMS, size)   # a scattered share of the atoms per rank
-    w = ParallelWriter(out, N_ATOMS, comm=comm, strategy="gather", chunks=1,
-                       publish="nopublish" not in sys.argv[3:])
+    w = ParallelWriter(out, N_ATOMS, comm=comm, strategy="gather", chunks=1,   # the default publishes
+                       **({"publish": False} if "nopublish" in sys.argv[3:] else {}))
     for i in range(n):
         w.write(step=i, time=float(i), ids=ids, positions=frame(i)[ids], box=[50, 50, 50, 90, 90, 90])
         if rank == 0:
