@@ -19,6 +19,7 @@ follower's own, not the write period.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -96,6 +97,7 @@ def follow_mdanalysis(top: Path, out: Path) -> dict[int, float]:
 
     done, ref, quiet, seen = 0, None, time.monotonic(), {}
     while time.monotonic() - quiet < 30:
+        u = None
         try:
             with h5py.File(out, "r", locking=False) as f:   # frames whose step is written are whole
                 n = f["particles/all/position/step"].shape[0]
@@ -109,10 +111,13 @@ def follow_mdanalysis(top: Path, out: Path) -> dict[int, float]:
                     ref = ca.positions.copy()
                 rms.rmsd(ca.positions, ref, center=True, superposition=True)
                 seen.setdefault(ts.frame, time.time())   # the first time a frame was analysed
-            u.trajectory.close()
         except Exception:   # noqa: BLE001 - MDAnalysis's reader meeting the writer mid-flush: tried again
             time.sleep(0.05)
             continue
+        finally:   # a file left open in this process would show every later open its old state (HDF5)
+            if u is not None:
+                with contextlib.suppress(AttributeError, OSError):   # a reader whose open failed half-way
+                    u.trajectory.close()
         if n > done:
             done, quiet = n, time.monotonic()
         elif finished:
