@@ -126,6 +126,13 @@ class Analysis(ABC):
         advice names a run's atoms by them); empty for all atoms."""
         return ()
 
+    @property
+    def trajectory_frame(self) -> int | None:
+        """The frame of the analysed trajectory that :meth:`prepare` reads (a reference taken from it;
+        negative counts from the end), or None when it reads none: a followed run waits for that frame,
+        and refuses one counted from an end not yet written."""
+        return None
+
     @abstractmethod
     def prepare(self, universe, source) -> Prepared:
         """Resolve selections and references (once, on one process)."""

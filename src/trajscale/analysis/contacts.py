@@ -81,6 +81,11 @@ class Contacts(Analysis):
     def selections(self) -> tuple[str, ...]:
         return self.select
 
+    @property
+    def trajectory_frame(self) -> int | None:
+        """The frame whose contacts are native, when the reference is the analysed trajectory."""
+        return None if self.reference is not None else self.ref_frame
+
     def prepare(self, universe, source) -> Prepared:
         ga = select_atoms(universe, self.select[0], "selection A")
         gb = select_atoms(universe, self.select[1], "selection B")

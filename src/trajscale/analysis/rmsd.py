@@ -164,6 +164,11 @@ class RMSD(Analysis):
         """The trajectory's side of ``select`` (``"all"`` for None) and of each group selection."""
         return tuple(s for mob, _ in [self._select, *self._groups] for s in (mob or ("all",)))
 
+    @property
+    def trajectory_frame(self) -> int | None:
+        """The reference frame, when the reference is the analysed trajectory."""
+        return None if self.reference is not None else self.ref_frame
+
     def prepare(self, universe, source) -> Prepared:
         """Resolve the selections and the reference; ``universe`` may be an AtomGroup to select within."""
         if universe is None:
