@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 from MDAnalysis.coordinates.H5MD import H5MDReader
 
-from tests.conftest import mpiexec, run_cli
+from tests.conftest import kill_and_reap, mpiexec, run_cli
 from trajscale.sources import H5MDSource
 
 pytest.importorskip("mpi4py")
@@ -50,15 +49,9 @@ def kill_mid_run(n: int, out: Path, strategy: str, after: int = 3) -> int:
                 if committed >= after and len(pids) == n:
                     time.sleep(0.05)   # into the next frame's data
                     break
-        for pid in pids:   # the ranks this test started, by their own pids
-            os.kill(pid, signal.SIGKILL)
-    finally:
+    finally:   # the ranks this test started, by their own pids
         watchdog.cancel()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        kill_and_reap(proc, pids)
     assert committed >= after, proc.stderr.read()[-2000:]
     return committed
 

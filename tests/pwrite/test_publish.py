@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -16,7 +15,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.conftest import mpiexec
+from tests.conftest import kill_and_reap, mpiexec
 from tests.pwrite.publish_script import frame
 from trajscale.pwrite.follow import complete_frames
 
@@ -52,15 +51,9 @@ def produce_and_kill(out: Path, n: int, mpi: bool, extra: tuple[str, ...] = (),
                 waited = time.monotonic() - t0
                 break
             time.sleep(0.05)
-        for pid in pids:   # the processes this test started, by their own pids
-            os.kill(pid, signal.SIGKILL)
-    finally:
+    finally:   # the ranks this test started, by their own pids
         watchdog.cancel()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        kill_and_reap(proc, pids)
     return seen, waited
 
 
