@@ -55,7 +55,8 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "insitu.py": (["--quick"],
                   [r"^follower\s+frames\s+written/s\s+frames/s\s+lag median s\s+lag p99 s$",
                    rf"^serial\s+30(\s+{NUM}){{4}}$", rf"^processes\(2\)\s+30(\s+{NUM}){{4}}$",
-                   rf"^MDAnalysis polling\s+30(\s+{NUM}){{4}}$"]),
+                   rf"^MDAnalysis polling\s+30(\s+{NUM}){{4}}$",
+                   rf"^serial, a frame every 1 s\s+3(\s+{NUM}){{4}}$"]),
     "kernels.py": (["--sizes", "100,3341", "--frames", F, "--repeat", "1"],
                    [r"^\s+atoms\s+frames\s+map us\s+kernel us\s+vs SVD A", rf"^\s+3341\s+{F}\s+{NUM}\s+{NUM}\s+{NUM}"]),
     "layouts.py": (["--frames", F, "--workdir", "{work}", "--no-rmsd", "--only", "4 segments"],
@@ -86,8 +87,10 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                     rf"^trajscale mpi\(2\) / MDAnalysis-MPI\(2\), whole run: .* = {NUM}x$"]),
     "short_runs.py": (["--frames", F, "--workdir", "{work}", "--repeat", "1", "--cold", "1"],
                       [r"^whole call\s+trajscale s\s+MDAnalysis s\s+ratio$", rf"^cold\s+{NUM}\s+{NUM}\s+{NUM}x$"]),
-    "write.py": (["--replicas", "1", "--frames", "1", "--ranks", "2"],
-                 [r"^writer\s+s\s+MB/s\s+file MB$", rf"^trajscale collective, 2 rank\(s\)\s+{NUM}"]),
+    "write.py": (["--replicas", "1", "--frames", "1", "--ranks", "2", "--visibility-atoms", "2000",
+                  "--visibility-frames", "2", "--visibility-repeat", "1"],
+                 [r"^writer\s+s\s+MB/s\s+file MB$", rf"^trajscale collective, 2 rank\(s\)\s+{NUM}",
+                  rf"^2 ranks, publish=True \(default\)(\s+{NUM}){{2}}\s+[+-]{NUM}%\s+{NUM}\s+[+-]{NUM}%$"]),
     "bare_machine.sh": ([], []),   # test_bare_machine
 }
 

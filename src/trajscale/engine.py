@@ -339,7 +339,7 @@ class Engine:
         if not self.n_tasks:
             if opts.n_tasks and len(ranges) < opts.n_tasks and job.stride == 1 and not self.rounds.grows:
                 _say_tasks_capped(opts.n_tasks, len(ranges), facts)
-            self.facts = _cost_own_reads(self.facts, job, ranges)
+            self.facts = _cost_own_reads(self.facts, job, ranges, self.analysis.selections)
             log.debug("%d frames of %d atoms in %d tasks on %s x%d (%d frames per read block)",
                       rnd.frames.n_frames, facts.n_atoms, len(ranges), ex.name, ex.n_workers, job.block_frames)
             self.timeline.lap("prepare")   # the executor's choice and the task plan
@@ -405,7 +405,7 @@ def _late_starts(report: RunReport, late: dict[str, dict]) -> None:
                       if w.worker in late and not w.t_ready else w for w in report.workers]
 
 
-def _cost_own_reads(facts: JobFacts, job: Job, ranges) -> JobFacts:
+def _cost_own_reads(facts: JobFacts, job: Job, ranges, selections: tuple[str, ...]) -> JobFacts:
     """``facts`` with what this run's own reads cost on the file's layout and on the layouts a rechunk
     would give in its source facts (``source.run_read``: the advice works from these)."""
     from statistics import median
@@ -417,7 +417,7 @@ def _cost_own_reads(facts: JobFacts, job: Job, ranges) -> JobFacts:
     cost = run_read(src, job.prepared.atoms, int(median(sizes)), job.stride)
     if cost is None:
         return facts
-    cost = dataclasses.replace(cost, selection=run_selection(job.analysis, job.prepared.atoms),
+    cost = dataclasses.replace(cost, selection=run_selection(selections, job.prepared.atoms),
                                topology=facts.topology)
     log.debug("the run's reads cost %.2fx the bytes asked for (%d atoms, %d frames per task)",
               cost.amplification, cost.n_atoms, cost.frames_per_task)
