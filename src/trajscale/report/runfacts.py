@@ -9,12 +9,9 @@ reads both.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from .payload import Payload
-
-_OLD_CHOICE = re.compile(r"auto: (\w+) \((.*)\)$", re.S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +32,10 @@ class ExecutorChoice:
         """From :meth:`to_dict`, or from the line ``"auto: NAME (why)"`` older reports stored."""
         if isinstance(d, dict) and "chosen" in d:
             return cls(str(d["chosen"]), str(d.get("why", "")))
-        match = _OLD_CHOICE.match(d) if isinstance(d, str) else None
-        return cls(match[1], match[2]) if match else None
+        if not (isinstance(d, str) and d.startswith("auto: ") and d.endswith(")") and " (" in d):
+            return None
+        chosen, _, why = d[len("auto: "):-1].partition(" (")
+        return cls(chosen, why)
 
 
 @dataclass(frozen=True, slots=True)
