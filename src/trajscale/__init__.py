@@ -17,6 +17,7 @@ TYPE_CHECKING = False   # (type checkers read it as True; importing typing would
 
 if TYPE_CHECKING:
     from ._version import __version__
+    from .arrays import open_dataset
     from .analysis import (
         RDF,
         RMSD,
@@ -63,6 +64,7 @@ __all__ = [
            "TrajscaleError",
            "__version__",
            "make_executor",
+           "open_dataset",
            "open_source",
            "run",
 ]
@@ -73,6 +75,6 @@ __getattr__, __dir__ = attach(__name__, {
     "Block": ".block", "FrameRange": ".block", "TrajscaleError": ".errors", "make_executor": ".executors",
     "ParallelWriter": ".pwrite", "RunReport": ".report.timing", "run": ".run", "RunOptions": ".runspec",
     "H5MDSource": ".sources", "MDASource": ".sources", "open_source": ".sources", "Layout": ".store.layout",
-    "__version__": "._version",
+    "__version__": "._version", "open_dataset": ".arrays",
 }, submodules=("_version", "analysis", "block", "errors", "executors", "kernels", "parallel", "pwrite", "report",
                "sources", "store", "util"))
