@@ -17,7 +17,6 @@ TYPE_CHECKING = False   # (type checkers read it as True; importing typing would
 
 if TYPE_CHECKING:
     from ._version import __version__
-    from .arrays import open_dataset
     from .analysis import (
         RDF,
         RMSD,
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
         Reduce,
         per_frame,
     )
+    from .arrays import open_dataset
     from .block import Block, FrameRange
     from .errors import TrajscaleError
     from .executors import make_executor

@@ -16,7 +16,7 @@ trajscale`` does neither (``trajscale.open_dataset`` imports it on first use).
 
 from __future__ import annotations
 
-from . import accessor   # noqa: F401 - registers ds.trajscale
+from . import accessor  # noqa: F401 - registers ds.trajscale
 from .backend import TrajscaleBackendEntrypoint, open_dataset
 from .dataset import SourceArray
 from .write import WriteSpec, to_h5md

@@ -100,7 +100,7 @@ def open_dataset(topology: str | os.PathLike | None, trajectories, *, chunks=Non
     """
     import xarray as xr
 
-    from . import accessor   # noqa: F401 - registers ds.trajscale
+    from . import accessor  # noqa: F401 - registers ds.trajscale
 
     ds = xr.open_dataset(_paths(trajectories) if not isinstance(trajectories, (str, os.PathLike))
                          else os.fspath(trajectories), engine=TrajscaleBackendEntrypoint, chunks=chunks,

@@ -116,7 +116,7 @@ def read_rows(opener: SourceOpener, name: str, key: tuple, shape: tuple[int, ...
             src = opener.source()
             row = 0
             for start, stop, stride in runs:
-                blk = src.read(start, stop, atoms, fields=(name if per_atom else "position",), stride=stride)
+                blk = src.read(start, stop, atoms, fields=_fields(name), stride=stride)
                 got = getattr(blk, FIELD_ATTRS.get(name, name))
                 out[row:row + len(got)] = got
                 row += len(got)
@@ -128,6 +128,12 @@ def read_rows(opener: SourceOpener, name: str, key: tuple, shape: tuple[int, ...
     out = out[drop]
     rest = key[2:] if per_atom else key[1:]
     return out[..., rest[0]] if rest and not _whole(rest[0]) else out
+
+
+def _fields(name: str) -> tuple[str, ...]:
+    """The fields a read of ``name`` asks for: a Block always holds positions, so velocities and forces
+    come with the same atoms' positions (a per-frame quantity with those of one atom)."""
+    return ("position", name) if name in ("velocity", "force") else ("position",)
 
 
 def _is_int(k) -> bool:
