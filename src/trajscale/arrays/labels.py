@@ -11,12 +11,13 @@ import h5py
 import numpy as np
 
 from ..errors import AtomCountMismatchError
-from ..topology.h5md import ATOM_DATASETS
 
 #: Coordinate name -> MDAnalysis AtomGroup attribute.
 LABELS = {"name": "names", "resname": "resnames", "resid": "resids", "segid": "segids", "element": "elements",
           "mass": "masses"}
 TEXT = ("name", "resname", "segid", "element")
+#: The labels trajscale's H5MD writer stores beside the frames (under these names).
+STORED = ("name", "resname", "resid", "segid", "mass")
 
 
 def topology_labels(topology: str, n_atoms: int, trajectory: str) -> dict[str, np.ndarray]:
@@ -43,9 +44,9 @@ def stored_labels(path: str, group: str, n_atoms: int) -> dict[str, np.ndarray]:
         pg = f.get(f"particles/{group}")
         if not isinstance(pg, h5py.Group) or not isinstance(pg.get("name"), h5py.Dataset):
             return out
-        for coord in LABELS:
+        for coord in STORED:
             ds = pg.get(coord)
-            if coord not in ATOM_DATASETS or not isinstance(ds, h5py.Dataset) or ds.shape != (n_atoms,):
+            if not isinstance(ds, h5py.Dataset) or ds.shape != (n_atoms,):
                 continue
             values = ds[()]
             out[coord] = values.astype(str) if values.dtype.kind in "SO" else values
