@@ -72,16 +72,47 @@ def side(name: str, top: str, trajs: list[str], out: str) -> None:
             mean = AnalysisFromFunction(lambda ag: ag.positions.copy(), ca).run().results.timeseries.mean(0)
         else:
             mean = u.trajectory.timeseries(ca, order="fac").mean(0)
+    elif name == "warm":
+        print(json.dumps(warm_seconds(top, traj, int(out))))
+        return
     elif name == "memory":
         import trajscale as ts
 
-        frames = int(out.rsplit(":", 1)[1])
-        ds = ts.open_dataset(top, traj, chunks={"frame": frames})
+        frames, stop = (int(v) for v in out.split(":")[1:])
+        ds = ts.open_dataset(top, traj, chunks={"frame": frames}).isel(frame=slice(0, stop))
         ds.positions.mean("frame").compute(scheduler="synchronous")
         return
     else:
         raise SystemExit(f"unknown side {name!r}")
     np.save(out, np.asarray(mean, np.float32))
+
+
+def warm_seconds(top: str, traj, repeat: int) -> dict[str, float]:
+    """Median seconds of each route's computation inside one process, after a first call (imports,
+    topology and caches warm): the lazy mean, the Dask mean and ``trajscale.run`` of the average, serial."""
+    import trajscale as ts
+
+    def lazy():
+        ds = ts.open_dataset(top, traj)
+        ds.positions.isel(atom=ds.trajscale.atoms("name CA")).mean("frame").compute()
+
+    def dask():
+        ts.open_dataset(top, traj, select="name CA", chunks={}).positions.mean("frame").compute(
+            scheduler="synchronous")
+
+    def run():
+        ts.run(ts.AverageStructure(select="name CA"), top, traj, executor="serial")
+
+    out = {}
+    for name, fn in (("lazy", lazy), ("dask", dask), ("run", run)):
+        fn()
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        out[name] = statistics.median(times)
+    return out
 
 
 def build(work: Path, n_atoms: int, n_frames: int, n_parts: int) -> tuple[str, str, list[str]]:
@@ -203,19 +234,28 @@ def amplification(top: str, h5: str) -> list[tuple[str, str, int, float]]:
     return rows
 
 
-def memory(top: str, h5: str) -> tuple[float, float, float]:
-    """(file MB, limit MB, peak RSS MB) of the all-atom mean over chunks of frames."""
+def memory(work: Path, top: str, limit_mb: float) -> tuple[float, int, float, float]:
+    """(file MB, chunk frames, peak RSS MB over the first chunk, over the whole file) of the all-atom mean
+    over a file of five times ``limit_mb``, in chunks of frames."""
+    import MDAnalysis as mda
+
     from trajscale.testing.peak_rss import peak_rss
 
-    size = Path(h5).stat().st_size
-    limit = size / 5
-    with __import__("h5py").File(h5) as f:
-        frame = int(np.prod(f["particles/all/position/value"].shape[1:])) * 4
-    frames = max(1, int(limit // 16 // frame))   # chunks in flight stay a small share of the limit
-    peak, done = peak_rss([sys.executable, str(HERE), "--side", "memory", top, h5, "--out", f"chunk:{frames}"])
-    if done.returncode:
-        raise SystemExit(done.stderr[-3000:])
-    return size / MB, limit / MB, peak / MB
+    u = mda.Universe(top)
+    frame = u.atoms.n_atoms * 12
+    n_frames = int(np.ceil(5 * limit_mb * MB / frame))
+    path = work / f"memory-{u.atoms.n_atoms}-{n_frames}.h5md"
+    if not path.exists():
+        write_h5md(path, u, n_frames, np.random.default_rng(2), u.atoms.positions.astype(np.float32))
+    chunk = max(1, int(limit_mb * MB // 16 // frame))   # chunks in flight: a small share of the limit
+    peaks = []
+    for stop in (chunk, n_frames):
+        peak, done = peak_rss([sys.executable, str(HERE), "--side", "memory", top, str(path), "--out",
+                               f"chunk:{chunk}:{stop}"])
+        if done.returncode:
+            raise SystemExit(done.stderr[-3000:])
+        peaks.append(peak / MB)
+    return path.stat().st_size / MB, chunk, peaks[0], peaks[1]
 
 
 def report(args, top: str, h5: str, parts: list[str]) -> None:
@@ -230,14 +270,23 @@ def report(args, top: str, h5: str, parts: list[str]) -> None:
                                                                                 "xtc")]
         print(f"{s:<34}{h:>9.2f}{x:>13.2f}{aff_h / h:>9.1f}x{aff_x / x:>6.1f}x")
     lazy, avg = "lazy mean (isel, compute)", "trajscale run average"
-    print(f"lazy mean / trajscale run average: H5MD {secs[(lazy, 'h5md')] / secs[(avg, 'h5md')]:.2f}, "
-          f"XTC chain {secs[(lazy, 'xtc')] / secs[(avg, 'xtc')]:.2f}")
+    print(f"lazy mean / trajscale run average, whole processes: H5MD {secs[(lazy, 'h5md')] / secs[(avg, 'h5md')]:.2f}"
+          f", XTC chain {secs[(lazy, 'xtc')] / secs[(avg, 'xtc')]:.2f}")
+    print(f"\n{'in one process, warm (serial)':<34}{'H5MD s':>9}{'XTC chain s':>13}{'/ ts.run':>10}")
+    warm = {i: json.loads(subprocess.run([sys.executable, str(HERE), "--side", "warm", top, *t, "--out",
+                                          str(args.repeat)], capture_output=True, text=True, check=True,
+                                         timeout=3600).stdout.strip().splitlines()[-1])
+            for i, t in inputs.items()}
+    for key, label in (("lazy", "lazy mean"), ("dask", "dask mean"), ("run", "ts.run(AverageStructure)")):
+        h, x = warm["h5md"][key], warm["xtc"][key]
+        print(f"{label:<34}{h:>9.3f}{x:>13.3f}{h / warm['h5md']['run']:>6.2f} {x / warm['xtc']['run']:>4.2f}")
     print(f"\n{'selection':<12}{'route':<22}{'atoms':>8}{'read amplification':>20}")
     for sel, route, n, amp in amplification(top, h5):
         print(f"{sel:<12}{route:<22}{n:>8}{amp:>20.2f}")
-    size, limit, peak = memory(top, h5)
-    print(f"\npeak memory: all-atom mean over {size:.0f} MB (5 x a {limit:.0f} MB limit), chunks of frames: "
-          f"peak RSS {peak:.0f} MB ({'within' if peak <= limit else 'OVER'} the limit)")
+    size, chunk, first, whole = memory(Path(args.workdir), top, args.memory_limit_mb)
+    print(f"\npeak memory, all-atom mean in chunks of {chunk} frames (Dask, synchronous): over the first chunk "
+          f"{first:.0f} MB; over the whole {size:.0f} MB file (5 x the {args.memory_limit_mb:.0f} MB limit) "
+          f"{whole:.0f} MB ({'within' if whole <= args.memory_limit_mb else 'OVER'} the limit)")
 
 
 def main(argv=None) -> int:
@@ -247,7 +296,10 @@ def main(argv=None) -> int:
     p.add_argument("--parts", type=int, default=6)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--workdir", default="arrays-bench")
-    p.add_argument("--quick", action="store_true", help="2,000 atoms, 20 frames, 2 parts, 1 repeat")
+    p.add_argument("--memory-limit-mb", type=float, default=400.0,
+                   help="the memory test's limit; its file is five times this (default %(default)s)")
+    p.add_argument("--quick", action="store_true",
+                   help="2,000 atoms, 20 frames, 2 parts, 1 repeat, a 4 MB memory limit")
     p.add_argument("--side", nargs="+", metavar=("SIDE", "FILE"), help="run one side: SIDE TOPOLOGY TRAJ...")
     p.add_argument("--out", default=None, help="with --side: where the mean structure goes (.npy)")
     args = p.parse_args(argv)
@@ -257,7 +309,7 @@ def main(argv=None) -> int:
         side(args.side[0], args.side[1], args.side[2:], args.out)
         return 0
     if args.quick:
-        args.atoms, args.frames, args.parts, args.repeat = 2000, 20, 2, 1
+        args.atoms, args.frames, args.parts, args.repeat, args.memory_limit_mb = 2000, 20, 2, 1, 4.0
     top, h5, parts = build(Path(args.workdir), args.atoms, args.frames, args.parts)
     report(args, top, h5, parts)
     return 0
