@@ -188,3 +188,17 @@ def test_no_box_no_box_variable_and_frames_without_coordinates_are_refused(adk_v
     """A trajectory without a periodic box has no ``box`` (never zeros); to_h5md refuses a reduction."""
     ds = ts.open_dataset(D.PSF, adk_vacuum_h5md)
     assert "box" not in ds and "cell" not in ds.coords
+
+
+@pytest.mark.parametrize("indexers", [
+    {"frame": 3}, {"atom": 17}, {"frame": slice(2, 9, 3), "atom": slice(100, 40, -7)},
+    {"frame": [7, 1, 1, 4], "atom": [3340, 5, 5, 2000, 0]}, {"frame": slice(None, None, -5), "spatial": [2, 0]},
+    {"frame": np.array([0, 2, 4, 6]), "atom": 3340, "spatial": 1}, {"frame": slice(5, 5)},
+])
+def test_lazy_indexing_equals_indexing_the_loaded_dataset(adk_vacuum_h5md, indexers):
+    """xarray's backend idiom (``test_orthogonal_indexing``): indexing the lazy Dataset, then loading, gives
+    what loading, then indexing gives: ints, strided and reversed slices, unsorted and repeated indices."""
+    ds = ts.open_dataset(D.PSF, adk_vacuum_h5md)
+    expected = ds.load().isel(indexers)
+    actual = ts.open_dataset(D.PSF, adk_vacuum_h5md).isel(indexers).load()
+    xr.testing.assert_identical(expected, actual)
