@@ -102,3 +102,28 @@ def xr_cov(d):
 
     flat = xr.DataArray(d.data.reshape(d.sizes["frame"], -1), dims=("frame", "dof"))
     return xr.dot(flat, flat.rename(dof="dof2"), dim="frame") / (d.sizes["frame"] - 1)
+
+
+@pytest.mark.cli
+def test_a_topology_seen_before_opens_without_mdanalysis(tmp_path):
+    """The topology's labels and the selection come from trajscale's caches the second time: a fresh
+    interpreter opening the same files and selecting the same atoms never imports MDAnalysis."""
+    code = f"""
+import json, sys
+import trajscale as ts
+ds = ts.open_dataset({D.GRO!r}, {D.XTC!r})
+ca = ds.trajscale.atoms("name CA")
+print(json.dumps({{"mda": "MDAnalysis" in sys.modules, "names": ds.name.values[:50].tolist(),
+                  "resids": ds.resid.values[-5:].tolist(), "ca": ca.tolist()}}))
+"""
+    env = dict(os.environ, TRAJSCALE_CACHE_DIR=str(tmp_path / "cache"))
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert runs[0]["mda"] and not runs[1]["mda"]
+    u = mda.Universe(D.GRO)
+    for run in runs:
+        assert run["names"] == u.atoms.names[:50].tolist() and run["resids"] == u.atoms.resids[-5:].tolist()
+        assert run["ca"] == u.select_atoms("name CA").indices.tolist()

@@ -12,29 +12,23 @@ import numpy as np
 
 from ..errors import AtomCountMismatchError
 
-#: Coordinate name -> MDAnalysis AtomGroup attribute.
-LABELS = {"name": "names", "resname": "resnames", "resid": "resids", "segid": "segids", "element": "elements",
-          "mass": "masses"}
-TEXT = ("name", "resname", "segid", "element")
+#: The per-atom coordinates a Dataset may have (those its topology has).
+LABELS = ("name", "resname", "resid", "segid", "element", "mass")
 #: The labels trajscale's H5MD writer stores beside the frames (under these names).
 STORED = ("name", "resname", "resid", "segid", "mass")
 
 
 def topology_labels(topology: str, n_atoms: int, trajectory: str) -> dict[str, np.ndarray]:
-    """The labels the topology file has, one value per atom; refused if its atom count differs."""
-    from ..topology import load_universe
+    """The labels the topology file has, one value per atom; refused if its atom count differs.
 
-    atoms = load_universe(str(topology), topology_coordinates=False).atoms
-    if atoms.n_atoms != n_atoms:
-        raise AtomCountMismatchError(f"{topology} has {atoms.n_atoms} atoms but {trajectory} has {n_atoms}")
-    out = {}
-    for coord, attr in LABELS.items():
-        try:
-            values = np.asarray(getattr(atoms, attr))
-        except (AttributeError, ValueError):   # MDAnalysis's NoDataError: the topology has none
-            continue
-        out[coord] = values.astype(str) if coord in TEXT else values
-    return out
+    Read once per topology file version (then from trajscale's selection cache, MDAnalysis not
+    imported)."""
+    from ..topology import atom_labels
+
+    n_top, labels = atom_labels(str(topology))
+    if n_top != n_atoms:
+        raise AtomCountMismatchError(f"{topology} has {n_top} atoms but {trajectory} has {n_atoms}")
+    return labels
 
 
 def stored_labels(path: str, group: str, n_atoms: int) -> dict[str, np.ndarray]:
