@@ -59,7 +59,8 @@ def _encoded(label: str, values: np.ndarray):
 
 def _decoded(label: str, value) -> np.ndarray:
     if label in TEXT:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        names = np.array(value if isinstance(value, list) else None)
+        if names.dtype.kind != "U" or names.ndim != 1:   # anything but a list of names: a damaged record
             raise ValueError(f"{label} is not a list of names")
-        return np.array(value, dtype=str)
+        return names
     return selection_cache.decode(value)
