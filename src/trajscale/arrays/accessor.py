@@ -29,7 +29,8 @@ class TrajscaleAccessor:
 
     def select(self, selection: str) -> xr.Dataset:
         """The Dataset over the atoms ``selection`` picks, in the trajectory's order; lazy variables stay
-        lazy, and reading them reads only those atoms' runs.
+        lazy, and reading them reads only those atoms' runs. (Dask chunks are read whole before any
+        indexing: on a Dataset opened with ``chunks``, give the selection at open, ``select=``.)
 
         Raises
         ------
