@@ -29,6 +29,13 @@ NUM = r"[-\d.,e+]+"
 SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "analyses.py": (["--frames", F, "--workdir", "{work}", "--only", "rgyr"],
                     [r"^analysis\s+MDA serial\s+MDA mp\(2\)\s+ts serial", rf"^rgyr\s+{NUM}\s+{NUM}\s+{NUM}"]),
+    "arrays.py": (["--quick", "--workdir", "{work}/arrays"],
+                  [r"^side\s+H5MD s\s+XTC chain s\s+MDA AFF / side$",
+                   rf"^lazy mean \(isel, compute\)\s+{NUM}\s+{NUM}\s+{NUM}x\s+{NUM}x$",
+                   rf"^MDAnalysis timeseries\(\)\s+{NUM}\s+{NUM}\s+{NUM}x\s+{NUM}x$",
+                   rf"^lazy mean\s+{NUM}\s+{NUM}\s+{NUM}\s+{NUM}$",
+                   r"^protein\s+lazy isel\s+200\s+1\.00$", r"^protein\s+select=, chunks=\{\}\s+200\s+1\.00$",
+                   r"^peak memory, all-atom mean in chunks of \d+ frames"]),
     "boxes.py": (["--boxes", "100"], [r"^\s+boxes\s+seconds$", rf"^\s+100\s+{NUM}$"]),
     "chains.py": (["--frames", F, "--parts", "2", "--cache", "{work}/chains", "--sides",
                    "mdanalysis,serial,processes2,mdtraj", "--whole", "1"],

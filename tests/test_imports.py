@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-HEAVY = ["MDAnalysis", "scipy", "dask", "distributed", "torch", "matplotlib", "mpi4py", "numba", "tqdm"]
+HEAVY = ["MDAnalysis", "scipy", "dask", "distributed", "torch", "matplotlib", "mpi4py", "numba", "tqdm", "xarray"]
 
 
 def _fresh(code: str) -> dict:
