@@ -111,3 +111,22 @@ def test_a_report_file_written_with_a_dict_meta_loads(tmp_path):
     assert report.meta.payload == Payload(100, 40, 50, True)
     report.write(tmp_path / "new.json")
     assert RunReport.load(tmp_path / "new.json").meta == report.meta
+
+
+def test_the_cli_builds_one_run_options_for_both_paths(finished_xtc):
+    """``run rmsd`` with and without ``--follow`` (and on a stream): one RunOptions each, the same fields
+    but for ``follow``, which holds the following options the command line gave."""
+    from trajscale.cli.main import parse_args
+    from trajscale.cli.run import run_options
+    from trajscale.runspec import FollowOptions, RunOptions
+
+    common = ["run", "rmsd", GRO, finished_xtc, "--executor", "processes", "-n", "2", "--tasks", "3", "--no-progress"]
+    finished = run_options(parse_args(common), finished_xtc)
+    followed = run_options(parse_args([*common, "--follow", "--idle", "7", "--every-frames", "2"]), finished_xtc)
+    stream = run_options(parse_args(["run", "rmsd", GRO, "imd://localhost:8888", "--tee", "kept.h5md"]),
+                         "imd://localhost:8888")
+    assert isinstance(finished, RunOptions) and finished.follow is None
+    assert followed.follow == FollowOptions(every_s=30.0, every_frames=2, idle=7.0)
+    assert {**vars(followed), "follow": None} == vars(finished)
+    assert (finished.executor, finished.n_workers, finished.n_tasks) == ("processes", 2, 3)
+    assert stream.follow == FollowOptions(tee="kept.h5md")
