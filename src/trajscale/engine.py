@@ -269,6 +269,8 @@ class Engine:
         self.choose(facts)
         ending = self.rounds_until_end(job, facts)
         self.timeline.lap("tasks")
+        if not self.rounds.grows:   # a stop recorded during the last tasks: a finished run keeps nothing
+            raise_if_stopped()
         if not self.ex.is_root:
             return None
         if not self.partials:
