@@ -61,6 +61,7 @@ def _dead_pid() -> int:
     return proc.pid
 
 
+@pytest.mark.cli
 def test_killed_writers_temporaries_are_removed_on_next_write(tmp_path):
     dead = tmp_path / f".out.h5md.tmp-{_dead_pid()}"
     dead.write_bytes(b"half a file")
@@ -80,6 +81,7 @@ def test_killed_writers_temporaries_are_removed_on_next_write(tmp_path):
         live_proc.wait()
 
 
+@pytest.mark.cli
 def test_sigkilled_convert_resumes_to_the_uninterrupted_file(tmp_path, adk_vacuum):
     """A real convert killed by SIGKILL mid-run leaves its partial output and record (never the final
     name); ``resume=True`` finishes it into the same file an uninterrupted convert writes."""
@@ -112,6 +114,7 @@ def test_sigkilled_convert_resumes_to_the_uninterrupted_file(tmp_path, adk_vacuu
     assert_same_tree(tmp_path / "whole.h5md", out)
 
 
+@pytest.mark.cli
 def test_another_hosts_temporary_is_kept(tmp_path):
     """On a shared file system a pid says nothing about another node's writer: only this host's are judged."""
     pid = _dead_pid()

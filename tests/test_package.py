@@ -21,6 +21,8 @@ from MDAnalysisTests import datafiles as D
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.tool   # builds the sdist, the wheel and the docs
+
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -65,6 +67,7 @@ def test_build_gives_sdist_and_wheel_with_kernels(dist):
     assert any(n.startswith("trajscale/tests/") for n in names)
 
 
+@pytest.mark.cli
 @pytest.mark.slow
 def test_wheel_in_a_fresh_venv_without_mpi(tmp_path, dist):
     """The laptop path: PyPI's h5py (no MPI), no mpi4py; convert, then an RMSD on processes(2)."""
@@ -95,6 +98,7 @@ def test_wheel_in_a_fresh_venv_without_mpi(tmp_path, dist):
     np.testing.assert_allclose(got, ref, atol=1e-4)
 
 
+@pytest.mark.cli
 def test_pytest_pyargs_runs_the_shipped_tests(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "trajscale"],
@@ -103,6 +107,7 @@ def test_pytest_pyargs_runs_the_shipped_tests(tmp_path):
     assert " passed" in proc.stdout and " failed" not in proc.stdout
 
 
+@pytest.mark.cli
 def test_docs_build_on_their_own(tmp_path):
     """``docs/`` copied alone, without the rest of the repository, builds with warnings as errors:
     no page includes a file outside it, and the changelog page keeps its title without CHANGELOG.md."""
@@ -121,6 +126,7 @@ def test_docs_build_on_their_own(tmp_path):
     assert 'href="changelog.html"' in index and 'href="tutorial.html"' in index
 
 
+@pytest.mark.cli
 def test_docs_build_with_warnings_as_errors(tmp_path):
     pytest.importorskip("sphinx")
     pytest.importorskip("numpydoc")
@@ -155,6 +161,7 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
         assert page in pages, page
 
 
+@pytest.mark.cli
 def test_a_build_without_a_compiler_says_what_is_needed(tmp_path):
     """No working C compiler: one line naming what to install, no traceback, nothing built."""
     tree = _tracked_copy(tmp_path / "tree")

@@ -7,7 +7,8 @@
 * ``tool``: the test builds or runs a tool (packaging, docs, benchmarks, fuzzing).
 
 What a test starts is seen by an audit hook (``sys.addaudithook``, event ``subprocess.Popen``) while the
-test's setup and call run in this process; a process started by a process the test started (a CLI that
+test's setup and call run in this process (a fixture shared by several tests is not counted: which test sets
+it up depends on the selection); a process started by a process the test started (a CLI that
 launches ``mpiexec``) is not seen, so a test like that is marked by hand. Worker pools
 (``multiprocessing``, Dask's ``LocalCluster``) start their processes without ``subprocess.Popen``: they are
 in-process machinery and need no marker.
@@ -18,6 +19,11 @@ Other developers' load stretches the wall time but hardly the CPU time; threads 
 time; so the smaller of the two tracks the idle wall time of a test that computes, on a loaded machine as on
 an idle one. Time spent sleeping or waiting for I/O is not counted, and a test slowed by memory-bandwidth
 contention reads a little long: the limit has ``GRACE`` on top of the 5 s for that.
+
+Under ``pytest -n auto --dist loadgroup`` (``make test``, ``make check``) the tests of one module run on one
+worker, so a module's fixtures are made once, and every ``mpi`` test runs on the same worker: two MPI jobs at
+once on two cores would leave each job's waiting ranks polling for the CPU that the working ones need. Those
+groups are handed out first, then the modules that hold slow tests, so that no long group starts last.
 
 ``TRAJSCALE_TIERS_RECORD=FILE`` records every test's markers, times and started commands as JSON lines in
 FILE instead of failing (how the tiers were first sorted: ``pytest -p no:randomly ...``).
@@ -111,6 +117,34 @@ def pytest_runtest_setup(item: pytest.Item):
 
 
 _SETUP_KEY = pytest.StashKey[list]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    # A fixture shared by several tests (module, class or session scope) is set up by whichever of them runs
+    # first, which depends on the selection and the worker: what it starts is nobody's, and not counted.
+    global _started
+    if fixturedef.scope == "function" or _started is None:
+        return (yield)
+    saved, _started = _started, None
+    try:
+        return (yield)
+    finally:
+        _started = saved
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    heavy = {item.path for item in items if item.get_closest_marker("slow") or item.get_closest_marker("tool")}
+
+    def rank(item: pytest.Item) -> int:
+        return 0 if item.get_closest_marker("mpi") else 1 if item.path in heavy else 2
+
+    items.sort(key=rank)   # stable: a module's own order is kept
+    for item in items:
+        if not any(True for _ in item.iter_markers("xdist_group")):
+            group = "mpi" if item.get_closest_marker("mpi") else str(item.path.relative_to(config.rootpath))
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(wrapper=True)

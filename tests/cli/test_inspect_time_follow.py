@@ -14,6 +14,8 @@ import pytest
 
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.cli
+
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
 

@@ -8,10 +8,13 @@ import warnings
 
 import MDAnalysis as mda
 import numpy as np
+import pytest
 from MDAnalysisTests.datafiles import DCD, PSF
 
 from tests.conftest import run_cli
 from tests.sources.test_follow import mda_rmsd, producer
+
+pytestmark = pytest.mark.cli
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 

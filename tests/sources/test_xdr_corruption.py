@@ -312,6 +312,7 @@ def _cli_process(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
                           timeout=300, preexec_fn=_limit_memory, cwd=tmp)
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("change", ["bytecount-plus65536", "bytecount-4", "ranges-2147483648_2147483647",
                                     "smallidx1000", "natoms2-11"])
 def test_cli_processes_refuse_a_damaged_xtc_with_one_line(tmp_path, change):
