@@ -127,6 +127,7 @@ JSON_ROWS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.cli
 @pytest.mark.parametrize("script", sorted(s for s, (args, pats) in SMOKE.items() if pats))
 def test_smoke(script, work):
@@ -197,6 +198,7 @@ def test_codec_study_u16_rows_run_without_numba(work):
         assert values[5] <= 0.0051 and values[11] <= 0.0051, m.group(0)   # err columns, Å
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_cold_pairs_whole_processes(work):
     """cold.py: the four rows with both sides' medians and a ratio, and the two sides' RMSDs agree."""
@@ -255,6 +257,7 @@ def test_mda_mpi_baseline(work):
     assert res["rmsd_mean"] == pytest.approx(ref.mean(), abs=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_bare_machine(work, tmp_path):
     """bare_machine.sh runs read_layouts.py from AdK's TPR/XTC (given with --source); it passes --mpiexec only

@@ -110,6 +110,7 @@ def test_every_example_is_run_or_says_why():
         assert why is None or len(why) > 10, where
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @pytest.mark.parametrize("where,code", [(w, c) for w, c, why in EXAMPLES if why is None],
                          ids=[w for w, _, why in EXAMPLES if why is None])
@@ -167,6 +168,7 @@ def check_numbers(code: str, files: dict, cwd: Path, left: dict) -> None:
             assert shape == (10, 1000, 3)
 
 
+@pytest.mark.slow
 @pytest.mark.cli
 def test_tutorial_runs_as_shown(tmp_path):
     """docs/tutorial.md from its first block to its last, in order: the files it makes, every shell

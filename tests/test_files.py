@@ -22,6 +22,7 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_failing_runs_and_verifies_leak_no_descriptor(adk_vacuum, adk_vacuum_h5md):
     """Each kind of failure after the files are opened, 50 times: the fd count is unchanged.

@@ -67,6 +67,7 @@ def test_process_start_is_not_moved_by_a_slow_proc_read(monkeypatch):
     assert process.process_start() == pytest.approx(calm, abs=0.02)
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("kind", ["serial", "processes", "mpi"])
 def test_phases_cover_the_process_wall_measured_from_outside(kind, adk_vacuum, tmp_path):
     report = tmp_path / "r.json"

@@ -144,6 +144,7 @@ def test_killed_writer_leaves_every_complete_frame_analysed(tmp_path):
     np.testing.assert_allclose(r.rmsd, mda_rmsd(PSF, DCD)[:len(r.rmsd)], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_follow_under_mpi(tmp_path, mda_adk_rmsd):
     out = tmp_path / "growing.h5md"
