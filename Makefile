@@ -1,7 +1,7 @@
 # Two commands do everything on a fresh Debian machine:
 #   make demo   build the environment, sample data from a real system, run a parallel analysis
 #   make test   build the environment and run the whole test suite
-#   make check  the quick tier for the change-test loop: every test but the slow and tool ones
+#   make check  the quick tier for the change-test loop: the in-process and CLI tests (no mpi, slow or tool)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.trajscale-env-ok
@@ -23,7 +23,7 @@ test: env
 	$(PYTEST) tests
 
 check: env
-	$(PYTEST) -m "not slow and not tool" tests
+	$(PYTEST) -m "not mpi and not slow and not tool" tests
 
 docs: env
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
