@@ -134,7 +134,7 @@ def pytest_fixture_setup(fixturedef, request):
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     heavy = {item.path for item in items if item.get_closest_marker("slow") or item.get_closest_marker("tool")}
 
     def rank(item: pytest.Item) -> int:
@@ -143,8 +143,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)   # stable: a module's own order is kept
     for item in items:
         if not any(True for _ in item.iter_markers("xdist_group")):
-            group = "mpi" if item.get_closest_marker("mpi") else str(item.path.relative_to(config.rootpath))
-            item.add_marker(pytest.mark.xdist_group(group))
+            # xdist shows the group after the test's name ("tests/x/test_y.py::test_z@test_y"): keep it short
+            item.add_marker(pytest.mark.xdist_group("mpi" if item.get_closest_marker("mpi") else item.path.stem))
 
 
 @pytest.hookimpl(wrapper=True)
