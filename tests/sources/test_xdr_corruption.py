@@ -294,10 +294,14 @@ def outcomes(tmp_path_factory) -> dict[str, list[str]]:
     return run_variants(variants, root)
 
 
+@pytest.mark.cli   # the variants are read in worker processes (the outcomes fixture)
+@pytest.mark.slow
 def test_many_variants_were_tried(outcomes):
     assert len(outcomes) > 3000
 
 
+@pytest.mark.cli   # the variants are read in worker processes (the outcomes fixture)
+@pytest.mark.slow
 def test_no_variant_crashes_hangs_or_gives_a_traceback(outcomes):
     bad = {k: v for k, v in outcomes.items() if v}
     assert not bad, f"{len(bad)} of {len(outcomes)} variants mishandled, e.g. " + \
