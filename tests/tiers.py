@@ -26,7 +26,8 @@ once on two cores would leave each job's waiting ranks polling for the CPU that 
 groups are handed out first, then the modules that hold slow tests, so that no long group starts last.
 
 ``TRAJSCALE_TIERS_RECORD=FILE`` records every test's markers, times and started commands as JSON lines in
-FILE instead of failing (how the tiers were first sorted: ``pytest -p no:randomly ...``).
+FILE instead of failing (how the markers were first assigned: ``TRAJSCALE_TIERS_RECORD=rec.jsonl pytest -n auto
+tests``).
 """
 
 from __future__ import annotations
