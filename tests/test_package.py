@@ -20,6 +20,7 @@ from MDAnalysis.analysis import rms
 from MDAnalysisTests import datafiles as D
 
 from tests.conftest import ROOT
+from tests.test_cli_reference import command_parsers
 
 pytestmark = pytest.mark.tool   # builds the sdist, the wheel and the docs
 
@@ -159,6 +160,16 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
                  "trajscale.convert.split.split", "trajscale.store.inspect.inspect_file",
                  "trajscale.report.predict.predict", "trajscale.errors.ConfigError"):
         assert page in pages, page
+    # the CLI reference holds every option of every command, as the parser that --help prints has it
+    import html
+    import re
+
+    from trajscale.cli.main import build_parser
+
+    cli = html.unescape(re.sub(r"<[^>]+>", " ", (tmp_path / "html" / "cli.html").read_text()))
+    options = {(p.prog, o) for p in command_parsers(build_parser()) for a in p._actions for o in a.option_strings
+               if o.startswith("--")}
+    assert len(options) > 100 and not [po for po in options if po[1] not in cli]
 
 
 @pytest.mark.cli
