@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from ..errors import OutputError
+from ..executor_registry import EXECUTORS
 from .checks import add_overwrite, add_topology, check_outputs, check_topology, positive_int
 from .options import add_continuous_option, add_h5md_options, add_strict_option, executor_options
 
@@ -86,6 +87,10 @@ def add_analysis_parsers(asub) -> None:
         if name == "distances":
             p.add_argument("--all-pairs", action="store_true",
                            help="all distances (N1 x N2) even when the selections have equal sizes")
+        if name in ("contacts", "distances"):
+            p.add_argument("--no-pbc", action="store_true",
+                           help="plain distances, for a trajectory without periodic boundaries (by default "
+                                "minimum image, and every frame must have a box)")
         add_run_options(p)
         p.set_defaults(func=main_analysis)
 
@@ -106,8 +111,8 @@ def build_analysis(args):
                      exclusion_block=args.exclusion_block, norm=args.norm)
     if name == "contacts":
         return a.Contacts(select=(args.select1, args.select2), radius=args.radius, method=args.method,
-                          ref_frame=args.ref_frame)
-    return a.Distances(args.select1, args.select2, pairs=False if args.all_pairs else None)
+                          ref_frame=args.ref_frame, pbc=not args.no_pbc)
+    return a.Distances(args.select1, args.select2, pairs=False if args.all_pairs else None, pbc=not args.no_pbc)
 
 
 def _run(analysis, args):
@@ -177,9 +182,9 @@ def main_analysis(args) -> int:
 
 def add_run_options(p) -> None:
     add_h5md_options(p)
-    p.add_argument("--executor", default="auto", choices=["auto", "serial", "processes", "dask", "mpi"],
-                   help="where tasks run (default: auto: serial unless the work outweighs starting processes; "
-                        "mpi needs mpiexec -n N trajscale ...)")
+    p.add_argument("--executor", default="auto", choices=["auto", *EXECUTORS],
+                   help="where tasks run (default: auto: serial unless the work outweighs starting processes); "
+                        + "; ".join(f"{t.name}: {t.summary}" for t in EXECUTORS.values()))
     p.add_argument("-n", "--n-workers", type=positive_int, default=None,
                    help="workers for processes and dask (default: the CPU count); "
                         "under MPI the ranks are mpiexec's -n")
@@ -220,7 +225,7 @@ def _import_dependencies() -> None:
 
 def _say_mpi_size(args) -> None:
     """``-n`` does not size an MPI job: say so, and say when the job is a single rank."""
-    if args.executor != "mpi" or args.n_workers is None:
+    if args.executor not in EXECUTORS or EXECUTORS[args.executor].workers != "launcher" or args.n_workers is None:
         return
     from ..parallel import mpi_comm_world
 

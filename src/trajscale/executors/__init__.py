@@ -1,11 +1,11 @@
-"""Executors: serial, local processes, Dask distributed, MPI."""
+"""Executors: where an analysis's tasks run.  Their names and traits are :data:`EXECUTORS`
+(:mod:`trajscale.executor_registry`): one registry, read by the CLI, convert and the prediction too."""
 
 from __future__ import annotations
 
-import importlib
-
 from .._lazy import attach
 from ..errors import ConfigError
+from ..executor_registry import EXECUTORS, executor_traits, load
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,17 +23,9 @@ if TYPE_CHECKING:
 
 # Imported on first use: a pool worker that imports this package for its lean start-up
 # module (:mod:`.startup`) does not import the task machinery (NumPy) with it.
-__getattr__, __dir__ = attach(__name__, {"Executor": ".base", "Job": ".base", "run_task": ".base"},
+__getattr__, __dir__ = attach(__name__, {"Executor": ".base", "Job": ".base", "TaskResults": ".base",
+                                         "run_task": ".base"},
                               submodules=("base",))
-
-#: name -> "module:Class"; optional backends are imported only when asked for.
-EXECUTORS: dict[str, str] = {
-    "serial": "trajscale.executors.serial:SerialExecutor",
-    "processes": "trajscale.executors.processes:ProcessExecutor",
-    "dask": "trajscale.executors.dask:DaskExecutor",
-    "mpi": "trajscale.executors.mpi:MPIExecutor",
-}
-
 
 #: Seconds to start a pool of worker processes, by start method (2-core VM, kernels cached);
 #: ``auto`` runs serially unless the work saved by the workers exceeds it.
@@ -78,11 +70,7 @@ def _executor_class(name: str) -> type[Executor]:
     if name == "auto":
         raise ConfigError("executor 'auto' is chosen by trajscale.run once the job's size is known; "
                           "make_executor needs a concrete one")
-    try:
-        module, cls = EXECUTORS[name].split(":")
-    except KeyError:
-        raise ConfigError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}") from None
-    return getattr(importlib.import_module(module), cls)
+    return load(executor_traits(name).entry)
 
 
 def option_names(name: str) -> tuple[str, ...]:
@@ -109,4 +97,5 @@ def make_executor(name: str | Executor, n_workers: int | None = None, **kw) -> E
         raise ConfigError(f"executor {name!r}: {exc}") from None
 
 
-__all__ = ["EXECUTORS", "Executor", "Job", "choose_executor", "make_executor", "option_names", "run_task"]
+__all__ = ["EXECUTORS", "Executor", "Job", "TaskResults", "choose_executor", "make_executor", "option_names",
+           "run_task"]
