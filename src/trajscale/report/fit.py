@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, replace
 from statistics import median
 
+from .conditions import RunConditions, busy_reasons
 from .machine import Machine, this_machine
 from .metrics import worker_timings
 from .payload import Payload
@@ -66,6 +67,16 @@ class Model:
     straggler: str = ""
     fitted_from: tuple[int, ...] = (1,)   # the worker counts of the reports fitted
     notes: tuple[str, ...] = ()
+    # The conditions of the report's run: its files' share in the page cache at its start (None: not
+    # recorded), their size, the host it ran on, and why its machine was busy ('' when it was not).
+    page_cache: float | None = None
+    file_bytes: int = 0
+    host: str = ""
+    busy: str = ""
+    #: How the storage meets the reads (report/storage.py): "capped": read_s_per_byte is the whole read,
+    #: which the storage's rate per reader may cap; "apart": it is a rank's own cost per byte, and the
+    #: storage adds its time to deliver the bytes; "none": the reads come from the page cache.
+    storage_reads: str = "capped"
 
 
 def _chunk_frames(report: RunReport) -> int:
@@ -153,6 +164,8 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
                      "a job of 20 bytes per atom and no partial results assumed")
         payload = Payload(20 * n_sel, 0, frames, True)
     collective = report.source.format == "h5md"   # MPI ranks open one H5MD file together (MPI-IO)
+    conds = RunConditions.from_dict(report.conditions)
+    cache = conds.page_cache
     model = Model(
         executor=report.executor, frames=frames, bytes=nbytes, atoms=n_sel, n_tasks=max(1, len(tasks)),
         tasks_fixed=bool((report.meta or {}).get("n_tasks_asked")), max_tasks=max_tasks, chunk_frames=cf,
@@ -161,7 +174,10 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
         job_bytes=payload.job_bytes, partial_bytes=payload.partial_bytes, partial_per_frame=payload.per_frame,
         payload_measured=measured_payload,
         launch_s=launch, collective_open=collective, compute_spread=comp_spread,
-        read_spread=read_spread, fitted_from=(max(1, report.n_workers),), notes=tuple(notes))
+        read_spread=read_spread, fitted_from=(max(1, report.n_workers),), notes=tuple(notes),
+        page_cache=cache.resident if cache else None,
+        file_bytes=cache.bytes if cache else int(report.source.file_bytes or 0),
+        host=str(proc.get("host") or ""), busy=busy_reasons([conds.load]))
     return _with_straggler(model, report, busy, read_rates, comp_rates, starts)
 
 
@@ -245,7 +261,8 @@ def fit_reports(reports: list[RunReport], target: str | None = None, ran_on: Mac
                  f"{c1 * 1e3:.3g} ms/frame + {cg * 1e6:.3g} us/frame per further worker")
     return replace(model, compute_s_per_frame=c1, read_s_per_byte=r1, compute_growth=cg, read_growth=rg,
                    compute_spread=comp_spread, read_spread=read_spread, launch_s=launch, alpha_s=alpha,
-                   fitted_from=tuple(ns), notes=tuple(notes))
+                   fitted_from=tuple(ns), notes=tuple(notes),
+                   busy="; ".join(f"N = {n}: {f.busy}" for n, f in zip(ns, fits, strict=True) if f.busy))
 
 
 __all__ = ["DEFAULT_ALPHA_S", "DEFAULT_OPEN_S", "LAUNCH_PHASE", "Model", "fit", "fit_reports", "oversubscription"]

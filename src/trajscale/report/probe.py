@@ -33,6 +33,7 @@ from pathlib import Path
 from statistics import median
 
 from ..errors import ConfigError, InputFileError
+from .conditions import LoadMeter
 from .machine import MEASURED, Machine, this_machine
 
 #: The block one read asks for: a slab of frames of a ~50,000-atom system in float32 (4 MiB).
@@ -249,6 +250,7 @@ def probe(opts: ProbeOptions, log=print) -> Machine:
     if opts.seconds <= 0 or opts.nbytes < opts.block_bytes:
         raise ConfigError(f"--seconds must be > 0 and --bytes at least one block ({opts.block_bytes} bytes)")
     folder, existing = _target(opts)
+    meter = LoadMeter("probe")   # the readers and the starts are its children: other work is the rest
     here = this_machine()
     k = opts.max_readers or min(16, 2 * here.cores)
     levels = _levels(k)
@@ -294,14 +296,20 @@ def probe(opts: ProbeOptions, log=print) -> Machine:
         log(f"probe: a pickled object moves to a worker process at {1e-9 / transfer:.3g} GB/s")
     where = f"{MEASURED} by trajscale probe on {here.name} at {folder}"
     origin = dict(here.origin)
-    origin.update(dict.fromkeys(("read_curve", "open_ms", "stat_ms", "block_bytes", "cold"), where))
+    origin.update(dict.fromkeys(("read_curve", "open_ms", "stat_ms", "block_bytes", "cold", "cached_read_bps"),
+                                where))
+    load = meter.stop()
+    if load is not None:
+        origin["loads"] = f"{MEASURED} by trajscale probe on {here.name}"
+        log(f"probe: {'BUSY ' if load.busy else ''}{load.describe()}")
     if starts:
         origin["start_s"] = f"{MEASURED} by trajscale probe on {here.name}"
     if transfer is not None:
         origin["transfer_s_per_byte"] = f"{MEASURED} by trajscale probe on {here.name}"
-    return replace(here, read_curve=tuple(curve), block_bytes=opts.block_bytes, cold=cold_note, open_ms=open_ms,
-                   stat_ms=stat_ms, start_s=tuple(starts.items()), transfer_s_per_byte=transfer,
-                   origin=tuple(origin.items()))
+    return replace(here, read_curve=tuple(curve), block_bytes=opts.block_bytes, cold=cold_note,
+                   cached_read_bps=max(warm, warm_pass) or None, open_ms=open_ms, stat_ms=stat_ms,
+                   start_s=tuple(starts.items()), transfer_s_per_byte=transfer,
+                   loads=(load,) if load is not None else (), origin=tuple(origin.items()))
 
 
 def under_mpi() -> bool:
@@ -320,6 +328,7 @@ def probe_mpi(opts: ProbeOptions, log=print) -> Machine | None:
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     folder, existing = _target(opts) if rank == 0 else (None, None)
+    meter = LoadMeter("probe")
     here = this_machine()
     path = None
     if rank == 0:
@@ -350,19 +359,23 @@ def probe_mpi(opts: ProbeOptions, log=print) -> Machine | None:
     finally:
         if rank == 0 and existing is None:
             Path(path).unlink(missing_ok=True)
+    # the ranks on rank 0's host are the probe's own work there, though not its children
+    cpu = comm.gather((socket.gethostname(), meter.own_so_far()), root=0)
     if rank != 0:
         return None
+    load = meter.stop(sum(s for h, s in cpu[1:] if h == cpu[0][0]))
     open_ms, stat_ms = _metadata_latency(folder)
     names = sorted({h[0] for h in hosts})
     where = f"{MEASURED} by trajscale probe under MPI on {len(names)} node(s) at {folder}"
     origin = {k: where for k in ("name", "nodes", "cores_per_node", "threads_per_core", "memory_bytes",
-                                 "read_curve", "open_ms", "stat_ms", "block_bytes", "cold")}
+                                 "read_curve", "open_ms", "stat_ms", "block_bytes", "cold", "loads")}
     return Machine(name=",".join(names), nodes=len(names), cores_per_node=min(h[1] for h in hosts),
                    threads_per_core=max(h[2] for h in hosts), memory_bytes=min(h[3] for h in hosts),
                    read_curve=tuple(curve), block_bytes=opts.block_bytes,
                    cold="cold: O_DIRECT reads on every rank" if direct else
                    "cold: each rank dropped its part with posix_fadvise(DONTNEED) before each level",
-                   open_ms=open_ms, stat_ms=stat_ms, origin=tuple(origin.items()))
+                   open_ms=open_ms, stat_ms=stat_ms, loads=(load,) if load is not None else (),
+                   origin=tuple(origin.items()))
 
 
 __all__ = ["BLOCK_BYTES", "ProbeOptions", "probe", "probe_mpi", "under_mpi", "worker_starts"]
