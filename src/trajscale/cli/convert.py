@@ -12,6 +12,7 @@ from .options import (
     add_strict_option,
     kept_for_resume,
     mpi_comm,
+    on_launcher_ranks,
     output_spec,
     resumed_complete,
     write_options,
@@ -74,7 +75,7 @@ def main(args) -> int:
     check_topology(args)
     if resumed_complete(args, [args.topology, *args.trajectories], unfinished(args.output, "convert")):
         return 0
-    comm = mpi_comm() if args.executor in (None, "mpi") else None
+    comm = mpi_comm() if on_launcher_ranks(args) else None
     options = ConvertOptions(read=read_options(args), spec=output_spec(args), write=write_options(args, comm),
                              velocities=not args.no_velocities, forces=not args.no_forces, units=args.units)
     s = convert(args.topology, args.trajectories, args.output, options=options)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..executor_registry import names
 from .checks import positive_int
 
 
@@ -15,7 +16,7 @@ def add_parser(sub) -> None:
     p.add_argument("--workdir", default="demo-output", help="where data and outputs go (default demo-output)")
     p.add_argument("--frames", type=int, default=2000, help="frames in the demo file (default 2000)")
     p.add_argument("-n", "--n-workers", type=positive_int, default=2, help="workers (default 2)")
-    p.add_argument("--executor", default="processes", choices=["serial", "processes", "dask"],
+    p.add_argument("--executor", default="processes", choices=names(workers=("one", "n_workers")),
                    help="where the RMSD runs (default: %(default)s)")
     p.add_argument("--no-compare", action="store_true",
                    help="skip the whole-process timing of the trajscale CLI against an MDAnalysis script")

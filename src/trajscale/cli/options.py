@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
+from ..executor_registry import EXECUTORS, names
 from ..store.units import ASSUMABLE
 
 
@@ -22,7 +23,7 @@ def add_segment_options(p, what: str) -> None:
     """--executor/-n/--virtual/--resume of ``convert`` and ``rechunk``."""
     from .checks import positive_int
 
-    p.add_argument("--executor", default=None, choices=["serial", "processes", "dask", "mpi"],
+    p.add_argument("--executor", default=None, choices=names(converts=True),
                    help="serial (default; mpi when launched by mpiexec), or processes/dask: uncompressed, "
                         "each worker writes its range of frames in place in the one output; compressed or "
                         "--precision, each worker writes a segment file, joined at the end (under mpiexec "
@@ -44,6 +45,11 @@ def output_spec(args):
                       precision=args.precision, encoding=args.encoding)
 
 
+def on_launcher_ranks(args) -> bool:
+    """True when ``--executor`` is none or one whose workers are an MPI launcher's ranks."""
+    return args.executor is None or EXECUTORS[args.executor].workers == "launcher"
+
+
 def write_options(args, comm):
     """The WriteOptions of ``convert`` and ``rechunk``: --overwrite, --resume, progress and the executor.
 
@@ -51,10 +57,11 @@ def write_options(args, comm):
     """
     from ..convert.options import WriteOptions
 
-    parallel = args.executor in ("processes", "dask")
+    parallel = args.executor is not None and EXECUTORS[args.executor].workers == "n_workers"
+    launched = names(workers=("launcher",), converts=True)[0]   # the executor an MPI launcher's ranks are
     return WriteOptions(overwrite=args.overwrite, resume=args.resume,
                         progress=not (args.no_progress or getattr(args, "quiet", False)) and comm is None,
-                        executor="mpi" if comm is not None else args.executor,
+                        executor=launched if comm is not None else args.executor,
                         n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None,
                         virtual=args.virtual, comm=comm)
 
@@ -109,13 +116,16 @@ def add_strict_option(p) -> None:
 
 
 def executor_options(args) -> dict:
-    """The options of ``run``'s executor that its command line gives (Dask scheduler, MPI-IO settings)."""
-    opts = {}
-    if args.executor == "dask" and args.scheduler:
-        opts["scheduler"] = args.scheduler
-    if args.executor == "mpi":
-        if args.collective:
-            opts["collective"] = True
-        if args.driver:
-            opts["driver"] = None if args.driver == "default" else args.driver
-    return opts
+    """The options of ``run``'s executor that its command line gives (Dask scheduler, MPI-IO settings):
+    those its class takes (an option another executor takes is left out)."""
+    from ..executors import option_names
+
+    given = {}
+    if args.scheduler:
+        given["scheduler"] = args.scheduler
+    if args.collective:
+        given["collective"] = True
+    if args.driver:
+        given["driver"] = None if args.driver == "default" else args.driver
+    takes = option_names(args.executor) if args.executor in EXECUTORS else ()
+    return {k: v for k, v in given.items() if k in takes}

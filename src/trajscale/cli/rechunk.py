@@ -5,7 +5,15 @@ from __future__ import annotations
 import logging
 
 from .checks import add_overwrite
-from .options import add_segment_options, kept_for_resume, mpi_comm, output_spec, resumed_complete, write_options
+from .options import (
+    add_segment_options,
+    kept_for_resume,
+    mpi_comm,
+    on_launcher_ranks,
+    output_spec,
+    resumed_complete,
+    write_options,
+)
 
 log = logging.getLogger("trajscale")
 
@@ -42,7 +50,7 @@ def main(args) -> int:
 
     if resumed_complete(args, [args.input], unfinished(args.output, "rechunk")):
         return 0
-    comm = mpi_comm() if args.executor in (None, "mpi") else None
+    comm = mpi_comm() if on_launcher_ranks(args) else None
     options = RechunkOptions(spec=output_spec(args), write=write_options(args, comm))
     s = rechunk(args.input, args.output, options=options)
     if comm is not None and comm.Get_rank() != 0:

@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from ..executor_registry import DEFAULT_PREDICTION, names
 from .checks import add_overwrite, check_outputs, positive_int
 
 DESCRIPTION = """\
@@ -39,8 +40,9 @@ def add_parser(sub) -> None:
                                            "(equations: docs/scaling.md)")
     g.add_argument("--predict", default=None, metavar="N,N,...", type=_counts,
                    help="predict wall time, S(N), E(N) and the limiting resource at these rank counts")
-    g.add_argument("--as", dest="predict_as", default=None, choices=("mpi", "processes", "dask"),
-                   help="executor of the predicted runs (default: the report's, or mpi for a serial report)")
+    g.add_argument("--as", dest="predict_as", default=None, choices=names(predicted=True),
+                   help="executor of the predicted runs (default: the report's, or "
+                        f"{DEFAULT_PREDICTION} for a report of another executor)")
     g.add_argument("--machine", default=None, metavar="PROFILE.json",
                    help="the target machine: a profile written by `trajscale probe` (default: this machine, "
                         "its cores measured now)")

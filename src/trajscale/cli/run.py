@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from ..errors import OutputError
+from ..executor_registry import EXECUTORS
 from .checks import add_overwrite, add_topology, check_outputs, check_topology, positive_int
 from .options import add_continuous_option, add_h5md_options, add_strict_option, executor_options
 
@@ -174,9 +175,9 @@ def main_analysis(args) -> int:
 
 def add_run_options(p) -> None:
     add_h5md_options(p)
-    p.add_argument("--executor", default="auto", choices=["auto", "serial", "processes", "dask", "mpi"],
-                   help="where tasks run (default: auto: serial unless the work outweighs starting processes; "
-                        "mpi needs mpiexec -n N trajscale ...)")
+    p.add_argument("--executor", default="auto", choices=["auto", *EXECUTORS],
+                   help="where tasks run (default: auto: serial unless the work outweighs starting processes); "
+                        + "; ".join(f"{t.name}: {t.summary}" for t in EXECUTORS.values()))
     p.add_argument("-n", "--n-workers", type=positive_int, default=None,
                    help="workers for processes and dask (default: the CPU count); "
                         "under MPI the ranks are mpiexec's -n")
@@ -217,7 +218,7 @@ def _import_dependencies() -> None:
 
 def _say_mpi_size(args) -> None:
     """``-n`` does not size an MPI job: say so, and say when the job is a single rank."""
-    if args.executor != "mpi" or args.n_workers is None:
+    if args.executor not in EXECUTORS or EXECUTORS[args.executor].workers != "launcher" or args.n_workers is None:
         return
     from ..parallel import mpi_comm_world
 

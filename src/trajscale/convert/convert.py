@@ -127,7 +127,7 @@ def _check_options(output: str, inputs: list, opts: ConvertOptions) -> None:
     check_output_path(output, write.overwrite, inputs=inputs)   # never an input, even with overwrite
     opts.spec.check(warn=write.rank0)
     segmented.check_parallel_output(Path(output), inputs, write, record=partial_paths(output, "convert")[1],
-                                    segment_writers=("processes", "dask"), command="convert")
+                                    segment_workers=("n_workers",), command="convert")
     if opts.units != "source":
         unit_system(opts.units)   # an unknown name fails before any work
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import ConfigError
+from ..executor_registry import EXECUTORS
 from ..store.codecs import check_lossy_options
 from ..store.layout import Layout
 
@@ -125,12 +126,21 @@ class WriteOptions:
     def mpi(self) -> bool:
         """True when the ranks of ``comm`` (two or more) write the one output together: ``executor``
         ``"mpi"``, or none named."""
-        return self.executor in (None, "mpi") and self.comm is not None and self.comm.Get_size() > 1
+        return self._workers in (None, "launcher") and self.comm is not None and self.comm.Get_size() > 1
 
     @property
     def on_processes(self) -> bool:
-        """True when local worker processes (or Dask's) write the output."""
-        return self.executor in ("processes", "dask")
+        """True when local worker processes (or Dask's) write the output: an executor of ``-n N`` workers."""
+        return self._workers == "n_workers"
+
+    @property
+    def _workers(self) -> str | None:
+        """How the named executor counts its workers (its registry entry); None when none is named, ""
+        for a name the registry lacks (refused by the command's checks)."""
+        if self.executor is None:
+            return None
+        traits = EXECUTORS.get(self.executor)
+        return "" if traits is None else traits.workers
 
     @property
     def rank0(self) -> bool:

@@ -19,6 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from ..errors import ConfigError, ParallelUnavailableError, TrajscaleError
+from ..executor_registry import executor_traits, load, names
 from ..pools import (
     as_completed_polling,
     choose_start_method,
@@ -32,9 +33,6 @@ from ..progress import progress_bar
 from ..util import raise_if_stopped, request_stop, stop_requested
 
 log = logging.getLogger(__name__)
-
-EXECUTORS = ("serial", "processes", "dask", "mpi")
-
 
 def frame_bar(total: int, progress: bool, desc: str):
     """Progress counting frames: a bar on a terminal, a log line per tenth elsewhere."""
@@ -57,26 +55,33 @@ def _sigterm_in_worker(signum, frame) -> None:
 def run_tasks(fn, tasks: list[tuple], executor: str, n_workers: int, on_done=None, comm=None) -> None:
     """Run ``fn(*args)`` for each ``args`` of ``tasks`` on ``executor`` with ``n_workers``.
 
-    ``on_done(i, result)`` is called in the caller's process as task ``i`` completes.
-    ``executor="mpi"``: every rank of ``comm`` calls this with the same ``tasks`` and runs
-    every ``size``-th of them, from its rank on.
+    ``on_done(i, result)`` is called in the caller's process as task ``i`` completes.  The executor's
+    registry entry names the function that runs them (its ``convert_runner``); under an MPI launcher
+    every rank of ``comm`` calls this with the same ``tasks`` and runs every ``size``-th of them, from
+    its rank on.
     """
-    if executor == "mpi":
-        _run_mpi(fn, tasks, comm, on_done)
-    elif executor == "processes":
-        _run_processes(fn, tasks, n_workers, on_done)
-    elif executor == "dask":
-        _run_dask(fn, tasks, n_workers, on_done)
-    elif executor == "serial":
-        for i, args in enumerate(tasks):
-            r = fn(*args)
-            if on_done:
-                on_done(i, r)
-    else:
-        raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    runner = check_executor(executor).convert_runner
+    load(runner)(fn, tasks, n_workers, on_done, comm)
 
 
-def _run_processes(fn, tasks, n_workers, on_done) -> None:
+def check_executor(executor: str):
+    """The traits of ``executor`` if it runs convert's tasks; else one error listing those that do."""
+    traits = executor_traits(executor)
+    if traits.convert_runner is None:
+        raise ConfigError(f"--executor must be one of {', '.join(names(converts=True))}, got {executor!r}")
+    return traits
+
+
+def run_serial(fn, tasks, n_workers, on_done, comm=None) -> None:
+    """Every task in this process, in order."""
+    for i, args in enumerate(tasks):
+        r = fn(*args)
+        if on_done:
+            on_done(i, r)
+
+
+def run_processes(fn, tasks, n_workers, on_done, comm=None) -> None:
+    """The tasks on a local pool of ``n_workers`` processes, stopped by SIGTERM on an error or Ctrl-C."""
     ctx = mp.get_context(choose_start_method())
     with sigint_blocked(), main_not_reimported():
         pool = ProcessPoolExecutor(max_workers=max(1, n_workers), mp_context=ctx, initializer=_init_worker)
@@ -95,7 +100,8 @@ def _run_processes(fn, tasks, n_workers, on_done) -> None:
     pool.shutdown(wait=True)
 
 
-def _run_dask(fn, tasks, n_workers, on_done) -> None:
+def run_dask(fn, tasks, n_workers, on_done, comm=None) -> None:
+    """The tasks on a Dask LocalCluster of ``n_workers`` workers, stopped between slabs on a Ctrl-C."""
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -151,7 +157,7 @@ def _stop_dask_tasks(client, pending, timeout: float = 60.0) -> None:
         log.debug("stopping the Dask tasks: %s", exc)
 
 
-def _run_mpi(fn, tasks, comm, on_done) -> None:
+def run_mpi(fn, tasks, n_workers, on_done, comm=None) -> None:
     """Each rank runs its share of ``tasks``; then every rank waits for the others, stoppably, and a
     task's error is raised on every rank (printed once, by the rank where it happened)."""
     rank, size = comm.Get_rank(), comm.Get_size()

@@ -146,7 +146,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout 
     src_path = str(input)
     final = check_output_path(output, overwrite=write.overwrite, inputs=[input])   # never the input
     check_parallel_output(final, [input], write, record=partial_paths(final)[1],
-                          segment_writers=("processes", "dask", "mpi"), command="rechunk")
+                          segment_workers=("n_workers", "launcher"), command="rechunk")
     spec.check(warn=write.rank0)
     with open_h5(src_path) as src, polling_for_stop():
         # written in place, frames are counted (after an fdatasync) every direct.COUNT_BYTES unless the

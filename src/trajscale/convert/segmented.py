@@ -26,12 +26,13 @@ import h5py
 
 from ..block import split_frames
 from ..errors import ConfigError, OutputError
+from ..executor_registry import names
 from ..store.hdf5 import open_h5
 from ..util import fsync_path, refuse_input_as_output
 from .frames import ConvertJob, write_range
 from .join import copy_frames, copy_structure, is_time_series, like, virtual_series
 from .options import WriteOptions
-from .pool import EXECUTORS, frame_bar, run_tasks
+from .pool import check_executor, frame_bar, run_tasks
 from .resume import Partial, WriteMode, load_record, save_record
 
 log = logging.getLogger(__name__)
@@ -187,23 +188,25 @@ def check_complete(path: Path, n_frames: int, final: Path) -> None:
 
 
 def check_parallel_output(final: Path, inputs: list, write: WriteOptions, *, record: Path,
-                          segment_writers: tuple[str, ...], command: str) -> None:
+                          segment_workers: tuple[str, ...], command: str) -> None:
     """The output options ``convert`` and ``rechunk`` share, checked before any work.
 
-    ``write.executor`` is one trajscale knows, and ``"mpi"`` only on two ranks or more; ``virtual``
-    (segments kept beside the output) needs one of ``segment_writers``; the segments' folder
+    ``write.executor`` is one that runs conversions, and one an MPI launcher starts only on two ranks
+    or more; ``virtual`` (segments kept beside the output) needs one whose workers are counted as one of
+    ``segment_workers`` (:data:`~trajscale.executor_registry.WORKER_COUNTS`); the segments' folder
     ``NAME.parts/`` is never an input, and an existing one is replaced only with ``overwrite`` or
     moved by a ``resume`` whose ``record`` says so.
     """
-    if write.executor not in (None, *EXECUTORS):
-        raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {write.executor!r}")
-    if write.executor == "mpi" and not write.mpi:
-        raise ConfigError(f"--executor mpi: launch with mpiexec -n N trajscale {command} ... (two ranks or more)")
+    traits = check_executor(write.executor) if write.executor is not None else None
+    if traits is not None and traits.workers == "launcher" and not write.mpi:
+        raise ConfigError(f"--executor {traits.name}: launch with mpiexec -n N trajscale {command} ... "
+                          "(two ranks or more)")
     if not write.virtual:
         return
-    if write.executor not in segment_writers:
-        names = ", ".join(segment_writers[:-1]) + " or " + segment_writers[-1]
-        raise ConfigError(f"--virtual keeps per-worker segments: it needs --executor {names}")
+    if traits is None or traits.workers not in segment_workers:
+        writers = names(workers=segment_workers, converts=True)
+        raise ConfigError("--virtual keeps per-worker segments: it needs --executor "
+                          + ", ".join(writers[:-1]) + " or " + writers[-1])
     check_parts_folder(final, inputs)
     if parts_folder(final).exists() and not write.overwrite and not (write.resume and moving(load_record(record))):
         raise OutputError(parts_folder(final), "already exists (use --overwrite to replace it)")

@@ -1,11 +1,11 @@
-"""Executors: serial, local processes, Dask distributed, MPI."""
+"""Executors: where an analysis's tasks run.  Their names and traits are :data:`EXECUTORS`
+(:mod:`trajscale.executor_registry`): one registry, read by the CLI, convert and the prediction too."""
 
 from __future__ import annotations
 
-import importlib
-
 from .._lazy import attach
 from ..errors import ConfigError
+from ..executor_registry import EXECUTORS, executor_traits, load
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,15 +25,6 @@ if TYPE_CHECKING:
 # module (:mod:`.startup`) does not import the task machinery (NumPy) with it.
 __getattr__, __dir__ = attach(__name__, {"Executor": ".base", "Job": ".base", "run_task": ".base"},
                               submodules=("base",))
-
-#: name -> "module:Class"; optional backends are imported only when asked for.
-EXECUTORS: dict[str, str] = {
-    "serial": "trajscale.executors.serial:SerialExecutor",
-    "processes": "trajscale.executors.processes:ProcessExecutor",
-    "dask": "trajscale.executors.dask:DaskExecutor",
-    "mpi": "trajscale.executors.mpi:MPIExecutor",
-}
-
 
 #: Seconds to start a pool of worker processes, by start method (2-core VM, kernels cached);
 #: ``auto`` runs serially unless the work saved by the workers exceeds it.
@@ -78,11 +69,7 @@ def _executor_class(name: str) -> type[Executor]:
     if name == "auto":
         raise ConfigError("executor 'auto' is chosen by trajscale.run once the job's size is known; "
                           "make_executor needs a concrete one")
-    try:
-        module, cls = EXECUTORS[name].split(":")
-    except KeyError:
-        raise ConfigError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}") from None
-    return getattr(importlib.import_module(module), cls)
+    return load(executor_traits(name).entry)
 
 
 def option_names(name: str) -> tuple[str, ...]:

@@ -34,6 +34,7 @@ from pathlib import Path
 from statistics import median
 
 from ..errors import TrajscaleError
+from ..executor_registry import EXECUTORS, executor_traits, names
 from .conditions import LoadMeter
 from .fit import Model, fit
 from .machine import MEASURED, LaunchLine, Machine
@@ -62,24 +63,23 @@ def mpiexec() -> str | None:
 
 
 def executors_here() -> list[str]:
-    """The executors this machine can run: processes always; Dask and MPI when installed."""
+    """The predicted executors this machine can run: those whose modules are installed (and, for the
+    ones an MPI launcher starts, an ``mpiexec``)."""
     import importlib.util
 
-    out = ["processes"]
-    if mpiexec() and importlib.util.find_spec("mpi4py"):
-        out.append("mpi")
-    if importlib.util.find_spec("distributed"):
-        out.append("dask")
-    return out
+    return [name for name in names(predicted=True)
+            if all(importlib.util.find_spec(m) for m in EXECUTORS[name].requires)
+            and (EXECUTORS[name].workers != "launcher" or mpiexec())]
 
 
 def timed_run(args: list[str], executor: str = "serial", n: int = 1, timeout: float = 600) -> tuple[float, float]:
     """(wall, CPU) seconds of ``trajscale ARGS`` on ``executor`` x ``n``, timed from outside: launch to
     exit, and the user and system time of the whole process tree (every process it waited for)."""
     cmd = [sys.executable, "-m", "trajscale.cli.main", *args, "--executor", executor]
-    if executor in ("processes", "dask"):
+    workers = executor_traits(executor).workers
+    if workers == "n_workers":
         cmd += ["-n", str(n)]
-    if executor == "mpi":
+    if workers == "launcher":
         cmd = [mpiexec() or "mpiexec", "-n", str(n), *cmd]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -162,7 +162,7 @@ def _opens(report: Path) -> float:
 def _point(args: list[str], ex: str, n: int, model: Model, machine: Machine, repeat: int, tmp: Path) -> Point:
     """Run ``args`` on ``ex`` x ``n``; under MPI on one H5MD file, each run's report gives its ranks' open."""
     rep = tmp / "point.json"
-    timed_opens = ex == "mpi" and model.collective_open
+    timed_opens = EXECUTORS[ex].collective_open and model.collective_open
     walls, cpus, opens = [], [], []
     for _ in range(max(1, repeat)):
         extra = ["--report", str(rep), "--overwrite"] if timed_opens else []
@@ -230,7 +230,7 @@ def _slope(ex: str, at: Point, beyond: Point, machine: Machine) -> tuple[float, 
     w_at, w_beyond = _workers(at, beyond, machine)
     if w_beyond <= w_at:
         return None
-    if ex == "mpi":
+    if EXECUTORS[ex].polls_while_waiting:
         further = (w_beyond - w_at) / machine.cores
         opened = _open_rise(at, beyond, machine)
         lo, mid, hi = at.launch
@@ -244,10 +244,13 @@ def _slope(ex: str, at: Point, beyond: Point, machine: Machine) -> tuple[float, 
     return tuple(max(0.0, (v - moved) / further) for v in (lo2 - hi, mid2 - mid, hi2 - lo))
 
 
-def _collective(points: dict, machine: Machine) -> float:
-    """Under MPI: the rise of the ranks' collective open of the H5MD file, per further rank over the cores."""
+def _collective(ex: str, points: dict, machine: Machine) -> float:
+    """Of an executor that opens the H5MD file collectively (MPI): the rise of the ranks' open, per further
+    rank over the cores; 0 for the others."""
+    if not EXECUTORS[ex].collective_open:
+        return 0.0
     c = machine.cores
-    at, beyond = points.get((H5MD, "mpi", c)), points.get((H5MD, "mpi", BEYOND * c))
+    at, beyond = points.get((H5MD, ex, c)), points.get((H5MD, ex, BEYOND * c))
     return 0.0 if at is None or beyond is None else _open_rise(at, beyond, machine)
 
 
@@ -262,7 +265,7 @@ def _line(ex: str, points: dict, machine: Machine) -> LaunchLine | None:
     at_cores = max(0.0, median(points[w, ex, c].launch[1] for w in slopes))
     h5md = slopes.get(H5MD, slopes.get(PARTS_ALL))
     parts = slopes.get(PARTS_ALL, h5md)
-    if ex == "mpi":   # wall seconds: the ranks' polling hides a per-atom cost; the open is measured apart
+    if EXECUTORS[ex].polls_while_waiting:   # wall seconds: polling hides a per-atom cost; the open is apart
         per_atom, h5md = 0.0, parts
     else:
         small = slopes.get(H5MD_SMALL)
@@ -270,7 +273,7 @@ def _line(ex: str, points: dict, machine: Machine) -> LaunchLine | None:
     base, base_parts = (max(0.0, x[1] - per_atom * ATOMS) for x in (h5md, parts))
     mid = max(h5md[1], 1e-12)
     spread = (min(1.0, min(x[0] for x in (h5md, parts)) / mid), max(1.0, max(x[2] for x in (h5md, parts)) / mid))
-    line = LaunchLine(ex, at_cores, base, _collective(points, machine) if ex == "mpi" else 0.0, spread,
+    line = LaunchLine(ex, at_cores, base, _collective(ex, points, machine), spread,
                       per_atom_s=per_atom, per_worker_parts_s=base_parts)
     # How far the line misses its own runs (every workload, both N): the model's error, for the range.
     with_line = replace(machine, launch=(line,))

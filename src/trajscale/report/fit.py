@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, replace
 from statistics import median
 
+from ..executor_registry import DEFAULT_PREDICTION, EXECUTORS, predicted_traits
 from .conditions import RunConditions, busy_reasons
 from .machine import Machine, this_machine
 from .metrics import worker_timings
@@ -22,8 +23,6 @@ from .timing import RunReport
 DEFAULT_OPEN_S = 0.02
 #: Latency of one stage of a tree broadcast/gather when the report measured none (one node: shared memory).
 DEFAULT_ALPHA_S = 1e-4
-#: The phase of the launching process that starts each executor's parallel part.
-LAUNCH_PHASE = {"mpi": "mpi_init", "processes": "pool_start", "dask": "pool_start"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +44,7 @@ class Model:
     startup_s: float          # one rank's start-up (median)
     fixed_s: float            # the launcher's serial phases (imports, MPI init, topology, prepare, reduce, write)
     imports_s: float          # of which the launcher's interpreter and imports
-    target: str               # the executor predicted: "mpi", "processes" or "dask"
+    target: str               # the executor predicted (one whose traits are ``predicted``)
     alpha_s: float            # one stage of a tree collective
     job_bytes: int            # the prepared job, pickled: sent to every worker (a pool: with every task)
     launch_s: float | None = None   # the target's launch phase as a report of it measured (None: not measured)
@@ -102,12 +101,15 @@ def _quartile_spread(values: list[float]) -> tuple[float, float]:
 def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = None) -> Model:
     """The model's per-unit costs from one report (any executor, any N).
 
-    ``target`` is the executor predicted (default: the report's own, or ``"mpi"`` for a serial report).
+    ``target`` is the executor predicted (default: the report's own, or
+    :data:`~trajscale.executor_registry.DEFAULT_PREDICTION` for a report of one that is not predicted).
     ``ran_on`` is the machine the report was measured on (default: this one): a run with more workers
     than its cores measured each worker's rates while sharing a core, and the fit undoes that.
     """
     ran_on = ran_on or this_machine()
-    target = target or (report.executor if report.executor in LAUNCH_PHASE else "mpi")
+    own = EXECUTORS.get(report.executor)
+    target = target or (report.executor if own is not None and own.predicted else DEFAULT_PREDICTION)
+    launch_phase = predicted_traits(target).launch_phase
     workers = worker_timings(report)
     tasks = list(report.tasks)
     frames = sum(t.frames for t in tasks) or report.n_frames
@@ -141,8 +143,8 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
         fixed = report.t_prepare + report.t_reduce
         notes.append("the report has no process record (older trajscale): start-up not counted")
     launch = None
-    if report.executor == target and report.n_workers > 1 and phases.get(LAUNCH_PHASE[target]):
-        launch = float(phases[LAUNCH_PHASE[target]])
+    if report.executor == target and report.n_workers > 1 and phases.get(launch_phase):
+        launch = float(phases[launch_phase])
     comms = [w.t_comm for w in workers if w.t_comm > 0]
     stages = math.ceil(math.log2(max(2, len(workers))))
     if comms and len(workers) > 1:
@@ -265,4 +267,4 @@ def fit_reports(reports: list[RunReport], target: str | None = None, ran_on: Mac
                    busy="; ".join(f"N = {n}: {f.busy}" for n, f in zip(ns, fits, strict=True) if f.busy))
 
 
-__all__ = ["DEFAULT_ALPHA_S", "DEFAULT_OPEN_S", "LAUNCH_PHASE", "Model", "fit", "fit_reports", "oversubscription"]
+__all__ = ["DEFAULT_ALPHA_S", "DEFAULT_OPEN_S", "Model", "fit", "fit_reports", "oversubscription"]

@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
+from ..executor_registry import ExecutorTraits, predicted_traits
 from .fit import Model, fit, fit_reports, oversubscription
 from .machine import DEFAULTED, GIVEN, MEASURED, Machine, this_machine
 from .metrics import json_safe
@@ -129,23 +130,33 @@ def files_per_rank(model: Model, n: int, tasks: int) -> int:
                       + (0 if tasks % model.n_parts == 0 else 1)))
 
 
+def _traits(model: Model) -> ExecutorTraits:
+    """What the predicted executor declares of itself (its registry entry)."""
+    return predicted_traits(model.target)
+
+
 def started_workers(model: Model, n: int) -> int:
-    """Workers a run at N starts: a process pool forks one per task up to N (Python's pool starts them
-    on demand); MPI ranks and Dask workers all start."""
-    return min(n, n_tasks_at(model, n)) if model.target == "processes" else n
+    """Workers a run at N starts: a pool that starts them on demand (Python's process pool) one per
+    task up to N; MPI ranks and Dask workers all start."""
+    return min(n, n_tasks_at(model, n)) if _traits(model).starts_on_demand else n
 
 
 def bytes_moved(model: Model, n: int, tasks: int) -> float:
-    """Pickled bytes the run at ``n`` workers and ``tasks`` tasks moves between processes (module docstring)."""
+    """Pickled bytes the run at ``n`` workers and ``tasks`` tasks moves between processes (module docstring),
+    by how the executor declares its job and partials move."""
     if n <= 1:
         return 0.0
+    traits = _traits(model)
     task_partial = model.partial_bytes / tasks if model.partial_per_frame else model.partial_bytes
-    if model.target == "processes":
+    if traits.job_moves == traits.partials_move == "per_task":
         return tasks * (model.job_bytes + task_partial)
-    if model.target == "dask":
-        return min(n, tasks) * model.job_bytes + tasks * task_partial
-    gathered = model.partial_bytes if model.partial_per_frame else min(n, tasks) * model.partial_bytes
-    return math.ceil(math.log2(n)) * model.job_bytes + gathered
+    jobs = {"none": 0, "per_task": tasks, "per_worker": min(n, tasks),
+            "tree": math.ceil(math.log2(n))}[traits.job_moves]
+    if traits.partials_move == "per_worker":   # one reduced partial per worker; per-frame rows once
+        partials = model.partial_bytes if model.partial_per_frame else min(n, tasks) * model.partial_bytes
+    else:
+        partials = {"none": 0, "per_task": tasks * task_partial}[traits.partials_move]
+    return jobs * model.job_bytes + partials
 
 
 def move_at(model: Model, n: int, tasks: int, machine: Machine) -> float:
@@ -173,16 +184,17 @@ def launch_at(model: Model, n: int, machine: Machine) -> tuple[float, str]:
     if n <= 1:
         return 0.0, ""
     beyond = max(0, started_workers(model, n) - machine.cores) / machine.cores
+    traits = _traits(model)
     line = machine.launch_line(model.target)
     if line is not None:
         one_h5md = model.collective_open   # one H5MD file (which MPI ranks open together)
-        per_worker = line.per_further_worker(one_h5md, model.target == "mpi" and one_h5md, model.atoms)
+        per_worker = line.per_further_worker(one_h5md, traits.collective_open and one_h5md, model.atoms)
         if model.launch_s is not None:
             return model.launch_s + per_worker * beyond, "measured in a report of the executor"
         return line.at_cores_s + per_worker * beyond, machine.origin_of("launch")
     if model.launch_s is not None:
         base = model.launch_s
-        if model.target == "mpi":
+        if traits.launch == "every_rank":
             # the measured run's ranks imported on their cores; more ranks than cores import in turn
             base += model.imports_s * (oversubscription(n, machine) - 1)
         return base, "measured in a report of the executor"
@@ -190,11 +202,11 @@ def launch_at(model: Model, n: int, machine: Machine) -> tuple[float, str]:
     where = machine.origin_of("start_s") if start is not None else DEFAULTED
     if start is None:
         start = model.imports_s
-    if model.target == "processes":
+    if traits.launch == "fork_server":
         return start, where
-    if model.target == "mpi":
+    if traits.launch == "every_rank":
         return start + model.imports_s * (oversubscription(n, machine) - 1), where
-    return start * (1 + max(1.0, 2 * n / machine.cores)), where
+    return start * (1 + max(1.0, 2 * n / machine.cores)), where   # nanny: two fresh starts per worker
 
 
 def terms_at(model: Model, n: int, machine: Machine | None = None) -> Terms:
@@ -242,7 +254,7 @@ def terms_at(model: Model, n: int, machine: Machine | None = None) -> Terms:
     startup = (model.slow_startup_s if n > 1 else 0.0) + launch_at(model, n, machine)[0]
     # MPI ranks poll while they wait (MPICH and Open MPI spin in their collectives), so beyond the
     # cores the launcher's serial phases on rank 0 share its core with ranks that only wait.
-    fixed = model.fixed_s * (over if model.target == "mpi" and n > 1 else 1.0)
+    fixed = model.fixed_s * (over if _traits(model).polls_while_waiting and n > 1 else 1.0)
     ideal_io = model.bytes / rate / n if rate < math.inf else 0.0
     idle = q - tasks / n
     granularity = idle * (model.bytes / tasks / rate if rate < math.inf else 0.0) \

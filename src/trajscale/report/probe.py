@@ -33,6 +33,7 @@ from pathlib import Path
 from statistics import median
 
 from ..errors import ConfigError, InputFileError
+from ..executor_registry import EXECUTORS
 from .conditions import LoadMeter
 from .machine import MEASURED, Machine, this_machine
 
@@ -42,10 +43,8 @@ BLOCK_BYTES = 4 * 2**20
 COLD_FACTOR = 1.3
 #: Small files timed for open and stat latency.
 META_FILES = 32
-#: What a fresh worker of each executor imports before its first task.
-WORKER_IMPORTS = {"processes": "import trajscale.executors.base",
-                  "mpi": "from mpi4py import MPI; import trajscale.executors.base",
-                  "dask": "import distributed; import trajscale.executors.base"}
+#: What a fresh worker of each executor imports before its first task (the executors' own declarations).
+WORKER_IMPORTS = {t.name: t.worker_imports for t in EXECUTORS.values() if t.worker_imports}
 #: The array sent to a worker process and back to time a transfer, and the rounds timed.
 TRANSFER_BYTES, TRANSFER_ROUNDS = 16 * 2**20, 3
 

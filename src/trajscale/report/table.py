@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from ..executor_registry import EXECUTORS
 from .advice import diagnose
 from .diagnose import Diagnosis
 from .metrics import fmt_comm_ratio, scaling, worker_timings
@@ -75,7 +76,8 @@ def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
         chunks = list(src.chunks) if src.chunks else "contiguous"
         lines.append(f"layout: chunks {chunks}, compression {'?' if src.compression is None else src.compression}")
     io = (report.meta or {}).get("io") or {}
-    if report.executor == "mpi" and io:
+    opens_collectively = report.executor in EXECUTORS and EXECUTORS[report.executor].collective_open
+    if opens_collectively and io:
         lines.append(f"read with HDF5 driver {io.get('driver') or 'default'}, "
                      f"{'collective' if io.get('collective') else 'independent'} reads")
     lines += _process_lines(report)
