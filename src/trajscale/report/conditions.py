@@ -7,8 +7,11 @@ prediction made from them can say under which conditions they were measured:
   CPUs this process may run on (``/proc/stat``), the CPU time of the measuring process tree (itself
   and every child it waited for: ``os.times``), steal time (a hypervisor running other guests) and
   the load average at both ends.  Other work is the busy time that was not ours.  When other work
-  and steal together took :data:`BUSY_SHARE` or more of the cores' time, the measurement is marked
-  as taken on a busy machine: its wall times describe a machine with fewer free cores than it has.
+  and steal together took half a core or more on average (:data:`BUSY_CORES`), or a tenth of the
+  cores on a machine of fewer than five (:data:`BUSY_SHARE`), the measurement is marked as taken on a
+  busy machine: its wall times describe a machine with fewer free cores than it has.  Half a core is
+  the rule because a run that uses every core waits for its slowest worker, and a worker sharing its
+  core with other work for the whole run takes up to twice as long.
 * :class:`PageCache` (:func:`page_cache`): at a run's start, the fraction of its trajectory files'
   pages that were in the page cache (``mincore`` over a mapping of each file; sampled windows for a
   large file), i.e. whether the run's reads came from memory or from the storage.
@@ -29,8 +32,9 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-#: Other work (and steal) taking this share of the cores' time or more marks a measurement as busy.
-BUSY_SHARE = 0.10
+#: Other work (and steal) taking this many cores on average, or this share of the cores' time (whichever is
+#: less), marks a measurement as busy.
+BUSY_CORES, BUSY_SHARE = 0.5, 0.10
 #: ``mincore`` reads at most this many pages' states per file: past it, evenly spaced windows.
 MAX_PAGES = 1 << 16
 #: Windows a large file's pages are sampled in.
@@ -67,12 +71,17 @@ class Load:
         return (self.others_s + self.steal_s) / self.capacity_s if self.capacity_s > 0 else 0.0
 
     @property
+    def others_cores(self) -> float:
+        """Cores other work and steal took on average over the interval."""
+        return (self.others_s + self.steal_s) / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
     def busy(self) -> bool:
-        return self.share >= BUSY_SHARE
+        return self.others_cores >= min(BUSY_CORES, BUSY_SHARE * self.cpus)
 
     def describe(self) -> str:
         """One line: how much of the cores other work took while this was measured."""
-        cores = (self.others_s + self.steal_s) / self.wall_s if self.wall_s > 0 else 0.0
+        cores = self.others_cores
         steal = f", steal {self.steal_s:.2g} s" if self.steal_s else ""
         return (f"{self.what}: other work took {cores:.2g} of {self.cpus} cores ({self.share:.0%}) over "
                 f"{self.wall_s:.3g} s{steal}; load average {self.load_start:.2f} -> {self.load_end:.2f}")
@@ -336,4 +345,5 @@ class RunConditions:
         return cls(**out)
 
 
-__all__ = ["BUSY_SHARE", "Load", "LoadMeter", "PageCache", "RunConditions", "WARM", "busy_reasons", "page_cache"]
+__all__ = ["BUSY_CORES", "BUSY_SHARE", "Load", "LoadMeter", "PageCache", "RunConditions", "WARM", "busy_reasons",
+           "page_cache"]
