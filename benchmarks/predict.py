@@ -196,8 +196,9 @@ def held_out_machine(a, folder: Path):
 
     if a.machine:
         return Machine.load(a.machine)
-    prof = folder / "held-out-profile.json"
-    cmd = [sys.executable, "-m", "trajscale.cli.main", "probe", str(folder), "--seconds", str(a.probe_seconds),
+    prof = folder / "held-out-profile.json"   # beside the data's folder: the probe refuses to write into it
+    cmd = [sys.executable, "-m", "trajscale.cli.main", "probe", str(folder / "held-out"),
+           "--seconds", str(a.probe_seconds),
            "--bytes", str(a.probe_bytes), "--out", str(prof), "--overwrite"]
     timed(cmd + ([] if a.no_calibration else ["--launch", "--repeat", str(a.calibration_repeat)]))
     if a.profile:
@@ -250,6 +251,18 @@ def held_out(a) -> list[dict]:
     return rows
 
 
+def run_held_out(a) -> int:
+    """``--held-out``: the table, the summary and the JSON."""
+    print(f"{'work':>8} {'case':>6} {'N':>3} {'serial s':>8} {'auto':>6} {'predicted':>9} {'measured':>9} "
+          f"{'error':>7} {'predicted':>9} {'error':>7} {'cache':>5}  limit")
+    rows = held_out(a)
+    print(f"load average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    held_out_summary(rows)
+    if a.json:
+        write_script_json(PROG, a.json, rows, a.overwrite)
+    return 0
+
+
 def held_out_summary(rows: list[dict]) -> None:
     print(f"{'':>8} {'':>6} {'':>3} {'':>8} {'':>6} {'':>9} {'':>9} {'':>7} {'(other report)':>17}")
     for case in ("cached", "cold"):
@@ -296,7 +309,7 @@ def probe_check(a) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--frames", type=int, default=200)
     ap.add_argument("--ns", default=None, help="default: 2,4,8,16 (with --held-out: 2,16)")
@@ -321,7 +334,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibration-repeat", type=int, default=3, help="whole runs per calibration point")
     ap.add_argument("--profile", default=None,
                     help="also write the calibrated machine profile here (for `trajscale report --predict --machine`)")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     for path in (a.json, a.profile):   # refused before the measurements, not after them
         if path:
             check_script_output(PROG, path, a.overwrite)
@@ -341,14 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         a.held_out_frames, a.no_calibration = 20, a.no_calibration or a.held_out
     print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     if a.held_out:
-        print(f"{'work':>8} {'case':>6} {'N':>3} {'serial s':>8} {'auto':>6} {'predicted':>9} {'measured':>9} "
-              f"{'error':>7} {'predicted':>9} {'error':>7} {'cache':>5}  limit")
-        rows = held_out(a)
-        print(f"load average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
-        held_out_summary(rows)
-        if a.json:
-            write_script_json(PROG, a.json, rows, a.overwrite)
-        return 0
+        return run_held_out(a)
     print(f"{'work':>5} {'executor':>9} {'N':>3} {'serial s':>8} {'predicted':>9} {'range':>13} {'measured':>9} "
           f"{'error':>7}  limit")
     rows = matrix(a)

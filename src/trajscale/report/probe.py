@@ -266,15 +266,7 @@ def probe(opts: ProbeOptions, log=print) -> Machine:
         dropped = direct or _drop_cache(path)
         cold1 = _concurrent_read(path, size, 1, opts.block_bytes, per_level, cold=True, direct=direct)[0] \
             if dropped else warm
-        how = "O_DIRECT reads" if direct else "posix_fadvise(DONTNEED) before each level"
-        if dropped and warm > COLD_FACTOR * cold1:
-            cold_note = f"cold: {how}; page cache {warm / 1e9:.3g} GB/s, cold {cold1 / 1e9:.3g} GB/s"
-            cold = True
-        else:
-            why = "dropping the cache had no visible effect" if dropped else "posix_fadvise is not available"
-            cold_note = (f"could not tell cold from page-cache reads ({why}: {warm / 1e9:.3g} against "
-                         f"{cold1 / 1e9:.3g} GB/s); the curve may be the page cache's")
-            cold = False
+        cold_note, cold = _cold_note(warm, cold1, dropped, direct)
         log(f"probe: {size / 2**20:.0f} MiB at {path}: one reader {cold1 / 1e9:.3g} GB/s "
             f"({'cold' if cold else 'cache state not told'}), page cache {max(warm, warm_pass) / 1e9:.3g} GB/s")
         curve = [(1, cold1)]
@@ -293,22 +285,35 @@ def probe(opts: ProbeOptions, log=print) -> Machine:
     transfer = transfer_s_per_byte() if opts.starts else None
     if transfer is not None:
         log(f"probe: a pickled object moves to a worker process at {1e-9 / transfer:.3g} GB/s")
-    where = f"{MEASURED} by trajscale probe on {here.name} at {folder}"
-    origin = dict(here.origin)
-    origin.update(dict.fromkeys(("read_curve", "open_ms", "stat_ms", "block_bytes", "cold", "cached_read_bps"),
-                                where))
     load = meter.stop()
     if load is not None:
-        origin["loads"] = f"{MEASURED} by trajscale probe on {here.name}"
         log(f"probe: {'BUSY ' if load.busy else ''}{load.describe()}")
-    if starts:
-        origin["start_s"] = f"{MEASURED} by trajscale probe on {here.name}"
-    if transfer is not None:
-        origin["transfer_s_per_byte"] = f"{MEASURED} by trajscale probe on {here.name}"
+    origin = _origin(here, folder, bool(starts), transfer is not None, load is not None)
     return replace(here, read_curve=tuple(curve), block_bytes=opts.block_bytes, cold=cold_note,
                    cached_read_bps=max(warm, warm_pass) or None, open_ms=open_ms, stat_ms=stat_ms,
                    start_s=tuple(starts.items()), transfer_s_per_byte=transfer,
                    loads=(load,) if load is not None else (), origin=tuple(origin.items()))
+
+
+def _cold_note(warm: float, cold1: float, dropped: bool, direct: bool) -> tuple[str, bool]:
+    """How the probe's reads bypassed the page cache (and both rates), and whether cold was told from cached."""
+    how = "O_DIRECT reads" if direct else "posix_fadvise(DONTNEED) before each level"
+    if dropped and warm > COLD_FACTOR * cold1:
+        return f"cold: {how}; page cache {warm / 1e9:.3g} GB/s, cold {cold1 / 1e9:.3g} GB/s", True
+    why = "dropping the cache had no visible effect" if dropped else "posix_fadvise is not available"
+    return (f"could not tell cold from page-cache reads ({why}: {warm / 1e9:.3g} against "
+            f"{cold1 / 1e9:.3g} GB/s); the curve may be the page cache's"), False
+
+
+def _origin(here: Machine, folder: Path, starts: bool, transfer: bool, load: bool) -> dict[str, str]:
+    """Where each of the profile's values came from."""
+    by = f"{MEASURED} by trajscale probe on {here.name}"
+    origin = dict(here.origin)
+    origin.update(dict.fromkeys(("read_curve", "open_ms", "stat_ms", "block_bytes", "cold", "cached_read_bps"),
+                                f"{by} at {folder}"))
+    origin.update({k: by for k, measured in (("start_s", starts), ("transfer_s_per_byte", transfer),
+                                             ("loads", load)) if measured})
+    return origin
 
 
 def under_mpi() -> bool:

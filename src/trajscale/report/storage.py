@@ -21,19 +21,22 @@ storage's curve or ``--storage-gbps`` where there is one (the rank reads at the 
 is another machine than the report's (its first read); else the report's own case (the share of its
 pages it found cached, recorded in the report); for an older report without that record, cached when
 its read rate beat the probe's cold rate (no storage delivers faster than its cold rate); else cold.
+A report that found half of its pages cached or more is a cached one: its run read the rest, and a
+second run on the same machine finds them there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .conditions import WARM
 from .fit import Model
 from .machine import Machine
 from .predict import Prediction, predict_model
 
 CASES = ("cold", "cached")
 AUTO = "auto"
+#: A report that found this share of its files' pages cached (or more) predicts cached reads.
+HALF = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +95,7 @@ def choose(model: Model, machine: Machine, asked: str = AUTO) -> StorageCase:
         return StorageCase("cold", AUTO, how + "; a first read is cold")
     fits = (f"; the file ({model.file_bytes / 1e9:.3g} GB) fits in a node's memory "
             f"({machine.memory_bytes / 2**30:.3g} GiB)") if machine.memory_bytes and model.file_bytes else ""
-    case = "cached" if share >= 1 - WARM else "cold"   # mostly cached reads: the next run finds the rest cached
+    case = "cached" if share >= HALF else "cold"   # half cached or more: a second run finds the rest cached too
     return StorageCase(case, AUTO, how + fits + rates)
 
 
