@@ -154,7 +154,7 @@ def held_out_workloads(folder: Path, frames: int) -> tuple[str, dict[str, list[s
     tpr, h5 = build_demo_file(folder / "held-out", frames, progress=False)
     cli = [sys.executable, "-m", "trajscale.cli.main", "run"]
     return h5, {"rdf": [*cli, "rdf", tpr, h5, "--select1", "protein and name N", "--select2", "name OW",
-                        "--stop", str(max(4, frames // 4))],
+                        "--stop", str(max(4, frames // 20))],
                 "rmsf": [*cli, "rmsf", tpr, h5, "--select", "all"],
                 "contacts": [*cli, "contacts", tpr, h5, "--select1", "name CA", "--select2", "name CA",
                              "--radius", "8"],

@@ -19,8 +19,10 @@ scaling table S(N), E(N) relative to the smallest N (or to --baseline). --predic
 N,N,... predicts the same run at those rank counts from the report's own timings: wall time,
 S(N), E(N), a range, the limiting resource, the N at which E(N) falls below 0.7 and what would
 move it, for this machine (its cores measured) or the one named by --machine (a `trajscale probe`
-profile) or --nodes/--cores-per-node; it prints every value it assumed and where that value came
-from (equations and assumptions: docs/scaling.md)."""
+profile) or --nodes/--cores-per-node, and for the storage case --storage names or auto chooses
+(reads cold from the storage, or cached in memory); it prints every value it assumed and where that
+value came from, and says when the report or the profile was measured on a busy machine (equations
+and assumptions: docs/scaling.md)."""
 
 
 def add_parser(sub) -> None:
