@@ -39,6 +39,8 @@ BUSY_CORES, BUSY_SHARE = 0.5, 0.10
 MAX_PAGES = 1 << 16
 #: Windows a large file's pages are sampled in.
 WINDOWS = 256
+#: Files whose pages are read at most (evenly spaced among a trajectory's parts); the rest are only sized.
+MAX_FILES = 64
 #: A file with this fraction of its pages resident (or more) was read from the page cache; with
 #: ``1 - WARM`` or less, from the storage.
 WARM = 0.9
@@ -303,17 +305,24 @@ def _resident_pages(libc, path: str, max_pages: int, windows: int) -> tuple[int,
 
 def page_cache(paths, max_pages: int = MAX_PAGES, windows: int = WINDOWS) -> PageCache | None:
     """The page-cache state of ``paths`` now (None where it cannot be measured: not Linux, a file that
-    cannot be mapped).  At most ``max_pages`` page states are read per file, in ``windows`` windows."""
+    cannot be mapped).  At most ``max_pages`` page states are read per file, in ``windows`` windows,
+    and at most :data:`MAX_FILES` files' pages (evenly spaced among them)."""
     libc = _libc()
     if libc is None or not paths:
         return None
-    total = seen = resident = 0
-    sampled = False
-    for p in paths:
-        got = _resident_pages(libc, os.fspath(p), max_pages, windows)
+    paths = [os.fspath(p) for p in paths]
+    step = max(1, -(-len(paths) // MAX_FILES))
+    seen = resident = 0
+    sampled = step > 1
+    try:
+        total = sum(os.path.getsize(p) for p in paths)
+    except OSError:   # not files (a stream's address), or gone
+        return None
+    for p in paths[::step]:
+        got = _resident_pages(libc, p, max_pages, windows)
         if got is None:
             return None
-        total, seen, resident, sampled = total + got[0], seen + got[1], resident + got[2], sampled or got[3]
+        seen, resident, sampled = seen + got[1], resident + got[2], sampled or got[3]
     if seen == 0:
         return None
     return PageCache(len(paths), total, seen, resident / seen, sampled)
