@@ -16,7 +16,7 @@ from tests.conftest import run_cli
 from tests.report.test_predict import MB, _serial
 from trajscale.report.conditions import Load, PageCache, RunConditions
 from trajscale.report.machine import Machine
-from trajscale.report.predict import fit, format_predictions, terms_at
+from trajscale.report.predict import fit, format_predictions, predict_model, terms_at
 from trajscale.report.storage import choose, for_case, predict_storage
 
 COLD, WARM = 1e9, 5e9   # the probe's one-reader rates, bytes/s
@@ -47,6 +47,18 @@ def test_a_warm_report_predicts_its_own_rate_cached_and_adds_the_storage_cold():
     assert terms_at(cold, 4, PROFILE).read == pytest.approx(float(B / 4 * own + B / 4 / (2e9 / 4)), rel=1e-12)
     assert terms_at(got.model, 4, PROFILE).read == pytest.approx(float(B / 4 * s), rel=1e-12)
     assert got.other[1].t_wall > got.preds[1].t_wall
+
+
+def test_a_warm_run_is_not_capped_at_the_storages_cold_rate():
+    """A report that read 1000 MB at 2 GB/s from the page cache, predicted at N = 2 with a profile whose
+    storage gives 2 readers 1.5 GB/s cold: each rank reads its 500 MB at its own 2 GB/s (0.25 s), not at
+    its 0.75 GB/s share of the cold storage (0.667 s), which is what the model without a case gives."""
+    model = fit(_report(1.0, t_io=0.5), "processes", ran_on=PROFILE)
+    got = predict_storage(model, [2], PROFILE)
+    half = np.float64(500 * MB)
+    assert got.preds[0].terms.read == pytest.approx(float(half * np.float64(0.5) / (1000 * MB)), rel=1e-12)
+    capped = predict_model(model, [2], PROFILE)[0]
+    assert capped.terms.read == pytest.approx(float(half / np.float64(0.75e9)), rel=1e-12)
 
 
 def test_a_cold_report_predicts_the_cached_run_from_the_probes_rates():
