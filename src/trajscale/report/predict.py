@@ -11,6 +11,8 @@ parts tasks may start on), each rank runs ``q = ceil(T/N)`` tasks of ``F/T`` fra
 ``B/T`` bytes, and::
 
     t_read(N)  = q B/T / min(r_io, B_s(N_a) / N_a)          r_io: one rank's measured read rate
+               (the storage case, :mod:`~trajscale.report.storage`: cached reads meet no B_s; cold ones,
+               with both probe rates, add the storage's time to the rank's own: q B/T (1/r_own + N_a/B_s))
     t_comp(N)  = q F/T x c_f                               c_f: compute seconds per frame
     t_meta(N)  = f(N) x t_open         (local: measured)   f(N): files a rank opens
                = N_a x f(N) x M        (--metadata-ms M: one metadata server, one open at a time)
