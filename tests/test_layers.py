@@ -206,8 +206,8 @@ def test_capabilities_are_declared_not_probed():
     from trajscale.executors.base import Executor
     from trajscale.sources.base import Source
 
-    asked = {Executor: {"polls_for_stop", "adopts_sources", "adopt_source", "uses_external_cluster", "late_starts",
-                        "terminate", "spmd"},
+    asked = {Executor: {"polls_for_stop", "adopts_sources", "uses_external_cluster", "late_starts", "source_options",
+                        "is_root", "spmd", "traits"},
              Source: {"bytes_read", "opens", "opened", "collective", "preload_frame_meta", "refresh"}}
     for cls, names in asked.items():
         assert names <= set(dir(cls)), f"{cls.__name__} does not declare {sorted(names - set(dir(cls)))}"

@@ -13,6 +13,8 @@ import logging
 import os
 from pathlib import Path
 
+from .executor_registry import executor_traits
+
 log = logging.getLogger(__name__)
 
 BASE_FRAMES = 2000   # larger demo files are built from copies of this one
@@ -142,7 +144,7 @@ def compare_whole_processes(workdir: str | os.PathLike, topology: str, trajector
         p.add("trajscale serial, first run after install (empty caches)", p.trajscale(fresh_caches=True),
               p.mdanalysis())
         p.add("trajscale serial", p.trajscale(), p.mdanalysis())
-        if executor != "serial":
+        if executor_traits(executor).workers != "one":   # a parallel row beside the serial one
             p.add(f"trajscale {executor}({n_workers}) vs multiprocessing({n_workers})",
                   p.trajscale(executor, n_workers=n_workers), p.mdanalysis(n_workers))
         log.info("timing whole processes: the trajscale CLI and the same RMSD as an MDAnalysis script ...")

@@ -118,6 +118,8 @@ EXECUTORS: dict[str, ExecutorTraits] = {t.name: t for t in (
                    requires=("mpi4py",), workers="launcher", job_moves="tree", partials_move="per_worker",
                    launch="every_rank", launch_phase="mpi_init", collective_open=True, polls_while_waiting=True,
                    worker_imports=f"from mpi4py import MPI; {_BASE}", convert_runner="trajscale.convert.pool:run_mpi"),
+    ExecutorTraits("threads", "trajscale.executors.threads:ThreadExecutor",
+                   "threads of this process (the compiled kernels release the GIL; HDF5 reads take turns)"),
 )}
 
 #: The executor a serial run's report is predicted on, when none is named (``report --predict``).
@@ -140,6 +142,12 @@ def predicted_traits(name: str) -> ExecutorTraits:
     return traits
 
 
+def launcher_executor() -> str:
+    """The executor whose workers are the ranks of an MPI launcher: what a command started by
+    ``mpiexec`` runs on when none is named."""
+    return names(workers=("launcher",))[0]
+
+
 def names(*, workers: tuple[str, ...] = WORKER_COUNTS, predicted: bool = False, converts: bool = False) -> list[str]:
     """Registered names, in order, of the executors with these traits (the CLI's choices derive from it)."""
     return [t.name for t in EXECUTORS.values() if t.workers in workers and (t.predicted or not predicted)
@@ -154,5 +162,5 @@ def load(path: str):
     return getattr(importlib.import_module(module), attr)
 
 
-__all__ = ["DEFAULT_PREDICTION", "EXECUTORS", "ExecutorTraits", "executor_traits", "load", "names",
+__all__ = ["DEFAULT_PREDICTION", "EXECUTORS", "ExecutorTraits", "executor_traits", "launcher_executor", "load", "names",
            "predicted_traits"]

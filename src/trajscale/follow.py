@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from .analysis.base import Analysis
 from .analysis.user import readable_config
 from .errors import ConfigError, InputFileError, TrajscaleError
+from .executor_registry import EXECUTORS
 from .executors import Executor, Job
 from .executors.base import close_cached_sources, refuse_if_launched
 from .planning import AnalysisTopology, plan_tasks
@@ -199,7 +200,7 @@ def run_follow(analysis: Analysis, topology, trajectory, *, options: FollowOptio
             return job_run.execute()
     except BaseException:
         if job_run.own:
-            job_run.ex.terminate()
+            job_run.ex.close(wait=False)
         raise
     finally:
         logging.getLogger("trajscale.store.schema").removeFilter(quiet)
@@ -224,6 +225,7 @@ class _FollowedRun:
         self.t_prepare = 0.0
         self.rounds: list[dict] = []   # one reduced partial per round of new frames
         self.timings: list = []
+        self.workers: dict[str, dict] = {}   # the last round's per-worker records
 
     def execute(self):
         """The result over every frame analysed, on the deciding process; None elsewhere."""
@@ -257,9 +259,9 @@ class _FollowedRun:
                     job = _prepare(self.analysis, self.topology, snap, self.options.max_block_bytes)
                 finally:
                     snap.source.close()
-            except Exception as exc:
+            except BaseException as exc:   # a Ctrl-C too: the other ranks wait in the broadcast
                 if ex.spmd:
-                    ex.broadcast(exc if isinstance(exc, TrajscaleError)
+                    ex.broadcast(exc if isinstance(exc, TrajscaleError | KeyboardInterrupt | SystemExit)
                                  else RuntimeError(f"rank 0 failed to prepare the job: {exc!r}"))
                 raise
         got = ex.broadcast(job)
@@ -306,9 +308,10 @@ class _FollowedRun:
             if ex.is_root:
                 follower.done = rnd.ranges[0].start
             got, stopped = None, True
-        if got and ex.is_root:   # each round reduced as it comes (MPI combines partials in map_tasks)
-            self.rounds.append(ex.reduce(self.analysis, [p for p, _ in got]))
-            self.timings += [t for _, t in got]
+        if got is not None and got.timings and ex.is_root:   # each round reduced as it comes
+            self.rounds.append(self.analysis.reduce(list(got.partials)))
+            self.timings += got.timings
+            self.workers = {k: dict(v) for k, v in got.workers.items()}
         # HDF5 shares one open file per process: a handle kept by this process's tasks (serial, MPI)
         # would show the next poll the file as it was, so they let go of it each round
         close_cached_sources()
@@ -330,7 +333,7 @@ class _FollowedRun:
             analysis=analysis.name, executor=ex.name, n_workers=ex.n_workers, n_frames=n_frames,
             n_atoms=facts.n_atoms, source=facts.source, t_total=time.perf_counter() - self.t_start,
             t_prepare=self.t_prepare, t_reduce=t_red, tasks=timings,
-            workers=summarize_workers(timings, ex.worker_extras()),
+            workers=summarize_workers(timings, self.workers),
             meta={"analysis_config": readable_config(job.analysis), "n_tasks": len(timings), "follow": follow,
                   "payload": payload.to_dict() if payload else None})
         report.process = self.timeline.record()
@@ -369,7 +372,7 @@ def run_stream(analysis: Analysis, topology, url: str, *, tee: str | None = None
     executor = follow_kw.get("executor", "serial")
     if isinstance(executor, Executor):
         spmd, is_root, broadcast = executor.spmd, executor.is_root, executor.broadcast
-    elif executor == "mpi":
+    elif executor in EXECUTORS and EXECUTORS[executor].workers == "launcher":
         from .parallel import mpi_comm_world
 
         comm = mpi_comm_world()

@@ -22,7 +22,7 @@ from .analysis.base import Analysis
 from .analysis.user import readable_config
 from .errors import ConfigError, FrameRangeError, TrajscaleError
 from .executors import Executor, Job, choose_executor
-from .executors.base import refuse_if_launched
+from .executors.base import TaskResults, adopt_source, refuse_if_launched
 from .planning import (  # noqa: F401 (planning names stay importable from trajscale.run)
     MAX_BLOCK_BYTES,
     MAX_TASK_BYTES,
@@ -56,9 +56,9 @@ def _prepare(analysis: Analysis, topology, trajectory, options: RunOptions,
     opened: list = []
     try:
         job, facts = _prepare_open(opened, analysis, topology, trajectory, options,
-                                   ex.source_options() if ex is not None else {})
+                                   ex.source_options if ex is not None else {})
         if ex is not None and ex.adopts_sources and opened and job.source == opened[0].get_config():
-            ex.adopt_source(job.source, opened.pop())
+            adopt_source(job.source, opened.pop())
         return job, facts
     finally:
         for source in opened:
@@ -215,7 +215,7 @@ class _Run:
             return result
         except BaseException:
             if self.own:   # an error or Ctrl-C: stop workers, do not wait for them
-                self.ex.terminate()
+                self.ex.close(wait=False)
             raise
         finally:
             if self.own:
@@ -231,9 +231,9 @@ class _Run:
         ex = self.ex
         try:
             got = _prepare(self.analysis, self.topology, self.trajectory, self.options, ex) if ex.is_root else None
-        except Exception as exc:
+        except BaseException as exc:   # a Ctrl-C too: the other ranks wait in the broadcast
             if ex.spmd:   # tell the other ranks, waiting in the broadcast, before raising here
-                ex.broadcast(exc if isinstance(exc, TrajscaleError)
+                ex.broadcast(exc if isinstance(exc, TrajscaleError | KeyboardInterrupt | SystemExit)
                              else RuntimeError(f"rank 0 failed to prepare the job: {exc!r}"))
             raise
         raise_if_stopped()
@@ -254,7 +254,7 @@ class _Run:
         if self.auto:
             choice, why = choose_executor(facts, opts.n_workers)
             self.choice = f"auto: {choice} ({why})"
-            if choice != "serial":
+            if choice != self.ex.name:
                 self.ex.close()   # frees the source the serial executor took over while preparing
                 self.ex = opts.make_executor(choice)
         ex = self.ex
@@ -268,16 +268,16 @@ class _Run:
         self.timeline.lap("prepare")   # the broadcast, the executor's choice and the task plan
         return ranges, facts
 
-    def conclude(self, job: Job, facts: JobFacts, ranges: list, results: list):
+    def conclude(self, job: Job, facts: JobFacts, ranges: list, results: TaskResults):
         """The reduced result with its report."""
         ex, opts = self.ex, self.options
         t_red = time.perf_counter()
-        timings = [t for _, t in results]
-        reduced = ex.reduce(self.analysis, [p for p, _ in results])
+        timings = list(results.timings)
+        reduced = self.analysis.reduce(list(results.partials))
         result = self.analysis.result(reduced, job.prepared)
         t_red = time.perf_counter() - t_red
         payload = payload_of(job, reduced, facts.n_frames, self.analysis.per_frame)
-        extras = ex.worker_extras()
+        extras = {k: dict(v) for k, v in results.workers.items()}
         # The topology is read where the job is prepared: on a worker only for
         # serial and MPI (rank 0); for pools it is the driver's, kept in t_prepare.
         if ex.root_worker is not None:
@@ -289,7 +289,7 @@ class _Run:
             t_total=time.perf_counter() - self.t_start, t_prepare=self.t_prepare, t_reduce=t_red,
             tasks=timings, workers=summarize_workers(timings, extras),
             meta={"analysis_config": readable_config(job.analysis), "n_tasks": len(ranges),
-                  "n_tasks_asked": opts.n_tasks, "step": opts.step, "io": ex.io_used(), "topology": facts.topology,
+                  "n_tasks_asked": opts.n_tasks, "step": opts.step, "io": dict(results.io), "topology": facts.topology,
                   "trajectories": _paths(self.trajectory), "payload": payload.to_dict() if payload else None,
                   **({"executor_choice": self.choice} if self.auto else {})})
         self.timeline.lap("reduce")   # the result and this report

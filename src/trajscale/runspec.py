@@ -107,7 +107,8 @@ class RunOptions:
         for each of ``ex``'s workers; one on the serial executor."""
         if self.n_tasks:
             return self.n_tasks
-        return 1 if ex.name == "serial" else ex.n_workers * (self.tasks_per_worker or per_worker)
+        one = ex.traits is not None and ex.traits.workers == "one"
+        return 1 if one else ex.n_workers * (self.tasks_per_worker or per_worker)
 
     def make_executor(self, name: str | Executor | None = None) -> Executor:
         """The executor ``name`` (default: ``executor``) with ``n_workers`` and ``executor_options``.

@@ -63,11 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.driver == "auto":   # by name, as users write it
         r = ts.run(analysis, args.topology, args.trajectory, executor="mpi", n_tasks=args.tasks,
                    collective=args.collective)
-        opts = MPIExecutor().source_options()
+        opts = MPIExecutor().source_options
     else:
         with MPIExecutor(driver=driver, collective=args.collective) as ex:
             r = ts.run(analysis, args.topology, args.trajectory, executor=ex, n_tasks=args.tasks)
-            opts = ex.source_options()
+            opts = ex.source_options
     from mpi4py import MPI
 
     if MPI.COMM_WORLD.Get_rank() != 0:

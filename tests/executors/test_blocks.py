@@ -63,8 +63,9 @@ def test_one_task_is_read_in_blocks_and_reduced(adk_vacuum, adk_vacuum_h5md, mda
     assert job.block_frames == 4
     base.close_cached_sources()
     try:
-        [(partial, timing)] = SerialExecutor().map_tasks(job, [FrameRange(0, 98)])
-        [(_, src)] = base._SOURCES.values()
+        got = SerialExecutor().map_tasks(job, [FrameRange(0, 98)])
+        [partial], [timing] = got.partials, got.timings
+        [(_, src)] = [e for cache in base._SOURCES.values() for e in cache.values()]
         assert max(buf.nbytes for buf in src._scratch.values()) <= 4 * 3341 * 12
     finally:
         base.close_cached_sources()

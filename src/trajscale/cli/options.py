@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
-from ..executor_registry import EXECUTORS, names
+from ..executor_registry import EXECUTORS, launcher_executor, names
 from ..store.units import ASSUMABLE
 
 
@@ -58,10 +58,9 @@ def write_options(args, comm):
     from ..convert.options import WriteOptions
 
     parallel = args.executor is not None and EXECUTORS[args.executor].workers == "n_workers"
-    launched = names(workers=("launcher",), converts=True)[0]   # the executor an MPI launcher's ranks are
     return WriteOptions(overwrite=args.overwrite, resume=args.resume,
                         progress=not (args.no_progress or getattr(args, "quiet", False)) and comm is None,
-                        executor=launched if comm is not None else args.executor,
+                        executor=launcher_executor() if comm is not None else args.executor,
                         n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None,
                         virtual=args.virtual, comm=comm)
 

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..block import split_frames
 from ..errors import InputFileError, OutputError, UnitError
+from ..executor_registry import launcher_executor
 from ..progress import progress_bar
 from ..store.codecs import (
     CODES,
@@ -377,8 +378,8 @@ def _run_segments(job: RechunkJob, partial: Partial, write: WriteOptions) -> int
     comm = write.comm if write.mpi else None
     if comm is not None:   # one task list: a rank may start writing records before another has read them
         tasks, before = comm.bcast((tasks, before), root=0)
-    run_tasks(rechunk_range, tasks, "mpi" if comm is not None else write.executor or "serial", write.workers(),
-              comm=comm)
+    run_tasks(rechunk_range, tasks, launcher_executor() if comm is not None else write.executor or "serial",
+              write.workers(), comm=comm)
     for path, a, b in _segments(partial):
         done = (load_record(path.with_suffix(".progress.json")) or {}).get("done") or {}
         if sorted(done) != sorted(job.names) or any(v != b - a for v in done.values()):

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 # Imported on first use: a pool worker that imports this package for its lean start-up
 # module (:mod:`.startup`) does not import the task machinery (NumPy) with it.
-__getattr__, __dir__ = attach(__name__, {"Executor": ".base", "Job": ".base", "run_task": ".base"},
+__getattr__, __dir__ = attach(__name__, {"Executor": ".base", "Job": ".base", "TaskResults": ".base",
+                                         "run_task": ".base"},
                               submodules=("base",))
 
 #: Seconds to start a pool of worker processes, by start method (2-core VM, kernels cached);
@@ -96,4 +97,5 @@ def make_executor(name: str | Executor, n_workers: int | None = None, **kw) -> E
         raise ConfigError(f"executor {name!r}: {exc}") from None
 
 
-__all__ = ["EXECUTORS", "Executor", "Job", "choose_executor", "make_executor", "option_names", "run_task"]
+__all__ = ["EXECUTORS", "Executor", "Job", "TaskResults", "choose_executor", "make_executor", "option_names",
+           "run_task"]

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
+import threading
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..analysis.base import Analysis, Prepared, analysis_from_config
 from ..block import FrameRange
-from ..errors import TaskError, TrajscaleError
+from ..errors import ConfigError, TaskError, TrajscaleError
+from ..executor_registry import EXECUTORS, ExecutorTraits
 from ..parallel import check_not_launched
 from ..report.process import cpu_facts, mark_ready, process_start
 from ..report.timing import TaskTiming, host_and_pid
@@ -43,12 +47,17 @@ class Job:
     stride: int = 1
 
 
-# One open Source per process, keyed by its config; each entry remembers the
-# identity of the files it opened, so a file rewritten in place (``convert
-# --overwrite``: same path, new inode) is reopened instead of read through a
-# stale handle by a long-lived worker.
-_SOURCES: dict[tuple, tuple[tuple, Source]] = {}
+# One open Source per thread of a process (one thread runs tasks in a worker process; the threads
+# executor runs several, and a Source's reused read buffer is one task's at a time), keyed by its
+# config; each entry remembers the identity of the files it opened, so a file rewritten in place
+# (``convert --overwrite``: same path, new inode) is reopened instead of read through a stale handle
+# by a long-lived worker.
+_SOURCES: dict[int, dict[tuple, tuple[tuple, Source]]] = {}
 _ANALYSES: dict[tuple, Analysis] = {}
+
+
+def _thread_sources() -> dict[tuple, tuple[tuple, Source]]:
+    return _SOURCES.setdefault(threading.get_ident(), {})
 
 
 def _key(config: dict) -> tuple:
@@ -84,36 +93,40 @@ def cached_source(config: dict, comm=None) -> tuple[Source, float]:
     """
     key = _key(config)
     ident = file_identity(_config_paths(config))
-    entry = _SOURCES.get(key)
+    cache = _thread_sources()
+    entry = cache.get(key)
     if entry is not None:
         if entry[0] == ident:
             entry[1].refresh()   # files it opened lazily (segments) are checked as tasks read them
             return entry[1], 0.0
         log.debug("%s changed since it was opened: reopening", _config_paths(config)[:1])
-        del _SOURCES[key]
+        del cache[key]
         _release(entry[1])
     if config.get("kind") == "part":   # a growing XTC/TRR (a followed run) ships longer offsets each round
-        for old in [k for k in _SOURCES if ("kind", "'part'") in k and ("path", repr(config.get("path"))) in k]:
-            _release(_SOURCES.pop(old)[1])
+        for old in [k for k in cache if ("kind", "'part'") in k and ("path", repr(config.get("path"))) in k]:
+            _release(cache.pop(old)[1])
     t0 = time.perf_counter()
     src = source_from_config(config, comm=comm)
-    src.reuse_buffers = True   # tasks run one at a time per process; map keeps no views of a block
-    _SOURCES[key] = (ident, src)
+    src.reuse_buffers = True   # tasks run one at a time per thread; map keeps no views of a block
+    cache[key] = (ident, src)
     return src, time.perf_counter() - t0
 
 
 def adopt_source(config: dict, source: Source) -> None:
-    """Keep ``source``, opened by the process that prepared the job, as this process's source for ``config``."""
-    old = _SOURCES.pop(_key(config), None)
+    """Keep ``source``, opened by the thread that prepared the job, as this thread's source for ``config``
+    (for executors whose tasks run in the launching thread: :attr:`Executor.adopts_sources`)."""
+    cache = _thread_sources()
+    old = cache.pop(_key(config), None)
     if old is not None and old[1] is not source:
         _release(old[1])
     source.reuse_buffers = True
-    _SOURCES[_key(config)] = (file_identity(_config_paths(config)), source)
+    cache[_key(config)] = (file_identity(_config_paths(config)), source)
 
 
 def close_cached_sources() -> None:
-    """Close every cached source and free its buffers (executor close, end of an MPI run)."""
-    entries = list(_SOURCES.values())
+    """Close every cached source of every thread and free its buffers (executor close, end of an MPI run);
+    no task may be running in this process."""
+    entries = [e for cache in list(_SOURCES.values()) for e in cache.values()]
     _SOURCES.clear()
     _ANALYSES.clear()
     for _, src in entries:
@@ -201,65 +214,89 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
     return partial, timing
 
 
-class Executor(ABC):
-    """Where tasks run.
+@dataclass(frozen=True)
+class TaskResults:
+    """What :meth:`Executor.map_tasks` brings home to the root: the tasks' partials and timings together.
 
-    ``is_root`` tells whether this process combines results (False only on MPI
-    ranks other than 0); ``broadcast`` hands the prepared Job from the root to
-    all processes (identity except under MPI); ``map_tasks`` runs the tasks and
-    returns, on the root, one ``(partial, TaskTiming)`` per task.
+    ``partials`` are in frame order: one per task, or one per worker for an executor that combines
+    its workers' partials where they ran (MPI: each rank reduces its own, a per-frame analysis's
+    rows are gathered as one); the root's ``Analysis.reduce`` combines them either way (it also
+    combines partials already reduced).  ``timings`` holds one TaskTiming per task, in task order;
+    ``workers`` the per-worker records beside the tasks' (start-up, t_wait, t_comm), by worker
+    name; ``io`` how the tasks read (driver, collective asked for and done).
     """
 
-    name: str = ""
+    partials: tuple
+    timings: tuple[TaskTiming, ...]
+    workers: dict[str, dict] = field(default_factory=dict)
+    io: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, pairs: list[tuple[object, TaskTiming]], workers: dict | None = None,
+           io: dict | None = None) -> TaskResults:
+        """From ``(partial, timing)`` per task, in task order."""
+        return cls(tuple(p for p, _ in pairs), tuple(t for _, t in pairs), dict(workers or {}), dict(io or {}))
+
+
+def io_of(source_options: dict, collective: bool = False) -> dict:
+    """How tasks read, for the report: the driver and collective reads asked for, and done."""
+    return {"driver": source_options.get("driver"), "collective_requested": bool(source_options.get("collective")),
+            "collective": collective}
+
+
+def sendable(job: Job) -> bytes:
+    """``job`` pickled, as it travels to another process; what pickle cannot take is refused in one line."""
+    try:
+        return pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"the job cannot be sent to the workers: pickle cannot take it ({type(exc).__name__}: "
+                          f"{exc}); an analysis's prepared state must hold plain values and NumPy arrays") from None
+
+
+class Executor(ABC):
+    """Where tasks run: :meth:`map_tasks` runs them and brings their results home, :meth:`close` ends
+    the workers; :meth:`start` (pools) and :meth:`broadcast` (SPMD) where the executor needs them.
+
+    What the rest of trajscale needs to know of an executor is declared, never probed: here as class
+    attributes and properties, and in its registry entry (:attr:`traits`, read by the CLI, convert
+    and the prediction), which gives it its :attr:`name`.
+    """
+
+    #: Its registry entry (:mod:`trajscale.executor_registry`), found by the class's import path:
+    #: set for each subclass when it is defined; a subclass outside the registry keeps its parent's.
+    traits: ClassVar[ExecutorTraits | None] = None
+    #: The registry's name for it ("" outside the registry).
+    name: ClassVar[str] = ""
     #: True when every process of the job calls ``run`` (SPMD, MPI).
-    spmd: bool = False
+    spmd: ClassVar[bool] = False
     #: True when the executor checks, between tasks, for a Ctrl-C the launcher recorded
     #: (:func:`trajscale.util.polling_for_stop`); the others are interrupted where they run.
-    polls_for_stop: bool = False
-    #: True when the tasks run in the launching process, so the source the launcher opened to
-    #: plan the run can serve them (:meth:`adopt_source`) instead of being opened again.
-    adopts_sources: bool = False
+    polls_for_stop: ClassVar[bool] = False
+    #: True when the tasks run in the launching thread, so the source the launcher opened to plan the
+    #: run can serve them (:func:`adopt_source`) instead of being opened again.
+    adopts_sources: ClassVar[bool] = False
     #: Worker name of the process that prepares the job, if it also runs tasks.
-    root_worker: str | None = None
+    root_worker: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kw) -> None:
+        super().__init_subclass__(**kw)
+        here = f"{cls.__module__}:{cls.__qualname__}"
+        traits = next((t for t in EXECUTORS.values() if t.entry == here), None)
+        if traits is not None:
+            cls.traits, cls.name = traits, traits.name
 
     def __init__(self, n_workers: int = 1) -> None:
         self.n_workers = max(1, int(n_workers))
 
     @property
     def is_root(self) -> bool:
+        """True where results come home (False only on MPI ranks other than 0)."""
         return True
 
-    def broadcast(self, obj):
-        return obj
-
-    @abstractmethod
-    def map_tasks(self, job: Job, ranges: list[FrameRange],
-                  progress: bool = False) -> list[tuple[object, TaskTiming]] | None:
-        """Run ``run_task`` for every range; results in task order (root only)."""
-
-    def start(self, modules: tuple[str, ...] = ()) -> None:   # noqa: B027 - optional; pools start early
-        """Start workers now, before the job is ready (pools); a no-op by default.
-
-        ``modules``: what the job's tasks will import beyond trajscale's own (the reader of the
-        trajectory's format, :func:`trajscale.sources.reader_modules`), for workers to start with."""
-
+    @property
     def source_options(self) -> dict:
         """Options this executor wants in H5MD source configs (e.g. ``driver="mpio"``)."""
         return {}
-
-    def worker_extras(self) -> dict[str, dict]:
-        """Per-worker extra timings (t_wait, t_comm) from the last ``map_tasks``."""
-        return {}
-
-    def io_used(self) -> dict:
-        """How the last ``map_tasks`` really read (driver, collective or not), for the report."""
-        opts = self.source_options()
-        return {"driver": opts.get("driver"), "collective_requested": bool(opts.get("collective")),
-                "collective": False}
-
-    def reduce(self, analysis: Analysis, partials: list) -> object:
-        """Combine partials (on the root)."""
-        return analysis.reduce(partials)
 
     @property
     def uses_external_cluster(self) -> bool:
@@ -273,15 +310,23 @@ class Executor(ABC):
         done (a local pool's); none by default."""
         return {}
 
-    def adopt_source(self, config: dict, source: Source) -> None:   # noqa: B027 - see adopts_sources
-        """Keep ``source`` (opened from ``config`` by the launcher) for this process's tasks; only
-        called when :attr:`adopts_sources` is True."""
+    def start(self, modules: tuple[str, ...] = ()) -> None:   # noqa: B027 - optional; pools start early
+        """Start workers now, before the job is ready (pools); a no-op by default.
 
-    def terminate(self) -> None:   # noqa: B027 - optional; the default executor has no worker to stop
-        """Stop the workers now, without waiting for their tasks (after an error or Ctrl-C)."""
+        ``modules``: what the job's tasks will import beyond trajscale's own (the reader of the
+        trajectory's format, :func:`trajscale.sources.reader_modules`), for workers to start with."""
 
-    def close(self) -> None:   # noqa: B027 - optional; the default executor holds nothing
-        """Release pools, clusters or communicators this executor started."""
+    def broadcast(self, obj):
+        """``obj`` from the root to every process of the job (SPMD); the object itself elsewhere."""
+        return obj
+
+    @abstractmethod
+    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults | None:
+        """Run :func:`run_task` for every range; their results and timings on the root, None elsewhere."""
+
+    def close(self, wait: bool = True) -> None:   # noqa: B027 - optional; the default executor holds nothing
+        """Release the pools, clusters or communicators this executor started; ``wait=False`` (after an
+        error or Ctrl-C) stops the workers without waiting for their tasks.  Closing twice is harmless."""
 
     def __enter__(self) -> Executor:
         return self

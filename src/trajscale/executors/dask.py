@@ -24,7 +24,7 @@ from ..block import FrameRange
 from ..errors import ParallelUnavailableError, TaskError, TrajscaleError
 from ..progress import progress_bar
 from ..report.timing import TaskTiming
-from .base import Executor, Job, run_task
+from .base import Executor, Job, TaskResults, io_of, run_task, sendable
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +126,6 @@ class DaskExecutor(Executor):
         itself (bad coordinates, a bad selection, a bug) are never retried.
     """
 
-    name = "dask"
-
     def __init__(self, n_workers: int | None = None, scheduler: str | None = None, client=None,
                  threads_per_worker: int = 1, retries: int = 2) -> None:
         distributed = _require_distributed()
@@ -159,17 +157,18 @@ class DaskExecutor(Executor):
             from distributed import Client, LocalCluster
 
             from ..report.process import mark_ready, note_phase
-            from .startup import main_not_reimported
+            from .startup import main_not_reimported, sigint_blocked
 
             t0 = time.perf_counter()
 
             # dashboard_address ":0": any free port, so no clash with a cluster already running.
             # Spawned workers must not re-run a script's top level (no __main__ guard) or stdin.
-            with main_not_reimported():
+            # A Ctrl-C while the cluster starts waits until it is held here, for close() to stop it.
+            with sigint_blocked(), main_not_reimported():
                 self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=self.threads_per_worker,
                                              processes=True, dashboard_address=":0")
-            self._client = Client(self._cluster)
-            self._own_client = True
+                self._client = Client(self._cluster)
+                self._own_client = True
             # The workers are ready now (their t_start in the report), not when their first task comes.
             with contextlib.suppress(Exception):
                 self._client.run(mark_ready)
@@ -186,9 +185,11 @@ class DaskExecutor(Executor):
             log.warning("no scheduler-side task times (%s: %s)", type(exc).__name__, exc)
             return False
 
-    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[object, TaskTiming]]:
+    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults:
         from distributed import as_completed
 
+        if ranges:
+            sendable(job)   # what pickle cannot take is refused here, in one line, before anything is sent
         client = self.client
         clocked = self._ensure_clock()
         token = uuid.uuid4().hex[:12]
@@ -235,7 +236,8 @@ class DaskExecutor(Executor):
             raise
         finally:
             times = self._collect_times(keys) if clocked else {}
-        return [(p, _with_times(t, times.get(k))) for (p, t), k in zip(out, keys, strict=False)]
+        return TaskResults.of([(p, _with_times(t, times.get(k))) for (p, t), k in zip(out, keys, strict=False)],
+                              io=io_of(self.source_options))
 
     @staticmethod
     def _submit_job(client, job: Job, token: str):
@@ -248,7 +250,7 @@ class DaskExecutor(Executor):
             log.warning("could not read scheduler-side task times (%s: %s)", type(exc).__name__, exc)
             return {}
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         """Close the client and cluster started here; a client passed in stays open.
 
         Workers of a cluster that outlives this executor close the files they

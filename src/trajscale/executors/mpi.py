@@ -17,19 +17,20 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import pickle
 import sys
 import time
 
 import numpy as np
 
-from ..analysis.base import Analysis, FrameRows, analysis_from_config
+from ..analysis.base import FrameRows, analysis_from_config
 from ..block import FrameRange
 from ..errors import ConfigError
 from ..parallel import check_mpi_world, default_mpi_driver, mpi_comm_world, require_parallel_h5py
 from ..progress import progress_bar
 from ..report.process import cpu_facts, mark_ready, process_start, slow_start_for_tests
-from ..report.timing import TaskTiming, host_and_pid
-from .base import Executor, Job, cached_source, close_cached_sources, opened_files, run_task
+from ..report.timing import host_and_pid
+from .base import Executor, Job, TaskResults, cached_source, close_cached_sources, io_of, opened_files, run_task
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,6 @@ class MPIExecutor(Executor):
         Collective MPI-IO reads (``driver="mpio"`` only).
     """
 
-    name = "mpi"
     root_worker = "rank 0"
     spmd = True
 
@@ -91,48 +91,41 @@ class MPIExecutor(Executor):
         slow_start_for_tests(self.rank)   # TRAJSCALE_TEST_SLOW_START: a slow-starting rank, for the report's tests
         self._t_start = mark_ready()   # this rank's start-up: process start to ready for tasks
         self._t_bcast = 0.0   # waiting in the job's broadcast (ranks other than 0: rank 0's preparation)
-        self._extras: dict[str, dict] = {}
-        self._reduced: dict | None = None
-        self._io: dict = {}
 
     @property
     def is_root(self) -> bool:
         return self.rank == 0
 
     def broadcast(self, obj):
+        """``obj`` from rank 0 to every rank, pickled once on rank 0: what pickle cannot take is refused
+        on rank 0, and the refusal (an exception) is what the other ranks receive: none is left waiting."""
         t0 = time.perf_counter()
-        out = self.comm.bcast(obj, root=0)
-        if self.rank != 0:
-            self._t_bcast += time.perf_counter() - t0
+        if self.rank == 0:
+            try:
+                data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+            except (pickle.PicklingError, TypeError, AttributeError) as exc:
+                refused = ConfigError(f"the job cannot be sent to the other ranks: pickle cannot take it "
+                                      f"({type(exc).__name__}: {exc}); an analysis's prepared state must hold "
+                                      "plain values and NumPy arrays")
+                self.comm.bcast(pickle.dumps(refused), root=0)
+                raise refused from None
+            self.comm.bcast(data, root=0)
+            return obj
+        out = pickle.loads(self.comm.bcast(None, root=0))
+        self._t_bcast += time.perf_counter() - t0
         return out
 
+    @property
     def source_options(self) -> dict:
         if self.driver == "mpio":
             return {"driver": "mpio", "collective": self.collective}
         return {"driver": None, "collective": False}
 
-    def io_used(self) -> dict:
-        """Driver and whether every rank's reads were really collective (not fallen back)."""
-        return dict(self._io) if self._io else super().io_used()
-
-    def worker_extras(self) -> dict[str, dict]:
-        return {k: dict(v) for k, v in self._extras.items()}
-
-    def reduce(self, analysis: Analysis, partials: list) -> object:
-        """The result combined in :meth:`map_tasks` (the per-task partials stay on their ranks)."""
-        if self._reduced is None:
-            return analysis.reduce(partials)
-        reduced, self._reduced = self._reduced, None
-        return reduced
-
     # -- the SPMD run ------------------------------------------------------------
 
-    def map_tasks(self, job: Job, ranges: list[FrameRange],
-                  progress: bool = False) -> list[tuple[object, TaskTiming]] | None:
-        """Run this rank's tasks, gather to rank 0; on rank 0 return one ``({}, timing)`` per task.
-
-        The partials themselves are combined here; :meth:`reduce` returns them.
-        """
+    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults | None:
+        """Run this rank's tasks; on rank 0 return every task's timing with the ranks' partials (each
+        rank's own reduced, in rank = frame order; a per-frame analysis's rows gathered as one)."""
         comm, rank, size = self.comm, self.rank, self.comm.Get_size()
         worker = f"rank {rank}"
         mine = rank_tasks(len(ranges), size, rank)
@@ -164,10 +157,9 @@ class MPIExecutor(Executor):
             comm.Barrier()
             t1 = time.perf_counter()
             if analysis.per_frame:
-                reduced = self._gather_per_frame(local)
+                partials = [self._gather_per_frame(local)]
             else:
-                gathered = comm.gather(local, root=0)
-                reduced = analysis.reduce([p for p in gathered if p]) if rank == 0 else None
+                partials = [p for p in comm.gather(local, root=0) or () if p]
             all_timings = comm.gather(timings, root=0)
             t2 = time.perf_counter()
             cpus, affinity = cpu_facts()
@@ -182,10 +174,8 @@ class MPIExecutor(Executor):
             self._abort(rank, current, exc)
         if rank != 0:
             return None
-        self._extras = dict(all_extras)
-        self._io = {**super().io_used(), "collective": all(e["collective"] for _, e in all_extras)}
-        self._reduced = reduced
-        return [({}, t) for ts in all_timings for t in ts]
+        return TaskResults(tuple(partials), tuple(t for ts in all_timings for t in ts), dict(all_extras),
+                           io_of(self.source_options, collective=all(e["collective"] for _, e in all_extras)))
 
     def _check_collective(self, job: Job, ranges: list[FrameRange]) -> Job:
         """Collective reads need the same number of reads on every rank; else read independently.
@@ -245,7 +235,7 @@ class MPIExecutor(Executor):
         time.sleep(0.5)   # let mpiexec forward that line: Abort kills the job's I/O proxies too
         MPI.COMM_WORLD.Abort(1)
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         """Close this process's cached sources (collective under ``mpio``: call on every rank)."""
         close_cached_sources()
 

@@ -33,8 +33,8 @@ from ..pools import (
     stop_workers,
 )
 from ..progress import progress_bar
-from ..report.timing import TaskTiming, host_and_pid
-from .base import Executor, Job
+from ..report.timing import host_and_pid
+from .base import Executor, Job, TaskResults, io_of, sendable
 from .startup import init_worker, task_imports, warm_up, worker_task
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,6 @@ class ProcessExecutor(Executor):
         safe, decided when the pool starts.
     """
 
-    name = "processes"
     polls_for_stop = True   # checks for a recorded Ctrl-C between tasks
 
     def __init__(self, n_workers: int | None = None, start_method: str | None = None) -> None:
@@ -109,7 +108,9 @@ class ProcessExecutor(Executor):
             f.result()
         return read_starts(self._marks or "", self.n_workers)
 
-    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[object, TaskTiming]]:
+    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults:
+        if ranges:
+            sendable(job)   # what pickle cannot take is refused here, once, not by each task's future
         pool = self._get_pool()
         futures = {pool.submit(worker_task, job, i, r): i for i, r in enumerate(ranges)}
         # The pool starts its processes on submit; keep them to read exit codes if one dies.
@@ -130,13 +131,11 @@ class ProcessExecutor(Executor):
                 fut.cancel()
             self.close(wait=False)
             raise
-        return out
-
-    def worker_extras(self) -> dict[str, dict]:
-        """Every worker's start-up (``t_start``), also of one that ran no task: a worker still starting
-        when the tasks were done is named with the time it had spent so far (``t_ready`` 0; see
-        :attr:`late_starts` for its whole start-up, known once the pool is closed)."""
-        return self._starts(list(getattr(self._pool, "_processes", None) or {}))
+        # Every worker's start-up (``t_start``), also of one that ran no task: a worker still starting
+        # when the tasks were done is named with the time it had spent so far (``t_ready`` 0; see
+        # :attr:`late_starts` for its whole start-up, known once the pool is closed).
+        starts = self._starts(list(getattr(self._pool, "_processes", None) or {}))
+        return TaskResults.of(out, starts, io_of(self.source_options))
 
     @property
     def late_starts(self) -> dict[str, dict]:
@@ -161,10 +160,6 @@ class ProcessExecutor(Executor):
             out[f"pid {pid}"] = {"host": host, "pid": pid, "t_start": t_start, "t_ready": t_ready,
                                  "cpus": cpus, "affinity": affinity}
         return out
-
-    def terminate(self) -> None:
-        """Stop the workers now (after an error or Ctrl-C)."""
-        self.close(wait=False)
 
     def _lost(self, ranges: list[FrameRange], out: list, procs: dict) -> TaskError:
         """A TaskError naming the frames the dead worker was running (or saying they are unknown)."""

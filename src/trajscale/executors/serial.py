@@ -5,15 +5,13 @@ from __future__ import annotations
 from ..block import FrameRange
 from ..progress import progress_bar
 from ..report.process import mark_ready
-from ..report.timing import TaskTiming
 from ..util import raise_if_stopped
-from .base import Executor, Job, adopt_source, close_cached_sources, run_task
+from .base import Executor, Job, TaskResults, close_cached_sources, io_of, run_task
 
 
 class SerialExecutor(Executor):
     """The reference executor: same tasks, same wrapper, no parallelism."""
 
-    name = "serial"
     polls_for_stop = True   # checks for a recorded Ctrl-C between tasks
     adopts_sources = True   # tasks run here: the launcher's open source serves them
     root_worker = "serial"
@@ -22,19 +20,15 @@ class SerialExecutor(Executor):
         super().__init__(1)
         mark_ready()   # the calling process is the worker: its start-up ends here (the report's t_start)
 
-    def adopt_source(self, config: dict, source) -> None:
-        """Run the tasks on the source the job was prepared with (one open, one schema check)."""
-        adopt_source(config, source)
-
-    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> list[tuple[object, TaskTiming]]:
+    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults:
         out = []
         with progress_bar(len(ranges), progress) as bar:
             for i, r in enumerate(ranges):
                 raise_if_stopped()   # a Ctrl-C the CLI recorded
-                out.append(run_task(job, i, r, "serial"))
+                out.append(run_task(job, i, r, self.root_worker))
                 bar.update(1)
-        return out
+        return TaskResults.of(out, io=io_of(self.source_options))
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         """Close the files the tasks opened in this process and free their buffers."""
         close_cached_sources()

@@ -1,5 +1,6 @@
 """Test suites that every implementation of an interface passes (pytest classes to subclass)."""
 
 from .conformance import SourceConformance, reference_frames, reference_meta
+from .executors import ExecutorConformance
 
-__all__ = ["SourceConformance", "reference_frames", "reference_meta"]
+__all__ = ["ExecutorConformance", "SourceConformance", "reference_frames", "reference_meta"]

@@ -1,0 +1,78 @@
+"""Run tasks on threads of this process (``concurrent.futures.ThreadPoolExecutor``).
+
+The compiled kernels release the GIL, so the analysis's compute runs side by side on the threads;
+h5py holds one lock around every HDF5 call, so the reads take turns.  It suits analyses that spend
+their time in the kernels (RMSD fitting, pair searches) on few cores, with no worker to start and
+nothing pickled: the job and the partials stay in this process's memory.  Each thread opens its own
+Source (:func:`~trajscale.executors.base.cached_source`: a Source's read buffer serves one task at a
+time), so memory is the threads times one block.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
+
+from ..block import FrameRange
+from ..pools import as_completed_polling
+from ..progress import progress_bar
+from ..report.process import mark_ready
+from .base import Executor, Job, TaskResults, close_cached_sources, io_of, run_task
+
+#: Prefix of the pool's thread names; a thread's name is its worker's name in the report.
+THREAD_PREFIX = "thread"
+
+
+def _thread_task(job: Job, task: int, frames: FrameRange):
+    return run_task(job, task, frames, threading.current_thread().name)
+
+
+class ThreadExecutor(Executor):
+    """A ``concurrent.futures`` thread pool in this process.
+
+    Parameters
+    ----------
+    n_workers
+        Threads (default: the CPU count).
+    """
+
+    polls_for_stop = True   # checks for a recorded Ctrl-C between tasks
+
+    def __init__(self, n_workers: int | None = None) -> None:
+        super().__init__(n_workers or os.cpu_count() or 1)
+        self._pool: ThreadPoolExecutor | None = None
+        mark_ready()   # this process is the workers' process: its start-up ends here (the report's t_start)
+
+    def start(self, modules: tuple[str, ...] = ()) -> None:
+        """Start the threads' pool now (its threads start with the first tasks, in microseconds)."""
+        self._get_pool()
+
+    def _get_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.n_workers, thread_name_prefix=THREAD_PREFIX)
+        return self._pool
+
+    def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults:
+        pool = self._get_pool()
+        futures = {pool.submit(_thread_task, job, i, r): i for i, r in enumerate(ranges)}
+        out: list = [None] * len(ranges)
+        try:
+            with progress_bar(len(ranges), progress) as bar:
+                for fut in as_completed_polling(futures):
+                    out[futures[fut]] = fut.result()
+                    bar.update(1)
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            wait(futures)   # a thread cannot be stopped: its task ends before its source may be closed
+            raise
+        return TaskResults.of(out, io=io_of(self.source_options))
+
+    def close(self, wait: bool = True) -> None:
+        """Stop the threads (their running tasks end first, also with ``wait=False``: a thread cannot be
+        stopped midway) and close the sources they opened."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.shutdown(wait=True, cancel_futures=True)
+        close_cached_sources()
