@@ -226,7 +226,7 @@ def held_out(a) -> list[dict]:
             for case in ("cached", "cold"):
                 rep = folder / f"held-out-{name}-{case}.json"
                 set_cache(h5, case)
-                serial = timed([*cmd, "--report", str(rep), "--overwrite", "-q"])
+                serial = timed([*cmd, "--executor", "serial", "--report", str(rep), "--overwrite", "-q"])
                 fits[case] = (fit(RunReport.load(rep), "processes", ran_on=here), serial)
             for case, other in (("cached", "cold"), ("cold", "cached")):
                 model, serial = fits[case]

@@ -134,6 +134,7 @@ def test_a_run_records_its_files_cache_state_and_a_busy_machine(adk_vacuum, adk_
     import trajscale
     from trajscale.report.conditions import RunConditions
     from trajscale.report.predict import fit, format_predictions
+    from trajscale.report.table import format_table
 
     psf = adk_vacuum[0]
     _drop(adk_vacuum_h5md)
@@ -149,3 +150,5 @@ def test_a_run_records_its_files_cache_state_and_a_busy_machine(adk_vacuum, adk_
     model = fit(warm, "processes")
     assert model.page_cache == conds.page_cache.resident
     assert "machine load while the report ran" in format_predictions(model, [])
+    table = format_table(warm)   # the report's own table says it too
+    assert "(BUSY:" in table and "in the page cache at its start" in table
