@@ -57,6 +57,16 @@ class NotH5MDError(InputFileError):
     """An HDF5 file that does not follow the H5MD layout."""
 
 
+class NotFollowableError(InputFileError):
+    """A trajectory of a format that cannot be followed while it is written (read whole, no frame count
+    that grows): refused at once, not after waiting for frames."""
+
+
+class DamagedFileError(InputFileError):
+    """A trajectory that a follower finds damaged where its first whole frame should be: nothing can be
+    analysed, and waiting does not mend it."""
+
+
 class OutputError(TrajscaleError):
     """The output path cannot be written (exists, missing directory, ...)."""
 

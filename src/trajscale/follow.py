@@ -9,7 +9,8 @@ for the accumulating ones), so the final result has the same bits as a run
 over the finished file, however the frames arrived.
 
 The loop ends when the writer marks the file complete, when no frame has come
-for ``idle`` seconds (a writer that died), or on Ctrl-C/SIGTERM; each ending
+for ``idle`` seconds (a writer that died), when the file is replaced or found
+damaged, or on Ctrl-C/SIGTERM; each ending (:class:`~trajscale.endings.Ending`)
 delivers the result over every frame analysed, and says why it ended.
 """
 
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 
 from .analysis.base import Analysis
 from .analysis.user import readable_config
-from .errors import ConfigError, InputFileError, TrajscaleError
+from .endings import Ending, FollowEnded
+from .errors import ConfigError, DamagedFileError, InputFileError, NotFollowableError, TrajscaleError
 from .executor_registry import EXECUTORS
 from .executors import Executor, Job
 from .executors.base import close_cached_sources, refuse_if_launched
@@ -34,16 +36,10 @@ from .report.process import ProcessTimeline
 from .report.summary import Report
 from .report.timing import summarize_workers
 from .runspec import JobFacts, RunOptions
-from .sources.follow import QuietInFlight, Snapshot, snapshot, unlocked_reads
+from .sources.follow import QuietInFlight, Snapshot, Watch, followable, idle_detail, snapshot, unlocked_reads
 from .util import polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
-
-#: Why a followed run ended, as its report and last line say.
-ENDINGS = {"complete": "the writer marked the file complete",
-           "idle": "no new frame for {idle:g} s",
-           "stopped": "interrupted; the results cover every frame analysed so far"}
-
 
 @dataclass(frozen=True)
 class FollowOptions:
@@ -84,18 +80,24 @@ class _Round:
 
     job: Job | None
     ranges: tuple
-    ending: str | None = None
+    ending: Ending | None = None
+    #: What the last line says of the ending (the damage, what changed, the idle time).
+    detail: str = ""
 
 
-def _first_snapshot(trajectory, topology, group, assume_units, wait: float, poll: float) -> Snapshot:
-    """The trajectory once it has a complete frame; a clear error if none comes within ``wait`` s."""
+def _first_snapshot(trajectory, topology, group, assume_units, wait: float, poll: float,
+                    frames: int = 1) -> Snapshot:
+    """The trajectory once it has ``frames`` complete frames (the analysis's reference frame among them);
+    a clear error if they do not come within ``wait`` s."""
     t0 = time.monotonic()
     while True:
         try:
             snap = snapshot(trajectory, topology, group=group, assume_units=assume_units)
-            if snap.n_frames:
+            if snap.n_frames >= frames or snap.n_frames and (snap.finished or snap.damage):
                 return snap
             snap.source.close()
+        except (NotFollowableError, DamagedFileError):   # waiting does not change either
+            raise
         except InputFileError as exc:
             if time.monotonic() - t0 >= wait:
                 raise InputFileError(trajectory, f"no complete frame to follow within {wait:g} s "
@@ -104,6 +106,22 @@ def _first_snapshot(trajectory, topology, group, assume_units, wait: float, poll
             raise InputFileError(trajectory, f"no complete frame to follow within {wait:g} s")
         raise_if_stopped()
         time.sleep(poll)
+
+
+def _frames_needed(analysis: Analysis) -> int:
+    """The frames a followed run waits for before it prepares: the analysis's reference frame among them."""
+    ref = analysis.trajectory_frame
+    return 1 if ref is None else ref + 1
+
+
+def refuse_unwritten_frames(analysis: Analysis) -> None:
+    """A followed run analyses a trajectory still being written: a reference counted from its end (a
+    negative ``ref_frame``) is a frame not yet written, and refused."""
+    ref = analysis.trajectory_frame
+    if ref is not None and ref < 0:
+        raise ConfigError(f"{analysis.name}: ref_frame {ref} counts from the end of the trajectory, which a "
+                          "followed run does not know yet; give a frame from the start (a followed run waits "
+                          "until it is written), or a reference structure")
 
 
 def _prepare(analysis: Analysis, topology, snap: Snapshot, max_block_bytes: int) -> tuple[Job, JobFacts]:
@@ -123,56 +141,76 @@ class _Follower:
     """The deciding side: polls the trajectory and plans each round's tasks."""
 
     def __init__(self, trajectory, topology, opts: FollowOptions, run_options: RunOptions, n_tasks: int,
-                 n_workers: int) -> None:
+                 n_workers: int, watch: Watch) -> None:
         self.trajectory, self.topology, self.opts, self.run_options = trajectory, topology, opts, run_options
-        self.n_tasks, self.n_workers = n_tasks, n_workers
+        self.n_tasks, self.n_workers, self.watch = n_tasks, n_workers, watch
         self.done = 0
         self.last_new = time.monotonic()
+        self.trailing = 0   # bytes after the last whole frame at the last look (XTC/TRR)
+        self.stream_end: Callable | None = None   # a stream's: what its file's completion means
 
     def next_round(self, job: Job, facts: JobFacts, stopping: bool) -> _Round:
         """New frames as tasks, or the ending; waits (polling) while there is neither."""
-
-        ropts = self.run_options
         while True:
             if stopping:
-                return _Round(None, (), "stopped")
+                return _Round(None, (), Ending.STOPPED)
             try:
-                snap = snapshot(self.trajectory, self.topology, group=ropts.group, assume_units=ropts.assume_units)
-            except InputFileError as exc:   # mid-flush, or the file replaced: look again
-                log.debug("follow: %s", exc)
-                snap = None
-            if snap is not None:
-                try:
-                    n, finished = snap.n_frames, snap.finished
-                    if snap.source.n_atoms != facts.source_atoms:
-                        raise InputFileError(snap.source.path, f"now has {snap.source.n_atoms} atoms per frame, "
-                                                               f"it had {facts.source_atoms}")
-                    config = snap.source.get_config()
-                    part_starts = snap.source.part_starts
-                    chunk = snap.source.chunk_frames
-                    snap.warn_torn_end()   # a finished file: this round is the last, so it is said once
-                finally:
-                    snap.source.close()
-                if n > self.done:
-                    ranges = plan_tasks(self.done, n, self.n_tasks, chunk, facts.frame_bytes, self.n_workers,
-                                        ropts.max_block_bytes, part_starts)
-                    self.done, self.last_new = n, time.monotonic()
-                    return _Round(dataclasses.replace(job, source=config), tuple(ranges),
-                                  "complete" if finished else None)
-                if finished:
-                    return _Round(None, (), "complete")
+                rnd = self._look(job, facts)
+            except FollowEnded as end:
+                return _Round(None, (), end.ending, end.detail)
+            if rnd is not None:
+                return rnd
             if time.monotonic() - self.last_new >= self.opts.idle:
-                return _Round(None, (), "idle")
+                return self._idle()
             time.sleep(self.opts.poll)
             try:
                 raise_if_stopped()
             except SystemExit:
                 stopping = True
 
+    def _look(self, job: Job, facts: JobFacts) -> _Round | None:
+        """One look at the trajectory: a round of its new frames (with the ending, when this look met
+        one), the ending alone, or None when nothing is new."""
+        ropts = self.run_options
+        try:
+            snap = snapshot(self.trajectory, self.topology, group=ropts.group, assume_units=ropts.assume_units)
+        except DamagedFileError as exc:   # damage where frame 0 was: another file, damaged
+            raise FollowEnded(Ending.DAMAGED, str(exc)) from None
+        except InputFileError as exc:   # mid-flush, or between a file's removal and its successor: look again
+            log.debug("follow: %s", exc)
+            return None
+        try:
+            self.watch.check(snap, self.done)
+            if snap.source.n_atoms != facts.source_atoms:
+                raise InputFileError(snap.source.path, f"now has {snap.source.n_atoms} atoms per frame, "
+                                                       f"it had {facts.source_atoms}")
+            n, self.trailing = snap.n_frames, snap.trailing_bytes
+            config, part_starts, chunk = snap.source.get_config(), snap.source.part_starts, snap.source.chunk_frames
+            snap.warn_torn_end()   # a finished file: this round is the last, so it is said once
+        finally:
+            snap.source.close()
+        ending, detail = ((Ending.DAMAGED, snap.damage) if snap.damage
+                          else (Ending.COMPLETE, "") if snap.finished else (None, ""))
+        if ending is Ending.COMPLETE and self.stream_end is not None:
+            ending, detail = self.stream_end()
+        if n > self.done:
+            ranges = plan_tasks(self.done, n, self.n_tasks, chunk, facts.frame_bytes, self.n_workers,
+                                ropts.max_block_bytes, part_starts)
+            self.done, self.last_new = n, time.monotonic()
+            return _Round(dataclasses.replace(job, source=config), tuple(ranges), ending, detail)
+        return None if ending is None else _Round(None, (), ending, detail)
+
+    def _idle(self) -> _Round:
+        """The ending after ``idle`` s without a new frame: the file gone, or never marked complete."""
+        gone = self.watch.gone(self.done)
+        if gone is not None:
+            return _Round(None, (), gone.ending, gone.detail)
+        return _Round(None, (), Ending.IDLE, idle_detail(self.opts.idle, self.done, self.trailing))
+
 
 def run_follow(analysis: Analysis, topology, trajectory, *, options: FollowOptions | None = None,
                on_update: Callable | None = None, run_options: RunOptions | None = None, temporary: bool = False,
-               **keywords):
+               stream_end: Callable | None = None, **keywords):
     """Analyse ``trajectory`` as it is written; see :func:`trajscale.run` (``follow=True``).
 
     ``options`` say how to poll, publish and end; ``run_options`` (a
@@ -182,7 +220,8 @@ def run_follow(analysis: Analysis, topology, trajectory, *, options: FollowOptio
     far, every ``options.every_s`` seconds or ``options.every_frames`` frames, and once at the end.
     The final result's ``report.meta["follow"]`` says how many frames were followed and why the run ended;
     ``temporary`` (a stream's file that is removed when the run ends) is recorded there too, so that no
-    advice names a file the user cannot find.
+    advice names a file the user cannot find. ``stream_end()`` (a stream's) says how the stream ended,
+    once its file is marked complete: ``(Ending, detail)``.
     """
 
     follow = options or FollowOptions()
@@ -192,7 +231,10 @@ def run_follow(analysis: Analysis, topology, trajectory, *, options: FollowOptio
         if len(trajectory) != 1:
             raise ConfigError("follow: give one growing trajectory (an H5MD, XTC or TRR file, or a segment index)")
         trajectory = trajectory[0]
+    refuse_unwritten_frames(analysis)
+    followable(str(trajectory))   # a format read whole is refused now, not after waiting for frames
     job_run = _FollowedRun(analysis, topology, str(trajectory), follow, run_options, on_update, temporary)
+    job_run.stream_end = stream_end
     quiet = QuietInFlight()
     logging.getLogger("trajscale.store.schema").addFilter(quiet)
     try:
@@ -226,6 +268,8 @@ class _FollowedRun:
         self.rounds: list[dict] = []   # one reduced partial per round of new frames
         self.timings: list = []
         self.workers: dict[str, dict] = {}   # the last round's per-worker records
+        self.watch = Watch(trajectory)   # the deciding process's memory of the file as first read
+        self.stream_end: Callable | None = None   # a stream's: how it ended, once its file is complete
 
     def execute(self):
         """The result over every frame analysed, on the deciding process; None elsewhere."""
@@ -236,14 +280,15 @@ class _FollowedRun:
         follower = None
         if ex.is_root:
             follower = _Follower(self.trajectory, self.topology, self.follow, self.options,
-                                 self.options.tasks_for(ex, 1), ex.n_workers)
-        ending = self.follow_rounds(job, facts, follower)
+                                 self.options.tasks_for(ex, 1), ex.n_workers, self.watch)
+            follower.stream_end = self.stream_end
+        ending, detail = self.follow_rounds(job, facts, follower)
         self.timeline.lap("tasks")
         if not ex.is_root:
             return None
         if not self.rounds:
-            raise InputFileError(self.trajectory, f"no frame was analysed ({self._why(ending)})")
-        result = self.result(job, facts, ending)
+            raise InputFileError(self.trajectory, f"no frame was analysed ({ending.why(detail)})")
+        result = self.result(job, facts, (ending, detail))
         if self.on_update is not None:
             self.on_update(result)
         return result
@@ -254,8 +299,9 @@ class _FollowedRun:
         if ex.is_root:
             try:
                 snap = _first_snapshot(self.trajectory, self.topology, self.options.group, self.options.assume_units,
-                                       follow.wait or follow.idle, follow.poll)
+                                       follow.wait or follow.idle, follow.poll, _frames_needed(self.analysis))
                 try:
+                    self.watch.check(snap, 0)
                     job = _prepare(self.analysis, self.topology, snap, self.options.max_block_bytes)
                 finally:
                     snap.source.close()
@@ -273,11 +319,12 @@ class _FollowedRun:
         self.timeline.lap("prepare")
         return got
 
-    def follow_rounds(self, job: Job, facts: JobFacts, follower: _Follower | None) -> str:
-        """Rounds of new frames until the run ends; why it ended."""
+    def follow_rounds(self, job: Job, facts: JobFacts, follower: _Follower | None) -> tuple[Ending, str]:
+        """Rounds of new frames until the run ends; why it ended (the ending and what the last line says
+        of it)."""
         ex = self.ex
         published_at, published_frames = time.monotonic(), 0
-        ending = None
+        ending, detail = None, ""
         while ending is None:
             stopping = False
             try:
@@ -285,9 +332,9 @@ class _FollowedRun:
             except SystemExit:
                 stopping = True
             rnd = ex.broadcast(follower.next_round(job, facts, stopping) if ex.is_root else None)
-            ending = rnd.ending
+            ending, detail = rnd.ending, rnd.detail
             if rnd.ranges and self.map_round(rnd, follower):
-                ending = "stopped"
+                ending, detail = Ending.STOPPED, ""
             if not ex.is_root or not self.rounds:
                 continue
             n = sum(t.stop - t.start for t in self.timings)
@@ -296,7 +343,7 @@ class _FollowedRun:
             if self.on_update is not None and due and ending is None:
                 self.on_update(self.result(job, facts, None))
                 published_at, published_frames = time.monotonic(), n
-        return ending
+        return ending, detail
 
     def map_round(self, rnd: _Round, follower: _Follower | None) -> bool:
         """Run one round's tasks and keep their reduced partial; True when Ctrl-C stopped the round."""
@@ -317,8 +364,9 @@ class _FollowedRun:
         close_cached_sources()
         return stopped
 
-    def result(self, job: Job, facts: JobFacts, ending: str | None):
-        """The result over the rounds so far, with a report of every task run."""
+    def result(self, job: Job, facts: JobFacts, ended: tuple[Ending, str] | None):
+        """The result over the rounds so far, with a report of every task run; ``ended``: how the run
+        ended (the ending and its detail), None while it goes on."""
         analysis, ex, timings = self.analysis, self.ex, self.timings
         t_red = time.perf_counter()
         reduced = analysis.reduce(self.rounds)
@@ -326,7 +374,8 @@ class _FollowedRun:
         t_red = time.perf_counter() - t_red
         n_frames = sum(t.stop - t.start for t in timings)
         payload = payload_of(job, reduced, n_frames, analysis.per_frame)
-        follow = {"frames": n_frames, "ended": ending, "why": self._why(ending) if ending else None}
+        follow = {"frames": n_frames, "ended": ended[0].key if ended else None,
+                  "why": ended[0].why(ended[1]) if ended else None}
         if self.temporary:
             follow["temporary"] = True
         report = Report(
@@ -338,10 +387,6 @@ class _FollowedRun:
                   "payload": payload.to_dict() if payload else None})
         report.process = self.timeline.record()
         return dataclasses.replace(result, report=report)
-
-    def _why(self, ending: str) -> str:
-        return ENDINGS[ending].format(idle=self.follow.idle)
-
 
 def last_line(result) -> str:
     """The line a followed run ends with: frames analysed and why it ended."""
@@ -358,15 +403,15 @@ def run_stream(analysis: Analysis, topology, url: str, *, tee: str | None = None
     A receiver process writes the stream into an H5MD file (``tee``, kept; else a
     temporary file, removed at the end) and this run follows that file
     (:func:`run_follow`, with ``follow_kw``); the stream's end, a producer that
-    quits or dies included, marks the file complete and so ends the run. Under MPI
+    quits or dies included, marks the file complete and so ends the run, as the
+    receiver's exit status says (:func:`_stream_end`). Under MPI
     rank 0 alone receives, and every rank follows the file (a temporary one lies in
     the working directory, which the ranks of a job on several nodes share).
     """
-    import shutil
-
     from .sources.imd import host_port
 
     host_port(url)
+    refuse_unwritten_frames(analysis)
     if topology is None:
         raise ConfigError(f"{url}: a stream needs a topology (its atom count and selections)")
     executor = follow_kw.get("executor", "serial")
@@ -381,11 +426,11 @@ def run_stream(analysis: Analysis, topology, url: str, *, tee: str | None = None
         spmd, is_root, broadcast = False, True, lambda obj: obj
     opts = follow_kw.get("options") or FollowOptions()
     unlocked_reads()
-    receiver = folder = out = None
+    receiver = folder = out = said = None
     try:
         if is_root:
             try:
-                receiver, folder, out = _start_receiver(topology, url, tee, overwrite, spmd,
+                receiver, said, folder, out = _start_receiver(topology, url, tee, overwrite, spmd,
                                                         opts.wait or opts.idle)
             except BaseException as exc:   # the other ranks wait for the file's name: they end too
                 if spmd:
@@ -397,19 +442,46 @@ def run_stream(analysis: Analysis, topology, url: str, *, tee: str | None = None
             if isinstance(got, TrajscaleError):
                 got.reported_elsewhere = True
             raise got
-        return run_follow(analysis, topology, got, temporary=tee is None, **follow_kw)
+        return run_follow(analysis, topology, got, temporary=tee is None,
+                          stream_end=None if receiver is None else functools.partial(_stream_end, receiver, said),
+                          **follow_kw)
     finally:
         if receiver is not None:
-            if receiver.poll() is None:
-                receiver.terminate()
-            receiver.wait()
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+            _stop_receiver(receiver, said, folder)
+
+
+def _stop_receiver(receiver, said, folder: str | None) -> None:
+    """End the receiver process (if it still runs), close its stderr's file, remove its temporary folder."""
+    import shutil
+
+    if receiver.poll() is None:
+        receiver.terminate()
+    receiver.wait()
+    said.close()
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stream_end(receiver, said) -> tuple[Ending, str]:
+    """How the stream ended, once the receiver has marked its file complete: from the receiver's exit
+    status and its last line (``said``)."""
+    import subprocess
+
+    try:
+        code = receiver.wait(timeout=60)
+    except subprocess.TimeoutExpired:   # marked complete, yet the receiver lingers: its file is whole
+        return Ending.STREAM_ENDED, ""
+    if code != Ending.VANISHED.status:
+        return Ending.STREAM_ENDED, ""
+    said.seek(0)
+    lines = [line.strip() for line in said.read().splitlines() if line.strip()]
+    return Ending.VANISHED, lines[-1] if lines else f"(receiver status {code})"
 
 
 def _start_receiver(topology, url: str, tee: str | None, overwrite: bool, spmd: bool, wait: float):
-    """The receiver process, its temporary folder (None with ``tee``) and the H5MD file it writes, once
-    that file is there (up to ``wait`` s); a clear error if the receiver ends first without it."""
+    """The receiver process, the file its stderr goes to, its temporary folder (None with ``tee``) and the
+    H5MD file it writes, once that file is there (up to ``wait`` s); a clear error if the receiver ends
+    first without it."""
     import os
     import subprocess
     import sys
@@ -425,29 +497,23 @@ def _start_receiver(topology, url: str, tee: str | None, overwrite: bool, spmd: 
     old = os.stat(out) if os.path.exists(out) else None   # an existing --tee is replaced once the stream comes
     # an MPI launcher's variables would make the receiver take itself for a rank of the job
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPI_"))}
-    with tempfile.TemporaryFile("w+") as log_file:
-        receiver = subprocess.Popen([sys.executable, "-m", "trajscale.sources.imd", url, out, str(n_atoms),
-                                     *(["--overwrite"] if overwrite else [])], env=env, stderr=log_file)
-        try:
-            problem = None
-            if not _wait_for_file(receiver, out, old, wait):
-                log_file.seek(0)
-                said = [line.strip() for line in log_file.read().splitlines() if line.strip()]
-                problem = (f"no frame came within {wait:g} s" if receiver.poll() is None
-                           else "the stream ended before its first frame" if receiver.returncode == 0
-                           else f"the stream could not be received: {said[-1] if said else 'no reason given'}")
-            if problem is not None:
-                raise InputFileError(url, problem)
-        except BaseException:
-            if receiver.poll() is None:
-                receiver.terminate()
-            receiver.wait()
-            if folder is not None:
-                import shutil
-
-                shutil.rmtree(folder, ignore_errors=True)
-            raise
-    return receiver, folder, out
+    log_file = tempfile.TemporaryFile("w+")   # closed by the caller, after the receiver's end is read
+    receiver = subprocess.Popen([sys.executable, "-m", "trajscale.sources.imd", url, out, str(n_atoms),
+                                 *(["--overwrite"] if overwrite else [])], env=env, stderr=log_file)
+    try:
+        problem = None
+        if not _wait_for_file(receiver, out, old, wait):
+            log_file.seek(0)
+            said = [line.strip() for line in log_file.read().splitlines() if line.strip()]
+            problem = (f"no frame came within {wait:g} s" if receiver.poll() is None
+                       else "the stream ended before its first frame" if receiver.returncode == 0
+                       else f"the stream could not be received: {said[-1] if said else 'no reason given'}")
+        if problem is not None:
+            raise InputFileError(url, problem)
+    except BaseException:
+        _stop_receiver(receiver, log_file, folder)
+        raise
+    return receiver, log_file, folder, out
 
 
 def _wait_for_file(receiver, out: str, old, wait: float) -> bool:
@@ -470,4 +536,4 @@ def _wait_for_file(receiver, out: str, old, wait: float) -> bool:
     return written()
 
 
-__all__ = ["ENDINGS", "FollowOptions", "last_line", "run_follow", "run_stream"]
+__all__ = ["FollowOptions", "last_line", "run_follow", "run_stream"]

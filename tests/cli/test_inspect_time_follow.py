@@ -13,6 +13,7 @@ import MDAnalysis as mda
 import pytest
 
 from tests.conftest import run_cli
+from trajscale.endings import Ending
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
@@ -53,7 +54,9 @@ def test_follow_on_a_file_being_written_is_not_called_interrupted(tmp_path):
         assert writer.stdout.readline().strip() == "written"
         proc = run_cli("inspect", str(path), "--follow", "--idle", "2")
         out = proc.stdout + proc.stderr
-        assert proc.returncode == 0, out
+        assert proc.returncode == Ending.IDLE.status, out   # the writer never closed the file
+        assert proc.stderr.strip().splitlines()[-1].endswith(
+            "complete frames; ended: no new frame for 2 s; the file was never marked complete"), out
         # (a frame's step shows from the next frame's flush on: 2 or 3 of the 3 written)
         assert f"{path}: 2 complete frames" in proc.stdout or f"{path}: 3 complete frames" in proc.stdout, out
         assert "interrupted" not in out and "repair" not in out, out

@@ -12,6 +12,7 @@ from MDAnalysisTests.datafiles import DCD, PSF
 
 from tests.conftest import run_cli
 from tests.sources.test_follow import mda_rmsd, producer
+from trajscale.endings import Ending
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
@@ -62,9 +63,10 @@ def test_killed_writer_ends_after_idle_with_every_complete_frame(tmp_path):
     finally:
         writer.kill()
         writer.wait()
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == Ending.IDLE.status, proc.stderr   # never marked complete: not status 0
     got = np.loadtxt(out, delimiter=",", skiprows=1)
-    assert proc.stderr.strip().splitlines()[-1] == f"followed {len(got)} frames; ended: no new frame for 3 s"
+    assert proc.stderr.strip().splitlines()[-1] == (f"followed {len(got)} frames; ended: no new frame for 3 s; "
+                                                     "the file was never marked complete")
     full = tmp_path / "full.csv"
     assert run_cli("run", "rmsd", PSF, str(traj), "--executor", "serial", "--out", str(full)).returncode == 0
     assert len(got) >= 29 and np.array_equal(got, np.loadtxt(full, delimiter=",", skiprows=1))

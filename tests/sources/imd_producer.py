@@ -1,9 +1,10 @@
 """An IMD producer for the streaming tests: imdclient's own test server streaming PSF/DCD (MDAnalysisTests).
 
 In a test's process (:class:`PatientServer`), or as a process of its own that a test can kill:
-``python -m tests.sources.imd_producer VERSION N_FRAMES [die]`` prints its port, streams the first N_FRAMES
+``python -m tests.sources.imd_producer VERSION N_FRAMES [die|reset]`` prints its port, streams the first N_FRAMES
 frames once a client connects and ends the stream; with ``die`` it then sends half of the next frame and is
-killed (SIGKILL), as an engine that crashes mid-run.
+killed (SIGKILL), as an engine that crashes mid-run; with ``reset``, once the client has had time to read the
+frames, it resets the connection (a TCP RST, as a crashed node's network does).
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from __future__ import annotations
 import os
 import select
 import signal
+import socket
+import struct
 import sys
+import time
 import warnings
 
 from imdclient.IMDClient import IMDSessionInfo
@@ -34,7 +38,7 @@ def session(version: int) -> IMDSessionInfo:
                           positions=True, velocities=False, forces=False, wrapped_coords=False)
 
 
-def main(version: int, n_frames: int, die: bool) -> None:
+def main(version: int, n_frames: int, end: str) -> None:
     import MDAnalysis as mda
     import numpy as np
     from MDAnalysisTests.datafiles import DCD, PSF
@@ -47,14 +51,19 @@ def main(version: int, n_frames: int, die: bool) -> None:
     print(server.port, flush=True)
     server.join_accept_thread()
     server.send_frames(0, n_frames)
-    if die:
+    if end == "die":
         positions = np.ascontiguousarray(u.trajectory[n_frames].positions, dtype="<f").tobytes()
         server.conn.sendall(create_header_bytes(IMDHeaderType.IMD_FCOORDS, u.atoms.n_atoms)
                             + positions[:len(positions) // 2])
         os.kill(os.getpid(), signal.SIGKILL)
+    if end == "reset":
+        time.sleep(2)   # the client reads every frame sent (within imdclient's 5 s read timeout)
+        server.conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        server.conn.close()   # with a zero linger: a reset, not an end of stream
+        return
     server.disconnect()
     server.cleanup()
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:] == ["die"])
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "")

@@ -41,6 +41,21 @@ def producer(*args: str, hold: Path | None = None) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
 
 
+def killed_producer(out: Path, after: int = 30) -> None:
+    """``out`` as a ParallelWriter producer SIGKILLed after writing ``after`` frames leaves it (never
+    marked complete)."""
+    writer = producer("h5md", str(out), "0.02", str(after))
+    try:
+        for line in writer.stdout:   # the writer has written them and waits
+            if line.split() == ["wrote", str(after)]:
+                break
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=60)
+    finally:
+        writer.kill()
+        writer.wait()
+
+
 def mda_rmsd(top: str, traj: str) -> np.ndarray:
     u = mda.Universe(top, traj)
     return rms.RMSD(u.select_atoms("name CA")).run().results.rmsd[:, 2]
@@ -134,7 +149,8 @@ def test_killed_writer_leaves_every_complete_frame_analysed(tmp_path):
         writer.wait()
     assert time.monotonic() - t0 < 120
     assert r.report.meta["follow"]["ended"] == "idle"
-    assert last_line(r) == f"followed {len(r.rmsd)} frames; ended: no new frame for 3 s"
+    assert last_line(r) == (f"followed {len(r.rmsd)} frames; ended: no new frame for 3 s; the file was never "
+                            "marked complete")
     full = ts.run(ts.RMSD(select="name CA"), PSF, str(out))   # what the killed writer left complete
     assert len(r.rmsd) >= 29 and np.array_equal(r.rmsd, full.rmsd)
     np.testing.assert_allclose(r.rmsd, mda_rmsd(PSF, DCD)[:len(r.rmsd)], rtol=1e-5, atol=1e-5)

@@ -98,7 +98,8 @@ def test_gromacs_mdrun_streamed_over_imd_is_analysed_to_its_end(tmp_path):
             mdrun.kill()
             mdrun.wait()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stderr.strip().splitlines()[-1] == "followed 51 frames; ended: the writer marked the file complete"
+    assert proc.stderr.strip().splitlines()[-1] == ("followed 51 frames; ended: the stream ended: "
+                                                "the producer closed its connection")
     engine = mda.Universe(str(tmp_path / "md.tpr"), str(tmp_path / "traj.trr"))   # steps 0..50, GROMACS's own
     streamed = mda.Universe(str(tmp_path / "md.tpr"), str(tmp_path / "stream.h5md"))
     assert streamed.trajectory.n_frames == engine.trajectory.n_frames == 51

@@ -16,6 +16,7 @@ from MDAnalysis.analysis import rms
 from MDAnalysisTests.datafiles import DCD, PSF
 
 from tests.conftest import ROOT, mpiexec, run_cli
+from trajscale.endings import Ending
 
 pytest.importorskip("imdclient")
 from tests.sources.imd_producer import PatientServer, session  # noqa: E402
@@ -55,7 +56,8 @@ def test_imd_stream_is_analysed_as_it_comes(tmp_path, version, executor):
                              "--executor", executor, "-n", "2"], version)
     stderr = proc.stderr_text
     assert proc.returncode == 0, stderr
-    assert stderr.strip().splitlines()[-1] == "followed 98 frames; ended: the writer marked the file complete"
+    assert stderr.strip().splitlines()[-1] == ("followed 98 frames; ended: the stream ended: "
+                                                "the producer closed its connection")
     got = np.loadtxt(out, delimiter=",", skiprows=1)
     ref = rms.RMSD(mda.Universe(PSF, DCD).select_atoms("name CA")).run().results.rmsd[:, 2]
     np.testing.assert_allclose(got[:, 2], ref, rtol=1e-5, atol=1e-5)
@@ -70,14 +72,15 @@ def test_a_bad_stream_address_is_one_line(tmp_path):
     assert "imd://HOST:PORT" in proc.stderr
 
 
-@pytest.mark.parametrize("ending", ["ends", "dies"])
+@pytest.mark.parametrize("ending", ["ends", "reset"])
 def test_imd_stream_under_mpi(tmp_path, ending):
-    """``mpiexec -n 2``: rank 0 receives, both ranks analyse. A producer that ends the stream, or one killed
-    in the middle of a frame, ends every rank with one last line and the frames received whole analysed."""
+    """``mpiexec -n 2``: rank 0 receives, both ranks analyse. A producer that ends the stream, or one whose
+    connection is reset in the middle of a frame, ends every rank with one last line saying which, its
+    exit status, and the frames received whole analysed."""
     n = 98 if ending == "ends" else 40
     env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}", OMP_NUM_THREADS="1")
     server = subprocess.Popen([sys.executable, "-m", "tests.sources.imd_producer", "3", str(n),
-                               *(["die"] if ending == "dies" else [])],
+                               *(["reset"] if ending == "reset" else [])],
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     try:
         port = int(server.stdout.readline())
@@ -89,9 +92,12 @@ def test_imd_stream_under_mpi(tmp_path, ending):
         if server.poll() is None:
             server.kill()
         server.wait()
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = {"ends": (Ending.STREAM_ENDED, "the stream ended: the producer closed its connection"),
+            "reset": (Ending.VANISHED, f"the producer vanished: after {n} frames: connection reset by the "
+                                       "producer")}[ending]
+    assert proc.returncode == said[0].status, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == f"followed {n} frames; ended: the writer marked the file complete"
+    assert proc.stderr.strip().splitlines()[-1] == f"followed {n} frames; ended: {said[1]}"
     got = np.loadtxt(out, delimiter=",", skiprows=1)
     ref = rms.RMSD(mda.Universe(PSF, DCD).select_atoms("name CA")).run(stop=n).results.rmsd[:, 2]
     np.testing.assert_allclose(got[:, 2], ref, rtol=1e-5, atol=1e-5)
@@ -119,7 +125,8 @@ def test_an_existing_tee_is_followed_only_once_the_new_stream_replaces_it(tmp_pa
                              "--idle", "120"], frames=30)
     stderr = proc.stderr_text
     assert proc.returncode == 0, stderr
-    assert stderr.strip().splitlines()[-1] == "followed 30 frames; ended: the writer marked the file complete"
+    assert stderr.strip().splitlines()[-1] == ("followed 30 frames; ended: the stream ended: "
+                                                "the producer closed its connection")
     ref = rms.RMSD(mda.Universe(PSF, DCD).select_atoms("name CA")).run(stop=30).results.rmsd[:, 2]
     np.testing.assert_allclose(np.loadtxt(out, delimiter=",", skiprows=1)[:, 2], ref, rtol=1e-5, atol=1e-5)
 
@@ -142,3 +149,5 @@ def test_advice_on_a_stream_not_kept_names_no_deleted_file(tmp_path):
     assert deleted not in stdout + stderr
     rechunk = [a["message"] for a in advice if "trajscale rechunk" in a["message"]]
     assert rechunk and all("`--tee FILE.h5md`" in m and "rechunk FILE.h5md " in m for m in rechunk), advice
+    # a followed run's report holds the file's test patterns, not its own reads: said as what they are
+    assert all("(trajscale inspect) costs" in a["reason"] for a in advice if a["rule"] == "chunk-amplification")

@@ -73,6 +73,11 @@ class AverageStructure(Analysis):
     def get_config(self) -> dict:
         return {"name": self.name, "select": self.select, "fit_select": self.fit_select, "ref_frame": self.ref_frame}
 
+    @property
+    def trajectory_frame(self) -> int | None:
+        """The reference frame of the fit, when the reference is the analysed trajectory."""
+        return None if self.reference is not None else self.ref_frame
+
     def prepare(self, universe, source) -> Prepared:
         fit = self.select if self.fit_select is None else self.fit_select
         atoms, state = prepare_fit(universe, source, self.select, fit, self.reference, self.ref_frame)

@@ -116,6 +116,13 @@ class Analysis(ABC):
     #: The extensions its result's ``save`` writes (the extension decides the format).
     formats: tuple[str, ...] = ()
 
+    @property
+    def trajectory_frame(self) -> int | None:
+        """The frame of the analysed trajectory that :meth:`prepare` reads (a reference taken from it;
+        negative counts from the end), or None when it reads none: a followed run waits for that frame,
+        and refuses one counted from an end not yet written."""
+        return None
+
     @abstractmethod
     def prepare(self, universe, source) -> Prepared:
         """Resolve selections and references (once, on one process)."""

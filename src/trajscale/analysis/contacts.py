@@ -72,6 +72,11 @@ class Contacts(Analysis):
         return {"name": self.name, "select": list(self.select), "radius": self.radius, "method": self.method,
                 "ref_frame": self.ref_frame, "pbc": self.pbc}
 
+    @property
+    def trajectory_frame(self) -> int | None:
+        """The frame whose contacts are native, when the reference is the analysed trajectory."""
+        return None if self.reference is not None else self.ref_frame
+
     def prepare(self, universe, source) -> Prepared:
         ga = select_atoms(universe, self.select[0], "selection A")
         gb = select_atoms(universe, self.select[1], "selection B")

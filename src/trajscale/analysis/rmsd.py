@@ -159,6 +159,11 @@ class RMSD(Analysis):
                 "weights_groupselections": False if wg is False else [_weights_config(w) for w in wg],
                 "tol_mass": self.tol_mass, "allow_nan": self.allow_nan}
 
+    @property
+    def trajectory_frame(self) -> int | None:
+        """The reference frame, when the reference is the analysed trajectory."""
+        return None if self.reference is not None else self.ref_frame
+
     def prepare(self, universe, source) -> Prepared:
         """Resolve the selections and the reference; ``universe`` may be an AtomGroup to select within."""
         if universe is None:

@@ -82,6 +82,11 @@ class RMSF(Analysis):
     def get_config(self) -> dict:
         return {"name": self.name, "select": self.select, "ref_frame": self.ref_frame, "fit_select": self.fit_select}
 
+    @property
+    def trajectory_frame(self) -> int | None:
+        """The reference frame of the fit (with ``fit_select``), when it is the analysed trajectory's."""
+        return None if self.reference is not None or self.fit_select is None else self.ref_frame
+
     def prepare(self, universe, source) -> Prepared:
         atoms, state = prepare_fit(universe, source, self.select, self.fit_select, self.reference, self.ref_frame)
         state.update(path=source.path, sel_atoms=universe.select_atoms(self.select).indices,

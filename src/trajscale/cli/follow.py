@@ -28,14 +28,46 @@ def add_follow_options(p) -> None:
                    help="the trajectory is still being written: analyse frames as they land, until the writer "
                         "marks it complete (TRAJ.done beside an XTC/TRR), --idle seconds pass without a "
                         "frame, or Ctrl-C")
-    g.add_argument("--every", type=_positive_float, default=30.0, metavar="S",
+    g.add_argument("--every", type=_positive_float, default=None, metavar="S",
                    help="with --follow: rewrite --out and --report at most every S seconds (default 30)")
     g.add_argument("--every-frames", type=positive_int, default=None, metavar="K",
                    help="with --follow: ... or once K new frames are analysed")
-    g.add_argument("--idle", type=_positive_float, default=60.0, metavar="S",
+    g.add_argument("--idle", type=_positive_float, default=None, metavar="S",
                    help="with --follow: end after S seconds without a new frame (default 60)")
     g.add_argument("--tee", default=None, metavar="FILE.h5md",
                    help="with an imd://HOST:PORT stream: keep every frame received in this H5MD file")
+
+
+def refuse_options_without_effect(args, trajectory) -> None:
+    """Options that would do nothing in this run, refused before any work, each in one line saying why:
+    the following options without ``--follow``, ``--tee`` on a file, an executor's options for another
+    executor, ``--continuous`` and ``--strict`` on a followed run (one growing file, read in whole frames)."""
+    from ..errors import ConfigError
+    from ..sources.imd import is_stream
+
+    stream = is_stream(trajectory)
+    if args.tee and not stream:
+        raise ConfigError(f"--tee keeps the frames of an imd://HOST:PORT stream; {trajectory} is a file, "
+                          "already on disk (nothing to keep)")
+    given = [opt for opt, value in (("--every", args.every), ("--every-frames", args.every_frames),
+                                    ("--idle", args.idle)) if value is not None]
+    if given and not (args.follow or stream):
+        raise ConfigError(f"{' and '.join(given)}: for --follow (a trajectory still being written); without "
+                          "it the run reads the trajectory once, whole")
+    if args.continuous and (args.follow or stream):
+        raise ConfigError("--continuous joins parts that overlap; a followed run reads one growing trajectory")
+    if args.strict and (args.follow or stream):
+        raise ConfigError("--strict refuses a finished XTC/TRR whose last frame is cut short; a followed run "
+                          "reads whole frames as they land, and ends naming damage when it meets it")
+    for opt, value in (("--scheduler", args.scheduler), ("--collective", args.collective), ("--driver", args.driver)):
+        if value:   # an option of the executors whose classes take it (the registry's, by their signatures)
+            from ..executor_registry import EXECUTORS
+            from ..executors import option_names
+
+            takes = [name for name in EXECUTORS if opt[2:] in option_names(name)]
+            if args.executor not in takes:
+                raise ConfigError(f"{opt}: for --executor {' or '.join(takes)}; this run's executor is "
+                                  f"{args.executor}")
 
 
 def follow_options(args, analysis, trajectory):
@@ -51,7 +83,8 @@ def follow_options(args, analysis, trajectory):
 
     if (args.start, args.stop, args.step) != (0, None, 1):
         raise ConfigError("--follow analyses every frame as it lands: --start, --stop and --step do not apply")
-    opts = FollowOptions(every_s=args.every, every_frames=args.every_frames, idle=args.idle)
+    opts = FollowOptions(every_s=30.0 if args.every is None else args.every, every_frames=args.every_frames,
+                         idle=60.0 if args.idle is None else args.idle)
 
     universe = []   # an average structure's PDB names its atoms from the topology, read once
 
@@ -98,9 +131,12 @@ def finish(result, args) -> int:
 
 
 def exit_code(result) -> int:
-    """A followed run's exit status: 0, or 128 + the signal that stopped it (130 for Ctrl-C, 143 for
-    SIGTERM), as for any interrupted command, although its results so far are saved: a script can tell
-    a run that ended on its own from one cut short."""
+    """A followed run's exit status (:class:`~trajscale.endings.Ending`): 0 when the writer marked the
+    file complete or the stream ended normally; for an interrupted run 128 + the signal that stopped it
+    (130 for Ctrl-C, 143 for SIGTERM), as for any interrupted command; every other ending its own
+    status. The results over the frames analysed are saved whatever the ending: a script tells a run
+    over a whole trajectory from one over the part that could be read."""
+    from ..endings import Ending
     from ..util import stop_requested
 
-    return 128 + stop_requested() if result.report.meta["follow"]["ended"] == "stopped" else 0
+    return Ending.of(result.report.meta["follow"]["ended"]).exit_status(stop_requested())

@@ -23,19 +23,26 @@ def add_parser(sub) -> None:
                         "--topology, or indices A-B) from measured trade-offs, with the rechunk command")
     p.add_argument("--topology", default=None, help="topology for --pattern atoms:SELECTION")
     p.add_argument("--follow", action="store_true",
-                   help="while a job writes FILE, print its complete frame count as it grows "
-                        "(stops after --idle seconds without a new frame)")
-    p.add_argument("--idle", type=float, default=30.0, help="with --follow: seconds without growth to stop")
-    p.set_defaults(func=main)
+                   help="while a job writes FILE (H5MD, XTC, TRR or a segment index, as run --follow reads "
+                        "them), print its whole frame count as it grows, until it is marked complete, "
+                        "damaged, replaced, or --idle seconds pass without a new frame; the last line says "
+                        "which, and the exit status is run --follow's")
+    p.add_argument("--idle", type=float, default=None,
+                   help="with --follow: seconds without a new frame to stop (default 30)")
+    p.set_defaults(func=main, kept_when_interrupted=_nothing_written)
+
+
+def _nothing_written(args) -> str:
+    return "it writes no file" if args.follow else "no partial output was kept"
 
 
 def main(args) -> int:
-    if args.follow:
-        from ..pwrite.follow import follow
+    if args.idle is not None and not args.follow:
+        from ..errors import ConfigError
 
-        for n in follow(args.file, idle=args.idle):
-            print(f"{args.file}: {n} complete frames", flush=True)
-        return 0
+        raise ConfigError("--idle: for --follow (how long to wait for a new frame)")
+    if args.follow:
+        return _follow(args)
     from ..sources import is_hdf5
 
     if not is_hdf5(args.file) and args.file.rpartition(".")[2].upper() not in ("H5MD", "H5", "HDF5"):
@@ -62,6 +69,27 @@ def main(args) -> int:
     return 0
 
 
+def _follow(args) -> int:
+    """``inspect --follow``: the whole frame count as it grows, then how the trajectory ended."""
+    import sys
+
+    from ..sources.follow import frame_counts
+
+    given = [opt for opt, on in (("--pattern", args.pattern), ("--json", args.json)) if on]
+    if given:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"{' and '.join(given)}: not with --follow, which prints frame counts as they grow")
+    for n, ended in frame_counts(args.file, idle=30.0 if args.idle is None else args.idle,
+                                 group=args.h5md_group, assume_units=args.assume_units):
+        if ended is None:
+            print(f"{args.file}: {n} complete frames", flush=True)
+            continue
+        print(f"{args.file}: {n} complete frames; ended: {ended[0].why(ended[1])}", file=sys.stderr)
+        return ended[0].exit_status()
+    return 0
+
+
 def _inspect_part(args) -> int:
     """An XTC/TRR: what its headers say, and how to make it an H5MD file that reads in slabs."""
     import os
@@ -71,8 +99,8 @@ def _inspect_part(args) -> int:
     from ..sources.parts import describe_part
     from ..util import check_input_file
 
-    given = [opt for opt, on in (("--pattern", args.pattern), ("--follow", args.follow),
-                                 ("--group", args.h5md_group), ("--assume-units", args.assume_units)) if on]
+    given = [opt for opt, on in (("--pattern", args.pattern), ("--group", args.h5md_group),
+                                 ("--assume-units", args.assume_units)) if on]
     if given:
         raise ConfigError(f"{' and '.join(given)}: for H5MD files; {args.file} is an "
                           f"{args.file.rpartition('.')[2].upper()} (convert it first)")

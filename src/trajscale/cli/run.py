@@ -117,6 +117,9 @@ def _run(analysis, args):
     from ..runspec import RunOptions
 
     traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
+    from .follow import refuse_options_without_effect
+
+    refuse_options_without_effect(args, traj)
     _import_dependencies()
     if getattr(args, "follow", False) or str(traj).startswith("imd://"):   # a stream is always followed
         from .follow import follow_options

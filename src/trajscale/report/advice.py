@@ -65,8 +65,16 @@ def kept_options(src: LayoutFacts) -> str:
     return out
 
 
+def _followed(report: RunReport) -> bool:
+    """A run that followed a file still being written: converting that file to another format cannot
+    apply to it while it grows (a rechunk of the finished file, for later runs, still can)."""
+    return isinstance(report.meta, dict) and isinstance(report.meta.get("follow"), dict)
+
+
 def rule_io_bound_format(report: RunReport, d: Diagnosis) -> Advice | None:
     """I/O-bound on a non-H5MD source: convert to H5MD and read with MPI-IO, or segment."""
+    if _followed(report):
+        return None
     fmt = (report.source.format or "").lower()
     parts = (report.source.segment_formats or "").lower()   # a segmented source's parts
     if d.r_comp_io is None or d.r_comp_io >= 1 or fmt == "h5md" or fmt == "segments" and parts in ("", "h5md"):
@@ -198,12 +206,19 @@ def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
             f"the file already has the planned frame chunks, so rechunking would not help this selection; "
             f"`trajscale inspect {_source_path(report)} --pattern atoms:SEL --topology TOP` says what would "
             "read less (e.g. a file of only the selected atoms)",
-            f"{where}reading a {worst} costs {pats[worst]:.1f}x the bytes asked for")
+            f"{where}{_pattern_cost(worst, pats[worst])}")
     return Advice(
         "chunk-amplification",
         f"rechunk the file: `trajscale rechunk {shlex.quote(_source_path(report))} -o fixed.h5md "
         f"--chunks {layout}{_kept_options(report)}`",
-        f"{where}reading a {worst} costs {pats[worst]:.1f}x the bytes asked for")
+        f"{where}{_pattern_cost(worst, pats[worst])}")
+
+
+def _pattern_cost(pattern: str, amplification: float) -> str:
+    """A test pattern's cost, said as what it is: one of ``trajscale inspect``'s patterns, not this run's
+    selection (a report without its own reads' cost)."""
+    return (f"the file's test read \"{pattern}\" (trajscale inspect) costs {amplification:.1f}x the bytes "
+            "asked for; this report does not record what its own reads cost")
 
 
 def _stragglers_by(d: Diagnosis, phases: tuple[str, ...]) -> list[Straggler]:

@@ -37,23 +37,26 @@ def _named(d: Diagnosis, most: int = 3) -> str:
     return f" ({names}{', ...' if len(d.stragglers) > most else ''})"
 
 
-def _decoded_bytes(report: RunReport) -> tuple[int, str] | None:
-    """(bytes, decoder) of the whole frames decoded when more atoms were read than kept: by an
-    MDAnalysis reader (XTC, DCD, ...) or by trajscale (delta-coded H5MD, store.codecs); None for
-    H5MD read in place (only the selected atoms' bytes)."""
+def _decoded(report: RunReport) -> str | None:
+    """Who decoded what, when more atoms were read than kept: trajscale's XTC decoder (each frame up
+    to the last selected atom), trajscale's TRR reader or delta decoder (whole frames), or an MDAnalysis
+    reader (DCD, ...: whole frames); None for H5MD read in place (only the selected atoms' bytes)."""
     src = report.source
     n_src = src.n_atoms
     if n_src is None or n_src <= report.n_atoms:
         return None
     fmt = (src.format or "").lower()
     parts = {f.strip() for f in (src.segment_formats or "").lower().split(",")}
+    whole = sum(t.frames for t in report.tasks) * n_src * 12 / 1e9
     if fmt == "h5md" or (fmt == "segments" and parts == {"h5md"}):
         if src.precision is None or src.precision.option != "deltas":   # (deltas32 reads up to the last atom)
             return None
-        decoder = "trajscale"
-    else:
-        decoder = "MDAnalysis"
-    return sum(t.frames for t in report.tasks) * n_src * 12, decoder
+        return f"trajscale decoded whole frames of {n_src} atoms, {whole:.3f} GB"
+    if fmt == "xtc" or (fmt == "segments" and parts == {"xtc"}):   # compiled xdrfile, in sources/_xdr
+        return f"trajscale's XTC decoder decoded each frame of {n_src} atoms up to the last selected atom"
+    if fmt == "trr" or (fmt == "segments" and parts == {"trr"}):
+        return f"trajscale read whole TRR frames of {n_src} atoms, {whole:.3f} GB"
+    return f"MDAnalysis decoded whole frames of {n_src} atoms, {whole:.3f} GB"
 
 
 def process_line(report: RunReport) -> str:
@@ -80,10 +83,9 @@ def run_summary(report: RunReport, out: str | None = None, report_path: str | No
          f"{report.n_atoms} atoms read in {report.n_tasks} tasks"),
         f"  {t:.2f} s total, {rate(report.n_frames):,.0f} frames/s, {rate(gb):.2f} GB/s read ({gb:.3f} GB)",
     ]
-    decoded = _decoded_bytes(report)
-    if decoded:   # an XTC/DCD reader decodes every atom; the GB/s above counts the selected ones
-        lines[-1] = lines[-1][:-1] + (f" of the {report.n_atoms} selected atoms; {decoded[1]} decoded whole "
-                                      f"frames of {report.source.n_atoms} atoms, {decoded[0] / 1e9:.3f} GB)")
+    decoded = _decoded(report)
+    if decoded:   # a compressed format's reader decodes more atoms than kept; the GB/s above counts the kept
+        lines[-1] = lines[-1][:-1] + f" of the {report.n_atoms} selected atoms; {decoded})"
     t_io = sum(tk.t_io for tk in report.tasks)
     if t_io > 0:   # the storage's speed as the tasks saw it, apart from start-up and compute
         lines[-1] += f"; reads ran at {gb / t_io:.2f} GB/s per worker"

@@ -79,7 +79,17 @@ cdef enum:
 
 
 class XDRFormatError(ValueError):
-    """The file is not an XTC/TRR, or is cut short or damaged; the message names the frame and byte."""
+    """The file is not an XTC/TRR, or is cut short or damaged; the message names the frame and byte.
+
+    A scan's error also holds what came before the damage: ``n_atoms``, the ``offsets`` of the whole
+    frames before it (an int64 array) and ``complete_bytes`` (where the last of them ends), so that a
+    follower can analyse those frames before it says what it met.
+    """
+
+    def __init__(self, problem, n_atoms=0, offsets=None, complete_bytes=0):
+        super().__init__(problem)
+        self.n_atoms, self.complete_bytes = n_atoms, complete_bytes
+        self.offsets = np.zeros(0, np.int64) if offsets is None else offsets
 
 
 cdef inline int _be32(const uint8_t *p) noexcept nogil:
@@ -215,7 +225,7 @@ cdef tuple _scan_xtc(path, Py_ssize_t max_frames, list partial_last, bint growin
     finally:
         fclose(fh)
     if problem is not None:
-        raise XDRFormatError(problem)
+        raise XDRFormatError(problem, max(n_atoms, 0), np.array(offsets, np.int64), pos)
     return max(n_atoms, 0), np.array(offsets, np.int64), ("position",), np.array(steps, np.int64), \
         np.array(times, np.float64), pos
 
@@ -251,8 +261,8 @@ cdef str _cut_short(FILE *fh, str fmt, int magic, tuple cut, long file_size, lis
         size = <Py_ssize_t>fread(&view[0], 1, size, fh)
     if growing:
         if not _starts_frame(view, size, magic, n_atoms if magic == MAGIC else 13):
-            return (f"frame {n} at byte {pos}: the {size} bytes after the last whole frame do not start "
-                    f"an {fmt} frame" if n else f"not an {fmt} file (its first {size} bytes start no {fmt} frame)")
+            return (f"frame {n} at byte {pos}: the {present} bytes after the last whole frame do not start "
+                    f"an {fmt} frame" if n else f"not an {fmt} file (its first {present} bytes start no {fmt} frame)")
         if partial_last is not None:
             partial_last.append((n, pos, present, declared))
         return None
@@ -528,7 +538,7 @@ cdef tuple _scan_trr(path, Py_ssize_t max_frames, list partial_last, bint growin
         if fh != NULL:
             fclose(fh)
     if problem is not None:
-        raise XDRFormatError(problem)
+        raise XDRFormatError(problem, max(n_atoms, 0), np.array(found, np.int64), pos)
     fields = tuple(f for i, f in enumerate(TRR_FIELDS) if has & (1 << i))
     return max(n_atoms, 0), np.array(found, np.int64), fields, np.array(steps, np.int64), \
         np.array(times, np.float64), pos

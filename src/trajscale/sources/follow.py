@@ -18,17 +18,31 @@ instant, and whether the writer has said the file is finished.
 
 An open that catches the writer mid-flush fails and counts as "no news" until
 the next poll.
+
+A followed trajectory is one trajectory: :class:`Watch` remembers the file (its
+inode and size, the parts of an index) and its frame 0 as first read, and each
+later snapshot is checked against them, so that a file replaced under the same
+name (``gmx mdrun`` backs up ``traj.xtc`` to ``#traj.xtc.1#`` and starts a new
+one), a file that shrinks, or a part of an index that changes after it was read,
+ends the run (:attr:`~trajscale.endings.Ending.REPLACED`) instead of joining two
+runs' frames. Damage in an XTC/TRR (bytes no writer writes) ends it too
+(:attr:`~trajscale.endings.Ending.DAMAGED`), after the whole frames before it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputFileError
+import numpy as np
+
+from ..endings import Ending, FollowEnded
+from ..errors import DamagedFileError, InputFileError, NotFollowableError
 from .base import Source
 from .h5md import H5MDSource
 
@@ -97,6 +111,11 @@ class Snapshot:
     finished: bool
     #: Bytes after the last whole frame of a finished XTC/TRR (its writer stopped inside a frame).
     torn_bytes: int = 0
+    #: Bytes after the last whole frame of an XTC/TRR, finished or not (a frame in progress, or what a
+    #: writer that died mid-frame left): an idle end says them.
+    trailing_bytes: int = 0
+    #: One line naming the damage met after the ``n_frames`` whole frames, or None.
+    damage: str | None = None
 
     def warn_torn_end(self) -> None:
         """Say, once per follow (the caller's last snapshot, not every poll), that a finished file
@@ -151,15 +170,50 @@ def complete_xdr_offsets(path: str, fmt: str):
 
 
 def _xdr_snapshot(path: str, fmt: str) -> Snapshot:
+    from ._xdr import XDRFormatError, scan_growing
     from .parts import PartSource
 
     finished = Path(path + DONE_SUFFIX).exists()
-    n_atoms, offsets, complete_bytes = complete_xdr_offsets(path, fmt)
+    damage = None
+    try:
+        n_atoms, offsets, complete_bytes = scan_growing(path, fmt)
+    except XDRFormatError as exc:   # the whole frames before the damage are analysed, then the run ends
+        damage = f"{path}: damaged: {exc}"
+        n_atoms, offsets, complete_bytes = exc.n_atoms, exc.offsets, exc.complete_bytes
+        if not len(offsets):
+            raise DamagedFileError(path, f"damaged before its first whole frame: {exc}") from None
     if not len(offsets):
         raise InputFileError(path, "no complete frame yet")
-    torn = os.path.getsize(path) - complete_bytes if finished else 0
+    trailing = max(0, os.path.getsize(path) - complete_bytes)
     return Snapshot(PartSource(path, n_atoms=n_atoms, offsets=offsets, format=fmt), len(offsets), finished,
-                    max(0, torn))
+                    trailing if finished and damage is None else 0, trailing, damage)
+
+
+def followable(path: str) -> str:
+    """How ``path`` is followed: ``"segments"``, ``"h5md"``, or the XDR format (``"XTC"``, ``"TRR"``),
+    from the file's bytes or, before it exists, its name.
+
+    Raises
+    ------
+    NotFollowableError
+        A format read whole (DCD, PDB, ...): refused at once, not after waiting for frames.
+    """
+    from . import is_hdf5
+    from .parts import XDR_FORMATS, part_format
+    from .segments import index_path
+
+    if index_path(path) is not None or path.endswith(".json"):
+        return "segments"
+    if os.path.exists(path) and is_hdf5(path) or path.lower().endswith((".h5md", ".h5", ".hdf5")):
+        return "h5md"
+    try:
+        fmt = part_format(path)
+    except InputFileError as exc:
+        raise NotFollowableError(path, f"cannot be followed: {exc.problem}") from None
+    if fmt not in XDR_FORMATS:
+        raise NotFollowableError(path, f"cannot be followed: {fmt} files are read whole, with no frame count "
+                                       "that grows; follow an H5MD, XTC or TRR file or a segment index")
+    return fmt
 
 
 def snapshot(trajectory, topology=None, *, group: str | None = None, assume_units: str | None = None) -> Snapshot:
@@ -171,28 +225,179 @@ def snapshot(trajectory, topology=None, *, group: str | None = None, assume_unit
         Nothing readable yet (no file, no complete frame, or the writer is mid-flush): poll again.
     """
     from . import is_hdf5, open_source
-    from .parts import XDR_FORMATS, part_format
-    from .segments import index_path
 
     path = str(trajectory)
     unlocked_reads()
+    fmt = followable(path)
     if not os.path.exists(path):
         raise InputFileError(path, "does not exist yet")
-    if index_path(path) is not None:
+    if fmt == "segments":
         finished = Path(path + DONE_SUFFIX).exists()
         source = open_source(path, topology, group=group, assume_units=assume_units)
         return Snapshot(source, source.n_frames, finished)
-    if is_hdf5(path):
+    if fmt == "h5md" or is_hdf5(path):
         try:
             return _h5md_snapshot(path, group, assume_units)
         except MID_FLUSH as exc:   # caught mid-flush: the next poll sees it whole
             raise InputFileError(path, f"not readable at this instant ({exc})") from None
-    fmt = part_format(path)
-    if fmt not in XDR_FORMATS:
-        raise InputFileError(path, f"cannot be followed: {fmt} files are read whole; follow an H5MD, XTC "
-                                   "or TRR file or a segment index")
     return _xdr_snapshot(path, fmt)
 
 
-__all__ = ["DONE_SUFFIX", "GrowingH5MDSource", "QuietInFlight", "Snapshot", "complete_xdr_offsets", "snapshot",
+@dataclass(frozen=True, slots=True)
+class FileState:
+    """A file as a follower last saw it: what tells the same file, grown, from another under its name."""
+
+    path: str
+    inode: int
+    device: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, path: str) -> FileState | None:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return cls(path, st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
+
+
+#: Atoms of frame 0 whose positions the digest of a followed trajectory holds (a bounded read per look).
+DIGEST_ATOMS = 4096
+
+
+def _first_frame_digest(source: Source) -> str:
+    """A digest of frame 0 as the source reads it (the first atoms' positions, box, step, time)."""
+    block = source.read(0, 1, np.arange(min(source.n_atoms, DIGEST_ATOMS)))
+    h = hashlib.blake2b(digest_size=16)
+    for array in (block.positions, block.box, block.step, block.time):
+        h.update(array.tobytes())
+    return h.hexdigest()
+
+
+class Watch:
+    """One followed trajectory, from look to look: the file (or an index's parts) and its frame 0 as first
+    read; :meth:`check` ends the run (:class:`~trajscale.endings.FollowEnded`) when a later look finds
+    another trajectory under the same name."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        fmt = followable(path)
+        self.index = fmt == "segments"   # rewritten whole as parts come: its parts are checked
+        # XTC/TRR only grow; an HDF5 file gives back the space it reserved when its writer closes it
+        self.appended = fmt not in ("segments", "h5md")
+        self.file: FileState | None = None
+        self.head: str | None = None
+        self.parts: dict[str, FileState] = {}   # the parts of an index whose frames were all read
+
+    def check(self, snap: Snapshot, frames_read: int) -> None:
+        """Whether ``snap`` is the trajectory whose first ``frames_read`` frames were read; remember it.
+
+        Raises
+        ------
+        FollowEnded
+            :attr:`~trajscale.endings.Ending.REPLACED`, naming what changed and the frames analysed.
+        """
+        now = None if self.index else FileState.of(self.path)
+        was = self.file
+        done = (f"the results cover the {frames_read} frames analysed before; frames of another trajectory "
+                "are not joined to them")
+        if was is not None and now is not None:
+            if (now.inode, now.device) != (was.inode, was.device):
+                raise FollowEnded(Ending.REPLACED, f"{self.path} was replaced (a new file under its name); {done}")
+            if self.appended and now.size < was.size:
+                raise FollowEnded(Ending.REPLACED, f"{self.path} shrank from {was.size} to {now.size} bytes; {done}")
+        if snap.n_frames < frames_read:
+            raise FollowEnded(Ending.REPLACED, f"{self.path} now has {snap.n_frames} whole frames, fewer than "
+                                               f"the {frames_read} analysed; {done}")
+        self._check_parts(snap.source, frames_read, done)
+        if self.head is not None and now is not None and now == was:
+            return   # not touched since the last look
+        head = _first_frame_digest(snap.source)
+        if self.head is not None and head != self.head:
+            raise FollowEnded(Ending.REPLACED, f"{self.path}'s frame 0 differs from the frame 0 analysed "
+                                               f"(a new trajectory written under its name); {done}")
+        self.file, self.head = now, head
+
+    def gone(self, frames_read: int) -> FollowEnded | None:
+        """The ending for a followed file that is no longer there (moved or removed), or None."""
+        if self.head is None or os.path.exists(self.path):
+            return None
+        return FollowEnded(Ending.REPLACED, f"{self.path} was moved or removed; the results cover the "
+                                            f"{frames_read} frames analysed before")
+
+    def _check_parts(self, source: Source, frames_read: int, done: str) -> None:
+        from .segments import SegmentedSource
+
+        if not isinstance(source, SegmentedSource):
+            return
+        ends = (*source.part_starts, source.n_frames)   # where each part's frames end
+        for k, seg in enumerate(source.segments):
+            path = str(seg["path"])
+            state = FileState.of(path)
+            was = self.parts.get(path)
+            if was is not None and state != was:
+                raise FollowEnded(Ending.REPLACED, f"part {path} of {self.path} changed after its frames were "
+                                                   f"read; {done}")
+            end = ends[k]
+            if was is None and state is not None and end <= frames_read:
+                self.parts[path] = state
+
+
+def idle_detail(idle: float, frames: int, trailing: int) -> str:
+    """What an idle end says: how long nothing came, that the file was never marked complete, and the
+    bytes after its last whole frame (what a writer that died inside a frame leaves)."""
+    detail = f"{idle:g} s; the file was never marked complete"
+    if trailing:
+        detail += (f", and its last {trailing} bytes are not a whole frame (a writer that stopped inside "
+                   f"frame {frames})")
+    return detail
+
+
+def frame_counts(path: str, *, idle: float, poll: float = 0.5, group: str | None = None,
+                 assume_units: str | None = None) -> Iterator[tuple[int, tuple[Ending, str] | None]]:
+    """The whole frames of a trajectory being written, as they grow: ``(frames, None)`` each time the
+    count grows, then ``(frames, (ending, detail))`` once it ends (marked complete, damaged, replaced, or
+    ``idle`` s without a new frame), as a followed run ends.
+
+    Raises
+    ------
+    NotFollowableError
+        A format that cannot be followed, at once.
+    """
+    followable(path)
+    watch, last, since, trailing = Watch(path), 0, time.monotonic(), 0
+    while True:
+        try:
+            snap = snapshot(path, group=group, assume_units=assume_units)
+        except DamagedFileError as exc:
+            yield last, (Ending.DAMAGED, str(exc))
+            return
+        except InputFileError:   # not there yet, or mid-flush: look again
+            snap = None
+        if snap is not None:
+            try:
+                watch.check(snap, last)
+            except FollowEnded as end:
+                yield last, (end.ending, end.detail)
+                return
+            finally:
+                snap.source.close()
+            trailing = snap.trailing_bytes
+            if snap.n_frames > last:
+                last, since = snap.n_frames, time.monotonic()
+                yield last, None
+            if snap.damage or snap.finished:
+                yield last, (Ending.DAMAGED, snap.damage) if snap.damage else (Ending.COMPLETE, "")
+                return
+        if time.monotonic() - since >= idle:
+            gone = watch.gone(last)
+            yield last, ((gone.ending, gone.detail) if gone is not None
+                         else (Ending.IDLE, idle_detail(idle, last, trailing)))
+            return
+        time.sleep(poll)
+
+
+__all__ = ["DONE_SUFFIX", "FileState", "GrowingH5MDSource", "QuietInFlight", "Snapshot", "Watch",
+           "complete_xdr_offsets", "followable", "frame_counts", "idle_detail", "snapshot",
            "unlocked_reads"]
