@@ -64,6 +64,19 @@ def _append_changelog(app, docname: str, source: list[str]) -> None:
         source[0] += "\nThe entries are in `CHANGELOG.md` at the top of the source repository.\n"
 
 
+#: Where the formats page takes the table the format registry makes (trajscale.sources.registry).
+FORMATS_TABLE = "<!-- the formats table, made from the registry when the docs are built -->"
+
+
+def _formats_table(app, docname: str, source: list[str]) -> None:
+    """The formats page's table comes from the format registry itself, so it lists every Source."""
+    if docname == "formats" and FORMATS_TABLE in source[0]:
+        from trajscale.sources.registry import formats_table
+
+        source[0] = source[0].replace(FORMATS_TABLE, formats_table())
+
+
 def setup(app) -> dict:
     app.connect("source-read", _append_changelog)
+    app.connect("source-read", _formats_table)
     return {"parallel_read_safe": True}

@@ -96,14 +96,14 @@ def trr_one(data: bytes) -> None:
 
 
 def parts_one(data: bytes) -> None:
-    """The same bytes through :class:`~trajscale.sources.parts.PartSource`, as XTC and as TRR."""
+    """The same bytes through :class:`~trajscale.sources.parts.XDRSource`, as XTC and as TRR."""
     from trajscale.errors import TrajscaleError
-    from trajscale.sources.parts import PartSource
+    from trajscale.sources.parts import XDRSource
 
     for suffix in (".xtc", ".trr"):
         path = _write(data, suffix)
         try:
-            with PartSource(path) as src:
+            with XDRSource(path) as src:
                 if src.n_frames and "position" in src.fields:
                     src.read(0, src.n_frames)
         except TrajscaleError:

@@ -27,12 +27,15 @@ def bad_files(tmp_path, adk_vacuum_h5md):
     with h5py.File(nopos, "w") as f:
         f.create_group("h5md")
         f.create_group("particles/all/velocity")
-    return {"truncated": trunc, "plain": plain, "nopos": nopos, "dir": tmp_path}
+    unknown = tmp_path / "notes.bin"   # no format's bytes, no format's name: the formats read are listed
+    unknown.write_bytes(b"these are not coordinates\n" * 10)
+    return {"truncated": trunc, "plain": plain, "nopos": nopos, "dir": tmp_path, "unknown": unknown}
 
 
 @pytest.mark.parametrize("case,needle", [
     ("missing", "no such file"), ("dir", "directory"), ("truncated", "truncated.h5md"),
-    ("plain", "not an H5MD file"), ("nopos", "position")])
+    ("plain", "not an H5MD file"), ("nopos", "position"),
+    ("unknown", "not a trajectory format trajscale reads (it reads SEGMENTS; H5MD; XTC, TRR; ")])
 def test_bad_trajectory(tmp_path, adk_vacuum, bad_files, case, needle):
     path = tmp_path / "missing.h5md" if case == "missing" else bad_files[case]
     out = tmp_path / "out.h5md"

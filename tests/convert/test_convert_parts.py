@@ -1,4 +1,4 @@
-"""convert reads XTC/TRR/DCD inputs in place (PartSource): no MDAnalysis offset cache or lock file is
+"""convert reads XTC/TRR/DCD inputs in place (XDRSource, MDAPartSource): no MDAnalysis offset cache or lock file is
 written beside the user's inputs, and the output is what MDAnalysis reads from them."""
 
 from __future__ import annotations

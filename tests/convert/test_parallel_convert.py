@@ -126,7 +126,7 @@ def test_bad_input_on_processes_is_one_clear_error_and_leaves_nothing(tmp_path):
 def test_worker_memory_is_bounded_by_the_slab(tmp_path, monkeypatch):
     """A worker reads and writes at most SLAB_BYTES of frames at a time, whatever its range."""
     from trajscale.convert import segmented
-    from trajscale.sources import PartSource
+    from trajscale.sources import MDAPartSource
 
     jobs = []
     real_write = segmented.write
@@ -135,14 +135,15 @@ def test_worker_memory_is_bounded_by_the_slab(tmp_path, monkeypatch):
     convert(D.PSF, [D.DCD], str(serial))   # the job a convert builds, and its output as the reference
     sizes = []
 
-    class Spy(PartSource):   # a DCD input is read in place
-        def read(self, *a, **k):
-            b = super().read(*a, **k)
-            sizes.append(b.positions.nbytes)
-            return b
+    real_read = MDAPartSource.read   # the DCD input's Source (the format registry's), its blocks counted
+
+    def spy(self, *a, **k):
+        b = real_read(self, *a, **k)
+        sizes.append(b.positions.nbytes)
+        return b
 
     monkeypatch.setattr(stream, "SLAB_BYTES", 7 * 3341 * 12)
-    monkeypatch.setattr(stream, "PartSource", Spy)
+    monkeypatch.setattr(MDAPartSource, "read", spy)
     rec = tmp_path / "r.json"
     save_record(rec, {"done": 0})
     write_range(jobs[0], 10, 90, str(tmp_path / "seg.h5md"), str(rec))   # a worker's range

@@ -22,7 +22,7 @@ import trajscale as ts
 from tests.conftest import run_mpi
 from trajscale.errors import AtomCountMismatchError, InputFileError
 from trajscale.executors.processes import ProcessExecutor
-from trajscale.sources import MDASource, PartSource, SegmentedSource, open_source, source_from_config
+from trajscale.sources import MDAPartSource, SegmentedSource, XDRSource, open_source, source_from_config
 from trajscale.testing import SourceConformance
 
 HERE = Path(__file__).parent
@@ -152,7 +152,7 @@ class TestPartXTC(SourceConformance):
 
     @pytest.fixture
     def make_source(self):
-        return lambda: PartSource(D.XTC)
+        return lambda: XDRSource(D.XTC)
 
     @pytest.fixture
     def universe(self):
@@ -166,9 +166,9 @@ def test_open_source_reads_parts_in_place(xtc_parts):
     with open_source(xtc_parts, D.GRO) as src:
         assert isinstance(src, SegmentedSource) and src.n_frames == 10 and src.chunk_frames == 1
     with open_source(D.XTC, D.GRO) as src:
-        assert isinstance(src, PartSource) and src.get_config()["offsets"]
-    with open_source(D.DCD, D.PSF) as src:   # one DCD: MDAnalysis's reader, as before
-        assert isinstance(src, MDASource)
+        assert isinstance(src, XDRSource) and src.get_config()["offsets"]
+    with open_source(D.DCD, D.PSF) as src:   # one DCD: MDAnalysis's reader for the file alone, no Universe
+        assert isinstance(src, MDAPartSource) and src.format == "DCD"
 
 
 def test_a_worker_opens_a_part_only_when_it_reads_it(xtc_parts):

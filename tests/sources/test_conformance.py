@@ -7,7 +7,7 @@ import pytest
 from MDAnalysisTests import datafiles as D
 
 from trajscale.convert.convert import convert
-from trajscale.sources import H5MDSource, MDASource
+from trajscale.sources import H5MDSource, MDAPartSource, MDASource
 from trajscale.store.layout import Layout
 from trajscale.testing import SourceConformance
 
@@ -122,6 +122,32 @@ class TestMDATriclinicDcd(SourceConformance):
     @pytest.fixture
     def universe(self):
         return mda.Universe(D.PSF_TRICLINIC, D.DCD_TRICLINIC)
+
+
+class TestMDAPartDcd(SourceConformance):
+    """DCD, the format every command reads through MDAPartSource (MDAnalysis's DCDReader for the file alone)."""
+
+    @pytest.fixture
+    def make_source(self):
+        return lambda: MDAPartSource(D.DCD)
+
+    @pytest.fixture
+    def universe(self):
+        return mda.Universe(D.PSF, D.DCD)
+
+
+class TestMDAPartNetCDF(SourceConformance):
+    """AMBER NetCDF, told by its extension (MDAnalysis's format table), not by a Source's own formats."""
+
+    n_cases = 2
+
+    @pytest.fixture
+    def make_source(self):
+        return lambda: MDAPartSource(D.NCDF)
+
+    @pytest.fixture
+    def universe(self):
+        return mda.Universe(D.PRMncdf, D.NCDF)
 
 
 class TestGrowingH5MD(SourceConformance):

@@ -11,7 +11,7 @@ import pytest
 
 from trajscale.convert.convert import convert
 from trajscale.errors import FrameRangeError, InputFileError, NotH5MDError
-from trajscale.sources import H5MDSource, MDASource, open_source, source_from_config
+from trajscale.sources import H5MDSource, MDAPartSource, open_source, source_from_config
 from trajscale.sources import h5md as h5md_module
 from trajscale.store.layout import Layout
 
@@ -158,7 +158,7 @@ def test_config_roundtrip(layouts, adk_vacuum):
         with source_from_config(cfg) as again:
             np.testing.assert_array_equal(again.read(0, 2).positions, src.read(0, 2).positions)
     with open_source(adk_vacuum[1], adk_vacuum[0]) as src:
-        assert isinstance(src, MDASource)
+        assert isinstance(src, MDAPartSource)
         with source_from_config(src.get_config()) as again:
             np.testing.assert_array_equal(again.read(5, 9).positions, src.read(5, 9).positions)
 

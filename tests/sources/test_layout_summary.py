@@ -16,7 +16,7 @@ from trajscale.convert.rechunk import rechunk
 from trajscale.convert.split import split
 from trajscale.facts import CONTIGUOUS, LayoutFacts
 from trajscale.report.timing import RunReport
-from trajscale.sources import MDASource, PartSource, SegmentedSource, open_source
+from trajscale.sources import MDASource, SegmentedSource, XDRSource, open_source
 from trajscale.store.layout import Layout
 
 POS = "particles/all/position/value"
@@ -79,7 +79,7 @@ def test_contiguous_h5md(tmp_path, adk_vacuum_h5md):
 
 def test_xtc_part_facts(adk_water):
     u = mda.Universe(adk_water["gro"], adk_water["xtc"])
-    with PartSource(adk_water["xtc"]) as src:
+    with XDRSource(adk_water["xtc"]) as src:
         facts = src.layout_summary()
     assert facts == LayoutFacts(format="XTC", path=adk_water["xtc"], n_atoms=u.atoms.n_atoms)
     assert list(_round_trip(facts)) == KEYS["part"]

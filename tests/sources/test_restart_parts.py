@@ -146,8 +146,8 @@ def test_whole_repeats_are_renumbered_and_the_message_counts_frames_and_parts(pa
 
 def test_xtc_step_and_time_read_from_frame_headers_equal_mdanalysis():
     """Joining reads a few frames' step/time per part; from an XTC they come from the frame headers."""
-    from trajscale.sources import PartSource
+    from trajscale.sources import XDRSource
 
     u = mda.Universe(D.GRO, D.XTC)
-    with PartSource(D.XTC) as src:
+    with XDRSource(D.XTC) as src:
         assert [src.step_time(i) for i in range(src.n_frames)] == [(t.data["step"], t.time) for t in u.trajectory]

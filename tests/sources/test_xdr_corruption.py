@@ -8,7 +8,7 @@ where it says, a small negative byte count, extreme integer ranges, ``smallidx``
 outside its table, atom counts that disagree).
 
 Each variant is scanned and read through ``trajscale inspect`` and
-:class:`~trajscale.sources.parts.PartSource` (and a sample through ``trajscale run
+:class:`~trajscale.sources.parts.XDRSource` (and a sample through ``trajscale run
 rmsd``) in a worker process under a memory limit and a timeout, many variants per
 worker: a worker killed by a signal, a memory limit or the timeout marks the
 variant it was on as a failure, and a new worker goes on with the rest. A variant
@@ -204,7 +204,7 @@ def _cli(argv: list[str]) -> tuple[int, str]:
 def check_variant(info: dict, out_dir: str) -> list[str]:
     """What is wrong with how trajscale handles one variant ([] when nothing is)."""
     from trajscale.errors import TrajscaleError
-    from trajscale.sources.parts import PartSource
+    from trajscale.sources.parts import XDRSource
 
     path, problems = info["path"], []
     code, err = _cli(["inspect", path])
@@ -213,7 +213,7 @@ def check_variant(info: dict, out_dir: str) -> list[str]:
     elif code and not _one_line_naming(err, path):
         problems.append(f"inspect: not one line naming the file: {err!r}")
     try:
-        with PartSource(path) as src:
+        with XDRSource(path) as src:
             src.read(0, src.n_frames, fields=src.fields[:1] or ("position",))
     except TrajscaleError as exc:
         if not _one_line_naming(str(exc), path):

@@ -23,7 +23,7 @@ from MDAnalysisTests import datafiles as D
 from trajscale.errors import InputFileError
 from trajscale.sources import _xdr
 from trajscale.sources.parts import XDR_SCALE as SCALE
-from trajscale.sources.parts import PartSource, scan_part
+from trajscale.sources.parts import XDRSource, scan_part
 
 FILES = {"adk-water": (D.GRO, D.XTC), "5-atoms": (D.COORDINATES_TOPOLOGY, D.COORDINATES_XTC)}
 TRRS = {"adk-water": (D.GRO, D.TRR), "5-atoms": (D.COORDINATES_TOPOLOGY, D.COORDINATES_TRR),
@@ -57,7 +57,7 @@ def test_frames_are_mdanalysis_s_bits(name, how):
     sel = {"all atoms": None, "selection": np.arange(1, n, 3), "first atoms": np.arange(min(n, 3341) // 2),
            "strided": np.array([n - 1, 0])}[how]
     stride = 3 if how == "strided" else 1
-    with PartSource(FILES[name][1]) as src:
+    with XDRSource(FILES[name][1]) as src:
         assert src.n_frames == len(u.trajectory) and src.n_atoms == n
         block = src.read(0, src.n_frames, atoms=sel, stride=stride)
     frames = range(0, len(u.trajectory), stride)
@@ -72,7 +72,7 @@ def test_frames_are_mdanalysis_s_bits(name, how):
 def test_frames_read_as_blocks_across_calls_reuse_no_stale_atoms():
     """Reading a prefix selection then every atom from the same open file: the second read is whole."""
     u = _universe("adk-water")
-    with PartSource(D.XTC) as src:
+    with XDRSource(D.XTC) as src:
         src.read(2, 5, atoms=np.arange(10))
         whole = src.read(2, 5)
     for i, ts in enumerate(u.trajectory[2:5]):
@@ -95,7 +95,7 @@ def test_not_an_xtc_is_one_clear_error(tmp_path):
     with pytest.raises(InputFileError, match=r"text\.xtc.*not an XTC file"):
         scan_part(str(bad))
     with pytest.raises(InputFileError, match=r"text\.xtc.*not an XTC file"):
-        PartSource(str(bad), offsets=np.array([0]))
+        XDRSource(str(bad), offsets=np.array([0]))
 
 
 def test_frames_with_another_atom_count_are_refused(tmp_path):
@@ -111,11 +111,11 @@ def test_a_file_changed_after_its_scan_is_an_error_not_an_overrun(tmp_path):
     decoder checks each frame's header before decoding into its buffer."""
     part = tmp_path / "part.xtc"
     shutil.copyfile(D.COORDINATES_XTC, part)
-    cfg = PartSource(str(part)).get_config()
+    cfg = XDRSource(str(part)).get_config()
     big = tmp_path / "big.xtc"
     shutil.copyfile(D.XTC, big)
     os.replace(big, part)
-    with PartSource(cfg["path"], n_atoms=cfg["n_atoms"], offsets=cfg["offsets"]) as src, \
+    with XDRSource(cfg["path"], n_atoms=cfg["n_atoms"], offsets=cfg["offsets"]) as src, \
             pytest.raises(InputFileError, match=r"part\.xtc.*frame 0 has 47681 atoms, not 5"):
         src.read(0, 1)
 
@@ -179,7 +179,7 @@ def test_trr_frames_are_mdanalysis_s_bits(name, how):
     n = u.atoms.n_atoms
     sel = {"all atoms": None, "selection": np.arange(1, n, 3), "strided": np.array([n - 1, 0])}[how]
     stride = 2 if how == "strided" else 1
-    with PartSource(TRRS[name][1]) as src:
+    with XDRSource(TRRS[name][1]) as src:
         fields = src.fields
         block = src.read(0, src.n_frames, atoms=sel, fields=fields, stride=stride)
     pick = slice(None) if sel is None else sel
@@ -205,7 +205,7 @@ def _trr_with_forces_in_frame_0_only(path):
 def test_a_trr_frame_without_a_wanted_field_is_named(tmp_path):
     part = tmp_path / "mixed.trr"
     _trr_with_forces_in_frame_0_only(part)
-    with PartSource(str(part)) as src:
+    with XDRSource(str(part)) as src:
         assert src.fields == ("position", "velocity", "force")   # the first frame's
         assert np.array_equal(src.read(0, 2, fields=("position",)).positions[1],
                               next(iter(MDATRRFile(str(part)))).x * np.float32(10))
@@ -230,8 +230,8 @@ def test_a_cut_short_trr_and_not_a_trr_are_named(tmp_path):
 def test_a_trr_changed_after_its_scan_is_an_error_not_an_overrun(tmp_path):
     part = tmp_path / "part.trr"
     shutil.copyfile(D.COORDINATES_TRR, part)
-    cfg = PartSource(str(part)).get_config()
+    cfg = XDRSource(str(part)).get_config()
     shutil.copyfile(D.TRR, tmp_path / "big.trr")
     os.replace(tmp_path / "big.trr", part)
     with pytest.raises(InputFileError, match=r"part\.trr.*has 47681 atoms per frame, expected 5"):
-        PartSource(cfg["path"], n_atoms=cfg["n_atoms"], offsets=cfg["offsets"]).read(0, 1)
+        XDRSource(cfg["path"], n_atoms=cfg["n_atoms"], offsets=cfg["offsets"]).read(0, 1)

@@ -18,7 +18,7 @@ from MDAnalysisTests.datafiles import GRO, TRR, XTC  # noqa: E402
 
 from trajscale.errors import InputFileError  # noqa: E402
 from trajscale.sources import open_source  # noqa: E402
-from trajscale.sources.parts import PartSource  # noqa: E402
+from trajscale.sources.parts import XDRSource  # noqa: E402
 
 
 def _offsets(path: str) -> list[int]:
@@ -54,7 +54,7 @@ def _mda_frames(path: Path, fmt: str, field: str = "positions"):
 def test_complete_frames_are_read_as_mdanalysis_reads_them(tmp_path, caplog, src, fmt, into):
     path, kept, at = _cut(src, tmp_path, into)
     with caplog.at_level(logging.WARNING, logger="trajscale"):
-        with PartSource(str(path)) as part:
+        with XDRSource(str(path)) as part:
             assert part.n_frames == kept
             block = part.read(0, part.n_frames)
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -70,7 +70,7 @@ def test_complete_frames_are_read_as_mdanalysis_reads_them(tmp_path, caplog, src
 def test_strict_refuses_a_cut_short_last_frame(tmp_path, src):
     path, kept, at = _cut(src, tmp_path, 1000)
     with pytest.raises(InputFileError, match=rf"frame {kept} at byte {at} is cut short"):
-        PartSource(str(path), strict=True)
+        XDRSource(str(path), strict=True)
     with pytest.raises(InputFileError, match="cut short"):
         open_source(str(path), strict=True)
     assert open_source(str(path), strict=False).n_frames == kept
@@ -92,7 +92,7 @@ def test_damage_before_the_last_frame_is_refused_without_strict(tmp_path, src, h
     path = tmp_path / ("damaged" + Path(src).suffix)
     path.write_bytes(bytes(data))
     with pytest.raises(InputFileError, match=expect):
-        PartSource(str(path))
+        XDRSource(str(path))
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -126,13 +126,13 @@ def test_cli_reads_the_complete_frames_and_strict_refuses(tmp_path):
 
 def test_a_lone_cut_short_frame_allocates_nothing_for_its_atom_count(tmp_path):
     """A fuzzer finding: a 23-byte XTC whose only frame is cut short and whose header claims
-    2,113,929,216 atoms made PartSource allocate a 23.6 GiB decode buffer (MemoryError). No complete
+    2,113,929,216 atoms made XDRSource allocate a 23.6 GiB decode buffer (MemoryError). No complete
     frame vouches for that count, so the file reads as 0 frames and allocates nothing of its size."""
     import resource
 
     path = tmp_path / "lone.xtc"
     path.write_bytes(bytes.fromhex("000007cb7e000000000000" "07cb000000c6003a41000201"))
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    with PartSource(str(path)) as src:
+    with XDRSource(str(path)) as src:
         assert src.n_frames == 0
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 512 * 1024   # KiB: under 512 MiB

@@ -1,19 +1,21 @@
-"""``trajscale inspect``: layout, units and read amplification of an H5MD file; frames, atoms, units
-and times of an XTC or TRR (from its frame headers)."""
+"""``trajscale inspect``: layout, units and read amplification of an H5MD file; frames, atoms, fields,
+units and times of a trajectory in any other format, read by the Source the format registry names."""
 
 from __future__ import annotations
 
 import json
+import os
 
 from .options import add_h5md_options, add_strict_option
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("inspect", help="describe an H5MD file and its layout (or an XTC/TRR)",
+    p = sub.add_parser("inspect", help="describe an H5MD file and its layout (or another trajectory)",
                        description="Groups, frames, atoms, units, chunk shape, compression, file size and "
-                                   "the read amplification of common access patterns. An XTC or TRR gets "
-                                   "its frames, atoms, fields, units and times, read from its frame headers.")
-    p.add_argument("file", help="H5MD file (or XTC/TRR)")
+                                   "the read amplification of common access patterns. A trajectory in "
+                                   "another format (XTC, TRR, DCD, ...) gets its frames, atoms, fields, units "
+                                   "and times (XTC and TRR: read from their frame headers).")
+    p.add_argument("file", help="H5MD file (or XTC, TRR, DCD, a segment index, ...)")
     add_h5md_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     add_strict_option(p)
@@ -43,10 +45,11 @@ def main(args) -> int:
         raise ConfigError("--idle: for --follow (how long to wait for a new frame)")
     if args.follow:
         return _follow(args)
-    from ..sources import is_hdf5
+    from ..sources.registry import guess
 
-    if not is_hdf5(args.file) and args.file.rpartition(".")[2].upper() not in ("H5MD", "H5", "HDF5"):
-        return _inspect_part(args)   # an XTC/TRR; another format gets one line saying what inspect reads
+    match = guess(args.file)   # the format registry: one line listing what is read, for a file it is not
+    if match.format != "H5MD":
+        return _inspect_other(args, match)   # read by its Source; the layout report is H5MD's own
     from ..store.inspect import inspect_file
 
     facts = inspect_file(args.file, args.h5md_group, args.assume_units)
@@ -90,37 +93,47 @@ def _follow(args) -> int:
     return 0
 
 
-def _inspect_part(args) -> int:
-    """An XTC/TRR: what its headers say, and how to make it an H5MD file that reads in slabs."""
-    import os
+def _inspect_other(args, match) -> int:
+    """A trajectory in another format: what its Source reads, and how to make it an H5MD file that
+    reads in slabs."""
     import shlex
 
     from ..errors import ConfigError
-    from ..sources.parts import describe_part
-    from ..util import check_input_file
+    from ..sources.registry import open_file
 
     given = [opt for opt, on in (("--pattern", args.pattern), ("--group", args.h5md_group),
                                  ("--assume-units", args.assume_units)) if on]
     if given:
-        raise ConfigError(f"{' and '.join(given)}: for H5MD files; {args.file} is an "
-                          f"{args.file.rpartition('.')[2].upper()} (convert it first)")
-    check_input_file(args.file)
-    facts = describe_part(args.file)
-    stem = os.path.splitext(os.path.basename(args.file))[0] or "traj"
+        raise ConfigError(f"{' and '.join(given)}: for H5MD files; {args.file} is {match.format} "
+                          "(convert it first)")
+    with open_file(args.file) as src:
+        facts = describe_source(src)
+    stem = os.path.splitext(os.path.basename(args.file.rstrip("/")))[0] or "traj"
     facts["convert"] = f"trajscale convert TOPOLOGY {shlex.quote(args.file)} -o {shlex.quote(stem + '.h5md')}"
     if args.json:
         print(json.dumps(facts, indent=1))
         return 0
     print("\n".join([
         f"file          {facts['path']}  ({facts['file_bytes'] / 1e6:.1f} MB)",
-        f"format        {facts['format'].upper()} (frame offsets from the frame headers; nothing written beside it)",
+        f"format        {facts['format'].upper()}, read by {facts['source']} (nothing written beside it)",
         f"frames x atoms {facts['n_frames']} x {facts['n_atoms']}  fields {', '.join(facts['fields'])}",
         format_time(facts["time"]),
-        "units         " + ", ".join(f"{k}: {v}" for k, v in facts["units"].items())
+        "units         " + (", ".join(f"{k}: {v}" for k, v in facts["units"].items()) or "none declared")
         + "  (blocks and results: MDAnalysis's, Å and ps)",
-        f"to H5MD       {facts['convert']}  (TOPOLOGY: its .tpr or .gro)",
+        f"to H5MD       {facts['convert']}  (TOPOLOGY: its .tpr, .psf or .gro)",
     ]))
     return 0
+
+
+def describe_source(src) -> dict:
+    """Format, file size, frames, atoms, fields, stored units and times of an open Source (XTC and
+    TRR: every time and step from the frames' headers, no coordinates decoded)."""
+    from ..store.inspect import times_summary
+
+    times, steps = src.frame_times()
+    return {"format": src.format.lower(), "source": type(src).__name__, "path": src.path,
+            "file_bytes": os.path.getsize(src.path), "n_frames": src.n_frames, "n_atoms": src.n_atoms,
+            "fields": list(src.fields), "units": dict(src.native_units), "time": times_summary(times, steps)}
 
 
 def _add_selection_row(facts: dict, label: str, atoms) -> None:

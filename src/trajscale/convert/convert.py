@@ -12,18 +12,17 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, InputFileError, OutputError
-from ..sources import H5MDSource, PartSource
+from ..sources import H5MDSource, registry
 from ..sources.chain import JoinPlan, plan_join
-from ..sources.parts import scan_part
-from ..store.units import MDANALYSIS_QUANTITY, WRITE_UNITS, from_mdanalysis, unit_system
+from ..store.units import WRITE_UNITS, unit_system
 from ..topology import load_universe, select_atoms
 from ..util import check_input_file, check_output_path, is_no_space, polling_for_stop
 from . import direct, segmented
-from .frames import ConvertJob, remember_universe
+from .frames import ConvertJob
 from .options import ConvertOptions, WriteOptions, with_options
 from .pool import on_root
 from .resume import Partial, ResumeKey, WriteMode, partial_paths
-from .stream import frame_plan, is_part, open_inputs
+from .stream import frame_plan, open_inputs
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +89,6 @@ def convert(topology: str, trajectories: list[str], output: str, *, options: Con
     _check_options(output, inputs, opts)
     # The topology's own coordinates only for a selection that may need them (a TPR's cost ~0.4 s)
     universe = load_universe(topology, topology_coordinates=bool(read.select))
-    remember_universe(str(topology), universe)   # inherited by forked workers
     atoms = select_atoms(universe, read.select, "selection").indices if read.select else None
     sel_atoms = universe.atoms if atoms is None else universe.atoms[atoms]
     # Under MPI rank 0 scans the XTC/TRR parts' frame offsets and ships them: a rank never rescans
@@ -165,8 +163,7 @@ def _plan_job(topology: str, trajectories: list[str], sources, atoms, sel_atoms,
                      # delta coding is planned from the first frame, by every writer alike
                      reference=first.positions[0] if spec.encoding == "deltas" and spec.precision is not None
                      else None,
-                     offsets=tuple(s.get_config()["offsets"] if isinstance(s, PartSource) else None
-                                   for s in sources))
+                     offsets=tuple(s.get_config()["offsets"] if s.ships_offsets else None for s in sources))
     return job, join
 
 
@@ -249,7 +246,7 @@ def source_units(sources, fields: tuple[str, ...]) -> dict[str, str]:
     """
     found: dict[str, dict[str, str]] = {}
     for src in sources:
-        for q, unit in _native_units(src).items():
+        for q, unit in src.stored_units().items():
             if unit is not None and (q in fields or q in ("box", "time")):
                 found.setdefault(q, {}).setdefault(unit, src.path)
     out = dict(WRITE_UNITS)
@@ -262,14 +259,6 @@ def source_units(sources, fields: tuple[str, ...]) -> dict[str, str]:
     if "box" not in found:   # a box written from a source without one: in the positions' unit
         out["box"] = out["position"]
     return out
-
-
-def _native_units(src) -> dict[str, str | None]:
-    if isinstance(src, H5MDSource):
-        return dict(src.info.units)
-    native = src.native_units if isinstance(src, PartSource) else getattr(src.reader, "units", None) or {}
-    return {q: from_mdanalysis(q, native.get(MDANALYSIS_QUANTITY[q]))
-            for q in ("position", "box", "velocity", "force", "time")}
 
 
 def _attr(atoms, name: str):
@@ -295,7 +284,7 @@ def scanned_offsets(trajectories) -> list:
     out = []
     for path in map(str, trajectories):
         check_input_file(path)
-        out.append(scan_part(path)["offsets"] if is_part(path) else None)
+        out.append(registry.part_record(path)["offsets"] if registry.guess(path).source.ships_offsets else None)
     return out
 
 

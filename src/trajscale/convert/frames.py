@@ -19,10 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..sources import is_hdf5
 from ..store.layout import Layout
 from ..store.writer import H5MDWriter
-from ..topology import load_universe
 from ..util import polling_for_stop, raise_if_stopped, slow_phase_for_tests
 from . import stream
 from .resume import load_record, save_record
@@ -85,26 +83,9 @@ class ConvertJob:
 
 # Parsed topologies of this process.  The preparing process puts its own here, so
 # workers forked from it start with the topology parsed (a 47,681-atom GRO takes ~0.5 s).
-_UNIVERSES: dict[str, object] = {}
-
-
-def remember_universe(topology: str, universe) -> None:
-    _UNIVERSES.clear()
-    _UNIVERSES[str(topology)] = universe
-
-
-def _universe(topology: str):
-    if topology not in _UNIVERSES:
-        remember_universe(topology, load_universe(topology, topology_coordinates=False))
-    return _UNIVERSES[topology]
-
-
 def open_input(job: ConvertJob, k: int):
-    """The Source of input ``k``: XTC/TRR/DCD in place with the shipped offsets; MDAnalysis's reader
-    for other formats (the topology parsed once per process, and only for them)."""
-    path = job.trajectories[k]
-    parsed = None if is_hdf5(path) or stream.is_part(path) else _universe(job.topology)._topology
-    return stream.open_input_file(path, job.topology, parsed, job.in_group, job.assume_units,
+    """The Source of input ``k``, as the format registry decides, with the shipped XTC/TRR offsets."""
+    return stream.open_input_file(job.trajectories[k], job.in_group, job.assume_units,
                                   offsets=job.offsets[k] if job.offsets else None)
 
 

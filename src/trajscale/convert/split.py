@@ -17,7 +17,7 @@ import numpy as np
 
 from ..block import split_frames
 from ..errors import AtomCountMismatchError, InputFileError
-from ..sources import H5MDSource, open_source
+from ..sources import H5MDSource
 from ..sources.segments import INDEX_NAME, write_index
 from ..store.codecs import ENCODING_OF
 from ..store.layout import Layout
@@ -123,10 +123,11 @@ def build_index(parts: list[str], output: str | os.PathLike, topology: str | Non
     is never one of the parts or the topology; an existing one is replaced only
     with ``overwrite``.
     """
-    from ..sources import is_hdf5
+    from ..sources.base import OpenRequest
+    from ..sources.registry import open_part
     from ..sources.segments import joined_segments
 
-    h5md_options = {"group": group, "assume_units": assume_units}
+    request = OpenRequest(topology=topology, group=group, assume_units=assume_units)   # H5MD's for H5MD parts
     if not parts:
         raise InputFileError(output, "no parts given")
     check_output_path(output, overwrite, inputs=[*parts, topology])
@@ -136,7 +137,7 @@ def build_index(parts: list[str], output: str | os.PathLike, topology: str | Non
         for path in parts:
             if not Path(path).is_file():
                 raise InputFileError(path, "no such part")
-            src = open_source(path, topology, **(h5md_options if is_hdf5(path) else {}))
+            src = open_part(path, request)
             if src.n_frames == 0:
                 src.close()
                 raise InputFileError(path, "has no frames")
@@ -150,7 +151,7 @@ def build_index(parts: list[str], output: str | os.PathLike, topology: str | Non
     infos = [{"path": str(Path(path).resolve())} for path in parts]
     segments = joined_segments(infos, opened(), continuous)
     for seg in (s for s in segments if "first_time" not in s):   # a single part: its times not read yet
-        with open_source(seg["path"], topology, **(h5md_options if is_hdf5(seg["path"]) else {})) as src:
+        with open_part(seg["path"], request) as src:
             t = [float(src.read(i, i + 1, np.array([0])).time[0]) + float(seg.get("shift_time", 0.0))
                  for i in (0, seg["n_frames"] - 1)]
         seg.update(first_time=t[0], last_time=t[1])

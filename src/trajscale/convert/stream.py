@@ -14,10 +14,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import AtomCountMismatchError, ConfigError, InputFileError
-from ..sources import H5MDSource, MDASource, PartSource, Source, is_hdf5
+from ..errors import AtomCountMismatchError, ConfigError
+from ..sources import Source, registry
+from ..sources.base import OpenRequest
 from ..sources.chain import JoinPlan, plan_join
-from ..sources.parts import part_format
 from ..util import check_input_file, polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
@@ -25,39 +25,25 @@ log = logging.getLogger(__name__)
 #: Bytes of input read per slab (and between progress records); TRAJSCALE_CONVERT_SLAB_MB overrides.
 SLAB_BYTES = int(float(os.environ.get("TRAJSCALE_CONVERT_SLAB_MB", 64)) * 1024**2)
 
-#: Input formats read in place as a :class:`PartSource`: no Universe, so MDAnalysis writes no
-#: ``.NAME_offsets.npz`` cache (nor its lock file) beside the user's XTC/TRR, and the XDR frame
-#: offsets are scanned once, by the preparing process, and shipped to workers.
-PART_FORMATS = ("XTC", "TRR", "DCD")
 
+def open_input_file(path: str, group: str | None = None, assume_units: str | None = None,
+                    offsets: str | None = None) -> Source:
+    """The Source of one input file, as the format registry decides (:mod:`trajscale.sources.registry`).
 
-def is_part(path: str) -> bool:
-    """True if ``path`` (not HDF5) is in one of :data:`PART_FORMATS`."""
-    try:
-        return part_format(path) in PART_FORMATS
-    except InputFileError:   # an unknown extension: MDAnalysis's reader gives its own error
-        return False
-
-
-def open_input_file(path: str, topology: str, parsed_topology, group: str | None = None,
-                    assume_units: str | None = None, offsets: str | None = None) -> Source:
-    """The Source of one input file: H5MD, a part read in place, or MDAnalysis's reader for other formats.
-
-    ``offsets`` are a PartSource's shipped XTC/TRR frame offsets (None: scanned here).
+    No Universe: XTC/TRR/DCD and the other formats are read in place, so MDAnalysis writes no
+    ``.NAME_offsets.npz`` cache (nor its lock file) beside the user's files. ``offsets`` are the
+    XTC/TRR frame offsets the preparing process scanned and shipped (None: scanned here);
+    ``group`` and ``assume_units`` apply to H5MD inputs.
     """
-    if is_hdf5(path):
-        return H5MDSource(path, group=group, assume_units=assume_units)
-    if is_part(path):
-        return PartSource(path, offsets=offsets)
-    return MDASource(topology, [path], parsed_topology=parsed_topology)
+    return registry.open_part(path, OpenRequest(group=group, assume_units=assume_units, offsets=offsets))
 
 
 def open_inputs(topology: str, trajectories: list[str], universe, group: str | None = None,
                 assume_units: str | None = None, offsets: list | None = None) -> list[Source]:
     """One Source per input file, each checked against the topology's atom count.
 
-    ``universe`` is the topology's Universe; its parsed topology is shared by
-    every per-file reader. ``group`` and ``assume_units`` apply to H5MD inputs.
+    ``universe`` is the topology's Universe (its atom count is every input's).
+    ``group`` and ``assume_units`` apply to H5MD inputs.
     ``offsets``: per input, XTC/TRR frame offsets scanned elsewhere (None: scanned here).
     """
     sources: list[Source] = []
@@ -65,13 +51,12 @@ def open_inputs(topology: str, trajectories: list[str], universe, group: str | N
     try:
         for k, path in enumerate(trajectories):
             check_input_file(path)
-            src = open_input_file(path, topology, universe._topology, group, assume_units,
-                                  offsets=offsets[k] if offsets else None)
+            src = open_input_file(path, group, assume_units, offsets=offsets[k] if offsets else None)
             sources.append(src)
             if src.n_atoms != n_atoms:
                 raise AtomCountMismatchError(
                     f"{path} has {src.n_atoms} atoms but the topology {topology} has {n_atoms}")
-        if (group is not None or assume_units is not None) and not any(isinstance(s, H5MDSource) for s in sources):
+        if (group is not None or assume_units is not None) and not any(s.takes_h5md_options for s in sources):
             raise ConfigError(f"{trajectories[0]}: --group and --assume-units apply to H5MD inputs; "
                               "MDAnalysis reads these with their format's units")
     except BaseException:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import AtomCountMismatchError
 from ..progress import progress_bar
-from ..sources import H5MDSource, is_hdf5
+from ..sources import H5MDSource, registry
 from ..sources.chain import plan_join
 from ..topology import load_universe, select_atoms
 from .options import ReadOptions, with_options
@@ -56,7 +56,7 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, read: ReadOptio
     read = with_options(read or ReadOptions(), kwargs, "verify")
     universe = load_universe(topology, topology_coordinates=bool(read.select))   # (as convert)
     atoms = select_atoms(universe, read.select, "selection").indices if read.select else None
-    h5_inputs = any(is_hdf5(t) for t in trajectories)
+    h5_inputs = any(registry.guess(t).source.takes_h5md_options for t in trajectories)
     out = H5MDSource(h5md, group=read.group, assume_units=read.assume_units)
     try:
         sources = open_inputs(topology, list(trajectories), universe, read.group if h5_inputs else None,

@@ -102,8 +102,8 @@ def cached_source(config: dict, comm=None) -> tuple[Source, float]:
         log.debug("%s changed since it was opened: reopening", _config_paths(config)[:1])
         del cache[key]
         _release(entry[1])
-    if config.get("kind") == "part":   # a growing XTC/TRR (a followed run) ships longer offsets each round
-        for old in [k for k in cache if ("kind", "'part'") in k and ("path", repr(config.get("path"))) in k]:
+    if config.get("kind") == "xdr":   # a growing XTC/TRR (a followed run) ships longer offsets each round
+        for old in [k for k in cache if ("kind", "'xdr'") in k and ("path", repr(config.get("path"))) in k]:
             _release(cache.pop(old)[1])
     t0 = time.perf_counter()
     src = source_from_config(config, comm=comm)

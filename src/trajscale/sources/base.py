@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -17,6 +20,44 @@ FRAME_META_BYTES = 40
 DECODE_S_PER_ATOM = {"XTC": 8.5e-8}
 
 
+def file_head(path: str, n: int) -> bytes:
+    """The first ``n`` bytes of a file (fewer for a shorter one; none for a folder or an unreadable file):
+    what a Source's ``guess_format`` reads."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(n)
+    except OSError:
+        return b""
+
+
+@dataclass(frozen=True)
+class OpenRequest:
+    """What a caller asks of the Source the format registry opens for one file.
+
+    A Source uses the fields that apply to its format and ignores the others;
+    ``group`` and ``assume_units`` are refused by the registry for a Source
+    that does not declare :attr:`Source.takes_h5md_options`.
+    """
+
+    #: Topology file (a Source whose format lacks atom data may need it; None: none given).
+    topology: str | None = None
+    #: H5MD: HDF5 driver (``"mpio"``), its communicator and collective reads.
+    driver: str | None = None
+    comm: object = None
+    collective: bool = False
+    #: H5MD (and segments of it): particle group and the units of datasets without a unit attribute.
+    group: str | None = None
+    assume_units: str | None = None
+    #: XTC/TRR: a cut-short last frame refused (True) or left out with a warning (False; None: the process's).
+    strict: bool | None = None
+    #: Atoms per frame the caller expects (a segment index's): a file with others is refused.
+    n_atoms: int | None = None
+    #: Frame offsets scanned by the process that prepared the job (:attr:`Source.ships_offsets`).
+    offsets: str | None = None
+    #: The format's name when the caller knows it (a segment index records it): not guessed again.
+    format: str | None = None
+
+
 class Source(ABC):
     """A trajectory that hands out :class:`~trajscale.block.Block` objects.
 
@@ -24,16 +65,88 @@ class Source(ABC):
     plain values) and is reopened there with
     :func:`trajscale.sources.source_from_config`; open file handles never cross
     a process boundary.
+
+    A Source that opens files declares, as class attributes, the formats it
+    reads and what it can do with them; :mod:`trajscale.sources.registry` asks
+    :meth:`guess_format` (the file's own bytes) and opens with :meth:`open`.
     """
 
     kind: str = ""
+    #: Names of the formats this Source reads (upper case, MDAnalysis's names where it has one);
+    #: empty for a Source made only by another Source or from a config.
+    formats: tuple[str, ...] = ()
+    #: File name endings -> format, asked only when no Source recognises the file's bytes
+    #: (an empty or damaged file then gets its format's own error).
+    suffixes: Mapping[str, str] = MappingProxyType({})
+    #: One line for the formats table (docs and the error for an unknown format).
+    description: str = ""
     #: True when the source can open its file with HDF5's MPI-IO driver.
     supports_mpio: bool = False
+    #: True when a file of this format can be one part of a chain or a segment index.
+    supports_parts: bool = False
+    #: True when ``trajscale run --follow`` can read the file while it is being written.
+    supports_following: bool = False
+    #: True when a range of frames is read in one call (slabs), not frame by frame.
+    supports_slab_reads: bool = False
+    #: True when the frame offsets are scanned once by the preparing process and shipped in the
+    #: config (``OpenRequest.offsets``; the ``offsets`` of a part's segment record).
+    ships_offsets: bool = False
+    #: True when ``group`` and ``assume_units`` (H5MD's options) apply.
+    takes_h5md_options: bool = False
+    #: Modules beyond trajscale's own a worker imports to read this format (started with the workers).
+    worker_modules: tuple[str, ...] = ()
+    #: True when :meth:`read_into` fills the caller's rows directly (no block of its own in between).
+    fills_rows: bool = False
     #: When True, a Block's per-atom arrays may live in a buffer that the next
     #: ``read`` overwrites. The task wrapper turns this on for its worker-side
     #: sources: a fresh 100 MB array costs page faults that halve the read
     #: bandwidth, and ``Analysis.map`` keeps no views of its block.
     reuse_buffers: bool = False
+
+    @classmethod
+    def guess_format(cls, path: str) -> str | None:
+        """The name of the format ``path`` is in, told by its own first bytes; None when they are not
+        one of this Source's formats (the default: this Source recognises no file)."""
+        return None
+
+    @classmethod
+    def guess_can_open(cls, path: str) -> bool:
+        """True when the file's own bytes say this Source reads it (xarray's ``guess_can_open``)."""
+        return cls.guess_format(path) is not None
+
+    @classmethod
+    def open(cls, path: str, request: OpenRequest) -> Source:
+        """Open ``path`` as the registry asks (the format and options in ``request``)."""
+        raise NotImplementedError(f"{cls.__name__} is not opened from a file by the format registry")
+
+    @property
+    def format(self) -> str:
+        """The name of the format read (one of :attr:`formats`; the kind for a Source of none)."""
+        return self.formats[0] if self.formats else self.kind
+
+    @property
+    def native_units(self) -> dict[str, str]:
+        """The units the file stores, in MDAnalysis's quantity names (``{"length": "nm", "time":
+        "ps", ...}``); blocks are always in MDAnalysis's units. Empty: not declared by the format."""
+        return {}
+
+    def stored_units(self) -> dict[str, str | None]:
+        """Per quantity (position, box, velocity, force, time), the unit the file stores it in (H5MD's
+        unit strings), None where the format declares none: what ``convert --units source`` writes."""
+        from ..store.units import MDANALYSIS_QUANTITY, from_mdanalysis
+
+        native = self.native_units
+        return {q: from_mdanalysis(q, native.get(MDANALYSIS_QUANTITY[q])) for q in MDANALYSIS_QUANTITY}
+
+    def frame_times(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every frame's time (ps, float64) and step (int64), for ``trajscale inspect``; the default reads
+        one atom of every frame, in blocks."""
+        n, one = self.n_frames, np.array([0])
+        times, steps = np.empty(n), np.empty(n, np.int64)
+        for a in range(0, n, 4096):
+            b = self.read(a, min(n, a + 4096), one)
+            times[a:a + b.n_frames], steps[a:a + b.n_frames] = b.time, b.step
+        return times, steps
 
     @property
     @abstractmethod
@@ -71,6 +184,20 @@ class Source(ABC):
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
         """Frames ``start:stop:stride`` for ``atoms`` (all atoms if None); skipped frames are not read."""
+
+    def _read_rows(self, start: int, stop: int, atoms: np.ndarray | None, fields: tuple[str, ...],
+                   stride: int) -> Block:
+        """``read`` of a Source that fills rows (:meth:`read_into`): the range and request checked, the
+        block's arrays allocated (box zeros: a frame without a box keeps them), then filled."""
+        self.check_range(start, stop)
+        self.check_request(atoms, fields)
+        n = len(range(start, stop, stride))
+        n_sel = self.n_atoms if atoms is None else len(atoms)
+        out = {fl: self._out_array(fl, (n, n_sel, 3)) for fl in fields}
+        box, time, step = np.zeros((n, 6), np.float32), np.empty(n), np.empty(n, np.int64)
+        self.read_into(start, stop, atoms, stride, out, box, time, step)
+        return Block(start, stop, out["position"], box, time, step,
+                     velocities=out.get("velocity"), forces=out.get("force"), stride=stride)
 
     def read_into(self, start: int, stop: int, atoms: np.ndarray | None, stride: int,
                   out: dict[str, np.ndarray], box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:
@@ -174,3 +301,40 @@ class Source(ABC):
         if not 0 <= start <= stop <= self.n_frames:
             raise FrameRangeError(
                 f"{self.path}: frames [{start}, {stop}) outside the trajectory's {self.n_frames} frames")
+
+
+class OneFileSource(Source):
+    """A Source of one file whose format, frame and atom counts and fields are known once it is open:
+    the subclass sets ``_path``, ``_format``, ``_n_frames``, ``_n_atoms`` and ``_fields``."""
+
+    _path: str
+    _format: str
+    _n_frames: int
+    _n_atoms: int
+    _fields: tuple[str, ...]
+
+    @property
+    def format(self) -> str:
+        return self._format
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def n_frames(self) -> int:
+        return self._n_frames
+
+    @property
+    def n_atoms(self) -> int:
+        return self._n_atoms
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return self._fields
+
+    def layout_summary(self) -> LayoutFacts:
+        return LayoutFacts(format=self._format, path=self._path, n_atoms=self._n_atoms)
+
+    def decode_seconds_per_frame(self) -> float:
+        return DECODE_S_PER_ATOM.get(self._format, 0.0) * self._n_atoms

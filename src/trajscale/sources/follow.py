@@ -171,7 +171,7 @@ def complete_xdr_offsets(path: str, fmt: str):
 
 def _xdr_snapshot(path: str, fmt: str) -> Snapshot:
     from ._xdr import XDRFormatError, scan_growing
-    from .parts import PartSource
+    from .parts import XDRSource
 
     finished = Path(path + DONE_SUFFIX).exists()
     damage = None
@@ -185,35 +185,46 @@ def _xdr_snapshot(path: str, fmt: str) -> Snapshot:
     if not len(offsets):
         raise InputFileError(path, "no complete frame yet")
     trailing = max(0, os.path.getsize(path) - complete_bytes)
-    return Snapshot(PartSource(path, n_atoms=n_atoms, offsets=offsets, format=fmt), len(offsets), finished,
+    return Snapshot(XDRSource(path, n_atoms=n_atoms, offsets=offsets, format=fmt), len(offsets), finished,
                     trailing if finished and damage is None else 0, trailing, damage)
 
 
-def followable(path: str) -> str:
-    """How ``path`` is followed: ``"segments"``, ``"h5md"``, or the XDR format (``"XTC"``, ``"TRR"``),
-    from the file's bytes or, before it exists, its name.
+def follow_match(path: str):
+    """The format registry's Source for ``path`` (:func:`.registry.guess`; by its name before it has any
+    bytes), when that Source can follow a file being written.
 
     Raises
     ------
     NotFollowableError
         A format read whole (DCD, PDB, ...): refused at once, not after waiting for frames.
     """
-    from . import is_hdf5
-    from .parts import XDR_FORMATS, part_format
-    from .segments import index_path
+    from .registry import by_name, format_sources, guess
 
-    if index_path(path) is not None or path.endswith(".json"):
-        return "segments"
-    if os.path.exists(path) and is_hdf5(path) or path.lower().endswith((".h5md", ".h5", ".hdf5")):
-        return "h5md"
-    try:
-        fmt = part_format(path)
-    except InputFileError as exc:
-        raise NotFollowableError(path, f"cannot be followed: {exc.problem}") from None
-    if fmt not in XDR_FORMATS:
-        raise NotFollowableError(path, f"cannot be followed: {fmt} files are read whole, with no frame count "
-                                       "that grows; follow an H5MD, XTC or TRR file or a segment index")
-    return fmt
+    if os.path.isdir(path) or os.path.isfile(path) and os.path.getsize(path) > 0:
+        try:
+            match = guess(path)
+        except InputFileError as exc:
+            raise NotFollowableError(path, f"cannot be followed: {exc.problem}") from None
+    else:
+        match = by_name(path)
+    if match is None or not match.source.supports_following:
+        can = ", ".join(f for cls in format_sources() if cls.supports_following for f in cls.formats)
+        what = "its name is no format's" if match is None else \
+            f"{match.format} files are read whole, with no frame count that grows"
+        raise NotFollowableError(path, f"cannot be followed: {what}; the formats that can be: {can}")
+    return match
+
+
+def followable(path: str) -> str:
+    """How ``path`` is followed: the kind of the Source that reads it (``"segments"``, ``"h5md"``,
+    ``"xdr"``), from the file's bytes or, before it exists, its name.
+
+    Raises
+    ------
+    NotFollowableError
+        A format read whole (DCD, PDB, ...): refused at once, not after waiting for frames.
+    """
+    return follow_match(path).kind
 
 
 def snapshot(trajectory, topology=None, *, group: str | None = None, assume_units: str | None = None) -> Snapshot:
@@ -223,24 +234,38 @@ def snapshot(trajectory, topology=None, *, group: str | None = None, assume_unit
     ------
     InputFileError
         Nothing readable yet (no file, no complete frame, or the writer is mid-flush): poll again.
+    NotFollowableError
+        A format read whole.
     """
-    from . import is_hdf5, open_source
-
     path = str(trajectory)
     unlocked_reads()
-    fmt = followable(path)
+    match = follow_match(path)   # the format registry: the Source that reads it, if it can follow it
     if not os.path.exists(path):
         raise InputFileError(path, "does not exist yet")
-    if fmt == "segments":
-        finished = Path(path + DONE_SUFFIX).exists()
-        source = open_source(path, topology, group=group, assume_units=assume_units)
-        return Snapshot(source, source.n_frames, finished)
-    if fmt == "h5md" or is_hdf5(path):
-        try:
-            return _h5md_snapshot(path, group, assume_units)
-        except MID_FLUSH as exc:   # caught mid-flush: the next poll sees it whole
-            raise InputFileError(path, f"not readable at this instant ({exc})") from None
-    return _xdr_snapshot(path, fmt)
+    if os.path.isfile(path) and os.path.getsize(path) == 0:   # created, nothing written yet
+        raise InputFileError(path, "no complete frame yet")
+    return _SNAPSHOTS[match.kind](path, match.format, topology, group, assume_units)
+
+
+def _index_snapshot(path: str, fmt: str, topology, group, assume_units) -> Snapshot:
+    from . import open_source
+
+    finished = Path(path + DONE_SUFFIX).exists()
+    source = open_source(path, topology, group=group, assume_units=assume_units)
+    return Snapshot(source, source.n_frames, finished)
+
+
+def _hdf5_snapshot(path: str, fmt: str, topology, group, assume_units) -> Snapshot:
+    try:
+        return _h5md_snapshot(path, group, assume_units)
+    except MID_FLUSH as exc:   # caught mid-flush: the next poll sees it whole
+        raise InputFileError(path, f"not readable at this instant ({exc})") from None
+
+
+#: Source kind (as the format registry names it) -> how a snapshot of its file is taken: the kinds
+#: whose Source declares ``supports_following``.
+_SNAPSHOTS = {"segments": _index_snapshot, "h5md": _hdf5_snapshot,
+              "xdr": lambda path, fmt, *_: _xdr_snapshot(path, fmt)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,5 +424,5 @@ def frame_counts(path: str, *, idle: float, poll: float = 0.5, group: str | None
 
 
 __all__ = ["DONE_SUFFIX", "FileState", "GrowingH5MDSource", "QuietInFlight", "Snapshot", "Watch",
-           "complete_xdr_offsets", "followable", "frame_counts", "idle_detail", "snapshot",
+           "complete_xdr_offsets", "follow_match", "followable", "frame_counts", "idle_detail", "snapshot",
            "unlocked_reads"]

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import NamedTuple
 
 import h5py
@@ -22,8 +23,8 @@ from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import reader_chunk_cache
 from ..store.runs import plan_atom_reads
 from ..store.schema import H5MDInfo, describe
-from ..util import file_identity
-from .base import FRAME_META_BYTES, Source
+from ..util import file_identity, is_hdf5
+from .base import FRAME_META_BYTES, OpenRequest, Source
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,14 @@ class H5MDSource(Source):
     """
 
     kind = "h5md"
+    formats = ("H5MD",)
+    suffixes = MappingProxyType({".h5md": "H5MD", ".h5": "H5MD", ".hdf5": "H5MD"})
+    description = "H5MD 1.1 (HDF5), read in chunk-aligned slabs"
     supports_mpio = True
+    supports_parts = True
+    supports_following = True
+    supports_slab_reads = True
+    takes_h5md_options = True
 
     def __init__(self, path: str, group: str | None = None, driver: str | None = None,
                  comm=None, collective: bool = False, assume_units: str | None = None) -> None:
@@ -155,6 +163,20 @@ class H5MDSource(Source):
         self._meta: FrameMeta | None = None
         self._meta_start = 0
         self.bytes_read = 0
+
+    @classmethod
+    def guess_format(cls, path: str) -> str | None:
+        """HDF5's signature (the H5MD layout itself is checked when the file is opened)."""
+        return "H5MD" if is_hdf5(path) else None
+
+    @classmethod
+    def open(cls, path: str, request: OpenRequest) -> H5MDSource:
+        return cls(path, group=request.group, driver=request.driver, comm=request.comm,
+                   collective=request.collective, assume_units=request.assume_units)
+
+    def stored_units(self) -> dict[str, str | None]:
+        """The file's unit attributes (H5MD's unit strings), per quantity."""
+        return dict(self.info.units)
 
     def _open_datasets(self, group: str | None, assume_units: str | None) -> None:
         self._described = _described(self.file, self._path, group, assume_units)

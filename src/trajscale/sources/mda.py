@@ -46,6 +46,7 @@ class MDASource(Source):
     """
 
     kind = "mda"
+    worker_modules = ("MDAnalysis",)
 
     def __init__(self, topology: str, trajectories, parsed_topology=None, **kw) -> None:
         self.topology = str(topology)
@@ -73,6 +74,11 @@ class MDASource(Source):
         ts = self.reader.ts
         return tuple(fl for fl, has in (("position", True), ("velocity", ts.has_velocities),
                                          ("force", ts.has_forces)) if has)
+
+    @property
+    def native_units(self) -> dict[str, str]:
+        """The units the files store, as MDAnalysis's reader for their format declares them."""
+        return dict(self.reader.units or {})
 
     def get_config(self) -> dict:
         return {"kind": self.kind, "topology": self.topology, "trajectories": list(self.trajectories)}

@@ -1,4 +1,4 @@
-"""One trajectory file in a format MDAnalysis reads, opened without a Universe: a part of a chain.
+"""One XTC or TRR file, opened without a Universe: a trajectory, or a part of a chain.
 
 XTC and TRR frames are found by byte offsets that the process preparing a job
 scans once (:func:`scan_part`) and ships in the source's config: a worker seeks
@@ -7,8 +7,8 @@ MDAnalysis's ``.NAME_offsets.npz`` cache (several ranks writing it at once
 raced, Khoshlessan et al. 2020). XTC and TRR frames are read by :mod:`._xdr`, the xdrfile C
 library that MDAnalysis's readers use, compiled into trajscale: the same bits,
 without importing MDAnalysis; only the selected atoms are copied into the block.
-Other formats (DCD, NetCDF, ...) go through MDAnalysis's reader class for the
-file alone: no topology is parsed per part.
+Other formats MDAnalysis reads (DCD, NetCDF, ...) are read one file at a time by
+:class:`~trajscale.sources.mdapart.MDAPartSource`.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ import contextlib
 import contextvars
 import logging
 import struct
-import warnings
+from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 
 from ..block import Block
 from ..errors import InputFileError
-from ..facts import LayoutFacts
 from ..store.box import edges_to_dimensions
-from .base import DECODE_S_PER_ATOM, Source
+from .base import OneFileSource, OpenRequest, file_head
 
 log = logging.getLogger(__name__)
 
@@ -51,19 +51,6 @@ def decode_offsets(text: str) -> np.ndarray:
     import base64
 
     return np.frombuffer(base64.b64decode(text), dtype="<i8").astype(np.int64)
-
-
-def part_format(path: str) -> str:
-    """MDAnalysis's name for the file's format (from its extension), upper case."""
-    ext = path.rpartition(".")[2].upper()
-    if ext in XDR_FORMATS:   # GROMACS's own: known without importing MDAnalysis
-        return ext
-    from MDAnalysis.lib.util import guess_format
-
-    try:
-        return str(guess_format(path)).upper()
-    except (ValueError, TypeError) as exc:
-        raise InputFileError(path, f"MDAnalysis does not know its format ({exc})") from None
 
 
 def _xdr_file(path: str, fmt: str, n_atoms: int):
@@ -121,147 +108,107 @@ def _scan_xdr(path: str, fmt: str, first_only: bool = False, strict: bool | None
 
 
 def scan_part(path: str, strict: bool | None = None) -> dict:
-    """``{"path", "format", "n_frames", "n_atoms", "offsets"}`` of one part (offsets: XTC/TRR only).
-
-    The scan reads the frame headers of an XTC/TRR (not its coordinates); other
-    formats are opened with MDAnalysis's reader for their frame count. A cut-short
-    last XTC/TRR frame is left out with a warning, or refused with ``strict``
-    (default: :func:`refuse_partial_frames`'s setting).
-    """
-    fmt = part_format(path)
-    if fmt in XDR_FORMATS:
-        n_atoms, offsets, *_ = _scan_xdr(path, fmt, strict=strict)
-        log.debug("%s: frame offsets scanned (%d frames)", path, len(offsets))
-        return {"path": path, "format": fmt, "n_frames": len(offsets), "n_atoms": n_atoms,
-                "offsets": encode_offsets(offsets)}
-    with PartSource(path, format=fmt) as src:
-        return {"path": path, "format": fmt, "n_frames": src.n_frames, "n_atoms": src.n_atoms, "offsets": None}
+    """``{"path", "format", "n_frames", "n_atoms", "offsets"}`` of an XTC/TRR from its frame headers
+    (no coordinates read). A cut-short last frame is left out with a warning, or refused with
+    ``strict`` (default: :func:`refuse_partial_frames`'s setting)."""
+    fmt = XDRSource.guess_format(path) or XDRSource.suffixes.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise InputFileError(path, "is not an XTC or TRR file")
+    n_atoms, offsets, *_ = _scan_xdr(path, fmt, strict=strict)
+    log.debug("%s: frame offsets scanned (%d frames)", path, len(offsets))
+    return {"path": path, "format": fmt, "n_frames": len(offsets), "n_atoms": n_atoms,
+            "offsets": encode_offsets(offsets)}
 
 
-def describe_part(path: str, strict: bool | None = None) -> dict:
-    """What ``trajscale inspect`` prints for an XTC or TRR: format, size, frames, atoms, fields, the
-    file's units and its times and steps, all from the frames' headers (no coordinates read)."""
-    import os
-
-    from ..store.inspect import times_summary
-
-    fmt = part_format(path)
-    if fmt not in XDR_FORMATS:
-        raise InputFileError(path, f"inspect reads H5MD, XTC and TRR files, not {fmt}: convert it to H5MD "
-                                   "(trajscale convert TOPOLOGY FILE -o FILE.h5md)")
-    n_atoms, offsets, fields, steps, times = _scan_xdr(path, fmt, strict=strict)
-    return {"format": fmt.lower(), "path": path, "file_bytes": os.path.getsize(path), "n_frames": len(offsets),
-            "n_atoms": n_atoms, "fields": list(fields), "units": dict(XDR_UNITS[fmt]),
-            "time": times_summary(times, steps)}
-
-
-class PartSource(Source):
-    """Frames of one trajectory file (XTC, TRR, DCD, NetCDF, ...), read without a topology.
+class XDRSource(OneFileSource):
+    """Frames of one XTC or TRR file, read by the compiled xdrfile at known frame offsets, without a topology.
 
     Parameters
     ----------
     path
         The trajectory file.
     n_atoms
-        Atoms per frame, if known (checked against the file; formats without an
-        atom count in the file need it).
+        Atoms per frame, if known (checked against the file).
     offsets
-        Byte offset of every frame (XTC/TRR), as :func:`scan_part` found them
+        Byte offset of every frame, as :func:`scan_part` found them
         (:func:`encode_offsets`' string or an array); None scans the file here.
     format
-        MDAnalysis's format name (default: from the extension).
+        ``"XTC"`` or ``"TRR"`` (default: from the file's magic number, else its extension).
     strict
-        A last XTC/TRR frame cut short: refused (True) or left out with a warning
+        A last frame cut short: refused (True) or left out with a warning
         (False); None: :func:`refuse_partial_frames`'s setting.
     """
 
-    kind = "part"
+    kind = "xdr"
+    formats = XDR_FORMATS
+    suffixes = MappingProxyType({".xtc": "XTC", ".trr": "TRR"})
+    description = "GROMACS XTC and TRR, read by the xdrfile library compiled into trajscale"
+    supports_parts = True
+    fills_rows = True
+    worker_modules = ("trajscale.sources._xdr",)
+    supports_following = True
+    ships_offsets = True
 
     def __init__(self, path: str, n_atoms: int | None = None, offsets: str | np.ndarray | None = None,
                  format: str | None = None, strict: bool | None = None) -> None:
         self._path = str(path)
-        self.format = (format or part_format(self._path)).upper()
-        self._file = self._reader = None
+        self._format = (format or self.guess_format(self._path) or self.suffixes.get(
+            Path(self._path).suffix.lower()) or "XTC").upper()
+        if self._format not in XDR_FORMATS:
+            raise InputFileError(self._path, f"{self._format} is not read by {type(self).__name__} (XTC, TRR)")
+        self._file = None
         self.bytes_read = 0
-        self._xdr = self.format in XDR_FORMATS
-        if self._xdr:
-            if offsets is None:   # scanned here: only when no offsets were shipped
-                n_found, offsets, self._fields, *_ = _scan_xdr(self._path, self.format, strict=strict)
-                log.debug("%s: frame offsets scanned (%d frames)", self._path, len(offsets))
-            elif self.format == "XTC" and n_atoms is not None:   # shipped: nothing to read before the frames
-                n_found, self._fields = int(n_atoms), ("position",)
-            else:   # a TRR's fields, from its first frame's header
-                n_found, _, self._fields, *_ = _scan_xdr(self._path, self.format, first_only=True)
-            self._offsets = decode_offsets(offsets) if isinstance(offsets, str) else np.asarray(offsets, np.int64)
-            # Only a complete frame vouches for its header's atom count (the scan bounds it by the frame's
-            # bytes): with none, e.g. one frame cut short, no decode buffer of that count is made.
-            self._file = _xdr_file(self._path, self.format, n_found if len(self._offsets) else 0)
-            self._n_atoms, self._n_frames = n_found, len(self._offsets)
-        else:
-            self._reader = self._open_reader(n_atoms)
-            self._n_atoms = int(self._reader.n_atoms)
-            ts = self._reader.ts
-            self._fields = tuple(fl for fl, has in (("position", True), ("velocity", ts.has_velocities),
-                                                    ("force", ts.has_forces)) if has)
-            self._n_frames = int(self._reader.n_frames)
+        self._headers = None   # every frame's (step, time) when the scan here read them
+        if offsets is None:   # scanned here: only when no offsets were shipped
+            n_found, offsets, self._fields, *self._headers = _scan_xdr(self._path, self._format, strict=strict)
+            log.debug("%s: frame offsets scanned (%d frames)", self._path, len(offsets))
+        elif self._format == "XTC" and n_atoms is not None:   # shipped: nothing to read before the frames
+            n_found, self._fields = int(n_atoms), ("position",)
+        else:   # a TRR's fields, from its first frame's header
+            n_found, _, self._fields, *_ = _scan_xdr(self._path, self._format, first_only=True)
+        self._offsets = decode_offsets(offsets) if isinstance(offsets, str) else np.asarray(offsets, np.int64)
+        # Only a complete frame vouches for its header's atom count (the scan bounds it by the frame's
+        # bytes): with none, e.g. one frame cut short, no decode buffer of that count is made.
+        self._file = _xdr_file(self._path, self._format, n_found if len(self._offsets) else 0)
+        self._n_atoms, self._n_frames = n_found, len(self._offsets)
         if n_atoms is not None and int(n_atoms) != self._n_atoms:
             self.close()
             raise InputFileError(self._path, f"has {self._n_atoms} atoms per frame, expected {n_atoms}")
 
-    def _open_reader(self, n_atoms):
-        from MDAnalysis.core._get_readers import get_reader_for
+    @classmethod
+    def guess_format(cls, path: str) -> str | None:
+        """XTC (magic 1995) or TRR (magic 1993, then the ``GMX_trn_file`` version string)."""
+        head = file_head(path, 24)
+        if len(head) < 8:
+            return None
+        magic = struct.unpack(">i", head[:4])[0]
+        if magic == 1995:
+            return "XTC"
+        return "TRR" if magic == 1993 and b"GMX_trn_file" in head else None
 
-        kw = {} if n_atoms is None else {"n_atoms": int(n_atoms)}
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return get_reader_for(self._path, format=self.format)(self._path, **kw)
-        except Exception as exc:   # noqa: BLE001 - any reader failure is this file's
-            raise InputFileError(self._path, f"MDAnalysis cannot read it: {_one_line(exc)}") from None
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def n_frames(self) -> int:
-        return self._n_frames
-
-    @property
-    def n_atoms(self) -> int:
-        return self._n_atoms
-
-    @property
-    def fields(self) -> tuple[str, ...]:
-        return self._fields
+    @classmethod
+    def open(cls, path: str, request: OpenRequest) -> XDRSource:
+        return cls(path, n_atoms=request.n_atoms, offsets=request.offsets, format=request.format,
+                   strict=request.strict)
 
     @property
     def native_units(self) -> dict[str, str]:
-        """The units the file stores, as MDAnalysis's reader for its format declares them
-        (``{"length": "nm", "time": "ps", ...}``); blocks are always in MDAnalysis's units."""
-        if self._reader is not None:
-            return dict(getattr(self._reader, "units", None) or {})
-        if self._xdr:
-            return dict(XDR_UNITS[self.format])
-        from MDAnalysis.core._get_readers import get_reader_for
+        """The units the file stores (MDAnalysis's ``XTCReader.units``, ``TRRReader.units``)."""
+        return dict(XDR_UNITS[self._format])
 
-        return dict(getattr(get_reader_for(self._path, format=self.format), "units", None) or {})
+    def frame_times(self) -> tuple[np.ndarray, np.ndarray]:
+        """Times and steps from the frames' headers (no coordinates decoded; read by the open's own scan)."""
+        steps, times = self._headers or _scan_xdr(self._path, self._format)[3:]
+        return np.asarray(times, np.float64), np.asarray(steps, np.int64)
 
     def get_config(self) -> dict:
-        offsets = encode_offsets(self._offsets) if self._xdr else None
-        return {"kind": self.kind, "path": self._path, "n_atoms": self._n_atoms, "offsets": offsets,
-                "format": self.format}
-
-    def layout_summary(self) -> LayoutFacts:
-        return LayoutFacts(format=self.format, path=self._path, n_atoms=self._n_atoms)
-
-    def decode_seconds_per_frame(self) -> float:
-        return DECODE_S_PER_ATOM.get(self.format, 0.0) * self._n_atoms
+        return {"kind": self.kind, "path": self._path, "n_atoms": self._n_atoms,
+                "offsets": encode_offsets(self._offsets), "format": self._format}
 
     def step_time(self, frame: int) -> tuple[int, float]:
         """An XTC frame's step and time from its header (XDR: magic, natoms, step, time), no coordinates
         decoded: joining 10,000 parts reads a few per part."""
-        if self.format != "XTC":
+        if self._format != "XTC":
             return super().step_time(frame)
         self.check_range(frame, frame + 1)
         with open(self._path, "rb") as fh:
@@ -274,42 +221,24 @@ class PartSource(Source):
 
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
-        self.check_range(start, stop)
-        self.check_request(atoms, fields)
-        n = len(range(start, stop, stride))
-        n_sel = self._n_atoms if atoms is None else len(atoms)
-        out = {fl: self._out_array(fl, (n, n_sel, 3)) for fl in fields}
-        box, time, step = np.zeros((n, 6), np.float32), np.empty(n), np.empty(n, np.int64)
-        self.read_into(start, stop, atoms, stride, out, box, time, step)
-        return Block(start, stop, out["position"], box, time, step,
-                     velocities=out.get("velocity"), forces=out.get("force"), stride=stride)
+        return self._read_rows(start, stop, atoms, fields, stride)
 
     def read_into(self, start: int, stop: int, atoms: np.ndarray | None, stride: int,
                   out: dict[str, np.ndarray], box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:
-        """Frames ``start:stop:stride`` into the given rows (``out[field]``, box, time, step: one row per frame)."""
-        sel = None if atoms is None else np.asarray(atoms, dtype=np.intp)
-        if self._xdr:
-            self._read_xdr(start, stop, stride, sel, out, box, time, step)
-        else:
-            from .mda import copy_frames
-
-            copy_frames(self._reader, start, stop, stride, sel, out, box, time, step)
-        self.bytes_read += sum(a.nbytes for a in out.values())
-
-    def _read_xdr(self, start, stop, stride, sel, out, box, time, step) -> None:
         """Frames read by the compiled xdrfile, the GIL released; units (nm -> Å, ...) applied to the
         selected atoms only, as they are copied out of the frame."""
         from ._xdr import XDRFormatError
 
+        sel = None if atoms is None else np.asarray(atoms, dtype=np.intp)
         frames = np.arange(start, stop, stride, dtype=np.int64)
-        if not len(frames):
-            return
-        edges = np.empty((len(frames), 3, 3), np.float32)
-        try:
-            self._file.read(self._offsets, frames, sel, out, edges, time, step, XDR_SCALE)
-        except (OSError, XDRFormatError) as exc:
-            raise InputFileError(self._path, _one_line(exc)) from None
-        box[:] = _xdr_box(edges)
+        if len(frames):
+            edges = np.empty((len(frames), 3, 3), np.float32)
+            try:
+                self._file.read(self._offsets, frames, sel, out, edges, time, step, XDR_SCALE)
+            except (OSError, XDRFormatError) as exc:
+                raise InputFileError(self._path, _one_line(exc)) from None
+            box[:] = _xdr_box(edges)
+        self.bytes_read += sum(a.nbytes for a in out.values())
 
     def close(self) -> None:
         handle, self._file = self._file, None
@@ -318,12 +247,6 @@ class PartSource(Source):
                 handle.close()
             except OSError:
                 pass
-        reader, self._reader = self._reader, None
-        if reader is not None:
-            try:
-                reader.close()
-            except Exception as exc:   # noqa: BLE001 - closing is best effort
-                log.debug("closing %s: %s", self._path, exc)
 
 
 def _xdr_box(edges: np.ndarray) -> np.ndarray:

@@ -7,8 +7,8 @@ no part: a task opens only the segments holding its frames, and at most
 parts never exhaust file descriptors and a rank never touches another rank's
 parts (Khoshlessan et al. 2020's subfiling; MDAnalysis's ChainReader opens every part).
 
-Parts in the formats MDAnalysis reads (XTC, TRR, DCD, ...) are opened as
-:class:`~trajscale.sources.parts.PartSource` (no topology, no Universe per
+Each part is opened by the Source the format registry names for it
+(:mod:`.registry`: H5MD, XTC/TRR, DCD, ...; no topology, no Universe per
 part); XTC/TRR frame offsets are scanned once, by the process that prepares a
 job (``get_config``), and travel in the config with the segment list, so a
 worker reads no index, scans no part and writes no offset cache.  A plain list
@@ -36,14 +36,15 @@ import os
 import stat
 from collections import OrderedDict
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 
 from ..block import Block
 from ..errors import ConfigError, InputFileError
 from ..facts import LayoutFacts
-from ..util import is_hdf5
-from .base import DECODE_S_PER_ATOM, Source
+from . import registry
+from .base import DECODE_S_PER_ATOM, OpenRequest, Source, file_head
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,11 @@ class SegmentedSource(Source):
     """
 
     kind = "segments"
+    formats = ("SEGMENTS",)
+    suffixes = MappingProxyType({".json": "SEGMENTS"})
+    description = "a trajscale segment index (JSON, or its folder): parts in the formats marked for parts"
+    supports_following = True
+    takes_h5md_options = True
 
     def __init__(self, index: str | os.PathLike | None = None, topology: str | None = None,
                  max_open: int = MAX_OPEN, group: str | None = None, assume_units: str | None = None,
@@ -185,23 +191,38 @@ class SegmentedSource(Source):
         self._fields: tuple[str, ...] | None = tuple(fields) if fields else None
 
     @classmethod
+    def guess_format(cls, path: str) -> str | None:
+        """A folder holding ``index.json``, or a JSON file whose first 64 KiB name the index's format."""
+        p = Path(path)
+        if p.is_dir():
+            return "SEGMENTS" if (p / INDEX_NAME).is_file() else None
+        head = file_head(path, 65536)
+        return "SEGMENTS" if head.lstrip()[:1] == b"{" and f'"{INDEX_FORMAT}"'.encode() in head else None
+
+    @classmethod
+    def open(cls, path: str, request: OpenRequest) -> SegmentedSource:
+        return cls(path, request.topology, group=request.group, assume_units=request.assume_units)
+
+    @classmethod
     def from_parts(cls, parts: list[str], topology: str | None = None, max_open: int = MAX_OPEN,
-                   continuous: bool = False, strict: bool | None = None) -> SegmentedSource:
+                   continuous: bool = False, strict: bool | None = None, group: str | None = None,
+                   assume_units: str | None = None) -> SegmentedSource:
         """Parts in formats MDAnalysis reads, in order, as one trajectory (MDAnalysis's ChainReader's job).
 
-        Every part is scanned here, once (frame count, atom count, XTC/TRR frame
-        offsets); the atom counts must agree.  The parts are joined as
+        Every part is scanned here, once, by the Source the format registry names
+        for it (frame count, atom count, XTC/TRR frame offsets); the atom counts must agree.  The parts are joined as
         :func:`~.chain.plan_join` decides (GROMACS restart parts give each time
         once, the later part's frame; ``continuous`` lets overlapping parts join).
+        ``group`` and ``assume_units`` apply to H5MD parts.
         """
         from ..errors import AtomCountMismatchError
-        from .parts import PartSource, scan_part
 
         if not parts:
             raise ConfigError("no trajectory parts given")
         infos, first = [], None
         for path in parts:
-            info = scan_part(str(Path(path).resolve()), strict=strict)
+            info = registry.part_record(Path(path).resolve(), OpenRequest(strict=strict, group=group,
+                                                                          assume_units=assume_units))
             if first is None:
                 first = (path, info["n_atoms"])
             elif info["n_atoms"] != first[1]:
@@ -209,10 +230,11 @@ class SegmentedSource(Source):
             if info["n_frames"] == 0:
                 raise InputFileError(path, "has no frames")
             infos.append(info)
-        opened = (PartSource(i["path"], n_atoms=i["n_atoms"], offsets=i["offsets"], format=i["format"])
-                  for i in infos)
+        opened = (registry.for_format(i["format"]).open(i["path"], OpenRequest(
+            n_atoms=i["n_atoms"], offsets=i["offsets"], format=i["format"], group=group,
+            assume_units=assume_units)) for i in infos)
         segments = joined_segments(infos, opened, continuous)
-        return cls(None, topology, max_open, segments=segments, n_atoms=first[1])
+        return cls(None, topology, max_open, group, assume_units, segments=segments, n_atoms=first[1])
 
     @property
     def path(self) -> str:
@@ -234,9 +256,8 @@ class SegmentedSource(Source):
         part's start (segment boundaries themselves come from :attr:`part_starts`).
         """
         if self._chunk_frames is None:
-            fmt = self.segments[0].get("format")
-            h5 = fmt == "H5MD" or fmt is None and is_hdf5(self.segment_path(0))
-            self._chunk_frames = self._segment(0).chunk_frames if h5 else 1
+            slabs = self._segment_class(0).supports_slab_reads
+            self._chunk_frames = self._segment(0).chunk_frames if slabs else 1
         return self._chunk_frames
 
     @property
@@ -249,15 +270,16 @@ class SegmentedSource(Source):
             self._fields = self._segment(0).fields
         return self._fields
 
+    def stored_units(self) -> dict[str, str | None]:
+        """The first part's (every part of a chain is in one format's units, or converted to trajscale's)."""
+        return self._segment(0).stored_units()
+
     def get_config(self) -> dict:
         """The segment list travels with the config: XTC/TRR parts' frame offsets are scanned here, once."""
-        from .parts import XDR_FORMATS, part_format, scan_part
-
-        for seg in self.segments:
-            if "format" not in seg:
-                seg["format"] = "H5MD" if is_hdf5(seg["path"]) else part_format(seg["path"])
-            if seg.get("format") in XDR_FORMATS and not seg.get("offsets"):
-                info = scan_part(seg["path"])
+        for i, seg in enumerate(self.segments):
+            cls = self._segment_class(i)
+            if cls.ships_offsets and not seg.get("offsets"):
+                info = registry.part_record(seg["path"], OpenRequest(format=seg["format"]))
                 if info["n_frames"] != seg.get("file_frames", seg["n_frames"]):
                     expect = seg.get("file_frames", seg["n_frames"])
                     raise InputFileError(seg["path"], f"has {info['n_frames']} frames; the index "
@@ -280,6 +302,13 @@ class SegmentedSource(Source):
     def segment_path(self, i: int) -> str:
         return str(self.segments[i]["path"])
 
+    def _segment_class(self, i: int) -> type[Source]:
+        """The Source of segment ``i``'s format (recorded in the segment, else told by the file's bytes)."""
+        seg = self.segments[i]
+        if seg.get("format") is None:
+            seg["format"] = registry.guess(self.segment_path(i)).format
+        return registry.for_format(seg["format"])
+
     def refresh(self) -> None:
         """A new task: each open part is checked (one stat) the first time the task reads it."""
         self._checked.clear()
@@ -299,18 +328,14 @@ class SegmentedSource(Source):
             return src
         while len(self._open) >= self.max_open:
             self._drop(next(iter(self._open)))
-        from .h5md import H5MDSource
-        from .parts import PartSource
-
         seg, path = self.segments[i], self.segment_path(i)
         ident = _part_identity(path)   # before opening: a rewrite after it is noticed next task
         if ident is None:
             raise InputFileError(path, f"segment {i} of {self._index_path or 'the trajectory'} is missing")
-        fmt = seg.get("format")
-        if fmt == "H5MD" or fmt is None and is_hdf5(path):
-            src = H5MDSource(path, **self._h5md_options)
-        else:   # offsets shipped by get_config (None only before it ran, in the preparing process)
-            src = PartSource(path, n_atoms=self._n_atoms, offsets=seg.get("offsets"), format=fmt)
+        cls = self._segment_class(i)
+        # offsets shipped by get_config (None only before it ran, in the preparing process)
+        src = cls.open(path, OpenRequest(n_atoms=self._n_atoms, offsets=seg.get("offsets"), format=seg["format"],
+                                         **self._h5md_options))
         expect = seg.get("file_frames", seg["n_frames"])
         if src.n_frames != expect or src.n_atoms != self.n_atoms:
             src.close()
@@ -327,13 +352,10 @@ class SegmentedSource(Source):
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
-        # this source's block, plus the piece an H5MD segment allocates before it is copied in
-        # (parts in other formats decode straight into the block's rows: a whole-frame buffer, not per frame)
-        from .parts import PartSource
-
+        # this source's block, plus the piece a segment allocates before it is copied in (an H5MD
+        # segment's block; parts that fill rows decode straight into the block's: a whole-frame buffer)
         seg = self._segment(0)
-        return super().bytes_per_frame(atoms, fields) + (
-            0 if isinstance(seg, PartSource) else seg.bytes_per_frame(atoms, fields))
+        return super().bytes_per_frame(atoms, fields) + (0 if seg.fills_rows else seg.bytes_per_frame(atoms, fields))
 
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:

@@ -1,0 +1,246 @@
+"""Which Source reads a file: one table of formats, each told by the file's own bytes.
+
+Every caller that opens a trajectory (``open_source``, a segment index's parts,
+``run --follow``, ``convert``, ``inspect``) asks this module, so a format is
+read by the same Source everywhere. A Source declares the formats it reads, how
+to recognise them (:meth:`~.base.Source.guess_format`, from the first bytes:
+HDF5's signature, XTC/TRR magic numbers, a DCD header, a segment index's
+marker) and what it can do with them (parts, following, slab reads, MPI-IO) as
+class attributes; the registry never probes a Source (xarray's backend
+entrypoints and ``guess_engine`` are the model).
+
+A file is matched in three passes: the bytes, asked of every Source in the
+table's order; then the file's name ending (:attr:`~.base.Source.suffixes`), so
+an empty or damaged ``.xtc`` gets the XTC reader's own error; then, for
+formats no Source names, MDAnalysis's table of formats by extension. A file no
+pass matches is refused in one line listing what is supported.
+
+Third parties add a Source through the entry point group ``trajscale.sources``
+(name: the Source's ``kind``; value: ``module:Class``); their Sources are asked
+after trajscale's own, before MDAnalysis's extension table.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError, InputFileError
+from ..util import check_input_file
+from .base import OpenRequest, Source
+
+log = logging.getLogger(__name__)
+
+#: The entry point group through which other packages add Sources (name: kind, value: ``module:Class``).
+ENTRY_POINT_GROUP = "trajscale.sources"
+
+#: Sources that open files, in the order their ``guess_format`` is asked: kind -> ``module:Class``.
+#: MDAnalysis's one-file reader comes last: past its DCD header it goes by the file's extension.
+FORMAT_SOURCES = {
+    "segments": ".segments:SegmentedSource",
+    "h5md": ".h5md:H5MDSource",
+    "xdr": ".parts:XDRSource",
+    "npy": ".npy:NumpySource",
+    "mda_part": ".mdapart:MDAPartSource",
+}
+#: Sources made by another Source or by the caller, reopened from their configs: kind -> ``module:Class``.
+OTHER_SOURCES = {
+    "mda": ".mda:MDASource",
+    "growing_h5md": ".follow:GrowingH5MDSource",
+}
+
+
+#: A request with no options: a file opened as its format's Source opens it by default.
+_NOTHING_ASKED = OpenRequest()
+
+
+@dataclass(frozen=True)
+class Match:
+    """The Source that reads a file, and the name of the file's format."""
+
+    source: type[Source]
+    format: str
+
+    @property
+    def kind(self) -> str:
+        return self.source.kind
+
+
+@functools.cache
+def _load(kind: str, target: str) -> type[Source]:
+    module, _, name = target.partition(":")
+    cls = getattr(importlib.import_module(module, __package__), name)
+    if not (isinstance(cls, type) and issubclass(cls, Source)) or cls.kind != kind:
+        raise ConfigError(f"source {target!r} registered as {kind!r} is not a Source of that kind")
+    return cls
+
+
+@functools.cache
+def plugin_targets() -> dict[str, str]:
+    """kind -> ``module:Class`` of the Sources other packages register under :data:`ENTRY_POINT_GROUP`
+    (a kind trajscale already has is kept as trajscale's, with a warning)."""
+    from importlib.metadata import entry_points
+
+    found = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in FORMAT_SOURCES or ep.name in OTHER_SOURCES:
+            log.warning("entry point %s = %s: trajscale's own source kind %r is kept", ep.name, ep.value, ep.name)
+            continue
+        found.setdefault(ep.name, ep.value)
+    return found
+
+
+def source_class(kind: str) -> type[Source]:
+    """The Source class of ``kind`` (a config's ``"kind"``): trajscale's own, then the plugins'."""
+    target = FORMAT_SOURCES.get(kind) or OTHER_SOURCES.get(kind) or plugin_targets().get(kind)
+    if target is None:
+        known = [*FORMAT_SOURCES, *OTHER_SOURCES, *plugin_targets()]
+        raise ConfigError(f"unknown source kind {kind!r}; known: {', '.join(known)}")
+    return _load(kind, target)
+
+
+def format_sources() -> list[type[Source]]:
+    """Every Source that opens files, in the order files are matched (trajscale's own, then plugins')."""
+    own = [source_class(kind) for kind in FORMAT_SOURCES]
+    return own[:-1] + [source_class(kind) for kind in plugin_targets()] + own[-1:]
+
+
+def all_sources() -> dict[str, type[Source]]:
+    """kind -> Source class of every Source (imports every source module and plugin)."""
+    return {kind: source_class(kind) for kind in [*FORMAT_SOURCES, *OTHER_SOURCES, *plugin_targets()]}
+
+
+def supported() -> str:
+    """The formats trajscale reads, in one line (for errors)."""
+    names = [", ".join(cls.formats) for cls in format_sources() if cls.formats]
+    return "; ".join(names) + "; and the other formats MDAnalysis reads, by their extension"
+
+
+def _by_bytes(path: str) -> Match | None:
+    for cls in format_sources():
+        fmt = cls.guess_format(path)
+        if fmt is not None:
+            return Match(cls, fmt)
+    return None
+
+
+def by_name(path: str) -> Match | None:
+    """The Source whose :attr:`~.base.Source.suffixes` hold the file's name ending (no file is read)."""
+    suffix = Path(path).suffix.lower()
+    for cls in format_sources():
+        if suffix in cls.suffixes:
+            return Match(cls, cls.suffixes[suffix])
+    return None
+
+
+def _by_mdanalysis(path: str) -> Match | None:
+    """MDAnalysis's format for the extension, read by the Source that names it, else by its one-file reader."""
+    from .mdapart import MDAPartSource
+
+    fmt = MDAPartSource.mdanalysis_format(path)
+    if fmt is None:
+        return None
+    owner = next((cls for cls in format_sources() if fmt in cls.formats), MDAPartSource)
+    return Match(owner, fmt)
+
+
+def guess(path: str | Path) -> Match:
+    """The Source that reads ``path`` and the name of its format.
+
+    Raises
+    ------
+    InputFileError
+        The file is missing, or no Source reads it (one line listing what is supported).
+    """
+    path = str(path)
+    match = _by_bytes(path)
+    if match is None:
+        check_input_file(path)   # missing, a folder without a segment index, or empty: said as such
+        match = by_name(path) or _by_mdanalysis(path)
+    if match is None:
+        raise InputFileError(path, f"not a trajectory format trajscale reads (it reads {supported()})")
+    log.debug("%s: read as %s by %s", path, match.format, match.source.__name__)
+    return match
+
+
+def for_format(name: str) -> type[Source]:
+    """The Source that reads the format called ``name`` (a segment index records it)."""
+    name = name.upper()
+    for cls in format_sources():
+        if name in cls.formats:
+            return cls
+    from .mdapart import MDAPartSource
+
+    return MDAPartSource   # a format only MDAnalysis knows: its reader says if it does not
+
+
+def open_file(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source:
+    """Open one file with the Source the registry picks (``request.format``, else :func:`guess`)."""
+    path = str(path)
+    cls = for_format(request.format) if request.format else guess(path).source
+    check_options(path, cls, request)
+    return cls.open(path, request)
+
+
+def open_part(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source:
+    """Open one file of several (a chain's part, one of convert's inputs): H5MD's options in ``request``
+    go to the files whose Source takes them, and the others read without them."""
+    path = str(path)
+    cls = for_format(request.format) if request.format else guess(path).source
+    return cls.open(path, request)
+
+
+def check_options(path: str, cls: type[Source], request: OpenRequest) -> None:
+    """H5MD's options (``group``, ``assume_units``) asked of a Source that does not take them: one line."""
+    if (request.group is not None or request.assume_units is not None) and not cls.takes_h5md_options:
+        raise ConfigError(f"{path}: --group and --assume-units apply to H5MD files; this one is read by "
+                          f"{cls.__name__}, which knows its format's units")
+
+
+def part_record(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> dict:
+    """``{"path", "format", "n_frames", "n_atoms", "offsets"}`` of one file as a part of a chain.
+
+    The file is opened once by its Source; ``offsets`` are the frame offsets a
+    Source that :attr:`~.base.Source.ships_offsets` scanned (None for the others).
+    """
+    path = str(path)
+    match = Match(for_format(request.format), request.format.upper()) if request.format else guess(path)
+    if not match.source.supports_parts:
+        raise InputFileError(path, f"{match.format} files cannot be parts of a chain; the formats that can: "
+                                   + ", ".join(f for cls in format_sources() if cls.supports_parts
+                                               for f in cls.formats))
+    check_options(path, match.source, request)
+    with match.source.open(path, OpenRequest(format=match.format, strict=request.strict, group=request.group,
+                                             assume_units=request.assume_units)) as src:
+        offsets = src.get_config().get("offsets") if match.source.ships_offsets else None
+        return {"path": path, "format": src.format, "n_frames": src.n_frames, "n_atoms": src.n_atoms,
+                "offsets": offsets}
+
+
+def capabilities() -> list[dict]:
+    """One row per Source that opens files: its kind, class, formats and capabilities (the docs' table)."""
+    return [{"kind": cls.kind, "source": cls.__name__, "formats": list(cls.formats),
+             "description": cls.description, "parts": cls.supports_parts, "following": cls.supports_following,
+             "slab_reads": cls.supports_slab_reads, "mpio": cls.supports_mpio}
+            for cls in format_sources()]
+
+
+def formats_table() -> str:
+    """The formats table of the documentation (Markdown), made from :func:`capabilities`."""
+    def mark(on: bool) -> str:
+        return "yes" if on else "-"
+
+    lines = ["| formats | Source (kind) | reads | parts | following | slab reads | MPI-IO |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {', '.join(row['formats'])} | `{row['source']}` (`{row['kind']}`) | {row['description']} | "
+              f"{mark(row['parts'])} | {mark(row['following'])} | {mark(row['slab_reads'])} | {mark(row['mpio'])} |"
+              for row in capabilities()]
+    return "\n".join(lines)
+
+
+__all__ = ["ENTRY_POINT_GROUP", "FORMAT_SOURCES", "OTHER_SOURCES", "Match", "all_sources", "by_name", "capabilities",
+           "check_options", "for_format", "format_sources", "formats_table", "guess", "open_file", "open_part",
+           "part_record", "plugin_targets", "source_class", "supported"]

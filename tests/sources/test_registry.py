@@ -1,0 +1,286 @@
+"""The format registry: one place decides which Source reads a file, from the file's own bytes; every caller
+(run, convert, inspect, segments, following) gets that Source; other packages add Sources by entry point."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import textwrap
+import warnings
+
+import MDAnalysis as mda
+import numpy as np
+import pytest
+from MDAnalysis.coordinates.DCD import DCDReader
+from MDAnalysisTests import datafiles as D
+
+from trajscale.errors import ConfigError, InputFileError
+from trajscale.sources import (
+    H5MDSource,
+    MDAPartSource,
+    MDASource,
+    SegmentedSource,
+    XDRSource,
+    open_source,
+    registry,
+    source_from_config,
+)
+from trajscale.sources.base import OpenRequest, Source
+from trajscale.sources.npy import NumpySource
+
+
+@pytest.mark.parametrize("original,renamed,cls,fmt", [
+    (D.XTC, "traj.dat", XDRSource, "XTC"), (D.TRR, "traj.bin", XDRSource, "TRR"),
+    (D.DCD, "traj.xtc", MDAPartSource, "DCD"), (D.H5MD_xvf, "traj.nc", H5MDSource, "H5MD")])
+def test_the_bytes_decide_not_the_name(tmp_path, original, renamed, cls, fmt):
+    """A file under a misleading name is still read by its format's Source (and its frames are right)."""
+    path = shutil.copyfile(original, tmp_path / renamed)
+    match = registry.guess(path)
+    assert (match.source, match.format) == (cls, fmt)
+    with open_source(path) as src, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = mda.coordinates.core.get_reader_for(original)(original)
+        assert type(src) is cls and src.n_frames == ref.n_frames
+        np.testing.assert_allclose(src.read(1, 2).positions[0], ref[1].positions, atol=1e-4)
+        ref.close()
+
+
+def test_a_segment_index_is_told_by_its_marker(tmp_path):
+    parts = [str(shutil.copyfile(D.XTC, tmp_path / f"p{i}.xtc")) for i in range(2)]
+    from trajscale.sources.segments import write_index
+
+    with SegmentedSource.from_parts(parts) as src:
+        write_index(tmp_path / "chain.listing", src.segments, src.n_atoms)
+    assert registry.guess(tmp_path / "chain.listing").source is SegmentedSource
+    (tmp_path / "other.json").write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(InputFileError, match="segment index"):   # a .json that is not one: the index's error
+        open_source(tmp_path / "other.json")
+
+
+def test_an_unknown_format_is_one_line_listing_what_is_read(tmp_path):
+    junk = tmp_path / "notes.bin"
+    junk.write_bytes(b"these are not coordinates\n" * 10)
+    with pytest.raises(InputFileError) as err:
+        open_source(junk)
+    msg = str(err.value)
+    assert "\n" not in msg and str(junk) in msg
+    for fmt in [f for cls in registry.format_sources() for f in cls.formats] + ["MDAnalysis"]:
+        assert fmt in msg
+
+
+def test_damaged_files_get_their_formats_own_error(tmp_path):
+    """No magic number to tell the format by: the name ending picks the Source, whose reader names the damage."""
+    bad = tmp_path / "cut.xtc"
+    bad.write_bytes(b"\0" * 100)
+    with pytest.raises(InputFileError, match="cannot be read as XTC"):
+        open_source(bad)
+    empty = tmp_path / "empty.dcd"
+    empty.write_bytes(b"")
+    with pytest.raises(InputFileError, match="empty"):
+        open_source(empty)
+
+
+def test_h5md_options_for_another_format_are_refused():
+    with pytest.raises(ConfigError, match="apply to H5MD"):
+        open_source(D.DCD, group="protein")
+
+
+def test_every_format_has_one_source_and_declares_itself():
+    """Each registered Source names its formats, its suffixes map to them, and no format has two Sources."""
+    seen: dict[str, str] = {}
+    for cls in registry.format_sources():
+        assert issubclass(cls, Source) and cls.formats and cls.description and cls.kind
+        assert set(cls.suffixes.values()) <= set(cls.formats), cls
+        for fmt in cls.formats:
+            assert fmt not in seen, f"{fmt} read by {seen.get(fmt)} and {cls.__name__}"
+            seen[fmt] = cls.__name__
+        assert registry.for_format(cls.formats[0]) is cls
+    assert registry.for_format("NCDF") is MDAPartSource   # a format only MDAnalysis names
+    assert registry.source_class("mda") is MDASource      # made by callers, reopened from configs
+
+
+def test_following_is_what_the_sources_declare():
+    from trajscale.sources.follow import _SNAPSHOTS
+
+    assert set(_SNAPSHOTS) == {cls.kind for cls in registry.format_sources() if cls.supports_following}
+
+
+def test_following_a_format_that_cannot_be_followed_is_one_line():
+    from trajscale.sources.follow import snapshot
+
+    with pytest.raises(InputFileError, match="cannot be followed: DCD") as err:
+        snapshot(D.DCD)
+    assert "XTC" in str(err.value) and "H5MD" in str(err.value)
+
+
+# ------------------------------------------------------------------ DCD: one Source in run, convert and inspect
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    """Every Source class made in this process while the test runs (the classes themselves are real)."""
+    made: list[type] = []
+    for cls in (MDAPartSource, MDASource, XDRSource, H5MDSource):
+        real = cls.__init__
+
+        def spy(self, *a, _real=real, **k):
+            made.append(type(self))
+            _real(self, *a, **k)
+        monkeypatch.setattr(cls, "__init__", spy)
+    return made
+
+
+def test_dcd_is_read_by_one_source_in_run_convert_and_inspect(tmp_path, opened, capsys):
+    from MDAnalysis.analysis import rms
+
+    import trajscale
+    from trajscale.cli.inspect import main as inspect_main
+    from trajscale.convert.convert import convert
+
+    u = mda.Universe(D.PSF, D.DCD)
+    ref = DCDReader(D.DCD)
+    expect = np.array([ts.positions.copy() for ts in ref])
+    times = np.array([ts.time for ts in ref])
+    done = trajscale.run(trajscale.RMSD(select="name CA"), D.PSF, D.DCD, executor="serial")
+    assert set(opened) == {MDAPartSource}, opened
+    ref_rmsd = rms.RMSD(u, select="name CA").run().results.rmsd[:, 2]
+    np.testing.assert_allclose(done.rmsd, ref_rmsd, atol=1e-4)
+
+    opened.clear()
+    out = tmp_path / "adk.h5md"
+    convert(D.PSF, [D.DCD], str(out))
+    assert set(opened) == {MDAPartSource}, opened
+    with h5py_file(out) as f:
+        np.testing.assert_array_equal(f["particles/all/position/value"][()], expect)
+
+    opened.clear()
+    args = argparse.Namespace(file=D.DCD, follow=False, pattern=None, h5md_group=None, assume_units=None,
+                              json=True, idle=None, topology=None)
+    assert inspect_main(args) == 0
+    assert set(opened) == {MDAPartSource}, opened
+    facts = json.loads(capsys.readouterr().out)
+    assert (facts["format"], facts["source"]) == ("dcd", "MDAPartSource")
+    assert (facts["n_frames"], facts["n_atoms"]) == (ref.n_frames, ref.n_atoms)
+    assert facts["units"] == DCDReader.units
+    assert facts["time"]["first"] == pytest.approx(times[0]) and facts["time"]["last"] == pytest.approx(times[-1])
+    ref.close()
+
+
+def h5py_file(path):
+    import h5py
+
+    return h5py.File(path, "r")
+
+
+# ------------------------------------------------------------------ a Source from another package
+
+
+PLUGIN = '''
+"""A real third-party Source: raw little-endian float32 frames after a 16-byte header."""
+import numpy as np
+from trajscale.sources.base import Source, file_head
+from trajscale.block import Block
+
+MAGIC = b"RAWF32\\0\\0"
+
+
+class RawSource(Source):
+    kind = "rawf32"
+    formats = ("RAWF32",)
+    description = "raw float32 frames"
+    supports_parts = True
+
+    def __init__(self, path, n_atoms=None):
+        self._path = str(path)
+        head = np.fromfile(self._path, dtype="<i4", count=4)
+        self._frames = np.memmap(self._path, dtype="<f4", mode="r", offset=16,
+                                 shape=(int(head[2]), int(head[3]), 3))
+
+    @classmethod
+    def guess_format(cls, path):
+        return "RAWF32" if file_head(path, 8) == MAGIC else None
+
+    @classmethod
+    def open(cls, path, request):
+        return cls(path, request.n_atoms)
+
+    path = property(lambda self: self._path)
+    n_frames = property(lambda self: self._frames.shape[0])
+    n_atoms = property(lambda self: self._frames.shape[1])
+
+    def get_config(self):
+        return {"kind": self.kind, "path": self._path}
+
+    def read(self, start, stop, atoms=None, fields=("position",), stride=1):
+        self.check_range(start, stop)
+        rows = np.array(self._frames[start:stop:stride] if atoms is None else self._frames[start:stop:stride][:, atoms])
+        n = len(rows)
+        return Block(start, stop, rows, np.zeros((n, 6), np.float32), np.arange(start, stop, stride, dtype=float),
+                     np.arange(start, stop, stride, dtype=np.int64), stride=stride)
+'''
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    """A package installed the way pip leaves one (a module and its dist-info with an entry point), found
+    through ``sys.path``: nothing is installed into the environment."""
+    site = tmp_path / "site"
+    (site / "rawplugin-1.0.dist-info").mkdir(parents=True)
+    (site / "rawplugin.py").write_text(textwrap.dedent(PLUGIN))
+    (site / "rawplugin-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: rawplugin\nVersion: 1.0\n")
+    (site / "rawplugin-1.0.dist-info" / "entry_points.txt").write_text(
+        f"[{registry.ENTRY_POINT_GROUP}]\nrawf32 = rawplugin:RawSource\n")
+    monkeypatch.syspath_prepend(str(site))
+    registry.plugin_targets.cache_clear()
+    yield
+    registry.plugin_targets.cache_clear()
+
+
+def test_a_source_added_by_entry_point_is_asked_by_every_caller(tmp_path, plugin):
+    frames = np.random.default_rng(7).normal(size=(6, 5, 3)).astype("<f4")
+    path = tmp_path / "traj.raw"
+    with open(path, "wb") as fh:
+        fh.write(b"RAWF32\0\0" + np.array([frames.shape[0], frames.shape[1]], "<i4").tobytes() + frames.tobytes())
+    assert registry.guess(path).format == "RAWF32"
+    with open_source(path) as src:
+        assert type(src).__name__ == "RawSource" and src.n_frames == 6
+        np.testing.assert_array_equal(src.read(1, 4, np.array([0, 4])).positions, frames[1:4][:, [0, 4]])
+        with source_from_config(src.get_config()) as again:   # a worker reopens it by its kind
+            np.testing.assert_array_equal(again.read(0, 6).positions, frames)
+    with open_source([path, path], continuous=True) as chain:   # its parts join a chain like any other
+        assert isinstance(chain, SegmentedSource)
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"nothing" * 20)
+    with pytest.raises(InputFileError, match="RAWF32"):
+        open_source(junk)
+    assert "rawf32" in {row["kind"] for row in registry.capabilities()}
+
+
+def test_opening_through_the_registry_checks_the_atom_count(tmp_path):
+    npy = tmp_path / "adk.npy"
+    np.save(npy, mda.Universe(D.PSF, D.DCD).trajectory.timeseries(order="fac")[:3])
+    assert registry.open_file(npy, OpenRequest(n_atoms=3341)).n_atoms == 3341
+    with pytest.raises(InputFileError, match="expected 10"):
+        registry.open_file(npy, OpenRequest(n_atoms=10))
+    assert isinstance(open_source(npy), NumpySource)
+
+
+def test_the_docs_formats_table_is_made_from_the_registry():
+    """docs/formats.md holds the marker that the docs build replaces with the registry's own table."""
+    import importlib.util
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    spec = importlib.util.spec_from_file_location("trajscale_docs_conf", docs / "conf.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    page = [(docs / "formats.md").read_text()]
+    conf._formats_table(None, "formats", page)
+    assert conf.FORMATS_TABLE not in page[0]
+    for cls in registry.format_sources():
+        row = next(ln for ln in page[0].splitlines() if f"`{cls.__name__}` (`{cls.kind}`)" in ln)
+        assert row.startswith(f"| {', '.join(cls.formats)} |") and cls.description in row
+        marks = [c.strip() for c in row.strip("|").split("|")[3:]]
+        assert marks == ["yes" if on else "-" for on in (cls.supports_parts, cls.supports_following,
+                                                         cls.supports_slab_reads, cls.supports_mpio)]
