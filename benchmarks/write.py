@@ -1,6 +1,7 @@
 """Parallel H5MD writing (seed 004): gather / independent / collective against serial writers.
 
     python benchmarks/write.py [--replicas 3] [--frames 3] [--ranks 1,2,3] [--out-dir DIR] [--json OUT]
+                               [--visibility-atoms 111815] [--visibility-frames 100] [--visibility-only]
 
 The system is AdK in water (MDAnalysisTests GRO/XTC, 47,681 atoms) replicated
 ``replicas``^3 times in a grid (3 -> 27 copies, 1,287,387 atoms, 15.4 MB per
@@ -21,8 +22,17 @@ seed's native binary) and MDAnalysis's H5MDWriter.  Files go to ``--out-dir``
 (default: a temporary directory) and are deleted after each run; on a machine
 with a lot of memory they stay in the page cache, so this measures the
 writers, not the disk - except that parallel HDF5 flushes with
-``MPI_File_sync`` (an fsync) and trajscale flushes once per frame, for crash
-consistency.
+``MPI_File_sync`` (an fsync) and trajscale flushes twice per frame, for crash
+consistency (the data, then the frame count that publishes it).
+
+Publishing (``--visibility-*``): what it costs that a frame ``ParallelWriter.write()`` has returned
+is in the file (``publish=True``, the default: one more flush per frame, so a follower sees the frame
+at once and a killed producer leaves it), and what ``durable=True`` (an fsync per frame; under MPI-IO the
+flushes are ``MPI_File_sync`` already, so there it is the default's cost again) adds: YiiP-sized
+frames (111,815 atoms, 1.34 MB) written one ``write()`` at a time (strategy gather, one frame per chunk,
+as a simulation's producer writes them), serially and under ``mpiexec -n 2``, each mode run
+``--visibility-repeat`` times in turn (median). MB/s = frames x atoms x 12 bytes / the time from the
+first write to the closed file.
 """
 
 from __future__ import annotations
@@ -97,6 +107,94 @@ def worker(args) -> None:
         print(json.dumps({"seconds": dt, "bytes": os.path.getsize(out)}))
 
 
+#: Publishing modes: label -> ParallelWriter options.
+VISIBILITY = {"publish=False": {"publish": False}, "publish=True (default)": {},
+              "durable=True (fsync)": {"durable": True}}
+
+
+def write_published(path: Path, n_atoms: int, n_frames: int, options: dict, comm=None) -> tuple[float, float]:
+    """Wall seconds to write ``n_frames`` frames one ``write()`` at a time with ``options`` (slowest rank), and
+    the CPU seconds of every rank together (less moved by other jobs on the machine than the wall time)."""
+    from trajscale import ParallelWriter
+
+    rank, size = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
+    ids = np.arange(rank, n_atoms, size)
+    rng = np.random.default_rng(rank)
+    frames = [rng.uniform(0, 100, (len(ids), 3)).astype(np.float32) for _ in range(min(n_frames, 4))]
+    w = ParallelWriter(path, n_atoms, comm=comm, strategy="gather", chunks=1, **options)
+    if comm is not None:
+        comm.Barrier()
+    t0, c0 = time.perf_counter(), time.process_time()
+    for i in range(n_frames):
+        w.write(step=i, time=float(i), ids=ids, positions=frames[i % len(frames)], box=[100, 100, 100, 90, 90, 90])
+    w.close()
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if comm is not None:
+        from mpi4py import MPI
+
+        dt, cpu = comm.allreduce(dt, op=MPI.MAX), comm.allreduce(cpu, op=MPI.SUM)
+    return dt, cpu
+
+
+def publish_worker(args) -> None:
+    """One mpiexec run of :func:`write_published`; rank 0 prints the seconds as JSON."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    dt, cpu = write_published(Path(args.path), args.visibility_atoms, args.visibility_frames,
+                              VISIBILITY[args.strategy], comm)
+    if comm.Get_rank() == 0:
+        print(json.dumps({"seconds": dt, "cpu": cpu}))
+
+
+def visibility(args, d: Path) -> dict:
+    """label -> (wall, CPU) seconds of each run, for each publishing mode, serial and on 2 ranks (the modes
+    in turn)."""
+    times: dict[str, list[tuple[float, float]]] = {}
+    exe = shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
+    modes = list(VISIBILITY)
+    for r in range(args.visibility_repeat):
+        # in turn, each repeat starting at the next mode: a load that comes and goes, and the writeback of
+        # the run before, fall on every mode alike
+        for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
+            path = d / "published.h5md"
+            times.setdefault(f"serial, {mode}", []).append(
+                write_published(path, args.visibility_atoms, args.visibility_frames, VISIBILITY[mode]))
+            path.unlink()
+            cmd = [exe, "-n", "2", sys.executable, __file__, "--publish-worker", "--strategy", mode,
+                   "--visibility-atoms", str(args.visibility_atoms), "--visibility-frames",
+                   str(args.visibility_frames), "--path", str(path)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+            if proc.returncode:
+                raise SystemExit(proc.stderr[-3000:])
+            got = json.loads(proc.stdout.strip().splitlines()[-1])
+            times.setdefault(f"2 ranks, {mode}", []).append((got["seconds"], got["cpu"]))
+            path.unlink()
+    return {label: times[label] for label in sorted(times, key=lambda k: not k.startswith("serial"))}
+
+
+def print_visibility(args, runs: dict) -> dict:
+    """The median of each mode's runs, and its cost: the median over the repeats of its time over the
+    time of the run of ``publish=False`` just before it (pairs keep a load that drifts out of the ratio),
+    for the wall time and for the CPU time."""
+    from statistics import median
+
+    mb = args.visibility_frames * args.visibility_atoms * 12 / 1e6
+    print(f"publishing: {args.visibility_atoms:,} atoms x {args.visibility_frames} frames, one write() each, "
+          f"median of {args.visibility_repeat}")
+    print(f"{'producer, mode':36s} {'s':>7s} {'MB/s':>8s} {'cost':>7s} {'cpu s':>7s} {'cpu cost':>8s}")
+    rows = {}
+    for label, got in runs.items():
+        base = runs[label.split(", ")[0] + ", publish=False"]
+        dt, cpu = median(t for t, _ in got), median(c for _, c in got)
+        cost = median(t / b for (t, _), (b, _) in zip(got, base, strict=True)) - 1
+        cpu_cost = median(c / b for (_, c), (_, b) in zip(got, base, strict=True)) - 1
+        rows[label] = {"seconds": dt, "mb_per_s": mb / dt, "cost": cost, "cpu_seconds": cpu, "cpu_cost": cpu_cost,
+                       "runs": got}
+        print(f"{label:36s} {dt:7.3f} {mb / dt:8.1f} {100 * cost:+6.1f}% {cpu:7.3f} {100 * cpu_cost:+7.1f}%")
+    return rows
+
+
 def run_mpi(strategy: str, n: int, args, path: Path) -> dict:
     exe = shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
     cmd = [exe, "-n", str(n), sys.executable, __file__, "--worker", "--strategy", strategy,
@@ -152,7 +250,13 @@ def main(argv=None) -> int:
     p.add_argument("--out-dir", default=None, help="where the files are written (default: a temp dir)")
     p.add_argument("--json", default=None, help="also write the results as JSON here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
+    p.add_argument("--visibility-atoms", type=int, default=111815, help="atoms per frame when timing publishing "
+                   "(default 111,815: YiiP)")
+    p.add_argument("--visibility-frames", type=int, default=100, help="frames per publishing run (default 100)")
+    p.add_argument("--visibility-repeat", type=int, default=3, help="runs of each publishing mode (default 3)")
+    p.add_argument("--visibility-only", action="store_true", help="time publishing only")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--publish-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--strategy", default="collective", help=argparse.SUPPRESS)
     p.add_argument("--path", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -161,8 +265,17 @@ def main(argv=None) -> int:
     if args.worker:
         worker(args)
         return 0
+    if args.publish_worker:
+        publish_worker(args)
+        return 0
     d = Path(tempfile.mkdtemp(prefix="trajscale-write-", dir=args.out_dir))
     try:
+        published = visibility(args, d)
+        if args.visibility_only:
+            rows = print_visibility(args, published)
+            if args.json:
+                write_script_json(PROG, args.json, {"publishing": rows}, args.overwrite)
+            return 0
         base, n_atoms = serial_baselines(args, d)
         frame_mb = n_atoms * 12 / 1e6
         rows = {name: dict(r, ranks=1) for name, r in base.items()}
@@ -184,8 +297,10 @@ def main(argv=None) -> int:
         print(f"best at 2 ranks ({best2[1]}) / gather at 2 ranks: {best2[0] / g2:.2f}x (target >= 1.5x)")
     h5 = max(r["mb_per_s"] for name, r in rows.items() if name.startswith("trajscale"))
     print(f"best trajscale H5MD / ASCII: {h5 / rows['ASCII XYZ (savetxt)']['mb_per_s']:.2f}x (target >= 2.5x)")
+    publishing = print_visibility(args, published)
     if args.json:
-        write_script_json(PROG, args.json, {"n_atoms": n_atoms, "frames": args.frames, "rows": rows}, args.overwrite)
+        write_script_json(PROG, args.json, {"n_atoms": n_atoms, "frames": args.frames, "rows": rows,
+                                            "publishing": publishing}, args.overwrite)
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -55,6 +56,21 @@ def run_mpi(n: int, args: list[str], timeout: float = 180, **kw) -> subprocess.C
     env.update(kw.pop("env", {}))
     cmd = [mpiexec(), "-n", str(n), sys.executable, *args]
     return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+
+
+def kill_and_reap(proc: subprocess.Popen, pids: list[int], timeout: float = 60) -> None:
+    """SIGKILL the processes a test started, by their own pids (MPI ranks, a producer), then reap ``proc``
+    (their launcher, or the process itself), killing it too if it does not end within ``timeout`` s."""
+    import signal
+
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def run_cli(*args: str, timeout: float = 300, **kw) -> subprocess.CompletedProcess:

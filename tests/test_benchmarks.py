@@ -29,6 +29,13 @@ NUM = r"[-\d.,e+]+"
 SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "analyses.py": (["--frames", F, "--workdir", "{work}", "--only", "rgyr"],
                     [r"^analysis\s+MDA serial\s+MDA mp\(2\)\s+ts serial", rf"^rgyr\s+{NUM}\s+{NUM}\s+{NUM}"]),
+    "arrays.py": (["--quick", "--workdir", "{work}/arrays"],
+                  [r"^side\s+H5MD s\s+XTC chain s\s+MDA AFF / side$",
+                   rf"^lazy mean \(isel, compute\)\s+{NUM}\s+{NUM}\s+{NUM}x\s+{NUM}x$",
+                   rf"^MDAnalysis timeseries\(\)\s+{NUM}\s+{NUM}\s+{NUM}x\s+{NUM}x$",
+                   rf"^lazy mean\s+{NUM}\s+{NUM}\s+{NUM}\s+{NUM}$",
+                   r"^protein\s+lazy isel\s+200\s+1\.00$", r"^protein\s+select=, chunks=\{\}\s+200\s+1\.00$",
+                   r"^peak memory, all-atom mean in chunks of \d+ frames"]),
     "boxes.py": (["--boxes", "100"], [r"^\s+boxes\s+seconds$", rf"^\s+100\s+{NUM}$"]),
     "chains.py": (["--frames", F, "--parts", "2", "--cache", "{work}/chains", "--sides",
                    "mdanalysis,serial,processes2,mdtraj", "--whole", "1"],
@@ -56,7 +63,8 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "insitu.py": (["--quick"],
                   [r"^follower\s+frames\s+written/s\s+frames/s\s+lag median s\s+lag p99 s$",
                    rf"^serial\s+30(\s+{NUM}){{4}}$", rf"^processes\(2\)\s+30(\s+{NUM}){{4}}$",
-                   rf"^MDAnalysis polling\s+30(\s+{NUM}){{4}}$"]),
+                   rf"^MDAnalysis polling\s+30(\s+{NUM}){{4}}$",
+                   rf"^serial, a frame every 1 s\s+3(\s+{NUM}){{4}}$"]),
     "kernels.py": (["--sizes", "100,3341", "--frames", F, "--repeat", "1"],
                    [r"^\s+atoms\s+frames\s+map us\s+kernel us\s+vs SVD A", rf"^\s+3341\s+{F}\s+{NUM}\s+{NUM}\s+{NUM}"]),
     "layouts.py": (["--frames", F, "--workdir", "{work}", "--no-rmsd", "--only", "4 segments"],
@@ -87,8 +95,10 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                     rf"^trajscale mpi\(2\) / MDAnalysis-MPI\(2\), whole run: .* = {NUM}x$"]),
     "short_runs.py": (["--frames", F, "--workdir", "{work}", "--repeat", "1", "--cold", "1"],
                       [r"^whole call\s+trajscale s\s+MDAnalysis s\s+ratio$", rf"^cold\s+{NUM}\s+{NUM}\s+{NUM}x$"]),
-    "write.py": (["--replicas", "1", "--frames", "1", "--ranks", "2"],
-                 [r"^writer\s+s\s+MB/s\s+file MB$", rf"^trajscale collective, 2 rank\(s\)\s+{NUM}"]),
+    "write.py": (["--replicas", "1", "--frames", "1", "--ranks", "2", "--visibility-atoms", "2000",
+                  "--visibility-frames", "2", "--visibility-repeat", "1"],
+                 [r"^writer\s+s\s+MB/s\s+file MB$", rf"^trajscale collective, 2 rank\(s\)\s+{NUM}",
+                  rf"^2 ranks, publish=True \(default\)(\s+{NUM}){{2}}\s+[+-]{NUM}%\s+{NUM}\s+[+-]{NUM}%$"]),
     "bare_machine.sh": ([], []),   # test_bare_machine
 }
 

@@ -151,6 +151,8 @@ def check_numbers(code: str, files: dict, cwd: Path, left: dict) -> None:
             u = mda.Universe(files["top.tpr"], files["traj.h5md"])
             p = u.select_atoms("protein")
             np.testing.assert_allclose(value, [p.positions[:, 2].mean() for _ in u.trajectory], rtol=1e-5)
+    if "open_dataset" in code:
+        check_arrays(code, files, cwd, left)
     if "ParallelWriter" in code:
         import h5py
 
@@ -164,6 +166,29 @@ def check_numbers(code: str, files: dict, cwd: Path, left: dict) -> None:
                 np.testing.assert_allclose(a.positions, b.positions, atol=1e-4)
         else:
             assert shape == (10, 1000, 3)
+
+
+def check_arrays(code: str, files: dict, cwd: Path, left: dict) -> None:
+    """docs/arrays.md: the mean, covariance and MSD of the CA atoms, and the file written back, against
+    NumPy float64 on MDAnalysis's frames."""
+    u = mda.Universe(files["top.tpr"], files["traj.h5md"])
+    ca = u.select_atoms("protein and name CA")
+    x = np.array([ca.positions.astype(np.float64) for _ in u.trajectory])
+    if "mean.values" in left:
+        np.testing.assert_allclose(left["mean.values"], x.mean(0), atol=1e-3)
+    if "cov.values" in left:
+        np.testing.assert_allclose(left["cov.values"], np.cov(x.reshape(len(x), -1), rowvar=False), atol=1e-8)
+    if "msd.values" in left:
+        want = [((x[lag:] - x[:-lag]) ** 2).sum(-1).mean() for lag in (1, 2, 4, 8, 16)]
+        np.testing.assert_allclose(left["msd.values"], want, rtol=1e-12)
+    if "to_h5md" in code:
+        got = mda.Universe(files["top.tpr"], str(cwd / "centred.h5md"))
+        assert got.trajectory.n_frames == len(u.trajectory[::10])
+        for a, _ in zip(got.trajectory, u.trajectory[::10], strict=True):
+            want = u.atoms.positions.astype(np.float64)
+            np.testing.assert_allclose(a.positions, want - want.mean(0), atol=1e-3)
+    assert any(k in left for k in ("mean.values", "cov.values", "msd.values")) or "to_h5md" in code \
+        or "chunks[0]" in code
 
 
 def test_tutorial_runs_as_shown(tmp_path):

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-HEAVY = ["MDAnalysis", "scipy", "dask", "distributed", "torch", "matplotlib", "mpi4py", "numba", "tqdm"]
+HEAVY = ["MDAnalysis", "scipy", "dask", "distributed", "torch", "matplotlib", "mpi4py", "numba", "tqdm", "xarray"]
 
 
 def _fresh(code: str) -> dict:
@@ -81,4 +81,4 @@ print(json.dumps({"cls": type(a).__name__, "alone": alone, "names": {k: v.name f
     assert got["alone"] == ["trajscale.analysis.base", "trajscale.analysis.results", "trajscale.analysis.rgyr"]
     assert all(k == v for k, v in got["names"].items())
     assert got["classes"] == sorted(["RMSD", "RMSF", "RadiusOfGyration", "AverageStructure", "RDF", "Contacts",
-                                     "Distances", "PerFrame", "Reduce"])
+                                     "Distances", "CentreOfMassDistance", "PerFrame", "Reduce"])

@@ -130,7 +130,7 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
                           capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for page in ("index", "install", "tutorial", "formats", "parallel", "writing", "ml", "mdanalysis",
+    for page in ("index", "install", "tutorial", "formats", "parallel", "writing", "ml", "mdanalysis", "arrays",
                  "benchmarks", "api", "changelog"):
         assert (tmp_path / "html" / f"{page}.html").exists(), page
     api = (tmp_path / "html" / "api.html").read_text()
@@ -144,7 +144,7 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
 
     pages = {p.stem for p in (tmp_path / "html" / "generated").glob("*.html")}
     missing = [f"trajscale.{n}" for n in trajscale.__all__ if not n.startswith("_") and f"trajscale.{n}" not in pages]
-    for sub in ("analysis", "sources", "topology", "executors", "pwrite", "report", "ml", "mda"):
+    for sub in ("analysis", "sources", "topology", "executors", "pwrite", "report", "ml", "mda", "arrays"):
         for n in importlib.import_module(f"trajscale.{sub}").__all__:
             if f"trajscale.{sub}.{n}" not in pages and not (n in trajscale.__all__ and f"trajscale.{n}" in pages):
                 missing.append(f"trajscale.{sub}.{n}")

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         Reduce,
         per_frame,
     )
+    from .arrays import open_dataset
     from .block import Block, FrameRange
     from .errors import TrajscaleError
     from .executors import make_executor
@@ -63,6 +64,7 @@ __all__ = [
            "TrajscaleError",
            "__version__",
            "make_executor",
+           "open_dataset",
            "open_source",
            "run",
 ]
@@ -73,6 +75,6 @@ __getattr__, __dir__ = attach(__name__, {
     "Block": ".block", "FrameRange": ".block", "TrajscaleError": ".errors", "make_executor": ".executors",
     "ParallelWriter": ".pwrite", "RunReport": ".report.timing", "run": ".run", "RunOptions": ".runspec",
     "H5MDSource": ".sources", "MDASource": ".sources", "open_source": ".sources", "Layout": ".store.layout",
-    "__version__": "._version",
+    "__version__": "._version", "open_dataset": ".arrays",
 }, submodules=("_version", "analysis", "block", "errors", "executors", "kernels", "parallel", "pwrite", "report",
                "sources", "store", "util"))

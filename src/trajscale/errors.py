@@ -94,6 +94,15 @@ class BadCoordinatesError(TrajscaleError):
         super().__init__(f"{source}: {what} in frame {frame}")
 
 
+class MissingBoxError(TrajscaleError):
+    """A frame without a periodic box, or with one of zero volume, given to an analysis that needs one."""
+
+    def __init__(self, frame: int, source: str, problem: str) -> None:
+        self.frame, self.path, self.problem = frame, str(source), problem
+        self._init_args = (frame, self.path, problem)
+        super().__init__(f"{self.path}: frame {frame} {problem}")
+
+
 class FrameRangeError(TrajscaleError):
     """A frame index or range outside the trajectory."""
 

@@ -262,7 +262,7 @@ class _Run:
         if opts.n_tasks and len(ranges) < opts.n_tasks and ex.is_root and job.stride == 1:
             _say_tasks_capped(opts.n_tasks, len(ranges), facts)
         if ex.is_root:
-            facts = _cost_own_reads(facts, job, ranges)
+            facts = _cost_own_reads(facts, job, ranges, self.analysis.selections)
         log.debug("%d frames of %d atoms in %d tasks on %s x%d (%d frames per read block)", facts.n_frames,
                   facts.n_atoms, len(ranges), ex.name, ex.n_workers, job.block_frames)
         self.timeline.lap("prepare")   # the broadcast, the executor's choice and the task plan
@@ -322,7 +322,7 @@ def _paths(trajectory) -> list[str] | None:
     return [os.fspath(t) for t in items]
 
 
-def _cost_own_reads(facts: JobFacts, job: Job, ranges) -> JobFacts:
+def _cost_own_reads(facts: JobFacts, job: Job, ranges, selections: tuple[str, ...]) -> JobFacts:
     """``facts`` with what this run's own reads cost on the file's layout and on the layouts a rechunk
     would give in its source facts (``source.run_read``: the advice works from these)."""
     from statistics import median
@@ -334,7 +334,7 @@ def _cost_own_reads(facts: JobFacts, job: Job, ranges) -> JobFacts:
     cost = run_read(src, job.prepared.atoms, int(median(sizes)), job.stride)
     if cost is None:
         return facts
-    cost = dataclasses.replace(cost, selection=run_selection(job.analysis, job.prepared.atoms),
+    cost = dataclasses.replace(cost, selection=run_selection(selections, job.prepared.atoms),
                                topology=facts.topology)
     log.debug("the run's reads cost %.2fx the bytes asked for (%d atoms, %d frames per task)",
               cost.amplification, cost.n_atoms, cost.frames_per_task)

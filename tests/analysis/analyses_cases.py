@@ -37,6 +37,7 @@ def cases(system):
     a, b = PAIR[system]
     u = universe(system)
     out = {}
+    pbc = system != "adk_psf_dcd"   # minimum image needs a box in every frame; this system has none
 
     def rmsf_ref(r):
         return [(r.rmsf, rms.RMSF(u.select_atoms(sel)).run().results.rmsf, 1e-5)]
@@ -63,7 +64,7 @@ def cases(system):
         ga, gb = u.select_atoms(a), u.select_atoms(b)
         ref = np.array([distance_array(ga.positions, gb.positions, box=t.dimensions) for t in u.trajectory])
         return [(r.distances, ref, 1e-4)]
-    out["distance_array"] = (ts.Distances(a, b), dist_ref)
+    out["distance_array"] = (ts.Distances(a, b, pbc=pbc), dist_ref)
 
     def bonds_ref(r):
         ga, gb = u.select_atoms(a), u.select_atoms(b)
@@ -73,14 +74,21 @@ def cases(system):
     ga, gb = u.select_atoms(a), u.select_atoms(b)
     n = min(ga.n_atoms, gb.n_atoms)
     idx = lambda g: "index " + " ".join(map(str, g.indices[:n]))  # noqa: E731
-    out["pair_distances"] = (ts.Distances(idx(ga), idx(gb)), bonds_ref)
+    out["pair_distances"] = (ts.Distances(idx(ga), idx(gb), pbc=pbc), bonds_ref)
+
+    def com_ref(r):
+        ga, gb = u.select_atoms(a), u.select_atoms(b)
+        ref = np.array([calc_bonds(ga.center_of_mass(), gb.center_of_mass(), box=t.dimensions if pbc else None)
+                        for t in u.trajectory])
+        return [(r.distance, ref, 1e-5)]
+    out["com_distance"] = (ts.analysis.CentreOfMassDistance(a, b, pbc=pbc), com_ref)
 
     for method in ("hard_cut", "radius_cut"):
         def contacts_ref(r, method=method):
             ga, gb = u.select_atoms(a), u.select_atoms(b)
             c = contacts.Contacts(u, select=(a, b), refgroup=(ga, gb), radius=8.0, method=method).run()
             return [(r.timeseries, c.results.timeseries, 1e-12)]
-        out[f"contacts_{method}"] = (ts.Contacts(select=(a, b), radius=8.0, method=method), contacts_ref)
+        out[f"contacts_{method}"] = (ts.Contacts(select=(a, b), radius=8.0, method=method, pbc=pbc), contacts_ref)
 
     if system != "adk_psf_dcd":   # an RDF needs a box
         def rdf_ref(r):

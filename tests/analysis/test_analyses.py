@@ -40,26 +40,14 @@ def test_serial_mdanalysis_formats_equal_mdanalysis(system, name):
     check(ts.run(analysis, *SYSTEMS[system], n_tasks=4), ref)
 
 
-@pytest.fixture(scope="module")
-def pool():
-    with ts.make_executor("processes", 2) as ex:
-        yield ex
-
-
-@pytest.fixture(scope="module")
-def dask_ex():
-    pytest.importorskip("distributed")
-    with ts.make_executor("dask", 2) as ex:
-        yield ex
-
-
 @pytest.mark.parametrize("system,name", [(s, n) for s, n in ALL if s == "triclinic_dcd"])
 def test_processes_equal_mdanalysis(h5md_files, pool, system, name):
     analysis, ref = cases(system)[name]
     check(ts.run(analysis, SYSTEMS[system][0], h5md_files[system], executor=pool, n_tasks=5), ref)
 
 
-@pytest.mark.parametrize("name", ["rmsf_fit", "rgyr", "average", "rdf", "contacts_hard_cut", "distance_array"])
+@pytest.mark.parametrize("name", ["rmsf_fit", "rgyr", "average", "rdf", "contacts_hard_cut", "distance_array",
+                                  "com_distance"])
 def test_dask_equals_mdanalysis(h5md_files, dask_ex, name):
     system = "triclinic_dcd"
     analysis, ref = cases(system)[name]
@@ -147,9 +135,9 @@ def test_failing_user_function_names_frames_and_worker(h5md_files, pool):
     (["rmsf", "--select", "name CA", "--fit-select", "backbone", "--out", "o.h5"], "h5"),
     (["average", "--select", "name CA", "--out", "o.pdb"], "pdb"),
     (["contacts", "--select1", "name CA and resid 1-60", "--select2", "name CA and resid 100-200",
-      "--radius", "8", "--out", "o.csv"], "csv"),
+      "--radius", "8", "--no-pbc", "--out", "o.csv"], "csv"),
     (["distances", "--select1", "name CA and resid 1-5", "--select2", "name CA and resid 10-14",
-      "--out", "o.h5"], "h5"),
+      "--no-pbc", "--out", "o.h5"], "h5"),
 ])
 def test_cli_analyses_write_outputs(tmp_path, h5md_files, argv, check_out):
     top, h5 = SYSTEMS["adk_psf_dcd"][0], h5md_files["adk_psf_dcd"]

@@ -47,8 +47,8 @@ def _mda_refs() -> dict:
     return {
         "rmsd": (ts.RMSD(select="name CA"), *psf_dcd, rms.RMSD(u, select="name CA").run().results.rmsd[:, 2]),
         "rgyr": (ts.RadiusOfGyration(select="name CA"), *psf_dcd, rgyr),
-        "distances": (ts.Distances(D1, D2), *psf_dcd, dist),
-        "contacts": (ts.Contacts(select=(A, B), radius=8.0), *psf_dcd, q),
+        "distances": (ts.Distances(D1, D2, pbc=False), *psf_dcd, dist),   # (no box)
+        "contacts": (ts.Contacts(select=(A, B), radius=8.0, pbc=False), *psf_dcd, q),
         "rmsf": (ts.RMSF(select="name CA"), *psf_dcd, rms.RMSF(ca).run().results.rmsf),
         "rdf": (ts.RDF(RDF_SEL, RDF_SEL, nbins=40, range=(0.0, 8.0), exclusion_block=(1, 1)),
                 D.PSF_TRICLINIC, D.DCD_TRICLINIC, x.results.rdf),

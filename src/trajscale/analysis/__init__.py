@@ -14,17 +14,19 @@ if TYPE_CHECKING:
     #: rebuild analyses from; tests and plug-ins add their own to it. Built when first read.
     ANALYSES: dict[str, type]
 
-__all__ = ["ANALYSES", "RDF", "RMSD", "RMSF", "Analysis", "AverageResult", "AverageStructure", "Contacts",
-           "ContactsResult", "Distances", "FrameRows", "PerFrame", "Prepared", "RDFResult", "RMSDResult",
-           "RMSFResult", "RadiusOfGyration", "Reduce", "ReduceResult", "TimeSeries", "analysis_from_config",
-           "per_frame"]
-
-#: name -> (class, module) of the built-in analyses, in the registry's order.
+#: name -> (class, module) of the built-in analyses, in the registry's order: an analysis is its own
+#: module and one line here (the exports, the submodules and ``ANALYSES`` derive from it).
 _BUILTIN = {"rmsd": ("RMSD", ".rmsd"), "rmsf": ("RMSF", ".rmsf"), "rgyr": ("RadiusOfGyration", ".rgyr"),
             "average": ("AverageStructure", ".average"), "rdf": ("RDF", ".rdf"), "contacts": ("Contacts", ".contacts"),
-            "distances": ("Distances", ".distances"), "per_frame": ("PerFrame", ".user"),
-            "user_reduce": ("Reduce", ".user")}
+            "distances": ("Distances", ".distances"), "com_distance": ("CentreOfMassDistance", ".comdist"),
+            "per_frame": ("PerFrame", ".user"), "user_reduce": ("Reduce", ".user")}
 _CLASSES = dict(_BUILTIN.values())
+_OTHERS = {"AverageResult": ".average", "Analysis": ".base", "FrameRows": ".base", "Prepared": ".base",
+           "analysis_from_config": ".base", "ContactsResult": ".contacts", "RDFResult": ".rdf",
+           "TimeSeries": ".results", "RMSDResult": ".rmsd", "RMSFResult": ".rmsf", "ReduceResult": ".user",
+           "per_frame": ".user"}
+
+__all__ = sorted(["ANALYSES", *_CLASSES, *_OTHERS])
 
 
 def _registry() -> dict:
@@ -43,10 +45,6 @@ def _analysis_class(name: str) -> type:
     return __getattr__(_BUILTIN[name][0])
 
 
-__getattr__, __dir__ = attach(__name__, {
-    **_CLASSES, "AverageResult": ".average", "Analysis": ".base", "FrameRows": ".base", "Prepared": ".base",
-    "analysis_from_config": ".base", "ContactsResult": ".contacts", "RDFResult": ".rdf", "TimeSeries": ".results",
-    "RMSDResult": ".rmsd", "RMSFResult": ".rmsf", "ReduceResult": ".user", "per_frame": ".user",
-    "ANALYSES": _registry,
-}, submodules=("average", "base", "contacts", "distances", "fitting", "rdf", "results", "rgyr", "rmsd", "rmsf",
-               "user"))
+__getattr__, __dir__ = attach(__name__, {**_CLASSES, **_OTHERS, "ANALYSES": _registry},
+                              submodules=tuple(sorted({"base", "fitting", "results",
+                                                       *(m[1:] for m in (*_CLASSES.values(), *_OTHERS.values()))})))

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from ..block import Block
+from ..kernels.geometry import box_volume
 from ..kernels.sums import frame_sums, mean_and_m2
-from .base import Analysis, Prepared, check_finite
+from .base import Analysis, Prepared, check_finite, no_frames
 from .fitting import fitted, prepare_fit
 from .results import arrays_of, output_format, save_as
 from .rmsf import add_sums, first_frame_shift
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class AverageResult:
     """``positions`` (N, 3) Å: the mean of ``atoms`` over ``n_frames`` frames, in the reference's frame;
-    ``box`` (6,): the mean of the frames' boxes (lengths in Å, angles in degrees; None without a box)."""
+    ``box`` (6,): the mean of the frames' boxes (lengths in Å, angles in degrees), or None unless every
+    frame has a box of non-zero volume (a mean over some of the frames is not the frames' mean box)."""
 
     positions: np.ndarray
     atoms: np.ndarray
@@ -74,6 +79,10 @@ class AverageStructure(Analysis):
         return {"name": self.name, "select": self.select, "fit_select": self.fit_select, "ref_frame": self.ref_frame}
 
     @property
+    def selections(self) -> tuple[str, ...]:
+        return (self.select,) if self.fit_select is None else (self.select, self.fit_select)
+
+    @property
     def trajectory_frame(self) -> int | None:
         """The reference frame of the fit, when the reference is the analysed trajectory."""
         return None if self.reference is not None else self.ref_frame
@@ -89,7 +98,7 @@ class AverageStructure(Analysis):
         s = prep.state
         check_finite(block, block.positions, s["path"])
         x = fitted(block.positions, s)
-        boxed = block.box[:, :3].any(axis=1)   # frames without a box hold zeros: left out of the mean box
+        boxed = box_volume(block.box) > 0   # frames without a box hold zeros: the mean box then has no value
         return {"n": block.n_frames, "words": frame_sums(x, s["shift"], squares=False, frames=block.frames,
                                                           source=s["path"]),
                 "n_box": int(boxed.sum()), "box": block.box[boxed].sum(axis=0, dtype=np.float64)}
@@ -104,8 +113,12 @@ class AverageStructure(Analysis):
                 "box": np.sum([p["box"] for p in parts], axis=0)}
 
     def result(self, reduced: dict, prep: Prepared) -> AverageResult:
-        atoms = prep.state["sel_atoms"]
         n = reduced.get("n", 0)
-        pos = mean_and_m2(reduced["words"], n, prep.state["shift"])[0] if n else np.full((len(atoms), 3), np.nan)
-        n_box = reduced.get("n_box", 0)
-        return AverageResult(pos, atoms, int(n), box=reduced["box"] / n_box if n_box else None)
+        if not n:
+            raise no_frames(prep.state["path"], self.name)
+        pos = mean_and_m2(reduced["words"], n, prep.state["shift"])[0]
+        whole = reduced["n_box"] == n
+        if not whole and reduced["n_box"]:
+            log.warning("%s: %d of %d frames have no periodic box: the average structure has none",
+                        prep.state["path"], n - reduced["n_box"], n)
+        return AverageResult(pos, prep.state["sel_atoms"], int(n), box=reduced["box"] / n if whole else None)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..block import Block
-from ..errors import ConfigError
+from ..errors import ConfigError, FrameRangeError, MissingBoxError, TrajscaleError
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,16 @@ class Analysis(ABC):
     per_frame: bool = True
     #: The extensions its result's ``save`` writes (the extension decides the format).
     formats: tuple[str, ...] = ()
+    #: True when ``map`` needs every frame's periodic box (minimum image, the box volume): the task
+    #: wrapper refuses a frame without one, or with one of zero volume, before ``map`` sees it
+    #: (:func:`check_boxes`). A property where a parameter decides (``pbc``).
+    needs_box: bool = False
+
+    @property
+    def selections(self) -> tuple[str, ...]:
+        """The selection strings the analysis reads atoms by, in the user's words and order (the layout
+        advice names a run's atoms by them); empty for all atoms."""
+        return ()
 
     @property
     def trajectory_frame(self) -> int | None:
@@ -170,6 +180,43 @@ def analysis_from_config(config: dict) -> Analysis:
 
         raise ConfigError(f"unknown analysis {name!r}; known: {', '.join(ANALYSES)}") from None
     return cls(**cfg)
+
+
+def check_boxes(box: np.ndarray, frames: np.ndarray, source: str, analysis: str) -> None:
+    """Raise MissingBoxError naming the first of ``frames`` whose box (a row of ``box``, (F, 6)) is
+    missing (all six dimensions zero) or has zero volume (an edge of zero, angles that close no cell)."""
+    # the compiled kernels load when a box is checked, not on `import trajscale.analysis`
+    from ..kernels.geometry import box_volume
+
+    valid = box_volume(box) > 0
+    if valid.all():
+        return
+    i = int(np.argmin(valid))
+    if not np.any(box[i]):
+        problem = "has no periodic box"
+    else:
+        problem = f"has a box of zero volume ({', '.join(f'{v:g}' for v in box[i])})"
+    raise MissingBoxError(int(frames[i]), source,
+                          f"{problem}, and the {analysis} analysis needs one (minimum image, the box volume); "
+                          "a trajectory without periodic boundaries takes pbc=False (--no-pbc) where the "
+                          "analysis offers it")
+
+
+def positive_weights(weights: np.ndarray, what: str, where: str) -> np.ndarray:
+    """``weights`` (float64) if they are finite, not negative and sum to more than zero; else a
+    ConfigError naming them: a weighted centre or mean of zero total weight is not a number."""
+    w = np.asarray(weights, dtype=np.float64)
+    if not np.isfinite(w).all() or (w < 0).any() or not w.sum() > 0:
+        bad = ("are not all finite" if not np.isfinite(w).all() else "include negative values" if (w < 0).any()
+               else "sum to zero")
+        raise ConfigError(f"{where}: the {what} of its {len(w)} atoms {bad}, so the weighted result has no value")
+    return w
+
+
+def no_frames(source: str, analysis: str) -> TrajscaleError:
+    """The error of an accumulating analysis that got no frame to accumulate (a followed run stopped
+    before its first block): a mean over nothing is not a number."""
+    return FrameRangeError(f"{source}: no frame was analysed, and the {analysis} analysis needs at least one")
 
 
 def finite_frames(positions: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ from ..block import Block
 from ..errors import ConfigError
 from ..kernels.geometry import distance_arrays, pair_distances
 from ..topology import select_atoms
-from .base import Analysis, FrameRows, Prepared, check_finite
+from .base import Analysis, FrameRows, Prepared, check_boxes, check_finite
 from .fitting import frame_index, reference_positions
 from .results import SERIES, arrays_of, output_format, save_as
 
@@ -53,7 +53,8 @@ class Contacts(Analysis):
     reference, ref_frame
         Reference state (default: the trajectory's ``ref_frame``), as MDAnalysis's ``refgroup``.
     pbc
-        Minimum-image distances (MDAnalysis's default).
+        Minimum-image distances (MDAnalysis's default): every frame, and the reference, must then have
+        a periodic box (``needs_box``); ``pbc=False`` for a trajectory without periodic boundaries.
     """
 
     name = "contacts"
@@ -73,6 +74,14 @@ class Contacts(Analysis):
                 "ref_frame": self.ref_frame, "pbc": self.pbc}
 
     @property
+    def needs_box(self) -> bool:
+        return self.pbc
+
+    @property
+    def selections(self) -> tuple[str, ...]:
+        return self.select
+
+    @property
     def trajectory_frame(self) -> int | None:
         """The frame whose contacts are native, when the reference is the analysed trajectory."""
         return None if self.reference is not None else self.ref_frame
@@ -87,6 +96,10 @@ class Contacts(Analysis):
             box = self._reference_box(source)
         r0 = distance_arrays(ref_a[None], ref_b[None], box)[0]
         native = r0 <= self.radius
+        if not native.any():   # Q = contacts kept / contacts in the reference: 0 / 0
+            raise ConfigError(f"contacts: no pair of {self.select[0]!r} and {self.select[1]!r} is within "
+                              f"radius {self.radius:g} Å in the reference, so Q has no value; choose a larger "
+                              "radius or other selections")
         atoms = np.union1d(ga.indices, gb.indices)
         cutoff = r0[native] if self.method == "hard_cut" else np.full(native.sum(), self.radius)
         # Only the native pairs are measured in each frame (a few % of the full A x B matrix).
@@ -95,23 +108,28 @@ class Contacts(Analysis):
                                             "pb": np.searchsorted(atoms, gb.indices)[nb], "native": native,
                                             "cutoff": cutoff, "path": source.path})
 
-    def _reference_box(self, source) -> np.ndarray | None:
+    def _reference_box(self, source) -> np.ndarray:
+        """(1, 6) the reference frame's box; MissingBoxError if it has none, or one of zero volume."""
         if self.reference is not None:
             traj = self.reference.universe.trajectory
             current = traj.ts.frame
-            dims = traj[frame_index(self.ref_frame, traj.n_frames, "the reference")].dimensions
+            frame = frame_index(self.ref_frame, traj.n_frames, "the reference")
+            dims = traj[frame].dimensions
+            box = np.zeros((1, 6)) if dims is None else np.array(dims, np.float64)[None]   # a copy: ts moves on
             traj[current]
-            return None if dims is None else np.asarray(dims, np.float64)[None]
+            check_boxes(box, [frame], getattr(traj, "filename", None) or "the reference", self.name)
+            return box
         frame = frame_index(self.ref_frame, source.n_frames, source.path)
-        box = source.read(frame, frame + 1, np.array([0])).box
-        return None if not box.any() else box
+        block = source.read(frame, frame + 1, np.array([0]))
+        check_boxes(block.box, block.frames, source.path, self.name)
+        return np.array(block.box, np.float64)
 
     def map(self, block: Block, prep: Prepared) -> FrameRows:
         s = prep.state
         check_finite(block, block.positions, s["path"])
-        box = block.box if self.pbc else None   # frames without a box are left as they are
+        box = block.box if self.pbc else None   # every frame has one (needs_box)
         r = pair_distances(block.positions[:, s["pa"]], block.positions[:, s["pb"]], box)
-        q = (r <= s["cutoff"]).sum(axis=1) / max(1, r.shape[1])
+        q = (r <= s["cutoff"]).sum(axis=1) / r.shape[1]   # at least one native contact (prepare)
         return FrameRows(block.frames, block.time, {"q": q})
 
     def result(self, reduced: FrameRows, prep: Prepared) -> ContactsResult:

@@ -16,7 +16,8 @@ class Distances(Analysis):
     """``r.distances``: (F, N) between atom i of ``select1`` and atom i of ``select2`` (``pairs=True``,
     as ``MDAnalysis.lib.distances.calc_bonds``), or (F, N1, N2) all distances (``pairs=False``, as
     ``distance_array``). ``pairs=None`` picks pairs when the selections have equal sizes.
-    ``pbc`` uses the frame's box (minimum image), as MDAnalysis does when given ``box=``.
+    ``pbc`` uses the frame's box (minimum image), as MDAnalysis does when given ``box=``; every frame must
+    then have one (``needs_box``): ``pbc=False`` for a trajectory without periodic boundaries.
     """
 
     name = "distances"
@@ -28,6 +29,14 @@ class Distances(Analysis):
     def get_config(self) -> dict:
         return {"name": self.name, "select1": self.select1, "select2": self.select2, "pairs": self.pairs,
                 "pbc": self.pbc}
+
+    @property
+    def needs_box(self) -> bool:
+        return self.pbc
+
+    @property
+    def selections(self) -> tuple[str, ...]:
+        return (self.select1, self.select2)
 
     def prepare(self, universe, source) -> Prepared:
         g1 = select_atoms(universe, self.select1, "select1")

@@ -4,8 +4,10 @@ Each block's partial is a histogram of pair distances plus the summed box
 volume and frame count; partials add, so every split gives the same counts.
 Pairs within the range come from a compiled cell list over all the block's frames
 (:mod:`trajscale.kernels.pairs`), which repeats ``capped_distance``'s arithmetic
-so the counts equal ``InterRDF``'s, with a box or without one; MDAnalysis's
-``capped_distance`` (once per frame) remains for frames whose box is not valid.
+so the counts equal ``InterRDF``'s. Every frame needs a periodic box (``needs_box``):
+g(r) divides by the mean box volume, and MDAnalysis's ``InterRDF`` refuses a
+trajectory without one too; a frame without a box, or with one of zero volume,
+is refused before ``map`` sees it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ..kernels.geometry import box_volume
 from ..kernels.pairs import rdf_histogram
 from ..kernels.sums import exact_sum, volume_of
 from ..topology import select_atoms
-from .base import Analysis, Prepared, check_finite
+from .base import Analysis, Prepared, check_finite, no_frames
 from .results import arrays_of, output_format, save_as
 
 NORMS = ("rdf", "density", "none")
@@ -68,6 +70,7 @@ class RDF(Analysis):
     name = "rdf"
     formats = RDFResult.formats
     per_frame = False
+    needs_box = True
 
     def __init__(self, select1: str, select2: str, nbins: int = 75, range=(0.0, 15.0),
                  exclusion_block=None, norm: str = "rdf") -> None:
@@ -76,6 +79,11 @@ class RDF(Analysis):
             raise ConfigError(f"rdf norm must be one of {', '.join(NORMS)}, got {norm!r}")
         self.select1, self.select2, self.nbins = select1, select2, int(nbins)
         self.range = (float(range[0]), float(range[1]))
+        # NumPy widens an empty range to +-0.5 and rejects no bins with a traceback: both refused here
+        if self.nbins < 1:
+            raise ConfigError(f"rdf needs at least one bin, got nbins={nbins}")
+        if not 0 <= self.range[0] < self.range[1] < np.inf:
+            raise ConfigError(f"rdf range must be 0 <= min < max (Å), got {self.range[0]:g} {self.range[1]:g}")
         self.exclusion_block = None if exclusion_block is None else tuple(int(x) for x in exclusion_block)
         self.norm = norm
 
@@ -84,9 +92,17 @@ class RDF(Analysis):
                 "range": list(self.range), "norm": self.norm,
                 "exclusion_block": None if self.exclusion_block is None else list(self.exclusion_block)}
 
+    @property
+    def selections(self) -> tuple[str, ...]:
+        return (self.select1, self.select2)
+
     def prepare(self, universe, source) -> Prepared:
         g1 = select_atoms(universe, self.select1, "select1")
         g2 = select_atoms(universe, self.select2, "select2")
+        if self.norm == "rdf" and self._pairs(g1.n_atoms, g2.n_atoms) <= 0:
+            raise ConfigError(f"rdf of {self.select1!r} ({g1.n_atoms} atoms) and {self.select2!r} "
+                              f"({g2.n_atoms} atoms): no pair is left outside exclusion_block "
+                              f"{self.exclusion_block}, so g(r) has no normalisation")
         atoms = np.union1d(g1.indices, g2.indices)
         return Prepared(atoms=atoms, state={"i1": np.searchsorted(atoms, g1.indices), "n1": g1.n_atoms,
                                             "i2": np.searchsorted(atoms, g2.indices), "n2": g2.n_atoms,
@@ -95,23 +111,21 @@ class RDF(Analysis):
     def map(self, block: Block, prep: Prepared) -> dict:
         s = prep.state
         check_finite(block, block.positions, s["path"])
-        edges = self._edges()
-        x = block.positions
-        count, done = rdf_histogram(x, s["i1"], s["i2"], block.box, self.range[1], edges, self.exclusion_block)
-        for f in np.flatnonzero(~done):   # a box that is not valid: MDAnalysis's search per frame
-            count += self._capped_histogram(x[f, s["i1"]], x[f, s["i2"]], block.box[f])
+        # every frame has a box of non-zero volume (needs_box): the kernel counts them all
+        count, _ = rdf_histogram(block.positions, s["i1"], s["i2"], block.box, self.range[1], self._edges(),
+                                 self.exclusion_block)
         return {"count": count, "volume": exact_sum(box_volume(block.box)), "n": block.n_frames}
 
     def _edges(self) -> np.ndarray:
         return np.histogram_bin_edges(np.empty(0), bins=self.nbins, range=self.range)
 
-    def _capped_histogram(self, a: np.ndarray, b: np.ndarray, box: np.ndarray) -> np.ndarray:
-        from MDAnalysis.lib.distances import capped_distance
-
-        pairs, dist = capped_distance(a, b, self.range[1], box=box if box.any() else None)
-        if self.exclusion_block is not None:
-            dist = dist[pairs[:, 0] // self.exclusion_block[0] != pairs[:, 1] // self.exclusion_block[1]]
-        return np.histogram(dist, bins=self.nbins, range=self.range)[0]
+    def _pairs(self, n1: int, n2: int) -> float:
+        """Pairs of A and B counted per frame (InterRDF's ``N``): all, less those in exclusion blocks."""
+        n_pairs = n1 * n2
+        if self.exclusion_block:
+            xa, xb = self.exclusion_block
+            n_pairs -= xa * xb * (n1 / xa)
+        return n_pairs
 
     def reduce(self, partials: list[dict]) -> dict:
         parts = [p for p in partials if p]
@@ -122,19 +136,15 @@ class RDF(Analysis):
                 "volume": sum(p["volume"] for p in parts), "n": sum(p["n"] for p in parts)}
 
     def result(self, reduced: dict, prep: Prepared) -> RDFResult:
+        n = reduced.get("n", 0)
+        if not n:
+            raise no_frames(prep.state["path"], self.name)
         edges = np.histogram([-1], bins=self.nbins, range=self.range)[1]
         bins = 0.5 * (edges[:-1] + edges[1:])
-        n = reduced.get("n", 0)
-        count = reduced.get("count", np.zeros(self.nbins))
+        count = reduced["count"]
         norm = float(n)
         if self.norm in ("rdf", "density"):
             norm = norm * 4 / 3 * np.pi * np.diff(np.power(edges, 3))
-        if self.norm == "rdf":
-            n_pairs = prep.state["n1"] * prep.state["n2"]
-            if self.exclusion_block:
-                xa, xb = self.exclusion_block
-                n_pairs -= xa * xb * (prep.state["n1"] / xa)
-            norm = norm * n_pairs / (volume_of(reduced.get("volume", 0)) / n) if n else norm
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rdf = count / norm
-        return RDFResult(bins, edges, count, rdf, int(n))
+        if self.norm == "rdf":   # every frame's volume is > 0 (needs_box), and so is the pair count (prepare)
+            norm = norm * self._pairs(prep.state["n1"], prep.state["n2"]) / (volume_of(reduced["volume"]) / n)
+        return RDFResult(bins, edges, count, count / norm, int(n))

@@ -7,7 +7,7 @@ import numpy as np
 from ..block import Block
 from ..kernels.geometry import radius_of_gyration
 from ..topology import select_atoms
-from .base import Analysis, FrameRows, Prepared, check_finite, masses_of
+from .base import Analysis, FrameRows, Prepared, check_finite, masses_of, positive_weights
 from .results import TimeSeries
 
 
@@ -29,9 +29,14 @@ class RadiusOfGyration(Analysis):
     def get_config(self) -> dict:
         return {"name": self.name, "select": self.select}
 
+    @property
+    def selections(self) -> tuple[str, ...]:
+        return (self.select,)
+
     def prepare(self, universe, source) -> Prepared:
         group = select_atoms(universe, self.select, "selection")
-        masses = masses_of(group, "the radius of gyration (mass-weighted) needs")
+        masses = positive_weights(masses_of(group, "the radius of gyration (mass-weighted) needs"), "masses",
+                                  f"selection {self.select!r}")
         return Prepared(atoms=group.indices, state={"masses": masses, "path": source.path})
 
     def map(self, block: Block, prep: Prepared) -> FrameRows:

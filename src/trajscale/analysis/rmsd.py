@@ -12,7 +12,7 @@ from ..block import Block
 from ..errors import ConfigError, FrameRangeError, SelectionError
 from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
 from ..topology import select_atoms
-from .base import Analysis, FrameRows, Prepared, check_finite, finite_frames, has_masses, masses_of
+from .base import Analysis, FrameRows, Prepared, check_finite, finite_frames, has_masses, masses_of, positive_weights
 from .results import SERIES, output_format, save_as
 
 
@@ -158,6 +158,11 @@ class RMSD(Analysis):
                 "weights": _weights_config(self.weights),
                 "weights_groupselections": False if wg is False else [_weights_config(w) for w in wg],
                 "tol_mass": self.tol_mass, "allow_nan": self.allow_nan}
+
+    @property
+    def selections(self) -> tuple[str, ...]:
+        """The trajectory's side of ``select`` (``"all"`` for None) and of each group selection."""
+        return tuple(s for mob, _ in [self._select, *self._groups] for s in (mob or ("all",)))
 
     @property
     def trajectory_frame(self) -> int | None:
@@ -318,8 +323,9 @@ def _weights(weights, group, what: str) -> np.ndarray | None:
     if isinstance(weights, str):
         if weights == ARRAY:
             raise ConfigError(f"{what}={ARRAY!r} only stands for an array in a config; pass the array")
-        return masses_of(group, f"{what}='mass' (--mass-weighted) needs",
-                         ", or leave --mass-weighted out for an unweighted fit")
+        return positive_weights(masses_of(group, f"{what}='mass' (--mass-weighted) needs",
+                                          ", or leave --mass-weighted out for an unweighted fit"),
+                                "masses", f"{what}='mass'")
     if len(weights) != group.n_atoms:
         raise ConfigError(f"{what} has {len(weights)} values but the selection has {group.n_atoms} atoms")
     return weights

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..block import Block
 from ..kernels.sums import frame_sums, mean_and_m2, shift_of
-from .base import Analysis, Prepared, check_finite
+from .base import Analysis, Prepared, check_finite, no_frames
 from .fitting import fitted, prepare_fit
 from .results import arrays_of, output_format, save_as
 
@@ -83,6 +83,10 @@ class RMSF(Analysis):
         return {"name": self.name, "select": self.select, "ref_frame": self.ref_frame, "fit_select": self.fit_select}
 
     @property
+    def selections(self) -> tuple[str, ...]:
+        return (self.select,) if self.fit_select is None else (self.select, self.fit_select)
+
+    @property
     def trajectory_frame(self) -> int | None:
         """The reference frame of the fit (with ``fit_select``), when it is the analysed trajectory's."""
         return None if self.reference is not None or self.fit_select is None else self.ref_frame
@@ -107,7 +111,6 @@ class RMSF(Analysis):
         n = reduced.get("n", 0)
         atoms = prep.state["sel_atoms"]
         if not n:
-            empty = np.full(len(atoms), np.nan)
-            return RMSFResult(empty, np.full((len(atoms), 3), np.nan), atoms, 0)
+            raise no_frames(prep.state["path"], self.name)
         mean, m2 = mean_and_m2(reduced["words"], n, prep.state["shift"])
         return RMSFResult(np.sqrt(m2.sum(axis=1) / n), mean, atoms, int(n))

@@ -111,8 +111,14 @@ class ReduceResult:
 
 
 class _UserAnalysis(Analysis):
-    def __init__(self, select: str = "all") -> None:
+    def __init__(self, select: str = "all", needs_box: bool = False) -> None:
         self.select = select
+        #: The function computes with the box (minimum image, a volume): frames without one are refused.
+        self.needs_box = bool(needs_box)
+
+    @property
+    def selections(self) -> tuple[str, ...]:
+        return (self.select,)
 
     def prepare(self, universe, source) -> Prepared:
         return Prepared(atoms=select_atoms(universe, self.select, "selection").indices, state={"path": source.path})
@@ -126,17 +132,21 @@ class _UserAnalysis(Analysis):
 
 
 class PerFrame(_UserAnalysis):
-    """A user function giving one value or a fixed-size array per frame: ``r.values`` (F, ...)."""
+    """A user function giving one value or a fixed-size array per frame: ``r.values`` (F, ...).
+
+    ``needs_box=True``: the function uses the box (minimum image, a volume), so a frame without a
+    periodic box, or with one of zero volume, is refused instead of handed to it.
+    """
 
     name = "per_frame"
     formats = TimeSeries.formats
 
-    def __init__(self, function, select: str = "all") -> None:
-        super().__init__(select)
+    def __init__(self, function, select: str = "all", needs_box: bool = False) -> None:
+        super().__init__(select, needs_box)
         self.function = function_path(function)
 
     def get_config(self) -> dict:
-        return {"name": self.name, "function": self.function, "select": self.select}
+        return {"name": self.name, "function": self.function, "select": self.select, "needs_box": self.needs_box}
 
     def map(self, block: Block, prep: Prepared) -> FrameRows:
         out = np.array(self._call(resolve(self.function), block, self.function, prep.state), copy=True)
@@ -151,17 +161,19 @@ class PerFrame(_UserAnalysis):
 
 class Reduce(_UserAnalysis):
     """An accumulator: ``map_fn(positions, box) -> partial`` per block, ``reduce_fn(partials) -> partial``
-    (associative: it also combines already-reduced partials). ``r.value`` is the reduced partial."""
+    (associative: it also combines already-reduced partials). ``r.value`` is the reduced partial;
+    ``needs_box`` as for :class:`PerFrame`."""
 
     name = "user_reduce"
     per_frame = False
 
-    def __init__(self, map_fn, reduce_fn, select: str = "all") -> None:
-        super().__init__(select)
+    def __init__(self, map_fn, reduce_fn, select: str = "all", needs_box: bool = False) -> None:
+        super().__init__(select, needs_box)
         self.map_fn, self.reduce_fn = function_path(map_fn), function_path(reduce_fn)
 
     def get_config(self) -> dict:
-        return {"name": self.name, "map_fn": self.map_fn, "reduce_fn": self.reduce_fn, "select": self.select}
+        return {"name": self.name, "map_fn": self.map_fn, "reduce_fn": self.reduce_fn, "select": self.select,
+                "needs_box": self.needs_box}
 
     def map(self, block: Block, prep: Prepared) -> dict:
         value = self._call(resolve(self.map_fn), block, self.map_fn, prep.state)

@@ -87,6 +87,10 @@ def add_analysis_parsers(asub) -> None:
         if name == "distances":
             p.add_argument("--all-pairs", action="store_true",
                            help="all distances (N1 x N2) even when the selections have equal sizes")
+        if name in ("contacts", "distances"):
+            p.add_argument("--no-pbc", action="store_true",
+                           help="plain distances, for a trajectory without periodic boundaries (by default "
+                                "minimum image, and every frame must have a box)")
         add_run_options(p)
         p.set_defaults(func=main_analysis)
 
@@ -107,8 +111,8 @@ def build_analysis(args):
                      exclusion_block=args.exclusion_block, norm=args.norm)
     if name == "contacts":
         return a.Contacts(select=(args.select1, args.select2), radius=args.radius, method=args.method,
-                          ref_frame=args.ref_frame)
-    return a.Distances(args.select1, args.select2, pairs=False if args.all_pairs else None)
+                          ref_frame=args.ref_frame, pbc=not args.no_pbc)
+    return a.Distances(args.select1, args.select2, pairs=False if args.all_pairs else None, pbc=not args.no_pbc)
 
 
 def _run(analysis, args):

@@ -56,7 +56,7 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
     has_box = job.box is not None
     kw = dict(comm=comm, strategy="collective", layout=job.layout, n_frames=n_frames,
               velocities="velocity" in job.fields, forces="force" in job.fields, box=job.box, group=job.group,
-              units=job.units, precision=job.precision, encoding=job.encoding, durable=True,
+              units=job.units, precision=job.precision, encoding=job.encoding,
               reference=job.reference)
     ok = False
     try:
@@ -80,7 +80,7 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
                         w.write_frames(a, block.positions, step=block.step, time=block.time,
                                        box=block.box if has_box else None, velocities=block.velocities,
                                        forces=block.forces)
-                    if rank == 0:   # the commit was durable: the record may count it
+                    if rank == 0:   # the commit is published (in the file): the record may count it
                         save_record(partial.record_path, {**partial.record, "done": w.n_frames})
         on_root(comm, lambda: (check_complete(partial.tmp, n_frames, partial.final), partial.finish()))
         ok = True

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..analysis.base import Analysis, Prepared, analysis_from_config
+from ..analysis.base import Analysis, Prepared, analysis_from_config, check_boxes
 from ..block import FrameRange
 from ..errors import ConfigError, TaskError, TrajscaleError
 from ..executor_registry import EXECUTORS, ExecutorTraits
@@ -192,6 +192,8 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
             block = source.read(r.start, r.stop, job.prepared.atoms, analysis.fields, stride=job.stride)
             slow_phase_for_tests("read", worker)   # TRAJSCALE_TEST_SLOW_READ: a slow reader, for the report's tests
             t1 = time.perf_counter()
+            if analysis.needs_box:   # refused here, once for every analysis and executor
+                check_boxes(block.box, block.frames, source.path, analysis.name)
             partials.append(analysis.map(block, job.prepared))
             slow_phase_for_tests("compute", worker)
             del block   # its arrays are the reused buffer the next read fills

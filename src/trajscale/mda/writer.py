@@ -8,14 +8,21 @@ MDAnalysis pipelines write the files ``trajscale convert`` writes, with its opti
             w.write(u.atoms)
 
 Frames are gathered into slabs of ``slab_bytes`` and written with :class:`trajscale.store.writer.H5MDWriter`
-(the writer behind ``convert``).  The file is written under a temporary name beside the output,
-each slab counted only once its data is in the file, and renamed (after an fsync) when the writer
-is closed cleanly: a pipeline that fails (an exception inside ``with mda.Writer(...)``, a frame the
-writer refuses) or is interrupted leaves no file under the output's name, and no temporary.
+(the writer behind ``convert``).  By default the file is written under a temporary name beside the
+output, each slab counted only once its data is in the file, and renamed (after an fsync) when the
+writer is closed cleanly: a pipeline that fails (an exception inside ``with mda.Writer(...)``, a frame
+the writer refuses) or is interrupted leaves no file under the output's name, and no temporary.
+
+``followable=True`` trades that for a file others can read while it grows (``trajscale run
+--follow``): each frame is written under the output's own name when ``write()`` is called, and is in
+the file (flushed) when it returns; ``close()`` marks the file complete.  A pipeline that fails keeps
+the frames it wrote, unmarked; one that is killed leaves them too, with rows reserved past the last
+frame that ``trajscale repair`` drops.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -26,6 +33,8 @@ from ..errors import ConfigError, OutputError, TrajscaleError
 from ..store.layout import Layout
 from ..store.units import unit_system
 from ..util import check_output_path, check_writable_folder, fsync_path, temporary_name
+
+log = logging.getLogger(__name__)
 
 #: Bytes of frames gathered before one write.
 SLAB_BYTES = 32 * 1024**2
@@ -51,6 +60,10 @@ class Writer(WriterBase):
         Also write these (every frame written must then have them).
     group
         The particle group's name.
+    followable
+        Write each frame under the output's own name as it comes (flushed when ``write()`` returns), so
+        that ``trajscale run --follow`` can follow the file; the end marker is set by ``close()``.
+        Default False: frames gather in slabs in a temporary file, renamed when the writer closes.
     """
 
     format = "TRAJSCALE"
@@ -60,7 +73,7 @@ class Writer(WriterBase):
     def __init__(self, filename, n_atoms: int, *, chunks: str | int = "auto", compression: str | None = None,
                  precision: float | None = None, encoding: str = "floats", units: str = "mdanalysis",
                  velocities: bool = False, forces: bool = False, group: str = "all", overwrite: bool = False,
-                 slab_bytes: int = SLAB_BYTES, **kwargs) -> None:
+                 slab_bytes: int = SLAB_BYTES, followable: bool = False, **kwargs) -> None:
         if n_atoms is None or int(n_atoms) < 1:
             raise ConfigError(f"{filename}: n_atoms must be a positive number of atoms, got {n_atoms!r}")
         self.filename = os.fspath(filename)
@@ -70,7 +83,9 @@ class Writer(WriterBase):
         self._layout = Layout.parse(str(chunks), compression or "none")
         self._fields = ("position",) + (("velocity",) if velocities else ()) + (("force",) if forces else ())
         self._options = {"group": group, "units": unit_system(units), "precision": precision, "encoding": encoding}
-        self._per_slab = max(1, int(slab_bytes) // (self.n_atoms * 12 * len(self._fields)))
+        self.followable = bool(followable)
+        # followed: every frame is written (and flushed) when it comes, not a slab later
+        self._per_slab = 1 if self.followable else max(1, int(slab_bytes) // (self.n_atoms * 12 * len(self._fields)))
         self._rows: list[tuple] = []
         self._writer = None
         self._tmp: Path | None = None
@@ -80,7 +95,7 @@ class Writer(WriterBase):
         from ..store.writer import H5MDWriter
 
         self._box = "triclinic" if first_box is not None and np.any(first_box[:3]) else None
-        self._tmp = temporary_name(self._final)
+        self._tmp = self._final if self.followable else temporary_name(self._final)
         o = self._options
         try:
             self._writer = H5MDWriter(self._tmp, self.n_atoms, layout=self._layout, fields=self._fields,
@@ -137,14 +152,19 @@ class Writer(WriterBase):
         return False
 
     def _abandon(self) -> None:
-        """Drop what was written: close the temporary file and remove it; the output is never made."""
+        """Drop what was written: close the temporary file and remove it; the output is never made.
+        A followable file keeps its frames (a follower may have read them), without the end marker."""
         self._rows = []
         writer, self._writer = self._writer, None
         if writer is not None:
             try:
                 writer.close(abandoned=True)
             finally:
-                self._tmp.unlink(missing_ok=True)
+                if self.followable:
+                    log.warning("%s: the pipeline failed; its %d frames are kept, not marked complete",
+                                self._final, writer.n_written)
+                else:
+                    self._tmp.unlink(missing_ok=True)
 
     def close(self) -> None:
         """Write what is gathered, close the file and move it to its name (nothing if no frame came)."""
@@ -157,8 +177,9 @@ class Writer(WriterBase):
             self._abandon()
             raise
         fsync_path(self._tmp)
-        os.replace(self._tmp, self._final)
-        fsync_path(self._final.parent, directory=True)
+        if not self.followable:
+            os.replace(self._tmp, self._final)
+            fsync_path(self._final.parent, directory=True)
         self._writer = None
 
     def __del__(self) -> None:

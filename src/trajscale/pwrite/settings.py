@@ -60,10 +60,16 @@ class WriterSettings:
     overwrite
         Replace an existing file; without it an existing file is refused with
         ``OutputError`` (naming it) before anything is written, and left as it was.
+    publish
+        Every commit is in the file for readers when the write returns: its data
+        flushed, then its step/time grown and flushed (two flushes per commit), so a
+        follower sees the frame at once and a producer killed afterwards (SIGKILL, a
+        crash) leaves it. False saves the second flush: the file then counts a frame
+        from the next commit's first flush (or the close) on, a frame behind.
     durable
-        Every commit reaches the disk before the writer counts it (two flushes per
-        commit instead of one): what a progress record saved after a commit counts
-        is in the file.
+        Every commit is also fsynced before the writer counts it (``os.fsync``;
+        under MPI-IO each flush already is an ``MPI_File_sync``): a power loss or a
+        node failure keeps what a progress record saved after a commit counts.
     resume_at
         Continue a file a ParallelWriter wrote (an interrupted ``write_frames`` run
         whose first ``resume_at`` frames a progress record counted) instead of
@@ -85,6 +91,7 @@ class WriterSettings:
     n_frames: int | None = None
     check: bool = False
     overwrite: bool = False
+    publish: bool = True
     durable: bool = False
     resume_at: int | None = None
 

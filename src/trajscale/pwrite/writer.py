@@ -10,8 +10,9 @@ this module decides who writes which rows:
   range of global ids, then one collective MPI-IO write per frame.
 
 A frame counts only once every rank's rows are written and flushed (see
-``H5MDWriter.commit``).  The file lives under a temporary name until its first
-frame is complete.
+``H5MDWriter.commit``), and by default the file counts it before ``write`` returns
+(``publish``): a follower sees it at once, and a producer killed afterwards leaves
+it.  The file lives under a temporary name until its first frame is complete.
 """
 
 from __future__ import annotations
@@ -94,8 +95,12 @@ class ParallelWriter:
     overwrite
         Replace an existing file; without it an existing ``path`` is refused with
         ``OutputError`` (naming it) before anything is written, and left as it was.
+    publish
+        Every frame ``write()`` has returned is in the file for readers (a follower sees it; a producer
+        killed now leaves it); default True. False saves one flush per frame: a frame then shows at the
+        next write's flush or the close.
     durable
-        Every commit reaches the disk before :attr:`n_frames` counts it.
+        Every commit is also fsynced before :attr:`n_frames` counts it (a power loss keeps it).
     resume_at
         Continue a file this class wrote, its first ``resume_at`` frames counted.
 
@@ -199,8 +204,8 @@ class ParallelWriter:
     def n_frames(self) -> int:
         """Frames complete (every rank's rows written and flushed).
 
-        The file's step/time show the last of them from the next frame's flush
-        (or the close) on: one flush per frame.
+        With ``publish`` (the default) the file counts them too when the write returns;
+        without, its step/time show the last of them from the next frame's flush (or the close) on.
         """
         return self._ncommitted
 
@@ -435,8 +440,9 @@ class ParallelWriter:
         return out
 
     def _commit(self, n: int, steps, times) -> None:
-        if self._w is not None:   # durable at once only for the first frame (the rename follows)
-            self._w.commit(n, steps, times, durable=self.settings.durable or not self._published)
+        if self._w is not None:   # the first frame is always published: the rename follows
+            s = self.settings
+            self._w.commit(n, steps, times, publish=s.publish or not self._published, fsync=s.durable)
         self._ncommitted = n
         if not self._published:   # the first complete frame: the file takes its final name
             if self.rank == 0:

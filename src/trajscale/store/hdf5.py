@@ -44,9 +44,32 @@ def open_h5(path: str | os.PathLike, mode: str = "r", driver: str | None = None,
     try:
         return h5py.File(str(p), mode, **kw)
     except OSError as exc:
+        locked = lock_problem(exc)
         if mode != "r":   # a file to write: the folder or the disk is at fault, not the file's contents
-            raise OutputError(p, f"cannot create or write it ({_os_reason(exc)})") from None
-        raise InputFileError(p, f"cannot open as HDF5 ({_short(exc)}); the file may be truncated") from None
+            raise OutputError(p, locked or f"cannot create or write it ({_os_reason(exc)})") from None
+        raise InputFileError(p, locked or f"cannot open as HDF5 ({_short(exc)}); the file may be truncated") from None
+
+
+#: errno values HDF5's file lock fails with on file systems that have no locks (NFS without lockd: ENOLCK;
+#: Lustre and others mounted without flock: ENOSYS, EOPNOTSUPP).
+NO_LOCKS = {37, 38, 95}
+
+
+def lock_problem(exc: OSError) -> str | None:
+    """What a failed open says when HDF5's file lock is at fault (None when it is not): another process
+    holds the lock (a writer has the file open), or the file system has no locks (network file systems)."""
+    msg = str(exc)
+    if "unable to lock file" not in msg:
+        return None
+    code = re.search(r"errno = (\d+)", msg)
+    code = int(code.group(1)) if code else exc.errno
+    if code in NO_LOCKS:
+        said = re.search(r"error message = '([^']+)'", msg)
+        return (f"HDF5 cannot lock it: this file system has no file locks ({said.group(1) if said else msg}, "
+                "as on NFS or Lustre); set HDF5_USE_FILE_LOCKING=FALSE in the environment, and read a file "
+                "only when no process writes it")
+    return ("another process holds HDF5's lock on it (a writer still has it open); read it when the writer "
+            "has closed it, or follow it while it grows (trajscale run --follow reads without the lock)")
 
 
 def _os_reason(exc: OSError) -> str:

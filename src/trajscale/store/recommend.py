@@ -172,34 +172,19 @@ def index_selection(atoms: np.ndarray) -> str:
     return "index " + " ".join(parts)
 
 
-def run_selection(config: dict, atoms: np.ndarray | None) -> str:
+def run_selection(selections: tuple[str, ...], atoms: np.ndarray | None) -> str:
     """The selection of the atoms a run read, in the user's own words: the analysis's selection
-    strings (``select``, ``select1``/``select2``, ``fit_select``, ``groupselections``, a mobile/reference
-    pair), joined with ``or`` when there are several; ``all`` without any (:func:`index_selection` only
-    for a run that read atoms no selection string names)."""
+    strings (:attr:`~trajscale.analysis.base.Analysis.selections`), joined with ``or`` when there are
+    several; ``all`` without any (:func:`index_selection` only for a run that read atoms no selection
+    string names)."""
     if atoms is None:   # whole frames
         return "all"
-    given = list(dict.fromkeys(_strings([config.get(k) for k in _SELECTION_KEYS])))
+    given = list(dict.fromkeys(s.strip() for s in selections if s.strip()))
     if len(given) == 1:
         return given[0]
     if given:
         return " or ".join(f"({s})" for s in given)
     return index_selection(atoms)
-
-
-#: The keys of an analysis's config that hold selection strings.
-_SELECTION_KEYS = ("select", "select1", "select2", "fit_select", "groupselections")
-
-
-def _strings(value) -> list[str]:
-    """The selection strings in a config value: a string, or lists/dicts of them, in order, stripped."""
-    if isinstance(value, str):
-        return [value.strip()] if value.strip() else []
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, list | tuple):
-        return [s for v in value for s in _strings(v)]
-    return []
 
 
 def run_read(facts: LayoutFacts, atoms: np.ndarray | None, frames_per_task: int, step: int = 1) -> RunRead | None:

@@ -170,7 +170,11 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
     plugin, plugin_level = _plugin_filter(pos)
     n_frames = complete_frames(f, pg, step, being_written)
     if time.path is not None and f[time.path].shape[0] < n_frames:
-        raise NotH5MDError(path, f"{time.path} has {f[time.path].shape[0]} frames; the positions have {n_frames}")
+        if not being_written:
+            raise NotH5MDError(path, f"{time.path} has {f[time.path].shape[0]} frames; the positions have {n_frames}")
+        # a look between the writer's growing of step and of time (HDF5 writes its metadata in no set
+        # order): the frames with both are the complete ones
+        n_frames = f[time.path].shape[0]
     if box_path is not None and "periodic" in boundary:
         if box_td and f[box_path].ndim >= 1 and f[box_path].shape[0] == 0 and n_frames:
             # a box element created but never appended to (pyh5md's "linear" box does this): no box

@@ -272,14 +272,19 @@ class H5MDWriter:
         """The per-frame ``value`` dataset of a field (``position``, ...) or of ``box``."""
         return self._pg["box/edges/value"] if name == "box" else self._pg[name]["value"]
 
-    def commit(self, n: int, step: np.ndarray | None, time: np.ndarray | None, durable: bool = True) -> None:
+    def commit(self, n: int, step: np.ndarray | None, time: np.ndarray | None, publish: bool = True,
+               fsync: bool = False) -> None:
         """Count frames ``[n_written, n)``: flush their data, then grow step/time.
 
         Under ``mpio`` every rank calls this (flush and resize are collective);
         only the rank(s) passing ``step``/``time`` write those values.  With
-        ``durable=False`` the grown step/time reach the file with the next
-        commit's first flush (or at close): one flush per frame instead of two
-        (under ``mpio`` each is an ``MPI_File_sync``), the file a frame behind.
+        ``publish`` (the default) the grown step/time are flushed too, so a reader
+        opening the file now, or the file a killed process leaves, counts the
+        frames; without, they reach the file with the next commit's first flush
+        (or at close): one flush per frame instead of two (under ``mpio`` each is
+        an ``MPI_File_sync``), the file a frame behind.  ``fsync`` then asks the
+        operating system to put the file on the disk (a power loss keeps the
+        frames); under ``mpio`` the flush is that already.
         """
         a = self.n_written
         if n <= a:
@@ -291,8 +296,10 @@ class H5MDWriter:
         if step is not None:
             first["step"][a:n] = np.asarray(step, dtype=np.int64)
             first["time"][a:n] = self.in_file_units(time, "time", np.float64)
-        if durable:
+        if publish or fsync:
             self.file.flush()
+        if fsync and self.file.driver != "mpio":
+            os.fsync(self.file.id.get_vfd_handle())
         self.n_written = n
 
     def in_file_units(self, arr: np.ndarray, quantity: str, dtype=np.float32) -> np.ndarray:

@@ -11,7 +11,9 @@ This package is entered through the names below and nowhere else:
 * :func:`select_atoms` - a selection, with empty or invalid ones as clear errors;
 * :func:`trajectory_only_format` - whether a file holds frames but no atom names;
 * :func:`atom_arrays` - an AtomGroup's names, masses, charges and residues as arrays, for a
-  writer to store beside the frames (:mod:`.h5md` reads them back).
+  writer to store beside the frames (:mod:`.h5md` reads them back);
+* :func:`atom_labels` - a topology file's per-atom labels for an array's coordinates, read once per
+  file version and then from the selection cache (:mod:`.labels`).
 
 Each name is imported on first use (:mod:`trajscale._lazy`): an analysis module that needs
 :func:`select_atoms` alone does not import the caches (hashlib, json) into every worker, and
@@ -25,14 +27,16 @@ from .._lazy import attach
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .h5md import atom_arrays
+    from .labels import atom_labels
     from .load import TRAJECTORY_ONLY_FORMATS, load_universe, trajectory_only_format
     from .select import NAMED_TOPOLOGIES, select_atoms
     from .universe import CachedUniverse
 
 __getattr__, __dir__ = attach(__name__, {
     "load_universe": ".load", "trajectory_only_format": ".load", "TRAJECTORY_ONLY_FORMATS": ".load",
-    "CachedUniverse": ".universe", "atom_arrays": ".h5md", "select_atoms": ".select", "NAMED_TOPOLOGIES": ".select",
+    "CachedUniverse": ".universe", "atom_arrays": ".h5md", "atom_labels": ".labels", "select_atoms": ".select",
+    "NAMED_TOPOLOGIES": ".select",
 })
 
-__all__ = ["NAMED_TOPOLOGIES", "TRAJECTORY_ONLY_FORMATS", "CachedUniverse", "atom_arrays", "load_universe",
-           "select_atoms", "trajectory_only_format"]
+__all__ = ["NAMED_TOPOLOGIES", "TRAJECTORY_ONLY_FORMATS", "CachedUniverse", "atom_arrays", "atom_labels",
+           "load_universe", "select_atoms", "trajectory_only_format"]

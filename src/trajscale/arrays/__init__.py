@@ -1,0 +1,24 @@
+"""Trajectories as lazy labelled arrays: an xarray backend over trajscale's Sources.
+
+* ``xr.open_dataset(path, engine="trajscale")`` (the ``xarray.backends`` entry point, found
+  without importing trajscale) and :func:`open_dataset` (a topology plus any trajectory trajscale
+  reads) give a Dataset whose variables read through ``Source.read(frames, atoms)``: indexing
+  atoms reads only their runs; ``chunks={}`` gives one Dask chunk per stored chunk (or part);
+  the variables pickle how to open the trajectory, never an open file, so a Dask cluster
+  computes on them (:mod:`.dataset`, :mod:`.reads`).
+* ``ds.trajscale.select("protein and name CA")``: the Dataset over a selection, through
+  trajscale's topology and selection caches; ``ds.trajscale.to_h5md(path)`` writes a Dataset back
+  as H5MD, a slab of frames at a time (:mod:`.accessor`, :mod:`.write`).
+
+Importing this package imports xarray and registers the ``ds.trajscale`` accessor; ``import
+trajscale`` does neither (``trajscale.open_dataset`` imports it on first use).
+"""
+
+from __future__ import annotations
+
+from . import accessor  # noqa: F401 - registers ds.trajscale
+from .backend import TrajscaleBackendEntrypoint, open_dataset
+from .dataset import SourceArray
+from .write import WriteSpec, to_h5md
+
+__all__ = ["SourceArray", "TrajscaleBackendEntrypoint", "WriteSpec", "open_dataset", "to_h5md"]

@@ -1,0 +1,111 @@
+"""The xarray backend: ``xr.open_dataset(path, engine="trajscale")`` and :func:`open_dataset`.
+
+Registered under the ``xarray.backends`` entry point, so xarray finds it without ``import
+trajscale``.  It opens what :func:`trajscale.sources.open_source` opens: an H5MD file, a
+segment index (or the folder ``trajscale split`` wrote), one XTC/TRR or a list of parts (a
+GROMACS restart chain joined as ``trajscale convert`` joins it), any other format MDAnalysis
+reads with a topology.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from xarray.backends import BackendEntrypoint
+
+from ..util import HDF5_MAGIC
+from .labels import LABELS
+
+
+def _paths(filename_or_obj) -> list[str]:
+    if isinstance(filename_or_obj, (str, os.PathLike)):
+        return [os.fspath(filename_or_obj)]
+    return [os.fspath(p) for p in filename_or_obj]
+
+
+class TrajscaleBackendEntrypoint(BackendEntrypoint):
+    """Molecular-dynamics trajectories (H5MD, segment indexes, XTC/TRR parts, GROMACS restart chains)
+    as lazy Datasets read through trajscale's slab reads.
+
+    Keyword arguments of ``open_dataset``: ``topology`` (per-atom labels and selections; any
+    format MDAnalysis parses), ``select`` (only the atoms an MDAnalysis selection picks: with
+    ``chunks``, each Dask chunk reads only their runs), ``group`` and ``assume_units`` (H5MD files, as
+    :class:`~trajscale.sources.H5MDSource`), ``continuous`` (parts that overlap in time are joined,
+    the later part's frames kept).
+    """
+
+    description = "MD trajectories (H5MD, XTC/TRR chains, segments) through trajscale's slab reads"
+    url = "https://github.com/trajscale/trajscale/blob/main/docs/arrays.md"
+    open_dataset_parameters = ("filename_or_obj", "drop_variables", "topology", "select", "group",
+                               "assume_units", "continuous")
+
+    def open_dataset(self, filename_or_obj, *, drop_variables: Iterable[str] | None = None,
+                     topology: str | os.PathLike | None = None, select: str | None = None,
+                     group: str | None = None, assume_units: str | None = None, continuous: bool = False):
+        from ..sources import open_source
+        from .dataset import build_dataset
+
+        top = os.fspath(topology) if topology is not None else None
+        source = open_source(_paths(filename_or_obj), top, group=group, assume_units=assume_units,
+                             continuous=continuous)
+        try:
+            return build_dataset(source, top, drop_variables or (), select)
+        finally:
+            source.close()   # the variables reopen it from its config, in whichever process reads
+
+    def guess_can_open(self, filename_or_obj) -> bool:
+        """An H5MD file (HDF5 with an ``h5md`` group), told by its bytes; or a trajscale segment index."""
+        if not isinstance(filename_or_obj, (str, os.PathLike)):
+            return False
+        path = Path(filename_or_obj)
+        try:
+            if path.is_file():
+                with open(path, "rb") as fh:
+                    if fh.read(8) == HDF5_MAGIC:
+                        import h5py
+
+                        with h5py.File(path, "r") as f:
+                            return "h5md" in f and "particles" in f
+            from ..sources.segments import INDEX_FORMAT, index_path
+
+            index = index_path(path)
+            return index is not None and INDEX_FORMAT in index.read_text(errors="replace")[:4096]
+        except OSError:
+            return False
+
+
+def open_dataset(topology: str | os.PathLike | None, trajectories, *, chunks=None, select: str | None = None,
+                 group: str | None = None, assume_units: str | None = None, continuous: bool = False, **kwargs):
+    """A trajectory as a lazy :class:`xarray.Dataset` (see :mod:`trajscale.arrays`).
+
+    Parameters
+    ----------
+    topology
+        A topology file (any format MDAnalysis parses) for the per-atom labels and
+        ``ds.trajscale.select``; None for an H5MD file that stores its atoms, or none at all.
+    trajectories
+        An H5MD file, a segment index, an XTC/TRR, or a list of parts joined in order.
+    chunks
+        As :func:`xarray.open_dataset`: None (lazy NumPy-backed variables, read on access),
+        ``{}`` (Dask, one chunk per stored chunk or part) or sizes per dimension.
+    select
+        Only the atoms this selection (MDAnalysis's language) picks; with ``chunks``, every Dask
+        chunk then reads only their runs (a selection made after chunking reads whole chunks).
+    group, assume_units, continuous
+        As :func:`trajscale.sources.open_source`.
+    kwargs
+        Passed to :func:`xarray.open_dataset` (``drop_variables``, ``cache``, ...).
+    """
+    import xarray as xr
+
+    from . import accessor  # noqa: F401 - registers ds.trajscale
+
+    ds = xr.open_dataset(_paths(trajectories) if not isinstance(trajectories, (str, os.PathLike))
+                         else os.fspath(trajectories), engine=TrajscaleBackendEntrypoint, chunks=chunks,
+                         topology=topology, select=select, group=group, assume_units=assume_units,
+                         continuous=continuous, **kwargs)
+    # the per-atom labels stay NumPy arrays (xarray makes every variable a Dask array under chunks)
+    labels = [k for k in LABELS if k in ds.coords and ds[k].chunks is not None]
+    return ds.assign_coords({k: ds[k].compute() for k in labels}) if labels else ds

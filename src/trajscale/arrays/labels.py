@@ -1,0 +1,65 @@
+"""Per-atom labels of a trajectory's atoms: name, resname, resid, segid, element, mass where known.
+
+From a topology file (any format MDAnalysis parses, through :func:`trajscale.topology.load_universe`
+and its parsed-topology cache), or, without one, from the atoms an H5MD file stores beside its
+frames (trajscale's writers store them; read here with h5py, MDAnalysis not imported).
+"""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+
+from ..errors import AtomCountMismatchError
+
+#: The per-atom coordinates a Dataset may have (those its topology has).
+LABELS = ("name", "resname", "resid", "segid", "element", "mass")
+#: The labels trajscale's H5MD writer stores beside the frames (under these names).
+STORED = ("name", "resname", "resid", "segid", "mass")
+
+
+def topology_labels(topology: str, n_atoms: int, trajectory: str) -> dict[str, np.ndarray]:
+    """The labels the topology file has, one value per atom; refused if its atom count differs.
+
+    Read once per topology file version (then from trajscale's selection cache, MDAnalysis not
+    imported)."""
+    from ..topology import atom_labels
+
+    n_top, labels = atom_labels(str(topology))
+    if n_top != n_atoms:
+        raise AtomCountMismatchError(f"{topology} has {n_top} atoms but {trajectory} has {n_atoms}")
+    return labels
+
+
+def stored_labels(path: str, group: str, n_atoms: int) -> dict[str, np.ndarray]:
+    """The labels an H5MD file stores in its particle group (none for a file that stores no names)."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        pg = f.get(f"particles/{group}")
+        if not isinstance(pg, h5py.Group) or not isinstance(pg.get("name"), h5py.Dataset):
+            return out
+        for coord in STORED:
+            ds = pg.get(coord)
+            if not isinstance(ds, h5py.Dataset) or ds.shape != (n_atoms,):
+                continue
+            values = ds[()]
+            out[coord] = values.astype(str) if values.dtype.kind in "SO" else values
+    return out
+
+
+def selected_atoms(topology: str, config: dict, selection: str) -> np.ndarray:
+    """Indices of the atoms ``selection`` picks (MDAnalysis's language), sorted; from trajscale's
+    selection cache when this topology file and selection were seen before, else from the topology's
+    Universe holding the trajectory's first frame (so that selections by distance see it)."""
+    from ..topology import CachedUniverse, select_atoms
+
+    universe = CachedUniverse(topology, lambda: _first_frame_universe(topology, config))
+    return np.unique(np.asarray(select_atoms(universe, selection).indices, dtype=np.int64))
+
+
+def _first_frame_universe(topology: str, config: dict):
+    from ..planning import topology_with_first_frame
+    from ..sources import source_from_config
+
+    with source_from_config(config) as source:   # its own: the Universe keeps the frame it reads
+        return topology_with_first_frame(topology, source)

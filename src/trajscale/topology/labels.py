@@ -1,0 +1,66 @@
+"""A topology's per-atom labels (name, resname, resid, segid, element, mass), kept in the selection cache.
+
+What an array of a trajectory labels its atoms with is read once per topology file version: the
+next open of the same file (same path, inode, size, modification time and MDAnalysis version, the
+selection cache's key) reads them from that cache's JSON entry and never imports MDAnalysis.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from . import parsed_cache, selection_cache
+
+log = logging.getLogger(__name__)
+
+#: Label -> MDAnalysis AtomGroup attribute.
+LABELS = {"name": "names", "resname": "resnames", "resid": "resids", "segid": "segids", "element": "elements",
+          "mass": "masses"}
+TEXT = ("name", "resname", "segid", "element")
+_ENTRY_KEY = "labels"
+
+
+def atom_labels(topology: str) -> tuple[int, dict[str, np.ndarray]]:
+    """The topology's atom count and the labels it has (text as ``str`` arrays), one value per atom."""
+    key = selection_cache.entry_key(str(topology), {}) if parsed_cache.enabled() else None
+    entry = selection_cache.load(key) if key is not None else None
+    kept = entry.get(_ENTRY_KEY) if entry is not None else None
+    if kept is not None:
+        try:
+            return int(kept["n_atoms"]), {k: _decoded(k, v) for k, v in kept["values"].items() if k in LABELS}
+        except (KeyError, TypeError, ValueError) as exc:   # a damaged record: read the topology again
+            log.debug("ignoring the labels cached for %s: %s", topology, exc)
+    n_atoms, labels = _parsed(str(topology))
+    if entry is not None:
+        entry[_ENTRY_KEY] = {"n_atoms": n_atoms, "values": {k: _encoded(k, v) for k, v in labels.items()}}
+        selection_cache.store(entry)
+    return n_atoms, labels
+
+
+def _parsed(topology: str) -> tuple[int, dict[str, np.ndarray]]:
+    from .load import load_universe
+
+    atoms = load_universe(topology, topology_coordinates=False).atoms
+    out = {}
+    for label, attr in LABELS.items():
+        try:
+            values = np.asarray(getattr(atoms, attr))
+        except (AttributeError, ValueError):   # MDAnalysis's NoDataError: the topology has none
+            continue
+        out[label] = values.astype(str) if label in TEXT else values
+    return int(atoms.n_atoms), out
+
+
+def _encoded(label: str, values: np.ndarray):
+    return [str(v) for v in values] if label in TEXT else selection_cache.encode(values)
+
+
+def _decoded(label: str, value) -> np.ndarray:
+    if label in TEXT:
+        names = np.array(value if isinstance(value, list) else None)
+        if names.dtype.kind != "U" or names.ndim != 1:   # anything but a list of names: a damaged record
+            raise ValueError(f"{label} is not a list of names")
+        return names
+    return selection_cache.decode(value)
