@@ -1,11 +1,15 @@
 # Two commands do everything on a fresh Debian machine:
 #   make demo   build the environment, sample data from a real system, run a parallel analysis
 #   make test   build the environment and run the whole test suite
+#   make check  the quick tier for the change-test loop: the in-process and CLI tests (no mpi, slow or tool)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.trajscale-env-ok
 
-.PHONY: env demo test docs bench clean
+# Tests run on every core (pytest-xdist); tests/tiers.py keeps a module's tests, and the MPI tests, together.
+PYTEST := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -p no:cacheprovider -n auto --dist loadgroup
+
+.PHONY: env demo test check docs bench clean
 
 env: $(STAMP)
 
@@ -16,7 +20,10 @@ demo: env
 	$(VENV)/bin/trajscale demo
 
 test: env
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -p no:cacheprovider tests
+	$(PYTEST) tests
+
+check: env
+	$(PYTEST) -m "not mpi and not slow and not tool" tests
 
 docs: env
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html

@@ -25,11 +25,13 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.intersphinx",
     "sphinx.ext.viewcode",
+    "sphinxarg.ext",   # docs/cli.md: the CLI reference, generated from the parser
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 myst_heading_anchors = 3
 myst_enable_extensions = ["colon_fence"]
+smartquotes_action = "qe"   # quotes and ellipses only: "--overwrite" stays two hyphens (docs/cli.md, the guides)
 suppress_warnings = ["myst.header", "myst.xref_missing"]   # README/guide links point at files on GitHub too
 
 autosummary_generate = True

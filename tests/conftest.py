@@ -18,6 +18,9 @@ from MDAnalysisTests import datafiles as D  # noqa: E402 - after the filter: imp
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: Markers by how a test runs, enforced (tests/tiers.py).
+pytest_plugins = ["tests.tiers", "pytester"]
+
 
 @pytest.fixture(scope="session")
 def adk_vacuum():

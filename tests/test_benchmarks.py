@@ -21,6 +21,8 @@ import pytest
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.tool   # runs the benchmarks at their smallest size
+
 BENCH = ROOT / "benchmarks"
 F = "20"   # frames of every demo file here
 NUM = r"[-\d.,e+]+"
@@ -136,6 +138,8 @@ JSON_ROWS = {
 }
 
 
+@pytest.mark.slow
+@pytest.mark.cli
 @pytest.mark.parametrize("script", sorted(s for s, (args, pats) in SMOKE.items() if pats))
 def test_smoke(script, work):
     args, patterns = SMOKE[script]
@@ -168,6 +172,7 @@ def test_every_json_output_is_checked():
     assert has == sorted(JSON_OUTPUTS)
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("script", sorted(JSON_OUTPUTS))
 def test_existing_json_refused_before_any_work(script, tmp_path):
     """An existing output without --overwrite: one line naming it, exit 1, no traceback, the file byte for byte,
@@ -191,6 +196,7 @@ def test_existing_json_refused_before_any_work(script, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["mine.json"]
 
 
+@pytest.mark.cli
 def test_codec_study_u16_rows_run_without_numba(work):
     """codecs.py's uint16-delta study rows (decoded by numba until issue 23) run where numba is absent, and
     decode both trajectories to within half the 0.01 Å quantum of MDAnalysis's values."""
@@ -203,6 +209,8 @@ def test_codec_study_u16_rows_run_without_numba(work):
         assert values[5] <= 0.0051 and values[11] <= 0.0051, m.group(0)   # err columns, Å
 
 
+@pytest.mark.slow
+@pytest.mark.mpi
 def test_cold_pairs_whole_processes(work):
     """cold.py: the four rows with both sides' medians and a ratio, and the two sides' RMSDs agree."""
     from MDAnalysisTests.datafiles import GRO
@@ -237,6 +245,7 @@ def test_cold_pairs_whole_processes(work):
     assert mda.Universe(GRO).atoms.n_atoms == 47681
 
 
+@pytest.mark.mpi
 def test_mda_mpi_baseline(work):
     """The MDAnalysis-under-MPI baseline: a 2-rank job writes the RMSDs MDAnalysis's own RMSD gives."""
     import MDAnalysis as mda
@@ -259,6 +268,8 @@ def test_mda_mpi_baseline(work):
     assert res["rmsd_mean"] == pytest.approx(ref.mean(), abs=1e-4)
 
 
+@pytest.mark.slow
+@pytest.mark.mpi
 def test_bare_machine(work, tmp_path):
     """bare_machine.sh runs read_layouts.py from AdK's TPR/XTC (given with --source); it passes --mpiexec only
     to a script that has that option (read_layouts.py has not: it used to exit 2 on it)."""

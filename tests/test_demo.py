@@ -6,8 +6,11 @@ import json
 import re
 
 import numpy as np
+import pytest
 
 from trajscale.demo import run_demo
+
+pytestmark = [pytest.mark.cli, pytest.mark.slow]
 
 NUM = r"[\d.]+"
 

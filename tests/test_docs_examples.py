@@ -110,6 +110,8 @@ def test_every_example_is_run_or_says_why():
         assert why is None or len(why) > 10, where
 
 
+@pytest.mark.slow
+@pytest.mark.mpi
 @pytest.mark.parametrize("where,code", [(w, c) for w, c, why in EXAMPLES if why is None],
                          ids=[w for w, _, why in EXAMPLES if why is None])
 def test_example_runs(tmp_path, files, request, where, code):
@@ -191,6 +193,8 @@ def check_arrays(code: str, files: dict, cwd: Path, left: dict) -> None:
         or "chunks[0]" in code
 
 
+@pytest.mark.slow
+@pytest.mark.cli
 def test_tutorial_runs_as_shown(tmp_path):
     """docs/tutorial.md from its first block to its last, in order: the files it makes, every shell
     command, its Python plot, and the numbers and lines it pastes, against MDAnalysis reading the

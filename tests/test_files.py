@@ -22,6 +22,7 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_failing_runs_and_verifies_leak_no_descriptor(adk_vacuum, adk_vacuum_h5md):
     """Each kind of failure after the files are opened, 50 times: the fd count is unchanged.
@@ -61,6 +62,7 @@ def _dead_pid() -> int:
     return proc.pid
 
 
+@pytest.mark.cli
 def test_killed_writers_temporaries_are_removed_on_next_write(tmp_path):
     dead = tmp_path / f".out.h5md.tmp-{_dead_pid()}"
     dead.write_bytes(b"half a file")
@@ -80,6 +82,7 @@ def test_killed_writers_temporaries_are_removed_on_next_write(tmp_path):
         live_proc.wait()
 
 
+@pytest.mark.cli
 def test_sigkilled_convert_resumes_to_the_uninterrupted_file(tmp_path, adk_vacuum):
     """A real convert killed by SIGKILL mid-run leaves its partial output and record (never the final
     name); ``resume=True`` finishes it into the same file an uninterrupted convert writes."""
@@ -112,6 +115,7 @@ def test_sigkilled_convert_resumes_to_the_uninterrupted_file(tmp_path, adk_vacuu
     assert_same_tree(tmp_path / "whole.h5md", out)
 
 
+@pytest.mark.cli
 def test_another_hosts_temporary_is_kept(tmp_path):
     """On a shared file system a pid says nothing about another node's writer: only this host's are judged."""
     pid = _dead_pid()

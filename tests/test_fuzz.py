@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.tool   # runs the fuzzing targets
+
 pytest.importorskip("atheris")
 pytest.importorskip("MDAnalysisTests")
 
@@ -30,6 +32,7 @@ def _campaign(tmp_path: Path, *args: str) -> list[dict]:
     return results
 
 
+@pytest.mark.cli
 @pytest.mark.timeout(1500)
 def test_xdr_targets_run_and_find_nothing(tmp_path):
     native = [] if shutil.which("clang") else ["--no-native"]
@@ -59,6 +62,7 @@ def test_targets_follow_the_contract():
             one(p if isinstance(p, bytes) else Path(p).read_bytes())   # a seed is handled without an exception
 
 
+@pytest.mark.cli
 def test_a_crashing_input_is_a_finding(tmp_path):
     """A target whose input raises what it does not expect is reported as a finding, saved to a file."""
     targets = tmp_path / "targets"

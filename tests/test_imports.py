@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.cli
+
 HEAVY = ["MDAnalysis", "scipy", "dask", "distributed", "torch", "matplotlib", "mpi4py", "numba", "tqdm", "xarray"]
 
 

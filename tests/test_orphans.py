@@ -16,7 +16,7 @@ import time
 import pytest
 from MDAnalysisTests import datafiles as D
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+pytestmark = [pytest.mark.cli, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 
 
 def _descendants(pid: int) -> set[int]:

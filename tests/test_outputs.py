@@ -17,6 +17,8 @@ from MDAnalysisTests import datafiles as D
 from tests.conftest import run_cli
 from trajscale.errors import OutputError
 
+pytestmark = pytest.mark.cli
+
 
 def _mount(folder, opts: str):
     folder.mkdir()

@@ -20,6 +20,9 @@ from MDAnalysis.analysis import rms
 from MDAnalysisTests import datafiles as D
 
 from tests.conftest import ROOT
+from tests.test_cli_reference import command_parsers
+
+pytestmark = pytest.mark.tool   # builds the sdist, the wheel and the docs
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -65,6 +68,7 @@ def test_build_gives_sdist_and_wheel_with_kernels(dist):
     assert any(n.startswith("trajscale/tests/") for n in names)
 
 
+@pytest.mark.cli
 @pytest.mark.slow
 def test_wheel_in_a_fresh_venv_without_mpi(tmp_path, dist):
     """The laptop path: PyPI's h5py (no MPI), no mpi4py; convert, then an RMSD on processes(2)."""
@@ -95,6 +99,7 @@ def test_wheel_in_a_fresh_venv_without_mpi(tmp_path, dist):
     np.testing.assert_allclose(got, ref, atol=1e-4)
 
 
+@pytest.mark.cli
 def test_pytest_pyargs_runs_the_shipped_tests(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "trajscale"],
@@ -103,6 +108,7 @@ def test_pytest_pyargs_runs_the_shipped_tests(tmp_path):
     assert " passed" in proc.stdout and " failed" not in proc.stdout
 
 
+@pytest.mark.cli
 def test_docs_build_on_their_own(tmp_path):
     """``docs/`` copied alone, without the rest of the repository, builds with warnings as errors:
     no page includes a file outside it, and the changelog page keeps its title without CHANGELOG.md."""
@@ -121,6 +127,7 @@ def test_docs_build_on_their_own(tmp_path):
     assert 'href="changelog.html"' in index and 'href="tutorial.html"' in index
 
 
+@pytest.mark.cli
 def test_docs_build_with_warnings_as_errors(tmp_path):
     pytest.importorskip("sphinx")
     pytest.importorskip("numpydoc")
@@ -153,8 +160,19 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
                  "trajscale.convert.split.split", "trajscale.store.inspect.inspect_file",
                  "trajscale.report.predict.predict", "trajscale.errors.ConfigError"):
         assert page in pages, page
+    # the CLI reference holds every option of every command, as the parser that --help prints has it
+    import html
+    import re
+
+    from trajscale.cli.main import build_parser
+
+    cli = html.unescape(re.sub(r"<[^>]+>", " ", (tmp_path / "html" / "cli.html").read_text()))
+    options = {(p.prog, o) for p in command_parsers(build_parser()) for a in p._actions for o in a.option_strings
+               if o.startswith("--")}
+    assert len(options) > 100 and not [po for po in options if po[1] not in cli]
 
 
+@pytest.mark.cli
 def test_a_build_without_a_compiler_says_what_is_needed(tmp_path):
     """No working C compiler: one line naming what to install, no traceback, nothing built."""
     tree = _tracked_copy(tmp_path / "tree")

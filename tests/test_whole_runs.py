@@ -10,6 +10,8 @@ import pytest
 
 from trajscale.whole_runs import CACHE_VARIABLES, Pairs, Side
 
+pytestmark = pytest.mark.cli   # whole_runs times whole processes
+
 #: A child that reports whether its caches were empty and leaves a file in each.
 PROBE = """
 import os, sys

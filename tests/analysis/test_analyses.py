@@ -130,6 +130,7 @@ def test_failing_user_function_names_frames_and_worker(h5md_files, pool):
 # ---------------------------------------------------------------- CLI
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("argv,check_out", [
     (["rgyr", "--select", "name CA", "--out", "o.csv"], "csv"),
     (["rmsf", "--select", "name CA", "--fit-select", "backbone", "--out", "o.h5"], "h5"),
@@ -159,6 +160,7 @@ def test_cli_analyses_write_outputs(tmp_path, h5md_files, argv, check_out):
             assert len(f.keys()) >= 2
 
 
+@pytest.mark.cli
 def test_cli_rdf(tmp_path, h5md_files):
     top, h5 = SYSTEMS["triclinic_dcd"][0], h5md_files["triclinic_dcd"]
     proc = run_cli("run", "rdf", top, h5, "--select1", "name OH2", "--select2", "name OH2", "--nbins", "40",
@@ -200,6 +202,7 @@ def test_fit_reference_atomgroup_and_negative_frame_as_mdanalysis(h5md_files):
     np.testing.assert_allclose(r.rmsf, expect, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.cli
 def test_cli_block_budget_reaches_every_analysis(tmp_path, h5md_files):
     """--max-block-mb applies to rmsf/rgyr/... as to rmsd (it was ignored there): a zero budget is refused."""
     top, h5 = SYSTEMS["adk_psf_dcd"][0], h5md_files["adk_psf_dcd"]

@@ -43,6 +43,7 @@ def test_mpi_backend_equals_serial(tmp_path, serial):
     assert "Can not parallelize" in str(got["refused"])
 
 
+@pytest.mark.slow
 def test_dask_backend_equals_serial(serial):
     pytest.importorskip("distributed")
     import trajscale.mda

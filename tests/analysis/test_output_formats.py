@@ -145,6 +145,7 @@ def test_average_structure_carries_the_mean_box(tmp_path, runs):
     assert got[0] > 10   # not MDAnalysis's 1 A placeholder
 
 
+@pytest.mark.cli
 def test_cli_average_pdb_has_the_runs_mean_box(tmp_path):
     """Over --start/--stop the box is the mean of the frames the run read."""
     proc = run_cli("run", "average", D.GRO, D.XTC, "--select", "name CA", "--start", "2", "--stop", "7",
@@ -158,6 +159,7 @@ def test_cli_average_pdb_has_the_runs_mean_box(tmp_path):
     np.testing.assert_allclose(got[3:], box[3:], atol=1e-2)
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("argv,ext", [
     (["rmsd", "--select", "name CA"], ".txt"),
     (["rgyr", "--select", "name CA"], ".pdb"),
@@ -176,6 +178,7 @@ def test_cli_refuses_an_extension_before_the_run(tmp_path, argv, ext):
     assert list(tmp_path.iterdir()) == []   # refused before the run: no report either
 
 
+@pytest.mark.cli
 def test_cli_rmsd_h5_is_hdf5_and_rmsf_csv_is_csv(tmp_path):
     """The two outputs that came out in the other format: each now in the format its name says."""
     u = mda.Universe(D.PSF, D.DCD)

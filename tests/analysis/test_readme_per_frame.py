@@ -64,6 +64,7 @@ def python(script: Path, cwd: Path, timeout: float = 300) -> subprocess.Complete
 EXECUTORS = ["serial", "processes", "dask"]
 
 
+@pytest.mark.cli
 def test_in_a_script_without_main_guard(tmp_path, adk_vacuum, adk_vacuum_h5md, reference):
     out = tmp_path / "script.npz"
     script = tmp_path / "analyse.py"
@@ -74,6 +75,7 @@ def test_in_a_script_without_main_guard(tmp_path, adk_vacuum, adk_vacuum_h5md, r
     check(out, EXECUTORS, reference)
 
 
+@pytest.mark.cli
 def test_in_a_module(tmp_path, adk_vacuum, adk_vacuum_h5md, reference):
     """Decorated in a module: importing it once failed ("partially initialized module ... circular import")."""
     (tmp_path / "my_functions.py").write_text(EXAMPLE)
@@ -100,6 +102,7 @@ def test_under_mpi(tmp_path, adk_vacuum, adk_vacuum_h5md, reference, where):
     check(out, ["mpi"], reference)
 
 
+@pytest.mark.cli
 def test_in_a_notebook(tmp_path, adk_vacuum, adk_vacuum_h5md, reference):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
@@ -115,6 +118,8 @@ def test_in_a_notebook(tmp_path, adk_vacuum, adk_vacuum_h5md, reference):
     check(out, EXECUTORS, reference)
 
 
+@pytest.mark.cli
+@pytest.mark.slow
 def test_mda_dask_backend_in_a_script_without_main_guard(tmp_path, adk_vacuum):
     """trajscale.mda.DaskBackend() in a script with no __main__ guard works as trajscale.run does."""
     pytest.importorskip("distributed")

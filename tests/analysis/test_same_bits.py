@@ -90,6 +90,7 @@ def test_dask_gives_the_same_bits(h5md, reference):
             assert_same_bits(result_arrays(r), reference[name], f"dask: {name}")
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @pytest.mark.parametrize("ranks,n_tasks", [(2, 3), (3, 8)])
 def test_mpi_gives_the_same_bits(tmp_path, h5md, reference, ranks, n_tasks):

@@ -22,6 +22,8 @@ from MDAnalysisTests import datafiles as D
 from tests.cli._helpers import convert_with_cli
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.cli
+
 POS = "particles/all/position/value"
 COMMAND = re.compile(r"(`?)(trajscale (?:convert|rechunk|inspect|run|report|split|index|verify|repair|pack) .*)")
 PLACEHOLDERS = {"TOP", "TOPOLOGY", "FILE", "SEL", "PART...", "TRAJ"}
@@ -80,6 +82,7 @@ def test_inspect_without_topology_prints_no_command_it_cannot_run(tmp_path, wate
     assert "--topology" in proc.stdout   # says what would give the command
 
 
+@pytest.mark.slow
 def test_inspect_selection_row_is_the_selections_own(tmp_path, water_h5md):
     """A selection's row counts its atoms (MDAnalysis's count); the contiguous protein reads 1.00x."""
     u = mda.Universe(D.TPR)
@@ -108,6 +111,7 @@ def test_run_advice_is_about_the_runs_selection(tmp_path, water_h5md):
     assert json.loads(rep.read_text())["source"]["run_read"]["amplification"] == 1.0
 
 
+@pytest.mark.slow
 def test_run_advice_commands_run_and_do_what_they_say(tmp_path, water_h5md):
     """The CA run's advice (a file of only its atoms) runs as printed and writes those atoms."""
     rep = tmp_path / "r.json"

@@ -16,6 +16,8 @@ from tests.cli._helpers import convert_with_cli
 from tests.cli.test_advice_runs import POS, run_printed
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.cli
+
 
 @pytest.fixture(scope="module")
 def water(tmp_path_factory):

@@ -15,6 +15,8 @@ import pytest
 from tests.cli._helpers import assert_clean_failure
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.cli
+
 
 @pytest.fixture()
 def bad_files(tmp_path, adk_vacuum_h5md):

@@ -34,6 +34,7 @@ def empty_h5md(tmp_path_factory):
     return str(path)
 
 
+@pytest.mark.cli
 def test_inspect_says_zero_frames(empty_h5md):
     r = run_cli("inspect", empty_h5md)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
@@ -43,6 +44,7 @@ def test_inspect_says_zero_frames(empty_h5md):
     assert facts["n_frames"] == 0 and facts["warnings"] == [] and facts["time"] is None
 
 
+@pytest.mark.cli
 def test_a_run_over_it_is_one_line_saying_there_is_nothing_to_analyse(empty_h5md, tmp_path):
     out = tmp_path / "r.csv"
     r = run_cli("run", "rmsd", D.GRO, empty_h5md, "--out", str(out), "--no-progress")
@@ -56,6 +58,7 @@ def test_a_run_over_it_is_one_line_saying_there_is_nothing_to_analyse(empty_h5md
         ts.run(ts.RMSD(select="name CA"), D.GRO, empty_h5md)
 
 
+@pytest.mark.cli
 def test_split_says_there_is_nothing_to_split(empty_h5md, tmp_path):
     r = run_cli("split", empty_h5md, "-o", str(tmp_path / "parts"), "--parts", "2")
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -75,6 +75,7 @@ INPUT_AS_OUTPUT = [
 ]
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("argv,target", INPUT_AS_OUTPUT, ids=[" ".join(a[:2]) + f" {i}"
                                                              for i, (a, _) in enumerate(INPUT_AS_OUTPUT)])
 def test_no_command_writes_over_an_input(files, argv, target):
@@ -84,6 +85,7 @@ def test_no_command_writes_over_an_input(files, argv, target):
     assert snapshot(files) == before   # nothing written, nothing replaced, no temporary left
 
 
+@pytest.mark.cli
 def test_run_keeps_an_existing_output_unless_overwrite(files):
     kept = files / "rmsd.csv"
     kept.write_text("my notes\n")
@@ -96,6 +98,7 @@ def test_run_keeps_an_existing_output_unless_overwrite(files):
     assert np.loadtxt(kept, delimiter=",", skiprows=1).shape == (98, 3)
 
 
+@pytest.mark.cli
 def test_two_outputs_of_one_name_are_refused(files):
     before = snapshot(files)
     assert_clean_failure(run_cli("run", "rmsd", "top.psf", "traj.h5md", "--select", "name CA", "--out", "x.csv",
@@ -103,6 +106,7 @@ def test_two_outputs_of_one_name_are_refused(files):
     assert snapshot(files) == before
 
 
+@pytest.mark.cli
 def test_report_index_split_keep_existing_outputs_unless_overwrite(files):
     trace = files / "t.json"
     trace.write_text("keep")
@@ -158,6 +162,7 @@ def test_repair_copy_is_fsynced_before_and_after_its_rename(tmp_path, monkeypatc
 # ---------------------------------------------------------------- --resume every time
 
 
+@pytest.mark.cli
 def test_convert_and_rechunk_resume_every_time(tmp_path, adk_vacuum):
     """A SLURM requeue script gives --resume on every start: nothing to resume starts the work (and says
     so); a complete output is said to be complete, exit 0, and is not rewritten."""
@@ -189,6 +194,7 @@ def test_convert_and_rechunk_resume_every_time(tmp_path, adk_vacuum):
     assert (re.stat().st_ino, re.stat().st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
 
 
+@pytest.mark.cli
 def test_pack_resume_on_a_complete_store(tmp_path):
     np.savez(tmp_path / "a.npz", x=np.ones((3, 2)))
     assert run_cli("pack", "a.npz", "-o", "s.h5", "--no-progress", cwd=tmp_path).returncode == 0
@@ -199,6 +205,7 @@ def test_pack_resume_on_a_complete_store(tmp_path):
                                                                                           st.st_ino)
 
 
+@pytest.mark.cli
 def test_resume_never_takes_an_input_for_a_complete_output(tmp_path, adk_vacuum_h5md):
     shutil.copy(adk_vacuum_h5md, tmp_path / "t.h5md")
     before = snapshot(tmp_path)
@@ -214,6 +221,7 @@ def _precision_warnings(proc) -> list[str]:
     return [ln for ln in proc.stderr.splitlines() if "only loses precision" in ln]
 
 
+@pytest.mark.cli
 def test_precision_without_compression_warns_once(tmp_path, adk_vacuum, adk_vacuum_h5md):
     psf, dcd = adk_vacuum
     lines = _precision_warnings(run_cli("convert", psf, dcd, "-o", str(tmp_path / "a.h5md"), "--precision", "0.01",

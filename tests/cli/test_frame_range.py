@@ -31,6 +31,7 @@ def test_a_range_of_no_frame_is_one_clear_error(adk_vacuum, adk_vacuum_h5md):
         ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], adk_vacuum_h5md, start=-5, stop=-10)
 
 
+@pytest.mark.cli
 def test_cli_run_and_convert_with_negative_bounds(tmp_path, adk_vacuum, adk_vacuum_h5md):
     u = mda.Universe(*adk_vacuum)
     proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "name CA", "--start", "-20",

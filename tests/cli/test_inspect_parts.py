@@ -20,6 +20,8 @@ from MDAnalysisTests import datafiles as D
 from tests.cli._helpers import assert_clean_failure
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.cli
+
 CASES = {"xtc": (D.GRO, D.XTC, XTCReader), "trr": (D.GRO, D.TRR, TRRReader), "xvf": (D.TPR_xvf, D.TRR_xvf, TRRReader)}
 
 

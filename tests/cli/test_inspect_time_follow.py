@@ -15,6 +15,8 @@ import pytest
 from tests.conftest import run_cli
 from trajscale.endings import Ending
 
+pytestmark = pytest.mark.cli
+
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import run_cli, run_mpi
 from tests.report.test_predict import _serial
 from trajscale.report.machine import Machine
 
 
+@pytest.mark.cli
 def test_probe_writes_a_profile_that_predict_accepts(tmp_path):
     store = tmp_path / "store"
     store.mkdir()
@@ -37,6 +40,7 @@ def test_probe_writes_a_profile_that_predict_accepts(tmp_path):
     assert proc.returncode != 0 and "--overwrite" in proc.stderr and prof.read_bytes() == before
 
 
+@pytest.mark.cli
 def test_probe_refuses_a_missing_path_and_tiny_bytes(tmp_path):
     proc = run_cli("probe", str(tmp_path / "nope"), "--seconds", "1", "--bytes", "8M")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and "nope" in proc.stderr
@@ -44,6 +48,7 @@ def test_probe_refuses_a_missing_path_and_tiny_bytes(tmp_path):
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
 
 
+@pytest.mark.mpi
 def test_probe_under_mpiexec_rank_0_gathers(tmp_path):
     prof = tmp_path / "m.json"
     proc = run_mpi(2, ["-m", "trajscale.cli.main", "probe", str(tmp_path), "--seconds", "2", "--bytes", "16M",
@@ -54,6 +59,8 @@ def test_probe_under_mpiexec_rank_0_gathers(tmp_path):
     assert d["nodes"] == 1 and "under MPI" in d["origin"]["read_curve"]
 
 
+@pytest.mark.mpi
+@pytest.mark.slow
 def test_probe_launch_calibrates_each_executor_on_whole_runs(tmp_path):
     """``--launch``: a launch line per installed executor, used by ``--predict`` as documented
     (at the cores, plus each further worker's share of the cores), its calibration files removed."""
@@ -91,6 +98,7 @@ def test_probe_launch_calibrates_each_executor_on_whole_runs(tmp_path):
     assert "launch" in proc.stdout and "calibrated on whole runs" in proc.stdout
 
 
+@pytest.mark.mpi
 def test_probe_launch_is_refused_under_mpiexec(tmp_path):
     proc = run_mpi(2, ["-m", "trajscale.cli.main", "probe", str(tmp_path), "--seconds", "1", "--bytes", "8M",
                        "--launch"])

@@ -28,6 +28,7 @@ def vacuum_h5md(tmp_path_factory):
     return convert_with_cli(tmp_path_factory.mktemp("quiet") / "adk.h5md", D.PSF, D.DCD)
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_quiet_run_prints_nothing(vacuum_h5md, where):
     args = ["run", "rmsd", D.PSF, vacuum_h5md, "--select", "name CA"]
@@ -38,6 +39,7 @@ def test_quiet_run_prints_nothing(vacuum_h5md, where):
     assert "selection: 'name CA'" in loud.stdout and "rmsd on" in loud.stdout
 
 
+@pytest.mark.cli
 def test_quiet_silences_mdanalysis_warnings(tmp_path, vacuum_h5md):
     """The PDB writer warns (no CRYST1 unit cell, no elements): with -q nothing of it shows."""
     out = tmp_path / "avg.pdb"
@@ -54,6 +56,7 @@ def test_quiet_silences_mdanalysis_warnings(tmp_path, vacuum_h5md):
     np.testing.assert_allclose(got.select_atoms("name CA").positions, ca.positions, atol=1e-3)
 
 
+@pytest.mark.cli
 def test_quiet_convert_verify_rechunk_pack_print_nothing(tmp_path, vacuum_h5md):
     rechunked = tmp_path / "r.h5md"
     npz = tmp_path / "s.npz"
@@ -72,12 +75,14 @@ def test_quiet_convert_verify_rechunk_pack_print_nothing(tmp_path, vacuum_h5md):
         np.testing.assert_array_equal(b[pos][()], a[pos][()])
 
 
+@pytest.mark.cli
 def test_quiet_still_prints_errors(vacuum_h5md):
     proc = run_cli("run", "rmsd", D.PSF, vacuum_h5md, "--select", "resname NOPE", "-q")
     assert proc.returncode != 0
     assert proc.stdout == "" and "error" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.cli
 def test_verbose_adds_readable_debug_lines(vacuum_h5md):
     n_ca = mda.Universe(D.PSF).select_atoms("name CA").n_atoms
     for args in (["-v", "run", "rmsd", D.PSF, vacuum_h5md, "--select", "name CA"],
@@ -92,6 +97,7 @@ def test_verbose_adds_readable_debug_lines(vacuum_h5md):
     assert not any(f"{n_ca} of 3341 atoms" in ln for ln in quiet.stderr.splitlines())
 
 
+@pytest.mark.cli
 def test_very_verbose_adds_the_libraries_lines(vacuum_h5md):
     proc = run_cli("run", "rmsd", D.PSF, vacuum_h5md, "-vv")
     assert proc.returncode == 0, proc.stderr
@@ -100,6 +106,7 @@ def test_very_verbose_adds_the_libraries_lines(vacuum_h5md):
     assert any(name.startswith(("MDAnalysis", "h5py")) for name in loggers), loggers
 
 
+@pytest.mark.cli
 def test_no_progress_bars_off_a_terminal(tmp_path, vacuum_h5md):
     """stderr is a pipe here, as in a batch job's log: no tqdm bar from any command."""
     npz = [tmp_path / f"s{i}.npz" for i in range(3)]
@@ -130,6 +137,7 @@ def test_line_progress_logs_every_tenth(caplog, monkeypatch):
     assert got == list(range(10, 101, 10)), got
 
 
+@pytest.mark.cli
 def test_auto_executor_line_printed_once(vacuum_h5md):
     proc = run_cli("run", "rmsd", D.PSF, vacuum_h5md, "--executor", "auto")
     assert proc.returncode == 0, proc.stderr

@@ -8,11 +8,14 @@ import warnings
 
 import MDAnalysis as mda
 import numpy as np
+import pytest
 from MDAnalysisTests.datafiles import DCD, PSF
 
 from tests.conftest import run_cli
 from tests.sources.test_follow import mda_rmsd, producer
 from trajscale.endings import Ending
+
+pytestmark = pytest.mark.cli
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 

@@ -20,6 +20,8 @@ from MDAnalysisTests.datafiles import PSF
 from tests.conftest import ROOT
 from tests.sources.test_follow import producer
 
+pytestmark = pytest.mark.cli
+
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import MDAnalysis as mda
 import numpy as np
+import pytest
 from MDAnalysis.analysis import rms
 
 from tests.conftest import run_cli
+
+pytestmark = pytest.mark.cli
 
 
 def test_prints_the_selection_it_used(tmp_path, adk_vacuum, adk_vacuum_h5md):

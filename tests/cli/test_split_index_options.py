@@ -5,6 +5,7 @@ from __future__ import annotations
 import h5py
 import MDAnalysis as mda
 import numpy as np
+import pytest
 from MDAnalysis.analysis import rms
 from MDAnalysis.coordinates.memory import MemoryReader
 
@@ -12,6 +13,8 @@ import trajscale as ts
 from tests.cli._helpers import adk_positions, assert_clean_failure, write_two_groups, write_without_units
 from tests.conftest import run_cli
 from trajscale.sources import SegmentedSource
+
+pytestmark = pytest.mark.cli
 
 
 def test_split_states_the_units_of_an_input_without_them(tmp_path, adk_vacuum):

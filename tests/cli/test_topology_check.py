@@ -27,6 +27,7 @@ def test_format_as_mdanalysis_guesses_it(tmp_path, name):
     assert trajectory_only_format(str(path)) == want
 
 
+@pytest.mark.cli
 def test_check_imports_no_mdanalysis(tmp_path):
     path = tmp_path / "top.xtc"
     path.write_text("x")

@@ -14,6 +14,8 @@ from MDAnalysisTests import datafiles as D
 
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.cli
+
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
 

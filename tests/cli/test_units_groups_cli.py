@@ -33,6 +33,7 @@ def files(tmp_path_factory, adk_vacuum):
     return {"multi": str(multi), "nounit": str(nounit), "multi_nm": str(multi_nm), "dir": d}
 
 
+@pytest.mark.cli
 def test_several_groups_need_a_choice(files, adk_vacuum):
     top, multi = adk_vacuum[0], files["multi"]
     out = files["dir"] / "out.h5md"
@@ -53,6 +54,7 @@ def test_several_groups_need_a_choice(files, adk_vacuum):
                          "no particle group 'water'")
 
 
+@pytest.mark.cli
 def test_inspect_lists_every_group(files):
     proc = run_cli("inspect", files["multi"])
     assert proc.returncode == 0, proc.stderr
@@ -66,6 +68,7 @@ def test_inspect_lists_every_group(files):
     assert one.returncode == 0 and "read amplification" in one.stdout and "'solvent'" in one.stdout
 
 
+@pytest.mark.cli
 def test_missing_units_refused_unless_stated(files, adk_vacuum):
     top, f = adk_vacuum[0], files["nounit"]
     for args in (["run", "rmsd", top, f, "--no-progress"], ["inspect", f]):
@@ -83,6 +86,7 @@ def test_missing_units_refused_unless_stated(files, adk_vacuum):
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
 
 
+@pytest.mark.cli
 def test_convert_units_option(files, adk_vacuum):
     out = files["dir"] / "gmx.h5md"
     ok = run_cli("convert", *adk_vacuum, "-o", str(out), "--units", "gromacs", "--stop", "5", "--no-progress")
@@ -93,6 +97,7 @@ def test_convert_units_option(files, adk_vacuum):
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
 
+@pytest.mark.cli
 def test_groupselection_still_reports_groups(tmp_path, adk_vacuum, adk_vacuum_h5md):
     csv = tmp_path / "g.csv"
     ok = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--groupselection", "backbone", "--out", str(csv),
@@ -102,6 +107,7 @@ def test_groupselection_still_reports_groups(tmp_path, adk_vacuum, adk_vacuum_h5
     assert header.count(",") >= 3, header
 
 
+@pytest.mark.mpi
 def test_mpi_ranks_read_the_chosen_group_in_the_stated_units(files, adk_vacuum):
     """--group and --assume-units travel to every MPI rank with the source's config."""
     from tests.conftest import run_mpi
@@ -115,6 +121,7 @@ def test_mpi_ranks_read_the_chosen_group_in_the_stated_units(files, adk_vacuum):
     np.testing.assert_allclose(np.loadtxt(csv, delimiter=",", skiprows=1)[:, 2], ref, atol=1e-4)
 
 
+@pytest.mark.cli
 def test_every_analysis_reads_the_chosen_group(files, adk_vacuum):
     """run rgyr (and the other analyses sharing the run options) honour --group and --assume-units."""
     top = adk_vacuum[0]

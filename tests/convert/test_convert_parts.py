@@ -108,6 +108,7 @@ def test_convert_and_verify_parse_the_topology_without_its_coordinates(tmp_path,
         np.testing.assert_allclose(f["particles/all/position/value"][()], ref, atol=1e-4)   # Angstrom
 
 
+@pytest.mark.mpi
 def test_under_mpi_only_rank_0_scans_the_parts(tmp_path):
     """mpiexec -n 2 convert of three XTC parts: each part's offsets are scanned once (by rank 0) and
     shipped, never rescanned by the other rank; the file equals MDAnalysis's frames and no offset cache

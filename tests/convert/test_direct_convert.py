@@ -173,6 +173,7 @@ def test_resume_after_every_frame_was_counted_keeps_them(tmp_path, adk_vacuum_h5
     assert_same_tree(adk_vacuum_h5md, out)
 
 
+@pytest.mark.cli
 def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
     """convert on processes(2), uncompressed, stopped by SIGTERM mid-run and resumed: the uninterrupted file."""
     inputs = [D.XTC] * 40   # 400 frames; protein only, so the files stay small

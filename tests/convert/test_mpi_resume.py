@@ -87,6 +87,7 @@ def _resume_and_compare(tmp_path, out, record):
     assert rep.ok and rep.n_frames == 300, rep.problems
 
 
+@pytest.mark.slow
 def test_sigterm_to_mpiexec_then_resume_equals_uninterrupted(tmp_path):
     out = tmp_path / "resumed.h5md"
     tmp, record = partial_paths(out, "convert")
@@ -112,6 +113,7 @@ def test_sigterm_to_mpiexec_then_resume_equals_uninterrupted(tmp_path):
     _resume_and_compare(tmp_path, out, record)
 
 
+@pytest.mark.slow
 def test_a_killed_rank_then_resume_equals_uninterrupted(tmp_path):
     out = tmp_path / "resumed.h5md"
     tmp, record = partial_paths(out, "convert")

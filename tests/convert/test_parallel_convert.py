@@ -79,6 +79,7 @@ def test_renumbered_concatenation_on_three_workers(tmp_path):
     assert rep.ok, rep.problems
 
 
+@pytest.mark.cli
 def test_virtual_output_reads_identically_and_moves_with_its_parts(tmp_path):
     out = tmp_path / "v.h5md"
     r = run_cli("convert", D.GRO, D.XTC, D.XTC, "-o", str(out), "--chunks", "4", "--executor", "processes",
@@ -114,6 +115,7 @@ def test_virtual_needs_a_parallel_executor_and_a_free_parts_name(tmp_path):
     assert not (tmp_path / "b.h5md").exists()
 
 
+@pytest.mark.cli
 def test_bad_input_on_processes_is_one_clear_error_and_leaves_nothing(tmp_path):
     """A part with another system's atom count (AdK in vacuum's DCD after AdK in water's XTC)."""
     out = tmp_path / "out.h5md"
@@ -164,6 +166,8 @@ def _wait_for_progress(proc, records, deadline_s=180):
         time.sleep(0.02)
 
 
+@pytest.mark.cli
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", ["serial", "processes", "dask"])
 def test_sigterm_then_resume_equals_uninterrupted(tmp_path, executor):
     """A convert stopped by SIGTERM mid-run and resumed gives the uninterrupted file (every dataset and attr)."""

@@ -65,6 +65,8 @@ def _interrupt(out, how: str, resume: bool) -> None:
     assert "Traceback" not in err, err[-3000:]
 
 
+@pytest.mark.mpi
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["serial", "processes", pytest.param("mpi", marks=pytest.mark.mpi)])
 def test_four_requeues_keep_the_size_of_a_clean_convert(tmp_path, how):
     if how == "mpi":
@@ -96,6 +98,7 @@ def test_four_requeues_keep_the_size_of_a_clean_convert(tmp_path, how):
             np.testing.assert_array_equal(pos[i], ts.positions[sel], err_msg=f"frame {i}")
 
 
+@pytest.mark.cli
 def test_inspect_and_verify_report_space_that_holds_no_data(tmp_path):
     """A file whose datasets were shrunk, closed and grown again (as a resume did) carries dead space:
     inspect says how much, and verify mentions it; a clean convert gets no such line."""

@@ -20,6 +20,8 @@ from trajscale.convert.split import split
 from trajscale.convert.verify import verify
 from trajscale.store.layout import Layout
 
+pytestmark = pytest.mark.cli
+
 POS = "particles/all/position/value"
 
 

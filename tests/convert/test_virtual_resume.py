@@ -22,6 +22,8 @@ from trajscale.convert.rechunk import rechunk
 from trajscale.convert.resume import load_record, partial_paths
 from trajscale.store.layout import Layout
 
+pytestmark = pytest.mark.cli
+
 CRASH = {
     # after the first segment is moved and fsynced
     "mid-move": "import trajscale.convert.segmented as m\n"

@@ -48,6 +48,7 @@ def test_choice_follows_the_estimate(frames, atoms, n, expected):
     assert choice == expected, why
 
 
+@pytest.mark.cli
 def test_cli_default_is_auto(adk_vacuum, adk_vacuum_h5md):
     proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "name CA")
     assert proc.returncode == 0, proc.stderr

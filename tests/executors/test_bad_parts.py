@@ -112,6 +112,7 @@ def test_mpi_damaged_h5md_segment_ends_every_rank(tmp_path, adk_vacuum, bad_h5md
     assert not (tmp_path / "x.csv").exists()
 
 
+@pytest.mark.cli
 def test_dask_bad_xtc_part_ends_the_run(tmp_path, adk_vacuum, bad_xtc_chain):
     pytest.importorskip("distributed")
     _, parts = bad_xtc_chain
@@ -122,6 +123,7 @@ def test_dask_bad_xtc_part_ends_the_run(tmp_path, adk_vacuum, bad_xtc_chain):
     assert not (tmp_path / "x.csv").exists()
 
 
+@pytest.mark.cli
 def test_dask_damaged_h5md_segment_ends_the_run(tmp_path, adk_vacuum, bad_h5md_segments):
     pytest.importorskip("distributed")
     started = time.monotonic()

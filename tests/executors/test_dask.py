@@ -81,6 +81,7 @@ def test_task_error_names_frames(tmp_path, adk_vacuum, adk_vacuum_h5md, cluster)
                n_tasks=4)
 
 
+@pytest.mark.slow
 def test_killed_worker_does_not_change_result(adk_vacuum, adk_vacuum_h5md, serial_table):
     """SIGKILL one of two workers mid-run: its tasks rerun elsewhere, the result is identical."""
     slow_analysis.register()

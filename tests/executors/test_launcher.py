@@ -26,6 +26,7 @@ def _errors(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.strip()]
 
 
+@pytest.mark.mpi
 def test_serial_run_under_mpiexec_is_refused(tmp_path, adk_vacuum, adk_vacuum_h5md):
     out = tmp_path / "rmsd.csv"
     proc = run_mpi(2, ["-m", "trajscale.cli.main", "run", "rmsd", adk_vacuum[0], adk_vacuum_h5md,
@@ -37,6 +38,7 @@ def test_serial_run_under_mpiexec_is_refused(tmp_path, adk_vacuum, adk_vacuum_h5
     assert not out.exists()
 
 
+@pytest.mark.mpi
 def test_serial_run_under_mpiexec_n1_runs(tmp_path, adk_vacuum, adk_vacuum_h5md):
     out = tmp_path / "rmsd.csv"
     proc = run_mpi(1, ["-m", "trajscale.cli.main", "run", "rmsd", adk_vacuum[0], adk_vacuum_h5md,
@@ -45,6 +47,7 @@ def test_serial_run_under_mpiexec_n1_runs(tmp_path, adk_vacuum, adk_vacuum_h5md)
     assert out.exists()
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("launcher", [
     {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0"},        # Open MPI's mpirun
     {"SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "0", "SLURM_NTASKS": "4"},   # srun
@@ -60,6 +63,7 @@ def test_mpi_world_of_one_under_another_launcher_names_the_right_one(tmp_path, a
     assert not out.exists()
 
 
+@pytest.mark.cli
 def test_serial_run_under_other_ranks_is_silent_and_refused(tmp_path, adk_vacuum, adk_vacuum_h5md):
     """Rank 1 of a PMIx job: refused, and silent (rank 0 prints the one message)."""
     out = tmp_path / "rmsd.csv"

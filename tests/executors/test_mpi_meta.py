@@ -8,9 +8,12 @@ from pathlib import Path
 
 import MDAnalysis as mda
 import numpy as np
+import pytest
 from MDAnalysis.analysis import rms
 
 from tests.conftest import run_mpi
+
+pytestmark = pytest.mark.mpi
 
 SCRIPT = str(Path(__file__).with_name("mpi_meta_script.py"))
 

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from MDAnalysis.analysis import rms
 
+pytestmark = pytest.mark.cli
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")

@@ -9,6 +9,8 @@ import pytest
 from trajscale.demo import build_demo_file
 from trajscale.testing.peak_rss import peak_rss
 
+pytestmark = [pytest.mark.cli, pytest.mark.slow]   # its module fixture writes a 2,000-frame file
+
 MB = 1024**2
 SELECT = "name CA or index 47680"   # CA atoms at the start of the frame, one atom at its very end
 

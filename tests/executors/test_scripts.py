@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 from MDAnalysis.analysis import rms
 
+pytestmark = pytest.mark.cli
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

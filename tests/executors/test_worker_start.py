@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.cli
+
 DRIVER = r"""
 import json, sys
 from trajscale.executors.processes import ProcessExecutor

@@ -185,6 +185,7 @@ def _run_python(code: str):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
 
+@pytest.mark.cli
 def test_an_rdf_run_goes_through_the_built_extension_without_numba():
     """A whole RDF run (the AdK water box, a dodecahedron) in a fresh process where numba cannot be
     imported: the pairs come from the compiled extension, not from MDAnalysis's per-frame search
@@ -209,6 +210,7 @@ def test_an_rdf_run_goes_through_the_built_extension_without_numba():
     np.testing.assert_array_equal(np.array(out[1].split(), float), ref)
 
 
+@pytest.mark.cli
 def test_ctrl_c_interrupts_a_long_kernel_promptly():
     """The kernel releases the GIL in slices and looks for Ctrl-C between them: SIGINT ends a call
     of tens of seconds within a few (a generous bound for a loaded machine)."""

@@ -148,6 +148,7 @@ def test_a_frame_view_is_not_copied(frames):
     assert out.shape == (1000,) and np.all(out == superpose_rmsd(one[None], ref)[0])
 
 
+@pytest.mark.cli
 def test_ctrl_c_interrupts_a_long_kernel_promptly():
     """SIGINT during a kernel of 10 million frames (a broadcast view: no memory) ends it within seconds."""
     code = textwrap.dedent("""
@@ -180,6 +181,7 @@ def test_ctrl_c_interrupts_a_long_kernel_promptly():
     assert waited < 5.0, waited   # one chunk of frames (milliseconds), not the whole kernel
 
 
+@pytest.mark.cli
 def test_an_rmsd_run_imports_no_numba(adk_vacuum, adk_vacuum_h5md):
     code = textwrap.dedent(f"""
         import sys

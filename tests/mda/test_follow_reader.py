@@ -17,6 +17,8 @@ from MDAnalysisTests.datafiles import DCD, PSF, TPR, XTC
 import trajscale.mda  # noqa: F401 - registers the TRAJSCALE format
 from tests.sources.test_follow import producer
 
+pytestmark = pytest.mark.cli
+
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
 

@@ -67,6 +67,7 @@ def read_only_dir(tmp_path):
         subprocess.run(["umount", str(d)], check=False)
 
 
+@pytest.mark.cli
 def test_an_unwritable_directory_is_refused_saying_why(read_only_dir):
     out = read_only_dir / "out.h5md"
     with pytest.raises(OutputError) as err:

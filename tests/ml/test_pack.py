@@ -56,6 +56,7 @@ def test_processes_executor_equals_serial(tmp_path, npz_set):
             np.testing.assert_array_equal(a[k][()], b[k][()])
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("bad", ["shape", "dtype", "missing"])
 def test_mismatch_is_one_error_naming_file_and_key(tmp_path, npz_set, bad):
     paths, originals = npz_set
@@ -88,6 +89,7 @@ def _corrupt_member_data(path):
     open(path, "wb").write(bytes(raw))
 
 
+@pytest.mark.cli
 def test_interrupted_pack_resumes_to_the_same_store(tmp_path, npz_set):
     paths, originals = npz_set
     pack(paths, tmp_path / "whole.h5")
@@ -125,6 +127,7 @@ def test_resume_refuses_a_packed_file_that_changed(tmp_path, npz_set):
         pack(paths, out, resume=True)
 
 
+@pytest.mark.cli
 def test_cli_help_and_bad_input():
     r = run_cli("pack", "--help")
     assert r.returncode == 0 and "--resume" in r.stdout
@@ -132,6 +135,7 @@ def test_cli_help_and_bad_input():
     assert r.returncode == 2 and "/nonexistent.npz: no such file" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.cli
 def test_sigterm_mid_pack_then_resume_equals_uninterrupted(tmp_path):
     import os
     import signal
@@ -162,6 +166,7 @@ def test_sigterm_mid_pack_then_resume_equals_uninterrupted(tmp_path):
             np.testing.assert_array_equal(a[k][()], b[k][()])
 
 
+@pytest.mark.cli
 def test_pack_and_numpy_batches_work_without_torch(tmp_path, npz_set):
     import subprocess
     import sys

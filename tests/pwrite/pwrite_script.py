@@ -1,7 +1,8 @@
 """Run ParallelWriter under mpiexec (driven by test_parallel_writer.py).
 
 usage: pwrite_script.py equal OUTDIR      every strategy, write() and write_frames()
-       pwrite_script.py one OUTDIR STRATEGY  that strategy only: STRATEGY.h5md and frames-STRATEGY.h5md
+       pwrite_script.py one OUTDIR STRATEGY[,STRATEGY...]  those strategies only: STRATEGY.h5md and
+                                                        frames-STRATEGY.h5md for each
        pwrite_script.py bad OUTDIR        every bad input; each rank writes what it raised
        pwrite_script.py kill OUT STRATEGY write frames until killed, printing each commit
        pwrite_script.py exists OUT        OUT exists: refused by default, replaced with overwrite=True
@@ -184,10 +185,11 @@ if __name__ == "__main__":
     mode, target = sys.argv[1], Path(sys.argv[2])
     if mode == "equal":
         equal(target)
-    elif mode == "one":   # many ranks on a small machine: one strategy per launch
+    elif mode == "one":   # many ranks on a small machine: the named strategies, without the gzip and no-MPI-IO cases
         top, data = topology(), adk_frames()
-        write_domains(target / f"{sys.argv[3]}.h5md", data, sys.argv[3], topology=top)
-        write_blocks(target / f"frames-{sys.argv[3]}.h5md", data, sys.argv[3], topology=top)
+        for strategy in sys.argv[3].split(","):
+            write_domains(target / f"{strategy}.h5md", data, strategy, topology=top)
+            write_blocks(target / f"frames-{strategy}.h5md", data, strategy, topology=top)
     elif mode == "bad":
         bad(target)
     elif mode == "exists":

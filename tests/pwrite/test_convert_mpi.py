@@ -26,6 +26,7 @@ DATASETS = ("position/value", "position/step", "position/time", "velocity/value"
             "box/edges/value")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [2, 3])
 @pytest.mark.parametrize("system", INPUTS)
 def test_mpi_convert_equals_serial(tmp_path, system, n):

@@ -85,6 +85,7 @@ def references(tmp_path_factory, data):
     return {"": reference(d / "plain.h5md", data), "-gzip": reference(d / "gzip.h5md", data, "gzip")}
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_every_strategy_equals_serial_reference(tmp_path, data, references, n):
@@ -187,6 +188,7 @@ def test_existing_output_refused_on_every_rank(tmp_path, data):
     assert not list(tmp_path.glob(".*tmp*")), "temporary files left behind"
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_bad_input_same_error_on_every_rank(tmp_path, n):

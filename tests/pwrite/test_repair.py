@@ -16,6 +16,8 @@ from trajscale.sources import H5MDSource
 from trajscale.store.layout import Layout
 from trajscale.store.writer import H5MDWriter
 
+pytestmark = pytest.mark.cli
+
 
 def interrupted(path, chunks: str, data) -> None:
     """Three frames committed, a fourth written but never committed (as a killed job leaves it)."""

@@ -21,6 +21,8 @@ from trajscale.report.advice import RULES
 from trajscale.sources import H5MDSource
 from trajscale.store.layout import Layout
 
+pytestmark = pytest.mark.cli
+
 POS = "particles/all/position/value"
 AMP_SUBSET_ONLY = {"one frame": 8.0, "block of 100 frames": 1.28, "150-atom subset, 100 frames": 21.0}
 

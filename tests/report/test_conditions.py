@@ -48,6 +48,7 @@ def _fincore_bytes(path) -> int:
 
 
 @linux
+@pytest.mark.cli
 def test_page_cache_state_agrees_with_fincore(tmp_path):
     if shutil.which("fincore") is None:
         pytest.skip("util-linux fincore is not installed")

@@ -246,6 +246,7 @@ def test_rule_does_not_trigger(name):
         assert RULES[name](report, diagnose(report)) is None, name
 
 
+@pytest.mark.cli
 def test_chain_advice_names_200_parts_as_one_glob_the_shell_expands_to_them(tmp_path):
     """The suggested convert command over a 200-part chain is short and runnable: ``sh`` expands its glob
     to exactly the parts, in the run's order, and the output is named after the chain, not part 0."""

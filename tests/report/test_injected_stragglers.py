@@ -21,7 +21,7 @@ from trajscale.report.timing import RunReport
 BIG = Machine(name="big", nodes=1, cores_per_node=1024)
 
 pytest.importorskip("mpi4py")
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.slow, pytest.mark.mpi]
 
 SLOW_RANK = 2
 #: hook -> (seconds, the cause the report must name, the model's straggler label)

@@ -33,6 +33,7 @@ def water(tmp_path_factory):
     return convert_with_cli(tmp_path_factory.mktemp("machine") / "adk_water.h5md", D.GRO, D.XTC)
 
 
+@pytest.mark.cli
 @pytest.mark.skipif(len(TWO) < 2, reason="needs two CPUs")
 def test_sixteen_workers_on_two_cores_are_told_so_and_never_to_add_workers(tmp_path, water):
     rep = tmp_path / "r.json"

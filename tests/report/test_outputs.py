@@ -186,6 +186,7 @@ def report_files(tmp_path):
     return paths
 
 
+@pytest.mark.cli
 def test_cli_report_good(report_files, tmp_path):
     proc = run_cli("report", str(report_files[4]))
     assert proc.returncode == 0, proc.stderr
@@ -193,6 +194,7 @@ def test_cli_report_good(report_files, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.cli
 def test_cli_report_several_with_outputs(report_files, tmp_path):
     pytest.importorskip("matplotlib")
     png, trace = tmp_path / "out.png", tmp_path / "trace.json"
@@ -209,11 +211,13 @@ def test_cli_report_several_with_outputs(report_files, tmp_path):
     assert out["reports"][1]["diagnosis"]["stragglers"][0]["component"] == "t_init_traj"
 
 
+@pytest.mark.cli
 def test_cli_report_help():
     proc = run_cli("report", "--help")
     assert proc.returncode == 0 and "--baseline" in proc.stdout and "straggler" in proc.stdout
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("content", [None, b"\x00\x01garbage\xff", b"{not json", b"[1, 2, 3]", b'"hello"',
                                      b'{"analysis": "rmsd"}', (b'{"analysis": "x", "executor": "mpi", '
                                      b'"n_workers": 1, "n_frames": 1, "n_atoms": 1, "source": {}, '

@@ -84,6 +84,7 @@ def test_the_assumptions_say_the_sizes_were_measured_and_which_launch_was_used()
     assert model_assumptions(fit(report, "processes"), machine)[2][2] == "defaulted"
 
 
+@pytest.mark.cli
 def test_a_followed_run_records_the_sizes_a_finished_run_does(tmp_path):
     """A run that followed a file to its end moved the same job and partials as a run over the finished file."""
     from tests.conftest import run_cli

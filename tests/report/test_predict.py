@@ -158,6 +158,7 @@ def _write(tmp_path, report, name="r.json"):
     return path
 
 
+@pytest.mark.cli
 def test_cli_predict_prints_the_table_and_writes_json(tmp_path):
     path = _write(tmp_path, _serial(imports=0.1, topology=0.05))
     out = tmp_path / "pred.json"
@@ -176,6 +177,7 @@ def test_cli_predict_prints_the_table_and_writes_json(tmp_path):
     assert preds[-1]["limit"] == "storage bandwidth"
 
 
+@pytest.mark.cli
 def test_cli_json_out_refuses_an_input_and_an_existing_file(tmp_path):
     path = _write(tmp_path, _serial())
     before = path.read_bytes()
@@ -190,6 +192,7 @@ def test_cli_json_out_refuses_an_input_and_an_existing_file(tmp_path):
     assert proc.returncode == 0 and json.loads(other.read_text())["predictions"][0]["n"] == 2
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("bad", ["0", "two", "2,,x"])
 def test_cli_refuses_bad_rank_counts(tmp_path, bad):
     path = _write(tmp_path, _serial())

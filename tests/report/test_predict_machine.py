@@ -108,6 +108,7 @@ def test_the_range_holds_the_prediction_and_widens_with_the_inputs_spread():
 
 # -- the command -------------------------------------------------------------------------------------
 
+@pytest.mark.cli
 def test_cli_prints_and_writes_the_assumptions(tmp_path):
     path = tmp_path / "r.json"
     _serial(imports=0.1, topology=0.05).write(path)
@@ -127,6 +128,7 @@ def test_cli_prints_and_writes_the_assumptions(tmp_path):
     assert rows["nodes"]["origin"] == "given"
 
 
+@pytest.mark.cli
 def test_cli_machine_profile_and_a_bad_one(tmp_path):
     path = tmp_path / "r.json"
     _serial(imports=0.1, topology=0.05).write(path)

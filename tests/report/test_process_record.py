@@ -67,6 +67,7 @@ def test_process_start_is_not_moved_by_a_slow_proc_read(monkeypatch):
     assert process.process_start() == pytest.approx(calm, abs=0.02)
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("kind", ["serial", "processes", "mpi"])
 def test_phases_cover_the_process_wall_measured_from_outside(kind, adk_vacuum, tmp_path):
     report = tmp_path / "r.json"
@@ -100,6 +101,7 @@ def test_phases_cover_the_process_wall_measured_from_outside(kind, adk_vacuum, t
     assert "process " in proc.stdout and "from its start" in proc.stdout
 
 
+@pytest.mark.cli
 def test_a_short_run_gets_one_line_instead_of_straggler_advice(adk_vacuum, tmp_path):
     proc = run_cli(*_rmsd_args(adk_vacuum, tmp_path / "r.json", "processes", 2))
     assert proc.returncode == 0, proc.stderr
@@ -124,6 +126,7 @@ def test_a_short_run_gets_one_line_instead_of_straggler_advice(adk_vacuum, tmp_p
 SLOW = 5.0
 
 
+@pytest.mark.cli
 def test_a_pool_worker_slow_to_start_is_a_straggler_named_start_up(adk_vacuum, adk_vacuum_h5md, tmp_path):
     report = tmp_path / "r.json"
     env = {"TRAJSCALE_TEST_SLOW_START": f"{SLOW}:one", "TRAJSCALE_TEST_SLOW_START_TOKEN": str(tmp_path / "token")}
@@ -139,6 +142,7 @@ def test_a_pool_worker_slow_to_start_is_a_straggler_named_start_up(adk_vacuum, a
     assert d["process"]["phases"]["pool_start"] >= 0.5 * SLOW   # joining it was part of the run
 
 
+@pytest.mark.mpi
 def test_an_mpi_rank_slow_to_start_is_a_straggler_named_start_up(adk_vacuum, adk_vacuum_h5md, tmp_path):
     report = tmp_path / "r.json"
     args = _rmsd_args((adk_vacuum[0], adk_vacuum_h5md), report, "mpi")

@@ -231,6 +231,7 @@ def test_each_worker_process_holds_only_the_parts_of_its_tasks(tmp_path, water_r
     assert not [p for p in os.listdir(tmp_path / "chain") if "offsets" in p or "lock" in p]
 
 
+@pytest.mark.mpi
 def test_mpi_ranks_open_only_their_parts(tmp_path, water_rmsd):
     """``mpiexec -n 2``: each rank opens only the parts of its frames; no offset caches are written."""
     parts = _long_chain(tmp_path / "chain", 8, 2)
@@ -272,6 +273,7 @@ def test_parts_with_other_atom_counts_are_one_clear_error(xtc_parts, dcd_parts):
         open_source([xtc_parts[0], dcd_parts[0]], D.GRO)
 
 
+@pytest.mark.cli
 def test_a_damaged_part_is_named_in_one_clear_error(xtc_parts, tmp_path):
     """The CLI over a chain whose middle part is cut short, or is not an XTC: one line naming that part."""
     from tests.cli._helpers import assert_clean_failure

@@ -21,7 +21,8 @@ from tests.conftest import ROOT
 
 pytest.importorskip("imdclient")
 GMX = shutil.which("gmx")
-pytestmark = pytest.mark.skipif(GMX is None, reason="gmx (GROMACS) is not on PATH: apt-get install gromacs")
+pytestmark = [pytest.mark.cli,
+              pytest.mark.skipif(GMX is None, reason="gmx (GROMACS) is not on PATH: apt-get install gromacs")]
 
 TOPOLOGY = """#include "oplsaa.ff/forcefield.itp"
 #include "oplsaa.ff/spc.itp"

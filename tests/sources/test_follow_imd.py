@@ -46,6 +46,7 @@ def _stream_into_cli(args: list[str], version: int = 3, frames: int | None = Non
     return proc
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize(("executor", "version"), [("serial", 3), ("serial", 2), ("processes", 3), ("processes", 2),
                                                   ("dask", 3)])
 def test_imd_stream_is_analysed_as_it_comes(tmp_path, version, executor):
@@ -66,12 +67,14 @@ def test_imd_stream_is_analysed_as_it_comes(tmp_path, version, executor):
     assert np.array_equal(got, np.loadtxt(full, delimiter=",", skiprows=1))
 
 
+@pytest.mark.cli
 def test_a_bad_stream_address_is_one_line(tmp_path):
     proc = run_cli("run", "rmsd", PSF, "imd://localhost")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "imd://HOST:PORT" in proc.stderr
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("ending", ["ends", "reset"])
 def test_imd_stream_under_mpi(tmp_path, ending):
     """``mpiexec -n 2``: rank 0 receives, both ranks analyse. A producer that ends the stream, or one whose
@@ -104,6 +107,7 @@ def test_imd_stream_under_mpi(tmp_path, ending):
     assert os.listdir(tmp_path) == ["rmsd.csv"]   # the temporary stream file is gone
 
 
+@pytest.mark.cli
 def test_a_stream_that_cannot_be_received_is_one_line(tmp_path):
     import socket
 
@@ -117,6 +121,7 @@ def test_a_stream_that_cannot_be_received_is_one_line(tmp_path):
     assert not (tmp_path / "r.csv").exists()
 
 
+@pytest.mark.cli
 def test_an_existing_tee_is_followed_only_once_the_new_stream_replaces_it(tmp_path):
     """``--tee old.h5md --overwrite``: the old file (complete, 98 frames) is not taken for the new stream's."""
     tee, out = tmp_path / "stream.h5md", tmp_path / "rmsd.csv"
@@ -131,6 +136,7 @@ def test_an_existing_tee_is_followed_only_once_the_new_stream_replaces_it(tmp_pa
     np.testing.assert_allclose(np.loadtxt(out, delimiter=",", skiprows=1)[:, 2], ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.cli
 def test_advice_on_a_stream_not_kept_names_no_deleted_file(tmp_path):
     """Without ``--tee`` the stream's H5MD copy is deleted when the run ends: the summary and the report's
     advice (on that copy's one-frame chunks) name the file ``--tee`` would keep, never the deleted one."""

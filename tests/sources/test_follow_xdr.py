@@ -113,6 +113,7 @@ def test_damage_in_a_growing_file_is_still_refused(tmp_path, fmt):
         _xdr.scan_growing(str(junk), fmt.upper())
 
 
+@pytest.mark.cli
 def test_xtc_written_by_mdanalysis_while_followed_equals_the_finished_file(tmp_path):
     """MDAnalysis's XTCWriter in another process, a frame every 20 ms, then ``TRAJ.done``."""
     out = tmp_path / "growing.xtc"

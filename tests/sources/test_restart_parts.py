@@ -75,6 +75,7 @@ def test_convert_joins_restart_parts_as_mdanalysis_continuous(parts, tmp_path):
         np.testing.assert_array_equal(f["particles/all/position/step"][()], np.arange(1, 29))
 
 
+@pytest.mark.cli
 def test_verify_joins_parts_and_passes_an_independent_join(parts, tmp_path):
     """An H5MD file of MDAnalysis's continuous chain (written by MDAnalysis, one XTC) verifies against the parts."""
     u = mda.Universe(D.PSF, parts, continuous=True)
@@ -89,6 +90,7 @@ def test_verify_joins_parts_and_passes_an_independent_join(parts, tmp_path):
     assert "28 frames" in r.stdout and "OK" in r.stdout
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("via", ["index", "parts"])
 def test_run_rmsd_over_restart_parts_equals_mdanalysis_continuous(parts, tmp_path, via):
     ref_u = mda.Universe(D.PSF, parts, continuous=True)
@@ -107,6 +109,7 @@ def test_run_rmsd_over_restart_parts_equals_mdanalysis_continuous(parts, tmp_pat
     np.testing.assert_allclose(got.rmsd, ref[:, 2], atol=1e-4)
 
 
+@pytest.mark.cli
 def test_overlapping_part_is_refused_naming_both_and_joins_with_continuous(tmp_path):
     """A part starting 4 frames before the previous part's end: refused; --continuous: the later part wins."""
     over = write_parts(tmp_path, [(0, 10), (6, 16)], name="over")
@@ -131,6 +134,7 @@ def test_overlapping_part_is_refused_naming_both_and_joins_with_continuous(tmp_p
                                atol=1e-4)
 
 
+@pytest.mark.cli
 def test_whole_repeats_are_renumbered_and_the_message_counts_frames_and_parts(parts, tmp_path):
     """The demo's way: one file given three times. Renumbered, as before, and the warning says how many."""
     out = tmp_path / "three.h5md"

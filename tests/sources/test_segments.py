@@ -135,6 +135,7 @@ def test_missing_segment_named_when_read(tmp_path, adk_vacuum_h5md):
             src.read(30, 60)
 
 
+@pytest.mark.cli
 def test_cli_split_then_run(tmp_path, adk_vacuum, adk_vacuum_h5md):
     proc = run_cli("split", adk_vacuum_h5md, "-o", str(tmp_path / "s"), "--parts", "3")
     assert proc.returncode == 0, proc.stderr

@@ -294,10 +294,14 @@ def outcomes(tmp_path_factory) -> dict[str, list[str]]:
     return run_variants(variants, root)
 
 
+@pytest.mark.cli   # the variants are read in worker processes (the outcomes fixture)
+@pytest.mark.slow
 def test_many_variants_were_tried(outcomes):
     assert len(outcomes) > 3000
 
 
+@pytest.mark.cli   # the variants are read in worker processes (the outcomes fixture)
+@pytest.mark.slow
 def test_no_variant_crashes_hangs_or_gives_a_traceback(outcomes):
     bad = {k: v for k, v in outcomes.items() if v}
     assert not bad, f"{len(bad)} of {len(outcomes)} variants mishandled, e.g. " + \
@@ -312,6 +316,7 @@ def _cli_process(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
                           timeout=300, preexec_fn=_limit_memory, cwd=tmp)
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("change", ["bytecount-plus65536", "bytecount-4", "ranges-2147483648_2147483647",
                                     "smallidx1000", "natoms2-11"])
 def test_cli_processes_refuse_a_damaged_xtc_with_one_line(tmp_path, change):

@@ -135,6 +135,7 @@ def test_decoder_refuses_rows_that_do_not_fit():
         f.read(offsets, frames, None, {"position": np.empty((3, n, 3), np.float32)}, edges, t, st, SCALE)
 
 
+@pytest.mark.cli
 def test_cached_run_on_an_xtc_imports_neither_mdanalysis_nor_scipy(tmp_path, monkeypatch):
     """An XTC with its topology and selection cached: no MDAnalysis, no SciPy (0.5 s of a process),
     and MDAnalysis's RMSD over the same frames."""

@@ -100,6 +100,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=600, cwd=cwd)
 
 
+@pytest.mark.cli
 def test_cli_reads_the_complete_frames_and_strict_refuses(tmp_path):
     path, kept, at = _cut(XTC, tmp_path, 2000)
     proc = _cli("inspect", str(path), "--json", cwd=tmp_path)

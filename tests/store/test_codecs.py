@@ -61,6 +61,7 @@ def test_bad_codec_is_one_clear_error(bad, says):
         Layout.parse("auto", bad)
 
 
+@pytest.mark.cli
 def test_cli_unknown_codec_lists_the_names(tmp_path, adk_vacuum_h5md):
     r = run_cli("rechunk", adk_vacuum_h5md, "-o", str(tmp_path / "x.h5md"), "--compression", "brotli")
     assert r.returncode != 0 and "Traceback" not in r.stderr

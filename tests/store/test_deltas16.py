@@ -133,6 +133,7 @@ def test_deltas32_decode_equals_numpy_cumsum():
     np.testing.assert_array_equal(out[..., ::2], ref)
 
 
+@pytest.mark.cli
 def test_delta_codecs_run_compiled_without_numba(tmp_path):
     """Encoding and decoding in a fresh process load no JIT: the loops are a built extension."""
     import subprocess

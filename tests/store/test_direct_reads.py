@@ -172,6 +172,7 @@ def test_the_report_says_which_fields_were_read_at_their_addresses(adk_vacuum, a
     assert ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], str(packed)).report.source.direct_reads == ()
 
 
+@pytest.mark.cli
 def test_a_small_read_in_a_fresh_process_takes_the_compiled_path_without_numba(adk_vacuum_h5md):
     """The gather loop is a built extension: a five-frame read in a fresh process reads at the byte
     addresses at once (it waited for a 512 MiB read or numba's ~0.7 s load before) and loads no JIT."""

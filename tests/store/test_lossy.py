@@ -123,6 +123,7 @@ def test_mdanalysis_refuses_deltas_clearly_and_reads_them_rechunked_to_floats(tm
         np.testing.assert_array_equal(got, src.read(0, src.n_frames).positions)
 
 
+@pytest.mark.cli
 def test_inspect_shows_and_verify_checks_the_bound(tmp_path, vacuum_deltas, adk_vacuum, adk_vacuum_h5md):
     facts = json.loads(run_cli("inspect", vacuum_deltas, "--json").stdout)
     assert facts["precision"]["angstrom"] == 0.01 and facts["precision"]["encoding"].startswith("atom-refs")
@@ -153,6 +154,7 @@ def test_floats_encoding_stays_plain_floats_for_mdanalysis(tmp_path, adk_vacuum_
     assert verify(adk_vacuum[0], [adk_vacuum[1]], str(out)).ok
 
 
+@pytest.mark.cli
 def test_bad_lossy_requests_are_clear(tmp_path, adk_vacuum_h5md):
     with pytest.raises(ConfigError, match="--encoding deltas needs --precision"):
         rechunk(adk_vacuum_h5md, tmp_path / "a.h5md", Layout.parse("auto", "zstd"), encoding="deltas")
@@ -176,6 +178,7 @@ def test_bad_lossy_requests_are_clear(tmp_path, adk_vacuum_h5md):
     assert r.returncode != 0 and "Traceback" not in r.stderr and "--compression" in r.stderr
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("encoding", ["floats", "deltas"])
 def test_convert_writes_lossy_directly_and_verify_passes(tmp_path, adk_vacuum, encoding):
     out = tmp_path / f"{encoding}.h5md"
@@ -192,6 +195,7 @@ def test_convert_writes_lossy_directly_and_verify_passes(tmp_path, adk_vacuum, e
     assert v.returncode == 0 and "within their stated bound" in v.stdout
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("encoding", ["floats", "deltas"])
 def test_mpi_convert_writes_the_same_lossy_file_as_serial(tmp_path, adk_vacuum, encoding):
     """Under mpiexec -n 2 each rank encodes its own frames; the stored values equal a serial convert's."""

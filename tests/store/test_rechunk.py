@@ -104,6 +104,7 @@ def water_file(tmp_path_factory):
     return str(out)
 
 
+@pytest.mark.cli
 def test_sigterm_then_resume_equals_uninterrupted(tmp_path, water_file):
     whole, resumed = tmp_path / "whole.h5md", tmp_path / "resumed.h5md"
     rechunk(water_file, whole, Layout.parse("4", "gzip:6"), slab_bytes=2 * 1024**2)
@@ -144,6 +145,7 @@ def test_resume_refuses_other_input_and_starts_without_partial(tmp_path, adk_vac
         rechunk(adk_vacuum_h5md, tmp_path / "y.h5md", Layout(), resume=True)
 
 
+@pytest.mark.cli
 def test_plugin_compressed_file_reads_on_workers(tmp_path, adk_vacuum, adk_vacuum_h5md):
     """A zstd (hdf5plugin) file: worker processes load the filter themselves."""
     pytest.importorskip("hdf5plugin")

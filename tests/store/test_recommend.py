@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.cli
+
 
 def rec(*args) -> dict:
     r = run_cli("inspect", *args, "--json")

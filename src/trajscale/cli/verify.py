@@ -12,8 +12,8 @@ from .options import add_h5md_options
 
 def add_parser(sub) -> None:
     p = sub.add_parser("verify", help="compare an H5MD file with its source trajectories",
-                       description="Frame-by-frame comparison of positions (max |dx|), velocities, forces, "
-                                   "time, step and box. Exit 0 only if equal within float32 round-off.")
+                       description="Frame-by-frame comparison of positions (the largest difference), velocities, "
+                                   "forces, time, step and box. Exit 0 only if equal within float32 round-off.")
     add_topology(p, "topology file of the source trajectories (TPR, PSF, GRO, PDB, ...)")
     p.add_argument("files", nargs="+", metavar="FILE", help="source trajectories, then the H5MD file last")
     p.add_argument("--select", default=None, help="the selection used when converting")

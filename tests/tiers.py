@@ -1,0 +1,170 @@
+"""The suite's tiers, enforced: a test is marked by how it runs (pyproject.toml declares the markers).
+
+* ``mpi``: the test starts ``mpiexec`` (or ``mpirun``/``srun``).
+* ``cli``: the test starts another process (the trajscale CLI, another Python, ``gmx``, ``git``, ...).
+  ``mpi`` and ``tool`` tests start processes too and need no ``cli`` besides.
+* ``slow``: the test takes more than 5 s on an idle machine.
+* ``tool``: the test builds or runs a tool (packaging, docs, benchmarks, fuzzing).
+
+What a test starts is seen by an audit hook (``sys.addaudithook``, event ``subprocess.Popen``) while the
+test's setup and call run in this process (a fixture shared by several tests is not counted: which test sets
+it up depends on the selection); a process started by a process the test started (a CLI that
+launches ``mpiexec``) is not seen, so a test like that is marked by hand. Worker pools
+(``multiprocessing``, Dask's ``LocalCluster``) start their processes without ``subprocess.Popen``: they are
+in-process machinery and need no marker.
+
+How long an unmarked test takes on an idle machine is estimated as the smaller of its wall time and the CPU
+time (user + system, every thread, and the children it waited for) that this process spent in the call.
+Other developers' load stretches the wall time but hardly the CPU time; threads add CPU time but not wall
+time; so the smaller of the two tracks the idle wall time of a test that computes, on a loaded machine as on
+an idle one. Time spent sleeping or waiting for I/O is not counted, and a test slowed by memory-bandwidth
+contention reads a little long: the limit has ``GRACE`` on top of the 5 s for that.
+
+Under ``pytest -n auto --dist loadgroup`` (``make test``, ``make check``) the tests of one module run on one
+worker, so a module's fixtures are made once, and every ``mpi`` test runs on the same worker: two MPI jobs at
+once on two cores would leave each job's waiting ranks polling for the CPU that the working ones need. Those
+groups are handed out first, then the modules that hold slow tests, so that no long group starts last.
+
+``TRAJSCALE_TIERS_RECORD=FILE`` records every test's markers, times and started commands as JSON lines in
+FILE instead of failing (how the markers were first assigned: ``TRAJSCALE_TIERS_RECORD=rec.jsonl pytest -n auto
+tests``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+#: The idle time past which an unmarked test must be marked ``slow``.
+SLOW_S = 5.0
+#: Allowance for CPU time stretched by contention on a loaded machine (caches, memory bandwidth).
+GRACE = 1.2
+#: Program names that launch MPI jobs.
+LAUNCHERS = ("mpiexec", "mpirun", "srun", "orterun")
+#: Markers under which a test may start another process.
+PROCESS_MARKERS = ("cli", "mpi", "tool")
+#: Markers that exempt a test from the time limit.
+TIMED_EXEMPT = ("slow", "mpi", "cli", "tool")
+
+_started: list[list[str]] | None = None
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event == "subprocess.Popen" and _started is not None:
+        executable, argv = args[0], args[1]
+        if isinstance(argv, (str, bytes, os.PathLike)):
+            argv = [argv]
+        argv = [os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in argv]
+        if executable is not None:
+            argv = [os.fsdecode(executable), *argv[1:]]
+        _started.append(argv)
+
+
+sys.addaudithook(_audit)
+
+
+def _is_launcher(argv: list[str]) -> bool:
+    name = Path(argv[0]).name if argv else ""
+    return name.startswith(LAUNCHERS)
+
+
+def _cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _marks(item: pytest.Item) -> set[str]:
+    return {m.name for m in item.iter_markers()} & {"mpi", "cli", "slow", "tool"}
+
+
+def _command(argv: list[str]) -> str:
+    text = " ".join(argv)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def problems(marks: set[str], started: list[list[str]], idle_s: float) -> list[str]:
+    """What is wrong with a test's markers, one line each (none: the markers fit what it did)."""
+    out = []
+    launched = [a for a in started if _is_launcher(a)]
+    if launched and "mpi" not in marks:
+        out.append(f"starts {Path(launched[0][0]).name} ({_command(launched[0])}) but is not marked `mpi`: "
+                   "add @pytest.mark.mpi (or `pytestmark = pytest.mark.mpi` for the whole file)")
+    others = [a for a in started if not _is_launcher(a)]
+    if others and not marks & set(PROCESS_MARKERS):
+        out.append(f"starts a process ({_command(others[0])}) but is not marked `cli`: add @pytest.mark.cli "
+                   "(or `pytestmark = pytest.mark.cli` for the whole file), or test it in-process")
+    if not marks & set(TIMED_EXEMPT) and idle_s > SLOW_S * GRACE:
+        out.append(f"takes {idle_s:.1f} s (the smaller of wall and CPU time) but is not marked `slow`: "
+                   f"add @pytest.mark.slow, or make it take under {SLOW_S:.0f} s")
+    return out
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    global _started
+    _started = []
+    try:
+        return (yield)
+    finally:
+        item.stash[_SETUP_KEY] = _started
+        _started = None
+
+
+_SETUP_KEY = pytest.StashKey[list]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    # A fixture shared by several tests (module, class or session scope) is set up by whichever of them runs
+    # first, which depends on the selection and the worker: what it starts is nobody's, and not counted.
+    global _started
+    if fixturedef.scope == "function" or _started is None:
+        return (yield)
+    saved, _started = _started, None
+    try:
+        return (yield)
+    finally:
+        _started = saved
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    heavy = {item.path for item in items if item.get_closest_marker("slow") or item.get_closest_marker("tool")}
+
+    def rank(item: pytest.Item) -> int:
+        return 0 if item.get_closest_marker("mpi") else 1 if item.path in heavy else 2
+
+    items.sort(key=rank)   # stable: a module's own order is kept
+    for item in items:
+        if not any(True for _ in item.iter_markers("xdist_group")):
+            # xdist shows the group after the test's name ("tests/x/test_y.py::test_z@test_y"): keep it short
+            item.add_marker(pytest.mark.xdist_group("mpi" if item.get_closest_marker("mpi") else item.path.stem))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    global _started
+    _started = list(item.stash.get(_SETUP_KEY, []))
+    wall0, cpu0 = time.perf_counter(), _cpu_seconds()
+    try:
+        result = yield
+    finally:
+        wall, cpu = time.perf_counter() - wall0, _cpu_seconds() - cpu0
+        started, _started = _started, None
+    found = problems(_marks(item), started, min(wall, cpu))
+    record = os.environ.get("TRAJSCALE_TIERS_RECORD")
+    if record:
+        line = {"test": item.nodeid, "marks": sorted(_marks(item)), "wall": round(wall, 3), "cpu": round(cpu, 3),
+                "started": [_command(a) for a in started], "problems": found}
+        with open(record, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
+    elif found:
+        raise pytest.fail.Exception("; ".join(found), pytrace=False)
+    return result
