@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -70,16 +71,33 @@ def test_page_cache_state_agrees_with_fincore(tmp_path):
     assert sampled.resident == pytest.approx(ref, abs=1 / 16 + 1e-9)
 
 
+#: A busy loop detached from the test: its launcher forks it into a session of its own and exits, so it is
+#: not a descendant of the measuring process (whose live descendants count as its own work, as a pool's
+#: workers are), but other work on the machine, as another user's would be.
+DETACHED_LOOP = """import os
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    while True:
+        pass
+print(pid, flush=True)
+"""
+
+
 @contextmanager
 def busy_loop():
-    """A real busy loop on one core, running before and after the block."""
-    loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    """A real busy loop (``while True: pass``) on one core, running before and after the block; its pid."""
+    launcher = subprocess.run([sys.executable, "-c", DETACHED_LOOP], capture_output=True, text=True, check=True,
+                              timeout=60)
+    pid = int(launcher.stdout.split()[0])
     try:
         time.sleep(0.3)   # it is running before the measurement starts
-        yield loop
+        yield pid
     finally:
-        loop.kill()
-        loop.wait()
+        os.kill(pid, signal.SIGKILL)
 
 
 def _cpu_s(pid: int) -> float:
@@ -92,14 +110,14 @@ def _cpu_s(pid: int) -> float:
 @pytest.mark.cli
 def test_a_busy_loop_beside_a_measurement_is_other_work():
     """The loop's own CPU time (from /proc/PID/stat) is counted as other work, and the load is busy."""
-    with busy_loop() as loop:
-        before = _cpu_s(loop.pid)
+    with busy_loop() as pid:
+        before = _cpu_s(pid)
         meter = LoadMeter("test")
         t_end = time.monotonic() + 1.0
         while time.monotonic() < t_end:
             time.sleep(0.05)
         load = meter.stop()
-        spent = _cpu_s(loop.pid) - before
+        spent = _cpu_s(pid) - before
     assert load.busy, load.describe()
     assert load.others_s >= spent - 0.1, (load, spent)
 

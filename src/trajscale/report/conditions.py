@@ -22,7 +22,7 @@ Both are Linux measurements; elsewhere they are recorded as not measured (None),
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import math
 import os
 import sys
@@ -247,12 +247,16 @@ class PageCache:
         return cls(int(d["files"]), int(d["bytes"]), int(d["pages"]), float(d["resident"]), bool(d["sampled"]))
 
 
+@functools.lru_cache(maxsize=1)
 def _libc():
+    """The C library's mmap, munmap and mincore (Linux), loaded once; never by ``find_library``, which
+    starts ``ldconfig`` in a subprocess."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-    except OSError:
+        libc = ctypes.CDLL(None, use_errno=True)   # the symbols this process already has: libc's among them
+        libc.mincore   # noqa: B018 - raises AttributeError where it is missing
+    except (OSError, AttributeError):
         return None
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
