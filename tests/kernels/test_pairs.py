@@ -104,26 +104,24 @@ def test_frames_without_a_box_on_bin_edges(cutoff):
     np.testing.assert_array_equal(got, reference(a, b, dims, cutoff, edges))
 
 
-def test_an_rdf_of_a_run_without_a_box_is_interrdfs(adk_vacuum, adk_vacuum_h5md, monkeypatch):
-    """AdK in vacuum (no box in any frame): the kernel counts every frame (MDAnalysis's search is
-    never called) and the counts are InterRDF's."""
-    import MDAnalysis.lib.distances as mda_distances
+def test_an_rdf_of_a_run_without_a_box_is_refused(adk_vacuum, adk_vacuum_h5md):
+    """AdK in vacuum (no box in any frame): an RDF needs the minimum image and the box volume, so the run is
+    refused at frame 0, naming the file, rather than counting plain distances as if the system had no
+    periodic images (MDAnalysis's InterRDF with norm="rdf" fails on the same trajectory)."""
     from MDAnalysis import Universe
     from MDAnalysis.analysis.rdf import InterRDF
 
     import trajscale as ts
+    from trajscale.errors import MissingBoxError
 
     u = Universe(*adk_vacuum)
     ca = u.select_atoms("name CA")
     assert u.dimensions is None
-    ref = InterRDF(ca, ca, nbins=60, range=(0.0, 15.0), exclusion_block=(1, 1), norm="none").run().results.count
-    calls = []
-    capped = mda_distances.capped_distance
-    monkeypatch.setattr(mda_distances, "capped_distance", lambda *a, **k: calls.append(1) or capped(*a, **k))
-    r = ts.run(ts.RDF("name CA", "name CA", nbins=60, range=(0.0, 15.0), exclusion_block=(1, 1), norm="none"),
+    with pytest.raises((TypeError, ValueError, ZeroDivisionError)):
+        InterRDF(ca, ca, nbins=60, range=(0.0, 15.0), exclusion_block=(1, 1)).run()
+    with pytest.raises(MissingBoxError, match=r"adk_vacuum\.h5md: frame 0 has no periodic box"):
+        ts.run(ts.RDF("name CA", "name CA", nbins=60, range=(0.0, 15.0), exclusion_block=(1, 1), norm="none"),
                adk_vacuum[0], adk_vacuum_h5md)
-    assert not calls and ref.sum() > 1000
-    np.testing.assert_array_equal(r.count, ref)
 
 
 def test_frames_with_an_invalid_box_are_left_to_the_caller():
