@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import os
 import shlex
+import socket
 import time
 
 from .analysis.base import Analysis
@@ -32,6 +33,7 @@ from .planning import (  # noqa: F401 (planning names stay importable from trajs
     topology_file,
     topology_with_first_frame,
 )
+from .report.conditions import LoadMeter, RunConditions, page_cache
 from .report.payload import payload_of
 from .report.process import ProcessTimeline
 from .report.summary import Report
@@ -180,6 +182,9 @@ class _Run:
         self.auto = options.executor == "auto"   # serial or processes, chosen once the job's size is known
         self.ex = options.make_executor("serial" if self.auto else None)
         self.timeline.lap("imports")   # the executor module (MPI: its init is noted apart, as "mpi_init")
+        # the machine's other load while this run runs, and whether its files' pages are cached before it reads
+        self.meter = LoadMeter("run")
+        self.cache = page_cache(_paths(trajectory) or ()) if self.ex.is_root else None
         self.own = not isinstance(options.executor, Executor)
         refuse_if_launched(self.ex, self.own)
         self.t_prepare = 0.0
@@ -218,6 +223,7 @@ class _Run:
             if report is not None:   # stopping the pool (joining its workers) is the run's too
                 self.timeline.lap("pool_start")
                 report.process = self.timeline.record()
+                report.conditions = self.conditions(report)
                 _late_starts(report, self.ex.late_starts)
 
     def prepare(self) -> tuple[Job, JobFacts]:
@@ -288,7 +294,18 @@ class _Run:
                   **({"executor_choice": self.choice} if self.auto else {})})
         self.timeline.lap("reduce")   # the result and this report
         report.process = self.timeline.record()
+        report.conditions = self.conditions(report)
         return dataclasses.replace(result, report=report)
+
+    def conditions(self, report: RunReport) -> dict:
+        """The report's ``conditions``: the load so far and the page cache at the start.  Ranks of an SPMD
+        run on this host are not this process's children; they poll while they wait, so each counts as
+        one busy core over the run."""
+        ours = 0.0
+        if self.ex.spmd:
+            here = socket.gethostname()
+            ours = max(0, sum(1 for w in report.workers if w.host == here) - 1) * (time.monotonic() - self.meter.t0)
+        return RunConditions(self.meter.stop(ours), self.cache).to_dict()
 
 
 def _late_starts(report: RunReport, late: dict[str, dict]) -> None:
