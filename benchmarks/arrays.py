@@ -187,12 +187,12 @@ def side_commands(work: Path, top: str, trajs: list[str], tag: str) -> dict[str,
     py = [sys.executable, str(HERE), "--side"]
     avg = str(work / f"average-{tag}.npy")
     return {
-        "lazy mean (isel, compute)": [*py, "lazy", top, *trajs, "--out", str(work / f"lazy-{tag}.npy")],
-        "dask mean (select=, chunks={})": [*py, "dask", top, *trajs, "--out", str(work / f"dask-{tag}.npy")],
+        "lazy mean (isel, compute)": [*py, "lazy", top, *trajs, "--side-out", str(work / f"lazy-{tag}.npy")],
+        "dask mean (select=, chunks={})": [*py, "dask", top, *trajs, "--side-out", str(work / f"dask-{tag}.npy")],
         "trajscale run average": [sys.executable, "-m", "trajscale.cli.main", "run", "average", top, *trajs,
                                   "--select", "name CA", "--executor", "serial", "--out", avg, "--overwrite", "-q"],
-        "MDAnalysis AnalysisFromFunction": [*py, "mda_aff", top, *trajs, "--out", str(work / f"aff-{tag}.npy")],
-        "MDAnalysis timeseries()": [*py, "mda_timeseries", top, *trajs, "--out", str(work / f"ts-{tag}.npy")],
+        "MDAnalysis AnalysisFromFunction": [*py, "mda_aff", top, *trajs, "--side-out", str(work / f"aff-{tag}.npy")],
+        "MDAnalysis timeseries()": [*py, "mda_timeseries", top, *trajs, "--side-out", str(work / f"ts-{tag}.npy")],
     }
 
 
@@ -250,7 +250,7 @@ def memory(work: Path, top: str, limit_mb: float) -> tuple[float, int, float, fl
     chunk = max(1, int(limit_mb * MB // 16 // frame))   # chunks in flight: a small share of the limit
     peaks = []
     for stop in (chunk, n_frames):
-        peak, done = peak_rss([sys.executable, str(HERE), "--side", "memory", top, str(path), "--out",
+        peak, done = peak_rss([sys.executable, str(HERE), "--side", "memory", top, str(path), "--side-out",
                                f"chunk:{chunk}:{stop}"])
         if done.returncode:
             raise SystemExit(done.stderr[-3000:])
@@ -273,7 +273,7 @@ def report(args, top: str, h5: str, parts: list[str]) -> None:
     print(f"lazy mean / trajscale run average, whole processes: H5MD {secs[(lazy, 'h5md')] / secs[(avg, 'h5md')]:.2f}"
           f", XTC chain {secs[(lazy, 'xtc')] / secs[(avg, 'xtc')]:.2f}")
     print(f"\n{'in one process, warm (serial)':<34}{'H5MD s':>9}{'XTC chain s':>13}{'/ ts.run':>10}")
-    warm = {i: json.loads(subprocess.run([sys.executable, str(HERE), "--side", "warm", top, *t, "--out",
+    warm = {i: json.loads(subprocess.run([sys.executable, str(HERE), "--side", "warm", top, *t, "--side-out",
                                           str(args.repeat)], capture_output=True, text=True, check=True,
                                          timeout=3600).stdout.strip().splitlines()[-1])
             for i, t in inputs.items()}
@@ -301,12 +301,12 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true",
                    help="2,000 atoms, 20 frames, 2 parts, 1 repeat and no warm-up, a 4 MB memory limit")
     p.add_argument("--side", nargs="+", metavar=("SIDE", "FILE"), help="run one side: SIDE TOPOLOGY TRAJ...")
-    p.add_argument("--out", default=None, help="with --side: where the mean structure goes (.npy)")
+    p.add_argument("--side-out", default=None, help="with --side: where the mean structure goes (.npy)")
     args = p.parse_args(argv)
     if args.side:
-        if len(args.side) < 3 or not args.out:
-            p.error("--side SIDE TOPOLOGY TRAJ... --out FILE")
-        side(args.side[0], args.side[1], args.side[2:], args.out)
+        if len(args.side) < 3 or not args.side_out:
+            p.error("--side SIDE TOPOLOGY TRAJ... --side-out FILE")
+        side(args.side[0], args.side[1], args.side[2:], args.side_out)
         return 0
     if args.quick:
         args.atoms, args.frames, args.parts, args.repeat, args.memory_limit_mb = 2000, 20, 2, 1, 4.0

@@ -4,6 +4,8 @@
     python benchmarks/predict.py --quick          # the smallest cell: the machinery, not a measurement
     python benchmarks/predict.py --probe-check    # the probe's cold read rate against dd and fio
     python benchmarks/predict.py --seeds          # the seeds' machines as profiles, against their figures
+    python benchmarks/predict.py --held-out [--held-out-frames 2000] [--machine PROFILE.json]
+                                                  # workloads outside the matrix, warm and cold
 
 The matrix: four workloads (all on AdK in water, 47,681 atoms) x executors x N, on this machine
 (N beyond its cores is oversubscribed):
@@ -29,6 +31,17 @@ report alone (``fit`` on it, ``predict_model`` for the calibrated machine).  Eac
 ``trajscale run`` process (under ``mpiexec -n N`` for MPI) timed from outside, launch to exit.
 Errors are predicted / measured - 1; the script prints each cell, the median and the largest
 absolute error, and the load average before and after (the machine may be shared).
+
+The held-out set (``--held-out``) is chosen outside the matrix and the calibration: on a larger store
+of AdK in water (``--held-out-frames``, 2,000 frames: 1.1 GB), an RDF of the backbone N atoms against
+water O, RMSF of all atoms, native contacts of the CA atoms, and a user function (``held_out_user.py``:
+each frame's largest distance from the centroid, all atoms), each run whole as ``trajscale`` (or the
+script) with the file in the page cache (warm: read through first) and not (cold: its pages dropped
+with ``posix_fadvise(POSIX_FADV_DONTNEED)``, which needs no root and leaves other files' pages alone;
+``mincore`` confirms each state before each run).  The machine is the one ``trajscale probe --launch``
+measures (a whole process, as a user runs it; ``--machine`` reuses a profile).  Each case's serial
+report predicts processes(N) of the same case with ``--storage auto``; the other case's report,
+told the case (``--storage``), predicts it too (the "from the other report" columns).
 """
 
 from __future__ import annotations
@@ -40,7 +53,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from statistics import median
 
@@ -54,6 +66,7 @@ from trajscale.util import check_script_output, write_script_json  # noqa: E402
 
 PROG = Path(__file__).name
 TARGET_MEDIAN, TARGET_MAX = 0.15, 0.30
+HELD_OUT_MEDIAN, HELD_OUT_MAX = 0.20, 0.30
 
 
 def whole_run(args: list[str], executor: str = "serial", n: int = 1) -> float:
@@ -87,7 +100,8 @@ def probe_machine(folder: Path, seconds: float, nbytes: int):
 
 def matrix(a) -> list[dict]:
     from trajscale.report.machine import this_machine
-    from trajscale.report.predict import fit, predict_model
+    from trajscale.report.predict import fit
+    from trajscale.report.storage import predict_storage
     from trajscale.report.timing import RunReport
 
     rows = []
@@ -95,10 +109,9 @@ def matrix(a) -> list[dict]:
         folder = Path(a.keep or tmp)
         folder.mkdir(parents=True, exist_ok=True)
         loads = {name: args for name, args in workloads(folder, a.frames).items() if name in a.workloads}
+        # The data was just written and read: it is in the page cache, and every run finds it there. The
+        # prediction's storage case is chosen from the serial report's own record of it (--storage auto).
         machine = probe_machine(folder, a.probe_seconds, a.probe_bytes)
-        # The data was just written and read: it is in the page cache, and the serial report's read rate is
-        # the cache's. The probe's cold curve would cap those reads at the disk's rate, so it is left out.
-        machine = replace(machine, read_curve=())
         if not a.no_calibration:   # the calibration set: trajscale probe --launch's synthetic system
             from trajscale.report.calibrate import calibrate_launch
 
@@ -119,7 +132,7 @@ def matrix(a) -> list[dict]:
                 if ex == "mpi" and not mpiexec():
                     continue
                 model = fit(serial, ex, ran_on=here)
-                preds = predict_model(model, a.ns, machine)
+                preds = predict_storage(model, a.ns, machine).preds
                 for p in preds:
                     meas = whole_run([*args, "--out", str(out), "--overwrite", "-q"], ex, p.n)
                     row = {"workload": name, "executor": ex, "n": p.n, "serial": t1, "predicted": p.t_wall,
@@ -129,6 +142,136 @@ def matrix(a) -> list[dict]:
                     print(f"{name:>5} {ex:>9} {p.n:>3} {t1:>8.2f} {p.t_wall:>9.2f} {p.t_low:>6.2f}-{p.t_high:<6.2f} "
                           f"{meas:>9.2f} {row['error']:>+7.1%}  {p.limit}", flush=True)
     return rows
+
+
+HELD_OUT = ("rdf", "rmsf", "contacts", "user")
+
+
+def held_out_workloads(folder: Path, frames: int) -> tuple[str, dict[str, list[str]]]:
+    """The held-out store, and name -> the command of a whole serial run of each workload (no executor)."""
+    from trajscale.demo import build_demo_file
+
+    tpr, h5 = build_demo_file(folder / "held-out", frames, progress=False)
+    cli = [sys.executable, "-m", "trajscale.cli.main", "run"]
+    return h5, {"rdf": [*cli, "rdf", tpr, h5, "--select1", "protein and name N", "--select2", "name OW",
+                        "--stop", str(max(4, frames // 20))],
+                "rmsf": [*cli, "rmsf", tpr, h5, "--select", "all"],
+                "contacts": [*cli, "contacts", tpr, h5, "--select1", "name CA", "--select2", "name CA",
+                             "--radius", "8"],
+                "user": [sys.executable, str(HERE / "held_out_user.py"), tpr, h5]}
+
+
+def timed(cmd: list[str]) -> float:
+    """Seconds from launching ``cmd`` to its exit (it must succeed)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    dt = time.perf_counter() - t0
+    if proc.returncode:
+        raise SystemExit(f"{PROG}: {' '.join(cmd[-6:])} failed: {proc.stderr.strip()[-500:]}")
+    return dt
+
+
+def set_cache(path: str, case: str) -> float:
+    """Put ``path`` in the page cache (read it through) or out of it (POSIX_FADV_DONTNEED); the share of
+    its pages resident afterwards, as ``mincore`` tells."""
+    from trajscale.report.conditions import page_cache
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if case == "cold":
+            os.fsync(fd)   # clean pages only are dropped
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        else:
+            while os.read(fd, 16 << 20):
+                pass
+    finally:
+        os.close(fd)
+    return page_cache([path]).resident
+
+
+def held_out_machine(a, folder: Path):
+    """The profile of ``--machine``, else ``trajscale probe --launch`` on the data's folder, as a whole process."""
+    from trajscale.report.machine import Machine
+
+    if a.machine:
+        return Machine.load(a.machine)
+    prof = folder / "held-out-profile.json"   # beside the data's folder: the probe refuses to write into it
+    cmd = [sys.executable, "-m", "trajscale.cli.main", "probe", str(folder / "held-out"),
+           "--seconds", str(a.probe_seconds),
+           "--bytes", str(a.probe_bytes), "--out", str(prof), "--overwrite"]
+    timed(cmd + ([] if a.no_calibration else ["--launch", "--repeat", str(a.calibration_repeat)]))
+    if a.profile:
+        shutil.copyfile(prof, a.profile)
+    return Machine.load(prof)
+
+
+def held_out(a) -> list[dict]:
+    """The held-out set (module docstring): each workload's warm and cold serial reports, and processes(N)."""
+    from trajscale.report.fit import fit
+    from trajscale.report.machine import this_machine
+    from trajscale.report.storage import predict_storage
+    from trajscale.report.timing import RunReport
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(a.keep or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        h5, loads = held_out_workloads(folder, a.held_out_frames)
+        machine = held_out_machine(a, folder)
+        print(machine.format_assumptions())
+        here = this_machine()
+        for name in a.workloads:
+            cmd, fits = loads[name], {}
+            for case in ("cached", "cold"):
+                rep = folder / f"held-out-{name}-{case}.json"
+                set_cache(h5, case)
+                serial = timed([*cmd, "--executor", "serial", "--report", str(rep), "--overwrite", "-q"])
+                fits[case] = (fit(RunReport.load(rep), "processes", ran_on=here), serial)
+            for case, other in (("cached", "cold"), ("cold", "cached")):
+                model, serial = fits[case]
+                got = predict_storage(model, a.ns, machine, "auto")
+                cross = predict_storage(fits[other][0], a.ns, machine, case)
+                for p, x in zip(got.preds, cross.preds, strict=True):
+                    runs = []
+                    for _ in range(a.held_out_repeat):
+                        resident = set_cache(h5, case)
+                        runs.append(timed([*cmd, "--executor", "processes", "-n", str(p.n), "-q"]))
+                    meas = median(runs)
+                    rows.append({"workload": name, "case": case, "n": p.n, "serial": serial,
+                                 "chosen": got.storage.case, "predicted": p.t_wall, "low": p.t_low,
+                                 "high": p.t_high, "measured": meas, "error": p.t_wall / meas - 1,
+                                 "other_report": x.t_wall, "other_error": x.t_wall / meas - 1,
+                                 "resident": resident, "limit": p.limit, "report_busy": bool(model.busy)})
+                    r = rows[-1]
+                    print(f"{name:>8} {case:>6} {p.n:>3} {serial:>8.2f} {r['chosen']:>6} {p.t_wall:>9.2f} "
+                          f"{meas:>9.2f} {r['error']:>+7.1%} {x.t_wall:>9.2f} {r['other_error']:>+7.1%} "
+                          f"{resident:>5.0%}  {p.limit}", flush=True)
+        print(f"profile measured on a busy machine: {machine.busy or 'no'}")
+    return rows
+
+
+def run_held_out(a) -> int:
+    """``--held-out``: the table, the summary and the JSON."""
+    print(f"{'work':>8} {'case':>6} {'N':>3} {'serial s':>8} {'auto':>6} {'predicted':>9} {'measured':>9} "
+          f"{'error':>7} {'predicted':>9} {'error':>7} {'cache':>5}  limit")
+    rows = held_out(a)
+    print(f"load average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    held_out_summary(rows)
+    if a.json:
+        write_script_json(PROG, a.json, rows, a.overwrite)
+    return 0
+
+
+def held_out_summary(rows: list[dict]) -> None:
+    print(f"{'':>8} {'':>6} {'':>3} {'':>8} {'':>6} {'':>9} {'':>9} {'':>7} {'(other report)':>17}")
+    for case in ("cached", "cold"):
+        for key in ("error", "other_error"):
+            e = [abs(r[key]) for r in rows if r["case"] == case]
+            if e:
+                print(f"{case} ({'its own report' if key == 'error' else 'the other report'}): median |error| "
+                      f"{median(e):.1%}, max {max(e):.1%} (targets {HELD_OUT_MEDIAN:.0%}, {HELD_OUT_MAX:.0%})")
+    print(f"reports measured on a busy machine: {sum(r['report_busy'] for r in rows)} of {len(rows)} cells")
 
 
 def probe_check(a) -> int:
@@ -166,12 +309,17 @@ def probe_check(a) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--frames", type=int, default=200)
-    ap.add_argument("--ns", default="2,4,8,16")
+    ap.add_argument("--ns", default=None, help="default: 2,4,8,16 (with --held-out: 2,16)")
     ap.add_argument("--executors", default="processes,mpi,dask")
-    ap.add_argument("--workloads", default="rmsd,rdf,rmsf,xtc")
+    ap.add_argument("--workloads", default=None, help="default: rmsd,rdf,rmsf,xtc (with --held-out: "
+                                                        f"{','.join(HELD_OUT)})")
+    ap.add_argument("--held-out", action="store_true", help="the held-out set, warm and cold (module docstring)")
+    ap.add_argument("--held-out-frames", type=int, default=2000)
+    ap.add_argument("--held-out-repeat", type=int, default=1, help="whole runs per held-out cell (median)")
+    ap.add_argument("--machine", default=None, help="with --held-out: a profile to use instead of probing")
     ap.add_argument("--quick", action="store_true", help="the smallest cell (machinery only): rmsd, processes, N=2")
     ap.add_argument("--probe-check", action="store_true", help="the probe against dd and fio")
     ap.add_argument("--repeat", type=int, default=3, help="rounds of --probe-check")
@@ -186,7 +334,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibration-repeat", type=int, default=3, help="whole runs per calibration point")
     ap.add_argument("--profile", default=None,
                     help="also write the calibrated machine profile here (for `trajscale report --predict --machine`)")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     for path in (a.json, a.profile):   # refused before the measurements, not after them
         if path:
             check_script_output(PROG, path, a.overwrite)
@@ -197,13 +349,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.probe_check:
         return probe_check(a)
-    a.ns = [int(x) for x in a.ns.split(",")]
+    a.ns = [int(x) for x in (a.ns or ("2,16" if a.held_out else "2,4,8,16")).split(",")]
     a.executors = a.executors.split(",")
-    a.workloads = a.workloads.split(",")
+    a.workloads = (a.workloads or (",".join(HELD_OUT) if a.held_out else "rmsd,rdf,rmsf,xtc")).split(",")
     if a.quick:
-        a.frames, a.ns, a.executors, a.workloads = 20, [2], ["processes"], ["rmsd"]
+        a.frames, a.ns, a.executors, a.workloads = 20, [2], ["processes"], ["rmsf" if a.held_out else "rmsd"]
         a.probe_seconds, a.probe_bytes, a.calibration_repeat = 2.0, 16 * 2**20, 1
+        a.held_out_frames, a.no_calibration = 20, a.no_calibration or a.held_out
     print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    if a.held_out:
+        return run_held_out(a)
     print(f"{'work':>5} {'executor':>9} {'N':>3} {'serial s':>8} {'predicted':>9} {'range':>13} {'measured':>9} "
           f"{'error':>7}  limit")
     rows = matrix(a)

@@ -61,6 +61,7 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                     rf"^\| trajscale rechunk, .* \| {NUM} \| {NUM}x"]),
     # the campaign itself runs in tests/test_fuzz.py; here: every target is found
     "fuzz.py": (["--list"], [r"^xtc$", r"^trr$", r"^h5md_open$", r"^mda_reader$"]),
+    "held_out_user.py": ([], [rf"^spread of 98 frames: largest {NUM} A$"]),
     "insitu.py": (["--quick"],
                   [r"^follower\s+frames\s+written/s\s+frames/s\s+lag median s\s+lag p99 s$",
                    rf"^serial\s+30(\s+{NUM}){{4}}$", rf"^processes\(2\)\s+30(\s+{NUM}){{4}}$",
@@ -288,3 +289,19 @@ def test_bare_machine(work, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(rf"^frame\s+\(1, 47681, 3\)\s+{NUM}", proc.stdout, re.MULTILINE), proc.stdout
     assert (tmp_path / "adk_20.h5md").exists()   # built from the --source files
+
+
+@pytest.mark.tool
+def test_predict_held_out_runs_each_case_with_the_cache_as_it_says(work):
+    """predict.py --held-out at its smallest: one workload, warm and cold; each measured run started with the
+    file's pages as the case says (mincore), and ``--storage auto`` chose each case from its own report."""
+    out = run_script(work, "predict.py", ["--held-out", "--quick", "--keep", "{work}/held", "--json",
+                                          "{work}/held.json", "--overwrite"])
+    assert re.search(r"^cached \(its own report\): median \|error\|", out, re.MULTILINE), out[-3000:]
+    rows = json.loads((work / "held.json").read_text())
+    assert [(r["workload"], r["case"], r["n"]) for r in rows] == [("rmsf", "cached", 2), ("rmsf", "cold", 2)]
+    assert rows[0]["resident"] >= 0.9 and rows[0]["chosen"] == "cached"
+    if rows[1]["resident"] <= 0.1:   # POSIX_FADV_DONTNEED took effect on this file system
+        assert rows[1]["chosen"] == "cold"
+    assert all(r["measured"] > 0 and r["predicted"] > 0 for r in rows)
+

@@ -30,9 +30,10 @@ FORBIDDEN = {
 #: The report package's floors, from the records up: a module imports only modules on its floor or below.
 REPORT_FLOORS = {
     "timing": 0, "process": 0, "payload": 0, "runfacts": 0, "machine": 0, "probe": 0,   # records (of runs, machines)
+    "conditions": 0,                           # what else the machine ran, and the page cache, beside them
     "metrics": 1,                              # numbers derived from the records
     "stragglers": 2, "diagnose": 2,            # diagnosis
-    "advice": 3, "fit": 3, "predict": 3,       # advice, and the model that predicts other runs
+    "advice": 3, "fit": 3, "predict": 3, "storage": 3,   # advice, and the model that predicts other runs
     "calibrate": 4,                            # whole runs fitted by the model
     "summary": 4, "table": 4, "plots": 4, "trace": 4,   # presentation
 }

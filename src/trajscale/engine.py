@@ -24,6 +24,7 @@ import dataclasses
 import logging
 import os
 import shlex
+import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from .errors import FrameRangeError, InputFileError, TrajscaleError
 from .executors import Executor, Job, choose_executor
 from .executors.base import adopt_source, close_cached_sources, refuse_if_launched
 from .planning import AnalysisTopology, topology_file
+from .report.conditions import LoadMeter, RunConditions, page_cache
 from .report.payload import payload_of
 from .report.process import ProcessTimeline
 from .report.runfacts import ExecutorChoice, FollowFacts, IOFacts, RunFacts
@@ -218,6 +220,9 @@ class Engine:
         self.timeline.lap("imports")   # the executor module (MPI: its init is noted apart, as "mpi_init")
         self.own = not isinstance(options.executor, Executor)
         refuse_if_launched(self.ex, self.own)
+        # the machine's other load while this run runs, and whether its files' pages are cached before it reads
+        self.meter = LoadMeter("run")
+        self.cache = page_cache(rounds.paths() or ()) if self.ex.is_root else None
         self.t_prepare = self.t_reduce = 0.0
         self.choice: ExecutorChoice | None = None
         self.facts: JobFacts | None = None   # the root's, with the run's read cost once planned
@@ -260,6 +265,7 @@ class Engine:
                 self.timeline.lap("pool_start")
                 report.process = self.timeline.record()
                 _late_starts(report, self.ex.late_starts)
+                report.conditions = self.conditions(report)
 
     def _phases(self):
         self.ex.start(self.rounds.reader_modules())   # a pool's workers start while this process prepares
@@ -391,7 +397,18 @@ class Engine:
         if final:
             self.timeline.lap("reduce")   # the result and this report
         report.process = self.timeline.record()
+        report.conditions = self.conditions(report)
         return dataclasses.replace(result, report=report)
+
+    def conditions(self, report: RunReport) -> dict:
+        """The report's ``conditions``: the load so far and the page cache at the start.  Ranks of an SPMD
+        run on this host are not this process's children; they poll while they wait, so each counts as
+        one busy core over the run."""
+        ours = 0.0
+        if self.ex.spmd:
+            here = socket.gethostname()
+            ours = max(0, sum(1 for w in report.workers if w.host == here) - 1) * (time.monotonic() - self.meter.t0)
+        return RunConditions(self.meter.stop(ours), self.cache).to_dict()
 
     def _run_facts(self, job: Job, reduced, ending) -> RunFacts:
         opts, payload = self.options, payload_of(job, reduced, self.n_frames, self.analysis.per_frame)

@@ -19,8 +19,10 @@ scaling table S(N), E(N) relative to the smallest N (or to --baseline). --predic
 N,N,... predicts the same run at those rank counts from the report's own timings: wall time,
 S(N), E(N), a range, the limiting resource, the N at which E(N) falls below 0.7 and what would
 move it, for this machine (its cores measured) or the one named by --machine (a `trajscale probe`
-profile) or --nodes/--cores-per-node; it prints every value it assumed and where that value came
-from (equations and assumptions: docs/scaling.md)."""
+profile) or --nodes/--cores-per-node, and for the storage case --storage names or auto chooses
+(reads cold from the storage, or cached in memory); it prints every value it assumed and where that
+value came from, and says when the report or the profile was measured on a busy machine (equations
+and assumptions: docs/scaling.md)."""
 
 
 def add_parser(sub) -> None:
@@ -51,6 +53,10 @@ def add_parser(sub) -> None:
     g.add_argument("--metadata-ms", type=_positive_float, default=None, metavar="M",
                    help="ms per file open at a metadata server serving one open at a time "
                         "(default: the report's own open time, opens in parallel)")
+    g.add_argument("--storage", default="auto", choices=("auto", "cold", "cached"),
+                   help="the reads the predicted run meets: cold (from the storage), cached (from the page "
+                        "cache), or auto: chosen from the report's cache state, the file's size against a "
+                        "node's memory and the probe's rates (default; the assumptions say which and why)")
     g.add_argument("--nodes", type=positive_int, default=None, metavar="K", help="nodes of the target machine")
     g.add_argument("--cores-per-node", type=positive_int, default=None, metavar="C",
                    help="cores per node: more ranks than nodes x cores are oversubscribed")
@@ -172,21 +178,25 @@ def _predict(args, reports) -> tuple[str, dict]:
     """The table and the JSON of ``--predict``: fitted on the smallest run; a larger run of the predicted
     executor adds its launch time and communication latency."""
     from ..report.machine import Machine, this_machine
-    from ..report.predict import assumptions_dict, efficiency_threshold, fit_reports, format_predictions, predict_model
+    from ..report.predict import assumptions_dict, efficiency_threshold, fit_reports, format_predictions
+    from ..report.storage import predict_storage
 
     here = this_machine()
     machine = Machine.load(args.machine) if args.machine else here
     nodes = args.nodes if args.nodes is not None else (1 if args.cores_per_node is not None else None)
     machine = machine.with_given(nodes=nodes, cores_per_node=args.cores_per_node,
                                  storage_gbps=args.storage_gbps, metadata_ms=args.metadata_ms)
-    model = fit_reports(reports, args.predict_as, ran_on=here)
-    preds = predict_model(model, args.predict, machine)
+    got = predict_storage(fit_reports(reports, args.predict_as, ran_on=here), args.predict, machine, args.storage)
+    model, preds, row = got.model, got.preds, (got.storage.row(),)
     keys = ("n", "t_wall", "t_low", "t_high", "speedup", "efficiency", "limit")
     data = {"predictions": [{k: p.to_dict()[k] for k in keys} for p in preds],
-            "assumptions": assumptions_dict(model, machine),
+            "storage": {"case": got.storage.case, "chosen": got.storage.chosen, "evidence": got.storage.evidence,
+                        "other_case": [{"case": got.storage.other, **{k: p.to_dict()[k] for k in keys}}
+                                       for p in got.other]},
+            "assumptions": assumptions_dict(model, machine, row),
             "prediction_model": {"from": list(args.reports), "target": model.target,
                                  "n_below_0.7": efficiency_threshold(model, machine),
                                  "straggler": model.straggler or None, "notes": list(model.notes),
                                  "terms": [p.to_dict()["terms"] for p in preds]}}
     head = f"== prediction from {len(reports)} reports ==\n" if len(reports) > 1 else ""
-    return head + format_predictions(model, preds, machine), data
+    return head + format_predictions(model, preds, machine, row, got.other_column()), data

@@ -35,9 +35,11 @@ from statistics import median
 
 from ..errors import TrajscaleError
 from ..executor_registry import EXECUTORS, executor_traits, names
+from .conditions import LoadMeter
 from .fit import Model, fit
 from .machine import MEASURED, LaunchLine, Machine
 from .predict import bytes_moved, n_tasks_at, started_workers, terms_at
+from .storage import choose, for_case
 from .timing import RunReport
 
 #: The synthetic system: atoms (a small solvated protein: what a worker holds grows with them), frames, XTC parts.
@@ -186,6 +188,7 @@ def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: lis
     import tempfile
 
     executors = executors or executors_here()
+    meter = LoadMeter("launch calibration")   # every run is a child: other work is the rest of the busy time
     c = machine.cores
     points: dict[tuple[str, str, int], Point] = {}
     with tempfile.TemporaryDirectory(prefix="trajscale-calibration-", dir=folder) as tmp:
@@ -194,13 +197,20 @@ def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: lis
             whole_run([*args, "--report", str(rep), "--overwrite", "-q"])
             serial = RunReport.load(rep)
             for ex in executors:
+                # the calibration's files were just written: its runs read them from the page cache, as
+                # the serial report records, not at the storage's cold rate
                 model = fit(serial, ex, ran_on=machine)
+                model = for_case(model, machine, choose(model, machine).case)
                 for n in (c, BEYOND * c):
                     p = points[name, ex, n] = _point(args, ex, n, model, machine, repeat, Path(tmp))
                     log(f"calibration: {name} on {ex} x{n}: {median(p.runs):.3g} s wall, {median(p.cpu):.3g} s CPU, "
                         f"{p.launch[1]:.3g} s of launch" + (f", {p.open_s:.3g} s to open the file" if p.open_s else ""))
     lines = [line for ex in executors if (line := _line(ex, points, machine)) is not None]
-    return replace(machine, launch=tuple(lines), origin=tuple(_origin(machine)))
+    load = meter.stop()
+    if load is not None:
+        log(f"calibration: {'BUSY ' if load.busy else ''}{load.describe()}")
+    return replace(machine, launch=tuple(lines), loads=(*machine.loads, *((load,) if load else ())),
+                   origin=tuple(_origin(machine, load is not None)))
 
 
 def _workers(at: Point, beyond: Point, machine: Machine) -> tuple[int, int]:
@@ -276,10 +286,12 @@ def _line(ex: str, points: dict, machine: Machine) -> LaunchLine | None:
     return replace(line, wall_range=(min(1.0, min(ratios)), max(1.0, max(ratios))))
 
 
-def _origin(machine: Machine):
-    """``machine``'s origins with where its launch lines came from."""
+def _origin(machine: Machine, load: bool):
+    """``machine``'s origins with where its launch lines (and the load beside them) came from."""
     c = machine.cores
     origin = dict(machine.origin)
+    if load:
+        origin["loads"] = f"{MEASURED} by trajscale probe on {machine.name}"
     origin["launch"] = (f"{MEASURED}: calibrated on whole runs of a synthetic {ATOMS}-atom system (all atoms "
                         f"and {SMALL} selected) at "
                         f"N = {c}, {BEYOND * c} (trajscale probe --launch)")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from statistics import median
 
 from ..executor_registry import DEFAULT_PREDICTION, EXECUTORS, predicted_traits
+from .conditions import RunConditions, busy_reasons
 from .machine import Machine, this_machine
 from .metrics import worker_timings
 from .payload import Payload
@@ -65,6 +66,16 @@ class Model:
     straggler: str = ""
     fitted_from: tuple[int, ...] = (1,)   # the worker counts of the reports fitted
     notes: tuple[str, ...] = ()
+    # The conditions of the report's run: its files' share in the page cache at its start (None: not
+    # recorded), their size, the host it ran on, and why its machine was busy ('' when it was not).
+    page_cache: float | None = None
+    file_bytes: int = 0
+    host: str = ""
+    busy: str = ""
+    #: How the storage meets the reads (report/storage.py): "capped": read_s_per_byte is the whole read,
+    #: which the storage's rate per reader may cap; "apart": it is a rank's own cost per byte, and the
+    #: storage adds its time to deliver the bytes; "none": the reads come from the page cache.
+    storage_reads: str = "capped"
 
 
 def _chunk_frames(report: RunReport) -> int:
@@ -113,35 +124,11 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
     s_per_frame = median(comp_rates) / over if comp_rates else 0.0
     comp_spread = _quartile_spread([t.t_compute / t.frames for t in tasks if t.frames])
     read_spread = _quartile_spread([t.t_io / t.bytes_read for t in tasks if t.bytes_read])
-    opens = sum(t.files_opened for t in tasks)
-    t_open = sum(w.t_init_traj for w in workers)
-    n_open_events = opens or sum(1 for w in workers if w.t_init_traj > 0)
-    if n_open_events and t_open > 0:
-        open_s = t_open / n_open_events
-    else:
-        open_s = DEFAULT_OPEN_S
-        notes.append(f"no file open was timed: {DEFAULT_OPEN_S * 1e3:.0f} ms per open assumed")
+    open_s = _open_s(tasks, workers, notes)
     starts = [startup_in_run(w, report) for w in workers]
-    proc = report.process or {}
-    phases = dict(proc.get("phases") or {})
-    imports = float(phases.get("imports", 0.0))
+    imports, fixed, launch = _phases(report, target, launch_phase, notes)
     startup = median(starts) if starts else imports
-    if phases:
-        fixed = sum(float(phases.get(p, 0.0)) for p in ("imports", "topology", "prepare", "reduce", "write"))
-    else:
-        fixed = report.t_prepare + report.t_reduce
-        notes.append("the report has no process record (older trajscale): start-up not counted")
-    launch = None
-    if report.executor == target and report.n_workers > 1 and phases.get(launch_phase):
-        launch = float(phases[launch_phase])
-    comms = [w.t_comm for w in workers if w.t_comm > 0]
-    stages = math.ceil(math.log2(max(2, len(workers))))
-    if comms and len(workers) > 1:
-        alpha = median(comms) / stages
-    else:
-        alpha = DEFAULT_ALPHA_S
-        notes.append(f"no communication measured (one rank, or no collectives): {DEFAULT_ALPHA_S * 1e6:.0f} us "
-                     "per collective stage assumed")
+    alpha = _alpha(workers, notes)
     n_parts = report.source.n_segments or 1
     cf = _chunk_frames(report)
     # Tasks start on chunk boundaries, and parts longer than a task's share are cut like one file
@@ -163,8 +150,56 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
         job_bytes=payload.job_bytes, partial_bytes=payload.partial_bytes, partial_per_frame=payload.per_frame,
         payload_measured=measured_payload,
         launch_s=launch, collective_open=collective, compute_spread=comp_spread,
-        read_spread=read_spread, fitted_from=(max(1, report.n_workers),), notes=tuple(notes))
+        read_spread=read_spread, fitted_from=(max(1, report.n_workers),), notes=tuple(notes),
+        **_conditions(report))
     return _with_straggler(model, report, busy, read_rates, comp_rates, starts)
+
+
+def _phases(report: RunReport, target: str, launch_phase: str, notes: list[str]) -> tuple[float, float, float | None]:
+    """The launcher's imports, its serial phases, and the target's launch phase where a report of it on 2
+    or more workers measured one (else None)."""
+    phases = dict((report.process or {}).get("phases") or {})
+    imports = float(phases.get("imports", 0.0))
+    if phases:
+        fixed = sum(float(phases.get(p, 0.0)) for p in ("imports", "topology", "prepare", "reduce", "write"))
+    else:
+        fixed = report.t_prepare + report.t_reduce
+        notes.append("the report has no process record (older trajscale): start-up not counted")
+    launch = None
+    if report.executor == target and report.n_workers > 1 and phases.get(launch_phase):
+        launch = float(phases[launch_phase])
+    return imports, fixed, launch
+
+
+def _open_s(tasks, workers, notes: list[str]) -> float:
+    """One file open: the opens timed over those made (:data:`DEFAULT_OPEN_S` where none was timed)."""
+    opens = sum(t.files_opened for t in tasks)
+    t_open = sum(w.t_init_traj for w in workers)
+    n_open_events = opens or sum(1 for w in workers if w.t_init_traj > 0)
+    if n_open_events and t_open > 0:
+        return t_open / n_open_events
+    notes.append(f"no file open was timed: {DEFAULT_OPEN_S * 1e3:.0f} ms per open assumed")
+    return DEFAULT_OPEN_S
+
+
+def _alpha(workers, notes: list[str]) -> float:
+    """One stage of a tree collective: the median rank's communication over the stages."""
+    comms = [w.t_comm for w in workers if w.t_comm > 0]
+    if comms and len(workers) > 1:
+        return median(comms) / math.ceil(math.log2(max(2, len(workers))))
+    notes.append(f"no communication measured (one rank, or no collectives): {DEFAULT_ALPHA_S * 1e6:.0f} us "
+                 "per collective stage assumed")
+    return DEFAULT_ALPHA_S
+
+
+def _conditions(report: RunReport) -> dict:
+    """The model's fields from the report's conditions: its files' page-cache share and size, its host,
+    and why its machine was busy."""
+    conds = RunConditions.from_dict(report.conditions)
+    cache = conds.page_cache
+    return {"page_cache": cache.resident if cache else None,
+            "file_bytes": cache.bytes if cache else int(report.source.file_bytes or 0),
+            "host": str((report.process or {}).get("host") or ""), "busy": busy_reasons([conds.load])}
 
 
 def _with_straggler(model: Model, report: RunReport, busy, read_rates, comp_rates, starts) -> Model:
@@ -247,7 +282,8 @@ def fit_reports(reports: list[RunReport], target: str | None = None, ran_on: Mac
                  f"{c1 * 1e3:.3g} ms/frame + {cg * 1e6:.3g} us/frame per further worker")
     return replace(model, compute_s_per_frame=c1, read_s_per_byte=r1, compute_growth=cg, read_growth=rg,
                    compute_spread=comp_spread, read_spread=read_spread, launch_s=launch, alpha_s=alpha,
-                   fitted_from=tuple(ns), notes=tuple(notes))
+                   fitted_from=tuple(ns), notes=tuple(notes),
+                   busy="; ".join(f"N = {n}: {f.busy}" for n, f in zip(ns, fits, strict=True) if f.busy))
 
 
 __all__ = ["DEFAULT_ALPHA_S", "DEFAULT_OPEN_S", "Model", "fit", "fit_reports", "oversubscription"]

@@ -21,6 +21,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from ..errors import InputFileError
+from .conditions import Load, busy_reasons
 
 PROFILE_KIND = "trajscale machine profile"
 PROFILE_VERSION = 1
@@ -90,11 +91,13 @@ class Machine:
     read_curve: tuple[tuple[int, float], ...] = ()
     block_bytes: int = 0                # the block size the read curve was measured at
     cold: str = ""                      # how the probe's reads bypassed the page cache, or why they could not
+    cached_read_bps: float | None = None   # one reader's rate from the page cache (the probe's warm reads)
     open_ms: float | None = None
     stat_ms: float | None = None
     start_s: tuple[tuple[str, float], ...] = ()
     transfer_s_per_byte: float | None = None   # moving a pickled object to another process (None: not measured)
     launch: tuple[LaunchLine, ...] = ()
+    loads: tuple[Load, ...] = ()        # what else ran while the profile was measured (probe, launch calibration)
     origin: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -106,6 +109,16 @@ class Machine:
     def physical_cores(self) -> int:
         """Cores without their hyperthread siblings (the lower bound of compute capacity)."""
         return max(1, self.cores // max(1, self.threads_per_core))
+
+    @property
+    def busy(self) -> str:
+        """Why the profile was measured on a busy machine ('' when it was not, or was not measured)."""
+        return busy_reasons(self.loads)
+
+    @property
+    def cold_read_bps(self) -> float | None:
+        """One reader's cold rate (the read curve's first point), if the probe measured one."""
+        return min(self.read_curve)[1] if self.read_curve else None
 
     def origin_of(self, name: str) -> str:
         return dict(self.origin).get(name, DEFAULTED)
@@ -164,6 +177,7 @@ class Machine:
         d["launch"] = {line.executor: {k: v for k, v in asdict(line).items() if k != "executor"}
                        for line in self.launch}
         d["origin"] = dict(self.origin)
+        d["loads"] = [x.to_dict() for x in self.loads]
         return {"kind": PROFILE_KIND, "version": PROFILE_VERSION, **d}
 
     @classmethod
@@ -178,15 +192,19 @@ class Machine:
                                                    for k, x in dict(v).items()})
                              for e, v in dict(kw.get("launch") or {}).items())
         kw["origin"] = tuple((str(k), str(v)) for k, v in dict(kw.get("origin") or {}).items())
+        kw["loads"] = tuple(Load.from_dict(x) for x in kw.get("loads") or ())
         for name in ("nodes", "cores_per_node", "threads_per_core", "memory_bytes", "block_bytes"):
             if name in kw:
                 kw[name] = int(kw[name])
-        if kw.get("transfer_s_per_byte") is not None:
-            kw["transfer_s_per_byte"] = float(kw["transfer_s_per_byte"])
+        for name in ("transfer_s_per_byte", "cached_read_bps"):
+            if kw.get(name) is not None:
+                kw[name] = float(kw[name])
         m = cls(**kw)
         if m.transfer_s_per_byte is not None and not (math.isfinite(m.transfer_s_per_byte)
                                                       and m.transfer_s_per_byte > 0):
             raise ValueError("transfer_s_per_byte must be finite and positive")
+        if m.cached_read_bps is not None and not (math.isfinite(m.cached_read_bps) and m.cached_read_bps > 0):
+            raise ValueError("cached_read_bps must be finite and positive")
         if m.nodes < 1 or m.cores_per_node < 1 or any(r <= 0 or k < 1 for k, r in m.read_curve):
             raise ValueError("nodes, cores_per_node, readers and rates must be positive")
         if any(not (math.isfinite(v) and v >= 0) for line in m.launch
@@ -237,6 +255,8 @@ class Machine:
             curve = ", ".join(f"{k}: {r / 1e9:.3g}" for k, r in sorted(self.read_curve))
             value = (f"{curve} (blocks of {self.block_bytes / 2**20:.3g} MiB; "
                      f"{self.cold or 'cache state not known'})")
+            if self.cached_read_bps and "page cache" not in self.cold:
+                value += f"; page cache {self.cached_read_bps / 1e9:.3g} GB/s for one reader"
             rows.append(("storage read GB/s by readers", value, self.origin_of("read_curve")))
         else:
             rows.append(("storage read", "each rank at the report's own read rate (no probe profile)", DEFAULTED))
@@ -253,6 +273,11 @@ class Machine:
         rows.append(("moving a pickled object between processes",
                      f"{1e-9 / self.transfer_s:.3g} GB/s", self.origin_of("transfer_s_per_byte")
                      if self.transfer_s_per_byte is not None else DEFAULTED))
+        if self.loads:
+            rows.append(("machine load while measured",
+                         f"BUSY, the profile's times are those of a machine with fewer free cores: {self.busy}"
+                         if self.busy else "idle enough: " + "; ".join(x.describe() for x in self.loads),
+                         self.origin_of("loads")))
         if self.launch:
             lines = "; ".join(f"{x.executor} {x.at_cores_s:.3g} s up to the cores + {x.per_worker_s:.3g} s"
                               + (f" (parts: {x.per_worker_parts_s:.3g} s)" if x.per_worker_parts_s is not None

@@ -11,6 +11,8 @@ parts tasks may start on), each rank runs ``q = ceil(T/N)`` tasks of ``F/T`` fra
 ``B/T`` bytes, and::
 
     t_read(N)  = q B/T / min(r_io, B_s(N_a) / N_a)          r_io: one rank's measured read rate
+               (the storage case, :mod:`~trajscale.report.storage`: cached reads meet no B_s; cold ones,
+               with both probe rates, add the storage's time to the rank's own: q B/T (1/r_own + N_a/B_s))
     t_comp(N)  = q F/T x c_f                               c_f: compute seconds per frame
     t_meta(N)  = f(N) x t_open         (local: measured)   f(N): files a rank opens
                = N_a x f(N) x M        (--metadata-ms M: one metadata server, one open at a time)
@@ -221,7 +223,7 @@ def terms_at(model: Model, n: int, machine: Machine | None = None) -> Terms:
     s_byte = model.read_s_per_byte + model.read_growth * (n - 1)
     s_frame = model.compute_s_per_frame + model.compute_growth * (n - 1)
     rate = 1 / s_byte / over if s_byte > 0 else math.inf
-    storage = machine.read_bps(active) / active
+    storage = machine.read_bps(active) / active if model.storage_reads != "none" else math.inf
     read = bytes_rank / min(rate, storage) if bytes_rank else 0.0
     read_unbound = bytes_rank / rate if bytes_rank and rate < math.inf else 0.0
     comp = frames_rank * s_frame * over
@@ -233,6 +235,9 @@ def terms_at(model: Model, n: int, machine: Machine | None = None) -> Terms:
         if bytes_rank and rate < math.inf:
             read_unbound = max(model.bytes * s_byte / cores, bytes_rank * s_byte)
             read = max(read_unbound, bytes_rank / storage)
+    if model.storage_reads == "apart" and bytes_rank:
+        # the rank's own cost of each byte, then the storage's time to deliver it: a read waits for its bytes
+        read = read_unbound + bytes_rank / storage
     files = files_per_rank(model, n, tasks)
     if n == 1:
         meta = 0.0   # one process: the file the preparation opened is the one its tasks read
@@ -274,7 +279,7 @@ def _limit(model: Model, n: int, machine: Machine, t: Terms) -> str:
     losses = {
         "start-up": t.fixed + t.startup - (t1.fixed + t1.startup) / n + t.straggler,
         "metadata": t.metadata - t1.metadata / n,
-        "storage bandwidth": t.storage_excess,
+        "storage bandwidth": t.storage_excess - t1.storage_excess / n,
         "communication": t.communication,
         "too few tasks or chunks": t.granularity,
         "cores (oversubscribed)": (t.read - t.storage_excess + t.compute) * (1 - 1 / t.oversubscription),
@@ -410,32 +415,39 @@ def model_assumptions(model: Model, machine: Machine) -> list[tuple[str, str, st
     else:
         how = f"from one worker's start ({'probe' if launch != DEFAULTED else 'the launcher imports'})"
     rows.append((f"{model.target} launch", how, MEASURED if model.launch_s is not None else launch or DEFAULTED))
+    if model.busy:
+        rows.append(("machine load while the report ran",
+                     f"BUSY, its rates are those of a machine with fewer free cores: {model.busy}",
+                     "measured in the report"))
     if len(model.fitted_from) == 1:
         rows.append(("per-worker costs growing with N", "none (one report; give reports at 2 or more N to see them)",
                      DEFAULTED))
     return rows
 
 
-def format_predictions(model: Model, preds: list[Prediction], machine: Machine | None = None) -> str:
+def format_predictions(model: Model, preds: list[Prediction], machine: Machine | None = None,
+                       extra: tuple[tuple[str, str, str], ...] = (), other: list[str] | None = None) -> str:
     """The prediction as a table with its range, the assumptions block, the efficiency threshold and
-    what would move it."""
+    what would move it.  ``extra``: more rows of the assumptions block; ``other``: per N, a note printed
+    after the limit (another case's wall time)."""
     machine = machine or this_machine()
+    other = other or [""] * len(preds)
     lines = [f"prediction of {model.target} runs from a {model.executor} run: {model.frames} frames, "
              f"{model.bytes / 1e9:.3g} GB read, {model.n_tasks} tasks (at most {model.max_tasks}: chunks of "
              f"{model.chunk_frames} frames" + (f", {model.n_parts} parts" if model.n_parts > 1 else "") + ")",
              (f"  per rank: read {1e-9 / model.read_s_per_byte if model.read_s_per_byte else math.inf:.3g} GB/s, "
               f"compute {model.compute_s_per_frame * 1e3:.3g} ms/frame, open {model.open_s * 1e3:.3g} ms/file, "
               f"start-up {model.startup_s:.3g} s; serial phases {model.fixed_s:.3g} s")]
-    lines.append(machine.format_assumptions(model_assumptions(model, machine)))
+    lines.append(machine.format_assumptions(list(extra) + model_assumptions(model, machine)))
     if model.straggler:
         lines.append(f"  straggler assumed at every N: {model.straggler}")
     lines += [f"  note: {n}" for n in model.notes]
     lines.append(f"{'N':>8} {'wall s':>10} {'range s':>17} {'S(N)':>8} {'E(N)':>6} {'tasks':>7} {'files/rank':>10}"
                  "  limit")
-    for p in preds:
+    for p, note in zip(preds, other, strict=True):
         rng = f"{p.t_low:.3g}-{p.t_high:.3g}"
         lines.append(f"{p.n:>8} {p.t_wall:>10.4g} {rng:>17} {p.speedup:>8.3g} {p.efficiency:>6.2f} {p.n_tasks:>7} "
-                     f"{p.files_per_rank:>10}  {p.limit}")
+                     f"{p.files_per_rank:>10}  {p.limit}" + (f"  ({note} s)" if note else ""))
     n07 = efficiency_threshold(model, machine)
     if n07 is None:
         lines.append(f"E(N) stays at or above {EFFICIENCY_LIMIT} up to N = {MAX_SCAN_N}")
@@ -454,9 +466,9 @@ def format_predictions(model: Model, preds: list[Prediction], machine: Machine |
     return "\n".join(lines)
 
 
-def assumptions_dict(model: Model, machine: Machine) -> dict:
+def assumptions_dict(model: Model, machine: Machine, extra: tuple[tuple[str, str, str], ...] = ()) -> dict:
     """The assumptions block as JSON: the machine's record and every row with its origin."""
-    rows = machine.assumptions() + model_assumptions(model, machine)
+    rows = machine.assumptions() + list(extra) + model_assumptions(model, machine)
     return {"machine": machine.to_dict(), "rows": [{"what": w, "value": v, "origin": o} for w, v, o in rows]}
 
 

@@ -34,6 +34,7 @@ from statistics import median
 
 from ..errors import ConfigError, InputFileError
 from ..executor_registry import EXECUTORS
+from .conditions import LoadMeter
 from .machine import MEASURED, Machine, this_machine
 
 #: The block one read asks for: a slab of frames of a ~50,000-atom system in float32 (4 MiB).
@@ -248,6 +249,7 @@ def probe(opts: ProbeOptions, log=print) -> Machine:
     if opts.seconds <= 0 or opts.nbytes < opts.block_bytes:
         raise ConfigError(f"--seconds must be > 0 and --bytes at least one block ({opts.block_bytes} bytes)")
     folder, existing = _target(opts)
+    meter = LoadMeter("probe")   # the readers and the starts are its children: other work is the rest
     here = this_machine()
     k = opts.max_readers or min(16, 2 * here.cores)
     levels = _levels(k)
@@ -264,15 +266,7 @@ def probe(opts: ProbeOptions, log=print) -> Machine:
         dropped = direct or _drop_cache(path)
         cold1 = _concurrent_read(path, size, 1, opts.block_bytes, per_level, cold=True, direct=direct)[0] \
             if dropped else warm
-        how = "O_DIRECT reads" if direct else "posix_fadvise(DONTNEED) before each level"
-        if dropped and warm > COLD_FACTOR * cold1:
-            cold_note = f"cold: {how}; page cache {warm / 1e9:.3g} GB/s, cold {cold1 / 1e9:.3g} GB/s"
-            cold = True
-        else:
-            why = "dropping the cache had no visible effect" if dropped else "posix_fadvise is not available"
-            cold_note = (f"could not tell cold from page-cache reads ({why}: {warm / 1e9:.3g} against "
-                         f"{cold1 / 1e9:.3g} GB/s); the curve may be the page cache's")
-            cold = False
+        cold_note, cold = _cold_note(warm, cold1, dropped, direct)
         log(f"probe: {size / 2**20:.0f} MiB at {path}: one reader {cold1 / 1e9:.3g} GB/s "
             f"({'cold' if cold else 'cache state not told'}), page cache {max(warm, warm_pass) / 1e9:.3g} GB/s")
         curve = [(1, cold1)]
@@ -291,16 +285,35 @@ def probe(opts: ProbeOptions, log=print) -> Machine:
     transfer = transfer_s_per_byte() if opts.starts else None
     if transfer is not None:
         log(f"probe: a pickled object moves to a worker process at {1e-9 / transfer:.3g} GB/s")
-    where = f"{MEASURED} by trajscale probe on {here.name} at {folder}"
+    load = meter.stop()
+    if load is not None:
+        log(f"probe: {'BUSY ' if load.busy else ''}{load.describe()}")
+    origin = _origin(here, folder, bool(starts), transfer is not None, load is not None)
+    return replace(here, read_curve=tuple(curve), block_bytes=opts.block_bytes, cold=cold_note,
+                   cached_read_bps=max(warm, warm_pass) or None, open_ms=open_ms, stat_ms=stat_ms,
+                   start_s=tuple(starts.items()), transfer_s_per_byte=transfer,
+                   loads=(load,) if load is not None else (), origin=tuple(origin.items()))
+
+
+def _cold_note(warm: float, cold1: float, dropped: bool, direct: bool) -> tuple[str, bool]:
+    """How the probe's reads bypassed the page cache (and both rates), and whether cold was told from cached."""
+    how = "O_DIRECT reads" if direct else "posix_fadvise(DONTNEED) before each level"
+    if dropped and warm > COLD_FACTOR * cold1:
+        return f"cold: {how}; page cache {warm / 1e9:.3g} GB/s, cold {cold1 / 1e9:.3g} GB/s", True
+    why = "dropping the cache had no visible effect" if dropped else "posix_fadvise is not available"
+    return (f"could not tell cold from page-cache reads ({why}: {warm / 1e9:.3g} against "
+            f"{cold1 / 1e9:.3g} GB/s); the curve may be the page cache's"), False
+
+
+def _origin(here: Machine, folder: Path, starts: bool, transfer: bool, load: bool) -> dict[str, str]:
+    """Where each of the profile's values came from."""
+    by = f"{MEASURED} by trajscale probe on {here.name}"
     origin = dict(here.origin)
-    origin.update(dict.fromkeys(("read_curve", "open_ms", "stat_ms", "block_bytes", "cold"), where))
-    if starts:
-        origin["start_s"] = f"{MEASURED} by trajscale probe on {here.name}"
-    if transfer is not None:
-        origin["transfer_s_per_byte"] = f"{MEASURED} by trajscale probe on {here.name}"
-    return replace(here, read_curve=tuple(curve), block_bytes=opts.block_bytes, cold=cold_note, open_ms=open_ms,
-                   stat_ms=stat_ms, start_s=tuple(starts.items()), transfer_s_per_byte=transfer,
-                   origin=tuple(origin.items()))
+    origin.update(dict.fromkeys(("read_curve", "open_ms", "stat_ms", "block_bytes", "cold", "cached_read_bps"),
+                                f"{by} at {folder}"))
+    origin.update({k: by for k, measured in (("start_s", starts), ("transfer_s_per_byte", transfer),
+                                             ("loads", load)) if measured})
+    return origin
 
 
 def under_mpi() -> bool:
@@ -319,6 +332,7 @@ def probe_mpi(opts: ProbeOptions, log=print) -> Machine | None:
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     folder, existing = _target(opts) if rank == 0 else (None, None)
+    meter = LoadMeter("probe")
     here = this_machine()
     path = None
     if rank == 0:
@@ -349,19 +363,23 @@ def probe_mpi(opts: ProbeOptions, log=print) -> Machine | None:
     finally:
         if rank == 0 and existing is None:
             Path(path).unlink(missing_ok=True)
+    # the ranks on rank 0's host are the probe's own work there, though not its children
+    cpu = comm.gather((socket.gethostname(), meter.own_so_far()), root=0)
     if rank != 0:
         return None
+    load = meter.stop(sum(s for h, s in cpu[1:] if h == cpu[0][0]))
     open_ms, stat_ms = _metadata_latency(folder)
     names = sorted({h[0] for h in hosts})
     where = f"{MEASURED} by trajscale probe under MPI on {len(names)} node(s) at {folder}"
     origin = {k: where for k in ("name", "nodes", "cores_per_node", "threads_per_core", "memory_bytes",
-                                 "read_curve", "open_ms", "stat_ms", "block_bytes", "cold")}
+                                 "read_curve", "open_ms", "stat_ms", "block_bytes", "cold", "loads")}
     return Machine(name=",".join(names), nodes=len(names), cores_per_node=min(h[1] for h in hosts),
                    threads_per_core=max(h[2] for h in hosts), memory_bytes=min(h[3] for h in hosts),
                    read_curve=tuple(curve), block_bytes=opts.block_bytes,
                    cold="cold: O_DIRECT reads on every rank" if direct else
                    "cold: each rank dropped its part with posix_fadvise(DONTNEED) before each level",
-                   open_ms=open_ms, stat_ms=stat_ms, origin=tuple(origin.items()))
+                   open_ms=open_ms, stat_ms=stat_ms, loads=(load,) if load is not None else (),
+                   origin=tuple(origin.items()))
 
 
 __all__ = ["BLOCK_BYTES", "ProbeOptions", "probe", "probe_mpi", "under_mpi", "worker_starts"]

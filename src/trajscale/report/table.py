@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from ..executor_registry import EXECUTORS
 from .advice import diagnose
+from .conditions import RunConditions
 from .diagnose import Diagnosis
 from .metrics import fmt_comm_ratio, scaling, worker_timings
 from .timing import PHASES, RunReport
@@ -62,6 +63,18 @@ def _process_lines(report: RunReport) -> list[str]:
     return out
 
 
+def _condition_lines(report: RunReport) -> list[str]:
+    """What else the machine ran while the run ran, and its files' page-cache state at its start."""
+    conds = RunConditions.from_dict(report.conditions)
+    out = []
+    if conds.load is not None:
+        busy = " (BUSY: its times are slower than this machine gives when idle)" if conds.load.busy else ""
+        out.append(f"machine load: {conds.load.describe().removeprefix('run: ')}{busy}")
+    if conds.page_cache is not None:
+        out.append(f"page cache: {conds.page_cache.describe()}")
+    return out
+
+
 def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     """The full report: run facts, per-worker phases (s), totals, derived numbers, stragglers, advice."""
     d = diagnosis or diagnose(report)
@@ -81,6 +94,7 @@ def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
         lines.append(f"read with HDF5 driver {io.driver or 'default'}, "
                      f"{'collective' if io.collective else 'independent'} reads")
     lines += _process_lines(report)
+    lines += _condition_lines(report)
     lines.append("")
     header = ["worker", "host", "pid", "tasks", "frames", "MB", "start", *(HEADERS[p] for p in PHASES), "total"]
     rows = []

@@ -156,6 +156,9 @@ class RunReport:
     #: ("process start", or "run start" for a later run in the same process), ``t_begin``/``t_end``
     #: (epoch seconds).  Empty in reports written before it existed.
     process: dict = field(default_factory=dict)
+    #: What the run shared its machine with and whether its files were in the page cache at its start:
+    #: :class:`~trajscale.report.conditions.RunConditions` as plain values (empty: not recorded).
+    conditions: dict = field(default_factory=dict)
     version: int = REPORT_VERSION
 
     def __repr__(self) -> str:   # the dataclass repr would print every task record
