@@ -29,7 +29,7 @@ FORBIDDEN = {
 
 #: The report package's floors, from the records up: a module imports only modules on its floor or below.
 REPORT_FLOORS = {
-    "timing": 0, "process": 0, "payload": 0, "machine": 0, "probe": 0,   # records (of runs, and of machines)
+    "timing": 0, "process": 0, "payload": 0, "runfacts": 0, "machine": 0, "probe": 0,   # records (of runs, machines)
     "conditions": 0,                           # what else the machine ran, and the page cache, beside them
     "metrics": 1,                              # numbers derived from the records
     "stragglers": 2, "diagnose": 2,            # diagnosis
@@ -84,6 +84,23 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _package_of(path: Path) -> str:
+    """The package a module belongs to (a package's ``__init__`` belongs to the package itself)."""
+    me = _module_name(path)
+    return me if path.name == "__init__.py" else me.rpartition(".")[0]
+
+
+def _imported_from(node: ast.ImportFrom, package: str) -> str | None:
+    """The trajscale module ``from ... import`` names, relative imports resolved in ``package``; None
+    for other libraries."""
+    if node.level:
+        base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+        return ".".join(base + ([node.module] if node.module else []))
+    if node.module and node.module.split(".")[0] == "trajscale":
+        return node.module
+    return None
+
+
 def _import_graph() -> dict[str, set[str]]:
     """Module -> the trajscale modules it imports (anywhere in it); ``from pkg import sub`` names the
     submodule, ``from pkg import name`` the package (its ``__init__``); a compiled module is a leaf."""
@@ -99,16 +116,12 @@ def _import_graph() -> dict[str, set[str]]:
     graph = {}
     for path in PKG.rglob("*.py"):
         me = _module_name(path)
-        package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+        package = _package_of(path)
         out = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                elif node.module and node.module.split(".")[0] == "trajscale":
-                    target = node.module
-                else:
+                target = _imported_from(node, package)
+                if target is None:
                     continue
                 for alias in node.names:
                     sub = f"{target}.{alias.name}"
@@ -213,7 +226,7 @@ def test_capabilities_are_declared_not_probed():
         assert names <= set(dir(cls)), f"{cls.__name__} does not declare {sorted(names - set(dir(cls)))}"
     declared = {n for cls in (Executor, Source) for n in dir(cls) if not n.startswith("__")}
     bad = []
-    users = [PKG / "run.py", PKG / "follow.py", PKG / "planning.py", *PKG.glob("executors/*.py"),
+    users = [PKG / "engine.py", PKG / "run.py", PKG / "follow.py", PKG / "planning.py", *PKG.glob("executors/*.py"),
              *PKG.glob("sources/*.py")]
     for path in users:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -222,3 +235,42 @@ def test_capabilities_are_declared_not_probed():
                     and isinstance(node.args[1], ast.Constant) and node.args[1].value in declared):
                 bad.append(f"{path.relative_to(PKG)}:{node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
     assert not bad, "declare these on the interface instead:\n" + "\n".join(bad)
+
+
+def _private_imports(path: Path, text: str | None = None) -> list[str]:
+    """``from MODULE import _name`` (and ``from pkg._module import ...``) in ``path`` (or ``text`` as
+    that module) where the private name belongs to another package than the importer's; the root
+    package's own private modules (``_lazy``, ``_version``) serve every subpackage."""
+    me, package = _module_name(path), _package_of(path)
+    out = []
+    for node in ast.walk(ast.parse(path.read_text() if text is None else text)):
+        target = _imported_from(node, package) if isinstance(node, ast.ImportFrom) else None
+        if target is None:
+            continue
+        parts = target.split(".")
+        private = [i for i, c in enumerate(parts) if c.startswith("_") and not c.startswith("__")]
+        if private and ".".join(parts[: private[0]]) not in (package, "trajscale"):
+            out.append(f"{me}:{node.lineno} imports from {target}")
+        is_package = (PKG.parent / target.replace(".", "/")).is_dir()
+        owner = target if is_package else target.rpartition(".")[0]
+        for a in node.names:
+            submodule = (PKG.parent / target.replace(".", "/") / f"{a.name}.py").exists()
+            if a.name.startswith("_") and not a.name.startswith("__") and owner != package \
+                    and not (submodule and target == "trajscale"):
+                out.append(f"{me}:{node.lineno} imports {target}.{a.name}")
+    return out
+
+
+def test_the_private_name_finder_finds_one():
+    text = ("from ..follow import _first_snapshot\nfrom ..sources._xdr import scan\n"
+            "from .reader import _ok\nfrom .._lazy import attach\nfrom trajscale.sources.follow import snapshot\n")
+    assert _private_imports(PKG / "mda" / "probe.py", text) == [
+        "trajscale.mda.probe:1 imports trajscale.follow._first_snapshot",
+        "trajscale.mda.probe:2 imports from trajscale.sources._xdr"]
+
+
+def test_no_module_imports_another_packages_private_names():
+    """A name with a leading underscore is private to its package: another package that needs it asks
+    for a public name (every import counts, inside functions too)."""
+    bad = [line for path in sorted(PKG.rglob("*.py")) for line in _private_imports(path)]
+    assert not bad, "\n".join(bad)

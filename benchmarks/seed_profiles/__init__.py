@@ -13,6 +13,7 @@ from __future__ import annotations
 from trajscale.facts import LayoutFacts
 from trajscale.report.machine import DEFAULTED, GIVEN, Machine
 from trajscale.report.predict import fit, predict_model
+from trajscale.report.runfacts import RunFacts
 from trajscale.report.timing import RunReport, TaskTiming, summarize_workers
 
 #: A rank's start on a cluster (interpreter, imports from a shared file system, MPI init): not
@@ -31,7 +32,7 @@ def synthetic_report(frames: int, nbytes: int, t_io: float, t_compute: float, fi
     return RunReport(analysis="rmsd", executor="serial", n_workers=1, n_frames=frames, n_atoms=n_atoms,
                      source=LayoutFacts(format="h5md", path="seed.h5md", chunks=(1, n_atoms, 3)),
                      t_total=fixed + t_io + t_compute, tasks=[task], workers=summarize_workers([task], extras),
-                     meta={"n_tasks": 1, "n_tasks_asked": None},
+                     meta=RunFacts(n_tasks=1),
                      process={"t_wall": sum(phases.values()), "phases": phases, "origin": "process start"})
 
 

@@ -2,7 +2,7 @@
 
 Every ending saves the results over the frames analysed; what differs is what a
 user, or a script reading the exit status, should make of them. The last line of
-a followed run (:func:`trajscale.follow.last_line`) and ``report.meta["follow"]``
+a followed run (:func:`trajscale.follow.last_line`) and ``report.meta.follow``
 say the ending; :attr:`Ending.status` is the command's exit status. The table is
 docs/following.md's "How a run ends".
 """
@@ -15,7 +15,7 @@ import enum
 class Ending(enum.Enum):
     """Why a followed run ended: ``(key, exit status, what the last line says)``.
 
-    The key is what ``report.meta["follow"]["ended"]`` holds. ``{detail}`` in the
+    The key is what ``report.meta.follow.ended`` holds. ``{detail}`` in the
     text is filled by whoever met the ending (the idle time, the damage's frame
     and byte, what changed in a replaced file). The two endings a producer means
     (the file marked complete, the stream closed normally) exit 0; every other

@@ -1,7 +1,7 @@
-"""A run's two records: what it is asked to do (:class:`RunOptions`) and what preparing it found
-(:class:`JobFacts`).
+"""A run's records: what it is asked to do (:class:`RunOptions`, with :class:`FollowOptions` for a
+trajectory still being written) and what preparing it found (:class:`JobFacts`).
 
-They are how options travel through ``trajscale.run`` and a followed run, as zarr carries an
+They are how options travel through the run engine (:mod:`trajscale.engine`), as zarr carries an
 array's settings through its codec pipeline in ``ArraySpec``/``ArrayConfig``: one frozen record
 each, read by name, instead of a chain of positional arguments and a dict keyed by strings.
 """
@@ -26,13 +26,52 @@ if TYPE_CHECKING:
     from .sources.base import Source
 
 
+@dataclass(frozen=True)
+class FollowOptions:
+    """How a followed run polls, publishes and ends.
+
+    Attributes
+    ----------
+    every_s
+        Publish the results so far (``on_update``) at most this often, in seconds.
+    every_frames
+        ... or once this many new frames are analysed (None: by time only).
+    idle
+        End when no new frame has come for this many seconds.
+    poll
+        Seconds between looks at the trajectory when nothing is new.
+    wait
+        Seconds to wait for the first complete frame (default: ``idle``).
+    tee
+        An IMD stream (``imd://HOST:PORT``): keep every frame received in this H5MD file (None: a
+        temporary file, removed when the run ends).
+    overwrite
+        With ``tee``: replace an existing file.
+    """
+
+    every_s: float = 30.0
+    every_frames: int | None = None
+    idle: float = 60.0
+    poll: float = 0.5
+    wait: float | None = None
+    tee: str | None = None
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        for name, value in (("every_s", self.every_s), ("idle", self.idle), ("poll", self.poll)):
+            if not value > 0:
+                raise ConfigError(f"follow: {name} must be positive, got {value}")
+        if self.every_frames is not None and self.every_frames < 1:
+            raise ConfigError(f"follow: every_frames must be at least 1, got {self.every_frames}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunOptions:
     """How :func:`trajscale.run` runs a job: where its tasks run, which frames, how they are read.
 
-    Every keyword of :func:`trajscale.run` other than ``follow`` and ``on_update`` is a field here
-    (its docstring says what each means); a keyword that is no field is an option of the executor
-    (``scheduler=`` for Dask, ``collective=`` for MPI), kept in ``executor_options``.
+    Every keyword of :func:`trajscale.run` other than ``on_update`` is a field here (its docstring
+    says what each means); a keyword that is no field is an option of the executor (``scheduler=``
+    for Dask, ``collective=`` for MPI), kept in ``executor_options``.
 
     Attributes
     ----------
@@ -56,6 +95,9 @@ class RunOptions:
         Most bytes of frames a worker reads and maps at once.
     continuous
         Let trajectory parts that overlap in time join, the later part's frames kept.
+    follow
+        A :class:`FollowOptions` (True: the defaults): the trajectory is still being written, and its
+        frames are analysed as they land; None (or False): a finished trajectory.
     executor_options
         Keyword options of the executor built by name (checked against its class when it is built).
     """
@@ -72,6 +114,7 @@ class RunOptions:
     assume_units: str | None = None
     max_block_bytes: int = MAX_BLOCK_BYTES
     continuous: bool = False
+    follow: FollowOptions | None = None
     executor_options: Mapping[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -85,6 +128,13 @@ class RunOptions:
             raise ConfigError(f"step must be at least 1 (got {self.step})")
         # a copy: the caller's dict may change after the record is made
         object.__setattr__(self, "executor_options", dict(self.executor_options))
+        if self.follow is True:
+            object.__setattr__(self, "follow", FollowOptions())
+        elif self.follow is False:
+            object.__setattr__(self, "follow", None)
+        elif self.follow is not None and not isinstance(self.follow, FollowOptions):
+            raise ConfigError(f"follow must be True or a trajscale.follow.FollowOptions, "
+                              f"got {type(self.follow).__name__}")
 
     @classmethod
     def from_keywords(cls, options: RunOptions | None = None, keywords: Mapping[str, object] = ()) -> RunOptions:
@@ -210,4 +260,4 @@ class JobFacts:
                           max_block_bytes, self.part_starts)
 
 
-__all__ = ["JobFacts", "RunOptions"]
+__all__ = ["FollowOptions", "JobFacts", "RunOptions"]

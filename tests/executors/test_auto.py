@@ -22,7 +22,7 @@ def mda_rmsd(adk_vacuum):
 def test_short_job_runs_serially_and_says_why(adk_vacuum, adk_vacuum_h5md, mda_rmsd):
     r = ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], adk_vacuum_h5md, executor="auto", n_workers=2)
     assert r.report.executor == "serial"
-    why = r.report.meta["executor_choice"]
+    why = str(r.report.meta.executor_choice)
     assert why.startswith("auto: serial (estimated work") and "to start them" in why, why
     np.testing.assert_allclose(r.rmsd, mda_rmsd, atol=1e-4)
 
@@ -32,7 +32,7 @@ def test_long_job_runs_on_processes(adk_vacuum, adk_vacuum_h5md, mda_rmsd, monke
     monkeypatch.setattr(executors, "MAP_S_PER_ATOM_FRAME", 1.0)
     r = ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], adk_vacuum_h5md, executor="auto", n_workers=2)
     assert r.report.executor == "processes" and r.report.n_workers == 2
-    assert r.report.meta["executor_choice"].startswith("auto: processes")
+    assert str(r.report.meta.executor_choice).startswith("auto: processes")
     np.testing.assert_allclose(r.rmsd, mda_rmsd, atol=1e-4)
     from trajscale.executors import base
 

@@ -46,20 +46,21 @@ def test_tasks_and_blocks_follow_the_block_budget(adk_vacuum, adk_vacuum_h5md, m
     frame = (3341 + 215) * 12 + 40
     r = run(RMSD(select=SELECT), adk_vacuum[0], adk_vacuum_h5md, executor=executor, n_workers=2,
             n_tasks=2, max_block_bytes=10 * frame)
-    assert r.report.meta["n_tasks"] == 10
+    assert r.report.meta.n_tasks == 10
     assert max(t.bytes_read for t in r.report.tasks) <= 10 * 3341 * 12
     np.testing.assert_allclose(r.rmsd, mda_rmsd, atol=1e-4)
 
 
 def test_one_task_is_read_in_blocks_and_reduced(adk_vacuum, adk_vacuum_h5md, mda_rmsd):
     """One 98-frame task with a 4-frame budget: the worker's read buffers hold 4 frames; MDAnalysis's RMSD."""
+    from trajscale.engine import prepare
     from trajscale.executors import base
     from trajscale.executors.serial import SerialExecutor
-    from trajscale.run import RunOptions, _prepare
+    from trajscale.run import RunOptions
 
     analysis = RMSD(select=SELECT)
     frame = (3341 + 215) * 12 + 40
-    job, _ = _prepare(analysis, adk_vacuum[0], adk_vacuum_h5md, RunOptions(max_block_bytes=4 * frame))
+    job, _ = prepare(analysis, adk_vacuum[0], adk_vacuum_h5md, RunOptions(max_block_bytes=4 * frame))
     assert job.block_frames == 4
     base.close_cached_sources()
     try:

@@ -87,7 +87,7 @@ def test_a_killed_followable_writer_is_followed_and_repaired(tmp_path):
         watchdog.cancel()
         proc.wait(timeout=60)
     r = ts.run(ts.RMSD(select="name CA"), D.PSF, str(out), follow=FollowOptions(idle=2, poll=0.05))
-    assert r.report.meta["follow"]["ended"] == "idle"
+    assert r.report.meta.follow.ended == "idle"
     u = mda.Universe(D.PSF, D.DCD)
     expect = rms.RMSD(u, select="name CA").run(stop=5).results.rmsd[:, 2]
     np.testing.assert_allclose(r.rmsd, expect, atol=1e-4)

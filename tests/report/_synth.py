@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trajscale.facts import LayoutFacts
+from trajscale.report.runfacts import RunFacts
 from trajscale.report.summary import Report
 from trajscale.report.timing import TaskTiming, summarize_workers
 
@@ -53,7 +54,7 @@ def make_report(workers: list[dict] | None = None, *, n_workers: int | None = No
     wall = t_total if t_total is not None else max(w.t_total for w in rows)
     return Report(analysis="rmsd", executor=executor, n_workers=len(specs), n_frames=frame,
                   n_atoms=n_atoms, source=_facts(source or {"format": "h5md", "path": "traj.h5md"}),
-                  t_total=wall, tasks=tasks, workers=rows, meta={"n_tasks": len(tasks)})
+                  t_total=wall, tasks=tasks, workers=rows, meta=RunFacts(n_tasks=len(tasks)))
 
 
 def on_cores(report: Report, affinity: str, cpus: int = 64) -> Report:

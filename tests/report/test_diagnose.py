@@ -13,6 +13,7 @@ from tests.report._synth import make_report, on_cores
 from trajscale.report import diagnose
 from trajscale.report.advice import RULES, Advice, advise
 from trajscale.report.metrics import ratio, scaling
+from trajscale.report.runfacts import RunFacts
 from trajscale.report.stragglers import find_stragglers
 from trajscale.report.summary import short_report
 from trajscale.report.table import format_table
@@ -261,7 +262,7 @@ def test_chain_advice_names_200_parts_as_one_glob_the_shell_expands_to_them(tmp_
     (folder / "md.part0001.xtc.bak").touch()   # matches no .xtc glob
     chain = make_report([{"t_io": 3.0}] * 4, source={"format": "segments", "segment_formats": "XTC",
                                                       "path": parts[0]})
-    chain.meta = {"topology": "top.gro", "trajectories": parts}
+    chain.meta = RunFacts(topology="top.gro", trajectories=tuple(parts))
     a = RULES["io-bound-format"](chain, diagnose(chain))
     cmd = a.message.split("`")[1]
     assert len(cmd) < 200 and cmd.endswith("-o md.part.h5md"), cmd
@@ -271,7 +272,7 @@ def test_chain_advice_names_200_parts_as_one_glob_the_shell_expands_to_them(tmp_
     assert got == parts
     odd = parts[:5] + [str(folder / "other.xtc")]   # no glob matches exactly these: every name, quoted
     open(odd[-1], "w").close()
-    chain.meta["trajectories"] = odd
+    chain.meta = replace(chain.meta, trajectories=tuple(odd))
     a = RULES["io-bound-format"](chain, diagnose(chain))
     assert " ".join(shlex.quote(p) for p in odd) in a.message
 

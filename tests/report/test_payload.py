@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import numpy as np
@@ -27,16 +28,16 @@ def test_a_run_records_its_job_and_partial_sizes(executor):
     trajscale's exact sums take two 64-bit words each), whatever the frames; RMSD's is one row per frame."""
     n_atoms = 3341
     kw = {"executor": executor} if executor == "serial" else {"executor": executor, "n_workers": 2}
-    rmsf = Payload.from_dict(run(RMSF(select="all"), PSF, DCD, **kw).report.meta["payload"])
+    rmsf = run(RMSF(select="all"), PSF, DCD, **kw).report.meta.payload
     assert rmsf is not None and not rmsf.per_frame
     assert 2 * n_atoms * 3 * 8 <= rmsf.partial_bytes <= 4 * n_atoms * 3 * 8 + 4096
     # the job carries the selection's indices at least
     assert rmsf.job_bytes >= n_atoms * 4
-    short = run(RMSD(select="name CA"), PSF, DCD, stop=20, **kw).report.meta["payload"]
-    full = run(RMSD(select="name CA"), PSF, DCD, **kw).report.meta["payload"]
-    assert short["per_frame"] and full["per_frame"] and (short["frames"], full["frames"]) == (20, 98)
+    short = run(RMSD(select="name CA"), PSF, DCD, stop=20, **kw).report.meta.payload
+    full = run(RMSD(select="name CA"), PSF, DCD, **kw).report.meta.payload
+    assert short.per_frame and full.per_frame and (short.frames, full.frames) == (20, 98)
     # one row per frame: 78 more frames add at least their frame index, time and value (8 bytes each)
-    assert full["partial_bytes"] - short["partial_bytes"] >= 78 * 3 * 8
+    assert full.partial_bytes - short.partial_bytes >= 78 * 3 * 8
 
 
 def test_a_payload_record_from_an_older_or_damaged_report_is_not_used():
@@ -61,7 +62,7 @@ def test_a_partial_that_cannot_be_pickled_leaves_the_sizes_out_not_the_run():
     from trajscale import Reduce
 
     r = run(Reduce(_unpicklable_map, _first, select="name CA"), PSF, DCD, stop=5, executor="serial")
-    assert r.report.meta["payload"] is None
+    assert r.report.meta.payload is None
     assert sum(1 for _ in r.value) == 5   # the generator of the first block's frames, intact
     with pytest.raises(TypeError):
         pickle.dumps(_unpicklable_map(np.zeros((1, 1, 3)), None))
@@ -73,14 +74,14 @@ def test_the_assumptions_say_the_sizes_were_measured_and_which_launch_was_used()
     from trajscale.report.predict import model_assumptions
 
     report = run(RMSF(select="all"), PSF, DCD, executor="serial").report
-    sizes = Payload.from_dict(report.meta["payload"])
+    sizes = report.meta.payload
     machine = Machine(name="two", nodes=1, cores_per_node=2, launch=(LaunchLine("processes", 0.1, 0.04),))
     rows = {w: (v, o) for w, v, o in model_assumptions(fit(report, "processes"), machine)}
     value, origin = rows["pickled job and partial result"]
     assert origin == "measured in the report"
     assert value == f"{sizes.job_bytes / 1e6:.3g} MB job; {sizes.partial_bytes / 1e6:.3g} MB per task (accumulated)"
     assert rows["processes launch"][0] == "the machine's launch line"
-    report.meta = {k: v for k, v in report.meta.items() if k != "payload"}   # a report from before sizes
+    report.meta = dataclasses.replace(report.meta, payload=None)   # a report from before sizes
     assert model_assumptions(fit(report, "processes"), machine)[2][2] == "defaulted"
 
 
@@ -91,7 +92,7 @@ def test_a_followed_run_records_the_sizes_a_finished_run_does(tmp_path):
 
     h5 = tmp_path / "t.h5md"
     assert run_cli("convert", PSF, DCD, "-o", str(h5)).returncode == 0   # marked complete: following ends
-    followed = run(RMSF(select="name CA"), PSF, str(h5), follow=True, executor="serial").report.meta["payload"]
-    finished = run(RMSF(select="name CA"), PSF, str(h5), executor="serial").report.meta["payload"]
-    assert followed is not None and followed["frames"] == finished["frames"] == 98
-    assert (followed["partial_bytes"], followed["per_frame"]) == (finished["partial_bytes"], False)
+    followed = run(RMSF(select="name CA"), PSF, str(h5), follow=True, executor="serial").report.meta.payload
+    finished = run(RMSF(select="name CA"), PSF, str(h5), executor="serial").report.meta.payload
+    assert followed is not None and followed.frames == finished.frames == 98
+    assert (followed.partial_bytes, followed.per_frame) == (finished.partial_bytes, False)

@@ -6,6 +6,7 @@ compared with the docs' equation evaluated here by hand (docs/benchmarks.md, "Pr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from tests.conftest import run_cli
 from tests.report._synth import make_report
 from trajscale.report.machine import Machine
+from trajscale.report.payload import Payload
 from trajscale.report.predict import efficiency_threshold, fit, predict_model, terms_at, wall_at
 
 #: A machine with a core for every rank these tests ask about: no oversubscription.
@@ -57,8 +59,8 @@ def test_wall_at_n_follows_the_documented_equation():
 
 
 def _with_payload(report, job_bytes: int, partial_bytes: int, per_frame: bool):
-    report.meta = {**report.meta, "payload": {"job_bytes": job_bytes, "partial_bytes": partial_bytes,
-                                              "frames": report.n_frames, "per_frame": per_frame}}
+    report.meta = dataclasses.replace(report.meta, payload=Payload(job_bytes, partial_bytes, report.n_frames,
+                                                                   per_frame))
     return report
 
 
@@ -114,7 +116,7 @@ def test_metadata_server_serialises_opens():
 
 def test_fixed_task_count_caps_the_speedup():
     r = _serial(imports=0.1, topology=0.05, n_tasks=8)
-    r.meta["n_tasks_asked"] = 8   # the run fixed its tasks (--tasks 8): 8 at every N
+    r.meta = dataclasses.replace(r.meta, n_tasks_asked=8)   # the run fixed its tasks (--tasks 8): 8 at every N
     model = fit(r, "mpi")
     preds = predict_model(model, [8, 64], BIG)
     assert preds[0].n_tasks == preds[1].n_tasks == 8
@@ -212,7 +214,7 @@ def test_levers_say_what_moves_the_efficiency_point():
     assert moved[layout] > base
     assert not any(k.startswith("task count") for k in moved)   # the run did not fix its task count
     r = _serial(imports=0.1, topology=0.05, n_tasks=8)
-    r.meta["n_tasks_asked"] = 8
+    r.meta = dataclasses.replace(r.meta, n_tasks_asked=8)
     fixed = fit(r, "mpi")
     moved = dict(levers(fixed, BIG))
     assert moved["task count: `--tasks` unset (4 tasks per rank)"] > efficiency_threshold(fixed, BIG)

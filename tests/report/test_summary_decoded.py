@@ -47,7 +47,7 @@ def test_an_xtc_is_decoded_by_trajscale_up_to_the_last_selected_atom(tmp_path):
     (tmp_path / "adk.xtc.done").touch()
     plain = ts.run(ts.RMSD(select="name CA"), TPR, str(traj)).report
     followed = ts.run(ts.RMSD(select="name CA"), TPR, str(traj), follow=FollowOptions(idle=60)).report
-    assert followed.meta["follow"]["ended"] == "complete"
+    assert followed.meta.follow.ended == "complete"
     io_bound = dataclasses.replace(diagnose(plain), r_comp_io=0.1)   # the rule's condition, on both runs
     assert "convert to H5MD" in rule_io_bound_format(plain, io_bound).message
     assert rule_io_bound_format(followed, io_bound) is None

@@ -18,4 +18,4 @@ r = ts.run(ts.RMSD(select="name CA"), top, sys.argv[1], executor="mpi",
 if r is not None:
     np.save(sys.argv[2], r.rmsd)
     with open(sys.argv[2] + ".json", "w") as fh:
-        json.dump(r.report.meta["follow"], fh)
+        json.dump(r.report.meta.follow.to_dict(), fh)

@@ -22,9 +22,10 @@ from MDAnalysisTests import datafiles as D
 import trajscale as ts
 from trajscale.block import FrameRange
 from trajscale.convert.split import split
+from trajscale.engine import prepare
 from trajscale.executors.base import close_cached_sources, run_task
 from trajscale.executors.processes import ProcessExecutor
-from trajscale.run import RunOptions, _prepare, plan_strided_tasks, plan_tasks
+from trajscale.run import RunOptions, plan_strided_tasks, plan_tasks
 
 #: Unequal parts, as restarts leave them: short ones between long ones.
 LENGTHS = [7, 2, 11, 5, 15]
@@ -150,7 +151,7 @@ def _part_stats_in_a_task(folder: Path, n_parts: int, water_frames, monkeypatch)
     for k in range(n_parts):
         parts.append(str(folder / f"p{k:03d}.xtc"))
         _write_xtc(Path(parts[-1]), water_frames, range(2 * k, 2 * k + 2))
-    job, _ = _prepare(ts.RMSD(select="name CA"), D.GRO, parts, RunOptions())
+    job, _ = prepare(ts.RMSD(select="name CA"), D.GRO, parts, RunOptions())
     close_cached_sources()
     try:
         run_task(job, 0, FrameRange(0, 2), "w")      # the worker opens and caches the source, and part 0

@@ -253,15 +253,16 @@ def test_mpi_ranks_open_only_their_parts(tmp_path, water_rmsd):
 def test_auto_costs_the_decoding_of_whole_frames(tmp_path, monkeypatch):
     """XTC decodes every atom of a frame, whatever is selected: 100 frames of 47,681 atoms (~0.4 s) are
     worth two forked workers, though the 214 CA atoms read would not be."""
+    from trajscale.engine import prepare
     from trajscale.executors import choose_executor
-    from trajscale.run import RunOptions, _prepare
+    from trajscale.run import RunOptions
 
     monkeypatch.setenv("TRAJSCALE_START_METHOD", "fork")   # the start cost the estimate is compared with
     parts = _long_chain(tmp_path / "chain", 10, 10)
-    _, facts = _prepare(ts.RMSD(select="name CA"), D.GRO, parts, RunOptions())
+    _, facts = prepare(ts.RMSD(select="name CA"), D.GRO, parts, RunOptions())
     assert facts.n_atoms == 214 and facts.decode_s_per_frame > 1e-3
     assert choose_executor(facts, 2)[0] == "processes"
-    _, few = _prepare(ts.RMSD(select="name CA"), D.GRO, parts[:1], RunOptions())
+    _, few = prepare(ts.RMSD(select="name CA"), D.GRO, parts[:1], RunOptions())
     assert choose_executor(few, 2)[0] == "serial"   # 10 frames: not worth starting workers
 
 

@@ -81,7 +81,7 @@ def test_growing_h5md_followed_to_its_end_equals_the_finished_file(tmp_path, exe
     finally:
         assert writer.wait(timeout=300) == 0
     full = ts.run(ts.RMSD(select="name CA"), PSF, str(out))
-    assert r.report.meta["follow"]["ended"] == "complete", last_line(r)
+    assert r.report.meta.follow.ended == "complete", last_line(r)
     assert len(r.rmsd) == 98
     assert np.array_equal(r.rmsd, full.rmsd) and np.array_equal(r.times, full.times)
     np.testing.assert_allclose(r.rmsd, mda_adk_rmsd, rtol=1e-5, atol=1e-5)
@@ -116,7 +116,7 @@ def test_xtc_appended_in_pieces_is_read_only_in_whole_frames(tmp_path, executor)
                    follow=FollowOptions(idle=120, poll=0.05, wait=120))
     finally:
         assert writer.wait(timeout=300) == 0
-    assert r.report.meta["follow"]["ended"] == "complete"
+    assert r.report.meta.follow.ended == "complete"
     full = ts.run(ts.RMSD(select="name CA"), TPR, str(out))
     assert len(r.report.tasks) > 1
     assert np.array_equal(r.rmsd, full.rmsd)
@@ -152,7 +152,7 @@ def test_killed_writer_leaves_every_complete_frame_analysed(tmp_path):
         writer.kill()
         writer.wait()
     assert time.monotonic() - t0 < 120
-    assert r.report.meta["follow"]["ended"] == "idle"
+    assert r.report.meta.follow.ended == "idle"
     assert last_line(r) == (f"followed {len(r.rmsd)} frames; ended: no new frame for 3 s; the file was never "
                             "marked complete")
     full = ts.run(ts.RMSD(select="name CA"), PSF, str(out))   # what the killed writer left complete
@@ -233,7 +233,7 @@ def test_segment_index_gaining_parts(tmp_path):
                    follow=FollowOptions(idle=120, poll=0.1))
     finally:
         t.join()
-    assert r.report.meta["follow"]["ended"] == "complete"
+    assert r.report.meta.follow.ended == "complete"
     full = ts.run(ts.RMSD(select="name CA"), PSF, str(index))
     assert len(r.rmsd) == 98 and np.array_equal(r.rmsd, full.rmsd)
     np.testing.assert_allclose(r.rmsd, mda_rmsd(PSF, DCD), rtol=1e-5, atol=1e-5)

@@ -1,6 +1,6 @@
 """How a followed run ends when the trajectory is not what it was: replaced under its name, damaged, left
 by a writer that died, or a reference frame not yet written. Every ending saves the frames analysed, which
-equal MDAnalysis's analysis of those frames, and names what happened (``report.meta["follow"]``)."""
+equal MDAnalysis's analysis of those frames, and names what happened (``report.meta.follow``)."""
 
 from __future__ import annotations
 
@@ -97,9 +97,9 @@ def test_an_ending_saves_the_frames_analysed_and_names_what_happened(tmp_path, e
         killed_producer(traj)
         r = ts.run(ts.RMSD(select="name CA"), PSF, str(traj), follow=FollowOptions(idle=3, poll=0.1), **opts)
         said = "no new frame for 3 s; the file was never marked complete"
-    f = r.report.meta["follow"]
-    assert f["ended"] == {"killed": "idle"}.get(case, case), last_line(r)
-    assert said in f["why"] and last_line(r).startswith(f"followed {len(r.rmsd)} frames; ended: ")
+    f = r.report.meta.follow
+    assert f.ended == {"killed": "idle"}.get(case, case), last_line(r)
+    assert said in f.why and last_line(r).startswith(f"followed {len(r.rmsd)} frames; ended: ")
     n = {"replaced": 8, "damaged": 10}.get(case)
     assert n is None and len(r.rmsd) >= 29 or len(r.rmsd) == n
     np.testing.assert_allclose(r.rmsd, mda_ca_rmsd(first, len(r.rmsd)), rtol=1e-5, atol=1e-5)
@@ -117,7 +117,7 @@ def test_damage_appended_while_following_ends_the_run_after_the_frames_before_it
     r = ts.run(ts.RMSD(select="name CA"), PSF, str(traj), on_update=on_update,
                follow=FollowOptions(idle=60, poll=0.1, every_s=0.2, every_frames=1))
     thread[0].join()
-    assert r.report.meta["follow"]["ended"] == "damaged", last_line(r)
+    assert r.report.meta.follow.ended == "damaged", last_line(r)
     whole = tmp_path / "whole.xtc"
     write_xtc(whole, slice(0, 5))
     assert f"damaged: frame 5 at byte {whole.stat().st_size}" in last_line(r)
@@ -132,7 +132,7 @@ def test_a_writer_stopped_inside_a_frame_is_said_at_an_idle_end(tmp_path):
         fh.seek(0, 2)
         fh.write(start)   # the first 40 bytes of a sixth frame, never finished
     r = ts.run(ts.RMSD(select="name CA"), PSF, str(traj), follow=FollowOptions(idle=2, poll=0.1))
-    assert r.report.meta["follow"]["ended"] == "idle"
+    assert r.report.meta.follow.ended == "idle"
     assert last_line(r) == ("followed 5 frames; ended: no new frame for 2 s; the file was never marked complete, "
                             "and its last 40 bytes are not a whole frame (a writer that stopped inside frame 5)")
 
@@ -164,7 +164,7 @@ def test_a_reference_frame_not_yet_written_is_waited_for(tmp_path):
     finally:
         timer.join()
         assert writer.wait(timeout=300) == 0
-    assert r.report.meta["follow"]["ended"] == "complete"
+    assert r.report.meta.follow.ended == "complete"
     np.testing.assert_allclose(r.rmsd, mda_ca_rmsd(traj, ref_frame=5), rtol=1e-5, atol=1e-5)
     assert len(r.rmsd) == 98
 
@@ -200,7 +200,7 @@ def test_a_part_of_an_index_changed_after_it_was_read_ends_the_run(tmp_path):
     r = ts.run(ts.RMSD(select="name CA"), PSF, str(index), on_update=on_update,
                follow=FollowOptions(idle=30, poll=0.1, every_s=0.2, every_frames=1))
     thread[0].join()
-    assert r.report.meta["follow"]["ended"] == "replaced", last_line(r)
+    assert r.report.meta.follow.ended == "replaced", last_line(r)
     assert f"part {parts[0]} of {index} changed after its frames were read" in last_line(r)
     np.testing.assert_allclose(r.rmsd, mda_ca_rmsd(DCD, 20), rtol=1e-5, atol=1e-5)
 

@@ -122,7 +122,7 @@ def test_xtc_written_by_mdanalysis_while_followed_equals_the_finished_file(tmp_p
         r = ts.run(ts.RMSD(select="name CA"), PSF, str(out), follow=FollowOptions(idle=120, poll=0.05, wait=120))
     finally:
         assert writer.wait(timeout=300) == 0
-    assert r.report.meta["follow"]["ended"] == "complete", last_line(r)
+    assert r.report.meta.follow.ended == "complete", last_line(r)
     assert len(r.report.tasks) > 1   # the frames came in more than one round
     full = ts.run(ts.RMSD(select="name CA"), PSF, str(out))
     assert len(r.rmsd) == 98 and np.array_equal(r.rmsd, full.rmsd)

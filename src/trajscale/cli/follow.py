@@ -70,22 +70,25 @@ def refuse_options_without_effect(args, trajectory) -> None:
                                   f"{args.executor}")
 
 
-def follow_options(args, analysis, trajectory):
-    """Run ``analysis`` with ``--follow``: ``--out`` and ``--report`` are rewritten as results grow (the
-    last time when it ends, however it ends); :func:`finish` then prints the summary and a last line
-    on stderr saying how many frames were analysed and why the run ended."""
-    from ..errors import ConfigError
-    from ..follow import FollowOptions
-    from ..run import run
+def follow_options(args, trajectory):
+    """The :class:`~trajscale.runspec.FollowOptions` of ``--follow`` (and of an ``imd://`` stream, always
+    followed); None for a finished trajectory."""
+    from ..runspec import FollowOptions
     from ..sources.imd import is_stream
     from .checks import check_outputs
-    from .options import executor_options
 
-    if (args.start, args.stop, args.step) != (0, None, 1):
-        raise ConfigError("--follow analyses every frame as it lands: --start, --stop and --step do not apply")
-    opts = FollowOptions(every_s=30.0 if args.every is None else args.every, every_frames=args.every_frames,
-                         idle=60.0 if args.idle is None else args.idle)
+    if not (args.follow or is_stream(trajectory)):
+        return None
+    if args.tee:
+        check_outputs(args.tee, None, inputs=[args.topology], overwrite=args.overwrite)
+    return FollowOptions(every_s=30.0 if args.every is None else args.every, every_frames=args.every_frames,
+                         idle=60.0 if args.idle is None else args.idle, tee=args.tee, overwrite=args.overwrite)
 
+
+def publisher(args):
+    """``on_update`` of a followed run: ``--out`` and ``--report`` rewritten as results grow (the last
+    time when it ends, however it ends); :func:`finish` then prints the summary and a last line on
+    stderr saying how many frames were analysed and why the run ended."""
     universe = []   # an average structure's PDB names its atoms from the topology, read once
 
     def publish(result) -> None:
@@ -99,23 +102,10 @@ def follow_options(args, analysis, trajectory):
             result.save(args.out)
         if args.report:
             result.report.write(args.report)
-        if result.report.meta["follow"]["ended"] is None:
+        if result.report.meta.follow.ended is None:
             log.info("%d frames analysed so far", result.report.n_frames)
 
-    common = dict(executor=args.executor, n_workers=args.n_workers, n_tasks=args.tasks,
-                  max_block_bytes=int(args.max_block_mb * 1024**2), progress=False, on_update=publish,
-                  **executor_options(args))
-    if is_stream(trajectory):
-        from ..follow import run_stream
-
-        if args.tee:
-            check_outputs(args.tee, None, inputs=[args.topology], overwrite=args.overwrite)
-        result = run_stream(analysis, args.topology, trajectory, tee=args.tee, overwrite=args.overwrite,
-                            options=opts, **common)
-    else:
-        result = run(analysis, args.topology, trajectory, group=args.h5md_group, assume_units=args.assume_units,
-                     follow=opts, **common)
-    return result
+    return publish
 
 
 def finish(result, args) -> int:
@@ -139,4 +129,4 @@ def exit_code(result) -> int:
     from ..endings import Ending
     from ..util import stop_requested
 
-    return Ending.of(result.report.meta["follow"]["ended"]).exit_status(stop_requested())
+    return Ending.of(result.report.meta.follow.ended).exit_status(stop_requested())

@@ -115,26 +115,32 @@ def build_analysis(args):
     return a.Distances(args.select1, args.select2, pairs=False if args.all_pairs else None, pbc=not args.no_pbc)
 
 
-def _run(analysis, args):
-    """``trajscale.run`` with the options every ``run ANALYSIS`` command shares."""
-    from ..run import run
+def run_options(args, trajectory):
+    """The one :class:`~trajscale.runspec.RunOptions` of a ``run ANALYSIS`` command, followed or not."""
     from ..runspec import RunOptions
+    from .follow import follow_options
+
+    follow = follow_options(args, trajectory)   # None unless --follow or a stream
+    # off a terminal, progress is a line per 10 %; a followed run's tasks come a round at a time
+    quiet = args.no_progress or getattr(args, "quiet", False) or follow is not None
+    return RunOptions(executor=args.executor, n_workers=args.n_workers, n_tasks=args.tasks, start=args.start,
+                      stop=args.stop, step=args.step, max_block_bytes=int(args.max_block_mb * 1024**2),
+                      progress=not quiet, group=args.h5md_group, assume_units=args.assume_units,
+                      continuous=args.continuous, follow=follow, executor_options=executor_options(args))
+
+
+def _run(analysis, args):
+    """``trajscale.run`` with the options every ``run ANALYSIS`` command shares; a followed run saves
+    --out and --report as its results grow (:func:`.follow.publisher`)."""
+    from ..run import run
+    from .follow import publisher, refuse_options_without_effect
 
     traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
-    from .follow import refuse_options_without_effect
-
     refuse_options_without_effect(args, traj)
     _import_dependencies()
-    if getattr(args, "follow", False) or str(traj).startswith("imd://"):   # a stream is always followed
-        from .follow import follow_options
-
-        return follow_options(args, analysis, traj)
-    quiet = args.no_progress or getattr(args, "quiet", False)   # off a terminal, progress is a line per 10 %
-    options = RunOptions(executor=args.executor, n_workers=args.n_workers, n_tasks=args.tasks, start=args.start,
-                         stop=args.stop, step=args.step, max_block_bytes=int(args.max_block_mb * 1024**2),
-                         progress=not quiet, group=args.h5md_group, assume_units=args.assume_units,
-                         continuous=args.continuous, executor_options=executor_options(args))
-    return run(analysis, args.topology, traj, options=options)
+    options = run_options(args, traj)
+    on_update = publisher(args) if options.follow is not None else None
+    return run(analysis, args.topology, traj, options=options, on_update=on_update)
 
 
 def check_run_outputs(args, analysis) -> None:
@@ -155,7 +161,7 @@ def main_analysis(args) -> int:
     result = _run(analysis, args)
     if result is None:   # an MPI rank other than 0
         return 0
-    if "follow" in result.report.meta:   # saved as it grew, the last time when it ended
+    if result.report.meta.follow is not None:   # saved as it grew, the last time when it ended
         from .follow import finish
 
         return finish(result, args)
@@ -259,7 +265,7 @@ def main_rmsd(args) -> int:
     if result is None:   # an MPI rank other than 0
         return 0
     print(f"selection: {args.select!r}{default}")
-    if "follow" in result.report.meta:   # saved as it grew, the last time when it ended
+    if result.report.meta.follow is not None:   # saved as it grew, the last time when it ended
         from .follow import finish
 
         return finish(result, args)

@@ -23,6 +23,7 @@ from MDAnalysis.analysis.backends import BackendBase
 
 from ..facts import LayoutFacts
 from ..report.process import cpu_facts
+from ..report.runfacts import RunFacts
 from ..report.summary import Report
 from ..report.timing import TaskTiming, host_and_pid, summarize_workers
 
@@ -73,7 +74,7 @@ def _report(func, executor: str, n_workers: int, timings: list[TaskTiming], t_to
                   source=LayoutFacts(format="mdanalysis", path=str(getattr(getattr(analysis, "_trajectory", None),
                                                                            "filename", ""))),
                   t_total=t_total, tasks=timings, workers=summarize_workers(timings, extras),
-                  meta={"backend": "trajscale.mda", "note": "t_compute includes MDAnalysis's reads"})
+                  meta=RunFacts(backend="trajscale.mda", note="t_compute includes MDAnalysis's reads"))
 
 
 class MPIBackend(BackendBase):

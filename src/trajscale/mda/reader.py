@@ -149,14 +149,15 @@ class Reader(ReaderBase):
 
     def _open_growing(self) -> None:
         """Open the frames of a file being written that are whole now (waiting ``idle`` s for the first)."""
-        from ..follow import _first_snapshot
+        from ..sources.follow import first_snapshot
 
         if len(self._files) != 1:
             raise OSError("follow reads one growing trajectory, not a list of parts")
         idle, poll = self._follow
         opts = self._options
         try:
-            snap = _first_snapshot(self._files[0], opts["topology"], opts["group"], opts["assume_units"], idle, poll)
+            snap = first_snapshot(self._files[0], opts["topology"], group=opts["group"],
+                                  assume_units=opts["assume_units"], wait=idle, poll=poll)
         except TrajscaleError as exc:
             raise OSError(str(exc)) from None
         self._adopt(snap)

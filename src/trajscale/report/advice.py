@@ -68,7 +68,7 @@ def kept_options(src: LayoutFacts) -> str:
 def _followed(report: RunReport) -> bool:
     """A run that followed a file still being written: converting that file to another format cannot
     apply to it while it grows (a rechunk of the finished file, for later runs, still can)."""
-    return isinstance(report.meta, dict) and isinstance(report.meta.get("follow"), dict)
+    return report.meta.follow is not None
 
 
 def rule_io_bound_format(report: RunReport, d: Diagnosis) -> Advice | None:
@@ -80,10 +80,8 @@ def rule_io_bound_format(report: RunReport, d: Diagnosis) -> Advice | None:
     if d.r_comp_io is None or d.r_comp_io >= 1 or fmt == "h5md" or fmt == "segments" and parts in ("", "h5md"):
         return None
     chain = fmt == "segments"   # XTC/DCD parts: already segments, and convert takes the parts themselves
-    meta = report.meta if isinstance(report.meta, dict) else {}
-    top = shlex.quote(str(meta["topology"])) if meta.get("topology") else "TOPOLOGY"
-    given = meta.get("trajectories")   # the files the run was given: the parts of a chain
-    given = [str(t) for t in given] if isinstance(given, list) and given else None
+    top = shlex.quote(report.meta.topology) if report.meta.topology else "TOPOLOGY"
+    given = list(report.meta.trajectories or ()) or None   # the files the run was given: the parts of a chain
     path = (files_argument(given) if given else "PART..." if chain else shlex.quote(_source_path(report)))
     stem = _chain_stem(given) if chain and given else _stem(report)
     return Advice(
@@ -476,8 +474,7 @@ def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None
 
 def _temporary_source(report: RunReport) -> bool:
     """Whether the run read a stream's temporary copy, deleted when the run ended (a stream without --tee)."""
-    follow = report.meta.get("follow") if isinstance(report.meta, dict) else None
-    return isinstance(follow, dict) and bool(follow.get("temporary"))
+    return report.meta.follow is not None and report.meta.follow.temporary
 
 
 def _name_kept_stream(report: RunReport, advice: list[Advice]) -> list[Advice]:

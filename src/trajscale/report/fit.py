@@ -135,7 +135,7 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
     # (planning.plan_in_parts): every chunk can start a task, and every part does.
     max_tasks = max(n_parts, math.ceil(frames / cf), len(tasks))
     n_sel = max(1, int(report.n_atoms or 1))
-    payload = Payload.from_dict((report.meta or {}).get("payload"))
+    payload = report.meta.payload
     measured_payload = payload is not None
     if payload is None:
         notes.append("the report has no pickled sizes (an older trajscale, or a result pickle cannot take): "
@@ -144,7 +144,7 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
     collective = report.source.format == "h5md"   # MPI ranks open one H5MD file together (MPI-IO)
     model = Model(
         executor=report.executor, frames=frames, bytes=nbytes, atoms=n_sel, n_tasks=max(1, len(tasks)),
-        tasks_fixed=bool((report.meta or {}).get("n_tasks_asked")), max_tasks=max_tasks, chunk_frames=cf,
+        tasks_fixed=bool(report.meta.n_tasks_asked), max_tasks=max_tasks, chunk_frames=cf,
         n_parts=n_parts, read_s_per_byte=s_per_byte, compute_s_per_frame=s_per_frame, open_s=open_s,
         startup_s=startup, fixed_s=fixed, imports_s=imports, target=target, alpha_s=alpha,
         job_bytes=payload.job_bytes, partial_bytes=payload.partial_bytes, partial_per_frame=payload.per_frame,

@@ -45,7 +45,7 @@ class Payload:
 
     @classmethod
     def from_dict(cls, d: dict | None) -> Payload | None:
-        """The record of a report's ``meta["payload"]`` (None: a report written before it was measured)."""
+        """The record of a report's ``meta.payload`` (None: a report written before it was measured)."""
         if not isinstance(d, dict):
             return None
         try:

@@ -92,8 +92,8 @@ def run_summary(report: RunReport, out: str | None = None, report_path: str | No
     proc = process_line(report)
     if proc:
         lines.append(f"  {proc}")
-    choice = report.meta.get("executor_choice") if isinstance(report.meta, dict) else None
-    if choice:
+    choice = report.meta.executor_choice
+    if choice is not None:
         lines.append(f"  executor {choice}")
     if out:
         lines.append(f"  results: {out}")

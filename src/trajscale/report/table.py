@@ -88,11 +88,11 @@ def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     if src.chunks is not None:
         chunks = list(src.chunks) if src.chunks else "contiguous"
         lines.append(f"layout: chunks {chunks}, compression {'?' if src.compression is None else src.compression}")
-    io = (report.meta or {}).get("io") or {}
+    io = report.meta.io
     opens_collectively = report.executor in EXECUTORS and EXECUTORS[report.executor].collective_open
-    if opens_collectively and io:
-        lines.append(f"read with HDF5 driver {io.get('driver') or 'default'}, "
-                     f"{'collective' if io.get('collective') else 'independent'} reads")
+    if opens_collectively and io is not None:
+        lines.append(f"read with HDF5 driver {io.driver or 'default'}, "
+                     f"{'collective' if io.collective else 'independent'} reads")
     lines += _process_lines(report)
     lines += _condition_lines(report)
     lines.append("")

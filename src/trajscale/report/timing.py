@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from ..facts import LayoutFacts
+from .runfacts import RunFacts
 
 PHASES = ("t_init_top", "t_init_traj", "t_io", "t_compute", "t_wait", "t_comm")
 #: A worker's (rank's) phases: its start-up, then the task phases.
@@ -148,7 +149,8 @@ class RunReport:
     t_reduce: float = 0.0
     tasks: list[TaskTiming] = field(default_factory=list)
     workers: list[WorkerTiming] = field(default_factory=list)
-    meta: dict = field(default_factory=dict)
+    #: What the run was and how it went beside its timings (files, executor choice, I/O, payload, ending).
+    meta: RunFacts = field(default_factory=RunFacts)
     #: The launching process, from its start: ``t_wall``, ``phases`` (seconds per phase of
     #: :data:`~trajscale.report.process.PROCESS_PHASES`, adding up to ``t_wall``), ``origin``
     #: ("process start", or "run start" for a later run in the same process), ``t_begin``/``t_end``
@@ -177,6 +179,7 @@ class RunReport:
         d["source"] = self.source.to_dict()
         d["tasks"] = [asdict(t) for t in self.tasks]
         d["workers"] = [asdict(w) for w in self.workers]
+        d["meta"] = self.meta.to_dict()
         return d
 
     @classmethod
@@ -190,6 +193,7 @@ class RunReport:
                       for t in d.get("tasks", [])]
         d["workers"] = [WorkerTiming(**{k: _tuple_files(k, v) for k, v in w.items() if k in known_w})
                         for w in d.get("workers", [])]
+        d["meta"] = RunFacts.from_dict(d.get("meta"))
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 

@@ -43,6 +43,7 @@ import numpy as np
 
 from ..endings import Ending, FollowEnded
 from ..errors import DamagedFileError, InputFileError, NotFollowableError
+from ..util import raise_if_stopped
 from .base import Source
 from .h5md import H5MDSource
 
@@ -177,6 +178,8 @@ def _xdr_snapshot(path: str, fmt: str) -> Snapshot:
     damage = None
     try:
         n_atoms, offsets, complete_bytes = scan_growing(path, fmt)
+    except FileNotFoundError:   # moved away since it was found (a writer backing it up): the next look tells
+        raise InputFileError(path, "moved or removed while it was read") from None
     except XDRFormatError as exc:   # the whole frames before the damage are analysed, then the run ends
         damage = f"{path}: damaged: {exc}"
         n_atoms, offsets, complete_bytes = exc.n_atoms, exc.offsets, exc.complete_bytes
@@ -423,6 +426,30 @@ def frame_counts(path: str, *, idle: float, poll: float = 0.5, group: str | None
         time.sleep(poll)
 
 
+def first_snapshot(trajectory, topology=None, *, group: str | None = None, assume_units: str | None = None,
+                   wait: float = 60.0, poll: float = 0.5, frames: int = 1) -> Snapshot:
+    """The trajectory once it has ``frames`` complete frames (an analysis's reference frame among them),
+    polling every ``poll`` s; a clear error if they do not come within ``wait`` s. A finished or damaged
+    file is taken with the whole frames it has."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            snap = snapshot(trajectory, topology, group=group, assume_units=assume_units)
+            if snap.n_frames >= frames or snap.n_frames and (snap.finished or snap.damage):
+                return snap
+            snap.source.close()
+        except (NotFollowableError, DamagedFileError):   # waiting does not change either
+            raise
+        except InputFileError as exc:
+            if time.monotonic() - t0 >= wait:
+                raise InputFileError(trajectory, f"no complete frame to follow within {wait:g} s "
+                                                 f"({exc.problem})") from None
+        if time.monotonic() - t0 >= wait:
+            raise InputFileError(trajectory, f"no complete frame to follow within {wait:g} s")
+        raise_if_stopped()
+        time.sleep(poll)
+
+
 __all__ = ["DONE_SUFFIX", "FileState", "GrowingH5MDSource", "QuietInFlight", "Snapshot", "Watch",
-           "complete_xdr_offsets", "follow_match", "followable", "frame_counts", "idle_detail", "snapshot",
-           "unlocked_reads"]
+           "complete_xdr_offsets", "first_snapshot", "follow_match", "followable", "frame_counts", "idle_detail",
+           "snapshot", "unlocked_reads"]

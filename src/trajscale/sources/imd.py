@@ -11,12 +11,21 @@ keeps the file). IMD sends Å and ps (MDAnalysis's units), as ``IMDReader`` read
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import time
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputFileError
+from ..util import raise_if_stopped
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:   # the receiver's machinery is imported by the run that starts one, not by every run
+    import subprocess
+    import typing
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +80,8 @@ def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False,
                     break
                 box = None if f.box is None else triclinic_box(*np.asarray(f.box, np.float64))
                 step = n if getattr(f, "step", None) is None else int(f.step)
-                time = float(n) if getattr(f, "time", None) is None else float(f.time)
-                w.write(step=step, time=time, ids=ids, positions=f.positions, box=box,
+                when = float(n) if getattr(f, "time", None) is None else float(f.time)
+                w.write(step=step, time=when, ids=ids, positions=f.positions, box=box,
                         velocities=getattr(f, "velocities", None), forces=getattr(f, "forces", None))
                 n += 1
     finally:
@@ -98,6 +107,101 @@ def connection_failure(end: EOFError) -> str | None:
             return "no data within imdclient's read timeout (a producer that hangs or was paused)"
         cause = cause.__cause__ or cause.__context__
     return None
+
+
+@dataclass(frozen=True)
+class Receiver:
+    """A receiver process (:func:`main`) writing a stream into ``out``; ``folder`` is the temporary
+    folder holding ``out`` (None: ``out`` is the user's ``--tee`` file, kept); ``said`` is the file its
+    stderr goes to (its last line says how the stream ended)."""
+
+    process: subprocess.Popen
+    out: str
+    folder: str | None
+    said: typing.IO[str]
+
+    def ended(self):
+        """How the stream ended, once the receiver has marked its file complete: ``(Ending, detail)``
+        from the receiver's exit status and its last line."""
+        import subprocess
+
+        from ..endings import Ending
+
+        try:
+            code = self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:   # marked complete, yet the receiver lingers: its file is whole
+            return Ending.STREAM_ENDED, ""
+        if code != Ending.VANISHED.status:
+            return Ending.STREAM_ENDED, ""
+        return Ending.VANISHED, self.last_line() or f"(receiver status {code})"
+
+    def last_line(self) -> str:
+        self.said.seek(0)
+        lines = [line.strip() for line in self.said.read().splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+
+    def stop(self) -> None:
+        """End the receiver (if it still runs) and remove a temporary copy of the stream."""
+        import shutil
+
+        if self.process.poll() is None:
+            self.process.terminate()
+        self.process.wait()
+        self.said.close()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_receiver(url: str, n_atoms: int, *, tee: str | None = None, overwrite: bool = False,
+                   shared: bool = False, wait: float = 60.0) -> Receiver:
+    """The receiver of the stream at ``url``, once it has written its H5MD file (up to ``wait`` s); a
+    clear error if it ends first, or no frame comes in time.
+
+    ``tee``: the file to write (kept); else a temporary folder's ``stream.h5md``, in the working
+    directory when ``shared`` (the ranks of an MPI job on several nodes share it).
+    """
+    import subprocess
+    import tempfile
+
+    folder = None if tee else tempfile.mkdtemp(prefix=".trajscale-imd-" if shared else "trajscale-imd-",
+                                               dir=os.getcwd() if shared else None)
+    out = tee or os.path.join(folder, "stream.h5md")
+    old = os.stat(out) if os.path.exists(out) else None   # an existing --tee is replaced once the stream comes
+    # an MPI launcher's variables would make the receiver take itself for a rank of the job
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPI_"))}
+    said = tempfile.TemporaryFile("w+")   # closed by stop(), after the receiver's end is read
+    process = subprocess.Popen([sys.executable, "-m", "trajscale.sources.imd", url, out, str(n_atoms),
+                                *(["--overwrite"] if overwrite else [])], env=env, stderr=said)
+    receiver = Receiver(process, out, folder, said)
+    try:
+        if not _wait_for_file(process, out, old, wait):
+            why = receiver.last_line() or "no reason given"
+            raise InputFileError(url, f"no frame came within {wait:g} s" if process.poll() is None
+                                 else "the stream ended before its first frame" if process.returncode == 0
+                                 else f"the stream could not be received: {why}")
+    except BaseException:
+        receiver.stop()
+        raise
+    return receiver
+
+
+def _wait_for_file(process: subprocess.Popen, out: str, old, wait: float) -> bool:
+    """Whether the receiver wrote ``out`` (a new file, not ``old``) before it ended or ``wait`` s passed."""
+
+    def written() -> bool:
+        try:
+            now = os.stat(out)
+        except FileNotFoundError:
+            return False
+        return old is None or (now.st_ino, now.st_mtime_ns) != (old.st_ino, old.st_mtime_ns)
+
+    t0 = time.monotonic()
+    while process.poll() is None and time.monotonic() - t0 < wait:
+        if written():
+            return True
+        raise_if_stopped()
+        time.sleep(0.05)
+    return written()
 
 
 def main(argv: list[str]) -> int:

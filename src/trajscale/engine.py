@@ -1,0 +1,465 @@
+"""The run engine: every run of an analysis is rounds of tasks on one executor.
+
+A finished trajectory is one round (:class:`FinishedRounds`); a trajectory still being written is a
+round per look that finds new frames, and an IMD stream a round as its frames arrive
+(:mod:`trajscale.follow`).  What differs between kinds of run is only what decides the next round
+(a :class:`Rounds`); the engine does the rest, the same way for every kind:
+
+* the executor's lifetime: made (``"auto"`` chosen from the prepared job's size), started while the
+  job is prepared, stopped at once on an error or Ctrl-C, closed at the end;
+* "the root prepares, then shares": :func:`share` runs a step on the root process and hands its value
+  to every process, or ends every process with the root's error, said once;
+* the job's preparation (:func:`prepare_job`): the topology, the analysis's selections and reference,
+  the read budget, and the :class:`~trajscale.runspec.JobFacts` the plan and the report read;
+* the one report, with its :class:`~trajscale.report.runfacts.RunFacts`.
+
+Phases are named as MDAnalysis's ``AnalysisBase.run`` names ``_setup_frames``, ``_compute`` and
+``_conclude``: :meth:`Engine.prepare`, :meth:`Engine.rounds_until_end`, :meth:`Engine.result`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import shlex
+import socket
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .analysis.base import Analysis
+from .analysis.user import readable_config
+from .errors import FrameRangeError, InputFileError, TrajscaleError
+from .executors import Executor, Job, choose_executor
+from .executors.base import adopt_source, close_cached_sources, refuse_if_launched
+from .planning import AnalysisTopology, topology_file
+from .report.conditions import LoadMeter, RunConditions, page_cache
+from .report.payload import payload_of
+from .report.process import ProcessTimeline
+from .report.runfacts import ExecutorChoice, FollowFacts, IOFacts, RunFacts
+from .report.summary import Report
+from .report.timing import RunReport, summarize_workers
+from .runspec import JobFacts, RunOptions
+from .sources import Source, open_source, reader_modules
+from .util import polling_for_stop, raise_if_stopped, stop_requested
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Round:
+    """What the deciding process hands every process for one round: the job (its source as the
+    trajectory stands now), the new frames (None: none), their tasks once planned, and whether this
+    is the last round (``ending``: why)."""
+
+    job: Job | None
+    frames: JobFacts | None = None
+    #: None while the run goes on; else whatever the :class:`Rounds` that decided it make of an ending.
+    ending: object = None
+    ranges: tuple = ()
+
+
+class Rounds(ABC):
+    """What decides a run's rounds: where the frames come from, which are new, and when the run ends."""
+
+    #: The trajectory may change while the run reads it: opened afresh each round, never kept open.
+    grows: bool = False
+    #: Tasks per worker in a round when the options do not say.
+    tasks_per_worker: int = 4
+
+    def __init__(self, trajectory, topology, options: RunOptions) -> None:
+        self.trajectory, self.topology, self.options = trajectory, topology, options
+
+    def reader_modules(self) -> tuple[str, ...]:
+        """What the workers import to read the trajectory (they start with it)."""
+        return reader_modules(self.trajectory)
+
+    def paths(self) -> tuple[str, ...] | None:
+        """The trajectory file(s) as given (for commands in the advice), or None for other inputs."""
+        items = list(self.trajectory) if isinstance(self.trajectory, list | tuple) else [self.trajectory]
+        if not all(isinstance(t, str | os.PathLike) for t in items):
+            return None
+        return tuple(os.fspath(t) for t in items)
+
+    def begin(self) -> None:   # noqa: B027 - optional
+        """Before the first round, on every process."""
+
+    def close(self) -> None:   # noqa: B027 - optional
+        """After the last round, however the run ended, on every process."""
+
+    @abstractmethod
+    def open(self, shared: bool) -> tuple[Source, range]:
+        """On the root: the source the job is prepared on, and the frames to analyse known now.
+        ``shared``: every process of an MPI job reads what the root makes."""
+
+    @abstractmethod
+    def next_round(self, job: Job, facts: JobFacts, stopping: bool) -> Round:
+        """On the root: the next round's frames, or the ending; ``stopping``: a Ctrl-C was recorded."""
+
+    def stopped(self) -> object:
+        """The ending when Ctrl-C stops a round whose frames are then not counted (a growing trajectory's)."""
+        return "stopped"
+
+    def due(self, n_frames: int) -> bool:
+        """Whether the results over ``n_frames`` frames are to be published now (``on_update``)."""
+        return False
+
+    def why(self, ending) -> str:
+        """The ending in words."""
+        return str(ending)
+
+    def follow_facts(self, ending, n_frames: int) -> FollowFacts | None:
+        """The report's record of a followed run (None: not followed)."""
+        return None
+
+
+class FinishedRounds(Rounds):
+    """A finished trajectory: all its frames (``start:stop:step``) in one round."""
+
+    def open(self, shared: bool) -> tuple[Source, range]:
+        opts = self.options
+        source = open_source(self.trajectory, topology_file(self.topology), group=opts.group,
+                             assume_units=opts.assume_units, continuous=opts.continuous)
+        try:
+            start, stop = frame_range(opts.start, opts.stop, source.n_frames, source.path)
+        except BaseException:
+            source.close()
+            raise
+        return source, range(start, stop, opts.step)
+
+    def next_round(self, job: Job, facts: JobFacts, stopping: bool) -> Round:
+        if stopping:
+            raise_if_stopped()
+        return Round(job, facts, "complete")
+
+
+def frame_range(start: int | None, stop: int | None, n_frames: int, where: str) -> tuple[int, int]:
+    """``[start, stop)`` of ``n_frames`` as Python's ``slice(start, stop)`` takes them (negative: from the end;
+    past the end: the end), as MDAnalysis's ``trajectory[start:stop]`` and ``AnalysisBase.run`` do; no frame
+    is an error."""
+    if n_frames == 0:
+        raise FrameRangeError(f"{where}: has no frames (0 frames stored): nothing to analyse")
+    picked = range(n_frames)[slice(start, stop)]
+    if not len(picked):
+        raise FrameRangeError(f"{where}: --start {start} --stop {stop} selects none of its {n_frames} frames")
+    return picked.start, picked.stop
+
+
+def share(ex: Executor, make: Callable[[], object], what: str):
+    """``make()`` run on the root process, its value handed to every process.
+
+    The one error protocol of a run: an error (or Ctrl-C) on the root is handed to the other processes,
+    waiting in the broadcast, and raised on every one; a trajscale error is printed by the root only
+    (one message, not one per rank). ``what`` names the step in the message of an unexpected error.
+    """
+    got = None
+    if ex.is_root:
+        try:
+            got = make()
+        except BaseException as exc:
+            if ex.spmd:
+                ex.broadcast(exc if isinstance(exc, TrajscaleError | KeyboardInterrupt | SystemExit)
+                             else RuntimeError(f"rank 0 failed to {what}: {exc!r}"))
+            raise
+    got = ex.broadcast(got)
+    if isinstance(got, BaseException):
+        if isinstance(got, TrajscaleError):
+            got.reported_elsewhere = True
+        raise got
+    return got
+
+
+def prepare_job(analysis: Analysis, topology, source: Source, frames: range, options: RunOptions,
+                source_options: dict) -> tuple[Job, JobFacts]:
+    """The Job over ``frames`` of ``source`` (opened by the caller) and its facts.
+
+    The analysis prepares on the topology (selections, reference); ``source_options`` are the
+    executor's (MPI-IO), taken by a source that reads with it.
+    """
+    t0 = time.perf_counter()
+    top = AnalysisTopology(topology, source)
+    t_top = time.perf_counter() - t0
+    prep = analysis.prepare(top.atoms, source)
+    t_top += top.build_seconds   # a Universe built during prepare is topology time
+    config = source.get_config()
+    if source.supports_mpio:
+        config.update(source_options)
+    frame_bytes = source.bytes_per_frame(prep.atoms, analysis.fields)
+    facts = JobFacts.of(source, prep.atoms, frame_bytes, frames, t_top, top.file)
+    log.debug("prepared %s: %d of %d atoms, frames [%d, %d), %d bytes per frame read", analysis.name,
+              facts.n_atoms, source.n_atoms, frames.start, frames.stop, frame_bytes)
+    block_frames = max(1, int(options.max_block_bytes) // frame_bytes)
+    return Job(analysis.get_config(), config, prep, block_frames, stride=frames.step), facts
+
+
+def prepare(analysis: Analysis, topology, trajectory, options: RunOptions | None = None) -> tuple[Job, JobFacts]:
+    """The Job and its facts over a finished trajectory, as a run prepares them (its source closed after)."""
+    options = options or RunOptions()
+    source, frames = FinishedRounds(trajectory, topology, options).open(shared=False)
+    try:
+        return prepare_job(analysis, topology, source, frames, options, {})
+    finally:
+        source.close()
+
+
+class Engine:
+    """One run: its executor, the job prepared on the root, rounds until the :class:`Rounds` end
+    it, the result with its report; :meth:`execute` runs them in order."""
+
+    def __init__(self, analysis: Analysis, topology, rounds: Rounds, options: RunOptions,
+                 on_update: Callable | None = None) -> None:
+        self.analysis, self.topology, self.rounds, self.options = analysis, topology, rounds, options
+        self.on_update = on_update
+        self.t_start = time.perf_counter()
+        self.timeline = ProcessTimeline()   # the launching process's phases, from its start (first run) or now
+        self.auto = options.executor == "auto"   # serial or processes, chosen once the job's size is known
+        self.ex = options.make_executor("serial" if self.auto else None)
+        self.timeline.lap("imports")   # the executor module (MPI: its init is noted apart, as "mpi_init")
+        self.own = not isinstance(options.executor, Executor)
+        refuse_if_launched(self.ex, self.own)
+        # the machine's other load while this run runs, and whether its files' pages are cached before it reads
+        self.meter = LoadMeter("run")
+        self.cache = page_cache(rounds.paths() or ()) if self.ex.is_root else None
+        self.t_prepare = self.t_reduce = 0.0
+        self.choice: ExecutorChoice | None = None
+        self.facts: JobFacts | None = None   # the root's, with the run's read cost once planned
+        self.partials: list = []   # one reduced partial per round
+        self.timings: list = []
+        self.workers: dict[str, dict] = {}   # the last round's per-worker records
+        self.io: dict = {}   # how the last round's tasks read
+        self.n_frames = self.n_tasks = 0
+
+    def execute(self):
+        """The result over every frame analysed, on the root process; None elsewhere."""
+        # Ctrl-C/SIGTERM are recorded and acted on between steps (a handler that raises can land in a
+        # C or weakref callback and be lost); executors that cannot poll keep the raise, unless the
+        # rounds themselves poll (a followed run saves what it analysed).
+        polls = self.ex.polls_for_stop or self.rounds.grows
+        with polling_for_stop() if polls else contextlib.nullcontext():
+            result = self._owning_the_executor()
+            if result is not None and self.on_update is not None:
+                self.on_update(result)
+            return result
+
+    def _owning_the_executor(self):
+        report = None
+        self.rounds.begin()
+        try:
+            result = self._phases()
+            report = result.report if result is not None else None
+            return result
+        except BaseException:
+            if self.own:   # an error or Ctrl-C: stop workers, do not wait for them
+                self.ex.close(wait=False)
+            raise
+        finally:
+            try:
+                if self.own:
+                    self.ex.close()
+            finally:
+                self.rounds.close()
+            if report is not None:   # stopping the pool (joining its workers) is the run's too
+                self.timeline.lap("pool_start")
+                report.process = self.timeline.record()
+                _late_starts(report, self.ex.late_starts)
+                report.conditions = self.conditions(report)
+
+    def _phases(self):
+        self.ex.start(self.rounds.reader_modules())   # a pool's workers start while this process prepares
+        self.timeline.lap("pool_start")
+        raise_if_stopped()
+        job, facts = self.prepare()
+        self.choose(facts)
+        ending = self.rounds_until_end(job, facts)
+        self.timeline.lap("tasks")
+        if not self.rounds.grows:   # a stop recorded during the last tasks: a finished run keeps nothing
+            raise_if_stopped()
+        if not self.ex.is_root:
+            return None
+        if not self.partials:
+            raise InputFileError(self.rounds.trajectory, f"no frame was analysed ({self.rounds.why(ending)})")
+        return self.result(job, ending, final=True)
+
+    def prepare(self) -> tuple[Job, JobFacts]:
+        """The Job and its facts, prepared on the root process and handed to every process."""
+        job, facts = share(self.ex, self._prepare_here, "prepare the job")
+        raise_if_stopped()
+        self.t_prepare = time.perf_counter() - self.t_start
+        self.timeline.lap("prepare")
+        self.timeline.move(facts.t_init_top, "prepare", "topology")
+        self.facts = facts
+        return job, facts
+
+    def _prepare_here(self) -> tuple[Job, JobFacts]:
+        """On the root: the source opened (closed on every path, or kept by an executor that runs the
+        tasks here: opened once, not twice) and the job prepared on it."""
+        ex, grows = self.ex, self.rounds.grows
+        t0 = time.perf_counter()
+        source, frames = self.rounds.open(ex.spmd)
+        # the open is the topology's time (the source tells its atoms), unless it waited for a first frame
+        t_open = 0.0 if grows else time.perf_counter() - t0
+        try:
+            job, facts = prepare_job(self.analysis, self.topology, source, frames, self.options, ex.source_options)
+            if not grows and ex.adopts_sources and job.source == source.get_config():
+                adopt_source(job.source, source)
+                source = None
+            return job, dataclasses.replace(facts, t_init_top=facts.t_init_top + t_open)
+        finally:
+            if source is not None:
+                source.close()
+
+    def choose(self, facts: JobFacts) -> None:
+        """``"auto"``: serial or processes, from the prepared job's size, for every kind of run."""
+        if not self.auto:
+            return
+        chosen, why = choose_executor(facts, self.options.n_workers)
+        if self.rounds.grows:
+            why += f"; from the {facts.n_frames} frames there when the run began"
+        self.choice = ExecutorChoice(chosen, why)
+        log.debug("executor %s", self.choice)
+        if chosen != self.ex.name:
+            self.ex.close()   # frees the source the serial executor took over while preparing
+            self.ex = self.options.make_executor(chosen)
+
+    def rounds_until_end(self, job: Job, facts: JobFacts):
+        """Rounds of new frames until the run ends; why it ended."""
+        ex, ending = self.ex, None
+        while ending is None:
+            rnd = share(ex, lambda: self._next_round(job, facts), "decide the next round")
+            ending = rnd.ending
+            if rnd.ranges and self.map_round(rnd):
+                ending = self.rounds.stopped()
+            if (ex.is_root and self.partials and ending is None and self.on_update is not None
+                    and self.rounds.due(self.n_frames)):
+                self.on_update(self.result(job, None))
+        return ending
+
+    def _next_round(self, job: Job, facts: JobFacts) -> Round:
+        """On the root: the next round, its tasks planned; the first round's reads costed for the report."""
+        ex, opts = self.ex, self.options
+        rnd = self.rounds.next_round(job, facts, stop_requested() != 0)
+        if rnd.frames is None:
+            return rnd
+        ranges = rnd.frames.plan(opts.tasks_for(ex, self.rounds.tasks_per_worker), ex.n_workers, opts.max_block_bytes)
+        if not self.n_tasks:
+            if opts.n_tasks and len(ranges) < opts.n_tasks and job.stride == 1 and not self.rounds.grows:
+                _say_tasks_capped(opts.n_tasks, len(ranges), facts)
+            self.facts = _cost_own_reads(self.facts, job, ranges, self.analysis.selections)
+            log.debug("%d frames of %d atoms in %d tasks on %s x%d (%d frames per read block)",
+                      rnd.frames.n_frames, facts.n_atoms, len(ranges), ex.name, ex.n_workers, job.block_frames)
+            self.timeline.lap("prepare")   # the executor's choice and the task plan
+        return dataclasses.replace(rnd, ranges=tuple(ranges))
+
+    def map_round(self, rnd: Round) -> bool:
+        """Run one round's tasks and keep their reduced partial; True when Ctrl-C stopped the round."""
+        ex = self.ex
+        try:
+            got = ex.map_tasks(rnd.job, list(rnd.ranges), self.options.progress)
+        except SystemExit:
+            if not self.rounds.grows:   # a finished trajectory's run keeps nothing of a part
+                raise
+            return True   # Ctrl-C during a followed round: its frames are not counted
+        if ex.is_root:   # each round reduced as it comes: memory bounded by a round, not the run
+            t0 = time.perf_counter()
+            self.partials.append(self.analysis.reduce(list(got.partials)))
+            self.t_reduce += time.perf_counter() - t0
+            self.timings += got.timings
+            self.workers, self.io = {k: dict(v) for k, v in got.workers.items()}, dict(got.io)
+            self.n_frames += rnd.frames.n_frames
+            self.n_tasks += len(rnd.ranges)
+        if self.rounds.grows:
+            # HDF5 shares one open file per process: a handle kept by this process's tasks (serial, MPI)
+            # would show the next look the file as it was, so they let go of it each round
+            close_cached_sources()
+        return False
+
+    def result(self, job: Job, ending, final: bool = False):
+        """The result over the rounds so far, with the report of every task run."""
+        analysis, ex, facts = self.analysis, self.ex, self.facts
+        t_red = time.perf_counter()
+        reduced = self.partials[0] if len(self.partials) == 1 else analysis.reduce(self.partials)
+        result = analysis.result(reduced, job.prepared)
+        t_red = time.perf_counter() - t_red
+        extras = {k: dict(v) for k, v in self.workers.items()}
+        # The topology is read where the job is prepared: on a worker only for
+        # serial and MPI (rank 0); for pools it is the driver's, kept in t_prepare.
+        if ex.root_worker is not None:
+            root = extras.setdefault(ex.root_worker, {})
+            root["t_init_top"] = root.get("t_init_top", 0.0) + facts.t_init_top
+        report = Report(
+            analysis=analysis.name, executor=ex.name, n_workers=ex.n_workers, n_frames=self.n_frames,
+            n_atoms=facts.n_atoms, source=facts.source, t_total=time.perf_counter() - self.t_start,
+            t_prepare=self.t_prepare, t_reduce=self.t_reduce + t_red, tasks=list(self.timings),
+            workers=summarize_workers(self.timings, extras), meta=self._run_facts(job, reduced, ending))
+        if final:
+            self.timeline.lap("reduce")   # the result and this report
+        report.process = self.timeline.record()
+        report.conditions = self.conditions(report)
+        return dataclasses.replace(result, report=report)
+
+    def conditions(self, report: RunReport) -> dict:
+        """The report's ``conditions``: the load so far and the page cache at the start.  Ranks of an SPMD
+        run on this host are not this process's children; they poll while they wait, so each counts as
+        one busy core over the run."""
+        ours = 0.0
+        if self.ex.spmd:
+            here = socket.gethostname()
+            ours = max(0, sum(1 for w in report.workers if w.host == here) - 1) * (time.monotonic() - self.meter.t0)
+        return RunConditions(self.meter.stop(ours), self.cache).to_dict()
+
+    def _run_facts(self, job: Job, reduced, ending) -> RunFacts:
+        opts, payload = self.options, payload_of(job, reduced, self.n_frames, self.analysis.per_frame)
+        return RunFacts(analysis_config=readable_config(job.analysis), n_tasks=self.n_tasks,
+                        n_tasks_asked=opts.n_tasks, step=opts.step, io=IOFacts.from_dict(self.io),
+                        topology=self.facts.topology, trajectories=self.rounds.paths(), payload=payload,
+                        executor_choice=self.choice, follow=self.rounds.follow_facts(ending, self.n_frames))
+
+
+def _late_starts(report: RunReport, late: dict[str, dict]) -> None:
+    """Workers still starting when the tasks were done: their whole start-up, known once the pool closed."""
+    report.workers = [dataclasses.replace(w, t_start=late[w.worker]["t_start"], t_ready=late[w.worker]["t_ready"])
+                      if w.worker in late and not w.t_ready else w for w in report.workers]
+
+
+def _cost_own_reads(facts: JobFacts, job: Job, ranges, selections: tuple[str, ...]) -> JobFacts:
+    """``facts`` with what this run's own reads cost on the file's layout and on the layouts a rechunk
+    would give in its source facts (``source.run_read``: the advice works from these)."""
+    from statistics import median
+
+    from .store.recommend import run_read, run_selection
+
+    src = facts.source
+    sizes = [len(range(r.start, r.stop, job.stride)) for r in ranges] or [facts.n_frames]
+    cost = run_read(src, job.prepared.atoms, int(median(sizes)), job.stride)
+    if cost is None:
+        return facts
+    cost = dataclasses.replace(cost, selection=run_selection(selections, job.prepared.atoms),
+                               topology=facts.topology)
+    log.debug("the run's reads cost %.2fx the bytes asked for (%d atoms, %d frames per task)",
+              cost.amplification, cost.n_atoms, cost.frames_per_task)
+    return dataclasses.replace(facts, source=dataclasses.replace(src, run_read=cost))
+
+
+def _say_tasks_capped(asked: int, got: int, facts: JobFacts) -> None:
+    """Tasks start on chunk boundaries: say why fewer tasks than asked for, and what lifts the cap."""
+    cf, n = facts.chunk_frames, facts.n_frames
+    if facts.part_starts:
+        log.warning("asked for %d tasks but ran %d: tasks begin at part boundaries, and parts shorter than "
+                    "a task's share of the %d frames are read whole", asked, got, n)
+        return
+    if cf <= 1:
+        log.warning("asked for %d tasks; %d frames make only %d", asked, n, got)
+        return
+    from .report.advice import kept_options
+
+    path = shlex.quote(facts.source.path or "FILE")
+    log.warning("asked for %d tasks but ran %d: tasks start on chunk boundaries and the file's chunks hold "
+                "%d frames (%d frames to read); rechunk to allow %d tasks: trajscale rechunk %s "
+                "-o rechunked.h5md --chunks %d%s", asked, got, cf, n, asked, path, max(1, n // asked),
+                kept_options(facts.source))
+
+
+__all__ = ["Engine", "FinishedRounds", "Round", "Rounds", "frame_range", "prepare", "prepare_job", "share"]

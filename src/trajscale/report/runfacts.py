@@ -1,0 +1,153 @@
+"""What a run was and how it went, beside its timings: the typed record a :class:`~.timing.RunReport` holds.
+
+Every kind of run (a finished trajectory, a followed one, a stream) fills the same record, so the
+advice and the prediction read one shape: the files the run was given, how its executor was chosen,
+how it read, what its job and partials weigh, and, for a followed run, how it ended.  A report
+written before the record existed stored these as a plain dict under ``"meta"``; :meth:`RunFacts.from_dict`
+reads both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .payload import Payload
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorChoice:
+    """What ``executor="auto"`` chose, and why (the job's estimated work against a pool's start)."""
+
+    chosen: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"auto: {self.chosen} ({self.why})"
+
+    def to_dict(self) -> dict:
+        return {"chosen": self.chosen, "why": self.why}
+
+    @classmethod
+    def from_dict(cls, d) -> ExecutorChoice | None:
+        """From :meth:`to_dict`, or from the line ``"auto: NAME (why)"`` older reports stored."""
+        if isinstance(d, dict) and "chosen" in d:
+            return cls(str(d["chosen"]), str(d.get("why", "")))
+        if not (isinstance(d, str) and d.startswith("auto: ") and d.endswith(")") and " (" in d):
+            return None
+        chosen, _, why = d[len("auto: "):-1].partition(" (")
+        return cls(chosen, why)
+
+
+@dataclass(frozen=True, slots=True)
+class IOFacts:
+    """How the tasks really read: the HDF5 driver, and whether collective MPI-IO was asked for and kept."""
+
+    driver: str | None = None
+    collective_requested: bool = False
+    collective: bool = False
+
+    def to_dict(self) -> dict:
+        return {"driver": self.driver, "collective_requested": self.collective_requested,
+                "collective": self.collective}
+
+    @classmethod
+    def from_dict(cls, d) -> IOFacts | None:
+        if not isinstance(d, dict):
+            return None
+        return cls(d.get("driver"), bool(d.get("collective_requested")), bool(d.get("collective")))
+
+
+@dataclass(frozen=True, slots=True)
+class FollowFacts:
+    """A followed run: the frames it analysed, its ending (the key of a ``trajscale.endings.Ending``, None
+    while it runs) and the sentence that says it; ``temporary`` when the file followed was a stream's
+    copy, removed at the end (advice then names no file the user cannot find)."""
+
+    frames: int
+    ended: str | None = None
+    why: str | None = None
+    temporary: bool = False
+
+    def to_dict(self) -> dict:
+        d = {"frames": self.frames, "ended": self.ended, "why": self.why}
+        if self.temporary:
+            d["temporary"] = True
+        return d
+
+    @classmethod
+    def from_dict(cls, d) -> FollowFacts | None:
+        if not isinstance(d, dict):
+            return None
+        return cls(int(d.get("frames") or 0), d.get("ended"), d.get("why"), bool(d.get("temporary")))
+
+
+@dataclass(frozen=True, slots=True)
+class RunFacts:
+    """The facts of one run, beside its timings.
+
+    Attributes
+    ----------
+    analysis_config
+        The analysis's options as the user gave them (:func:`~trajscale.analysis.user.readable_config`).
+    n_tasks, n_tasks_asked
+        Tasks run, and the number asked for (None: the default per worker).
+    step
+        Every ``step``-th frame was analysed.
+    io
+        How the tasks read (None: not recorded).
+    topology, trajectories
+        The topology file and the trajectory files as given (None: objects, not files).
+    payload
+        What the job and the partial results weigh pickled (None: not measured).
+    executor_choice
+        What ``executor="auto"`` chose and why (None: the executor was named).
+    follow
+        A followed run's frames and ending (None: a finished trajectory).
+    backend, note
+        Who ran it when it was not ``trajscale.run`` (``trajscale.mda``'s backends), and a word on its timings.
+    """
+
+    analysis_config: dict = field(default_factory=dict)
+    n_tasks: int = 0
+    n_tasks_asked: int | None = None
+    step: int = 1
+    io: IOFacts | None = None
+    topology: str | None = None
+    trajectories: tuple[str, ...] | None = None
+    payload: Payload | None = None
+    executor_choice: ExecutorChoice | None = None
+    follow: FollowFacts | None = None
+    backend: str | None = None
+    note: str | None = None
+
+    def to_dict(self) -> dict:
+        """Plain values, under the keys reports have always used (absent ones left out where they
+        were optional before: ``executor_choice``, ``follow``, ``backend``, ``note``)."""
+        d = {"analysis_config": self.analysis_config, "n_tasks": self.n_tasks, "n_tasks_asked": self.n_tasks_asked,
+             "step": self.step, "io": self.io.to_dict() if self.io else None, "topology": self.topology,
+             "trajectories": list(self.trajectories) if self.trajectories is not None else None,
+             "payload": self.payload.to_dict() if self.payload else None}
+        optional = {"executor_choice": self.executor_choice, "follow": self.follow}
+        d.update({k: v.to_dict() for k, v in optional.items() if v is not None})
+        d.update({k: v for k, v in (("backend", self.backend), ("note", self.note)) if v is not None})
+        return d
+
+    @classmethod
+    def from_dict(cls, d) -> RunFacts:
+        """From :meth:`to_dict`, or from an older report's ``meta`` dict (missing keys: defaults;
+        values of the wrong kind: left out)."""
+        if not isinstance(d, dict):
+            return cls()
+        given = d.get("trajectories")
+        asked = d.get("n_tasks_asked")
+        return cls(analysis_config=dict(d.get("analysis_config") or {}), n_tasks=int(d.get("n_tasks") or 0),
+                   n_tasks_asked=int(asked) if isinstance(asked, int | float) else None,
+                   step=int(d.get("step") or 1), io=IOFacts.from_dict(d.get("io")),
+                   topology=str(d["topology"]) if d.get("topology") else None,
+                   trajectories=tuple(str(t) for t in given) if isinstance(given, list | tuple) and given else None,
+                   payload=Payload.from_dict(d.get("payload")),
+                   executor_choice=ExecutorChoice.from_dict(d.get("executor_choice")),
+                   follow=FollowFacts.from_dict(d.get("follow")), backend=d.get("backend"), note=d.get("note"))
+
+
+__all__ = ["ExecutorChoice", "FollowFacts", "IOFacts", "RunFacts"]
