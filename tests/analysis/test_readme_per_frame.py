@@ -102,6 +102,7 @@ def test_under_mpi(tmp_path, adk_vacuum, adk_vacuum_h5md, reference, where):
     check(out, ["mpi"], reference)
 
 
+@pytest.mark.slow
 @pytest.mark.cli
 def test_in_a_notebook(tmp_path, adk_vacuum, adk_vacuum_h5md, reference):
     nbformat = pytest.importorskip("nbformat")

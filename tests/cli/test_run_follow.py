@@ -52,6 +52,7 @@ def test_follow_writes_the_results_of_the_finished_file(tmp_path):
     assert report.exists()
 
 
+@pytest.mark.slow
 def test_killed_writer_ends_after_idle_with_every_complete_frame(tmp_path):
     traj, out = tmp_path / "killed.h5md", tmp_path / "rmsd.csv"
     writer = producer("h5md", str(traj), "0.02", "30")

@@ -20,6 +20,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 EXECUTORS = ["serial", "processes", "dask"]
 
 
+@pytest.mark.slow
 def test_notebook_runs_every_executor(tmp_path, adk_vacuum, adk_vacuum_h5md):
     cells = [f"import sys; sys.path.insert(0, {str(SRC)!r})\n"
              "import numpy as np\nimport trajscale as ts\nresults = {}"]

@@ -39,6 +39,7 @@ def followed_rmsd(top: str, path: str, go: Path | None = None, **kw) -> tuple[np
     return np.array(out), at_open
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["h5md", "xtc"])
 def test_iteration_follows_the_writer_to_its_end(tmp_path, kind):
     go = tmp_path / "go"   # the XTC writer waits after 10 pieces until the reader has opened the file
@@ -63,6 +64,7 @@ def test_iteration_follows_the_writer_to_its_end(tmp_path, kind):
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_iteration_ends_after_idle_when_the_writer_dies(tmp_path):
     import signal
 

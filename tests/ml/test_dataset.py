@@ -142,6 +142,7 @@ def test_store_changed_after_the_dataset_was_made(packed, tmp_path, npz_set):
         _epoch(loader)
 
 
+@pytest.mark.slow
 def test_store_truncated_after_the_dataset_was_made(packed):
     store, _ = packed
     ds = H5Dataset(store)

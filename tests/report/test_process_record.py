@@ -126,6 +126,7 @@ def test_a_short_run_gets_one_line_instead_of_straggler_advice(adk_vacuum, tmp_p
 SLOW = 5.0
 
 
+@pytest.mark.slow
 @pytest.mark.cli
 def test_a_pool_worker_slow_to_start_is_a_straggler_named_start_up(adk_vacuum, adk_vacuum_h5md, tmp_path):
     report = tmp_path / "r.json"

@@ -104,6 +104,7 @@ def water_file(tmp_path_factory):
     return str(out)
 
 
+@pytest.mark.slow
 @pytest.mark.cli
 def test_sigterm_then_resume_equals_uninterrupted(tmp_path, water_file):
     whole, resumed = tmp_path / "whole.h5md", tmp_path / "resumed.h5md"
