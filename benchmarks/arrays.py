@@ -3,7 +3,7 @@ selection reads, and peak memory over a file five times a memory limit.
 
     python benchmarks/arrays.py [--atoms 111815] [--frames 300] [--parts 6] [--repeat 3] [--workdir DIR]
     python benchmarks/arrays.py --quick          # 2,000 atoms, 20 frames: the test suite's size
-    python benchmarks/arrays.py --side SIDE TOPOLOGY TRAJ...   # one side, as farm-bench --vs times it
+    python benchmarks/arrays.py --side SIDE TOPOLOGY TRAJ...   # one side, a whole process to time from outside
 
 YiiP (seed 000) is ~112,000 atoms; 111,815 here, 1.34 MB a frame of float32 xyz. A generated
 topology: the first tenth of the atoms is a protein (ALA residues N, CA, C, O: a contiguous

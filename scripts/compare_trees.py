@@ -11,7 +11,10 @@ made once, with the new tree, and both trees read the same files:
 
 Every analysis (RMSD, RMSF, RDF) runs on every executor (serial, processes, Dask, ``mpiexec -n 2``),
 over finished trajectories and followed ones (``--follow`` on files marked complete), and writes
-``--out``; the script prints one line per command and exits 1 if any output differs or a command fails.
+``--out``. ``convert`` (the DCD, the XTC chain) and ``rechunk`` (the H5MD file) write H5MD files on the
+same executors; an H5MD output that is not the same bytes is compared object by object (every
+dataset's values, dtype, shape, chunks and filters, every attribute), which is what a reader sees.
+The script prints one line per command and exits 1 if any output differs or a command fails.
 """
 
 from __future__ import annotations
@@ -44,6 +47,12 @@ def cases(inputs: dict[str, object]) -> list[tuple[str, list[str]]]:
         ("rmsf-xtc", ["rmsf", gro, inputs["xtc"], "--select", "name CA"], True),
     ]
     out = []
+    h5_args = ["--chunks", "7", "--compression", "gzip:4"]
+    for executor, extra in EXECUTORS.items():   # outputs an H5MD file: the name ends .h5md
+        base = ["--executor", executor, *extra, *h5_args]
+        out.append((f"convert-dcd-{executor}.h5md", ["convert", psf, inputs["dcd"], *base]))
+        out.append((f"convert-xtc-chain-{executor}.h5md", ["convert", gro, *inputs["chain"], *base]))
+        out.append((f"rechunk-h5md-{executor}.h5md", ["rechunk", inputs["h5md"], *base]))
     for name, args, followable in runs:
         for executor, extra in EXECUTORS.items():
             base = [*args, "--executor", executor, *extra]
@@ -60,9 +69,9 @@ def make_inputs(new_tree: Path, work: Path) -> dict[str, object]:
     work.mkdir(parents=True, exist_ok=True)
     h5md, index = work / "adk.h5md", work / "adk-parts"
     if not h5md.exists():
-        _cli(new_tree, ["convert", PSF, DCD, "-o", str(h5md)])
+        _cli(new_tree, ["convert", PSF, DCD, "-o", str(h5md)], must_succeed=True)
     if not index.exists():
-        _cli(new_tree, ["split", str(h5md), "-o", str(index), "--parts", "4"])
+        _cli(new_tree, ["split", str(h5md), "-o", str(index), "--parts", "4"], must_succeed=True)
     (index / "index.json.done").touch()   # a followed index ends when it is marked finished
     xtc = work / "adk-water.xtc"
     shutil.copy(XTC, xtc)
@@ -76,7 +85,7 @@ def make_inputs(new_tree: Path, work: Path) -> dict[str, object]:
             with mda.Writer(str(path), u.atoms.n_atoms) as w:
                 for _ in u.trajectory[frames]:
                     w.write(u.atoms)
-    return {"psf": PSF, "gro": GRO, "h5md": str(h5md), "index": str(index / "index.json"), "xtc": str(xtc),
+    return {"psf": PSF, "gro": GRO, "dcd": DCD, "h5md": str(h5md), "index": str(index / "index.json"), "xtc": str(xtc),
             "chain": [str(p) for p in chain]}
 
 
@@ -84,13 +93,14 @@ def _env(tree: Path) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(tree / "src"), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
 
 
-def _cli(tree: Path, args: list[str], mpi: bool = False, timeout: float = 600) -> subprocess.CompletedProcess:
+def _cli(tree: Path, args: list[str], mpi: bool = False, timeout: float = 600,
+         must_succeed: bool = False) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "trajscale.cli.main", *args]
     if mpi:
         cmd = [shutil.which("mpiexec.mpich") or shutil.which("mpiexec") or "mpiexec", "-n", "2", *cmd]
     proc = subprocess.run(cmd, env=_env(tree), capture_output=True, text=True, timeout=timeout, check=False,
                           cwd=tempfile.gettempdir())
-    if proc.returncode != 0 and not mpi and args[0] != "run":
+    if proc.returncode != 0 and must_succeed:
         raise SystemExit(f"{' '.join(args)} failed with {tree}:\n{proc.stderr}")
     return proc
 
@@ -102,11 +112,13 @@ def compare(old: Path, new: Path, work: Path, only: str | None) -> int:
         if only and only not in name:
             continue
         outs = {}
+        h5 = name.endswith(".h5md")
         for label, tree in (("old", old), ("new", new)):
-            out = work / label / f"{name}.csv"
+            out = work / label / (name if h5 else f"{name}.csv")
             out.parent.mkdir(parents=True, exist_ok=True)
             out.unlink(missing_ok=True)
-            proc = _cli(tree, ["run", *args, "--out", str(out), "--no-progress"], mpi="mpi" in args)
+            cmd = [*args, "-o", str(out)] if h5 else ["run", *args, "--out", str(out)]
+            proc = _cli(tree, [*cmd, "--no-progress"], mpi="mpi" in args)
             if proc.returncode != 0:
                 print(f"FAIL {name}: the {label} tree exited {proc.returncode}: {proc.stderr.strip()[-400:]}")
                 failures += 1
@@ -116,11 +128,49 @@ def compare(old: Path, new: Path, work: Path, only: str | None) -> int:
             if filecmp.cmp(outs["old"], outs["new"], shallow=False):
                 same += 1
                 print(f"same {name} ({outs['new'].stat().st_size} bytes)")
+            elif h5 and not (diffs := h5_differences(outs["old"], outs["new"])):
+                same += 1
+                print(f"same {name} (every object and attribute; the files' bytes differ)")
             else:
                 failures += 1
-                print(f"DIFF {name}: {outs['old']} {outs['new']}")
+                print(f"DIFF {name}: {outs['old']} {outs['new']} {(diffs if h5 else [])[:3]}")
     print(f"{same} outputs identical byte for byte, {failures} differing or failed")
     return 1 if failures else 0
+
+
+def h5_differences(a: Path, b: Path) -> list[str]:
+    """What differs between two HDF5 files as a reader sees them: objects, values, layouts, attributes."""
+    import h5py
+    import numpy as np
+
+    found: list[str] = []
+
+    def attrs(name, x, y):
+        if sorted(x.attrs) != sorted(y.attrs):
+            found.append(f"{name}: attributes {sorted(x.attrs)} != {sorted(y.attrs)}")
+            return
+        for k in x.attrs:
+            if not np.array_equal(np.asarray(x.attrs[k]), np.asarray(y.attrs[k])):
+                found.append(f"{name}@{k}: {x.attrs[k]!r} != {y.attrs[k]!r}")
+
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        names: list[str] = []
+        fa.visit(names.append)
+        other: list[str] = []
+        fb.visit(other.append)
+        if names != other:
+            return [f"objects differ: {sorted(set(names) ^ set(other))}"]
+        attrs("/", fa, fb)
+        for n in names:
+            x, y = fa[n], fb[n]
+            attrs(n, x, y)
+            if isinstance(x, h5py.Dataset):
+                layout = lambda d: (d.dtype, d.shape, d.chunks, d.compression, d.compression_opts, d.shuffle)
+                if layout(x) != layout(y):
+                    found.append(f"{n}: layout {layout(x)} != {layout(y)}")
+                elif x[()].tobytes() != y[()].tobytes():
+                    found.append(f"{n}: values differ")
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

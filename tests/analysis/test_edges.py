@@ -18,7 +18,7 @@ import trajscale as ts
 from tests.conftest import run_cli, run_mpi
 from trajscale.analysis import ANALYSES, Analysis, FrameRows, Prepared
 from trajscale.convert.convert import convert
-from trajscale.errors import ConfigError, FrameRangeError, MissingBoxError
+from trajscale.errors import BadCoordinatesError, ConfigError, FrameRangeError, MissingBoxError
 from trajscale.store.layout import Layout
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
@@ -63,7 +63,7 @@ def files(tmp_path_factory):
 
 
 def _executor(name, pool, dask_ex):
-    return {"serial": "serial", "processes": pool, "dask": dask_ex}[name]
+    return {"serial": "serial", "threads": "threads", "processes": pool, "dask": dask_ex}[name]
 
 
 NEEDS_BOX = {"rdf": lambda: ts.RDF(WATER, WATER, nbins=20, range=(0.0, 6.0)),
@@ -85,11 +85,11 @@ def test_mdanalysis_refuses_an_rdf_without_a_box(files):
         rdf.InterRDF(g, g, nbins=20, range=(0.0, 6.0)).run()
 
 
-@pytest.mark.parametrize("executor", ["serial", "processes", "dask"])
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes", "dask"])
 @pytest.mark.parametrize("name", sorted(NEEDS_BOX))
 def test_an_analysis_that_needs_a_box_refuses_a_frame_without_one(files, pool, dask_ex, executor, name):
-    if executor == "dask" and name not in ("rdf", "distances"):
-        pytest.skip("two analyses are enough to show the Dask path")
+    if executor in ("dask", "threads") and name not in ("rdf", "distances"):
+        pytest.skip("two analyses are enough to show the Dask and threads paths")
     analysis = NEEDS_BOX[name]()
     assert analysis.needs_box
     with pytest.raises(MissingBoxError) as err:
@@ -114,6 +114,18 @@ def test_a_box_of_zero_volume_is_refused_naming_its_frame(files, pool, dask_ex, 
         ts.run(ts.RDF(WATER, WATER, nbins=20, range=(0.0, 6.0)), D.PSF_TRICLINIC, files["flat"],
                executor=_executor(executor, pool, dask_ex), n_tasks=2)
     assert err.value.frame == 3
+
+
+def test_a_box_too_large_to_sum_exactly_is_refused_naming_its_frame(tmp_path):
+    """A box of (30,000 Å)³ wraps around in the exact int64 volume sum: refused, not summed to a wrong g(r)."""
+    edge = 30000.0
+    assert np.rint(edge**3 * 2.0**20) > 2.0**63   # what the fixed-point sum would have wrapped
+    xtc = _write_xtc(tmp_path / "huge.xtc", lambda i, dims: [edge, edge, edge, 90, 90, 90] if i == 2 else dims)
+    u = mda.Universe(D.PSF_TRICLINIC, str(xtc))
+    assert u.trajectory[2].volume == pytest.approx(edge**3, rel=1e-6)   # MDAnalysis reads the box as written
+    with pytest.raises(MissingBoxError, match=r"frame 2 has a box of 2.7e\+13 Å³, beyond") as err:
+        ts.run(ts.RDF(WATER, WATER, nbins=20, range=(0.0, 6.0)), D.PSF_TRICLINIC, str(xtc), n_tasks=2)
+    assert err.value.frame == 2 and err.value.path == str(xtc)
 
 
 def test_a_box_missing_from_later_frames_is_refused_at_the_first(files):
@@ -199,6 +211,41 @@ def test_an_rdf_with_no_pair_is_refused():
     with pytest.raises(ConfigError, match="no pair is left"):
         ts.run(ts.RDF("index 0", "index 0", nbins=5, range=(0.0, 6.0), exclusion_block=(1, 1)),
                D.PSF_TRICLINIC, D.DCD_TRICLINIC)
+
+
+def test_an_rdf_exclusion_block_of_no_atoms_is_refused():
+    """A block of 0 atoms would divide the pair count by zero (a bare ZeroDivisionError)."""
+    for block in ((0, 1), (1, 0), (-1, 2), (1, 2, 3)):
+        with pytest.raises(ConfigError, match="exclusion_block must be two block sizes"):
+            ts.RDF(WATER, WATER, exclusion_block=block)
+
+
+def _nan_reference():
+    """AdK in vacuum in memory, one CA atom of frame 0 at NaN."""
+    ref = mda.Universe(D.PSF, D.DCD, in_memory=True)
+    ref.trajectory.coordinate_array[0, ref.select_atoms("name CA").indices[5]] = np.nan
+    return ref
+
+
+def test_an_rmsd_against_a_reference_with_nan_coordinates_is_refused():
+    ref = _nan_reference()
+    u = mda.Universe(D.PSF, D.DCD)
+    from MDAnalysis.analysis import rms
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = rms.RMSD(u, ref, select="name CA").run(stop=3).results.rmsd[:, 2]
+    assert np.isnan(expected).all()   # MDAnalysis: every row NaN
+    with pytest.raises(BadCoordinatesError, match="NaN/inf reference coordinates in frame 0"):
+        ts.run(ts.RMSD(select="name CA", reference=ref), D.PSF, D.DCD, stop=3)
+    rows = ts.run(ts.RMSD(select="name CA", reference=ref, allow_nan=True), D.PSF, D.DCD, stop=3)
+    assert np.isnan(np.asarray(rows.rmsd)[..., -1]).all()   # asked for: NaN rows, as MDAnalysis gives
+
+
+def test_contacts_against_a_reference_with_nan_coordinates_are_refused():
+    with pytest.raises(BadCoordinatesError, match="NaN/inf reference coordinates in frame 0"):
+        ts.run(ts.Contacts(select=("name CA and resid 1-50", "name CA and resid 100-150"), radius=8.0,
+                           reference=_nan_reference(), pbc=False), D.PSF, D.DCD, stop=3)
 
 
 def test_an_rdf_with_no_bins_or_an_empty_range_is_refused():

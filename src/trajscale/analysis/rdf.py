@@ -85,6 +85,9 @@ class RDF(Analysis):
         if not 0 <= self.range[0] < self.range[1] < np.inf:
             raise ConfigError(f"rdf range must be 0 <= min < max (Å), got {self.range[0]:g} {self.range[1]:g}")
         self.exclusion_block = None if exclusion_block is None else tuple(int(x) for x in exclusion_block)
+        if self.exclusion_block is not None and (len(self.exclusion_block) != 2 or min(self.exclusion_block) < 1):
+            raise ConfigError(f"rdf exclusion_block must be two block sizes of at least 1 atom (nA, nB), "
+                              f"got {exclusion_block!r}")
         self.norm = norm
 
     def get_config(self) -> dict:
@@ -114,7 +117,8 @@ class RDF(Analysis):
         # every frame has a box of non-zero volume (needs_box): the kernel counts them all
         count, _ = rdf_histogram(block.positions, s["i1"], s["i2"], block.box, self.range[1], self._edges(),
                                  self.exclusion_block)
-        return {"count": count, "volume": exact_sum(box_volume(block.box)), "n": block.n_frames}
+        return {"count": count, "volume": exact_sum(box_volume(block.box), block.start, s["path"]),
+                "n": block.n_frames}
 
     def _edges(self) -> np.ndarray:
         return np.histogram_bin_edges(np.empty(0), bins=self.nbins, range=self.range)

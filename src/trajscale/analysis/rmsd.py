@@ -9,7 +9,7 @@ from typing import ClassVar, Union
 import numpy as np
 
 from ..block import Block
-from ..errors import ConfigError, FrameRangeError, SelectionError
+from ..errors import BadCoordinatesError, ConfigError, FrameRangeError, SelectionError
 from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
 from ..topology import select_atoms
 from .base import Analysis, FrameRows, Prepared, check_finite, finite_frames, has_masses, masses_of, positive_weights
@@ -203,6 +203,11 @@ class RMSD(Analysis):
 
         if self.reference is not None:
             ref_pos = _positions_at(self.reference.universe, self.ref_frame, [ref_fit, *ref_groups])
+            if not self.allow_nan and not all(np.isfinite(p).all() for p in ref_pos):
+                traj = self.reference.universe.trajectory
+                raise BadCoordinatesError(_frame_index(self.ref_frame, len(traj), "the reference"),
+                                          getattr(traj, "filename", None) or "the reference",
+                                          "NaN/inf reference coordinates")
         else:
             frame = _frame_index(self.ref_frame, source.n_frames, source.path)
             need = np.unique(np.concatenate([g.indices for g in [ref_fit, *ref_groups]]))

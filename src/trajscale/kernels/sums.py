@@ -60,13 +60,27 @@ def shift_of(first: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.where(np.isfinite(first), first, 0.0))
 
 
-_VOLUME_BITS = 20   # box volumes as multiples of 2**-20 Å³: exact below 2**42 Å³ (16 µm boxes)
+_VOLUME_BITS = 20   # box volumes as multiples of 2**-20 Å³
+#: The largest value :func:`exact_sum` takes: in units of 2**-20 it fits int64 (2**63) with room to spare.
+EXACT_MAX = 2.0**42   # Å³: a cubic box of 16,384 Å (1.6 µm) a side
 
 
-def exact_sum(values: np.ndarray) -> int:
+def exact_sum(values: np.ndarray, first_frame: int = 0, source: str = "the trajectory") -> int:
     """The sum of float64 ``values`` (e.g. box volumes, Å³) as an exact fixed-point integer
-    (multiples of 2**-20): partial sums add in any order to the same total (:func:`volume_of`)."""
-    q = np.rint(np.asarray(values, np.float64) * 2.0**_VOLUME_BITS).astype(np.int64)
+    (multiples of 2**-20): partial sums add in any order to the same total (:func:`volume_of`).
+
+    A value of :data:`EXACT_MAX` or more would wrap around in int64 and sum to a wrong number: it is
+    refused, naming the frame (``first_frame`` + its index) of ``source``.
+    """
+    values = np.asarray(values, np.float64)
+    too_large = ~(np.abs(values) < EXACT_MAX)
+    if too_large.any():
+        from ..errors import MissingBoxError
+
+        i = int(np.argmax(too_large))
+        raise MissingBoxError(first_frame + i, source, f"has a box of {values[i]:g} Å³, beyond the "
+                              f"{EXACT_MAX:g} Å³ (a 1.6 µm cube) whose volumes trajscale sums exactly")
+    q = np.rint(values * 2.0**_VOLUME_BITS).astype(np.int64)
     return int((q >> 32).sum()) * 2**32 + int((q & 0xFFFFFFFF).sum())
 
 
