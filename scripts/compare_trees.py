@@ -145,6 +145,9 @@ def h5_differences(a: Path, b: Path) -> list[str]:
 
     found: list[str] = []
 
+    def layout(d):
+        return (d.dtype, d.shape, d.chunks, d.compression, d.compression_opts, d.shuffle)
+
     def attrs(name, x, y):
         if sorted(x.attrs) != sorted(y.attrs):
             found.append(f"{name}: attributes {sorted(x.attrs)} != {sorted(y.attrs)}")
@@ -165,7 +168,6 @@ def h5_differences(a: Path, b: Path) -> list[str]:
             x, y = fa[n], fb[n]
             attrs(n, x, y)
             if isinstance(x, h5py.Dataset):
-                layout = lambda d: (d.dtype, d.shape, d.chunks, d.compression, d.compression_opts, d.shuffle)
                 if layout(x) != layout(y):
                     found.append(f"{n}: layout {layout(x)} != {layout(y)}")
                 elif x[()].tobytes() != y[()].tobytes():
