@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.cli
 def test_ruff_is_clean():
-    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "src", "tests", "benchmarks", "scripts"],
+    paths = ["src", "tests", "benchmarks", "scripts"]
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", *paths],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert "No module named ruff" not in proc.stderr, "ruff is in the test extra: pip install -e '.[test]'"
     assert proc.returncode == 0, proc.stdout + proc.stderr

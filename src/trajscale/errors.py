@@ -95,7 +95,7 @@ class BadCoordinatesError(TrajscaleError):
 
 
 class MissingBoxError(TrajscaleError):
-    """A frame without a periodic box, or with one of zero (or too large a) volume, given to an analysis that needs one."""
+    """A frame without a periodic box, or with one of zero (or too large a) volume, for an analysis that needs one."""
 
     def __init__(self, frame: int, source: str, problem: str) -> None:
         self.frame, self.path, self.problem = frame, str(source), problem
