@@ -84,3 +84,24 @@ print(json.dumps({"cls": type(a).__name__, "alone": alone, "names": {k: v.name f
     assert all(k == v for k, v in got["names"].items())
     assert got["classes"] == sorted(["RMSD", "RMSF", "RadiusOfGyration", "AverageStructure", "RDF", "Contacts",
                                      "Distances", "CentreOfMassDistance", "PerFrame", "Reduce"])
+
+
+def test_a_file_matched_early_imports_no_other_reader(tmp_path):
+    """The registry imports each Source's module as it reaches it: an H5MD file (matched second) starts no
+    XTC, NumPy, MDAnalysis-part or IMD module, and scans no installed package for plugins."""
+    import MDAnalysis as mda
+    from MDAnalysisTests.datafiles import DCD, PSF
+
+    import trajscale as ts
+
+    h5 = tmp_path / "adk.h5md"
+    u = mda.Universe(PSF, DCD)
+    with ts.ParallelWriter(h5, u.atoms.n_atoms) as w:
+        w.write(step=0, time=0.0, ids=u.atoms.indices, positions=u.atoms.positions)
+    code = ("import json, sys\nfrom trajscale.sources import open_source, reader_modules\n"
+            f"reader_modules({str(h5)!r}); open_source({str(h5)!r}).close()\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('trajscale.sources.', 'importlib.metadata')))))")
+    loaded = set(_fresh(code))
+    assert "trajscale.sources.h5md" in loaded
+    assert not loaded & {"trajscale.sources.parts", "trajscale.sources.npy", "trajscale.sources.mdapart",
+                         "trajscale.sources.imd", "importlib.metadata"}, loaded

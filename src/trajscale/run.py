@@ -22,7 +22,7 @@ from .planning import (  # noqa: F401 (planning names stay importable from trajs
 )
 from .report.timing import RunReport
 from .runspec import FollowOptions, RunOptions
-from .sources.imd import is_stream
+from .sources import is_stream
 
 
 def run(analysis: Analysis, topology, trajectory, *, options: RunOptions | None = None, on_update=None,

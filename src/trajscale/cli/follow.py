@@ -43,7 +43,7 @@ def refuse_options_without_effect(args, trajectory) -> None:
     the following options without ``--follow``, ``--tee`` on a file, an executor's options for another
     executor, ``--continuous`` and ``--strict`` on a followed run (one growing file, read in whole frames)."""
     from ..errors import ConfigError
-    from ..sources.imd import is_stream
+    from ..sources import is_stream
 
     stream = is_stream(trajectory)
     if args.tee and not stream:
@@ -74,7 +74,7 @@ def follow_options(args, trajectory):
     """The :class:`~trajscale.runspec.FollowOptions` of ``--follow`` (and of an ``imd://`` stream, always
     followed); None for a finished trajectory."""
     from ..runspec import FollowOptions
-    from ..sources.imd import is_stream
+    from ..sources import is_stream
     from .checks import check_outputs
 
     if not (args.follow or is_stream(trajectory)):

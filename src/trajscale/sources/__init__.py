@@ -30,18 +30,27 @@ __getattr__, __dir__ = attach(__name__, {
 }, submodules=("base", "h5md", "mda", "mdapart", "parts", "registry", "segments"))
 
 
+#: An IMD stream's address begins so (``imd://HOST:PORT``).
+SCHEME = "imd://"
+
+
+def is_stream(trajectory) -> bool:
+    """Whether ``trajectory`` is an IMD stream's address rather than a file (told without importing
+    the receiver)."""
+    return isinstance(trajectory, str) and trajectory.startswith(SCHEME)
+
+
 def reader_modules(trajectories) -> tuple[str, ...]:
     """The modules a worker will import to read ``trajectories`` beyond trajscale's own, told by name
     only (no file is opened): each Source declares its :attr:`~.base.Source.worker_modules`, found by
     the file's name ending; a name no Source claims is read through MDAnalysis."""
-    from .mdapart import MDAPartSource
-    from .registry import by_name
+    from .registry import by_name, source_class
 
     paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]
     found: list[str] = []
     for p in paths:
         match = by_name(p)
-        cls = match.source if match is not None else None if Path(p).is_dir() else MDAPartSource
+        cls = match.source if match is not None else None if Path(p).is_dir() else source_class("mda_part")
         found += [m for m in (cls.worker_modules if cls is not None else ()) if m not in found]
     return tuple(found)
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputFileError
 from ..util import raise_if_stopped
+from . import SCHEME, is_stream  # noqa: F401 (importable from here too)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:   # the receiver's machinery is imported by the run that starts one, not by every run
@@ -28,12 +29,6 @@ if TYPE_CHECKING:   # the receiver's machinery is imported by the run that start
     import typing
 
 log = logging.getLogger(__name__)
-
-SCHEME = "imd://"
-
-
-def is_stream(trajectory) -> bool:
-    return isinstance(trajectory, str) and trajectory.startswith(SCHEME)
 
 
 def host_port(url: str) -> tuple[str, int]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,10 +103,21 @@ def source_class(kind: str) -> type[Source]:
     return _load(kind, target)
 
 
+def _in_match_order() -> Iterator[type[Source]]:
+    """Every Source that opens files, in the order files are matched: trajscale's own, the plugins',
+    MDAnalysis's one-file reader last. Each module is imported when it is reached (and the installed
+    packages are scanned for plugins only then), so a file matched early imports no other reader."""
+    *own, last = FORMAT_SOURCES
+    for kind in own:
+        yield source_class(kind)
+    for kind in plugin_targets():
+        yield source_class(kind)
+    yield source_class(last)
+
+
 def format_sources() -> list[type[Source]]:
     """Every Source that opens files, in the order files are matched (trajscale's own, then plugins')."""
-    own = [source_class(kind) for kind in FORMAT_SOURCES]
-    return own[:-1] + [source_class(kind) for kind in plugin_targets()] + own[-1:]
+    return list(_in_match_order())
 
 
 def all_sources() -> dict[str, type[Source]]:
@@ -120,7 +132,7 @@ def supported() -> str:
 
 
 def _by_bytes(path: str) -> Match | None:
-    for cls in format_sources():
+    for cls in _in_match_order():
         fmt = cls.guess_format(path)
         if fmt is not None:
             return Match(cls, fmt)
@@ -130,7 +142,7 @@ def _by_bytes(path: str) -> Match | None:
 def by_name(path: str) -> Match | None:
     """The Source whose :attr:`~.base.Source.suffixes` hold the file's name ending (no file is read)."""
     suffix = Path(path).suffix.lower()
-    for cls in format_sources():
+    for cls in _in_match_order():
         if suffix in cls.suffixes:
             return Match(cls, cls.suffixes[suffix])
     return None
@@ -143,7 +155,7 @@ def _by_mdanalysis(path: str) -> Match | None:
     fmt = MDAPartSource.mdanalysis_format(path)
     if fmt is None:
         return None
-    owner = next((cls for cls in format_sources() if fmt in cls.formats), MDAPartSource)
+    owner = next((cls for cls in _in_match_order() if fmt in cls.formats), MDAPartSource)
     return Match(owner, fmt)
 
 
@@ -169,7 +181,7 @@ def guess(path: str | Path) -> Match:
 def for_format(name: str) -> type[Source]:
     """The Source that reads the format called ``name`` (a segment index records it)."""
     name = name.upper()
-    for cls in format_sources():
+    for cls in _in_match_order():
         if name in cls.formats:
             return cls
     from .mdapart import MDAPartSource
