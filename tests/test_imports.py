@@ -100,7 +100,8 @@ def test_a_file_matched_early_imports_no_other_reader(tmp_path):
         w.write(step=0, time=0.0, ids=u.atoms.indices, positions=u.atoms.positions)
     code = ("import json, sys\nfrom trajscale.sources import open_source, reader_modules\n"
             f"reader_modules({str(h5)!r}); open_source({str(h5)!r}).close()\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('trajscale.sources.', 'importlib.metadata')))))")
+            "prefixes = ('trajscale.sources.', 'importlib.metadata')\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith(prefixes))))")
     loaded = set(_fresh(code))
     assert "trajscale.sources.h5md" in loaded
     assert not loaded & {"trajscale.sources.parts", "trajscale.sources.npy", "trajscale.sources.mdapart",
