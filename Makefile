@@ -7,7 +7,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.trajscale-env-ok
 
 # Tests run on every core (pytest-xdist); tests/tiers.py keeps a module's tests, and the MPI tests, together.
-PYTEST := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -p no:cacheprovider -n auto --dist loadgroup
+# Bytecode is cached as in a user's installation (an environment that turns it off would have every
+# process the suite starts compile trajscale's modules again).
+PYTEST := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -p no:cacheprovider -n auto --dist loadgroup
 
 .PHONY: env demo test check docs bench clean
 
