@@ -57,13 +57,19 @@ def note_ready(cpu_before_task: float, heavy_modules: list[str]) -> None:
     t_ready = process_start() + t_start
     record = {"pid": os.getpid(), "t_process_start": process_start(), "t_task_start": t_ready,
               "t_ready": t_ready, "cpu_before_task": cpu_before_task, "heavy_modules": heavy_modules}
-    try:
-        with open(os.path.join(_MARKS[0], f"start-{os.getpid()}.json"), "w") as fh:
-            json.dump(record, fh)
-        with open(os.path.join(_MARKS[0], f"ready-{os.getpid()}"), "w") as fh:
-            fh.write(f"{t_start!r} {t_ready!r}")
+    try:   # each record whole or absent: a reader polling the folder never meets half of one
+        _write_whole(os.path.join(_MARKS[0], f"start-{os.getpid()}.json"), json.dumps(record))
+        _write_whole(os.path.join(_MARKS[0], f"ready-{os.getpid()}"), f"{t_start!r} {t_ready!r}")
     except OSError:
         pass
+
+
+def _write_whole(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` under a name no reader looks for, then rename it into place."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
 
 
 def read_starts(marks: str, n: int, timeout: float = 60.0) -> list[dict]:
@@ -82,7 +88,7 @@ def read_starts(marks: str, n: int, timeout: float = 60.0) -> list[dict]:
         try:
             with open(path) as fh:
                 out.append(json.load(fh))
-        except (OSError, ValueError):   # being written: the next call sees it
+        except (OSError, ValueError):   # removed with its pool, or not a record of ours
             pass
     return out
 
