@@ -22,8 +22,8 @@ contention reads a little long: the limit has ``GRACE`` on top of the 5 s for th
 
 Under ``pytest -n N --dist loadgroup`` (``make test``, ``make check``: N is the cores and one more) the
 tests of one module run on one worker, so a module's fixtures are made once, and every ``mpi`` test runs on
-the same worker: two MPI jobs at once on two cores would leave each job's waiting ranks polling for the CPU that the working ones need. Those
-groups are handed out first, then the modules that hold slow tests, so that no long group starts last.
+the same worker: two MPI jobs at once on two cores would leave each job's waiting ranks polling for the CPU
+that the working ones need. Those groups are handed out first, then the modules that hold slow tests, so that no long group starts last.
 
 ``TRAJSCALE_TIERS_RECORD=FILE`` records every test's markers, times and started commands as JSON lines in
 FILE instead of failing (how the markers were first assigned: ``TRAJSCALE_TIERS_RECORD=rec.jsonl pytest -n auto
