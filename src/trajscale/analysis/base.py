@@ -240,6 +240,15 @@ def check_finite(block: Block, positions: np.ndarray, source: str) -> None:
         raise BadCoordinatesError(block.start + int(np.argmin(finite)), source)
 
 
+def check_finite_reference(positions, frame: int, trajectory) -> None:
+    """Raise BadCoordinatesError when a reference Universe's positions (arrays) at ``frame`` hold NaN/inf."""
+    if not all(np.isfinite(p).all() for p in positions):
+        from ..errors import BadCoordinatesError
+
+        raise BadCoordinatesError(frame, getattr(trajectory, "filename", None) or "the reference",
+                                  "NaN/inf reference coordinates")
+
+
 def masses_of(group, why: str, alternative: str = "") -> np.ndarray:
     """``group``'s masses (float64), or one clear error naming the topology when it has none.
 

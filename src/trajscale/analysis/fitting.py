@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import BadCoordinatesError, FrameRangeError, SelectionError
+from ..errors import FrameRangeError, SelectionError
 from ..kernels.geometry import apply_fit
 from ..kernels.superpose import Reference, superpose_rmsd
 from ..topology import select_atoms
-from .base import check_finite
+from .base import check_finite, check_finite_reference
 
 
 def reference_positions(source, group, selection: str, reference, ref_frame: int, what: str) -> np.ndarray:
@@ -33,9 +33,7 @@ def reference_positions(source, group, selection: str, reference, ref_frame: int
         traj[frame]
         pos = ref_group.positions.astype(np.float64)
         traj[current]
-        if not np.isfinite(pos).all():
-            raise BadCoordinatesError(frame, getattr(traj, "filename", None) or "the reference",
-                                      "NaN/inf reference coordinates")
+        check_finite_reference([pos], frame, traj)
         return pos
     frame = frame_index(ref_frame, source.n_frames, source.path)
     block = source.read(frame, frame + 1, np.asarray(group.indices))

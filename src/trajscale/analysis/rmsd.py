@@ -9,10 +9,20 @@ from typing import ClassVar, Union
 import numpy as np
 
 from ..block import Block
-from ..errors import BadCoordinatesError, ConfigError, FrameRangeError, SelectionError
+from ..errors import ConfigError, FrameRangeError, SelectionError
 from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
 from ..topology import select_atoms
-from .base import Analysis, FrameRows, Prepared, check_finite, finite_frames, has_masses, masses_of, positive_weights
+from .base import (
+    Analysis,
+    FrameRows,
+    Prepared,
+    check_finite,
+    check_finite_reference,
+    finite_frames,
+    has_masses,
+    masses_of,
+    positive_weights,
+)
 from .results import SERIES, output_format, save_as
 
 
@@ -202,12 +212,8 @@ class RMSD(Analysis):
                     for w, g in zip(self._group_weights(), groups, strict=False)]
 
         if self.reference is not None:
-            ref_pos = _positions_at(self.reference.universe, self.ref_frame, [ref_fit, *ref_groups])
-            if not self.allow_nan and not all(np.isfinite(p).all() for p in ref_pos):
-                traj = self.reference.universe.trajectory
-                raise BadCoordinatesError(_frame_index(self.ref_frame, len(traj), "the reference"),
-                                          getattr(traj, "filename", None) or "the reference",
-                                          "NaN/inf reference coordinates")
+            ref_pos = _positions_at(self.reference.universe, self.ref_frame, [ref_fit, *ref_groups],
+                                    finite=not self.allow_nan)
         else:
             frame = _frame_index(self.ref_frame, source.n_frames, source.path)
             need = np.unique(np.concatenate([g.indices for g in [ref_fit, *ref_groups]]))
@@ -365,13 +371,17 @@ def _frame_index(frame: int, n_frames: int, where: str) -> int:
     return frame % n_frames
 
 
-def _positions_at(universe, frame: int, groups) -> list[np.ndarray]:
-    """Positions of ``groups`` at ``frame`` of ``universe``'s trajectory, which is left where it was."""
+def _positions_at(universe, frame: int, groups, finite: bool = False) -> list[np.ndarray]:
+    """Positions of ``groups`` at ``frame`` of ``universe``'s trajectory, which is left where it was;
+    ``finite``: refuse NaN/inf among them."""
     traj = universe.trajectory
     frame = _frame_index(frame, len(traj), f"the reference {getattr(traj, 'filename', None) or 'trajectory'}")
     current = traj.ts.frame
     try:
         traj[frame]
-        return [g.positions.copy() for g in groups]
+        positions = [g.positions.copy() for g in groups]
+        if finite:
+            check_finite_reference(positions, frame, traj)
+        return positions
     finally:
         traj[current]

@@ -21,7 +21,6 @@ import numpy as np
 
 from ..errors import ConfigError, InputFileError
 from ..util import raise_if_stopped
-from . import SCHEME, is_stream  # noqa: F401 (importable from here too)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:   # the receiver's machinery is imported by the run that starts one, not by every run
