@@ -12,7 +12,9 @@ parts tasks may start on), each rank runs ``q = ceil(T/N)`` tasks of ``F/T`` fra
 
     t_read(N)  = q B/T / min(r_io, B_s(N_a) / N_a)          r_io: one rank's measured read rate
                (the storage case, :mod:`~trajscale.report.storage`: cached reads meet no B_s; cold ones,
-               with both probe rates, add the storage's time to the rank's own: q B/T (1/r_own + N_a/B_s))
+               with both probe rates, are the rank's own cost and the storage's time, one rank's reads
+               overlapping the others' compute: t_read + t_comp = max(q B/T (1/r_own + 1/B_s(1)) + t_comp,
+               N_a q B/T / B_s(N_a)))
     t_comp(N)  = q F/T x c_f                               c_f: compute seconds per frame
     t_meta(N)  = f(N) x t_open         (local: measured)   f(N): files a rank opens
                = N_a x f(N) x M        (--metadata-ms M: one metadata server, one open at a time)
@@ -236,8 +238,13 @@ def terms_at(model: Model, n: int, machine: Machine | None = None) -> Terms:
             read_unbound = max(model.bytes * s_byte / cores, bytes_rank * s_byte)
             read = max(read_unbound, bytes_rank / storage)
     if model.storage_reads == "apart" and bytes_rank:
-        # the rank's own cost of each byte, then the storage's time to deliver it: a read waits for its bytes
-        read = read_unbound + bytes_rank / storage
+        # A rank's read waits for the storage to deliver its bytes, then the rank computes.  Alone on the
+        # storage its bytes come at one reader's rate; in a pool one rank's reads overlap the others'
+        # compute, so the work takes the longer of a rank's own time (its CPU and its bytes at one
+        # reader's rate) and the storage's time to deliver every active rank's bytes at its aggregate rate.
+        alone = bytes_rank / machine.read_bps(1)
+        shared = active * bytes_rank / machine.read_bps(active)
+        read = max(read_unbound + alone, shared - comp)
     files = files_per_rank(model, n, tasks)
     if n == 1:
         meta = 0.0   # one process: the file the preparation opened is the one its tasks read
