@@ -20,10 +20,11 @@ time; so the smaller of the two tracks the idle wall time of a test that compute
 an idle one. Time spent sleeping or waiting for I/O is not counted, and a test slowed by memory-bandwidth
 contention reads a little long: the limit has ``GRACE`` on top of the 5 s for that.
 
-Under ``pytest -n auto --dist loadgroup`` (``make test``, ``make check``) the tests of one module run on one
-worker, so a module's fixtures are made once, and every ``mpi`` test runs on the same worker: two MPI jobs at
-once on two cores would leave each job's waiting ranks polling for the CPU that the working ones need. Those
-groups are handed out first, then the modules that hold slow tests, so that no long group starts last.
+Under ``pytest -n N --dist loadgroup`` (``make test``, ``make check``: N is the cores and one more) the tests
+of one module run on one worker, so a module's fixtures are made once, and every ``mpi`` test runs on the
+same worker: two MPI jobs at once on two cores would leave each job's waiting ranks polling for the CPU that
+the working ones need. Those groups are handed out first, then the modules that hold slow tests, so that no
+long group starts last.
 
 ``TRAJSCALE_TIERS_RECORD=FILE`` records every test's markers, times and started commands as JSON lines in
 FILE instead of failing (how the markers were first assigned: ``TRAJSCALE_TIERS_RECORD=rec.jsonl pytest -n auto
