@@ -23,7 +23,13 @@ NEEDS = ("trajscale's kernels are compiled when it is installed: a C compiler (g
 
 
 class BuildExt(build_ext):
-    """build_ext that fails with one line naming what is missing when there is no working compiler."""
+    """build_ext that compiles the modules side by side, one per core (``-j``), and fails with one line
+    naming what is missing when there is no working compiler."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = os.cpu_count() or 1
 
     def run(self):
         from setuptools._distutils.ccompiler import new_compiler
@@ -62,7 +68,7 @@ def extensions():
                               define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
                               extra_compile_args=["-O3", "-ffp-contract=off", "-g0", *FUZZ_FLAGS],
                               extra_link_args=FUZZ_FLAGS))
-    return cythonize(mods, language_level=3, compiler_directives={
+    return cythonize(mods, language_level=3, nthreads=os.cpu_count() or 1, compiler_directives={
         "boundscheck": False, "wraparound": False, "cdivision": True, "initializedcheck": False})
 
 
