@@ -16,7 +16,7 @@ from tests.conftest import run_cli
 from tests.report.test_predict import MB, _serial
 from trajscale.report.conditions import Load, PageCache, RunConditions
 from trajscale.report.machine import Machine
-from trajscale.report.predict import fit, format_predictions, predict_model, terms_at
+from trajscale.report.predict import fit, format_predictions, predict_model, storage_wait, terms_at
 from trajscale.report.storage import choose, for_case, predict_storage
 
 COLD, WARM = 1e9, 5e9   # the probe's one-reader rates, bytes/s
@@ -53,20 +53,44 @@ def test_a_warm_report_predicts_its_own_rate_cached_and_adds_the_storage_cold():
     assert got.other[1].t_wall > got.preds[1].t_wall
 
 
-def test_cold_ranks_overlap_their_reads_with_each_others_compute_up_to_the_storages_aggregate_rate():
+def _schweitzer_wait(n: int, d: float, z: float) -> float:
+    """The mean wait at one FCFS queue of demand ``d`` with ``n`` customers and a delay of ``z``, by
+    iterating Schweitzer's approximation to its fixed point (not the closed form the model uses)."""
+    r = d
+    for _ in range(10_000):
+        q = n * r / (z + r)
+        r = d * (1 + (n - 1) / n * q)
+    return r
+
+
+def test_cold_ranks_overlap_their_reads_with_each_others_compute_queueing_at_the_storage():
     """A cold report (1000 MB read in 1.2 s, 1 GB/s of it the storage's), predicted at N = 4 on a storage
-    that gives 1 GB/s however many read.  Each rank's CPU (0.05 s of own read cost, 0.5 s of compute) and
-    its 250 MB alone on the storage (0.25 s) take 0.8 s; the storage needs 1.0 s for the four ranks'
-    1000 MB: the work is the storage's 1.0 s.  Charging each rank its reads at a quarter of the storage
-    and then its compute would give 0.05 + 1.0 + 0.5 = 1.55 s."""
+    that gives 1 GB/s however many read.  Each rank's CPU is 0.05 s of own read cost and 0.5 s of
+    compute; its 250 MB take the storage 0.25 s.  One rank's reads overlap the others' compute and
+    reads that come together queue: the wait is the mean-value answer for 4 customers of a queue with
+    0.25 s of demand and 0.55 s of delay, about 0.66 s; the work about 1.21 s.  Charging each rank its
+    reads at a quarter of the storage and then its compute would give 0.05 + 1.0 + 0.5 = 1.55 s; the
+    storage alone needs 1.0 s."""
     flat = dataclasses.replace(PROFILE, read_curve=((1, COLD), (4, COLD)))
     cold = for_case(fit(_report(0.0, t_io=1.2), "processes", ran_on=flat), flat, "cold")
     t = terms_at(cold, 4, flat)
+    own = np.float64(250 * MB) * (np.float64(1.2) / (1000 * MB) - 1 / np.float64(COLD))
     assert t.compute == pytest.approx(0.5, rel=1e-12)
-    assert t.read + t.compute == pytest.approx(float(np.float64(1000 * MB) / np.float64(COLD)), rel=1e-12)
+    wait = _schweitzer_wait(4, float(np.float64(250 * MB) / np.float64(COLD)), float(own) + 0.5)
+    assert t.read == pytest.approx(float(own) + wait, rel=1e-9)
+    assert 1.0 < t.read + t.compute < 1.55
     # one rank alone pays its CPU and its reads one after the other, as its serial report did
     one = terms_at(cold, 1, flat)
     assert one.read == pytest.approx(1.2, rel=1e-12)
+
+
+def test_the_storage_wait_tends_to_its_bounds():
+    """Reads that dominate keep the storage busy (the wait tends to N D - Z); compute that dominates
+    leaves each read alone on the storage (the wait tends to D); a rank never reads faster than alone."""
+    assert storage_wait(1, 0.3, 0.3, 5.0) == pytest.approx(0.3, rel=1e-12)
+    assert storage_wait(64, 1.0, 1.0, 1.0) == pytest.approx(63.0, rel=1e-3)
+    assert storage_wait(4, 1.0, 1.0, 1e4) == pytest.approx(1.0, rel=1e-3)
+    assert storage_wait(4, 0.5, 0.1, 10.0) == 0.5   # a parallel file system: 4 readers share more than 1 gets
 
 
 def test_a_warm_run_is_not_capped_at_the_storages_cold_rate():

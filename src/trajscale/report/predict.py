@@ -12,9 +12,8 @@ parts tasks may start on), each rank runs ``q = ceil(T/N)`` tasks of ``F/T`` fra
 
     t_read(N)  = q B/T / min(r_io, B_s(N_a) / N_a)          r_io: one rank's measured read rate
                (the storage case, :mod:`~trajscale.report.storage`: cached reads meet no B_s; cold ones,
-               with both probe rates, are the rank's own cost and the storage's time, one rank's reads
-               overlapping the others' compute: t_read + t_comp = max(q B/T (1/r_own + 1/B_s(1)) + t_comp,
-               N_a q B/T / B_s(N_a)))
+               with both probe rates, are the rank's own cost and its wait for the storage, one rank's
+               reads overlapping the others' compute and queueing with their reads: :func:`storage_wait`)
     t_comp(N)  = q F/T x c_f                               c_f: compute seconds per frame
     t_meta(N)  = f(N) x t_open         (local: measured)   f(N): files a rank opens
                = N_a x f(N) x M        (--metadata-ms M: one metadata server, one open at a time)
@@ -213,6 +212,25 @@ def launch_at(model: Model, n: int, machine: Machine) -> tuple[float, str]:
     return start * (1 + max(1.0, 2 * n / machine.cores)), where   # nanny: two fresh starts per worker
 
 
+def storage_wait(ranks: int, alone: float, demand: float, cpu: float) -> float:
+    """Seconds a rank waits for its cold reads when ``ranks`` ranks each alternate between reading from
+    the storage and their own CPU work (``cpu`` s each), the storage delivering one rank's bytes in
+    ``demand`` s at its aggregate rate for that many readers (``alone`` s for a reader on its own).
+
+    The ranks are the customers of a closed queue: one rank's reads overlap the others' compute, and
+    reads that arrive together queue.  Schweitzer's mean-value approximation for one queue and a
+    delay gives the wait ``R`` in closed form, from ``R = D (1 + (N - 1) / N x Q)`` and ``Q = N R / (Z + R)``::
+
+        R = ((N D - Z) + sqrt((N D - Z)^2 + 4 D Z)) / 2
+
+    It is ``D`` for one rank, tends to ``N D - Z`` (the storage busy throughout) when the reads
+    dominate and to ``D`` when the compute does; a rank never reads faster than alone.
+    """
+    nd = ranks * demand
+    wait = ((nd - cpu) + math.sqrt((nd - cpu) ** 2 + 4 * demand * cpu)) / 2
+    return max(alone, wait)
+
+
 def terms_at(model: Model, n: int, machine: Machine | None = None) -> Terms:
     """Seconds of each term of t_wall(N) (module docstring) on ``machine`` (default: this one)."""
     machine = machine or this_machine()
@@ -238,13 +256,8 @@ def terms_at(model: Model, n: int, machine: Machine | None = None) -> Terms:
             read_unbound = max(model.bytes * s_byte / cores, bytes_rank * s_byte)
             read = max(read_unbound, bytes_rank / storage)
     if model.storage_reads == "apart" and bytes_rank:
-        # A rank's read waits for the storage to deliver its bytes, then the rank computes.  Alone on the
-        # storage its bytes come at one reader's rate; in a pool one rank's reads overlap the others'
-        # compute, so the work takes the longer of a rank's own time (its CPU and its bytes at one
-        # reader's rate) and the storage's time to deliver every active rank's bytes at its aggregate rate.
-        alone = bytes_rank / machine.read_bps(1)
-        shared = active * bytes_rank / machine.read_bps(active)
-        read = max(read_unbound + alone, shared - comp)
+        read = read_unbound + storage_wait(active, bytes_rank / machine.read_bps(1),
+                                           bytes_rank / machine.read_bps(active), read_unbound + comp)
     files = files_per_rank(model, n, tasks)
     if n == 1:
         meta = 0.0   # one process: the file the preparation opened is the one its tasks read
@@ -483,4 +496,4 @@ __all__ = ["EFFICIENCY_LIMIT", "GIVEN", "Machine", "Model", "Prediction", "Terms
            "move_at",
            "efficiency_threshold", "fit", "fit_reports", "format_predictions", "launch_at", "levers",
            "started_workers",
-           "oversubscription", "predict", "predict_model", "terms_at", "wall_at"]
+           "oversubscription", "predict", "predict_model", "storage_wait", "terms_at", "wall_at"]

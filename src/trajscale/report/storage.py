@@ -12,9 +12,9 @@ the storage's time to deliver it::
 
     own   = s - f / w - (1 - f) / c          s: the report's seconds per byte (per rank, per core)
     cached: own + 1 / w                      the page cache is memory: each rank reads at its own rate
-    cold:   own, and the storage's time      a rank's bytes at one reader's rate, overlapping the other
-                                             ranks' compute, up to N_a ranks' bytes at B_s(N_a)
-                                             (:func:`~trajscale.report.predict.terms_at`)
+    cold:   own, and the storage's time      the rank's wait for its bytes: its reads overlap the other
+                                             ranks' compute and queue with their reads at B_s(N_a)
+                                             (:func:`~trajscale.report.predict.storage_wait`)
 
 Without both rates the report's own rate stands for both cases, and the cold case is capped by the
 storage's curve or ``--storage-gbps`` where there is one (the rank reads at the slower of the two).
