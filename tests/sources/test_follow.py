@@ -89,16 +89,19 @@ def test_growing_h5md_followed_to_its_end_equals_the_finished_file(tmp_path, exe
     assert updates[-1] == 98 and updates == sorted(updates)
 
 
-@pytest.mark.slow
 @pytest.mark.cli
 def test_rmsf_followed_has_the_bits_of_the_finished_file(tmp_path):
     """An accumulating analysis: its exact sums over frames that arrived in rounds give the same bits.
-    The producer takes about 10 s, so a follower slow to start on a loaded machine still meets it mid-run."""
-    out = tmp_path / "growing.h5md"
-    writer = producer("h5md", str(out), "0.1")
+    The producer holds after 10 frames until the follower has published its first round, so the frames
+    surely come in more than one round, however slowly either side starts on a loaded machine."""
+    out, go = tmp_path / "growing.h5md", tmp_path / "go"
+    writer = producer("h5md", str(out), "0.02", hold=go)
     try:
-        r = ts.run(ts.RMSF(select="name CA"), PSF, str(out), follow=FollowOptions(idle=120, poll=0.1, wait=120))
+        r = ts.run(ts.RMSF(select="name CA"), PSF, str(out),
+                   follow=FollowOptions(idle=120, poll=0.1, wait=120, every_frames=1),
+                   on_update=lambda res: go.touch())
     finally:
+        go.touch()
         assert writer.wait(timeout=300) == 0
     assert len(r.report.tasks) > 1   # the frames came in more than one round
     full = ts.run(ts.RMSF(select="name CA"), PSF, str(out))
