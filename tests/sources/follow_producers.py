@@ -11,7 +11,7 @@ PIECE-byte pieces (pieces end inside frames, as a writer caught mid-frame), then
 MDAnalysis's XTCWriter, one every DELAY s (its buffer reaches the disk in pieces that end inside frames), then
 ``OUT.done``; with ``forever`` it writes them again and again until SIGTERM, then closes the file.
 
-With ``FOLLOW_HOLD=PATH`` in the environment the XTC writer stops after its first 10 pieces until
+With ``FOLLOW_HOLD=PATH`` in the environment each writer stops after its first 10 frames or pieces until
 PATH exists: a reader then surely opens the file while it is still growing. (The H5MD writer holds
 its file's lock meanwhile, so a reader that locks cannot open it: hold it only for tests that say so.)
 """
@@ -84,6 +84,7 @@ def write_mda_xtc(out: str, delay: float, forever: bool = False) -> None:
                 w.write(u.atoms)
                 n += 1
                 print("wrote", n, flush=True)
+                hold(n)
                 time.sleep(delay)
                 if stop:
                     break

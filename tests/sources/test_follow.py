@@ -116,12 +116,16 @@ def test_rmsf_followed_has_the_bits_of_the_finished_file(tmp_path):
 def test_xtc_appended_in_pieces_is_read_only_in_whole_frames(tmp_path, executor):
     if executor == "dask":
         pytest.importorskip("distributed")
-    out = tmp_path / "growing.xtc"
-    writer = producer("xtc", XTC, str(out), "0.1", "60000")   # frames are ~165 kB: most pieces end mid-frame
+    out, go = tmp_path / "growing.xtc", tmp_path / "go"
+    # frames are ~165 kB: most pieces end mid-frame; the writer holds after 10 pieces (3 whole frames)
+    # until the follower has published its first round, so the frames surely come in several rounds
+    writer = producer("xtc", XTC, str(out), "0.1", "60000", hold=go)
     try:
         r = ts.run(ts.RMSD(select="name CA"), TPR, str(out), executor=executor, n_workers=2,
-                   follow=FollowOptions(idle=120, poll=0.05, wait=120))
+                   follow=FollowOptions(idle=120, poll=0.05, wait=120, every_frames=1),
+                   on_update=lambda res: go.touch())
     finally:
+        go.touch()
         assert writer.wait(timeout=300) == 0
     assert r.report.meta.follow.ended == "complete"
     full = ts.run(ts.RMSD(select="name CA"), TPR, str(out))

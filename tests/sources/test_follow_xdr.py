@@ -115,12 +115,16 @@ def test_damage_in_a_growing_file_is_still_refused(tmp_path, fmt):
 
 @pytest.mark.cli
 def test_xtc_written_by_mdanalysis_while_followed_equals_the_finished_file(tmp_path):
-    """MDAnalysis's XTCWriter in another process, a frame every 20 ms, then ``TRAJ.done``."""
-    out = tmp_path / "growing.xtc"
-    writer = producer("mdaxtc", str(out), "0.02")
+    """MDAnalysis's XTCWriter in another process, a frame every 20 ms, then ``TRAJ.done``; it holds after
+    10 frames until the follower has published its first round (so the frames come in several rounds)."""
+    out, go = tmp_path / "growing.xtc", tmp_path / "go"
+    writer = producer("mdaxtc", str(out), "0.02", hold=go)
     try:
-        r = ts.run(ts.RMSD(select="name CA"), PSF, str(out), follow=FollowOptions(idle=120, poll=0.05, wait=120))
+        r = ts.run(ts.RMSD(select="name CA"), PSF, str(out),
+                   follow=FollowOptions(idle=120, poll=0.05, wait=120, every_frames=1),
+                   on_update=lambda res: go.touch())
     finally:
+        go.touch()
         assert writer.wait(timeout=300) == 0
     assert r.report.meta.follow.ended == "complete", last_line(r)
     assert len(r.report.tasks) > 1   # the frames came in more than one round
