@@ -78,7 +78,9 @@ PY
 # The ml extra's CPU build of torch (installs from a local file on the project's machines).
 echo "torch==2.13.0" >> "$CONSTRAINTS"
 log "installing trajscale and its dependencies"
-$PIP install -c "$CONSTRAINTS" -e ".[all]"
+# --no-compile: pip would byte-compile all ~13,000 modules of the dependencies (about 50 s of CPU);
+# Python compiles the ones a run imports, once, when it first imports them.
+$PIP install --no-compile -c "$CONSTRAINTS" -e ".[all]"
 
 # A PyPI MPI in the venv would shadow Debian's mpiexec; refuse it.
 if [ -e $VENV/bin/mpiexec ]; then
