@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..block import Block
-from ..errors import ConfigError, FrameRangeError, MissingBoxError, TrajscaleError
+from ..errors import BadCoordinatesError, ConfigError, FrameRangeError, MissingBoxError, TrajscaleError
 
 
 @dataclass(frozen=True)
@@ -233,8 +233,6 @@ def finite_frames(positions: np.ndarray) -> np.ndarray:
 
 def check_finite(block: Block, positions: np.ndarray, source: str) -> None:
     """Raise BadCoordinatesError naming the first frame with NaN/inf coordinates."""
-    from ..errors import BadCoordinatesError
-
     finite = finite_frames(positions)
     if not finite.all():
         raise BadCoordinatesError(block.start + int(np.argmin(finite)), source)
@@ -243,8 +241,6 @@ def check_finite(block: Block, positions: np.ndarray, source: str) -> None:
 def check_finite_reference(positions, frame: int, trajectory) -> None:
     """Raise BadCoordinatesError when a reference Universe's positions (arrays) at ``frame`` hold NaN/inf."""
     if not all(np.isfinite(p).all() for p in positions):
-        from ..errors import BadCoordinatesError
-
         raise BadCoordinatesError(frame, getattr(trajectory, "filename", None) or "the reference",
                                   "NaN/inf reference coordinates")
 
