@@ -13,7 +13,7 @@ MDAnalysis's XTCWriter, one every DELAY s (its buffer reaches the disk in pieces
 
 With ``FOLLOW_HOLD=PATH`` in the environment each writer stops after its first 10 frames or pieces until
 PATH exists: a reader then surely opens the file while it is still growing. (The H5MD writer holds
-its file's lock meanwhile, so a reader that locks cannot open it: hold it only for tests that say so.)
+its file's lock meanwhile: only a reader that opens without the lock, as a follower does, reads it.)
 """
 
 from __future__ import annotations

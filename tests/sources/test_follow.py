@@ -93,20 +93,51 @@ def test_growing_h5md_followed_to_its_end_equals_the_finished_file(tmp_path, exe
 @pytest.mark.cli
 def test_rmsf_followed_has_the_bits_of_the_finished_file(tmp_path):
     """An accumulating analysis: its exact sums over frames that arrived in rounds give the same bits.
-    The producer takes about 10 s, so a follower slow to start on a loaded machine still meets it mid-run
-    (it is not held: a paused H5MD writer keeps its file's lock)."""
-    out = tmp_path / "growing.h5md"
-    writer = producer("h5md", str(out), "0.1")
+    The writer holds after 10 frames, its file open and locked, until the follower has published its
+    first round: the frames surely come in several rounds."""
+    out, go = tmp_path / "growing.h5md", tmp_path / "go"
+    writer = producer("h5md", str(out), "0.02", hold=go)
     try:
-        r = ts.run(ts.RMSF(select="name CA"), PSF, str(out), follow=FollowOptions(idle=120, poll=0.1, wait=120))
+        r = ts.run(ts.RMSF(select="name CA"), PSF, str(out),
+                   follow=FollowOptions(idle=120, poll=0.05, wait=120, every_frames=1), on_update=lambda res: go.touch())
     finally:
+        go.touch()
         assert writer.wait(timeout=300) == 0
+    assert r.report.meta.follow.ended == "complete" and len(r.report.tasks) > 1
     full = ts.run(ts.RMSF(select="name CA"), PSF, str(out))
     assert np.array_equal(r.rmsf, full.rmsf)
     u = mda.Universe(PSF, DCD)
     np.testing.assert_allclose(r.rmsf, rms.RMSF(u.select_atoms("name CA")).run().results.rmsf, rtol=1e-4, atol=1e-5)
-    if len(r.report.tasks) == 1:
-        pytest.skip("the writer wrote all 98 frames before the follower's first look: no rounds to sum")
+
+
+@pytest.mark.cli
+def test_a_writer_holding_its_lock_is_followed_by_a_process_that_opened_hdf5_before(tmp_path):
+    """HDF5 reads ``HDF5_USE_FILE_LOCKING`` at a process's first open: a notebook that opened any HDF5
+    file before following still reads the file whose writer holds its lock."""
+    env = {k: v for k, v in os.environ.items() if k != "HDF5_USE_FILE_LOCKING"}
+    env["PYTHONPATH"] = f"{ROOT / 'src'}{os.pathsep}{ROOT}"
+    out = tmp_path / "held.h5md"
+    writer = subprocess.Popen([sys.executable, "-m", "tests.sources.follow_producers", "h5md", str(out), "0", "5"],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    script = ("import sys, h5py, numpy as np\n"
+              "from trajscale.sources.follow import snapshot\n"
+              "with h5py.File(sys.argv[2], 'w') as f:\n    f['x'] = 1\n"   # HDF5 starts, its lock on
+              "snap = snapshot(sys.argv[1])\n"
+              "np.save(sys.argv[3], snap.source.read(0, snap.n_frames).positions)\n")
+    try:
+        for line in writer.stdout:   # 5 frames written; the writer keeps the file open
+            if line.split() == ["wrote", "5"]:
+                break
+        got = subprocess.run([sys.executable, "-c", script, str(out), str(tmp_path / "other.h5"),
+                              str(tmp_path / "read.npy")], env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        writer.kill()
+        writer.wait()
+    assert got.returncode == 0, got.stderr[-2000:]
+    positions = np.load(tmp_path / "read.npy")
+    u = mda.Universe(PSF, DCD)
+    assert len(positions) >= 5
+    assert np.array_equal(positions, np.stack([ts_.positions for ts_ in u.trajectory[:len(positions)]]))
 
 
 @pytest.mark.slow

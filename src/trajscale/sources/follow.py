@@ -70,6 +70,9 @@ class GrowingH5MDSource(H5MDSource):
 
     kind = "growing_h5md"
     supports_mpio = False
+    # The writer holds HDF5's lock while it writes. The environment cannot turn the lock off once the
+    # process has opened any HDF5 file (HDF5 reads HDF5_USE_FILE_LOCKING then), so every open says so.
+    file_locking = False
 
     def __init__(self, path: str, **options) -> None:
         for wait in RETRY_WAITS:
@@ -128,7 +131,8 @@ class Snapshot:
 
 
 def unlocked_reads() -> None:
-    """Read without HDF5's file lock: the writer holds it (workers started later inherit this)."""
+    """Read without HDF5's file lock in processes started from now on, for their opens that do not say
+    ``locking=False`` themselves (a process that has opened an HDF5 file already ignores a change)."""
     os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
 
 

@@ -134,6 +134,9 @@ class H5MDSource(Source):
     supports_following = True
     supports_slab_reads = True
     takes_h5md_options = True
+    #: HDF5's file lock on open: None keeps HDF5's default (on, unless ``HDF5_USE_FILE_LOCKING`` said
+    #: otherwise before the process's first open); False reads a file a writer holds open.
+    file_locking: bool | None = None
 
     def __init__(self, path: str, group: str | None = None, driver: str | None = None,
                  comm=None, collective: bool = False, assume_units: str | None = None) -> None:
@@ -148,7 +151,8 @@ class H5MDSource(Source):
         if self._collective:
             self._dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
             self._dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE)
-        self.file = open_h5(path, "r", driver=driver, comm=comm, rdcc_nbytes=CHUNK_CACHE_BYTES)
+        lock = {} if self.file_locking is None else {"locking": self.file_locking}
+        self.file = open_h5(path, "r", driver=driver, comm=comm, rdcc_nbytes=CHUNK_CACHE_BYTES, **lock)
         self._direct: dict[str, DirectReads] = {}
         try:
             self._open_datasets(group, assume_units)
