@@ -34,7 +34,6 @@ from .sources.follow import (
     first_snapshot,
     idle_detail,
     snapshot,
-    unlocked_reads,
 )
 from .util import stop_requested
 
@@ -83,7 +82,6 @@ class FollowRounds(Rounds):
         self.trailing = 0   # bytes after the last whole frame at the last look (XTC/TRR)
         self.watch: Watch | None = None   # the deciding process's memory of the file as first read
         self._quiet = QuietInFlight()
-        unlocked_reads()   # before any worker starts: they inherit it
 
     def begin(self) -> None:
         logging.getLogger("trajscale.store.schema").addFilter(self._quiet)

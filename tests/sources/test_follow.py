@@ -99,7 +99,8 @@ def test_rmsf_followed_has_the_bits_of_the_finished_file(tmp_path):
     writer = producer("h5md", str(out), "0.02", hold=go)
     try:
         r = ts.run(ts.RMSF(select="name CA"), PSF, str(out),
-                   follow=FollowOptions(idle=120, poll=0.05, wait=120, every_frames=1), on_update=lambda res: go.touch())
+                   follow=FollowOptions(idle=120, poll=0.05, wait=120, every_frames=1),
+                   on_update=lambda res: go.touch())
     finally:
         go.touch()
         assert writer.wait(timeout=300) == 0

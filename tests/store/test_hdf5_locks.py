@@ -21,7 +21,7 @@ time.sleep(120)
 
 @pytest.mark.cli
 def test_a_file_another_process_writes_is_named_as_locked(tmp_path, monkeypatch):
-    # HDF5 reads this at every open; a followed run earlier in the session turns locking off
+    # the holder locks only without it (HDF5 reads it at a process's first open)
     monkeypatch.delenv("HDF5_USE_FILE_LOCKING", raising=False)
     path = tmp_path / "held.h5"
     with h5py.File(path, "w") as f:
@@ -50,3 +50,31 @@ def test_a_file_system_without_locks_names_the_environment_variable():
     msg = lock_problem(exc)
     assert "HDF5_USE_FILE_LOCKING=FALSE" in msg and "No locks available" in msg
     assert lock_problem(OSError(2, "Unable to open file (file signature not found)")) is None
+
+
+def test_a_file_followed_in_this_process_opens_again_for_a_whole_read(tmp_path):
+    """HDF5 shares one open file per process: a finished read of a file a follower has open (without the
+    lock), and a follower of a file open for a finished read, get the same frames, not "locking flag values
+    don't match"."""
+    import MDAnalysis as mda
+    import numpy as np
+    from MDAnalysisTests.datafiles import DCD, PSF
+
+    from trajscale.sources import open_source
+    from trajscale.sources.follow import GrowingH5MDSource
+
+    path = tmp_path / "adk.h5md"
+    u = mda.Universe(PSF, DCD)
+    with mda.Writer(str(path), n_atoms=u.atoms.n_atoms) as w:   # MDAnalysis's own H5MD writer
+        for _ in u.trajectory[:4]:
+            w.write(u.atoms)
+    ref = np.stack([ts.positions for ts in u.trajectory[:4]])
+    for first, second in ((GrowingH5MDSource, open_source), (open_source, GrowingH5MDSource)):
+        a = first(str(path))
+        try:
+            b = second(str(path))
+            assert np.array_equal(b.read(0, 4).positions, ref)
+            b.close()
+            assert np.array_equal(a.read(0, 4).positions, ref)
+        finally:
+            a.close()

@@ -130,12 +130,6 @@ class Snapshot:
                         self.n_frames, self.n_frames)
 
 
-def unlocked_reads() -> None:
-    """Read without HDF5's file lock in processes started from now on, for their opens that do not say
-    ``locking=False`` themselves (a process that has opened an HDF5 file already ignores a change)."""
-    os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
-
-
 class QuietInFlight(logging.Filter):
     """A file being written has rows reserved past its last complete frame: not worth a repair warning."""
 
@@ -245,7 +239,6 @@ def snapshot(trajectory, topology=None, *, group: str | None = None, assume_unit
         A format read whole.
     """
     path = str(trajectory)
-    unlocked_reads()
     match = follow_match(path)   # the format registry: the Source that reads it, if it can follow it
     if not os.path.exists(path):
         raise InputFileError(path, "does not exist yet")
@@ -456,4 +449,4 @@ def first_snapshot(trajectory, topology=None, *, group: str | None = None, assum
 
 __all__ = ["DONE_SUFFIX", "FileState", "GrowingH5MDSource", "QuietInFlight", "Snapshot", "Watch",
            "complete_xdr_offsets", "first_snapshot", "follow_match", "followable", "frame_counts", "idle_detail",
-           "snapshot", "unlocked_reads"]
+           "snapshot"]

@@ -42,13 +42,23 @@ def open_h5(path: str | os.PathLike, mode: str = "r", driver: str | None = None,
     elif driver:
         kw["driver"] = driver
     try:
-        return h5py.File(str(p), mode, **kw)
+        try:
+            return h5py.File(str(p), mode, **kw)
+        except OSError as exc:
+            if mode != "r" or LOCKING_MISMATCH not in str(exc):
+                raise
+            # HDF5 shares one open file per process, and this process has it open with the other locking
+            # (a follower reads without the lock): the same file object, opened as it is
+            return h5py.File(str(p), mode, **{**kw, "locking": kw.get("locking", True) is False})
     except OSError as exc:
         locked = lock_problem(exc)
         if mode != "r":   # a file to write: the folder or the disk is at fault, not the file's contents
             raise OutputError(p, locked or f"cannot create or write it ({_os_reason(exc)})") from None
         raise InputFileError(p, locked or f"cannot open as HDF5 ({_short(exc)}); the file may be truncated") from None
 
+
+#: HDF5's words when a file this process has open is opened again with other file locking.
+LOCKING_MISMATCH = "file locking flag values don't match"
 
 #: errno values HDF5's file lock fails with on file systems that have no locks (NFS without lockd: ENOLCK;
 #: Lustre and others mounted without flock: ENOSYS, EOPNOTSUPP).
