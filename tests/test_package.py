@@ -108,35 +108,43 @@ def test_pytest_pyargs_runs_the_shipped_tests(tmp_path):
     assert " passed" in proc.stdout and " failed" not in proc.stdout
 
 
+def test_the_changelog_page_without_the_repository_points_at_the_file(tmp_path):
+    """``docs/`` on its own (an sdist, a copy of the folder): the changelog page keeps its title and says
+    where the entries are (the build itself is the test above, with CHANGELOG.md beside it)."""
+    import importlib.util
+
+    docs = shutil.copytree(ROOT / "docs", tmp_path / "docs", ignore=shutil.ignore_patterns("_build", "generated"))
+    spec = importlib.util.spec_from_file_location("alone_conf", docs / "conf.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    page = [(docs / "changelog.md").read_text()]
+    conf._append_changelog(None, "changelog", page)
+    assert page[0].startswith("# Changelog") and page[0].rstrip().endswith("at the top of the source repository.")
+    with_it = [(ROOT / "docs" / "changelog.md").read_text()]
+    shutil.copy(ROOT / "CHANGELOG.md", tmp_path)
+    conf._append_changelog(None, "changelog", with_it)
+    assert "## [Unreleased]" in with_it[0]
+
+
 @pytest.mark.cli
-def test_docs_build_on_their_own(tmp_path):
-    """``docs/`` copied alone, without the rest of the repository, builds with warnings as errors:
-    no page includes a file outside it, and the changelog page keeps its title without CHANGELOG.md."""
+def test_docs_build_with_warnings_as_errors(tmp_path):
+    """``docs/`` copied with CHANGELOG.md beside it and nothing else of the repository builds with warnings
+    as errors: no page includes another file outside it, the changelog page carries the entries, and every
+    page, public name and CLI option is there."""
     pytest.importorskip("sphinx")
     pytest.importorskip("numpydoc")
     pytest.importorskip("myst_parser")
     docs = shutil.copytree(ROOT / "docs", tmp_path / "docs", ignore=shutil.ignore_patterns("_build", "generated"))
+    shutil.copy(ROOT / "CHANGELOG.md", tmp_path)
     proc = subprocess.run([str(VENV_BIN / "sphinx-build"), "-W", "--keep-going", "-q", "-b", "html",
                            "-d", str(tmp_path / "doctrees"), str(docs), str(tmp_path / "html")],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
     assert proc.returncode == 0, proc.stderr[-3000:]
     changelog = (tmp_path / "html" / "changelog.html").read_text()
-    assert "<h1>Changelog" in changelog and "CHANGELOG.md" in changelog
+    assert "<h1>Changelog" in changelog and "Unreleased" in changelog
     index = (tmp_path / "html" / "index.html").read_text()
     assert 'href="changelog.html"' in index and 'href="tutorial.html"' in index
-
-
-@pytest.mark.cli
-def test_docs_build_with_warnings_as_errors(tmp_path):
-    pytest.importorskip("sphinx")
-    pytest.importorskip("numpydoc")
-    pytest.importorskip("myst_parser")
-    proc = subprocess.run([str(VENV_BIN / "sphinx-build"), "-W", "--keep-going", "-q", "-b", "html",
-                           "-d", str(tmp_path / "doctrees"), str(ROOT / "docs"), str(tmp_path / "html")],
-                          capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
-    assert proc.returncode == 0, proc.stderr[-3000:]
     for page in ("index", "install", "tutorial", "formats", "parallel", "writing", "ml", "mdanalysis", "arrays",
                  "benchmarks", "api", "changelog"):
         assert (tmp_path / "html" / f"{page}.html").exists(), page
