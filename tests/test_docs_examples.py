@@ -110,16 +110,19 @@ def test_every_example_is_run_or_says_why():
         assert why is None or len(why) > 10, where
 
 
+def uses_mpi(code: str) -> bool:
+    return "MPI" in code or 'executor="mpi"' in code
+
+
 @pytest.mark.slow
-@pytest.mark.mpi
-@pytest.mark.parametrize("where,code", [(w, c) for w, c, why in EXAMPLES if why is None],
-                         ids=[w for w, _, why in EXAMPLES if why is None])
+@pytest.mark.cli
+@pytest.mark.parametrize("where,code", [pytest.param(w, c, id=w, marks=[pytest.mark.mpi] if uses_mpi(c) else [])
+                                        for w, c, why in EXAMPLES if why is None])
 def test_example_runs(tmp_path, files, request, where, code):
     sched = request.getfixturevalue("scheduler") if "tcp://" in code else None
     script = tmp_path / "example.py"
     script.write_text(real_code(code, files, sched) + EPILOGUE)
-    mpi = "MPI" in code or 'executor="mpi"' in code
-    cmd = ([mpiexec(), "-n", "2"] if mpi else []) + [sys.executable, str(script)]
+    cmd = ([mpiexec(), "-n", "2"] if uses_mpi(code) else []) + [sys.executable, str(script)]
     env = {"PYTHONPATH": str(SRC), "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
            "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=420, env=env)

@@ -59,27 +59,20 @@ def test_probe_under_mpiexec_rank_0_gathers(tmp_path):
     assert d["nodes"] == 1 and "under MPI" in d["origin"]["read_curve"]
 
 
-@pytest.mark.mpi
-@pytest.mark.slow
-def test_probe_launch_calibrates_each_executor_on_whole_runs(tmp_path):
-    """``--launch``: a launch line per installed executor, used by ``--predict`` as documented
-    (at the cores, plus each further worker's share of the cores), its calibration files removed."""
-    import shutil
-
+def _calibrated(tmp_path, executors: str) -> Machine:
+    """``probe --launch --executors EXECUTORS``: its launch lines used by ``--predict`` as documented (at the
+    cores, plus each further worker's share of the cores), its calibration files removed."""
     from trajscale.report.predict import fit, launch_at
 
     store = tmp_path / "store"
     store.mkdir()
     prof = tmp_path / "m.json"
-    proc = run_cli("probe", str(store), "--seconds", "1", "--bytes", "8M", "--launch", "--out", str(prof),
-                   timeout=600)
+    proc = run_cli("probe", str(store), "--seconds", "1", "--bytes", "8M", "--launch", "--executors", executors,
+                   "--out", str(prof), timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert list(store.iterdir()) == []   # the probe's file and the calibration set are removed
     m = Machine.load(prof)
-    names = [line.executor for line in m.launch]
-    assert "processes" in names
-    if shutil.which("mpiexec"):
-        assert "mpi" in names
+    assert [line.executor for line in m.launch] == executors.split(",")
     assert m.origin_of("launch").startswith("measured: calibrated on whole runs")
     c = m.cores
     for line in m.launch:
@@ -96,6 +89,44 @@ def test_probe_launch_calibrates_each_executor_on_whole_runs(tmp_path):
     proc = run_cli("report", str(rep), "--predict", "2,8", "--machine", str(prof))
     assert proc.returncode == 0, proc.stderr
     assert "launch" in proc.stdout and "calibrated on whole runs" in proc.stdout
+    return m
+
+
+@pytest.mark.slow
+@pytest.mark.cli
+def test_probe_launch_calibrates_pool_executors_on_whole_runs(tmp_path):
+    pytest.importorskip("distributed")
+    _calibrated(tmp_path, "processes,dask")
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_probe_launch_calibrates_mpi_on_whole_runs(tmp_path):
+    _calibrated(tmp_path, "mpi")
+
+
+def test_probe_launch_calibrates_every_executor_installed_unless_told():
+    import importlib.util
+    import shutil
+
+    from trajscale.cli.probe import _calibrated as chosen
+    from trajscale.errors import ConfigError
+
+    here = chosen(None)
+    assert "processes" in here and "serial" not in here and "threads" not in here
+    assert ("mpi" in here) == bool(shutil.which("mpiexec") and importlib.util.find_spec("mpi4py"))
+    assert ("dask" in here) == bool(importlib.util.find_spec("distributed"))
+    assert chosen(["processes", "processes"]) == ["processes"]
+    for bad in (["serial"], ["nope"], []):
+        with pytest.raises(ConfigError, match="the executors calibrated here are processes"):
+            chosen(bad)
+
+
+@pytest.mark.cli
+def test_probe_executors_without_launch_is_refused(tmp_path):
+    proc = run_cli("probe", str(tmp_path), "--executors", "processes")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "give --launch too" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.mpi

@@ -65,8 +65,8 @@ def _interrupt(out, how: str, resume: bool) -> None:
     assert "Traceback" not in err, err[-3000:]
 
 
-@pytest.mark.mpi
 @pytest.mark.slow
+@pytest.mark.cli
 @pytest.mark.parametrize("how", ["serial", "processes", pytest.param("mpi", marks=pytest.mark.mpi)])
 def test_four_requeues_keep_the_size_of_a_clean_convert(tmp_path, how):
     if how == "mpi":

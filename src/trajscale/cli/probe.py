@@ -31,6 +31,9 @@ def add_parser(sub) -> None:
     p.add_argument("--launch", action="store_true",
                    help="also calibrate each executor's launch line on whole runs (processes, and MPI and "
                         "Dask where installed; not under mpiexec)")
+    p.add_argument("--executors", type=_names, default=None, metavar="NAMES",
+                   help="with --launch: the executors calibrated, comma-separated (default: every one installed "
+                        "here); the other lines are not measured")
     p.add_argument("--repeat", type=positive_int, default=1, metavar="K",
                    help="with --launch: whole runs per calibration point, their median kept (default 1)")
     p.add_argument("--out", default=None, metavar="PROFILE.json", help="write the machine profile here")
@@ -64,6 +67,25 @@ def _size(text: str) -> int:
     return value
 
 
+def _names(text: str) -> list[str]:
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
+def _calibrated(asked: list[str] | None) -> list[str]:
+    """The executors ``--executors`` names, each one this machine can run (all of them when none is named)."""
+    from ..errors import ConfigError
+    from ..report.calibrate import executors_here
+
+    here = executors_here()
+    if asked is None:
+        return here
+    unknown = [n for n in asked if n not in here]
+    if unknown or not asked:
+        raise ConfigError(f"probe --executors: {', '.join(unknown) or 'none named'}: the executors calibrated "
+                          f"here are {', '.join(here)} (an executor's modules and, for MPI, mpiexec installed)")
+    return list(dict.fromkeys(asked))
+
+
 def _log(line: str) -> None:
     import logging
 
@@ -79,6 +101,11 @@ def main(args) -> int:
         from ..errors import ConfigError
 
         raise ConfigError("probe --launch starts its own workers and MPI ranks: run it without mpiexec")
+    if args.executors is not None and not args.launch:
+        from ..errors import ConfigError
+
+        raise ConfigError("probe --executors names the executors --launch calibrates: give --launch too")
+    executors = _calibrated(args.executors) if args.launch else None
     machine = probe_mpi(opts) if under_mpi() else probe(opts)
     if machine is None:   # an MPI rank other than 0
         return 0
@@ -88,7 +115,7 @@ def main(args) -> int:
         from ..report.calibrate import calibrate_launch
 
         folder = Path(args.path) if Path(args.path).is_dir() else Path(args.path).parent
-        machine = calibrate_launch(folder, machine, repeat=args.repeat, log=_log)
+        machine = calibrate_launch(folder, machine, executors, repeat=args.repeat, log=_log)
     print(machine.format_assumptions())
     if args.out:
         machine.write(args.out, overwrite=args.overwrite)
