@@ -23,8 +23,9 @@ contention reads a little long: the limit has ``GRACE`` on top of the 5 s for th
 Under ``pytest -n N --dist loadgroup`` (``make test``, ``make check``: N is the cores and one more) the tests
 of one module run on one worker, so a module's fixtures are made once, and every ``mpi`` test runs on the
 same worker: two MPI jobs at once on two cores would leave each job's waiting ranks polling for the CPU that
-the working ones need. Those groups are handed out first, then the modules that hold slow tests, so that no
-long group starts last.
+the working ones need. The MPI group is handed out first, then the modules that hold slow or tool tests (the
+most first), so that no long group starts last; ``--no-loadscope-reorder`` keeps that order (xdist would hand
+out the groups by their number of tests).
 
 ``TRAJSCALE_TIERS_RECORD=FILE`` records every test's markers, times and started commands as JSON lines in
 FILE instead of failing (how the markers were first assigned: ``TRAJSCALE_TIERS_RECORD=rec.jsonl pytest -n auto
@@ -137,10 +138,13 @@ def pytest_fixture_setup(fixturedef, request):
 
 @pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    heavy = {item.path for item in items if item.get_closest_marker("slow") or item.get_closest_marker("tool")}
+    heavy: dict = {}   # module -> its slow and tool tests
+    for item in items:
+        if item.get_closest_marker("slow") or item.get_closest_marker("tool"):
+            heavy[item.path] = heavy.get(item.path, 0) + 1
 
-    def rank(item: pytest.Item) -> int:
-        return 0 if item.get_closest_marker("mpi") else 1 if item.path in heavy else 2
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        return (0, 0) if item.get_closest_marker("mpi") else (1, -heavy[item.path]) if item.path in heavy else (2, 0)
 
     items.sort(key=rank)   # stable: a module's own order is kept
     for item in items:
