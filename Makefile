@@ -7,12 +7,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.trajscale-env-ok
 
 # Tests run on every core and one worker more (pytest-xdist): many tests wait on the processes they
-# start, and the extra worker computes meanwhile. tests/tiers.py keeps a module's tests, and the MPI
-# tests, together, and hands out the MPI group first, then the modules that hold slow tests (xdist would
-# reorder the groups by their number of tests, leaving a long module with few tests to start last). Bytecode is cached as in a user's installation (an environment that turns it off
-# would have every process the suite starts compile trajscale's modules again).
+# start, and the extra worker computes meanwhile. tests/tiers.py orders them, the slow ones first.
+# Bytecode is cached as in a user's installation (an environment that turns it off would have every
+# process the suite starts compile trajscale's modules again).
 WORKERS := $(shell echo $$(( $$(nproc) + 1 )))
-PYTEST := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
+PYTEST := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS)
 
 .PHONY: env demo test check docs bench clean
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import warnings
@@ -20,6 +21,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Markers by how a test runs, enforced (tests/tiers.py).
 pytest_plugins = ["tests.tiers", "pytester"]
+
+
+def pytest_configure(config) -> None:
+    # A shell ignores SIGINT in what it starts in the background (`make test &`, a CI runner's script),
+    # and every process inherits that, Python included. The Ctrl-C tests test a terminal's Ctrl-C: the
+    # suite, its workers and what they start take SIGINT as from a terminal.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

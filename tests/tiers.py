@@ -20,12 +20,9 @@ time; so the smaller of the two tracks the idle wall time of a test that compute
 an idle one. Time spent sleeping or waiting for I/O is not counted, and a test slowed by memory-bandwidth
 contention reads a little long: the limit has ``GRACE`` on top of the 5 s for that.
 
-Under ``pytest -n N --dist loadgroup`` (``make test``, ``make check``: N is the cores and one more) the tests
-of one module run on one worker, so a module's fixtures are made once, and every ``mpi`` test runs on the
-same worker: two MPI jobs at once on two cores would leave each job's waiting ranks polling for the CPU that
-the working ones need. The MPI group is handed out first, then the modules that hold slow or tool tests (the
-most first), so that no long group starts last; ``--no-loadscope-reorder`` keeps that order (xdist would hand
-out the groups by their number of tests).
+Under ``pytest -n N`` (``make test``, ``make check``: N is the cores and one more; xdist's ``load``
+distribution hands out tests in the suite's order as workers free up) the slow and tool tests come first,
+then the MPI tests, then the rest, so that no long test starts last and the short ones fill the end.
 
 ``TRAJSCALE_TIERS_RECORD=FILE`` records every test's markers, times and started commands as JSON lines in
 FILE instead of failing (how the markers were first assigned: ``TRAJSCALE_TIERS_RECORD=rec.jsonl pytest -n auto
@@ -136,21 +133,14 @@ def pytest_fixture_setup(fixturedef, request):
         _started = saved
 
 
-@pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    heavy: dict = {}   # module -> its slow and tool tests
-    for item in items:
+    def rank(item: pytest.Item) -> int:
         if item.get_closest_marker("slow") or item.get_closest_marker("tool"):
-            heavy[item.path] = heavy.get(item.path, 0) + 1
+            return 0
+        return 1 if item.get_closest_marker("mpi") else 2
 
-    def rank(item: pytest.Item) -> tuple[int, int]:
-        return (0, 0) if item.get_closest_marker("mpi") else (1, -heavy[item.path]) if item.path in heavy else (2, 0)
-
-    items.sort(key=rank)   # stable: a module's own order is kept
-    for item in items:
-        if not any(True for _ in item.iter_markers("xdist_group")):
-            # xdist shows the group after the test's name ("tests/x/test_y.py::test_z@test_y"): keep it short
-            item.add_marker(pytest.mark.xdist_group("mpi" if item.get_closest_marker("mpi") else item.path.stem))
+    items.sort(key=rank)   # stable: a module's own order is kept within each rank
 
 
 @pytest.hookimpl(wrapper=True)
