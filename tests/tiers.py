@@ -20,9 +20,10 @@ time; so the smaller of the two tracks the idle wall time of a test that compute
 an idle one. Time spent sleeping or waiting for I/O is not counted, and a test slowed by memory-bandwidth
 contention reads a little long: the limit has ``GRACE`` on top of the 5 s for that.
 
-Under ``pytest -n N`` (``make test``, ``make check``: N is the cores and one more; xdist's ``load``
-distribution hands out tests in the suite's order as workers free up) the slow and tool tests come first,
-then the MPI tests, then the rest, so that no long test starts last and the short ones fill the end.
+Under ``pytest -n N --dist loadfile --no-loadscope-reorder`` (``make test``, ``make check``: N is the cores and
+one more) a module's tests run on one worker, so its fixtures are made once, and the modules are handed out in
+the suite's order as workers free up: those with the most slow or tool tests first, then those with MPI
+tests, then the rest, so that no long module starts last and the short ones fill the end.
 
 ``TRAJSCALE_TIERS_RECORD=FILE`` records every test's markers, times and started commands as JSON lines in
 FILE instead of failing (how the markers were first assigned: ``TRAJSCALE_TIERS_RECORD=rec.jsonl pytest -n auto
@@ -135,12 +136,19 @@ def pytest_fixture_setup(fixturedef, request):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
+    slow, mpi = {}, {}   # module -> its slow or tool tests, its MPI tests
+    for item in items:
         if item.get_closest_marker("slow") or item.get_closest_marker("tool"):
-            return 0
-        return 1 if item.get_closest_marker("mpi") else 2
+            slow[item.path] = slow.get(item.path, 0) + 1
+        if item.get_closest_marker("mpi"):
+            mpi[item.path] = mpi.get(item.path, 0) + 1
 
-    items.sort(key=rank)   # stable: a module's own order is kept within each rank
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        if item.path in slow:
+            return 0, -slow[item.path]
+        return (1, -mpi[item.path]) if item.path in mpi else (2, 0)
+
+    items.sort(key=rank)   # stable: a module's tests stay together, in their own order
 
 
 @pytest.hookimpl(wrapper=True)
