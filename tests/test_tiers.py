@@ -17,13 +17,15 @@ import pytest
 MPIEXEC = {mpiexec!r}
 
 
+# mpiexec's exit status is not what these test (on a loaded machine MPICH's launcher has died of SIGPIPE
+# when ``true`` ended before it had written to it): the markers are checked from the launch itself.
 def test_unmarked_mpiexec():
-    subprocess.run([MPIEXEC, "-n", "1", "true"], check=True)
+    subprocess.run([MPIEXEC, "-n", "1", "true"])
 
 
 @pytest.mark.mpi
 def test_marked_mpiexec():
-    subprocess.run([MPIEXEC, "-n", "1", "true"], check=True)
+    subprocess.run([MPIEXEC, "-n", "1", "true"])
 
 
 def test_unmarked_python():
