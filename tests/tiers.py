@@ -37,6 +37,7 @@ import os
 import resource
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -136,17 +137,14 @@ def pytest_fixture_setup(fixturedef, request):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    slow, mpi = {}, {}   # module -> its slow or tool tests, its MPI tests
-    for item in items:
-        if item.get_closest_marker("slow") or item.get_closest_marker("tool"):
-            slow[item.path] = slow.get(item.path, 0) + 1
-        if item.get_closest_marker("mpi"):
-            mpi[item.path] = mpi.get(item.path, 0) + 1
+    # module -> its slow or tool tests, its MPI tests
+    slow = Counter(i.path for i in items if i.get_closest_marker("slow") or i.get_closest_marker("tool"))
+    mpi = Counter(i.path for i in items if i.get_closest_marker("mpi"))
 
     def rank(item: pytest.Item) -> tuple[int, int]:
-        if item.path in slow:
+        if slow[item.path]:
             return 0, -slow[item.path]
-        return (1, -mpi[item.path]) if item.path in mpi else (2, 0)
+        return (1, -mpi[item.path]) if mpi[item.path] else (2, 0)
 
     items.sort(key=rank)   # stable: a module's tests stay together, in their own order
 

@@ -31,10 +31,10 @@ warnings.filterwarnings("ignore", module="MDAnalysis")
 EXECUTORS = ["serial", "processes", "dask"]
 
 
-def producer(*args: str, hold: Path | None = None) -> subprocess.Popen:
-    """A writer process (``tests/sources/follow_producers.py``); with ``hold`` it pauses after 10 frames
-    until that file exists."""
-    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}")
+def producer(*args: str, hold: Path | None = None, environ: dict | None = None) -> subprocess.Popen:
+    """A writer process (``tests/sources/follow_producers.py``), in ``environ`` (default: this process's);
+    with ``hold`` it pauses after 10 frames until that file exists."""
+    env = dict(os.environ if environ is None else environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}")
     if hold is not None:
         env["FOLLOW_HOLD"] = str(hold)
     return subprocess.Popen([sys.executable, "-m", "tests.sources.follow_producers", *args], cwd=ROOT,
@@ -118,8 +118,7 @@ def test_a_writer_holding_its_lock_is_followed_by_a_process_that_opened_hdf5_bef
     env = {k: v for k, v in os.environ.items() if k != "HDF5_USE_FILE_LOCKING"}
     env["PYTHONPATH"] = f"{ROOT / 'src'}{os.pathsep}{ROOT}"
     out = tmp_path / "held.h5md"
-    writer = subprocess.Popen([sys.executable, "-m", "tests.sources.follow_producers", "h5md", str(out), "0", "5"],
-                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    writer = producer("h5md", str(out), "0", "5", environ=env)
     script = ("import sys, h5py, numpy as np\n"
               "from trajscale.sources.follow import snapshot\n"
               "with h5py.File(sys.argv[2], 'w') as f:\n    f['x'] = 1\n"   # HDF5 starts, its lock on

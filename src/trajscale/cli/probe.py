@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import ConfigError
 from .checks import add_overwrite, check_outputs, positive_int
 
 DESCRIPTION = """\
@@ -73,7 +74,6 @@ def _names(text: str) -> list[str]:
 
 def _calibrated(asked: list[str] | None) -> list[str]:
     """The executors ``--executors`` names, each one this machine can run (all of them when none is named)."""
-    from ..errors import ConfigError
     from ..report.calibrate import executors_here
 
     here = executors_here()
@@ -98,12 +98,8 @@ def main(args) -> int:
     check_outputs(args.out, inputs=[args.path], overwrite=args.overwrite)
     opts = ProbeOptions(path=args.path, seconds=args.seconds, nbytes=args.nbytes, max_readers=args.readers)
     if args.launch and under_mpi():
-        from ..errors import ConfigError
-
         raise ConfigError("probe --launch starts its own workers and MPI ranks: run it without mpiexec")
     if args.executors is not None and not args.launch:
-        from ..errors import ConfigError
-
         raise ConfigError("probe --executors names the executors --launch calibrates: give --launch too")
     executors = _calibrated(args.executors) if args.launch else None
     machine = probe_mpi(opts) if under_mpi() else probe(opts)
