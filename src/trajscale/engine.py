@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from .analysis.base import Analysis
 from .analysis.user import readable_config
-from .errors import FrameRangeError, InputFileError, TrajscaleError
+from .errors import FrameRangeError, InputFileError
 from .executors import Executor, Job, choose_executor
 from .executors.base import adopt_source, close_cached_sources, refuse_if_launched
 from .planning import AnalysisTopology, topology_file
@@ -43,6 +43,7 @@ from .report.runfacts import ExecutorChoice, FollowFacts, IOFacts, RunFacts
 from .report.summary import Report
 from .report.timing import RunReport, summarize_workers
 from .runspec import JobFacts, RunOptions
+from .sharing import share  # the root prepares, then shares (one protocol with convert's)
 from .sources import Source, open_source, reader_modules
 from .util import polling_for_stop, raise_if_stopped, stop_requested
 
@@ -146,30 +147,6 @@ def frame_range(start: int | None, stop: int | None, n_frames: int, where: str) 
     if not len(picked):
         raise FrameRangeError(f"{where}: --start {start} --stop {stop} selects none of its {n_frames} frames")
     return picked.start, picked.stop
-
-
-def share(ex: Executor, make: Callable[[], object], what: str):
-    """``make()`` run on the root process, its value handed to every process.
-
-    The one error protocol of a run: an error (or Ctrl-C) on the root is handed to the other processes,
-    waiting in the broadcast, and raised on every one; a trajscale error is printed by the root only
-    (one message, not one per rank). ``what`` names the step in the message of an unexpected error.
-    """
-    got = None
-    if ex.is_root:
-        try:
-            got = make()
-        except BaseException as exc:
-            if ex.spmd:
-                ex.broadcast(exc if isinstance(exc, TrajscaleError | KeyboardInterrupt | SystemExit)
-                             else RuntimeError(f"rank 0 failed to {what}: {exc!r}"))
-            raise
-    got = ex.broadcast(got)
-    if isinstance(got, BaseException):
-        if isinstance(got, TrajscaleError):
-            got.reported_elsewhere = True
-        raise got
-    return got
 
 
 def prepare_job(analysis: Analysis, topology, source: Source, frames: range, options: RunOptions,
