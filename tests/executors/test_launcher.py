@@ -10,10 +10,10 @@ import os
 import pytest
 
 from tests.conftest import run_cli, run_mpi
-from trajscale.parallel import launched_world
+from trajscale.launch import from_environment
 
 LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK", "PMIX_RANK",
-                 "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_NTASKS")
+                 "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID", "SLURM_JOB_ID")
 
 
 def _env(**kw) -> dict:
@@ -48,18 +48,21 @@ def test_serial_run_under_mpiexec_n1_runs(tmp_path, adk_vacuum, adk_vacuum_h5md)
 
 
 @pytest.mark.cli
-@pytest.mark.parametrize("launcher", [
-    {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0"},        # Open MPI's mpirun
-    {"SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "0", "SLURM_NTASKS": "4"},   # srun
+@pytest.mark.parametrize(("launcher", "fix"), [
+    ({"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0"}, "mpiexec.mpich -n 2"),   # Open MPI's mpirun
+    # srun --mpi=none: its tasks are independent processes, refused before MPI starts
+    ({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "0",
+      "SLURM_NTASKS": "4"}, "srun --mpi=pmi2 -n 4"),
 ])
 def test_mpi_world_of_one_under_another_launcher_names_the_right_one(tmp_path, adk_vacuum, adk_vacuum_h5md,
-                                                                       launcher):
+                                                                       launcher, fix):
     out = tmp_path / "rmsd.csv"
     proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--executor", "mpi", "--out", str(out),
                    env=_env(**launcher))
     assert proc.returncode == 2, proc.stderr
     lines = _errors(proc.stderr)
-    assert len(lines) == 1 and "world of 1" in lines[0] and "mpiexec.mpich -n" in lines[0], proc.stderr
+    assert len(lines) == 1 and fix in lines[0], proc.stderr
+    assert "world of 1" in lines[0] or "MPI cannot join" in lines[0], proc.stderr
     assert not out.exists()
 
 
@@ -71,15 +74,10 @@ def test_serial_run_under_other_ranks_is_silent_and_refused(tmp_path, adk_vacuum
     assert proc.returncode == 2 and proc.stderr.strip() == "" and not out.exists()
 
 
-def test_batch_allocation_alone_is_not_a_launcher(monkeypatch):
+def test_batch_allocation_alone_is_not_a_launcher():
     """SLURM_NTASKS in an sbatch script describes the allocation: one python process is fine."""
-    for k in LAUNCHER_VARS:
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("SLURM_NTASKS", "8")
-    monkeypatch.setenv("SLURM_PROCID", "0")
-    assert launched_world() is None
-    monkeypatch.setenv("PMI_SIZE", "1")
-    assert launched_world() is None
-    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "3")
-    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "2")
-    assert launched_world() == (3, 2, "Open MPI's mpirun")
+    batch = {"SLURM_JOB_ID": "7", "SLURM_NTASKS": "8", "SLURM_PROCID": "0"}
+    assert not from_environment(batch).several
+    assert not from_environment({**batch, "PMI_SIZE": "1"}).several
+    got = from_environment({**batch, "PMI_SIZE": "1", "OMPI_COMM_WORLD_SIZE": "3", "OMPI_COMM_WORLD_RANK": "2"})
+    assert (got.size, got.rank, got.who) == (3, 2, "Open MPI's mpirun")

@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 
-from ..errors import TrajscaleError
+from ..errors import ConfigError, TrajscaleError
 
 #: command -> module (imported only when that command runs).
 COMMANDS = {
@@ -197,6 +197,15 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, _terminate)
     try:
+        from .storage import use_storage_options
+
+        use_storage_options(args)   # --storage-option: for the URLs this command opens
+        if not _this_process_runs(args):
+            return 0   # a command that knows nothing of MPI runs once, on rank 0
+        if args.command in WORKS:
+            from ..launch import say_time_left
+
+            say_time_left(what=f"trajscale {args.command}")   # in a scheduler's job whose end is near: say so
         from ..sources.parts import refuse_partial_frames
 
         with _quiet_stdout(args), refuse_partial_frames(getattr(args, "strict", False)):
@@ -221,13 +230,61 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+#: Commands that do their work on every rank of an MPI launcher's world (MPI joins the ranks):
+#: ``run`` (its executor decides: ``mpi`` runs on the ranks, the others are refused there) and the probe.
+#: ``convert`` and ``rechunk`` join them without ``--executor`` or with an executor of the launcher's
+#: ranks, as does any command given one; every other command runs on rank 0 alone.
+ON_RANKS = frozenset({"run", "probe"})
+
+
+#: Commands whose work may take long enough for a scheduler's job to end first.
+WORKS = frozenset({"run", "convert", "rechunk", "split", "pack", "verify", "probe", "index"})
+
+
+def _on_ranks(args) -> bool:
+    """True when ``args``'s command does its work on every rank of an MPI launcher's world."""
+    if args.command in ON_RANKS:
+        return True
+    from ..executor_registry import EXECUTORS
+
+    executor = getattr(args, "executor", None)
+    if executor in EXECUTORS and EXECUTORS[executor].workers == "launcher":
+        return True
+    return args.command in ("convert", "rechunk") and executor is None
+
+
+def _this_process_runs(args) -> bool:
+    """Whether this process runs the command: a command runs once per job.
+
+    Alone, or under a launcher whose ranks MPI joins and a command that works on them: yes.  Under such a
+    launcher, a command that knows nothing of MPI runs on rank 0 alone (the others end at once, silently),
+    and ``convert``/``rechunk`` with a pool of their own are refused as ``run`` refuses them.  Several
+    processes that MPI cannot join (``srun --mpi=none``) are refused, every one of them, rank 0 saying
+    why in one line naming the launcher's fix.
+    """
+    from ..launch import current
+
+    launch = current()
+    if not launch.several:
+        return True
+    if launch.independent:
+        exc = ConfigError(launch.refusal(f"the whole {args.command}"))
+        exc.reported_elsewhere = launch.rank != 0
+        raise exc
+    if args.command in ("convert", "rechunk") and not _on_ranks(args):
+        from ..parallel import check_not_launched
+
+        check_not_launched(args.executor)   # a pool in every rank: refused (rank 0 says why)
+    return _on_ranks(args) or launch.rank == 0
+
+
 def _say_interrupted(args, how: str) -> None:
     """One line on what an interrupted command left: commands that keep their partial output for
     ``--resume`` say so through ``set_defaults(kept_when_interrupted=fn(args) -> str)``."""
-    import os
+    from ..launch import rank
 
-    if (os.environ.get("PMI_RANK") or os.environ.get("OMPI_COMM_WORLD_RANK") or "0") != "0":
-        return   # under mpiexec every rank was signalled: rank 0 says it once
+    if rank() != 0:
+        return   # under a launcher every rank was signalled: rank 0 says it once
     kept = getattr(args, "kept_when_interrupted", None)
     print(f"trajscale {args.command}: {how}; {kept(args) if kept else 'no partial output was kept'}",
           file=sys.stderr)

@@ -53,13 +53,13 @@ def on_launcher_ranks(args) -> bool:
 def write_options(args, comm):
     """The WriteOptions of ``convert`` and ``rechunk``: --overwrite, --resume, progress and the executor.
 
-    Under mpiexec (``comm``) the ranks write the one output, and only rank 0 would show progress: none.
+    Under mpiexec (``comm``) the ranks write the one output, and rank 0 shows the progress of all.
     """
     from ..convert.options import WriteOptions
 
     parallel = args.executor is not None and EXECUTORS[args.executor].workers == "n_workers"
     return WriteOptions(overwrite=args.overwrite, resume=args.resume,
-                        progress=not (args.no_progress or getattr(args, "quiet", False)) and comm is None,
+                        progress=not (args.no_progress or getattr(args, "quiet", False)),
                         executor=launcher_executor() if comm is not None else args.executor,
                         n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None,
                         virtual=args.virtual, comm=comm)
@@ -78,7 +78,9 @@ def resumed_complete(args, inputs, unfinished) -> bool:
     from ..util import refuse_input_as_output
 
     refuse_input_as_output(args.output, inputs)
-    if (os.environ.get("PMI_RANK") or os.environ.get("OMPI_COMM_WORLD_RANK") or "0") == "0":
+    from ..launch import rank
+
+    if rank() == 0:
         logging.getLogger("trajscale").info(
             "%s is complete: nothing to resume, not rewritten (to write it again, use --overwrite without "
             "--resume)", args.output)
@@ -91,12 +93,18 @@ def kept_for_resume(args) -> str:
 
 
 def mpi_comm():
-    """COMM_WORLD when launched by mpiexec on several ranks (convert and rechunk then run on the ranks)."""
-    if int(os.environ.get("PMI_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or 1) < 2:
-        return None
-    from mpi4py import MPI
+    """COMM_WORLD when a launcher started several ranks that MPI sees (convert and rechunk then run on the
+    ranks; ``srun --mpi=none``'s independent tasks are refused before a command runs)."""
+    from ..launch import current
 
-    return MPI.COMM_WORLD
+    launch = current()
+    if not (launch.several and launch.mpi_sees):
+        return None
+    from ..parallel import check_mpi_world, mpi_comm_world
+
+    comm = mpi_comm_world()
+    check_mpi_world(comm.Get_size())
+    return comm
 
 
 def add_continuous_option(p) -> None:

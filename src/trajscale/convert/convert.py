@@ -103,7 +103,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, options: Con
             from .parallel import convert_parallel
 
             summary = convert_parallel(write.comm, job, sources, sel_atoms, partial, resume=write.resume,
-                                       summary_cls=ConvertSummary)
+                                       summary_cls=ConvertSummary, progress=write.progress)
             if write.rank0:
                 _say_join(join)
             return dataclasses.replace(summary, files_renumbered=join.renumbered_files,

@@ -74,13 +74,16 @@ def prepare(partial: Partial, create) -> dict[str, RowTarget]:
 def run_ranges(partial: Partial, fn, args: tuple, executor: str, n_workers: int, bar=None) -> None:
     """Run ``fn(*args, a, b, path, record path)`` for every range the records do not count whole, then
     check that they do (OutputError otherwise)."""
-    tasks = []
+    tasks, counted = [], 0
     for k, (a, b) in enumerate(partial.record["ranges"]):
         done = int((load_record(partial.worker_record(k)) or {}).get("done", 0))
+        counted += done
         if bar is not None:
             bar.update(done)
         if done < b - a:
             tasks.append((*args, a, b, str(partial.tmp), str(partial.worker_record(k))))
+    ranges = partial.record["ranges"]
+    partial.say_resumed(counted, ranges[-1][1] - ranges[0][0] if ranges else 0, contiguous=len(ranges) == 1)
     run_tasks(fn, tasks, executor, n_workers, on_done=None if bar is None else lambda i, n: bar.update(n))
     for k, (a, b) in enumerate(partial.record["ranges"]):
         done = (load_record(partial.worker_record(k)) or {}).get("done")

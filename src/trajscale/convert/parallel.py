@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from ..block import Block
+from ..progress import progress_bar
 from ..pwrite import ParallelWriter
 from ..util import polling_for_stop
 from . import stream
@@ -29,7 +30,8 @@ from .resume import load_record, save_record
 log = logging.getLogger(__name__)
 
 
-def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: bool, summary_cls):
+def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: bool, summary_cls,
+                     progress: bool = False):
     """Write ``job`` into ``partial`` from every rank of ``comm``, resumably (called by ``convert``).
 
     The frames are written in rounds: in each, rank ``r`` reads and writes the
@@ -40,7 +42,9 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
     a resume (any number of ranks) reopens the partial file and continues at
     ``n``.  A SIGTERM is acted on by every rank together at the next round.
     The file is renamed to the final name by rank 0 only once every frame is
-    written and its count read back (``segmented.check_complete``).
+    written and its count read back (``segmented.check_complete``).  Rank 0
+    says where a resumed run continues and, with ``progress``, shows the
+    frames every rank has written.
     """
     from .segmented import check_complete, chunk_frames
 
@@ -59,8 +63,11 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
               units=job.units, precision=job.precision, encoding=job.encoding,
               reference=job.reference)
     ok = False
+    if rank == 0:
+        partial.say_resumed(done, n_frames)
     try:
-        with polling_for_stop():
+        with polling_for_stop(), progress_bar(n_frames, progress and rank == 0, desc="convert", unit="frame",
+                                              initial=done, leave=True) as bar:
             if done:
                 w = ParallelWriter(partial.tmp, len(universe_atoms), resume_at=done, **kw)
             else:
@@ -82,6 +89,7 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
                                        forces=block.forces)
                     if rank == 0:   # the commit is published (in the file): the record may count it
                         save_record(partial.record_path, {**partial.record, "done": w.n_frames})
+                        bar.update(w.n_frames - bar.n)
         on_root(comm, lambda: (check_complete(partial.tmp, n_frames, partial.final), partial.finish()))
         ok = True
     except (SystemExit, KeyboardInterrupt):

@@ -194,7 +194,8 @@ def _rechunk_collective(src: h5py.File, job: RechunkJob, partial: Partial, write
     from .rechunk_mpi import rechunk_collective  # (and parallel HDF5's writer) only under MPI
 
     resumed_from = rechunk_collective(write.comm, job.src_path, list(job.names), partial, job.slab_bytes,
-                                      write.resume, create=lambda dst: _copy_structure(src, dst, job.spec))
+                                      write.resume, create=lambda dst: _copy_structure(src, dst, job.spec),
+                                      progress=write.progress)
     on_root(write.comm, lambda: (_check_counts(src, partial, job.names), partial.finish()))
     return RechunkSummary(str(partial.final), _n_frames(src, job.names), len(job.names),
                           os.path.getsize(job.src_path), os.path.getsize(partial.final), time.perf_counter() - t0,
@@ -255,6 +256,7 @@ def _rechunk_serial(src: h5py.File, job: RechunkJob, partial: Partial, write: Wr
         record["done"] = {name: 0 for name in series}
         partial.save()
     resumed_from = min(record["done"].values(), default=0)
+    partial.say_resumed(resumed_from, _n_frames(src, job.names))
     with h5py.File(partial.tmp, "r+") as dst:
         for name in record["done"]:
             _copy_series(src[name], dst[name], record, partial.record_path, name, job.slab_bytes, write.progress)
@@ -378,6 +380,9 @@ def _run_segments(job: RechunkJob, partial: Partial, write: WriteOptions) -> int
     comm = write.comm if write.mpi else None
     if comm is not None:   # one task list: a rank may start writing records before another has read them
         tasks, before = comm.bcast((tasks, before), root=0)
+    if comm is None or comm.Get_rank() == 0:
+        segs = _segments(partial)
+        partial.say_resumed(before, max((b for _, _, b in segs), default=0), contiguous=len(segs) == 1)
     run_tasks(rechunk_range, tasks, launcher_executor() if comm is not None else write.executor or "serial",
               write.workers(), comm=comm)
     for path, a, b in _segments(partial):

@@ -20,6 +20,7 @@ import logging
 import h5py
 import numpy as np
 
+from ..progress import progress_bar
 from ..pwrite.slabs import write_at
 from ..store.hdf5 import ensure_filters, open_h5
 from ..util import polling_for_stop
@@ -32,9 +33,10 @@ log = logging.getLogger(__name__)
 
 
 def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, slab_bytes: int, resume: bool,
-                       create) -> int:
+                       create, progress: bool = False) -> int:
     """Rewrite every series of ``src_path`` into ``partial.tmp`` from all ranks; return the frames
-    counted before this run.  ``create(h5py.File)`` writes the output's structure (rank 0)."""
+    counted before this run.  ``create(h5py.File)`` writes the output's structure (rank 0); rank 0 says
+    where a resumed run continues and, with ``progress``, shows the frames every rank has written."""
     rank, size = comm.Get_rank(), comm.Get_size()
     record = on_root(comm, lambda: _begin(partial, resume, create))
     done = int(record["done"])
@@ -51,23 +53,28 @@ def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, 
         frame_bytes = max(1, sum(sds.shape[1] * 3 * sds.dtype.itemsize for sds, _ in pairs))
         slab = max(cf, slab_bytes // frame_bytes // cf * cf)   # whole chunks: no chunk shared by two ranks
         bufs = [np.empty((min(slab, sds.shape[0]), *sds.shape[1:]), sds.dtype) for sds, _ in pairs]   # reused
-        at = done
-        while at < n_frames:
-            stop_together(comm)
-            a = min(n_frames, at + rank * slab)
-            b = min(n_frames, a + slab)
-            for (sds, dds), recode, buf in zip(pairs, recodes, bufs, strict=False):
-                hi = min(b, sds.shape[0])
-                rows = None
-                if hi > a:
-                    sds.read_direct(buf, np.s_[a:hi], np.s_[:hi - a])
-                    rows = recode(buf[:hi - a], a)
-                write_at(dds, (a,) + (0,) * (dds.ndim - 1), rows, dxpl)
-            dst.flush()   # the round's frames on disk (MPI_File_sync) before the record counts them
-            at = min(n_frames, at + size * slab)
-            if rank == 0:
-                partial.record["done"] = at
-                partial.save()
+        if rank == 0:
+            partial.say_resumed(done, n_frames)
+        with progress_bar(n_frames, progress and rank == 0, desc="rechunk", unit="frame", initial=done,
+                          leave=True) as bar:
+            at = done
+            while at < n_frames:
+                stop_together(comm)
+                a = min(n_frames, at + rank * slab)
+                b = min(n_frames, a + slab)
+                for (sds, dds), recode, buf in zip(pairs, recodes, bufs, strict=False):
+                    hi = min(b, sds.shape[0])
+                    rows = None
+                    if hi > a:
+                        sds.read_direct(buf, np.s_[a:hi], np.s_[:hi - a])
+                        rows = recode(buf[:hi - a], a)
+                    write_at(dds, (a,) + (0,) * (dds.ndim - 1), rows, dxpl)
+                dst.flush()   # the round's frames on disk (MPI_File_sync) before the record counts them
+                at = min(n_frames, at + size * slab)
+                if rank == 0:
+                    partial.record["done"] = at
+                    partial.save()
+                    bar.update(at - bar.n)
     return done
 
 

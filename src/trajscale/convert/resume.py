@@ -184,6 +184,7 @@ class Partial:
         self.record: dict | None = None
         self._lock: int | None = None   # the lock file's descriptor while this process holds it
         self._owner = 0                  # the pid that took it (a forked worker inherits, never removes it)
+        self._said_resumed = False
 
     @property
     def mode(self) -> WriteMode:
@@ -211,6 +212,18 @@ class Partial:
         if save:
             self.save()
         return False
+
+    def say_resumed(self, done: int, total: int, contiguous: bool = True) -> None:
+        """Say, once, that this run continues an interrupted one, and from where: ``done`` of ``total``
+        frames were counted before it (``contiguous``: the first ``done``, so it resumes at frame ``done``;
+        else spread over the workers' ranges).  Nothing when none were (a fresh start)."""
+        if done <= 0 or self._said_resumed:
+            return
+        self._said_resumed = True
+        if contiguous:
+            log.info("resuming %s from frame %d of %d", self.final, done, total)
+        else:
+            log.info("resuming %s: %d of %d frames were written before it was interrupted", self.final, done, total)
 
     def _check_key(self, rec: dict) -> None:
         """Refuse (OutputError, one line) a record whose key is not this run's."""

@@ -75,6 +75,7 @@ def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, p
         return
     with frame_bar(job.n_frames, progress, "convert") as bar:
         if partial.mode is not WriteMode.SEGMENTS:
+            partial.say_resumed(int(rec.get("done", 0)), job.n_frames)
             bar.update(int(rec.get("done", 0)))
             write_range(job, 0, job.n_frames, str(partial.tmp), str(partial.record_path), sources, bar)
             check_complete(partial.tmp, job.n_frames, partial.final)
@@ -97,6 +98,7 @@ def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, p
             bar.update(done)
             if done < b - a:
                 tasks.append((seg_job, a, b, str(path), str(rpath)))
+        partial.say_resumed(bar.n, job.n_frames, contiguous=False)
         run_tasks(write_range, tasks, executor, n_workers, on_done=lambda i, n: bar.update(n))
     for path, a, b in segs:
         done = (load_record(_seg_record(path)) or {}).get("done")

@@ -10,7 +10,11 @@ partials are reduced on each rank, gathered and reduced again on rank 0.
 
 An exception on any rank prints one line naming the rank and its frames and
 aborts the whole job (``MPI_Abort``): a rank waiting in a collective never
-hangs.
+hangs.  A stop signal is not a failure: SIGTERM (``scancel``, a time limit)
+or Ctrl-C is recorded on the rank it reaches, each rank ends its tasks at the
+next task boundary, and the ranks agree on it in the collective that ends
+the tasks; every rank then exits as a signalled command does (143 for
+SIGTERM), with no abort.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from ..parallel import check_mpi_world, default_mpi_driver, mpi_comm_world, requ
 from ..progress import progress_bar
 from ..report.process import cpu_facts, mark_ready, process_start, slow_start_for_tests
 from ..report.timing import host_and_pid
+from ..util import polling_for_stop, stop_requested
 from .base import Executor, Job, TaskResults, cached_source, close_cached_sources, io_of, opened_files, run_task
 
 log = logging.getLogger(__name__)
@@ -133,45 +138,56 @@ class MPIExecutor(Executor):
         host, pid = host_and_pid()
         current = _span(ranges, mine)
         t_bcast, self._t_bcast = self._t_bcast, 0.0   # this run's wait for the job
-        try:
-            analysis = analysis_from_config(job.analysis)
-            # Every rank opens the file, even one without tasks: with driver="mpio"
-            # the open (and the close below) are collective.
-            src, t_init_traj = cached_source(job.source, comm)
-            files = opened_files(job.source, src, 0, t_init_traj > 0) if src.opened is None else ()
-            span = _span(ranges, mine)
-            if span is not None:
-                src.preload_frame_meta(span.start, span.stop)   # this rank's frames only, not N full reads
-            progress = comm.bcast(bool(progress), root=0)   # rank 0 decides; every rank must agree
-            partials, timings = [], []
-            with _RankProgress(comm, len(ranges), progress) as bar:
-                for i in mine:
-                    current = ranges[i]
-                    partial, timing = run_task(job, i, ranges[i], worker, comm)
-                    partials.append(partial)
-                    timings.append(timing)
-                    bar.task_done()
-            current = _span(ranges, mine)
-            local = analysis.reduce(partials)
-            t0 = time.perf_counter()
-            comm.Barrier()
-            t1 = time.perf_counter()
-            if analysis.per_frame:
-                partials = [self._gather_per_frame(local)]
-            else:
-                partials = [p for p in comm.gather(local, root=0) or () if p]
-            all_timings = comm.gather(timings, root=0)
-            t2 = time.perf_counter()
-            cpus, affinity = cpu_facts()
-            extras = {"host": host, "pid": pid, "t_init_traj": t_init_traj, "cpus": cpus, "affinity": affinity,
-                      "t_wait": t1 - t0 + t_bcast, "t_comm": t2 - t1,
-                      "t_start": self._t_start, "t_ready": process_start() + self._t_start,
-                      "files_opened": files,
-                      "collective": src.collective}
-            all_extras = comm.gather((worker, extras), root=0)
-            close_cached_sources()   # collective under mpio: every rank gets here
-        except BaseException as exc:   # noqa: BLE001 - any failure must end the whole job
-            self._abort(rank, current, exc)
+        signum = 0
+        # A stop signal (SIGTERM, Ctrl-C) is recorded where it lands and acted on by every rank together, once
+        # each has ended its tasks: no rank is left waiting in a collective for one that has gone
+        with polling_for_stop():
+            try:
+                analysis = analysis_from_config(job.analysis)
+                # Every rank opens the file, even one without tasks: with driver="mpio"
+                # the open (and the close below) are collective.
+                src, t_init_traj = cached_source(job.source, comm)
+                files = opened_files(job.source, src, 0, t_init_traj > 0) if src.opened is None else ()
+                span = _span(ranges, mine)
+                if span is not None:
+                    src.preload_frame_meta(span.start, span.stop)   # this rank's frames only, not N full reads
+                progress = comm.bcast(bool(progress), root=0)   # rank 0 decides; every rank must agree
+                partials, timings = [], []
+                with _RankProgress(comm, len(ranges), progress) as bar:
+                    for i in mine:
+                        if stop_requested():
+                            break
+                        current = ranges[i]
+                        partial, timing = run_task(job, i, ranges[i], worker, comm)
+                        partials.append(partial)
+                        timings.append(timing)
+                        bar.task_done()
+                    current = _span(ranges, mine)
+                    local = analysis.reduce(partials)
+                    t0 = time.perf_counter()
+                    # the wait for the slowest rank (t_wait), and whether a stop was recorded on any rank
+                    states = comm.allgather((stop_requested(), len(timings)))
+                    t1 = time.perf_counter()
+                    signum = max(s for s, _ in states)
+                    bar.expect(sum(n for _, n in states))
+                if not signum:
+                    if analysis.per_frame:
+                        partials = [self._gather_per_frame(local)]
+                    else:
+                        partials = [p for p in comm.gather(local, root=0) or () if p]
+                    all_timings = comm.gather(timings, root=0)
+                    t2 = time.perf_counter()
+                    cpus, affinity = cpu_facts()
+                    extras = {"host": host, "pid": pid, "t_init_traj": t_init_traj, "cpus": cpus,
+                              "affinity": affinity, "t_wait": t1 - t0 + t_bcast, "t_comm": t2 - t1,
+                              "t_start": self._t_start, "t_ready": process_start() + self._t_start,
+                              "files_opened": files, "collective": src.collective}
+                    all_extras = comm.gather((worker, extras), root=0)
+                close_cached_sources()   # collective under mpio: every rank gets here
+            except BaseException as exc:   # noqa: BLE001 - any failure must end the whole job
+                self._abort(rank, current, exc)
+        if signum:   # every rank ends as a signalled command does (128 + the signal); a finished run keeps nothing
+            raise SystemExit(128 + signum)
         if rank != 0:
             return None
         return TaskResults(tuple(partials), tuple(t for ts in all_timings for t in ts), dict(all_extras),
@@ -266,6 +282,11 @@ class _RankProgress:
             self._requests.append(self.comm.isend(1, dest=0, tag=self.TAG))
             return
         self._count(1 + self._drain(block=False))
+
+    def expect(self, done: int) -> None:
+        """The tasks every rank has finished (all of them, unless a stop ended some ranks' early): rank 0
+        waits for as many messages as were sent, no more."""
+        self.total = min(self.total, done)
 
     def _count(self, n: int) -> None:
         self._done += n

@@ -34,6 +34,7 @@ from statistics import median
 
 from ..errors import ConfigError, InputFileError
 from ..executor_registry import EXECUTORS
+from ..launch import current as current_launch
 from .conditions import LoadMeter
 from .machine import MEASURED, Machine, this_machine
 
@@ -317,11 +318,10 @@ def _origin(here: Machine, folder: Path, starts: bool, transfer: bool, load: boo
 
 
 def under_mpi() -> bool:
-    """True when this process was started by mpiexec/srun with more than one rank."""
-    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS"):
-        if int(os.environ.get(var, "1") or 1) > 1:
-            return True
-    return False
+    """True when a launcher started this process as one of several ranks that MPI joins (the probe then
+    measures on all of them); independent processes (``srun --mpi=none``) are refused before it runs."""
+    launch = current_launch()
+    return launch.several and launch.mpi_sees
 
 
 def probe_mpi(opts: ProbeOptions, log=print) -> Machine | None:

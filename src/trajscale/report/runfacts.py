@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..launch import SchedulerJob
+from ..launch import current as current_launch
 from .payload import Payload
 
 
@@ -105,6 +107,9 @@ class RunFacts:
         A followed run's frames and ending (None: a finished trajectory).
     backend, note
         Who ran it when it was not ``trajscale.run`` (``trajscale.mda``'s backends), and a word on its timings.
+    job
+        The scheduler's job it ran in: job and step ids, how many times it was requeued (by default the job
+        of the process that makes the record; None: no scheduler, or a report written before it was recorded).
     """
 
     analysis_config: dict = field(default_factory=dict)
@@ -119,15 +124,16 @@ class RunFacts:
     follow: FollowFacts | None = None
     backend: str | None = None
     note: str | None = None
+    job: SchedulerJob | None = field(default_factory=lambda: current_launch().job)
 
     def to_dict(self) -> dict:
         """Plain values, under the keys reports have always used (absent ones left out where they
-        were optional before: ``executor_choice``, ``follow``, ``backend``, ``note``)."""
+        were optional before: ``executor_choice``, ``follow``, ``backend``, ``note``, ``job``)."""
         d = {"analysis_config": self.analysis_config, "n_tasks": self.n_tasks, "n_tasks_asked": self.n_tasks_asked,
              "step": self.step, "io": self.io.to_dict() if self.io else None, "topology": self.topology,
              "trajectories": list(self.trajectories) if self.trajectories is not None else None,
              "payload": self.payload.to_dict() if self.payload else None}
-        optional = {"executor_choice": self.executor_choice, "follow": self.follow}
+        optional = {"executor_choice": self.executor_choice, "follow": self.follow, "job": self.job}
         d.update({k: v.to_dict() for k, v in optional.items() if v is not None})
         d.update({k: v for k, v in (("backend", self.backend), ("note", self.note)) if v is not None})
         return d
@@ -147,7 +153,8 @@ class RunFacts:
                    trajectories=tuple(str(t) for t in given) if isinstance(given, list | tuple) and given else None,
                    payload=Payload.from_dict(d.get("payload")),
                    executor_choice=ExecutorChoice.from_dict(d.get("executor_choice")),
-                   follow=FollowFacts.from_dict(d.get("follow")), backend=d.get("backend"), note=d.get("note"))
+                   follow=FollowFacts.from_dict(d.get("follow")), backend=d.get("backend"), note=d.get("note"),
+                   job=SchedulerJob.from_dict(d.get("job")))
 
 
 __all__ = ["ExecutorChoice", "FollowFacts", "IOFacts", "RunFacts"]

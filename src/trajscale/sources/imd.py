@@ -162,7 +162,9 @@ def start_receiver(url: str, n_atoms: int, *, tee: str | None = None, overwrite:
     out = tee or os.path.join(folder, "stream.h5md")
     old = os.stat(out) if os.path.exists(out) else None   # an existing --tee is replaced once the stream comes
     # an MPI launcher's variables would make the receiver take itself for a rank of the job
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPI_"))}
+    from ..launch import without_launcher
+
+    env = without_launcher(os.environ)
     said = tempfile.TemporaryFile("w+")   # closed by stop(), after the receiver's end is read
     process = subprocess.Popen([sys.executable, "-m", "trajscale.sources.imd", url, out, str(n_atoms),
                                 *(["--overwrite"] if overwrite else [])], env=env, stderr=said)
