@@ -5,6 +5,9 @@
   ``mpi`` and ``tool`` tests start processes too and need no ``cli`` besides.
 * ``slow``: the test takes more than 5 s on an idle machine.
 * ``tool``: the test builds or runs a tool (packaging, docs, benchmarks, fuzzing).
+* ``slurm``: the test uses the local SLURM (tests/slurm): it starts ``sbatch``, ``srun``, ``squeue``, ...;
+  ``srun`` needs no ``mpi`` besides. Its jobs' work runs under slurmd, not below the test, so a long one is
+  marked ``slow`` by hand.
 
 What a test starts is seen by an audit hook (``sys.addaudithook``, event ``subprocess.Popen``) while the
 test's setup and call run in this process (a fixture shared by several tests is not counted: which test sets
@@ -22,7 +25,7 @@ contention reads a little long: the limit has ``GRACE`` on top of the 5 s for th
 
 Under ``pytest -n N --dist loadfile --no-loadscope-reorder`` (``make test``, ``make check``: N is the cores and
 one more) a module's tests run on one worker, so its fixtures are made once, and the modules are handed out in
-the suite's order as workers free up: those with the most slow or tool tests first, then those with MPI
+the suite's order as workers free up: those with the most slow, tool or SLURM tests first, then those with MPI
 tests, then the rest, so that no long module starts last and the short ones fill the end.
 
 ``TRAJSCALE_TIERS_RECORD=FILE`` records every test's markers, times and started commands as JSON lines in
@@ -49,7 +52,9 @@ GRACE = 1.2
 #: Program names that launch MPI jobs.
 LAUNCHERS = ("mpiexec", "mpirun", "srun", "orterun")
 #: Markers under which a test may start another process.
-PROCESS_MARKERS = ("cli", "mpi", "tool")
+PROCESS_MARKERS = ("cli", "mpi", "tool", "slurm")
+#: Markers under which a test may start a launcher.
+LAUNCH_MARKERS = ("mpi", "slurm")
 #: Markers that exempt a test from the time limit.
 TIMED_EXEMPT = ("slow", "mpi", "cli", "tool")
 
@@ -82,7 +87,7 @@ def _cpu_seconds() -> float:
 
 
 def _marks(item: pytest.Item) -> set[str]:
-    return {m.name for m in item.iter_markers()} & {"mpi", "cli", "slow", "tool"}
+    return {m.name for m in item.iter_markers()} & {"mpi", "cli", "slow", "tool", "slurm"}
 
 
 def _command(argv: list[str]) -> str:
@@ -94,7 +99,7 @@ def problems(marks: set[str], started: list[list[str]], idle_s: float) -> list[s
     """What is wrong with a test's markers, one line each (none: the markers fit what it did)."""
     out = []
     launched = [a for a in started if _is_launcher(a)]
-    if launched and "mpi" not in marks:
+    if launched and not marks & set(LAUNCH_MARKERS):
         out.append(f"starts {Path(launched[0][0]).name} ({_command(launched[0])}) but is not marked `mpi`: "
                    "add @pytest.mark.mpi (or `pytestmark = pytest.mark.mpi` for the whole file)")
     others = [a for a in started if not _is_launcher(a)]
@@ -137,8 +142,9 @@ def pytest_fixture_setup(fixturedef, request):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # module -> its slow or tool tests, its MPI tests
-    slow = Counter(i.path for i in items if i.get_closest_marker("slow") or i.get_closest_marker("tool"))
+    # module -> its slow, tool or SLURM tests (a SLURM module waits on the scheduler), its MPI tests
+    slow = Counter(i.path for i in items if i.get_closest_marker("slow") or i.get_closest_marker("tool")
+                   or i.get_closest_marker("slurm"))
     mpi = Counter(i.path for i in items if i.get_closest_marker("mpi"))
 
     def rank(item: pytest.Item) -> tuple[int, int]:
