@@ -36,6 +36,14 @@ if ! command -v gmx >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends gromacs >/dev/null \
     || log "GROMACS not installed: its streaming test will be skipped"
 fi
+# SLURM (Debian's 22.05) and munge: the tests marked `slurm` start a one-node cluster from them
+# (tests/slurm/cluster.py; as root, skipped otherwise). Nothing is started or configured here.
+if ! dpkg -s slurm-wlm munge >/dev/null 2>&1; then
+  log "installing SLURM and munge from Debian (a local scheduler for the tests marked slurm)"
+  slurm_apt() { DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null; }
+  slurm_apt || { $SUDO apt-get update -qq && slurm_apt; } \
+    || log "SLURM not installed: the tests marked slurm will be skipped"
+fi
 
 if [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] && [ "$STAMP" -nt "$0" ]; then
   exit 0
