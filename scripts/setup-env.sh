@@ -86,9 +86,10 @@ PY
 # The ml extra's CPU build of torch (installs from a local file on the project's machines).
 echo "torch==2.13.0" >> "$CONSTRAINTS"
 log "installing trajscale and its dependencies"
-# --no-compile: pip would byte-compile all ~13,000 modules of the dependencies (about 50 s of CPU);
-# Python compiles the ones a run imports, once, when it first imports them.
-$PIP install --no-compile -c "$CONSTRAINTS" -e ".[all]"
+# pip byte-compiles the ~13,000 modules it installs, as a user's pip install does (about 40 s of CPU on
+# the 2-core VM): where Python cannot write bytecode later (a read-only software stack, a container,
+# PYTHONDONTWRITEBYTECODE) every process would otherwise compile each module it imports, every run.
+$PIP install -c "$CONSTRAINTS" -e ".[all]"
 
 # A PyPI MPI in the venv would shadow Debian's mpiexec; refuse it.
 if [ -e $VENV/bin/mpiexec ]; then
