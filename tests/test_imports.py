@@ -80,7 +80,8 @@ print(json.dumps({"cls": type(a).__name__, "alone": alone, "names": {k: v.name f
                   "classes": sorted(v.__name__ for v in ANALYSES.values())}))
 """)
     assert got["cls"] == "RadiusOfGyration"
-    assert got["alone"] == ["trajscale.analysis.base", "trajscale.analysis.results", "trajscale.analysis.rgyr"]
+    assert got["alone"] == ["trajscale.analysis.base", "trajscale.analysis.options", "trajscale.analysis.results",
+                            "trajscale.analysis.rgyr"]
     assert all(k == v for k, v in got["names"].items())
     assert got["classes"] == sorted(["RMSD", "RMSF", "RadiusOfGyration", "AverageStructure", "RDF", "Contacts",
                                      "Distances", "CentreOfMassDistance", "PerFrame", "Reduce"])

@@ -12,24 +12,13 @@
 from __future__ import annotations
 
 from ._lazy import attach
+from .analysis import BUILTIN  # the analysis registry: its classes are names here (cheap: a dict)
 
 TYPE_CHECKING = False   # (type checkers read it as True; importing typing would cost every import)
 
 if TYPE_CHECKING:
     from ._version import __version__
-    from .analysis import (
-        RDF,
-        RMSD,
-        RMSF,
-        Analysis,
-        AverageStructure,
-        Contacts,
-        Distances,
-        PerFrame,
-        RadiusOfGyration,
-        Reduce,
-        per_frame,
-    )
+    from .analysis import Analysis, AnalysisGroup, per_frame  # noqa: F401 (and every class of BUILTIN)
     from .arrays import open_dataset
     from .block import Block, FrameRange
     from .errors import TrajscaleError
@@ -41,18 +30,11 @@ if TYPE_CHECKING:
     from .sources import H5MDSource, MDASource, open_source
     from .store.layout import Layout
 
+# every analysis in the registry (``trajscale.analysis.BUILTIN``: its class and module) is a name here
+_ANALYSIS_NAMES = [cls for cls, _ in BUILTIN.values()] + ["Analysis", "AnalysisGroup", "per_frame"]
+
 __all__ = [
-           "RDF",
-           "RMSD",
-           "RMSF",
-           "AverageStructure",
-           "Contacts",
-           "Distances",
-           "PerFrame",
-           "RadiusOfGyration",
-           "Reduce",
-           "per_frame",
-           "Analysis",
+           *_ANALYSIS_NAMES,
            "Block",
            "FrameRange",
            "H5MDSource",
@@ -70,8 +52,7 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = attach(__name__, {
-    **dict.fromkeys(["RDF", "RMSD", "RMSF", "Analysis", "AverageStructure", "Contacts", "Distances", "PerFrame",
-                     "RadiusOfGyration", "Reduce", "per_frame"], ".analysis"),
+    **dict.fromkeys(_ANALYSIS_NAMES, ".analysis"),
     "Block": ".block", "FrameRange": ".block", "TrajscaleError": ".errors", "make_executor": ".executors",
     "ParallelWriter": ".pwrite", "RunReport": ".report.timing", "run": ".run", "RunOptions": ".runspec",
     "H5MDSource": ".sources", "MDASource": ".sources", "open_source": ".sources", "Layout": ".store.layout",

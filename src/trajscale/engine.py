@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .analysis.base import Analysis
+from .analysis.group import AnalysisGroup
 from .analysis.user import readable_config
 from .errors import FrameRangeError, InputFileError
 from .executors import Executor, Job, choose_executor
@@ -39,7 +40,7 @@ from .planning import AnalysisTopology, topology_file
 from .report.conditions import LoadMeter, RunConditions, page_cache
 from .report.payload import payload_of
 from .report.process import ProcessTimeline
-from .report.runfacts import ExecutorChoice, FollowFacts, IOFacts, RunFacts
+from .report.runfacts import AnalysisShare, ExecutorChoice, FollowFacts, IOFacts, RunFacts
 from .report.summary import Report
 from .report.timing import RunReport, summarize_workers
 from .runspec import JobFacts, RunOptions
@@ -168,7 +169,8 @@ def prepare_job(analysis: Analysis, topology, source: Source, frames: range, opt
     facts = JobFacts.of(source, prep.atoms, frame_bytes, frames, t_top, top.file)
     log.debug("prepared %s: %d of %d atoms, frames [%d, %d), %d bytes per frame read", analysis.name,
               facts.n_atoms, source.n_atoms, frames.start, frames.stop, frame_bytes)
-    block_frames = max(1, int(options.max_block_bytes) // frame_bytes)
+    # an analysis's own copies of the block (each of a group's analyses maps its atoms' copy) share the budget
+    block_frames = max(1, int(options.max_block_bytes) // (frame_bytes + analysis.block_bytes_per_frame(prep)))
     return Job(analysis.get_config(), config, prep, block_frames, stride=frames.step), facts
 
 
@@ -226,7 +228,8 @@ class Engine:
         self.rounds.begin()
         try:
             result = self._phases()
-            report = result.report if result is not None else None
+            if result is not None:   # (several analyses: their results share the one report)
+                report = (result[0] if isinstance(result, list) else result).report
             return result
         except BaseException:
             if self.own:   # an error or Ctrl-C: stop workers, do not wait for them
@@ -375,6 +378,8 @@ class Engine:
             self.timeline.lap("reduce")   # the result and this report
         report.process = self.timeline.record()
         report.conditions = self.conditions(report)
+        if isinstance(result, list):   # several analyses in one pass: one report, shared by their results
+            return [dataclasses.replace(r, report=report) for r in result]
         return dataclasses.replace(result, report=report)
 
     def conditions(self, report: RunReport) -> dict:
@@ -389,10 +394,28 @@ class Engine:
 
     def _run_facts(self, job: Job, reduced, ending) -> RunFacts:
         opts, payload = self.options, payload_of(job, reduced, self.n_frames, self.analysis.per_frame)
-        return RunFacts(analysis_config=readable_config(job.analysis), n_tasks=self.n_tasks,
+        return RunFacts(analysis_config=_readable(job.analysis), n_tasks=self.n_tasks,
                         n_tasks_asked=opts.n_tasks, step=opts.step, io=IOFacts.from_dict(self.io),
                         topology=self.facts.topology, trajectories=self.rounds.paths(), payload=payload,
-                        executor_choice=self.choice, follow=self.rounds.follow_facts(ending, self.n_frames))
+                        executor_choice=self.choice, follow=self.rounds.follow_facts(ending, self.n_frames),
+                        analyses=_shares(self.analysis, job, reduced))
+
+
+def _readable(config: dict) -> dict:
+    """An analysis config for the report (a group's: each analysis's)."""
+    if config.get("name") == "group":
+        return {**config, "analyses": [readable_config(c) for c in config["analyses"]]}
+    return readable_config(config)
+
+
+def _shares(analysis: Analysis, job: Job, reduced) -> tuple[AnalysisShare, ...]:
+    """A group's analyses: each one's compute seconds and atoms, beside the read they share."""
+    if not isinstance(analysis, AnalysisGroup):
+        return ()
+    state = job.prepared.state
+    n_read = None if job.prepared.atoms is None else len(job.prepared.atoms)
+    return tuple(AnalysisShare(a.name, float(t), n_read if v is None else len(v), a.selections)
+                 for a, t, v in zip(analysis.analyses, reduced.seconds, state.views, strict=True))
 
 
 def _late_starts(report: RunReport, late: dict[str, dict]) -> None:

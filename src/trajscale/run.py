@@ -9,6 +9,7 @@ a finished trajectory; rounds as a followed file grows or a stream's frames arri
 from __future__ import annotations
 
 from .analysis.base import Analysis
+from .analysis.group import AnalysisGroup
 from .engine import Engine, FinishedRounds, Rounds, frame_range
 from .planning import (  # noqa: F401 (planning names stay importable from trajscale.run)
     MAX_BLOCK_BYTES,
@@ -25,14 +26,18 @@ from .runspec import FollowOptions, RunOptions
 from .sources import is_stream
 
 
-def run(analysis: Analysis, topology, trajectory, *, options: RunOptions | None = None, on_update=None,
+def run(analysis: Analysis | list[Analysis], topology, trajectory, *, options: RunOptions | None = None, on_update=None,
         **keywords):
     """Run ``analysis`` over ``trajectory`` on an executor.
 
     Parameters
     ----------
     analysis
-        An :class:`~trajscale.analysis.base.Analysis` such as ``RMSD(select=...)``.
+        An :class:`~trajscale.analysis.base.Analysis` such as ``RMSD(select=...)``, or a list of them: one
+        pass over the trajectory runs them all (each block is read once, over the union of their atoms, and
+        each analysis maps its own atoms of it), and the results come back as a list in the same order,
+        each with the same bits as the analysis run alone and all sharing one report (its
+        ``meta.analyses`` gives each analysis's compute time).
     topology
         Topology file MDAnalysis reads (PSF, TPR, GRO, PDB, ...), or an MDAnalysis Universe already built
         from one (its topology and selections are used; its trajectory is not read), or an AtomGroup of one:
@@ -74,6 +79,9 @@ def run(analysis: Analysis, topology, trajectory, *, options: RunOptions | None 
         True (or a :class:`~trajscale.follow.FollowOptions`): analyse a trajectory still being written as its
         frames land (:mod:`trajscale.follow`), with the same bits as a run over the finished file; the
         report's ``meta.follow`` says how many frames were followed and why the run ended.
+    storage_options
+        For a trajectory behind a URL (``s3://bucket/key``, ``http(s)://``): fsspec's options, as xarray and
+        Dask take them (``anon=True``, ``endpoint_url=``, ``key=``/``secret=``, ...; docs/remote.md).
     **executor_options
         Any other keyword is an option of the executor built by name: ``scheduler=`` (Dask), ``start_method=``
         (processes), ``collective=`` or ``driver=`` (MPI); a name no option has is refused, named.
@@ -82,9 +90,16 @@ def run(analysis: Analysis, topology, trajectory, *, options: RunOptions | None 
     -------
     The analysis's result (``r.rmsd``, ``r.frames``, ``r.times``) with ``r.report`` (a
     :class:`~trajscale.report.timing.RunReport`), on the root process; None on other MPI ranks.
+    For a list of analyses, the list of their results.
     """
     opts = RunOptions.from_keywords(options, keywords)
-    return Engine(analysis, topology, rounds_for(analysis, topology, trajectory, opts), opts, on_update).execute()
+    if isinstance(analysis, list | tuple):   # several analyses, one pass over the union of their atoms
+        analysis = AnalysisGroup(analysis)
+    from .sources.remote import using
+
+    with using(opts.storage_options):   # a URL's options, for the sources this run opens
+        return Engine(analysis, topology, rounds_for(analysis, topology, trajectory, opts), opts,
+                      on_update).execute()
 
 
 def rounds_for(analysis: Analysis, topology, trajectory, options: RunOptions) -> Rounds:

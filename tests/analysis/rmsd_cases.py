@@ -48,11 +48,16 @@ SYSTEMS = {s.name: s for s in [
 ]}
 
 
+#: ``trajscale.RMSD``'s default selection.
+DEFAULT_SELECT = "protein and name CA"
+
+
 @dataclass(frozen=True)
 class Case:
     """One combination of RMSD arguments, by kind.
 
-    select: "str" (the system's), "default" (omitted: "all"), "none" (None),
+    select: "str" (the system's), "default" (omitted: trajscale's ``"protein and name CA"``, given to
+    MDAnalysis, whose own default is ``"all"``), "none" (None),
     "pair" (a (mobile, reference) tuple of different atoms, with tol_mass).
     weights / weights_groupselections entries: None, "mass" or "array" (seeded, positive).
     groups: whether the system's two group selections are given.
@@ -98,7 +103,7 @@ class Case:
         if self.groups:
             kw["groupselections"] = groups
         top = _topology(system.topology)
-        fit = self._fit_atoms(top, kw.get("select", "all"))
+        fit = self._fit_atoms(top, kw.get("select", DEFAULT_SELECT))
         kw["weights"] = self._weights(self.weights, fit.n_atoms, 0)
         if self.wg:
             kw["weights_groupselections"] = [self._weights(w, top.select_atoms(g).n_atoms, 1 + i)
@@ -174,4 +179,5 @@ def mdanalysis_table(system: System, case: Case) -> np.ndarray:
     from MDAnalysis.analysis import rms
 
     kw = case.kwargs(system, universe(system.name, 1))
+    kw.setdefault("select", DEFAULT_SELECT)   # trajscale's default (MDAnalysis's is "all")
     return rms.RMSD(universe(system.name).atoms, **kw).run().results.rmsd

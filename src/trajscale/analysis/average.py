@@ -13,6 +13,7 @@ from ..kernels.geometry import box_volume
 from ..kernels.sums import frame_sums, mean_and_m2
 from .base import Analysis, Prepared, check_finite, no_frames
 from .fitting import fitted, prepare_fit
+from .options import FIT_SELECT, REF_FRAME, Command, Option
 from .results import arrays_of, output_format, save_as
 from .rmsf import add_sums, first_frame_shift
 
@@ -66,13 +67,19 @@ class AverageStructure(Analysis):
 
     Parameters mirror MDAnalysis's: ``select`` (the atoms averaged and, by default, fitted),
     ``fit_select`` (other fit atoms), ``reference`` / ``ref_frame`` (default: the trajectory's frame 0).
+    ``select`` defaults to ``"protein and name CA"``, as the command line's.
     """
 
     name = "average"
+    command = Command("average structure after superposition (align.AverageStructure)",
+                      "--out: .pdb (CRYST1: the mean box), .npy (positions), .h5/.hdf5/.npz (positions, atoms, box)",
+                      (Option("select", "atoms"), FIT_SELECT, REF_FRAME))
     formats = AverageResult.formats
+    topology_outputs = (".pdb",)
     per_frame = False
 
-    def __init__(self, select: str = "all", fit_select: str | None = None, reference=None, ref_frame: int = 0):
+    def __init__(self, select: str = "protein and name CA", fit_select: str | None = None, reference=None,
+                 ref_frame: int = 0):
         self.select, self.fit_select, self.reference, self.ref_frame = select, fit_select, reference, int(ref_frame)
 
     def get_config(self) -> dict:

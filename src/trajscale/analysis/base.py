@@ -5,12 +5,16 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..block import Block
 from ..errors import BadCoordinatesError, ConfigError, FrameRangeError, MissingBoxError, TrajscaleError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .options import Command
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,12 @@ class Analysis(ABC):
     #: wrapper refuses a frame without one, or with one of zero volume, before ``map`` sees it
     #: (:func:`check_boxes`). A property where a parameter decides (``pbc``).
     needs_box: bool = False
+    #: Its ``trajscale run NAME`` command (help, ``--out`` formats, options: :mod:`.options`); None: an
+    #: analysis the command line cannot build (it takes a Python function).
+    command: ClassVar[Command | None] = None
+    #: The results files (by extension) whose writing needs the topology's Universe (``save(path,
+    #: universe=u)``: an average structure's PDB names its atoms from it).
+    topology_outputs: tuple[str, ...] = ()
 
     @property
     def selections(self) -> tuple[str, ...]:
@@ -136,6 +146,11 @@ class Analysis(ABC):
     @abstractmethod
     def prepare(self, universe, source) -> Prepared:
         """Resolve selections and references (once, on one process)."""
+
+    def block_bytes_per_frame(self, prep: Prepared) -> int:
+        """Bytes per frame that ``map`` holds beyond the block read (copies of its atoms), counted in
+        the block budget; none by default."""
+        return 0
 
     @abstractmethod
     def map(self, block: Block, prep: Prepared) -> FrameRows | Any:

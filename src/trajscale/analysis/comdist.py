@@ -20,7 +20,8 @@ from ..errors import ConfigError
 from ..kernels.geometry import centre_of_mass, pair_distances
 from ..topology import select_atoms
 from .base import Analysis, FrameRows, Prepared, check_finite, masses_of, positive_weights
-from .results import TimeSeries
+from .options import NO_PBC, Command, Option
+from .results import SERIES_OUT, TimeSeries
 
 WEIGHTS = ("mass", None)
 
@@ -52,6 +53,12 @@ class CentreOfMassDistance(Analysis):
     """
 
     name = "com_distance"
+    command = Command("distance between the centres of mass of two selections (minimum image)",
+                      f"--out: {SERIES_OUT}",
+                      (Option("select1", "group A", required=True), Option("select2", "group B", required=True),
+                       Option("geometric", "geometric centres instead of centres of mass (a topology without "
+                              "masses)", keyword="weights", switch=None),
+                       NO_PBC))
     formats = TimeSeries.formats
 
     def __init__(self, select1: str, select2: str, weights: str | None = "mass", pbc: bool = True) -> None:

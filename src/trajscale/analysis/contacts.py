@@ -13,7 +13,8 @@ from ..kernels.geometry import distance_arrays, pair_distances
 from ..topology import select_atoms
 from .base import Analysis, FrameRows, Prepared, check_boxes, check_finite
 from .fitting import frame_index, reference_positions
-from .results import SERIES, arrays_of, output_format, save_as
+from .options import NO_PBC, REF_FRAME, Command, Option
+from .results import SERIES, SERIES_OUT, arrays_of, output_format, save_as
 
 METHODS = ("hard_cut", "radius_cut")
 
@@ -58,6 +59,12 @@ class Contacts(Analysis):
     """
 
     name = "contacts"
+    command = Command("fraction of native contacts Q(t) (contacts.Contacts)", f"--out: {SERIES_OUT}",
+                      (Option("select1", "selection A", keyword="select", required=True),
+                       Option("select2", "selection B", keyword="select", required=True),
+                       Option("radius", "contact radius in Å", type=float),
+                       Option("method", "contact criterion, as Contacts' method", choices=("hard_cut", "radius_cut")),
+                       REF_FRAME, NO_PBC))
     formats = ContactsResult.formats
 
     def __init__(self, select=("protein", "protein"), radius: float = 4.5, method: str = "hard_cut",

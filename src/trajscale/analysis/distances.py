@@ -9,7 +9,8 @@ from ..errors import SelectionError
 from ..kernels.geometry import distance_arrays, pair_distances
 from ..topology import select_atoms
 from .base import Analysis, FrameRows, Prepared, check_finite
-from .results import TimeSeries
+from .options import NO_PBC, Command, Option
+from .results import SERIES_OUT, TimeSeries
 
 
 class Distances(Analysis):
@@ -21,6 +22,11 @@ class Distances(Analysis):
     """
 
     name = "distances"
+    command = Command("per-frame distances between two selections (minimum image)", f"--out: {SERIES_OUT}",
+                      (Option("select1", "selection A", required=True), Option("select2", "selection B", required=True),
+                       Option("all-pairs", "all distances (N1 x N2) even when the selections have equal sizes",
+                              keyword="pairs", switch=False),
+                       NO_PBC))
     formats = TimeSeries.formats
 
     def __init__(self, select1: str, select2: str, pairs: bool | None = None, pbc: bool = True) -> None:

@@ -24,6 +24,7 @@ from ..kernels.pairs import rdf_histogram
 from ..kernels.sums import exact_sum, volume_of
 from ..topology import select_atoms
 from .base import Analysis, Prepared, check_finite, no_frames
+from .options import Command, Option
 from .results import arrays_of, output_format, save_as
 
 NORMS = ("rdf", "density", "none")
@@ -68,6 +69,14 @@ class RDF(Analysis):
     """
 
     name = "rdf"
+    command = Command("radial distribution function (rdf.InterRDF)",
+                      "--out: .csv (r, rdf, count), .h5/.hdf5/.npz (bins, edges, count, rdf)",
+                      (Option("select1", "selection A", required=True), Option("select2", "selection B", required=True),
+                       Option("nbins", "histogram bins", type=int),
+                       Option("range", "distance range in Å", type=float, nargs=2, metavar=("MIN", "MAX")),
+                       Option("exclusion-block", "leave out pairs within blocks of NA x NB atoms", type=int, nargs=2,
+                              metavar=("NA", "NB")),
+                       Option("norm", "normalisation, as InterRDF's norm", choices=("rdf", "density", "none"))))
     formats = RDFResult.formats
     per_frame = False
     needs_box = True

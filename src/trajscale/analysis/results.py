@@ -18,6 +18,8 @@ from ..util import save_output
 
 #: A per-frame series: a table (CSV, or the same table as one .npy array) or named arrays (HDF5, .npz).
 SERIES = (".csv", ".h5", ".hdf5", ".npz", ".npy")
+#: What ``--out`` writes for a per-frame series (the extension decides).
+SERIES_OUT = ".csv (frame, time, values), .npy (the same table), .h5/.hdf5/.npz (frames, times, values)"
 HDF5 = (".h5", ".hdf5")
 
 

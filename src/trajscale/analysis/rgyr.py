@@ -8,7 +8,8 @@ from ..block import Block
 from ..kernels.geometry import radius_of_gyration
 from ..topology import select_atoms
 from .base import Analysis, FrameRows, Prepared, check_finite, masses_of, positive_weights
-from .results import TimeSeries
+from .options import Command, Option
+from .results import SERIES_OUT, TimeSeries
 
 
 class RadiusOfGyration(Analysis):
@@ -17,13 +18,16 @@ class RadiusOfGyration(Analysis):
     Parameters
     ----------
     select
-        Atoms (their topology masses weight the centre and the sum).
+        Atoms (their topology masses weight the centre and the sum); default ``"protein and name CA"``,
+        as the command line's.
     """
 
     name = "rgyr"
+    command = Command("mass-weighted radius of gyration per frame", f"--out: {SERIES_OUT}",
+                      (Option("select", "atoms"),))
     formats = TimeSeries.formats
 
-    def __init__(self, select: str = "all") -> None:
+    def __init__(self, select: str = "protein and name CA") -> None:
         self.select = select
 
     def get_config(self) -> dict:

@@ -23,7 +23,8 @@ from .base import (
     masses_of,
     positive_weights,
 )
-from .results import SERIES, output_format, save_as
+from .options import REF_FRAME, Command, Option
+from .results import SERIES, SERIES_OUT, output_format, save_as
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,8 @@ class RMSD(Analysis):
         and reference, a ``(mobile, reference)`` tuple, or a dict with keys
         ``"mobile"`` and ``"reference"`` (each a string, a list of strings joined
         in order, or None for all atoms); None for all atoms on both sides.
+        Default ``"protein and name CA"``, as ``trajscale run rmsd``'s (MDAnalysis's is ``"all"``:
+        ``select="all"`` for it).
     ref_frame
         Frame used as reference (negative counts from the end): of the analysed
         trajectory, or of ``reference``'s trajectory when given (as in MDAnalysis).
@@ -131,9 +134,18 @@ class RMSD(Analysis):
     """
 
     name = "rmsd"
+    command = Command("RMSD after optimal superposition",
+                      "Time series of the RMSD of a selection after optimal superposition onto a reference "
+                      f"frame (MDAnalysis rms.RMSD semantics). --out: {SERIES_OUT}",
+                      (Option("select", "fit and RMSD selection"), REF_FRAME,
+                       Option("groupselection", "extra group selection whose RMSD is reported after the fit "
+                              "(repeatable)", keyword="groupselections", repeat=True, metavar="SEL"),
+                       Option("mass-weighted", "mass-weighted fit and group RMSDs (MDAnalysis's weights='mass')",
+                              keyword="weights", switch="mass"),
+                       Option("allow-nan", "NaN for frames with non-finite coordinates", switch=True)))
     formats = RMSDResult.formats
 
-    def __init__(self, select: Selection = "all", ref_frame: int = 0, reference=None,
+    def __init__(self, select: Selection = "protein and name CA", ref_frame: int = 0, reference=None,
                  groupselections: Sequence[Selection] | None = (), weights: Weights = None,
                  allow_nan: bool = False, *, weights_groupselections: bool | Sequence[Weights] = False,
                  tol_mass: float = 0.1) -> None:

@@ -17,6 +17,7 @@ from ..block import Block
 from ..kernels.sums import frame_sums, mean_and_m2, shift_of
 from .base import Analysis, Prepared, check_finite, no_frames
 from .fitting import fitted, prepare_fit
+from .options import FIT_SELECT, REF_FRAME, Command, Option
 from .results import arrays_of, output_format, save_as
 
 
@@ -63,7 +64,7 @@ class RMSF(Analysis):
     Parameters
     ----------
     select
-        Atoms whose fluctuations are measured.
+        Atoms whose fluctuations are measured (default ``"protein and name CA"``, as the command line's).
     reference, ref_frame
         Reference for the fit: an MDAnalysis Universe/AtomGroup at its ``ref_frame``, or the
         analysed trajectory's ``ref_frame`` (default).
@@ -73,10 +74,14 @@ class RMSF(Analysis):
     """
 
     name = "rmsf"
+    command = Command("per-atom RMSF (rms.RMSF), optionally after a fit",
+                      "--out: .csv (atom, rmsf), .npy (rmsf), .h5/.hdf5/.npz (rmsf, mean, atoms)",
+                      (Option("select", "atoms"), FIT_SELECT, REF_FRAME))
     formats = RMSFResult.formats
     per_frame = False
 
-    def __init__(self, select: str = "all", reference=None, ref_frame: int = 0, fit_select: str | None = None):
+    def __init__(self, select: str = "protein and name CA", reference=None, ref_frame: int = 0,
+                 fit_select: str | None = None):
         self.select, self.reference, self.ref_frame, self.fit_select = select, reference, int(ref_frame), fit_select
 
     def get_config(self) -> dict:

@@ -28,6 +28,10 @@ AMPLIFICATION_LIMIT = 2.0
 FIXED_COST_FRACTION = 0.5
 #: Runs shorter than this are not worth advice on fixed costs.
 FIXED_COST_MIN_WALL = 0.5
+#: Several analyses in one pass: a union of their atoms this share of the file's spans most of it ...
+UNION_MOST = 0.5
+#: ... and an analysis mapping less than this share of the union reads mostly atoms it does not need.
+SMALL_SHARE = 0.1
 #: The file advice names in place of a stream's temporary copy, which the run deletes when it ends.
 KEPT_STREAM = "FILE.h5md"
 
@@ -411,6 +415,26 @@ def rule_oversubscribed(report: RunReport, d: Diagnosis) -> Advice | None:
         "counted in its read and compute times, so the waiting came from workers > cores, not from the reads")
 
 
+def rule_union_selection(report: RunReport, d: Diagnosis) -> Advice | None:
+    """Several analyses in one pass read the union of their atoms: say when that union spans most of the
+    file, so that the analyses of few atoms pay for reading nearly every atom."""
+    shares = report.meta.analyses
+    src_atoms = report.source.n_atoms
+    if not shares or not src_atoms or report.n_atoms < UNION_MOST * src_atoms:
+        return None
+    small = [a for a in shares if a.n_atoms is not None and a.n_atoms < SMALL_SHARE * report.n_atoms]
+    if not small:
+        return None
+    names = ", ".join(f"{a.name} ({a.n_atoms} atoms)" for a in small)
+    return Advice("union-selection",
+                  f"the pass reads nearly every atom for {names}: where the reads bound the run, run "
+                  f"{'them' if len(small) > 1 else 'it'} in a pass of {'their' if len(small) > 1 else 'its'} "
+                  "own (or over a file of only those atoms: `trajscale convert --select`); where a large "
+                  "analysis reads the file anyway, keep them together, as now",
+                  f"the analyses' atoms together are {report.n_atoms} of the file's {src_atoms} atoms "
+                  f"({report.n_atoms / src_atoms:.0%}), read once for all {len(shares)} analyses")
+
+
 Rule = Callable[[RunReport, "Diagnosis"], "Advice | None"]
 
 #: name -> rule, most important first.
@@ -423,13 +447,14 @@ RULES: dict[str, Rule] = {
     "imbalance": rule_imbalance,
     "fixed-costs": rule_fixed_costs,
     "compute-bound": rule_compute_bound,
+    "union-selection": rule_union_selection,
 }
 
 
 #: The rules still run on a run too short to diagnose: start-up stragglers are seconds, not task noise;
 #: what the layout makes the run's own reads cost is counted in bytes, not timed; and the share of reading
 #: in a format that decodes whole frames is a ratio of sums over the run, not of single tasks.
-SHORT_RUN_RULES = ("oversubscribed", "init-stragglers", "chunk-amplification", "io-bound-format")
+SHORT_RUN_RULES = ("oversubscribed", "init-stragglers", "chunk-amplification", "io-bound-format", "union-selection")
 #: The rules still run on a run with more workers than cores: the counts of workers and cores, bytes read,
 #: and a start-up far longer than the other workers' (who shared the same cores); the other timings of such
 #: a run hold the time its workers waited for a core, which would read as slow reads or compute.

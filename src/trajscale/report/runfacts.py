@@ -84,6 +84,29 @@ class FollowFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class AnalysisShare:
+    """One analysis of several run in one pass: its name, the seconds its ``map`` and ``reduce`` took
+    (summed over every task), the atoms it mapped (None: all) and its selections; the read is shared."""
+
+    name: str
+    t_compute: float
+    n_atoms: int | None
+    selections: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "t_compute": self.t_compute, "n_atoms": self.n_atoms,
+                "selections": list(self.selections)}
+
+    @classmethod
+    def from_dict(cls, d) -> AnalysisShare | None:
+        if not isinstance(d, dict) or "name" not in d:
+            return None
+        n = d.get("n_atoms")
+        return cls(str(d["name"]), float(d.get("t_compute") or 0.0), int(n) if isinstance(n, int) else None,
+                   tuple(str(s) for s in d.get("selections") or ()))
+
+
+@dataclass(frozen=True, slots=True)
 class RunFacts:
     """The facts of one run, beside its timings.
 
@@ -107,6 +130,8 @@ class RunFacts:
         A followed run's frames and ending (None: a finished trajectory).
     backend, note
         Who ran it when it was not ``trajscale.run`` (``trajscale.mda``'s backends), and a word on its timings.
+    analyses
+        Several analyses run in one pass: each one's compute time and atoms (empty: one analysis).
     job
         The scheduler's job it ran in: job and step ids, how many times it was requeued (by default the job
         of the process that makes the record; None: no scheduler, or a report written before it was recorded).
@@ -124,6 +149,7 @@ class RunFacts:
     follow: FollowFacts | None = None
     backend: str | None = None
     note: str | None = None
+    analyses: tuple[AnalysisShare, ...] = ()
     job: SchedulerJob | None = field(default_factory=lambda: current_launch().job)
 
     def to_dict(self) -> dict:
@@ -136,6 +162,8 @@ class RunFacts:
         optional = {"executor_choice": self.executor_choice, "follow": self.follow, "job": self.job}
         d.update({k: v.to_dict() for k, v in optional.items() if v is not None})
         d.update({k: v for k, v in (("backend", self.backend), ("note", self.note)) if v is not None})
+        if self.analyses:
+            d["analyses"] = [a.to_dict() for a in self.analyses]
         return d
 
     @classmethod
@@ -154,7 +182,8 @@ class RunFacts:
                    payload=Payload.from_dict(d.get("payload")),
                    executor_choice=ExecutorChoice.from_dict(d.get("executor_choice")),
                    follow=FollowFacts.from_dict(d.get("follow")), backend=d.get("backend"), note=d.get("note"),
+                   analyses=tuple(a for a in map(AnalysisShare.from_dict, d.get("analyses") or ()) if a),
                    job=SchedulerJob.from_dict(d.get("job")))
 
 
-__all__ = ["ExecutorChoice", "FollowFacts", "IOFacts", "RunFacts"]
+__all__ = ["AnalysisShare", "ExecutorChoice", "FollowFacts", "IOFacts", "RunFacts"]

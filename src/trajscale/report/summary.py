@@ -89,9 +89,18 @@ def run_summary(report: RunReport, out: str | None = None, report_path: str | No
     t_io = sum(tk.t_io for tk in report.tasks)
     if t_io > 0:   # the storage's speed as the tasks saw it, apart from start-up and compute
         lines[-1] += f"; reads ran at {gb / t_io:.2f} GB/s per worker"
+    net = report.fetched()
+    if net["requests"]:   # a trajectory behind a URL: what its reads cost in requests
+        lines.append(f"  fetched {net['bytes'] / 1e6:.2f} MB in {net['requests']} requests, "
+                     f"{net['wait_s']:.2f} s waiting on the network, {net['retries']} retries")
     proc = process_line(report)
     if proc:
         lines.append(f"  {proc}")
+    shares = report.meta.analyses
+    if shares:   # several analyses, one pass: the read is shared, the compute is each analysis's
+        lines.append(f"  {len(shares)} analyses in one pass, each frame read once ({report.n_atoms} atoms, "
+                     f"{t_io:.2f} s of reads); compute: "
+                     + ", ".join(f"{a.name} {a.t_compute:.2f} s" for a in shares))
     choice = report.meta.executor_choice
     if choice is not None:
         lines.append(f"  executor {choice}")

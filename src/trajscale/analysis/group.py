@@ -1,0 +1,198 @@
+"""Several analyses in one pass over the trajectory, as cpptraj runs the actions of one input.
+
+:class:`AnalysisGroup` is itself an :class:`~trajscale.analysis.base.Analysis`, so every executor and
+every kind of run (finished, followed, streamed) runs it unchanged: its job reads each block once,
+over the union of its analyses' atoms, and each analysis then maps that block in the view of its own
+atoms: a contiguous copy of exactly the atoms, in the order, that it reads when it runs alone, so its
+kernels see the same arrays and its result has the same bits.
+
+Each analysis's partials are reduced by that analysis's own ``reduce``, over the same tasks and
+blocks in the same order as a run of it alone, and its compute seconds travel with them for the
+report.  ``trajscale.run([a, b, c], ...)`` makes one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..block import Block
+from ..errors import ConfigError
+from .base import Analysis, FrameRows, Prepared, analysis_from_config, check_boxes
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """What every worker holds of a group's preparation.
+
+    Attributes
+    ----------
+    prepared
+        Each analysis's own :class:`~trajscale.analysis.base.Prepared`, in the group's order.
+    views
+        For each analysis, the positions of its atoms within the union block (read order), or None
+        when its atoms are the union itself (it maps the block as read, with no copy).
+    path
+        The trajectory, for the errors of a frame without a box.
+    """
+
+    prepared: tuple[Prepared, ...]
+    views: tuple[np.ndarray | None, ...]
+    path: str = ""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class GroupPartial:
+    """The partial of a group: each analysis's own partial, in the group's order, and the seconds its
+    ``map`` and ``reduce`` took (summed over blocks, tasks and workers)."""
+
+    partials: tuple
+    seconds: tuple[float, ...]
+
+
+class AnalysisGroup(Analysis):
+    """Several analyses run in one pass: each block read once over the union of their atoms.
+
+    Parameters
+    ----------
+    analyses
+        Two or more analyses (one is allowed); ``result`` gives their results in this order.
+    """
+
+    per_frame = False
+
+    def __init__(self, analyses: Sequence[Analysis]) -> None:
+        # (rebuilt on a worker from its config: the analyses' own configs)
+        analyses = [analysis_from_config(a) if isinstance(a, dict) else a for a in analyses]
+        if not analyses:
+            raise ConfigError("trajscale.run got an empty list of analyses: give at least one")
+        bad = [a for a in analyses if not isinstance(a, Analysis)]
+        if bad:
+            raise ConfigError(f"trajscale.run takes analyses (trajscale.RMSD(...), ...); got "
+                              f"{', '.join(type(b).__name__ for b in bad)} in the list")
+        if any(isinstance(a, AnalysisGroup) for a in analyses):
+            raise ConfigError("a list of analyses holds analyses, not other lists")
+        self.analyses = tuple(analyses)
+        self.name = "+".join(a.name for a in analyses)
+        self.fields = tuple(dict.fromkeys(f for a in analyses for f in a.fields))
+
+    @property
+    def selections(self) -> tuple[str, ...]:
+        """Every analysis's selections, each once, in the group's order (the union the run reads)."""
+        if any(not a.selections for a in self.analyses):
+            return ()   # one analysis reads all atoms: so does the group
+        return tuple(dict.fromkeys(s for a in self.analyses for s in a.selections))
+
+    @property
+    def trajectory_frame(self) -> int | None:
+        """The latest reference frame any analysis reads, or one counted from the end (which a followed
+        run refuses, naming the analysis: :meth:`refuse_unwritten`)."""
+        frames = [f for f in (a.trajectory_frame for a in self.analyses) if f is not None]
+        if not frames:
+            return None
+        return min(frames) if min(frames) < 0 else max(frames)
+
+    def analysis_with_frame(self, frame: int) -> Analysis:
+        """The first analysis whose reference is trajectory frame ``frame`` (for errors that name it)."""
+        return next(a for a in self.analyses if a.trajectory_frame == frame)
+
+    def get_config(self) -> dict:
+        return {"name": "group", "analyses": [a.get_config() for a in self.analyses]}
+
+    def prepare(self, universe, source) -> Prepared:
+        """Each analysis prepares as it would alone; the union of their atoms is read.  An analysis
+        that needs a box it would not find refuses the whole run here, before any frame is mapped."""
+        prepared = tuple(a.prepare(universe, source) for a in self.analyses)
+        boxed = [a for a in self.analyses if a.needs_box]
+        if boxed:
+            _check_first_box(source, boxed)
+        if any(p.atoms is None for p in prepared):
+            union = None
+        else:
+            union = functools.reduce(np.union1d, [np.asarray(p.atoms) for p in prepared])
+        views = tuple(_view_of(p.atoms, union, source.n_atoms) for p in prepared)
+        return Prepared(atoms=union, state=GroupState(prepared, views, str(source.path or "")))
+
+    def block_bytes_per_frame(self, prep: Prepared) -> int:
+        """The largest analysis's own copy of a frame's atoms, made while it maps (one at a time)."""
+        s: GroupState = prep.state
+        return max([len(v) * 12 * len(a.fields) for a, v in zip(self.analyses, s.views, strict=True)
+                    if v is not None] or [0])
+
+    def map(self, block: Block, prep: Prepared) -> GroupPartial:
+        s: GroupState = prep.state
+        partials, seconds = [], []
+        for a, p, view in zip(self.analyses, s.prepared, s.views, strict=True):
+            t0 = time.perf_counter()
+            own = block if view is None else _atoms_of(block, view)
+            if a.needs_box:
+                check_boxes(own.box, own.frames, s.path, a.name)
+            partials.append(a.map(own, p))
+            del own
+            seconds.append(time.perf_counter() - t0)
+        return GroupPartial(tuple(partials), tuple(seconds))
+
+    def reduce(self, partials: list) -> GroupPartial:
+        """Each analysis's partials reduced by its own ``reduce``, in the order given."""
+        parts = [p for p in partials if p is not None]
+        if not parts:
+            return GroupPartial(tuple(a.reduce([]) for a in self.analyses), (0.0,) * len(self.analyses))
+        if len(parts) == 1:
+            return parts[0]
+        reduced, seconds = [], []
+        for i, a in enumerate(self.analyses):
+            t0 = time.perf_counter()
+            # a partial of no frames (an MPI rank without tasks reduces none) is left out, as a run of the
+            # analysis alone leaves it out
+            reduced.append(a.reduce([p.partials[i] for p in parts if not _empty(p.partials[i])]))
+            seconds.append(sum(p.seconds[i] for p in parts) + time.perf_counter() - t0)
+        return GroupPartial(tuple(reduced), tuple(seconds))
+
+    def result(self, reduced: GroupPartial, prep: Prepared) -> list:
+        """Each analysis's result, in the group's order."""
+        s: GroupState = prep.state
+        return [a.result(r, p) for a, r, p in zip(self.analyses, reduced.partials, s.prepared, strict=True)]
+
+
+def _empty(partial) -> bool:
+    """A partial of no frames: what reducing none gives (None, an empty dict or FrameRows)."""
+    return partial is None or (isinstance(partial, dict | list | tuple | FrameRows) and len(partial) == 0)
+
+
+def _view_of(atoms, union, n_atoms: int) -> np.ndarray | None:
+    """Positions of ``atoms`` within a block read over ``union`` (None: all atoms); None when they are
+    the union itself, in its order."""
+    if atoms is None:   # all atoms: then the union is all atoms too
+        return None
+    atoms = np.asarray(atoms)
+    if union is None:
+        if len(atoms) == n_atoms and np.array_equal(atoms, np.arange(n_atoms)):
+            return None
+        return atoms.astype(np.intp)
+    if len(atoms) == len(union) and np.array_equal(atoms, union):
+        return None
+    return np.searchsorted(union, atoms).astype(np.intp)
+
+
+def _atoms_of(block: Block, view: np.ndarray) -> Block:
+    """``block`` for the atoms at ``view``: per-atom arrays copied, contiguous, in ``view``'s order."""
+    take = {k: np.take(getattr(block, k), view, axis=1) for k in ("positions", "velocities", "forces")
+            if getattr(block, k) is not None}
+    return dataclasses.replace(block, **take)
+
+
+def _check_first_box(source, boxed: list[Analysis]) -> None:
+    """The first frame's box, checked for each analysis that needs one (the error names it)."""
+    if not source.n_frames:
+        return
+    first = source.read(0, 1, np.zeros(1, np.intp), ("position",))
+    for a in boxed:
+        check_boxes(first.box, first.frames, str(source.path or ""), a.name)
+
+
+__all__ = ["AnalysisGroup", "GroupPartial", "GroupState"]
