@@ -231,3 +231,36 @@ def test_convert_under_mpiexec_writes_once(tmp_path, adk_vacuum):
     ref = np.array([ts.positions.copy() for ts in mda.Universe(*adk_vacuum).trajectory])
     got = np.array([ts.positions.copy() for ts in mda.Universe(adk_vacuum[0], str(out)).trajectory])
     np.testing.assert_allclose(got, ref, atol=1e-4)   # MDAnalysis's own H5MD reader, in Å
+
+
+# -- one module reads the launchers' variables --------------------------------------------------------------
+
+#: What only trajscale.launch reads: the variables launchers and SLURM set in the processes they start.
+LAUNCHER_VARIABLES = ("SLURM_", "PMI_", "PMIX_", "OMPI_COMM_WORLD", "OMPI_")
+
+
+def test_launcher_variables_are_read_in_launch_only():
+    """Every string constant in src/ that names a launcher's variable (an ``os.environ`` key, a prefix to
+    filter) is in ``trajscale/launch.py``: the other modules ask it."""
+    import ast
+    from pathlib import Path
+
+    pkg = Path(__file__).resolve().parents[1] / "src" / "trajscale"
+    found = []
+    for path in sorted(pkg.rglob("*.py")):
+        if path == pkg / "launch.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                    node.value.startswith(LAUNCHER_VARIABLES):
+                found.append(f"{path.relative_to(pkg)}:{node.lineno}: {node.value!r}")
+    assert found == [], "launcher variables read outside trajscale/launch.py:\n" + "\n".join(found)
+
+
+def test_the_rule_finds_a_reader(tmp_path):
+    """The rule above sees a read written as code usually writes it."""
+    import ast
+
+    tree = ast.parse('import os\nsize = int(os.environ.get("PMI_SIZE", 1))\n')
+    assert [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and n.value.startswith(LAUNCHER_VARIABLES)] == ["PMI_SIZE"]
