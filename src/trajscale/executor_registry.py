@@ -1,12 +1,15 @@
 """The executors trajscale knows: one registry of names, each with what the rest of trajscale reads of it.
 
 Everything that names executors derives from :data:`EXECUTORS`: ``make_executor``, the CLI's
-``--executor`` choices, convert's segment pool, the demo, the probe and the scaling prediction.
+``--executor`` choices and the executors' own options (:class:`ExecutorOption`), the task runner
+of convert, rechunk and pack, the demo, the probe and the scaling prediction.  ``auto`` is an
+entry too: it picks one of its ``picks`` once the work's size is known.
 Each entry is an :class:`ExecutorTraits`, a small declarative record: where the executor's class
 lives (imported only when one is built), how its workers are counted and launched, what moves
 between its processes, how it opens files. The prediction's terms (docs/scaling.md) read these
 traits and never an executor's name, so adding an executor takes its own module, one entry here
-and its tests (:class:`trajscale.testing.ExecutorConformance`).
+and its tests (:class:`trajscale.testing.ExecutorConformance`); it then runs ``trajscale run``,
+``convert`` and ``pack``, its options on their command lines.
 
 This module imports nothing of trajscale but its errors: the report package and the executors
 both read it, and it must stay below both.
@@ -28,6 +31,49 @@ MOVES = ("none", "per_task", "per_worker", "tree")
 #: launcher's imports; beyond the cores they share them), ``nanny`` (each worker is a nanny and a
 #: worker process, two fresh starts each, over the cores).
 LAUNCHES = ("fork_server", "every_rank", "nanny")
+
+
+#: ``ExecutorOption.kind``: a string, an int, a float, an on/off flag, a repeatable string.
+OPTION_KINDS = ("str", "int", "float", "flag", "list")
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorOption:
+    """One keyword option of an executor's class, and the command-line flag that gives it.
+
+    Attributes
+    ----------
+    name
+        The keyword of the executor's class (``scheduler``), and the CLI's dest.
+    flag
+        The command-line flag (``--scheduler``).
+    help
+        One line for the CLI's help.
+    kind
+        :data:`OPTION_KINDS`: how the flag's value is read.
+    choices
+        The values the flag takes (None: any).
+    values
+        ``(flag value, keyword value)`` pairs where they differ (``--driver default`` is ``driver=None``).
+    metavar
+        The value's name in the help.
+    """
+
+    name: str
+    flag: str
+    help: str
+    kind: str = "str"
+    choices: tuple[str, ...] | None = None
+    values: tuple[tuple[str, object], ...] = ()
+    metavar: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in OPTION_KINDS:
+            raise ConfigError(f"option {self.flag}: kind must be one of {OPTION_KINDS}, got {self.kind!r}")
+
+    def keyword_value(self, given):
+        """The keyword's value for the flag's parsed value ``given``."""
+        return dict(self.values).get(given, given) if isinstance(given, str) else given
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +111,14 @@ class ExecutorTraits:
     worker_imports
         Python code a fresh worker runs before its first task (``trajscale probe`` times it).
     convert_runner
-        ``"module:function"`` that runs convert's and rechunk's segment tasks on it; None: it does not.
+        ``"module:function"`` that runs plain tasks on it (convert's and rechunk's segment writers,
+        pack's readers; :func:`trajscale.convert.pool.run_tasks`); None: it does not.
+    options
+        Its class's own keyword options (:class:`ExecutorOption`), beside ``n_workers``: the CLI
+        derives its flags from them.
+    picks
+        For a chooser (``auto``): the executors it picks from, the lightest first; its ``entry`` is
+        ``"module:function"`` of the choice.  Empty for an executor.
     """
 
     name: str
@@ -82,6 +135,8 @@ class ExecutorTraits:
     polls_while_waiting: bool = False
     worker_imports: str | None = None
     convert_runner: str | None = None
+    options: tuple[ExecutorOption, ...] = ()
+    picks: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for field, value, allowed in (("workers", self.workers, WORKER_COUNTS), ("job_moves", self.job_moves, MOVES),
@@ -96,28 +151,69 @@ class ExecutorTraits:
         return self.launch is not None and self.launch_phase is not None
 
     @property
+    def chooses(self) -> bool:
+        """True for ``auto``: it picks an executor, it is none."""
+        return bool(self.picks)
+
+    @property
     def pickles_job(self) -> bool:
         """True when the job crosses a process boundary (it must pickle)."""
         return self.job_moves != "none"
 
 
 _BASE = "import trajscale.executors.base"
+_SLURM = "SLURM jobs of --dask-cluster slurm"
 
 #: name -> traits, in the order the CLI lists them.
 EXECUTORS: dict[str, ExecutorTraits] = {t.name: t for t in (
+    ExecutorTraits("auto", "trajscale.executors:choose_executor",
+                   "serial unless the work outweighs starting processes", workers="one",
+                   picks=("serial", "processes")),
     ExecutorTraits("serial", "trajscale.executors.serial:SerialExecutor", "every task in this process",
                    workers="one", convert_runner="trajscale.convert.pool:run_serial"),
     ExecutorTraits("processes", "trajscale.executors.processes:ProcessExecutor", "a local pool of worker processes",
                    job_moves="per_task", partials_move="per_task", launch="fork_server", launch_phase="pool_start",
-                   starts_on_demand=True, worker_imports=_BASE, convert_runner="trajscale.convert.pool:run_processes"),
-    ExecutorTraits("dask", "trajscale.executors.dask:DaskExecutor", "Dask distributed: a LocalCluster or a scheduler",
+                   starts_on_demand=True, worker_imports=_BASE, convert_runner="trajscale.convert.pool:run_processes",
+                   options=(ExecutorOption("start_method", "--start-method",
+                                           "how worker processes start (default: fork where safe, else forkserver)",
+                                           choices=("fork", "forkserver", "spawn")),)),
+    ExecutorTraits("dask", "trajscale.executors.dask:DaskExecutor",
+                   "Dask distributed: a LocalCluster, a scheduler, or workers as SLURM jobs",
                    requires=("distributed",), job_moves="per_worker", partials_move="per_task", launch="nanny",
                    launch_phase="pool_start", worker_imports=f"import distributed; {_BASE}",
-                   convert_runner="trajscale.convert.pool:run_dask"),
+                   convert_runner="trajscale.convert.pool:run_dask",
+                   options=(
+                       ExecutorOption("scheduler", "--scheduler", "Dask scheduler address (tcp://host:port)",
+                                      metavar="ADDRESS"),
+                       ExecutorOption("scheduler_timeout", "--scheduler-timeout",
+                                      "seconds to wait for --scheduler before giving up (default 10)", kind="float",
+                                      metavar="SECONDS"),
+                       ExecutorOption("cluster", "--dask-cluster",
+                                      "local (default): a LocalCluster here; slurm: workers as SLURM jobs "
+                                      "(dask-jobqueue)", choices=("local", "slurm")),
+                       ExecutorOption("jobs", "--dask-jobs", f"{_SLURM} to submit (default: enough for -n)",
+                                      kind="int", metavar="N"),
+                       ExecutorOption("cores", "--dask-cores",
+                                      "cores of each SLURM job, one single-threaded worker each (default 1)",
+                                      kind="int", metavar="N"),
+                       ExecutorOption("memory", "--dask-memory", "memory of each SLURM job (e.g. 4GB)"),
+                       ExecutorOption("walltime", "--dask-walltime", "time limit of each SLURM job (HH:MM:SS)"),
+                       ExecutorOption("queue", "--dask-queue", "SLURM partition of the jobs", metavar="PARTITION"),
+                       ExecutorOption("job_extra", "--dask-job-extra",
+                                      "one more #SBATCH directive of the jobs (repeat for several)", kind="list",
+                                      metavar="DIRECTIVE"),
+                       ExecutorOption("wait", "--dask-wait",
+                                      "seconds to wait for the SLURM jobs' workers (default: as long as the queue "
+                                      "takes)", kind="float", metavar="SECONDS"),
+                   )),
     ExecutorTraits("mpi", "trajscale.executors.mpi:MPIExecutor", "the ranks of mpiexec -n N trajscale ...",
                    requires=("mpi4py",), workers="launcher", job_moves="tree", partials_move="per_worker",
                    launch="every_rank", launch_phase="mpi_init", collective_open=True, polls_while_waiting=True,
-                   worker_imports=f"from mpi4py import MPI; {_BASE}", convert_runner="trajscale.convert.pool:run_mpi"),
+                   worker_imports=f"from mpi4py import MPI; {_BASE}", convert_runner="trajscale.convert.pool:run_mpi",
+                   options=(ExecutorOption("collective", "--collective", "collective MPI-IO reads", kind="flag"),
+                            ExecutorOption("driver", "--driver",
+                                           "HDF5 driver on MPI ranks (default: mpio where h5py has MPI)",
+                                           choices=("mpio", "default"), values=(("default", None),)))),
     ExecutorTraits("threads", "trajscale.executors.threads:ThreadExecutor",
                    "threads of this process (the compiled kernels release the GIL; HDF5 reads take turns)"),
 )}
@@ -148,10 +244,44 @@ def launcher_executor() -> str:
     return names(workers=("launcher",))[0]
 
 
-def names(*, workers: tuple[str, ...] = WORKER_COUNTS, predicted: bool = False, converts: bool = False) -> list[str]:
-    """Registered names, in order, of the executors with these traits (the CLI's choices derive from it)."""
-    return [t.name for t in EXECUTORS.values() if t.workers in workers and (t.predicted or not predicted)
-            and (t.convert_runner is not None or not converts)]
+def names(*, workers: tuple[str, ...] = WORKER_COUNTS, predicted: bool = False, converts: bool = False,
+          choosers: bool = False) -> list[str]:
+    """Registered names, in order, of the executors with these traits (the CLI's choices derive from it);
+    ``choosers``: ``auto`` too, where one of its picks is among them."""
+    out = [t.name for t in EXECUTORS.values() if not t.chooses and t.workers in workers
+           and (t.predicted or not predicted) and (t.convert_runner is not None or not converts)]
+    if choosers:
+        out = [t.name for t in EXECUTORS.values() if t.chooses and set(t.picks) & set(out)] + out
+    return out
+
+
+def home_names() -> list[str]:
+    """The executors whose tasks' results come home to this process, which writes them (``pack``):
+    those that run plain tasks on a worker count of their own, ``auto`` first."""
+    return names(workers=("one", "n_workers"), converts=True, choosers=True)
+
+
+def options_of(name: str) -> tuple[ExecutorOption, ...]:
+    """The options of executor ``name``; of a chooser, those of its picks."""
+    traits = executor_traits(name)
+    if traits.chooses:
+        return tuple(o for pick in traits.picks for o in EXECUTORS[pick].options)
+    return traits.options
+
+
+def all_options(among: list[str] | None = None) -> dict[str, tuple[ExecutorOption, list[str]]]:
+    """flag -> (its option, the executors that take it), over ``among`` (default: every executor)."""
+    out: dict[str, tuple[ExecutorOption, list[str]]] = {}
+    for name in among if among is not None else list(EXECUTORS):
+        for opt in EXECUTORS[name].options:
+            out.setdefault(opt.flag, (opt, []))[1].append(name)
+    return out
+
+
+def register(traits: ExecutorTraits) -> ExecutorTraits:
+    """Add (or replace) an executor's entry, e.g. a plugin's or a test's; the CLI built after sees it."""
+    EXECUTORS[traits.name] = traits
+    return traits
 
 
 def load(path: str):
@@ -162,5 +292,5 @@ def load(path: str):
     return getattr(importlib.import_module(module), attr)
 
 
-__all__ = ["DEFAULT_PREDICTION", "EXECUTORS", "ExecutorTraits", "executor_traits", "launcher_executor", "load", "names",
-           "predicted_traits"]
+__all__ = ["DEFAULT_PREDICTION", "EXECUTORS", "ExecutorOption", "ExecutorTraits", "all_options", "executor_traits",
+           "home_names", "launcher_executor", "load", "names", "options_of", "predicted_traits", "register"]

@@ -1,8 +1,8 @@
 """Local worker processes: how they start, how they are stopped, how a caller waits on them.
 
-The one place for these mechanics, below both users: the analysis executors
-(:mod:`trajscale.executors.processes`) and the conversion pool
-(:mod:`trajscale.convert.pool`), which may not import the executors.
+The one place that makes a pool of local worker processes (:func:`process_pool`), below all its
+users: the analysis executors (:mod:`trajscale.executors.processes`), the task runners of convert,
+rechunk and pack (:mod:`trajscale.convert.pool`), which may not import the executors.
 
 Three things users meet before any task runs:
 
@@ -34,8 +34,7 @@ from .errors import ConfigError
 from .util import main_not_reimported, raise_if_stopped
 
 __all__ = ["as_completed_polling", "choose_start_method", "die_with_parent", "fork_is_safe", "main_not_reimported",
-           "parent_alive",
-           "quiet_worker", "sigint_blocked", "stop_workers"]
+           "parent_alive", "process_pool", "quiet_worker", "sigint_blocked", "stop_workers"]
 
 
 def fork_is_safe() -> bool:
@@ -62,6 +61,30 @@ def choose_start_method(requested: str | None = None) -> str:
     if "fork" in methods and fork_is_safe():
         return "fork"
     return "forkserver" if "forkserver" in methods else "spawn"
+
+
+@contextlib.contextmanager
+def process_pool(n_workers: int, *, start_method: str | None = None, initializer=None, initargs: tuple = (),
+                 preload: tuple[str, ...] = ()):
+    """A ``ProcessPoolExecutor`` of ``n_workers`` local worker processes: the only place one is made.
+
+    Yields ``(pool, start_method)`` while its workers start: SIGINT held (:func:`sigint_blocked`) and
+    the main module hidden (:func:`main_not_reimported`); submit the first tasks inside the block (a
+    forked pool starts its workers on submit).  The pool outlives the block: the caller shuts it down.
+    The start method is :func:`choose_start_method`'s (``start_method``, else the environment's, else
+    fork where safe); a forkserver imports ``preload`` once for all its workers.  ``initializer(*initargs)``
+    runs first in each worker: :func:`quiet_worker`, or one that calls it.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+
+    method = choose_start_method(start_method)
+    ctx = mp.get_context(method)
+    if method == "forkserver" and preload:
+        ctx.set_forkserver_preload(list(preload))
+    with sigint_blocked(), main_not_reimported():
+        pool = ProcessPoolExecutor(max_workers=max(1, int(n_workers)), mp_context=ctx, initializer=initializer,
+                                   initargs=initargs)
+        yield pool, method
 
 
 @contextlib.contextmanager

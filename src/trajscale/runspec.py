@@ -166,6 +166,7 @@ class RunOptions:
         An option that is neither a field here nor one the executor's class takes is refused, named,
         before anything starts.
         """
+        from .executor_registry import executor_traits
         from .executors import make_executor, option_names
         from .executors.base import Executor
 
@@ -177,13 +178,17 @@ class RunOptions:
                                   f"give them to the {type(name).__name__} passed as executor")
             return name
         takes = option_names(name)
+        options = dict(self.executor_options)
+        if name != self.executor and isinstance(self.executor, str) and executor_traits(self.executor).chooses:
+            options = {k: v for k, v in options.items() if k in takes}   # auto's pick: its own options only
+            given = sorted(options)
         unknown = [k for k in given if k not in takes]
         if unknown:
             fields = ", ".join(f.name for f in dataclasses.fields(self) if f.name != "executor_options")
             raise ConfigError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}: "
                               f"trajscale.run takes {fields}, and executor {name!r} takes "
                               f"{', '.join(takes) or 'no options'}")
-        return make_executor(name, self.n_workers, **self.executor_options)
+        return make_executor(name, self.n_workers, **options)
 
 
 @dataclass(frozen=True, kw_only=True)

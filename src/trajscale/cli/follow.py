@@ -59,15 +59,9 @@ def refuse_options_without_effect(args, trajectory) -> None:
     if args.strict and (args.follow or stream):
         raise ConfigError("--strict refuses a finished XTC/TRR whose last frame is cut short; a followed run "
                           "reads whole frames as they land, and ends naming damage when it meets it")
-    for opt, value in (("--scheduler", args.scheduler), ("--collective", args.collective), ("--driver", args.driver)):
-        if value:   # an option of the executors whose classes take it (the registry's, by their signatures)
-            from ..executor_registry import EXECUTORS
-            from ..executors import option_names
+    from .options import executor_options
 
-            takes = [name for name in EXECUTORS if opt[2:] in option_names(name)]
-            if args.executor not in takes:
-                raise ConfigError(f"{opt}: for --executor {' or '.join(takes)}; this run's executor is "
-                                  f"{args.executor}")
+    executor_options(args)   # an option of another executor than this run's is refused, naming those that take it
 
 
 def follow_options(args, trajectory):

@@ -122,17 +122,41 @@ def add_strict_option(p) -> None:
                         "it); without it that frame is left out with a warning and the complete frames are read")
 
 
-def executor_options(args) -> dict:
-    """The options of ``run``'s executor that its command line gives (Dask scheduler, MPI-IO settings):
-    those its class takes (an option another executor takes is left out)."""
-    from ..executors import option_names
+def add_executor_options(p, among: list[str] | None = None) -> None:
+    """The flags of the executors' own options (their registry entries' :class:`ExecutorOption`), over
+    ``among`` (default: every executor), each saying which executors take it."""
+    from ..executor_registry import all_options
 
+    for flag, (opt, takers) in all_options(among).items():
+        kw: dict = {"dest": f"executor_{opt.name}", "help": f"{opt.help} [--executor {' or '.join(takers)}]"}
+        if opt.kind == "flag":
+            p.add_argument(flag, action="store_true", default=False, **kw)
+            continue
+        if opt.kind == "list":
+            kw.update(action="append", default=None)
+        else:
+            kw.update(default=None, type={"int": int, "float": float}.get(opt.kind, str))
+        if opt.choices:
+            kw["choices"] = list(opt.choices)
+        if opt.metavar:
+            kw["metavar"] = opt.metavar
+        p.add_argument(flag, **kw)
+
+
+def executor_options(args, executor: str | None = None) -> dict:
+    """The keyword options of ``executor`` (default ``args.executor``) that the command line gives, read
+    by its registry entry; an option of another executor is refused in one line naming those that take it."""
+    from ..errors import ConfigError
+    from ..executor_registry import all_options, options_of
+
+    executor = executor if executor is not None else args.executor
+    mine = {o.flag for o in options_of(executor)} if executor in EXECUTORS else set()
     given = {}
-    if args.scheduler:
-        given["scheduler"] = args.scheduler
-    if args.collective:
-        given["collective"] = True
-    if args.driver:
-        given["driver"] = None if args.driver == "default" else args.driver
-    takes = option_names(args.executor) if args.executor in EXECUTORS else ()
-    return {k: v for k, v in given.items() if k in takes}
+    for flag, (opt, takers) in all_options().items():
+        value = getattr(args, f"executor_{opt.name}", None)
+        if value in (None, False, []):
+            continue
+        if flag not in mine:
+            raise ConfigError(f"{flag}: for --executor {' or '.join(takers)}; this run's executor is {executor}")
+        given[opt.name] = opt.keyword_value(value)
+    return given

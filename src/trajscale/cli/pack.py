@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 
+from ..executor_registry import EXECUTORS, home_names
 from .checks import add_overwrite
-from .options import resumed_complete
+from .options import add_executor_options, executor_options, resumed_complete
 
 log = logging.getLogger("trajscale")
 
@@ -23,9 +24,11 @@ def add_parser(sub) -> None:
     p.add_argument("--chunks", default="contiguous",
                    help="contiguous (default; fastest for block reads), auto (~4 MiB) or samples per chunk")
     p.add_argument("--compression", default="none", help="none (default), gzip[:1-9] or lzf (chunked)")
-    p.add_argument("--executor", default="serial", choices=("serial", "processes"),
-                   help="read inputs in this process or in a process pool (default serial)")
-    p.add_argument("-n", "--n-workers", type=int, default=2, help="processes for --executor processes")
+    p.add_argument("--executor", default="serial", choices=home_names(),
+                   help="where the inputs are read (default serial: in this process; this process writes): "
+                        + "; ".join(f"{n}: {EXECUTORS[n].summary}" for n in home_names()))
+    p.add_argument("-n", "--n-workers", type=int, default=2, help="workers of a parallel --executor (default 2)")
+    add_executor_options(p, among=[n for n in home_names() if not EXECUTORS[n].chooses])
     p.add_argument("--resume", action="store_true", help="continue an interrupted pack of the same inputs")
     add_overwrite(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -40,7 +43,7 @@ def main(args) -> int:
         return 0
     s = pack(args.samples, args.output, keys=args.keys, chunks=args.chunks, compression=args.compression,
              executor=args.executor, n_workers=args.n_workers, resume=args.resume, overwrite=args.overwrite,
-             progress=not args.no_progress)
+             progress=not args.no_progress, executor_options=executor_options(args))
     log.info("wrote %s: %d samples from %d files (%s), %.1f MB in %.1f s%s", s.output, s.n_samples, s.n_files,
              ", ".join(s.keys), s.bytes_written / 1e6, s.seconds,
              f" ({s.resumed_files} files from the interrupted pack)" if s.resumed_files else "")

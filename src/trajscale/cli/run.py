@@ -5,9 +5,15 @@ from __future__ import annotations
 import logging
 
 from ..errors import OutputError
-from ..executor_registry import EXECUTORS
+from ..executor_registry import EXECUTORS, names
 from .checks import add_overwrite, add_topology, check_outputs, check_topology, positive_int
-from .options import add_continuous_option, add_h5md_options, add_strict_option, executor_options
+from .options import (
+    add_continuous_option,
+    add_executor_options,
+    add_h5md_options,
+    add_strict_option,
+    executor_options,
+)
 
 log = logging.getLogger("trajscale")
 
@@ -188,19 +194,16 @@ def main_analysis(args) -> int:
 
 def add_run_options(p) -> None:
     add_h5md_options(p)
-    p.add_argument("--executor", default="auto", choices=["auto", *EXECUTORS],
+    p.add_argument("--executor", default="auto", choices=names(choosers=True),
                    help="where tasks run (default: auto: serial unless the work outweighs starting processes); "
-                        + "; ".join(f"{t.name}: {t.summary}" for t in EXECUTORS.values()))
+                        + "; ".join(f"{t.name}: {t.summary}" for t in EXECUTORS.values() if not t.chooses))
     p.add_argument("-n", "--n-workers", type=positive_int, default=None,
                    help="workers for processes and dask (default: the CPU count); "
                         "under MPI the ranks are mpiexec's -n")
     p.add_argument("--tasks", type=positive_int, default=None,
                    help="number of frame blocks (default 4 per worker); tasks start on chunk boundaries, "
                         "so an H5MD file's chunks may allow fewer")
-    p.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:port)")
-    p.add_argument("--collective", action="store_true", help="collective MPI-IO reads (mpi executor)")
-    p.add_argument("--driver", default=None, choices=["mpio", "default"],
-                   help="HDF5 driver on MPI ranks (default: mpio where h5py has MPI)")
+    add_executor_options(p)   # each executor's own, from its registry entry
     p.add_argument("--max-block-mb", type=float, default=256,
                    help="most MB of frames a worker reads and maps at once (default 256): bounds memory")
     p.add_argument("--start", type=int, default=0,

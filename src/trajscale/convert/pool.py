@@ -1,35 +1,31 @@
-"""Run a conversion's segment tasks on local processes or a Dask LocalCluster, stoppably.
+"""Run plain tasks (convert's and rechunk's segment writers, pack's file readers) on an executor, stoppably.
 
-The tasks are module-level functions with plain arguments; each writes its own
-segment file and progress record, so nothing comes back but a count.  On a
-SIGTERM/Ctrl-C the CLI records, the workers are told to stop (processes: a
-SIGTERM each; Dask: the stop recorded in every worker process), which they act
-on between slabs, so every segment is left closed and counted; SystemExit
-then propagates: the segments stay for ``--resume``.
+Each executor of the registry that runs such tasks names its runner (``convert_runner``): here the
+serial one, a local process pool (:func:`trajscale.pools.process_pool`, the one place pools are
+made), a Dask cluster (:func:`trajscale.clusters.dask_cluster`, the one place clusters are made)
+and the ranks of an MPI launcher.  The tasks are module-level functions with plain arguments;
+convert's write their own segment file and progress record, so nothing comes back but a count.
+On a SIGTERM/Ctrl-C the CLI records, the workers are told to stop (processes: a SIGTERM each;
+Dask: the stop recorded in every worker process), which they act on between slabs, so every
+segment is left closed and counted; SystemExit then propagates: the segments stay for ``--resume``.
+
+What the root prepares and shares follows the run's protocol (:mod:`trajscale.sharing`).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-import multiprocessing as mp
 import os
 import signal
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from ..errors import ConfigError, ParallelUnavailableError, TrajscaleError
 from ..executor_registry import executor_traits, load, names
-from ..pools import (
-    as_completed_polling,
-    choose_start_method,
-    main_not_reimported,
-    parent_alive,
-    quiet_worker,
-    sigint_blocked,
-    stop_workers,
-)
+from ..pools import as_completed_polling, parent_alive, process_pool, quiet_worker, stop_workers
 from ..progress import progress_bar
+from ..sharing import share_on_comm
 from ..util import raise_if_stopped, request_stop, stop_requested
 
 log = logging.getLogger(__name__)
@@ -52,16 +48,18 @@ def _sigterm_in_worker(signum, frame) -> None:
     request_stop(signum)
 
 
-def run_tasks(fn, tasks: list[tuple], executor: str, n_workers: int, on_done=None, comm=None) -> None:
+def run_tasks(fn, tasks: list[tuple], executor: str, n_workers: int, on_done=None, comm=None,
+              options: dict | None = None, window: int | None = None) -> None:
     """Run ``fn(*args)`` for each ``args`` of ``tasks`` on ``executor`` with ``n_workers``.
 
     ``on_done(i, result)`` is called in the caller's process as task ``i`` completes.  The executor's
     registry entry names the function that runs them (its ``convert_runner``); under an MPI launcher
     every rank of ``comm`` calls this with the same ``tasks`` and runs every ``size``-th of them, from
-    its rank on.
+    its rank on.  ``options`` are the executor's own (a Dask scheduler, a process start method);
+    ``window`` bounds the tasks handed out and not yet done (memory: results wait for ``on_done``).
     """
     runner = check_executor(executor).convert_runner
-    load(runner)(fn, tasks, n_workers, on_done, comm)
+    load(runner)(fn, tasks, n_workers, on_done, comm, options=options or {}, window=window)
 
 
 def check_executor(executor: str):
@@ -72,7 +70,7 @@ def check_executor(executor: str):
     return traits
 
 
-def run_serial(fn, tasks, n_workers, on_done, comm=None) -> None:
+def run_serial(fn, tasks, n_workers, on_done, comm=None, options=None, window=None) -> None:
     """Every task in this process, in order."""
     for i, args in enumerate(tasks):
         r = fn(*args)
@@ -80,17 +78,29 @@ def run_serial(fn, tasks, n_workers, on_done, comm=None) -> None:
             on_done(i, r)
 
 
-def run_processes(fn, tasks, n_workers, on_done, comm=None) -> None:
+def _windowed(tasks, window: int | None, n_workers: int):
+    """``(i, args)`` of the tasks, and how many to hand out at first (all, without a window)."""
+    numbered = iter(enumerate(tasks))
+    first = len(tasks) if window is None else max(1, int(window), int(n_workers))
+    return numbered, first
+
+
+def run_processes(fn, tasks, n_workers, on_done, comm=None, options=None, window=None) -> None:
     """The tasks on a local pool of ``n_workers`` processes, stopped by SIGTERM on an error or Ctrl-C."""
-    ctx = mp.get_context(choose_start_method())
-    with sigint_blocked(), main_not_reimported():
-        pool = ProcessPoolExecutor(max_workers=max(1, n_workers), mp_context=ctx, initializer=_init_worker)
-        futures = {pool.submit(fn, *args): i for i, args in enumerate(tasks)}
+    numbered, first = _windowed(tasks, window, n_workers)
+    with process_pool(n_workers, start_method=(options or {}).get("start_method"),
+                      initializer=_init_worker) as (pool, _):
+        futures = {pool.submit(fn, *args): i for i, args in itertools.islice(numbered, first)}
     try:
-        for fut in as_completed_polling(futures):
-            r = fut.result()   # a worker's error (user errors keep their type) stops the run
-            if on_done:
-                on_done(futures[fut], r)
+        while futures:
+            for fut in as_completed_polling(list(futures)):
+                i = futures.pop(fut)
+                r = fut.result()   # a worker's error (user errors keep their type) stops the run
+                if on_done:
+                    on_done(i, r)
+                for j, args in itertools.islice(numbered, 1):   # one more handed out for each one done
+                    futures[pool.submit(fn, *args)] = j
+                break
     except BaseException:
         for fut in futures:
             fut.cancel()
@@ -100,18 +110,19 @@ def run_processes(fn, tasks, n_workers, on_done, comm=None) -> None:
     pool.shutdown(wait=True)
 
 
-def run_dask(fn, tasks, n_workers, on_done, comm=None) -> None:
-    """The tasks on a Dask LocalCluster of ``n_workers`` workers, stopped between slabs on a Ctrl-C."""
+def run_dask(fn, tasks, n_workers, on_done, comm=None, options=None, window=None) -> None:
+    """The tasks on a Dask cluster (:func:`trajscale.clusters.dask_cluster`: a LocalCluster of
+    ``n_workers`` workers, a scheduler, SLURM jobs), stopped between slabs on a Ctrl-C."""
+    from ..clusters import dask_cluster
+
+    cluster = dask_cluster(n_workers, dashboard=False, **_cluster_options(options or {}))
     try:
-        from distributed import Client, LocalCluster
-    except ImportError:
-        raise ParallelUnavailableError("the Dask executor needs dask.distributed (pip install "
-                                       "'trajscale[dask]')") from None
-    with LocalCluster(n_workers=max(1, n_workers), threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
-        futures = [client.submit(_dask_task, fn, *args, pure=False) for args in tasks]
-        index = {f.key: i for i, f in enumerate(futures)}
-        pending = set(futures)
+        client = cluster.client
+        numbered, first = _windowed(tasks, window, n_workers)
+        index = {}
+        for i, args in itertools.islice(numbered, first):
+            index[client.submit(_dask_task, fn, *args, pure=False)] = i
+        pending = set(index)
         try:
             while pending:
                 time.sleep(0.05)
@@ -119,13 +130,35 @@ def run_dask(fn, tasks, n_workers, on_done, comm=None) -> None:
                 for fut in [f for f in pending if f.done()]:
                     pending.discard(fut)
                     r = fut.result()
+                    i = index.pop(fut)
                     if isinstance(r, _Stopped):   # a worker stopped by a signal of its own
                         raise SystemExit(r.code)
                     if on_done:
-                        on_done(index[fut.key], r)
+                        on_done(i, r)
+                    for j, args in itertools.islice(numbered, 1):
+                        new = client.submit(_dask_task, fn, *args, pure=False)
+                        index[new] = j
+                        pending.add(new)
         except BaseException:
             _stop_dask_tasks(client, pending)
             raise
+    finally:
+        cluster.close()
+
+
+def _cluster_options(options: dict) -> dict:
+    """The Dask executor's options (its registry entry's) as :func:`~trajscale.clusters.dask_cluster` takes them."""
+    from ..clusters import SlurmJobs
+
+    slurm = {k: options[k] for k in ("jobs", "cores", "memory", "walltime", "queue", "job_extra", "wait")
+             if options.get(k)}
+    out = {"scheduler": options.get("scheduler"), "timeout": options.get("scheduler_timeout"),
+           "cluster": options.get("cluster") or "local"}
+    if out["cluster"] == "slurm":
+        out["slurm"] = SlurmJobs(**{**slurm, "job_extra": tuple(slurm.get("job_extra", ()))})
+    elif slurm:
+        raise ConfigError(f"Dask: {', '.join(slurm)} size the SLURM jobs of --dask-cluster slurm")
+    return out
 
 
 @dataclass(frozen=True)
@@ -157,7 +190,7 @@ def _stop_dask_tasks(client, pending, timeout: float = 60.0) -> None:
         log.debug("stopping the Dask tasks: %s", exc)
 
 
-def run_mpi(fn, tasks, n_workers, on_done, comm=None) -> None:
+def run_mpi(fn, tasks, n_workers, on_done, comm=None, options=None, window=None) -> None:
     """Each rank runs its share of ``tasks``; then every rank waits for the others, stoppably, and a
     task's error is raised on every rank (printed once, by the rank where it happened)."""
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -200,22 +233,7 @@ def stop_together(comm) -> None:
         raise SystemExit(128 + signum)
 
 
-def on_root(comm, fn):
+def on_root(comm, fn, what: str = "prepare the output"):
     """Run ``fn`` on rank 0 of ``comm``; return its result on every rank, or raise its error on every
-    rank (printed once: the other ranks' copies are marked reported elsewhere)."""
-    got, err = None, None
-    if comm.Get_rank() == 0:
-        try:
-            got = fn()
-        except TrajscaleError as exc:
-            err = exc
-        except BaseException as exc:   # a bug or an interrupt: every rank stops, rank 0 with the traceback
-            comm.bcast((None, ParallelUnavailableError(f"rank 0 failed: {exc!r}")), root=0)
-            raise
-    got, err = comm.bcast((got, err), root=0)
-    if err is not None:
-        if comm.Get_rank() != 0:
-            err.reported_elsewhere = True
-        raise err
-    return got
-
+    rank: the run's protocol (:func:`trajscale.sharing.share`), Ctrl-C rules included."""
+    return share_on_comm(comm, fn, what)

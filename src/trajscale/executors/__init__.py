@@ -42,44 +42,54 @@ def estimate_serial_seconds(n_frames: int, n_atoms: int, span_atoms: int | None 
 
 
 def choose_executor(job: JobSize, n_workers: int | None = None) -> tuple[str, str]:
-    """``("serial" | "processes", why)`` for ``executor="auto"``, from the prepared job's size
-    (:class:`~trajscale.runspec.JobFacts`)."""
+    """``(name, why)`` for ``executor="auto"``: the lighter of its registry entry's ``picks`` (serial)
+    unless the heavier's workers (a process pool) save more than they take to start, from the prepared
+    job's size (:class:`~trajscale.runspec.JobFacts`)."""
     import os
 
+    light, heavy = executor_traits("auto").picks
     n = n_workers or os.cpu_count() or 1
     work = estimate_serial_seconds(job.n_frames, job.n_atoms, job.span_atoms)
     work += job.n_frames * job.decode_s_per_frame   # XTC decodes every atom of a frame
     if n < 2:
-        return "serial", f"{n} CPU: no parallel speed-up to gain"
+        return light, f"{n} CPU: no parallel speed-up to gain"
     saved = work * (1 - 1 / n)
     if saved <= min(START_COST_S.values()):   # serial whatever the start method: multiprocessing not imported
-        return "serial", (f"estimated work {work:.2g} s; {n} workers would save {saved:.2g} s, less than "
-                          f"the ~{min(START_COST_S.values()):g} s it takes to start them")
+        return light, (f"estimated work {work:.2g} s; {n} workers would save {saved:.2g} s, less than "
+                       f"the ~{min(START_COST_S.values()):g} s it takes to start them")
     from ..pools import choose_start_method
 
     method = choose_start_method()
     start = START_COST_S.get(method, max(START_COST_S.values()))
     if saved <= start:
-        return "serial", (f"estimated work {work:.2g} s; {n} workers would save {saved:.2g} s, "
-                          f"less than the ~{start:g} s it takes to start them ({method})")
-    return "processes", (f"estimated work {work:.2g} s; {n} workers save ~{saved:.2g} s, "
-                         f"more than the ~{start:g} s it takes to start them ({method})")
+        return light, (f"estimated work {work:.2g} s; {n} workers would save {saved:.2g} s, "
+                       f"less than the ~{start:g} s it takes to start them ({method})")
+    return heavy, (f"estimated work {work:.2g} s; {n} workers save ~{saved:.2g} s, "
+                   f"more than the ~{start:g} s it takes to start them ({method})")
 
 
 def _executor_class(name: str) -> type[Executor]:
-    if name == "auto":
-        raise ConfigError("executor 'auto' is chosen by trajscale.run once the job's size is known; "
+    traits = executor_traits(name)
+    if traits.chooses:
+        raise ConfigError(f"executor {name!r} is chosen by trajscale.run once the job's size is known; "
                           "make_executor needs a concrete one")
-    return load(executor_traits(name).entry)
+    return load(traits.entry)
 
 
 def option_names(name: str) -> tuple[str, ...]:
-    """The keyword options the executor ``name`` takes besides ``n_workers`` (its class's signature)."""
+    """The keyword options the executor ``name`` takes besides ``n_workers`` (its class's signature;
+    of ``auto``, those of its picks)."""
     import inspect
 
+    traits = executor_traits(name)
+    if traits.chooses:
+        return tuple(dict.fromkeys(o for pick in traits.picks for o in option_names(pick)))
     params = inspect.signature(_executor_class(name)).parameters.values()
-    return tuple(p.name for p in params if p.name != "n_workers"
-                 and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY))
+    named = tuple(p.name for p in params if p.name != "n_workers"
+                  and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY))
+    if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params):   # **options: those its entry declares
+        named += tuple(o.name for o in traits.options if o.name not in named)
+    return named
 
 
 def make_executor(name: str | Executor, n_workers: int | None = None, **kw) -> Executor:

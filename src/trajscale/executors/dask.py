@@ -21,7 +21,7 @@ import time
 import uuid
 
 from ..block import FrameRange
-from ..errors import ParallelUnavailableError, TaskError, TrajscaleError
+from ..errors import ConfigError, TaskError, TrajscaleError
 from ..progress import progress_bar
 from ..report.timing import TaskTiming
 from .base import Executor, Job, TaskResults, io_of, run_task, sendable
@@ -36,16 +36,6 @@ JOB_KEY_PREFIX = "tsjob-"   # not a task: no scheduler-side clock
 
 def _identity(x):
     return x
-
-
-def _require_distributed():
-    try:
-        import distributed
-    except ImportError:
-        raise ParallelUnavailableError(
-            "the Dask executor needs dask.distributed (pip install 'trajscale[dask]' "
-            "or pip install 'dask[distributed]')") from None
-    return distributed
 
 
 def _dask_task(job: Job, task: int, frames: FrameRange) -> tuple[object, TaskTiming]:
@@ -107,73 +97,93 @@ def _pop_times(keys: list[str], dask_scheduler=None) -> dict[str, tuple]:
 class DaskExecutor(Executor):
     """Tasks on Dask workers.
 
+    The cluster comes from :func:`trajscale.clusters.dask_cluster`, the one place trajscale makes or
+    reaches one: an embedded LocalCluster (default), a running scheduler (``scheduler``), workers as
+    SLURM jobs (``cluster="slurm"``), or a Client given.
+
     Parameters
     ----------
     n_workers
-        Workers of the embedded LocalCluster (default: the CPU count).  With
-        ``scheduler`` or ``client``: the worker count used to plan tasks
-        (default: the workers connected now).
+        Workers of the embedded LocalCluster (default: the CPU count), or of the SLURM cluster
+        (``jobs`` default to enough of them).  With ``scheduler`` or ``client``: the worker count used
+        to plan tasks (default: the workers connected now).
     scheduler
         Address of a running scheduler (``"tcp://host:port"``).
     client
-        A ``distributed.Client`` (e.g. on a dask-jobqueue SLURMCluster); it is
-        never closed here.
+        A ``distributed.Client`` (e.g. on a cluster of your own); it is never closed here.
     threads_per_worker
         Threads per LocalCluster worker (HDF5 serialises threads: keep 1).
     retries
         Times a task is resubmitted after Dask gave up on it because its
         workers kept dying (``KilledWorker``).  Errors raised by the task
         itself (bad coordinates, a bad selection, a bug) are never retried.
+    scheduler_timeout
+        Seconds to wait for ``scheduler`` before one error says it cannot be reached (default 10).
+    cluster
+        ``"local"`` (default) or ``"slurm"``: a scheduler in this process whose workers are SLURM jobs
+        submitted by dask-jobqueue's ``SLURMCluster``, cancelled by :meth:`close`.
+    **slurm
+        The SLURM cluster's jobs (:class:`trajscale.clusters.SlurmJobs`): ``jobs`` (how many), ``cores``
+        (of each, one single-threaded worker per core), ``memory`` (``"4GB"``), ``walltime``
+        (``"01:00:00"``), ``queue`` (the partition), ``job_extra`` (further ``#SBATCH`` directives) and
+        ``wait`` (seconds to wait for every worker; default: as long as the queue takes).
     """
 
     def __init__(self, n_workers: int | None = None, scheduler: str | None = None, client=None,
-                 threads_per_worker: int = 1, retries: int = 2) -> None:
-        distributed = _require_distributed()
-        if scheduler is not None and client is not None:
-            from ..errors import ConfigError
+                 threads_per_worker: int = 1, retries: int = 2, scheduler_timeout: float | None = None,
+                 cluster: str = "local", **slurm) -> None:
+        from ..clusters import CLUSTER_KINDS, SlurmJobs, dask_cluster, require_distributed
 
-            raise ConfigError("Dask executor: give a scheduler address or a client, not both")
+        require_distributed()
+        if cluster not in CLUSTER_KINDS:
+            raise ConfigError(f"Dask cluster must be one of {', '.join(CLUSTER_KINDS)}, got {cluster!r}")
+        unknown = sorted(set(slurm) - set(SlurmJobs.__dataclass_fields__))
+        if unknown:
+            raise ConfigError(f"Dask executor: unknown option{'s' if len(unknown) > 1 else ''} "
+                              f"{', '.join(map(repr, unknown))}")
+        slurm_given = [k for k, v in slurm.items() if v]
+        if slurm_given and cluster != "slurm":
+            raise ConfigError(f"Dask executor: {', '.join(slurm_given)} size the SLURM jobs of cluster='slurm' "
+                              f"(--dask-cluster slurm); this cluster is {cluster!r}"
+                              + (" (a scheduler's workers are its own)" if scheduler or client else ""))
+        cores = slurm.get("cores")
         self.threads_per_worker = int(threads_per_worker)
         self.retries = int(retries)
-        self._cluster = None
-        self._own_client = False
-        self._client = client
-        if scheduler is not None:
-            self._client = distributed.Client(scheduler)
-            self._own_client = True
-        if self._client is not None and n_workers is None:
-            n_workers = len(self._client.scheduler_info().get("workers", {})) or 1
+        self.cluster_kind = cluster
+        self._slurm = SlurmJobs(**{**slurm, "job_extra": tuple(slurm.get("job_extra") or ())}) \
+            if cluster == "slurm" else None
+        self._cluster = None   # the DaskCluster, once connected
+        if scheduler is not None or client is not None:
+            self._cluster = dask_cluster(scheduler=scheduler, client=client, cluster=cluster, timeout=scheduler_timeout)
+            if n_workers is None:
+                n_workers = self._cluster.n_workers or 1
+        elif self._slurm is not None:
+            n_workers = self._slurm.n_jobs(n_workers) * max(1, cores or 1)
         super().__init__(n_workers or os.cpu_count() or 1)
+
+    @property
+    def cluster(self):
+        """The :class:`~trajscale.clusters.DaskCluster` (its kind, phases, SLURM job ids); None before it starts."""
+        return self._cluster
 
     @property
     def uses_external_cluster(self) -> bool:
         """True with a scheduler address or a client (e.g. dask-mpi, where one rank is the client)."""
-        return self._client is not None and self._cluster is None
+        return self._cluster is not None and self._cluster.external
 
     @property
     def client(self):
-        """The Client: the one given, one for ``scheduler``, or one on a new LocalCluster."""
-        if self._client is None:
-            from distributed import Client, LocalCluster
+        """The Client: the one given, one for ``scheduler``, or one on a cluster started here."""
+        if self._cluster is None:
+            from ..clusters import dask_cluster
+            from ..report.process import mark_ready
 
-            from ..report.process import mark_ready, note_phase
-            from .startup import main_not_reimported, sigint_blocked
-
-            t0 = time.perf_counter()
-
-            # dashboard_address ":0": any free port, so no clash with a cluster already running.
-            # Spawned workers must not re-run a script's top level (no __main__ guard) or stdin.
-            # A Ctrl-C while the cluster starts waits until it is held here, for close() to stop it.
-            with sigint_blocked(), main_not_reimported():
-                self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=self.threads_per_worker,
-                                             processes=True, dashboard_address=":0")
-                self._client = Client(self._cluster)
-                self._own_client = True
+            self._cluster = dask_cluster(self.n_workers, cluster=self.cluster_kind, slurm=self._slurm,
+                                         threads_per_worker=self.threads_per_worker)
             # The workers are ready now (their t_start in the report), not when their first task comes.
             with contextlib.suppress(Exception):
-                self._client.run(mark_ready)
-            note_phase("pool_start", time.perf_counter() - t0)   # the report's "pool start", not "tasks"
-        return self._client
+                self._cluster.client.run(mark_ready)
+        return self._cluster.client
 
     def _ensure_clock(self) -> bool:
         client = self.client
@@ -190,6 +200,9 @@ class DaskExecutor(Executor):
 
         if ranges:
             sendable(job)   # what pickle cannot take is refused here, in one line, before anything is sent
+        # Workers of a scheduler run in their own directory (a SLURM job's, another host's): the files
+        # are named from here, absolute, before any worker sees them.
+        job = dataclasses.replace(job, source=absolute_paths(job.source))
         client = self.client
         clocked = self._ensure_clock()
         token = uuid.uuid4().hex[:12]
@@ -255,23 +268,20 @@ class DaskExecutor(Executor):
 
         Workers of a cluster that outlives this executor close the files they
         cached for it and free their scratch buffers.
-                Shutting down what this executor started is no news: distributed's own
+        Shutting down what this executor started is no news: distributed's own
         messages about it (a worker killed after a timeout, a closed comm) are
         not shown unless its loggers are at INFO or below (``trajscale -v``).
         """
-        if self._client is not None and self._cluster is None:
+        cluster, self._cluster = self._cluster, None
+        if cluster is None:
+            return
+        if cluster.external:
             try:
-                self._client.run(_close_worker_caches)
+                cluster.client.run(_close_worker_caches)
             except Exception as exc:  # noqa: BLE001 - a scheduler already gone frees nothing
                 log.debug("could not close worker caches (%s: %s)", type(exc).__name__, exc)
-        with _quiet_shutdown(self._client if self._cluster is not None else None):
-            if self._own_client and self._client is not None:
-                self._client.close()
-                self._client = None
-                self._own_client = False
-            if self._cluster is not None:
-                self._cluster.close()
-                self._cluster = None
+        with _quiet_shutdown(None if cluster.external else cluster.client):
+            cluster.close()
 
 
 #: Loggers that report on a cluster's shutdown (in this process and in our LocalCluster's workers).
@@ -300,6 +310,25 @@ def _quiet_shutdown(client=None):
     finally:
         for lg, lv in zip(loggers, levels, strict=False):
             lg.setLevel(lv)
+
+
+#: Keys of a source config that name files (:func:`trajscale.executors.base` reads the same ones).
+_PATH_KEYS = ("path", "index", "topology")
+
+
+def absolute_paths(config: dict) -> dict:
+    """``config`` with the files it names made absolute in this process's directory (URLs as they are)."""
+    def absolute(p):
+        text = os.fspath(p)
+        return text if "://" in text else os.path.abspath(text)
+
+    out = dict(config)
+    for k in _PATH_KEYS:
+        if isinstance(out.get(k), str | os.PathLike):
+            out[k] = absolute(out[k])
+    if out.get("trajectories"):
+        out["trajectories"] = [absolute(p) if isinstance(p, str | os.PathLike) else p for p in out["trajectories"]]
+    return out
 
 
 def _worker_lost(exc: BaseException) -> bool:

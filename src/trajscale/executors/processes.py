@@ -13,25 +13,17 @@ each worker opens the file on its first task and keeps it for the next.
 from __future__ import annotations
 
 import logging
-import multiprocessing as mp
 import os
 import shutil
 import signal
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from ..block import FrameRange
 from ..errors import TaskError
-from ..pools import (
-    as_completed_polling,
-    choose_start_method,
-    main_not_reimported,
-    sigint_blocked,
-    stop_workers,
-)
+from ..pools import as_completed_polling, choose_start_method, process_pool, stop_workers
 from ..progress import progress_bar
 from ..report.timing import host_and_pid
 from .base import Executor, Job, TaskResults, io_of, sendable
@@ -66,7 +58,7 @@ class ProcessExecutor(Executor):
         if start_method is not None:
             choose_start_method(start_method)   # reject an unknown method now
         self.start_method: str | None = None   # the one used, once the pool has started
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool = None   # a concurrent.futures ProcessPoolExecutor, once started
         self._marks: str | None = None
         self._late: dict[str, dict] = {}
         self._modules: tuple[str, ...] = ()   # what tasks will import beyond trajscale's own (start())
@@ -79,23 +71,20 @@ class ProcessExecutor(Executor):
         self._modules = tuple(modules)
         self._get_pool()
 
-    def _get_pool(self) -> ProcessPoolExecutor:
+    def _get_pool(self):
         if self._pool is None:
-            self.start_method = choose_start_method(self._requested)
-            ctx = mp.get_context(self.start_method)
-            if self.start_method == "forkserver":
-                # Workers fork from a server that has already imported trajscale
-                # and loaded the compiled kernels: a worker starts in milliseconds.
-                ctx.set_forkserver_preload([*FORKSERVER_PRELOAD, *self._modules])
-            elif self.start_method == "fork":
+            method = choose_start_method(self._requested)
+            if method == "fork":
                 task_imports(self._modules)   # forked workers inherit what every task imports
             self._marks = tempfile.mkdtemp(prefix="trajscale-tasks-")
-            with sigint_blocked(), main_not_reimported():
-                self.t_asked = time.time()
-                self._pool = ProcessPoolExecutor(max_workers=self.n_workers, mp_context=ctx,
-                                                 initializer=init_worker, initargs=(self._marks,))
+            self.t_asked = time.time()
+            # A forkserver has imported trajscale's worker module and loaded the compiled kernels
+            # before it forks: a worker starts in milliseconds.
+            with process_pool(self.n_workers, start_method=method, initializer=init_worker, initargs=(self._marks,),
+                              preload=(*FORKSERVER_PRELOAD, *self._modules)) as (pool, self.start_method):
+                self._pool = pool
                 # One warm-up task per worker starts them all now (fork: at the first submit).
-                self._warm = [self._pool.submit(warm_up) for _ in range(self.n_workers)]
+                self._warm = [pool.submit(warm_up) for _ in range(self.n_workers)]
             log.debug("started %d worker processes (%s)", self.n_workers, self.start_method)
         return self._pool
 

@@ -143,16 +143,11 @@ class DaskBackend(BackendBase):
     @property
     def client(self):
         if self._client is None:
-            from distributed import Client, LocalCluster
+            from ..clusters import dask_cluster
 
-            from ..pools import main_not_reimported
-
-            # Spawned workers must not re-run the user's script (one without a __main__ guard
-            # would start another cluster in each worker): as trajscale.run's Dask executor.
-            with main_not_reimported():
-                self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=1, processes=True,
-                                             dashboard_address=None, silence_logs=logging.WARNING)
-            self._client = Client(self._cluster)
+            # The one cluster factory: spawned workers never re-run the user's script (as trajscale.run's).
+            self._cluster = dask_cluster(self.n_workers, dashboard=False, silence_logs=logging.WARNING)
+            self._client = self._cluster.client
         return self._client
 
     def apply(self, func, computations: list) -> list:
@@ -167,7 +162,6 @@ class DaskBackend(BackendBase):
 
     def close(self) -> None:
         if self._cluster is not None:
-            self._client.close()
             self._cluster.close()
             self._client = self._cluster = None
 

@@ -27,7 +27,7 @@ import logging
 import os
 import time
 import zipfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -258,32 +258,39 @@ def _open_partial(path: Path, fingerprint: str) -> h5py.File:
     return f
 
 
-def _iter_arrays(plan: PackPlan, todo: list[int], executor: str, n_workers: int) -> Iterator[tuple[int, dict]]:
-    """(file number, arrays) in input order; a pool reads ahead at most 2 files per worker."""
-    jobs = [(i, plan.files[i], plan.keys) for i in todo]
-    if executor == "serial" or n_workers <= 1:
-        yield from map(_read_job, jobs)
-        return
-    if executor != "processes":
-        raise ConfigError(f"pack runs on the serial or processes executor, not {executor!r}")
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
+def _pick(executor: str, n_workers: int, n_files: int) -> str:
+    """``executor``, or for ``auto`` the lighter of its picks unless a pool has a file per worker to read."""
+    from ..executor_registry import executor_traits, home_names
 
-    # Bounded window: memory is O(workers x file size), never O(files).
-    with ProcessPoolExecutor(n_workers, mp_context=mp.get_context("spawn")) as pool:
-        window = []
-        for job in jobs:
-            window.append(pool.submit(_read_job, job))
-            if len(window) >= 2 * n_workers:
-                yield window.pop(0).result()
-        for fut in window:
-            yield fut.result()
+    allowed = home_names()
+    if executor not in allowed:
+        executor_traits(executor)   # an unknown name: one error listing the registered ones
+        raise ConfigError(f"pack reads on the executors {', '.join(allowed)} (one process writes the store), "
+                          f"not {executor!r}")
+    traits = executor_traits(executor)
+    if traits.chooses:
+        light, heavy = traits.picks[0], traits.picks[-1]
+        return heavy if n_workers > 1 and n_files > n_workers else light
+    return executor
+
+
+def _read_all(plan: PackPlan, todo: list[int], executor: str, n_workers: int, options: dict, on_file) -> None:
+    """``on_file(file number, arrays)`` for each file of ``todo``, as the executor's task runner reads them
+    (the registry names it: the one runner of convert's and rechunk's tasks too); a pool holds at most 2
+    files per worker that are read and not yet written: memory is O(workers x file size), never O(files)."""
+    from ..executor_registry import executor_traits, load
+
+    jobs = [(i, plan.files[i], plan.keys) for i in todo]
+    executor = _pick(executor, n_workers, len(jobs))
+    runner = load(executor_traits(executor).convert_runner)
+    runner(_read_job, [(j,) for j in jobs], max(1, n_workers), lambda _, got: on_file(*got), None,
+           options=options, window=2 * max(1, n_workers))
 
 
 def pack(samples: Iterable[str | os.PathLike], output: str | os.PathLike, keys: Sequence[str] | None = None,
          chunks: str | int | None = "contiguous", compression: str | None = None, executor: str = "serial",
          n_workers: int = 1, resume: bool = False, overwrite: bool = False,
-         progress: bool = False) -> PackSummary:
+         progress: bool = False, executor_options: dict | None = None) -> PackSummary:
     """Pack NPZ / .npy sample files into one HDF5 store.
 
     Parameters
@@ -300,8 +307,10 @@ def pack(samples: Iterable[str | os.PathLike], output: str | os.PathLike, keys: 
     compression
         ``None``, ``"gzip[:level]"`` or ``"lzf"`` (chunked).
     executor, n_workers
-        ``"processes"`` reads (and decompresses) inputs in ``n_workers``
-        processes; one process writes.
+        The executor (of the registry's: ``serial``, ``processes``, ``dask``, ``auto``...) that reads
+        (and decompresses) the inputs with ``n_workers`` workers; this process writes.
+    executor_options
+        The executor's own options (``{"scheduler": "tcp://host:8786"}`` for Dask).
     resume
         Continue the unfinished pack of the same inputs.
     overwrite
@@ -337,21 +346,24 @@ def pack(samples: Iterable[str | os.PathLike], output: str | os.PathLike, keys: 
             log.info("resuming %s: %d of %d files already packed", tmp, resumed, len(plan.files))
         bar = progress_bar(len(plan.files), progress, desc="pack", unit="file", initial=resumed, leave=True)
         try:
+            def write(i: int, arrays: dict) -> None:
+                nonlocal written
+                for k in plan.keys:
+                    a = arrays[k]
+                    if a.shape != (plan.counts[i], *plan.shapes[k]) or a.dtype != plan.dtypes[k]:
+                        raise InputFileError(plan.files[i], f"key {k!r} changed since it was planned")
+                    f[k][offsets[i]:offsets[i + 1]] = a
+                    written += a.nbytes
+                f.flush()    # the data is on disk before the file is marked done
+                f["index/stat"][i] = _stat(plan.files[i])
+                f["index/done"][i] = True
+                f.flush()
+                log.debug("packed %s (%d/%d)", plan.files[i], i + 1, len(plan.files))
+                bar.update()
+                raise_if_stopped()
+
             with polling_for_stop():
-                for i, arrays in _iter_arrays(plan, todo, executor, n_workers):
-                    for k in plan.keys:
-                        a = arrays[k]
-                        if a.shape != (plan.counts[i], *plan.shapes[k]) or a.dtype != plan.dtypes[k]:
-                            raise InputFileError(plan.files[i], f"key {k!r} changed since it was planned")
-                        f[k][offsets[i]:offsets[i + 1]] = a
-                        written += a.nbytes
-                    f.flush()    # the data is on disk before the file is marked done
-                    f["index/stat"][i] = _stat(plan.files[i])
-                    f["index/done"][i] = True
-                    f.flush()
-                    log.debug("packed %s (%d/%d)", plan.files[i], i + 1, len(plan.files))
-                    bar.update()
-                    raise_if_stopped()
+                _read_all(plan, todo, executor, n_workers, dict(executor_options or {}), write)
         except BaseException:
             n_done = int(f["index/done"][()].sum())
             log.warning("unfinished pack kept at %s (%d of %d files packed); run again with --resume "

@@ -435,6 +435,8 @@ def model_assumptions(model: Model, machine: Machine) -> list[tuple[str, str, st
     else:
         how = f"from one worker's start ({'probe' if launch != DEFAULTED else 'the launcher imports'})"
     rows.append((f"{model.target} launch", how, MEASURED if model.launch_s is not None else launch or DEFAULTED))
+    rows.append(("batch queue wait", "none: a cluster's start and its workers' wait in a batch queue (the report's "
+                 "cluster start and queue wait) depend on the site, not on N, and are left out", DEFAULTED))
     if model.busy:
         rows.append(("machine load while the report ran",
                      f"BUSY, its rates are those of a machine with fewer free cores: {model.busy}",

@@ -41,11 +41,14 @@ import sys
 import time
 
 #: The launching process's phases, in the order they happen.
-PROCESS_PHASES = ("imports", "mpi_init", "topology", "prepare", "pool_start", "tasks", "reduce", "write")
+#: ``cluster_start`` (a Dask scheduler started or reached) and ``queue_wait`` (workers' batch jobs pending
+#: in the scheduler's queue) are noted by :mod:`trajscale.clusters`, apart from the workers' start.
+PROCESS_PHASES = ("imports", "mpi_init", "topology", "prepare", "cluster_start", "queue_wait", "pool_start", "tasks",
+                  "reduce", "write")
 PROCESS_PHASE_LABELS = {
     "imports": "interpreter and imports", "mpi_init": "MPI init", "topology": "topology",
-    "prepare": "prepare", "pool_start": "pool start/stop", "tasks": "tasks", "reduce": "reduce",
-    "write": "writing results",
+    "prepare": "prepare", "cluster_start": "cluster start", "queue_wait": "queue wait",
+    "pool_start": "pool start/stop", "tasks": "tasks", "reduce": "reduce", "write": "writing results",
 }
 
 _IMPORTED_AT = time.time()

@@ -1,0 +1,303 @@
+"""Dask clusters: the one place trajscale makes a Dask cluster or connects to one.
+
+:func:`dask_cluster` gives a :class:`DaskCluster` (a ``distributed.Client`` and what it closes) of
+one of four kinds:
+
+* ``local``: an embedded ``LocalCluster`` of single-threaded worker processes on this machine;
+* ``scheduler``: a running scheduler at an address (``tcp://host:8786``), reached within a
+  bounded wait, or one line saying it cannot be;
+* ``slurm``: a scheduler in this process whose workers are SLURM jobs, submitted through
+  dask-jobqueue's ``SLURMCluster`` (``jobs`` jobs of ``cores`` single-threaded workers each);
+* ``client``: a Client the caller made (never closed here).
+
+The Dask executor (:mod:`trajscale.executors.dask`), convert's, rechunk's and pack's Dask runner
+(:mod:`trajscale.convert.pool`) and the MDAnalysis backend (:mod:`trajscale.mda.backends`) all
+get their clusters here.  The launching process's report shows where the time went:
+``cluster_start`` (the scheduler started or reached, the client connected), ``queue_wait``
+(SLURM jobs pending in the queue) and ``pool_start`` (workers starting: a LocalCluster's, or the
+SLURM jobs' once they run), never "interpreter and imports".
+
+``distributed`` (and ``dask_jobqueue`` for SLURM) are imported only when a cluster is made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+from .errors import ConfigError, ParallelUnavailableError
+
+log = logging.getLogger(__name__)
+
+#: What ``cluster=`` makes: an embedded LocalCluster, or a scheduler here whose workers are SLURM jobs.
+CLUSTER_KINDS = ("local", "slurm")
+#: Seconds to wait for a scheduler at an address before saying it cannot be reached.
+CONNECT_TIMEOUT_S = 10.0
+#: SLURM job states of a job that has left the queue (or is leaving it).
+_STARTED = {"RUNNING", "COMPLETING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+            "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+
+__all__ = ["CLUSTER_KINDS", "CONNECT_TIMEOUT_S", "DaskCluster", "SlurmJobs", "dask_cluster", "require_distributed"]
+
+
+def require_distributed():
+    """``distributed``, or one error saying how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise ParallelUnavailableError(
+            "the Dask executor needs dask.distributed (pip install 'trajscale[dask]' "
+            "or pip install 'dask[distributed]')") from None
+    return distributed
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmJobs:
+    """Workers as SLURM jobs (dask-jobqueue's ``SLURMCluster``); None fields take dask-jobqueue's
+    configuration (``jobqueue.slurm`` in the Dask config), so a site's defaults still apply.
+
+    Attributes
+    ----------
+    jobs
+        SLURM jobs to submit (default: enough for ``n_workers`` at ``cores`` per job, else 1).
+    cores
+        Cores of each job, one single-threaded worker process per core (HDF5 serialises the
+        threads of a process: parallel reads come from processes).
+    memory
+        Memory of each job (``"4GB"``).
+    walltime
+        Time limit of each job (``"01:00:00"``).
+    queue
+        The partition (``sbatch -p``).
+    job_extra
+        More ``#SBATCH`` directives (``"--constraint=cpu"``).
+    wait
+        Seconds to wait for every worker (queue and start); None: as long as it takes.
+    """
+
+    jobs: int | None = None
+    cores: int | None = None
+    memory: str | None = None
+    walltime: str | None = None
+    queue: str | None = None
+    job_extra: tuple[str, ...] = ()
+    wait: float | None = None
+
+    def n_jobs(self, n_workers: int | None) -> int:
+        if self.jobs is not None:
+            return max(1, int(self.jobs))
+        return max(1, math.ceil((n_workers or 1) / max(1, self.cores or 1)))
+
+
+@dataclass(slots=True)
+class DaskCluster:
+    """A connected Client and what was started for it (closed by :meth:`close`).
+
+    ``kind`` is one of ``local``, ``slurm``, ``scheduler``, ``client``; ``phases`` the seconds spent
+    in ``cluster_start``, ``queue_wait`` and ``pool_start`` (also noted for the launching process's
+    report); ``job_ids`` the SLURM jobs of the workers.
+    """
+
+    client: object
+    kind: str
+    cluster: object = None
+    own_client: bool = True
+    phases: dict[str, float] = field(default_factory=dict)
+    job_ids: tuple[str, ...] = ()
+
+    @property
+    def external(self) -> bool:
+        """True when the workers were not started here (a scheduler address or a client given)."""
+        return self.cluster is None
+
+    @property
+    def n_workers(self) -> int:
+        """Workers connected now."""
+        try:
+            return len(self.client.scheduler_info().get("workers", {}))
+        except Exception:   # noqa: BLE001 - a scheduler gone: none
+            return 0
+
+    def close(self) -> None:
+        """Close the client (unless given) and the cluster started here (a SLURM cluster cancels its jobs)."""
+        client, cluster = self.client, self.cluster
+        self.client = self.cluster = None
+        try:
+            if self.own_client and client is not None:
+                client.close()
+        finally:
+            if cluster is not None:
+                cluster.close()
+
+
+def _note(phases: dict, phase: str, seconds: float) -> None:
+    from .report.process import note_phase
+
+    phases[phase] = phases.get(phase, 0.0) + seconds
+    note_phase(phase, seconds)
+
+
+def dask_cluster(n_workers: int | None = None, *, scheduler: str | None = None, client=None,
+                 cluster: str = "local", threads_per_worker: int = 1, timeout: float | None = None,
+                 slurm: SlurmJobs | None = None, dashboard: bool = True,
+                 silence_logs: int | None = None) -> DaskCluster:
+    """A connected :class:`DaskCluster`: ``client`` as given, a scheduler at ``scheduler`` (reached
+    within ``timeout`` seconds, default :data:`CONNECT_TIMEOUT_S`), or a cluster made here (``cluster``:
+    ``local`` with ``n_workers`` worker processes, default the CPU count; ``slurm`` with the
+    workers of ``slurm`` as SLURM jobs).  Errors are one line each."""
+    from .pools import main_not_reimported, sigint_blocked
+
+    if scheduler is not None and client is not None:
+        raise ConfigError("Dask: give a scheduler address or a client, not both")
+    if cluster not in CLUSTER_KINDS:
+        raise ConfigError(f"Dask cluster must be one of {', '.join(CLUSTER_KINDS)}, got {cluster!r}")
+    external = scheduler is not None or client is not None
+    if external and (cluster != "local" or slurm is not None):
+        raise ConfigError("Dask: a SLURM cluster is started here; with a scheduler address or a client, "
+                          "the workers are that cluster's")
+    if slurm is not None and cluster != "slurm":
+        cluster = "slurm"
+    if client is not None:
+        return DaskCluster(client, "client", own_client=False)
+    distributed = require_distributed()
+    if scheduler is not None:
+        return _connect(distributed, scheduler, CONNECT_TIMEOUT_S if timeout is None else float(timeout))
+    phases: dict[str, float] = {}
+    t0 = time.perf_counter()
+    if cluster == "slurm":
+        return _slurm_cluster(distributed, n_workers, slurm or SlurmJobs(), timeout, dashboard, phases)
+    # Spawned workers must not re-run a script's top level (no __main__ guard) or stdin; a Ctrl-C while
+    # the cluster starts waits until it is held here, for the caller's close() to stop it.
+    with sigint_blocked(), main_not_reimported():
+        extra = {} if silence_logs is None else {"silence_logs": silence_logs}
+        made = distributed.LocalCluster(n_workers=max(1, int(n_workers or os.cpu_count() or 1)),
+                                        threads_per_worker=int(threads_per_worker), processes=True,
+                                        dashboard_address=":0" if dashboard else None, **extra)
+        try:
+            got = distributed.Client(made)
+        except BaseException:
+            made.close()
+            raise
+    _note(phases, "pool_start", time.perf_counter() - t0)   # the workers start with a LocalCluster
+    return DaskCluster(got, "local", cluster=made, phases=phases)
+
+
+def _connect(distributed, address: str, timeout: float) -> DaskCluster:
+    """A Client on the scheduler at ``address``, or one line after ``timeout`` seconds."""
+    if timeout <= 0:
+        raise ConfigError(f"the Dask scheduler timeout must be more than 0 seconds, got {timeout:g}")
+    t0 = time.perf_counter()
+    try:
+        with _quiet("distributed"):   # its retries and the final traceback are this one line's business
+            got = distributed.Client(address, timeout=f"{timeout}s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        reason = str(exc).split("\n")[0].rstrip(":")
+        raise ParallelUnavailableError(
+            f"cannot reach the Dask scheduler at {address} within {timeout:g} s ({reason}): is it running "
+            "there? (--scheduler-timeout SECONDS waits longer)") from None
+    phases: dict[str, float] = {}
+    _note(phases, "cluster_start", time.perf_counter() - t0)
+    return DaskCluster(got, "scheduler", phases=phases)
+
+
+@contextlib.contextmanager
+def _quiet(name: str):
+    """Loggers of ``name`` at ERROR+ for the block, unless trajscale runs verbose (INFO or below)."""
+    lg = logging.getLogger(name)
+    if logging.getLogger("trajscale").getEffectiveLevel() <= logging.DEBUG:
+        yield
+        return
+    level = lg.level
+    lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        lg.setLevel(level)
+
+
+def _slurm_cluster(distributed, n_workers, spec: SlurmJobs, timeout, dashboard: bool, phases: dict) -> DaskCluster:
+    try:
+        from dask_jobqueue import SLURMCluster
+    except ImportError:
+        raise ParallelUnavailableError("Dask workers as SLURM jobs need dask-jobqueue (pip install "
+                                       "'trajscale[dask]' or pip install dask-jobqueue)") from None
+    if shutil.which("sbatch") is None:
+        raise ParallelUnavailableError("Dask workers as SLURM jobs: no sbatch here (run it on a SLURM "
+                                       "cluster's login or compute node)")
+    cores = max(1, int(spec.cores or 1))
+    n_jobs = spec.n_jobs(n_workers)
+    kw = {"cores": cores, "processes": cores}   # one single-threaded worker per core
+    for name, value in (("memory", spec.memory), ("walltime", spec.walltime), ("queue", spec.queue)):
+        if value is not None:
+            kw[name] = value
+    if spec.job_extra:
+        kw["job_extra_directives"] = list(spec.job_extra)
+    if not dashboard:
+        kw["scheduler_options"] = {"dashboard_address": None}
+    t0 = time.perf_counter()
+    try:
+        made = SLURMCluster(**kw)
+    except ValueError as exc:   # e.g. no memory given nor configured
+        raise ConfigError(f"Dask SLURM cluster: {exc}".rstrip(".")) from None
+    try:
+        got = distributed.Client(made)
+        _note(phases, "cluster_start", time.perf_counter() - t0)
+        made.scale(jobs=n_jobs)
+        job_ids = _wait_for_slurm_workers(made, got, n_jobs, n_jobs * cores, spec.wait, phases)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            made.close()
+        raise
+    return DaskCluster(got, "slurm", cluster=made, phases=phases, job_ids=job_ids)
+
+
+def _wait_for_slurm_workers(cluster, client, n_jobs: int, n_workers: int, wait: float | None,
+                            phases: dict) -> tuple[str, ...]:
+    """Wait until ``n_workers`` workers are connected, timing the jobs' wait in the queue (until the
+    last one runs) apart from the workers' start (from then until the last one is connected)."""
+    from .util import raise_if_stopped
+
+    t0 = time.perf_counter()
+    t_running = None
+    said = t0
+    while True:
+        raise_if_stopped()
+        ids = tuple(str(j.job_id) for j in list(cluster.workers.values()) if getattr(j, "job_id", None))
+        connected = len(client.scheduler_info().get("workers", {}))
+        if t_running is None and len(ids) >= n_jobs and _all_started(ids):
+            t_running = time.perf_counter()
+        if connected >= n_workers:
+            break
+        now = time.perf_counter()
+        if wait is not None and now - t0 > wait:
+            state = "in the SLURM queue" if t_running is None else "starting"
+            raise ParallelUnavailableError(
+                f"Dask SLURM cluster: {connected} of {n_workers} workers connected after {wait:g} s (jobs "
+                f"{', '.join(ids) or 'not yet submitted'} still {state}); see squeue and the jobs' output")
+        if now - said > 60:
+            log.info("waiting for Dask workers as SLURM jobs %s: %d of %d connected", ", ".join(ids), connected,
+                     n_workers)
+            said = now
+        time.sleep(0.1)
+    t_end = time.perf_counter()
+    t_running = t_end if t_running is None else t_running
+    _note(phases, "queue_wait", t_running - t0)
+    _note(phases, "pool_start", t_end - t_running)
+    return ids
+
+
+def _all_started(job_ids: tuple[str, ...]) -> bool:
+    """True when none of the SLURM jobs is pending (squeue no longer lists a finished one)."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-o", "%i %T", "-j", ",".join(job_ids)], capture_output=True,
+                             text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    states = dict(line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)
+    return all(states.get(j, "COMPLETED") in _STARTED for j in job_ids)

@@ -1,0 +1,118 @@
+"""How a Dask run ends when its cluster is elsewhere: a scheduler that cannot be reached gets one line
+after a bounded wait; files named relative to the command's directory are found by workers that run in
+another one (a real ``dask scheduler`` and ``dask worker`` started here, the worker in its own directory)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env() -> dict:
+    return dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
+                PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
+
+
+def _trajscale(args: list[str], cwd, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trajscale.cli.main", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env=_env(), check=False)
+
+
+def _free_port() -> int:
+    """A port nothing listens on (bound once, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.cli
+def test_an_unreachable_scheduler_gets_one_line_after_a_bounded_wait(tmp_path, adk_vacuum):
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    t0 = time.monotonic()
+    proc = _trajscale(["run", "rmsd", *adk_vacuum, "--executor", "dask", "--scheduler", address,
+                       "--scheduler-timeout", "3", "--out", "r.csv"], tmp_path, timeout=120)
+    took = time.monotonic() - t0
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert len(lines) == 1, proc.stderr
+    assert f"cannot reach the Dask scheduler at {address} within 3 s" in lines[0], lines
+    assert took < 60, took   # the wait is bounded by --scheduler-timeout (plus the interpreter's start)
+    assert not (tmp_path / "r.csv").exists()
+
+
+def test_the_wait_for_a_scheduler_is_bounded_by_default_and_configurable():
+    from trajscale.clusters import CONNECT_TIMEOUT_S
+    from trajscale.errors import ConfigError, ParallelUnavailableError
+    from trajscale.executors.dask import DaskExecutor
+
+    assert CONNECT_TIMEOUT_S == 10
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    t0 = time.monotonic()
+    with pytest.raises(ParallelUnavailableError, match=f"cannot reach the Dask scheduler at {address} within 1 s"):
+        DaskExecutor(scheduler=address, scheduler_timeout=1)
+    assert time.monotonic() - t0 < 30
+    with pytest.raises(ConfigError, match="more than 0 seconds"):
+        DaskExecutor(scheduler=address, scheduler_timeout=0)
+
+
+def _start(args: list[str], cwd: Path, log: Path) -> subprocess.Popen:
+    dask = shutil.which("dask", path=str(Path(sys.executable).parent)) or "dask"
+    return subprocess.Popen([dask, *args], cwd=cwd, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=_env(),
+                            start_new_session=True)
+
+
+@pytest.mark.cli
+@pytest.mark.slow   # a scheduler and a worker started, two runs
+def test_relative_paths_reach_workers_running_in_another_directory(tmp_path, adk_vacuum, adk_vacuum_h5md):
+    """The command names its files relative to its directory; the worker runs elsewhere (a SLURM job's,
+    another host's directory) and still reads them: the CSV equals a serial run's, byte for byte."""
+    data, elsewhere = tmp_path / "data", tmp_path / "elsewhere"
+    data.mkdir()
+    elsewhere.mkdir()
+    shutil.copy(adk_vacuum[0], data / "adk.psf")
+    shutil.copy(adk_vacuum_h5md, data / "adk.h5md")
+    sched_file = tmp_path / "scheduler.json"
+    procs = [_start(["scheduler", "--scheduler-file", str(sched_file), "--port", "0", "--no-dashboard",
+                     "--host", "127.0.0.1"], elsewhere, tmp_path / "scheduler.log")]
+    try:
+        deadline = time.monotonic() + 120
+        while not sched_file.exists() and procs[0].poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sched_file.exists(), (tmp_path / "scheduler.log").read_text()
+        import json
+
+        address = json.loads(sched_file.read_text())["address"]
+        procs.append(_start(["worker", address, "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
+                            elsewhere, tmp_path / "worker.log"))
+        serial = _trajscale(["run", "rmsd", "adk.psf", "adk.h5md", "--select", "name CA", "--executor", "serial",
+                             "--out", "serial.csv"], data)
+        assert serial.returncode == 0, serial.stderr
+        import distributed
+
+        with distributed.Client(address, timeout=120) as client:
+            client.wait_for_workers(1, timeout=120)
+            assert set(client.run(os.getcwd).values()) == {str(elsewhere)}   # the worker is elsewhere
+        got = _trajscale(["run", "rmsd", "adk.psf", "adk.h5md", "--select", "name CA", "--executor", "dask",
+                          "--scheduler", address, "--tasks", "4", "--out", "dask.csv"], data)
+        assert got.returncode == 0, got.stderr + (tmp_path / "worker.log").read_text()[-3000:]
+        assert (data / "dask.csv").read_bytes() == (data / "serial.csv").read_bytes()
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()

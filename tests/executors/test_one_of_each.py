@@ -1,0 +1,178 @@
+"""One implementation of each parallel mechanism, behind the executor registry.
+
+* Process pools are made in one module of ``src/`` (:mod:`trajscale.pools`), Dask clusters and
+  clients in one (:mod:`trajscale.clusters`): checked on the source, as tests/test_layers.py does.
+* Adding an executor takes its module, one registry entry and a conformance subclass: a test-only
+  executor registered here runs ``trajscale run``, ``convert`` and ``pack`` (in this process), its
+  own option on each command line, and gives serial's results.
+* ``auto`` is in the registry; each executor's options are declared there and the CLI derives them.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import signal
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import trajscale as ts
+from trajscale.errors import ConfigError
+from trajscale.executor_registry import EXECUTORS, executor_traits, home_names, names
+from trajscale.testing import ExecutorConformance
+
+from . import toy_executor
+from .toy_executor import TRAITS, ToyExecutor
+
+PKG = Path(ts.__file__).resolve().parent
+
+
+def _calls_of(names_: set[str]) -> dict[str, list[str]]:
+    """Module -> ``name(`` calls (a plain name or an attribute) of ``names_`` in it, over src/trajscale."""
+    out: dict[str, list[str]] = {}
+    for path in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+                if name in names_:
+                    out.setdefault(str(path.relative_to(PKG)), []).append(f"{name}:{node.lineno}")
+    return out
+
+
+def test_process_pools_are_made_in_one_module():
+    made = _calls_of({"ProcessPoolExecutor", "Pool"})
+    assert list(made) == ["pools.py"], made
+
+
+def test_dask_clusters_and_clients_are_made_in_one_module():
+    made = _calls_of({"LocalCluster", "Client", "SLURMCluster", "SpecCluster"})
+    assert list(made) == ["clusters.py"], made
+
+
+def test_the_finder_finds_a_pool_in_a_module(tmp_path):
+    tree = ast.parse("import concurrent.futures as cf\np = cf.ProcessPoolExecutor(2)\nfrom distributed import Client\n"
+                     "c = Client('tcp://a:1')\n")
+    calls = [n.func for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    assert {getattr(f, "attr", None) or getattr(f, "id", None) for f in calls} == {"ProcessPoolExecutor", "Client"}
+
+
+def test_auto_is_in_the_registry_and_picks_registered_executors():
+    auto = executor_traits("auto")
+    assert auto.chooses and set(auto.picks) <= set(EXECUTORS) and not any(EXECUTORS[p].chooses for p in auto.picks)
+    assert "auto" not in names() and names(choosers=True)[0] == "auto"
+    assert home_names()[0] == "auto" and "mpi" not in home_names()
+    from trajscale.executors import make_executor
+
+    with pytest.raises(ConfigError, match="executor 'auto' is chosen by trajscale.run"):
+        make_executor("auto")
+
+
+def test_each_executors_options_are_declared_with_it_and_the_cli_derives_them():
+    from trajscale.cli.main import build_parser
+    from trajscale.executors import option_names
+
+    for name, traits in EXECUTORS.items():
+        if traits.chooses:
+            continue
+        assert {o.name for o in traits.options} <= set(option_names(name)), name   # its class takes each
+    run = build_parser("run")
+    sub = next(a for a in run._actions if isinstance(a.choices, dict)).choices["run"]
+    rmsd = next(a for a in sub._actions if isinstance(a.choices, dict)).choices["rmsd"]
+    flags = {s for a in rmsd._actions for s in a.option_strings}
+    declared = {o.flag for t in EXECUTORS.values() for o in t.options}
+    assert declared <= flags
+    assert {"--scheduler", "--scheduler-timeout", "--dask-cluster", "--dask-jobs", "--start-method"} <= declared
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    """The toy executor, registered for this test (one entry: the CLI built after it offers it).  The
+    CLI's ``main`` runs in this process: its signal handlers are put back after the test."""
+    monkeypatch.setitem(EXECUTORS, TRAITS.name, TRAITS)
+    toy_executor.CALLS.clear()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield toy_executor.CALLS
+    for s, h in handlers.items():
+        signal.signal(s, h)
+
+
+def _rows(path) -> list[list[str]]:
+    with open(path, newline="") as fh:
+        return list(csv.reader(fh))
+
+
+def test_a_registered_executor_runs_run_convert_and_pack(toy, tmp_path, adk_vacuum, monkeypatch):
+    """Its module and one registry entry: the commands offer it, with its option, and it gives serial's results."""
+    from tests.ml.conftest import write_npz_set
+    from trajscale.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    top, traj = adk_vacuum
+    assert main(["convert", top, traj, "-o", "serial.h5md", "--no-progress"]) == 0
+    assert main(["convert", top, traj, "-o", "toy.h5md", "--executor", "toy", "-n", "2", "--no-progress"]) == 0
+    with h5py.File("serial.h5md") as a, h5py.File("toy.h5md") as b:
+        pos = "particles/all/position/value"
+        np.testing.assert_array_equal(a[pos][()], b[pos][()])
+    assert toy[-1][0] == "tasks"
+
+    common = ["run", "rmsd", top, "serial.h5md", "--select", "name CA", "--tasks", "5", "--no-progress"]
+    assert main([*common, "--executor", "serial", "--out", "serial.csv"]) == 0
+    assert main([*common, "--executor", "toy", "--toy-label", "hello", "--out", "toy.csv"]) == 0
+    assert _rows("toy.csv") == _rows("serial.csv")
+    assert ("run", "hello") in toy
+
+    samples, originals = write_npz_set(tmp_path, n_files=5)
+    assert main(["pack", *samples, "-o", "toy.h5", "--executor", "toy", "--toy-label", "packed", "--no-progress"]) == 0
+    assert toy[-1] == ("tasks", "packed")
+    with h5py.File("toy.h5") as f:   # against the inputs as NumPy reads them
+        np.testing.assert_array_equal(f["x"][()], np.concatenate([o["x"] for o in originals]))
+        np.testing.assert_array_equal(f["y"][()], np.concatenate([o["y"] for o in originals]))
+
+
+def test_an_option_of_another_executor_is_refused_in_one_line(toy, tmp_path, adk_vacuum, capsys):
+    from trajscale.cli.main import main
+
+    top, traj = adk_vacuum
+    code = main(["run", "rmsd", top, traj, "--executor", "serial", "--toy-label", "x", "--out",
+                 str(tmp_path / "a.csv")])
+    err = capsys.readouterr().err.strip().splitlines()
+    want = "trajscale run: error: --toy-label: for --executor toy; this run's executor is serial"
+    assert code != 0 and err == [want], err
+
+
+def test_pack_refuses_an_executor_whose_results_do_not_come_home(tmp_path):
+    from tests.ml.conftest import write_npz_set
+    from trajscale.ml.pack import pack
+
+    samples, _ = write_npz_set(tmp_path, n_files=2)
+    with pytest.raises(ConfigError, match="pack reads on the executors auto, serial, processes, dask"):
+        pack(samples, tmp_path / "a.h5", executor="threads")
+
+
+def test_pack_auto_equals_serial(tmp_path):
+    from tests.ml.conftest import write_npz_set
+    from trajscale.ml.pack import pack
+
+    samples, originals = write_npz_set(tmp_path, n_files=6)
+    pack(samples, tmp_path / "auto.h5", executor="auto", n_workers=2)
+    with h5py.File(tmp_path / "auto.h5") as f:
+        np.testing.assert_array_equal(f["x"][()], np.concatenate([o["x"] for o in originals]))
+
+
+class TestToy(ExecutorConformance):
+    """The conformance suite, as every executor passes it."""
+
+    @pytest.fixture(scope="class", autouse=True)
+    @classmethod
+    def registered(cls):
+        EXECUTORS[TRAITS.name] = TRAITS
+        yield
+        EXECUTORS.pop(TRAITS.name, None)
+
+    @classmethod
+    def new_executor(cls):
+        return ToyExecutor(2)
