@@ -55,10 +55,11 @@ class Slurm:
         return subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=timeout, check=check,
                               **kw)
 
-    def sbatch(self, script: str, *args: str, cwd: str | os.PathLike | None = None) -> int:
+    def sbatch(self, script: str, *args: str, cwd: str | os.PathLike | None = None, env: dict | None = None) -> int:
         """Submit ``script`` (a batch script's text) with sbatch's ``args``; return the job id. The script is
         written into ``cwd`` (the job's working directory; a fresh folder by default), its output goes to
-        ``slurm-JOBID.out`` there unless ``args`` say otherwise (:meth:`log` reads it)."""
+        ``slurm-JOBID.out`` there unless ``args`` say otherwise (:meth:`log` reads it). The job runs in
+        :attr:`env` (sbatch exports the submitter's environment) with ``env`` on top."""
         if cwd is None:
             self._n += 1
             cwd = self.workdir / f"job{self._n}"
@@ -66,7 +67,7 @@ class Slurm:
         self._n += 1
         path = Path(cwd) / f"job{self._n}.sbatch"
         path.write_text(script)
-        out = self.run("sbatch", "--parsable", *args, str(path), cwd=cwd, timeout=60)
+        out = self.run("sbatch", "--parsable", *args, str(path), cwd=cwd, timeout=60, env=env or {})
         if out.returncode != 0:
             raise RuntimeError(f"sbatch {' '.join(args)} failed ({out.returncode}): {out.stderr.strip()}")
         return int(out.stdout.strip().split(";")[0])
