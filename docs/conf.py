@@ -78,7 +78,20 @@ def _formats_table(app, docname: str, source: list[str]) -> None:
         source[0] = source[0].replace(FORMATS_TABLE, formats_table())
 
 
+#: Where a page takes the table of every analysis's options and defaults (trajscale.analysis.options).
+DEFAULTS_TABLE = "<!-- the analyses' defaults table, made from the registry when the docs are built -->"
+
+
+def _defaults_table(app, docname: str, source: list[str]) -> None:
+    """The analyses' options and defaults come from the analysis registry, as the command line's do."""
+    if DEFAULTS_TABLE in source[0]:
+        from trajscale.analysis.options import defaults_table
+
+        source[0] = source[0].replace(DEFAULTS_TABLE, defaults_table())
+
+
 def setup(app) -> dict:
     app.connect("source-read", _append_changelog)
     app.connect("source-read", _formats_table)
+    app.connect("source-read", _defaults_table)
     return {"parallel_read_safe": True}

@@ -79,37 +79,32 @@ def follow_options(args, trajectory):
                          idle=60.0 if args.idle is None else args.idle, tee=args.tee, overwrite=args.overwrite)
 
 
-def publisher(args):
-    """``on_update`` of a followed run: ``--out`` and ``--report`` rewritten as results grow (the last
-    time when it ends, however it ends); :func:`finish` then prints the summary and a last line on
-    stderr saying how many frames were analysed and why the run ended."""
-    universe = []   # an average structure's PDB names its atoms from the topology, read once
+def publisher(args, outputs):
+    """``on_update`` of a followed run: each analysis's results file (``outputs``, a
+    :class:`~trajscale.cli.run.Outputs`) and ``--report`` rewritten as results grow (the last time when it
+    ends, however it ends); :func:`finish` then prints the summary and a last line on stderr saying how
+    many frames were analysed and why the run ended."""
 
     def publish(result) -> None:
-        if args.out and args.analysis == "average" and args.out.lower().endswith(".pdb"):
-            if not universe:
-                from ..topology import load_universe
-
-                universe.append(load_universe(args.topology, topology_coordinates=False))
-            result.save(args.out, universe=universe[0])
-        elif args.out:
-            result.save(args.out)
+        outputs.save(result)
+        report = (result[0] if isinstance(result, list) else result).report
         if args.report:
-            result.report.write(args.report)
-        if result.report.meta.follow.ended is None:
-            log.info("%d frames analysed so far", result.report.n_frames)
+            report.write(args.report)
+        if report.meta.follow.ended is None:
+            log.info("%d frames analysed so far", report.n_frames)
 
     return publish
 
 
-def finish(result, args) -> int:
-    """End a followed run, its results already saved: the summary (after whatever the command prints
-    first, as a run that is not followed does), a last line on stderr, and the exit status
-    (:func:`exit_code`)."""
+def finish(result, out: str | None, args) -> int:
+    """End a followed run (``result``: its, or its first analysis's), its results already saved (``out``:
+    their files): the summary (after whatever
+    the command prints first, as a run that is not followed does), a last line on stderr, and the exit
+    status (:func:`exit_code`)."""
     from ..follow import last_line
     from ..report.summary import run_summary
 
-    print(run_summary(result.report, args.out, args.report))
+    print(run_summary(result.report, out, args.report))
     print(last_line(result), file=sys.stderr)
     return exit_code(result)
 

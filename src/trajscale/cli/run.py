@@ -1,10 +1,18 @@
-"""``trajscale run``: run an analysis on an executor and summarise where the time went."""
+"""``trajscale run``: run analyses on an executor and summarise where the time went.
+
+Every ``trajscale run NAME`` command, its options and their help come from the analysis registry
+(:data:`trajscale.analysis.ANALYSES`: each class's ``command``, :mod:`trajscale.analysis.options`);
+``trajscale run --plan FILE`` runs the analyses a TOML file lists in one pass over the trajectory.
+One path runs them all (:func:`main`).
+"""
 
 from __future__ import annotations
 
+import argparse
 import logging
+from dataclasses import dataclass
 
-from ..errors import OutputError
+from ..errors import ConfigError, InputFileError, OutputError
 from ..executor_registry import EXECUTORS, names
 from .checks import add_overwrite, add_topology, check_outputs, check_topology, positive_int
 from .options import (
@@ -18,34 +26,73 @@ from .options import (
 log = logging.getLogger("trajscale")
 
 
-#: The CLI's fit selection when --select is not given (printed with the results).
-DEFAULT_SELECT = "protein and name CA"
-#: What --out writes for a per-frame series (the extension decides; analysis.results.SERIES).
-SERIES_OUT = ".csv (frame, time, values), .npy (the same table), .h5/.hdf5/.npz (frames, times, values)"
+
+PLAN_HELP = ("run several analyses in one pass over the trajectory (each block read once): a TOML file with "
+             "one table per analysis, named as the commands below ([rmsd]; [[rdf]] for several of one kind), "
+             "whose keys are that command's option names (select, fit-select, ...) and out")
+
+
+def command_analyses() -> dict[str, type]:
+    """Name -> class of every registered analysis that has a command (``Analysis.command``)."""
+    from ..analysis import ANALYSES
+
+    return {name: cls for name, cls in ANALYSES.items() if cls.command is not None}
+
+
+class _Names(dict):
+    """The analyses' parsers by name; once all are added (``parsing``), argparse passes any first word to
+    :class:`_AnalysisOrPlan` (with ``--plan`` it is the topology), which itself refuses an unknown name."""
+
+    parsing = False
+
+    def __contains__(self, name) -> bool:
+        return self.parsing or dict.__contains__(self, name)
+
+
+class _AnalysisOrPlan(argparse._SubParsersAction):
+    """``run ANALYSIS ...``, or ``run --plan FILE TOP TRAJ...`` (no analysis named: the plan's parser)."""
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self._name_parser_map = self.choices = _Names()
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        known = dict.__contains__(self.choices, values[0]) if values else False
+        if getattr(namespace, "plan", None) or any(v == "--plan" or v.startswith("--plan=") for v in values):
+            if known:
+                parser.error(f"--plan runs the analyses its file lists: give it without an analysis name "
+                             f"(here {values[0]!r})")
+            values = ["plan", *values]
+        elif not known:
+            names = [n for n in self.choices if n != "plan"]
+            parser.error(f"argument ANALYSIS: invalid choice: {values[0]!r} (choose from "
+                         f"{', '.join(map(repr, names))}; or --plan FILE)")
+        super().__call__(parser, namespace, values, option_string)
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("run", help="run an analysis (rmsd, rmsf, rgyr, average, rdf, contacts, distances)",
-                       description="Split-apply-combine analysis on serial, processes, dask or mpi executors.")
-    asub = p.add_subparsers(dest="analysis", metavar="ANALYSIS", required=True)
-    r = asub.add_parser("rmsd", help="RMSD after optimal superposition",
-                        description="Time series of the RMSD of a selection after optimal superposition "
-                                    f"onto a reference frame (MDAnalysis rms.RMSD semantics). --out: {SERIES_OUT}.")
-    add_topology(r)
-    r.add_argument("trajectories", nargs="+", help="H5MD file (fast path) or any trajectory MDAnalysis reads")
-    r.add_argument("--select", default=None,
-                   help=f"fit and RMSD selection (default {DEFAULT_SELECT!r}; the API's default is 'all', "
-                        "as MDAnalysis's)")
-    r.add_argument("--ref-frame", type=int, default=0,
-                   help="reference frame (default 0; negative counts from the end)")
-    r.add_argument("--groupselection", action="append", default=[], metavar="SEL", dest="groupselections",
-                   help="extra group selection whose RMSD is reported after the fit (repeatable)")
-    r.add_argument("--mass-weighted", action="store_true",
-                   help="mass-weighted fit and group RMSDs (MDAnalysis's weights='mass')")
-    r.add_argument("--allow-nan", action="store_true", help="NaN for frames with non-finite coordinates")
-    add_run_options(r)
-    r.set_defaults(func=main_rmsd)
-    add_analysis_parsers(asub)
+    analyses = command_analyses()
+    p = sub.add_parser("run", help=f"run an analysis ({', '.join(analyses)}), or several in one pass (--plan)",
+                       description="Split-apply-combine analysis on serial, processes, threads, dask or mpi "
+                                   "executors: `trajscale run ANALYSIS TOP TRAJ...`, or "
+                                   "`trajscale run --plan FILE TOP TRAJ...` for several analyses in one pass.")
+    p.add_argument("--plan", default=None, metavar="FILE", help=PLAN_HELP)
+    asub = p.add_subparsers(dest="analysis", metavar="ANALYSIS", required=True, action=_AnalysisOrPlan)
+    for name, cls in analyses.items():
+        cmd = cls.command
+        a = asub.add_parser(name, help=cmd.help, description=f"{cmd.help}. {cmd.out}.".replace("%", "%%"))
+        _positional(a)
+        for option in cmd.options:
+            _add_option(a, cls, option)
+        add_run_options(a)
+        a.set_defaults(func=main)
+    # `run --plan FILE TOP TRAJ...`: no analysis named (left out of the list above: it has no help line)
+    plan = asub.add_parser("plan", description=f"{PLAN_HELP[0].upper()}{PLAN_HELP[1:]}.")
+    _positional(plan)
+    plan.add_argument("--plan", default=argparse.SUPPRESS, metavar="FILE", help="the run plan (TOML)")
+    add_run_options(plan)
+    plan.set_defaults(func=main)
+    asub.choices.parsing = True
 
 
 def _positional(p) -> None:
@@ -53,72 +100,94 @@ def _positional(p) -> None:
     p.add_argument("trajectories", nargs="+", help="H5MD file (fast path) or any trajectory MDAnalysis reads")
 
 
-def add_analysis_parsers(asub) -> None:
-    """rmsf, rgyr, average, rdf, contacts, distances: MDAnalysis's names and parameters."""
-    specs = {
-        "rmsf": ("per-atom RMSF (rms.RMSF), optionally after a fit",
-                 "--out: .csv (atom, rmsf), .npy (rmsf), .h5/.hdf5/.npz (rmsf, mean, atoms)"),
-        "rgyr": ("mass-weighted radius of gyration per frame", f"--out: {SERIES_OUT}"),
-        "average": ("average structure after superposition (align.AverageStructure)",
-                    "--out: .pdb (CRYST1: the mean box), .npy (positions), .h5/.hdf5/.npz (positions, atoms, box)"),
-        "rdf": ("radial distribution function (rdf.InterRDF)",
-                "--out: .csv (r, rdf, count), .h5/.hdf5/.npz (bins, edges, count, rdf)"),
-        "contacts": ("fraction of native contacts Q(t) (contacts.Contacts)", f"--out: {SERIES_OUT}"),
-        "distances": ("per-frame distances between two selections (minimum image)", f"--out: {SERIES_OUT}"),
-    }
-    for name, (helptext, out) in specs.items():
-        p = asub.add_parser(name, help=helptext, description=f"{helptext}. {out}.")
-        _positional(p)
-        if name in ("rmsf", "rgyr", "average"):
-            p.add_argument("--select", default="protein and name CA", help="atoms (default: %(default)s)")
-        if name in ("rmsf", "average"):
-            p.add_argument("--fit-select", default=None, help="superpose these atoms on the reference first")
-            p.add_argument("--ref-frame", type=int, default=0, help="reference frame (default 0)")
-        if name in ("rdf", "contacts", "distances"):
-            p.add_argument("--select1", required=True, help="selection A")
-            p.add_argument("--select2", required=True, help="selection B")
-        if name == "rdf":
-            p.add_argument("--nbins", type=int, default=75, help="histogram bins (default 75)")
-            p.add_argument("--range", type=float, nargs=2, default=(0.0, 15.0), metavar=("MIN", "MAX"),
-                           help="distance range in Å (default 0 15)")
-            p.add_argument("--exclusion-block", type=int, nargs=2, default=None, metavar=("NA", "NB"),
-                           help="leave out pairs within blocks of NA x NB atoms")
-            p.add_argument("--norm", choices=["rdf", "density", "none"], default="rdf",
-                           help="normalisation, as InterRDF's norm (default: %(default)s)")
-        if name == "contacts":
-            p.add_argument("--radius", type=float, default=4.5, help="contact radius in Å (default 4.5)")
-            p.add_argument("--method", choices=["hard_cut", "radius_cut"], default="hard_cut",
-                           help="contact criterion, as Contacts' method (default: %(default)s)")
-            p.add_argument("--ref-frame", type=int, default=0, help="reference frame (default 0)")
-        if name == "distances":
-            p.add_argument("--all-pairs", action="store_true",
-                           help="all distances (N1 x N2) even when the selections have equal sizes")
-        if name in ("contacts", "distances"):
-            p.add_argument("--no-pbc", action="store_true",
-                           help="plain distances, for a trajectory without periodic boundaries (by default "
-                                "minimum image, and every frame must have a box)")
-        add_run_options(p)
-        p.set_defaults(func=main_analysis)
+def _add_option(p, cls, o) -> None:
+    """``--NAME`` of analysis option ``o``, its default (the constructor's) said in its help."""
+    from ..analysis.options import default_text
+
+    default = default_text(cls, o)
+    text = (o.help + (f" (default: {default})" if default else "")).replace("%", "%%")
+    flag = f"--{o.name}"
+    if o.is_switch:
+        p.add_argument(flag, action="store_true", dest=o.dest, help=text)
+    elif o.repeat:
+        p.add_argument(flag, action="append", default=None, dest=o.dest, metavar=o.metavar, type=o.type, help=text)
+    else:
+        p.add_argument(flag, default=None, dest=o.dest, type=o.type, nargs=o.nargs, choices=list(o.choices) or None,
+                       required=o.required, metavar=o.metavar, help=text)
 
 
-def build_analysis(args):
-    """The Analysis a parsed ``run ANALYSIS`` command asks for."""
-    from .. import analysis as a
+@dataclass(frozen=True)
+class Planned:
+    """One analysis of a run: its command's name, the analysis, its ``--out`` (None: not saved) and the
+    selection its ``select`` option was given (None: the analysis's default)."""
 
-    name = args.analysis
-    if name == "rmsf":
-        return a.RMSF(select=args.select, fit_select=args.fit_select, ref_frame=args.ref_frame)
-    if name == "rgyr":
-        return a.RadiusOfGyration(select=args.select)
-    if name == "average":
-        return a.AverageStructure(select=args.select, fit_select=args.fit_select, ref_frame=args.ref_frame)
-    if name == "rdf":
-        return a.RDF(args.select1, args.select2, nbins=args.nbins, range=tuple(args.range),
-                     exclusion_block=args.exclusion_block, norm=args.norm)
-    if name == "contacts":
-        return a.Contacts(select=(args.select1, args.select2), radius=args.radius, method=args.method,
-                          ref_frame=args.ref_frame, pbc=not args.no_pbc)
-    return a.Distances(args.select1, args.select2, pairs=False if args.all_pairs else None, pbc=not args.no_pbc)
+    name: str
+    analysis: object
+    out: str | None = None
+    select_given: str | None = None
+
+
+def planned_from_args(args) -> list[Planned]:
+    """The analyses a parsed command line asks for: ``run NAME``'s one, or a plan's."""
+    if args.analysis == "plan":
+        if getattr(args, "plan", None) is None:
+            raise ConfigError("run plan: give the plan file with --plan FILE")
+        if args.out:
+            raise ConfigError(f"--out: with --plan each analysis's results file is the key out of its table "
+                              f"in {args.plan}")
+        return read_plan(args.plan)
+    if getattr(args, "plan", None):
+        raise ConfigError(f"--plan runs the analyses its file lists; give it without an analysis name "
+                          f"(here: {args.analysis})")
+    from ..analysis.options import build
+
+    cls = command_analyses()[args.analysis]
+    given = {o.name: getattr(args, o.dest) for o in cls.command.options}
+    return [Planned(args.analysis, build(cls, given, f"run {args.analysis}"), args.out, given.get("select"))]
+
+
+def read_plan(path: str) -> list[Planned]:
+    """The analyses of run plan ``path`` (TOML), in the file's order; one line naming the problem otherwise."""
+    import tomllib
+
+    from ..analysis.options import build
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise InputFileError(path, f"cannot read the run plan: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputFileError(path, f"is not a valid TOML run plan: {exc}") from None
+    known = command_analyses()
+    planned = []
+    for name, tables in data.items():
+        if name not in known:
+            raise ConfigError(f"--plan {path}: unknown analysis [{name}]; the analyses are {', '.join(known)}")
+        cls = known[name]
+        tables = tables if isinstance(tables, list) else [tables]
+        for i, table in enumerate(tables):
+            where = f"--plan {path}: [{name}]" + (f" (the {_ordinal(i + 1)})" if len(tables) > 1 else "")
+            if not isinstance(table, dict):
+                raise ConfigError(f"{where} must be a table of options ([{name}], or [[{name}]] for several)")
+            keys = [o.name for o in cls.command.options] + ["out"]
+            unknown = [k for k in table if k not in keys]
+            if unknown:
+                raise ConfigError(f"{where}: unknown key{'s' if len(unknown) > 1 else ''} "
+                                  f"{', '.join(map(repr, unknown))}; {name} takes {', '.join(keys)}")
+            given = dict(table)
+            out = given.pop("out", None)
+            if out is not None and not isinstance(out, str):
+                raise ConfigError(f"{where}: out is a file name, got {out!r}")
+            planned.append(Planned(name, build(cls, given, where), out, given.get("select")))
+    if not planned:
+        raise ConfigError(f"--plan {path}: lists no analysis; give one table per analysis ([rmsd], [[rdf]], ...) "
+                          f"of {', '.join(known)}")
+    return planned
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def run_options(args, trajectory):
@@ -135,9 +204,10 @@ def run_options(args, trajectory):
                       continuous=args.continuous, follow=follow, executor_options=executor_options(args))
 
 
-def _run(analysis, args):
-    """``trajscale.run`` with the options every ``run ANALYSIS`` command shares; a followed run saves
-    --out and --report as its results grow (:func:`.follow.publisher`)."""
+def _run(planned: list[Planned], args):
+    """``trajscale.run`` of the analyses with the options every ``run`` command shares (several: one
+    pass, a list of results); a followed run saves the outputs and --report as its results grow
+    (:func:`.follow.publisher`)."""
     from ..run import run
     from .follow import publisher, refuse_options_without_effect
 
@@ -145,51 +215,105 @@ def _run(analysis, args):
     refuse_options_without_effect(args, traj)
     _import_dependencies()
     options = run_options(args, traj)
-    on_update = publisher(args) if options.follow is not None else None
+    on_update = publisher(args, Outputs(planned, args.topology)) if options.follow is not None else None
+    analysis = planned[0].analysis if len(planned) == 1 else [p.analysis for p in planned]
     return run(analysis, args.topology, traj, options=options, on_update=on_update)
 
 
-def check_run_outputs(args, analysis) -> None:
-    """Before any work: neither --out nor --report is an input (topology, trajectories) or, without
-    --overwrite, an existing file; --out's extension names a format the analysis writes."""
-    check_outputs(args.out, args.report, inputs=[args.topology, *args.trajectories], overwrite=args.overwrite)
-    if args.out:
-        from ..analysis.results import output_format
+def check_run_outputs(args, planned: list[Planned]) -> None:
+    """Before any work: no output (a results file, --report) is an input (topology, trajectories), one
+    of another, or, without --overwrite, an existing file; each results file's extension names a format
+    its analysis writes."""
+    from ..analysis.results import output_format
 
-        output_format(args.out, analysis.formats, analysis.name)
+    check_outputs(*(p.out for p in planned), args.report, inputs=[args.topology, *args.trajectories],
+                  overwrite=args.overwrite)
+    for p in planned:
+        if p.out:
+            output_format(p.out, p.analysis.formats, p.analysis.name)
 
 
-def main_analysis(args) -> int:
+class Outputs:
+    """Saves each analysis's result to its results file; an average structure's PDB names its atoms
+    from the topology (read once, when first needed)."""
+
+    def __init__(self, planned: list[Planned], topology) -> None:
+        self.planned, self.topology, self._universe = planned, topology, None
+
+    @property
+    def paths(self) -> str | None:
+        """The results files, for the summary (None: none)."""
+        return ", ".join(p.out for p in self.planned if p.out) or None
+
+    def save(self, results) -> None:
+        """Save ``results`` (one result, or one per analysis); every file is tried, the first error raised."""
+        results = results if isinstance(results, list) else [results]
+        lost = None
+        for p, result in zip(self.planned, results, strict=True):
+            if not p.out:
+                continue
+            try:
+                if p.out.lower().endswith(p.analysis.topology_outputs):
+                    result.save(p.out, universe=self._topology_universe())
+                else:
+                    result.save(p.out)
+            except OutputError as exc:
+                lost = lost or exc
+        if lost is not None:
+            raise lost
+
+    def _topology_universe(self):
+        if self._universe is None:
+            from ..topology import load_universe
+
+            self._universe = load_universe(self.topology, topology_coordinates=False)
+        return self._universe
+
+
+def main(args) -> int:
+    """Every ``run`` command: the analyses (one, or a plan's) built and checked before any work, run in
+    one pass, their results saved, the summary printed."""
     check_topology(args)
-    analysis = build_analysis(args)
-    check_run_outputs(args, analysis)
+    planned = planned_from_args(args)
+    check_run_outputs(args, planned)   # before any work: a bad path fails in a second, not after the run
     _say_mpi_size(args)
-    result = _run(analysis, args)
+    result = _run(planned, args)
     if result is None:   # an MPI rank other than 0
         return 0
-    if result.report.meta.follow is not None:   # saved as it grew, the last time when it ended
+    _say_selections(planned)
+    outputs = Outputs(planned, args.topology)
+    first = result[0] if isinstance(result, list) else result
+    report = first.report
+    if report.meta.follow is not None:   # saved as it grew, the last time when it ended
         from .follow import finish
 
-        return finish(result, args)
-    lost = None   # an output that could not be written: the other is still written, then this raised
-    if args.out:
-        try:
-            if args.analysis == "average" and args.out.lower().endswith(".pdb"):
-                from ..topology import load_universe
-
-                result.save(args.out, universe=load_universe(args.topology, topology_coordinates=False))
-            else:
-                result.save(args.out)
-        except OutputError as exc:
-            lost = exc
+        return finish(first, outputs.paths, args)
+    lost = None   # an output that could not be written: the others are still written, then this raised
     try:
-        _write_report(result.report, args.report)
+        outputs.save(result)
+    except OutputError as exc:
+        lost = exc
+    try:
+        _write_report(report, args.report)
     except OutputError as exc:
         lost = lost or exc
     if lost is not None:
         raise lost
-    print(summary(result.report, args.out, args.report))
+    print(summary(report, outputs.paths, args.report))
     return 0
+
+
+def _say_selections(planned: list[Planned]) -> None:
+    """Which atoms each analysis with a ``select`` option used: the user's words, or its default, said so."""
+    for p in planned:
+        cmd = p.analysis.command
+        if cmd is None or "select" not in {o.name for o in cmd.options}:
+            continue
+        who = "selection" if len(planned) == 1 else f"{p.name} selection"
+        said = f"{who}: {p.analysis.select!r}"
+        if p.select_given is None:
+            said += " (the default; --select to change)" if len(planned) == 1 else " (the default)"
+        print(said)
 
 
 def add_run_options(p) -> None:
@@ -252,31 +376,6 @@ def _say_mpi_size(args) -> None:
     else:
         log.warning("-n %d does not apply to --executor mpi: the job has the %d ranks mpiexec started",
                     args.n_workers, size)
-
-
-def main_rmsd(args) -> int:
-    from ..analysis import RMSD
-
-    check_topology(args)
-    default = "" if args.select is not None else " (the default; --select to change)"
-    args.select = DEFAULT_SELECT if args.select is None else args.select
-    analysis = RMSD(select=args.select, ref_frame=args.ref_frame, groupselections=args.groupselections,
-                    weights="mass" if args.mass_weighted else None, allow_nan=args.allow_nan)
-    check_run_outputs(args, analysis)   # before any work: a bad path fails in a second, not after the run
-    _say_mpi_size(args)
-    result = _run(analysis, args)
-    if result is None:   # an MPI rank other than 0
-        return 0
-    print(f"selection: {args.select!r}{default}")
-    if result.report.meta.follow is not None:   # saved as it grew, the last time when it ended
-        from .follow import finish
-
-        return finish(result, args)
-    if args.out:
-        result.save(args.out)
-    _write_report(result.report, args.report)
-    print(summary(result.report, args.out, args.report))
-    return 0
 
 
 def _write_report(report, path: str | None) -> None:
