@@ -198,8 +198,9 @@ def _connect(distributed, address: str, timeout: float) -> DaskCluster:
             got = distributed.Client(address, timeout=f"{timeout}s")
     except (OSError, TimeoutError, ValueError) as exc:
         reason = str(exc).split("\n")[0].rstrip(":")
+        reason = "" if reason.startswith("Timed out") or not reason else f" ({reason})"
         raise ParallelUnavailableError(
-            f"cannot reach the Dask scheduler at {address} within {timeout:g} s ({reason}): is it running "
+            f"cannot reach the Dask scheduler at {address} within {timeout:g} s{reason}: is it running "
             "there? (--scheduler-timeout SECONDS waits longer)") from None
     phases: dict[str, float] = {}
     _note(phases, "cluster_start", time.perf_counter() - t0)
@@ -238,8 +239,7 @@ def _slurm_cluster(distributed, n_workers, spec: SlurmJobs, timeout, dashboard: 
             kw[name] = value
     if spec.job_extra:
         kw["job_extra_directives"] = list(spec.job_extra)
-    if not dashboard:
-        kw["scheduler_options"] = {"dashboard_address": None}
+    kw["scheduler_options"] = {"dashboard_address": ":0" if dashboard else None}   # ":0": any free port
     t0 = time.perf_counter()
     try:
         made = SLURMCluster(**kw)
