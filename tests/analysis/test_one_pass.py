@@ -112,3 +112,15 @@ def test_vacuum_analyses_in_one_pass(adk_vacuum_h5md):
     got = ts.run(list(made.values()), top, adk_vacuum_h5md, n_tasks=4)
     for (name, a), r in zip(vacuum_analyses().items(), got, strict=True):
         assert_same_bits(r, ts.run(a, top, adk_vacuum_h5md, n_tasks=4), name)
+
+
+def test_the_report_advises_on_a_union_that_spans_the_file(adk_vacuum_h5md):
+    got = ts.run([ts.RMSD(select="name CA"), ts.RadiusOfGyration(select="all")], D.PSF, adk_vacuum_h5md)
+    report = got[0].report
+    shares = {a.name: a.n_atoms for a in report.meta.analyses}
+    assert shares == {"rmsd": 214, "rgyr": 3341} and report.n_atoms == 3341
+    advice = {a["rule"]: a for a in report.to_dict()["diagnosis"]["advice"]}
+    assert "rmsd (214 atoms)" in advice["union-selection"]["message"]
+    assert "3341 of the file's 3341 atoms" in advice["union-selection"]["reason"]
+    narrow = ts.run([ts.RMSD(select="name CA"), ts.RadiusOfGyration(select="backbone")], D.PSF, adk_vacuum_h5md)
+    assert "union-selection" not in {a["rule"] for a in narrow[0].report.to_dict()["diagnosis"]["advice"]}

@@ -218,3 +218,16 @@ def test_the_docs_page_on_plans_gets_the_defaults_table_from_the_registry():
     assert conf.DEFAULTS_TABLE in page[0] and "--plan" in page[0]
     conf._defaults_table(None, "plans", page)
     assert conf.DEFAULTS_TABLE not in page[0] and defaults_table() in page[0]
+
+
+@pytest.mark.mpi
+def test_a_plan_under_mpiexec(tmp_path, adk_vacuum_h5md):
+    pytest.importorskip("mpi4py")
+    from tests.conftest import run_mpi
+
+    proc = run_mpi(2, ["-m", "trajscale.cli.main", "run", "--plan", _plan(tmp_path), PSF, adk_vacuum_h5md,
+                       "--executor", "mpi", "--tasks", "4"], cwd=tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("4 analyses in one pass") == 1   # rank 0 says it
+    for name, path in _alone_outputs(tmp_path, adk_vacuum_h5md).items():
+        assert filecmp.cmp(tmp_path / f"{name}.csv", path, shallow=False), name
