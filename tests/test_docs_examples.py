@@ -186,13 +186,17 @@ def check_arrays(code: str, files: dict, cwd: Path, left: dict) -> None:
     if "msd.values" in left:
         want = [((x[lag:] - x[:-lag]) ** 2).sum(-1).mean() for lag in (1, 2, 4, 8, 16)]
         np.testing.assert_allclose(left["msd.values"], want, rtol=1e-12)
+    if "at10.values" in left:   # sel(time=10.0): the frame MDAnalysis reads at 10 ps
+        times = np.array([t.time for t in u.trajectory])
+        u.trajectory[int(np.flatnonzero(np.isclose(times, 10.0, rtol=0, atol=1e-3))[0])]
+        np.testing.assert_array_equal(left["at10.values"], ca.positions if "select=" in code else u.atoms.positions)
     if "to_h5md" in code:
         got = mda.Universe(files["top.tpr"], str(cwd / "centred.h5md"))
         assert got.trajectory.n_frames == len(u.trajectory[::10])
         for a, _ in zip(got.trajectory, u.trajectory[::10], strict=True):
             want = u.atoms.positions.astype(np.float64)
             np.testing.assert_allclose(a.positions, want - want.mean(0), atol=1e-3)
-    assert any(k in left for k in ("mean.values", "cov.values", "msd.values")) or "to_h5md" in code \
+    assert any(k in left for k in ("mean.values", "cov.values", "msd.values", "at10.values")) or "to_h5md" in code \
         or "chunks[0]" in code
 
 

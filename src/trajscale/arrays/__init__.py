@@ -3,7 +3,8 @@
 * ``xr.open_dataset(path, engine="trajscale")`` (the ``xarray.backends`` entry point, found
   without importing trajscale) and :func:`open_dataset` (a topology plus any trajectory trajscale
   reads) give a Dataset whose variables read through ``Source.read(frames, atoms)``: indexing
-  atoms reads only their runs; ``chunks={}`` gives one Dask chunk per stored chunk (or part);
+  atoms reads only their runs; ``chunks={}`` gives Dask chunks of whole stored chunks (or parts),
+  grouped to tens of MB a chunk;
   the variables pickle how to open the trajectory, never an open file, so a Dask cluster
   computes on them (:mod:`.dataset`, :mod:`.reads`).
 * ``ds.trajscale.select("protein and name CA")``: the Dataset over a selection, through

@@ -48,8 +48,8 @@ class TrajscaleAccessor:
 
     @property
     def bytes_read(self) -> int:
-        """Bytes this process has read from the trajectory's storage so far (trajscale's read counter;
-        reads done by Dask workers in other processes are counted there)."""
+        """Bytes this process has read from the trajectory's storage so far, by every thread (Dask's
+        threaded scheduler included); reads done by Dask workers in other processes are counted there."""
         return opener_of(self._ds).bytes_read
 
     def to_h5md(self, path, *, overwrite: bool = False, layout=None, precision: float | None = None,

@@ -9,7 +9,9 @@ reads with a topology.
 
 from __future__ import annotations
 
+import itertools
 import os
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -76,6 +78,27 @@ class TrajscaleBackendEntrypoint(BackendEntrypoint):
             return False
 
 
+#: The start of xarray's warning about chunks that do not fall on the preferred chunks' boundaries.
+SEPARATE = "The specified chunks separate the stored chunks"
+
+
+def _on_stored_chunks(ds) -> bool:
+    """Whether every Dask chunk of every variable along frame begins where a stored chunk begins (``chunks={}``
+    groups stored chunks to a size; a multiple of the stored chunk given by hand is as good)."""
+    from .dataset import STORED_CHUNKS
+
+    for var in ds.variables.values():
+        stored = var.encoding.get(STORED_CHUNKS)
+        if var.chunks is None or stored is None or "frame" not in var.dims:
+            continue
+        n = var.sizes["frame"]
+        starts = (set(range(0, n, stored)) if isinstance(stored, int)
+                  else set(itertools.accumulate(stored, initial=0)))
+        if not set(itertools.accumulate(var.chunks[var.dims.index("frame")][:-1], initial=0)) <= starts:
+            return False
+    return True
+
+
 def open_dataset(topology: str | os.PathLike | None, trajectories, *, chunks=None, select: str | None = None,
                  group: str | None = None, assume_units: str | None = None, continuous: bool = False, **kwargs):
     """A trajectory as a lazy :class:`xarray.Dataset` (see :mod:`trajscale.arrays`).
@@ -88,8 +111,10 @@ def open_dataset(topology: str | os.PathLike | None, trajectories, *, chunks=Non
     trajectories
         An H5MD file, a segment index, an XTC/TRR, or a list of parts joined in order.
     chunks
-        As :func:`xarray.open_dataset`: None (lazy NumPy-backed variables, read on access),
-        ``{}`` (Dask, one chunk per stored chunk or part) or sizes per dimension.
+        As :func:`xarray.open_dataset`: None (lazy NumPy-backed variables, read on access; a
+        reduction over them loads the whole variable), ``{}`` (Dask, chunks of whole stored chunks
+        or parts, grouped to tens of MB) or sizes per dimension (multiples of
+        ``ds.positions.encoding["preferred_chunks"]["frame"]``).
     select
         Only the atoms this selection (MDAnalysis's language) picks; with ``chunks``, every Dask
         chunk then reads only their runs (a selection made after chunking reads whole chunks).
@@ -102,10 +127,15 @@ def open_dataset(topology: str | os.PathLike | None, trajectories, *, chunks=Non
 
     from . import accessor  # noqa: F401 - registers ds.trajscale
 
-    ds = xr.open_dataset(_paths(trajectories) if not isinstance(trajectories, (str, os.PathLike))
-                         else os.fspath(trajectories), engine=TrajscaleBackendEntrypoint, chunks=chunks,
-                         topology=topology, select=select, group=group, assume_units=assume_units,
-                         continuous=continuous, **kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = xr.open_dataset(_paths(trajectories) if not isinstance(trajectories, (str, os.PathLike))
+                             else os.fspath(trajectories), engine=TrajscaleBackendEntrypoint, chunks=chunks,
+                             topology=topology, select=select, group=group, assume_units=assume_units,
+                             continuous=continuous, **kwargs)
+    for w in caught:   # xarray warns against any chunks but chunks={}'s: only those that cut a stored chunk
+        if not (SEPARATE in str(w.message) and _on_stored_chunks(ds)):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
     # the per-atom labels stay NumPy arrays (xarray makes every variable a Dask array under chunks)
     labels = [k for k in LABELS if k in ds.coords and ds[k].chunks is not None]
     return ds.assign_coords({k: ds[k].compute() for k in labels}) if labels else ds

@@ -11,9 +11,10 @@ differs):
   kept through selections), and the topology's per-atom ``name``, ``resname``, ``resid``,
   ``segid``, ``element`` and ``mass`` where known.
 
-Each lazy variable's ``preferred_chunks`` encoding is the trajectory's storage: frames per
-HDF5 chunk, or one part per chunk for a trajectory in many files, so ``chunks={}`` gives one
-Dask chunk per stored chunk.
+Each lazy variable's ``preferred_chunks`` encoding groups the trajectory's stored chunks (an
+HDF5 chunk's frames, a part's, a frame of an XTC) into chunks of about
+:data:`TARGET_CHUNK_BYTES`, every boundary a stored chunk's, so ``chunks={}`` gives Dask chunks
+that read whole stored chunks and are worth a task each.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from xarray.backends import BackendArray
 from xarray.core import indexing
 
 from ..block import FIELD_ATTRS
+from ..errors import TrajscaleError
 from ..store.units import WRITE_UNITS
 from .labels import selected_atoms, stored_labels, topology_labels
 from .reads import SourceOpener, read_rows
@@ -40,6 +42,9 @@ SPATIAL = ("x", "y", "z")
 #: Dataset attribute holding the Source config (JSON): how every lazy variable reopens the trajectory.
 SOURCE_ATTR = "trajscale_source"
 TOPOLOGY_ATTR = "trajscale_topology"
+#: Encoding key of a lazy variable's stored chunks along frame (frames each; one number when even):
+#: the boundaries that other Dask chunks may fall on without cutting a stored chunk.
+STORED_CHUNKS = "trajscale_stored_chunks"
 
 
 class SourceArray(BackendArray):
@@ -65,23 +70,60 @@ class SourceArray(BackendArray):
         return read_rows(self.opener, self.name, key, self.shape, self.dtype, self.subset)
 
 
+#: Bytes of a variable's values a Dask chunk of ``chunks={}`` aims at: enough whole stored chunks to
+#: make each task worth its overhead (one task per one-frame chunk made a Dask mean slower than a
+#: lazy one), few enough that a threaded scheduler holds a chunk per core and its float64 copy.
+TARGET_CHUNK_BYTES = 64 * 1024**2
+
+
 def storage_chunks(source) -> tuple[int, ...]:
-    """Frames per Dask chunk as the trajectory is stored: one per part of a trajectory in several files
-    (split further at a part's own HDF5 chunks), else the HDF5 chunk's frames (1 when unchunked)."""
+    """Frames of each stored unit, in order: a part of a trajectory in several files, cut at the part's
+    own chunks (counted from its start); else the HDF5 chunk's frames (1 when unchunked, and for XTC/TRR)."""
     n = source.n_frames
-    bounds = [0, *source.part_starts, n]
-    if len(bounds) > 2:
-        return tuple(int(b - a) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a)
+    if not n:
+        return (0,)
     step = max(1, int(source.chunk_frames))
-    return tuple(min(step, n - a) for a in range(0, n, step)) or (0,)
+    bounds = [0, *source.part_starts, n]
+    return tuple(min(step, b - s) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a
+                 for s in range(a, b, step))
+
+
+def grouped_chunks(stored: tuple[int, ...], frame_bytes: int, target: int | None = None) -> tuple[int, ...]:
+    """Dask chunks of whole stored chunks, consecutive ones grouped up to ``target`` bytes a chunk
+    (``frame_bytes`` a frame); a stored chunk larger than the target is a chunk of its own.
+
+    The same grouping for every variable of a Dataset (its per-atom fields' frame size), so
+    that positions, box and time share their chunks along ``frame``."""
+    if stored == (0,):
+        return stored
+    target = TARGET_CHUNK_BYTES if target is None else target
+    per = max(1, target // max(1, int(frame_bytes)))   # frames a chunk may hold
+    out: list[int] = []
+    size = 0
+    for c in stored:
+        if size and size + c > per:
+            out.append(size)
+            size = 0
+        size += c
+    out.append(size)
+    return tuple(out)
+
+
+def _one_or_all(sizes: tuple[int, ...]) -> int | tuple[int, ...]:
+    """Chunk sizes as xarray takes them: one number when all but the last are equal, else each."""
+    return sizes[0] if len(set(sizes[:-1])) <= 1 and sizes[-1] <= sizes[0] else sizes
 
 
 def _variable(opener: SourceOpener, name: str, dims: tuple[str, ...], shape: tuple[int, ...], dtype,
-              attrs: dict, frame_chunks: tuple[int, ...], subset: np.ndarray | None = None) -> xr.Variable:
-    preferred = {"frame": frame_chunks if len(set(frame_chunks)) > 1 else frame_chunks[0]}
+              attrs: dict, frame_chunks: tuple[tuple[int, ...], tuple[int, ...]],
+              subset: np.ndarray | None = None) -> xr.Variable:
+    """A lazy variable; ``frame_chunks``: (Dask chunks of ``chunks={}``, the stored chunks) along frame."""
+    grouped, stored = frame_chunks
+    preferred = {"frame": _one_or_all(grouped)}
     preferred.update({d: s for d, s in zip(dims[1:], shape[1:], strict=True)})
     data = indexing.LazilyIndexedArray(SourceArray(opener, name, shape, dtype, subset))
-    return xr.Variable(dims, data, attrs=attrs, encoding={"preferred_chunks": preferred, "dtype": np.dtype(dtype)})
+    return xr.Variable(dims, data, attrs=attrs, encoding={"preferred_chunks": preferred, "dtype": np.dtype(dtype),
+                                                          STORED_CHUNKS: _one_or_all(stored)})
 
 
 def _units(quantity: str, stored: dict) -> dict:
@@ -104,7 +146,8 @@ def build_dataset(source, topology: str | None, drop_variables=(), select: str |
         subset = selected_atoms(_selection_topology(source, topology, labels), opener.config, select)
         labels = {k: v[subset] for k, v in labels.items()}
     n, n_atoms = source.n_frames, source.n_atoms if subset is None else len(subset)
-    chunks = storage_chunks(source)
+    stored_chunks = storage_chunks(source)
+    chunks = (grouped_chunks(stored_chunks, n_atoms * 12), stored_chunks)
     variables: dict[str, xr.Variable] = {}
     for fl in source.fields:
         variables[VARIABLES[fl]] = _variable(opener, fl, ("frame", "atom", "spatial"), (n, n_atoms, 3),
@@ -116,6 +159,8 @@ def build_dataset(source, topology: str | None, drop_variables=(), select: str |
         "time": _variable(opener, "time", ("frame",), (n,), np.float64, _units("time", stored), chunks),
         "step": _variable(opener, "step", ("frame",), (n,), np.int64, {}, chunks),
     }
+    if _steps_past_int32(source):   # netCDF-3 has no int64: float64 holds such steps exactly (to 2**53)
+        coords["step"].encoding["dtype"] = np.dtype(np.float64)
     if n and np.any(source.read(0, 1, np.zeros(1, np.intp)).box[0, :3] > 0):
         variables["box"] = _variable(opener, "box", ("frame", "cell"), (n, 6), np.float32,
                                      {"units": f"{WRITE_UNITS['box']} (a, b, c), degree (alpha, beta, gamma)"},
@@ -129,6 +174,21 @@ def build_dataset(source, topology: str | None, drop_variables=(), select: str |
     ds.attrs.update({SOURCE_ATTR: opener.config_json, TOPOLOGY_ATTR: str(topology) if topology else "",
                      "format": str(facts.format), "path": str(source.path)})
     return ds
+
+
+def _steps_past_int32(source) -> bool:
+    """Whether the first or last frame's step is outside int32 (a renumbered restart chain of a long run;
+    steps increase along a trajectory, renumbered ones too): without int64 (netCDF-3, xarray's scipy
+    writer) such steps are written as float64, exact, not refused."""
+    if not source.n_frames:
+        return False
+    info = np.iinfo(np.int32)
+    try:
+        steps = (source.step_time(0)[0], source.step_time(source.n_frames - 1)[0])
+    except (TrajscaleError, OSError, ValueError):   # a step unknown here is read with the frames, as int64
+        log.debug("%s: first and last steps not known at open", source.path, exc_info=True)
+        return False
+    return any(not info.min <= int(s) <= info.max for s in steps)
 
 
 def _labels(source, topology: str | None) -> dict[str, np.ndarray]:

@@ -2,10 +2,14 @@
 
 A :class:`SourceOpener` holds how to open a trajectory (its Source's ``get_config()``, plain
 values), never an open handle, as xarray's ``CachingFileManager`` holds a file's opener: pickled
-into a Dask graph it travels to a worker, which opens the Source there once
-(:func:`trajscale.executors.base.cached_source`, the one process-wide cache of open sources,
-which reopens a file replaced since) and reads it under a per-source lock (a Dask worker runs
-tasks in several threads; an XTC reader's file position is one per handle).
+into a Dask graph it travels to a worker, which opens the Source there once per thread
+(:func:`trajscale.executors.base.cached_source`, the process's cache of open sources, one per
+thread: an XTC reader's file position is one per handle, so threads never share one, and
+their reads run side by side; it reopens a file replaced since).
+
+Every read, whatever thread makes it, adds its bytes to one counter per trajectory in the
+process (:func:`bytes_read`, behind ``ds.trajscale.bytes_read``), under a lock: Dask's
+threaded scheduler reads through its own threads' Sources, which no thread-local count sees.
 
 :func:`read_rows` turns one outer index (an int, a positive-step slice or a sorted integer
 array per dimension, as xarray's ``explicit_indexing_adapter`` hands it down) into
@@ -25,8 +29,22 @@ from ..block import FIELD_ATTRS
 #: Per-frame quantities read beside the per-atom fields, by the Block attribute that holds them.
 FRAME_QUANTITIES = ("box", "time", "step")
 
-_LOCKS: dict[str, threading.Lock] = {}
-_LOCKS_GUARD = threading.Lock()
+#: Bytes read per Source config (JSON) in this process, by every thread; guarded by ``_COUNT_LOCK``.
+_BYTES: dict[str, int] = {}
+_COUNT_LOCK = threading.Lock()
+
+
+def count_bytes(config_json: str, n: int) -> None:
+    """Add ``n`` bytes read for the trajectory ``config_json`` to the process's count (any thread)."""
+    if n:
+        with _COUNT_LOCK:
+            _BYTES[config_json] = _BYTES.get(config_json, 0) + int(n)
+
+
+def bytes_read(config_json: str) -> int:
+    """Bytes read for the trajectory ``config_json`` in this process so far, by every thread."""
+    with _COUNT_LOCK:
+        return _BYTES.get(config_json, 0)
 
 
 @dataclass(frozen=True)
@@ -44,19 +62,15 @@ class SourceOpener:
         return json.loads(self.config_json)
 
     def source(self):
-        """The process's open Source for this config (opened here on first use)."""
+        """This thread's open Source for this config (opened here on first use)."""
         from ..executors.base import cached_source
 
         return cached_source(self.config)[0]
 
-    def lock(self) -> threading.Lock:
-        with _LOCKS_GUARD:
-            return _LOCKS.setdefault(self.config_json, threading.Lock())
-
     @property
     def bytes_read(self) -> int:
-        """Bytes this process's Source for the config has read from storage so far."""
-        return int(self.source().bytes_read)
+        """Bytes read from storage for this config in this process so far, by every thread."""
+        return bytes_read(self.config_json)
 
 
 def frame_runs(key, n_frames: int) -> list[tuple[int, int, int]]:
@@ -112,14 +126,19 @@ def read_rows(opener: SourceOpener, name: str, key: tuple, shape: tuple[int, ...
     width = (shape[1] if atoms is None else len(atoms)) if per_atom else 0
     out = np.empty((n_rows, width, 3) if per_atom else (n_rows, *shape[1:]), dtype)
     if n_rows:
-        with opener.lock():
-            src = opener.source()
+        src = opener.source()   # this thread's own: no other thread reads through it
+        before = int(src.bytes_read)
+        try:
             row = 0
             for start, stop, stride in runs:
                 blk = src.read(start, stop, atoms, fields=_fields(name), stride=stride)
                 got = getattr(blk, FIELD_ATTRS.get(name, name))
                 out[row:row + len(got)] = got
                 row += len(got)
+        finally:
+            count_bytes(opener.config_json, int(src.bytes_read) - before)
+    if name == "time":
+        out = tidy_times(out)
     if order is not None:
         out = out[:, order]
     drop = (0 if _is_int(key[0]) else slice(None),)
@@ -128,6 +147,27 @@ def read_rows(opener: SourceOpener, name: str, key: tuple, shape: tuple[int, ...
     out = out[drop]
     rest = key[2:] if per_atom else key[1:]
     return out[..., rest[0]] if rest and not _whole(rest[0]) else out
+
+
+def tidy_times(times: np.ndarray) -> np.ndarray:
+    """Times (ps, float64) without float32's noise: each rounded to the coarsest power of ten below
+    eight of float32's steps at its size (``400.00003`` -> ``400.0``, ``0.0040000002`` -> ``0.004``),
+    so that ``ds.sel(time=400)`` finds the frame written at 400 ps. A time float32 holds exactly
+    within that is left as it is; values held to more digits than float32 has are not changed.
+    """
+    t = np.asarray(times, np.float64)
+    finite = np.isfinite(t) & (t != 0)
+    if not finite.any():
+        return t
+    ulp = np.spacing(np.abs(t[finite]).astype(np.float32)).astype(np.float64)
+    decimals = np.minimum(-np.ceil(np.log10(8 * ulp)), 15).astype(int)
+    rounded = np.empty_like(ulp)
+    for d in np.unique(decimals):   # numpy's round divides by an exact power of ten: the nearest double
+        pick = decimals == d
+        rounded[pick] = np.round(t[finite][pick], int(d))
+    out = t.copy()
+    out[finite] = np.where(np.abs(rounded - t[finite]) <= 4 * ulp, rounded, t[finite])
+    return out
 
 
 def _fields(name: str) -> tuple[str, ...]:

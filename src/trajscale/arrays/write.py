@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
+from ..store.codecs import ENCODINGS
 from ..store.layout import Layout
 from ..store.units import WRITE_UNITS
 
@@ -44,7 +45,31 @@ class WriteSpec:
     def resolved_layout(self) -> Layout:
         if self.layout is None:
             return Layout()
-        return Layout.parse(self.layout) if isinstance(self.layout, str) else self.layout
+        if isinstance(self.layout, Layout):
+            return self.layout
+        if not isinstance(self.layout, str):
+            raise ConfigError(f"to_h5md: layout= takes a trajscale.Layout (or a chunks string such as 'auto'), "
+                              f"not {type(self.layout).__name__}")
+        try:
+            return Layout.parse(self.layout)
+        except ConfigError as exc:
+            raise ConfigError(f"to_h5md: layout={self.layout!r}: {exc}; give layout=Layout(chunks=...) "
+                              "(chunks: 'auto', 'frame', 'contiguous' or a number of frames)") from None
+
+    def check(self, layout: Layout) -> None:
+        """The lossy options, refused (or warned about) in the words of the Python call."""
+        if self.precision is not None and not self.precision > 0:
+            raise ConfigError(f"to_h5md: precision= must be positive, got {self.precision}")
+        if self.encoding not in ENCODINGS:
+            raise ConfigError(f"to_h5md: encoding= must be one of {', '.join(map(repr, ENCODINGS))}, "
+                              f"got {self.encoding!r}")
+        if self.encoding != "floats" and (self.precision is None or not layout.compression):
+            raise ConfigError(f"to_h5md: encoding={self.encoding!r} needs precision= and a compressed layout: "
+                              "layout=Layout(compression='blosc-lz4', shuffle=True)")
+        if self.precision is not None and not layout.compression:
+            log.warning("to_h5md: precision=%g without compression only loses precision (rounded float32 "
+                        "positions take as much space as exact ones): give layout=Layout(compression='gzip', "
+                        "shuffle=True) or 'blosc-lz4' to store them smaller", self.precision)
 
 
 def _check(ds) -> tuple[int, int, tuple[str, ...]]:
@@ -97,15 +122,20 @@ def to_h5md(ds, path, spec: WriteSpec | None = None) -> Path:
         The Dataset is not a trajectory (no positions, time or step along frames; values not in
         trajscale's units) or the lossy options are invalid.
     """
+    from ..errors import OutputError
     from ..store.codecs import check_lossy_options
     from ..store.writer import H5MDWriter
-    from ..util import atomic_output, check_output_path
+    from ..util import atomic_output, check_output_path, refuse_input_as_output
 
     spec = spec or WriteSpec()
     n_frames, n_atoms, fields = _check(ds)
     layout = spec.resolved_layout()
-    check_lossy_options(spec.precision, spec.encoding, layout.compression)
+    spec.check(layout)
+    check_lossy_options(spec.precision, spec.encoding, layout.compression, warn=False)
     inputs = [ds.attrs["path"]] if ds.attrs.get("path") else []
+    refuse_input_as_output(Path(path), inputs)
+    if Path(path).exists() and not Path(path).is_dir() and not spec.overwrite:
+        raise OutputError(path, "already exists (pass overwrite=True to replace it)")
     check_output_path(path, spec.overwrite, inputs=inputs)
     labels = {kw: np.asarray(ds[c].values) for c, kw in LABELS.items() if c in ds.coords and ds[c].dims == ("atom",)}
     has_box = "box" in ds.data_vars
