@@ -124,3 +124,9 @@ def test_the_report_advises_on_a_union_that_spans_the_file(adk_vacuum_h5md):
     assert "3341 of the file's 3341 atoms" in advice["union-selection"]["reason"]
     narrow = ts.run([ts.RMSD(select="name CA"), ts.RadiusOfGyration(select="backbone")], D.PSF, adk_vacuum_h5md)
     assert "union-selection" not in {a["rule"] for a in narrow[0].report.to_dict()["diagnosis"]["advice"]}
+
+
+def test_an_analysis_that_cannot_prepare_is_named(adk_vacuum):
+    with pytest.raises(ts.TrajscaleError, match=r"^rdf: .*name XYZ") as err:
+        ts.run([ts.RMSD(select="name CA"), ts.RDF("name XYZ", "name CA")], *adk_vacuum)
+    assert "\n" not in str(err.value)

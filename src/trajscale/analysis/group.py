@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..block import Block
-from ..errors import ConfigError
+from ..errors import ConfigError, TrajscaleError
 from .base import Analysis, FrameRows, Prepared, analysis_from_config, check_boxes
 
 
@@ -107,7 +107,7 @@ class AnalysisGroup(Analysis):
     def prepare(self, universe, source) -> Prepared:
         """Each analysis prepares as it would alone; the union of their atoms is read.  An analysis
         that needs a box it would not find refuses the whole run here, before any frame is mapped."""
-        prepared = tuple(a.prepare(universe, source) for a in self.analyses)
+        prepared = tuple(_prepared(a, universe, source) for a in self.analyses)
         boxed = [a for a in self.analyses if a.needs_box]
         if boxed:
             _check_first_box(source, boxed)
@@ -157,6 +157,15 @@ class AnalysisGroup(Analysis):
         """Each analysis's result, in the group's order."""
         s: GroupState = prep.state
         return [a.result(r, p) for a, r, p in zip(self.analyses, reduced.partials, s.prepared, strict=True)]
+
+
+def _prepared(analysis: Analysis, universe, source) -> Prepared:
+    """``analysis.prepare``; its error (a selection of no atoms, a topology without masses) names it."""
+    try:
+        return analysis.prepare(universe, source)
+    except TrajscaleError as exc:
+        exc.args = (f"{analysis.name}: {exc}",)   # what the one line says (the error keeps its type)
+        raise
 
 
 def _empty(partial) -> bool:
