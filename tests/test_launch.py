@@ -233,6 +233,28 @@ def test_convert_under_mpiexec_writes_once(tmp_path, adk_vacuum):
     np.testing.assert_allclose(got, ref, atol=1e-4)   # MDAnalysis's own H5MD reader, in Å
 
 
+@pytest.mark.mpi
+def test_verify_and_pack_under_mpiexec_run_once(tmp_path, adk_vacuum, adk_vacuum_h5md):
+    """Commands that know nothing of MPI, under ``mpiexec -n 2``: one report printed, one store written."""
+    alone = run_cli("verify", *adk_vacuum, adk_vacuum_h5md, "--no-progress", env=_clean(), timeout=120)
+    both = run_mpi(2, ["-m", "trajscale.cli.main", "verify", *adk_vacuum, adk_vacuum_h5md, "--no-progress"],
+                   env=_clean())
+    assert alone.returncode == both.returncode == 0, both.stderr
+    assert len(both.stdout.splitlines()) == len(alone.stdout.splitlines()) > 0, both.stdout
+    rng = np.random.default_rng(7)
+    arrays = [rng.normal(size=(5, 3)).astype(np.float32) for _ in range(4)]
+    paths = []
+    for i, a in enumerate(arrays):
+        paths.append(str(tmp_path / f"s{i}.npz"))
+        np.savez(paths[-1], x=a)
+    store = tmp_path / "store.h5"
+    proc = run_mpi(2, ["-m", "trajscale.cli.main", "pack", *paths, "-o", str(store), "--no-progress"], env=_clean())
+    assert proc.returncode == 0 and proc.stderr.count(f"wrote {store}") == 1, proc.stderr
+    assert "another process" not in proc.stderr
+    with h5py.File(store) as f:
+        np.testing.assert_array_equal(f["x"][()], np.concatenate(arrays))
+
+
 # -- one module reads the launchers' variables --------------------------------------------------------------
 
 #: What only trajscale.launch reads: the variables launchers and SLURM set in the processes they start.

@@ -284,13 +284,14 @@ def recorded_launcher() -> str:
 
 def say_time_left(expected_s: float | None = None, what: str = "the run") -> float | None:
     """Log the job's time left when the scheduler says it and it is short, or shorter than ``expected_s``
-    (a prediction of ``what``); return it (None: unknown, or no job).  Rank 0 alone speaks."""
+    (a prediction of ``what``); return it (None: unknown, no job, or a rank other than 0: rank 0 alone
+    asks and speaks)."""
     launch = current()
-    if launch.job is None:
+    if launch.job is None or launch.rank != 0:   # (one squeue per job, not one per rank)
         return None
     left = launch.job.time_left()
-    if left is None or launch.rank != 0:
-        return left
+    if left is None:
+        return None
     if expected_s is not None and expected_s > left:
         log.warning("%s is predicted to take %s, but %s ends in %s: it will be stopped before it finishes",
                     what, _duration(expected_s), launch.job.describe(), _duration(left))

@@ -44,11 +44,12 @@ def _ranks(marker: str) -> dict[int, int]:
 def test_sigterm_to_every_rank_ends_the_run_with_143_and_one_line(tmp_path, adk_vacuum, adk_vacuum_h5md):
     out = tmp_path / "rmsd.csv"
     log = tmp_path / "stderr.txt"
-    # 20 tasks, each read 0.4 s slower: the ranks are inside their tasks for several seconds
+    # 20 tasks of one read each (the file's chunks are single frames), each read 0.5 s slower: every rank
+    # is inside its 10 tasks for 5 s
     cli = [sys.executable, "-m", "trajscale.cli.main", "-v", "run", "rmsd", adk_vacuum[0], adk_vacuum_h5md,
            "--executor", "mpi", "--tasks", "20", "--out", str(out)]
     shell = " ".join(f"'{a}'" for a in cli) + f"; echo $? > {tmp_path}/rc.$PMI_RANK"
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", TRAJSCALE_TEST_SLOW_READ="0.4")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", TRAJSCALE_TEST_SLOW_READ="0.5")
     with open(log, "w") as err:
         proc = subprocess.Popen([mpiexec(), "-n", "2", "sh", "-c", shell], stdout=subprocess.DEVNULL, stderr=err,
                                 env=env, start_new_session=True)
@@ -57,11 +58,11 @@ def test_sigterm_to_every_rank_ends_the_run_with_143_and_one_line(tmp_path, adk_
         deadline = time.time() + 240
         while time.time() < deadline and proc.poll() is None:
             ranks = _ranks(str(out))
-            if len(ranks) == 2 and "tasks on mpi x2" in log.read_text():
+            if len(ranks) == 2 and "in 20 tasks on mpi x2" in log.read_text():   # (rank 0, as it sends the job)
                 break
             time.sleep(0.05)
         assert proc.poll() is None and len(ranks) == 2, log.read_text()[-3000:]
-        time.sleep(1.0)   # into the tasks
+        time.sleep(1.5)   # into the tasks
         for pid in ranks.values():
             os.kill(pid, signal.SIGTERM)
         proc.wait(timeout=120)
