@@ -189,6 +189,29 @@ def test_a_short_time_left_is_said_before_the_work(tmp_path, adk_vacuum_h5md):
     assert proc.returncode == 0 and "ends in" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.cli
+def test_a_prediction_longer_than_the_job_time_left_is_said(tmp_path):
+    """``report --predict`` in a SLURM job that ends in 60 s: the predicted runs that would not finish in it
+    are named (the 11.5 s serial run of the hand-made report predicts more than 60 s at no N here)."""
+    from tests.report.test_predict import _serial
+    from trajscale.report.machine import Machine
+    from trajscale.report.predict import fit, wall_at
+
+    path = tmp_path / "r.json"
+    _serial(t_io=80.0, t_compute=20.0).write(path)   # 100 s of tasks on one worker
+    env = _clean(**BATCH, SLURM_JOB_END_TIME=str(int(time.time()) + 60))
+    proc = run_cli("report", str(path), "--predict", "1,64", "--storage-gbps", "1", "--metadata-ms", "1",
+                   "--nodes", "1", "--cores-per-node", "64", env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    machine = Machine(nodes=1, cores_per_node=64, storage_gbps=1.0, metadata_ms=1.0)
+    late = [n for n in (1, 64) if wall_at(fit(_serial(t_io=80.0, t_compute=20.0), "mpi"), n, machine) > 60]
+    assert late == [1]   # the model's own answer: 1 rank does not fit, 64 do
+    said = [line for line in proc.stderr.splitlines() if "would not finish" in line]
+    assert len(said) == 1 and "SLURM job 4242" in said[0] and "N=1 " in said[0] and "N=64" not in said[0], said
+    calm = run_cli("report", str(path), "--predict", "1,64", env=_clean(), timeout=120)
+    assert calm.returncode == 0 and "would not finish" not in calm.stderr
+
+
 # -- real mpiexec: one print, one output per job ------------------------------------------------------------
 
 @pytest.mark.mpi

@@ -198,5 +198,21 @@ def _predict(args, reports) -> tuple[str, dict]:
                                  "n_below_0.7": efficiency_threshold(model, machine),
                                  "straggler": model.straggler or None, "notes": list(model.notes),
                                  "terms": [p.to_dict()["terms"] for p in preds]}}
+    _say_late(preds)
     head = f"== prediction from {len(reports)} reports ==\n" if len(reports) > 1 else ""
     return head + format_predictions(model, preds, machine, row, got.other_column()), data
+
+
+def _say_late(preds) -> None:
+    """In a scheduler's job whose time left is known: the predicted runs that would not finish in it."""
+    from ..launch import current
+
+    job = current().job
+    left = job.time_left() if job is not None else None
+    late = [p for p in preds if left is not None and p.t_wall > left]
+    if late:
+        import logging
+
+        logging.getLogger("trajscale").warning(
+            "%s ends in %.0f s: the run predicted at N=%s would not finish in it (%s)", job.describe(), left,
+            ",".join(str(p.n) for p in late), ", ".join(f"{p.t_wall:.0f} s at N={p.n}" for p in late))
