@@ -90,3 +90,44 @@ def test_a_fresh_convert_says_nothing_of_resuming(tmp_path):
                        env=dict(os.environ, **ENV), timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "nothing to resume" in r.stderr and "resuming" not in r.stderr, r.stderr
+
+
+@pytest.mark.cli
+@pytest.mark.slow
+@pytest.mark.parametrize("mpi", [False, pytest.param(True, marks=pytest.mark.mpi)])
+def test_a_resumed_rechunk_says_from_which_frame(tmp_path, mpi):
+    """Serial: the record counts each series' frames (the resume starts at the fewest); under mpiexec the
+    ranks write one file in counted rounds."""
+    if mpi:
+        pytest.importorskip("mpi4py")
+    from trajscale.convert.convert import convert
+
+    src = tmp_path / "in.h5md"
+    convert(D.GRO, INPUTS, str(src), select="protein")   # 300 frames, 3341 atoms, uncompressed
+    out = tmp_path / "re.h5md"
+    cli = [sys.executable, "-c", MAIN, "rechunk", str(src), "-o", str(out), "--chunks", "5", "--compression",
+           "gzip:1", "--precision", "0.01"]
+    cmd = [mpiexec(), "-n", "2", *cli] if mpi else cli
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", TRAJSCALE_RECHUNK_SLAB_MB="0.1")
+    record = partial_paths(out, "rechunk")[1]
+
+    def counted() -> int:
+        done = (load_record(record) or {}).get("done") or 0
+        return min(done.values(), default=0) if isinstance(done, dict) else int(done)
+    proc = subprocess.Popen([*cmd, "--no-progress"], stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None and not counted():
+        time.sleep(0.01)
+    assert proc.poll() is None, "the rechunk ended before it could be interrupted: " + proc.stderr.read()[-2000:]
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=180)
+    assert "terminated by signal 15" in err and "Traceback" not in err, err[-3000:]
+    done = counted()
+    assert 0 < done < 300, done
+    r = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    said = [line for line in r.stderr.splitlines() if "resuming" in line]
+    assert said == [f"trajscale: resuming {out} from frame {done} of 300"], r.stderr[-3000:]
+    with h5py.File(out) as f, h5py.File(src) as g:   # within the stated bound of the input's values
+        assert np.abs(f["particles/all/position/value"][()] - g["particles/all/position/value"][()]).max() \
+            <= 0.005 + 1e-5
