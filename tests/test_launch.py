@@ -157,6 +157,20 @@ def test_run_under_srun_pmi2_without_executor_names_srun(tmp_path, adk_vacuum, a
 
 
 @pytest.mark.cli
+def test_convert_with_its_own_pool_under_mpiexec_is_refused(tmp_path, adk_vacuum):
+    """``mpiexec -n 2 trajscale convert --executor processes`` would run a pool in each rank, both writing the
+    output: refused as ``run`` is, rank 0 saying why (decided before MPI starts)."""
+    out = tmp_path / "out.h5md"
+    for rank, said in (("0", 1), ("1", 0)):
+        proc = run_cli("convert", *adk_vacuum, "-o", str(out), "--executor", "processes", "-n", "2",
+                       env=_clean(**{**HYDRA, "PMI_RANK": rank, "MPI_LOCALRANKID": rank}), timeout=120)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2 and len(lines) == said and "Traceback" not in proc.stderr, proc.stderr
+        assert all("as 2 processes, but the processes executor" in line for line in lines), lines
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.cli
 def test_commands_that_know_nothing_of_mpi_run_on_rank_0_alone(tmp_path, adk_vacuum_h5md):
     """Rank 1 of ``srun --mpi=pmi2`` ends at once, silently, writing nothing; rank 0 does the work."""
     folder = tmp_path / "parts"

@@ -78,7 +78,9 @@ def check_mpi_world(size: int) -> None:
     if size != 1 or not launch.several:
         return
     if launch.independent:
-        raise ConfigError(launch.refusal("the whole job"))
+        exc = ConfigError(launch.refusal("the whole job"))
+        exc.reported_elsewhere = launch.rank != 0   # one line for the job, from rank 0
+        raise exc
     n = launch.size or "several"
     if launch.launcher == "srun":
         use = (f"start it with the srun --mpi plugin of the MPI that mpi4py and h5py were built with "
