@@ -222,7 +222,22 @@ CASES = {
          lambda: make_report(n_workers=4),                                         # R_comp/IO = 1
          lambda: make_report([{"t_compute": 4.0}] * 4, t_total=20.0)],             # fixed costs dominate
     ),
+    "union-selection": (
+        lambda: _in_one_pass(900, [("rmsd", 50), ("rdf", 900)]),
+        [lambda: _in_one_pass(100, [("rmsd", 5), ("rdf", 100)]),   # the union is a tenth of the file
+         lambda: _in_one_pass(900, [("rmsf", 500), ("rdf", 900)]),   # no analysis of few atoms
+         lambda: make_report(n_atoms=900, source={"format": "h5md", "n_atoms": 1000})],   # one analysis
+    ),
 }
+
+
+def _in_one_pass(n_union: int, analyses: list[tuple[str, int]]) -> RunReport:
+    """A report of analyses (name, atoms) run in one pass over ``n_union`` of a file's 1000 atoms."""
+    from trajscale.report.runfacts import AnalysisShare
+
+    report = make_report(n_atoms=n_union, source={"format": "h5md", "n_atoms": 1000})
+    report.meta = replace(report.meta, analyses=tuple(AnalysisShare(n, 0.5, a) for n, a in analyses))
+    return report
 
 
 def test_every_rule_has_cases():
