@@ -116,10 +116,12 @@ def add_continuous_option(p) -> None:
 
 
 def add_strict_option(p) -> None:
-    """``--strict``: an XTC/TRR whose last frame is cut short is refused instead of read without it."""
+    """``--strict``: an XTC/TRR whose last frame is cut short, or that is damaged after some whole frames, is
+    refused instead of read up to its last whole frame."""
     p.add_argument("--strict", action="store_true",
                    help="refuse an XTC/TRR whose last frame is cut short (a simulation killed while writing "
-                        "it); without it that frame is left out with a warning and the complete frames are read")
+                        "it) or that is damaged after some whole frames; without it the whole frames before "
+                        "are read, with a warning that names the frame and byte")
 
 
 def add_executor_options(p, among: list[str] | None = None) -> None:
