@@ -76,6 +76,23 @@ def test_the_scheduler_job_step_and_requeues():
     assert from_environment({}).job is None
 
 
+@pytest.mark.cli
+def test_the_report_records_the_job_step_and_requeues(tmp_path, adk_vacuum, adk_vacuum_h5md):
+    """A run in a requeued batch job records it in its report (``meta.job``); a report without it loads."""
+    from trajscale.report.runfacts import RunFacts
+
+    report = tmp_path / "r.json"
+    proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--stop", "10", "--out", str(tmp_path / "r.csv"),
+                   "--report", str(report), env=_clean(**BATCH), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads(report.read_text())["meta"]
+    assert meta["job"] == {"scheduler": "slurm", "job_id": "4242", "step_id": None, "restart_count": 2,
+                           "end_time": None}
+    assert RunFacts.from_dict(meta).job == SchedulerJob("4242", None, 2)
+    del meta["job"]   # as a report written before the job was recorded
+    assert RunFacts.from_dict(meta).job is None
+
+
 def test_time_left_from_the_job_end_time():
     end = time.time() + 3600
     left = SchedulerJob("1", end_time=end).time_left()
