@@ -203,6 +203,16 @@ def test_commands_that_know_nothing_of_mpi_run_on_rank_0_alone(tmp_path, adk_vac
 
 
 @pytest.mark.cli
+def test_a_command_line_error_is_said_once_per_job(adk_vacuum_h5md):
+    """A typo under a launcher: every rank exits 2, rank 0 alone prints the usage error."""
+    for rank, said in (("0", True), ("1", False)):
+        proc = run_cli("inspect", adk_vacuum_h5md, "--no-such-option",
+                       env=_clean(**{**HYDRA, "PMI_RANK": rank, "MPI_LOCALRANKID": rank}), timeout=120)
+        assert proc.returncode == 2 and ("unrecognized arguments" in proc.stderr) == said, proc.stderr
+        assert said or (proc.stdout, proc.stderr) == ("", "")
+
+
+@pytest.mark.cli
 def test_a_batch_script_is_a_world_of_one(tmp_path, adk_vacuum_h5md):
     """In an sbatch script SLURM_NTASKS=8 describes the allocation: the command runs, once."""
     proc = run_cli("inspect", adk_vacuum_h5md, env=_clean(**BATCH), timeout=120)

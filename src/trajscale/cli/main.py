@@ -187,8 +187,20 @@ def _quiet_stdout(args):
         yield
 
 
+def _parse_once_per_job(argv: list[str] | None) -> argparse.Namespace:
+    """:func:`parse_args`; under a launcher, a rank other than 0 says nothing (a typo, ``--help``): rank 0
+    says it once for the job, and every rank exits as it does."""
+    from ..launch import current
+
+    launch = current()
+    if launch.rank == 0:
+        return parse_args(argv)
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull), contextlib.redirect_stdout(devnull):
+        return parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = _parse_once_per_job(argv)
     configure_output(args.quiet, args.verbose)
     if args.quiet:
         args.no_progress = True
