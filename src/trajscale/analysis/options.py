@@ -97,7 +97,8 @@ def defaults(cls) -> dict[str, object]:
 
 def default_text(cls, option: Option) -> str | None:
     """The default of ``option`` as its help says it (None: required, a switch, or shared keyword)."""
-    if option.required or option.is_switch or sum(o.kw == option.kw for o in cls.command.options) > 1:
+    if (option.required or option.is_switch or option.repeat
+            or sum(o.kw == option.kw for o in cls.command.options) > 1):
         return None
     d = defaults(cls).get(option.kw, inspect.Parameter.empty)
     if d is inspect.Parameter.empty:
@@ -105,6 +106,16 @@ def default_text(cls, option: Option) -> str | None:
     if isinstance(d, tuple | list):
         return " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in d) or "none"
     return "none" if d is None else repr(d) if isinstance(d, str) else str(d)
+
+
+def help_text(cls, option: Option) -> str:
+    """``option``'s help with its default (``"reference frame (negative counts from the end; default: 0)"``)."""
+    d = default_text(cls, option)
+    if d is None:
+        return option.help
+    if option.help.endswith(")"):
+        return f"{option.help[:-1]}; default: {d})"
+    return f"{option.help} (default: {d})"
 
 
 def build(cls, given: Mapping[str, object], where: str):
@@ -184,6 +195,8 @@ def defaults_table() -> str:
             first = (f"`{name}`", f"`trajscale.{cls.__name__}`") if i == 0 else ("", "")
             if o.is_switch:
                 default = f"off (on: `{o.kw}={o.switch!r}`)"
+            elif o.repeat:
+                default = "none (repeatable; a plan's key takes a list)"
             else:
                 d = default_text(cls, o)
                 default = "required" if o.required else f"`{d}`" if d else "-"
@@ -192,4 +205,4 @@ def defaults_table() -> str:
 
 
 __all__ = ["FIT_SELECT", "NO_PBC", "REF_FRAME", "Command", "Option", "build", "default_text", "defaults",
-           "defaults_table"]
+           "defaults_table", "help_text"]

@@ -102,10 +102,9 @@ def _positional(p) -> None:
 
 def _add_option(p, cls, o) -> None:
     """``--NAME`` of analysis option ``o``, its default (the constructor's) said in its help."""
-    from ..analysis.options import default_text
+    from ..analysis.options import help_text
 
-    default = default_text(cls, o)
-    text = (o.help + (f" (default: {default})" if default else "")).replace("%", "%%")
+    text = help_text(cls, o).replace("%", "%%")
     flag = f"--{o.name}"
     if o.is_switch:
         p.add_argument(flag, action="store_true", dest=o.dest, help=text)
