@@ -181,7 +181,8 @@ def _write_gro(path: str, n: int) -> None:
 # variant a killed worker was on)
 
 def _one_line_naming(text: str, path: str) -> bool:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    """One error line naming the file (a warning that the frames after damage are left out may come first)."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip() and "(--strict refuses such a file)" not in ln]
     return len(lines) == 1 and path in lines[0]
 
 

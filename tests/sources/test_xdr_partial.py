@@ -77,10 +77,11 @@ def test_strict_refuses_a_cut_short_last_frame(tmp_path, src):
 
 
 @pytest.mark.parametrize("src, how", [(XTC, "count"), (TRR, "lost")])
-def test_damage_before_the_last_frame_is_refused_without_strict(tmp_path, src, how):
+def test_damage_before_the_last_frame_keeps_the_whole_frames_and_strict_refuses(tmp_path, src, how, caplog):
     """An XTC byte count that sends frame 8 past the end of the file looks like a cut-short last
     frame; frame 9 after it shows it is damage. A TRR that lost bytes inside frame 4 has no frame
-    header where frame 5 should start."""
+    header where frame 5 should start. The frames before the damage are read (with a warning that
+    names it), and ``strict`` refuses the file, naming the frame and byte."""
     offsets = _offsets(src)
     data = bytearray(Path(src).read_bytes())
     if how == "count":
@@ -92,7 +93,16 @@ def test_damage_before_the_last_frame_is_refused_without_strict(tmp_path, src, h
     path = tmp_path / ("damaged" + Path(src).suffix)
     path.write_bytes(bytes(data))
     with pytest.raises(InputFileError, match=expect):
-        XDRSource(str(path))
+        XDRSource(str(path), strict=True)
+    kept = 8 if how == "count" else 5
+    with caplog.at_level(logging.WARNING, logger="trajscale"):
+        with XDRSource(str(path)) as source:
+            block = source.read(0, source.n_frames)
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1 and str(path) in said[0] and f"byte {offsets[kept]}" in said[0], said
+    assert source.n_frames == kept
+    reference, times = _mda_frames(Path(src), "XTC" if src == XTC else "TRR")
+    np.testing.assert_array_equal(block.positions, reference[:kept])
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

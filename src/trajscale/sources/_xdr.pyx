@@ -86,10 +86,74 @@ class XDRFormatError(ValueError):
     follower can analyse those frames before it says what it met.
     """
 
-    def __init__(self, problem, n_atoms=0, offsets=None, complete_bytes=0):
+    def __init__(self, problem, n_atoms=0, offsets=None, complete_bytes=0, steps=None, times=None,
+                 fields=None):
         super().__init__(problem)
         self.n_atoms, self.complete_bytes = n_atoms, complete_bytes
         self.offsets = np.zeros(0, np.int64) if offsets is None else offsets
+        #: The whole frames' steps and times (as a scan gives them) and the fields the first frame holds.
+        self.steps = np.zeros(len(self.offsets), np.int64) if steps is None else steps
+        self.times = np.zeros(len(self.offsets), np.float64) if times is None else times
+        self.fields = tuple(fields or ())
+
+
+cdef class _Reader:
+    """The bytes of an XTC/TRR for a scan: a C ``FILE`` for a path, or any binary file-like object's
+    ``seek``/``read`` (an object in a remote byte store, a ``BytesIO``): one header read per frame."""
+
+    cdef FILE *fh
+    cdef object obj
+    cdef readonly str name
+
+    def __cinit__(self, src):
+        self.fh = NULL
+        self.obj = None
+        if hasattr(src, "read") and hasattr(src, "seek"):
+            self.obj = src
+            self.name = str(getattr(src, "name", None) or getattr(src, "path", None) or type(src).__name__)
+            return
+        self.name = os.fsdecode(os.fspath(src))
+        cdef bytes path = os.fsencode(src)
+        self.fh = fopen(path, "rb")
+        if self.fh == NULL:
+            raise OSError(errno, strerror(errno).decode(), self.name)
+
+    cdef long size(self) except -1:
+        cdef long end
+        if self.fh != NULL:
+            with nogil:
+                fseeko(self.fh, 0, SEEK_END)
+                end = ftello(self.fh)
+            return end
+        self.obj.seek(0, 2)
+        return int(self.obj.tell())
+
+    cdef Py_ssize_t read_at(self, long pos, uint8_t *buf, Py_ssize_t n) except -1:
+        """Up to ``n`` bytes at ``pos`` into ``buf``; how many were there."""
+        cdef Py_ssize_t got
+        cdef const uint8_t[::1] view
+        if self.fh != NULL:
+            with nogil:
+                fseeko(self.fh, pos, SEEK_SET)
+                got = <Py_ssize_t>fread(buf, 1, n, self.fh)
+            return got
+        self.obj.seek(pos)
+        data = bytes(self.obj.read(n) or b"")[:n]
+        got = len(data)
+        if got:
+            view = data
+            memcpy(buf, &view[0], got)
+        return got
+
+    def close(self):
+        if self.fh != NULL:
+            fclose(self.fh)
+            self.fh = NULL
+
+    def __dealloc__(self):
+        if self.fh != NULL:
+            fclose(self.fh)
+            self.fh = NULL
 
 
 cdef inline int _be32(const uint8_t *p) noexcept nogil:
@@ -103,8 +167,9 @@ cdef inline float _be_float(const uint8_t *p) noexcept nogil:
     return f
 
 
-def scan_xtc(path, Py_ssize_t max_frames=-1, *, list partial_last=None):
-    """``(n_atoms, offsets, fields, steps, times)`` of an XTC file, from its frames' headers: the byte
+def scan_xtc(src, Py_ssize_t max_frames=-1, *, list partial_last=None):
+    """``(n_atoms, offsets, fields, steps, times)`` of an XTC file (a path, or a binary file-like object
+    with ``seek`` and ``read``: the same scan over any byte store), from its frames' headers: the byte
     offset, step and time of every frame (the first ``max_frames`` if not negative); fields is
     ``("position",)``, as :func:`scan_trr` gives a TRR's.
 
@@ -118,15 +183,16 @@ def scan_xtc(path, Py_ssize_t max_frames=-1, *, list partial_last=None):
 
     Parameters
     ----------
-    path
-        The file.
+    src
+        The file: a path, or a binary file-like object (``seek``, ``tell``, ``read``).
     max_frames
         Scan the first ``max_frames`` frames only (all if negative).
     partial_last
         None: a last frame cut short (the file ends inside it, as it does when a
         simulation is killed mid-write) is an error. A list: that frame is left out of
         the offsets and ``(frame, byte offset, bytes present, bytes declared)`` is
-        appended to the list. Damage before the last frame is an error either way.
+        appended to the list. Damage before the last frame is an error either way; the
+        error holds the whole frames before the damage (:class:`XDRFormatError`).
 
     Raises
     ------
@@ -137,15 +203,12 @@ def scan_xtc(path, Py_ssize_t max_frames=-1, *, list partial_last=None):
         would not survive, another atom count than the first, or ends past the end of
         the file (cut short). The message names the frame, its byte offset and the field.
     """
-    return _scan_xtc(path, max_frames, partial_last, False)[:5]
+    return _scan_xtc(src, max_frames, partial_last, False)[:5]
 
 
-cdef tuple _scan_xtc(path, Py_ssize_t max_frames, list partial_last, bint growing):
+cdef tuple _scan_xtc(src, Py_ssize_t max_frames, list partial_last, bint growing):
     """:func:`scan_xtc`'s result and the byte where its frames end; ``growing``: :func:`scan_growing`'s."""
-    cdef bytes name = os.fsencode(path)
-    cdef FILE *fh = fopen(name, "rb")
-    if fh == NULL:
-        raise OSError(errno, strerror(errno).decode(), str(path))
+    cdef _Reader reader = _Reader(src)
     cdef uint8_t buf[HEADER]
     cdef long pos = 0, frame_bytes, file_size
     cdef long long nbytes, max_bytes
@@ -158,13 +221,9 @@ cdef tuple _scan_xtc(path, Py_ssize_t max_frames, list partial_last, bint growin
     cut = None
     offsets, steps, times = [], [], []
     try:
-        with nogil:
-            fseeko(fh, 0, SEEK_END)
-            file_size = ftello(fh)
+        file_size = reader.size()
         while pos < file_size and n != max_frames:
-            with nogil:
-                fseeko(fh, pos, SEEK_SET)
-                got = <Py_ssize_t>fread(buf, 1, HEADER, fh)
+            got = reader.read_at(pos, buf, HEADER)
             if got < 16:
                 cut = (n, pos, file_size - pos, 16)
                 break
@@ -220,12 +279,13 @@ cdef tuple _scan_xtc(path, Py_ssize_t max_frames, list partial_last, bint growin
             n += 1
             pos += frame_bytes
         if cut is not None:
-            problem = _cut_short(fh, "XTC", MAGIC, cut, file_size, partial_last, _xtc_frame_start, n_atoms,
+            problem = _cut_short(reader, "XTC", MAGIC, cut, file_size, partial_last, _xtc_frame_start, n_atoms,
                                  growing)
     finally:
-        fclose(fh)
+        reader.close()
     if problem is not None:
-        raise XDRFormatError(problem, max(n_atoms, 0), np.array(offsets, np.int64), pos)
+        raise XDRFormatError(problem, max(n_atoms, 0), np.array(offsets, np.int64), pos,
+                             np.array(steps, np.int64), np.array(times, np.float64), ("position",))
     return max(n_atoms, 0), np.array(offsets, np.int64), ("position",), np.array(steps, np.int64), \
         np.array(times, np.float64), pos
 
@@ -238,7 +298,7 @@ def _trr_frame_start(const uint8_t[::1] tail, Py_ssize_t i, int n_atoms) -> bool
     return _be32(&tail[i]) == TRR_MAGIC and _be32(&tail[i + 4]) == 13
 
 
-cdef str _cut_short(FILE *fh, str fmt, int magic, tuple cut, long file_size, list partial_last, is_start,
+cdef str _cut_short(_Reader reader, str fmt, int magic, tuple cut, long file_size, list partial_last, is_start,
                     int n_atoms, bint growing):
     """The error for a frame that ends past the end of the file, or None when it is the last frame,
     cut short, and the caller takes partial last frames (``partial_last``, a list, gets it).
@@ -256,9 +316,7 @@ cdef str _cut_short(FILE *fh, str fmt, int magic, tuple cut, long file_size, lis
     cdef Py_ssize_t i, size = min(present, 8) if growing else present
     tail = np.zeros(max(size, 8), np.uint8)
     cdef uint8_t[::1] view = tail
-    with nogil:
-        fseeko(fh, start, SEEK_SET)
-        size = <Py_ssize_t>fread(&view[0], 1, size, fh)
+    size = reader.read_at(start, &view[0], size)
     if growing:
         if not _starts_frame(view, size, magic, n_atoms if magic == MAGIC else 13):
             return (f"frame {n} at byte {pos}: the {present} bytes after the last whole frame do not start "
@@ -490,7 +548,7 @@ cdef tuple _scan_trr(path, Py_ssize_t max_frames, list partial_last, bint growin
     cdef int rc, n_atoms = -1, has = 0
     cdef Py_ssize_t n = 0
     cdef str problem = None
-    cdef FILE *fh = NULL
+    cdef _Reader reader = None
     cut = None
     found, steps, times = [], [], []
     try:
@@ -528,18 +586,17 @@ cdef tuple _scan_trr(path, Py_ssize_t max_frames, list partial_last, bint growin
             n += 1
             pos += frame_bytes
         if cut is not None:
-            fh = fopen(name, "rb")
-            if fh == NULL:
-                raise OSError(errno, strerror(errno).decode(), str(path))
-            problem = _cut_short(fh, "TRR", TRR_MAGIC, cut, file_size, partial_last, _trr_frame_start, n_atoms,
+            reader = _Reader(path)
+            problem = _cut_short(reader, "TRR", TRR_MAGIC, cut, file_size, partial_last, _trr_frame_start, n_atoms,
                                  growing)
     finally:
         xdrfile_close(xd)
-        if fh != NULL:
-            fclose(fh)
-    if problem is not None:
-        raise XDRFormatError(problem, max(n_atoms, 0), np.array(found, np.int64), pos)
+        if reader is not None:
+            reader.close()
     fields = tuple(f for i, f in enumerate(TRR_FIELDS) if has & (1 << i))
+    if problem is not None:
+        raise XDRFormatError(problem, max(n_atoms, 0), np.array(found, np.int64), pos,
+                             np.array(steps, np.int64), np.array(times, np.float64), fields)
     return max(n_atoms, 0), np.array(found, np.int64), fields, np.array(steps, np.int64), \
         np.array(times, np.float64), pos
 

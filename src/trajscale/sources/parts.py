@@ -83,28 +83,56 @@ def refuse_partial_frames(strict: bool = True):
         _STRICT.reset(token)
 
 
-def _scan_xdr(path: str, fmt: str, first_only: bool = False, strict: bool | None = None) -> tuple:
+def _scan_xdr(path, fmt: str, first_only: bool = False, strict: bool | None = None) -> tuple:
     """``(n_atoms, offsets, fields, steps, times)`` of an XTC/TRR from its frames' headers (no
     coordinates read); ``first_only``: the first frame's, for a worker that was shipped the offsets.
 
-    A last frame cut short (a simulation killed while writing it) is left out with one
-    warning naming the file, the frame and its bytes, unless ``strict`` (default: the
-    process's, see :func:`refuse_partial_frames`) refuses the file instead."""
+    ``path`` is a path or, for an XTC, a binary file-like object (``seek``/``tell``/``read``: an
+    object in a remote byte store), so one scan builds the offsets index wherever the bytes are.
+
+    A last frame cut short (a simulation killed while writing it) is left out with one warning
+    naming the file, the frame and its bytes; damage after some whole frames (bytes that start
+    no frame where one should start, a header no writer writes) ends the trajectory at the last
+    whole frame before it, with one warning naming the frame and the byte. ``strict`` (default:
+    the process's, see :func:`refuse_partial_frames`) refuses the file instead, in both cases."""
     from ._xdr import XDRFormatError, scan_trr, scan_xtc
 
     strict = _STRICT.get() if strict is None else strict
-    dropped: list | None = None if strict and not first_only else []
+    dropped: list = []   # the scan tells a cut-short last frame from damage; strict refuses either below
+    name = _name(path)
     try:
         found = (scan_xtc if fmt == "XTC" else scan_trr)(path, 1 if first_only else -1, partial_last=dropped)
-    except (OSError, XDRFormatError) as exc:
-        hint = "" if "cut short" not in str(exc) or not strict else " (without --strict its complete frames are read)"
-        raise InputFileError(path, f"cannot be read as {fmt}: {_one_line(exc)}{hint}") from None
+    except OSError as exc:
+        raise InputFileError(name, f"cannot be read as {fmt}: {_one_line(exc)}") from None
+    except XDRFormatError as exc:
+        if strict or first_only or not len(exc.offsets):
+            hint = ""
+            if strict and "cut short" in str(exc):
+                hint = " (without --strict its complete frames are read)"
+            elif strict and len(exc.offsets):
+                hint = " (without --strict the whole frames before it are read)"
+            raise InputFileError(name, f"cannot be read as {fmt}: {_one_line(exc)}{hint}") from None
+        log.warning("%s: damaged after frame %d: %s; the %d whole frames before byte %d are read, nothing after "
+                    "them (--strict refuses such a file)", name, len(exc.offsets) - 1, _one_line(exc),
+                    len(exc.offsets), int(exc.complete_bytes))
+        return exc.n_atoms, exc.offsets, exc.fields, exc.steps, exc.times
     if dropped and not first_only:
         frame, offset, present, declared = dropped[0]
+        if strict:
+            raise InputFileError(name, f"cannot be read as {fmt}: frame {frame} at byte {offset} is cut short "
+                                       f"(the file ends at byte {offset + present}) (without --strict its "
+                                       "complete frames are read)")
         log.warning("%s: its last frame (frame %d at byte %d) is cut short: %d of its %d bytes are in the "
                     "file; the %d complete frames are read (--strict refuses such a file)",
-                    path, frame, offset, present, declared, frame)
+                    name, frame, offset, present, declared, frame)
     return found
+
+
+def _name(path) -> str:
+    """How a message names the file: its path, or a file-like object's name."""
+    if hasattr(path, "read"):
+        return str(getattr(path, "name", None) or getattr(path, "path", None) or type(path).__name__)
+    return str(path)
 
 
 def scan_part(path: str, strict: bool | None = None) -> dict:
@@ -167,6 +195,10 @@ class XDRSource(OneFileSource):
         else:   # a TRR's fields, from its first frame's header
             n_found, _, self._fields, *_ = _scan_xdr(self._path, self._format, first_only=True)
         self._offsets = decode_offsets(offsets) if isinstance(offsets, str) else np.asarray(offsets, np.int64)
+        if len(self._offsets) and "position" not in self._fields:   # a Block always holds positions
+            raise InputFileError(self._path, f"its {self._format} frames hold no positions (only "
+                                             f"{', '.join(self._fields) or 'no coordinates'}): trajscale reads "
+                                             "trajectories by their positions")
         # Only a complete frame vouches for its header's atom count (the scan bounds it by the frame's
         # bytes): with none, e.g. one frame cut short, no decode buffer of that count is made.
         self._file = _xdr_file(self._path, self._format, n_found if len(self._offsets) else 0)
