@@ -130,3 +130,11 @@ def test_an_analysis_that_cannot_prepare_is_named(adk_vacuum):
     with pytest.raises(ts.TrajscaleError, match=r"^rdf: .*name XYZ") as err:
         ts.run([ts.RMSD(select="name CA"), ts.RDF("name XYZ", "name CA")], *adk_vacuum)
     assert "\n" not in str(err.value)
+
+
+def test_the_full_report_lists_each_analysis_of_the_pass(adk_vacuum_h5md):
+    from trajscale.report.table import format_table
+
+    got = ts.run([ts.RMSD(select="name CA"), ts.RadiusOfGyration(select="backbone")], D.PSF, adk_vacuum_h5md)
+    text = format_table(got[0].report)
+    assert "analysis rmsd: 214 atoms, compute" in text and "analysis rgyr: 855 atoms, compute" in text

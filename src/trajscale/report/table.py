@@ -95,6 +95,9 @@ def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
                      f"{'collective' if io.collective else 'independent'} reads")
     lines += _process_lines(report)
     lines += _condition_lines(report)
+    for a in report.meta.analyses:   # several analyses in one pass: the reads are shared, the compute is each one's
+        atoms = "all" if a.n_atoms is None else a.n_atoms
+        lines.append(f"analysis {a.name}: {atoms} atoms, compute {a.t_compute:.3f} s (summed over its tasks)")
     lines.append("")
     header = ["worker", "host", "pid", "tasks", "frames", "MB", "start", *(HEADERS[p] for p in PHASES), "total"]
     rows = []
