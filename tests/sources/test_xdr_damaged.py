@@ -125,6 +125,15 @@ def test_the_scan_reads_any_file_like_object(tmp_path):
     whole = scan_xtc(io.BytesIO(data[:at]))
     np.testing.assert_array_equal(whole[1], mda_offsets(D.XTC))
     np.testing.assert_array_equal(whole[3], on_bytes.value.steps)
+    from trajscale.sources.parts import decode_offsets, scan_part
+
+    held = io.BytesIO(data)
+    held.name = "s3://bucket/md.xtc"
+    index = scan_part(held)
+    assert index["path"] == "s3://bucket/md.xtc" and index["n_frames"] == kept and index["format"] == "XTC"
+    np.testing.assert_array_equal(decode_offsets(index["offsets"]), mda_offsets(D.XTC))
+    with pytest.raises(InputFileError, match=r"s3://bucket/md\.xtc: cannot be read as XTC: no XTC frame"):
+        scan_part(held, strict=True)
 
 
 def recipe() -> list[str]:

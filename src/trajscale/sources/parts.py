@@ -135,16 +135,30 @@ def _name(path) -> str:
     return str(path)
 
 
-def scan_part(path: str, strict: bool | None = None) -> dict:
+def scan_part(path, strict: bool | None = None) -> dict:
     """``{"path", "format", "n_frames", "n_atoms", "offsets"}`` of an XTC/TRR from its frame headers
-    (no coordinates read). A cut-short last frame is left out with a warning, or refused with
-    ``strict`` (default: :func:`refuse_partial_frames`'s setting)."""
-    fmt = XDRSource.guess_format(path) or XDRSource.suffixes.get(Path(path).suffix.lower())
+    (no coordinates read). A cut-short last frame, or damage after whole frames, is left out with a
+    warning, or refused with ``strict`` (default: :func:`refuse_partial_frames`'s setting).
+
+    ``path`` may be a binary file-like object (``seek``/``tell``/``read``) holding an XTC, as a
+    remote byte store hands one out: the offsets index is the same scan wherever the bytes are
+    (``"path"`` is then the object's ``name``). A TRR's scan reads a local path only (xdrfile's
+    header reader takes a file)."""
+    name = _name(path)
+    if hasattr(path, "read"):
+        path.seek(0)
+        head = bytes(path.read(24) or b"")
+        fmt = ("XTC" if head[:4] == struct.pack(">i", 1995) else
+               "TRR" if head[:4] == struct.pack(">i", 1993) and b"GMX_trn_file" in head else None)
+        if fmt == "TRR":
+            raise InputFileError(name, "a TRR's frame offsets are scanned from a local file only")
+    else:
+        fmt = XDRSource.guess_format(path) or XDRSource.suffixes.get(Path(path).suffix.lower())
     if fmt is None:
-        raise InputFileError(path, "is not an XTC or TRR file")
+        raise InputFileError(name, "is not an XTC or TRR file")
     n_atoms, offsets, *_ = _scan_xdr(path, fmt, strict=strict)
-    log.debug("%s: frame offsets scanned (%d frames)", path, len(offsets))
-    return {"path": path, "format": fmt, "n_frames": len(offsets), "n_atoms": n_atoms,
+    log.debug("%s: frame offsets scanned (%d frames)", name, len(offsets))
+    return {"path": name, "format": fmt, "n_frames": len(offsets), "n_atoms": n_atoms,
             "offsets": encode_offsets(offsets)}
 
 
