@@ -305,11 +305,11 @@ def main(args) -> int:
 def _say_selections(planned: list[Planned]) -> None:
     """Which atoms each analysis with a ``select`` option used: the user's words, or its default, said so."""
     for p in planned:
-        cmd = p.analysis.command
-        if cmd is None or "select" not in {o.name for o in cmd.options}:
+        option = next((o for o in p.analysis.command.options if o.name == "select"), None)
+        if option is None:
             continue
         who = "selection" if len(planned) == 1 else f"{p.name} selection"
-        said = f"{who}: {p.analysis.select!r}"
+        said = f"{who}: {p.analysis.get_config().get(option.kw)!r}"
         if p.select_given is None:
             said += " (the default; --select to change)" if len(planned) == 1 else " (the default)"
         print(said)
