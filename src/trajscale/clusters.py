@@ -39,9 +39,6 @@ log = logging.getLogger(__name__)
 CLUSTER_KINDS = ("local", "slurm")
 #: Seconds to wait for a scheduler at an address before saying it cannot be reached.
 CONNECT_TIMEOUT_S = 10.0
-#: SLURM job states of a job that has left the queue (or is leaving it).
-_STARTED = {"RUNNING", "COMPLETING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
-            "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 
 __all__ = ["CLUSTER_KINDS", "CONNECT_TIMEOUT_S", "DaskCluster", "SlurmJobs", "dask_cluster", "require_distributed"]
 
@@ -145,12 +142,12 @@ def _note(phases: dict, phase: str, seconds: float) -> None:
 
 def dask_cluster(n_workers: int | None = None, *, scheduler: str | None = None, client=None,
                  cluster: str = "local", threads_per_worker: int = 1, timeout: float | None = None,
-                 slurm: SlurmJobs | None = None, dashboard: bool = True,
-                 silence_logs: int | None = None) -> DaskCluster:
+                 slurm: SlurmJobs | None = None, silence_logs: int | None = None) -> DaskCluster:
     """A connected :class:`DaskCluster`: ``client`` as given, a scheduler at ``scheduler`` (reached
     within ``timeout`` seconds, default :data:`CONNECT_TIMEOUT_S`), or a cluster made here (``cluster``:
     ``local`` with ``n_workers`` worker processes, default the CPU count; ``slurm`` with the
-    workers of ``slurm`` as SLURM jobs).  Errors are one line each."""
+    workers of ``slurm`` as SLURM jobs).  A scheduler made here serves its dashboard on any free port
+    (never a clash with another cluster's 8787).  Errors are one line each."""
     from .pools import main_not_reimported, sigint_blocked
 
     if scheduler is not None and client is not None:
@@ -171,14 +168,14 @@ def dask_cluster(n_workers: int | None = None, *, scheduler: str | None = None, 
     phases: dict[str, float] = {}
     t0 = time.perf_counter()
     if cluster == "slurm":
-        return _slurm_cluster(distributed, n_workers, slurm or SlurmJobs(), timeout, dashboard, phases)
+        return _slurm_cluster(distributed, n_workers, slurm or SlurmJobs(), phases)
     # Spawned workers must not re-run a script's top level (no __main__ guard) or stdin; a Ctrl-C while
     # the cluster starts waits until it is held here, for the caller's close() to stop it.
     with sigint_blocked(), main_not_reimported():
         extra = {} if silence_logs is None else {"silence_logs": silence_logs}
         made = distributed.LocalCluster(n_workers=max(1, int(n_workers or os.cpu_count() or 1)),
                                         threads_per_worker=int(threads_per_worker), processes=True,
-                                        dashboard_address=":0" if dashboard else None, **extra)
+                                        dashboard_address=":0", **extra)
         try:
             got = distributed.Client(made)
         except BaseException:
@@ -222,7 +219,7 @@ def _quiet(name: str):
         lg.setLevel(level)
 
 
-def _slurm_cluster(distributed, n_workers, spec: SlurmJobs, timeout, dashboard: bool, phases: dict) -> DaskCluster:
+def _slurm_cluster(distributed, n_workers, spec: SlurmJobs, phases: dict) -> DaskCluster:
     try:
         from dask_jobqueue import SLURMCluster
     except ImportError:
@@ -239,7 +236,7 @@ def _slurm_cluster(distributed, n_workers, spec: SlurmJobs, timeout, dashboard: 
             kw[name] = value
     if spec.job_extra:
         kw["job_extra_directives"] = list(spec.job_extra)
-    kw["scheduler_options"] = {"dashboard_address": ":0" if dashboard else None}   # ":0": any free port
+    kw["scheduler_options"] = {"dashboard_address": ":0"}   # any free port
     t0 = time.perf_counter()
     try:
         made = SLURMCluster(**kw)
@@ -248,6 +245,7 @@ def _slurm_cluster(distributed, n_workers, spec: SlurmJobs, timeout, dashboard: 
     try:
         got = distributed.Client(made)
         _note(phases, "cluster_start", time.perf_counter() - t0)
+        _check_job(made)
         made.scale(jobs=n_jobs)
         job_ids = _wait_for_slurm_workers(made, got, n_jobs, n_jobs * cores, spec.wait, phases)
     except BaseException:
@@ -257,24 +255,52 @@ def _slurm_cluster(distributed, n_workers, spec: SlurmJobs, timeout, dashboard: 
     return DaskCluster(got, "slurm", cluster=made, phases=phases, job_ids=job_ids)
 
 
+def _check_job(cluster) -> None:
+    """sbatch's refusal of the workers' job script (a partition that does not exist, more memory than a
+    node has) as one line now (``sbatch --test-only``: nothing is submitted), not as a background task's
+    traceback and a wait for workers that never come."""
+    try:
+        out = subprocess.run(["sbatch", "--test-only"], input=cluster.job_script(), capture_output=True, text=True,
+                             timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ParallelUnavailableError(f"Dask SLURM cluster: sbatch --test-only failed: {exc}") from None
+    if out.returncode != 0:
+        said = [line.strip() for line in out.stderr.splitlines() if line.strip()]
+        raise ParallelUnavailableError(f"Dask SLURM cluster: sbatch refused the workers' job: "
+                                       f"{said[-1] if said else f'exit status {out.returncode}'}")
+
+
 def _wait_for_slurm_workers(cluster, client, n_jobs: int, n_workers: int, wait: float | None,
                             phases: dict) -> tuple[str, ...]:
     """Wait until ``n_workers`` workers are connected, timing the jobs' wait in the queue (until the
-    last one runs) apart from the workers' start (from then until the last one is connected)."""
+    last one runs) apart from the workers' start (from then until the last one is connected).  A job
+    that leaves the queue's list before its workers connect (it failed, or was cancelled) ends the wait
+    in one line naming it."""
     from .util import raise_if_stopped
 
     t0 = time.perf_counter()
     t_running = None
     said = t0
+    gone_since: dict[str, float] = {}
     while True:
         raise_if_stopped()
         ids = tuple(str(j.job_id) for j in list(cluster.workers.values()) if getattr(j, "job_id", None))
         connected = len(client.scheduler_info().get("workers", {}))
-        if t_running is None and len(ids) >= n_jobs and _all_started(ids):
-            t_running = time.perf_counter()
         if connected >= n_workers:
             break
         now = time.perf_counter()
+        states = _job_states(ids) if ids else None
+        if states is not None:
+            if t_running is None and len(ids) >= n_jobs and all(states.get(j, "GONE") != "PENDING" for j in ids):
+                t_running = now
+            for j in ids:
+                if j not in states or states[j] not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"):
+                    gone_since.setdefault(j, now)
+            late = [j for j, t in gone_since.items() if now - t > 10]
+            if late and connected < n_workers:
+                raise ParallelUnavailableError(
+                    f"Dask SLURM cluster: job {late[0]} ended ({states.get(late[0], 'no longer queued')}) before "
+                    f"its workers connected ({connected} of {n_workers}); see its output (sacct -j {late[0]})")
         if wait is not None and now - t0 > wait:
             state = "in the SLURM queue" if t_running is None else "starting"
             raise ParallelUnavailableError(
@@ -284,7 +310,7 @@ def _wait_for_slurm_workers(cluster, client, n_jobs: int, n_workers: int, wait: 
             log.info("waiting for Dask workers as SLURM jobs %s: %d of %d connected", ", ".join(ids), connected,
                      n_workers)
             said = now
-        time.sleep(0.1)
+        time.sleep(0.1 if t_running is None else 0.05)
     t_end = time.perf_counter()
     t_running = t_end if t_running is None else t_running
     _note(phases, "queue_wait", t_running - t0)
@@ -292,12 +318,13 @@ def _wait_for_slurm_workers(cluster, client, n_jobs: int, n_workers: int, wait: 
     return ids
 
 
-def _all_started(job_ids: tuple[str, ...]) -> bool:
-    """True when none of the SLURM jobs is pending (squeue no longer lists a finished one)."""
+def _job_states(job_ids: tuple[str, ...]) -> dict[str, str] | None:
+    """SLURM job id -> state (PENDING, RUNNING, ...) of those squeue still lists; None when squeue cannot tell."""
     try:
         out = subprocess.run(["squeue", "-h", "-o", "%i %T", "-j", ",".join(job_ids)], capture_output=True,
-                             text=True, timeout=30, check=False).stdout
+                             text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
-        return False
-    states = dict(line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)
-    return all(states.get(j, "COMPLETED") in _STARTED for j in job_ids)
+        return None
+    if out.returncode != 0 and "Invalid job id" not in out.stderr:
+        return None
+    return dict(line.split()[:2] for line in out.stdout.splitlines() if len(line.split()) >= 2)

@@ -107,6 +107,21 @@ def test_relative_paths_reach_workers_running_in_another_directory(tmp_path, adk
                           "--scheduler", address, "--tasks", "4", "--out", "dask.csv"], data)
         assert got.returncode == 0, got.stderr + (tmp_path / "worker.log").read_text()[-3000:]
         assert (data / "dask.csv").read_bytes() == (data / "serial.csv").read_bytes()
+        # convert's workers write the output named relative to the command's directory, reading inputs so named
+        shutil.copy(adk_vacuum[1], data / "adk.dcd")
+        conv = _trajscale(["convert", "adk.psf", "adk.dcd", "-o", "out.h5md", "--executor", "dask",
+                           "--scheduler", address, "--chunks", "10", "--no-progress"], data)
+        assert conv.returncode == 0, conv.stderr + (tmp_path / "worker.log").read_text()[-3000:]
+        assert not list(elsewhere.glob("*.h5md*")) and not list(elsewhere.glob(".*h5md*"))
+        import h5py
+        import MDAnalysis as mda
+
+        u = mda.Universe(adk_vacuum[0], adk_vacuum[1])
+        with h5py.File(data / "out.h5md") as f:
+            got_pos = f["particles/all/position/value"][()]
+        import numpy as np
+
+        np.testing.assert_allclose(got_pos, np.array([u.atoms.positions.copy() for _ in u.trajectory]), atol=1e-4)
     finally:
         for p in reversed(procs):
             p.terminate()

@@ -113,11 +113,12 @@ def test_a_registered_executor_runs_run_convert_and_pack(toy, tmp_path, adk_vacu
     monkeypatch.chdir(tmp_path)
     top, traj = adk_vacuum
     assert main(["convert", top, traj, "-o", "serial.h5md", "--no-progress"]) == 0
-    assert main(["convert", top, traj, "-o", "toy.h5md", "--executor", "toy", "-n", "2", "--no-progress"]) == 0
+    assert main(["convert", top, traj, "-o", "toy.h5md", "--executor", "toy", "-n", "2", "--toy-label", "conv",
+                 "--no-progress"]) == 0
     with h5py.File("serial.h5md") as a, h5py.File("toy.h5md") as b:
         pos = "particles/all/position/value"
         np.testing.assert_array_equal(a[pos][()], b[pos][()])
-    assert toy[-1][0] == "tasks"
+    assert toy[-1] == ("tasks", "conv")
 
     common = ["run", "rmsd", top, "serial.h5md", "--select", "name CA", "--tasks", "5", "--no-progress"]
     assert main([*common, "--executor", "serial", "--out", "serial.csv"]) == 0

@@ -70,3 +70,16 @@ def test_slurm_cluster_from_python(slurm, tmp_path, adk_vacuum, adk_vacuum_h5md,
         assert set(ex.cluster.phases) == {"cluster_start", "queue_wait", "pool_start"}
         assert len(ex.cluster.job_ids) == 1
     np.testing.assert_array_equal(got.table(), serial.table())
+
+
+def test_a_job_sbatch_refuses_ends_the_run_in_one_line(slurm, tmp_path, adk_vacuum):
+    """A partition that does not exist: sbatch's refusal is the run's one line, at once, no traceback."""
+    t0 = time.monotonic()
+    got = _trajscale(slurm, ["run", "rmsd", *adk_vacuum, "--executor", "dask", "--dask-cluster", "slurm",
+                             "--dask-jobs", "1", "--dask-memory", "500MB", "--dask-queue", "nosuchpartition",
+                             "--out", "r.csv"], tmp_path)
+    lines = got.stderr.strip().splitlines()
+    assert got.returncode != 0 and "Traceback" not in got.stderr, got.stderr
+    assert len(lines) == 1 and "sbatch refused the workers' job" in lines[0] and "partition" in lines[0], lines
+    assert time.monotonic() - t0 < 120
+    assert not _jobs(slurm)

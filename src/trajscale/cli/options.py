@@ -30,6 +30,7 @@ def add_segment_options(p, what: str) -> None:
                         "the ranks write the one file through parallel HDF5, unless --virtual)")
     p.add_argument("-n", "--n-workers", type=positive_int, default=None,
                    help="workers of --executor processes or dask (default: the CPU count)")
+    add_executor_options(p, among=names(workers=("n_workers",), converts=True))   # their own (--scheduler, ...)
     p.add_argument("--virtual", action="store_true",
                    help="keep the segments in NAME.parts/ beside the output, which maps them as HDF5 "
                         "virtual datasets (no join copy; any HDF5 reader, MDAnalysis too, reads it as one file)")
@@ -62,7 +63,9 @@ def write_options(args, comm):
                         progress=not (args.no_progress or getattr(args, "quiet", False)),
                         executor=launcher_executor() if comm is not None else args.executor,
                         n_workers=(args.n_workers or os.cpu_count() or 1) if parallel else None,
-                        virtual=args.virtual, comm=comm)
+                        virtual=args.virtual, comm=comm,
+                        executor_options=executor_options(args, args.executor
+                                                          or (launcher_executor() if comm is not None else "serial")))
 
 
 def resumed_complete(args, inputs, unfinished) -> bool:
@@ -140,8 +143,8 @@ def add_executor_options(p, among: list[str] | None = None) -> None:
             kw.update(default=None, type={"int": int, "float": float}.get(opt.kind, str))
         if opt.choices:
             kw["choices"] = list(opt.choices)
-        if opt.metavar:
-            kw["metavar"] = opt.metavar
+        if not opt.choices:
+            kw["metavar"] = opt.metavar or opt.name.upper()
         p.add_argument(flag, **kw)
 
 

@@ -214,10 +214,12 @@ def _write_local(job: ConvertJob, partial: Partial, sources, write: WriteOptions
     with polling_for_stop():
         try:
             if partial.mode is WriteMode.DIRECT:
-                direct.write(job, partial, executor=executor, n_workers=write.workers(), progress=write.progress)
+                direct.write(job, partial, executor=executor, n_workers=write.workers(), progress=write.progress,
+                             options=write.executor_options)
             else:
                 segmented.write(job, partial, executor=executor, n_workers=write.workers(),
-                                progress=write.progress, sources=dict(enumerate(sources)))
+                                progress=write.progress, sources=dict(enumerate(sources)),
+                                options=write.executor_options)
         except (SystemExit, KeyboardInterrupt):
             raise   # kept for --resume
         except BaseException as exc:

@@ -71,9 +71,10 @@ def prepare(partial: Partial, create) -> dict[str, RowTarget]:
     return plan_writes(partial.tmp, rec["datasets"], probe=fresh)
 
 
-def run_ranges(partial: Partial, fn, args: tuple, executor: str, n_workers: int, bar=None) -> None:
+def run_ranges(partial: Partial, fn, args: tuple, executor: str, n_workers: int, bar=None,
+               options: dict | None = None) -> None:
     """Run ``fn(*args, a, b, path, record path)`` for every range the records do not count whole, then
-    check that they do (OutputError otherwise)."""
+    check that they do (OutputError otherwise); ``options``: the executor's own."""
     tasks, counted = [], 0
     for k, (a, b) in enumerate(partial.record["ranges"]):
         done = int((load_record(partial.worker_record(k)) or {}).get("done", 0))
@@ -84,14 +85,16 @@ def run_ranges(partial: Partial, fn, args: tuple, executor: str, n_workers: int,
             tasks.append((*args, a, b, str(partial.tmp), str(partial.worker_record(k))))
     ranges = partial.record["ranges"]
     partial.say_resumed(counted, ranges[-1][1] - ranges[0][0] if ranges else 0, contiguous=len(ranges) == 1)
-    run_tasks(fn, tasks, executor, n_workers, on_done=None if bar is None else lambda i, n: bar.update(n))
+    run_tasks(fn, tasks, executor, n_workers, on_done=None if bar is None else lambda i, n: bar.update(n),
+              options=options)
     for k, (a, b) in enumerate(partial.record["ranges"]):
         done = (load_record(partial.worker_record(k)) or {}).get("done")
         if done != b - a:
             raise OutputError(partial.final, f"frames {a}-{b}: {done} of {b - a} written")
 
 
-def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, progress: bool) -> None:
+def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, progress: bool,
+          options: dict | None = None) -> None:
     """Write (or finish) ``partial`` as its direct-write record says, then rename it to the final name."""
     from .segmented import check_complete
 
@@ -101,7 +104,7 @@ def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, p
 
     targets = prepare(partial, create)
     with frame_bar(job.n_frames, progress, "convert") as bar:
-        run_ranges(partial, write_range_direct, (job, targets), executor, n_workers, bar)
+        run_ranges(partial, write_range_direct, (job, targets), executor, n_workers, bar, options)
     check_complete(partial.tmp, job.n_frames, partial.final)
     partial.finish()
 

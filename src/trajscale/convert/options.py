@@ -108,6 +108,9 @@ class WriteOptions:
     executor, n_workers
         ``"processes"`` or ``"dask"`` with ``n_workers`` (None: the CPU count); ``"mpi"``
         with ``comm``; None or ``"serial"``: one pass.
+    executor_options
+        The executor's own options (its registry entry's: ``{"scheduler": "tcp://host:8786"}``,
+        ``{"cluster": "slurm", "jobs": 4, ...}`` for Dask, ``{"start_method": "spawn"}`` for processes).
     virtual
         Keep the per-worker segments beside the output, mapped into it as HDF5 virtual datasets.
     comm
@@ -121,6 +124,7 @@ class WriteOptions:
     n_workers: int | None = None
     virtual: bool = False
     comm: Any = field(default=None, compare=False, repr=False)
+    executor_options: dict = field(default_factory=dict, compare=False)
 
     @property
     def mpi(self) -> bool:

@@ -14,6 +14,7 @@ What the root prepares and shares follows the run's protocol (:mod:`trajscale.sh
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -115,9 +116,12 @@ def run_dask(fn, tasks, n_workers, on_done, comm=None, options=None, window=None
     ``n_workers`` workers, a scheduler, SLURM jobs), stopped between slabs on a Ctrl-C."""
     from ..clusters import dask_cluster
 
-    cluster = dask_cluster(n_workers, dashboard=False, **_cluster_options(options or {}))
+    cluster = dask_cluster(n_workers, **_cluster_options(options or {}))
     try:
         client = cluster.client
+        # Workers of a scheduler run in their own directory (another host's, a SLURM job's): the files
+        # the tasks name are made absolute here, before any worker sees them.
+        tasks = [tuple(_absolute(a) for a in args) for args in tasks]
         numbered, first = _windowed(tasks, window, n_workers)
         index = {}
         for i, args in itertools.islice(numbered, first):
@@ -144,6 +148,30 @@ def run_dask(fn, tasks, n_workers, on_done, comm=None, options=None, window=None
             raise
     finally:
         cluster.close()
+
+
+#: Fields of a task's dataclass argument that name files (a conversion's inputs, a rechunk's source).
+_PATH_FIELDS = ("topology", "trajectories", "src_path")
+
+
+def _absolute(arg):
+    """A task's argument with the files it names absolute in this process's directory: a string or path
+    argument (the segment and record paths of convert's and rechunk's tasks), the :data:`_PATH_FIELDS` of
+    a dataclass argument (their jobs); URLs and everything else as they are."""
+    if isinstance(arg, str | os.PathLike):
+        text = os.fspath(arg)
+        return text if "://" in text or not text else os.path.abspath(text)
+    if dataclasses.is_dataclass(arg) and not isinstance(arg, type):
+        names = {f.name for f in dataclasses.fields(arg)}
+        changes = {}
+        for name in _PATH_FIELDS:
+            value = getattr(arg, name, None) if name in names else None
+            if isinstance(value, str | os.PathLike):
+                changes[name] = _absolute(value)
+            elif isinstance(value, tuple | list) and value:
+                changes[name] = type(value)(_absolute(v) for v in value)
+        return dataclasses.replace(arg, **changes) if changes else arg
+    return arg
 
 
 def _cluster_options(options: dict) -> dict:

@@ -286,7 +286,7 @@ def _run_direct(src: h5py.File, job: RechunkJob, partial: Partial, write: WriteO
                  for k in range(len(partial.record["ranges"])))
     with frame_bar(partial.record["ranges"][-1][1], write.progress, "rechunk") as bar:
         direct.run_ranges(partial, rechunk_range_direct, (job, targets), write.executor or "serial",
-                          write.workers(), bar)
+                          write.workers(), bar, write.executor_options)
     return before
 
 
@@ -384,7 +384,7 @@ def _run_segments(job: RechunkJob, partial: Partial, write: WriteOptions) -> int
         segs = _segments(partial)
         partial.say_resumed(before, max((b for _, _, b in segs), default=0), contiguous=len(segs) == 1)
     run_tasks(rechunk_range, tasks, launcher_executor() if comm is not None else write.executor or "serial",
-              write.workers(), comm=comm)
+              write.workers(), comm=comm, options=write.executor_options)
     for path, a, b in _segments(partial):
         done = (load_record(path.with_suffix(".progress.json")) or {}).get("done") or {}
         if sorted(done) != sorted(job.names) or any(v != b - a for v in done.values()):

@@ -67,7 +67,7 @@ def check_parts_folder(final: Path, inputs) -> None:
 
 
 def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, progress: bool,
-          sources=None) -> None:
+          sources=None, options: dict | None = None) -> None:
     """Write (or finish) ``partial`` as its record says, then rename it to the final name."""
     rec = partial.record
     if moving(rec):   # stopped while moving the counted segments or before the rename: finish that
@@ -99,7 +99,7 @@ def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, p
             if done < b - a:
                 tasks.append((seg_job, a, b, str(path), str(rpath)))
         partial.say_resumed(bar.n, job.n_frames, contiguous=False)
-        run_tasks(write_range, tasks, executor, n_workers, on_done=lambda i, n: bar.update(n))
+        run_tasks(write_range, tasks, executor, n_workers, on_done=lambda i, n: bar.update(n), options=options)
     for path, a, b in segs:
         done = (load_record(_seg_record(path)) or {}).get("done")
         if done != b - a:

@@ -146,7 +146,7 @@ class DaskBackend(BackendBase):
             from ..clusters import dask_cluster
 
             # The one cluster factory: spawned workers never re-run the user's script (as trajscale.run's).
-            self._cluster = dask_cluster(self.n_workers, dashboard=False, silence_logs=logging.WARNING)
+            self._cluster = dask_cluster(self.n_workers, silence_logs=logging.WARNING)
             self._client = self._cluster.client
         return self._client
 

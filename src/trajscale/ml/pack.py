@@ -280,7 +280,7 @@ def _read_all(plan: PackPlan, todo: list[int], executor: str, n_workers: int, op
     files per worker that are read and not yet written: memory is O(workers x file size), never O(files)."""
     from ..executor_registry import executor_traits, load
 
-    jobs = [(i, plan.files[i], plan.keys) for i in todo]
+    jobs = [(i, os.path.abspath(plan.files[i]), plan.keys) for i in todo]   # workers may run elsewhere (Dask)
     executor = _pick(executor, n_workers, len(jobs))
     runner = load(executor_traits(executor).convert_runner)
     runner(_read_job, [(j,) for j in jobs], max(1, n_workers), lambda _, got: on_file(*got), None,
