@@ -138,3 +138,24 @@ def test_the_full_report_lists_each_analysis_of_the_pass(adk_vacuum_h5md):
     got = ts.run([ts.RMSD(select="name CA"), ts.RadiusOfGyration(select="backbone")], D.PSF, adk_vacuum_h5md)
     text = format_table(got[0].report)
     assert "analysis rmsd: 214 atoms, compute" in text and "analysis rgyr: 855 atoms, compute" in text
+
+
+def test_each_block_is_read_once_for_every_analysis(water_h5md, monkeypatch):
+    from trajscale.sources.h5md import H5MDSource
+
+    reads = []
+    read = H5MDSource.read
+
+    def counted(self, start, stop, atoms=None, *args, **kw):
+        reads.append((start, stop, None if atoms is None else len(atoms)))
+        return read(self, start, stop, atoms, *args, **kw)
+
+    monkeypatch.setattr(H5MDSource, "read", counted)
+    top, traj = water_h5md
+    got = ts.run(list(boxed_analyses().values()), top, traj, n_tasks=3, executor="serial")
+    union = got[0].report.n_atoms
+    blocks = [r for r in reads if r[2] == union]
+    assert len(blocks) == got[0].report.n_tasks == 3   # one read per block, over the union
+    assert [b[:2] for b in blocks] == sorted(b[:2] for b in blocks) and blocks[0][0] == 0 and blocks[-1][1] == 10
+    # the rest: the references the analyses prepare (frame 0, as each reads it alone) and the first box
+    assert all(r[:2] == (0, 1) for r in reads if r[2] != union)
