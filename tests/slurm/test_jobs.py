@@ -118,10 +118,11 @@ def frames_done(folder: Path, name: str = "out.h5md") -> int:
     return done
 
 
-def wait_for_frames(slurm, job: int, folder: Path, more_than: int, timeout: float = 180) -> int:
-    """Wait until the job's convert has counted more than ``more_than`` frames; return how many."""
+def wait_for_frames(slurm, job: int, folder: Path, more_than: int, timeout: float = 180,
+                    name: str = "out.h5md") -> int:
+    """Wait until the job's convert of ``name`` has counted more than ``more_than`` frames; return how many."""
     deadline = time.monotonic() + timeout
-    while (done := frames_done(folder)) <= more_than:
+    while (done := frames_done(folder, name)) <= more_than:
         state = slurm.state(job)
         assert state in ("PENDING", "RUNNING", "CONFIGURING", "REQUEUED", "COMPLETING"), \
             f"job {job} {state} before its convert got past frame {more_than}:\n{slurm.log(job)}"
