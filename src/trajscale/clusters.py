@@ -206,7 +206,7 @@ def _connect(distributed, address: str, timeout: float) -> DaskCluster:
 
 @contextlib.contextmanager
 def _quiet(name: str):
-    """Loggers of ``name`` at ERROR+ for the block, unless trajscale runs verbose (INFO or below)."""
+    """Loggers of ``name`` silenced for the block, unless trajscale logs at DEBUG (``-vv``)."""
     lg = logging.getLogger(name)
     if logging.getLogger("trajscale").getEffectiveLevel() <= logging.DEBUG:
         yield
@@ -241,7 +241,10 @@ def _slurm_cluster(distributed, n_workers, spec: SlurmJobs, phases: dict) -> Das
     try:
         made = SLURMCluster(**kw)
     except ValueError as exc:   # e.g. no memory given nor configured
-        raise ConfigError(f"Dask SLURM cluster: {exc}".rstrip(".")) from None
+        if "memory" in str(exc):
+            raise ConfigError("Dask SLURM cluster: give each job's memory (--dask-memory SIZE, memory= from "
+                              "Python, or jobqueue.slurm.memory in the Dask configuration)") from None
+        raise ConfigError(f"Dask SLURM cluster: {str(exc).splitlines()[0]}".rstrip(".:")) from None
     try:
         got = distributed.Client(made)
         _note(phases, "cluster_start", time.perf_counter() - t0)
