@@ -231,3 +231,37 @@ def test_a_plan_under_mpiexec(tmp_path, adk_vacuum_h5md):
     assert proc.stdout.count("4 analyses in one pass") == 1   # rank 0 says it
     for name, path in _alone_outputs(tmp_path, adk_vacuum_h5md).items():
         assert filecmp.cmp(tmp_path / f"{name}.csv", path, shallow=False), name
+
+
+def _installed_plugin(where) -> dict:
+    """An environment in which another package registers ``mean_z`` (tests.analysis.plugin_analysis) under
+    trajscale's entry-point group, as ``pip install`` of it would (a dist-info folder on the path)."""
+    import os
+
+    from tests.conftest import ROOT
+
+    info = where / "meanz_plugin-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: meanz-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[trajscale.analyses]\nmean_z = tests.analysis.plugin_analysis:MeanZ\n")
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(where), str(ROOT), str(ROOT / "src")]))
+
+
+@pytest.mark.cli
+def test_an_installed_analysis_reaches_the_command_line_and_the_workers(tmp_path, monkeypatch):
+    env = _installed_plugin(tmp_path / "site")
+    help_ = run_cli("run", "mean_z", "--help", env=env)
+    assert help_.returncode == 0 and "mean z of the atoms per frame" in help_.stdout
+    proc = run_cli("run", "mean_z", PSF, DCD, "--select", "backbone", "--out", "z.csv", "--executor", "processes",
+                   "-n", "2", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    from tests.analysis.plugin_analysis import MeanZ
+    from trajscale.analysis import ANALYSES
+
+    monkeypatch.setitem(ANALYSES, "mean_z", MeanZ)   # this process has no such entry point
+    ts.run(MeanZ(select="backbone"), PSF, DCD).save(str(tmp_path / "alone.csv"))
+    assert filecmp.cmp(tmp_path / "z.csv", tmp_path / "alone.csv", shallow=False)
+    plan = _plan(tmp_path, "[mean_z]\nselect = 'backbone'\nout = 'zz.csv'\n[rmsd]\nselect = 'name CA'\n")
+    proc = run_cli("run", "--plan", plan, PSF, DCD, "--executor", "serial", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert filecmp.cmp(tmp_path / "zz.csv", tmp_path / "alone.csv", shallow=False)

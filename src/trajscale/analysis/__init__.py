@@ -34,9 +34,50 @@ _OTHERS = {"AnalysisGroup": ".group", "AverageResult": ".average",
 __all__ = sorted(["ANALYSES", "BUILTIN", *_CLASSES, *_OTHERS])
 
 
+#: The entry-point group other packages register their analyses under (``name = "module:Class"``): they
+#: join ``ANALYSES``, and so the command line and the workers that rebuild them by name.
+ENTRY_POINT_GROUP = "trajscale.analyses"
+
+
 def _registry() -> dict:
-    """``ANALYSES``: name -> class of every built-in analysis; tests and plug-ins add their own to it."""
+    """``ANALYSES``: name -> class of every built-in analysis, then those other packages register under
+    :data:`ENTRY_POINT_GROUP`; tests add their own to it."""
+    registry = {name: __getattr__(cls) for name, (cls, _) in BUILTIN.items()}
+    for name, cls in _plugins().items():
+        registry.setdefault(name, cls)
+    return registry
+
+
+def registered(plugins: bool = False) -> dict:
+    """name -> class of the analyses known now: ``ANALYSES`` once it has been read (with whatever was added
+    to it), else the built-in ones, importing their modules but not scanning the installed packages'
+    entry points (``importlib.metadata`` costs a command's start a sixth of a second); with ``plugins``
+    those too."""
+    registry = globals().get("ANALYSES")
+    if registry is not None:
+        return dict(registry)
+    if plugins:
+        return dict(__getattr__("ANALYSES"))
     return {name: __getattr__(cls) for name, (cls, _) in BUILTIN.items()}
+
+
+def _plugins() -> dict:
+    """name -> class of the analyses other packages register (a name trajscale has stays trajscale's; one
+    that cannot be loaded is left out, with a warning)."""
+    import logging
+    from importlib.metadata import entry_points
+
+    log = logging.getLogger(__name__)
+    found = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in BUILTIN or ep.name in _INTERNAL:
+            log.warning("entry point %s = %s: trajscale's own analysis %r is kept", ep.name, ep.value, ep.name)
+            continue
+        try:
+            found.setdefault(ep.name, ep.load())
+        except Exception as exc:   # noqa: BLE001 - a broken plug-in must not stop trajscale's own analyses
+            log.warning("entry point %s = %s left out: %s: %s", ep.name, ep.value, type(exc).__name__, exc)
+    return found
 
 
 def _analysis_class(name: str) -> type:
@@ -49,7 +90,9 @@ def _analysis_class(name: str) -> type:
     registry = globals().get("ANALYSES")
     if registry is not None:
         return registry[name]
-    return __getattr__(BUILTIN[name][0])
+    if name in BUILTIN:
+        return __getattr__(BUILTIN[name][0])
+    return __getattr__("ANALYSES")[name]   # another package's: the registry with its entry points
 
 
 __getattr__, __dir__ = attach(__name__, {**_CLASSES, **_OTHERS, "ANALYSES": _registry},

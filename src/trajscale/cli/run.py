@@ -32,11 +32,12 @@ PLAN_HELP = ("run several analyses in one pass over the trajectory (each block r
              "whose keys are that command's option names (select, fit-select, ...) and out")
 
 
-def command_analyses() -> dict[str, type]:
-    """Name -> class of every registered analysis that has a command (``Analysis.command``)."""
-    from ..analysis import ANALYSES
+def command_analyses(plugins: bool = False) -> dict[str, type]:
+    """Name -> class of every registered analysis that has a command (``Analysis.command``); ``plugins``:
+    with those other packages register (looked for only when a name is not known without them)."""
+    from ..analysis import registered
 
-    return {name: cls for name, cls in ANALYSES.items() if cls.command is not None}
+    return {name: cls for name, cls in registered(plugins).items() if cls.command is not None}
 
 
 class _Names(dict):
@@ -56,14 +57,28 @@ class _AnalysisOrPlan(argparse._SubParsersAction):
         super().__init__(*args, **kw)
         self._name_parser_map = self.choices = _Names()
 
+    def _known(self, name: str) -> bool:
+        """Whether ``name`` is an analysis's command: trajscale's, or (looked for now) another package's."""
+        if dict.__contains__(self.choices, name):
+            return True
+        if name.startswith("-"):
+            return False
+        self.choices.parsing = False   # (adding parsers checks their names)
+        try:
+            for other, cls in command_analyses(plugins=True).items():
+                if not dict.__contains__(self.choices, other):
+                    _add_analysis_parser(self, other, cls)
+        finally:
+            self.choices.parsing = True
+        return dict.__contains__(self.choices, name)
+
     def __call__(self, parser, namespace, values, option_string=None):
-        known = dict.__contains__(self.choices, values[0]) if values else False
         if getattr(namespace, "plan", None) or any(v == "--plan" or v.startswith("--plan=") for v in values):
-            if known:
+            if values and dict.__contains__(self.choices, values[0]):
                 parser.error(f"--plan runs the analyses its file lists: give it without an analysis name "
                              f"(here {values[0]!r})")
             values = ["plan", *values]
-        elif not known:
+        elif not (values and self._known(values[0])):
             names = [n for n in self.choices if n != "plan"]
             parser.error(f"argument ANALYSIS: invalid choice: {values[0]!r} (choose from "
                          f"{', '.join(map(repr, names))}; or --plan FILE)")
@@ -75,17 +90,13 @@ def add_parser(sub) -> None:
     p = sub.add_parser("run", help=f"run an analysis ({', '.join(analyses)}), or several in one pass (--plan)",
                        description="Split-apply-combine analysis on serial, processes, threads, dask or mpi "
                                    "executors: `trajscale run ANALYSIS TOP TRAJ...`, or "
-                                   "`trajscale run --plan FILE TOP TRAJ...` for several analyses in one pass.")
+                                   "`trajscale run --plan FILE TOP TRAJ...` for several analyses in one pass. "
+                                   "Analyses other packages register (entry points trajscale.analyses) run "
+                                   "by their names too.")
     p.add_argument("--plan", default=None, metavar="FILE", help=PLAN_HELP)
     asub = p.add_subparsers(dest="analysis", metavar="ANALYSIS", required=True, action=_AnalysisOrPlan)
     for name, cls in analyses.items():
-        cmd = cls.command
-        a = asub.add_parser(name, help=cmd.help, description=f"{cmd.help}. {cmd.out}.".replace("%", "%%"))
-        _positional(a)
-        for option in cmd.options:
-            _add_option(a, cls, option)
-        add_run_options(a)
-        a.set_defaults(func=main)
+        _add_analysis_parser(asub, name, cls)
     # `run --plan FILE TOP TRAJ...`: no analysis named (left out of the list above: it has no help line)
     plan = asub.add_parser("plan", description=f"{PLAN_HELP[0].upper()}{PLAN_HELP[1:]}.")
     _positional(plan)
@@ -93,6 +104,17 @@ def add_parser(sub) -> None:
     add_run_options(plan)
     plan.set_defaults(func=main)
     asub.choices.parsing = True
+
+
+def _add_analysis_parser(asub, name: str, cls) -> None:
+    """``run NAME``: the analysis's own options (its ``command``), then those every run takes."""
+    cmd = cls.command
+    a = asub.add_parser(name, help=cmd.help, description=f"{cmd.help}. {cmd.out}.".replace("%", "%%"))
+    _positional(a)
+    for option in cmd.options:
+        _add_option(a, cls, option)
+    add_run_options(a)
+    a.set_defaults(func=main)
 
 
 def _positional(p) -> None:
@@ -159,6 +181,8 @@ def read_plan(path: str) -> list[Planned]:
     except tomllib.TOMLDecodeError as exc:
         raise InputFileError(path, f"is not a valid TOML run plan: {exc}") from None
     known = command_analyses()
+    if any(name not in known for name in data):   # another package's analysis, perhaps
+        known = command_analyses(plugins=True)
     planned = []
     for name, tables in data.items():
         if name not in known:
