@@ -44,6 +44,7 @@ def add_parser(sub) -> None:
     p.add_argument("--compression", default="none",
                    help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] "
                         "(the last four need hdf5plugin; default none)")
+    add_layout_option(p)
     p.add_argument("--precision", type=float, default=None,
                    help="store positions rounded to this precision in Å (lossy; 0.01 = XTC's 0.001 nm); "
                         "saves space only with --compression")
@@ -76,7 +77,8 @@ def main(args) -> int:
     if resumed_complete(args, [args.topology, *args.trajectories], unfinished(args.output, "convert")):
         return 0
     comm = mpi_comm() if on_launcher_ranks(args) else None
-    options = ConvertOptions(read=read_options(args), spec=output_spec(args), write=write_options(args, comm),
+    options = ConvertOptions(read=read_options(args), spec=layout_target(args, output_spec(args)),
+                             write=write_options(args, comm),
                              velocities=not args.no_velocities, forces=not args.no_forces, units=args.units)
     s = convert(args.topology, args.trajectories, args.output, options=options)
     if comm is not None and comm.Get_rank() != 0:
@@ -84,6 +86,27 @@ def main(args) -> int:
     log.info("wrote %s: %d frames x %d atoms (%s), %s, %.1f MB in %.1f s", s.output, s.n_frames,
              s.n_atoms, "+".join(s.fields), s.layout, s.bytes_written / 1e6, s.seconds)
     return 0
+
+
+def add_layout_option(p) -> None:
+    """``--layout disk|remote``: what the output's layout is planned for (convert and rechunk)."""
+    p.add_argument("--layout", default="disk", choices=["disk", "remote"],
+                   help="disk (the default) or remote: a store to be read over the network (s3://, http(s)://): "
+                        "--chunks auto plans ~8 MiB chunks for range requests, and HDF5's metadata is "
+                        "gathered in one block at the file's start, so opening it costs one request")
+
+
+def layout_target(args, spec):
+    """``spec`` with its layout planned for ``--layout``."""
+    import dataclasses
+
+    from ..store.layout import Layout
+
+    if args.layout == "disk":
+        return spec
+    lay = spec.layout
+    Layout.parse(str(lay.chunks), target=args.layout)   # refuses what the target cannot plan
+    return dataclasses.replace(spec, layout=dataclasses.replace(lay, remote=True))
 
 
 def read_options(args):

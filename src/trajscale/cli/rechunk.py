@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from .checks import add_overwrite
+from .convert import add_layout_option, layout_target
 from .options import (
     add_segment_options,
     kept_for_resume,
@@ -29,6 +30,7 @@ def add_parser(sub) -> None:
     p.add_argument("--compression", default="none",
                    help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] "
                         "(the last four need hdf5plugin; default none)")
+    add_layout_option(p)
     p.add_argument("--precision", type=float, default=None,
                    help="round positions to this precision in Å first (lossy; 0.01 = XTC's 0.001 nm); "
                         "saves space only with --compression")
@@ -51,7 +53,7 @@ def main(args) -> int:
     if resumed_complete(args, [args.input], unfinished(args.output, "rechunk")):
         return 0
     comm = mpi_comm() if on_launcher_ranks(args) else None
-    options = RechunkOptions(spec=output_spec(args), write=write_options(args, comm))
+    options = RechunkOptions(spec=layout_target(args, output_spec(args)), write=write_options(args, comm))
     s = rechunk(args.input, args.output, options=options)
     if comm is not None and comm.Get_rank() != 0:
         return 0

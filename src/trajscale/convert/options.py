@@ -65,7 +65,8 @@ class OutputSpec:
     Parameters
     ----------
     layout
-        Chunks, compression and checksums (:class:`~trajscale.store.layout.Layout`).
+        Chunks, compression and checksums (:class:`~trajscale.store.layout.Layout`); ``Layout(remote=True)``
+        plans them for a store read over the network.
     precision
         Positions rounded to this precision in Å (lossy; :mod:`trajscale.store.codecs`), or None.
     encoding
@@ -89,8 +90,11 @@ class OutputSpec:
         comp = self.layout.compression or "none"
         if self.layout.compression_opts is not None:
             comp += f":{self.layout.compression_opts}"
-        return {"chunks": self.layout.chunks, "compression": comp, "fletcher32": self.layout.fletcher32,
-                "precision": self.precision, "encoding": self.encoding}
+        out = {"chunks": self.layout.chunks, "compression": comp, "fletcher32": self.layout.fletcher32,
+               "precision": self.precision, "encoding": self.encoding}
+        if self.layout.remote:   # (only then: records of earlier runs, without it, still match)
+            out["layout"] = "remote"
+        return out
 
 
 @dataclass(frozen=True, slots=True)

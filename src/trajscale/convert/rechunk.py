@@ -232,7 +232,7 @@ def _join_segments(src: h5py.File, job: RechunkJob, partial: Partial, t0: float,
     """Copy the counted segments into the output (or map them: ``virtual``), count it and rename it."""
     if partial.record.get("virtual"):
         return _finish_virtual(src, partial, list(job.names), t0, resumed_from)
-    with h5py.File(partial.tmp, "w") as dst:
+    with h5py.File(partial.tmp, "w", **job.spec.layout.file_kwargs()) as dst:
         _copy_structure(src, dst, job.spec)
         for path, a, _ in _segments(partial):
             with h5py.File(path, "r") as seg:
@@ -251,7 +251,7 @@ def _rechunk_serial(src: h5py.File, job: RechunkJob, partial: Partial, write: Wr
     resumed = partial.begin(write.resume, {"done": {}}, save=False)
     record = partial.record
     if not resumed or not partial.tmp.exists():
-        with h5py.File(partial.tmp, "w") as dst:
+        with h5py.File(partial.tmp, "w", **job.spec.layout.file_kwargs()) as dst:
             series = _copy_structure(src, dst, job.spec)
         record["done"] = {name: 0 for name in series}
         partial.save()
@@ -277,7 +277,7 @@ def _run_direct(src: h5py.File, job: RechunkJob, partial: Partial, write: WriteO
     """Create the partial output (allocated, structure copied), then write every range's frames in place;
     return the frames counted before this run."""
     def create(path: Path) -> list[str]:
-        with h5py.File(path, "w") as dst:
+        with h5py.File(path, "w", **job.spec.layout.file_kwargs()) as dst:
             _copy_structure(src, dst, job.spec, early=True)
         return list(job.names)
 

@@ -107,7 +107,7 @@ def write(job: ConvertJob, partial: Partial, *, executor: str, n_workers: int, p
     if rec.get("virtual"):
         _join_virtual(partial, segs)
     else:
-        _join_copy(partial, segs, job.n_frames)
+        _join_copy(partial, segs, job.n_frames, job.layout.file_kwargs())
         check_complete(partial.tmp, job.n_frames, partial.final)
         partial.finish()
 
@@ -116,9 +116,10 @@ def _seg_record(path: Path) -> Path:
     return path.with_suffix(".progress.json")
 
 
-def _join_copy(partial: Partial, segs, n_frames: int) -> None:
-    """Copy every segment into the partial output, a few slabs (or stored chunks) at a time."""
-    with h5py.File(segs[0][0], "r") as first, h5py.File(partial.tmp, "w") as dst:
+def _join_copy(partial: Partial, segs, n_frames: int, file_kwargs: dict | None = None) -> None:
+    """Copy every segment into the partial output, a few slabs (or stored chunks) at a time; ``file_kwargs``
+    are the output's file-creation options (a remote layout's metadata block)."""
+    with h5py.File(segs[0][0], "r") as first, h5py.File(partial.tmp, "w", **(file_kwargs or {})) as dst:
         series = copy_structure(first, dst, lambda dg, name, obj: like(dg, name, obj, n_frames)
                                 if is_time_series(obj) else None)
         for path, a, _ in segs:

@@ -5,6 +5,15 @@ whole frames (or an atom span across many frames), so a chunk must never split
 a frame's atoms and should hold enough frames to be 1-4 MiB: big enough that
 per-chunk overhead vanishes, small enough that a one-frame read does not drag
 in much more than it asked for.
+
+A store meant to be read over the network (``Layout(remote=True)``, ``--layout
+remote``) differs in two ways: its chunks are planned for range requests, about
+8 MiB (1-16 MiB is the object stores' guidance: a request's latency then costs
+little beside its bytes), and HDF5 gathers its metadata in one block at the
+file's start (:data:`METADATA_BLOCK_BYTES`, HDF5's ``meta_block_size``), so a
+reader opening it over the network fetches the superblock, object headers and
+chunk indexes with one range request instead of one per scattered piece.  The
+file stays plain H5MD: every HDF5 reader (MDAnalysis's too) reads it.
 """
 
 from __future__ import annotations
@@ -17,6 +26,19 @@ TARGET_CHUNK_BYTES = 2 * 1024**2
 MAX_CHUNK_BYTES = 4 * 1024**2
 #: Most chunk cache the reader gives a dataset whose chunks split frames.
 SPLIT_CHUNK_CACHE_MAX = 512 * 1024**2
+#: Chunk sizes planned for a store read by range requests (``Layout(remote=True)``): about 8 MiB, at
+#: most 16 MiB, and at least 1 MiB wherever the trajectory holds that much.
+REMOTE_TARGET_CHUNK_BYTES = 8 * 1024**2
+REMOTE_MAX_CHUNK_BYTES = 16 * 1024**2
+REMOTE_MIN_CHUNK_BYTES = 1024**2
+#: HDF5's metadata block of a remote store: the metadata (object headers, heaps, chunk B-trees) is
+#: allocated from one block this big, right after the superblock; the data begins after it.  With the
+#: superblock's first 4 KiB the block ends at 256 KiB: the first range request a remote reader makes
+#: (256 KiB) holds all of a file's metadata, up to a few thousand chunks (beyond, HDF5 adds another block
+#: at the end of the file).
+METADATA_BLOCK_BYTES = 252 * 1024
+#: What a layout is planned for (``--layout``).
+TARGETS = ("disk", "remote")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +56,10 @@ class Layout:
         ``None``, ``"gzip"`` (level ``compression_opts``), ``"lzf"``, or a
         filter provided by hdf5plugin: ``"zstd"``, ``"lz4"``, ``"blosc-zstd"``,
         ``"blosc-lz4"`` (see :data:`CODECS`).
+    remote
+        Plan the store for reading over the network: ``"auto"`` chunks of about 8 MiB
+        (:func:`plan_remote_frames_per_chunk`) and the metadata in one block at the file's
+        start (:meth:`file_kwargs`).
     """
 
     chunks: str | int = "auto"
@@ -41,11 +67,15 @@ class Layout:
     compression_opts: int | None = None
     shuffle: bool = False
     fletcher32: bool = False
+    remote: bool = False
 
     @classmethod
     def parse(cls, chunks: str = "auto", compression: str | None = "none",
-              fletcher32: bool = False) -> Layout:
-        """Build a layout from CLI strings such as ``"frame"`` and ``"gzip:4"``."""
+              fletcher32: bool = False, target: str = "disk") -> Layout:
+        """Build a layout from CLI strings such as ``"frame"`` and ``"gzip:4"``; ``target`` ``"remote"``
+        plans it for reading over the network (``--layout remote``)."""
+        if target not in TARGETS:
+            raise ConfigError(f"--layout must be {' or '.join(TARGETS)}, got {target!r}")
         chunk_spec: str | int = chunks
         if isinstance(chunks, str) and chunks.isdigit():
             chunk_spec = int(chunks)
@@ -56,7 +86,11 @@ class Layout:
         name, opts = _parse_compression(compression)
         if name and chunk_spec == "contiguous":
             raise ConfigError("compression needs a chunked layout; contiguous data cannot be compressed")
-        return cls(chunk_spec, name, opts, shuffle=name is not None, fletcher32=fletcher32)
+        if target == "remote" and chunk_spec == "h5py":
+            raise ConfigError("--layout remote plans its own chunks: give --chunks auto (the default), frame, "
+                              "contiguous or a number of frames, not h5py")
+        return cls(chunk_spec, name, opts, shuffle=name is not None, fletcher32=fletcher32,
+                   remote=target == "remote")
 
     def chunk_shape(self, n_atoms: int, itemsize: int = 4, n_frames: int | None = None):
         """Chunk shape for a ``(n_frames, n_atoms, 3)`` dataset (None = contiguous, True = h5py)."""
@@ -67,11 +101,14 @@ class Layout:
         if self.chunks == "frame":
             frames = 1
         elif self.chunks == "auto":
-            frames = plan_frames_per_chunk(n_atoms, itemsize)
+            frames = (plan_remote_frames_per_chunk(n_atoms, itemsize) if self.remote
+                      else plan_frames_per_chunk(n_atoms, itemsize))
         else:
             frames = int(self.chunks)
         if n_frames:
             frames = max(1, min(frames, n_frames))
+            if self.remote and self.chunks == "auto":   # chunks of equal frames: no mostly empty last chunk
+                frames = -(-n_frames // -(-n_frames // frames))
         return (frames, n_atoms, 3)
 
     def h5py_kwargs(self) -> dict:
@@ -89,11 +126,16 @@ class Layout:
             kw["fletcher32"] = True
         return kw
 
+    def file_kwargs(self) -> dict:
+        """File-creation keywords for ``h5py.File(..., "w")``: the metadata block at the file's start of a
+        remote store, nothing otherwise."""
+        return {"meta_block_size": METADATA_BLOCK_BYTES} if self.remote else {}
+
     def describe(self) -> str:
         comp = self.compression or "none"
         if self.compression_opts is not None:
             comp += f":{self.compression_opts}"
-        return f"chunks={self.chunks} compression={comp}"
+        return f"chunks={self.chunks} compression={comp}" + (" layout=remote" if self.remote else "")
 
 
 def plan_frames_per_chunk(n_atoms: int, itemsize: int = 4) -> int:
@@ -101,6 +143,16 @@ def plan_frames_per_chunk(n_atoms: int, itemsize: int = 4) -> int:
     frame_bytes = max(1, n_atoms * 3 * itemsize)
     frames = max(1, TARGET_CHUNK_BYTES // frame_bytes)
     while frames > 1 and frames * frame_bytes > MAX_CHUNK_BYTES:
+        frames -= 1
+    return int(frames)
+
+
+def plan_remote_frames_per_chunk(n_atoms: int, itemsize: int = 4) -> int:
+    """Frames per chunk of a store read by range requests: whole frames, about 8 MiB and at most 16 MiB
+    (one frame per chunk when a frame alone is bigger: a frame's atoms are never split)."""
+    frame_bytes = max(1, n_atoms * 3 * itemsize)
+    frames = max(1, REMOTE_TARGET_CHUNK_BYTES // frame_bytes)
+    while frames > 1 and frames * frame_bytes > REMOTE_MAX_CHUNK_BYTES:
         frames -= 1
     return int(frames)
 

@@ -90,7 +90,8 @@ class H5MDWriter:
         self._factors = {q: factor(q, u) for q, u in self.units.items()}
         self.n_written = 0      # committed frames: the length of step/time
         self._obs: dict[str, h5py.Dataset] = {}
-        self.file = open_h5(path, "w", driver=driver, comm=comm, **({"info": mpi_info} if mpi_info else {}))
+        self.file = open_h5(path, "w", driver=driver, comm=comm, **({"info": mpi_info} if mpi_info else {}),
+                            **self.layout.file_kwargs())
         f = self.file
         h5md = f.create_group("h5md")
         h5md.attrs["version"] = np.array([1, 1], dtype=np.int32)

@@ -1,0 +1,192 @@
+"""The layout for stores read over the network (``--layout remote``): chunks planned for range requests,
+HDF5's metadata in the file's first 256 KiB, and a plain H5MD file MDAnalysis reads.
+
+Where the metadata lies is measured, not taken from HDF5's settings: the file is opened by h5py through
+a Python file object that records every byte range HDF5 asks for while it walks every object, attribute
+and chunk index (what a remote reader fetches before any frame)."""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import h5py
+import MDAnalysis as mda
+import numpy as np
+import pytest
+
+from tests.conftest import run_cli
+from trajscale.errors import ConfigError
+from trajscale.store.layout import (
+    REMOTE_MAX_CHUNK_BYTES,
+    REMOTE_MIN_CHUNK_BYTES,
+    Layout,
+    plan_remote_frames_per_chunk,
+)
+
+MiB = 1024**2
+#: The first range request of a remote reader (and the block its HDF5 metadata cache reads by).
+HEAD = 256 * 1024
+
+
+class RecordingFile(io.RawIOBase):
+    """A read-only file object that records the byte ranges read from it."""
+
+    def __init__(self, path) -> None:
+        super().__init__()
+        self._f = open(path, "rb")   # noqa: SIM115 - closed with the object
+        self.ranges: list[tuple[int, int]] = []
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._f.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def readinto(self, buf) -> int:
+        at = self._f.tell()
+        n = self._f.readinto(buf)
+        self.ranges.append((at, at + n))
+        return n
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+def metadata_reads(path) -> tuple[list[tuple[int, int]], int, list[h5py.h5d.StoreInfo]]:
+    """(the ranges HDF5 reads to open the file and walk all its metadata, the first byte of any dataset's
+    data, the position dataset's chunks)."""
+    rec = RecordingFile(path)
+    try:
+        with h5py.File(rec, "r") as f:
+            objs = []
+            f.visititems(lambda _n, o: objs.append(o))
+            starts = []
+            for o in objs:
+                dict(o.attrs)
+                if isinstance(o, h5py.Dataset):
+                    if o.chunks is None:
+                        if o.id.get_offset() is not None:
+                            starts.append(o.id.get_offset())
+                    else:
+                        starts += [o.id.get_chunk_info(i).byte_offset for i in range(o.id.get_num_chunks())]
+            pos = f["particles/all/position/value"]
+            chunks = [pos.id.get_chunk_info(i) for i in range(pos.id.get_num_chunks())]
+            ranges = list(rec.ranges)
+    finally:
+        rec.close()
+    return ranges, min(starts), chunks
+
+
+def check_remote_store(path, n_frames: int) -> None:
+    ranges, first_data, chunks = metadata_reads(path)
+    # every byte of metadata HDF5 read lies in the first range request, before any dataset's data
+    assert max(b for _, b in ranges) <= min(HEAD, first_data)
+    assert min(c.byte_offset for c in chunks) >= max(b for _, b in ranges)
+    with h5py.File(path) as f:
+        pos = f["particles/all/position/value"]
+        assert pos.chunks[1:] == pos.shape[1:]          # whole frames
+        frame = pos.shape[1] * 3 * pos.dtype.itemsize
+        sizes = [c.size for c in chunks]
+        assert len(sizes) == -(-n_frames // pos.chunks[0])
+        assert max(sizes) <= REMOTE_MAX_CHUNK_BYTES
+        if n_frames * frame >= REMOTE_MIN_CHUNK_BYTES:
+            assert min(sizes) >= REMOTE_MIN_CHUNK_BYTES
+
+
+def assert_mdanalysis_reads_as_source(top: str, store: str, trajs: list[str]) -> None:
+    """MDAnalysis's own H5MDReader reads the store's positions as MDAnalysis reads the source."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = mda.Universe(top, store)
+        ref = mda.Universe(top, trajs)
+    assert type(ours.trajectory).__name__ == "H5MDReader"
+    assert ours.trajectory.n_frames == ref.trajectory.n_frames
+    for a, b in zip(ours.trajectory, ref.trajectory, strict=True):
+        np.testing.assert_array_equal(a.positions, b.positions)
+        np.testing.assert_allclose(a.dimensions, b.dimensions, rtol=1e-6)
+
+
+@pytest.mark.parametrize("n_atoms", [1, 214, 3341, 47681, 1_000_000, 2_000_000])
+def test_remote_chunks_hold_whole_frames_of_1_to_16_mib(n_atoms):
+    frames = plan_remote_frames_per_chunk(n_atoms)
+    assert Layout("auto", remote=True).chunk_shape(n_atoms) == (frames, n_atoms, 3)
+    nbytes = frames * n_atoms * 12
+    assert nbytes <= REMOTE_MAX_CHUNK_BYTES or frames == 1     # one frame alone may be bigger
+    assert nbytes >= REMOTE_MIN_CHUNK_BYTES or n_atoms * 12 * (frames + 1) > REMOTE_MAX_CHUNK_BYTES
+
+
+def test_remote_chunks_split_a_short_trajectory_evenly():
+    # 30 frames of 572 kB: three chunks of 10 frames, not 14 + 14 + a last chunk of 2 frames in 14's space
+    assert Layout("auto", remote=True).chunk_shape(47681, 4, 30) == (10, 47681, 3)
+    assert Layout("auto", remote=True).chunk_shape(47681, 4, 5) == (5, 47681, 3)
+    assert Layout(7, remote=True).chunk_shape(47681, 4, 30) == (7, 47681, 3)   # a given count is kept
+    assert Layout("auto").chunk_shape(47681, 4, 30) == (3, 47681, 3)           # the disk layout is unchanged
+
+
+def test_parse_remote_target():
+    lay = Layout.parse("auto", "none", target="remote")
+    assert lay.remote and lay.file_kwargs() == {"meta_block_size": 252 * 1024}
+    assert Layout.parse("auto").file_kwargs() == {}
+    assert "layout=remote" in lay.describe()
+    for bad in [dict(chunks="h5py", target="remote"), dict(target="cloud")]:
+        with pytest.raises(ConfigError):
+            Layout.parse(**bad)
+
+
+@pytest.mark.cli
+@pytest.mark.slow
+def test_convert_layout_remote(tmp_path, adk_water):
+    trajs = [adk_water["xtc"]] * 6   # 60 frames, 34 MB of positions
+    out = tmp_path / "remote.h5md"
+    r = run_cli("convert", adk_water["tpr"], *trajs, "-o", str(out), "--layout", "remote")
+    assert r.returncode == 0, r.stderr
+    check_remote_store(out, 60)
+    # the disk layout for comparison: its chunk index lies past the data (what the remote layout fixes)
+    disk = tmp_path / "disk.h5md"
+    assert run_cli("convert", adk_water["tpr"], *trajs, "-o", str(disk)).returncode == 0
+    ranges, _, _ = metadata_reads(disk)
+    assert max(b for _, b in ranges) > 10 * MiB
+    assert_mdanalysis_reads_as_source(adk_water["tpr"], str(out), trajs)
+
+
+@pytest.mark.cli
+@pytest.mark.slow
+def test_rechunk_layout_remote_serial_and_processes(tmp_path, adk_water):
+    from trajscale.convert.convert import convert
+
+    trajs = [adk_water["xtc"]] * 3
+    src = tmp_path / "disk.h5md"
+    convert(adk_water["tpr"], trajs, str(src), layout=Layout.parse("frame"))
+    for extra in ([], ["--executor", "processes", "-n", "2"]):
+        out = tmp_path / f"remote{len(extra)}.h5md"
+        r = run_cli("rechunk", str(src), "-o", str(out), "--layout", "remote", *extra)
+        assert r.returncode == 0, r.stderr
+        check_remote_store(out, 30)
+        assert_mdanalysis_reads_as_source(adk_water["tpr"], str(out), trajs)
+
+
+@pytest.mark.cli
+def test_convert_python_remote_layout_with_compression(tmp_path, adk_water):
+    """The Python spelling, on a compressed store: the same metadata at the start, every chunk stored
+    within the 16 MiB bound, and positions equal to the source's."""
+    from trajscale.convert.convert import convert
+
+    trajs = [adk_water["xtc"]] * 2
+    out = tmp_path / "remote.h5md"
+    convert(adk_water["tpr"], trajs, str(out), layout=Layout.parse("auto", "gzip:1", target="remote"))
+    ranges, first_data, chunks = metadata_reads(out)
+    assert max(b for _, b in ranges) <= min(HEAD, first_data)
+    assert all(c.size <= REMOTE_MAX_CHUNK_BYTES for c in chunks)
+    assert_mdanalysis_reads_as_source(adk_water["tpr"], str(out), trajs)
+    r = run_cli("convert", adk_water["tpr"], adk_water["xtc"], "-o", str(tmp_path / "x.h5md"),
+                "--layout", "remote", "--chunks", "h5py")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "--layout remote" in r.stderr
