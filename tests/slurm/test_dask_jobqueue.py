@@ -53,6 +53,28 @@ def test_workers_as_slurm_jobs_equal_serial_and_report_the_queue_apart(slurm, tm
     assert not _jobs(slurm)
 
 
+def test_convert_on_slurm_job_workers_equals_serial(slurm, tmp_path, adk_vacuum):
+    """The same executor option converts: each SLURM-job worker writes its frames of the one output."""
+    import h5py
+    import numpy as np
+
+    shutil.copy(adk_vacuum[0], tmp_path / "adk.psf")
+    shutil.copy(adk_vacuum[1], tmp_path / "adk.dcd")
+    serial = _trajscale(slurm, ["convert", "adk.psf", "adk.dcd", "-o", "serial.h5md", "--chunks", "10"], tmp_path)
+    assert serial.returncode == 0, serial.stderr
+    got = _trajscale(slurm, ["convert", "adk.psf", "adk.dcd", "-o", "dask.h5md", "--chunks", "10", "--executor",
+                             "dask", "-n", "2", "--dask-cluster", "slurm", "--dask-memory", "500MB",
+                             "--dask-wait", "240"], tmp_path)
+    assert got.returncode == 0, got.stderr
+    with h5py.File(tmp_path / "serial.h5md") as a, h5py.File(tmp_path / "dask.h5md") as b:
+        key = "particles/all/position/value"
+        np.testing.assert_array_equal(a[key][()], b[key][()])
+    deadline = time.monotonic() + 60
+    while _jobs(slurm) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _jobs(slurm)
+
+
 def test_slurm_cluster_from_python(slurm, tmp_path, adk_vacuum, adk_vacuum_h5md, monkeypatch):
     """The same option from Python: ``DaskExecutor(cluster="slurm", jobs=..., ...)``; the executor's report
     phases name the queue's wait apart from the workers' start."""
