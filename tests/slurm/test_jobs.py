@@ -1,6 +1,13 @@
 """What SLURM does to trajscale's commands, done by the local SLURM: ``srun`` with ``--mpi=pmi2`` and
 ``--mpi=none``, a batch job requeued mid-convert (``scontrol requeue``) and a batch job told to stop
-(``scancel --signal=TERM``, as ``#SBATCH --signal=TERM@60`` does before a time limit).
+(``scancel --signal=TERM``, as ``#SBATCH --signal=TERM@60`` does before a time limit), and jobs that reach
+their ``--time``, ended by SLURM itself: SIGTERM to every process of the job, SIGKILL ``KillWait`` (5 s
+here) later.
+
+SLURM counts time limits in whole minutes and looks at them about every 30 s, so a ``--time=1`` job ends
+60 to 90 s after it starts: the two such jobs are submitted when this module starts, idle while they wait
+(a convert slowed by a test hook that sleeps between slabs; a follower waiting for frames that never
+come), and are checked by its last tests, so that the minute passes while the other tests run.
 
 The references are independent of trajscale: MDAnalysis's RMSD and its reading of the source frames;
 a serial run's CSV and a clean convert's file size are what the SLURM runs must equal.
@@ -10,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -24,9 +32,9 @@ from MDAnalysisTests import datafiles as D
 
 pytestmark = [pytest.mark.slurm, pytest.mark.cli]
 
-#: A convert slowed to about 0.25 s per 2-frame slab (98 frames of AdK in vacuum: ~12 s), idle while it
+#: A convert slowed to about 0.15 s per 2-frame slab (98 frames of AdK in vacuum: ~7 s), idle while it
 #: waits, so that a signal or a requeue lands mid-run on a loaded machine (the pause is under KillWait).
-SLOW_CONVERT = {"TRAJSCALE_CONVERT_SLAB_MB": "0.08", "TRAJSCALE_TEST_SLOW_READ": "0.25"}
+SLOW_CONVERT = {"TRAJSCALE_CONVERT_SLAB_MB": "0.08", "TRAJSCALE_TEST_SLOW_READ": "0.15"}
 
 
 def trajscale(slurm, *args: str, cwd, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -219,3 +227,76 @@ def test_sigterm_to_a_job_step_keeps_a_partial_that_the_rerun_finishes(slurm, tm
     assert "convert exited 0" in log and "resuming out.h5md from frame" in log, log
     assert_same_frames(tmp_path / "out.h5md", D.PSF, D.DCD)
     assert_clean_size(slurm, tmp_path / "out.h5md", tmp_path)
+
+
+# -- jobs that reach their --time (submitted when the module starts) -------------------------------
+
+#: One DCD frame per slab and 1.5 s idle before each: 98 frames take ~150 s, far past the limit, and each
+#: pause is well under KillWait, so the convert sees the SIGTERM between two slabs and saves its partial.
+SLOWER_CONVERT = {"TRAJSCALE_CONVERT_SLAB_MB": "0.04", "TRAJSCALE_TEST_SLOW_READ": "1.5"}
+
+#: At the limit SLURM sends SIGTERM to every process of the job, the batch shell too. A shell without a trap
+#: dies at once, and slurmstepd then SIGKILLs what is left of the step (the command, in the middle of its
+#: save); with a trap, the shell waits for its foreground command, which saves and exits (docs/cluster.md).
+WAIT_ON_TERM = "trap 'echo job: SIGTERM' TERM\n"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def time_limited(request, tmp_path_factory):
+    """Two ``--time=1`` jobs submitted when the module starts (when its time-limit tests are selected): a
+    convert and a follower. The tests at the end of the module wait for them (:func:`timed_out`)."""
+    if not any(item.module is request.module and "time_limit" in item.name for item in request.session.items):
+        return {}
+    slurm = request.getfixturevalue("slurm")
+    convert_dir = tmp_path_factory.mktemp("limit-convert")
+    follow_dir = tmp_path_factory.mktemp("limit-follow")
+    shutil.copy(D.XTC, follow_dir / "md.xtc")   # a trajectory nobody marks complete (no md.xtc.done)
+    jobs = {
+        "convert": (convert_dir, slurm.sbatch(
+            "#!/bin/bash\n" + WAIT_ON_TERM +
+            f"trajscale convert {D.PSF} {D.DCD} -o out.h5md --resume --no-progress\n"
+            "echo convert exited $?\n", "--time=1", "-o", "job.log", cwd=convert_dir, env=SLOWER_CONVERT)),
+        "follow": (follow_dir, slurm.sbatch(
+            "#!/bin/bash\n" + WAIT_ON_TERM +
+            f"{sys.executable} -m trajscale.cli.main run rmsd {D.TPR} md.xtc --select 'name CA' --follow "
+            "--idle 600 --every 5 --out rmsd.csv\n"
+            "echo follow exited $?\n", "--time=1", "-o", "job.log", cwd=follow_dir)),
+    }
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def timed_out(slurm, time_limited):
+    """The ``--time=1`` jobs once SLURM has ended them: name -> (folder, job, state, log)."""
+    states = {name: slurm.wait(job, timeout=240) for name, (_, job) in time_limited.items()}
+    return {name: (folder, job, states[name], (folder / "job.log").read_text())
+            for name, (folder, job) in time_limited.items()}
+
+
+@pytest.mark.slow
+def test_a_convert_at_its_time_limit_keeps_a_partial_that_resume_finishes(slurm, timed_out):
+    folder, job, state, log = timed_out["convert"]
+    assert state == "TIMEOUT", log
+    assert "DUE TO TIME LIMIT" in log and "job: SIGTERM" in log, log
+    assert "convert exited 143" in log, log
+    assert 0 < frames_done(folder) < 98, log
+    said = [line for line in log.splitlines() if line.startswith("trajscale convert:")]
+    assert len(said) == 1 and "terminated by signal 15" in said[0] and "--resume" in said[0], log
+    assert not (folder / "out.h5md").exists()
+    again = trajscale(slurm, "convert", D.PSF, D.DCD, "-o", "out.h5md", "--resume", "--no-progress", cwd=folder)
+    assert again.returncode == 0, again.stderr
+    assert "resuming out.h5md from frame" in again.stderr, again.stderr
+    assert_same_frames(folder / "out.h5md", D.PSF, D.DCD)
+    assert_clean_size(slurm, folder / "out.h5md", folder)
+
+
+@pytest.mark.slow
+def test_a_follower_at_its_time_limit_saves_what_it_analysed(timed_out):
+    folder, job, state, log = timed_out["follow"]
+    assert state == "TIMEOUT", log
+    assert "DUE TO TIME LIMIT" in log and "follow exited 143" in log, log
+    assert "interrupted; the results cover every frame analysed so far" in log, log
+    table = np.loadtxt(folder / "rmsd.csv", delimiter=",", skiprows=1)
+    ref = rms.RMSD(mda.Universe(D.TPR, D.XTC), select="name CA").run().results.rmsd
+    assert table.shape[0] == len(ref)
+    np.testing.assert_allclose(table[:, -1], ref[:, 2], atol=1e-4)
