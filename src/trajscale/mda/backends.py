@@ -18,6 +18,7 @@ import logging
 import pickle
 import time
 
+import cloudpickle
 import numpy as np
 from MDAnalysis.analysis.backends import BackendBase
 
@@ -44,6 +45,11 @@ def _frames_of(part) -> tuple[int, int]:
 def _timed(func, part, task: int, worker: str):
     """Run one part; return it pickled (its state right after this part) with its timing.
 
+    The state goes through cloudpickle, as the part itself travels to a Dask worker: an analysis
+    whose class was made at run time (``analysis_class(func)``'s ``WrapperClass``, a class defined
+    in a function or a notebook) has no importable name, so pickle cannot write it; cloudpickle
+    writes such a class by value, and the blob is read back with ``pickle.loads``.
+
     ``_compute`` sets the analysis's frame attributes (``n_frames``, ``frames``...) to the
     part's; in-process parts (MPI) would leave the part's values on the caller's object,
     which ``_conclude`` then uses, so the attributes are put back afterwards.
@@ -53,7 +59,7 @@ def _timed(func, part, task: int, worker: str):
     saved = dict(analysis.__dict__) if analysis is not None else None
     t_begin, t0 = time.time(), time.perf_counter()
     obj = func(part)
-    blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    blob = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     if saved is not None:
         analysis.__dict__.clear()
         analysis.__dict__.update(saved)
