@@ -80,6 +80,7 @@ def test_slurm_cluster_from_python(slurm, tmp_path, adk_vacuum, adk_vacuum_h5md,
     phases name the queue's wait apart from the workers' start."""
     for k, v in slurm.env.items():
         monkeypatch.setenv(k, v)
+    monkeypatch.chdir(tmp_path)   # the worker jobs' slurm-JOBID.out land where they were submitted
     import numpy as np
 
     import trajscale as ts
