@@ -190,3 +190,96 @@ def test_convert_python_remote_layout_with_compression(tmp_path, adk_water):
                 "--layout", "remote", "--chunks", "h5py")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "--layout remote" in r.stderr
+
+
+class CountingStore:
+    """A local file as the remote reader's byte store, counting its requests and bytes."""
+
+    def __init__(self, path) -> None:
+        from trajscale.sources.remote.objects import LocalFile
+
+        self._local = LocalFile(str(path))
+        self.url = str(path)
+        self.head = b""
+        self.requests = self.bytes = 0
+
+    @property
+    def size(self) -> int:
+        return self._local.size
+
+    def read_ranges(self, ranges):
+        self.requests += len(ranges)
+        self.bytes += sum(b - a for a, b in ranges)
+        return self._local.read_ranges(ranges)
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory, adk_water):
+    """AdK in water (30 frames): the disk layout with frame chunks, the remote layout, and gzip chunks."""
+    from trajscale.convert.convert import convert
+
+    d = tmp_path_factory.mktemp("costs")
+    trajs = [adk_water["xtc"]] * 3
+    out = {}
+    for name, layout in (("frame", Layout.parse("frame")), ("remote", Layout.parse("auto", target="remote")),
+                         ("gzip", Layout.parse("4", "gzip:1"))):
+        out[name] = str(d / f"{name}.h5md")
+        convert(adk_water["tpr"], trajs, out[name], layout=layout)
+    return out
+
+
+@pytest.mark.parametrize("name", ["frame", "remote", "gzip"])
+def test_costs_are_what_the_remote_reader_fetches(stores, name):
+    """inspect's cost model against trajscale's remote reader itself (its chunk reads and its caching file
+    object, over a local byte store that counts what they fetch)."""
+    from trajscale.sources.remote.chunks import MAX_REQUEST, MERGE_GAP, ChunkIndex, ChunkReads
+    from trajscale.sources.remote.fileobj import BLOCK_BYTES, CachingFile
+    from trajscale.store.inspect import file_remote_costs, time_facts
+    from trajscale.store.runs import plan_atom_reads
+    from trajscale.store.schema import describe
+
+    path = stores[name]
+    ca = np.arange(0, 3341, 15)
+    costs = file_remote_costs(path, atoms={"CA": ca}, block_bytes=BLOCK_BYTES, merge_gap=MERGE_GAP,
+                              max_request=MAX_REQUEST)
+    # opening: HDF5 reads its metadata (and then the times) through the reader's caching file object
+    store = CountingStore(path)
+    with h5py.File(CachingFile(store), "r") as f:
+        info = describe(f)
+        index = ChunkIndex.of(f[info.dataset()])
+        assert (store.requests, store.bytes) == (costs["opening"]["metadata"]["requests"],
+                                                costs["opening"]["metadata"]["bytes"])
+        time_facts(f, info)
+        assert store.requests == costs["opening"]["metadata"]["requests"] + costs["opening"]["times"]["requests"]
+        dcpl = f[info.dataset()].id.get_create_plist()
+    if name == "remote":
+        assert costs["opening"]["metadata"]["requests"] == 1
+    # each access pattern: the requests and bytes the reader's chunk reads fetch for the first frames
+    from trajscale.sources.remote.chunks import ChunkDecoder
+
+    for label, (k, atoms) in {"one frame": (1, None), "all 30 frames": (30, None),
+                              "150-atom subset, all 30 frames": (30, np.arange(150)),
+                              "CA, all 30 frames": (30, ca)}.items():
+        store = CountingStore(path)
+        reads = ChunkReads(store, index, lambda: ChunkDecoder(dcpl, index.chunks, index.dtype))
+        runs = plan_atom_reads(atoms, 47681).runs
+        out = np.empty((k, int((runs[:, 1] - runs[:, 0]).sum()), 3), np.float32)
+        assert reads.read_runs(runs, out, 0, 1)
+        reads.close()
+        got = costs["patterns"][label]
+        assert (store.requests, store.bytes) == (got["requests"], got["bytes"]), label
+
+
+@pytest.mark.cli
+def test_inspect_remote_costs(stores, adk_water):
+    r = run_cli("inspect", stores["frame"], "--remote-costs", "--pattern", "atoms:name CA",
+                "--topology", adk_water["tpr"])
+    assert r.returncode == 0, r.stderr
+    assert "over the network" in r.stdout and "atoms:name CA (214 atoms), all 30 frames" in r.stdout
+    assert "--layout remote` gathers it" in r.stdout   # frame chunks: the chunk index lies past the data
+    r = run_cli("inspect", stores["remote"], "--remote-costs", "--json")
+    import json
+
+    facts = json.loads(r.stdout)
+    assert facts["remote_costs"]["opening"]["metadata"]["requests"] == 1
+    assert facts["remote_costs"]["patterns"]["one frame"]["requests"] == 1

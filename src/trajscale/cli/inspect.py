@@ -24,6 +24,10 @@ def add_parser(sub) -> None:
                         "blocks of whole frames, or atoms SEL over many frames: an MDAnalysis selection with "
                         "--topology, or indices A-B) from measured trade-offs, with the rechunk command")
     p.add_argument("--topology", default=None, help="topology for --pattern atoms:SELECTION")
+    p.add_argument("--remote-costs", action="store_true",
+                   help="say what opening the file, a frame, a block of frames and a selection cost when it "
+                        "is read over the network: range requests and bytes, from its layout (always shown "
+                        "for a URL)")
     p.add_argument("--follow", action="store_true",
                    help="while a job writes FILE (H5MD, XTC, TRR or a segment index, as run --follow reads "
                         "them), print its whole frame count as it grows, until it is marked complete, "
@@ -65,11 +69,47 @@ def main(args) -> int:
         if atoms is not None:   # the selection's own row beside the standard patterns
             _add_selection_row(facts, f"atoms:{sel} ({len(atoms)} atoms)", atoms)
         facts["recommendation"] = recommend(facts, args.pattern, atoms, args.topology).to_dict()
+    if args.remote_costs or _is_url(args.file):
+        facts["remote_costs"] = _remote_costs(args, facts)
     if args.json:
         print(json.dumps(facts, indent=1))
         return 0
     print(format_facts(facts))
     return 0
+
+
+def _is_url(path: str) -> bool:
+    from ..storage import is_url
+
+    return is_url(path)
+
+
+def _remote_costs(args, facts: dict) -> dict:
+    """Requests and bytes of opening the file and of each access pattern (``--pattern atoms:SEL``'s too),
+    as trajscale's remote reader fetches them (its own block, merge gap and request cut)."""
+    from ..errors import ConfigError
+    from ..storage.chunks import MAX_REQUEST, MERGE_GAP
+    from ..storage.fileobj import BLOCK_BYTES
+    from ..store.inspect import file_remote_costs
+    from ..store.recommend import parse_pattern, selected_atoms
+
+    if facts.get("n_atoms") is None:
+        raise ConfigError(f"{args.file} has several particle groups: add --group NAME for --remote-costs")
+    atoms = None
+    if args.pattern and parse_pattern(args.pattern)[0] == "atoms":
+        sel = parse_pattern(args.pattern)[1]
+        idx = selected_atoms(sel, facts["n_atoms"], args.topology)
+        atoms = {f"atoms:{sel} ({len(idx)} atoms)": idx}
+    reader = {"block_bytes": BLOCK_BYTES, "merge_gap": MERGE_GAP, "max_request": MAX_REQUEST}
+    if not _is_url(args.file):
+        return file_remote_costs(args.file, args.h5md_group, args.assume_units, atoms, **reader)
+    from ..storage import current_options
+    from ..storage.fileobj import CachingFile
+    from ..storage.objects import RemoteObject
+
+    obj = RemoteObject.open(args.file, current_options())
+    return file_remote_costs(args.file, args.h5md_group, args.assume_units, atoms, fileobj=CachingFile(obj),
+                             size=obj.size, **reader)
 
 
 def _follow(args) -> int:
@@ -78,7 +118,8 @@ def _follow(args) -> int:
 
     from ..sources.follow import frame_counts
 
-    given = [opt for opt, on in (("--pattern", args.pattern), ("--json", args.json)) if on]
+    given = [opt for opt, on in (("--pattern", args.pattern), ("--json", args.json),
+                                 ("--remote-costs", args.remote_costs)) if on]
     if given:
         from ..errors import ConfigError
 
@@ -102,7 +143,7 @@ def _inspect_other(args, match) -> int:
     from ..sources.registry import open_file
 
     given = [opt for opt, on in (("--pattern", args.pattern), ("--group", args.h5md_group),
-                                 ("--assume-units", args.assume_units)) if on]
+                                 ("--assume-units", args.assume_units), ("--remote-costs", args.remote_costs)) if on]
     if given:
         raise ConfigError(f"{' and '.join(given)}: for H5MD files; {args.file} is {match.format} "
                           "(convert it first)")
@@ -207,6 +248,10 @@ def format_facts(f: dict) -> str:
         lines[-2:] = ["read amplification  none: the file has no frames"]
     if f.get("observables"):
         lines.append(f"observables   {', '.join(f['observables'])}")
+    if f.get("remote_costs"):
+        from ..store.inspect import remote_cost_lines
+
+        lines += remote_cost_lines(f, f["path"])
     lines += [f"WARNING: {w}" for w in f["warnings"]]
     note = unused_space_note(f)
     if note:

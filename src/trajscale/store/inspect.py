@@ -12,8 +12,10 @@ chunks that split xyz) and a generic reader with HDF5's default 1 MiB cache
 
 from __future__ import annotations
 
+import io
 import math
 import os
+import shlex
 
 import h5py
 import numpy as np
@@ -22,7 +24,7 @@ from ..errors import NotH5MDError
 from ..facts import CONTIGUOUS, LayoutFacts, Precision
 from .codecs import ENCODING_OF
 from .hdf5 import open_h5
-from .layout import plan_frames_per_chunk, reader_chunk_cache
+from .layout import REMOTE_MIN_CHUNK_BYTES, plan_frames_per_chunk, reader_chunk_cache
 from .runs import plan_atom_reads
 from .schema import H5MDInfo, describe, particle_groups
 
@@ -264,3 +266,221 @@ def unused_space_note(facts: dict) -> str | None:
     return (f"{unused / 1e6:.1f} MB of the file's {size / 1e6:.1f} MB ({100 * unused / size:.0f} %) hold no data "
             "(space freed by earlier writes, which HDF5 does not reuse once the file was closed); "
             "`h5repack FILE COPY` or `trajscale rechunk FILE -o COPY` writes a compact copy")
+
+
+#: How trajscale reads an H5MD store behind a URL (:mod:`trajscale.storage`, whose own values a
+#: caller passes): HDF5's metadata (and the times) through a cache of whole blocks, the first block being
+#: the object's first request; frames by range requests at the chunks' addresses, ranges closer than the
+#: merge gap fetched as one, and no request longer than the cut (a longer one goes out as several).
+REMOTE_BLOCK_BYTES = 256 * 1024
+REMOTE_MERGE_GAP = 256 * 1024
+REMOTE_MAX_REQUEST = 8 * 1024**2
+
+
+class RecordingFile(io.RawIOBase):
+    """A read-only file object over another binary file object that records the byte ranges read."""
+
+    def __init__(self, raw) -> None:
+        super().__init__()
+        self.raw = raw
+        self.ranges: list[tuple[int, int]] = []
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self.raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.raw.tell()
+
+    def readinto(self, buf) -> int:
+        at = self.raw.tell()
+        n = self.raw.readinto(buf)
+        if n:
+            self.ranges.append((at, at + n))
+        return n
+
+
+def request_cost(ranges: list[tuple[int, int]], gap: int, max_request: int) -> tuple[int, int]:
+    """(requests, bytes) of fetching ``ranges`` as trajscale's remote reader does: sorted, merged where
+    at most ``gap`` bytes apart while the merged range stays within ``max_request``, and any range longer
+    than ``max_request`` cut into several."""
+    requests = nbytes = 0
+    cur: list[int] | None = None
+    for a, b in sorted(ranges):
+        if cur is not None and a - cur[1] <= gap and max(b, cur[1]) - cur[0] <= max_request:
+            cur[1] = max(cur[1], b)
+            continue
+        if cur is not None:
+            requests += -(-(cur[1] - cur[0]) // max_request)
+            nbytes += cur[1] - cur[0]
+        cur = [a, b]
+    if cur is not None:
+        requests += -(-(cur[1] - cur[0]) // max_request)
+        nbytes += cur[1] - cur[0]
+    return requests, nbytes
+
+
+def frame_ranges(ds: h5py.Dataset, frames: np.ndarray, atoms) -> tuple[list[tuple[int, int]], bool]:
+    """The byte ranges a remote read of ``frames`` x ``atoms`` (None: all; a count: the first ones; or
+    indices) of a ``(frames, atoms, 3)`` dataset fetches, and whether they are ranges within frames
+    (uncompressed whole-frame chunks or contiguous storage; False: whole stored chunks)."""
+    n_frames, n_atoms, n3 = ds.shape
+    if atoms is not None and np.ndim(atoms) == 0:
+        atoms = np.arange(max(1, min(int(atoms), n_atoms)))
+    runs = plan_atom_reads(atoms, n_atoms).runs
+    item = ds.dtype.itemsize * n3
+    frames = np.asarray(frames, dtype=np.int64)
+    filtered = ds.id.get_create_plist().get_nfilters() > 0
+    if ds.chunks is None or (not filtered and tuple(ds.chunks[1:]) == tuple(ds.shape[1:])):
+        cf = n_frames if ds.chunks is None else ds.chunks[0]
+        rows = {}
+        for r in np.unique(frames // cf).tolist():
+            rows[r] = ds.id.get_offset() if ds.chunks is None else _chunk_offset(ds, (r * cf, 0, 0))
+        out = []
+        for fr in frames.tolist():
+            base = rows[fr // cf]
+            if base is None:
+                continue
+            row = base + (fr % cf) * n_atoms * item
+            out += [(row + lo * item, row + hi * item) for lo, hi in runs.tolist()]
+        return out, True
+    cf, ca, c3 = ds.chunks
+    lo, hi = int(runs[:, 0].min()), int(runs[:, 1].max())
+    out = []
+    for r in np.unique(frames // cf).tolist():
+        for c in range(lo // ca, (hi - 1) // ca + 1):
+            for d in range(-(-n3 // c3)):
+                info = _chunk_info(ds, (r * cf, c * ca, d * c3))
+                if info is not None:
+                    out.append((info.byte_offset, info.byte_offset + info.size))
+    return out, False
+
+
+def _chunk_info(ds: h5py.Dataset, coord: tuple[int, ...]):
+    try:
+        info = ds.id.get_chunk_info_by_coord(coord)
+    except (KeyError, ValueError, RuntimeError, OSError):
+        return None
+    return None if info is None or info.byte_offset is None else info
+
+
+def _chunk_offset(ds: h5py.Dataset, coord: tuple[int, ...]) -> int | None:
+    info = _chunk_info(ds, coord)
+    return None if info is None else int(info.byte_offset)
+
+
+def opening_cost(fileobj, size: int, group: str | None = None, assume_units: str | None = None,
+                 block_bytes: int = REMOTE_BLOCK_BYTES) -> dict:
+    """What opening the H5MD file in ``fileobj`` (``size`` bytes) costs a remote reader before its first
+    frame, read through a cache of ``block_bytes`` blocks: ``metadata`` (HDF5's, and every chunk's address
+    of the positions, looked up once on the root) and then ``times`` (the steps and times: data, in
+    blocks not fetched already).  Measured: h5py reads the file through a :class:`RecordingFile`, and
+    every block it touches is one request."""
+    rec = RecordingFile(fileobj)
+    fileobj.seek(0)
+    with h5py.File(rec, "r") as f:
+        info = describe(f, group, assume_units)
+        ds = f[info.dataset()]
+        if ds.chunks is not None:
+            for i in range(ds.id.get_num_chunks()):
+                ds.id.get_chunk_info(i)
+        meta = list(rec.ranges)
+        time_facts(f, info)
+        times = rec.ranges[len(meta):]
+
+    def blocks(ranges) -> set[int]:
+        return {k for a, b in ranges for k in range(a // block_bytes, (b - 1) // block_bytes + 1)}
+
+    def cost(ks) -> dict:
+        return {"requests": len(ks), "bytes": int(sum(min(size, (k + 1) * block_bytes) - k * block_bytes
+                                                      for k in ks))}
+    mb = blocks(meta)
+    return {"metadata": {**cost(mb), "last_byte": int(max((b for _, b in meta), default=0))},
+            "times": cost(blocks(times) - mb)}
+
+
+def remote_costs(f: h5py.File, info: H5MDInfo, fileobj=None, size: int | None = None, atoms: dict | None = None,
+                 block_bytes: int = REMOTE_BLOCK_BYTES, merge_gap: int = REMOTE_MERGE_GAP,
+                 max_request: int = REMOTE_MAX_REQUEST) -> dict:
+    """What reading the group ``info`` describes costs over the network, in requests and bytes: opening it
+    (:func:`opening_cost`, when ``fileobj`` holds the file's bytes), and each access pattern of
+    :func:`patterns_for` plus ``atoms`` (label -> atom indices, over a block of frames), from the
+    chunks' byte addresses.  A function of the layout: the same for a local file and its copy behind
+    a URL."""
+    ds = f[info.dataset()]
+    patterns = patterns_for(info.n_frames, info.n_atoms)
+    n = min(100, info.n_frames)
+    for label, idx in (atoms or {}).items():
+        patterns[f"{label}, {'all ' if n == info.n_frames else ''}{n} frames"] = (n, idx)
+    out: dict = {"block_bytes": block_bytes, "merge_gap": merge_gap, "max_request": max_request, "patterns": {}}
+    if fileobj is not None:
+        out["opening"] = opening_cost(fileobj, size, info.group, info.assumed_units, block_bytes)
+    item = ds.dtype.itemsize * 3
+    for name, (k, a) in patterns.items():
+        if not info.n_frames:
+            break
+        ranges, in_frames = frame_ranges(ds, np.arange(k), a)
+        requests, nbytes = request_cost(ranges, merge_gap if in_frames else 0, max_request)
+        n_sel = info.n_atoms if a is None else (int(a) if np.ndim(a) == 0 else len(a))
+        out["patterns"][name] = {"requests": requests, "bytes": nbytes, "asked": k * n_sel * item}
+    if ds.chunks is not None and info.n_frames:
+        sizes = [ds.id.get_chunk_info(i).size for i in range(min(ds.id.get_num_chunks(), 1000))]
+        out["chunk_bytes"] = [int(min(sizes)), int(max(sizes))] if sizes else None
+    return out
+
+
+def remote_cost_lines(facts: dict, path: str) -> list[str]:
+    """``inspect``'s remote-cost section of ``facts["remote_costs"]`` (:func:`remote_costs`)."""
+    c = facts["remote_costs"]
+    lines = [f"over the network (range requests; metadata in blocks of {c['block_bytes'] // 1024} KiB, "
+             f"ranges merged across gaps below {c['merge_gap'] // 1024} KiB):"]
+    op = c.get("opening")
+    if op:
+        for what, label in (("metadata", "metadata (HDF5's, and the chunk index)"), ("times", "steps and times")):
+            lines.append(f"  {label:50s} {op[what]['requests']:5d} requests {op[what]['bytes'] / 1e6:9.2f} MB")
+        op = op["metadata"]
+    for name, p in c["patterns"].items():
+        lines.append(f"  {name:50s} {p['requests']:5d} requests {p['bytes'] / 1e6:9.2f} MB "
+                     f"({p['bytes'] / max(1, p['asked']):.2f}x asked)")
+    fix = shlex.quote(os.path.basename(path.rstrip("/")) or path)
+    stem = os.path.splitext(fix)[0]
+    if op and op["requests"] > 1:
+        lines.append(f"  note: HDF5's metadata is spread over {op['requests']} blocks, up to byte "
+                     f"{op['last_byte']:,}: `trajscale rechunk {fix} -o {stem}.remote.h5md --layout remote` "
+                     "gathers it at the file's start (one request)")
+    cb = c.get("chunk_bytes")
+    one = c["patterns"].get("one frame")
+    if cb and cb[1] < REMOTE_MIN_CHUNK_BYTES and facts.get("file_bytes", 0) > 64 * REMOTE_MIN_CHUNK_BYTES and \
+            facts.get("compression", "none") != "none":
+        lines.append(f"  note: compressed chunks of {cb[1] / 1e6:.2f} MB cost a request each: "
+                     f"`--layout remote` plans 1-16 MiB chunks")
+    elif one and one["requests"] > 1 and facts.get("compression", "none") == "none" and cb and cb[1] < 1e5:
+        lines.append("  note: a frame split over many small chunks costs a request each: "
+                     "`--layout remote` keeps whole frames in 1-16 MiB chunks")
+    return lines
+
+
+def file_remote_costs(path: str | os.PathLike, group: str | None = None, assume_units: str | None = None,
+                      atoms: dict | None = None, fileobj=None, size: int | None = None, **reader) -> dict:
+    """:func:`remote_costs` of the file at ``path``, or of the one ``fileobj`` reads (``size`` bytes: an
+    object behind a URL); ``reader`` overrides the remote reader's block, merge gap and request cut."""
+    own = fileobj is None
+    if own:
+        size = os.path.getsize(path)
+        fileobj = open(path, "rb")   # noqa: SIM115 - closed below
+    try:
+        f = open_h5(path) if own else h5py.File(fileobj, "r")
+        with f:
+            info = describe(f, group, assume_units)
+            return remote_costs(f, info, fileobj, size, atoms, **reader)
+    finally:
+        if own:
+            fileobj.close()
