@@ -81,6 +81,20 @@ def test_srun_pmi2_rmsd_equals_serial_and_mdanalysis(slurm, tmp_path):
 
 
 @pytest.mark.mpi
+def test_mpiexec_inside_salloc_equals_serial(slurm, tmp_path):
+    """``salloc -n 2 mpiexec.mpich -n 2 ...``: MPICH's launcher starts its proxies through SLURM."""
+    common = ["run", "rmsd", D.PSF, D.DCD, "--select", "name CA", "--no-progress"]
+    serial = trajscale(slurm, *common, "--executor", "serial", "--out", "serial.csv", cwd=tmp_path)
+    assert serial.returncode == 0, serial.stderr
+    mpiexec = shutil.which("mpiexec.mpich") or "mpiexec"
+    got = slurm.run("salloc", "-n", "2", mpiexec, "-n", "2", "trajscale", *common, "--executor", "mpi",
+                    "--out", "mpi.csv", "--report", "mpi.json", cwd=tmp_path, timeout=240)
+    assert got.returncode == 0, got.stderr[-3000:]
+    assert (tmp_path / "mpi.csv").read_bytes() == (tmp_path / "serial.csv").read_bytes()
+    assert json.loads((tmp_path / "mpi.json").read_text())["n_workers"] == 2
+
+
+@pytest.mark.mpi
 def test_srun_without_pmi_converts_once_or_is_refused(slurm, tmp_path):
     """``srun --mpi=none`` starts two independent tasks: the convert is refused in one line naming
     ``srun --mpi=pmi2``, or runs once; never two writers of one file, on every try."""
