@@ -196,7 +196,7 @@ class CountingStore:
     """A local file as the remote reader's byte store, counting its requests and bytes."""
 
     def __init__(self, path) -> None:
-        from trajscale.sources.remote.objects import LocalFile
+        from trajscale.storage.objects import LocalFile
 
         self._local = LocalFile(str(path))
         self.url = str(path)
@@ -232,8 +232,8 @@ def stores(tmp_path_factory, adk_water):
 def test_costs_are_what_the_remote_reader_fetches(stores, name):
     """inspect's cost model against trajscale's remote reader itself (its chunk reads and its caching file
     object, over a local byte store that counts what they fetch)."""
-    from trajscale.sources.remote.chunks import MAX_REQUEST, MERGE_GAP, ChunkIndex, ChunkReads
-    from trajscale.sources.remote.fileobj import BLOCK_BYTES, CachingFile
+    from trajscale.storage.chunks import MAX_REQUEST, MERGE_GAP, ChunkIndex, ChunkReads
+    from trajscale.storage.fileobj import BLOCK_BYTES, CachingFile
     from trajscale.store.inspect import file_remote_costs, time_facts
     from trajscale.store.runs import plan_atom_reads
     from trajscale.store.schema import describe
@@ -255,7 +255,7 @@ def test_costs_are_what_the_remote_reader_fetches(stores, name):
     if name == "remote":
         assert costs["opening"]["metadata"]["requests"] == 1
     # each access pattern: the requests and bytes the reader's chunk reads fetch for the first frames
-    from trajscale.sources.remote.chunks import ChunkDecoder
+    from trajscale.storage.chunks import ChunkDecoder
 
     for label, (k, atoms) in {"one frame": (1, None), "all 30 frames": (30, None),
                               "150-atom subset, all 30 frames": (30, np.arange(150)),

@@ -79,9 +79,7 @@ def main(args) -> int:
 
 
 def _is_url(path: str) -> bool:
-    from ..storage import is_url
-
-    return is_url(path)
+    return str(path).startswith(("s3://", "http://", "https://"))   # the schemes trajscale.storage reads
 
 
 def _remote_costs(args, facts: dict) -> dict:
