@@ -95,7 +95,7 @@ def run(analysis: Analysis | list[Analysis], topology, trajectory, *, options: R
     opts = RunOptions.from_keywords(options, keywords)
     if isinstance(analysis, list | tuple):   # several analyses, one pass over the union of their atoms
         analysis = AnalysisGroup(analysis)
-    from .sources.remote import using
+    from .storage import using
 
     with using(opts.storage_options):   # a URL's options, for the sources this run opens
         return Engine(analysis, topology, rounds_for(analysis, topology, trajectory, opts), opts,

@@ -100,6 +100,10 @@ class RunOptions:
         frames are analysed as they land; None (or False): a finished trajectory.
     executor_options
         Keyword options of the executor built by name (checked against its class when it is built).
+    storage_options
+        For a trajectory behind a URL (``s3://``, ``http(s)://``): fsspec's options (``anon``,
+        ``endpoint_url``, ``key``/``secret``, ``client_kwargs``, ...) and trajscale's
+        ``retry_seconds``/``timeout``/``max_concurrency``; never written into a report.
     """
 
     executor: str | Executor = "serial"
@@ -116,6 +120,7 @@ class RunOptions:
     continuous: bool = False
     follow: FollowOptions | None = None
     executor_options: Mapping[str, object] = field(default_factory=dict)
+    storage_options: Mapping[str, object] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.max_block_bytes < 1:

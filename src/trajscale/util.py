@@ -33,6 +33,15 @@ def file_identity(paths: list[str]) -> tuple:
     return tuple(out)
 
 
+#: URL schemes of trajectories read by range requests (:mod:`trajscale.storage`).
+URL_SCHEMES = ("s3://", "http://", "https://")
+
+
+def is_url(path) -> bool:
+    """Whether ``path`` names an object behind a URL rather than a local file (told without I/O)."""
+    return isinstance(path, str) and path.startswith(URL_SCHEMES)
+
+
 #: The first bytes of every HDF5 file (the format is told by them, not by the suffix).
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 
@@ -47,7 +56,10 @@ def is_hdf5(path: str | os.PathLike) -> bool:
 
 
 def check_input_file(path: str | os.PathLike) -> None:
-    """Raise InputFileError if ``path`` is missing, a directory or empty."""
+    """Raise InputFileError if ``path`` is missing, a directory or empty (a URL's object is checked by
+    its first request)."""
+    if is_url(path):
+        return
     p = Path(path)
     try:
         st = p.stat()   # one metadata call, not three (exists, is_dir, stat): every run checks its inputs

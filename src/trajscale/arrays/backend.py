@@ -41,17 +41,20 @@ class TrajscaleBackendEntrypoint(BackendEntrypoint):
     description = "MD trajectories (H5MD, XTC/TRR chains, segments) through trajscale's slab reads"
     url = "https://github.com/trajscale/trajscale/blob/main/docs/arrays.md"
     open_dataset_parameters = ("filename_or_obj", "drop_variables", "topology", "select", "group",
-                               "assume_units", "continuous")
+                               "assume_units", "continuous", "storage_options")
 
     def open_dataset(self, filename_or_obj, *, drop_variables: Iterable[str] | None = None,
                      topology: str | os.PathLike | None = None, select: str | None = None,
-                     group: str | None = None, assume_units: str | None = None, continuous: bool = False):
+                     group: str | None = None, assume_units: str | None = None, continuous: bool = False,
+                     storage_options: dict | None = None):
         from ..sources import open_source
+        from ..storage import using
         from .dataset import build_dataset
 
         top = os.fspath(topology) if topology is not None else None
-        source = open_source(_paths(filename_or_obj), top, group=group, assume_units=assume_units,
-                             continuous=continuous)
+        with using(storage_options):   # a URL's options: kept in the source's config for every later read
+            source = open_source(_paths(filename_or_obj), top, group=group, assume_units=assume_units,
+                                 continuous=continuous)
         try:
             return build_dataset(source, top, drop_variables or (), select)
         finally:
@@ -100,7 +103,8 @@ def _on_stored_chunks(ds) -> bool:
 
 
 def open_dataset(topology: str | os.PathLike | None, trajectories, *, chunks=None, select: str | None = None,
-                 group: str | None = None, assume_units: str | None = None, continuous: bool = False, **kwargs):
+                 group: str | None = None, assume_units: str | None = None, continuous: bool = False,
+                 storage_options: dict | None = None, **kwargs):
     """A trajectory as a lazy :class:`xarray.Dataset` (see :mod:`trajscale.arrays`).
 
     Parameters
@@ -120,6 +124,8 @@ def open_dataset(topology: str | os.PathLike | None, trajectories, *, chunks=Non
         chunk then reads only their runs (a selection made after chunking reads whole chunks).
     group, assume_units, continuous
         As :func:`trajscale.sources.open_source`.
+    storage_options
+        For a trajectory behind a URL (``s3://``, ``http(s)://``): fsspec-style options (docs/remote.md).
     kwargs
         Passed to :func:`xarray.open_dataset` (``drop_variables``, ``cache``, ...).
     """
@@ -132,7 +138,7 @@ def open_dataset(topology: str | os.PathLike | None, trajectories, *, chunks=Non
         ds = xr.open_dataset(_paths(trajectories) if not isinstance(trajectories, (str, os.PathLike))
                              else os.fspath(trajectories), engine=TrajscaleBackendEntrypoint, chunks=chunks,
                              topology=topology, select=select, group=group, assume_units=assume_units,
-                             continuous=continuous, **kwargs)
+                             continuous=continuous, storage_options=storage_options, **kwargs)
     for w in caught:   # xarray warns against any chunks but chunks={}'s: only those that cut a stored chunk
         if not (SEPARATE in str(w.message) and _on_stored_chunks(ds)):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)

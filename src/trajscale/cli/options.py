@@ -17,6 +17,9 @@ def add_h5md_options(p, what: str = "the H5MD file") -> None:
     p.add_argument("--assume-units", default=None, choices=list(ASSUMABLE),
                    help=f"units of datasets in {what} that carry no unit attribute: nm (nm, ps, "
                         "kJ/(mol nm)) or Angstrom (A, ps, kJ/(mol A)); without it such a file is refused")
+    from .storage import add_storage_option
+
+    add_storage_option(p)   # every command that opens H5MD files opens them behind URLs too
 
 
 def add_segment_options(p, what: str) -> None:

@@ -57,7 +57,7 @@ from ..store.layout import Layout
 from ..store.schema import attr_str
 from ..store.units import factor
 from ..store.writer import early_allocation
-from ..util import check_output_path, polling_for_stop, raise_if_stopped
+from ..util import check_output_path, is_url, polling_for_stop, raise_if_stopped
 from . import direct
 from .join import copy_attrs, copy_frames, copy_structure, virtual_series
 from .options import OutputSpec, RechunkOptions, WriteOptions, with_options
@@ -109,6 +109,15 @@ class RechunkJob:
     spec: OutputSpec         # how they are stored in the output
     slab_bytes: int          # bytes copied per slab (and between a segment's counts)
     count_bytes: int         # bytes written in place between two counts (``convert.direct``)
+
+
+def input_bytes(path) -> int:
+    """The input's size: a local file's, or an object's behind a URL (its first request told it)."""
+    if is_url(path):
+        from ..storage.objects import RemoteObject
+
+        return RemoteObject.open(str(path)).size
+    return os.path.getsize(path)
 
 
 def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout | None = None, *,
@@ -166,7 +175,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout 
         else:
             resumed_from = _rechunk_serial(src, job, partial, write)
         _check_counts(src, partial, job.names)
-        n_frames, bytes_in = _n_frames(src, job.names), os.path.getsize(src_path)
+        n_frames, bytes_in = _n_frames(src, job.names), input_bytes(src_path)
     partial.finish()
     log.info("rechunked %s -> %s (%s)", src_path, final, spec.layout.describe())
     return RechunkSummary(str(final), n_frames, len(job.names), bytes_in, os.path.getsize(final),

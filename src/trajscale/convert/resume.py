@@ -27,7 +27,7 @@ from enum import Enum
 from pathlib import Path
 
 from ..errors import OutputError
-from ..util import fsync_path
+from ..util import fsync_path, is_url
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,10 @@ class InputIdentity:
 
     @classmethod
     def of(cls, path: str | os.PathLike) -> InputIdentity:
+        if is_url(path):   # an object: its size, and its ETag in place of an mtime
+            from ..storage.objects import stamp
+
+            return cls(str(path), *stamp(str(path)))
         st = os.stat(path)
         return cls(os.path.realpath(path), st.st_size, st.st_mtime_ns)
 

@@ -184,6 +184,8 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         analysis = _analysis(job.analysis)
         source, t_init_traj = cached_source(job.source, comm)
         bytes0, opens0 = source.bytes_read, source.opens
+        # a remote file's requests so far (a source opened for this task: its opening counts too)
+        net0 = source.remote_stats() if t_init_traj == 0 else None
         paths0 = len(source.opened or ())
         t_io = t_compute = 0.0
         partials = []
@@ -212,8 +214,18 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
                         files_opened=source.opens - opens0,
                         files=opened_files(job.source, source, paths0, t_init_traj > 0),
                         t_begin=t_begin, t_end=time.time(), t_start=t_start, t_ready=process_start() + t_start,
-                        cpus=cpus, affinity=affinity)
+                        cpus=cpus, affinity=affinity, **_fetched(net0, source.remote_stats()))
     return partial, timing
+
+
+def _fetched(before: dict | None, after: dict | None) -> dict:
+    """A task's share of a remote file's requests, bytes, network wait and retries (none for local files)."""
+    if after is None:
+        return {}
+    before = before or {}
+    d = {k: after[k] - before.get(k, 0) for k in after}
+    return {"requests": int(d["requests"]), "bytes_fetched": int(d["bytes"]), "t_network": float(d["wait_s"]),
+            "retries": int(d["retries"])}
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,10 @@ class TaskTiming:
     t_ready: float = 0.0                 # epoch seconds when its worker became ready
     cpus: int = 0                        # CPUs of its host (os.cpu_count); 0: not recorded (older reports)
     affinity: str = ""                   # CPUs its process may run on, listed as Linux lists them ("0-3,8")
+    requests: int = 0                    # a remote trajectory's range requests (0: local files)
+    bytes_fetched: int = 0               # bytes those requests brought (metadata blocks included)
+    t_network: float = 0.0               # seconds waiting on them (within t_io and t_init_traj)
+    retries: int = 0                     # requests tried again (timeouts, dropped connections, 5xx, SlowDown)
 
     @property
     def frames(self) -> int:
@@ -172,6 +176,11 @@ class RunReport:
     @property
     def bytes_read(self) -> int:
         return sum(t.bytes_read for t in self.tasks)
+
+    def fetched(self) -> dict:
+        """A remote trajectory's requests, bytes, seconds waiting on the network and retries, over the tasks."""
+        return {"requests": sum(t.requests for t in self.tasks), "bytes": sum(t.bytes_fetched for t in self.tasks),
+                "wait_s": sum(t.t_network for t in self.tasks), "retries": sum(t.retries for t in self.tasks)}
 
     def to_dict(self) -> dict:
         """Plain values (a :class:`~.summary.Report` adds its diagnosis)."""

@@ -22,7 +22,17 @@ DECODE_S_PER_ATOM = {"XTC": 8.5e-8}
 
 def file_head(path: str, n: int) -> bytes:
     """The first ``n`` bytes of a file (fewer for a shorter one; none for a folder or an unreadable file):
-    what a Source's ``guess_format`` reads."""
+    what a Source's ``guess_format`` reads. A URL's come from the one request its object's first bytes
+    are fetched with (:func:`trajscale.storage.objects.head`)."""
+    from ..storage import is_url
+
+    if is_url(path):
+        from ..storage.objects import RemoteError, head
+
+        try:
+            return head(path, n)
+        except RemoteError:
+            return b""
     try:
         with open(path, "rb") as fh:
             return fh.read(n)
@@ -93,6 +103,8 @@ class Source(ABC):
     ships_offsets: bool = False
     #: True when ``group`` and ``assume_units`` (H5MD's options) apply.
     takes_h5md_options: bool = False
+    #: True when the Source reads a file behind a URL (``s3://``, ``http(s)://``) by range requests.
+    reads_urls: bool = False
     #: Modules beyond trajscale's own a worker imports to read this format (started with the workers).
     worker_modules: tuple[str, ...] = ()
     #: True when :meth:`read_into` fills the caller's rows directly (no block of its own in between).
@@ -147,6 +159,11 @@ class Source(ABC):
             b = self.read(a, min(n, a + 4096), one)
             times[a:a + b.n_frames], steps[a:a + b.n_frames] = b.time, b.step
         return times, steps
+
+    def remote_stats(self) -> dict | None:
+        """What reading a file behind a URL has cost this source so far: ``requests``, ``bytes``,
+        ``wait_s`` (seconds waiting on the network) and ``retries``; None for local files."""
+        return None
 
     @property
     @abstractmethod

@@ -15,6 +15,7 @@ import numpy as np
 from ..block import Block
 from ..errors import InputFileError
 from ..facts import LayoutFacts
+from ..storage import is_url
 from ..store.blosc import BloscChunks
 from ..store.box import edges_to_dimensions
 from ..store.codecs import deltas_of
@@ -23,8 +24,8 @@ from ..store.hdf5 import ensure_filters, open_h5
 from ..store.layout import reader_chunk_cache
 from ..store.runs import plan_atom_reads
 from ..store.schema import H5MDInfo, describe
-from ..util import file_identity, is_hdf5
-from .base import FRAME_META_BYTES, OpenRequest, Source
+from ..util import HDF5_MAGIC, file_identity
+from .base import FRAME_META_BYTES, OpenRequest, Source, file_head
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +77,10 @@ META_MEMO_BYTES = 4 * 1024**2
 META_MEMO_FILES = 8
 
 
-def _described(f, path: str, group: str | None, assume_units: str | None) -> Described:
-    """``f``'s particle group described, from the memo if the file is unchanged."""
-    key = (file_identity([path]), group, assume_units)
+def _described(f, path: str, group: str | None, assume_units: str | None, identity: tuple | None = None) -> Described:
+    """``f``'s particle group described, from the memo if the file is unchanged (``identity``: a remote
+    object's URL, ETag and size; a local file's is looked up)."""
+    key = (identity or file_identity([path]), group, assume_units)
     entry = _DESCRIBED.get(key)
     if entry is None:
         entry = _DESCRIBED[key] = Described(describe(f, group, assume_units), key)
@@ -123,6 +125,12 @@ class H5MDSource(Source):
     assume_units
         ``"nm"`` or ``"Angstrom"``: the units of datasets without a ``unit``
         attribute (None: such a file is refused; a unit is never guessed).
+    storage_options
+        For a URL (``s3://``, ``http(s)://``): fsspec's options (None: the run's, see
+        :mod:`trajscale.storage`).
+    identity, chunk_index
+        For a URL, what the process that prepared the run found (the object's ETag and size, every
+        chunk's address): a worker checks the one and reads by the other, never HDF5's B-tree.
     """
 
     kind = "h5md"
@@ -134,12 +142,20 @@ class H5MDSource(Source):
     supports_following = True
     supports_slab_reads = True
     takes_h5md_options = True
+    reads_urls = True
     #: HDF5's file lock on open: None keeps HDF5's default (on, unless ``HDF5_USE_FILE_LOCKING`` said
     #: otherwise before the process's first open); False reads a file a writer holds open.
     file_locking: bool | None = None
 
     def __init__(self, path: str, group: str | None = None, driver: str | None = None,
-                 comm=None, collective: bool = False, assume_units: str | None = None) -> None:
+                 comm=None, collective: bool = False, assume_units: str | None = None,
+                 storage_options: dict | None = None, identity: list | None = None,
+                 chunk_index: dict | None = None) -> None:
+        self._remote = None
+        self._chunk_index = chunk_index
+        self._remote_reads: dict = {}
+        if is_url(str(path)):
+            driver, collective = None, False   # MPI-IO reads files; every rank fetches its own ranges
         if driver == "mpio":
             from ..parallel import require_parallel_h5py
 
@@ -152,13 +168,19 @@ class H5MDSource(Source):
             self._dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
             self._dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE)
         lock = {} if self.file_locking is None else {"locking": self.file_locking}
-        self.file = open_h5(path, "r", driver=driver, comm=comm, rdcc_nbytes=CHUNK_CACHE_BYTES, **lock)
+        if is_url(self._path):
+            from ..storage.hdf5 import open_remote_h5
+
+            self._remote, self._fh, self.file = open_remote_h5(self._path, storage_options, identity, CHUNK_CACHE_BYTES)
+        else:
+            self.file = open_h5(path, "r", driver=driver, comm=comm, rdcc_nbytes=CHUNK_CACHE_BYTES, **lock)
         self._direct: dict[str, DirectReads] = {}
         try:
             self._open_datasets(group, assume_units)
         except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
             # HDF5 met a damaged object header, heap or B-tree; h5py a type it cannot map to NumPy
             self.close()
+            self._raise_remote_failure()
             why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise InputFileError(self._path, f"cannot be read as H5MD ({why}): the file is damaged") from None
         except BaseException:
@@ -171,7 +193,7 @@ class H5MDSource(Source):
     @classmethod
     def guess_format(cls, path: str) -> str | None:
         """HDF5's signature (the H5MD layout itself is checked when the file is opened)."""
-        return "H5MD" if is_hdf5(path) else None
+        return "H5MD" if file_head(path, len(HDF5_MAGIC)) == HDF5_MAGIC else None
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> H5MDSource:
@@ -183,7 +205,8 @@ class H5MDSource(Source):
         return dict(self.info.units)
 
     def _open_datasets(self, group: str | None, assume_units: str | None) -> None:
-        self._described = _described(self.file, self._path, group, assume_units)
+        self._described = _described(self.file, self._path, group, assume_units,
+                                     None if self._remote is None else self._remote.identity)
         self.info: H5MDInfo = self._described.info
         self._datasets = {fl: _with_chunk_cache(self.file, self.info.dataset(fl)) for fl in self.info.fields}
         for ds in self._datasets.values():
@@ -194,11 +217,11 @@ class H5MDSource(Source):
         except ValueError as exc:
             raise InputFileError(self._path, str(exc)) from None
         #: their Blosc chunks, decompressed into the decoder's buffer (store.blosc; not under MPI-IO)
-        self._blosc = {fl: r for fl in self._deltas if self._driver != "mpio"
+        self._blosc = {fl: r for fl in self._deltas if self._driver != "mpio" and self._remote is None
                        and (r := BloscChunks.of(self._datasets[fl])) is not None}
         # Uncompressed whole-frame chunks are read at their byte addresses (store.direct),
         # except under MPI-IO, whose reads (collective or not) stay MPI-IO's.
-        if self._driver != "mpio":
+        if self._driver != "mpio" and self._remote is None:
             for fl, ds in self._datasets.items():
                 reader = None if fl in self._deltas else DirectReads.of(ds, self._path, self.info.n_frames)
                 if reader is not None:
@@ -232,9 +255,42 @@ class H5MDSource(Source):
         return self.info.fields
 
     def get_config(self) -> dict:
-        return {"kind": self.kind, "path": self._path, "group": self.info.group,
-                "driver": self._driver, "collective": self._collective,
-                "assume_units": self.info.assumed_units}
+        config = {"kind": self.kind, "path": self._path, "group": self.info.group,
+                  "driver": self._driver, "collective": self._collective,
+                  "assume_units": self.info.assumed_units}
+        if self._remote is not None:
+            config.update(storage_options=self._remote.options or None,
+                          identity=self._remote.object_identity.to_list(), chunk_index=self._remote_index())
+        return config
+
+    def _remote_index(self) -> dict:
+        """Every field's chunk addresses (:class:`~trajscale.storage.chunks.ChunkIndex`), looked up once."""
+        if self._chunk_index is None:
+            from ..storage.chunks import ChunkIndex
+
+            self._chunk_index = {fl: idx.to_config() for fl, ds in self._datasets.items()
+                                 if (idx := ChunkIndex.of(ds, self.info.n_frames)) is not None}
+        return self._chunk_index
+
+    def remote_stats(self) -> dict | None:
+        """What reading this source's object cost (requests, bytes, wait_s, retries); None for a local file."""
+        return None if self._remote is None else self._remote.stats.as_dict()
+
+    def _remote_rows(self, ds):
+        """The chunk reader of dataset ``ds`` of a remote file (None: read through HDF5)."""
+        name = ds.name
+        if name not in self._remote_reads:
+            from ..storage.chunks import ChunkDecoder, ChunkIndex, ChunkReads
+
+            cfg = next((c for fl, c in self._remote_index().items() if self._datasets[fl].name == name), None)
+            if cfg is None:
+                self._remote_reads[name] = None
+            else:
+                index = ChunkIndex.from_config(cfg)
+                self._remote_reads[name] = ChunkReads(
+                    self._remote, index,
+                    lambda ds=ds, index=index: ChunkDecoder(ds.id.get_create_plist(), index.chunks, ds.dtype))
+        return self._remote_reads[name]
 
     def layout_summary(self) -> LayoutFacts:
         from ..store.inspect import layout_facts
@@ -272,9 +328,18 @@ class H5MDSource(Source):
             arrays = {fl: self._read_field(fl, start, stop, stride, plan) for fl in fields}
             box, time, step = self._frame_meta(start, stop, stride)
         except (OSError, KeyError, RuntimeError) as exc:   # HDF5 met a damaged chunk or object
+            self._raise_remote_failure()
             raise self._damaged(exc, range(start, stop, stride), fields) from None
         return Block(start, stop, arrays["position"], box, time, step,
                      velocities=arrays.get("velocity"), forces=arrays.get("force"), stride=stride)
+
+    def _raise_remote_failure(self) -> None:
+        """A remote file's read that failed inside HDF5: the real error (missing, replaced, unreachable)."""
+        from ..storage.objects import RemoteError
+
+        failure = getattr(self, "_fh", None) and self._fh.failure
+        if isinstance(failure, RemoteError):
+            raise failure from None
 
     def _damaged(self, exc: BaseException, frames: range, fields: tuple[str, ...]) -> InputFileError:
         """The error for a read HDF5 refused, naming the first frame that cannot be read alone."""
@@ -363,7 +428,8 @@ class H5MDSource(Source):
         # is still in cache (a gather from a whole 80 MB span cost as much as reading it).
         out = self._out_array(fl + ":selected", (n, len(plan.index), 3))
         # (Collective MPI-IO reads keep whole slabs: every rank must make the same calls.)
-        size = MAX_SLAB_BYTES if self._collective else GATHER_SLAB_BYTES
+        # (a remote file's slabs are large: each is one batch of concurrent requests)
+        size = MAX_SLAB_BYTES if self._collective or self._remote is not None else GATHER_SLAB_BYTES
         slabs = list(self._slabs(start, n, stride, plan.n_columns, size)) if n and plan.n_columns else []
         buf = self._out_array(fl, (max((j - i for i, j in slabs), default=0), plan.n_columns, 3))
         for i, j in slabs:
@@ -418,6 +484,10 @@ class H5MDSource(Source):
         a compressed chunk would be decoded once per run: all runs of a row are
         read while the dataset's chunk cache holds it.
         """
+        if self._remote is not None:
+            reads = self._remote_rows(ds)
+            if reads is not None and reads.read_runs(runs, out, first, stride):
+                return
         rows = [(0, len(out))]
         filtered = len(runs) > 1 and ds.id.get_create_plist().get_nfilters()
         # (collective reads need the same calls on every rank: one per run, never per row)
@@ -465,6 +535,10 @@ class H5MDSource(Source):
         for direct in self._direct.values():
             direct.close()
         self._direct = {}
+        for reads in self._remote_reads.values():
+            if reads is not None:
+                reads.close()
+        self._remote_reads = {}
         try:
             if self.file.id.valid:
                 self.file.close()

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, InputFileError
+from ..storage import is_url
 from ..util import check_input_file
 from .base import OpenRequest, Source
 
@@ -168,6 +169,8 @@ def guess(path: str | Path) -> Match:
         The file is missing, or no Source reads it (one line listing what is supported).
     """
     path = str(path)
+    if is_url(path):
+        return _guess_url(path)
     match = _by_bytes(path)
     if match is None:
         check_input_file(path)   # missing, a folder without a segment index, or empty: said as such
@@ -175,6 +178,24 @@ def guess(path: str | Path) -> Match:
     if match is None:
         raise InputFileError(path, f"not a trajectory format trajscale reads (it reads {supported()})")
     log.debug("%s: read as %s by %s", path, match.format, match.source.__name__)
+    return match
+
+
+def _guess_url(url: str) -> Match:
+    """The Source that reads the object at ``url``, told from its first bytes (one range request, which
+    also says a missing, denied or unreachable object in one line)."""
+    from ..storage.objects import head
+
+    if not head(url, 8):
+        raise InputFileError(url, "the object is empty")
+    match = _by_bytes(url) or by_name(url)
+    if match is None:
+        raise InputFileError(url, f"not a trajectory format trajscale reads (it reads {supported()})")
+    if not match.source.reads_urls:
+        readers = ", ".join(f for cls in format_sources() if cls.reads_urls for f in cls.formats)
+        raise InputFileError(url, f"{match.format} files are read from a local disk only (from a URL: {readers}); "
+                                  "download it first")
+    log.debug("%s: read as %s by %s", url, match.format, match.source.__name__)
     return match
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import h5py
 
 from ..errors import InputFileError, OutputError
-from ..util import check_input_file
+from ..util import check_input_file, is_url
 
 
 def ensure_filters(ds: h5py.Dataset) -> None:
@@ -31,7 +31,12 @@ def ensure_filters(ds: h5py.Dataset) -> None:
 
 def open_h5(path: str | os.PathLike, mode: str = "r", driver: str | None = None,
             comm=None, **kw) -> h5py.File:
-    """Open an HDF5 file, turning every failure into one clear InputFileError."""
+    """Open an HDF5 file, turning every failure into one clear InputFileError (a URL: read through a
+    caching file object, :mod:`trajscale.storage`)."""
+    if is_url(path) and mode == "r":
+        from ..storage.hdf5 import open_remote_h5
+
+        return open_remote_h5(path, None, None, kw.get("rdcc_nbytes", 1024**2))[2]
     p = Path(path)
     if mode == "r":
         check_input_file(p)

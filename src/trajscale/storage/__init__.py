@@ -1,0 +1,123 @@
+"""Trajectories behind a URL (``s3://bucket/key``, ``http(s)://``): bytes by range requests, below the Sources.
+
+A URL reaches the same format registry and the same Source as a path. What differs lives here:
+a :class:`~.objects.ByteStore` answers a file's size and identity (an object's ETag and size, as
+a local file's inode, size and mtime) and reads byte ranges, concurrently for an object
+(:mod:`.objects`); :class:`~.fileobj.CachingFile` gives HDF5 a file object whose reads go
+through a block cache, for the metadata (:mod:`.fileobj`); :mod:`.chunks` reads a dataset's
+frames from the chunk addresses the root looked up once.
+
+Options are fsspec's ``storage_options`` (xarray, Dask and pandas take them so), plus
+trajscale's own ``retry_seconds``, ``timeout`` and ``max_concurrency``. Credentials come from
+them or from the usual AWS environment and profiles; they are never written into a message, a
+log, a report or a profile.
+
+This module imports no client library: ``import trajscale`` stays free of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+
+from ..errors import ConfigError
+from ..util import URL_SCHEMES as SCHEMES
+from ..util import is_url
+
+#: Options trajscale reads itself (the rest go to the fsspec filesystem).
+OWN_OPTIONS = ("retry_seconds", "timeout", "max_concurrency")
+#: Keys whose values are never shown (a message lists the options' names only anyway).
+SECRET_WORDS = ("secret", "token", "password", "key", "credential", "session")
+
+_CURRENT: dict = {}
+
+
+def current_options() -> dict:
+    """The storage options of this process's run (set by :func:`using`; empty by default)."""
+    return dict(_CURRENT)
+
+
+@contextlib.contextmanager
+def using(options: Mapping | None) -> Iterator[None]:
+    """Storage options for URLs opened in this block (a run's, ``open_dataset``'s): nested calls see the
+    innermost; None or empty changes nothing."""
+    global _CURRENT
+    if not options:
+        yield
+        return
+    before = _CURRENT
+    _CURRENT = {**before, **dict(options)}
+    try:
+        yield
+    finally:
+        _CURRENT = before
+
+
+def set_options(options: Mapping | None) -> None:
+    """Set this process's storage options for the rest of its life (the command line's)."""
+    global _CURRENT
+    _CURRENT = dict(options or {})
+
+
+def parse_option(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` from the command line: ``true``/``false`` as booleans, numbers as numbers, a JSON
+    object or list as itself, anything else as a string."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"--storage-option {text.split('=')[0]!r}: give KEY=VALUE (e.g. anon=true, "
+                          "endpoint_url=http://127.0.0.1:9000)")
+    low = value.strip().lower()
+    if low in ("true", "false"):
+        return key, low == "true"
+    if value.strip()[:1] in "{[":
+        try:
+            return key, json.loads(value)
+        except ValueError:
+            raise ConfigError(f"--storage-option {key}: the value is not valid JSON") from None
+    for kind in (int, float):
+        with contextlib.suppress(ValueError):
+            return key, kind(value)
+    return key, value
+
+
+def parse_options(texts: Iterable[str] | None) -> dict:
+    """Repeated ``--storage-option KEY=VALUE`` as one dict (a later key wins)."""
+    return dict(parse_option(t) for t in texts or ())
+
+
+def shown(options: Mapping | None) -> str:
+    """The options' names for a message (never their values: some are credentials)."""
+    return ", ".join(sorted(options or {})) or "none"
+
+
+def endpoint_of(url: str, options: Mapping | None = None) -> str:
+    """Where the object is asked for (for messages): the endpoint for ``s3://``, the host for http."""
+    if not url.startswith("s3://"):
+        return url.split("/", 3)[2] if url.count("/") >= 2 else url
+    opts = dict(options or {})
+    ep = opts.get("endpoint_url") or (opts.get("client_kwargs") or {}).get("endpoint_url") \
+        or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    return ep or "AWS S3"
+
+
+def resolve(base: str, relative: str) -> str:
+    """A segment index's part path ``relative`` to the index at URL ``base`` (an absolute one as it is)."""
+    if is_url(relative) or relative.startswith("/"):
+        return relative
+    head, _, _ = base.rpartition("/")
+    parts = []
+    for p in f"{head}/{relative}".split("/")[3:]:
+        if p == "..":
+            if parts:
+                parts.pop()
+        elif p not in ("", "."):
+            parts.append(p)
+    root = "/".join(base.split("/")[:3])
+    return f"{root}/{'/'.join(parts)}"
+
+
+__all__ = ["OWN_OPTIONS", "SCHEMES", "current_options", "endpoint_of", "is_url", "parse_option", "parse_options",
+           "resolve", "set_options", "shown", "using"]
