@@ -25,8 +25,9 @@ contention reads a little long: the limit has ``GRACE`` on top of the 5 s for th
 
 Under ``pytest -n N --dist loadfile --no-loadscope-reorder`` (``make test``, ``make check``: N is the cores and
 one more) a module's tests run on one worker, so its fixtures are made once, and the modules are handed out in
-the suite's order as workers free up: those with the most slow, tool or SLURM tests first, then those with MPI
-tests, then the rest, so that no long module starts last and the short ones fill the end.
+the suite's order as workers free up: those with SLURM tests first (they mostly wait on the scheduler), then
+those with the most slow or tool tests, then those with MPI tests, then the rest, so that no long module
+starts last and the short ones fill the end.
 
 ``TRAJSCALE_TIERS_RECORD=FILE`` records every test's markers, times and started commands as JSON lines in
 FILE instead of failing (how the markers were first assigned: ``TRAJSCALE_TIERS_RECORD=rec.jsonl pytest -n auto
@@ -142,12 +143,14 @@ def pytest_fixture_setup(fixturedef, request):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # module -> its slow, tool or SLURM tests (a SLURM module waits on the scheduler), its MPI tests
-    slow = Counter(i.path for i in items if i.get_closest_marker("slow") or i.get_closest_marker("tool")
-                   or i.get_closest_marker("slurm"))
+    # module -> its slow or tool tests, its MPI tests, its SLURM tests
+    slow = Counter(i.path for i in items if i.get_closest_marker("slow") or i.get_closest_marker("tool"))
     mpi = Counter(i.path for i in items if i.get_closest_marker("mpi"))
+    slurm = Counter(i.path for i in items if i.get_closest_marker("slurm"))
 
     def rank(item: pytest.Item) -> tuple[int, int]:
+        if slurm[item.path]:   # mostly waits on the scheduler (a job's time limit is a minute or more): first
+            return -1, -slurm[item.path]
         if slow[item.path]:
             return 0, -slow[item.path]
         return (1, -mpi[item.path]) if mpi[item.path] else (2, 0)
