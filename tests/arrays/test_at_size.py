@@ -163,3 +163,14 @@ def test_to_h5md_errors_speak_python(stores, tmp_path):
         stored = f["particles/all/position/value"]
         assert stored.compression == "gzip"
         np.testing.assert_allclose(stored[()], stored_positions(stores["seven"])[:4], rtol=0, atol=0.01)
+
+
+def test_time_rounding_takes_float32_noise_only():
+    """Float32's noise goes (a float32 time, a time computed from a float32 dt); a digit the dt has stays."""
+    from trajscale.arrays.reads import tidy_times
+
+    f32 = np.float32
+    got = tidy_times(np.array([f32(400.00003), f32(0.004), 9.999999119200186, 0.0, f32(-2.2)], np.float64))
+    assert got.tolist() == [400.0, 0.004, 10.0, 0.0, -2.2]
+    kept = np.array([1000000.002, f32(700.0025), 131072.25], np.float64)   # dt 0.002 ps: three decimals
+    assert tidy_times(kept, 3).tolist() == kept.tolist()

@@ -56,10 +56,11 @@ class SourceArray(BackendArray):
     """
 
     def __init__(self, opener: SourceOpener, name: str, shape: tuple[int, ...], dtype,
-                 subset: np.ndarray | None = None) -> None:
+                 subset: np.ndarray | None = None, time_decimals: int = 0) -> None:
         self.opener = opener
         self.name = name
         self.subset = subset
+        self.time_decimals = time_decimals   # time only: digits its rounding always keeps (the dt's)
         self.shape = shape
         self.dtype = np.dtype(dtype)
 
@@ -67,7 +68,7 @@ class SourceArray(BackendArray):
         return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._raw)
 
     def _raw(self, key: tuple) -> np.ndarray:
-        return read_rows(self.opener, self.name, key, self.shape, self.dtype, self.subset)
+        return read_rows(self.opener, self.name, key, self.shape, self.dtype, self.subset, self.time_decimals)
 
 
 #: Bytes of a variable's values a Dask chunk of ``chunks={}`` aims at: enough whole stored chunks to
@@ -116,12 +117,12 @@ def _one_or_all(sizes: tuple[int, ...]) -> int | tuple[int, ...]:
 
 def _variable(opener: SourceOpener, name: str, dims: tuple[str, ...], shape: tuple[int, ...], dtype,
               attrs: dict, frame_chunks: tuple[tuple[int, ...], tuple[int, ...]],
-              subset: np.ndarray | None = None) -> xr.Variable:
+              subset: np.ndarray | None = None, time_decimals: int = 0) -> xr.Variable:
     """A lazy variable; ``frame_chunks``: (Dask chunks of ``chunks={}``, the stored chunks) along frame."""
     grouped, stored = frame_chunks
     preferred = {"frame": _one_or_all(grouped)}
     preferred.update({d: s for d, s in zip(dims[1:], shape[1:], strict=True)})
-    data = indexing.LazilyIndexedArray(SourceArray(opener, name, shape, dtype, subset))
+    data = indexing.LazilyIndexedArray(SourceArray(opener, name, shape, dtype, subset, time_decimals))
     return xr.Variable(dims, data, attrs=attrs, encoding={"preferred_chunks": preferred, "dtype": np.dtype(dtype),
                                                           STORED_CHUNKS: _one_or_all(stored)})
 
@@ -156,7 +157,8 @@ def build_dataset(source, topology: str | None, drop_variables=(), select: str |
         "frame": xr.Variable("frame", np.arange(n, dtype=np.int64)),
         "atom": xr.Variable("atom", np.arange(n_atoms, dtype=np.int64) if subset is None else subset),
         "spatial": xr.Variable("spatial", np.array(SPATIAL)),
-        "time": _variable(opener, "time", ("frame",), (n,), np.float64, _units("time", stored), chunks),
+        "time": _variable(opener, "time", ("frame",), (n,), np.float64, _units("time", stored), chunks,
+                          time_decimals=_dt_decimals(source)),
         "step": _variable(opener, "step", ("frame",), (n,), np.int64, {}, chunks),
     }
     if _steps_past_int32(source):   # netCDF-3 has no int64: float64 holds such steps exactly (to 2**53)
@@ -174,6 +176,22 @@ def build_dataset(source, topology: str | None, drop_variables=(), select: str |
     ds.attrs.update({SOURCE_ATTR: opener.config_json, TOPOLOGY_ATTR: str(topology) if topology else "",
                      "format": str(facts.format), "path": str(source.path)})
     return ds
+
+
+def _dt_decimals(source) -> int:
+    """Decimals of ps that rounding a time always keeps: those of the trajectory's dt (the first two
+    frames' spacing, to float32's precision: 0.002 ps: 3; 100.00000763 ps: 0), so that no time loses a
+    digit its dt has."""
+    if source.n_frames < 2:
+        return 0
+    try:
+        dt = abs(source.step_time(1)[1] - source.step_time(0)[1])
+    except (TrajscaleError, OSError, ValueError):   # unknown here: float32's noise alone sets the rounding
+        return 0
+    for d in range(16):
+        if abs(round(dt, d) - dt) <= 1e-6 * dt:
+            return d
+    return 15
 
 
 def _steps_past_int32(source) -> bool:

@@ -111,7 +111,7 @@ def atom_request(key, n_atoms: int) -> tuple[np.ndarray | None, np.ndarray | Non
 
 
 def read_rows(opener: SourceOpener, name: str, key: tuple, shape: tuple[int, ...], dtype,
-              subset: np.ndarray | None = None) -> np.ndarray:
+              subset: np.ndarray | None = None, time_decimals: int = 0) -> np.ndarray:
     """The values of variable ``name`` (a field: position, velocity, force; or box, time, step) at
     the outer index ``key``, as a fresh array (the Source's buffers are never handed out).
 
@@ -138,7 +138,7 @@ def read_rows(opener: SourceOpener, name: str, key: tuple, shape: tuple[int, ...
         finally:
             count_bytes(opener.config_json, int(src.bytes_read) - before)
     if name == "time":
-        out = tidy_times(out)
+        out = tidy_times(out, time_decimals)
     if order is not None:
         out = out[:, order]
     drop = (0 if _is_int(key[0]) else slice(None),)
@@ -149,18 +149,20 @@ def read_rows(opener: SourceOpener, name: str, key: tuple, shape: tuple[int, ...
     return out[..., rest[0]] if rest and not _whole(rest[0]) else out
 
 
-def tidy_times(times: np.ndarray) -> np.ndarray:
-    """Times (ps, float64) without float32's noise: each rounded to the coarsest power of ten below
-    eight of float32's steps at its size (``400.00003`` -> ``400.0``, ``0.0040000002`` -> ``0.004``),
-    so that ``ds.sel(time=400)`` finds the frame written at 400 ps. A time float32 holds exactly
-    within that is left as it is; values held to more digits than float32 has are not changed.
+def tidy_times(times: np.ndarray, min_decimals: int = 0) -> np.ndarray:
+    """Times (ps, float64) without float32's noise (times stored as float32, or computed from a float32
+    time step): each is rounded to the power of ten at or above eight of float32's steps at its size,
+    when that moves it by at most four steps (``400.00003`` -> ``400.0``, ``0.0040000002`` -> ``0.004``),
+    so that ``ds.sel(time=400)`` finds the frame written at 400 ps. The rounding keeps at least
+    ``min_decimals`` decimals (the trajectory's dt's: a time between float32's steps stays) and never
+    rounds to more than whole ps. A function of each time alone: every read of a frame gives its time.
     """
     t = np.asarray(times, np.float64)
-    finite = np.isfinite(t) & (t != 0)
+    finite = np.isfinite(t) & (t != 0) & (np.abs(t) < 1e30)
     if not finite.any():
         return t
     ulp = np.spacing(np.abs(t[finite]).astype(np.float32)).astype(np.float64)
-    decimals = np.minimum(-np.ceil(np.log10(8 * ulp)), 15).astype(int)
+    decimals = np.clip(np.maximum(-np.ceil(np.log10(8 * ulp)), min_decimals), 0, 15).astype(int)
     rounded = np.empty_like(ulp)
     for d in np.unique(decimals):   # numpy's round divides by an exact power of ten: the nearest double
         pick = decimals == d
