@@ -10,9 +10,9 @@ import numpy as np
 
 from ..block import Block
 from ..kernels.geometry import box_volume
-from ..kernels.sums import frame_sums, mean_and_m2
+from ..kernels.sums import mean_and_m2
 from .base import Analysis, Prepared, check_finite, no_frames
-from .fitting import fitted, prepare_fit
+from .fitting import fitted_sums, prepare_fit
 from .options import FIT_SELECT, REF_FRAME, Command, Option
 from .results import arrays_of, output_format, save_as
 from .rmsf import add_sums, first_frame_shift
@@ -104,10 +104,10 @@ class AverageStructure(Analysis):
     def map(self, block: Block, prep: Prepared) -> dict:
         s = prep.state
         check_finite(block, block.positions, s["path"])
-        x = fitted(block.positions, s)
         boxed = box_volume(block.box) > 0   # frames without a box hold zeros: the mean box then has no value
-        return {"n": block.n_frames, "words": frame_sums(x, s["shift"], squares=False, frames=block.frames,
-                                                          source=s["path"]),
+        # a fit moves a few MB of the block at once (no float64 copies of the whole block)
+        return {"n": block.n_frames, "words": fitted_sums(block.positions, s, s["shift"], squares=False,
+                                                          frames=block.frames, source=s["path"]),
                 "n_box": int(boxed.sum()), "box": block.box[boxed].sum(axis=0, dtype=np.float64)}
 
     def reduce(self, partials: list[dict]) -> dict:

@@ -14,9 +14,9 @@ from typing import ClassVar
 import numpy as np
 
 from ..block import Block
-from ..kernels.sums import frame_sums, mean_and_m2, shift_of
+from ..kernels.sums import mean_and_m2, shift_of
 from .base import Analysis, Prepared, check_finite, no_frames
-from .fitting import fitted, prepare_fit
+from .fitting import fitted, fitted_sums, prepare_fit
 from .options import FIT_SELECT, REF_FRAME, Command, Option
 from .results import arrays_of, output_format, save_as
 
@@ -105,9 +105,9 @@ class RMSF(Analysis):
     def map(self, block: Block, prep: Prepared) -> dict:
         check_finite(block, block.positions, prep.state["path"])
         s = prep.state
-        # Without a fit the block's float32 coordinates go to the kernel as they are (no float64 copy).
-        x = fitted(block.positions, s) if "fit" in s else block.positions[:, s["sel"]]
-        return {"n": block.n_frames, "words": frame_sums(x, s["shift"], frames=block.frames, source=s["path"])}
+        # without a fit the block's float32 coordinates go to the kernel as they are; a fit moves a few MB at once
+        return {"n": block.n_frames, "words": fitted_sums(block.positions, s, s["shift"], frames=block.frames,
+                                                          source=s["path"])}
 
     def reduce(self, partials: list[dict]) -> dict:
         return add_sums(partials)
