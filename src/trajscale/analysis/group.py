@@ -119,10 +119,11 @@ class AnalysisGroup(Analysis):
         return Prepared(atoms=union, state=GroupState(prepared, views, str(source.path or "")))
 
     def block_bytes_per_frame(self, prep: Prepared) -> int:
-        """The largest analysis's own copy of a frame's atoms, made while it maps (one at a time)."""
+        """What the most demanding analysis holds per frame while it maps (one maps at a time): its copy of
+        its atoms and what its own ``map`` holds beyond the block."""
         s: GroupState = prep.state
-        return max([len(v) * 12 * len(a.fields) for a, v in zip(self.analyses, s.views, strict=True)
-                    if v is not None] or [0])
+        return max((0 if v is None else len(v) * 12 * len(a.fields)) + a.block_bytes_per_frame(p)
+                   for a, p, v in zip(self.analyses, s.prepared, s.views, strict=True))
 
     def map(self, block: Block, prep: Prepared) -> GroupPartial:
         s: GroupState = prep.state
