@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import os
 import struct
 from pathlib import Path
 from types import MappingProxyType
@@ -128,11 +129,19 @@ def _scan_xdr(path, fmt: str, first_only: bool = False, strict: bool | None = No
     return found
 
 
+def _is_path(path) -> bool:
+    """A file's path (str, bytes, os.PathLike), not a file-like object holding its bytes."""
+    return isinstance(path, (str, bytes, os.PathLike))
+
+
 def _name(path) -> str:
-    """How a message names the file: its path, or a file-like object's name."""
-    if hasattr(path, "read"):
-        return str(getattr(path, "name", None) or getattr(path, "path", None) or type(path).__name__)
-    return str(path)
+    """How a message names the file: its path, or a file-like object's ``name`` (its type's without one)."""
+    if _is_path(path):
+        return os.fsdecode(path)
+    try:
+        return str(path.name)
+    except AttributeError:
+        return type(path).__name__
 
 
 def scan_part(path, strict: bool | None = None) -> dict:
@@ -145,7 +154,7 @@ def scan_part(path, strict: bool | None = None) -> dict:
     (``"path"`` is then the object's ``name``). A TRR's scan reads a local path only (xdrfile's
     header reader takes a file)."""
     name = _name(path)
-    if hasattr(path, "read"):
+    if not _is_path(path):
         path.seek(0)
         head = bytes(path.read(24) or b"")
         fmt = ("XTC" if head[:4] == struct.pack(">i", 1995) else
