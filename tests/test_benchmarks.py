@@ -88,6 +88,12 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "read_layouts.py": (["--frames", F, "--workdir", "{work}", "--repeat", "1", "--layouts", "frame",
                          "--mda-frames", "10", "--block", "10"],
                         [r"^layout\s+chunks\s+GB\s+slab GB/s", rf"^frame\s+\(1, 47681, 3\)\s+{NUM}"]),
+    "remote_clients.py": (["1"], [rf"^fsspec/s3fs cat_ranges\s+{NUM} s wall", rf"^obstore get_ranges.*{NUM} s wall"]),
+    "remote.py": (["--smoke", "--workdir", "{work}/remote"],
+                  [r"^workload\s+executor\s+layout\s+side\s+wall s\s+MB read\s+MB fetched\s+requests\s+x read\s+"
+                   r"efficiency$", rf"^rmsd\s+serial\s+default\s+local\s+{NUM}\s+{NUM}\s+-",
+                   rf"^rmsd\s+serial\s+default\s+url\s+{NUM}\s+-\s+{NUM}\s+\d+\s+{NUM}\s+{NUM}$",
+                   rf"^rmsf\s+serial\s+default\s+download\s+{NUM}\s+-\s+{NUM}\s+\d+\s"]),
     "rmsd.py": (["--frames", F, "--workdir", "{work}", "--repeat", "1"],
                 [r"frames/s\s+max \|RMSD - MDAnalysis serial\| \(A\)$",
                  rf"^trajscale serial / MDAnalysis serial \(whole runs\)\s+{NUM}x"]),

@@ -1,0 +1,446 @@
+"""Trajectories behind a URL: trajscale reading an S3 object against the same file on local disk,
+download-then-run and zarrtraj, on a local S3 server behind a proxy that emulates a network.
+
+    python benchmarks/remote.py [--parts 100] [--workdir remote-output] [--delay-ms 20] [--mbps 100]
+                                [--workloads rmsd,rmsf,mean] [--executors serial,processes2]
+                                [--layouts default,remote] [--sides local,url,download,zarrtraj] [--smoke]
+
+Data: AdK in water (MDAnalysisTests' ``adk_oplsaa.tpr`` + ``adk_oplsaa.xtc``: 47,681 atoms, 10 frames, the
+XTC repeated ``--parts`` times: 100 parts are 1,000 frames, 572 MB of float32 positions), converted by
+``trajscale convert`` twice: with the default layout (``--chunks auto``, ~2 MiB chunks, metadata where HDF5
+puts it) and with ``--layout remote`` (~8 MiB chunks, metadata in the file's first 256 KiB). (The issue's
+YiiP store, 43,480 atoms x 1,000 frames, is not available here; this system is the same size.)
+
+The server is moto's ``ThreadedMotoServer`` on 127.0.0.1; every request to it goes through
+:class:`Proxy`, a threaded HTTP proxy that waits ``--delay-ms`` before forwarding each request and caps
+the bytes it sends back, all connections together, at ``--mbps`` MB/s (this machine's kernel has no netem:
+the proxy is the emulated network). It counts every request and byte, and when each was in flight.
+
+Workloads (each a whole process, the way a user runs it):
+
+* ``rmsd``: ``trajscale run rmsd TPR TRAJ`` (CA atoms, the default selection);
+* ``rmsf``: ``trajscale run rmsf TPR TRAJ --select all`` (every atom);
+* ``mean``: ``trajscale.open_dataset(None, TRAJ, chunks={}).positions.astype("float64").mean("frame")``, the
+  lazy array mean, computed by Dask's synchronous scheduler (serial) or its processes scheduler
+  (``processes2``: 2 worker processes).
+
+Sides: ``local`` (trajscale on the local file, no network), ``url`` (trajscale on ``s3://bucket/key``
+through the proxy), ``download`` (the whole object fetched through the proxy by a plain client, boto3's
+``download_file`` with its concurrent ranged parts, then ``trajscale run`` on the copy; the time is both),
+``zarrtraj`` (zarrtraj 0.3.3's reader of the same object, MDAnalysis's ``rms.RMSD``; CA RMSD, serial, on the
+default layout only; zarrtraj pins zarr<3, so it runs from its own venv, ``--zarrtraj-python``, default
+/tmp/zarrtraj-venv/bin/python; a missing one is said and skipped).
+
+Columns: wall seconds of the whole process; MB and requests the proxy served to it; and the fetch
+efficiency of a ``url`` row: the rate trajscale's reads reached (bytes over the seconds during which at least
+one of its requests was in flight at the proxy) over the rate a plain concurrent client (obstore, 32
+requests at once) reaches fetching the same byte ranges from the same proxy right after. ``MB read`` is
+what the local run's tasks read (its report), ``x read`` the bytes a ``url`` row fetched over that. Exit 1
+when a ``url`` or ``download`` row's output differs from the local file's (CSV byte for byte; the mean
+within 1e-6), or zarrtraj's RMSD from trajscale's by more than 1e-4 A.
+
+``--smoke``: 3 parts (30 frames), CA RMSD and RMSF on serial and the default layout, no zarrtraj: the test
+suite's size (the figures then mean nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.client import HTTPConnection
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+BUCKET = "traj-data"
+KEY_ID, SECRET = "benchmark", "benchmark-secret"
+
+MEAN = r"""
+import sys
+import numpy as np
+import trajscale
+path, out, executor = sys.argv[1], sys.argv[2], sys.argv[3]
+ds = trajscale.open_dataset(None, path, chunks={})
+mean = ds.positions.astype("float64").mean("frame")
+if executor == "serial":
+    m = mean.compute(scheduler="synchronous")
+else:
+    m = mean.compute(scheduler="processes", num_workers=int(executor[len("processes"):]))
+np.save(out, m.values)
+"""
+
+ZARRTRAJ = r"""
+import sys, warnings
+warnings.filterwarnings("ignore")
+import MDAnalysis as mda
+import zarrtraj  # noqa: F401 - registers the reader
+from MDAnalysis.analysis import rms
+import numpy as np
+top, url, endpoint, out = sys.argv[1:5]
+u = mda.Universe(top, url, storage_options={"key": "%s", "secret": "%s",
+                                            "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"}})
+r = rms.RMSD(u, select="protein and name CA").run()
+np.save(out, r.results.rmsd[:, 2])
+""" % (KEY_ID, SECRET)
+
+
+class Rate:
+    """Bytes per second for all connections together: each piece waits for its slot."""
+
+    def __init__(self, bytes_per_s: float) -> None:
+        self.bps = bytes_per_s
+        self._lock = threading.Lock()
+        self._next = time.monotonic()
+
+    def take(self, n: int) -> None:
+        if not self.bps:
+            return
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + n / self.bps
+            wait = self._next - now
+        if wait > 0:
+            time.sleep(wait)
+
+
+class Proxy:
+    """An HTTP proxy in front of ``upstream``: ``delay_s`` before each request is forwarded, responses sent
+    back at most ``bytes_per_s`` (all together; 0: no cap); every request logged (when it was in flight,
+    its object, its byte range, the bytes sent back)."""
+
+    PIECE = 256 * 1024
+
+    def __init__(self, upstream: str, delay_s: float = 0.0, bytes_per_s: float = 0.0) -> None:
+        up = urlsplit(upstream)
+        self.rate = Rate(bytes_per_s)
+        self.log: list[tuple] = []
+        self._since = 0.0
+        self._lock = threading.Lock()
+        proxy, local = self, threading.local()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a) -> None:
+                pass
+
+            def forward(self) -> None:
+                t0 = time.monotonic()
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                time.sleep(delay_s)
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("connection", "keep-alive", "proxy-connection")}
+                for attempt in (0, 1):   # a kept-alive upstream connection may have been closed
+                    conn = getattr(local, "conn", None) or HTTPConnection(up.hostname, up.port, timeout=120)
+                    local.conn = conn
+                    try:
+                        conn.request(self.command, self.path, body=body, headers=headers)
+                        resp = conn.getresponse()
+                        data = resp.read()
+                        break
+                    except (ConnectionError, OSError):
+                        conn.close()
+                        local.conn = None
+                        if attempt:
+                            raise
+                self.send_response_only(resp.status, resp.reason)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length", "keep-alive"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", resp.getheader("Content-Length", "0") if self.command == "HEAD"
+                                 else str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    for i in range(0, len(data), proxy.PIECE):
+                        piece = data[i:i + proxy.PIECE]
+                        proxy.rate.take(len(piece))
+                        self.wfile.write(piece)
+                self.wfile.flush()
+                sent = 0 if self.command == "HEAD" else len(data)
+                with proxy._lock:
+                    proxy.log.append((t0, time.monotonic(), self.command, unquote(self.path.split("?")[0]),
+                                      self.headers.get("Range"), resp.status, sent))
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = forward
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def reset(self) -> None:
+        """Count from now on (a request of an earlier process still in flight is not counted)."""
+        with self._lock:
+            self.log.clear()
+            self._since = time.monotonic()
+
+    def snapshot(self) -> dict:
+        """Requests and bytes served since :meth:`reset`, the seconds during which at least one request was
+        in flight, and the byte ranges of the objects' GETs (key -> [(start, stop)])."""
+        with self._lock:
+            log = [e for e in self.log if e[0] >= self._since]
+        busy, end = 0.0, None
+        for t0, t1, *_ in sorted(log):
+            if end is None or t0 > end:
+                busy += t1 - t0
+                end = t1
+            elif t1 > end:
+                busy += t1 - end
+                end = t1
+        ranges: dict[str, list] = {}
+        for _, _, method, path, rng, status, n in log:
+            if method != "GET" or status not in (200, 206):
+                continue
+            key = path.lstrip("/").split("/", 1)[-1]
+            if rng and rng.startswith("bytes="):
+                a, _, b = rng[6:].partition("-")
+                ranges.setdefault(key, []).append((int(a), int(b) + 1 if b else int(a) + n))
+            else:
+                ranges.setdefault(key, []).append((0, n))
+        return {"requests": len(log), "bytes": sum(e[-1] for e in log), "busy_s": busy, "ranges": ranges}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build(workdir: Path, parts: int, layout: str) -> Path:
+    """The H5MD store of ``parts`` copies of AdK's XTC in ``layout`` (built once, reused)."""
+    from MDAnalysisTests.datafiles import TPR, XTC
+
+    out = workdir / f"adk_{parts * 10}_{layout}.h5md"
+    if not out.exists():
+        cmd = [sys.executable, "-m", "trajscale.cli.main", "convert", TPR, *[XTC] * parts, "-o", str(out), "-q",
+               *(["--layout", "remote"] if layout == "remote" else [])]
+        subprocess.run(cmd, check=True)
+    return out
+
+
+def env_for(endpoint: str) -> dict:
+    """The environment of every process that reads the bucket: the standard AWS variables."""
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET, AWS_DEFAULT_REGION="us-east-1",
+               AWS_ENDPOINT_URL=endpoint, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
+        env.pop(k, None)
+    return env
+
+
+def run_cmd(workload: str, executor: str, traj: str, out: Path) -> list[str]:
+    """The command of a workload; a ``run`` writes its report beside ``out`` (``.json``)."""
+    from MDAnalysisTests.datafiles import TPR
+
+    if workload == "mean":
+        return [sys.executable, "-c", MEAN, traj, str(out), executor]
+    ex = ["--executor", "serial"] if executor == "serial" else ["--executor", "processes", "-n", executor[-1]]
+    sel = ["--select", "all"] if workload == "rmsf" else []
+    return [sys.executable, "-m", "trajscale.cli.main", "run", workload, TPR, traj, *sel, *ex, "--out", str(out),
+            "--report", str(out.with_suffix(".json")), "--overwrite", "-q"]
+
+
+def bytes_read(out: Path) -> int | None:
+    """Bytes a run's tasks read (its report beside ``out``); None without a report."""
+    rep = out.with_suffix(".json")
+    if not rep.exists():
+        return None
+    return sum(int(t.get("bytes_read") or 0) for t in json.loads(rep.read_text()).get("tasks", []))
+
+
+def timed(cmd: list[str], env: dict) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd[:6])} ... exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
+    return wall
+
+
+async def _replay(endpoint: str, key: str, ranges: list[tuple[int, int]], concurrency: int) -> None:
+    import obstore
+    from obstore.store import S3Store
+
+    store = S3Store(BUCKET, endpoint=endpoint, access_key_id=KEY_ID, secret_access_key=SECRET, region="us-east-1",
+                    client_options={"allow_http": True})
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(a: int, b: int) -> None:
+        async with sem:
+            data = await obstore.get_range_async(store, key, start=a, end=b)
+            assert len(data) == b - a
+
+    await asyncio.gather(*(one(a, b) for a, b in ranges))
+
+
+def plain_rate(endpoint: str, key: str, ranges: list[tuple[int, int]], concurrency: int = 32) -> float:
+    """Bytes per second a plain concurrent client reaches fetching ``ranges`` of ``key``."""
+    if not ranges:
+        return float("nan")
+    t0 = time.perf_counter()
+    asyncio.run(_replay(endpoint, key, ranges, concurrency))
+    return sum(b - a for a, b in ranges) / (time.perf_counter() - t0)
+
+
+def row_line(row: dict) -> str:
+    def num(key: str, width: int, fmt: str) -> str:
+        v = row.get(key)
+        return f"{'-':>{width}s}" if v is None else f"{v:{width}{fmt}}"
+
+    return (f"{row['workload']:8s} {row['executor']:12s} {row['layout']:8s} {row['side']:10s} "
+            f"{num('wall', 8, '.2f')} {num('read_mb', 8, '.1f')} {num('mb', 11, '.1f')} {num('requests', 9, 'd')} "
+            f"{num('vs_local', 7, '.2f')} {num('efficiency', 10, '.2f')}")
+
+
+def same_output(ref: Path, got: Path) -> bool:
+    if ref.suffix == ".npy":
+        import numpy as np
+
+        return bool(np.allclose(np.load(ref), np.load(got), rtol=0, atol=1e-6))
+    return ref.read_bytes() == got.read_bytes()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--parts", type=int, default=100, help="copies of AdK's 10-frame XTC (default 100: 1,000 frames)")
+    p.add_argument("--workdir", default="remote-output", help="where the stores are built (and reused)")
+    p.add_argument("--delay-ms", type=float, default=20.0, help="the proxy's delay per request (default 20 ms)")
+    p.add_argument("--mbps", type=float, default=100.0, help="the proxy's bandwidth cap in MB/s (default 100)")
+    p.add_argument("--workloads", default="rmsd,rmsf,mean")
+    p.add_argument("--executors", default="serial,processes2")
+    p.add_argument("--layouts", default="default,remote")
+    p.add_argument("--sides", default="local,url,download,zarrtraj")
+    p.add_argument("--zarrtraj-python", default="/tmp/zarrtraj-venv/bin/python")
+    p.add_argument("--smoke", action="store_true", help="30 frames, rmsd and rmsf, serial, default layout, "
+                                                        "no zarrtraj: the test suite's run")
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.parts, args.workloads, args.executors, args.layouts = 3, "rmsd,rmsf", "serial", "default"
+        args.sides = "local,url,download"
+    workloads, executors = args.workloads.split(","), args.executors.split(",")
+    layouts, sides = args.layouts.split(","), args.sides.split(",")
+    work = Path(args.workdir).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+
+    import logging
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)   # moto's server: no line per request
+    stores = {lay: build(work, args.parts, lay) for lay in layouts}
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    upstream = f"http://127.0.0.1:{server._port}"
+    proxy = Proxy(upstream, delay_s=args.delay_ms / 1e3, bytes_per_s=args.mbps * 1e6)
+    proxy.start()
+    endpoint = proxy.url
+    env = env_for(endpoint)
+    s3 = boto3.client("s3", endpoint_url=upstream, aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET,
+                      region_name="us-east-1")
+    s3.create_bucket(Bucket=BUCKET)
+    for path in stores.values():
+        s3.upload_file(str(path), BUCKET, path.name)
+    via = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET,
+                       region_name="us-east-1")
+
+    zarr_py = args.zarrtraj_python
+    zarr_ok = "zarrtraj" in sides and os.path.exists(zarr_py) and subprocess.run(
+        [zarr_py, "-c", "import zarrtraj"], capture_output=True).returncode == 0
+    print(f"AdK in water, {args.parts * 10} frames x 47,681 atoms; proxy: {args.delay_ms:g} ms per request, "
+          f"{args.mbps:g} MB/s; " + ", ".join(f"{lay} store {p.stat().st_size / 1e6:.0f} MB"
+                                                for lay, p in stores.items()))
+    if "zarrtraj" in sides and not zarr_ok:
+        print(f"zarrtraj: skipped ({zarr_py} cannot import zarrtraj: install zarrtraj==0.3.3 into its own venv, "
+              "it pins zarr<3)")
+    rows, bad = [], []
+    head = f"{'workload':8s} {'executor':12s} {'layout':8s} {'side':10s} {'wall s':>8s} {'MB read':>8s} " \
+           f"{'MB fetched':>11s} {'requests':>9s} {'x read':>7s} {'efficiency':>10s}"
+    print(head)
+    try:
+        for workload in workloads:
+            for executor in executors:
+                for lay in layouts:
+                    path, key = stores[lay], stores[lay].name
+                    url = f"s3://{BUCKET}/{key}"
+                    suffix = ".npy" if workload == "mean" else ".csv"
+                    ref = work / f"{workload}-{executor}-{lay}-local{suffix}"
+                    local_read = None
+                    for side in sides:
+                        row = {"workload": workload, "executor": executor, "layout": lay, "side": side}
+                        out = work / f"{workload}-{executor}-{lay}-{side}{suffix}"
+                        proxy.reset()
+                        if side == "local":
+                            row["wall"] = timed(run_cmd(workload, executor, str(path), out), env)
+                            local_read = bytes_read(out)
+                            if local_read is not None:
+                                row["read_mb"] = local_read / 1e6
+                        elif side == "url":
+                            row["wall"] = timed(run_cmd(workload, executor, url, out), env)
+                            served = proxy.snapshot()
+                            row["efficiency"] = (served["bytes"] / max(served["busy_s"], 1e-9)) / plain_rate(
+                                endpoint, key, served["ranges"][key])
+                            row.update(mb=served["bytes"] / 1e6, requests=served["requests"])
+                            if local_read:
+                                row["vs_local"] = served["bytes"] / local_read
+                        elif side == "download":
+                            copy = work / f"download-{key}"
+                            t0 = time.perf_counter()
+                            via.download_file(BUCKET, key, str(copy))
+                            served = proxy.snapshot()
+                            row["wall"] = time.perf_counter() - t0 + timed(
+                                run_cmd(workload, executor, str(copy), out), env)
+                            row.update(mb=served["bytes"] / 1e6, requests=served["requests"])
+                            copy.unlink()
+                        elif side == "zarrtraj":
+                            if not (zarr_ok and workload == "rmsd" and executor == "serial" and lay == "default"):
+                                continue
+                            from MDAnalysisTests.datafiles import TPR
+
+                            out = out.with_suffix(".npy")
+                            row["wall"] = timed([zarr_py, "-c", ZARRTRAJ, TPR, url, endpoint, str(out)], env)
+                            served = proxy.snapshot()
+                            row.update(mb=served["bytes"] / 1e6, requests=served["requests"])
+                        else:
+                            raise SystemExit(f"remote.py: unknown side {side!r}")
+                        if side == "zarrtraj" and ref.exists():
+                            import numpy as np
+
+                            theirs, ours = np.load(out), np.loadtxt(ref, delimiter=",", skiprows=1)[:, 2]
+                            if len(theirs) != len(ours) or np.abs(theirs - ours).max() > 1e-4:
+                                bad.append(f"{workload} {executor} {lay} zarrtraj: its RMSD differs from trajscale's")
+                        if side in ("url", "download") and ref.exists() and not same_output(ref, out):
+                            bad.append(f"{workload} {executor} {lay} {side}: output differs from the local file's")
+                        rows.append(row)
+                        print(row_line(row), flush=True)
+    finally:
+        proxy.stop()
+        server.stop()
+    (work / "remote.json").write_text(json.dumps(rows, indent=1))
+    for line in bad:
+        print(f"DIFFERS: {line}")
+    shutil.rmtree(work / "cache", ignore_errors=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
