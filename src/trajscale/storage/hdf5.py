@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
+import weakref
+
 import h5py
 
 from ..errors import InputFileError
@@ -15,10 +18,17 @@ def open_remote_h5(url: str, storage_options: dict | None, identity: list | None
     local file."""
     obj = RemoteObject.open(url, storage_options, Identity.of(identity))
     fh = CachingFile(obj)
-    if identity is None and obj.head[:8] != HDF5_MAGIC:
+    if identity is not None:
+        # A worker's first block (HDF5 reads it first anyway), fetched before HDF5 opens the file: an object
+        # replaced since the root's look is refused here, never inside HDF5 (whose failed open of a Python
+        # file object leaves it a reference it releases only at exit, after Python is gone).
+        fh.pread(0, min(obj.size, fh.block))
+    elif obj.head[:8] != HDF5_MAGIC:
         raise InputFileError(url, "not an HDF5 file (wrong format, or truncated before its superblock)")
     try:
-        return obj, fh, h5py.File(fh, "r", rdcc_nbytes=rdcc_nbytes)
+        f = h5py.File(fh, "r", rdcc_nbytes=rdcc_nbytes)
+        _OPEN.add(f)
+        return obj, fh, f
     except RemoteError:
         raise
     except OSError as exc:
@@ -27,3 +37,17 @@ def open_remote_h5(url: str, storage_options: dict | None, identity: list | None
         raise InputFileError(url, f"cannot open as HDF5 ({str(exc).splitlines()[0]}); "
                                   "the object may be truncated") from None
 
+
+
+#: HDF5 files open on Python file objects: closed before the interpreter ends (HDF5 closing one at its own
+#: exit calls back into a Python that is gone).
+_OPEN: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for f in list(_OPEN):
+        try:
+            f.close()
+        except Exception:   # noqa: BLE001 - at exit, closing never raises
+            pass

@@ -1,0 +1,146 @@
+"""A real S3 server (moto's, on 127.0.0.1) for the session, and AdK stores on it.
+
+The stores are AdK (MDAnalysisTests' ``adk_oplsaa.tpr`` + ``.xtc``, 10 frames x 47,681 atoms)
+converted by ``trajscale convert``: plain, gzip-compressed, and lossy deltas (``--precision``),
+each uploaded public-read, so the same objects serve the ``http://`` cases. Destructive tests
+(a server stopped mid-run, wrong credentials) start their own server in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("obstore")
+pytest.importorskip("moto.server")
+
+from MDAnalysisTests import datafiles as _D  # noqa: E402,F401 - registers the data directory
+
+DATA = Path(_D.__file__).parent / "data"
+TPR, XTC = str(DATA / "adk_oplsaa.tpr"), str(DATA / "adk_oplsaa.xtc")
+BUCKET = "traj"
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret-do-not-print",
+               "AWS_DEFAULT_REGION": "us-east-1"}
+#: The stores the tests read, by name: the convert options that make each.
+STORES = {"plain": [], "gzip": ["--compression", "gzip"], "lossy": ["--precision", "0.001", "--compression", "gzip"]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"no server on 127.0.0.1:{port} after {timeout} s")
+
+
+class Server:
+    """A moto S3 server: its endpoint, the environment that reaches it, and a boto3 client."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.env = {**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint}
+
+    def client(self, **creds):
+        import boto3
+
+        kw = {"aws_access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+              "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"], **creds}
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1", **kw)
+
+    def subprocess_env(self) -> dict:
+        return {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's ThreadedMotoServer on a free port of 127.0.0.1, for the session."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    wait_for_port(port)
+    try:
+        yield Server(f"http://127.0.0.1:{port}")
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_env(s3_server, monkeypatch):
+    """This process's environment pointed at the session's server (for the in-process tests)."""
+    for k, v in s3_server.env.items():
+        monkeypatch.setenv(k, v)
+    from trajscale.storage import objects
+
+    objects._heads.forget()   # a replaced object is fetched anew
+    return s3_server
+
+
+@pytest.fixture(scope="session")
+def adk_stores(s3_server, tmp_path_factory):
+    """``{name: (local path, s3:// URL, http:// URL)}`` of the AdK stores, converted once and uploaded."""
+    root = tmp_path_factory.mktemp("remote-stores")
+    procs = {name: subprocess.Popen([sys.executable, "-m", "trajscale.cli.main", "convert", TPR, XTC, "-q",
+                                     "-o", str(root / f"adk_{name}.h5md"), *opts],
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for name, opts in STORES.items()}
+    for name, proc in procs.items():
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, f"convert {name}: {out}"
+    client = s3_server.client()
+    client.create_bucket(Bucket=BUCKET)
+    stores = {}
+    for name in STORES:
+        local = root / f"adk_{name}.h5md"
+        key = f"adk_{name}.h5md"
+        client.upload_file(str(local), BUCKET, key, ExtraArgs={"ACL": "public-read"})
+        stores[name] = (str(local), f"s3://{BUCKET}/{key}", f"{s3_server.endpoint}/{BUCKET}/{key}")
+    return stores
+
+
+class ServerProcess:
+    """A moto server in its own process (it can be killed mid-run), with extra environment for it."""
+
+    def __init__(self, env: dict | None = None) -> None:
+        self.port = free_port()
+        code = ("import time; from moto.server import ThreadedMotoServer as T; "
+                f"T(ip_address='127.0.0.1', port={self.port}, verbose=False).start(); time.sleep(3600)")
+        self.proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, **(env or {})},
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(self.port)
+        self.server = Server(f"http://127.0.0.1:{self.port}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=60)
+
+
+@pytest.fixture
+def own_server():
+    """A moto server of the test's own, in a subprocess (stopped at the test's end if still up)."""
+    made = []
+
+    def make(env: dict | None = None) -> ServerProcess:
+        made.append(ServerProcess(env))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.stop()

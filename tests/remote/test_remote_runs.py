@@ -1,0 +1,272 @@
+"""Trajectories behind URLs, read from a real S3 server: the same bytes as the local file, on every
+executor, and every failure refused in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+from tests.conftest import mpiexec, run_cli
+
+from .conftest import BUCKET, CREDENTIALS, TPR, XTC
+
+pytestmark = pytest.mark.remote
+
+SELECT = ["--select", "name CA"]
+
+
+def _run(server, tmp_path, name, traj, *extra, timeout=300):
+    out = tmp_path / f"{name}.csv"
+    proc = run_cli("run", "rmsd", TPR, traj, "--out", str(out), *SELECT, *extra, timeout=timeout,
+                   env=server.subprocess_env())
+    return proc, out
+
+
+def _local_csv(server, tmp_path, local):
+    proc, out = _run(server, tmp_path, "local", local, "--executor", "serial")
+    assert proc.returncode == 0, proc.stderr
+    return out.read_bytes()
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("store", ["plain", "gzip", "lossy"])
+def test_serial_run_from_s3_equals_the_local_file(s3_server, adk_stores, tmp_path, store):
+    local, url, _ = adk_stores[store]
+    proc, out = _run(s3_server, tmp_path, "remote", url, "--executor", "serial", "--report",
+                     str(tmp_path / "report.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == _local_csv(s3_server, tmp_path, local)
+    report = json.loads((tmp_path / "report.json").read_text())
+    tasks = report["tasks"]
+    assert sum(t["requests"] for t in tasks) >= 1 and sum(t["bytes_fetched"] for t in tasks) > 0
+    assert all(t["retries"] == 0 for t in tasks)
+    assert report["source"]["path"] == url   # the URL, in the report and its advice, never a file object's repr
+    assert "object at 0x" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.cli
+@pytest.mark.slow
+@pytest.mark.parametrize("executor", ["processes", "threads", "dask"])
+def test_pool_runs_from_s3_equal_the_local_file(s3_server, adk_stores, tmp_path, executor):
+    local, url, _ = adk_stores["gzip" if executor != "dask" else "plain"]
+    proc, out = _run(s3_server, tmp_path, "remote", url, "--executor", executor, "-n", "2", "--tasks", "4")
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == _local_csv(s3_server, tmp_path, local)
+
+
+@pytest.mark.cli
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_mpi_run_from_s3_equals_the_local_file(s3_server, adk_stores, tmp_path):
+    local, url, _ = adk_stores["gzip"]
+    out = tmp_path / "mpi.csv"
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", TPR, url, "--out",
+           str(out), "--executor", "mpi", *SELECT]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=s3_server.subprocess_env())
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == _local_csv(s3_server, tmp_path, local)
+
+
+@pytest.mark.cli
+def test_http_url_of_a_public_object_equals_the_local_file(s3_server, adk_stores, tmp_path):
+    local, _, http = adk_stores["plain"]
+    env = {k: v for k, v in s3_server.subprocess_env().items() if not k.startswith("AWS_")}   # no credentials
+    out = tmp_path / "http.csv"
+    proc = run_cli("run", "rmsd", TPR, http, "--out", str(out), *SELECT, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == _local_csv(s3_server, tmp_path, local)
+
+
+@pytest.mark.cli
+def test_inspect_verify_and_convert_read_a_url(s3_server, adk_stores, tmp_path):
+    local, url, _ = adk_stores["gzip"]
+    env = s3_server.subprocess_env()
+    shown = run_cli("inspect", url, "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    facts = json.loads(shown.stdout)
+    assert facts["n_frames"] == 10 and facts["n_atoms"] == 47681
+    checked = run_cli("verify", TPR, XTC, url, env=env)
+    assert checked.returncode == 0, checked.stderr
+    copy = tmp_path / "copy.h5md"
+    made = run_cli("convert", TPR, url, "-o", str(copy), env=env)
+    assert made.returncode == 0, made.stderr
+    with h5py.File(copy) as a, h5py.File(local) as b:
+        path = "particles/all/position/value"
+        assert np.array_equal(a[path][()], b[path][()])
+
+
+def test_open_dataset_of_a_url_gives_the_local_arrays(s3_env, adk_stores):
+    import trajscale
+
+    for store in ("plain", "gzip", "lossy"):
+        local, url, _ = adk_stores[store]
+        ds = trajscale.open_dataset(None, url)
+        with h5py.File(local) as f:   # h5py on the local copy: the reference
+            raw = f["particles/all/position/value"]
+            if store != "lossy":
+                assert np.array_equal(ds.positions.values, raw[()])
+        assert np.array_equal(ds.positions.values, trajscale.open_dataset(None, local).positions.values)
+
+
+def test_workers_read_by_the_chunk_index_and_a_replaced_object_is_refused(s3_env, adk_stores):
+    """A worker's source comes from the root's config: chunk addresses and the object's identity with it;
+    the object replaced between the root's look and the worker's read is refused, never mixed."""
+    from trajscale.sources import open_source, source_from_config
+    from trajscale.storage.objects import Replaced
+
+    local, url, _ = adk_stores["gzip"]
+    client = s3_env.client()
+    client.upload_file(local, BUCKET, "victim.h5md")
+    victim = f"s3://{BUCKET}/victim.h5md"
+    root = open_source(victim)
+    config = root.get_config()
+    root.close()
+    assert config["identity"][1] == os.path.getsize(local) and config["chunk_index"]["position"]["filtered"]
+    worker = source_from_config(config)
+    with h5py.File(local) as f:
+        assert np.array_equal(worker.read(0, 4).positions, f["particles/all/position/value"][0:4])
+    worker.close()
+    client.upload_file(adk_stores["plain"][0], BUCKET, "victim.h5md")   # replaced: another ETag and size
+    with pytest.raises(Replaced, match="replaced during the run"):   # on opening, or on reading
+        source_from_config(config).read(4, 8)
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("url, problem", [(f"s3://{BUCKET}/missing.h5md", "no such object"),
+                                          ("s3://no-such-bucket/adk.h5md", "no such bucket")])
+def test_a_missing_object_or_bucket_is_one_line(s3_server, adk_stores, tmp_path, url, problem):
+    proc, out = _run(s3_server, tmp_path, "x", url)
+    assert proc.returncode != 0 and not out.exists()
+    assert proc.stderr.strip() == f"trajscale run: error: {url}: {problem} (the key does not exist)" \
+        if problem == "no such object" else proc.stderr.strip() == f"trajscale run: error: {url}: {problem}"
+
+
+@pytest.mark.cli
+def test_a_wrong_endpoint_ends_in_bounded_time_in_one_line(s3_server, adk_stores, tmp_path):
+    from .conftest import free_port
+
+    _, url, _ = adk_stores["plain"]
+    t0 = time.monotonic()
+    proc, out = _run(s3_server, tmp_path, "x", url, "--storage-option", f"endpoint_url=http://127.0.0.1:{free_port()}",
+                     "--storage-option", "retry_seconds=2")
+    assert time.monotonic() - t0 < 120
+    assert proc.returncode != 0 and not out.exists()
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"trajscale run: error: {url}: http://127.0.0.1:")
+    assert "did not answer in 2 s" in lines[0] and "Traceback" not in proc.stderr
+
+
+@pytest.mark.cli
+def test_credentials_never_appear_in_the_report_or_the_log(s3_server, adk_stores, tmp_path):
+    _, url, _ = adk_stores["plain"]
+    given = "given-secret-on-the-command-line"
+    report = tmp_path / "report.json"
+    proc, out = _run(s3_server, tmp_path, "x", url, "-v", "--report", str(report),
+                     "--storage-option", f"key={CREDENTIALS['AWS_ACCESS_KEY_ID']}",
+                     "--storage-option", f"secret={given}")
+    assert proc.returncode == 0, proc.stderr
+    for secret in (given, CREDENTIALS["AWS_SECRET_ACCESS_KEY"]):
+        for text in (report.read_text(), proc.stderr, proc.stdout, out.read_text()):
+            assert secret not in text
+
+
+@pytest.mark.cli
+def test_a_url_of_a_format_read_from_disk_only_is_one_line(s3_server, adk_stores, tmp_path):
+    s3_server.client().upload_file(XTC, BUCKET, "adk.xtc")
+    proc, out = _run(s3_server, tmp_path, "x", f"s3://{BUCKET}/adk.xtc")
+    assert proc.returncode != 0 and not out.exists()
+    assert proc.stderr.strip() == (f"trajscale run: error: s3://{BUCKET}/adk.xtc: XTC files are read from a "
+                                   "local disk only (from a URL: H5MD); download it first")
+
+
+# -- faults mid-run, each on a server of the test's own
+
+_ON_FIRST_FRAME = []
+
+
+def _first_frames_do(positions, box=None):
+    while _ON_FIRST_FRAME:   # once, on the first block the run maps
+        _ON_FIRST_FRAME.pop()()
+    return positions[:, :, 0].mean(axis=1)
+
+
+def _run_with_fault(server, local, fault):
+    """trajscale.run over the object on ``server``, one frame per block; ``fault(client)`` runs when the
+    first block has been read. Returns the exception the run raised and how long it took."""
+    import trajscale
+    from trajscale.analysis.user import PerFrame, per_frame
+
+    fn = per_frame(_first_frames_do)
+    client = server.client()
+    client.create_bucket(Bucket=BUCKET)
+    client.upload_file(local, BUCKET, "victim.h5md")
+    _ON_FIRST_FRAME.append(lambda: fault(client))
+    t0 = time.monotonic()
+    with pytest.raises(trajscale.errors.TrajscaleError) as caught:
+        trajscale.run(PerFrame(fn, select="all"), TPR, f"s3://{BUCKET}/victim.h5md", executor="serial",
+                      max_block_bytes=600_000, storage_options={"endpoint_url": server.endpoint,
+                                                                "retry_seconds": 3})
+    _ON_FIRST_FRAME.clear()
+    return caught.value, time.monotonic() - t0
+
+
+@pytest.mark.cli
+def test_a_server_stopped_mid_run_ends_it_in_bounded_time(own_server, adk_stores, monkeypatch):
+    for k, v in CREDENTIALS.items():
+        monkeypatch.setenv(k, v)
+    srv = own_server()
+    exc, took = _run_with_fault(srv.server, adk_stores["plain"][0], lambda client: srv.stop())
+    assert "did not answer in 3 s" in str(exc) and str(exc).startswith(f"s3://{BUCKET}/victim.h5md: ")
+    assert took < 120
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("fault, problem", [("overwrite", "replaced during the run"),
+                                            ("delete", "no such object")])
+def test_an_object_replaced_or_deleted_mid_run_is_refused(own_server, adk_stores, monkeypatch, fault, problem):
+    for k, v in CREDENTIALS.items():
+        monkeypatch.setenv(k, v)
+    srv = own_server()
+    other = adk_stores["gzip"][0]
+
+    def act(client):
+        if fault == "overwrite":
+            client.upload_file(other, BUCKET, "victim.h5md")
+        else:
+            client.delete_object(Bucket=BUCKET, Key="victim.h5md")
+
+    exc, _ = _run_with_fault(srv.server, adk_stores["plain"][0], act)
+    assert problem in str(exc)
+
+
+@pytest.mark.cli
+def test_wrong_credentials_are_one_line(own_server, adk_stores, tmp_path):
+    """A server that checks credentials (moto with IAM on): a key it does not know is refused in one line."""
+    srv = own_server({"INITIAL_NO_AUTH_ACTION_COUNT": "3"})
+    import boto3
+
+    iam = boto3.client("iam", endpoint_url=srv.server.endpoint, region_name="us-east-1",
+                       aws_access_key_id="setup", aws_secret_access_key="setup")
+    iam.create_user(UserName="reader")
+    key = iam.create_access_key(UserName="reader")["AccessKey"]
+    iam.put_user_policy(UserName="reader", PolicyName="all", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+    good = {"aws_access_key_id": key["AccessKeyId"], "aws_secret_access_key": key["SecretAccessKey"]}
+    client = srv.server.client(**good)
+    client.create_bucket(Bucket=BUCKET)
+    client.upload_file(adk_stores["plain"][0], BUCKET, "adk.h5md")
+    env = {**srv.server.subprocess_env(), "AWS_ACCESS_KEY_ID": "AKIAWRONGWRONGWRONG1",
+           "AWS_SECRET_ACCESS_KEY": "wrong-secret-never-printed"}
+    out = tmp_path / "x.csv"
+    proc = run_cli("run", "rmsd", TPR, f"s3://{BUCKET}/adk.h5md", "--out", str(out), *SELECT, env=env)
+    assert proc.returncode != 0 and not out.exists()
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"trajscale run: error: s3://{BUCKET}/adk.h5md: access denied")
+    assert "wrong-secret-never-printed" not in proc.stderr
