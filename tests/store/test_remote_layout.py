@@ -283,3 +283,19 @@ def test_inspect_remote_costs(stores, adk_water):
     facts = json.loads(r.stdout)
     assert facts["remote_costs"]["opening"]["metadata"]["requests"] == 1
     assert facts["remote_costs"]["patterns"]["one frame"]["requests"] == 1
+
+
+@pytest.mark.mpi
+def test_rechunk_layout_remote_under_mpiexec(tmp_path, adk_water):
+    """Two ranks writing the one output collectively: the chunks' index still lies in the metadata block."""
+    from tests.conftest import run_mpi
+    from trajscale.convert.convert import convert
+
+    trajs = [adk_water["xtc"]] * 3
+    src = tmp_path / "disk.h5md"
+    convert(adk_water["tpr"], trajs, str(src), layout=Layout.parse("frame"))
+    out = tmp_path / "remote.h5md"
+    r = run_mpi(2, ["-m", "trajscale.cli.main", "rechunk", str(src), "-o", str(out), "--layout", "remote"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    check_remote_store(out, 30)
+    assert_mdanalysis_reads_as_source(adk_water["tpr"], str(out), trajs)

@@ -202,9 +202,12 @@ def _rechunk_collective(src: h5py.File, job: RechunkJob, partial: Partial, write
     """Every rank writes its slabs into the one output through parallel HDF5; rank 0 counts and renames."""
     from .rechunk_mpi import rechunk_collective  # (and parallel HDF5's writer) only under MPI
 
+    # a remote layout's chunks get their addresses from rank 0 now, so their index is in the metadata block
+    early = job.spec.layout.remote and not job.spec.layout.compression
+
     resumed_from = rechunk_collective(write.comm, job.src_path, list(job.names), partial, job.slab_bytes,
-                                      write.resume, create=lambda dst: _copy_structure(src, dst, job.spec),
-                                      progress=write.progress)
+                                      write.resume, create=lambda dst: _copy_structure(src, dst, job.spec, early=early),
+                                      progress=write.progress, file_kwargs=job.spec.layout.file_kwargs())
     on_root(write.comm, lambda: (_check_counts(src, partial, job.names), partial.finish()))
     return RechunkSummary(str(partial.final), _n_frames(src, job.names), len(job.names),
                           os.path.getsize(job.src_path), os.path.getsize(partial.final), time.perf_counter() - t0,

@@ -33,16 +33,18 @@ log = logging.getLogger(__name__)
 
 
 def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, slab_bytes: int, resume: bool,
-                       create, progress: bool = False) -> int:
+                       create, progress: bool = False, file_kwargs: dict | None = None) -> int:
     """Rewrite every series of ``src_path`` into ``partial.tmp`` from all ranks; return the frames
     counted before this run.  ``create(h5py.File)`` writes the output's structure (rank 0); rank 0 says
-    where a resumed run continues and, with ``progress``, shows the frames every rank has written."""
+    where a resumed run continues and, with ``progress``, shows the frames every rank has written.
+    ``file_kwargs``: the output's file options (a remote layout's metadata block), on every open."""
+    file_kwargs = file_kwargs or {}
     rank, size = comm.Get_rank(), comm.Get_size()
-    record = on_root(comm, lambda: _begin(partial, resume, create))
+    record = on_root(comm, lambda: _begin(partial, resume, create, file_kwargs))
     done = int(record["done"])
     dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
     dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE)
-    with open_h5(src_path) as src, h5py.File(partial.tmp, "r+", driver="mpio", comm=comm) as dst, \
+    with open_h5(src_path) as src, h5py.File(partial.tmp, "r+", driver="mpio", comm=comm, **file_kwargs) as dst, \
             polling_for_stop():
         pairs = [(src[n], dst[n]) for n in names]
         for sds, _ in pairs:
@@ -78,10 +80,10 @@ def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, 
     return done
 
 
-def _begin(partial: Partial, resume: bool, create) -> dict:
+def _begin(partial: Partial, resume: bool, create, file_kwargs: dict) -> dict:
     """Rank 0: load (``resume``) or start the record, and create the partial output with its structure."""
     record = begin_mpi_record(partial, resume)
     if not record.get("done"):
-        with h5py.File(partial.tmp, "w") as dst:
+        with h5py.File(partial.tmp, "w", **file_kwargs) as dst:
             create(dst)
     return record
