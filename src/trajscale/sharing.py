@@ -14,6 +14,12 @@ rules, in one place:
 
 A group is anything with ``is_root``, ``spmd`` and ``broadcast(obj)``: an executor, or an
 mpi4py communicator wrapped in :class:`CommGroup`.
+
+Before its first share the root owes the others one: they may already wait in it while the root still
+prepares (loads the topology, plans).  A group's root says so with :func:`owe_first_share` when the group
+is made; a Ctrl-C or SIGTERM that ends the root before it shares is then handed on by
+:func:`share_interruption` (the command line calls it as it ends), so every process ends interrupted,
+none is left waiting in the broadcast.
 """
 
 from __future__ import annotations
@@ -22,7 +28,10 @@ from collections.abc import Callable
 
 from .errors import TrajscaleError
 
-__all__ = ["CommGroup", "share", "share_on_comm"]
+__all__ = ["CommGroup", "owe_first_share", "share", "share_interruption", "share_on_comm", "share_settled"]
+
+#: The groups whose root has not shared yet (this process their root): the others may wait in that share.
+_owed: list = []
 
 
 class CommGroup:
@@ -41,6 +50,7 @@ def share(group, make: Callable[[], object], what: str):
     """``make()`` run on the root of ``group``, its value handed to every process (the module's rules)."""
     got = None
     if group.is_root:
+        share_settled(group)
         try:
             got = make()
         except BaseException as exc:
@@ -59,3 +69,30 @@ def share(group, make: Callable[[], object], what: str):
 def share_on_comm(comm, make: Callable[[], object], what: str = "prepare"):
     """:func:`share` over an mpi4py communicator (``None``: this process alone)."""
     return share(CommGroup(comm), make, what)
+
+
+def owe_first_share(group) -> None:
+    """On the root of an SPMD ``group`` (an executor, or an mpi4py communicator): the other processes'
+    first collective is a share; an interruption before the root's first share is shared in its place
+    (:func:`share_interruption`).  Call it when the group is made, before any root-only work."""
+    if not hasattr(group, "broadcast"):
+        group = CommGroup(group)
+    if group.is_root and group.spmd:
+        _owed.append(group)
+
+
+def share_interruption(exc: BaseException) -> None:
+    """The root ends on ``exc`` before sharing: a Ctrl-C or SIGTERM (``KeyboardInterrupt``,
+    ``SystemExit``) is handed to the processes waiting in the share it owes, which end as it does."""
+    if isinstance(exc, KeyboardInterrupt | SystemExit):
+        while _owed:
+            _owed.pop().broadcast(exc)
+    else:
+        _owed.clear()
+
+
+def share_settled(group) -> None:
+    """``group``'s root shares now, or its processes meet in collectives of their own: it owes nothing
+    more (nor does another group of the same communicator)."""
+    comm = getattr(group, "comm", group)
+    _owed[:] = [g for g in _owed if g is not group and getattr(g, "comm", g) is not comm]

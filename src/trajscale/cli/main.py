@@ -236,9 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         if exc.code and exc.code > 128:
             _say_interrupted(args, f"terminated by signal {exc.code - 128}")
+            _share_interruption(exc)
         raise
     except KeyboardInterrupt:
         _say_interrupted(args, "interrupted")
+        _share_interruption(SystemExit(130))
         return 130
 
 
@@ -288,6 +290,12 @@ def _this_process_runs(args) -> bool:
 
         check_not_launched(args.executor)   # a pool in every rank: refused (rank 0 says why)
     return _on_ranks(args) or launch.rank == 0
+
+
+def _share_interruption(exc: SystemExit) -> None:
+    """Rank 0 interrupted before it shared what it prepared: the ranks waiting in that share end as it does."""
+    if "trajscale.sharing" in sys.modules:
+        sys.modules["trajscale.sharing"].share_interruption(exc)
 
 
 def _say_interrupted(args, how: str) -> None:

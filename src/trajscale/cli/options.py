@@ -107,9 +107,11 @@ def mpi_comm():
     if not (launch.several and launch.mpi_sees):
         return None
     from ..parallel import check_mpi_world, mpi_comm_world
+    from ..sharing import owe_first_share
 
     comm = mpi_comm_world()
     check_mpi_world(comm.Get_size())
+    owe_first_share(comm)   # rank 0's interruption before its first share reaches the ranks waiting in it
     return comm
 
 

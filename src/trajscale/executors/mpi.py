@@ -14,7 +14,9 @@ hangs.  A stop signal is not a failure: SIGTERM (``scancel``, a time limit)
 or Ctrl-C is recorded on the rank it reaches, each rank ends its tasks at the
 next task boundary, and the ranks agree on it in the collective that ends
 the tasks; every rank then exits as a signalled command does (143 for
-SIGTERM), with no abort.
+SIGTERM), with no abort.  Before the job is shared, rank 0 owes the other
+ranks that share (:func:`trajscale.sharing.owe_first_share`): a stop signal
+while it prepares is what it shares.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ..parallel import check_mpi_world, default_mpi_driver, mpi_comm_world, requ
 from ..progress import progress_bar
 from ..report.process import cpu_facts, mark_ready, process_start, slow_start_for_tests
 from ..report.timing import host_and_pid
+from ..sharing import owe_first_share, share_settled
 from ..util import polling_for_stop, stop_requested
 from .base import Executor, Job, TaskResults, cached_source, close_cached_sources, io_of, opened_files, run_task
 
@@ -92,6 +95,8 @@ class MPIExecutor(Executor):
         if collective and driver != "mpio":
             log.warning("collective reads need driver='mpio'; reading independently")
         self.rank = self.comm.Get_rank()
+        if self.n_workers > 1:   # the other ranks' first collective is the job's share: rank 0 owes it from now
+            owe_first_share(self)
         from ..kernels import superpose  # noqa: F401 - the kernels now, as a pool's workers do, not in a task
         slow_start_for_tests(self.rank)   # TRAJSCALE_TEST_SLOW_START: a slow-starting rank, for the report's tests
         self._t_start = mark_ready()   # this rank's start-up: process start to ready for tasks
@@ -132,6 +137,7 @@ class MPIExecutor(Executor):
         """Run this rank's tasks; on rank 0 return every task's timing with the ranks' partials (each
         rank's own reduced, in rank = frame order; a per-frame analysis's rows gathered as one)."""
         comm, rank, size = self.comm, self.rank, self.comm.Get_size()
+        share_settled(self)   # (run without a share first: the ranks' collectives are now the tasks')
         worker = f"rank {rank}"
         mine = rank_tasks(len(ranges), size, rank)
         job = self._check_collective(job, ranges)
