@@ -202,6 +202,7 @@ class Engine:
         # the machine's other load while this run runs, and whether its files' pages are cached before it reads
         self.meter = LoadMeter("run")
         self.cache = page_cache(rounds.paths() or ()) if self.ex.is_root else None
+        self.timeline.lap("report")   # measuring the conditions the report gives
         self.t_prepare = self.t_reduce = 0.0
         self.choice: ExecutorChoice | None = None
         self.facts: JobFacts | None = None   # the root's, with the run's read cost once planned
@@ -243,12 +244,15 @@ class Engine:
                 self.rounds.close()
             if report is not None:   # stopping the pool (joining its workers) is the run's too
                 self.timeline.lap("pool_start")
-                report.process = self.timeline.record()
                 _late_starts(report, self.ex.late_starts)
-                report.conditions = self.conditions(report)
+                report.conditions = self.conditions(report)   # the load again, with the pool's workers reaped
+                self.timeline.lap("report")
+                report.process = self.timeline.record()
 
     def _phases(self):
-        self.ex.start(self.rounds.reader_modules())   # a pool's workers start while this process prepares
+        modules = self.rounds.reader_modules()   # imports the trajectory's Source: this process reads with it too
+        self.timeline.lap("imports")
+        self.ex.start(modules)   # a pool's workers start while this process prepares
         self.timeline.lap("pool_start")
         raise_if_stopped()
         job, facts = self.prepare()
@@ -363,6 +367,8 @@ class Engine:
         reduced = self.partials[0] if len(self.partials) == 1 else analysis.reduce(self.partials)
         result = analysis.result(reduced, job.prepared)
         t_red = time.perf_counter() - t_red
+        if final:
+            self.timeline.lap("reduce")   # the rounds' partials reduced and the analysis's result
         extras = {k: dict(v) for k, v in self.workers.items()}
         # The topology is read where the job is prepared: on a worker only for
         # serial and MPI (rank 0); for pools it is the driver's, kept in t_prepare.
@@ -374,10 +380,10 @@ class Engine:
             n_atoms=facts.n_atoms, source=facts.source, t_total=time.perf_counter() - self.t_start,
             t_prepare=self.t_prepare, t_reduce=self.t_reduce + t_red, tasks=list(self.timings),
             workers=summarize_workers(self.timings, extras), meta=self._run_facts(job, reduced, ending))
-        if final:
-            self.timeline.lap("reduce")   # the result and this report
-        report.process = self.timeline.record()
         report.conditions = self.conditions(report)
+        if final:
+            self.timeline.lap("report")   # this report and its conditions
+        report.process = self.timeline.record()
         if isinstance(result, list):   # several analyses in one pass: one report, shared by their results
             return [dataclasses.replace(r, report=report) for r in result]
         return dataclasses.replace(result, report=report)

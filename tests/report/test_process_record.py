@@ -19,7 +19,7 @@ from tests.conftest import mpiexec, run_cli
 
 #: The phases issue 23 asks for, in the record's names.
 PROCESS_PHASES = ("imports", "mpi_init", "topology", "prepare", "cluster_start", "queue_wait", "pool_start", "tasks",
-                  "reduce", "write")
+                  "reduce", "report", "write")
 
 CLI = ["-m", "trajscale.cli.main"]
 #: Loose bound: the outside clock also counts interpreter shutdown (and, under MPI, mpiexec's own start).

@@ -18,7 +18,11 @@ class SerialExecutor(Executor):
 
     def __init__(self, n_workers: int = 1) -> None:
         super().__init__(1)
-        mark_ready()   # the calling process is the worker: its start-up ends here (the report's t_start)
+
+    def start(self, modules: tuple[str, ...] = ()) -> None:
+        """The calling process is the worker: its start-up ends here, its reader's modules imported (the
+        report's t_start; a task marks it too, for a serial executor used without ``start``)."""
+        mark_ready()
 
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults:
         out = []

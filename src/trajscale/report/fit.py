@@ -161,7 +161,7 @@ def _phases(report: RunReport, target: str, launch_phase: str, notes: list[str])
     phases = dict((report.process or {}).get("phases") or {})
     imports = float(phases.get("imports", 0.0))
     if phases:
-        fixed = sum(float(phases.get(p, 0.0)) for p in ("imports", "topology", "prepare", "reduce", "write"))
+        fixed = sum(float(phases.get(p, 0.0)) for p in ("imports", "topology", "prepare", "reduce", "report", "write"))
     else:
         fixed = report.t_prepare + report.t_reduce
         notes.append("the report has no process record (older trajscale): start-up not counted")

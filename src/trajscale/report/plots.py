@@ -23,7 +23,8 @@ PHASE_COLORS = {
 PROCESS_COLORS = {
     "imports": "#9467bd", "mpi_init": "#e377c2", "cluster_start": "#bcbd22", "queue_wait": "#8c564b",
     "pool_start": "#17becf", "topology": "#7f7f7f",
-    "prepare": "#c5b0d5", "tasks": "#1f77b4", "reduce": "#2ca02c", "write": "#98df8a",
+    "prepare": "#c5b0d5", "tasks": "#1f77b4", "reduce": "#2ca02c", "report": "#dbdb8d",
+    "write": "#98df8a",
 }
 MAX_TICK_LABELS = 32
 

@@ -15,7 +15,10 @@ wall time.  This module measures from the process's start:
   as seconds from its start (a worker's or rank's ``t_start``).
 * :class:`ProcessTimeline` — consecutive phases of the launching process
   (imports, MPI init, topology, prepare, pool start (and stop), tasks,
-  reduce, writing results) that end where the next begins, so they add up to the wall time.
+  reduce, the run's report, writing results) that end where the next begins, so they add up to the
+  wall time.  Each phase holds only what its name says: the reader modules a run imports are
+  ``imports``; measuring the run's conditions (the page cache at its start, the machine's load at its
+  end) and building its report are ``report``, not the pool's start or stop.
 * :func:`note_phase` — time spent in a phase by code that runs before (or
   beside) the timeline, e.g. MPI's initialisation inside an import; it is
   moved out of whatever phase it happened in.
@@ -44,11 +47,12 @@ import time
 #: ``cluster_start`` (a Dask scheduler started or reached) and ``queue_wait`` (workers' batch jobs pending
 #: in the scheduler's queue) are noted by :mod:`trajscale.clusters`, apart from the workers' start.
 PROCESS_PHASES = ("imports", "mpi_init", "topology", "prepare", "cluster_start", "queue_wait", "pool_start", "tasks",
-                  "reduce", "write")
+                  "reduce", "report", "write")
 PROCESS_PHASE_LABELS = {
     "imports": "interpreter and imports", "mpi_init": "MPI init", "topology": "topology",
     "prepare": "prepare", "cluster_start": "cluster start", "queue_wait": "queue wait",
-    "pool_start": "pool start/stop", "tasks": "tasks", "reduce": "reduce", "write": "writing results",
+    "pool_start": "pool start/stop", "tasks": "tasks", "reduce": "reduce", "report": "report",
+    "write": "writing results",
 }
 
 _IMPORTED_AT = time.time()

@@ -39,7 +39,7 @@ def _phase_name(p: str) -> str:
 
 #: The launching process's phases in the order the trace lays them out (about the order they happen).
 TRACE_PROCESS_ORDER = ("imports", "mpi_init", "cluster_start", "queue_wait", "pool_start", "topology", "prepare",
-                       "tasks", "reduce", "write")
+                       "tasks", "reduce", "report", "write")
 
 
 def _process_slices(report: RunReport) -> list[tuple[str, float, float, dict]]:
