@@ -299,3 +299,40 @@ def test_rechunk_layout_remote_under_mpiexec(tmp_path, adk_water):
     assert r.returncode == 0, r.stdout + r.stderr
     check_remote_store(out, 30)
     assert_mdanalysis_reads_as_source(adk_water["tpr"], str(out), trajs)
+
+
+@pytest.mark.cli
+@pytest.mark.slow
+def test_inspect_url_costs_equal_the_local_files(stores, tmp_path):
+    """``inspect s3://...`` (a moto server on 127.0.0.1) gives the costs ``--remote-costs`` gives for the
+    same file on local disk: a function of the layout, the metadata measured through the reader's own
+    caching file object."""
+    import json
+    import os
+    import socket
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+        s3.create_bucket(Bucket="layouts")
+        env = {**os.environ, **creds, "AWS_ENDPOINT_URL": endpoint}
+        for name in ("frame", "remote"):
+            s3.upload_file(stores[name], "layouts", f"{name}.h5md")
+            r = run_cli("inspect", f"s3://layouts/{name}.h5md", "--json", env=env)
+            assert r.returncode == 0, r.stderr
+            remote = json.loads(r.stdout)["remote_costs"]
+            local = json.loads(run_cli("inspect", stores[name], "--remote-costs", "--json").stdout)["remote_costs"]
+            assert remote == local
+        assert remote["opening"]["metadata"]["requests"] == 1   # the remote layout: one request
+    finally:
+        server.stop()
