@@ -350,3 +350,33 @@ def test_the_rule_finds_a_reader(tmp_path):
     tree = ast.parse('import os\nsize = int(os.environ.get("PMI_SIZE", 1))\n')
     assert [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
             and n.value.startswith(LAUNCHER_VARIABLES)] == ["PMI_SIZE"]
+
+
+@pytest.mark.cli
+def test_a_run_predicted_longer_than_the_job_time_left_says_so_before_it_starts(tmp_path, adk_vacuum, adk_vacuum_h5md):
+    """``run --predict-from``: in a SLURM job ending in 60 s, a run whose report (220 s of serial tasks, 200 s of
+    them compute: no storage case makes it fit) predicts more says so in one line before it starts, and still
+    runs; in a job ending tomorrow it says nothing; with no time limit known the report is not even read (a
+    path that does not exist passes)."""
+    from tests.report.test_predict import _serial
+
+    path = tmp_path / "r.json"
+    _serial(t_io=20.0, t_compute=200.0).write(path)
+    cmd = ["run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--executor", "serial", "--predict-from", str(path)]
+    env = _clean(**BATCH, SLURM_JOB_END_TIME=str(int(time.time()) + 60))
+    proc = run_cli(*cmd, "--out", str(tmp_path / "a.csv"), env=env, timeout=120)
+    assert proc.returncode == 0 and (tmp_path / "a.csv").exists(), proc.stderr
+    said = [line for line in proc.stderr.splitlines() if "predicted" in line or "ends in" in line]
+    assert len(said) == 1 and "SLURM job 4242 (requeued 2 times) ends in" in said[0], proc.stderr
+    took = said[0].split("predicted to take ")[1].split(",")[0]   # "4 min": minutes from 120 s on
+    assert said[0].startswith("trajscale: trajscale run is predicted") and took.endswith(" min"), said[0]
+    assert float(took.split()[0]) * 60 >= 200 - 30, said[0]
+    far = _clean(**BATCH, SLURM_JOB_END_TIME=str(int(time.time()) + 86400))
+    proc = run_cli(*cmd, "--out", str(tmp_path / "b.csv"), env=far, timeout=120)
+    assert proc.returncode == 0 and "predicted" not in proc.stderr and "ends in" not in proc.stderr, proc.stderr
+    nowhere = ["--predict-from" if a == "--predict-from" else str(tmp_path / "none.json") if a == str(path) else a
+               for a in cmd]
+    proc = run_cli(*nowhere, "--out", str(tmp_path / "c.csv"), env=_clean(), timeout=120)
+    assert proc.returncode == 0 and (tmp_path / "c.csv").exists(), proc.stderr
+    proc = run_cli(*nowhere, "--out", str(tmp_path / "d.csv"), env=env, timeout=120)   # in the job: read, refused
+    assert proc.returncode != 0 and "none.json" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

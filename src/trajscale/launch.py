@@ -31,7 +31,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -282,16 +282,20 @@ def recorded_launcher() -> str:
     return "mpiexec"
 
 
-def say_time_left(expected_s: float | None = None, what: str = "the run") -> float | None:
+def say_time_left(expected_s: float | None = None, what: str = "the run",
+                  predict: Callable[[], float | None] | None = None) -> float | None:
     """Log the job's time left when the scheduler says it and it is short, or shorter than ``expected_s``
     (a prediction of ``what``); return it (None: unknown, no job, or a rank other than 0: rank 0 alone
-    asks and speaks)."""
+    asks and speaks).  ``predict`` gives ``expected_s`` when it is not given, asked only once a time left is
+    known (a prediction's work is done only in a job that ends)."""
     launch = current()
     if launch.job is None or launch.rank != 0:   # (one squeue per job, not one per rank)
         return None
     left = launch.job.time_left()
     if left is None:
         return None
+    if expected_s is None and predict is not None:
+        expected_s = predict()
     if expected_s is not None and expected_s > left:
         log.warning("%s is predicted to take %s, but %s ends in %s: it will be stopped before it finishes",
                     what, _duration(expected_s), launch.job.describe(), _duration(left))

@@ -217,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in WORKS:
             from ..launch import say_time_left
 
-            say_time_left(what=f"trajscale {args.command}")   # in a scheduler's job whose end is near: say so
+            predict = getattr(args, "predicted_wall", None)   # (run --predict-from: its prediction, in a job that ends)
+            say_time_left(what=f"trajscale {args.command}", predict=predict and (lambda: predict(args)))
         from ..sources.parts import refuse_partial_frames
 
         with _quiet_stdout(args), refuse_partial_frames(getattr(args, "strict", False)):

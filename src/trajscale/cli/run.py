@@ -364,12 +364,45 @@ def add_run_options(p) -> None:
                    help="results file; its extension decides the format (see the formats above; "
                         "any other extension is refused before the run)")
     p.add_argument("--report", default=None, help="write the run report (JSON)")
+    p.add_argument("--predict-from", action="append", default=None, metavar="REPORT.json",
+                   help="in a scheduler's job with a time limit, predict this run's wall time from the report(s) "
+                        "of the same work (as `trajscale report --predict` does) and say before it starts when "
+                        "it would not finish in the time left; repeat for several reports")
+    p.add_argument("--machine", default=None, metavar="PROFILE.json",
+                   help="with --predict-from: the machine profile of `trajscale probe` to predict on")
+    p.set_defaults(predicted_wall=predicted_wall)
     add_overwrite(p)
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (none is drawn when stderr is not a terminal, or with -q)")
     from .follow import add_follow_options
 
     add_follow_options(p)
+
+
+def predicted_wall(args) -> float | None:
+    """Seconds ``--predict-from``'s reports predict for this run on its executor and workers (None: no
+    report given).  Asked only in a job whose time left is known (:func:`trajscale.launch.say_time_left`)."""
+    if not getattr(args, "predict_from", None):
+        return None
+    import os
+
+    from ..launch import current
+    from ..report.fit import fit_reports
+    from ..report.machine import Machine, this_machine
+    from ..report.storage import predict_storage
+    from .report import load_report
+
+    executor = args.executor if args.executor in names(predicted=True) else None
+    if executor is not None and EXECUTORS[executor].workers == "launcher":
+        n = current().size or 1
+    elif args.executor == "serial":
+        n = 1
+    else:   # (auto: the reports' own executor, on the workers a pool would start)
+        n = args.n_workers or os.cpu_count() or 1
+    here = this_machine()
+    machine = Machine.load(args.machine) if args.machine else here
+    model = fit_reports([load_report(p) for p in args.predict_from], executor, ran_on=here)
+    return predict_storage(model, [n], machine).preds[0].t_wall
 
 
 def _import_dependencies() -> None:
