@@ -1,0 +1,194 @@
+"""Three analyses in one pass against three runs, MDAnalysis and cpptraj: whole processes, cold and warm.
+
+    python benchmarks/one_pass.py [--frames 1000] [--workdir demo-output] [--executor serial] [--repeat 1]
+    python benchmarks/one_pass.py --frames 20 --workdir /tmp/bench       # what the test suite runs
+
+The workload: a CA RMSD, an all-atom RMSF and an RDF of the CA atoms against the water oxygens
+(``name OW``, 75 bins to 8 Å), on the demo trajectory (AdK in water from MDAnalysisTests'
+``adk_oplsaa`` TPR/XTC, 47,681 atoms, copied to ``--frames`` frames and converted to H5MD). The data
+has no phosphorus, so the RDF between two kinds of atom is CA-OW, not P-P.
+
+Every side is whole processes, timed from just before the start to just after the exit:
+
+* ``trajscale run --plan PLAN TOP H5MD``: the three in one pass (each block read once);
+* three ``trajscale run NAME TOP H5MD``, one after the other (their sum, and the slowest of them);
+* MDAnalysis: one script, one ``Universe(TOP, H5MD)`` and three ``AnalysisBase.run`` (``rms.RMSD``,
+  ``rms.RMSF``, ``rdf.InterRDF``), serial;
+* cpptraj (``rms``, ``atomicfluct``, ``radial`` in one input) when a ``cpptraj`` is on PATH: it is not on
+  PyPI (AmberTools), and a line says so when it is absent.
+
+``cold``: before every run the trajectory's pages are dropped from the page cache
+(``posix_fadvise(POSIX_FADV_DONTNEED)``, no root needed); ``warm``: the file is read through first. The
+median of ``--repeat`` runs is printed, and the results of the one pass are compared with MDAnalysis's
+(exit 1 past 1e-4 Å for RMSD and RMSF, 1e-6 for the RDF).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+PROG = Path(__file__).name
+CA = "protein and name CA"
+RDF_B = "name OW"
+
+PLAN = f'''\
+[rmsd]
+select = "{CA}"
+out = "rmsd.npy"
+
+[rmsf]
+select = "all"
+out = "rmsf.npy"
+
+[rdf]
+select1 = "{CA}"
+select2 = "{RDF_B}"
+nbins = 75
+range = [0, 8]
+out = "rdf.npz"
+'''
+
+#: Each analysis alone: its ``trajscale run`` arguments after the command name's files.
+SINGLE = {
+    "rmsd": ["--select", CA, "--out", "single-rmsd.npy"],
+    "rmsf": ["--select", "all", "--out", "single-rmsf.npy"],
+    "rdf": ["--select1", CA, "--select2", RDF_B, "--nbins", "75", "--range", "0", "8", "--out", "single-rdf.npz"],
+}
+
+MDA_SCRIPT = f'''\
+import sys
+import warnings
+
+warnings.filterwarnings("ignore")
+import numpy as np
+import MDAnalysis as mda
+from MDAnalysis.analysis import rdf, rms
+
+u = mda.Universe(sys.argv[1], sys.argv[2])
+rmsd = rms.RMSD(u, select="{CA}").run()
+rmsf = rms.RMSF(u.atoms).run()
+g = rdf.InterRDF(u.select_atoms("{CA}"), u.select_atoms("{RDF_B}"), nbins=75, range=(0.0, 8.0)).run()
+np.save("mda-rmsd.npy", rmsd.results.rmsd)
+np.save("mda-rmsf.npy", rmsf.results.rmsf)
+np.save("mda-rdf.npy", g.results.rdf)
+'''
+
+CPPTRAJ_INPUT = '''\
+parm {top}
+trajin {traj}
+rms first @CA out cpptraj-rmsd.dat
+atomicfluct out cpptraj-rmsf.dat
+radial cpptraj-rdf.dat 0.1066667 @CA @OW maxdist 8.0
+run
+'''
+
+
+def trajscale_command() -> list[str]:
+    exe = Path(sys.executable).with_name("trajscale")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "trajscale.cli.main"]
+
+
+def set_cache(path: str, case: str) -> None:
+    """Drop ``path``'s pages from the page cache (cold) or read it through (warm)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if case == "cold":
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        else:
+            while os.read(fd, 16 << 20):
+                pass
+    finally:
+        os.close(fd)
+
+
+def timed(cmd: list[str], cwd: Path, traj: str, case: str) -> float:
+    """Wall seconds of one whole process, the trajectory's page cache set first."""
+    set_cache(traj, case)
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    dt = time.monotonic() - t0
+    if proc.returncode:
+        raise SystemExit(f"{PROG}: {' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
+    return dt
+
+
+def median_of(repeat: int, run) -> float:
+    return statistics.median(run() for _ in range(repeat))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--frames", type=int, default=1000)
+    p.add_argument("--workdir", default="demo-output")
+    p.add_argument("--executor", default="serial", help="trajscale's executor (default serial, as MDAnalysis's)")
+    p.add_argument("-n", "--n-workers", type=int, default=None)
+    p.add_argument("--repeat", type=int, default=1, help="runs per cell (the median is printed)")
+    p.add_argument("--cases", nargs="+", default=["cold", "warm"], choices=["cold", "warm"])
+    a = p.parse_args(argv)
+
+    from trajscale.demo import build_demo_file
+
+    top, traj = build_demo_file(a.workdir, a.frames, progress=False)
+    work = Path(a.workdir) / f"one-pass-{a.frames}"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "plan.toml").write_text(PLAN)
+    (work / "mda_three.py").write_text(MDA_SCRIPT)
+    ts_cmd = [*trajscale_command(), "-q", "run"]
+    opts = ["--executor", a.executor, "--overwrite", *(["-n", str(a.n_workers)] if a.n_workers else [])]
+    sides = {"one pass": [[*ts_cmd, "--plan", "plan.toml", top, traj, *opts]]}
+    for name, args in SINGLE.items():
+        sides[f"trajscale run {name}"] = [[*ts_cmd, name, top, traj, *args, *opts]]
+    sides["MDAnalysis"] = [[sys.executable, "mda_three.py", top, traj]]
+    cpptraj = shutil.which("cpptraj")
+    if cpptraj:
+        (work / "cpptraj.in").write_text(CPPTRAJ_INPUT.format(top=top, traj=traj))
+        sides["cpptraj"] = [[cpptraj, "-i", "cpptraj.in"]]
+
+    print(f"{a.frames} frames x 47681 atoms ({os.path.getsize(traj) / 1e9:.2f} GB H5MD); trajscale executor "
+          f"{a.executor}; median of {a.repeat} run(s) per cell; whole processes")
+    seconds: dict[tuple[str, str], float] = {}
+    for case in a.cases:
+        for side, cmds in sides.items():
+            seconds[side, case] = median_of(a.repeat, lambda cmds=cmds, case=case: sum(
+                timed(c, work, traj, case) for c in cmds))
+        singles = [seconds[f"trajscale run {n}", case] for n in SINGLE]
+        seconds["three runs", case] = sum(singles)
+        seconds["slowest run", case] = max(singles)
+
+    rows = ["one pass", *(f"trajscale run {n}" for n in SINGLE), "three runs", "MDAnalysis",
+            *(["cpptraj"] if cpptraj else [])]
+    print(f"{'side':<31}" + "".join(f"{c + ' s':>10}{'/ one pass':>12}" for c in a.cases))
+    for side in rows:
+        label = {"three runs": "three separate runs (sum)", "MDAnalysis": "MDAnalysis, 3 runs, 1 Universe",
+                 "one pass": "trajscale one pass (--plan)"}.get(side, side)
+        print(f"{label:<31}" + "".join(f"{seconds[side, c]:>10.2f}{seconds[side, c] / seconds['one pass', c]:>11.2f}x"
+                                       for c in a.cases))
+    if not cpptraj:
+        print("cpptraj: not on PATH (it is not on PyPI: AmberTools, e.g. conda-forge's ambertools); no row")
+    for c in a.cases:
+        one = seconds["one pass", c]
+        print(f"{c}: one pass / slowest single run {one / seconds['slowest run', c]:.2f}x (target <= 1.3); "
+              f"three runs / one pass {seconds['three runs', c] / one:.2f}x (target >= 2); "
+              f"MDAnalysis / one pass {seconds['MDAnalysis', c] / one:.2f}x (target >= 10)")
+
+    d_rmsd = float(np.abs(np.load(work / "rmsd.npy")[:, 2] - np.load(work / "mda-rmsd.npy")[:, 2]).max())
+    d_rmsf = float(np.abs(np.load(work / "rmsf.npy") - np.load(work / "mda-rmsf.npy")).max())
+    d_rdf = float(np.abs(np.load(work / "rdf.npz")["rdf"] - np.load(work / "mda-rdf.npy")).max())
+    same = all(np.array_equal(np.load(work / f), np.load(work / f"single-{f}")) for f in ("rmsd.npy", "rmsf.npy"))
+    same = same and np.array_equal(np.load(work / "rdf.npz")["rdf"], np.load(work / "single-rdf.npz")["rdf"])
+    print(f"largest difference from MDAnalysis: RMSD {d_rmsd:.1e} A, RMSF {d_rmsf:.1e} A, RDF {d_rdf:.1e}; "
+          f"one pass equal to the single runs: {same}")
+    return 0 if d_rmsd <= 1e-4 and d_rmsf <= 1e-4 and d_rdf <= 1e-6 and same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
