@@ -28,7 +28,8 @@ BUCKET = "traj"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret-do-not-print",
                "AWS_DEFAULT_REGION": "us-east-1"}
 #: The stores the tests read, by name: the convert options that make each.
-STORES = {"plain": [], "gzip": ["--compression", "gzip"], "lossy": ["--precision", "0.001", "--compression", "gzip"]}
+STORES = {"plain": [], "gzip": ["--compression", "gzip"], "lossy": ["--precision", "0.001", "--compression", "gzip"],
+          "frame_gzip": ["--chunks", "1", "--compression", "gzip"]}
 
 
 def free_port() -> int:

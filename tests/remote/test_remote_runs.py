@@ -52,6 +52,24 @@ def test_serial_run_from_s3_equals_the_local_file(s3_server, adk_stores, tmp_pat
 
 
 @pytest.mark.cli
+def test_the_advice_knows_a_request_per_frame_costs(s3_server, adk_stores, tmp_path):
+    """Compressed one-frame chunks read every third frame: a request per frame, and the advice says how many."""
+    local, url, _ = adk_stores["frame_gzip"]
+    report = tmp_path / "report.json"
+    proc, out = _run(s3_server, tmp_path, "remote", url, "--step", "3", "--report", str(report))
+    assert proc.returncode == 0, proc.stderr
+    here, _ = _run(s3_server, tmp_path, "local", local, "--step", "3")
+    assert here.returncode == 0, here.stderr
+    assert out.read_bytes() == (tmp_path / "local.csv").read_bytes()
+    d = json.loads(report.read_text())
+    frames = sum(len(range(t["start"], t["stop"], t["stride"])) for t in d["tasks"])
+    assert frames == 4 and sum(t["requests"] for t in d["tasks"]) >= frames
+    advice = {a["rule"]: a for a in d["diagnosis"]["advice"]}["remote-requests"]
+    assert advice["message"].startswith("one-frame chunks cost one request per frame: rechunk to 7 frames per chunk")
+    assert f"trajscale rechunk {url} -o adk_frame_gzip.remote.h5md --layout remote" in advice["message"]
+
+
+@pytest.mark.cli
 @pytest.mark.slow
 @pytest.mark.parametrize("executor", ["processes", "threads", "dask"])
 def test_pool_runs_from_s3_equal_the_local_file(s3_server, adk_stores, tmp_path, executor):

@@ -438,6 +438,35 @@ def rule_union_selection(report: RunReport, d: Diagnosis) -> Advice | None:
 Rule = Callable[[RunReport, "Diagnosis"], "Advice | None"]
 
 #: name -> rule, most important first.
+#: Bytes a chunk of a store read over the network should hold (object stores answer 1-16 MiB ranges best).
+REMOTE_CHUNK_BYTES = 4 * 1024**2
+
+
+def rule_remote_requests(report: RunReport, d: Diagnosis) -> Advice | None:
+    """A compressed trajectory behind a URL read in about one request per frame: its small chunks, each fetched
+    whole, cost a round trip each (uncompressed frames are fetched as spans merged across chunks)."""
+    net = report.fetched()
+    frames = sum(t.frames for t in report.tasks)
+    chunks = report.source.chunks
+    if (not net["requests"] or not frames or not chunks or net["requests"] < 0.5 * frames
+            or report.source.compression in (None, "", "none")):
+        return None
+    n_atoms = report.source.n_atoms or 0
+    k = max(2, REMOTE_CHUNK_BYTES // max(1, n_atoms * 12))
+    if chunks[0] >= k:
+        return None
+    url = _source_path(report)
+    what = "one-frame chunks cost one request per frame" if chunks[0] == 1 else \
+        f"chunks of {chunks[0]} frames cost a request every {chunks[0]} frames"
+    return Advice(
+        "remote-requests",
+        f"{what}: rechunk to {k} frames per chunk (about {REMOTE_CHUNK_BYTES >> 20} MiB) for reading over the "
+        f"network: `trajscale rechunk {shlex.quote(url)} -o {_stem(report)}.remote.h5md --layout remote`, then "
+        "upload it in place of this object",
+        f"{net['requests']} requests for {frames} frames ({net['bytes'] / 1e6:.3g} MB), "
+        f"{net['wait_s']:.3g} s waiting on the network; each request costs a round trip whatever its size")
+
+
 RULES: dict[str, Rule] = {
     "oversubscribed": rule_oversubscribed,
     "io-bound-format": rule_io_bound_format,
@@ -448,13 +477,15 @@ RULES: dict[str, Rule] = {
     "fixed-costs": rule_fixed_costs,
     "compute-bound": rule_compute_bound,
     "union-selection": rule_union_selection,
+    "remote-requests": rule_remote_requests,
 }
 
 
 #: The rules still run on a run too short to diagnose: start-up stragglers are seconds, not task noise;
 #: what the layout makes the run's own reads cost is counted in bytes, not timed; and the share of reading
 #: in a format that decodes whole frames is a ratio of sums over the run, not of single tasks.
-SHORT_RUN_RULES = ("oversubscribed", "init-stragglers", "chunk-amplification", "io-bound-format", "union-selection")
+SHORT_RUN_RULES = ("oversubscribed", "init-stragglers", "chunk-amplification", "io-bound-format", "union-selection",
+                   "remote-requests")
 #: The rules still run on a run with more workers than cores: the counts of workers and cores, bytes read,
 #: and a start-up far longer than the other workers' (who shared the same cores); the other timings of such
 #: a run hold the time its workers waited for a core, which would read as slow reads or compute.
