@@ -380,3 +380,40 @@ def test_a_run_predicted_longer_than_the_job_time_left_says_so_before_it_starts(
     assert proc.returncode == 0 and (tmp_path / "c.csv").exists(), proc.stderr
     proc = run_cli(*nowhere, "--out", str(tmp_path / "d.csv"), env=env, timeout=120)   # in the job: read, refused
     assert proc.returncode != 0 and "none.json" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.cli
+def test_the_report_summary_names_the_job_it_ran_in(tmp_path, adk_vacuum, adk_vacuum_h5md):
+    """A run in step 0 of SLURM job 4242, requeued twice: its report records the job, and ``trajscale report``'s
+    text says it in one line; a report without the record (written before it was kept) loads and says none."""
+    step = _clean(**BATCH, SLURM_STEP_ID="0", SLURM_STEPID="0", SLURM_STEP_NUM_TASKS="1",
+                  SLURM_JOB_END_TIME=str(int(time.time()) + 86400))
+    report = tmp_path / "r.json"
+    proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--executor", "serial", "--report", str(report),
+                   env=step, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    recorded = json.loads(report.read_text())["meta"]
+    assert recorded["job"]["job_id"] == "4242" and recorded["job"]["step_id"] == "0"
+    assert recorded["job"]["restart_count"] == 2 and "worker_jobs" not in recorded   # (no Dask workers' jobs)
+    text = run_cli("report", str(report), env=_clean(), timeout=120)
+    assert text.returncode == 0, text.stderr
+    assert [line for line in text.stdout.splitlines() if line.startswith("job ")] == \
+        ["job 4242 step 0, requeued 2 time(s)"], text.stdout
+    old = json.loads(report.read_text())
+    old["meta"]["worker_jobs"] = ["11", "12"]   # (Dask workers' SLURM jobs: tests/slurm records real ones)
+    (tmp_path / "dask.json").write_text(json.dumps(old))
+    text = run_cli("report", str(tmp_path / "dask.json"), env=_clean(), timeout=120)
+    assert "workers' jobs: 11, 12" in text.stdout.splitlines(), text.stdout + text.stderr
+    del old["meta"]["job"], old["meta"]["worker_jobs"]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    text = run_cli("report", str(tmp_path / "old.json"), env=_clean(), timeout=120)
+    assert text.returncode == 0 and not [line for line in text.stdout.splitlines() if line.startswith("job")], \
+        text.stdout + text.stderr
+
+
+def test_the_workers_jobs_are_kept_in_the_report_record():
+    from trajscale.report.runfacts import RunFacts
+
+    facts = RunFacts(worker_jobs=("11", "12"), job=None)
+    assert RunFacts.from_dict(facts.to_dict()) == facts and facts.to_dict()["worker_jobs"] == ["11", "12"]
+    assert RunFacts.from_dict({"n_tasks": 3}).worker_jobs == ()   # an older report

@@ -404,7 +404,8 @@ class Engine:
                         n_tasks_asked=opts.n_tasks, step=opts.step, io=IOFacts.from_dict(self.io),
                         topology=self.facts.topology, trajectories=self.rounds.paths(), payload=payload,
                         executor_choice=self.choice, follow=self.rounds.follow_facts(ending, self.n_frames),
-                        analyses=_shares(self.analysis, job, reduced))
+                        analyses=_shares(self.analysis, job, reduced),
+                        worker_jobs=getattr(getattr(self.ex, "cluster", None), "job_ids", ()))   # (Dask on SLURM)
 
 
 def _readable(config: dict) -> dict:

@@ -47,6 +47,8 @@ def test_workers_as_slurm_jobs_equal_serial_and_report_the_queue_apart(slurm, tm
     phases = report["process"]["phases"]
     assert phases["cluster_start"] > 0 and phases["pool_start"] > 0 and "queue_wait" in phases
     assert phases["imports"] < time.monotonic() - t0 - phases["cluster_start"]   # not counted as imports
+    # the workers' jobs: those whose output SLURM wrote in the directory the run submitted them from
+    assert sorted(report["meta"]["worker_jobs"]) == sorted(p.stem[6:] for p in tmp_path.glob("slurm-*.out"))
     deadline = time.monotonic() + 60   # the worker jobs are cancelled with the cluster
     while _jobs(slurm) and time.monotonic() < deadline:
         time.sleep(0.5)

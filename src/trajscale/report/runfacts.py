@@ -135,6 +135,9 @@ class RunFacts:
     job
         The scheduler's job it ran in: job and step ids, how many times it was requeued (by default the job
         of the process that makes the record; None: no scheduler, or a report written before it was recorded).
+    worker_jobs
+        The scheduler's jobs its workers ran in (Dask workers started as SLURM jobs; empty: none, or a
+        report written before they were recorded).
     """
 
     analysis_config: dict = field(default_factory=dict)
@@ -151,10 +154,11 @@ class RunFacts:
     note: str | None = None
     analyses: tuple[AnalysisShare, ...] = ()
     job: SchedulerJob | None = field(default_factory=lambda: current_launch().job)
+    worker_jobs: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         """Plain values, under the keys reports have always used (absent ones left out where they
-        were optional before: ``executor_choice``, ``follow``, ``backend``, ``note``, ``job``)."""
+        were optional before: ``executor_choice``, ``follow``, ``backend``, ``note``, ``job``, ``worker_jobs``)."""
         d = {"analysis_config": self.analysis_config, "n_tasks": self.n_tasks, "n_tasks_asked": self.n_tasks_asked,
              "step": self.step, "io": self.io.to_dict() if self.io else None, "topology": self.topology,
              "trajectories": list(self.trajectories) if self.trajectories is not None else None,
@@ -164,6 +168,8 @@ class RunFacts:
         d.update({k: v for k, v in (("backend", self.backend), ("note", self.note)) if v is not None})
         if self.analyses:
             d["analyses"] = [a.to_dict() for a in self.analyses]
+        if self.worker_jobs:
+            d["worker_jobs"] = list(self.worker_jobs)
         return d
 
     @classmethod
@@ -174,6 +180,7 @@ class RunFacts:
             return cls()
         given = d.get("trajectories")
         asked = d.get("n_tasks_asked")
+        workers = d.get("worker_jobs")
         return cls(analysis_config=dict(d.get("analysis_config") or {}), n_tasks=int(d.get("n_tasks") or 0),
                    n_tasks_asked=int(asked) if isinstance(asked, int | float) else None,
                    step=int(d.get("step") or 1), io=IOFacts.from_dict(d.get("io")),
@@ -183,7 +190,8 @@ class RunFacts:
                    executor_choice=ExecutorChoice.from_dict(d.get("executor_choice")),
                    follow=FollowFacts.from_dict(d.get("follow")), backend=d.get("backend"), note=d.get("note"),
                    analyses=tuple(a for a in map(AnalysisShare.from_dict, d.get("analyses") or ()) if a),
-                   job=SchedulerJob.from_dict(d.get("job")))
+                   job=SchedulerJob.from_dict(d.get("job")),
+                   worker_jobs=tuple(str(j) for j in workers) if isinstance(workers, list | tuple) else ())
 
 
 __all__ = ["AnalysisShare", "ExecutorChoice", "FollowFacts", "IOFacts", "RunFacts"]

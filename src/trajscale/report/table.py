@@ -75,6 +75,18 @@ def _condition_lines(report: RunReport) -> list[str]:
     return out
 
 
+def _job_lines(report: RunReport) -> list[str]:
+    """The scheduler's job the run ran in (``job 123 step 0, requeued 1 time(s)``), and the jobs its workers
+    ran in (Dask workers started as SLURM jobs); none without a scheduler."""
+    job, lines = report.meta.job, []
+    if job is not None:
+        said = f"job {job.job_id}" + (f" step {job.step_id}" if job.step_id is not None else "")
+        lines.append(said + (f", requeued {job.restart_count} time(s)" if job.restart_count else ""))
+    if report.meta.worker_jobs:
+        lines.append(f"workers' jobs: {', '.join(report.meta.worker_jobs)}")
+    return lines
+
+
 def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     """The full report: run facts, per-worker phases (s), totals, derived numbers, stragglers, advice."""
     d = diagnosis or diagnose(report)
@@ -93,6 +105,7 @@ def format_table(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
     if opens_collectively and io is not None:
         lines.append(f"read with HDF5 driver {io.driver or 'default'}, "
                      f"{'collective' if io.collective else 'independent'} reads")
+    lines += _job_lines(report)
     lines += _process_lines(report)
     lines += _condition_lines(report)
     for a in report.meta.analyses:   # several analyses in one pass: the reads are shared, the compute is each one's
