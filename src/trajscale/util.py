@@ -127,7 +127,12 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = False,
     """Refuse an output that is one of ``inputs`` (:func:`refuse_input_as_output`), in a missing
     directory, existing without ``overwrite``, in a directory this process cannot create files in
     (read-only file system, permissions, immutable), or without ``need_bytes`` free beside it;
-    every command's outputs pass here before any work."""
+    every command's outputs pass here before any work. A URL is refused: outputs are written locally,
+    and a finished file is uploaded (an object store shows it under its key only when complete)."""
+    if is_url(os.fspath(path)):
+        raise OutputError(path, "outputs are written to local paths: write it here, then upload the finished "
+                                "file (e.g. `aws s3 cp FILE URL`), which the store shows under its key only "
+                                "when complete")
     p = Path(path)
     refuse_input_as_output(p, inputs)
     if not p.parent.exists():

@@ -30,7 +30,7 @@ def _run(server, tmp_path, name, traj, *extra, timeout=300):
 
 
 def _local_csv(server, tmp_path, local):
-    proc, out = _run(server, tmp_path, "local", local, "--executor", "serial")
+    proc, out = _run(server, tmp_path, "local", local, "--executor", "serial", "--overwrite")
     assert proc.returncode == 0, proc.stderr
     return out.read_bytes()
 
@@ -288,3 +288,35 @@ def test_wrong_credentials_are_one_line(own_server, adk_stores, tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"trajscale run: error: s3://{BUCKET}/adk.h5md: access denied")
     assert "wrong-secret-never-printed" not in proc.stderr
+
+
+@pytest.mark.cli
+@pytest.mark.slow
+def test_a_segment_index_behind_a_url_reads_its_parts_beside_it(s3_server, adk_stores, tmp_path):
+    """An index and its parts uploaded together: the parts are found relative to the index's URL."""
+    local, _, _ = adk_stores["plain"]
+    folder = tmp_path / "segs"
+    split = run_cli("split", local, "-o", str(folder), "--parts", "2", env=s3_server.subprocess_env())
+    assert split.returncode == 0, split.stderr
+    client = s3_server.client()
+    for f in sorted(folder.iterdir()):
+        client.upload_file(str(f), BUCKET, f"segs/{f.name}")
+    report = tmp_path / "report.json"
+    proc, out = _run(s3_server, tmp_path, "remote", f"s3://{BUCKET}/segs/index.json", "--executor", "processes",
+                     "-n", "2", "--report", str(report))
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == _local_csv(s3_server, tmp_path, str(folder / "index.json"))
+    assert out.read_bytes() == _local_csv(s3_server, tmp_path, local)
+    assert sum(t["requests"] for t in json.loads(report.read_text())["tasks"]) > 0
+
+
+@pytest.mark.cli
+def test_an_output_url_is_refused_before_any_work(s3_server, adk_stores, tmp_path):
+    _, url, _ = adk_stores["plain"]
+    proc = run_cli("convert", TPR, XTC, "-o", f"s3://{BUCKET}/new.h5md", env=s3_server.subprocess_env())
+    assert proc.returncode != 0
+    assert proc.stderr.strip() == (f"trajscale convert: error: s3://{BUCKET}/new.h5md: outputs are written to "
+                                   "local paths: write it here, then upload the finished file (e.g. `aws s3 cp "
+                                   "FILE URL`), which the store shows under its key only when complete")
+    keys = [o["Key"] for o in s3_server.client().list_objects_v2(Bucket=BUCKET).get("Contents", [])]
+    assert "new.h5md" not in keys

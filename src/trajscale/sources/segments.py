@@ -43,6 +43,7 @@ import numpy as np
 from ..block import Block
 from ..errors import ConfigError, InputFileError
 from ..facts import LayoutFacts
+from ..util import is_url
 from . import registry
 from .base import DECODE_S_PER_ATOM, OpenRequest, Source, file_head
 
@@ -66,10 +67,10 @@ def index_path(path: str | os.PathLike) -> Path | None:
 
 
 def load_index(path: str | os.PathLike) -> dict:
-    """Read and check a segment index; one clear error naming the file otherwise."""
-    p = Path(path)
+    """Read and check a segment index (a file, or an object behind a URL); one clear error naming it otherwise."""
+    p = str(path) if is_url(str(path)) else Path(path)
     try:
-        index = json.loads(p.read_text())
+        index = json.loads(_index_text(p))
     except (OSError, ValueError) as exc:
         raise InputFileError(p, f"not a readable segment index ({exc})") from None
     if not isinstance(index, dict) or index.get("format") != INDEX_FORMAT or not index.get("segments"):
@@ -82,6 +83,27 @@ def load_index(path: str | os.PathLike) -> dict:
                                     f"expected {expect}: the index is not contiguous")
         expect += int(seg["n_frames"])
     return index
+
+
+def _index_text(p) -> str:
+    """The index's text: a file's, or an object's (fetched whole: an index is small)."""
+    if isinstance(p, Path):
+        return p.read_text()
+    from ..storage.objects import RemoteObject
+
+    obj = RemoteObject.open(p)
+    return b"".join(obj.read_ranges([(0, obj.size)])).decode("utf-8", errors="replace")
+
+
+def _part_path(index: str | Path, part: str) -> str:
+    """A part's path as an index names it, made absolute: relative to the index's folder, or to its URL."""
+    if is_url(str(index)):
+        from ..storage import resolve
+
+        return resolve(str(index), part)
+    if is_url(part) or Path(part).is_absolute():
+        return part
+    return str(Path(index).parent / part)
 
 
 def _is_int(v) -> bool:
@@ -147,25 +169,24 @@ class SegmentedSource(Source):
     description = "a trajscale segment index (JSON, or its folder): parts in the formats marked for parts"
     supports_following = True
     takes_h5md_options = True
+    reads_urls = True
 
     def __init__(self, index: str | os.PathLike | None = None, topology: str | None = None,
                  max_open: int = MAX_OPEN, group: str | None = None, assume_units: str | None = None,
                  segments: list[dict] | None = None, n_atoms: int | None = None,
                  fields: list[str] | None = None, chunk_frames: int | None = None) -> None:
         if segments is None:   # read the index (in the process preparing the job)
-            ip = index_path(index) if index is not None else None
+            ip = (str(index) if is_url(str(index)) else index_path(index)) if index is not None else None
             if ip is None:
                 raise InputFileError(index, f"not a segment index or a folder with {INDEX_NAME}")
             loaded = load_index(ip)
-            root = ip.parent
-            segments = [{**seg, "path": str(Path(seg["path"]) if Path(seg["path"]).is_absolute()
-                                            else root / seg["path"])} for seg in loaded["segments"]]
+            segments = [{**seg, "path": _part_path(ip, seg["path"])} for seg in loaded["segments"]]
             n_atoms, fields = loaded["n_atoms"], loaded.get("fields")
             topology = topology or loaded.get("topology")
             group = group or loaded.get("group")   # as `trajscale index --group` recorded them
             assume_units = assume_units or loaded.get("assume_units")
-            if topology and not Path(topology).is_absolute():
-                topology = str(root / topology)
+            if topology and not is_url(str(ip)) and not Path(topology).is_absolute():
+                topology = str(Path(ip).parent / topology)
             index = str(ip)
         # else: shipped by get_config (absolute paths, offsets scanned): nothing is read here
         self._index_path = None if index is None else str(index)
@@ -188,6 +209,7 @@ class SegmentedSource(Source):
         self.opened: list[str] = []   # their paths, in the order opened (a report's files_opened)
         self.max_open_seen = 0
         self.bytes_read = 0
+        self._net_done: dict | None = None   # the remote requests of the parts closed so far
         self._fields: tuple[str, ...] | None = tuple(fields) if fields else None
 
     @classmethod
@@ -391,19 +413,41 @@ class SegmentedSource(Source):
         src = self._open.pop(i)
         self._identity.pop(i, None)
         self._checked.discard(i)
+        self._net_done = _add_stats(self._net_done, src.remote_stats())
         src.close()
+
+    def remote_stats(self) -> dict | None:
+        """The requests, bytes, network wait and retries of the parts behind URLs opened so far (None: none)."""
+        total = self._net_done
+        for src in self._open.values():
+            total = _add_stats(total, src.remote_stats())
+        return total
 
     def close(self) -> None:
         while self._open:
             self._drop(next(reversed(self._open)))
 
 
+def _add_stats(a: dict | None, b: dict | None) -> dict | None:
+    if a is None or b is None:
+        return a if b is None else dict(b)
+    return {k: a[k] + b[k] for k in a}
+
+
 def _part_identity(path: str) -> tuple | None:
     """(device, inode, size, mtime_ns) of a part file; None if it is missing or not a file.
 
     One ``stat`` (``util.file_identity`` also resolves the real path, an ``lstat``
-    per path component: metadata operations a parallel file system pays for).
+    per path component: metadata operations a parallel file system pays for). A part behind a URL:
+    its URL, ETag and size (from its first request, shared for a few seconds with its opening).
     """
+    if is_url(path):
+        from ..storage.objects import RemoteError, RemoteObject
+
+        try:
+            return RemoteObject.open(path).identity
+        except RemoteError:
+            return None
     try:
         st = os.stat(path)
     except OSError:
