@@ -145,3 +145,73 @@ def own_server():
     yield make
     for s in made:
         s.stop()
+
+
+class FlakyProxy:
+    """An HTTP proxy in front of a server that answers the first try of every range request (up to
+    ``failures`` of them) with 503 SlowDown (S3's throttling answer), or drops its connection; it forwards
+    the rest."""
+
+    def __init__(self, upstream: str, failures: int, how: str = "slowdown") -> None:
+        import http.client
+        import http.server
+        import threading
+        from urllib.parse import urlsplit
+
+        target = urlsplit(upstream)
+        state = {"left": failures, "lock": threading.Lock(), "seen": set()}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):   # quiet
+                pass
+
+            def _forward(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                if self.command == "GET" and "Range" in self.headers:
+                    with state["lock"]:
+                        key = (self.path, self.headers["Range"])
+                        fail = state["left"] > 0 and key not in state["seen"]
+                        state["seen"].add(key)
+                        state["left"] -= fail
+                    if fail and how == "reset":
+                        self.close_connection = True
+                        self.connection.shutdown(2)
+                        return
+                    if fail:
+                        msg = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+                               b"<Message>Please reduce your request rate.</Message></Error>")
+                        self.send_response(503)
+                        self.send_header("Content-Type", "application/xml")
+                        self.send_header("Content-Length", str(len(msg)))
+                        self.end_headers()
+                        self.wfile.write(msg)
+                        return
+                conn = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                headers["Host"] = target.netloc
+                conn.request(self.command, self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length", "server", "date"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -320,3 +320,25 @@ def test_an_output_url_is_refused_before_any_work(s3_server, adk_stores, tmp_pat
                                    "FILE URL`), which the store shows under its key only when complete")
     keys = [o["Key"] for o in s3_server.client().list_objects_v2(Bucket=BUCKET).get("Contents", [])]
     assert "new.h5md" not in keys
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("how", ["slowdown", "reset"])
+def test_throttling_and_dropped_connections_are_retried_and_counted(s3_server, adk_stores, tmp_path, how):
+    """A proxy answers the first try of each range request with 503 SlowDown (or drops it): the run retries
+    them with backoff, counts them in its report, and gives the local file's numbers."""
+    from .conftest import FlakyProxy
+
+    local, url, _ = adk_stores["gzip"]
+    proxy = FlakyProxy(s3_server.endpoint, failures=1000, how=how)
+    try:
+        report = tmp_path / "report.json"
+        proc, out = _run(s3_server, tmp_path, "remote", url, "--storage-option", f"endpoint_url={proxy.endpoint}",
+                         "--report", str(report))
+    finally:
+        proxy.close()
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == _local_csv(s3_server, tmp_path, local)
+    tasks = json.loads(report.read_text())["tasks"]
+    assert sum(t["retries"] for t in tasks) >= sum(t["requests"] for t in tasks) / 2 > 0
+    assert "retries" in proc.stdout
