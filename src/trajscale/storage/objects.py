@@ -329,6 +329,7 @@ class RemoteObject(ByteStore):
         self.stats = FetchStats()
         self._lock = threading.Lock()
         self._identity = identity
+        self._failed: RemoteError | None = None
         self.head = b""
 
     @classmethod
@@ -383,10 +384,15 @@ class RemoteObject(ByteStore):
                 self.stats.wait_s += time.perf_counter() - t0
 
     def _fetch(self, a: int, b: int, first: bool = False):
-        """Bytes ``[a, b)`` (``first``: the head request, which learns the identity), retried within the budget."""
-        deadline = time.monotonic() + self.retry_seconds
+        """Bytes ``[a, b)`` (``first``: the head request, which learns the identity), retried for
+        ``retry_seconds`` from its first failure; once one request of the object has failed for good, the
+        others fail at once with its error (a server that died ends a batch of a thousand ranges within one
+        budget, not one per range)."""
+        deadline = None
         delay, tries = 0.1, 0
         while True:
+            if self._failed is not None:
+                raise self._failed
             try:
                 got = self._get(a, b, first)
                 with self._lock:
@@ -406,11 +412,14 @@ class RemoteObject(ByteStore):
                 if not _retryable(exc):
                     raise self.error(f"cannot read it from {endpoint_of(self.url, self.options)} "
                                      f"({type(exc).__name__}: {_first_line(exc)})") from None
+                if deadline is None:
+                    deadline = time.monotonic() + self.retry_seconds
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise self.error(f"{endpoint_of(self.url, self.options)} did not answer in "
-                                     f"{self.retry_seconds:g} s ({tries + 1} tries; last: {type(exc).__name__}: "
-                                     f"{_first_line(exc)})") from None
+                    self._failed = self.error(
+                        f"{endpoint_of(self.url, self.options)} did not answer in {self.retry_seconds:g} s "
+                        f"({tries + 1} tries; last: {type(exc).__name__}: {_first_line(exc)})")
+                    raise self._failed from None
                 tries += 1
                 with self._lock:
                     self.stats.retries += 1
