@@ -1,0 +1,52 @@
+"""The pieces of trajscale.storage that need no server: option parsing, URL resolution, range merging."""
+
+from __future__ import annotations
+
+import pytest
+
+from trajscale.errors import ConfigError
+from trajscale.storage import endpoint_of, parse_options, resolve, shown
+from trajscale.storage.objects import LocalFile, coalesce, read_coalesced, s3_config
+
+pytestmark = pytest.mark.remote
+
+
+def test_command_line_options_take_their_types():
+    got = parse_options(["anon=true", "retry_seconds=2.5", "max_concurrency=8", "endpoint_url=http://h:9000",
+                         'client_kwargs={"region_name": "eu-west-1"}'])
+    assert got == {"anon": True, "retry_seconds": 2.5, "max_concurrency": 8, "endpoint_url": "http://h:9000",
+                   "client_kwargs": {"region_name": "eu-west-1"}}
+    with pytest.raises(ConfigError, match="give KEY=VALUE"):
+        parse_options(["anon"])
+
+
+def test_messages_show_option_names_never_values():
+    assert shown({"secret": "s3cr3t", "key": "AKIA"}) == "key, secret"
+    assert endpoint_of("s3://b/k", {"endpoint_url": "http://h:1"}) == "http://h:1"
+    assert endpoint_of("https://example.org/x/y.h5md") == "example.org"
+
+
+def test_fsspec_names_become_obstores():
+    cfg = s3_config({"anon": True, "key": "K", "secret": "S", "client_kwargs": {"endpoint_url": "http://h:1",
+                                                                                "region_name": "r"}})
+    assert cfg == {"skip_signature": True, "access_key_id": "K", "secret_access_key": "S",
+                   "endpoint": "http://h:1", "region": "r"}
+
+
+def test_parts_resolve_against_the_index_url():
+    assert resolve("s3://b/run/index.json", "part_000.h5md") == "s3://b/run/part_000.h5md"
+    assert resolve("https://h/a/b/index.json", "../c/p.h5md") == "https://h/a/c/p.h5md"
+    assert resolve("s3://b/run/index.json", "s3://other/p.h5md") == "s3://other/p.h5md"
+
+
+def test_ranges_merge_within_the_gap_and_the_request_size(tmp_path):
+    merged, where = coalesce([(100, 200), (0, 50), (230, 300), (10_000, 10_100)], gap=40)
+    assert merged == [(0, 50), (100, 300), (10_000, 10_100)]
+    assert where == [(1, 0), (0, 0), (1, 130), (2, 0)]
+    assert coalesce([(0, 100), (100, 200)], gap=0, max_request=150)[0] == [(0, 100), (100, 200)]
+    data = bytes(range(256)) * 64
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    ranges = [(5, 17), (3000, 9000), (100, 4100), (16_000, 16_384)]
+    got = read_coalesced(LocalFile(str(path)), ranges, gap=1000, max_request=1024)
+    assert [bytes(g) for g in got] == [data[a:b] for a, b in ranges]
