@@ -50,3 +50,13 @@ def test_ranges_merge_within_the_gap_and_the_request_size(tmp_path):
     ranges = [(5, 17), (3000, 9000), (100, 4100), (16_000, 16_384)]
     got = read_coalesced(LocalFile(str(path)), ranges, gap=1000, max_request=1024)
     assert [bytes(g) for g in got] == [data[a:b] for a, b in ranges]
+
+
+def test_a_presigned_url_is_refused_without_echoing_its_query():
+    from trajscale.errors import InputFileError
+    from trajscale.storage.objects import RemoteObject
+
+    with pytest.raises(InputFileError) as caught:
+        RemoteObject.open("https://h.example/b/k.h5md?X-Amz-Signature=SECRETSIG&X-Amz-Credential=AKIA")
+    assert "SECRETSIG" not in str(caught.value) and "AKIA" not in str(caught.value)
+    assert str(caught.value).startswith("https://h.example/b/k.h5md?...: URLs with a query string")

@@ -310,6 +310,10 @@ class RemoteObject(ByteStore):
     def __init__(self, url: str, options: dict | None = None, identity: Identity | None = None) -> None:
         if not is_url(url):
             raise ConfigError(f"{url}: not a URL trajscale reads (s3://, http://, https://)")
+        if "?" in url or "#" in url:   # a presigned URL's query holds credentials: never echoed
+            raise InputFileError(url.split("?")[0].split("#")[0] + "?...",
+                                 "URLs with a query string (presigned URLs) are not read: give s3://BUCKET/KEY "
+                                 "with credentials in the environment, or a plain http(s) URL")
         own, fs_options = split_options(options)
         self.url = url
         self.options = dict(current_options() if options is None else options)
