@@ -34,7 +34,8 @@ default layout only; zarrtraj pins zarr<3, so it runs from its own venv, ``--zar
 Columns: wall seconds of the whole process; MB and requests the proxy served to it; and the fetch
 efficiency of a ``url`` row: the rate trajscale's reads reached (bytes over the seconds during which at least
 one of its requests was in flight at the proxy) over the rate a plain concurrent client (obstore, 32
-requests at once) reaches fetching the same byte ranges from the same proxy right after. ``MB read`` is
+requests at once) reaches fetching the same byte ranges from the same proxy right after, measured the same
+way. ``MB read`` is
 what the local run's tasks read (its report), ``x read`` the bytes a ``url`` row fetched over that. Exit 1
 when a ``url`` or ``download`` row's output differs from the local file's (CSV byte for byte; the mean
 within 1e-6), or zarrtraj's RMSD from trajscale's by more than 1e-4 A.
@@ -292,13 +293,15 @@ async def _replay(endpoint: str, key: str, ranges: list[tuple[int, int]], concur
     await asyncio.gather(*(one(a, b) for a, b in ranges))
 
 
-def plain_rate(endpoint: str, key: str, ranges: list[tuple[int, int]], concurrency: int = 32) -> float:
-    """Bytes per second a plain concurrent client reaches fetching ``ranges`` of ``key``."""
+def plain_rate(proxy: Proxy, key: str, ranges: list[tuple[int, int]], concurrency: int = 32) -> float:
+    """Bytes per second a plain concurrent client reaches fetching ``ranges`` of ``key`` through ``proxy``:
+    bytes over the seconds its requests were in flight there (as trajscale's rate is measured)."""
     if not ranges:
         return float("nan")
-    t0 = time.perf_counter()
-    asyncio.run(_replay(endpoint, key, ranges, concurrency))
-    return sum(b - a for a, b in ranges) / (time.perf_counter() - t0)
+    proxy.reset()
+    asyncio.run(_replay(proxy.url, key, ranges, concurrency))
+    served = proxy.snapshot()
+    return served["bytes"] / max(served["busy_s"], 1e-9)
 
 
 def row_line(row: dict) -> str:
@@ -398,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
                             row["wall"] = timed(run_cmd(workload, executor, url, out), env)
                             served = proxy.snapshot()
                             row["efficiency"] = (served["bytes"] / max(served["busy_s"], 1e-9)) / plain_rate(
-                                endpoint, key, served["ranges"][key])
+                                proxy, key, served["ranges"][key])
                             row.update(mb=served["bytes"] / 1e6, requests=served["requests"])
                             if local_read:
                                 row["vs_local"] = served["bytes"] / local_read
