@@ -269,7 +269,7 @@ class Engine:
 
     def prepare(self) -> tuple[Job, JobFacts]:
         """The Job and its facts, prepared on the root process and handed to every process."""
-        job, facts = share(self.ex, self._prepare_here, "prepare the job")
+        job, facts = share(self.ex, self._prepare_here, "prepare the job", then_share=True)   # (then the round's)
         raise_if_stopped()
         self.t_prepare = time.perf_counter() - self.t_start
         self.timeline.lap("prepare")

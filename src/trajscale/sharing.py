@@ -17,9 +17,9 @@ mpi4py communicator wrapped in :class:`CommGroup`.
 
 Before its first share the root owes the others one: they may already wait in it while the root still
 prepares (loads the topology, plans).  A group's root says so with :func:`owe_first_share` when the group
-is made; a Ctrl-C or SIGTERM that ends the root before it shares is then handed on by
-:func:`share_interruption` (the command line calls it as it ends), so every process ends interrupted,
-none is left waiting in the broadcast.
+is made, and a share followed by another (``then_share=True``) leaves the root owing that one; a Ctrl-C or
+SIGTERM that ends the root while it owes a share is handed on by :func:`share_interruption` (the command
+line calls it as it ends), so every process ends interrupted, none is left waiting in the broadcast.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from .errors import TrajscaleError
 
 __all__ = ["CommGroup", "owe_first_share", "share", "share_interruption", "share_on_comm", "share_settled"]
 
-#: The groups whose root has not shared yet (this process their root): the others may wait in that share.
+#: The groups whose root owes the next share (this process their root): the others may wait in it.
 _owed: list = []
 
 
@@ -46,8 +46,9 @@ class CommGroup:
         return obj if self.comm is None else self.comm.bcast(obj, root=0)
 
 
-def share(group, make: Callable[[], object], what: str):
-    """``make()`` run on the root of ``group``, its value handed to every process (the module's rules)."""
+def share(group, make: Callable[[], object], what: str, then_share: bool = False):
+    """``make()`` run on the root of ``group``, its value handed to every process (the module's rules).
+    ``then_share``: every process's next collective is another share, which the root owes from now."""
     got = None
     if group.is_root:
         share_settled(group)
@@ -59,6 +60,8 @@ def share(group, make: Callable[[], object], what: str):
                                 else RuntimeError(f"rank 0 failed to {what}: {exc!r}"))
             raise
     got = group.broadcast(got)
+    if then_share and group.is_root and group.spmd:
+        _owed.append(group)
     if isinstance(got, BaseException):
         if isinstance(got, TrajscaleError):
             got.reported_elsewhere = True
@@ -66,9 +69,9 @@ def share(group, make: Callable[[], object], what: str):
     return got
 
 
-def share_on_comm(comm, make: Callable[[], object], what: str = "prepare"):
+def share_on_comm(comm, make: Callable[[], object], what: str = "prepare", then_share: bool = False):
     """:func:`share` over an mpi4py communicator (``None``: this process alone)."""
-    return share(CommGroup(comm), make, what)
+    return share(CommGroup(comm), make, what, then_share)
 
 
 def owe_first_share(group) -> None:
@@ -82,7 +85,7 @@ def owe_first_share(group) -> None:
 
 
 def share_interruption(exc: BaseException) -> None:
-    """The root ends on ``exc`` before sharing: a Ctrl-C or SIGTERM (``KeyboardInterrupt``,
+    """The root ends on ``exc`` while it owes a share: a Ctrl-C or SIGTERM (``KeyboardInterrupt``,
     ``SystemExit``) is handed to the processes waiting in the share it owes, which end as it does."""
     if isinstance(exc, KeyboardInterrupt | SystemExit):
         while _owed:

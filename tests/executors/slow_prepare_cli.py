@@ -7,7 +7,9 @@ other than 0 writes ``MARKER.waiting`` as it enters a share (the root's broadcas
 * ``before-share``: before it shares what it prepared (a run: once its executor is made, before the job's share;
   a convert: before it loads the topology, while the others go on to the first thing it shares);
 * ``in-prepare``: in the job's preparation, inside the share (``ARGS`` runs ``slow_prepare_rmsd``: an RMSD whose
-  ``prepare`` sleeps).
+  ``prepare`` sleeps);
+* ``between-shares``: after its first share, before the next (a run: the job shared, its first round not yet; a
+  convert: the XTC's offsets shared, its output's record not yet).
 """
 
 from __future__ import annotations
@@ -69,6 +71,12 @@ if __name__ == "__main__":
         import trajscale.convert.convert as conv
 
         conv.load_universe = _slow_first(conv.load_universe)
+    elif where == "between-shares" and argv[0] == "run":
+        trajscale.engine.Engine.choose = _slow_first(trajscale.engine.Engine.choose)
+    elif where == "between-shares":
+        import trajscale.convert.convert as conv
+
+        conv._plan_job = _slow_first(conv._plan_job)
     from trajscale.cli.main import main
 
     sys.exit(main(argv))

@@ -62,7 +62,7 @@ def _signal_while_root_prepares(tmp_path, where: str, argv: list[str], signum: i
                 break
             time.sleep(0.05)
         assert proc.poll() is None and len(ranks) == 2, log.read_text()[-3000:]
-        time.sleep(1.0)   # rank 1 inside the broadcast
+        time.sleep(2.0)   # rank 1 inside the broadcast (between shares: the next one)
         for pid in ranks.values():
             os.kill(pid, signum)
         proc.wait(timeout=120)   # rank 0 still had ~58 s of preparation to go: it did not wait for it
@@ -80,7 +80,8 @@ def _stop_lines(err: str) -> list[str]:
             or "abort" in line.lower() or "failed" in line or "error" in line]
 
 
-@pytest.mark.parametrize("where, signum", [("before-share", signal.SIGTERM), ("in-prepare", signal.SIGINT)])
+@pytest.mark.parametrize("where, signum", [("before-share", signal.SIGTERM), ("in-prepare", signal.SIGINT),
+                                           ("between-shares", signal.SIGTERM)])
 def test_a_signal_while_rank_0_prepares_a_run_ends_every_rank(tmp_path, adk_vacuum, adk_vacuum_h5md, where, signum):
     out = tmp_path / "rmsd.csv"
     name = "slow_prepare_rmsd" if where == "in-prepare" else "rmsd"
@@ -90,12 +91,12 @@ def test_a_signal_while_rank_0_prepares_a_run_ends_every_rank(tmp_path, adk_vacu
     assert not out.exists()
 
 
-def test_sigterm_while_rank_0_prepares_a_convert_ends_every_rank(tmp_path):
+@pytest.mark.parametrize("where", ["before-share", "between-shares"])
+def test_sigterm_while_rank_0_prepares_a_convert_ends_every_rank(tmp_path, where):
     from MDAnalysisTests.datafiles import TPR, XTC
 
     out = tmp_path / "out.h5md"
-    err = _signal_while_root_prepares(tmp_path, "before-share", ["convert", TPR, XTC, "-o", str(out)],
-                                      signal.SIGTERM)
+    err = _signal_while_root_prepares(tmp_path, where, ["convert", TPR, XTC, "-o", str(out)], signal.SIGTERM)
     lines = _stop_lines(err)
     assert len(lines) == 1 and lines[0].startswith("trajscale convert: terminated by signal 15"), err
     assert not out.exists()

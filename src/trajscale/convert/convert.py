@@ -92,7 +92,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, options: Con
     atoms = select_atoms(universe, read.select, "selection").indices if read.select else None
     sel_atoms = universe.atoms if atoms is None else universe.atoms[atoms]
     # Under MPI rank 0 scans the XTC/TRR parts' frame offsets and ships them: a rank never rescans
-    shipped = on_root(write.comm, lambda: scanned_offsets(trajectories)) if write.mpi else None
+    shipped = on_root(write.comm, lambda: scanned_offsets(trajectories), then_share=True) if write.mpi else None
     sources = open_inputs(topology, list(trajectories), universe, read.group, read.assume_units, offsets=shipped)
     try:
         job, join = _plan_job(topology, trajectories, sources, atoms, sel_atoms, opts)

@@ -261,7 +261,8 @@ def stop_together(comm) -> None:
         raise SystemExit(128 + signum)
 
 
-def on_root(comm, fn, what: str = "prepare the output"):
+def on_root(comm, fn, what: str = "prepare the output", then_share: bool = False):
     """Run ``fn`` on rank 0 of ``comm``; return its result on every rank, or raise its error on every
-    rank: the run's protocol (:func:`trajscale.sharing.share`), Ctrl-C rules included."""
-    return share_on_comm(comm, fn, what)
+    rank: the run's protocol (:func:`trajscale.sharing.share`), Ctrl-C rules included (``then_share``: the
+    ranks' next collective is another ``on_root``)."""
+    return share_on_comm(comm, fn, what, then_share)
