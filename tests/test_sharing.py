@@ -86,3 +86,32 @@ def test_convert_and_the_engine_share_through_the_one_protocol():
     assert engine.share is share
     assert CommGroup(None).is_root and not CommGroup(None).spmd
     assert pool.on_root(None, lambda: "prepared") == "prepared"
+
+
+def test_the_root_owes_its_first_share_and_a_share_followed_by_another():
+    """An interrupt that ends the root while the others wait in a share it owes is what they receive; a share
+    pays the debt, unless another follows it (``then_share``); an error other than an interrupt sends nothing."""
+    from trajscale.sharing import owe_first_share, share_interruption
+
+    root = Root()
+    owe_first_share(root)
+    share_interruption(SystemExit(143))
+    assert [type(x) for x in root.sent] == [SystemExit] and root.sent[0].code == 143
+    share_interruption(SystemExit(143))   # owed once: nothing more is sent
+    assert len(root.sent) == 1
+
+    root = Root()
+    owe_first_share(root)
+    assert share(root, lambda: "job", "prepare", then_share=True) == "job"
+    share_interruption(KeyboardInterrupt())   # between the job's share and the next one
+    assert root.sent[0] == "job" and isinstance(root.sent[1], KeyboardInterrupt)
+
+    root = Root()
+    owe_first_share(root)
+    share(root, lambda: "round", "plan")
+    share_interruption(SystemExit(143))   # paid: the others' next collective is not a share
+    assert root.sent == ["round"]
+    owe_first_share(root)
+    share_interruption(InputFileError("x.h5md", "no such file"))
+    share_interruption(SystemExit(143))
+    assert root.sent == ["round"]
