@@ -159,6 +159,19 @@ def test_convert_layout_remote(tmp_path, adk_water):
 
 @pytest.mark.cli
 @pytest.mark.slow
+def test_convert_layout_remote_on_processes(tmp_path, adk_water):
+    """Two worker processes write segments that are joined into the output: it gets the metadata block too."""
+    trajs = [adk_water["xtc"]] * 4
+    out = tmp_path / "remote.h5md"
+    r = run_cli("convert", adk_water["tpr"], *trajs, "-o", str(out), "--layout", "remote",
+                "--executor", "processes", "-n", "2")
+    assert r.returncode == 0, r.stderr
+    check_remote_store(out, 40)
+    assert_mdanalysis_reads_as_source(adk_water["tpr"], str(out), trajs)
+
+
+@pytest.mark.cli
+@pytest.mark.slow
 def test_rechunk_layout_remote_serial_and_processes(tmp_path, adk_water):
     from trajscale.convert.convert import convert
 
