@@ -95,6 +95,7 @@ def test_the_root_owes_its_first_share_and_a_share_followed_by_another():
 
     root = Root()
     owe_first_share(root)
+    owe_first_share(root)   # (said twice: still one share owed)
     share_interruption(SystemExit(143))
     assert [type(x) for x in root.sent] == [SystemExit] and root.sent[0].code == 143
     share_interruption(SystemExit(143))   # owed once: nothing more is sent

@@ -61,7 +61,7 @@ def share(group, make: Callable[[], object], what: str, then_share: bool = False
             raise
     got = group.broadcast(got)
     if then_share and group.is_root and group.spmd:
-        _owed.append(group)
+        _owe(group)
     if isinstance(got, BaseException):
         if isinstance(got, TrajscaleError):
             got.reported_elsewhere = True
@@ -81,7 +81,13 @@ def owe_first_share(group) -> None:
     if not hasattr(group, "broadcast"):
         group = CommGroup(group)
     if group.is_root and group.spmd:
-        _owed.append(group)
+        _owe(group)
+
+
+def _owe(group) -> None:
+    """The root owes ``group``'s next share (once per communicator: its processes wait in one broadcast)."""
+    share_settled(group)
+    _owed.append(group)
 
 
 def share_interruption(exc: BaseException) -> None:
