@@ -201,7 +201,7 @@ def test_a_url_of_a_format_read_from_disk_only_is_one_line(s3_server, adk_stores
     proc, out = _run(s3_server, tmp_path, "x", f"s3://{BUCKET}/adk.xtc")
     assert proc.returncode != 0 and not out.exists()
     assert proc.stderr.strip() == (f"trajscale run: error: s3://{BUCKET}/adk.xtc: XTC files are read from a "
-                                   "local disk only (from a URL: H5MD); download it first")
+                                   "local disk only (from a URL: segment indexes, H5MD); download it first")
 
 
 # -- faults mid-run, each on a server of the test's own

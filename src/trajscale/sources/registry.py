@@ -192,7 +192,8 @@ def _guess_url(url: str) -> Match:
     if match is None:
         raise InputFileError(url, f"not a trajectory format trajscale reads (it reads {supported()})")
     if not match.source.reads_urls:
-        readers = ", ".join(f for cls in format_sources() if cls.reads_urls for f in cls.formats)
+        readers = ", ".join("segment indexes" if f == "SEGMENTS" else f
+                            for cls in format_sources() if cls.reads_urls for f in cls.formats)
         raise InputFileError(url, f"{match.format} files are read from a local disk only (from a URL: {readers}); "
                                   "download it first")
     log.debug("%s: read as %s by %s", url, match.format, match.source.__name__)
