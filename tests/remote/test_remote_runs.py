@@ -342,3 +342,17 @@ def test_throttling_and_dropped_connections_are_retried_and_counted(s3_server, a
     tasks = json.loads(report.read_text())["tasks"]
     assert sum(t["retries"] for t in tasks) >= sum(t["requests"] for t in tasks) / 2 > 0
     assert "retries" in proc.stdout
+
+
+def test_mdanalysis_reads_a_url_through_format_trajscale(s3_env, adk_stores):
+    import MDAnalysis as mda
+
+    import trajscale.mda  # noqa: F401 - registers format TRAJSCALE
+
+    local, url, _ = adk_stores["gzip"]
+    u = mda.Universe(TPR, url, format="TRAJSCALE")
+    assert len(u.trajectory) == 10
+    with h5py.File(local) as f:   # h5py on the local copy: the reference
+        raw = f["particles/all/position/value"]
+        for ts in u.trajectory[::3]:
+            assert np.array_equal(ts.positions, raw[ts.frame])
