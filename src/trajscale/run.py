@@ -24,6 +24,7 @@ from .planning import (  # noqa: F401 (planning names stay importable from trajs
 from .report.timing import RunReport
 from .runspec import FollowOptions, RunOptions
 from .sources import is_stream
+from .util import is_url
 
 
 def run(analysis: Analysis | list[Analysis], topology, trajectory, *, options: RunOptions | None = None, on_update=None,
@@ -102,11 +103,20 @@ def run(analysis: Analysis | list[Analysis], topology, trajectory, *, options: R
                       on_update).execute()
 
 
+def _listed(trajectory) -> list:
+    return list(trajectory) if isinstance(trajectory, list | tuple) else [trajectory]
+
+
 def rounds_for(analysis: Analysis, topology, trajectory, options: RunOptions) -> Rounds:
     """What decides the run's rounds, chosen once: a stream's frames as they arrive, a followed file's
     as it grows, or a finished trajectory's in one round."""
     if not is_stream(trajectory) and options.follow is None:
         return FinishedRounds(trajectory, topology, options)
+    if options.follow is not None and any(is_url(t) for t in _listed(trajectory)):
+        from .errors import ConfigError
+
+        raise ConfigError(f"{next(t for t in _listed(trajectory) if is_url(t))}: a trajectory behind a URL "
+                          "is read finished; following is for files a job is writing (run without --follow)")
     from .follow import FileRounds, StreamRounds  # what a finished run never needs: not imported for it
 
     if is_stream(trajectory):

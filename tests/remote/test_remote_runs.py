@@ -356,3 +356,12 @@ def test_mdanalysis_reads_a_url_through_format_trajscale(s3_env, adk_stores):
         raw = f["particles/all/position/value"]
         for ts in u.trajectory[::3]:
             assert np.array_equal(ts.positions, raw[ts.frame])
+
+
+@pytest.mark.cli
+def test_following_a_url_is_refused_in_one_line(s3_server, adk_stores, tmp_path):
+    _, url, _ = adk_stores["plain"]
+    proc, out = _run(s3_server, tmp_path, "x", url, "--follow", "--idle", "2")
+    assert proc.returncode != 0 and not out.exists()
+    assert proc.stderr.strip() == (f"trajscale run: error: {url}: a trajectory behind a URL is read finished; "
+                                   "following is for files a job is writing (run without --follow)")
