@@ -228,7 +228,25 @@ CASES = {
          lambda: _in_one_pass(900, [("rmsf", 500), ("rdf", 900)]),   # no analysis of few atoms
          lambda: make_report(n_atoms=900, source={"format": "h5md", "n_atoms": 1000})],   # one analysis
     ),
+    "remote-requests": (
+        lambda: _fetched(make_report(n_workers=2, source=REMOTE), per_frame=1.0),   # a request per frame
+        [lambda: _fetched(make_report(n_workers=2, source=REMOTE), per_frame=0.05),   # spans merged
+         lambda: _fetched(make_report(n_workers=2, source={**REMOTE, "compression": "none"}), per_frame=1.0),
+         lambda: _fetched(make_report(n_workers=2, source={**REMOTE, "chunks": [32, 3341, 3]}), per_frame=1.0),
+         lambda: make_report(n_workers=2, source=REMOTE)],   # a local file: no requests
+    ),
 }
+
+#: A compressed store with one-frame chunks behind a URL.
+REMOTE = {"format": "h5md", "path": "s3://bucket/traj.h5md", "chunks": [1, 3341, 3], "n_atoms": 3341,
+          "compression": "gzip:4"}
+
+
+def _fetched(report: RunReport, per_frame: float) -> RunReport:
+    """``report`` with its tasks' remote requests at ``per_frame`` requests per frame."""
+    report.tasks = [replace(t, requests=max(1, round(per_frame * t.frames)), bytes_fetched=t.frames * 40_000,
+                            t_network=0.01 * t.frames) for t in report.tasks]
+    return report
 
 
 def _in_one_pass(n_union: int, analyses: list[tuple[str, int]]) -> RunReport:

@@ -448,12 +448,14 @@ def rule_remote_requests(report: RunReport, d: Diagnosis) -> Advice | None:
     net = report.fetched()
     frames = sum(t.frames for t in report.tasks)
     chunks = report.source.chunks
-    if (not net["requests"] or not frames or not chunks or net["requests"] < 0.5 * frames
-            or report.source.compression in (None, "", "none")):
+    if not net["requests"] or not frames or not chunks or report.source.compression in (None, "", "none"):
         return None
+    per_chunk = frames / chunks[0]   # requests of a run that fetches each chunk it reads once
+    if not 0.5 * per_chunk <= net["requests"] <= 2 * per_chunk + len(report.tasks):
+        return None   # fewer: chunks merged into larger requests; more: another cause (a stride) than chunks
     n_atoms = report.source.n_atoms or 0
     k = max(2, REMOTE_CHUNK_BYTES // max(1, n_atoms * 12))
-    if chunks[0] >= k:
+    if 2 * chunks[0] > k:
         return None
     url = _source_path(report)
     what = "one-frame chunks cost one request per frame" if chunks[0] == 1 else \
