@@ -24,6 +24,7 @@ from .planning import (  # noqa: F401 (planning names stay importable from trajs
 from .report.timing import RunReport
 from .runspec import FollowOptions, RunOptions
 from .sources import is_stream
+from .storage import using
 from .util import is_url
 
 
@@ -81,8 +82,7 @@ def run(analysis: Analysis | list[Analysis], topology, trajectory, *, options: R
         frames land (:mod:`trajscale.follow`), with the same bits as a run over the finished file; the
         report's ``meta.follow`` says how many frames were followed and why the run ended.
     storage_options
-        For a trajectory behind a URL (``s3://bucket/key``, ``http(s)://``): fsspec's options, as xarray and
-        Dask take them (``anon=True``, ``endpoint_url=``, ``key=``/``secret=``, ...; docs/remote.md).
+        For a trajectory behind a URL (``s3://``, ``http(s)://``): fsspec-style options (docs/remote.md).
     **executor_options
         Any other keyword is an option of the executor built by name: ``scheduler=`` (Dask), ``start_method=``
         (processes), ``collective=`` or ``driver=`` (MPI); a name no option has is refused, named.
@@ -96,8 +96,6 @@ def run(analysis: Analysis | list[Analysis], topology, trajectory, *, options: R
     opts = RunOptions.from_keywords(options, keywords)
     if isinstance(analysis, list | tuple):   # several analyses, one pass over the union of their atoms
         analysis = AnalysisGroup(analysis)
-    from .storage import using
-
     with using(opts.storage_options):   # a URL's options, for the sources this run opens
         return Engine(analysis, topology, rounds_for(analysis, topology, trajectory, opts), opts,
                       on_update).execute()
