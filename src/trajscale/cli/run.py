@@ -351,8 +351,8 @@ def add_run_options(p) -> None:
                    help="number of frame blocks (default 4 per worker); tasks start on chunk boundaries, "
                         "so an H5MD file's chunks may allow fewer")
     add_executor_options(p)   # each executor's own, from its registry entry
-    p.add_argument("--max-block-mb", type=float, default=256,
-                   help="most MB of frames a worker reads and maps at once (default 256): bounds memory")
+    p.add_argument("--max-block-mb", type=float, default=128,   # planning.MAX_BLOCK_BYTES (not imported for --help)
+                   help="most MB of frames a worker reads and maps at once (default 128): bounds memory")
     p.add_argument("--start", type=int, default=0,
                    help="first frame to analyse (default 0; negative counts from the end, as Python slices)")
     p.add_argument("--stop", type=int, default=None,
