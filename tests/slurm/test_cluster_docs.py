@@ -30,6 +30,7 @@ from tests.slurm.test_jobs import (
     assert_clean_size,
     assert_same_frames,
     frames_done,
+    start_again,
     trajscale,
     wait_for_frames,
     wait_for_line,
@@ -157,8 +158,7 @@ def test_requeued_convert(slurm, tmp_path):
     wait_for_frames(slurm, job, tmp_path, more_than=0, name="md.h5md")
     slurm.cancel(job, "--batch", "--signal=TERM")
     slurm.wait(job, timeout=120, states={"PENDING"})   # requeued by the script's trap
-    got = slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")
-    assert got.returncode == 0, got.stderr
+    start_again(slurm, job)
     log = done(slurm, job)
     assert "start 1" in log and int(slurm.job(job)["Restarts"]) == 1, log
     kept = [line for line in log.splitlines() if "terminated by signal 15" in line]

@@ -161,13 +161,46 @@ def wait_for_line(slurm, job: int, log: Path, line: str, timeout: float = 180) -
 
 
 def requeue_now(slurm, job: int, timeout: float = 120) -> None:
-    """``scontrol requeue JOB``, then start it again at once: SLURM holds a requeued job for a while
-    (Reason=BeginTime) before it may start again; a user's ``scontrol update StartTime=now`` lifts that."""
+    """``scontrol requeue JOB``, then start it again at once."""
     got = slurm.run("scontrol", "requeue", str(job), timeout=60)
     assert got.returncode == 0, got.stderr
     slurm.wait(job, timeout=timeout, states={"PENDING"})
-    got = slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now", timeout=60)
-    assert got.returncode == 0, got.stderr
+    start_again(slurm, job, timeout)
+
+
+def job_processes(job: int) -> list[int]:
+    """The processes of a job's running instance on this node (its batch shell and what it started)."""
+    needle = f"\0SLURM_JOB_ID={job}\0".encode()
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if needle in b"\0" + (d / "environ").read_bytes():
+                    found.append(int(d.name))
+            except OSError:
+                continue
+    return found
+
+
+def start_again(slurm, job: int, timeout: float = 120) -> None:
+    """Start a requeued job without its wait: SLURM holds a requeued job (``Reason=BeginTime``) before it
+    may start again; ``scontrol update StartTime=now``, a user's command, lifts that. Only once the last
+    instance has ended on the node, and a second later: a job started again within the second its last
+    instance ended is refused by the node ("Job credential revoked") and fails. Call it once the job is
+    pending; it returns once the job runs again (or has run)."""
+    deadline = time.monotonic() + timeout
+    while job_processes(job):
+        assert time.monotonic() < deadline, f"job {job}'s last instance still runs after {timeout:.0f} s"
+        time.sleep(0.1)
+    time.sleep(1.5)
+    while True:
+        fields = slurm.job(job)
+        if fields["JobState"] not in ("PENDING", "REQUEUED", "COMPLETING"):
+            return
+        if fields["JobState"] == "PENDING" and fields.get("Reason") == "BeginTime":
+            slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now", timeout=60)
+        assert time.monotonic() < deadline, f"job {job} not started again in {timeout:.0f} s: {fields}"
+        time.sleep(0.2)
 
 
 def _clean_convert_size(slurm, tmp_path: Path, *options: str) -> int:
