@@ -19,7 +19,7 @@ and SciPy (~0.5 s of a 1 s run).
 
 from cpython.exc cimport PyErr_CheckSignals
 from libc.errno cimport errno
-from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdio cimport FILE, SEEK_END, SEEK_SET, fclose, fopen, fread
 from libc.string cimport memcpy, strerror
 
@@ -515,7 +515,8 @@ TRR_FIELDS = ("position", "velocity", "force")
 
 
 def scan_trr(path, Py_ssize_t max_frames=-1, *, list partial_last=None):
-    """``(n_atoms, offsets, fields, steps, times)`` of a TRR file: every frame's byte offset, step and
+    """``(n_atoms, offsets, fields, steps, times)`` of a TRR file (a path, or a binary file-like object
+    whose headers are parsed here as xdrfile parses them): every frame's byte offset, step and
     time (the first ``max_frames`` if not negative) from its header and sizes, and the fields
     (``"position"``, ``"velocity"``, ``"force"``) its first frame holds.
 
@@ -534,7 +535,164 @@ def scan_trr(path, Py_ssize_t max_frames=-1, *, list partial_last=None):
         ends past the end of the file (cut short). The message names the frame, its
         byte offset and the field.
     """
+    if not isinstance(path, (str, bytes, os.PathLike)):   # a file-like object: the same checks over its bytes
+        return _scan_trr_bytes(path, max_frames, partial_last)
     return _scan_trr(path, max_frames, partial_last, False)[:5]
+
+
+cdef extern from "xdrfile_trr.h" nogil:
+    const char *trr_header_problem(const t_trnheader *sh, int nflsz)
+
+
+cdef enum:
+    TRR_BUFSIZE = 128   # xdrfile_trr.c's BUFSIZE: the longest version string do_trnheader reads
+
+
+cdef class _TRRHeader:
+    """One TRR frame header parsed from bytes as xdrfile's ``do_trnheader`` reads it (the same fields,
+    checks and failures), for :func:`scan_trr` over a file-like object."""
+
+    cdef t_trnheader sh
+    cdef readonly long size        # the header's bytes, when read whole
+    cdef readonly bint eof         # a read ran past the end of the bytes
+    cdef readonly bint ok
+    cdef readonly long consumed    # bytes read before a failure (xdr_tell - pos)
+
+    def __cinit__(self):
+        self.size = 0
+        self.eof = False
+        self.ok = False
+        self.consumed = 0
+
+    @property
+    def bad(self):
+        return None if self.sh.bad == NULL else self.sh.bad.decode()
+
+
+cdef bint _take(const uint8_t[::1] view, _TRRHeader h, long n):
+    """Consume ``n`` bytes of the header; False (``eof`` set) where the bytes end first."""
+    if h.consumed + n > view.shape[0]:
+        h.eof = True
+        h.consumed = view.shape[0]
+        return False
+    h.consumed += n
+    return True
+
+
+cdef _TRRHeader _parse_trr_header(const uint8_t[::1] view):
+    """``do_trnheader`` over the bytes ``view`` (a frame's first bytes, up to its header's longest)."""
+    cdef _TRRHeader h = _TRRHeader()
+    cdef long at
+    cdef unsigned int slen
+    cdef int nflsz = 0, i
+    cdef int ints[11]
+    h.sh.bad = NULL
+    if not _take(view, h, 4) or not _take(view, h, 4):   # magic (not compared, as xdrfile), version length
+        return h
+    if _be32(&view[4]) != 13:   # strlen("GMX_trn_file") + 1
+        return h
+    if not _take(view, h, 4):
+        return h
+    slen = <unsigned int>_be32(&view[8])
+    if slen > TRR_BUFSIZE or not _take(view, h, (slen + 3) & ~3):
+        return h
+    at = h.consumed
+    for i in range(11):
+        if not _take(view, h, 4):
+            return h
+        ints[i] = _be32(&view[at + 4 * i])
+    h.sh.ir_size, h.sh.e_size, h.sh.box_size, h.sh.vir_size, h.sh.pres_size = ints[0], ints[1], ints[2], ints[3], ints[4]
+    h.sh.top_size, h.sh.sym_size, h.sh.x_size, h.sh.v_size, h.sh.f_size = ints[5], ints[6], ints[7], ints[8], ints[9]
+    h.sh.natoms = ints[10]
+    # nFloatSize
+    if (h.sh.natoms <= 0 or h.sh.natoms > 2147483647 // 24) and h.sh.box_size == 0:
+        h.sh.bad = b"natoms" if (h.sh.natoms < 0 or h.sh.natoms > 2147483647 // 24) else \
+            b"box_size, x_size, v_size or f_size (neither float nor double reals)"
+        return h
+    if h.sh.box_size:
+        nflsz = h.sh.box_size // 9
+    elif h.sh.x_size:
+        nflsz = h.sh.x_size // (h.sh.natoms * 3)
+    elif h.sh.v_size:
+        nflsz = h.sh.v_size // (h.sh.natoms * 3)
+    elif h.sh.f_size:
+        nflsz = h.sh.f_size // (h.sh.natoms * 3)
+    if nflsz != 4 and nflsz != 8:
+        h.sh.bad = b"natoms" if (h.sh.natoms < 0 or h.sh.natoms > 2147483647 // 24) else \
+            b"box_size, x_size, v_size or f_size (neither float nor double reals)"
+        return h
+    h.sh.bad = trr_header_problem(&h.sh, nflsz)
+    if h.sh.bad != NULL:
+        return h
+    at = h.consumed
+    if not _take(view, h, 8 + 2 * nflsz):   # step, nre, then time and lambda as float or double
+        return h
+    h.sh.step = _be32(&view[at])
+    h.sh.td = _be_double(&view[at + 8]) if nflsz == 8 else _be_float(&view[at + 8])
+    h.size = h.consumed
+    h.ok = True
+    return h
+
+
+cdef inline double _be_double(const uint8_t *p) noexcept nogil:
+    cdef uint64_t bits = (<uint64_t><uint32_t>_be32(p) << 32) | <uint32_t>_be32(p + 4)
+    cdef double d
+    memcpy(&d, &bits, 8)
+    return d
+
+
+cdef tuple _scan_trr_bytes(src, Py_ssize_t max_frames, list partial_last):
+    """:func:`scan_trr` over a binary file-like object: each header parsed as ``do_trnheader`` parses it."""
+    cdef _Reader reader = _Reader(src)
+    cdef long pos = 0, file_size, frame_bytes
+    cdef int n_atoms = -1, has = 0
+    cdef Py_ssize_t n = 0, got
+    cdef str problem = None
+    cdef _TRRHeader h
+    head = np.zeros(24 + TRR_BUFSIZE + 4 + 44 + 8 + 16, np.uint8)
+    cdef uint8_t[::1] view = head
+    cut = None
+    found, steps, times = [], [], []
+    try:
+        file_size = reader.size()
+        while pos < file_size and n != max_frames:
+            got = reader.read_at(pos, &view[0], view.shape[0])
+            h = _parse_trr_header(view[:got])
+            if not h.ok:
+                if h.bad is not None:
+                    problem = f"frame {n} at byte {pos}: header field {h.bad} disagrees with the others"
+                elif h.eof or pos + h.consumed >= file_size:
+                    cut = (n, pos, file_size - pos, h.consumed)
+                else:
+                    problem = (f"frame {n} at byte {pos}: no TRR frame header (cut short or damaged?)" if n
+                               else "not a TRR file (no TRR frame header at its start)")
+                break
+            if n_atoms < 0:
+                n_atoms = h.sh.natoms
+                has = (h.sh.x_size > 0) | (h.sh.v_size > 0) << 1 | (h.sh.f_size > 0) << 2
+            elif h.sh.natoms != n_atoms:
+                problem = f"frame {n} at byte {pos} has {h.sh.natoms} atoms, frame 0 has {n_atoms}"
+                break
+            frame_bytes = h.size + <long>h.sh.ir_size + h.sh.e_size + h.sh.box_size + h.sh.vir_size + \
+                h.sh.pres_size + h.sh.top_size + h.sh.sym_size + h.sh.x_size + h.sh.v_size + h.sh.f_size
+            if pos + frame_bytes > file_size:
+                cut = (n, pos, file_size - pos, frame_bytes)
+                break
+            found.append(pos)
+            steps.append(h.sh.step)
+            times.append(<float> h.sh.td)
+            n += 1
+            pos += frame_bytes
+        if cut is not None:
+            problem = _cut_short(reader, "TRR", TRR_MAGIC, cut, file_size, partial_last, _trr_frame_start, n_atoms,
+                                 False)
+    finally:
+        reader.close()
+    fields = tuple(f for i, f in enumerate(TRR_FIELDS) if has & (1 << i))
+    if problem is not None:
+        raise XDRFormatError(problem, max(n_atoms, 0), np.array(found, np.int64), pos,
+                             np.array(steps, np.int64), np.array(times, np.float64), fields)
+    return max(n_atoms, 0), np.array(found, np.int64), fields, np.array(steps, np.int64), np.array(times, np.float64)
 
 
 cdef tuple _scan_trr(path, Py_ssize_t max_frames, list partial_last, bint growing):

@@ -88,8 +88,8 @@ def _scan_xdr(path, fmt: str, first_only: bool = False, strict: bool | None = No
     """``(n_atoms, offsets, fields, steps, times)`` of an XTC/TRR from its frames' headers (no
     coordinates read); ``first_only``: the first frame's, for a worker that was shipped the offsets.
 
-    ``path`` is a path or, for an XTC, a binary file-like object (``seek``/``tell``/``read``: an
-    object in a remote byte store), so one scan builds the offsets index wherever the bytes are.
+    ``path`` is a path or a binary file-like object (``seek``/``tell``/``read``: an object in a
+    remote byte store), so one scan builds the offsets index wherever the bytes are.
 
     A last frame cut short (a simulation killed while writing it) is left out with one warning
     naming the file, the frame and its bytes; damage after some whole frames (bytes that start
@@ -149,18 +149,15 @@ def scan_part(path, strict: bool | None = None) -> dict:
     (no coordinates read). A cut-short last frame, or damage after whole frames, is left out with a
     warning, or refused with ``strict`` (default: :func:`refuse_partial_frames`'s setting).
 
-    ``path`` may be a binary file-like object (``seek``/``tell``/``read``) holding an XTC, as a
-    remote byte store hands one out: the offsets index is the same scan wherever the bytes are
-    (``"path"`` is then the object's ``name``). A TRR's scan reads a local path only (xdrfile's
-    header reader takes a file)."""
+    ``path`` may be a binary file-like object (``seek``/``tell``/``read``) holding an XTC or a TRR,
+    as a remote byte store hands one out: the offsets index is the same scan, with the same checks,
+    wherever the bytes are (``"path"`` is then the object's ``name``)."""
     name = _name(path)
     if not _is_path(path):
         path.seek(0)
         head = bytes(path.read(24) or b"")
         fmt = ("XTC" if head[:4] == struct.pack(">i", 1995) else
                "TRR" if head[:4] == struct.pack(">i", 1993) and b"GMX_trn_file" in head else None)
-        if fmt == "TRR":
-            raise InputFileError(name, "a TRR's frame offsets are scanned from a local file only")
     else:
         fmt = XDRSource.guess_format(path) or XDRSource.suffixes.get(Path(path).suffix.lower())
     if fmt is None:
