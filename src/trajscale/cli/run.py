@@ -395,7 +395,7 @@ def predicted_wall(args) -> float | None:
     executor = args.executor if args.executor in names(predicted=True) else None
     if executor is not None and EXECUTORS[executor].workers == "launcher":
         n = current().size or 1
-    elif args.executor == "serial":
+    elif args.executor in names(workers=("one",)):   # (serial: one worker; not the chooser)
         n = 1
     else:   # (auto: the reports' own executor, on the workers a pool would start)
         n = args.n_workers or os.cpu_count() or 1
