@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import textwrap
@@ -136,6 +135,7 @@ def test_dcd_is_read_by_one_source_in_run_convert_and_inspect(tmp_path, opened, 
 
     import trajscale
     from trajscale.cli.inspect import main as inspect_main
+    from trajscale.cli.main import build_parser
     from trajscale.convert.convert import convert
 
     u = mda.Universe(D.PSF, D.DCD)
@@ -155,8 +155,7 @@ def test_dcd_is_read_by_one_source_in_run_convert_and_inspect(tmp_path, opened, 
         np.testing.assert_array_equal(f["particles/all/position/value"][()], expect)
 
     opened.clear()
-    args = argparse.Namespace(file=D.DCD, follow=False, pattern=None, h5md_group=None, assume_units=None,
-                              json=True, idle=None, topology=None)
+    args = build_parser("inspect").parse_args(["inspect", D.DCD, "--json"])   # the CLI's own options, all of them
     assert inspect_main(args) == 0
     assert set(opened) == {MDAPartSource}, opened
     facts = json.loads(capsys.readouterr().out)

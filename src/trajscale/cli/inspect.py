@@ -69,7 +69,7 @@ def main(args) -> int:
         if atoms is not None:   # the selection's own row beside the standard patterns
             _add_selection_row(facts, f"atoms:{sel} ({len(atoms)} atoms)", atoms)
         facts["recommendation"] = recommend(facts, args.pattern, atoms, args.topology).to_dict()
-    if args.remote_costs or _is_url(args.file):
+    if getattr(args, "remote_costs", False) or _is_url(args.file):
         facts["remote_costs"] = _remote_costs(args, facts)
     if args.json:
         print(json.dumps(facts, indent=1))
@@ -117,7 +117,7 @@ def _follow(args) -> int:
     from ..sources.follow import frame_counts
 
     given = [opt for opt, on in (("--pattern", args.pattern), ("--json", args.json),
-                                 ("--remote-costs", args.remote_costs)) if on]
+                                 ("--remote-costs", getattr(args, "remote_costs", False))) if on]
     if given:
         from ..errors import ConfigError
 
@@ -141,7 +141,8 @@ def _inspect_other(args, match) -> int:
     from ..sources.registry import open_file
 
     given = [opt for opt, on in (("--pattern", args.pattern), ("--group", args.h5md_group),
-                                 ("--assume-units", args.assume_units), ("--remote-costs", args.remote_costs)) if on]
+                                 ("--assume-units", args.assume_units),
+                                 ("--remote-costs", getattr(args, "remote_costs", False))) if on]
     if given:
         raise ConfigError(f"{' and '.join(given)}: for H5MD files; {args.file} is {match.format} "
                           "(convert it first)")
