@@ -35,19 +35,15 @@ def run(analysis: Analysis | list[Analysis], topology, trajectory, *, options: R
     Parameters
     ----------
     analysis
-        An :class:`~trajscale.analysis.base.Analysis` such as ``RMSD(select=...)``, or a list of them: one
-        pass over the trajectory runs them all (each block is read once, over the union of their atoms, and
-        each analysis maps its own atoms of it), and the results come back as a list in the same order,
-        each with the same bits as the analysis run alone and all sharing one report (its
-        ``meta.analyses`` gives each analysis's compute time).
+        An :class:`~trajscale.analysis.base.Analysis` such as ``RMSD(select=...)``, or a list of them run in one
+        pass (each block read once, over the union of their atoms): their results, in order, each with the bits
+        of the analysis run alone, share one report (its ``meta.analyses`` times each analysis's compute).
     topology
-        Topology file MDAnalysis reads (PSF, TPR, GRO, PDB, ...), or an MDAnalysis Universe already built
-        from one (its topology and selections are used; its trajectory is not read), or an AtomGroup of one:
-        the analysis selects within it, as MDAnalysis's analyses do.
+        A topology file MDAnalysis reads (PSF, TPR, GRO, PDB, ...), a Universe built from one (its trajectory is
+        not read), or an AtomGroup of one: the analysis selects within it, as MDAnalysis's analyses do.
     trajectory
-        An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads; several parts join as ``convert``
-        joins them (GROMACS restart parts give each time once, the later part's frame); or an IMD stream,
-        ``imd://HOST:PORT``, analysed as its frames arrive (always followed).
+        An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads, on disk or behind a URL, parts
+        joined as ``convert`` joins them; or an IMD stream, ``imd://HOST:PORT``, analysed as its frames arrive.
     options
         A :class:`~trajscale.runspec.RunOptions` holding the options below; keywords given too replace its fields.
     on_update
@@ -56,49 +52,42 @@ def run(analysis: Analysis | list[Analysis], topology, trajectory, *, options: R
     Other Parameters
     ----------------
     executor
-        ``"serial"`` (the default), ``"processes"``, ``"dask"``, ``"mpi"``, an Executor, or ``"auto"``: serial
-        when the estimated work is below the cost of starting worker processes, else processes (the choice and
-        the reason are kept in ``report.meta.executor_choice``), for every kind of run.
-    n_workers
-        Workers (processes, Dask workers); ignored by serial and MPI (the communicator's size).
-    n_tasks, tasks_per_worker
-        Number of frame blocks; default ``tasks_per_worker`` (default 4; following: 1 per round) per worker.
+        ``"serial"`` (the default), ``"processes"``, ``"dask"``, ``"mpi"``, an Executor, or ``"auto"``: serial when
+        the estimated work is below the cost of starting processes, else processes (``report.meta.executor_choice``).
+    n_workers, n_tasks, tasks_per_worker
+        Workers (processes, Dask workers; serial and MPI ignore it), and frame blocks: by default
+        ``tasks_per_worker`` (default 4; following: 1 per round) per worker.
     start, stop, step
-        Frames ``start, start + step, ...`` below ``stop``; negative ``start``/``stop`` count from the end and a
-        ``stop`` past the end is the end, as Python slices (and MDAnalysis's ``run``) take them.
+        Frames ``start, start + step, ...`` below ``stop``, as Python slices (and MDAnalysis's ``run``) take them.
     progress
         Show a progress bar on stderr.
-    group
-        H5MD particle group to read; needed when the file has several.
-    assume_units
-        ``"nm"`` or ``"Angstrom"``: units of H5MD datasets without a ``unit`` attribute (None: refused).
+    group, assume_units
+        The H5MD particle group to read (needed when there are several); ``"nm"`` or ``"Angstrom"``, the units
+        of H5MD datasets without a ``unit`` attribute (None: refused).
     max_block_bytes
-        Most bytes of frames a worker reads and maps at once (default 256 MiB): about each worker's memory.
+        Most bytes of frames a worker reads and maps at once (default 128 MiB): about each worker's memory.
     continuous
-        Let trajectory parts that overlap in time join, the later part's frames kept (as ``gmx trjcat`` and
-        MDAnalysis's ``continuous=True``); without it an overlap is refused.
+        Let parts that overlap in time join, the later part's frames kept (as ``gmx trjcat``, MDAnalysis's
+        ``continuous=True``); without it an overlap is refused.
     follow
         True (or a :class:`~trajscale.follow.FollowOptions`): analyse a trajectory still being written as its
-        frames land (:mod:`trajscale.follow`), with the same bits as a run over the finished file; the
-        report's ``meta.follow`` says how many frames were followed and why the run ended.
+        frames land, with the bits of a run over the finished file (``report.meta.follow`` says how it ended).
     storage_options
         For a trajectory behind a URL (``s3://``, ``http(s)://``): fsspec-style options (docs/remote.md).
     **executor_options
-        Any other keyword is an option of the executor built by name: ``scheduler=`` (Dask), ``start_method=``
-        (processes), ``collective=`` or ``driver=`` (MPI); a name no option has is refused, named.
+        An option of the executor built by name: ``scheduler=`` (Dask), ``start_method=`` (processes),
+        ``collective=`` or ``driver=`` (MPI); a name no option has is refused, named.
 
     Returns
     -------
-    The analysis's result (``r.rmsd``, ``r.frames``, ``r.times``) with ``r.report`` (a
-    :class:`~trajscale.report.timing.RunReport`), on the root process; None on other MPI ranks.
-    For a list of analyses, the list of their results.
+    The analysis's result (``r.rmsd``, ``r.frames``, ``r.times``) with ``r.report``, a
+    :class:`~trajscale.report.timing.RunReport` (on the root; None on other MPI ranks); a list for a list.
     """
     opts = RunOptions.from_keywords(options, keywords)
     if isinstance(analysis, list | tuple):   # several analyses, one pass over the union of their atoms
         analysis = AnalysisGroup(analysis)
     with using(opts.storage_options):   # a URL's options, for the sources this run opens
-        return Engine(analysis, topology, rounds_for(analysis, topology, trajectory, opts), opts,
-                      on_update).execute()
+        return Engine(analysis, topology, rounds_for(analysis, topology, trajectory, opts), opts, on_update).execute()
 
 
 def _listed(trajectory) -> list:

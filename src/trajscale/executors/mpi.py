@@ -177,18 +177,9 @@ class MPIExecutor(Executor):
                     signum = max(s for s, _ in states)
                     bar.expect(sum(n for _, n in states))
                 if not signum:
-                    if analysis.per_frame:
-                        partials = [self._gather_per_frame(local)]
-                    else:
-                        partials = [p for p in comm.gather(local, root=0) or () if p]
-                    all_timings = comm.gather(timings, root=0)
-                    t2 = time.perf_counter()
-                    cpus, affinity = cpu_facts()
-                    extras = {"host": host, "pid": pid, "t_init_traj": t_init_traj, "cpus": cpus,
-                              "affinity": affinity, "t_wait": t1 - t0 + t_bcast, "t_comm": t2 - t1,
-                              "t_start": self._t_start, "t_ready": process_start() + self._t_start,
-                              "files_opened": files, "collective": src.collective}
-                    all_extras = comm.gather((worker, extras), root=0)
+                    partials, all_timings, all_extras = self._gather(analysis, local, timings, t1, {
+                        "host": host, "pid": pid, "t_init_traj": t_init_traj, "t_wait": t1 - t0 + t_bcast,
+                        "files_opened": files, "collective": src.collective})
                 close_cached_sources()   # collective under mpio: every rank gets here
             except BaseException as exc:   # noqa: BLE001 - any failure must end the whole job
                 self._abort(rank, current, exc)
@@ -198,6 +189,22 @@ class MPIExecutor(Executor):
             return None
         return TaskResults(tuple(partials), tuple(t for ts in all_timings for t in ts), dict(all_extras),
                            io_of(self.source_options, collective=all(e["collective"] for _, e in all_extras)))
+
+    def _gather(self, analysis, local, timings: list, t_gathered: float, facts: dict) -> tuple:
+        """The ranks' partials (a per-frame analysis's rows gathered as one), their task timings and their
+        facts, on rank 0 (None elsewhere); ``facts`` gains this rank's CPUs, its start-up and ``t_comm``,
+        the time from ``t_gathered`` (the ranks' last wait ended) through the gathers of partials and timings."""
+        comm = self.comm
+        if analysis.per_frame:
+            partials = [self._gather_per_frame(local)]
+        else:
+            partials = [p for p in comm.gather(local, root=0) or () if p]
+        all_timings = comm.gather(timings, root=0)
+        t_comm = time.perf_counter() - t_gathered
+        cpus, affinity = cpu_facts()
+        extras = {**facts, "cpus": cpus, "affinity": affinity, "t_comm": t_comm, "t_start": self._t_start,
+                  "t_ready": process_start() + self._t_start}
+        return partials, all_timings, comm.gather((f"rank {self.rank}", extras), root=0)
 
     def _check_collective(self, job: Job, ranges: list[FrameRange]) -> Job:
         """Collective reads need the same number of reads on every rank; else read independently.
