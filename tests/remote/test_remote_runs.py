@@ -110,6 +110,10 @@ def test_inspect_verify_and_convert_read_a_url(s3_server, adk_stores, tmp_path):
     assert shown.returncode == 0, shown.stderr
     facts = json.loads(shown.stdout)
     assert facts["n_frames"] == 10 and facts["n_atoms"] == 47681
+    size = os.path.getsize(local)   # the object's size, from its identity: the uploaded file's
+    assert facts["file_bytes"] == size and 0 <= facts["unused_bytes"] < size
+    text = run_cli("inspect", url, env=env)
+    assert text.returncode == 0 and f"{url}  ({size / 1e6:.1f} MB" in text.stdout, text.stdout + text.stderr
     checked = run_cli("verify", TPR, XTC, url, env=env)
     assert checked.returncode == 0, checked.stderr
     copy = tmp_path / "copy.h5md"

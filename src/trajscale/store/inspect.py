@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import NotH5MDError
 from ..facts import CONTIGUOUS, LayoutFacts, Precision
+from ..util import is_url
 from .codecs import ENCODING_OF
 from .hdf5 import open_h5
 from .layout import REMOTE_MIN_CHUNK_BYTES, plan_frames_per_chunk, reader_chunk_cache
@@ -100,8 +101,9 @@ def _chunks_touched(runs: np.ndarray, ca: int) -> int:
     return count
 
 
-def layout_facts(info: H5MDInfo) -> LayoutFacts:
-    """Layout summary of a described H5MD group (for ``inspect`` and run reports)."""
+def layout_facts(info: H5MDInfo, file_bytes: int | None = None) -> LayoutFacts:
+    """Layout summary of a described H5MD group (for ``inspect`` and run reports); ``file_bytes``: the
+    file's size where it is no local file (an object's, from its remote identity)."""
     shape = (info.n_frames, info.n_atoms, 3)
     comp = bool(info.compression)
     item = int(info.dtype[-2:]) // 8 if info.dtype[-2:].isdigit() else 4
@@ -125,7 +127,7 @@ def layout_facts(info: H5MDInfo) -> LayoutFacts:
         precision=None if not info.lossy else Precision(info.lossy[0], info.lossy[1], info.lossy[2],
                                                         ENCODING_OF.get(info.lossy[2], "floats")),
         read_amplification_hdf5_default=tuple(amp_default.items()),
-        file_bytes=os.path.getsize(info.path) if os.path.exists(info.path) else None,
+        file_bytes=file_bytes if file_bytes is not None else local_size(info.path),
         warnings=tuple(layout_warnings(info, amp_default, amp)))
 
 
@@ -207,7 +209,8 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
     units). The layout and read amplification are those of ``group``, or of the
     file's only group; a file with several and no ``group`` gets the list alone.
     """
-    with open_h5(path) as f:
+    f, size = _open_sized(path)
+    with f:
         names = particle_groups(f) if isinstance(f.get("particles"), h5py.Group) else []
         listing = {}
         for name in names:
@@ -220,15 +223,15 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
                              "units": dict(g.units)}
         if group is None and len(names) > 1:
             facts = {"format": "h5md", "path": f.filename, "group": None}
-            if os.path.exists(f.filename):
-                facts["file_bytes"] = os.path.getsize(f.filename)
+            if size is not None:
+                facts["file_bytes"] = size
         else:
             info = describe(f, group, assume_units)
-            facts = layout_facts(info).to_dict()
+            facts = layout_facts(info, size).to_dict()
             facts["observables"] = list(info.observables)
             facts["boundary"] = list(info.boundary)
             facts["time"] = time_facts(f, info)
-        facts.update(space_facts(f))
+        facts.update(space_facts(f, size))
         facts["groups"] = sorted(f["particles"].keys())
         facts["particle_groups"] = listing
         h5md = f.get("h5md")
@@ -240,7 +243,25 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
     return facts
 
 
-def space_facts(f: h5py.File) -> dict:
+def _open_sized(path) -> tuple[h5py.File, int | None]:
+    """The HDF5 file at ``path`` and its size in bytes: a local file's, or (a URL) the object's size
+    from the identity its one opening request gave (ETag and size)."""
+    if is_url(path):
+        from ..storage import current_options
+        from ..storage.hdf5 import open_remote_h5
+
+        obj, _fh, f = open_remote_h5(str(path), current_options(), None, 1024**2)
+        return f, obj.size
+    f = open_h5(path)
+    return f, local_size(f.filename)
+
+
+def local_size(path) -> int | None:
+    """The size of the local file ``path``; None where there is none (a URL, a file object's name)."""
+    return os.path.getsize(path) if not is_url(path) and os.path.exists(path) else None
+
+
+def space_facts(f: h5py.File, size: int | None = None) -> dict:
     """How much of an open HDF5 file holds data: ``stored_bytes`` (every dataset's storage) and
     ``unused_bytes`` (the rest of the file, metadata included, never negative).
 
@@ -254,7 +275,7 @@ def space_facts(f: h5py.File) -> dict:
         if isinstance(obj, h5py.Dataset) and not obj.is_virtual:
             stored[0] += obj.id.get_storage_size()
     f.visititems(add)
-    size = os.path.getsize(f.filename) if os.path.exists(f.filename) else 0
+    size = size if size is not None else (local_size(f.filename) or 0)   # (``size``: a URL's object's)
     return {"stored_bytes": stored[0], "unused_bytes": max(0, size - stored[0])}
 
 
