@@ -324,20 +324,30 @@ def under_mpi() -> bool:
     return launch.several and launch.mpi_sees
 
 
+def _mpi_file(opts: ProbeOptions) -> tuple[Path, str | None, str]:
+    """(folder, existing file or None, the file the ranks read): the MPI probe's checks and file, on rank 0."""
+    if opts.seconds <= 0 or opts.nbytes < opts.block_bytes:
+        raise ConfigError(f"--seconds must be > 0 and --bytes at least one block ({opts.block_bytes} bytes)")
+    folder, existing = _target(opts)
+    if existing is not None and os.path.getsize(existing) < opts.block_bytes:
+        raise InputFileError(existing, f"too small to probe ({os.path.getsize(existing)} bytes; "
+                                       f"one block is {opts.block_bytes})")
+    return folder, existing, existing or _write_file(folder, opts.nbytes)
+
+
 def probe_mpi(opts: ProbeOptions, log=print) -> Machine | None:
     """The probe on every rank of MPI_COMM_WORLD: rank 0 writes one file, 1, 2, 4 ... K ranks read
     their own parts of it at once; rank 0 gathers and returns the profile (other ranks: None)."""
     from mpi4py import MPI
 
+    from ..sharing import share_on_comm
+
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
-    folder, existing = _target(opts) if rank == 0 else (None, None)
+    # rank 0 checks the path and writes the file; its error (a missing folder) ends every rank alike
+    folder, existing, path = share_on_comm(comm, lambda: _mpi_file(opts), "prepare the probe's file")
     meter = LoadMeter("probe")
     here = this_machine()
-    path = None
-    if rank == 0:
-        path = existing or _write_file(folder, opts.nbytes)
-    path = comm.bcast(path, root=0)
     hosts = comm.gather((socket.gethostname(), here.cores_per_node, here.threads_per_core, here.memory_bytes),
                         root=0)
     try:
