@@ -369,3 +369,27 @@ def test_following_a_url_is_refused_in_one_line(s3_server, adk_stores, tmp_path)
     assert proc.returncode != 0 and not out.exists()
     assert proc.stderr.strip() == (f"trajscale run: error: {url}: a trajectory behind a URL is read finished; "
                                    "following is for files a job is writing (run without --follow)")
+
+
+@pytest.mark.cli
+def test_a_selection_fetches_about_the_bytes_a_local_run_reads(s3_server, adk_stores, tmp_path):
+    """A CA selection is a 40 kB span of each 572 kB AdK frame (uncompressed): the reader fetches those
+    spans, within 1.2x the bytes the same run reads from the local file, not the frames whole (the bytes
+    between spans cost more than the concurrent requests they would save), in about one request a frame."""
+    local, url, _ = adk_stores["plain"]
+    got = {}
+    for where, traj, extra in (("local", local, ()), ("remote", url, ()),
+                               ("merged", url, ("--storage-option", f"merge_gap={1024**2}"))):
+        report = tmp_path / f"{where}.json"
+        proc, out = _run(s3_server, tmp_path, where, traj, "--executor", "serial", "--report", str(report), *extra)
+        assert proc.returncode == 0, proc.stderr
+        assert out.read_bytes() == (tmp_path / "local.csv").read_bytes()
+        got[where] = json.loads(report.read_text())["tasks"]
+    read_here = sum(t["bytes_read"] for t in got["local"])
+    fetched = sum(t["bytes_fetched"] for t in got["remote"])
+    frames = sum(len(range(t["start"], t["stop"], t["stride"])) for t in got["remote"])
+    assert frames == 10 and read_here > 0
+    assert fetched <= 1.2 * read_here, (fetched, read_here)
+    assert sum(t["requests"] for t in got["remote"]) <= 2 * frames + 4   # still few: about one per frame
+    # the option reaches the reader: ranges merged across 1 MiB fetch the frames whole (what it did before)
+    assert sum(t["bytes_fetched"] for t in got["merged"]) > 10 * read_here

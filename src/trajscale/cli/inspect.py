@@ -86,8 +86,10 @@ def _remote_costs(args, facts: dict) -> dict:
     """Requests and bytes of opening the file and of each access pattern (``--pattern atoms:SEL``'s too),
     as trajscale's remote reader fetches them (its own block, merge gap and request cut)."""
     from ..errors import ConfigError
-    from ..storage.chunks import MAX_REQUEST, MERGE_GAP
+    from ..storage import current_options
+    from ..storage.chunks import MAX_REQUEST
     from ..storage.fileobj import BLOCK_BYTES
+    from ..storage.objects import merge_gap_of
     from ..store.inspect import file_remote_costs
     from ..store.recommend import parse_pattern, selected_atoms
 
@@ -98,10 +100,10 @@ def _remote_costs(args, facts: dict) -> dict:
         sel = parse_pattern(args.pattern)[1]
         idx = selected_atoms(sel, facts["n_atoms"], args.topology)
         atoms = {f"atoms:{sel} ({len(idx)} atoms)": idx}
-    reader = {"block_bytes": BLOCK_BYTES, "merge_gap": MERGE_GAP, "max_request": MAX_REQUEST}
+    # (the merge gap a run would use: --storage-option merge_gap=BYTES, else the reader's default)
+    reader = {"block_bytes": BLOCK_BYTES, "merge_gap": merge_gap_of(current_options()), "max_request": MAX_REQUEST}
     if not _is_url(args.file):
         return file_remote_costs(args.file, args.h5md_group, args.assume_units, atoms, **reader)
-    from ..storage import current_options
     from ..storage.fileobj import CachingFile
     from ..storage.objects import RemoteObject
 

@@ -8,7 +8,7 @@ through a block cache, for the metadata (:mod:`.fileobj`); :mod:`.chunks` reads 
 frames from the chunk addresses the root looked up once.
 
 Options are fsspec's ``storage_options`` (xarray, Dask and pandas take them so), plus
-trajscale's own ``retry_seconds``, ``timeout`` and ``max_concurrency``. Credentials come from
+trajscale's own ``retry_seconds``, ``timeout``, ``max_concurrency`` and ``merge_gap``. Credentials come from
 them or from the usual AWS environment and profiles; they are never written into a message, a
 log, a report or a profile.
 
@@ -27,7 +27,7 @@ from ..util import URL_SCHEMES as SCHEMES
 from ..util import is_url
 
 #: Options trajscale reads itself (the rest go to the fsspec filesystem).
-OWN_OPTIONS = ("retry_seconds", "timeout", "max_concurrency")
+OWN_OPTIONS = ("retry_seconds", "timeout", "max_concurrency", "merge_gap")
 #: Keys whose values are never shown (a message lists the options' names only anyway).
 SECRET_WORDS = ("secret", "token", "password", "key", "credential", "session")
 

@@ -7,7 +7,8 @@ ranks only fetch bytes:
 
 * uncompressed chunks that hold whole frames (or contiguous storage): each
   frame's selected atom runs, at ``chunk address + frame offset + atom offset``,
-  ranges closer than :data:`MERGE_GAP` merged into one request;
+  ranges closer than the store's ``merge_gap`` (:data:`MERGE_GAP`, 64 KiB: where the bytes between
+  cost less than a concurrent request) merged into one request;
 * any other chunk (compressed, or split along atoms): the whole stored chunk,
   decoded by HDF5's own filter pipeline (the chunk written raw into an
   in-memory dataset with the same creation properties, then read: every filter
@@ -26,11 +27,10 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
-from .objects import ByteStore, read_coalesced
+from .objects import MERGE_GAP, ByteStore, read_coalesced
 
-#: Ranges at most this far apart are fetched in one request (the bytes between cost less than a request;
-#: object_store merges ranges within the same distance).
-MERGE_GAP = 1024 * 1024
+__all__ = ["MAX_REQUEST", "MERGE_GAP", "ChunkDecoder", "ChunkIndex", "ChunkReads"]
+
 #: A merged request is cut at this size, so one large read still goes out as several concurrent ones.
 MAX_REQUEST = 8 * 1024**2
 
@@ -147,6 +147,7 @@ class ChunkReads:
         self._decoder: ChunkDecoder | None = None
         self.dtype = np.dtype(index.dtype)
         self._offsets = np.asarray(index.offsets, dtype=np.int64)
+        self.merge_gap = getattr(store, "merge_gap", MERGE_GAP)   # (a store of the caller's own: the default)
 
     def read_runs(self, runs: np.ndarray, out: np.ndarray, first: int, stride: int) -> bool:
         """Rows ``first, first + stride, ...`` of the atom ``runs``, side by side, into ``out``
@@ -172,8 +173,8 @@ class ChunkReads:
         runs = np.asarray(runs, dtype=np.int64)
         starts = (row[:, None] + runs[None, :, 0] * item).ravel()
         stops = (row[:, None] + runs[None, :, 1] * item).ravel()
-        views = read_coalesced(self.store, list(zip(starts.tolist(), stops.tolist(), strict=True)), MERGE_GAP,
-                               MAX_REQUEST)
+        views = read_coalesced(self.store, list(zip(starts.tolist(), stops.tolist(), strict=True)),
+                               self.merge_gap, MAX_REQUEST)
         widths = (runs[:, 1] - runs[:, 0]).tolist()
         offs = np.r_[0, np.cumsum(widths)[:-1]].tolist()
         k = 0

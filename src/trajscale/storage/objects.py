@@ -43,6 +43,13 @@ HEAD_BYTES = 256 * 1024
 RETRY_SECONDS = 30.0
 TIMEOUT = 20.0
 MAX_CONCURRENCY = 32
+#: Two ranges with fewer bytes than this between them are fetched in one request (``merge_gap``). The rule
+#: is a cost: merge only where moving the gap's bytes costs less than a request, gap < bandwidth x the
+#: request's latency. The requests go out concurrently (``max_concurrency`` at once), so one more request
+#: costs about its latency shared by those in flight: 100 MB/s x 20 ms / 32 is 62.5 kB. A larger gap
+#: fetches the bytes between a selection's spans in consecutive frames (most of each frame for a CA
+#: selection of a 570 kB frame) and saves requests that were nearly free.
+MERGE_GAP = 64 * 1024
 #: Seconds an object's first bytes and identity are kept, so the registry's guess and the Source's open
 #: share one request (a later run asks again: the object may have been replaced since).
 HEAD_TTL = 10.0
@@ -99,6 +106,9 @@ class ByteStore(ABC):
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         """The bytes ``[start, stop)`` of each range, in order; every one exactly that long, or an error."""
 
+    #: Ranges closer than this are read as one (:data:`MERGE_GAP`; an object's ``merge_gap`` option).
+    merge_gap: int = MERGE_GAP
+
 
 class LocalFile(ByteStore):
     """A local file read with ``pread`` (the local twin of :class:`RemoteObject`)."""
@@ -134,6 +144,15 @@ def split_options(options: dict | None) -> tuple[dict, dict]:
     opts = dict(current_options() if options is None else options)
     own = {k: opts.pop(k) for k in OWN_OPTIONS if k in opts}
     return own, opts
+
+
+def merge_gap_of(options: dict | None) -> int:
+    """The ``merge_gap`` of these storage options (bytes, :data:`MERGE_GAP` if not given); a negative or
+    non-integer value is refused in one line."""
+    value = (options or {}).get("merge_gap", MERGE_GAP)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != int(value):
+        raise ConfigError(f"storage option merge_gap: give a number of bytes, 0 or more (got {value!r})")
+    return int(value)
 
 
 def _require(module: str):
@@ -320,6 +339,7 @@ class RemoteObject(ByteStore):
         self.retry_seconds = float(own.get("retry_seconds", RETRY_SECONDS))
         self.timeout = float(own.get("timeout", TIMEOUT))
         self.max_concurrency = int(own.get("max_concurrency", MAX_CONCURRENCY))
+        self.merge_gap = merge_gap_of(own)
         self.protocol = "s3" if url.startswith("s3://") else "http"
         if self.protocol == "s3":
             bucket, _, self.key = url[5:].partition("/")
