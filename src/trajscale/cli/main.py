@@ -205,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.quiet:
         args.no_progress = True
     _quiet_failed_readers()
+    # The handler imports from trajscale.util: it is made whole first (a signal may land mid-import).
+    from .. import util  # noqa: F401
+
     # SIGINT too: a KeyboardInterrupt raised inside a C callback can be swallowed.
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, _terminate)

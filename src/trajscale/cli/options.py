@@ -94,7 +94,15 @@ def resumed_complete(args, inputs, unfinished) -> bool:
 
 
 def kept_for_resume(args) -> str:
-    """What an interrupted convert/rechunk left (``set_defaults(kept_when_interrupted=...)``)."""
+    """What an interrupted convert/rechunk left (``set_defaults(kept_when_interrupted=...)``): its partial
+    output for ``--resume``, or nothing when it ended before writing (during its imports, say)."""
+    from ..util import is_url
+
+    if not is_url(args.output):
+        from ..convert.resume import unfinished
+
+        if not any(p.exists() for p in unfinished(args.output, args.command)):
+            return f"nothing was written yet: no partial output of {args.output} was kept"
     return f"the frames written so far are kept: run the same command with --resume to finish {args.output}"
 
 

@@ -1,0 +1,68 @@
+"""An interrupted convert says what it left: nothing when it ended before writing (killed during its
+imports), the frames written so far once its partial output exists."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from MDAnalysisTests import datafiles as D
+
+from trajscale.convert.resume import unfinished
+
+pytestmark = pytest.mark.cli
+
+SIGTERM_BIT = 1 << (signal.SIGTERM - 1)
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """Whether the process has its own SIGTERM handler (trajscale's main installs it before any work)."""
+    with open(f"/proc/{pid}/status") as f:
+        caught = next(line for line in f if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) & SIGTERM_BIT)
+
+
+def _convert(out, *extra) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "trajscale.cli.main", "convert", D.GRO, *[D.XTC] * 20,
+                             "-o", str(out), "--no-progress", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, TRAJSCALE_CONVERT_SLAB_MB="0.2", PYTHONUNBUFFERED="1"))
+
+
+def _wait_for(cond, proc, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"never saw {what}: {proc.communicate()[1][-2000:]}")
+        time.sleep(0.005)
+
+
+def test_convert_killed_during_its_imports_says_nothing_was_written(tmp_path):
+    out = tmp_path / "out.h5md"
+    proc = _convert(out)
+    _wait_for(lambda: _catches_sigterm(proc.pid), proc, "trajscale's SIGTERM handler")
+    os.kill(proc.pid, signal.SIGTERM)   # before the topology is read: MDAnalysis takes seconds to import
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert err.strip() == f"trajscale convert: terminated by signal 15; nothing was written yet: no partial " \
+                          f"output of {out} was kept", err
+    assert not out.exists() and not any(p.exists() for p in unfinished(out, "convert"))
+
+
+def test_convert_killed_while_writing_keeps_its_frames(tmp_path):
+    out = tmp_path / "out.h5md"
+    proc = _convert(out, "--chunks", "5")
+    record = unfinished(out, "convert")[1]
+    _wait_for(record.exists, proc, f"{record}")
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    if proc.returncode == 0:
+        pytest.skip("the convert finished before the signal arrived")
+    assert proc.returncode == 143, err
+    assert "the frames written so far are kept: run the same command with --resume" in err, err
+    assert any(p.exists() for p in unfinished(out, "convert"))
