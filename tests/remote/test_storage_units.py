@@ -60,3 +60,17 @@ def test_a_presigned_url_is_refused_without_echoing_its_query():
         RemoteObject.open("https://h.example/b/k.h5md?X-Amz-Signature=SECRETSIG&X-Amz-Credential=AKIA")
     assert "SECRETSIG" not in str(caught.value) and "AKIA" not in str(caught.value)
     assert str(caught.value).startswith("https://h.example/b/k.h5md?...: URLs with a query string")
+
+
+def test_merge_gap_is_trajscales_own_option_in_bytes():
+    """``merge_gap`` is read by trajscale (never passed to the client), 64 KiB by default; a value that is
+    no byte count is refused in one line naming the option."""
+    from trajscale.storage.objects import MERGE_GAP, merge_gap_of, split_options
+
+    own, fs = split_options({"merge_gap": 4096, "anon": True})
+    assert own == {"merge_gap": 4096} and fs == {"anon": True}
+    assert MERGE_GAP == 64 * 1024 and merge_gap_of({}) == MERGE_GAP and merge_gap_of(own) == 4096
+    assert merge_gap_of(dict([parse_options(["merge_gap=1048576"]).popitem()])) == 1024**2
+    for bad in (-1, "64KiB", 1.5, True):
+        with pytest.raises(ConfigError, match="merge_gap"):
+            merge_gap_of({"merge_gap": bad})
