@@ -180,3 +180,22 @@ def test_troubleshooting_salvage_recipe_runs_as_written(tmp_path):
         assert h5.trajectory.n_frames == kept
         for i, t in enumerate(h5.trajectory):
             np.testing.assert_allclose(t.positions, positions[i], rtol=0, atol=1e-4)
+
+
+def test_a_damaged_part_before_another_is_refused_not_joined_across_its_hole(tmp_path):
+    """Damage salvages the frames of a file read alone or last; a damaged part followed by another
+    would join across the frames it lost (a hole no message shows), so the chain is refused naming it,
+    by the run's parts and by convert's join alike."""
+    from trajscale.sources.chain import plan_join
+    from trajscale.sources.segments import SegmentedSource
+
+    path, kept, _ = damaged(tmp_path, "magic5")
+    later = tmp_path / "later.xtc"
+    shutil.copy(D.XTC, later)
+    with pytest.raises(InputFileError, match=r"md\.xtc.*damaged after frame 4.*parts after it"):
+        SegmentedSource.from_parts([str(path), str(later)])
+    with XDRSource(str(path)) as first, XDRSource(str(later)) as second:
+        with pytest.raises(InputFileError, match=r"md\.xtc.*damaged after frame 4"):
+            plan_join([first, second])
+    with XDRSource(str(later)) as first, XDRSource(str(path)) as last:   # damaged last: salvaged
+        assert plan_join([first, last]).n_frames == 10 + kept

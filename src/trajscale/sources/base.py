@@ -242,6 +242,10 @@ class Source(ABC):
         n_sel = self.n_atoms if atoms is None else len(atoms)
         return n_sel * 12 * len(fields) + FRAME_META_BYTES
 
+    #: Why this file's frames end early (damage after whole frames, read up to it), or None: a part
+    #: that ends early cannot be followed by another part without a hole (``plan_join`` refuses it).
+    damaged: str | None = None
+
     #: Bytes read from storage so far, for reports (0 for a source that does not count them).
     bytes_read: int = 0
     #: Files opened so far, and their paths in order, for a source that opens files lazily

@@ -140,6 +140,7 @@ def plan_join(sources: Iterable[Source], continuous: bool = False) -> JoinPlan:
     prev: _Kept | None = None
     dropped = restarts = overlaps = renumbered = renumbered_frames = 0
     d_step, d_time = 1, 1.0
+    damaged_before = None   # (path, why) of the previous part when its frames end early
     origin = None   # the first time of the first file with frames
     first_src = next(sources, None)
     if first_src is None:
@@ -148,6 +149,9 @@ def plan_join(sources: Iterable[Source], continuous: bool = False) -> JoinPlan:
     if second is None:   # one file: nothing to join, nothing to read
         return JoinPlan((FileJoin(first_src.path, first_src.n_frames, first_src.n_frames),))
     for k, src in enumerate(_chain(first_src, second, sources)):
+        if damaged_before is not None:
+            refuse_damaged_part(*damaged_before)
+        damaged_before = (src.path, src.damaged) if src.damaged else None
         n = src.n_frames
         files.append([src.path, n, n, 0, 0.0, None, None])
         if n == 0:
@@ -199,6 +203,12 @@ def plan_join(sources: Iterable[Source], continuous: bool = False) -> JoinPlan:
         prev = _Kept(k, src, n, shift, (s0, t0), files[-1])
     return JoinPlan(tuple(FileJoin(*row) for row in files), dropped, restarts, overlaps, renumbered,
                     renumbered_frames)
+
+
+def refuse_damaged_part(path: str, why: str) -> None:
+    """Refuse a part whose frames end early at damage (``why``) when another part follows it."""
+    raise InputFileError(path, f"is {why}; the parts after it would join across the frames it lost: "
+                               "read it alone or as the last part, or repair it")
 
 
 def _chain(a, b, rest):

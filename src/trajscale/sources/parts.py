@@ -84,7 +84,8 @@ def refuse_partial_frames(strict: bool = True):
         _STRICT.reset(token)
 
 
-def _scan_xdr(path, fmt: str, first_only: bool = False, strict: bool | None = None) -> tuple:
+def _scan_xdr(path, fmt: str, first_only: bool = False, strict: bool | None = None,
+              damaged: list | None = None) -> tuple:
     """``(n_atoms, offsets, fields, steps, times)`` of an XTC/TRR from its frames' headers (no
     coordinates read); ``first_only``: the first frame's, for a worker that was shipped the offsets.
 
@@ -94,8 +95,9 @@ def _scan_xdr(path, fmt: str, first_only: bool = False, strict: bool | None = No
     A last frame cut short (a simulation killed while writing it) is left out with one warning
     naming the file, the frame and its bytes; damage after some whole frames (bytes that start
     no frame where one should start, a header no writer writes) ends the trajectory at the last
-    whole frame before it, with one warning naming the frame and the byte. ``strict`` (default:
-    the process's, see :func:`refuse_partial_frames`) refuses the file instead, in both cases."""
+    whole frame before it, with one warning naming the frame and the byte (and that damage
+    appended to ``damaged``). ``strict`` (default: the process's, see :func:`refuse_partial_frames`)
+    refuses the file instead, in both cases."""
     from ._xdr import XDRFormatError, scan_trr, scan_xtc
 
     strict = _STRICT.get() if strict is None else strict
@@ -116,6 +118,9 @@ def _scan_xdr(path, fmt: str, first_only: bool = False, strict: bool | None = No
         log.warning("%s: damaged after frame %d: %s; the %d whole frames before byte %d are read, nothing after "
                     "them (--strict refuses such a file)", name, len(exc.offsets) - 1, _one_line(exc),
                     len(exc.offsets), int(exc.complete_bytes))
+        if damaged is not None:
+            damaged.append(f"damaged after frame {len(exc.offsets) - 1} (byte {int(exc.complete_bytes)}): "
+                           f"{_one_line(exc)}")
         return exc.n_atoms, exc.offsets, exc.fields, exc.steps, exc.times
     if dropped and not first_only:
         frame, offset, present, declared = dropped[0]
@@ -208,7 +213,10 @@ class XDRSource(OneFileSource):
         self.bytes_read = 0
         self._headers = None   # every frame's (step, time) when the scan here read them
         if offsets is None:   # scanned here: only when no offsets were shipped
-            n_found, offsets, self._fields, *self._headers = _scan_xdr(self._path, self._format, strict=strict)
+            damage: list[str] = []
+            n_found, offsets, self._fields, *self._headers = _scan_xdr(self._path, self._format, strict=strict,
+                                                                       damaged=damage)
+            self.damaged = damage[0] if damage else None
             log.debug("%s: frame offsets scanned (%d frames)", self._path, len(offsets))
         elif self._format == "XTC" and n_atoms is not None:   # shipped: nothing to read before the frames
             n_found, self._fields = int(n_atoms), ("position",)

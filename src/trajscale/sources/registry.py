@@ -235,7 +235,7 @@ def check_options(path: str, cls: type[Source], request: OpenRequest) -> None:
 
 
 def part_record(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> dict:
-    """``{"path", "format", "n_frames", "n_atoms", "offsets"}`` of one file as a part of a chain.
+    """``{"path", "format", "n_frames", "n_atoms", "offsets", "damaged"}`` of one file as a part of a chain.
 
     The file is opened once by its Source; ``offsets`` are the frame offsets a
     Source that :attr:`~.base.Source.ships_offsets` scanned (None for the others).
@@ -251,7 +251,7 @@ def part_record(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> dict
                                              assume_units=request.assume_units)) as src:
         offsets = src.get_config().get("offsets") if match.source.ships_offsets else None
         return {"path": path, "format": src.format, "n_frames": src.n_frames, "n_atoms": src.n_atoms,
-                "offsets": offsets}
+                "offsets": offsets, "damaged": src.damaged}
 
 
 def capabilities() -> list[dict]:

@@ -251,6 +251,8 @@ class SegmentedSource(Source):
                 raise AtomCountMismatchError(f"{path} has {info['n_atoms']} atoms but {first[0]} has {first[1]}")
             if info["n_frames"] == 0:
                 raise InputFileError(path, "has no frames")
+            if infos and infos[-1]["damaged"]:
+                _refuse_damaged_part(infos[-1])
             infos.append(info)
         opened = (registry.for_format(i["format"]).open(i["path"], OpenRequest(
             n_atoms=i["n_atoms"], offsets=i["offsets"], format=i["format"], group=group,
@@ -457,6 +459,14 @@ def _part_identity(path: str) -> tuple | None:
 
 #: Keys of a segment that travel in the config.
 _SHIPPED = ("path", "start", "n_frames", "format", "offsets", "file_frames", "shift_step", "shift_time")
+
+
+def _refuse_damaged_part(info: dict) -> None:
+    """A part whose frames end early at damage is refused when another part follows it: the chain
+    would join across the frames it lost (``chain.plan_join`` says the same of opened sources)."""
+    from .chain import refuse_damaged_part
+
+    refuse_damaged_part(info["path"], info["damaged"])
 
 
 def joined_segments(infos: list[dict], opened, continuous: bool = False) -> list[dict]:
