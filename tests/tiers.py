@@ -26,7 +26,8 @@ contention reads a little long: the limit has ``GRACE`` on top of the 5 s for th
 Under ``pytest -n N --dist loadfile --no-loadscope-reorder`` (``make test``, ``make check``: N is the cores and
 one more) a module's tests run on one worker, so its fixtures are made once, and the modules are handed out in
 the suite's order as workers free up: those with SLURM tests first (they mostly wait on the scheduler), then
-those with the most slow or tool tests, then those with MPI tests, then the rest, so that no long module
+those whose slow or tool tests take longest (each counts ``SLOW_TEST_S`` seconds unless its ``slow`` marker
+says ``seconds=``), then those with MPI tests, then the rest, so that no long module
 starts last and the short ones fill the end.
 
 ``TRAJSCALE_TIERS_RECORD=FILE`` records every test's markers, times and started commands as JSON lines in
@@ -48,6 +49,9 @@ import pytest
 
 #: The idle time past which an unmarked test must be marked ``slow``.
 SLOW_S = 5.0
+#: What a slow or tool test counts for in the suite's order, in seconds, unless it says more
+#: (``@pytest.mark.slow(seconds=90)``: a test that runs a whole suite in one subprocess, say).
+SLOW_TEST_S = 10.0
 #: Allowance for CPU time stretched by contention on a loaded machine (caches, memory bandwidth).
 GRACE = 1.2
 #: Program names that launch MPI jobs.
@@ -143,8 +147,12 @@ def pytest_fixture_setup(fixturedef, request):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # module -> its slow or tool tests, its MPI tests, its SLURM tests
-    slow = Counter(i.path for i in items if i.get_closest_marker("slow") or i.get_closest_marker("tool"))
+    # module -> the seconds of its slow or tool tests, its MPI tests, its SLURM tests
+    slow = Counter()
+    for i in items:
+        mark = i.get_closest_marker("slow") or i.get_closest_marker("tool")
+        if mark:   # a test that one subprocess makes long says so: @pytest.mark.slow(seconds=90)
+            slow[i.path] += (i.get_closest_marker("slow") or mark).kwargs.get("seconds", SLOW_TEST_S)
     mpi = Counter(i.path for i in items if i.get_closest_marker("mpi"))
     slurm = Counter(i.path for i in items if i.get_closest_marker("slurm"))
 
