@@ -172,12 +172,9 @@ def test_convert_layout_remote_on_processes(tmp_path, adk_water):
 
 @pytest.mark.cli
 @pytest.mark.slow
-def test_rechunk_layout_remote_serial_and_processes(tmp_path, adk_water):
-    from trajscale.convert.convert import convert
-
+def test_rechunk_layout_remote_serial_and_processes(tmp_path, adk_water, stores):
     trajs = [adk_water["xtc"]] * 3
-    src = tmp_path / "disk.h5md"
-    convert(adk_water["tpr"], trajs, str(src), layout=Layout.parse("frame"))
+    src = stores["frame"]   # the disk layout with frame chunks, 30 frames (read only)
     for extra in ([], ["--executor", "processes", "-n", "2"]):
         out = tmp_path / f"remote{len(extra)}.h5md"
         r = run_cli("rechunk", str(src), "-o", str(out), "--layout", "remote", *extra)
@@ -299,14 +296,12 @@ def test_inspect_remote_costs(stores, adk_water):
 
 
 @pytest.mark.mpi
-def test_rechunk_layout_remote_under_mpiexec(tmp_path, adk_water):
+def test_rechunk_layout_remote_under_mpiexec(tmp_path, adk_water, stores):
     """Two ranks writing the one output collectively: the chunks' index still lies in the metadata block."""
     from tests.conftest import run_mpi
-    from trajscale.convert.convert import convert
 
     trajs = [adk_water["xtc"]] * 3
-    src = tmp_path / "disk.h5md"
-    convert(adk_water["tpr"], trajs, str(src), layout=Layout.parse("frame"))
+    src = stores["frame"]   # the disk layout with frame chunks, 30 frames (read only)
     out = tmp_path / "remote.h5md"
     r = run_mpi(2, ["-m", "trajscale.cli.main", "rechunk", str(src), "-o", str(out), "--layout", "remote"])
     assert r.returncode == 0, r.stdout + r.stderr
