@@ -63,6 +63,12 @@ def _alone_outputs(tmp_path, traj: str, names=None) -> dict:
     return out
 
 
+@pytest.fixture(scope="module")
+def alone_on_vacuum(tmp_path_factory, adk_vacuum_h5md) -> dict:
+    """:func:`_alone_outputs` over the session's AdK-in-vacuum H5MD, made once for the tests that compare with it."""
+    return _alone_outputs(tmp_path_factory.mktemp("alone"), adk_vacuum_h5md)
+
+
 def test_a_plan_is_the_analyses_of_its_tables_in_order(tmp_path):
     plan = _plan(tmp_path)
     for argv in (["run", "--plan", plan, PSF, DCD], ["run", PSF, DCD, "--plan", plan]):
@@ -160,13 +166,13 @@ def test_one_default_per_analysis_from_python_and_the_command_line():
 
 
 @pytest.mark.cli
-def test_a_plan_run_saves_each_result_with_the_bits_of_its_run_alone(tmp_path, adk_vacuum_h5md):
+def test_a_plan_run_saves_each_result_with_the_bits_of_its_run_alone(tmp_path, adk_vacuum_h5md, alone_on_vacuum):
     plan = _plan(tmp_path)
     proc = run_cli("run", "--plan", plan, PSF, adk_vacuum_h5md, "--executor", "processes", "-n", "2",
                    "--report", "r.json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "4 analyses in one pass" in proc.stdout and "rmsd selection: 'name CA'" in proc.stdout
-    for name, path in _alone_outputs(tmp_path, adk_vacuum_h5md).items():
+    for name, path in alone_on_vacuum.items():
         assert filecmp.cmp(tmp_path / f"{name}.csv", path, shallow=False), name
     again = run_cli("run", "--plan", plan, PSF, adk_vacuum_h5md, cwd=tmp_path)
     assert again.returncode != 0 and "rmsd.csv: " in again.stderr and "Traceback" not in again.stderr
@@ -221,7 +227,7 @@ def test_the_docs_page_on_plans_gets_the_defaults_table_from_the_registry():
 
 
 @pytest.mark.mpi
-def test_a_plan_under_mpiexec(tmp_path, adk_vacuum_h5md):
+def test_a_plan_under_mpiexec(tmp_path, adk_vacuum_h5md, alone_on_vacuum):
     pytest.importorskip("mpi4py")
     from tests.conftest import run_mpi
 
@@ -229,7 +235,7 @@ def test_a_plan_under_mpiexec(tmp_path, adk_vacuum_h5md):
                        "--executor", "mpi", "--tasks", "4"], cwd=tmp_path, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("4 analyses in one pass") == 1   # rank 0 says it
-    for name, path in _alone_outputs(tmp_path, adk_vacuum_h5md).items():
+    for name, path in alone_on_vacuum.items():
         assert filecmp.cmp(tmp_path / f"{name}.csv", path, shallow=False), name
 
 
