@@ -25,7 +25,7 @@ demo: env
 	$(VENV)/bin/trajscale demo
 
 test: env
-	$(PYTEST) tests
+	$(PYTEST) --durations=30 tests
 
 check: env
 	$(PYTEST) -m "not mpi and not slow and not tool" tests
