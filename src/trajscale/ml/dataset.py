@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import InputFileError, SelectionError, StoreError
 from ..store.hdf5 import open_h5
+from ..util import is_url
 from .trace import IOStats
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,8 @@ class H5Dataset(_BatchReads):
     Parameters
     ----------
     store
-        The HDF5 file.
+        The HDF5 file, or its URL (``s3://BUCKET/KEY``, ``http(s)://``): fetched once into the
+        node-local cache (``cache_dir``), then read from there.
     keys
         Datasets to serve (default: every top-level dataset).
     transform
@@ -113,13 +115,18 @@ class H5Dataset(_BatchReads):
     cache_dir
         Node-local directory (``/dev/shm``, local NVMe): the first process on
         the node to open the store copies it there and every worker reads the
-        copy (:mod:`trajscale.ml.cache`).
+        copy (:mod:`trajscale.ml.cache`). For a URL, where its one copy is fetched (default:
+        ``$TRAJSCALE_CACHE_DIR``, else ``trajscale-cache-UID`` in the temporary directory).
     cache_bytes
         Budget of ``cache_dir`` (default: its free space).
     trace_dir
         Write each process's opens and reads there (:mod:`trajscale.ml.trace`).
     with_index
         Add ``"index"`` (the sample numbers) to every item.
+    storage_options
+        For a URL: fsspec-style options (``endpoint_url``, ``anon``, ``key``/``secret``, ...; see
+        docs/remote.md); without them, the AWS environment. The dataset reads the object as it was
+        when the dataset was made (its ETag and size): a worker that finds it replaced is refused.
 
     Raises
     ------
@@ -131,15 +138,48 @@ class H5Dataset(_BatchReads):
     def __init__(self, store: str | os.PathLike, keys: Sequence[str] | None = None,
                  transform: Callable | None = None, cache_dir: str | os.PathLike | None = None,
                  cache_bytes: int | None = None, trace_dir: str | os.PathLike | None = None,
-                 with_index: bool = False) -> None:
+                 with_index: bool = False, storage_options: dict | None = None) -> None:
         self.store = str(store)
         self.transform = transform
         self.cache_dir = str(cache_dir) if cache_dir else None
         self.cache_bytes = cache_bytes
         self.trace_dir = str(trace_dir) if trace_dir else None
         self.with_index = with_index
-        self._stat = _file_stat(self.store)
-        with _open_store(self.store) as f:
+        self.storage_options = None
+        first = None
+        if is_url(self.store):
+            from ..storage import current_options
+
+            # the options travel with the dataset to the loader's workers, which fetch nothing if the
+            # node's copy is there already
+            self.storage_options = {**current_options(), **dict(storage_options or {})}
+            self.cache_dir = self.cache_dir or _default_cache_dir()
+            first = self._cache().open(self.store, self.storage_options)
+            self._stat = None
+            self._identity = first.identity
+            meta_path = first.path
+        else:
+            self._stat = _file_stat(self.store)
+            meta_path = self.store
+        try:
+            self._read_meta(meta_path, keys)
+        finally:
+            if first is not None:
+                first.close()
+        self._pid: int | None = None
+        self._file: h5py.File | None = None
+        self._ds: dict = {}
+        self._maps: dict = {}
+        self._cache_lock = None
+        self.stats: IOStats | None = None
+
+    def _cache(self):
+        from .cache import NodeCache
+
+        return NodeCache(self.cache_dir, self.cache_bytes)
+
+    def _read_meta(self, path: str, keys: Sequence[str] | None) -> None:
+        with _open_store(path) as f:
             names = [k for k in f if isinstance(f[k], h5py.Dataset)]
             self.keys = tuple(keys) if keys else tuple(names)
             missing = [k for k in self.keys if k not in names]
@@ -154,13 +194,7 @@ class H5Dataset(_BatchReads):
             self.n = lengths.pop()
             self.shapes = {k: f[k].shape[1:] for k in self.keys}
             self.dtypes = {k: f[k].dtype for k in self.keys}
-            _check_extent(self.store, f, self.keys)
-        self._pid: int | None = None
-        self._file: h5py.File | None = None
-        self._ds: dict = {}
-        self._maps: dict = {}
-        self._cache_lock = None
-        self.stats: IOStats | None = None
+            _check_extent(path, f, self.keys)
 
     # ------------------------------------------------ per-process file handle
 
@@ -179,14 +213,16 @@ class H5Dataset(_BatchReads):
         self._file, self._ds, self._maps, self._cache_lock = None, {}, {}, None
         self.stats = IOStats.for_process(self.trace_dir)
         t0 = time.perf_counter()
-        if _file_stat(self.store) != self._stat:
-            raise StoreError(self.store, "changed since the dataset was made (size or modification "
-                                             "time); make a new dataset to read the new contents")
-        path = self.store
-        if self.cache_dir:
-            from .cache import NodeCache
-
-            self._cache_lock = NodeCache(self.cache_dir, self.cache_bytes).open(self.store)
+        if self.storage_options is not None:   # a URL: the node's copy of the object the dataset was made on
+            self._cache_lock = self._cache().open(self.store, self.storage_options, self._identity)
+            path = self._cache_lock.path
+        else:
+            if _file_stat(self.store) != self._stat:
+                raise StoreError(self.store, "changed since the dataset was made (size or modification "
+                                                 "time); make a new dataset to read the new contents")
+            path = self.store
+        if self.cache_dir and self.storage_options is None:
+            self._cache_lock = self._cache().open(self.store)
             path = self._cache_lock.path
         f = _open_store(path)
         try:
@@ -262,6 +298,13 @@ class H5Dataset(_BatchReads):
         if uniq.size == idx.size and np.array_equal(uniq, idx):
             return bufs, n_runs
         return {k: b[inverse] for k, b in bufs.items()}, n_runs
+
+
+def _default_cache_dir() -> str:
+    import tempfile
+
+    return os.environ.get("TRAJSCALE_CACHE_DIR") or os.path.join(tempfile.gettempdir(),
+                                                                 f"trajscale-cache-{os.getuid()}")
 
 
 def _in_torch_worker() -> bool:
