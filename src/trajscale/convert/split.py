@@ -134,10 +134,12 @@ def build_index(parts: list[str], output: str | os.PathLike, topology: str | Non
     first: list = []
 
     def opened():
-        for path in parts:
+        for info, path in zip(infos, parts, strict=True):
             if not Path(path).is_file():
                 raise InputFileError(path, "no such part")
             src = open_part(path, request)
+            if src.ships_offsets:   # XTC/TRR: the frame offsets, so a reader (remote above all) scans nothing
+                info.update(format=src.format, offsets=src.get_config()["offsets"])
             if src.n_frames == 0:
                 src.close()
                 raise InputFileError(path, "has no frames")

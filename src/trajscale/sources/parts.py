@@ -26,6 +26,7 @@ import numpy as np
 from ..block import Block
 from ..errors import InputFileError
 from ..store.box import edges_to_dimensions
+from ..util import is_url
 from .base import OneFileSource, OpenRequest, file_head
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,35 @@ def _scan_xdr(path, fmt: str, first_only: bool = False, strict: bool | None = No
     return found
 
 
+def _remote_scan(obj, fmt: str, strict: bool | None) -> tuple:
+    """``(n_atoms, offsets, fields, steps, times, damaged)`` of the XTC/TRR object ``obj``: from the local
+    offsets cache (keyed by its URL, ETag and size), else from one scan of its headers through large cached
+    blocks (a few requests, never one per frame), then cached. Only a clean scan (no damage, no cut-short
+    last frame) is cached, so ``--strict`` is never answered from a cache of a lenient scan."""
+    from ..storage.xdr import load_offsets, save_offsets, scan_file
+
+    found = load_offsets(obj, fmt)
+    if found is not None:
+        return (found["n_atoms"], found["offsets"], found["fields"], found["steps"], found["times"], None)
+    before = obj.stats.requests
+    fh = scan_file(obj)
+    damage: list[str] = []
+    try:
+        n_atoms, offsets, fields, steps, times = _scan_xdr(fh, fmt, strict=True)
+        clean = True
+    except InputFileError:
+        if (_STRICT.get() if strict is None else strict):
+            raise
+        n_atoms, offsets, fields, steps, times = _scan_xdr(fh, fmt, strict=False, damaged=damage)
+        clean = False
+    log.debug("%s: frame offsets scanned (%d frames) in %d requests", obj.url, len(offsets),
+              obj.stats.requests - before)
+    if clean:
+        save_offsets(obj, fmt, {"n_atoms": n_atoms, "offsets": offsets, "fields": fields, "steps": steps,
+                                "times": times})
+    return n_atoms, offsets, fields, steps, times, (damage[0] if damage else None)
+
+
 def _is_path(path) -> bool:
     """A file's path (str, bytes, os.PathLike), not a file-like object holding its bytes."""
     return isinstance(path, (str, bytes, os.PathLike))
@@ -184,12 +214,16 @@ class XDRSource(OneFileSource):
         Atoms per frame, if known (checked against the file).
     offsets
         Byte offset of every frame, as :func:`scan_part` found them
-        (:func:`encode_offsets`' string or an array); None scans the file here.
+        (:func:`encode_offsets`' string or an array); None scans the file here
+        (behind a URL: the local offsets cache, else one scan in large blocks).
     format
         ``"XTC"`` or ``"TRR"`` (default: from the file's magic number, else its extension).
     strict
         A last frame cut short: refused (True) or left out with a warning
         (False); None: :func:`refuse_partial_frames`'s setting.
+    storage_options, identity
+        For a URL: the options it is read with (default: the run's) and the
+        object's identity (ETag, size) the preparing process saw.
     """
 
     kind = "xdr"
@@ -201,10 +235,17 @@ class XDRSource(OneFileSource):
     worker_modules = ("trajscale.sources._xdr",)
     supports_following = True
     ships_offsets = True
+    reads_urls = True
 
     def __init__(self, path: str, n_atoms: int | None = None, offsets: str | np.ndarray | None = None,
-                 format: str | None = None, strict: bool | None = None) -> None:
+                 format: str | None = None, strict: bool | None = None, storage_options: dict | None = None,
+                 identity: list | None = None) -> None:
         self._path = str(path)
+        self._remote = None
+        if is_url(self._path):
+            from ..storage.objects import Identity, RemoteObject
+
+            self._remote = RemoteObject.open(self._path, storage_options, Identity.of(identity))
         self._format = (format or self.guess_format(self._path) or self.suffixes.get(
             Path(self._path).suffix.lower()) or "XTC").upper()
         if self._format not in XDR_FORMATS:
@@ -212,7 +253,12 @@ class XDRSource(OneFileSource):
         self._file = None
         self.bytes_read = 0
         self._headers = None   # every frame's (step, time) when the scan here read them
-        if offsets is None:   # scanned here: only when no offsets were shipped
+        self.damaged = None
+        if offsets is None and self._remote is not None:   # the offsets cache, else one scan in large blocks
+            n_found, offsets, self._fields, *self._headers, self.damaged = _remote_scan(
+                self._remote, self._format, strict)
+            self._headers = self._headers[:2]
+        elif offsets is None:   # scanned here: only when no offsets were shipped
             damage: list[str] = []
             n_found, offsets, self._fields, *self._headers = _scan_xdr(self._path, self._format, strict=strict,
                                                                        damaged=damage)
@@ -221,7 +267,7 @@ class XDRSource(OneFileSource):
         elif self._format == "XTC" and n_atoms is not None:   # shipped: nothing to read before the frames
             n_found, self._fields = int(n_atoms), ("position",)
         else:   # a TRR's fields, from its first frame's header
-            n_found, _, self._fields, *_ = _scan_xdr(self._path, self._format, first_only=True)
+            n_found, _, self._fields, *_ = _scan_xdr(self._scan_target(), self._format, first_only=True)
         self._offsets = decode_offsets(offsets) if isinstance(offsets, str) else np.asarray(offsets, np.int64)
         if len(self._offsets) and "position" not in self._fields:   # a Block always holds positions
             raise InputFileError(self._path, f"its {self._format} frames hold no positions (only "
@@ -229,11 +275,24 @@ class XDRSource(OneFileSource):
                                              "trajectories by their positions")
         # Only a complete frame vouches for its header's atom count (the scan bounds it by the frame's
         # bytes): with none, e.g. one frame cut short, no decode buffer of that count is made.
-        self._file = _xdr_file(self._path, self._format, n_found if len(self._offsets) else 0)
+        if self._remote is None:
+            self._file = _xdr_file(self._path, self._format, n_found if len(self._offsets) else 0)
+        elif len(self._offsets) and int(self._offsets[-1]) >= self._remote.size:
+            raise InputFileError(self._path, f"its frame offsets reach byte {int(self._offsets[-1])}, past the "
+                                             f"object's {self._remote.size} bytes: the object is not the one "
+                                             "they were found in")
         self._n_atoms, self._n_frames = n_found, len(self._offsets)
         if n_atoms is not None and int(n_atoms) != self._n_atoms:
             self.close()
             raise InputFileError(self._path, f"has {self._n_atoms} atoms per frame, expected {n_atoms}")
+
+    def _scan_target(self):
+        """What a header scan reads: the file's path, or a caching file object over the remote object."""
+        if self._remote is None:
+            return self._path
+        from ..storage.fileobj import CachingFile
+
+        return CachingFile(self._remote)
 
     @classmethod
     def guess_format(cls, path: str) -> str | None:
@@ -258,12 +317,25 @@ class XDRSource(OneFileSource):
 
     def frame_times(self) -> tuple[np.ndarray, np.ndarray]:
         """Times and steps from the frames' headers (no coordinates decoded; read by the open's own scan)."""
-        steps, times = self._headers or _scan_xdr(self._path, self._format)[3:]
+        if self._headers:
+            steps, times = self._headers
+        elif self._remote is not None:
+            steps, times = _remote_scan(self._remote, self._format, None)[3:5]
+        else:
+            steps, times = _scan_xdr(self._path, self._format)[3:]
         return np.asarray(times, np.float64), np.asarray(steps, np.int64)
 
     def get_config(self) -> dict:
-        return {"kind": self.kind, "path": self._path, "n_atoms": self._n_atoms,
-                "offsets": encode_offsets(self._offsets), "format": self._format}
+        config = {"kind": self.kind, "path": self._path, "n_atoms": self._n_atoms,
+                  "offsets": encode_offsets(self._offsets), "format": self._format}
+        if self._remote is not None:
+            config.update(storage_options=self._remote.options or None,
+                          identity=self._remote.object_identity.to_list())
+        return config
+
+    def remote_stats(self) -> dict | None:
+        """What reading this source's object cost (requests, bytes, wait_s, retries); None for a local file."""
+        return None if self._remote is None else self._remote.stats.as_dict()
 
     def step_time(self, frame: int) -> tuple[int, float]:
         """An XTC frame's step and time from its header (XDR: magic, natoms, step, time), no coordinates
@@ -271,9 +343,13 @@ class XDRSource(OneFileSource):
         if self._format != "XTC":
             return super().step_time(frame)
         self.check_range(frame, frame + 1)
-        with open(self._path, "rb") as fh:
-            fh.seek(int(self._offsets[frame]))
-            head = fh.read(16)
+        at = int(self._offsets[frame])
+        if self._remote is not None:
+            head = self._remote.read_ranges([(at, min(at + 16, self._remote.size))])[0]
+        else:
+            with open(self._path, "rb") as fh:
+                fh.seek(at)
+                head = fh.read(16)
         if len(head) < 16:
             raise InputFileError(self._path, f"cannot read frame {frame} (truncated?)")
         _, _, step, time = struct.unpack(">iiif", head)
@@ -294,11 +370,33 @@ class XDRSource(OneFileSource):
         if len(frames):
             edges = np.empty((len(frames), 3, 3), np.float32)
             try:
-                self._file.read(self._offsets, frames, sel, out, edges, time, step, XDR_SCALE)
+                if self._remote is not None:
+                    self._read_remote(frames, sel, out, edges, time, step)
+                else:
+                    self._file.read(self._offsets, frames, sel, out, edges, time, step, XDR_SCALE)
             except (OSError, XDRFormatError) as exc:
                 raise InputFileError(self._path, _one_line(exc)) from None
             box[:] = _xdr_box(edges)
         self.bytes_read += sum(a.nbytes for a in out.values())
+
+    def _read_remote(self, frames, sel, out, edges, time, step) -> None:
+        """The frames' bytes fetched by range requests (consecutive frames in one span, large spans as
+        concurrent requests) into an in-memory file, decoded there by the compiled xdrfile."""
+        from ..storage.xdr import fetch_frames
+        from ._xdr import TRRFile, XTCFile
+
+        fd, base = fetch_frames(self._remote, self._offsets, frames)
+        try:
+            where = f"/proc/self/fd/{fd}"
+            handle = (XTCFile if self._format == "XTC" else TRRFile)(where, self._n_atoms)
+            try:
+                handle.read(self._offsets - base, frames, sel, out, edges, time, step, XDR_SCALE)
+            except (OSError, ValueError) as exc:   # XDRFormatError is a ValueError: named by the URL
+                raise InputFileError(self._path, _one_line(exc).replace(where, self._path)) from None
+            finally:
+                handle.close()
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         handle, self._file = self._file, None

@@ -146,6 +146,9 @@ def _check_index(p: Path, index: dict) -> None:
                       "an integer and a finite number")
         if seg.get("format") is not None and not isinstance(seg["format"], str):
             raise bad(f"segment {k} ({path}) has the format {seg['format']!r}")
+        offsets = seg.get("offsets")
+        if offsets is not None and (not isinstance(offsets, str) or len(offsets) != 4 * -(-8 * ff // 3)):
+            raise bad(f"segment {k} ({path}) has offsets that are not {ff} frames' (base64 of int64)")
 
 
 class SegmentedSource(Source):
@@ -181,6 +184,9 @@ class SegmentedSource(Source):
                 raise InputFileError(index, f"not a segment index or a folder with {INDEX_NAME}")
             loaded = load_index(ip)
             segments = [{**seg, "path": _part_path(ip, seg["path"])} for seg in loaded["segments"]]
+            for seg in segments:   # offsets `trajscale index` recorded: used for parts behind URLs (a local
+                if not is_url(seg["path"]):   # part is scanned again, and checked against the index)
+                    seg.pop("offsets", None)
             n_atoms, fields = loaded["n_atoms"], loaded.get("fields")
             topology = topology or loaded.get("topology")
             group = group or loaded.get("group")   # as `trajscale index --group` recorded them
