@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -201,11 +202,12 @@ def test_credentials_never_appear_in_the_report_or_the_log(s3_server, adk_stores
 
 @pytest.mark.cli
 def test_a_url_of_a_format_read_from_disk_only_is_one_line(s3_server, adk_stores, tmp_path):
-    s3_server.client().upload_file(XTC, BUCKET, "adk.xtc")
-    proc, out = _run(s3_server, tmp_path, "x", f"s3://{BUCKET}/adk.xtc")
+    dcd = str(Path(XTC).parent / "adk_dims.dcd")
+    s3_server.client().upload_file(dcd, BUCKET, "adk.dcd")
+    proc, out = _run(s3_server, tmp_path, "x", f"s3://{BUCKET}/adk.dcd")
     assert proc.returncode != 0 and not out.exists()
-    assert proc.stderr.strip() == (f"trajscale run: error: s3://{BUCKET}/adk.xtc: XTC files are read from a "
-                                   "local disk only (from a URL: segment indexes, H5MD); download it first")
+    assert proc.stderr.strip() == (f"trajscale run: error: s3://{BUCKET}/adk.dcd: DCD files are read from a "
+                                   "local disk only (from a URL: segment indexes, H5MD, XTC, TRR); download it first")
 
 
 # -- faults mid-run, each on a server of the test's own
