@@ -125,3 +125,18 @@ def test_a_chain_of_xtc_parts_behind_urls_reads_the_offsets_its_index_holds(s3_s
         requests, nbytes = _fetched(report)
         assert 1 <= requests and nbytes >= len(data) * 0.9
     assert not (tmp_path / "cache" / "trajscale" / "offsets").exists()
+
+
+def test_inspect_of_an_xtc_url_says_what_the_local_file_does(s3_server, adk_stores, tmp_path):
+    import MDAnalysis as mda
+
+    url = _upload(s3_server, XTC, "xtc/inspect/adk.xtc")
+    env = _env(s3_server, tmp_path / "cache")
+    remote = run_cli("inspect", url, "--json", timeout=300, env=env)
+    assert remote.returncode == 0, remote.stderr
+    got = json.loads(remote.stdout)
+    u = mda.Universe(TPR, XTC)
+    assert (got["format"], got["n_frames"], got["n_atoms"]) == ("xtc", u.trajectory.n_frames, u.atoms.n_atoms)
+    assert got["file_bytes"] == Path(XTC).stat().st_size and got["path"] == url
+    local = json.loads(run_cli("inspect", XTC, "--json", timeout=300, env=env).stdout)
+    assert got["time"] == local["time"]

@@ -170,11 +170,18 @@ def _inspect_other(args, match) -> int:
 def describe_source(src) -> dict:
     """Format, file size, frames, atoms, fields, stored units and times of an open Source (XTC and
     TRR: every time and step from the frames' headers, no coordinates decoded)."""
+    from ..storage import is_url
     from ..store.inspect import times_summary
 
     times, steps = src.frame_times()
+    if is_url(src.path):   # an object's size, from the request that told its format
+        from ..storage.objects import RemoteObject
+
+        size = RemoteObject.open(src.path).size
+    else:
+        size = os.path.getsize(src.path)
     return {"format": src.format.lower(), "source": type(src).__name__, "path": src.path,
-            "file_bytes": os.path.getsize(src.path), "n_frames": src.n_frames, "n_atoms": src.n_atoms,
+            "file_bytes": size, "n_frames": src.n_frames, "n_atoms": src.n_atoms,
             "fields": list(src.fields), "units": dict(src.native_units), "time": times_summary(times, steps)}
 
 
