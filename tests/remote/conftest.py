@@ -8,6 +8,7 @@ each uploaded public-read, so the same objects serve the ``http://`` cases. Dest
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -149,10 +150,12 @@ def own_server():
 
 class FlakyProxy:
     """An HTTP proxy in front of a server that answers the first try of every range request (up to
-    ``failures`` of them) with 503 SlowDown (S3's throttling answer), or drops its connection; it forwards
-    the rest."""
+    ``failures`` of them) with 503 SlowDown (S3's throttling answer), drops its connection, or (``how="delay"``)
+    holds it ``delay`` seconds before forwarding it (past the client's timeout); it forwards the rest.
+    ``every_try``: every try of a range fails, not only the first (a fault that persists)."""
 
-    def __init__(self, upstream: str, failures: int, how: str = "slowdown") -> None:
+    def __init__(self, upstream: str, failures: int, how: str = "slowdown", delay: float = 0.0,
+                 every_try: bool = False) -> None:
         import http.client
         import http.server
         import threading
@@ -173,9 +176,12 @@ class FlakyProxy:
                 if self.command == "GET" and "Range" in self.headers:
                     with state["lock"]:
                         key = (self.path, self.headers["Range"])
-                        fail = state["left"] > 0 and key not in state["seen"]
+                        fail = state["left"] > 0 and (every_try or key not in state["seen"])
                         state["seen"].add(key)
                         state["left"] -= fail
+                    if fail and how == "delay":
+                        time.sleep(delay)   # the client has given up by now; what it gets is never read
+                        fail = False
                     if fail and how == "reset":
                         self.close_connection = True
                         self.connection.shutdown(2)
@@ -195,19 +201,25 @@ class FlakyProxy:
                 conn.request(self.command, self.path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
-                self.send_response(resp.status)
-                for k, v in resp.getheaders():
-                    if k.lower() not in ("transfer-encoding", "connection", "content-length", "server", "date"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
                 conn.close()
+                with contextlib.suppress(OSError):   # a delayed answer's client is gone
+                    self.send_response(resp.status)
+                    for k, v in resp.getheaders():
+                        if k.lower() not in ("transfer-encoding", "connection", "content-length", "server",
+                                             "date"):
+                            self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(data)
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Quiet(http.server.ThreadingHTTPServer):
+            def handle_error(self, request, client_address):   # a client gone mid-answer: not the test's news
+                pass
+
+        self.httpd = Quiet(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()

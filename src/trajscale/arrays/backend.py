@@ -52,13 +52,15 @@ class TrajscaleBackendEntrypoint(BackendEntrypoint):
         from .dataset import build_dataset
 
         top = os.fspath(topology) if topology is not None else None
-        with using(storage_options):   # a URL's options: kept in the source's config for every later read
+        # a URL's options: for the opens while the Dataset is built (its stored labels, too), and kept in the
+        # source's config for every later read, in whichever process reads
+        with using(storage_options):
             source = open_source(_paths(filename_or_obj), top, group=group, assume_units=assume_units,
                                  continuous=continuous)
-        try:
-            return build_dataset(source, top, drop_variables or (), select)
-        finally:
-            source.close()   # the variables reopen it from its config, in whichever process reads
+            try:
+                return build_dataset(source, top, drop_variables or (), select)
+            finally:
+                source.close()   # the variables reopen it from its config, in whichever process reads
 
     def guess_can_open(self, filename_or_obj) -> bool:
         """An H5MD file (HDF5 with an ``h5md`` group), told by its bytes; or a trajscale segment index."""

@@ -1,0 +1,174 @@
+"""More of a URL's paths, against the real S3 server: xarray's own ``open_dataset`` with ``engine="trajscale"``,
+an external Dask cluster (a ``dask scheduler`` and two ``dask worker`` processes) whose workers get the
+endpoint and credentials with the job, and a proxy that holds requests past the client's timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from tests.conftest import run_cli
+
+from .conftest import CREDENTIALS, TPR, FlakyProxy
+
+pytestmark = pytest.mark.remote
+
+ROOT = Path(__file__).resolve().parents[2]
+SELECT = ["--select", "name CA"]
+POSITIONS = "particles/all/position/value"
+
+
+def _no_aws_env() -> dict:
+    """This process's environment without any AWS setting: what reaches the server must come with the job."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    return {**env, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+
+
+def _options(server) -> dict:
+    return {"endpoint_url": server.endpoint, "key": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            "secret": CREDENTIALS["AWS_SECRET_ACCESS_KEY"], "region_name": "us-east-1"}
+
+
+def _cli_options(server) -> list[str]:
+    return [a for k, v in _options(server).items() for a in ("--storage-option", f"{k}={v}")]
+
+
+def test_xarrays_open_dataset_reads_a_url_with_storage_options(s3_server, adk_stores, monkeypatch):
+    """``xr.open_dataset(URL, engine="trajscale", storage_options=...)``, nothing in the environment: the arrays
+    are h5py's of the local file, lazily and under Dask."""
+    import xarray as xr
+
+    for k in list(os.environ):
+        if k.startswith("AWS_"):
+            monkeypatch.delenv(k)
+    from trajscale.storage import objects
+
+    objects._heads.forget()
+    for store in ("plain", "gzip"):
+        local, url, _ = adk_stores[store]
+        with h5py.File(local) as f:   # h5py on the local copy: the reference
+            want = f[POSITIONS][()]
+        ds = xr.open_dataset(url, engine="trajscale", storage_options=_options(s3_server))
+        assert np.array_equal(ds.positions.values, want)
+        assert np.array_equal(ds.positions.isel(frame=slice(3, 7)).values, want[3:7])
+        lazy = xr.open_dataset(url, engine="trajscale", storage_options=_options(s3_server), chunks={})
+        assert lazy.positions.chunks is not None
+        assert np.array_equal(lazy.positions.compute(scheduler="threads").values, want)
+
+
+def _start(args: list[str], cwd: Path, log: Path) -> subprocess.Popen:
+    dask = shutil.which("dask", path=str(Path(sys.executable).parent)) or "dask"
+    return subprocess.Popen([dask, *args], cwd=cwd, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                            env=_no_aws_env(), start_new_session=True)
+
+
+@pytest.mark.cli
+@pytest.mark.slow   # a scheduler and two workers started
+def test_an_external_dask_cluster_reads_a_url_with_the_jobs_options(s3_server, adk_stores, tmp_path):
+    """``run ... s3://... --executor dask --scheduler tcp://...`` with a real scheduler and two workers started
+    without any AWS setting: the endpoint and credentials given as ``--storage-option`` reach the workers with
+    the job; the CSV is the local file's, byte for byte; the secret is in no report, log or output."""
+    pytest.importorskip("distributed")
+    local, url, _ = adk_stores["gzip"]
+    sched_file = tmp_path / "scheduler.json"
+    procs = [_start(["scheduler", "--scheduler-file", str(sched_file), "--port", "0", "--no-dashboard",
+                     "--host", "127.0.0.1"], tmp_path, tmp_path / "scheduler.log")]
+    try:
+        deadline = time.monotonic() + 120
+        while not sched_file.exists() and procs[0].poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sched_file.exists(), (tmp_path / "scheduler.log").read_text()
+        address = json.loads(sched_file.read_text())["address"]
+        for i in range(2):
+            procs.append(_start(["worker", address, "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
+                                tmp_path, tmp_path / f"worker{i}.log"))
+        import distributed
+
+        with distributed.Client(address, timeout=120) as client:
+            client.wait_for_workers(2, timeout=120)
+            assert not any(k.startswith("AWS_") for env in client.run(lambda: dict(os.environ)).values()
+                           for k in env)   # the workers know no endpoint and no credentials of their own
+        out, report = tmp_path / "dask.csv", tmp_path / "report.json"
+        got = run_cli("run", "rmsd", TPR, url, "--out", str(out), *SELECT, "--executor", "dask", "--scheduler",
+                      address, "--tasks", "4", "--report", str(report), *_cli_options(s3_server),
+                      env=_no_aws_env(), timeout=300)
+        logs = "".join((tmp_path / f"worker{i}.log").read_text() for i in range(2))
+        assert got.returncode == 0, got.stderr + logs[-3000:]
+        here = tmp_path / "local.csv"
+        ref = run_cli("run", "rmsd", TPR, local, "--out", str(here), *SELECT, "--executor", "serial",
+                      env=_no_aws_env())
+        assert ref.returncode == 0, ref.stderr
+        assert out.read_bytes() == here.read_bytes()
+        tasks = json.loads(report.read_text())["tasks"]
+        assert len(tasks) == 4 and sum(t["requests"] for t in tasks) > 0
+        secret = CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
+        for text in (report.read_text(), got.stdout, got.stderr, out.read_text(), logs):
+            assert secret not in text
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+@pytest.mark.cli
+def test_requests_held_past_the_timeout_are_retried_and_counted(s3_server, adk_stores, tmp_path):
+    """A proxy holds the first try of each range request 3 s, past the client's 1 s timeout: each is retried,
+    the retries are in the report, and the CSV is the local file's."""
+    local, url, _ = adk_stores["gzip"]
+    proxy = FlakyProxy(s3_server.endpoint, failures=1000, how="delay", delay=3)
+    try:
+        out, report = tmp_path / "remote.csv", tmp_path / "report.json"
+        proc = run_cli("run", "rmsd", TPR, url, "--out", str(out), *SELECT, "--report", str(report),
+                       "--storage-option", f"endpoint_url={proxy.endpoint}", "--storage-option", "timeout=1",
+                       env=s3_server.subprocess_env(), timeout=300)
+    finally:
+        proxy.close()
+    assert proc.returncode == 0, proc.stderr
+    here = tmp_path / "local.csv"
+    ref = run_cli("run", "rmsd", TPR, local, "--out", str(here), *SELECT, env=s3_server.subprocess_env())
+    assert ref.returncode == 0, ref.stderr
+    assert out.read_bytes() == here.read_bytes()
+    tasks = json.loads(report.read_text())["tasks"]
+    assert sum(t["retries"] for t in tasks) >= sum(t["requests"] for t in tasks) / 2 > 0
+    assert "retries" in proc.stdout
+
+
+@pytest.mark.cli
+def test_requests_held_for_good_end_the_run_in_one_line_in_bounded_time(s3_server, adk_stores, tmp_path):
+    """Every try of every range request held past the timeout: the run gives up after ``retry_seconds``, in one
+    line naming the URL, with nothing under the output's name."""
+    _, url, _ = adk_stores["plain"]
+    s3_server.client().copy_object(Bucket="traj", Key="held.h5md", CopySource={"Bucket": "traj",
+                                                                              "Key": url.split("/", 3)[3]})
+    held = "s3://traj/held.h5md"
+    proxy = FlakyProxy(s3_server.endpoint, failures=10**9, how="delay", delay=5, every_try=True)
+    out = tmp_path / "held.csv"
+    t0 = time.monotonic()
+    try:
+        proc = run_cli("run", "rmsd", TPR, held, "--out", str(out), *SELECT,
+                       "--storage-option", f"endpoint_url={proxy.endpoint}", "--storage-option", "timeout=1",
+                       "--storage-option", "retry_seconds=3", env=s3_server.subprocess_env(), timeout=300)
+    finally:
+        proxy.close()
+    took = time.monotonic() - t0
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"trajscale run: error: {held}: "), lines
+    assert "did not answer in 3 s" in lines[0]
+    assert took < 90, took
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(("held", ".held"))]
