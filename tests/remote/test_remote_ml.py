@@ -57,8 +57,7 @@ def test_the_loader_gives_the_local_files_samples_from_a_url(packed_url, tmp_pat
     for got, want in zip(loader, local_loader, strict=True):
         for k in ("x", "y"):
             np.testing.assert_array_equal(got[k].numpy(), want[k].numpy())
-    got = np.concatenate([b["x"].numpy() for b in make_loader(ds, batch_size=64, shuffle=False, num_workers=2,
-                                                              multiprocessing_context="spawn")])
+    got = np.concatenate([b["x"].numpy() for b in make_loader(ds, batch_size=64, shuffle=False)])
     np.testing.assert_array_equal(got, ref["x"])   # np.load of the NPZ files: the reference
     entries = [p for p in cache_dir.iterdir() if not p.name.startswith(".")]
     assert len(entries) == 1 and entries[0].read_bytes() == open(local, "rb").read()   # fetched once
