@@ -276,10 +276,24 @@ class _Retry(Exception):
     """A failure worth another try (timeout, dropped connection, 5xx, throttling, a short body)."""
 
 
+_ADDRESSES = None
+
+
+def _without_addresses(text: str) -> str:
+    """``text`` without URLs and host:port pairs: a port such as 35037 must not read as a 503, nor 41234
+    as a 412."""
+    global _ADDRESSES
+    if _ADDRESSES is None:
+        import re
+
+        _ADDRESSES = re.compile(r"\S*://\S*|\b[\w.-]+:\d+\b")
+    return _ADDRESSES.sub(" ", text)
+
+
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, (TimeoutError, ConnectionError, _Retry)):
         return True
-    text = " ".join(str(e) for e in _chain(exc))
+    text = _without_addresses(" ".join(str(e) for e in _chain(exc)))
     return any(w in text for w in ("SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout",
                                    "Throttl", "503", "500 ", "502", "504", "Service Unavailable",
                                    "Internal Server Error", "Bad Gateway", "Gateway Timeout", "timed out",
@@ -300,7 +314,7 @@ def _chain(exc: BaseException):
 def _problem(exc: BaseException) -> str | None:
     """What a non-retryable failure means for the user (None: not one of the known ones)."""
     name = type(exc).__name__
-    text = f"{name} {exc}"
+    text = _without_addresses(f"{name} {exc}")
     if name == "PreconditionError" or "PreconditionFailed" in text or "412" in text:
         return "the object was replaced during the run (its ETag changed); run again on the new object"
     if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
