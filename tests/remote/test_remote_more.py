@@ -172,3 +172,19 @@ def test_requests_held_for_good_end_the_run_in_one_line_in_bounded_time(s3_serve
     assert "did not answer in 3 s" in lines[0]
     assert took < 90, took
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(("held", ".held"))]
+
+
+def test_a_port_number_never_reads_as_a_status():
+    """obstore's messages name the URL: a server on port 35037 is no 503, one on 41234 no 412."""
+    from trajscale.storage.objects import _problem, _retryable
+
+    class PreconditionError(Exception):
+        pass
+
+    replaced = PreconditionError("Request precondition failed for http://127.0.0.1:35037/traj/x.h5md in 3ms - "
+                                 "Server returned non-2xx status code: 412 Precondition Failed")
+    assert not _retryable(replaced) and "replaced" in _problem(replaced)
+    denied = Exception("Error performing GET http://127.0.0.1:41234/traj/x.h5md - Server returned non-2xx "
+                       "status code: 403 Forbidden")
+    assert not _retryable(denied) and _problem(denied).startswith("access denied")
+    assert _retryable(Exception("GET http://127.0.0.1:41234/traj/x.h5md - status code: 503 SlowDown"))
