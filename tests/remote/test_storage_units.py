@@ -74,3 +74,20 @@ def test_merge_gap_is_trajscales_own_option_in_bytes():
     for bad in (-1, "64KiB", 1.5, True):
         with pytest.raises(ConfigError, match="merge_gap"):
             merge_gap_of({"merge_gap": bad})
+
+
+def test_a_jobs_and_an_openers_repr_never_show_a_credential():
+    """A task's repr reaches logs (Dask's "Compute Failed" lines): the storage options' secrets are hidden
+    there, while the config that travels keeps them (the workers need them)."""
+    from trajscale.arrays.reads import SourceOpener
+    from trajscale.executors.base import Job
+
+    config = {"path": "s3://b/k.h5md", "storage_options": {"key": "AKIDEXAMPLE", "secret": "s3cr3t-v4lue",
+                                                           "client_kwargs": {"session_token": "t0k3n"},
+                                                           "endpoint_url": "http://127.0.0.1:9"}}
+    for obj in (Job({"name": "rmsd"}, config, None), SourceOpener.of(config)):
+        text = repr(obj)
+        assert "127.0.0.1:9" in text and "k.h5md" in text
+        for secret in ("AKIDEXAMPLE", "s3cr3t-v4lue", "t0k3n"):
+            assert secret not in text
+    assert SourceOpener.of(config).config["storage_options"]["secret"] == "s3cr3t-v4lue"

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..block import FIELD_ATTRS
+from ..storage import redacted
 
 #: Per-frame quantities read beside the per-atom fields, by the Block attribute that holds them.
 FRAME_QUANTITIES = ("box", "time", "step")
@@ -52,6 +53,9 @@ class SourceOpener:
     """How to open one trajectory: a Source config as JSON text (hashable, small, picklable)."""
 
     config_json: str
+
+    def __repr__(self) -> str:   # a storage option may be a credential; Dask logs a failed task's repr
+        return f"SourceOpener({json.dumps(redacted(self.config), sort_keys=True)!r})"
 
     @classmethod
     def of(cls, config: dict) -> SourceOpener:

@@ -25,6 +25,7 @@ from ..parallel import check_not_launched
 from ..report.process import cpu_facts, mark_ready, process_start
 from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
+from ..storage import redacted
 from ..util import file_identity, slow_phase_for_tests
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,10 @@ class Job:
     block_frames: int = 2**62
     #: Analyse every ``stride``-th frame; task ranges start on a kept frame (``run(step=)``).
     stride: int = 1
+
+    def __repr__(self) -> str:   # the source's storage options may hold credentials
+        return (f"Job(analysis={self.analysis!r}, source={redacted(self.source)!r}, prepared=..., "
+                f"block_frames={self.block_frames}, stride={self.stride})")
 
 
 # One open Source per thread of a process (one thread runs tasks in a worker process; the threads

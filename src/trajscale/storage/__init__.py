@@ -93,6 +93,17 @@ def shown(options: Mapping | None) -> str:
     return ", ".join(sorted(options or {})) or "none"
 
 
+def redacted(value):
+    """``value`` (a config: dicts, lists, plain values) with the values of credential-like keys hidden,
+    for a ``repr`` that a log may print (a task's repr reaches Dask's "Compute Failed" lines)."""
+    if isinstance(value, Mapping):
+        return {k: "***" if any(w in str(k).lower() for w in SECRET_WORDS) and v else redacted(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redacted(v) for v in value)
+    return value
+
+
 def endpoint_of(url: str, options: Mapping | None = None) -> str:
     """Where the object is asked for (for messages): the endpoint for ``s3://``, the host for http."""
     if not url.startswith("s3://"):
