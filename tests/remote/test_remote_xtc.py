@@ -140,3 +140,13 @@ def test_inspect_of_an_xtc_url_says_what_the_local_file_does(s3_server, adk_stor
     assert got["file_bytes"] == Path(XTC).stat().st_size and got["path"] == url
     local = json.loads(run_cli("inspect", XTC, "--json", timeout=300, env=env).stdout)
     assert got["time"] == local["time"]
+
+
+def test_a_trr_behind_an_http_url_gives_the_local_files_numbers(s3_server, adk_stores, tmp_path):
+    trr = str(Path(XTC).with_suffix(".trr"))
+    s3_server.client().upload_file(trr, BUCKET, "trr/adk_oplsaa.trr", ExtraArgs={"ACL": "public-read"})
+    url = f"{s3_server.endpoint}/{BUCKET}/trr/adk_oplsaa.trr"
+    for executor in (["--executor", "serial"], ["--executor", "processes", "-n", "2"]):
+        proc, got = _run(s3_server, tmp_path, f"trr-{executor[1]}", url, *executor)
+        assert got == _local(s3_server, tmp_path, trr, "local-trr")
+    assert len(list((tmp_path / "cache" / "trajscale" / "offsets").iterdir())) == 1
