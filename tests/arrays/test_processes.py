@@ -7,8 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import MDAnalysis as mda
 import numpy as np
@@ -16,8 +14,7 @@ import pytest
 from MDAnalysisTests import datafiles as D
 
 import trajscale as ts
-
-BIN = Path(sys.executable).parent
+from tests.dask_cluster import external_dask
 
 
 @pytest.mark.cli
@@ -42,39 +39,20 @@ print(json.dumps({{"sizes": dict(ds.sizes), "x": ds.positions[7, 100].values.tol
     assert got["accessor"] and got["guess"]
 
 
-def _start(args: list[str], log: Path) -> subprocess.Popen:
-    env = dict(os.environ, OMP_NUM_THREADS="1", DASK_DISTRIBUTED__WORKER__DAEMON="False")
-    return subprocess.Popen([str(BIN / "dask"), *args], stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
-
-
-def _wait_for(path: Path, proc: subprocess.Popen, log: Path, timeout: float = 120) -> None:
-    end = time.monotonic() + timeout
-    while not path.exists():
-        if proc.poll() is not None or time.monotonic() > end:
-            raise AssertionError(f"dask scheduler did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
-
-
 @pytest.mark.cli
 @pytest.mark.slow
 def test_external_dask_cluster_gives_the_serial_numbers(adk_vacuum_h5md, tmp_path):
     """A scheduler and two workers started here (free ports), torn down after: the mean structure and the
     positional covariance of the CA atoms computed on them equal the serial compute, bit for bit."""
     distributed = pytest.importorskip("distributed")
-    sched_file = tmp_path / "scheduler.json"
-    procs = [_start(["scheduler", "--scheduler-file", str(sched_file), "--port", "0", "--no-dashboard",
-                     "--host", "127.0.0.1"], tmp_path / "scheduler.log")]
-    try:
-        _wait_for(sched_file, procs[0], tmp_path / "scheduler.log")
-        for k in range(2):
-            procs.append(_start(["worker", "--scheduler-file", str(sched_file), "--nthreads", "1",
-                                 "--no-dashboard", "--host", "127.0.0.1"], tmp_path / f"worker{k}.log"))
+    env = dict(os.environ, OMP_NUM_THREADS="1", DASK_DISTRIBUTED__WORKER__DAEMON="False")
+    with external_dask(tmp_path, 2, env=env) as address:
         ds = ts.open_dataset(D.PSF, adk_vacuum_h5md, chunks={"frame": 10}, select="name CA")
         x = ds.positions.astype("float64")
         mean = x.mean("frame")
         cov = xr_cov(x - mean)
         serial = [a.compute(scheduler="synchronous").values for a in (mean, cov)]
-        with distributed.Client(scheduler_file=str(sched_file), timeout=120) as client:
+        with distributed.Client(address, timeout=120) as client:
             client.wait_for_workers(2, timeout=120)
             on_cluster = [a.compute().values for a in (mean, cov)]
             workers = {w for w in client.run(os.getpid).values()}
@@ -85,15 +63,6 @@ def test_external_dask_cluster_gives_the_serial_numbers(adk_vacuum_h5md, tmp_pat
         ca = u.select_atoms("name CA")
         ref = np.array([ca.positions.astype(np.float64) for _ in u.trajectory])
         np.testing.assert_allclose(serial[0], ref.mean(0), atol=1e-9)
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 def xr_cov(d):

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.dask_cluster import external_dask
+
 pytest.importorskip("distributed")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,12 +68,6 @@ def test_the_wait_for_a_scheduler_is_bounded_by_default_and_configurable():
         DaskExecutor(scheduler=address, scheduler_timeout=0)
 
 
-def _start(args: list[str], cwd: Path, log: Path) -> subprocess.Popen:
-    dask = shutil.which("dask", path=str(Path(sys.executable).parent)) or "dask"
-    return subprocess.Popen([dask, *args], cwd=cwd, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=_env(),
-                            start_new_session=True)
-
-
 @pytest.mark.cli
 @pytest.mark.slow   # a scheduler and a worker started, two runs
 def test_relative_paths_reach_workers_running_in_another_directory(tmp_path, adk_vacuum, adk_vacuum_h5md):
@@ -82,19 +78,7 @@ def test_relative_paths_reach_workers_running_in_another_directory(tmp_path, adk
     elsewhere.mkdir()
     shutil.copy(adk_vacuum[0], data / "adk.psf")
     shutil.copy(adk_vacuum_h5md, data / "adk.h5md")
-    sched_file = tmp_path / "scheduler.json"
-    procs = [_start(["scheduler", "--scheduler-file", str(sched_file), "--port", "0", "--no-dashboard",
-                     "--host", "127.0.0.1"], elsewhere, tmp_path / "scheduler.log")]
-    try:
-        deadline = time.monotonic() + 120
-        while not sched_file.exists() and procs[0].poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert sched_file.exists(), (tmp_path / "scheduler.log").read_text()
-        import json
-
-        address = json.loads(sched_file.read_text())["address"]
-        procs.append(_start(["worker", address, "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
-                            elsewhere, tmp_path / "worker.log"))
+    with external_dask(tmp_path, 1, cwd=elsewhere, env=_env()) as address:
         serial = _trajscale(["run", "rmsd", "adk.psf", "adk.h5md", "--select", "name CA", "--executor", "serial",
                              "--out", "serial.csv"], data)
         assert serial.returncode == 0, serial.stderr
@@ -105,13 +89,13 @@ def test_relative_paths_reach_workers_running_in_another_directory(tmp_path, adk
             assert set(client.run(os.getcwd).values()) == {str(elsewhere)}   # the worker is elsewhere
         got = _trajscale(["run", "rmsd", "adk.psf", "adk.h5md", "--select", "name CA", "--executor", "dask",
                           "--scheduler", address, "--tasks", "4", "--out", "dask.csv"], data)
-        assert got.returncode == 0, got.stderr + (tmp_path / "worker.log").read_text()[-3000:]
+        assert got.returncode == 0, got.stderr + (tmp_path / "worker0.log").read_text()[-3000:]
         assert (data / "dask.csv").read_bytes() == (data / "serial.csv").read_bytes()
         # convert's workers write the output named relative to the command's directory, reading inputs so named
         shutil.copy(adk_vacuum[1], data / "adk.dcd")
         conv = _trajscale(["convert", "adk.psf", "adk.dcd", "-o", "out.h5md", "--executor", "dask",
                            "--scheduler", address, "--chunks", "10", "--no-progress"], data)
-        assert conv.returncode == 0, conv.stderr + (tmp_path / "worker.log").read_text()[-3000:]
+        assert conv.returncode == 0, conv.stderr + (tmp_path / "worker0.log").read_text()[-3000:]
         assert not list(elsewhere.glob("*.h5md*")) and not list(elsewhere.glob(".*h5md*"))
         import h5py
         import MDAnalysis as mda
@@ -122,12 +106,3 @@ def test_relative_paths_reach_workers_running_in_another_directory(tmp_path, adk
         import numpy as np
 
         np.testing.assert_allclose(got_pos, np.array([u.atoms.positions.copy() for _ in u.trajectory]), atol=1e-4)
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()

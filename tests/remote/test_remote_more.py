@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import run_cli
+from tests.dask_cluster import external_dask
 
 from .conftest import CREDENTIALS, TPR, FlakyProxy
 
@@ -66,12 +64,6 @@ def test_xarrays_open_dataset_reads_a_url_with_storage_options(s3_server, adk_st
         assert np.array_equal(lazy.positions.compute(scheduler="threads").values, want)
 
 
-def _start(args: list[str], cwd: Path, log: Path) -> subprocess.Popen:
-    dask = shutil.which("dask", path=str(Path(sys.executable).parent)) or "dask"
-    return subprocess.Popen([dask, *args], cwd=cwd, stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                            env=_no_aws_env(), start_new_session=True)
-
-
 @pytest.mark.cli
 @pytest.mark.slow   # a scheduler and two workers started
 def test_an_external_dask_cluster_reads_a_url_with_the_jobs_options(s3_server, adk_stores, tmp_path):
@@ -80,18 +72,7 @@ def test_an_external_dask_cluster_reads_a_url_with_the_jobs_options(s3_server, a
     the job; the CSV is the local file's, byte for byte; the secret is in no report, log or output."""
     pytest.importorskip("distributed")
     local, url, _ = adk_stores["gzip"]
-    sched_file = tmp_path / "scheduler.json"
-    procs = [_start(["scheduler", "--scheduler-file", str(sched_file), "--port", "0", "--no-dashboard",
-                     "--host", "127.0.0.1"], tmp_path, tmp_path / "scheduler.log")]
-    try:
-        deadline = time.monotonic() + 120
-        while not sched_file.exists() and procs[0].poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert sched_file.exists(), (tmp_path / "scheduler.log").read_text()
-        address = json.loads(sched_file.read_text())["address"]
-        for i in range(2):
-            procs.append(_start(["worker", address, "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
-                                tmp_path, tmp_path / f"worker{i}.log"))
+    with external_dask(tmp_path, 2, env=_no_aws_env()) as address:
         import distributed
 
         with distributed.Client(address, timeout=120) as client:
@@ -114,15 +95,6 @@ def test_an_external_dask_cluster_reads_a_url_with_the_jobs_options(s3_server, a
         secret = CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
         for text in (report.read_text(), got.stdout, got.stderr, out.read_text(), logs):
             assert secret not in text
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 @pytest.mark.cli
