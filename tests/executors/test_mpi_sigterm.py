@@ -16,29 +16,16 @@ import time
 import pytest
 
 from tests.conftest import kill_and_reap, mpiexec
+from tests.executors.mpi_ranks import mpi_ranks
 
 pytest.importorskip("mpi4py")
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 
 
 def _ranks(marker: str) -> dict[int, int]:
-    """rank -> pid of the Python ranks whose command line holds ``marker``."""
-    found = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as fh:
-                cmd = fh.read().split(b"\0")
-            with open(f"/proc/{d}/environ", "rb") as fh:
-                env = fh.read().split(b"\0")
-        except OSError:
-            continue
-        rank = [e.split(b"=", 1)[1] for e in env if e.startswith(b"PMI_RANK=")]
-        # the Python rank itself ("-m trajscale.cli.main" as its own arguments), not the shell around it
-        if rank and b"trajscale.cli.main" in cmd and any(marker.encode() in c for c in cmd):
-            found[int(rank[0])] = int(d)
-    return found
+    """rank -> pid of the Python ranks whose command line holds ``marker``: the Python rank itself
+    ("-m trajscale.cli.main" as its own arguments), not the shell around it."""
+    return mpi_ranks(lambda cmd: b"trajscale.cli.main" in cmd and any(marker.encode() in c for c in cmd))
 
 
 def test_sigterm_to_every_rank_ends_the_run_with_143_and_one_line(tmp_path, adk_vacuum, adk_vacuum_h5md):

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import kill_and_reap, mpiexec
+from tests.executors.mpi_ranks import mpi_ranks
 
 pytest.importorskip("mpi4py")
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
@@ -26,21 +27,8 @@ SCRIPT = Path(__file__).with_name("slow_prepare_cli.py")
 
 def _ranks(marker: str) -> dict[int, int]:
     """rank -> pid of the Python ranks (not the shells around them) whose command line holds ``marker``."""
-    found = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as fh:
-                cmd = fh.read().split(b"\0")
-            with open(f"/proc/{d}/environ", "rb") as fh:
-                env = fh.read().split(b"\0")
-        except OSError:
-            continue
-        rank = [e.split(b"=", 1)[1] for e in env if e.startswith(b"PMI_RANK=")]
-        if rank and len(cmd) > 2 and cmd[1].endswith(SCRIPT.name.encode()) and cmd[2] == marker.encode():
-            found[int(rank[0])] = int(d)
-    return found
+    return mpi_ranks(lambda cmd: len(cmd) > 2 and cmd[1].endswith(SCRIPT.name.encode())
+                     and cmd[2] == marker.encode())
 
 
 def _signal_while_root_prepares(tmp_path, where: str, argv: list[str], signum: int) -> str:
