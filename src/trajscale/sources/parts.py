@@ -164,6 +164,16 @@ def _remote_scan(obj, fmt: str, strict: bool | None) -> tuple:
     return n_atoms, offsets, fields, steps, times, (damage[0] if damage else None)
 
 
+def _xdr_format(head: bytes) -> str | None:
+    """XTC or TRR from a file's first 24 bytes (its magic number; a TRR's version string), else None."""
+    if len(head) < 8:
+        return None
+    magic = struct.unpack(">i", head[:4])[0]
+    if magic == 1995:
+        return "XTC"
+    return "TRR" if magic == 1993 and b"GMX_trn_file" in head else None
+
+
 def _is_path(path) -> bool:
     """A file's path (str, bytes, os.PathLike), not a file-like object holding its bytes."""
     return isinstance(path, (str, bytes, os.PathLike))
@@ -191,8 +201,7 @@ def scan_part(path, strict: bool | None = None) -> dict:
     if not _is_path(path):
         path.seek(0)
         head = bytes(path.read(24) or b"")
-        fmt = ("XTC" if head[:4] == struct.pack(">i", 1995) else
-               "TRR" if head[:4] == struct.pack(">i", 1993) and b"GMX_trn_file" in head else None)
+        fmt = _xdr_format(head)
     else:
         fmt = XDRSource.guess_format(path) or XDRSource.suffixes.get(Path(path).suffix.lower())
     if fmt is None:
@@ -297,13 +306,7 @@ class XDRSource(OneFileSource):
     @classmethod
     def guess_format(cls, path: str) -> str | None:
         """XTC (magic 1995) or TRR (magic 1993, then the ``GMX_trn_file`` version string)."""
-        head = file_head(path, 24)
-        if len(head) < 8:
-            return None
-        magic = struct.unpack(">i", head[:4])[0]
-        if magic == 1995:
-            return "XTC"
-        return "TRR" if magic == 1993 and b"GMX_trn_file" in head else None
+        return _xdr_format(file_head(path, 24))
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> XDRSource:
