@@ -67,3 +67,32 @@ def test_repair_bad_file_is_one_clear_error(tmp_path):
     assert proc.returncode == 2 and "not an HDF5 file" in proc.stderr and "Traceback" not in proc.stderr
     proc = run_cli("repair", "--help")
     assert proc.returncode == 0 and "last complete frame" in proc.stdout
+
+
+@pytest.mark.parametrize("chunks", ["auto", "contiguous"])
+def test_a_step_grown_before_its_time_is_an_incomplete_frame(tmp_path, caplog, chunks):
+    """Killed between growing step and time (HDF5 may write either's extent first): 3 complete frames."""
+    data = adk_frames(5)
+    out = tmp_path / "cut.h5md"
+    interrupted(out, chunks, data)
+    with h5py.File(out, "r+") as f:
+        f["particles/all/position/step"].resize(4, axis=0)   # the fourth frame's step, never its time
+        f["particles/all/position/step"][3] = data["step"][3]
+    caplog.set_level(logging.WARNING)
+    src = H5MDSource(str(out))
+    assert src.n_frames == 3
+    np.testing.assert_array_equal(src.read(0, 3).step, data["step"][:3])
+    src.close()
+    assert "after the last complete frame (3) ignored" in caplog.text
+    proc = run_cli("repair", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "kept 3 complete frames" in proc.stdout
+    with h5py.File(out) as f:
+        assert {f[f"particles/all/{e}/{k}"].shape[0] for e in ("position", "velocity")
+                for k in ("value", "step", "time")} == {3}
+        assert f["particles/all/position/step"].id == f["particles/all/velocity/step"].id
+    r = H5MDReader(str(out))
+    assert r.n_frames == 3
+    assert [ts.data["step"] for ts in r] == list(data["step"][:3])
+    r.close()
+    assert repair(out).method == "none"

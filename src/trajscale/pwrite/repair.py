@@ -1,8 +1,9 @@
 """Truncate an H5MD file left by an interrupted writer to its last complete frame.
 
-Every time-dependent element (a group with ``value`` and ``step``) keeps as many
-rows as its ``step`` has: trajscale's writers grow ``step`` only after a frame's
-data is flushed, so the rows past it are a partial or reserved frame.  Chunked
+Every time-dependent element (a group with ``value`` and ``step``) keeps the rows
+that ``value``, ``step`` and ``time`` all hold: trajscale's writers grow ``step``
+then ``time`` only after a frame's data is flushed, so the rows past them are a
+partial or reserved frame, or a frame whose time never reached the file.  Chunked
 datasets are resized in place; a contiguous one cannot shrink, so the file is
 then copied with the rows dropped and the copy renamed over the original.
 """
@@ -35,15 +36,26 @@ class RepairResult:
 
 
 def _excess(f: h5py.File) -> dict[str, int]:
-    """Dataset name -> the row count it should have, for every over-long ``value``."""
+    """Dataset name -> the row count it should have, for every ``value``, ``step`` or ``time`` too long.
+
+    A frame is complete when ``value``, ``step`` and ``time`` all hold its row; a
+    shared (hard-linked) ``step`` or ``time`` is named once.
+    """
     out: dict[str, int] = {}
+    seen: set = set()
 
     def visit(name, obj):
-        if isinstance(obj, h5py.Group) and "value" in obj and "step" in obj:
-            value, step = obj["value"], obj["step"]
-            if isinstance(value, h5py.Dataset) and isinstance(step, h5py.Dataset) and step.ndim == 1 \
-                    and value.ndim >= 1 and value.shape[0] > step.shape[0]:
-                out[value.name] = int(step.shape[0])
+        if not (isinstance(obj, h5py.Group) and "value" in obj and "step" in obj):
+            return
+        rows = [obj[k] for k in ("value", "step", "time")
+                if k in obj and isinstance(obj[k], h5py.Dataset) and obj[k].ndim >= 1]
+        if len(rows) < 2 or rows[0].name != obj["value"].name or rows[1].name != obj["step"].name:
+            return   # no per-frame value and step: not an element an interrupted writer grows
+        n = min(ds.shape[0] for ds in rows)
+        for ds in rows:
+            if ds.shape[0] > n and ds.id not in seen:
+                seen.add(ds.id)
+                out[ds.name] = n
 
     f.visititems(visit)
     return out
@@ -81,13 +93,31 @@ def _copy_truncated(p: Path, excess: dict[str, int]) -> None:
                 dst.attrs[k] = v
             for name in src:
                 src.copy(src[name], dst, name=name)   # H5Ocopy keeps the hard links within
+            links = _hard_links(src)
             for name, n in excess.items():
                 old = src[name]
                 del dst[name]
-                ds = dst.create_dataset(name, shape=(n, *old.shape[1:]), dtype=old.dtype)
+                ds = dst.create_dataset(name, shape=(n, *old.shape[1:]), dtype=old.dtype,
+                                        maxshape=old.maxshape, chunks=old.chunks)
                 if n:
                     ds[...] = old[:n]
                 for k, v in old.attrs.items():
                     ds.attrs[k] = v
+                for other in links[old.id]:   # a shared step/time stays one dataset
+                    if other != name:
+                        del dst[other]
+                        dst[other] = ds
     except OSError as exc:   # atomic_output removed the copy
         raise InputFileError(p, f"cannot rewrite the file ({exc})") from None
+
+
+def _hard_links(f: h5py.File) -> dict:
+    """Object id -> every path that reaches it by hard links."""
+    out: dict = {}
+
+    def visit(name, link):
+        if isinstance(link, h5py.HardLink):
+            out.setdefault(f[name].id, []).append("/" + name)
+
+    f.visititems_links(visit)
+    return out

@@ -168,13 +168,7 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
     obs = tuple(sorted(f["observables"].keys())) if isinstance(f.get("observables", getlink=True), h5py.HardLink) \
         and isinstance(f["observables"], h5py.Group) else ()
     plugin, plugin_level = _plugin_filter(pos)
-    n_frames = complete_frames(f, pg, step, being_written)
-    if time.path is not None and f[time.path].shape[0] < n_frames:
-        if not being_written:
-            raise NotH5MDError(path, f"{time.path} has {f[time.path].shape[0]} frames; the positions have {n_frames}")
-        # a look between the writer's growing of step and of time (HDF5 writes its metadata in no set
-        # order): the frames with both are the complete ones
-        n_frames = f[time.path].shape[0]
+    n_frames = complete_frames(f, pg, step, time, being_written)
     if box_path is not None and "periodic" in boundary:
         if box_td and f[box_path].ndim >= 1 and f[box_path].shape[0] == 0 and n_frames:
             # a box element created but never appended to (pyh5md's "linear" box does this): no box
@@ -194,26 +188,31 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
     )
 
 
-def complete_frames(f: h5py.File, pg: h5py.Group, step: TimeAxis, being_written: bool = False) -> int:
-    """Frames whose data is complete: the length of ``step`` when it is shorter than ``value``.
+def complete_frames(f: h5py.File, pg: h5py.Group, step: TimeAxis, time: TimeAxis,
+                    being_written: bool = False) -> int:
+    """Frames whose data is complete: those with a row in ``value``, ``step`` and ``time``.
 
-    trajscale's writers grow ``step``/``time`` only after a frame's data is in
-    the file, so the extra rows of a file left by an interrupted job are a
-    partial (or reserved) frame: ignored, with a warning - unless the file is
+    trajscale's writers grow ``step`` then ``time`` only after a frame's data is
+    in the file, and HDF5 writes its metadata in no set order, so a file left by
+    an interrupted job can hold rows in ``value`` (a partial or reserved frame)
+    or in ``step`` (a frame whose time never reached the file) past the last
+    complete frame: ignored, with a warning - unless the file is
     ``being_written``, where they are the frames in flight.
     """
     n_value = int(pg["position/value"].shape[0])
     if step.path is None:
         return n_value
-    n_step = int(f[step.path].shape[0])
-    if n_step < n_value and being_written:
-        log.debug("%s: %d row(s) after the last complete frame (%d): being written", f.filename,
-                  n_value - n_step, n_step)
-    elif n_step < n_value:
+    lengths = [n_value, int(f[step.path].shape[0])]
+    if time.path is not None:
+        lengths.append(int(f[time.path].shape[0]))
+    n = min(lengths)
+    if n < max(lengths) and being_written:
+        log.debug("%s: row(s) after the last complete frame (%d): being written", f.filename, n)
+    elif n < max(lengths):
         log.warning("%s: %d row(s) after the last complete frame (%d) ignored: the writer was "
                     "interrupted; 'trajscale repair %s' truncates them", f.filename,
-                    n_value - n_step, n_step, f.filename)
-    return min(n_step, n_value)
+                    max(lengths) - n, n, f.filename)
+    return n
 
 
 def _unit(ds: h5py.Dataset, quantity: str, assumed: dict | None, path: str) -> tuple[str, float]:
