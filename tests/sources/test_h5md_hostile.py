@@ -8,9 +8,8 @@ Every file is built here with h5py; each case is a fuzzer finding or a field tra
 
 from __future__ import annotations
 
-import logging
-
 import json
+import logging
 import time
 
 import h5py
