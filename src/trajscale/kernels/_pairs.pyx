@@ -245,6 +245,28 @@ cdef inline void _cell(float x, float y, float z, const double* h, int64_t n0, i
     out[2] = _clamp_floor(s2, n2)
 
 
+cdef inline int64_t _clamp_trunc(double v, double dn, int64_t n) noexcept nogil:
+    """``_clamp_floor`` of ``v = s * n`` without a floor: truncation is the floor of a value >= 0."""
+    if not v >= 0:
+        return 0
+    if v >= dn:
+        return n - 1
+    return <int64_t>v
+
+
+cdef inline void _cell_r(float x, float y, float z, const double* h, const double* rh, const double* dn,
+                         int64_t n0, int64_t n1, int64_t n2, int64_t* out) noexcept nogil:
+    """``_cell`` with the divisions by the box's diagonal as products with their inverses ``rh`` (3,)
+    (``dn``: the cells per axis as doubles): a point a rounding from a cell's face may fall in the next
+    cell, which the cells' 1e-3 Å margin over the cut-off covers."""
+    cdef double s2 = z * rh[2]
+    cdef double s1 = (y - s2 * h[7]) * rh[1]
+    cdef double s0 = (x - s1 * h[3] - s2 * h[6]) * rh[0]
+    out[0] = _clamp_trunc(s0 * dn[0], dn[0], n0)
+    out[1] = _clamp_trunc(s1 * dn[1], dn[1], n1)
+    out[2] = _clamp_trunc(s2 * dn[2], dn[2], n2)
+
+
 cdef inline int64_t _wrap_cell(int64_t t, int64_t n, double* image) noexcept nogil:
     """Neighbour cell ``t`` on an axis of ``n`` cells, wrapped into [0, n); ``image``: +1 where it wrapped
     from below, -1 from above, else 0 (the box image that the first guess of the minimum image adds)."""
@@ -267,6 +289,7 @@ cdef struct Frame:
     bint pbc                # False: no box (MDAnalysis's pseudo-box search: shifted, not wrapped)
     const float* shift      # (3,) subtracted from the coordinates where not pbc
     int64_t n0, n1, n2
+    int64_t k               # cells per cut-off of the sorted search (0: the general one, _frame)
     double safe2
 
 
@@ -285,6 +308,8 @@ cdef struct Search:
     int64_t* order
     int64_t* start
     int64_t* fill
+    float* bs               # (3, nb) b's wrapped coordinates sorted by cell (x row, y row, z row)
+    int64_t* bj             # (nb,) b's index of each sorted atom (for exclusion blocks)
 
 
 cdef void _frame(const Frame* fr, Search* s) noexcept nogil:
@@ -401,11 +426,193 @@ cdef void _frame(const Frame* fr, Search* s) noexcept nogil:
                             s.counts[b] += 1
 
 
+cdef inline void _wrap_both(const Frame* fr, Search* s) noexcept nogil:
+    """A's and B's coordinates gathered into ``s.aw``/``s.bw`` and wrapped into the box, as ``_frame``."""
+    cdef const float* x = fr.x
+    cdef float lengths[3]
+    cdef Py_ssize_t i, j
+    cdef int k
+    for k in range(3):
+        lengths[k] = fr.dims[k]
+    for i in range(s.na):
+        for k in range(3):
+            s.aw[3 * i + k] = x[3 * s.i1[i] + k]
+    for j in range(s.nb):
+        for k in range(3):
+            s.bw[3 * j + k] = x[3 * s.i2[j] + k]
+    if fr.tric:
+        _triclinic_pbc(s.aw, s.na, fr.box)
+        _triclinic_pbc(s.bw, s.nb, fr.box)
+    else:
+        _ortho_pbc(s.aw, s.na, lengths)
+        _ortho_pbc(s.bw, s.nb, lengths)
+
+
+cdef inline void _add_hit(double d2, Search* s, Py_ssize_t i, int64_t j) noexcept nogil:
+    """A pair at squared distance ``d2`` (within the cut-off) binned, unless an exclusion block holds it."""
+    cdef Py_ssize_t b
+    if s.xa > 0 and i // s.xa == j // s.xb:
+        return
+    b = _bin(sqrt(d2), s.edges, s.nbins)
+    if b >= 0:
+        s.counts[b] += 1
+
+
+cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
+    """``_frame``'s pairs and distances, found faster: a periodic box searched on a grid (no brute
+    force), split into ``fr.k`` cells per cut-off along every axis (``2k + 1`` or more cells each).
+
+    B's wrapped coordinates are copied in cell order, so that the atoms of a row of neighbour cells
+    lie side by side, and each row is scanned in one loop with its box image fixed (the image a
+    row's wrapped cells add is the first guess ``_frame`` makes).  Each candidate's distance is
+    ``_frame``'s own expression, term for term (an image's multiples of the box vectors are exact),
+    so the pairs within the cut-off and their distances are the same bits; only fewer candidates
+    far outside the cut-off are looked at (finer cells), and more cheaply.
+    """
+    cdef const float* box = fr.box
+    cdef double h[9]
+    cdef double rh[3]
+    cdef double dn[3]
+    cdef float half[3]
+    cdef double lengths[3]
+    cdef int64_t n0 = fr.n0, n1 = fr.n1, n2 = fr.n2, ncell = fr.n0 * fr.n1 * fr.n2, kk = fr.k
+    cdef Py_ssize_t i, j, p, c, pe, na = s.na, nb = s.nb
+    cdef int64_t cx, cy, cz, tz, ty, lo, hi, row, seg
+    cdef int oz, oy, k
+    cdef int64_t xs[2]
+    cdef int64_t xe[2]
+    cdef double xi[2]
+    cdef double sz, sy, c0, c3, c6, c4, c7, c8, dx, dy, dz, rz0, rz1, rz2, d2, v, safe2 = fr.safe2
+    cdef double cut2 = s.cut2
+    cdef float ax, ay, az
+    cdef float* aw = s.aw
+    cdef float* bw = s.bw
+    cdef float* bx = s.bs
+    cdef float* by = s.bs + nb
+    cdef float* bz = s.bs + 2 * nb
+    cdef bint tric = fr.tric
+    cdef int64_t cell[3]
+    _wrap_both(fr, s)
+    for k in range(9):
+        h[k] = box[k]
+    for k in range(3):
+        lengths[k] = fr.dims[k]
+        half[k] = (<float>0.5) * fr.dims[k]
+    rh[0] = 1.0 / h[0]
+    rh[1] = 1.0 / h[4]
+    rh[2] = 1.0 / h[8]
+    dn[0] = <double>n0
+    dn[1] = <double>n1
+    dn[2] = <double>n2
+    # counting sort of b's atoms by cell, their coordinates copied in that order
+    memset(s.start, 0, (ncell + 1) * sizeof(int64_t))
+    for j in range(nb):
+        _cell_r(bw[3 * j], bw[3 * j + 1], bw[3 * j + 2], h, rh, dn, n0, n1, n2, cell)
+        s.bcell[j] = (cell[2] * n1 + cell[1]) * n0 + cell[0]
+        s.start[s.bcell[j] + 1] += 1
+    for c in range(ncell):
+        s.start[c + 1] += s.start[c]
+    for c in range(ncell):
+        s.fill[c] = s.start[c]
+    for j in range(nb):
+        p = s.fill[s.bcell[j]]
+        s.fill[s.bcell[j]] = p + 1
+        bx[p] = bw[3 * j]
+        by[p] = bw[3 * j + 1]
+        bz[p] = bw[3 * j + 2]
+        s.bj[p] = j
+    for i in range(na):
+        ax = aw[3 * i]
+        ay = aw[3 * i + 1]
+        az = aw[3 * i + 2]
+        _cell_r(ax, ay, az, h, rh, dn, n0, n1, n2, cell)
+        cx = cell[0]
+        cy = cell[1]
+        cz = cell[2]
+        # the row's cells cx - k .. cx + k: one run of cells, or two where it wraps across the box
+        lo = cx - kk
+        hi = cx + kk
+        if lo < 0:
+            xs[0] = lo + n0
+            xe[0] = n0
+            xi[0] = 1.0
+            xs[1] = 0
+            xe[1] = hi + 1
+            xi[1] = 0.0
+            seg = 2
+        elif hi >= n0:
+            xs[0] = lo
+            xe[0] = n0
+            xi[0] = 0.0
+            xs[1] = 0
+            xe[1] = hi + 1 - n0
+            xi[1] = -1.0
+            seg = 2
+        else:
+            xs[0] = lo
+            xe[0] = hi + 1
+            xi[0] = 0.0
+            seg = 1
+        for oz in range(-kk, kk + 1):
+            tz = _wrap_cell(cz + oz, n2, &sz)
+            for oy in range(-kk, kk + 1):
+                ty = _wrap_cell(cy + oy, n1, &sy)
+                row = (tz * n1 + ty) * n0
+                for k in range(seg):
+                    p = s.start[row + xs[k]]
+                    pe = s.start[row + xe[k]]
+                    if tric:   # _tric_d2's terms: the image's multiples of the box vectors are exact
+                        c0 = h[0] * xi[k]
+                        c3 = h[3] * sy
+                        c4 = h[4] * sy
+                        c6 = h[6] * sz
+                        c7 = h[7] * sz
+                        c8 = h[8] * sz
+                        while p < pe:
+                            dx = <double>(ax - bx[p])   # float32 difference, as in C
+                            dy = <double>(ay - by[p])
+                            dz = <double>(az - bz[p])
+                            rz0 = ((dx + c0) + c3) + c6
+                            rz1 = (dy + c4) + c7
+                            rz2 = dz + c8
+                            d2 = rz0 * rz0 + rz1 * rz1 + rz2 * rz2
+                            if d2 <= cut2 or d2 >= safe2:
+                                if d2 >= safe2:   # not surely the shortest image: _frame's 27 images
+                                    d2 = _tric_min_d2(dx, dy, dz, box, xi[k], sy, sz, 0.0)
+                                if d2 <= cut2:
+                                    _add_hit(d2, s, i, s.bj[p])
+                            p += 1
+                    else:   # _minimum_image_ortho_lazy, per pair
+                        while p < pe:
+                            v = <double>(ax - bx[p])
+                            if v > half[0]:
+                                v -= lengths[0]
+                            elif v <= -half[0]:
+                                v += lengths[0]
+                            d2 = v * v
+                            v = <double>(ay - by[p])
+                            if v > half[1]:
+                                v -= lengths[1]
+                            elif v <= -half[1]:
+                                v += lengths[1]
+                            d2 += v * v
+                            v = <double>(az - bz[p])
+                            if v > half[2]:
+                                v -= lengths[2]
+                            elif v <= -half[2]:
+                                v += lengths[2]
+                            d2 += v * v
+                            if d2 <= cut2:
+                                _add_hit(d2, s, i, s.bj[p])
+                            p += 1
+
+
 def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t[::1] i2,
                   const int64_t[::1] frames, const float[:, ::1] box9, const float[:, ::1] dims,
                   const uint8_t[::1] triclinic, const uint8_t[::1] brute, const int64_t[:, ::1] ncells,
                   const double[::1] safe2, const uint8_t[::1] pbc, const float[:, ::1] shift, double cutoff,
-                  const double[::1] edges, int64_t xa, int64_t xb, int64_t[::1] counts):
+                  const double[::1] edges, int64_t xa, int64_t xb, int64_t[::1] counts,
+                  const int64_t[::1] kcell):
     """Add to ``counts`` the histogram of the pairs within ``cutoff`` in each of ``frames``, as ``InterRDF``.
 
     x (F, N, 3) float32 positions of a block; i1, i2: the atoms (indices into x's second axis,
@@ -415,8 +622,10 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     ``nsgrid``), ncells (3,) (1 where the box is too thin to split), safe2 (squared half smallest
     width), pbc (0: a frame without a box, searched as ``capped_distance(box=None)``: box9 and dims
     hold its orthorhombic pseudo-box, shift (3,) the float32 shift of its coordinates); xa, xb:
-    exclusion block (0: none). The GIL is released; Ctrl-C is looked for every
-    ``SLICE`` seconds.
+    exclusion block (0: none); kcell (F,): cells per cut-off of a frame searched by
+    ``_sorted_frame`` (its ncells split that finely, 2 * kcell + 1 or more on every axis; a
+    periodic grid search only), 0 for ``_frame``'s search. The GIL is released; Ctrl-C is
+    looked for every ``SLICE`` seconds.
     """
     cdef Search s
     cdef Frame fr
@@ -425,14 +634,18 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     cdef double t0
     if counts.shape[0] != edges.shape[0] - 1:
         raise ValueError("counts must have one element per bin")
+    if kcell.shape[0] != x.shape[0]:
+        raise ValueError("kcell must have one element per frame")
     if nf == 0 or i1.shape[0] == 0 or i2.shape[0] == 0:
         return
     cdef Py_ssize_t max_cells = int(np.asarray(ncells).prod(axis=1).max())
     aw = np.empty((i1.shape[0], 3), np.float32)
     bw = np.empty((i2.shape[0], 3), np.float32)
-    ints = np.empty(2 * i2.shape[0] + 2 * (max_cells + 1), np.int64)
+    bs = np.empty((3, i2.shape[0]), np.float32)
+    ints = np.empty(3 * i2.shape[0] + 2 * (max_cells + 1), np.int64)
     cdef float[:, ::1] aw_v = aw
     cdef float[:, ::1] bw_v = bw
+    cdef float[:, ::1] bs_v = bs
     cdef int64_t[::1] ints_v = ints
     s.i1 = &i1[0]
     s.i2 = &i2[0]
@@ -451,6 +664,8 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     s.order = s.bcell + s.nb
     s.start = s.order + s.nb
     s.fill = s.start + max_cells + 1
+    s.bj = s.fill + max_cells + 1
+    s.bs = &bs_v[0, 0]
     while q < nf:
         with nogil:
             t0 = _now()
@@ -467,7 +682,11 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
                 fr.safe2 = safe2[f]
                 fr.pbc = pbc[f]
                 fr.shift = &shift[f, 0]
-                _frame(&fr, &s)
+                fr.k = kcell[f]
+                if fr.k > 0 and fr.pbc and not fr.bf:
+                    _sorted_frame(&fr, &s)
+                else:
+                    _frame(&fr, &s)
                 q += 1
                 if _now() - t0 > SLICE:
                     break

@@ -19,6 +19,9 @@ from .geometry import perpendicular_widths, safe_radius2, triclinic_vectors
 
 #: Most cells of a frame's grid per atom of the searched selection (a fine grid costs more than it saves).
 MAX_CELLS_PER_ATOM = 2
+#: Cells per cut-off of the sorted search of a periodic box (each cell a half cut-off thick: its 5 x 5 x 5
+#: neighbour cells hold about half the candidates of 3 x 3 x 3 cells a cut-off thick).
+CELLS_PER_CUTOFF = 2
 
 
 def mdanalysis_method_is_brute_force(n1: int, n2: int, cutoff: float, dims: np.ndarray,
@@ -53,15 +56,28 @@ def pseudo_boxes(x: np.ndarray, i1: np.ndarray, i2: np.ndarray, cutoff: float) -
     return lmax - lmin, shift, size + 2.2 * cutoff
 
 
-def grid(box9: np.ndarray, cutoff: float, n_atoms: int) -> np.ndarray:
-    """(F, 3) cells per box vector: each at least ``cutoff`` thick (plus 1e-3 Å), 1 where fewer than 3 fit."""
+def grid(box9: np.ndarray, cutoff: float, n_atoms: int, per_cutoff: int = 1) -> np.ndarray:
+    """(F, 3) cells per box vector: each at least ``cutoff / per_cutoff`` thick (``per_cutoff`` cells at least
+    ``cutoff`` plus 1e-3 Å), 1 where fewer than ``2 * per_cutoff + 1`` fit (a neighbour cell would be met twice)."""
     widths = perpendicular_widths(box9.reshape(-1, 3, 3).astype(np.float64))
-    n = np.floor(widths / (cutoff + 1e-3)).astype(np.int64)
+    n = np.floor(per_cutoff * widths / (cutoff + 1e-3)).astype(np.int64)
     total = n.prod(axis=1).astype(np.float64)
     limit = max(27, MAX_CELLS_PER_ATOM * n_atoms)
     shrink = np.maximum(1.0, (total / limit) ** (1 / 3))
     n = np.floor(n / shrink[:, None]).astype(np.int64)
-    return np.where(n < 3, 1, n)
+    return np.where(n < 2 * per_cutoff + 1, 1, n)
+
+
+def search_grids(box9: np.ndarray, cutoff: float, n_atoms: int, grid_search: np.ndarray) -> tuple[np.ndarray,
+                                                                                                    np.ndarray]:
+    """Each frame's cells (F, 3) and cells per cut-off (F,): :data:`CELLS_PER_CUTOFF` where ``grid_search`` (a
+    periodic box that MDAnalysis searches on its grid) and the box fits that many on every axis, else 1 where
+    it fits 3 cells a cut-off thick on every axis, else 0 (``_frame``'s search, which also takes thin boxes)."""
+    coarse = grid(box9, cutoff, n_atoms)
+    fine = grid(box9, cutoff, n_atoms, CELLS_PER_CUTOFF)
+    use_fine = grid_search & (fine > 1).all(axis=1)
+    per_cutoff = np.where(use_fine, CELLS_PER_CUTOFF, np.where(grid_search & (coarse > 1).all(axis=1), 1, 0))
+    return np.ascontiguousarray(np.where(use_fine[:, None], fine, coarse), np.int64), per_cutoff.astype(np.int64)
 
 
 def rdf_histogram(x: np.ndarray, i1: np.ndarray, i2: np.ndarray, dims: np.ndarray, cutoff: float,
@@ -106,11 +122,10 @@ def rdf_histogram(x: np.ndarray, i1: np.ndarray, i2: np.ndarray, dims: np.ndarra
         dims[nobox] = np.stack([edge, edge, edge] + [np.full_like(edge, 90.0)] * 3, axis=1)
         box9[nobox] = triclinic_vectors(dims[nobox]).astype(np.float32).reshape(-1, 9)
     xa, xb = exclusion_block or (0, 0)
+    brute = mdanalysis_method_is_brute_force(len(i1), len(i2), cutoff, dims, box9, extent, nobox)
+    ncells, per_cutoff = search_grids(box9, float(cutoff), len(i2), ~brute & ~nobox)
     _pairs.rdf_histogram(x, i1, i2, np.flatnonzero(done).astype(np.int64), box9, dims,
-                         (~(dims[:, 3:] == 90.0).all(axis=1)).view(np.uint8),
-                         mdanalysis_method_is_brute_force(len(i1), len(i2), cutoff, dims, box9, extent,
-                                                          nobox).view(np.uint8),
-                         np.ascontiguousarray(grid(box9, cutoff, len(i2)), np.int64),
+                         (~(dims[:, 3:] == 90.0).all(axis=1)).view(np.uint8), brute.view(np.uint8), ncells,
                          np.ascontiguousarray(safe_radius2(box9.reshape(-1, 3, 3).astype(np.float64))),
-                         (~nobox).view(np.uint8), shift, float(cutoff), edges, int(xa), int(xb), counts)
+                         (~nobox).view(np.uint8), shift, float(cutoff), edges, int(xa), int(xb), counts, per_cutoff)
     return counts.astype(np.float64), done
