@@ -4,7 +4,9 @@
 every kind of run (finished, followed, streamed) runs it unchanged: its job reads each block once,
 over the union of its analyses' atoms, and each analysis then maps that block in the view of its own
 atoms: a contiguous copy of exactly the atoms, in the order, that it reads when it runs alone, so its
-kernels see the same arrays and its result has the same bits.
+kernels see the same arrays and its result has the same bits.  An analysis whose kernel gathers its atoms
+itself (the RDF) defines ``map_view(block, prep, view)``: the partial of ``map`` on that copy, taken from
+the union's block at the positions ``view`` without the copy.
 
 Each analysis's partials are reduced by that analysis's own ``reduce``, over the same tasks and
 blocks in the same order as a run of it alone, and its compute seconds travel with them for the
@@ -122,19 +124,24 @@ class AnalysisGroup(Analysis):
         """What the most demanding analysis holds per frame while it maps (one maps at a time): its copy of
         its atoms and what its own ``map`` holds beyond the block."""
         s: GroupState = prep.state
-        return max((0 if v is None else len(v) * 12 * len(a.fields)) + a.block_bytes_per_frame(p)
-                   for a, p, v in zip(self.analyses, s.prepared, s.views, strict=True))
+        return max((0 if v is None or hasattr(a, "map_view") else len(v) * 12 * len(a.fields))
+                   + a.block_bytes_per_frame(p) for a, p, v in zip(self.analyses, s.prepared, s.views, strict=True))
 
     def map(self, block: Block, prep: Prepared) -> GroupPartial:
         s: GroupState = prep.state
         partials, seconds = [], []
         for a, p, view in zip(self.analyses, s.prepared, s.views, strict=True):
             t0 = time.perf_counter()
-            own = block if view is None else _atoms_of(block, view)
-            if a.needs_box:
-                check_boxes(own.box, own.frames, s.path, a.name)
-            partials.append(a.map(own, p))
-            del own
+            if a.needs_box:   # (a box is the frame's, whatever its atoms)
+                check_boxes(block.box, block.frames, s.path, a.name)
+            if view is None:
+                partials.append(a.map(block, p))
+            elif hasattr(a, "map_view"):   # it gathers its atoms from the block itself: no copy
+                partials.append(a.map_view(block, p, view))
+            else:
+                own = _atoms_of(block, view)
+                partials.append(a.map(own, p))
+                del own
             seconds.append(time.perf_counter() - t0)
         return GroupPartial(tuple(partials), tuple(seconds))
 

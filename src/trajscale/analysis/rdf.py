@@ -18,12 +18,12 @@ from typing import ClassVar
 import numpy as np
 
 from ..block import Block
-from ..errors import ConfigError
+from ..errors import BadCoordinatesError, ConfigError
 from ..kernels.geometry import box_volume
 from ..kernels.pairs import rdf_histogram
 from ..kernels.sums import exact_sum, volume_of
 from ..topology import select_atoms
-from .base import Analysis, Prepared, check_finite, no_frames
+from .base import Analysis, Prepared, no_frames
 from .options import Command, Option
 from .results import arrays_of, output_format, save_as
 
@@ -122,11 +122,24 @@ class RDF(Analysis):
 
     def map(self, block: Block, prep: Prepared) -> dict:
         s = prep.state
-        check_finite(block, block.positions, s["path"])
-        # every frame has a box of non-zero volume (needs_box): the kernel counts them all
-        count, _ = rdf_histogram(block.positions, s["i1"], s["i2"], block.box, self.range[1], self._edges(),
-                                 self.exclusion_block)
-        return {"count": count, "volume": exact_sum(box_volume(block.box), block.start, s["path"]),
+        return self._map(block, s["i1"], s["i2"], s["path"])
+
+    def map_view(self, block: Block, prep: Prepared, view: np.ndarray) -> dict:
+        """:meth:`map` of the block of this analysis's atoms, given a block read over more atoms and where
+        this analysis's atoms lie in it (``view``, as :class:`~trajscale.analysis.group.AnalysisGroup`
+        reads): the kernel gathers the atoms from it, with no copy of the block, and the same partial."""
+        s = prep.state
+        return self._map(block, view[s["i1"]], view[s["i2"]], s["path"])
+
+    def _map(self, block: Block, i1: np.ndarray, i2: np.ndarray, path) -> dict:
+        # every frame has a box of non-zero volume (needs_box): the kernel counts them all, and marks
+        # the frames where an atom of either selection is not finite (check_finite's frames)
+        finite = np.ones(block.n_frames, bool)
+        count, _ = rdf_histogram(block.positions, i1, i2, block.box, self.range[1], self._edges(),
+                                 self.exclusion_block, finite=finite)
+        if not finite.all():
+            raise BadCoordinatesError(block.start + int(np.argmin(finite)), path)
+        return {"count": count, "volume": exact_sum(box_volume(block.box), block.start, path),
                 "n": block.n_frames}
 
     def _edges(self) -> np.ndarray:

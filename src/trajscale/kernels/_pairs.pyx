@@ -426,6 +426,20 @@ cdef void _frame(const Frame* fr, Search* s) noexcept nogil:
                             s.counts[b] += 1
 
 
+cdef bint _all_finite(const float* x, const Search* s) noexcept nogil:
+    """Whether every coordinate of the two selections' atoms in frame ``x`` is finite (``v - v`` is 0 for a
+    finite ``v``, NaN for NaN or an infinity)."""
+    cdef float acc = 0
+    cdef Py_ssize_t i
+    for i in range(s.na):
+        acc += (x[3 * s.i1[i]] - x[3 * s.i1[i]]) + (x[3 * s.i1[i] + 1] - x[3 * s.i1[i] + 1]) + \
+            (x[3 * s.i1[i] + 2] - x[3 * s.i1[i] + 2])
+    for i in range(s.nb):
+        acc += (x[3 * s.i2[i]] - x[3 * s.i2[i]]) + (x[3 * s.i2[i] + 1] - x[3 * s.i2[i] + 1]) + \
+            (x[3 * s.i2[i] + 2] - x[3 * s.i2[i] + 2])
+    return acc == 0
+
+
 cdef inline void _wrap_both(const Frame* fr, Search* s) noexcept nogil:
     """A's and B's coordinates gathered into ``s.aw``/``s.bw`` and wrapped into the box, as ``_frame``."""
     cdef const float* x = fr.x
@@ -612,7 +626,7 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
                   const uint8_t[::1] triclinic, const uint8_t[::1] brute, const int64_t[:, ::1] ncells,
                   const double[::1] safe2, const uint8_t[::1] pbc, const float[:, ::1] shift, double cutoff,
                   const double[::1] edges, int64_t xa, int64_t xb, int64_t[::1] counts,
-                  const int64_t[::1] kcell):
+                  const int64_t[::1] kcell, uint8_t[::1] finite):
     """Add to ``counts`` the histogram of the pairs within ``cutoff`` in each of ``frames``, as ``InterRDF``.
 
     x (F, N, 3) float32 positions of a block; i1, i2: the atoms (indices into x's second axis,
@@ -624,8 +638,9 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     hold its orthorhombic pseudo-box, shift (3,) the float32 shift of its coordinates); xa, xb:
     exclusion block (0: none); kcell (F,): cells per cut-off of a frame searched by
     ``_sorted_frame`` (its ncells split that finely, 2 * kcell + 1 or more on every axis; a
-    periodic grid search only), 0 for ``_frame``'s search. The GIL is released; Ctrl-C is
-    looked for every ``SLICE`` seconds.
+    periodic grid search only), 0 for ``_frame``'s search; finite (F,) or empty: where given, a
+    frame in which an atom of either selection has a NaN or infinite coordinate is set to 0 there
+    and not searched. The GIL is released; Ctrl-C is looked for every ``SLICE`` seconds.
     """
     cdef Search s
     cdef Frame fr
@@ -636,6 +651,9 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
         raise ValueError("counts must have one element per bin")
     if kcell.shape[0] != x.shape[0]:
         raise ValueError("kcell must have one element per frame")
+    if finite.shape[0] not in (0, x.shape[0]):
+        raise ValueError("finite must have one element per frame, or none")
+    cdef bint check = finite.shape[0] > 0
     if nf == 0 or i1.shape[0] == 0 or i2.shape[0] == 0:
         return
     cdef Py_ssize_t max_cells = int(np.asarray(ncells).prod(axis=1).max())
@@ -683,7 +701,9 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
                 fr.pbc = pbc[f]
                 fr.shift = &shift[f, 0]
                 fr.k = kcell[f]
-                if fr.k > 0 and fr.pbc and not fr.bf:
+                if check and not _all_finite(fr.x, &s):
+                    finite[f] = 0
+                elif fr.k > 0 and fr.pbc and not fr.bf:
                     _sorted_frame(&fr, &s)
                 else:
                     _frame(&fr, &s)

@@ -81,14 +81,16 @@ def search_grids(box9: np.ndarray, cutoff: float, n_atoms: int, grid_search: np.
 
 
 def rdf_histogram(x: np.ndarray, i1: np.ndarray, i2: np.ndarray, dims: np.ndarray, cutoff: float,
-                  edges: np.ndarray, exclusion_block=None) -> tuple[np.ndarray, np.ndarray]:
+                  edges: np.ndarray, exclusion_block=None, finite: np.ndarray | None = None) -> tuple[np.ndarray,
+                                                                                                   np.ndarray]:
     """Pair-distance histogram of atoms ``i1`` against atoms ``i2`` of (F, N, 3) ``x`` over the frames with a box.
 
     The atoms are gathered inside the kernel, frame by frame (no (F, n, 3) copies of
     the selections). ``x`` in another dtype, byte order or layout is converted to
     C-contiguous native float32 once (float64 is rounded to float32, the precision
     MDAnalysis computes in). Returns ``(counts, done)``: counts (len(edges) - 1,)
-    summed over the frames ``done`` (F,) marks.
+    summed over the frames ``done`` (F,) marks.  ``finite``: an (F,) bool array in which the frames where an
+    atom of ``i1`` or ``i2`` has a NaN or infinite coordinate are set False (and left out of the counts).
 
     Raises ValueError for a shape that is not (F, N, 3), bins that are not equal-width
     edges, or atom indices outside ``x``.
@@ -127,5 +129,6 @@ def rdf_histogram(x: np.ndarray, i1: np.ndarray, i2: np.ndarray, dims: np.ndarra
     _pairs.rdf_histogram(x, i1, i2, np.flatnonzero(done).astype(np.int64), box9, dims,
                          (~(dims[:, 3:] == 90.0).all(axis=1)).view(np.uint8), brute.view(np.uint8), ncells,
                          np.ascontiguousarray(safe_radius2(box9.reshape(-1, 3, 3).astype(np.float64))),
-                         (~nobox).view(np.uint8), shift, float(cutoff), edges, int(xa), int(xb), counts, per_cutoff)
+                         (~nobox).view(np.uint8), shift, float(cutoff), edges, int(xa), int(xb), counts, per_cutoff,
+                         np.zeros(0, np.uint8) if finite is None else finite.view(np.uint8))
     return counts.astype(np.float64), done
