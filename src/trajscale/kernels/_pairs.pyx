@@ -310,6 +310,7 @@ cdef struct Search:
     int64_t* fill
     float* bs               # (3, nb) b's wrapped coordinates sorted by cell (x row, y row, z row)
     int64_t* bj             # (nb,) b's index of each sorted atom (for exclusion blocks)
+    float* d2f              # (nb,) the float32 first look at a row's squared distances
 
 
 cdef void _frame(const Frame* fr, Search* s) noexcept nogil:
@@ -498,6 +499,11 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
     cdef double xi[2]
     cdef double sz, sy, c0, c3, c6, c4, c7, c8, dx, dy, dz, rz0, rz1, rz2, d2, v, safe2 = fr.safe2
     cdef double cut2 = s.cut2
+    cdef double delta, reach
+    cdef float f0, f1, f2, gx, gy, gz, near, far
+    cdef float lf[3]
+    cdef float* d2f = s.d2f
+    cdef Py_ssize_t q
     cdef float ax, ay, az
     cdef float* aw = s.aw
     cdef float* bw = s.bw
@@ -512,6 +518,18 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
     for k in range(3):
         lengths[k] = fr.dims[k]
         half[k] = (<float>0.5) * fr.dims[k]
+    # Bounds of the float32 look: each of its coordinates within delta of the double one (a rounding of
+    # a box image and one of the sum, each under 2**-24 of the box's and the distance's size; 8 times
+    # that), so a pair within the cut-off lands under `near` and one past the safe radius over `far`.
+    reach = sqrt(safe2) + s.cutoff
+    for k in range(9):
+        reach += fabs(h[k])
+    delta = reach * 4.76837158203125e-07   # 2**-21
+    near = <float>((s.cutoff + 4.0 * delta) * (s.cutoff + 4.0 * delta) * (1.0 + 1e-5))
+    far = <float>(0.0 if sqrt(safe2) <= 4.0 * delta else
+                  (sqrt(safe2) - 4.0 * delta) * (sqrt(safe2) - 4.0 * delta) * (1.0 - 1e-5))
+    for k in range(3):
+        lf[k] = fr.dims[k]
     rh[0] = 1.0 / h[0]
     rh[1] = 1.0 / h[4]
     rh[2] = 1.0 / h[8]
@@ -522,15 +540,17 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
     memset(s.start, 0, (ncell + 1) * sizeof(int64_t))
     for j in range(nb):
         _cell_r(bw[3 * j], bw[3 * j + 1], bw[3 * j + 2], h, rh, dn, n0, n1, n2, cell)
-        s.bcell[j] = (cell[2] * n1 + cell[1]) * n0 + cell[0]
-        s.start[s.bcell[j] + 1] += 1
+        c = (cell[2] * n1 + cell[1]) * n0 + cell[0]
+        s.bcell[j] = c
+        s.start[c + 1] += 1
     for c in range(ncell):
         s.start[c + 1] += s.start[c]
     for c in range(ncell):
         s.fill[c] = s.start[c]
     for j in range(nb):
-        p = s.fill[s.bcell[j]]
-        s.fill[s.bcell[j]] = p + 1
+        c = s.bcell[j]
+        p = s.fill[c]
+        s.fill[c] = p + 1
         bx[p] = bw[3 * j]
         by[p] = bw[3 * j + 1]
         bz[p] = bw[3 * j + 2]
@@ -575,6 +595,8 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
                 for k in range(seg):
                     p = s.start[row + xs[k]]
                     pe = s.start[row + xe[k]]
+                    if p == pe:
+                        continue
                     if tric:   # _tric_d2's terms: the image's multiples of the box vectors are exact
                         c0 = h[0] * xi[k]
                         c3 = h[3] * sy
@@ -582,44 +604,62 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
                         c6 = h[6] * sz
                         c7 = h[7] * sz
                         c8 = h[8] * sz
-                        while p < pe:
-                            dx = <double>(ax - bx[p])   # float32 difference, as in C
-                            dy = <double>(ay - by[p])
-                            dz = <double>(az - bz[p])
-                            rz0 = ((dx + c0) + c3) + c6
-                            rz1 = (dy + c4) + c7
-                            rz2 = dz + c8
-                            d2 = rz0 * rz0 + rz1 * rz1 + rz2 * rz2
-                            if d2 <= cut2 or d2 >= safe2:
+                        # a float32 first look: only the candidates it cannot place far inside the
+                        # cut-off's and the safe radius's bounds are computed as _frame computes them
+                        f0 = <float>(c0 + c3 + c6)
+                        f1 = <float>(c4 + c7)
+                        f2 = <float>c8
+                        for q in range(pe - p):
+                            gx = (ax - bx[p + q]) + f0
+                            gy = (ay - by[p + q]) + f1
+                            gz = (az - bz[p + q]) + f2
+                            d2f[q] = gx * gx + gy * gy + gz * gz
+                        for q in range(pe - p):
+                            if d2f[q] <= near or d2f[q] >= far:
+                                j = p + q
+                                dx = <double>(ax - bx[j])   # float32 difference, as in C
+                                dy = <double>(ay - by[j])
+                                dz = <double>(az - bz[j])
+                                rz0 = ((dx + c0) + c3) + c6
+                                rz1 = (dy + c4) + c7
+                                rz2 = dz + c8
+                                d2 = rz0 * rz0 + rz1 * rz1 + rz2 * rz2
                                 if d2 >= safe2:   # not surely the shortest image: _frame's 27 images
                                     d2 = _tric_min_d2(dx, dy, dz, box, xi[k], sy, sz, 0.0)
                                 if d2 <= cut2:
-                                    _add_hit(d2, s, i, s.bj[p])
-                            p += 1
-                    else:   # _minimum_image_ortho_lazy, per pair
-                        while p < pe:
-                            v = <double>(ax - bx[p])
-                            if v > half[0]:
-                                v -= lengths[0]
-                            elif v <= -half[0]:
-                                v += lengths[0]
-                            d2 = v * v
-                            v = <double>(ay - by[p])
-                            if v > half[1]:
-                                v -= lengths[1]
-                            elif v <= -half[1]:
-                                v += lengths[1]
-                            d2 += v * v
-                            v = <double>(az - bz[p])
-                            if v > half[2]:
-                                v -= lengths[2]
-                            elif v <= -half[2]:
-                                v += lengths[2]
-                            d2 += v * v
-                            if d2 <= cut2:
-                                _add_hit(d2, s, i, s.bj[p])
-                            p += 1
-
+                                    _add_hit(d2, s, i, s.bj[j])
+                    else:   # _minimum_image_ortho_lazy, per pair (the same image in float32)
+                        for q in range(pe - p):
+                            gx = ax - bx[p + q]
+                            gx = gx - lf[0] if gx > half[0] else (gx + lf[0] if gx <= -half[0] else gx)
+                            gy = ay - by[p + q]
+                            gy = gy - lf[1] if gy > half[1] else (gy + lf[1] if gy <= -half[1] else gy)
+                            gz = az - bz[p + q]
+                            gz = gz - lf[2] if gz > half[2] else (gz + lf[2] if gz <= -half[2] else gz)
+                            d2f[q] = gx * gx + gy * gy + gz * gz
+                        for q in range(pe - p):
+                            if d2f[q] <= near:
+                                j = p + q
+                                v = <double>(ax - bx[j])
+                                if v > half[0]:
+                                    v -= lengths[0]
+                                elif v <= -half[0]:
+                                    v += lengths[0]
+                                d2 = v * v
+                                v = <double>(ay - by[j])
+                                if v > half[1]:
+                                    v -= lengths[1]
+                                elif v <= -half[1]:
+                                    v += lengths[1]
+                                d2 += v * v
+                                v = <double>(az - bz[j])
+                                if v > half[2]:
+                                    v -= lengths[2]
+                                elif v <= -half[2]:
+                                    v += lengths[2]
+                                d2 += v * v
+                                if d2 <= cut2:
+                                    _add_hit(d2, s, i, s.bj[j])
 
 def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t[::1] i2,
                   const int64_t[::1] frames, const float[:, ::1] box9, const float[:, ::1] dims,
@@ -659,7 +699,7 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     cdef Py_ssize_t max_cells = int(np.asarray(ncells).prod(axis=1).max())
     aw = np.empty((i1.shape[0], 3), np.float32)
     bw = np.empty((i2.shape[0], 3), np.float32)
-    bs = np.empty((3, i2.shape[0]), np.float32)
+    bs = np.empty((4, i2.shape[0]), np.float32)
     ints = np.empty(3 * i2.shape[0] + 2 * (max_cells + 1), np.int64)
     cdef float[:, ::1] aw_v = aw
     cdef float[:, ::1] bw_v = bw
@@ -684,6 +724,7 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     s.fill = s.start + max_cells + 1
     s.bj = s.fill + max_cells + 1
     s.bs = &bs_v[0, 0]
+    s.d2f = &bs_v[3, 0]
     while q < nf:
         with nogil:
             t0 = _now()
