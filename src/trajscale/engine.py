@@ -419,10 +419,9 @@ def _shares(analysis: Analysis, job: Job, reduced) -> tuple[AnalysisShare, ...]:
     """A group's analyses: each one's compute seconds and atoms, beside the read they share."""
     if not isinstance(analysis, AnalysisGroup):
         return ()
-    state = job.prepared.state
-    n_read = None if job.prepared.atoms is None else len(job.prepared.atoms)
-    return tuple(AnalysisShare(a.name, float(t), n_read if v is None else len(v), a.selections)
-                 for a, t, v in zip(analysis.analyses, reduced.seconds, state.views, strict=True))
+    state = job.prepared.state   # (the atoms each prepared: a pass over every atom reads them as None)
+    return tuple(AnalysisShare(a.name, float(t), None if p.atoms is None else len(p.atoms), a.selections)
+                 for a, t, p in zip(analysis.analyses, reduced.seconds, state.prepared, strict=True))
 
 
 def _late_starts(report: RunReport, late: dict[str, dict]) -> None:

@@ -88,3 +88,16 @@ def test_the_kernel_marks_the_frames_whose_selected_atoms_are_not_finite():
     # the frames marked are left out; the others count as without the check
     ok = np.flatnonzero(finite)
     np.testing.assert_array_equal(got, pairs.rdf_histogram(x[ok], i1, i2, dims[ok], 5.0, edges)[0])
+
+
+def test_a_pass_over_every_atom_reads_whole_frames(adk_vacuum_h5md):
+    """A union of every atom is read as whole frames (no list of atoms to plan at each read), and the
+    report still gives each analysis its atoms."""
+    from trajscale.engine import prepare
+
+    job, facts = prepare(ts.AnalysisGroup([ts.RMSD("name CA"), ts.RadiusOfGyration("all")]), D.PSF, adk_vacuum_h5md)
+    assert job.prepared.atoms is None and facts.n_atoms == 3341
+    assert job.prepared.state.views[0] is not None and job.prepared.state.views[1] is None
+    got = ts.run([ts.RMSD("name CA"), ts.RadiusOfGyration("all")], D.PSF, adk_vacuum_h5md)
+    assert {a.name: a.n_atoms for a in got[0].report.meta.analyses} == {"rmsd": 214, "rgyr": 3341}
+    assert got[1].report.n_atoms == 3341

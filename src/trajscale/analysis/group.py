@@ -117,6 +117,8 @@ class AnalysisGroup(Analysis):
             union = None
         else:
             union = functools.reduce(np.union1d, [np.asarray(p.atoms) for p in prepared])
+            if len(union) == source.n_atoms:   # every atom: whole frames, with no list of atoms to plan each read
+                union = None
         views = tuple(_view_of(p.atoms, union, source.n_atoms) for p in prepared)
         return Prepared(atoms=union, state=GroupState(prepared, views, str(source.path or "")))
 
