@@ -53,6 +53,11 @@ def write_blocks(path, data, strategy, compression=None, topology=None):
                            box=data["box"][s], velocities=data["velocities"][s], forces=data["forces"][s])
 
 
+def frames(n_frames: int | None = None) -> dict:
+    """:func:`adk_frames` read by rank 0 and broadcast: the other ranks need not import MDAnalysis."""
+    return comm.bcast((adk_frames() if n_frames is None else adk_frames(n_frames)) if rank == 0 else None, root=0)
+
+
 def topology():
     import MDAnalysis as mda
     from MDAnalysisTests.datafiles import PSF
@@ -61,7 +66,7 @@ def topology():
 
 
 def equal(outdir: Path):
-    data = adk_frames()
+    data = frames()
     top = topology()
     for strategy in ("gather", "independent", "collective"):
         write_domains(outdir / f"{strategy}.h5md", data, strategy, topology=top)
@@ -78,7 +83,7 @@ def equal(outdir: Path):
 
 
 def bad(outdir: Path):
-    data = adk_frames(3)
+    data = frames(3)
     n_atoms = data["positions"].shape[1]
     last = size - 1
     out = {}
@@ -147,7 +152,7 @@ def bad(outdir: Path):
 
 def exists(out: Path):
     """Each rank records what the default raised, then frame 0 is written with ``overwrite=True``."""
-    data = adk_frames(1)
+    data = frames(1)
     n_atoms = data["positions"].shape[1]
     ids = owned(0, n_atoms, size, rank)
     got = {}
@@ -186,7 +191,7 @@ if __name__ == "__main__":
     if mode == "equal":
         equal(target)
     elif mode == "one":   # many ranks on a small machine: the named strategies, without the gzip and no-MPI-IO cases
-        top, data = topology(), adk_frames()
+        top, data = topology(), frames()
         for strategy in sys.argv[3].split(","):
             write_domains(target / f"{strategy}.h5md", data, strategy, topology=top)
             write_blocks(target / f"frames-{strategy}.h5md", data, strategy, topology=top)
