@@ -2,6 +2,7 @@
 
     python benchmarks/one_pass.py [--frames 1000] [--workdir demo-output] [--executor serial] [--repeat 1]
     python benchmarks/one_pass.py --frames 20 --workdir /tmp/bench       # what the test suite runs
+    python benchmarks/one_pass.py --frames 1000 --commands               # each side as one command, untimed
 
 The workload: a CA RMSD, an all-atom RMSF and an RDF of the CA atoms against the water oxygens
 (``name OW``, 75 bins to 8 Å), on the demo trajectory (AdK in water from MDAnalysisTests'
@@ -19,8 +20,14 @@ Every side is whole processes, timed from just before the start to just after th
 
 ``cold``: before every run the trajectory's pages are dropped from the page cache
 (``posix_fadvise(POSIX_FADV_DONTNEED)``, no root needed); ``warm``: the file is read through first. The
-median of ``--repeat`` runs is printed, and the results of the one pass are compared with MDAnalysis's
-(exit 1 past 1e-4 Å for RMSD and RMSF, 1e-6 for the RDF).
+median of ``--repeat`` runs is printed, with the load average before and after, and the results of the
+one pass are compared with MDAnalysis's (exit 1 past 1e-4 Å for RMSD and RMSF, 1e-6 for the RDF).
+
+``--commands`` times nothing: it writes each side's files into the work folder (``plan.toml``,
+``mda_three.py``, ``three_runs.sh`` that runs the three ``trajscale run`` one after the other, and
+``cold.sh`` that drops the trajectory's pages and then runs the command it is given) and prints one
+command line per side, to be timed and paired by a tool of one's choosing (``/usr/bin/time -v``,
+hyperfine, alternating loops).
 """
 
 from __future__ import annotations
@@ -125,6 +132,36 @@ def median_of(repeat: int, run) -> float:
     return statistics.median(run() for _ in range(repeat))
 
 
+COLD_SH = """#!/bin/sh
+# cold.sh COMMAND...: drop {traj}'s pages from the page cache, then run COMMAND (a cold read)
+{python} -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); \\
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' {traj}
+exec "$@"
+"""
+
+
+def write_commands(work: Path, traj: str, sides: dict[str, list[list[str]]]) -> None:
+    """Each side as one command line, cold (its scripts written into ``work``); the three single runs as
+    one script whose every run starts cold, as the table's cold cells are measured."""
+    import shlex
+
+    cold = work / "cold.sh"
+    cold.write_text(COLD_SH.format(python=shlex.quote(sys.executable), traj=shlex.quote(os.path.abspath(traj))))
+    singles = [c for side, cmds in sides.items() if side.startswith("trajscale run ") for c in cmds]
+    three = work / "three_runs.sh"
+    three.write_text("#!/bin/sh\n# the three trajscale runs one after the other, each cold\nset -e\n"
+                     "cd \"$(dirname \"$0\")\"\n" + "".join(f"./cold.sh {shlex.join(c)}\n" for c in singles))
+    for f in (cold, three):
+        f.chmod(0o755)
+    print(f"# in {work}: each side as one command, its trajectory cold (pair them with a timing tool)")
+    for side, cmds in sides.items():
+        if not side.startswith("trajscale run "):
+            print(f"{side}: ./cold.sh {shlex.join(cmds[0])}")
+    print("three separate runs: ./three_runs.sh")
+    for c in singles:
+        print(f"{c[c.index('run') + 1]} alone: ./cold.sh {shlex.join(c)}")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--frames", type=int, default=1000)
@@ -133,6 +170,8 @@ def main(argv=None) -> int:
     p.add_argument("-n", "--n-workers", type=int, default=None)
     p.add_argument("--repeat", type=int, default=1, help="runs per cell (the median is printed)")
     p.add_argument("--cases", nargs="+", default=["cold", "warm"], choices=["cold", "warm"])
+    p.add_argument("--commands", action="store_true",
+                   help="write each side's scripts into the work folder and print its command line; time nothing")
     a = p.parse_args(argv)
 
     from trajscale.demo import build_demo_file
@@ -153,8 +192,12 @@ def main(argv=None) -> int:
         (work / "cpptraj.in").write_text(CPPTRAJ_INPUT.format(top=top, traj=traj))
         sides["cpptraj"] = [[cpptraj, "-i", "cpptraj.in"]]
 
+    if a.commands:
+        write_commands(work, traj, sides)
+        return 0
     print(f"{a.frames} frames x 47681 atoms ({os.path.getsize(traj) / 1e9:.2f} GB H5MD); trajscale executor "
           f"{a.executor}; median of {a.repeat} run(s) per cell; whole processes")
+    print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     seconds: dict[tuple[str, str], float] = {}
     for case in a.cases:
         for side, cmds in sides.items():
@@ -174,6 +217,7 @@ def main(argv=None) -> int:
                                        for c in a.cases))
     if not cpptraj:
         print("cpptraj: not on PATH (it is not on PyPI: AmberTools, e.g. conda-forge's ambertools); no row")
+    print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     for c in a.cases:
         one = seconds["one pass", c]
         print(f"{c}: one pass / slowest single run {one / seconds['slowest run', c]:.2f}x (target <= 1.3); "
