@@ -45,6 +45,8 @@ class BuildExt(build_ext):
                 cc.compile([str(probe)], output_dir=tmp, include_dirs=[self._python_include()])
             except (CompileError, DistutilsExecError, OSError) as exc:
                 sys.exit(f"error: {NEEDS} ({type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc})")
+        # Cython's C is made here, once a compiler is known to work (and never for an sdist)
+        self.extensions[:] = cythonize(self.extensions)
         super().run()
 
     @staticmethod
@@ -57,9 +59,8 @@ class BuildExt(build_ext):
 FUZZ_FLAGS = ["-fsanitize=fuzzer-no-link"] if os.environ.get("TRAJSCALE_FUZZ_BUILD") == "1" else []
 
 
-def extensions():
+def extensions() -> list[Extension]:
     import numpy as np
-    from Cython.Build import cythonize
     mods = []
     for pyx in sorted((HERE / "src").rglob("*.pyx")):
         rel = pyx.relative_to(HERE / "src").with_suffix("")
@@ -68,7 +69,13 @@ def extensions():
                               define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
                               extra_compile_args=["-O3", "-ffp-contract=off", "-g0", *FUZZ_FLAGS],
                               extra_link_args=FUZZ_FLAGS))
-    return cythonize(mods, language_level=3, nthreads=os.cpu_count() or 1, compiler_directives={
+    return mods
+
+
+def cythonize(mods: list[Extension]) -> list[Extension]:
+    """The ``.pyx`` sources of ``mods`` translated to C (the directives every kernel is written for)."""
+    from Cython.Build import cythonize as translate
+    return translate(mods, language_level=3, nthreads=os.cpu_count() or 1, compiler_directives={
         "boundscheck": False, "wraparound": False, "cdivision": True, "initializedcheck": False})
 
 

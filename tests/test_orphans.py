@@ -119,6 +119,7 @@ def test_run_processes_workers_die_with_a_killed_parent(tmp_path):
     assert not (tmp_path / "r.csv").exists()
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_resume_refuses_a_partial_that_a_live_process_writes(tmp_path):
     """``--resume`` while another convert writes the partial output is refused in one line; once that
     one is stopped, --resume finishes the file."""

@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import ROOT
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_a_suite_started_with_sigint_ignored_still_tests_ctrl_c():
     """A shell's background job (``make test &``) inherits SIGINT ignored: the Ctrl-C tests of the kernels

@@ -3,7 +3,8 @@
 * ``mpi``: the test starts ``mpiexec`` (or ``mpirun``/``srun``).
 * ``cli``: the test starts another process (the trajscale CLI, another Python, ``gmx``, ``git``, ...).
   ``mpi`` and ``tool`` tests start processes too and need no ``cli`` besides.
-* ``slow``: the test takes more than 5 s on an idle machine.
+* ``slow``: the test takes more than 5 s on an idle machine, or (``slow(seconds=2)``, by hand) it starts
+  whole runs or a Dask cluster worth about 2 s of CPU: left out of the quick tier (``make check``) for its time.
 * ``tool``: the test builds or runs a tool (packaging, docs, benchmarks, fuzzing).
 * ``slurm``: the test uses the local SLURM (tests/slurm): it starts ``sbatch``, ``srun``, ``squeue``, ...;
   ``srun`` needs no ``mpi`` besides. Its jobs' work runs under slurmd, not below the test, so a long one is

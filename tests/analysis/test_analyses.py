@@ -202,6 +202,7 @@ def test_fit_reference_atomgroup_and_negative_frame_as_mdanalysis(h5md_files):
     np.testing.assert_allclose(r.rmsf, expect, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_cli_block_budget_reaches_every_analysis(tmp_path, h5md_files):
     """--max-block-mb applies to rmsf/rgyr/... as to rmsd (it was ignored there): a zero budget is refused."""

@@ -368,6 +368,7 @@ def test_analyses_declare_box_selections_and_frames():
     assert ts.RMSD(select=None).selections == ("all",)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_nothing_outside_the_analyses_reads_their_config_by_key():
     """The layout advice, the engine and the report ask an analysis (``selections``, ``needs_box``), never its
     config: no module outside the analyses (and the CLI's argparse names) holds their config keys."""

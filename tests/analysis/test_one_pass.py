@@ -142,6 +142,7 @@ def test_the_full_report_lists_each_analysis_of_the_pass(adk_vacuum_h5md):
     assert "analysis rmsd: 214 atoms, compute" in text and "analysis rgyr: 855 atoms, compute" in text
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_each_block_is_read_once_for_every_analysis(water_h5md, monkeypatch):
     from trajscale.sources.h5md import H5MDSource
 

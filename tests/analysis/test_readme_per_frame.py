@@ -64,6 +64,7 @@ def python(script: Path, cwd: Path, timeout: float = 300) -> subprocess.Complete
 EXECUTORS = ["serial", "processes", "dask"]
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_in_a_script_without_main_guard(tmp_path, adk_vacuum, adk_vacuum_h5md, reference):
     out = tmp_path / "script.npz"
@@ -75,6 +76,7 @@ def test_in_a_script_without_main_guard(tmp_path, adk_vacuum, adk_vacuum_h5md, r
     check(out, EXECUTORS, reference)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_in_a_module(tmp_path, adk_vacuum, adk_vacuum_h5md, reference):
     """Decorated in a module: importing it once failed ("partially initialized module ... circular import")."""

@@ -222,6 +222,7 @@ def test_weight_arrays_travel_in_the_prepared_state_not_the_config(vacuum):
             rebuilt.prepare(vacuum, src)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.parametrize("with_reference", [False, True])
 def test_atomgroup_as_topology_selects_within_it(vacuum, processes, with_reference):
     """MDAnalysis's first argument, an AtomGroup: ``select`` applies within it, group selections to

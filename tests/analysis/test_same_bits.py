@@ -81,6 +81,7 @@ def test_any_split_gives_the_same_bits(h5md, reference, pool, name, n_tasks, blo
     assert_same_bits(result_arrays(r), reference[name], f"{name}, {n_tasks} tasks, blocks of ~{block_frames}")
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_dask_gives_the_same_bits(h5md, reference):
     pytest.importorskip("distributed")
     with ts.make_executor("dask", 2) as ex:

@@ -72,6 +72,7 @@ def stores(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.parametrize("kind", ["plain", "gzip", "lossy"])
 def test_h5md_stores_hold_mdanalysis_h5md_readers_frames(stores, kind):
     ds = ts.open_dataset(D.TPR, stores[kind])

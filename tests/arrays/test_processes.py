@@ -73,6 +73,7 @@ def xr_cov(d):
     return xr.dot(flat, flat.rename(dof="dof2"), dim="frame") / (d.sizes["frame"] - 1)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_a_topology_seen_before_opens_without_mdanalysis(tmp_path):
     """The topology's labels and the selection come from trajscale's caches the second time: a fresh

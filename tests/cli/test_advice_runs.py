@@ -62,6 +62,7 @@ def _mda_positions(top, traj, select: str) -> np.ndarray:
     return np.array([ag.positions for _ in u.trajectory])
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_inspect_atoms_range_prints_a_convert_mdanalysis_accepts(tmp_path, water_h5md):
     proc = run_cli("inspect", water_h5md, "--pattern", "atoms:0-8813", "--topology", D.TPR)
     assert proc.returncode == 0, proc.stderr
@@ -99,6 +100,7 @@ def test_inspect_selection_row_is_the_selections_own(tmp_path, water_h5md):
         run_printed(proc.stdout, tmp_path / str(k))
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_run_advice_is_about_the_runs_selection(tmp_path, water_h5md):
     """--select protein (atoms 0..3340, contiguous) reads 1.0x: no rechunk advice, no synthetic pattern."""
     assert np.all(np.diff(mda.Universe(D.TPR).select_atoms("protein").indices) == 1)
@@ -130,6 +132,7 @@ def test_run_advice_commands_run_and_do_what_they_say(tmp_path, water_h5md):
         assert f[POS].shape[1] == mda.Universe(D.TPR).select_atoms("protein and name CA").n_atoms
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_rechunk_advice_reads_what_it_promised(tmp_path):
     """Every 10th frame of a gzip file with 20-frame chunks decodes 10x what it uses; the advice's
     rechunk runs as printed, the same run on its output costs what the advice said, same RMSD."""
@@ -158,6 +161,7 @@ def test_rechunk_advice_reads_what_it_promised(tmp_path):
     np.testing.assert_allclose(rmsd, want, atol=1e-4)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_advice_never_gives_two_rechunk_commands(tmp_path):
     """Strided reads of 20-frame gzip chunks (rechunk: --chunks frame) and too few chunk-aligned tasks
     (rechunk: smaller chunks) in one run: one rechunk command, which serves both."""

@@ -29,6 +29,7 @@ def water(tmp_path_factory):
      "(name OW) or (name CA or name OW)"),
     (("rmsd", "--select", "name CA", "--groupselection", "name OW"), "(name CA) or (name OW)"),
 ])
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_layout_advice_quotes_the_runs_own_selections_on_one_line(tmp_path, water, args, union):
     rep = tmp_path / "r.json"
     proc = run_cli("run", *args, D.TPR, water, "--report", str(rep), "--no-progress")

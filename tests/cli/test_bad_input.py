@@ -34,6 +34,7 @@ def bad_files(tmp_path, adk_vacuum_h5md):
     return {"truncated": trunc, "plain": plain, "nopos": nopos, "dir": tmp_path, "unknown": unknown}
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.parametrize("case,needle", [
     ("missing", "no such file"), ("dir", "directory"), ("truncated", "truncated.h5md"),
     ("plain", "not an H5MD file"), ("nopos", "position"),
@@ -63,6 +64,7 @@ def test_atom_count_mismatch(tmp_path, adk_vacuum, adk_water, adk_vacuum_h5md):
     assert not out.exists()
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_selection_errors(tmp_path, adk_vacuum, adk_vacuum_h5md):
     out = tmp_path / "out.h5md"
     assert_clean_failure(run_cli("convert", *adk_vacuum, "-o", str(out), "--select", "resname NOPE"),

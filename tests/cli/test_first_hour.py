@@ -144,6 +144,7 @@ def test_print_report_is_the_summary(adk_vacuum_h5md, adk_vacuum):
     assert again.tasks == r.report.tasks and str(again).splitlines()[0] == text.splitlines()[0]
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_dask_run_prints_no_dask_logging(tmp_path, adk_vacuum, adk_vacuum_h5md):
     pytest.importorskip("distributed")

@@ -12,6 +12,7 @@ from tests.report.test_predict import _serial
 from trajscale.report.machine import Machine
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_probe_writes_a_profile_that_predict_accepts(tmp_path):
     store = tmp_path / "store"

@@ -56,6 +56,7 @@ def test_quiet_silences_mdanalysis_warnings(tmp_path, vacuum_h5md):
     np.testing.assert_allclose(got.select_atoms("name CA").positions, ca.positions, atol=1e-3)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_quiet_convert_verify_rechunk_pack_print_nothing(tmp_path, vacuum_h5md):
     rechunked = tmp_path / "r.h5md"
@@ -106,6 +107,7 @@ def test_very_verbose_adds_the_libraries_lines(vacuum_h5md):
     assert any(name.startswith(("MDAnalysis", "h5py")) for name in loggers), loggers
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_no_progress_bars_off_a_terminal(tmp_path, vacuum_h5md):
     """stderr is a pipe here, as in a batch job's log: no tqdm bar from any command."""

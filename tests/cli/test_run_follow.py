@@ -34,6 +34,7 @@ def _finished_xtc(path, n_frames: int = 5, torn: int = 0) -> None:
     path.with_name(path.name + ".done").touch()
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_follow_writes_the_results_of_the_finished_file(tmp_path):
     traj, out, report = tmp_path / "growing.h5md", tmp_path / "follow.csv", tmp_path / "follow.json"
     writer = producer("h5md", str(traj), "0.02")

@@ -179,6 +179,7 @@ def test_a_plan_run_saves_each_result_with_the_bits_of_its_run_alone(tmp_path, a
     assert again.returncode != 0 and "rmsd.csv: " in again.stderr and "Traceback" not in again.stderr
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_a_followed_plan_equals_its_analyses_run_alone_on_the_finished_file(tmp_path):
     from tests.sources.test_follow import producer
@@ -196,6 +197,7 @@ def test_a_followed_plan_equals_its_analyses_run_alone_on_the_finished_file(tmp_
         assert filecmp.cmp(tmp_path / f"{name}.csv", path, shallow=False), name
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_a_plan_over_an_imd_stream_equals_its_analyses_run_alone_on_the_teed_file(tmp_path):
     pytest.importorskip("imdclient")
@@ -254,6 +256,7 @@ def _installed_plugin(where) -> dict:
     return dict(os.environ, PYTHONPATH=os.pathsep.join([str(where), str(ROOT), str(ROOT / "src")]))
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_an_installed_analysis_reaches_the_command_line_and_the_workers(tmp_path, monkeypatch):
     env = _installed_plugin(tmp_path / "site")

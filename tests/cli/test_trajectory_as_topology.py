@@ -55,12 +55,14 @@ def _check_own_topology(tmp_path, h5):
     np.testing.assert_allclose(_csv(tmp_path / "g.csv")[:, -1], want, rtol=1e-5)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_h5md_written_by_convert_is_its_own_topology(tmp_path):
     h5 = str(tmp_path / "c.h5md")
     assert run_cli("convert", D.PSF, D.DCD, "-o", h5, "--no-progress").returncode == 0
     _check_own_topology(tmp_path, h5)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_h5md_written_by_parallel_writer_with_topology_is_its_own_topology(tmp_path):
     from trajscale.pwrite import ParallelWriter
 

@@ -82,6 +82,7 @@ def test_default_is_mdanalysis_units(tmp_path, adk_water):
     (D.TPR_xvf, D.H5MD_xvf, {"position": "nm", "velocity": "nm ps-1", "force": "kJ mol-1 nm-1",
                             "time": "ps", "box": "nm"}),
 ])
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_source_units_are_the_inputs_own(tmp_path, top, traj, expect):
     out = tmp_path / "src.h5md"
     convert(top, [traj], str(out), units="source", stop=4)

@@ -51,6 +51,7 @@ def no_segments(monkeypatch):
     return calls
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.parametrize("executor", ["processes", "dask"])
 def test_convert_in_place_equals_serial_and_mdanalysis(tmp_path, executor, no_segments):
     """AdK in water (box, 47,681 atoms), chunks of 3 frames: 2 workers write their frames in place."""
@@ -108,6 +109,7 @@ def test_compressed_output_still_uses_segments(tmp_path, monkeypatch):
                 n_workers=2)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.parametrize("executor", [None, "processes", "dask"])
 def test_rechunk_in_place_keeps_every_dataset_and_attribute(tmp_path, executor, no_segments):
     """The cobrotoxin H5MD (nm, velocities, forces, observables, written by another program)."""
@@ -173,6 +175,7 @@ def test_resume_after_every_frame_was_counted_keeps_them(tmp_path, adk_vacuum_h5
     assert_same_tree(adk_vacuum_h5md, out)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
     """convert on processes(2), uncompressed, stopped by SIGTERM mid-run and resumed: the uninterrupted file."""

@@ -51,6 +51,7 @@ def assert_reads_like(top, out, inputs):
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.parametrize("executor", ["processes", "dask"])
 def test_segments_joined_equal_serial_and_mdanalysis(tmp_path, executor):
     """AdK in water (box, 47,681 atoms), gzip chunks of 3 frames: 2 workers, joined by copying stored chunks."""
@@ -79,6 +80,7 @@ def test_renumbered_concatenation_on_three_workers(tmp_path):
     assert rep.ok, rep.problems
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_virtual_output_reads_identically_and_moves_with_its_parts(tmp_path):
     out = tmp_path / "v.h5md"
@@ -228,6 +230,7 @@ def test_parallel_rechunk_equals_serial(tmp_path, adk_vacuum_h5md, virtual):
     assert left == (["par.h5md", "par.parts", "serial.h5md"] if virtual else ["par.h5md", "serial.h5md"])
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_rechunk_on_dask(tmp_path, adk_vacuum_h5md):
     serial, par = tmp_path / "serial.h5md", tmp_path / "par.h5md"
     rechunk(adk_vacuum_h5md, serial, Layout.parse("5", "gzip:1"))

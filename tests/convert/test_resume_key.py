@@ -65,6 +65,7 @@ def test_the_record_holds_a_typed_key(tmp_path):
     assert ResumeKey.from_dict(json.loads(json.dumps(key.to_dict()))) == key
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_resume_with_another_write_mode_is_refused_naming_it(tmp_path):
     """Written serially, resumed with --executor processes: refused in one line, the partial kept; resumed
@@ -81,6 +82,7 @@ def test_resume_with_another_write_mode_is_refused_naming_it(tmp_path):
     _assert_dcd_frames(out)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_resume_with_another_option_is_refused_naming_it(tmp_path):
     out = tmp_path / "out.h5md"
@@ -93,6 +95,7 @@ def test_resume_with_another_option_is_refused_naming_it(tmp_path):
     assert partial_paths(out, "convert")[0].exists()
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_a_record_of_the_earlier_repr_key_is_refused_in_one_line(tmp_path):
     """A progress record as the previous version wrote it (options as a ``repr()`` string): one line saying

@@ -30,6 +30,7 @@ def _attrs(ds) -> dict:
     return {k: np.asarray(v).tolist() for k, v in ds.attrs.items()}
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.parametrize("encoding", ["floats", "deltas"])
 def test_parts_of_a_lossy_file_keep_its_precision(tmp_path, encoding):
     whole = tmp_path / "lossy.h5md"

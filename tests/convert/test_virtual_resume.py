@@ -54,6 +54,7 @@ def _run(kind: str, out, crash: str, src) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.parametrize("crash", CRASH)
 @pytest.mark.parametrize("kind", ["convert", "rechunk"])
 def test_virtual_crash_after_moving_parts_is_resumed(tmp_path, kind, crash):

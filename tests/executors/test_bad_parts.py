@@ -123,6 +123,7 @@ def test_dask_bad_xtc_part_ends_the_run(tmp_path, adk_vacuum, bad_xtc_chain):
     assert not (tmp_path / "x.csv").exists()
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_dask_damaged_h5md_segment_ends_the_run(tmp_path, adk_vacuum, bad_h5md_segments):
     pytest.importorskip("distributed")

@@ -36,6 +36,7 @@ def cluster():
         yield c
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.parametrize("n_workers", [1, 2])
 def test_local_cluster_equals_serial(adk_vacuum, adk_vacuum_h5md, serial_table, n_workers):
     r = ts.run(rmsd(), adk_vacuum[0], adk_vacuum_h5md, executor="dask", n_workers=n_workers)

@@ -79,6 +79,7 @@ def test_nan_coordinates_fail_once_not_retried(tmp_path, adk_vacuum, adk_vacuum_
     assert starts and max(starts.values()) == 1, starts   # with Dask retries: the failing task ran 3 times
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_client_on_outside_cluster_runs_under_a_launcher(adk_vacuum, adk_vacuum_h5md, cluster, monkeypatch):
     """dask-mpi style: one rank of an mpiexec job is the Dask client. That run goes ahead, while
     a serial run in the same environment is refused (it would be repeated by every rank)."""

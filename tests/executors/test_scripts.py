@@ -64,6 +64,7 @@ def test_unguarded_script_with_processes(tmp_path, adk_vacuum, adk_vacuum_h5md, 
     np.testing.assert_allclose(np.load(out), mda_rmsd, atol=1e-4)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_unguarded_dask_script(tmp_path, adk_vacuum, adk_vacuum_h5md, mda_rmsd):
     pytest.importorskip("distributed")
     out = tmp_path / "rmsd.npy"

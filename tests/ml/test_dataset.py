@@ -30,6 +30,7 @@ def _expected_order(n, batch_size, epoch=0, **kw):
     return np.concatenate(list(s))
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.parametrize("workers,context", [(0, None), (2, "fork"), (2, "spawn")])
 def test_epoch_in_sampler_order_equals_originals(packed, workers, context):
     store, ref = packed

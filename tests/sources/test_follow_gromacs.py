@@ -72,6 +72,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_gromacs_mdrun_streamed_over_imd_is_analysed_to_its_end(tmp_path):
     import MDAnalysis as mda
 

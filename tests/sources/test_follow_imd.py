@@ -46,6 +46,7 @@ def _stream_into_cli(args: list[str], version: int = 3, frames: int | None = Non
     return proc
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 @pytest.mark.parametrize(("executor", "version"), [("serial", 3), ("serial", 2), ("processes", 3), ("processes", 2),
                                                   ("dask", 3)])
@@ -107,6 +108,7 @@ def test_imd_stream_under_mpi(tmp_path, ending):
     assert os.listdir(tmp_path) == ["rmsd.csv"]   # the temporary stream file is gone
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_a_stream_that_cannot_be_received_is_one_line(tmp_path):
     import socket
@@ -121,6 +123,7 @@ def test_a_stream_that_cannot_be_received_is_one_line(tmp_path):
     assert not (tmp_path / "r.csv").exists()
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_an_existing_tee_is_followed_only_once_the_new_stream_replaces_it(tmp_path):
     """``--tee old.h5md --overwrite``: the old file (complete, 98 frames) is not taken for the new stream's."""
@@ -136,6 +139,7 @@ def test_an_existing_tee_is_followed_only_once_the_new_stream_replaces_it(tmp_pa
     np.testing.assert_allclose(np.loadtxt(out, delimiter=",", skiprows=1)[:, 2], ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_advice_on_a_stream_not_kept_names_no_deleted_file(tmp_path):
     """Without ``--tee`` the stream's H5MD copy is deleted when the run ends: the summary and the report's

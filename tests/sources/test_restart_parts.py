@@ -109,6 +109,7 @@ def test_run_rmsd_over_restart_parts_equals_mdanalysis_continuous(parts, tmp_pat
     np.testing.assert_allclose(got.rmsd, ref[:, 2], atol=1e-4)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_overlapping_part_is_refused_naming_both_and_joins_with_continuous(tmp_path):
     """A part starting 4 frames before the previous part's end: refused; --continuous: the later part wins."""

@@ -178,6 +178,7 @@ def test_bad_lossy_requests_are_clear(tmp_path, adk_vacuum_h5md):
     assert r.returncode != 0 and "Traceback" not in r.stderr and "--compression" in r.stderr
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 @pytest.mark.parametrize("encoding", ["floats", "deltas"])
 def test_convert_writes_lossy_directly_and_verify_passes(tmp_path, adk_vacuum, encoding):

@@ -73,6 +73,7 @@ def test_rechunk_keeps_hard_links(tmp_path, water_file):
     assert_same_tree(water_file, out)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_lossy_precision_within_bound_and_smaller(tmp_path, adk_vacuum_h5md):
     plain, lossy = tmp_path / "plain.h5md", tmp_path / "lossy.h5md"
     rechunk(adk_vacuum_h5md, plain, Layout.parse("auto", "gzip:4"))

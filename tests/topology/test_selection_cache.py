@@ -78,6 +78,7 @@ def system(tmp_path, monkeypatch, adk_vacuum, adk_vacuum_h5md):
     return top, adk_vacuum_h5md
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 @pytest.mark.parametrize("mode", ["api", "cli"])
 def test_cached_run_imports_neither_mdanalysis_nor_scipy(system, tmp_path, mode):
@@ -91,6 +92,7 @@ def test_cached_run_imports_neither_mdanalysis_nor_scipy(system, tmp_path, mode)
     np.testing.assert_allclose(first["rmsd"], want, atol=1e-4, rtol=0)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_changed_topology_is_not_served_from_the_cache(system, tmp_path, adk_vacuum):
     top, traj = system
@@ -111,6 +113,7 @@ def test_changed_topology_is_not_served_from_the_cache(system, tmp_path, adk_vac
     assert not np.allclose(got["rmsd"], _mda_rmsd(adk_vacuum[0], traj, SEL), atol=1e-4)   # other atoms now
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_touched_topology_is_not_served_from_the_cache(system, tmp_path):
     top, traj = system
@@ -122,6 +125,7 @@ def test_touched_topology_is_not_served_from_the_cache(system, tmp_path):
     np.testing.assert_allclose(got["rmsd"], _mda_rmsd(top, traj, SEL), atol=1e-4, rtol=0)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_another_mdanalysis_version_is_not_served_from_the_cache(system, tmp_path):
     top, traj = system
@@ -132,6 +136,7 @@ def test_another_mdanalysis_version_is_not_served_from_the_cache(system, tmp_pat
     assert _not_imported(_run("api", top, traj, SEL, tmp_path)) == []   # the real version's entry still serves
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_coordinate_dependent_selection_goes_through_mdanalysis(system, tmp_path, adk_vacuum):
     """``around`` depends on the first frame: a second trajectory (other first frame) must not get the
@@ -179,6 +184,7 @@ def test_entry_round_trips_exactly(tmp_path, monkeypatch):
         selection_cache.decode({"dtype": "|O", "shape": [0], "data": ""})
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_entries_others_may_write_are_not_used(system, tmp_path):
     """A folder that group or others may write could hold planted entries (wrong atoms): never read."""
