@@ -225,6 +225,24 @@ cdef inline Py_ssize_t _bin(double d, const double* edges, Py_ssize_t n) noexcep
     return k
 
 
+cdef inline Py_ssize_t _bin_r(double d, const double* edges, Py_ssize_t n, double scale) noexcept nogil:
+    """``_bin`` with the first guess a product with ``scale`` = n / (hi - lo) (NumPy's own in older versions):
+    a guess one bin off, which a rounding can give either way, is set right by the comparisons with the edges,
+    as in ``_bin`` and ``np.histogram``."""
+    cdef double lo = edges[0]
+    cdef Py_ssize_t k
+    if not (d >= lo and d <= edges[n]):
+        return -1
+    k = <Py_ssize_t>((d - lo) * scale)
+    if k >= n:
+        k = n - 1
+    if d < edges[k]:
+        k -= 1
+    elif d >= edges[k + 1] and k != n - 1:
+        k += 1
+    return k
+
+
 cdef inline int64_t _clamp_floor(double s, int64_t n) noexcept nogil:
     cdef double t = floor(s * n)
     if not t >= 0:
@@ -311,6 +329,7 @@ cdef struct Search:
     float* bs               # (3, nb) b's wrapped coordinates sorted by cell (x row, y row, z row)
     int64_t* bj             # (nb,) b's index of each sorted atom (for exclusion blocks)
     float* d2f              # (nb,) the float32 first look at a row's squared distances
+    double binscale         # nbins / (the range's width), for _bin_r
 
 
 cdef void _frame(const Frame* fr, Search* s) noexcept nogil:
@@ -468,7 +487,7 @@ cdef inline void _add_hit(double d2, Search* s, Py_ssize_t i, int64_t j) noexcep
     cdef Py_ssize_t b
     if s.xa > 0 and i // s.xa == j // s.xb:
         return
-    b = _bin(sqrt(d2), s.edges, s.nbins)
+    b = _bin_r(sqrt(d2), s.edges, s.nbins, s.binscale)
     if b >= 0:
         s.counts[b] += 1
 
@@ -713,6 +732,7 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     s.cutoff = cutoff
     s.cut2 = cutoff * cutoff
     s.edges = &edges[0]
+    s.binscale = s.nbins / (edges[s.nbins] - edges[0])
     s.xa = xa
     s.xb = xb
     s.counts = &counts[0]
