@@ -46,7 +46,9 @@ class BuildExt(build_ext):
             except (CompileError, DistutilsExecError, OSError) as exc:
                 sys.exit(f"error: {NEEDS} ({type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc})")
         # Cython's C is made here, once a compiler is known to work (and never for an sdist)
-        self.extensions[:] = cythonize(self.extensions)
+        translated = {ext.name: ext for ext in cythonize(self.extensions)}
+        for ext in self.extensions:   # sources, and what a .pyx's "# distutils:" lines add; setuptools's own
+            vars(ext).update(vars(translated[ext.name]))   # fields, set on these objects, are kept
         super().run()
 
     @staticmethod
