@@ -221,6 +221,59 @@ class Proxy:
         return {"requests": len(log), "bytes": sum(e[-1] for e in log), "busy_s": busy, "ranges": ranges}
 
 
+def ranges_without_copies() -> None:
+    """Make this process's moto server answer a range GET with the range's bytes only.
+
+    moto 5 answers every GET of an object by reading the whole object out of its buffer (a temporary
+    file past 16 MB) under the object's lock, then slicing the range from it: a 40 kB range of a 172 MB
+    object cost ~0.05-0.1 s of the server's CPU, one request at a time per object, so any reader making
+    many requests measured moto, not itself (a 300-frame CA RMSD's 300 requests took 25 s, and two
+    worker processes were no faster than one: they waited on the same lock). Real S3 serves a range
+    without reading the rest of the object. Here a simple range (``bytes=A-B``, ``bytes=A-``) reads
+    only its bytes; every other request (whole objects, suffix ranges, the request's checks: ETag,
+    ``If-Match``, credentials) is moto's own.
+    """
+    from moto.s3 import models, responses
+
+    if getattr(models.FakeKey, "_ranges_without_copies", False):
+        return
+    local = threading.local()
+    whole = models.FakeKey.value
+    key_response = responses.S3Response.key_response
+
+    class Ranged:
+        """The object's bytes as moto's range code uses them: a length, and slices read on demand."""
+
+        def __init__(self, key) -> None:
+            self.key, self.n = key, key.size
+
+        def __len__(self) -> int:
+            return self.n
+
+        def __getitem__(self, part: slice) -> bytes:
+            a, b, _ = part.indices(self.n)
+            with self.key.lock:
+                self.key._value_buffer.seek(a)
+                return self.key._value_buffer.read(max(0, b - a))
+
+    def value(self):
+        return Ranged(self) if getattr(local, "ranged", False) else whole.fget(self)
+
+    def ranged_key_response(self, request, full_url, headers):
+        rng = request.headers.get("range") or ""
+        simple = request.method == "GET" and rng.startswith("bytes=") and "," not in rng \
+            and rng[6:].split("-")[0].isdigit()
+        local.ranged = simple and "partNumber" not in full_url
+        try:
+            return key_response(self, request, full_url, headers)
+        finally:
+            local.ranged = False
+
+    models.FakeKey.value = property(value, whole.fset)
+    responses.S3Response.key_response = ranged_key_response
+    models.FakeKey._ranges_without_copies = True
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -332,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--executors", default="serial,processes2")
     p.add_argument("--layouts", default="default,remote")
     p.add_argument("--sides", default="local,url,download,zarrtraj")
+    p.add_argument("--moto-copies", action="store_true",
+                   help="leave moto answering each range GET by reading the whole object (its own behaviour; "
+                        "see ranges_without_copies)")
     p.add_argument("--zarrtraj-python", default="/tmp/zarrtraj-venv/bin/python")
     p.add_argument("--smoke", action="store_true", help="30 frames, rmsd and rmsf, serial, default layout, "
                                                         "no zarrtraj: the test suite's run")
@@ -351,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)   # moto's server: no line per request
     stores = {lay: build(work, args.parts, lay) for lay in layouts}
+    if not args.moto_copies:
+        ranges_without_copies()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     server.start()
     upstream = f"http://127.0.0.1:{server._port}"

@@ -128,9 +128,10 @@ class H5MDSource(Source):
     storage_options
         For a URL (``s3://``, ``http(s)://``): fsspec's options (None: the run's, see
         :mod:`trajscale.storage`).
-    identity, chunk_index
+    identity, chunk_index, metadata
         For a URL, what the process that prepared the run found (the object's ETag and size, every
-        chunk's address): a worker checks the one and reads by the other, never HDF5's B-tree.
+        chunk's address, the HDF5 metadata bytes it read): a worker checks the first, reads by the
+        second, never HDF5's B-tree, and opens the file from the third without a request.
     """
 
     kind = "h5md"
@@ -150,9 +151,10 @@ class H5MDSource(Source):
     def __init__(self, path: str, group: str | None = None, driver: str | None = None,
                  comm=None, collective: bool = False, assume_units: str | None = None,
                  storage_options: dict | None = None, identity: list | None = None,
-                 chunk_index: dict | None = None) -> None:
+                 chunk_index: dict | None = None, metadata: list | None = None) -> None:
         self._remote = None
         self._chunk_index = chunk_index
+        self._metadata = metadata
         self._remote_reads: dict = {}
         if is_url(str(path)):
             driver, collective = None, False   # MPI-IO reads files; every rank fetches its own ranges
@@ -171,7 +173,8 @@ class H5MDSource(Source):
         if is_url(self._path):
             from ..storage.hdf5 import open_remote_h5
 
-            self._remote, self._fh, self.file = open_remote_h5(self._path, storage_options, identity, CHUNK_CACHE_BYTES)
+            self._remote, self._fh, self.file = open_remote_h5(self._path, storage_options, identity, CHUNK_CACHE_BYTES,
+                                                               metadata)
         else:
             self.file = open_h5(path, "r", driver=driver, comm=comm, rdcc_nbytes=CHUNK_CACHE_BYTES, **lock)
         self._direct: dict[str, DirectReads] = {}
@@ -260,8 +263,20 @@ class H5MDSource(Source):
                   "assume_units": self.info.assumed_units}
         if self._remote is not None:
             config.update(storage_options=self._remote.options or None,
-                          identity=self._remote.object_identity.to_list(), chunk_index=self._remote_index())
+                          identity=self._remote.object_identity.to_list(), chunk_index=self._remote_index(),
+                          metadata=self._remote_metadata())
         return config
+
+    def _remote_metadata(self) -> list:
+        """The HDF5 metadata bytes this process has read, as ``(start, bytes)`` pieces (taken once: the
+        config stays the same), for workers to open the file from."""
+        if self._metadata is None:
+            from ..storage.fileobj import SHIP_BYTES
+
+            if 2 <= self.n_frames and self.n_frames * FRAME_META_BYTES <= SHIP_BYTES // 2:
+                self._frame_meta(0, self.n_frames)   # every frame's box, time and step: a worker's first read
+            self._metadata = self._fh.metadata()
+        return self._metadata
 
     def _remote_index(self) -> dict:
         """Every field's chunk addresses (:class:`~trajscale.storage.chunks.ChunkIndex`), looked up once."""

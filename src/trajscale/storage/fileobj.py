@@ -7,10 +7,16 @@ would be a request over the network, so reads go by blocks of
 once per process. The object's first block comes from the request that told
 its format. Frame data never goes this way when a Source can read it at its
 chunk addresses (:mod:`.chunks`).
+
+The process that prepares a run keeps the bytes HDF5 asked for (:meth:`CachingFile.metadata`: a few
+tens of kB, the superblock, object headers, heaps and B-tree nodes it walked) and they travel with the
+job; a worker's file object starts with them (``known``), so HDF5 opens the file on a worker without a
+request, and the worker's first request is for frames.
 """
 
 from __future__ import annotations
 
+import bisect
 import io
 import threading
 from collections import OrderedDict
@@ -21,12 +27,17 @@ from .objects import HEAD_BYTES, RemoteObject
 BLOCK_BYTES = HEAD_BYTES
 #: Most bytes kept per file object.
 CACHE_BYTES = 64 * 1024**2
+#: Most bytes of metadata a run ships to its workers (:meth:`CachingFile.metadata`).
+SHIP_BYTES = 4 * 1024**2
+#: Pieces HDF5 asked for closer than this are shipped as one.
+SHIP_GAP = 4096
 
 
 class CachingFile(io.RawIOBase):
     """A seekable, read-only file over ``store`` whose reads go through a cache of whole blocks."""
 
-    def __init__(self, store: RemoteObject, block_bytes: int = BLOCK_BYTES, cache_bytes: int = CACHE_BYTES) -> None:
+    def __init__(self, store: RemoteObject, block_bytes: int = BLOCK_BYTES, cache_bytes: int = CACHE_BYTES,
+                 known: list | None = None) -> None:
         super().__init__()
         self.store = store
         self.block = int(block_bytes)
@@ -38,6 +49,63 @@ class CachingFile(io.RawIOBase):
         if store.head and block_bytes == HEAD_BYTES:
             self._blocks[0] = store.head
         self.name = store.url
+        #: pieces of the file known without a request ((start, bytes), by start): the preparing process's
+        self._known = sorted((int(a), bytes(data)) for a, data in known or () if len(data))
+        self._known_starts = [a for a, _ in self._known]
+        #: ranges HDF5 asked for (what :meth:`metadata` ships), and whether more were asked than are kept
+        self._asked: list[tuple[int, int]] = []
+
+    def covers(self, start: int, stop: int) -> bool:
+        """True when bytes ``[start, stop)`` are known without a request (shipped by the preparing process)."""
+        return self._from_known(start, stop) is not None
+
+    def _from_known(self, start: int, stop: int) -> bytes | None:
+        i = bisect.bisect_right(self._known_starts, start) - 1
+        if i < 0:
+            return None
+        a, data = self._known[i]
+        return data[start - a:stop - a] if stop <= a + len(data) else None
+
+    def metadata(self, max_bytes: int = SHIP_BYTES, gap: int = SHIP_GAP) -> list[tuple[int, bytes]]:
+        """The bytes HDF5 has asked for so far, as ``(start, bytes)`` pieces (nearby ones merged), at most
+        ``max_bytes`` of them, each taken from what this file object holds (never fetched now): what a
+        worker's file object starts with (``known``)."""
+        with self._lock:
+            asked = sorted(self._asked)
+        merged: list[list[int]] = []
+        for a, b in asked:
+            if merged and a <= merged[-1][1] + gap:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        out, total = [], 0
+        for a, b in merged:
+            if total + b - a > max_bytes:
+                continue
+            data = self._held(a, b)
+            if data is not None:
+                out.append((a, data))
+                total += b - a
+        return out
+
+    def _held(self, start: int, stop: int) -> bytes | None:
+        """Bytes ``[start, stop)`` if this file object holds them all (known pieces or cached blocks)."""
+        data = self._from_known(start, stop)
+        if data is not None:
+            return data
+        parts = []
+        with self._lock:
+            for k in range(start // self.block, (stop - 1) // self.block + 1):
+                blk = self._blocks.get(k)
+                lo, hi = max(start, k * self.block), min(stop, (k + 1) * self.block)
+                if blk is None:
+                    known = self._from_known(lo, hi)
+                    if known is None:
+                        return None
+                    parts.append(known)
+                else:
+                    parts.append(blk[lo - k * self.block:hi - k * self.block])
+        return b"".join(parts)
 
     def __repr__(self) -> str:   # h5py names a file object's file by its repr: the URL, in every message
         return self.store.url
@@ -82,6 +150,12 @@ class CachingFile(io.RawIOBase):
         A failure is also kept in :attr:`failure`: HDF5 turns an exception raised in a file object's
         read into its own error, and the Source raises the real one instead.
         """
+        with self._lock:
+            if len(self._asked) < 100_000:   # (HDF5 walks metadata in small reads; frames never come this way)
+                self._asked.append((start, stop))
+        known = self._from_known(start, stop)
+        if known is not None:
+            return known
         try:
             return self._pread(start, stop)
         except Exception as exc:

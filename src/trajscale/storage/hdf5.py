@@ -13,16 +13,21 @@ from .fileobj import CachingFile
 from .objects import Identity, RemoteError, RemoteObject
 
 
-def open_remote_h5(url: str, storage_options: dict | None, identity: list | None, rdcc_nbytes: int):
+def open_remote_h5(url: str, storage_options: dict | None, identity: list | None, rdcc_nbytes: int,
+                   metadata: list | None = None):
     """(the object, its caching file object, ``h5py.File`` reading through it); one-line errors as for a
-    local file."""
+    local file. ``identity`` and ``metadata`` come from the process that prepared the run (a worker's
+    open): with them, HDF5 opens the file from the shipped bytes, without a request."""
     obj = RemoteObject.open(url, storage_options, Identity.of(identity))
-    fh = CachingFile(obj)
+    fh = CachingFile(obj, known=metadata)
     if identity is not None:
-        # A worker's first block (HDF5 reads it first anyway), fetched before HDF5 opens the file: an object
-        # replaced since the root's look is refused here, never inside HDF5 (whose failed open of a Python
-        # file object leaves it a reference it releases only at exit, after Python is gone).
-        fh.pread(0, min(obj.size, fh.block))
+        # Without the shipped metadata, a worker's first block (HDF5 reads it first anyway), fetched before
+        # HDF5 opens the file: an object replaced since the root's look is refused here, never inside HDF5
+        # (whose failed open of a Python file object leaves it a reference it releases only at exit, after
+        # Python is gone). With it, HDF5 opens from the root's bytes and the first request, for frames,
+        # checks the object (If-Match).
+        if not fh.covers(0, min(obj.size, 512)):
+            fh.pread(0, min(obj.size, fh.block))
     elif obj.head[:8] != HDF5_MAGIC:
         raise InputFileError(url, "not an HDF5 file (wrong format, or truncated before its superblock)")
     try:

@@ -1,0 +1,81 @@
+"""What a worker asks the server for: the root's look at the object (its identity, chunk addresses and HDF5
+metadata) travels with the job, so a worker opens the file without a request and its requests are its
+frames' bytes, no more."""
+
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from tests.conftest import run_cli
+
+from .conftest import BUCKET, TPR
+
+pytestmark = pytest.mark.remote
+
+POSITIONS = "particles/all/position/value"
+
+
+def _ca() -> np.ndarray:
+    """AdK's CA atoms (MDAnalysis's selection, independent of trajscale's)."""
+    import MDAnalysis as mda
+
+    return mda.Universe(TPR).select_atoms("name CA").indices
+
+
+def test_a_worker_opens_the_file_without_a_request_and_fetches_only_its_frames(s3_env, adk_stores):
+    from trajscale.sources import open_source, source_from_config
+
+    local, _, _ = adk_stores["plain"]
+    client = s3_env.client()
+    client.upload_file(local, BUCKET, "shipped.h5md")
+    url = f"s3://{BUCKET}/shipped.h5md"
+    root = open_source(url)
+    root.read(0, 1)   # what preparing a job reads (its reference frame)
+    config = root.get_config()
+    assert config == root.get_config()   # one config for the run (the serial executor adopts the root's source)
+    root.close()
+    shipped = sum(len(b) for _, b in config["metadata"])
+    assert 0 < shipped < 1024**2   # tens of kB: HDF5's superblock, headers, heaps, B-tree nodes, time and step
+
+    worker = source_from_config(config)
+    assert worker.remote_stats()["requests"] == 0   # opened from the shipped bytes
+    ca = _ca()
+    block = worker.read(2, 6, ca)
+    with h5py.File(local) as f:
+        pos = f[POSITIONS]
+        scale = {"nm": 10.0, "Angstrom": 1.0}[pos.attrs["unit"].decode() if isinstance(pos.attrs["unit"], bytes)
+                                               else str(pos.attrs["unit"])]
+        assert np.array_equal(block.positions, pos[2:6][:, ca] * np.float32(scale))
+        assert np.allclose(block.time, f["particles/all/position/time"][2:6])
+        assert np.array_equal(block.step, f["particles/all/position/step"][2:6])
+    stats = worker.remote_stats()
+    # one request a frame: the CA span of each (merge_gap keeps the 530 kB between them out), nothing else
+    assert stats["requests"] == 4, stats
+    span = (ca.max() + 1 - ca.min()) * 12
+    assert stats["bytes"] == 4 * span, (stats, span)
+    worker.close()
+
+
+@pytest.mark.cli
+@pytest.mark.slow
+def test_a_process_pools_tasks_fetch_the_bytes_they_read(s3_server, adk_stores, tmp_path):
+    """processes(2) from S3: every task's fetch is its frames' CA spans (the local run's bytes read),
+    the first task of each worker included (it opened the file from the job's metadata)."""
+    local, url, _ = adk_stores["plain"]
+    got = {}
+    for where, traj in (("local", local), ("remote", url)):
+        report = tmp_path / f"{where}.json"
+        proc = run_cli("run", "rmsd", TPR, traj, "--select", "name CA", "--executor", "processes", "-n", "2",
+                       "--tasks", "4", "--out", str(tmp_path / f"{where}.csv"), "--report", str(report),
+                       env=s3_server.subprocess_env(), timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        got[where] = json.loads(report.read_text())["tasks"]
+    assert (tmp_path / "remote.csv").read_bytes() == (tmp_path / "local.csv").read_bytes()
+    read_here = {t["start"]: t["bytes_read"] for t in got["local"]}
+    fetched = {t["start"]: t["bytes_fetched"] for t in got["remote"]}
+    assert len(fetched) == 4 and fetched == read_here, (fetched, read_here)
+    assert all(t["requests"] == len(range(t["start"], t["stop"], t["stride"])) for t in got["remote"])
