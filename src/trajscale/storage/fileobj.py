@@ -16,6 +16,7 @@ request, and the worker's first request is for frames.
 
 from __future__ import annotations
 
+import base64
 import bisect
 import io
 import threading
@@ -31,6 +32,10 @@ CACHE_BYTES = 64 * 1024**2
 SHIP_BYTES = 4 * 1024**2
 #: Pieces HDF5 asked for closer than this are shipped as one.
 SHIP_GAP = 4096
+
+
+def _decoded(data) -> bytes:
+    return base64.b64decode(data) if isinstance(data, str) else bytes(data)
 
 
 class CachingFile(io.RawIOBase):
@@ -50,7 +55,7 @@ class CachingFile(io.RawIOBase):
             self._blocks[0] = store.head
         self.name = store.url
         #: pieces of the file known without a request ((start, bytes), by start): the preparing process's
-        self._known = sorted((int(a), bytes(data)) for a, data in known or () if len(data))
+        self._known = sorted((int(a), _decoded(data)) for a, data in known or () if len(data))
         self._known_starts = [a for a, _ in self._known]
         #: ranges HDF5 asked for (what :meth:`metadata` ships), and whether more were asked than are kept
         self._asked: list[tuple[int, int]] = []
@@ -66,10 +71,10 @@ class CachingFile(io.RawIOBase):
         a, data = self._known[i]
         return data[start - a:stop - a] if stop <= a + len(data) else None
 
-    def metadata(self, max_bytes: int = SHIP_BYTES, gap: int = SHIP_GAP) -> list[tuple[int, bytes]]:
-        """The bytes HDF5 has asked for so far, as ``(start, bytes)`` pieces (nearby ones merged), at most
-        ``max_bytes`` of them, each taken from what this file object holds (never fetched now): what a
-        worker's file object starts with (``known``)."""
+    def metadata(self, max_bytes: int = SHIP_BYTES, gap: int = SHIP_GAP) -> list[list]:
+        """The bytes HDF5 has asked for so far, as ``[start, base64 text]`` pieces (nearby ones merged; JSON
+        and pickle carry them as they are), at most ``max_bytes`` of them, each taken from what this file
+        object holds (never fetched now): what a worker's file object starts with (``known``)."""
         with self._lock:
             asked = sorted(self._asked)
         merged: list[list[int]] = []
@@ -84,7 +89,7 @@ class CachingFile(io.RawIOBase):
                 continue
             data = self._held(a, b)
             if data is not None:
-                out.append((a, data))
+                out.append([a, base64.b64encode(data).decode("ascii")])
                 total += b - a
         return out
 
