@@ -21,9 +21,9 @@ def adk_2000(tmp_path_factory):
     return build_demo_file(tmp_path_factory.mktemp("rss"), 2000, progress=False)
 
 
-def _peak(files, stop: int, *args: str) -> int:
+def _peak(files, stop: int, *args: str, analysis: str = "rmsd") -> int:
     tpr, h5 = files
-    cmd = [sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", tpr, h5, "--no-progress",
+    cmd = [sys.executable, "-m", "trajscale.cli.main", "run", analysis, tpr, h5, "--no-progress",
            "--stop", str(stop), *args]
     peak, done = peak_rss(cmd)
     assert done.returncode == 0, done.stderr
@@ -45,3 +45,13 @@ def test_peak_rss_of_whole_frames_is_bounded_by_the_block_budget(adk_2000):
     small = _peak(adk_2000, 500, "--select", "all", "--max-block-mb", "64")
     large = _peak(adk_2000, 2000, "--select", "all", "--max-block-mb", "64")
     assert large - small < 150 * MB, (small / MB, large / MB)
+
+
+@pytest.mark.parametrize("executor", [["--executor", "serial"], ["--executor", "processes", "-n", "2"]],
+                         ids=["serial", "processes"])
+def test_peak_rss_does_not_grow_with_tasks(adk_2000, executor):
+    """An accumulating analysis (all-atom RMSF: sums over 47,681 atoms, a few MB a partial) in 400 tasks
+    holds a few partials at a time, as in 8: each task's partial is folded in as it comes home."""
+    few = _peak(adk_2000, 800, "--select", "all", *executor, "--tasks", "8", analysis="rmsf")
+    many = _peak(adk_2000, 800, "--select", "all", *executor, "--tasks", "400", analysis="rmsf")
+    assert many - few < 150 * MB, (few / MB, many / MB)

@@ -8,6 +8,7 @@ every executor fills the RunReport the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import pickle
@@ -174,6 +175,45 @@ def blocks_of(frames: FrameRange, block_frames: int, align: int = 1, stride: int
     return [FrameRange(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=False)]
 
 
+class Fold:
+    """Partials combined in order as they come, so that a process holds a few, never one per block or task.
+
+    ``Analysis.reduce`` combines partials and partials it already reduced, in the order given (the
+    result of reducing a run's partials in batches, in order, is the result of reducing them all at
+    once: per-frame rows are concatenated in frame order, sums are exact). Partials may arrive out of
+    order (a pool's tasks): each waits until those before it have come, and every contiguous run of
+    ``batch`` is reduced into the one partial before it. An accumulating analysis's memory is then a
+    few partials (its sums), not one per task; a per-frame analysis's rows are copied once per batch.
+    """
+
+    #: Partials reduced at once: enough that a per-frame analysis's rows are not copied over and over.
+    BATCH = 32
+
+    def __init__(self, analysis: Analysis, batch: int = BATCH) -> None:
+        self.analysis, self.batch = analysis, max(2, int(batch))
+        self._waiting: dict[int, object] = {}   # arrived before an earlier one
+        self._run: list = []                    # in order, not yet reduced (the reduced one first)
+        self._next = 0
+
+    def add(self, partial, index: int | None = None) -> None:
+        """The partial of block or task ``index`` (the next one when not given)."""
+        self._waiting[self._next if index is None else index] = partial
+        while self._next in self._waiting:
+            self._run.append(self._waiting.pop(self._next))
+            self._next += 1
+            if len(self._run) > self.batch:
+                self._run = [self.analysis.reduce(self._run)]
+
+    def partials(self) -> list:
+        """What came, in order: the reduced partial and those after it (a gap, then those waiting)."""
+        return [*self._run, *(self._waiting[i] for i in sorted(self._waiting))]
+
+    def reduced(self):
+        """Everything that came as one partial."""
+        got = self.partials()
+        return got[0] if len(got) == 1 else self.analysis.reduce(got)
+
+
 def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) -> tuple[object, TaskTiming]:
     """Read frames ``[start, stop)`` and map them, block by block; return the partial and its timings.
 
@@ -193,7 +233,7 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         net0 = source.remote_stats() if t_init_traj == 0 else None
         paths0 = len(source.opened or ())
         t_io = t_compute = 0.0
-        partials = []
+        partials = Fold(analysis)   # a task's blocks reduced as they come: its memory is a few blocks' partials
         for r in blocks_of(frames, job.block_frames, source.chunk_frames, job.stride):
             t0 = time.perf_counter()
             block = source.read(r.start, r.stop, job.prepared.atoms, analysis.fields, stride=job.stride)
@@ -201,12 +241,12 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
             t1 = time.perf_counter()
             if analysis.needs_box:   # refused here, once for every analysis and executor
                 check_boxes(block.box, block.frames, source.path, analysis.name)
-            partials.append(analysis.map(block, job.prepared))
+            partials.add(analysis.map(block, job.prepared))
             slow_phase_for_tests("compute", worker)
             del block   # its arrays are the reused buffer the next read fills
             t_io, t_compute = t_io + t1 - t0, t_compute + time.perf_counter() - t1
         t2 = time.perf_counter()
-        partial = partials[0] if len(partials) == 1 else analysis.reduce(partials)
+        partial = partials.reduced()
         t_compute += time.perf_counter() - t2
     except TrajscaleError:
         raise
@@ -255,6 +295,34 @@ class TaskResults:
            io: dict | None = None) -> TaskResults:
         """From ``(partial, timing)`` per task, in task order."""
         return cls(tuple(p for p, _ in pairs), tuple(t for _, t in pairs), dict(workers or {}), dict(io or {}))
+
+    def with_timings(self, timings: list[TaskTiming]) -> TaskResults:
+        """The same results with each task's timing replaced (in task order)."""
+        return dataclasses.replace(self, timings=tuple(timings))
+
+
+class Homecoming:
+    """The tasks' results as they come home to the root, in any order: each partial folded in
+    (:class:`Fold`: the root holds a few, not one per task), each timing kept in its task's place."""
+
+    def __init__(self, job: Job, n_tasks: int) -> None:
+        self._fold = Fold(_analysis(job.analysis))
+        self._timings: list = [None] * n_tasks
+
+    def add(self, task: int, result: tuple[object, TaskTiming]) -> None:
+        partial, self._timings[task] = result
+        self._fold.add(partial, task)
+
+    def arrived(self, task: int) -> bool:
+        return self._timings[task] is not None
+
+    @property
+    def timings(self) -> tuple:
+        """Each task's timing, in task order (None: not yet home)."""
+        return tuple(self._timings)
+
+    def results(self, workers: dict | None = None, io: dict | None = None) -> TaskResults:
+        return TaskResults(tuple(self._fold.partials()), tuple(self._timings), dict(workers or {}), dict(io or {}))
 
 
 def io_of(source_options: dict, collective: bool = False) -> dict:

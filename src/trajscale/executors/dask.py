@@ -24,7 +24,7 @@ from ..block import FrameRange
 from ..errors import ConfigError, TaskError, TrajscaleError
 from ..progress import progress_bar
 from ..report.timing import TaskTiming
-from .base import Executor, Job, TaskResults, io_of, run_task, sendable
+from .base import Executor, Homecoming, Job, TaskResults, io_of, run_task, sendable
 
 log = logging.getLogger(__name__)
 
@@ -218,16 +218,18 @@ class DaskExecutor(Executor):
                    for i, (r, k) in enumerate(zip(ranges, keys, strict=False))]
         index = {f.key: i for i, f in enumerate(futures)}
         tries = [0] * len(ranges)
-        out: list = [None] * len(ranges)
+        home = Homecoming(job, len(ranges))
         try:
             with progress_bar(len(ranges), progress) as bar:
                 pending = as_completed(futures)
                 for fut in pending:
                     i = index[fut.key]
                     try:
-                        out[i] = fut.result()
-                        if isinstance(out[i], _Refused):
-                            raise out[i].error
+                        got = fut.result()
+                        if isinstance(got, _Refused):
+                            raise got.error
+                        fut.release()   # the cluster lets go of it too: its partial is folded in here
+                        home.add(i, got)
                     except TrajscaleError:
                         raise
                     except Exception as exc:  # noqa: BLE001 - KilledWorker, lost connection...
@@ -249,8 +251,8 @@ class DaskExecutor(Executor):
             raise
         finally:
             times = self._collect_times(keys) if clocked else {}
-        return TaskResults.of([(p, _with_times(t, times.get(k))) for (p, t), k in zip(out, keys, strict=False)],
-                              io=io_of(self.source_options))
+        return home.results(io=io_of(self.source_options)).with_timings(
+            [_with_times(t, times.get(k)) for t, k in zip(home.timings, keys, strict=False)])
 
     @staticmethod
     def _submit_job(client, job: Job, token: str):

@@ -38,7 +38,7 @@ from ..report.process import cpu_facts, mark_ready, process_start, slow_start_fo
 from ..report.timing import host_and_pid
 from ..sharing import owe_first_share, share_settled
 from ..util import polling_for_stop, stop_requested
-from .base import Executor, Job, TaskResults, cached_source, close_cached_sources, io_of, opened_files, run_task
+from .base import Executor, Fold, Job, TaskResults, cached_source, close_cached_sources, io_of, opened_files, run_task
 
 log = logging.getLogger(__name__)
 
@@ -158,18 +158,18 @@ class MPIExecutor(Executor):
                 if span is not None:
                     src.preload_frame_meta(span.start, span.stop)   # this rank's frames only, not N full reads
                 progress = comm.bcast(bool(progress), root=0)   # rank 0 decides; every rank must agree
-                partials, timings = [], []
+                partials, timings = Fold(analysis), []   # this rank's tasks reduced as they end
                 with _RankProgress(comm, len(ranges), progress) as bar:
                     for i in mine:
                         if stop_requested():
                             break
                         current = ranges[i]
                         partial, timing = run_task(job, i, ranges[i], worker, comm)
-                        partials.append(partial)
+                        partials.add(partial)
                         timings.append(timing)
                         bar.task_done()
                     current = _span(ranges, mine)
-                    local = analysis.reduce(partials)
+                    local = analysis.reduce(partials.partials())
                     t0 = time.perf_counter()
                     # the wait for the slowest rank (t_wait), and whether a stop was recorded on any rank
                     states = comm.allgather((stop_requested(), len(timings)))

@@ -26,7 +26,7 @@ from ..errors import TaskError
 from ..pools import as_completed_polling, choose_start_method, process_pool, stop_workers
 from ..progress import progress_bar
 from ..report.timing import host_and_pid
-from .base import Executor, Job, TaskResults, io_of, sendable
+from .base import Executor, Homecoming, Job, TaskResults, io_of, sendable
 from .startup import init_worker, task_imports, warm_up, worker_task
 
 log = logging.getLogger(__name__)
@@ -104,16 +104,16 @@ class ProcessExecutor(Executor):
         futures = {pool.submit(worker_task, job, i, r): i for i, r in enumerate(ranges)}
         # The pool starts its processes on submit; keep them to read exit codes if one dies.
         procs = dict(getattr(pool, "_processes", None) or {})
-        out: list = [None] * len(ranges)
+        home = Homecoming(job, len(ranges))
         try:
             with progress_bar(len(ranges), progress) as bar:
                 for fut in as_completed_polling(futures):
-                    i = futures[fut]
+                    i = futures.pop(fut)   # a future holds its result: let go of it once folded in
                     try:
-                        out[i] = fut.result()
+                        home.add(i, fut.result())
                     except BrokenProcessPool:
                         self._pool.shutdown(wait=True)   # joins the workers: exit codes are final
-                        raise self._lost(ranges, out, procs) from None
+                        raise self._lost(ranges, home, procs) from None
                     bar.update(1)
         except BaseException:
             for fut in futures:
@@ -124,7 +124,7 @@ class ProcessExecutor(Executor):
         # when the tasks were done is named with the time it had spent so far (``t_ready`` 0; see
         # :attr:`late_starts` for its whole start-up, known once the pool is closed).
         starts = self._starts(list(getattr(self._pool, "_processes", None) or {}))
-        return TaskResults.of(out, starts, io_of(self.source_options))
+        return home.results(starts, io_of(self.source_options))
 
     @property
     def late_starts(self) -> dict[str, dict]:
@@ -150,7 +150,7 @@ class ProcessExecutor(Executor):
                                  "cpus": cpus, "affinity": affinity}
         return out
 
-    def _lost(self, ranges: list[FrameRange], out: list, procs: dict) -> TaskError:
+    def _lost(self, ranges: list[FrameRange], home: Homecoming, procs: dict) -> TaskError:
         """A TaskError naming the frames the dead worker was running (or saying they are unknown)."""
         marks = Path(self._marks or "")
         running: dict[int, int] = {}   # pid -> task still without a result
@@ -159,7 +159,7 @@ class ProcessExecutor(Executor):
                 task = int((marks / str(pid)).read_text())
             except (OSError, ValueError):
                 continue
-            if 0 <= task < len(ranges) and out[task] is None:
+            if 0 <= task < len(ranges) and not home.arrived(task):
                 running[pid] = task
         # Workers the pool itself stopped after the break exit by SIGTERM; the one that died did not.
         dead = {pid: p.exitcode for pid, p in procs.items()

@@ -6,7 +6,7 @@ from ..block import FrameRange
 from ..progress import progress_bar
 from ..report.process import mark_ready
 from ..util import raise_if_stopped
-from .base import Executor, Job, TaskResults, close_cached_sources, io_of, run_task
+from .base import Executor, Homecoming, Job, TaskResults, close_cached_sources, io_of, run_task
 
 
 class SerialExecutor(Executor):
@@ -25,13 +25,13 @@ class SerialExecutor(Executor):
         mark_ready()
 
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults:
-        out = []
+        home = Homecoming(job, len(ranges))
         with progress_bar(len(ranges), progress) as bar:
             for i, r in enumerate(ranges):
                 raise_if_stopped()   # a Ctrl-C the CLI recorded
-                out.append(run_task(job, i, r, self.root_worker))
+                home.add(i, run_task(job, i, r, self.root_worker))
                 bar.update(1)
-        return TaskResults.of(out, io=io_of(self.source_options))
+        return home.results(io=io_of(self.source_options))
 
     def close(self, wait: bool = True) -> None:
         """Close the files the tasks opened in this process and free their buffers."""

@@ -18,7 +18,7 @@ from ..block import FrameRange
 from ..pools import as_completed_polling
 from ..progress import progress_bar
 from ..report.process import mark_ready
-from .base import Executor, Job, TaskResults, close_cached_sources, io_of, run_task
+from .base import Executor, Homecoming, Job, TaskResults, close_cached_sources, io_of, run_task
 
 #: Prefix of the pool's thread names; a thread's name is its worker's name in the report.
 THREAD_PREFIX = "thread"
@@ -56,18 +56,18 @@ class ThreadExecutor(Executor):
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults:
         pool = self._get_pool()
         futures = {pool.submit(_thread_task, job, i, r): i for i, r in enumerate(ranges)}
-        out: list = [None] * len(ranges)
+        home = Homecoming(job, len(ranges))
         try:
             with progress_bar(len(ranges), progress) as bar:
                 for fut in as_completed_polling(futures):
-                    out[futures[fut]] = fut.result()
+                    home.add(futures.pop(fut), fut.result())   # (a future holds its result: let go of it)
                     bar.update(1)
         except BaseException:
             for fut in futures:
                 fut.cancel()
             wait(futures)   # a thread cannot be stopped: its task ends before its source may be closed
             raise
-        return TaskResults.of(out, io=io_of(self.source_options))
+        return home.results(io=io_of(self.source_options))
 
     def close(self, wait: bool = True) -> None:
         """Stop the threads (their running tasks end first, also with ``wait=False``: a thread cannot be
