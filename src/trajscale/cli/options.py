@@ -26,8 +26,9 @@ def add_segment_options(p, what: str) -> None:
     """--executor/-n/--virtual/--resume of ``convert`` and ``rechunk``."""
     from .checks import positive_int
 
-    p.add_argument("--executor", default=None, choices=names(converts=True),
-                   help="serial (default; mpi when launched by mpiexec), or processes/dask: uncompressed, "
+    p.add_argument("--executor", default=None, choices=names(converts=True, choosers=True),
+                   help="serial (default; mpi when launched by mpiexec), auto (serial unless the work "
+                        "outweighs starting a pool of processes), or processes/dask: uncompressed, "
                         "each worker writes its range of frames in place in the one output; compressed or "
                         "--precision, each worker writes a segment file, joined at the end (under mpiexec "
                         "the ranks write the one file through parallel HDF5, unless --virtual)")
@@ -61,7 +62,8 @@ def write_options(args, comm):
     """
     from ..convert.options import WriteOptions
 
-    parallel = args.executor is not None and EXECUTORS[args.executor].workers == "n_workers"
+    traits = EXECUTORS.get(args.executor) if args.executor is not None else None
+    parallel = traits is not None and (traits.workers == "n_workers" or traits.chooses)   # (auto may pick a pool)
     return WriteOptions(overwrite=args.overwrite, resume=args.resume,
                         progress=not (args.no_progress or getattr(args, "quiet", False)),
                         executor=launcher_executor() if comm is not None else args.executor,

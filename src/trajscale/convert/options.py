@@ -21,6 +21,7 @@ options=ConvertOptions(spec=OutputSpec(layout=...), write=WriteOptions(executor=
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -29,6 +30,8 @@ from ..errors import ConfigError
 from ..executor_registry import EXECUTORS
 from ..store.codecs import check_lossy_options
 from ..store.layout import Layout
+
+log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
@@ -159,6 +162,19 @@ class WriteOptions:
         """Workers of a processes/Dask run (the CPU count unless ``n_workers``)."""
         return self.n_workers or os.cpu_count() or 1
 
+    def chosen(self, n_frames: int, n_atoms: int, decode_s_per_frame: float = 0.0) -> WriteOptions:
+        """These options with ``executor="auto"`` replaced by its choice for a conversion of ``n_frames``
+        frames of ``n_atoms`` atoms (serial unless the work outweighs starting a pool: the rule of
+        ``trajscale run``'s ``auto``), said in the log; other executors as they are."""
+        if self.executor is None or not EXECUTORS[self.executor].chooses:
+            return self
+        from ..executors import choose_executor
+
+        size = _Size(n_frames, n_atoms, None, decode_s_per_frame)
+        name, why = choose_executor(size, self.n_workers)
+        log.info("executor %s: %s", name, why)
+        return dataclasses.replace(self, executor=name)
+
 
 @dataclass(frozen=True, slots=True)
 class ConvertOptions:
@@ -224,3 +240,13 @@ def with_options(record: R, kwargs: dict, call: str) -> R:
     for owner, values in inner.items():
         top[owner] = dataclasses.replace(top.get(owner, getattr(record, owner)), **values)
     return dataclasses.replace(record, **top)
+
+
+@dataclass(frozen=True)
+class _Size:
+    """What ``auto`` weighs of a conversion (:class:`~trajscale.runspec.JobFacts`'s fields of the same names)."""
+
+    n_frames: int
+    n_atoms: int
+    span_atoms: int | None
+    decode_s_per_frame: float

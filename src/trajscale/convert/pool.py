@@ -66,8 +66,9 @@ def run_tasks(fn, tasks: list[tuple], executor: str, n_workers: int, on_done=Non
 def check_executor(executor: str):
     """The traits of ``executor`` if it runs convert's tasks; else one error listing those that do."""
     traits = executor_traits(executor)
-    if traits.convert_runner is None:
-        raise ConfigError(f"--executor must be one of {', '.join(names(converts=True))}, got {executor!r}")
+    if traits.convert_runner is None and not traits.chooses:
+        raise ConfigError(f"--executor must be one of {', '.join(names(converts=True, choosers=True))}, "
+                          f"got {executor!r}")
     return traits
 
 

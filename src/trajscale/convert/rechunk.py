@@ -163,6 +163,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout 
         # caller asks for slabs: a sync every 64 MiB slab kept the copy waiting on the disk
         job = RechunkJob(src_path, tuple(_series_names(src)), spec, opts.slab_bytes or SLAB_BYTES,
                          opts.slab_bytes or direct.COUNT_BYTES)
+        write = write.chosen(*_frames_and_atoms(src))   # "auto": serial or a pool, from the file's size
         key = ResumeKey.of("rechunk", _write_mode(src, job, write), [src_path],
                            {**spec.resume_options(), "virtual": write.virtual})
         partial = Partial(final, key)
@@ -525,3 +526,13 @@ def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path
             record["done"][name] = a = b
             save_record(record_path, record)
             bar.update(b - bar.n)
+
+
+def _frames_and_atoms(f) -> tuple[int, int]:
+    """The frames and atoms of the file's largest time series (what a rechunk copies most of)."""
+    best = (0, 0)
+    for name in _series_names(f):
+        shape = f[name].shape
+        if len(shape) >= 2 and shape[0] * shape[1] > best[0] * best[1]:
+            best = (int(shape[0]), int(shape[1]))
+    return best
