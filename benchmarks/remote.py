@@ -11,7 +11,9 @@ XTC repeated ``--parts`` times: 100 parts are 1,000 frames, 572 MB of float32 po
 puts it) and with ``--layout remote`` (~8 MiB chunks, metadata in the file's first 256 KiB). (The issue's
 YiiP store, 43,480 atoms x 1,000 frames, is not available here; this system is the same size.)
 
-The server is moto's ``ThreadedMotoServer`` on 127.0.0.1; every request to it goes through
+The server is moto's ``ThreadedMotoServer`` on 127.0.0.1, in a process of its own, answering a range GET
+with the range's bytes (:func:`ranges_without_copies`; ``--moto-copies``: moto's own way, which reads the
+whole object for each); every request to it goes through
 :class:`Proxy`, a threaded HTTP proxy that waits ``--delay-ms`` before forwarding each request and caps
 the bytes it sends back, all connections together, at ``--mbps`` MB/s (this machine's kernel has no netem:
 the proxy is the emulated network). It counts every request and byte, and when each was in flight.
@@ -274,6 +276,45 @@ def ranges_without_copies() -> None:
     models.FakeKey._ranges_without_copies = True
 
 
+def serve(port: int, copies: bool) -> None:
+    """moto's server on ``port`` of 127.0.0.1 until killed (the body of :class:`Server`'s process)."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)   # no line per request
+    if not copies:
+        ranges_without_copies()
+    ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False).start()
+    while True:
+        time.sleep(3600)
+
+
+class Server:
+    """moto's S3 server in a process of its own (as a real server is: it shares no interpreter lock with the
+    proxy or the benchmark), on a free port of 127.0.0.1."""
+
+    def __init__(self, copies: bool = False) -> None:
+        port = free_port()
+        code = f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); " \
+               f"import remote; remote.serve({port}, {copies!r})"
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
+        self.url = f"http://127.0.0.1:{port}"
+        end = time.monotonic() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > end:
+                    raise SystemExit("remote.py: moto's server did not start") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -400,18 +441,11 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)
 
-    import logging
-
     import boto3
-    from moto.server import ThreadedMotoServer
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)   # moto's server: no line per request
     stores = {lay: build(work, args.parts, lay) for lay in layouts}
-    if not args.moto_copies:
-        ranges_without_copies()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
-    server.start()
-    upstream = f"http://127.0.0.1:{server._port}"
+    server = Server(copies=args.moto_copies)
+    upstream = server.url
     proxy = Proxy(upstream, delay_s=args.delay_ms / 1e3, bytes_per_s=args.mbps * 1e6)
     proxy.start()
     endpoint = proxy.url
