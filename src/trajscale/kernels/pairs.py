@@ -89,8 +89,9 @@ def rdf_histogram(x: np.ndarray, i1: np.ndarray, i2: np.ndarray, dims: np.ndarra
     the selections). ``x`` in another dtype, byte order or layout is converted to
     C-contiguous native float32 once (float64 is rounded to float32, the precision
     MDAnalysis computes in). Returns ``(counts, done)``: counts (len(edges) - 1,)
-    summed over the frames ``done`` (F,) marks.  ``finite``: an (F,) bool array in which the frames where an
-    atom of ``i1`` or ``i2`` has a NaN or infinite coordinate are set False (and left out of the counts).
+    summed over the frames ``done`` (F,) marks.  ``finite``: an (F,) bool array in which the frames of ``done``
+    where an atom of ``i1`` or ``i2`` has a NaN or infinite coordinate are set False (and left out of the
+    counts); the other frames' elements are left as they are.
 
     Raises ValueError for a shape that is not (F, N, 3), bins that are not equal-width
     edges, or atom indices outside ``x``.
