@@ -53,6 +53,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -405,6 +406,54 @@ def plain_rate(proxy: Proxy, key: str, ranges: list[tuple[int, int]], concurrenc
     return served["bytes"] / max(served["busy_s"], 1e-9)
 
 
+DOWNLOAD = r"""
+import sys
+import boto3
+bucket, key, out = sys.argv[1:4]
+boto3.client("s3").download_file(bucket, key, out)
+"""
+
+
+def write_commands(work: Path, stores: dict, workloads, executors, layouts, sides, env: dict, endpoint: str,
+                   zarr_py: str | None) -> None:
+    """Each row's whole command as a shell script (the AWS environment exported first): local, url,
+    download (the plain client's download, then the run on the copy, then the copy removed) and zarrtraj."""
+    import shlex
+
+    from MDAnalysisTests.datafiles import TPR
+
+    cmd_dir = work / "commands"
+    cmd_dir.mkdir(exist_ok=True)
+    exports = "".join(f"export {k}={shlex.quote(env[k])}\n" for k in
+                      ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL",
+                       "OMP_NUM_THREADS"))
+    for workload in workloads:
+        for executor in executors:
+            for lay in layouts:
+                path, key = stores[lay], stores[lay].name
+                url = f"s3://{BUCKET}/{key}"
+                suffix = ".npy" if workload == "mean" else ".csv"
+                for side in sides:
+                    out = work / "commands" / f"{workload}-{executor}-{lay}-{side}{suffix}"
+                    if side == "local":
+                        lines = [shlex.join(run_cmd(workload, executor, str(path), out))]
+                    elif side == "url":
+                        lines = [shlex.join(run_cmd(workload, executor, url, out))]
+                    elif side == "download":
+                        copy = work / "commands" / f"download-{key}"
+                        lines = [shlex.join([sys.executable, "-c", DOWNLOAD, BUCKET, key, str(copy)]),
+                                 shlex.join(run_cmd(workload, executor, str(copy), out)),
+                                 shlex.join(["rm", "-f", str(copy)])]
+                    elif side == "zarrtraj" and zarr_py and workload == "rmsd" and executor == "serial":
+                        npy = str(out.with_suffix(".npy"))
+                        lines = [shlex.join([zarr_py, "-c", ZARRTRAJ, TPR, url, endpoint, npy])]
+                    else:
+                        continue
+                    script = cmd_dir / f"{workload}-{executor}-{lay}-{side}.sh"
+                    script.write_text("#!/bin/sh\nset -e\n" + exports + "\n".join(lines) + "\n")
+                    print(script)
+
+
 def row_line(row: dict) -> str:
     def num(key: str, width: int, fmt: str) -> str:
         v = row.get(key)
@@ -439,6 +488,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--zarrtraj-python", default="/tmp/zarrtraj-venv/bin/python")
     p.add_argument("--smoke", action="store_true", help="30 frames, rmsd and rmsf, serial, default layout, "
                                                         "no zarrtraj: the test suite's run")
+    p.add_argument("--commands", action="store_true",
+                   help="measure nothing: keep the server and the proxy up (until Ctrl-C) and write each row's "
+                        "whole command to WORKDIR/commands/WORKLOAD-EXECUTOR-LAYOUT-SIDE.sh, for timing them "
+                        "in turn with a tool of your own (e.g. /usr/bin/time -v sh FILE)")
     args = p.parse_args(argv)
     if args.smoke:
         args.parts, args.workloads, args.executors, args.layouts = 3, "rmsd,rmsf", "serial", "default"
@@ -474,6 +527,19 @@ def main(argv: list[str] | None = None) -> int:
     if "zarrtraj" in sides and not zarr_ok:
         print(f"zarrtraj: skipped ({zarr_py} cannot import zarrtraj: install zarrtraj==0.3.3 into its own venv, "
               "it pins zarr<3)")
+    if args.commands:
+        try:
+            write_commands(work, stores, workloads, executors, layouts, sides, env, endpoint, zarr_py if zarr_ok
+                           else None)
+            print("serving until Ctrl-C (or SIGTERM)", flush=True)
+            signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            proxy.stop()
+            server.stop()
     rows, bad = [], []
     head = f"{'workload':8s} {'executor':12s} {'layout':8s} {'side':10s} {'wall s':>8s} {'MB read':>8s} " \
            f"{'MB fetched':>11s} {'requests':>9s} {'x read':>7s} {'efficiency':>10s}"
