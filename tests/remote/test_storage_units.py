@@ -91,3 +91,44 @@ def test_a_jobs_and_an_openers_repr_never_show_a_credential():
         for secret in ("AKIDEXAMPLE", "s3cr3t-v4lue", "t0k3n"):
             assert secret not in text
     assert SourceOpener.of(config).config["storage_options"]["secret"] == "s3cr3t-v4lue"
+
+
+class _CountingFile(LocalFile):
+    """A local file standing in for an object: its URL, no head, and every range it is asked for."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.url, self.head, self.asked = path, b"", []
+
+    def read_ranges(self, ranges):
+        self.asked += ranges
+        return super().read_ranges(ranges)
+
+
+def test_hdf5_opens_from_the_metadata_another_file_object_read(tmp_path):
+    """A worker's file object given the bytes HDF5 read through the root's opens the file and reads its
+    small datasets' attributes without asking its store for a byte; what they lack is fetched."""
+    import h5py
+    import numpy as np
+
+    from trajscale.storage.fileobj import CachingFile
+
+    path = str(tmp_path / "f.h5")
+    with h5py.File(path, "w") as f:
+        f.create_dataset("big", data=np.arange(3_000_000, dtype=np.float32))
+        f.create_dataset("small", data=np.arange(10.0)).attrs["unit"] = "ps"
+    root_store = _CountingFile(path)
+    root = CachingFile(root_store, block_bytes=4096)
+    with h5py.File(root, "r") as f:
+        assert f["small"].attrs["unit"] == "ps" and f["big"].shape == (3_000_000,)
+    shipped = root.metadata()
+    assert root_store.asked and 0 < sum(len(b) for _, b in shipped) < 64 * 1024   # the metadata, not the data
+
+    worker_store = _CountingFile(path)
+    worker = CachingFile(worker_store, block_bytes=4096, known=shipped)
+    with h5py.File(worker, "r") as f:
+        assert f["small"].attrs["unit"] == "ps" and f["big"].shape == (3_000_000,)
+        assert worker_store.asked == []   # opened from the shipped bytes
+        assert np.array_equal(f["big"][-5:], np.arange(2_999_995, 3_000_000, dtype=np.float32))
+    assert worker_store.asked   # the data it lacked came from the store
+    assert root.metadata(max_bytes=0) == []

@@ -273,7 +273,7 @@ class H5MDSource(Source):
         if self._metadata is None:
             from ..storage.fileobj import SHIP_BYTES
 
-            if 2 <= self.n_frames and self.n_frames * FRAME_META_BYTES <= SHIP_BYTES // 2:
+            if 2 <= self.n_frames and self.n_frames * FRAME_META_BYTES <= SHIP_BYTES // 4:
                 self._frame_meta(0, self.n_frames)   # every frame's box, time and step: a worker's first read
             self._metadata = self._fh.metadata()
         return self._metadata

@@ -28,8 +28,9 @@ from .objects import HEAD_BYTES, RemoteObject
 BLOCK_BYTES = HEAD_BYTES
 #: Most bytes kept per file object.
 CACHE_BYTES = 64 * 1024**2
-#: Most bytes of metadata a run ships to its workers (:meth:`CachingFile.metadata`).
-SHIP_BYTES = 4 * 1024**2
+#: Most bytes of metadata a run ships to its workers (:meth:`CachingFile.metadata`; a job's config carries
+#: them to every worker, and an array's to every task).
+SHIP_BYTES = 1024**2
 #: Pieces HDF5 asked for closer than this are shipped as one.
 SHIP_GAP = 4096
 
