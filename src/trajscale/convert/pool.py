@@ -63,11 +63,12 @@ def run_tasks(fn, tasks: list[tuple], executor: str, n_workers: int, on_done=Non
     load(runner)(fn, tasks, n_workers, on_done, comm, options=options or {}, window=window)
 
 
-def check_executor(executor: str):
-    """The traits of ``executor`` if it runs convert's tasks; else one error listing those that do."""
+def check_executor(executor: str, choosers: bool = False):
+    """The traits of ``executor`` if it runs convert's tasks (or, with ``choosers``, picks one that does:
+    ``auto``); else one error listing those that do."""
     traits = executor_traits(executor)
-    if traits.convert_runner is None and not traits.chooses:
-        raise ConfigError(f"--executor must be one of {', '.join(names(converts=True, choosers=True))}, "
+    if traits.convert_runner is None and not (choosers and traits.chooses):
+        raise ConfigError(f"--executor must be one of {', '.join(names(converts=True, choosers=choosers))}, "
                           f"got {executor!r}")
     return traits
 

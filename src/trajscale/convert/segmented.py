@@ -200,7 +200,7 @@ def check_parallel_output(final: Path, inputs: list, write: WriteOptions, *, rec
     ``NAME.parts/`` is never an input, and an existing one is replaced only with ``overwrite`` or
     moved by a ``resume`` whose ``record`` says so.
     """
-    traits = check_executor(write.executor) if write.executor is not None else None
+    traits = check_executor(write.executor, choosers=True) if write.executor is not None else None
     if traits is not None and traits.workers == "launcher" and not write.mpi:
         raise ConfigError(f"--executor {traits.name}: launch with mpiexec -n N trajscale {command} ... "
                           "(two ranks or more)")
