@@ -83,7 +83,8 @@ def test_the_cli_choices_derive_from_the_registry():
 
     assert choices("run", "executor") == ["auto", *names()]
     assert choices("pack", "executor") == ["auto", *names(workers=("one", "n_workers"), converts=True)]
-    assert choices("convert", "executor") == [n for n, t in EXECUTORS.items() if t.convert_runner]
+    assert choices("convert", "executor") == ["auto", *(n for n, t in EXECUTORS.items() if t.convert_runner)]
+    assert choices("rechunk", "executor") == choices("convert", "executor")
     assert choices("demo", "executor") == [n for n in names() if EXECUTORS[n].workers != "launcher"]
     assert choices("report", "predict_as") == [n for n, t in EXECUTORS.items() if t.predicted]
     assert "threads" in choices("run", "executor") and "threads" not in choices("report", "predict_as")
