@@ -274,7 +274,10 @@ class H5MDSource(Source):
             from ..storage.fileobj import SHIP_BYTES
 
             if 2 <= self.n_frames and self.n_frames * FRAME_META_BYTES <= SHIP_BYTES // 4:
-                self._frame_meta(0, self.n_frames)   # every frame's box, time and step: a worker's first read
+                try:   # every frame's box, time and step: a worker's first read
+                    self._frame_meta(0, self.n_frames)
+                except Exception:   # noqa: BLE001 - the frames that read them say what is wrong, as before
+                    log.debug("%s: box, time and step not shipped", self._path, exc_info=True)
             self._metadata = self._fh.metadata()
         return self._metadata
 
