@@ -93,17 +93,12 @@ def _calibrated(tmp_path, executors: str) -> Machine:
     return m
 
 
-@pytest.mark.slow
-@pytest.mark.cli
-def test_probe_launch_calibrates_pool_executors_on_whole_runs(tmp_path):
-    pytest.importorskip("distributed")
-    _calibrated(tmp_path, "processes,dask")
-
-
 @pytest.mark.mpi
-@pytest.mark.slow
-def test_probe_launch_calibrates_mpi_on_whole_runs(tmp_path):
-    _calibrated(tmp_path, "mpi")
+@pytest.mark.slow(seconds=60)
+def test_probe_launch_calibrates_every_executor_on_whole_runs(tmp_path):
+    """One probe for the pools and MPI: the calibration set is written, and run serially, once."""
+    pytest.importorskip("distributed")
+    _calibrated(tmp_path, "processes,dask,mpi")
 
 
 def test_probe_launch_calibrates_every_executor_installed_unless_told():
