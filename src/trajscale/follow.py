@@ -143,7 +143,7 @@ class FollowRounds(Rounds):
             new = dataclasses.replace(facts, start=self.done, stop=n, step=1, chunk_frames=chunk,
                                       part_starts=part_starts)
             self.done, self.last_new = n, time.monotonic()
-            return Round(dataclasses.replace(job, source=config), new, ending)
+            return Round(dataclasses.replace(job, source=config, growing=True), new, ending)
         return None if ending is None else Round(None, None, ending)
 
     def _ending_of(self, snap: Snapshot) -> tuple[Ending, str] | None:

@@ -20,7 +20,7 @@ from typing import ClassVar
 
 from ..analysis.base import Analysis, Prepared, analysis_from_config, check_boxes
 from ..block import FrameRange
-from ..errors import ConfigError, TaskError, TrajscaleError
+from ..errors import ConfigError, InputFileError, TaskError, TrajscaleError
 from ..executor_registry import EXECUTORS, ExecutorTraits
 from ..parallel import check_not_launched
 from ..report.process import cpu_facts, mark_ready, process_start
@@ -47,10 +47,12 @@ class Job:
     block_frames: int = 2**62
     #: Analyse every ``stride``-th frame; task ranges start on a kept frame (``run(step=)``).
     stride: int = 1
+    #: The trajectory is still being written (a followed run's round): its file may be opened mid-flush.
+    growing: bool = False
 
     def __repr__(self) -> str:   # the source's storage options may hold credentials
         return (f"Job(analysis={self.analysis!r}, source={redacted(self.source)!r}, prepared=..., "
-                f"block_frames={self.block_frames}, stride={self.stride})")
+                f"block_frames={self.block_frames}, stride={self.stride}, growing={self.growing})")
 
 
 # One open Source per thread of a process (one thread runs tasks in a worker process; the threads
@@ -116,6 +118,27 @@ def cached_source(config: dict, comm=None) -> tuple[Source, float]:
     src.reuse_buffers = True   # tasks run one at a time per thread; map keeps no views of a block
     cache[key] = (ident, src)
     return src, time.perf_counter() - t0
+
+
+#: Looks at a file being written whose metadata a task found mid-flush, and the seconds between them.
+GROWING_TRIES, GROWING_WAIT_S = 20, 0.25
+
+
+def _opened(job: Job, comm=None) -> tuple[Source, float]:
+    """:func:`cached_source` of the job's trajectory.  A file still being written (``job.growing``: its
+    writer flushes HDF5's metadata in no set order, and a process that opens it meanwhile can find the
+    chunk index pointing past the end it knows) is looked at again, as a followed run's look at it is,
+    before its error is the task's; under MPI the ranks open collectively, and an error is at once."""
+    tries = GROWING_TRIES if job.growing and comm is None else 1
+    for attempt in range(1, tries + 1):
+        try:
+            return cached_source(job.source, comm)
+        except InputFileError as exc:
+            if attempt == tries:
+                raise
+            log.debug("%s mid-flush: looking again (%s)", _config_paths(job.source)[:1], exc)
+            time.sleep(GROWING_WAIT_S)
+    raise AssertionError("no look")   # (tries >= 1: the loop returns or raises)
 
 
 def adopt_source(config: dict, source: Source) -> None:
@@ -227,7 +250,7 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
     t_begin = time.time()
     try:
         analysis = _analysis(job.analysis)
-        source, t_init_traj = cached_source(job.source, comm)
+        source, t_init_traj = _opened(job, comm)
         bytes0, opens0 = source.bytes_read, source.opens
         # a remote file's requests so far (a source opened for this task: its opening counts too)
         net0 = source.remote_stats() if t_init_traj == 0 else None
