@@ -44,7 +44,7 @@ from .report.runfacts import AnalysisShare, ExecutorChoice, FollowFacts, IOFacts
 from .report.summary import Report
 from .report.timing import RunReport, summarize_workers
 from .runspec import JobFacts, RunOptions
-from .sharing import share  # the root prepares, then shares (one protocol with convert's)
+from .sharing import share, share_interruption  # the root prepares, then shares (one protocol with convert's)
 from .sources import Source, open_source, reader_modules
 from .util import polling_for_stop, raise_if_stopped, stop_requested
 
@@ -232,7 +232,10 @@ class Engine:
             if result is not None:   # (several analyses: their results share the one report)
                 report = (result[0] if isinstance(result, list) else result).report
             return result
-        except BaseException:
+        except BaseException as exc:
+            # a Ctrl-C or SIGTERM on the root before it shared what the others wait for: handed to them
+            # first (a script's run, as the command line's), so that no rank is left in the broadcast
+            share_interruption(exc)
             if self.own:   # an error or Ctrl-C: stop workers, do not wait for them
                 self.ex.close(wait=False)
             raise

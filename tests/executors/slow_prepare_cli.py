@@ -1,6 +1,7 @@
 """``trajscale``'s CLI with a slow preparation on rank 0 alone, for the tests of a stop signal while it prepares.
 
-``python slow_prepare_cli.py MARKER WHERE ARGS...`` runs ``trajscale ARGS...`` under ``mpiexec``.  Every rank
+``python slow_prepare_cli.py MARKER WHERE ARGS...`` runs ``trajscale ARGS...`` under ``mpiexec``
+(``python-run TOP TRAJ``: ``trajscale.run`` of a CA RMSD on ``mpi``, from a script).  Every rank
 other than 0 writes ``MARKER.waiting`` as it enters a share (the root's broadcast it then waits in).  Rank 0 writes
 ``MARKER.root`` and sleeps 60 s where ``WHERE`` says:
 
@@ -65,7 +66,7 @@ if __name__ == "__main__":
     ANALYSES[SlowPrepareRMSD.name] = SlowPrepareRMSD
     if os.environ.get("PMI_RANK") != "0":
         trajscale.sharing.share = trajscale.engine.share = _marked_share(trajscale.sharing.share)
-    elif where == "before-share" and argv[0] == "run":
+    elif where == "before-share" and argv[0] in ("run", "python-run"):
         trajscale.engine.Engine.prepare = _slow_first(trajscale.engine.Engine.prepare)
     elif where == "before-share":
         import trajscale.convert.convert as conv
@@ -77,6 +78,17 @@ if __name__ == "__main__":
         import trajscale.convert.convert as conv
 
         conv._plan_job = _slow_first(conv._plan_job)
+    if argv[0] == "python-run":   # trajscale.run from a script (no CLI, Python's own Ctrl-C): TOP TRAJ
+        import signal
+
+        import trajscale
+
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            trajscale.run(RMSD(select="name CA"), argv[1], argv[2], executor="mpi")
+        except KeyboardInterrupt:
+            sys.exit(130)
+        sys.exit(0)
     from trajscale.cli.main import main
 
     sys.exit(main(argv))

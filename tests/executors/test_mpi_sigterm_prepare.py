@@ -90,3 +90,10 @@ def test_sigterm_while_rank_0_prepares_a_convert_ends_every_rank(tmp_path, where
     lines = _stop_lines(err)
     assert len(lines) == 1 and lines[0].startswith("trajscale convert: terminated by signal 15"), err
     assert not out.exists()
+
+
+def test_ctrl_c_while_rank_0_prepares_a_python_run_ends_every_rank(tmp_path, adk_vacuum, adk_vacuum_h5md):
+    """``trajscale.run`` from a script (no CLI): Ctrl-C on rank 0 before it shares the job reaches the
+    rank waiting in that share as a KeyboardInterrupt, so every rank ends as the script says (130)."""
+    _signal_while_root_prepares(tmp_path, "before-share", ["python-run", adk_vacuum[0], adk_vacuum_h5md],
+                                signal.SIGINT)
