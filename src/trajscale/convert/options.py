@@ -168,10 +168,10 @@ class WriteOptions:
         ``trajscale run``'s ``auto``), said in the log; other executors as they are."""
         if self.executor is None or not EXECUTORS[self.executor].chooses:
             return self
-        from ..executors import choose_executor
+        from ..executor_registry import load
 
-        size = _Size(n_frames, n_atoms, None, decode_s_per_frame)
-        name, why = choose_executor(size, self.n_workers)
+        choose = load(EXECUTORS[self.executor].entry)   # the chooser's rule, named by its registry entry
+        name, why = choose(_Size(n_frames, n_atoms, None, decode_s_per_frame), self.n_workers)
         log.info("executor %s: %s", name, why)
         return dataclasses.replace(self, executor=name)
 
