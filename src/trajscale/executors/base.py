@@ -205,27 +205,33 @@ class Fold:
     result of reducing a run's partials in batches, in order, is the result of reducing them all at
     once: per-frame rows are concatenated in frame order, sums are exact). Partials may arrive out of
     order (a pool's tasks): each waits until those before it have come, and every contiguous run of
-    ``batch`` is reduced into the one partial before it. An accumulating analysis's memory is then a
-    few partials (its sums), not one per task; a per-frame analysis's rows are copied once per batch.
+    ``batch`` (or of ``batch_bytes``) is reduced into the one partial before it. An accumulating
+    analysis's memory is then a few partials (its sums), not one per task; a per-frame analysis's rows
+    are copied once per batch.
     """
 
-    #: Partials reduced at once: enough that a per-frame analysis's rows are not copied over and over.
+    #: Partials reduced at once: enough that a per-frame analysis's rows are not copied over and over...
     BATCH = 32
+    #: ...unless they hold more than this (an all-atom RMSF's sums are 3 MB a partial for 47,681 atoms).
+    BATCH_BYTES = 32 * 2**20
 
-    def __init__(self, analysis: Analysis, batch: int = BATCH) -> None:
-        self.analysis, self.batch = analysis, max(2, int(batch))
+    def __init__(self, analysis: Analysis, batch: int = BATCH, batch_bytes: int = BATCH_BYTES) -> None:
+        self.analysis, self.batch, self.batch_bytes = analysis, max(2, int(batch)), batch_bytes
         self._waiting: dict[int, object] = {}   # arrived before an earlier one
         self._run: list = []                    # in order, not yet reduced (the reduced one first)
+        self._bytes = 0                         # of the run's partials after the reduced one
         self._next = 0
 
     def add(self, partial, index: int | None = None) -> None:
         """The partial of block or task ``index`` (the next one when not given)."""
         self._waiting[self._next if index is None else index] = partial
         while self._next in self._waiting:
-            self._run.append(self._waiting.pop(self._next))
+            got = self._waiting.pop(self._next)
+            self._run.append(got)
+            self._bytes += _nbytes(got)
             self._next += 1
-            if len(self._run) > self.batch:
-                self._run = [self.analysis.reduce(self._run)]
+            if len(self._run) > self.batch or (len(self._run) > 2 and self._bytes > self.batch_bytes):
+                self._run, self._bytes = [self.analysis.reduce(self._run)], 0
 
     def partials(self) -> list:
         """What came, in order: the reduced partial and those after it (a gap, then those waiting)."""
@@ -235,6 +241,19 @@ class Fold:
         """Everything that came as one partial."""
         got = self.partials()
         return got[0] if len(got) == 1 else self.analysis.reduce(got)
+
+
+def _nbytes(obj) -> int:
+    """The bytes of the NumPy arrays in a partial (a dict, a sequence, a dataclass of them)."""
+    if hasattr(obj, "nbytes") and hasattr(obj, "dtype"):
+        return int(obj.nbytes)
+    if isinstance(obj, dict):
+        return sum(_nbytes(v) for v in obj.values())
+    if isinstance(obj, list | tuple):
+        return sum(_nbytes(v) for v in obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return sum(_nbytes(getattr(obj, f.name)) for f in dataclasses.fields(obj))
+    return 0
 
 
 def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) -> tuple[object, TaskTiming]:
