@@ -86,10 +86,14 @@ PY
 # The ml extra's CPU build of torch (installs from a local file on the project's machines).
 echo "torch==2.13.0" >> "$CONSTRAINTS"
 log "installing trajscale and its dependencies"
-# pip byte-compiles the ~13,000 modules it installs, as a user's pip install does (about 40 s of CPU on
+# The ~13,000 modules installed are byte-compiled, as a user's pip install does (about 40 s of CPU on
 # the 2-core VM): where Python cannot write bytecode later (a read-only software stack, a container,
 # PYTHONDONTWRITEBYTECODE) every process would otherwise compile each module it imports, every run.
-$PIP install -c "$CONSTRAINTS" -e ".[all]"
+# pip compiles them one by one; compileall does it on every core (like pip, it passes over the few
+# files that are not Python 3: test data of some packages).
+$PIP install --no-compile -c "$CONSTRAINTS" -e ".[all]"
+$VENV/bin/python -m compileall -q -j 0 "$($VENV/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+  >/dev/null 2>&1 || true
 
 # A PyPI MPI in the venv would shadow Debian's mpiexec; refuse it.
 if [ -e $VENV/bin/mpiexec ]; then
