@@ -25,7 +25,7 @@ an idle one. Time spent sleeping or waiting for I/O is not counted, and a test s
 contention reads a little long: the limit has ``GRACE`` on top of the 5 s for that.
 
 Under ``pytest -n N --dist loadfile --no-loadscope-reorder`` (``make test``, ``make check``: N is the cores and
-one more) a module's tests run on one worker, so its fixtures are made once, and the modules are handed out in
+two more) a module's tests run on one worker, so its fixtures are made once, and the modules are handed out in
 the suite's order as workers free up: those with SLURM tests first (they mostly wait on the scheduler), then
 those whose slow or tool tests take longest (each counts ``SLOW_TEST_S`` seconds unless its ``slow`` marker
 says ``seconds=``), then those with MPI tests, then the rest, so that no long module
