@@ -29,6 +29,22 @@ def pytest_configure(config) -> None:
     # suite, its workers and what they start take SIGINT as from a terminal.
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if not hasattr(config, "workerinput"):   # once, before any xdist worker starts
+        _offsets_of_the_test_data()
+
+
+def _offsets_of_the_test_data() -> None:
+    """MDAnalysis's frame-offset caches of MDAnalysisTests' XTC/TRR files, made before the tests run.
+
+    Every MDAnalysis reader of such a file reads or writes ``.NAME_offsets.npz`` beside it, in the
+    installed package; in a fresh environment the suite's first readers (several workers, MPI ranks)
+    would write it at once, and a reader once found it half-written (``EOFError``)."""
+    from MDAnalysis.coordinates.TRR import TRRReader
+    from MDAnalysis.coordinates.XTC import XTCReader
+
+    for path in (D.XTC, D.TRR, D.COORDINATES_XTC, D.COORDINATES_TRR):
+        with contextlib.suppress(Exception):
+            (XTCReader if path.endswith(".xtc") else TRRReader)(path).close()
 
 
 @pytest.fixture(scope="session")

@@ -91,4 +91,14 @@ if __name__ == "__main__":
         sys.exit(0)
     from trajscale.cli.main import main
 
-    sys.exit(main(argv))
+    # the command's own exit status, written by the rank itself: what the launcher does to the ranks'
+    # shells after they ended (hydra's clean-up of a job whose rank ended non-zero) is not the command's
+    code: object = 1
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+        raise
+    finally:
+        Path(f"{MARKER}.rc.{os.environ.get('PMI_RANK')}").write_text(str(code))
+    sys.exit(code)

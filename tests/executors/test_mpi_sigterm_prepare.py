@@ -58,7 +58,10 @@ def _signal_while_root_prepares(tmp_path, where: str, argv: list[str], signum: i
         kill_and_reap(proc, list(ranks.values()))
     err = log.read_text()
     code = str(128 + signum)
-    rcs = [(tmp_path / f"rc.{r}").read_text().strip() if (tmp_path / f"rc.{r}").exists() else "killed"
+    # each rank's command's status (its own record; the shell's, where the command exits through Python's
+    # own handling, as a script's KeyboardInterrupt does); "killed": neither
+    rcs = [Path(f"{marker}.rc.{r}").read_text().strip() if Path(f"{marker}.rc.{r}").exists()
+           else (tmp_path / f"rc.{r}").read_text().strip() if (tmp_path / f"rc.{r}").exists() else "killed"
            for r in (0, 1)]
     assert rcs == [code, code], err[-3000:]
     assert "BAD TERMINATION" not in err and "MPI_Abort" not in err and "Traceback" not in err, err[-3000:]
