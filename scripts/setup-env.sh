@@ -91,7 +91,9 @@ log "installing trajscale and its dependencies"
 # PYTHONDONTWRITEBYTECODE) every process would otherwise compile each module it imports, every run.
 # pip compiles them one by one; compileall does it on every core (like pip, it passes over the few
 # files that are not Python 3: test data of some packages).
-$PIP install --no-compile -c "$CONSTRAINTS" -e ".[all]"
+# The kernels are built with the build requirements installed above (pyproject.toml's [build-system]),
+# not in an isolated environment pip would make and fill for each install.
+$PIP install --no-build-isolation --no-compile -c "$CONSTRAINTS" -e ".[all]"
 $VENV/bin/python -m compileall -q -j 0 "$($VENV/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
   >/dev/null 2>&1 || true
 
