@@ -46,6 +46,7 @@ from .report.timing import RunReport, summarize_workers
 from .runspec import JobFacts, RunOptions
 from .sharing import share, share_interruption  # the root prepares, then shares (one protocol with convert's)
 from .sources import Source, open_source, reader_modules
+from .storage import fetched_here, fetched_since
 from .util import polling_for_stop, raise_if_stopped, stop_requested
 
 log = logging.getLogger(__name__)
@@ -211,6 +212,8 @@ class Engine:
         self.workers: dict[str, dict] = {}   # the last round's per-worker records
         self.io: dict = {}   # how the last round's tasks read
         self.n_frames = self.n_tasks = 0
+        self.fetched_prepare: dict | None = None   # the requests preparing the job made (a URL's; None: none)
+        self._fetched0 = fetched_here()
 
     def execute(self):
         """The result over every frame analysed, on the root process; None elsewhere."""
@@ -290,6 +293,7 @@ class Engine:
         t_open = 0.0 if grows else time.perf_counter() - t0
         try:
             job, facts = prepare_job(self.analysis, self.topology, source, frames, self.options, ex.source_options)
+            self.fetched_prepare = fetched_since(self._fetched0)   # (the job's config is made: its requests too)
             if not grows and ex.adopts_sources and job.source == source.get_config():
                 adopt_source(job.source, source)
                 source = None
@@ -407,7 +411,7 @@ class Engine:
                         n_tasks_asked=opts.n_tasks, step=opts.step, io=IOFacts.from_dict(self.io),
                         topology=self.facts.topology, trajectories=self.rounds.paths(), payload=payload,
                         executor_choice=self.choice, follow=self.rounds.follow_facts(ending, self.n_frames),
-                        analyses=_shares(self.analysis, job, reduced),
+                        analyses=_shares(self.analysis, job, reduced), fetched_prepare=self.fetched_prepare,
                         worker_jobs=getattr(getattr(self.ex, "cluster", None), "job_ids", ()))   # (Dask on SLURM)
 
 

@@ -163,6 +163,8 @@ class FlakyProxy:
 
         target = urlsplit(upstream)
         state = {"left": failures, "lock": threading.Lock(), "seen": set()}
+        self.gets = []   # (path, Range) of every GET received, in order: what a client asked of the server
+        gets = self.gets
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -173,6 +175,9 @@ class FlakyProxy:
             def _forward(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else None
+                if self.command == "GET":
+                    with state["lock"]:
+                        gets.append((self.path, self.headers.get("Range")))
                 if self.command == "GET" and "Range" in self.headers:
                     with state["lock"]:
                         key = (self.path, self.headers["Range"])

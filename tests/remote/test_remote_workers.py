@@ -81,3 +81,67 @@ def test_a_process_pools_tasks_fetch_the_bytes_they_read(s3_server, adk_stores, 
     fetched = {t["start"]: t["bytes_fetched"] for t in got["remote"]}
     assert len(fetched) == 4 and fetched == read_here, (fetched, read_here)
     assert all(t["requests"] == len(range(t["start"], t["stop"], t["stride"])) for t in got["remote"])
+
+
+@pytest.mark.cli
+def test_the_report_counts_the_requests_of_the_process_that_prepared_the_job(s3_server, adk_stores, tmp_path):
+    """Every request the server saw is in the report: the tasks' and the preparing process's (its look at
+    the object, HDF5's metadata, the chunk addresses, the reference frame), apart and in the summary."""
+    from .conftest import FlakyProxy
+
+    local, url, _ = adk_stores["plain"]
+    proxy = FlakyProxy(s3_server.endpoint, failures=0)
+    try:
+        report = tmp_path / "report.json"
+        proc = run_cli("run", "rmsd", TPR, url, "--select", "name CA", "--executor", "processes", "-n", "2",
+                       "--tasks", "4", "--out", str(tmp_path / "remote.csv"), "--report", str(report),
+                       "--storage-option", f"endpoint_url={proxy.endpoint}", env=s3_server.subprocess_env(),
+                       timeout=300)
+        seen = len(proxy.gets)
+    finally:
+        proxy.close()
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(report.read_text())
+    tasks = sum(t["requests"] for t in got["tasks"])
+    root = got["meta"]["fetched_prepare"]
+    assert root["requests"] > 0 and tasks == 10   # (each task: its frames' CA spans, one request a frame)
+    assert root["requests"] + tasks == seen, (root, tasks, proxy.gets)
+    assert root["bytes"] > 0 and root["wait_s"] > 0 and root["retries"] == 0
+    assert f"in {seen} requests ({root['requests']} preparing the job)" in proc.stdout
+
+
+@pytest.mark.cli
+def test_a_worker_opens_the_parts_of_a_segment_index_behind_a_url_from_what_the_root_looked_up(
+        s3_env, adk_stores, tmp_path):
+    """A segment index of H5MD parts behind URLs: the preparing process opens each part once and its identity,
+    chunk addresses and HDF5 metadata travel with the segment list, so a worker's requests are its frames'."""
+    from tests.conftest import run_cli as cli
+    from trajscale.sources import open_source, source_from_config
+
+    local, _, _ = adk_stores["plain"]
+    folder = tmp_path / "segs"
+    split = cli("split", local, "-o", str(folder), "--parts", "2", env=s3_env.subprocess_env())
+    assert split.returncode == 0, split.stderr
+    client = s3_env.client()
+    for f in sorted(folder.iterdir()):
+        client.upload_file(str(f), BUCKET, f"shipped-segs/{f.name}")
+    root = open_source(f"s3://{BUCKET}/shipped-segs/index.json")
+    root.read(0, 1)
+    config = root.get_config()
+    root.close()
+    json.dumps(config)
+    assert all(seg["remote"]["chunk_index"] and seg["remote"]["metadata"] for seg in config["segments"])
+
+    worker = source_from_config(config)
+    ca = _ca()
+    block = worker.read(3, 8, ca)   # frames of both parts (5 and 5)
+    with h5py.File(local) as f:
+        pos = f[POSITIONS]
+        unit = pos.attrs["unit"]
+        scale = {"nm": 10.0, "Angstrom": 1.0}[unit.decode() if isinstance(unit, bytes) else str(unit)]
+        assert np.array_equal(block.positions, pos[3:8][:, ca] * np.float32(scale))
+        assert np.array_equal(block.step, f["particles/all/position/step"][3:8])
+    stats = worker.remote_stats()
+    assert stats["requests"] == 5, stats   # one CA span a frame: no look at a part, no metadata, no B-tree
+    assert stats["bytes"] == 5 * (ca.max() + 1 - ca.min()) * 12
+    worker.close()

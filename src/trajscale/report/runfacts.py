@@ -138,6 +138,10 @@ class RunFacts:
     worker_jobs
         The scheduler's jobs its workers ran in (Dask workers started as SLURM jobs; empty: none, or a
         report written before they were recorded).
+    fetched_prepare
+        A trajectory behind a URL: the requests, bytes, seconds waiting on them and retries of the process
+        that prepared the job (its look at the object, HDF5's metadata, the chunk addresses, the reference
+        frame), beside the tasks' own (None: no request, or a report written before they were recorded).
     """
 
     analysis_config: dict = field(default_factory=dict)
@@ -155,6 +159,7 @@ class RunFacts:
     analyses: tuple[AnalysisShare, ...] = ()
     job: SchedulerJob | None = field(default_factory=lambda: current_launch().job)
     worker_jobs: tuple[str, ...] = ()
+    fetched_prepare: dict | None = None
 
     def to_dict(self) -> dict:
         """Plain values, under the keys reports have always used (absent ones left out where they
@@ -170,6 +175,8 @@ class RunFacts:
             d["analyses"] = [a.to_dict() for a in self.analyses]
         if self.worker_jobs:
             d["worker_jobs"] = list(self.worker_jobs)
+        if self.fetched_prepare:
+            d["fetched_prepare"] = dict(self.fetched_prepare)
         return d
 
     @classmethod
@@ -181,6 +188,7 @@ class RunFacts:
         given = d.get("trajectories")
         asked = d.get("n_tasks_asked")
         workers = d.get("worker_jobs")
+        fetched = d.get("fetched_prepare")
         return cls(analysis_config=dict(d.get("analysis_config") or {}), n_tasks=int(d.get("n_tasks") or 0),
                    n_tasks_asked=int(asked) if isinstance(asked, int | float) else None,
                    step=int(d.get("step") or 1), io=IOFacts.from_dict(d.get("io")),
@@ -191,7 +199,9 @@ class RunFacts:
                    follow=FollowFacts.from_dict(d.get("follow")), backend=d.get("backend"), note=d.get("note"),
                    analyses=tuple(a for a in map(AnalysisShare.from_dict, d.get("analyses") or ()) if a),
                    job=SchedulerJob.from_dict(d.get("job")),
-                   worker_jobs=tuple(str(j) for j in workers) if isinstance(workers, list | tuple) else ())
+                   worker_jobs=tuple(str(j) for j in workers) if isinstance(workers, list | tuple) else (),
+                   fetched_prepare={k: fetched.get(k, 0) for k in ("requests", "bytes", "wait_s", "retries")}
+                   if isinstance(fetched, dict) else None)
 
 
 __all__ = ["AnalysisShare", "ExecutorChoice", "FollowFacts", "IOFacts", "RunFacts"]

@@ -91,8 +91,10 @@ def run_summary(report: RunReport, out: str | None = None, report_path: str | No
         lines[-1] += f"; reads ran at {gb / t_io:.2f} GB/s per worker"
     net = report.fetched()
     if net["requests"]:   # a trajectory behind a URL: what its reads cost in requests
-        lines.append(f"  fetched {net['bytes'] / 1e6:.2f} MB in {net['requests']} requests, "
-                     f"{net['wait_s']:.2f} s waiting on the network, {net['retries']} retries")
+        root = net["prepare"]
+        lines.append(f"  fetched {net['bytes'] / 1e6:.2f} MB in {net['requests']} requests"
+                     + (f" ({root['requests']} preparing the job)" if root.get("requests") else "")
+                     + f", {net['wait_s']:.2f} s waiting on the network, {net['retries']} retries")
     proc = process_line(report)
     if proc:
         lines.append(f"  {proc}")

@@ -178,9 +178,14 @@ class RunReport:
         return sum(t.bytes_read for t in self.tasks)
 
     def fetched(self) -> dict:
-        """A remote trajectory's requests, bytes, seconds waiting on the network and retries, over the tasks."""
-        return {"requests": sum(t.requests for t in self.tasks), "bytes": sum(t.bytes_fetched for t in self.tasks),
-                "wait_s": sum(t.t_network for t in self.tasks), "retries": sum(t.retries for t in self.tasks)}
+        """A remote trajectory's requests, bytes, seconds waiting on the network and retries: the tasks' and
+        those of the process that prepared the job (``meta.fetched_prepare``, also under ``"prepare"``)."""
+        root = self.meta.fetched_prepare or {}
+        return {"requests": sum(t.requests for t in self.tasks) + int(root.get("requests", 0)),
+                "bytes": sum(t.bytes_fetched for t in self.tasks) + int(root.get("bytes", 0)),
+                "wait_s": sum(t.t_network for t in self.tasks) + float(root.get("wait_s", 0.0)),
+                "retries": sum(t.retries for t in self.tasks) + int(root.get("retries", 0)),
+                "prepare": dict(root)}
 
     def to_dict(self) -> dict:
         """Plain values (a :class:`~.summary.Report` adds its diagnosis)."""

@@ -66,6 +66,10 @@ class OpenRequest:
     offsets: str | None = None
     #: The format's name when the caller knows it (a segment index records it): not guessed again.
     format: str | None = None
+    #: A part behind a URL: what the process that prepared the job looked up of it
+    #: (:meth:`~.h5md.H5MDSource.remote_state`: its identity, chunk addresses, HDF5 metadata), so a worker
+    #: opens and reads it without walking its metadata over the network.
+    shipped: dict | None = None
 
 
 class Source(ABC):

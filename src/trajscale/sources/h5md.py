@@ -200,8 +200,9 @@ class H5MDSource(Source):
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> H5MDSource:
+        shipped = request.shipped if is_url(str(path)) else None
         return cls(path, group=request.group, driver=request.driver, comm=request.comm,
-                   collective=request.collective, assume_units=request.assume_units)
+                   collective=request.collective, assume_units=request.assume_units, **(shipped or {}))
 
     def stored_units(self) -> dict[str, str | None]:
         """The file's unit attributes (H5MD's unit strings), per quantity."""
@@ -261,11 +262,17 @@ class H5MDSource(Source):
         config = {"kind": self.kind, "path": self._path, "group": self.info.group,
                   "driver": self._driver, "collective": self._collective,
                   "assume_units": self.info.assumed_units}
-        if self._remote is not None:
-            config.update(storage_options=self._remote.options or None,
-                          identity=self._remote.object_identity.to_list(), chunk_index=self._remote_index(),
-                          metadata=self._remote_metadata())
+        config.update(self.remote_state() or {})
         return config
+
+    def remote_state(self) -> dict | None:
+        """A file behind a URL: what a worker needs to open and read it without walking its metadata over
+        the network (the object's storage options, identity, chunk addresses and the HDF5 metadata bytes
+        this process read); None for a local file. A segment index ships it per part."""
+        if self._remote is None:
+            return None
+        return {"storage_options": self._remote.options or None, "identity": self._remote.object_identity.to_list(),
+                "chunk_index": self._remote_index(), "metadata": self._remote_metadata()}
 
     def _remote_metadata(self) -> list:
         """The HDF5 metadata bytes this process has read, as ``(start, bytes)`` pieces (taken once: the

@@ -185,7 +185,8 @@ class SegmentedSource(Source):
             loaded = load_index(ip)
             segments = [{**seg, "path": _part_path(ip, seg["path"])} for seg in loaded["segments"]]
             for seg in segments:   # offsets `trajscale index` recorded: used for parts behind URLs (a local
-                if not is_url(seg["path"]):   # part is scanned again, and checked against the index)
+                seg.pop("remote", None)   # part is scanned again, and checked against the index); what a part
+                if not is_url(seg["path"]):   # behind a URL holds is looked up here, never taken from a file
                     seg.pop("offsets", None)
             n_atoms, fields = loaded["n_atoms"], loaded.get("fields")
             topology = topology or loaded.get("topology")
@@ -315,10 +316,31 @@ class SegmentedSource(Source):
                     raise InputFileError(seg["path"], f"has {info['n_frames']} frames; the index "
                                                       f"{self._index_path} says {expect}")
                 seg["offsets"] = info["offsets"]
+        self._look_up_remote_parts()
         return {"kind": self.kind, "index": self._index_path, "topology": self.topology, "max_open": self.max_open,
                 **self._h5md_options, "segments": [{k: seg.get(k) for k in _SHIPPED if k in seg}
                                                    for seg in self.segments],
                 "n_atoms": self._n_atoms, "fields": list(self.fields), "chunk_frames": self.chunk_frames}
+
+    def _look_up_remote_parts(self) -> None:
+        """Each part behind a URL whose Source can say what it found (H5MD: the object's identity, chunk
+        addresses and HDF5 metadata) is opened here, once, and that travels with the segment: a worker opens
+        and reads the part without walking its metadata or B-tree over the network, and without a request
+        for its identity (every range request checks it). The parts' metadata bytes stop at
+        :data:`SHIP_PARTS_BYTES` in all (later parts ship their identity and chunk addresses only)."""
+        shipped = sum(_metadata_bytes(seg.get("remote")) for seg in self.segments)
+        for i, seg in enumerate(self.segments):
+            if seg.get("remote") is not None or not is_url(self.segment_path(i)):
+                continue
+            state = getattr(self._segment(i), "remote_state", lambda: None)()
+            if state is None:
+                continue
+            size = _metadata_bytes(state)
+            if shipped + size > SHIP_PARTS_BYTES:
+                state = {**state, "metadata": None}
+            else:
+                shipped += size
+            seg["remote"] = state
 
     def layout_summary(self) -> LayoutFacts:
         formats = sorted({str(s.get("format") or Path(s["path"]).suffix.lstrip(".").upper()) for s in self.segments})
@@ -345,8 +367,9 @@ class SegmentedSource(Source):
 
     def _segment(self, i: int) -> Source:
         src = self._open.get(i)
+        shipped = self.segments[i].get("remote")
         if src is not None and i not in self._checked:
-            if _part_identity(self.segment_path(i)) != self._identity[i]:
+            if shipped is None and _part_identity(self.segment_path(i)) != self._identity[i]:
                 # rewritten in place (or replaced) since it was opened: its handle would read stale data
                 log.debug("%s changed since it was opened: reopening", self.segment_path(i))
                 self._drop(i)
@@ -359,13 +382,15 @@ class SegmentedSource(Source):
         while len(self._open) >= self.max_open:
             self._drop(next(iter(self._open)))
         seg, path = self.segments[i], self.segment_path(i)
-        ident = _part_identity(path)   # before opening: a rewrite after it is noticed next task
+        # before opening: a rewrite after it is noticed next task (a part behind a URL that the preparing
+        # process looked up: its identity as found then, checked by every range request's If-Match)
+        ident = _part_identity(path) if shipped is None else (path, *shipped["identity"])
         if ident is None:
             raise InputFileError(path, f"segment {i} of {self._index_path or 'the trajectory'} is missing")
         cls = self._segment_class(i)
         # offsets shipped by get_config (None only before it ran, in the preparing process)
         src = cls.open(path, OpenRequest(n_atoms=self._n_atoms, offsets=seg.get("offsets"), format=seg["format"],
-                                         **self._h5md_options))
+                                         shipped=shipped, **self._h5md_options))
         expect = seg.get("file_frames", seg["n_frames"])
         if src.n_frames != expect or src.n_atoms != self.n_atoms:
             src.close()
@@ -464,7 +489,14 @@ def _part_identity(path: str) -> tuple | None:
 
 
 #: Keys of a segment that travel in the config.
-_SHIPPED = ("path", "start", "n_frames", "format", "offsets", "file_frames", "shift_step", "shift_time")
+_SHIPPED = ("path", "start", "n_frames", "format", "offsets", "file_frames", "shift_step", "shift_time", "remote")
+#: Most bytes of HDF5 metadata a segment list ships for its parts behind URLs, all parts together.
+SHIP_PARTS_BYTES = 8 * 1024**2
+
+
+def _metadata_bytes(state: dict | None) -> int:
+    """The bytes of HDF5 metadata a part's shipped state holds (base64 text, as it travels)."""
+    return sum(len(text) for _, text in (state or {}).get("metadata") or ())
 
 
 def _refuse_damaged_part(info: dict) -> None:

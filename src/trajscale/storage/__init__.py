@@ -114,6 +114,25 @@ def endpoint_of(url: str, options: Mapping | None = None) -> str:
     return ep or "AWS S3"
 
 
+def fetched_here() -> dict:
+    """This process's requests, bytes, seconds waiting on them and retries so far, every object's together
+    (zeros when it has read no URL: the client modules are then not even imported)."""
+    import sys
+
+    objects = sys.modules.get(__name__ + ".objects")
+    if objects is None:
+        return {"requests": 0, "bytes": 0, "wait_s": 0.0, "retries": 0}
+    with objects._PROCESS_LOCK:
+        return objects.PROCESS_STATS.as_dict()
+
+
+def fetched_since(before: dict) -> dict | None:
+    """What this process fetched since ``before`` (:func:`fetched_here`); None when it made no request."""
+    now = fetched_here()
+    d = {k: now[k] - before.get(k, 0) for k in now}
+    return d if d["requests"] else None
+
+
 def resolve(base: str, relative: str) -> str:
     """A segment index's part path ``relative`` to the index at URL ``base`` (an absolute one as it is)."""
     if is_url(relative) or relative.startswith("/"):
@@ -130,5 +149,6 @@ def resolve(base: str, relative: str) -> str:
     return f"{root}/{'/'.join(parts)}"
 
 
-__all__ = ["OWN_OPTIONS", "SCHEMES", "current_options", "endpoint_of", "is_url", "parse_option", "parse_options",
+__all__ = ["OWN_OPTIONS", "SCHEMES", "current_options", "endpoint_of", "fetched_here", "fetched_since", "is_url",
+           "parse_option", "parse_options",
            "resolve", "set_options", "shown", "using"]

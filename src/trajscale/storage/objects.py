@@ -76,6 +76,20 @@ class FetchStats:
         return {"requests": self.requests, "bytes": self.bytes, "wait_s": self.wait_s, "retries": self.retries}
 
 
+#: Every object's requests in this process together (what :func:`trajscale.storage.fetched_here` reads: the
+#: requests of the process that prepares a run, whichever objects made them, the registry's look included).
+PROCESS_STATS = FetchStats()
+_PROCESS_LOCK = threading.Lock()
+
+
+def _count(requests: int = 0, nbytes: int = 0, wait_s: float = 0.0, retries: int = 0) -> None:
+    with _PROCESS_LOCK:
+        PROCESS_STATS.requests += requests
+        PROCESS_STATS.bytes += nbytes
+        PROCESS_STATS.wait_s += wait_s
+        PROCESS_STATS.retries += retries
+
+
 @dataclass(frozen=True, slots=True)
 class Identity:
     """What says an object is the one a run began with: its ETag (None if the server gives none) and size."""
@@ -418,8 +432,10 @@ class RemoteObject(ByteStore):
                     f.cancel()
                 raise
         finally:
+            waited = time.perf_counter() - t0
             with self._lock:
-                self.stats.wait_s += time.perf_counter() - t0
+                self.stats.wait_s += waited
+            _count(wait_s=waited)
 
     def _fetch(self, a: int, b: int, first: bool = False):
         """Bytes ``[a, b)`` (``first``: the head request, which learns the identity), retried for
@@ -436,14 +452,17 @@ class RemoteObject(ByteStore):
                 with self._lock:
                     self.stats.requests += 1
                     self.stats.bytes += len(got[0])
+                _count(1, len(got[0]))
                 return got if first else got[0]
             except RemoteError:
                 with self._lock:
                     self.stats.requests += 1
+                _count(1)
                 raise
             except Exception as exc:   # noqa: BLE001 - every client failure is classified here
                 with self._lock:
                     self.stats.requests += 1
+                _count(1)
                 problem = None if _retryable(exc) else _problem(exc)
                 if problem is not None:
                     raise (Replaced if "replaced" in problem else RemoteError)(self.url, problem) from None
@@ -461,6 +480,7 @@ class RemoteObject(ByteStore):
                 tries += 1
                 with self._lock:
                     self.stats.retries += 1
+                _count(retries=1)
                 log.debug("%s: bytes %d-%d: %s; retry %d", self.url, a, b, type(exc).__name__, tries)
                 time.sleep(min(left, delay * (0.5 + random.random())))
                 delay = min(delay * 2, 5.0)
@@ -498,7 +518,9 @@ class RemoteObject(ByteStore):
         try:
             data, etag, total = self._fetch(0, HEAD_BYTES, True)
         finally:
-            self.stats.wait_s += time.perf_counter() - t0
+            waited = time.perf_counter() - t0
+            self.stats.wait_s += waited
+            _count(wait_s=waited)
         return Identity(etag, total), data
 
     def check_unchanged(self) -> None:
