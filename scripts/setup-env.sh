@@ -19,14 +19,14 @@ STAMP=$VENV/.trajscale-env-ok
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 need_apt=0
-for pkg in libhdf5-mpich-dev mpich pkg-config clang; do
+for pkg in libhdf5-mpich-dev mpich pkg-config clang ccache; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt=1
 done
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
 if [ "$need_apt" = 1 ]; then
   log "installing MPICH and parallel HDF5 from Debian"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libhdf5-mpich-dev mpich pkg-config clang >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libhdf5-mpich-dev mpich pkg-config clang ccache >/dev/null
 fi
 # GROMACS (Debian's 2022.5, ~70 MB, seconds to install) is a real IMD producer for the streaming test
 # (tests/sources/test_follow_gromacs.py, skipped without gmx). Without its recommends: they include
