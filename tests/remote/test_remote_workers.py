@@ -145,3 +145,79 @@ def test_a_worker_opens_the_parts_of_a_segment_index_behind_a_url_from_what_the_
     assert stats["requests"] == 5, stats   # one CA span a frame: no look at a part, no metadata, no B-tree
     assert stats["bytes"] == 5 * (ca.max() + 1 - ca.min()) * 12
     worker.close()
+
+
+def test_the_next_block_is_fetched_while_this_one_is_mapped(s3_env, adk_stores):
+    """``prefetch`` sends the next read's requests at once: the read that follows sends none of its own, takes
+    the bytes fetched ahead (counted by it), and gives HDF5's numbers; the bytes it holds are in the budget."""
+    import time as _time
+
+    from trajscale.sources import open_source, source_from_config
+    from trajscale.storage import using
+
+    from .conftest import FlakyProxy
+
+    local, _, _ = adk_stores["plain"]
+    s3_env.client().upload_file(local, BUCKET, "ahead.h5md")
+    proxy = FlakyProxy(s3_env.endpoint, failures=0)
+    try:
+        with using({"endpoint_url": proxy.endpoint}):
+            root = open_source(f"s3://{BUCKET}/ahead.h5md")
+            config = root.get_config()
+            here = open_source(local)
+            ca = _ca()
+            span = (ca.max() + 1 - ca.min()) * 12
+            assert root.bytes_per_frame(ca) == here.bytes_per_frame(ca) + span   # the next block's bytes
+            here.close()
+            root.close()
+            worker = source_from_config(config)
+            first = worker.read(0, 2, ca)
+            seen = len(proxy.gets)
+            worker.prefetch(2, 7, ca)
+            end = _time.monotonic() + 60
+            while len(proxy.gets) < seen + 5 and _time.monotonic() < end:
+                _time.sleep(0.05)
+            assert len(proxy.gets) == seen + 5   # sent before the read asks: one CA span a frame
+            block = worker.read(2, 7, ca)
+            assert len(proxy.gets) == seen + 5   # the read sent nothing of its own
+            stats = worker.remote_stats()
+            worker.close()
+    finally:
+        proxy.close()
+    assert stats["requests"] == 7 and stats["bytes"] == 7 * span, stats
+    with h5py.File(local) as f:
+        pos = f[POSITIONS]
+        unit = pos.attrs["unit"]
+        scale = {"nm": 10.0, "Angstrom": 1.0}[unit.decode() if isinstance(unit, bytes) else str(unit)]
+        assert np.array_equal(first.positions, pos[0:2][:, ca] * np.float32(scale))
+        assert np.array_equal(block.positions, pos[2:7][:, ca] * np.float32(scale))
+
+
+@pytest.mark.cli
+def test_a_serial_run_reads_ahead_across_tasks_and_each_task_counts_its_own_bytes(s3_server, adk_stores, tmp_path):
+    """Serial, several tasks from S3 through a counting proxy: each task's next block is fetched while it is mapped;
+    the CSV is the local file's, every request is counted once, and each task's fetch is its frames' CA spans."""
+    from .conftest import FlakyProxy
+
+    local, url, _ = adk_stores["plain"]
+    proxy = FlakyProxy(s3_server.endpoint, failures=0)
+    got = {}
+    try:
+        for where, traj in (("local", local), ("remote", url)):
+            report = tmp_path / f"{where}.json"
+            proc = run_cli("run", "rmsd", TPR, traj, "--select", "name CA", "--executor", "serial", "--tasks", "5",
+                           "--out", str(tmp_path / f"{where}.csv"), "--report", str(report),
+                           "--storage-option", f"endpoint_url={proxy.endpoint}", env=s3_server.subprocess_env(),
+                           timeout=300)
+            assert proc.returncode == 0, proc.stderr
+            got[where] = json.loads(report.read_text())
+        seen = len(proxy.gets)
+    finally:
+        proxy.close()
+    assert (tmp_path / "remote.csv").read_bytes() == (tmp_path / "local.csv").read_bytes()
+    tasks = got["remote"]["tasks"]
+    assert len(tasks) >= 3   # (cut on the 3-frame chunks)
+    span = (_ca().max() + 1 - _ca().min()) * 12
+    for t in tasks:
+        assert t["requests"] == t["stop"] - t["start"] and t["bytes_fetched"] == t["requests"] * span, t
+    assert sum(t["requests"] for t in tasks) + got["remote"]["meta"]["fetched_prepare"]["requests"] == seen

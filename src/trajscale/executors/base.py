@@ -256,13 +256,18 @@ def _nbytes(obj) -> int:
     return 0
 
 
-def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) -> tuple[object, TaskTiming]:
+def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None,
+             then: FrameRange | None = None) -> tuple[object, TaskTiming]:
     """Read frames ``[start, stop)`` and map them, block by block; return the partial and its timings.
 
     Blocks hold at most ``job.block_frames`` frames (the reused read buffer
     bounds the worker's memory); their partials combine with the analysis's
-    own ``reduce``.  User errors keep their type; anything else becomes a
-    TaskError naming the worker and the frame range.
+    own ``reduce``.  While a block is mapped, the source is told the next read
+    (:meth:`~trajscale.sources.base.Source.prefetch`: a file behind a URL fetches
+    it meanwhile): the task's next block, or after its last one the first block
+    of ``then``, the task this worker runs next when the executor knows it.
+    User errors keep their type; anything else becomes a TaskError naming the
+    worker and the frame range.
     """
     host, pid = host_and_pid()
     t_start = mark_ready()   # a no-op after the worker's warm-up or first task: its start-up
@@ -276,8 +281,14 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None) ->
         paths0 = len(source.opened or ())
         t_io = t_compute = 0.0
         partials = Fold(analysis)   # a task's blocks reduced as they come: its memory is a few blocks' partials
-        for r in blocks_of(frames, job.block_frames, source.chunk_frames, job.stride):
+        blocks = blocks_of(frames, job.block_frames, source.chunk_frames, job.stride)
+        if then is not None:
+            blocks.append(blocks_of(then, job.block_frames, source.chunk_frames, job.stride)[0])
+        for k, r in enumerate(blocks[:len(blocks) - (then is not None)]):
             t0 = time.perf_counter()
+            if k + 1 < len(blocks):   # fetched while this block is read and mapped (a remote file's; in its budget)
+                nxt = blocks[k + 1]
+                source.prefetch(nxt.start, nxt.stop, job.prepared.atoms, analysis.fields, stride=job.stride)
             block = source.read(r.start, r.stop, job.prepared.atoms, analysis.fields, stride=job.stride)
             slow_phase_for_tests("read", worker)   # TRAJSCALE_TEST_SLOW_READ: a slow reader, for the report's tests
             t1 = time.perf_counter()

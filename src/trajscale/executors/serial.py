@@ -29,7 +29,8 @@ class SerialExecutor(Executor):
         with progress_bar(len(ranges), progress) as bar:
             for i, r in enumerate(ranges):
                 raise_if_stopped()   # a Ctrl-C the CLI recorded
-                home.add(i, run_task(job, i, r, self.root_worker))
+                then = ranges[i + 1] if i + 1 < len(ranges) else None   # read ahead across tasks too
+                home.add(i, run_task(job, i, r, self.root_worker, then=then))
                 bar.update(1)
         return home.results(io=io_of(self.source_options))
 

@@ -206,6 +206,11 @@ class Source(ABC):
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
         """Frames ``start:stop:stride`` for ``atoms`` (all atoms if None); skipped frames are not read."""
 
+    def prefetch(self, start: int, stop: int, atoms: np.ndarray | None = None,   # noqa: B027 - optional
+                 fields: tuple[str, ...] = ("position",), stride: int = 1) -> None:
+        """A hint: the next :meth:`read` will be this one. A Source whose bytes are behind a URL starts
+        fetching them now, while the caller maps the block it has; the others do nothing."""
+
     def _read_rows(self, start: int, stop: int, atoms: np.ndarray | None, fields: tuple[str, ...],
                    stride: int) -> Block:
         """``read`` of a Source that fills rows (:meth:`read_into`): the range and request checked, the

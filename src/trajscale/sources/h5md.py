@@ -332,7 +332,54 @@ class H5MDSource(Source):
         plan = plan_atom_reads(atoms, self.n_atoms)
         return sum(plan.bytes_per_frame() if fl not in self._deltas else
                    (self._delta_width(fl, plan) + len(plan.index if plan.index is not None else ())) * 12
-                   for fl in fields) + FRAME_META_BYTES
+                   for fl in fields) + FRAME_META_BYTES + self._ahead_bytes_per_frame(fields, plan)
+
+    def _ahead_bytes_per_frame(self, fields: tuple[str, ...], plan) -> int:
+        """A file behind a URL: the bytes the read-ahead holds per frame of the next block (its fetched
+        bytes: the runs' span of a frame, or the stored chunks' share of one), counted in the block budget."""
+        if self._remote is None:
+            return 0
+        total = 0
+        for fl in fields:
+            cfg = self._remote_index().get(fl)
+            if cfg is None:
+                continue
+            if fl not in self._deltas and (cfg["chunks"] is None or (not cfg["filtered"]
+                                                                     and cfg["chunks"][1:] == cfg["shape"][1:])):
+                total += plan.n_columns * 12
+            else:   # whole stored chunks (compressed or split): at most every chunk's bytes, per frame
+                total += -(-sum(cfg["sizes"]) // max(1, cfg["shape"][0]))
+        return total
+
+    def prefetch(self, start: int, stop: int, atoms: np.ndarray | None = None,
+                 fields: tuple[str, ...] = ("position",), stride: int = 1) -> None:
+        """A file behind a URL: start fetching what ``read(start, stop, atoms, fields, stride)`` will fetch,
+        while the caller maps the block it has (the read then takes the bytes as they come). A local file,
+        a range out of bounds or a read through HDF5: nothing."""
+        if self._remote is None or not 0 <= start < stop <= self.n_frames:
+            return
+        if any(fl not in self._datasets for fl in fields):
+            return
+        if atoms is not None:
+            atoms = np.asarray(atoms, dtype=np.intp)
+            if atoms.size and (atoms.min() < 0 or atoms.max() >= self.n_atoms):
+                return
+        plan = plan_atom_reads(atoms, self.n_atoms)
+        n = len(range(start, stop, stride))
+        for fl in fields:
+            if fl in self._deltas:   # as _read_deltas cuts its slabs
+                width = self._delta_width(fl, plan)
+                runs = np.array([[0, width]])
+                slabs = list(self._slabs(start, n, stride, width, GATHER_SLAB_BYTES)) if n and width else []
+            else:   # as _read_hdf5 cuts them for a remote file
+                runs = plan.runs
+                slabs = list(self._slabs(start, n, stride, plan.n_columns, MAX_SLAB_BYTES)) \
+                    if n and plan.n_columns else []
+            reads = self._remote_rows(self._datasets[fl])
+            if reads is None:
+                continue
+            for i, j in slabs:
+                reads.prefetch(runs, start + i * stride, stride, j - i)
 
     def _delta_width(self, fl: str, plan) -> int:
         """Atoms a delta-coded field decodes per frame for ``plan``."""
@@ -564,6 +611,8 @@ class H5MDSource(Source):
             if reads is not None:
                 reads.close()
         self._remote_reads = {}
+        if self._remote is not None:
+            self._remote.forget_ahead()
         try:
             if self.file.id.valid:
                 self.file.close()

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
-from .objects import MERGE_GAP, ByteStore, read_coalesced
+from .objects import MERGE_GAP, ByteStore, prefetch_coalesced, read_coalesced
 
 __all__ = ["MAX_REQUEST", "MERGE_GAP", "ChunkDecoder", "ChunkIndex", "ChunkReads"]
 
@@ -161,20 +161,56 @@ class ChunkReads:
             return self._by_ranges(runs, out, frames)
         return self._by_chunks(runs, out, frames)
 
-    def _by_ranges(self, runs, out, frames) -> bool:
+    def prefetch(self, runs: np.ndarray, first: int, stride: int, n: int) -> None:
+        """Start fetching what :meth:`read_runs` with the same arguments (``n`` rows) will read (the next
+        block's bytes, while this one is mapped); nothing when it would read through HDF5."""
+        if not n or not len(runs):
+            return
+        frames = first + stride * np.arange(n, dtype=np.int64)
+        if self.index.whole_frames:
+            ranges, gap = self._frame_ranges(runs, frames), self.merge_gap
+        else:
+            ranges, gap = self._chunk_ranges(runs, frames)[2], 0
+        if ranges is not None:
+            prefetch_coalesced(self.store, ranges, gap, MAX_REQUEST)
+
+    def _frame_ranges(self, runs, frames) -> list[tuple[int, int]] | None:
+        """The byte range of every run of every frame, frame by frame (None: a chunk never written)."""
         idx = self.index
         cf = idx.shape[0] if idx.chunks is None else idx.chunks[0]
         chunk = frames // max(1, cf)
         addr = self._offsets[chunk]
         if (addr < 0).any():
-            return False
+            return None
         item = self.dtype.itemsize * idx.shape[2]
         row = addr + (frames - chunk * cf) * idx.shape[1] * item
         runs = np.asarray(runs, dtype=np.int64)
         starts = (row[:, None] + runs[None, :, 0] * item).ravel()
         stops = (row[:, None] + runs[None, :, 1] * item).ravel()
-        views = read_coalesced(self.store, list(zip(starts.tolist(), stops.tolist(), strict=True)),
-                               self.merge_gap, MAX_REQUEST)
+        return list(zip(starts.tolist(), stops.tolist(), strict=True))
+
+    def _chunk_ranges(self, runs, frames):
+        """(the chunks' grid keys, their flat indices, their stored byte ranges) holding ``runs`` of
+        ``frames`` (ranges None: a chunk never written)."""
+        idx = self.index
+        cf, ca, _ = idx.chunks
+        grid = idx.grid
+        runs = np.asarray(runs, dtype=np.int64)
+        lo, hi = int(runs[:, 0].min()), int(runs[:, 1].max())
+        rows = np.unique(frames // cf).tolist()
+        cols = list(range(lo // ca, (hi - 1) // ca + 1))
+        keys = [(r, c, d) for r in rows for c in cols for d in range(grid[2])]
+        flat = [np.ravel_multi_index(k, grid) for k in keys]
+        if any(self._offsets[f] < 0 for f in flat):
+            return keys, flat, None
+        return keys, flat, [(int(idx.offsets[f]), int(idx.offsets[f]) + int(idx.sizes[f])) for f in flat]
+
+    def _by_ranges(self, runs, out, frames) -> bool:
+        ranges = self._frame_ranges(runs, frames)
+        if ranges is None:
+            return False
+        runs = np.asarray(runs, dtype=np.int64)
+        views = read_coalesced(self.store, ranges, self.merge_gap, MAX_REQUEST)
         widths = (runs[:, 1] - runs[:, 0]).tolist()
         offs = np.r_[0, np.cumsum(widths)[:-1]].tolist()
         k = 0
@@ -188,18 +224,14 @@ class ChunkReads:
     def _by_chunks(self, runs, out, frames) -> bool:
         idx = self.index
         cf, ca, c3 = idx.chunks
-        grid = idx.grid
-        runs = np.asarray(runs, dtype=np.int64)
-        lo, hi = int(runs[:, 0].min()), int(runs[:, 1].max())
-        rows = np.unique(frames // cf).tolist()
-        cols = list(range(lo // ca, (hi - 1) // ca + 1))
-        deps = list(range(grid[2]))
-        keys = [(r, c, d) for r in rows for c in cols for d in deps]
-        flat = [np.ravel_multi_index(k, grid) for k in keys]
-        if any(self._offsets[f] < 0 for f in flat):
+        keys, flat, ranges = self._chunk_ranges(runs, frames)
+        if ranges is None:
             return False
-        raws = read_coalesced(self.store, [(int(idx.offsets[f]), int(idx.offsets[f]) + int(idx.sizes[f]))
-                                           for f in flat], 0, MAX_REQUEST)
+        runs = np.asarray(runs, dtype=np.int64)
+        rows = sorted({k[0] for k in keys})
+        cols = sorted({k[1] for k in keys})
+        deps = sorted({k[2] for k in keys})
+        raws = read_coalesced(self.store, ranges, 0, MAX_REQUEST)
         decoded = {}
         for k, f, raw in zip(keys, flat, raws, strict=True):
             decoded[k] = self._decode(raw, idx.masks[f]) if idx.filtered else \

@@ -50,6 +50,9 @@ MAX_CONCURRENCY = 32
 #: fetches the bytes between a selection's spans in consecutive frames (most of each frame for a CA
 #: selection of a 570 kB frame) and saves requests that were nearly free.
 MERGE_GAP = 64 * 1024
+#: Batches of requests started ahead (:meth:`RemoteObject.prefetch`) held at once: the block being read and
+#: the next one's.
+AHEAD_BATCHES = 2
 #: Seconds an object's first bytes and identity are kept, so the registry's guess and the Source's open
 #: share one request (a later run asks again: the object may have been replaced since).
 HEAD_TTL = 10.0
@@ -380,6 +383,10 @@ class RemoteObject(ByteStore):
         self.store = object_store(self.protocol, url, fs_options, self.timeout)
         self.stats = FetchStats()
         self._lock = threading.Lock()
+        #: requests started ahead of the read that will want them (:meth:`prefetch`), by byte range, and the
+        #: batches they were started in (at most :data:`AHEAD_BATCHES`)
+        self._ahead: dict[tuple[int, int], object] = {}
+        self._batches: list[list[tuple[int, int]]] = []
         self._identity = identity
         self._failed: RemoteError | None = None
         self.head = b""
@@ -421,12 +428,19 @@ class RemoteObject(ByteStore):
                 raise self.error(f"bytes {a} to {b} are outside the object's {size} bytes: the file is damaged")
         t0 = time.perf_counter()
         try:
-            if len(ranges) == 1:
+            with self._lock:
+                early = [self._ahead.pop((a, b), None) for a, b in ranges] if self._ahead else [None] * len(ranges)
+            if len(ranges) == 1 and early[0] is None:
                 return [self._fetch(*ranges[0])]
             pool = _pool(self.max_concurrency)
-            futures = [pool.submit(self._fetch, a, b) for a, b in ranges]
+            futures = [f if f is not None else pool.submit(self._fetch, a, b)
+                       for (a, b), f in zip(ranges, early, strict=True)]
             try:
-                return [f.result() for f in futures]
+                got = [f.result() for f in futures]
+                for f, data in zip(early, got, strict=True):
+                    if f is not None:   # started ahead: counted now, by the read that takes it
+                        self._count_done(len(data))
+                return got
             except BaseException:
                 for f in futures:
                     f.cancel()
@@ -437,11 +451,58 @@ class RemoteObject(ByteStore):
                 self.stats.wait_s += waited
             _count(wait_s=waited)
 
-    def _fetch(self, a: int, b: int, first: bool = False):
+    def prefetch(self, ranges: list[tuple[int, int]]) -> None:
+        """Start fetching ``ranges`` now, for the :meth:`read_ranges` call that will ask for exactly them (the
+        next block's, started as the block before it is read and mapped). At most :data:`AHEAD_BATCHES`
+        batches are held: the oldest one's ranges not asked for are let go (its requests still count).
+        A failure is the later read's."""
+        size = self._identity.size
+        ranges = [(a, b) for a, b in ranges if 0 <= a <= b <= size]
+        if not ranges:
+            return
+        dropped = []
+        with self._lock:
+            self._batches = [[r for r in batch if r in self._ahead] for batch in self._batches]
+            self._batches = [batch for batch in self._batches if batch]
+            while len(self._batches) >= AHEAD_BATCHES:
+                dropped += [self._ahead.pop(r) for r in self._batches.pop(0) if r in self._ahead]
+        for f in dropped:
+            if not f.cancel():
+                self._counted_later(f)
+        pool = _pool(self.max_concurrency)
+        ahead = {(a, b): pool.submit(self._fetch, a, b, False, True) for a, b in ranges}
+        with self._lock:
+            self._ahead.update(ahead)
+            self._batches.append(list(ahead))
+
+    def forget_ahead(self) -> None:
+        """Let go of the requests started ahead and not asked for (those not begun are not sent)."""
+        with self._lock:
+            old, self._ahead, self._batches = self._ahead, {}, []
+        for f in old.values():
+            if not f.cancel():
+                self._counted_later(f)
+
+    def _count_done(self, nbytes: int) -> None:
+        """One request answered with ``nbytes``, in this object's and the process's counts."""
+        with self._lock:
+            self.stats.requests += 1
+            self.stats.bytes += nbytes
+        _count(1, nbytes)
+
+    def _counted_later(self, future) -> None:
+        """A request started ahead and let go: counted when it ends (it was sent)."""
+        def done(f):
+            if not f.cancelled() and f.exception() is None:
+                self._count_done(len(f.result()))
+        future.add_done_callback(done)
+
+    def _fetch(self, a: int, b: int, first: bool = False, ahead: bool = False):
         """Bytes ``[a, b)`` (``first``: the head request, which learns the identity), retried for
         ``retry_seconds`` from its first failure; once one request of the object has failed for good, the
         others fail at once with its error (a server that died ends a batch of a thousand ranges within one
-        budget, not one per range)."""
+        budget, not one per range). A request started ahead (``ahead``) is counted when a read takes its
+        bytes, so that the read's task counts it (its failures and retries at once)."""
         deadline = None
         delay, tries = 0.1, 0
         while True:
@@ -449,10 +510,8 @@ class RemoteObject(ByteStore):
                 raise self._failed
             try:
                 got = self._get(a, b, first)
-                with self._lock:
-                    self.stats.requests += 1
-                    self.stats.bytes += len(got[0])
-                _count(1, len(got[0]))
+                if not ahead:
+                    self._count_done(len(got[0]))
                 return got if first else got[0]
             except RemoteError:
                 with self._lock:
@@ -493,7 +552,8 @@ class RemoteObject(ByteStore):
         if not first and self._identity.etag:
             options["if_match"] = self._identity.etag
         result = obstore.get(self.store, self.key, options=options)
-        data = bytes(result.bytes())
+        raw = result.bytes()   # (a frame's bytes are viewed, not copied: the read copies them once, into its block)
+        data = bytes(raw) if first else memoryview(raw)
         meta = result.meta
         return self._checked(data, a, b, meta.get("e_tag"), meta.get("size"), first)
 
@@ -598,10 +658,9 @@ def coalesce(ranges: list[tuple[int, int]], gap: int,
     return [(a, b) for a, b in merged], where
 
 
-def read_coalesced(store: ByteStore, ranges: list[tuple[int, int]], gap: int,
-                   max_request: int | None = None) -> list[memoryview]:
-    """Each range's bytes, read as :func:`coalesce` merges them; a range longer than ``max_request``
-    goes out as several concurrent requests."""
+def requests_of(ranges: list[tuple[int, int]], gap: int, max_request: int | None = None):
+    """The requests :func:`read_coalesced` sends for ``ranges``: (merged ranges, each range's place in them,
+    the requests, each request's merged range)."""
     merged, where = coalesce(ranges, gap, max_request)
     pieces, owner = [], []
     for m, (a, b) in enumerate(merged):
@@ -609,12 +668,46 @@ def read_coalesced(store: ByteStore, ranges: list[tuple[int, int]], gap: int,
         for x in range(a, b, max(1, step)):
             pieces.append((x, min(b, x + step)))
             owner.append(m)
+    return merged, where, pieces, owner
+
+
+def prefetch_coalesced(store: ByteStore, ranges: list[tuple[int, int]], gap: int,
+                       max_request: int | None = None) -> None:
+    """Start fetching the requests :func:`read_coalesced` will send for ``ranges`` (a store that cannot read
+    ahead: nothing)."""
+    ahead = getattr(store, "prefetch", None)
+    if ahead is not None and ranges:
+        ahead(requests_of(ranges, gap, max_request)[2])
+
+
+def read_coalesced(store: ByteStore, ranges: list[tuple[int, int]], gap: int,
+                   max_request: int | None = None) -> list[memoryview]:
+    """Each range's bytes, read as :func:`coalesce` merges them; a range longer than ``max_request``
+    goes out as several concurrent requests."""
+    merged, where, pieces, owner = requests_of(ranges, gap, max_request)
     got = store.read_ranges(pieces)
-    blobs: list = [[] for _ in merged]
-    for m, data in zip(owner, got, strict=True):
-        blobs[m].append(data)
-    views = [memoryview(parts[0] if len(parts) == 1 else b"".join(parts)) for parts in blobs]
-    return [views[m][off:off + (b - a)] for (m, off), (a, b) in zip(where, ranges, strict=True)]
+    firsts: list[int] = []   # each merged range's first request
+    for i, m in enumerate(owner):
+        if m == len(firsts):
+            firsts.append(i)
+    out = []
+    for (m, off), (a, b) in zip(where, ranges, strict=True):
+        # the range within its merged range's requests (each ``max_request`` long but the last): a view of
+        # one request's bytes, or the pieces it spans joined (no whole merged range is ever copied)
+        start = merged[m][0] + off
+        i = firsts[m] + ((off // max_request) if max_request else 0)
+        lo = start - pieces[i][0]
+        if b - a <= pieces[i][1] - start:
+            out.append(memoryview(got[i])[lo:lo + (b - a)])
+            continue
+        parts, left = [], b - a
+        while left > 0:
+            take = memoryview(got[i])[lo:lo + left]
+            parts.append(take)
+            left -= len(take)
+            i, lo = i + 1, 0
+        out.append(memoryview(b"".join(parts)))
+    return out
 
 
 def stamp(url: str) -> tuple[int, int]:
