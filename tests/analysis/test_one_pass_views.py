@@ -101,3 +101,23 @@ def test_a_pass_over_every_atom_reads_whole_frames(adk_vacuum_h5md):
     got = ts.run([ts.RMSD("name CA"), ts.RadiusOfGyration("all")], D.PSF, adk_vacuum_h5md)
     assert {a.name: a.n_atoms for a in got[0].report.meta.analyses} == {"rmsd": 214, "rgyr": 3341}
     assert got[1].report.n_atoms == 3341
+
+
+def test_a_pass_reads_blocks_its_analyses_traverse_in_cache(adk_vacuum_h5md):
+    """A pass of two or more analyses reads blocks of at most ``PASS_BLOCK_BYTES`` under a larger budget (each
+    of its analyses traverses the block in turn); a smaller budget still bounds them, and one analysis alone
+    keeps the budget's blocks."""
+    from trajscale.engine import prepare
+    from trajscale.runspec import RunOptions
+
+    two = [ts.RMSD("name CA"), ts.RadiusOfGyration("all")]
+    per_frame = 3341 * 12   # every atom's positions; then a little for the box, time and step, and the RMSD's copy
+    job, _ = prepare(ts.AnalysisGroup(two), D.PSF, adk_vacuum_h5md)
+    assert job.block_frames * per_frame <= group.PASS_BLOCK_BYTES < (job.block_frames + 1) * (per_frame + 4096)
+    job, _ = prepare(ts.AnalysisGroup(two), D.PSF, adk_vacuum_h5md, RunOptions(max_block_bytes=4 * 2**20))
+    assert job.block_frames * per_frame <= 4 * 2**20 < (job.block_frames + 1) * (per_frame + 4096)
+    job, _ = prepare(ts.AnalysisGroup([ts.RadiusOfGyration("all")]), D.PSF, adk_vacuum_h5md)
+    assert job.block_frames * per_frame > group.PASS_BLOCK_BYTES
+    got = ts.run(two, D.PSF, adk_vacuum_h5md, max_block_bytes=4 * 2**20)
+    alone = [ts.run(a, D.PSF, adk_vacuum_h5md) for a in two]
+    assert got[0].rmsd.tobytes() == alone[0].rmsd.tobytes() and got[1].values.tobytes() == alone[1].values.tobytes()

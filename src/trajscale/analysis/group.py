@@ -27,6 +27,9 @@ from ..block import Block
 from ..errors import ConfigError, TrajscaleError
 from .base import Analysis, FrameRows, Prepared, analysis_from_config, check_boxes
 
+#: A pass's blocks: at most this many bytes read at once (L3-cache sized), whatever larger budget the run has.
+PASS_BLOCK_BYTES = 32 * 2**20
+
 
 @dataclass(frozen=True)
 class GroupState:
@@ -103,6 +106,13 @@ class AnalysisGroup(Analysis):
         """The first analysis whose reference is trajectory frame ``frame`` (for errors that name it)."""
         return next(a for a in self.analyses if a.trajectory_frame == frame)
 
+    @property
+    def cache_block_bytes(self) -> int | None:
+        """The most bytes a block of a pass of two or more analyses holds, under the run's budget: its analyses
+        traverse each block in turn, and a block the processor's cache keeps is read from memory once (and into
+        a read buffer of fewer fresh pages).  None for one analysis: its own block size."""
+        return PASS_BLOCK_BYTES if len(self.analyses) > 1 else None
+
     def get_config(self) -> dict:
         return {"name": "group", "analyses": [a.get_config() for a in self.analyses]}
 
@@ -113,8 +123,8 @@ class AnalysisGroup(Analysis):
         boxed = [a for a in self.analyses if a.needs_box]
         if boxed:
             _check_first_box(source, boxed)
-        if any(p.atoms is None for p in prepared):
-            union = None
+        if any(p.atoms is None or _every_atom(p.atoms, source.n_atoms) for p in prepared):
+            union = None   # (no union of lists to make when one of them is every atom)
         else:
             union = functools.reduce(np.union1d, [np.asarray(p.atoms) for p in prepared])
             if len(union) == source.n_atoms:   # every atom: whole frames, with no list of atoms to plan each read
@@ -181,6 +191,12 @@ def _prepared(analysis: Analysis, universe, source) -> Prepared:
 def _empty(partial) -> bool:
     """A partial of no frames: what reducing none gives (None, an empty dict or FrameRows)."""
     return partial is None or (isinstance(partial, dict | list | tuple | FrameRows) and len(partial) == 0)
+
+
+def _every_atom(atoms, n_atoms: int) -> bool:
+    """Whether the sorted, distinct atom indices ``atoms`` (a ``Prepared.atoms``) are all ``n_atoms`` atoms."""
+    atoms = np.asarray(atoms)
+    return len(atoms) == n_atoms and (n_atoms == 0 or (atoms[0] == 0 and atoms[-1] == n_atoms - 1))
 
 
 def _view_of(atoms, union, n_atoms: int) -> np.ndarray | None:

@@ -14,6 +14,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..block import Block
+from ..errors import BadCoordinatesError
 from ..kernels.sums import mean_and_m2, shift_of
 from .base import Analysis, Prepared, check_finite, no_frames
 from .fitting import fitted, fitted_sums, prepare_fit
@@ -33,8 +34,9 @@ def add_sums(parts: list[dict]) -> dict:
     parts = [p for p in parts if p and p["n"]]
     if not parts:
         return {}
-    words = parts[0]["words"].copy()
-    for p in parts[1:]:
+    # (a new array for the sum, the partials untouched: no copy of the first and then an addition)
+    words = parts[0]["words"] + parts[1]["words"] if len(parts) > 1 else parts[0]["words"].copy()
+    for p in parts[2:]:
         words += p["words"]
     return {"n": sum(p["n"] for p in parts), "words": words}
 
@@ -103,11 +105,18 @@ class RMSF(Analysis):
         return Prepared(atoms=atoms, state=state)
 
     def map(self, block: Block, prep: Prepared) -> dict:
-        check_finite(block, block.positions, prep.state["path"])
         s = prep.state
+        if "fit" in s:   # the fit's arithmetic must not meet NaN/inf
+            check_finite(block, block.positions, s["path"])
         # without a fit the block's float32 coordinates go to the kernel as they are; a fit moves a few MB at once
-        return {"n": block.n_frames, "words": fitted_sums(block.positions, s, s["shift"], frames=block.frames,
-                                                          source=s["path"])}
+        try:
+            words = fitted_sums(block.positions, s, s["shift"], frames=block.frames, source=s["path"])
+        except BadCoordinatesError:
+            # the kernel stops at a value that is not finite or too far: a NaN/inf is named as check_finite
+            # names it (its first frame), so the sums' own pass over the block is the only one
+            check_finite(block, block.positions, s["path"])
+            raise
+        return {"n": block.n_frames, "words": words}
 
     def reduce(self, partials: list[dict]) -> dict:
         return add_sums(partials)
