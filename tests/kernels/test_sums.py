@@ -54,11 +54,12 @@ def reference_words(x: np.ndarray, shift: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("simd", [0, 2])
+@pytest.mark.parametrize("simd", [0, 2, 3])
 def test_words_are_the_definition_at_every_vector_width(dtype, simd):
     """Ties of the 2**-40 grid (both signs), values near the 2,048 Å limit, tiny ones and squares whose
     low word rounds up to 2**32, over 37 frames (not a multiple of the kernel's frame groups) and
-    300 atoms (tiles of 128 and a partial one), at the baseline vector width and at AVX2's."""
+    300 atoms (tiles of 128 and a partial one), at the baseline vector width, AVX2's and AVX-512's (where the
+    CPU has them)."""
     rng = np.random.default_rng(11)
     n_frames, n_atoms = 37, 300
     shift = np.round(rng.uniform(-60, 60, (n_atoms, 3)) * 2.0**20) / 2.0**20

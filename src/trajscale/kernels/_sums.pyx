@@ -33,8 +33,8 @@ cdef extern from "csrc/fixed_sums.h" nogil:
     int ts_rows_f64(int level, const double *x, int64_t fstride, int64_t nf, const double *shift, int64_t *s_hi,
                     int64_t *s_lo, int64_t *q_hi, int64_t *q_lo, int64_t n, int squares, double limit)
 
-#: The vector width of the sums on this CPU: 0 the baseline (SSE2 on x86-64), 2 AVX2 (same words in both).
-SIMD_LEVEL = ts_fixed_level(2)
+#: The vector width of the sums on this CPU: 0 the baseline (SSE2 on x86-64), 2 AVX2, 3 AVX-512 (same words in all).
+SIMD_LEVEL = ts_fixed_level(3)
 
 cdef enum:
     TILE = 128   # atoms whose accumulators stay in L1 cache while the frames pass
@@ -81,12 +81,12 @@ cdef Py_ssize_t _accumulate(const real[:, :, ::1] x, const double[:, ::1] shift,
 
 
 def fixed_sums(const real[:, :, ::1] x, const double[:, ::1] shift, int64_t[:, :, ::1] out, bint squares,
-               int simd=2):
+               int simd=3):
     """Add the fixed-point sums of ``x - shift`` (F, N, 3) over frames into ``out`` (4, N, 3) int64.
 
     Returns -1, or the first frame holding a value that is not finite or is 2048 Å or more from
     ``shift`` (``out`` then holds partial sums, to be discarded).  The GIL is released; Ctrl-C is
-    noticed every 64 frames.  ``simd`` caps the vector width (0 baseline, 2 AVX2), for tests.
+    noticed every 64 frames.  ``simd`` caps the vector width (0 baseline, 2 AVX2, 3 AVX-512), for tests.
     """
     cdef Py_ssize_t n_frames = x.shape[0], bad
     cdef int level = ts_fixed_level(simd)

