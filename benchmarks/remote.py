@@ -4,6 +4,7 @@ download-then-run and zarrtraj, on a local S3 server behind a proxy that emulate
     python benchmarks/remote.py [--parts 100] [--workdir remote-output] [--delay-ms 20] [--mbps 100]
                                 [--workloads rmsd,rmsf,mean] [--executors serial,processes2]
                                 [--layouts default,remote] [--sides local,url,download,zarrtraj] [--smoke]
+                                [--pairs A:B,... [--repeat 5]] [--commands]
 
 Data: AdK in water (MDAnalysisTests' ``adk_oplsaa.tpr`` + ``adk_oplsaa.xtc``: 47,681 atoms, 10 frames, the
 XTC repeated ``--parts`` times: 100 parts are 1,000 frames, 572 MB of float32 positions), converted by
@@ -41,6 +42,10 @@ way. ``MB read`` is
 what the local run's tasks read (its report), ``x read`` the bytes a ``url`` row fetched over that. Exit 1
 when a ``url`` or ``download`` row's output differs from the local file's (CSV byte for byte; the mean
 within 1e-6), or zarrtraj's RMSD from trajscale's by more than 1e-4 A.
+
+``--pairs A:B,...``: instead of the table, each pair of rows (``WORKLOAD-EXECUTOR-LAYOUT-SIDE``) timed as
+whole processes in turn, A B A B ... (``--repeat``, default 5), with the server and the proxy up throughout;
+the medians of each side and of the pairs' ratios A/B, and the load average (``WORKDIR/pairs.json``).
 
 ``--smoke``: 3 parts (30 frames), CA RMSD and RMSF on serial and the default layout, no zarrtraj: the test
 suite's size (the figures then mean nothing).
@@ -151,6 +156,9 @@ class Proxy:
                         conn.request(self.command, self.path, body=body, headers=headers)
                         resp = conn.getresponse()
                         data = resp.read()
+                        if resp.will_close:   # (moto's server closes every connection: a new one next time,
+                            conn.close()      # not a failed try on the closed one first)
+                            local.conn = None
                         break
                     except (ConnectionError, OSError):
                         conn.close()
@@ -454,6 +462,40 @@ def write_commands(work: Path, stores: dict, workloads, executors, layouts, side
                     print(script)
 
 
+def time_pairs(work: Path, pairs: list[str], repeat: int, env: dict) -> list[dict]:
+    """Each pair ``A:B`` of row names (``WORKLOAD-EXECUTOR-LAYOUT-SIDE``, as :func:`write_commands` names
+    their scripts) timed as whole processes in turn, A B A B ... ``repeat`` times; the median of each side
+    and of the pairs' ratios of wall time A/B, with the load average before and after."""
+    import statistics
+
+    def once(name: str) -> float:
+        script = work / "commands" / f"{name}.sh"
+        if not script.exists():
+            raise SystemExit(f"remote.py: no command {name} (its workload, executor, layout and side must be "
+                             "among those asked for)")
+        t0 = time.perf_counter()
+        proc = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"{name} exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
+        return time.perf_counter() - t0
+
+    out = []
+    for pair in pairs:
+        a, _, b = pair.partition(":")
+        load0 = os.getloadavg()[0]
+        ta, tb = [], []
+        for _ in range(repeat):
+            ta.append(once(a))
+            tb.append(once(b))
+        ratios = [x / y for x, y in zip(ta, tb, strict=True)]
+        res = {"a": a, "b": b, "a_s": statistics.median(ta), "b_s": statistics.median(tb),
+               "ratio": statistics.median(ratios), "ratios": ratios, "load": [load0, os.getloadavg()[0]]}
+        print(f"A {a}  B {b}: A {res['a_s']:.2f} s, B {res['b_s']:.2f} s, A/B {res['ratio']:.3f} (pairs: "
+              + " ".join(f"{r:.2f}" for r in ratios) + f"; load {load0:.1f} -> {res['load'][1]:.1f})", flush=True)
+        out.append(res)
+    return out
+
+
 def row_line(row: dict) -> str:
     def num(key: str, width: int, fmt: str) -> str:
         v = row.get(key)
@@ -488,6 +530,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--zarrtraj-python", default="/tmp/zarrtraj-venv/bin/python")
     p.add_argument("--smoke", action="store_true", help="30 frames, rmsd and rmsf, serial, default layout, "
                                                         "no zarrtraj: the test suite's run")
+    p.add_argument("--pairs", default="",
+                   help="time pairs of rows as whole processes in turn instead of the table: A:B[,A:B...], each "
+                        "row named WORKLOAD-EXECUTOR-LAYOUT-SIDE (e.g. rmsd-processes2-default-url:"
+                        "rmsd-serial-default-url); medians of each side and of the ratios A/B")
+    p.add_argument("--repeat", type=int, default=5, help="pairs timed for each of --pairs (default 5)")
     p.add_argument("--commands", action="store_true",
                    help="measure nothing: keep the server and the proxy up (until Ctrl-C) and write each row's "
                         "whole command to WORKDIR/commands/WORKLOAD-EXECUTOR-LAYOUT-SIDE.sh, for timing them "
@@ -527,6 +574,16 @@ def main(argv: list[str] | None = None) -> int:
     if "zarrtraj" in sides and not zarr_ok:
         print(f"zarrtraj: skipped ({zarr_py} cannot import zarrtraj: install zarrtraj==0.3.3 into its own venv, "
               "it pins zarr<3)")
+    if args.pairs:
+        try:
+            write_commands(work, stores, workloads, executors, layouts, sides, env, endpoint, zarr_py if zarr_ok
+                           else None)
+            got = time_pairs(work, args.pairs.split(","), args.repeat, env)
+            (work / "pairs.json").write_text(json.dumps(got, indent=1))
+            return 0
+        finally:
+            proxy.stop()
+            server.stop()
     if args.commands:
         try:
             write_commands(work, stores, workloads, executors, layouts, sides, env, endpoint, zarr_py if zarr_ok
