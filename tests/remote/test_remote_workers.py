@@ -221,3 +221,44 @@ def test_a_serial_run_reads_ahead_across_tasks_and_each_task_counts_its_own_byte
     for t in tasks:
         assert t["requests"] == t["stop"] - t["start"] and t["bytes_fetched"] == t["requests"] * span, t
     assert sum(t["requests"] for t in tasks) + got["remote"]["meta"]["fetched_prepare"]["requests"] == seen
+
+
+@pytest.mark.parametrize("store", ["gzip", "lossy"])
+def test_compressed_chunks_are_fetched_ahead_whole_and_decoded_as_the_local_files(s3_env, adk_stores, store):
+    """A compressed store (gzip; lossy deltas under gzip): the chunks the next read decodes are fetched ahead,
+    the read sends no request of its own, and its block is the local file's."""
+    import time as _time
+
+    from trajscale.sources import open_source, source_from_config
+    from trajscale.storage import using
+
+    from .conftest import FlakyProxy
+
+    local, _, _ = adk_stores[store]
+    s3_env.client().upload_file(local, BUCKET, f"ahead-{store}.h5md")
+    ca = _ca()
+    here = open_source(local)
+    want = here.read(2, 7, ca)
+    proxy = FlakyProxy(s3_env.endpoint, failures=0)
+    try:
+        with using({"endpoint_url": proxy.endpoint}):
+            root = open_source(f"s3://{BUCKET}/ahead-{store}.h5md")
+            config = root.get_config()
+            root.close()
+            worker = source_from_config(config)
+            seen = len(proxy.gets)
+            worker.prefetch(2, 7, ca)
+            end = _time.monotonic() + 60
+            while len(proxy.gets) == seen and _time.monotonic() < end:
+                _time.sleep(0.05)
+            _time.sleep(0.5)   # (every request of the batch sent by now)
+            ahead = len(proxy.gets) - seen
+            got = worker.read(2, 7, ca)
+            after = len(proxy.gets) - seen
+            worker.close()
+    finally:
+        proxy.close()
+    assert ahead > 0 and after == ahead, (ahead, after)
+    assert np.array_equal(got.positions, want.positions)
+    assert np.array_equal(got.time, want.time) and np.array_equal(got.step, want.step)
+    here.close()
