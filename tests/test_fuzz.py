@@ -36,7 +36,7 @@ def _campaign(tmp_path: Path, *args: str) -> list[dict]:
 @pytest.mark.timeout(1500)
 def test_xdr_targets_run_and_find_nothing(tmp_path):
     native = [] if shutil.which("clang") else ["--no-native"]
-    results = _campaign(tmp_path, "--seconds", "3", "--target", "xtc", "--target", "trr",
+    results = _campaign(tmp_path, "--seconds", "2", "--target", "xtc", "--target", "trr",
                         "--target", "xdr-parts", "--build-dir", str(BUILD), *native)
     assert [r["target"] for r in results] == ["xtc", "trr", "xdr-parts"]
     for r in results:
