@@ -36,7 +36,7 @@ default layout only; zarrtraj pins zarr<3, so it runs from its own venv, ``--zar
 
 Columns: wall seconds of the whole process; MB and requests the proxy served to it; and the fetch
 efficiency of a ``url`` row: the rate trajscale's reads reached (bytes over the seconds during which at least
-one of its requests was in flight at the proxy) over the rate a plain concurrent client (obstore, 32
+one of its requests was in flight at the proxy) over the rate a plain concurrent client (obstore, 64
 requests at once) reaches fetching the same byte ranges from the same proxy right after, measured the same
 way. ``MB read`` is
 what the local run's tasks read (its report), ``x read`` the bytes a ``url`` row fetched over that. Exit 1
@@ -185,7 +185,10 @@ class Proxy:
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = forward
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 1024   # (socketserver's 5 drops the SYNs of a burst of new connections)
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -403,7 +406,7 @@ async def _replay(endpoint: str, key: str, ranges: list[tuple[int, int]], concur
     await asyncio.gather(*(one(a, b) for a, b in ranges))
 
 
-def plain_rate(proxy: Proxy, key: str, ranges: list[tuple[int, int]], concurrency: int = 32) -> float:
+def plain_rate(proxy: Proxy, key: str, ranges: list[tuple[int, int]], concurrency: int = 64) -> float:
     """Bytes per second a plain concurrent client reaches fetching ``ranges`` of ``key`` through ``proxy``:
     bytes over the seconds its requests were in flight there (as trajscale's rate is measured)."""
     if not ranges:

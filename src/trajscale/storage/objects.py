@@ -42,11 +42,14 @@ HEAD_BYTES = 256 * 1024
 #: Defaults of trajscale's own options.
 RETRY_SECONDS = 30.0
 TIMEOUT = 20.0
-MAX_CONCURRENCY = 32
+#: Requests in flight at once per object and process (``max_concurrency``). 64 rather than 32: the
+#: benchmark's 1,000 CA spans (40 kB, one a frame) through a 20 ms, 100 MB/s link took 0.75x the time
+#: (paired whole runs, docs/benchmarks.md); a plain client replaying them was no faster at 128.
+MAX_CONCURRENCY = 64
 #: Two ranges with fewer bytes than this between them are fetched in one request (``merge_gap``). The rule
 #: is a cost: merge only where moving the gap's bytes costs less than a request, gap < bandwidth x the
-#: request's latency. The requests go out concurrently (``max_concurrency`` at once), so one more request
-#: costs about its latency shared by those in flight: 100 MB/s x 20 ms / 32 is 62.5 kB. A larger gap
+#: request's latency. The requests go out concurrently, so one more request costs about its latency
+#: shared by those in flight: 100 MB/s x 20 ms / 32 is 62.5 kB (31 kB over 64). A larger gap
 #: fetches the bytes between a selection's spans in consecutive frames (most of each frame for a CA
 #: selection of a 570 kB frame) and saves requests that were nearly free.
 MERGE_GAP = 64 * 1024
