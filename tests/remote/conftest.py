@@ -165,6 +165,8 @@ class FlakyProxy:
         state = {"left": failures, "lock": threading.Lock(), "seen": set()}
         self.gets = []   # (path, Range) of every GET received, in order: what a client asked of the server
         gets = self.gets
+        self.flight = {"now": 0, "most": 0}   # GETs being answered at once, and the most there were
+        flight = self.flight
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -178,6 +180,16 @@ class FlakyProxy:
                 if self.command == "GET":
                     with state["lock"]:
                         gets.append((self.path, self.headers.get("Range")))
+                        flight["now"] += 1
+                        flight["most"] = max(flight["most"], flight["now"])
+                try:
+                    self._answer(body)
+                finally:
+                    if self.command == "GET":
+                        with state["lock"]:
+                            flight["now"] -= 1
+
+            def _answer(self, body):
                 if self.command == "GET" and "Range" in self.headers:
                     with state["lock"]:
                         key = (self.path, self.headers["Range"])
@@ -221,6 +233,8 @@ class FlakyProxy:
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
 
         class Quiet(http.server.ThreadingHTTPServer):
+            request_queue_size = 1024   # a client's burst of new connections is taken, not dropped
+
             def handle_error(self, request, client_address):   # a client gone mid-answer: not the test's news
                 pass
 

@@ -262,3 +262,36 @@ def test_compressed_chunks_are_fetched_ahead_whole_and_decoded_as_the_local_file
     assert np.array_equal(got.positions, want.positions)
     assert np.array_equal(got.time, want.time) and np.array_equal(got.step, want.step)
     here.close()
+
+
+@pytest.mark.parametrize("option, most", [(None, 64), (8, 8)])
+def test_a_reads_requests_go_out_max_concurrency_at_once(s3_env, adk_stores, option, most):
+    """A read of 80 ranges (8 scattered atoms of 10 frames) through a proxy that holds every request: 64 are
+    in flight at once by default, ``max_concurrency`` when given; the block is HDF5's."""
+    from trajscale.sources import open_source
+    from trajscale.storage import using
+
+    from .conftest import FlakyProxy
+
+    local, _, _ = adk_stores["plain"]
+    s3_env.client().upload_file(local, BUCKET, "flight.h5md")
+    atoms = np.arange(0, 47681, 6000)   # 72 kB apart: more than merge_gap, one request each
+    proxy = FlakyProxy(s3_env.endpoint, failures=100_000, how="delay", delay=0.5)
+    opts = {"endpoint_url": proxy.endpoint, **({} if option is None else {"max_concurrency": option})}
+    try:
+        with using(opts):
+            src = open_source(f"s3://{BUCKET}/flight.h5md")
+            src.read(0, 1)   # (what opening reads: time, step, metadata)
+            proxy.flight["most"] = 0
+            seen = len(proxy.gets)
+            block = src.read(0, 10, atoms)
+            src.close()
+    finally:
+        proxy.close()
+    assert len(proxy.gets) - seen == 80
+    assert proxy.flight["most"] == most
+    with h5py.File(local) as f:
+        pos = f[POSITIONS]
+        unit = pos.attrs["unit"]
+        scale = {"nm": 10.0, "Angstrom": 1.0}[unit.decode() if isinstance(unit, bytes) else str(unit)]
+        assert np.array_equal(block.positions, pos[0:10][:, atoms] * np.float32(scale))

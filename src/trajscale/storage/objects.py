@@ -372,7 +372,8 @@ class RemoteObject(ByteStore):
         self.options = dict(current_options() if options is None else options)
         self.retry_seconds = float(own.get("retry_seconds", RETRY_SECONDS))
         self.timeout = float(own.get("timeout", TIMEOUT))
-        self.max_concurrency = int(own.get("max_concurrency", MAX_CONCURRENCY))
+        self.max_concurrency = max(1, int(own.get("max_concurrency", MAX_CONCURRENCY)))
+        self._slots = threading.BoundedSemaphore(self.max_concurrency)   # (the process's pool may be larger)
         self.merge_gap = merge_gap_of(own)
         self.protocol = "s3" if url.startswith("s3://") else "http"
         if self.protocol == "s3":
@@ -512,7 +513,8 @@ class RemoteObject(ByteStore):
             if self._failed is not None:
                 raise self._failed
             try:
-                got = self._get(a, b, first)
+                with self._slots:
+                    got = self._get(a, b, first)
                 if not ahead:
                     self._count_done(len(got[0]))
                 return got if first else got[0]
