@@ -135,9 +135,9 @@ def bench_sums(args) -> None:
     out = np.zeros((4, 3334, 3), np.int64)
     for x in (x64, x64.astype(np.float32)):
         for squares in (True, False):
-            for simd in sorted({0, _sums.SIMD_LEVEL}):
+            for simd in sorted({0, min(2, _sums.SIMD_LEVEL), _sums.SIMD_LEVEL}):   # each width this CPU has
                 t = best_of(lambda x=x, sq=squares, lv=simd: _sums.fixed_sums(x, shift, out, sq, lv), args.repeat)
-                print(f"fixed_sums {x.dtype} squares={squares!s:<5} {('baseline', '', 'avx2')[simd]:<8} "
+                print(f"fixed_sums {x.dtype} squares={squares!s:<5} {('baseline', '', 'avx2', 'avx512')[simd]:<8} "
                       f"{x.size:.1e} values "
                       f"{t * 1e3:8.2f} ms  {t / x.size * 1e9:6.2f} ns/value")
 
