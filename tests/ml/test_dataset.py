@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import h5py
@@ -12,10 +13,14 @@ from trajscale.errors import InputFileError, StoreError
 from trajscale.ml import BlockBatchSampler, H5Dataset, make_loader
 from trajscale.ml.pack import pack
 
-torch = pytest.importorskip("torch")
+# torch is imported by the tests that use it, not when the module is collected (a second of CPU in
+# each of the suite's processes)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 
 
 def _epoch(loader) -> dict[str, np.ndarray]:
+    import torch
+
     out: dict[str, list] = {}
     for batch in loader:
         assert isinstance(batch["x"], torch.Tensor)
@@ -82,6 +87,8 @@ def test_default_dataloader_with_getitems_and_pinned(packed):
             got[k].append(b[k].numpy())
     order = np.concatenate(list(BlockBatchSampler(240, 64, seed=1)))
     np.testing.assert_array_equal(np.concatenate(got["x"]), ref["x"][order])
+    import torch
+
     pinned = make_loader(H5Dataset(store), batch_size=64, pin_memory=torch.cuda.is_available())
     assert sum(b["x"].shape[0] for b in pinned) == 240
 
@@ -155,6 +162,8 @@ def test_store_truncated_after_the_dataset_was_made(packed):
 
 
 def _where(batch):   # runs in the worker, on what the dataset returned
+    import torch
+
     return {"shared": torch.tensor([isinstance(batch["x"], torch.Tensor) and batch["x"].is_shared()])}
 
 
