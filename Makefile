@@ -10,6 +10,8 @@ STAMP := $(VENV)/.trajscale-env-ok
 # start (a SLURM job, a stream, a cluster), and the extra workers compute meanwhile (on 2 cores, 4
 # workers took make check from 4:47 to 3:35, the same CPU time). A module's tests run on one worker (its fixtures made
 # once); tests/tiers.py orders the modules, the slow ones first, and xdist keeps that order.
+# Every process the suite starts keeps NumPy's BLAS to one thread, as the command line does (OpenBLAS's
+# threads spin at each start: about 0.06 s of CPU in each of the suite's thousands of processes).
 # Bytecode is cached as in a user's installation (an environment that turns it off would have every
 # process the suite starts compile trajscale's modules again).
 # ccache, where installed (make env installs it), keeps the compiled kernels' objects between environments:
@@ -22,7 +24,7 @@ export CC := ccache $(shell python3 -c 'import sysconfig; print(sysconfig.get_co
 endif
 endif
 WORKERS := $(shell echo $$(( $$(nproc) + 2 )))
-PYTEST := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile --no-loadscope-reorder
+PYTEST := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONDONTWRITEBYTECODE= OPENBLAS_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: env demo test check docs bench clean
 
