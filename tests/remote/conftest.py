@@ -33,6 +33,19 @@ STORES = {"plain": [], "gzip": ["--compression", "gzip"], "lossy": ["--precision
           "frame_gzip": ["--chunks", "1", "--compression", "gzip"]}
 
 
+def upload_segments(server, local: str, folder: Path, prefix: str) -> str:
+    """``local`` split into 2 H5MD parts in ``folder`` (``trajscale split``) and uploaded under ``prefix``:
+    the URL of their segment index."""
+    from tests.conftest import run_cli
+
+    split = run_cli("split", local, "-o", str(folder), "--parts", "2", env=server.subprocess_env())
+    assert split.returncode == 0, split.stderr
+    client = server.client()
+    for f in sorted(folder.iterdir()):
+        client.upload_file(str(f), BUCKET, f"{prefix}/{f.name}")
+    return f"s3://{BUCKET}/{prefix}/index.json"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import mpiexec, run_cli
 
-from .conftest import BUCKET, CREDENTIALS, TPR, XTC
+from .conftest import BUCKET, CREDENTIALS, TPR, XTC, upload_segments
 
 pytestmark = pytest.mark.remote
 
@@ -302,13 +302,9 @@ def test_a_segment_index_behind_a_url_reads_its_parts_beside_it(s3_server, adk_s
     """An index and its parts uploaded together: the parts are found relative to the index's URL."""
     local, _, _ = adk_stores["plain"]
     folder = tmp_path / "segs"
-    split = run_cli("split", local, "-o", str(folder), "--parts", "2", env=s3_server.subprocess_env())
-    assert split.returncode == 0, split.stderr
-    client = s3_server.client()
-    for f in sorted(folder.iterdir()):
-        client.upload_file(str(f), BUCKET, f"segs/{f.name}")
+    index = upload_segments(s3_server, local, folder, "segs")
     report = tmp_path / "report.json"
-    proc, out = _run(s3_server, tmp_path, "remote", f"s3://{BUCKET}/segs/index.json", "--executor", "processes",
+    proc, out = _run(s3_server, tmp_path, "remote", index, "--executor", "processes",
                      "-n", "2", "--report", str(report))
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == _local_csv(s3_server, tmp_path, str(folder / "index.json"))

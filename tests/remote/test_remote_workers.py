@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import run_cli
 
-from .conftest import BUCKET, TPR
+from .conftest import BUCKET, TPR, upload_segments
 
 pytestmark = pytest.mark.remote
 
@@ -115,17 +115,10 @@ def test_a_worker_opens_the_parts_of_a_segment_index_behind_a_url_from_what_the_
         s3_env, adk_stores, tmp_path):
     """A segment index of H5MD parts behind URLs: the preparing process opens each part once and its identity,
     chunk addresses and HDF5 metadata travel with the segment list, so a worker's requests are its frames'."""
-    from tests.conftest import run_cli as cli
     from trajscale.sources import open_source, source_from_config
 
     local, _, _ = adk_stores["plain"]
-    folder = tmp_path / "segs"
-    split = cli("split", local, "-o", str(folder), "--parts", "2", env=s3_env.subprocess_env())
-    assert split.returncode == 0, split.stderr
-    client = s3_env.client()
-    for f in sorted(folder.iterdir()):
-        client.upload_file(str(f), BUCKET, f"shipped-segs/{f.name}")
-    root = open_source(f"s3://{BUCKET}/shipped-segs/index.json")
+    root = open_source(upload_segments(s3_env, local, tmp_path / "segs", "shipped-segs"))
     root.read(0, 1)
     config = root.get_config()
     root.close()
