@@ -172,7 +172,7 @@ def prepare_job(analysis: Analysis, topology, source: Source, frames: range, opt
               facts.n_atoms, source.n_atoms, frames.start, frames.stop, frame_bytes)
     # an analysis's own copies of the block (each of a group's analyses maps its atoms' copy) share the budget
     # (a pass of several analyses reads blocks its analyses traverse in turn while the processor's cache holds them)
-    budget = min(int(options.max_block_bytes), getattr(analysis, "cache_block_bytes", None) or options.max_block_bytes)
+    budget = min(int(options.max_block_bytes), analysis.cache_block_bytes or options.max_block_bytes)
     block_frames = max(1, int(budget) // (frame_bytes + analysis.block_bytes_per_frame(prep)))
     return Job(analysis.get_config(), config, prep, block_frames, stride=frames.step), facts
 

@@ -152,6 +152,11 @@ class Analysis(ABC):
         the block budget; none by default."""
         return 0
 
+    @property
+    def cache_block_bytes(self) -> int | None:
+        """The most bytes a block may hold whatever larger budget the run has (None: the budget alone)."""
+        return None
+
     @abstractmethod
     def map(self, block: Block, prep: Prepared) -> FrameRows | Any:
         """Partial result for one block; no side effects.
