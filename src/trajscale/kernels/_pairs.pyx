@@ -14,16 +14,49 @@ the types of each expression are part of the result.
 """
 
 from libc.math cimport floor, rint, sqrt, trunc, fabs
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memset
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from cpython.exc cimport PyErr_CheckSignals
 
 import numpy as np
 
+
+cdef extern from "csrc/rdf_cells.h" nogil:
+    ctypedef struct ts_cells_t:
+        float box[9]
+        float len[3]
+        double zf, bi3, bi6, h3, h6, h7
+        float tol
+        double rh[3]
+        double dn[3]
+        int32_t n[3]
+    int ts_cells_level(int wanted)
+    void ts_prefetch(const void *p)
+    void ts_wrap_cells(int level, int triclinic, const float *x, const int64_t *idx, int64_t n,
+                       const ts_cells_t *g, float *X, float *Y, float *Z, int32_t *cell)
+
+#: The vector width of the second selection's wrap and cells on this CPU (csrc/rdf_cells.h): 0 the scalar
+#: code, 2 AVX2, 3 AVX-512 (the same counts with each).
+SIMD_LEVEL = ts_cells_level(3)
+cdef int _LEVEL = SIMD_LEVEL
+
+
+def set_simd_level(int level):
+    """Use vector width ``level`` (at most :data:`SIMD_LEVEL`; 0 the scalar code) from now on; returns the one
+    in use before (for tests and benchmarks that compare the widths)."""
+    global _LEVEL
+    cdef int before = _LEVEL
+    _LEVEL = ts_cells_level(level)
+    return before
+
 #: Seconds of work between two looks for Ctrl-C (the GIL is taken back that often).
 cdef double SLICE = 0.05
 cdef double FLT_MAX_D = 3.4028234663852886e38
+#: Most bytes of the next frame fetched into the cache while a frame is searched.
+cdef Py_ssize_t AHEAD_MAX = 4 << 20
+#: Fewest atoms of a for which the next frame is fetched ahead (fewer: too little work to overlap).
+cdef Py_ssize_t AHEAD_MIN_A = 32
 
 
 cdef inline double _now() noexcept nogil:
@@ -308,6 +341,8 @@ cdef struct Frame:
     const float* shift      # (3,) subtracted from the coordinates where not pbc
     int64_t n0, n1, n2
     int64_t k               # cells per cut-off of the sorted search (0: the general one, _frame)
+    const char* ahead       # the span of the next frame that b's atoms occupy (NULL: none), fetched into
+    Py_ssize_t ahead_bytes  # the cache while this frame is searched
     double safe2
 
 
@@ -460,32 +495,129 @@ cdef bint _all_finite(const float* x, const Search* s) noexcept nogil:
     return acc == 0
 
 
-cdef inline void _wrap_both(const Frame* fr, Search* s) noexcept nogil:
-    """A's and B's coordinates gathered into ``s.aw``/``s.bw`` and wrapped into the box, as ``_frame``."""
+cdef inline void _wrap_a(const Frame* fr, Search* s) noexcept nogil:
+    """A's coordinates gathered into ``s.aw`` and wrapped into the box, as ``_frame``."""
     cdef const float* x = fr.x
     cdef float lengths[3]
-    cdef Py_ssize_t i, j
+    cdef Py_ssize_t i
     cdef int k
     for k in range(3):
         lengths[k] = fr.dims[k]
     for i in range(s.na):
         for k in range(3):
             s.aw[3 * i + k] = x[3 * s.i1[i] + k]
+    if fr.tric:
+        _triclinic_pbc(s.aw, s.na, fr.box)
+    else:
+        _ortho_pbc(s.aw, s.na, lengths)
+
+
+cdef inline void _wrap_b(const Frame* fr, Search* s) noexcept nogil:
+    """B's coordinates gathered into ``s.bw`` (nb, 3) and wrapped into the box, as ``_frame``."""
+    cdef const float* x = fr.x
+    cdef float lengths[3]
+    cdef Py_ssize_t j
+    cdef int k
+    for k in range(3):
+        lengths[k] = fr.dims[k]
     for j in range(s.nb):
         for k in range(3):
             s.bw[3 * j + k] = x[3 * s.i2[j] + k]
     if fr.tric:
-        _triclinic_pbc(s.aw, s.na, fr.box)
         _triclinic_pbc(s.bw, s.nb, fr.box)
     else:
-        _ortho_pbc(s.aw, s.na, lengths)
         _ortho_pbc(s.bw, s.nb, lengths)
 
 
-cdef inline void _add_hit(double d2, Search* s, Py_ssize_t i, int64_t j) noexcept nogil:
-    """A pair at squared distance ``d2`` (within the cut-off) binned, unless an exclusion block holds it."""
+cdef inline void _set_cells(const Frame* fr, const double* rh, const double* dn, ts_cells_t* g) noexcept nogil:
+    """``rdf_cells.h``'s parameters of a frame: its box, ``_triclinic_pbc``'s factors (the same expressions)
+    and ``_cell_r``'s grid."""
+    cdef const float* box = fr.box
+    cdef double bi0 = 1.0 / <double>box[0]
+    cdef double bi4 = 1.0 / <double>box[4]
+    cdef double bi8 = 1.0 / <double>box[8]
+    cdef double bi3 = (<double>(-box[3])) * bi0 * bi4
+    cdef double mag
+    cdef int k
+    for k in range(9):
+        g.box[k] = box[k]
+    for k in range(3):
+        g.len[k] = fr.dims[k]
+        g.rh[k] = rh[k]
+        g.dn[k] = dn[k]
+    g.bi3 = bi3
+    g.bi6 = (-bi3 * box[7] - box[6] * bi0) * bi8
+    g.zf = (<double>box[7]) * bi8
+    # the float32 bounds of rdf_cells.h's wrap lie within a few roundings (2**-24) of the double ones, each
+    # of at most this size: a lane within 2**-16 of it of a bound is left to the scalar code
+    mag = 0.0
+    for k in range(9):
+        mag += fabs(box[k])
+    mag *= 1.0 + fabs(g.zf) + fabs(box[0]) * (fabs(g.bi3) + fabs(g.bi6))
+    g.tol = <float>(mag * 1.52587890625e-05)
+    g.h3 = box[3]
+    g.h6 = box[6]
+    g.h7 = box[7]
+    g.n[0] = <int32_t>fr.n0
+    g.n[1] = <int32_t>fr.n1
+    g.n[2] = <int32_t>fr.n2
+
+
+cdef inline int32_t _wrap_one(const Frame* fr, const float* lengths, const double* h, const double* rh,
+                              const double* dn, float* x, float* y, float* z) noexcept nogil:
+    """One atom of b wrapped by the scalar code (in place) and its cell."""
+    cdef float t[3]
+    cdef int64_t cell[3]
+    t[0] = x[0]
+    t[1] = y[0]
+    t[2] = z[0]
+    if fr.tric:
+        _triclinic_pbc(t, 1, fr.box)
+    else:
+        _ortho_pbc(t, 1, lengths)
+    x[0] = t[0]
+    y[0] = t[1]
+    z[0] = t[2]
+    _cell_r(t[0], t[1], t[2], h, rh, dn, fr.n0, fr.n1, fr.n2, cell)
+    return <int32_t>((cell[2] * fr.n1 + cell[1]) * fr.n0 + cell[0])
+
+
+cdef Py_ssize_t _b_cells(const Frame* fr, Search* s, const double* h, const double* rh, const double* dn,
+                         const float* lf, int32_t* bcell) noexcept nogil:
+    """B's atoms gathered, wrapped (as ``_frame``) and given their cells (``_cell_r``'s) into ``bcell``, and
+    counted by cell into ``s.start[c + 1]`` (zeroed by the caller). With AVX2 or AVX-512, four or eight
+    at a time (csrc/rdf_cells.h), into ``s.bw`` as three rows x, y, z (an atom beyond the wrap's common path
+    gets the cell -1 there, and is wrapped here); returns 1. Else one at a time, into ``s.bw`` as (nb, 3)
+    (SSE2's vectors were slower than the scalar code); returns 3. The stride of a coordinate."""
+    cdef ts_cells_t g
+    cdef Py_ssize_t j, nb = s.nb
+    cdef int64_t c
+    cdef int64_t cell[3]
+    cdef float* bw = s.bw
+    if _LEVEL >= 2:
+        _set_cells(fr, rh, dn, &g)
+        ts_wrap_cells(_LEVEL, fr.tric, fr.x, s.i2, nb, &g, bw, bw + nb, bw + 2 * nb, bcell)
+        for j in range(nb):
+            c = bcell[j]
+            if c < 0:
+                c = _wrap_one(fr, lf, h, rh, dn, bw + j, bw + nb + j, bw + 2 * nb + j)
+                bcell[j] = <int32_t>c
+            s.start[c + 1] += 1
+        return 1
+    _wrap_b(fr, s)
+    for j in range(nb):
+        _cell_r(bw[3 * j], bw[3 * j + 1], bw[3 * j + 2], h, rh, dn, fr.n0, fr.n1, fr.n2, cell)
+        c = (cell[2] * fr.n1 + cell[1]) * fr.n0 + cell[0]
+        bcell[j] = <int32_t>c
+        s.start[c + 1] += 1
+    return 3
+
+
+cdef inline void _add_hit(double d2, Search* s, Py_ssize_t i, Py_ssize_t p) noexcept nogil:
+    """A pair at squared distance ``d2`` (within the cut-off) of a's atom ``i`` and b's sorted atom ``p``
+    binned, unless an exclusion block holds it."""
     cdef Py_ssize_t b
-    if s.xa > 0 and i // s.xa == j // s.xb:
+    if s.xa > 0 and i // s.xa == s.bj[p] // s.xb:
         return
     b = _bin_r(sqrt(d2), s.edges, s.nbins, s.binscale)
     if b >= 0:
@@ -531,7 +663,13 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
     cdef float* bz = s.bs + 2 * nb
     cdef bint tric = fr.tric
     cdef int64_t cell[3]
-    _wrap_both(fr, s)
+    cdef float* px
+    cdef float* py
+    cdef float* pz
+    cdef Py_ssize_t st
+    cdef Py_ssize_t ahead_at = 0, ahead_step = (fr.ahead_bytes // na + 64) if na > 0 else 0
+    cdef int32_t* bcell = <int32_t*>s.bcell
+    _wrap_a(fr, s)
     for k in range(9):
         h[k] = box[k]
     for k in range(3):
@@ -555,26 +693,44 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
     dn[0] = <double>n0
     dn[1] = <double>n1
     dn[2] = <double>n2
-    # counting sort of b's atoms by cell, their coordinates copied in that order
     memset(s.start, 0, (ncell + 1) * sizeof(int64_t))
-    for j in range(nb):
-        _cell_r(bw[3 * j], bw[3 * j + 1], bw[3 * j + 2], h, rh, dn, n0, n1, n2, cell)
-        c = (cell[2] * n1 + cell[1]) * n0 + cell[0]
-        s.bcell[j] = c
-        s.start[c + 1] += 1
+    st = _b_cells(fr, s, h, rh, dn, lf, bcell)
+    px = s.bw
+    py = s.bw + (nb if st == 1 else 1)
+    pz = s.bw + (2 * nb if st == 1 else 2)
+    # counting sort of b's atoms by cell, their coordinates copied in that order
     for c in range(ncell):
         s.start[c + 1] += s.start[c]
     for c in range(ncell):
         s.fill[c] = s.start[c]
-    for j in range(nb):
-        c = s.bcell[j]
-        p = s.fill[c]
-        s.fill[c] = p + 1
-        bx[p] = bw[3 * j]
-        by[p] = bw[3 * j + 1]
-        bz[p] = bw[3 * j + 2]
-        s.bj[p] = j
+    if st == 1:   # (the two layouts in two loops: a stride the compiler knows)
+        for j in range(nb):
+            c = bcell[j]
+            p = s.fill[c]
+            s.fill[c] = p + 1
+            bx[p] = px[j]
+            by[p] = py[j]
+            bz[p] = pz[j]
+    else:
+        for j in range(nb):
+            c = bcell[j]
+            p = s.fill[c]
+            s.fill[c] = p + 1
+            bx[p] = px[3 * j]
+            by[p] = py[3 * j]
+            bz[p] = pz[3 * j]
+    if s.xa > 0:   # b's index of each sorted atom: for the exclusion blocks only
+        for c in range(ncell):
+            s.fill[c] = s.start[c]
+        for j in range(nb):
+            c = bcell[j]
+            s.bj[s.fill[c]] = j
+            s.fill[c] += 1
     for i in range(na):
+        # the next frame's b atoms fetched from memory meanwhile, a share at each atom of a
+        while fr.ahead != NULL and ahead_at < (i + 1) * ahead_step and ahead_at < fr.ahead_bytes:
+            ts_prefetch(fr.ahead + ahead_at)
+            ahead_at += 64
         ax = aw[3 * i]
         ay = aw[3 * i + 1]
         az = aw[3 * i + 2]
@@ -646,7 +802,7 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
                                 if d2 >= safe2:   # not surely the shortest image: _frame's 27 images
                                     d2 = _tric_min_d2(dx, dy, dz, box, xi[k], sy, sz, 0.0)
                                 if d2 <= cut2:
-                                    _add_hit(d2, s, i, s.bj[j])
+                                    _add_hit(d2, s, i, j)
                     else:   # _minimum_image_ortho_lazy, per pair (the same image in float32)
                         for q in range(pe - p):
                             gx = ax - bx[p + q]
@@ -678,7 +834,7 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
                                     v += lengths[2]
                                 d2 += v * v
                                 if d2 <= cut2:
-                                    _add_hit(d2, s, i, s.bj[j])
+                                    _add_hit(d2, s, i, j)
 
 def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t[::1] i2,
                   const int64_t[::1] frames, const float[:, ::1] box9, const float[:, ::1] dims,
@@ -745,6 +901,10 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     s.bj = s.fill + max_cells + 1
     s.bs = &bs_v[0, 0]
     s.d2f = &bs_v[3, 0]
+    # the span of atoms that b's lie in, fetched ahead where b's fill much of it and it fits in a cache
+    cdef int64_t b_lo = int(np.min(i2)), b_hi = int(np.max(i2))
+    cdef bint ahead = (s.na >= AHEAD_MIN_A and b_hi - b_lo + 1 <= 8 * s.nb
+                       and (b_hi - b_lo + 1) * 3 * <Py_ssize_t>sizeof(float) <= AHEAD_MAX)
     while q < nf:
         with nogil:
             t0 = _now()
@@ -762,6 +922,11 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
                 fr.pbc = pbc[f]
                 fr.shift = &shift[f, 0]
                 fr.k = kcell[f]
+                fr.ahead = NULL
+                fr.ahead_bytes = 0
+                if ahead and q + 1 < nf:
+                    fr.ahead = <const char*>&x[frames[q + 1], b_lo, 0]
+                    fr.ahead_bytes = (b_hi - b_lo + 1) * 3 * sizeof(float)
                 if check and not _all_finite(fr.x, &s):
                     finite[f] = 0
                 elif fr.k > 0 and fr.pbc and not fr.bf:
@@ -772,3 +937,52 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
                 if _now() - t0 > SLICE:
                     break
         PyErr_CheckSignals()
+
+
+def wrap_cells(const float[:, ::1] x, const int64_t[::1] idx, const float[::1] box9, const float[::1] dims,
+               bint triclinic, const int64_t[::1] ncells):
+    """Atoms ``idx`` of one frame ``x`` (N, 3) wrapped into the box and given their cells as the sorted search
+    does with the second selection, at the vector width in use: ``(wrapped, cells)``, (n, 3) float32 and (n,)
+    int32 (cells numbered (z * n1 + y) * n0 + x). box9 (9,) float32 box vectors, dims (6,), ncells (3,).
+    For tests: the same bits as MDAnalysis's ``apply_PBC``, and the cells of ``_cell_r``."""
+    cdef Search s
+    cdef Frame fr
+    cdef double h[9]
+    cdef double rh[3]
+    cdef double dn[3]
+    cdef float lf[3]
+    cdef Py_ssize_t n = idx.shape[0], st
+    cdef int k
+    if n == 0:
+        return np.empty((0, 3), np.float32), np.empty(0, np.int32)
+    for k in range(int(idx.shape[0])):
+        if not 0 <= idx[k] < x.shape[0]:
+            raise ValueError(f"atom indices must lie in [0, {x.shape[0]})")
+    bw = np.empty((n, 3), np.float32)
+    cells = np.empty(n, np.int32)
+    start = np.zeros(int(np.prod(ncells)) + 1, np.int64)
+    cdef float[:, ::1] bw_v = bw
+    cdef int32_t[::1] cells_v = cells
+    cdef int64_t[::1] start_v = start
+    for k in range(9):
+        h[k] = box9[k]
+    for k in range(3):
+        dn[k] = <double>ncells[k]
+        lf[k] = dims[k]
+    rh[0] = 1.0 / h[0]
+    rh[1] = 1.0 / h[4]
+    rh[2] = 1.0 / h[8]
+    fr.x = &x[0, 0]
+    fr.box = &box9[0]
+    fr.dims = &dims[0]
+    fr.tric = triclinic
+    fr.n0 = ncells[0]
+    fr.n1 = ncells[1]
+    fr.n2 = ncells[2]
+    s.i2 = &idx[0]
+    s.nb = n
+    s.bw = &bw_v[0, 0]
+    s.start = &start_v[0]
+    with nogil:
+        st = _b_cells(&fr, &s, h, rh, dn, lf, &cells_v[0])
+    return (np.ascontiguousarray(bw.reshape(3, n).T) if st == 1 else bw), cells
