@@ -12,9 +12,11 @@ XTC repeated ``--parts`` times: 100 parts are 1,000 frames, 572 MB of float32 po
 puts it) and with ``--layout remote`` (~8 MiB chunks, metadata in the file's first 256 KiB). (The issue's
 YiiP store, 43,480 atoms x 1,000 frames, is not available here; this system is the same size.)
 
-The server is moto's ``ThreadedMotoServer`` on 127.0.0.1, in a process of its own, answering a range GET
-with the range's bytes (:func:`ranges_without_copies`; ``--moto-copies``: moto's own way, which reads the
-whole object for each); every request to it goes through
+The server is moto's ``ThreadedMotoServer`` application on 127.0.0.1, in a process of its own, answering a
+range GET with the range's bytes (:func:`ranges_without_copies`; ``--moto-copies``: moto's own way, which
+reads the whole object for each), a simple range GET of a stored object from a front that skips moto's
+dispatch (:func:`ranged_answer`: the same bytes, ETag and checks at a fraction of moto's 2 ms of CPU a
+request; ``--moto-dispatch``: through moto's dispatch too); every request to it goes through
 :class:`Proxy`, a threaded HTTP proxy that waits ``--delay-ms`` before forwarding each request and caps
 the bytes it sends back, all connections together, at ``--mbps`` MB/s (this machine's kernel has no netem:
 the proxy is the emulated network). It counts every request and byte, and when each was in flight.
@@ -128,7 +130,8 @@ class Proxy:
 
     PIECE = 256 * 1024
 
-    def __init__(self, upstream: str, delay_s: float = 0.0, bytes_per_s: float = 0.0) -> None:
+    def __init__(self, upstream: str, delay_s: float = 0.0, bytes_per_s: float = 0.0, port: int = 0,
+                 answer=None, keep_log: bool = True) -> None:
         up = urlsplit(upstream)
         self.rate = Rate(bytes_per_s)
         self.log: list[tuple] = []
@@ -148,7 +151,16 @@ class Proxy:
                 body = self.rfile.read(n) if n else None
                 time.sleep(delay_s)
                 headers = {k: v for k, v in self.headers.items()
-                           if k.lower() not in ("connection", "keep-alive", "proxy-connection")}
+                           if k.lower() not in ("connection", "keep-alive", "proxy-connection", "expect")}
+                own = answer(self.command, self.path, self.headers) if answer is not None else None
+                if own is not None:
+                    self.send_response_only(own[0])
+                    for k, v in own[1]:
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(own[2])))
+                    self.end_headers()
+                    self.wfile.write(own[2])
+                    return
                 for attempt in (0, 1):   # a kept-alive upstream connection may have been closed
                     conn = getattr(local, "conn", None) or HTTPConnection(up.hostname, up.port, timeout=120)
                     local.conn = conn
@@ -179,6 +191,8 @@ class Proxy:
                         self.wfile.write(piece)
                 self.wfile.flush()
                 sent = 0 if self.command == "HEAD" else len(data)
+                if not keep_log:
+                    return
                 with proxy._lock:
                     proxy.log.append((t0, time.monotonic(), self.command, unquote(self.path.split("?")[0]),
                                       self.headers.get("Range"), resp.status, sent))
@@ -188,7 +202,7 @@ class Proxy:
         class Server(ThreadingHTTPServer):
             request_queue_size = 1024   # (socketserver's 5 drops the SYNs of a burst of new connections)
 
-        self.server = Server(("127.0.0.1", 0), Handler)
+        self.server = Server(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -295,28 +309,103 @@ def ranges_without_copies() -> None:
     backends.list_of_moto_modules = lambda: iter(modules)
 
 
-def serve(port: int, copies: bool) -> None:
-    """moto's server on ``port`` of 127.0.0.1 until killed (the body of :class:`Server`'s process)."""
+#: The header :func:`ranged_answer`'s answers carry (how a test tells the front answered, not moto).
+FRONT_HEADER = "x-benchmark-front"
+
+
+def ranged_answer():
+    """The front's answer to a simple range GET of an object moto holds, without moto's dispatch: a function
+    of (method, path, headers) giving (status, headers, body), or None for moto to answer.
+
+    moto spends about 2 ms of CPU on every request (werkzeug's parsing and a thread per connection,
+    Flask's routing, moto's dispatch, its request id from 52 random choices, its response headers), on the
+    same 2 cores as the proxy and the run it serves: a reader that makes one request a frame measured
+    moto's request rate (about 450 a second, one core's worth under its interpreter lock), where S3's front
+    ends answer thousands a second per prefix on machines of their own. A path-style ``GET /BUCKET/KEY``
+    with ``Range: bytes=A-B`` or ``bytes=A-`` and nothing else moto would act on (no query string, no
+    ``If-None-Match``/``If-Modified-Since``/``If-Unmodified-Since``, no SSE-C headers) is answered from the
+    object moto holds: its bytes ``A`` to ``B`` (read under the object's lock from moto's buffer), its
+    ETag, Last-Modified and Content-Type, ``Content-Range``; ``If-Match`` with the object's ETag (or ``*``)
+    is honoured here, any other ``If-Match`` goes to moto (its 412). moto answers everything else as it
+    is: other requests, a missing bucket or key, a delete marker, an encrypted or archived object, a
+    range past the end (its 416).
+    """
+    from moto.s3.models import FakeKey, s3_backends
+
+    passed = ("if-none-match", "if-modified-since", "if-unmodified-since",
+              "x-amz-server-side-encryption-customer-algorithm")
+
+    def stored(bucket: str, name: str):
+        try:
+            partition, account = s3_backends.bucket_accounts[bucket]
+            key = s3_backends[account][partition].buckets[bucket].keys.get(name)
+        except (KeyError, AttributeError, TypeError):
+            return None
+        if not isinstance(key, FakeKey) or getattr(key, "encryption", None) or \
+                (key.storage_class or "STANDARD") != "STANDARD":
+            return None
+        return key
+
+    def answer(method: str, path: str, headers):
+        rng = headers.get("Range") or ""
+        if method != "GET" or "?" in path or not rng.startswith("bytes=") or "," in rng \
+                or any(headers.get(h) for h in passed):
+            return None
+        a, _, b = rng[6:].strip().partition("-")
+        host = (headers.get("Host") or "").split(":")[0]
+        bucket, _, name = unquote(path).lstrip("/").partition("/")
+        key = stored(bucket, name) if a.isdigit() and (b.isdigit() or not b) and name and \
+            host in ("127.0.0.1", "localhost") else None
+        if key is None:
+            return None
+        size, etag = key.size, key.etag
+        first, last = int(a), min(int(b) if b else size - 1, size - 1)
+        match = (headers.get("If-Match") or "").strip()
+        if first >= size or last < first or (match and match not in ("*", etag, etag.strip('"'))):
+            return None   # moto's 416 or 412
+        with key.lock:
+            key._value_buffer.seek(first)
+            data = key._value_buffer.read(last + 1 - first)
+        return 206, [("ETag", etag), ("Last-Modified", key.last_modified_RFC1123),
+                     ("Content-Type", key.metadata.get("Content-Type", "binary/octet-stream")),
+                     ("Accept-Ranges", "bytes"), ("Content-Range", f"bytes {first}-{last}/{size}"),
+                     (FRONT_HEADER, "ranged")], data
+
+    return answer
+
+
+def serve(port: int, copies: bool, dispatch: bool = False) -> None:
+    """moto's server on ``port`` of 127.0.0.1 until killed (the body of :class:`Server`'s process):
+    ``ThreadedMotoServer``'s application and request handler, behind a front on ``port`` that keeps
+    connections alive and gives :func:`ranged_answer`'s answers, and hands every other request to moto
+    (on a port of its own); ``dispatch`` or ``copies``: moto alone on ``port``, every request through its
+    dispatch."""
     import logging
 
-    from moto.server import ThreadedMotoServer
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)   # no line per request
     if not copies:
         ranges_without_copies()
-    ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False).start()
-    while True:
-        time.sleep(3600)
+    app = DomainDispatcherApplication(create_backend_app)
+    if copies or dispatch:
+        make_server("127.0.0.1", port, app, True, request_handler=MotoRequestHandler).serve_forever()
+        return
+    moto = make_server("127.0.0.1", 0, app, True, request_handler=MotoRequestHandler)
+    threading.Thread(target=moto.serve_forever, daemon=True).start()
+    front = Proxy(f"http://127.0.0.1:{moto.server_address[1]}", port=port, answer=ranged_answer(), keep_log=False)
+    front.server.serve_forever()
 
 
 class Server:
     """moto's S3 server in a process of its own (as a real server is: it shares no interpreter lock with the
     proxy or the benchmark), on a free port of 127.0.0.1."""
 
-    def __init__(self, copies: bool = False) -> None:
+    def __init__(self, copies: bool = False, dispatch: bool = False) -> None:
         port = free_port()
         code = f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); " \
-               f"import remote; remote.serve({port}, {copies!r})"
+               f"import remote; remote.serve({port}, {copies!r}, {dispatch!r})"
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{port}"
         end = time.monotonic() + 120
@@ -530,6 +619,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--moto-copies", action="store_true",
                    help="leave moto answering each range GET by reading the whole object (its own behaviour; "
                         "see ranges_without_copies)")
+    p.add_argument("--moto-dispatch", action="store_true",
+                   help="send every request through moto's own dispatch (about 2 ms of CPU each), simple range "
+                        "GETs included (see ranged_answer)")
     p.add_argument("--zarrtraj-python", default="/tmp/zarrtraj-venv/bin/python")
     p.add_argument("--smoke", action="store_true", help="30 frames, rmsd and rmsf, serial, default layout, "
                                                         "no zarrtraj: the test suite's run")
@@ -554,7 +646,7 @@ def main(argv: list[str] | None = None) -> int:
     import boto3
 
     stores = {lay: build(work, args.parts, lay) for lay in layouts}
-    server = Server(copies=args.moto_copies)
+    server = Server(copies=args.moto_copies, dispatch=args.moto_dispatch)
     upstream = server.url
     proxy = Proxy(upstream, delay_s=args.delay_ms / 1e3, bytes_per_s=args.mbps * 1e6)
     proxy.start()

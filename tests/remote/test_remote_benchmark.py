@@ -27,3 +27,56 @@ def test_pairs_time_two_rows_in_turn_and_give_the_medians(tmp_path):
     assert got[0]["ratio"] == pytest.approx(sorted(got[0]["ratios"])[0] / 2 + sorted(got[0]["ratios"])[1] / 2)
     assert (tmp_path / "commands" / "rmsd-serial-default-url.csv").read_bytes() == \
         (tmp_path / "commands" / "rmsd-serial-default-local.csv").read_bytes()
+
+
+def _benchmark_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("remote_benchmark", ROOT / "benchmarks" / "remote.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_servers_front_answers_simple_ranges_as_moto_does():
+    """The benchmark's server answers a simple range GET from its front (the bytes, ETag and If-Match of
+    the object moto holds), and leaves moto every other request: a wrong ETag, a range past the end."""
+    import os
+
+    from botocore.exceptions import ClientError
+
+    bench = _benchmark_module()
+    body = os.urandom(300_000)
+    got = {}
+    for dispatch in (False, True):
+        server = bench.Server(dispatch=dispatch)
+        try:
+            s3 = __import__("boto3").client("s3", endpoint_url=server.url, aws_access_key_id=bench.KEY_ID,
+                                            aws_secret_access_key=bench.SECRET, region_name="us-east-1")
+            s3.create_bucket(Bucket="bench-bucket")
+            s3.put_object(Bucket="bench-bucket", Key="dir/obj.h5md", Body=body)
+            etag = s3.head_object(Bucket="bench-bucket", Key="dir/obj.h5md")["ETag"]
+            answers = []
+            for rng in ("bytes=1000-40999", "bytes=299990-", "bytes=299990-400000"):
+                r = s3.get_object(Bucket="bench-bucket", Key="dir/obj.h5md", Range=rng, IfMatch=etag)
+                headers = r["ResponseMetadata"]["HTTPHeaders"]
+                answers.append((r["Body"].read(), r["ETag"], r["ContentRange"], r["LastModified"],
+                                headers.get(bench.FRONT_HEADER)))
+            got[dispatch] = answers
+            with pytest.raises(ClientError) as exc:
+                s3.get_object(Bucket="bench-bucket", Key="dir/obj.h5md", Range="bytes=0-9", IfMatch='"0123"')
+            assert exc.value.response["Error"]["Code"] == "PreconditionFailed"
+            with pytest.raises(ClientError) as exc:
+                s3.get_object(Bucket="bench-bucket", Key="dir/obj.h5md", Range="bytes=300000-300009")
+            assert exc.value.response["Error"]["Code"] == "InvalidRange"
+            whole = s3.get_object(Bucket="bench-bucket", Key="dir/obj.h5md")
+            assert whole["Body"].read() == body
+            assert bench.FRONT_HEADER not in whole["ResponseMetadata"]["HTTPHeaders"]
+        finally:
+            server.stop()
+    want = [(body[1000:41000], "bytes 1000-40999/300000"), (body[299990:], "bytes 299990-299999/300000"),
+            (body[299990:], "bytes 299990-299999/300000")]
+    for dispatch, answers in got.items():
+        assert [(a[0], a[2]) for a in answers] == want
+        assert [a[4] for a in answers] == ([None] * 3 if dispatch else ["ranged"] * 3)
+    assert [a[1] for a in got[False]] == [a[1] for a in got[True]] == [etag] * 3
