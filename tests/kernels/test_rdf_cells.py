@@ -156,3 +156,25 @@ def test_wrapped_coordinates_are_apply_pbc_bit_for_bit(shape, level):
         v = s * n
         c.append(np.where(v >= 0, np.where(v >= n, n - 1, np.trunc(np.where(v >= 0, v, 0))), 0).astype(np.int64))
     np.testing.assert_array_equal(cells, (c[2] * ncells[1] + c[1]) * ncells[0] + c[0])
+
+
+@pytest.mark.parametrize("shape", ["orthorhombic", "dodecahedron", "triclinic"])
+def test_distances_within_roundings_of_the_bin_edges(shape, level):
+    """Pairs placed at a bin edge (or the cut-off) plus or minus a few millionths of an Å, many of them across
+    the box's faces: where the float32 first look and MDAnalysis's double distance fall either side of an
+    edge, the pair is MDAnalysis's (the bins of squared distances leave such pairs to the exact arithmetic)."""
+    rng = np.random.default_rng(29)
+    dims = np.asarray([BOXES[shape]], np.float32)
+    box = triclinic_vectors(dims).astype(np.float64)[0]
+    cutoff, n = 7.0, 2500
+    edges = np.histogram_bin_edges(np.empty(0), bins=70, range=(0.0, cutoff))
+    a = rng.uniform(0, 1, (n, 3)) @ box
+    u = rng.normal(size=(n, 3))
+    u /= np.linalg.norm(u, axis=1)[:, None]
+    r = edges[rng.integers(1, len(edges), n)] + rng.choice([-1, 1], n) * rng.uniform(0, 4e-6, n)
+    b = a + u * r[:, None]
+    x = np.concatenate([a, b, rng.uniform(0, 1, (1500, 3)) @ box])[None].astype(np.float32)
+    i1, i2 = np.arange(n), np.arange(n, len(x[0]))
+    assert (per_cutoff(dims, cutoff, len(i2), len(i1)) == pairs.CELLS_PER_CUTOFF).all()
+    ref = reference(x, i1, i2, dims, cutoff, edges)
+    np.testing.assert_array_equal(pairs.rdf_histogram(x, i1, i2, dims, cutoff, edges)[0], ref)

@@ -53,6 +53,10 @@ def set_simd_level(int level):
 #: Seconds of work between two looks for Ctrl-C (the GIL is taken back that often).
 cdef double SLICE = 0.05
 cdef double FLT_MAX_D = 3.4028234663852886e38
+#: Buckets of the table of bins by squared float32 distance (int32 each: 16 KB, in the L1 cache).
+DEF TAB_N = 4096
+#: Fewest pairs of atoms (frames x a's atoms) for which the table is made (it takes about 0.05 ms).
+cdef Py_ssize_t TAB_MIN_WORK = 1000
 #: Most bytes of the next frame fetched into the cache while a frame is searched.
 cdef Py_ssize_t AHEAD_MAX = 4 << 20
 #: Fewest atoms of a for which the next frame is fetched ahead (fewer: too little work to overlap).
@@ -365,6 +369,9 @@ cdef struct Search:
     int64_t* bj             # (nb,) b's index of each sorted atom (for exclusion blocks)
     float* d2f              # (nb,) the float32 first look at a row's squared distances
     double binscale         # nbins / (the range's width), for _bin_r
+    const int32_t* tab      # (TAB_N,) or NULL: the bins of squared float32 distances (see _build_table)
+    float tab_scale         # buckets per Å² of the table
+    double tab_delta        # the largest delta (see _sorted_frame) the table allows for
 
 
 cdef void _frame(const Frame* fr, Search* s) noexcept nogil:
@@ -624,6 +631,59 @@ cdef inline void _add_hit(double d2, Search* s, Py_ssize_t i, Py_ssize_t p) noex
         s.counts[b] += 1
 
 
+cdef void _build_table(Search* s, double delta) noexcept nogil:
+    """``s.tab``'s buckets: squared float32 distances (the first look's) of [u w, (u + 1) w), w = R / TAB_N,
+    R a little over the largest ``near`` of a frame whose delta is at most ``delta``. A first look within
+    2 delta (over sqrt(3) delta: delta bounds each of its coordinates' distance from the double one) and a
+    relative 1e-6 (its float32 squares and sums, and the bucket's float32 index) of MDAnalysis's distance
+    d puts d in [lo, hi]; where no bin edge (nor the cut-off) lies in it, every d there has one fate, the
+    bucket's: its bin, or -1 (not counted). Else -2: the exact arithmetic decides."""
+    cdef int32_t* tab = <int32_t*>s.tab
+    cdef double r = (s.cutoff + 4.0 * delta) * (s.cutoff + 4.0 * delta) * (1.0 + 1e-5) * (1.0 + 1e-6)
+    cdef double w = r / TAB_N
+    cdef double a, b, lo, hi, d2
+    cdef Py_ssize_t u, e, e0, e1
+    for u in range(TAB_N):
+        a = u * w * (1.0 - 1e-6)
+        b = (u + 1) * w * (1.0 + 1e-6)
+        lo = sqrt(a * (1.0 - 1e-6)) - 2.0 * delta
+        hi = sqrt(b * (1.0 + 1e-6)) + 2.0 * delta
+        if lo <= s.cutoff <= hi:
+            tab[u] = -2
+            continue
+        e0 = 0   # the first edge at or past lo (bisection)
+        e1 = s.nbins + 1
+        while e0 < e1:
+            e = (e0 + e1) // 2
+            if s.edges[e] < lo:
+                e0 = e + 1
+            else:
+                e1 = e
+        if e0 <= s.nbins and s.edges[e0] <= hi:
+            tab[u] = -2
+            continue
+        d2 = 0.5 * (a + b)
+        tab[u] = <int32_t>(_bin_r(sqrt(d2), s.edges, s.nbins, s.binscale) if d2 <= s.cut2 else -1)
+    s.tab_scale = <float>(TAB_N / r)
+    s.tab_delta = delta
+
+
+cdef inline bint _tab_hit(float v, Search* s, Py_ssize_t i, Py_ssize_t p) noexcept nogil:
+    """Whether the table decides the pair of a's atom ``i`` and b's sorted atom ``p`` at squared float32
+    distance ``v`` (the first look's): then it is binned (unless not counted, or an exclusion block holds
+    it) and True; False where the exact arithmetic must decide."""
+    cdef Py_ssize_t u = <Py_ssize_t>(v * s.tab_scale)
+    cdef int32_t t
+    if u >= TAB_N:
+        return False
+    t = s.tab[u]
+    if t < -1:
+        return False
+    if t >= 0 and not (s.xa > 0 and i // s.xa == s.bj[p] // s.xb):
+        s.counts[t] += 1
+    return True
+
+
 cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
     """``_frame``'s pairs and distances, found faster: a periodic box searched on a grid (no brute
     force), split into ``fr.k`` cells per cut-off along every axis (``2k + 1`` or more cells each).
@@ -634,6 +694,12 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
     ``_frame``'s own expression, term for term (an image's multiples of the box vectors are exact),
     so the pairs within the cut-off and their distances are the same bits; only fewer candidates
     far outside the cut-off are looked at (finer cells), and more cheaply.
+
+    A candidate within the cut-off whose float32 first look lies far enough from every bin edge
+    (``s.tab``, see ``_build_table``) is binned from that look: MDAnalysis's distance is in the same
+    bin; the others are computed as ``_frame`` computes them. B's atoms are wrapped and given their
+    cells by ``_b_cells`` (vectorised where the CPU has AVX2), and the next frame's B atoms are fetched
+    into the cache while A's atoms are searched (``fr.ahead``).
     """
     cdef const float* box = fr.box
     cdef double h[9]
@@ -662,6 +728,7 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
     cdef float* by = s.bs + nb
     cdef float* bz = s.bs + 2 * nb
     cdef bint tric = fr.tric
+    cdef bint tab
     cdef int64_t cell[3]
     cdef float* px
     cdef float* py
@@ -685,6 +752,7 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
     near = <float>((s.cutoff + 4.0 * delta) * (s.cutoff + 4.0 * delta) * (1.0 + 1e-5))
     far = <float>(0.0 if sqrt(safe2) <= 4.0 * delta else
                   (sqrt(safe2) - 4.0 * delta) * (sqrt(safe2) - 4.0 * delta) * (1.0 - 1e-5))
+    tab = s.tab != NULL and delta <= s.tab_delta
     for k in range(3):
         lf[k] = fr.dims[k]
     rh[0] = 1.0 / h[0]
@@ -791,6 +859,8 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
                             d2f[q] = gx * gx + gy * gy + gz * gz
                         for q in range(pe - p):
                             if d2f[q] <= near or d2f[q] >= far:
+                                if tab and d2f[q] < far and _tab_hit(d2f[q], s, i, p + q):
+                                    continue
                                 j = p + q
                                 dx = <double>(ax - bx[j])   # float32 difference, as in C
                                 dy = <double>(ay - by[j])
@@ -814,6 +884,8 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
                             d2f[q] = gx * gx + gy * gy + gz * gz
                         for q in range(pe - p):
                             if d2f[q] <= near:
+                                if tab and _tab_hit(d2f[q], s, i, p + q):
+                                    continue
                                 j = p + q
                                 v = <double>(ax - bx[j])
                                 if v > half[0]:
@@ -880,6 +952,8 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     cdef float[:, ::1] bw_v = bw
     cdef float[:, ::1] bs_v = bs
     cdef int64_t[::1] ints_v = ints
+    cdef int32_t[::1] tab_v
+    cdef double tab_delta
     s.i1 = &i1[0]
     s.i2 = &i2[0]
     s.na = i1.shape[0]
@@ -901,6 +975,19 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     s.bj = s.fill + max_cells + 1
     s.bs = &bs_v[0, 0]
     s.d2f = &bs_v[3, 0]
+    # the table of bins by squared distance, for the largest delta of the frames of the sorted search
+    s.tab = NULL
+    sorted_search = np.asarray(kcell)[np.asarray(frames)] > 0
+    sorted_search &= (np.asarray(pbc) != 0)[np.asarray(frames)] & (np.asarray(brute) == 0)[np.asarray(frames)]
+    if sorted_search.sum() * s.na >= TAB_MIN_WORK:
+        sel = np.asarray(frames)[sorted_search]
+        reach = np.sqrt(np.asarray(safe2)[sel]) + cutoff + np.abs(np.asarray(box9, np.float64)[sel]).sum(axis=1)
+        tab = np.empty(TAB_N, np.int32)
+        tab_v = tab
+        s.tab = &tab_v[0]
+        tab_delta = float(reach.max()) * 4.76837158203125e-07 * (1.0 + 1e-9)
+        with nogil:
+            _build_table(&s, tab_delta)
     # the span of atoms that b's lie in, fetched ahead where b's fill much of it and it fits in a cache
     cdef int64_t b_lo = int(np.min(i2)), b_hi = int(np.max(i2))
     cdef bint ahead = (s.na >= AHEAD_MIN_A and b_hi - b_lo + 1 <= 8 * s.nb
