@@ -13,7 +13,7 @@ Every ``float`` below is float32 and every ``double`` float64, as in MDAnalysis'
 the types of each expression are part of the result.
 """
 
-from libc.math cimport floor, rint, sqrt, trunc, fabs
+from libc.math cimport NAN, floor, rint, sqrt, trunc, fabs
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memset
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
@@ -35,6 +35,15 @@ cdef extern from "csrc/rdf_cells.h" nogil:
     void ts_prefetch(const void *p)
     void ts_wrap_cells(int level, int triclinic, const float *x, const int64_t *idx, int64_t n,
                        const ts_cells_t *g, float *X, float *Y, float *Z, int32_t *cell)
+
+cdef extern from "csrc/rdf_look.h" nogil:
+    int TS_LOOK_PAD
+    int64_t ts_look_tric(int level, float ax, float ay, float az, float f0, float f1, float f2,
+                         const float *bx, const float *by, const float *bz, int64_t n, float near, float far,
+                         float *d2, int32_t *cand)
+    int64_t ts_look_ortho(int level, float ax, float ay, float az, const float *half, const float *len,
+                          const float *bx, const float *by, const float *bz, int64_t n, float near, float far,
+                          float *d2, int32_t *cand)
 
 #: The vector width of the second selection's wrap and cells on this CPU (csrc/rdf_cells.h): 0 the scalar
 #: code, 2 AVX2, 3 AVX-512 (the same counts with each).
@@ -365,9 +374,11 @@ cdef struct Search:
     int64_t* order
     int64_t* start
     int64_t* fill
-    float* bs               # (3, nb) b's wrapped coordinates sorted by cell (x row, y row, z row)
+    float* bs               # (3, bstride) b's wrapped coordinates sorted by cell (x row, y row, z row)
+    Py_ssize_t bstride      # nb and the first look's padding (TS_LOOK_PAD)
     int64_t* bj             # (nb,) b's index of each sorted atom (for exclusion blocks)
     float* d2f              # (nb,) the float32 first look at a row's squared distances
+    int32_t* cand           # (nb,) the row's candidates that the first look leaves to the exact arithmetic
     double binscale         # nbins / (the range's width), for _bin_r
     const int32_t* tab      # (TAB_N,) or NULL: the bins of squared float32 distances (see _build_table)
     float tab_scale         # buckets per Å² of the table
@@ -717,7 +728,7 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
     cdef double sz, sy, c0, c3, c6, c4, c7, c8, dx, dy, dz, rz0, rz1, rz2, d2, v, safe2 = fr.safe2
     cdef double cut2 = s.cut2
     cdef double delta, reach
-    cdef float f0, f1, f2, gx, gy, gz, near, far
+    cdef float f0, f1, f2, near, far
     cdef float lf[3]
     cdef float* d2f = s.d2f
     cdef Py_ssize_t q
@@ -725,10 +736,11 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
     cdef float* aw = s.aw
     cdef float* bw = s.bw
     cdef float* bx = s.bs
-    cdef float* by = s.bs + nb
-    cdef float* bz = s.bs + 2 * nb
+    cdef float* by = s.bs + s.bstride
+    cdef float* bz = s.bs + 2 * s.bstride
     cdef bint tric = fr.tric
     cdef bint tab
+    cdef Py_ssize_t nc, t
     cdef int64_t cell[3]
     cdef float* px
     cdef float* py
@@ -852,61 +864,53 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
                         f0 = <float>(c0 + c3 + c6)
                         f1 = <float>(c4 + c7)
                         f2 = <float>c8
-                        for q in range(pe - p):
-                            gx = (ax - bx[p + q]) + f0
-                            gy = (ay - by[p + q]) + f1
-                            gz = (az - bz[p + q]) + f2
-                            d2f[q] = gx * gx + gy * gy + gz * gz
-                        for q in range(pe - p):
-                            if d2f[q] <= near or d2f[q] >= far:
-                                if tab and d2f[q] < far and _tab_hit(d2f[q], s, i, p + q):
-                                    continue
-                                j = p + q
-                                dx = <double>(ax - bx[j])   # float32 difference, as in C
-                                dy = <double>(ay - by[j])
-                                dz = <double>(az - bz[j])
-                                rz0 = ((dx + c0) + c3) + c6
-                                rz1 = (dy + c4) + c7
-                                rz2 = dz + c8
-                                d2 = rz0 * rz0 + rz1 * rz1 + rz2 * rz2
-                                if d2 >= safe2:   # not surely the shortest image: _frame's 27 images
-                                    d2 = _tric_min_d2(dx, dy, dz, box, xi[k], sy, sz, 0.0)
-                                if d2 <= cut2:
-                                    _add_hit(d2, s, i, j)
+                        nc = ts_look_tric(_LEVEL, ax, ay, az, f0, f1, f2, bx + p, by + p, bz + p, pe - p,
+                                          near, far, d2f, s.cand)
+                        for t in range(nc):   # the candidates it leaves: d2f[q] <= near or >= far
+                            q = s.cand[t]
+                            if tab and d2f[q] < far and _tab_hit(d2f[q], s, i, p + q):
+                                continue
+                            j = p + q
+                            dx = <double>(ax - bx[j])   # float32 difference, as in C
+                            dy = <double>(ay - by[j])
+                            dz = <double>(az - bz[j])
+                            rz0 = ((dx + c0) + c3) + c6
+                            rz1 = (dy + c4) + c7
+                            rz2 = dz + c8
+                            d2 = rz0 * rz0 + rz1 * rz1 + rz2 * rz2
+                            if d2 >= safe2:   # not surely the shortest image: _frame's 27 images
+                                d2 = _tric_min_d2(dx, dy, dz, box, xi[k], sy, sz, 0.0)
+                            if d2 <= cut2:
+                                _add_hit(d2, s, i, j)
                     else:   # _minimum_image_ortho_lazy, per pair (the same image in float32)
-                        for q in range(pe - p):
-                            gx = ax - bx[p + q]
-                            gx = gx - lf[0] if gx > half[0] else (gx + lf[0] if gx <= -half[0] else gx)
-                            gy = ay - by[p + q]
-                            gy = gy - lf[1] if gy > half[1] else (gy + lf[1] if gy <= -half[1] else gy)
-                            gz = az - bz[p + q]
-                            gz = gz - lf[2] if gz > half[2] else (gz + lf[2] if gz <= -half[2] else gz)
-                            d2f[q] = gx * gx + gy * gy + gz * gz
-                        for q in range(pe - p):
-                            if d2f[q] <= near:
-                                if tab and _tab_hit(d2f[q], s, i, p + q):
-                                    continue
-                                j = p + q
-                                v = <double>(ax - bx[j])
-                                if v > half[0]:
-                                    v -= lengths[0]
-                                elif v <= -half[0]:
-                                    v += lengths[0]
-                                d2 = v * v
-                                v = <double>(ay - by[j])
-                                if v > half[1]:
-                                    v -= lengths[1]
-                                elif v <= -half[1]:
-                                    v += lengths[1]
-                                d2 += v * v
-                                v = <double>(az - bz[j])
-                                if v > half[2]:
-                                    v -= lengths[2]
-                                elif v <= -half[2]:
-                                    v += lengths[2]
-                                d2 += v * v
-                                if d2 <= cut2:
-                                    _add_hit(d2, s, i, j)
+                        nc = ts_look_ortho(_LEVEL, ax, ay, az, half, lf, bx + p, by + p, bz + p, pe - p,
+                                           near, NAN, d2f, s.cand)
+                        for t in range(nc):   # the candidates it leaves: d2f[q] <= near
+                            q = s.cand[t]
+                            if tab and _tab_hit(d2f[q], s, i, p + q):
+                                continue
+                            j = p + q
+                            v = <double>(ax - bx[j])
+                            if v > half[0]:
+                                v -= lengths[0]
+                            elif v <= -half[0]:
+                                v += lengths[0]
+                            d2 = v * v
+                            v = <double>(ay - by[j])
+                            if v > half[1]:
+                                v -= lengths[1]
+                            elif v <= -half[1]:
+                                v += lengths[1]
+                            d2 += v * v
+                            v = <double>(az - bz[j])
+                            if v > half[2]:
+                                v -= lengths[2]
+                            elif v <= -half[2]:
+                                v += lengths[2]
+                            d2 += v * v
+                            if d2 <= cut2:
+                                _add_hit(d2, s, i, j)
+
 
 def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t[::1] i2,
                   const int64_t[::1] frames, const float[:, ::1] box9, const float[:, ::1] dims,
@@ -946,7 +950,7 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     cdef Py_ssize_t max_cells = int(np.asarray(ncells).prod(axis=1).max())
     aw = np.empty((i1.shape[0], 3), np.float32)
     bw = np.empty((i2.shape[0], 3), np.float32)
-    bs = np.empty((4, i2.shape[0]), np.float32)
+    bs = np.zeros((4, i2.shape[0] + TS_LOOK_PAD), np.float32)   # rows x, y, z and the first look's
     ints = np.empty(3 * i2.shape[0] + 2 * (max_cells + 1), np.int64)
     cdef float[:, ::1] aw_v = aw
     cdef float[:, ::1] bw_v = bw
@@ -974,7 +978,11 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     s.fill = s.start + max_cells + 1
     s.bj = s.fill + max_cells + 1
     s.bs = &bs_v[0, 0]
+    s.bstride = bs.shape[1]
     s.d2f = &bs_v[3, 0]
+    cand = np.empty(bs.shape[1], np.int32)
+    cdef int32_t[::1] cand_v = cand
+    s.cand = &cand_v[0]
     # the table of bins by squared distance, for the largest delta of the frames of the sorted search
     s.tab = NULL
     sorted_search = np.asarray(kcell)[np.asarray(frames)] > 0
