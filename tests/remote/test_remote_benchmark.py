@@ -80,3 +80,44 @@ def test_the_servers_front_answers_simple_ranges_as_moto_does():
         assert [(a[0], a[2]) for a in answers] == want
         assert [a[4] for a in answers] == ([None] * 3 if dispatch else ["ranged"] * 3)
     assert [a[1] for a in got[False]] == [a[1] for a in got[True]] == [etag] * 3
+
+
+def test_the_proxy_and_the_front_keep_connections_alive_without_waiting_for_acks():
+    """50 range GETs one after another on one connection, through the benchmark's proxy to its server's
+    front: every answer keeps the connection open and has the object's bytes, the proxy logs each, and
+    none waits for a delayed ACK (40 ms each, 2 s in all, when a response's head and body were two writes
+    on a socket without TCP_NODELAY)."""
+    import os
+    import time
+    from http.client import HTTPConnection
+
+    bench = _benchmark_module()
+    body = os.urandom(2_000_000)
+    server = bench.Server()
+    proxy = bench.Proxy(server.url)
+    proxy.start()
+    try:
+        s3 = __import__("boto3").client("s3", endpoint_url=server.url, aws_access_key_id=bench.KEY_ID,
+                                        aws_secret_access_key=bench.SECRET, region_name="us-east-1")
+        s3.create_bucket(Bucket="bench-bucket")
+        s3.put_object(Bucket="bench-bucket", Key="obj", Body=body)
+        for url in (server.url, proxy.url):
+            port = int(url.rsplit(":", 1)[1])
+            conn = HTTPConnection("127.0.0.1", port, timeout=60)
+            proxy.reset()
+            t0 = time.perf_counter()
+            for i in range(50):
+                a = i * 37_000
+                conn.request("GET", "/bench-bucket/obj", headers={"Range": f"bytes={a}-{a + 29_999}"})
+                resp = conn.getresponse()
+                assert resp.status == 206 and resp.read() == body[a:a + 30_000]
+                assert not resp.will_close
+            took = time.perf_counter() - t0
+            conn.close()
+            assert took < 1.5, f"{url}: 50 requests took {took:.2f} s"
+        served = proxy.snapshot()
+        assert served["requests"] == 50 and served["bytes"] == 50 * 30_000
+        assert sorted(served["ranges"]["obj"]) == [(i * 37_000, i * 37_000 + 30_000) for i in range(50)]
+    finally:
+        proxy.stop()
+        server.stop()
