@@ -90,7 +90,34 @@ def _defaults_table(app, docname: str, source: list[str]) -> None:
         source[0] = source[0].replace(DEFAULTS_TABLE, defaults_table())
 
 
+def _api_pages_hidden(app, doctree) -> None:
+    """The API reference's generated pages stay out of the sidebar, which lists the guides and the API page.
+
+    The API page's tables link every name already; listed in the sidebar too, they made each page's
+    navigation ~170 entries long, and building that navigation for every page (O(pages^2)) was most of the
+    build. Their toctree (autosummary's) is marked hidden, and the theme's tree leaves hidden toctrees out.
+    """
+    from sphinx import addnodes
+    from sphinx.ext.autosummary import autosummary_toc
+
+    for toc in doctree.findall(autosummary_toc):
+        for node in toc.findall(addnodes.toctree):
+            node["hidden"] = True
+
+
+def _navigation_without_hidden(app, pagename, templatename, context, doctree) -> None:
+    """The theme's navigation tree without hidden toctrees (runs before the theme's own handler); the
+    empty list a hidden toctree leaves would give its page an expander with nothing in it."""
+    import re
+
+    toctree = context.get("toctree")
+    if toctree is not None:
+        context["toctree"] = lambda **kw: re.sub(r"<ul>\s*</ul>", "", toctree(**{**kw, "includehidden": False}))
+
+
 def setup(app) -> dict:
+    app.connect("doctree-read", _api_pages_hidden, priority=400)
+    app.connect("html-page-context", _navigation_without_hidden, priority=400)
     app.connect("source-read", _append_changelog)
     app.connect("source-read", _formats_table)
     app.connect("source-read", _defaults_table)
