@@ -3,6 +3,7 @@
     python benchmarks/one_pass.py [--frames 1000] [--workdir demo-output] [--executor serial] [--repeat 1]
     python benchmarks/one_pass.py --frames 20 --workdir /tmp/bench       # what the test suite runs
     python benchmarks/one_pass.py --frames 1000 --commands               # each side as one command, untimed
+    python benchmarks/one_pass.py --search [--repeat 9]                  # the RDF's search alone, in process
 
 The workload: a CA RMSD, an all-atom RMSF and an RDF of the CA atoms against the water oxygens
 (``name OW``, 75 bins to 8 Å), on the demo trajectory (AdK in water from MDAnalysisTests'
@@ -22,6 +23,12 @@ Every side is whole processes, timed from just before the start to just after th
 (``posix_fadvise(POSIX_FADV_DONTNEED)``, no root needed); ``warm``: the file is read through first. The
 median of ``--repeat`` runs is printed, with the load average before and after, and the results of the
 one pass are compared with MDAnalysis's (exit 1 past 1e-4 Å for RMSD and RMSF, 1e-6 for the RDF).
+
+``--search`` times only the RDF's search, in this process: the compiled kernel
+(``trajscale.kernels.pairs.rdf_histogram``) on the workload's selections, the XTC's 10 frames 20 times over
+(200 frames, 0.11 GB), CPU seconds per frame, the best of ``--repeat`` rounds, at each vector width this
+CPU has (the scalar code, AVX2, AVX-512), and with 10 CA atoms, where the second selection's wrap and sort
+dominate. The counts are checked against the first width's.
 
 ``--commands`` times nothing: it writes each side's files into the work folder (``plan.toml``,
 ``mda_three.py``, ``three_runs.sh`` that runs the three ``trajscale run`` one after the other, and
@@ -162,6 +169,47 @@ def write_commands(work: Path, traj: str, sides: dict[str, list[list[str]]]) -> 
         print(f"{c[c.index('run') + 1]} alone: ./cold.sh {shlex.join(c)}")
 
 
+def search_timing(rounds: int) -> None:
+    """The RDF's search alone (``--search``): CPU ms per frame, the best of ``rounds``, at each vector width."""
+    import warnings
+
+    import MDAnalysis as mda
+    from MDAnalysisTests.datafiles import TPR, XTC
+
+    from trajscale.kernels import _pairs, pairs
+
+    warnings.filterwarnings("ignore")
+    u = mda.Universe(TPR, XTC)
+    x = np.ascontiguousarray(np.tile(np.array([ts.positions for ts in u.trajectory], np.float32), (20, 1, 1)))
+    dims = np.tile(np.array([ts.dimensions for ts in u.trajectory], np.float32), (20, 1))
+    ca, ow = u.select_atoms(CA).indices, u.select_atoms(RDF_B).indices
+    edges = np.histogram_bin_edges(np.empty(0), bins=75, range=(0.0, 8.0))
+    levels = sorted({0, 2, _pairs.SIMD_LEVEL} & set(range(_pairs.SIMD_LEVEL + 1)))
+    names = {0: "scalar", 2: "AVX2", 3: "AVX-512"}
+    best: dict[tuple[int, int], float] = {}
+    ref = None
+    before = _pairs.set_simd_level(_pairs.SIMD_LEVEL)
+    try:
+        for _ in range(rounds):
+            for level in levels:
+                _pairs.set_simd_level(level)
+                for n in (len(ca), 10):
+                    t0 = time.process_time()
+                    counts, _ = pairs.rdf_histogram(x, ca[:n], ow, dims, 8.0, edges)
+                    dt = (time.process_time() - t0) / len(x) * 1e3
+                    best[level, n] = min(best.get((level, n), np.inf), dt)
+                    if n == len(ca):
+                        ref = counts if ref is None else ref
+                        if not np.array_equal(counts, ref):
+                            raise SystemExit(f"{PROG}: the counts at {names[level]} differ from the first width's")
+    finally:
+        _pairs.set_simd_level(before)
+    print(f"RDF search, {len(x)} frames, {len(ca)} CA x {len(ow)} OW, 75 bins to 8 Å; CPU ms per frame, "
+          f"best of {rounds}; load average {os.getloadavg()[0]:.2f}")
+    for level in levels:
+        print(f"{names[level]:<8} {best[level, len(ca)]:.3f} ms/frame; with 10 CA atoms {best[level, 10]:.3f}")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--frames", type=int, default=1000)
@@ -172,7 +220,12 @@ def main(argv=None) -> int:
     p.add_argument("--cases", nargs="+", default=["cold", "warm"], choices=["cold", "warm"])
     p.add_argument("--commands", action="store_true",
                    help="write each side's scripts into the work folder and print its command line; time nothing")
+    p.add_argument("--search", action="store_true",
+                   help="time only the RDF's search, in this process, at each vector width (best of --repeat)")
     a = p.parse_args(argv)
+    if a.search:
+        search_timing(max(a.repeat, 1))
+        return 0
 
     from trajscale.demo import build_demo_file
 
