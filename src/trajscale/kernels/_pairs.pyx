@@ -948,6 +948,8 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     if nf == 0 or i1.shape[0] == 0 or i2.shape[0] == 0:
         return
     cdef Py_ssize_t max_cells = int(np.asarray(ncells).prod(axis=1).max())
+    if max_cells >= 2 ** 31 - 1:   # cells are numbered in int32
+        raise ValueError(f"{max_cells} cells: at most 2**31 - 2")
     aw = np.empty((i1.shape[0], 3), np.float32)
     bw = np.empty((i2.shape[0], 3), np.float32)
     bs = np.zeros((4, i2.shape[0] + TS_LOOK_PAD), np.float32)   # rows x, y, z and the first look's
