@@ -43,7 +43,9 @@ class CommGroup:
         self.spmd = comm is not None and comm.Get_size() > 1
 
     def broadcast(self, obj):
-        return obj if self.comm is None else self.comm.bcast(obj, root=0)
+        from .parallel import when_all_arrive
+
+        return obj if self.comm is None else when_all_arrive(self.comm, self.comm.bcast, obj, root=0)
 
 
 def share(group, make: Callable[[], object], what: str, then_share: bool = False):

@@ -41,6 +41,7 @@ import numpy as np
 from ..block import split_frames
 from ..errors import InputFileError, OutputError, UnitError
 from ..executor_registry import launcher_executor
+from ..parallel import when_all_arrive
 from ..progress import progress_bar
 from ..store.codecs import (
     CODES,
@@ -392,7 +393,7 @@ def _run_segments(job: RechunkJob, partial: Partial, write: WriteOptions) -> int
             tasks.append((job, a, b, str(path), str(rpath)))
     comm = write.comm if write.mpi else None
     if comm is not None:   # one task list: a rank may start writing records before another has read them
-        tasks, before = comm.bcast((tasks, before), root=0)
+        tasks, before = when_all_arrive(comm, comm.bcast, (tasks, before), root=0)
     if comm is None or comm.Get_rank() == 0:
         segs = _segments(partial)
         partial.say_resumed(before, max((b for _, _, b in segs), default=0), contiguous=len(segs) == 1)

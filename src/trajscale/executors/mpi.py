@@ -32,7 +32,7 @@ import numpy as np
 from ..analysis.base import FrameRows, analysis_from_config
 from ..block import FrameRange
 from ..errors import ConfigError
-from ..parallel import check_mpi_world, default_mpi_driver, mpi_comm_world, require_parallel_h5py
+from ..parallel import check_mpi_world, default_mpi_driver, mpi_comm_world, require_parallel_h5py, when_all_arrive
 from ..progress import progress_bar
 from ..report.process import cpu_facts, mark_ready, process_start, slow_start_for_tests
 from ..report.timing import host_and_pid
@@ -117,11 +117,11 @@ class MPIExecutor(Executor):
                 refused = ConfigError(f"the job cannot be sent to the other ranks: pickle cannot take it "
                                       f"({type(exc).__name__}: {exc}); an analysis's prepared state must hold "
                                       "plain values and NumPy arrays")
-                self.comm.bcast(pickle.dumps(refused), root=0)
+                when_all_arrive(self.comm, self.comm.bcast, pickle.dumps(refused), root=0)
                 raise refused from None
-            self.comm.bcast(data, root=0)
+            when_all_arrive(self.comm, self.comm.bcast, data, root=0)
             return obj
-        out = pickle.loads(self.comm.bcast(None, root=0))
+        out = pickle.loads(when_all_arrive(self.comm, self.comm.bcast, None, root=0))
         self._t_bcast += time.perf_counter() - t0
         return out
 
@@ -172,7 +172,7 @@ class MPIExecutor(Executor):
                     local = analysis.reduce(partials.partials())
                     t0 = time.perf_counter()
                     # the wait for the slowest rank (t_wait), and whether a stop was recorded on any rank
-                    states = comm.allgather((stop_requested(), len(timings)))
+                    states = when_all_arrive(comm, comm.allgather, (stop_requested(), len(timings)))
                     t1 = time.perf_counter()
                     signum = max(s for s, _ in states)
                     bar.expect(sum(n for _, n in states))

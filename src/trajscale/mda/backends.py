@@ -23,6 +23,7 @@ import numpy as np
 from MDAnalysis.analysis.backends import BackendBase
 
 from ..facts import LayoutFacts
+from ..parallel import when_all_arrive
 from ..report.process import cpu_facts
 from ..report.runfacts import RunFacts
 from ..report.summary import Report
@@ -114,7 +115,7 @@ class MPIBackend(BackendBase):
         mine = rank_tasks(len(computations), size, rank)
         local = [(i, *_timed(func, computations[i], i, f"rank {rank}")) for i in mine]
         t1 = time.perf_counter()
-        self.comm.Barrier()
+        when_all_arrive(self.comm, self.comm.Barrier)
         t2 = time.perf_counter()
         gathered = self.comm.allgather(local)
         t3 = time.perf_counter()

@@ -27,7 +27,7 @@ import h5py
 import numpy as np
 
 from ..errors import ConfigError, OutputError, ParallelUnavailableError, ParallelWriteError
-from ..parallel import h5py_has_mpi
+from ..parallel import h5py_has_mpi, when_all_arrive
 from ..store.codecs import encode, lossy_attrs_for
 from ..store.units import factor
 from ..store.writer import H5MDWriter
@@ -334,7 +334,7 @@ class ParallelWriter:
     def _agree_slabs(self, start: int, k: int, problem: str | None) -> list[tuple[int, int, int]]:
         """Every rank's ``(rank, start, frames)``, once every rank knows no slab is bad or overlaps another."""
         every = [(0, start, k, problem)] if self.comm is None else \
-            [(r, *t) for r, t in enumerate(self.comm.allgather((start, k, problem)))]
+            [(r, *t) for r, t in enumerate(when_all_arrive(self.comm, self.comm.allgather, (start, k, problem)))]
         bad = [f"rank {r}, frames [{a}, {a + n}): {p}" for r, a, n, p in every if p]
         bad += self._overlaps([(r, a, n) for r, a, n, p in every if n and not p])
         if bad:
@@ -389,7 +389,7 @@ class ParallelWriter:
                 os.replace(self._tmp, self.path)
                 self._published = True
         if self.comm is not None:
-            self.comm.Barrier()
+            when_all_arrive(self.comm, self.comm.Barrier)
 
     def __enter__(self) -> ParallelWriter:
         return self
@@ -418,7 +418,7 @@ class ParallelWriter:
         return np.asarray(arr, dtype=np.float32) if f == 1.0 else (np.asarray(arr, np.float64) / f).astype(np.float32)
 
     def _bcast(self, obj):
-        return obj if self.comm is None else self.comm.bcast(obj, root=0)
+        return obj if self.comm is None else when_all_arrive(self.comm, self.comm.bcast, obj, root=0)
 
     def _fail(self, problem: str):
         err = ParallelWriteError(self.path, problem)

@@ -1,0 +1,41 @@
+"""Ranks that wait for another wait asleep: MPICH's blocking collectives spin, taking a core from the
+ranks still working (on an oversubscribed node, or beside a simulation)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_mpi
+
+pytestmark = pytest.mark.mpi
+
+#: Rank 0 prepares for 3 s (sleeping) before it shares; every rank writes the wall and CPU seconds its share
+#: took to a file of its own (mpiexec may interleave the ranks' output lines).
+SCRIPT = '''
+import resource, sys, time
+from mpi4py import MPI
+from trajscale.sharing import share_on_comm
+
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+comm = MPI.COMM_WORLD
+t0, c0 = time.perf_counter(), cpu()
+got = share_on_comm(comm, lambda: (time.sleep(3.0), {"frames": 7})[1], "prepare")
+with open(f"{sys.argv[1]}/rank{comm.rank}.txt", "w") as f:
+    f.write(f"rank {comm.rank} waited {time.perf_counter() - t0:.2f} s cpu {cpu() - c0:.3f} s got {got}")
+'''
+
+
+def test_ranks_waiting_for_rank_0s_preparation_use_no_cpu(tmp_path):
+    script = tmp_path / "wait.py"
+    script.write_text(SCRIPT)
+    proc = run_mpi(3, [str(script), str(tmp_path)], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = [(tmp_path / f"rank{r}.txt").read_text().split() for r in range(3)]
+    for _, rank, _, waited, _, _, cpu, _, _, *got in lines:
+        assert " ".join(got) == "{'frames': 7}"
+        if rank != "0":
+            # a spinning wait costs its whole wall time (or the share of a core a loaded machine gives it)
+            assert float(waited) >= 2.9 and float(cpu) < 0.3, (rank, waited, cpu)
