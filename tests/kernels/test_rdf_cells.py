@@ -178,3 +178,21 @@ def test_distances_within_roundings_of_the_bin_edges(shape, level):
     assert (per_cutoff(dims, cutoff, len(i2), len(i1)) == pairs.CELLS_PER_CUTOFF).all()
     ref = reference(x, i1, i2, dims, cutoff, edges)
     np.testing.assert_array_equal(pairs.rdf_histogram(x, i1, i2, dims, cutoff, edges)[0], ref)
+
+
+@pytest.mark.parametrize("dims", [[40.0, 40.0, 40.0, 60, 60, 60], [30.0, 31.0, 29.0, 118, 115, 64]])
+def test_sheared_boxes_whose_rows_reach_past_the_safe_radius(dims, level):
+    """Boxes so sheared that a row of neighbour cells reaches past half the box's smallest width: there the
+    row's image is not surely the nearest, and the first look leaves such candidates to MDAnalysis's
+    27 images."""
+    rng = np.random.default_rng(13)
+    dims = np.asarray([dims, dims], np.float32)
+    box = triclinic_vectors(dims).astype(np.float64)[0]
+    cutoff = 6.0
+    x = (rng.uniform(-0.2, 1.2, (2, 3000, 3)) @ box).astype(np.float32)
+    i1, i2 = np.arange(300), np.arange(300, 3000)
+    assert (per_cutoff(dims, cutoff, len(i2), len(i1)) == pairs.CELLS_PER_CUTOFF).all()
+    edges = np.histogram_bin_edges(np.empty(0), bins=48, range=(0.0, cutoff))
+    ref = reference(x, i1, i2, dims, cutoff, edges)
+    assert ref.sum() > 5_000
+    np.testing.assert_array_equal(pairs.rdf_histogram(x, i1, i2, dims, cutoff, edges)[0], ref)

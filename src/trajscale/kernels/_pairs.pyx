@@ -38,12 +38,15 @@ cdef extern from "csrc/rdf_cells.h" nogil:
 
 cdef extern from "csrc/rdf_look.h" nogil:
     int TS_LOOK_PAD
-    int64_t ts_look_tric(int level, float ax, float ay, float az, float f0, float f1, float f2,
-                         const float *bx, const float *by, const float *bz, int64_t n, float near, float far,
-                         float *d2, int32_t *cand)
+    ctypedef struct ts_seg_t:
+        int64_t p, pe
+        float f[3]
+    int64_t ts_look_tric(int level, float ax, float ay, float az, const ts_seg_t *seg, int64_t nseg,
+                         const float *bx, const float *by, const float *bz, float near, float far,
+                         int32_t *cand, int32_t *cseg, float *cd2)
     int64_t ts_look_ortho(int level, float ax, float ay, float az, const float *half, const float *len,
-                          const float *bx, const float *by, const float *bz, int64_t n, float near, float far,
-                          float *d2, int32_t *cand)
+                          const ts_seg_t *seg, int64_t nseg, const float *bx, const float *by, const float *bz,
+                          float near, float far, int32_t *cand, int32_t *cseg, float *cd2)
 
 #: The vector width of the second selection's wrap and cells on this CPU (csrc/rdf_cells.h): 0 the scalar
 #: code, 2 AVX2, 3 AVX-512 (the same counts with each).
@@ -378,7 +381,11 @@ cdef struct Search:
     Py_ssize_t bstride      # nb and the first look's padding (TS_LOOK_PAD)
     int64_t* bj             # (nb,) b's index of each sorted atom (for exclusion blocks)
     float* d2f              # (nb,) the float32 first look at a row's squared distances
-    int32_t* cand           # (nb,) the row's candidates that the first look leaves to the exact arithmetic
+    int32_t* cand           # (nb + TS_LOOK_PAD,) the candidates the first look leaves: positions,
+    int32_t* cseg           # their segments
+    float* cd2              # and their squared float32 distances
+    ts_seg_t* seg           # an atom's segments of rows of neighbour cells
+    double* segimg          # (9,) per segment: c0, c3, c4, c6, c7, c8 (the image's terms), xi, sy, sz
     double binscale         # nbins / (the range's width), for _bin_r
     const int32_t* tab      # (TAB_N,) or NULL: the bins of squared float32 distances (see _build_table)
     float tab_scale         # buckets per Å² of the table
@@ -740,7 +747,8 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
     cdef float* bz = s.bs + 2 * s.bstride
     cdef bint tric = fr.tric
     cdef bint tab
-    cdef Py_ssize_t nc, t
+    cdef Py_ssize_t nc, t, nseg
+    cdef double* img
     cdef int64_t cell[3]
     cdef float* px
     cdef float* py
@@ -842,6 +850,8 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
             xe[0] = hi + 1
             xi[0] = 0.0
             seg = 1
+        # the rows' segments, then one first look at all of them
+        nseg = 0
         for oz in range(-kk, kk + 1):
             tz = _wrap_cell(cz + oz, n2, &sz)
             for oy in range(-kk, kk + 1):
@@ -852,64 +862,70 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
                     pe = s.start[row + xe[k]]
                     if p == pe:
                         continue
+                    s.seg[nseg].p = p
+                    s.seg[nseg].pe = pe
                     if tric:   # _tric_d2's terms: the image's multiples of the box vectors are exact
-                        c0 = h[0] * xi[k]
-                        c3 = h[3] * sy
-                        c4 = h[4] * sy
-                        c6 = h[6] * sz
-                        c7 = h[7] * sz
-                        c8 = h[8] * sz
+                        img = s.segimg + 9 * nseg
+                        img[0] = h[0] * xi[k]
+                        img[1] = h[3] * sy
+                        img[2] = h[4] * sy
+                        img[3] = h[6] * sz
+                        img[4] = h[7] * sz
+                        img[5] = h[8] * sz
+                        img[6] = xi[k]
+                        img[7] = sy
+                        img[8] = sz
                         # a float32 first look: only the candidates it cannot place far inside the
                         # cut-off's and the safe radius's bounds are computed as _frame computes them
-                        f0 = <float>(c0 + c3 + c6)
-                        f1 = <float>(c4 + c7)
-                        f2 = <float>c8
-                        nc = ts_look_tric(_LEVEL, ax, ay, az, f0, f1, f2, bx + p, by + p, bz + p, pe - p,
-                                          near, far, d2f, s.cand)
-                        for t in range(nc):   # the candidates it leaves: d2f[q] <= near or >= far
-                            q = s.cand[t]
-                            if tab and d2f[q] < far and _tab_hit(d2f[q], s, i, p + q):
-                                continue
-                            j = p + q
-                            dx = <double>(ax - bx[j])   # float32 difference, as in C
-                            dy = <double>(ay - by[j])
-                            dz = <double>(az - bz[j])
-                            rz0 = ((dx + c0) + c3) + c6
-                            rz1 = (dy + c4) + c7
-                            rz2 = dz + c8
-                            d2 = rz0 * rz0 + rz1 * rz1 + rz2 * rz2
-                            if d2 >= safe2:   # not surely the shortest image: _frame's 27 images
-                                d2 = _tric_min_d2(dx, dy, dz, box, xi[k], sy, sz, 0.0)
-                            if d2 <= cut2:
-                                _add_hit(d2, s, i, j)
-                    else:   # _minimum_image_ortho_lazy, per pair (the same image in float32)
-                        nc = ts_look_ortho(_LEVEL, ax, ay, az, half, lf, bx + p, by + p, bz + p, pe - p,
-                                           near, NAN, d2f, s.cand)
-                        for t in range(nc):   # the candidates it leaves: d2f[q] <= near
-                            q = s.cand[t]
-                            if tab and _tab_hit(d2f[q], s, i, p + q):
-                                continue
-                            j = p + q
-                            v = <double>(ax - bx[j])
-                            if v > half[0]:
-                                v -= lengths[0]
-                            elif v <= -half[0]:
-                                v += lengths[0]
-                            d2 = v * v
-                            v = <double>(ay - by[j])
-                            if v > half[1]:
-                                v -= lengths[1]
-                            elif v <= -half[1]:
-                                v += lengths[1]
-                            d2 += v * v
-                            v = <double>(az - bz[j])
-                            if v > half[2]:
-                                v -= lengths[2]
-                            elif v <= -half[2]:
-                                v += lengths[2]
-                            d2 += v * v
-                            if d2 <= cut2:
-                                _add_hit(d2, s, i, j)
+                        s.seg[nseg].f[0] = <float>(img[0] + img[1] + img[3])
+                        s.seg[nseg].f[1] = <float>(img[2] + img[4])
+                        s.seg[nseg].f[2] = <float>img[5]
+                    nseg += 1
+        if tric:
+            nc = ts_look_tric(_LEVEL, ax, ay, az, s.seg, nseg, bx, by, bz, near, far, s.cand, s.cseg, s.cd2)
+            for t in range(nc):   # the candidates it leaves: d2 <= near or >= far
+                j = s.cand[t]
+                if tab and s.cd2[t] < far and _tab_hit(s.cd2[t], s, i, j):
+                    continue
+                img = s.segimg + 9 * s.cseg[t]
+                dx = <double>(ax - bx[j])   # float32 difference, as in C
+                dy = <double>(ay - by[j])
+                dz = <double>(az - bz[j])
+                rz0 = ((dx + img[0]) + img[1]) + img[3]
+                rz1 = (dy + img[2]) + img[4]
+                rz2 = dz + img[5]
+                d2 = rz0 * rz0 + rz1 * rz1 + rz2 * rz2
+                if d2 >= safe2:   # not surely the shortest image: _frame's 27 images
+                    d2 = _tric_min_d2(dx, dy, dz, box, img[6], img[7], img[8], 0.0)
+                if d2 <= cut2:
+                    _add_hit(d2, s, i, j)
+        else:   # _minimum_image_ortho_lazy, per pair (the same image in float32)
+            nc = ts_look_ortho(_LEVEL, ax, ay, az, half, lf, s.seg, nseg, bx, by, bz, near, NAN, s.cand, s.cseg,
+                               s.cd2)
+            for t in range(nc):   # the candidates it leaves: d2 <= near
+                j = s.cand[t]
+                if tab and _tab_hit(s.cd2[t], s, i, j):
+                    continue
+                v = <double>(ax - bx[j])
+                if v > half[0]:
+                    v -= lengths[0]
+                elif v <= -half[0]:
+                    v += lengths[0]
+                d2 = v * v
+                v = <double>(ay - by[j])
+                if v > half[1]:
+                    v -= lengths[1]
+                elif v <= -half[1]:
+                    v += lengths[1]
+                d2 += v * v
+                v = <double>(az - bz[j])
+                if v > half[2]:
+                    v -= lengths[2]
+                elif v <= -half[2]:
+                    v += lengths[2]
+                d2 += v * v
+                if d2 <= cut2:
+                    _add_hit(d2, s, i, j)
 
 
 def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t[::1] i2,
@@ -982,9 +998,21 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     s.bs = &bs_v[0, 0]
     s.bstride = bs.shape[1]
     s.d2f = &bs_v[3, 0]
-    cand = np.empty(bs.shape[1], np.int32)
-    cdef int32_t[::1] cand_v = cand
-    s.cand = &cand_v[0]
+    cand = np.empty((2, bs.shape[1]), np.int32)   # the candidates' positions and segments
+    cand_d2 = np.empty(bs.shape[1], np.float32)
+    cdef int32_t[:, ::1] cand_v = cand
+    cdef float[::1] cand_d2_v = cand_d2
+    s.cand = &cand_v[0, 0]
+    s.cseg = &cand_v[1, 0]
+    s.cd2 = &cand_d2_v[0]
+    cdef Py_ssize_t kmax = max(int(np.max(kcell)), 1)
+    cdef Py_ssize_t max_seg = 2 * (2 * kmax + 1) ** 2   # 2 segments a row at most
+    segs = np.zeros(max_seg * sizeof(ts_seg_t), np.uint8)
+    segimg = np.empty((max_seg, 9), np.float64)
+    cdef uint8_t[::1] segs_v = segs
+    cdef double[:, ::1] segimg_v = segimg
+    s.seg = <ts_seg_t*>&segs_v[0]
+    s.segimg = &segimg_v[0, 0]
     # the table of bins by squared distance, for the largest delta of the frames of the sorted search
     s.tab = NULL
     sorted_search = np.asarray(kcell)[np.asarray(frames)] > 0
