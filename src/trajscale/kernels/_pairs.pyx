@@ -380,7 +380,6 @@ cdef struct Search:
     float* bs               # (3, bstride) b's wrapped coordinates sorted by cell (x row, y row, z row)
     Py_ssize_t bstride      # nb and the first look's padding (TS_LOOK_PAD)
     int64_t* bj             # (nb,) b's index of each sorted atom (for exclusion blocks)
-    float* d2f              # (nb,) the float32 first look at a row's squared distances
     int32_t* cand           # (nb + TS_LOOK_PAD,) the candidates the first look leaves: positions,
     int32_t* cseg           # their segments
     float* cd2              # and their squared float32 distances
@@ -732,16 +731,13 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
     cdef int64_t xs[2]
     cdef int64_t xe[2]
     cdef double xi[2]
-    cdef double sz, sy, c0, c3, c6, c4, c7, c8, dx, dy, dz, rz0, rz1, rz2, d2, v, safe2 = fr.safe2
+    cdef double sz, sy, dx, dy, dz, rz0, rz1, rz2, d2, v, safe2 = fr.safe2
     cdef double cut2 = s.cut2
     cdef double delta, reach
-    cdef float f0, f1, f2, near, far
+    cdef float near, far
     cdef float lf[3]
-    cdef float* d2f = s.d2f
-    cdef Py_ssize_t q
     cdef float ax, ay, az
     cdef float* aw = s.aw
-    cdef float* bw = s.bw
     cdef float* bx = s.bs
     cdef float* by = s.bs + s.bstride
     cdef float* bz = s.bs + 2 * s.bstride
@@ -968,7 +964,7 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
         raise ValueError(f"{max_cells} cells: at most 2**31 - 2")
     aw = np.empty((i1.shape[0], 3), np.float32)
     bw = np.empty((i2.shape[0], 3), np.float32)
-    bs = np.zeros((4, i2.shape[0] + TS_LOOK_PAD), np.float32)   # rows x, y, z and the first look's
+    bs = np.zeros((3, i2.shape[0] + TS_LOOK_PAD), np.float32)   # rows x, y, z
     ints = np.empty(3 * i2.shape[0] + 2 * (max_cells + 1), np.int64)
     cdef float[:, ::1] aw_v = aw
     cdef float[:, ::1] bw_v = bw
@@ -997,7 +993,6 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     s.bj = s.fill + max_cells + 1
     s.bs = &bs_v[0, 0]
     s.bstride = bs.shape[1]
-    s.d2f = &bs_v[3, 0]
     cand = np.empty((2, bs.shape[1]), np.int32)   # the candidates' positions and segments
     cand_d2 = np.empty(bs.shape[1], np.float32)
     cdef int32_t[:, ::1] cand_v = cand
