@@ -110,3 +110,20 @@ def test_killed_worker_does_not_change_result(adk_vacuum, adk_vacuum_h5md, seria
         np.testing.assert_array_equal(r.table(), serial_table)
         assert r.report.n_tasks == 30
         assert victim not in client.run(os.getpid).values()
+
+
+@pytest.mark.slow(seconds=2)
+def test_a_local_clusters_workers_are_forked_not_spawned(adk_vacuum, adk_vacuum_h5md, serial_table):
+    """trajscale's LocalCluster forks its workers from a forkserver that has imported distributed, instead of
+    spawning each to import it again; their results are the serial ones."""
+    from trajscale.clusters import dask_cluster
+
+    made = dask_cluster(2)
+    try:
+        parents = made.client.run(os.getppid)
+        # spawned, a worker is a child of the process holding its nanny (this one); forked, of the forkserver
+        assert len(parents) == 2 and os.getpid() not in parents.values(), parents
+        r = ts.run(rmsd(), adk_vacuum[0], adk_vacuum_h5md, executor=DaskExecutor(client=made.client))
+        np.testing.assert_array_equal(r.table(), serial_table)
+    finally:
+        made.close()
