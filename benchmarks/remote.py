@@ -4,7 +4,7 @@ download-then-run and zarrtraj, on a local S3 server behind a proxy that emulate
     python benchmarks/remote.py [--parts 100] [--workdir remote-output] [--delay-ms 20] [--mbps 100]
                                 [--workloads rmsd,rmsf,mean] [--executors serial,processes2]
                                 [--layouts default,remote] [--sides local,url,download,zarrtraj] [--smoke]
-                                [--pairs A:B,... [--repeat 5]] [--commands]
+                                [--pairs A:B,... [--repeat 5]] [--commands] [--moto-dispatch]
 
 Data: AdK in water (MDAnalysisTests' ``adk_oplsaa.tpr`` + ``adk_oplsaa.xtc``: 47,681 atoms, 10 frames, the
 XTC repeated ``--parts`` times: 100 parts are 1,000 frames, 572 MB of float32 positions), converted by
