@@ -39,3 +39,33 @@ def test_ranks_waiting_for_rank_0s_preparation_use_no_cpu(tmp_path):
         if rank != "0":
             # a spinning wait costs its whole wall time (or the share of a core a loaded machine gives it)
             assert float(waited) >= 2.9 and float(cpu) < 0.3, (rank, waited, cpu)
+
+
+#: Rank 1 ends its task 3 s after rank 0 ends its own; rank 0's progress display waits for rank 1's message.
+PROGRESS = '''
+import resource, sys, time
+from mpi4py import MPI
+from trajscale.executors.mpi import _RankProgress
+
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+comm = MPI.COMM_WORLD
+with _RankProgress(comm, 2, True) as bar:
+    if comm.rank == 1:
+        time.sleep(3.0)
+    bar.task_done()
+    t0, c0 = time.perf_counter(), cpu()
+with open(f"{sys.argv[1]}/rank{comm.rank}.txt", "w") as f:
+    f.write(f"{time.perf_counter() - t0:.2f} {cpu() - c0:.3f}")
+'''
+
+
+def test_rank_0s_progress_waits_for_the_other_ranks_tasks_asleep(tmp_path):
+    script = tmp_path / "progress.py"
+    script.write_text(PROGRESS)
+    proc = run_mpi(2, [str(script), str(tmp_path)], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    waited, cpu = map(float, (tmp_path / "rank0.txt").read_text().split())
+    assert waited >= 2.5 and cpu < 0.3, (waited, cpu)   # a spinning wait costs its whole wall time

@@ -306,12 +306,18 @@ class _RankProgress:
         self._bar.update(n)
 
     def _drain(self, block: bool) -> int:
-        n = 0
-        while block or self.comm.iprobe(tag=self.TAG):
-            self.comm.recv(tag=self.TAG)
-            n += 1
-            block = False
-        return n
+        """The messages waiting; ``block``: at least one, waited for asleep (a blocking receive spins a
+        core, as :func:`~trajscale.parallel.when_all_arrive` explains)."""
+        n, delay = 0, 0.0005
+        while True:
+            if self.comm.iprobe(tag=self.TAG):
+                self.comm.recv(tag=self.TAG)
+                n, block = n + 1, False
+            elif not block:
+                return n
+            else:
+                time.sleep(delay)
+                delay = min(2 * delay, 0.02)
 
     def __exit__(self, exc_type, *exc) -> None:
         if self.enabled and exc_type is None:
