@@ -65,8 +65,8 @@ def set_simd_level(int level):
 #: Seconds of work between two looks for Ctrl-C (the GIL is taken back that often).
 cdef double SLICE = 0.05
 cdef double FLT_MAX_D = 3.4028234663852886e38
-#: Buckets of the table of bins by squared float32 distance (int32 each: 16 KB, in the L1 cache).
-DEF TAB_N = 4096
+cdef enum:
+    TAB_N = 4096   # buckets of the table of bins by squared float32 distance (int32 each: 16 KB, in L1)
 #: Fewest pairs of atoms (frames x a's atoms) for which the table is made (it takes about 0.05 ms).
 cdef Py_ssize_t TAB_MIN_WORK = 1000
 #: Most bytes of the next frame fetched into the cache while a frame is searched.
@@ -960,8 +960,8 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     if nf == 0 or i1.shape[0] == 0 or i2.shape[0] == 0:
         return
     cdef Py_ssize_t max_cells = int(np.asarray(ncells).prod(axis=1).max())
-    if max_cells >= 2 ** 31 - 1:   # cells are numbered in int32
-        raise ValueError(f"{max_cells} cells: at most 2**31 - 2")
+    if max_cells >= 2 ** 31 - 1 or i2.shape[0] >= 2 ** 31 - TS_LOOK_PAD:   # cells and candidates are int32
+        raise ValueError(f"{max_cells} cells, {i2.shape[0]} atoms of the second selection: at most 2**31 - 17")
     aw = np.empty((i1.shape[0], 3), np.float32)
     bw = np.empty((i2.shape[0], 3), np.float32)
     bs = np.zeros((3, i2.shape[0] + TS_LOOK_PAD), np.float32)   # rows x, y, z
