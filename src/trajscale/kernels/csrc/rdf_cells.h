@@ -1,6 +1,7 @@
 /* The RDF search's second selection, each frame (see _pairs.pyx): its atoms gathered from the frame,
  * wrapped into the box as MDAnalysis's _triclinic_pbc / _ortho_pbc (calc_distances.h) wrap them, and
- * given their cell of the search's grid (_pairs.pyx's _cell_r), eight atoms at a time.
+ * given their cell of the search's grid (_pairs.pyx's _cell_r), four (AVX2) or eight (AVX-512) atoms at a
+ * time (_pairs.pyx keeps its scalar code where the CPU has neither: SSE2's vectors were slower).
  *
  * MDAnalysis's wrap moves an atom by at most one box vector along each axis on its common path, and
  * takes a slower path (floor of the box coordinates) for an atom further out.  Here the common path is
