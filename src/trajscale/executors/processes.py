@@ -27,6 +27,7 @@ from ..pools import as_completed_polling, choose_start_method, process_pool, sto
 from ..progress import progress_bar
 from ..report.timing import host_and_pid
 from .base import Executor, Homecoming, Job, TaskResults, io_of, sendable
+from .jobfile import INLINE_BYTES, ship, shipped_task, unship
 from .startup import init_worker, task_imports, warm_up, worker_task
 
 log = logging.getLogger(__name__)
@@ -98,14 +99,22 @@ class ProcessExecutor(Executor):
         return read_starts(self._marks or "", self.n_workers)
 
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults:
-        if ranges:
-            sendable(job)   # what pickle cannot take is refused here, once, not by each task's future
+        # What pickle cannot take is refused here, once, not by each task's future.
+        blob = sendable(job) if ranges else b""
         pool = self._get_pool()
-        futures = {pool.submit(worker_task, job, i, r): i for i, r in enumerate(ranges)}
-        # The pool starts its processes on submit; keep them to read exit codes if one dies.
-        procs = dict(getattr(pool, "_processes", None) or {})
-        home = Homecoming(job, len(ranges))
+        shipped, futures = None, {}
         try:
+            # A large job is written once for the run and each worker loads it once (jobfile.py);
+            # a small one travels with each task.
+            if len(blob) > INLINE_BYTES:
+                shipped = ship(blob, self._marks or "")
+                futures = {pool.submit(shipped_task, shipped, i, r): i for i, r in enumerate(ranges)}
+            else:
+                futures = {pool.submit(worker_task, job, i, r): i for i, r in enumerate(ranges)}
+            del blob
+            # The pool starts its processes on submit; keep them to read exit codes if one dies.
+            procs = dict(getattr(pool, "_processes", None) or {})
+            home = Homecoming(job, len(ranges))
             with progress_bar(len(ranges), progress) as bar:
                 for fut in as_completed_polling(futures):
                     i = futures.pop(fut)   # a future holds its result: let go of it once folded in
@@ -120,6 +129,8 @@ class ProcessExecutor(Executor):
                 fut.cancel()
             self.close(wait=False)
             raise
+        finally:
+            unship(shipped)
         # Every worker's start-up (``t_start``), also of one that ran no task: a worker still starting
         # when the tasks were done is named with the time it had spent so far (``t_ready`` 0; see
         # :attr:`late_starts` for its whole start-up, known once the pool is closed).

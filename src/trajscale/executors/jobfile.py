@@ -1,0 +1,96 @@
+"""A pool's job sent to each worker once per run, not with every task.
+
+A task submitted to a ``concurrent.futures`` process pool carries its arguments
+pickled through the pool's pipe: a job of a few kilobytes may travel with each
+task, but an all-atom reference (megabytes) would be pickled by the parent and
+unpickled by a worker once per task.  :func:`ship` writes a large job, pickled
+once, to a file in the pool's own folder and hands back a small
+:class:`JobFile` (path and digest) to submit instead; :func:`shipped_task`, the
+worker's side, loads the job once and keeps the last one it loaded, keyed by
+its digest, for the run's next tasks (a reused pool's next run with another
+job has another digest).  Like :mod:`.startup`, imported by a worker before its
+first task: nothing heavy here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from dataclasses import dataclass
+
+#: A pickled job up to this size travels with each task; a larger one is written once for the run.
+INLINE_BYTES = 64 * 1024
+
+#: The last job this worker loaded: ``[digest, job]``.
+_LOADED: list = []
+
+
+@dataclass(frozen=True)
+class JobFile:
+    """Where a run's pickled job lies, and its digest (what a worker's loaded job is known by)."""
+
+    path: str
+    digest: str
+    size: int
+
+
+def ship(blob: bytes, folder: str) -> JobFile:
+    """Write the pickled job ``blob`` once into ``folder`` (the pool's own, private): its :class:`JobFile`.
+
+    The file is written under another name and renamed into place, so a worker never reads half of it.
+    """
+    digest = hashlib.blake2b(blob, digest_size=16).hexdigest()
+    path = os.path.join(folder, f"job-{digest}.pickle")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # the job may hold storage credentials
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
+        os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)
+        raise
+    return JobFile(path=path, digest=digest, size=len(blob))
+
+
+def unship(ref: JobFile | None) -> None:
+    """Remove the run's job file (the run is over: every worker that needed it has loaded it)."""
+    if ref is not None:
+        _remove(ref.path)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def shipped_task(ref: JobFile, task: int, frames):
+    """One task of a pool worker whose job was shipped: the job loaded (once per run), then
+    :func:`~.startup.worker_task`."""
+    from .startup import worker_task
+
+    return worker_task(_load(ref, task, frames), task, frames)
+
+
+def _load(ref: JobFile, task: int, frames):
+    if _LOADED and _LOADED[0] == ref.digest:
+        return _LOADED[1]
+    from .startup import _MARKS
+
+    if _MARKS:   # noted before loading, as for the task itself: a worker that dies meanwhile names its frames
+        with open(os.path.join(_MARKS[0], str(os.getpid())), "w") as fh:
+            fh.write(str(task))
+    _LOADED.clear()   # the previous run's job goes before this one is loaded
+    try:
+        with open(ref.path, "rb") as fh:
+            job = pickle.load(fh)
+    except OSError as exc:
+        from ..errors import TaskError
+
+        raise TaskError(f"pid {os.getpid()}", frames.start, frames.stop,
+                        f"cannot read the run's job from {ref.path}: {exc.strerror or exc}") from None
+    _LOADED[:] = [ref.digest, job]
+    return job

@@ -1,0 +1,88 @@
+"""The processes executor sends a large job to each worker once per run, not with every task:
+each worker unpickles it once, a reused pool's next run with another job loads that one, and the
+numbers are serial's, bit for bit."""
+
+from __future__ import annotations
+
+import os
+
+import MDAnalysis as mda
+import numpy as np
+import pytest
+from MDAnalysis.analysis import rms
+
+import trajscale as ts
+from tests.executors import counted_analysis, dying_analysis
+from tests.executors.counted_analysis import CountedRMSD, unpickles
+from trajscale.executors.processes import ProcessExecutor
+
+N_TASKS = 20
+PAD = 256 * 1024   # the pickled job is well over the size that travels with each task
+
+
+@pytest.fixture
+def counted(tmp_path, monkeypatch):
+    """The folder where each unpickling of a CountedRMSD's state leaves a file (set before the pool forks)."""
+    counted_analysis.register()
+    folder = tmp_path / "unpickles"
+    folder.mkdir()
+    monkeypatch.setenv(counted_analysis.ENV, str(folder))
+    return folder
+
+
+def _clear(folder) -> None:
+    for name in os.listdir(folder):
+        os.unlink(folder / name)
+
+
+def _job_files(ex: ProcessExecutor) -> list[str]:
+    return [n for n in os.listdir(ex._marks) if n.startswith("job-")]
+
+
+def test_large_job_is_unpickled_once_per_worker_per_run(counted, adk_vacuum, adk_vacuum_h5md):
+    psf, dcd = adk_vacuum
+    serial = {f: ts.run(CountedRMSD(pad=PAD, select="all", ref_frame=f), psf, adk_vacuum_h5md) for f in (0, 10)}
+    assert unpickles(counted) == {}   # serial sends nothing
+    u, ref = mda.Universe(psf, dcd), mda.Universe(psf, dcd)
+    expected = rms.RMSD(u, ref, select="all", ref_frame=0).run().results.rmsd[:, 2]
+    np.testing.assert_allclose(serial[0].rmsd, expected, atol=1e-4)   # independent of trajscale
+    with ProcessExecutor(2, start_method="fork") as ex:
+        # Three runs on the same workers: another job in the second, the first one again in the third.
+        for frame in (0, 10, 0):
+            _clear(counted)
+            got = ts.run(CountedRMSD(pad=PAD, select="all", ref_frame=frame), psf, adk_vacuum_h5md,
+                         executor=ex, n_tasks=N_TASKS)
+            assert len(got.report.tasks) == N_TASKS
+            assert np.array_equal(got.frames, serial[frame].frames)
+            assert np.array_equal(got.rmsd, serial[frame].rmsd)   # bit for bit
+            counts = unpickles(counted)
+            assert os.getpid() not in counts, counts
+            assert 1 <= len(counts) <= 2 and set(counts.values()) == {1}, counts   # N_TASKS before
+            assert _job_files(ex) == []   # the run's job file is gone with the run
+
+
+def test_small_job_travels_with_each_task(counted, adk_vacuum, adk_vacuum_h5md):
+    psf = adk_vacuum[0]
+    serial = ts.run(CountedRMSD(select="name CA"), psf, adk_vacuum_h5md)
+    with ProcessExecutor(2, start_method="fork") as ex:
+        got = ts.run(CountedRMSD(select="name CA"), psf, adk_vacuum_h5md, executor=ex, n_tasks=N_TASKS)
+    assert np.array_equal(got.rmsd, serial.rmsd)
+    assert sum(unpickles(counted).values()) == N_TASKS   # a job of a few kilobytes is not written to a file
+
+
+def test_dead_worker_of_a_shipped_job_names_its_frames(adk_vacuum, adk_vacuum_h5md):
+    """As in test_long_lived, with an all-atom job (sent once per run): the error names the dead task's frames,
+    and the pool's folder, the job file with it, is removed."""
+    dying_analysis.register()
+    psf = adk_vacuum[0]
+    with ProcessExecutor(2, start_method="fork") as ex:
+        ranges = ts.run(ts.RMSD(select="all"), psf, adk_vacuum_h5md, executor=ex, n_tasks=5).report.tasks
+        spans = [(t.start, t.stop) for t in ranges]
+        marks = ex._marks
+        with pytest.raises(ts.TrajscaleError) as err:
+            ts.run(dying_analysis.DyingRMSD(die_at=spans[1][0], slow_at=0, select="all"),
+                   psf, adk_vacuum_h5md, executor=ex, n_tasks=5)
+        assert not os.path.exists(marks)
+    msg = str(err.value)
+    assert (err.value.start, err.value.stop) == spans[1], msg
+    assert "exit code 7" in msg and f"frames [{spans[1][0]}, {spans[1][1]})" in msg, msg
