@@ -14,6 +14,7 @@ from MDAnalysis.analysis import rms
 import trajscale as ts
 from tests.executors import counted_analysis, dying_analysis
 from tests.executors.counted_analysis import CountedRMSD, unpickles
+from trajscale.executors.jobfile import INLINE_BYTES, ship
 from trajscale.executors.processes import ProcessExecutor
 
 N_TASKS = 20
@@ -86,3 +87,21 @@ def test_dead_worker_of_a_shipped_job_names_its_frames(adk_vacuum, adk_vacuum_h5
     msg = str(err.value)
     assert (err.value.start, err.value.stop) == spans[1], msg
     assert "exit code 7" in msg and f"frames [{spans[1][0]}, {spans[1][1]})" in msg, msg
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_shipped_job_on_a_started_worker(method, adk_vacuum, adk_vacuum_h5md, monkeypatch):
+    """Workers that did not fork from this process load the run's job from its file too; a second run
+    with another job on the same workers gets that job's numbers."""
+    from trajscale.executors import processes
+
+    shipped = []
+    monkeypatch.setattr(processes, "ship", lambda blob, folder: shipped.append(len(blob)) or ship(blob, folder))
+    psf = adk_vacuum[0]
+    with ProcessExecutor(2, start_method=method) as ex:
+        for frame in (0, 10):
+            serial = ts.run(ts.RMSD(select="all", ref_frame=frame), psf, adk_vacuum_h5md)
+            got = ts.run(ts.RMSD(select="all", ref_frame=frame), psf, adk_vacuum_h5md, executor=ex, n_tasks=8)
+            assert np.array_equal(got.rmsd, serial.rmsd)
+            assert _job_files(ex) == []
+    assert len(shipped) == 2 and min(shipped) > INLINE_BYTES   # an all-atom reference is sent once a run
