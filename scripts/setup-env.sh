@@ -86,16 +86,43 @@ PY
 # The ml extra's CPU build of torch (installs from a local file on the project's machines).
 echo "torch==2.13.0" >> "$CONSTRAINTS"
 log "installing trajscale and its dependencies"
-# The ~13,000 modules installed are byte-compiled, as a user's pip install does (about 40 s of CPU on
-# the 2-core VM): where Python cannot write bytecode later (a read-only software stack, a container,
-# PYTHONDONTWRITEBYTECODE) every process would otherwise compile each module it imports, every run.
-# pip compiles them one by one; compileall does it on every core (like pip, it passes over the few
-# files that are not Python 3: test data of some packages).
 # The kernels are built with the build requirements installed above (pyproject.toml's [build-system]),
 # not in an isolated environment pip would make and fill for each install.
-$PIP install --no-build-isolation --no-compile -c "$CONSTRAINTS" -e ".[all]"
-$VENV/bin/python -m compileall -q -j 0 "$($VENV/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
-  >/dev/null 2>&1 || true
+# uv (PyPI) installs the ~180 dependencies from its cache in seconds where pip takes most of a minute,
+# and byte-compiles everything installed on every core, as a user's pip install compiles it (where
+# Python cannot write bytecode later: a read-only software stack, a container, PYTHONDONTWRITEBYTECODE,
+# every process would otherwise compile each module it imports, every run). pip's own configuration
+# (find-links, constraints, index) is passed on to it. Without uv, pip does the same, then compileall.
+uv_from_pip_config() {
+  $VENV/bin/python - <<'PY'
+import os, shlex, subprocess, sys
+out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+conf = {}
+for line in out.splitlines():
+    key, _, value = line.partition("=")
+    conf.setdefault(key.split(".", 1)[-1], []).extend(value.strip("'\"").split())
+def usable(url):   # pip skips a missing local index with a warning; uv would stop
+    return not url.startswith("file://") or os.path.isdir(url[len("file://"):])
+pairs = [("--find-links", d) for d in conf.get("find-links", []) if usable(d)]
+pairs += [("-c", c) for c in conf.get("constraint", []) if os.path.isfile(c)]
+pairs += [("--default-index", u) for u in conf.get("index-url", [])[:1] if usable(u)]
+pairs += [("--index", u) for u in conf.get("extra-index-url", []) if usable(u)]
+print(shlex.join(a for pair in dict.fromkeys(pairs) for a in pair))
+PY
+}
+install_with_uv() {
+  $PIP install uv >/dev/null 2>&1 || return 1
+  eval "UV_ARGS=($(uv_from_pip_config))"
+  # unsafe-best-match: every index's versions are candidates, as pip takes them
+  $VENV/bin/python -m uv pip install -q --python $VENV/bin/python --no-build-isolation --compile-bytecode \
+    --index-strategy unsafe-best-match -c "$CONSTRAINTS" "${UV_ARGS[@]}" -e ".[all]"
+}
+if ! install_with_uv; then
+  log "uv is not at hand or failed: installing with pip"
+  $PIP install --no-build-isolation --no-compile -c "$CONSTRAINTS" -e ".[all]"
+  $VENV/bin/python -m compileall -q -j 0 "$($VENV/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+    >/dev/null 2>&1 || true
+fi
 
 # A PyPI MPI in the venv would shadow Debian's mpiexec; refuse it.
 if [ -e $VENV/bin/mpiexec ]; then
