@@ -9,18 +9,22 @@ from tests.conftest import run_mpi
 
 pytestmark = pytest.mark.mpi
 
-#: Rank 0 prepares for 3 s (sleeping) before it shares; every rank writes the wall and CPU seconds its share
-#: took to a file of its own (mpiexec may interleave the ranks' output lines).
-SCRIPT = '''
+#: Each script's start: its communicator, and this process's CPU seconds so far.
+PREAMBLE = '''
 import resource, sys, time
 from mpi4py import MPI
-from trajscale.sharing import share_on_comm
 
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 
 comm = MPI.COMM_WORLD
+'''
+
+#: Rank 0 prepares for 3 s (sleeping) before it shares; every rank writes the wall and CPU seconds its share
+#: took to a file of its own (mpiexec may interleave the ranks' output lines).
+SCRIPT = PREAMBLE + '''
+from trajscale.sharing import share_on_comm
 t0, c0 = time.perf_counter(), cpu()
 got = share_on_comm(comm, lambda: (time.sleep(3.0), {"frames": 7})[1], "prepare")
 with open(f"{sys.argv[1]}/rank{comm.rank}.txt", "w") as f:
@@ -42,16 +46,8 @@ def test_ranks_waiting_for_rank_0s_preparation_use_no_cpu(tmp_path):
 
 
 #: Rank 1 ends its task 3 s after rank 0 ends its own; rank 0's progress display waits for rank 1's message.
-PROGRESS = '''
-import resource, sys, time
-from mpi4py import MPI
+PROGRESS = PREAMBLE + '''
 from trajscale.executors.mpi import _RankProgress
-
-def cpu():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-comm = MPI.COMM_WORLD
 with _RankProgress(comm, 2, True) as bar:
     if comm.rank == 1:
         time.sleep(3.0)

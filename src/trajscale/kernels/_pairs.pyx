@@ -519,38 +519,21 @@ cdef bint _all_finite(const float* x, const Search* s) noexcept nogil:
     return acc == 0
 
 
-cdef inline void _wrap_a(const Frame* fr, Search* s) noexcept nogil:
-    """A's coordinates gathered into ``s.aw`` and wrapped into the box, as ``_frame``."""
+cdef inline void _gather_wrapped(const Frame* fr, const int64_t* idx, Py_ssize_t n, float* out) noexcept nogil:
+    """The coordinates of atoms ``idx[:n]`` gathered into ``out`` (n, 3) and wrapped into the box, as ``_frame``."""
     cdef const float* x = fr.x
     cdef float lengths[3]
     cdef Py_ssize_t i
     cdef int k
     for k in range(3):
         lengths[k] = fr.dims[k]
-    for i in range(s.na):
+    for i in range(n):
         for k in range(3):
-            s.aw[3 * i + k] = x[3 * s.i1[i] + k]
+            out[3 * i + k] = x[3 * idx[i] + k]
     if fr.tric:
-        _triclinic_pbc(s.aw, s.na, fr.box)
+        _triclinic_pbc(out, n, fr.box)
     else:
-        _ortho_pbc(s.aw, s.na, lengths)
-
-
-cdef inline void _wrap_b(const Frame* fr, Search* s) noexcept nogil:
-    """B's coordinates gathered into ``s.bw`` (nb, 3) and wrapped into the box, as ``_frame``."""
-    cdef const float* x = fr.x
-    cdef float lengths[3]
-    cdef Py_ssize_t j
-    cdef int k
-    for k in range(3):
-        lengths[k] = fr.dims[k]
-    for j in range(s.nb):
-        for k in range(3):
-            s.bw[3 * j + k] = x[3 * s.i2[j] + k]
-    if fr.tric:
-        _triclinic_pbc(s.bw, s.nb, fr.box)
-    else:
-        _ortho_pbc(s.bw, s.nb, lengths)
+        _ortho_pbc(out, n, lengths)
 
 
 cdef inline void _set_cells(const Frame* fr, const double* rh, const double* dn, ts_cells_t* g) noexcept nogil:
@@ -628,7 +611,7 @@ cdef Py_ssize_t _b_cells(const Frame* fr, Search* s, const double* h, const doub
                 bcell[j] = <int32_t>c
             s.start[c + 1] += 1
         return 1
-    _wrap_b(fr, s)
+    _gather_wrapped(fr, s.i2, s.nb, s.bw)
     for j in range(nb):
         _cell_r(bw[3 * j], bw[3 * j + 1], bw[3 * j + 2], h, rh, dn, fr.n0, fr.n1, fr.n2, cell)
         c = (cell[2] * fr.n1 + cell[1]) * fr.n0 + cell[0]
@@ -752,7 +735,7 @@ cdef void _sorted_frame(const Frame* fr, Search* s) noexcept nogil:
     cdef Py_ssize_t st
     cdef Py_ssize_t ahead_at = 0, ahead_step = (fr.ahead_bytes // na + 64) if na > 0 else 0
     cdef int32_t* bcell = <int32_t*>s.bcell
-    _wrap_a(fr, s)
+    _gather_wrapped(fr, s.i1, s.na, s.aw)
     for k in range(9):
         h[k] = box[k]
     for k in range(3):

@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "simd_level.h"
+
 #define TS_MAGIC 6755399441055744.0          /* M = 1.5 * 2**52 */
 #define TS_MAGIC_BITS 0x4338000000000000ULL   /* bits(M) */
 #define TS_S1 1099511627776.0                /* 2**40: grid of the sums */
@@ -98,17 +100,8 @@ TS_ROW(ts_row_f32_avx512, float, __attribute__((target("avx512f,avx512dq,avx512v
 TS_ROW(ts_row_f64_avx512, double, __attribute__((target("avx512f,avx512dq,avx512vl,prefer-vector-width=512"))))
 #endif
 
-/* The vector width to use here, at most ``wanted``: 0 the baseline (SSE2 on x86-64), 2 AVX2, 3 AVX-512. */
-static int ts_fixed_level(int wanted) {
-#ifdef TS_FIXED_AVX2
-    __builtin_cpu_init();   /* idempotent; needed where no constructor has run it yet */
-    if (wanted >= 3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
-        && __builtin_cpu_supports("avx512vl")) return 3;
-    if (wanted >= 2 && __builtin_cpu_supports("avx2")) return 2;
-#endif
-    (void)wanted;
-    return 0;
-}
+/* The vector width to use here, at most ``wanted`` (simd_level.h). */
+static int ts_fixed_level(int wanted) { return ts_simd_level(wanted); }
 
 #ifdef TS_FIXED_AVX2
 #define TS_PICK(LEVEL, NAME) ((LEVEL) == 3 ? NAME##_avx512 : (LEVEL) == 2 ? NAME##_avx2 : NAME##_base)

@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "simd_level.h"
+
 typedef struct {
     float box[9];            /* box vectors (rows), float32 */
     float len[3];            /* orthorhombic box lengths */
@@ -188,17 +190,8 @@ TS_CELLS_LOOPS(avx512, __attribute__((target("avx512f,avx512dq,avx512vl,prefer-v
 #endif
 #endif   /* __GNUC__ */
 
-/* The vector width to use here, at most ``wanted``: 0 the baseline (SSE2 on x86-64), 2 AVX2, 3 AVX-512. */
-static int ts_cells_level(int wanted) {
-#ifdef TS_CELLS_X86
-    __builtin_cpu_init();
-    if (wanted >= 3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
-        && __builtin_cpu_supports("avx512vl")) return 3;
-    if (wanted >= 2 && __builtin_cpu_supports("avx2")) return 2;
-#endif
-    (void)wanted;
-    return 0;
-}
+/* The vector width to use here, at most ``wanted`` (simd_level.h). */
+static int ts_cells_level(int wanted) { return ts_simd_level(wanted); }
 
 /* Atoms idx (n) of frame x (N, 3): wrapped coordinates into X, Y, Z (n each) and cells into cell (n);
  * an atom the common path does not wrap keeps its coordinates and the cell -1. */
