@@ -20,14 +20,14 @@ parts tasks may start on), each rank runs ``q = ceil(T/N)`` tasks of ``F/T`` fra
     t_comm(N)  = alpha x ceil(log2 N) + t_move(N)          alpha: one stage of a tree collective
     t_move(N)  = bytes moved x s_move x (1/2 + 1/(2 min(N_a, C)))   s_move: the machine's transfer rate
     start(N)   = at_cores + (per_worker + per_atom x atoms) x max(0, W(N) - C) / C   (the machine's launch line)
-    t_wall(N)  = fixed x s(N) + start(N) + max over (median rank, straggler) [t_meta + t_read + t_comp] + t_comm(N)
+    t_wall(N)  = fixed + start(N) + max over (median rank, straggler) [t_meta + t_read + t_comp] + t_comm(N)
 
 Beyond the cores (``o(N) = N / C > 1``, ``C = nodes x cores_per_node``) workers share them, but a
 worker that has finished frees its core, so the read and compute terms are the longer of all the
 work over the cores and one rank's share on a core of its own.  ``W(N)`` is the workers the run
-starts (a process pool forks one per task, up to N; every MPI rank and Dask worker starts).  MPI
-ranks poll while they wait, so under MPI the launcher's serial phases stretch with the ranks
-sharing rank 0's core: ``s(N) = o(N)`` (1 for the other executors).  The launch line
+starts (a process pool forks one per task, up to N; every MPI rank and Dask worker starts).  The
+launcher's serial phases are not stretched: under MPI the other ranks wait for rank 0 asleep, and the
+ranks' imports side by side (in turn beyond the cores) are the launch term's.  The launch line
 (:class:`~trajscale.report.machine.LaunchLine`) is calibrated on whole runs; without one it is
 built from one fresh worker's start (:func:`launch_at`).  ``N_a = min(N, T)`` is the ranks with
 work, ``B_s(k)`` the storage's aggregate rate with k readers (the probe's curve; unbounded
@@ -274,9 +274,10 @@ def terms_at(model: Model, n: int, machine: Machine | None = None) -> Terms:
     stages = math.ceil(math.log2(n)) if n > 1 else 0
     comm = stages * model.alpha_s + move_at(model, n, tasks, machine)
     startup = (model.slow_startup_s if n > 1 else 0.0) + launch_at(model, n, machine)[0]
-    # MPI ranks poll while they wait (MPICH and Open MPI spin in their collectives), so beyond the
-    # cores the launcher's serial phases on rank 0 share its core with ranks that only wait.
-    fixed = model.fixed_s * (over if _traits(model).polls_while_waiting and n > 1 else 1.0)
+    # The launcher's serial phases are not stretched beyond the cores under MPI either: the other ranks wait
+    # for rank 0's preparation asleep (trajscale.parallel.when_all_arrive), and the ranks' imports side by
+    # side are the launch term's (launch_at: every rank imports; beyond the cores, in turn).
+    fixed = model.fixed_s
     ideal_io = model.bytes / rate / n if rate < math.inf else 0.0
     idle = q - tasks / n
     granularity = idle * (model.bytes / tasks / rate if rate < math.inf else 0.0) \
