@@ -160,3 +160,12 @@ def test_a_port_number_never_reads_as_a_status():
                        "status code: 403 Forbidden")
     assert not _retryable(denied) and _problem(denied).startswith("access denied")
     assert _retryable(Exception("GET http://127.0.0.1:41234/traj/x.h5md - status code: 503 SlowDown"))
+    # a missing object whose request took 412 ms is no replaced one (seen: one run in a few)
+    class NotFoundError(Exception):
+        pass
+
+    missing = NotFoundError("Object at location missing.h5 not found: Error performing GET "
+                            "http://127.0.0.1:41234/ml-data/missing.h5 in 412ms - Server returned non-2xx status "
+                            "code: 404 Not Found: <Error><Code>NoSuchKey</Code></Error>")
+    assert not _retryable(missing) and _problem(missing).startswith("no such object")
+    assert _problem(Exception("GET took 404ms - status code: 412 Precondition Failed")).startswith("the object was")
