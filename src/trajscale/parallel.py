@@ -129,12 +129,19 @@ def when_all_arrive(comm, collective, *args, **kwargs):
     if comm is None or comm.Get_size() == 1 or threading.current_thread() is not threading.main_thread():
         return collective(*args, **kwargs)
     with _stop_signals_held():
-        request = comm.Ibarrier()
-        delay = 0.0005
-        while not request.Test():
-            time.sleep(delay)
-            delay = min(2 * delay, 0.02)
+        wait_asleep(comm.Ibarrier().Test)
         return collective(*args, **kwargs)
+
+
+def wait_asleep(ready, between=None, longest: float = 0.02) -> None:
+    """Until ``ready()`` is true, sleeping between looks (0.5 ms, doubling to ``longest``), ``between()``
+    run after each look that found it not ready: an MPI request waited for without spinning a core."""
+    delay = 0.0005
+    while not ready():
+        if between is not None:
+            between()
+        time.sleep(delay)
+        delay = min(2 * delay, longest)
 
 
 @contextmanager

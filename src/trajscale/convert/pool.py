@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError, ParallelUnavailableError, TrajscaleError
 from ..executor_registry import executor_traits, load, names
+from ..parallel import wait_asleep
 from ..pools import as_completed_polling, parent_alive, process_pool, quiet_worker, stop_workers
 from ..progress import progress_bar
 from ..sharing import share_on_comm
@@ -236,10 +237,7 @@ def run_mpi(fn, tasks, n_workers, on_done, comm=None, options=None, window=None)
         failure = exc
     # SystemExit/KeyboardInterrupt propagate: mpiexec forwards a SIGTERM to every rank, and a rank
     # that has finished its tasks acts on it here instead of waiting for the others.
-    req = comm.Ibarrier()
-    while not req.Test():
-        time.sleep(0.02)
-        raise_if_stopped()
+    wait_asleep(comm.Ibarrier().Test, between=raise_if_stopped)
     failures = comm.allgather(None if failure is None else (rank, failure if isinstance(failure, TrajscaleError)
                                                             else repr(failure)))
     first = next((f for f in failures if f is not None), None)

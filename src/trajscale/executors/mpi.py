@@ -32,7 +32,14 @@ import numpy as np
 from ..analysis.base import FrameRows, analysis_from_config
 from ..block import FrameRange
 from ..errors import ConfigError
-from ..parallel import check_mpi_world, default_mpi_driver, mpi_comm_world, require_parallel_h5py, when_all_arrive
+from ..parallel import (
+    check_mpi_world,
+    default_mpi_driver,
+    mpi_comm_world,
+    require_parallel_h5py,
+    wait_asleep,
+    when_all_arrive,
+)
 from ..progress import progress_bar
 from ..report.process import cpu_facts, mark_ready, process_start, slow_start_for_tests
 from ..report.timing import host_and_pid
@@ -308,16 +315,13 @@ class _RankProgress:
     def _drain(self, block: bool) -> int:
         """The messages waiting; ``block``: at least one, waited for asleep (a blocking receive spins a
         core, as :func:`~trajscale.parallel.when_all_arrive` explains)."""
-        n, delay = 0, 0.0005
-        while True:
-            if self.comm.iprobe(tag=self.TAG):
-                self.comm.recv(tag=self.TAG)
-                n, block = n + 1, False
-            elif not block:
-                return n
-            else:
-                time.sleep(delay)
-                delay = min(2 * delay, 0.02)
+        if block:
+            wait_asleep(lambda: self.comm.iprobe(tag=self.TAG))
+        n = 0
+        while self.comm.iprobe(tag=self.TAG):
+            self.comm.recv(tag=self.TAG)
+            n += 1
+        return n
 
     def __exit__(self, exc_type, *exc) -> None:
         if self.enabled and exc_type is None:
