@@ -32,12 +32,17 @@ with open(f"{sys.argv[1]}/rank{comm.rank}.txt", "w") as f:
 '''
 
 
-def test_ranks_waiting_for_rank_0s_preparation_use_no_cpu(tmp_path):
-    script = tmp_path / "wait.py"
-    script.write_text(SCRIPT)
-    proc = run_mpi(3, [str(script), str(tmp_path)], timeout=120)
+def _each_ranks_words(tmp_path, script: str, n: int) -> list[list[str]]:
+    """``script`` run on ``n`` ranks: the words each rank wrote to its own file."""
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    proc = run_mpi(n, [str(path), str(tmp_path)], timeout=120)
     assert proc.returncode == 0, proc.stderr
-    lines = [(tmp_path / f"rank{r}.txt").read_text().split() for r in range(3)]
+    return [(tmp_path / f"rank{r}.txt").read_text().split() for r in range(n)]
+
+
+def test_ranks_waiting_for_rank_0s_preparation_use_no_cpu(tmp_path):
+    lines = _each_ranks_words(tmp_path, SCRIPT, 3)
     for _, rank, _, waited, _, _, cpu, _, _, *got in lines:
         assert " ".join(got) == "{'frames': 7}"
         if rank != "0":
@@ -59,9 +64,5 @@ with open(f"{sys.argv[1]}/rank{comm.rank}.txt", "w") as f:
 
 
 def test_rank_0s_progress_waits_for_the_other_ranks_tasks_asleep(tmp_path):
-    script = tmp_path / "progress.py"
-    script.write_text(PROGRESS)
-    proc = run_mpi(2, [str(script), str(tmp_path)], timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    waited, cpu = map(float, (tmp_path / "rank0.txt").read_text().split())
+    waited, cpu = map(float, _each_ranks_words(tmp_path, PROGRESS, 2)[0])
     assert waited >= 2.5 and cpu < 0.3, (waited, cpu)   # a spinning wait costs its whole wall time
