@@ -5,6 +5,7 @@ download-then-run and zarrtraj, on a local S3 server behind a proxy that emulate
                                 [--workloads rmsd,rmsf,mean] [--executors serial,processes2]
                                 [--layouts default,remote] [--sides local,url,download,zarrtraj] [--smoke]
                                 [--pairs A:B,... [--repeat 5]] [--commands] [--moto-dispatch]
+                                [--files] [--server-cpus LIST] [--client-cpus LIST] [--source TPR XTC]
 
 Data: AdK in water (MDAnalysisTests' ``adk_oplsaa.tpr`` + ``adk_oplsaa.xtc``: 47,681 atoms, 10 frames, the
 XTC repeated ``--parts`` times: 100 parts are 1,000 frames, 572 MB of float32 positions), converted by
@@ -66,6 +67,7 @@ import subprocess
 import sys
 import threading
 import time
+from http import HTTPStatus
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -246,7 +248,7 @@ class Proxy:
                 own = self._answer(method, target, _Headers(low)) if self._answer is not None else None
                 if own is not None:
                     code, got, data = own[0], own[1], own[2]
-                    status = f"HTTP/1.1 {code} {'Partial Content' if code == 206 else 'OK'}"
+                    status = f"HTTP/1.1 {code} {HTTPStatus(code).phrase}"
                 else:
                     status, got, data = await self._exchange(method, target, headers, body)
                 length = next((v for k, v in got if k.lower() == "content-length"), "0") if method == "HEAD" \
@@ -465,12 +467,54 @@ def ranged_answer():
     return answer
 
 
-def serve(port: int, copies: bool, dispatch: bool = False) -> None:
+def files_answer(folder: Path):
+    """The front's answers from the files in ``folder``, without moto (``--files``: a machine without moto
+    and boto3): ``GET /BUCKET/NAME`` (whole, or ``Range: bytes=A-B`` / ``bytes=A-``) and ``HEAD`` from
+    ``folder/NAME``, with an ETag made of its size and modification time, ``If-Match`` honoured (412), a range
+    past the end refused (416), anything else 404 ``NoSuchKey``. The answers' bytes and headers are those
+    :func:`ranged_answer` gives; requests are not signed-checked (a test of credentials needs moto)."""
+    from email.utils import formatdate
+
+    def answer(method: str, path: str, headers):
+        bucket, _, name = unquote(path.split("?")[0]).lstrip("/").partition("/")
+        file = folder / name
+        if method not in ("GET", "HEAD") or bucket != BUCKET or not name or "/" in name or not file.is_file():
+            return 404, [("Content-Type", "application/xml")], b"<Error><Code>NoSuchKey</Code></Error>"
+        st = file.stat()
+        size, etag = st.st_size, f'"{st.st_size:x}-{st.st_mtime_ns:x}"'
+        match = (headers.get("If-Match") or "").strip()
+        if match and match not in ("*", etag, etag.strip('"')):
+            return 412, [("Content-Type", "application/xml")], b"<Error><Code>PreconditionFailed</Code></Error>"
+        found = [("ETag", etag), ("Last-Modified", formatdate(st.st_mtime, usegmt=True)),
+                 ("Content-Type", "binary/octet-stream"), ("Accept-Ranges", "bytes")]
+        if method == "HEAD":
+            return 200, found + [("Content-Length", str(size))], b""
+        rng = headers.get("Range") or ""
+        first, last = 0, size - 1
+        if rng:
+            a, _, b = rng[6:].strip().partition("-") if rng.startswith("bytes=") else ("", "", "")
+            if not a.isdigit() or not (b.isdigit() or not b) or int(a) >= size or (b and int(b) < int(a)):
+                return 416, [("Content-Range", f"bytes */{size}"), ("Content-Type", "application/xml")], \
+                    b"<Error><Code>InvalidRange</Code></Error>"
+            first, last = int(a), min(int(b) if b else size - 1, size - 1)
+            found.append(("Content-Range", f"bytes {first}-{last}/{size}"))
+        with open(file, "rb") as fh:
+            fh.seek(first)
+            data = fh.read(last + 1 - first)
+        return (206 if rng else 200), found, data
+
+    return answer
+
+
+def serve(port: int, copies: bool, dispatch: bool = False, files: str | None = None) -> None:
     """moto's server on ``port`` of 127.0.0.1 until killed (the body of :class:`Server`'s process):
     ``ThreadedMotoServer``'s application and request handler, behind a front on ``port`` that keeps
     connections alive and gives :func:`ranged_answer`'s answers, and hands every other request to moto
     (on a port of its own); ``dispatch`` or ``copies``: moto alone on ``port``, every request through its
-    dispatch."""
+    dispatch; ``files``: no moto, the front answers from the files in that folder (:func:`files_answer`)."""
+    if files:
+        Proxy("http://127.0.0.1:9", port=port, answer=files_answer(Path(files)), keep_log=False).serve_forever()
+        return
     import logging
 
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
@@ -493,10 +537,10 @@ class Server:
     """moto's S3 server in a process of its own (as a real server is: it shares no interpreter lock with the
     proxy or the benchmark), on a free port of 127.0.0.1."""
 
-    def __init__(self, copies: bool = False, dispatch: bool = False) -> None:
+    def __init__(self, copies: bool = False, dispatch: bool = False, files: str | None = None) -> None:
         port = free_port()
         code = f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); " \
-               f"import remote; remote.serve({port}, {copies!r}, {dispatch!r})"
+               f"import remote; remote.serve({port}, {copies!r}, {dispatch!r}, {files!r})"
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{port}"
         end = time.monotonic() + 120
@@ -520,10 +564,41 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def build(workdir: Path, parts: int, layout: str) -> Path:
-    """The H5MD store of ``parts`` copies of AdK's XTC in ``layout`` (built once, reused)."""
+#: AdK in water's TPR and XTC where ``--source`` names them (else MDAnalysisTests' own)
+SYSTEM: dict[str, str] = {}
+
+
+def adk() -> tuple[str, str]:
+    """AdK in water's TPR and XTC: those given, else MDAnalysisTests'."""
+    if SYSTEM:
+        return SYSTEM["tpr"], SYSTEM["xtc"]
     from MDAnalysisTests.datafiles import TPR, XTC
 
+    return TPR, XTC
+
+
+#: The processors the runs are kept to (``--client-cpus``; None: any)
+CLIENT_CPUS: set[int] | None = None
+
+
+def _on_client_cpus() -> None:
+    """A run's process kept to the client's processors (what it starts inherits them)."""
+    if CLIENT_CPUS:
+        os.sched_setaffinity(0, CLIENT_CPUS)
+
+
+def cpu_list(text: str) -> set[int]:
+    """``0-1,4`` as {0, 1, 4}."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        cpus.update(range(int(a), int(b or a) + 1))
+    return cpus
+
+
+def build(workdir: Path, parts: int, layout: str) -> Path:
+    """The H5MD store of ``parts`` copies of AdK's XTC in ``layout`` (built once, reused)."""
+    TPR, XTC = adk()
     out = workdir / f"adk_{parts * 10}_{layout}.h5md"
     if not out.exists():
         cmd = [sys.executable, "-m", "trajscale.cli.main", "convert", TPR, *[XTC] * parts, "-o", str(out), "-q",
@@ -543,7 +618,7 @@ def env_for(endpoint: str) -> dict:
 
 def run_cmd(workload: str, executor: str, traj: str, out: Path) -> list[str]:
     """The command of a workload; a ``run`` writes its report beside ``out`` (``.json``)."""
-    from MDAnalysisTests.datafiles import TPR
+    TPR = adk()[0]
 
     if workload == "mean":
         return [sys.executable, "-c", MEAN, traj, str(out), executor]
@@ -563,7 +638,7 @@ def bytes_read(out: Path) -> int | None:
 
 def timed(cmd: list[str], env: dict) -> float:
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, preexec_fn=_on_client_cpus)
     wall = time.perf_counter() - t0
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd[:6])} ... exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
@@ -611,8 +686,7 @@ def write_commands(work: Path, stores: dict, workloads, executors, layouts, side
     download (the plain client's download, then the run on the copy, then the copy removed) and zarrtraj."""
     import shlex
 
-    from MDAnalysisTests.datafiles import TPR
-
+    TPR = adk()[0]
     cmd_dir = work / "commands"
     cmd_dir.mkdir(exist_ok=True)
     exports = "".join(f"export {k}={shlex.quote(env[k])}\n" for k in
@@ -657,7 +731,8 @@ def time_pairs(work: Path, pairs: list[str], repeat: int, env: dict) -> list[dic
             raise SystemExit(f"remote.py: no command {name} (its workload, executor, layout and side must be "
                              "among those asked for)")
         t0 = time.perf_counter()
-        proc = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True)
+        proc = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True,
+                              preexec_fn=_on_client_cpus)
         if proc.returncode:
             raise RuntimeError(f"{name} exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
         return time.perf_counter() - t0
@@ -713,6 +788,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--moto-dispatch", action="store_true",
                    help="send every request through moto's own dispatch (about 2 ms of CPU each), simple range "
                         "GETs included (see ranged_answer)")
+    p.add_argument("--files", action="store_true",
+                   help="no moto: the server answers range GETs from the stores' files (files_answer), for a "
+                        "machine without moto and boto3 (sides local and url only)")
+    p.add_argument("--server-cpus", default="", metavar="LIST",
+                   help="keep the server and the proxy to these processors (e.g. 4-15; default: any)")
+    p.add_argument("--client-cpus", default="", metavar="LIST",
+                   help="keep every timed run to these processors (e.g. 0-1; default: any)")
+    p.add_argument("--source", nargs=2, metavar=("TPR", "XTC"), default=None,
+                   help="AdK in water's TPR and XTC (default: MDAnalysisTests' adk_oplsaa.tpr and .xtc)")
     p.add_argument("--zarrtraj-python", default="/tmp/zarrtraj-venv/bin/python")
     p.add_argument("--smoke", action="store_true", help="30 frames, rmsd and rmsf, serial, default layout, "
                                                         "no zarrtraj: the test suite's run")
@@ -728,35 +812,55 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.smoke:
         args.parts, args.workloads, args.executors, args.layouts = 3, "rmsd,rmsf", "serial", "default"
-        args.sides = "local,url,download"
+        args.sides = "local,url" if args.files else "local,url,download"
     workloads, executors = args.workloads.split(","), args.executors.split(",")
     layouts, sides = args.layouts.split(","), args.sides.split(",")
+    if args.files and set(sides) - {"local", "url"}:
+        p.error("--files serves the sides local and url only (download and zarrtraj need moto): give --sides local,url")
+    if args.source:
+        SYSTEM.update(tpr=str(Path(args.source[0]).resolve()), xtc=str(Path(args.source[1]).resolve()))
+    global CLIENT_CPUS
+    CLIENT_CPUS = cpu_list(args.client_cpus) if args.client_cpus else None
+    try:
+        if CLIENT_CPUS:
+            mine = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, CLIENT_CPUS)   # (tried here: a run would fail in its preexec_fn)
+            os.sched_setaffinity(0, mine)
+        if args.server_cpus:   # (the proxy is a thread of this process; the server's process inherits them)
+            os.sched_setaffinity(0, cpu_list(args.server_cpus))
+    except (OSError, ValueError) as exc:
+        p.error(f"cannot keep processes to --client-cpus/--server-cpus here: {exc}")
     work = Path(args.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)
 
-    import boto3
-
     stores = {lay: build(work, args.parts, lay) for lay in layouts}
-    server = Server(copies=args.moto_copies, dispatch=args.moto_dispatch)
+    server = Server(copies=args.moto_copies, dispatch=args.moto_dispatch, files=str(work) if args.files else None)
     upstream = server.url
     proxy = Proxy(upstream, delay_s=args.delay_ms / 1e3, bytes_per_s=args.mbps * 1e6)
     proxy.start()
     endpoint = proxy.url
     env = env_for(endpoint)
-    s3 = boto3.client("s3", endpoint_url=upstream, aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET,
-                      region_name="us-east-1")
-    s3.create_bucket(Bucket=BUCKET)
-    for path in stores.values():
-        s3.upload_file(str(path), BUCKET, path.name)
-    via = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET,
-                       region_name="us-east-1")
+    via = None
+    if not args.files:
+        import boto3
+
+        s3 = boto3.client("s3", endpoint_url=upstream, aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET,
+                          region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        for path in stores.values():
+            s3.upload_file(str(path), BUCKET, path.name)
+        via = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET,
+                           region_name="us-east-1")
 
     zarr_py = args.zarrtraj_python
     zarr_ok = "zarrtraj" in sides and os.path.exists(zarr_py) and subprocess.run(
         [zarr_py, "-c", "import zarrtraj"], capture_output=True).returncode == 0
     print(f"AdK in water, {args.parts * 10} frames x 47,681 atoms; proxy: {args.delay_ms:g} ms per request, "
           f"{args.mbps:g} MB/s; " + ", ".join(f"{lay} store {p.stat().st_size / 1e6:.0f} MB"
-                                                for lay, p in stores.items()))
+                                                for lay, p in stores.items())
+          + (f"; server and proxy on processors {args.server_cpus}" if args.server_cpus else "")
+          + (f"; runs on processors {args.client_cpus}" if args.client_cpus else "")
+          + ("; server: the files (no moto)" if args.files else ""))
     if "zarrtraj" in sides and not zarr_ok:
         print(f"zarrtraj: skipped ({zarr_py} cannot import zarrtraj: install zarrtraj==0.3.3 into its own venv, "
               "it pins zarr<3)")
@@ -825,8 +929,7 @@ def main(argv: list[str] | None = None) -> int:
                         elif side == "zarrtraj":
                             if not (zarr_ok and workload == "rmsd" and executor == "serial" and lay == "default"):
                                 continue
-                            from MDAnalysisTests.datafiles import TPR
-
+                            TPR = adk()[0]
                             out = out.with_suffix(".npy")
                             row["wall"] = timed([zarr_py, "-c", ZARRTRAJ, TPR, url, endpoint, str(out)], env)
                             served = proxy.snapshot()

@@ -121,3 +121,37 @@ def test_the_proxy_and_the_front_keep_connections_alive_without_waiting_for_acks
     finally:
         proxy.stop()
         server.stop()
+
+
+def test_the_files_server_answers_ranges_as_moto_does(tmp_path):
+    """``--files`` (a machine without moto): the server answers range GETs, HEAD, If-Match and a range past
+    the end from the files themselves, as moto answers them for the same object."""
+    import os
+
+    from botocore.exceptions import ClientError
+
+    bench = _benchmark_module()
+    body = os.urandom(300_000)
+    (tmp_path / "obj.h5md").write_bytes(body)
+    server = bench.Server(files=str(tmp_path))
+    try:
+        s3 = __import__("boto3").client("s3", endpoint_url=server.url, aws_access_key_id=bench.KEY_ID,
+                                        aws_secret_access_key=bench.SECRET, region_name="us-east-1")
+        head = s3.head_object(Bucket=bench.BUCKET, Key="obj.h5md")
+        assert head["ContentLength"] == 300_000
+        for rng, want, content_range in (("bytes=1000-40999", body[1000:41000], "bytes 1000-40999/300000"),
+                                          ("bytes=299990-", body[299990:], "bytes 299990-299999/300000"),
+                                          ("bytes=299990-400000", body[299990:], "bytes 299990-299999/300000")):
+            r = s3.get_object(Bucket=bench.BUCKET, Key="obj.h5md", Range=rng, IfMatch=head["ETag"])
+            assert (r["Body"].read(), r["ContentRange"], r["ETag"]) == (want, content_range, head["ETag"])
+        for kwargs, code in (({"Range": "bytes=0-9", "IfMatch": '"0123"'}, "PreconditionFailed"),
+                             ({"Range": "bytes=300000-300009"}, "InvalidRange"),
+                             ({"Key": "missing.h5md"}, "NoSuchKey")):
+            with pytest.raises(ClientError) as exc:
+                s3.get_object(**{"Bucket": bench.BUCKET, "Key": "obj.h5md", **kwargs})
+            assert exc.value.response["Error"]["Code"] == code
+            assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == \
+                {"PreconditionFailed": 412, "InvalidRange": 416, "NoSuchKey": 404}[code]
+        assert s3.get_object(Bucket=bench.BUCKET, Key="obj.h5md")["Body"].read() == body
+    finally:
+        server.stop()
