@@ -42,6 +42,15 @@ def is_url(path) -> bool:
     return isinstance(path, str) and path.startswith(URL_SCHEMES)
 
 
+def cache_root() -> Path:
+    """The folder of trajscale's on-disk caches (parsed topologies, remote objects' offsets and metadata):
+    ``$TRAJSCALE_CACHE_DIR``, else ``$XDG_CACHE_HOME/trajscale``, else ``~/.cache/trajscale``."""
+    root = os.environ.get("TRAJSCALE_CACHE_DIR")
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trajscale"
+
+
 #: The first bytes of every HDF5 file (the format is told by them, not by the suffix).
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 

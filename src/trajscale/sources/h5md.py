@@ -155,6 +155,7 @@ class H5MDSource(Source):
         self._remote = None
         self._chunk_index = chunk_index
         self._metadata = metadata
+        self._prepares = identity is None   # (a worker's open has the identity of the process that prepared)
         self._remote_reads: dict = {}
         if is_url(str(path)):
             driver, collective = None, False   # MPI-IO reads files; every rank fetches its own ranges
@@ -286,6 +287,10 @@ class H5MDSource(Source):
                 except Exception:   # noqa: BLE001 - the frames that read them say what is wrong, as before
                     log.debug("%s: box, time and step not shipped", self._path, exc_info=True)
             self._metadata = self._fh.metadata()
+            if self._prepares and self._metadata != self._fh.cached:   # for the next run on this object
+                from ..storage.hdf5 import cache_metadata
+
+                cache_metadata(self._remote, self._metadata)
         return self._metadata
 
     def _remote_index(self) -> dict:

@@ -60,6 +60,8 @@ class CachingFile(io.RawIOBase):
         self._known_starts = [a for a, _ in self._known]
         #: ranges HDF5 asked for (what :meth:`metadata` ships), and whether more were asked than are kept
         self._asked: list[tuple[int, int]] = []
+        #: ``known`` where it came from trajscale's cache of an earlier run (:mod:`.hdf5`), else None
+        self.cached: list | None = None
 
     def covers(self, start: int, stop: int) -> bool:
         """True when bytes ``[start, stop)`` are known without a request (shipped by the preparing process)."""

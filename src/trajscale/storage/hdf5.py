@@ -1,25 +1,93 @@
-"""An HDF5 file behind a URL, opened by h5py on a :class:`~.fileobj.CachingFile`."""
+"""An HDF5 file behind a URL, opened by h5py on a :class:`~.fileobj.CachingFile`.
+
+HDF5 finds its way through a file by reading one piece after another (superblock, object headers,
+B-tree nodes), each a round trip over the network. The process that prepares a run ships the pieces it
+read to its workers, and keeps them in trajscale's cache (:mod:`.cache`) for the next run on the same
+object: a second analysis of a trajectory opens it with the one request that checks the object's ETag
+and size.
+"""
 
 from __future__ import annotations
 
 import atexit
+import base64
+import binascii
+import hashlib
+import json
+import logging
 import weakref
 
 import h5py
 
 from ..errors import InputFileError
 from ..util import HDF5_MAGIC
+from . import cache
 from .fileobj import CachingFile
 from .objects import Identity, RemoteError, RemoteObject
 
+log = logging.getLogger(__name__)
+
+
+#: The version of the metadata cache's entries (another version's are not read).
+METADATA_VERSION = 1
+
+
+def _metadata_entry(obj: RemoteObject):
+    return cache.entry(obj, "hdf5-metadata", f"{METADATA_VERSION}", ".json")
+
+
+def cached_metadata(obj: RemoteObject) -> list | None:
+    """The HDF5 metadata bytes an earlier run's preparing process read from this object (its URL, ETag and
+    size), as ``[start, base64]`` pieces; None when there are none, or they fail their checks."""
+    path = _metadata_entry(obj)
+    if path is None or not cache.trusted(path):
+        return None
+    try:
+        got = json.loads(path.read_text())
+        pieces = got["pieces"]
+        ok = (got.get("url") == obj.url and got.get("identity") == obj.object_identity.to_list()
+              and isinstance(pieces, list) and got.get("sha256") == _digest(pieces)
+              and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and isinstance(p[1], str)
+                      and 0 <= p[0] and p[0] + len(base64.b64decode(p[1], validate=True)) <= obj.size
+                      for p in pieces))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, binascii.Error):
+        ok = False
+    if not ok:
+        cache.drop(path)
+        return None
+    log.debug("%s: HDF5 metadata from the local cache %s", obj.url, path)
+    return pieces
+
+
+def cache_metadata(obj: RemoteObject, pieces: list) -> None:
+    """Keep ``pieces`` (:meth:`~.fileobj.CachingFile.metadata`) for the next run on the same object."""
+    path = _metadata_entry(obj)
+    if path is None or not pieces:
+        return
+    text = json.dumps({"url": obj.url, "identity": obj.object_identity.to_list(), "sha256": _digest(pieces),
+                       "pieces": pieces})
+    cache.write(path, lambda fh: fh.write(text.encode()), f"{obj.url}: HDF5 metadata")
+
+
+def _digest(pieces: list) -> str:
+    return hashlib.sha256(json.dumps(pieces).encode()).hexdigest()
+
 
 def open_remote_h5(url: str, storage_options: dict | None, identity: list | None, rdcc_nbytes: int,
-                   metadata: list | None = None):
+                   metadata: list | None = None, use_cache: bool = True):
     """(the object, its caching file object, ``h5py.File`` reading through it); one-line errors as for a
     local file. ``identity`` and ``metadata`` come from the process that prepared the run (a worker's
-    open): with them, HDF5 opens the file from the shipped bytes, without a request."""
+    open): with them, HDF5 opens the file from the shipped bytes, without a request. The preparing
+    process itself (no ``identity``) starts from the metadata an earlier run cached for the same object
+    (:func:`cached_metadata`; ``use_cache=False``: never), and then fetches only what it lacks; the file
+    object's ``cached`` holds those pieces."""
     obj = RemoteObject.open(url, storage_options, Identity.of(identity))
+    from_cache = False
+    if identity is None and metadata is None and use_cache:
+        metadata = cached_metadata(obj)
+        from_cache = metadata is not None
     fh = CachingFile(obj, known=metadata)
+    fh.cached = metadata if from_cache else None
     if identity is not None:
         # Without the shipped metadata, a worker's first block (HDF5 reads it first anyway), fetched before
         # HDF5 opens the file: an object replaced since the root's look is refused here, never inside HDF5
@@ -39,6 +107,9 @@ def open_remote_h5(url: str, storage_options: dict | None, identity: list | None
     except OSError as exc:
         if isinstance(fh.failure, RemoteError):
             raise fh.failure from None
+        if from_cache:   # (an entry HDF5 cannot open from is dropped, and the object opened as it is)
+            cache.drop(_metadata_entry(obj))
+            return open_remote_h5(url, storage_options, None, rdcc_nbytes, use_cache=False)
         raise InputFileError(url, f"cannot open as HDF5 ({str(exc).splitlines()[0]}); "
                                   "the object may be truncated") from None
 

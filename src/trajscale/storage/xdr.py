@@ -4,9 +4,9 @@ An XTC/TRR has no index of its own: a frame is found by reading every header bef
 the offsets come, in this order of preference, from
 
 * the segment index that ``trajscale index`` wrote beside the parts (its segments' ``offsets``);
-* a local cache keyed by the object's URL, ETag and size (:func:`load_offsets`, :func:`save_offsets`),
-  under ``$XDG_CACHE_HOME/trajscale/offsets`` (``~/.cache/trajscale/offsets``), written atomically and
-  only the user's: a replaced object has another ETag, so its stale entry is never used;
+* a local cache keyed by the object's URL, ETag and size (:func:`load_offsets`, :func:`save_offsets`;
+  :mod:`.cache`), under ``offsets/`` of trajscale's cache folder (``~/.cache/trajscale`` by default):
+  a replaced object has another ETag, so its stale entry is never used;
 * one scan of the frames' headers through a caching file object of :data:`SCAN_BLOCK_BYTES` blocks
   (:func:`scan_file`): the scan reads the object from start to end in a few large requests, never one
   request per frame header. Its result is cached.
@@ -19,16 +19,14 @@ a local file.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import logging
 import os
 import tempfile
-from pathlib import Path
 
 import numpy as np
 
+from . import cache
 from .fileobj import CachingFile
 from .objects import RemoteObject
 
@@ -43,29 +41,18 @@ MAX_REQUEST = 8 * 1024**2
 CACHE_VERSION = 1
 
 
-def cache_dir() -> Path:
-    """Where offsets indexes of remote XTC/TRR objects are cached (``$XDG_CACHE_HOME/trajscale/offsets``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "trajscale" / "offsets"
-
-
-def _entry(obj: RemoteObject, fmt: str) -> Path:
-    ident = obj.object_identity
-    key = json.dumps([CACHE_VERSION, obj.url, fmt, ident.etag, ident.size])
-    return cache_dir() / (hashlib.sha256(key.encode()).hexdigest() + ".npz")
+def _entry(obj: RemoteObject, fmt: str):
+    return cache.entry(obj, "offsets", f"{CACHE_VERSION}:{fmt}", ".npz")
 
 
 def load_offsets(obj: RemoteObject, fmt: str) -> dict | None:
     """The cached scan of ``obj`` (``n_atoms``, ``offsets``, ``fields``, ``steps``, ``times``, ``damaged``),
     None when there is none for its URL, ETag and size (or the object has no ETag: nothing says it is the
     same object)."""
-    if not obj.object_identity.etag:
-        return None
     path = _entry(obj, fmt)
+    if path is None or not cache.trusted(path):
+        return None
     try:
-        st = path.stat()
-        if st.st_uid != os.getuid() or st.st_mode & 0o022:   # only an entry no one else could have written
-            return None
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
             if meta.get("url") != obj.url or meta.get("identity") != obj.object_identity.to_list():
@@ -82,30 +69,18 @@ def load_offsets(obj: RemoteObject, fmt: str) -> dict | None:
 
 
 def save_offsets(obj: RemoteObject, fmt: str, found: dict) -> None:
-    """Cache a scan of ``obj`` (atomically: a temporary file renamed; the folder and the file the user's
-    only). A cache that cannot be written is skipped with a debug message: the run goes on."""
-    if not obj.object_identity.etag:
-        return
+    """Cache a scan of ``obj`` (:mod:`.cache`: atomically, the user's only; skipped when it cannot be
+    written)."""
     path = _entry(obj, fmt)
+    if path is None:
+        return
     meta = {"url": obj.url, "identity": obj.object_identity.to_list(), "n_atoms": int(found["n_atoms"]),
             "fields": list(found["fields"]), "damaged": found.get("damaged")}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npz")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, meta=np.array(json.dumps(meta)), offsets=np.asarray(found["offsets"], np.int64),
-                         steps=np.asarray(found["steps"], np.int64), times=np.asarray(found["times"], np.float64))
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-    except OSError as exc:
-        log.debug("%s: the offsets cache %s was not written (%s)", obj.url, path, exc)
-        return
-    log.debug("%s: frame offsets cached in %s", obj.url, path)
+    cache.write(path, lambda fh: np.savez(fh, meta=np.array(json.dumps(meta)),
+                                          offsets=np.asarray(found["offsets"], np.int64),
+                                          steps=np.asarray(found["steps"], np.int64),
+                                          times=np.asarray(found["times"], np.float64)),
+                f"{obj.url}: frame offsets")
 
 
 def scan_file(obj: RemoteObject) -> CachingFile:
@@ -155,5 +130,5 @@ def fetch_frames(obj: RemoteObject, offsets: np.ndarray, frames: np.ndarray) -> 
     return fd, base
 
 
-__all__ = ["MAX_REQUEST", "SCAN_BLOCK_BYTES", "cache_dir", "fetch_frames", "frame_spans", "load_offsets",
+__all__ = ["MAX_REQUEST", "SCAN_BLOCK_BYTES", "fetch_frames", "frame_spans", "load_offsets",
            "save_offsets", "scan_file"]

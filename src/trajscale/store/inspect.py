@@ -250,7 +250,7 @@ def _open_sized(path) -> tuple[h5py.File, int | None]:
         from ..storage import current_options
         from ..storage.hdf5 import open_remote_h5
 
-        obj, _fh, f = open_remote_h5(str(path), current_options(), None, 1024**2)
+        obj, _fh, f = open_remote_h5(str(path), current_options(), None, 1024**2, use_cache=False)
         return f, obj.size
     f = open_h5(path)
     return f, local_size(f.filename)

@@ -11,7 +11,8 @@ modification time and by the MDAnalysis version, written to a temporary name
 and renamed, and ignored when they cannot be read.
 
 Location: ``$TRAJSCALE_CACHE_DIR/topologies`` (default
-``~/.cache/trajscale/topologies``); ``TRAJSCALE_TOPOLOGY_CACHE=0`` turns it off.
+``$XDG_CACHE_HOME/trajscale/topologies``, ``~/.cache/trajscale/topologies`` without it);
+``TRAJSCALE_TOPOLOGY_CACHE=0`` turns it off.
 
 Loading an entry unpickles it, which can run code: the folder is created
 0700, and a folder or entry that another user owns, or that group or others
@@ -38,8 +39,9 @@ _warned: set[str] = set()
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("TRAJSCALE_CACHE_DIR") or Path.home() / ".cache" / "trajscale"
-    return Path(root) / "topologies"
+    from ..util import cache_root
+
+    return cache_root() / "topologies"
 
 
 def enabled() -> bool:
