@@ -22,6 +22,7 @@ import io
 import threading
 from collections import OrderedDict
 
+from ..util import HDF5_MAGIC
 from .objects import HEAD_BYTES, RemoteObject
 
 #: Bytes per cached block (the object's first request fetched the first one).
@@ -37,6 +38,32 @@ SHIP_GAP = 4096
 
 def _decoded(data) -> bytes:
     return base64.b64decode(data) if isinstance(data, str) else bytes(data)
+
+
+def btree_children(node: bytes, sizeof_addr: int, file_size: int) -> list[int]:
+    """The children's addresses of an HDF5 version-1 B-tree node of chunked raw data above the leaves
+    (signature ``TREE``, type 1, level > 0), or [] for any other bytes.
+
+    Its keys hold a chunk's size and filter mask (4 bytes each) and one 8-byte offset per dimension and one
+    more, 0 in the key before each child; the dataset's rank is not in the node, so it is the first for
+    which each of those keys ends in that 0 and every child lies inside the file (a wrong guess costs only
+    blocks fetched ahead).
+    """
+    if len(node) < 8 or node[:4] != b"TREE" or node[4] != 1 or node[5] == 0:
+        return []
+    used = int.from_bytes(node[6:8], "little")
+    head = 8 + 2 * sizeof_addr
+    for rank in range(1, 33):
+        key = 8 + 8 * (rank + 1)
+        step = key + sizeof_addr
+        if head + used * step + key > len(node):
+            break
+        if any(node[head + i * step + key - 8:head + i * step + key] != bytes(8) for i in range(used)):
+            continue
+        kids = [int.from_bytes(node[head + i * step + key:head + (i + 1) * step], "little") for i in range(used)]
+        if all(0 < a < file_size for a in kids):
+            return kids
+    return []
 
 
 class CachingFile(io.RawIOBase):
@@ -62,6 +89,9 @@ class CachingFile(io.RawIOBase):
         self._asked: list[tuple[int, int]] = []
         #: ``known`` where it came from trajscale's cache of an earlier run (:mod:`.hdf5`), else None
         self.cached: list | None = None
+        #: blocks asked for ahead of HDF5 (:meth:`_read_children_ahead`), and the file's address size
+        self._ahead_blocks: set[int] = set()
+        self._addr_size: int | None = None
 
     def covers(self, start: int, stop: int) -> bool:
         """True when bytes ``[start, stop)`` are known without a request (shipped by the preparing process)."""
@@ -165,10 +195,40 @@ class CachingFile(io.RawIOBase):
         if known is not None:
             return known
         try:
-            return self._pread(start, stop)
+            data = self._pread(start, stop)
         except Exception as exc:
             self.failure = exc
             raise
+        if data[:4] == b"TREE":
+            self._read_children_ahead(data)
+        return data
+
+    def _read_children_ahead(self, node: bytes) -> None:
+        """When HDF5 has just read a node of a chunk index's B-tree above its leaves, fetch the blocks of its
+        children now, together: HDF5 walks them one after another, a round trip each (a default-layout
+        store's leaves lie between its chunks, one every ~100 MB). Only a hint: what HDF5 then asks for is
+        read as always, from these blocks where they came."""
+        kids = btree_children(node, self._sizeof_addr(), self.store.size)
+        if not kids or not hasattr(self.store, "prefetch"):
+            return
+        with self._lock:
+            wanted = sorted({a // self.block for a in kids} - self._blocks.keys() - self._ahead_blocks)
+            self._ahead_blocks.update(wanted)
+        wanted = [k for k in wanted if not self.covers(k * self.block, min(self.store.size, (k + 1) * self.block))]
+        if wanted:
+            size = self.store.size
+            self.store.prefetch([(k * self.block, min(size, (k + 1) * self.block)) for k in wanted])
+
+    def _sizeof_addr(self) -> int:
+        """The file's "size of offsets" from its superblock (8 where it cannot be told)."""
+        if self._addr_size is None:
+            head = self._held(0, 16) if self.store.size >= 16 else None
+            self._addr_size = 8
+            if head is not None and head[:8] == HDF5_MAGIC:
+                at = 13 if head[8] in (0, 1) else 9   # superblock versions 0-1, 2-3
+                if head[at] in (2, 4, 8):
+                    self._addr_size = head[at]
+        return self._addr_size
 
     def _pread(self, start: int, stop: int) -> bytes:
         first, last = start // self.block, (stop - 1) // self.block
