@@ -132,3 +132,25 @@ def test_hdf5_opens_from_the_metadata_another_file_object_read(tmp_path):
         assert np.array_equal(f["big"][-5:], np.arange(2_999_995, 3_000_000, dtype=np.float32))
     assert worker_store.asked   # the data it lacked came from the store
     assert root.metadata(max_bytes=0) == []
+
+
+def test_a_cache_folder_keeps_the_entries_used_most_recently(tmp_path, monkeypatch):
+    """Entries are written whole and the user's only; past the folder's budget the ones used least recently
+    go, and reading an entry counts as a use."""
+    import os
+
+    from trajscale.storage import cache
+
+    monkeypatch.setattr(cache, "MAX_FOLDER_BYTES", 2500)
+    folder = tmp_path / "entries"
+    paths = [folder / f"{i}.json" for i in range(3)]
+    for i, path in enumerate(paths[:2]):
+        cache.write(path, lambda fh: fh.write(b"x" * 1000), "test entry")
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    assert cache.trusted(paths[0])   # read now: used after the second
+    cache.write(paths[2], lambda fh: fh.write(b"x" * 1000), "test entry")
+    assert sorted(p.name for p in folder.iterdir()) == ["0.json", "2.json"]
+    assert {p.stat().st_mode & 0o777 for p in folder.iterdir()} == {0o600}
+    assert folder.stat().st_mode & 0o777 == 0o700
+    os.chmod(paths[2], 0o620)
+    assert not cache.trusted(paths[2])   # others may write it

@@ -5,7 +5,8 @@ object's URL, ETag and size: a replaced object has another ETag or size, so its 
 and an object without an ETag gets none (nothing would say it is the same object). Entries are written
 to a temporary name and renamed, in a folder and as files only their owner may write, and read only
 when their owner wrote them and no one else may change them. One that cannot be read is ignored and one
-that cannot be written is skipped: a cache never fails a run.
+that cannot be written is skipped: a cache never fails a run. Each folder keeps at most
+:data:`MAX_FOLDER_BYTES`: the entries used least recently go first.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from .objects import RemoteObject
 
 log = logging.getLogger(__name__)
 
+#: Most bytes of entries one folder keeps (a segment index of thousands of parts makes as many entries).
+MAX_FOLDER_BYTES = 512 * 1024**2
+
 
 def entry(obj: RemoteObject, folder: str, kind: str, suffix: str) -> Path | None:
     """The entry of ``kind`` for ``obj`` in ``cache_root()/folder``; None for an object without an ETag."""
@@ -35,12 +39,34 @@ def entry(obj: RemoteObject, folder: str, kind: str, suffix: str) -> Path | None
 
 
 def trusted(path: Path) -> bool:
-    """Whether ``path`` exists, is this user's, and no one else may write it."""
+    """Whether ``path`` exists, is this user's, and no one else may write it (then marked as used now)."""
     try:
         st = path.stat()
     except OSError:
         return False
-    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        return False
+    with contextlib.suppress(OSError):
+        os.utime(path)
+    return True
+
+
+def _prune(folder: Path, keep: Path) -> None:
+    """Remove the entries used least recently until the folder holds at most :data:`MAX_FOLDER_BYTES`."""
+    entries = []
+    with contextlib.suppress(OSError), os.scandir(folder) as it:
+        for e in it:
+            if not e.name.startswith(".") and e.is_file(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    st = e.stat(follow_symlinks=False)
+                    entries.append((st.st_mtime, st.st_size, Path(e.path)))
+    total = sum(size for _, size, _ in entries)
+    for _, size, path in sorted(entries):
+        if total <= MAX_FOLDER_BYTES:
+            break
+        if path != keep:
+            drop(path)
+            total -= size
 
 
 def write(path: Path, fill: Callable[[object], None], what: str) -> None:
@@ -62,6 +88,7 @@ def write(path: Path, fill: Callable[[object], None], what: str) -> None:
         log.debug("%s was not written to the cache %s (%s)", what, path, exc)
         return
     log.debug("%s cached in %s", what, path)
+    _prune(path.parent, path)
 
 
 def drop(path: Path | None) -> None:
