@@ -178,11 +178,29 @@ def dask_cluster(n_workers: int | None = None, *, scheduler: str | None = None, 
                                         dashboard_address=":0", **extra)
         try:
             got = distributed.Client(made)
+            if log.getEffectiveLevel() > logging.DEBUG:
+                got.run(quiet_failed_heartbeats)
         except BaseException:
             made.close()
             raise
     _note(phases, "pool_start", time.perf_counter() - t0)   # the workers start with a LocalCluster
     return DaskCluster(got, "local", cluster=made, phases=phases)
+
+
+class _FailedHeartbeat(logging.Filter):
+    """A worker's heartbeat that found its connection to the scheduler closed (on a loaded machine, or as the
+    cluster shuts down): distributed logs it with a traceback and beats again at the next interval; a worker
+    that stays unreachable is a lost worker, which the run reports itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Failed to communicate with scheduler during heartbeat")
+
+
+def quiet_failed_heartbeats() -> None:
+    """Drop a worker's failed-heartbeat tracebacks (run on the workers of a LocalCluster started here)."""
+    worker_log = logging.getLogger("distributed.worker")
+    if not any(isinstance(f, _FailedHeartbeat) for f in worker_log.filters):
+        worker_log.addFilter(_FailedHeartbeat())
 
 
 @contextlib.contextmanager

@@ -127,3 +127,28 @@ def test_a_local_clusters_workers_are_forked_not_spawned(adk_vacuum, adk_vacuum_
         np.testing.assert_array_equal(r.table(), serial_table)
     finally:
         made.close()
+
+
+def _worker_keeps(message: str) -> bool:
+    """Whether a worker's ``distributed.worker`` logger lets a record of ``message`` through (run on workers)."""
+    import logging
+
+    record = logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, message, None, None)
+    return bool(logging.getLogger("distributed.worker").filter(record))
+
+
+@pytest.mark.slow(seconds=2)
+def test_a_local_clusters_workers_drop_failed_heartbeat_tracebacks():
+    """A heartbeat that finds the scheduler's connection closed (a loaded machine, or the cluster closing) is
+    logged by distributed with a traceback and tried again at the next beat: the workers of a LocalCluster
+    trajscale starts drop that record, and keep every other one."""
+    from trajscale.clusters import dask_cluster
+
+    made = dask_cluster(2)
+    try:
+        dropped = made.client.run(_worker_keeps, "Failed to communicate with scheduler during heartbeat.")
+        kept = made.client.run(_worker_keeps, "Worker exceeded 95% memory budget. Restarting...")
+    finally:
+        made.close()
+    assert len(dropped) == 2 and not any(dropped.values()), dropped
+    assert all(kept.values()), kept
