@@ -51,6 +51,17 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trajscale"
 
 
+def why_untrusted(st: os.stat_result) -> str | None:
+    """Why a cache folder or entry with this stat must not be trusted (another user's, or others may
+    write it), or None."""
+    if st.st_uid != os.getuid():
+        return f"owned by uid {st.st_uid}, not by you"
+    who = [w for w, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if st.st_mode & bit]
+    if who:
+        return f"writable by {' and '.join(who)} (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
 #: The first bytes of every HDF5 file (the format is told by them, not by the suffix).
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 

@@ -147,10 +147,29 @@ def test_a_cache_folder_keeps_the_entries_used_most_recently(tmp_path, monkeypat
     for i, path in enumerate(paths[:2]):
         cache.write(path, lambda fh: fh.write(b"x" * 1000), "test entry")
         os.utime(path, (1_000_000 + i, 1_000_000 + i))
-    assert cache.trusted(paths[0])   # read now: used after the second
+    assert cache.read(paths[0]) == b"x" * 1000   # read now: used after the second
     cache.write(paths[2], lambda fh: fh.write(b"x" * 1000), "test entry")
     assert sorted(p.name for p in folder.iterdir()) == ["0.json", "2.json"]
     assert {p.stat().st_mode & 0o777 for p in folder.iterdir()} == {0o600}
     assert folder.stat().st_mode & 0o777 == 0o700
     os.chmod(paths[2], 0o620)
-    assert not cache.trusted(paths[2])   # others may write it
+    assert cache.read(paths[2]) is None   # others may write it
+
+
+def test_a_cache_entry_is_never_read_through_a_link_or_from_an_open_folder(tmp_path):
+    """A link planted under an entry's name is not followed, even to a file of the user's; an entry in a
+    folder that others may write is not read."""
+    import os
+
+    from trajscale.storage import cache
+
+    folder = tmp_path / "entries"
+    cache.write(folder / "real.json", lambda fh: fh.write(b"{}"), "test entry")
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes(b"{}")
+    os.chmod(elsewhere, 0o600)
+    (folder / "planted.json").symlink_to(elsewhere)
+    assert cache.read(folder / "real.json") == b"{}"
+    assert cache.read(folder / "planted.json") is None
+    os.chmod(folder, 0o777)
+    assert cache.read(folder / "real.json") is None

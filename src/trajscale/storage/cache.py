@@ -3,10 +3,10 @@
 An entry is one file under :func:`~trajscale.util.cache_root`, named by a digest of its kind, the
 object's URL, ETag and size: a replaced object has another ETag or size, so its entry is never used,
 and an object without an ETag gets none (nothing would say it is the same object). Entries are written
-to a temporary name and renamed, in a folder and as files only their owner may write, and read only
-when their owner wrote them and no one else may change them. One that cannot be read is ignored and one
-that cannot be written is skipped: a cache never fails a run. Each folder keeps at most
-:data:`MAX_FOLDER_BYTES`: the entries used least recently go first.
+to a temporary name and renamed, in a folder and as files only their owner may write, and read (never
+through a link) only when their owner wrote them and no one else may change them or their folder. One
+that cannot be read is ignored and one that cannot be written is skipped: a cache never fails a run.
+Each folder keeps at most :data:`MAX_FOLDER_BYTES`: the entries used least recently go first.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ..util import cache_root
+from ..util import cache_root, why_untrusted
 from .objects import RemoteObject
 
 log = logging.getLogger(__name__)
@@ -38,17 +38,25 @@ def entry(obj: RemoteObject, folder: str, kind: str, suffix: str) -> Path | None
     return cache_root() / folder / (hashlib.sha256(key.encode()).hexdigest() + suffix)
 
 
-def trusted(path: Path) -> bool:
-    """Whether ``path`` exists, is this user's, and no one else may write it (then marked as used now)."""
+def read(path: Path) -> bytes | None:
+    """The entry's bytes, then marked as used now; None where there is none, or it is a link, or it or its
+    folder is another user's or others may write it (:func:`~trajscale.util.why_untrusted`): what is
+    checked is the file opened, not a name that could change in between."""
     try:
-        st = path.stat()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
-        return False
-    if st.st_uid != os.getuid() or st.st_mode & 0o022:
-        return False
-    with contextlib.suppress(OSError):
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            why = why_untrusted(os.fstat(fh.fileno())) or why_untrusted(os.stat(path.parent))
+            if why:
+                log.debug("not reading the cache entry %s: %s", path, why)
+                return None
+            data = fh.read()
         os.utime(path)
-    return True
+    except OSError:
+        return None
+    return data
 
 
 def _prune(folder: Path, keep: Path) -> None:
@@ -74,6 +82,10 @@ def write(path: Path, fill: Callable[[object], None], what: str) -> None:
     message, when it cannot be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        why = why_untrusted(os.stat(path.parent))
+        if why:
+            log.debug("%s was not written to the cache folder %s: %s", what, path.parent, why)
+            return
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
         try:
             with os.fdopen(fd, "wb") as fh:
@@ -98,4 +110,4 @@ def drop(path: Path | None) -> None:
             path.unlink()
 
 
-__all__ = ["drop", "entry", "trusted", "write"]
+__all__ = ["drop", "entry", "read", "write"]

@@ -40,17 +40,18 @@ def cached_metadata(obj: RemoteObject) -> list | None:
     """The HDF5 metadata bytes an earlier run's preparing process read from this object (its URL, ETag and
     size), as ``[start, base64]`` pieces; None when there are none, or they fail their checks."""
     path = _metadata_entry(obj)
-    if path is None or not cache.trusted(path):
+    raw = None if path is None else cache.read(path)
+    if raw is None:
         return None
     try:
-        got = json.loads(path.read_text())
+        got = json.loads(raw)
         pieces = got["pieces"]
         ok = (got.get("url") == obj.url and got.get("identity") == obj.object_identity.to_list()
               and isinstance(pieces, list) and got.get("sha256") == _digest(pieces)
               and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and isinstance(p[1], str)
                       and 0 <= p[0] and p[0] + len(base64.b64decode(p[1], validate=True)) <= obj.size
                       for p in pieces))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, binascii.Error):
+    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
         ok = False
     if not ok:
         cache.drop(path)

@@ -19,6 +19,7 @@ a local file.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -50,10 +51,11 @@ def load_offsets(obj: RemoteObject, fmt: str) -> dict | None:
     None when there is none for its URL, ETag and size (or the object has no ETag: nothing says it is the
     same object)."""
     path = _entry(obj, fmt)
-    if path is None or not cache.trusted(path):
+    raw = None if path is None else cache.read(path)
+    if raw is None:
         return None
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
             if meta.get("url") != obj.url or meta.get("identity") != obj.object_identity.to_list():
                 return None

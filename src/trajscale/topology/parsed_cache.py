@@ -26,8 +26,9 @@ import logging
 import os
 import pickle
 import re
-import stat
 from pathlib import Path
+
+from ..util import cache_root, why_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +40,6 @@ _warned: set[str] = set()
 
 
 def cache_dir() -> Path:
-    from ..util import cache_root
-
     return cache_root() / "topologies"
 
 
@@ -64,16 +63,6 @@ def _warn_once(path, why: str) -> None:
                     "parsing the topology instead", path, why)
 
 
-def _unsafe(st: os.stat_result) -> str | None:
-    """Why a cache folder or entry with this stat must not be trusted, or None."""
-    if st.st_uid != os.getuid():
-        return f"owned by uid {st.st_uid}, not by you"
-    who = [w for w, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if st.st_mode & bit]
-    if who:
-        return f"writable by {' and '.join(who)} (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
-
-
 def _safe_folder(folder: Path, create: bool) -> bool:
     """True if ``folder`` is ours and closed to others (created 0700 when ``create``)."""
     if create and not folder.exists():
@@ -86,7 +75,7 @@ def _safe_folder(folder: Path, create: bool) -> bool:
         st = os.stat(folder)
     except FileNotFoundError:
         return False
-    why = _unsafe(st)
+    why = why_untrusted(st)
     if why:
         _warn_once(folder, why)
     return why is None
@@ -108,7 +97,7 @@ def load(topology: str, kw: dict):
         return None
     try:
         with os.fdopen(fd, "rb") as fh:
-            why = _unsafe(os.fstat(fh.fileno()))
+            why = why_untrusted(os.fstat(fh.fileno()))
             if why:
                 _warn_once(path, why)
                 return None

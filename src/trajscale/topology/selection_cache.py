@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..util import file_identity
+from ..util import file_identity, why_untrusted
 from . import parsed_cache
 
 log = logging.getLogger(__name__)
@@ -120,9 +120,9 @@ def load(key: dict) -> dict:
         return empty
     try:
         with os.fdopen(fd, "rb") as fh:
-            why = parsed_cache._unsafe(os.fstat(fh.fileno()))
+            why = why_untrusted(os.fstat(fh.fileno()))
             if why is None:   # the folder is checked only when something was found in it
-                why = parsed_cache._unsafe(os.stat(path.parent))
+                why = why_untrusted(os.stat(path.parent))
             if why:
                 parsed_cache._warn_once(path, why)
                 return empty
