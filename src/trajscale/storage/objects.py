@@ -339,35 +339,34 @@ def _status(text: str, code: int) -> bool:
     return re.search(rf"(?<![\w.]){code}(?![\w.]|\s*ms\b)", text) is not None
 
 
+_REPLACED = "the object was replaced during the run (its ETag changed); run again on the new object"
+_NO_KEY = "no such object (the key does not exist)"
+_DENIED = "access denied (the credentials may not read this object)"
+_EMPTY = "the object is empty"
+
+
 def _problem(exc: BaseException) -> str | None:
     """What a non-retryable failure means for the user (None: not one of the known ones); the error's
     own names first, a bare status number last."""
     name = type(exc).__name__
     text = _without_addresses(f"{name} {exc}")
     if name == "PreconditionError" or "PreconditionFailed" in text:
-        return "the object was replaced during the run (its ETag changed); run again on the new object"
+        return _REPLACED
     if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
         return "no such bucket"
     if name == "NotFoundError" or "NoSuchKey" in text:
-        return "no such object (the key does not exist)"
+        return _NO_KEY
     if "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text or name == "UnauthenticatedError":
         return "access denied: the credentials are not valid for this endpoint (check the access key and secret)"
     if "credential" in text.lower() and "missing" in text.lower():
         return ("no credentials: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile, or "
                 "--storage-option anon=true for a public bucket")
     if name == "PermissionDeniedError" or "AccessDenied" in text or "Forbidden" in text:
-        return "access denied (the credentials may not read this object)"
+        return _DENIED
     if "InvalidRange" in text or "Range started at" in text:
-        return "the object is empty"
-    if _status(text, 412):
-        return "the object was replaced during the run (its ETag changed); run again on the new object"
-    if _status(text, 404):
-        return "no such object (the key does not exist)"
-    if _status(text, 403):
-        return "access denied (the credentials may not read this object)"
-    if _status(text, 416):
-        return "the object is empty"
-    return None
+        return _EMPTY
+    return next((why for code, why in ((412, _REPLACED), (404, _NO_KEY), (403, _DENIED), (416, _EMPTY))
+                 if _status(text, code)), None)
 
 
 class RemoteObject(ByteStore):
