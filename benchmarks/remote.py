@@ -609,6 +609,11 @@ def build(workdir: Path, parts: int, layout: str) -> Path:
     return out
 
 
+def cached_metadata(work: Path) -> Path:
+    """Where the runs' cache folder keeps remote objects' HDF5 metadata (a ``url`` row empties it first)."""
+    return work / "cache" / "hdf5-metadata"
+
+
 def env_for(endpoint: str, work: Path) -> dict:
     """The environment of every process that reads the bucket: the standard AWS variables, and the
     benchmark's own cache folder (``WORKDIR/cache``: parsed topology, remote objects' metadata)."""
@@ -707,7 +712,7 @@ def write_commands(work: Path, stores: dict, workloads, executors, layouts, side
                     if side == "local":
                         lines = [shlex.join(run_cmd(workload, executor, str(path), out))]
                     elif side == "url":   # as a first run on the object: no cached metadata
-                        lines = [shlex.join(["rm", "-rf", str(work / "cache" / "hdf5-metadata")]),
+                        lines = [shlex.join(["rm", "-rf", str(cached_metadata(work))]),
                                  shlex.join(run_cmd(workload, executor, url, out))]
                     elif side == "url-warm":   # as a later run (its first run fills the cache)
                         lines = [shlex.join(run_cmd(workload, executor, url, out))]
@@ -920,10 +925,9 @@ def main(argv: list[str] | None = None) -> int:
                             if local_read is not None:
                                 row["read_mb"] = local_read / 1e6
                         elif side in ("url", "url-warm"):
-                            metadata = work / "cache" / "hdf5-metadata"
                             if side == "url":   # as a first run on the object
-                                shutil.rmtree(metadata, ignore_errors=True)
-                            elif not metadata.exists():   # as a later one: a first run fills the cache
+                                shutil.rmtree(cached_metadata(work), ignore_errors=True)
+                            else:   # as a later one: a first run, untimed, fills the cache for this object
                                 timed(run_cmd(workload, executor, url, out), env)
                                 proxy.reset()
                             row["wall"] = timed(run_cmd(workload, executor, url, out), env)
