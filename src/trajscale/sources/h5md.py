@@ -193,6 +193,13 @@ class H5MDSource(Source):
         self._meta: FrameMeta | None = None
         self._meta_start = 0
         self.bytes_read = 0
+        if self._remote is not None and self._prepares and self._fh.cached is None:
+            # box, time and step, read with the first frame (a run's reference): fetched meanwhile
+            from ..storage.hdf5 import fetch_ahead
+
+            paths = [axis.path for axis in (self.info.time, self.info.step) if axis.path is not None]
+            fetch_ahead(self._fh, [self.file[p] for p in paths]
+                        + ([self._box] if self._periodic and self.info.box_time_dependent else []))
 
     @classmethod
     def guess_format(cls, path: str) -> str | None:

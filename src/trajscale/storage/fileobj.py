@@ -66,6 +66,29 @@ def btree_children(node: bytes, sizeof_addr: int, file_size: int) -> list[int]:
     return []
 
 
+def chunk_index_root(header: bytes, sizeof_addr: int) -> int | None:
+    """The address of a chunked dataset's chunk index (the root of its B-tree) from the first bytes of its
+    version-1 object header, or None for any other header or layout (a version-2 header, a layout message
+    past the header's first block, a contiguous or compact dataset)."""
+    if len(header) < 16 or header[0] != 1:
+        return None
+    end = min(len(header), 16 + int.from_bytes(header[8:12], "little"))
+    at = 16   # (messages start 8-aligned after the 12-byte prefix)
+    while at + 8 <= end:
+        kind, size = int.from_bytes(header[at:at + 2], "little"), int.from_bytes(header[at + 2:at + 4], "little")
+        body = header[at + 8:at + 8 + size]
+        if kind == 8 and len(body) == size:   # the data layout message
+            if len(body) >= 3 + sizeof_addr and body[0] == 3 and body[1] == 2:
+                addr = int.from_bytes(body[3:3 + sizeof_addr], "little")
+            elif len(body) >= 8 + sizeof_addr and body[0] in (1, 2) and body[2] == 2:
+                addr = int.from_bytes(body[8:8 + sizeof_addr], "little")
+            else:
+                return None
+            return None if addr == (1 << 8 * sizeof_addr) - 1 else addr   # (all ones: not yet allocated)
+        at += 8 + size
+    return None
+
+
 class CachingFile(io.RawIOBase):
     """A seekable, read-only file over ``store`` whose reads go through a cache of whole blocks."""
 
@@ -120,13 +143,13 @@ class CachingFile(io.RawIOBase):
         for a, b in merged:
             if total + b - a > max_bytes:
                 continue
-            data = self._held(a, b)
+            data = self.held(a, b)
             if data is not None:
                 out.append([a, base64.b64encode(data).decode("ascii")])
                 total += b - a
         return out
 
-    def _held(self, start: int, stop: int) -> bytes | None:
+    def held(self, start: int, stop: int) -> bytes | None:
         """Bytes ``[start, stop)`` if this file object holds them all (known pieces or cached blocks)."""
         data = self._from_known(start, stop)
         if data is not None:
@@ -208,21 +231,36 @@ class CachingFile(io.RawIOBase):
         children now, together: HDF5 walks them one after another, a round trip each (a default-layout
         store's leaves lie between its chunks, one every ~100 MB). Only a hint: what HDF5 then asks for is
         read as always, from these blocks where they came."""
-        kids = btree_children(node, self._sizeof_addr(), self.store.size)
-        if not kids or not hasattr(self.store, "prefetch"):
+        self.fetch_ahead([(a, a + 1) for a in btree_children(node, self.sizeof_addr(), self.store.size)])
+
+    def fetch_ahead(self, ranges: list[tuple[int, int]]) -> None:
+        """Start fetching, together, the blocks holding byte ranges ``ranges`` that are not held, known or
+        already on their way: a hint of what HDF5 will read next, which then comes from these blocks."""
+        size = self.store.size
+        if not hasattr(self.store, "prefetch"):
             return
+        wanted = {k for a, b in ranges if 0 <= a < min(b, size) and self.held(a, min(b, size)) is None
+                  for k in range(a // self.block, (min(b, size) - 1) // self.block + 1)}
         with self._lock:
-            wanted = sorted({a // self.block for a in kids} - self._blocks.keys() - self._ahead_blocks)
+            wanted = sorted(wanted - self._blocks.keys() - self._ahead_blocks)
             self._ahead_blocks.update(wanted)
-        wanted = [k for k in wanted if not self.covers(k * self.block, min(self.store.size, (k + 1) * self.block))]
         if wanted:
-            size = self.store.size
             self.store.prefetch([(k * self.block, min(size, (k + 1) * self.block)) for k in wanted])
 
-    def _sizeof_addr(self) -> int:
+    def chunk_index_root(self, header_addr: int) -> int | None:
+        """The chunk index root of the dataset whose object header is at ``header_addr``, from the header's
+        bytes if they are held (never fetched); None otherwise (:func:`chunk_index_root`)."""
+        head = self.held(header_addr, min(self.store.size, header_addr + 16))
+        if head is None or len(head) < 16:
+            return None
+        end = header_addr + 16 + int.from_bytes(head[8:12], "little")
+        body = self.held(header_addr, min(self.store.size, end))
+        return None if body is None else chunk_index_root(body, self.sizeof_addr())
+
+    def sizeof_addr(self) -> int:
         """The file's "size of offsets" from its superblock (8 where it cannot be told)."""
         if self._addr_size is None:
-            head = self._held(0, 16) if self.store.size >= 16 else None
+            head = self.held(0, 16) if self.store.size >= 16 else None
             self._addr_size = 8
             if head is not None and head[:8] == HDF5_MAGIC:
                 at = 13 if head[8] in (0, 1) else 9   # superblock versions 0-1, 2-3
