@@ -281,18 +281,26 @@ def test_costs_are_what_the_remote_reader_fetches(stores, name):
 
 
 @pytest.mark.cli
-def test_inspect_remote_costs(stores, adk_water):
+def test_inspect_remote_costs(stores, adk_water, tmp_path):
+    import json
+    import shutil
+
     r = run_cli("inspect", stores["frame"], "--remote-costs", "--pattern", "atoms:name CA",
                 "--topology", adk_water["tpr"])
     assert r.returncode == 0, r.stderr
     assert "over the network" in r.stdout and "atoms:name CA (214 atoms), all 30 frames" in r.stdout
-    assert "--layout remote` gathers it" in r.stdout   # frame chunks: the chunk index lies past the data
-    r = run_cli("inspect", stores["remote"], "--remote-costs", "--json")
-    import json
-
-    facts = json.loads(r.stdout)
-    assert facts["remote_costs"]["opening"]["metadata"]["requests"] == 1
-    assert facts["remote_costs"]["patterns"]["one frame"]["requests"] == 1
+    # a default-layout store keeps its structure before its frames (its per-atom datasets are created last)
+    for name in ("remote", "frame"):
+        facts = json.loads(run_cli("inspect", stores[name], "--remote-costs", "--json").stdout)
+        assert facts["remote_costs"]["opening"]["metadata"]["requests"] == 1, name
+        assert facts["remote_costs"]["patterns"]["one frame"]["requests"] == 1, name
+    # a header grown after the frames were written (an attribute a user added) lies past them
+    spread = tmp_path / "spread.h5md"
+    shutil.copy(stores["frame"], spread)
+    with h5py.File(spread, "a") as f:
+        f["particles/all/position/value"].attrs["note"] = "x" * 60_000
+    r = run_cli("inspect", str(spread), "--remote-costs")
+    assert "--layout remote` gathers it" in r.stdout, r.stdout
 
 
 @pytest.mark.mpi
@@ -344,3 +352,31 @@ def test_inspect_url_costs_equal_the_local_files(stores, tmp_path):
         assert remote["opening"]["metadata"]["requests"] == 1   # the remote layout: one request
     finally:
         server.stop()
+
+
+def _headers_and_frames(path) -> tuple[dict[str, int], int]:
+    """Every object's header address (h5py's object number), and the byte where the positions' storage
+    begins."""
+    with h5py.File(path, "r") as f:
+        headers = {}
+
+        def visit(name, obj):
+            headers[name] = h5py.h5g.get_objinfo(obj.id).objno[0]
+        f.visititems(visit)
+        return headers, f["particles/all/position/value"].id.get_chunk_info(0).byte_offset
+
+
+@pytest.mark.cli
+def test_a_default_layout_store_keeps_its_structure_before_its_frames(adk_water, tmp_path):
+    """convert (the writer) and rechunk (the copy) create the per-atom datasets after every other object,
+    so no object header lies beyond the frames' storage (allocated as the datasets are created)."""
+    trajs = [adk_water["xtc"]] * 3
+    written = tmp_path / "written.h5md"
+    assert run_cli("convert", adk_water["tpr"], *trajs, "-o", str(written), "-q").returncode == 0
+    copied = tmp_path / "copied.h5md"
+    assert run_cli("rechunk", str(written), "-o", str(copied), "--chunks", "2", "-q").returncode == 0
+    for path in (written, copied):
+        headers, frames = _headers_and_frames(path)
+        assert {"particles/all/mass", "particles/all/segid", "particles/all/box/edges/time"} <= set(headers)
+        late = {name: at for name, at in headers.items() if at > frames and name != "particles/all/position/value"}
+        assert not late, (path.name, frames, late)

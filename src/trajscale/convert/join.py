@@ -44,7 +44,7 @@ def copy_structure(src: h5py.File, dst: h5py.File,
     copy_attrs(src, dst)
 
     def walk(sg: h5py.Group, dg: h5py.Group) -> None:
-        for name in sg:
+        for name in sorted(sg, key=lambda name: _holds_frames(sg, name)):
             link = sg.get(name, getlink=True)
             if isinstance(link, (h5py.SoftLink, h5py.ExternalLink)):
                 dg[name] = link
@@ -70,6 +70,17 @@ def copy_structure(src: h5py.File, dst: h5py.File,
 
     walk(src, dst)
     return series
+
+
+def _holds_frames(group: h5py.Group, name: str) -> bool:
+    """True for an element group of per-atom frames (``position/value``, ...): copied after its siblings,
+    since its storage may be allocated as it is created (``early_allocation``) and whatever is created
+    after it then lies beyond it; so the file's structure stays in its first kilobytes."""
+    if not isinstance(group.get(name, getlink=True), h5py.HardLink):
+        return False
+    obj = group[name]
+    value = obj.get("value") if isinstance(obj, h5py.Group) else None
+    return isinstance(value, h5py.Dataset) and value.ndim == 3
 
 
 def is_time_series(obj) -> bool:

@@ -9,7 +9,8 @@ instant, and whether the writer has said the file is finished.
   is whole. The file is opened afresh at each poll (HDF5 caches metadata per
   open) without HDF5's file lock, which the writer holds. A writer that closes
   normally sets the root attribute ``trajscale_complete``
-  (:data:`~trajscale.store.writer.COMPLETE_ATTR`); a killed one never does.
+  (:data:`~trajscale.store.writer.COMPLETE_ATTR`, false until then) to true; a
+  killed one never does.
 * XTC/TRR: the frames whose every byte is in the file (the compiled header scan
   of :mod:`._xdr` in its mode for growing files, which ends at the frame being
   appended, whatever byte the writer has reached in it). These formats

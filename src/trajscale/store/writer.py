@@ -93,6 +93,9 @@ class H5MDWriter:
         self.file = open_h5(path, "w", driver=driver, comm=comm, **({"info": mpi_info} if mpi_info else {}),
                             **self.layout.file_kwargs())
         f = self.file
+        # False until this writer closes (a follower waits for True): made now, so that setting it changes
+        # its value in place, and the root group's header does not grow into a block at the file's end
+        f.attrs[COMPLETE_ATTR] = False
         h5md = f.create_group("h5md")
         h5md.attrs["version"] = np.array([1, 1], dtype=np.int32)
         h5md.create_group("author").attrs["name"] = author
@@ -100,30 +103,19 @@ class H5MDWriter:
         creator.attrs["name"] = "trajscale"
         creator.attrs["version"] = _version.version()
         pg = self._pg = f.create_group(f"particles/{group}")
-        first = None
         #: attributes of lossy positions (store.codecs), None when lossless
         self._lossy = None if precision is None else lossy_attrs_for(
             precision, encoding, self.units["position"], self._factors["position"])
         self._codec = None   # delta coding (store.codecs), planned from the reference or the first frame
-        for fl in self.fields:
-            el = pg.create_group(fl)
-            el.create_dataset("value", **self._dataset_kw(),
-                              dtype=stored_dtype(self._lossy) if fl == "position" else np.float32)
-            el["value"].attrs["unit"] = self.units[fl]
-            if fl == "position" and self._lossy:
-                el["value"].attrs.update(self._lossy)
-                if self._lossy["trajscale_encoding"] != "floats":
-                    self._plan_codec(None if reference is None else self.in_file_units(reference, fl))
-            if first is None:
-                # Always resizable: they grow only when a frame is complete (commit).
-                el.create_dataset("step", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(1024,))
-                el.create_dataset("time", shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(1024,))
-                el["time"].attrs["unit"] = self.units["time"]
-                first = el
-            else:   # one step/time shared by all elements: hard links, as the spec allows
-                el["step"] = first["step"]
-                el["time"] = first["time"]
-        self._pg = pg
+        elements = [pg.create_group(fl) for fl in self.fields]
+        first = elements[0]
+        # Always resizable: they grow only when a frame is complete (commit).
+        first.create_dataset("step", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(1024,))
+        first.create_dataset("time", shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(1024,))
+        first["time"].attrs["unit"] = self.units["time"]
+        for el in elements[1:]:   # one step/time shared by all elements: hard links, as the spec allows
+            el["step"] = first["step"]
+            el["time"] = first["time"]
         # The spec (and MDAnalysis) require a box group; without periodicity it
         # says so in ``boundary`` and has no edges.
         b = pg.create_group("box")
@@ -138,13 +130,26 @@ class H5MDWriter:
             e["value"].attrs["unit"] = self.units["box"]
             e["step"] = first["step"]
             e["time"] = first["time"]
-        for name, arr in (("species", species), ("mass", masses), ("charge", charges), ("id", ids),
-                          ("resid", resids)):
-            if arr is not None:
-                pg.create_dataset(name, data=np.asarray(arr))
-        for name, arr in (("name", names), ("resname", resnames), ("segid", segids)):
-            if arr is not None:
-                pg.create_dataset(name, data=np.asarray(arr, dtype="S"))
+        topology = {name: np.asarray(arr, dtype="S" if name in ("name", "resname", "segid") else None)
+                    for name, arr in (("species", species), ("mass", masses), ("charge", charges), ("id", ids),
+                                      ("resid", resids), ("name", names), ("resname", resnames),
+                                      ("segid", segids)) if arr is not None}
+        for name, arr in topology.items():   # (their bytes are written last, below)
+            pg.create_dataset(name, shape=arr.shape, dtype=arr.dtype)
+        # The per-atom datasets after every other object: their storage is allocated as they are created
+        # (_dataset_kw), and an object created after them would lie beyond it, at the file's end. So the
+        # file's structure is in its first kilobytes, where a reader over the network finds it in one
+        # request; the topology's bytes follow the frames.
+        for fl, el in zip(self.fields, elements, strict=True):
+            el.create_dataset("value", **self._dataset_kw(),
+                              dtype=stored_dtype(self._lossy) if fl == "position" else np.float32)
+            el["value"].attrs["unit"] = self.units[fl]
+            if fl == "position" and self._lossy:
+                el["value"].attrs.update(self._lossy)
+                if self._lossy["trajscale_encoding"] != "floats":
+                    self._plan_codec(None if reference is None else self.in_file_units(reference, fl))
+        for name, arr in topology.items():
+            pg[name][...] = arr
 
     @classmethod
     def reopen(cls, path: str | os.PathLike, n_written: int, n_frames: int | None = None, *,
@@ -159,7 +164,7 @@ class H5MDWriter:
         self = cls.__new__(cls)
         self.file = f = open_h5(path, "r+", driver=driver, comm=comm, **({"info": mpi_info} if mpi_info else {}))
         if COMPLETE_ATTR in f.attrs:   # written to again: no longer complete until this writer closes
-            del f.attrs[COMPLETE_ATTR]
+            f.attrs.modify(COMPLETE_ATTR, False)
         try:
             (self.group,) = f["particles"].keys()
             pg = self._pg = f[f"particles/{self.group}"]
@@ -382,7 +387,7 @@ class H5MDWriter:
                     if ds.shape[0] != self.n_written:
                         ds.resize(self.n_written, axis=0)
             if not abandoned:   # a follower (trajscale run --follow) ends here; a killed writer never says it
-                self.file.attrs[COMPLETE_ATTR] = True
+                self.file.attrs.modify(COMPLETE_ATTR, True)
             self.file.close()
 
     def __enter__(self) -> H5MDWriter:
