@@ -27,8 +27,9 @@ Workloads (each a whole process, the way a user runs it):
 * ``rmsd``: ``trajscale run rmsd TPR TRAJ`` (CA atoms, the default selection);
 * ``rmsf``: ``trajscale run rmsf TPR TRAJ --select all`` (every atom);
 * ``mean``: ``trajscale.open_dataset(None, TRAJ, chunks={}).positions.astype("float64").mean("frame")``, the
-  lazy array mean, computed by Dask's synchronous scheduler (serial) or its processes scheduler
-  (``processes2``: 2 worker processes).
+  lazy array mean, computed by Dask's synchronous scheduler (serial), its processes scheduler
+  (``processes2``: 2 worker processes) or its threaded scheduler, Dask's default (``threads2``: 2
+  threads; for ``rmsd`` and ``rmsf``, ``--executor threads -n 2``).
 
 Sides: ``local`` (trajscale on the local file, no network), ``url`` (trajscale on ``s3://bucket/key``
 through the proxy, as a first run on the object: the cached HDF5 metadata of earlier runs removed first),
@@ -86,7 +87,8 @@ mean = ds.positions.astype("float64").mean("frame")
 if executor == "serial":
     m = mean.compute(scheduler="synchronous")
 else:
-    m = mean.compute(scheduler="processes", num_workers=int(executor[len("processes"):]))
+    kind = executor.rstrip("0123456789")
+    m = mean.compute(scheduler=kind, num_workers=int(executor[len(kind):]))
 np.save(out, m.values)
 """
 
@@ -631,7 +633,8 @@ def run_cmd(workload: str, executor: str, traj: str, out: Path) -> list[str]:
 
     if workload == "mean":
         return [sys.executable, "-c", MEAN, traj, str(out), executor]
-    ex = ["--executor", "serial"] if executor == "serial" else ["--executor", "processes", "-n", executor[-1]]
+    kind = executor.rstrip("0123456789")   # serial, processesN, threadsN
+    ex = ["--executor", "serial"] if kind == "serial" else ["--executor", kind, "-n", executor[len(kind):]]
     sel = ["--select", "all"] if workload == "rmsf" else []
     return [sys.executable, "-m", "trajscale.cli.main", "run", workload, TPR, traj, *sel, *ex, "--out", str(out),
             "--report", str(out.with_suffix(".json")), "--overwrite", "-q"]
