@@ -14,9 +14,10 @@ Location: ``$TRAJSCALE_CACHE_DIR/topologies`` (default
 ``$XDG_CACHE_HOME/trajscale/topologies``, ``~/.cache/trajscale/topologies`` without it);
 ``TRAJSCALE_TOPOLOGY_CACHE=0`` turns it off.
 
-Loading an entry unpickles it, which can run code: the folder is created
-0700, and a folder or entry that another user owns, or that group or others
-may write, is never loaded (one warning, then the topology is parsed).
+Loading an entry unpickles it, which can run code: entries are kept as every
+trajscale cache's (:mod:`trajscale.cache_files`: a 0700 folder, never read
+through a link), and a folder or entry that another user owns, or that group
+or others may write, is never loaded (one warning, then the topology is parsed).
 """
 
 from __future__ import annotations
@@ -25,17 +26,17 @@ import hashlib
 import logging
 import os
 import pickle
-import re
 from pathlib import Path
 
-from ..util import cache_root, why_untrusted
+from ..cache_files import read as read_entry
+from ..cache_files import write as write_entry
+from ..util import cache_root
 
 log = logging.getLogger(__name__)
 
 MAX_ENTRIES = 32   # least recently used entries beyond this are removed
 #: Entries hold the Topology with MDAnalysis's guessed attributes (types, masses) added.
 ENTRY_FORMAT = "parsed+guessed"
-_ENTRY_NAME = re.compile(r"^[0-9a-f]{32}\.pkl$")   # finished entries; temporaries start with "."
 _warned: set[str] = set()
 
 
@@ -63,47 +64,16 @@ def _warn_once(path, why: str) -> None:
                     "parsing the topology instead", path, why)
 
 
-def _safe_folder(folder: Path, create: bool) -> bool:
-    """True if ``folder`` is ours and closed to others (created 0700 when ``create``)."""
-    if create and not folder.exists():
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            folder.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
-    try:
-        st = os.stat(folder)
-    except FileNotFoundError:
-        return False
-    why = why_untrusted(st)
-    if why:
-        _warn_once(folder, why)
-    return why is None
-
-
 def load(topology: str, kw: dict):
     """The cached ``Topology`` of ``topology``, or None (no entry, unreadable, unsafe, or cache off)."""
     if not enabled():
         return None
     path = _entry(topology, kw)
-    try:
-        if not _safe_folder(path.parent, create=False):
-            return None
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:   # e.g. a symlink planted under an entry's name
-        _warn_once(path, f"cannot open it safely ({exc.strerror})")
+    data = read_entry(path, untrusted=_warn_once)
+    if data is None:
         return None
     try:
-        with os.fdopen(fd, "rb") as fh:
-            why = why_untrusted(os.fstat(fh.fileno()))
-            if why:
-                _warn_once(path, why)
-                return None
-            top = pickle.load(fh)
-        os.utime(path)   # recently used
-        return top
+        return pickle.loads(data)
     except Exception as exc:   # noqa: BLE001 - a damaged or foreign entry (unpickling may raise anything) is a miss
         log.debug("ignoring topology cache entry %s: %s", path, exc)
         return None
@@ -111,36 +81,6 @@ def load(topology: str, kw: dict):
 
 def store(topology: str, kw: dict, parsed) -> None:
     """Cache the parsed ``Topology`` of ``topology``; failures only cost the cache."""
-    if not enabled():
-        return
-    import tempfile  # only a run that writes an entry needs it (with shutil, bz2, lzma, random)
-
-    path = _entry(topology, kw)
-    try:
-        if not _safe_folder(path.parent, create=True):
-            return
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pkl")   # mode 0600
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(parsed, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-        _prune(path.parent)
-    except Exception as exc:   # noqa: BLE001 - a cache that cannot be written is only a miss next time
-        log.debug("could not cache the topology of %s: %s", topology, exc)
-
-
-def _prune(folder: Path) -> None:
-    """Remove the least recently used finished entries; another writer's temporary is never touched."""
-    entries = []
-    for p in folder.iterdir():
-        if _ENTRY_NAME.match(p.name):
-            try:
-                entries.append((p.stat().st_mtime, p))
-            except FileNotFoundError:   # pruned by another process meanwhile
-                continue
-    entries.sort(reverse=True)
-    for _, old in entries[MAX_ENTRIES:]:
-        old.unlink(missing_ok=True)
+    if enabled():
+        write_entry(_entry(topology, kw), lambda fh: pickle.dump(parsed, fh, protocol=pickle.HIGHEST_PROTOCOL),
+                          f"the topology of {topology}", max_entries=MAX_ENTRIES, untrusted=_warn_once)

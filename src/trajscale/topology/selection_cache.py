@@ -19,8 +19,9 @@ or on another library (``smarts``, ``aromatic``) are never cached: they are
 evaluated by MDAnalysis on the trajectory's first frame every time.
 
 Location: ``$TRAJSCALE_CACHE_DIR/selections`` (default
-``~/.cache/trajscale/selections``), with the topology cache's rules: a 0700
-folder, entries that another user owns or others may write are ignored, and
+``~/.cache/trajscale/selections``), kept as every trajscale cache's
+(:mod:`trajscale.cache_files`): a 0700 folder, entries that another user owns
+or others may write are ignored (one warning), and
 ``TRAJSCALE_TOPOLOGY_CACHE=0`` turns both caches off.  Entries are JSON (no
 pickles: reading one runs no code).
 """
@@ -32,20 +33,20 @@ import functools
 import hashlib
 import json
 import logging
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 
-from ..util import file_identity, why_untrusted
+from ..cache_files import read as read_entry
+from ..cache_files import write as write_entry
+from ..util import file_identity
 from . import parsed_cache
 
 log = logging.getLogger(__name__)
 
 FORMAT = 1
-MAX_ENTRIES = 64   # least recently written entries beyond this are removed
-_ENTRY_NAME = re.compile(r"^[0-9a-f]{32}\.json$")
+MAX_ENTRIES = 64   # least recently used entries beyond this are removed
 
 #: Selection keywords whose result depends on coordinates or on a library other than MDAnalysis.
 UNCACHEABLE = frozenset({"around", "point", "sphzone", "sphlayer", "isolayer", "cyzone", "cylayer", "prop",
@@ -111,65 +112,24 @@ def load(key: dict) -> dict:
     """The entry for ``key`` (``{"n_atoms": ..., "selections": {...}}``), or a new empty one."""
     empty = {"key": key, "n_atoms": None, "selections": {}}
     path = _path(key)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return empty
-    except OSError as exc:   # e.g. a symlink planted under an entry's name
-        parsed_cache._warn_once(path, f"cannot open it safely ({exc.strerror})")
+    data = read_entry(path, untrusted=parsed_cache._warn_once)
+    if data is None:
         return empty
     try:
-        with os.fdopen(fd, "rb") as fh:
-            why = why_untrusted(os.fstat(fh.fileno()))
-            if why is None:   # the folder is checked only when something was found in it
-                why = why_untrusted(os.stat(path.parent))
-            if why:
-                parsed_cache._warn_once(path, why)
-                return empty
-            entry = json.loads(fh.read())
-        if entry.get("key") != key:   # a hash collision or a damaged entry: never served
-            return empty
-        return entry
-    except (OSError, ValueError, TypeError) as exc:   # a damaged entry is only a cache miss
+        entry = json.loads(data)
+    except ValueError as exc:   # a damaged entry is only a cache miss
         log.debug("ignoring selection cache entry %s: %s", path, exc)
         return empty
+    if not isinstance(entry, dict) or entry.get("key") != key:   # a hash collision or a damaged entry
+        return empty
+    return entry
 
 
 def store(entry: dict) -> None:
-    """Write ``entry`` (atomically); failures only cost the cache."""
-    import tempfile
-
-    path = _path(entry["key"])
-    try:
-        if not parsed_cache._safe_folder(path.parent, create=True):
-            return
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")   # mode 0600
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(entry, fh)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-        _prune(path.parent)
-    except Exception as exc:   # noqa: BLE001 - a full disk or a read-only home costs the cache only
-        log.debug("could not cache selections of %s: %s", entry["key"]["file"][0], exc)
-
-
-def _prune(folder: Path) -> None:
-    """Remove the least recently written entries; another writer's temporary is never touched."""
-    names = [n for n in os.listdir(folder) if _ENTRY_NAME.match(n)]
-    if len(names) <= MAX_ENTRIES:
-        return
-    entries = []
-    for n in names:
-        try:
-            entries.append((os.stat(folder / n).st_mtime, n))
-        except FileNotFoundError:
-            continue
-    entries.sort(reverse=True)
-    for _, old in entries[MAX_ENTRIES:]:
-        (folder / old).unlink(missing_ok=True)
+    """Write ``entry`` (whole); failures only cost the cache."""
+    write_entry(_path(entry["key"]), lambda fh: fh.write(json.dumps(entry).encode()),
+                      f"selections of {entry['key']['file'][0]}", max_entries=MAX_ENTRIES,
+                      untrusted=parsed_cache._warn_once)
 
 
 def selection_key(strings: tuple[str, ...]) -> str:

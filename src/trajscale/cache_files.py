@@ -1,0 +1,112 @@
+"""The entries of trajscale's on-disk caches (under :func:`~trajscale.util.cache_root`): parsed topologies,
+selections, and what reading a remote object learned (XTC offsets, HDF5 metadata).
+
+Every cache keeps its entries the same way, since a topology's entry is a pickle (loading it can run
+code) and every entry steers what a run reads:
+
+* read only through its own name, never through a link, and only when the file opened and its folder
+  are its owner's and no one else may write them (:func:`~trajscale.util.why_untrusted`); what is
+  checked is the file opened, not a name that could change in between;
+* written to a temporary name (``.tmp-*``, mode 0600) in a folder created 0700, then renamed: a reader
+  sees a whole entry or none;
+* each folder keeps at most so many entries or bytes: the entries used least recently go first (a
+  read marks an entry used), another writer's temporary is never touched;
+* a cache never fails a run: an entry that cannot be read is a miss, one that cannot be written is
+  skipped, both said at debug level (an untrusted entry as its cache chooses: the topology caches warn).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from .util import why_untrusted
+
+log = logging.getLogger(__name__)
+
+
+def _said(path: Path, why: str) -> None:
+    log.debug("not using the cache entry %s: %s", path, why)
+
+
+def read(path: Path, untrusted: Callable[[Path, str], None] = _said) -> bytes | None:
+    """The entry's bytes, the entry then marked as used; None where there is none, or it is a link, or it
+    or its folder is another user's or others may write it (``untrusted(path, why)`` is told)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:   # e.g. a link planted under the entry's name
+        untrusted(path, f"cannot open it safely ({exc.strerror})")
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            why = why_untrusted(os.fstat(fh.fileno())) or why_untrusted(os.stat(path.parent))
+            if why:
+                untrusted(path, why)
+                return None
+            data = fh.read()
+        os.utime(path)
+    except OSError as exc:
+        log.debug("cannot read the cache entry %s (%s)", path, exc)
+        return None
+    return data
+
+
+def write(path: Path, fill: Callable[[object], None], what: str, *, max_entries: int | None = None,
+          max_bytes: int | None = None, untrusted: Callable[[Path, str], None] = _said) -> None:
+    """Write an entry whole (``fill`` writes into the open binary file), then prune its folder to
+    ``max_entries`` entries and ``max_bytes`` bytes; skipped, said at debug level, where it cannot be
+    written (a full disk, a read-only home) or its folder is not trusted."""
+    import tempfile  # (with shutil, bz2, lzma, random: only a run that writes an entry imports them)
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        why = why_untrusted(os.stat(path.parent))
+        if why:
+            untrusted(path.parent, why)
+            return
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)   # mode 0600
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fill(fh)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except Exception as exc:   # noqa: BLE001 - what fills an entry may raise anything; the cache only misses
+        log.debug("%s was not written to the cache %s (%s)", what, path, exc)
+        return
+    log.debug("%s cached in %s", what, path)
+    prune(path.parent, keep=path, max_entries=max_entries, max_bytes=max_bytes)
+
+
+def prune(folder: Path, keep: Path | None = None, max_entries: int | None = None,
+          max_bytes: int | None = None) -> None:
+    """Remove the entries of ``folder`` used least recently until at most ``max_entries`` and
+    ``max_bytes`` remain (``keep``, the entry just written, stays)."""
+    entries = []
+    with contextlib.suppress(OSError), os.scandir(folder) as it:
+        for e in it:
+            if not e.name.startswith(".") and e.is_file(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    st = e.stat(follow_symlinks=False)
+                    entries.append((st.st_mtime, st.st_size, Path(e.path)))
+    count, total = len(entries), sum(size for _, size, _ in entries)
+    for _, size, path in sorted(entries):
+        if (max_entries is None or count <= max_entries) and (max_bytes is None or total <= max_bytes):
+            break
+        if path != keep:
+            drop(path)
+            count, total = count - 1, total - size
+
+
+def drop(path: Path | None) -> None:
+    """Remove an entry found wrong (or pruned)."""
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.unlink()
