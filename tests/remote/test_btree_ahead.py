@@ -136,6 +136,15 @@ def test_a_chunk_index_root_is_read_from_the_object_header(tmp_path):
     assert chunk_index_root(data[flat:flat + 4096], 8) is None   # contiguous
     assert chunk_index_root(b"\x02" + data[chunked + 1:chunked + 4096], 8) is None   # not a version-1 header
     assert chunk_index_root(data[chunked:chunked + 20], 8) is None   # cut short
+    rng = np.random.default_rng(7)   # damaged headers and nodes: an address or nothing, never an error
+    header = bytearray(data[chunked:chunked + 512])
+    for _ in range(2000):
+        bad = bytearray(header)
+        for at in rng.integers(0, len(bad), 4):
+            bad[at] = int(rng.integers(0, 256))
+        got = chunk_index_root(bytes(bad[:int(rng.integers(0, len(bad)))]), 8)
+        assert got is None or 0 <= got < 2**64
+        assert isinstance(btree_children(b"TREE\x01\x01" + bytes(bad), 8, 10**9), list)
 
 
 @pytest.mark.cli

@@ -150,7 +150,7 @@ def fetch_ahead(fh: CachingFile, datasets) -> None:
                 ranges += [(c.byte_offset, c.byte_offset + c.size)
                            for c in map(ds.id.get_chunk_info, range(ds.id.get_num_chunks()))
                            if c.byte_offset is not None]
-        except (AttributeError, OSError, RuntimeError, ValueError):   # (an HDF5 without addresses; a damaged header)
+        except (AttributeError, IndexError, OSError, RuntimeError, ValueError):   # (no addresses; a damaged header)
             continue
     fh.fetch_ahead(ranges)
 
