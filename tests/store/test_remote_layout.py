@@ -380,3 +380,4 @@ def test_a_default_layout_store_keeps_its_structure_before_its_frames(adk_water,
         assert {"particles/all/mass", "particles/all/segid", "particles/all/box/edges/time"} <= set(headers)
         late = {name: at for name, at in headers.items() if at > frames and name != "particles/all/position/value"}
         assert not late, (path.name, frames, late)
+        assert max(headers.values()) < HEAD, (path.name, headers)   # all of them in a reader's first request

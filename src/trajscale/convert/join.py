@@ -41,6 +41,7 @@ def copy_structure(src: h5py.File, dst: h5py.File,
     """
     seen: dict = {}
     series: list[str] = []
+    later: list[tuple[h5py.Dataset, h5py.Dataset]] = []   # (source, copy) whose bytes are written last
     copy_attrs(src, dst)
 
     def walk(sg: h5py.Group, dg: h5py.Group) -> None:
@@ -63,13 +64,32 @@ def copy_structure(src: h5py.File, dst: h5py.File,
             if ds is not None:
                 series.append(ds.name)
             else:
-                if name not in dg:   # (a series made already may have written a sibling: its codes)
+                if name in dg:   # (a series made already may have written a sibling: its codes)
+                    pass
+                elif _bytes_last(obj):
+                    copy_attrs(obj, dg.create_dataset(name, shape=obj.shape, dtype=obj.dtype))
+                    later.append((obj, dg[name]))
+                else:
                     sg.copy(obj, dg, name=name)
                 ds = dg[name]
             seen[obj.id] = ds.name
 
     walk(src, dst)
+    for obj, ds in later:
+        ds[...] = obj[...]
     return series
+
+
+#: Most bytes of a dataset whose copy is written after the rest of the structure (a topology's arrays).
+LATER_BYTES = 64 * 1024**2
+
+
+def _bytes_last(obj: h5py.Dataset) -> bool:
+    """A contiguous array (a topology's masses, names, ...) whose bytes are written after the structure and
+    the series' storage, so they do not push the per-atom datasets' headers out of the file's first
+    kilobytes."""
+    return obj.ndim >= 1 and obj.id.get_create_plist().get_layout() == h5py.h5d.CONTIGUOUS \
+        and obj.id.get_storage_size() <= LATER_BYTES
 
 
 def _holds_frames(group: h5py.Group, name: str) -> bool:
