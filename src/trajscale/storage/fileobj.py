@@ -236,9 +236,9 @@ class CachingFile(io.RawIOBase):
     def fetch_ahead(self, ranges: list[tuple[int, int]]) -> None:
         """Start fetching, together, the blocks holding byte ranges ``ranges`` that are not held, known or
         already on their way: a hint of what HDF5 will read next, which then comes from these blocks."""
-        size = self.store.size
         if not hasattr(self.store, "prefetch"):
             return
+        size = self.store.size
         wanted = {k for a, b in ranges if 0 <= a < min(b, size) and self.held(a, min(b, size)) is None
                   for k in range(a // self.block, (min(b, size) - 1) // self.block + 1)}
         with self._lock:

@@ -115,7 +115,6 @@ def open_remote_h5(url: str, storage_options: dict | None, identity: list | None
                                   "the object may be truncated") from None
 
 
-
 #: Most chunks of a small dataset whose addresses are looked up to fetch them ahead.
 AHEAD_CHUNKS = 16
 #: Bytes fetched at a chunk index's root not yet read (a version-1 B-tree node of a rank-3 dataset's chunks
@@ -139,9 +138,9 @@ def fetch_ahead(fh: CachingFile, datasets) -> None:
                 continue
             # (the object header's address; H5Oget_info would walk the chunk index to tell its size)
             root = fh.chunk_index_root(h5py.h5g.get_objinfo(ds.id).objno[0])
-            node = None if root is None else fh.held(root, min(fh.store.size, root + INDEX_NODE_BYTES))
             if root is None:
                 continue
+            node = fh.held(root, min(fh.store.size, root + INDEX_NODE_BYTES))
             if node is None or node[:4] != b"TREE":
                 ranges.append((root, root + INDEX_NODE_BYTES))
             elif node[5] > 0:
