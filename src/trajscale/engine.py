@@ -174,7 +174,8 @@ def prepare_job(analysis: Analysis, topology, source: Source, frames: range, opt
     # (a pass of several analyses reads blocks its analyses traverse in turn while the processor's cache holds them)
     budget = min(int(options.max_block_bytes), analysis.cache_block_bytes or options.max_block_bytes)
     block_frames = max(1, int(budget) // (frame_bytes + analysis.block_bytes_per_frame(prep)))
-    return Job(analysis.get_config(), config, prep, block_frames, stride=frames.step), facts
+    return Job(analysis.get_config(), config, prep, block_frames, stride=frames.step,
+               reads_ahead=source.reads_ahead), facts
 
 
 def prepare(analysis: Analysis, topology, trajectory, options: RunOptions | None = None) -> tuple[Job, JobFacts]:

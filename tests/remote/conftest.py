@@ -165,10 +165,11 @@ class FlakyProxy:
     """An HTTP proxy in front of a server that answers the first try of every range request (up to
     ``failures`` of them) with 503 SlowDown (S3's throttling answer), drops its connection, or (``how="delay"``)
     holds it ``delay`` seconds before forwarding it (past the client's timeout); it forwards the rest.
-    ``every_try``: every try of a range fails, not only the first (a fault that persists)."""
+    ``every_try``: every try of a range fails, not only the first (a fault that persists). ``hold``: every
+    range GET waits this long before it is forwarded (a network's round trip)."""
 
     def __init__(self, upstream: str, failures: int, how: str = "slowdown", delay: float = 0.0,
-                 every_try: bool = False) -> None:
+                 every_try: bool = False, hold: float = 0.0) -> None:
         import http.client
         import http.server
         import threading
@@ -178,6 +179,8 @@ class FlakyProxy:
         state = {"left": failures, "lock": threading.Lock(), "seen": set()}
         self.gets = []   # (path, Range) of every GET received, in order: what a client asked of the server
         gets = self.gets
+        self.arrivals = []   # (time.time(), path, Range) of every GET, as it arrived
+        arrivals = self.arrivals
         self.flight = {"now": 0, "most": 0}   # GETs being answered at once, and the most there were
         flight = self.flight
 
@@ -193,6 +196,7 @@ class FlakyProxy:
                 if self.command == "GET":
                     with state["lock"]:
                         gets.append((self.path, self.headers.get("Range")))
+                        arrivals.append((time.time(), self.path, self.headers.get("Range")))
                         flight["now"] += 1
                         flight["most"] = max(flight["most"], flight["now"])
                 try:
@@ -204,6 +208,7 @@ class FlakyProxy:
 
             def _answer(self, body):
                 if self.command == "GET" and "Range" in self.headers:
+                    time.sleep(hold)
                     with state["lock"]:
                         key = (self.path, self.headers["Range"])
                         fail = state["left"] > 0 and (every_try or key not in state["seen"])

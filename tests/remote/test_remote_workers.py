@@ -216,6 +216,59 @@ def test_a_serial_run_reads_ahead_across_tasks_and_each_task_counts_its_own_byte
     assert sum(t["requests"] for t in tasks) + got["remote"]["meta"]["fetched_prepare"]["requests"] == seen
 
 
+def _chunk_frames(local: str) -> dict[int, int]:
+    """Byte offset of each stored positions chunk -> its first frame (h5py's chunk index, not trajscale's)."""
+    with h5py.File(local) as f:
+        ds = f[POSITIONS]
+        return {(info := ds.id.get_chunk_info(i)).byte_offset: info.chunk_offset[0]
+                for i in range(ds.id.get_num_chunks())}
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("executor", ["processes", "threads", pytest.param("mpi", marks=pytest.mark.mpi)])
+def test_a_worker_fetches_its_next_tasks_first_block_while_it_maps_the_last(s3_server, adk_stores, tmp_path,
+                                                                           executor):
+    """Two workers from S3 through a proxy that holds each range request 0.2 s, as a round trip: where a
+    worker runs two tasks in turn (a pool hands 10 tasks to 2 workers in runs of two; 2 MPI ranks hold 2 of 4
+    tasks each), the second task's frames are asked for before the first task has ended (while it waits
+    for its own), not a round trip after; the CSV is the local file's."""
+    from .conftest import FlakyProxy
+
+    local, url, _ = adk_stores["frame_gzip"]   # one frame a chunk: each request is one frame's
+    chunk_frame = _chunk_frames(local)
+    n_tasks = 4 if executor == "mpi" else 10
+    args = ["run", "rmsd", TPR, url, "--select", "name CA", "--tasks", str(n_tasks),
+            "--out", str(tmp_path / "remote.csv"), "--report", str(tmp_path / "remote.json")]
+    proxy = FlakyProxy(s3_server.endpoint, failures=0, hold=0.2)
+    try:
+        env = {**s3_server.subprocess_env(), "AWS_ENDPOINT_URL": proxy.endpoint}
+        if executor == "mpi":
+            from tests.conftest import run_mpi
+
+            proc = run_mpi(2, ["-m", "trajscale.cli.main", *args, "--executor", "mpi"], env=env, timeout=300)
+        else:
+            proc = run_cli(*args, "--executor", executor, "-n", "2", env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        arrivals = list(proxy.arrivals)
+    finally:
+        proxy.close()
+    here = run_cli("run", "rmsd", TPR, local, "--select", "name CA", "--out", str(tmp_path / "local.csv"))
+    assert here.returncode == 0, here.stderr
+    assert (tmp_path / "remote.csv").read_bytes() == (tmp_path / "local.csv").read_bytes()
+    asked: dict[int, float] = {}   # frame -> when a request holding its chunk's start first arrived
+    for when, _, rng in arrivals:
+        lo, hi = (int(x) for x in rng.split("=")[1].split("-"))
+        for offset, frame in chunk_frame.items():
+            if lo <= offset <= hi:
+                asked.setdefault(frame, when)
+    tasks = {t["task"]: t for t in json.loads((tmp_path / "remote.json").read_text())["tasks"]}
+    assert len(tasks) == n_tasks
+    for k in range(0, n_tasks, 2):
+        first, then = tasks[k], tasks[k + 1]
+        assert then["worker"] == first["worker"], (first, then)
+        assert min(asked[f] for f in range(then["start"], then["stop"])) < first["t_end"], (first, then, asked)
+
+
 @pytest.mark.parametrize("store", ["gzip", "lossy"])
 def test_compressed_chunks_are_fetched_ahead_whole_and_decoded_as_the_local_files(s3_env, adk_stores, store):
     """A compressed store (gzip; lossy deltas under gzip): the chunks the next read decodes are fetched ahead,

@@ -15,6 +15,7 @@ import pickle
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -49,10 +50,15 @@ class Job:
     stride: int = 1
     #: The trajectory is still being written (a followed run's round): its file may be opened mid-flush.
     growing: bool = False
+    #: The source fetches a block ahead while the one before is mapped (a file behind a URL:
+    #: :attr:`~trajscale.sources.base.Source.reads_ahead`); a pool then hands its tasks out in runs
+    #: (:func:`task_runs`).
+    reads_ahead: bool = False
 
     def __repr__(self) -> str:   # the source's storage options may hold credentials
         return (f"Job(analysis={self.analysis!r}, source={redacted(self.source)!r}, prepared=..., "
-                f"block_frames={self.block_frames}, stride={self.stride}, growing={self.growing})")
+                f"block_frames={self.block_frames}, stride={self.stride}, growing={self.growing}, "
+                f"reads_ahead={self.reads_ahead})")
 
 
 # One open Source per thread of a process (one thread runs tasks in a worker process; the threads
@@ -314,6 +320,36 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None,
                         t_begin=t_begin, t_end=time.time(), t_start=t_start, t_ready=process_start() + t_start,
                         cpus=cpus, affinity=affinity, **_fetched(net0, source.remote_stats()))
     return partial, timing
+
+
+def run_in_turn(job: Job, tasks: Sequence[tuple[int, FrameRange]], worker: str,
+                before: Callable[[int], None] | None = None) -> Iterator[tuple[int, tuple[object, TaskTiming]]]:
+    """:func:`run_task` for each ``(task, frames)`` in turn, each told the next one's frames (``then``: a
+    source behind a URL fetches its first block while the task before maps its last); ``before(task)``
+    is called before each.  Yields ``(task, (partial, timing))`` as each ends."""
+    for k, (task, frames) in enumerate(tasks):
+        if before is not None:
+            before(task)
+        then = tasks[k + 1][1] if k + 1 < len(tasks) else None
+        yield task, run_task(job, task, frames, worker, then=then)
+
+
+#: Runs of tasks per worker that a pool hands out for a source that reads ahead (:func:`task_runs`).
+RUNS_PER_WORKER = 2
+
+
+def task_runs(job: Job, ranges: list[FrameRange], n_workers: int) -> list[list[tuple[int, FrameRange]]]:
+    """The ``(task, frames)`` a pool's worker is handed at once.
+
+    One task at a time, the pool balancing them as workers free up; for a source that reads ahead
+    (``job.reads_ahead``) runs of consecutive tasks, about :data:`RUNS_PER_WORKER` a worker: a worker
+    that knows its next task fetches that task's first block while it maps the last one's
+    (:func:`run_in_turn`), instead of waiting a round trip at every task's start, and the pool still
+    balances the runs.
+    """
+    tasks = list(enumerate(ranges))
+    per = max(1, len(tasks) // (RUNS_PER_WORKER * max(1, n_workers))) if job.reads_ahead else 1
+    return [tasks[i:i + per] for i in range(0, len(tasks), per)]
 
 
 def _fetched(before: dict | None, after: dict | None) -> dict:

@@ -5,7 +5,7 @@ pickled through the pool's pipe: a job of a few kilobytes may travel with each
 task, but an all-atom reference (megabytes) would be pickled by the parent and
 unpickled by a worker once per task.  :func:`ship` writes a large job, pickled
 once, to a file in the pool's own folder and hands back a small
-:class:`JobFile` (path and digest) to submit instead; :func:`shipped_task`, the
+:class:`JobFile` (path and digest) to submit instead; :func:`shipped_tasks`, the
 worker's side, loads the job once and keeps the last one it loaded, keyed by
 its digest, for the run's next tasks (a reused pool's next run with another
 job has another digest).  Like :mod:`.startup`, imported by a worker before its
@@ -67,22 +67,20 @@ def _remove(path: str) -> None:
         pass
 
 
-def shipped_task(ref: JobFile, task: int, frames):
-    """One task of a pool worker whose job was shipped: the job loaded (once per run), then
-    :func:`~.startup.worker_task`."""
-    from .startup import worker_task
+def shipped_tasks(ref: JobFile, tasks):
+    """Tasks of a pool worker whose job was shipped: the job loaded (once per run), then
+    :func:`~.startup.worker_tasks`."""
+    from .startup import worker_tasks
 
-    return worker_task(_load(ref, task, frames), task, frames)
+    return worker_tasks(_load(ref, *tasks[0]), tasks)
 
 
 def _load(ref: JobFile, task: int, frames):
     if _LOADED and _LOADED[0] == ref.digest:
         return _LOADED[1]
-    from .startup import _MARKS
+    from .startup import note_task
 
-    if _MARKS:   # noted before loading, as for the task itself: a worker that dies meanwhile names its frames
-        with open(os.path.join(_MARKS[0], str(os.getpid())), "w") as fh:
-            fh.write(str(task))
+    note_task(task)   # noted before loading, as for the task itself: a worker that dies meanwhile names its frames
     _LOADED.clear()   # the previous run's job goes before this one is loaded
     try:
         with open(ref.path, "rb") as fh:

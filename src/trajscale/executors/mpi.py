@@ -167,11 +167,13 @@ class MPIExecutor(Executor):
                 progress = comm.bcast(bool(progress), root=0)   # rank 0 decides; every rank must agree
                 partials, timings = Fold(analysis), []   # this rank's tasks reduced as they end
                 with _RankProgress(comm, len(ranges), progress) as bar:
-                    for i in mine:
+                    for k, i in enumerate(mine):
                         if stop_requested():
                             break
                         current = ranges[i]
-                        partial, timing = run_task(job, i, ranges[i], worker, comm)
+                        # a rank knows its next task: a source behind a URL fetches its first block meanwhile
+                        then = ranges[mine[k + 1]] if k + 1 < len(mine) else None
+                        partial, timing = run_task(job, i, ranges[i], worker, comm, then=then)
                         partials.add(partial)
                         timings.append(timing)
                         bar.task_done()

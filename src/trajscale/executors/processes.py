@@ -26,9 +26,9 @@ from ..errors import TaskError
 from ..pools import as_completed_polling, choose_start_method, process_pool, stop_workers
 from ..progress import progress_bar
 from ..report.timing import host_and_pid
-from .base import Executor, Homecoming, Job, TaskResults, io_of, sendable
-from .jobfile import INLINE_BYTES, ship, shipped_task, unship
-from .startup import init_worker, task_imports, warm_up, worker_task
+from .base import Executor, Homecoming, Job, TaskResults, io_of, sendable, task_runs
+from .jobfile import INLINE_BYTES, ship, shipped_tasks, unship
+from .startup import init_worker, task_imports, warm_up, worker_tasks
 
 log = logging.getLogger(__name__)
 
@@ -105,25 +105,28 @@ class ProcessExecutor(Executor):
         shipped, futures = None, {}
         try:
             # A large job is written once for the run and each worker loads it once (jobfile.py);
-            # a small one travels with each task.
+            # a small one travels with each hand-out. A worker is handed one task, or a run of them
+            # where it can fetch ahead across its tasks (base.task_runs).
+            runs = task_runs(job, ranges, self.n_workers)
             if len(blob) > INLINE_BYTES:
                 shipped = ship(blob, self._marks or "")
-                futures = {pool.submit(shipped_task, shipped, i, r): i for i, r in enumerate(ranges)}
+                futures = {pool.submit(shipped_tasks, shipped, run): run for run in runs}
             else:
-                futures = {pool.submit(worker_task, job, i, r): i for i, r in enumerate(ranges)}
+                futures = {pool.submit(worker_tasks, job, run): run for run in runs}
             del blob
             # The pool starts its processes on submit; keep them to read exit codes if one dies.
             procs = dict(getattr(pool, "_processes", None) or {})
             home = Homecoming(job, len(ranges))
             with progress_bar(len(ranges), progress) as bar:
                 for fut in as_completed_polling(futures):
-                    i = futures.pop(fut)   # a future holds its result: let go of it once folded in
+                    run = futures.pop(fut)   # a future holds its results: let go of them once folded in
                     try:
-                        home.add(i, fut.result())
+                        for i, result in fut.result():
+                            home.add(i, result)
                     except BrokenProcessPool:
                         self._pool.shutdown(wait=True)   # joins the workers: exit codes are final
                         raise self._lost(ranges, home, procs) from None
-                    bar.update(1)
+                    bar.update(len(run))
         except BaseException:
             for fut in futures:
                 fut.cancel()

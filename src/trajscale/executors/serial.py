@@ -6,7 +6,7 @@ from ..block import FrameRange
 from ..progress import progress_bar
 from ..report.process import mark_ready
 from ..util import raise_if_stopped
-from .base import Executor, Homecoming, Job, TaskResults, close_cached_sources, io_of, run_task
+from .base import Executor, Homecoming, Job, TaskResults, close_cached_sources, io_of, run_in_turn
 
 
 class SerialExecutor(Executor):
@@ -27,10 +27,11 @@ class SerialExecutor(Executor):
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults:
         home = Homecoming(job, len(ranges))
         with progress_bar(len(ranges), progress) as bar:
-            for i, r in enumerate(ranges):
-                raise_if_stopped()   # a Ctrl-C the CLI recorded
-                then = ranges[i + 1] if i + 1 < len(ranges) else None   # read ahead across tasks too
-                home.add(i, run_task(job, i, r, self.root_worker, then=then))
+            # each task told the next (a source behind a URL reads ahead across tasks too); a Ctrl-C the
+            # CLI recorded is acted on between tasks
+            for i, result in run_in_turn(job, list(enumerate(ranges)), self.root_worker,
+                                         before=lambda _: raise_if_stopped()):
+                home.add(i, result)
                 bar.update(1)
         return home.results(io=io_of(self.source_options))
 

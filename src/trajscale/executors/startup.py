@@ -93,14 +93,19 @@ def read_starts(marks: str, n: int, timeout: float = 60.0) -> list[dict]:
     return out
 
 
-def worker_task(job, task: int, frames):
-    """One task of a pool worker: :func:`~trajscale.executors.base.run_task`, noted first in the marks folder."""
-    from .base import run_task
+def worker_tasks(job, tasks):
+    """Tasks of a pool worker, ``(task, frames)`` in turn: :func:`~trajscale.executors.base.run_in_turn`,
+    each noted first in the marks folder; their ``(task, (partial, timing))``."""
+    from .base import run_in_turn
 
+    return list(run_in_turn(job, tasks, f"pid {os.getpid()}", before=note_task))
+
+
+def note_task(task: int) -> None:
+    """Note in the marks folder the task this worker runs now (a pool broken by its death names its frames)."""
     if _MARKS:
         with open(os.path.join(_MARKS[0], str(os.getpid())), "w") as fh:
             fh.write(str(task))
-    return run_task(job, task, frames, f"pid {os.getpid()}")
 
 
 def task_imports(modules: tuple[str, ...] = ()) -> None:

@@ -18,14 +18,14 @@ from ..block import FrameRange
 from ..pools import as_completed_polling
 from ..progress import progress_bar
 from ..report.process import mark_ready
-from .base import Executor, Homecoming, Job, TaskResults, close_cached_sources, io_of, run_task
+from .base import Executor, Homecoming, Job, TaskResults, close_cached_sources, io_of, run_in_turn, task_runs
 
 #: Prefix of the pool's thread names; a thread's name is its worker's name in the report.
 THREAD_PREFIX = "thread"
 
 
-def _thread_task(job: Job, task: int, frames: FrameRange):
-    return run_task(job, task, frames, threading.current_thread().name)
+def _thread_tasks(job: Job, tasks: list[tuple[int, FrameRange]]):
+    return list(run_in_turn(job, tasks, threading.current_thread().name))
 
 
 class ThreadExecutor(Executor):
@@ -55,13 +55,16 @@ class ThreadExecutor(Executor):
 
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults:
         pool = self._get_pool()
-        futures = {pool.submit(_thread_task, job, i, r): i for i, r in enumerate(ranges)}
+        # one task at a time, or runs of them where a thread can fetch ahead across its tasks (task_runs)
+        futures = {pool.submit(_thread_tasks, job, run): run for run in task_runs(job, ranges, self.n_workers)}
         home = Homecoming(job, len(ranges))
         try:
             with progress_bar(len(ranges), progress) as bar:
                 for fut in as_completed_polling(futures):
-                    home.add(futures.pop(fut), fut.result())   # (a future holds its result: let go of it)
-                    bar.update(1)
+                    run = futures.pop(fut)   # (a future holds its results: let go of them)
+                    for i, result in fut.result():
+                        home.add(i, result)
+                    bar.update(len(run))
         except BaseException:
             for fut in futures:
                 fut.cancel()

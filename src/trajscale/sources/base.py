@@ -206,6 +206,12 @@ class Source(ABC):
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
         """Frames ``start:stop:stride`` for ``atoms`` (all atoms if None); skipped frames are not read."""
 
+    @property
+    def reads_ahead(self) -> bool:
+        """True where :meth:`prefetch` fetches ahead (bytes behind a URL): a task that knows the next read
+        gains from saying it."""
+        return False
+
     def prefetch(self, start: int, stop: int, atoms: np.ndarray | None = None,   # noqa: B027 - optional
                  fields: tuple[str, ...] = ("position",), stride: int = 1) -> None:
         """A hint: the next :meth:`read` will be this one. A Source whose bytes are behind a URL starts

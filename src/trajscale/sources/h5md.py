@@ -363,6 +363,10 @@ class H5MDSource(Source):
                 total += -(-sum(cfg["sizes"]) // max(1, cfg["shape"][0]))
         return total
 
+    @property
+    def reads_ahead(self) -> bool:
+        return self._remote is not None
+
     def prefetch(self, start: int, stop: int, atoms: np.ndarray | None = None,
                  fields: tuple[str, ...] = ("position",), stride: int = 1) -> None:
         """A file behind a URL: start fetching what ``read(start, stop, atoms, fields, stride)`` will fetch,
