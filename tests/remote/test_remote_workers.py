@@ -310,10 +310,55 @@ def test_compressed_chunks_are_fetched_ahead_whole_and_decoded_as_the_local_file
     here.close()
 
 
-@pytest.mark.parametrize("option, most", [(None, 64), (8, 8)])
+def test_the_requests_in_flight_grow_with_the_round_trip():
+    """Without ``max_concurrency``: 64 in flight up to a 25.6 ms round trip, then 2,500 a second's worth of it,
+    at most 256; the shortest round trip seen counts (a server slowed by the requests themselves does not
+    widen the window); a given ``max_concurrency`` stays as given."""
+    from trajscale.storage.objects import _Window
+
+    window = _Window(64, grows=True)
+    for seen, limit in [(0.5, 256), (0.1, 250), (0.2, 250), (0.05, 125), (0.02, 64), (0.0, 64)]:
+        window.saw_round_trip(seen)
+        assert window.limit == limit, (seen, window.limit)
+    fixed = _Window(8, grows=False)
+    fixed.saw_round_trip(0.5)
+    assert fixed.limit == 8
+
+
+def test_a_worker_keeps_as_many_requests_in_flight_as_the_root_found_the_round_trip_asks_for(s3_env, adk_stores):
+    """Through a proxy that holds every range request 0.2 s: the preparing process's requests (its look at the
+    object, the metadata, a frame) saw a round trip of at least 0.2 s, and a worker opened from its config
+    keeps 2,500 a second's worth of it in flight (500, so the most: 256) before its own first
+    request, not 64 until its first answer comes."""
+    from trajscale.sources import open_source, source_from_config
+    from trajscale.storage import using
+
+    from .conftest import FlakyProxy
+
+    local, _, _ = adk_stores["plain"]
+    s3_env.client().upload_file(local, BUCKET, "window.h5md")
+    proxy = FlakyProxy(s3_env.endpoint, failures=0, hold=0.2)
+    try:
+        with using({"endpoint_url": proxy.endpoint}):
+            root = open_source(f"s3://{BUCKET}/window.h5md")
+            root.read(0, 1, _ca())
+            config = root.get_config()
+            root.close()
+            seen = len(proxy.gets)
+            worker = source_from_config(config)
+            assert len(proxy.gets) == seen   # (opened without a request)
+            assert config["round_trip"] >= 0.2
+            assert worker._remote.max_concurrency == 256
+            worker.close()
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize("option, most", [(None, 80), (8, 8)])
 def test_a_reads_requests_go_out_max_concurrency_at_once(s3_env, adk_stores, option, most):
-    """A read of 80 ranges (8 scattered atoms of 10 frames) through a proxy that holds every request: 64 are
-    in flight at once by default, ``max_concurrency`` when given; the block is HDF5's."""
+    """A read of 80 ranges (8 scattered atoms of 10 frames) through a proxy that holds every request 0.5 s:
+    all 80 are in flight at once by default (a 0.5 s round trip asks for up to 256), ``max_concurrency``
+    when given; the block is HDF5's."""
     from trajscale.sources import open_source
     from trajscale.storage import using
 

@@ -151,7 +151,8 @@ class H5MDSource(Source):
     def __init__(self, path: str, group: str | None = None, driver: str | None = None,
                  comm=None, collective: bool = False, assume_units: str | None = None,
                  storage_options: dict | None = None, identity: list | None = None,
-                 chunk_index: dict | None = None, metadata: list | None = None) -> None:
+                 chunk_index: dict | None = None, metadata: list | None = None,
+                 round_trip: float | None = None) -> None:
         self._remote = None
         self._chunk_index = chunk_index
         self._metadata = metadata
@@ -175,7 +176,7 @@ class H5MDSource(Source):
             from ..storage.hdf5 import open_remote_h5
 
             self._remote, self._fh, self.file = open_remote_h5(self._path, storage_options, identity, CHUNK_CACHE_BYTES,
-                                                               metadata)
+                                                               metadata, round_trip=round_trip)
         else:
             self.file = open_h5(path, "r", driver=driver, comm=comm, rdcc_nbytes=CHUNK_CACHE_BYTES, **lock)
         self._direct: dict[str, DirectReads] = {}
@@ -276,11 +277,13 @@ class H5MDSource(Source):
     def remote_state(self) -> dict | None:
         """A file behind a URL: what a worker needs to open and read it without walking its metadata over
         the network (the object's storage options, identity, chunk addresses and the HDF5 metadata bytes
-        this process read); None for a local file. A segment index ships it per part."""
+        this process read, the shortest round trip it saw); None for a local file. A segment index ships it
+        per part."""
         if self._remote is None:
             return None
         return {"storage_options": self._remote.options or None, "identity": self._remote.object_identity.to_list(),
-                "chunk_index": self._remote_index(), "metadata": self._remote_metadata()}
+                "chunk_index": self._remote_index(), "metadata": self._remote_metadata(),
+                "round_trip": self._remote.round_trip}
 
     def _remote_metadata(self) -> list:
         """The HDF5 metadata bytes this process has read, as ``(start, bytes)`` pieces (taken once: the

@@ -75,14 +75,15 @@ def _digest(pieces: list) -> str:
 
 
 def open_remote_h5(url: str, storage_options: dict | None, identity: list | None, rdcc_nbytes: int,
-                   metadata: list | None = None, use_cache: bool = True):
+                   metadata: list | None = None, use_cache: bool = True, round_trip: float | None = None):
     """(the object, its caching file object, ``h5py.File`` reading through it); one-line errors as for a
     local file. ``identity`` and ``metadata`` come from the process that prepared the run (a worker's
     open): with them, HDF5 opens the file from the shipped bytes, without a request. The preparing
     process itself (no ``identity``) starts from the metadata an earlier run cached for the same object
     (:func:`cached_metadata`; ``use_cache=False``: never), and then fetches only what it lacks; the file
-    object's ``cached`` holds those pieces."""
-    obj = RemoteObject.open(url, storage_options, Identity.of(identity))
+    object's ``cached`` holds those pieces. ``round_trip``: the shortest that process saw (the requests a
+    worker keeps in flight start from it)."""
+    obj = RemoteObject.open(url, storage_options, Identity.of(identity), round_trip)
     from_cache = False
     if identity is None and metadata is None and use_cache:
         metadata = cached_metadata(obj)

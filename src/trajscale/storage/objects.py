@@ -23,6 +23,7 @@ users pass them, translated here to obstore's names.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 import threading
@@ -42,10 +43,17 @@ HEAD_BYTES = 256 * 1024
 #: Defaults of trajscale's own options.
 RETRY_SECONDS = 30.0
 TIMEOUT = 20.0
-#: Requests in flight at once per object and process (``max_concurrency``). 64 rather than 32: the
-#: benchmark's 1,000 CA spans (40 kB, one a frame) through a 20 ms, 100 MB/s link took 0.75x the time
-#: (paired whole runs, docs/benchmarks.md); a plain client replaying them was no faster at 128.
+#: Requests in flight at once per object and process, at least (``max_concurrency`` fixes the number). 64
+#: rather than 32: the benchmark's 1,000 CA spans (40 kB, one a frame) through a 20 ms, 100 MB/s link took
+#: 0.75x the time (paired whole runs, docs/benchmarks.md); a plain client replaying them was no faster at 128.
 MAX_CONCURRENCY = 64
+#: Without ``max_concurrency``, the requests in flight grow with the link's round trip (the shortest wait
+#: for a response's headers seen so far), to keep about this many requests a second going out: a round
+#: trip of 100 ms needs 250 in flight for what 64 do at 20 ms. Half the 5,500 GETs a second S3 serves a key
+#: prefix before it answers SlowDown, so that two processes on one object stay within it.
+REQUESTS_PER_SECOND = 2500
+#: ... and at most this many.
+MOST_CONCURRENCY = 256
 #: Two ranges with fewer bytes than this between them are fetched in one request (``merge_gap``). The rule
 #: is a cost: merge only where moving the gap's bytes costs less than a request, gap < bandwidth x the
 #: request's latency. The requests go out concurrently, so one more request costs about its latency
@@ -281,15 +289,56 @@ _POOL_LOCK = threading.Lock()
 
 
 def _pool(n: int):
-    """The process's request threads (obstore's calls release the GIL while they wait)."""
+    """The process's request threads (obstore's calls release the GIL while they wait; started as requests
+    come, up to :data:`MOST_CONCURRENCY` or ``n``; each object's window lets its share go out), at least
+    ``n``: a pool asked for more threads than it has is replaced (the old one's requests still run, then
+    its threads end)."""
     global _POOL, _POOL_PID
     with _POOL_LOCK:
         if _POOL is None or _POOL_PID != os.getpid() or _POOL._max_workers < n:
             from concurrent.futures import ThreadPoolExecutor
 
-            _POOL = ThreadPoolExecutor(max_workers=max(n, MAX_CONCURRENCY), thread_name_prefix="trajscale-fetch")
+            if _POOL is not None and _POOL_PID == os.getpid():
+                _POOL.shutdown(wait=False)
+            _POOL = ThreadPoolExecutor(max_workers=max(n, MOST_CONCURRENCY), thread_name_prefix="trajscale-fetch")
             _POOL_PID = os.getpid()
         return _POOL
+
+
+class _Window:
+    """At most ``limit`` requests of an object in flight at once; a window that ``grows`` takes its limit from
+    the shortest round trip seen (:data:`REQUESTS_PER_SECOND` x it, from :data:`MAX_CONCURRENCY` to
+    :data:`MOST_CONCURRENCY`); the shortest, not the latest, so the queueing its own requests cause at a
+    server does not widen it further."""
+
+    def __init__(self, limit: int, grows: bool) -> None:
+        self.limit, self.grows = limit, grows
+        self._held = 0
+        self.shortest = float("inf")
+        self._cond = threading.Condition()
+
+    def __enter__(self) -> None:
+        with self._cond:
+            while self._held >= self.limit:
+                self._cond.wait()
+            self._held += 1
+
+    def __exit__(self, *exc) -> None:
+        with self._cond:
+            self._held -= 1
+            self._cond.notify()
+
+    def saw_round_trip(self, seconds: float) -> None:
+        if seconds >= self.shortest:
+            return
+        with self._cond:
+            self.shortest = min(self.shortest, seconds)
+            if not self.grows:
+                return
+            limit = min(MOST_CONCURRENCY, max(MAX_CONCURRENCY, math.ceil(REQUESTS_PER_SECOND * self.shortest)))
+            if limit > self.limit:
+                self._cond.notify_all()
+            self.limit = limit
 
 
 class _Retry(Exception):
@@ -388,8 +437,8 @@ class RemoteObject(ByteStore):
         self.options = dict(current_options() if options is None else options)
         self.retry_seconds = float(own.get("retry_seconds", RETRY_SECONDS))
         self.timeout = float(own.get("timeout", TIMEOUT))
-        self.max_concurrency = max(1, int(own.get("max_concurrency", MAX_CONCURRENCY)))
-        self._slots = threading.BoundedSemaphore(self.max_concurrency)   # (the process's pool may be larger)
+        fixed = own.get("max_concurrency")
+        self._slots = _Window(MAX_CONCURRENCY if fixed is None else max(1, int(fixed)), grows=fixed is None)
         self.merge_gap = merge_gap_of(own)
         self.protocol = "s3" if url.startswith("s3://") else "http"
         if self.protocol == "s3":
@@ -412,11 +461,15 @@ class RemoteObject(ByteStore):
         self.head = b""
 
     @classmethod
-    def open(cls, url: str, options: dict | None = None, identity: Identity | None = None) -> RemoteObject:
+    def open(cls, url: str, options: dict | None = None, identity: Identity | None = None,
+             round_trip: float | None = None) -> RemoteObject:
         """The object at ``url``: with ``identity`` (from the process that began the run) nothing is
         fetched now; without, its first bytes and identity, from one request (shared for a few seconds
-        with the process's other opens of the same URL and options)."""
+        with the process's other opens of the same URL and options). ``round_trip``: the shortest that
+        process saw (:attr:`round_trip`), what the requests in flight start from."""
         obj = cls(url, options, identity)
+        if round_trip is not None and 0 < round_trip < 3600:
+            obj._slots.saw_round_trip(float(round_trip))
         if identity is None:
             obj._identity, obj.head = _heads.get(obj)
         return obj
@@ -428,6 +481,17 @@ class RemoteObject(ByteStore):
     @property
     def identity(self) -> tuple:
         return (self.url, self._identity.etag, self._identity.size)
+
+    @property
+    def round_trip(self) -> float | None:
+        """The shortest wait for a response's headers seen (seconds; None before the first response)."""
+        shortest = self._slots.shortest
+        return None if shortest == float("inf") else shortest
+
+    @property
+    def max_concurrency(self) -> int:
+        """Requests in flight at once now (``max_concurrency``, or what the round trip seen so far asks for)."""
+        return self._slots.limit
 
     @property
     def object_identity(self) -> Identity:
@@ -572,7 +636,9 @@ class RemoteObject(ByteStore):
         options = {"range": (a, b)}
         if not first and self._identity.etag:
             options["if_match"] = self._identity.etag
-        result = obstore.get(self.store, self.key, options=options)
+        t0 = time.monotonic()
+        result = obstore.get(self.store, self.key, options=options)   # (returns with the response's headers)
+        self._slots.saw_round_trip(time.monotonic() - t0)
         raw = result.bytes()   # (a frame's bytes are viewed, not copied: the read copies them once, into its block)
         data = bytes(raw) if first else memoryview(raw)
         meta = result.meta
