@@ -13,7 +13,8 @@ import pytest
 
 pytestmark = pytest.mark.cli
 
-HEAVY = ["MDAnalysis", "scipy", "dask", "distributed", "torch", "matplotlib", "mpi4py", "numba", "tqdm", "xarray"]
+HEAVY = ["MDAnalysis", "scipy", "dask", "distributed", "torch", "matplotlib", "mpi4py", "numba", "tqdm", "xarray",
+         "obstore", "boto3", "botocore", "s3fs", "fsspec"]   # (the remote extra's too)
 
 
 def _fresh(code: str) -> dict:
