@@ -271,6 +271,57 @@ def test_an_object_replaced_or_deleted_mid_run_is_refused(own_server, adk_stores
 
 
 @pytest.mark.cli
+@pytest.mark.slow
+def test_an_aws_profile_gives_the_credentials(own_server, adk_stores, tmp_path):
+    """A server that checks credentials (moto with IAM on), and no key in the environment: the key of a profile
+    in the shared credentials file is used, named by ``AWS_PROFILE``, by ``--storage-option profile=``, or as
+    the file's default; the CSV is the local file's. Without a profile that holds it: access denied in one line;
+    a profile that does not exist: one line naming it."""
+    srv = own_server({"INITIAL_NO_AUTH_ACTION_COUNT": "3"})
+    import boto3
+
+    iam = boto3.client("iam", endpoint_url=srv.server.endpoint, region_name="us-east-1",
+                       aws_access_key_id="setup", aws_secret_access_key="setup")
+    iam.create_user(UserName="reader")
+    key = iam.create_access_key(UserName="reader")["AccessKey"]
+    iam.put_user_policy(UserName="reader", PolicyName="all", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+    client = srv.server.client(aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"])
+    client.create_bucket(Bucket=BUCKET)
+    local = adk_stores["plain"][0]
+    client.upload_file(local, BUCKET, "adk.h5md")
+    shared = tmp_path / "credentials"
+    base = {k: v for k, v in srv.server.subprocess_env().items()
+            if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")}
+    base.update(AWS_SHARED_CREDENTIALS_FILE=str(shared), AWS_CONFIG_FILE=str(tmp_path / "config"), HOME=str(tmp_path))
+    want = tmp_path / "local.csv"
+    assert run_cli("run", "rmsd", TPR, local, "--out", str(want), *SELECT).returncode == 0
+    url = f"s3://{BUCKET}/adk.h5md"
+
+    def run(profile_text: str, *extra: str, **env: str) -> subprocess.CompletedProcess:
+        shared.write_text(profile_text)
+        out = tmp_path / "remote.csv"
+        out.unlink(missing_ok=True)
+        proc = run_cli("run", "rmsd", TPR, url, "--out", str(out), *SELECT, *extra, env={**base, **env})
+        if proc.returncode == 0:
+            assert out.read_bytes() == want.read_bytes()
+        return proc
+
+    lab = f"[lab]\naws_access_key_id = {key['AccessKeyId']}\naws_secret_access_key = {key['SecretAccessKey']}\n"
+    assert run(lab, AWS_PROFILE="lab").returncode == 0
+    assert run(lab, "--storage-option", "profile=lab").returncode == 0
+    assert run(lab.replace("[lab]", "[default]")).returncode == 0
+    denied = run(lab)   # the key is in a profile no one names
+    assert denied.returncode != 0
+    assert denied.stderr.strip().splitlines() == [f"trajscale run: error: {url}: access denied "
+                                                  "(the credentials may not read this object)"], denied.stderr
+    missing = run(lab, AWS_PROFILE="nosuch")
+    lines = missing.stderr.strip().splitlines()
+    assert missing.returncode != 0 and len(lines) == 1 and "'nosuch'" in lines[0], missing.stderr
+    assert key["SecretAccessKey"] not in denied.stderr + missing.stderr
+
+
+@pytest.mark.cli
 def test_wrong_credentials_are_one_line(own_server, adk_stores, tmp_path):
     """A server that checks credentials (moto with IAM on): a key it does not know is refused in one line."""
     srv = own_server({"INITIAL_NO_AUTH_ACTION_COUNT": "3"})

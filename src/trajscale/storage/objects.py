@@ -249,10 +249,9 @@ def object_store(protocol: str, url: str, fs_options: dict, timeout: float):
         retry = {"max_retries": 0, "retry_timeout": timedelta(seconds=timeout)}
         if protocol == "s3":
             config = s3_config(fs_options)
-            profile = config.pop("profile", None)
+            provider = _profile_credentials(config, config.pop("profile", None))
             if str(config.get("endpoint", "")).startswith("http://"):
                 client["allow_http"] = True
-            provider = _profile_credentials(profile) if profile else None
             try:
                 store = S3Store(root, config=config, client_options=client, retry_config=retry,
                                 credential_provider=provider)
@@ -267,13 +266,40 @@ def object_store(protocol: str, url: str, fs_options: dict, timeout: float):
         return store
 
 
-def _profile_credentials(profile: str):
-    """Credentials of an AWS profile (``~/.aws/credentials``, ``~/.aws/config``), through boto3."""
-    boto3 = _require("boto3")
-    session = boto3.Session(profile_name=profile)
-    creds = session.get_credentials()
+def _profile_credentials(config: dict, profile: str | None):
+    """Credentials from an AWS profile (``~/.aws/credentials`` and ``~/.aws/config``, SSO and assumed roles
+    included, through boto3), as the AWS tools find them: the ``profile`` option, else ``AWS_PROFILE``, else
+    the shared files' default where neither the options nor the environment hold a key (obstore alone reads
+    the environment's keys and the instance's role, not the shared files). None: obstore's own chain. A
+    profile's region fills in a region not given. A named profile without boto3 or without credentials is
+    refused in one line."""
+    named = profile or os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE")
+    if not named and (config.get("skip_signature") or "access_key_id" in config
+                      or os.environ.get("AWS_ACCESS_KEY_ID")):
+        return None
+    if named:
+        boto3 = _require("boto3")
+    else:
+        shared = os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.expanduser("~/.aws/credentials")
+        config_file = os.environ.get("AWS_CONFIG_FILE") or os.path.expanduser("~/.aws/config")
+        if not (os.path.exists(shared) or os.path.exists(config_file)):
+            return None
+        try:
+            import boto3
+        except ImportError:   # the shared files need boto3; without it, obstore's chain
+            return None
+    try:
+        session = boto3.Session(profile_name=named or None)
+        creds = session.get_credentials()
+    except Exception as exc:   # noqa: BLE001 - botocore's profile errors, said in one line
+        raise ConfigError(f"AWS profile {named or 'default'!r}: {_first_line(exc)}") from None
     if creds is None:
-        raise ConfigError(f"AWS profile {profile!r} has no credentials")
+        if named:
+            raise ConfigError(f"AWS profile {named!r} has no credentials")
+        return None
+    if "region" not in config and session.region_name and not (
+            os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")):
+        config["region"] = session.region_name
 
     def provide():
         frozen = creds.get_frozen_credentials()
