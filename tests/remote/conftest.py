@@ -166,10 +166,18 @@ class FlakyProxy:
     ``failures`` of them) with 503 SlowDown (S3's throttling answer), drops its connection, or (``how="delay"``)
     holds it ``delay`` seconds before forwarding it (past the client's timeout); it forwards the rest.
     ``every_try``: every try of a range fails, not only the first (a fault that persists). ``hold``: every
-    range GET waits this long before it is forwarded (a network's round trip)."""
+    range GET waits this long before it is forwarded (a network's round trip).
+
+    Answers that look fine but are not: ``how="status"`` answers ``status`` (500 InternalError, 502 Bad
+    Gateway as a load balancer says it, ...); ``"short"`` forwards the range and sends the first half of its
+    bytes, headers as the server gave them but a Content-Length that matches what is sent; ``"long"`` sends
+    the range with up to ``extra`` of the object's bytes before and after it, said to be the range asked for
+    (Content-Range as asked, a Content-Length that matches what is sent);
+    ``"whole"`` forwards the request without its Range: 200 and the whole object (a server that ignores
+    Range). ``faults`` counts the answers spoiled."""
 
     def __init__(self, upstream: str, failures: int, how: str = "slowdown", delay: float = 0.0,
-                 every_try: bool = False, hold: float = 0.0) -> None:
+                 every_try: bool = False, hold: float = 0.0, status: int = 500, extra: int = 4096) -> None:
         import http.client
         import http.server
         import threading
@@ -183,6 +191,9 @@ class FlakyProxy:
         arrivals = self.arrivals
         self.flight = {"now": 0, "most": 0}   # GETs being answered at once, and the most there were
         flight = self.flight
+        self.faults = {"n": 0}
+        faults = self.faults
+        spoils = ("short", "long", "whole")   # modes that forward the request and spoil its answer
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -217,9 +228,18 @@ class FlakyProxy:
                     if fail and how == "delay":
                         time.sleep(delay)   # the client has given up by now; what it gets is never read
                         fail = False
+                    if fail:
+                        with state["lock"]:
+                            faults["n"] += 1
                     if fail and how == "reset":
                         self.close_connection = True
                         self.connection.shutdown(2)
+                        return
+                    if fail and how == "status":
+                        self._status()
+                        return
+                    if fail and how in spoils:
+                        self._relay(body, how)
                         return
                     if fail:
                         msg = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
@@ -230,13 +250,41 @@ class FlakyProxy:
                         self.end_headers()
                         self.wfile.write(msg)
                         return
+                self._relay(body, None)
+
+            def _status(self):
+                if status == 502:   # a load balancer's page, not S3's XML
+                    msg, kind = b"<html><body><h1>502 Bad Gateway</h1></body></html>", "text/html"
+                else:
+                    msg = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code>'
+                           b"<Message>We encountered an internal error. Please try again.</Message></Error>")
+                    kind = "application/xml"
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(msg)))
+                self.end_headers()
+                self.wfile.write(msg)
+
+            def _relay(self, body, spoil):
                 conn = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
                 headers["Host"] = target.netloc
+                if spoil == "whole":
+                    headers = {k: v for k, v in headers.items() if k.lower() != "range"}
+                if spoil == "long":   # the bytes asked with the object's ``extra`` ones before and after them
+                    first, _, last = self.headers["Range"].partition("=")[2].partition("-")
+                    headers = {k: v for k, v in headers.items() if k.lower() != "range"}
+                    headers["Range"] = f"bytes={max(0, int(first) - extra)}-{int(last) + extra}"
                 conn.request(self.command, self.path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
                 conn.close()
+                if spoil == "short":
+                    data = data[:len(data) // 2]
+                if spoil == "long":   # said to be the range asked for
+                    asked = self.headers["Range"].partition("=")[2]
+                    resp.headers.replace_header("Content-Range", f"bytes {asked}/"
+                                                + resp.headers["Content-Range"].rsplit("/", 1)[1])
                 with contextlib.suppress(OSError):   # a delayed answer's client is gone
                     self.send_response(resp.status)
                     for k, v in resp.getheaders():
