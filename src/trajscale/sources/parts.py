@@ -310,8 +310,16 @@ class XDRSource(OneFileSource):
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> XDRSource:
+        shipped = request.shipped if is_url(str(path)) else None   # a part's options and identity (remote_state)
         return cls(path, n_atoms=request.n_atoms, offsets=request.offsets, format=request.format,
-                   strict=request.strict)
+                   strict=request.strict, **(shipped or {}))
+
+    def remote_state(self) -> dict | None:
+        """An object behind a URL: the options it is read with and its identity, for a segment index to ship
+        with the part (a worker opens it with them, without a request); None for a local file."""
+        if self._remote is None:
+            return None
+        return {"storage_options": self._remote.options or None, "identity": self._remote.object_identity.to_list()}
 
     @property
     def native_units(self) -> dict[str, str]:
@@ -331,9 +339,7 @@ class XDRSource(OneFileSource):
     def get_config(self) -> dict:
         config = {"kind": self.kind, "path": self._path, "n_atoms": self._n_atoms,
                   "offsets": encode_offsets(self._offsets), "format": self._format}
-        if self._remote is not None:
-            config.update(storage_options=self._remote.options or None,
-                          identity=self._remote.object_identity.to_list())
+        config.update(self.remote_state() or {})
         return config
 
     def remote_stats(self) -> dict | None:

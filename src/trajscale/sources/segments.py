@@ -336,7 +336,7 @@ class SegmentedSource(Source):
             if state is None:
                 continue
             size = _metadata_bytes(state)
-            if shipped + size > SHIP_PARTS_BYTES:
+            if size and shipped + size > SHIP_PARTS_BYTES:
                 state = {**state, "metadata": None}
             else:
                 shipped += size
@@ -472,15 +472,13 @@ def _part_identity(path: str) -> tuple | None:
 
     One ``stat`` (``util.file_identity`` also resolves the real path, an ``lstat``
     per path component: metadata operations a parallel file system pays for). A part behind a URL:
-    its URL, ETag and size (from its first request, shared for a few seconds with its opening).
+    its URL, ETag and size (from its first request, shared for a few seconds with its opening); one that
+    cannot be read is refused with what its server said (a missing key, access denied, no answer).
     """
     if is_url(path):
-        from ..storage.objects import RemoteError, RemoteObject
+        from ..storage.objects import RemoteObject
 
-        try:
-            return RemoteObject.open(path).identity
-        except RemoteError:
-            return None
+        return RemoteObject.open(path).identity
     try:
         st = os.stat(path)
     except OSError:
