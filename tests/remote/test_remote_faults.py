@@ -99,6 +99,11 @@ def test_a_spoiled_answer_on_every_try_ends_the_run_in_one_line(s3_server, adk_s
     _one_line(proc, url, took, tmp_path / "run")
     assert proxy.faults["n"] > 1   # tried again before giving up
     assert "2 s" in proc.stderr   # the time it was given
+    if how == "status":   # the server's own words, not its XML cut mid-tag
+        assert "InternalError" in proc.stderr and "<" not in proc.stderr, proc.stderr
+    else:   # it answered, wrongly: said so, in the user's terms
+        assert "gave no usable answer in 2 s" in proc.stderr and "bytes for" in proc.stderr, proc.stderr
+        assert "_Retry" not in proc.stderr and "short response" not in proc.stderr
 
 
 @pytest.mark.cli

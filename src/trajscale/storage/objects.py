@@ -643,9 +643,11 @@ class RemoteObject(ByteStore):
                     deadline = time.monotonic() + self.retry_seconds
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    self._failed = self.error(
-                        f"{endpoint_of(self.url, self.options)} did not answer in {self.retry_seconds:g} s "
-                        f"({tries + 1} tries; last: {type(exc).__name__}: {_first_line(exc)})")
+                    # a wrong answer is said as ours (_Retry's text); a client's failure with its own name
+                    how = ("gave no usable answer" if isinstance(exc, _Retry) else "did not answer")
+                    last = _first_line(exc) if isinstance(exc, _Retry) else f"{type(exc).__name__}: {_first_line(exc)}"
+                    self._failed = self.error(f"{endpoint_of(self.url, self.options)} {how} in "
+                                              f"{self.retry_seconds:g} s ({tries + 1} tries; last: {last})")
                     raise self._failed from None
                 tries += 1
                 with self._lock:
@@ -675,14 +677,14 @@ class RemoteObject(ByteStore):
             if total is None:
                 raise self.error("the server gave no object size with a range request")
             if len(data) != min(b, total) - a:
-                raise _Retry(f"short response ({len(data)} of {min(b, total) - a} bytes)")
+                raise _Retry(f"a response of {len(data)} bytes for {min(b, total) - a} asked")
             return data, etag, int(total)
         ident = self._identity
         if (ident.etag and etag and etag != ident.etag) or (total is not None and int(total) != ident.size):
             raise Replaced(self.url, "the object was replaced during the run (its ETag or size changed); "
                                      "run again on the new object")
         if len(data) != b - a:
-            raise _Retry(f"short response ({len(data)} of {b - a} bytes)")
+            raise _Retry(f"a response of {len(data)} bytes for {b - a} asked")
         return data, etag, total
 
     def fetch_head(self) -> tuple[Identity, bytes]:
@@ -713,7 +715,19 @@ def _total(content_range, length) -> int | None:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The first line of a failure's text, at most 200 characters; a server's XML error body (S3's) is
+    given as its code and message, not cut mid-tag."""
     text = str(exc).strip()
+    if "<?xml" in text or "<Error>" in text:
+        import re
+
+        code = re.search(r"<Code>([^<]{1,80})</Code>", text)
+        message = re.search(r"<Message>([^<]{1,160})</Message>", text)
+        head = text.split("<", 1)[0].strip().rstrip(":").strip()
+        head = head.rsplit("status code:", 1)[-1].strip()   # (obstore's "... status code: 500 Internal ...")
+        said = ": ".join(m.group(1) for m in (code, message) if m)
+        if said:   # the server's words whole, after as much of the client's as fits
+            return f"{head.splitlines()[0][:120]}: {said}" if head else said
     return text.splitlines()[0][:200] if text else "no details"
 
 
