@@ -270,13 +270,9 @@ def test_an_object_replaced_or_deleted_mid_run_is_refused(own_server, adk_stores
     assert problem in str(exc)
 
 
-@pytest.mark.cli
-@pytest.mark.slow
-def test_an_aws_profile_gives_the_credentials(own_server, adk_stores, tmp_path):
-    """A server that checks credentials (moto with IAM on), and no key in the environment: the key of a profile
-    in the shared credentials file is used, named by ``AWS_PROFILE``, by ``--storage-option profile=``, or as
-    the file's default; the CSV is the local file's. Without a profile that holds it: access denied in one line;
-    a profile that does not exist: one line naming it."""
+def _server_checking_keys(own_server, adk_stores):
+    """A moto server of the test's own with IAM on, a user allowed every S3 action, and AdK's plain store
+    uploaded as ``s3://traj/adk.h5md``: (the server, the user's access key)."""
     srv = own_server({"INITIAL_NO_AUTH_ACTION_COUNT": "3"})
     import boto3
 
@@ -288,8 +284,19 @@ def test_an_aws_profile_gives_the_credentials(own_server, adk_stores, tmp_path):
         {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
     client = srv.server.client(aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"])
     client.create_bucket(Bucket=BUCKET)
+    client.upload_file(adk_stores["plain"][0], BUCKET, "adk.h5md")
+    return srv, key
+
+
+@pytest.mark.cli
+@pytest.mark.slow
+def test_an_aws_profile_gives_the_credentials(own_server, adk_stores, tmp_path):
+    """A server that checks credentials (moto with IAM on), and no key in the environment: the key of a profile
+    in the shared credentials file is used, named by ``AWS_PROFILE``, by ``--storage-option profile=``, or as
+    the file's default; the CSV is the local file's. Without a profile that holds it: access denied in one line;
+    a profile that does not exist: one line naming it."""
+    srv, key = _server_checking_keys(own_server, adk_stores)
     local = adk_stores["plain"][0]
-    client.upload_file(local, BUCKET, "adk.h5md")
     shared = tmp_path / "credentials"
     base = {k: v for k, v in srv.server.subprocess_env().items()
             if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")}
@@ -324,19 +331,7 @@ def test_an_aws_profile_gives_the_credentials(own_server, adk_stores, tmp_path):
 @pytest.mark.cli
 def test_wrong_credentials_are_one_line(own_server, adk_stores, tmp_path):
     """A server that checks credentials (moto with IAM on): a key it does not know is refused in one line."""
-    srv = own_server({"INITIAL_NO_AUTH_ACTION_COUNT": "3"})
-    import boto3
-
-    iam = boto3.client("iam", endpoint_url=srv.server.endpoint, region_name="us-east-1",
-                       aws_access_key_id="setup", aws_secret_access_key="setup")
-    iam.create_user(UserName="reader")
-    key = iam.create_access_key(UserName="reader")["AccessKey"]
-    iam.put_user_policy(UserName="reader", PolicyName="all", PolicyDocument=json.dumps(
-        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
-    good = {"aws_access_key_id": key["AccessKeyId"], "aws_secret_access_key": key["SecretAccessKey"]}
-    client = srv.server.client(**good)
-    client.create_bucket(Bucket=BUCKET)
-    client.upload_file(adk_stores["plain"][0], BUCKET, "adk.h5md")
+    srv, _ = _server_checking_keys(own_server, adk_stores)
     env = {**srv.server.subprocess_env(), "AWS_ACCESS_KEY_ID": "AKIAWRONGWRONGWRONG1",
            "AWS_SECRET_ACCESS_KEY": "wrong-secret-never-printed"}
     out = tmp_path / "x.csv"
