@@ -138,6 +138,17 @@ def test_open_dataset_of_a_url_gives_the_local_arrays(s3_env, adk_stores):
         assert np.array_equal(ds.positions.values, trajscale.open_dataset(None, local).positions.values)
 
 
+def test_the_mpi_prediction_has_ranks_open_a_url_alone(s3_env, adk_stores):
+    """The model a report predicts MPI runs from: ranks open a local H5MD file together (MPI-IO, a cost per
+    rank), and one behind a URL each alone, by requests (no collective open to cost)."""
+    from trajscale import RMSD, run
+    from trajscale.report.fit import fit
+
+    local, url, _ = adk_stores["plain"]
+    assert fit(run(RMSD(select="name CA"), TPR, local, executor="serial").report, "mpi").collective_open
+    assert not fit(run(RMSD(select="name CA"), TPR, url, executor="serial").report, "mpi").collective_open
+
+
 def test_workers_read_by_the_chunk_index_and_a_replaced_object_is_refused(s3_env, adk_stores):
     """A worker's source comes from the root's config: chunk addresses and the object's identity with it;
     the object replaced between the root's look and the worker's read is refused, never mixed."""
