@@ -703,7 +703,7 @@ def write_commands(work: Path, stores: dict, workloads, executors, layouts, side
     cmd_dir.mkdir(exist_ok=True)
     exports = "".join(f"export {k}={shlex.quote(env[k])}\n" for k in
                       ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL",
-                       "OMP_NUM_THREADS"))
+                       "OMP_NUM_THREADS", "TRAJSCALE_CACHE_DIR"))
     for workload in workloads:
         for executor in executors:
             for lay in layouts:
