@@ -325,22 +325,24 @@ def test_the_requests_in_flight_grow_with_the_round_trip():
     assert fixed.limit == 8
 
 
-def test_a_worker_keeps_as_many_requests_in_flight_as_the_root_found_the_round_trip_asks_for(s3_env, adk_stores):
+@pytest.mark.parametrize("kind", ["h5md", "xtc"])
+def test_a_worker_keeps_as_many_requests_in_flight_as_the_root_found_the_round_trip_asks_for(s3_env, adk_stores,
+                                                                                            kind):
     """Through a proxy that holds every range request 0.2 s: the preparing process's requests (its look at the
-    object, the metadata, a frame) saw a round trip of at least 0.2 s, and a worker opened from its config
-    keeps 2,500 a second's worth of it in flight (500, so the most: 256) before its own first
-    request, not 64 until its first answer comes."""
+    object, the metadata or the frames' offsets, a frame) saw a round trip of at least 0.2 s, and a worker opened
+    from its config (an H5MD store, an XTC) keeps 2,500 a second's worth of it in flight (500, so the most: 256)
+    before its own first request, not 64 until its first answer comes."""
     from trajscale.sources import open_source, source_from_config
     from trajscale.storage import using
 
-    from .conftest import FlakyProxy
+    from .conftest import XTC, FlakyProxy
 
-    local, _, _ = adk_stores["plain"]
-    s3_env.client().upload_file(local, BUCKET, "window.h5md")
+    local = adk_stores["plain"][0] if kind == "h5md" else XTC
+    s3_env.client().upload_file(local, BUCKET, f"window.{kind}")
     proxy = FlakyProxy(s3_env.endpoint, failures=0, hold=0.2)
     try:
         with using({"endpoint_url": proxy.endpoint}):
-            root = open_source(f"s3://{BUCKET}/window.h5md")
+            root = open_source(f"s3://{BUCKET}/window.{kind}")
             root.read(0, 1, _ca())
             config = root.get_config()
             root.close()

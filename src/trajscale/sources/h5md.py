@@ -281,9 +281,7 @@ class H5MDSource(Source):
         per part."""
         if self._remote is None:
             return None
-        return {"storage_options": self._remote.options or None, "identity": self._remote.object_identity.to_list(),
-                "chunk_index": self._remote_index(), "metadata": self._remote_metadata(),
-                "round_trip": self._remote.round_trip}
+        return {**self._remote.state(), "chunk_index": self._remote_index(), "metadata": self._remote_metadata()}
 
     def _remote_metadata(self) -> list:
         """The HDF5 metadata bytes this process has read, as ``(start, bytes)`` pieces (taken once: the

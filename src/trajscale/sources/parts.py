@@ -230,9 +230,10 @@ class XDRSource(OneFileSource):
     strict
         A last frame cut short: refused (True) or left out with a warning
         (False); None: :func:`refuse_partial_frames`'s setting.
-    storage_options, identity
-        For a URL: the options it is read with (default: the run's) and the
-        object's identity (ETag, size) the preparing process saw.
+    storage_options, identity, round_trip
+        For a URL: the options it is read with (default: the run's), the
+        object's identity (ETag, size) and the shortest round trip the
+        preparing process saw.
     """
 
     kind = "xdr"
@@ -248,13 +249,13 @@ class XDRSource(OneFileSource):
 
     def __init__(self, path: str, n_atoms: int | None = None, offsets: str | np.ndarray | None = None,
                  format: str | None = None, strict: bool | None = None, storage_options: dict | None = None,
-                 identity: list | None = None) -> None:
+                 identity: list | None = None, round_trip: float | None = None) -> None:
         self._path = str(path)
         self._remote = None
         if is_url(self._path):
             from ..storage.objects import Identity, RemoteObject
 
-            self._remote = RemoteObject.open(self._path, storage_options, Identity.of(identity))
+            self._remote = RemoteObject.open(self._path, storage_options, Identity.of(identity), round_trip)
         self._format = (format or self.guess_format(self._path) or self.suffixes.get(
             Path(self._path).suffix.lower()) or "XTC").upper()
         if self._format not in XDR_FORMATS:
@@ -315,11 +316,9 @@ class XDRSource(OneFileSource):
                    strict=request.strict, **(shipped or {}))
 
     def remote_state(self) -> dict | None:
-        """An object behind a URL: the options it is read with and its identity, for a segment index to ship
-        with the part (a worker opens it with them, without a request); None for a local file."""
-        if self._remote is None:
-            return None
-        return {"storage_options": self._remote.options or None, "identity": self._remote.object_identity.to_list()}
+        """An object behind a URL: the options it is read with, its identity and round trip, for a segment
+        index to ship with the part (a worker opens it with them, without a request); None for a local file."""
+        return None if self._remote is None else self._remote.state()
 
     @property
     def native_units(self) -> dict[str, str]:

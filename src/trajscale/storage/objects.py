@@ -508,6 +508,12 @@ class RemoteObject(ByteStore):
     def identity(self) -> tuple:
         return (self.url, self._identity.etag, self._identity.size)
 
+    def state(self) -> dict:
+        """What a worker opens this object with, without a request: the options it is read with, its
+        identity, and the shortest round trip seen (the requests in flight start from it)."""
+        return {"storage_options": self.options or None, "identity": self._identity.to_list(),
+                "round_trip": self.round_trip}
+
     @property
     def round_trip(self) -> float | None:
         """The shortest wait for a response's headers seen (seconds; None before the first response)."""
