@@ -190,6 +190,7 @@ class Proxy:
         self.log: list[tuple] = []
         self._since = 0.0
         self._lock = threading.Lock()
+        self._unlogged = 0   # requests read and not yet logged (their answers may be on their way)
         self._up = (up.hostname, up.port)
         self._delay, self._answer, self._keep_log = delay_s, answer, keep_log
         self._idle: list = []   # kept-alive upstream connections (reader, writer)
@@ -235,6 +236,7 @@ class Proxy:
         # (asyncio sets TCP_NODELAY only on sockets made with IPPROTO_TCP, not on those accepted from a socket
         # made without it: a response's head and body in two writes then waited 40 ms for a delayed ACK)
         writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        unlogged = False
         try:
             while True:
                 try:
@@ -242,6 +244,9 @@ class Proxy:
                 except (_Closed, ConnectionError):
                     return
                 t0 = time.monotonic()
+                with self._lock:
+                    self._unlogged += 1
+                unlogged = True
                 method, target, _ = line.split(" ", 2)
                 low = {k.lower(): v for k, v in headers}
                 if "100-continue" in low.get("expect", "").lower():
@@ -271,16 +276,21 @@ class Proxy:
                         writer.write(piece)
                         await writer.drain()
                 await writer.drain()
-                if self._keep_log:
-                    sent = 0 if method == "HEAD" else len(data)
-                    with self._lock:
+                sent = 0 if method == "HEAD" else len(data)
+                with self._lock:
+                    if self._keep_log:
                         self.log.append((t0, time.monotonic(), method, unquote(target.split("?")[0]),
                                          low.get("range"), int(status.split()[1]), sent))
+                    self._unlogged -= 1
+                unlogged = False
                 if "close" in low.get("connection", "").lower():
                     return
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             return   # (a cancelled connection ends quietly: stop() cancels those still open)
         finally:
+            if unlogged:   # (a request whose answer never went out: not logged)
+                with self._lock:
+                    self._unlogged -= 1
             self._tasks.discard(asyncio.current_task())
             writer.close()
 
@@ -322,7 +332,12 @@ class Proxy:
 
     def snapshot(self) -> dict:
         """Requests and bytes served since :meth:`reset`, the seconds during which at least one request was
-        in flight, and the byte ranges of the objects' GETs (key -> [(start, stop)])."""
+        in flight, and the byte ranges of the objects' GETs (key -> [(start, stop)]). A request whose answer
+        the client may already hold is logged a moment later, by the proxy's own thread: waited for (2 s at
+        most: a request held by ``delay_s`` for a client that has gone is not)."""
+        deadline = time.monotonic() + 2.0
+        while self._unlogged and time.monotonic() < deadline:
+            time.sleep(0.001)
         with self._lock:
             log = [e for e in self.log if e[0] >= self._since]
         busy, end = 0.0, None
