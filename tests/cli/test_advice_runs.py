@@ -180,16 +180,22 @@ def test_advice_never_gives_two_rechunk_commands(tmp_path):
     run_printed(advice, tmp_path)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: a 100-frame run and its conversion
 def test_io_bound_advice_converts_the_runs_own_files(tmp_path):
     """An XTC run is I/O-bound (47,681 atoms decoded per frame for 214 CA): its convert advice names
-    the run's topology and trajectory, runs as printed, and writes the trajectory MDAnalysis reads."""
+    the run's topology and trajectory, runs as printed, and writes the trajectory MDAnalysis reads.
+    AdK's 10 frames ten times over, one XTC (its frames are self-contained): 16 ms of decoding against
+    0.2 ms of fitting, so a few milliseconds the scheduler takes from the fit on a loaded machine do not
+    make it compute-bound (10 frames: 2.5 ms against 0.1 ms, and a 4 ms stall once did)."""
+    xtc = tmp_path / "adk100.xtc"
+    xtc.write_bytes(open(D.XTC, "rb").read() * 10)
     rep = tmp_path / "r.json"
-    proc = run_cli("run", "rmsd", D.TPR, D.XTC, "--report", str(rep), "--executor", "serial")
+    proc = run_cli("run", "rmsd", D.TPR, str(xtc), "--report", str(rep), "--executor", "serial")
     assert proc.returncode == 0, proc.stderr
     shown = run_cli("report", str(rep))
     cmds = [c for c in printed_commands(shown.stdout) if c[0] == "convert"]
-    assert cmds and cmds[0][1:3] == [D.TPR, D.XTC], shown.stdout
+    assert cmds and cmds[0][1:3] == [D.TPR, str(xtc)], shown.stdout
     run_printed(shown.stdout, tmp_path)
     out = tmp_path / cmds[0][cmds[0].index("-o") + 1]
     with h5py.File(out) as f:
-        np.testing.assert_allclose(f[POS][()], _mda_positions(D.TPR, D.XTC, "all"), atol=1e-5)
+        np.testing.assert_allclose(f[POS][()], _mda_positions(D.TPR, str(xtc), "all"), atol=1e-5)
