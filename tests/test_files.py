@@ -18,14 +18,21 @@ from trajscale.errors import TrajscaleError
 from trajscale.util import atomic_output, remove_stale_temporaries, temporary_name
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _open_fds() -> set[tuple[str, str]]:
+    """This process's open descriptors, each with what it points at (a file's path, a socket, a pipe)."""
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out.add((fd, os.readlink(f"/proc/self/fd/{fd}")))
+        except OSError:   # (the listing's own descriptor, closed by now)
+            pass
+    return out
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_failing_runs_and_verifies_leak_no_descriptor(adk_vacuum, adk_vacuum_h5md):
-    """Each kind of failure after the files are opened, 50 times: the fd count is unchanged.
+    """Each kind of failure after the files are opened, 50 times: no descriptor is left open.
 
     The garbage collector is off meanwhile: files must be closed when the error is raised,
     not whenever a collection happens to free a source caught in a traceback's cycle.
@@ -51,7 +58,9 @@ def test_failing_runs_and_verifies_leak_no_descriptor(adk_vacuum, adk_vacuum_h5m
                 with pytest.raises(TrajscaleError):
                     fail()
             assert not verify(psf, [dcd, dcd], adk_vacuum_h5md).ok
-        assert _open_fds() == before
+        # every descriptor open now was open before: none left by the failures (one that another thread of
+        # this process closed meanwhile, a server's kept-alive connection, is not the failures' to keep)
+        assert _open_fds() <= before, _open_fds() - before
     finally:
         gc.enable()
 
