@@ -28,6 +28,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, wait
 
 from .errors import ConfigError
@@ -179,12 +180,15 @@ def parent_alive() -> bool:
     return os.getppid() != 1 or parent.pid == 1
 
 
-def as_completed_polling(futures):
-    """``as_completed``, waking every 0.1 s to act on a Ctrl-C/SIGTERM the CLI recorded."""
+def as_completed_polling(futures, every: Callable[[], None] | None = None):
+    """``as_completed``, waking every 0.1 s to act on a Ctrl-C/SIGTERM the CLI recorded (and to call
+    ``every()``: progress told otherwise than by futures)."""
     pending = set(futures)
     while pending:
         done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
         raise_if_stopped()
+        if every is not None:
+            every()
         yield from done
 
 

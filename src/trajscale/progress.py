@@ -21,7 +21,7 @@ PROGRESS_LINE_DELAY = 2.0
 
 def progress_bar(total: int, enabled: bool, desc: str = "tasks", unit: str = "task", initial: int = 0,
                  leave: bool = False):
-    """A context manager with ``update(n)`` and ``n``: a tqdm bar where stderr is a terminal,
+    """A context manager with ``update(n)``, ``show(n_done)`` and ``n``: a tqdm bar where stderr is a terminal,
     log lines where it is not, a no-op when not ``enabled`` (``--no-progress``, ``-q``)."""
     if not enabled:
         return _NoProgress(total, initial)
@@ -34,6 +34,10 @@ def progress_bar(total: int, enabled: bool, desc: str = "tasks", unit: str = "ta
         # running, the next pool could not fork its workers.
         monitor_interval = 0
 
+        def show(self, n: int) -> None:
+            if n > self.n:
+                self.update(n - self.n)
+
     return Bar(total=total, initial=initial, desc=desc, unit=unit, leave=leave)
 
 
@@ -45,6 +49,11 @@ class _NoProgress:
 
     def update(self, n: int = 1) -> None:
         self.n += n
+
+    def show(self, n: int) -> None:
+        """Advance to ``n`` done (no step back)."""
+        if n > self.n:
+            self.update(n - self.n)
 
     def close(self) -> None:
         pass

@@ -15,7 +15,7 @@ import pickle
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -51,8 +51,8 @@ class Job:
     #: The trajectory is still being written (a followed run's round): its file may be opened mid-flush.
     growing: bool = False
     #: The source fetches a block ahead while the one before is mapped (a file behind a URL:
-    #: :attr:`~trajscale.sources.base.Source.reads_ahead`); a pool then hands its tasks out in runs
-    #: (:func:`task_runs`).
+    #: :attr:`~trajscale.sources.base.Source.reads_ahead`); a pool's workers then take their tasks
+    #: themselves (:func:`hand_out`).
     reads_ahead: bool = False
 
     def __repr__(self) -> str:   # the source's storage options may hold credentials
@@ -322,34 +322,101 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None,
     return partial, timing
 
 
-def run_in_turn(job: Job, tasks: Sequence[tuple[int, FrameRange]], worker: str,
-                before: Callable[[int], None] | None = None) -> Iterator[tuple[int, tuple[object, TaskTiming]]]:
+def run_in_turn(job: Job, tasks: Iterable[tuple[int, FrameRange]], worker: str,
+                before: Callable[[int], None] | None = None,
+                after: Callable[[], None] | None = None) -> Iterator[tuple[int, tuple[object, TaskTiming]]]:
     """:func:`run_task` for each ``(task, frames)`` in turn, each told the next one's frames (``then``: a
-    source behind a URL fetches its first block while the task before maps its last); ``before(task)``
-    is called before each.  Yields ``(task, (partial, timing))`` as each ends."""
-    for k, (task, frames) in enumerate(tasks):
+    source behind a URL fetches its first block while the task before maps its last).  The next task
+    is asked of ``tasks`` when one begins (a :class:`TaskClaims` takes it then); ``before(task)`` is
+    called before each, ``after()`` after each.  Yields ``(task, (partial, timing))`` as each ends."""
+    pending = iter(tasks)
+    nxt = next(pending, None)
+    while nxt is not None:
+        task, frames = nxt
         if before is not None:
             before(task)
-        then = tasks[k + 1][1] if k + 1 < len(tasks) else None
-        yield task, run_task(job, task, frames, worker, then=then)
+        nxt = next(pending, None)
+        result = run_task(job, task, frames, worker, then=None if nxt is None else nxt[1])
+        if after is not None:
+            after()
+        yield task, result
 
 
-#: Runs of tasks per worker that a pool hands out for a source that reads ahead (:func:`task_runs`).
-RUNS_PER_WORKER = 2
+@dataclass(frozen=True)
+class TaskClaims:
+    """A pool's tasks that its workers take themselves, in frame order, each the next one not yet taken.
 
-
-def task_runs(job: Job, ranges: list[FrameRange], n_workers: int) -> list[list[tuple[int, FrameRange]]]:
-    """The ``(task, frames)`` a pool's worker is handed at once.
-
-    One task at a time, the pool balancing them as workers free up; for a source that reads ahead
-    (``job.reads_ahead``) runs of consecutive tasks, about :data:`RUNS_PER_WORKER` a worker: a worker
-    that knows its next task fetches that task's first block while it maps the last one's
-    (:func:`run_in_turn`), instead of waiting a round trip at every task's start, and the pool still
-    balances the runs.
+    Handed one task at a time, a worker cannot fetch its next task's first block while it maps the
+    last one's: each task of a source behind a URL began with a round trip.  Handed runs of tasks, the
+    runs' ends did.  A worker that takes its tasks (iterating this, in :func:`run_in_turn`) knows its
+    next one from the start of the one before, and the workers still balance the tasks between them.
+    The counters (next task, tasks finished) are in a small file, changed under a lock: one way for the
+    processes of a pool however they were started, and for threads.
     """
-    tasks = list(enumerate(ranges))
-    per = max(1, len(tasks) // (RUNS_PER_WORKER * max(1, n_workers))) if job.reads_ahead else 1
-    return [tasks[i:i + per] for i in range(0, len(tasks), per)]
+
+    path: str
+    ranges: tuple[FrameRange, ...]
+
+    @classmethod
+    def create(cls, folder: str, ranges: Sequence[FrameRange]) -> TaskClaims:
+        import tempfile
+
+        fd, path = tempfile.mkstemp(prefix="claims-", dir=folder)
+        os.write(fd, b"0 0")
+        os.close(fd)
+        return cls(path, tuple(ranges))
+
+    def _count(self, which: int, add: int) -> int:
+        """Counter ``which`` (0: next task, 1: tasks finished) before adding ``add`` to it."""
+        import fcntl
+
+        with open(self.path, "r+b") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX if add else fcntl.LOCK_SH)
+            counts = [int(x) for x in fh.read().split()]
+            if add:
+                was, counts[which] = counts[which], counts[which] + add
+                fh.seek(0)
+                fh.write(b"%d %d" % tuple(counts))
+                fh.truncate()
+                return was
+            return counts[which]
+
+    def __iter__(self) -> Iterator[tuple[int, FrameRange]]:
+        while (task := self._count(0, 1)) < len(self.ranges):
+            yield task, self.ranges[task]
+
+    def finished(self) -> None:
+        """Count one more task finished (the root's progress)."""
+        self._count(1, 1)
+
+    def stop(self) -> None:
+        """No task is taken any more (each worker ends the task it runs and the one it took next)."""
+        try:
+            self._count(0, len(self.ranges))
+        except (OSError, ValueError, IndexError):
+            pass
+
+    @property
+    def n_finished(self) -> int:
+        try:
+            return self._count(1, 0)
+        except (OSError, ValueError, IndexError):   # removed with its pool
+            return 0
+
+    def remove(self) -> None:
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+def hand_out(job: Job, ranges: list[FrameRange], folder: str) -> list[list[tuple[int, FrameRange]]] | TaskClaims:
+    """What a pool hands its workers: one task at a time (the pool balancing them as workers free up),
+    or, for a source that reads ahead (``job.reads_ahead``), :class:`TaskClaims` the workers take
+    their tasks from themselves (each worker is handed the claims once)."""
+    if job.reads_ahead and len(ranges) > 1:
+        return TaskClaims.create(folder, ranges)
+    return [[(i, r)] for i, r in enumerate(ranges)]
 
 
 def _fetched(before: dict | None, after: dict | None) -> dict:
@@ -404,6 +471,12 @@ class Homecoming:
 
     def arrived(self, task: int) -> bool:
         return self._timings[task] is not None
+
+    def progress(self, handed=None) -> int:
+        """Tasks done: those home, or as many as the workers taking ``handed`` claims have finished (their
+        results come home when a worker has no task left)."""
+        home = sum(t is not None for t in self._timings)
+        return max(home, handed.n_finished) if isinstance(handed, TaskClaims) else home
 
     @property
     def timings(self) -> tuple:

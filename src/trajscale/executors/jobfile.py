@@ -67,12 +67,18 @@ def _remove(path: str) -> None:
         pass
 
 
-def shipped_tasks(ref: JobFile, tasks):
-    """Tasks of a pool worker whose job was shipped: the job loaded (once per run), then
-    :func:`~.startup.worker_tasks`."""
+def shipped_tasks(ref: JobFile, tasks, after=None):
+    """Tasks of a pool worker whose job was shipped: the job loaded (once per run) before its first
+    task, then :func:`~.startup.worker_tasks` (``tasks`` as there)."""
+    import itertools
+
     from .startup import worker_tasks
 
-    return worker_tasks(_load(ref, *tasks[0]), tasks)
+    pending = iter(tasks)   # (claims: the first task is taken here, the others as they run)
+    first = next(pending, None)
+    if first is None:
+        return []
+    return worker_tasks(_load(ref, *first), itertools.chain([first], pending), after)
 
 
 def _load(ref: JobFile, task: int, frames):

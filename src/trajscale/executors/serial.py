@@ -29,7 +29,7 @@ class SerialExecutor(Executor):
         with progress_bar(len(ranges), progress) as bar:
             # each task told the next (a source behind a URL reads ahead across tasks too); a Ctrl-C the
             # CLI recorded is acted on between tasks
-            for i, result in run_in_turn(job, list(enumerate(ranges)), self.root_worker,
+            for i, result in run_in_turn(job, enumerate(ranges), self.root_worker,
                                          before=lambda _: raise_if_stopped()):
                 home.add(i, result)
                 bar.update(1)

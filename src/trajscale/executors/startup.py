@@ -93,12 +93,13 @@ def read_starts(marks: str, n: int, timeout: float = 60.0) -> list[dict]:
     return out
 
 
-def worker_tasks(job, tasks):
-    """Tasks of a pool worker, ``(task, frames)`` in turn: :func:`~trajscale.executors.base.run_in_turn`,
-    each noted first in the marks folder; their ``(task, (partial, timing))``."""
+def worker_tasks(job, tasks, after=None):
+    """Tasks of a pool worker, ``(task, frames)`` in turn (a list, or :class:`~.base.TaskClaims` it takes
+    them from; ``after()`` after each): :func:`~trajscale.executors.base.run_in_turn`, each noted first in
+    the marks folder; their ``(task, (partial, timing))``."""
     from .base import run_in_turn
 
-    return list(run_in_turn(job, tasks, f"pid {os.getpid()}", before=note_task))
+    return list(run_in_turn(job, tasks, f"pid {os.getpid()}", before=note_task, after=after))
 
 
 def note_task(task: int) -> None:
@@ -123,7 +124,10 @@ def task_imports(modules: tuple[str, ...] = ()) -> None:
     from . import base  # noqa: F401
 
     for name in modules:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ImportError:   # (an optional one, e.g. the remote extra's client: the task says what is missing)
+            pass
 
 
 def warm_up() -> int:

@@ -11,6 +11,7 @@ time), so memory is the threads times one block.
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -18,14 +19,14 @@ from ..block import FrameRange
 from ..pools import as_completed_polling
 from ..progress import progress_bar
 from ..report.process import mark_ready
-from .base import Executor, Homecoming, Job, TaskResults, close_cached_sources, io_of, run_in_turn, task_runs
+from .base import Executor, Homecoming, Job, TaskClaims, TaskResults, close_cached_sources, hand_out, io_of, run_in_turn
 
 #: Prefix of the pool's thread names; a thread's name is its worker's name in the report.
 THREAD_PREFIX = "thread"
 
 
-def _thread_tasks(job: Job, tasks: list[tuple[int, FrameRange]]):
-    return list(run_in_turn(job, tasks, threading.current_thread().name))
+def _thread_tasks(job: Job, tasks, after=None):
+    return list(run_in_turn(job, tasks, threading.current_thread().name, after=after))
 
 
 class ThreadExecutor(Executor):
@@ -55,21 +56,28 @@ class ThreadExecutor(Executor):
 
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults:
         pool = self._get_pool()
-        # one task at a time, or runs of them where a thread can fetch ahead across its tasks (task_runs)
-        futures = {pool.submit(_thread_tasks, job, run): run for run in task_runs(job, ranges, self.n_workers)}
-        home = Homecoming(job, len(ranges))
-        try:
-            with progress_bar(len(ranges), progress) as bar:
-                for fut in as_completed_polling(futures):
-                    run = futures.pop(fut)   # (a future holds its results: let go of them)
-                    for i, result in fut.result():
-                        home.add(i, result)
-                    bar.update(len(run))
-        except BaseException:
-            for fut in futures:
-                fut.cancel()
-            wait(futures)   # a thread cannot be stopped: its task ends before its source may be closed
-            raise
+        # one task at a time, or claims the threads take their tasks from where they fetch ahead (hand_out)
+        with tempfile.TemporaryDirectory(prefix="trajscale-claims-") as folder:
+            handed = hand_out(job, ranges, folder)
+            claims = isinstance(handed, TaskClaims)
+            runs = [handed] * min(self.n_workers, len(ranges)) if claims else handed
+            futures = {pool.submit(_thread_tasks, job, run, handed.finished if claims else None): run
+                       for run in runs}
+            home = Homecoming(job, len(ranges))
+            try:
+                with progress_bar(len(ranges), progress) as bar:
+                    for fut in as_completed_polling(futures, every=lambda: bar.show(home.progress(handed))):
+                        futures.pop(fut)   # (a future holds its results: let go of them)
+                        for i, result in fut.result():
+                            home.add(i, result)
+                        bar.show(home.progress(handed))
+            except BaseException:
+                for fut in futures:
+                    fut.cancel()
+                if claims:
+                    handed.stop()
+                wait(futures)   # a thread cannot be stopped: its task ends before its source may be closed
+                raise
         return home.results(io=io_of(self.source_options))
 
     def close(self, wait: bool = True) -> None:

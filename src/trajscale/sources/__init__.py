@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._lazy import attach
-from ..util import is_hdf5
+from ..util import is_hdf5, is_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,6 +30,10 @@ __getattr__, __dir__ = attach(__name__, {
 }, submodules=("base", "h5md", "mda", "mdapart", "parts", "registry", "segments"))
 
 
+#: What a worker imports to read a file behind a URL: the client library and the caching file objects
+#: (imported by a pool's parent or forkserver before its workers start, as :func:`reader_modules`' are).
+URL_MODULES = ("obstore", "trajscale.storage.hdf5", "trajscale.storage.xdr")
+
 #: An IMD stream's address begins so (``imd://HOST:PORT``).
 SCHEME = "imd://"
 
@@ -43,7 +47,8 @@ def is_stream(trajectory) -> bool:
 def reader_modules(trajectories) -> tuple[str, ...]:
     """The modules a worker will import to read ``trajectories`` beyond trajscale's own, told by name
     only (no file is opened): each Source declares its :attr:`~.base.Source.worker_modules`, found by
-    the file's name ending; a name no Source claims is read through MDAnalysis."""
+    the file's name ending; a name no Source claims is read through MDAnalysis; a URL adds
+    :data:`URL_MODULES`."""
     from .registry import by_name, source_class
 
     paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]
@@ -52,6 +57,8 @@ def reader_modules(trajectories) -> tuple[str, ...]:
         match = by_name(p)
         cls = match.source if match is not None else None if Path(p).is_dir() else source_class("mda_part")
         found += [m for m in (cls.worker_modules if cls is not None else ()) if m not in found]
+        if is_url(p):
+            found += [m for m in URL_MODULES if m not in found]
     return tuple(found)
 
 
