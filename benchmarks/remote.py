@@ -5,7 +5,8 @@ download-then-run and zarrtraj, on a local S3 server behind a proxy that emulate
                                 [--workloads rmsd,rmsf,mean] [--executors serial,processes2]
                                 [--layouts default,remote] [--sides local,url,download,zarrtraj] [--smoke]
                                 [--pairs A:B,... [--repeat 5]] [--commands] [--moto-dispatch]
-                                [--files] [--server-cpus LIST] [--client-cpus LIST] [--source TPR XTC]
+                                [--files [--server-processes K]] [--server-cpus LIST] [--client-cpus LIST]
+                                [--source TPR XTC]
 
 Data: AdK in water (MDAnalysisTests' ``adk_oplsaa.tpr`` + ``adk_oplsaa.xtc``: 47,681 atoms, 10 frames, the
 XTC repeated ``--parts`` times: 100 parts are 1,000 frames, 572 MB of float32 positions), converted by
@@ -21,6 +22,10 @@ request; ``--moto-dispatch``: through moto's dispatch too); every request to it 
 :class:`Proxy`, a threaded HTTP proxy that waits ``--delay-ms`` before forwarding each request and caps
 the bytes it sends back, all connections together, at ``--mbps`` MB/s (this machine's kernel has no netem:
 the proxy is the emulated network). It counts every request and byte, and when each was in flight.
+With ``--files --pairs``, ``--server-processes K`` puts K processes in the place of both (:class:`Fronts`):
+each answers from the files after the delay, within the cap they share; one event loop answers a few
+thousand requests a second, fewer than several client processes ask, and a store's service should not be
+what a comparison of clients measures.
 
 Workloads (each a whole process, the way a user runs it):
 
@@ -123,6 +128,23 @@ class Rate:
         return self._next - now
 
 
+class SharedRate(Rate):
+    """:class:`Rate` for the connections of several processes together (``--server-processes``): the next
+    slot in shared memory, taken under its lock (``time.monotonic`` is the same clock in every process)."""
+
+    def __init__(self, bytes_per_s: float, ctx) -> None:
+        self.bps = bytes_per_s
+        self._shared = ctx.Value("d", time.monotonic())
+
+    def wait(self, n: int) -> float:
+        if not self.bps:
+            return 0.0
+        with self._shared.get_lock():
+            now = time.monotonic()
+            self._shared.value = max(now, self._shared.value) + n / self.bps
+            return self._shared.value - now
+
+
 HOP = ("connection", "keep-alive", "proxy-connection", "expect", "transfer-encoding", "content-length", "te",
        "upgrade")
 
@@ -184,9 +206,9 @@ class Proxy:
     PIECE = 256 * 1024
 
     def __init__(self, upstream: str, delay_s: float = 0.0, bytes_per_s: float = 0.0, port: int = 0,
-                 answer=None, keep_log: bool = True) -> None:
+                 answer=None, keep_log: bool = True, rate: Rate | None = None, reuse_port: bool = False) -> None:
         up = urlsplit(upstream)
-        self.rate = Rate(bytes_per_s)
+        self.rate = rate if rate is not None else Rate(bytes_per_s)
         self.log: list[tuple] = []
         self._since = 0.0
         self._lock = threading.Lock()
@@ -197,6 +219,8 @@ class Proxy:
         self._loop = asyncio.new_event_loop()
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:   # (several processes listening on one port: the kernel spreads the connections)
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         self._sock.bind(("127.0.0.1", port))
         self._sock.listen(1024)   # (a burst of new connections: the default queue drops SYNs)
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -486,6 +510,10 @@ def ranged_answer():
     return answer
 
 
+#: The header naming the process that answered (``--server-processes``: which of them)
+SERVED_BY = "X-Served-By"
+
+
 def files_answer(folder: Path):
     """The front's answers from the files in ``folder``, without moto (``--files``: a machine without moto
     and boto3): ``GET /BUCKET/NAME`` (whole, or ``Range: bytes=A-B`` / ``bytes=A-``) and ``HEAD`` from
@@ -505,7 +533,7 @@ def files_answer(folder: Path):
         if match and match not in ("*", etag, etag.strip('"')):
             return 412, [("Content-Type", "application/xml")], b"<Error><Code>PreconditionFailed</Code></Error>"
         found = [("ETag", etag), ("Last-Modified", formatdate(st.st_mtime, usegmt=True)),
-                 ("Content-Type", "binary/octet-stream"), ("Accept-Ranges", "bytes")]
+                 ("Content-Type", "binary/octet-stream"), ("Accept-Ranges", "bytes"), (SERVED_BY, str(os.getpid()))]
         if method == "HEAD":
             return 200, found + [("Content-Length", str(size))], b""
         rng = headers.get("Range") or ""
@@ -550,6 +578,45 @@ def serve(port: int, copies: bool, dispatch: bool = False, files: str | None = N
     threading.Thread(target=moto.serve_forever, daemon=True).start()
     Proxy(f"http://127.0.0.1:{moto.server_address[1]}", port=port, answer=ranged_answer(),
           keep_log=False).serve_forever()
+
+
+class Fronts:
+    """``--server-processes K``: K processes, each answering range GETs from the stores' files
+    (:func:`files_answer`) after the delay and within the cap, all on one port (the kernel spreads the
+    connections between them) and the cap shared (:class:`SharedRate`). One Python event loop answers a
+    few thousand requests a second: fewer than several client processes ask of it, where a store's
+    service is not the limit. Nothing is logged (``--pairs`` only)."""
+
+    def __init__(self, folder: Path, n: int, delay_s: float, bytes_per_s: float) -> None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        port = free_port()
+        rate = SharedRate(bytes_per_s, ctx)
+        self.procs = [ctx.Process(target=_front, args=(str(folder), port, delay_s, rate), daemon=True)
+                      for _ in range(n)]
+        for proc in self.procs:
+            proc.start()
+        self.url = f"http://127.0.0.1:{port}"
+        end = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                if time.monotonic() > end or not all(proc.is_alive() for proc in self.procs):
+                    raise SystemExit("remote.py: the server's processes did not start") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.join()
+
+
+def _front(folder: str, port: int, delay_s: float, rate: Rate) -> None:
+    Proxy("http://127.0.0.1:9", delay_s=delay_s, port=port, answer=files_answer(Path(folder)), keep_log=False,
+          rate=rate, reuse_port=True).serve_forever()
 
 
 class Server:
@@ -821,6 +888,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--files", action="store_true",
                    help="no moto: the server answers range GETs from the stores' files (files_answer), for a "
                         "machine without moto and boto3 (sides local, url and url-warm only)")
+    p.add_argument("--server-processes", type=int, default=1, metavar="K",
+                   help="with --files and --pairs: K processes answer (and delay and cap) the requests, on one "
+                        "port, instead of one proxy in front of one server (Fronts)")
     p.add_argument("--server-cpus", default="", metavar="LIST",
                    help="keep the server and the proxy to these processors (e.g. 4-15; default: any)")
     p.add_argument("--client-cpus", default="", metavar="LIST",
@@ -867,11 +937,17 @@ def main(argv: list[str] | None = None) -> int:
     # every row finds the topology parsed in the benchmark's cache folder, as a user's later runs do
     subprocess.run(run_cmd("rmsd", "serial", str(next(iter(stores.values()))), work / "warm-up.csv"),
                    env=dict(os.environ, TRAJSCALE_CACHE_DIR=str(work / "cache")), check=True, capture_output=True)
-    server = Server(copies=args.moto_copies, dispatch=args.moto_dispatch, files=str(work) if args.files else None)
+    if args.server_processes > 1:
+        if not (args.files and args.pairs):
+            p.error("--server-processes needs --files and --pairs (its requests are not counted)")
+        server = proxy = Fronts(work, args.server_processes, args.delay_ms / 1e3, args.mbps * 1e6)
+        endpoint = server.url
+    else:
+        server = Server(copies=args.moto_copies, dispatch=args.moto_dispatch, files=str(work) if args.files else None)
+        proxy = Proxy(server.url, delay_s=args.delay_ms / 1e3, bytes_per_s=args.mbps * 1e6)
+        proxy.start()
+        endpoint = proxy.url
     upstream = server.url
-    proxy = Proxy(upstream, delay_s=args.delay_ms / 1e3, bytes_per_s=args.mbps * 1e6)
-    proxy.start()
-    endpoint = proxy.url
     env = env_for(endpoint, work)
     via = None
     if not args.files:
@@ -893,7 +969,8 @@ def main(argv: list[str] | None = None) -> int:
                                                 for lay, p in stores.items())
           + (f"; server and proxy on processors {args.server_cpus}" if args.server_cpus else "")
           + (f"; runs on processors {args.client_cpus}" if args.client_cpus else "")
-          + ("; server: the files (no moto)" if args.files else ""))
+          + ("; server: the files (no moto)" if args.files else "")
+          + (f", {args.server_processes} processes" if args.server_processes > 1 else ""))
     if "zarrtraj" in sides and not zarr_ok:
         print(f"zarrtraj: skipped ({zarr_py} cannot import zarrtraj: install zarrtraj==0.3.3 into its own venv, "
               "it pins zarr<3)")

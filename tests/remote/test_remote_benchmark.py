@@ -155,3 +155,38 @@ def test_the_files_server_answers_ranges_as_moto_does(tmp_path):
         assert s3.get_object(Bucket=bench.BUCKET, Key="obj.h5md")["Body"].read() == body
     finally:
         server.stop()
+
+
+def test_several_server_processes_answer_the_files_and_share_one_cap(tmp_path):
+    """``--server-processes 3``: 12 concurrent range GETs of 1 MB each get their bytes, answered by more
+    than one process (their connections spread by the kernel), and together take at least the 12 MB's time
+    at the 20 MB/s cap (0.6 s; each process capping alone would allow a third of that)."""
+    import concurrent.futures as cf
+    import os
+    import time
+    import urllib.request
+
+    bench = _benchmark_module()
+    body = os.urandom(12 * 2**20)
+    (tmp_path / "obj.h5md").write_bytes(body)
+    fronts = bench.Fronts(tmp_path, 3, 0.0, 20e6)
+    try:
+        def get(i: int) -> tuple[bytes, str, str]:
+            req = urllib.request.Request(f"{fronts.url}/{bench.BUCKET}/obj.h5md",
+                                         headers={"Range": f"bytes={i * 2**20}-{(i + 1) * 2**20 - 1}"})
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.read(), r.headers["Content-Range"], r.headers[bench.SERVED_BY]
+
+        t0 = time.monotonic()
+        with cf.ThreadPoolExecutor(12) as pool:
+            got = list(pool.map(get, range(12)))
+        took = time.monotonic() - t0
+        for i, (data, content_range, _) in enumerate(got):
+            assert data == body[i * 2**20:(i + 1) * 2**20]
+            assert content_range == f"bytes {i * 2**20}-{(i + 1) * 2**20 - 1}/{len(body)}"
+        assert took >= 12 * 2**20 / 20e6 * 0.95, took
+        assert len({by for _, _, by in got}) >= 2   # (all 12 on one of 3: a chance of 3 in 531,441)
+        assert {int(by) for _, _, by in got} <= {p.pid for p in fronts.procs}
+    finally:
+        fronts.stop()
+    assert not any(p.is_alive() for p in fronts.procs)
