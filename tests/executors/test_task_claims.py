@@ -49,6 +49,8 @@ def test_only_a_source_that_reads_ahead_is_handed_out_as_claims(tmp_path):
 
     ranges = [FrameRange(0, 5), FrameRange(5, 10)]
     job = Job(analysis={}, source={}, prepared=None)
-    assert hand_out(job, ranges, str(tmp_path)) == [[(0, ranges[0])], [(1, ranges[1])]]
-    claims = hand_out(Job(analysis={}, source={}, prepared=None, reads_ahead=True), ranges, str(tmp_path))
-    assert isinstance(claims, TaskClaims) and list(claims) == [(0, ranges[0]), (1, ranges[1])]
+    one_by_one = hand_out(job, ranges, 4, str(tmp_path))
+    assert one_by_one.runs == [[(0, ranges[0])], [(1, ranges[1])]] and one_by_one.after is None
+    taken = hand_out(Job(analysis={}, source={}, prepared=None, reads_ahead=True), ranges, 4, str(tmp_path))
+    assert len(taken.runs) == 2 and all(run is taken.claims for run in taken.runs)   # (2 tasks: 2 workers)
+    assert list(taken.claims) == [(0, ranges[0]), (1, ranges[1])]

@@ -410,13 +410,40 @@ class TaskClaims:
             pass
 
 
-def hand_out(job: Job, ranges: list[FrameRange], folder: str) -> list[list[tuple[int, FrameRange]]] | TaskClaims:
-    """What a pool hands its workers: one task at a time (the pool balancing them as workers free up),
-    or, for a source that reads ahead (``job.reads_ahead``), :class:`TaskClaims` the workers take
-    their tasks from themselves (each worker is handed the claims once)."""
+@dataclass(frozen=True)
+class HandOut:
+    """What a pool submits (:func:`hand_out`): ``runs``, each one submission's tasks (a list, or the
+    ``claims`` its worker takes them from), and ``after``, what a worker calls after each task."""
+
+    runs: list
+    claims: TaskClaims | None = None
+
+    @property
+    def after(self) -> Callable[[], None] | None:
+        return self.claims.finished if self.claims is not None else None
+
+    def progress(self, home: Homecoming) -> int:
+        """Tasks done: those home, or as many as the workers taking claims have finished (their results
+        come home when a worker finds no task left)."""
+        return max(home.n_home, self.claims.n_finished) if self.claims is not None else home.n_home
+
+    def stop(self) -> None:
+        if self.claims is not None:
+            self.claims.stop()
+
+    def remove(self) -> None:
+        if self.claims is not None:
+            self.claims.remove()
+
+
+def hand_out(job: Job, ranges: list[FrameRange], n_workers: int, folder: str) -> HandOut:
+    """How a pool hands out its tasks: one at a time (the pool balancing them as workers free up), or,
+    for a source that reads ahead (``job.reads_ahead``), :class:`TaskClaims` in ``folder`` each worker
+    takes its tasks from itself (handed once to each worker)."""
     if job.reads_ahead and len(ranges) > 1:
-        return TaskClaims.create(folder, ranges)
-    return [[(i, r)] for i, r in enumerate(ranges)]
+        claims = TaskClaims.create(folder, ranges)
+        return HandOut([claims] * min(n_workers, len(ranges)), claims)
+    return HandOut([[(i, r)] for i, r in enumerate(ranges)])
 
 
 def _fetched(before: dict | None, after: dict | None) -> dict:
@@ -472,11 +499,9 @@ class Homecoming:
     def arrived(self, task: int) -> bool:
         return self._timings[task] is not None
 
-    def progress(self, handed=None) -> int:
-        """Tasks done: those home, or as many as the workers taking ``handed`` claims have finished (their
-        results come home when a worker has no task left)."""
-        home = sum(t is not None for t in self._timings)
-        return max(home, handed.n_finished) if isinstance(handed, TaskClaims) else home
+    @property
+    def n_home(self) -> int:
+        return sum(t is not None for t in self._timings)
 
     @property
     def timings(self) -> tuple:

@@ -26,7 +26,7 @@ from ..errors import TaskError
 from ..pools import as_completed_polling, choose_start_method, process_pool, stop_workers
 from ..progress import progress_bar
 from ..report.timing import host_and_pid
-from .base import Executor, Homecoming, Job, TaskClaims, TaskResults, hand_out, io_of, sendable
+from .base import Executor, HandOut, Homecoming, Job, TaskResults, hand_out, io_of, sendable
 from .jobfile import INLINE_BYTES, ship, shipped_tasks, unship
 from .startup import init_worker, task_imports, warm_up, worker_tasks
 
@@ -102,25 +102,23 @@ class ProcessExecutor(Executor):
         # What pickle cannot take is refused here, once, not by each task's future.
         blob = sendable(job) if ranges else b""
         pool = self._get_pool()
-        shipped, futures, handed = None, {}, None
+        shipped, futures, handed = None, {}, HandOut([])
         try:
             # A large job is written once for the run and each worker loads it once (jobfile.py);
             # a small one travels with each hand-out. A worker is handed one task at a time, or the
             # claims it takes its tasks from where it can fetch ahead across them (base.hand_out).
-            handed = hand_out(job, ranges, self._marks or "")
-            runs = [handed] * min(self.n_workers, len(ranges)) if isinstance(handed, TaskClaims) else handed
-            after = handed.finished if isinstance(handed, TaskClaims) else None
+            handed = hand_out(job, ranges, self.n_workers, self._marks or "")
             if len(blob) > INLINE_BYTES:
                 shipped = ship(blob, self._marks or "")
-                futures = {pool.submit(shipped_tasks, shipped, run, after): run for run in runs}
+                futures = {pool.submit(shipped_tasks, shipped, run, handed.after): run for run in handed.runs}
             else:
-                futures = {pool.submit(worker_tasks, job, run, after): run for run in runs}
+                futures = {pool.submit(worker_tasks, job, run, handed.after): run for run in handed.runs}
             del blob
             # The pool starts its processes on submit; keep them to read exit codes if one dies.
             procs = dict(getattr(pool, "_processes", None) or {})
             home = Homecoming(job, len(ranges))
             with progress_bar(len(ranges), progress) as bar:
-                for fut in as_completed_polling(futures, every=lambda: bar.show(home.progress(handed))):
+                for fut in as_completed_polling(futures, every=lambda: bar.show(handed.progress(home))):
                     futures.pop(fut)   # a future holds its results: let go of them once folded in
                     try:
                         for i, result in fut.result():
@@ -128,18 +126,16 @@ class ProcessExecutor(Executor):
                     except BrokenProcessPool:
                         self._pool.shutdown(wait=True)   # joins the workers: exit codes are final
                         raise self._lost(ranges, home, procs) from None
-                    bar.show(home.progress(handed))
+                    bar.show(handed.progress(home))
         except BaseException:
             for fut in futures:
                 fut.cancel()
-            if isinstance(handed, TaskClaims):
-                handed.stop()
+            handed.stop()
             self.close(wait=False)
             raise
         finally:
             unship(shipped)
-            if isinstance(handed, TaskClaims):
-                handed.remove()
+            handed.remove()
         # Every worker's start-up (``t_start``), also of one that ran no task: a worker still starting
         # when the tasks were done is named with the time it had spent so far (``t_ready`` 0; see
         # :attr:`late_starts` for its whole start-up, known once the pool is closed).

@@ -19,7 +19,7 @@ from ..block import FrameRange
 from ..pools import as_completed_polling
 from ..progress import progress_bar
 from ..report.process import mark_ready
-from .base import Executor, Homecoming, Job, TaskClaims, TaskResults, close_cached_sources, hand_out, io_of, run_in_turn
+from .base import Executor, Homecoming, Job, TaskResults, close_cached_sources, hand_out, io_of, run_in_turn
 
 #: Prefix of the pool's thread names; a thread's name is its worker's name in the report.
 THREAD_PREFIX = "thread"
@@ -58,24 +58,20 @@ class ThreadExecutor(Executor):
         pool = self._get_pool()
         # one task at a time, or claims the threads take their tasks from where they fetch ahead (hand_out)
         with tempfile.TemporaryDirectory(prefix="trajscale-claims-") as folder:
-            handed = hand_out(job, ranges, folder)
-            claims = isinstance(handed, TaskClaims)
-            runs = [handed] * min(self.n_workers, len(ranges)) if claims else handed
-            futures = {pool.submit(_thread_tasks, job, run, handed.finished if claims else None): run
-                       for run in runs}
+            handed = hand_out(job, ranges, self.n_workers, folder)
+            futures = {pool.submit(_thread_tasks, job, run, handed.after): run for run in handed.runs}
             home = Homecoming(job, len(ranges))
             try:
                 with progress_bar(len(ranges), progress) as bar:
-                    for fut in as_completed_polling(futures, every=lambda: bar.show(home.progress(handed))):
+                    for fut in as_completed_polling(futures, every=lambda: bar.show(handed.progress(home))):
                         futures.pop(fut)   # (a future holds its results: let go of them)
                         for i, result in fut.result():
                             home.add(i, result)
-                        bar.show(home.progress(handed))
+                        bar.show(handed.progress(home))
             except BaseException:
                 for fut in futures:
                     fut.cancel()
-                if claims:
-                    handed.stop()
+                handed.stop()
                 wait(futures)   # a thread cannot be stopped: its task ends before its source may be closed
                 raise
         return home.results(io=io_of(self.source_options))
