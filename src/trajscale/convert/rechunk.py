@@ -58,7 +58,7 @@ from ..store.layout import Layout
 from ..store.schema import attr_str
 from ..store.units import factor
 from ..store.writer import early_allocation
-from ..util import check_output_path, is_url, polling_for_stop, raise_if_stopped
+from ..util import check_output_path, polling_for_stop, raise_if_stopped
 from . import direct
 from .join import copy_attrs, copy_frames, copy_structure, virtual_series
 from .options import OutputSpec, RechunkOptions, WriteOptions, with_options
@@ -114,11 +114,9 @@ class RechunkJob:
 
 def input_bytes(path) -> int:
     """The input's size: a local file's, or an object's behind a URL (its first request told it)."""
-    if is_url(path):
-        from ..storage.objects import RemoteObject
+    from ..storage.objects import open_bytes
 
-        return RemoteObject.open(str(path)).size
-    return os.path.getsize(path)
+    return open_bytes(path).size
 
 
 def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout | None = None, *,

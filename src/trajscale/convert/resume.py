@@ -27,7 +27,7 @@ from enum import Enum
 from pathlib import Path
 
 from ..errors import OutputError
-from ..util import fsync_path, is_url
+from ..util import fsync_path
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +71,10 @@ class InputIdentity:
 
     @classmethod
     def of(cls, path: str | os.PathLike) -> InputIdentity:
-        if is_url(path):   # an object: its size, and its ETag in place of an mtime
-            from ..storage.objects import stamp
+        """(an object behind a URL: its ETag in place of an mtime)"""
+        from ..storage.objects import open_bytes
 
-            return cls(str(path), *stamp(str(path)))
-        st = os.stat(path)
-        return cls(os.path.realpath(path), st.st_size, st.st_mtime_ns)
+        return cls(*open_bytes(path).stamp())
 
 
 @dataclass(frozen=True, slots=True)

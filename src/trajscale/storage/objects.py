@@ -134,6 +134,11 @@ class ByteStore(ABC):
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         """The bytes ``[start, stop)`` of each range, in order; every one exactly that long, or an error."""
 
+    @abstractmethod
+    def stamp(self) -> tuple[str, int, int]:
+        """(name, size, version): what a resume records of an input to know it again; the version is a
+        local file's modification time, an object's ETag as a number."""
+
     #: Ranges closer than this are read as one (:data:`MERGE_GAP`; an object's ``merge_gap`` option).
     merge_gap: int = MERGE_GAP
 
@@ -154,6 +159,9 @@ class LocalFile(ByteStore):
     @property
     def identity(self) -> tuple:
         return self._identity
+
+    def stamp(self) -> tuple[str, int, int]:
+        return self._identity[0], self._size, self._identity[4]
 
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         fd = os.open(self.path, os.O_RDONLY)
@@ -529,6 +537,11 @@ class RemoteObject(ByteStore):
     def object_identity(self) -> Identity:
         return self._identity
 
+    def stamp(self) -> tuple[str, int, int]:
+        import hashlib
+
+        return self.url, self._identity.size, int(hashlib.sha1(str(self._identity.etag).encode()).hexdigest()[:15], 16)
+
     def error(self, problem: str) -> RemoteError:
         return RemoteError(self.url, problem)
 
@@ -843,10 +856,7 @@ def read_coalesced(store: ByteStore, ranges: list[tuple[int, int]], gap: int,
     return out
 
 
-def stamp(url: str) -> tuple[int, int]:
-    """(size, a number standing for the ETag) of the object at ``url``: what a local file's size and mtime
-    are to a resume's record of its inputs."""
-    import hashlib
-
-    ident = RemoteObject.open(url).object_identity
-    return ident.size, int(hashlib.sha1(str(ident.etag).encode()).hexdigest()[:15], 16)
+def open_bytes(path: str | os.PathLike) -> ByteStore:
+    """The bytes of ``path``: a local file, or the object behind a URL (its first request tells its size
+    and identity)."""
+    return RemoteObject.open(path) if is_url(path) else LocalFile(os.fspath(path))
