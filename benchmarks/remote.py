@@ -598,15 +598,7 @@ class Fronts:
         for proc in self.procs:
             proc.start()
         self.url = f"http://127.0.0.1:{port}"
-        end = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return
-            except OSError:
-                if time.monotonic() > end or not all(proc.is_alive() for proc in self.procs):
-                    raise SystemExit("remote.py: the server's processes did not start") from None
-                time.sleep(0.1)
+        wait_for_port(port, 60, lambda: all(proc.is_alive() for proc in self.procs), "the server's processes")
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -629,19 +621,25 @@ class Server:
                f"import remote; remote.serve({port}, {copies!r}, {dispatch!r}, {files!r})"
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{port}"
-        end = time.monotonic() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > end:
-                    raise SystemExit("remote.py: moto's server did not start") from None
-                time.sleep(0.1)
+        wait_for_port(port, 120, lambda: self.proc.poll() is None, "moto's server")
 
     def stop(self) -> None:
         self.proc.kill()
         self.proc.wait()
+
+
+def wait_for_port(port: int, seconds: float, alive, what: str) -> None:
+    """Until 127.0.0.1:``port`` takes a connection; exit naming ``what`` if ``alive()`` turns false or
+    ``seconds`` pass first."""
+    end = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if not alive() or time.monotonic() > end:
+                raise SystemExit(f"remote.py: {what} did not start") from None
+            time.sleep(0.1)
 
 
 def free_port() -> int:
