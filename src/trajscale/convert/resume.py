@@ -71,7 +71,8 @@ class InputIdentity:
 
     @classmethod
     def of(cls, path: str | os.PathLike) -> InputIdentity:
-        """(an object behind a URL: its ETag in place of an mtime)"""
+        """``path``'s name, size and version (:meth:`~trajscale.storage.objects.ByteStore.stamp`: a local
+        file's mtime, an object's ETag)."""
         from ..storage.objects import open_bytes
 
         return cls(*open_bytes(path).stamp())

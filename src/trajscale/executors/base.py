@@ -358,7 +358,8 @@ class TaskClaims:
     ranges: tuple[FrameRange, ...]
 
     @classmethod
-    def create(cls, folder: str, ranges: Sequence[FrameRange]) -> TaskClaims:
+    def create(cls, folder: str | None, ranges: Sequence[FrameRange]) -> TaskClaims:
+        """Claims of ``ranges`` in a new file in ``folder`` (None: the temporary directory)."""
         import tempfile
 
         fd, path = tempfile.mkstemp(prefix="claims-", dir=folder)
@@ -436,10 +437,11 @@ class HandOut:
             self.claims.remove()
 
 
-def hand_out(job: Job, ranges: list[FrameRange], n_workers: int, folder: str) -> HandOut:
+def hand_out(job: Job, ranges: list[FrameRange], n_workers: int, folder: str | None = None) -> HandOut:
     """How a pool hands out its tasks: one at a time (the pool balancing them as workers free up), or,
-    for a source that reads ahead (``job.reads_ahead``), :class:`TaskClaims` in ``folder`` each worker
-    takes its tasks from itself (handed once to each worker)."""
+    for a source that reads ahead (``job.reads_ahead``), :class:`TaskClaims` in ``folder`` (None: the
+    temporary directory) each worker takes its tasks from itself (handed once to each worker); the
+    caller removes them (:meth:`HandOut.remove`)."""
     if job.reads_ahead and len(ranges) > 1:
         claims = TaskClaims.create(folder, ranges)
         return HandOut([claims] * min(n_workers, len(ranges)), claims)

@@ -11,7 +11,6 @@ time), so memory is the threads times one block.
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -57,23 +56,24 @@ class ThreadExecutor(Executor):
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults:
         pool = self._get_pool()
         # one task at a time, or claims the threads take their tasks from where they fetch ahead (hand_out)
-        with tempfile.TemporaryDirectory(prefix="trajscale-claims-") as folder:
-            handed = hand_out(job, ranges, self.n_workers, folder)
-            futures = {pool.submit(_thread_tasks, job, run, handed.after): run for run in handed.runs}
-            home = Homecoming(job, len(ranges))
-            try:
-                with progress_bar(len(ranges), progress) as bar:
-                    for fut in as_completed_polling(futures, every=lambda: bar.show(handed.progress(home))):
-                        futures.pop(fut)   # (a future holds its results: let go of them)
-                        for i, result in fut.result():
-                            home.add(i, result)
-                        bar.show(handed.progress(home))
-            except BaseException:
-                for fut in futures:
-                    fut.cancel()
-                handed.stop()
-                wait(futures)   # a thread cannot be stopped: its task ends before its source may be closed
-                raise
+        handed = hand_out(job, ranges, self.n_workers)
+        futures = {pool.submit(_thread_tasks, job, run, handed.after): run for run in handed.runs}
+        home = Homecoming(job, len(ranges))
+        try:
+            with progress_bar(len(ranges), progress) as bar:
+                for fut in as_completed_polling(futures, every=lambda: bar.show(handed.progress(home))):
+                    futures.pop(fut)   # (a future holds its results: let go of them)
+                    for i, result in fut.result():
+                        home.add(i, result)
+                    bar.show(handed.progress(home))
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            handed.stop()
+            wait(futures)   # a thread cannot be stopped: its task ends before its source may be closed
+            raise
+        finally:
+            handed.remove()
         return home.results(io=io_of(self.source_options))
 
     def close(self, wait: bool = True) -> None:

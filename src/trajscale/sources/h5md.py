@@ -516,10 +516,9 @@ class H5MDSource(Source):
         # The runs in cache-sized slabs, each gathered into the selected atoms while it
         # is still in cache (a gather from a whole 80 MB span cost as much as reading it).
         out = self._out_array(fl + ":selected", (n, len(plan.index), 3))
-        if self._remote is not None and len(plan.runs) == 1 and n:   # (from each frame's bytes as they came)
+        if self._remote is not None and n:   # (from each frame's bytes as they came, where it can)
             reads = self._remote_rows(ds)
-            if reads is not None and reads.read_gathered(tuple(plan.runs[0].tolist()), plan.index, out, start,
-                                                         stride):
+            if reads is not None and reads.read_gathered(plan.runs, plan.index, out, start, stride):
                 return out
         # (Collective MPI-IO reads keep whole slabs: every rank must make the same calls.)
         # (a remote file's slabs are large: each is one batch of concurrent requests)

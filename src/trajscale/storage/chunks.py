@@ -161,22 +161,20 @@ class ChunkReads:
             return self._by_ranges(runs, out, frames)
         return self._by_chunks(runs, out, frames)
 
-    def read_gathered(self, run: tuple[int, int], columns: np.ndarray, out: np.ndarray, first: int,
+    def read_gathered(self, runs: np.ndarray, columns: np.ndarray, out: np.ndarray, first: int,
                       stride: int) -> bool:
-        """Rows ``first, first + stride, ...`` of the atoms ``columns`` of one atom ``run`` (counted from its
-        start) into ``out``, taken from each frame's bytes as they came: no buffer the width of the run is
-        filled first (a new one's first touch cost more than the copy, and its copy held the interpreter
-        lock the requests' threads wait for).  False where :meth:`read_runs` must read them (chunks not of
-        whole frames, a chunk never written)."""
-        n = len(out)
-        if not self.index.whole_frames:
+        """Rows ``first, first + stride, ...`` of the atoms ``columns`` (counted from the start of the one
+        atom run ``runs`` holds) into ``out``, taken from each frame's bytes as they came: no buffer the
+        width of the run is filled first (a new one's first touch cost more than the copy, and its copy
+        held the interpreter lock the requests' threads wait for).  False where :meth:`read_runs` must
+        read them (several runs, chunks not of whole frames, a chunk never written)."""
+        if len(runs) != 1 or not self.index.whole_frames:
             return False
-        runs = np.asarray([run], dtype=np.int64)
-        ranges = self._frame_ranges(runs, first + stride * np.arange(n, dtype=np.int64)) if n else []
+        ranges = self._frame_ranges(runs, first + stride * np.arange(len(out), dtype=np.int64))
         if ranges is None:
             return False
         views = read_coalesced(self.store, ranges, self.merge_gap, MAX_REQUEST)
-        width, dtype = run[1] - run[0], self.dtype
+        width, dtype = int(runs[0][1] - runs[0][0]), self.dtype
         for i, view in enumerate(views):
             np.take(np.frombuffer(view, dtype=dtype).reshape(width, -1), columns, axis=0, out=out[i], mode="clip")
         return True
