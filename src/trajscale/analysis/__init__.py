@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 BUILTIN = {"rmsd": ("RMSD", ".rmsd"), "rmsf": ("RMSF", ".rmsf"), "rgyr": ("RadiusOfGyration", ".rgyr"),
             "average": ("AverageStructure", ".average"), "rdf": ("RDF", ".rdf"), "contacts": ("Contacts", ".contacts"),
             "distances": ("Distances", ".distances"), "com_distance": ("CentreOfMassDistance", ".comdist"),
+            "ramachandran": ("Ramachandran", ".dihedrals"),
             "per_frame": ("PerFrame", ".user"), "user_reduce": ("Reduce", ".user")}
 #: Analyses the engine makes, rebuilt on workers by name but no command of their own.
 _INTERNAL = {"group": ("AnalysisGroup", ".group")}

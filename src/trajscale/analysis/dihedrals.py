@@ -1,0 +1,167 @@
+"""Backbone φ/ψ dihedral angles per frame, as ``MDAnalysis.analysis.dihedrals.Ramachandran`` computes them.
+
+The residues and their five backbone atoms (C of the residue before, N, CA, C,
+and N of the residue after) are picked by MDAnalysis's own ``Ramachandran``
+class, once, in ``prepare``: the first and last residues of the protein and
+residues without a neighbour or with a missing or doubled backbone atom are left
+out exactly as there. The angles are then computed for whole blocks of frames
+with NumPy, in float64: each bond vector minimum-imaged in the frame's box (as
+``calc_dihedrals(..., box=)``), then ``atan2`` of the two normals' cross and dot
+products, in degrees in (-180, 180].
+
+``sincos=True`` gives ``(sin φ, cos φ, sin ψ, cos ψ)`` per residue instead: the
+periodic features Markov-state models and neural networks take (an angle near
+±180° is one place on the circle, not two ends of a line).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..block import Block
+from ..errors import SelectionError
+from ..kernels.geometry import safe_radius2, triclinic_vectors
+from ..topology import select_atoms
+from .base import Analysis, FrameRows, Prepared, check_finite
+from .options import NO_PBC, Command, Option
+from .results import SERIES_OUT, TimeSeries
+
+#: The 27 lattice shifts (-1, 0, 1) per axis, the image search of MDAnalysis's triclinic minimum image.
+_SHIFTS = np.array(np.meshgrid([-1, 0, 1], [-1, 0, 1], [-1, 0, 1], indexing="ij")).reshape(3, -1).T.astype(np.float64)
+
+
+def minimum_image(d: np.ndarray, dims: np.ndarray) -> np.ndarray:
+    """(F, M, 3) float64 difference vectors moved to their shortest periodic image in each frame's box
+    ((F, 6) MDAnalysis dimensions; a frame of zeros has no box and keeps its vectors).
+
+    Orthorhombic boxes: each component rounded, as MDAnalysis's ``_minimum_image``. Triclinic boxes:
+    rounded in fractional coordinates, then, for the vectors not shorter than half the box's smallest
+    width (where rounding may miss a shorter image), the shortest of the 27 neighbouring images, as
+    MDAnalysis's ``_minimum_image_triclinic`` searches.
+    """
+    d = np.array(d, dtype=np.float64)
+    dims = np.asarray(dims, np.float64).reshape(-1, 6)
+    h = triclinic_vectors(dims)
+    boxed = h[:, 0, 0] > 0
+    ortho = boxed & (dims[:, 3:] == 90.0).all(axis=1)
+    tric = boxed & ~ortho
+    if ortho.any():
+        L = dims[ortho, None, :3]
+        d[ortho] -= L * np.round(d[ortho] / L)
+    if tric.any():
+        ht = h[tric]
+        x = d[tric]
+        frac = np.einsum("fmi,fij->fmj", x, np.linalg.inv(ht))
+        x = np.einsum("fmi,fij->fmj", frac - np.round(frac), ht)
+        far = (x * x).sum(axis=-1) >= safe_radius2(ht)[:, None]
+        if far.any():
+            f_idx, m_idx = np.nonzero(far)
+            images = x[f_idx, m_idx][:, None, :] + np.einsum("sk,nkj->nsj", _SHIFTS, ht[f_idx])
+            best = np.argmin((images * images).sum(axis=-1), axis=1)
+            x[f_idx, m_idx] = images[np.arange(len(best)), best]
+        d[tric] = x
+    return d
+
+
+def dihedral_angles(p1: np.ndarray, p2: np.ndarray, p3: np.ndarray, p4: np.ndarray,
+                    dims: np.ndarray | None = None) -> np.ndarray:
+    """(F, M) dihedral angles in radians, (-π, π], of the atom quadruples ``p1``-``p4`` (each (F, M, 3)),
+    minimum image in ``dims`` (F, 6) where given: MDAnalysis's ``calc_dihedrals`` over a block."""
+    f = p1.shape[0]
+    bonds = np.stack([np.asarray(p2, np.float64) - p1, np.asarray(p3, np.float64) - p2,
+                      np.asarray(p4, np.float64) - p3], axis=1)              # (F, 3, M, 3)
+    if dims is not None:
+        bonds = minimum_image(bonds.reshape(f, -1, 3), dims).reshape(bonds.shape)
+    va, vb, vc = bonds[:, 0], bonds[:, 1], bonds[:, 2]
+    n1, n2 = np.cross(va, vb), np.cross(vb, vc)
+    x = (n1 * n2).sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        y = (np.cross(n1, n2) * vb).sum(axis=-1) / np.linalg.norm(vb, axis=-1)
+    return np.arctan2(y, x)
+
+
+class Ramachandran(Analysis):
+    """``r.angles``: (F, R, 2) backbone (φ, ψ) in degrees for the R residues MDAnalysis's ``Ramachandran``
+    keeps of ``select``, as its ``results.angles``; with ``sincos=True``, ``r.sincos``: (F, R, 4)
+    ``(sin φ, cos φ, sin ψ, cos ψ)``. ``pbc`` minimum-images each bond in the frame's box, as MDAnalysis
+    does when the frames have one (frames without a box are computed without it); ``pbc=False`` never
+    uses the box.
+
+    Parameters
+    ----------
+    select
+        The residues (an MDAnalysis selection; its atoms' residues are taken, within the protein).
+    sincos
+        Sine and cosine of each angle instead of the angle.
+    pbc
+        Minimum image in each frame's box.
+    """
+
+    name = "ramachandran"
+    command = Command("backbone phi/psi dihedrals per frame (as MDAnalysis's Ramachandran), or their sin/cos",
+                      f"--out: {SERIES_OUT}",
+                      (Option("select", "the residues (their backbone atoms are found by MDAnalysis)"),
+                       Option("sincos", "sin and cos of each angle (features for Markov models) instead of "
+                                        "degrees", switch=True),
+                       NO_PBC))
+    formats = TimeSeries.formats
+
+    def __init__(self, select: str = "protein", sincos: bool = False, pbc: bool = True) -> None:
+        self.select, self.sincos, self.pbc = select, bool(sincos), bool(pbc)
+
+    def get_config(self) -> dict:
+        return {"name": self.name, "select": self.select, "sincos": self.sincos, "pbc": self.pbc}
+
+    @property
+    def selections(self) -> tuple[str, ...]:
+        return (self.select,)
+
+    @property
+    def result_name(self) -> str:
+        return "sincos" if self.sincos else "angles"
+
+    def prepare(self, universe, source) -> Prepared:
+        from MDAnalysis.analysis.dihedrals import Ramachandran as MDARamachandran
+
+        group = select_atoms(universe, self.select, "selection")
+        real = getattr(universe, "real", universe)   # a cached topology's selection: MDAnalysis's own group
+        atoms = real.atoms[np.asarray(group.indices)]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")   # (first/last residues left out: said in the docs)
+                rama = MDARamachandran(atoms)
+        except ValueError as exc:
+            raise SelectionError(f"selection {self.select!r}: {exc}") from None
+        except TypeError:   # (MDAnalysis's own failure when no residue is left)
+            rama = None
+        quint = [] if rama is None else [np.asarray(ag.indices, np.int64)
+                                         for ag in (rama.ag1, rama.ag2, rama.ag3, rama.ag4, rama.ag5)]
+        if not quint or not len(quint[0]):
+            raise SelectionError(f"selection {self.select!r} has no residue with both a phi and a psi angle "
+                                 "(it needs protein residues with neighbours on both sides and atoms C, N, CA)")
+        needed = np.unique(np.concatenate(quint))
+        return Prepared(atoms=needed, state={"quint": np.stack([np.searchsorted(needed, q) for q in quint]),
+                                             "path": source.path,
+                                             "resids": np.asarray(rama.ag2.resids, np.int64)})
+
+    def map(self, block: Block, prep: Prepared) -> FrameRows:
+        s = prep.state
+        check_finite(block, block.positions, s["path"])
+        x = block.positions
+        p = [x[:, idx] for idx in s["quint"]]
+        dims = block.box if self.pbc else None
+        phi = dihedral_angles(p[0], p[1], p[2], p[3], dims)
+        psi = dihedral_angles(p[1], p[2], p[3], p[4], dims)
+        if self.sincos:
+            values = np.stack([np.sin(phi), np.cos(phi), np.sin(psi), np.cos(psi)], axis=-1)
+        else:
+            values = np.rad2deg(np.stack([phi, psi], axis=-1))
+        return FrameRows(block.frames, block.time, {self.result_name: values})
+
+    def result(self, reduced: FrameRows, prep: Prepared) -> TimeSeries:
+        width = 4 if self.sincos else 2
+        empty = np.empty((0, prep.state["quint"].shape[1], width))
+        return TimeSeries(reduced.frame, reduced.time, reduced.columns.get(self.result_name, empty),
+                          self.result_name)

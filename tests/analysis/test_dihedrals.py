@@ -1,0 +1,114 @@
+"""Backbone phi/psi per frame equal MDAnalysis's Ramachandran (and its calc_dihedrals / minimize_vectors), on
+every executor, with and without a periodic box."""
+
+from __future__ import annotations
+
+import warnings
+
+import MDAnalysis as mda
+import numpy as np
+import pytest
+from MDAnalysis.analysis.dihedrals import Ramachandran as MDARamachandran
+from MDAnalysis.lib.distances import calc_dihedrals, minimize_vectors
+from MDAnalysisTests import datafiles as D
+
+import trajscale as ts
+from trajscale.analysis.dihedrals import dihedral_angles, minimum_image
+from trajscale.convert.convert import convert
+from trajscale.errors import SelectionError
+from trajscale.h5md.layout import Layout
+
+warnings.filterwarnings("ignore", module="MDAnalysis")
+
+
+def mda_angles(top, traj, select="protein"):
+    u = mda.Universe(top, traj)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return MDARamachandran(u.select_atoms(select)).run().results.angles
+
+
+@pytest.fixture(scope="module")
+def adk_h5md(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rama") / "adk.h5md"
+    convert(D.PSF, [D.DCD], str(out), layout=Layout.parse("frame"))
+    return str(out)
+
+
+def assert_angles_equal(ours, ref):
+    """Angles equal modulo 360 (an angle at the +-180 seam may land on either side in float32 input)."""
+    assert ours.shape == ref.shape
+    diff = (np.asarray(ours, np.float64) - ref + 180.0) % 360.0 - 180.0
+    assert np.abs(diff).max() < 1e-3, np.abs(diff).max()
+
+
+def test_psf_dcd_equals_mdanalysis(adk_h5md):
+    r = ts.run(ts.Ramachandran(), D.PSF, adk_h5md, n_tasks=3)
+    ref = mda_angles(D.PSF, D.DCD)
+    assert r.angles.shape == (98, 212, 2)   # AdK: 214 residues less the first and last
+    assert_angles_equal(r.angles, ref)
+    np.testing.assert_array_equal(r.frames, np.arange(98))
+
+
+def test_a_residue_range(adk_h5md):
+    r = ts.run(ts.Ramachandran("resid 10-30"), D.PSF, adk_h5md)
+    assert_angles_equal(r.angles, mda_angles(D.PSF, D.DCD, "resid 10-30"))
+
+
+def test_water_box_minimum_image_equals_mdanalysis():
+    """AdK in a dodecahedron of water (GRO/XTC): every bond minimum-imaged in the triclinic box."""
+    r = ts.run(ts.Ramachandran(), D.GRO, D.XTC, n_tasks=2)
+    assert_angles_equal(r.angles, mda_angles(D.GRO, D.XTC))
+
+
+@pytest.mark.parametrize("executor", ["threads", "processes", pytest.param("dask", marks=pytest.mark.slow(seconds=2))])
+def test_every_executor_gives_the_same_bits(adk_h5md, executor):
+    if executor == "dask":
+        pytest.importorskip("distributed")
+    serial = ts.run(ts.Ramachandran(sincos=True), D.PSF, adk_h5md, n_tasks=5)
+    with ts.make_executor(executor, 2) as ex:
+        got = ts.run(ts.Ramachandran(sincos=True), D.PSF, adk_h5md, executor=ex, n_tasks=5)
+    np.testing.assert_array_equal(got.sincos, serial.sincos)
+
+
+def test_sincos_are_the_angles_sine_and_cosine(adk_h5md):
+    r = ts.run(ts.Ramachandran(sincos=True), D.PSF, adk_h5md)
+    ref = np.deg2rad(mda_angles(D.PSF, D.DCD))
+    assert r.sincos.shape == (98, 212, 4)
+    expect = np.stack([np.sin(ref[..., 0]), np.cos(ref[..., 0]), np.sin(ref[..., 1]), np.cos(ref[..., 1])], axis=-1)
+    np.testing.assert_allclose(r.sincos, expect, atol=2e-5)
+
+
+def test_random_quadruples_equal_calc_dihedrals():
+    """Random atoms in an orthorhombic and a skewed triclinic box, and without one: calc_dihedrals per frame."""
+    rng = np.random.default_rng(7)
+    boxes = np.array([[30, 31, 29, 90, 90, 90], [25, 27, 30, 70, 80, 65], [0, 0, 0, 0, 0, 0]], np.float32)
+    x = (rng.random((3, 4, 200, 3)) * 60 - 15).astype(np.float32)
+    ours = dihedral_angles(x[:, 0], x[:, 1], x[:, 2], x[:, 3], boxes)
+    for f in range(3):
+        box = boxes[f] if boxes[f].any() else None
+        ref = calc_dihedrals(x[f, 0], x[f, 1], x[f, 2], x[f, 3], box=box)
+        np.testing.assert_allclose(ours[f], ref, atol=1e-4)
+
+
+def test_minimum_image_equals_minimize_vectors():
+    rng = np.random.default_rng(3)
+    boxes = np.array([[20, 22, 24, 90, 90, 90], [20, 22, 24, 60, 75, 80], [18, 18, 18, 60, 60, 90]], np.float32)
+    d = (rng.random((3, 500, 3)) * 80 - 40).astype(np.float32)
+    ours = minimum_image(d, boxes)
+    for f in range(3):
+        np.testing.assert_allclose(np.linalg.norm(ours[f], axis=1),
+                                   np.linalg.norm(minimize_vectors(d[f], boxes[f]).astype(np.float64), axis=1),
+                                   rtol=1e-5, atol=1e-4)
+
+
+def test_no_residue_with_both_angles_is_a_clear_error(adk_h5md):
+    with pytest.raises(SelectionError, match="phi and a psi"):
+        ts.run(ts.Ramachandran("resid 1"), D.PSF, adk_h5md)
+
+
+def test_registered_with_a_command():
+    from trajscale.analysis import ANALYSES
+
+    assert ANALYSES["ramachandran"] is ts.Ramachandran
+    assert ts.Ramachandran.command is not None
