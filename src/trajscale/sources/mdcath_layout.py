@@ -1,0 +1,394 @@
+"""mdCATH's file layout: what a file holds, checked field by field, and where each member's data lie.
+
+:func:`describe` checks one member of an open file (shapes, the frame count against ``numFrames``,
+dtypes, units, storage, that the data lie inside the file) and gives its :class:`MemberLayout`: what
+:class:`~.mdcath.MDCATHSource` reads by. :func:`members` lists a file's members with their labels,
+:func:`pdb_text` and :func:`universe` give its topology. A file behind a URL is read through the caching
+file object (:mod:`trajscale.h5md.metadata`); whether an object is an mdCATH file is told from its first
+bytes where they hold the root's groups.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+from dataclasses import asdict, dataclass
+
+import h5py
+import numpy as np
+
+from ..errors import InputFileError
+from ..storage import is_url
+from ..util import HDF5_MAGIC
+
+log = logging.getLogger(__name__)
+
+#: What separates a file's location from a member's key (``file.h5#348/0``).
+MEMBER_SEP = "#"
+#: Picoseconds between saved frames (mdCATH's ``MDCATH_PICOSECONDS_PER_FRAME``).
+FRAME_PS = 1000.0
+#: kcal -> kJ (thermochemical calorie): forces are handed out in MDAnalysis's kJ/(mol Å).
+KCAL_TO_KJ = 4.184
+#: Length units the layout's ``unit`` attributes may name, in Å.
+_LENGTH_UNITS = {"angstrom": 1.0, "a": 1.0, "\u00e5": 1.0, "nm": 10.0, "nanometer": 10.0}
+_FORCE_UNITS = {"kcal/mol/angstrom": KCAL_TO_KJ, "kcal/(mol*angstrom)": KCAL_TO_KJ,
+                "kj/mol/angstrom": 1.0, "kj/(mol*angstrom)": 1.0, "kj/mol/nm": 0.1, "kj/(mol*nm)": 0.1}
+
+
+def split_member(location: str) -> tuple[str, str | None]:
+    """``(file location, member key or None)`` of ``"file.h5#348/0"`` (a location without ``#``: no key)."""
+    location = str(location)
+    path, sep, key = location.rpartition(MEMBER_SEP)
+    if not sep or "/" not in key:
+        return location, None
+    return path, key
+
+
+def member_location(path: str, key: str) -> str:
+    """The location naming member ``key`` of the file at ``path`` (``path#key``)."""
+    return f"{path}{MEMBER_SEP}{key}"
+
+
+@dataclass(frozen=True)
+class FieldAt:
+    """Where one ``(frames, atoms, 3)`` dataset's bytes lie: its byte offset in the file, NumPy dtype string,
+    and the factor to MDAnalysis's units."""
+
+    offset: int
+    dtype: str
+    scale: float
+
+
+@dataclass(frozen=True)
+class MemberLayout:
+    """One member as checked by the process that opened it first: what a worker reads it by.
+
+    ``identity`` is a local file's ``[size, mtime_ns, inode]`` or a URL's ``[etag, size]``; ``box`` is the
+    member's one box as MDAnalysis dimensions (Å, degrees), None without one.
+    """
+
+    domain: str
+    n_frames: int
+    n_atoms: int
+    coords: FieldAt
+    forces: FieldAt | None
+    box: tuple[float, ...] | None
+    identity: tuple
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["box"] = None if self.box is None else list(self.box)
+        d["identity"] = list(self.identity)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> MemberLayout:
+        return cls(str(d["domain"]), int(d["n_frames"]), int(d["n_atoms"]), FieldAt(**d["coords"]),
+                   None if d.get("forces") is None else FieldAt(**d["forces"]),
+                   None if d.get("box") is None else tuple(float(v) for v in d["box"]), tuple(d["identity"]))
+
+
+# ----------------------------------------------------------------------------- the file's structure
+
+def domain_group(f: h5py.File, where: str) -> tuple[str, h5py.Group]:
+    """The file's one domain group, or a one-line error."""
+    names = list(f.keys())
+    if len(names) != 1 or not isinstance(f.get(names[0], getlink=False), h5py.Group):
+        raise InputFileError(where, f"not an mdCATH file: its root holds {len(names)} objects, not one domain group")
+    return names[0], f[names[0]]
+
+
+def looks_like_mdcath(f: h5py.File) -> bool:
+    """HDF5 whose root holds one group, with a ``pdbProteinAtoms`` dataset in it."""
+    names = list(f.keys())
+    if len(names) != 1:
+        return False
+    group = f.get(names[0])
+    return isinstance(group, h5py.Group) and isinstance(group.get("pdbProteinAtoms"), h5py.Dataset)
+
+
+def member_keys(group: h5py.Group) -> list[str]:
+    """``"{temperature}/{replica}"`` of every group two levels down that holds ``coords``, in numeric order."""
+    def order(name: str):
+        return (0, int(name), "") if name.isdigit() else (1, 0, name)
+
+    keys = []
+    for t in sorted(group, key=order):
+        tg = group.get(t)
+        if not isinstance(tg, h5py.Group):
+            continue
+        for r in sorted(tg, key=order):
+            rg = tg.get(r)
+            if isinstance(rg, h5py.Group) and "coords" in rg:
+                keys.append(f"{t}/{r}")
+    return keys
+
+
+def member_labels(domain: str, key: str) -> dict:
+    t, _, r = key.partition("/")
+    return {"domain": domain, "temperature": int(t) if t.isdigit() else t, "replica": int(r) if r.isdigit() else r}
+
+
+def _unit(ds: h5py.Dataset, table: dict, default: str, where: str, what: str) -> float | None:
+    """The factor from ``ds``'s ``unit`` attribute (absent: the layout's ``default``) to MDAnalysis's units;
+    None for a unit the table does not know."""
+    unit = ds.attrs.get("unit", default)
+    if isinstance(unit, bytes | np.bytes_):
+        unit = unit.decode("utf-8", "replace")
+    factor = table.get(str(unit).strip().lower().replace(" ", ""))
+    if factor is None:
+        log.warning("%s: %s has unit %r, which trajscale does not read", where, what, unit)
+    return factor
+
+
+def _field_at(ds: h5py.Dataset, shape: tuple[int, int, int], file_size: int, where: str, what: str,
+              scale: float) -> FieldAt:
+    """Where ``ds`` (which must be ``shape``, contiguous, unfiltered numbers, inside the file) lies."""
+    if ds.shape != shape:
+        raise InputFileError(where, f"{what} has shape {ds.shape}, expected {shape}: the file is damaged")
+    if ds.dtype.kind != "f" or ds.dtype.itemsize not in (4, 8):
+        raise InputFileError(where, f"{what} holds {ds.dtype}, not floating-point coordinates")
+    if ds.chunks is not None or ds.id.get_create_plist().get_nfilters() or ds.is_virtual or ds.external:
+        raise InputFileError(where, f"{what} is chunked or compressed; mdCATH stores it contiguous and "
+                                    "uncompressed (read it through h5py, or rewrite it so)")
+    offset = ds.id.get_offset() if ds.size else 0
+    if offset is None:
+        raise InputFileError(where, f"{what} was never written")
+    end = offset + ds.size * ds.dtype.itemsize
+    if end > file_size:
+        raise InputFileError(where, f"{what} ends at byte {end} but the file has {file_size} bytes: "
+                                    "it is truncated")
+    return FieldAt(int(offset), ds.dtype.str, float(scale))
+
+
+def _box(group: h5py.Group, where: str) -> tuple[float, ...] | None:
+    """The member's box as MDAnalysis dimensions: mdCATH stores the first frame's box as a diagonal 3x3
+    matrix in nm (``unit``); an older layout as 3 edges. None without one (analyses that need a box refuse)."""
+    from ..box import edges_to_dimensions
+
+    ds = group.get("box")
+    if not isinstance(ds, h5py.Dataset):
+        return None
+    if ds.shape not in ((3, 3), (3,)) or ds.dtype.kind not in "fi":
+        raise InputFileError(where, f"box has shape {ds.shape} and dtype {ds.dtype}; mdCATH's is a 3x3 matrix")
+    scale = _unit(ds, _LENGTH_UNITS, "nm" if ds.shape == (3, 3) else "Angstrom", where, "box")
+    if scale is None:
+        return None
+    edges = np.asarray(ds[()], np.float64) * scale
+    if not np.isfinite(edges).all() or not (edges.any()):
+        return None
+    dims = edges_to_dimensions(edges[None])[0]
+    return tuple(float(v) for v in dims)
+
+
+def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity: tuple) -> MemberLayout:
+    """Check member ``key`` of the open mdCATH file ``f`` (None: its only member) and say where its data lie."""
+    domain, group = domain_group(f, where)
+    keys = member_keys(group)
+    if key is None:
+        if len(keys) != 1:
+            shown = ", ".join(keys[:6]) + (", ..." if len(keys) > 6 else "")
+            raise InputFileError(where, f"holds {len(keys)} trajectories (temperature/replica: {shown or 'none'}); "
+                                        f"name one, e.g. {member_location(where, keys[0] if keys else '348/0')}")
+        key = keys[0]
+    if key not in keys:
+        raise InputFileError(where, f"has no member {key!r} (it has {', '.join(keys) or 'none'})")
+    at = f"{where}{MEMBER_SEP}{key}"
+    member = group[key]
+    coords = member["coords"]
+    if not isinstance(coords, h5py.Dataset) or coords.ndim != 3 or coords.shape[2] != 3:
+        raise InputFileError(at, f"coords has shape {getattr(coords, 'shape', None)}, not (frames, atoms, 3)")
+    n_frames, n_atoms = int(coords.shape[0]), int(coords.shape[1])
+    declared = member.attrs.get("numFrames")
+    if declared is not None and int(np.asarray(declared).reshape(-1)[0]) != n_frames:
+        raise InputFileError(at, f"numFrames says {int(np.asarray(declared).reshape(-1)[0])} but coords holds "
+                                 f"{n_frames} frames: the file is damaged")
+    z = group.get("z")
+    if isinstance(z, h5py.Dataset) and z.shape != (n_atoms,):
+        raise InputFileError(at, f"z has {z.shape} atoms but coords {n_atoms}: the file is damaged")
+    shape = (n_frames, n_atoms, 3)
+    scale = _unit(coords, _LENGTH_UNITS, "Angstrom", at, "coords")
+    if scale is None:
+        raise InputFileError(at, f"coords has unit {coords.attrs.get('unit')!r}; trajscale reads Å or nm")
+    layout_coords = _field_at(coords, shape, file_size, at, "coords", scale)
+    forces = member.get("forces")
+    layout_forces = None
+    if isinstance(forces, h5py.Dataset):
+        fscale = _unit(forces, _FORCE_UNITS, "kcal/mol/Angstrom", at, "forces")
+        if fscale is not None:
+            layout_forces = _field_at(forces, shape, file_size, at, "forces", fscale)
+    return MemberLayout(domain, n_frames, n_atoms, layout_coords, layout_forces, _box(member, at), tuple(identity))
+
+
+def check_offsets(f: h5py.File, path: str, layout: MemberLayout, key: str) -> None:
+    """The layout's offsets must give HDF5's own values (the last frame's first atoms, read both ways): the
+    addresses are HDF5's to define."""
+    if not layout.n_frames or not layout.n_atoms:
+        return
+    ds = f[layout.domain][key]["coords"]
+    width = min(layout.n_atoms, 64)
+    theirs = np.asarray(ds[layout.n_frames - 1, :width], np.float32) * np.float32(layout.coords.scale)
+    dtype = np.dtype(layout.coords.dtype)
+    at = layout.coords.offset + (layout.n_frames - 1) * layout.n_atoms * 3 * dtype.itemsize
+    with open(path, "rb") as fh:
+        fh.seek(at)
+        mine = np.frombuffer(fh.read(width * 3 * dtype.itemsize), dtype)
+    if mine.size != width * 3 or (mine.astype(np.float32) * np.float32(layout.coords.scale)).tobytes() \
+            != theirs.reshape(-1).tobytes():
+        raise InputFileError(path, f"member {key}: coords' stored bytes do not give HDF5's values: the file is damaged")
+
+
+def local_identity(path: str) -> tuple[int, int, int]:
+    st = os.stat(path)
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+class _HeadFile(io.RawIOBase):
+    """The first bytes of an object as a file for h5py: enough to tell the layout of most files without a
+    request; ``beyond`` says HDF5 asked for more."""
+
+    def __init__(self, head: bytes, size: int) -> None:
+        super().__init__()
+        self._head, self._size, self._pos, self.beyond = head, size, 0, False
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._pos = offset if whence == io.SEEK_SET else self._pos + offset if whence == io.SEEK_CUR \
+            else self._size + offset
+        return self._pos
+
+    def readinto(self, buf) -> int:
+        view = memoryview(buf).cast("B")
+        stop = min(self._size, self._pos + len(view))
+        if stop > len(self._head):
+            self.beyond = True
+            raise OSError("past the object's first bytes")
+        n = max(0, stop - self._pos)
+        view[:n] = self._head[self._pos:stop]
+        self._pos += n
+        return n
+
+
+def url_looks_like_mdcath(url: str) -> bool:
+    """Told from the object's first bytes (fetched once, shared with the Source that opens it) where they
+    hold the root's groups; else from its metadata, read through the caching file object."""
+    from ..storage.objects import RemoteError, RemoteObject
+
+    try:
+        obj = RemoteObject.open(url)
+    except RemoteError:
+        return False
+    if obj.head[:8] != HDF5_MAGIC:
+        return False
+    fh = _HeadFile(obj.head, obj.size)
+    try:
+        with h5py.File(fh, "r") as f:
+            return looks_like_mdcath(f)
+    except Exception:   # noqa: BLE001 - HDF5 asked past the first bytes, or cannot read them
+        if not fh.beyond:
+            return False
+    try:
+        with open_remote(url, None) as (_, _, f):
+            return looks_like_mdcath(f)
+    except Exception:   # noqa: BLE001 - not readable as HDF5: not ours to say why
+        return False
+
+
+class open_remote:
+    """``with open_remote(url, options) as (object, file object, h5py.File)``: the HDF5 file behind a URL."""
+
+    def __init__(self, url: str, storage_options: dict | None) -> None:
+        from ..h5md.metadata import open_remote_h5
+
+        self.obj, self.fh, self.f = open_remote_h5(url, storage_options, None, 0)
+
+    def __enter__(self):
+        return self.obj, self.fh, self.f
+
+    def __exit__(self, *exc) -> None:
+        if self.fh.cached is None:   # the next open of this object starts from what was read
+            from ..h5md.metadata import cache_metadata
+
+            try:
+                cache_metadata(self.obj, self.fh.metadata())
+            except OSError:
+                pass
+        self.f.close()
+
+
+def open_local(path: str) -> h5py.File:
+    from ..h5md.hdf5 import open_h5
+
+    return open_h5(path, "r")
+
+
+# ----------------------------------------------------------------------------- what the ensemble asks
+
+def members(location: str, storage_options: dict | None = None) -> list[tuple[str, dict]]:
+    """``[(member key, labels), ...]`` of an mdCATH file (local or a URL), in temperature and replica order;
+    labels are ``{"domain", "temperature", "replica"}``."""
+    path, _ = split_member(location)
+    if is_url(path):
+        with open_remote(path, storage_options) as (_, _, f):
+            domain, group = domain_group(f, path)
+            return [(k, member_labels(domain, k)) for k in member_keys(group)]
+    with open_local(path) as f:
+        domain, group = domain_group(f, path)
+        return [(k, member_labels(domain, k)) for k in member_keys(group)]
+
+
+def read_text(f: h5py.File, where: str, name: str = "pdbProteinAtoms") -> str:
+    domain, group = domain_group(f, where)
+    ds = group.get(name)
+    if not isinstance(ds, h5py.Dataset) or ds.dtype.kind not in "SOU" and ds.dtype != np.dtype("V"):
+        raise InputFileError(where, f"has no {name} text in /{domain}")
+    raw = ds[()]
+    if isinstance(raw, np.ndarray):
+        raw = b"".join(x if isinstance(x, bytes) else str(x).encode() for x in raw.reshape(-1))
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes | np.bytes_) else str(raw)
+
+
+def pdb_text(location: str, storage_options: dict | None = None) -> str:
+    """The protein's PDB text (``pdbProteinAtoms``) of an mdCATH file: its topology."""
+    path, _ = split_member(location)
+    if is_url(path):
+        with open_remote(path, storage_options) as (_, _, f):
+            return read_text(f, path)
+    with open_local(path) as f:
+        return read_text(f, path)
+
+
+def universe(location: str, storage_options: dict | None = None):
+    """An MDAnalysis Universe of the file's protein, parsed from its ``pdbProteinAtoms`` (the same atoms,
+    in the same order, as every member's frames; its one frame is the PDB's coordinates)."""
+    import warnings
+
+    import MDAnalysis as mda
+    from MDAnalysis.lib.util import NamedStream
+
+    path, _ = split_member(location)
+    text = pdb_text(path, storage_options)
+    name = os.path.basename(path.rstrip("/")).rsplit(".", 1)[0] or "mdcath"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            u = mda.Universe(NamedStream(io.StringIO(text), f"{name}.pdb"))
+    except Exception as exc:   # noqa: BLE001 - any parser failure is the file's text's
+        raise InputFileError(path, f"pdbProteinAtoms cannot be read as PDB: {' '.join(str(exc).split())}") from None
+    u.filename = path
+    return u
+
+
+__all__ = ["FRAME_PS", "KCAL_TO_KJ", "MEMBER_SEP", "FieldAt", "MemberLayout", "check_offsets", "describe",
+           "domain_group", "local_identity", "looks_like_mdcath", "member_keys", "member_labels", "member_location",
+           "members", "open_local", "open_remote", "pdb_text", "read_text", "split_member", "universe",
+           "url_looks_like_mdcath"]
