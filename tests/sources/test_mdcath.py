@@ -201,3 +201,18 @@ def test_a_file_changed_after_its_config_is_refused(mdcath_file, tmp_path):
     os.utime(path, ns=(1, 1))
     with pytest.raises(InputFileError, match="changed since"):
         source_from_config(cfg)
+
+
+def test_a_glob_over_mdcath_files_is_an_ensemble_of_their_members(mdcath_file, tmp_path):
+    """The ensemble's expander: one member per temperature and replica, labelled, each read by its config."""
+    from trajscale.ensemble import Ensemble
+
+    other = from_universe(tmp_path / "mdcath_dataset_2adkB00.h5", mda.Universe(D.PSF, D.DCD), domain="2adkB00",
+                          members=(("450", "4"),), n_frames=5, seed=1)
+    shutil.copy(mdcath_file, tmp_path / "mdcath_dataset_1adkA00.h5")
+    ens = Ensemble.from_glob(str(tmp_path / "mdcath_dataset_*.h5"))
+    assert ens.names == ("1adkA00/320/0", "1adkA00/348/0", "1adkA00/348/1", "2adkB00/450/4")
+    assert ens["2adkB00/450/4"].labels == {"domain": "2adkB00", "temperature": 450, "replica": 4}
+    with source_from_config(dict(ens["2adkB00/450/4"].source)) as src:
+        with h5py.File(other, "r") as f:
+            np.testing.assert_array_equal(src.read(0, 5).positions, f["2adkB00/450/4/coords"][()])

@@ -1,0 +1,68 @@
+"""An mdCATH-shaped file behind a URL (a real S3 server): its members pass the Source conformance suite against
+MDAnalysis on the local file's arrays, the registry tells its format from the object's first bytes, and a
+worker opened from the config fetches only the frames' bytes."""
+
+from __future__ import annotations
+
+import MDAnalysis as mda
+import numpy as np
+import pytest
+from MDAnalysisTests import datafiles as D
+
+from tests.sources import test_mdcath as local
+from tests.sources.test_mdcath import MEMBERS, reference_universe
+from trajscale.sources import registry, source_from_config
+from trajscale.sources.mdcath import MDCATHSource, members
+from trajscale.testing.mdcath import from_universe
+
+pytestmark = pytest.mark.remote
+MD_BUCKET = "mdcath"
+
+
+@pytest.fixture(scope="module")
+def mdcath_object(s3_server, tmp_path_factory):
+    """(local file, s3:// URL, storage options) of one mdCATH-shaped file uploaded to the server."""
+    local = from_universe(tmp_path_factory.mktemp("mdcath-remote") / "mdcath_dataset_1adkA00.h5",
+                          mda.Universe(D.PSF, D.DCD), members=MEMBERS, n_frames=(10, 12, 7))
+    client = s3_server.client()
+    if MD_BUCKET not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
+        client.create_bucket(Bucket=MD_BUCKET)
+    client.upload_file(local, MD_BUCKET, "data/mdcath_dataset_1adkA00.h5")
+    options = {"endpoint_url": s3_server.endpoint, "key": "testing", "secret": "testing-secret-do-not-print",
+               "region_name": "us-east-1"}
+    return local, f"s3://{MD_BUCKET}/data/mdcath_dataset_1adkA00.h5", options
+
+
+class TestMDCATHFromS3(local.TestMDCATHMember):
+    """The local member's tests (the conformance suite with mdCATH's times), on the object."""
+
+    n_cases = 2
+
+    @pytest.fixture
+    def make_source(self, mdcath_object):
+        _, url, options = mdcath_object
+        return lambda: MDCATHSource(url, member="348/0", storage_options=options)
+
+    @pytest.fixture
+    def universe(self, mdcath_object):
+        return reference_universe(mdcath_object[0], "348/0")
+
+
+def test_format_and_members_from_the_url(mdcath_object, s3_env):
+    local, url, _ = mdcath_object
+    assert registry.guess(url).format == "MDCATH"
+    assert members(url) == members(local)
+
+
+def test_a_worker_fetches_only_the_frames_it_reads(mdcath_object):
+    local, url, options = mdcath_object
+    with MDCATHSource(url, member="348/1", storage_options=options) as src:
+        cfg = src.get_config()
+    atoms = np.arange(100, 400)
+    with source_from_config(cfg) as worker, MDCATHSource(local, member="348/1") as here:
+        got = worker.read(1, 6, atoms)
+        np.testing.assert_array_equal(got.positions, here.read(1, 6, atoms).positions)
+        stats = worker.remote_stats()
+    # one request from frame 1's atom 100 to frame 5's atom 399 (the gaps between frames are below the merge
+    # gap, so they are fetched with them), and nothing of HDF5's metadata
+    assert stats["requests"] == 1 and stats["bytes"] == 4 * 3341 * 12 + 300 * 12, stats
