@@ -94,6 +94,16 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "read_layouts.py": (["--frames", F, "--workdir", "{work}", "--repeat", "1", "--layouts", "frame",
                          "--mda-frames", "10", "--block", "10"],
                         [r"^layout\s+chunks\s+GB\s+slab GB/s", rf"^frame\s+\(1, 47681, 3\)\s+{NUM}"]),
+    # OLD and NEW both this checkout: the harness at work (every side, the comparison of the outputs), not a timing
+    "regress.py": ([str(ROOT), str(ROOT), "--size", "smallest", "--workdir", "{work}/regress", "--rows",
+                    "h5md/rmsd/default/serial,h5md/rdf/small/processes2,h5md/plan/default/serial,"
+                    "yiip/rmsd/default/serial,xtc/rmsd/default/serial,s3/rmsd/default/serial,convert/*",
+                    "--json", "{work}/regress.json", "--overwrite"],
+                   [r"^OLD: .+\nNEW: .+\n", r"^row\s+OLD s\s+NEW s\s+NEW/OLD\s+range\s+cpu\s+slower\s+output\s+load$",
+                    rf"^h5md/rmsd/default/serial\s+{NUM}\s+{NUM}\s+{NUM}x\s+{NUM}-{NUM}\s+{NUM}x\s+[01]/[01]\s+"
+                    rf"(same|equal)\s+{NUM}$",
+                    r"^s3/rmsd/default/serial\s+(\S.*\s(same|equal)\s+\S+|skipped: moto is not installed.*)$",
+                    r"^convert/xtc-h5md/all/serial\s+.*\s(same|equal)\s+\S+$"]),
     "remote_clients.py": (["1"], [rf"^fsspec/s3fs cat_ranges\s+{NUM} s wall", rf"^obstore get_ranges.*{NUM} s wall"]),
     "remote.py": (["--smoke", "--workdir", "{work}/remote"],
                   [r"^workload\s+executor\s+layout\s+side\s+wall s\s+MB read\s+MB fetched\s+requests\s+x read\s+"
@@ -145,6 +155,13 @@ def test_every_script_has_a_smoke_run():
 JSON_ROWS = {
     "predict.py": lambda rows: len(rows) == 1 and rows[0]["measured"] > 0 and rows[0]["predicted"] > 0
     and rows[0]["low"] <= rows[0]["predicted"] <= rows[0]["high"],
+    # every row asked for, each side run, their outputs the same (one tree against itself), one pair
+    "regress.py": lambda d: [r["row"] for r in d["rows"]] == [
+        "h5md/rmsd/default/serial", "h5md/rdf/small/processes2", "yiip/rmsd/default/serial",
+        "xtc/rmsd/default/serial", "s3/rmsd/default/serial", "h5md/plan/default/serial", "convert/xtc-h5md/all/serial"]
+    and all((r["status"] == "measured" and r["output"] in ("same", "equal") and r["pairs"] == 1
+             and min(r["old_wall"] + r["new_wall"] + r["old_cpu"] + r["new_cpu"]) > 0 and r["mark"] == "")
+            or (r["row"].startswith("s3/") and r["status"].startswith("skipped")) for r in d["rows"]),
     "scaling.py": lambda rows: [(r["executor"].split()[0], r["n"], r["n_frames"]) for r in rows]
     == [("mpi", 1, int(F)), ("mpi", 2, int(F)), ("MDAnalysis-MPI", 2, int(F))],
 }
@@ -174,6 +191,7 @@ JSON_OUTPUTS = {
     "scaling.py": (SMOKE["scaling.py"][0][:-3], "--json"),
     "write.py": (SMOKE["write.py"][0], "--json"),
     "mda_mpi_baseline.py": (["top.tpr", "traj.h5md"], "--out"),
+    "regress.py": (SMOKE["regress.py"][0][:-3], "--json"),
 }
 
 
@@ -317,3 +335,66 @@ def test_predict_held_out_runs_each_case_with_the_cache_as_it_says(work):
         assert rows[1]["chosen"] == "cold"
     assert all(r["measured"] > 0 and r["predicted"] > 0 for r in rows)
 
+
+
+def _regress():
+    """benchmarks/regress.py as a module (its matrix, without running it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("regress", BENCH / "regress.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["regress"] = mod   # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        del sys.modules["regress"]
+    return mod
+
+
+def test_regress_matrix_is_every_analysis_as_the_command_line_takes_it():
+    """regress.py's matrix: a row for every analysis ``trajscale run`` offers, on each executor; every row's
+    arguments accepted by this tree's command line; every selection in it selects atoms of its system
+    (MDAnalysis's own selection on the TPR and on YiiP's GRO)."""
+    import MDAnalysis as mda
+    from MDAnalysisTests.datafiles import GRO_MEMPROT, TPR
+
+    from trajscale.cli.main import build_parser
+    from trajscale.cli.run import command_analyses
+
+    regress = _regress()
+    data = regress.Data(TPR, ["a.xtc", "b.xtc"], "adk.h5md", GRO_MEMPROT, "yiip.h5md", "s3://bucket/adk.h5md")
+    rows = regress.matrix(data)
+    names = [r.name for r in rows]
+    assert len(set(names)) == len(names)
+    for analysis in command_analyses():
+        for executor in ("serial", "processes2"):
+            assert f"h5md/{analysis}/default/{executor}" in names, analysis
+    parser = build_parser()
+    universes = {TPR: mda.Universe(TPR), GRO_MEMPROT: mda.Universe(GRO_MEMPROT)}
+    for row in rows:
+        argv = row.argv(Path("out"))
+        args = parser.parse_args(argv)
+        assert args.quiet, row.name
+        given = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--select", "--select1", "--select2")]
+        plans = [re.findall(r'^select\d? = "(.+)"$', text, re.MULTILINE) for text in row.files.values()]
+        for sel in given + [s for found in plans for s in found]:
+            assert universes[args.topology].select_atoms(sel).n_atoms > 0, (row.name, sel)
+
+
+@pytest.mark.parametrize("ratios", [[1.1] * 5, [1.1] * 4 + [0.9], [1.02] * 9 + [0.95, 0.97], [1.5], [0.8] * 6,
+                                    [1.0, 1.2, 1.2, 1.2, 1.2, 1.2]])
+def test_regress_marks_a_row_by_the_sign_test(ratios):
+    """A row is SLOWER (faster) when the pairs where NEW took longer (less long) are too many for chance, by
+    SciPy's exact one-sided binomial test at the script's level; ties count for neither side."""
+    from scipy.stats import binomtest
+
+    regress = _regress()
+    row = regress.Row("h5md/rmsd/default/serial", None, ())
+    row.wall = {"OLD": [1.0] * len(ratios), "NEW": list(ratios)}
+    slower, faster = sum(r > 1 for r in ratios), sum(r < 1 for r in ratios)
+    n = slower + faster
+    p_slow = binomtest(slower, n, alternative="greater").pvalue
+    p_fast = binomtest(faster, n, alternative="greater").pvalue
+    want = "SLOWER" if p_slow <= regress.ALPHA else "faster" if p_fast <= regress.ALPHA else ""
+    assert row.mark == want
+    assert row.to_dict()["p_slower"] == pytest.approx(p_slow)
