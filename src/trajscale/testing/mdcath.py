@@ -88,12 +88,12 @@ def pdb_of(atomgroup) -> str:
 def from_universe(path: str | os.PathLike, universe, domain: str = "1adkA00",
                   members: Sequence[tuple[str, str]] = (("320", "0"), ("348", "0"), ("348", "1")),
                   n_frames: int | Sequence[int] = 10, seed: int = 0,
-                  box_nm: Sequence[float] | None = (8.0, 8.5, 9.0)) -> str:
-    """An mdCATH-shaped file of ``universe``'s atoms: member ``i`` holds ``n_frames`` (or ``n_frames[i]``) frames
-    from frame ``i`` on (wrapping around the trajectory), each moved by a seeded noise of 0.05 Å; forces are
-    seeded noise too."""
+                  box_nm: Sequence[float] | None = (8.0, 8.5, 9.0), select: str = "all") -> str:
+    """An mdCATH-shaped file of ``universe``'s atoms ``select``: member ``i`` holds ``n_frames`` (or
+    ``n_frames[i]``) frames from frame ``i`` on (wrapping around the trajectory), each moved by a seeded noise
+    of 0.05 Å; forces are seeded noise too."""
     rng = np.random.default_rng(seed)
-    atoms = universe.atoms
+    atoms = universe.select_atoms(select)
     n_traj = universe.trajectory.n_frames
     universe.trajectory[0]
     text = pdb_of(atoms)
@@ -101,7 +101,10 @@ def from_universe(path: str | os.PathLike, universe, domain: str = "1adkA00",
     coords, forces = {}, {}
     for i, (key, count) in enumerate(zip(members, counts, strict=True)):
         frames = [(i + k) % n_traj for k in range(count)]
-        x = np.array([universe.trajectory[fr].positions for fr in frames], np.float32).reshape(count, atoms.n_atoms, 3)
+        x = np.empty((count, atoms.n_atoms, 3), np.float32)
+        for k, fr in enumerate(frames):
+            universe.trajectory[fr]
+            x[k] = atoms.positions
         coords[key] = (x + rng.normal(0, 0.05, x.shape)).astype(np.float32)
         forces[key] = rng.normal(0, 10, x.shape).astype(np.float32)
     universe.trajectory[0]

@@ -1,0 +1,362 @@
+"""Frames of many trajectories as one PyTorch dataset: an ensemble's members, sampled in contiguous runs.
+
+:class:`EnsembleDataset` numbers the frames of every member of an ensemble one after another
+(:class:`~trajscale.ensemble.Ensemble`: a catalog, a glob such as ``"data/mdcath_dataset_*.h5"``,
+H5MD files, mdCATH members, any trajectory ``trajscale run`` reads; local or behind a URL). A batch
+from :class:`~trajscale.ml.sampler.BlockBatchSampler` (:func:`~trajscale.ml.make_loader`) holds a few
+blocks of consecutive frames, mostly of one member each: it is read with one ``Source.read`` per
+contiguous run of a member's frames, never one read per sample; the order changes every epoch
+(``seed + epoch``), the same on every rank.
+
+Each process (each DataLoader worker) opens only the members its batches touch, keeps at most
+``max_open`` of them open (least recently used closed first), and never inherits an open file across
+``fork``. A member is reopened from the Source config the dataset was made with (an mdCATH member's
+data offsets, a remote H5MD file's chunk addresses): a worker reads frames without walking HDF5
+metadata again. With ``cache_dir``, a member behind a URL is fetched once per node into that
+folder (:class:`~trajscale.ml.cache.NodeCache`, shared by the node's workers) and read from there.
+
+Members differ in their atom counts (mdCATH's domains do), so a batch is packed as PyTorch Geometric
+batches its graphs: the atoms of every sample one after another (``position``: (sum of atoms, 3)),
+``n_atoms`` per sample to split them, and per sample its ``trajectory`` (the member's number),
+``frame``, ``time`` and the member's labels (``temperature``, ``replica``, ...: numbers as arrays,
+others as lists). Members of one atom count make ``position.reshape(B, N, 3)`` a dense batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError, InputFileError, StoreError
+from ..util import is_url
+from .dataset import _as_index, _BatchReads, _default_cache_dir, runs
+from .trace import IOStats
+
+log = logging.getLogger(__name__)
+
+#: Per-atom fields a batch may hold.
+FIELDS = ("position", "velocity", "force")
+
+
+@dataclass(frozen=True)
+class _Member:
+    """What a worker needs of one member: how to open it, its size, and its labels."""
+
+    name: str
+    config: dict
+    n_frames: int
+    n_atoms: int
+    labels: dict
+
+
+def _members_of(trajectories, storage_options: dict | None) -> list:
+    """The ensemble's :class:`~trajscale.ensemble.Member` records: an Ensemble, a list of Members, a catalog,
+    a glob, or a list of locations (each a member, an mdCATH file each of its members)."""
+    from ..ensemble import Ensemble, Member
+
+    if isinstance(trajectories, Ensemble):
+        return list(trajectories)
+    if isinstance(trajectories, str | os.PathLike):
+        return list(Ensemble.of(trajectories, storage_options))
+    out = []
+    for t in trajectories:
+        if isinstance(t, Member):
+            out.append(t)
+            continue
+        loc = os.fspath(t)
+        base = Member(loc.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0], (loc,))
+        from ..sources.mdcath import ensemble_members
+
+        expanded = ensemble_members(loc, base)
+        out += expanded if expanded is not None else [base]
+    return out
+
+
+def _describe(member, storage_options: dict | None) -> _Member:
+    """The member's Source config (an mdCATH member's own; else the Source ``trajscale run`` opens), frame
+    and atom counts."""
+    from ..sources import open_source, source_from_config
+    from ..storage import using
+
+    with using(storage_options):
+        if member.source is not None:
+            src = source_from_config(dict(member.source))
+        else:
+            src = open_source(member.run_trajectory(), member.topology)
+        with src:
+            return _Member(member.name, src.get_config(), src.n_frames, src.n_atoms, dict(member.labels))
+
+
+def _label_columns(members: Sequence[_Member]) -> dict[str, object]:
+    """label -> (M,) array of numbers, or a list of values where they are not all numbers."""
+    names = list(dict.fromkeys(k for m in members for k in m.labels))
+    out: dict[str, object] = {}
+    for k in names:
+        values = [m.labels.get(k) for m in members]
+        if all(isinstance(v, bool | int | np.integer) and not isinstance(v, bool) for v in values):
+            out[k] = np.array(values, np.int64)
+        elif all(isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool) for v in values):
+            out[k] = np.array(values, np.float64)
+        else:
+            out[k] = values
+    return out
+
+
+class EnsembleDataset(_BatchReads):
+    """Every frame of every member of an ensemble as one map-style dataset, read in contiguous runs.
+
+    Parameters
+    ----------
+    trajectories
+        An :class:`~trajscale.ensemble.Ensemble`, a catalog or a glob (``"data/mdcath_dataset_*.h5"``), or a
+        list of Members or of locations (an mdCATH file stands for each of its members).
+    fields
+        Per-atom fields of each sample: ``position``, ``velocity``, ``force`` (every member must have them).
+    atomic_numbers
+        Add ``z`` (each atom's atomic number, per sample like the positions): from an mdCATH member's ``z``.
+    max_open
+        Members a process keeps open at once (least recently used closed first).
+    cache_dir
+        A node-local folder: members behind URLs are fetched there once per node and read from the copy
+        (default: read by range requests).
+    storage_options
+        For members behind URLs (``endpoint_url``, ...; default: the environment's).
+    transform
+        Called on each item (a dict of arrays; a whole packed batch for a batch read).
+
+    Raises
+    ------
+    ConfigError
+        An empty ensemble, an unknown field, ``max_open`` below 1.
+    InputFileError
+        A member that cannot be opened, or lacks a field asked for (named).
+    """
+
+    def __init__(self, trajectories, fields: Sequence[str] = ("position",), *, atomic_numbers: bool = False,
+                 max_open: int = 16, cache_dir: str | os.PathLike | None = None,
+                 storage_options: dict | None = None, transform: Callable | None = None) -> None:
+        self.fields = tuple(fields)
+        bad = [f for f in self.fields if f not in FIELDS]
+        if bad or not self.fields:
+            raise ConfigError(f"fields {list(self.fields)}: each is one of {', '.join(FIELDS)}")
+        if int(max_open) < 1:
+            raise ConfigError(f"max_open must be >= 1 (got {max_open})")
+        self.max_open = int(max_open)
+        self.atomic_numbers = bool(atomic_numbers)
+        self.cache_dir = str(cache_dir) if cache_dir else None
+        if storage_options is None:
+            from ..storage import current_options
+
+            storage_options = current_options() or None
+        self.storage_options = storage_options
+        self.transform = transform
+        self.members = [_describe(m, storage_options) for m in _members_of(trajectories, storage_options)]
+        if not self.members:
+            raise ConfigError("the ensemble has no member")
+        self.names = tuple(m.name for m in self.members)
+        self.starts = np.r_[0, np.cumsum([m.n_frames for m in self.members])].astype(np.int64)
+        self.n = int(self.starts[-1])
+        self.n_atoms = np.array([m.n_atoms for m in self.members], np.int64)
+        self.labels = _label_columns(self.members)
+        self._pid: int | None = None
+        self._open: OrderedDict[int, _Open] = OrderedDict()
+        self.stats: IOStats | None = None
+        self.opens = 0
+        #: the most members this process has held open at once
+        self.most_open = 0
+        self._check_fields()
+
+    def _check_fields(self) -> None:
+        """Every member has the fields (and atomic numbers) asked for: refused here, naming it, not mid-epoch."""
+        for i, m in enumerate(self.members):
+            if len(self.fields) == 1 and not self.atomic_numbers:
+                break   # (positions: every Source has them)
+            src = self._reader(i).source
+            missing = [f for f in self.fields if f not in src.fields]
+            if missing:
+                raise InputFileError(src.path, f"member {m.name!r} has no {', '.join(missing)}")
+
+    # ------------------------------------------------ per-process readers
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.update(_pid=None, _open=OrderedDict(), stats=None, opens=0, most_open=0)
+        return state
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _reader(self, i: int) -> _Open:
+        """Member ``i``'s open Source in this process (opened now if it is not; the least recently used closed
+        past ``max_open``)."""
+        pid = os.getpid()
+        if self._pid != pid:   # a fork's inherited handles are dropped, not closed (they are the parent's)
+            self._open, self._pid = OrderedDict(), pid
+            self.stats = IOStats.for_process(None)
+        reader = self._open.get(i)
+        if reader is not None:
+            self._open.move_to_end(i)
+            return reader
+        while len(self._open) >= self.max_open:
+            _, old = self._open.popitem(last=False)
+            old.close()
+        t0 = time.perf_counter()
+        reader = self._open[i] = _Open.of(self.members[i], self.cache_dir, self.storage_options, self.atomic_numbers)
+        self.opens += 1
+        self.most_open = max(self.most_open, len(self._open))
+        self.stats.opened(reader.source.path, t0, time.perf_counter())
+        return reader
+
+    def close(self) -> None:
+        """Close this process's open members (a later read reopens them)."""
+        if self._pid == os.getpid():
+            for reader in self._open.values():
+                reader.close()
+        self._open, self._pid = OrderedDict(), None
+
+    # ------------------------------------------------ reading
+
+    def locate(self, index) -> tuple[np.ndarray, np.ndarray]:
+        """(member number, frame within it) of each sample in ``index``."""
+        idx = _as_index(index, self.n)
+        member = np.searchsorted(self.starts, idx, side="right") - 1
+        return member, idx - self.starts[member]
+
+    def read(self, index) -> dict:
+        """The samples ``index`` (an int or a sequence), packed, without the transform: one ``Source.read``
+        per contiguous run of one member's frames among the sorted samples."""
+        scalar = np.ndim(index) == 0
+        idx = _as_index(index, self.n)
+        uniq, inverse = np.unique(idx, return_inverse=True)
+        member = np.searchsorted(self.starts, uniq, side="right") - 1
+        pieces: dict[str, list] = {f: [] for f in self.fields}
+        pieces["time"], zs = [], []
+        t0 = time.perf_counter()
+        n_reads = nbytes = 0
+        cut = np.flatnonzero(np.diff(member)) + 1
+        for lo, hi in zip(np.r_[0, cut].tolist(), np.r_[cut, len(uniq)].tolist(), strict=True):
+            m = int(member[lo])
+            reader = self._reader(m)
+            local = uniq[lo:hi] - self.starts[m]
+            for a, b in zip(*(x.tolist() for x in runs(local)), strict=True):
+                block = reader.source.read(a, b, None, self.fields)
+                for f in self.fields:
+                    arr = {"position": block.positions, "velocity": block.velocities, "force": block.forces}[f]
+                    pieces[f].append(arr.reshape(-1, 3))
+                    nbytes += arr.nbytes
+                pieces["time"].append(block.time)
+                if self.atomic_numbers:
+                    zs.append(np.tile(reader.z, b - a))
+                n_reads += 1
+        out = {f: np.concatenate(v) if v else np.empty((0, 3), np.float32) for f, v in pieces.items() if f in FIELDS}
+        out["time"] = np.concatenate(pieces["time"]) if pieces["time"] else np.empty(0)
+        if self.atomic_numbers:
+            out["z"] = np.concatenate(zs) if zs else np.empty(0, np.int64)
+        out["n_atoms"] = self.n_atoms[member]
+        out["trajectory"] = member.astype(np.int64)
+        out["frame"] = uniq - self.starts[member]
+        for k, col in self.labels.items():
+            out[k] = col[member] if isinstance(col, np.ndarray) else [col[m] for m in member.tolist()]
+        if self.stats is not None:
+            self.stats.read(t0, time.perf_counter(), n_reads, nbytes, len(uniq))
+        if len(uniq) != len(idx) or not np.array_equal(uniq, idx):
+            out = _reordered(out, inverse, self.fields + (("z",) if self.atomic_numbers else ()))
+        if scalar:
+            return {k: (v if k in self.fields or k == "z" else v[0]) for k, v in out.items()}
+        return out
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict]:
+        """torch's batched fetch: one packed read, handed out per sample."""
+        batch = self.read(indices)
+        per_atom = set(self.fields) | ({"z"} if self.atomic_numbers else set())
+        edges = np.r_[0, np.cumsum(batch["n_atoms"])]
+        items = [{k: (v[edges[i]:edges[i + 1]] if k in per_atom else v[i]) for k, v in batch.items()}
+                 for i in range(len(indices))]
+        return [self.transform(it) for it in items] if self.transform else items
+
+
+def _reordered(out: dict, inverse: np.ndarray, per_atom: tuple[str, ...]) -> dict:
+    """``out`` (samples in sorted order) in the asked order ``inverse`` (repeats allowed), per-atom rows
+    moved with their samples."""
+    counts = out["n_atoms"]
+    first = np.r_[0, np.cumsum(counts)[:-1]]
+    take_counts = counts[inverse]
+    rows = np.repeat(first[inverse] - np.r_[0, np.cumsum(take_counts)[:-1]], take_counts) \
+        + np.arange(int(take_counts.sum()))
+    res = {}
+    for k, v in out.items():
+        if k in per_atom:
+            res[k] = v[rows]
+        elif isinstance(v, np.ndarray):
+            res[k] = v[inverse]
+        else:
+            res[k] = [v[i] for i in inverse.tolist()]
+    return res
+
+
+class _Open:
+    """One member open in this process: its Source, its atomic numbers if asked, its cache entry if any."""
+
+    def __init__(self, source, z: np.ndarray | None, entry) -> None:
+        self.source, self.z, self._entry = source, z, entry
+
+    @classmethod
+    def of(cls, member: _Member, cache_dir: str | None, storage_options: dict | None, want_z: bool) -> _Open:
+        from ..sources import source_from_config
+        from ..storage import using
+
+        config, entry = dict(member.config), None
+        path = config.get("path")
+        if cache_dir and isinstance(path, str) and is_url(path):
+            config, entry = _cached(config, cache_dir, storage_options)
+        try:
+            with using(storage_options):
+                src = source_from_config(config)
+        except BaseException:
+            if entry is not None:
+                entry.close()
+            raise
+        z = None
+        if want_z:
+            numbers = getattr(src, "atomic_numbers", None)
+            if numbers is None:
+                src.close()
+                raise InputFileError(src.path, f"member {member.name!r}: its format stores no atomic numbers "
+                                               "(atomic_numbers=True reads mdCATH's z)")
+            z = numbers()
+        return cls(src, z, entry)
+
+    def close(self) -> None:
+        self.source.close()
+        if self._entry is not None:
+            self._entry.close()
+            self._entry = None
+
+
+def _cached(config: dict, cache_dir: str, storage_options: dict | None):
+    """The member's config pointed at the node's copy of its object (fetched now by the first process on the
+    node to need it), and the cache entry that keeps the copy in use."""
+    from .cache import NodeCache
+
+    url = config["path"]
+    identity = (config.get("layout") or {}).get("identity") or config.get("identity")
+    entry = NodeCache(cache_dir or _default_cache_dir()).open(url, storage_options, identity)
+    local = {"kind": config["kind"], "path": entry.path}
+    if config["kind"] == "mdcath":
+        local["member"] = config["member"]   # described anew on the copy (its own offsets check, inode, time)
+    elif config["kind"] != "h5md":
+        entry.close()
+        raise StoreError(url, f"a {config['kind']} member is read from its URL (cache_dir keeps H5MD and mdCATH "
+                              "files)")
+    else:
+        local.update({k: config[k] for k in ("group", "assume_units") if k in config})
+    return local, entry
+
+
+__all__ = ["FIELDS", "EnsembleDataset"]
