@@ -312,3 +312,24 @@ class FlakyProxy:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+@pytest.fixture(scope="session")
+def certificates(tmp_path_factory):
+    """A small CA, a server certificate it signs for 127.0.0.1, and a self-signed CA:TRUE one (openssl)."""
+    from .servers import Certificates
+
+    return Certificates(tmp_path_factory.mktemp("certificates"))
+
+
+@pytest.fixture(scope="session")
+def nginx(tmp_path_factory, certificates):
+    """Debian's nginx on free ports (http, https with the CA-signed certificate, https with the self-signed
+    one), serving a folder the tests write into; stopped at the session's end."""
+    from .servers import Nginx
+
+    server = Nginx(tmp_path_factory.mktemp("nginx"), certificates)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -27,7 +27,7 @@ from ..util import URL_SCHEMES as SCHEMES
 from ..util import is_url
 
 #: Options trajscale reads itself (the rest go to the fsspec filesystem).
-OWN_OPTIONS = ("retry_seconds", "timeout", "max_concurrency", "merge_gap")
+OWN_OPTIONS = ("retry_seconds", "timeout", "max_concurrency", "merge_gap", "ca_bundle")
 #: Keys whose values are never shown (a message lists the options' names only anyway).
 SECRET_WORDS = ("secret", "token", "password", "key", "credential", "session")
 
@@ -119,11 +119,11 @@ def fetched_here() -> dict:
     (zeros when it has read no URL: the client modules are then not even imported)."""
     import sys
 
-    objects = sys.modules.get(__name__ + ".objects")
-    if objects is None:
+    inflight = sys.modules.get(__name__ + ".inflight")
+    if inflight is None:
         return {"requests": 0, "bytes": 0, "wait_s": 0.0, "retries": 0}
-    with objects._PROCESS_LOCK:
-        return objects.PROCESS_STATS.as_dict()
+    with inflight._PROCESS_LOCK:
+        return inflight.PROCESS_STATS.as_dict()
 
 
 def fetched_since(before: dict) -> dict | None:

@@ -1,0 +1,247 @@
+"""Which failures of a request are worth another try, what each means for the user, and how long to try.
+
+A failure is told by the client's own error kinds, never by words of its message: obstore raises its
+exception classes (``PreconditionError``, ``PermissionDeniedError``, ``FileNotFoundError``, ...) and,
+for everything else, a ``GenericError`` whose text ends with ``object_store``'s error chain ("Debug
+source:"): the HTTP status (``Status { status: 503 }``), the transport's kind (``HttpError { kind:
+Timeout | Interrupted | Connect | Request | Decode }``), the connector's ``"dns error"``, rustls'
+``InvalidCertificate(...)``. :func:`classify` reads those fields (the status line ``status code: N``
+too, the same field as the client prints it) and an S3 error body's ``<Code>``.
+
+Retried: a cut response body (a worker killed mid-response), a reset or refused connection, a
+timeout, 5xx answers, 408 and throttling (429, 503 ``SlowDown``), and answers trajscale itself finds
+wrong (:class:`WrongAnswer`). Not retried: TLS (an untrusted or unfit certificate), DNS, other 4xx
+answers and a store's refusal of an option: each is said in one line naming its cause.
+
+:class:`Deadline` bounds the wait: a request and its retries take at most ``retry_seconds`` from the
+first try's start, each try's timeout cut to the time left.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import time
+from dataclasses import dataclass
+
+from ..errors import InputFileError
+
+
+class RemoteError(InputFileError):
+    """An object that cannot be read: missing, denied, replaced, or its server unreachable."""
+
+
+class Replaced(RemoteError):
+    """The object changed (another ETag or size) since the run first read it."""
+
+
+class WrongAnswer(Exception):
+    """An answer trajscale finds wrong (a body shorter or longer than the range asked): asked again."""
+
+
+#: What each kind of failure is called in a message, and whether it is retried.
+RETRIED = frozenset({"cut", "reset", "refused", "timeout", "server", "throttled", "wrong", "request"})
+
+REPLACED = "the object was replaced during the run (its ETag changed); run again on the new object"
+NO_KEY = "no such object (the key does not exist)"
+DENIED = "access denied (the credentials may not read this object)"
+BAD_KEYS = "access denied: the credentials are not valid for this endpoint (check the access key and secret)"
+NO_CREDENTIALS = ("no credentials: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile, or "
+                  "--storage-option anon=true for a public bucket")
+TRUST_HINT = ("set SSL_CERT_FILE, REQUESTS_CA_BUNDLE or --storage-option ca_bundle=FILE to the CA that signed it "
+              "(docs/remote.md, Certificates)")
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One failed request, classified: ``kind`` (``cut``, ``reset``, ``refused``, ``timeout``, ``server``,
+    ``throttled``, ``wrong``, ``request``: retried; ``tls``, ``dns``, ``missing``, ``no_bucket``, ``denied``,
+    ``unauthenticated``, ``replaced``, ``range``, ``no_range``, ``status``, ``option``, ``other``: not), the HTTP status
+    if the server answered, and what it means in a message."""
+
+    kind: str
+    problem: str
+    status: int | None = None
+
+    @property
+    def retry(self) -> bool:
+        return self.kind in RETRIED
+
+
+_STATUS = re.compile(r"(?:\bstatus:\s*|status code:\s*)(\d{3})\b")
+_HTTP_KIND = re.compile(r"HttpError\s*\{\s*kind:\s*(\w+)")
+_OS_KIND = re.compile(r"\bkind:\s*(ConnectionRefused|ConnectionReset|ConnectionAborted|BrokenPipe|TimedOut|"
+                      r"UnexpectedEof|NotConnected)\b")
+_CERT = re.compile(r"InvalidCertificate\(\s*(\w+)")
+_TLS = re.compile(r"\b(InvalidCertificate|InvalidMessage|AlertReceived|PeerIncompatible|PeerMisbehaved|"
+                  r"NoCertificatesPresented|HandshakeFailure|InvalidContentType|CorruptMessage)\b")
+_CODE = re.compile(r"<Code>([^<]{1,80})</Code>")
+
+
+def _source(exc: BaseException) -> str:
+    """The failure's text with its causes' (obstore puts the error chain in the text)."""
+    seen, parts = set(), []
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        parts.append(f"{type(exc).__name__}: {exc}")
+        exc = exc.__cause__ or exc.__context__
+    return "\n".join(parts)
+
+
+def _status_problem(status: int, code: str | None) -> Failure:
+    """A failure told by the server's answer: its status and an S3 error body's code."""
+    if code == "SlowDown" or status in (429, 503):
+        return Failure("throttled", f"the server is busy ({status} {code or 'throttled'})", status)
+    if code in ("InternalError", "RequestTimeout") or status >= 500 or status == 408:
+        return Failure("server", f"the server failed ({status}{' ' + code if code else ''})", status)
+    if code == "NoSuchBucket":
+        return Failure("no_bucket", "no such bucket", status)
+    if status == 404 or code == "NoSuchKey":
+        return Failure("missing", NO_KEY, status)
+    if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch"):
+        return Failure("unauthenticated", BAD_KEYS, status)
+    if status == 401:
+        return Failure("unauthenticated", "not authenticated (401): the server wants credentials", status)
+    if status == 403 or code == "AccessDenied":
+        return Failure("denied", DENIED, status)
+    if status == 412:
+        return Failure("replaced", REPLACED, status)
+    if status == 416 or code == "InvalidRange":
+        return Failure("range", "the server has fewer bytes than asked for (416)", status)
+    return Failure("status", f"the server answered {status}{' ' + code if code else ''}", status)
+
+
+def _tls_problem(text: str) -> Failure:
+    cert = _CERT.search(text)
+    why = cert.group(1) if cert else None
+    if "CaUsedAsEndEntity" in text:
+        return Failure("tls", "certificate not usable: the server's certificate is a CA's (CA:TRUE) used as the "
+                              "server's own, which rustls refuses even when trusted; make it with "
+                              "-addext basicConstraints=critical,CA:FALSE or sign it with a small CA "
+                              "(docs/remote.md, Certificates)")
+    if why == "UnknownIssuer" or "UnknownIssuer" in text:
+        return Failure("tls", f"certificate not trusted: its issuer is not a trusted CA; {TRUST_HINT}")
+    if why in ("NotValidForName", "NotValidForNameContext") or "NotValidForName" in text:
+        return Failure("tls", "certificate not valid for this host name: give the name (or IP address) its "
+                              "certificate was made for, or a certificate with this one in subjectAltName")
+    if why in ("Expired", "ExpiredContext", "NotValidYet", "NotValidYetContext"):
+        return Failure("tls", f"certificate not valid now ({why.replace('Context', '')}): renew it")
+    if why:
+        return Failure("tls", f"certificate refused ({why}); {TRUST_HINT}")
+    return Failure("tls", "the TLS handshake failed (does the server speak https on this port?)")
+
+
+def classify(exc: BaseException) -> Failure:
+    """What a failed request means, from the client's error kinds (see the module's docstring)."""
+    if isinstance(exc, WrongAnswer):
+        return Failure("wrong", str(exc))
+    name = type(exc).__name__
+    text = _source(exc)
+    if name == "UnknownConfigurationKeyError":
+        return Failure("option", f"a storage option the store does not take ({first_line(exc)})")
+    if name == "PreconditionError":
+        return Failure("replaced", REPLACED, 412)
+    if name == "NotSupportedError" and "Range" in str(exc):
+        return Failure("no_range", "the server does not answer range requests (it sent the whole object): "
+                                   "serve it from one that does (nginx, Apache, any S3-compatible store)")
+    code_match = _CODE.search(text)
+    code = code_match.group(1).strip() if code_match else None
+    status = _STATUS.search(text)
+    if isinstance(exc, FileNotFoundError) or name == "NotFoundError":
+        if code == "NoSuchBucket":
+            return Failure("no_bucket", "no such bucket", 404)
+        return Failure("missing", NO_KEY, 404)
+    if name == "UnauthenticatedError":
+        return _status_problem(int(status.group(1)), code) if status else Failure("unauthenticated", BAD_KEYS)
+    if name == "PermissionDeniedError":
+        return _status_problem(int(status.group(1)) if status else 403, code)
+    if status:
+        return _status_problem(int(status.group(1)), code)
+    if _TLS.search(text):
+        return _tls_problem(text)
+    kind = _HTTP_KIND.search(text)
+    os_kind = _OS_KIND.search(text)
+    if '"dns error"' in text:
+        return Failure("dns", "host name not found (DNS): check the URL or the endpoint")
+    if kind is not None:
+        k = kind.group(1)
+        if k == "Timeout":
+            return Failure("timeout", "no answer within the request's timeout")
+        if k == "Interrupted":
+            if os_kind and os_kind.group(1) == "ConnectionReset":
+                return Failure("reset", "the connection was reset")
+            return Failure("cut", "the connection was cut mid-response")
+        if k == "Connect":
+            if os_kind and os_kind.group(1) == "ConnectionRefused":
+                return Failure("refused", "connection refused")
+            return Failure("refused", "could not connect")
+        if k in ("Request", "Decode"):
+            return Failure("request", f"the request failed ({k.lower()})")
+    if os_kind is not None:
+        return Failure("reset" if os_kind.group(1) != "TimedOut" else "timeout", os_kind.group(1))
+    if isinstance(exc, TimeoutError):
+        return Failure("timeout", "no answer within the request's timeout")
+    if isinstance(exc, ConnectionError):
+        return Failure("reset", f"the connection failed ({name})")
+    if "credential" in text.lower() and "missing" in text.lower():
+        return Failure("unauthenticated", NO_CREDENTIALS)
+    return Failure("other", f"{name}: {first_line(exc)}")
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of a failure's text, at most 200 characters; a server's XML error body (S3's) is
+    given as its code and message, not cut mid-tag."""
+    text = str(exc).strip()
+    if "<?xml" in text or "<Error>" in text:
+        code = _CODE.search(text)
+        message = re.search(r"<Message>([^<]{1,160})</Message>", text)
+        head = text.split("<", 1)[0].strip().rstrip(":").strip()
+        head = head.rsplit("status code:", 1)[-1].strip()   # (obstore's "... status code: 500 Internal ...")
+        said = ": ".join(m.group(1) for m in (code, message) if m)
+        if said:   # the server's words whole, after as much of the client's as fits
+            return f"{head.splitlines()[0][:120]}: {said}" if head else said
+    return text.splitlines()[0][:200] if text else "no details"
+
+
+class Deadline:
+    """How long one request may still be tried: ``retry_seconds`` from its first try's start, each try's
+    timeout the smaller of ``timeout`` and the time left (rounded up to 0.5 s, so that the stores made for
+    a try's timeout stay few), and backoff between tries (exponential with jitter, at most 5 s)."""
+
+    def __init__(self, retry_seconds: float, timeout: float) -> None:
+        self.retry_seconds, self.timeout = retry_seconds, timeout
+        self.end: float | None = None
+        self.tries = 0
+        self._delay = 0.1
+
+    def try_timeout(self) -> float:
+        """The timeout of the next try (the first try starts the clock)."""
+        now = time.monotonic()
+        if self.end is None:
+            self.end = now + self.retry_seconds
+        self.tries += 1
+        left = max(self.end - now, 0.5)
+        return min(self.timeout, math.ceil(left * 2) / 2)
+
+    def left(self) -> float:
+        return 0.0 if self.end is None else self.end - time.monotonic()
+
+    def wait(self) -> bool:
+        """Sleep before the next try; False when no time is left for one."""
+        left = self.left()
+        if left <= 0.05:
+            return False
+        time.sleep(min(left, self._delay * (0.5 + random.random())))
+        self._delay = min(self._delay * 2, 5.0)
+        return self.left() > 0.05
+
+
+# the names this module's functions had in storage.objects (kept for callers and tests that use them)
+def _retryable(exc: BaseException) -> bool:
+    return classify(exc).retry
+
+
+def _problem(exc: BaseException) -> str | None:
+    failure = classify(exc)
+    return None if failure.retry or failure.kind == "other" else failure.problem

@@ -1,0 +1,321 @@
+"""The store conformance suite: what every :class:`~trajscale.storage.objects.ByteStore` must do, against a
+real server.
+
+Subclass :class:`StoreConformance` in a test module and give it one fixture, ``backend``: a
+:class:`Backend` that puts bytes where the store reads them (a folder, a bucket, a web server's root),
+replaces and removes them, and opens a store on them, directly or through a :class:`TcpProxy` that cuts
+a response mid-body or stops forwarding (a frozen server). A case that cannot happen to a store (a local
+file has no connection to cut) is skipped with the reason, said by the backend.
+
+>>> class TestMyStore(StoreConformance):
+...     @pytest.fixture
+...     def backend(self, my_server):
+...         return MyBackend(my_server)
+
+Every test compares what the store read with the bytes the test wrote, never with another store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from ..errors import InputFileError, TrajscaleError
+
+#: Bytes of the object the tests read (several ranges of 64 kB, and more than a head request's 256 kB).
+SIZE = 1_000_003
+#: Seconds of ``retry_seconds`` the failure cases run with: a frozen server must be given up on within them.
+RETRY_SECONDS = 2.0
+#: What a bounded wait may take beyond ``retry_seconds`` on a loaded machine (a sleep, not CPU).
+SLACK_S = 2.5
+
+
+def payload(size: int = SIZE, seed: int = 0) -> bytes:
+    """``size`` random bytes (the reference each read is compared with)."""
+    return np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8).tobytes()
+
+
+class TcpProxy:
+    """A TCP proxy on 127.0.0.1 in front of ``(host, port)``: it forwards bytes both ways (TLS passes through
+    untouched), and on request cuts the server's answers or freezes.
+
+    ``cut(n, after)``: the next ``n`` connections that carry more than ``after`` bytes of answers are closed
+    there, mid-response (a server's worker killed while it answered). ``freeze()``: from now on nothing is
+    forwarded, on connections open or new (a server stopped with ``kill -STOP``): the client waits.
+    ``thaw()`` forwards again. ``cuts`` counts the answers cut."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.upstream = (host, port)
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(256)
+        self.port = self._sock.getsockname()[1]
+        self._lock = threading.Lock()
+        self._cut_left, self._cut_after = 0, 0
+        self.cuts = 0
+        self._frozen = threading.Event()
+        self._closed = threading.Event()
+        self._conns: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True, name="tcp-proxy").start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def cut(self, n: int, after: int = 2000) -> None:
+        with self._lock:
+            self._cut_left, self._cut_after = n, after
+
+    def freeze(self) -> None:
+        self._frozen.set()
+
+    def thaw(self) -> None:
+        self._frozen.clear()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._frozen.clear()
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for c in conns:
+            with contextlib.suppress(OSError):
+                c.close()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._sock.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.upstream, timeout=10)
+            except OSError:
+                client.close()
+                continue
+            server.settimeout(None)
+            with self._lock:
+                self._conns += [client, server]
+            threading.Thread(target=self._pump, args=(client, server), daemon=True, name="tcp-proxy-pump").start()
+
+    def _pump(self, client: socket.socket, server: socket.socket) -> None:
+        """Forward both ways until either side closes; cut or hold as told."""
+        answered, cut_here = 0, False
+        try:
+            while not self._closed.is_set():
+                if self._frozen.is_set():
+                    time.sleep(0.05)
+                    continue
+                ready, _, _ = select.select([client, server], [], [], 0.1)
+                for s in ready:
+                    if self._frozen.is_set():
+                        break
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    if s is client:
+                        server.sendall(data)
+                        continue
+                    with self._lock:
+                        if not cut_here and self._cut_left > 0 and answered + len(data) > self._cut_after:
+                            self._cut_left -= 1
+                            self.cuts += 1
+                            cut_here = True
+                    if cut_here:   # the answer's first bytes only, then the connection ends mid-body
+                        client.sendall(data[:max(0, self._cut_after - answered)])
+                        return
+                    answered += len(data)
+                    client.sendall(data)
+        except OSError:
+            return
+        finally:
+            for s in (client, server):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                with contextlib.suppress(OSError):
+                    s.close()
+
+
+class Backend:
+    """Where a store's bytes live, for the suite: subclass it for each store.
+
+    ``put(name, data)`` stores ``data`` under ``name`` and returns its location (a path or URL);
+    ``location(name)`` is that location without storing anything (a missing object's); ``replace(name,
+    data)`` puts other bytes under the same name; ``open(location, options)`` opens the store on it;
+    ``proxied(name)`` (a context manager) gives a location of ``name`` reached through a :class:`TcpProxy`
+    and the proxy; ``denied(name, data)`` a location whose reading is refused. ``no_*`` attributes give
+    the reason a case does not apply (None: it does)."""
+
+    #: why this store has no connection to cut or freeze (a local file)
+    no_connection: str | None = None
+    #: why this store cannot be denied to the tests (root reads every local file)
+    no_denial: str | None = None
+
+    def put(self, name: str, data: bytes) -> str:
+        raise NotImplementedError
+
+    def location(self, name: str) -> str:
+        raise NotImplementedError
+
+    def replace(self, name: str, data: bytes) -> None:
+        self.put(name, data)
+
+    def open(self, location: str, options: dict | None = None):
+        from ..storage.objects import open_bytes
+
+        return open_bytes(location, options or {})
+
+    @contextlib.contextmanager
+    def proxied(self, name: str) -> Iterator[tuple[str, dict, TcpProxy]]:
+        """(location, options, proxy) of ``name`` through a proxy."""
+        raise NotImplementedError
+        yield
+
+    def denied(self, name: str, data: bytes) -> tuple[str, dict]:
+        raise NotImplementedError
+
+    def forget(self) -> None:
+        """Forget what this process keeps of objects it opened (their first bytes, for a few seconds)."""
+        from ..storage.objects import _heads
+
+        _heads.forget()
+
+
+def _fast(options: dict | None = None) -> dict:
+    return {"retry_seconds": RETRY_SECONDS, **(options or {})}
+
+
+class StoreConformance:
+    """The tests every byte store passes (see the module's docstring); needs a ``backend`` fixture."""
+
+    @pytest.fixture
+    def data(self) -> bytes:
+        return payload()
+
+    def test_ranges(self, backend, data):
+        store = backend.open(backend.put("ranges.bin", data))
+        assert store.size == len(data)
+        ranges = [(0, 10), (1000, 70_000), (500_000, 500_001), (len(data) - 7, len(data)), (5, 5)]
+        got = store.read_ranges(ranges)
+        assert [bytes(g) for g in got] == [data[a:b] for a, b in ranges]
+
+    def test_concurrent_ranges(self, backend, data):
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ..storage.ranges import read_coalesced
+
+        store = backend.open(backend.put("concurrent.bin", data))
+        rng = np.random.default_rng(1)
+        starts = np.sort(rng.integers(0, len(data) - 70_000, 200))
+        ranges = [(int(a), int(a) + int(n)) for a, n in zip(starts, rng.integers(1, 70_000, 200), strict=True)]
+        got = read_coalesced(store, ranges, gap=0)
+        assert [bytes(g) for g in got] == [data[a:b] for a, b in ranges]
+        with ThreadPoolExecutor(4) as pool:   # several readers of one store at once
+            results = list(pool.map(lambda i: store.read_ranges(ranges[i::4]), range(4)))
+        for i, part in enumerate(results):
+            assert [bytes(g) for g in part] == [data[a:b] for a, b in ranges[i::4]]
+
+    def test_a_range_past_the_end_is_refused(self, backend, data):
+        store = backend.open(backend.put("end.bin", data))
+        with pytest.raises(InputFileError, match="outside"):
+            store.read_ranges([(len(data) - 10, len(data) + 10)])
+
+    def test_a_missing_object_is_one_line(self, backend):
+        where = backend.location("missing.bin")
+        with pytest.raises(InputFileError) as err:
+            backend.open(where, _fast())
+        text = str(err.value)
+        assert "\n" not in text and text.startswith(f"{where}: ") and "no such" in text, text
+
+    def test_a_replaced_object_is_refused(self, backend, data):
+        """Another size: every store sees it, on the next read."""
+        where = backend.put("replaced.bin", data)
+        store = backend.open(where)
+        assert bytes(store.read_ranges([(0, 100)])[0]) == data[:100]
+        backend.replace("replaced.bin", payload(len(data) + 1000, seed=2))
+        with pytest.raises(InputFileError, match="replaced"):
+            store.read_ranges([(300_000, 400_000)])
+
+    def test_a_same_size_replacement_is_refused_or_said(self, backend, data):
+        """The same size at once (within the second): refused, or the store's validator says it cannot see it."""
+        where = backend.put("same.bin", data)
+        store = backend.open(where)
+        said = store.validator
+        assert said.kind and said.says
+        backend.replace("same.bin", payload(len(data), seed=3))
+        try:
+            got = bytes(store.read_ranges([(300_000, 400_000)])[0])
+        except InputFileError as exc:
+            assert "replaced" in str(exc), exc
+            return
+        assert not said.complete, f"{said.kind} claims every replacement is seen, but one was read: {said.says}"
+        assert got == payload(len(data), seed=3)[300_000:400_000]   # the new bytes, never a mix
+
+    def test_denied_access_is_one_line(self, backend, data):
+        if backend.no_denial:
+            pytest.skip(backend.no_denial)
+        where, options = backend.denied("denied.bin", data)
+        with pytest.raises(TrajscaleError) as err:
+            backend.open(where, _fast(options))
+        text = str(err.value)
+        assert "\n" not in text and "denied" in text, text
+
+    def test_a_cut_connection_is_retried(self, backend, data):
+        """Answers cut mid-body (a server's worker killed as it answered) are asked again: the bytes are right."""
+        if backend.no_connection:
+            pytest.skip(backend.no_connection)
+        backend.put("cut.bin", data)
+        with backend.proxied("cut.bin") as (where, options, proxy):
+            store = backend.open(where, _fast(options))
+            proxy.cut(3, after=4000)
+            ranges = [(a, a + 65_536) for a in range(0, 600_000, 100_000)]
+            got = store.read_ranges(ranges)
+            assert [bytes(g) for g in got] == [data[a:b] for a, b in ranges]
+            assert proxy.cuts >= 1 and store.stats.retries >= 1, (proxy.cuts, store.stats)
+
+    def test_a_frozen_server_is_given_up_on_within_retry_seconds(self, backend, data):
+        """A server that stops answering (``kill -STOP``): the read ends in one line within ``retry_seconds``
+        (plus slack for a loaded machine), not a request timeout later."""
+        if backend.no_connection:
+            pytest.skip(backend.no_connection)
+        backend.put("frozen.bin", data)
+        with backend.proxied("frozen.bin") as (where, options, proxy):
+            store = backend.open(where, _fast({**options, "timeout": 20}))
+            proxy.freeze()
+            t0 = time.monotonic()
+            with pytest.raises(InputFileError) as err:
+                store.read_ranges([(300_000, 400_000), (600_000, 700_000)])
+            took = time.monotonic() - t0
+            proxy.thaw()
+        text = str(err.value)
+        assert "\n" not in text and f"did not answer in {RETRY_SECONDS:g} s" in text, text
+        assert took < RETRY_SECONDS + SLACK_S, f"gave up after {took:.1f} s, not within {RETRY_SECONDS:g} s"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"no server on 127.0.0.1:{port} after {timeout} s")
+
+
+__all__ = ["Backend", "StoreConformance", "TcpProxy", "free_port", "payload", "wait_for_port"]

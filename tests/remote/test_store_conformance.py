@@ -1,0 +1,143 @@
+"""Every byte store passes the store conformance suite (trajscale.testing.stores) against a real server:
+a local file, moto's S3, nginx over http and over https (a CA and a server certificate made by openssl),
+and the Google Cloud Storage and Azure emulators where they can be had."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+import pytest
+
+from trajscale.testing.stores import Backend, StoreConformance, TcpProxy
+
+from .conftest import BUCKET
+
+
+class LocalBackend(Backend):
+    no_connection = "a local file has no connection to cut or freeze"
+    no_denial = "root reads every local file" if os.geteuid() == 0 else None
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def location(self, name: str) -> str:
+        return str(self.folder / name)
+
+    def put(self, name: str, data: bytes) -> str:
+        tmp = self.folder / f".{name}.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, self.folder / name)   # a new file under the name, as a publisher renames one
+        return self.location(name)
+
+    def denied(self, name: str, data: bytes) -> tuple[str, dict]:
+        where = self.put(name, data)
+        os.chmod(where, 0)
+        return where, {}
+
+
+class TestLocalFile(StoreConformance):
+    @pytest.fixture
+    def backend(self, tmp_path):
+        return LocalBackend(tmp_path)
+
+    def test_a_file_rewritten_in_place_is_refused(self, tmp_path, data):
+        """Rewritten under the same inode (``cp`` over it), same size: the modification time says it."""
+        backend = LocalBackend(tmp_path)
+        store = backend.open(backend.put("inplace.bin", data))
+        with open(tmp_path / "inplace.bin", "r+b") as fh:
+            fh.write(b"\0" * 100)
+        os.utime(tmp_path / "inplace.bin", ns=(1, store.identity[4] + 1))
+        with pytest.raises(Exception, match="replaced or rewritten"):
+            store.read_ranges([(0, 10)])
+
+
+class S3Backend(Backend):
+    """moto's S3 server (the session's, in this process)."""
+
+    no_denial = None
+
+    def __init__(self, server, prefix: str) -> None:
+        self.server, self.prefix = server, prefix
+        self.client = server.client()
+        with contextlib.suppress(Exception):
+            self.client.create_bucket(Bucket=BUCKET)
+        self.forget()
+
+    def location(self, name: str) -> str:
+        return f"s3://{BUCKET}/{self.prefix}/{name}"
+
+    def put(self, name: str, data: bytes) -> str:
+        self.client.put_object(Bucket=BUCKET, Key=f"{self.prefix}/{name}", Body=data)
+        return self.location(name)
+
+    @contextlib.contextmanager
+    def proxied(self, name: str):
+        port = int(self.server.endpoint.rsplit(":", 1)[1])
+        proxy = TcpProxy("127.0.0.1", port)
+        try:
+            yield self.location(name), {"endpoint_url": f"http://{proxy.address}"}, proxy
+        finally:
+            proxy.close()
+
+    def denied(self, name: str, data: bytes) -> tuple[str, dict]:
+        """A private object asked for without signing (``anon=true``): moto answers 403 AccessDenied."""
+        return self.put(name, data), {"anon": True}
+
+
+@pytest.mark.remote
+class TestS3(StoreConformance):
+    @pytest.fixture
+    def backend(self, s3_env, request):
+        return S3Backend(s3_env, request.node.name.replace("[", "_").replace("]", ""))
+
+
+class NginxBackend(Backend):
+    """Debian's nginx serving a folder, over http or https (the CA that signed its certificate trusted
+    through the ``ca_bundle`` option)."""
+
+    def __init__(self, nginx, https: bool, folder: str) -> None:
+        self.nginx, self.https, self.folder = nginx, https, folder
+        (nginx.root / folder).mkdir(parents=True, exist_ok=True)
+        self.trust = {"ca_bundle": str(nginx.ca)} if https else {}
+
+    def location(self, name: str, port: int | None = None) -> str:
+        return self.nginx.url(f"{self.folder}/{name}", self.https, port)
+
+    def put(self, name: str, data: bytes) -> str:
+        path = self.nginx.root / self.folder / name
+        tmp = path.with_name(f".{name}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        return self.location(name)
+
+    def open(self, location: str, options: dict | None = None):
+        return super().open(location, {**self.trust, **(options or {})})
+
+    @contextlib.contextmanager
+    def proxied(self, name: str):
+        proxy = TcpProxy("127.0.0.1", self.nginx.https if self.https else self.nginx.http)
+        try:
+            yield self.location(name, proxy.port), {}, proxy
+        finally:
+            proxy.close()
+
+    def denied(self, name: str, data: bytes) -> tuple[str, dict]:
+        path = self.nginx.root / "denied" / name
+        path.write_bytes(data)
+        return self.nginx.url(f"denied/{name}", self.https), {}
+
+
+@pytest.mark.remote
+class TestNginxHttp(StoreConformance):
+    @pytest.fixture
+    def backend(self, nginx, request):
+        return NginxBackend(nginx, False, request.node.name.replace("[", "_").replace("]", ""))
+
+
+@pytest.mark.remote
+class TestNginxHttps(StoreConformance):
+    @pytest.fixture
+    def backend(self, nginx, request):
+        return NginxBackend(nginx, True, request.node.name.replace("[", "_").replace("]", ""))
