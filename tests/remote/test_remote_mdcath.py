@@ -66,3 +66,24 @@ def test_a_worker_fetches_only_the_frames_it_reads(mdcath_object):
     # one request from frame 1's atom 100 to frame 5's atom 399 (the gaps between frames are below the merge
     # gap, so they are fetched with them), and nothing of HDF5's metadata
     assert stats["requests"] == 1 and stats["bytes"] == 4 * 3341 * 12 + 300 * 12, stats
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_the_ensemble_dataset_reads_the_object_as_the_local_file(mdcath_object, tmp_path, cached):
+    """EnsembleDataset over the object, by range requests or through the node-local cache (one copy, keyed by the
+    object's ETag and size): the same samples as over the local file."""
+    from trajscale.ml.cache import NodeCache
+    from trajscale.ml.ensemble import EnsembleDataset
+
+    local, url, options = mdcath_object
+    cache_dir = tmp_path / "node" if cached else None
+    remote = EnsembleDataset([url], fields=("position", "force"), cache_dir=cache_dir, storage_options=options)
+    here = EnsembleDataset([local], fields=("position", "force"))
+    assert remote.names == here.names and len(remote) == len(here) == 29
+    index = np.random.default_rng(2).permutation(len(here))[:20]
+    got, want = remote.read(index), here.read(index)
+    for k in ("position", "force", "n_atoms", "frame", "temperature", "replica"):
+        np.testing.assert_array_equal(got[k], want[k])
+    if cached:
+        assert [p.name.endswith(".h5") for p in NodeCache(cache_dir).entries()] == [True]
+    remote.close()

@@ -64,6 +64,9 @@ def _members_of(trajectories, storage_options: dict | None) -> list:
         return list(trajectories)
     if isinstance(trajectories, str | os.PathLike):
         return list(Ensemble.of(trajectories, storage_options))
+    from ..sources.mdcath import ensemble_members
+    from ..storage import using
+
     out = []
     for t in trajectories:
         if isinstance(t, Member):
@@ -71,9 +74,8 @@ def _members_of(trajectories, storage_options: dict | None) -> list:
             continue
         loc = os.fspath(t)
         base = Member(loc.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0], (loc,))
-        from ..sources.mdcath import ensemble_members
-
-        expanded = ensemble_members(loc, base)
+        with using(storage_options):
+            expanded = ensemble_members(loc, base)
         out += expanded if expanded is not None else [base]
     return out
 
