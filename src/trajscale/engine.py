@@ -118,6 +118,11 @@ class Rounds(ABC):
         """The report's record of a followed run (None: not followed)."""
         return None
 
+    def kept(self, reduced):
+        """On the root, after each round: what the engine keeps of the round's reduced partial (all of it by
+        default; an ensemble's rounds save each finished trajectory's results and keep nothing)."""
+        return reduced
+
 
 class FinishedRounds(Rounds):
     """A finished trajectory: all its frames (``start:stop:step``) in one round."""
@@ -358,7 +363,7 @@ class Engine:
             return True   # Ctrl-C during a followed round: its frames are not counted
         if ex.is_root:   # each round reduced as it comes: memory bounded by a round, not the run
             t0 = time.perf_counter()
-            self.partials.append(self.analysis.reduce(list(got.partials)))
+            self.partials.append(self.rounds.kept(self.analysis.reduce(list(got.partials))))
             self.t_reduce += time.perf_counter() - t0
             self.timings += got.timings
             self.workers, self.io = {k: dict(v) for k, v in got.workers.items()}, dict(got.io)
