@@ -24,7 +24,7 @@ BUILTIN = {"rmsd": ("RMSD", ".rmsd"), "rmsf": ("RMSF", ".rmsf"), "rgyr": ("Radiu
             "ramachandran": ("Ramachandran", ".dihedrals"),
             "per_frame": ("PerFrame", ".user"), "user_reduce": ("Reduce", ".user")}
 #: Analyses the engine makes, rebuilt on workers by name but no command of their own.
-_INTERNAL = {"group": ("AnalysisGroup", ".group")}
+_INTERNAL = {"group": ("AnalysisGroup", ".group"), "ensemble": ("EnsembleAnalysis", "..ensemble.analysis")}
 _CLASSES = dict(BUILTIN.values())
 _OTHERS = {"AnalysisGroup": ".group", "AverageResult": ".average",
            "Analysis": ".base", "FrameRows": ".base", "Prepared": ".base",
@@ -87,7 +87,10 @@ def _analysis_class(name: str) -> type:
     Once ``ANALYSES`` has been read it is the registry (it may hold analyses added at run time).
     """
     if name in _INTERNAL:
-        return __getattr__(_INTERNAL[name][0])
+        import importlib
+
+        cls, module = _INTERNAL[name]
+        return getattr(importlib.import_module(module, __name__), cls)
     registry = globals().get("ANALYSES")
     if registry is not None:
         return registry[name]

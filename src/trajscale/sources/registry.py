@@ -52,6 +52,7 @@ FORMAT_SOURCES = {
 OTHER_SOURCES = {
     "mda": ".mda:MDASource",
     "growing_h5md": ".follow:GrowingH5MDSource",
+    "ensemble": "..ensemble.source:EnsembleSource",
 }
 
 
