@@ -28,8 +28,8 @@ from .storage import using
 from .util import is_url
 
 
-def run(analysis: Analysis | list[Analysis], topology, trajectory, *, options: RunOptions | None = None, on_update=None,
-        **keywords):
+def run(analysis: Analysis | list[Analysis], topology, trajectory=None, *, options: RunOptions | None = None,
+        on_update=None, **keywords):
     """Run ``analysis`` over ``trajectory`` on an executor.
 
     Parameters
@@ -44,6 +44,9 @@ def run(analysis: Analysis | list[Analysis], topology, trajectory, *, options: R
     trajectory
         An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads, on disk or behind a URL, parts
         joined as ``convert`` joins them; or an IMD stream, ``imd://HOST:PORT``, analysed as its frames arrive.
+        None (not given): ``topology`` is an ensemble (a :class:`~trajscale.ensemble.catalog.Ensemble`, a
+        catalog file or a glob), each trajectory analysed with its own topology in one job
+        (:func:`trajscale.ensemble.run.run_ensemble`: its keywords ``results``, ``resume``, ``strict``, ...).
     options
         A :class:`~trajscale.runspec.RunOptions` holding the options below; keywords given too replace its fields.
     on_update
@@ -83,6 +86,14 @@ def run(analysis: Analysis | list[Analysis], topology, trajectory, *, options: R
     The analysis's result (``r.rmsd``, ``r.frames``, ``r.times``) with ``r.report``, a
     :class:`~trajscale.report.timing.RunReport` (on the root; None on other MPI ranks); a list for a list.
     """
+    if trajectory is None:   # an ensemble: many trajectories, each with its own topology, in one job
+        from .ensemble.run import run_ensemble
+
+        if on_update is not None:
+            from .errors import ConfigError
+
+            raise ConfigError("on_update: an ensemble's results come at the end (its trajectories are read finished)")
+        return run_ensemble(analysis, topology, options=options, **keywords)
     opts = RunOptions.from_keywords(options, keywords)
     if isinstance(analysis, list | tuple):   # several analyses, one pass over the union of their atoms
         analysis = AnalysisGroup(analysis)
