@@ -1,0 +1,117 @@
+"""How an ensemble's work is cut: rounds of members, and tasks balanced by work within a round.
+
+A member's work is its frames times what a frame costs (the bytes its reader holds, what the
+analysis holds beside them, a compressed format's decoding counted as bytes at
+:data:`DECODE_BYTES_PER_S`), plus what opening it and handing its result home cost
+(:data:`OPEN_BYTES`).  Tasks are ranges of the ensemble's axis of about equal work: a member worth
+more than a task's share is cut into tasks of its own (as a single trajectory's frames are), and
+shorter members are grouped whole, in order, so that a task opens a few trajectories, not one, and
+no trajectory is opened by two workers unless it is long.
+
+Members are run in rounds (each one round of the run engine): a round's members are prepared,
+read and finished together, and a finished member's results are saved before the next round
+starts, so a run stopped midway keeps every round before.  A member is never split between rounds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..block import FrameRange, split_frames
+from ..runspec import JobFacts
+
+#: What opening a trajectory, preparing its piece and handing its result home cost, counted as bytes read.
+OPEN_BYTES = 256 * 1024
+#: A frame's decoding time (XTC) counted as the bytes read in that time.
+DECODE_BYTES_PER_S = 1e9
+#: Members of a round, per worker.
+ROUND_MEMBERS_PER_WORKER = 256
+#: Work (bytes) of a round, per worker.
+ROUND_BYTES_PER_WORKER = 4 * 1024**3
+
+
+@dataclass(frozen=True)
+class Work:
+    """One member's place on the axis and what a frame of it costs (bytes)."""
+
+    offset: int
+    n: int
+    per_frame: float
+
+    @property
+    def total(self) -> float:
+        return self.n * self.per_frame + OPEN_BYTES
+
+
+def per_frame_work(frame_bytes: int, decode_s: float) -> float:
+    return float(frame_bytes) + decode_s * DECODE_BYTES_PER_S
+
+
+def rounds_of(works: Sequence[Work], n_workers: int) -> list[tuple[int, int]]:
+    """Consecutive members as rounds: ``(first, end)`` indices into ``works``, each at most
+    :data:`ROUND_MEMBERS_PER_WORKER` members and about :data:`ROUND_BYTES_PER_WORKER` of work per worker."""
+    max_members = ROUND_MEMBERS_PER_WORKER * max(1, n_workers)
+    max_work = ROUND_BYTES_PER_WORKER * max(1, n_workers)
+    out, first, work = [], 0, 0.0
+    for i, w in enumerate(works):
+        if i > first and (i - first >= max_members or work + w.total > max_work):
+            out.append((first, i))
+            first, work = i, 0.0
+        work += w.total
+    if works:
+        out.append((first, len(works)))
+    return out
+
+
+def plan_round(works: Sequence[Work], n_tasks: int) -> list[FrameRange]:
+    """About ``n_tasks`` axis ranges of about equal work over ``works`` (consecutive on the axis)."""
+    total = sum(w.total for w in works)
+    share = total / max(1, n_tasks)
+    out: list[FrameRange] = []
+    group_start, group_work = None, 0.0
+    for w in works:
+        if w.n == 0:
+            continue
+        if w.total >= share and w.n > 1:   # a long member: tasks of its own
+            if group_start is not None:
+                out.append(FrameRange(group_start, w.offset))
+                group_start, group_work = None, 0.0
+            k = min(w.n, max(1, round(w.total / share)))
+            out += [FrameRange(w.offset + r.start, w.offset + r.stop) for r in split_frames(w.n, k)]
+            continue
+        if group_start is None:
+            group_start = w.offset
+        group_work += w.total
+        if group_work >= share:
+            out.append(FrameRange(group_start, w.offset + w.n))
+            group_start, group_work = None, 0.0
+    if group_start is not None:
+        last = next(w for w in reversed(works) if w.n)
+        out.append(FrameRange(group_start, last.offset + last.n))
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundFacts(JobFacts):
+    """A round's frames (its members' positions on the ensemble's axis) and their work, planned by
+    :func:`plan_round` instead of by frames alone."""
+
+    works: tuple[Work, ...] = ()
+
+    def plan(self, n_tasks: int, n_workers: int, max_block_bytes: int) -> list[FrameRange]:
+        return plan_round(self.works, n_tasks)
+
+
+def tasks_per_round(n_tasks: int | None, n_workers: int, per_worker: int) -> int:
+    """Tasks a round is cut into: ``n_tasks`` if given, else ``per_worker`` per worker."""
+    return n_tasks if n_tasks else max(1, n_workers) * per_worker
+
+
+def n_rounds_bound(works: Sequence[Work], n_workers: int) -> int:
+    """At least how many rounds ``works`` take (for messages)."""
+    return max(1, math.ceil(len(works) / (ROUND_MEMBERS_PER_WORKER * max(1, n_workers))))
+
+
+__all__ = ["DECODE_BYTES_PER_S", "OPEN_BYTES", "RoundFacts", "Work", "per_frame_work", "plan_round", "rounds_of"]

@@ -1,0 +1,134 @@
+"""Preparing an ensemble's members, each on its own topology, or refusing it with the reason.
+
+The process that prepares the job (the root) opens each member's trajectory once (its frame count,
+its Source's config for the workers), resolves the analysis's selections on the member's own
+topology (the parsed topology and the selections come from trajscale's caches when the same file was
+seen before: members that share a topology file share that work) and takes its reference, as a run
+over that trajectory alone would.  A member that cannot be prepared (a missing or unreadable file, a
+selection that picks nothing in it, a frame range it does not have) is refused, named, with the
+reason; the others go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from ..analysis.base import Analysis, Prepared
+from ..engine import frame_range
+from ..errors import TrajscaleError
+from ..planning import AnalysisTopology
+from ..runspec import RunOptions
+from ..sources import Source, open_source, source_from_config
+from .catalog import Member
+from .source import MemberRead
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A member that was not analysed: its index in the ensemble, the member, and why."""
+
+    index: int
+    member: Member
+    reason: str
+
+    def row(self) -> dict:
+        """Its catalog row and the reason (a row of the refused table)."""
+        return {**self.member.row(), "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class MemberJob:
+    """A prepared member, on the root: how workers read it, its preparation, and what a frame costs.
+
+    Attributes
+    ----------
+    index, member
+        Its place in the ensemble, and the member.
+    read
+        How a worker reads it (its ``offset`` set when the job's axis is laid out).
+    prepared
+        The wrapped analysis's preparation on its topology.
+    frame_bytes
+        Bytes a frame costs in its reader's buffers, plus the bytes per frame the analysis holds beside.
+    decode_s
+        Seconds a frame costs to decode beyond its bytes (XTC).
+    remote
+        It is read from behind a URL.
+    t_prepare
+        Seconds preparing it took here.
+    """
+
+    index: int
+    member: Member
+    read: MemberRead
+    prepared: Prepared
+    frame_bytes: int
+    decode_s: float = 0.0
+    remote: bool = False
+    t_prepare: float = 0.0
+
+    @property
+    def n(self) -> int:
+        return self.read.n
+
+
+def open_member(member: Member, options: RunOptions) -> Source:
+    """The Source that reads ``member`` (its expander's config, or its trajectory as ``trajscale.run`` opens it)."""
+    if member.source is not None:
+        return source_from_config(dict(member.source))
+    return open_source(member.run_trajectory(), member.topology, group=options.group,
+                       assume_units=options.assume_units, continuous=options.continuous)
+
+
+def prepare_member(index: int, member: Member, analysis: Analysis, options: RunOptions) -> MemberJob:
+    """``member`` prepared for ``analysis`` (the Source opened to prepare it is closed after).
+
+    Raises whatever makes the member unusable (a TrajscaleError naming its file and the problem, or a
+    library's error for a damaged file)."""
+    from ..util import is_url
+
+    t0 = time.perf_counter()
+    source = open_member(member, options)
+    try:
+        start, stop = frame_range(options.start, options.stop, source.n_frames, source.path)
+        frames = range(start, stop, options.step)
+        top = AnalysisTopology(member.topology, source)
+        prep = analysis.prepare(top.atoms, source)
+        frame_bytes = source.bytes_per_frame(prep.atoms, analysis.fields) + analysis.block_bytes_per_frame(prep)
+        read = MemberRead(member=index, offset=0, n=len(frames), start=start, step=options.step,
+                          source=source.get_config(), atoms=prep.atoms, path=source.path)
+        remote = any(is_url(t) for t in member.trajectory)
+        return MemberJob(index, member, read, prep, int(frame_bytes), source.decode_seconds_per_frame(), remote,
+                         time.perf_counter() - t0)
+    finally:
+        source.close()
+
+
+def prepare_members(members: list[tuple[int, Member]], analysis: Analysis,
+                    options: RunOptions) -> tuple[list[MemberJob], list[Refusal]]:
+    """Each of ``members`` (``(index, member)``) prepared, or refused with the reason."""
+    jobs, refused = [], []
+    for index, member in members:
+        try:
+            jobs.append(prepare_member(index, member, analysis, options))
+        except TrajscaleError as exc:
+            refused.append(Refusal(index, member, _one_line(str(exc))))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:   # noqa: BLE001 - a damaged file's library error refuses that member only
+            refused.append(Refusal(index, member, _one_line(f"{member.location}: {type(exc).__name__}: {exc}")))
+        else:
+            continue
+        log.info("%s refused: %s", member.name, refused[-1].reason)
+    return jobs, refused
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+__all__ = ["MemberJob", "Refusal", "open_member", "prepare_member", "prepare_members"]

@@ -1,0 +1,244 @@
+"""An ensemble run as rounds of the run engine: members prepared, run in rounds, each finished member saved.
+
+The run engine (:mod:`trajscale.engine`) runs every kind of run as rounds of tasks on one executor;
+what differs is what decides the rounds (a :class:`~trajscale.engine.Rounds`).  For an ensemble,
+:class:`EnsembleRounds`:
+
+* ``open``: prepares every member not saved already (each on its own topology, :mod:`.prepare`),
+  refusing those that cannot be, lays their analysed frames out on one axis
+  (:class:`~trajscale.ensemble.source.EnsembleSource`) and cuts them into rounds (:mod:`.plan`);
+* ``next_round``: hands the engine the next round: a job that lists only that round's members, and
+  its frames, which :class:`~trajscale.ensemble.plan.RoundFacts` cuts into tasks of equal work;
+* ``kept``: after each round, on the root, turns each member's partial into its results with its own
+  preparation, saves them (a results folder: :mod:`.saved`) or keeps them, and hands the engine back
+  nothing to hold: the root's memory does not grow with the rounds.
+
+A member that fails while its frames are read or mapped is refused with the reason; under ``strict``
+the first refusal ends the run (said when the next round is decided, so every MPI rank hears it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+import uuid
+
+from ..analysis.base import Prepared
+from ..analysis.group import AnalysisGroup
+from ..engine import Round, Rounds
+from ..errors import ConfigError, TrajscaleError
+from ..runspec import JobFacts, RunOptions
+from ..sources import reader_modules
+from ..util import raise_if_stopped
+from .analysis import EnsemblePartial, EnsembleState, MemberPartial
+from .catalog import Ensemble
+from .plan import RoundFacts, Work, per_frame_work, rounds_of
+from .prepare import MemberJob, Refusal, prepare_members
+from .saved import AGGREGATES, MemberRecord, ResultsFolder, file_name
+from .source import EnsembleSource
+
+log = logging.getLogger(__name__)
+
+#: Modules a worker imports to run an ensemble's tasks (started with the pool's workers).
+WORKER_MODULES = ("trajscale.ensemble.source", "trajscale.ensemble.analysis")
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberStats:
+    """What one finished trajectory cost: frames, bytes read, seconds opening, reading and mapping it
+    (summed over its pieces), and preparing it on the root."""
+
+    name: str
+    frames: int
+    bytes: int
+    t_open: float
+    t_read: float
+    t_compute: float
+    t_prepare: float = 0.0
+    opens: int = 0
+
+    @property
+    def seconds(self) -> float:
+        """Its whole time: preparing, opening, reading and mapping."""
+        return self.t_prepare + self.t_open + self.t_read + self.t_compute
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "seconds": self.seconds}
+
+
+class EnsembleRounds(Rounds):
+    """The rounds of an ensemble run (see the module's docstring).
+
+    Parameters
+    ----------
+    ensemble
+        The members.
+    group
+        The analyses run on each (a group of one for one analysis).
+    options
+        The run's options (frames, block budget, H5MD options).
+    folder
+        Where each finished member's results are saved (and found by a resumed run); None: kept in memory.
+    strict
+        The first refusal ends the run.
+    max_open
+        Member trajectories a worker thread keeps open.
+    """
+
+    tasks_per_worker = 4
+
+    def __init__(self, ensemble: Ensemble, group: AnalysisGroup, options: RunOptions,
+                 folder: ResultsFolder | None = None, strict: bool = False, max_open: int = 16) -> None:
+        super().__init__(ensemble.origin or "the ensemble", None, options)
+        self.ensemble, self.group, self.folder = ensemble, group, folder
+        self.strict, self.max_open = strict, max_open
+        self.token = uuid.uuid4().hex
+        self.jobs: list[MemberJob] = []
+        self.works: list[Work] = []
+        self.refused: list[Refusal] = []
+        self.records: dict[int, MemberRecord] = {}   # finished members' results, without a folder
+        self.stats: dict[int, MemberStats] = {}
+        self.skipped: list[int] = []   # members whose results a resumed run found saved
+        self._by_index: dict[int, MemberJob] = {}
+        self._rounds: list[tuple[int, int]] = []
+        self._next = 0
+        self._pending: TrajscaleError | None = None   # raised when the next round is decided
+        self.t_members = 0.0   # seconds preparing the members
+        self.opened = False   # (open ran: this is the process that prepared the job)
+
+    # -- what the engine asks --------------------------------------------------------------------------------
+    def reader_modules(self) -> tuple[str, ...]:
+        """The readers of the members' formats (one member of each file name ending asked), and the ensemble's."""
+        seen, found = set(), list(WORKER_MODULES)
+        for m in self.ensemble:
+            t = m.trajectory[0]
+            kind = (os.path.splitext(t)[1].lower(), t.split("://")[0] if "://" in t else "")
+            if kind in seen:
+                continue
+            seen.add(kind)
+            found += [x for x in reader_modules(m.run_trajectory()) if x not in found]
+        return tuple(found)
+
+    def paths(self) -> tuple[str, ...] | None:
+        return None   # (thousands of files: the report names the ensemble, and each member in its own table)
+
+    def open(self, shared: bool) -> tuple[EnsembleSource, range]:
+        t0 = time.perf_counter()
+        self.opened = True
+        saved = self.folder.saved() if self.folder is not None else set()
+        todo = []
+        for i, m in enumerate(self.ensemble):
+            if file_name(m.name) in saved:
+                self.skipped.append(i)
+            else:
+                todo.append((i, m))
+        if self.skipped:
+            log.info("%d of %d trajectories were saved by the run before: skipped", len(self.skipped), len(self.ensemble))
+        self.jobs, refused = prepare_members(todo, self.group, self.options)
+        self._refuse(refused)
+        if self._pending is not None:
+            raise self._pending
+        offset = 0
+        for k, job in enumerate(self.jobs):
+            self.jobs[k] = job = dataclasses.replace(job, read=dataclasses.replace(job.read, offset=offset))
+            offset += job.n
+            self.works.append(Work(job.read.offset, job.n, per_frame_work(job.frame_bytes, job.decode_s)))
+        self._by_index = {j.index: j for j in self.jobs}
+        workers = self.options.n_workers or os.cpu_count() or 1
+        self._rounds = rounds_of(self.works, 1 if self.options.executor == "serial" else workers)
+        self.t_members = time.perf_counter() - t0
+        log.debug("%d members prepared in %.2f s (%d refused), %d frames in %d rounds", len(self.jobs),
+                  self.t_members, len(refused), offset, len(self._rounds))
+        source = self._source(self.jobs, self.token)
+        source.state = EnsembleState({j.index: j.prepared for j in self.jobs}, {j.index: j.read.path for j in self.jobs})
+        return source, range(0, offset)
+
+    def _source(self, jobs: list[MemberJob], token: str) -> EnsembleSource:
+        from ..sources.base import FRAME_META_BYTES
+
+        return EnsembleSource([j.read for j in jobs], token, self.trajectory, self.max_open,
+                              reads_ahead=any(j.remote for j in jobs),
+                              frame_bytes=max((j.frame_bytes for j in jobs), default=FRAME_META_BYTES),
+                              n_atoms=max((len(j.read.atoms) if j.read.atoms is not None else 0 for j in jobs),
+                                          default=0))
+
+    def next_round(self, job, facts: JobFacts, stopping: bool) -> Round:
+        if stopping:
+            raise_if_stopped()
+        if self._pending is not None:
+            raise self._pending
+        if self._next >= len(self._rounds):
+            return Round(job, None, "complete")
+        first, end = self._rounds[self._next]
+        self._next += 1
+        jobs = self.jobs[first:end]
+        source = self._source(jobs, f"{self.token}/{self._next}")
+        state = EnsembleState({j.index: j.prepared for j in jobs}, {j.index: j.read.path for j in jobs})
+        rjob = dataclasses.replace(job, source=source.get_config(), prepared=Prepared(None, state),
+                                   stride=1, reads_ahead=source.reads_ahead)
+        base = {f.name: getattr(facts, f.name) for f in dataclasses.fields(JobFacts)}
+        base.update(start=jobs[0].read.offset, stop=jobs[-1].read.offset + jobs[-1].n, step=1, part_starts=())
+        log.debug("round %d of %d: %d members", self._next, len(self._rounds), len(jobs))
+        return Round(rjob, RoundFacts(**base, works=tuple(self.works[first:end])))
+
+    def kept(self, reduced: EnsemblePartial) -> EnsemblePartial:
+        """Each member of the round just run turned into its results (saved, or kept here); the engine keeps
+        nothing of the round."""
+        refused = []
+        for idx, mp in reduced.members.items():
+            job = self._by_index[idx]
+            if mp.error is not None:
+                refused.append(Refusal(idx, job.member, " ".join(mp.error.split())))
+                continue
+            try:
+                record = self._record(job, mp)
+            except TrajscaleError as exc:
+                refused.append(Refusal(idx, job.member, " ".join(str(exc).split())))
+                continue
+            self.stats[idx] = MemberStats(job.member.name, mp.frames, mp.nbytes, mp.t_open, mp.t_read, mp.t_compute,
+                                          job.t_prepare, mp.opens)
+            if self.folder is None:
+                self.records[idx] = record
+                continue
+            try:
+                self.folder.save(job.member.name, record)
+            except TrajscaleError as exc:
+                self._pending = self._pending or exc
+        if self.folder is not None:
+            self.folder.sync()
+        self._refuse(refused)
+        return EnsemblePartial()
+
+    def _record(self, job: MemberJob, mp: MemberPartial) -> MemberRecord:
+        if mp.partial is None:
+            raise ConfigError(f"{job.read.path}: no frame was analysed")
+        results = self.group.result(mp.partial, job.prepared)
+        partials = tuple(_aggregate_part(a, p, q) for a, p, q in
+                         zip(self.group.analyses, mp.partial.partials, job.prepared.state.prepared, strict=True))
+        stats = {**mp.stats(), "t_prepare": job.t_prepare}
+        return MemberRecord(job.member.name, job.index, tuple(results), stats, partials)
+
+    def _refuse(self, refused: list[Refusal]) -> None:
+        for r in refused:
+            log.info("%s refused: %s", r.member.name, r.reason)
+        self.refused += refused
+        if refused and self.strict and self._pending is None:
+            first = refused[0]
+            more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+            self._pending = ConfigError(f"{self.trajectory}: trajectory {first.member.name!r} refused{more}: "
+                                        f"{first.reason} (strict: one refused trajectory refuses the run)")
+
+
+def _aggregate_part(analysis, partial, prepared: Prepared):
+    """What an ensemble's aggregate of ``analysis`` needs of one member: its partial and the plain values of
+    its preparation (None for an analysis whose partials do not add exactly)."""
+    if analysis.name not in AGGREGATES:
+        return None
+    state = prepared.state if isinstance(prepared.state, dict) else {}
+    plain = {k: v for k, v in state.items() if isinstance(v, bool | int | float | str)}
+    return {"partial": partial, "state": plain}
+
+
+__all__ = ["EnsembleRounds", "MemberStats"]

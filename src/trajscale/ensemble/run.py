@@ -1,0 +1,180 @@
+"""``trajscale.run(analyses, ensemble)``: analyses over every trajectory of an ensemble, in one job.
+
+One run engine (:mod:`trajscale.engine`) and one executor for the whole ensemble: the rounds are
+:class:`~trajscale.ensemble.rounds.EnsembleRounds`, the analysis the user's wrapped in
+:class:`~trajscale.ensemble.analysis.EnsembleAnalysis`, and the tasks go to the executor the run names
+(serial, threads, processes, Dask, MPI), as a single trajectory's do.  What a run returns is an
+:class:`~trajscale.ensemble.results.EnsembleResult` per analysis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..analysis.base import Analysis
+from ..analysis.group import AnalysisGroup
+from ..engine import Engine
+from ..errors import ConfigError, InputFileError
+from ..runspec import RunOptions
+from ..storage import using
+from .analysis import EnsembleAnalysis
+from .catalog import Ensemble
+from .opened import MAX_OPEN
+from .results import EnsembleResult
+from .rounds import EnsembleRounds
+from .saved import REFUSED, ResultsFolder, write_refused
+from .summary import EnsembleFacts
+
+log = logging.getLogger(__name__)
+
+#: The command's exit status when some trajectories were refused and the others analysed.
+EXIT_SOME_REFUSED = 8
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnsembleOptions:
+    """How an ensemble run keeps its results and treats its trajectories' failures.
+
+    Attributes
+    ----------
+    results
+        A folder where each trajectory's results are saved as it finishes, with the refused table
+        (``refused.csv``); None: kept in memory (no resuming).
+    resume
+        Skip the trajectories whose results ``results`` holds from a run of the same analyses and frames.
+    overwrite
+        Start again in a ``results`` folder that holds another run's results.
+    strict
+        A trajectory that cannot be analysed refuses the whole run (by default it is listed as refused and
+        the others are analysed).
+    max_open
+        Member trajectories a worker thread keeps open at once.
+    """
+
+    results: str | os.PathLike | None = None
+    resume: bool = False
+    overwrite: bool = False
+    strict: bool = False
+    max_open: int = MAX_OPEN
+
+    def __post_init__(self) -> None:
+        if self.resume and self.results is None:
+            raise ConfigError("resume: give the results folder of the run to resume (results=FOLDER, --results)")
+        if self.max_open < 1:
+            raise ConfigError(f"max_open must be at least 1, got {self.max_open}")
+
+    @classmethod
+    def split(cls, keywords: dict) -> tuple[EnsembleOptions, dict]:
+        """These options out of ``keywords`` (``trajscale.run``'s), and the keywords left."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        mine = {k: keywords[k] for k in keywords if k in names}
+        rest = {k: v for k, v in keywords.items() if k not in names}
+        return cls(**mine), rest
+
+
+def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunOptions | None = None,
+                 ensemble_options: EnsembleOptions | None = None, **keywords):
+    """Run ``analysis`` (or several, in one pass) over every trajectory of ``ensemble`` in one job.
+
+    Parameters
+    ----------
+    analysis
+        An analysis, or a list of them (each block read once for all).
+    ensemble
+        An :class:`~trajscale.ensemble.catalog.Ensemble`, a catalog file (CSV, TOML, Parquet; a path or URL)
+        or a glob (``"runs/*/md.xtc"``, ``"s3://bucket/prefix/*.h5"``).
+    options
+        A :class:`~trajscale.runspec.RunOptions`: executor, workers, frames (``start``/``stop``/``step``
+        apply to each trajectory), block budget, H5MD options, ``storage_options``.
+    ensemble_options
+        An :class:`EnsembleOptions`; its fields may be given as keywords too (``results=``, ``resume=``,
+        ``strict=``, ``overwrite=``, ``max_open=``), as may :class:`~trajscale.runspec.RunOptions`' fields.
+
+    Returns
+    -------
+    An :class:`~trajscale.ensemble.results.EnsembleResult` (a list of them for a list of analyses), on the
+    root process; None on other MPI ranks.
+
+    Raises
+    ------
+    InputFileError
+        Every trajectory was refused (the refused table says why), or the catalog cannot be read.
+    ConfigError
+        ``strict`` and a trajectory was refused, or an option is not valid for an ensemble.
+    """
+    if ensemble_options is None:
+        ensemble_options, keywords = EnsembleOptions.split(keywords)
+    opts = RunOptions.from_keywords(options, keywords)
+    if opts.follow is not None:
+        raise ConfigError("an ensemble's trajectories are read finished: run it without following")
+    analyses = list(analysis) if isinstance(analysis, list | tuple) else [analysis]
+    group = AnalysisGroup(analyses)
+    ens = Ensemble.of(ensemble, opts.storage_options)
+    storage = opts.storage_options or ens.storage_options
+    eo = ensemble_options
+    folder = None
+    if eo.results is not None and _is_root(opts):
+        folder = ResultsFolder(eo.results, _manifest(group, opts), resume=eo.resume, overwrite=eo.overwrite)
+    rounds = EnsembleRounds(ens, group, opts, folder, strict=eo.strict, max_open=eo.max_open)
+    with using(storage):
+        try:
+            out = Engine(EnsembleAnalysis(group), None, rounds, opts).execute()
+        except InputFileError:
+            if not rounds.opened or rounds.jobs:   # (a run that had members to run: its own error)
+                raise
+            out = None   # every member saved before, or refused: nothing to run
+        finally:
+            if folder is not None and rounds.opened:
+                folder.write_refused([r.row() for r in rounds.refused], _columns(ens))
+    if out is None and not rounds.opened:
+        return None   # an MPI rank other than 0
+    if not rounds.jobs and not rounds.skipped:
+        where = f"; see {folder.path / REFUSED}" if folder is not None else ""
+        first = rounds.refused[0] if rounds.refused else None
+        raise InputFileError(ens.origin or "the ensemble",
+                             f"every one of its {len(ens)} trajectories was refused{where}"
+                             + (f" ({first.member.name}: {first.reason})" if first else ""))
+    results = _results(group, ens, rounds, folder, None if out is None else out.report)
+    return results if isinstance(analysis, list | tuple) else results[0]
+
+
+def _is_root(options: RunOptions) -> bool:
+    """Whether this process prepares the job (under an MPI launcher, rank 0)."""
+    from ..launch import current
+
+    return (current().rank or 0) == 0
+
+
+def _manifest(group: AnalysisGroup, options: RunOptions) -> dict:
+    """What a resumed run must share with the run it resumes."""
+    return {"analyses": [a.get_config() for a in group.analyses], "start": options.start, "stop": options.stop,
+            "step": options.step, "group": options.group, "assume_units": options.assume_units,
+            "continuous": options.continuous}
+
+
+def _columns(ens: Ensemble) -> list[str]:
+    return ["name", "topology", "trajectory", *ens.label_names]
+
+
+def _results(group: AnalysisGroup, ens: Ensemble, rounds: EnsembleRounds, folder, report) -> list[EnsembleResult]:
+    """Each analysis's :class:`EnsembleResult` over the trajectories finished now or saved before."""
+    done = sorted({*rounds.stats, *rounds.skipped})
+    members = [ens[i] for i in done]
+    refused = sorted(rounds.refused, key=lambda r: r.index)
+    if folder is not None:
+        records = folder
+    else:
+        records = {rec.name: rec for rec in rounds.records.values()}
+    facts = EnsembleFacts(origin=ens.origin, n_trajectories=len(ens), n_finished=len(rounds.stats),
+                          n_refused=len(refused), n_skipped=len(rounds.skipped),
+                          per_trajectory=tuple(s.to_dict() for _, s in sorted(rounds.stats.items())),
+                          t_prepare_members=rounds.t_members)
+    return [EnsembleResult(a, k, members, records, refused, report, facts, ens.label_names)
+            for k, a in enumerate(group.analyses)]
+
+
+__all__ = ["EXIT_SOME_REFUSED", "EnsembleOptions", "run_ensemble"]

@@ -1,0 +1,258 @@
+"""An ensemble's trajectories as one Source: every member's analysed frames, one after the other.
+
+The run engine and every executor run tasks over one Source's frames (:func:`~trajscale.executors.base.run_task`).
+An ensemble is given to them as :class:`EnsembleSource`: a frame axis on which member ``i``'s analysed
+frames (``start:stop:step`` of its own trajectory) occupy ``[offset_i, offset_i + n_i)``.  A task is a
+range of that axis: part of one long trajectory, or several short ones whole.  A read of a range
+returns an :class:`EnsembleBlock`, the pieces of the members it covers, each read from its member's
+own Source with that member's atoms (its selections resolved on its own topology), and each member's
+frames numbered as in its own trajectory.  :class:`~trajscale.ensemble.analysis.EnsembleAnalysis` maps
+each piece with the member's own preparation.
+
+A member's Source is opened by the worker whose task first reads it, kept among the thread's few
+open ones (:mod:`.opened`) and never opened by a worker that reads none of its frames.  A piece that
+cannot be read (a missing or damaged file) is handed on as the reason, so that only its trajectory
+is refused.  The config lists only the members of the job it reads (a round's), with their atoms,
+and a token that names the job: two jobs never share a Source by accident.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..block import Block
+from ..errors import ConfigError, FrameRangeError, TrajscaleError
+from ..facts import LayoutFacts
+from ..sources.base import Source
+from .opened import MAX_OPEN, close_member_sources, member_sources
+
+
+@dataclass(frozen=True)
+class MemberRead:
+    """How a worker reads one member: where its frames lie on the ensemble's axis and in its own trajectory.
+
+    Attributes
+    ----------
+    member
+        Its index in the ensemble.
+    offset, n
+        Its analysed frames occupy ``[offset, offset + n)`` of the ensemble's axis.
+    start, step
+        They are frames ``start, start + step, ...`` of its own trajectory.
+    source
+        Its Source's config (reopened on the worker).
+    atoms
+        The atoms to read (its analyses' union, indices into its trajectory), or None for all.
+    path
+        Its trajectory, for messages.
+    """
+
+    member: int
+    offset: int
+    n: int
+    start: int
+    step: int
+    source: dict
+    atoms: np.ndarray | None
+    path: str
+
+    def __post_init__(self) -> None:
+        if isinstance(self.atoms, bytes):   # as a config carries them (a repr of bytes is whole, and quick)
+            object.__setattr__(self, "atoms", np.frombuffer(self.atoms, "<i8").astype(np.int64))
+
+    def to_dict(self) -> dict:
+        """Plain values for a config: the atoms as little-endian int64 bytes."""
+        d = dict(self.__dict__)
+        if self.atoms is not None:
+            d["atoms"] = np.asarray(self.atoms, "<i8").tobytes()
+        return d
+
+    def frames(self, a: int, b: int) -> tuple[int, int]:
+        """Its own trajectory's ``[start, stop)`` (read with ``step``) for axis positions ``[a, b)`` within it."""
+        return self.start + a * self.step, self.start + (b - 1) * self.step + 1
+
+    @property
+    def key(self) -> str:
+        """What tells its Source apart from any other's in a worker's cache."""
+        return repr(sorted((k, repr(v)) for k, v in self.source.items()))
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One member's frames of an ensemble block: its ``block`` (frames numbered as in its own trajectory),
+    or why it could not be read (``error``), with what reading it cost."""
+
+    member: int
+    block: Block | None
+    error: str | None = None
+    t_read: float = 0.0
+    t_open: float = 0.0
+    nbytes: int = 0
+    n_frames: int = 0
+
+
+@dataclass(frozen=True)
+class EnsembleBlock:
+    """Axis positions ``[start, stop)`` of an ensemble: the pieces of the members they cover, in order.
+
+    A piece's arrays may be its member Source's reused buffer: valid until the next read."""
+
+    start: int
+    stop: int
+    pieces: tuple[Piece, ...]
+
+    @property
+    def n_frames(self) -> int:
+        return self.stop - self.start
+
+
+class EnsembleSource(Source):
+    """The frames of an ensemble's members, one member after another on one axis.
+
+    Parameters
+    ----------
+    members
+        The members read (:class:`MemberRead`, or their dicts), in axis order.
+    token
+        Names the job these members belong to.
+    origin
+        The ensemble's catalog or glob, for messages and the report.
+    max_open
+        Member trajectories a worker thread keeps open.
+    reads_ahead
+        Some member is behind a URL: a task says its next read (:meth:`prefetch`).
+    """
+
+    kind = "ensemble"
+    description = "an ensemble's trajectories, one after another (made by trajscale.ensemble)"
+
+    def __init__(self, members: Sequence[MemberRead | dict], token: str, origin: str = "", max_open: int = MAX_OPEN,
+                 reads_ahead: bool = False, frame_bytes: int = 0, n_atoms: int = 0) -> None:
+        self.members = tuple(m if isinstance(m, MemberRead) else MemberRead(**m) for m in members)
+        self.token, self.origin, self.max_open = token, origin, int(max_open)
+        self._reads_ahead, self._frame_bytes, self._n_atoms = bool(reads_ahead), int(frame_bytes), int(n_atoms)
+        self._offsets = [m.offset for m in self.members]
+        self._keys = [m.key for m in self.members]
+        self._first = self._offsets[0] if self.members else 0
+        self._end = self.members[-1].offset + self.members[-1].n if self.members else 0
+
+    # -- what the run engine and the task wrapper ask --------------------------------------------------------
+    @property
+    def path(self) -> str:
+        return self.origin or "the ensemble"
+
+    @property
+    def n_frames(self) -> int:
+        return self._end
+
+    @property
+    def n_atoms(self) -> int:
+        """The most atoms a member's frame is read with."""
+        return self._n_atoms
+
+    @property
+    def part_starts(self) -> tuple[int, ...]:
+        return tuple(o for o in self._offsets if o > 0)
+
+    @property
+    def reads_ahead(self) -> bool:
+        return self._reads_ahead
+
+    def bytes_per_frame(self, atoms=None, fields=("position",)) -> int:
+        """The most bytes a member's frame costs in its reader's buffers (what sizes the blocks)."""
+        return self._frame_bytes
+
+    @property
+    def bytes_read(self) -> int:
+        return member_sources().bytes_read
+
+    @property
+    def opens(self) -> int:
+        return member_sources().opens
+
+    @property
+    def opened(self) -> list[str]:
+        return member_sources().opened
+
+    def remote_stats(self) -> dict | None:
+        return member_sources().remote_stats() if self._reads_ahead else None
+
+    def get_config(self) -> dict:
+        return {"kind": self.kind, "members": [m.to_dict() for m in self.members], "token": self.token,
+                "origin": self.origin, "max_open": self.max_open, "reads_ahead": self._reads_ahead,
+                "frame_bytes": self._frame_bytes, "n_atoms": self._n_atoms}
+
+    def layout_summary(self) -> LayoutFacts:
+        return LayoutFacts(format="ensemble", path=self.path, n_atoms=self._n_atoms)
+
+    def close(self) -> None:
+        """Close every member trajectory this process's threads hold open (the executor is closing)."""
+        close_member_sources()
+
+    # -- reads ------------------------------------------------------------------------------------------------
+    def _spans(self, start: int, stop: int):
+        """``(k, a, b)``: member ``k`` of this source covers axis positions ``[a, b)`` of its own frames."""
+        if not self._first <= start <= stop <= self._end:
+            raise FrameRangeError(f"{self.path}: positions [{start}, {stop}) outside the ensemble's "
+                                  f"[{self._first}, {self._end})")
+        k = max(0, bisect.bisect_right(self._offsets, start) - 1)
+        while k < len(self.members) and self.members[k].offset < stop:
+            m = self.members[k]
+            a, b = max(start, m.offset) - m.offset, min(stop, m.offset + m.n) - m.offset
+            if b > a:
+                yield k, a, b
+            k += 1
+
+    def read(self, start: int, stop: int, atoms=None, fields: tuple[str, ...] = ("position",),
+             stride: int = 1) -> EnsembleBlock:
+        """The pieces of the members covering axis positions ``[start, stop)``; ``atoms`` is not used (each
+        member is read with its own)."""
+        if stride != 1:
+            raise ConfigError("an ensemble's axis holds only the frames analysed: it is read with stride 1")
+        opened = member_sources()
+        pieces, used = [], set()
+        for k, a, b in self._spans(start, stop):
+            m = self.members[k]
+            used.add(self._keys[k])
+            pieces.append(self._piece(opened, k, m, a, b, fields))
+        opened.drop_buffers(used)
+        return EnsembleBlock(start, stop, tuple(pieces))
+
+    def _piece(self, opened, k: int, m: MemberRead, a: int, b: int, fields) -> Piece:
+        t0 = time.perf_counter()
+        t_open = 0.0
+        try:
+            src, t_open = opened.get(self._keys[k], m.source, self.max_open)
+            before = src.bytes_read
+            fs, fe = m.frames(a, b)
+            block = src.read(fs, fe, m.atoms, fields, stride=m.step)
+            return Piece(m.member, block, None, time.perf_counter() - t0 - t_open, t_open, src.bytes_read - before,
+                         b - a)
+        except TrajscaleError as exc:
+            return Piece(m.member, None, str(exc), time.perf_counter() - t0 - t_open, t_open, 0, b - a)
+        except Exception as exc:   # noqa: BLE001 - a damaged file's library error refuses its trajectory only
+            return Piece(m.member, None, f"{m.path}: {type(exc).__name__}: {exc}",
+                         time.perf_counter() - t0 - t_open, t_open, 0, b - a)
+
+    def prefetch(self, start: int, stop: int, atoms=None, fields: tuple[str, ...] = ("position",),
+                 stride: int = 1) -> None:
+        """Members behind URLs start fetching the frames of ``[start, stop)`` now (others: nothing)."""
+        if not self._reads_ahead:
+            return
+        opened = member_sources()
+        for k, a, b in self._spans(start, stop):
+            m = self.members[k]
+            try:
+                src, _ = opened.get(self._keys[k], m.source, self.max_open)
+                fs, fe = m.frames(a, b)
+                src.prefetch(fs, fe, m.atoms, fields, stride=m.step)
+            except Exception:   # noqa: BLE001 - a hint: the read says what went wrong
+                continue
+
+
+__all__ = ["EnsembleBlock", "EnsembleSource", "MemberRead", "Piece"]
