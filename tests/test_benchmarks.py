@@ -75,6 +75,11 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                       [r"^file\s+size/XTC\s+warm GB/s", rf"^deltas \+ blosc-lz4 \(default\)\s+{NUM}",
                        r"^XTC via MDAnalysis\s+1\.000"]),
     "mda_mpi_baseline.py": ([], []),   # an MPI job's rank script: test_mda_mpi_baseline
+    "mdcath_epoch.py": (["--size", "smallest", "--repeat", "1", "--workers", "0", "--workdir", "{work}/mdcath"],
+                        [r"^side\s+workers\s+whole s\s+range\s+epoch s\s+samples/s$",
+                         rf"^torchmd-net\s+0\s+{NUM}\s+{NUM}-{NUM}\s+{NUM}\s+{NUM}$",
+                         rf"^trajscale\s+0\s+{NUM}\s+{NUM}-{NUM}\s+{NUM}\s+{NUM}$",
+                         rf"^workers 0: torchmd-net-style / trajscale \(whole processes\) {NUM}x; same samples: True$"]),
     "memory.py": (["--frames", F, "--workdir", "{work}", "--executors", "serial"],
                   [r"^\s*frames\s+file GB\s+executor\s+peak RSS MB\s+seconds$", rf"^\s+{F}\s+{NUM}\s+serial\s+\d+"]),
     "ml_loading.py": (["--files", "2", "--per-file", "50", "--width", "100", "--workers", "0", "--repeat", "1",

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputFileError, StoreError
 from ..util import is_url
-from .dataset import _as_index, _BatchReads, _default_cache_dir, runs
+from .dataset import _as_index, _batch_buffer, _BatchReads, _default_cache_dir, runs
 from .trace import IOStats
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,10 @@ class EnsembleDataset(_BatchReads):
         self._check_fields()
 
     def _check_fields(self) -> None:
-        """Every member has the fields (and atomic numbers) asked for: refused here, naming it, not mid-epoch."""
+        """Every member has the fields (and atomic numbers) asked for: refused here, naming it, not mid-epoch.
+        The atomic numbers are read now, once per file, and travel with the dataset to its workers."""
+        self._z: dict[int, np.ndarray] = {}
+        by_file: dict[str, np.ndarray] = {}
         for i, m in enumerate(self.members):
             if len(self.fields) == 1 and not self.atomic_numbers:
                 break   # (positions: every Source has them)
@@ -183,6 +186,15 @@ class EnsembleDataset(_BatchReads):
             missing = [f for f in self.fields if f not in src.fields]
             if missing:
                 raise InputFileError(src.path, f"member {m.name!r} has no {', '.join(missing)}")
+            if self.atomic_numbers:
+                numbers = getattr(src, "atomic_numbers", None)
+                if numbers is None:
+                    raise InputFileError(src.path, f"member {m.name!r}: its format stores no atomic numbers "
+                                                   "(atomic_numbers=True reads mdCATH's z)")
+                if src.path not in by_file:
+                    by_file[src.path] = numbers()
+                self._z[i] = by_file[src.path]
+        self.close()
 
     # ------------------------------------------------ per-process readers
 
@@ -209,7 +221,7 @@ class EnsembleDataset(_BatchReads):
             _, old = self._open.popitem(last=False)
             old.close()
         t0 = time.perf_counter()
-        reader = self._open[i] = _Open.of(self.members[i], self.cache_dir, self.storage_options, self.atomic_numbers)
+        reader = self._open[i] = _Open.of(self.members[i], self.cache_dir, self.storage_options)
         self.opens += 1
         self.most_open = max(self.most_open, len(self._open))
         self.stats.opened(reader.source.path, t0, time.perf_counter())
@@ -231,43 +243,50 @@ class EnsembleDataset(_BatchReads):
         return member, idx - self.starts[member]
 
     def read(self, index) -> dict:
-        """The samples ``index`` (an int or a sequence), packed, without the transform: one ``Source.read``
-        per contiguous run of one member's frames among the sorted samples."""
+        """The samples ``index`` (an int or a sequence), packed, without the transform: one read per contiguous
+        run of one member's frames among the sorted samples, straight into the batch's rows (in a DataLoader
+        worker, rows in shared memory, as torch's own collation allocates them)."""
         scalar = np.ndim(index) == 0
         idx = _as_index(index, self.n)
         uniq, inverse = np.unique(idx, return_inverse=True)
+        in_order = len(uniq) == len(idx) and np.array_equal(uniq, idx)
         member = np.searchsorted(self.starts, uniq, side="right") - 1
-        pieces: dict[str, list] = {f: [] for f in self.fields}
-        pieces["time"], zs = [], []
+        n_atoms = self.n_atoms[member]
+        total = int(n_atoms.sum())
+        out, rows = {}, {}
+        for f in self.fields:
+            out[f], rows[f] = _batch_buffer((total, 3), np.dtype(np.float32), shared=in_order and not self.transform)
+        times = np.empty(len(uniq))
         t0 = time.perf_counter()
-        n_reads = nbytes = 0
+        n_reads, row, at = 0, 0, 0
         cut = np.flatnonzero(np.diff(member)) + 1
         for lo, hi in zip(np.r_[0, cut].tolist(), np.r_[cut, len(uniq)].tolist(), strict=True):
             m = int(member[lo])
-            reader = self._reader(m)
-            local = uniq[lo:hi] - self.starts[m]
-            for a, b in zip(*(x.tolist() for x in runs(local)), strict=True):
-                block = reader.source.read(a, b, None, self.fields)
-                for f in self.fields:
-                    arr = {"position": block.positions, "velocity": block.velocities, "force": block.forces}[f]
-                    pieces[f].append(arr.reshape(-1, 3))
-                    nbytes += arr.nbytes
-                pieces["time"].append(block.time)
-                if self.atomic_numbers:
-                    zs.append(np.tile(reader.z, b - a))
-                n_reads += 1
-        out = {f: np.concatenate(v) if v else np.empty((0, 3), np.float32) for f, v in pieces.items() if f in FIELDS}
-        out["time"] = np.concatenate(pieces["time"]) if pieces["time"] else np.empty(0)
+            src, width = self._reader(m).source, int(self.n_atoms[m])
+            for a, b in zip(*(x.tolist() for x in runs(uniq[lo:hi] - self.starts[m])), strict=True):
+                k = b - a
+                views = {f: rows[f][row:row + k * width].reshape(k, width, 3) for f in self.fields}
+                if src.fills_rows:
+                    src.read_into(a, b, None, 1, views, np.zeros((k, 6), np.float32), times[at:at + k],
+                                  np.empty(k, np.int64))
+                else:
+                    block = src.read(a, b, None, self.fields)
+                    for f, v in views.items():
+                        v[...] = {"position": block.positions, "velocity": block.velocities,
+                                  "force": block.forces}[f]
+                    times[at:at + k] = block.time
+                row, at, n_reads = row + k * width, at + k, n_reads + 1
+        out["time"] = times
         if self.atomic_numbers:
-            out["z"] = np.concatenate(zs) if zs else np.empty(0, np.int64)
-        out["n_atoms"] = self.n_atoms[member]
+            out["z"] = np.concatenate([self._z[m] for m in member.tolist()]) if len(member) else np.empty(0, np.int64)
+        out["n_atoms"] = n_atoms
         out["trajectory"] = member.astype(np.int64)
         out["frame"] = uniq - self.starts[member]
-        for k, col in self.labels.items():
-            out[k] = col[member] if isinstance(col, np.ndarray) else [col[m] for m in member.tolist()]
+        for key, col in self.labels.items():
+            out[key] = col[member] if isinstance(col, np.ndarray) else [col[m] for m in member.tolist()]
         if self.stats is not None:
-            self.stats.read(t0, time.perf_counter(), n_reads, nbytes, len(uniq))
-        if len(uniq) != len(idx) or not np.array_equal(uniq, idx):
+            self.stats.read(t0, time.perf_counter(), n_reads, total * 12 * len(self.fields), len(uniq))
+        if not in_order:
             out = _reordered(out, inverse, self.fields + (("z",) if self.atomic_numbers else ()))
         if scalar:
             return {k: (v if k in self.fields or k == "z" else v[0]) for k, v in out.items()}
@@ -303,13 +322,13 @@ def _reordered(out: dict, inverse: np.ndarray, per_atom: tuple[str, ...]) -> dic
 
 
 class _Open:
-    """One member open in this process: its Source, its atomic numbers if asked, its cache entry if any."""
+    """One member open in this process: its Source, and its cache entry if any."""
 
-    def __init__(self, source, z: np.ndarray | None, entry) -> None:
-        self.source, self.z, self._entry = source, z, entry
+    def __init__(self, source, entry) -> None:
+        self.source, self._entry = source, entry
 
     @classmethod
-    def of(cls, member: _Member, cache_dir: str | None, storage_options: dict | None, want_z: bool) -> _Open:
+    def of(cls, member: _Member, cache_dir: str | None, storage_options: dict | None) -> _Open:
         from ..sources import source_from_config
         from ..storage import using
 
@@ -319,20 +338,11 @@ class _Open:
             config, entry = _cached(config, cache_dir, storage_options)
         try:
             with using(storage_options):
-                src = source_from_config(config)
+                return cls(source_from_config(config), entry)
         except BaseException:
             if entry is not None:
                 entry.close()
             raise
-        z = None
-        if want_z:
-            numbers = getattr(src, "atomic_numbers", None)
-            if numbers is None:
-                src.close()
-                raise InputFileError(src.path, f"member {member.name!r}: its format stores no atomic numbers "
-                                               "(atomic_numbers=True reads mdCATH's z)")
-            z = numbers()
-        return cls(src, z, entry)
 
     def close(self) -> None:
         self.source.close()

@@ -305,7 +305,9 @@ class MDCATHSource(Source):
             frame_bytes = self.n_atoms * 12
             offsets = at.offset + (start + stride * np.arange(n, dtype=np.int64)) * frame_bytes
             widths = plan.runs[:, 1] - plan.runs[:, 0]
-            table = np.stack([plan.runs[:, 0] * 12, np.r_[0, np.cumsum(widths)[:-1]], widths], axis=1)
+            firsts = np.zeros_like(widths)
+            np.cumsum(widths[:-1], out=firsts[1:])
+            table = np.stack([plan.runs[:, 0] * 12, firsts, widths], axis=1)
             index = np.zeros(0, np.int64) if plan.index is None else np.ascontiguousarray(plan.index, np.int64)
             row = np.empty((plan.n_columns if plan.index is not None else 0, 3), np.float32)
             failed = pread_gather(self._fd, offsets, np.ascontiguousarray(table, np.int64), index, row, out)
