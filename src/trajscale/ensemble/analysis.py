@@ -101,7 +101,8 @@ class EnsembleAnalysis(Analysis):
         (:mod:`trajscale.ensemble.prepare`): the source holds their preparations."""
         state = getattr(source, "state", None)
         if not isinstance(state, EnsembleState):
-            raise ConfigError("an ensemble analysis prepares on an ensemble's source (trajscale.run(analysis, ensemble))")
+            raise ConfigError("an ensemble analysis prepares on an ensemble's source: "
+                              "trajscale.run(analysis, ensemble)")
         return Prepared(None, state)
 
     def block_bytes_per_frame(self, prep: Prepared) -> int:

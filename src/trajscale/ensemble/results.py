@@ -206,7 +206,8 @@ class EnsembleResult:
         offered = TABLE_FORMATS if self.per_frame else ARRAY_FORMATS
         if ext not in offered:
             raise OutputError(path, f"an ensemble's {self.analysis.name} results are written as "
-                                    f"{', '.join(offered)} (the extension decides); {ext or 'no extension'} is none of them")
+                                    f"{', '.join(offered)} (the extension decides); "
+                                    f"{ext or 'no extension'} is none of them")
         from ..util import save_output
 
         if ext == ".parquet":

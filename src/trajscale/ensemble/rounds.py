@@ -135,7 +135,8 @@ class EnsembleRounds(Rounds):
             else:
                 todo.append((i, m))
         if self.skipped:
-            log.info("%d of %d trajectories were saved by the run before: skipped", len(self.skipped), len(self.ensemble))
+            log.info("%d of %d trajectories were saved by the run before: skipped", len(self.skipped),
+                     len(self.ensemble))
         self.jobs, refused = prepare_members(todo, self.group, self.options)
         self._refuse(refused)
         if self._pending is not None:
@@ -152,7 +153,8 @@ class EnsembleRounds(Rounds):
         log.debug("%d members prepared in %.2f s (%d refused), %d frames in %d rounds", len(self.jobs),
                   self.t_members, len(refused), offset, len(self._rounds))
         source = self._source(self.jobs, self.token)
-        source.state = EnsembleState({j.index: j.prepared for j in self.jobs}, {j.index: j.read.path for j in self.jobs})
+        source.state = EnsembleState({j.index: j.prepared for j in self.jobs},
+                                     {j.index: j.read.path for j in self.jobs})
         return source, range(0, offset)
 
     def _source(self, jobs: list[MemberJob], token: str) -> EnsembleSource:

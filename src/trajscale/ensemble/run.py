@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..analysis.base import Analysis
@@ -26,7 +25,7 @@ from .catalog import Ensemble
 from .opened import MAX_OPEN
 from .results import EnsembleResult
 from .rounds import EnsembleRounds
-from .saved import REFUSED, ResultsFolder, write_refused
+from .saved import REFUSED, ResultsFolder
 from .summary import EnsembleFacts
 
 log = logging.getLogger(__name__)

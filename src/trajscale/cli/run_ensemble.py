@@ -1,0 +1,180 @@
+"""``trajscale run ANALYSIS --ensemble CATALOG`` (and ``run --plan FILE --ensemble CATALOG``): every trajectory
+of an ensemble in one job.
+
+The catalog (CSV, TOML, Parquet, or a glob) names the trajectories and their topologies, so the command
+takes no TOPOLOGY or TRAJECTORY.  Each trajectory's results are saved in ``--results FOLDER`` as it
+finishes (default: ``CATALOG-results`` beside the current folder's files), with the refused table
+(``refused.csv``); ``--out`` writes an analysis's results over the ensemble: a per-frame analysis's long
+table (``.parquet``, ``.csv``), another's arrays (``.nc``).  Exit status: 0 when every trajectory was
+analysed, :data:`~trajscale.ensemble.run.EXIT_SOME_REFUSED` (8) when some were refused and the others
+analysed; ``--strict`` refuses the run at the first refused trajectory (status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..errors import ConfigError
+from .checks import positive_int
+
+#: Global flags that may stand before a run's options (``trajscale run -v --plan ...``).
+_GLOBAL_FLAGS = ("-v", "-vv", "--verbose", "-q", "--quiet")
+
+
+def add_options(p) -> None:
+    """``--ensemble`` and what goes with it, on a ``run`` parser."""
+    g = p.add_argument_group("ensembles", "many trajectories, each with its own topology, in one job "
+                                          "(docs/ensembles.md); TOPOLOGY and TRAJECTORY are then not given")
+    g.add_argument("--ensemble", default=None, metavar="CATALOG",
+                   help="run over every trajectory a catalog lists (CSV, TOML or Parquet: columns trajectory, "
+                        "topology, name and labels; a path or URL) or a glob matches (runs/*/md.xtc, "
+                        "s3://bucket/prefix/*.h5)")
+    g.add_argument("--results", default=None, metavar="FOLDER",
+                   help="with --ensemble: where each trajectory's results are saved as it finishes, with the "
+                        "refused table refused.csv (default: CATALOG-results in the current folder)")
+    g.add_argument("--resume", action="store_true",
+                   help="with --ensemble: skip the trajectories whose results --results holds from an "
+                        "interrupted run of the same analyses")
+    g.add_argument("--max-open", type=positive_int, default=16, metavar="N",
+                   help="with --ensemble: trajectories a worker keeps open at once (default 16)")
+
+
+def optional_positionals(p) -> None:
+    """TOPOLOGY and TRAJECTORY become optional: ``--ensemble`` stands for them (:func:`require_positionals`
+    asks for them otherwise)."""
+    for action in p._actions:
+        if action.dest == "topology":
+            action.nargs, action.required = "?", False
+        elif action.dest == "trajectories":
+            action.nargs, action.required = "*", False
+
+
+def require_positionals(args) -> None:
+    """Without ``--ensemble``, a run names its topology and trajectories."""
+    if getattr(args, "ensemble", None) is None and (args.topology is None or not args.trajectories):
+        raise ConfigError("give the TOPOLOGY and the TRAJECTORY file(s), or --ensemble CATALOG for many "
+                          "trajectories with their own topologies")
+
+
+class RunParser(argparse.ArgumentParser):
+    """The ``run`` command's parser: ``run --plan FILE --ensemble CATALOG ...`` names no analysis and no
+    topology, so nothing stands where argparse looks for the analysis's name; the plan's parser is
+    named for it (``plan``) before the first option after ``--plan FILE``."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        return super().parse_known_args(plan_before_options(list(args or [])), namespace)
+
+
+def plan_before_options(args: list[str]) -> list[str]:
+    """``args`` with ``plan`` put before the first option that follows ``--plan FILE`` when no word stands
+    between them (``--plan p.toml --ensemble c.csv`` -> ``--plan p.toml plan --ensemble c.csv``)."""
+    i, planned = 0, False
+    while i < len(args):
+        a = args[i]
+        if a == "--plan":
+            planned, i = True, i + 2
+        elif a.startswith("--plan="):
+            planned, i = True, i + 1
+        elif a in _GLOBAL_FLAGS:
+            i += 1
+        else:
+            break
+    if planned and i < len(args) and args[i].startswith("-") and args[i] not in ("-h", "--help"):
+        return [*args[:i], "plan", *args[i:]]
+    return args
+
+
+def output_extensions(planned) -> None:
+    """Each ``--out`` (or plan ``out``) names a format of an ensemble's results."""
+    from ..ensemble.results import ARRAY_FORMATS, TABLE_FORMATS
+    from ..errors import OutputError
+
+    for p in planned:
+        if not p.out:
+            continue
+        offered = TABLE_FORMATS if p.analysis.per_frame else ARRAY_FORMATS
+        ext = os.path.splitext(p.out)[1].lower()
+        if ext not in offered:
+            raise OutputError(p.out, f"an ensemble's {p.name} results are written as {', '.join(offered)} "
+                                     f"(the extension decides); {ext or 'no extension'} is none of them")
+
+
+def results_folder(args) -> str:
+    """``--results``, or ``CATALOG-results`` in the current folder (``ensemble-results`` for a glob)."""
+    if args.results:
+        return args.results
+    base = os.path.basename(args.ensemble.rstrip("/"))
+    stem = "ensemble" if any(c in base for c in "*?[") else os.path.splitext(base)[0] or "ensemble"
+    return f"{stem}-results"
+
+
+def run_options(args):
+    """The :class:`~trajscale.runspec.RunOptions` of an ensemble's run (its trajectories are read finished)."""
+    from ..runspec import RunOptions
+    from .options import executor_options
+
+    if getattr(args, "follow", False):
+        raise ConfigError("--follow: an ensemble's trajectories are read finished; run without --follow")
+    quiet = args.no_progress or getattr(args, "quiet", False)
+    return RunOptions(executor=args.executor, n_workers=args.n_workers, n_tasks=args.tasks, start=args.start,
+                      stop=args.stop, step=args.step, max_block_bytes=int(args.max_block_mb * 1024**2),
+                      progress=not quiet, group=args.h5md_group, assume_units=args.assume_units,
+                      continuous=args.continuous, executor_options=executor_options(args))
+
+
+def main(args, planned) -> int:
+    """Run the planned analyses over the ensemble, write their outputs, the report and the refused table."""
+    from ..ensemble.run import EXIT_SOME_REFUSED
+    from ..ensemble.saved import REFUSED
+    from ..run import run
+    from .checks import check_outputs
+
+    given = [x for x in (args.topology, *args.trajectories) if x is not None]
+    if given:
+        raise ConfigError(f"--ensemble {args.ensemble} names the trajectories and their topologies: give no "
+                          f"TOPOLOGY or TRAJECTORY (here: {' '.join(given)})")
+    output_extensions(planned)
+    folder = results_folder(args)
+    check_outputs(*(p.out for p in planned), args.report, overwrite=args.overwrite)
+    results = run([p.analysis for p in planned], args.ensemble, options=run_options(args), results=folder,
+                  resume=args.resume, overwrite=args.overwrite, strict=args.strict, max_open=args.max_open)
+    if results is None:   # an MPI rank other than 0
+        return 0
+    first = results[0]
+    for p, r in zip(planned, results, strict=True):
+        if p.out:
+            r.save(p.out)
+    if args.report and first.report is not None:
+        _write_report(first, args.report)
+    outs = ", ".join(p.out for p in planned if p.out) or None
+    if first.report is not None:
+        from ..report.summary import run_summary
+
+        print(run_summary(first.report, outs, args.report))
+    else:
+        print(f"nothing left to run: every trajectory's results were saved in {folder} before")
+    for line in first.trajectories.lines():
+        print(line)
+    print(f"results of each trajectory: {folder}")
+    if first.refused:
+        print(f"refused: {len(first.refused)} trajector{'y' if len(first.refused) == 1 else 'ies'} "
+              f"(each with its reason in {os.path.join(folder, REFUSED)}); first: {first.refused[0].member.name}: "
+              f"{first.refused[0].reason}")
+        return EXIT_SOME_REFUSED
+    return 0
+
+
+def _write_report(result, path: str) -> None:
+    import json
+    from pathlib import Path
+
+    from ..ensemble.summary import report_dict
+    from ..util import save_output
+
+    text = json.dumps(report_dict(result.report, result.trajectories), indent=1, default=str)
+    save_output(path, lambda tmp: Path(tmp).write_text(text))
+
+
+__all__ = ["RunParser", "add_options", "main", "optional_positionals", "plan_before_options",
+           "require_positionals"]
