@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-from dataclasses import dataclass
 
-from ..errors import ConfigError, InputFileError, OutputError
+from ..errors import ConfigError, OutputError
 from ..executor_registry import EXECUTORS, names
+from ..plans import Planned, command_analyses, read_plan  # noqa: F401 (the CLI's names, read from Python too)
 from .checks import add_overwrite, add_topology, check_outputs, check_topology, positive_int
 from .options import (
     add_continuous_option,
@@ -30,14 +30,6 @@ log = logging.getLogger("trajscale")
 PLAN_HELP = ("run several analyses in one pass over the trajectory (each block read once): a TOML file with "
              "one table per analysis, named as the commands below ([rmsd]; [[rdf]] for several of one kind), "
              "whose keys are that command's option names (select, fit-select, ...) and out")
-
-
-def command_analyses(plugins: bool = False) -> dict[str, type]:
-    """Name -> class of every registered analysis that has a command (``Analysis.command``); ``plugins``:
-    with those other packages register (looked for only when a name is not known without them)."""
-    from ..analysis import registered
-
-    return {name: cls for name, cls in registered(plugins).items() if cls.command is not None}
 
 
 class _Names(dict):
@@ -74,10 +66,10 @@ class _AnalysisOrPlan(argparse._SubParsersAction):
 
     def __call__(self, parser, namespace, values, option_string=None):
         if getattr(namespace, "plan", None) or any(v == "--plan" or v.startswith("--plan=") for v in values):
-            if values and dict.__contains__(self.choices, values[0]):
+            if values and values[0] != "plan" and dict.__contains__(self.choices, values[0]):
                 parser.error(f"--plan runs the analyses its file lists: give it without an analysis name "
                              f"(here {values[0]!r})")
-            values = ["plan", *values]
+            values = values if values and values[0] == "plan" else ["plan", *values]
         elif not (values and self._known(values[0])):
             names = [n for n in self.choices if n != "plan"]
             parser.error(f"argument ANALYSIS: invalid choice: {values[0]!r} (choose from "
@@ -94,6 +86,9 @@ def add_parser(sub) -> None:
                                    "Analyses other packages register (entry points trajscale.analyses) run "
                                    "by their names too.")
     p.add_argument("--plan", default=None, metavar="FILE", help=PLAN_HELP)
+    from .run_ensemble import RunParser
+
+    p.__class__ = RunParser   # (run --plan FILE --ensemble CATALOG: no word names the plan's parser)
     asub = p.add_subparsers(dest="analysis", metavar="ANALYSIS", required=True, action=_AnalysisOrPlan)
     for name, cls in analyses.items():
         _add_analysis_parser(asub, name, cls)
@@ -120,6 +115,9 @@ def _add_analysis_parser(asub, name: str, cls) -> None:
 def _positional(p) -> None:
     add_topology(p)
     p.add_argument("trajectories", nargs="+", help="H5MD file (fast path) or any trajectory MDAnalysis reads")
+    from .run_ensemble import optional_positionals
+
+    optional_positionals(p)   # (--ensemble CATALOG names them)
 
 
 def _add_option(p, cls, o) -> None:
@@ -135,17 +133,6 @@ def _add_option(p, cls, o) -> None:
     else:
         p.add_argument(flag, default=None, dest=o.dest, type=o.type, nargs=o.nargs, choices=list(o.choices) or None,
                        required=o.required, metavar=o.metavar, help=text)
-
-
-@dataclass(frozen=True)
-class Planned:
-    """One analysis of a run: its command's name, the analysis, its ``--out`` (None: not saved) and the
-    selection its ``select`` option was given (None: the analysis's default)."""
-
-    name: str
-    analysis: object
-    out: str | None = None
-    select_given: str | None = None
 
 
 def planned_from_args(args) -> list[Planned]:
@@ -165,52 +152,6 @@ def planned_from_args(args) -> list[Planned]:
     cls = command_analyses()[args.analysis]
     given = {o.name: getattr(args, o.dest) for o in cls.command.options}
     return [Planned(args.analysis, build(cls, given, f"run {args.analysis}"), args.out, given.get("select"))]
-
-
-def read_plan(path: str) -> list[Planned]:
-    """The analyses of run plan ``path`` (TOML), in the file's order; one line naming the problem otherwise."""
-    import tomllib
-
-    from ..analysis.options import build
-
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as exc:
-        raise InputFileError(path, f"cannot read the run plan: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputFileError(path, f"is not a valid TOML run plan: {exc}") from None
-    known = command_analyses()
-    if any(name not in known for name in data):   # another package's analysis, perhaps
-        known = command_analyses(plugins=True)
-    planned = []
-    for name, tables in data.items():
-        if name not in known:
-            raise ConfigError(f"--plan {path}: unknown analysis [{name}]; the analyses are {', '.join(known)}")
-        cls = known[name]
-        tables = tables if isinstance(tables, list) else [tables]
-        for i, table in enumerate(tables):
-            where = f"--plan {path}: [{name}]" + (f" (the {_ordinal(i + 1)})" if len(tables) > 1 else "")
-            if not isinstance(table, dict):
-                raise ConfigError(f"{where} must be a table of options ([{name}], or [[{name}]] for several)")
-            keys = [o.name for o in cls.command.options] + ["out"]
-            unknown = [k for k in table if k not in keys]
-            if unknown:
-                raise ConfigError(f"{where}: unknown key{'s' if len(unknown) > 1 else ''} "
-                                  f"{', '.join(map(repr, unknown))}; {name} takes {', '.join(keys)}")
-            given = dict(table)
-            out = given.pop("out", None)
-            if out is not None and not isinstance(out, str):
-                raise ConfigError(f"{where}: out is a file name, got {out!r}")
-            planned.append(Planned(name, build(cls, given, where), out, given.get("select")))
-    if not planned:
-        raise ConfigError(f"--plan {path}: lists no analysis; give one table per analysis ([rmsd], [[rdf]], ...) "
-                          f"of {', '.join(known)}")
-    return planned
-
-
-def _ordinal(n: int) -> str:
-    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def run_options(args, trajectory):
@@ -296,6 +237,13 @@ class Outputs:
 def main(args) -> int:
     """Every ``run`` command: the analyses (one, or a plan's) built and checked before any work, run in
     one pass, their results saved, the summary printed."""
+    from .run_ensemble import require_positionals
+
+    if getattr(args, "ensemble", None) is not None:   # every trajectory of a catalog, each with its topology
+        from .run_ensemble import main as ensemble_main
+
+        return ensemble_main(args, planned_from_args(args))
+    require_positionals(args)
     check_topology(args)
     planned = planned_from_args(args)
     check_run_outputs(args, planned)   # before any work: a bad path fails in a second, not after the run
@@ -340,6 +288,8 @@ def _say_selections(planned: list[Planned]) -> None:
 
 
 def add_run_options(p) -> None:
+    from .run_ensemble import add_options as add_ensemble_options
+
     add_h5md_options(p)
     p.add_argument("--executor", default="auto", choices=names(choosers=True),
                    help="where tasks run (default: auto: serial unless the work outweighs starting processes); "
@@ -377,6 +327,7 @@ def add_run_options(p) -> None:
     from .follow import add_follow_options
 
     add_follow_options(p)
+    add_ensemble_options(p)
 
 
 def predicted_wall(args) -> float | None:
