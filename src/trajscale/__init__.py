@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from .analysis import Analysis, AnalysisGroup, per_frame  # noqa: F401 (and every class of BUILTIN)
     from .arrays import open_dataset
     from .block import Block, FrameRange
+    from .ensemble import Ensemble
     from .errors import TrajscaleError
     from .executors import make_executor
+    from .plans import read_plan
     from .pwrite import ParallelWriter
     from .report.timing import RunReport
     from .run import run
@@ -36,6 +38,7 @@ _ANALYSIS_NAMES = [cls for cls, _ in BUILTIN.values()] + ["Analysis", "AnalysisG
 __all__ = [
            *_ANALYSIS_NAMES,
            "Block",
+           "Ensemble",
            "FrameRange",
            "H5MDSource",
            "Layout",
@@ -48,6 +51,7 @@ __all__ = [
            "make_executor",
            "open_dataset",
            "open_source",
+           "read_plan",
            "run",
 ]
 
@@ -56,6 +60,6 @@ __getattr__, __dir__ = attach(__name__, {
     "Block": ".block", "FrameRange": ".block", "TrajscaleError": ".errors", "make_executor": ".executors",
     "ParallelWriter": ".pwrite", "RunReport": ".report.timing", "run": ".run", "RunOptions": ".runspec",
     "H5MDSource": ".sources", "MDASource": ".sources", "open_source": ".sources", "Layout": ".store.layout",
-    "__version__": "._version", "open_dataset": ".arrays",
+    "__version__": "._version", "open_dataset": ".arrays", "Ensemble": ".ensemble", "read_plan": ".plans",
 }, submodules=("_version", "analysis", "block", "errors", "executors", "kernels", "parallel", "pwrite", "report",
                "sources", "store", "util"))
