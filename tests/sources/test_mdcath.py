@@ -125,6 +125,8 @@ def test_topology_is_the_pdb_text(mdcath_file):
     with MDCATHSource(mdcath_file, member="320/0") as src:
         with h5py.File(mdcath_file, "r") as f:
             np.testing.assert_array_equal(src.atomic_numbers(), f["1adkA00/z"][()])
+        assert src.universe is src.universe   # (parsed once per Source)
+        np.testing.assert_array_equal(src.universe.atoms.names, ref.atoms.names)
 
 
 def test_a_run_on_a_member_equals_mdanalysis(mdcath_file, tmp_path):

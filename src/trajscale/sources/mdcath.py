@@ -237,6 +237,16 @@ class MDCATHSource(Source):
         return member_labels(self._layout.domain, self._key)
 
     @property
+    def universe(self):
+        """The member's topology: its file's ``pdbProteinAtoms`` as an MDAnalysis Universe (parsed on first use,
+        then kept by this Source)."""
+        if getattr(self, "_universe", None) is None:
+            from . import mdcath_layout
+
+            self._universe = mdcath_layout.universe(self._path, self._storage_options)
+        return self._universe
+
+    @property
     def n_frames(self) -> int:
         return self._layout.n_frames
 
