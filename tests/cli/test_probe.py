@@ -60,19 +60,31 @@ def test_probe_under_mpiexec_rank_0_gathers(tmp_path):
     assert d["nodes"] == 1 and "under MPI" in d["origin"]["read_curve"]
 
 
-def _calibrated(tmp_path, executors: str) -> Machine:
+def _calibrated(tmp_path, executors: str, monkeypatch) -> Machine:
     """``probe --launch --executors EXECUTORS``: its launch lines used by ``--predict`` as documented (at the
-    cores, plus each further worker's share of the cores), its calibration files removed."""
+    cores, plus each further worker's share of the cores), its calibration files removed, and every process
+    it started (a Dask run's forkserver and the workers forked from it, MPI's proxies and ranks, the readers)
+    counted as its own work, not as other work: the CPU time each had by its own clock, watched from outside,
+    is in the profile's loads."""
+    import os
+
+    from tests.report.test_conditions import TICKS_S, marked_tree
     from trajscale.report.predict import fit, launch_at
 
     store = tmp_path / "store"
     store.mkdir()
     prof = tmp_path / "m.json"
-    proc = run_cli("probe", str(store), "--seconds", "1", "--bytes", "8M", "--launch", "--executors", executors,
-                   "--out", str(prof), timeout=600)
+    with marked_tree(monkeypatch, every=0.1) as tree:
+        proc = run_cli("probe", str(store), "--seconds", "1", "--bytes", "8M", "--launch", "--executors", executors,
+                       "--out", str(prof), timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert list(store.iterdir()) == []   # the probe's file and the calibration set are removed
     m = Machine.load(prof)
+    # The probe's own process is measured by its own clock; everything it started (whose CPU time outside the
+    # two measurements is only the last resource tracker's exit) must be within the loads' own time.
+    started = sum(p.cpu_s for p in tree.procs.values() if p.ppid != os.getpid())
+    assert [x.what for x in m.loads] == ["probe", "launch calibration"]
+    assert sum(x.own_s for x in m.loads) >= started - 4 * TICKS_S, (m.loads, tree.procs)
     assert [line.executor for line in m.launch] == executors.split(",")
     assert m.origin_of("launch").startswith("measured: calibrated on whole runs")
     c = m.cores
@@ -95,10 +107,10 @@ def _calibrated(tmp_path, executors: str) -> Machine:
 
 @pytest.mark.mpi
 @pytest.mark.slow(seconds=60)
-def test_probe_launch_calibrates_every_executor_on_whole_runs(tmp_path):
+def test_probe_launch_calibrates_every_executor_on_whole_runs(tmp_path, monkeypatch):
     """One probe for the pools and MPI: the calibration set is written, and run serially, once."""
     pytest.importorskip("distributed")
-    _calibrated(tmp_path, "processes,dask,mpi")
+    _calibrated(tmp_path, "processes,dask,mpi", monkeypatch)
 
 
 def test_probe_launch_calibrates_every_executor_installed_unless_told():

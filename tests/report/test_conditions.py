@@ -3,7 +3,10 @@
 The busy machine is a real busy loop (``python -c "while True: pass"``) beside the measurement; the
 page cache is the kernel's, dropped with ``posix_fadvise(POSIX_FADV_DONTNEED)`` and compared with
 util-linux's ``fincore``.  The tests assert that a busy loop is seen; they never assert that a machine
-is idle (the machine running them may be shared).
+is idle (the machine running them may be shared).  That a measurement's own processes are not taken
+for other work is asserted instead against their own clocks: every process a measurement starts
+carries a marker in its environment, and the CPU time of each (``/proc/PID/stat``) is watched from
+outside while it lives (:class:`MarkedTree`), whoever its parent is by then.
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -90,16 +96,20 @@ print(pid, flush=True)
 
 
 @contextmanager
-def busy_loop():
-    """A real busy loop (``while True: pass``) on one core, running before and after the block; its pid."""
-    launcher = subprocess.run([sys.executable, "-c", DETACHED_LOOP], capture_output=True, text=True, check=True,
-                              timeout=60)
-    pid = int(launcher.stdout.split()[0])
+def busy_loop(loops: int = 1):
+    """Real busy loops (``while True: pass``), each on one core, running before and after the block: the pid
+    (``loops=1``) or the pids."""
+    pids = []
     try:
-        time.sleep(0.3)   # it is running before the measurement starts
-        yield pid
+        for _ in range(loops):
+            launcher = subprocess.run([sys.executable, "-c", DETACHED_LOOP], capture_output=True, text=True,
+                                      check=True, timeout=60)
+            pids.append(int(launcher.stdout.split()[0]))
+        time.sleep(0.3)   # they are running before the measurement starts
+        yield pids[0] if loops == 1 else pids
     finally:
-        os.kill(pid, signal.SIGKILL)
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
 
 
 def _cpu_s(pid: int) -> float:
@@ -182,3 +192,169 @@ def test_a_run_records_its_files_cache_state_and_a_busy_machine(adk_vacuum, adk_
     assert "machine load while the report ran" in format_predictions(model, [])
     table = format_table(warm)   # the report's own table says it too
     assert "(BUSY:" in table and "in the page cache at its start" in table
+
+
+# -- the measurement's own processes --------------------------------------------------------------------
+
+#: The environment variable that marks the processes a test's measurement starts (every one inherits it).
+MARK = "TRAJSCALE_TEST_TREE"
+
+
+@dataclass
+class Marked:
+    """One marked process as last seen: its own CPU seconds (not its children's), its parent, its command."""
+
+    pid: int
+    cpu_s: float
+    ppid: int
+    cmd: str
+
+
+class MarkedTree:
+    """The processes whose environment (``/proc/PID/environ``) holds ``MARK=token``, watched from outside every
+    ``every`` seconds while they live, whoever reaps them: the CPU time each had when last seen (a lower
+    bound of what it used: what it spent after its last look is missed)."""
+
+    def __init__(self, token: str, every: float = 0.05) -> None:
+        self.needle = f"{MARK}={token}".encode()
+        self.every = every
+        self.procs: dict[tuple[int, int], Marked] = {}    # by (pid, start time): a pid may be reused
+        self._judged: dict[tuple[int, int], bool] = {}
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="marked-tree")
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(p.cpu_s for p in self.procs.values())
+
+    def _look(self) -> None:
+        hz = os.sysconf("SC_CLK_TCK")
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    stat = fh.read()
+                f = stat[stat.rindex(b")") + 2:].split()
+                key = (int(name), int(f[19]))
+                if key not in self._judged:
+                    with open(f"/proc/{name}/environ", "rb") as fh:
+                        self._judged[key] = self.needle in fh.read().split(b"\0")
+                    if self._judged[key]:
+                        with open(f"/proc/{name}/cmdline", "rb") as fh:
+                            cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+                        self.procs[key] = Marked(key[0], 0.0, int(f[1]), cmd)
+            except (OSError, ValueError):   # gone, or not ours to read
+                continue
+            if self._judged[key]:
+                p = self.procs[key]
+                p.cpu_s = max(p.cpu_s, (int(f[11]) + int(f[12])) / hz)
+                if int(f[1]) != 1:   # the parent that started it, or the subreaper it came back to
+                    p.ppid = int(f[1])
+
+    def _watch(self) -> None:
+        while not self._halt.is_set():
+            self._look()
+            self._halt.wait(self.every)
+
+    def __enter__(self) -> MarkedTree:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._halt.set()
+        self._thread.join()
+        self._look()
+
+
+@contextmanager
+def marked_tree(monkeypatch, every: float = 0.05):
+    """Every process started in the block carries a marker of its own (the environment, inherited at any
+    depth): the :class:`MarkedTree` watching them every ``every`` seconds."""
+    token = uuid.uuid4().hex
+    monkeypatch.setenv(MARK, token)
+    with MarkedTree(token, every) as tree:
+        yield tree
+    monkeypatch.delenv(MARK)
+
+
+def _self_cpu() -> float:
+    """CPU seconds of this process alone (every thread), not of its children."""
+    t = os.times()
+    return t.user + t.system
+
+
+#: CPU seconds the kernel's per-process clock and its waited-for children's totals may differ by (ticks).
+TICKS_S = 0.05
+
+ORPHAN = """import os, sys, time
+if os.fork() == 0:   # its parent exits at once: it is reparented while it computes
+    t0 = time.process_time()
+    while time.process_time() - t0 < 0.5:
+        pass
+    with open(sys.argv[1] + ".part", "w") as fh:
+        fh.write(repr(time.process_time()))
+    os.rename(sys.argv[1] + ".part", sys.argv[1])
+    os._exit(0)
+"""
+
+
+@linux
+@pytest.mark.cli
+def test_a_process_whose_parent_exits_first_is_the_meters_own_work(tmp_path):
+    """A grandchild orphaned while it computes (as a forkserver's workers are, or a daemon) comes back to the
+    meter's process, and its CPU time, by its own clock, is counted as the measurement's own."""
+    done = tmp_path / "cpu"
+    mine = _self_cpu()
+    meter = LoadMeter("test", adopt=True)
+    subprocess.run([sys.executable, "-c", ORPHAN, str(done)], check=True, timeout=60)
+    deadline = time.monotonic() + 120
+    while not done.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.1)   # it has exited after writing
+    load = meter.stop()
+    mine = _self_cpu() - mine
+    orphan = float(done.read_text())
+    assert load.own_s - mine >= orphan - TICKS_S, (load, orphan)
+
+
+def _dask_run_measured(psf, h5, monkeypatch) -> tuple:
+    """One of the launch calibration's whole runs on a Dask cluster of 2 (its workers forked from a
+    forkserver), measured as the calibration measures it: (load, this process's CPU seconds, the marked tree)."""
+    from trajscale.report.calibrate import timed_run
+
+    with marked_tree(monkeypatch) as tree:
+        mine = _self_cpu()
+        meter = LoadMeter("launch calibration", adopt=True)
+        timed_run(["run", "rgyr", psf, h5, "--select", "all", "-q"], "dask", 2)
+        load = meter.stop()
+        mine = _self_cpu() - mine
+    return load, mine, tree
+
+
+@linux
+@pytest.mark.cli
+@pytest.mark.slow(seconds=30)
+def test_a_calibration_run_on_a_dask_forkserver_is_its_own_work_and_busy_loops_are_not(
+        adk_vacuum, adk_vacuum_h5md, monkeypatch):
+    """The forkserver a Dask run leaves behind and the workers it forked are the calibration's own work: the
+    CPU time of every process the run started (each by its own clock) is counted as the measurement's, so an
+    idle machine's calibration says idle whatever else this machine runs.  Beside one busy loop per core the
+    calibration still says busy, and the loops' CPU time is the other work."""
+    pytest.importorskip("distributed")
+    load, mine, tree = _dask_run_measured(adk_vacuum[0], adk_vacuum_h5md, monkeypatch)
+    servers = {p.pid for p in tree.procs.values() if "multiprocessing.forkserver" in p.cmd and p.ppid not in
+               {q.pid for q in tree.procs.values() if "multiprocessing.forkserver" in q.cmd}}
+    forked = [p for p in tree.procs.values() if p.ppid in servers]
+    assert servers and len(forked) >= 2, tree.procs   # the workers were forked from a forkserver
+    assert load.own_s - mine >= tree.cpu_s - TICKS_S, (load, mine, tree.procs)
+
+    cores = len(os.sched_getaffinity(0))
+    with busy_loop(cores) as pids:
+        pids = [pids] if cores == 1 else pids
+        before = sum(_cpu_s(p) for p in pids)
+        load, mine, tree = _dask_run_measured(adk_vacuum[0], adk_vacuum_h5md, monkeypatch)
+        spent = sum(_cpu_s(p) for p in pids) - before
+    assert load.busy, load.describe()
+    assert load.own_s - mine >= tree.cpu_s - TICKS_S, (load, mine, tree.procs)
+    assert load.others_s >= 0.8 * spent, (load, spent)

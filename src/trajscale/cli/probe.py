@@ -14,7 +14,8 @@ and --bytes. Under `mpiexec -n K` (several nodes) every rank reads its part of o
 rank 0 writes the profile. With --launch it also calibrates each executor's launch line on whole
 runs of a small synthetic system at N = cores and 2 x cores (about a minute on a few cores; more
 with many). Beside its wall times it records what else ran (load average, steal, the CPU time of
-other work) and marks the profile busy when other work took half a core or more: a prediction from
+other work: every process the probe starts, at any depth, is its own) and marks the profile busy
+when other work took half a core or more: a prediction from
 it then says so. The profile (--out) is what `trajscale report R.json --predict N
 --machine PROFILE.json` predicts for (docs/scaling.md)."""
 

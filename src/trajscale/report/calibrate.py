@@ -188,10 +188,12 @@ def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: lis
     import tempfile
 
     executors = executors or executors_here()
-    meter = LoadMeter("launch calibration")   # every run is a child: other work is the rest of the busy time
     c = machine.cores
     points: dict[tuple[str, str, int], Point] = {}
-    with tempfile.TemporaryDirectory(prefix="trajscale-calibration-", dir=folder) as tmp:
+    # every run, and every process a run leaves behind (its forkserver, Dask workers, MPI proxies), is the
+    # calibration's own: other work is the rest of the busy time
+    with LoadMeter("launch calibration", adopt=True) as meter, \
+            tempfile.TemporaryDirectory(prefix="trajscale-calibration-", dir=folder) as tmp:
         for name, args in write_calibration_set(Path(tmp)).items():
             rep = Path(tmp) / "serial.json"
             whole_run([*args, "--report", str(rep), "--overwrite", "-q"])
@@ -205,8 +207,8 @@ def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: lis
                     p = points[name, ex, n] = _point(args, ex, n, model, machine, repeat, Path(tmp))
                     log(f"calibration: {name} on {ex} x{n}: {median(p.runs):.3g} s wall, {median(p.cpu):.3g} s CPU, "
                         f"{p.launch[1]:.3g} s of launch" + (f", {p.open_s:.3g} s to open the file" if p.open_s else ""))
+    load = meter.result
     lines = [line for ex in executors if (line := _line(ex, points, machine)) is not None]
-    load = meter.stop()
     if load is not None:
         log(f"calibration: {'BUSY ' if load.busy else ''}{load.describe()}")
     return replace(machine, launch=tuple(lines), loads=(*machine.loads, *((load,) if load else ())),

@@ -6,7 +6,10 @@ prediction made from them can say under which conditions they were measured:
 * :class:`Load` (:class:`LoadMeter` measures it): over a measured interval, the busy CPU time of the
   CPUs this process may run on (``/proc/stat``), the CPU time of the measuring process tree (itself
   and every child it waited for: ``os.times``), steal time (a hypervisor running other guests) and
-  the load average at both ends.  Other work is the busy time that was not ours.  When other work
+  the load average at both ends.  Other work is the busy time that was not ours.  A meter that
+  adopts (``LoadMeter(..., adopt=True)``: the probe's) makes its process the subreaper of everything it
+  starts, so that a descendant whose parent exits first (a forkserver's workers, the forkserver itself,
+  a daemon) comes back to it and is counted as its own, not lost to init as other work.  When other work
   and steal together took half a core or more on average (:data:`BUSY_CORES`), or a tenth of the
   cores on a machine of fewer than five (:data:`BUSY_SHARE`), the measurement is marked as taken on a
   busy machine: its wall times describe a machine with fewer free cores than it has.  Half a core is
@@ -120,9 +123,60 @@ def _cpu_ticks(cpus: set[int]) -> tuple[float, float, float] | None:
     return (busy / hz, steal / hz, total / hz) if total else None
 
 
+#: ``prctl`` options: orphaned descendants are reparented to the nearest subreaper ancestor instead of init.
+_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
+
+
+def _prctl():
+    """The C library's ``prctl`` (Linux), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def _subreaper(on: bool) -> bool | None:
+    """Make this process the subreaper of its descendants (``on``) or not; the setting it had before
+    (None where it cannot be set: not Linux)."""
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    was = ctypes.c_int(0)
+    if prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0) != 0:
+        return None
+    if prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
+        return None
+    return bool(was.value)
+
+
+def _reap_zombies(keep: set[int]) -> None:
+    """Reap this process's children that have exited, except ``keep`` (children someone here still waits for).
+    Their CPU time moves from their ``/proc`` entry into this process's children's times: :func:`_own_cpu`
+    counts it once either way."""
+    for pid in _children(os.getpid()):
+        if pid in keep or _state(pid) != b"Z":
+            continue
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:   # someone else here reaped it first
+            pass
+
+
+def _state(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return b""
+    return stat[stat.rindex(b")") + 2:][:1]
+
+
 def _own_cpu() -> float:
     """CPU seconds of this process, of every child it has waited for and of its live descendants (a pool's
-    workers, forked by a forkserver that reaps them only when the pool closes)."""
+    workers, forked by a forkserver that reaps them only when the pool closes), exited ones not yet reaped
+    (zombies: ``/proc/PID/stat`` keeps their times) among them."""
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system + _live_descendants_cpu(os.getpid())
 
@@ -173,11 +227,27 @@ def _allowed_cpus() -> set[int]:
 
 
 class LoadMeter:
-    """Measures :class:`Load` from its construction to :meth:`stop` (``with LoadMeter("probe") as m``)."""
+    """Measures :class:`Load` from its construction to :meth:`stop` (``with LoadMeter("probe") as m``).
 
-    def __init__(self, what: str) -> None:
+    ``adopt``: every process started below this one during the measurement, at any depth, is its own
+    work.  The parent chain at the end cannot tell that alone: a process whose parent exits first is
+    reparented to init, and when it exits init reaps it, so its CPU time reaches no one's children's
+    times.  That is how a ``trajscale run`` leaves its forkserver (which outlives it by its "alive"
+    pipe), and a forkserver its Dask workers.  So the measuring process becomes their subreaper
+    (``PR_SET_CHILD_SUBREAPER``) for the interval: the kernel reparents them to it instead, and
+    each one's CPU time is counted exactly, alive or exited (its zombie's ``/proc/PID/stat``), or
+    reaped (the children's times).  An environment marker or a process group would name them too,
+    but only while they live: a process that ends between two looks at ``/proc`` takes its last
+    CPU seconds with it.  The exited ones are reaped at :meth:`stop` (so this process's own children
+    started in the interval are waited for before it, as the probe's are); the setting is put back there.
+    """
+
+    def __init__(self, what: str, adopt: bool = False) -> None:
         self.what = what
         self.cpus = _allowed_cpus()
+        # children that were here before are someone else's to wait for: never reaped by the meter
+        self._keep = set(_children(os.getpid())) if adopt else set()
+        self._was_subreaper = _subreaper(True) if adopt else None
         self.t0 = time.monotonic()
         self.own0 = _own_cpu()
         self.ticks0 = _cpu_ticks(self.cpus)
@@ -192,19 +262,29 @@ class LoadMeter:
         """The load so far (None where ``/proc/stat`` cannot be read).  ``also_ours_s``: CPU seconds of
         processes of the measurement that are not this process's children (MPI ranks on this host)."""
         ticks = _cpu_ticks(self.cpus)
+        own = _own_cpu() - self.own0 + max(0.0, also_ours_s)
+        self._release()
         if ticks is None or self.ticks0 is None:
             return None
-        own = _own_cpu() - self.own0 + max(0.0, also_ours_s)
         busy, steal, total = (a - b for a, b in zip(ticks, self.ticks0, strict=True))
         self.result = Load(self.what, time.monotonic() - self.t0, len(self.cpus), total, busy, own, steal,
                            self.load0, _loadavg())
         return self.result
 
+    def _release(self) -> None:
+        """Reap the adopted processes that have exited and put the subreaper setting back (once)."""
+        if self._was_subreaper is None:
+            return
+        _reap_zombies(self._keep)
+        _subreaper(self._was_subreaper)
+        self._was_subreaper = None
+
     def __enter__(self) -> LoadMeter:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.stop()
+        if self.result is None:
+            self.stop()
 
 
 def _loadavg() -> float:

@@ -250,43 +250,45 @@ def probe(opts: ProbeOptions, log=print) -> Machine:
     if opts.seconds <= 0 or opts.nbytes < opts.block_bytes:
         raise ConfigError(f"--seconds must be > 0 and --bytes at least one block ({opts.block_bytes} bytes)")
     folder, existing = _target(opts)
-    meter = LoadMeter("probe")   # the readers and the starts are its children: other work is the rest
-    here = this_machine()
-    k = opts.max_readers or min(16, 2 * here.cores)
-    levels = _levels(k)
-    start_budget = 0.3 * opts.seconds if opts.starts else 0.0
-    per_level = max(0.05, (opts.seconds - start_budget) / (len(levels) + 2))
-    path = existing or _write_file(folder, opts.nbytes)
-    try:
-        size = min(os.path.getsize(path), opts.nbytes)
-        if size < opts.block_bytes:
-            raise InputFileError(path, f"too small to probe ({size} bytes; one block is {opts.block_bytes})")
-        warm_pass = _concurrent_read(path, size, 1, opts.block_bytes, per_level, cold=False)[0]
-        warm = _concurrent_read(path, size, 1, opts.block_bytes, per_level, cold=False)[0]
-        direct = direct_reads_work(path, opts.block_bytes)
-        dropped = direct or _drop_cache(path)
-        cold1 = _concurrent_read(path, size, 1, opts.block_bytes, per_level, cold=True, direct=direct)[0] \
-            if dropped else warm
-        cold_note, cold = _cold_note(warm, cold1, dropped, direct)
-        log(f"probe: {size / 2**20:.0f} MiB at {path}: one reader {cold1 / 1e9:.3g} GB/s "
-            f"({'cold' if cold else 'cache state not told'}), page cache {max(warm, warm_pass) / 1e9:.3g} GB/s")
-        curve = [(1, cold1)]
-        for n in levels[1:]:
-            rate, _ = _concurrent_read(path, size, n, opts.block_bytes, per_level, cold=cold, direct=direct and cold)
-            curve.append((n, rate))
-            log(f"probe: {n} readers {rate / 1e9:.3g} GB/s")
-        open_ms, stat_ms = _metadata_latency(folder)
-        log(f"probe: open {open_ms:.3g} ms, stat {stat_ms:.3g} ms")
-    finally:
-        if existing is None:
-            Path(path).unlink(missing_ok=True)
-    starts = worker_starts(start_budget) if opts.starts else {}
-    for name, s in starts.items():
-        log(f"probe: a fresh {name} worker starts in {s:.3g} s")
-    transfer = transfer_s_per_byte() if opts.starts else None
-    if transfer is not None:
-        log(f"probe: a pickled object moves to a worker process at {1e-9 / transfer:.3g} GB/s")
-    load = meter.stop()
+    # the readers, the starts and whatever they leave behind are its own: other work is the rest
+    with LoadMeter("probe", adopt=True) as meter:
+        here = this_machine()
+        k = opts.max_readers or min(16, 2 * here.cores)
+        levels = _levels(k)
+        start_budget = 0.3 * opts.seconds if opts.starts else 0.0
+        per_level = max(0.05, (opts.seconds - start_budget) / (len(levels) + 2))
+        path = existing or _write_file(folder, opts.nbytes)
+        try:
+            size = min(os.path.getsize(path), opts.nbytes)
+            if size < opts.block_bytes:
+                raise InputFileError(path, f"too small to probe ({size} bytes; one block is {opts.block_bytes})")
+            warm_pass = _concurrent_read(path, size, 1, opts.block_bytes, per_level, cold=False)[0]
+            warm = _concurrent_read(path, size, 1, opts.block_bytes, per_level, cold=False)[0]
+            direct = direct_reads_work(path, opts.block_bytes)
+            dropped = direct or _drop_cache(path)
+            cold1 = _concurrent_read(path, size, 1, opts.block_bytes, per_level, cold=True, direct=direct)[0] \
+                if dropped else warm
+            cold_note, cold = _cold_note(warm, cold1, dropped, direct)
+            log(f"probe: {size / 2**20:.0f} MiB at {path}: one reader {cold1 / 1e9:.3g} GB/s "
+                f"({'cold' if cold else 'cache state not told'}), page cache {max(warm, warm_pass) / 1e9:.3g} GB/s")
+            curve = [(1, cold1)]
+            for n in levels[1:]:
+                rate, _ = _concurrent_read(path, size, n, opts.block_bytes, per_level, cold=cold,
+                                           direct=direct and cold)
+                curve.append((n, rate))
+                log(f"probe: {n} readers {rate / 1e9:.3g} GB/s")
+            open_ms, stat_ms = _metadata_latency(folder)
+            log(f"probe: open {open_ms:.3g} ms, stat {stat_ms:.3g} ms")
+        finally:
+            if existing is None:
+                Path(path).unlink(missing_ok=True)
+        starts = worker_starts(start_budget) if opts.starts else {}
+        for name, s in starts.items():
+            log(f"probe: a fresh {name} worker starts in {s:.3g} s")
+        transfer = transfer_s_per_byte() if opts.starts else None
+        if transfer is not None:
+            log(f"probe: a pickled object moves to a worker process at {1e-9 / transfer:.3g} GB/s")
+    load = meter.result
     if load is not None:
         log(f"probe: {'BUSY ' if load.busy else ''}{load.describe()}")
     origin = _origin(here, folder, bool(starts), transfer is not None, load is not None)
