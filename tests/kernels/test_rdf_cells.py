@@ -58,9 +58,10 @@ def on_the_bounds(rng, dims, n):
 
 
 def per_cutoff(dims, cutoff, n_b, n_a):
+    """The cells per cut-off of each frame's search, as rdf_histogram plans it (the larger selection's grid)."""
     box9 = triclinic_vectors(np.asarray(dims, np.float32)).astype(np.float32).reshape(-1, 9)
     brute = pairs.mdanalysis_method_is_brute_force(n_a, n_b, cutoff, np.asarray(dims, np.float32), box9)
-    return pairs.search_grids(box9, cutoff, n_b, ~brute)[1]
+    return pairs.search_grids(box9, cutoff, max(n_a, n_b), ~brute)[1]
 
 
 @pytest.mark.parametrize("shape", list(BOXES))
@@ -116,7 +117,7 @@ def test_adk_in_water_with_molecules_moved_by_box_vectors(level):
     ca, ow = u.select_atoms("protein and name CA"), u.select_atoms("name OW")
     rng = np.random.default_rng(2)
     frames = [ts.positions.copy() for ts in u.trajectory[:4]]
-    dims = np.array([ts.dimensions for ts in u.trajectory[:4]], np.float32)
+    dims = np.array([ts.dimensions.copy() for ts in u.trajectory[:4]], np.float32)
     box = triclinic_vectors(dims).astype(np.float32)
     x = np.stack(frames).astype(np.float32)
     moved = rng.choice(ow.indices, ow.n_atoms // 5, replace=False)
@@ -183,8 +184,8 @@ def test_distances_within_roundings_of_the_bin_edges(shape, level):
 @pytest.mark.parametrize("dims", [[40.0, 40.0, 40.0, 60, 60, 60], [30.0, 31.0, 29.0, 118, 115, 64]])
 def test_sheared_boxes_whose_rows_reach_past_the_safe_radius(dims, level):
     """Boxes so sheared that a row of neighbour cells reaches past half the box's smallest width: there the
-    row's image is not surely the nearest, and the first look leaves such candidates to MDAnalysis's
-    27 images."""
+    row's image is not surely the nearest, yet a pair within the cut-off is met on the row of its image
+    within it, so the first look leaves out every candidate past the cut-off, whatever its nearest image."""
     rng = np.random.default_rng(13)
     dims = np.asarray([dims, dims], np.float32)
     box = triclinic_vectors(dims).astype(np.float64)[0]

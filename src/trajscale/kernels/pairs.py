@@ -8,6 +8,13 @@ wrapping, minimum image and inclusion test for the method MDAnalysis would pick
 ``InterRDF`` passes as ``box=None``) are searched as ``capped_distance`` does then:
 plain differences, of coordinates shifted into its pseudo-box for the grid search.
 Frames with a box that is not valid are left to the caller.
+
+The search's plan comes from the two selections' sizes and each frame's box: the larger selection
+makes the cell grid and the smaller one looks into it (:func:`grid_holds_first`; the pair set, and each
+pair's distance, are the same either way), on cells half a cut-off thick where the box fits 5 of them
+an axis and the grid's atoms fill them well enough, else a cut-off thick (:func:`search_grids`); the
+vectorised sorted search then, the scalar search where the box fits fewer than 3 cells an axis or
+MDAnalysis would use brute force or no box.
 """
 
 from __future__ import annotations
@@ -17,11 +24,17 @@ import numpy as np
 from . import _pairs
 from .geometry import perpendicular_widths, safe_radius2, triclinic_vectors
 
-#: Most cells of a frame's grid per atom of the searched selection (a fine grid costs more than it saves).
+#: Most cells of a frame's grid per atom of the selection it holds, for cells a cut-off thick or more (a box
+#: that would hold more gets thicker cells).
 MAX_CELLS_PER_ATOM = 2
 #: Cells per cut-off of the sorted search of a periodic box (each cell a half cut-off thick: its 5 x 5 x 5
 #: neighbour cells hold about half the candidates of 3 x 3 x 3 cells a cut-off thick).
 CELLS_PER_CUTOFF = 2
+#: Most of those finer cells per atom of the grid's selection. Past it most rows of neighbour cells are empty
+#: and each looking atom's 25 rows cost more than the candidates they save: the cells are a cut-off thick
+#: instead. (Finer cells are never made thicker to fit: searched 2 cells out, thicker cells reached up to
+#: 5 cut-offs across, and a large selection against a small one took twice the time of 3 x 3 x 3 cells.)
+MAX_FINE_CELLS_PER_ATOM = 8
 
 
 def mdanalysis_method_is_brute_force(n1: int, n2: int, cutoff: float, dims: np.ndarray,
@@ -56,28 +69,41 @@ def pseudo_boxes(x: np.ndarray, i1: np.ndarray, i2: np.ndarray, cutoff: float) -
     return lmax - lmin, shift, size + 2.2 * cutoff
 
 
-def grid(box9: np.ndarray, cutoff: float, n_atoms: int, per_cutoff: int = 1) -> np.ndarray:
-    """(F, 3) cells per box vector: each at least ``cutoff / per_cutoff`` thick (``per_cutoff`` cells at least
-    ``cutoff`` plus 1e-3 Å), 1 where fewer than ``2 * per_cutoff + 1`` fit (a neighbour cell would be met twice)."""
-    widths = perpendicular_widths(box9.reshape(-1, 3, 3).astype(np.float64))
-    n = np.floor(per_cutoff * widths / (cutoff + 1e-3)).astype(np.int64)
+def grid(widths: np.ndarray, cutoff: float, n_atoms: int) -> np.ndarray:
+    """(F, 3) cells per box vector of boxes (F, 3) ``widths`` apart (:func:`.perpendicular_widths`): each at
+    least ``cutoff`` thick (plus 1e-3 Å) and at most :data:`MAX_CELLS_PER_ATOM` per atom (thicker where more
+    would fit), 1 where fewer than 3 fit (a neighbour cell would be met twice)."""
+    n = np.floor(widths / (cutoff + 1e-3)).astype(np.int64)
     total = n.prod(axis=1).astype(np.float64)
     limit = max(27, MAX_CELLS_PER_ATOM * n_atoms)
     shrink = np.maximum(1.0, (total / limit) ** (1 / 3))
     n = np.floor(n / shrink[:, None]).astype(np.int64)
-    return np.where(n < 2 * per_cutoff + 1, 1, n)
+    return np.where(n < 3, 1, n)
 
 
 def search_grids(box9: np.ndarray, cutoff: float, n_atoms: int, grid_search: np.ndarray) -> tuple[np.ndarray,
                                                                                                     np.ndarray]:
-    """Each frame's cells (F, 3) and cells per cut-off (F,): :data:`CELLS_PER_CUTOFF` where ``grid_search`` (a
-    periodic box that MDAnalysis searches on its grid) and the box fits that many on every axis, else 1 where
-    it fits 3 cells a cut-off thick on every axis, else 0 (``_frame``'s search, which also takes thin boxes)."""
-    coarse = grid(box9, cutoff, n_atoms)
-    fine = grid(box9, cutoff, n_atoms, CELLS_PER_CUTOFF)
-    use_fine = grid_search & (fine > 1).all(axis=1)
+    """Each frame's cells (F, 3) and cells per cut-off (F,) for a grid of ``n_atoms`` atoms in boxes (F, 9):
+    :data:`CELLS_PER_CUTOFF` where ``grid_search`` (a periodic box that MDAnalysis searches on its grid), the
+    box fits that many cells a cut-off thick on every axis (5 or more each) and they are at most
+    :data:`MAX_FINE_CELLS_PER_ATOM` per atom, else 1 where it fits 3 cells a cut-off thick or more on every
+    axis (:func:`grid`), else 0 (``_frame``'s search, which also takes thin boxes)."""
+    widths = perpendicular_widths(box9.reshape(-1, 3, 3).astype(np.float64))
+    coarse = grid(widths, cutoff, n_atoms)
+    fine = np.floor(CELLS_PER_CUTOFF * widths / (cutoff + 1e-3)).astype(np.int64)
+    use_fine = (grid_search & (fine >= 2 * CELLS_PER_CUTOFF + 1).all(axis=1)
+                & (fine.prod(axis=1) <= MAX_FINE_CELLS_PER_ATOM * n_atoms))
     per_cutoff = np.where(use_fine, CELLS_PER_CUTOFF, np.where(grid_search & (coarse > 1).all(axis=1), 1, 0))
     return np.ascontiguousarray(np.where(use_fine[:, None], fine, coarse), np.int64), per_cutoff.astype(np.int64)
+
+
+def grid_holds_first(n1: int, n2: int) -> bool:
+    """Whether the first selection (``n1`` atoms) makes the cell grid and the second looks into it: where it is
+    the larger. The grid's atoms cost a vectorised wrap and a counting sort each, a looking atom a scalar wrap
+    and its rows of neighbour cells (25 on the finer cells); more atoms in the grid also allow finer cells.
+    The pairs, and each pair's distance, are the same either way (every step's rounding is symmetric: a
+    difference and its images change sign exactly), so the counts are."""
+    return n1 > n2
 
 
 def rdf_histogram(x: np.ndarray, i1: np.ndarray, i2: np.ndarray, dims: np.ndarray, cutoff: float,
@@ -126,6 +152,8 @@ def rdf_histogram(x: np.ndarray, i1: np.ndarray, i2: np.ndarray, dims: np.ndarra
         box9[nobox] = triclinic_vectors(dims[nobox]).astype(np.float32).reshape(-1, 9)
     xa, xb = exclusion_block or (0, 0)
     brute = mdanalysis_method_is_brute_force(len(i1), len(i2), cutoff, dims, box9, extent, nobox)
+    if grid_holds_first(len(i1), len(i2)):   # the kernel's grid is made of its second selection
+        i1, i2, xa, xb = i2, i1, xb, xa
     ncells, per_cutoff = search_grids(box9, float(cutoff), len(i2), ~brute & ~nobox)
     _pairs.rdf_histogram(x, i1, i2, np.flatnonzero(done).astype(np.int64), box9, dims,
                          (~(dims[:, 3:] == 90.0).all(axis=1)).view(np.uint8), brute.view(np.uint8), ncells,
