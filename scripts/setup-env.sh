@@ -45,6 +45,23 @@ if ! dpkg -s slurm-wlm munge >/dev/null 2>&1; then
     || log "SLURM not installed: the tests marked slurm will be skipped"
 fi
 
+# nginx (Debian's) serves files over http and https for the byte-store tests (tests/remote/servers.py starts it
+# on free ports from a configuration of its own; nothing is started here: policy-rc.d or no init keeps the
+# package's service down).
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  log "installing nginx from Debian (a web server for the byte-store tests)"
+  nginx_apt() { DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nginx >/dev/null; }
+  nginx_apt || { $SUDO apt-get update -qq && nginx_apt; } || log "nginx not installed: its store tests will be skipped"
+fi
+# Azurite (npm; the Azure Blob emulator) for the az:// store tests, once, under the cache (tests/remote/emulators.py
+# looks there); skipped where npm is missing.
+if command -v npm >/dev/null 2>&1 && [ ! -x "$CACHE/npm/node_modules/.bin/azurite-blob" ]; then
+  log "installing Azurite from npm (the Azure Blob emulator for the az:// store tests)"
+  mkdir -p "$CACHE/npm"
+  npm install --prefix "$CACHE/npm" --no-audit --no-fund --loglevel=error azurite@3 >/dev/null \
+    || log "Azurite not installed: the az:// store tests will be skipped"
+fi
+
 if [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] && [ "$STAMP" -nt "$0" ]; then
   exit 0
 fi

@@ -141,3 +141,85 @@ class TestNginxHttps(StoreConformance):
     @pytest.fixture
     def backend(self, nginx, request):
         return NginxBackend(nginx, True, request.node.name.replace("[", "_").replace("]", ""))
+
+
+@pytest.fixture(scope="module")
+def azurite():
+    from .emulators import Azurite, azurite_missing
+
+    why = azurite_missing()
+    if why:
+        pytest.skip(why)
+    server = Azurite()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class AzureBackend(Backend):
+    """Azurite (npm), reached as a user reaches Azure: ``az://CONTAINER/KEY`` with an account, its key and an
+    endpoint; objects put through obstore (Azure's own protocol)."""
+
+    no_denial = None
+
+    def __init__(self, azurite, container: str) -> None:
+        import obstore
+        from obstore.store import AzureStore
+
+        self.azurite, self.container = azurite, container
+        azurite.create_container(container)
+        options = azurite.options
+        self._put = lambda key, data: obstore.put(AzureStore(
+            container, config={"account_name": options["account_name"], "account_key": options["account_key"],
+                               "endpoint": options["endpoint_url"]}, client_options={"allow_http": True}), key, data)
+        self.forget()
+
+    def location(self, name: str) -> str:
+        return f"az://{self.container}/{name}"
+
+    def put(self, name: str, data: bytes) -> str:
+        self._put(name, data)
+        return self.location(name)
+
+    def open(self, location: str, options: dict | None = None):
+        return super().open(location, {**self.azurite.options, **(options or {})})
+
+    @contextlib.contextmanager
+    def proxied(self, name: str):
+        proxy = TcpProxy("127.0.0.1", self.azurite.port)
+        try:
+            account = self.azurite.options["account_name"]
+            yield self.location(name), {"endpoint_url": f"http://{proxy.address}/{account}"}, proxy
+        finally:
+            proxy.close()
+
+    def denied(self, name: str, data: bytes) -> tuple[str, dict]:
+        """The account's key replaced by another: Azurite refuses the signature (403)."""
+        import base64
+
+        return self.put(name, data), {"account_key": base64.b64encode(b"not the key" * 4).decode()}
+
+
+@pytest.mark.remote
+class TestAzure(StoreConformance):
+    @pytest.fixture
+    def backend(self, azurite, request):
+        name = "".join(c for c in request.node.name.lower() if c.isalnum())[:40] or "c"
+        return AzureBackend(azurite, name)
+
+
+@pytest.fixture(scope="module")
+def gcs_reason():
+    from .emulators import gcs_emulator_missing
+
+    return gcs_emulator_missing()
+
+
+@pytest.mark.remote
+class TestGoogleCloudStorage(StoreConformance):
+    """gs:// against gcp-storage-emulator, where it serves obstore's reads (said why not, otherwise)."""
+
+    @pytest.fixture
+    def backend(self, gcs_reason):
+        pytest.skip(gcs_reason or "gcp-storage-emulator serves obstore's reads: give this class its backend")

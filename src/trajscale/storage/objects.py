@@ -473,8 +473,9 @@ class RemoteObject(ByteStore):
             return self.error(f"{failure.problem}{self._trust_said()}")
         if failure.kind in ("range", "no_range") and first:
             return self.error(self._empty_said(failure))
-        if failure.kind in ("missing", "denied"):
-            return self.error(failure.problem + self._folder_hint())
+        if failure.kind in ("missing", "denied"):   # (a web server refuses a folder's URL: 403 after a redirect)
+            folder = self._folder_hint()
+            return self.error(f"no object here: {folder}" if folder else failure.problem)
         if failure.kind == "option":
             return self.error(f"{failure.problem}; given: {', '.join(sorted(self.options)) or 'none'}")
         if failure.kind in ("status", "other", "dns", "range"):
@@ -511,14 +512,14 @@ class RemoteObject(ByteStore):
         return f"the server refused its first bytes (416) though it has {size} bytes now: it may have been replaced"
 
     def _folder_hint(self) -> str:
-        """For a missing object: whether it is a folder with a segment index (one request), said as a hint."""
+        """For a missing object: whether it is a folder with a segment index (one request), said ("": not)."""
         import obstore
 
         try:
             obstore.head(self.store, f"{self.key.rstrip('/')}/index.json")
         except Exception:   # noqa: BLE001 - no index there: no hint
             return ""
-        return f"; {self.url.rstrip('/')}/ is a folder with a segment index: give {self.url.rstrip('/')}/index.json"
+        return f"{self.url.rstrip('/')}/ is a folder with a segment index: give {self.url.rstrip('/')}/index.json"
 
     def _get(self, a: int, b: int, first: bool, timeout: float):
         """One request for bytes ``[a, b)`` within ``timeout`` seconds: (body, etag, total size, version)."""
