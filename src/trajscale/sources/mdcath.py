@@ -82,15 +82,19 @@ def ensemble_members(location: str, base):
     import dataclasses
 
     path, only = split_member(location)
-    if MDCATHSource.guess_format(path) is None:
-        return None
     storage_options = getattr(base, "storage_options", None)
     if is_url(path):
+        if MDCATHSource.guess_format(path) is None:
+            return None
         with open_remote(path, storage_options) as (obj, _, f):
             layouts = _layouts(f, path, only, obj.size, obj.object_identity.to_list())
             extra = {k: v for k, v in obj.state().items() if k in ("storage_options", "round_trip")}
     else:
+        if file_head(path, len(HDF5_MAGIC)) != HDF5_MAGIC:
+            return None
         with open_local(path) as f:
+            if not looks_like_mdcath(f):
+                return None
             identity = local_identity(path)
             layouts = _layouts(f, path, only, identity[0], identity, local=True)
         extra = {}
@@ -108,9 +112,10 @@ def _layouts(f: h5py.File, path: str, only: str | None, size: int, identity,
              local: bool = False) -> list[tuple[str, MemberLayout]]:
     """Every member's layout (or ``only``'s), checked; a local file's offsets checked against HDF5's reads."""
     _, group = domain_group(f, path)
+    keys = member_keys(group)
     out = []
-    for key in [only] if only is not None else member_keys(group):
-        layout = describe(f, path, key, size, identity)
+    for key in [only] if only is not None else keys:
+        layout = describe(f, path, key, size, identity, keys)
         if local:
             check_offsets(f, path, layout, key)
         out.append((key, layout))

@@ -182,10 +182,12 @@ def _box(group: h5py.Group, where: str) -> tuple[float, ...] | None:
     return tuple(float(v) for v in dims)
 
 
-def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity: tuple) -> MemberLayout:
-    """Check member ``key`` of the open mdCATH file ``f`` (None: its only member) and say where its data lie."""
+def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity: tuple,
+             keys: list[str] | None = None) -> MemberLayout:
+    """Check member ``key`` of the open mdCATH file ``f`` (None: its only member) and say where its data lie
+    (``keys``: the file's members, when the caller has listed them already)."""
     domain, group = domain_group(f, where)
-    keys = member_keys(group)
+    keys = member_keys(group) if keys is None else keys
     if key is None:
         if len(keys) != 1:
             shown = ", ".join(keys[:6]) + (", ..." if len(keys) > 6 else "")
