@@ -38,6 +38,9 @@ def add_options(p) -> None:
                         "interrupted run of the same analyses")
     g.add_argument("--max-open", type=positive_int, default=16, metavar="N",
                    help="with --ensemble: trajectories a worker keeps open at once (default 16)")
+    g.add_argument("--round-size", type=positive_int, default=None, metavar="N",
+                   help="with --ensemble: trajectories run and saved together; a stopped run keeps the rounds "
+                        "before (default 256 per worker)")
 
 
 def optional_positionals(p) -> None:
@@ -138,7 +141,8 @@ def main(args, planned) -> int:
     folder = results_folder(args)
     check_outputs(*(p.out for p in planned), args.report, overwrite=args.overwrite)
     results = run([p.analysis for p in planned], args.ensemble, options=run_options(args), results=folder,
-                  resume=args.resume, overwrite=args.overwrite, strict=args.strict, max_open=args.max_open)
+                  resume=args.resume, overwrite=args.overwrite, strict=args.strict, max_open=args.max_open,
+                  round_size=args.round_size)
     if results is None:   # an MPI rank other than 0
         return 0
     first = results[0]

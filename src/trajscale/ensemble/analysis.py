@@ -124,6 +124,8 @@ class EnsembleAnalysis(Analysis):
                 partial = inner.map(piece.block, state.members[piece.member])
             except TrajscaleError as exc:
                 error = str(exc)
+            except (ImportError, MemoryError):
+                raise   # (the environment's failure, not the trajectory's)
             except Exception as exc:   # noqa: BLE001 - one trajectory's failure is that trajectory's
                 error = f"{state.paths.get(piece.member, '')}: {type(exc).__name__}: {exc}"
             out[piece.member] = MemberPartial(partial, piece.n_frames, piece.t_read, piece.t_open,

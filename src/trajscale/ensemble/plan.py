@@ -15,7 +15,6 @@ starts, so a run stopped midway keeps every round before.  A member is never spl
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,10 +48,11 @@ def per_frame_work(frame_bytes: int, decode_s: float) -> float:
     return float(frame_bytes) + decode_s * DECODE_BYTES_PER_S
 
 
-def rounds_of(works: Sequence[Work], n_workers: int) -> list[tuple[int, int]]:
-    """Consecutive members as rounds: ``(first, end)`` indices into ``works``, each at most
-    :data:`ROUND_MEMBERS_PER_WORKER` members and about :data:`ROUND_BYTES_PER_WORKER` of work per worker."""
-    max_members = ROUND_MEMBERS_PER_WORKER * max(1, n_workers)
+def rounds_of(works: Sequence[Work], n_workers: int, max_members: int | None = None) -> list[tuple[int, int]]:
+    """Consecutive members as rounds: ``(first, end)`` indices into ``works``, each at most ``max_members``
+    members (default :data:`ROUND_MEMBERS_PER_WORKER` per worker) and about :data:`ROUND_BYTES_PER_WORKER`
+    of work per worker."""
+    max_members = max_members or ROUND_MEMBERS_PER_WORKER * max(1, n_workers)
     max_work = ROUND_BYTES_PER_WORKER * max(1, n_workers)
     out, first, work = [], 0, 0.0
     for i, w in enumerate(works):
@@ -102,16 +102,6 @@ class RoundFacts(JobFacts):
 
     def plan(self, n_tasks: int, n_workers: int, max_block_bytes: int) -> list[FrameRange]:
         return plan_round(self.works, n_tasks)
-
-
-def tasks_per_round(n_tasks: int | None, n_workers: int, per_worker: int) -> int:
-    """Tasks a round is cut into: ``n_tasks`` if given, else ``per_worker`` per worker."""
-    return n_tasks if n_tasks else max(1, n_workers) * per_worker
-
-
-def n_rounds_bound(works: Sequence[Work], n_workers: int) -> int:
-    """At least how many rounds ``works`` take (for messages)."""
-    return max(1, math.ceil(len(works) / (ROUND_MEMBERS_PER_WORKER * max(1, n_workers))))
 
 
 __all__ = ["DECODE_BYTES_PER_S", "OPEN_BYTES", "RoundFacts", "Work", "per_frame_work", "plan_round", "rounds_of"]

@@ -117,13 +117,10 @@ def prepare_members(members: list[tuple[int, Member]], analysis: Analysis,
             jobs.append(prepare_member(index, member, analysis, options))
         except TrajscaleError as exc:
             refused.append(Refusal(index, member, _one_line(str(exc))))
-        except (KeyboardInterrupt, SystemExit):
-            raise
+        except (KeyboardInterrupt, SystemExit, ImportError, MemoryError):
+            raise   # (the environment's failure, not the trajectory's)
         except Exception as exc:   # noqa: BLE001 - a damaged file's library error refuses that member only
             refused.append(Refusal(index, member, _one_line(f"{member.location}: {type(exc).__name__}: {exc}")))
-        else:
-            continue
-        log.info("%s refused: %s", member.name, refused[-1].reason)
     return jobs, refused
 
 

@@ -85,15 +85,18 @@ class EnsembleRounds(Rounds):
         The first refusal ends the run.
     max_open
         Member trajectories a worker thread keeps open.
+    round_size
+        Members run (and saved) together; None: 256 per worker.
     """
 
     tasks_per_worker = 4
 
     def __init__(self, ensemble: Ensemble, group: AnalysisGroup, options: RunOptions,
-                 folder: ResultsFolder | None = None, strict: bool = False, max_open: int = 16) -> None:
+                 folder: ResultsFolder | None = None, strict: bool = False, max_open: int = 16,
+                 round_size: int | None = None) -> None:
         super().__init__(ensemble.origin or "the ensemble", None, options)
         self.ensemble, self.group, self.folder = ensemble, group, folder
-        self.strict, self.max_open = strict, max_open
+        self.strict, self.max_open, self.round_size = strict, max_open, round_size
         self.token = uuid.uuid4().hex
         self.jobs: list[MemberJob] = []
         self.works: list[Work] = []
@@ -148,7 +151,7 @@ class EnsembleRounds(Rounds):
             self.works.append(Work(job.read.offset, job.n, per_frame_work(job.frame_bytes, job.decode_s)))
         self._by_index = {j.index: j for j in self.jobs}
         workers = self.options.n_workers or os.cpu_count() or 1
-        self._rounds = rounds_of(self.works, 1 if self.options.executor == "serial" else workers)
+        self._rounds = rounds_of(self.works, 1 if self.options.executor == "serial" else workers, self.round_size)
         self.t_members = time.perf_counter() - t0
         log.debug("%d members prepared in %.2f s (%d refused), %d frames in %d rounds", len(self.jobs),
                   self.t_members, len(refused), offset, len(self._rounds))
@@ -224,7 +227,7 @@ class EnsembleRounds(Rounds):
 
     def _refuse(self, refused: list[Refusal]) -> None:
         for r in refused:
-            log.info("%s refused: %s", r.member.name, r.reason)
+            log.debug("%s refused: %s", r.member.name, r.reason)
         self.refused += refused
         if refused and self.strict and self._pending is None:
             first = refused[0]

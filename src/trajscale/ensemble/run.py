@@ -52,6 +52,9 @@ class EnsembleOptions:
         the others are analysed).
     max_open
         Member trajectories a worker thread keeps open at once.
+    round_size
+        Trajectories run and saved together (a round of the run engine); a run stopped midway keeps the
+        rounds before.  None: 256 per worker.
     """
 
     results: str | os.PathLike | None = None
@@ -59,12 +62,15 @@ class EnsembleOptions:
     overwrite: bool = False
     strict: bool = False
     max_open: int = MAX_OPEN
+    round_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.resume and self.results is None:
             raise ConfigError("resume: give the results folder of the run to resume (results=FOLDER, --results)")
         if self.max_open < 1:
             raise ConfigError(f"max_open must be at least 1, got {self.max_open}")
+        if self.round_size is not None and self.round_size < 1:
+            raise ConfigError(f"round_size must be at least 1, got {self.round_size}")
 
     @classmethod
     def split(cls, keywords: dict) -> tuple[EnsembleOptions, dict]:
@@ -118,7 +124,8 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
     folder = None
     if eo.results is not None and _is_root(opts):
         folder = ResultsFolder(eo.results, _manifest(group, opts), resume=eo.resume, overwrite=eo.overwrite)
-    rounds = EnsembleRounds(ens, group, opts, folder, strict=eo.strict, max_open=eo.max_open)
+    rounds = EnsembleRounds(ens, group, opts, folder, strict=eo.strict, max_open=eo.max_open,
+                            round_size=eo.round_size)
     with using(storage):
         try:
             out = Engine(EnsembleAnalysis(group), None, rounds, opts).execute()

@@ -235,6 +235,8 @@ class EnsembleSource(Source):
                          b - a)
         except TrajscaleError as exc:
             return Piece(m.member, None, str(exc), time.perf_counter() - t0 - t_open, t_open, 0, b - a)
+        except (ImportError, MemoryError):
+            raise   # (the environment's failure, not the trajectory's)
         except Exception as exc:   # noqa: BLE001 - a damaged file's library error refuses its trajectory only
             return Piece(m.member, None, f"{m.path}: {type(exc).__name__}: {exc}",
                          time.perf_counter() - t0 - t_open, t_open, 0, b - a)

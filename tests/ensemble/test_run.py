@@ -1,0 +1,147 @@
+"""An ensemble run gives, for each trajectory, what MDAnalysis's own classes give on that trajectory alone,
+on every executor; per-atom results as arrays with a trajectory dimension; the RDF aggregate has the
+bits of the run over the concatenated trajectory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import trajscale as ts
+from tests.ensemble.conftest import universe
+
+SEL = "name CA"
+
+
+@pytest.fixture(scope="module")
+def mda_references(replicas):
+    """MDAnalysis's RMSD (rms.RMSD, its first frame as reference) and radius of gyration per trajectory."""
+    from MDAnalysis.analysis.rms import RMSD
+
+    out = {}
+    for name, (top, xtc, _) in replicas["members"].items():
+        u = universe(top, xtc)
+        rmsd = RMSD(u, select=SEL).run().results.rmsd[:, 2]
+        ca = u.select_atoms(SEL)
+        rgyr = np.array([ca.radius_of_gyration() for _ in u.trajectory])
+        out[name] = (rmsd, rgyr)
+    return out
+
+
+def check_against(results, references, labels) -> None:
+    rmsd, rgyr = results
+    assert set(rmsd.names) == set(references)
+    for name, (ref_rmsd, ref_rgyr) in references.items():
+        np.testing.assert_allclose(rmsd[name].rmsd, ref_rmsd, atol=1e-4, err_msg=name)
+        np.testing.assert_allclose(rgyr[name].rgyr, ref_rgyr, rtol=1e-6, err_msg=name)
+        assert rmsd[name].frames.tolist() == list(range(len(ref_rmsd)))
+    cols = rmsd.columns()
+    for name, (ref_rmsd, _) in references.items():   # the long table: each trajectory's rows, with its labels
+        rows = cols["trajectory"] == name
+        np.testing.assert_allclose(cols["rmsd"][rows], ref_rmsd, atol=1e-4)
+        assert set(cols["system"][rows]) == {labels[name]["system"]}
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+def test_each_trajectory_as_mdanalysis_computes_it(replicas, mda_references, executor):
+    results = ts.run([ts.RMSD(select=SEL), ts.RadiusOfGyration(select=SEL)], replicas["catalog"],
+                     executor=executor, n_workers=2, round_size=2)
+    labels = {n: lab for n, (_, _, lab) in replicas["members"].items()}
+    check_against(results, mda_references, labels)
+    assert not results[0].refused
+    facts = results[0].trajectories
+    assert facts.n_finished == 5 and {t["name"] for t in facts.per_trajectory} == set(mda_references)
+    assert all(t["frames"] > 0 and t["bytes"] > 0 for t in facts.per_trajectory)
+
+
+@pytest.mark.slow(seconds=6)
+def test_on_dask(replicas, mda_references):
+    results = ts.run([ts.RMSD(select=SEL), ts.RadiusOfGyration(select=SEL)], replicas["catalog"],
+                     executor="dask", n_workers=2)
+    check_against(results, mda_references, {n: lab for n, (_, _, lab) in replicas["members"].items()})
+
+
+def test_same_bits_however_cut(replicas):
+    """Tasks cut the trajectories differently (a block budget of a few frames, many tasks): the same bits."""
+    a = ts.run(ts.RMSD(select=SEL), replicas["catalog"])
+    b = ts.run(ts.RMSD(select=SEL), replicas["catalog"], executor="threads", n_workers=2, n_tasks=7,
+               max_block_bytes=20_000, round_size=3)
+    for name in a.names:
+        assert np.array_equal(a[name].rmsd, b[name].rmsd)
+
+
+def test_frames_apply_to_each_trajectory(replicas):
+    r = ts.run(ts.RadiusOfGyration(select=SEL), replicas["catalog"], start=1, step=2)
+    for name, (top, xtc, _) in replicas["members"].items():
+        u = universe(top, xtc)
+        ca = u.select_atoms(SEL)
+        ref = np.array([ca.radius_of_gyration() for _ in u.trajectory[1::2]])
+        np.testing.assert_allclose(r[name].rgyr, ref, rtol=1e-6)
+        assert r[name].frames.tolist() == list(range(1, len(u.trajectory), 2))
+
+
+def test_rmsf_as_arrays_with_a_trajectory_dimension(replicas, tmp_path):
+    """Ragged atom counts (214 and 564 CA): padded, with each row's atom index in its own topology."""
+    import xarray as xr
+    from MDAnalysis.analysis.rms import RMSF
+
+    r = ts.run(ts.RMSF(select=SEL), replicas["catalog"], executor="processes", n_workers=2)
+    ds = r.dataset()
+    assert list(ds["trajectory"].values) == list(replicas["members"])
+    for i, (name, (top, xtc, lab)) in enumerate(replicas["members"].items()):
+        u = universe(top, xtc)
+        ca = u.select_atoms(SEL)
+        ref = RMSF(ca).run().results.rmsf
+        n = int(ds["n_atoms"][i])
+        assert n == len(ca)
+        np.testing.assert_allclose(ds["rmsf"][i, :n], ref, atol=1e-4)
+        assert np.isnan(ds["rmsf"][i, n:]).all() and (ds["atom_index"][i, n:] == -1).all()
+        assert ds["atom_index"][i, :n].values.tolist() == ca.indices.tolist()
+        assert ds["system"][i] == lab["system"]
+    out = r.save(tmp_path / "rmsf.nc")
+    back = xr.open_dataset(out)
+    np.testing.assert_array_equal(back["rmsf"].values, ds["rmsf"].values)
+    back.close()
+
+
+def test_rdf_over_replicas_is_the_concatenated_run(replicas):
+    """The aggregate of the YiiP replicas has the bits of trajscale's RDF over their concatenation (the two
+    files as parts of one trajectory), and MDAnalysis's InterRDF's numbers on the trajectory they were cut from."""
+    from MDAnalysis.analysis.rdf import InterRDF
+    from MDAnalysisTests.datafiles import GRO_MEMPROT, XTC_MEMPROT
+
+    rdf = ts.RDF(select1="name P", select2="name P", nbins=50, range=(2.0, 15.0), exclusion_block=(1, 1))
+    ens = ts.Ensemble.from_catalog(replicas["catalog"]).where(system="yiip")
+    r = ts.run(rdf, ens, executor="processes", n_workers=2)
+    parts = [replicas["members"][n][1] for n in ("yiip-0", "yiip-1")]
+    whole = ts.run(rdf, GRO_MEMPROT, parts)
+    agg = r.aggregate()
+    assert agg.n_frames == whole.n_frames == 5
+    assert np.array_equal(agg.count, whole.count) and np.array_equal(agg.rdf, whole.rdf)
+    u = universe(GRO_MEMPROT, XTC_MEMPROT)
+    p = u.select_atoms("name P")
+    ref = InterRDF(p, p, nbins=50, range=(2.0, 15.0), exclusion_block=(1, 1)).run()
+    np.testing.assert_allclose(agg.rdf, ref.results.rdf, rtol=1e-6)
+    by = r.aggregate(by="system")
+    assert list(by) == ["yiip"] and np.array_equal(by["yiip"].count, whole.count)
+
+
+def test_no_aggregate_where_it_is_not_defined(replicas):
+    r = ts.run(ts.RadiusOfGyration(select=SEL), replicas["catalog"])
+    with pytest.raises(ts.TrajscaleError, match="no aggregate"):
+        r.aggregate()
+
+
+def test_tables_written_as_parquet_and_csv(replicas, tmp_path):
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    r = ts.run(ts.RMSD(select=SEL), replicas["catalog"])
+    table = r.table()
+    pq_back = pq.read_table(r.save(tmp_path / "rmsd.parquet"))
+    assert pq_back.equals(table)
+    csv_back = pcsv.read_csv(r.save(tmp_path / "rmsd.csv"))
+    assert csv_back.column_names == table.column_names == ["trajectory", "system", "replica", "frame", "time", "rmsd"]
+    np.testing.assert_allclose(csv_back["rmsd"].to_numpy(), table["rmsd"].to_numpy(), rtol=1e-12)
+    with pytest.raises(ts.TrajscaleError, match=r"\.parquet, \.csv"):
+        r.save(tmp_path / "rmsd.nc")
