@@ -82,11 +82,11 @@ def native_build(build_dir: Path) -> Path | None:
     without clang; built once per source change into ``build_dir``."""
     if shutil.which("clang") is None:
         return None
-    pyx = ROOT / "src/trajscale/sources/_xdr.pyx"
-    sources = [pyx, *sorted((ROOT / "src/trajscale/sources/csrc").glob("*.[ch]"))]
+    pyx = ROOT / "src/trajscale/xdr/_xdr.pyx"
+    sources = [pyx, *sorted((ROOT / "src/trajscale/xdr/csrc").glob("*.[ch]"))]
     stamp = str(max(p.stat().st_mtime_ns for p in sources))
     marker = build_dir / "stamp"
-    built = sorted(build_dir.glob("trajscale/sources/_xdr*.so"))
+    built = sorted(build_dir.glob("trajscale/xdr/_xdr*.so"))
     if built and marker.exists() and marker.read_text() == stamp:
         return built[0]
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -95,7 +95,7 @@ def native_build(build_dir: Path) -> Path | None:
         "from setuptools import Extension, setup\n"
         "from Cython.Build import cythonize\n"
         "flags = ['-O1', '-g0', '-ffp-contract=off', '-fsanitize=fuzzer-no-link']\n"
-        "ext = Extension('trajscale.sources._xdr', ['src/trajscale/sources/_xdr.pyx'],\n"
+        "ext = Extension('trajscale.xdr._xdr', ['src/trajscale/xdr/_xdr.pyx'],\n"
         "                include_dirs=[np.get_include()], extra_compile_args=flags, extra_link_args=flags)\n"
         f"setup(script_args=['build_ext', '--build-lib', {str(build_dir)!r}, '--build-temp',\n"
         f"                   {str(build_dir / 'tmp')!r}],\n"
@@ -103,7 +103,7 @@ def native_build(build_dir: Path) -> Path | None:
         "                            compiler_directives={'boundscheck': False, 'wraparound': False}))\n")
     env = dict(os.environ, CC="clang", LDSHARED="clang -shared", TRAJSCALE_FUZZ_BUILD="1")
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True)
-    built = sorted(build_dir.glob("trajscale/sources/_xdr*.so"))
+    built = sorted(build_dir.glob("trajscale/xdr/_xdr*.so"))
     if proc.returncode or not built:
         print(f"fuzz.py: the instrumented decoder did not build; Python edges only:\n{proc.stderr[-2000:]}",
               file=sys.stderr)
@@ -129,10 +129,10 @@ def libfuzzer_preload(build_dir: Path) -> Path | None:
 
 
 def _load_native(so: Path) -> None:
-    """Make the instrumented extension the one ``trajscale.sources._xdr`` imports."""
-    spec = importlib.util.spec_from_file_location("trajscale.sources._xdr", so)
+    """Make the instrumented extension the one ``trajscale.xdr._xdr`` imports."""
+    spec = importlib.util.spec_from_file_location("trajscale.xdr._xdr", so)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["trajscale.sources._xdr"] = module
+    sys.modules["trajscale.xdr._xdr"] = module
     spec.loader.exec_module(module)
 
 
@@ -146,7 +146,7 @@ def child(name: str, seconds: float, corpus: Path, artifacts: Path, native: str 
         _load_native(Path(native))
     with atheris.instrument_imports(include=["trajscale"]):
         targets = discover()
-        import trajscale.sources.parts  # noqa: F401 - instrumented with the rest of trajscale
+        import trajscale.xdr.source  # noqa: F401 - instrumented with the rest of trajscale
     _, one, _ = targets[name]
     args = [sys.argv[0], f"-max_total_time={max(1, int(seconds))}", f"-artifact_prefix={artifacts}/",
             f"-timeout={INPUT_TIMEOUT_S}", f"-rss_limit_mb={RSS_LIMIT_MB}", "-print_final_stats=1",

@@ -57,7 +57,7 @@ def test_build_gives_sdist_and_wheel_with_kernels(dist):
     assert any(n.endswith("kernels/_sums.pyx") for n in names) and any(n.endswith("/setup.py") for n in names)
     assert any(n.endswith("LICENSE") for n in names) and any(n.endswith("CHANGELOG.md") for n in names)
     # the XTC decoder's C (xdrfile, with its origin and licence note); no Cython output beside a .pyx
-    assert {"sources/_xdr.pyx", "sources/csrc/xdrfile.c", "sources/csrc/xdrfile_trr.c", "sources/csrc/README.md",
+    assert {"xdr/_xdr.pyx", "xdr/csrc/xdrfile.c", "xdr/csrc/xdrfile_trr.c", "xdr/csrc/README.md",
             "kernels/_chunks.pxd"} <= {n.split("/src/trajscale/", 1)[-1] for n in names}, names
     assert not [n for n in names if n.endswith(".c") and "/csrc/" not in n], names
     with zipfile.ZipFile(wheel) as z:

@@ -3,7 +3,7 @@
 An input is written to a file (the scans and the decoder read files) and scanned as
 a user's run scans it, a cut-short last frame allowed; every frame found is then read
 whole and, for an XTC, decoded up to its first atom only (the prefix decoder a
-selection uses). :class:`~trajscale.sources._xdr.XDRFormatError` (a refusal naming
+selection uses). :class:`~trajscale.xdr._xdr.XDRFormatError` (a refusal naming
 the frame and the field) and trajscale's own errors are the expected outcomes.
 """
 
@@ -26,7 +26,7 @@ def _data_dir() -> Path:
 
 def _seeds(names: list[str], frames: int = 3) -> list[str]:
     """The first ``frames`` frames of MDAnalysisTests' small files (short seeds keep inputs short)."""
-    from trajscale.sources._xdr import scan_trr, scan_xtc
+    from trajscale.xdr._xdr import scan_trr, scan_xtc
 
     out = []
     for name in names:
@@ -71,7 +71,7 @@ def _read_all(cls, path: str, n_atoms: int, offsets, fields, sel) -> None:
 
 
 def xtc_one(data: bytes) -> None:
-    from trajscale.sources._xdr import XDRFormatError, XTCFile, scan_xtc
+    from trajscale.xdr._xdr import XDRFormatError, XTCFile, scan_xtc
 
     path = _write(data, ".xtc")
     try:
@@ -84,7 +84,7 @@ def xtc_one(data: bytes) -> None:
 
 
 def trr_one(data: bytes) -> None:
-    from trajscale.sources._xdr import TRRFile, XDRFormatError, scan_trr
+    from trajscale.xdr._xdr import TRRFile, XDRFormatError, scan_trr
 
     path = _write(data, ".trr")
     try:
@@ -96,9 +96,9 @@ def trr_one(data: bytes) -> None:
 
 
 def parts_one(data: bytes) -> None:
-    """The same bytes through :class:`~trajscale.sources.parts.XDRSource`, as XTC and as TRR."""
+    """The same bytes through :class:`~trajscale.xdr.source.XDRSource`, as XTC and as TRR."""
     from trajscale.errors import TrajscaleError
-    from trajscale.sources.parts import XDRSource
+    from trajscale.xdr.source import XDRSource
 
     for suffix in (".xtc", ".trr"):
         path = _write(data, suffix)

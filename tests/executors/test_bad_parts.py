@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import run_cli, run_mpi
-from trajscale.sources.parts import decode_offsets, scan_part
+from trajscale.xdr.source import decode_offsets, scan_part
 from trajscale.sources.segments import write_index
 
 #: Seconds a failing job may take before it counts as hung: the ranks' or workers' start-up

@@ -183,7 +183,7 @@ def test_a_worker_opens_a_part_only_when_it_reads_it(xtc_parts):
 def test_shipped_offsets_are_what_a_worker_seeks_by(xtc_parts):
     """Offsets in the config are used as they are (not rebuilt): swapping two frames' offsets swaps the frames."""
     cfg = SegmentedSource.from_parts(xtc_parts).get_config()
-    from trajscale.sources.parts import decode_offsets, encode_offsets
+    from trajscale.xdr.source import decode_offsets, encode_offsets
 
     offsets = decode_offsets(cfg["segments"][0]["offsets"])
     cfg["segments"][0]["offsets"] = encode_offsets(offsets[[0, 2, 1, 3]])   # (frame 0 is always at byte 0)

@@ -19,7 +19,7 @@ import trajscale as ts
 from tests.sources.test_follow import producer
 from trajscale.errors import InputFileError
 from trajscale.follow import FollowOptions, last_line
-from trajscale.sources import _xdr
+from trajscale.xdr import _xdr
 from trajscale.sources.follow import complete_xdr_offsets, snapshot
 
 warnings.filterwarnings("ignore", module="MDAnalysis")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from trajscale.sources._xdr import XDRFormatError, scan_trr, scan_xtc
+from trajscale.xdr._xdr import XDRFormatError, scan_trr, scan_xtc
 
 from .test_xdr_corruption import (
     TRR10,

@@ -8,7 +8,7 @@ where it says, a small negative byte count, extreme integer ranges, ``smallidx``
 outside its table, atom counts that disagree).
 
 Each variant is scanned and read through ``trajscale inspect`` and
-:class:`~trajscale.sources.parts.XDRSource` (and a sample through ``trajscale run
+:class:`~trajscale.xdr.source.XDRSource` (and a sample through ``trajscale run
 rmsd``) in a worker process under a memory limit and a timeout, many variants per
 worker: a worker killed by a signal, a memory limit or the timeout marks the
 variant it was on as a failure, and a new worker goes on with the rest. A variant
@@ -62,7 +62,7 @@ def _put(data: bytes, at: int, word: bytes) -> bytes:
 
 
 def _frame_offsets(path: str) -> list[int]:
-    from trajscale.sources._xdr import scan_trr, scan_xtc
+    from trajscale.xdr._xdr import scan_trr, scan_xtc
 
     return [int(o) for o in (scan_xtc if path.endswith(".xtc") else scan_trr)(path)[1]]
 
@@ -205,7 +205,7 @@ def _cli(argv: list[str]) -> tuple[int, str]:
 def check_variant(info: dict, out_dir: str) -> list[str]:
     """What is wrong with how trajscale handles one variant ([] when nothing is)."""
     from trajscale.errors import TrajscaleError
-    from trajscale.sources.parts import XDRSource
+    from trajscale.xdr.source import XDRSource
 
     path, problems = info["path"], []
     code, err = _cli(["inspect", path])
@@ -338,7 +338,7 @@ def test_cli_processes_refuse_a_damaged_xtc_with_one_line(tmp_path, change):
 
 
 def test_refusals_name_the_field(tmp_path):
-    from trajscale.sources._xdr import XDRFormatError, scan_trr, scan_xtc
+    from trajscale.xdr._xdr import XDRFormatError, scan_trr, scan_xtc
 
     data = Path(XTC10).read_bytes()
     variants = _named_xtc_variants("x", data, _frame_offsets(XTC10))
@@ -362,7 +362,7 @@ def test_refusals_name_the_field(tmp_path):
 def test_a_frame_changed_after_its_scan_is_refused_by_the_decoder(tmp_path):
     """The decoder checks what the scan checked: a file rewritten between a job's scan and a
     worker's read is refused, not decoded past its buffers."""
-    from trajscale.sources._xdr import XDRFormatError, XTCFile, scan_xtc
+    from trajscale.xdr._xdr import XDRFormatError, XTCFile, scan_xtc
 
     data = Path(XTC10).read_bytes()
     path = tmp_path / "changed.xtc"

@@ -23,7 +23,7 @@ from MDAnalysisTests import datafiles as D
 
 from trajscale.errors import InputFileError
 from trajscale.sources import open_source
-from trajscale.sources.parts import XDRSource, refuse_partial_frames
+from trajscale.xdr.source import XDRSource, refuse_partial_frames
 
 ROOT = Path(__file__).resolve().parents[2]
 TROUBLESHOOTING = ROOT / "docs" / "troubleshooting.md"
@@ -110,7 +110,7 @@ def test_the_scan_reads_any_file_like_object(tmp_path):
     """The offsets index is one scan over bytes, whatever holds them: a path or a file-like object."""
     import io
 
-    from trajscale.sources._xdr import XDRFormatError, scan_xtc
+    from trajscale.xdr._xdr import XDRFormatError, scan_xtc
 
     path, kept, at = damaged(tmp_path, "zeros")
     data = path.read_bytes()
@@ -123,7 +123,7 @@ def test_the_scan_reads_any_file_like_object(tmp_path):
     whole = scan_xtc(io.BytesIO(data[:at]))
     np.testing.assert_array_equal(whole[1], mda_offsets(D.XTC))
     np.testing.assert_array_equal(whole[3], on_bytes.value.steps)
-    from trajscale.sources.parts import decode_offsets, scan_part
+    from trajscale.xdr.source import decode_offsets, scan_part
 
     held = io.BytesIO(data)
     held.name = "s3://bucket/md.xtc"

@@ -21,9 +21,9 @@ from MDAnalysis.lib.formats.libmdaxdr import XTCFile as MDAXTCFile
 from MDAnalysisTests import datafiles as D
 
 from trajscale.errors import InputFileError
-from trajscale.sources import _xdr
-from trajscale.sources.parts import XDR_SCALE as SCALE
-from trajscale.sources.parts import XDRSource, scan_part
+from trajscale.xdr import _xdr
+from trajscale.xdr.source import XDR_SCALE as SCALE
+from trajscale.xdr.source import XDRSource, scan_part
 
 FILES = {"adk-water": (D.GRO, D.XTC), "5-atoms": (D.COORDINATES_TOPOLOGY, D.COORDINATES_XTC)}
 TRRS = {"adk-water": (D.GRO, D.TRR), "5-atoms": (D.COORDINATES_TOPOLOGY, D.COORDINATES_TRR),

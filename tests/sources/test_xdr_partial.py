@@ -18,11 +18,11 @@ from MDAnalysisTests.datafiles import GRO, TRR, XTC  # noqa: E402
 
 from trajscale.errors import InputFileError  # noqa: E402
 from trajscale.sources import open_source  # noqa: E402
-from trajscale.sources.parts import XDRSource  # noqa: E402
+from trajscale.xdr.source import XDRSource  # noqa: E402
 
 
 def _offsets(path: str) -> list[int]:
-    from trajscale.sources._xdr import scan_trr, scan_xtc
+    from trajscale.xdr._xdr import scan_trr, scan_xtc
 
     return [int(o) for o in (scan_xtc if path.endswith(".xtc") else scan_trr)(path)[1]]
 

@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
 
             predict = getattr(args, "predicted_wall", None)   # (run --predict-from: its prediction, in a job that ends)
             say_time_left(what=f"trajscale {args.command}", predict=predict and (lambda: predict(args)))
-        from ..sources.parts import refuse_partial_frames
+        from ..xdr.source import refuse_partial_frames
 
         with _quiet_stdout(args), refuse_partial_frames(getattr(args, "strict", False)):
             code = int(args.func(args) or 0)

@@ -52,7 +52,7 @@ def _decoded(report: RunReport) -> str | None:
         if src.precision is None or src.precision.option != "deltas":   # (deltas32 reads up to the last atom)
             return None
         return f"trajscale decoded whole frames of {n_src} atoms, {whole:.3f} GB"
-    if fmt == "xtc" or (fmt == "segments" and parts == {"xtc"}):   # compiled xdrfile, in sources/_xdr
+    if fmt == "xtc" or (fmt == "segments" and parts == {"xtc"}):   # compiled xdrfile, in xdr/_xdr
         return f"trajscale's XTC decoder decoded each frame of {n_src} atoms up to the last selected atom"
     if fmt == "trr" or (fmt == "segments" and parts == {"trr"}):
         return f"trajscale read whole TRR frames of {n_src} atoms, {whole:.3f} GB"

@@ -25,14 +25,14 @@ def _registry() -> dict[str, type[Source]]:
 
 __getattr__, __dir__ = attach(__name__, {
     "SOURCES": _registry, "Source": ".base", "OpenRequest": ".base", "H5MDSource": ".h5md", "MDASource": ".mda",
-    "XDRSource": ".parts", "MDAPartSource": ".mdapart", "SegmentedSource": ".segments",
+    "XDRSource": "..xdr.source", "MDAPartSource": ".mdapart", "SegmentedSource": ".segments",
     "index_path": ".segments",
 }, submodules=("base", "h5md", "mda", "mdapart", "parts", "registry", "segments"))
 
 
 #: What a worker imports to read a file behind a URL: the client library and the caching file objects
 #: (imported by a pool's parent or forkserver before its workers start, as :func:`reader_modules`' are).
-URL_MODULES = ("obstore", "trajscale.storage.hdf5", "trajscale.storage.xdr")
+URL_MODULES = ("obstore", "trajscale.storage.hdf5", "trajscale.xdr.offsets")
 
 #: An IMD stream's address begins so (``imd://HOST:PORT``).
 SCHEME = "imd://"
@@ -76,7 +76,7 @@ def open_source(trajectories, topology: str | None = None, *, driver: str | None
     ``group`` (the H5MD particle group) and ``assume_units`` (``"nm"`` or ``"Angstrom"`` for
     datasets without a unit attribute) apply to H5MD files. ``strict``: an XTC/TRR part whose last
     frame is cut short is refused (True) or read without that frame, with a warning (False; None:
-    the process's setting, :func:`.parts.refuse_partial_frames`). ``topology`` is kept by a segment
+    the process's setting, :func:`trajscale.xdr.source.refuse_partial_frames`). ``topology`` is kept by a segment
     index for its parts; no format read here needs one.
     """
     from .base import OpenRequest

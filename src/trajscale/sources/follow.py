@@ -161,7 +161,7 @@ def complete_xdr_offsets(path: str, fmt: str):
     One scan (:func:`._xdr.scan_growing`): it ends at the frame being appended, whatever byte the
     writer has reached in it; ``complete_bytes`` is where the last whole frame ends.
     """
-    from ._xdr import XDRFormatError, scan_growing
+    from ..xdr._xdr import XDRFormatError, scan_growing
 
     try:
         return scan_growing(path, fmt)
@@ -170,8 +170,8 @@ def complete_xdr_offsets(path: str, fmt: str):
 
 
 def _xdr_snapshot(path: str, fmt: str) -> Snapshot:
-    from ._xdr import XDRFormatError, scan_growing
-    from .parts import XDRSource
+    from ..xdr._xdr import XDRFormatError, scan_growing
+    from ..xdr.source import XDRSource
 
     finished = Path(path + DONE_SUFFIX).exists()
     damage = None

@@ -44,7 +44,7 @@ ENTRY_POINT_GROUP = "trajscale.sources"
 FORMAT_SOURCES = {
     "segments": ".segments:SegmentedSource",
     "h5md": ".h5md:H5MDSource",
-    "xdr": ".parts:XDRSource",
+    "xdr": "..xdr.source:XDRSource",
     "npy": ".npy:NumpySource",
     "mda_part": ".mdapart:MDAPartSource",
 }

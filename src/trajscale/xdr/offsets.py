@@ -27,9 +27,9 @@ import tempfile
 
 import numpy as np
 
-from . import cache
-from .fileobj import CachingFile
-from .objects import RemoteObject
+from ..storage import cache
+from ..storage.fileobj import CachingFile
+from ..storage.objects import RemoteObject
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def frame_spans(offsets: np.ndarray, size: int, frames: np.ndarray) -> list[tupl
 def fetch_frames(obj: RemoteObject, offsets: np.ndarray, frames: np.ndarray) -> tuple[int, int]:
     """``frames``' bytes of ``obj`` in an anonymous in-memory file: (its descriptor, the byte at its start),
     the frames at ``offsets - start`` in it. The caller closes the descriptor."""
-    from .objects import read_coalesced
+    from ..storage.objects import read_coalesced
 
     spans = frame_spans(offsets, obj.size, frames)
     base = spans[0][0]

@@ -1,5 +1,5 @@
-# distutils: sources = src/trajscale/sources/csrc/xdrfile.c src/trajscale/sources/csrc/xdrfile_xtc.c src/trajscale/sources/csrc/xdrfile_trr.c
-# distutils: include_dirs = src/trajscale/sources/csrc
+# distutils: sources = src/trajscale/xdr/csrc/xdrfile.c src/trajscale/xdr/csrc/xdrfile_xtc.c src/trajscale/xdr/csrc/xdrfile_trr.c
+# distutils: include_dirs = src/trajscale/xdr/csrc
 """XTC and TRR files read without importing MDAnalysis: GROMACS's xdrfile library, compiled in.
 
 MDAnalysis and MDTraj decode XTC and TRR with the same C library (xdrfile, BSD-2,
