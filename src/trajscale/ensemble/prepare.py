@@ -84,7 +84,37 @@ def open_member(member: Member, options: RunOptions) -> Source:
                        assume_units=options.assume_units, continuous=options.continuous)
 
 
-def prepare_member(index: int, member: Member, analysis: Analysis, options: RunOptions) -> MemberJob:
+class SharedTopologies:
+    """Members whose topology is the same file share its selections.
+
+    A topology's selections are answered from trajscale's selection cache when the file and the selection were
+    seen before (:class:`~trajscale.topology.CachedUniverse`): those answers come from the file alone, not from
+    any trajectory's coordinates, so the next member with that file is prepared on the same object (no lookup
+    of the cache again).  A member whose preparation needed the real Universe (a selection by distance, one not
+    cached yet) is prepared on a Universe of its own, with its own first frame.
+    """
+
+    def __init__(self) -> None:
+        self._shared: dict[str, object] = {}
+
+    def prepare(self, analysis: Analysis, topology: str | None, source: Source) -> Prepared:
+        from ..topology import CachedUniverse
+
+        shared = self._shared.get(topology) if topology is not None else None
+        if shared is not None and shared.atoms.n_atoms == source.n_atoms:
+            prep = analysis.prepare(shared, source)
+            if shared.t_build == 0:
+                return prep
+            del self._shared[topology]   # it built a Universe of another member's frame: prepared again alone
+        top = AnalysisTopology(topology, source)
+        prep = analysis.prepare(top.atoms, source)
+        if topology is not None and isinstance(top.atoms, CachedUniverse) and top.atoms.t_build == 0:
+            self._shared[topology] = top.atoms
+        return prep
+
+
+def prepare_member(index: int, member: Member, analysis: Analysis, options: RunOptions,
+                   topologies: SharedTopologies | None = None) -> MemberJob:
     """``member`` prepared for ``analysis`` (the Source opened to prepare it is closed after).
 
     Raises whatever makes the member unusable (a TrajscaleError naming its file and the problem, or a
@@ -96,8 +126,7 @@ def prepare_member(index: int, member: Member, analysis: Analysis, options: RunO
     try:
         start, stop = frame_range(options.start, options.stop, source.n_frames, source.path)
         frames = range(start, stop, options.step)
-        top = AnalysisTopology(member.topology, source)
-        prep = analysis.prepare(top.atoms, source)
+        prep = (topologies or SharedTopologies()).prepare(analysis, member.topology, source)
         frame_bytes = source.bytes_per_frame(prep.atoms, analysis.fields) + analysis.block_bytes_per_frame(prep)
         read = MemberRead(member=index, offset=0, n=len(frames), start=start, step=options.step,
                           source=source.get_config(), atoms=prep.atoms, path=source.path)
@@ -111,10 +140,10 @@ def prepare_member(index: int, member: Member, analysis: Analysis, options: RunO
 def prepare_members(members: list[tuple[int, Member]], analysis: Analysis,
                     options: RunOptions) -> tuple[list[MemberJob], list[Refusal]]:
     """Each of ``members`` (``(index, member)``) prepared, or refused with the reason."""
-    jobs, refused = [], []
+    jobs, refused, topologies = [], [], SharedTopologies()
     for index, member in members:
         try:
-            jobs.append(prepare_member(index, member, analysis, options))
+            jobs.append(prepare_member(index, member, analysis, options, topologies))
         except TrajscaleError as exc:
             refused.append(Refusal(index, member, _one_line(str(exc))))
         except (KeyboardInterrupt, SystemExit, ImportError, MemoryError):
@@ -128,4 +157,4 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-__all__ = ["MemberJob", "Refusal", "open_member", "prepare_member", "prepare_members"]
+__all__ = ["MemberJob", "Refusal", "SharedTopologies", "open_member", "prepare_member", "prepare_members"]
