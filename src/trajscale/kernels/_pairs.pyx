@@ -67,8 +67,9 @@ cdef double SLICE = 0.05
 cdef double FLT_MAX_D = 3.4028234663852886e38
 cdef enum:
     TAB_N = 4096   # buckets of the table of bins by squared float32 distance (int32 each: 16 KB, in L1)
-#: Fewest pairs of atoms (frames x a's atoms) for which the table is made (it takes about 0.05 ms).
-cdef Py_ssize_t TAB_MIN_WORK = 1000
+#: Fewest pairs within the cut-off that a call is expected to bin (its grid's atoms spread evenly over each
+#: frame's box) for which the table is made: it takes about 0.05 ms, and saves about 0.02 us a pair.
+cdef double TAB_MIN_PAIRS = 3000
 #: Most bytes of the next frame fetched into the cache while a frame is searched.
 cdef Py_ssize_t AHEAD_MAX = 4 << 20
 #: Fewest atoms of a for which the next frame is fetched ahead (fewer: too little work to overlap).
@@ -947,7 +948,23 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     cdef bint check = finite.shape[0] > 0
     if nf == 0 or i1.shape[0] == 0 or i2.shape[0] == 0:
         return
-    cdef Py_ssize_t max_cells = int(np.asarray(ncells).prod(axis=1).max())
+    # the call's sizes, in loops over the arrays (numpy's calls on memoryviews cost more than a small
+    # block's search): the most cells and cells per cut-off of a frame, and for the frames of the sorted
+    # search the pairs expected within the cut-off per pair of atoms and the largest reach (_sorted_frame)
+    cdef Py_ssize_t max_cells = 1, kmax = 1, g
+    cdef double per_pair = 0.0, reach_max = 0.0, reach
+    for g in range(ncells.shape[0]):
+        max_cells = max(max_cells, ncells[g, 0] * ncells[g, 1] * ncells[g, 2])
+        kmax = max(kmax, kcell[g])
+    for q in range(nf):
+        f = frames[q]
+        if kcell[f] > 0 and pbc[f] and not brute[f]:
+            per_pair += 4.18879 * cutoff ** 3 / fabs(<double>box9[f, 0] * box9[f, 4] * box9[f, 8])   # 4/3 pi r^3
+            reach = sqrt(safe2[f]) + cutoff
+            for g in range(9):
+                reach += fabs(<double>box9[f, g])
+            reach_max = max(reach_max, reach)
+    q = 0
     if max_cells >= 2 ** 31 - 1 or i2.shape[0] >= 2 ** 31 - TS_LOOK_PAD:   # cells and candidates are int32
         raise ValueError(f"{max_cells} cells, {i2.shape[0]} atoms of the second selection: at most 2**31 - 17")
     aw = np.empty((i1.shape[0], 3), np.float32)
@@ -988,7 +1005,6 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     s.cand = &cand_v[0, 0]
     s.cseg = &cand_v[1, 0]
     s.cd2 = &cand_d2_v[0]
-    cdef Py_ssize_t kmax = max(int(np.max(kcell)), 1)
     cdef Py_ssize_t max_seg = 2 * (2 * kmax + 1) ** 2   # 2 segments a row at most
     segs = np.zeros(max_seg * sizeof(ts_seg_t), np.uint8)
     segimg = np.empty((max_seg, 9), np.float64)
@@ -998,19 +1014,18 @@ def rdf_histogram(const float[:, :, ::1] x, const int64_t[::1] i1, const int64_t
     s.segimg = &segimg_v[0, 0]
     # the table of bins by squared distance, for the largest delta of the frames of the sorted search
     s.tab = NULL
-    sorted_search = np.asarray(kcell)[np.asarray(frames)] > 0
-    sorted_search &= (np.asarray(pbc) != 0)[np.asarray(frames)] & (np.asarray(brute) == 0)[np.asarray(frames)]
-    if sorted_search.sum() * s.na >= TAB_MIN_WORK:
-        sel = np.asarray(frames)[sorted_search]
-        reach = np.sqrt(np.asarray(safe2)[sel]) + cutoff + np.abs(np.asarray(box9, np.float64)[sel]).sum(axis=1)
+    if <double>s.na * s.nb * per_pair >= TAB_MIN_PAIRS:
         tab = np.empty(TAB_N, np.int32)
         tab_v = tab
         s.tab = &tab_v[0]
-        tab_delta = float(reach.max()) * 4.76837158203125e-07 * (1.0 + 1e-9)
+        tab_delta = reach_max * 4.76837158203125e-07 * (1.0 + 1e-9)
         with nogil:
             _build_table(&s, tab_delta)
     # the span of atoms that b's lie in, fetched ahead where b's fill much of it and it fits in a cache
-    cdef int64_t b_lo = int(np.min(i2)), b_hi = int(np.max(i2))
+    cdef int64_t b_lo = i2[0], b_hi = i2[0]
+    for g in range(s.nb):
+        b_lo = min(b_lo, i2[g])
+        b_hi = max(b_hi, i2[g])
     cdef bint ahead = (s.na >= AHEAD_MIN_A and b_hi - b_lo + 1 <= 8 * s.nb
                        and (b_hi - b_lo + 1) * 3 * <Py_ssize_t>sizeof(float) <= AHEAD_MAX)
     while q < nf:
