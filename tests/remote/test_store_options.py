@@ -26,9 +26,9 @@ def s3_bucket(s3_env):
 
 
 def _open(url, options):
-    from trajscale.storage.objects import RemoteObject, _heads
+    from trajscale.storage.objects import RemoteObject, forget_heads
 
-    _heads.forget()
+    forget_heads()
     return RemoteObject.open(url, options)
 
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.remote
 def aws_home(s3_server, tmp_path, monkeypatch):
     """A HOME of the test's own with ``~/.aws/config`` and ``~/.aws/credentials``, no AWS setting in the
     environment, and an object on the session's server: (the object's URL, its bytes, the config file)."""
-    from trajscale.storage.objects import _heads
+    from trajscale.storage.objects import forget_heads
 
     for var in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
                 "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE",
@@ -33,7 +33,7 @@ def aws_home(s3_server, tmp_path, monkeypatch):
         client.create_bucket(Bucket=BUCKET)
     data = bytes(range(256)) * 64
     client.put_object(Bucket=BUCKET, Key="profiles/obj.bin", Body=data)
-    _heads.forget()
+    forget_heads()
     return f"s3://{BUCKET}/profiles/obj.bin", data, aws / "config"
 
 

@@ -26,11 +26,11 @@ def published(nginx):
 
 @pytest.fixture
 def clean_trust(monkeypatch):
-    from trajscale.storage.objects import _heads
+    from trajscale.storage.objects import forget_heads
 
     for var in TRUST:
         monkeypatch.delenv(var, raising=False)
-    _heads.forget()
+    forget_heads()
     return monkeypatch
 
 

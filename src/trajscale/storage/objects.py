@@ -155,6 +155,23 @@ class ByteStore(ABC):
     #: Ranges closer than this are read as one (:data:`MERGE_GAP`; an object's ``merge_gap`` option).
     merge_gap: int = MERGE_GAP
 
+    def as_file(self):
+        """These bytes as a file a compiled reader opens by its path (:class:`~.files.FileView`): fetched,
+        by the ranges each read asks for, into an in-memory file (a local file offers itself)."""
+        from .files import Fetched
+
+        return Fetched(self, str(self.identity[0]))
+
+    def state(self) -> dict | None:
+        """What another process opens these bytes with, without asking again (an object's options, identity
+        and round trip); None when the location says it all (a local file)."""
+        return None
+
+    def fetched(self) -> dict | None:
+        """What reading these bytes cost over the network (requests, bytes, wait_s, retries); None for a
+        local file."""
+        return None
+
 
 class LocalFile(ByteStore):
     """A local file read with ``pread`` (the local twin of :class:`RemoteObject`)."""
@@ -185,6 +202,12 @@ class LocalFile(ByteStore):
 
     def stamp(self) -> tuple[str, int, int]:
         return self._identity[0], self._size, self._identity[4]
+
+    def as_file(self):
+        """The file itself, read where it lies (:class:`~.files.InPlace`)."""
+        from .files import InPlace
+
+        return InPlace(self.path)
 
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         for a, b in ranges:
@@ -302,6 +325,9 @@ class RemoteObject(ByteStore):
         identity, and the shortest round trip seen (the requests in flight start from it)."""
         return {"storage_options": self.options or None, "identity": self._identity.to_list(),
                 "round_trip": self.round_trip}
+
+    def fetched(self) -> dict:
+        return self.stats.as_dict()
 
     @property
     def round_trip(self) -> float | None:
@@ -596,20 +622,30 @@ class _Heads:
 _heads = _Heads()
 
 
+def forget_heads() -> None:
+    """Forget the objects' first bytes and identities this process keeps (:data:`HEAD_TTL` seconds): the next
+    open of a URL asks its server again (after the object was replaced, say)."""
+    _heads.forget()
+
+
 def head(url: str, n: int) -> bytes:
     """The first ``n`` (at most :data:`HEAD_BYTES`) bytes of the object at ``url``: what the registry
     tells its format from (one request, shared with the Source that opens it next)."""
     return RemoteObject.open(url).head[:n]
 
 
-def open_bytes(path: str | os.PathLike, options: dict | None = None) -> ByteStore:
+def open_bytes(path: str | os.PathLike, options: dict | None = None, identity: list | None = None,
+               round_trip: float | None = None) -> ByteStore:
     """The bytes of ``path``: a local file, or the object behind a URL (its first request tells its size
-    and identity), read with ``options`` (None: the current storage options)."""
-    return RemoteObject.open(path, options) if _is_object_url(path) else LocalFile(os.fspath(path))
+    and identity), read with ``options`` (None: the current storage options); an object's ``identity`` and
+    ``round_trip`` as another process found them (:meth:`ByteStore.state`: then nothing is asked now)."""
+    if _is_object_url(path):
+        return RemoteObject.open(str(path), options, Identity.of(identity), round_trip)
+    return LocalFile(os.fspath(path))
 
 
 __all__ = ["AHEAD_BATCHES", "HEAD_BYTES", "HEAD_TTL", "MAX_CONCURRENCY", "MERGE_GAP", "MOST_CONCURRENCY",
            "PROCESS_STATS", "REQUESTS_PER_SECOND", "RETRY_SECONDS", "TIMEOUT", "TRUST_VARIABLES", "ByteStore",
            "FetchStats", "Identity", "LocalFile", "RemoteError", "RemoteObject", "Replaced", "Validator",
-           "coalesce", "first_line", "head", "merge_gap_of", "object_store", "open_bytes", "prefetch_coalesced",
-           "read_coalesced", "requests_of", "s3_config", "split_options", "validator_of"]
+           "coalesce", "first_line", "forget_heads", "head", "merge_gap_of", "object_store", "open_bytes",
+           "prefetch_coalesced", "read_coalesced", "requests_of", "s3_config", "split_options", "validator_of"]

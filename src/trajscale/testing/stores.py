@@ -185,9 +185,9 @@ class Backend:
 
     def forget(self) -> None:
         """Forget what this process keeps of objects it opened (their first bytes, for a few seconds)."""
-        from ..storage.objects import _heads
+        from ..storage.objects import forget_heads
 
-        _heads.forget()
+        forget_heads()
 
 
 def _fast(options: dict | None = None) -> dict:
