@@ -298,7 +298,7 @@ def _catalog_bytes(where: str, storage_options: Mapping | None) -> bytes:
 
         with using(storage_options):
             store = open_bytes(where)
-            return store.read_ranges([(0, store.size)])[0] if store.size else b""
+            return bytes(store.read_ranges([(0, store.size)])[0]) if store.size else b""
     try:
         with open(where, "rb") as fh:
             return fh.read()
