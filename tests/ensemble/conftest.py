@@ -15,8 +15,9 @@ import pytest
 from MDAnalysisTests import datafiles as D
 
 #: name -> (system, replica, topology, frames of the source trajectory)
-PIECES = {"adk-0": ("adk", 0, "psf", (0, 30)), "adk-1": ("adk", 1, "psf", (30, 50)), "adk-2": ("adk", 2, "psf", (50, 98)),
-          "yiip-0": ("yiip", 0, "gro", (0, 2)), "yiip-1": ("yiip", 1, "gro", (2, 5))}
+PIECES = {"adk-0": ("adk", 0, "psf", (0, 30)), "adk-1": ("adk", 1, "psf", (30, 50)),
+          "adk-2": ("adk", 2, "psf", (50, 98)), "yiip-0": ("yiip", 0, "gro", (0, 2)),
+          "yiip-1": ("yiip", 1, "gro", (2, 5))}
 TOPOLOGIES = {"psf": D.PSF, "gro": D.GRO_MEMPROT}
 SOURCES = {"psf": D.DCD, "gro": D.XTC_MEMPROT}
 

@@ -24,7 +24,8 @@ def test_csv_toml_and_parquet_catalogs_name_the_same_members(tmp_path):
                                     "a,top.psf,a.xtc,adk,0,300\n"
                                     "b,top.psf,\"b1.xtc 'b 2.xtc'\",adk,1,310.5\n")
     (tmp_path / "c.toml").write_text('[defaults]\ntopology = "top.psf"\nsystem = "adk"\n\n'
-                                     '[[members]]\nname = "a"\ntrajectory = "a.xtc"\nreplica = 0\ntemperature = 300.0\n\n'
+                                     '[[members]]\nname = "a"\ntrajectory = "a.xtc"\nreplica = 0\n'
+                                     'temperature = 300.0\n\n'
                                      '[[members]]\nname = "b"\ntrajectory = ["b1.xtc", "b 2.xtc"]\nreplica = 1\n'
                                      'temperature = 310.5\n')
     pq.write_table(pa.table({"name": ["a", "b"], "topology": ["top.psf"] * 2,

@@ -18,7 +18,7 @@ NAMES = ("adk-0", "adk-2", "yiip-0")
 
 
 @pytest.fixture
-def uploaded(replicas, s3_env):
+def uploaded(replicas, s3_env):  # noqa: F811 - the imported fixture
     client = s3_env.client()
     if BUCKET not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
         client.create_bucket(Bucket=BUCKET)

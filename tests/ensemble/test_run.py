@@ -88,7 +88,7 @@ def test_rmsf_as_arrays_with_a_trajectory_dimension(replicas, tmp_path):
     r = ts.run(ts.RMSF(select=SEL), replicas["catalog"], executor="processes", n_workers=2)
     ds = r.dataset()
     assert list(ds["trajectory"].values) == list(replicas["members"])
-    for i, (name, (top, xtc, lab)) in enumerate(replicas["members"].items()):
+    for i, (_, (top, xtc, lab)) in enumerate(replicas["members"].items()):
         u = universe(top, xtc)
         ca = u.select_atoms(SEL)
         ref = RMSF(ca).run().results.rmsf
