@@ -218,3 +218,12 @@ def test_a_glob_over_mdcath_files_is_an_ensemble_of_their_members(mdcath_file, t
     with source_from_config(dict(ens["2adkB00/450/4"].source)) as src:
         with h5py.File(other, "r") as f:
             np.testing.assert_array_equal(src.read(0, 5).positions, f["2adkB00/450/4/coords"][()])
+
+
+def test_a_files_members_share_one_parsed_topology_until_it_changes(mdcath_file, tmp_path):
+    path = _copy(mdcath_file, tmp_path)
+    first = universe(path)
+    assert universe(f"{path}#348/1") is first
+    os.utime(path, ns=(1, 1))   # (another version of the file: parsed anew)
+    again = universe(path)
+    assert again is not first and again.atoms.n_atoms == first.atoms.n_atoms

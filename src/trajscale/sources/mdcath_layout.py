@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 
 import h5py
@@ -378,6 +379,10 @@ def universe(location: str, storage_options: dict | None = None):
     from MDAnalysis.lib.util import NamedStream
 
     path, _ = split_member(location)
+    key = None if is_url(path) else (os.path.realpath(path), *local_identity(path))
+    if key is not None and key in _UNIVERSES:   # (a file's 25 members share one topology)
+        _UNIVERSES.move_to_end(key)
+        return _UNIVERSES[key]
     text = pdb_text(path, storage_options)
     name = os.path.basename(path.rstrip("/")).rsplit(".", 1)[0] or "mdcath"
     try:
@@ -387,7 +392,16 @@ def universe(location: str, storage_options: dict | None = None):
     except Exception as exc:   # noqa: BLE001 - any parser failure is the file's text's
         raise InputFileError(path, f"pdbProteinAtoms cannot be read as PDB: {' '.join(str(exc).split())}") from None
     u.filename = path
+    if key is not None:
+        _UNIVERSES[key] = u
+        while len(_UNIVERSES) > UNIVERSES_KEPT:
+            _UNIVERSES.popitem(last=False)
     return u
+
+
+#: Topologies parsed in this process, by a local file's path and identity (size, mtime, inode): the last few.
+_UNIVERSES: OrderedDict = OrderedDict()
+UNIVERSES_KEPT = 8
 
 
 __all__ = ["FRAME_PS", "KCAL_TO_KJ", "MEMBER_SEP", "FieldAt", "MemberLayout", "check_offsets", "describe",
