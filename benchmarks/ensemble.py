@@ -1,0 +1,295 @@
+"""An ensemble of short trajectories in one job against a plain MDAnalysis loop over Universes: whole processes.
+
+    python benchmarks/ensemble.py [--size smallest|default|issue] [--workdir DIR] [--workers 2] [--repeat 1]
+    python benchmarks/ensemble.py --size smallest --workdir /tmp/bench      # what the test suite runs
+
+The data: ``N`` short trajectories cut from the two systems MDAnalysisTests ships, nine in ten from AdK in
+vacuum (PSF + DCD written once as XTC: 3,341 atoms, pieces of 5 to 30 of its 98 frames) and one in ten from
+YiiP in a membrane (GRO + XTC: 43,480 atoms, pieces of 2 to 5 of its 5 frames): two topologies, two atom
+counts, many lengths.  A piece is the original XTC's frames copied byte for byte (an XTC frame stands alone).
+One catalog (CSV) lists them, with their topology and labels.
+
+The workload: the CA RMSD (to each trajectory's first frame) and the CA radius of gyration of every frame of
+every trajectory.  Every side is a whole process, timed from just before its start to just after its exit:
+
+* MDAnalysis: one script, a loop over the catalog's rows, a ``Universe(top, traj)`` each, ``rms.RMSD(u,
+  select="name CA").run()`` and ``ca.radius_of_gyration()`` at each frame (its own classes, serial);
+* trajscale serial: ``trajscale.run([RMSD, RadiusOfGyration], catalog, executor="serial")``: one job;
+* trajscale processes(``--workers``): the same on a pool.
+
+The sums of every RMSD and radius of gyration are compared between the sides (exit 1 past 1e-6 relative).
+Then, for trajscale alone:
+
+* the per-trajectory overhead: ``N`` tiny trajectories (3 atoms x 2 frames) in one serial job, less one
+  such trajectory alone, over ``N - 1``: what opening, planning and handing home a trajectory costs;
+* the peak RSS of the run's largest process (:func:`trajscale.testing.peak_rss.peak_rss`) at ``N`` and at
+  a larger ``N`` (serial, and processes);
+* the open files of each process of a processes run, sampled every 10 ms from ``/proc`` (the most any
+  process held), at ``N`` and at the larger ``N``.
+
+The PyTorch epoch over mdCATH-shaped files is ``benchmarks/mdcath_epoch.py``.  The median of ``--repeat``
+runs is printed, with the load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+#: size -> (N for the timings, (smaller N, larger N) for memory and open files)
+SIZES = {"smallest": (12, (12, 48)), "default": (200, (100, 1000)), "issue": (2000, (100, 2000))}
+
+MDA_LOOP = r'''
+import csv, sys, warnings
+import numpy as np
+import MDAnalysis as mda
+from MDAnalysis.analysis.rms import RMSD
+warnings.simplefilter("ignore")
+rmsd_sum = rgyr_sum = 0.0
+n = 0
+for row in csv.DictReader(open(sys.argv[1])):
+    u = mda.Universe(row["topology"], row["trajectory"])
+    rmsd_sum += float(RMSD(u, select="name CA").run().results.rmsd[:, 2].sum())
+    ca = u.select_atoms("name CA")
+    rgyr_sum += float(sum(ca.radius_of_gyration() for _ in u.trajectory))
+    n += 1
+print(f"SUMS {n} {rmsd_sum!r} {rgyr_sum!r}")
+'''
+
+TS_RUN = r'''
+import sys
+import trajscale as ts
+catalog, executor, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rmsd, rgyr = ts.run([ts.RMSD(select="name CA"), ts.RadiusOfGyration(select="name CA")], catalog,
+                    executor=executor, n_workers=workers)
+assert not rmsd.refused, rmsd.refused
+print(f"SUMS {len(rmsd)} {float(rmsd.columns()['rmsd'].sum())!r} {float(rgyr.columns()['rgyr'].sum())!r}")
+'''
+
+TINY_RUN = r'''
+import sys
+import trajscale as ts
+r = ts.run(ts.RadiusOfGyration(select="all"), sys.argv[1], executor="serial")
+assert len(r) == int(sys.argv[2]) and not r.refused
+'''
+
+
+def xtc_frames(path: Path) -> tuple[bytes, list[int]]:
+    """A whole XTC's bytes and each frame's offset (and the end)."""
+    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
+
+    with XTCFile(str(path)) as f:
+        offsets = [int(o) for o in f.offsets]
+    data = path.read_bytes()
+    return data, [*offsets, len(data)]
+
+
+def make_sources(work: Path) -> dict:
+    """AdK's DCD as XTC, and YiiP's XTC: ``{system: (topology, bytes, offsets)}``."""
+    import warnings
+
+    import MDAnalysis as mda
+    from MDAnalysisTests.datafiles import DCD, GRO_MEMPROT, PSF, XTC_MEMPROT
+
+    adk = work / "adk.xtc"
+    if not adk.exists():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            u = mda.Universe(PSF, DCD)
+            with mda.Writer(str(adk) + ".tmp.xtc", u.atoms.n_atoms) as w:
+                for _ in u.trajectory:
+                    w.write(u.atoms)
+        os.replace(str(adk) + ".tmp.xtc", adk)
+    return {"adk": (PSF, *xtc_frames(adk)), "yiip": (GRO_MEMPROT, *xtc_frames(Path(XTC_MEMPROT)))}
+
+
+def make_ensemble(work: Path, n: int, sources: dict) -> Path:
+    """``n`` pieces and their catalog in ``work/N<n>`` (made once)."""
+    folder = work / f"N{n}"
+    catalog = folder / "catalog.csv"
+    if catalog.exists():
+        return catalog
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(n)
+    lines = ["name,topology,trajectory,system,replica"]
+    for k in range(n):
+        system = "yiip" if k % 10 == 9 else "adk"
+        top, data, offsets = sources[system]
+        total = len(offsets) - 1
+        length = int(rng.integers(2, 6)) if system == "yiip" else int(rng.integers(5, 31))
+        length = min(length, total)
+        a = int(rng.integers(0, total - length + 1))
+        (folder / f"t{k:05d}.xtc").write_bytes(data[offsets[a]:offsets[a + length]])
+        lines.append(f"t{k:05d},{top},{folder / f't{k:05d}.xtc'},{system},{k}")
+    catalog.write_text("\n".join(lines) + "\n")
+    return catalog
+
+
+def make_tiny(work: Path, n: int) -> Path:
+    """``n`` XTC trajectories of 3 atoms x 2 frames (stored uncompressed) and their catalog."""
+    import struct
+
+    folder = work / f"tiny{n}"
+    catalog = folder / "catalog.csv"
+    if catalog.exists():
+        return catalog
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "top.pdb").write_text(
+        "ATOM      1  C   ALA A   1       0.000   0.000   0.000  1.00  0.00           C\n"
+        "ATOM      2  O   ALA A   1       1.000   0.000   0.000  1.00  0.00           O\n"
+        "ATOM      3  N   ALA A   1       0.000   1.000   0.000  1.00  0.00           N\nEND\n")
+    pos = (np.random.default_rng(3).random((n, 2, 3, 3)) * 2).astype(">f4")
+    box = np.diag([3.0, 3.0, 3.0]).astype(">f4").tobytes()
+    lines = ["name,topology,trajectory"]
+    for i in range(n):
+        (folder / f"t{i:05d}.xtc").write_bytes(b"".join(
+            struct.pack(">iiif", 1995, 3, f, float(f)) + box + struct.pack(">i", 3) + pos[i, f].tobytes()
+            for f in range(2)))
+        lines.append(f"t{i:05d},{folder / 'top.pdb'},{folder / f't{i:05d}.xtc'}")
+    catalog.write_text("\n".join(lines) + "\n")
+    return catalog
+
+
+def env_for(work: Path) -> dict:
+    return dict(os.environ, TRAJSCALE_CACHE_DIR=str(work / "cache"), OMP_NUM_THREADS="1",
+                OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def timed(cmd: list[str], work: Path, watch_fds: bool = False) -> tuple[float, str, int]:
+    """Run ``cmd``; its wall time, stdout, and (``watch_fds``) the most open files any of its processes held."""
+    most = [0]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_for(work),
+                            cwd=work)
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            for pid in _descendants(proc.pid):
+                try:
+                    most[0] = max(most[0], len(os.listdir(f"/proc/{pid}/fd")))
+                except OSError:
+                    pass
+            done.wait(0.01)
+
+    watcher = threading.Thread(target=watch, daemon=True) if watch_fds else None
+    if watcher:
+        watcher.start()
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    done.set()
+    if watcher:
+        watcher.join()
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd[:4])} ... exited {proc.returncode}:\n{err[-3000:]}")
+    return wall, out, most[0]
+
+
+def sums(out: str) -> tuple[int, float, float]:
+    line = next(x for x in out.splitlines() if x.startswith("SUMS "))
+    n, a, b = line.split()[1:]
+    return int(n), float(a), float(b)
+
+
+def median_run(cmd, work, repeat) -> tuple[float, str]:
+    walls, out = [], ""
+    for _ in range(repeat):
+        wall, out, _ = timed(cmd, work)
+        walls.append(wall)
+    return statistics.median(walls), out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", choices=list(SIZES), default="default")
+    p.add_argument("--workdir", default="demo-output/ensemble")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--keep", action="store_true", help="keep the trajectories made in the work folder")
+    args = p.parse_args()
+    work = Path(args.workdir).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    n, (n_small, n_large) = SIZES[args.size]
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    sources = make_sources(work)
+    catalog = make_ensemble(work, n, sources)
+    (work / "mda_loop.py").write_text(MDA_LOOP)
+    (work / "ts_run.py").write_text(TS_RUN)
+    (work / "tiny_run.py").write_text(TINY_RUN)
+    py = sys.executable
+    sides = [("MDAnalysis loop (serial)", [py, "mda_loop.py", str(catalog)]),
+             ("trajscale serial", [py, "ts_run.py", str(catalog), "serial", "1"]),
+             (f"trajscale processes({args.workers})", [py, "ts_run.py", str(catalog), "processes", str(args.workers)])]
+    rows = []
+    for name, cmd in sides:
+        wall, out = median_run(cmd, work, args.repeat)
+        rows.append((name, wall, sums(out)))
+    base = rows[0][1]
+    print(f"\n{'side':<28}{'N':>6}{'wall s':>10}{'traj/s':>10}{'MDA / side':>12}")
+    for name, wall, (k, _, _) in rows:
+        print(f"{name:<28}{k:>6}{wall:>10.3f}{k / wall:>10.1f}{base / wall:>11.2f}x")
+    ref = rows[0][2]
+    same = all(s[0] == ref[0] and np.isclose(s[1], ref[1], rtol=1e-6) and np.isclose(s[2], ref[2], rtol=1e-6)
+               for _, _, s in rows)
+    print(f"serial / processes({args.workers}): {rows[1][1] / rows[2][1]:.2f}x; same sums (RMSD, Rg): {same}")
+
+    tiny = make_tiny(work, n)
+    one = make_tiny(work, 1)
+    t_n, _ = median_run([py, "tiny_run.py", str(tiny), str(n)], work, args.repeat)
+    t_1, _ = median_run([py, "tiny_run.py", str(one), "1"], work, args.repeat)
+    print(f"per-trajectory overhead (open, plan, result; {n} tiny trajectories, serial): "
+          f"{1e3 * (t_n - t_1) / max(1, n - 1):.2f} ms ({t_n:.3f} s for {n}, {t_1:.3f} s for 1)")
+
+    from trajscale.testing.peak_rss import peak_rss
+
+    print(f"\n{'memory and open files':<28}{'N':>6}{'peak RSS MB':>13}{'open files':>12}")
+    for executor, workers in (("serial", 1), ("processes", args.workers)):
+        for k in (n_small, n_large):
+            cat = make_ensemble(work, k, sources)
+            peak, done = peak_rss([py, "ts_run.py", str(cat), executor, str(workers)], env=env_for(work))
+            if done.returncode != 0:
+                sys.exit(f"ts_run.py exited {done.returncode}: {done.stderr[-2000:]}")
+            _, _, fds = timed([py, "ts_run.py", str(cat), executor, str(workers)], work, watch_fds=True)
+            print(f"{executor + ('' if workers == 1 else f'({workers})'):<28}{k:>6}{peak / 2**20:>13.0f}{fds:>12}")
+    print("(peak RSS: the run's largest process; open files: the most any of its processes held, sampled)")
+    print("the PyTorch epoch over mdCATH-shaped files: benchmarks/mdcath_epoch.py")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if not args.keep:
+        for d in work.glob("N*"):
+            shutil.rmtree(d, ignore_errors=True)
+        for d in work.glob("tiny*"):
+            shutil.rmtree(d, ignore_errors=True)
+    if not same:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
