@@ -245,9 +245,10 @@ def main() -> None:
     (work / "ts_run.py").write_text(TS_RUN)
     (work / "tiny_run.py").write_text(TINY_RUN)
     py = sys.executable
-    sides = [("MDAnalysis loop (serial)", [py, "mda_loop.py", str(catalog)]),
-             ("trajscale serial", [py, "ts_run.py", str(catalog), "serial", "1"]),
-             (f"trajscale processes({args.workers})", [py, "ts_run.py", str(catalog), "processes", str(args.workers)])]
+    ts_run, tiny_run = str(work / "ts_run.py"), str(work / "tiny_run.py")
+    sides = [("MDAnalysis loop (serial)", [py, str(work / "mda_loop.py"), str(catalog)]),
+             ("trajscale serial", [py, ts_run, str(catalog), "serial", "1"]),
+             (f"trajscale processes({args.workers})", [py, ts_run, str(catalog), "processes", str(args.workers)])]
     rows = []
     for name, cmd in sides:
         wall, out = median_run(cmd, work, args.repeat)
@@ -263,8 +264,8 @@ def main() -> None:
 
     tiny = make_tiny(work, n)
     one = make_tiny(work, 1)
-    t_n, _ = median_run([py, "tiny_run.py", str(tiny), str(n)], work, args.repeat)
-    t_1, _ = median_run([py, "tiny_run.py", str(one), "1"], work, args.repeat)
+    t_n, _ = median_run([py, tiny_run, str(tiny), str(n)], work, args.repeat)
+    t_1, _ = median_run([py, tiny_run, str(one), "1"], work, args.repeat)
     print(f"per-trajectory overhead (open, plan, result; {n} tiny trajectories, serial): "
           f"{1e3 * (t_n - t_1) / max(1, n - 1):.2f} ms ({t_n:.3f} s for {n}, {t_1:.3f} s for 1)")
 
@@ -274,10 +275,10 @@ def main() -> None:
     for executor, workers in (("serial", 1), ("processes", args.workers)):
         for k in (n_small, n_large):
             cat = make_ensemble(work, k, sources)
-            peak, done = peak_rss([py, "ts_run.py", str(cat), executor, str(workers)], env=env_for(work))
+            peak, done = peak_rss([py, ts_run, str(cat), executor, str(workers)], env=env_for(work))
             if done.returncode != 0:
                 sys.exit(f"ts_run.py exited {done.returncode}: {done.stderr[-2000:]}")
-            _, _, fds = timed([py, "ts_run.py", str(cat), executor, str(workers)], work, watch_fds=True)
+            _, _, fds = timed([py, ts_run, str(cat), executor, str(workers)], work, watch_fds=True)
             print(f"{executor + ('' if workers == 1 else f'({workers})'):<28}{k:>6}{peak / 2**20:>13.0f}{fds:>12}")
     print("(peak RSS: the run's largest process; open files: the most any of its processes held, sampled)")
     print("the PyTorch epoch over mdCATH-shaped files: benchmarks/mdcath_epoch.py")
