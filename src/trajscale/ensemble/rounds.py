@@ -166,6 +166,7 @@ class EnsembleRounds(Rounds):
         return EnsembleSource([j.read for j in jobs], token, self.trajectory, self.max_open,
                               reads_ahead=any(j.remote for j in jobs),
                               frame_bytes=max((j.frame_bytes for j in jobs), default=FRAME_META_BYTES),
+                              decode_s=max((j.decode_s for j in jobs), default=0.0),
                               n_atoms=max((len(j.read.atoms) if j.read.atoms is not None else 0 for j in jobs),
                                           default=0))
 

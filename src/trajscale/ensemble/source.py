@@ -126,16 +126,20 @@ class EnsembleSource(Source):
         Member trajectories a worker thread keeps open.
     reads_ahead
         Some member is behind a URL: a task says its next read (:meth:`prefetch`).
+    frame_bytes, n_atoms, decode_s
+        The most a member's frame costs in its reader's buffers, the most atoms it is read with, and the
+        most seconds a frame costs to decode (XTC): what sizes the blocks and weighs the run.
     """
 
     kind = "ensemble"
     description = "an ensemble's trajectories, one after another (made by trajscale.ensemble)"
 
     def __init__(self, members: Sequence[MemberRead | dict], token: str, origin: str = "", max_open: int = MAX_OPEN,
-                 reads_ahead: bool = False, frame_bytes: int = 0, n_atoms: int = 0) -> None:
+                 reads_ahead: bool = False, frame_bytes: int = 0, n_atoms: int = 0, decode_s: float = 0.0) -> None:
         self.members = tuple(m if isinstance(m, MemberRead) else MemberRead(**m) for m in members)
         self.token, self.origin, self.max_open = token, origin, int(max_open)
         self._reads_ahead, self._frame_bytes, self._n_atoms = bool(reads_ahead), int(frame_bytes), int(n_atoms)
+        self._decode_s = float(decode_s)
         self._offsets = [m.offset for m in self.members]
         self._keys = [m.key for m in self.members]
         self._first = self._offsets[0] if self.members else 0
@@ -185,7 +189,10 @@ class EnsembleSource(Source):
     def get_config(self) -> dict:
         return {"kind": self.kind, "members": [m.to_dict() for m in self.members], "token": self.token,
                 "origin": self.origin, "max_open": self.max_open, "reads_ahead": self._reads_ahead,
-                "frame_bytes": self._frame_bytes, "n_atoms": self._n_atoms}
+                "frame_bytes": self._frame_bytes, "n_atoms": self._n_atoms, "decode_s": self._decode_s}
+
+    def decode_seconds_per_frame(self) -> float:
+        return self._decode_s
 
     def layout_summary(self) -> LayoutFacts:
         return LayoutFacts(format="ensemble", path=self.path, n_atoms=self._n_atoms)
