@@ -385,7 +385,7 @@ def _members_of_rows(rows: Sequence[Mapping], where: str, relative_to: str | Non
         traj = row.get("trajectory")
         if traj is None or traj == "" or traj == []:
             raise InputFileError(where, f"row {i + 1} names no trajectory (column 'trajectory')")
-        parts = shlex.split(traj) if isinstance(traj, str) else [os.fspath(t) for t in traj]
+        parts = _parts(traj) if isinstance(traj, str) else [os.fspath(t) for t in traj]
         parts = [_located(p, base) for p in parts]
         topology = row.get("topology")
         topology = _located(os.fspath(topology), base) if topology else None
@@ -398,6 +398,11 @@ def _members_of_rows(rows: Sequence[Mapping], where: str, relative_to: str | Non
         else:
             made += [(m, True) for m in expanded]
     return _named(made)
+
+
+def _parts(cell: str) -> list[str]:
+    """A catalog cell's locations: split as a shell splits words (a plain path is itself)."""
+    return shlex.split(cell) if any(c in cell for c in " \t'\"\\") else [cell]
 
 
 def _located(path: str, base: str | None) -> str:

@@ -62,6 +62,7 @@ class EnsembleResult:
         self.refused = tuple(refused)
         self.report, self.trajectories = report, trajectories
         self.label_names = tuple(label_names)
+        self._names = frozenset(m.name for m in self.members)
 
     def __repr__(self) -> str:
         return (f"<EnsembleResult {self.analysis.name}: {len(self.members)} trajectories"
@@ -81,7 +82,7 @@ class EnsembleResult:
 
     def __getitem__(self, name: str):
         """The result of trajectory ``name``: what a run over it alone gives."""
-        if name not in self.names:
+        if name not in self._names:
             raise KeyError(f"no finished trajectory named {name!r}")
         return self.record(name).results[self._k]
 
