@@ -223,3 +223,35 @@ class TestGoogleCloudStorage(StoreConformance):
     @pytest.fixture
     def backend(self, gcs_reason):
         pytest.skip(gcs_reason or "gcp-storage-emulator serves obstore's reads: give this class its backend")
+
+
+class GcsOverNginxBackend(NginxBackend):
+    """``gs://BUCKET/KEY`` read by obstore's GCS client from nginx, which answers its reads (a GET of
+    ``/BUCKET/KEY`` with a range, as GCS's XML API is asked) as GCS does, anonymously: the GCS store's
+    requests, its conditional reads and its failures, against a real server."""
+
+    def __init__(self, nginx, folder: str) -> None:
+        super().__init__(nginx, False, folder)
+        self.trust = {"endpoint_url": f"http://127.0.0.1:{nginx.http}", "anon": True}
+
+    def location(self, name: str, port: int | None = None) -> str:
+        return f"gs://{self.folder}/{name}"
+
+    @contextlib.contextmanager
+    def proxied(self, name: str):
+        proxy = TcpProxy("127.0.0.1", self.nginx.http)
+        try:
+            yield self.location(name), {"endpoint_url": f"http://{proxy.address}"}, proxy
+        finally:
+            proxy.close()
+
+    def denied(self, name: str, data: bytes) -> tuple[str, dict]:
+        (self.nginx.root / "denied" / name).write_bytes(data)
+        return f"gs://denied/{name}", {}
+
+
+@pytest.mark.remote
+class TestGcsThroughNginx(StoreConformance):
+    @pytest.fixture
+    def backend(self, nginx, request):
+        return GcsOverNginxBackend(nginx, "gcs-" + request.node.name.replace("[", "_").replace("]", ""))
