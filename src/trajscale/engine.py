@@ -5,8 +5,9 @@ round per look that finds new frames, and an IMD stream a round as its frames ar
 (:mod:`trajscale.follow`).  What differs between kinds of run is only what decides the next round
 (a :class:`Rounds`); the engine does the rest, the same way for every kind:
 
-* the executor's lifetime: made (``"auto"`` chosen from the prepared job's size), started while the
-  job is prepared, stopped at once on an error or Ctrl-C, closed at the end;
+* the executor's lifetime: made (``"auto"`` chosen from the prepared job's size and its analysis's
+  declared work), started while the job is prepared (``auto``'s pool after it, never by fork), stopped
+  at once on an error, Ctrl-C or SIGTERM, closed at the end;
 * "the root prepares, then shares": :func:`share` runs a step on the root process and hands its value
   to every process, or ends every process with the root's error, said once;
 * the job's preparation (:func:`prepare_job`): the topology, the analysis's selections and reference,
@@ -34,7 +35,7 @@ from .analysis.base import Analysis
 from .analysis.group import AnalysisGroup
 from .analysis.user import readable_config
 from .errors import FrameRangeError, InputFileError
-from .executors import Executor, Job, choose_executor
+from .executors import Executor, Job, block_frames_for, choose_executor
 from .executors.base import adopt_source, close_cached_sources, refuse_if_launched
 from .planning import AnalysisTopology, topology_file
 from .report.conditions import LoadMeter, RunConditions, page_cache
@@ -172,13 +173,16 @@ def prepare_job(analysis: Analysis, topology, source: Source, frames: range, opt
     if source.supports_mpio:
         config.update(source_options)
     frame_bytes = source.bytes_per_frame(prep.atoms, analysis.fields)
-    facts = JobFacts.of(source, prep.atoms, frame_bytes, frames, t_top, top.file)
+    cost = analysis.frame_cost(prep, source)
+    facts = JobFacts.of(source, prep.atoms, frame_bytes, frames, t_top, top.file, cost)
     log.debug("prepared %s: %d of %d atoms, frames [%d, %d), %d bytes per frame read", analysis.name,
               facts.n_atoms, source.n_atoms, frames.start, frames.stop, frame_bytes)
     # an analysis's own copies of the block (each of a group's analyses maps its atoms' copy) share the budget
     # (a pass of several analyses reads blocks its analyses traverse in turn while the processor's cache holds them)
     budget = min(int(options.max_block_bytes), analysis.cache_block_bytes or options.max_block_bytes)
-    block_frames = max(1, int(budget) // (frame_bytes + analysis.block_bytes_per_frame(prep)))
+    # ... and a block computes for a bounded time: a stop signal is acted on between blocks
+    block_frames = block_frames_for(int(budget) // (frame_bytes + analysis.block_bytes_per_frame(prep)), cost,
+                                    facts.decode_s_per_frame)
     return Job(analysis.get_config(), config, prep, block_frames, stride=frames.step,
                reads_ahead=source.reads_ahead), facts
 
@@ -322,6 +326,8 @@ class Engine:
         if chosen != self.ex.name:
             self.ex.close()   # frees the source the serial executor took over while preparing
             self.ex = self.options.make_executor(chosen)
+            # after preparing: its workers never fork from here (an HDF5 file, a URL client's runtime)
+            self.ex.start(self.rounds.reader_modules(), late=True)
 
     def rounds_until_end(self, job: Job, facts: JobFacts):
         """Rounds of new frames until the run ends; why it ended."""

@@ -34,21 +34,35 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from .errors import ConfigError
 from .util import main_not_reimported, raise_if_stopped
 
-__all__ = ["as_completed_polling", "choose_start_method", "die_with_parent", "fork_is_safe", "main_not_reimported",
-           "parent_alive", "process_pool", "quiet_worker", "sigint_blocked", "stop_workers"]
+__all__ = ["as_completed_polling", "choose_start_method", "die_with_parent", "fork_is_safe", "holds_unforkable",
+           "main_not_reimported", "parent_alive", "process_pool", "quiet_worker", "sigint_blocked", "stop_workers"]
 
 
 def fork_is_safe() -> bool:
-    """True when this process can fork workers: a POSIX fork, no other thread, no MPI."""
+    """True when this process can fork workers: a POSIX fork, no other thread, no MPI, no open HDF5
+    file and no URL client that has made requests (:func:`holds_unforkable`)."""
     if not hasattr(os, "fork") or sys.platform == "darwin":   # macOS frameworks are not fork-safe
         return False
-    if threading.active_count() > 1:
+    if threading.active_count() > 1 or holds_unforkable():
         return False
     mpi = sys.modules.get("mpi4py.MPI")
     try:
         return not (mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized())
     except Exception:   # noqa: BLE001 - a broken MPI is one more reason not to fork
         return False
+
+
+def holds_unforkable() -> str | None:
+    """What this process holds that a forked child cannot use, or None: an open HDF5 file (the child
+    would share its descriptor and HDF5's state of it), a URL client that has made requests (obstore's
+    runtime runs threads Python does not count: a forked child's client crashes or hangs)."""
+    h5f = getattr(sys.modules.get("h5py"), "h5f", None)
+    if h5f is not None and h5f.get_obj_count(h5f.OBJ_ALL, h5f.OBJ_FILE):
+        return "an open HDF5 file"
+    storage = sys.modules.get("trajscale.storage")
+    if storage is not None and storage.fetched_here()["requests"]:
+        return "a URL client's runtime"
+    return None
 
 
 def choose_start_method(requested: str | None = None) -> str:

@@ -21,7 +21,6 @@ from .planning import (  # noqa: F401 (planning names stay importable from trajs
     topology_file,
     topology_with_first_frame,
 )
-from .report.timing import RunReport
 from .runspec import FollowOptions, RunOptions
 from .sources import is_stream
 from .storage import using
@@ -120,10 +119,6 @@ def rounds_for(analysis: Analysis, topology, trajectory, options: RunOptions) ->
     if is_stream(trajectory):
         return StreamRounds(trajectory, topology, options, analysis)
     return FileRounds(trajectory, topology, options, analysis)
-
-
-def frames_per_second(report: RunReport) -> float:
-    return report.n_frames / report.t_total if report.t_total > 0 else float("nan")
 
 
 __all__ = ["FollowOptions", "RunOptions", "frame_range", "plan_in_parts", "plan_strided_tasks", "plan_tasks",

@@ -21,6 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import numpy as np
 
+    from .analysis.base import FrameCost
     from .block import FrameRange
     from .executors.base import Executor
     from .sources.base import Source
@@ -221,6 +222,11 @@ class JobFacts:
         Frames where another file of the trajectory begins: task boundaries.
     decode_s_per_frame
         Seconds a frame costs to decode beyond reading its bytes (XTC decodes every atom).
+    cost
+        The analysis's declared work per frame (:meth:`~trajscale.analysis.base.Analysis.frame_cost`);
+        None: linear in ``n_atoms``.
+    reads_ahead
+        The source fetches its bytes over a network, a block ahead (a file behind a URL).
     t_init_top
         Seconds spent reading the topology (and building a Universe, when one was needed).
     source
@@ -239,20 +245,23 @@ class JobFacts:
     chunk_frames: int = 1
     part_starts: tuple[int, ...] = ()
     decode_s_per_frame: float = 0.0
+    cost: FrameCost | None = None
+    reads_ahead: bool = False
     t_init_top: float = 0.0
     source: LayoutFacts = field(default_factory=LayoutFacts)
     topology: str | None = None
 
     @classmethod
     def of(cls, source: Source, atoms: np.ndarray | None, frame_bytes: int, frames: range, t_init_top: float,
-           topology: object = None) -> JobFacts:
-        """The facts of a job reading ``atoms`` (None: all) of ``frames`` from ``source``."""
+           topology: object = None, cost: FrameCost | None = None) -> JobFacts:
+        """The facts of a job reading ``atoms`` (None: all) of ``frames`` from ``source``, whose analysis
+        declares ``cost`` per frame."""
         n_read = source.n_atoms if atoms is None else len(atoms)
         span = n_read if not n_read or atoms is None else int(atoms[-1] - atoms[0]) + 1
         return cls(start=frames.start, stop=frames.stop, step=frames.step, n_atoms=n_read, frame_bytes=frame_bytes,
                    span_atoms=span, source_atoms=source.n_atoms, chunk_frames=source.chunk_frames,
                    part_starts=source.part_starts, decode_s_per_frame=source.decode_seconds_per_frame(),
-                   t_init_top=t_init_top, source=source.layout_summary(),
+                   cost=cost, reads_ahead=source.reads_ahead, t_init_top=t_init_top, source=source.layout_summary(),
                    topology=os.fspath(topology) if isinstance(topology, str | os.PathLike) else None)
 
     @property

@@ -54,3 +54,4 @@ def test_auto_with_virtual_is_refused_in_one_line(tmp_path):
 class _Size:
     def __init__(self, n_frames: int, n_atoms: int, decode: float) -> None:
         self.n_frames, self.n_atoms, self.span_atoms, self.decode_s_per_frame = n_frames, n_atoms, None, decode
+        self.cost, self.reads_ahead = None, False

@@ -252,12 +252,14 @@ def test_mpi_ranks_open_only_their_parts(tmp_path, water_rmsd):
 
 def test_auto_costs_the_decoding_of_whole_frames(tmp_path, monkeypatch):
     """XTC decodes every atom of a frame, whatever is selected: 100 frames of 47,681 atoms (~0.4 s) are
-    worth two forked workers, though the 214 CA atoms read would not be."""
+    worth two workers that start in 0.1 s, though the 214 CA atoms read would not be."""
+    from trajscale import executors
     from trajscale.engine import prepare
     from trajscale.executors import choose_executor
     from trajscale.run import RunOptions
 
-    monkeypatch.setenv("TRAJSCALE_START_METHOD", "fork")   # the start cost the estimate is compared with
+    for method in ("forkserver", "spawn"):   # the start cost the estimate is compared with (auto's pool never forks)
+        monkeypatch.setitem(executors.START_COST_S, method, 0.1)
     parts = _long_chain(tmp_path / "chain", 10, 10)
     _, facts = prepare(ts.RMSD(select="name CA"), D.GRO, parts, RunOptions())
     assert facts.n_atoms == 214 and facts.decode_s_per_frame > 1e-3

@@ -103,6 +103,28 @@ class FrameRows:
         return {"frame": self.frame, "time": self.time, **self.columns}
 
 
+@dataclass(frozen=True, slots=True)
+class FrameCost:
+    """What ``map`` does for one frame, counted in the units ``executor="auto"`` prices
+    (:func:`trajscale.executors.choose_executor`): how much work a run is, from the analysis's own
+    declaration rather than from its frames alone.
+
+    Attributes
+    ----------
+    atoms
+        Atoms of the frame ``map`` visits a few times each (a fit, sums, a centre): linear work.
+    pairs
+        Pair distances ``map`` computes (an RDF's pairs within reach of each other): the work that
+        grows with the product of two selections' sizes.
+    """
+
+    atoms: int = 0
+    pairs: float = 0.0
+
+    def __add__(self, other: FrameCost) -> FrameCost:
+        return FrameCost(self.atoms + other.atoms, self.pairs + other.pairs)
+
+
 class Analysis(ABC):
     """Split-apply-combine analysis.
 
@@ -146,6 +168,19 @@ class Analysis(ABC):
     @abstractmethod
     def prepare(self, universe, source) -> Prepared:
         """Resolve selections and references (once, on one process)."""
+
+    def frame_cost(self, prep: Prepared, source) -> FrameCost:
+        """The work ``map`` does per frame of ``source`` (open: the analysis may look at its first frame);
+        by default linear in the atoms it reads.  An analysis whose work grows otherwise (an RDF's pairs)
+        says so here: ``executor="auto"`` weighs a run by it, and a block's frames are as many as compute
+        for a fraction of a second (a stop signal is acted on between blocks)."""
+        return FrameCost(atoms=int(source.n_atoms if prep.atoms is None else len(prep.atoms)))
+
+    @property
+    def summary_notes(self) -> tuple[str, ...]:
+        """Lines the command line prints with a run's summary: what the analysis did that its options
+        decide and its result does not show (none by default)."""
+        return ()
 
     def block_bytes_per_frame(self, prep: Prepared) -> int:
         """Bytes per frame that ``map`` holds beyond the block read (copies of its atoms), counted in

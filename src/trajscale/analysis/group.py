@@ -25,7 +25,7 @@ import numpy as np
 
 from ..block import Block
 from ..errors import ConfigError, TrajscaleError
-from .base import Analysis, FrameRows, Prepared, analysis_from_config, check_boxes
+from .base import Analysis, FrameCost, FrameRows, Prepared, analysis_from_config, check_boxes
 
 #: A pass's blocks: at most this many bytes read at once (L3-cache sized), whatever larger budget the run has.
 PASS_BLOCK_BYTES = 32 * 2**20
@@ -102,10 +102,6 @@ class AnalysisGroup(Analysis):
             return None
         return min(frames) if min(frames) < 0 else max(frames)
 
-    def analysis_with_frame(self, frame: int) -> Analysis:
-        """The first analysis whose reference is trajectory frame ``frame`` (for errors that name it)."""
-        return next(a for a in self.analyses if a.trajectory_frame == frame)
-
     @property
     def cache_block_bytes(self) -> int | None:
         """The most bytes a block of a pass of two or more analyses holds, under the run's budget: its analyses
@@ -138,6 +134,11 @@ class AnalysisGroup(Analysis):
         s: GroupState = prep.state
         return max((0 if v is None or hasattr(a, "map_view") else len(v) * 12 * len(a.fields))
                    + a.block_bytes_per_frame(p) for a, p, v in zip(self.analyses, s.prepared, s.views, strict=True))
+
+    def frame_cost(self, prep: Prepared, source) -> FrameCost:
+        """Its analyses' costs together (each maps the block in turn), each on its own atoms."""
+        s: GroupState = prep.state
+        return sum((a.frame_cost(p, source) for a, p in zip(self.analyses, s.prepared, strict=True)), FrameCost())
 
     def map(self, block: Block, prep: Prepared) -> GroupPartial:
         s: GroupState = prep.state

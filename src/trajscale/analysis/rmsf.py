@@ -98,6 +98,16 @@ class RMSF(Analysis):
         """The reference frame of the fit (with ``fit_select``), when it is the analysed trajectory's."""
         return None if self.reference is not None or self.fit_select is None else self.ref_frame
 
+    @property
+    def summary_notes(self) -> tuple[str, ...]:
+        """Whether the frames were superposed: without ``fit_select`` they are not (MDAnalysis's RMSF
+        does not fit either), and a protein that tumbles shows its rotation as fluctuation."""
+        if self.fit_select is None:
+            return ("rmsf: frames not superposed (coordinates as stored; --fit-select SELECTION superposes "
+                    "each frame on the reference first, as align.AlignTraj does)",)
+        return (f"rmsf: each frame superposed first, by {self.fit_select!r}, on the reference (frame "
+                f"{self.ref_frame})",)
+
     def prepare(self, universe, source) -> Prepared:
         atoms, state = prepare_fit(universe, source, self.select, self.fit_select, self.reference, self.ref_frame)
         state.update(path=source.path, sel_atoms=universe.select_atoms(self.select).indices,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
@@ -115,14 +116,25 @@ def _one_or_all(sizes: tuple[int, ...]) -> int | tuple[int, ...]:
     return sizes[0] if len(set(sizes[:-1])) <= 1 and sizes[-1] <= sizes[0] else sizes
 
 
-def _variable(opener: SourceOpener, name: str, dims: tuple[str, ...], shape: tuple[int, ...], dtype,
-              attrs: dict, frame_chunks: tuple[tuple[int, ...], tuple[int, ...]],
-              subset: np.ndarray | None = None, time_decimals: int = 0) -> xr.Variable:
-    """A lazy variable; ``frame_chunks``: (Dask chunks of ``chunks={}``, the stored chunks) along frame."""
-    grouped, stored = frame_chunks
+@dataclass(frozen=True)
+class _Lazy:
+    """What the lazy variables of one Dataset share: how they reopen the trajectory, their chunks along
+    frame (the Dask chunks of ``chunks={}``, the stored chunks), and the atoms a selection picked (None:
+    all), which the per-atom variables read."""
+
+    opener: SourceOpener
+    frame_chunks: tuple[tuple[int, ...], tuple[int, ...]]
+    subset: np.ndarray | None = None
+
+
+def _variable(lazy: _Lazy, name: str, dims: tuple[str, ...], shape: tuple[int, ...], dtype, attrs: dict,
+              time_decimals: int = 0) -> xr.Variable:
+    """A lazy variable (a per-atom one, ``dims`` beginning ``frame, atom``, reads ``lazy.subset``)."""
+    grouped, stored = lazy.frame_chunks
     preferred = {"frame": _one_or_all(grouped)}
     preferred.update({d: s for d, s in zip(dims[1:], shape[1:], strict=True)})
-    data = indexing.LazilyIndexedArray(SourceArray(opener, name, shape, dtype, subset, time_decimals))
+    subset = lazy.subset if dims[:2] == ("frame", "atom") else None
+    data = indexing.LazilyIndexedArray(SourceArray(lazy.opener, name, shape, dtype, subset, time_decimals))
     return xr.Variable(dims, data, attrs=attrs, encoding={"preferred_chunks": preferred, "dtype": np.dtype(dtype),
                                                           STORED_CHUNKS: _one_or_all(stored)})
 
@@ -148,25 +160,24 @@ def build_dataset(source, topology: str | None, drop_variables=(), select: str |
         labels = {k: v[subset] for k, v in labels.items()}
     n, n_atoms = source.n_frames, source.n_atoms if subset is None else len(subset)
     stored_chunks = storage_chunks(source)
-    chunks = (grouped_chunks(stored_chunks, n_atoms * 12), stored_chunks)
+    lazy = _Lazy(opener, (grouped_chunks(stored_chunks, n_atoms * 12), stored_chunks), subset)
     variables: dict[str, xr.Variable] = {}
     for fl in source.fields:
-        variables[VARIABLES[fl]] = _variable(opener, fl, ("frame", "atom", "spatial"), (n, n_atoms, 3),
-                                             np.float32, _units(fl, stored), chunks, subset)
+        variables[VARIABLES[fl]] = _variable(lazy, fl, ("frame", "atom", "spatial"), (n, n_atoms, 3),
+                                             np.float32, _units(fl, stored))
     coords: dict[str, xr.Variable] = {
         "frame": xr.Variable("frame", np.arange(n, dtype=np.int64)),
         "atom": xr.Variable("atom", np.arange(n_atoms, dtype=np.int64) if subset is None else subset),
         "spatial": xr.Variable("spatial", np.array(SPATIAL)),
-        "time": _variable(opener, "time", ("frame",), (n,), np.float64, _units("time", stored), chunks,
+        "time": _variable(lazy, "time", ("frame",), (n,), np.float64, _units("time", stored),
                           time_decimals=_dt_decimals(source)),
-        "step": _variable(opener, "step", ("frame",), (n,), np.int64, {}, chunks),
+        "step": _variable(lazy, "step", ("frame",), (n,), np.int64, {}),
     }
     if _steps_past_int32(source):   # netCDF-3 has no int64: float64 holds such steps exactly (to 2**53)
         coords["step"].encoding["dtype"] = np.dtype(np.float64)
     if n and np.any(source.read(0, 1, np.zeros(1, np.intp)).box[0, :3] > 0):
-        variables["box"] = _variable(opener, "box", ("frame", "cell"), (n, 6), np.float32,
-                                     {"units": f"{WRITE_UNITS['box']} (a, b, c), degree (alpha, beta, gamma)"},
-                                     chunks)
+        variables["box"] = _variable(lazy, "box", ("frame", "cell"), (n, 6), np.float32,
+                                     {"units": f"{WRITE_UNITS['box']} (a, b, c), degree (alpha, beta, gamma)"})
         coords["cell"] = xr.Variable("cell", np.array(CELL))
     for name, values in labels.items():
         coords[name] = xr.Variable("atom", values, attrs={"units": "u"} if name == "mass" else {})

@@ -220,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         use_storage_options(args)   # --storage-option: for the URLs this command opens
         if not _this_process_runs(args):
             return 0   # a command that knows nothing of MPI runs once, on rank 0
+        from .options import refuse_url_outputs
+
+        refuse_url_outputs(args)   # every command's outputs are local paths: a URL is refused in one line
         if args.command in WORKS:
             from ..launch import say_time_left
 

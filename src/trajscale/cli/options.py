@@ -8,6 +8,26 @@ import os
 from ..executor_registry import EXECUTORS, launcher_executor, names
 from ..store.units import ASSUMABLE
 
+#: The destinations of every command's outputs, files and folders (``-o``, ``--out``, ``--report``,
+#: ``--plot``, ``--trace``, ``--json``, ``--tee``, ``--workdir``): what :func:`refuse_url_outputs` checks.
+OUTPUT_DESTS = ("output", "out", "report", "plot", "trace", "json", "tee", "workdir")
+
+
+def refuse_url_outputs(args) -> None:
+    """Refuse, in one line, an output given as a URL, for every command before it starts: outputs are
+    written to local paths (a URL would otherwise be taken for a local path, ``s3://b/x`` for the
+    folder ``s3:/b/x``); the finished file is uploaded after, and an object store shows it under its key
+    only when it is complete."""
+    from ..errors import OutputError
+    from ..util import is_url
+
+    for dest in OUTPUT_DESTS:
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and is_url(value):
+            raise OutputError(value, "outputs are written to local paths: write it here, then upload the "
+                                     "finished file (e.g. `aws s3 cp FILE URL`, `aws s3 cp --recursive DIR URL` "
+                                     "for a folder), which the store shows under its key only when complete")
+
 
 def add_h5md_options(p, what: str = "the H5MD file") -> None:
     """``--group NAME`` and ``--assume-units {nm,Angstrom}`` (dests ``h5md_group``, ``assume_units``)."""

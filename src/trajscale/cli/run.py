@@ -275,16 +275,18 @@ def main(args) -> int:
 
 
 def _say_selections(planned: list[Planned]) -> None:
-    """Which atoms each analysis with a ``select`` option used: the user's words, or its default, said so."""
+    """Which atoms each analysis with a ``select`` option used (the user's words, or its default, said so),
+    and what its options decided that its result does not show (:attr:`Analysis.summary_notes`)."""
     for p in planned:
         option = next((o for o in p.analysis.command.options if o.name == "select"), None)
-        if option is None:
-            continue
-        who = "selection" if len(planned) == 1 else f"{p.name} selection"
-        said = f"{who}: {p.analysis.get_config().get(option.kw)!r}"
-        if p.select_given is None:
-            said += " (the default; --select to change)" if len(planned) == 1 else " (the default)"
-        print(said)
+        if option is not None:
+            who = "selection" if len(planned) == 1 else f"{p.name} selection"
+            said = f"{who}: {p.analysis.get_config().get(option.kw)!r}"
+            if p.select_given is None:
+                said += " (the default; --select to change)" if len(planned) == 1 else " (the default)"
+            print(said)
+        for note in p.analysis.summary_notes:
+            print(note)
 
 
 def add_run_options(p) -> None:

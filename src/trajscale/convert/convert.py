@@ -306,12 +306,3 @@ def _observable_names(sources) -> dict:
                 and val["value"].shape[0] == sources[0].n_frames:
             out[name] = (val["value"].shape[1:], val["value"].dtype)
     return out
-
-
-def _read_observables(sources, block, observables: dict) -> dict:
-    if not observables:
-        return {}
-    f = sources[0].file
-    # Blocks from a single source carry their source frame indices.
-    return {name: f["observables"][name]["value"][block.start:block.start + block.n_frames]
-            for name in observables}

@@ -250,3 +250,5 @@ class _Size:
     n_atoms: int
     span_atoms: int | None
     decode_s_per_frame: float
+    cost: None = None   # a conversion's work is linear in its atoms
+    reads_ahead: bool = False

@@ -200,14 +200,14 @@ def _write_mode(src: h5py.File, job: RechunkJob, write: WriteOptions) -> WriteMo
 def _rechunk_collective(src: h5py.File, job: RechunkJob, partial: Partial, write: WriteOptions,
                         t0: float) -> RechunkSummary:
     """Every rank writes its slabs into the one output through parallel HDF5; rank 0 counts and renames."""
-    from .rechunk_mpi import rechunk_collective  # (and parallel HDF5's writer) only under MPI
+    from .rechunk_mpi import CollectiveCopy, rechunk_collective  # (and parallel HDF5's writer) only under MPI
 
     # a remote layout's chunks get their addresses from rank 0 now, so their index is in the metadata block
     early = job.spec.layout.remote and not job.spec.layout.compression
 
-    resumed_from = rechunk_collective(write.comm, job.src_path, list(job.names), partial, job.slab_bytes,
-                                      write.resume, create=lambda dst: _copy_structure(src, dst, job.spec, early=early),
-                                      progress=write.progress, file_kwargs=job.spec.layout.file_kwargs())
+    copy = CollectiveCopy(job.src_path, tuple(job.names), job.slab_bytes, job.spec.layout.file_kwargs())
+    resumed_from = rechunk_collective(copy, partial, write,
+                                      create=lambda dst: _copy_structure(src, dst, job.spec, early=early))
     on_root(write.comm, lambda: (_check_counts(src, partial, job.names), partial.finish()))
     return RechunkSummary(str(partial.final), _n_frames(src, job.names), len(job.names),
                           os.path.getsize(job.src_path), os.path.getsize(partial.final), time.perf_counter() - t0,

@@ -16,6 +16,7 @@ written once.  ``--virtual`` keeps per-rank segments (``rechunk._run_segments``)
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 import h5py
 import numpy as np
@@ -29,18 +30,33 @@ from .pool import on_root, stop_together
 from .recode import recoder
 from .resume import Partial
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .options import WriteOptions
+
 log = logging.getLogger(__name__)
 
 
-def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, slab_bytes: int, resume: bool,
-                       create, progress: bool = False, file_kwargs: dict | None = None) -> int:
-    """Rewrite every series of ``src_path`` into ``partial.tmp`` from all ranks; return the frames
+@dataclass(frozen=True)
+class CollectiveCopy:
+    """What every rank copies: the input file, its per-atom series, the bytes of a slab, and the output's
+    file options (a remote layout's metadata block), given on every open of the output."""
+
+    src_path: str
+    names: tuple[str, ...]
+    slab_bytes: int
+    file_kwargs: dict = field(default_factory=dict)
+
+
+def rechunk_collective(copy: CollectiveCopy, partial: Partial, write: WriteOptions, create) -> int:
+    """Rewrite ``copy``'s series into ``partial.tmp`` from all ranks of ``write.comm``; return the frames
     counted before this run.  ``create(h5py.File)`` writes the output's structure (rank 0); rank 0 says
-    where a resumed run continues and, with ``progress``, shows the frames every rank has written.
-    ``file_kwargs``: the output's file options (a remote layout's metadata block), on every open."""
-    file_kwargs = file_kwargs or {}
+    where a resumed run (``write.resume``) continues and, with ``write.progress``, shows the frames every
+    rank has written."""
+    comm, src_path, names, slab_bytes = write.comm, copy.src_path, list(copy.names), copy.slab_bytes
+    file_kwargs = copy.file_kwargs
     rank, size = comm.Get_rank(), comm.Get_size()
-    record = on_root(comm, lambda: _begin(partial, resume, create, file_kwargs))
+    record = on_root(comm, lambda: _begin(partial, write.resume, create, file_kwargs))
     done = int(record["done"])
     dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
     dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE)
@@ -57,7 +73,7 @@ def rechunk_collective(comm, src_path: str, names: list[str], partial: Partial, 
         bufs = [np.empty((min(slab, sds.shape[0]), *sds.shape[1:]), sds.dtype) for sds, _ in pairs]   # reused
         if rank == 0:
             partial.say_resumed(done, n_frames)
-        with progress_bar(n_frames, progress and rank == 0, desc="rechunk", unit="frame", initial=done,
+        with progress_bar(n_frames, write.progress and rank == 0, desc="rechunk", unit="frame", initial=done,
                           leave=True) as bar:
             at = done
             while at < n_frames:

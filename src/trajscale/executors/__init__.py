@@ -11,6 +11,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
 
+    from ..analysis.base import FrameCost
     from .base import Executor
 
     class JobSize(Protocol):
@@ -20,6 +21,10 @@ if TYPE_CHECKING:
         n_atoms: int
         span_atoms: int | None
         decode_s_per_frame: float
+        #: The analysis's declared work per frame (None: linear in ``n_atoms``).
+        cost: FrameCost | None
+        #: The source fetches its bytes over a network (it reads ahead): more processes do not read faster.
+        reads_ahead: bool
 
 # Imported on first use: a pool worker that imports this package for its lean start-up
 # module (:mod:`.startup`) does not import the task machinery (NumPy) with it.
@@ -30,41 +35,97 @@ __getattr__, __dir__ = attach(__name__, {"Executor": ".base", "Job": ".base", "T
 #: Seconds to start a pool of worker processes, by start method (2-core VM, kernels cached);
 #: ``auto`` runs serially unless the work saved by the workers exceeds it.
 START_COST_S = {"fork": 0.1, "forkserver": 1.5, "spawn": 2.5}
-#: Serial cost model of a task: seconds per byte of the atom span read, and per atom-frame mapped.
+#: Serial cost model of a task: seconds per byte of the atom span read, per atom-frame mapped, and per
+#: pair an analysis declares (:class:`~trajscale.analysis.base.FrameCost`: the RDF's pairs within its
+#: cut-off, 5-10 ns each with the cell search around it, AdK in water at 6 and 15 Å, one core).
 READ_S_PER_BYTE = 1 / 3e9
 MAP_S_PER_ATOM_FRAME = 4e-9
+MAP_S_PER_PAIR = 6e-9
 
 
-def estimate_serial_seconds(n_frames: int, n_atoms: int, span_atoms: int | None = None) -> float:
-    """Rough serial time of reading and mapping ``n_frames`` frames of ``n_atoms`` atoms."""
-    span = n_atoms if span_atoms is None else max(span_atoms, n_atoms)
-    return n_frames * (span * 12 * READ_S_PER_BYTE + n_atoms * MAP_S_PER_ATOM_FRAME)
+#: Most seconds of compute a block of frames is planned to take: a task acts on a stop signal between
+#: its blocks (:func:`~.base.run_task`), so this bounds how long SIGTERM or Ctrl-C waits inside a task.
+BLOCK_COMPUTE_S = 0.25
+
+
+def block_frames_for(frames: int, cost: FrameCost | None, decode_s_per_frame: float = 0.0) -> int:
+    """``frames`` (what the memory budget allows in a block), fewer where the analysis's declared work
+    (:class:`~trajscale.analysis.base.FrameCost`) would make a block compute for longer than
+    :data:`BLOCK_COMPUTE_S`; at least one."""
+    if cost is None:
+        return max(1, int(frames))
+    per_frame = cost.atoms * MAP_S_PER_ATOM_FRAME + cost.pairs * MAP_S_PER_PAIR + decode_s_per_frame
+    if per_frame <= 0:
+        return max(1, int(frames))
+    return max(1, min(int(frames), int(BLOCK_COMPUTE_S / per_frame)))
+
+
+def late_start_method(requested: str | None = None) -> str:
+    """How a pool started *after* this process prepared a job starts its workers: as
+    :func:`~trajscale.pools.choose_start_method` says (``requested``, ``$TRAJSCALE_START_METHOD``, ...), but
+    never by fork.  By then this process may hold what a forked child cannot use (an HDF5 file, a URL
+    client's runtime and its threads, a request pool): its workers start from a forkserver (spawn where
+    there is none), which imports the reader's modules once for all of them."""
+    import multiprocessing as mp
+
+    from ..pools import choose_start_method
+
+    method = choose_start_method(requested)
+    if method != "fork":
+        return method
+    return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+
+
+def estimate_seconds(job: JobSize) -> tuple[float, float]:
+    """``(read, compute)``: rough serial seconds of reading the job's frames and of mapping them
+    (the analysis's declared :class:`~trajscale.analysis.base.FrameCost`, and an XTC's decoding of every
+    atom of a frame)."""
+    span = job.n_atoms if job.span_atoms is None else max(job.span_atoms, job.n_atoms)
+    read = job.n_frames * span * 12 * READ_S_PER_BYTE
+    cost = job.cost
+    per_frame = (job.n_atoms * MAP_S_PER_ATOM_FRAME if cost is None
+                 else cost.atoms * MAP_S_PER_ATOM_FRAME + cost.pairs * MAP_S_PER_PAIR)
+    return read, job.n_frames * (per_frame + job.decode_s_per_frame)
 
 
 def choose_executor(job: JobSize, n_workers: int | None = None) -> tuple[str, str]:
     """``(name, why)`` for ``executor="auto"``: the lighter of its registry entry's ``picks`` (serial)
     unless the heavier's workers (a process pool) save more than they take to start, from the prepared
-    job's size (:class:`~trajscale.runspec.JobFacts`)."""
+    job's size (:class:`~trajscale.runspec.JobFacts`).
+
+    The one rule, for every kind of input:
+
+    * the work is what the analysis declares it does per frame (its ``frame_cost``: atoms, pairs),
+      its decoding, and reading its bytes;
+    * bytes fetched over a network (a source that reads ahead: a file behind a URL) come no faster
+      from more processes (they share the link and the client's request threads), so there only the
+      compute is work the workers share: a reading-bound run from a URL stays serial, a
+      compute-bound one (an RDF of many pairs) gets a pool;
+    * the pool starts after the choice, so never by fork (:func:`late_start_method`): its start is
+      weighed at what a forkserver's (or spawn's) costs.
+    """
     import os
 
     light, heavy = executor_traits("auto").picks
     n = n_workers or os.cpu_count() or 1
-    work = estimate_serial_seconds(job.n_frames, job.n_atoms, job.span_atoms)
-    work += job.n_frames * job.decode_s_per_frame   # XTC decodes every atom of a frame
+    read, compute = estimate_seconds(job)
+    shared = compute if job.reads_ahead else read + compute
+    work = read + compute
+    what = f"estimated work {work:.2g} s" + (f" ({compute:.2g} s of compute; reading over the network is "
+                                             "not shared by workers)" if job.reads_ahead else "")
     if n < 2:
         return light, f"{n} CPU: no parallel speed-up to gain"
-    saved = work * (1 - 1 / n)
-    if saved <= min(START_COST_S.values()):   # serial whatever the start method: multiprocessing not imported
-        return light, (f"estimated work {work:.2g} s; {n} workers would save {saved:.2g} s, less than "
-                       f"the ~{min(START_COST_S.values()):g} s it takes to start them")
-    from ..pools import choose_start_method
-
-    method = choose_start_method()
+    saved = shared * (1 - 1 / n)
+    cheapest = min(START_COST_S["forkserver"], START_COST_S["spawn"])
+    if saved <= cheapest:   # serial whatever the start method: multiprocessing not imported
+        return light, (f"{what}; {n} workers would save {saved:.2g} s, less than the ~{cheapest:g} s it takes "
+                       "to start them")
+    method = late_start_method()
     start = START_COST_S.get(method, max(START_COST_S.values()))
     if saved <= start:
-        return light, (f"estimated work {work:.2g} s; {n} workers would save {saved:.2g} s, "
+        return light, (f"{what}; {n} workers would save {saved:.2g} s, "
                        f"less than the ~{start:g} s it takes to start them ({method})")
-    return heavy, (f"estimated work {work:.2g} s; {n} workers save ~{saved:.2g} s, "
+    return heavy, (f"{what}; {n} workers save ~{saved:.2g} s, "
                    f"more than the ~{start:g} s it takes to start them ({method})")
 
 
@@ -107,5 +168,5 @@ def make_executor(name: str | Executor, n_workers: int | None = None, **kw) -> E
         raise ConfigError(f"executor {name!r}: {exc}") from None
 
 
-__all__ = ["EXECUTORS", "Executor", "Job", "TaskResults", "choose_executor", "make_executor", "option_names",
-           "run_task"]
+__all__ = ["EXECUTORS", "Executor", "Job", "TaskResults", "block_frames_for", "choose_executor", "estimate_seconds",
+           "late_start_method", "make_executor", "option_names", "run_task"]

@@ -28,7 +28,7 @@ from ..report.process import cpu_facts, mark_ready, process_start
 from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
 from ..storage import redacted
-from ..util import file_identity, slow_phase_for_tests
+from ..util import file_identity, raise_if_stopped, slow_phase_for_tests
 
 log = logging.getLogger(__name__)
 
@@ -272,6 +272,9 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None,
     (:meth:`~trajscale.sources.base.Source.prefetch`: a file behind a URL fetches
     it meanwhile): the task's next block, or after its last one the first block
     of ``then``, the task this worker runs next when the executor knows it.
+    A stop signal this process recorded (SIGTERM, Ctrl-C) ends the task between
+    blocks (outside MPI, whose ranks stop together between tasks), so a long task
+    ends within a block's time (:func:`block_frames_for` bounds it).
     User errors keep their type; anything else becomes a TaskError naming the
     worker and the frame range.
     """
@@ -291,6 +294,8 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None,
         if then is not None:
             blocks.append(blocks_of(then, job.block_frames, source.chunk_frames, job.stride)[0])
         for k, r in enumerate(blocks[:len(blocks) - (then is not None)]):
+            if comm is None:   # a stop signal this process recorded ends a long task between its blocks
+                raise_if_stopped()   # (MPI ranks agree on a stop between tasks, together)
             t0 = time.perf_counter()
             if k + 1 < len(blocks):   # fetched while this block is read and mapped (a remote file's; in its budget)
                 nxt = blocks[k + 1]
@@ -586,11 +591,13 @@ class Executor(ABC):
         done (a local pool's); none by default."""
         return {}
 
-    def start(self, modules: tuple[str, ...] = ()) -> None:   # noqa: B027 - optional; pools start early
+    def start(self, modules: tuple[str, ...] = (), late: bool = False) -> None:   # noqa: B027 - optional
         """Start workers now, before the job is ready (pools); a no-op by default.
 
         ``modules``: what the job's tasks will import beyond trajscale's own (the reader of the
-        trajectory's format, :func:`trajscale.sources.reader_modules`), for workers to start with."""
+        trajectory's format, :func:`trajscale.sources.reader_modules`), for workers to start with.
+        ``late``: the job is prepared already (``executor="auto"`` picked this executor after preparing
+        it): this process may hold an HDF5 file or a URL client's runtime, so no worker forks from it."""
 
     def broadcast(self, obj):
         """``obj`` from the root to every process of the job (SPMD); the object itself elsewhere."""

@@ -319,10 +319,9 @@ _PATH_KEYS = ("path", "index", "topology")
 
 
 def absolute_paths(config: dict) -> dict:
-    """``config`` with the files it names made absolute in this process's directory (URLs as they are)."""
-    def absolute(p):
-        text = os.fspath(p)
-        return text if "://" in text else os.path.abspath(text)
+    """``config`` with the files it names located as every worker opens them (:func:`~trajscale.sources.locate`:
+    a path absolute in this process's directory, a URL as it is)."""
+    from ..sources import locate as absolute
 
     out = dict(config)
     for k in _PATH_KEYS:

@@ -1,12 +1,17 @@
 """Run tasks on a local pool of worker processes, started while the job is prepared.
 
-Start method: ``fork`` when it is safe (no other thread, no MPI; see
-:mod:`.startup`): two workers start in milliseconds with trajscale and
-its compiled kernels already imported, and never re-import the user's
-``__main__`` (scripts without a ``__main__`` guard, scripts read from stdin).
-Otherwise ``forkserver`` (``spawn`` where unavailable), with the main module
-hidden from the workers. trajscale holds no HDF5 handle when workers start:
-each worker opens the file on its first task and keeps it for the next.
+Start method: ``fork`` when the pool starts before the job is prepared and
+it is safe (no other thread, no MPI, no open HDF5 file, no URL client's
+runtime: :func:`trajscale.pools.fork_is_safe`): two workers start in
+milliseconds with trajscale and its compiled kernels already imported, and
+never re-import the user's ``__main__`` (scripts without a ``__main__`` guard,
+scripts read from stdin).  Otherwise ``forkserver`` (``spawn`` where
+unavailable), with the main module hidden from the workers and the reader's
+modules imported once by the forkserver.  A pool that starts after the job was
+prepared (``executor="auto"``'s pick: ``start(late=True)``) never forks
+(:func:`~trajscale.executors.late_start_method`): preparing may have opened an
+HDF5 file or started a URL client's runtime, which a forked child cannot use.
+Each worker opens the file on its first task and keeps it for the next.
 ``TRAJSCALE_START_METHOD`` or ``start_method=`` choose a method explicitly.
 """
 
@@ -23,9 +28,10 @@ from pathlib import Path
 
 from ..block import FrameRange
 from ..errors import TaskError
-from ..pools import as_completed_polling, choose_start_method, process_pool, stop_workers
+from ..pools import as_completed_polling, choose_start_method, process_pool
 from ..progress import progress_bar
 from ..report.timing import host_and_pid
+from . import late_start_method
 from .base import Executor, HandOut, Homecoming, Job, TaskResults, hand_out, io_of, sendable
 from .jobfile import INLINE_BYTES, ship, shipped_tasks, unship
 from .startup import init_worker, task_imports, warm_up, worker_tasks
@@ -66,15 +72,18 @@ class ProcessExecutor(Executor):
         self._warm: list = []
         self.t_asked: float | None = None   # when the pool was asked for (epoch seconds)
 
-    def start(self, modules: tuple[str, ...] = ()) -> None:
+    def start(self, modules: tuple[str, ...] = (), late: bool = False) -> None:
         """Start the workers now (they warm up while the caller prepares the job), holding ``modules``
-        (forked workers inherit them; a forkserver imports them once for all its workers)."""
+        (forked workers inherit them; a forkserver imports them once for all its workers).  ``late``:
+        the job is prepared already, so the workers never fork from this process."""
         self._modules = tuple(modules)
-        self._get_pool()
+        self._get_pool(late)
 
-    def _get_pool(self):
+    def _get_pool(self, late: bool = False):
+        """The pool, started now if it was not (``late``: never by fork, as the job is prepared; otherwise
+        fork only where :func:`~trajscale.pools.fork_is_safe` finds nothing a forked worker cannot use)."""
         if self._pool is None:
-            method = choose_start_method(self._requested)
+            method = late_start_method(self._requested) if late else choose_start_method(self._requested)
             if method == "fork":
                 task_imports(self._modules)   # forked workers inherit what every task imports
             self._marks = tempfile.mkdtemp(prefix="trajscale-tasks-")
@@ -128,8 +137,8 @@ class ProcessExecutor(Executor):
                         raise self._lost(ranges, home, procs) from None
                     bar.show(handed.progress(home))
         except BaseException:
-            for fut in futures:
-                fut.cancel()
+            # (the tasks not started are cancelled by the pool's own thread, in close: a future cancelled
+            # here while its worker dies would be failed again by that thread, which then raises)
             handed.stop()
             self.close(wait=False)
             raise
@@ -195,15 +204,45 @@ class ProcessExecutor(Executor):
         return TaskError("a worker process", lo, hi, f"{how}; the frames it was running are unknown")
 
     def close(self, wait: bool = True) -> None:
-        """Shut the pool down; ``wait=False`` (an error or Ctrl-C) also stops running workers."""
+        """Shut the pool down; ``wait=False`` (an error, Ctrl-C, SIGTERM) also stops running workers, within
+        :data:`STOP_GRACE_S` (then SIGKILL), so the pool's own thread and the exit never wait on one."""
         if self._pool is not None:
             pool, self._pool = self._pool, None
-            if not wait:
-                stop_workers(pool)
-            pids = list(getattr(pool, "_processes", None) or {})
+            procs = dict(getattr(pool, "_processes", None) or {})   # (shutdown lets go of them)
             pool.shutdown(wait=wait, cancel_futures=True)
+            if not wait:
+                _stop(procs, STOP_GRACE_S)
+            pids = list(procs)
             if wait:   # every worker has started (and stopped): a late one's whole start-up is known now
                 self._late = {k: v for k, v in self._starts(pids).items() if v["t_ready"] > 0}
         if self._marks is not None:
             shutil.rmtree(self._marks, ignore_errors=True)
             self._marks = None
+
+
+#: Seconds a stopped worker has to end after SIGTERM before it is killed.
+STOP_GRACE_S = 1.0
+
+
+def _stop(procs: dict, grace: float) -> None:
+    """SIGTERM the pool's worker processes (``pid -> Process``), wait up to ``grace`` seconds for them to
+    end, then SIGKILL those still alive (one stuck where SIGTERM does not reach it: a native call with the
+    signal blocked).  Waits on each worker's sentinel, which reaps nothing: the pool's own thread reaps."""
+    from multiprocessing.connection import wait
+
+    waiting = {}
+    for pid, proc in procs.items():
+        try:
+            os.kill(pid, signal.SIGTERM)
+            waiting[proc.sentinel] = pid
+        except (OSError, ValueError):   # ended already, or its handle closed
+            pass
+    deadline = time.monotonic() + grace
+    while waiting and time.monotonic() < deadline:
+        for ended in wait(list(waiting), timeout=max(0.0, deadline - time.monotonic())):
+            waiting.pop(ended, None)
+    for pid in waiting.values():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:   # ended meanwhile
+            pass

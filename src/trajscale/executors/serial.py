@@ -19,7 +19,7 @@ class SerialExecutor(Executor):
     def __init__(self, n_workers: int = 1) -> None:
         super().__init__(1)
 
-    def start(self, modules: tuple[str, ...] = ()) -> None:
+    def start(self, modules: tuple[str, ...] = (), late: bool = False) -> None:
         """The calling process is the worker: its start-up ends here, its reader's modules imported (the
         report's t_start; a task marks it too, for a serial executor used without ``start``)."""
         mark_ready()

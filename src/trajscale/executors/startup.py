@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import time
 
@@ -38,6 +39,9 @@ def init_worker(marks: str) -> None:
     from ..report.process import slow_start_for_tests
 
     quiet_worker()
+    # SIGTERM ends a worker at once, wherever it is (a forked one would inherit the command line's
+    # handler, which records the signal for loops that poll: a worker's tasks leave that to the pool)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _MARKS[:] = [marks]
     slow_start_for_tests()   # TRAJSCALE_TEST_SLOW_START: a slow-starting worker, for the report's tests
     note_ready(cpu, heavy)

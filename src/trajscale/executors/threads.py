@@ -44,7 +44,7 @@ class ThreadExecutor(Executor):
         self._pool: ThreadPoolExecutor | None = None
         mark_ready()   # this process is the workers' process: its start-up ends here (the report's t_start)
 
-    def start(self, modules: tuple[str, ...] = ()) -> None:
+    def start(self, modules: tuple[str, ...] = (), late: bool = False) -> None:
         """Start the threads' pool now (its threads start with the first tasks, in microseconds)."""
         self._get_pool()
 

@@ -36,7 +36,7 @@ from MDAnalysis.coordinates.chain import ChainReader as _MDAChainReader
 from MDAnalysis.lib.util import store_init_arguments
 
 from ..block import Block
-from ..errors import InputFileError, TrajscaleError
+from ..errors import TrajscaleError
 from ..util import file_identity
 
 log = logging.getLogger(__name__)
@@ -85,6 +85,9 @@ class Reader(ReaderBase):
     idle, poll
         With ``follow``: seconds without a new frame that end the iteration, and
         seconds between looks at the file.
+    storage_options
+        For files behind URLs (``s3://``, ``http(s)://``): their options (docs/remote.md), over the
+        process's own where both name one.
     """
 
     format = "TRAJSCALE"
@@ -94,13 +97,14 @@ class Reader(ReaderBase):
     def __init__(self, filename, convert_units=True, group: str | None = None, topology=None,
                  assume_units: str | None = None, comm=None, block_bytes: int = BLOCK_BYTES,
                  continuous: bool = False, follow: bool = False, idle: float = 60.0, poll: float = 0.5,
-                 **kwargs):
+                 storage_options: dict | None = None, **kwargs):
         super().__init__(filename, convert_units=convert_units, **kwargs)
         self._follow = (float(idle), float(poll)) if follow else None
         self._files = _paths(filename)
         self.filename = self._files[0] if len(self._files) == 1 else self._files
         self._options = {"group": group, "topology": None if topology is None else os.fspath(topology),
-                         "assume_units": assume_units, "continuous": bool(continuous)}
+                         "assume_units": assume_units, "continuous": bool(continuous),
+                         "storage_options": dict(storage_options or {})}
         self._comm = comm
         self._block_bytes = max(1, int(block_bytes))
         self._pool: ThreadPoolExecutor | None = None
@@ -129,7 +133,7 @@ class Reader(ReaderBase):
             self._source = open_source(self._files if len(self._files) > 1 else self._files[0],
                                        opts["topology"], group=opts["group"], assume_units=opts["assume_units"],
                                        comm=self._comm, driver="mpio" if self._comm is not None else None,
-                                       continuous=opts["continuous"])
+                                       continuous=opts["continuous"], storage_options=opts["storage_options"])
         except TrajscaleError as exc:
             raise IOError(str(exc)) from None
         if "position" not in self._source.fields:
@@ -368,11 +372,3 @@ class ChainReader(_MDAChainReader):
             kwargs.pop("format")
             return Reader(filenames, *args, **kwargs)
         return super().__new__(cls)
-
-
-def check_readable(path) -> None:
-    """Raise InputFileError naming ``path`` unless the TRAJSCALE reader can serve it."""
-    try:
-        Reader(path).close()
-    except IOError as exc:
-        raise InputFileError(os.fspath(path), str(exc)) from None

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import ConfigError, OutputError, ParallelUnavailableError, ParallelWriteError
 from ..parallel import h5py_has_mpi, when_all_arrive
+from ..sharing import share_on_comm
 from ..store.codecs import encode, lossy_attrs_for
 from ..store.units import factor
 from ..store.writer import H5MDWriter
@@ -156,43 +157,51 @@ class ParallelWriter:
                               "use strategy 'collective' or 'gather', or no compression")
 
     def _create(self, topology, reference: np.ndarray | None) -> None:
-        """Create the file under a temporary name (rank 0 checks ``path``; every rank agrees)."""
+        """Create the file under a temporary name: rank 0 checks ``path`` and reads the topology's atoms (and,
+        when it alone holds the file, creates it); whatever fails there fails every rank, said once by rank 0
+        (:func:`~trajscale.sharing.share_on_comm`), so no rank waits for a broadcast that never comes."""
         s = self.settings
-        problem, tmp = None, None
-        if self.rank == 0:
-            try:
-                check_output_path(self.path, s.overwrite)
-                tmp = str(temporary_name(self.path))
-            except OutputError as exc:
-                problem = exc.problem
-        problem, tmp = self._bcast((problem, tmp))
-        if problem:
-            raise OutputError(self.path, problem)
+
+        def make() -> tuple[str, dict | None]:
+            check_output_path(self.path, s.overwrite)
+            tmp, meta = str(temporary_name(self.path)), atom_arrays(topology)
+            if not self.mpio and self.opens:   # the file is rank 0's alone: its creation is part of the step
+                self._w = self._new_writer(Path(tmp), reference, meta)
+            return tmp, meta
+
+        tmp, meta = share_on_comm(self.comm, make, f"create {self.path}")
         self._tmp = Path(tmp)
-        meta = self._bcast(atom_arrays(topology) if self.rank == 0 else None)
-        if self.opens:
-            self._w = H5MDWriter(self._tmp, self.n_atoms, n_frames=s.n_frames, layout=self.layout,
-                                 fields=self.fields, box=s.box, group=s.group, units=self.units,
-                                 driver="mpio" if self.mpio else None, comm=self.comm if self.mpio else None,
-                                 mpi_info=self._hints(), precision=s.precision, encoding=s.encoding,
-                                 reference=reference, **(meta or {}))
+        if self.mpio:   # every rank opens the file together (MPI-IO)
+            self._w = self._new_writer(self._tmp, reference, meta)
         self._share_codec()
 
+    def _new_writer(self, tmp: Path, reference: np.ndarray | None, meta: dict | None) -> H5MDWriter:
+        s = self.settings
+        return H5MDWriter(tmp, self.n_atoms, n_frames=s.n_frames, layout=self.layout, fields=self.fields, box=s.box,
+                          group=s.group, units=self.units, driver="mpio" if self.mpio else None,
+                          comm=self.comm if self.mpio else None, mpi_info=self._hints(), precision=s.precision,
+                          encoding=s.encoding, reference=reference, **(meta or {}))
+
     def _reopen(self, n: int, n_frames: int | None) -> None:
-        """Open the file an interrupted run left at ``self.path``, its first ``n`` frames counted."""
-        problem = None
-        if self.rank == 0 and not self.path.is_file():
-            problem = "no partial file to continue"
-        problem = self._bcast(problem)
-        if problem:
-            raise OutputError(self.path, problem)
-        if self.opens:
-            self._w = H5MDWriter.reopen(self.path, n, n_frames, driver="mpio" if self.mpio else None,
-                                        comm=self.comm if self.mpio else None, mpi_info=self._hints())
+        """Open the file an interrupted run left at ``self.path``, its first ``n`` frames counted (rank 0's
+        check, and its open when it alone holds the file, fail every rank together)."""
+        def check() -> None:
+            if not self.path.is_file():
+                raise OutputError(self.path, "no partial file to continue")
+            if not self.mpio and self.opens:
+                self._w = self._reopened(n, n_frames)
+
+        share_on_comm(self.comm, check, f"reopen {self.path}")
+        if self.mpio:
+            self._w = self._reopened(n, n_frames)
         self._share_codec()
         self._published = True
         self._ncommitted = n
         self._written = [(0, n)] if n else []
+
+    def _reopened(self, n: int, n_frames: int | None) -> H5MDWriter:
+        return H5MDWriter.reopen(self.path, n, n_frames, driver="mpio" if self.mpio else None,
+                                 comm=self.comm if self.mpio else None, mpi_info=self._hints())
 
     def _share_codec(self) -> None:
         """Every rank encodes its own frames with the codec of the file rank 0 holds."""

@@ -106,11 +106,6 @@ class Machine:
         return max(1, self.nodes) * max(1, self.cores_per_node)
 
     @property
-    def physical_cores(self) -> int:
-        """Cores without their hyperthread siblings (the lower bound of compute capacity)."""
-        return max(1, self.cores // max(1, self.threads_per_core))
-
-    @property
     def busy(self) -> str:
         """Why the profile was measured on a busy machine ('' when it was not, or was not measured)."""
         return busy_reasons(self.loads)

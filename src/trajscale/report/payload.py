@@ -33,12 +33,6 @@ class Payload:
     frames: int
     per_frame: bool
 
-    def task_partial_bytes(self, frames: float) -> float:
-        """Bytes of the partial of a task of ``frames`` frames."""
-        if self.per_frame:
-            return self.partial_bytes * frames / max(1, self.frames)
-        return float(self.partial_bytes)
-
     def to_dict(self) -> dict:
         return {"job_bytes": self.job_bytes, "partial_bytes": self.partial_bytes, "frames": self.frames,
                 "per_frame": self.per_frame}

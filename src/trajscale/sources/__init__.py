@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from .._lazy import attach
 from ..util import is_hdf5, is_url
+from .locations import locate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,35 +65,52 @@ def reader_modules(trajectories) -> tuple[str, ...]:
     return tuple(found)
 
 
-def open_source(trajectories, topology: str | None = None, *, driver: str | None = None,
-                comm=None, collective: bool = False, group: str | None = None,
-                assume_units: str | None = None, continuous: bool = False, strict: bool | None = None) -> Source:
+def open_source(trajectories, topology: str | None = None, *, continuous: bool = False,
+                storage_options: Mapping | None = None, **request) -> Source:
     """Open the Source that reads ``trajectories``, as the format registry (:mod:`.registry`) decides.
 
     One file is opened by the Source its own bytes name (H5MD through :class:`H5MDSource`, XTC/TRR
     through :class:`XDRSource`, DCD and the other formats MDAnalysis reads through
     :class:`MDAPartSource`, a segment index or its folder through :class:`SegmentedSource`, ...).
-    Several files become one trajectory through :meth:`SegmentedSource.from_parts` (each part
-    scanned once here, by its format's Source, and shipped to workers, each opening only its parts;
-    joined as ``chain.plan_join`` decides, ``continuous`` letting overlapping parts join).
-    ``group`` (the H5MD particle group) and ``assume_units`` (``"nm"`` or ``"Angstrom"`` for
-    datasets without a unit attribute) apply to H5MD files. ``strict``: an XTC/TRR part whose last
-    frame is cut short is refused (True) or read without that frame, with a warning (False; None:
-    the process's setting, :func:`trajscale.xdr.source.refuse_partial_frames`). ``topology`` is kept by a segment
-    index for its parts; no format read here needs one.
+    Several files (local paths or URLs, in order) become one trajectory through
+    :meth:`SegmentedSource.from_parts` (each part scanned once here, by its format's Source, and shipped
+    to workers, each opening only its parts; joined as ``chain.plan_join`` decides, ``continuous``
+    letting overlapping parts join).
+
+    ``storage_options`` are those of the URLs among them (docs/remote.md; over the process's own, the
+    command line's ``--storage-option``, where both name one); the Source keeps them in its config for
+    every process that reopens it.  ``request`` takes the fields of :class:`~.base.OpenRequest` a caller
+    may give: ``driver``, ``comm``, ``collective`` (H5MD through MPI-IO), ``group`` (the H5MD particle
+    group) and ``assume_units`` (``"nm"`` or ``"Angstrom"`` for datasets without a unit attribute),
+    ``strict`` (an XTC/TRR part whose last frame is cut short is refused (True) or read without that
+    frame, with a warning (False; None: the process's setting, :func:`trajscale.xdr.source.refuse_partial_frames`)).
+    ``topology`` is kept by a segment index for its parts; no format read here needs one.
     """
+    from ..storage import using
     from .base import OpenRequest
-    from .registry import open_file
 
-    paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]
-    request = OpenRequest(topology=None if topology is None else str(topology), driver=driver, comm=comm,
-                          collective=collective, group=group, assume_units=assume_units, strict=strict)
-    if len(paths) == 1:
-        return open_file(paths[0], request)
-    from .segments import SegmentedSource
+    given = {k: v for k, v in request.items() if k in OPEN_FIELDS}
+    if len(given) < len(request):
+        from ..errors import ConfigError
 
-    return SegmentedSource.from_parts(paths, topology, continuous=continuous, strict=strict, group=group,
-                                      assume_units=assume_units)
+        unknown = ", ".join(sorted(set(request) - set(given)))
+        raise ConfigError(f"open_source: unknown option {unknown}; it takes continuous, storage_options, "
+                          f"{', '.join(OPEN_FIELDS)}")
+    one = isinstance(trajectories, (str, os.PathLike))
+    paths = [os.fspath(t) for t in ([trajectories] if one else trajectories)]
+    with using(storage_options):
+        if len(paths) == 1:   # (said as given: a part's location is made by from_parts, :func:`locate`)
+            from .registry import open_file
+
+            return open_file(paths[0], OpenRequest(topology=None if topology is None else str(topology), **given))
+        from .segments import SegmentedSource
+
+        return SegmentedSource.from_parts(paths, topology, continuous=continuous, strict=given.get("strict"),
+                                          group=given.get("group"), assume_units=given.get("assume_units"))
+
+
+#: The fields of :class:`~.base.OpenRequest` that :func:`open_source` takes from its caller.
+OPEN_FIELDS = ("driver", "comm", "collective", "group", "assume_units", "strict")
 
 
 def source_from_config(config: dict, comm=None) -> Source:
@@ -103,4 +123,4 @@ def source_from_config(config: dict, comm=None) -> Source:
 
 
 __all__ = ["SOURCES", "H5MDSource", "MDAPartSource", "MDASource", "OpenRequest", "SegmentedSource",
-           "Source", "XDRSource", "is_hdf5", "open_source", "source_from_config"]
+           "Source", "XDRSource", "is_hdf5", "locate", "open_source", "source_from_config"]

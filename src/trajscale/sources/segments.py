@@ -46,6 +46,7 @@ from ..facts import LayoutFacts
 from ..util import is_url
 from . import registry
 from .base import DECODE_S_PER_ATOM, OpenRequest, Source, file_head
+from .locations import locate
 
 log = logging.getLogger(__name__)
 
@@ -250,8 +251,8 @@ class SegmentedSource(Source):
             raise ConfigError("no trajectory parts given")
         infos, first = [], None
         for path in parts:
-            info = registry.part_record(Path(path).resolve(), OpenRequest(strict=strict, group=group,
-                                                                          assume_units=assume_units))
+            info = registry.part_record(locate(path), OpenRequest(strict=strict, group=group,
+                                                                  assume_units=assume_units))
             if first is None:
                 first = (path, info["n_atoms"])
             elif info["n_atoms"] != first[1]:

@@ -18,6 +18,7 @@ This module imports no client library: ``import trajscale`` stays free of them.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -31,34 +32,38 @@ OWN_OPTIONS = ("retry_seconds", "timeout", "max_concurrency", "merge_gap", "ca_b
 #: Keys whose values are never shown (a message lists the options' names only anyway).
 SECRET_WORDS = ("secret", "token", "password", "key", "credential", "session")
 
-_CURRENT: dict = {}
+#: The process's options, for the rest of its life (the command line's ``--storage-option``: :func:`set_options`).
+_PROCESS: dict = {}
+#: The options of the innermost :func:`using` block, per context: a thread's (or a task's) own, so two threads
+#: opening URLs with different credentials never see each other's (a module global did).
+_USING: contextvars.ContextVar[Mapping | None] = contextvars.ContextVar("trajscale_storage_options", default=None)
 
 
 def current_options() -> dict:
-    """The storage options of this process's run (set by :func:`using`; empty by default)."""
-    return dict(_CURRENT)
+    """The storage options of URLs opened here now: the process's (:func:`set_options`), under those of the
+    innermost :func:`using` block of this thread or task, which win where both name one; empty by default."""
+    return {**_PROCESS, **(_USING.get() or {})}
 
 
 @contextlib.contextmanager
 def using(options: Mapping | None) -> Iterator[None]:
-    """Storage options for URLs opened in this block (a run's, ``open_dataset``'s): nested calls see the
-    innermost; None or empty changes nothing."""
-    global _CURRENT
+    """Storage options for URLs opened in this block (a run's, ``open_source``'s, ``open_dataset``'s), in this
+    thread or task only: nested calls see the innermost; None or empty changes nothing."""
     if not options:
         yield
         return
-    before = _CURRENT
-    _CURRENT = {**before, **dict(options)}
+    token = _USING.set({**(_USING.get() or {}), **dict(options)})
     try:
         yield
     finally:
-        _CURRENT = before
+        _USING.reset(token)
 
 
 def set_options(options: Mapping | None) -> None:
-    """Set this process's storage options for the rest of its life (the command line's)."""
-    global _CURRENT
-    _CURRENT = dict(options or {})
+    """Set this process's storage options for the rest of its life (the command line's), under any
+    :func:`using` block's."""
+    global _PROCESS
+    _PROCESS = dict(options or {})
 
 
 def parse_option(text: str) -> tuple[str, object]:

@@ -1,0 +1,21 @@
+"""Where a trajectory file is: located once, where it enters trajscale (the API, the command line), as the
+value every process opens: a URL as given, a local path absolute.  A list of URLs is a list of locations,
+never paths joined to the working folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..util import is_url
+
+
+def locate(trajectory: str | os.PathLike) -> str:
+    """``trajectory`` as every process opens it: a URL as given (``s3://``, ``http(s)://``: never a path,
+    so nothing joins it to a folder), a local path absolute with its links resolved (workers and ranks in
+    another directory open the same file)."""
+    text = os.fspath(trajectory)
+    return text if is_url(text) else str(Path(text).resolve())
+
+
+__all__ = ["locate"]

@@ -1,0 +1,61 @@
+"""The default executor on a trajectory behind a URL: ``auto`` weighs the analysis's declared work, and
+the pool it picks after preparing the job starts its workers from a forkserver, never by fork from a
+process whose URL client has started its runtime (a forked child's client crashed with SIGSEGV from S3
+and hung for ever from http).  The runs end in bounded time with the local run's CSV, against the
+suite's real S3 server (moto) and its objects served over plain http."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+
+from .conftest import TPR
+
+pytestmark = pytest.mark.remote
+
+#: An RDF of every atom with every atom to 15 Å: ~10^8 pairs a frame within the cut-off, as the analysis
+#: declares, so ``auto`` picks a pool even for 10 frames (each computes for ~0.5 s).
+OO = ["--select1", "all", "--select2", "all", "--nbins", "30"]
+
+
+def _rdf(server, tmp_path, name: str, traj: str, *extra: str):
+    out, report = tmp_path / f"{name}.csv", tmp_path / f"{name}.json"
+    proc = run_cli("run", "rdf", TPR, traj, *OO, "--out", str(out), "--report", str(report), *extra,
+                   timeout=120, env=server.subprocess_env())
+    return proc, out, report
+
+
+@pytest.mark.cli
+@pytest.mark.slow(seconds=30)
+@pytest.mark.parametrize("scheme", ["s3", "http"])
+def test_default_executor_rdf_from_a_url_equals_the_local_run(s3_server, adk_stores, tmp_path, scheme):
+    local, s3_url, http_url = adk_stores["plain"]
+    here, here_out, _ = _rdf(s3_server, tmp_path, "local", local, "--executor", "serial")
+    assert here.returncode == 0, here.stderr
+    proc, out, report = _rdf(s3_server, tmp_path, scheme, s3_url if scheme == "s3" else http_url, "-n", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == here_out.read_bytes()
+    d = json.loads(report.read_text())
+    choice = d["meta"]["executor_choice"]
+    # the analysis's pairs make the work, not its 10 frames; the bytes come over the network, so only the
+    # compute counts; and the pool, started after the job was prepared, did not fork
+    assert d["executor"] == "processes" and choice["chosen"] == "processes", choice
+    assert "of compute; reading over the network is not shared by workers" in choice["why"], choice
+    assert "(forkserver)" in choice["why"] or "(spawn)" in choice["why"], choice
+
+
+@pytest.mark.cli
+def test_a_reading_bound_run_from_a_url_stays_serial(s3_server, adk_stores, tmp_path):
+    """docs/remote.md's rule: a run whose work is reading (a CA RMSD) gets nothing from more processes
+    reading a URL, so ``auto`` runs it serially, and says why."""
+    local, url, _ = adk_stores["plain"]
+    report = tmp_path / "r.json"
+    proc = run_cli("run", "rmsd", TPR, url, "--select", "name CA", "-n", "2", "--report", str(report),
+                   timeout=240, env=s3_server.subprocess_env())
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(report.read_text())
+    assert d["executor"] == "serial", d["meta"]["executor_choice"]
+    assert "reading over the network is not shared by workers" in d["meta"]["executor_choice"]["why"]
