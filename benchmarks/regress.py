@@ -93,7 +93,8 @@ ANALYSES: dict[str, dict[str, list[str]]] = {
     # the protein is its default and its largest: one selection fewer
     "ramachandran": {"default": [], "small": ["--select", "resid 2-21"]},
     "rdf": {"default": ["--select1", CA, "--select2", "name OW"],
-            "large": ["--select1", HEAVY, "--select2", "name OW"],
+            # a large first selection against a sparse second one (the protein's heavy atoms and 401 waters)
+            "large": ["--select1", HEAVY, "--select2", "name OW and resid 300:700"],
             "small": ["--select1", "name CA and resid 1-10", "--select2", "name CA and resid 100-110"]},
 }
 #: The output each analysis writes (a format every tree's command takes).
@@ -302,26 +303,34 @@ def yiip_files() -> tuple[str, str]:
     return GRO_MEMPROT, XTC_MEMPROT
 
 
-def make_data(work: Path, size: str, new: Tree, want_s3: bool) -> Data:
-    """AdK's XTC chain and H5MD store, YiiP's H5MD store (each built once, by NEW), and the S3 bucket."""
-    from chains import build_chain
+def make_data(work: Path, size: str, new: Tree, rows: list[Row]) -> Data:
+    """What ``rows`` read: AdK's XTC chain and H5MD store, YiiP's H5MD store (each built once, by NEW), the
+    S3 bucket."""
     from MDAnalysisTests.datafiles import TPR
 
     frames, n_parts, yiip_frames = SIZES[size][:3]
     folder = work / f"data-{size}"
-    parts = build_chain(folder / "parts", frames, n_parts)
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted = {r.name.split("/")[0] for r in rows}
     env = side_env(new, folder / "cache")
     h5md, yiip = folder / "adk.h5md", folder / "yiip.h5md"
     gro, xtc = yiip_files()
-    for out, argv in ((h5md, [TPR, *parts]), (yiip, [gro, *[xtc] * math.ceil(yiip_frames / n_frames(xtc))])):
-        if not out.exists():
-            stop = ["--stop", str(yiip_frames)] if out == yiip else []
-            cmd = [*trajscale_command(), "-q", "convert", *argv, "-o", str(out), *stop]
+    parts, todo = [], []
+    if wanted - {"yiip"}:
+        from chains import build_chain
+
+        parts = build_chain(folder / "parts", frames, n_parts)
+        todo.append((h5md, [TPR, *parts]))
+    if "yiip" in wanted:
+        todo.append((yiip, [gro, *[xtc] * math.ceil(yiip_frames / n_frames(xtc)), "--stop", str(yiip_frames)]))
+    for out, argv in todo:
+        if not out.exists():   # convert writes a temporary name and renames it when complete
+            cmd = [*trajscale_command(), "-q", "convert", *argv, "-o", str(out)]
             done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
             if done.returncode:
                 raise SystemExit(f"{PROG}: {' '.join(cmd[:4])} ... -o {out}: {done.stderr.strip()[-400:]}")
     data = Data(TPR, parts, str(h5md), gro, str(yiip))
-    if want_s3:
+    if "s3" in wanted:
         data.url, data.env = start_s3(h5md)
     return data
 
@@ -395,11 +404,13 @@ def matrix(data: Data) -> list[Row]:
 
 
 def chosen(rows: list[Row], patterns: str | None) -> list[Row]:
-    """The rows whose names match one of the comma-separated shell patterns (``*`` spans ``/``)."""
-    if not patterns:
-        return rows
-    pats = [p.strip() for p in patterns.split(",") if p.strip()]
-    return [r for r in rows if any(fnmatch.fnmatchcase(r.name, p) for p in pats)]
+    """The rows whose names match one of the comma-separated shell patterns (``*`` spans ``/``), less those
+    matching a pattern that starts with ``!``; only ``!`` patterns: every other row."""
+    pats = [p.strip() for p in (patterns or "").split(",") if p.strip()]
+    keep = [p for p in pats if not p.startswith("!")]
+    drop = [p[1:] for p in pats if p.startswith("!")]
+    return [r for r in rows if (not keep or any(fnmatch.fnmatchcase(r.name, p) for p in keep))
+            and not any(fnmatch.fnmatchcase(r.name, p) for p in drop)]
 
 
 # ---------------------------------------------------------------- running
@@ -550,7 +561,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pairs", type=int, default=None, help="counted pairs a row (default: the size's)")
     p.add_argument("--warmup", type=int, default=None, help="uncounted runs of each side first (default: the size's)")
     p.add_argument("--rows", default=None, metavar="PATTERN",
-                   help="only the rows matching these comma-separated shell patterns (h5md/rmsd/*,yiip/*)")
+                   help="only the rows matching these comma-separated shell patterns (h5md/rmsd/*,yiip/*); "
+                        "!PATTERN leaves rows out ('!h5md/rdf/*')")
     p.add_argument("--workdir", default="demo-output/regress", help="data, trees, runs and logs (kept)")
     p.add_argument("--json", default=None, metavar="OUT", help="every row's figures as JSON")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
@@ -586,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = chosen(matrix(Data("", [], "", "", "")), args.rows)   # which rows, before the data exist
         if not rows:
             p.error(f"--rows {args.rows}: no row matches (--list shows them)")
-        data = make_data(work, args.size, trees["NEW"], any(r.needs == "s3" for r in rows))
+        data = make_data(work, args.size, trees["NEW"], rows)
         rows = chosen(matrix(data), args.rows)
         print(f"OLD: {trees['OLD'].name}\nNEW: {trees['NEW'].name}\n"
               f"AdK in water 47,681 atoms x {frames} frames (H5MD, and {n_parts} XTC parts); YiiP 43,480 atoms x "
