@@ -207,7 +207,8 @@ def first_line(exc: BaseException) -> str:
 class Deadline:
     """How long one request may still be tried: ``retry_seconds`` from its first try's start, each try's
     timeout the smaller of ``timeout`` and the time left (rounded up to 0.5 s, so that the stores made for
-    a try's timeout stay few), and backoff between tries (exponential with jitter, at most 5 s)."""
+    a try's timeout stay few), and backoff between tries (exponential with jitter, at most 5 s).
+    ``retry_seconds=0``: one try, of ``timeout``."""
 
     def __init__(self, retry_seconds: float, timeout: float) -> None:
         self.retry_seconds, self.timeout = retry_seconds, timeout
@@ -221,6 +222,8 @@ class Deadline:
         if self.end is None:
             self.end = now + self.retry_seconds
         self.tries += 1
+        if self.retry_seconds <= 0:   # no retries: the one try has its whole timeout
+            return self.timeout
         left = max(self.end - now, 0.5)
         return min(self.timeout, math.ceil(left * 2) / 2)
 
