@@ -56,14 +56,15 @@ def long_h5md(tmp_path_factory):
     return TPR, str(path)
 
 
-def _stop_mid_run(tmp_path, long_h5md, *executor: str) -> tuple[subprocess.CompletedProcess, float, set]:
-    """Start the RDF, SIGTERM it once its tasks compute, and time its end; the processes below it then."""
-    top, traj = long_h5md
+def stop_mid_run(tmp_path, top: str, traj: str, *executor: str,
+                 env: dict | None = None) -> tuple[subprocess.CompletedProcess, float, set]:
+    """Start an RDF of every atom with every atom, SIGTERM it once its tasks compute, and time its end; the
+    processes that were below it and are still alive then."""
     out = tmp_path / "rdf.csv"
     cmd = [sys.executable, "-m", "trajscale.cli.main", "run", "rdf", top, traj, "--select1", "all",
            "--select2", "all", "--out", str(out), "--no-progress", "-v", *executor]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                            env={**(env or os.environ), "PYTHONUNBUFFERED": "1"})
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
     reader.start()
@@ -94,7 +95,7 @@ def _stop_mid_run(tmp_path, long_h5md, *executor: str) -> tuple[subprocess.Compl
 @pytest.mark.parametrize("executor", [("--executor", "serial"), ("--executor", "processes", "-n", "2"),
                                       ("-n", "2",)], ids=["serial", "processes", "auto"])
 def test_sigterm_ends_a_long_task_within_seconds(tmp_path, long_h5md, executor):
-    proc, seconds, left = _stop_mid_run(tmp_path, long_h5md, *executor)
+    proc, seconds, left = stop_mid_run(tmp_path, *long_h5md, *executor)
     print(f"{executor}: ended {seconds:.2f} s after SIGTERM")
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr[-3000:]
     assert seconds < BOUND_S, f"the run took {seconds:.1f} s to end after SIGTERM"

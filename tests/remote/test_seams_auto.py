@@ -59,3 +59,25 @@ def test_a_reading_bound_run_from_a_url_stays_serial(s3_server, adk_stores, tmp_
     d = json.loads(report.read_text())
     assert d["executor"] == "serial", d["meta"]["executor_choice"]
     assert "reading over the network is not shared by workers" in d["meta"]["executor_choice"]["why"]
+
+
+@pytest.mark.cli
+@pytest.mark.slow(seconds=10)
+def test_sigterm_ends_the_default_executors_run_from_a_url(s3_server, adk_stores, tmp_path):
+    """From http (where a forked worker hung for ever in its first request, and the parent after SIGTERM in
+    its pool's join): SIGTERM during the tasks ends the run in seconds, exit 143, one line, no worker left.
+    Each block's compute is stretched by 1 s (TRAJSCALE_TEST_SLOW_COMPUTE) so the tasks outlast the test's
+    look on a loaded machine."""
+    import signal
+
+    from tests.executors.test_seams_stop import stop_mid_run
+
+    _, _, http = adk_stores["plain"]
+    env = {**s3_server.subprocess_env(), "TRAJSCALE_TEST_SLOW_COMPUTE": "1"}
+    proc, seconds, left = stop_mid_run(tmp_path, TPR, http, "-n", "2", env=env)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr[-3000:]
+    assert "executor auto: processes" in proc.stderr or " tasks on processes" in proc.stderr, proc.stderr[-3000:]
+    assert seconds < 6, f"the run took {seconds:.1f} s to end after SIGTERM"
+    assert not left, f"processes {left} outlived the run"
+    said = [ln for ln in proc.stderr.splitlines() if "terminated" in ln]
+    assert said == ["trajscale run: terminated by signal 15; no partial output was kept"], proc.stderr[-3000:]
