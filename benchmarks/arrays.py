@@ -164,7 +164,7 @@ def topology_universe(n_atoms: int):
 
 
 def write_h5md(path: Path, u, n_frames: int, rng, pos: np.ndarray) -> None:
-    from trajscale.store.writer import H5MDWriter
+    from trajscale.h5md.writer import H5MDWriter
     from trajscale.util import atomic_output
 
     box = np.tile(np.asarray(u.dimensions, np.float32), (1, 1))

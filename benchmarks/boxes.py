@@ -12,7 +12,7 @@ import numpy as np
 
 
 def main(argv=None) -> int:
-    from trajscale.store.box import dimensions_to_edges
+    from trajscale.box import dimensions_to_edges
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--boxes", type=int, nargs="+", default=[2000, 4000, 8000, 100_000])

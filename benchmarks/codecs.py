@@ -27,7 +27,7 @@ measures zigzag *uint16* differences (exact while every coordinate is within
 modulo 2^16) and the same with the atoms of large differences stored first
 (a permutation per dataset, from frame 0), so that LZ4 meets long runs of zero
 high bytes.  ``deltas (u16 refs, today)`` is what ``--encoding deltas``
-now writes (``store.codecs.Deltas``: the order, plus a reference per atom, both
+now writes (``h5md.codecs.Deltas``: the order, plus a reference per atom, both
 planned from frame 0), decoded by trajscale's own kernel.
 """
 
@@ -142,8 +142,8 @@ def deltas16(permuted: bool) -> tuple[Callable, Callable]:
 
 
 def deltas_refs() -> tuple[Callable, Callable]:
-    """(encode, decode) of trajscale's ``--encoding deltas`` (store.codecs.Deltas), planned from frame 0."""
-    from trajscale.store.codecs import Deltas
+    """(encode, decode) of trajscale's ``--encoding deltas`` (h5md.codecs.Deltas), planned from frame 0."""
+    from trajscale.h5md.codecs import Deltas
 
     state = {}
 
@@ -161,7 +161,7 @@ def options() -> dict[str, Option | Callable[[], Option]]:
     """name -> an option, or a function making one per trajectory (an encoding that keeps state)."""
     import hdf5plugin
 
-    from trajscale.store.codecs import decode_deltas, encode_deltas, quantize, quantum
+    from trajscale.h5md.codecs import decode_deltas, encode_deltas, quantize, quantum
 
     q = quantum(PRECISION)
     B, B2 = hdf5plugin.Blosc, hdf5plugin.Blosc2

@@ -76,7 +76,7 @@ def bench_rdf(args) -> None:
 
 
 def bench_codecs(args) -> None:
-    from trajscale.store.codecs import Deltas, Deltas32
+    from trajscale.h5md.codecs import Deltas, Deltas32
 
     x, _, _ = water(60)
     x = (np.rint(x.astype(np.float64) / 0.01) * 0.01).astype(np.float32)
@@ -97,7 +97,7 @@ def bench_codecs(args) -> None:
 def bench_pread(args) -> None:
     import h5py
 
-    from trajscale.store.direct import DirectReads
+    from trajscale.h5md.direct import DirectReads
 
     x, _, _ = water(200)
     with tempfile.TemporaryDirectory() as tmp:

@@ -125,7 +125,7 @@ def main() -> None:
 
     from trajscale.convert.convert import convert
     from trajscale.convert.rechunk import rechunk
-    from trajscale.store.layout import Layout
+    from trajscale.h5md.layout import Layout
 
     def convert_rate(**kw) -> float:
         best = 0.0

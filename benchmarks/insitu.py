@@ -93,7 +93,7 @@ def follow_mdanalysis(top: Path, out: Path) -> dict[int, float]:
     import MDAnalysis as mda
     from MDAnalysis.analysis import rms
 
-    from trajscale.store.writer import COMPLETE_ATTR
+    from trajscale.h5md.writer import COMPLETE_ATTR
 
     done, ref, quiet, seen = 0, None, time.monotonic(), {}
     while time.monotonic() - quiet < 30:

@@ -32,7 +32,7 @@ def variants(planned: str, workdir: Path, only: list[str] | None = None) -> dict
     planned file with rechunk/split."""
     from trajscale.convert.rechunk import rechunk
     from trajscale.convert.split import split
-    from trajscale.store.layout import Layout
+    from trajscale.h5md.layout import Layout
 
     specs = {"h5py guess": ("h5py", "none", None), "frame chunks": ("frame", "none", None),
              "contiguous": ("contiguous", "none", None), "gzip-1": ("auto", "gzip:1", None),

@@ -96,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     from MDAnalysisTests import datafiles as D
 
     from trajscale.convert.convert import convert
+    from trajscale.h5md.layout import Layout
     from trajscale.sources import open_source
-    from trajscale.store.layout import Layout
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)

@@ -61,7 +61,7 @@ def build_layouts(workdir: Path, n_frames: int, names: list[str],
                   source: tuple[str, str] | None = None) -> tuple[str, dict[str, str]]:
     from trajscale.convert.convert import convert
     from trajscale.demo import build_demo_file
-    from trajscale.store.layout import Layout
+    from trajscale.h5md.layout import Layout
 
     top, planned = build_demo_file(workdir, n_frames, source=source)
     paths = {}

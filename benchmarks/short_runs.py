@@ -79,8 +79,8 @@ def frame_chunked_file(workdir: str, n_frames: int) -> tuple[str, str]:
 
     from trajscale.convert.convert import convert
     from trajscale.demo import build_demo_file
+    from trajscale.h5md.layout import Layout
     from trajscale.sources import H5MDSource
-    from trajscale.store.layout import Layout
 
     out = os.path.join(workdir, f"adk_{n_frames}_framechunks.h5md")
     try:

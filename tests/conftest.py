@@ -63,7 +63,7 @@ def adk_water():
 def adk_vacuum_h5md(tmp_path_factory, adk_vacuum):
     """The PSF/DCD trajectory converted to H5MD with trajscale (frame chunks)."""
     from trajscale.convert.convert import convert
-    from trajscale.store.layout import Layout
+    from trajscale.h5md.layout import Layout
 
     out = tmp_path_factory.mktemp("h5") / "adk_vacuum.h5md"
     convert(adk_vacuum[0], [adk_vacuum[1]], str(out), layout=Layout.parse("frame"))

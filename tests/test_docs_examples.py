@@ -68,8 +68,8 @@ def files(tmp_path_factory):
     """The examples' file names, made real."""
     from trajscale.convert.convert import convert
     from trajscale.demo import make_whole_xtc
+    from trajscale.h5md.layout import Layout
     from trajscale.ml.pack import pack
-    from trajscale.store.layout import Layout
 
     d = tmp_path_factory.mktemp("docfiles")
     vacuum = d / "vacuum.h5md"

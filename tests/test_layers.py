@@ -15,13 +15,16 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "trajscale"
 
 #: layer -> the trajscale packages/modules it must not import
 FORBIDDEN = {
-    "store": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo"},
-    "kernels": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "store", "demo"},
+    # the H5MD format: its Source stands on sources.base; nothing above the Sources
+    "h5md": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
+             "engine", "planning", "follow", "topology"},
+    "store": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo"},   # (forwards only)
+    "kernels": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "store", "h5md", "demo"},
     "sources": {"analysis", "executors", "run", "report", "convert", "cli", "demo"},
     "analysis": {"executors", "run", "report", "convert", "cli", "demo"},
     "convert": {"analysis", "executors", "run", "report", "cli", "demo"},
     "pwrite": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo"},
-    "report": {"sources", "analysis", "executors", "run", "convert", "cli", "demo", "store"},
+    "report": {"sources", "analysis", "executors", "run", "convert", "cli", "demo", "store", "h5md"},
     "ml": {"analysis", "executors", "run", "convert", "cli", "demo"},
     "topology": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo", "ml", "mda",
                  "pwrite"},

@@ -166,8 +166,8 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
             if f"trajscale.{sub}.{n}" not in pages and not (n in trajscale.__all__ and f"trajscale.{n}" in pages):
                 missing.append(f"trajscale.{sub}.{n}")
     assert not missing, missing
-    for page in ("trajscale.store.writer.H5MDWriter", "trajscale.convert.rechunk.rechunk",
-                 "trajscale.convert.split.split", "trajscale.store.inspect.inspect_file",
+    for page in ("trajscale.h5md.writer.H5MDWriter", "trajscale.convert.rechunk.rechunk",
+                 "trajscale.convert.split.split", "trajscale.h5md.inspect.inspect_file",
                  "trajscale.report.predict.predict", "trajscale.errors.ConfigError"):
         assert page in pages, page
     # the CLI reference holds every option of every command, as the parser that --help prints has it

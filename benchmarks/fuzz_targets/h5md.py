@@ -446,8 +446,8 @@ def main(argv: list[str] | None = None) -> int:
         blob = s if isinstance(s, bytes) else Path(s).read_bytes()
         (corpus / f"seed-{k:03d}").write_bytes(blob)
     with atheris.instrument_imports(include=["trajscale"]):
+        import trajscale.h5md.source  # noqa: F401
         import trajscale.mda  # noqa: F401
-        import trajscale.sources.h5md  # noqa: F401
         import trajscale.sources.segments  # noqa: F401
     atheris.Setup([sys.argv[0], f"-max_total_time={args.seconds}", "-timeout=20", "-rss_limit_mb=4096",
                    "-print_final_stats=1", *rest, str(corpus)], fn)

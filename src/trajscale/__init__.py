@@ -24,13 +24,13 @@ if TYPE_CHECKING:
     from .ensemble import Ensemble
     from .errors import TrajscaleError
     from .executors import make_executor
+    from .h5md.layout import Layout
     from .plans import read_plan
     from .pwrite import ParallelWriter
     from .report.timing import RunReport
     from .run import run
     from .runspec import RunOptions
     from .sources import H5MDSource, MDASource, open_source
-    from .store.layout import Layout
 
 # every analysis in the registry (``trajscale.analysis.BUILTIN``: its class and module) is a name here
 _ANALYSIS_NAMES = [cls for cls, _ in BUILTIN.values()] + ["Analysis", "AnalysisGroup", "per_frame"]
@@ -59,7 +59,7 @@ __getattr__, __dir__ = attach(__name__, {
     **dict.fromkeys(_ANALYSIS_NAMES, ".analysis"),
     "Block": ".block", "FrameRange": ".block", "TrajscaleError": ".errors", "make_executor": ".executors",
     "ParallelWriter": ".pwrite", "RunReport": ".report.timing", "run": ".run", "RunOptions": ".runspec",
-    "H5MDSource": ".sources", "MDASource": ".sources", "open_source": ".sources", "Layout": ".store.layout",
+    "H5MDSource": ".sources", "MDASource": ".sources", "open_source": ".sources", "Layout": ".h5md.layout",
     "__version__": "._version", "open_dataset": ".arrays", "Ensemble": ".ensemble", "read_plan": ".plans",
 }, submodules=("_version", "analysis", "block", "errors", "executors", "kernels", "parallel", "pwrite", "report",
                "sources", "store", "util"))

@@ -63,8 +63,8 @@ def build_demo_file(workdir: str | os.PathLike, n_frames: int = 2000, chunks: st
     ``source`` = (tpr, xtc) replaces MDAnalysisTests' AdK files (a machine without that package).
     """
     from .convert.convert import convert
+    from .h5md.layout import Layout
     from .sources import H5MDSource
-    from .store.layout import Layout
 
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)

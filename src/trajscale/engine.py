@@ -456,7 +456,7 @@ def _cost_own_reads(facts: JobFacts, job: Job, ranges, selections: tuple[str, ..
     would give in its source facts (``source.run_read``: the advice works from these)."""
     from statistics import median
 
-    from .store.recommend import run_read, run_selection
+    from .h5md.recommend import run_read, run_selection
 
     src = facts.source
     sizes = [len(range(r.start, r.stop, job.stride)) for r in ranges] or [facts.n_frames]

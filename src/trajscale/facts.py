@@ -51,7 +51,7 @@ class Precision:
 class RunRead:
     """What a run's own reads cost on its H5MD file's layout, and on the layouts a rechunk would give.
 
-    Read amplification is bytes read and decoded / bytes asked for (:mod:`trajscale.store.inspect`).
+    Read amplification is bytes read and decoded / bytes asked for (:mod:`trajscale.h5md.inspect`).
     """
 
     #: Atoms the run read per frame.
@@ -64,9 +64,9 @@ class RunRead:
     amplification: float
     #: The same with HDF5's default chunk cache (a generic reader).
     amplification_hdf5_default: float | None
-    #: ``(rechunk options, amplification)`` for each layout of ``store.recommend.ALTERNATIVES`` that applies.
+    #: ``(rechunk options, amplification)`` for each layout of ``h5md.recommend.ALTERNATIVES`` that applies.
     alternatives: tuple[tuple[str, float | None], ...] = ()
-    #: The run's selection in the user's own words (``store.recommend.run_selection``).
+    #: The run's selection in the user's own words (``h5md.recommend.run_selection``).
     selection: str | None = None
     #: The topology the run was given (for a suggested ``convert --select``).
     topology: str | None = None
@@ -95,7 +95,7 @@ class LayoutFacts:
 
     Every source fills ``format`` and ``path``; the MDAnalysis-backed ones and the segmented one
     add how many files and atoms; an H5MD group adds its whole layout (``n_frames`` to ``warnings``,
-    :func:`trajscale.store.inspect.layout_facts`). Mappings are held as ``(key, value)`` pairs, in
+    :func:`trajscale.h5md.inspect.layout_facts`). Mappings are held as ``(key, value)`` pairs, in
     order, so the record is immutable all the way down.
     """
 
@@ -137,7 +137,7 @@ class LayoutFacts:
     file_bytes: int | None = None
     #: Plain-language warnings about the layout.
     warnings: tuple[str, ...] | None = None
-    #: Fields read at their byte addresses (``store.direct``) rather than through HDF5.
+    #: Fields read at their byte addresses (``h5md.direct``) rather than through HDF5.
     direct_reads: tuple[str, ...] | None = None
     #: A traced data loader's trace folder (its report has no file behind it).
     trace_dir: str | None = None

@@ -84,10 +84,10 @@ class FollowRounds(Rounds):
         self._quiet = QuietInFlight()
 
     def begin(self) -> None:
-        logging.getLogger("trajscale.store.schema").addFilter(self._quiet)
+        logging.getLogger("trajscale.h5md.schema").addFilter(self._quiet)
 
     def close(self) -> None:
-        logging.getLogger("trajscale.store.schema").removeFilter(self._quiet)
+        logging.getLogger("trajscale.h5md.schema").removeFilter(self._quiet)
 
     def open(self, shared: bool):
         """The frames complete at the first look (waiting up to ``wait`` s for them)."""

@@ -13,7 +13,7 @@ from tests.analysis.analyses_cases import SYSTEMS, cases, check
 from tests.conftest import run_cli, run_mpi
 from trajscale.convert.convert import convert
 from trajscale.errors import ConfigError, TrajscaleError
-from trajscale.store.layout import Layout
+from trajscale.h5md.layout import Layout
 
 ALL = [(s, name) for s in SYSTEMS for name in cases(s)]
 

@@ -19,7 +19,7 @@ from tests.conftest import run_cli, run_mpi
 from trajscale.analysis import ANALYSES, Analysis, FrameRows, Prepared
 from trajscale.convert.convert import convert
 from trajscale.errors import BadCoordinatesError, ConfigError, FrameRangeError, MissingBoxError
-from trajscale.store.layout import Layout
+from trajscale.h5md.layout import Layout
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 

@@ -22,7 +22,7 @@ SPLIT = {"n_tasks": 3, "max_block_bytes": 300_000}
 def water_h5md(tmp_path_factory, adk_water):
     """AdK in water (TPR topology; 10 frames of 47,681 atoms, a box in each) as H5MD."""
     from trajscale.convert.convert import convert
-    from trajscale.store.layout import Layout
+    from trajscale.h5md.layout import Layout
 
     out = tmp_path_factory.mktemp("one_pass") / "adk_water.h5md"
     convert(adk_water["tpr"], [adk_water["xtc"]], str(out), layout=Layout.parse("frame"))
@@ -144,7 +144,7 @@ def test_the_full_report_lists_each_analysis_of_the_pass(adk_vacuum_h5md):
 
 @pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_each_block_is_read_once_for_every_analysis(water_h5md, monkeypatch):
-    from trajscale.sources.h5md import H5MDSource
+    from trajscale.h5md.source import H5MDSource
 
     reads = []
     read = H5MDSource.read

@@ -18,7 +18,7 @@ import trajscale as ts
 from tests.analysis.analyses_cases import SYSTEMS
 from tests.conftest import run_mpi
 from trajscale.convert.convert import convert
-from trajscale.store.layout import Layout
+from trajscale.h5md.layout import Layout
 
 #: A water box with a triclinic cell (RDF needs a box); the fits use every atom.
 SYSTEM = "triclinic_dcd"

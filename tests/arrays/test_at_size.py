@@ -20,7 +20,7 @@ import trajscale as ts
 from trajscale.arrays import dataset as dataset_module
 from trajscale.convert.convert import convert
 from trajscale.errors import ConfigError, OutputError
-from trajscale.store.layout import Layout
+from trajscale.h5md.layout import Layout
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 

@@ -21,7 +21,7 @@ from MDAnalysisTests import datafiles as D
 import trajscale as ts
 from trajscale.convert.convert import convert
 from trajscale.convert.split import split
-from trajscale.store.layout import Layout
+from trajscale.h5md.layout import Layout
 
 from ..sources.test_restart_parts import write_parts
 

@@ -15,9 +15,9 @@ from MDAnalysisTests import datafiles as D
 
 import trajscale.mda  # noqa: F401 - registers format "TRAJSCALE"
 from trajscale.errors import FrameRangeError
+from trajscale.h5md.layout import Layout
+from trajscale.h5md.writer import H5MDWriter
 from trajscale.sources import open_source
-from trajscale.store.layout import Layout
-from trajscale.store.writer import H5MDWriter
 
 from ..conftest import run_cli
 

@@ -241,7 +241,7 @@ def test_virtual_output_never_replaces_the_segments_an_input_maps(tmp_path, adk_
     (a.h5md rewritten as a.hdf5 shares a.parts/) or lies in that folder."""
     from trajscale.convert.rechunk import rechunk
     from trajscale.errors import OutputError
-    from trajscale.store.layout import Layout
+    from trajscale.h5md.layout import Layout
 
     a = tmp_path / "a.h5md"
     rechunk(adk_vacuum_h5md, a, Layout.parse("7", "gzip:1"), executor="processes", n_workers=2, virtual=True)

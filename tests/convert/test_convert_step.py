@@ -10,8 +10,8 @@ import pytest
 from trajscale.convert import stream
 from trajscale.convert.convert import convert
 from trajscale.errors import ConfigError, InputFileError
+from trajscale.h5md.layout import Layout
 from trajscale.sources import H5MDSource
-from trajscale.store.layout import Layout
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,8 @@ from trajscale.convert.convert import convert
 from trajscale.convert.rechunk import rechunk
 from trajscale.convert.resume import WriteMode, load_record, partial_paths
 from trajscale.convert.verify import verify
-from trajscale.store.direct_write import DirectWrites
-from trajscale.store.layout import Layout, plan_frames_per_chunk
+from trajscale.h5md.direct_write import DirectWrites
+from trajscale.h5md.layout import Layout, plan_frames_per_chunk
 
 
 @pytest.fixture

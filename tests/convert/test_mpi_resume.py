@@ -135,7 +135,7 @@ def test_mpi_rechunk_sigterm_then_resume_equals_serial(tmp_path, virtual):
     --virtual, each rank its segment); SIGTERM, then --resume: the file a serial rechunk writes."""
     from trajscale.convert.convert import convert
     from trajscale.convert.rechunk import rechunk
-    from trajscale.store.layout import Layout
+    from trajscale.h5md.layout import Layout
 
     src = tmp_path / "in.h5md"
     convert(D.GRO, INPUTS, str(src), select="protein")   # 300 frames, 3341 atoms, uncompressed
@@ -189,7 +189,7 @@ def test_mpi_rechunk_writes_one_file_equal_to_serial_for_each_codec(tmp_path, ad
     """Without --virtual no segments are made: rank 0 creates the output, both ranks write their slabs
     collectively (uncompressed, gzip and delta-coded blosc-lz4); the stored values equal a serial run's."""
     from trajscale.convert.rechunk import rechunk
-    from trajscale.store.layout import Layout
+    from trajscale.h5md.layout import Layout
 
     for name, opts in (("plain", ["--compression", "none"]), ("gzip", ["--compression", "gzip:1"]),
                        ("deltas", ["--compression", "blosc-lz4", "--precision", "0.01", "--encoding", "deltas"])):

@@ -31,7 +31,7 @@ from trajscale.convert.rechunk import rechunk
 from trajscale.convert.resume import load_record, partial_paths, save_record
 from trajscale.convert.verify import verify
 from trajscale.errors import ConfigError, OutputError
-from trajscale.store.layout import Layout
+from trajscale.h5md.layout import Layout
 
 
 def mda_frames(top, trajs):

@@ -27,7 +27,7 @@ from trajscale.convert.convert import convert
 from trajscale.convert.options import ConvertOptions, OutputSpec, ReadOptions, WriteOptions, with_options
 from trajscale.convert.resume import InputIdentity, ResumeKey, WriteMode, load_record, partial_paths
 from trajscale.errors import ConfigError
-from trajscale.store.layout import Layout
+from trajscale.h5md.layout import Layout
 
 
 def _crashed_convert(out, *cli: str) -> None:

@@ -18,7 +18,7 @@ from tests.conftest import run_cli
 from trajscale.convert.convert import convert
 from trajscale.convert.split import split
 from trajscale.convert.verify import verify
-from trajscale.store.layout import Layout
+from trajscale.h5md.layout import Layout
 
 pytestmark = pytest.mark.cli
 

@@ -20,7 +20,7 @@ from tests.store.test_rechunk import assert_same_tree
 from trajscale.convert.convert import convert
 from trajscale.convert.rechunk import rechunk
 from trajscale.convert.resume import load_record, partial_paths
-from trajscale.store.layout import Layout
+from trajscale.h5md.layout import Layout
 
 pytestmark = pytest.mark.cli
 
@@ -49,7 +49,7 @@ def _run(kind: str, out, crash: str, src) -> subprocess.CompletedProcess:
         import os
         from trajscale.convert.convert import convert
         from trajscale.convert.rechunk import rechunk
-        from trajscale.store.layout import Layout
+        from trajscale.h5md.layout import Layout
         """) + CRASH[crash] + call + "\n"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
 

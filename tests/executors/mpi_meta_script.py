@@ -12,7 +12,7 @@ import logging
 import trajscale as ts
 from trajscale import progress
 from trajscale.executors.mpi import MPIExecutor
-from trajscale.sources.h5md import H5MDSource
+from trajscale.h5md.source import H5MDSource
 
 READS: list[tuple[int, int]] = []
 _orig = H5MDSource._frame_meta_uncached

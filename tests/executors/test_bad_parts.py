@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import run_cli, run_mpi
-from trajscale.xdr.source import decode_offsets, scan_part
 from trajscale.sources.segments import write_index
+from trajscale.xdr.source import decode_offsets, scan_part
 
 #: Seconds a failing job may take before it counts as hung: the ranks' or workers' start-up
 #: (each imports MDAnalysis) on a loaded 2-core machine, plus the abort; a hang runs into it.

@@ -12,7 +12,7 @@ import trajscale as ts
 from tests.executors import dying_analysis
 from trajscale.convert.convert import convert
 from trajscale.executors.processes import ProcessExecutor
-from trajscale.store.layout import Layout
+from trajscale.h5md.layout import Layout
 
 SELECT = "name CA"
 

@@ -111,7 +111,7 @@ def test_8_ranks_convert_equals_serial(tmp_path):
     import h5py
 
     from trajscale.convert.convert import convert
-    from trajscale.store.layout import Layout
+    from trajscale.h5md.layout import Layout
 
     serial = tmp_path / "serial.h5md"
     convert(D.PSF, [D.DCD], str(serial), layout=Layout.parse("3"))

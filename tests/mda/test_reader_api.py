@@ -18,7 +18,7 @@ from MDAnalysisTests.datafiles import COORDINATES_H5MD, COORDINATES_TOPOLOGY
 import trajscale.mda
 from trajscale.convert.convert import convert
 from trajscale.convert.split import split
-from trajscale.store.layout import Layout
+from trajscale.h5md.layout import Layout
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from MDAnalysisTests import datafiles as D
 
 import trajscale.mda
 from trajscale.convert.convert import convert
-from trajscale.store.layout import Layout
+from trajscale.h5md.layout import Layout
 
 
 @pytest.fixture(scope="module")

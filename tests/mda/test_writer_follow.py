@@ -23,9 +23,9 @@ from MDAnalysisTests import datafiles as D
 import trajscale as ts
 import trajscale.mda  # noqa: F401
 from trajscale.follow import FollowOptions
+from trajscale.h5md.writer import COMPLETE_ATTR
 from trajscale.pwrite.follow import complete_frames
 from trajscale.pwrite.repair import repair
-from trajscale.store.writer import COMPLETE_ATTR
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 SCRIPT = str(Path(__file__).with_name("followable_writer_script.py"))

@@ -17,8 +17,8 @@ import pytest
 import trajscale as ts
 from tests.conftest import run_mpi
 from trajscale.convert.rechunk import rechunk
+from trajscale.h5md.layout import Layout
 from trajscale.parallel import h5py_has_mpi
-from trajscale.store.layout import Layout
 
 pytest.importorskip("mpi4py")
 pytest.importorskip("hdf5plugin")

@@ -15,7 +15,7 @@ from MDAnalysisTests import datafiles as D
 from tests.conftest import run_mpi
 from trajscale.convert.convert import convert
 from trajscale.convert.verify import verify
-from trajscale.store.layout import Layout
+from trajscale.h5md.layout import Layout
 
 pytest.importorskip("mpi4py")
 pytestmark = pytest.mark.mpi

@@ -21,8 +21,8 @@ from tests.conftest import run_mpi
 from tests.pwrite.frames import adk_frames, owned
 from trajscale import ParallelWriter
 from trajscale.errors import ConfigError, OutputError, ParallelWriteError
-from trajscale.store.layout import Layout
-from trajscale.store.writer import H5MDWriter
+from trajscale.h5md.layout import Layout
+from trajscale.h5md.writer import H5MDWriter
 
 pytest.importorskip("mpi4py")
 
@@ -221,7 +221,7 @@ def test_bad_input_same_error_on_every_rank(tmp_path, n):
 
 def test_gromacs_units_converted_like_the_serial_writer(tmp_path, data):
     """units="gromacs": data given in Å/ps, stored in nm like H5MDWriter stores it; MDAnalysis reads Å."""
-    from trajscale.store.units import unit_system
+    from trajscale.units import unit_system
 
     n_frames, n_atoms = data["positions"].shape[:2]
     ref = tmp_path / "ref.h5md"

@@ -11,10 +11,10 @@ from MDAnalysis.coordinates.H5MD import H5MDReader
 
 from tests.conftest import run_cli
 from tests.pwrite.frames import adk_frames
+from trajscale.h5md.layout import Layout
+from trajscale.h5md.writer import H5MDWriter
 from trajscale.pwrite import repair
 from trajscale.sources import H5MDSource
-from trajscale.store.layout import Layout
-from trajscale.store.writer import H5MDWriter
 
 pytestmark = pytest.mark.cli
 

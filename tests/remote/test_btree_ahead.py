@@ -63,7 +63,7 @@ def test_the_children_of_a_node_above_the_leaves_are_its_leaves(tmp_path, shape,
 def test_opening_a_store_fetches_the_leaves_together(s3_env, tmp_path):
     """Behind a proxy that holds every request 0.3 s, the walk HDF5 makes to size a dataset has all of its
     leaves' blocks in flight at once, and the bytes are the file's."""
-    from trajscale.storage.hdf5 import open_remote_h5
+    from trajscale.h5md.metadata import open_remote_h5
 
     from .conftest import FlakyProxy
 
@@ -91,7 +91,7 @@ def test_opening_a_store_fetches_the_leaves_together(s3_env, tmp_path):
 def test_the_leaves_below_a_root_node_at_hand_are_fetched_ahead(s3_env, tmp_path):
     """A dataset just opened, its chunk index's root node among the bytes at hand (the file's first block):
     asking to fetch ahead what reading it needs sends for every leaf's block, before HDF5 reads anything."""
-    from trajscale.storage.hdf5 import fetch_ahead, open_remote_h5
+    from trajscale.h5md.metadata import fetch_ahead, open_remote_h5
 
     path = _chunked(tmp_path / "small.h5", (400, 300, 3), (1, 300, 3))   # 3.6 kB chunks: leaves 230 kB apart
     nodes = _nodes(path)
@@ -155,7 +155,7 @@ def test_a_first_frame_finds_its_box_and_time_fetched_ahead(s3_env, tmp_path, mo
     h5py's on the local file) asks for none of them again, so they never wait behind its positions."""
     from MDAnalysis.lib.mdamath import triclinic_box
 
-    from trajscale.sources.h5md import H5MDSource
+    from trajscale.h5md.source import H5MDSource
 
     from .conftest import FlakyProxy
 

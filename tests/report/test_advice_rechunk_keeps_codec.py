@@ -16,10 +16,10 @@ from MDAnalysisTests import datafiles as D
 from tests.conftest import run_cli
 from tests.report._synth import make_report
 from trajscale.convert.convert import convert
+from trajscale.h5md.layout import Layout
 from trajscale.report import diagnose
 from trajscale.report.advice import RULES
 from trajscale.sources import H5MDSource
-from trajscale.store.layout import Layout
 
 pytestmark = pytest.mark.cli
 

@@ -9,8 +9,8 @@ import pytest
 import trajscale as ts
 from trajscale.convert.rechunk import rechunk
 from trajscale.convert.split import split
+from trajscale.h5md.layout import Layout
 from trajscale.report.summary import run_summary
-from trajscale.store.layout import Layout
 
 
 def _summary(top, traj) -> str:

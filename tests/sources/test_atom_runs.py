@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from trajscale.convert.convert import convert
+from trajscale.h5md.inspect import amplification
+from trajscale.h5md.layout import Layout
+from trajscale.h5md.runs import MERGE_GAP_ATOMS, plan_atom_reads
 from trajscale.sources import H5MDSource, MDASource
-from trajscale.store.inspect import amplification
-from trajscale.store.layout import Layout
-from trajscale.store.runs import MERGE_GAP_ATOMS, plan_atom_reads
 
 N = 3341   # AdK in vacuum
 

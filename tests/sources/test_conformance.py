@@ -7,8 +7,8 @@ import pytest
 from MDAnalysisTests import datafiles as D
 
 from trajscale.convert.convert import convert
+from trajscale.h5md.layout import Layout
 from trajscale.sources import H5MDSource, MDAPartSource, MDASource
-from trajscale.store.layout import Layout
 from trajscale.testing import SourceConformance
 
 
@@ -64,8 +64,8 @@ def water_deltas(tmp_path_factory, water_h5md):
 
 
 class TestH5MDWaterDeltas(SourceConformance):
-    """The same water box stored lossy as delta-coded uint16 (store.codecs.Deltas), decoded through Blosc
-    chunks read straight into the decoder (store.blosc): the XTC's values come back."""
+    """The same water box stored lossy as delta-coded uint16 (h5md.codecs.Deltas), decoded through Blosc
+    chunks read straight into the decoder (h5md.blosc): the XTC's values come back."""
 
     n_cases = 2
 

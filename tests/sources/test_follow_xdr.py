@@ -19,8 +19,8 @@ import trajscale as ts
 from tests.sources.test_follow import producer
 from trajscale.errors import InputFileError
 from trajscale.follow import FollowOptions, last_line
-from trajscale.xdr import _xdr
 from trajscale.sources.follow import complete_xdr_offsets, snapshot
+from trajscale.xdr import _xdr
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 

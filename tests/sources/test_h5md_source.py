@@ -11,9 +11,9 @@ import pytest
 
 from trajscale.convert.convert import convert
 from trajscale.errors import FrameRangeError, InputFileError, NotH5MDError
+from trajscale.h5md import source as h5md_module
+from trajscale.h5md.layout import Layout
 from trajscale.sources import H5MDSource, MDAPartSource, open_source, source_from_config
-from trajscale.sources import h5md as h5md_module
-from trajscale.store.layout import Layout
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def test_one_hdf5_call_per_slab(layouts, monkeypatch):
     """A block HDF5 reads is one hyperslab read, never one call per frame."""
     calls = []
     with H5MDSource(layouts["frame"]) as src:
-        src._direct.clear()   # what HDF5 reads (files store.direct cannot read)
+        src._direct.clear()   # what HDF5 reads (files h5md.direct cannot read)
         orig = src._read_runs
         monkeypatch.setattr(src, "_read_runs", lambda *a: (calls.append(a[2]), orig(*a)))
         src.read(0, 98, np.arange(100, 400))

@@ -15,9 +15,9 @@ import trajscale as ts
 from trajscale.convert.rechunk import rechunk
 from trajscale.convert.split import split
 from trajscale.facts import CONTIGUOUS, LayoutFacts
+from trajscale.h5md.layout import Layout
 from trajscale.report.timing import RunReport
 from trajscale.sources import MDASource, SegmentedSource, XDRSource, open_source
-from trajscale.store.layout import Layout
 
 POS = "particles/all/position/value"
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from trajscale.convert.convert import convert
-from trajscale.sources import h5md as h5md_module
-from trajscale.sources.h5md import H5MDSource
-from trajscale.store.layout import Layout
+from trajscale.h5md import source as h5md_module
+from trajscale.h5md.layout import Layout
+from trajscale.h5md.source import H5MDSource
 
 
 @pytest.fixture(scope="module")

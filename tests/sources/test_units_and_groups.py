@@ -10,8 +10,8 @@ from MDAnalysis.analysis import rms
 
 import trajscale as ts
 from trajscale.errors import ConfigError, InputFileError, NotH5MDError
+from trajscale.h5md.inspect import inspect_file
 from trajscale.sources import H5MDSource, open_source, source_from_config
-from trajscale.store.inspect import inspect_file
 
 RNG = np.random.default_rng(7)
 DATA = RNG.uniform(-3, 3, (4, 5, 3)).astype(np.float32)

@@ -1,4 +1,4 @@
-"""Blosc chunks decompressed straight into the decoder's buffer (store.blosc): the same values HDF5 gives."""
+"""Blosc chunks decompressed straight into the decoder's buffer (h5md.blosc): the same values HDF5 gives."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from trajscale.convert.rechunk import rechunk
+from trajscale.h5md import blosc
+from trajscale.h5md.blosc import BloscChunks
+from trajscale.h5md.layout import Layout
 from trajscale.sources import open_source
-from trajscale.store import blosc
-from trajscale.store.blosc import BloscChunks
-from trajscale.store.layout import Layout
 
 hdf5plugin = pytest.importorskip("hdf5plugin")
 POS = "particles/all/position/value"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from MDAnalysis.lib.mdamath import triclinic_box, triclinic_vectors
 
-from trajscale.store.box import dimensions_to_edges, edges_to_dimensions
+from trajscale.box import dimensions_to_edges, edges_to_dimensions
 
 
 def _random_boxes(n: int, seed: int = 0) -> np.ndarray:

@@ -11,8 +11,8 @@ import pytest
 from tests.conftest import run_cli
 from trajscale.convert.rechunk import rechunk
 from trajscale.errors import ConfigError
-from trajscale.store.inspect import inspect_file
-from trajscale.store.layout import Layout
+from trajscale.h5md.inspect import inspect_file
+from trajscale.h5md.layout import Layout
 
 hdf5plugin = pytest.importorskip("hdf5plugin")
 

@@ -1,4 +1,4 @@
-"""uint16 delta coding with per-atom references (``--encoding deltas``, store.codecs.Deltas).
+"""uint16 delta coding with per-atom references (``--encoding deltas``, h5md.codecs.Deltas).
 
 References: MDAnalysis reading the AdK-in-water XTC (its values are multiples of 0.01 Å, so a
 0.01 Å coding must give back the very same steps), NumPy float64 for the synthetic cases.
@@ -15,10 +15,10 @@ from MDAnalysisTests import datafiles as D
 from trajscale.convert.convert import convert
 from trajscale.convert.rechunk import rechunk
 from trajscale.errors import InputFileError
+from trajscale.h5md import codecs
+from trajscale.h5md.codecs import CODES, Deltas
+from trajscale.h5md.layout import Layout
 from trajscale.sources import open_source
-from trajscale.store import codecs
-from trajscale.store.codecs import CODES, Deltas
-from trajscale.store.layout import Layout
 
 pytest.importorskip("hdf5plugin")
 POS = "particles/all/position/value"
@@ -140,7 +140,7 @@ def test_delta_codecs_run_compiled_without_numba(tmp_path):
     import sys
 
     code = ("import sys, importlib.machinery\nimport numpy as np\n"
-            "from trajscale.store import codecs, _codecs\n"
+            "from trajscale.h5md import codecs, _codecs\n"
             "x = np.random.default_rng(0).uniform(0, 50, (3, 900, 3)).astype(np.float32)\n"
             "c = codecs.Deltas.plan(x[0], 0.01)\nback = c.decode(c.encode(x))\n"
             "back32 = codecs.decode_deltas(codecs.encode_deltas(x, 0.01), 0.01)\n"

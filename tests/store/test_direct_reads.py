@@ -1,4 +1,4 @@
-"""Uncompressed frames read at their byte addresses (store.direct) equal HDF5's reads, or are left to HDF5."""
+"""Uncompressed frames read at their byte addresses (h5md.direct) equal HDF5's reads, or are left to HDF5."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from tests.sources.test_h5md_source import _read_syscalls
+from trajscale.h5md import direct as direct_module
+from trajscale.h5md.direct import DirectReads
+from trajscale.h5md.runs import plan_atom_reads
 from trajscale.sources import H5MDSource
-from trajscale.store import direct as direct_module
-from trajscale.store.direct import DirectReads
-from trajscale.store.runs import plan_atom_reads
 
 N_FRAMES, N_ATOMS = 23, 500
 
@@ -163,7 +163,7 @@ def test_threads_reading_one_file_at_once_each_get_their_own_atoms(tmp_path):
 def test_the_report_says_which_fields_were_read_at_their_addresses(adk_vacuum, adk_vacuum_h5md, tmp_path):
     import trajscale as ts
     from trajscale.convert.convert import convert
-    from trajscale.store.layout import Layout
+    from trajscale.h5md.layout import Layout
 
     r = ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], adk_vacuum_h5md)
     assert r.report.source.direct_reads == ("position",)
@@ -180,7 +180,7 @@ def test_a_small_read_in_a_fresh_process_takes_the_compiled_path_without_numba(a
     import sys
 
     code = ("import sys, importlib.machinery\nfrom trajscale.sources import H5MDSource\n"
-            "from trajscale.store import _pread\n"
+            "from trajscale.storage import _pread\n"
             f"s = H5MDSource({adk_vacuum_h5md!r})\nb = s.read(0, 5, None)\n"
             "assert s._direct['position'].ready()\n"
             "print('numba' in sys.modules, _pread.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)))\n"
@@ -193,7 +193,7 @@ def test_a_small_read_in_a_fresh_process_takes_the_compiled_path_without_numba(a
 
 def test_the_loop_refuses_runs_beyond_its_buffers(tmp_path):
     """The compiled loop checks what it is given (a wrong table would write past the buffers)."""
-    from trajscale.store._pread import pread_gather
+    from trajscale.storage.pread import pread_gather
 
     _dataset_file(tmp_path / "a.h5")
     out = np.empty((2, 10, 3), np.float32)

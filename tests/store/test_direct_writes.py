@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from trajscale.errors import OutputError
-from trajscale.store import direct_write
-from trajscale.store.direct_write import DirectWrites, plan_writes
+from trajscale.h5md import direct_write
+from trajscale.h5md.direct_write import DirectWrites, plan_writes
 
 
 def _early(**kw):

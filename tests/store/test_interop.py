@@ -12,8 +12,8 @@ from MDAnalysisTests import datafiles as D
 
 from trajscale.convert.convert import convert
 from trajscale.errors import NotH5MDError
+from trajscale.h5md.layout import Layout
 from trajscale.sources import H5MDSource
-from trajscale.store.layout import Layout
 
 warnings.filterwarnings("ignore")
 

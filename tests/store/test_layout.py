@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from trajscale.errors import ConfigError
-from trajscale.store.inspect import amplification, inspect_file
-from trajscale.store.layout import Layout, plan_frames_per_chunk
+from trajscale.h5md.inspect import amplification, inspect_file
+from trajscale.h5md.layout import Layout, plan_frames_per_chunk
 
 
 @pytest.mark.parametrize("n_atoms", [1, 100, 3341, 47681, 1_000_000])

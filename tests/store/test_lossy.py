@@ -20,9 +20,9 @@ from trajscale.convert.convert import convert
 from trajscale.convert.rechunk import rechunk
 from trajscale.convert.verify import verify
 from trajscale.errors import ConfigError, InputFileError
+from trajscale.h5md.codecs import decode_deltas, encode_deltas
+from trajscale.h5md.layout import Layout
 from trajscale.sources import open_source
-from trajscale.store.codecs import decode_deltas, encode_deltas
-from trajscale.store.layout import Layout
 
 pytest.importorskip("hdf5plugin")
 POS = "particles/all/position/value"
@@ -220,8 +220,8 @@ def test_mpi_convert_writes_the_same_lossy_file_as_serial(tmp_path, adk_vacuum, 
 def test_parallel_writer_append_mode_rounds_floats_and_refuses_deltas(tmp_path):
     """ParallelWriter.write (atoms of a frame spread over ranks): per-value rounding works anywhere; a
     difference needs the previous atom, so deltas are refused there with a clear message."""
+    from trajscale.h5md.codecs import quantize, quantum
     from trajscale.pwrite import ParallelWriter
-    from trajscale.store.codecs import quantize, quantum
 
     x = (np.random.default_rng(3).random((3, 50, 3)) * 50).astype(np.float32)
     out = tmp_path / "p.h5md"

@@ -21,7 +21,7 @@ from trajscale.convert.convert import convert
 from trajscale.convert.rechunk import partial_paths, rechunk
 from trajscale.convert.resume import InputIdentity, ResumeKey, WriteMode
 from trajscale.errors import InputFileError, TrajscaleError
-from trajscale.store.layout import Layout
+from trajscale.h5md.layout import Layout
 
 
 def tree(path) -> dict:

@@ -13,7 +13,7 @@ from MDAnalysis.coordinates.H5MD import H5MDReader
 
 from trajscale.errors import UnitError
 from trajscale.sources import H5MDSource
-from trajscale.store.units import (
+from trajscale.units import (
     MDANALYSIS_NAMES,
     MDANALYSIS_QUANTITY,
     UNIT_SYSTEMS,

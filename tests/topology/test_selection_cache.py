@@ -142,7 +142,7 @@ def test_coordinate_dependent_selection_goes_through_mdanalysis(system, tmp_path
     """``around`` depends on the first frame: a second trajectory (other first frame) must not get the
     first one's atoms."""
     from trajscale.convert.convert import convert
-    from trajscale.store.layout import Layout
+    from trajscale.h5md.layout import Layout
 
     top, traj = system
     later = tmp_path / "from50.h5md"

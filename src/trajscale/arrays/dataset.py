@@ -30,7 +30,7 @@ from xarray.core import indexing
 
 from ..block import FIELD_ATTRS
 from ..errors import TrajscaleError
-from ..store.units import WRITE_UNITS
+from ..units import WRITE_UNITS
 from .labels import selected_atoms, stored_labels, topology_labels
 from .reads import SourceOpener, read_rows
 

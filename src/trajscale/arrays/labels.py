@@ -34,7 +34,7 @@ def topology_labels(topology: str, n_atoms: int, trajectory: str) -> dict[str, n
 def stored_labels(path: str, group: str, n_atoms: int) -> dict[str, np.ndarray]:
     """The labels an H5MD file stores in its particle group (none for a file that stores no names)."""
     out = {}
-    from ..store.hdf5 import open_h5  # (a URL too: its metadata through the caching file object)
+    from ..h5md.hdf5 import open_h5  # (a URL too: its metadata through the caching file object)
 
     with open_h5(path, "r") as f:
         pg = f.get(f"particles/{group}")

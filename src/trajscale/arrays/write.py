@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
-from ..store.codecs import ENCODINGS
-from ..store.layout import Layout
-from ..store.units import WRITE_UNITS
+from ..h5md.codecs import ENCODINGS
+from ..h5md.layout import Layout
+from ..units import WRITE_UNITS
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +123,8 @@ def to_h5md(ds, path, spec: WriteSpec | None = None) -> Path:
         trajscale's units) or the lossy options are invalid.
     """
     from ..errors import OutputError
-    from ..store.codecs import check_lossy_options
-    from ..store.writer import H5MDWriter
+    from ..h5md.codecs import check_lossy_options
+    from ..h5md.writer import H5MDWriter
     from ..util import atomic_output, check_output_path, refuse_input_as_output
 
     spec = spec or WriteSpec()

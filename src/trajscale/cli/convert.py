@@ -100,7 +100,7 @@ def layout_target(args, spec):
     """``spec`` with its layout planned for ``--layout``."""
     import dataclasses
 
-    from ..store.layout import Layout
+    from ..h5md.layout import Layout
 
     if args.layout == "disk":
         return spec

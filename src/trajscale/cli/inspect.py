@@ -54,11 +54,11 @@ def main(args) -> int:
     match = guess(args.file)   # the format registry: one line listing what is read, for a file it is not
     if match.format != "H5MD":
         return _inspect_other(args, match)   # read by its Source; the layout report is H5MD's own
-    from ..store.inspect import inspect_file
+    from ..h5md.inspect import inspect_file
 
     facts = inspect_file(args.file, args.h5md_group, args.assume_units)
     if args.pattern:
-        from ..store.recommend import parse_pattern, recommend, selected_atoms
+        from ..h5md.recommend import parse_pattern, recommend, selected_atoms
 
         kind, sel = parse_pattern(args.pattern)
         if facts.get("n_atoms") is None:
@@ -86,12 +86,12 @@ def _remote_costs(args, facts: dict) -> dict:
     """Requests and bytes of opening the file and of each access pattern (``--pattern atoms:SEL``'s too),
     as trajscale's remote reader fetches them (its own block, merge gap and request cut)."""
     from ..errors import ConfigError
+    from ..h5md.chunks import MAX_REQUEST
+    from ..h5md.inspect import file_remote_costs
+    from ..h5md.recommend import parse_pattern, selected_atoms
     from ..storage import current_options
-    from ..storage.chunks import MAX_REQUEST
     from ..storage.fileobj import BLOCK_BYTES
     from ..storage.objects import merge_gap_of
-    from ..store.inspect import file_remote_costs
-    from ..store.recommend import parse_pattern, selected_atoms
 
     if facts.get("n_atoms") is None:
         raise ConfigError(f"{args.file} has several particle groups: add --group NAME for --remote-costs")
@@ -170,8 +170,8 @@ def _inspect_other(args, match) -> int:
 def describe_source(src) -> dict:
     """Format, file size, frames, atoms, fields, stored units and times of an open Source (XTC and
     TRR: every time and step from the frames' headers, no coordinates decoded)."""
+    from ..h5md.inspect import times_summary
     from ..storage import is_url
-    from ..store.inspect import times_summary
 
     times, steps = src.frame_times()
     if is_url(src.path):   # an object's size, from the request that told its format
@@ -188,7 +188,7 @@ def describe_source(src) -> dict:
 def _add_selection_row(facts: dict, label: str, atoms) -> None:
     """Read amplification of ``atoms`` over a block of frames (100, or all of a shorter file)."""
     from ..facts import LayoutFacts
-    from ..store.inspect import facts_amplification
+    from ..h5md.inspect import facts_amplification
 
     layout = LayoutFacts.from_dict(facts)
     n = min(100, facts["n_frames"])
@@ -213,7 +213,7 @@ def format_time(t: dict | None) -> str:
 
 
 def format_facts(f: dict) -> str:
-    from ..store.inspect import unused_space_note
+    from ..h5md.inspect import unused_space_note
 
     size = f.get("file_bytes", 0)
     lines = [
@@ -257,7 +257,7 @@ def format_facts(f: dict) -> str:
     if f.get("observables"):
         lines.append(f"observables   {', '.join(f['observables'])}")
     if f.get("remote_costs"):
-        from ..store.inspect import remote_cost_lines
+        from ..h5md.inspect import remote_cost_lines
 
         lines += remote_cost_lines(f, f["path"])
     lines += [f"WARNING: {w}" for w in f["warnings"]]

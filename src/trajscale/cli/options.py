@@ -6,7 +6,7 @@ import logging
 import os
 
 from ..executor_registry import EXECUTORS, launcher_executor, names
-from ..store.units import ASSUMABLE
+from ..units import ASSUMABLE
 
 #: The destinations of every command's outputs, files and folders (``-o``, ``--out``, ``--report``,
 #: ``--plot``, ``--trace``, ``--json``, ``--tee``, ``--workdir``): what :func:`refuse_url_outputs` checks.
@@ -64,7 +64,7 @@ def add_segment_options(p, what: str) -> None:
 def output_spec(args):
     """The OutputSpec ``--chunks``, ``--compression``, ``--fletcher32``, ``--precision`` and ``--encoding`` give."""
     from ..convert.options import OutputSpec
-    from ..store.layout import Layout
+    from ..h5md.layout import Layout
 
     return OutputSpec(layout=Layout.parse(args.chunks, args.compression, getattr(args, "fletcher32", False)),
                       precision=args.precision, encoding=args.encoding)

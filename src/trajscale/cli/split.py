@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
 def main_split(args) -> int:
     from ..convert.split import split
     from ..errors import ConfigError
-    from ..store.layout import Layout
+    from ..h5md.layout import Layout
 
     if args.parts < 1:
         raise ConfigError(f"--parts must be at least 1, got {args.parts}")

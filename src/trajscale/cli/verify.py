@@ -53,7 +53,7 @@ def _unused_space(path: str) -> str | None:
     """The inspect line about space in ``path`` that holds no data (None: little, or not an HDF5 file)."""
     import h5py
 
-    from ..store.inspect import space_facts, unused_space_note
+    from ..h5md.inspect import space_facts, unused_space_note
 
     try:
         with h5py.File(path, "r") as f:

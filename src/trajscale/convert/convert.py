@@ -14,8 +14,8 @@ import numpy as np
 from ..errors import ConfigError, InputFileError, OutputError
 from ..sources import H5MDSource, registry
 from ..sources.chain import JoinPlan, plan_join
-from ..store.units import WRITE_UNITS, unit_system
 from ..topology import load_universe, select_atoms
+from ..units import WRITE_UNITS, unit_system
 from ..util import check_input_file, check_output_path, is_no_space, polling_for_stop
 from . import direct, segmented
 from .frames import ConvertJob
@@ -80,7 +80,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, options: Con
     MPI ``comm`` of several ranks, the ranks convert slabs of frames into the
     one file in rounds, each round counted in the progress record, so
     ``resume`` works there too (``convert.parallel``). ``precision`` (Å) and ``encoding`` store
-    positions lossy (:mod:`trajscale.store.codecs`).
+    positions lossy (:mod:`trajscale.h5md.codecs`).
     """
     t0 = time.perf_counter()
     opts = with_options(options or ConvertOptions(), kwargs, "convert")

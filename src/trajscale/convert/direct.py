@@ -3,7 +3,7 @@
 For an output with no filter (no compression, no lossy precision, no
 checksum), every per-frame dataset can be created at its final length with its
 storage allocated (``H5MDWriter.preallocate``), so each frame has a fixed byte
-address (:mod:`trajscale.store.direct_write`).  The preparing process creates
+address (:mod:`trajscale.h5md.direct_write`).  The preparing process creates
 the partial output (``.NAME.convert-partial``) with the whole H5MD structure,
 closes it and plans the addresses; each worker then reads its range of frames
 and writes their bytes - positions, velocities, forces, box, step, time,
@@ -28,11 +28,11 @@ import numpy as np
 
 from ..block import FIELD_ATTRS, split_frames
 from ..errors import OutputError
+from ..h5md.direct_write import DirectWrites, RowTarget, plan_writes
+from ..h5md.layout import Layout
+from ..h5md.writer import box_edges, in_file_units
 from ..store import direct_write
-from ..store.direct_write import DirectWrites, RowTarget, plan_writes
-from ..store.layout import Layout
-from ..store.units import factor
-from ..store.writer import box_edges, in_file_units
+from ..units import factor
 from ..util import fsync_path, polling_for_stop, raise_if_stopped
 from .frames import ConvertJob, iter_slabs
 from .pool import frame_bar, run_tasks

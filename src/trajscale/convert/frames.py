@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..store.layout import Layout
-from ..store.writer import H5MDWriter
+from ..h5md.layout import Layout
+from ..h5md.writer import H5MDWriter
 from ..util import polling_for_stop, raise_if_stopped, slow_phase_for_tests
 from . import stream
 from .resume import load_record, save_record
@@ -50,7 +50,7 @@ class ConvertJob:
     observables: dict | None = None        # name -> (shape, dtype str): from a single H5MD input
     in_group: str | None = None            # --group / --assume-units for H5MD inputs
     assume_units: str | None = None
-    precision: float | None = None         # lossy positions (store.codecs)
+    precision: float | None = None         # lossy positions (h5md.codecs)
     encoding: str = "floats"
     reference: np.ndarray | None = None    # "deltas": the first output frame's positions (Å)
     #: per input: XTC/TRR frame offsets (``parts.encode_offsets``) scanned by the preparing process, else None

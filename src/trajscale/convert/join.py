@@ -22,7 +22,7 @@ from collections.abc import Callable
 import h5py
 import numpy as np
 
-from ..store.codecs import CODES
+from ..h5md.codecs import CODES
 
 SLAB_BYTES = 64 * 1024**2
 
@@ -167,7 +167,7 @@ def virtual_series(dg: h5py.Group, name: str, model: h5py.Dataset, segments: lis
             layout[start:start + n] = h5py.VirtualSource(rel, model.name, shape=(n, *model.shape[1:]))
     ds = dg.create_virtual_dataset(name, layout, fillvalue=None)
     copy_attrs(attrs_from if attrs_from is not None else model, ds)
-    # delta-coded segments share one plan (store.codecs): the output keeps theirs, not its input's
+    # delta-coded segments share one plan (h5md.codecs): the output keeps theirs, not its input's
     if CODES in dg:
         del dg[CODES]
     if CODES in model.parent:

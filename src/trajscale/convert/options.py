@@ -28,8 +28,8 @@ from typing import Any, TypeVar
 
 from ..errors import ConfigError
 from ..executor_registry import EXECUTORS
-from ..store.codecs import check_lossy_options
-from ..store.layout import Layout
+from ..h5md.codecs import check_lossy_options
+from ..h5md.layout import Layout
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +68,10 @@ class OutputSpec:
     Parameters
     ----------
     layout
-        Chunks, compression and checksums (:class:`~trajscale.store.layout.Layout`); ``Layout(remote=True)``
+        Chunks, compression and checksums (:class:`~trajscale.h5md.layout.Layout`); ``Layout(remote=True)``
         plans them for a store read over the network.
     precision
-        Positions rounded to this precision in Å (lossy; :mod:`trajscale.store.codecs`), or None.
+        Positions rounded to this precision in Å (lossy; :mod:`trajscale.h5md.codecs`), or None.
     encoding
         With ``precision``: ``"floats"``, ``"deltas"`` or ``"deltas32"``.
     """

@@ -41,9 +41,7 @@ import numpy as np
 from ..block import split_frames
 from ..errors import InputFileError, OutputError, UnitError
 from ..executor_registry import launcher_executor
-from ..parallel import when_all_arrive
-from ..progress import progress_bar
-from ..store.codecs import (
+from ..h5md.codecs import (
     CODES,
     Deltas,
     codec_for,
@@ -52,12 +50,14 @@ from ..store.codecs import (
     lossy_attrs_for,
     stored_dtype,
 )
-from ..store.direct_write import DirectWrites
-from ..store.hdf5 import ensure_filters, open_h5
-from ..store.layout import Layout
-from ..store.schema import attr_str
-from ..store.units import factor
-from ..store.writer import early_allocation
+from ..h5md.direct_write import DirectWrites
+from ..h5md.hdf5 import ensure_filters, open_h5
+from ..h5md.layout import Layout
+from ..h5md.schema import attr_str
+from ..h5md.writer import early_allocation
+from ..parallel import when_all_arrive
+from ..progress import progress_bar
+from ..units import factor
 from ..util import check_output_path, polling_for_stop, raise_if_stopped
 from . import direct
 from .join import copy_attrs, copy_frames, copy_structure, virtual_series
@@ -136,7 +136,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout 
     encoding
         With ``precision``: ``"floats"`` (above), ``"deltas"`` (XTC-sized, coordinates within
         32767 steps of the first frame's centre) or ``"deltas32"`` (no such bound); only
-        trajscale reads deltas back, see :mod:`trajscale.store.codecs`.
+        trajscale reads deltas back, see :mod:`trajscale.h5md.codecs`.
     resume
         Continue an interrupted run of the same input and layout from its progress record.
     executor, n_workers
@@ -461,7 +461,7 @@ def _create_series(dg: h5py.Group, name: str, obj: h5py.Dataset, spec: OutputSpe
             chunks = (tuple(min(c, s) for c, s in zip(chunks, (n_frames, n_atoms, 3), strict=False))
                       if n_frames else None)
         kw.update(chunks=chunks, maxshape=(None, n_atoms, 3), **layout.h5py_kwargs())
-    if early:   # every chunk gets its address now (store.direct_write)
+    if early:   # every chunk gets its address now (h5md.direct_write)
         kw["dcpl"] = early_allocation()
     ds = dg.create_dataset(name, **kw)
     copy_attrs(obj, ds)

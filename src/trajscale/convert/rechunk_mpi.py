@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
+from ..h5md.hdf5 import ensure_filters, open_h5
 from ..progress import progress_bar
 from ..pwrite.slabs import write_at
-from ..store.hdf5 import ensure_filters, open_h5
 from ..util import polling_for_stop
 from .parallel import begin_mpi_record
 from .pool import on_root, stop_together

@@ -6,7 +6,7 @@ import h5py
 import numpy as np
 
 from ..errors import InputFileError
-from ..store.codecs import deltas_of, lossy_attrs, quantize
+from ..h5md.codecs import deltas_of, lossy_attrs, quantize
 
 
 def recoder(sds: h5py.Dataset, dds: h5py.Dataset):

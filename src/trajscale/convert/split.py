@@ -17,11 +17,11 @@ import numpy as np
 
 from ..block import split_frames
 from ..errors import AtomCountMismatchError, InputFileError
+from ..h5md.codecs import ENCODING_OF
+from ..h5md.layout import Layout
+from ..h5md.writer import H5MDWriter
 from ..sources import H5MDSource
 from ..sources.segments import INDEX_NAME, write_index
-from ..store.codecs import ENCODING_OF
-from ..store.layout import Layout
-from ..store.writer import H5MDWriter
 from ..util import atomic_output, check_output_path
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ class VerifyReport:
     max_dtime: float = 0.0
     step_mismatches: int = 0
     first_bad_frame: int | None = None
-    #: positions stored lossy: the bound max_dx is checked against (Å; store.codecs), else None
+    #: positions stored lossy: the bound max_dx is checked against (Å; h5md.codecs), else None
     position_bound: float | None = None
     problems: list[str] = field(default_factory=list)
 

@@ -123,8 +123,8 @@ def task_imports(modules: tuple[str, ...] = ()) -> None:
     """
     import importlib
 
+    from ..h5md import source  # noqa: F401
     from ..kernels import superpose  # noqa: F401
-    from ..sources import h5md  # noqa: F401
     from . import base  # noqa: F401
 
     for name in modules:

@@ -7,7 +7,7 @@ MDAnalysis pipelines write the files ``trajscale convert`` writes, with its opti
         for ts in u.trajectory:
             w.write(u.atoms)
 
-Frames are gathered into slabs of ``slab_bytes`` and written with :class:`trajscale.store.writer.H5MDWriter`
+Frames are gathered into slabs of ``slab_bytes`` and written with :class:`trajscale.h5md.writer.H5MDWriter`
 (the writer behind ``convert``).  By default the file is written under a temporary name beside the
 output, each slab counted only once its data is in the file, and renamed (after an fsync) when the
 writer is closed cleanly: a pipeline that fails (an exception inside ``with mda.Writer(...)``, a frame
@@ -30,8 +30,8 @@ import numpy as np
 from MDAnalysis.coordinates.base import WriterBase
 
 from ..errors import ConfigError, OutputError, TrajscaleError
-from ..store.layout import Layout
-from ..store.units import unit_system
+from ..h5md.layout import Layout
+from ..units import unit_system
 from ..util import check_output_path, check_writable_folder, fsync_path, temporary_name
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class Writer(WriterBase):
         self._box: str | None = None
 
     def _start(self, first_box: np.ndarray | None, masses) -> None:
-        from ..store.writer import H5MDWriter
+        from ..h5md.writer import H5MDWriter
 
         self._box = "triclinic" if first_box is not None and np.any(first_box[:3]) else None
         self._tmp = self._final if self.followable else temporary_name(self._final)

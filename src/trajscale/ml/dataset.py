@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 
 from ..errors import InputFileError, SelectionError, StoreError
-from ..store.hdf5 import open_h5
+from ..h5md.hdf5 import open_h5
 from ..util import is_url
 from .trace import IOStats
 

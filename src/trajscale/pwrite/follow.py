@@ -1,6 +1,6 @@
 """Follow an H5MD file while a job writes it: report each new complete frame count.
 
-The count is the length of ``step`` (``store.schema.complete_frames``), which
+The count is the length of ``step`` (``h5md.schema.complete_frames``), which
 trajscale's writers grow only after a frame's data is flushed, so every frame
 counted is whole.  Each poll opens the file afresh (HDF5 caches metadata per
 open) without HDF5's file lock (the writer holds it); an open that catches the
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import h5py
 
-from ..store.schema import describe
+from ..h5md.schema import describe
 
 log = logging.getLogger(__name__)
 

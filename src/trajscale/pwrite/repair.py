@@ -18,8 +18,8 @@ from pathlib import Path
 import h5py
 
 from ..errors import InputFileError
-from ..store.hdf5 import open_h5
-from ..store.schema import describe
+from ..h5md.hdf5 import open_h5
+from ..h5md.schema import describe
 from ..util import atomic_output
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
-from ..store.layout import Layout
-from ..store.units import WRITE_UNITS, unit_system
+from ..h5md.layout import Layout
+from ..units import WRITE_UNITS, unit_system
 
 #: The write strategies :class:`~trajscale.ParallelWriter` accepts (see :mod:`trajscale.pwrite.writer`).
 STRATEGIES = ("gather", "independent", "collective")
@@ -34,14 +34,14 @@ class WriterSettings:
         Who writes which rows: ``"gather"``, ``"independent"`` or ``"collective"``
         (see :mod:`trajscale.pwrite.writer`).
     layout
-        A :class:`~trajscale.store.layout.Layout` for the per-atom datasets;
+        A :class:`~trajscale.h5md.layout.Layout` for the per-atom datasets;
         None to build one from ``chunks`` and ``compression``.
     chunks, compression
         The layout as ``trajscale convert`` takes it (``"auto"``, ``"frame"``,
         ``"contiguous"`` or a frame count; ``None``, ``"gzip:4"``, ...).  Compressed
         data is written collectively.
     precision, encoding
-        Lossy positions (:mod:`trajscale.store.codecs`): the largest error in Å
+        Lossy positions (:mod:`trajscale.h5md.codecs`): the largest error in Å
         (None: float32 as given) and how they are coded (``"floats"``, ``"deltas"``, ...).
     units
         Units of the file: ``"mdanalysis"`` (Å, ps) or ``"gromacs"`` (nm, ps), or

@@ -1,6 +1,6 @@
 """ParallelWriter: H5MD frames from domain-decomposed or frame-parallel producers.
 
-The file structure (H5MD 1.1, units, box, step/time) is ``store.writer.H5MDWriter``'s;
+The file structure (H5MD 1.1, units, box, step/time) is ``h5md.writer.H5MDWriter``'s;
 this module decides who writes which rows:
 
 * ``gather``: every rank's rows go to rank 0 (``Gatherv``), which writes the frame.
@@ -27,12 +27,12 @@ import h5py
 import numpy as np
 
 from ..errors import ConfigError, OutputError, ParallelUnavailableError, ParallelWriteError
+from ..h5md.codecs import encode, lossy_attrs_for
+from ..h5md.writer import H5MDWriter
 from ..parallel import h5py_has_mpi, when_all_arrive
 from ..sharing import share_on_comm
-from ..store.codecs import encode, lossy_attrs_for
-from ..store.units import factor
-from ..store.writer import H5MDWriter
 from ..topology import atom_arrays
+from ..units import factor
 from ..util import check_output_path, temporary_name
 from . import exchange as ex
 from .settings import WriterSettings
@@ -123,7 +123,7 @@ class ParallelWriter:
         #: per field: value in the file = value given / factor
         self._factors = {q: factor(q, u) for q, u in self.units.items()}
         self.layout = s.file_layout()
-        #: lossy positions (store.codecs): encoded by the rank that holds them, before any collective write
+        #: lossy positions (h5md.codecs): encoded by the rank that holds them, before any collective write
         self._lossy = None if s.precision is None else lossy_attrs_for(
             s.precision, s.encoding, self.units["position"], self._factors["position"])
         self.mpio = comm is not None and h5py_has_mpi()

@@ -27,15 +27,15 @@ def _registry() -> dict[str, type[Source]]:
 
 
 __getattr__, __dir__ = attach(__name__, {
-    "SOURCES": _registry, "Source": ".base", "OpenRequest": ".base", "H5MDSource": ".h5md", "MDASource": ".mda",
+    "SOURCES": _registry, "Source": ".base", "OpenRequest": ".base", "H5MDSource": "..h5md.source", "MDASource": ".mda",
     "XDRSource": "..xdr.source", "MDAPartSource": ".mdapart", "SegmentedSource": ".segments",
     "index_path": ".segments",
-}, submodules=("base", "h5md", "mda", "mdapart", "parts", "registry", "segments"))
+}, submodules=("base", "mda", "mdapart", "parts", "registry", "segments"))
 
 
 #: What a worker imports to read a file behind a URL: the client library and the caching file objects
 #: (imported by a pool's parent or forkserver before its workers start, as :func:`reader_modules`' are).
-URL_MODULES = ("obstore", "trajscale.storage.hdf5", "trajscale.xdr.offsets")
+URL_MODULES = ("obstore", "trajscale.h5md.metadata", "trajscale.xdr.offsets")
 
 #: An IMD stream's address begins so (``imd://HOST:PORT``).
 SCHEME = "imd://"

@@ -149,7 +149,7 @@ class Source(ABC):
     def stored_units(self) -> dict[str, str | None]:
         """Per quantity (position, box, velocity, force, time), the unit the file stores it in (H5MD's
         unit strings), None where the format declares none: what ``convert --units source`` writes."""
-        from ..store.units import MDANALYSIS_QUANTITY, from_mdanalysis
+        from ..units import MDANALYSIS_QUANTITY, from_mdanalysis
 
         native = self.native_units
         return {q: from_mdanalysis(q, native.get(MDANALYSIS_QUANTITY[q])) for q in MDANALYSIS_QUANTITY}

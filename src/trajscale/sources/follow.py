@@ -4,12 +4,12 @@ A follower (``trajscale run --follow``) takes a :class:`Snapshot` of the
 trajectory at every poll: a Source opened on the frames that are whole at that
 instant, and whether the writer has said the file is finished.
 
-* H5MD: the length of ``step`` (``store.schema.complete_frames``): trajscale's
+* H5MD: the length of ``step`` (``h5md.schema.complete_frames``): trajscale's
   writers grow it only after a frame's data is flushed, so every frame counted
   is whole. The file is opened afresh at each poll (HDF5 caches metadata per
   open) without HDF5's file lock, which the writer holds. A writer that closes
   normally sets the root attribute ``trajscale_complete``
-  (:data:`~trajscale.store.writer.COMPLETE_ATTR`, false until then) to true; a
+  (:data:`~trajscale.h5md.writer.COMPLETE_ATTR`, false until then) to true; a
   killed one never does.
 * XTC/TRR: the frames whose every byte is in the file (the compiled header scan
   of :mod:`._xdr` in its mode for growing files, which ends at the frame being
@@ -44,9 +44,9 @@ import numpy as np
 
 from ..endings import Ending, FollowEnded
 from ..errors import DamagedFileError, InputFileError, NotFollowableError
+from ..h5md.source import H5MDSource
 from ..util import raise_if_stopped
 from .base import Source
-from .h5md import H5MDSource
 
 log = logging.getLogger(__name__)
 
@@ -141,12 +141,12 @@ class QuietInFlight(logging.Filter):
 def _h5md_snapshot(path: str, group: str | None, assume_units: str | None) -> Snapshot:
     import h5py
 
-    from ..store.writer import COMPLETE_ATTR
+    from ..h5md.writer import COMPLETE_ATTR
 
     with h5py.File(path, "r", locking=False) as f:
         finished = bool(f.attrs.get(COMPLETE_ATTR, False))
     quiet = QuietInFlight()
-    schema_log = logging.getLogger("trajscale.store.schema")
+    schema_log = logging.getLogger("trajscale.h5md.schema")
     schema_log.addFilter(quiet)
     try:
         source = GrowingH5MDSource(path, group=group, assume_units=assume_units)

@@ -43,7 +43,7 @@ ENTRY_POINT_GROUP = "trajscale.sources"
 #: MDAnalysis's one-file reader comes last: past its DCD header it goes by the file's extension.
 FORMAT_SOURCES = {
     "segments": ".segments:SegmentedSource",
-    "h5md": ".h5md:H5MDSource",
+    "h5md": "..h5md.source:H5MDSource",
     "xdr": "..xdr.source:XDRSource",
     "npy": ".npy:NumpySource",
     "mda_part": ".mdapart:MDAPartSource",

@@ -10,7 +10,7 @@ D = pytest.importorskip("MDAnalysisTests.datafiles")
 
 import trajscale as ts  # noqa: E402
 from trajscale.convert.convert import convert  # noqa: E402
-from trajscale.store.layout import Layout  # noqa: E402
+from trajscale.h5md.layout import Layout  # noqa: E402
 
 
 @pytest.fixture(scope="module")

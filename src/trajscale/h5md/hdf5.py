@@ -34,7 +34,7 @@ def open_h5(path: str | os.PathLike, mode: str = "r", driver: str | None = None,
     """Open an HDF5 file, turning every failure into one clear InputFileError (a URL: read through a
     caching file object, :mod:`trajscale.storage`)."""
     if is_url(path) and mode == "r":
-        from ..storage.hdf5 import open_remote_h5
+        from .metadata import open_remote_h5
 
         return open_remote_h5(path, None, None, kw.get("rdcc_nbytes", 1024**2))[2]
     p = Path(path)

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""The loops behind :mod:`trajscale.store.codecs` (compiled ahead of time, GIL released).
+"""The loops behind :mod:`trajscale.h5md.codecs` (compiled ahead of time, GIL released).
 
 One pass per frame (undo the zigzag, running sum along atoms, scale) instead of
 NumPy's five passes over the slab: the decode keeps up with zstd. The thin
@@ -147,7 +147,7 @@ cdef inline void _deltas32_frame3(const uint32_t* raw, Py_ssize_t n_atoms, doubl
 
 
 def decode_deltas(const uint32_t[:, :, ::1] raw, double q, float[:, :, ::1] out):
-    """``store.codecs.Deltas32``: zigzag-coded uint32 differences along atoms (axis 1) to float32 ``out``.
+    """``h5md.codecs.Deltas32``: zigzag-coded uint32 differences along atoms (axis 1) to float32 ``out``.
 
     Each value is the float32 nearest ``(running sum, int32) x q`` (q in float64).
     """
@@ -175,7 +175,7 @@ def decode_deltas(const uint32_t[:, :, ::1] raw, double q, float[:, :, ::1] out)
 
 def decode_refs16(const uint16_t[:, :, ::1] raw, const int32_t[::1] pos, const int32_t[::1] off,
                   const float[:, ::1] table, float[:, :, ::1] out):
-    """``store.codecs.Deltas``: (frames, atoms, 3) uint16 as stored to float32 ``out`` in atom order.
+    """``h5md.codecs.Deltas``: (frames, atoms, 3) uint16 as stored to float32 ``out`` in atom order.
 
     ``pos[a]``: the index of atom ``a``'s triple in a frame's row (a multiple of 3, < 3 x atoms);
     ``off[a]``: its reference, 0 to 3 atoms back (0 for atom 0); ``table[axis, step & 0xFFFF]``:

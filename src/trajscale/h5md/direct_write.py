@@ -1,6 +1,6 @@
 """Frames written at their byte addresses with ``pwrite``: many writers, one file, no HDF5 in the writers.
 
-The mirror of :mod:`trajscale.store.direct`.  A dataset that is uncompressed
+The mirror of :mod:`trajscale.h5md.direct`.  A dataset that is uncompressed
 (no filter at all), whose chunks hold whole rows (frames; or a contiguous
 dataset) and whose storage was allocated when it was created
 (``ALLOC_TIME_EARLY``, fixed length) keeps row ``f`` at a fixed address:

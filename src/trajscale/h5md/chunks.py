@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
-from .objects import MERGE_GAP, ByteStore, prefetch_coalesced, read_coalesced
+from ..storage.objects import MERGE_GAP, ByteStore, prefetch_coalesced, read_coalesced
 
 __all__ = ["MAX_REQUEST", "MERGE_GAP", "ChunkDecoder", "ChunkIndex", "ChunkReads"]
 

@@ -13,19 +13,19 @@ import h5py
 import numpy as np
 
 from ..block import Block
+from ..box import edges_to_dimensions
 from ..errors import InputFileError
 from ..facts import LayoutFacts
+from ..sources.base import FRAME_META_BYTES, OpenRequest, Source, file_head
 from ..storage import is_url
-from ..store.blosc import BloscChunks
-from ..store.box import edges_to_dimensions
-from ..store.codecs import deltas_of
-from ..store.direct import DirectReads
-from ..store.hdf5 import ensure_filters, open_h5
-from ..store.layout import reader_chunk_cache
-from ..store.runs import plan_atom_reads
-from ..store.schema import H5MDInfo, describe
 from ..util import HDF5_MAGIC, file_identity
-from .base import FRAME_META_BYTES, OpenRequest, Source, file_head
+from .blosc import BloscChunks
+from .codecs import deltas_of
+from .direct import DirectReads
+from .hdf5 import ensure_filters, open_h5
+from .layout import reader_chunk_cache
+from .runs import plan_atom_reads
+from .schema import H5MDInfo, describe
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ META_CACHE_FRAMES = 2_000_000   # box/time/step of up to this many frames are re
 #: Slab size when selected atoms are gathered from their runs: small enough to stay in cache.
 GATHER_SLAB_BYTES = 4 * 1024**2
 #: The file is opened with no chunk cache; datasets whose chunks split xyz get
-#: their own (see :func:`~trajscale.store.layout.reader_chunk_cache`).
+#: their own (see :func:`~trajscale.h5md.layout.reader_chunk_cache`).
 CHUNK_CACHE_BYTES = 0
 #: Most hash slots of a dataset's chunk cache (8 bytes each): far more than its bytes hold chunks.
 MAX_CACHE_SLOTS = 1_000_003
@@ -173,7 +173,7 @@ class H5MDSource(Source):
             self._dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE)
         lock = {} if self.file_locking is None else {"locking": self.file_locking}
         if is_url(self._path):
-            from ..storage.hdf5 import open_remote_h5
+            from .metadata import open_remote_h5
 
             self._remote, self._fh, self.file = open_remote_h5(self._path, storage_options, identity, CHUNK_CACHE_BYTES,
                                                                metadata, round_trip=round_trip)
@@ -196,7 +196,7 @@ class H5MDSource(Source):
         self.bytes_read = 0
         if self._remote is not None and self._prepares and self._fh.cached is None:
             # box, time and step, read with the first frame (a run's reference): fetched meanwhile
-            from ..storage.hdf5 import fetch_ahead
+            from .metadata import fetch_ahead
 
             paths = [axis.path for axis in (self.info.time, self.info.step) if axis.path is not None]
             fetch_ahead(self._fh, [self.file[p] for p in paths]
@@ -224,15 +224,15 @@ class H5MDSource(Source):
         self._datasets = {fl: _with_chunk_cache(self.file, self.info.dataset(fl)) for fl in self.info.fields}
         for ds in self._datasets.values():
             ensure_filters(ds)
-        #: field -> codec of a delta-coded dataset (decoded here; store.codecs)
+        #: field -> codec of a delta-coded dataset (decoded here; h5md.codecs)
         try:
             self._deltas = {fl: c for fl, ds in self._datasets.items() if (c := deltas_of(ds))}
         except ValueError as exc:
             raise InputFileError(self._path, str(exc)) from None
-        #: their Blosc chunks, decompressed into the decoder's buffer (store.blosc; not under MPI-IO)
+        #: their Blosc chunks, decompressed into the decoder's buffer (h5md.blosc; not under MPI-IO)
         self._blosc = {fl: r for fl in self._deltas if self._driver != "mpio" and self._remote is None
                        and (r := BloscChunks.of(self._datasets[fl])) is not None}
-        # Uncompressed whole-frame chunks are read at their byte addresses (store.direct),
+        # Uncompressed whole-frame chunks are read at their byte addresses (h5md.direct),
         # except under MPI-IO, whose reads (collective or not) stay MPI-IO's.
         if self._driver != "mpio" and self._remote is None:
             for fl, ds in self._datasets.items():
@@ -296,15 +296,15 @@ class H5MDSource(Source):
                     log.debug("%s: box, time and step not shipped", self._path, exc_info=True)
             self._metadata = self._fh.metadata()
             if self._prepares and self._metadata != self._fh.cached:   # for the next run on this object
-                from ..storage.hdf5 import cache_metadata
+                from .metadata import cache_metadata
 
                 cache_metadata(self._remote, self._metadata)
         return self._metadata
 
     def _remote_index(self) -> dict:
-        """Every field's chunk addresses (:class:`~trajscale.storage.chunks.ChunkIndex`), looked up once."""
+        """Every field's chunk addresses (:class:`~trajscale.h5md.chunks.ChunkIndex`), looked up once."""
         if self._chunk_index is None:
-            from ..storage.chunks import ChunkIndex
+            from .chunks import ChunkIndex
 
             self._chunk_index = {fl: idx.to_config() for fl, ds in self._datasets.items()
                                  if (idx := ChunkIndex.of(ds, self.info.n_frames)) is not None}
@@ -318,7 +318,7 @@ class H5MDSource(Source):
         """The chunk reader of dataset ``ds`` of a remote file (None: read through HDF5)."""
         name = ds.name
         if name not in self._remote_reads:
-            from ..storage.chunks import ChunkDecoder, ChunkIndex, ChunkReads
+            from .chunks import ChunkDecoder, ChunkIndex, ChunkReads
 
             cfg = next((c for fl, c in self._remote_index().items() if self._datasets[fl].name == name), None)
             if cfg is None:
@@ -331,11 +331,11 @@ class H5MDSource(Source):
         return self._remote_reads[name]
 
     def layout_summary(self) -> LayoutFacts:
-        from ..store.inspect import layout_facts
+        from .inspect import layout_facts
 
         if self._described.layout is None:
             self._described.layout = layout_facts(self.info)
-        # fields read at their byte addresses (store.direct) once the compiled loop is loaded
+        # fields read at their byte addresses (h5md.direct) once the compiled loop is loaded
         return dataclasses.replace(self._described.layout, direct_reads=tuple(sorted(self._direct)))
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
@@ -497,7 +497,7 @@ class H5MDSource(Source):
 
     def _read_direct(self, fl: str, start: int, n: int, stride: int, plan) -> np.ndarray | None:
         """The frames read at their byte addresses, the selected atoms gathered on the way; None
-        when HDF5 must read them (a dataset store.direct cannot read, an unwritten chunk, a short read)."""
+        when HDF5 must read them (a dataset h5md.direct cannot read, an unwritten chunk, a short read)."""
         direct = self._direct.get(fl)
         if direct is None or not n or not plan.n_columns:
             return None

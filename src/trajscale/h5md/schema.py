@@ -20,8 +20,8 @@ import h5py
 import numpy as np
 
 from ..errors import InputFileError, NotH5MDError, UnitError
+from ..units import FIELDS, assumed_units, factor
 from .codecs import lossy_attrs
-from .units import FIELDS, assumed_units, factor
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class H5MDInfo:
     compression: str | None = None
     compression_opts: object = None
     dtype: str = "float32"
-    lossy: tuple | None = None   # (precision Å, quantum in the file's unit, encoding): store.codecs
+    lossy: tuple | None = None   # (precision Å, quantum in the file's unit, encoding): h5md.codecs
     observables: tuple[str, ...] = ()
     assumed_units: str | None = None                 # the unit system stated for unit-less datasets
 
@@ -218,7 +218,7 @@ def complete_frames(f: h5py.File, pg: h5py.Group, step: TimeAxis, time: TimeAxis
 def _unit(ds: h5py.Dataset, quantity: str, assumed: dict | None, path: str) -> tuple[str, float]:
     """The unit of ``ds`` and its factor to trajscale's unit: from its attribute, or as the user states.
 
-    A delta-coded dataset (``store.codecs``) keeps its unit in ``trajscale_unit``: its ``unit``
+    A delta-coded dataset (``h5md.codecs``) keeps its unit in ``trajscale_unit``: its ``unit``
     names the encoding, so that readers which cannot decode it refuse it.
     """
     try:

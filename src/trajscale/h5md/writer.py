@@ -1,4 +1,4 @@
-"""Write one particle group of an H5MD 1.1 file (layout: see ``store.schema``).
+"""Write one particle group of an H5MD 1.1 file (layout: see ``h5md.schema``).
 
 Crash consistency: the frame count of an H5MD file is the length of ``step``
 (and ``time``).  The per-frame data is written first, into datasets reserved
@@ -17,12 +17,12 @@ import h5py
 import numpy as np
 
 from .. import _version
+from ..box import dimensions_to_edges
 from ..errors import ConfigError
-from .box import dimensions_to_edges
+from ..units import WRITE_UNITS, factor
 from .codecs import Deltas, codec_for, deltas_of, encode, lossy_attrs_for, stored_dtype
 from .hdf5 import open_h5
 from .layout import Layout
-from .units import WRITE_UNITS, factor
 
 log = logging.getLogger(__name__)
 #: Root attribute set when the writer closes normally: the file will not grow (followers stop).
@@ -64,7 +64,7 @@ class H5MDWriter:
         rank runs the same calls (HDF5 metadata operations are collective).
     precision, encoding
         Store positions rounded to ``precision`` Å, as ``"floats"``, ``"deltas"`` or
-        ``"deltas32"`` (:mod:`trajscale.store.codecs`); None (the default) is lossless.
+        ``"deltas32"`` (:mod:`trajscale.h5md.codecs`); None (the default) is lossless.
     reference
         ``"deltas"``: the trajectory's first frame (positions in Å), from which the
         atoms' references are planned.  Writers of parts of one output (segments,
@@ -103,10 +103,10 @@ class H5MDWriter:
         creator.attrs["name"] = "trajscale"
         creator.attrs["version"] = _version.version()
         pg = self._pg = f.create_group(f"particles/{group}")
-        #: attributes of lossy positions (store.codecs), None when lossless
+        #: attributes of lossy positions (h5md.codecs), None when lossless
         self._lossy = None if precision is None else lossy_attrs_for(
             precision, encoding, self.units["position"], self._factors["position"])
-        self._codec = None   # delta coding (store.codecs), planned from the reference or the first frame
+        self._codec = None   # delta coding (h5md.codecs), planned from the reference or the first frame
         elements = [pg.create_group(fl) for fl in self.fields]
         first = elements[0]
         # Always resizable: they grow only when a frame is complete (commit).
@@ -210,7 +210,7 @@ class H5MDWriter:
         if chunks is None:
             if n is None:
                 raise ValueError("the contiguous layout needs the number of frames in advance")
-            # allocated now: its address is known before any frame is written (store.direct_write)
+            # allocated now: its address is known before any frame is written (h5md.direct_write)
             return {"shape": (n, self.n_atoms, 3), "dcpl": early_allocation()}
         kw = {"shape": (n or 0, self.n_atoms, 3), "maxshape": (None, self.n_atoms, 3), "chunks": chunks}
         kw.update(self.layout.h5py_kwargs())
@@ -326,7 +326,7 @@ class H5MDWriter:
         its storage now; return their names (:meth:`per_frame_names`).
 
         Other processes then write the frames' bytes at fixed addresses
-        (:mod:`trajscale.store.direct_write`) and nothing here writes frames.
+        (:mod:`trajscale.h5md.direct_write`) and nothing here writes frames.
         The file counts every frame from now on, so it must stay under a
         temporary name until the caller has counted them all.
         """

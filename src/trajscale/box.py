@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.geometry import triclinic_vectors
+from .kernels.geometry import triclinic_vectors
 
 
 def edges_to_dimensions(edges: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from collections import OrderedDict
 import h5py
 import numpy as np
 
-from ._pread import pread_gather
+from ..storage.pread import pread_gather
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""The loop behind :mod:`trajscale.store.direct` (compiled ahead of time, GIL released).
+"""The compiled gather of a local file descriptor (:mod:`trajscale.storage.pread`; compiled ahead of time,
+GIL released).
 
 For every frame: ``pread`` each atom run into a small row buffer (tens of KB,
 so it stays in L1/L2), then gather the asked atoms from it into the output

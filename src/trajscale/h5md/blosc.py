@@ -2,7 +2,7 @@
 
 HDF5 reads a filtered chunk by decompressing it into a buffer of its own (the
 chunk cache, or a temporary one) and copying the selection out of it.  For
-delta-coded positions (``store.codecs``), read in whole chunk-aligned rows
+delta-coded positions (``h5md.codecs``), read in whole chunk-aligned rows
 anyway, that copy is a quarter of the read.  Here the chunk's stored bytes
 come from ``H5Dread_chunk`` and Blosc - the library hdf5plugin's own filter
 runs, called through its public ``blosc_decompress_ctx`` - writes them into the

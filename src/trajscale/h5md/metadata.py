@@ -20,10 +20,10 @@ import weakref
 import h5py
 
 from ..errors import InputFileError
+from ..storage import cache
+from ..storage.fileobj import CachingFile, btree_children
+from ..storage.objects import Identity, RemoteError, RemoteObject
 from ..util import HDF5_MAGIC
-from . import cache
-from .fileobj import CachingFile, btree_children
-from .objects import Identity, RemoteError, RemoteObject
 
 log = logging.getLogger(__name__)
 

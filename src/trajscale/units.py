@@ -13,7 +13,7 @@ string is an error naming it.
 
 from __future__ import annotations
 
-from ..errors import UnitError
+from .errors import UnitError
 
 #: Avogadro's constant as MDAnalysis.units has it (CODATA 2010; SI 2019's exact 6.02214076e23
 #: is 9e-8 smaller), so trajscale and MDAnalysis read the same numbers; the thermochemical calorie in J.

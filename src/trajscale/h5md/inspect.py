@@ -248,7 +248,7 @@ def _open_sized(path) -> tuple[h5py.File, int | None]:
     from the identity its one opening request gave (ETag and size)."""
     if is_url(path):
         from ..storage import current_options
-        from ..storage.hdf5 import open_remote_h5
+        from .metadata import open_remote_h5
 
         obj, _fh, f = open_remote_h5(str(path), current_options(), None, 1024**2, use_cache=False)
         return f, obj.size
