@@ -24,7 +24,7 @@ from MDAnalysisTests.datafiles import DCD, PSF, TPR, XTC
 import trajscale as ts
 from tests.conftest import ROOT, run_mpi
 from trajscale.follow import FollowOptions, last_line
-from trajscale.sources.follow import complete_xdr_offsets
+from trajscale.xdr.follow import complete_offsets
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
@@ -172,7 +172,7 @@ def test_complete_frames_of_a_cut_xtc_are_mdanalysis_offsets(tmp_path):
     for cut in (int(offsets[3]), int(offsets[3]) + 10, int(offsets[3]) + 5000, int(offsets[4]) - 1, len(data)):
         part = tmp_path / "cut.xtc"
         part.write_bytes(data[:cut])
-        n_atoms, got, _ = complete_xdr_offsets(str(part), "XTC")
+        n_atoms, got, _ = complete_offsets(str(part), "XTC")
         assert n_atoms == 47681
         assert np.array_equal(got, offsets[ends <= cut]), cut
 

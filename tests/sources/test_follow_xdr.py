@@ -19,8 +19,9 @@ import trajscale as ts
 from tests.sources.test_follow import producer
 from trajscale.errors import InputFileError
 from trajscale.follow import FollowOptions, last_line
-from trajscale.sources.follow import complete_xdr_offsets, snapshot
+from trajscale.sources.follow import snapshot
 from trajscale.xdr import _xdr
+from trajscale.xdr.follow import complete_offsets
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
@@ -57,7 +58,7 @@ def test_a_write_caught_at_any_byte_shows_exactly_the_whole_frames(tmp_path, fmt
     for at in range(len(data) + 1):
         growing.write_bytes(data[:at])
         whole = int(np.sum(ends <= at))
-        n_atoms, offsets, complete = complete_xdr_offsets(str(growing), fmt.upper())
+        n_atoms, offsets, complete = complete_offsets(str(growing), fmt.upper())
         assert (len(offsets), complete) == (whole, ends[whole - 1] if whole else 0), at
         if not whole:
             with pytest.raises(InputFileError, match="no complete frame yet"):

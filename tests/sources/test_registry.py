@@ -100,9 +100,14 @@ def test_every_format_has_one_source_and_declares_itself():
 
 
 def test_following_is_what_the_sources_declare():
-    from trajscale.sources.follow import _SNAPSHOTS
+    """Every Source that says it can be followed names how a snapshot is taken, and that function exists; no
+    other Source names one (sources.follow asks the Source, never its format's name)."""
+    from trajscale.sources.follow import snapshot_taker
 
-    assert set(_SNAPSHOTS) == {cls.kind for cls in registry.format_sources() if cls.supports_following}
+    sources = registry.format_sources()
+    assert {cls.kind for cls in sources if cls.snapshots} == {cls.kind for cls in sources if cls.supports_following}
+    assert {"xdr", "h5md", "segments"} <= {cls.kind for cls in sources if cls.supports_following}
+    assert all(callable(snapshot_taker(cls)) for cls in sources if cls.supports_following)
 
 
 def test_following_a_format_that_cannot_be_followed_is_one_line():

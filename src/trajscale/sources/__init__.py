@@ -52,13 +52,13 @@ def reader_modules(trajectories) -> tuple[str, ...]:
     only (no file is opened): each Source declares its :attr:`~.base.Source.worker_modules`, found by
     the file's name ending; a name no Source claims is read through MDAnalysis; a URL adds
     :data:`URL_MODULES`."""
-    from .registry import by_name, source_class
+    from .registry import by_name, fallback_source
 
     paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]
     found: list[str] = []
     for p in paths:
         match = by_name(p)
-        cls = match.source if match is not None else None if Path(p).is_dir() else source_class("mda_part")
+        cls = match.source if match is not None else None if Path(p).is_dir() else fallback_source()
         found += [m for m in (cls.worker_modules if cls is not None else ()) if m not in found]
         if is_url(p):
             found += [m for m in URL_MODULES if m not in found]

@@ -15,9 +15,6 @@ from ..facts import LayoutFacts
 
 #: Box (6 float32), time (float64) and step (int64) of one frame.
 FRAME_META_BYTES = 40
-#: Seconds per atom to decode one frame, by format: XTC's compressed coordinates cost CPU time
-#: (measured in docs/benchmarks.md); other formats are plain floats, costed by their bytes.
-DECODE_S_PER_ATOM = {"XTC": 8.5e-8}
 
 
 def file_head(path: str, n: int) -> bytes:
@@ -100,6 +97,18 @@ class Source(ABC):
     supports_parts: bool = False
     #: True when ``trajscale run --follow`` can read the file while it is being written.
     supports_following: bool = False
+    #: How a follower takes a snapshot of a file of this format being written (:mod:`.follow`): the
+    #: ``"module:function"`` called as ``(path, format, topology, group, assume_units) -> Snapshot``.
+    snapshots: str = ""
+    #: True when a file of this format only grows while it is written (frames appended, nothing rewritten):
+    #: a follower that sees it shrink knows it was replaced.
+    grows_by_appending: bool = False
+    #: True when the file lists other files (a segment index): a follower checks each part it has read.
+    lists_parts: bool = False
+    #: Seconds per atom to decode one frame, per format this Source reads (XTC's compressed coordinates
+    #: cost CPU time, measured in docs/benchmarks.md); a format not named is plain floats, costed by its
+    #: bytes. The registry answers it for any format's name (:func:`.registry.decode_s_per_atom`).
+    decode_s_per_atom: Mapping[str, float] = MappingProxyType({})
     #: True when a range of frames is read in one call (slabs), not frame by frame.
     supports_slab_reads: bool = False
     #: True when the frame offsets are scanned once by the preparing process and shipped in the
@@ -373,4 +382,4 @@ class OneFileSource(Source):
         return LayoutFacts(format=self._format, path=self._path, n_atoms=self._n_atoms)
 
     def decode_seconds_per_frame(self) -> float:
-        return DECODE_S_PER_ATOM.get(self._format, 0.0) * self._n_atoms
+        return self.decode_s_per_atom.get(self._format, 0.0) * self._n_atoms

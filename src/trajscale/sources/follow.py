@@ -11,9 +11,9 @@ instant, and whether the writer has said the file is finished.
   normally sets the root attribute ``trajscale_complete``
   (:data:`~trajscale.h5md.writer.COMPLETE_ATTR`, false until then) to true; a
   killed one never does.
-* XTC/TRR: the frames whose every byte is in the file (the compiled header scan
-  of :mod:`._xdr` in its mode for growing files, which ends at the frame being
-  appended, whatever byte the writer has reached in it). These formats
+* XTC/TRR: the frames whose every byte is in the file (:mod:`trajscale.xdr.follow`:
+  the compiled header scan in its mode for growing files, which ends at the frame
+  being appended, whatever byte the writer has reached in it). These formats
   have no end marker: a file ``TRAJ.done`` beside the trajectory says it.
 * A segment index: the parts it lists now; ``INDEX.done`` ends it.
 
@@ -33,6 +33,7 @@ runs' frames. Damage in an XTC/TRR (bytes no writer writes) ends it too
 from __future__ import annotations
 
 import hashlib
+import importlib
 import logging
 import os
 import time
@@ -155,42 +156,6 @@ def _h5md_snapshot(path: str, group: str | None, assume_units: str | None) -> Sn
     return Snapshot(source, source.n_frames, finished)
 
 
-def complete_xdr_offsets(path: str, fmt: str):
-    """``(n_atoms, offsets, complete_bytes)`` of the frames of an XTC/TRR whose bytes are all in the file now.
-
-    One scan (:func:`._xdr.scan_growing`): it ends at the frame being appended, whatever byte the
-    writer has reached in it; ``complete_bytes`` is where the last whole frame ends.
-    """
-    from ..xdr._xdr import XDRFormatError, scan_growing
-
-    try:
-        return scan_growing(path, fmt)
-    except XDRFormatError as exc:
-        raise InputFileError(path, f"cannot be read as {fmt}: {exc}") from None
-
-
-def _xdr_snapshot(path: str, fmt: str) -> Snapshot:
-    from ..xdr._xdr import XDRFormatError, scan_growing
-    from ..xdr.source import XDRSource
-
-    finished = Path(path + DONE_SUFFIX).exists()
-    damage = None
-    try:
-        n_atoms, offsets, complete_bytes = scan_growing(path, fmt)
-    except FileNotFoundError:   # moved away since it was found (a writer backing it up): the next look tells
-        raise InputFileError(path, "moved or removed while it was read") from None
-    except XDRFormatError as exc:   # the whole frames before the damage are analysed, then the run ends
-        damage = f"{path}: damaged: {exc}"
-        n_atoms, offsets, complete_bytes = exc.n_atoms, exc.offsets, exc.complete_bytes
-        if not len(offsets):
-            raise DamagedFileError(path, f"damaged before its first whole frame: {exc}") from None
-    if not len(offsets):
-        raise InputFileError(path, "no complete frame yet")
-    trailing = max(0, os.path.getsize(path) - complete_bytes)
-    return Snapshot(XDRSource(path, n_atoms=n_atoms, offsets=offsets, format=fmt), len(offsets), finished,
-                    trailing if finished and damage is None else 0, trailing, damage)
-
-
 def follow_match(path: str):
     """The format registry's Source for ``path`` (:func:`.registry.guess`; by its name before it has any
     bytes), when that Source can follow a file being written.
@@ -245,10 +210,20 @@ def snapshot(trajectory, topology=None, *, group: str | None = None, assume_unit
         raise InputFileError(path, "does not exist yet")
     if os.path.isfile(path) and os.path.getsize(path) == 0:   # created, nothing written yet
         raise InputFileError(path, "no complete frame yet")
-    return _SNAPSHOTS[match.kind](path, match.format, topology, group, assume_units)
+    return snapshot_taker(match.source)(path, match.format, topology, group, assume_units)
 
 
-def _index_snapshot(path: str, fmt: str, topology, group, assume_units) -> Snapshot:
+def snapshot_taker(cls: type[Source]):
+    """How a snapshot of a file ``cls`` reads is taken: the function its :attr:`~.base.Source.snapshots`
+    names, ``(path, format, topology, group, assume_units) -> Snapshot``."""
+    module, _, name = cls.snapshots.partition(":")
+    if not name:
+        raise NotFollowableError(cls.__name__, "names no way to take a snapshot of a file being written")
+    return getattr(importlib.import_module(module), name)
+
+
+def index_snapshot(path: str, fmt: str, topology, group, assume_units) -> Snapshot:
+    """A segment index's parts now (:attr:`.segments.SegmentedSource.snapshots`)."""
     from . import open_source
 
     finished = Path(path + DONE_SUFFIX).exists()
@@ -256,17 +231,12 @@ def _index_snapshot(path: str, fmt: str, topology, group, assume_units) -> Snaps
     return Snapshot(source, source.n_frames, finished)
 
 
-def _hdf5_snapshot(path: str, fmt: str, topology, group, assume_units) -> Snapshot:
+def hdf5_snapshot(path: str, fmt: str, topology, group, assume_units) -> Snapshot:
+    """An H5MD file's complete frames now (:attr:`~trajscale.h5md.source.H5MDSource.snapshots`)."""
     try:
         return _h5md_snapshot(path, group, assume_units)
     except MID_FLUSH as exc:   # caught mid-flush: the next poll sees it whole
         raise InputFileError(path, f"not readable at this instant ({exc})") from None
-
-
-#: Source kind (as the format registry names it) -> how a snapshot of its file is taken: the kinds
-#: whose Source declares ``supports_following``.
-_SNAPSHOTS = {"segments": _index_snapshot, "h5md": _hdf5_snapshot,
-              "xdr": lambda path, fmt, *_: _xdr_snapshot(path, fmt)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,10 +278,10 @@ class Watch:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        fmt = followable(path)
-        self.index = fmt == "segments"   # rewritten whole as parts come: its parts are checked
-        # XTC/TRR only grow; an HDF5 file gives back the space it reserved when its writer closes it
-        self.appended = fmt not in ("segments", "h5md")
+        reader = follow_match(path).source
+        self.index = reader.lists_parts   # rewritten whole as parts come: its parts are checked
+        # (an HDF5 file gives back the space it reserved when its writer closes it: it does not only grow)
+        self.appended = reader.grows_by_appending
         self.file: FileState | None = None
         self.head: str | None = None
         self.parts: dict[str, FileState] = {}   # the parts of an index whose frames were all read
@@ -449,5 +419,5 @@ def first_snapshot(trajectory, topology=None, *, group: str | None = None, assum
 
 
 __all__ = ["DONE_SUFFIX", "FileState", "GrowingH5MDSource", "QuietInFlight", "Snapshot", "Watch",
-           "complete_xdr_offsets", "first_snapshot", "follow_match", "followable", "frame_counts", "idle_detail",
-           "snapshot"]
+           "first_snapshot", "follow_match", "followable", "frame_counts", "hdf5_snapshot", "idle_detail",
+           "index_snapshot", "snapshot", "snapshot_taker"]

@@ -10,7 +10,7 @@ import numpy as np
 from ..block import FIELD_ATTRS, Block
 from ..facts import LayoutFacts
 from ..topology import load_universe
-from .base import DECODE_S_PER_ATOM, Source
+from .base import Source
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,9 @@ class MDASource(Source):
                            n_atoms=self.n_atoms)   # the reader decodes all of them, whatever is selected
 
     def decode_seconds_per_frame(self) -> float:
-        return DECODE_S_PER_ATOM.get(str(self.reader.format).upper(), 0.0) * self.n_atoms
+        from .registry import decode_s_per_atom
+
+        return decode_s_per_atom(str(self.reader.format)) * self.n_atoms
 
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:

@@ -152,12 +152,11 @@ def by_name(path: str) -> Match | None:
 
 def _by_mdanalysis(path: str) -> Match | None:
     """MDAnalysis's format for the extension, read by the Source that names it, else by its one-file reader."""
-    from .mdapart import MDAPartSource
-
-    fmt = MDAPartSource.mdanalysis_format(path)
+    last = fallback_source()
+    fmt = last.mdanalysis_format(path)
     if fmt is None:
         return None
-    owner = next((cls for cls in _in_match_order() if fmt in cls.formats), MDAPartSource)
+    owner = next((cls for cls in _in_match_order() if fmt in cls.formats), last)
     return Match(owner, fmt)
 
 
@@ -207,9 +206,20 @@ def for_format(name: str) -> type[Source]:
     for cls in _in_match_order():
         if name in cls.formats:
             return cls
-    from .mdapart import MDAPartSource
+    return fallback_source()   # a format only MDAnalysis knows: its reader says if it does not
 
-    return MDAPartSource   # a format only MDAnalysis knows: its reader says if it does not
+
+def fallback_source() -> type[Source]:
+    """The Source of a file no other Source claims: MDAnalysis's one-file reader, the table's last (it goes
+    by the file's extension, through MDAnalysis's own table of formats)."""
+    return source_class(next(reversed(FORMAT_SOURCES)))
+
+
+def decode_s_per_atom(name: str) -> float:
+    """Seconds per atom one frame of the format called ``name`` costs to decode beyond reading its bytes
+    (:attr:`~.base.Source.decode_s_per_atom` of the Source that reads it; 0 for plain floats)."""
+    name = name.upper()
+    return float(for_format(name).decode_s_per_atom.get(name, 0.0))
 
 
 def open_file(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source:
@@ -277,5 +287,5 @@ def formats_table() -> str:
 
 
 __all__ = ["ENTRY_POINT_GROUP", "FORMAT_SOURCES", "OTHER_SOURCES", "Match", "all_sources", "by_name", "capabilities",
-           "check_options", "for_format", "format_sources", "formats_table", "guess", "open_file", "open_part",
-           "part_record", "plugin_targets", "source_class", "supported"]
+           "check_options", "decode_s_per_atom", "fallback_source", "for_format", "format_sources", "formats_table",
+           "guess", "open_file", "open_part", "part_record", "plugin_targets", "source_class", "supported"]

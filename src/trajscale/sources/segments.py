@@ -45,7 +45,7 @@ from ..errors import ConfigError, InputFileError
 from ..facts import LayoutFacts
 from ..util import is_url
 from . import registry
-from .base import DECODE_S_PER_ATOM, OpenRequest, Source, file_head
+from .base import OpenRequest, Source, file_head
 from .locations import locate
 
 log = logging.getLogger(__name__)
@@ -172,6 +172,8 @@ class SegmentedSource(Source):
     suffixes = MappingProxyType({".json": "SEGMENTS"})
     description = "a trajscale segment index (JSON, or its folder): parts in the formats marked for parts"
     supports_following = True
+    snapshots = "trajscale.sources.follow:index_snapshot"
+    lists_parts = True
     takes_h5md_options = True
     reads_urls = True
 
@@ -185,10 +187,9 @@ class SegmentedSource(Source):
                 raise InputFileError(index, f"not a segment index or a folder with {INDEX_NAME}")
             loaded = load_index(ip)
             segments = [{**seg, "path": _part_path(ip, seg["path"])} for seg in loaded["segments"]]
-            for seg in segments:   # offsets `trajscale index` recorded: used for parts behind URLs (a local
-                seg.pop("remote", None)   # part is scanned again, and checked against the index); what a part
-                if not is_url(seg["path"]):   # behind a URL holds is looked up here, never taken from a file
-                    seg.pop("offsets", None)
+            for seg in segments:   # the offsets `trajscale index` recorded are the parts' offsets index (each
+                seg.pop("remote", None)   # checked when its part opens); what a part behind a URL holds is
+                #                           looked up here, never taken from a file
             n_atoms, fields = loaded["n_atoms"], loaded.get("fields")
             topology = topology or loaded.get("topology")
             group = group or loaded.get("group")   # as `trajscale index --group` recorded them
@@ -349,7 +350,7 @@ class SegmentedSource(Source):
                            segment_formats=",".join(formats), n_atoms=self._n_atoms)
 
     def decode_seconds_per_frame(self) -> float:
-        costs = [DECODE_S_PER_ATOM.get(str(s.get("format")), 0.0) for s in self.segments]
+        costs = [registry.decode_s_per_atom(str(s.get("format"))) for s in self.segments]
         return max(costs) * self._n_atoms
 
     def segment_path(self, i: int) -> str:

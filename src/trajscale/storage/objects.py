@@ -155,12 +155,9 @@ class ByteStore(ABC):
     #: Ranges closer than this are read as one (:data:`MERGE_GAP`; an object's ``merge_gap`` option).
     merge_gap: int = MERGE_GAP
 
-    def as_file(self):
-        """These bytes as a file a compiled reader opens by its path (:class:`~.files.FileView`): fetched,
-        by the ranges each read asks for, into an in-memory file (a local file offers itself)."""
-        from .files import Fetched
-
-        return Fetched(self, str(self.identity[0]))
+    #: The path a library can open these bytes at where they lie, None where they must be fetched
+    #: (:func:`~.files.as_file` offers a compiled reader the one or the other).
+    local_path: str | None = None
 
     def state(self) -> dict | None:
         """What another process opens these bytes with, without asking again (an object's options, identity
@@ -203,11 +200,9 @@ class LocalFile(ByteStore):
     def stamp(self) -> tuple[str, int, int]:
         return self._identity[0], self._size, self._identity[4]
 
-    def as_file(self):
-        """The file itself, read where it lies (:class:`~.files.InPlace`)."""
-        from .files import InPlace
-
-        return InPlace(self.path)
+    @property
+    def local_path(self) -> str:
+        return self.path
 
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         for a, b in ranges:

@@ -1,94 +1,224 @@
-"""XTC and TRR files behind a URL: their frame offsets index, and their frames' bytes by range requests.
+"""The frame offsets index of an XTC or TRR: every frame's byte offset, found once from the frames' headers.
 
-An XTC/TRR has no index of its own: a frame is found by reading every header before it. Behind a URL
-the offsets come, in this order of preference, from
+An XTC/TRR has no index of its own: a frame is found by reading every header before it. The process that
+prepares a job scans the headers once (no coordinates decoded; every header field the decoder uses is
+checked, :mod:`._xdr`) and ships the offsets in the Source's config (:func:`encode_offsets`: 8 bytes a
+frame), so a worker seeks straight to its frames and never rebuilds them, nor reads or writes
+MDAnalysis's ``.NAME_offsets.npz`` cache (several ranks writing it at once raced, Khoshlessan et al.
+2020). The offsets come, in this order of preference, from
 
 * the segment index that ``trajscale index`` wrote beside the parts (its segments' ``offsets``);
-* a local cache keyed by the object's URL, ETag and size (:func:`load_offsets`, :func:`save_offsets`;
-  :mod:`.cache`), under ``offsets/`` of trajscale's cache folder (``~/.cache/trajscale`` by default):
-  a replaced object has another ETag, so its stale entry is never used;
-* one scan of the frames' headers through a caching file object of :data:`SCAN_BLOCK_BYTES` blocks
-  (:func:`scan_file`): the scan reads the object from start to end in a few large requests, never one
-  request per frame header. Its result is cached.
-
-A task then fetches its frames' bytes (:func:`fetch_frames`): one span per run of consecutive frames,
-merged across small gaps and split into concurrent requests of at most 8 MiB, written into an
-anonymous in-memory file at their own offsets, where the compiled xdrfile decodes them as it decodes
-a local file.
+* trajscale's cache, where the bytes are costly to read again (an object behind a URL: keyed by its
+  URL, ETag and size, under ``offsets/`` of trajscale's cache folder, ``~/.cache/trajscale`` by default;
+  a replaced object has another ETag, so its stale entry is never used);
+* one scan of the headers (:func:`index`), through what the file's byte store offers
+  (:func:`~trajscale.storage.files.as_file`): a local file by its path, an object through a
+  caching file object of :data:`SCAN_BLOCK_BYTES` blocks (a few large requests, never one per header).
+  Only a clean scan (no damage, no cut-short last frame) is kept, so ``--strict`` is never answered from
+  a lenient scan's entry.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import contextvars
 import io
 import json
 import logging
 import os
-import tempfile
+import struct
 
 import numpy as np
 
-from ..storage import cache
-from ..storage.fileobj import CachingFile
-from ..storage.objects import RemoteObject
+from ..errors import InputFileError
 
 log = logging.getLogger(__name__)
 
-#: Block size of the caching file object a header scan reads through: the scan reads the whole object in
-#: order, so few large requests (a 100 MB XTC: 13 requests).
+#: Block size of the caching file object a header scan of an object reads through: the scan reads the whole
+#: object in order, so few large requests (a 100 MB XTC: 13 requests).
 SCAN_BLOCK_BYTES = 8 * 1024**2
-#: One request's most bytes when a task fetches its frames (larger spans go out as concurrent requests).
-MAX_REQUEST = 8 * 1024**2
+#: Block size when only the first frame's header is read (a shipped TRR's fields): the object's first block.
+HEAD_BLOCK_BYTES = 256 * 1024
 #: The cache's version: entries of another layout are ignored.
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
-def _entry(obj: RemoteObject, fmt: str):
-    return cache.entry(obj, "offsets", f"{CACHE_VERSION}:{fmt}", ".npz")
+def encode_offsets(offsets) -> str:
+    """Frame offsets as one JSON-plain string (base64 of little-endian int64): 8 bytes a frame in a
+    config, where a list of Python ints costs ~36, and cheap to pickle for every task."""
+    return base64.b64encode(np.asarray(offsets, dtype="<i8").tobytes()).decode("ascii")
 
 
-def load_offsets(obj: RemoteObject, fmt: str) -> dict | None:
-    """The cached scan of ``obj`` (``n_atoms``, ``offsets``, ``fields``, ``steps``, ``times``, ``damaged``),
-    None when there is none for its URL, ETag and size (or the object has no ETag: nothing says it is the
-    same object)."""
-    path = _entry(obj, fmt)
+def decode_offsets(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype="<i8").astype(np.int64)
+
+
+def xdr_format(head: bytes) -> str | None:
+    """XTC or TRR from a file's first 24 bytes (its magic number; a TRR's version string), else None."""
+    if len(head) < 8:
+        return None
+    magic = struct.unpack(">i", head[:4])[0]
+    if magic == 1995:
+        return "XTC"
+    return "TRR" if magic == 1993 and b"GMX_trn_file" in head else None
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+#: Whether a cut-short last XTC/TRR frame is refused when the caller does not say (``strict=None``):
+#: the CLI's ``--strict`` sets it for the command it runs (:func:`refuse_partial_frames`).
+_STRICT = contextvars.ContextVar("trajscale_strict_parts", default=False)
+
+
+@contextlib.contextmanager
+def refuse_partial_frames(strict: bool = True):
+    """Within the block, a part whose last frame is cut short is refused (``strict=True``) or read
+    without that frame, with a warning (``False``), wherever a part is opened without ``strict=``."""
+    token = _STRICT.set(bool(strict))
+    try:
+        yield
+    finally:
+        _STRICT.reset(token)
+
+
+def _is_path(path) -> bool:
+    """A file's path (str, bytes, os.PathLike), not a file-like object holding its bytes."""
+    return isinstance(path, (str, bytes, os.PathLike))
+
+
+def _name(path) -> str:
+    """How a message names the file: its path, or a file-like object's ``name`` (its type's without one)."""
+    if _is_path(path):
+        return os.fsdecode(path)
+    try:
+        return str(path.name)
+    except AttributeError:
+        return type(path).__name__
+
+
+def scan(path, fmt: str, first_only: bool = False, strict: bool | None = None,
+         damaged: list | None = None) -> tuple:
+    """``(n_atoms, offsets, fields, steps, times)`` of an XTC/TRR from its frames' headers (no
+    coordinates read); ``first_only``: the first frame's, for a worker that was shipped the offsets.
+
+    ``path`` is a path or a binary file-like object (``seek``/``tell``/``read``: an object in a
+    remote byte store), so one scan builds the offsets index wherever the bytes are.
+
+    A last frame cut short (a simulation killed while writing it) is left out with one warning
+    naming the file, the frame and its bytes; damage after some whole frames (bytes that start
+    no frame where one should start, a header no writer writes) ends the trajectory at the last
+    whole frame before it, with one warning naming the frame and the byte. Either is appended to
+    ``damaged`` (damage as its description, a cut-short last frame as None), so a caller tells a clean
+    scan from one that left frames out. ``strict`` (default: the process's, see
+    :func:`refuse_partial_frames`) refuses the file instead, in both cases."""
+    from ._xdr import XDRFormatError, scan_trr, scan_xtc
+
+    strict = _STRICT.get() if strict is None else strict
+    dropped: list = []   # the scan tells a cut-short last frame from damage; strict refuses either below
+    name = _name(path)
+    try:
+        found = (scan_xtc if fmt == "XTC" else scan_trr)(path, 1 if first_only else -1, partial_last=dropped)
+    except OSError as exc:
+        raise InputFileError(name, f"cannot be read as {fmt}: {one_line(exc)}") from None
+    except XDRFormatError as exc:
+        if strict or first_only or not len(exc.offsets):
+            hint = ""
+            if strict and "cut short" in str(exc):
+                hint = " (without --strict its complete frames are read)"
+            elif strict and len(exc.offsets):
+                hint = " (without --strict the whole frames before it are read)"
+            raise InputFileError(name, f"cannot be read as {fmt}: {one_line(exc)}{hint}") from None
+        log.warning("%s: damaged after frame %d: %s; the %d whole frames before byte %d are read, nothing after "
+                    "them (--strict refuses such a file)", name, len(exc.offsets) - 1, one_line(exc),
+                    len(exc.offsets), int(exc.complete_bytes))
+        if damaged is not None:
+            damaged.append(f"damaged after frame {len(exc.offsets) - 1} (byte {int(exc.complete_bytes)}): "
+                           f"{one_line(exc)}")
+        return exc.n_atoms, exc.offsets, exc.fields, exc.steps, exc.times
+    if dropped and not first_only:
+        frame, offset, present, declared = dropped[0]
+        if strict:
+            raise InputFileError(name, f"cannot be read as {fmt}: frame {frame} at byte {offset} is cut short "
+                                       f"(the file ends at byte {offset + present}) (without --strict its "
+                                       "complete frames are read)")
+        log.warning("%s: its last frame (frame %d at byte %d) is cut short: %d of its %d bytes are in the "
+                    "file; the %d complete frames are read (--strict refuses such a file)",
+                    name, frame, offset, present, declared, frame)
+        if damaged is not None:
+            damaged.append(None)
+    return found
+
+
+def index(store, view, fmt: str, strict: bool | None = None) -> tuple:
+    """``(n_atoms, offsets, fields, steps, times, damaged)`` of the XTC/TRR whose bytes ``store`` holds, read
+    through ``view`` (the store's :class:`~trajscale.storage.files.FileView`): from trajscale's cache where
+    the view keeps scans (an object behind a URL), else from one scan of its headers, then kept there.
+    ``damaged``: why its frames end early (damage after whole frames), or None."""
+    name = str(store.identity[0])
+    found = _load(store, view, fmt)
+    if found is not None:
+        log.debug("%s: frame offsets from the local cache (%d frames)", name, len(found["offsets"]))
+        return (found["n_atoms"], found["offsets"], found["fields"], found["steps"], found["times"], None)
+    before = (store.fetched() or {}).get("requests", 0)
+    notes: list = []
+    n_atoms, offsets, fields, steps, times = scan(view.scan_source(SCAN_BLOCK_BYTES), fmt, strict=strict,
+                                                  damaged=notes)
+    log.debug("%s: frame offsets scanned (%d frames) in %d requests", name, len(offsets),
+              (store.fetched() or {}).get("requests", 0) - before)
+    if not notes:
+        _save(store, view, fmt, {"n_atoms": n_atoms, "offsets": offsets, "fields": fields, "steps": steps,
+                                 "times": times})
+    damage = next((n for n in notes if n), None)
+    return n_atoms, offsets, fields, steps, times, damage
+
+
+def first_frame(view, fmt: str) -> tuple:
+    """``(n_atoms, offsets, fields, steps, times)`` of the first frame only (a TRR's fields, for a reader that
+    was shipped the offsets)."""
+    return scan(view.scan_source(HEAD_BLOCK_BYTES), fmt, first_only=True)
+
+
+def _load(store, view, fmt: str) -> dict | None:
+    """The kept scan of ``store`` (``n_atoms``, ``offsets``, ``fields``, ``steps``, ``times``), None when the
+    view keeps none for these bytes (or keeps nothing)."""
+    from ..storage import cache
+
+    path = view.keeps("offsets", f"{CACHE_VERSION}:{fmt}", ".npz")
     raw = None if path is None else cache.read(path)
     if raw is None:
         return None
     try:
         with np.load(io.BytesIO(raw), allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
-            if meta.get("url") != obj.url or meta.get("identity") != obj.object_identity.to_list():
+            if meta.get("identity") != json.loads(json.dumps(list(store.identity))):
                 return None
             found = {"n_atoms": int(meta["n_atoms"]), "fields": tuple(meta["fields"]),
-                     "damaged": meta.get("damaged"), "offsets": np.asarray(z["offsets"], np.int64),
+                     "offsets": np.asarray(z["offsets"], np.int64),
                      "steps": np.asarray(z["steps"], np.int64), "times": np.asarray(z["times"], np.float64)}
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if len(found["offsets"]) and int(found["offsets"][-1]) >= obj.size:
+    if len(found["offsets"]) and int(found["offsets"][-1]) >= store.size:
         return None
-    log.debug("%s: frame offsets from the local cache %s (%d frames)", obj.url, path, len(found["offsets"]))
     return found
 
 
-def save_offsets(obj: RemoteObject, fmt: str, found: dict) -> None:
-    """Cache a scan of ``obj`` (:mod:`.cache`: atomically, the user's only; skipped when it cannot be
-    written)."""
-    path = _entry(obj, fmt)
+def _save(store, view, fmt: str, found: dict) -> None:
+    """Keep a clean scan of ``store`` where the view keeps scans (:mod:`trajscale.storage.cache`: atomically,
+    the user's only; skipped when it cannot be written)."""
+    from ..storage import cache
+
+    path = view.keeps("offsets", f"{CACHE_VERSION}:{fmt}", ".npz")
     if path is None:
         return
-    meta = {"url": obj.url, "identity": obj.object_identity.to_list(), "n_atoms": int(found["n_atoms"]),
-            "fields": list(found["fields"]), "damaged": found.get("damaged")}
+    meta = {"identity": list(store.identity), "n_atoms": int(found["n_atoms"]), "fields": list(found["fields"])}
     cache.write(path, lambda fh: np.savez(fh, meta=np.array(json.dumps(meta)),
                                           offsets=np.asarray(found["offsets"], np.int64),
                                           steps=np.asarray(found["steps"], np.int64),
                                           times=np.asarray(found["times"], np.float64)),
-                f"{obj.url}: frame offsets")
-
-
-def scan_file(obj: RemoteObject) -> CachingFile:
-    """A file object over ``obj`` for a header scan: blocks of :data:`SCAN_BLOCK_BYTES`, few kept (the scan
-    goes forward)."""
-    return CachingFile(obj, block_bytes=SCAN_BLOCK_BYTES, cache_bytes=4 * SCAN_BLOCK_BYTES)
+                f"{store.identity[0]}: frame offsets")
 
 
 def frame_spans(offsets: np.ndarray, size: int, frames: np.ndarray) -> list[tuple[int, int]]:
@@ -106,31 +236,36 @@ def frame_spans(offsets: np.ndarray, size: int, frames: np.ndarray) -> list[tupl
     return [(a, b) for a, b in spans]
 
 
-def fetch_frames(obj: RemoteObject, offsets: np.ndarray, frames: np.ndarray) -> tuple[int, int]:
-    """``frames``' bytes of ``obj`` in an anonymous in-memory file: (its descriptor, the byte at its start),
-    the frames at ``offsets - start`` in it. The caller closes the descriptor."""
-    from ..storage.objects import read_coalesced
+def scan_part(path, strict: bool | None = None) -> dict:
+    """``{"path", "format", "n_frames", "n_atoms", "offsets"}`` of an XTC/TRR from its frame headers
+    (no coordinates read). A cut-short last frame, or damage after whole frames, is left out with a
+    warning, or refused with ``strict`` (default: :func:`refuse_partial_frames`'s setting).
 
-    spans = frame_spans(offsets, obj.size, frames)
-    base = spans[0][0]
-    got = read_coalesced(obj, spans, obj.merge_gap, MAX_REQUEST)
-    if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("trajscale-xdr", os.MFD_CLOEXEC)
-    else:   # a temporary file, unlinked at once
-        fd, name = tempfile.mkstemp(prefix="trajscale-xdr-")
-        os.unlink(name)
-    try:
-        os.ftruncate(fd, spans[-1][1] - base)
-        for (a, _), data in zip(spans, got, strict=True):
-            view, at = memoryview(data), a - base
-            while len(view):
-                n = os.pwrite(fd, view, at)
-                view, at = view[n:], at + n
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, base
+    ``path`` may be a binary file-like object (``seek``/``tell``/``read``) holding an XTC or a TRR,
+    as a remote byte store hands one out: the offsets index is the same scan, with the same checks,
+    wherever the bytes are (``"path"`` is then the object's ``name``)."""
+    from pathlib import Path
+
+    from ..sources.base import file_head
+
+    name = _name(path)
+    if not _is_path(path):
+        path.seek(0)
+        fmt = xdr_format(bytes(path.read(24) or b""))
+    else:
+        fmt = xdr_format(file_head(os.fsdecode(path), 24)) or SUFFIXES.get(Path(os.fsdecode(path)).suffix.lower())
+    if fmt is None:
+        raise InputFileError(name, "is not an XTC or TRR file")
+    n_atoms, offsets, *_ = scan(path, fmt, strict=strict)
+    log.debug("%s: frame offsets scanned (%d frames)", name, len(offsets))
+    return {"path": name, "format": fmt, "n_frames": len(offsets), "n_atoms": n_atoms,
+            "offsets": encode_offsets(offsets)}
 
 
-__all__ = ["MAX_REQUEST", "SCAN_BLOCK_BYTES", "fetch_frames", "frame_spans", "load_offsets",
-           "save_offsets", "scan_file"]
+#: File name endings of the formats (asked only when the bytes tell no format).
+SUFFIXES = {".xtc": "XTC", ".trr": "TRR"}
+
+
+__all__ = ["CACHE_VERSION", "HEAD_BLOCK_BYTES", "SCAN_BLOCK_BYTES", "SUFFIXES", "decode_offsets", "encode_offsets",
+           "first_frame", "frame_spans", "index", "one_line", "refuse_partial_frames", "scan", "scan_part",
+           "xdr_format"]
