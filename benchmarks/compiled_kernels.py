@@ -51,7 +51,7 @@ def water(frames: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
     u = mda.Universe(D.GRO, D.XTC)
     x = u.trajectory.timeseries(order="fac")
-    dims = np.stack([ts.dimensions for ts in u.trajectory]).astype(np.float32)
+    dims = np.stack([ts.dimensions.copy() for ts in u.trajectory]).astype(np.float32)
     rng = np.random.default_rng(seed)
     pick = np.arange(frames) % len(x)
     out = x[pick] + rng.normal(0, 0.1, (frames,) + x.shape[1:]).astype(np.float32)

@@ -181,7 +181,7 @@ def search_timing(rounds: int) -> None:
     warnings.filterwarnings("ignore")
     u = mda.Universe(TPR, XTC)
     x = np.ascontiguousarray(np.tile(np.array([ts.positions for ts in u.trajectory], np.float32), (20, 1, 1)))
-    dims = np.tile(np.array([ts.dimensions for ts in u.trajectory], np.float32), (20, 1))
+    dims = np.tile(np.array([ts.dimensions.copy() for ts in u.trajectory], np.float32), (20, 1))
     ca, ow = u.select_atoms(CA).indices, u.select_atoms(RDF_B).indices
     edges = np.histogram_bin_edges(np.empty(0), bins=75, range=(0.0, 8.0))
     levels = sorted({0, 2, _pairs.SIMD_LEVEL} & set(range(_pairs.SIMD_LEVEL + 1)))

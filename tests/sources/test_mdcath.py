@@ -70,7 +70,7 @@ class TestMDCATHMember(SourceConformance):
         MemoryReader numbers them from 0."""
         b = source.read(0, source.n_frames)
         np.testing.assert_allclose(b.time, [ts.time + 1000.0 for ts in universe.trajectory])
-        np.testing.assert_allclose(b.box, [ts.dimensions for ts in universe.trajectory], rtol=1e-6)
+        np.testing.assert_allclose(b.box, [ts.dimensions.copy() for ts in universe.trajectory], rtol=1e-6)
         np.testing.assert_array_equal(b.step, np.arange(1, source.n_frames + 1))
 
     def test_strided_reads_equal_mdanalysis(self, source, universe, rng):
