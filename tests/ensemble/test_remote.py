@@ -10,7 +10,7 @@ pytest.importorskip("obstore")
 pytest.importorskip("moto.server")
 
 import trajscale as ts  # noqa: E402
-from tests.remote.conftest import BUCKET, s3_env, s3_server  # noqa: E402,F401 - the session's S3 server
+from tests.remote.conftest import BUCKET, CREDENTIALS, s3_env, s3_server  # noqa: E402,F401 - the session's S3 server
 
 pytestmark = pytest.mark.remote
 
@@ -32,8 +32,12 @@ def uploaded(replicas, s3_env):  # noqa: F811 - the imported fixture
 
 
 @pytest.mark.parametrize("executor", ["serial", "processes"])
-def test_catalog_and_trajectories_behind_urls(replicas, uploaded, executor):
-    remote = ts.run(ts.RMSD(select="name CA"), f"{uploaded}/catalog.csv", executor=executor, n_workers=2)
+def test_catalog_and_trajectories_behind_urls(replicas, uploaded, s3_server, executor):  # noqa: F811
+    # the options travel with the run to its workers (a pool's forkserver may predate this test's environment)
+    options = {"endpoint_url": s3_server.endpoint, "key": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+               "secret": CREDENTIALS["AWS_SECRET_ACCESS_KEY"]}
+    remote = ts.run(ts.RMSD(select="name CA"), f"{uploaded}/catalog.csv", executor=executor, n_workers=2,
+                    storage_options=options)
     local = ts.run(ts.RMSD(select="name CA"), ts.Ensemble.from_catalog(replicas["catalog"]))
     assert remote.names == NAMES and not remote.refused
     assert all(m.trajectory[0].startswith("s3://") for m in remote.members)

@@ -8,9 +8,10 @@ more than a task's share is cut into tasks of its own (as a single trajectory's 
 shorter members are grouped whole, in order, so that a task opens a few trajectories, not one, and
 no trajectory is opened by two workers unless it is long.
 
-Members are run in rounds (each one round of the run engine): a round's members are prepared,
-read and finished together, and a finished member's results are saved before the next round
-starts, so a run stopped midway keeps every round before.  A member is never split between rounds.
+Members are run in rounds (each one round of the run engine), cut by count and by bytes on disk: a
+round's members are prepared (on the root, when the round's turn comes), read and finished together,
+and a finished member's results are saved before the next round starts, so a run stopped midway keeps
+every round before, and the root holds one round's preparations.  A member is never split between rounds.
 """
 
 from __future__ import annotations
@@ -48,20 +49,20 @@ def per_frame_work(frame_bytes: int, decode_s: float) -> float:
     return float(frame_bytes) + decode_s * DECODE_BYTES_PER_S
 
 
-def rounds_of(works: Sequence[Work], n_workers: int, max_members: int | None = None) -> list[tuple[int, int]]:
-    """Consecutive members as rounds: ``(first, end)`` indices into ``works``, each at most ``max_members``
-    members (default :data:`ROUND_MEMBERS_PER_WORKER` per worker) and about :data:`ROUND_BYTES_PER_WORKER`
-    of work per worker."""
+def rounds_of(sizes: Sequence[float], n_workers: int, max_members: int | None = None) -> list[tuple[int, int]]:
+    """Consecutive members as rounds: ``(first, end)`` indices into ``sizes`` (each member's bytes, 0 where
+    not known), each at most ``max_members`` members (default :data:`ROUND_MEMBERS_PER_WORKER` per worker)
+    and about :data:`ROUND_BYTES_PER_WORKER` per worker."""
     max_members = max_members or ROUND_MEMBERS_PER_WORKER * max(1, n_workers)
     max_work = ROUND_BYTES_PER_WORKER * max(1, n_workers)
     out, first, work = [], 0, 0.0
-    for i, w in enumerate(works):
-        if i > first and (i - first >= max_members or work + w.total > max_work):
+    for i, size in enumerate(sizes):
+        if i > first and (i - first >= max_members or work + size > max_work):
             out.append((first, i))
             first, work = i, 0.0
-        work += w.total
-    if works:
-        out.append((first, len(works)))
+        work += size
+    if len(sizes):
+        out.append((first, len(sizes)))
     return out
 
 

@@ -140,10 +140,12 @@ def prepare_member(index: int, member: Member, analysis: Analysis, options: RunO
         source.close()
 
 
-def prepare_members(members: list[tuple[int, Member]], analysis: Analysis,
-                    options: RunOptions) -> tuple[list[MemberJob], list[Refusal]]:
-    """Each of ``members`` (``(index, member)``) prepared, or refused with the reason."""
-    jobs, refused, topologies = [], [], SharedTopologies()
+def prepare_members(members: list[tuple[int, Member]], analysis: Analysis, options: RunOptions,
+                    topologies: SharedTopologies | None = None) -> tuple[list[MemberJob], list[Refusal]]:
+    """Each of ``members`` (``(index, member)``) prepared, or refused with the reason; ``topologies``: what
+    members prepared before share with these."""
+    jobs, refused = [], []
+    topologies = topologies if topologies is not None else SharedTopologies()
     for index, member in members:
         try:
             jobs.append(prepare_member(index, member, analysis, options, topologies))

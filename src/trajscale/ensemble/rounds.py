@@ -35,7 +35,7 @@ from ..util import raise_if_stopped
 from .analysis import EnsemblePartial, EnsembleState, MemberPartial
 from .catalog import Ensemble
 from .plan import RoundFacts, Work, per_frame_work, rounds_of
-from .prepare import MemberJob, Refusal, prepare_members
+from .prepare import MemberJob, Refusal, SharedTopologies, prepare_members
 from .saved import AGGREGATES, MemberRecord, ResultsFolder, file_name
 from .source import EnsembleSource
 
@@ -98,15 +98,17 @@ class EnsembleRounds(Rounds):
         self.ensemble, self.group, self.folder = ensemble, group, folder
         self.strict, self.max_open, self.round_size = strict, max_open, round_size
         self.token = uuid.uuid4().hex
-        self.jobs: list[MemberJob] = []
-        self.works: list[Work] = []
         self.refused: list[Refusal] = []
         self.records: dict[int, MemberRecord] = {}   # finished members' results, without a folder
         self.stats: dict[int, MemberStats] = {}
         self.skipped: list[int] = []   # members whose results a resumed run found saved
-        self._by_index: dict[int, MemberJob] = {}
-        self._rounds: list[tuple[int, int]] = []
-        self._next = 0
+        self._by_index: dict[int, MemberJob] = {}   # prepared members of the round under way
+        self._rounds: list[list] = []   # each round's (index, member)
+        self._next = 0   # the next round to prepare
+        self._first: list[MemberJob] | None = None   # the first round, prepared with the job
+        self._offset = 0   # where the next member's frames begin on the axis
+        self._topologies = SharedTopologies()
+        self.n_prepared = 0   # members prepared so far
         self._pending: TrajscaleError | None = None   # raised when the next round is decided
         self.t_members = 0.0   # seconds preparing the members
         self.opened = False   # (open ran: this is the process that prepared the job)
@@ -128,6 +130,8 @@ class EnsembleRounds(Rounds):
         return None   # (thousands of files: the report names the ensemble, and each member in its own table)
 
     def open(self, shared: bool) -> tuple[EnsembleSource, range]:
+        """The members not saved before, cut into rounds; the first round prepared (its members' facts are
+        the job's: ``executor="auto"`` weighs the run by them), the others when their turn comes."""
         t0 = time.perf_counter()
         self.opened = True
         saved = self.folder.saved() if self.folder is not None else set()
@@ -140,25 +144,40 @@ class EnsembleRounds(Rounds):
         if self.skipped:
             log.info("%d of %d trajectories were saved by the run before: skipped", len(self.skipped),
                      len(self.ensemble))
-        self.jobs, refused = prepare_members(todo, self.group, self.options)
-        self._refuse(refused)
-        if self._pending is not None:
-            raise self._pending
-        offset = 0
-        for k, job in enumerate(self.jobs):
-            self.jobs[k] = job = dataclasses.replace(job, read=dataclasses.replace(job.read, offset=offset))
-            offset += job.n
-            self.works.append(Work(job.read.offset, job.n, per_frame_work(job.frame_bytes, job.decode_s)))
-        self._by_index = {j.index: j for j in self.jobs}
-        workers = self.options.n_workers or os.cpu_count() or 1
-        self._rounds = rounds_of(self.works, 1 if self.options.executor == "serial" else workers, self.round_size)
+        workers = 1 if self.options.executor == "serial" else self.options.n_workers or os.cpu_count() or 1
+        cuts = rounds_of([_file_size(m) for _, m in todo], workers, self.round_size)
+        self._rounds = [todo[a:b] for a, b in cuts]
+        self._first = self._next_jobs()
+        jobs = self._first or []
         self.t_members = time.perf_counter() - t0
-        log.debug("%d members prepared in %.2f s (%d refused), %d frames in %d rounds", len(self.jobs),
-                  self.t_members, len(refused), offset, len(self._rounds))
-        source = self._source(self.jobs, self.token)
-        source.state = EnsembleState({j.index: j.prepared for j in self.jobs},
-                                     {j.index: j.read.path for j in self.jobs})
-        return source, range(0, offset)
+        source = self._source(jobs, self.token)
+        source.state = EnsembleState({}, {})   # (each round's job holds its members' preparations)
+        done = sum(len(r) for r in self._rounds[:self._next])
+        frames = sum(j.n for j in jobs) * len(todo) // max(1, done)   # the whole run's, estimated from a round
+        return source, range(0, frames)
+
+    def _next_jobs(self) -> list[MemberJob] | None:
+        """The next round's members prepared and laid out on the axis (rounds whose every member is refused
+        are passed over); None when no round is left."""
+        while self._next < len(self._rounds):
+            t0 = time.perf_counter()
+            members = self._rounds[self._next]
+            self._next += 1
+            jobs, refused = prepare_members(members, self.group, self.options, self._topologies)
+            self._refuse(refused)
+            if self._pending is not None:
+                raise self._pending
+            for k, job in enumerate(jobs):
+                jobs[k] = dataclasses.replace(job, read=dataclasses.replace(job.read, offset=self._offset))
+                self._offset += job.n
+            self._by_index.update((j.index, j) for j in jobs)
+            self.n_prepared += len(jobs)
+            self.t_members += time.perf_counter() - t0
+            log.debug("round %d of %d: %d members prepared (%d refused)", self._next, len(self._rounds), len(jobs),
+                      len(refused))
+            if jobs:
+                return jobs
+        return None
 
     def _source(self, jobs: list[MemberJob], token: str) -> EnsembleSource:
         from ..sources.base import FRAME_META_BYTES
@@ -175,26 +194,29 @@ class EnsembleRounds(Rounds):
             raise_if_stopped()
         if self._pending is not None:
             raise self._pending
-        if self._next >= len(self._rounds):
+        jobs, self._first = (self._first, None) if self._first is not None else (self._next_jobs(), None)
+        if not jobs:
             return Round(job, None, "complete")
-        first, end = self._rounds[self._next]
-        self._next += 1
-        jobs = self.jobs[first:end]
         source = self._source(jobs, f"{self.token}/{self._next}")
         state = EnsembleState({j.index: j.prepared for j in jobs}, {j.index: j.read.path for j in jobs})
+        # a round's blocks within the budget for its own largest frames (another round's may be smaller)
+        budget = min(int(self.options.max_block_bytes),
+                     self.group.cache_block_bytes or int(self.options.max_block_bytes))
+        block_frames = max(1, min(job.block_frames, budget // max(1, source.bytes_per_frame())))
         rjob = dataclasses.replace(job, source=source.get_config(), prepared=Prepared(None, state),
-                                   stride=1, reads_ahead=source.reads_ahead)
+                                   block_frames=block_frames, stride=1, reads_ahead=source.reads_ahead)
+        works = tuple(Work(j.read.offset, j.n, per_frame_work(j.frame_bytes, j.decode_s)) for j in jobs)
         base = {f.name: getattr(facts, f.name) for f in dataclasses.fields(JobFacts)}
-        base.update(start=jobs[0].read.offset, stop=jobs[-1].read.offset + jobs[-1].n, step=1, part_starts=())
-        log.debug("round %d of %d: %d members", self._next, len(self._rounds), len(jobs))
-        return Round(rjob, RoundFacts(**base, works=tuple(self.works[first:end])))
+        base.update(start=jobs[0].read.offset, stop=jobs[-1].read.offset + jobs[-1].n, step=1, part_starts=(),
+                    n_atoms=source.n_atoms, frame_bytes=source.bytes_per_frame())
+        return Round(rjob, RoundFacts(**base, works=works))
 
     def kept(self, reduced: EnsemblePartial) -> EnsemblePartial:
         """Each member of the round just run turned into its results (saved, or kept here); the engine keeps
         nothing of the round."""
         refused = []
         for idx, mp in reduced.members.items():
-            job = self._by_index[idx]
+            job = self._by_index.pop(idx)   # (its preparation is let go of: the root holds a round's)
             if mp.error is not None:
                 refused.append(Refusal(idx, job.member, " ".join(mp.error.split())))
                 continue
@@ -235,6 +257,17 @@ class EnsembleRounds(Rounds):
             more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
             self._pending = ConfigError(f"{self.trajectory}: trajectory {first.member.name!r} refused{more}: "
                                         f"{first.reason} (strict: one refused trajectory refuses the run)")
+
+
+def _file_size(member) -> int:
+    """A member's bytes on disk (0 for a URL or a file that cannot be seen): what cuts the rounds by size."""
+    total = 0
+    for t in member.trajectory:
+        try:
+            total += 0 if "://" in t else os.stat(t).st_size
+        except OSError:
+            pass
+    return total
 
 
 def _aggregate_part(analysis, partial, prepared: Prepared):

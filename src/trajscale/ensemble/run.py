@@ -130,7 +130,7 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
         try:
             out = Engine(EnsembleAnalysis(group), None, rounds, opts).execute()
         except InputFileError:
-            if not rounds.opened or rounds.jobs:   # (a run that had members to run: its own error)
+            if not rounds.opened or rounds.n_prepared:   # (a run that had members to run: its own error)
                 raise
             out = None   # every member saved before, or refused: nothing to run
         finally:
@@ -138,7 +138,7 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
                 folder.write_refused([r.row() for r in rounds.refused], _columns(ens))
     if out is None and not rounds.opened:
         return None   # an MPI rank other than 0
-    if not rounds.jobs and not rounds.skipped:
+    if not rounds.stats and not rounds.skipped:
         where = f"; see {folder.path / REFUSED}" if folder is not None else ""
         first = rounds.refused[0] if rounds.refused else None
         raise InputFileError(ens.origin or "the ensemble",

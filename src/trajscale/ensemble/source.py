@@ -18,6 +18,7 @@ and a token that names the job: two jobs never share a Source by accident.
 
 from __future__ import annotations
 
+import base64
 import bisect
 import time
 from collections.abc import Sequence
@@ -62,14 +63,16 @@ class MemberRead:
     path: str
 
     def __post_init__(self) -> None:
-        if isinstance(self.atoms, bytes):   # as a config carries them (a repr of bytes is whole, and quick)
-            object.__setattr__(self, "atoms", np.frombuffer(self.atoms, "<i8").astype(np.int64))
+        if isinstance(self.atoms, str):   # as a config carries them
+            raw = base64.b64decode(self.atoms)
+            object.__setattr__(self, "atoms", np.frombuffer(raw, "<i4").astype(np.int64))
 
     def to_dict(self) -> dict:
-        """Plain values for a config: the atoms as little-endian int64 bytes."""
+        """Plain values for a config: the atoms as base64 text of little-endian int32 (a worker keys its
+        open sources by the config's text: a quarter of int64 bytes' escaped text)."""
         d = dict(self.__dict__)
         if self.atoms is not None:
-            d["atoms"] = np.asarray(self.atoms, "<i8").tobytes()
+            d["atoms"] = base64.b64encode(np.asarray(self.atoms, "<i4").tobytes()).decode()
         return d
 
     def frames(self, a: int, b: int) -> tuple[int, int]:
