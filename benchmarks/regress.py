@@ -57,6 +57,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -146,7 +147,7 @@ class Row:
     """A command line per side (``argv(out_dir)``) and what its runs measured."""
 
     name: str
-    argv: object          # out_dir -> the arguments after ``trajscale``
+    argv: Callable[[Path], list[str]]   # the side's output folder -> the arguments after ``trajscale``
     outputs: tuple[str, ...]
     needs: str = ""       # "s3": the server
     files: dict = field(default_factory=dict)   # name -> text ({out}: the side's folder), written before a run
