@@ -16,7 +16,6 @@ import numpy as np
 
 from .block import FrameRange, split_frames
 from .errors import AtomCountMismatchError
-from .sources.mda import MDASource
 from .topology import CachedUniverse, load_universe
 
 #: Default budget of one block: the frames a worker reads and maps at once, and
@@ -161,8 +160,9 @@ class AnalysisTopology:
         given = topology if _is_mdanalysis_atoms(topology) else None
         self.file = topology_file(topology)
         self._built: CachedUniverse | None = None
-        if isinstance(source, MDASource):
-            universe = source.universe
+        own = source.frames_universe()   # an MDAnalysis reader's Universe: its topology is the run's
+        if own is not None:
+            universe = own
         elif given is not None:
             universe = given.universe
         elif topology is not None:

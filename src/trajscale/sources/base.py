@@ -286,6 +286,11 @@ class Source(ABC):
         """Read box, time and step of frames ``[start, stop)`` ahead, in one call per field, for a
         worker about to read that span; the default reads them with each block."""
 
+    def frames_universe(self):
+        """The MDAnalysis Universe whose trajectory this Source reads (an MDAnalysis reader's): the run's
+        topology is then that Universe's, never parsed again; None for a Source that reads frames itself."""
+        return None
+
     def decode_seconds_per_frame(self) -> float:
         """Seconds one frame costs to decode beyond reading its bytes (compressed formats such as
         XTC decode every atom of a frame, whatever is selected): for ``executor="auto"``'s estimate."""

@@ -87,6 +87,9 @@ class MDASource(Source):
         return LayoutFacts(format=str(self.reader.format), path=self.path, n_files=len(self.trajectories),
                            n_atoms=self.n_atoms)   # the reader decodes all of them, whatever is selected
 
+    def frames_universe(self):
+        return self.universe
+
     def decode_seconds_per_frame(self) -> float:
         from .registry import decode_s_per_atom
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -144,6 +143,8 @@ def _spool(store, ranges: list[tuple[int, int]]) -> int:
     if hasattr(os, "memfd_create"):
         fd = os.memfd_create("trajscale-bytes", os.MFD_CLOEXEC)
     else:   # a temporary file, unlinked at once
+        import tempfile
+
         fd, name = tempfile.mkstemp(prefix="trajscale-bytes-")
         os.unlink(name)
     try:
