@@ -40,7 +40,7 @@ def add_options(p) -> None:
                    help="with --ensemble: trajectories a worker keeps open at once (default 16)")
     g.add_argument("--round-size", type=positive_int, default=None, metavar="N",
                    help="with --ensemble: trajectories run and saved together; a stopped run keeps the rounds "
-                        "before (default 256 per worker)")
+                        "before (default 64 per worker)")
 
 
 def optional_positionals(p) -> None:

@@ -27,7 +27,7 @@ OPEN_BYTES = 256 * 1024
 #: A frame's decoding time (XTC) counted as the bytes read in that time.
 DECODE_BYTES_PER_S = 1e9
 #: Members of a round, per worker.
-ROUND_MEMBERS_PER_WORKER = 256
+ROUND_MEMBERS_PER_WORKER = 64
 #: Work (bytes) of a round, per worker.
 ROUND_BYTES_PER_WORKER = 4 * 1024**3
 

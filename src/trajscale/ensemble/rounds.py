@@ -86,7 +86,7 @@ class EnsembleRounds(Rounds):
     max_open
         Member trajectories a worker thread keeps open.
     round_size
-        Members run (and saved) together; None: 256 per worker.
+        Members run (and saved) together; None: 64 per worker.
     """
 
     tasks_per_worker = 4

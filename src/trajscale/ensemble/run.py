@@ -54,7 +54,7 @@ class EnsembleOptions:
         Member trajectories a worker thread keeps open at once.
     round_size
         Trajectories run and saved together (a round of the run engine); a run stopped midway keeps the
-        rounds before.  None: 256 per worker.
+        rounds before.  None: 64 per worker.
     """
 
     results: str | os.PathLike | None = None
