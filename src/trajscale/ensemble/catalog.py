@@ -100,9 +100,10 @@ class Member:
         traj = (self.trajectory,) if isinstance(self.trajectory, str | os.PathLike) else tuple(self.trajectory)
         if not traj:
             raise ConfigError(f"ensemble member {self.name!r}: no trajectory given")
-        object.__setattr__(self, "trajectory", tuple(os.fspath(t) for t in traj))
+        # located once, here: a worker in another folder (a Dask worker, an MPI rank) opens the same files
+        object.__setattr__(self, "trajectory", tuple(_absolute(t) for t in traj))
         if self.topology is not None:
-            object.__setattr__(self, "topology", os.fspath(self.topology))
+            object.__setattr__(self, "topology", _absolute(self.topology))
         object.__setattr__(self, "labels", dict(self.labels))
         bad = [k for k in self.labels if k in RESERVED]
         if bad:
@@ -122,6 +123,12 @@ class Member:
     def run_trajectory(self):
         """The trajectory as ``trajscale.run`` takes it: one location, or the list of parts."""
         return self.trajectory[0] if len(self.trajectory) == 1 else list(self.trajectory)
+
+
+def _absolute(path) -> str:
+    """A local path made absolute (in this process's folder); a URL as it is."""
+    path = os.fspath(path)
+    return path if is_url(path) else os.path.abspath(path)
 
 
 @dataclass(frozen=True)
