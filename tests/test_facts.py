@@ -22,7 +22,7 @@ EVERY_FACT = LayoutFacts(
     compression="gzip:3", read_amplification=(("one frame", 7.0), ("block of 98 frames", 1.02)),
     planned_chunks=(52, 3341, 3), precision=Precision(0.01, 0.001, "uint16-deltas", "deltas"),
     read_amplification_hdf5_default=(("one frame", 21.5),), file_bytes=123456, warnings=("slow",),
-    direct_reads=("position",), trace_dir="/tmp/trace",
+    direct_reads=("position",), decoding="whole:trajscale's delta decoder", trace_dir="/tmp/trace",
     run_read=RunRead(214, 25, 2, 3.5, 4.25, (("--chunks auto", 1.5), ("--chunks frame", None)),
                      "name CA", "adk.psf"))
 

@@ -139,6 +139,10 @@ class LayoutFacts:
     warnings: tuple[str, ...] | None = None
     #: Fields read at their byte addresses (``h5md.direct``) rather than through HDF5.
     direct_reads: tuple[str, ...] | None = None
+    #: Who decodes a frame's atoms beyond those selected, and how far (the Source's
+    #: :meth:`~trajscale.sources.base.Source.decoding_of`): ``prefix:WHO`` (each frame up to the last selected
+    #: atom), ``whole:WHO`` (whole frames); None for a source read in place (the selected atoms' bytes only).
+    decoding: str | None = None
     #: A traced data loader's trace folder (its report has no file behind it).
     trace_dir: str | None = None
     #: What the run's own reads cost, added by the run once its tasks are planned.
@@ -234,5 +238,5 @@ _READ = {
     "assumed_units": _str, "dtype": _str, "chunks": _chunks, "compression": _str,
     "read_amplification": lambda v: _pairs(v, _num), "planned_chunks": _ints, "precision": _record(Precision),
     "read_amplification_hdf5_default": lambda v: _pairs(v, _num), "file_bytes": _int, "warnings": _strs,
-    "direct_reads": _strs, "trace_dir": _str, "run_read": _record(RunRead),
+    "direct_reads": _strs, "decoding": _str, "trace_dir": _str, "run_read": _record(RunRead),
 }

@@ -51,3 +51,12 @@ def test_an_xtc_is_decoded_by_trajscale_up_to_the_last_selected_atom(tmp_path):
     io_bound = dataclasses.replace(diagnose(plain), r_comp_io=0.1)   # the rule's condition, on both runs
     assert "convert to H5MD" in rule_io_bound_format(plain, io_bound).message
     assert rule_io_bound_format(followed, io_bound) is None
+
+
+def test_a_trr_is_read_whole_by_trajscale():
+    """A TRR's frames are read whole by trajscale's own reader (MDAnalysis never decodes one)."""
+    from MDAnalysisTests.datafiles import TPR, TRR
+
+    said = run_summary(ts.run(ts.RMSD(select="name CA"), TPR, TRR).report)
+    assert f"trajscale's TRR reader decoded whole frames of 47681 atoms, {10 * 47681 * 12 / 1e9:.3f} GB" in said
+    assert "MDAnalysis decoded" not in said

@@ -25,7 +25,7 @@ POS = "particles/all/position/value"
 H5MD_KEYS = ["format", "path", "group", "n_frames", "n_atoms", "fields", "units", "assumed_units", "dtype", "chunks",
              "compression", "read_amplification", "planned_chunks", "precision", "read_amplification_hdf5_default",
              "file_bytes", "warnings", "direct_reads"]
-KEYS = {"part": ["format", "path", "n_atoms"], "mda": ["format", "path", "n_files", "n_atoms"],
+KEYS = {"part": ["format", "path", "n_atoms", "decoding"], "mda": ["format", "path", "n_files", "n_atoms", "decoding"],
         "segments": ["format", "path", "n_segments", "segment_formats", "n_atoms"]}
 
 
@@ -81,7 +81,8 @@ def test_xtc_part_facts(adk_water):
     u = mda.Universe(adk_water["gro"], adk_water["xtc"])
     with XDRSource(adk_water["xtc"]) as src:
         facts = src.layout_summary()
-    assert facts == LayoutFacts(format="XTC", path=adk_water["xtc"], n_atoms=u.atoms.n_atoms)
+    assert facts == LayoutFacts(format="XTC", path=adk_water["xtc"], n_atoms=u.atoms.n_atoms,
+                                decoding="prefix:trajscale's XTC decoder")   # up to the last selected atom
     assert list(_round_trip(facts)) == KEYS["part"]
 
 
@@ -91,7 +92,7 @@ def test_mdanalysis_format_facts(trajectories):
     with MDASource(D.PSF, trajectories) as src:
         facts = src.layout_summary()
     assert facts == LayoutFacts(format="DCD" if len(trajectories) == 1 else "CHAIN", path=D.DCD,
-                                n_files=len(trajectories), n_atoms=u.atoms.n_atoms)
+                                n_files=len(trajectories), n_atoms=u.atoms.n_atoms, decoding="whole:MDAnalysis")
     assert list(_round_trip(facts)) == KEYS["mda"]
 
 
@@ -118,7 +119,7 @@ def test_xtc_parts_facts(tmp_path):
     with SegmentedSource.from_parts(parts, D.GRO) as src:
         facts = src.layout_summary()
     assert facts == LayoutFacts(format="segments", path=parts[0], n_segments=2, segment_formats="XTC",
-                                n_atoms=u.atoms.n_atoms)
+                                n_atoms=u.atoms.n_atoms, decoding="prefix:trajscale's XTC decoder")
 
 
 def test_a_run_records_its_own_reads_and_the_report_keeps_them(tmp_path, adk_vacuum, adk_vacuum_h5md):

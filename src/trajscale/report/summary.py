@@ -38,25 +38,23 @@ def _named(d: Diagnosis, most: int = 3) -> str:
 
 
 def _decoded(report: RunReport) -> str | None:
-    """Who decoded what, when more atoms were read than kept: trajscale's XTC decoder (each frame up
+    """Who decoded what, when more atoms were read than kept, as the source's facts say
+    (:attr:`~trajscale.facts.LayoutFacts.decoding`, from its Source): trajscale's XTC decoder (each frame up
     to the last selected atom), trajscale's TRR reader or delta decoder (whole frames), or an MDAnalysis
-    reader (DCD, ...: whole frames); None for H5MD read in place (only the selected atoms' bytes)."""
+    reader (DCD, ...: whole frames); None for a source read in place (only the selected atoms' bytes)."""
     src = report.source
     n_src = src.n_atoms
     if n_src is None or n_src <= report.n_atoms:
         return None
-    fmt = (src.format or "").lower()
-    parts = {f.strip() for f in (src.segment_formats or "").lower().split(",")}
     whole = sum(t.frames for t in report.tasks) * n_src * 12 / 1e9
-    if fmt == "h5md" or (fmt == "segments" and parts == {"h5md"}):
-        if src.precision is None or src.precision.option != "deltas":   # (deltas32 reads up to the last atom)
-            return None
+    if src.precision is not None and src.precision.option == "deltas":   # (deltas32 reads up to the last atom)
         return f"trajscale decoded whole frames of {n_src} atoms, {whole:.3f} GB"
-    if fmt == "xtc" or (fmt == "segments" and parts == {"xtc"}):   # compiled xdrfile, in xdr/_xdr
-        return f"trajscale's XTC decoder decoded each frame of {n_src} atoms up to the last selected atom"
-    if fmt == "trr" or (fmt == "segments" and parts == {"trr"}):
-        return f"trajscale read whole TRR frames of {n_src} atoms, {whole:.3f} GB"
-    return f"MDAnalysis decoded whole frames of {n_src} atoms, {whole:.3f} GB"
+    how, _, who = (src.decoding or "").partition(":")
+    if how == "prefix":
+        return f"{who} decoded each frame of {n_src} atoms up to the last selected atom"
+    if how == "whole":
+        return f"{who} decoded whole frames of {n_src} atoms, {whole:.3f} GB"
+    return None
 
 
 def process_line(report: RunReport) -> str:

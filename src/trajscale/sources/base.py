@@ -109,6 +109,11 @@ class Source(ABC):
     #: cost CPU time, measured in docs/benchmarks.md); a format not named is plain floats, costed by its
     #: bytes. The registry answers it for any format's name (:func:`.registry.decode_s_per_atom`).
     decode_s_per_atom: Mapping[str, float] = MappingProxyType({})
+    #: Who decodes a frame's atoms beyond those selected, and how far, per format this Source reads:
+    #: ``prefix:WHO`` (each frame up to the last selected atom) or ``whole:WHO`` (whole frames); a format not
+    #: named is read in place (the selected atoms' bytes only). Said by the run summary (``decoding`` of
+    #: :class:`~trajscale.facts.LayoutFacts`).
+    decoding: Mapping[str, str] = MappingProxyType({})
     #: True when a range of frames is read in one call (slabs), not frame by frame.
     supports_slab_reads: bool = False
     #: True when the frame offsets are scanned once by the preparing process and shipped in the
@@ -133,6 +138,11 @@ class Source(ABC):
         """The name of the format ``path`` is in, told by its own first bytes; None when they are not
         one of this Source's formats (the default: this Source recognises no file)."""
         return None
+
+    @classmethod
+    def decoding_of(cls, fmt: str) -> str | None:
+        """Who decodes a frame of format ``fmt`` beyond the selected atoms, and how far (:attr:`decoding`)."""
+        return cls.decoding.get(str(fmt).upper())
 
     @classmethod
     def guess_can_open(cls, path: str) -> bool:
@@ -384,7 +394,8 @@ class OneFileSource(Source):
         return self._fields
 
     def layout_summary(self) -> LayoutFacts:
-        return LayoutFacts(format=self._format, path=self._path, n_atoms=self._n_atoms)
+        return LayoutFacts(format=self._format, path=self._path, n_atoms=self._n_atoms,
+                           decoding=self.decoding_of(self._format))
 
     def decode_seconds_per_frame(self) -> float:
         return self.decode_s_per_atom.get(self._format, 0.0) * self._n_atoms

@@ -48,6 +48,11 @@ class MDASource(Source):
     kind = "mda"
     worker_modules = ("MDAnalysis",)
 
+    @classmethod
+    def decoding_of(cls, fmt: str) -> str:
+        """MDAnalysis's reader decodes whole frames, in every format."""
+        return "whole:MDAnalysis"
+
     def __init__(self, topology: str, trajectories, parsed_topology=None, **kw) -> None:
         self.topology = str(topology)
         given = [trajectories] if isinstance(trajectories, (str, Path)) else trajectories
@@ -85,7 +90,8 @@ class MDASource(Source):
 
     def layout_summary(self) -> LayoutFacts:
         return LayoutFacts(format=str(self.reader.format), path=self.path, n_files=len(self.trajectories),
-                           n_atoms=self.n_atoms)   # the reader decodes all of them, whatever is selected
+                           n_atoms=self.n_atoms,   # the reader decodes all of them, whatever is selected
+                           decoding=self.decoding_of(str(self.reader.format)))
 
     def frames_universe(self):
         return self.universe

@@ -222,6 +222,12 @@ def decode_s_per_atom(name: str) -> float:
     return float(for_format(name).decode_s_per_atom.get(name, 0.0))
 
 
+def decoding_of(name: str) -> str | None:
+    """Who decodes a frame of the format called ``name`` beyond the selected atoms, and how far
+    (:meth:`~.base.Source.decoding_of` of the Source that reads it; None: read in place)."""
+    return for_format(name).decoding_of(name.upper())
+
+
 def open_file(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source:
     """Open one file with the Source the registry picks (``request.format``, else :func:`guess`)."""
     path = str(path)
@@ -287,5 +293,6 @@ def formats_table() -> str:
 
 
 __all__ = ["ENTRY_POINT_GROUP", "FORMAT_SOURCES", "OTHER_SOURCES", "Match", "all_sources", "by_name", "capabilities",
-           "check_options", "decode_s_per_atom", "fallback_source", "for_format", "format_sources", "formats_table",
-           "guess", "open_file", "open_part", "part_record", "plugin_targets", "source_class", "supported"]
+           "check_options", "decode_s_per_atom", "decoding_of", "fallback_source", "for_format", "format_sources",
+           "formats_table", "guess", "open_file", "open_part", "part_record", "plugin_targets", "source_class",
+           "supported"]

@@ -347,7 +347,7 @@ class SegmentedSource(Source):
     def layout_summary(self) -> LayoutFacts:
         formats = sorted({str(s.get("format") or Path(s["path"]).suffix.lstrip(".").upper()) for s in self.segments})
         return LayoutFacts(format="segments", path=self.path, n_segments=len(self.segments),
-                           segment_formats=",".join(formats), n_atoms=self._n_atoms)
+                           segment_formats=",".join(formats), n_atoms=self._n_atoms, decoding=_decoding(formats))
 
     def decode_seconds_per_frame(self) -> float:
         costs = [registry.decode_s_per_atom(str(s.get("format"))) for s in self.segments]
@@ -489,6 +489,16 @@ def _part_identity(path: str) -> tuple | None:
 
 
 #: Keys of a segment that travel in the config.
+def _decoding(formats: list[str]) -> str | None:
+    """Who decodes the parts' frames beyond the selected atoms (:meth:`~.base.Source.decoding_of` of each
+    part's Source): one reader's way, or whole frames by each of several readers; None when every part is
+    read in place."""
+    said = {d for d in (registry.decoding_of(f) for f in formats) if d}
+    if len(said) <= 1:
+        return next(iter(said), None)
+    return "whole:" + " and ".join(sorted({d.partition(":")[2] for d in said}))
+
+
 _SHIPPED = ("path", "start", "n_frames", "format", "offsets", "file_frames", "shift_step", "shift_time", "remote")
 #: Most bytes of HDF5 metadata a segment list ships for its parts behind URLs, all parts together.
 SHIP_PARTS_BYTES = 8 * 1024**2

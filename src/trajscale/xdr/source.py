@@ -90,6 +90,7 @@ class XDRSource(OneFileSource):
     ships_offsets = True
     reads_urls = True
     decode_s_per_atom = MappingProxyType({"XTC": 8.5e-8})   # compressed coordinates (docs/benchmarks.md)
+    decoding = MappingProxyType({"XTC": "prefix:trajscale's XTC decoder", "TRR": "whole:trajscale's TRR reader"})
 
     def __init__(self, path: str, n_atoms: int | None = None, offsets: str | np.ndarray | None = None,
                  format: str | None = None, strict: bool | None = None, storage_options: dict | None = None,
