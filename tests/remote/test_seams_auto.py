@@ -81,3 +81,16 @@ def test_sigterm_ends_the_default_executors_run_from_a_url(s3_server, adk_stores
     assert not left, f"processes {left} outlived the run"
     said = [ln for ln in proc.stderr.splitlines() if "terminated" in ln]
     assert said == ["trajscale run: terminated by signal 15; no partial output was kept"], proc.stderr[-3000:]
+
+
+def test_a_url_clients_runtime_is_not_forked_with(s3_env, adk_stores):
+    """Once this process has made a request (obstore's runtime runs threads Python does not count), no pool
+    forks from it: a forked child's client crashed (S3) or hung (http)."""
+    from trajscale.pools import choose_start_method, holds_unforkable
+    from trajscale.sources import open_source
+
+    _, url, _ = adk_stores["plain"]
+    with open_source(url) as src:
+        assert src.n_frames == 10
+    assert holds_unforkable() == "a URL client's runtime"
+    assert choose_start_method() != "fork"
