@@ -61,8 +61,9 @@ class MemberStats:
 
     @property
     def seconds(self) -> float:
-        """Its whole time: preparing, opening, reading and mapping."""
-        return self.t_prepare + self.t_open + self.t_read + self.t_compute
+        """Its time in the tasks: opening, reading and mapping it (preparing it on the root is apart: the first
+        member with a topology also pays for parsing it, and for the imports)."""
+        return self.t_open + self.t_read + self.t_compute
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "seconds": self.seconds}

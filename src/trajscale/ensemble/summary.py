@@ -26,7 +26,8 @@ class EnsembleFacts:
     n_trajectories, n_finished, n_refused, n_skipped
         Trajectories in the ensemble; analysed by this run; refused; skipped (saved by a run before).
     per_trajectory
-        Each finished trajectory's costs (name, frames, bytes, t_prepare, t_open, t_read, t_compute, seconds).
+        Each finished trajectory's costs: name, frames, bytes, t_prepare (on the root), t_open, t_read and
+        t_compute (in the tasks, summed over its pieces), seconds (the tasks' three).
     t_prepare_members
         Seconds the root spent preparing the members (topologies, selections, references).
     """
@@ -44,7 +45,7 @@ class EnsembleFacts:
         return sum(int(t["bytes"]) for t in self.per_trajectory)
 
     def slowest(self, n: int = SLOWEST) -> list[dict]:
-        """The ``n`` trajectories that took longest (preparing, opening, reading and mapping), slowest first."""
+        """The ``n`` trajectories whose tasks took longest (opening, reading and mapping them), slowest first."""
         return sorted(self.per_trajectory, key=lambda t: -t["seconds"])[:n]
 
     def to_dict(self) -> dict:
@@ -61,7 +62,7 @@ class EnsembleFacts:
                + f" of {self.n_trajectories}; {self.bytes_read / 1e6:.1f} MB read"]
         if self.n_finished:
             per = [t["seconds"] for t in self.per_trajectory]
-            out.append(f"per trajectory: {1e3 * sum(per) / len(per):.1f} ms on average; slowest: "
+            out.append(f"per trajectory: {1e3 * sum(per) / len(per):.1f} ms of tasks on average; slowest: "
                        + ", ".join(f"{t['name']} ({t['seconds']:.3g} s)" for t in self.slowest(3)))
         return out
 
