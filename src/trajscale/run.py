@@ -35,17 +35,15 @@ def run(analysis: Analysis | list[Analysis], topology, trajectory=None, *, optio
     ----------
     analysis
         An :class:`~trajscale.analysis.base.Analysis` such as ``RMSD(select=...)``, or a list of them run in one
-        pass (each block read once, over the union of their atoms): their results, in order, each with the bits
-        of the analysis run alone, share one report (its ``meta.analyses`` times each analysis's compute).
+        pass (each block read once): their results, each with the bits of a run alone, share one report.
     topology
         A topology file MDAnalysis reads (PSF, TPR, GRO, PDB, ...), a Universe built from one (its trajectory is
         not read), or an AtomGroup of one: the analysis selects within it, as MDAnalysis's analyses do.
     trajectory
-        An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads, on disk or behind a URL, parts
-        joined as ``convert`` joins them; or an IMD stream, ``imd://HOST:PORT``, analysed as its frames arrive.
-        None (not given): ``topology`` is an ensemble (a :class:`~trajscale.ensemble.catalog.Ensemble`, a
-        catalog file or a glob), each trajectory analysed with its own topology in one job
-        (:func:`trajscale.ensemble.run.run_ensemble`: its keywords ``results``, ``resume``, ``strict``, ...).
+        An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads, on disk or behind URLs, parts
+        joined as ``convert`` joins them; an IMD stream, ``imd://HOST:PORT``; or None: ``topology`` is an
+        ensemble (an :class:`~trajscale.ensemble.catalog.Ensemble`, a catalog file or a glob), each trajectory
+        with its own topology (:func:`trajscale.ensemble.run.run_ensemble`, and its keywords).
     options
         A :class:`~trajscale.runspec.RunOptions` holding the options below; keywords given too replace its fields.
     on_update
@@ -54,50 +52,52 @@ def run(analysis: Analysis | list[Analysis], topology, trajectory=None, *, optio
     Other Parameters
     ----------------
     executor
-        ``"serial"`` (the default), ``"processes"``, ``"dask"``, ``"mpi"``, an Executor, or ``"auto"``: serial when
-        the estimated work is below the cost of starting processes, else processes (``report.meta.executor_choice``).
+        ``"serial"`` (the default), ``"processes"``, ``"dask"``, ``"mpi"``, an Executor, or ``"auto"`` (serial or
+        processes, from the analysis's declared work against a pool's start: ``report.meta.executor_choice``).
     n_workers, n_tasks, tasks_per_worker
-        Workers (processes, Dask workers; serial and MPI ignore it), and frame blocks: by default
-        ``tasks_per_worker`` (default 4; following: 1 per round) per worker.
+        Workers (processes, Dask; serial, MPI ignore it), and frame blocks: ``tasks_per_worker`` (default 4;
+        following: 1 per round) per worker.
     start, stop, step
         Frames ``start, start + step, ...`` below ``stop``, as Python slices (and MDAnalysis's ``run``) take them.
     progress
         Show a progress bar on stderr.
     group, assume_units
-        The H5MD particle group to read (needed when there are several); ``"nm"`` or ``"Angstrom"``, the units
-        of H5MD datasets without a ``unit`` attribute (None: refused).
+        The H5MD particle group (when there are several); ``"nm"``/``"Angstrom"``: datasets' units if unstated.
     max_block_bytes
         Most bytes of frames a worker reads and maps at once (default 128 MiB): about each worker's memory.
     continuous
-        Let parts that overlap in time join, the later part's frames kept (as ``gmx trjcat``, MDAnalysis's
-        ``continuous=True``); without it an overlap is refused.
+        Let parts that overlap in time join, the later part's frames kept (as ``gmx trjcat``); else refused.
     follow
         True (or a :class:`~trajscale.follow.FollowOptions`): analyse a trajectory still being written as its
         frames land, with the bits of a run over the finished file (``report.meta.follow`` says how it ended).
     storage_options
-        For a trajectory behind a URL (``s3://``, ``http(s)://``): fsspec-style options (docs/remote.md).
+        For trajectories behind URLs: their options (docs/remote.md), over the command line's.
     **executor_options
-        An option of the executor built by name: ``scheduler=`` (Dask), ``start_method=`` (processes),
-        ``collective=`` or ``driver=`` (MPI); a name no option has is refused, named.
+        An option of the executor built by name (``scheduler=``, ``start_method=``, ``collective=``, ...).
 
     Returns
     -------
-    The analysis's result (``r.rmsd``, ``r.frames``, ``r.times``) with ``r.report``, a
-    :class:`~trajscale.report.timing.RunReport` (on the root; None on other MPI ranks); a list for a list.
+    The result (``r.rmsd``, ``r.frames``, ...) with ``r.report``, a :class:`~trajscale.report.timing.RunReport`
+    (on the root; None on other MPI ranks); a list for a list.
     """
     if trajectory is None:   # an ensemble: many trajectories, each with its own topology, in one job
-        from .ensemble.run import run_ensemble
-
-        if on_update is not None:
-            from .errors import ConfigError
-
-            raise ConfigError("on_update: an ensemble's results come at the end (its trajectories are read finished)")
-        return run_ensemble(analysis, topology, options=options, **keywords)
+        return _run_ensemble(analysis, topology, options, on_update, keywords)
     opts = RunOptions.from_keywords(options, keywords)
     if isinstance(analysis, list | tuple):   # several analyses, one pass over the union of their atoms
         analysis = AnalysisGroup(analysis)
     with using(opts.storage_options):   # a URL's options, for the sources this run opens
         return Engine(analysis, topology, rounds_for(analysis, topology, trajectory, opts), opts, on_update).execute()
+
+
+def _run_ensemble(analysis, ensemble, options: RunOptions | None, on_update, keywords: dict):
+    """``run(analysis, ensemble)``: :func:`trajscale.ensemble.run.run_ensemble` (its results come at the end)."""
+    from .ensemble.run import run_ensemble
+
+    if on_update is not None:
+        from .errors import ConfigError
+
+        raise ConfigError("on_update: an ensemble's results come at the end (its trajectories are read finished)")
+    return run_ensemble(analysis, ensemble, options=options, **keywords)
 
 
 def _listed(trajectory) -> list:

@@ -266,17 +266,14 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None,
              then: FrameRange | None = None) -> tuple[object, TaskTiming]:
     """Read frames ``[start, stop)`` and map them, block by block; return the partial and its timings.
 
-    Blocks hold at most ``job.block_frames`` frames (the reused read buffer
-    bounds the worker's memory); their partials combine with the analysis's
-    own ``reduce``.  While a block is mapped, the source is told the next read
-    (:meth:`~trajscale.sources.base.Source.prefetch`: a file behind a URL fetches
-    it meanwhile): the task's next block, or after its last one the first block
-    of ``then``, the task this worker runs next when the executor knows it.
-    A stop signal this process recorded (SIGTERM, Ctrl-C) ends the task between
-    blocks (outside MPI, whose ranks stop together between tasks), so a long task
-    ends within a block's time (:func:`block_frames_for` bounds it).
-    User errors keep their type; anything else becomes a TaskError naming the
-    worker and the frame range.
+    Blocks hold at most ``job.block_frames`` frames (the reused read buffer bounds the worker's memory;
+    :func:`~trajscale.executors.block_frames_for` their compute time); their partials combine with the
+    analysis's own ``reduce``.  While a block is mapped, the source is told the next read
+    (:meth:`~trajscale.sources.base.Source.prefetch`: a file behind a URL fetches it meanwhile): the task's
+    next block, or after its last one the first block of ``then``, the task this worker runs next when the
+    executor knows it.  A stop signal recorded here (SIGTERM, Ctrl-C) ends the task between blocks (MPI's
+    ranks stop together between tasks).  User errors keep their type; anything else becomes a TaskError
+    naming the worker and the frame range.
     """
     host, pid = host_and_pid()
     t_start = mark_ready()   # a no-op after the worker's warm-up or first task: its start-up
@@ -294,8 +291,8 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None,
         if then is not None:
             blocks.append(blocks_of(then, job.block_frames, source.chunk_frames, job.stride)[0])
         for k, r in enumerate(blocks[:len(blocks) - (then is not None)]):
-            if comm is None:   # a stop signal this process recorded ends a long task between its blocks
-                raise_if_stopped()   # (MPI ranks agree on a stop between tasks, together)
+            if comm is None:   # a long task ends at a stop signal between its blocks
+                raise_if_stopped()
             t0 = time.perf_counter()
             if k + 1 < len(blocks):   # fetched while this block is read and mapped (a remote file's; in its budget)
                 nxt = blocks[k + 1]
