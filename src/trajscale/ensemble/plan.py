@@ -1,12 +1,13 @@
 """How an ensemble's work is cut: rounds of members, and tasks balanced by work within a round.
 
-A member's work is its frames times what a frame costs (the bytes its reader holds, what the
-analysis holds beside them, a compressed format's decoding counted as bytes at
-:data:`DECODE_BYTES_PER_S`), plus what opening it and handing its result home cost
-(:data:`OPEN_BYTES`).  Tasks are ranges of the ensemble's axis of about equal work: a member worth
-more than a task's share is cut into tasks of its own (as a single trajectory's frames are), and
-shorter members are grouped whole, in order, so that a task opens a few trajectories, not one, and
-no trajectory is opened by two workers unless it is long.
+A member's work is its frames times what a frame costs, in seconds, priced as ``executor="auto"`` prices
+a run (:mod:`trajscale.executors`): the bytes its reader holds, the work its analyses declare
+(:meth:`~trajscale.analysis.base.Analysis.frame_cost`: atoms visited, pairs of an RDF) and a compressed
+format's decoding; plus what opening it and handing its result home cost (:data:`OPEN_S`).  Tasks are
+ranges of the ensemble's axis of about equal work: a member worth more than a task's share is cut into
+tasks of its own (as a single trajectory's frames are), and shorter members are grouped whole, in order,
+so that a task opens a few trajectories, not one, and no trajectory is opened by two workers unless it
+is long.
 
 Members are run in rounds (each one round of the run engine), cut by count and by bytes on disk: a
 round's members are prepared (on the root, when the round's turn comes), read and finished together,
@@ -22,10 +23,9 @@ from dataclasses import dataclass
 from ..block import FrameRange, split_frames
 from ..runspec import JobFacts
 
-#: What opening a trajectory, preparing its piece and handing its result home cost, counted as bytes read.
-OPEN_BYTES = 256 * 1024
-#: A frame's decoding time (XTC) counted as the bytes read in that time.
-DECODE_BYTES_PER_S = 1e9
+#: Seconds opening a trajectory, reading its piece's metadata and handing its result home cost (measured:
+#: docs/benchmarks.md, the per-trajectory overhead).
+OPEN_S = 5e-4
 #: Members of a round, per worker.
 ROUND_MEMBERS_PER_WORKER = 64
 #: Work (bytes) of a round, per worker.
@@ -34,7 +34,7 @@ ROUND_BYTES_PER_WORKER = 4 * 1024**3
 
 @dataclass(frozen=True)
 class Work:
-    """One member's place on the axis and what a frame of it costs (bytes)."""
+    """One member's place on the axis and what a frame of it costs (seconds)."""
 
     offset: int
     n: int
@@ -42,11 +42,18 @@ class Work:
 
     @property
     def total(self) -> float:
-        return self.n * self.per_frame + OPEN_BYTES
+        return self.n * self.per_frame + OPEN_S
 
 
-def per_frame_work(frame_bytes: int, decode_s: float) -> float:
-    return float(frame_bytes) + decode_s * DECODE_BYTES_PER_S
+def per_frame_work(frame_bytes: int, decode_s: float, cost=None) -> float:
+    """Seconds a frame costs: its bytes read, its decoding, and the work its analyses declare (``cost``:
+    a :class:`~trajscale.analysis.base.FrameCost`; None: none declared)."""
+    from ..executors import MAP_S_PER_ATOM_FRAME, MAP_S_PER_PAIR, READ_S_PER_BYTE
+
+    work = float(frame_bytes) * READ_S_PER_BYTE + decode_s
+    if cost is not None:
+        work += cost.atoms * MAP_S_PER_ATOM_FRAME + cost.pairs * MAP_S_PER_PAIR
+    return work
 
 
 def rounds_of(sizes: Sequence[float], n_workers: int, max_members: int | None = None) -> list[tuple[int, int]]:
@@ -105,4 +112,4 @@ class RoundFacts(JobFacts):
         return plan_round(self.works, n_tasks)
 
 
-__all__ = ["DECODE_BYTES_PER_S", "OPEN_BYTES", "RoundFacts", "Work", "per_frame_work", "plan_round", "rounds_of"]
+__all__ = ["OPEN_S", "RoundFacts", "Work", "per_frame_work", "plan_round", "rounds_of"]

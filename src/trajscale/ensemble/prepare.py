@@ -56,6 +56,8 @@ class MemberJob:
         Bytes a frame costs in its reader's buffers, plus the bytes per frame the analysis holds beside.
     decode_s
         Seconds a frame costs to decode beyond its bytes (XTC).
+    cost
+        The work its analyses declare per frame (:class:`~trajscale.analysis.base.FrameCost`).
     remote
         It is read from behind a URL.
     t_prepare
@@ -68,6 +70,7 @@ class MemberJob:
     prepared: Prepared
     frame_bytes: int
     decode_s: float = 0.0
+    cost: object = None
     remote: bool = False
     t_prepare: float = 0.0
 
@@ -134,8 +137,8 @@ def prepare_member(index: int, member: Member, analysis: Analysis, options: RunO
         read = MemberRead(member=index, offset=0, n=len(frames), start=start, step=options.step,
                           source=source.get_config(), atoms=prep.atoms, path=source.path)
         remote = any(is_url(t) for t in member.trajectory)
-        return MemberJob(index, member, read, prep, int(frame_bytes), source.decode_seconds_per_frame(), remote,
-                         time.perf_counter() - t0)
+        return MemberJob(index, member, read, prep, int(frame_bytes), source.decode_seconds_per_frame(),
+                         analysis.frame_cost(prep, source), remote, time.perf_counter() - t0)
     finally:
         source.close()
 

@@ -206,7 +206,7 @@ class EnsembleRounds(Rounds):
         block_frames = max(1, min(job.block_frames, budget // max(1, source.bytes_per_frame())))
         rjob = dataclasses.replace(job, source=source.get_config(), prepared=Prepared(None, state),
                                    block_frames=block_frames, stride=1, reads_ahead=source.reads_ahead)
-        works = tuple(Work(j.read.offset, j.n, per_frame_work(j.frame_bytes, j.decode_s)) for j in jobs)
+        works = tuple(Work(j.read.offset, j.n, per_frame_work(j.frame_bytes, j.decode_s, j.cost)) for j in jobs)
         base = {f.name: getattr(facts, f.name) for f in dataclasses.fields(JobFacts)}
         base.update(start=jobs[0].read.offset, stop=jobs[-1].read.offset + jobs[-1].n, step=1, part_starts=(),
                     n_atoms=source.n_atoms, frame_bytes=source.bytes_per_frame())
