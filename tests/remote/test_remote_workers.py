@@ -353,7 +353,7 @@ def test_a_worker_keeps_as_many_requests_in_flight_as_the_root_found_the_round_t
             worker = source_from_config(config)
             assert len(proxy.gets) == seen   # (opened without a request)
             assert config["round_trip"] >= 0.2
-            assert worker._remote.max_concurrency == 256
+            assert worker.store.max_concurrency == 256   # (the object's store, as the Source reads it)
             worker.close()
     finally:
         proxy.close()

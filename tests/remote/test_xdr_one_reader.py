@@ -50,8 +50,8 @@ def test_a_local_path_and_a_url_give_mdanalysis_blocks_through_one_reader(s3_env
     sel = np.array([0, 5, 1000, 20000, 47680])
     with open_source(path) as local, open_source(f"s3://{BUCKET}/{key}") as remote:
         assert type(local) is type(remote) is XDRSource   # one Source class, the registry's, for both
-        assert isinstance(local._store, LocalFile) and isinstance(local._view, InPlace)
-        assert isinstance(remote._store, RemoteObject) and isinstance(remote._view, Fetched)
+        assert isinstance(local.store, LocalFile) and isinstance(local._view, InPlace)
+        assert isinstance(remote.store, RemoteObject) and isinstance(remote._view, Fetched)
         assert local.n_frames == remote.n_frames == n and local.fields == remote.fields == fields
         for atoms, start, stop, stride in [(None, 0, n, 1), (sel, 0, n, 1), (sel, 1, n, 3), (None, n - 2, n, 1)]:
             want = slice(start, stop, stride)

@@ -132,6 +132,12 @@ class XDRSource(OneFileSource):
             self.close()
             raise InputFileError(self._path, f"has {self._n_atoms} atoms per frame, expected {n_atoms}")
 
+    @property
+    def store(self):
+        """The file's bytes (a :class:`~trajscale.storage.objects.ByteStore`: a local file or an object behind a
+        URL), what the offsets index and the frame reader read."""
+        return self._store
+
     @classmethod
     def guess_format(cls, path: str) -> str | None:
         """XTC (magic 1995) or TRR (magic 1993, then the ``GMX_trn_file`` version string)."""
