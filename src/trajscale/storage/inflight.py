@@ -13,8 +13,11 @@ import math
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:   # (the pool's module is imported with the first request: a local file's reader never needs it)
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 #: Requests in flight at once per object and process, at least (``max_concurrency`` fixes the number). 64
 #: rather than 32: the benchmark's 1,000 CA spans (40 kB, one a frame) through a 20 ms, 100 MB/s link took
@@ -68,6 +71,8 @@ def submit(n: int, calls: list[tuple[Callable, tuple]]) -> list[Future]:
     lets its share go out). A pool asked for more threads than it has is replaced; the old one ends its
     threads once its requests are done: it is never shut while another object may still submit to it,
     since every submission happens here, under the lock that replaces it."""
+    from concurrent.futures import ThreadPoolExecutor
+
     global _POOL, _POOL_PID
     with _POOL_LOCK:
         if _POOL is None or _POOL_PID != os.getpid() or _POOL._max_workers < n:
