@@ -44,10 +44,11 @@ class FileView(ABC):
     """A store's bytes as a file a compiled reader opens by its path (see the module's text)."""
 
     @abstractmethod
-    def holding(self, ranges: list[tuple[int, int]],
+    def holding(self, ranges: Callable[[], list[tuple[int, int]]],
                 opener: Callable[[str], Handle]) -> contextlib.AbstractContextManager[Handle]:
-        """A handle that ``opener(path)`` opened on a file holding at least ``ranges`` of the store's bytes,
-        each at its own offset (close it only through the view)."""
+        """A handle that ``opener(path)`` opened on a file holding at least the byte ranges ``ranges()``
+        returns, each at its own offset (close it only through the view); ``ranges`` is called only by a
+        view that fetches them."""
 
     @abstractmethod
     def scan_source(self, block_bytes: int):
@@ -110,7 +111,7 @@ class Fetched(FileView):
 
     @contextlib.contextmanager
     def holding(self, ranges, opener) -> Iterator:
-        fd = _spool(self.store, ranges)
+        fd = _spool(self.store, ranges())
         try:
             handle = opener(f"/proc/self/fd/{fd}")
             try:

@@ -201,7 +201,9 @@ class XDRSource(OneFileSource):
         frames = np.arange(start, stop, stride, dtype=np.int64)
         if len(frames):
             edges = np.empty((len(frames), 3, 3), np.float32)
-            spans = frame_spans(self._offsets, self._store.size, frames)
+            def spans():   # (the frames' bytes, for a view that fetches them)
+                return frame_spans(self._offsets, self._store.size, frames)
+
             try:
                 with self._view.holding(spans, self._open) as decoder:
                     decoder.read(self._offsets, frames, sel, out, edges, time, step, XDR_SCALE)
