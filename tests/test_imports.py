@@ -109,3 +109,31 @@ def test_a_file_matched_early_imports_no_other_reader(tmp_path):
     assert not {m for m in loaded if m.startswith("trajscale.store")}, loaded   # (the old names only forward)
     assert not loaded & {"trajscale.sources.parts", "trajscale.sources.h5md", "trajscale.sources.npy",
                          "trajscale.sources.mdapart", "trajscale.sources.imd", "importlib.metadata"}, loaded
+
+
+def test_a_run_command_line_builds_the_named_analysis_alone():
+    """``trajscale run rgyr ...`` builds the rgyr parser alone and imports no other analysis's module, and
+    parses the line as the parser of every command and analysis does; help still gets every analysis."""
+    got = _fresh("""
+import json, sys
+from trajscale.cli.main import build_parser, parse_args
+line = ["-q", "run", "rgyr", "top.gro", "a.h5md", "--select", "name CA", "--executor", "serial", "--out", "r.csv"]
+narrow = parse_args(line)
+modules = sorted(m for m in sys.modules if m.startswith("trajscale.analysis."))
+
+def analyses(parser):
+    run = parser._subparsers._group_actions[0].choices["run"]
+    return sorted(run._subparsers._group_actions[0].choices)
+
+whole = build_parser().parse_args(line)   # every command's and every analysis's parser
+print(json.dumps({"modules": modules, "built": analyses(build_parser("run", line)),
+                  "help": analyses(build_parser("run", ["run", "rgyr", "--help"])),
+                  "differ": sorted(k for k, v in vars(narrow).items() if k not in ("verbose", "quiet")
+                                   and getattr(whole, k, None) != v)}))
+""")
+    assert got["built"] == ["rgyr"]
+    assert "trajscale.analysis.rgyr" in got["modules"]
+    others = {"rmsd", "rmsf", "average", "rdf", "contacts", "distances", "comdist", "dihedrals", "group"}
+    assert not {m.rsplit(".", 1)[1] for m in got["modules"]} & others
+    assert {"rmsd", "rmsf", "rgyr", "rdf", "ramachandran", "plan"} <= set(got["help"])
+    assert got["differ"] == []

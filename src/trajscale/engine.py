@@ -26,13 +26,13 @@ import logging
 import os
 import shlex
 import socket
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .analysis.base import Analysis
-from .analysis.group import AnalysisGroup
 from .analysis.user import readable_config
 from .errors import FrameRangeError, InputFileError
 from .executors import Executor, Job, block_frames_for, choose_executor
@@ -438,7 +438,8 @@ def _readable(config: dict) -> dict:
 
 def _shares(analysis: Analysis, job: Job, reduced) -> tuple[AnalysisShare, ...]:
     """A group's analyses: each one's compute seconds and atoms, beside the read they share."""
-    if not isinstance(analysis, AnalysisGroup):
+    group = sys.modules.get("trajscale.analysis.group")   # (imported by a run of several analyses only)
+    if group is None or not isinstance(analysis, group.AnalysisGroup):
         return ()
     state = job.prepared.state   # (the atoms each prepared: a pass over every atom reads them as None)
     return tuple(AnalysisShare(a.name, float(t), None if p.atoms is None else len(p.atoms), a.selections)

@@ -9,7 +9,6 @@ a finished trajectory; rounds as a followed file grows or a stream's frames arri
 from __future__ import annotations
 
 from .analysis.base import Analysis
-from .analysis.group import AnalysisGroup
 from .engine import Engine, FinishedRounds, Rounds, frame_range
 from .planning import (  # noqa: F401 (planning names stay importable from trajscale.run)
     MAX_BLOCK_BYTES,
@@ -84,6 +83,9 @@ def run(analysis: Analysis | list[Analysis], topology, trajectory=None, *, optio
         return _run_ensemble(analysis, topology, options, on_update, keywords)
     opts = RunOptions.from_keywords(options, keywords)
     if isinstance(analysis, list | tuple):   # several analyses, one pass over the union of their atoms
+        # (imported here: its records cost a run of one analysis nothing)
+        from .analysis.group import AnalysisGroup
+
         analysis = AnalysisGroup(analysis)
     with using(opts.storage_options):   # a URL's options, for the sources this run opens
         return Engine(analysis, topology, rounds_for(analysis, topology, trajectory, opts), opts, on_update).execute()

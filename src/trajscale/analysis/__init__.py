@@ -81,7 +81,7 @@ def _plugins() -> dict:
     return found
 
 
-def _analysis_class(name: str) -> type:
+def analysis_class(name: str) -> type:
     """The analysis class registered as ``name``, importing only its module (KeyError if unknown).
 
     Once ``ANALYSES`` has been read it is the registry (it may hold analyses added at run time).
@@ -97,6 +97,9 @@ def _analysis_class(name: str) -> type:
     if name in BUILTIN:
         return __getattr__(BUILTIN[name][0])
     return __getattr__("ANALYSES")[name]   # another package's: the registry with its entry points
+
+
+_analysis_class = analysis_class   # (the name the package's own modules import)
 
 
 __getattr__, __dir__ = attach(__name__, {**_CLASSES, **_OTHERS, "ANALYSES": _registry},

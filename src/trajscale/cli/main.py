@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import logging
 import os
@@ -61,9 +62,10 @@ class _VersionAction(argparse.Action):
         parser.exit(message=f"trajscale {version()}\n")
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None, argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The ``trajscale`` parser; with ``only`` (a command's name) that command's subparser alone,
-    so a run imports one command module, not all of them."""
+    so a run imports one command module, not all of them; with ``argv`` too (the command line), a command
+    module's ``add_parser_for(sub, argv)``, where it has one, may build only what that line needs."""
     parser = argparse.ArgumentParser(
         prog="trajscale",
         description="MD trajectory I/O and analysis at the speed of the storage (H5MD, MPI-IO, Dask).")
@@ -72,7 +74,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module in COMMANDS.items():
         if only is None or name == only:
-            importlib.import_module(module).add_parser(sub)
+            command = importlib.import_module(module)
+            narrowed = getattr(command, "add_parser_for", None) if only is not None and argv is not None else None
+            if narrowed is not None:
+                narrowed(sub, argv)
+            else:
+                command.add_parser(sub)
     for p in _command_parsers(parser):
         if p is not parser:
             _add_global_options(p, after=True)
@@ -91,7 +98,8 @@ def _command(argv: list[str]) -> str | None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse a command line; ``-v``/``-q`` count wherever they stand (``args.verbose``, ``args.quiet``)."""
-    parser = build_parser(_command(sys.argv[1:] if argv is None else argv))
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command(words), words)
     args = parser.parse_args(argv)
     args.verbose = min(2, args.verbose + getattr(args, "verbose_after", 0))
     args.quiet = bool(args.quiet or getattr(args, "quiet_after", False))
@@ -203,6 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     # Before NumPy loads: the executors are the parallelism, and OpenBLAS's threads would only contend
     # with their workers (and spin at every start: about 0.06 s of CPU a process). A value set is kept.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # Imports make tens of thousands of objects and few cycles: a young-generation collection every 700
+    # allocations walked them again and again (~2 % of a short run's instructions). Only how often the
+    # cyclic collector runs changes; every cycle is still collected.
+    gc.set_threshold(20_000, 10, 10)
     args = _parse_once_per_job(argv)
     configure_output(args.quiet, args.verbose)
     if args.quiet:
@@ -228,13 +240,9 @@ def main(argv: list[str] | None = None) -> int:
 
             predict = getattr(args, "predicted_wall", None)   # (run --predict-from: its prediction, in a job that ends)
             say_time_left(what=f"trajscale {args.command}", predict=predict and (lambda: predict(args)))
-        from ..xdr.source import refuse_partial_frames
-
-        with _quiet_stdout(args), refuse_partial_frames(getattr(args, "strict", False)):
+        with _quiet_stdout(args), _partial_frames(getattr(args, "strict", False)):
             code = int(args.func(args) or 0)
         if argv is None:   # the program itself, about to exit (not a caller passing argv, e.g. a test)
-            import gc
-
             # Tearing down MDAnalysis's, h5py's and NumPy's objects at exit is a fraction of a second
             # no run report counts (its clock has stopped): frozen objects are left to the OS.
             gc.freeze()
@@ -252,6 +260,16 @@ def main(argv: list[str] | None = None) -> int:
         _say_interrupted(args, "interrupted")
         _share_interruption(SystemExit(130))
         return 130
+
+
+def _partial_frames(strict: bool):
+    """The ``--strict`` setting for XTC/TRR parts (:func:`trajscale.xdr.offsets.refuse_partial_frames`); not
+    strict is its default, so a command that has not read an XTC yet does not import the XDR package for it."""
+    if strict or "trajscale.xdr.offsets" in sys.modules:
+        from ..xdr.offsets import refuse_partial_frames
+
+        return refuse_partial_frames(strict)
+    return contextlib.nullcontext()
 
 
 #: Commands that do their work on every rank of an MPI launcher's world (MPI joins the ranks):

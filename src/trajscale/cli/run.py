@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from ..analysis import analysis_class
 from ..errors import ConfigError, OutputError
 from ..executor_registry import EXECUTORS, names
 from ..plans import Planned, command_analyses, read_plan  # noqa: F401 (the CLI's names, read from Python too)
@@ -77,8 +78,10 @@ class _AnalysisOrPlan(argparse._SubParsersAction):
         super().__call__(parser, namespace, values, option_string)
 
 
-def add_parser(sub) -> None:
-    analyses = command_analyses()
+def add_parser(sub, only: str | None = None) -> None:
+    """The ``run`` command's parser: every analysis's, and the plan's; ``only`` (a built-in analysis's name, as
+    :func:`add_parser_for` finds it): that analysis's parser alone, its module the only one imported."""
+    analyses = command_analyses() if only is None else {only: analysis_class(only)}
     p = sub.add_parser("run", help=f"run an analysis ({', '.join(analyses)}), or several in one pass (--plan)",
                        description="Split-apply-combine analysis on serial, processes, threads, dask or mpi "
                                    "executors: `trajscale run ANALYSIS TOP TRAJ...`, or "
@@ -92,6 +95,9 @@ def add_parser(sub) -> None:
     asub = p.add_subparsers(dest="analysis", metavar="ANALYSIS", required=True, action=_AnalysisOrPlan)
     for name, cls in analyses.items():
         _add_analysis_parser(asub, name, cls)
+    if only is not None:
+        asub.choices.parsing = True
+        return
     # `run --plan FILE TOP TRAJ...`: no analysis named (left out of the list above: it has no help line)
     plan = asub.add_parser("plan", description=f"{PLAN_HELP[0].upper()}{PLAN_HELP[1:]}.")
     _positional(plan)
@@ -99,6 +105,30 @@ def add_parser(sub) -> None:
     add_run_options(plan)
     plan.set_defaults(func=main)
     asub.choices.parsing = True
+
+
+#: Words on a ``run`` line after which every analysis's parser is built: help lists them all, a plan's
+#: tables and an ensemble's may name any of them.
+_NEEDS_ALL = ("-h", "--help", "--plan", "--ensemble")
+
+
+def add_parser_for(sub, argv: list[str]) -> None:
+    """:func:`add_parser` for the command line ``argv``: ``run NAME ...`` of a built-in analysis builds that
+    analysis's parser alone (parsing the other ten, and importing their modules, was a tenth of a short
+    run's start); help, ``--plan``, ``--ensemble``, another package's analysis or a typo build them all."""
+    add_parser(sub, only=_named_analysis(argv))
+
+
+def _named_analysis(argv: list[str]) -> str | None:
+    """The built-in analysis ``argv`` names as the first word after ``run`` (-v/-q may stand between),
+    with a command; None where the line needs every analysis's parser."""
+    from ..analysis import BUILTIN
+    from .run_ensemble import _GLOBAL_FLAGS
+
+    words = [a for a in argv[argv.index("run") + 1:] if a not in _GLOBAL_FLAGS] if "run" in argv else []
+    if not words or words[0] not in BUILTIN or any(a.split("=")[0] in _NEEDS_ALL for a in argv):
+        return None
+    return words[0] if analysis_class(words[0]).command is not None else None
 
 
 def _add_analysis_parser(asub, name: str, cls) -> None:
@@ -147,9 +177,11 @@ def planned_from_args(args) -> list[Planned]:
     if getattr(args, "plan", None):
         raise ConfigError(f"--plan runs the analyses its file lists; give it without an analysis name "
                           f"(here: {args.analysis})")
+    from ..analysis import BUILTIN
     from ..analysis.options import build
 
-    cls = command_analyses()[args.analysis]
+    # a built-in's class alone: command_analyses() imports every analysis module
+    cls = analysis_class(args.analysis) if args.analysis in BUILTIN else command_analyses()[args.analysis]
     given = {o.name: getattr(args, o.dest) for o in cls.command.options}
     return [Planned(args.analysis, build(cls, given, f"run {args.analysis}"), args.out, given.get("select"))]
 
