@@ -107,6 +107,8 @@ class EnsembleRounds(Rounds):
         self._rounds: list[list] = []   # each round's (index, member)
         self._next = 0   # the next round to prepare
         self._first: list[MemberJob] | None = None   # the first round, prepared with the job
+        self._ahead = None   # the next round's preparation, under way while a round runs (a Future)
+        self._preparer = None   # the thread that prepares it
         self._offset = 0   # where the next member's frames begin on the axis
         self._topologies = SharedTopologies()
         self.n_prepared = 0   # members prepared so far
@@ -180,6 +182,33 @@ class EnsembleRounds(Rounds):
                 return jobs
         return None
 
+    def _take_next(self) -> list[MemberJob] | None:
+        """The next round's members: prepared with the job, or while the round before ran, or now."""
+        if self._first is not None:
+            jobs, self._first = self._first, None
+            return jobs
+        if self._ahead is not None:
+            ahead, self._ahead = self._ahead, None
+            return ahead.result()   # (its refusal under strict, or its error, is raised here)
+        return self._next_jobs()
+
+    def _prepare_ahead(self):
+        """The next round prepared in a thread of this process while the workers run this one (their tasks
+        leave it idle); None when no round is left."""
+        if self._next >= len(self._rounds):
+            return None
+        if self._preparer is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._preparer = ThreadPoolExecutor(1, thread_name_prefix="ensemble-prepare")
+        return self._preparer.submit(self._next_jobs)
+
+    def close(self) -> None:
+        """The thread preparing ahead is waited for (a round's preparation) and stopped."""
+        if self._preparer is not None:
+            self._preparer.shutdown(wait=True, cancel_futures=True)
+            self._preparer = None
+
     def _source(self, jobs: list[MemberJob], token: str) -> EnsembleSource:
         from ..sources.base import FRAME_META_BYTES
 
@@ -195,9 +224,10 @@ class EnsembleRounds(Rounds):
             raise_if_stopped()
         if self._pending is not None:
             raise self._pending
-        jobs, self._first = (self._first, None) if self._first is not None else (self._next_jobs(), None)
+        jobs = self._take_next()
         if not jobs:
             return Round(job, None, "complete")
+        self._ahead = self._prepare_ahead()
         source = self._source(jobs, f"{self.token}/{self._next}")
         state = EnsembleState({j.index: j.prepared for j in jobs}, {j.index: j.read.path for j in jobs})
         # a round's blocks within the budget for its own largest frames (another round's may be smaller)
