@@ -277,3 +277,47 @@ def test_no_module_imports_another_packages_private_names():
     for a public name (every import counts, inside functions too)."""
     bad = [line for path in sorted(PKG.rglob("*.py")) for line in _private_imports(path)]
     assert not bad, "\n".join(bad)
+
+
+#: Where a location may be asked whether it is a URL (``is_url(`` or a ``"://"`` test): the layer of transports,
+#: the one place a location is made, and util (the scheme table's definition, and the input and output checks
+#: every command makes before a location exists). Everywhere else asks the location (``sources.locations.
+#: is_local``, ``locate``) or its store (``ByteStore.local_path``, ``size``, ``validator``).
+URL_BRANCHES_ALLOWED = ("storage/", "sources/locations.py", "util.py")
+#: Files that still branch, each with why: the list only shrinks (a file fixed must leave it).
+URL_BRANCHES_PENDING = {
+    "ensemble/catalog.py": "an ensemble's catalog joins members to its folder or URL prefix (ensemble's own change)",
+    "ensemble/prepare.py": "an ensemble's members priced local or remote (ensemble's own change)",
+    "ensemble/rounds.py": "an ensemble's members grouped and sized by scheme (ensemble's own change)",
+    "h5md/hdf5.py": "HDF5 opened through a caching file object for a URL (the H5MD reader onto ByteStore)",
+    "sources/__init__.py": "a list of parts told from a URL list (the Sources onto ByteStore)",
+    "sources/base.py": "the Sources onto ByteStore",
+    "sources/mdcath.py": "the Sources onto ByteStore",
+    "sources/mdcath_layout.py": "the Sources onto ByteStore",
+    "sources/registry.py": "the registry's first bytes of a URL (the Sources onto ByteStore)",
+    "sources/segments.py": "a segment index's parts beside a URL (the Sources onto ByteStore)",
+}
+
+
+def _url_branches() -> dict[str, list[str]]:
+    """File (relative to the package) -> its lines that ask whether a location is a URL."""
+    import re
+
+    pattern = re.compile(r'is_url\(|"://"')
+    out = {}
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG).as_posix()
+        hits = [f"{rel}:{n}: {line.strip()}" for n, line in enumerate(path.read_text().splitlines(), 1)
+                if pattern.search(line) and not line.lstrip().startswith("#")]
+        if hits:
+            out[rel] = hits
+    return out
+
+
+def test_nothing_above_the_byte_layer_asks_whether_a_location_is_a_url():
+    found = _url_branches()
+    bad = [line for rel, lines in found.items()
+           if not rel.startswith(URL_BRANCHES_ALLOWED) and rel not in URL_BRANCHES_PENDING for line in lines]
+    assert not bad, "ask the location (sources.locations.is_local) or its store instead:\n" + "\n".join(bad)
+    fixed = sorted(set(URL_BRANCHES_PENDING) - set(found))
+    assert not fixed, f"no longer branch on URLs: take them off URL_BRANCHES_PENDING: {fixed}"

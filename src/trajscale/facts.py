@@ -147,6 +147,9 @@ class LayoutFacts:
     trace_dir: str | None = None
     #: What the run's own reads cost, added by the run once its tasks are planned.
     run_read: RunRead | None = None
+    #: True when MPI ranks open the file together (MPI-IO: a local H5MD file), False when each rank opens it
+    #: alone (an object behind a URL, by requests); set by the format that read it, None where unsaid.
+    collective_open: bool | None = None
 
     @property
     def has_chunk_layout(self) -> bool:
@@ -239,4 +242,5 @@ _READ = {
     "read_amplification": lambda v: _pairs(v, _num), "planned_chunks": _ints, "precision": _record(Precision),
     "read_amplification_hdf5_default": lambda v: _pairs(v, _num), "file_bytes": _int, "warnings": _strs,
     "direct_reads": _strs, "decoding": _str, "trace_dir": _str, "run_read": _record(RunRead),
+    "collective_open": lambda v: v if isinstance(v, bool) else None,
 }

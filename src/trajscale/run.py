@@ -22,8 +22,8 @@ from .planning import (  # noqa: F401 (planning names stay importable from trajs
 )
 from .runspec import FollowOptions, RunOptions
 from .sources import is_stream
+from .sources.locations import is_local
 from .storage import using
-from .util import is_url
 
 
 def run(analysis: Analysis | list[Analysis], topology, trajectory=None, *, options: RunOptions | None = None,
@@ -111,10 +111,11 @@ def rounds_for(analysis: Analysis, topology, trajectory, options: RunOptions) ->
     as it grows, or a finished trajectory's in one round."""
     if not is_stream(trajectory) and options.follow is None:
         return FinishedRounds(trajectory, topology, options)
-    if options.follow is not None and any(is_url(t) for t in _listed(trajectory)):
+    remote = [t for t in _listed(trajectory) if not is_local(t)]   # the locations say it: nothing opened yet
+    if options.follow is not None and remote:
         from .errors import ConfigError
 
-        raise ConfigError(f"{next(t for t in _listed(trajectory) if is_url(t))}: a trajectory behind a URL "
+        raise ConfigError(f"{remote[0]}: a trajectory behind a URL "
                           "is read finished; following is for files a job is writing (run without --follow)")
     from .follow import FileRounds, StreamRounds  # what a finished run never needs: not imported for it
 

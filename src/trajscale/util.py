@@ -33,13 +33,25 @@ def file_identity(paths: list[str]) -> tuple:
     return tuple(out)
 
 
-#: URL schemes of trajectories read by range requests (:mod:`trajscale.storage`).
-URL_SCHEMES = ("s3://", "http://", "https://")
+#: Every URL scheme whose objects trajscale reads by range requests, by name -> the prefixes that name it: the one
+#: table of them (:data:`trajscale.storage.clients.STORE_SCHEMES` gives each its store). Here, at the bottom of
+#: the layers, so that every layer tells a URL from a path alike.
+SCHEME_PREFIXES = {"s3": ("s3://",), "gs": ("gs://", "gcs://"), "az": ("az://", "abfs://", "abfss://"),
+                   "http": ("http://", "https://")}
+#: Every prefix of :data:`SCHEME_PREFIXES`.
+URL_SCHEMES = tuple(p for prefixes in SCHEME_PREFIXES.values() for p in prefixes)
+
+
+def scheme_of(location) -> str | None:
+    """The name of ``location``'s scheme in :data:`SCHEME_PREFIXES`; None for a local path (or anything else)."""
+    if not isinstance(location, str):
+        return None
+    return next((name for name, prefixes in SCHEME_PREFIXES.items() if location.startswith(prefixes)), None)
 
 
 def is_url(path) -> bool:
     """Whether ``path`` names an object behind a URL rather than a local file (told without I/O)."""
-    return isinstance(path, str) and path.startswith(URL_SCHEMES)
+    return scheme_of(path) is not None
 
 
 def cache_root() -> Path:

@@ -49,6 +49,7 @@ def main(args) -> int:
         raise ConfigError("--idle: for --follow (how long to wait for a new frame)")
     if args.follow:
         return _follow(args)
+    from ..sources.locations import is_local
     from ..sources.registry import guess
 
     match = guess(args.file)   # the format registry: one line listing what is read, for a file it is not
@@ -69,8 +70,10 @@ def main(args) -> int:
         if atoms is not None:   # the selection's own row beside the standard patterns
             _add_selection_row(facts, f"atoms:{sel} ({len(atoms)} atoms)", atoms)
         facts["recommendation"] = recommend(facts, args.pattern, atoms, args.topology).to_dict()
-    if getattr(args, "remote_costs", False) or _is_url(args.file):
+    if getattr(args, "remote_costs", False) or not is_local(args.file):
         facts["remote_costs"] = _remote_costs(args, facts)
+    if not is_local(args.file):
+        facts["validator"] = store_validator(args.file)
     if args.json:
         print(json.dumps(facts, indent=1))
         return 0
@@ -78,8 +81,19 @@ def main(args) -> int:
     return 0
 
 
-def _is_url(path: str) -> bool:
-    return str(path).startswith(("s3://", "http://", "https://"))   # the schemes trajscale.storage reads
+def store_validator(location: str) -> dict:
+    """What tells the bytes at ``location`` from a replacement's (its store's
+    :class:`~trajscale.storage.objects.Validator`): ``kind``, ``complete`` (every replacement seen) and ``says``;
+    a store that cannot see every replacement is also logged as a warning."""
+    import logging
+
+    from ..storage import current_options
+    from ..storage.objects import open_bytes
+
+    v = open_bytes(location, current_options()).validator
+    if not v.complete:
+        logging.getLogger("trajscale.inspect").warning("%s: a replacement may go unseen: %s", location, v.says)
+    return {"kind": v.kind, "complete": v.complete, "says": v.says}
 
 
 def _remote_costs(args, facts: dict) -> dict:
@@ -102,14 +116,15 @@ def _remote_costs(args, facts: dict) -> dict:
         atoms = {f"atoms:{sel} ({len(idx)} atoms)": idx}
     # (the merge gap a run would use: --storage-option merge_gap=BYTES, else the reader's default)
     reader = {"block_bytes": BLOCK_BYTES, "merge_gap": merge_gap_of(current_options()), "max_request": MAX_REQUEST}
-    if not _is_url(args.file):
-        return file_remote_costs(args.file, args.h5md_group, args.assume_units, atoms, **reader)
-    from ..storage.fileobj import CachingFile
-    from ..storage.objects import RemoteObject
+    from ..storage.objects import open_bytes
 
-    obj = RemoteObject.open(args.file, current_options())
-    return file_remote_costs(args.file, args.h5md_group, args.assume_units, atoms, fileobj=CachingFile(obj),
-                             size=obj.size, **reader)
+    store = open_bytes(args.file, current_options())
+    if store.local_path is not None:   # a local file: its costs as if it were behind a URL
+        return file_remote_costs(store.local_path, args.h5md_group, args.assume_units, atoms, **reader)
+    from ..storage.fileobj import CachingFile
+
+    return file_remote_costs(args.file, args.h5md_group, args.assume_units, atoms, fileobj=CachingFile(store),
+                             size=store.size, **reader)
 
 
 def _follow(args) -> int:
@@ -148,8 +163,12 @@ def _inspect_other(args, match) -> int:
     if given:
         raise ConfigError(f"{' and '.join(given)}: for H5MD files; {args.file} is {match.format} "
                           "(convert it first)")
+    from ..sources.locations import is_local
+
     with open_file(args.file) as src:
         facts = describe_source(src)
+    if not is_local(args.file):
+        facts["validator"] = store_validator(args.file)
     stem = os.path.splitext(os.path.basename(args.file.rstrip("/")))[0] or "traj"
     facts["convert"] = f"trajscale convert TOPOLOGY {shlex.quote(args.file)} -o {shlex.quote(stem + '.h5md')}"
     if args.json:
@@ -163,6 +182,7 @@ def _inspect_other(args, match) -> int:
         "units         " + (", ".join(f"{k}: {v}" for k, v in facts["units"].items()) or "none declared")
         + "  (blocks and results: MDAnalysis's, Å and ps)",
         f"to H5MD       {facts['convert']}  (TOPOLOGY: its .tpr, .psf or .gro)",
+        *validator_lines(facts),
     ]))
     return 0
 
@@ -171,15 +191,10 @@ def describe_source(src) -> dict:
     """Format, file size, frames, atoms, fields, stored units and times of an open Source (XTC and
     TRR: every time and step from the frames' headers, no coordinates decoded)."""
     from ..h5md.inspect import times_summary
-    from ..storage import is_url
+    from ..storage.objects import open_bytes
 
     times, steps = src.frame_times()
-    if is_url(src.path):   # an object's size, from the request that told its format
-        from ..storage.objects import RemoteObject
-
-        size = RemoteObject.open(src.path).size
-    else:
-        size = os.path.getsize(src.path)
+    size = open_bytes(src.path).size   # a file's, or an object's from the request that told its format
     return {"format": src.format.lower(), "source": type(src).__name__, "path": src.path,
             "file_bytes": size, "n_frames": src.n_frames, "n_atoms": src.n_atoms,
             "fields": list(src.fields), "units": dict(src.native_units), "time": times_summary(times, steps)}
@@ -212,6 +227,16 @@ def format_time(t: dict | None) -> str:
     return f"time          {span}" + (f"  (steps {steps[0]} - {steps[1]})" if steps else "")
 
 
+def validator_lines(facts: dict) -> list[str]:
+    """The line saying what tells an object from a replacement (none for a local file), and a warning line
+    where a replacement may go unseen."""
+    v = facts.get("validator")
+    if not v:
+        return []
+    return [f"validator     {v['says']}",
+            *([] if v["complete"] else ["warning       a replacement of this object may go unseen while it is read"])]
+
+
 def format_facts(f: dict) -> str:
     from ..h5md.inspect import unused_space_note
 
@@ -219,6 +244,7 @@ def format_facts(f: dict) -> str:
     lines = [
         (f"file          {f['path']}  ({size / 1e6:.1f} MB"
          + (f", {f['unused_bytes'] / 1e6:.1f} MB of it unused)" if "unused_bytes" in f else ")")),
+        *validator_lines(f),
         f"H5MD          version {f.get('h5md_version', '?')}  creator {f.get('creator', '?')}",
         f"particle groups ({len(f['particle_groups'])}):",
     ]

@@ -19,11 +19,11 @@ def refuse_url_outputs(args) -> None:
     folder ``s3:/b/x``); the finished file is uploaded after, and an object store shows it under its key
     only when it is complete."""
     from ..errors import OutputError
-    from ..util import is_url
+    from ..sources.locations import is_local
 
     for dest in OUTPUT_DESTS:
         value = getattr(args, dest, None)
-        if isinstance(value, str) and is_url(value):
+        if isinstance(value, str) and not is_local(value):
             raise OutputError(value, "outputs are written to local paths: write it here, then upload the "
                                      "finished file (e.g. `aws s3 cp FILE URL`, `aws s3 cp --recursive DIR URL` "
                                      "for a folder), which the store shows under its key only when complete")
@@ -118,9 +118,9 @@ def resumed_complete(args, inputs, unfinished) -> bool:
 def kept_for_resume(args) -> str:
     """What an interrupted convert/rechunk left (``set_defaults(kept_when_interrupted=...)``): its partial
     output for ``--resume``, or nothing when it ended before writing (during its imports, say)."""
-    from ..util import is_url
+    from ..sources.locations import is_local
 
-    if not is_url(args.output):
+    if is_local(args.output):
         from ..convert.resume import unfinished
 
         if not any(p.exists() for p in unfinished(args.output, args.command)):

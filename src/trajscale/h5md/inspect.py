@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import NotH5MDError
 from ..facts import CONTIGUOUS, LayoutFacts, Precision
-from ..util import is_url
+from ..sources.locations import is_local
 from .codecs import ENCODING_OF
 from .hdf5 import open_h5
 from .layout import REMOTE_MIN_CHUNK_BYTES, plan_frames_per_chunk, reader_chunk_cache
@@ -128,7 +128,9 @@ def layout_facts(info: H5MDInfo, file_bytes: int | None = None) -> LayoutFacts:
                                                         ENCODING_OF.get(info.lossy[2], "floats")),
         read_amplification_hdf5_default=tuple(amp_default.items()),
         file_bytes=file_bytes if file_bytes is not None else local_size(info.path),
-        warnings=tuple(layout_warnings(info, amp_default, amp)))
+        warnings=tuple(layout_warnings(info, amp_default, amp)),
+        # MPI ranks open a local file together (MPI-IO); one behind a URL each rank opens alone, by requests
+        collective_open=is_local(info.path))
 
 
 def facts_amplification(facts: LayoutFacts, atoms: np.ndarray | None, n_frames: int, step: int = 1,
@@ -246,7 +248,7 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
 def _open_sized(path) -> tuple[h5py.File, int | None]:
     """The HDF5 file at ``path`` and its size in bytes: a local file's, or (a URL) the object's size
     from the identity its one opening request gave (ETag and size)."""
-    if is_url(path):
+    if not is_local(path):
         from ..storage import current_options
         from .metadata import open_remote_h5
 
@@ -258,7 +260,7 @@ def _open_sized(path) -> tuple[h5py.File, int | None]:
 
 def local_size(path) -> int | None:
     """The size of the local file ``path``; None where there is none (a URL, a file object's name)."""
-    return os.path.getsize(path) if not is_url(path) and os.path.exists(path) else None
+    return os.path.getsize(path) if is_local(path) and os.path.exists(path) else None
 
 
 def space_facts(f: h5py.File, size: int | None = None) -> dict:

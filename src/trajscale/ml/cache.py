@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputFileError, StoreError
-from ..util import is_url
+from ..sources.locations import is_local
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class NodeCache:
     def entry(self, store: str | os.PathLike, identity=None) -> Path:
         """Where the copy of ``store`` (as it is now) lives; for a URL, of the object with ``identity``
         (an :class:`~trajscale.storage.objects.Identity` or ``[etag, size]``)."""
-        if is_url(str(store)):
+        if not is_local(str(store)):
             from ..storage.objects import Identity
 
             ident = identity if isinstance(identity, Identity) else Identity.of(identity)
@@ -112,7 +112,7 @@ class NodeCache:
         except OSError as exc:
             raise StoreError(self.directory, f"cache directory cannot be created ({exc.strerror})") from None
         remote = None
-        if is_url(store):
+        if not is_local(store):
             from ..storage.objects import Identity
 
             remote = _Remote(store, storage_options, Identity.of(identity) if identity is not None else None)

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import InputFileError, SelectionError, StoreError
 from ..h5md.hdf5 import open_h5
-from ..util import is_url
+from ..sources.locations import is_local
 from .trace import IOStats
 
 log = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ class H5Dataset(_BatchReads):
         self.with_index = with_index
         self.storage_options = None
         first = None
-        if is_url(self.store):
+        if not is_local(self.store):
             from ..storage import current_options
 
             # the options travel with the dataset to the loader's workers, which fetch nothing if the

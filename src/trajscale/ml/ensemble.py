@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError, InputFileError, StoreError
-from ..util import is_url
+from ..sources.locations import is_local
 from .dataset import _as_index, _batch_buffer, _BatchReads, _default_cache_dir, runs
 from .trace import IOStats
 
@@ -334,7 +334,7 @@ class _Open:
 
         config, entry = dict(member.config), None
         path = config.get("path")
-        if cache_dir and isinstance(path, str) and is_url(path):
+        if cache_dir and isinstance(path, str) and not is_local(path):
             config, entry = _cached(config, cache_dir, storage_options)
         try:
             with using(storage_options):

@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from statistics import median
 
 from ..executor_registry import DEFAULT_PREDICTION, EXECUTORS, predicted_traits
-from ..util import is_url
 from .conditions import RunConditions, busy_reasons
 from .machine import Machine, this_machine
 from .metrics import worker_timings
@@ -142,8 +141,10 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
         notes.append("the report has no pickled sizes (an older trajscale, or a result pickle cannot take): "
                      "a job of 20 bytes per atom and no partial results assumed")
         payload = Payload(20 * n_sel, 0, frames, True)
-    # MPI ranks open one H5MD file together (MPI-IO); one behind a URL each rank opens alone, by requests
-    collective = report.source.format == "h5md" and not is_url(report.source.path or "")
+    # whether MPI ranks open the file together, as the format that read it said (a report from before it did:
+    # an H5MD group's layout, the one format opened so)
+    said = report.source.collective_open
+    collective = said if said is not None else report.source.has_chunk_layout
     model = Model(
         executor=report.executor, frames=frames, bytes=nbytes, atoms=n_sel, n_tasks=max(1, len(tasks)),
         tasks_fixed=bool(report.meta.n_tasks_asked), max_tasks=max_tasks, chunk_frames=cf,

@@ -7,7 +7,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..util import is_url
+from ..util import scheme_of
+
+
+def is_local(location: str | os.PathLike | None) -> bool:
+    """Whether ``location`` is a local file's path, not an object behind a URL a store serves (told without I/O,
+    from the scheme table every layer shares: :data:`trajscale.util.SCHEME_PREFIXES`)."""
+    return scheme_of(os.fspath(location) if isinstance(location, os.PathLike) else location) is None
 
 
 def locate(trajectory: str | os.PathLike) -> str:
@@ -15,7 +21,7 @@ def locate(trajectory: str | os.PathLike) -> str:
     so nothing joins it to a folder), a local path absolute with its links resolved (workers and ranks in
     another directory open the same file)."""
     text = os.fspath(trajectory)
-    return text if is_url(text) else str(Path(text).resolve())
+    return str(Path(text).resolve()) if is_local(text) else text
 
 
-__all__ = ["locate"]
+__all__ = ["is_local", "locate"]

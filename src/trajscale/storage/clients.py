@@ -21,6 +21,8 @@ import threading
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
+from ..util import SCHEME_PREFIXES
+from ..util import scheme_of as util_scheme_of
 from . import OWN_OPTIONS
 from .credentials import aws_profile, require
 
@@ -43,23 +45,22 @@ class Scheme:
     container: str = "bucket"
 
 
-S3 = Scheme(("s3://",), "S3Store",
+S3 = Scheme(SCHEME_PREFIXES["s3"], "S3Store",
             {"anon": None, "key": "access_key_id", "secret": "secret_access_key", "token": "session_token",
              "endpoint_url": "endpoint", "region_name": "region", "client_kwargs": None, "profile": None})
-GCS = Scheme(("gs://", "gcs://"), "GCSStore", {"anon": None, "endpoint_url": "base_url", "token": None})
-AZURE = Scheme(("az://", "abfs://", "abfss://"), "AzureStore",
+GCS = Scheme(SCHEME_PREFIXES["gs"], "GCSStore", {"anon": None, "endpoint_url": "base_url", "token": None})
+AZURE = Scheme(SCHEME_PREFIXES["az"], "AzureStore",
                {"anon": None, "account_name": "account_name", "account_key": "account_key",
                 "sas_token": "sas_key", "endpoint_url": "endpoint"}, container="container")
-HTTP = Scheme(("http://", "https://"), "HTTPStore")
-#: Every scheme trajscale reads, by name. A new one is a row here (and its conformance subclass).
+HTTP = Scheme(SCHEME_PREFIXES["http"], "HTTPStore")
+#: Every scheme trajscale reads, by name (the prefixes of each: :data:`trajscale.util.SCHEME_PREFIXES`). A new one
+#: is a row here and its prefixes there (and its conformance subclass).
 STORE_SCHEMES = {"s3": S3, "gs": GCS, "az": AZURE, "http": HTTP}
 
 
 def scheme_of(url: str) -> str | None:
     """The name of ``url``'s scheme in :data:`STORE_SCHEMES` (None: not a URL trajscale reads)."""
-    if not isinstance(url, str):
-        return None
-    return next((name for name, s in STORE_SCHEMES.items() if url.startswith(s.prefixes)), None)
+    return util_scheme_of(url)
 
 
 def split_url(url: str) -> tuple[str, str, str]:
