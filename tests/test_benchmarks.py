@@ -88,9 +88,11 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                         [r"^side\s+workers\s+whole s\s+range\s+epoch s\s+samples/s$",
                          rf"^torchmd-net\s+0\s+{NUM}\s+{NUM}-{NUM}\s+{NUM}\s+{NUM}$",
                          rf"^trajscale\s+0\s+{NUM}\s+{NUM}-{NUM}\s+{NUM}\s+{NUM}$",
-                         rf"^workers 0: torchmd-net-style / trajscale \(whole processes\) {NUM}x; same samples: True$"]),
+                         rf"^workers 0: torchmd-net-style / trajscale \(whole processes\) {NUM}x; "
+                         r"same samples: True$"]),
     "memory.py": (["--frames", F, "--workdir", "{work}", "--executors", "serial"],
-                  [r"^\s*frames\s+file GB\s+executor\s+peak RSS MB\s+seconds$", rf"^\s+{F}\s+{NUM}\s+serial\s+\d+"]),
+                  [r"^\s*frames\s+file GB\s+executor\s+peak RSS MB\s+seconds$",
+                   rf"^\s+{F}\s+{NUM}\s+serial\s+\d+"]),
     "ml_loading.py": (["--files", "2", "--per-file", "50", "--width", "100", "--workers", "0", "--repeat", "1",
                        "--slow-samples", "8", "--batch", "16", "--frames", F, "--workdir", "{work}/ml",
                        "--cache-dir", "{work}"],
