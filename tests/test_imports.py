@@ -137,3 +137,20 @@ print(json.dumps({"modules": modules, "built": analyses(build_parser("run", line
     assert not {m.rsplit(".", 1)[1] for m in got["modules"]} & others
     assert {"rmsd", "rmsf", "rgyr", "rdf", "ramachandran", "plan"} <= set(got["help"])
     assert got["differ"] == []
+
+
+def test_a_quiet_xtc_run_imports_neither_the_summary_nor_hdf5(tmp_path):
+    """``trajscale -q run`` of an XTC: no summary is made for nobody to read (the advice, diagnosis and
+    metrics modules stay unimported) and no H5MD layout is costed (its modules, h5py among them, stay
+    unimported); the results file is written all the same."""
+    from MDAnalysisTests.datafiles import GRO, XTC
+
+    out = tmp_path / "r.csv"
+    code = ("import json, sys\nfrom trajscale.cli.main import main\n"
+            f"code = main(['-q', 'run', 'rmsd', {GRO!r}, {XTC!r}, '--executor', 'serial', '--out', {str(out)!r}])\n"
+            "print(json.dumps([code, sorted(m for m in sys.modules if m.startswith(('trajscale.report', "
+            "'trajscale.h5md', 'h5py')))]))")
+    code_, loaded = _fresh(code)
+    assert code_ == 0 and out.stat().st_size > 0
+    assert not {m for m in loaded if m.rsplit(".", 1)[-1] in {"advice", "diagnose", "metrics", "stragglers"}}, loaded
+    assert not {"trajscale.h5md.recommend", "trajscale.h5md.inspect"} & set(loaded), loaded

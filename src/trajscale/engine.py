@@ -455,11 +455,13 @@ def _late_starts(report: RunReport, late: dict[str, dict]) -> None:
 def _cost_own_reads(facts: JobFacts, job: Job, ranges, selections: tuple[str, ...]) -> JobFacts:
     """``facts`` with what this run's own reads cost on the file's layout and on the layouts a rechunk
     would give in its source facts (``source.run_read``: the advice works from these)."""
+    src = facts.source
+    if src.format != "h5md":   # (only an H5MD file's layout is costed: another format imports none of it)
+        return facts
     from statistics import median
 
     from .h5md.recommend import run_read, run_selection
 
-    src = facts.source
     sizes = [len(range(r.start, r.stop, job.stride)) for r in ranges] or [facts.n_frames]
     cost = run_read(src, job.prepared.atoms, int(median(sizes)), job.stride)
     if cost is None:

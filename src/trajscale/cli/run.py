@@ -302,7 +302,8 @@ def main(args) -> int:
         lost = lost or exc
     if lost is not None:
         raise lost
-    print(summary(report, outputs.paths, args.report))
+    if not getattr(args, "quiet", False):   # (-q: stdout goes nowhere; the summary is not even made)
+        print(summary(report, outputs.paths, args.report))
     return 0
 
 

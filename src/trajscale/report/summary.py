@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from .advice import diagnose
-from .diagnose import Diagnosis
-from .metrics import fmt_comm_ratio, fmt_ratio, worker_timings
 from .timing import RunReport
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .diagnose import Diagnosis
+
+
+def diagnose(report: RunReport):
+    """:func:`.advice.diagnose` (imported when a summary or a report's JSON is made: a run that prints
+    neither, ``-q`` without ``--report``, does not import the advice, the diagnosis and the metrics)."""
+    from .advice import diagnose
+
+    return diagnose(report)
 
 
 def short_report(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
@@ -17,6 +26,8 @@ def short_report(report: RunReport, diagnosis: Diagnosis | None = None) -> str:
                   for s in d.stragglers]
         lines += [f"  advice: {a.message} ({a.reason})" for a in d.advice[1:2]]
         return "\n".join(lines)
+    from .metrics import fmt_comm_ratio, fmt_ratio, worker_timings
+
     imb = "n/a" if d.imbalance is None else f"{d.imbalance:.2f}"
     lines = [   # throughput is on the summary line above this block
         f"  R_comp/IO {fmt_ratio(d.r_comp_io)}, R_comp/comm {fmt_comm_ratio(d)}",
