@@ -99,6 +99,14 @@ def _release(src: Source) -> None:
         src.__dict__.pop("_scratch", None)
 
 
+def _ships_offsets(config: dict) -> bool:
+    """True when the config's Source declares :attr:`~trajscale.sources.base.Source.ships_offsets`."""
+    from ..sources.registry import source_class
+
+    kind = config.get("kind")
+    return bool(kind) and source_class(kind).ships_offsets
+
+
 def cached_source(config: dict, comm=None) -> tuple[Source, float]:
     """The process's Source for ``config`` and the seconds spent opening it now (0 if cached).
 
@@ -116,8 +124,9 @@ def cached_source(config: dict, comm=None) -> tuple[Source, float]:
         log.debug("%s changed since it was opened: reopening", _config_paths(config)[:1])
         del cache[key]
         _release(entry[1])
-    if config.get("kind") == "xdr":   # a growing XTC/TRR (a followed run) ships longer offsets each round
-        for old in [k for k in cache if ("kind", "'xdr'") in k and ("path", repr(config.get("path"))) in k]:
+    if _ships_offsets(config):   # a growing file (a followed run) ships longer offsets each round
+        same = {("kind", repr(config.get("kind"))), ("path", repr(config.get("path")))}
+        for old in [k for k in cache if same <= set(k)]:
             _release(cache.pop(old)[1])
     t0 = time.perf_counter()
     src = source_from_config(config, comm=comm)
