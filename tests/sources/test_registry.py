@@ -99,6 +99,30 @@ def test_every_format_has_one_source_and_declares_itself():
     assert registry.source_class("mda") is MDASource      # made by callers, reopened from configs
 
 
+def test_what_the_registry_declares_of_a_source_is_what_the_source_says(tmp_path):
+    """The registry passes a file by the Sources whose declared first bytes it lacks, without importing them
+    (``registry.DECLARED``): each of its own Sources' formats and name endings are declared as the class says
+    them, and no Source recognises a file (of every format here) that begins otherwise than it declares."""
+    from trajscale.sources.segments import write_index
+
+    np.save(tmp_path / "x.npy", np.zeros((2, 3, 3), np.float32))
+    with SegmentedSource.from_parts([D.XTC]) as src:
+        write_index(tmp_path / "chain.listing", src.segments, src.n_atoms)
+    files = [D.XTC, D.TRR, D.DCD, D.H5MD_xvf, D.PSF, str(tmp_path / "x.npy"), str(tmp_path / "chain.listing"),
+             str(tmp_path)]
+    assert set(registry.FORMAT_SOURCES) <= set(registry.DECLARED)
+    recognised = set()
+    for kind in registry.FORMAT_SOURCES:
+        cls, declared = registry.source_class(kind), registry.DECLARED[kind]
+        assert declared["formats"] == tuple(cls.formats) and declared["suffixes"] == tuple(cls.suffixes), kind
+        for path in files:
+            if cls.guess_format(path) is not None:
+                recognised.add(cls.guess_format(path))
+                begins = declared["begins"]
+                assert begins is None or open(path, "rb").read(registry.HEAD_BYTES).startswith(begins), (kind, path)
+    assert recognised >= {"XTC", "TRR", "DCD", "H5MD", "NPY", "SEGMENTS"}
+
+
 def test_following_is_what_the_sources_declare():
     """Every Source that says it can be followed names how a snapshot is taken, and that function exists; no
     other Source names one (sources.follow asks the Source, never its format's name)."""

@@ -10,8 +10,10 @@ class attributes; the registry never probes a Source (xarray's backend
 entrypoints and ``guess_engine`` are the model).
 
 A file is matched in three passes: the bytes, asked of every Source in the
-table's order; then the file's name ending (:attr:`~.base.Source.suffixes`), so
-an empty or damaged ``.xtc`` gets the XTC reader's own error; then, for
+table's order whose files may begin as this one does (:data:`DECLARED`: a
+Source the file cannot be is not even imported); then the file's name ending
+(:attr:`~.base.Source.suffixes`), so an empty or damaged ``.xtc`` gets the XTC
+reader's own error; then, for
 formats no Source names, MDAnalysis's table of formats by extension. A file no
 pass matches is refused in one line listing what is supported.
 
@@ -25,14 +27,14 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, InputFileError
 from ..storage import is_url
-from ..util import check_input_file
-from .base import OpenRequest, Source
+from ..util import HDF5_MAGIC, check_input_file
+from .base import OpenRequest, Source, file_head
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,24 @@ FORMAT_SOURCES = {
     "npy": ".npy:NumpySource",
     "mda_part": ".mdapart:MDAPartSource",
 }
+#: What the registry knows of its own Sources before it imports them, so that a file is asked only of the
+#: Sources that may read it (an XTC's run imports neither HDF5 nor H5MD's modules): the formats each reads,
+#: the name endings it claims, and the bytes its files begin with (None: any file, or a folder; its
+#: ``guess_format`` is asked). Each Source declares the same in its class (``formats``, ``suffixes``,
+#: ``guess_format``); the suite checks they agree. A kind missing here is imported and asked.
+DECLARED = {
+    "segments": {"formats": ("SEGMENTS",), "suffixes": (".json",), "begins": None},
+    "mdcath": {"formats": ("MDCATH",), "suffixes": (), "begins": (HDF5_MAGIC,)},
+    "h5md": {"formats": ("H5MD",), "suffixes": (".h5md", ".h5", ".hdf5"), "begins": (HDF5_MAGIC,)},
+    "xdr": {"formats": ("XTC", "TRR"), "suffixes": (".xtc", ".trr"),
+            "begins": (b"\x00\x00\x07\xcb", b"\x00\x00\x07\xc9")},   # magic numbers 1995, 1993 (big-endian)
+    "npy": {"formats": ("NPY",), "suffixes": (".npy",), "begins": (b"\x93NUMPY",)},
+    "mda_part": {"formats": ("DCD",), "suffixes": (".dcd",),
+                 "begins": (b"T\x00\x00\x00CORD", b"\x00\x00\x00TCORD")},   # a DCD's first record: 84, CORD
+}
+#: Bytes of a file's head the registry reads to compare with :data:`DECLARED`'s ``begins``.
+HEAD_BYTES = 8
+
 #: Sources made by another Source or by the caller, reopened from their configs: kind -> ``module:Class``.
 OTHER_SOURCES = {
     "mda": ".mda:MDASource",
@@ -105,16 +125,19 @@ def source_class(kind: str) -> type[Source]:
     return _load(kind, target)
 
 
-def _in_match_order() -> Iterator[type[Source]]:
+def _in_match_order(may: Callable[[dict], bool] | None = None) -> Iterator[type[Source]]:
     """Every Source that opens files, in the order files are matched: trajscale's own, the plugins',
     MDAnalysis's one-file reader last. Each module is imported when it is reached (and the installed
-    packages are scanned for plugins only then), so a file matched early imports no other reader."""
+    packages are scanned for plugins only then), so a file matched early imports no other reader;
+    ``may(declared)`` false for one of trajscale's own (:data:`DECLARED`) passes it by without importing it."""
     *own, last = FORMAT_SOURCES
     for kind in own:
-        yield source_class(kind)
+        if may is None or kind not in DECLARED or may(DECLARED[kind]):
+            yield source_class(kind)
     for kind in plugin_targets():
         yield source_class(kind)
-    yield source_class(last)
+    if may is None or last not in DECLARED or may(DECLARED[last]):
+        yield source_class(last)
 
 
 def format_sources() -> list[type[Source]]:
@@ -134,7 +157,8 @@ def supported() -> str:
 
 
 def _by_bytes(path: str) -> Match | None:
-    for cls in _in_match_order():
+    head = file_head(path, HEAD_BYTES)
+    for cls in _in_match_order(lambda d: d["begins"] is None or head.startswith(d["begins"])):
         fmt = cls.guess_format(path)
         if fmt is not None:
             return Match(cls, fmt)
@@ -144,7 +168,7 @@ def _by_bytes(path: str) -> Match | None:
 def by_name(path: str) -> Match | None:
     """The Source whose :attr:`~.base.Source.suffixes` hold the file's name ending (no file is read)."""
     suffix = Path(path).suffix.lower()
-    for cls in _in_match_order():
+    for cls in _in_match_order(lambda d: suffix in d["suffixes"]):
         if suffix in cls.suffixes:
             return Match(cls, cls.suffixes[suffix])
     return None
@@ -156,7 +180,7 @@ def _by_mdanalysis(path: str) -> Match | None:
     fmt = last.mdanalysis_format(path)
     if fmt is None:
         return None
-    owner = next((cls for cls in _in_match_order() if fmt in cls.formats), last)
+    owner = next((cls for cls in _in_match_order(lambda d: fmt in d["formats"]) if fmt in cls.formats), last)
     return Match(owner, fmt)
 
 
@@ -203,7 +227,7 @@ def _guess_url(url: str) -> Match:
 def for_format(name: str) -> type[Source]:
     """The Source that reads the format called ``name`` (a segment index records it)."""
     name = name.upper()
-    for cls in _in_match_order():
+    for cls in _in_match_order(lambda d: name in d["formats"]):
         if name in cls.formats:
             return cls
     return fallback_source()   # a format only MDAnalysis knows: its reader says if it does not
