@@ -145,3 +145,17 @@ def test_tables_written_as_parquet_and_csv(replicas, tmp_path):
     np.testing.assert_allclose(csv_back["rmsd"].to_numpy(), table["rmsd"].to_numpy(), rtol=1e-12)
     with pytest.raises(ts.TrajscaleError, match=r"\.parquet, \.csv"):
         r.save(tmp_path / "rmsd.nc")
+
+
+def test_no_conversion_advised_for_a_catalog(replicas):
+    """An ensemble run read as I/O-bound gets no advice to convert: its catalog is no trajectory, and
+    ``trajscale convert TOPOLOGY replicas.csv`` could only fail."""
+    import dataclasses
+
+    from trajscale.report.advice import advise, diagnose
+    from trajscale.report.summary import run_summary
+
+    report = ts.run(ts.RMSD(select=SEL), replicas["catalog"]).report
+    io_bound = dataclasses.replace(diagnose(report), r_comp_io=0.1)   # the conversion rule's condition
+    said = [a.message for a in advise(report, io_bound)] + [run_summary(report)]
+    assert not [m for m in said if "convert" in m or "replicas.csv" in m], said

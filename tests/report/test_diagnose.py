@@ -175,13 +175,21 @@ def _slow(i: int, **phases) -> list[dict]:
     return ws
 
 
+#: A DCD file's facts as its Source (MDAnalysis's reader) sets them: whole frames decoded.
+DCD = {"format": "DCD", "path": "adk.dcd", "decoding": "whole:MDAnalysis"}
+#: A chain of XTC parts' facts (trajscale's decoder reads each frame up to the last selected atom).
+XTC_CHAIN = {"format": "segments", "segment_formats": "XTC", "n_segments": 2,
+             "decoding": "prefix:trajscale's XTC decoder"}
+
 #: rule -> (report that must trigger it, reports that must not).
 CASES = {
     "io-bound-format": (
-        lambda: make_report([{"t_io": 3.0}] * 4, source={"format": "DCD", "path": "adk.dcd"}),
+        lambda: make_report([{"t_io": 3.0}] * 4, source=DCD),
         [lambda: make_report([{"t_io": 3.0}] * 4, source={"format": "h5md", "path": "adk.h5md"}),
-         lambda: make_report([{"t_io": 3.0}] * 4, source={"format": "segments", "segment_formats": "H5MD"}),
-         lambda: make_report([{"t_compute": 3.0}] * 4, source={"format": "DCD", "path": "adk.dcd"})],
+         lambda: make_report([{"t_io": 3.0}] * 4, source={"format": "segments", "segment_formats": "H5MD",
+                                                          "n_segments": 2}),
+         lambda: make_report([{"t_io": 3.0}] * 4, source={"format": "NPY", "path": "adk.npy"}),   # read in place
+         lambda: make_report([{"t_compute": 3.0}] * 4, source=DCD)],
     ),
     "chunk-amplification": (
         lambda: make_report(n_workers=2, source={**H5, "read_amplification": AMP_SUBSET_ONLY},
@@ -293,8 +301,7 @@ def test_chain_advice_names_200_parts_as_one_glob_the_shell_expands_to_them(tmp_
     for p in parts:
         open(p, "w").close()
     (folder / "md.part0001.xtc.bak").touch()   # matches no .xtc glob
-    chain = make_report([{"t_io": 3.0}] * 4, source={"format": "segments", "segment_formats": "XTC",
-                                                      "path": parts[0]})
+    chain = make_report([{"t_io": 3.0}] * 4, source={**XTC_CHAIN, "path": parts[0]})
     chain.meta = RunFacts(topology="top.gro", trajectories=tuple(parts))
     a = RULES["io-bound-format"](chain, diagnose(chain))
     cmd = a.message.split("`")[1]
@@ -314,8 +321,7 @@ def test_rule_details():
     d = diagnose(CASES["io-bound-format"][0]())
     a = next(a for a in d.advice if a.rule == "io-bound-format")
     assert "trajscale convert" in a.message and "adk.dcd" in a.message and "0.33" in a.reason
-    chain = make_report([{"t_io": 3.0}] * 4, source={"format": "segments", "segment_formats": "XTC",
-                                                      "path": "run.part0001.xtc"})
+    chain = make_report([{"t_io": 3.0}] * 4, source={**XTC_CHAIN, "path": "run.part0001.xtc"})
     a = RULES["io-bound-format"](chain, diagnose(chain))   # parts: convert them; they are segments already
     assert "convert TOPOLOGY PART..." in a.message and "split" not in a.message and "XTC source" in a.reason
     d = diagnose(CASES["chunk-amplification"][0]())

@@ -76,25 +76,31 @@ def _followed(report: RunReport) -> bool:
 
 
 def rule_io_bound_format(report: RunReport, d: Diagnosis) -> Advice | None:
-    """I/O-bound on a non-H5MD source: convert to H5MD and read with MPI-IO, or segment."""
+    """I/O-bound on a source whose reader decodes more than the selected atoms (the facts' ``decoding``, set
+    by its Source: XTC, TRR, DCD and the other formats MDAnalysis reads, or a chain with such parts): convert
+    to H5MD, whose frames are read in place, and read with MPI-IO, or segment.
+
+    A source read in place (H5MD, NumPy, mdCATH; a chain of H5MD parts) gains nothing from a conversion, and
+    neither does a run of many trajectories (an ensemble, whose facts say no decoding): its catalog is
+    no trajectory to convert."""
     if _followed(report):
         return None
-    fmt = (report.source.format or "").lower()
-    parts = (report.source.segment_formats or "").lower()   # a segmented source's parts
-    if d.r_comp_io is None or d.r_comp_io >= 1 or fmt == "h5md" or fmt == "segments" and parts in ("", "h5md"):
+    src = report.source
+    if d.r_comp_io is None or d.r_comp_io >= 1 or not src.decoding:
         return None
-    chain = fmt == "segments"   # XTC/DCD parts: already segments, and convert takes the parts themselves
+    chain = src.n_segments is not None   # parts: already segments, and convert takes the parts themselves
     top = shlex.quote(report.meta.topology) if report.meta.topology else "TOPOLOGY"
     given = list(report.meta.trajectories or ()) or None   # the files the run was given: the parts of a chain
     path = (files_argument(given) if given else "PART..." if chain else shlex.quote(_source_path(report)))
     stem = _chain_stem(given) if chain and given else _stem(report)
+    what = (src.segment_formats if chain else src.format) or ""
     return Advice(
         "io-bound-format",
         f"convert to H5MD (`trajscale convert {top} {path} -o {stem}.h5md`) and read it with "
         "MPI-IO (`--executor mpi`)"
         + ("" if chain else ", or split the trajectory into segments"),
         f"I/O-bound: R_comp/IO = {fmt_ratio(d.r_comp_io)} (compute {d.totals['t_compute']:.3g} s, "
-        f"read {d.totals['t_io']:.3g} s) on a {(parts if chain else fmt).upper() or 'non-H5MD'} source")
+        f"read {d.totals['t_io']:.3g} s) on a {what.upper() or 'non-H5MD'} source")
 
 
 def _relevant_patterns(report: RunReport, amp: dict) -> dict:
