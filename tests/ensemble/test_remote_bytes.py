@@ -1,0 +1,107 @@
+"""What an ensemble run fetches from a real S3 server (moto's) against what a local run of the same
+trajectories reads: the CA RMSD of three H5MD trajectories of AdK (98 frames x 3,341 atoms each), each
+run a whole process with trajscale's cache empty (a first run on the data).
+
+The bytes fetched are counted by an HTTP proxy in front of the server, from the ranges the server was
+asked for (not by trajscale); the local run's bytes are its report's. The tasks fetch the bytes a local
+run reads and nothing more (no HDF5 metadata per worker or per task); the process that prepares the
+run adds a fixed cost per trajectory (its first request of 256 KiB, the blocks holding time and step,
+the reference frame), which stays under a fifth of these trajectories' bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("obstore")
+pytest.importorskip("moto.server")
+
+from tests.remote.conftest import BUCKET, FlakyProxy, s3_server  # noqa: E402,F401 - the session's S3 server
+
+pytestmark = [pytest.mark.remote, pytest.mark.cli, pytest.mark.slow]
+
+N_TRAJECTORIES = 3
+
+
+@pytest.fixture
+def adk_h5md(tmp_path_factory):
+    """AdK in vacuum (PSF + DCD) as one H5MD file (``trajscale convert``)."""
+    from MDAnalysisTests.datafiles import DCD, PSF
+
+    folder = tmp_path_factory.mktemp("adk-h5md")
+    got = subprocess.run([sys.executable, "-m", "trajscale.cli.main", "convert", PSF, DCD, "-q",
+                          "-o", str(folder / "adk.h5md")], capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0, got.stderr
+    return folder / "adk.h5md"
+
+
+def range_bytes(gets, sizes: dict) -> int:
+    """Bytes the server sent for the GETs ``(path, Range)`` (a range past the end is cut at the object's end)."""
+    total = 0
+    for path, asked in gets:
+        size = sizes[path.split("?")[0].lstrip("/")]
+        if asked is None:
+            total += size
+            continue
+        first, _, last = asked.partition("=")[2].partition("-")
+        total += min(int(last), size - 1) - int(first) + 1
+    return total
+
+
+def run(catalog: str, tmp_path, name: str, env: dict, *options: str) -> dict:
+    got = subprocess.run([sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", "--ensemble", catalog,
+                          "--select", "name CA", "-q", "--results", str(tmp_path / f"{name}-results"),
+                          "--out", str(tmp_path / f"{name}.parquet"), "--report", str(tmp_path / f"{name}.json"),
+                          *options], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    return json.loads((tmp_path / f"{name}.json").read_text())
+
+
+def test_bytes_fetched_from_s3_are_within_a_fifth_of_a_local_runs(adk_h5md, s3_server, tmp_path):  # noqa: F811
+    from MDAnalysisTests.datafiles import PSF
+
+    client = s3_server.client()
+    if BUCKET not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
+        client.create_bucket(Bucket=BUCKET)
+    rows = ["name,topology,trajectory,replica"]
+    sizes = {}
+    for k in range(N_TRAJECTORIES):
+        key = f"ensemble-bytes/rep{k}.h5md"
+        client.upload_file(str(adk_h5md), BUCKET, key)
+        sizes[f"{BUCKET}/{key}"] = adk_h5md.stat().st_size
+        rows.append(f"rep{k},{PSF},rep{k}.h5md,{k}")
+    text = "\n".join(rows) + "\n"
+    client.put_object(Bucket=BUCKET, Key="ensemble-bytes/catalog.csv", Body=text.encode())
+    sizes[f"{BUCKET}/ensemble-bytes/catalog.csv"] = len(text.encode())
+    local = tmp_path / "local"
+    local.mkdir()
+    for k in range(N_TRAJECTORIES):
+        (local / f"rep{k}.h5md").symlink_to(adk_h5md)
+    (local / "catalog.csv").write_text(text)
+
+    proxy = FlakyProxy(s3_server.endpoint, failures=0)   # forwards every request, and notes its range
+    try:
+        env = {**s3_server.subprocess_env(), "AWS_ENDPOINT_URL": proxy.endpoint,
+               "TRAJSCALE_CACHE_DIR": str(tmp_path / "cache")}   # a first run: no HDF5 metadata kept from before
+        here = run(str(local / "catalog.csv"), tmp_path, "local", env, "--executor", "serial")
+        proxy.gets.clear()
+        there = run(f"s3://{BUCKET}/ensemble-bytes/catalog.csv", tmp_path, "remote", env,
+                    "--executor", "processes", "-n", "2")
+        gets = list(proxy.gets)
+    finally:
+        proxy.close()
+
+    read_locally = sum(t["bytes_read"] for t in here["tasks"])
+    assert read_locally >= N_TRAJECTORIES * 98 * 214 * 12   # at least every CA atom's coordinates
+    fetched = range_bytes([g for g in gets if not g[0].endswith("catalog.csv")], sizes)
+    assert fetched <= 1.2 * read_locally, (fetched, read_locally)
+    # the report counts what the server sent; the tasks fetched what a local run reads, no more
+    tasks = sum(t["bytes_fetched"] for t in there["tasks"])
+    prepare = there["meta"].get("fetched_prepare", {}).get("bytes", 0)
+    assert tasks + prepare == fetched, (tasks, prepare, fetched)
+    assert tasks == read_locally, (tasks, read_locally)
+    assert (tmp_path / "remote.parquet").read_bytes() == (tmp_path / "local.parquet").read_bytes()
