@@ -103,9 +103,9 @@ class SharedTopologies:
     def prepare(self, analysis: Analysis, topology: str | None, source: Source) -> Prepared:
         from ..topology import CachedUniverse
 
-        if topology is None and isinstance(getattr(type(source), "universe", None), property):
-            # a Source that carries its own topology (an MDAnalysis reader's, an mdCATH member's PDB text)
-            return analysis.prepare(AnalysisTopology(source.universe, source).atoms, source)
+        own = source.own_universe() if topology is None else None
+        if own is not None:   # a Source that carries its own topology (an mdCATH member's PDB text, ...)
+            return analysis.prepare(AnalysisTopology(own, source).atoms, source)
         shared = self._shared.get(topology) if topology is not None else None
         if shared is not None and shared.atoms.n_atoms == source.n_atoms:
             prep = analysis.prepare(shared, source)

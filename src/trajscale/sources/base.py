@@ -301,6 +301,13 @@ class Source(ABC):
         topology is then that Universe's, never parsed again; None for a Source that reads frames itself."""
         return None
 
+    def own_universe(self):
+        """The topology this Source carries with its frames, as an MDAnalysis Universe (an MDAnalysis reader's
+        Universe, :meth:`frames_universe`; an mdCATH member's own atoms): a run given no topology file prepares
+        its analysis on it. None (the default for a Source that reads frames itself): the atoms are described
+        by a topology file the caller gives."""
+        return self.frames_universe()
+
     def decode_seconds_per_frame(self) -> float:
         """Seconds one frame costs to decode beyond reading its bytes (compressed formats such as
         XTC decode every atom of a frame, whatever is selected): for ``executor="auto"``'s estimate."""

@@ -251,6 +251,10 @@ class MDCATHSource(Source):
             self._universe = mdcath_layout.universe(self._path, self._storage_options)
         return self._universe
 
+    def own_universe(self):
+        """The member's atoms, from its own file (:attr:`universe`): a run needs no topology file."""
+        return self.universe
+
     @property
     def n_frames(self) -> int:
         return self._layout.n_frames
