@@ -8,7 +8,7 @@ from typing import ClassVar, Union
 
 import numpy as np
 
-from ..block import Block
+from ..block import Block, sorted_unique
 from ..errors import ConfigError, FrameRangeError, SelectionError
 from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
 from ..topology import select_atoms
@@ -228,14 +228,14 @@ class RMSD(Analysis):
                                     finite=not self.allow_nan)
         else:
             frame = _frame_index(self.ref_frame, source.n_frames, source.path)
-            need = np.unique(np.concatenate([g.indices for g in [ref_fit, *ref_groups]]))
+            need = sorted_unique(np.concatenate([g.indices for g in [ref_fit, *ref_groups]]))
             block = source.read(frame, frame + 1, need)
             check_finite(block, block.positions, source.path)
             ref_pos = [block.positions[0][np.searchsorted(need, g.indices)] for g in [ref_fit, *ref_groups]]
         ref_pos = [p.astype(np.float64) for p in ref_pos]
 
         indices = [fit.indices] + [g.indices for g in groups]
-        atoms = np.unique(np.concatenate(indices))
+        atoms = sorted_unique(np.concatenate(indices))
         local = [np.searchsorted(atoms, ix) for ix in indices]
         # The block holds only `atoms`; with no group selections the fit atoms are all of them.
         fit_all = np.array_equal(local[0], np.arange(len(atoms)))

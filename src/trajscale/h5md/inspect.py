@@ -20,6 +20,7 @@ import shlex
 import h5py
 import numpy as np
 
+from ..block import sorted_unique
 from ..errors import NotH5MDError
 from ..facts import CONTIGUOUS, LayoutFacts, Precision
 from ..sources.locations import is_local
@@ -32,7 +33,7 @@ from .schema import H5MDInfo, describe, particle_groups
 
 def scattered_selection(n_atoms: int) -> np.ndarray:
     """A CA-like selection: every 15th atom of a 3,300-atom protein at the start, and the last atom (an ion)."""
-    return np.unique(np.r_[np.arange(0, min(3300, n_atoms), 15), n_atoms - 1])
+    return sorted_unique(np.r_[np.arange(0, min(3300, n_atoms), 15), n_atoms - 1])
 
 
 PATTERNS = {
@@ -85,7 +86,7 @@ def amplification(shape: tuple[int, int, int], chunks: tuple[int, ...] | None,
     cf, ca = chunks[0], chunks[1]
     # edge chunks are stored (and decoded) at full size, so no clamping to the dataset
     frames_read = (math.ceil(n_frames / cf) if step == 1 else
-                   len(np.unique(np.arange(n_frames) * step // cf))) * cf
+                   len(sorted_unique(np.arange(n_frames) * step // cf))) * cf
     atoms_read = ca * _chunks_touched(plan.runs, ca)
     comp_read = math.ceil(3 / chunks[2]) * chunks[2]
     return (frames_read * atoms_read * comp_read) / asked
@@ -365,7 +366,7 @@ def frame_ranges(ds: h5py.Dataset, frames: np.ndarray, atoms) -> tuple[list[tupl
     if ds.chunks is None or (not filtered and tuple(ds.chunks[1:]) == tuple(ds.shape[1:])):
         cf = n_frames if ds.chunks is None else ds.chunks[0]
         rows = {}
-        for r in np.unique(frames // cf).tolist():
+        for r in sorted_unique(frames // cf).tolist():
             rows[r] = ds.id.get_offset() if ds.chunks is None else _chunk_offset(ds, (r * cf, 0, 0))
         out = []
         for fr in frames.tolist():
@@ -378,7 +379,7 @@ def frame_ranges(ds: h5py.Dataset, frames: np.ndarray, atoms) -> tuple[list[tupl
     cf, ca, c3 = ds.chunks
     lo, hi = int(runs[:, 0].min()), int(runs[:, 1].max())
     out = []
-    for r in np.unique(frames // cf).tolist():
+    for r in sorted_unique(frames // cf).tolist():
         for c in range(lo // ca, (hi - 1) // ca + 1):
             for d in range(-(-n3 // c3)):
                 info = _chunk_info(ds, (r * cf, c * ca, d * c3))

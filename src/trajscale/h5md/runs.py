@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..block import sorted_unique
+
 #: Atoms between two selected ones that are read rather than cut: a gap this
 #: small costs less than the extra hyperslab (one more I/O request per frame).
 MERGE_GAP_ATOMS = 256
@@ -67,7 +69,7 @@ def plan_atom_reads(atoms: np.ndarray | None, n_atoms: int) -> AtomReads:
     atoms = np.asarray(atoms, dtype=np.int64)
     if atoms.size == 0:
         return AtomReads(np.zeros((0, 2), np.int64), atoms)
-    u = np.unique(atoms)
+    u = sorted_unique(atoms)
     cut = np.flatnonzero(np.diff(u) > MERGE_GAP_ATOMS + 1)
     runs = np.stack([u[np.r_[0, cut + 1]], u[np.r_[cut, -1]] + 1], axis=1)
     span = np.array([[u[0], u[-1] + 1]], dtype=np.int64)
