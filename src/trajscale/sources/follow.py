@@ -323,9 +323,7 @@ class Watch:
                                             f"{frames_read} frames analysed before")
 
     def _check_parts(self, source: Source, frames_read: int, done: str) -> None:
-        from .segments import SegmentedSource
-
-        if not isinstance(source, SegmentedSource):
+        if not source.lists_parts:   # (declared by a Source whose file lists other files: a segment index)
             return
         ends = (*source.part_starts, source.n_frames)   # where each part's frames end
         for k, seg in enumerate(source.segments):
