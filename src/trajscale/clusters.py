@@ -134,7 +134,7 @@ class DaskCluster:
 
 
 def _note(phases: dict, phase: str, seconds: float) -> None:
-    from .report.process import note_phase
+    from .timeline import note_phase
 
     phases[phase] = phases.get(phase, 0.0) + seconds
     note_phase(phase, seconds)

@@ -102,9 +102,9 @@ def run_demo(workdir: str = "demo-output", n_frames: int = 2000, n_workers: int 
     plots are written from a run inside this process (warm, and labelled so).
     """
     from .analysis import RMSD
-    from .report.process import runs_start_at_call
     from .report.summary import run_summary
     from .run import run
+    from .timeline import runs_start_at_call
 
     tpr, h5 = build_demo_file(workdir, n_frames, progress=progress)
     select = "protein and name CA"

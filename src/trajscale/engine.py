@@ -40,7 +40,6 @@ from .executors.base import adopt_source, close_cached_sources, refuse_if_launch
 from .planning import AnalysisTopology, topology_file
 from .report.conditions import LoadMeter, RunConditions, page_cache
 from .report.payload import payload_of
-from .report.process import ProcessTimeline
 from .report.runfacts import AnalysisShare, ExecutorChoice, FollowFacts, IOFacts, RunFacts
 from .report.summary import Report
 from .report.timing import RunReport, summarize_workers
@@ -48,6 +47,7 @@ from .runspec import JobFacts, RunOptions
 from .sharing import share, share_interruption  # the root prepares, then shares (one protocol with convert's)
 from .sources import Source, open_source, reader_modules
 from .storage import fetched_here, fetched_since
+from .timeline import ProcessTimeline
 from .util import polling_for_stop, raise_if_stopped, stop_requested
 
 log = logging.getLogger(__name__)

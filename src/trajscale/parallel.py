@@ -62,7 +62,7 @@ def mpi_comm_world():
     except ImportError:
         raise ParallelUnavailableError("the MPI executor needs mpi4py (pip install trajscale[mpi])") from None
     if first:   # importing mpi4py.MPI initialises MPI: the report's "MPI init" phase
-        from .report.process import note_phase
+        from .timeline import note_phase
 
         note_phase("mpi_init", time.perf_counter() - t0)
     return MPI.COMM_WORLD

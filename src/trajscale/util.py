@@ -424,7 +424,7 @@ def raise_if_stopped() -> None:
 
 
 def slow_phase_for_tests(phase: str, worker: str) -> None:
-    """Sleep as ``TRAJSCALE_TEST_SLOW_READ`` / ``_COMPUTE`` ask (:mod:`trajscale.report.process` says
+    """Sleep as ``TRAJSCALE_TEST_SLOW_READ`` / ``_COMPUTE`` ask (:mod:`trajscale.timeline` says
     how); a no-op without them.
 
     ``phase`` is ``"read"`` or ``"compute"``; ``worker`` the task's worker name (``"rank 2"``).

@@ -13,7 +13,7 @@ from trajscale import RMSD, run
 
 
 def test_noted_cluster_phases_are_their_own_not_imports():
-    from trajscale.report.process import PROCESS_PHASE_LABELS, ProcessTimeline, note_phase, runs_start_at_call
+    from trajscale.timeline import PROCESS_PHASE_LABELS, ProcessTimeline, note_phase, runs_start_at_call
 
     runs_start_at_call()   # this test's timeline starts now, not at the interpreter's start
     line = ProcessTimeline()

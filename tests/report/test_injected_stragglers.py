@@ -1,6 +1,6 @@
 """Stragglers injected on purpose (issue 26): one MPI rank slow in its reads, its compute or its start-up.
 
-The hooks (``TRAJSCALE_TEST_SLOW_READ`` / ``_COMPUTE`` / ``_START``, :mod:`trajscale.report.process`) make
+The hooks (``TRAJSCALE_TEST_SLOW_READ`` / ``_COMPUTE`` / ``_START``, :mod:`trajscale.timeline`) make
 rank 2 of 4 sleep inside that phase.  The report must name rank 2 with that cause, and the prediction for
 larger N must carry the straggler: the predicted wall exceeds the same model's without it.
 """

@@ -73,7 +73,7 @@ def test_old_reports_without_cores_load_and_keep_their_advice():
 
 
 def test_new_reports_round_trip_their_cores():
-    from trajscale.report.process import cpu_list, parse_cpu_list
+    from trajscale.timeline import cpu_list, parse_cpu_list
 
     r = on_cores(make_report([{"t_compute": 4.0}] * 4), "0-3,8", cpus=16)
     again = RunReport.from_dict(json.loads(json.dumps(r.to_dict())))

@@ -2,7 +2,7 @@
 
 Whole ``trajscale run`` processes are timed from outside (the parent's clock, from launching the
 subprocess to its exit) and compared, loosely, with what their reports say. Slow starts are injected
-with the test hook ``TRAJSCALE_TEST_SLOW_START`` (see :mod:`trajscale.report.process`).
+with the test hook ``TRAJSCALE_TEST_SLOW_START`` (see :mod:`trajscale.timeline`).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def _launch(kind, adk_vacuum, report, env=None):
 def test_process_start_is_not_moved_by_a_slow_proc_read(monkeypatch):
     """A process preempted while it reads /proc/self/stat (a loaded machine) still gets its own start: the
     epoch and boot clocks are read together, not 0.2 s apart (the start came out 0.2 s early)."""
-    from trajscale.report import process
+    from trajscale import timeline as process
 
     monkeypatch.setattr(process, "_START", {})
     calm = process.process_start()

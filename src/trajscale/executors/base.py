@@ -24,10 +24,10 @@ from ..block import FrameRange
 from ..errors import ConfigError, InputFileError, TaskError, TrajscaleError
 from ..executor_registry import EXECUTORS, ExecutorTraits
 from ..parallel import check_not_launched
-from ..report.process import cpu_facts, mark_ready, process_start
 from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
 from ..storage import redacted
+from ..timeline import cpu_facts, mark_ready, process_start
 from ..util import file_identity, raise_if_stopped, slow_phase_for_tests
 
 log = logging.getLogger(__name__)

@@ -176,7 +176,7 @@ class DaskExecutor(Executor):
         """The Client: the one given, one for ``scheduler``, or one on a cluster started here."""
         if self._cluster is None:
             from ..clusters import dask_cluster
-            from ..report.process import mark_ready
+            from ..timeline import mark_ready
 
             self._cluster = dask_cluster(self.n_workers, cluster=self.cluster_kind, slurm=self._slurm,
                                          threads_per_worker=self.threads_per_worker)

@@ -41,9 +41,9 @@ from ..parallel import (
     when_all_arrive,
 )
 from ..progress import progress_bar
-from ..report.process import cpu_facts, mark_ready, process_start, slow_start_for_tests
 from ..report.timing import host_and_pid
 from ..sharing import owe_first_share, share_settled
+from ..timeline import cpu_facts, mark_ready, process_start, slow_start_for_tests
 from ..util import polling_for_stop, stop_requested
 from .base import Executor, Fold, Job, TaskResults, cached_source, close_cached_sources, io_of, opened_files, run_task
 

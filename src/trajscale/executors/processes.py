@@ -157,7 +157,7 @@ class ProcessExecutor(Executor):
         return dict(self._late)
 
     def _starts(self, pids: list[int]) -> dict[str, dict]:
-        from ..report.process import cpu_facts, pid_start
+        from ..timeline import cpu_facts, pid_start
 
         out: dict[str, dict] = {}
         host = host_and_pid()[0]

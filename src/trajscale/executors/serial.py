@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..block import FrameRange
 from ..progress import progress_bar
-from ..report.process import mark_ready
+from ..timeline import mark_ready
 from ..util import raise_if_stopped
 from .base import Executor, Homecoming, Job, TaskResults, close_cached_sources, io_of, run_in_turn
 

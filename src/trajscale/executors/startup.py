@@ -36,7 +36,7 @@ def init_worker(marks: str) -> None:
     another worker): :func:`note_ready`."""
     cpu = time.process_time()   # what the interpreter and the imports so far cost, before anything of ours
     heavy = sorted(m for m in HEAVY_MODULES if m in sys.modules)
-    from ..report.process import slow_start_for_tests
+    from ..timeline import slow_start_for_tests
 
     quiet_worker()
     # SIGTERM ends a worker at once, wherever it is (a forked one would inherit the command line's
@@ -53,7 +53,7 @@ def note_ready(cpu_before_task: float, heavy_modules: list[str]) -> None:
     closing (its folder removed: Ctrl-C while workers start) has no use for either."""
     import json
 
-    from ..report.process import mark_ready, process_start
+    from ..timeline import mark_ready, process_start
 
     if not _MARKS or os.path.exists(os.path.join(_MARKS[0], f"ready-{os.getpid()}")):
         return

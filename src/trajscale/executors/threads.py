@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from ..block import FrameRange
 from ..pools import as_completed_polling
 from ..progress import progress_bar
-from ..report.process import mark_ready
+from ..timeline import mark_ready
 from .base import Executor, Homecoming, Job, TaskResults, close_cached_sources, hand_out, io_of, run_in_turn
 
 #: Prefix of the pool's thread names; a thread's name is its worker's name in the report.

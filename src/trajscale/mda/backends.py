@@ -24,10 +24,10 @@ from MDAnalysis.analysis.backends import BackendBase
 
 from ..facts import LayoutFacts
 from ..parallel import when_all_arrive
-from ..report.process import cpu_facts
 from ..report.runfacts import RunFacts
 from ..report.summary import Report
 from ..report.timing import TaskTiming, host_and_pid, summarize_workers
+from ..timeline import cpu_facts
 
 log = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from statistics import median
 
+from ..timeline import cpu_list, parse_cpu_list
 from .metrics import json_safe, phase_totals, ratio, speedup_point, worker_timings
-from .process import cpu_list, parse_cpu_list
 from .stragglers import Straggler, find_stragglers, worker_basis, worker_stragglers
 from .timing import RunReport
 

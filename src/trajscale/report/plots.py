@@ -82,7 +82,7 @@ def _bar_panel(ax, report: RunReport, legend: bool) -> dict:
 
 def _process_panel(ax, report: RunReport) -> dict:
     """The launching process's wall time from its start, one segment per phase (report.process)."""
-    from .process import PROCESS_PHASE_LABELS
+    from ..timeline import PROCESS_PHASE_LABELS
     from .trace import TRACE_PROCESS_ORDER
 
     p = report.process or {}

@@ -70,7 +70,7 @@ def _decoded(report: RunReport) -> str | None:
 
 def process_line(report: RunReport) -> str:
     """``process 1.71 s from its start: interpreter and imports 1.2 s, ...`` ("" without a record)."""
-    from .process import PROCESS_PHASE_LABELS
+    from ..timeline import PROCESS_PHASE_LABELS
 
     p = report.process or {}
     phases = p.get("phases") or {}

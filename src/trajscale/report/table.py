@@ -49,7 +49,7 @@ def _busiest(workers) -> str:
 
 def _process_lines(report: RunReport) -> list[str]:
     """The launching process from its start: wall time and each phase (none for older reports)."""
-    from .process import PROCESS_PHASE_LABELS
+    from ..timeline import PROCESS_PHASE_LABELS
 
     p = report.process or {}
     phases, wall = p.get("phases") or {}, float(p.get("t_wall") or 0.0)

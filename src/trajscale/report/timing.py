@@ -13,7 +13,7 @@ Outside the tasks: every worker and rank record has ``t_start``, the seconds
 from its process's start (as the OS counts it) to being ready for its first
 task, and ``t_ready``, that moment in epoch seconds; the report's ``process``
 record splits the launching process's whole wall time, from its start, into
-the phases of :data:`~trajscale.report.process.PROCESS_PHASES`.
+the phases of :data:`~trajscale.timeline.PROCESS_PHASES`.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ class RunReport:
     #: What the run was and how it went beside its timings (files, executor choice, I/O, payload, ending).
     meta: RunFacts = field(default_factory=RunFacts)
     #: The launching process, from its start: ``t_wall``, ``phases`` (seconds per phase of
-    #: :data:`~trajscale.report.process.PROCESS_PHASES`, adding up to ``t_wall``), ``origin``
+    #: :data:`~trajscale.timeline.PROCESS_PHASES`, adding up to ``t_wall``), ``origin``
     #: ("process start", or "run start" for a later run in the same process), ``t_begin``/``t_end``
     #: (epoch seconds).  Empty in reports written before it existed.
     process: dict = field(default_factory=dict)
@@ -213,7 +213,7 @@ class RunReport:
 
     def add_to_phase(self, phase: str) -> None:
         """Count the time since the ``process`` record ended as ``phase`` (the CLI: writing results)."""
-        from .process import extend_record
+        from ..timeline import extend_record
 
         extend_record(self.process, phase)
 

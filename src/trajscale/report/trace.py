@@ -44,7 +44,7 @@ TRACE_PROCESS_ORDER = ("imports", "mpi_init", "cluster_start", "queue_wait", "po
 
 def _process_slices(report: RunReport) -> list[tuple[str, float, float, dict]]:
     """The launching process's phases back to back from its start (empty without a process record)."""
-    from .process import PROCESS_PHASE_LABELS
+    from ..timeline import PROCESS_PHASE_LABELS
 
     p = report.process or {}
     phases, begin = p.get("phases") or {}, p.get("t_begin")
