@@ -10,7 +10,7 @@ rhombic dodecahedron box), its XTC frames repeated with 0.1 Å noise.
   box of the same volume (the two code paths of the search);
 * ``codecs``: ``Deltas.decode`` / ``Deltas.encode`` (``--encoding deltas``) and
   ``Deltas32.decode`` of 60 whole frames in memory, Mvalues/s (a value: one coordinate);
-* ``pread``: ``DirectReads.read`` of an uncompressed contiguous dataset of 200
+* ``pread``: ``ChunkReads.read`` (the compiled gather) of an uncompressed contiguous dataset of 200
   frames (page cache warm): whole frames, and 4,000 atoms spread over the system
   (runs read into the row buffer, then gathered), GB/s of the frames' bytes;
 * ``sums``: ``kernels._sums.fixed_sums`` (the exact fixed-point sums of RMSF and the
@@ -97,7 +97,8 @@ def bench_codecs(args) -> None:
 def bench_pread(args) -> None:
     import h5py
 
-    from trajscale.h5md.direct import DirectReads
+    from trajscale.h5md.chunks import ChunkIndex, ChunkReads
+    from trajscale.storage.objects import LocalFile
 
     x, _, _ = water(200)
     with tempfile.TemporaryDirectory() as tmp:
@@ -105,8 +106,8 @@ def bench_pread(args) -> None:
         with h5py.File(path, "w") as f:
             f.create_dataset("x", data=x)
         with h5py.File(path, "r") as f:
-            reader = DirectReads.of(f["x"], path)
-            assert reader is not None and reader.ready(), "not read at byte addresses"
+            reader = ChunkReads(LocalFile(path), ChunkIndex.of(f["x"]), dataset=f["x"])
+            assert reader.ready() and reader.store.descriptor() >= 0, "not read at byte addresses"
             n_at = x.shape[1]
             whole = np.array([[0, n_at]])
             out = np.empty_like(x)
@@ -123,7 +124,7 @@ def bench_pread(args) -> None:
                 print(f"{name:<30} 200 frames  {t * 1e3:8.2f} ms  {x.nbytes / t / 1e9:6.2f} GB/s of frames "
                       f"({nbytes / 1e6:.0f} MB out)")
             np.testing.assert_array_equal(sel, x[:, picks])
-            reader.close()
+            reader.store.close()
 
 
 def bench_sums(args) -> None:

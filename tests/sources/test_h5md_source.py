@@ -95,7 +95,7 @@ def test_one_hdf5_call_per_slab(layouts, monkeypatch):
     """A block HDF5 reads is one hyperslab read, never one call per frame."""
     calls = []
     with H5MDSource(layouts["frame"]) as src:
-        src._direct.clear()   # what HDF5 reads (files h5md.direct cannot read)
+        src._reads.clear()   # what HDF5 reads (under MPI-IO; a chunk never written)
         orig = src._read_runs
         monkeypatch.setattr(src, "_read_runs", lambda *a: (calls.append(a[2]), orig(*a)))
         src.read(0, 98, np.arange(100, 400))
@@ -166,7 +166,7 @@ def test_config_roundtrip(layouts, adk_vacuum):
 def test_errors(tmp_path, layouts):
     with pytest.raises(InputFileError, match="no such file"):
         H5MDSource(str(tmp_path / "missing.h5md"))
-    with pytest.raises(InputFileError, match="directory"):
+    with pytest.raises(InputFileError, match="a folder, not a file"):
         H5MDSource(str(tmp_path))
     trunc = tmp_path / "trunc.h5md"
     trunc.write_bytes(open(layouts["frame"], "rb").read()[:5000])

@@ -217,6 +217,12 @@ class CountingStore:
     def size(self) -> int:
         return self._local.size
 
+    #: (as an object's: ranges this close are one request, and no local descriptor to gather from)
+    merge_gap = 64 * 1024
+
+    def descriptor(self) -> None:
+        return None
+
     def read_ranges(self, ranges):
         self.requests += len(ranges)
         self.bytes += sum(b - a for a, b in ranges)

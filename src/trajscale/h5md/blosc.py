@@ -3,14 +3,14 @@
 HDF5 reads a filtered chunk by decompressing it into a buffer of its own (the
 chunk cache, or a temporary one) and copying the selection out of it.  For
 delta-coded positions (``h5md.codecs``), read in whole chunk-aligned rows
-anyway, that copy is a quarter of the read.  Here the chunk's stored bytes
-come from ``H5Dread_chunk`` and Blosc - the library hdf5plugin's own filter
-runs, called through its public ``blosc_decompress_ctx`` - writes them into the
+anyway, that copy is a quarter of the read.  Here the chunk reader
+(:class:`~.chunks.ChunkReads`) hands a chunk's stored bytes, read from the
+file's byte store, to Blosc - the library hdf5plugin's own filter runs, called
+through its public ``blosc_decompress_ctx`` - which writes them into the
 caller's buffer, where the decoder finds them still in cache.
 
-Only a dataset whose one filter is Blosc and whose chunks hold whole frames
-takes this path; a chunk never written, one whose filter was skipped or a
-size that does not match is read through HDF5 as before.
+Only a dataset whose one filter is Blosc takes this path; a chunk whose filter
+was skipped or a size that does not match is decoded by HDF5's pipeline.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import ctypes
 import functools
 import logging
 import os
+from collections.abc import Callable
 
 import h5py
 import numpy as np
@@ -45,42 +46,24 @@ def _decompress():
     return fn
 
 
-class BloscChunks:
-    """Whole-frame Blosc chunks of one dataset, decompressed into a caller's buffer."""
+def blosc_decompressor(ds: h5py.Dataset) -> Callable[[bytes, np.ndarray], bool] | None:
+    """``decompress(raw, out) -> bool`` for the chunks of ``ds`` (a stored chunk into ``out``, a whole
+    chunk's C-contiguous buffer; False when the size does not match), or None when Blosc is not its one
+    filter or its library is not here."""
+    dcpl = ds.id.get_create_plist()
+    if dcpl.get_nfilters() != 1 or dcpl.get_filter(0)[0] != BLOSC_ID:
+        return None
+    fn = _decompress()
+    if fn is None:
+        return None
 
-    def __init__(self, ds: h5py.Dataset, decompress) -> None:
-        self.ds = ds
-        self.chunk_frames = ds.chunks[0]
-        self.frame_shape = ds.shape[1:]
-        self._decompress = decompress
-
-    @classmethod
-    def of(cls, ds: h5py.Dataset) -> BloscChunks | None:
-        """The reader of ``ds``, or None when HDF5 must read it (another filter, chunks that split a frame)."""
-        if not ds.chunks or tuple(ds.chunks[1:]) != tuple(ds.shape[1:]) or ds.is_virtual:
-            return None
-        dcpl = ds.id.get_create_plist()
-        if dcpl.get_nfilters() != 1 or dcpl.get_filter(0)[0] != BLOSC_ID:
-            return None
-        fn = _decompress()
-        return None if fn is None else cls(ds, fn)
-
-    def read_chunk(self, k: int, out: np.ndarray) -> bool:
-        """Chunk ``k`` (frames ``k * chunk_frames`` on; the last chunk is stored whole too) into ``out``.
-
-        False when HDF5 must read it (never written, its filter skipped, or not the expected size).
-        """
-        try:
-            mask, data = self.ds.id.read_direct_chunk((k * self.chunk_frames,) + (0,) * len(self.frame_shape))
-        except (OSError, KeyError, ValueError, RuntimeError):   # unallocated: HDF5 gives its fill value
-            return False
-        if mask:
-            return False
-        want = self.chunk_frames * int(np.prod(self.frame_shape)) * out.itemsize
-        if not (out.flags.c_contiguous and out.shape[1:] == self.frame_shape and len(out) >= self.chunk_frames):
-            raise ValueError("the chunk buffer must hold a whole chunk of frames, C-contiguous")
-        got = self._decompress(data, out.ctypes.data, want, 1)
-        if got != want:
-            log.debug("%s chunk %d: Blosc gave %d bytes, %d expected", self.ds.name, k, got, want)
+    def decompress(raw, out: np.ndarray) -> bool:
+        if not out.flags.c_contiguous:
+            raise ValueError("the chunk buffer must be C-contiguous")
+        got = fn(bytes(raw), out.ctypes.data, out.nbytes, 1)
+        if got != out.nbytes:
+            log.debug("%s: a Blosc chunk gave %d bytes, %d expected", ds.name, got, out.nbytes)
             return False
         return True
+
+    return decompress

@@ -1,57 +1,126 @@
-"""A dataset's frames read from its chunk addresses by range requests, never through HDF5's B-tree.
+"""The one chunk reader of H5MD: a dataset's frames read at its chunks' byte addresses, from any byte store.
 
-The process that prepares a run looks up every chunk's byte address, stored
-size and filter mask once (:meth:`ChunkIndex.of`, through the caching file
-object); the index travels with the job in the Source's config, so workers and
-ranks only fetch bytes:
+One chunk-address lookup (:class:`ChunkIndex`): every chunk's byte address, stored size and filter mask as
+HDF5 gives them (``H5Dget_chunk_info_by_coord``). The process that reads a dataset looks up the chunks it
+reads as it meets them, once per process and file version (:func:`chunk_index`: a session's repeated runs
+on a file skip the lookups). A process that prepares a run on a file behind a URL looks them all up
+(:meth:`ChunkIndex.to_config`) and they travel with the Source's config, so its workers never walk HDF5's
+B-tree over the network.
 
-* uncompressed chunks that hold whole frames (or contiguous storage): each
-  frame's selected atom runs, at ``chunk address + frame offset + atom offset``,
-  ranges closer than the store's ``merge_gap`` (:data:`MERGE_GAP`, 64 KiB: where the bytes between
-  cost less than a concurrent request) merged into one request;
-* any other chunk (compressed, or split along atoms): the whole stored chunk,
-  decoded by HDF5's own filter pipeline (the chunk written raw into an
-  in-memory dataset with the same creation properties, then read: every filter
-  HDF5 and hdf5plugin decode works, delta codecs decode after it as for a
-  local file).
+One chunk reader (:class:`ChunkReads`) executes the read plan (frames, atom runs side by side, the asked
+atoms' columns) against any :class:`~trajscale.storage.objects.ByteStore`:
 
-A chunk never written is read through HDF5 (its fill value) instead.
+* uncompressed chunks holding whole frames, or contiguous storage: each frame's runs at ``chunk address +
+  frame offset + atom offset``. A store with a local descriptor is read by the compiled gather
+  (:mod:`trajscale.storage.pread`: each frame's runs ``pread`` into a row that stays in cache, the asked
+  atoms gathered from it while they are there); any other by ranges, those closer than the store's
+  ``merge_gap`` merged into one request and the requests concurrent (:func:`read_coalesced`);
+* any other chunk (compressed, or split along atoms): the whole stored chunk, decoded: Blosc straight into
+  the buffer (:mod:`.blosc`), any other filter by HDF5's own pipeline on an in-memory dataset
+  (:class:`ChunkDecoder`: every filter HDF5 and hdf5plugin decode works; delta codecs decode after it).
+
+A chunk never written (HDF5 gives its fill value) or a short read is left to HDF5: the read returns False.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import h5py
 import numpy as np
 
 from ..storage.objects import MERGE_GAP, ByteStore, prefetch_coalesced, read_coalesced
+from ..storage.pread import pread_gather
+from .blosc import blosc_decompressor
 
-__all__ = ["MAX_REQUEST", "MERGE_GAP", "ChunkDecoder", "ChunkIndex", "ChunkReads"]
+log = logging.getLogger(__name__)
+
+__all__ = ["MAX_REQUEST", "MERGE_GAP", "NEVER_WRITTEN", "ChunkDecoder", "ChunkIndex", "ChunkReads", "chunk_index",
+           "chunk_info", "ineligible", "make_decoder", "stored_chunks"]
 
 #: A merged request is cut at this size, so one large read still goes out as several concurrent ones.
 MAX_REQUEST = 8 * 1024**2
+#: A chunk's offset when it was never written (HDF5 gives its fill value), and when it is not looked up yet.
+NEVER_WRITTEN = -1
+NOT_LOOKED_UP = -2
+#: Atoms of one frame read both ways (HDF5 and the addresses) before the addresses are trusted.
+CHECK_ATOMS = 64
 
+_NATIVE_F32 = np.dtype("float32").newbyteorder("=")
 _decoder_ids = itertools.count()
 
 
-@dataclass(frozen=True)
+def ineligible(ds: h5py.Dataset) -> str | None:
+    """Why rows of ``ds`` cannot be read (or written) at their chunks' byte addresses, or None.
+
+    Rows must be numbers, in the file's own storage (not virtual or external) of a file without a
+    userblock (HDF5's addresses start after it). Byte order, filters and the chunk shape are the
+    reader's business (:attr:`ChunkIndex.whole_frames`).
+    """
+    if ds.ndim < 1 or ds.dtype.kind not in "biuf":
+        return "not numbers"
+    if ds.is_virtual or ds.external:
+        return "virtual or external storage"
+    if ds.file.userblock_size:
+        return "a userblock before HDF5's addresses"
+    return None
+
+
+def chunk_info(ds: h5py.Dataset, coord: tuple[int, ...]) -> tuple[int, int, int]:
+    """(byte offset, stored size, filter mask) of the chunk of ``ds`` at ``coord`` (its first element), with
+    :data:`NEVER_WRITTEN` as the offset of a chunk never written: the one chunk-address lookup."""
+    try:
+        info = ds.id.get_chunk_info_by_coord(coord)
+    except (KeyError, ValueError, RuntimeError, OSError):
+        return NEVER_WRITTEN, 0, 0
+    if info is None or info.byte_offset is None:
+        return NEVER_WRITTEN, 0, 0
+    return int(info.byte_offset), int(info.size), int(info.filter_mask)
+
+
+def stored_chunks(ds: h5py.Dataset, most: int) -> list[tuple[int, int, int]]:
+    """(byte offset, stored size, filter mask) of every written chunk of the chunked dataset ``ds`` (any rank),
+    by :func:`chunk_info`; none when its grid has more than ``most`` chunks."""
+    grid = [-(-s // c) if s else 0 for s, c in zip(ds.shape, ds.chunks, strict=True)]
+    if int(np.prod(grid)) > most:
+        return []
+    found = (chunk_info(ds, tuple(k * c for k, c in zip(key, ds.chunks, strict=True)))
+             for key in itertools.product(*(range(g) for g in grid)))
+    return [info for info in found if info[0] >= 0]
+
+
+@dataclass(eq=False)
 class ChunkIndex:
-    """Where every chunk of one ``(frames, atoms, 3)`` dataset is stored (plain lists: it travels in configs).
+    """Where every chunk of one ``(frames, atoms, 3)`` dataset is stored.
 
     ``chunks`` is None for contiguous storage (one "chunk", the whole dataset). ``offsets``, ``sizes`` and
-    ``masks`` are over the chunk grid in C order; an offset of -1 marks a chunk never written.
+    ``masks`` are over the chunk grid in C order; an offset of :data:`NEVER_WRITTEN` marks a chunk never
+    written, one of ``NOT_LOOKED_UP`` a chunk not looked up yet (:meth:`locate` looks it up).
     """
 
     shape: tuple[int, int, int]
     chunks: tuple[int, int, int] | None
     dtype: str
     filtered: bool
-    offsets: tuple[int, ...]
-    sizes: tuple[int, ...]
-    masks: tuple[int, ...]
+    offsets: np.ndarray
+    sizes: np.ndarray
+    masks: np.ndarray
+    #: True once one frame read at these addresses gave HDF5's values (an index from a config: checked
+    #: where it was made); None: not compared yet.
+    checked: bool | None = None
+
+    def __post_init__(self) -> None:
+        self.shape = tuple(int(s) for s in self.shape)
+        self.chunks = None if self.chunks is None else tuple(int(c) for c in self.chunks)
+        self.offsets = np.asarray(self.offsets, dtype=np.int64).copy()
+        self.sizes = np.asarray(self.sizes, dtype=np.int64).copy()
+        self.masks = np.asarray(self.masks, dtype=np.int64).copy()
+        self._lock = threading.Lock()
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -64,48 +133,84 @@ class ChunkIndex:
         """True when a frame's bytes are at one place: contiguous, or unfiltered chunks holding whole frames."""
         return self.chunks is None or (not self.filtered and tuple(self.chunks[1:]) == tuple(self.shape[1:]))
 
+    @property
+    def frame_chunks(self) -> bool:
+        """True when every chunk holds whole frames (a chunk is a run of frames, whatever its filters)."""
+        return self.chunks is not None and tuple(self.chunks[1:]) == tuple(self.shape[1:])
+
+    @property
+    def complete(self) -> bool:
+        return not (self.offsets == NOT_LOOKED_UP).any()
+
     @classmethod
-    def of(cls, ds: h5py.Dataset, n_frames: int | None = None) -> ChunkIndex | None:
-        """The index of ``ds``'s first ``n_frames`` rows (all: None); None when it cannot be read this way."""
-        if ds.ndim != 3 or ds.is_virtual or ds.external or ds.dtype.kind not in "biuf":
+    def of(cls, ds: h5py.Dataset, n_frames: int | None = None, lazy: bool = False) -> ChunkIndex | None:
+        """The index of ``ds``'s first ``n_frames`` rows (all: None), every chunk looked up (``lazy``: none
+        yet, :meth:`locate` looks each up when it is first read); None when it cannot be read this way."""
+        if ds.ndim != 3 or ineligible(ds):
             return None
         rows = ds.shape[0] if n_frames is None else min(ds.shape[0], n_frames)
         shape = (rows, ds.shape[1], ds.shape[2])
-        dcpl = ds.id.get_create_plist()
-        filtered = dcpl.get_nfilters() > 0
         if ds.chunks is None:
             off = ds.id.get_offset()
-            if off is None:
+            if off is None:   # (contiguous, never written)
                 return None
-            return cls(shape, None, ds.dtype.str, False, (int(off),), (int(ds.id.get_storage_size()),), (0,))
-        chunks = tuple(int(c) for c in ds.chunks)
-        grid = [-(-s // c) if s else 0 for s, c in zip(shape, chunks, strict=True)]
-        offsets, sizes, masks = [], [], []
-        for k in itertools.product(*(range(g) for g in grid)):
-            coord = tuple(i * c for i, c in zip(k, chunks, strict=True))
-            try:
-                info = ds.id.get_chunk_info_by_coord(coord)
-            except (KeyError, ValueError, RuntimeError, OSError):
-                info = None
-            if info is None or info.byte_offset is None:
-                offsets.append(-1)
-                sizes.append(0)
-                masks.append(0)
-            else:
-                offsets.append(int(info.byte_offset))
-                sizes.append(int(info.size))
-                masks.append(int(info.filter_mask))
-        return cls(shape, chunks, ds.dtype.str, filtered, tuple(offsets), tuple(sizes), tuple(masks))
+            return cls(shape, None, ds.dtype.str, False, [int(off)], [int(ds.id.get_storage_size())], [0])
+        filtered = ds.id.get_create_plist().get_nfilters() > 0
+        index = cls(shape, ds.chunks, ds.dtype.str, filtered, [], [], [])
+        n = int(np.prod(index.grid))
+        index.offsets = np.full(n, NOT_LOOKED_UP, np.int64)
+        index.sizes = np.zeros(n, np.int64)
+        index.masks = np.zeros(n, np.int64)
+        if not lazy:
+            index.locate(ds, np.arange(n))
+        return index
 
-    def to_config(self) -> dict:
+    def locate(self, ds: h5py.Dataset | None, flat: np.ndarray) -> bool:
+        """Look up the chunks ``flat`` (indices over the grid) not looked up yet, through ``ds``; True when
+        every one of them was written."""
+        offsets = self.offsets
+        todo = np.unique(flat[offsets[flat] == NOT_LOOKED_UP]) if len(flat) else flat
+        if len(todo):
+            if ds is None:
+                return False
+            grid, chunks = self.grid, self.chunks
+            with self._lock:   # (threads of one process share a cached index)
+                for f in todo.tolist():
+                    coord = tuple(int(k) * c for k, c in zip(np.unravel_index(f, grid), chunks, strict=True))
+                    self.offsets[f], self.sizes[f], self.masks[f] = chunk_info(ds, coord)
+        return bool((offsets[flat] >= 0).all())
+
+    def to_config(self, ds: h5py.Dataset | None = None) -> dict:
+        """The index as plain values, every chunk looked up first (through ``ds``)."""
+        if not self.complete:
+            self.locate(ds, np.arange(len(self.offsets)))
         return {"shape": list(self.shape), "chunks": None if self.chunks is None else list(self.chunks),
-                "dtype": self.dtype, "filtered": self.filtered, "offsets": list(self.offsets),
-                "sizes": list(self.sizes), "masks": list(self.masks)}
+                "dtype": self.dtype, "filtered": self.filtered, "offsets": self.offsets.tolist(),
+                "sizes": self.sizes.tolist(), "masks": self.masks.tolist()}
 
     @classmethod
     def from_config(cls, cfg: dict) -> ChunkIndex:
         return cls(tuple(cfg["shape"]), None if cfg["chunks"] is None else tuple(cfg["chunks"]), cfg["dtype"],
-                   bool(cfg["filtered"]), tuple(cfg["offsets"]), tuple(cfg["sizes"]), tuple(cfg["masks"]))
+                   bool(cfg["filtered"]), cfg["offsets"], cfg["sizes"], cfg["masks"], checked=True)
+
+
+#: Chunk indexes made in this process, by (the bytes' identity, dataset, frames): a session's repeated runs
+#: on a file skip the lookups; a rewritten file (another identity) is looked up anew.
+_INDEXES: OrderedDict[tuple, ChunkIndex | None] = OrderedDict()
+INDEXES_MAX = 64
+
+
+def chunk_index(ds: h5py.Dataset, identity: tuple, n_frames: int | None = None) -> ChunkIndex | None:
+    """The index of ``ds``'s first ``n_frames`` rows in the file whose bytes have ``identity``: this
+    process's (kept, its chunks looked up as they are read), or a new one; None when it cannot be read at
+    chunk addresses."""
+    key = (identity, ds.name, n_frames)   # (the extent too: a file being written shows several)
+    if key not in _INDEXES:
+        _INDEXES[key] = ChunkIndex.of(ds, n_frames, lazy=True)
+        while len(_INDEXES) > INDEXES_MAX:
+            _INDEXES.popitem(last=False)
+    _INDEXES.move_to_end(key)
+    return _INDEXES[key]
 
 
 class ChunkDecoder:
@@ -119,8 +224,9 @@ class ChunkDecoder:
         self._ds = h5py.h5d.create(self._file.id, b"c", h5py.h5t.py_create(self.dtype), space, dcpl=dcpl)
         self._lock = threading.Lock()
 
-    def decode(self, raw, mask: int) -> np.ndarray:
-        out = np.empty(self.shape, self.dtype)
+    def decode(self, raw, mask: int, out: np.ndarray | None = None) -> np.ndarray:
+        """The chunk stored as ``raw`` (with filter ``mask``), into ``out`` (a new array: None)."""
+        out = np.empty(self.shape, self.dtype) if out is None else out
         with self._lock:
             self._ds.write_direct_chunk((0,) * len(self.shape), bytes(raw), mask)
             self._ds.read(h5py.h5s.ALL, h5py.h5s.ALL, out)
@@ -133,75 +239,76 @@ class ChunkDecoder:
             pass
 
 
-class ChunkReads:
-    """Rows of one dataset read from a :class:`ChunkIndex` through a byte store.
+def make_decoder(ds: h5py.Dataset, index: ChunkIndex) -> Callable[[], ChunkDecoder]:
+    """What makes the :class:`ChunkDecoder` of ``ds``'s chunks when the first filtered one is met (it needs
+    the dataset's creation properties: HDF5 metadata the reader has open anyway)."""
+    return lambda: ChunkDecoder(ds.id.get_create_plist(), index.chunks, ds.dtype)
 
-    ``decoder_of`` makes the :class:`ChunkDecoder` when a filtered chunk is first met (it needs the
-    dataset's creation properties: HDF5 metadata the worker has open anyway).
+
+class ChunkReads:
+    """Rows of one dataset read from its :class:`ChunkIndex` through a byte store.
+
+    Parameters
+    ----------
+    store
+        The file's bytes.
+    index
+        Where its chunks are.
+    decoder_of
+        Makes the :class:`ChunkDecoder` when a filtered chunk is first met (None: from ``dataset``).
+    dataset
+        The dataset as HDF5 opened it: looks up the chunks a lazy index has not, and is read once to check
+        that the addresses give HDF5's values (None: the index is complete and trusted).
+    whole_chunks
+        Read whole stored chunks (compressed, or split along atoms) here; False where HDF5 reads the file's
+        bytes itself, whose filter pipeline and chunk cache read them as fast and keep them for the next
+        read (:meth:`read_runs` then leaves them to HDF5; a Blosc chunk still decodes in place).
+    check
+        Compare one frame's first atoms read at the addresses with HDF5's read of them before the addresses
+        are used (:meth:`ready`); False where HDF5's read would itself be a round trip (a URL).
     """
 
-    def __init__(self, store: ByteStore, index: ChunkIndex, decoder_of=None) -> None:
+    def __init__(self, store: ByteStore, index: ChunkIndex, decoder_of: Callable[[], ChunkDecoder] | None = None,
+                 dataset: h5py.Dataset | None = None, whole_chunks: bool = True, check: bool = True) -> None:
         self.store = store
         self.index = index
-        self._decoder_of = decoder_of
+        self.dataset = dataset
+        self.whole_chunks = whole_chunks
+        self.check = check
+        self._decoder_of = decoder_of if decoder_of is not None or dataset is None else \
+            make_decoder(dataset, index)
         self._decoder: ChunkDecoder | None = None
+        self._blosc = None if dataset is None or not index.filtered else blosc_decompressor(dataset)
+        #: a chunk's filter mask when every filter was skipped (its bytes stored as they are)
+        self._raw_mask = 0 if dataset is None else (1 << dataset.id.get_create_plist().get_nfilters()) - 1
         self.dtype = np.dtype(index.dtype)
-        self._offsets = np.asarray(index.offsets, dtype=np.int64)
-        self.merge_gap = getattr(store, "merge_gap", MERGE_GAP)   # (a store of the caller's own: the default)
+        self.merge_gap = store.merge_gap
+        self._rows = threading.local()   # the gather's row buffer, one per thread (Dask runs tasks in threads)
+        # the compiled gather: a local descriptor, and native float32 xyz rows at fixed addresses
+        self._gathers = (index.whole_frames and self.dtype == _NATIVE_F32 and index.shape[2] == 3)
 
-    def read_runs(self, runs: np.ndarray, out: np.ndarray, first: int, stride: int) -> bool:
-        """Rows ``first, first + stride, ...`` of the atom ``runs``, side by side, into ``out``
-        (as :meth:`H5MDSource._read_runs` does through HDF5). False when HDF5 must read them
-        (a chunk never written)."""
-        n = len(out)
-        if not n or not len(runs):
-            return True
-        frames = first + stride * np.arange(n, dtype=np.int64)
-        if self.index.whole_frames:
-            return self._by_ranges(runs, out, frames)
-        return self._by_chunks(runs, out, frames)
+    @property
+    def decodes_in_place(self) -> bool:
+        """True when a stored chunk decodes straight into the caller's buffer (Blosc; :meth:`read_chunk`)."""
+        return self._blosc is not None
 
-    def read_gathered(self, runs: np.ndarray, columns: np.ndarray, out: np.ndarray, first: int,
-                      stride: int) -> bool:
-        """Rows ``first, first + stride, ...`` of the atoms ``columns`` (counted from the start of the one
-        atom run ``runs`` holds) into ``out``, taken from each frame's bytes as they came: no buffer the
-        width of the run is filled first (a new one's first touch cost more than the copy, and its copy
-        held the interpreter lock the requests' threads wait for).  False where :meth:`read_runs` must
-        read them (several runs, chunks not of whole frames, a chunk never written)."""
-        if len(runs) != 1 or not self.index.whole_frames:
-            return False
-        ranges = self._frame_ranges(runs, first + stride * np.arange(len(out), dtype=np.int64))
-        if ranges is None:
-            return False
-        views = read_coalesced(self.store, ranges, self.merge_gap, MAX_REQUEST)
-        width, dtype = int(runs[0][1] - runs[0][0]), self.dtype
-        for i, view in enumerate(views):
-            np.take(np.frombuffer(view, dtype=dtype).reshape(width, -1), columns, axis=0, out=out[i], mode="clip")
-        return True
+    # ---- where the bytes are
 
-    def prefetch(self, runs: np.ndarray, first: int, stride: int, n: int) -> None:
-        """Start fetching what :meth:`read_runs` with the same arguments (``n`` rows) will read (the next
-        block's bytes, while this one is mapped); nothing when it would read through HDF5."""
-        if not n or not len(runs):
-            return
-        frames = first + stride * np.arange(n, dtype=np.int64)
-        if self.index.whole_frames:
-            ranges, gap = self._frame_ranges(runs, frames), self.merge_gap
-        else:
-            ranges, gap = self._chunk_ranges(runs, frames)[2], 0
-        if ranges is not None:
-            prefetch_coalesced(self.store, ranges, gap, MAX_REQUEST)
+    def _frame_offsets(self, frames: np.ndarray) -> np.ndarray | None:
+        """The byte offset of each frame (whole-frame layouts); None when a chunk was never written."""
+        idx = self.index
+        cf = max(1, idx.shape[0] if idx.chunks is None else idx.chunks[0])
+        chunk = frames // cf
+        if not idx.locate(self.dataset, chunk):
+            return None
+        return idx.offsets[chunk] + (frames - chunk * cf) * (idx.shape[1] * idx.shape[2] * self.dtype.itemsize)
 
     def _frame_ranges(self, runs, frames) -> list[tuple[int, int]] | None:
         """The byte range of every run of every frame, frame by frame (None: a chunk never written)."""
-        idx = self.index
-        cf = idx.shape[0] if idx.chunks is None else idx.chunks[0]
-        chunk = frames // max(1, cf)
-        addr = self._offsets[chunk]
-        if (addr < 0).any():
+        row = self._frame_offsets(frames)
+        if row is None:
             return None
-        item = self.dtype.itemsize * idx.shape[2]
-        row = addr + (frames - chunk * cf) * idx.shape[1] * item
+        item = self.dtype.itemsize * self.index.shape[2]
         runs = np.asarray(runs, dtype=np.int64)
         starts = (row[:, None] + runs[None, :, 0] * item).ravel()
         stops = (row[:, None] + runs[None, :, 1] * item).ravel()
@@ -218,10 +325,157 @@ class ChunkReads:
         rows = np.unique(frames // cf).tolist()
         cols = list(range(lo // ca, (hi - 1) // ca + 1))
         keys = [(r, c, d) for r in rows for c in cols for d in range(grid[2])]
-        flat = [np.ravel_multi_index(k, grid) for k in keys]
-        if any(self._offsets[f] < 0 for f in flat):
+        flat = np.array([np.ravel_multi_index(k, grid) for k in keys], dtype=np.int64)
+        if not idx.locate(self.dataset, flat):
             return keys, flat, None
-        return keys, flat, [(int(idx.offsets[f]), int(idx.offsets[f]) + int(idx.sizes[f])) for f in flat]
+        offsets, sizes = idx.offsets, idx.sizes
+        return keys, flat, [(int(offsets[f]), int(offsets[f] + sizes[f])) for f in flat.tolist()]
+
+    # ---- the check
+
+    def ready(self) -> bool:
+        """True when the addresses give HDF5's values (compared once, on one frame's first atoms)."""
+        idx = self.index
+        if idx.checked is None:
+            idx.checked = self._agrees_with_hdf5() if self.check else True
+            if not idx.checked:
+                log.debug("%s: addresses do not give HDF5's values; reading through HDF5", self.dataset.name)
+        return idx.checked
+
+    def _agrees_with_hdf5(self) -> bool:
+        """One frame's first atoms read at the addresses are HDF5's values. Only where the reader computes a
+        frame's address inside a chunk (whole-frame layouts); a whole stored chunk is read where HDF5 says
+        it lies."""
+        ds, idx = self.dataset, self.index
+        if ds is None or not idx.whole_frames or not idx.shape[0] or not idx.shape[1]:
+            return True
+        width = min(idx.shape[1], CHECK_ATOMS)
+        mine = np.empty((1, width, idx.shape[2]), self.dtype)
+        try:
+            if not self._read_runs(np.array([[0, width]]), mine, 0, 1):
+                return True   # (frame 0 never written: nothing to compare, and nothing is read at addresses)
+        except OSError:
+            return False
+        return mine.tobytes() == np.ascontiguousarray(ds[0:1, :width], dtype=self.dtype).tobytes()
+
+    # ---- reading
+
+    def read(self, first: int, n: int, stride: int, runs: np.ndarray, columns: np.ndarray | None,
+             out: np.ndarray) -> bool:
+        """Frames ``first, first + stride, ...`` (``n`` of them): the atom ``runs`` side by side, then their
+        ``columns`` (None: as read), into ``out``, in one call where the store gathers them (a local
+        descriptor) or one run is gathered from each frame's bytes as they come. False where the caller
+        reads by :meth:`read_runs` (its slabs, then its columns) or through HDF5."""
+        if not n or not len(runs):
+            return True
+        if not self.ready():
+            return False
+        fd = self.store.descriptor() if self._gathers else None
+        if fd is not None:
+            return self._gather(fd, first, n, stride, runs, columns, out)
+        if columns is not None:
+            return self.read_gathered(runs, columns, out, first, stride)
+        return False
+
+    def read_runs(self, runs: np.ndarray, out: np.ndarray, first: int, stride: int) -> bool:
+        """Rows ``first, first + stride, ...`` of the atom ``runs``, side by side, into ``out``. False when
+        HDF5 must read them (a chunk never written, addresses HDF5 does not agree with)."""
+        if not len(out) or not len(runs):
+            return True
+        return self.ready() and self._read_runs(runs, out, first, stride)
+
+    def _read_runs(self, runs: np.ndarray, out: np.ndarray, first: int, stride: int) -> bool:
+        n = len(out)
+        fd = self.store.descriptor() if self._gathers else None
+        if fd is not None:
+            return self._gather(fd, first, n, stride, runs, None, out)
+        frames = first + stride * np.arange(n, dtype=np.int64)
+        if self.index.whole_frames:
+            return self._by_ranges(runs, out, frames)
+        return self.whole_chunks and self._by_chunks(runs, out, frames)
+
+    def read_gathered(self, runs: np.ndarray, columns: np.ndarray, out: np.ndarray, first: int,
+                      stride: int) -> bool:
+        """Rows ``first, first + stride, ...`` of the atoms ``columns`` (counted from the start of the one
+        atom run ``runs`` holds) into ``out``, taken from each frame's bytes as they came: no buffer the
+        width of the run is filled first (a new one's first touch cost more than the copy, and its copy
+        held the interpreter lock the requests' threads wait for).  False where :meth:`read_runs` must
+        read them (several runs, chunks not of whole frames, a chunk never written)."""
+        if len(runs) != 1 or not self.index.whole_frames or not self.ready():
+            return False
+        ranges = self._frame_ranges(runs, first + stride * np.arange(len(out), dtype=np.int64))
+        if ranges is None:
+            return False
+        views = read_coalesced(self.store, ranges, self.merge_gap, MAX_REQUEST)
+        width, dtype = int(runs[0][1] - runs[0][0]), self.dtype
+        for i, view in enumerate(views):
+            np.take(np.frombuffer(view, dtype=dtype).reshape(width, -1), columns, axis=0, out=out[i], mode="clip")
+        return True
+
+    def read_chunk(self, k: int, out: np.ndarray) -> bool:
+        """Chunk ``k`` of a layout whose chunks hold whole frames (its frames ``k * chunk frames`` on; the
+        last chunk is stored whole too), decoded into ``out`` (at least a chunk's frames, C-contiguous): a
+        Blosc chunk straight into it. False when HDF5 must read it (never written, its filter skipped, a
+        size that does not match)."""
+        idx = self.index
+        if not idx.frame_chunks or not (out.flags.c_contiguous and len(out) >= idx.chunks[0]
+                                        and out.shape[1:] == idx.chunks[1:] and out.dtype == self.dtype):
+            raise ValueError("the chunk buffer must hold a whole chunk of frames, C-contiguous")
+        flat = np.array([k], dtype=np.int64)
+        if not idx.locate(self.dataset, flat):
+            return False
+        a = int(idx.offsets[k])
+        raw = read_coalesced(self.store, [(a, a + int(idx.sizes[k]))], -1, MAX_REQUEST)[0]
+        return self._decode_into(raw, int(idx.masks[k]), out[:idx.chunks[0]])
+
+    def prefetch_chunks(self, ks: list[int]) -> None:
+        """Start fetching chunks ``ks`` (what :meth:`read_chunk` will read of them; a store that cannot read
+        ahead: nothing)."""
+        flat = np.asarray(ks, dtype=np.int64)
+        if len(flat) and self.index.locate(self.dataset, flat):
+            a = self.index.offsets[flat]
+            prefetch_coalesced(self.store, list(zip(a.tolist(), (a + self.index.sizes[flat]).tolist(),
+                                                    strict=True)), -1, MAX_REQUEST)
+
+    def prefetch(self, runs: np.ndarray, first: int, stride: int, n: int) -> None:
+        """Start fetching what :meth:`read_runs` with the same arguments (``n`` rows) will read (the next
+        block's bytes, while this one is mapped; a store that cannot read ahead: nothing)."""
+        if not n or not len(runs) or not (self.index.whole_frames or self.whole_chunks):
+            return
+        frames = first + stride * np.arange(n, dtype=np.int64)
+        if self.index.whole_frames:
+            ranges, gap = self._frame_ranges(runs, frames), self.merge_gap
+        else:
+            ranges, gap = self._chunk_ranges(runs, frames)[2], 0
+        if ranges is not None:
+            prefetch_coalesced(self.store, ranges, gap, MAX_REQUEST)
+
+    def _gather(self, fd: int, first: int, n: int, stride: int, runs: np.ndarray, columns: np.ndarray | None,
+                out: np.ndarray) -> bool:
+        """The compiled gather on a local descriptor: each frame's runs into a row, then ``columns``."""
+        offsets = self._frame_offsets(first + stride * np.arange(n, dtype=np.int64))
+        if offsets is None:
+            return False
+        runs = np.asarray(runs, dtype=np.int64)
+        widths = runs[:, 1] - runs[:, 0]
+        table = np.stack([runs[:, 0] * 12, np.r_[0, np.cumsum(widths)[:-1]], widths], axis=1).astype(np.int64)
+        if columns is None:
+            columns, row = np.zeros(0, np.int64), np.zeros((0, 3), np.float32)
+        else:
+            columns = np.ascontiguousarray(columns, dtype=np.int64)
+            row = self._row(int(widths.sum()))
+        failed = pread_gather(fd, offsets, np.ascontiguousarray(table), columns, row, out)
+        if failed >= 0:
+            log.debug("%s: short read at frame %d; reading through HDF5", self.store.identity[0],
+                      first + failed * stride)
+            return False
+        return True
+
+    def _row(self, n_columns: int) -> np.ndarray:
+        row = getattr(self._rows, "buf", None)
+        if row is None or len(row) < n_columns:
+            row = self._rows.buf = np.empty((n_columns, 3), np.float32)
+        return row[:n_columns]
 
     def _by_ranges(self, runs, out, frames) -> bool:
         ranges = self._frame_ranges(runs, frames)
@@ -251,9 +505,14 @@ class ChunkReads:
         deps = sorted({k[2] for k in keys})
         raws = read_coalesced(self.store, ranges, 0, MAX_REQUEST)
         decoded = {}
-        for k, f, raw in zip(keys, flat, raws, strict=True):
-            decoded[k] = self._decode(raw, idx.masks[f]) if idx.filtered else \
-                np.frombuffer(raw, dtype=self.dtype).reshape(idx.chunks)
+        for k, f, raw in zip(keys, flat.tolist(), raws, strict=True):
+            if idx.filtered:
+                chunk = np.empty(idx.chunks, self.dtype)
+                if not self._decode_into(raw, int(idx.masks[f]), chunk):
+                    return False
+                decoded[k] = chunk
+            else:
+                decoded[k] = np.frombuffer(raw, dtype=self.dtype).reshape(idx.chunks)
         col0 = cols[0] * ca
         width = min(idx.shape[1], (cols[-1] + 1) * ca) - col0
         widths = (runs[:, 1] - runs[:, 0]).tolist()
@@ -272,10 +531,24 @@ class ChunkReads:
                 out[at, off:off + w] = slab[local, a - col0:b - col0]
         return True
 
-    def _decode(self, raw, mask: int) -> np.ndarray:
+    def _decode_into(self, raw, mask: int, out: np.ndarray) -> bool:
+        """A stored chunk decoded into ``out`` (a whole chunk): Blosc straight into it, else HDF5's pipeline;
+        an unfiltered chunk copied. False when its size does not match (HDF5 reads it)."""
+        if not self.index.filtered or (mask and mask == self._raw_mask):   # (stored as they are)
+            if len(raw) != out.nbytes:
+                return False
+            out[...] = np.frombuffer(raw, dtype=self.dtype).reshape(out.shape)
+            return True
+        if self._blosc is not None and not mask:   # (a filter skipped for this chunk: HDF5 decodes the rest)
+            return self._blosc(raw, out)
         if self._decoder is None:
             self._decoder = self._decoder_of()
-        return self._decoder.decode(raw, mask)
+        try:
+            self._decoder.decode(raw, mask, out)
+        except OSError as exc:   # (HDF5 reads the chunk itself, and says what is wrong with it)
+            log.debug("%s: a stored chunk did not decode in memory (%s)", self.store.identity[0], exc)
+            return False
+        return True
 
     def close(self) -> None:
         if self._decoder is not None:

@@ -1,6 +1,6 @@
 """Frames written at their byte addresses with ``pwrite``: many writers, one file, no HDF5 in the writers.
 
-The mirror of :mod:`trajscale.h5md.direct`.  A dataset that is uncompressed
+The mirror of the chunk reader's reads at byte addresses (:mod:`.chunks`).  A dataset that is uncompressed
 (no filter at all), whose chunks hold whole rows (frames; or a contiguous
 dataset) and whose storage was allocated when it was created
 (``ALLOC_TIME_EARLY``, fixed length) keeps row ``f`` at a fixed address:
@@ -22,9 +22,36 @@ import h5py
 import numpy as np
 
 from ..errors import OutputError
-from .direct import chunk_address, ineligible, row_offsets
+from .chunks import NEVER_WRITTEN, chunk_info
+from .chunks import ineligible as unreadable
 
 log = logging.getLogger(__name__)
+
+
+def ineligible(ds: h5py.Dataset) -> str | None:
+    """Why rows of ``ds`` cannot be written at fixed byte addresses, or None.
+
+    Besides what reads at addresses need (:func:`.chunks.ineligible`), rows must be in native byte order,
+    in a plain file (no MPI-IO or other driver), unfiltered, in chunks that hold whole rows (or contiguous).
+    """
+    why = unreadable(ds)
+    if why:
+        return why
+    if not ds.dtype.isnative:
+        return "not numbers in native byte order"
+    if ds.file.driver != "sec2":
+        return f"file driver {ds.file.driver}"
+    if ds.id.get_create_plist().get_nfilters():
+        return "filtered (compressed) storage"
+    if ds.chunks is not None and ds.chunks[1:] != ds.shape[1:]:
+        return "chunks that split a row"
+    return None
+
+
+def row_offsets(addresses: np.ndarray, chunk_rows: int, row_bytes: int, rows: np.ndarray) -> np.ndarray:
+    """File offset of each row in ``rows``, given the address of every chunk of ``chunk_rows`` rows."""
+    chunk = rows // chunk_rows
+    return addresses[chunk] + (rows - chunk * chunk_rows) * row_bytes
 
 
 def available() -> bool:
@@ -65,8 +92,12 @@ class RowTarget:
 def _addresses(ds: h5py.Dataset) -> np.ndarray | None:
     """Every chunk's address, in row order (once per chunk, by the preparing process only); None if
     one was never allocated."""
-    out = [chunk_address(ds, c) for c in range(1 if ds.chunks is None else -(-ds.shape[0] // ds.chunks[0]))]
-    return None if None in out else np.array(out, np.int64)
+    if ds.chunks is None:
+        off = ds.id.get_offset()
+        return None if off is None else np.array([off], np.int64)
+    out = [chunk_info(ds, (c * ds.chunks[0],) + (0,) * (ds.ndim - 1))[0]
+           for c in range(-(-ds.shape[0] // ds.chunks[0]))]
+    return None if NEVER_WRITTEN in out else np.array(out, np.int64)
 
 
 def plan_writes(path: str | os.PathLike, names: list[str], probe: bool = True) -> dict[str, RowTarget]:

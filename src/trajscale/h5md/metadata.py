@@ -1,8 +1,8 @@
-"""An HDF5 file behind a URL, opened by h5py on a :class:`~.fileobj.CachingFile`.
+"""An HDF5 file behind a URL, opened by h5py on a :class:`~trajscale.storage.fileobj.CachingFile`.
 
 HDF5 finds its way through a file by reading one piece after another (superblock, object headers,
 B-tree nodes), each a round trip over the network. The process that prepares a run ships the pieces it
-read to its workers, and keeps them in trajscale's cache (:mod:`.cache`) for the next run on the same
+read to its workers, and keeps them in trajscale's cache (:mod:`trajscale.storage.cache`) for the next run on the same
 object: a second analysis of a trajectory opens it with the one request that checks the object's ETag
 and size.
 """
@@ -22,8 +22,9 @@ import h5py
 from ..errors import InputFileError
 from ..storage import cache
 from ..storage.fileobj import CachingFile, btree_children
-from ..storage.objects import Identity, RemoteError, RemoteObject
+from ..storage.objects import ByteStore, Identity, RemoteError, RemoteObject
 from ..util import HDF5_MAGIC
+from .chunks import stored_chunks
 
 log = logging.getLogger(__name__)
 
@@ -76,44 +77,51 @@ def _digest(pieces: list) -> str:
 
 def open_remote_h5(url: str, storage_options: dict | None, identity: list | None, rdcc_nbytes: int,
                    metadata: list | None = None, use_cache: bool = True, round_trip: float | None = None):
-    """(the object, its caching file object, ``h5py.File`` reading through it); one-line errors as for a
-    local file. ``identity`` and ``metadata`` come from the process that prepared the run (a worker's
-    open): with them, HDF5 opens the file from the shipped bytes, without a request. The preparing
-    process itself (no ``identity``) starts from the metadata an earlier run cached for the same object
-    (:func:`cached_metadata`; ``use_cache=False``: never), and then fetches only what it lacks; the file
-    object's ``cached`` holds those pieces. ``round_trip``: the shortest that process saw (the requests a
-    worker keeps in flight start from it)."""
+    """(the object, its caching file object, ``h5py.File`` reading through it): :func:`open_store_h5` on the
+    object at ``url``, opened with ``identity`` and ``round_trip`` as the process that prepared the run found
+    them (None: this process prepares)."""
     obj = RemoteObject.open(url, storage_options, Identity.of(identity), round_trip)
+    fh, f = open_store_h5(obj, identity is None, metadata, rdcc_nbytes, use_cache)
+    return obj, fh, f
+
+
+def open_store_h5(store: ByteStore, prepares: bool, metadata: list | None, rdcc_nbytes: int,
+                  use_cache: bool = True):
+    """(a caching file object over ``store``, ``h5py.File`` reading through it); one-line errors as for a
+    local file. A worker's open (not ``prepares``) starts from the ``metadata`` the process that prepared the
+    run shipped: HDF5 opens the file from those bytes, without a request. The preparing process starts from
+    the metadata an earlier run cached for the same object (:func:`cached_metadata`; ``use_cache=False``:
+    never), and then fetches only what it lacks; the file object's ``cached`` holds those pieces."""
     from_cache = False
-    if identity is None and metadata is None and use_cache:
-        metadata = cached_metadata(obj)
+    if prepares and metadata is None and use_cache:
+        metadata = cached_metadata(store)
         from_cache = metadata is not None
-    fh = CachingFile(obj, known=metadata)
+    fh = CachingFile(store, known=metadata)
     fh.cached = metadata if from_cache else None
-    if identity is not None:
+    if not prepares:
         # Without the shipped metadata, a worker's first block (HDF5 reads it first anyway), fetched before
         # HDF5 opens the file: an object replaced since the root's look is refused here, never inside HDF5
         # (whose failed open of a Python file object leaves it a reference it releases only at exit, after
         # Python is gone). With it, HDF5 opens from the root's bytes and the first request, for frames,
         # checks the object (If-Match).
-        if not fh.covers(0, min(obj.size, 512)):
-            fh.pread(0, min(obj.size, fh.block))
-    elif obj.head[:8] != HDF5_MAGIC:
-        raise InputFileError(url, "not an HDF5 file (wrong format, or truncated before its superblock)")
+        if not fh.covers(0, min(store.size, 512)):
+            fh.pread(0, min(store.size, fh.block))
+    elif store.head[:8] != HDF5_MAGIC:
+        raise InputFileError(store.url, "not an HDF5 file (wrong format, or truncated before its superblock)")
     try:
         f = h5py.File(fh, "r", rdcc_nbytes=rdcc_nbytes)
         _OPEN.add(f)
-        return obj, fh, f
+        return fh, f
     except RemoteError:
         raise
     except OSError as exc:
         if isinstance(fh.failure, RemoteError):
             raise fh.failure from None
         if from_cache:   # (an entry HDF5 cannot open from is dropped, and the object opened as it is)
-            cache.drop(_metadata_entry(obj))
-            return open_remote_h5(url, storage_options, None, rdcc_nbytes, use_cache=False)
-        raise InputFileError(url, f"cannot open as HDF5 ({str(exc).splitlines()[0]}); "
-                                  "the object may be truncated") from None
+            cache.drop(_metadata_entry(store))
+            return open_store_h5(store, prepares, None, rdcc_nbytes, use_cache=False)
+        raise InputFileError(store.url, f"cannot open as HDF5 ({str(exc).splitlines()[0]}); "
+                                        "the object may be truncated") from None
 
 
 #: Most chunks of a small dataset whose addresses are looked up to fetch them ahead.
@@ -147,9 +155,7 @@ def fetch_ahead(fh: CachingFile, datasets) -> None:
             elif node[5] > 0:
                 ranges += [(a, a + 1) for a in btree_children(node, fh.sizeof_addr(), fh.store.size)]
             elif int.from_bytes(node[6:8], "little") <= AHEAD_CHUNKS:   # (HDF5 reads them from the node here)
-                ranges += [(c.byte_offset, c.byte_offset + c.size)
-                           for c in map(ds.id.get_chunk_info, range(ds.id.get_num_chunks()))
-                           if c.byte_offset is not None]
+                ranges += [(a, a + size) for a, size, _ in stored_chunks(ds, 2 * AHEAD_CHUNKS)]
         except (AttributeError, IndexError, OSError, RuntimeError, ValueError):   # (no addresses; a damaged header)
             continue
     fh.fetch_ahead(ranges)

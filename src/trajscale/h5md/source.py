@@ -1,4 +1,10 @@
-"""The fast H5MD Source: one hyperslab read per chunk-aligned slab."""
+"""The H5MD Source: a particle group's frames read at their chunks' byte addresses, in chunk-aligned slabs.
+
+The walk from a path (or URL) to the bytes: :func:`~.files.open_file` opens the file's byte store and HDF5's
+view of it once; :func:`~.schema.describe` reads the particle group; each field's :class:`~.chunks.ChunkReads`
+executes the read plan (:func:`~.runs.plan_atom_reads`) against the store. HDF5 reads what the chunk
+reader leaves (MPI-IO's reads, a chunk never written).
+"""
 
 from __future__ import annotations
 
@@ -17,23 +23,23 @@ from ..box import edges_to_dimensions
 from ..errors import InputFileError
 from ..facts import LayoutFacts
 from ..sources.base import FRAME_META_BYTES, OpenRequest, Source, file_head
-from ..storage import is_url
-from ..util import HDF5_MAGIC, file_identity
-from .blosc import BloscChunks
+from ..storage.objects import ByteStore
+from ..util import HDF5_MAGIC
+from .chunks import ChunkIndex, ChunkReads, chunk_index, make_decoder
 from .codecs import deltas_of
-from .direct import DirectReads
-from .hdf5 import ensure_filters, open_h5
+from .files import FileRequest, open_file
+from .hdf5 import ensure_filters
 from .layout import reader_chunk_cache
 from .runs import plan_atom_reads
 from .schema import H5MDInfo, describe
 
 log = logging.getLogger(__name__)
 
-#: Largest slab read in one HDF5 call; bigger ranges are split at chunk boundaries.
+#: Largest slab read in one call; bigger ranges are split at chunk boundaries.
 MAX_SLAB_BYTES = 256 * 1024**2
-META_CACHE_FRAMES = 2_000_000   # box/time/step of up to this many frames are read once (~80 MB)
 #: Slab size when selected atoms are gathered from their runs: small enough to stay in cache.
 GATHER_SLAB_BYTES = 4 * 1024**2
+META_CACHE_FRAMES = 2_000_000   # box/time/step of up to this many frames are read once (~80 MB)
 #: The file is opened with no chunk cache; datasets whose chunks split xyz get
 #: their own (see :func:`~trajscale.h5md.layout.reader_chunk_cache`).
 CHUNK_CACHE_BYTES = 0
@@ -77,10 +83,10 @@ META_MEMO_BYTES = 4 * 1024**2
 META_MEMO_FILES = 8
 
 
-def _described(f, path: str, group: str | None, assume_units: str | None, identity: tuple | None = None) -> Described:
-    """``f``'s particle group described, from the memo if the file is unchanged (``identity``: a remote
-    object's URL, ETag and size; a local file's is looked up)."""
-    key = (identity or file_identity([path]), group, assume_units)
+def _described(f, group: str | None, assume_units: str | None, identity: tuple) -> Described:
+    """``f``'s particle group described, from the memo if the file is unchanged (``identity``: its bytes',
+    :attr:`~trajscale.storage.objects.ByteStore.identity`)."""
+    key = (identity, group, assume_units)
     entry = _DESCRIBED.get(key)
     if entry is None:
         entry = _DESCRIBED[key] = Described(describe(f, group, assume_units), key)
@@ -107,17 +113,27 @@ def _with_chunk_cache(f, path: str):
     return h5py.Dataset(h5py.h5d.open(f.id, path.encode(), dapl=dapl))
 
 
+#: What the process that prepared a run ships of a file behind a URL (:meth:`H5MDSource.remote_state`).
+SHIPPED = ("storage_options", "identity", "round_trip", "chunk_index", "metadata")
+
+
 class H5MDSource(Source):
     """Read an H5MD file's particle group in slabs.
+
+    The file's bytes are one byte store (a local file, or the object behind a URL), opened once
+    (:func:`~.files.open_file`); HDF5 reads its metadata, and the one chunk reader (:mod:`.chunks`)
+    reads its frames at their byte addresses from the store. What HDF5 alone reads (MPI-IO's reads,
+    a chunk never written) goes through HDF5.
 
     Parameters
     ----------
     path
-        H5MD file.
+        H5MD file (a path, or a URL: ``s3://``, ``http(s)://``, ...).
     group
         Particle group; None for the file's only one (several: an error listing them).
     driver
-        ``None`` (HDF5's default) or ``"mpio"`` (parallel HDF5, needs ``comm``).
+        ``None`` (HDF5's default) or ``"mpio"`` (parallel HDF5, needs ``comm``; a URL is read by every
+        rank alone).
     comm
         MPI communicator for ``driver="mpio"``.
     collective
@@ -126,12 +142,12 @@ class H5MDSource(Source):
         ``"nm"`` or ``"Angstrom"``: the units of datasets without a ``unit``
         attribute (None: such a file is refused; a unit is never guessed).
     storage_options
-        For a URL (``s3://``, ``http(s)://``): fsspec's options (None: the run's, see
-        :mod:`trajscale.storage`).
-    identity, chunk_index, metadata
-        For a URL, what the process that prepared the run found (the object's ETag and size, every
-        chunk's address, the HDF5 metadata bytes it read): a worker checks the first, reads by the
-        second, never HDF5's B-tree, and opens the file from the third without a request.
+        For a URL: fsspec's options (None: the run's, see :mod:`trajscale.storage`).
+    **shipped
+        For a URL, what the process that prepared the run found (:meth:`remote_state`: ``identity``,
+        ``round_trip``, ``chunk_index``, ``metadata``, the ``storage_options`` it read with): a worker
+        checks the object's identity, reads by the chunk addresses, never HDF5's B-tree, and opens the
+        file from the metadata bytes without a request.
     """
 
     kind = "h5md"
@@ -151,42 +167,28 @@ class H5MDSource(Source):
 
     def __init__(self, path: str, group: str | None = None, driver: str | None = None,
                  comm=None, collective: bool = False, assume_units: str | None = None,
-                 storage_options: dict | None = None, identity: list | None = None,
-                 chunk_index: dict | None = None, metadata: list | None = None,
-                 round_trip: float | None = None) -> None:
-        self._remote = None
-        self._chunk_index = chunk_index
-        self._metadata = metadata
-        self._prepares = identity is None   # (a worker's open has the identity of the process that prepared)
-        self._remote_reads: dict = {}
-        if is_url(str(path)):
-            driver, collective = None, False   # MPI-IO reads files; every rank fetches its own ranges
-        if driver == "mpio":
-            from ..parallel import require_parallel_h5py
-
-            require_parallel_h5py()
+                 storage_options: dict | None = None, **shipped) -> None:
+        unknown = set(shipped) - set(SHIPPED)
+        if unknown:
+            raise TypeError(f"H5MDSource got unexpected arguments {', '.join(sorted(unknown))}")
         self._path = str(path)
-        self._driver = driver
-        self._collective = bool(collective and driver == "mpio")
+        self._reads: dict[str, ChunkReads] = {}
+        self._shipped_index = shipped.get("chunk_index")
+        self._h5 = open_file(self._path, FileRequest(driver, comm, self.file_locking, CHUNK_CACHE_BYTES,
+                                                     storage_options, shipped or None))
+        self.file = self._h5.file
+        self._driver = self._h5.driver
+        self._collective = bool(collective and self._driver == "mpio")
         self._dxpl = None   # HDF5's default transfer: independent I/O
         if self._collective:
             self._dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
             self._dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE)
-        lock = {} if self.file_locking is None else {"locking": self.file_locking}
-        if is_url(self._path):
-            from .metadata import open_remote_h5
-
-            self._remote, self._fh, self.file = open_remote_h5(self._path, storage_options, identity, CHUNK_CACHE_BYTES,
-                                                               metadata, round_trip=round_trip)
-        else:
-            self.file = open_h5(path, "r", driver=driver, comm=comm, rdcc_nbytes=CHUNK_CACHE_BYTES, **lock)
-        self._direct: dict[str, DirectReads] = {}
         try:
             self._open_datasets(group, assume_units)
         except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
             # HDF5 met a damaged object header, heap or B-tree; h5py a type it cannot map to NumPy
             self.close()
-            self._raise_remote_failure()
+            self._raise_store_failure()
             why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise InputFileError(self._path, f"cannot be read as H5MD ({why}): the file is damaged") from None
         except BaseException:
@@ -195,13 +197,10 @@ class H5MDSource(Source):
         self._meta: FrameMeta | None = None
         self._meta_start = 0
         self.bytes_read = 0
-        if self._remote is not None and self._prepares and self._fh.cached is None:
-            # box, time and step, read with the first frame (a run's reference): fetched meanwhile
-            from .metadata import fetch_ahead
-
-            paths = [axis.path for axis in (self.info.time, self.info.step) if axis.path is not None]
-            fetch_ahead(self._fh, [self.file[p] for p in paths]
-                        + ([self._box] if self._periodic and self.info.box_time_dependent else []))
+        # box, time and step, read with the first frame (a run's reference): fetched meanwhile
+        paths = [axis.path for axis in (self.info.time, self.info.step) if axis.path is not None]
+        self._h5.fetch_ahead([self.file[p] for p in paths]
+                             + ([self._box] if self._periodic and self.info.box_time_dependent else []))
 
     @classmethod
     def guess_format(cls, path: str) -> str | None:
@@ -210,17 +209,15 @@ class H5MDSource(Source):
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> H5MDSource:
-        shipped = request.shipped if is_url(str(path)) else None
         return cls(path, group=request.group, driver=request.driver, comm=request.comm,
-                   collective=request.collective, assume_units=request.assume_units, **(shipped or {}))
+                   collective=request.collective, assume_units=request.assume_units, **(request.shipped or {}))
 
     def stored_units(self) -> dict[str, str | None]:
         """The file's unit attributes (H5MD's unit strings), per quantity."""
         return dict(self.info.units)
 
     def _open_datasets(self, group: str | None, assume_units: str | None) -> None:
-        self._described = _described(self.file, self._path, group, assume_units,
-                                     None if self._remote is None else self._remote.identity)
+        self._described = _described(self.file, group, assume_units, self._h5.store.identity)
         self.info: H5MDInfo = self._described.info
         self._datasets = {fl: _with_chunk_cache(self.file, self.info.dataset(fl)) for fl in self.info.fields}
         for ds in self._datasets.values():
@@ -230,22 +227,35 @@ class H5MDSource(Source):
             self._deltas = {fl: c for fl, ds in self._datasets.items() if (c := deltas_of(ds))}
         except ValueError as exc:
             raise InputFileError(self._path, str(exc)) from None
-        #: their Blosc chunks, decompressed into the decoder's buffer (h5md.blosc; not under MPI-IO)
-        self._blosc = {fl: r for fl in self._deltas if self._driver != "mpio" and self._remote is None
-                       and (r := BloscChunks.of(self._datasets[fl])) is not None}
-        # Uncompressed whole-frame chunks are read at their byte addresses (h5md.direct),
-        # except under MPI-IO, whose reads (collective or not) stay MPI-IO's.
-        if self._driver != "mpio" and self._remote is None:
+        # Every field is read at its chunks' byte addresses (h5md.chunks), except under MPI-IO, whose
+        # reads (collective or not) stay MPI-IO's.
+        if self._h5.reads_at_addresses:
             for fl, ds in self._datasets.items():
-                reader = None if fl in self._deltas else DirectReads.of(ds, self._path, self.info.n_frames)
-                if reader is not None:
-                    self._direct[fl] = reader
+                reads = self._chunk_reads(fl, ds)
+                if reads is not None:
+                    self._reads[fl] = reads
         self._box = self.file[self.info.box_path] if self.info.box_path else None
         self._periodic = any(b == "periodic" for b in self.info.boundary)
+
+    def _chunk_reads(self, fl: str, ds) -> ChunkReads | None:
+        """The chunk reader of field ``fl``: by the chunk addresses the preparing process shipped, else by
+        this process's own (looked up as the chunks are read)."""
+        in_place = self._h5.hdf5_reads_chunks   # (HDF5 reads the bytes itself: its read costs no round trip)
+        cfg = (self._shipped_index or {}).get(fl)
+        index = ChunkIndex.from_config(cfg) if cfg is not None else \
+            chunk_index(ds, self._h5.store.identity, self.info.n_frames)
+        if index is None:
+            return None
+        return ChunkReads(self._h5.store, index, make_decoder(ds, index), ds, whole_chunks=not in_place, check=in_place)
 
     @property
     def path(self) -> str:
         return self._path
+
+    @property
+    def store(self) -> ByteStore:
+        """The file's bytes: what the frames are read from."""
+        return self._h5.store
 
     @property
     def collective(self) -> bool:
@@ -276,68 +286,45 @@ class H5MDSource(Source):
         return config
 
     def remote_state(self) -> dict | None:
-        """A file behind a URL: what a worker needs to open and read it without walking its metadata over
-        the network (the object's storage options, identity, chunk addresses and the HDF5 metadata bytes
-        this process read, the shortest round trip it saw); None for a local file. A segment index ships it
-        per part."""
-        if self._remote is None:
+        """What a worker needs to open and read the file without walking its metadata over the network
+        (a URL's storage options, identity, chunk addresses and the HDF5 metadata bytes this process
+        read, the shortest round trip it saw); None where the path says it all (a local file). A
+        segment index ships it per part."""
+        state = self._h5.state()
+        if state is None:
             return None
-        return {**self._remote.state(), "chunk_index": self._remote_index(), "metadata": self._remote_metadata()}
+        return {**state, "chunk_index": self._index_config(), "metadata": self._h5.metadata(self._preload_meta)}
 
-    def _remote_metadata(self) -> list:
-        """The HDF5 metadata bytes this process has read, as ``(start, bytes)`` pieces (taken once: the
-        config stays the same), for workers to open the file from."""
-        if self._metadata is None:
-            from ..storage.fileobj import SHIP_BYTES
+    def _preload_meta(self) -> None:
+        """Every frame's box, time and step, read before the metadata is taken (a worker's first read)."""
+        from ..storage.fileobj import SHIP_BYTES
 
-            if 2 <= self.n_frames and self.n_frames * FRAME_META_BYTES <= SHIP_BYTES // 4:
-                try:   # every frame's box, time and step: a worker's first read
-                    self._frame_meta(0, self.n_frames)
-                except Exception:   # noqa: BLE001 - the frames that read them say what is wrong, as before
-                    log.debug("%s: box, time and step not shipped", self._path, exc_info=True)
-            self._metadata = self._fh.metadata()
-            if self._prepares and self._metadata != self._fh.cached:   # for the next run on this object
-                from .metadata import cache_metadata
+        if 2 <= self.n_frames and self.n_frames * FRAME_META_BYTES <= SHIP_BYTES // 4:
+            try:
+                self._frame_meta(0, self.n_frames)
+            except Exception:   # noqa: BLE001 - the frames that read them say what is wrong, as before
+                log.debug("%s: box, time and step not shipped", self._path, exc_info=True)
 
-                cache_metadata(self._remote, self._metadata)
-        return self._metadata
-
-    def _remote_index(self) -> dict:
-        """Every field's chunk addresses (:class:`~trajscale.h5md.chunks.ChunkIndex`), looked up once."""
-        if self._chunk_index is None:
-            from .chunks import ChunkIndex
-
-            self._chunk_index = {fl: idx.to_config() for fl, ds in self._datasets.items()
-                                 if (idx := ChunkIndex.of(ds, self.info.n_frames)) is not None}
-        return self._chunk_index
+    def _index_config(self) -> dict:
+        """Every field's chunk addresses (:class:`~.chunks.ChunkIndex`), all looked up, as plain values."""
+        if self._shipped_index is None:
+            self._shipped_index = {fl: reads.index.to_config(self._datasets[fl]) for fl, reads in self._reads.items()
+                                   if reads.ready()}
+        return self._shipped_index
 
     def remote_stats(self) -> dict | None:
-        """What reading this source's object cost (requests, bytes, wait_s, retries); None for a local file."""
-        return None if self._remote is None else self._remote.stats.as_dict()
-
-    def _remote_rows(self, ds):
-        """The chunk reader of dataset ``ds`` of a remote file (None: read through HDF5)."""
-        name = ds.name
-        if name not in self._remote_reads:
-            from .chunks import ChunkDecoder, ChunkIndex, ChunkReads
-
-            cfg = next((c for fl, c in self._remote_index().items() if self._datasets[fl].name == name), None)
-            if cfg is None:
-                self._remote_reads[name] = None
-            else:
-                index = ChunkIndex.from_config(cfg)
-                self._remote_reads[name] = ChunkReads(
-                    self._remote, index,
-                    lambda ds=ds, index=index: ChunkDecoder(ds.id.get_create_plist(), index.chunks, ds.dtype))
-        return self._remote_reads[name]
+        """What reading this source's bytes cost over the network (requests, bytes, wait_s, retries); None
+        for a local file."""
+        return self._h5.fetched()
 
     def layout_summary(self) -> LayoutFacts:
         from .inspect import layout_facts
 
         if self._described.layout is None:
             self._described.layout = layout_facts(self.info)
-        # fields read at their byte addresses (h5md.direct) once the compiled loop is loaded
-        return dataclasses.replace(self._described.layout, direct_reads=tuple(sorted(self._direct)))
+        # fields read at their byte addresses whole frames at a time (h5md.chunks)
+        direct = tuple(sorted(fl for fl, r in self._reads.items() if r.index.whole_frames and fl not in self._deltas))
+        return dataclasses.replace(self._described.layout, direct_reads=direct)
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
@@ -349,32 +336,34 @@ class H5MDSource(Source):
                    for fl in fields) + FRAME_META_BYTES + self._ahead_bytes_per_frame(fields, plan)
 
     def _ahead_bytes_per_frame(self, fields: tuple[str, ...], plan) -> int:
-        """A file behind a URL: the bytes the read-ahead holds per frame of the next block (its fetched
+        """Where reads fetch ahead: the bytes the read-ahead holds per frame of the next block (its fetched
         bytes: the runs' span of a frame, or the stored chunks' share of one), counted in the block budget."""
-        if self._remote is None:
+        if not self.reads_ahead:
             return 0
         total = 0
         for fl in fields:
-            cfg = self._remote_index().get(fl)
-            if cfg is None:
+            reads = self._reads.get(fl)
+            if reads is None:
                 continue
-            if fl not in self._deltas and (cfg["chunks"] is None or (not cfg["filtered"]
-                                                                     and cfg["chunks"][1:] == cfg["shape"][1:])):
+            idx = reads.index
+            if fl not in self._deltas and idx.whole_frames:
                 total += plan.n_columns * 12
             else:   # whole stored chunks (compressed or split): at most every chunk's bytes, per frame
-                total += -(-sum(cfg["sizes"]) // max(1, cfg["shape"][0]))
+                if not idx.complete:
+                    idx.locate(self._datasets[fl], np.arange(len(idx.offsets)))
+                total += -(-int(idx.sizes.sum()) // max(1, idx.shape[0]))
         return total
 
     @property
     def reads_ahead(self) -> bool:
-        return self._remote is not None
+        return self._h5.latency_bound
 
     def prefetch(self, start: int, stop: int, atoms: np.ndarray | None = None,
                  fields: tuple[str, ...] = ("position",), stride: int = 1) -> None:
-        """A file behind a URL: start fetching what ``read(start, stop, atoms, fields, stride)`` will fetch,
-        while the caller maps the block it has (the read then takes the bytes as they come). A local file,
-        a range out of bounds or a read through HDF5: nothing."""
-        if self._remote is None or not 0 <= start < stop <= self.n_frames:
+        """Where reads fetch ahead (bytes behind a URL): start fetching what ``read(start, stop, atoms,
+        fields, stride)`` will fetch, while the caller maps the block it has (the read then takes the bytes
+        as they come). Elsewhere, a range out of bounds or a read through HDF5: nothing."""
+        if not self.reads_ahead or not 0 <= start < stop <= self.n_frames:
             return
         if any(fl not in self._datasets for fl in fields):
             return
@@ -385,23 +374,32 @@ class H5MDSource(Source):
         plan = plan_atom_reads(atoms, self.n_atoms)
         n = len(range(start, stop, stride))
         for fl in fields:
+            reads = self._reads.get(fl)
+            if reads is None:
+                continue
             if fl in self._deltas:   # as _read_deltas cuts its slabs
                 width = self._delta_width(fl, plan)
+                slabs, chunkwise = self._delta_slabs(fl, start, n, stride, width)
+                if chunkwise:
+                    cf = reads.index.chunks[0]
+                    reads.prefetch_chunks([(start + i) // cf for i, _ in slabs])
+                    continue
                 runs = np.array([[0, width]])
-                slabs = list(self._slabs(start, n, stride, width, GATHER_SLAB_BYTES)) if n and width else []
-            else:   # as _read_hdf5 cuts them for a remote file
+            else:   # as _read_slabs cuts them
                 runs = plan.runs
                 slabs = list(self._slabs(start, n, stride, plan.n_columns, MAX_SLAB_BYTES)) \
                     if n and plan.n_columns else []
-            reads = self._remote_rows(self._datasets[fl])
-            if reads is None:
-                continue
             for i, j in slabs:
                 reads.prefetch(runs, start + i * stride, stride, j - i)
 
     def _delta_width(self, fl: str, plan) -> int:
         """Atoms a delta-coded field decodes per frame for ``plan``."""
         return self._deltas[fl].atoms_needed(int(plan.runs[-1][1])) if len(plan.runs) else 0
+
+    def _gather_slab_bytes(self) -> int:
+        """Bytes of a slab the selected atoms are gathered from: cache-sized, unless each read is one
+        batch of requests (a URL) or one collective call (MPI-IO)."""
+        return MAX_SLAB_BYTES if self._collective or self._h5.latency_bound else GATHER_SLAB_BYTES
 
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
@@ -418,17 +416,16 @@ class H5MDSource(Source):
             arrays = {fl: self._read_field(fl, start, stop, stride, plan) for fl in fields}
             box, time, step = self._frame_meta(start, stop, stride)
         except (OSError, KeyError, RuntimeError) as exc:   # HDF5 met a damaged chunk or object
-            self._raise_remote_failure()
+            self._raise_store_failure()
             raise self._damaged(exc, range(start, stop, stride), fields) from None
         return Block(start, stop, arrays["position"], box, time, step,
                      velocities=arrays.get("velocity"), forces=arrays.get("force"), stride=stride)
 
-    def _raise_remote_failure(self) -> None:
-        """A remote file's read that failed inside HDF5: the real error (missing, replaced, unreachable)."""
-        from ..storage.objects import RemoteError
-
-        failure = getattr(self, "_fh", None) and self._fh.failure
-        if isinstance(failure, RemoteError):
+    def _raise_store_failure(self) -> None:
+        """A read that failed inside HDF5: the store's real error (missing, replaced, unreachable)."""
+        h5 = getattr(self, "_h5", None)
+        failure = None if h5 is None else h5.failure()
+        if failure is not None:
             raise failure from None
 
     def _damaged(self, exc: BaseException, frames: range, fields: tuple[str, ...]) -> InputFileError:
@@ -487,50 +484,58 @@ class H5MDSource(Source):
             out = self._read_deltas(fl, start, n, stride, plan)
             self.bytes_read += n * self._delta_width(fl, plan) * 12   # decoded: every atom it needs
         else:
-            out = self._read_direct(fl, start, n, stride, plan)
+            out = self._read_at_addresses(fl, start, n, stride, plan)
             if out is None:
-                out = self._read_hdf5(fl, start, n, stride, plan)
+                out = self._read_slabs(fl, start, n, stride, plan)
             self.bytes_read += n * plan.n_columns * 12
         scale = self.info.scales.get(fl, 1.0)
         if scale != 1.0:
             out *= np.float32(scale)
         return out
 
-    def _read_direct(self, fl: str, start: int, n: int, stride: int, plan) -> np.ndarray | None:
-        """The frames read at their byte addresses, the selected atoms gathered on the way; None
-        when HDF5 must read them (a dataset h5md.direct cannot read, an unwritten chunk, a short read)."""
-        direct = self._direct.get(fl)
-        if direct is None or not n or not plan.n_columns:
+    def _read_at_addresses(self, fl: str, start: int, n: int, stride: int, plan) -> np.ndarray | None:
+        """The whole plan in one call of the chunk reader (a local descriptor's compiled gather, or one
+        run gathered from each frame's bytes as they come); None where it is read by slabs."""
+        reads = self._reads.get(fl)
+        if reads is None or not n or not plan.n_columns:
             return None
         out = self._out_array(fl if plan.index is None else fl + ":selected",
                               (n, plan.n_columns if plan.index is None else len(plan.index), 3))
-        return out if direct.read(start, n, stride, plan.runs, plan.index, out) else None
+        return out if reads.read(start, n, stride, plan.runs, plan.index, out) else None
 
-    def _read_hdf5(self, fl: str, start: int, n: int, stride: int, plan) -> np.ndarray:
-        """The frames read by HDF5: the plan's runs in slabs, then its columns."""
-        ds = self._datasets[fl]
+    def _read_slabs(self, fl: str, start: int, n: int, stride: int, plan) -> np.ndarray:
+        """The plan's runs read in slabs, then its columns."""
         if plan.index is None:
             out = self._out_array(fl, (n, plan.n_columns, 3))
             for i, j in self._slabs(start, n, stride, plan.n_columns) if n and plan.n_columns else ():
-                self._read_runs(ds, plan.runs, out[i:j], start + i * stride, stride)
+                self._read_rows(fl, plan.runs, out[i:j], start + i * stride, stride)
             return out
         # The runs in cache-sized slabs, each gathered into the selected atoms while it
         # is still in cache (a gather from a whole 80 MB span cost as much as reading it).
+        # (Collective MPI-IO reads keep whole slabs: every rank must make the same calls; a URL's slabs are
+        # large: each is one batch of concurrent requests.)
         out = self._out_array(fl + ":selected", (n, len(plan.index), 3))
-        if self._remote is not None and n:   # (from each frame's bytes as they came, where it can)
-            reads = self._remote_rows(ds)
-            if reads is not None and reads.read_gathered(plan.runs, plan.index, out, start, stride):
-                return out
-        # (Collective MPI-IO reads keep whole slabs: every rank must make the same calls.)
-        # (a remote file's slabs are large: each is one batch of concurrent requests)
-        size = MAX_SLAB_BYTES if self._collective or self._remote is not None else GATHER_SLAB_BYTES
-        slabs = list(self._slabs(start, n, stride, plan.n_columns, size)) if n and plan.n_columns else []
+        slabs = list(self._slabs(start, n, stride, plan.n_columns, self._gather_slab_bytes())) \
+            if n and plan.n_columns else []
         buf = self._out_array(fl, (max((j - i for i, j in slabs), default=0), plan.n_columns, 3))
         for i, j in slabs:
-            self._read_runs(ds, plan.runs, buf[:j - i], start + i * stride, stride)
+            self._read_rows(fl, plan.runs, buf[:j - i], start + i * stride, stride)
             # mode="clip": the plan's columns are in range, and "raise" buffers the output
             np.take(buf[:j - i], plan.index, axis=1, out=out[i:j], mode="clip")
         return out
+
+    def _delta_slabs(self, fl: str, start: int, n: int, stride: int, width: int) -> tuple[list, bool]:
+        """How a delta-coded field's rows are cut: (slabs, chunk by chunk). Chunk by chunk where the chunk
+        reader decodes a chunk of whole frames straight into the buffer (each decoded right after Blosc
+        wrote it, while it is in cache), else in slabs."""
+        reads = self._reads.get(fl)
+        if (reads is not None and reads.decodes_in_place and reads.index.frame_chunks and stride == 1 and n
+                and width == self._datasets[fl].shape[1]):
+            cf = reads.index.chunks[0]
+            return [(max(k * cf, start) - start, min((k + 1) * cf, start + n) - start)
+                    for k in range(start // cf, (start + n - 1) // cf + 1)], True
+        size = MAX_SLAB_BYTES if self._collective else GATHER_SLAB_BYTES
+        return (list(self._slabs(start, n, stride, width, size)) if n and width else []), False
 
     def _read_deltas(self, fl: str, start: int, n: int, stride: int, plan) -> np.ndarray:
         """Delta-coded frames: atoms 0 .. the last one asked for, decoded, then the asked atoms taken."""
@@ -541,25 +546,21 @@ class H5MDSource(Source):
         width = self._delta_width(fl, plan)   # an atom needs the ones before it (deltas: mixed order)
         out = self._out_array(fl + ":selected", (n, len(atoms), 3))
         whole = np.array_equal(atoms, np.arange(width))
-        size = MAX_SLAB_BYTES if self._collective else GATHER_SLAB_BYTES
-        slabs = list(self._slabs(start, n, stride, width, size)) if n and width else []
-        blosc = self._blosc.get(fl)
-        if blosc is not None and stride == 1 and n and width == self._datasets[fl].shape[1]:
-            # chunk by chunk: each decoded right after Blosc wrote it, while it is in cache
-            cf = blosc.chunk_frames
-            slabs = [(max(k * cf, start) - start, min((k + 1) * cf, start + n) - start)
-                     for k in range(start // cf, (start + n - 1) // cf + 1)]
+        slabs, chunkwise = self._delta_slabs(fl, start, n, stride, width)
+        reads = self._reads.get(fl)
+        if chunkwise:
+            cf = reads.index.chunks[0]
+            reads.prefetch_chunks([(start + i) // cf for i, _ in slabs])   # (their requests at once)
             raw = np.empty((cf, width, 3), codec.dtype)
         else:
-            blosc = None
             raw = np.empty((max((j - i for i, j in slabs), default=0), width, 3), codec.dtype)
         vals = None if whole else np.empty(raw.shape, np.float32)
         for i, j in slabs:
             a = start + i * stride
-            if blosc is not None and blosc.read_chunk(a // cf, raw):
+            if chunkwise and reads.read_chunk(a // cf, raw):
                 rows = raw[a % cf:a % cf + j - i]
             else:
-                self._read_runs(self._datasets[fl], np.array([[0, width]]), raw[:j - i], a, stride)
+                self._read_rows(fl, np.array([[0, width]]), raw[:j - i], a, stride)
                 rows = raw[:j - i]
             if whole:
                 codec.decode(rows, out=out[i:j])
@@ -568,8 +569,15 @@ class H5MDSource(Source):
                 np.take(vals[:j - i], atoms, axis=1, out=out[i:j], mode="clip")
         return out
 
+    def _read_rows(self, fl: str, runs: np.ndarray, out: np.ndarray, first: int, stride: int) -> None:
+        """Rows ``first, first + stride, ...`` of every atom run of field ``fl``, side by side into ``out``:
+        by the chunk reader, else (MPI-IO, a chunk never written) through HDF5."""
+        reads = self._reads.get(fl)
+        if reads is None or not reads.read_runs(runs, out, first, stride):
+            self._read_runs(self._datasets[fl], runs, out, first, stride)
+
     def _read_runs(self, ds, runs: np.ndarray, out: np.ndarray, first: int, stride: int) -> None:
-        """Rows ``first, first + stride, ...`` of every atom run, side by side into ``out``.
+        """Rows ``first, first + stride, ...`` of every atom run, side by side into ``out``, through HDF5.
 
         One regular hyperslab read per run (an OR of hyperslabs is an irregular
         selection HDF5 reads far slower).  The reads go chunk row by chunk row
@@ -578,10 +586,6 @@ class H5MDSource(Source):
         a compressed chunk would be decoded once per run: all runs of a row are
         read while the dataset's chunk cache holds it.
         """
-        if self._remote is not None:
-            reads = self._remote_rows(ds)
-            if reads is not None and reads.read_runs(runs, out, first, stride):
-                return
         rows = [(0, len(out))]
         filtered = len(runs) > 1 and ds.id.get_create_plist().get_nfilters()
         # (collective reads need the same calls on every rank: one per run, never per row)
@@ -626,17 +630,9 @@ class H5MDSource(Source):
         return dims
 
     def close(self) -> None:
-        for direct in self._direct.values():
-            direct.close()
-        self._direct = {}
-        for reads in self._remote_reads.values():
-            if reads is not None:
-                reads.close()
-        self._remote_reads = {}
-        if self._remote is not None:
-            self._remote.forget_ahead()
-        try:
-            if self.file.id.valid:
-                self.file.close()
-        except Exception:   # noqa: BLE001 - closing never raises: it may run during interpreter shutdown
-            pass
+        for reads in self._reads.values():
+            reads.close()
+        self._reads = {}
+        h5 = getattr(self, "_h5", None)
+        if h5 is not None:
+            h5.close()

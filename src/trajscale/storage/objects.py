@@ -169,6 +169,14 @@ class ByteStore(ABC):
         local file."""
         return None
 
+    def descriptor(self) -> int | None:
+        """A descriptor that ``pread`` reads these bytes from (what the compiled gather of
+        :mod:`.pread` takes), open until :meth:`close`; None where the bytes are not a local file."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - a store that holds nothing open closes nothing
+        """Let go of what the store holds open (a descriptor)."""
+
 
 class LocalFile(ByteStore):
     """A local file read with ``pread`` (the local twin of :class:`RemoteObject`)."""
@@ -184,6 +192,8 @@ class LocalFile(ByteStore):
                                        "(index.json, as trajscale split writes it)")
         self._identity = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         self._size = st.st_size
+        self._fd = -1
+        self._fd_lock = threading.Lock()
 
     @property
     def size(self) -> int:
@@ -209,15 +219,8 @@ class LocalFile(ByteStore):
             if a < 0 or b > self._size or b < a:
                 raise InputFileError(self.path, f"bytes {a} to {b} are outside the file's {self._size} bytes: "
                                                 "the file is damaged")
-        fd = os.open(self.path, os.O_RDONLY)
+        fd = self._open_checked()   # (each read checks the file is still the one first seen)
         try:
-            st = os.fstat(fd)   # the file opened now is the one first seen: not replaced, not rewritten
-            _, dev, ino, size, mtime = self._identity
-            # (a file that only grew, as one being appended to, still holds the bytes first seen)
-            if (st.st_dev, st.st_ino) != (dev, ino) or st.st_size < size or (st.st_size == size
-                                                                             and st.st_mtime_ns != mtime):
-                raise Replaced(self.path, "the file was replaced or rewritten during the run (its inode, size or "
-                                          "modification time changed); run again on the new file")
             out = [os.pread(fd, b - a, a) for a, b in ranges]
         finally:
             os.close(fd)
@@ -225,6 +228,47 @@ class LocalFile(ByteStore):
             if len(data) != b - a:
                 raise InputFileError(self.path, f"short read at byte {a}: the file is truncated")
         return out
+
+    def _open_checked(self) -> int:
+        """A new descriptor of the file, checked to be the one first seen: not replaced, not rewritten."""
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        st = os.fstat(fd)
+        _, dev, ino, size, mtime = self._identity
+        # (a file that only grew, as one being appended to, still holds the bytes first seen)
+        if (st.st_dev, st.st_ino) != (dev, ino) or st.st_size < size or (st.st_size == size
+                                                                         and st.st_mtime_ns != mtime):
+            os.close(fd)
+            raise Replaced(self.path, "the file was replaced or rewritten during the run (its inode, size or "
+                                      "modification time changed); run again on the new file")
+        return fd
+
+    def descriptor(self) -> int:
+        """The file's descriptor, opened (and checked) on the first call and kept until :meth:`close`."""
+        if self._fd < 0:
+            with self._fd_lock:
+                if self._fd < 0:
+                    self._fd = self._open_checked()
+        return self._fd
+
+    def close(self) -> None:
+        with self._fd_lock:
+            fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:   # noqa: BLE001 - a finalizer never raises: it may run during interpreter shutdown
+            pass
+
+    def __getstate__(self) -> dict:
+        # (how to open the file travels, never a descriptor)
+        return {**{k: v for k, v in vars(self).items() if k != "_fd_lock"}, "_fd": -1}
+
+    def __setstate__(self, state: dict) -> None:
+        vars(self).update(state)
+        self._fd_lock = threading.Lock()
 
 
 def split_options(options: dict | None) -> tuple[dict, dict]:

@@ -1,5 +1,5 @@
-# moved to trajscale.h5md.direct: this name stays for imports not yet updated
+# moved to trajscale.h5md.chunks (the reads at byte addresses): this name stays for imports not yet updated
 import importlib
 import sys
 
-sys.modules[__name__] = importlib.import_module("trajscale.h5md.direct")
+sys.modules[__name__] = importlib.import_module("trajscale.h5md.chunks")

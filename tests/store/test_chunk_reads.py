@@ -1,4 +1,5 @@
-"""Uncompressed frames read at their byte addresses (h5md.direct) equal HDF5's reads, or are left to HDF5."""
+"""The one chunk reader (h5md.chunks) over a local file's byte store: every layout's frames equal h5py's
+own reads, or are left to HDF5; the local fast path is the compiled gather on the store's descriptor."""
 
 from __future__ import annotations
 
@@ -10,33 +11,40 @@ import numpy as np
 import pytest
 
 from tests.sources.test_h5md_source import _read_syscalls
-from trajscale.h5md import direct as direct_module
-from trajscale.h5md.direct import DirectReads
+from trajscale.h5md import chunks as chunks_module
+from trajscale.h5md.chunks import ChunkIndex, ChunkReads, chunk_index
 from trajscale.h5md.runs import plan_atom_reads
 from trajscale.sources import H5MDSource
+from trajscale.storage.objects import LocalFile
 
 N_FRAMES, N_ATOMS = 23, 500
 
 
 def _dataset_file(path: Path, seed: int = 7, **create) -> np.ndarray:
-    """An (23, 500, 3) float32 dataset of distinct values written by h5py; returns the values."""
+    """An (23, 500, 3) dataset of distinct values written by h5py; returns the values."""
     values = np.random.default_rng(seed).normal(size=(N_FRAMES, N_ATOMS, 3)).astype(create.pop("dtype", np.float32))
     with h5py.File(path, "w") as f:
         f.create_dataset("x", data=values, **create)
     return values
 
 
+def _reader(f: h5py.File, path: Path) -> ChunkReads:
+    ds = f["x"]
+    return ChunkReads(LocalFile(str(path)), ChunkIndex.of(ds, lazy=True), dataset=ds)
+
+
+CASES = [(0, N_FRAMES, 1, None), (3, 19, 1, np.array([4, 5, 6, 300, 499])),
+         (2, 23, 4, np.arange(100, 400)), (22, 23, 1, np.array([0, 499])),
+         (1, 17, 3, np.array([499, 2, 250, 2]))]   # unsorted, repeated atoms
+
+
 @pytest.mark.parametrize("create", [{}, {"chunks": (1, N_ATOMS, 3)}, {"chunks": (5, N_ATOMS, 3)},
                                     {"chunks": (23, N_ATOMS, 3)}], ids=["contiguous", "frame", "5", "all"])
-def test_frames_and_atom_subsets_equal_numpy(tmp_path, create):
+def test_frames_and_atom_subsets_equal_numpy_through_the_gather(tmp_path, create):
     values = _dataset_file(tmp_path / "a.h5", **create)
     with h5py.File(tmp_path / "a.h5", "r") as f:
-        reader = DirectReads.of(f["x"], str(tmp_path / "a.h5"))
-        assert reader is not None
-        cases = [(0, N_FRAMES, 1, None), (3, 19, 1, np.array([4, 5, 6, 300, 499])),
-                 (2, 23, 4, np.arange(100, 400)), (22, 23, 1, np.array([0, 499])),
-                 (1, 17, 3, np.array([499, 2, 250, 2]))]   # unsorted, repeated atoms
-        for start, stop, stride, atoms in cases:
+        reader = _reader(f, tmp_path / "a.h5")
+        for start, stop, stride, atoms in CASES:
             plan = plan_atom_reads(atoms, N_ATOMS)
             n = len(range(start, stop, stride))
             out = np.full((n, N_ATOMS if atoms is None else len(atoms), 3), np.nan, np.float32)
@@ -45,17 +53,37 @@ def test_frames_and_atom_subsets_equal_numpy(tmp_path, create):
             assert reader.read(start, n, stride, plan.runs, plan.index, out)
             expect = values[start:stop:stride] if atoms is None else values[start:stop:stride][:, atoms]
             np.testing.assert_array_equal(out, expect)
-        reader.close()
+        assert reader.store.descriptor() >= 0   # (the compiled gather read them)
+        reader.store.close()
 
 
 @pytest.mark.parametrize("create", [{"chunks": (5, N_ATOMS, 3), "compression": "gzip"},
-                                    {"chunks": (5, 100, 3)}, {"dtype": np.float64},
-                                    {"dtype": ">f4"}, {"chunks": (5, N_ATOMS, 3), "shuffle": True}],
-                         ids=["gzip", "atom-chunks", "float64", "big-endian", "shuffle"])
-def test_datasets_only_hdf5_reads_exactly_are_left_to_it(tmp_path, create):
-    _dataset_file(tmp_path / "a.h5", **create)
+                                    {"chunks": (5, 100, 3)}, {"chunks": (5, 100, 1), "compression": "gzip"},
+                                    {"dtype": np.float64}, {"dtype": ">f4"},
+                                    {"chunks": (5, N_ATOMS, 3), "shuffle": True}],
+                         ids=["gzip", "atom-chunks", "xyz-gzip", "float64", "big-endian", "shuffle"])
+def test_every_other_layout_is_read_by_chunks_or_ranges_and_equals_numpy(tmp_path, create):
+    """Compressed or split chunks come whole and decoded, other types by ranges: the same values as h5py's."""
+    values = _dataset_file(tmp_path / "a.h5", **create)
     with h5py.File(tmp_path / "a.h5", "r") as f:
-        assert DirectReads.of(f["x"], str(tmp_path / "a.h5")) is None
+        reader = _reader(f, tmp_path / "a.h5")
+        for start, stop, stride, atoms in CASES:
+            plan = plan_atom_reads(atoms, N_ATOMS)
+            n = len(range(start, stop, stride))
+            buf = np.full((n, plan.n_columns, 3), np.nan, values.dtype)
+            assert reader.read_runs(plan.runs, buf, start, stride)
+            got = buf if plan.index is None else buf[:, plan.index]
+            expect = values[start:stop:stride] if atoms is None else values[start:stop:stride][:, atoms]
+            np.testing.assert_array_equal(got, expect)
+        reader.close()
+
+
+def test_a_file_with_a_userblock_is_left_to_hdf5(tmp_path):
+    """HDF5's addresses start after a userblock: such a file is read through HDF5."""
+    with h5py.File(tmp_path / "u.h5", "w", userblock_size=512) as f:
+        f.create_dataset("x", data=np.zeros((4, 5, 3), np.float32))
+    with h5py.File(tmp_path / "u.h5", "r") as f:
+        assert ChunkIndex.of(f["x"]) is None
 
 
 def test_unwritten_chunks_are_left_to_hdf5(tmp_path):
@@ -65,13 +93,13 @@ def test_unwritten_chunks_are_left_to_hdf5(tmp_path):
         ds[0:5] = 1.0
         ds[15:20] = 2.0
     with h5py.File(tmp_path / "a.h5", "r") as f:
-        reader = DirectReads.of(f["x"], str(tmp_path / "a.h5"))
+        reader = _reader(f, tmp_path / "a.h5")
         plan = plan_atom_reads(None, 50)
         out = np.empty((20, 50, 3), np.float32)
         assert not reader.read(0, 20, 1, plan.runs, plan.index, out)
         assert reader.read(15, 5, 1, plan.runs, plan.index, out[:5])
         np.testing.assert_array_equal(out[:5], 2.0)
-        reader.close()
+        reader.store.close()
 
 
 def test_a_file_truncated_under_the_reader_is_a_failed_read_not_garbage(tmp_path):
@@ -79,7 +107,7 @@ def test_a_file_truncated_under_the_reader_is_a_failed_read_not_garbage(tmp_path
     copy = tmp_path / "b.h5"
     shutil.copy(tmp_path / "a.h5", copy)
     with h5py.File(copy, "r") as f:
-        reader = DirectReads.of(f["x"], str(copy))
+        reader = _reader(f, copy)
         plan = plan_atom_reads(None, N_ATOMS)
         out = np.empty((N_FRAMES, N_ATOMS, 3), np.float32)
         assert reader.read(0, N_FRAMES, 1, plan.runs, plan.index, out)
@@ -87,7 +115,20 @@ def test_a_file_truncated_under_the_reader_is_a_failed_read_not_garbage(tmp_path
         with open(copy, "r+b") as fh:   # the last chunks are gone
             fh.truncate(copy.stat().st_size - 5 * N_ATOMS * 12)
         assert not reader.read(0, N_FRAMES, 1, plan.runs, plan.index, out)
-        reader.close()
+        reader.store.close()
+
+
+def test_addresses_that_do_not_give_hdf5s_values_are_not_used(tmp_path):
+    """The addresses are HDF5's to define: an index that points elsewhere is found out on its first read."""
+    _dataset_file(tmp_path / "a.h5", chunks=(5, N_ATOMS, 3))
+    with h5py.File(tmp_path / "a.h5", "r") as f:
+        index = ChunkIndex.of(f["x"])
+        index.offsets[0] += 12   # one atom further on
+        reader = ChunkReads(LocalFile(str(tmp_path / "a.h5")), index, dataset=f["x"])
+        plan = plan_atom_reads(None, N_ATOMS)
+        assert not reader.read(0, 5, 1, plan.runs, plan.index, np.empty((5, N_ATOMS, 3), np.float32))
+        assert index.checked is False
+        reader.store.close()
 
 
 @pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux /proc/self/io")
@@ -95,7 +136,7 @@ def test_h5md_source_reads_one_call_per_frame_and_run_and_equals_hdf5(tmp_path, 
     """The source's fast path: one read per frame and atom run (never per atom), the same values as HDF5."""
     atoms = np.r_[np.arange(10, 400, 15), np.arange(2500, 2600)]   # two runs: far apart
     with H5MDSource(adk_vacuum_h5md) as src:
-        assert src._direct and src._direct["position"].ready()
+        assert src._reads["position"].ready()
         src.read(0, 1, atoms)   # box/time/step and chunk addresses come once, not per block
         src.read(0, 98, atoms)
         before = _read_syscalls()
@@ -104,32 +145,92 @@ def test_h5md_source_reads_one_call_per_frame_and_run_and_equals_hdf5(tmp_path, 
         fast = src.read(0, 98, atoms).positions.copy()
         calls = _read_syscalls() - before - own
         assert calls == 98 * len(plan_atom_reads(atoms, src.n_atoms).runs)
-        src._direct.clear()
+        src._reads.clear()
         np.testing.assert_array_equal(fast, src.read(0, 98, atoms).positions)
     with h5py.File(adk_vacuum_h5md, "r") as f:
         np.testing.assert_array_equal(fast, f["particles/all/position/value"][:, atoms])
 
 
+class CountingFile(LocalFile):
+    """A local file's store that counts what the reader asks of it."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.ranges = self.bytes = self.descriptors = 0
+
+    def read_ranges(self, ranges):
+        self.ranges += len(ranges)
+        self.bytes += sum(b - a for a, b in ranges)
+        return super().read_ranges(ranges)
+
+    def descriptor(self) -> int:
+        self.descriptors += 1
+        return super().descriptor()
+
+
+@pytest.mark.parametrize("layout", ["frame", "deltas"])
+def test_a_local_read_goes_through_the_sources_byte_store(tmp_path, adk_vacuum, layout, monkeypatch):
+    """The frames come from the byte store the Source opened (a local file's descriptor for the gather, its
+    ranges for Blosc chunks decoded in place), not from HDF5: the store counts them, and they equal HDF5's
+    own read of the same file."""
+    pytest.importorskip("hdf5plugin")
+    from trajscale.convert.convert import convert
+    from trajscale.h5md import files
+    from trajscale.h5md.layout import Layout
+
+    path = str(tmp_path / f"{layout}.h5md")
+    if layout == "frame":
+        convert(adk_vacuum[0], [adk_vacuum[1]], path, layout=Layout.parse("frame"))
+    else:
+        convert(adk_vacuum[0], [adk_vacuum[1]], path, layout=Layout.parse("7", "blosc-lz4"), precision=0.01,
+                encoding="deltas")
+    monkeypatch.setattr(files, "open_bytes", lambda p, *a: CountingFile(str(p)))
+    monkeypatch.setattr(chunks_module, "_INDEXES", type(chunks_module._INDEXES)())
+    atoms = np.arange(0, 3341, 7)
+    with H5MDSource(path) as src:
+        store = src.store
+        assert isinstance(store, CountingFile)
+        got = src.read(0, 98, atoms).positions.copy()
+        if layout == "frame":
+            assert store.descriptors >= 1 and store.ranges == 0
+        else:
+            with h5py.File(path, "r") as f:
+                ds = f["particles/all/position/value"]
+                stored = sum(ds.id.get_chunk_info(i).size for i in range(ds.id.get_num_chunks()))
+            assert store.ranges == 14 and store.bytes == stored   # every stored chunk, once
+        before = (store.ranges, store.descriptors)
+        src._reads.clear()   # HDF5 reads the same frames itself
+        hdf5 = src.read(0, 98, atoms).positions
+        assert (store.ranges, store.descriptors) == before
+    np.testing.assert_array_equal(got, hdf5)
+    if layout == "frame":
+        with h5py.File(path, "r") as f:
+            scale = np.float32(src.info.scales["position"])
+            np.testing.assert_array_equal(got, f["particles/all/position/value"][:, atoms] * scale)
+
+
 def test_addresses_are_looked_up_once_per_file_and_anew_when_it_changes(tmp_path, monkeypatch):
     path = tmp_path / "a.h5"
     values = _dataset_file(path, chunks=(5, N_ATOMS, 3))
-    monkeypatch.setattr(direct_module, "_ADDRESSES", type(direct_module._ADDRESSES)())
+    monkeypatch.setattr(chunks_module, "_INDEXES", type(chunks_module._INDEXES)())
     plan = plan_atom_reads(None, N_ATOMS)
     out = np.empty((N_FRAMES, N_ATOMS, 3), np.float32)
 
-    def read_all() -> np.ndarray:
+    def read_all() -> ChunkIndex:
+        store = LocalFile(str(path))
         with h5py.File(path, "r") as f:
-            reader = DirectReads.of(f["x"], str(path))
+            index = chunk_index(f["x"], store.identity)
+            reader = ChunkReads(store, index, dataset=f["x"])
             assert reader.read(0, N_FRAMES, 1, plan.runs, plan.index, out)
-            reader.close()
-        return reader._addresses
+            store.close()
+        return index
 
     first = read_all()
     np.testing.assert_array_equal(out, values)
-    assert (first >= 0).all() and len(first) == 5
+    assert (first.offsets >= 0).all() and len(first.offsets) == 5
     assert read_all() is first   # the second open looks nothing up
     new = _dataset_file(path, seed=8, chunks=(3, N_ATOMS, 3))   # rewritten: other values, chunks, places
-    assert len(read_all()) == 8
+    assert len(read_all().offsets) == 8
     np.testing.assert_array_equal(out, new)
 
 
@@ -140,7 +241,7 @@ def test_threads_reading_one_file_at_once_each_get_their_own_atoms(tmp_path):
     values = _dataset_file(tmp_path / "a.h5", chunks=(1, N_ATOMS, 3))
     wrong = []
     with h5py.File(tmp_path / "a.h5", "r") as f:
-        reader = DirectReads.of(f["x"], str(tmp_path / "a.h5"))
+        reader = _reader(f, tmp_path / "a.h5")
 
         def work(atoms: np.ndarray) -> None:
             plan = plan_atom_reads(atoms, N_ATOMS)
@@ -156,7 +257,7 @@ def test_threads_reading_one_file_at_once_each_get_their_own_atoms(tmp_path):
             t.start()
         for t in threads:
             t.join()
-        reader.close()
+        reader.store.close()
     assert not wrong
 
 
@@ -182,7 +283,7 @@ def test_a_small_read_in_a_fresh_process_takes_the_compiled_path_without_numba(a
     code = ("import sys, importlib.machinery\nfrom trajscale.sources import H5MDSource\n"
             "from trajscale.storage import _pread\n"
             f"s = H5MDSource({adk_vacuum_h5md!r})\nb = s.read(0, 5, None)\n"
-            "assert s._direct['position'].ready()\n"
+            "assert s._reads['position'].ready() and s.store.descriptor() >= 0\n"
             "print('numba' in sys.modules, _pread.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)))\n"
             "print(b.positions.sum(dtype='float64'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

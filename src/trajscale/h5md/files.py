@@ -1,0 +1,163 @@
+"""An H5MD file opened for reading: its bytes (a byte store) and HDF5's view of them, local or behind a URL.
+
+This is the one place where a file behind a URL differs from a local one, decided once from the byte store
+its location opens (:func:`~trajscale.storage.objects.open_bytes`):
+
+* a store with a local path (:class:`~trajscale.storage.objects.LocalFile`): HDF5 opens the file there with its
+  own driver (or with MPI-IO's), and the chunk reader reads its frames through the store's descriptor;
+* any other store (an object behind ``s3://``, ``http(s)://``, ...): HDF5 opens a caching file object over the
+  store (:mod:`.metadata`), from the metadata bytes the process that prepared the run shipped where there
+  are some, and the chunk reader reads its frames by concurrent range requests. What that process found
+  (the object's identity, the HDF5 metadata it read, every chunk's address) travels with the job
+  (:meth:`OpenedFile.state`), and what the next frames need is fetched ahead.
+
+Everything above (:class:`~.source.H5MDSource`) asks an :class:`OpenedFile`, never the path.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import h5py
+
+from ..storage.objects import ByteStore, RemoteError, open_bytes
+from .hdf5 import open_h5
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FileRequest:
+    """How a Source asks for its file: HDF5's driver (``"mpio"`` with ``comm``), its file lock (None:
+    HDF5's default), its chunk cache, and what the process that prepared the run found of it (``shipped``:
+    :meth:`OpenedFile.state`, None in that process)."""
+
+    driver: str | None = None
+    comm: object = None
+    locking: bool | None = None
+    rdcc_nbytes: int = 0
+    storage_options: dict | None = None
+    shipped: dict | None = None
+
+
+class OpenedFile:
+    """An H5MD file open for reading: its bytes (:attr:`store`) and HDF5's view of them (:attr:`file`).
+
+    A local file: HDF5 reads through its own driver, and nothing travels with the job.
+    """
+
+    #: True when each read waits on a round trip (bytes behind a URL): reads go in large batches of
+    #: concurrent requests, and the next block's bytes are fetched while the caller maps this one.
+    latency_bound: bool = False
+    #: True when HDF5 reads the file's bytes itself (its own driver): its filter pipeline and chunk cache
+    #: read compressed or split chunks as fast as the chunk reader would, and keep them for the next read.
+    hdf5_reads_chunks: bool = True
+
+    def __init__(self, store: ByteStore, file: h5py.File, driver: str | None) -> None:
+        self.store = store
+        self.file = file
+        self.driver = driver
+
+    @property
+    def reads_at_addresses(self) -> bool:
+        """True when frames are read at their chunks' byte addresses (:mod:`.chunks`); MPI-IO's reads,
+        collective or not, stay MPI-IO's."""
+        return self.driver != "mpio"
+
+    def state(self) -> dict | None:
+        """What a worker opens the file with, without a request (None: its path says it all)."""
+        return None
+
+    def fetched(self) -> dict | None:
+        """What reading the file has cost over the network (None: local)."""
+        return self.store.fetched()
+
+    def failure(self) -> Exception | None:
+        """The error behind a read HDF5 reported as failed (the store's: missing, replaced, unreachable)."""
+        return None
+
+    def fetch_ahead(self, datasets) -> None:
+        """A hint: ``datasets`` are read next (a local file: nothing to do)."""
+
+    def metadata(self, preload) -> list | None:
+        """The HDF5 metadata bytes workers open the file from (None: they open it themselves)."""
+        return None
+
+    def close(self) -> None:
+        try:
+            if self.file.id.valid:
+                self.file.close()
+        except Exception:   # noqa: BLE001 - closing never raises: it may run during interpreter shutdown
+            pass
+        self.store.close()
+
+
+class RemoteFile(OpenedFile):
+    """An H5MD file behind a URL: HDF5 reads a caching file object over its store (:mod:`.metadata`)."""
+
+    latency_bound = True
+    hdf5_reads_chunks = False   # (each of HDF5's reads would be a request: whole chunks are fetched concurrently)
+
+    def __init__(self, store: ByteStore, fh, file: h5py.File, prepares: bool, metadata: list | None) -> None:
+        super().__init__(store, file, None)
+        self.fh = fh
+        #: True in the process that prepares the run (it caches the metadata for the next run)
+        self.prepares = prepares
+        self._metadata = metadata   # (a worker's: what it was opened from, shipped on as it came)
+
+    def state(self) -> dict:
+        return self.store.state()
+
+    def failure(self) -> Exception | None:
+        failure = self.fh.failure
+        return failure if isinstance(failure, RemoteError) else None
+
+    def fetch_ahead(self, datasets) -> None:
+        """Start fetching what reading ``datasets`` will need, where the preparing process has no cached
+        metadata (:func:`.metadata.fetch_ahead`)."""
+        if self.prepares and self.fh.cached is None:
+            from .metadata import fetch_ahead
+
+            fetch_ahead(self.fh, datasets)
+
+    def metadata(self, preload) -> list:
+        """The HDF5 metadata bytes this process has read, as ``(start, bytes)`` pieces (taken once: the
+        config stays the same), ``preload()`` called first (what workers read first); kept in the local
+        cache for the next run on the object."""
+        if self._metadata is None:
+            preload()
+            self._metadata = self.fh.metadata()
+            if self.prepares and self._metadata != self.fh.cached:
+                from .metadata import cache_metadata
+
+                cache_metadata(self.store, self._metadata)
+        return self._metadata
+
+    def close(self) -> None:
+        self.store.forget_ahead()
+        super().close()
+
+
+def open_file(path: str, request: FileRequest) -> OpenedFile:
+    """The H5MD file at ``path`` (a local path or a URL) opened for reading; one-line errors."""
+    shipped = request.shipped or {}
+    options = shipped.get("storage_options", request.storage_options)
+    store = open_bytes(path, options, shipped.get("identity"), shipped.get("round_trip"))
+    if store.local_path is not None:
+        if request.driver == "mpio":
+            from ..parallel import require_parallel_h5py
+
+            require_parallel_h5py()
+        lock = {} if request.locking is None else {"locking": request.locking}
+        try:
+            return OpenedFile(store, open_h5(store.local_path, "r", driver=request.driver, comm=request.comm,
+                                             rdcc_nbytes=request.rdcc_nbytes, **lock), request.driver)
+        except BaseException:
+            store.close()
+            raise
+    # (MPI-IO reads files: every rank fetches its own ranges of an object)
+    from .metadata import open_store_h5
+
+    fh, f = open_store_h5(store, request.shipped is None, shipped.get("metadata"), request.rdcc_nbytes)
+    return RemoteFile(store, fh, f, request.shipped is None, shipped.get("metadata"))
