@@ -82,13 +82,19 @@ def run(analysis: Analysis | list[Analysis], topology, trajectory=None, *, optio
     if trajectory is None:   # an ensemble: many trajectories, each with its own topology, in one job
         return _run_ensemble(analysis, topology, options, on_update, keywords)
     opts = RunOptions.from_keywords(options, keywords)
-    if isinstance(analysis, list | tuple):   # several analyses, one pass over the union of their atoms
-        # (imported here: its records cost a run of one analysis nothing)
-        from .analysis.group import AnalysisGroup
-
-        analysis = AnalysisGroup(analysis)
+    analysis = _grouped(analysis)
     with using(opts.storage_options):   # a URL's options, for the sources this run opens
         return Engine(analysis, topology, rounds_for(analysis, topology, trajectory, opts), opts, on_update).execute()
+
+
+def _grouped(analysis: Analysis | list[Analysis]) -> Analysis:
+    """Several analyses: one :class:`~trajscale.analysis.group.AnalysisGroup`, a pass over the union of their
+    atoms (imported only then: a run of one analysis does not make its records)."""
+    if not isinstance(analysis, list | tuple):
+        return analysis
+    from .analysis.group import AnalysisGroup
+
+    return AnalysisGroup(analysis)
 
 
 def _run_ensemble(analysis, ensemble, options: RunOptions | None, on_update, keywords: dict):
