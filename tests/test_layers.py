@@ -53,7 +53,7 @@ FORBIDDEN = {
 
 #: The report package's floors, from the records up: a module imports only modules on its floor or below.
 REPORT_FLOORS = {
-    "timing": 0, "payload": 0, "runfacts": 0, "machine": 0, "probe": 0,   # records (of runs, machines)
+    "timing": 0, "payload": 0, "runfacts": 0, "kinds": 0, "machine": 0, "probe": 0,   # records (of runs, machines)
     "conditions": 0,                           # what else the machine ran, and the page cache, beside them
     "metrics": 1,                              # numbers derived from the records
     "stragglers": 2, "diagnose": 2,            # diagnosis

@@ -40,7 +40,7 @@ from .executors.base import adopt_source, close_cached_sources, refuse_if_launch
 from .planning import AnalysisTopology, topology_file
 from .report.conditions import LoadMeter, RunConditions, page_cache
 from .report.payload import payload_of
-from .report.runfacts import AnalysisShare, ExecutorChoice, FollowFacts, IOFacts, RunFacts
+from .report.runfacts import IOFacts, RunFacts
 from .report.summary import Report
 from .report.timing import RunReport, summarize_workers
 from .runspec import JobFacts, RunOptions
@@ -49,6 +49,10 @@ from .sources import Source, open_source, reader_modules
 from .storage import fetched_here, fetched_since
 from .timeline import ProcessTimeline
 from .util import polling_for_stop, raise_if_stopped, stop_requested
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:   # (records of some runs only: imported where one is made)
+    from .report.kinds import AnalysisShare, ExecutorChoice, FollowFacts
 
 log = logging.getLogger(__name__)
 
@@ -321,6 +325,8 @@ class Engine:
         chosen, why = choose_executor(facts, self.options.n_workers)
         if self.rounds.grows:
             why += f"; from the {facts.n_frames} frames there when the run began"
+        from .report.kinds import ExecutorChoice  # (a run on a named executor makes none)
+
         self.choice = ExecutorChoice(chosen, why)
         log.debug("executor %s", self.choice)
         if chosen != self.ex.name:
@@ -441,6 +447,7 @@ def _shares(analysis: Analysis, job: Job, reduced) -> tuple[AnalysisShare, ...]:
     group = sys.modules.get("trajscale.analysis.group")   # (imported by a run of several analyses only)
     if group is None or not isinstance(analysis, group.AnalysisGroup):
         return ()
+    from .report.kinds import AnalysisShare
     state = job.prepared.state   # (the atoms each prepared: a pass over every atom reads them as None)
     return tuple(AnalysisShare(a.name, float(t), None if p.atoms is None else len(p.atoms), a.selections)
                  for a, t, p in zip(analysis.analyses, reduced.seconds, state.prepared, strict=True))

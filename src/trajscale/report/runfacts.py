@@ -15,29 +15,9 @@ from ..launch import SchedulerJob
 from ..launch import current as current_launch
 from .payload import Payload
 
-
-@dataclass(frozen=True, slots=True)
-class ExecutorChoice:
-    """What ``executor="auto"`` chose, and why (the job's estimated work against a pool's start)."""
-
-    chosen: str
-    why: str
-
-    def __str__(self) -> str:
-        return f"auto: {self.chosen} ({self.why})"
-
-    def to_dict(self) -> dict:
-        return {"chosen": self.chosen, "why": self.why}
-
-    @classmethod
-    def from_dict(cls, d) -> ExecutorChoice | None:
-        """From :meth:`to_dict`, or from the line ``"auto: NAME (why)"`` older reports stored."""
-        if isinstance(d, dict) and "chosen" in d:
-            return cls(str(d["chosen"]), str(d.get("why", "")))
-        if not (isinstance(d, str) and d.startswith("auto: ") and d.endswith(")") and " (" in d):
-            return None
-        chosen, _, why = d[len("auto: "):-1].partition(" (")
-        return cls(chosen, why)
+TYPE_CHECKING = False
+if TYPE_CHECKING:   # (defined in .kinds, importable from here: see __getattr__ below)
+    from .kinds import AnalysisShare, ExecutorChoice, FollowFacts
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,53 +37,6 @@ class IOFacts:
         if not isinstance(d, dict):
             return None
         return cls(d.get("driver"), bool(d.get("collective_requested")), bool(d.get("collective")))
-
-
-@dataclass(frozen=True, slots=True)
-class FollowFacts:
-    """A followed run: the frames it analysed, its ending (the key of a ``trajscale.endings.Ending``, None
-    while it runs) and the sentence that says it; ``temporary`` when the file followed was a stream's
-    copy, removed at the end (advice then names no file the user cannot find)."""
-
-    frames: int
-    ended: str | None = None
-    why: str | None = None
-    temporary: bool = False
-
-    def to_dict(self) -> dict:
-        d = {"frames": self.frames, "ended": self.ended, "why": self.why}
-        if self.temporary:
-            d["temporary"] = True
-        return d
-
-    @classmethod
-    def from_dict(cls, d) -> FollowFacts | None:
-        if not isinstance(d, dict):
-            return None
-        return cls(int(d.get("frames") or 0), d.get("ended"), d.get("why"), bool(d.get("temporary")))
-
-
-@dataclass(frozen=True, slots=True)
-class AnalysisShare:
-    """One analysis of several run in one pass: its name, the seconds its ``map`` and ``reduce`` took
-    (summed over every task), the atoms it mapped (None: all) and its selections; the read is shared."""
-
-    name: str
-    t_compute: float
-    n_atoms: int | None
-    selections: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "t_compute": self.t_compute, "n_atoms": self.n_atoms,
-                "selections": list(self.selections)}
-
-    @classmethod
-    def from_dict(cls, d) -> AnalysisShare | None:
-        if not isinstance(d, dict) or "name" not in d:
-            return None
-        n = d.get("n_atoms")
-        return cls(str(d["name"]), float(d.get("t_compute") or 0.0), int(n) if isinstance(n, int) else None,
-                   tuple(str(s) for s in d.get("selections") or ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +118,8 @@ class RunFacts:
         values of the wrong kind: left out)."""
         if not isinstance(d, dict):
             return cls()
+        from .kinds import AnalysisShare, ExecutorChoice, FollowFacts
+
         given = d.get("trajectories")
         asked = d.get("n_tasks_asked")
         workers = d.get("worker_jobs")
@@ -202,6 +137,18 @@ class RunFacts:
                    worker_jobs=tuple(str(j) for j in workers) if isinstance(workers, list | tuple) else (),
                    fetched_prepare={k: fetched.get(k, 0) for k in ("requests", "bytes", "wait_s", "retries")}
                    if isinstance(fetched, dict) else None)
+
+
+#: The records only some runs have, defined in :mod:`.kinds` and importable from here.
+_OF_SOME_RUNS = ("AnalysisShare", "ExecutorChoice", "FollowFacts")
+
+
+def __getattr__(name: str):
+    if name in _OF_SOME_RUNS:
+        from . import kinds
+
+        return getattr(kinds, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["AnalysisShare", "ExecutorChoice", "FollowFacts", "IOFacts", "RunFacts"]

@@ -1,0 +1,84 @@
+"""What only some runs have: the executor ``auto`` chose, how a followed run ended, each analysis of a pass.
+
+Records of :class:`~.runfacts.RunFacts` (and importable from there) that a run of one analysis on a
+named executor over a finished trajectory never makes: defined apart, so that such a run, the most
+common and the shortest, does not create their classes at its start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorChoice:
+    """What ``executor="auto"`` chose, and why (the job's estimated work against a pool's start)."""
+
+    chosen: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"auto: {self.chosen} ({self.why})"
+
+    def to_dict(self) -> dict:
+        return {"chosen": self.chosen, "why": self.why}
+
+    @classmethod
+    def from_dict(cls, d) -> ExecutorChoice | None:
+        """From :meth:`to_dict`, or from the line ``"auto: NAME (why)"`` older reports stored."""
+        if isinstance(d, dict) and "chosen" in d:
+            return cls(str(d["chosen"]), str(d.get("why", "")))
+        if not (isinstance(d, str) and d.startswith("auto: ") and d.endswith(")") and " (" in d):
+            return None
+        chosen, _, why = d[len("auto: "):-1].partition(" (")
+        return cls(chosen, why)
+
+
+@dataclass(frozen=True, slots=True)
+class FollowFacts:
+    """A followed run: the frames it analysed, its ending (the key of a ``trajscale.endings.Ending``, None
+    while it runs) and the sentence that says it; ``temporary`` when the file followed was a stream's
+    copy, removed at the end (advice then names no file the user cannot find)."""
+
+    frames: int
+    ended: str | None = None
+    why: str | None = None
+    temporary: bool = False
+
+    def to_dict(self) -> dict:
+        d = {"frames": self.frames, "ended": self.ended, "why": self.why}
+        if self.temporary:
+            d["temporary"] = True
+        return d
+
+    @classmethod
+    def from_dict(cls, d) -> FollowFacts | None:
+        if not isinstance(d, dict):
+            return None
+        return cls(int(d.get("frames") or 0), d.get("ended"), d.get("why"), bool(d.get("temporary")))
+
+
+@dataclass(frozen=True, slots=True)
+class AnalysisShare:
+    """One analysis of several run in one pass: its name, the seconds its ``map`` and ``reduce`` took
+    (summed over every task), the atoms it mapped (None: all) and its selections; the read is shared."""
+
+    name: str
+    t_compute: float
+    n_atoms: int | None
+    selections: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "t_compute": self.t_compute, "n_atoms": self.n_atoms,
+                "selections": list(self.selections)}
+
+    @classmethod
+    def from_dict(cls, d) -> AnalysisShare | None:
+        if not isinstance(d, dict) or "name" not in d:
+            return None
+        n = d.get("n_atoms")
+        return cls(str(d["name"]), float(d.get("t_compute") or 0.0), int(n) if isinstance(n, int) else None,
+                   tuple(str(s) for s in d.get("selections") or ()))
+
+
+__all__ = ["AnalysisShare", "ExecutorChoice", "FollowFacts"]
