@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing as mp
 
 from trajscale.block import FrameRange
-from trajscale.executors.base import TaskClaims, hand_out
+from trajscale.executors.claims import TaskClaims, hand_out
 
 
 def _take_all(claims: TaskClaims, out) -> None:

@@ -15,7 +15,7 @@ import pickle
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -52,7 +52,7 @@ class Job:
     growing: bool = False
     #: The source fetches a block ahead while the one before is mapped (a file behind a URL:
     #: :attr:`~trajscale.sources.base.Source.reads_ahead`); a pool's workers then take their tasks
-    #: themselves (:func:`hand_out`).
+    #: themselves (:func:`~.claims.hand_out`).
     reads_ahead: bool = False
 
     def __repr__(self) -> str:   # the source's storage options may hold credentials
@@ -338,7 +338,7 @@ def run_in_turn(job: Job, tasks: Iterable[tuple[int, FrameRange]], worker: str,
                 after: Callable[[], None] | None = None) -> Iterator[tuple[int, tuple[object, TaskTiming]]]:
     """:func:`run_task` for each ``(task, frames)`` in turn, each told the next one's frames (``then``: a
     source behind a URL fetches its first block while the task before maps its last).  The next task
-    is asked of ``tasks`` when one begins (a :class:`TaskClaims` takes it then); ``before(task)`` is
+    is asked of ``tasks`` when one begins (a :class:`~.claims.TaskClaims` takes it then); ``before(task)`` is
     called before each, ``after()`` after each.  Yields ``(task, (partial, timing))`` as each ends."""
     pending = iter(tasks)
     nxt = next(pending, None)
@@ -351,112 +351,6 @@ def run_in_turn(job: Job, tasks: Iterable[tuple[int, FrameRange]], worker: str,
         if after is not None:
             after()
         yield task, result
-
-
-@dataclass(frozen=True)
-class TaskClaims:
-    """A pool's tasks that its workers take themselves, in frame order, each the next one not yet taken.
-
-    Handed one task at a time, a worker cannot fetch its next task's first block while it maps the
-    last one's: each task of a source behind a URL began with a round trip.  Handed runs of tasks, the
-    runs' ends did.  A worker that takes its tasks (iterating this, in :func:`run_in_turn`) knows its
-    next one from the start of the one before, and the workers still balance the tasks between them.
-    The counters (next task, tasks finished) are in a small file, changed under a lock: one way for the
-    processes of a pool however they were started, and for threads.
-    """
-
-    path: str
-    ranges: tuple[FrameRange, ...]
-
-    @classmethod
-    def create(cls, folder: str | None, ranges: Sequence[FrameRange]) -> TaskClaims:
-        """Claims of ``ranges`` in a new file in ``folder`` (None: the temporary directory)."""
-        import tempfile
-
-        fd, path = tempfile.mkstemp(prefix="claims-", dir=folder)
-        os.write(fd, b"0 0")
-        os.close(fd)
-        return cls(path, tuple(ranges))
-
-    def _count(self, which: int, add: int) -> int:
-        """Counter ``which`` (0: next task, 1: tasks finished) before adding ``add`` to it."""
-        import fcntl
-
-        with open(self.path, "r+b") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX if add else fcntl.LOCK_SH)
-            counts = [int(x) for x in fh.read().split()]
-            if add:
-                was, counts[which] = counts[which], counts[which] + add
-                fh.seek(0)
-                fh.write(b"%d %d" % tuple(counts))
-                fh.truncate()
-                return was
-            return counts[which]
-
-    def __iter__(self) -> Iterator[tuple[int, FrameRange]]:
-        while (task := self._count(0, 1)) < len(self.ranges):
-            yield task, self.ranges[task]
-
-    def finished(self) -> None:
-        """Count one more task finished (the root's progress)."""
-        self._count(1, 1)
-
-    def stop(self) -> None:
-        """No task is taken any more (each worker ends the task it runs and the one it took next)."""
-        try:
-            self._count(0, len(self.ranges))
-        except (OSError, ValueError, IndexError):
-            pass
-
-    @property
-    def n_finished(self) -> int:
-        try:
-            return self._count(1, 0)
-        except (OSError, ValueError, IndexError):   # removed with its pool
-            return 0
-
-    def remove(self) -> None:
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
-
-
-@dataclass(frozen=True)
-class HandOut:
-    """What a pool submits (:func:`hand_out`): ``runs``, each one submission's tasks (a list, or the
-    ``claims`` its worker takes them from), and ``after``, what a worker calls after each task."""
-
-    runs: list
-    claims: TaskClaims | None = None
-
-    @property
-    def after(self) -> Callable[[], None] | None:
-        return self.claims.finished if self.claims is not None else None
-
-    def progress(self, home: Homecoming) -> int:
-        """Tasks done: those home, or as many as the workers taking claims have finished (their results
-        come home when a worker finds no task left)."""
-        return max(home.n_home, self.claims.n_finished) if self.claims is not None else home.n_home
-
-    def stop(self) -> None:
-        if self.claims is not None:
-            self.claims.stop()
-
-    def remove(self) -> None:
-        if self.claims is not None:
-            self.claims.remove()
-
-
-def hand_out(job: Job, ranges: list[FrameRange], n_workers: int, folder: str | None = None) -> HandOut:
-    """How a pool hands out its tasks: one at a time (the pool balancing them as workers free up), or,
-    for a source that reads ahead (``job.reads_ahead``), :class:`TaskClaims` in ``folder`` (None: the
-    temporary directory) each worker takes its tasks from itself (handed once to each worker); the
-    caller removes them (:meth:`HandOut.remove`)."""
-    if job.reads_ahead and len(ranges) > 1:
-        claims = TaskClaims.create(folder, ranges)
-        return HandOut([claims] * min(n_workers, len(ranges)), claims)
-    return HandOut([[(i, r)] for i, r in enumerate(ranges)])
 
 
 def _fetched(before: dict | None, after: dict | None) -> dict:

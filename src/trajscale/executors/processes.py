@@ -32,7 +32,8 @@ from ..pools import as_completed_polling, choose_start_method, process_pool
 from ..progress import progress_bar
 from ..report.timing import host_and_pid
 from . import late_start_method
-from .base import Executor, HandOut, Homecoming, Job, TaskResults, hand_out, io_of, sendable
+from .base import Executor, Homecoming, Job, TaskResults, io_of, sendable
+from .claims import HandOut, hand_out
 from .jobfile import INLINE_BYTES, ship, shipped_tasks, unship
 from .startup import init_worker, task_imports, warm_up, worker_tasks
 
@@ -115,7 +116,7 @@ class ProcessExecutor(Executor):
         try:
             # A large job is written once for the run and each worker loads it once (jobfile.py);
             # a small one travels with each hand-out. A worker is handed one task at a time, or the
-            # claims it takes its tasks from where it can fetch ahead across them (base.hand_out).
+            # claims it takes its tasks from where it can fetch ahead across them (claims.hand_out).
             handed = hand_out(job, ranges, self.n_workers, self._marks or "")
             if len(blob) > INLINE_BYTES:
                 shipped = ship(blob, self._marks or "")

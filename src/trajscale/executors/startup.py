@@ -98,7 +98,7 @@ def read_starts(marks: str, n: int, timeout: float = 60.0) -> list[dict]:
 
 
 def worker_tasks(job, tasks, after=None):
-    """Tasks of a pool worker, ``(task, frames)`` in turn (a list, or :class:`~.base.TaskClaims` it takes
+    """Tasks of a pool worker, ``(task, frames)`` in turn (a list, or :class:`~.claims.TaskClaims` it takes
     them from; ``after()`` after each): :func:`~trajscale.executors.base.run_in_turn`, each noted first in
     the marks folder; their ``(task, (partial, timing))``."""
     from .base import run_in_turn

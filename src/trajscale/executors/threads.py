@@ -18,7 +18,8 @@ from ..block import FrameRange
 from ..pools import as_completed_polling
 from ..progress import progress_bar
 from ..timeline import mark_ready
-from .base import Executor, Homecoming, Job, TaskResults, close_cached_sources, hand_out, io_of, run_in_turn
+from .base import Executor, Homecoming, Job, TaskResults, close_cached_sources, io_of, run_in_turn
+from .claims import hand_out
 
 #: Prefix of the pool's thread names; a thread's name is its worker's name in the report.
 THREAD_PREFIX = "thread"
