@@ -88,7 +88,7 @@ def store_validator(location: str) -> dict:
     import logging
 
     from ..storage import current_options
-    from ..storage.objects import open_bytes
+    from ..storage.opener import open_bytes
 
     v = open_bytes(location, current_options()).validator
     if not v.complete:
@@ -116,7 +116,7 @@ def _remote_costs(args, facts: dict) -> dict:
         atoms = {f"atoms:{sel} ({len(idx)} atoms)": idx}
     # (the merge gap a run would use: --storage-option merge_gap=BYTES, else the reader's default)
     reader = {"block_bytes": BLOCK_BYTES, "merge_gap": merge_gap_of(current_options()), "max_request": MAX_REQUEST}
-    from ..storage.objects import open_bytes
+    from ..storage.opener import open_bytes
 
     store = open_bytes(args.file, current_options())
     if store.local_path is not None:   # a local file: its costs as if it were behind a URL
@@ -191,7 +191,7 @@ def describe_source(src) -> dict:
     """Format, file size, frames, atoms, fields, stored units and times of an open Source (XTC and
     TRR: every time and step from the frames' headers, no coordinates decoded)."""
     from ..h5md.inspect import times_summary
-    from ..storage.objects import open_bytes
+    from ..storage.opener import open_bytes
 
     times, steps = src.frame_times()
     size = open_bytes(src.path).size   # a file's, or an object's from the request that told its format

@@ -114,7 +114,7 @@ class RechunkJob:
 
 def input_bytes(path) -> int:
     """The input's size: a local file's, or an object's behind a URL (its first request told it)."""
-    from ..storage.objects import open_bytes
+    from ..storage.opener import open_bytes
 
     return open_bytes(path).size
 

@@ -73,7 +73,7 @@ class InputIdentity:
     def of(cls, path: str | os.PathLike) -> InputIdentity:
         """``path``'s name, size and version (:meth:`~trajscale.storage.objects.ByteStore.stamp`: a local
         file's mtime, an object's ETag)."""
-        from ..storage.objects import open_bytes
+        from ..storage.opener import open_bytes
 
         return cls(*open_bytes(path).stamp())
 

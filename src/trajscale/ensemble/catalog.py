@@ -301,7 +301,7 @@ def _catalog_bytes(where: str, storage_options: Mapping | None) -> bytes:
     """The catalog's bytes, from a file or the object behind a URL."""
     if is_url(where):
         from ..storage import using
-        from ..storage.objects import open_bytes
+        from ..storage.opener import open_bytes
 
         with using(storage_options):
             store = open_bytes(where)

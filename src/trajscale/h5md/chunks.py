@@ -8,7 +8,7 @@ on a file skip the lookups). A process that prepares a run on a file behind a UR
 B-tree over the network.
 
 One chunk reader (:class:`ChunkReads`) executes the read plan (frames, atom runs side by side, the asked
-atoms' columns) against any :class:`~trajscale.storage.objects.ByteStore`:
+atoms' columns) against any :class:`~trajscale.storage.bytestore.ByteStore`:
 
 * uncompressed chunks holding whole frames, or contiguous storage: each frame's runs at ``chunk address +
   frame offset + atom offset``. A store with a local descriptor is read by the compiled gather
@@ -34,8 +34,9 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
-from ..storage.objects import MERGE_GAP, ByteStore, prefetch_coalesced, read_coalesced
+from ..storage.bytestore import ByteStore
 from ..storage.pread import pread_gather
+from ..storage.ranges import MERGE_GAP, prefetch_coalesced, read_coalesced
 from .blosc import blosc_decompressor
 
 log = logging.getLogger(__name__)

@@ -1,9 +1,9 @@
 """An H5MD file opened for reading: its bytes (a byte store) and HDF5's view of them, local or behind a URL.
 
 This is the one place where a file behind a URL differs from a local one, decided once from the byte store
-its location opens (:func:`~trajscale.storage.objects.open_bytes`):
+its location opens (:func:`~trajscale.storage.opener.open_bytes`):
 
-* a store with a local path (:class:`~trajscale.storage.objects.LocalFile`): HDF5 opens the file there with its
+* a store with a local path (:class:`~trajscale.storage.bytestore.LocalFile`): HDF5 opens the file there with its
   own driver (or with MPI-IO's), and the chunk reader reads its frames through the store's descriptor;
 * any other store (an object behind ``s3://``, ``http(s)://``, ...): HDF5 opens a caching file object over the
   store (:mod:`.metadata`), from the metadata bytes the process that prepared the run shipped where there
@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import h5py
 
-from ..storage.objects import ByteStore, RemoteError, open_bytes
+from ..storage.bytestore import ByteStore
+from ..storage.opener import open_bytes
 from .hdf5 import open_h5
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,8 @@ class RemoteFile(OpenedFile):
         return self.store.state()
 
     def failure(self) -> Exception | None:
+        from ..storage.retry import RemoteError
+
         failure = self.fh.failure
         return failure if isinstance(failure, RemoteError) else None
 

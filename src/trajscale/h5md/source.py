@@ -23,7 +23,7 @@ from ..box import edges_to_dimensions
 from ..errors import InputFileError
 from ..facts import LayoutFacts
 from ..sources.base import FRAME_META_BYTES, OpenRequest, Source, file_head
-from ..storage.objects import ByteStore
+from ..storage.bytestore import ByteStore
 from ..util import HDF5_MAGIC
 from .chunks import ChunkIndex, ChunkReads, chunk_index, make_decoder
 from .codecs import deltas_of
@@ -85,7 +85,7 @@ META_MEMO_FILES = 8
 
 def _described(f, group: str | None, assume_units: str | None, identity: tuple) -> Described:
     """``f``'s particle group described, from the memo if the file is unchanged (``identity``: its bytes',
-    :attr:`~trajscale.storage.objects.ByteStore.identity`)."""
+    :attr:`~trajscale.storage.bytestore.ByteStore.identity`)."""
     key = (identity, group, assume_units)
     entry = _DESCRIBED.get(key)
     if entry is None:

@@ -170,7 +170,7 @@ class Backend:
         self.put(name, data)
 
     def open(self, location: str, options: dict | None = None):
-        from ..storage.objects import open_bytes
+        from ..storage.opener import open_bytes
 
         return open_bytes(location, options or {})
 

@@ -4,7 +4,7 @@ Frames are found by the offsets index (:mod:`.offsets`: scanned once by the proc
 shipped in the source's config) and read by :mod:`._xdr`, the xdrfile C library that MDAnalysis's readers
 use, compiled into trajscale: the same bits, without importing MDAnalysis; only the selected atoms are
 copied into the block. The file's bytes are read through its byte store
-(:func:`~trajscale.storage.objects.open_bytes`: a local file, or an object behind a URL), as the file the
+(:func:`~trajscale.storage.opener.open_bytes`: a local file, or an object behind a URL), as the file the
 store offers (:func:`~trajscale.storage.files.as_file`): the offsets index and the frame
 reader are the same code for both. Other formats MDAnalysis reads (DCD, NetCDF, ...) are read one file at
 a time by :class:`~trajscale.sources.mdapart.MDAPartSource`.
@@ -96,7 +96,7 @@ class XDRSource(OneFileSource):
                  format: str | None = None, strict: bool | None = None, storage_options: dict | None = None,
                  identity: list | None = None, round_trip: float | None = None) -> None:
         from ..storage.files import as_file
-        from ..storage.objects import open_bytes
+        from ..storage.opener import open_bytes
 
         self._path = str(path)
         self._view = None

@@ -1,0 +1,185 @@
+"""The ByteStore interface, and the local file's store: what every format reads its bytes through.
+
+A :class:`ByteStore` answers a file's size and identity and reads byte ranges of it; a local file's
+(:class:`LocalFile`) also offers a descriptor for the compiled gather (:mod:`.pread`). The object behind a
+URL is :class:`~.objects.RemoteObject`; :func:`~.opener.open_bytes` imports it (and its clients, retries and
+request threads) only for a URL, so a local read imports none of them.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from ..errors import InputFileError
+from .ranges import MERGE_GAP
+
+
+@dataclass(frozen=True, slots=True)
+class Validator:
+    """What tells a store's bytes from a replacement's, and what that can see.
+
+    ``kind``: ``"version"`` (reads pinned to a version id: a replacement is never read), ``"etag"`` (an ETag
+    that follows the content: every replacement is refused), ``"mtime-etag"`` (an ETag made of the
+    modification time in seconds and the size, as nginx's: a same-size replacement within the same second is
+    not seen), ``"weak-etag"`` (``W/``: the content equivalent, not identical), ``"size"`` (no ETag: only a
+    change of size is seen), ``"file"`` (a local file's device, inode, size and modification time).
+    ``complete``: whether every replacement is seen. ``says``: one line for ``inspect`` and the run report."""
+
+    kind: str
+    complete: bool
+    says: str
+
+
+
+class ByteStore(ABC):
+    """A file's bytes: its size, its identity, and ranges of it."""
+
+    @property
+    @abstractmethod
+    def size(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def identity(self) -> tuple: ...
+
+    @property
+    @abstractmethod
+    def validator(self) -> Validator:
+        """What tells these bytes from a replacement's, and whether it sees every replacement."""
+
+    @abstractmethod
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """The bytes ``[start, stop)`` of each range, in order; every one exactly that long, or an error."""
+
+    @abstractmethod
+    def stamp(self) -> tuple[str, int, int]:
+        """(name, size, version): what a resume records of an input to know it again; the version is a
+        local file's modification time, an object's ETag as a number."""
+
+    #: Ranges closer than this are read as one (:data:`MERGE_GAP`; an object's ``merge_gap`` option).
+    merge_gap: int = MERGE_GAP
+
+    #: The path a library can open these bytes at where they lie, None where they must be fetched
+    #: (:func:`~.files.as_file` offers a compiled reader the one or the other).
+    local_path: str | None = None
+
+    def state(self) -> dict | None:
+        """What another process opens these bytes with, without asking again (an object's options, identity
+        and round trip); None when the location says it all (a local file)."""
+        return None
+
+    def fetched(self) -> dict | None:
+        """What reading these bytes cost over the network (requests, bytes, wait_s, retries); None for a
+        local file."""
+        return None
+
+    def descriptor(self) -> int | None:
+        """A descriptor that ``pread`` reads these bytes from (what the compiled gather of
+        :mod:`.pread` takes), open until :meth:`close`; None where the bytes are not a local file."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - a store that holds nothing open closes nothing
+        """Let go of what the store holds open (a descriptor)."""
+
+
+class LocalFile(ByteStore):
+    """A local file read with ``pread`` (the local twin of :class:`RemoteObject`)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise InputFileError(path, "no such file") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise InputFileError(path, "a folder, not a file: give a file in it, or its segment index "
+                                       "(index.json, as trajscale split writes it)")
+        self._identity = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        self._size = st.st_size
+        self._fd = -1
+        self._fd_lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def identity(self) -> tuple:
+        return self._identity
+
+    @property
+    def validator(self) -> Validator:
+        return Validator("file", True, "device, inode, size and modification time (ns)")
+
+    def stamp(self) -> tuple[str, int, int]:
+        return self._identity[0], self._size, self._identity[4]
+
+    @property
+    def local_path(self) -> str:
+        return self.path
+
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        for a, b in ranges:
+            if a < 0 or b > self._size or b < a:
+                raise InputFileError(self.path, f"bytes {a} to {b} are outside the file's {self._size} bytes: "
+                                                "the file is damaged")
+        fd = self._open_checked()   # (each read checks the file is still the one first seen)
+        try:
+            out = [os.pread(fd, b - a, a) for a, b in ranges]
+        finally:
+            os.close(fd)
+        for (a, b), data in zip(ranges, out, strict=True):
+            if len(data) != b - a:
+                raise InputFileError(self.path, f"short read at byte {a}: the file is truncated")
+        return out
+
+    def _open_checked(self) -> int:
+        """A new descriptor of the file, checked to be the one first seen: not replaced, not rewritten."""
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        st = os.fstat(fd)
+        _, dev, ino, size, mtime = self._identity
+        # (a file that only grew, as one being appended to, still holds the bytes first seen)
+        if (st.st_dev, st.st_ino) != (dev, ino) or st.st_size < size or (st.st_size == size
+                                                                         and st.st_mtime_ns != mtime):
+            os.close(fd)
+            from .retry import Replaced  # (the error's module, with the network's: imported when it is raised)
+
+            raise Replaced(self.path, "the file was replaced or rewritten during the run (its inode, size or "
+                                      "modification time changed); run again on the new file")
+        return fd
+
+    def descriptor(self) -> int:
+        """The file's descriptor, opened (and checked) on the first call and kept until :meth:`close`."""
+        if self._fd < 0:
+            with self._fd_lock:
+                if self._fd < 0:
+                    self._fd = self._open_checked()
+        return self._fd
+
+    def close(self) -> None:
+        with self._fd_lock:
+            fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:   # noqa: BLE001 - a finalizer never raises: it may run during interpreter shutdown
+            pass
+
+    def __getstate__(self) -> dict:
+        # (how to open the file travels, never a descriptor)
+        return {**{k: v for k, v in vars(self).items() if k != "_fd_lock"}, "_fd": -1}
+
+    def __setstate__(self, state: dict) -> None:
+        vars(self).update(state)
+        self._fd_lock = threading.Lock()
+
+
+
+__all__ = ["ByteStore", "LocalFile", "Validator"]

@@ -1,0 +1,28 @@
+"""A location's bytes: the one function that opens a :class:`~.bytestore.ByteStore` for a path or a URL.
+
+A local path is a :class:`~.bytestore.LocalFile`; a URL is the object behind it
+(:class:`~.objects.RemoteObject`, imported here only for a URL: obstore's clients, the retries and the
+request threads are none of a local read's cost).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..util import is_url
+from .bytestore import ByteStore, LocalFile
+
+
+def open_bytes(path: str | os.PathLike, options: dict | None = None, identity: list | None = None,
+               round_trip: float | None = None) -> ByteStore:
+    """The bytes of ``path``: a local file, or the object behind a URL (its first request tells its size
+    and identity), read with ``options`` (None: the current storage options); an object's ``identity`` and
+    ``round_trip`` as another process found them (:meth:`ByteStore.state`: then nothing is asked now)."""
+    if is_url(path):
+        from .objects import Identity, RemoteObject
+
+        return RemoteObject.open(str(path), options, Identity.of(identity), round_trip)
+    return LocalFile(os.fspath(path))
+
+
+__all__ = ["open_bytes"]
