@@ -150,11 +150,12 @@ def test_a_quiet_xtc_run_imports_neither_the_summary_nor_hdf5(tmp_path):
     code = ("import json, sys\nfrom trajscale.cli.main import main\n"
             f"code = main(['-q', 'run', 'rmsd', {GRO!r}, {XTC!r}, '--executor', 'serial', '--out', {str(out)!r}])\n"
             "print(json.dumps([code, sorted(m for m in sys.modules if m.startswith(('trajscale.report', "
-            "'trajscale.h5md', 'h5py', 'numpy.ma', 'trajscale.executors.claims')))]))")
+            "'trajscale.h5md', 'h5py', 'numpy.ma', 'trajscale.executors.claims', 'trajscale.endings')))]))")
     code_, loaded = _fresh(code)
     assert code_ == 0 and out.stat().st_size > 0
     assert not {m for m in loaded if m.rsplit(".", 1)[-1] in {"advice", "diagnose", "metrics", "stragglers"}}, loaded
     assert "trajscale.report.kinds" not in loaded   # (what auto chose, a followed run's end, a pass's analyses)
     assert "trajscale.executors.claims" not in loaded   # (a pool's)
+    assert "trajscale.endings" not in loaded   # (a followed run's options and endings)
     assert not {m for m in loaded if m.startswith(("h5py", "trajscale.h5md"))}, loaded
     assert "numpy.ma" not in loaded   # (np.unique's first call imports it: 5 % of a short run's start)

@@ -10,6 +10,9 @@ docs/following.md's "How a run ends".
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
+
+from .errors import ConfigError
 
 
 class Ending(enum.Enum):
@@ -64,4 +67,43 @@ class FollowEnded(Exception):
         self.ending, self.detail, self.frames = ending, detail, frames
 
 
-__all__ = ["Ending", "FollowEnded"]
+@dataclass(frozen=True)
+class FollowOptions:
+    """How a followed run polls, publishes and ends.
+
+    Attributes
+    ----------
+    every_s
+        Publish the results so far (``on_update``) at most this often, in seconds.
+    every_frames
+        ... or once this many new frames are analysed (None: by time only).
+    idle
+        End when no new frame has come for this many seconds.
+    poll
+        Seconds between looks at the trajectory when nothing is new.
+    wait
+        Seconds to wait for the first complete frame (default: ``idle``).
+    tee
+        An IMD stream (``imd://HOST:PORT``): keep every frame received in this H5MD file (None: a
+        temporary file, removed when the run ends).
+    overwrite
+        With ``tee``: replace an existing file.
+    """
+
+    every_s: float = 30.0
+    every_frames: int | None = None
+    idle: float = 60.0
+    poll: float = 0.5
+    wait: float | None = None
+    tee: str | None = None
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        for name, value in (("every_s", self.every_s), ("idle", self.idle), ("poll", self.poll)):
+            if not value > 0:
+                raise ConfigError(f"follow: {name} must be positive, got {value}")
+        if self.every_frames is not None and self.every_frames < 1:
+            raise ConfigError(f"follow: every_frames must be at least 1, got {self.every_frames}")
+
+
+__all__ = ["Ending", "FollowEnded", "FollowOptions"]

@@ -20,10 +20,14 @@ from .planning import (  # noqa: F401 (planning names stay importable from trajs
     topology_file,
     topology_with_first_frame,
 )
-from .runspec import FollowOptions, RunOptions
+from .runspec import RunOptions
 from .sources import is_stream
 from .sources.locations import is_local
 from .storage import using
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:   # (a followed run's options, importable from here: see __getattr__ below)
+    from .endings import FollowOptions
 
 
 def run(analysis: Analysis | list[Analysis], topology, trajectory=None, *, options: RunOptions | None = None,
@@ -128,6 +132,14 @@ def rounds_for(analysis: Analysis, topology, trajectory, options: RunOptions) ->
     if is_stream(trajectory):
         return StreamRounds(trajectory, topology, options, analysis)
     return FileRounds(trajectory, topology, options, analysis)
+
+
+def __getattr__(name: str):
+    if name == "FollowOptions":   # (a followed run's options: imported for one)
+        from .endings import FollowOptions
+
+        return FollowOptions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["FollowOptions", "RunOptions", "frame_range", "plan_in_parts", "plan_strided_tasks", "plan_tasks",

@@ -23,47 +23,9 @@ if TYPE_CHECKING:
 
     from .analysis.base import FrameCost
     from .block import FrameRange
+    from .endings import FollowOptions  # (a followed run's: defined there, importable from here)
     from .executors.base import Executor
     from .sources.base import Source
-
-
-@dataclass(frozen=True)
-class FollowOptions:
-    """How a followed run polls, publishes and ends.
-
-    Attributes
-    ----------
-    every_s
-        Publish the results so far (``on_update``) at most this often, in seconds.
-    every_frames
-        ... or once this many new frames are analysed (None: by time only).
-    idle
-        End when no new frame has come for this many seconds.
-    poll
-        Seconds between looks at the trajectory when nothing is new.
-    wait
-        Seconds to wait for the first complete frame (default: ``idle``).
-    tee
-        An IMD stream (``imd://HOST:PORT``): keep every frame received in this H5MD file (None: a
-        temporary file, removed when the run ends).
-    overwrite
-        With ``tee``: replace an existing file.
-    """
-
-    every_s: float = 30.0
-    every_frames: int | None = None
-    idle: float = 60.0
-    poll: float = 0.5
-    wait: float | None = None
-    tee: str | None = None
-    overwrite: bool = False
-
-    def __post_init__(self) -> None:
-        for name, value in (("every_s", self.every_s), ("idle", self.idle), ("poll", self.poll)):
-            if not value > 0:
-                raise ConfigError(f"follow: {name} must be positive, got {value}")
-        if self.every_frames is not None and self.every_frames < 1:
-            raise ConfigError(f"follow: every_frames must be at least 1, got {self.every_frames}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,13 +96,16 @@ class RunOptions:
             raise ConfigError(f"step must be at least 1 (got {self.step})")
         # a copy: the caller's dict may change after the record is made
         object.__setattr__(self, "executor_options", dict(self.executor_options))
-        if self.follow is True:
-            object.__setattr__(self, "follow", FollowOptions())
-        elif self.follow is False:
+        if self.follow is False:
             object.__setattr__(self, "follow", None)
-        elif self.follow is not None and not isinstance(self.follow, FollowOptions):
-            raise ConfigError(f"follow must be True or a trajscale.follow.FollowOptions, "
-                              f"got {type(self.follow).__name__}")
+        elif self.follow is not None:   # (the options of a followed run only: imported for one)
+            from .endings import FollowOptions
+
+            if self.follow is True:
+                object.__setattr__(self, "follow", FollowOptions())
+            elif not isinstance(self.follow, FollowOptions):
+                raise ConfigError(f"follow must be True or a trajscale.follow.FollowOptions, "
+                                  f"got {type(self.follow).__name__}")
 
     @classmethod
     def from_keywords(cls, options: RunOptions | None = None, keywords: Mapping[str, object] = ()) -> RunOptions:
@@ -277,6 +242,14 @@ class JobFacts:
                                       max_block_bytes, self.part_starts)
         return plan_tasks(self.start, self.stop, n_tasks, self.chunk_frames, self.frame_bytes, n_workers,
                           max_block_bytes, self.part_starts)
+
+
+def __getattr__(name: str):
+    if name == "FollowOptions":   # (defined with a followed run's endings: a run that follows nothing
+        from .endings import FollowOptions  # does not create its class)
+
+        return FollowOptions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["FollowOptions", "JobFacts", "RunOptions"]

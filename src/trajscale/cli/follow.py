@@ -65,14 +65,15 @@ def refuse_options_without_effect(args, trajectory) -> None:
 
 
 def follow_options(args, trajectory):
-    """The :class:`~trajscale.runspec.FollowOptions` of ``--follow`` (and of an ``imd://`` stream, always
+    """The :class:`~trajscale.endings.FollowOptions` of ``--follow`` (and of an ``imd://`` stream, always
     followed); None for a finished trajectory."""
-    from ..runspec import FollowOptions
     from ..sources import is_stream
-    from .checks import check_outputs
 
     if not (args.follow or is_stream(trajectory)):
         return None
+    from ..endings import FollowOptions
+    from .checks import check_outputs
+
     if args.tee:
         check_outputs(args.tee, None, inputs=[args.topology], overwrite=args.overwrite)
     return FollowOptions(every_s=30.0 if args.every is None else args.every, every_frames=args.every_frames,
