@@ -159,3 +159,31 @@ def test_a_quiet_xtc_run_imports_neither_the_summary_nor_hdf5(tmp_path):
     assert "trajscale.endings" not in loaded   # (a followed run's options and endings)
     assert not {m for m in loaded if m.startswith(("h5py", "trajscale.h5md"))}, loaded
     assert "numpy.ma" not in loaded   # (np.unique's first call imports it: 5 % of a short run's start)
+
+
+def test_a_quiet_serial_h5md_run_creates_no_record_it_does_not_use(tmp_path):
+    """``trajscale -q run rmsd TOP FILE.h5md --executor serial``, the shortest common run: no ``numpy.ma``
+    (``np.unique``'s first call imports it), no pool's claims, no followed run's options, no record of what
+    ``auto`` chose, no summary; its results are MDAnalysis's RMSD."""
+    import MDAnalysis as mda
+    import numpy as np
+    from MDAnalysis.analysis import rms
+    from MDAnalysisTests.datafiles import DCD, PSF
+
+    import trajscale as ts
+
+    h5, out = tmp_path / "adk.h5md", tmp_path / "r.csv"
+    u = mda.Universe(PSF, DCD)
+    with ts.ParallelWriter(h5, u.atoms.n_atoms) as w:
+        for i, _ in enumerate(u.trajectory[:4]):
+            w.write(step=i, time=float(i), ids=u.atoms.indices, positions=u.atoms.positions, box=u.dimensions)
+    code = ("import json, sys\nfrom trajscale.cli.main import main\n"
+            f"code = main(['-q', 'run', 'rmsd', {PSF!r}, {str(h5)!r}, '--select', 'name CA', '--executor', "
+            f"'serial', '--out', {str(out)!r}])\n"
+            "print(json.dumps([code, sorted(m for m in sys.modules if m in ('numpy.ma', "
+            "'trajscale.executors.claims', 'trajscale.endings', 'trajscale.report.kinds', 'trajscale.report.advice', "
+            "'trajscale.analysis.group'))]))")
+    code_, loaded = _fresh(code)
+    assert code_ == 0 and loaded == []
+    ref = rms.RMSD(mda.Universe(PSF, DCD), select="name CA").run(stop=4).results.rmsd[:, 2]
+    np.testing.assert_allclose(np.loadtxt(out, delimiter=",", skiprows=1)[:, -1], ref, atol=1e-4)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
+from ..block import sorted_unique
 from ..storage.bytestore import ByteStore
 from ..storage.pread import pread_gather
 from ..storage.ranges import MERGE_GAP, prefetch_coalesced, read_coalesced
@@ -170,7 +171,7 @@ class ChunkIndex:
         """Look up the chunks ``flat`` (indices over the grid) not looked up yet, through ``ds``; True when
         every one of them was written."""
         offsets = self.offsets
-        todo = np.unique(flat[offsets[flat] == NOT_LOOKED_UP]) if len(flat) else flat
+        todo = sorted_unique(flat[offsets[flat] == NOT_LOOKED_UP]) if len(flat) else flat
         if len(todo):
             if ds is None:
                 return False
@@ -323,7 +324,7 @@ class ChunkReads:
         grid = idx.grid
         runs = np.asarray(runs, dtype=np.int64)
         lo, hi = int(runs[:, 0].min()), int(runs[:, 1].max())
-        rows = np.unique(frames // cf).tolist()
+        rows = sorted_unique(frames // cf).tolist()
         cols = list(range(lo // ca, (hi - 1) // ca + 1))
         keys = [(r, c, d) for r in rows for c in cols for d in range(grid[2])]
         flat = np.array([np.ravel_multi_index(k, grid) for k in keys], dtype=np.int64)
