@@ -139,20 +139,38 @@ print(json.dumps({"modules": modules, "built": analyses(build_parser("run", line
     assert got["differ"] == []
 
 
+def _second_run_loads(argv: list[str], caches, names: tuple[str, ...]) -> tuple[int, list[str]]:
+    """``trajscale.cli.main.main(argv)`` in a fresh interpreter with caches of its own, twice: the first run
+    parses the topology (MDAnalysis imports what it imports, numpy.ma among them), as after an install; the
+    second, the run a user repeats, is measured: its exit status and the modules among ``names`` (a name, or
+    a prefix ending in '.') it loaded."""
+    code = ("import json, os, sys\n"
+            f"os.environ['TRAJSCALE_CACHE_DIR'] = {str(caches)!r}\n"
+            "from trajscale.cli.main import main\n"
+            f"code = main({argv!r})\nnames = {names!r}\n"
+            "prefixes = tuple(n for n in names if n.endswith('.'))\n"
+            "print(json.dumps([code, sorted(m for m in sys.modules if m in names or m.startswith(prefixes))]))")
+    assert _fresh(code)[0] == 0
+    code_, loaded = _fresh(code)
+    return code_, loaded
+
+
 def test_a_quiet_xtc_run_imports_neither_the_summary_nor_hdf5(tmp_path):
-    """``trajscale -q run`` of an XTC: no summary is made for nobody to read (the advice, diagnosis and
-    metrics modules stay unimported), and neither the registry (which asks a file only of the Sources whose
-    first bytes it has) nor the run's costing of its reads imports H5MD's modules or h5py; the results file
-    is written all the same."""
+    """``trajscale -q run`` of a chain of XTC parts: no summary is made for nobody to read (the advice,
+    diagnosis and metrics modules stay unimported), neither the registry (which asks a file only of the
+    Sources whose first bytes it has) nor the run's costing of its reads imports H5MD's modules or h5py, and
+    no record is made that only a pool, a followed run or executor=auto use; the results are written."""
+    import shutil
+
     from MDAnalysisTests.datafiles import GRO, XTC
 
+    parts = [str(shutil.copyfile(XTC, tmp_path / f"part{i}.xtc")) for i in range(2)]
     out = tmp_path / "r.csv"
-    code = ("import json, sys\nfrom trajscale.cli.main import main\n"
-            f"code = main(['-q', 'run', 'rmsd', {GRO!r}, {XTC!r}, '--executor', 'serial', '--out', {str(out)!r}])\n"
-            "print(json.dumps([code, sorted(m for m in sys.modules if m.startswith(('trajscale.report', "
-            "'trajscale.h5md', 'h5py', 'numpy.ma', 'trajscale.executors.claims', 'trajscale.endings')))]))")
-    code_, loaded = _fresh(code)
-    assert code_ == 0 and out.stat().st_size > 0
+    names = ("trajscale.report.", "trajscale.h5md", "h5py", "numpy.ma", "trajscale.executors.claims",
+             "trajscale.endings")
+    code, loaded = _second_run_loads(["-q", "run", "rmsd", GRO, *parts, "--executor", "serial", "--out", str(out),
+                                      "--overwrite"], tmp_path / "caches", names)
+    assert code == 0 and out.stat().st_size > 0
     assert not {m for m in loaded if m.rsplit(".", 1)[-1] in {"advice", "diagnose", "metrics", "stragglers"}}, loaded
     assert "trajscale.report.kinds" not in loaded   # (what auto chose, a followed run's end, a pass's analyses)
     assert "trajscale.executors.claims" not in loaded   # (a pool's)
@@ -177,13 +195,10 @@ def test_a_quiet_serial_h5md_run_creates_no_record_it_does_not_use(tmp_path):
     with ts.ParallelWriter(h5, u.atoms.n_atoms) as w:
         for i, _ in enumerate(u.trajectory[:4]):
             w.write(step=i, time=float(i), ids=u.atoms.indices, positions=u.atoms.positions, box=u.dimensions)
-    code = ("import json, sys\nfrom trajscale.cli.main import main\n"
-            f"code = main(['-q', 'run', 'rmsd', {PSF!r}, {str(h5)!r}, '--select', 'name CA', '--executor', "
-            f"'serial', '--out', {str(out)!r}])\n"
-            "print(json.dumps([code, sorted(m for m in sys.modules if m in ('numpy.ma', "
-            "'trajscale.executors.claims', 'trajscale.endings', 'trajscale.report.kinds', 'trajscale.report.advice', "
-            "'trajscale.analysis.group'))]))")
-    code_, loaded = _fresh(code)
-    assert code_ == 0 and loaded == []
+    names = ("numpy.ma", "trajscale.executors.claims", "trajscale.endings", "trajscale.report.kinds",
+             "trajscale.report.advice", "trajscale.analysis.group")
+    code, loaded = _second_run_loads(["-q", "run", "rmsd", PSF, str(h5), "--select", "name CA", "--executor", "serial",
+                                      "--out", str(out), "--overwrite"], tmp_path / "caches", names)
+    assert code == 0 and loaded == []
     ref = rms.RMSD(mda.Universe(PSF, DCD), select="name CA").run(stop=4).results.rmsd[:, 2]
     np.testing.assert_allclose(np.loadtxt(out, delimiter=",", skiprows=1)[:, -1], ref, atol=1e-4)

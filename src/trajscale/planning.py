@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .block import FrameRange, split_frames
+from .block import FrameRange, sorted_unique, split_frames
 from .errors import AtomCountMismatchError
 from .topology import CachedUniverse, load_universe
 
@@ -96,7 +96,7 @@ def _whole_parts(edges: Sequence[int], share: float) -> list[FrameRange]:
     targets = e[0] + span * np.arange(1, m) / m
     i = np.clip(np.searchsorted(e, targets), 1, len(e) - 1)
     below, above = e[i - 1], e[i]
-    cuts = np.unique(np.concatenate([e[:1], np.where(targets - below <= above - targets, below, above), e[-1:]]))
+    cuts = sorted_unique(np.concatenate([e[:1], np.where(targets - below <= above - targets, below, above), e[-1:]]))
     return [FrameRange(int(a), int(b)) for a, b in itertools.pairwise(cuts.tolist())]
 
 

@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 
-from ..block import Block
+from ..block import Block, sorted_unique
 from ..errors import SelectionError
 from ..kernels.geometry import safe_radius2, triclinic_vectors
 from ..topology import select_atoms
@@ -141,7 +141,7 @@ class Ramachandran(Analysis):
         if not quint or not len(quint[0]):
             raise SelectionError(f"selection {self.select!r} has no residue with both a phi and a psi angle "
                                  "(it needs protein residues with neighbours on both sides and atoms C, N, CA)")
-        needed = np.unique(np.concatenate(quint))
+        needed = sorted_unique(np.concatenate(quint))
         return Prepared(atoms=needed, state={"quint": np.stack([np.searchsorted(needed, q) for q in quint]),
                                              "path": source.path,
                                              "resids": np.asarray(rama.ag2.resids, np.int64)})

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..block import sorted_unique
 from ..errors import ConfigError
 from ..facts import LayoutFacts, RunRead
 
@@ -161,7 +162,7 @@ ALTERNATIVES = ("--chunks auto", "--chunks frame", "--chunks auto --compression 
 
 def index_selection(atoms: np.ndarray) -> str:
     """An MDAnalysis selection of exactly ``atoms`` (sorted global indices): ``index 0:3340 3345``."""
-    a = np.unique(np.asarray(atoms, dtype=np.int64))
+    a = sorted_unique(np.asarray(atoms, dtype=np.int64))
     if a.size == 0:
         return "index"
     breaks = np.flatnonzero(np.diff(a) != 1) + 1
