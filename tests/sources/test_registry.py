@@ -312,3 +312,22 @@ def test_the_docs_formats_table_is_made_from_the_registry():
         marks = [c.strip() for c in row.strip("|").split("|")[3:]]
         assert marks == ["yes" if on else "-" for on in (cls.supports_parts, cls.supports_following,
                                                          cls.supports_slab_reads, cls.supports_mpio)]
+
+
+@pytest.mark.cli
+def test_an_h5md_file_is_told_without_the_mdcath_module_and_an_mdcath_file_still_is(tmp_path):
+    """mdCATH's files are HDF5 too, so its Source is asked before H5MD's; a file named ``.h5md`` is H5MD's
+    and its open imports no mdCATH module (a run's start pays for no reader it does not use), while an
+    mdCATH-shaped ``.h5`` file is told as MDCATH from its layout."""
+    import subprocess
+    import sys
+
+    from trajscale.testing.mdcath import from_universe
+
+    code = ("import sys; from trajscale.sources import registry; "
+            f"m = registry.guess({D.H5MD_xvf!r}); print(m.format, 'trajscale.sources.mdcath' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["H5MD", "False"], out
+    domain = from_universe(tmp_path / "mdcath_dataset_1adkA00.h5", mda.Universe(D.PSF, D.DCD), n_frames=2,
+                           select="resid 1-5")
+    assert registry.guess(domain).format == "MDCATH"

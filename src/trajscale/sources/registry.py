@@ -45,6 +45,7 @@ ENTRY_POINT_GROUP = "trajscale.sources"
 #: MDAnalysis's one-file reader comes last: past its DCD header it goes by the file's extension.
 FORMAT_SOURCES = {
     "segments": ".segments:SegmentedSource",
+    "mdcath": ".mdcath:MDCATHSource",   # (before H5MD, which takes any HDF5 file)
     "h5md": "..h5md.source:H5MDSource",
     "xdr": "..xdr.source:XDRSource",
     "npy": ".npy:NumpySource",
@@ -57,7 +58,8 @@ FORMAT_SOURCES = {
 #: ``guess_format``); the suite checks they agree. A kind missing here is imported and asked.
 DECLARED = {
     "segments": {"formats": ("SEGMENTS",), "suffixes": (".json",), "begins": None},
-    "mdcath": {"formats": ("MDCATH",), "suffixes": (), "begins": (HDF5_MAGIC,)},
+    # (an mdCATH domain is a .h5 file: one named .h5md is H5MD's, and its open asks no mdCATH module)
+    "mdcath": {"formats": ("MDCATH",), "suffixes": (), "begins": (HDF5_MAGIC,), "not_named": (".h5md",)},
     "h5md": {"formats": ("H5MD",), "suffixes": (".h5md", ".h5", ".hdf5"), "begins": (HDF5_MAGIC,)},
     "xdr": {"formats": ("XTC", "TRR"), "suffixes": (".xtc", ".trr"),
             "begins": (b"\x00\x00\x07\xcb", b"\x00\x00\x07\xc9")},   # magic numbers 1995, 1993 (big-endian)
@@ -158,7 +160,14 @@ def supported() -> str:
 
 def _by_bytes(path: str) -> Match | None:
     head = file_head(path, HEAD_BYTES)
-    for cls in _in_match_order(lambda d: d["begins"] is None or head.startswith(d["begins"])):
+    suffix = Path(path).suffix.lower()
+
+    def may(d: dict) -> bool:
+        return (d["begins"] is None or head.startswith(d["begins"])) and suffix not in d.get("not_named", ())
+
+    # a path whose bytes cannot be read here (a member of a file, ``file.h5#348/0``; a missing file) is
+    # asked of every Source
+    for cls in _in_match_order(may if head else None):
         fmt = cls.guess_format(path)
         if fmt is not None:
             return Match(cls, fmt)
