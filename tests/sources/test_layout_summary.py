@@ -24,7 +24,7 @@ POS = "particles/all/position/value"
 #: The keys of each kind's ``source`` section, in order, as reports wrote them before the record.
 H5MD_KEYS = ["format", "path", "group", "n_frames", "n_atoms", "fields", "units", "assumed_units", "dtype", "chunks",
              "compression", "read_amplification", "planned_chunks", "precision", "read_amplification_hdf5_default",
-             "file_bytes", "warnings", "direct_reads"]
+             "file_bytes", "warnings", "direct_reads", "collective_open"]
 KEYS = {"part": ["format", "path", "n_atoms", "decoding"], "mda": ["format", "path", "n_files", "n_atoms", "decoding"],
         "segments": ["format", "path", "n_segments", "segment_formats", "n_atoms"]}
 
