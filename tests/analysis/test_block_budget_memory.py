@@ -73,6 +73,7 @@ ANALYSES = {
     "contacts-protein": ("Contacts", {}),
     "distances-ca": ("Distances", {"select1": CA, "select2": CA}),
     "com-distance": ("CentreOfMassDistance", {"select1": "protein", "select2": "resname SOL"}),
+    "ramachandran-protein": ("Ramachandran", {}),
 }
 
 
