@@ -377,7 +377,7 @@ def test_nothing_outside_the_analyses_reads_their_config_by_key():
     bad = []
     for path in PKG.rglob("*.py"):
         rel = path.relative_to(PKG)
-        if rel.parts[0] in ("analysis", "cli"):
+        if rel.parts[0] in ("analysis", "cli") or rel == Path("plans.py"):   # (a plan's keys are the command's)
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and node.value in theirs:
