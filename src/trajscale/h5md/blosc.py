@@ -41,7 +41,7 @@ def _decompress():
     except (ImportError, OSError, AttributeError) as exc:
         log.debug("Blosc chunks go through HDF5: %s", exc)
         return None
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     fn.restype = ctypes.c_int
     return fn
 
@@ -60,7 +60,8 @@ def blosc_decompressor(ds: h5py.Dataset) -> Callable[[bytes, np.ndarray], bool] 
     def decompress(raw, out: np.ndarray) -> bool:
         if not out.flags.c_contiguous:
             raise ValueError("the chunk buffer must be C-contiguous")
-        got = fn(bytes(raw), out.ctypes.data, out.nbytes, 1)
+        src = np.frombuffer(raw, np.uint8)   # (the stored bytes where they are: no copy)
+        got = fn(src.ctypes.data, out.ctypes.data, out.nbytes, 1)
         if got != out.nbytes:
             log.debug("%s: a Blosc chunk gave %d bytes, %d expected", ds.name, got, out.nbytes)
             return False

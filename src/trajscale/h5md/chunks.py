@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -423,12 +424,22 @@ class ChunkReads:
         if not idx.frame_chunks or not (out.flags.c_contiguous and len(out) >= idx.chunks[0]
                                         and out.shape[1:] == idx.chunks[1:] and out.dtype == self.dtype):
             raise ValueError("the chunk buffer must hold a whole chunk of frames, C-contiguous")
-        flat = np.array([k], dtype=np.int64)
-        if not idx.locate(self.dataset, flat):
+        if idx.offsets[k] == NOT_LOOKED_UP:
+            idx.locate(self.dataset, np.array([k], dtype=np.int64))
+        a, size = int(idx.offsets[k]), int(idx.sizes[k])
+        if a < 0:
             return False
-        a = int(idx.offsets[k])
-        raw = read_coalesced(self.store, [(a, a + int(idx.sizes[k]))], -1, MAX_REQUEST)[0]
-        return self._decode_into(raw, int(idx.masks[k]), out[:idx.chunks[0]])
+        raw = self._stored(a, a + size)
+        return raw is not None and self._decode_into(raw, int(idx.masks[k]), out[:idx.chunks[0]])
+
+    def _stored(self, a: int, b: int):
+        """Bytes ``[a, b)`` of one stored chunk: ``pread`` on the store's descriptor where it has one, else as
+        :meth:`prefetch_chunks` asked for them (None: a short read, left to HDF5)."""
+        fd = self.store.descriptor()
+        if fd is None:
+            return read_coalesced(self.store, [(a, b)], -1, MAX_REQUEST)[0]
+        data = os.pread(fd, b - a, a)
+        return data if len(data) == b - a else None
 
     def prefetch_chunks(self, ks: list[int]) -> None:
         """Start fetching chunks ``ks`` (what :meth:`read_chunk` will read of them; a store that cannot read

@@ -127,11 +127,16 @@ class LocalFile(ByteStore):
             if a < 0 or b > self._size or b < a:
                 raise InputFileError(self.path, f"bytes {a} to {b} are outside the file's {self._size} bytes: "
                                                 "the file is damaged")
-        fd = self._open_checked()   # (each read checks the file is still the one first seen)
+        # (each read checks the file is still the one first seen: the kept descriptor's, else a new one's)
+        kept = self._fd
+        fd = kept if kept >= 0 else self._open_checked()
         try:
+            if fd == kept:
+                self._check(os.fstat(fd))
             out = [os.pread(fd, b - a, a) for a, b in ranges]
         finally:
-            os.close(fd)
+            if fd != kept:
+                os.close(fd)
         for (a, b), data in zip(ranges, out, strict=True):
             if len(data) != b - a:
                 raise InputFileError(self.path, f"short read at byte {a}: the file is truncated")
@@ -140,17 +145,23 @@ class LocalFile(ByteStore):
     def _open_checked(self) -> int:
         """A new descriptor of the file, checked to be the one first seen: not replaced, not rewritten."""
         fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        st = os.fstat(fd)
+        try:
+            self._check(os.fstat(fd))
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _check(self, st: os.stat_result) -> None:
+        """Refuse a file that is not the one first seen (another inode; shrunk; rewritten at the same size)."""
         _, dev, ino, size, mtime = self._identity
         # (a file that only grew, as one being appended to, still holds the bytes first seen)
         if (st.st_dev, st.st_ino) != (dev, ino) or st.st_size < size or (st.st_size == size
                                                                          and st.st_mtime_ns != mtime):
-            os.close(fd)
             from .retry import Replaced  # (the error's module, with the network's: imported when it is raised)
 
             raise Replaced(self.path, "the file was replaced or rewritten during the run (its inode, size or "
                                       "modification time changed); run again on the new file")
-        return fd
 
     def descriptor(self) -> int:
         """The file's descriptor, opened (and checked) on the first call and kept until :meth:`close`."""
