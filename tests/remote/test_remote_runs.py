@@ -218,7 +218,8 @@ def test_a_url_of_a_format_read_from_disk_only_is_one_line(s3_server, adk_stores
     proc, out = _run(s3_server, tmp_path, "x", f"s3://{BUCKET}/adk.dcd")
     assert proc.returncode != 0 and not out.exists()
     assert proc.stderr.strip() == (f"trajscale run: error: s3://{BUCKET}/adk.dcd: DCD files are read from a "
-                                   "local disk only (from a URL: segment indexes, H5MD, XTC, TRR); download it first")
+                                   "local disk only (from a URL: segment indexes, MDCATH, H5MD, XTC, TRR); "
+                                   "download it first")
 
 
 # -- faults mid-run, each on a server of the test's own
@@ -376,7 +377,8 @@ def test_an_output_url_is_refused_before_any_work(s3_server, adk_stores, tmp_pat
     assert proc.returncode != 0
     assert proc.stderr.strip() == (f"trajscale convert: error: s3://{BUCKET}/new.h5md: outputs are written to "
                                    "local paths: write it here, then upload the finished file (e.g. `aws s3 cp "
-                                   "FILE URL`), which the store shows under its key only when complete")
+                                   "FILE URL`, `aws s3 cp --recursive DIR URL` for a folder), which the store "
+                                   "shows under its key only when complete")
     keys = [o["Key"] for o in s3_server.client().list_objects_v2(Bucket=BUCKET).get("Contents", [])]
     assert "new.h5md" not in keys
 
