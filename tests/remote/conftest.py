@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from trajscale.testing.stores import free_port, wait_for_port
 
 pytest.importorskip("obstore")
 pytest.importorskip("moto.server")
@@ -46,23 +47,6 @@ def upload_segments(server, local: str, folder: Path, prefix: str) -> str:
     return f"s3://{BUCKET}/{prefix}/index.json"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, timeout: float = 60) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"no server on 127.0.0.1:{port} after {timeout} s")
-
-
 class Server:
     """A moto S3 server: its endpoint, the environment that reaches it, and a boto3 client."""
 
@@ -89,7 +73,7 @@ def s3_server():
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
-    wait_for_port(port)
+    wait_for_port(port, 60)
     try:
         yield Server(f"http://127.0.0.1:{port}")
     finally:
@@ -138,7 +122,7 @@ class ServerProcess:
                 f"T(ip_address='127.0.0.1', port={self.port}, verbose=False).start(); time.sleep(3600)")
         self.proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, **(env or {})},
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for_port(self.port)
+        wait_for_port(self.port, 60)
         self.server = Server(f"http://127.0.0.1:{self.port}")
 
     def stop(self) -> None:
