@@ -61,6 +61,7 @@ def test_resume_after_sigterm_ends_as_a_run_never_stopped(twelve, tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
+    assert "(--resume goes on from them)" in err and "no partial output" not in err, err
     kept = sorted(f for f in os.listdir(saved) if f.endswith(".npz"))
     assert 4 <= len(kept) < 12 and not [f for f in os.listdir(saved) if ".tmp-" in f]
     assert not (tmp_path / "resumed.parquet").exists()

@@ -322,6 +322,15 @@ def _say_selections(planned: list[Planned]) -> None:
             print(note)
 
 
+def _kept_when_interrupted(args) -> str:
+    """What a stopped run leaves: an ensemble's finished trajectories, for ``--resume``; nothing otherwise."""
+    if not getattr(args, "ensemble", None):
+        return "no partial output was kept"
+    from .run_ensemble import results_folder
+
+    return f"the trajectories finished are kept in {results_folder(args)} (--resume goes on from them)"
+
+
 def add_run_options(p) -> None:
     from .run_ensemble import add_options as add_ensemble_options
 
@@ -355,7 +364,7 @@ def add_run_options(p) -> None:
                         "it would not finish in the time left; repeat for several reports")
     p.add_argument("--machine", default=None, metavar="PROFILE.json",
                    help="with --predict-from: the machine profile of `trajscale probe` to predict on")
-    p.set_defaults(predicted_wall=predicted_wall)
+    p.set_defaults(predicted_wall=predicted_wall, kept_when_interrupted=_kept_when_interrupted)
     add_overwrite(p)
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (none is drawn when stderr is not a terminal, or with -q)")
