@@ -24,7 +24,8 @@ EVERY_FACT = LayoutFacts(
     read_amplification_hdf5_default=(("one frame", 21.5),), file_bytes=123456, warnings=("slow",),
     direct_reads=("position",), decoding="whole:trajscale's delta decoder", trace_dir="/tmp/trace",
     run_read=RunRead(214, 25, 2, 3.5, 4.25, (("--chunks auto", 1.5), ("--chunks frame", None)),
-                     "name CA", "adk.psf"))
+                     "name CA", "adk.psf"),
+    collective_open=True)
 
 
 def test_every_fact_survives_json():

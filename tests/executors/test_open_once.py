@@ -11,12 +11,13 @@ import pytest
 import trajscale as ts
 from tests.executors.test_long_lived import SELECT, _mda_rmsd, rewritten  # noqa: F401 (fixture)
 from trajscale.executors.serial import SerialExecutor
+from trajscale.h5md import files
 from trajscale.h5md import source as h5md
 
 
 def test_serial_run_opens_the_file_once(adk_vacuum, adk_vacuum_h5md):
     """The source the job was prepared with runs the tasks: one open, not one per phase."""
-    with mock.patch.object(h5md, "open_h5", wraps=h5md.open_h5) as spy:
+    with mock.patch.object(files, "open_h5", wraps=files.open_h5) as spy:
         r = ts.run(ts.RMSD(select=SELECT), adk_vacuum[0], adk_vacuum_h5md, executor="serial", n_tasks=3)
     np.testing.assert_allclose(r.rmsd, _mda_rmsd(*adk_vacuum, 0, 98), atol=1e-4)
     assert spy.call_count == 1

@@ -29,6 +29,7 @@ from ..analysis.base import Prepared
 from ..analysis.group import AnalysisGroup
 from ..engine import Round, Rounds
 from ..errors import ConfigError, TrajscaleError
+from ..executor_registry import executor_traits
 from ..runspec import JobFacts, RunOptions
 from ..sources import reader_modules
 from ..util import raise_if_stopped
@@ -147,7 +148,8 @@ class EnsembleRounds(Rounds):
         if self.skipped:
             log.info("%d of %d trajectories were saved by the run before: skipped", len(self.skipped),
                      len(self.ensemble))
-        workers = 1 if self.options.executor == "serial" else self.options.n_workers or os.cpu_count() or 1
+        one = executor_traits(self.options.executor).workers == "one"
+        workers = 1 if one else self.options.n_workers or os.cpu_count() or 1
         cuts = rounds_of([_file_size(m) for _, m in todo], workers, self.round_size)
         self._rounds = [todo[a:b] for a, b in cuts]
         self._first = self._next_jobs()
