@@ -11,6 +11,7 @@ from types import MappingProxyType
 import numpy as np
 
 from ..block import FIELD_ATTRS, Block
+from ..errors import InputFileError
 from ..facts import LayoutFacts
 
 #: Box (6 float32), time (float64) and step (int64) of one frame.
@@ -19,21 +20,17 @@ FRAME_META_BYTES = 40
 
 def file_head(path: str, n: int) -> bytes:
     """The first ``n`` bytes of a file (fewer for a shorter one; none for a folder or an unreadable file):
-    what a Source's ``guess_format`` reads. A URL's come from the one request its object's first bytes
-    are fetched with (:func:`trajscale.storage.objects.head`)."""
-    from ..storage import is_url
+    what a Source's ``guess_format`` reads, from the file's :class:`~trajscale.storage.ByteStore` (a URL's
+    from the one request its object's first bytes are fetched with, shared with the Source that opens it)."""
+    from ..storage.opener import open_bytes
 
-    if is_url(path):
-        from ..storage.objects import RemoteError, head
-
-        try:
-            return head(path, n)
-        except RemoteError:
-            return b""
     try:
-        with open(path, "rb") as fh:
-            return fh.read(n)
-    except OSError:
+        store = open_bytes(path)
+        try:
+            return store.first_bytes(n)
+        finally:
+            store.close()
+    except (InputFileError, OSError):
         return b""
 
 
@@ -354,8 +351,6 @@ class Source(ABC):
 
     def check_request(self, atoms: np.ndarray | None, fields: tuple[str, ...]) -> None:
         """Raise a clear error for atom indices outside the trajectory or fields it lacks."""
-        from ..errors import InputFileError
-
         missing = [fl for fl in fields if fl not in self.fields]
         if missing:
             raise InputFileError(self.path, f"has no {', '.join(missing)} data")

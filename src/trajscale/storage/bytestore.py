@@ -67,6 +67,10 @@ class ByteStore(ABC):
     #: (:func:`~.files.as_file` offers a compiled reader the one or the other).
     local_path: str | None = None
 
+    def first_bytes(self, n: int) -> bytes:
+        """The first ``n`` bytes (all of them, for a shorter file): what a format is told from."""
+        return self.read_ranges([(0, min(n, self.size))])[0]
+
     def state(self) -> dict | None:
         """What another process opens these bytes with, without asking again (an object's options, identity
         and round trip); None when the location says it all (a local file)."""

@@ -192,6 +192,12 @@ class RemoteObject(ByteStore):
     def size(self) -> int:
         return self._identity.size
 
+    def first_bytes(self, n: int) -> bytes:
+        # (the head request fetched them: no request more)
+        if n <= len(self.head) or len(self.head) >= self.size:
+            return self.head[:n]
+        return super().first_bytes(n)
+
     @property
     def identity(self) -> tuple:
         return (self.url, self._identity.etag, self._identity.size)
