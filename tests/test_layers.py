@@ -314,8 +314,6 @@ URL_BRANCHES_PENDING = {
     "ensemble/rounds.py": "an ensemble's members grouped and sized by scheme (ensemble's own change)",
     "h5md/hdf5.py": "HDF5 opened through a caching file object for a URL (the H5MD reader onto ByteStore)",
     "sources/__init__.py": "a list of parts told from a URL list (the Sources onto ByteStore)",
-    "sources/mdcath.py": "the Sources onto ByteStore",
-    "sources/mdcath_layout.py": "the Sources onto ByteStore",
     "sources/registry.py": "the registry's first bytes of a URL (the Sources onto ByteStore)",
     "sources/segments.py": "a segment index's parts beside a URL (the Sources onto ByteStore)",
 }

@@ -357,7 +357,7 @@ def _cached(config: dict, cache_dir: str, storage_options: dict | None):
     from .cache import NodeCache
 
     url = config["path"]
-    identity = (config.get("layout") or {}).get("identity") or config.get("identity")
+    identity = config.get("identity")   # (the object's ETag and size, as its store's state() ships them)
     entry = NodeCache(cache_dir or _default_cache_dir()).open(url, storage_options, identity)
     local = {"kind": config["kind"], "path": entry.path}
     if config["kind"] == "mdcath":

@@ -15,13 +15,17 @@ own bytes (HDF5 whose root holds one group with a ``pdbProteinAtoms`` text); the
 text (:func:`universe`), and :func:`members` lists a file's members with their labels (domain,
 temperature, replica).
 
-The process that opens a member first reads its HDF5 metadata (h5py, locally or through the caching
-file object for a URL: :mod:`trajscale.h5md.metadata`), checks every field it will use (shapes, frame
-count against ``numFrames``, dtypes, units, that the data lies inside the file) and records where the
-coordinates and forces lie (:class:`MemberLayout`). That record travels in the config: a worker reads
-frames at those byte offsets (``pread`` and the compiled gather locally, coalesced range requests for
-a URL, :class:`~trajscale.h5md.chunks.ChunkReads`) without opening HDF5 at all, after checking that the
-file (its size, modification time and inode; an object's ETag and size) is the one described.
+Every file is read through its byte store (:func:`~trajscale.storage.opener.open_bytes`: a local file,
+or the object behind ``s3://``, ``http(s)://``, ...), the same way for either. The process that opens a
+member first reads its HDF5 metadata (h5py, on the file where the store says it lies or on a caching file
+object over the store's bytes: :func:`~.mdcath_layout.hdf5_of`), checks every field it will use (shapes,
+frame count against ``numFrames``, dtypes, units, that the data lie inside the file) and records where
+the coordinates and forces lie (:class:`MemberLayout`) and the store's identity. That record travels in
+the config, with what the store needs to be opened again without a request (its
+:meth:`~trajscale.storage.bytestore.ByteStore.state`): a worker reads frames at those byte offsets
+(:class:`~trajscale.h5md.chunks.ChunkReads`: the compiled ``pread`` gather where the store has a
+descriptor, coalesced range reads otherwise) without opening HDF5 at all, after checking that the
+store's identity is the one described.
 
 Frames are 1 ns apart: frame ``i`` is at ``(i + 1) * 1000`` ps with step ``i + 1``, as mdCATH's own
 conversion utilities (``convert_mdCATH.py``) number them. Forces come in MDAnalysis's kJ/(mol Å).
@@ -30,7 +34,6 @@ conversion utilities (``convert_mdCATH.py``) number them. Forces come in MDAnaly
 from __future__ import annotations
 
 import logging
-import os
 from types import MappingProxyType
 
 import h5py
@@ -39,9 +42,9 @@ import numpy as np
 from ..errors import InputFileError
 from ..facts import LayoutFacts
 from ..h5md.runs import plan_atom_reads
-from ..storage import is_url
-from ..util import HDF5_MAGIC
-from .base import OpenRequest, Source, file_head
+from ..storage.bytestore import ByteStore
+from ..storage.opener import open_bytes
+from .base import OpenRequest, Source
 from .mdcath_layout import (
     FRAME_PS,
     MEMBER_SEP,
@@ -50,23 +53,20 @@ from .mdcath_layout import (
     check_offsets,
     describe,
     domain_group,
-    local_identity,
+    hdf5_of,
+    looks_like,
     looks_like_mdcath,
     member_keys,
     member_labels,
     member_location,
     members,
-    open_local,
-    open_remote,
     pdb_text,
     split_member,
     universe,
-    url_looks_like_mdcath,
+    universe_of,
 )
 
 log = logging.getLogger(__name__)
-
-_NATIVE_F32 = np.dtype("float32").newbyteorder("=")
 
 
 def ensemble_members(location: str, base):
@@ -82,42 +82,36 @@ def ensemble_members(location: str, base):
     import dataclasses
 
     path, only = split_member(location)
-    storage_options = getattr(base, "storage_options", None)
-    if is_url(path):
-        if MDCATHSource.guess_format(path) is None:
+    store = open_bytes(path, getattr(base, "storage_options", None))
+    try:
+        if not looks_like(store):
             return None
-        with open_remote(path, storage_options) as (obj, _, f):
-            layouts = _layouts(f, path, only, obj.size, obj.object_identity.to_list())
-            extra = {k: v for k, v in obj.state().items() if k in ("storage_options", "round_trip")}
-    else:
-        if file_head(path, len(HDF5_MAGIC)) != HDF5_MAGIC:
-            return None
-        with open_local(path) as f:
-            if not looks_like_mdcath(f):
-                return None
-            identity = local_identity(path)
-            layouts = _layouts(f, path, only, identity[0], identity, local=True)
-        extra = {}
+        with hdf5_of(store, path) as f:
+            layouts = _layouts(f, store, path, only)
+        shipped = store.state() or {}
+    finally:
+        store.close()
     stem = base.name[len("mdcath_dataset_"):] if base.name.startswith("mdcath_dataset_") else base.name
     out = []
     for key, layout in layouts:
-        source = {"kind": MDCATHSource.kind, "path": path, "member": key, "layout": layout.to_dict(), **extra}
+        source = {"kind": MDCATHSource.kind, "path": path, "member": key, "layout": layout.to_dict(), **shipped}
         out.append(dataclasses.replace(base, name=f"{stem}/{key}", trajectory=(member_location(path, key),),
                                        topology=None, labels={**base.labels, **member_labels(layout.domain, key)},
                                        source=source))
     return out
 
 
-def _layouts(f: h5py.File, path: str, only: str | None, size: int, identity,
-             local: bool = False) -> list[tuple[str, MemberLayout]]:
-    """Every member's layout (or ``only``'s), checked; a local file's offsets checked against HDF5's reads."""
+def _layouts(f: h5py.File, store: ByteStore, path: str, only: str | None) -> list[tuple[str, MemberLayout]]:
+    """Every member's layout (or ``only``'s), checked; where the bytes are at hand (a local file), the
+    offsets are checked against HDF5's reads too (over a URL that would be a request per member)."""
     _, group = domain_group(f, path)
     keys = member_keys(group)
+    identity = tuple(store.identity)
     out = []
     for key in [only] if only is not None else keys:
-        layout = describe(f, path, key, size, identity, keys)
-        if local:
-            check_offsets(f, path, layout, key)
+        layout = describe(f, path, key, store.size, identity, keys)
+        if store.local_path is not None:
+            check_offsets(f, store, path, layout, key)
         out.append((key, layout))
     return out
 
@@ -136,9 +130,11 @@ class MDCATHSource(Source):
     storage_options
         For a URL: the object store's options (None: the run's).
     layout
-        What the first process found (:class:`MemberLayout` as a dict): given, HDF5 is not opened.
-    round_trip
-        For a URL: the shortest round trip the first process saw.
+        What the first process found (:class:`MemberLayout` as a dict): given, HDF5 is not opened, and the
+        file must still be the one described (its store's identity).
+    round_trip, identity
+        For a URL: the shortest round trip the first process saw, and the object's identity (ETag, size) it
+        read: given, the object is opened without a request (:meth:`~trajscale.storage.bytestore.ByteStore.state`).
     """
 
     kind = "mdcath"
@@ -151,75 +147,59 @@ class MDCATHSource(Source):
     fills_rows = True
 
     def __init__(self, path: str, member: str | None = None, storage_options: dict | None = None,
-                 layout: dict | None = None, round_trip: float | None = None) -> None:
+                 layout: dict | None = None, round_trip: float | None = None, identity: list | None = None) -> None:
         path, named = split_member(str(path))
-        self._path, self._remote, self._fd = path, None, -1
+        self._path = path
         self._reads: dict = {}
         self.bytes_read = 0
-        self._storage_options = storage_options
         key = member or named
-        if is_url(path):
-            from ..storage import current_options
-
-            self._storage_options = dict(storage_options) if storage_options is not None else \
-                (current_options() or None)
-        if layout is None:
-            self._layout = self._describe(key)
-        else:
-            self._layout = MemberLayout.from_dict(layout)
+        #: True when this process described the file (else a worker's, opened from the config)
+        self._prepares = layout is None
+        self._store = open_bytes(path, storage_options, identity, round_trip)
+        try:
+            if layout is None:
+                self._layout = self._describe(key)
+            else:
+                self._layout = MemberLayout.from_dict(layout)
+                if tuple(self._store.identity) != tuple(self._layout.identity):
+                    raise InputFileError(path, "changed since it was first opened (its size, modification time, "
+                                               "inode or ETag); open it again")
+        except BaseException:
+            self._store.close()
+            raise
         self._key = key or self._first_key
-        if is_url(path):
-            from ..storage.objects import Identity, RemoteObject
-
-            if self._remote is None:
-                self._remote = RemoteObject.open(path, self._storage_options, Identity.of(self._layout.identity),
-                                                 round_trip)
-        else:
-            try:
-                if layout is not None and local_identity(path) != tuple(self._layout.identity):
-                    raise InputFileError(path, "changed since it was first opened (size, modification time or "
-                                               "inode); open it again")
-                self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            except OSError as exc:
-                raise InputFileError(path, f"cannot be read ({exc.strerror})") from None
 
     _first_key: str | None = None
 
     def _describe(self, key: str | None) -> MemberLayout:
         """Open the file's HDF5 metadata, check the member, and keep where its data lie."""
-        if is_url(self._path):
-            with open_remote(self._path, self._storage_options) as (obj, _, f):
-                self._remote = obj
-                layout = describe(f, self._path, key, obj.size, obj.object_identity.to_list())
-                if key is None:
-                    self._first_key = member_keys(domain_group(f, self._path)[1])[0]
-                return layout
-        with open_local(self._path) as f:
-            identity = local_identity(self._path)
+        with hdf5_of(self._store, self._path) as f:
             try:
-                layout = describe(f, self._path, key, identity[0], identity)
+                layout = describe(f, self._path, key, self._store.size, tuple(self._store.identity))
                 if key is None:
                     self._first_key = member_keys(domain_group(f, self._path)[1])[0]
             except (KeyError, OSError, RuntimeError, ValueError, TypeError) as exc:   # HDF5 met damage
                 why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise InputFileError(self._path, f"cannot be read as mdCATH ({why}): the file is damaged") from None
-            check_offsets(f, self._path, layout, key or self._first_key)
+            if self._store.local_path is not None:   # (over a URL: a request more)
+                check_offsets(f, self._store, self._path, layout, key or self._first_key)
         return layout
 
     @classmethod
     def guess_format(cls, path: str) -> str | None:
-        """HDF5 whose root holds one group with a ``pdbProteinAtoms`` text (a URL: told from its first bytes
+        """HDF5 whose root holds one group with a ``pdbProteinAtoms`` text (told from the file's first bytes
         where they hold the root's groups)."""
         path, _ = split_member(path)
-        if is_url(path):
-            return "MDCATH" if url_looks_like_mdcath(path) else None
-        if file_head(path, len(HDF5_MAGIC)) != HDF5_MAGIC:
+        try:
+            store = open_bytes(path)
+        except Exception:   # noqa: BLE001 - a file that cannot be opened is not recognised here
             return None
         try:
-            with h5py.File(path, "r") as f:
-                return "MDCATH" if looks_like_mdcath(f) else None
-        except Exception:   # noqa: BLE001 - a file HDF5 cannot open is not recognised here
+            return "MDCATH" if looks_like(store) else None
+        except Exception:   # noqa: BLE001 - nor one whose bytes cannot be read
             return None
+        finally:
+            store.close()
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> MDCATHSource:
@@ -246,9 +226,7 @@ class MDCATHSource(Source):
         """The member's topology: its file's ``pdbProteinAtoms`` as an MDAnalysis Universe (parsed on first use,
         then kept by this Source)."""
         if getattr(self, "_universe", None) is None:
-            from . import mdcath_layout
-
-            self._universe = mdcath_layout.universe(self._path, self._storage_options)
+            self._universe = universe_of(self._store, self._path, self._prepares)
         return self._universe
 
     def own_universe(self):
@@ -272,22 +250,21 @@ class MDCATHSource(Source):
         return {"length": "Angstrom", "time": "ps"}
 
     def get_config(self) -> dict:
-        config = {"kind": self.kind, "path": self._path, "member": self._key, "layout": self._layout.to_dict()}
-        if self._remote is not None:
-            state = self._remote.state()
-            config.update(storage_options=state["storage_options"], round_trip=state["round_trip"])
-        return config
+        # (with what opens the store again without a request: an object's options, identity and round trip)
+        return {"kind": self.kind, "path": self._path, "member": self._key, "layout": self._layout.to_dict(),
+                **(self._store.state() or {})}
 
     def layout_summary(self) -> LayoutFacts:
         return LayoutFacts(format="MDCATH", path=member_location(self._path, self._key), n_frames=self.n_frames,
                            n_atoms=self.n_atoms, fields=self.fields)
 
     def remote_stats(self) -> dict | None:
-        return None if self._remote is None else self._remote.stats.as_dict()
+        return self._store.fetched()
 
     @property
     def reads_ahead(self) -> bool:
-        return self._remote is not None
+        """True where the bytes are fetched (not a file at hand): the next block's are asked for ahead."""
+        return self._store.local_path is None
 
     # --------------------------------------------------------------- reading
 
@@ -317,53 +294,37 @@ class MDCATHSource(Source):
             self.bytes_read += n * plan.n_columns * 3 * np.dtype(at.dtype).itemsize
 
     def _read_field(self, at: FieldAt, fl: str, plan, start: int, stride: int, out: np.ndarray) -> None:
-        n = len(out)
-        if self._fd >= 0 and np.dtype(at.dtype) == _NATIVE_F32:
-            from ..storage.pread import pread_gather
-
-            frame_bytes = self.n_atoms * 12
-            offsets = at.offset + (start + stride * np.arange(n, dtype=np.int64)) * frame_bytes
-            widths = plan.runs[:, 1] - plan.runs[:, 0]
-            firsts = np.zeros_like(widths)
-            np.cumsum(widths[:-1], out=firsts[1:])
-            table = np.stack([plan.runs[:, 0] * 12, firsts, widths], axis=1)
-            index = np.zeros(0, np.int64) if plan.index is None else np.ascontiguousarray(plan.index, np.int64)
-            row = np.empty((plan.n_columns if plan.index is not None else 0, 3), np.float32)
-            failed = pread_gather(self._fd, offsets, np.ascontiguousarray(table, np.int64), index, row, out)
-            if failed >= 0:
-                raise InputFileError(self._path, f"member {self._key}: frame {start + failed * stride} cannot be "
-                                                 "read whole: the file is truncated")
-            return
         reads = self._chunk_reads(fl, at)
+        # (one call where the store gathers them, a local descriptor; else the runs, then the columns)
+        if reads.read(start, len(out), stride, plan.runs, plan.index, out):
+            return
         if plan.index is None:
             ok = reads.read_runs(plan.runs, out, start, stride)
-        elif reads.read_gathered(plan.runs, plan.index, out, start, stride):
-            return
         else:
-            buf = np.empty((n, plan.n_columns, 3), np.float32)
+            buf = np.empty((len(out), plan.n_columns, 3), np.float32)
             ok = reads.read_runs(plan.runs, buf, start, stride)
             np.take(buf, plan.index, axis=1, out=out, mode="clip")
         if not ok:
-            raise InputFileError(self._path, f"member {self._key}: {fl}s cannot be read at their offsets")
+            raise InputFileError(self._path, f"member {self._key}: {fl}s cannot be read whole at their offsets: "
+                                             "the file is truncated or damaged")
 
     def _chunk_reads(self, fl: str, at: FieldAt):
-        """The reader of one field at its offset, through the object (a URL) or the file's bytes."""
+        """The reader of one field at its offset, through the file's byte store."""
         reads = self._reads.get(fl)
         if reads is None:
             from ..h5md.chunks import ChunkIndex, ChunkReads
-            from ..storage.objects import LocalFile
 
             dtype = np.dtype(at.dtype)
             index = ChunkIndex((self.n_frames, self.n_atoms, 3), None, dtype.str, False, (at.offset,),
                                (self.n_frames * self.n_atoms * 3 * dtype.itemsize,), (0,))
-            store = self._remote if self._remote is not None else LocalFile(self._path)
-            reads = self._reads[fl] = ChunkReads(store, index)
+            reads = self._reads[fl] = ChunkReads(self._store, index)
         return reads
 
     def prefetch(self, start: int, stop: int, atoms: np.ndarray | None = None,
                  fields: tuple[str, ...] = ("position",), stride: int = 1) -> None:
-        """A URL's member: start fetching the bytes the next read with these arguments takes."""
-        if self._remote is None or not 0 <= start < stop <= self.n_frames or any(f not in self.fields for f in fields):
+        """Start fetching the bytes the next read with these arguments takes (a store that cannot read ahead,
+        a local file: nothing)."""
+        if not self.reads_ahead or not 0 <= start < stop <= self.n_frames or any(f not in self.fields for f in fields):
             return
         if atoms is not None:
             atoms = np.asarray(atoms, np.int64)
@@ -376,10 +337,7 @@ class MDCATHSource(Source):
 
     def atomic_numbers(self) -> np.ndarray:
         """The atoms' atomic numbers (the domain's ``z``), int64."""
-        if is_url(self._path):
-            with open_remote(self._path, self._storage_options) as (_, _, f):
-                return self._z(f)
-        with open_local(self._path) as f:
+        with hdf5_of(self._store, self._path, self._prepares) as f:
             return self._z(f)
 
     def _z(self, f: h5py.File) -> np.ndarray:
@@ -392,12 +350,11 @@ class MDCATHSource(Source):
         for reads in self._reads.values():
             reads.close()
         self._reads = {}
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        if self._remote is not None:
-            self._remote.forget_ahead()
+        forget = getattr(self._store, "forget_ahead", None)   # (requests started ahead, not asked for)
+        if forget is not None:
+            forget()
+        self._store.close()
 
 
 __all__ = ["FRAME_PS", "MEMBER_SEP", "FieldAt", "MDCATHSource", "MemberLayout", "describe", "ensemble_members",
-           "member_location", "members", "pdb_text", "split_member", "universe"]
+           "looks_like_mdcath", "member_location", "members", "pdb_text", "split_member", "universe"]

@@ -3,9 +3,12 @@
 :func:`describe` checks one member of an open file (shapes, the frame count against ``numFrames``,
 dtypes, units, storage, that the data lie inside the file) and gives its :class:`MemberLayout`: what
 :class:`~.mdcath.MDCATHSource` reads by. :func:`members` lists a file's members with their labels,
-:func:`pdb_text` and :func:`universe` give its topology. A file behind a URL is read through the caching
-file object (:mod:`trajscale.h5md.metadata`); whether an object is an mdCATH file is told from its first
-bytes where they hold the root's groups.
+:func:`pdb_text` and :func:`universe` give its topology.
+
+Every file is read through its byte store (:func:`~trajscale.storage.opener.open_bytes`): HDF5 opens
+the file where the store says it lies (:attr:`~trajscale.storage.bytestore.ByteStore.local_path`), or
+reads a caching file object over the store's bytes (:mod:`trajscale.h5md.metadata`); whether a file is
+mdCATH's is told from its first bytes where they hold the root's groups (:func:`looks_like`).
 """
 
 from __future__ import annotations
@@ -14,13 +17,14 @@ import io
 import logging
 import os
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import h5py
 import numpy as np
 
 from ..errors import InputFileError
-from ..storage import is_url
+from ..storage.bytestore import ByteStore
+from ..storage.opener import open_bytes
 from ..util import HDF5_MAGIC
 
 log = logging.getLogger(__name__)
@@ -65,7 +69,8 @@ class FieldAt:
 class MemberLayout:
     """One member as checked by the process that opened it first: what a worker reads it by.
 
-    ``identity`` is a local file's ``[size, mtime_ns, inode]`` or a URL's ``[etag, size]``; ``box`` is the
+    ``identity`` is its byte store's (:attr:`~trajscale.storage.bytestore.ByteStore.identity`: a local file's
+    path, device, inode, size and modification time, an object's URL, ETag and size); ``box`` is the
     member's one box as MDAnalysis dimensions (Å, degrees), None without one.
     """
 
@@ -78,10 +83,10 @@ class MemberLayout:
     identity: tuple
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["box"] = None if self.box is None else list(self.box)
-        d["identity"] = list(self.identity)
-        return d
+        # (by hand: dataclasses.asdict deep-copies, a visible part of describing thousands of members)
+        return {"domain": self.domain, "n_frames": self.n_frames, "n_atoms": self.n_atoms,
+                "coords": vars(self.coords).copy(), "forces": None if self.forces is None else vars(self.forces).copy(),
+                "box": None if self.box is None else list(self.box), "identity": list(self.identity)}
 
     @classmethod
     def from_dict(cls, d: dict) -> MemberLayout:
@@ -166,8 +171,6 @@ def _field_at(ds: h5py.Dataset, shape: tuple[int, int, int], file_size: int, whe
 def _box(group: h5py.Group, where: str) -> tuple[float, ...] | None:
     """The member's box as MDAnalysis dimensions: mdCATH stores the first frame's box as a diagonal 3x3
     matrix in nm (``unit``); an older layout as 3 edges. None without one (analyses that need a box refuse)."""
-    from ..box import edges_to_dimensions
-
     ds = group.get("box")
     if not isinstance(ds, h5py.Dataset):
         return None
@@ -179,6 +182,13 @@ def _box(group: h5py.Group, where: str) -> tuple[float, ...] | None:
     edges = np.asarray(ds[()], np.float64) * scale
     if not np.isfinite(edges).all() or not (edges.any()):
         return None
+    diagonal = np.diagonal(edges) if edges.ndim == 2 else None
+    if diagonal is not None and diagonal.all() and not (edges - np.diag(diagonal)).any():
+        edges = np.abs(diagonal)   # (a diagonal matrix, mdCATH's: its edges, at right angles)
+    if edges.ndim == 1:
+        return (*(float(np.float32(v)) for v in edges), 90.0, 90.0, 90.0)
+    from ..box import edges_to_dimensions
+
     dims = edges_to_dimensions(edges[None])[0]
     return tuple(float(v) for v in dims)
 
@@ -224,9 +234,9 @@ def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity
     return MemberLayout(domain, n_frames, n_atoms, layout_coords, layout_forces, _box(member, at), tuple(identity))
 
 
-def check_offsets(f: h5py.File, path: str, layout: MemberLayout, key: str) -> None:
-    """The layout's offsets must give HDF5's own values (the last frame's first atoms, read both ways): the
-    addresses are HDF5's to define."""
+def check_offsets(f: h5py.File, store: ByteStore, where: str, layout: MemberLayout, key: str) -> None:
+    """The layout's offsets must give HDF5's own values (the last frame's first atoms, read both ways, the
+    offsets' through ``store``): the addresses are HDF5's to define."""
     if not layout.n_frames or not layout.n_atoms:
         return
     ds = f[layout.domain][key]["coords"]
@@ -234,17 +244,10 @@ def check_offsets(f: h5py.File, path: str, layout: MemberLayout, key: str) -> No
     theirs = np.asarray(ds[layout.n_frames - 1, :width], np.float32) * np.float32(layout.coords.scale)
     dtype = np.dtype(layout.coords.dtype)
     at = layout.coords.offset + (layout.n_frames - 1) * layout.n_atoms * 3 * dtype.itemsize
-    with open(path, "rb") as fh:
-        fh.seek(at)
-        mine = np.frombuffer(fh.read(width * 3 * dtype.itemsize), dtype)
-    if mine.size != width * 3 or (mine.astype(np.float32) * np.float32(layout.coords.scale)).tobytes() \
-            != theirs.reshape(-1).tobytes():
-        raise InputFileError(path, f"member {key}: coords' stored bytes do not give HDF5's values: the file is damaged")
-
-
-def local_identity(path: str) -> tuple[int, int, int]:
-    st = os.stat(path)
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
+    mine = np.frombuffer(store.read_ranges([(at, at + width * 3 * dtype.itemsize)])[0], dtype)
+    if (mine.astype(np.float32) * np.float32(layout.coords.scale)).tobytes() != theirs.reshape(-1).tobytes():
+        raise InputFileError(where, f"member {key}: coords' stored bytes do not give HDF5's values: the file is "
+                                    "damaged")
 
 
 class _HeadFile(io.RawIOBase):
@@ -281,18 +284,17 @@ class _HeadFile(io.RawIOBase):
         return n
 
 
-def url_looks_like_mdcath(url: str) -> bool:
-    """Told from the object's first bytes (fetched once, shared with the Source that opens it) where they
-    hold the root's groups; else from its metadata, read through the caching file object."""
-    from ..storage.objects import RemoteError, RemoteObject
+#: The first bytes a file is told from (an object's come with its first request: no request more).
+HEAD = 64 * 1024
 
-    try:
-        obj = RemoteObject.open(url)
-    except RemoteError:
+
+def looks_like(store: ByteStore) -> bool:
+    """Whether the bytes of ``store`` are an mdCATH file: told from its first bytes where they hold the
+    root's groups; else from HDF5's metadata, read through the store."""
+    head = store.first_bytes(HEAD)
+    if head[:8] != HDF5_MAGIC:
         return False
-    if obj.head[:8] != HDF5_MAGIC:
-        return False
-    fh = _HeadFile(obj.head, obj.size)
+    fh = _HeadFile(head, store.size)
     try:
         with h5py.File(fh, "r") as f:
             return looks_like_mdcath(f)
@@ -300,38 +302,45 @@ def url_looks_like_mdcath(url: str) -> bool:
         if not fh.beyond:
             return False
     try:
-        with open_remote(url, None) as (_, _, f):
+        with hdf5_of(store, store.local_path or "", prepares=True) as f:
             return looks_like_mdcath(f)
     except Exception:   # noqa: BLE001 - not readable as HDF5: not ours to say why
         return False
 
 
-class open_remote:
-    """``with open_remote(url, options) as (object, file object, h5py.File)``: the HDF5 file behind a URL."""
+class hdf5_of:
+    """``with hdf5_of(store, where, prepares) as f``: HDF5's view of the file in ``store``: opened where the
+    store says it lies, or read through a caching file object over the store's bytes (``prepares``: this
+    process describes the file, from the object's first bytes already fetched; the metadata it reads is kept
+    for the next run on the same object; else a worker's, which fetches what it reads)."""
 
-    def __init__(self, url: str, storage_options: dict | None) -> None:
-        from ..h5md.metadata import open_remote_h5
+    def __init__(self, store: ByteStore, where: str, prepares: bool = True) -> None:
+        self.store, self.fh = store, None
+        if store.local_path is not None:
+            from ..h5md.hdf5 import open_h5
 
-        self.obj, self.fh, self.f = open_remote_h5(url, storage_options, None, 0)
+            self.f = open_h5(store.local_path, "r")
+            return
+        from ..h5md.metadata import open_store_h5
 
-    def __enter__(self):
-        return self.obj, self.fh, self.f
+        self.fh, self.f = open_store_h5(store, prepares, None, 0)
+        self.prepares = prepares
+
+    def __enter__(self) -> h5py.File:
+        return self.f
 
     def __exit__(self, *exc) -> None:
-        if self.fh.cached is None:   # the next open of this object starts from what was read
-            from ..h5md.metadata import cache_metadata
+        try:
+            if self.fh is not None and self.prepares and self.fh.cached is None:
+                # (the next open of this object starts from the metadata read now)
+                from ..h5md.metadata import cache_metadata
 
-            try:
-                cache_metadata(self.obj, self.fh.metadata())
-            except OSError:
-                pass
-        self.f.close()
-
-
-def open_local(path: str) -> h5py.File:
-    from ..h5md.hdf5 import open_h5
-
-    return open_h5(path, "r")
+                try:
+                    cache_metadata(self.store, self.fh.metadata())
+                except OSError:
+                    pass
+        finally:
+            self.f.close()
 
 
 # ----------------------------------------------------------------------------- what the ensemble asks
@@ -340,13 +349,22 @@ def members(location: str, storage_options: dict | None = None) -> list[tuple[st
     """``[(member key, labels), ...]`` of an mdCATH file (local or a URL), in temperature and replica order;
     labels are ``{"domain", "temperature", "replica"}``."""
     path, _ = split_member(location)
-    if is_url(path):
-        with open_remote(path, storage_options) as (_, _, f):
-            domain, group = domain_group(f, path)
-            return [(k, member_labels(domain, k)) for k in member_keys(group)]
-    with open_local(path) as f:
+    with _opened(path, storage_options) as store, hdf5_of(store, path) as f:
         domain, group = domain_group(f, path)
         return [(k, member_labels(domain, k)) for k in member_keys(group)]
+
+
+class _opened:
+    """``with _opened(path, options) as store``: the location's byte store, closed after."""
+
+    def __init__(self, path: str, storage_options: dict | None) -> None:
+        self.store = open_bytes(path, storage_options)
+
+    def __enter__(self) -> ByteStore:
+        return self.store
+
+    def __exit__(self, *exc) -> None:
+        self.store.close()
 
 
 def read_text(f: h5py.File, where: str, name: str = "pdbProteinAtoms") -> str:
@@ -363,27 +381,32 @@ def read_text(f: h5py.File, where: str, name: str = "pdbProteinAtoms") -> str:
 def pdb_text(location: str, storage_options: dict | None = None) -> str:
     """The protein's PDB text (``pdbProteinAtoms``) of an mdCATH file: its topology."""
     path, _ = split_member(location)
-    if is_url(path):
-        with open_remote(path, storage_options) as (_, _, f):
-            return read_text(f, path)
-    with open_local(path) as f:
+    with _opened(path, storage_options) as store, hdf5_of(store, path) as f:
         return read_text(f, path)
 
 
 def universe(location: str, storage_options: dict | None = None):
     """An MDAnalysis Universe of the file's protein, parsed from its ``pdbProteinAtoms`` (the same atoms,
     in the same order, as every member's frames; its one frame is the PDB's coordinates)."""
+    path, _ = split_member(location)
+    with _opened(path, storage_options) as store:
+        return universe_of(store, path)
+
+
+def universe_of(store: ByteStore, path: str, prepares: bool = True):
+    """:func:`universe` of the file in ``store`` (at ``path``), parsed once per version of the file in this
+    process (its store's identity: a file's 25 members share one topology)."""
     import warnings
 
     import MDAnalysis as mda
     from MDAnalysis.lib.util import NamedStream
 
-    path, _ = split_member(location)
-    key = None if is_url(path) else (os.path.realpath(path), *local_identity(path))
-    if key is not None and key in _UNIVERSES:   # (a file's 25 members share one topology)
+    key = tuple(store.identity)
+    if key in _UNIVERSES:
         _UNIVERSES.move_to_end(key)
         return _UNIVERSES[key]
-    text = pdb_text(path, storage_options)
+    with hdf5_of(store, path, prepares) as f:
+        text = read_text(f, path)
     name = os.path.basename(path.rstrip("/")).rsplit(".", 1)[0] or "mdcath"
     try:
         with warnings.catch_warnings():
@@ -392,19 +415,18 @@ def universe(location: str, storage_options: dict | None = None):
     except Exception as exc:   # noqa: BLE001 - any parser failure is the file's text's
         raise InputFileError(path, f"pdbProteinAtoms cannot be read as PDB: {' '.join(str(exc).split())}") from None
     u.filename = path
-    if key is not None:
-        _UNIVERSES[key] = u
-        while len(_UNIVERSES) > UNIVERSES_KEPT:
-            _UNIVERSES.popitem(last=False)
+    _UNIVERSES[key] = u
+    while len(_UNIVERSES) > UNIVERSES_KEPT:
+        _UNIVERSES.popitem(last=False)
     return u
 
 
-#: Topologies parsed in this process, by a local file's path and identity (size, mtime, inode): the last few.
+#: Topologies parsed in this process, by their file's store identity (a local file's path, device, inode, size
+#: and modification time; an object's URL, ETag and size): the last few.
 _UNIVERSES: OrderedDict = OrderedDict()
 UNIVERSES_KEPT = 8
 
 
-__all__ = ["FRAME_PS", "KCAL_TO_KJ", "MEMBER_SEP", "FieldAt", "MemberLayout", "check_offsets", "describe",
-           "domain_group", "local_identity", "looks_like_mdcath", "member_keys", "member_labels", "member_location",
-           "members", "open_local", "open_remote", "pdb_text", "read_text", "split_member", "universe",
-           "url_looks_like_mdcath"]
+__all__ = ["FRAME_PS", "HEAD", "KCAL_TO_KJ", "MEMBER_SEP", "FieldAt", "MemberLayout", "check_offsets", "describe",
+           "domain_group", "hdf5_of", "looks_like", "looks_like_mdcath", "member_keys", "member_labels",
+           "member_location", "members", "pdb_text", "read_text", "split_member", "universe", "universe_of"]
