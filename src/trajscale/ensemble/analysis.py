@@ -35,7 +35,8 @@ class EnsembleState:
 @dataclass(frozen=True, eq=False)
 class MemberPartial:
     """One member's partial so far: the wrapped analysis's (None: failed), what reading and mapping it
-    cost, and why it failed (None: it did not)."""
+    cost, and why it failed (None: it did not); a member its worker prepared comes home with its
+    preparation (``prepared``: what its result is made with) and the seconds preparing it took."""
 
     partial: object
     frames: int = 0
@@ -45,6 +46,8 @@ class MemberPartial:
     nbytes: int = 0
     opens: int = 0
     error: str | None = None
+    prepared: object = None
+    t_prepare: float = 0.0
 
     def stats(self) -> dict:
         return {"frames": self.frames, "t_read": self.t_read, "t_open": self.t_open, "t_compute": self.t_compute,
@@ -116,12 +119,13 @@ class EnsembleAnalysis(Analysis):
                 out[piece.member] = MemberPartial(None, piece.n_frames, piece.t_read, piece.t_open, 0.0, 0,
                                                   int(piece.t_open > 0), piece.error)
                 continue
+            prepared = piece.prepared if piece.prepared is not None else state.members[piece.member]
             t0 = time.perf_counter()
             error, partial = None, None
             try:
                 if inner.needs_box:   # refused here for the member alone (the task wrapper refuses a whole task)
                     check_boxes(piece.block.box, piece.block.frames, state.paths.get(piece.member, ""), inner.name)
-                partial = inner.map(piece.block, state.members[piece.member])
+                partial = inner.map(piece.block, prepared)
             except TrajscaleError as exc:
                 error = str(exc)
             except (ImportError, MemoryError):
@@ -129,7 +133,8 @@ class EnsembleAnalysis(Analysis):
             except Exception as exc:   # noqa: BLE001 - one trajectory's failure is that trajectory's
                 error = f"{state.paths.get(piece.member, '')}: {type(exc).__name__}: {exc}"
             out[piece.member] = MemberPartial(partial, piece.n_frames, piece.t_read, piece.t_open,
-                                              time.perf_counter() - t0, piece.nbytes, int(piece.t_open > 0), error)
+                                              time.perf_counter() - t0, piece.nbytes, int(piece.t_open > 0), error,
+                                              piece.prepared, piece.t_prepare)
         return EnsemblePartial(out)
 
     def reduce(self, partials: list) -> EnsemblePartial:
@@ -149,7 +154,9 @@ class EnsembleAnalysis(Analysis):
         partial = None if error is not None or not ok else ok[0] if len(ok) == 1 else self.analysis.reduce(ok)
         return MemberPartial(partial, sum(p.frames for p in parts), sum(p.t_read for p in parts),
                              sum(p.t_open for p in parts), sum(p.t_compute for p in parts),
-                             sum(p.nbytes for p in parts), sum(p.opens for p in parts), error)
+                             sum(p.nbytes for p in parts), sum(p.opens for p in parts), error,
+                             next((p.prepared for p in parts if p.prepared is not None), None),
+                             sum(p.t_prepare for p in parts))
 
     def result(self, reduced: EnsemblePartial, prep: Prepared) -> EnsembleOutcome:
         return EnsembleOutcome(reduced if isinstance(reduced, EnsemblePartial) else EnsemblePartial())

@@ -36,6 +36,8 @@ class MemberSources:
 
     def __init__(self) -> None:
         self._open: OrderedDict[str, Source] = OrderedDict()
+        #: What the members this thread prepares share (a topology file's selections), made when first needed.
+        self.topologies = None
         #: Member sources opened so far, and their paths, in order (the tasks' ``files`` records).
         self.opens = 0
         self.opened: list[str] = []
@@ -43,9 +45,10 @@ class MemberSources:
         self._closed_bytes = 0
         self._closed_net: dict | None = None
 
-    def get(self, key: str, config: dict, limit: int) -> tuple[Source, float]:
+    def get(self, key: str, config: dict, limit: int, opener=None) -> tuple[Source, float]:
         """The source for ``config`` (opened now if it is not open: the least recently used one closed
-        first when ``limit`` are open) and the seconds spent opening it (0 when it was open)."""
+        first when ``limit`` are open; by ``opener()`` when given) and the seconds spent opening it (0 when
+        it was open)."""
         src = self._open.get(key)
         if src is not None:
             self._open.move_to_end(key)
@@ -53,7 +56,7 @@ class MemberSources:
         while len(self._open) >= max(1, limit):
             self._close(self._open.popitem(last=False)[1])
         t0 = time.perf_counter()
-        src = source_from_config(config)
+        src = opener() if opener is not None else source_from_config(config)
         src.reuse_buffers = True   # one read at a time per thread; map keeps no views of a block
         self._open[key] = src
         self.opens += 1

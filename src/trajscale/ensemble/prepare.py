@@ -1,12 +1,18 @@
 """Preparing an ensemble's members, each on its own topology, or refusing it with the reason.
 
-The process that prepares the job (the root) opens each member's trajectory once (its frame count,
-its Source's config for the workers), resolves the analysis's selections on the member's own
-topology (the parsed topology and the selections come from trajscale's caches when the same file was
-seen before: members that share a topology file share that work) and takes its reference, as a run
-over that trajectory alone would.  A member that cannot be prepared (a missing or unreadable file, a
-selection that picks nothing in it, a frame range it does not have) is refused, named, with the
-reason; the others go on.
+Preparing a member opens its trajectory once (its frame count, its Source's config), resolves the
+analysis's selections on the member's own topology (the parsed topology and the selections come from
+trajscale's caches when the same file was seen before: members that share a topology file share that
+work) and takes its reference, as a run over that trajectory alone would.  A member that cannot be
+prepared (a missing or unreadable file, a selection that picks nothing in it, a frame range it does
+not have) is refused, named, with the reason; the others go on.
+
+Where that happens depends on the member's size.  A short member (a few of them make a task) is
+prepared by the worker whose task reads it (:func:`defer_member` on the root, :mod:`.members` on
+the worker): the worker opens it anyway, and the root's work per member is
+then a ``stat``, so a pool starts on the first round at once and thousands of members are prepared in
+parallel.  A member long enough to be cut into tasks is prepared on the root (:func:`prepare_member`),
+which then knows its frames and splits them.
 """
 
 from __future__ import annotations
@@ -18,13 +24,20 @@ from dataclasses import dataclass
 from ..analysis.base import Analysis, Prepared
 from ..engine import frame_range
 from ..errors import TrajscaleError
-from ..planning import AnalysisTopology
 from ..runspec import RunOptions
-from ..sources import Source, open_source, source_from_config
 from .catalog import Member
+from .members import SharedTopologies, member_spec, open_member
 from .source import MemberRead
 
 log = logging.getLogger(__name__)
+
+#: Bytes a member's analysed frames may take in memory per byte of its files, for a member a worker
+#: prepares (its frames are read whole): an XTC's coordinates are about a third of their floats.
+WHOLE_BYTES_PER_FILE_BYTE = 4
+#: Seconds preparing a short member costs (opening it, its selections on a cached topology, its
+#: reference frame): measured in docs/benchmarks.md's ensemble rows, about 2.5 ms on this machine.
+PREPARE_S = 2.5e-3
+
 
 
 @dataclass(frozen=True)
@@ -51,7 +64,8 @@ class MemberJob:
     read
         How a worker reads it (its ``offset`` set when the job's axis is laid out).
     prepared
-        The wrapped analysis's preparation on its topology.
+        The wrapped analysis's preparation on its topology; None for a member its worker prepares
+        (:func:`defer_member`: ``read.spec`` says how).
     frame_bytes
         Bytes a frame costs in its reader's buffers, plus the bytes per frame the analysis holds beside.
     decode_s
@@ -67,7 +81,7 @@ class MemberJob:
     index: int
     member: Member
     read: MemberRead
-    prepared: Prepared
+    prepared: Prepared | None
     frame_bytes: int
     decode_s: float = 0.0
     cost: object = None
@@ -77,46 +91,6 @@ class MemberJob:
     @property
     def n(self) -> int:
         return self.read.n
-
-
-def open_member(member: Member, options: RunOptions) -> Source:
-    """The Source that reads ``member`` (its expander's config, or its trajectory as ``trajscale.run`` opens it)."""
-    if member.source is not None:
-        return source_from_config(dict(member.source))
-    return open_source(member.run_trajectory(), member.topology, group=options.group,
-                       assume_units=options.assume_units, continuous=options.continuous)
-
-
-class SharedTopologies:
-    """Members whose topology is the same file share its selections.
-
-    A topology's selections are answered from trajscale's selection cache when the file and the selection were
-    seen before (:class:`~trajscale.topology.CachedUniverse`): those answers come from the file alone, not from
-    any trajectory's coordinates, so the next member with that file is prepared on the same object (no lookup
-    of the cache again).  A member whose preparation needed the real Universe (a selection by distance, one not
-    cached yet) is prepared on a Universe of its own, with its own first frame.
-    """
-
-    def __init__(self) -> None:
-        self._shared: dict[str, object] = {}
-
-    def prepare(self, analysis: Analysis, topology: str | None, source: Source) -> Prepared:
-        from ..topology import CachedUniverse
-
-        own = source.own_universe() if topology is None else None
-        if own is not None:   # a Source that carries its own topology (an mdCATH member's PDB text, ...)
-            return analysis.prepare(AnalysisTopology(own, source).atoms, source)
-        shared = self._shared.get(topology) if topology is not None else None
-        if shared is not None and shared.atoms.n_atoms == source.n_atoms:
-            prep = analysis.prepare(shared, source)
-            if shared.t_build == 0:
-                return prep
-            del self._shared[topology]   # it built a Universe of another member's frame: prepared again alone
-        top = AnalysisTopology(topology, source)
-        prep = analysis.prepare(top.atoms, source)
-        if topology is not None and isinstance(top.atoms, CachedUniverse) and top.atoms.t_build == 0:
-            self._shared[topology] = top.atoms
-        return prep
 
 
 def prepare_member(index: int, member: Member, analysis: Analysis, options: RunOptions,
@@ -143,6 +117,15 @@ def prepare_member(index: int, member: Member, analysis: Analysis, options: RunO
         source.close()
 
 
+def defer_member(index: int, member: Member, options: RunOptions, size: int, remote: bool = False) -> MemberJob:
+    """``member`` (``size`` bytes in its files) left for the worker that reads it to prepare: one position
+    on the ensemble's axis, its work estimated from its size."""
+    whole = int(size) * WHOLE_BYTES_PER_FILE_BYTE
+    read = MemberRead(member=index, offset=0, n=1, start=0, step=1, source={}, atoms=None, path=member.location,
+                      spec=member_spec(member, options))
+    return MemberJob(index, member, read, None, whole, 0.0, None, remote, 0.0)
+
+
 def prepare_members(members: list[tuple[int, Member]], analysis: Analysis, options: RunOptions,
                     topologies: SharedTopologies | None = None) -> tuple[list[MemberJob], list[Refusal]]:
     """Each of ``members`` (``(index, member)``) prepared, or refused with the reason; ``topologies``: what
@@ -165,4 +148,5 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-__all__ = ["MemberJob", "Refusal", "SharedTopologies", "open_member", "prepare_member", "prepare_members"]
+__all__ = ["MemberJob", "Refusal", "SharedTopologies", "defer_member", "open_member", "prepare_member",
+           "prepare_members"]

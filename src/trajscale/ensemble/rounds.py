@@ -4,9 +4,10 @@ The run engine (:mod:`trajscale.engine`) runs every kind of run as rounds of tas
 what differs is what decides the rounds (a :class:`~trajscale.engine.Rounds`).  For an ensemble,
 :class:`EnsembleRounds`:
 
-* ``open``: prepares every member not saved already (each on its own topology, :mod:`.prepare`),
-  refusing those that cannot be, lays their analysed frames out on one axis
-  (:class:`~trajscale.ensemble.source.EnsembleSource`) and cuts them into rounds (:mod:`.plan`);
+* ``open``: cuts the members not saved already into rounds (:mod:`.plan`) and prepares the first;
+  a round's members are prepared (each on its own topology, :mod:`.prepare`; a short one by the worker
+  that reads it, a long one here), those that cannot be are refused, and their analysed frames are
+  laid out on one axis (:class:`~trajscale.ensemble.source.EnsembleSource`);
 * ``next_round``: hands the engine the next round: a job that lists only that round's members, and
   its frames, which :class:`~trajscale.ensemble.plan.RoundFacts` cuts into tasks of equal work;
 * ``kept``: after each round, on the root, turns each member's partial into its results with its own
@@ -36,7 +37,15 @@ from ..util import raise_if_stopped
 from .analysis import EnsemblePartial, EnsembleState, MemberPartial
 from .catalog import Ensemble
 from .plan import RoundFacts, Work, per_frame_work, rounds_of
-from .prepare import MemberJob, Refusal, SharedTopologies, prepare_members
+from .prepare import (
+    PREPARE_S,
+    WHOLE_BYTES_PER_FILE_BYTE,
+    MemberJob,
+    Refusal,
+    SharedTopologies,
+    defer_member,
+    prepare_members,
+)
 from .saved import AGGREGATES, MemberRecord, ResultsFolder, file_name
 from .source import EnsembleSource
 
@@ -112,6 +121,8 @@ class EnsembleRounds(Rounds):
         self._preparer = None   # the thread that prepares it
         self._offset = 0   # where the next member's frames begin on the axis
         self._topologies = SharedTopologies()
+        self._sizes: dict[int, int] = {}   # each member's bytes on disk (0: not known)
+        self._n_tasks = 1   # tasks a round is cut into (what makes a member short enough for its worker)
         self.n_prepared = 0   # members prepared so far
         self._pending: TrajscaleError | None = None   # raised when the next round is decided
         self.t_members = 0.0   # seconds preparing the members
@@ -150,7 +161,10 @@ class EnsembleRounds(Rounds):
                      len(self.ensemble))
         one = executor_traits(self.options.executor).workers == "one"
         workers = 1 if one else self.options.n_workers or os.cpu_count() or 1
-        cuts = rounds_of([_file_size(m) for _, m in todo], workers, self.round_size)
+        self._sizes = {i: _file_size(m) for i, m in todo}
+        self._n_tasks = self.options.n_tasks or (1 if one else workers * (self.options.tasks_per_worker
+                                                                          or self.tasks_per_worker))
+        cuts = rounds_of([self._sizes[i] for i, _ in todo], workers, self.round_size)
         self._rounds = [todo[a:b] for a, b in cuts]
         self._first = self._next_jobs()
         jobs = self._first or []
@@ -168,7 +182,11 @@ class EnsembleRounds(Rounds):
             t0 = time.perf_counter()
             members = self._rounds[self._next]
             self._next += 1
-            jobs, refused = prepare_members(members, self.group, self.options, self._topologies)
+            later = self._for_workers(members)
+            jobs, refused = prepare_members([(i, m) for i, m in members if i not in later], self.group,
+                                            self.options, self._topologies)
+            jobs = sorted(jobs + [defer_member(i, m, self.options, self._sizes[i]) for i, m in members
+                                  if i in later], key=lambda j: j.index)
             self._refuse(refused)
             if self._pending is not None:
                 raise self._pending
@@ -183,6 +201,17 @@ class EnsembleRounds(Rounds):
             if jobs:
                 return jobs
         return None
+
+    def _for_workers(self, members: list) -> set[int]:
+        """The members of a round its workers prepare: those whose files are known to be small, a task's
+        share of the round's bytes at most (with room to spare) and a fraction of a read block whole; the
+        others (long: cut into tasks by their frames; behind a URL or an expander's config: no size known
+        here) are prepared on the root."""
+        total = sum(self._sizes[i] for i, _ in members)
+        share = total / (2 * max(1, self._n_tasks))
+        whole = int(self.options.max_block_bytes) // 4
+        return {i for i, m in members if m.source is None and 0 < self._sizes[i] <= share
+                and self._sizes[i] * WHOLE_BYTES_PER_FILE_BYTE <= whole}
 
     def _take_next(self) -> list[MemberJob] | None:
         """The next round's members: prepared with the job, or while the round before ran, or now."""
@@ -219,7 +248,8 @@ class EnsembleRounds(Rounds):
                               frame_bytes=max((j.frame_bytes for j in jobs), default=FRAME_META_BYTES),
                               decode_s=max((j.decode_s for j in jobs), default=0.0),
                               n_atoms=max((len(j.read.atoms) if j.read.atoms is not None else 0 for j in jobs),
-                                          default=0))
+                                          default=0),
+                              analysis=self.group.get_config() if any(j.prepared is None for j in jobs) else None)
 
     def next_round(self, job, facts: JobFacts, stopping: bool) -> Round:
         if stopping:
@@ -231,14 +261,16 @@ class EnsembleRounds(Rounds):
             return Round(job, None, "complete")
         self._ahead = self._prepare_ahead()
         source = self._source(jobs, f"{self.token}/{self._next}")
-        state = EnsembleState({j.index: j.prepared for j in jobs}, {j.index: j.read.path for j in jobs})
+        state = EnsembleState({j.index: j.prepared for j in jobs if j.prepared is not None},
+                              {j.index: j.read.path for j in jobs})
         # a round's blocks within the budget for its own largest frames (another round's may be smaller)
         budget = min(int(self.options.max_block_bytes),
                      self.group.cache_block_bytes or int(self.options.max_block_bytes))
         block_frames = max(1, min(job.block_frames, budget // max(1, source.bytes_per_frame())))
         rjob = dataclasses.replace(job, source=source.get_config(), prepared=Prepared(None, state),
                                    block_frames=block_frames, stride=1, reads_ahead=source.reads_ahead)
-        works = tuple(Work(j.read.offset, j.n, per_frame_work(j.frame_bytes, j.decode_s, j.cost)) for j in jobs)
+        works = tuple(Work(j.read.offset, j.n, per_frame_work(j.frame_bytes, j.decode_s, j.cost)
+                           + (PREPARE_S if j.prepared is None else 0.0)) for j in jobs)
         base = {f.name: getattr(facts, f.name) for f in dataclasses.fields(JobFacts)}
         base.update(start=jobs[0].read.offset, stop=jobs[-1].read.offset + jobs[-1].n, step=1, part_starts=(),
                     n_atoms=source.n_atoms, frame_bytes=source.bytes_per_frame())
@@ -259,7 +291,7 @@ class EnsembleRounds(Rounds):
                 refused.append(Refusal(idx, job.member, " ".join(str(exc).split())))
                 continue
             self.stats[idx] = MemberStats(job.member.name, mp.frames, mp.nbytes, mp.t_open, mp.t_read, mp.t_compute,
-                                          job.t_prepare, mp.opens)
+                                          job.t_prepare + mp.t_prepare, mp.opens)
             if self.folder is None:
                 self.records[idx] = record
                 continue
@@ -275,10 +307,11 @@ class EnsembleRounds(Rounds):
     def _record(self, job: MemberJob, mp: MemberPartial) -> MemberRecord:
         if mp.partial is None:
             raise ConfigError(f"{job.read.path}: no frame was analysed")
-        results = self.group.result(mp.partial, job.prepared)
+        prepared = job.prepared if job.prepared is not None else mp.prepared   # (its worker's)
+        results = self.group.result(mp.partial, prepared)
         partials = tuple(_aggregate_part(a, p, q) for a, p, q in
-                         zip(self.group.analyses, mp.partial.partials, job.prepared.state.prepared, strict=True))
-        stats = {**mp.stats(), "t_prepare": job.t_prepare}
+                         zip(self.group.analyses, mp.partial.partials, prepared.state.prepared, strict=True))
+        stats = {**mp.stats(), "t_prepare": job.t_prepare + mp.t_prepare}
         return MemberRecord(job.member.name, job.index, tuple(results), stats, partials)
 
     def _refuse(self, refused: list[Refusal]) -> None:

@@ -51,6 +51,10 @@ class MemberRead:
         The atoms to read (its analyses' union, indices into its trajectory), or None for all.
     path
         Its trajectory, for messages.
+    spec
+        A member the worker prepares (:func:`~trajscale.ensemble.prepare.member_spec`): it occupies one
+        position of the axis, and reading that position opens it, prepares it and reads its analysed frames
+        whole (``source`` and ``atoms`` are then not used); None: prepared on the root.
     """
 
     member: int
@@ -61,6 +65,7 @@ class MemberRead:
     source: dict
     atoms: np.ndarray | None
     path: str
+    spec: dict | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.atoms, str):   # as a config carries them
@@ -82,13 +87,14 @@ class MemberRead:
     @property
     def key(self) -> str:
         """What tells its Source apart from any other's in a worker's cache."""
-        return repr(sorted((k, repr(v)) for k, v in self.source.items()))
+        return repr(sorted((k, repr(v)) for k, v in (self.spec or self.source).items()))
 
 
 @dataclass(frozen=True)
 class Piece:
     """One member's frames of an ensemble block: its ``block`` (frames numbered as in its own trajectory),
-    or why it could not be read (``error``), with what reading it cost."""
+    or why it could not be read (``error``), with what reading it cost; a member prepared by the worker
+    has its preparation (``prepared``) and the seconds it took."""
 
     member: int
     block: Block | None
@@ -97,6 +103,8 @@ class Piece:
     t_open: float = 0.0
     nbytes: int = 0
     n_frames: int = 0
+    prepared: object = None
+    t_prepare: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -130,19 +138,25 @@ class EnsembleSource(Source):
     reads_ahead
         Some member is behind a URL: a task says its next read (:meth:`prefetch`).
     frame_bytes, n_atoms, decode_s
-        The most a member's frame costs in its reader's buffers, the most atoms it is read with, and the
-        most seconds a frame costs to decode (XTC): what sizes the blocks and weighs the run.
+        The most a member's frame costs in its reader's buffers (a member the worker prepares: its whole
+        frames, estimated), the most atoms it is read with, and the most seconds a frame costs to decode
+        (XTC): what sizes the blocks and weighs the run.
+    analysis
+        The config of the analyses run (what a worker prepares the members it prepares for); None: every
+        member was prepared on the root.
     """
 
     kind = "ensemble"
     description = "an ensemble's trajectories, one after another (made by trajscale.ensemble)"
 
     def __init__(self, members: Sequence[MemberRead | dict], token: str, origin: str = "", max_open: int = MAX_OPEN,
-                 reads_ahead: bool = False, frame_bytes: int = 0, n_atoms: int = 0, decode_s: float = 0.0) -> None:
+                 reads_ahead: bool = False, frame_bytes: int = 0, n_atoms: int = 0, decode_s: float = 0.0,
+                 analysis: dict | None = None) -> None:
         self.members = tuple(m if isinstance(m, MemberRead) else MemberRead(**m) for m in members)
         self.token, self.origin, self.max_open = token, origin, int(max_open)
         self._reads_ahead, self._frame_bytes, self._n_atoms = bool(reads_ahead), int(frame_bytes), int(n_atoms)
         self._decode_s = float(decode_s)
+        self._analysis_config, self._analysis = analysis, None
         self._offsets = [m.offset for m in self.members]
         self._keys = [m.key for m in self.members]
         self._first = self._offsets[0] if self.members else 0
@@ -192,7 +206,8 @@ class EnsembleSource(Source):
     def get_config(self) -> dict:
         return {"kind": self.kind, "members": [m.to_dict() for m in self.members], "token": self.token,
                 "origin": self.origin, "max_open": self.max_open, "reads_ahead": self._reads_ahead,
-                "frame_bytes": self._frame_bytes, "n_atoms": self._n_atoms, "decode_s": self._decode_s}
+                "frame_bytes": self._frame_bytes, "n_atoms": self._n_atoms, "decode_s": self._decode_s,
+                "analysis": self._analysis_config}
 
     def decode_seconds_per_frame(self) -> float:
         return self._decode_s
@@ -237,6 +252,8 @@ class EnsembleSource(Source):
         t0 = time.perf_counter()
         t_open = 0.0
         try:
+            if m.spec is not None:
+                return self._prepared_here(opened, k, m, fields)
             src, t_open = opened.get(self._keys[k], m.source, self.max_open)
             before = src.bytes_read
             fs, fe = m.frames(a, b)
@@ -251,6 +268,27 @@ class EnsembleSource(Source):
             return Piece(m.member, None, f"{m.path}: {type(exc).__name__}: {exc}",
                          time.perf_counter() - t0 - t_open, t_open, 0, b - a)
 
+    def _prepared_here(self, opened, k: int, m: MemberRead, fields) -> Piece:
+        """A member this worker prepares: opened (kept among the thread's open ones), prepared on its own
+        topology, and its analysed frames read whole."""
+        from .members import open_spec, prepare_opened
+
+        t0 = time.perf_counter()
+        src, t_open = opened.get(self._keys[k], {}, self.max_open, opener=lambda: open_spec(m.spec))
+        if self._analysis is None:
+            from ..analysis.base import analysis_from_config
+
+            self._analysis = analysis_from_config(self._analysis_config)
+        t1 = time.perf_counter()
+        prep, frames = prepare_opened(m.spec, self._analysis, src, opened)
+        t_prepare = time.perf_counter() - t1
+        if not len(frames):
+            raise ConfigError(f"{m.path}: no frame was analysed (frames {frames.start}:{frames.stop}:{frames.step})")
+        before = src.bytes_read
+        block = src.read(frames.start, frames[-1] + 1, prep.atoms, fields, stride=frames.step)
+        return Piece(m.member, block, None, time.perf_counter() - t0 - t_open - t_prepare, t_open,
+                     src.bytes_read - before, len(frames), prep, t_prepare)
+
     def prefetch(self, start: int, stop: int, atoms=None, fields: tuple[str, ...] = ("position",),
                  stride: int = 1) -> None:
         """Members behind URLs start fetching the frames of ``[start, stop)`` now (others: nothing)."""
@@ -259,6 +297,8 @@ class EnsembleSource(Source):
         opened = member_sources()
         for k, a, b in self._spans(start, stop):
             m = self.members[k]
+            if m.spec is not None:
+                continue   # (opened and prepared when read)
             try:
                 src, _ = opened.get(self._keys[k], m.source, self.max_open)
                 fs, fe = m.frames(a, b)

@@ -1,0 +1,99 @@
+"""What preparing a member needs wherever it is prepared: its Source opened, the topologies members share,
+and (for a member a worker prepares) the plain values that say how.
+
+The process that prepares the job prepares a long member (:mod:`.prepare`); a worker prepares a short one
+when its task first reads it (:meth:`~trajscale.ensemble.source.EnsembleSource.read`), with the same
+functions, so that its preparation, and so its results, have the same bits.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..analysis.base import Analysis, Prepared
+from ..engine import frame_range
+from ..planning import AnalysisTopology
+from ..runspec import RunOptions
+from ..sources import Source, open_source, source_from_config
+from .catalog import Member
+
+#: The topology caches are one per process: threads of one process prepare members one at a time.
+_PREPARING = threading.Lock()
+
+
+def open_member(member: Member, options: RunOptions) -> Source:
+    """The Source that reads ``member`` (its expander's config, or its trajectory as ``trajscale.run`` opens it)."""
+    if member.source is not None:
+        return source_from_config(dict(member.source))
+    return open_source(member.run_trajectory(), member.topology, group=options.group,
+                       assume_units=options.assume_units, continuous=options.continuous)
+
+
+class SharedTopologies:
+    """Members whose topology is the same file share its selections.
+
+    A topology's selections are answered from trajscale's selection cache when the file and the selection were
+    seen before (:class:`~trajscale.topology.CachedUniverse`): those answers come from the file alone, not from
+    any trajectory's coordinates, so the next member with that file is prepared on the same object (no lookup
+    of the cache again).  A member whose preparation needed the real Universe (a selection by distance, one not
+    cached yet) is prepared on a Universe of its own, with its own first frame.
+    """
+
+    def __init__(self) -> None:
+        self._shared: dict[str, object] = {}
+
+    def prepare(self, analysis: Analysis, topology: str | None, source: Source) -> Prepared:
+        from ..topology import CachedUniverse
+
+        own = source.own_universe() if topology is None else None
+        if own is not None:   # a Source that carries its own topology (an mdCATH member's PDB text, ...)
+            return analysis.prepare(AnalysisTopology(own, source).atoms, source)
+        shared = self._shared.get(topology) if topology is not None else None
+        if shared is not None and shared.atoms.n_atoms == source.n_atoms:
+            prep = analysis.prepare(shared, source)
+            if shared.t_build == 0:
+                return prep
+            del self._shared[topology]   # it built a Universe of another member's frame: prepared again alone
+        top = AnalysisTopology(topology, source)
+        prep = analysis.prepare(top.atoms, source)
+        if topology is not None and isinstance(top.atoms, CachedUniverse) and top.atoms.t_build == 0:
+            self._shared[topology] = top.atoms
+        return prep
+
+
+def member_spec(member: Member, options: RunOptions) -> dict:
+    """What a worker needs to open and prepare ``member`` itself: plain values (a config's)."""
+    return {"name": member.name, "trajectory": list(member.trajectory), "topology": member.topology,
+            "source": dict(member.source) if member.source is not None else None, "start": options.start,
+            "stop": options.stop, "step": options.step, "group": options.group,
+            "assume_units": options.assume_units, "continuous": options.continuous}
+
+
+def _spec_options(spec: dict) -> RunOptions:
+    return RunOptions(start=spec["start"], stop=spec["stop"], step=spec["step"], group=spec["group"],
+                      assume_units=spec["assume_units"], continuous=spec["continuous"])
+
+
+def open_spec(spec: dict) -> Source:
+    """The Source of a member a worker prepares (:func:`member_spec`), opened as the root would open it."""
+    member = Member(spec["name"], tuple(spec["trajectory"]), spec["topology"], source=spec["source"])
+    return open_member(member, _spec_options(spec))
+
+
+def prepare_opened(spec: dict, analysis: Analysis, source: Source, opened) -> tuple[Prepared, range]:
+    """A member a worker prepares (:func:`member_spec`), on its open ``source``: its preparation (the same
+    as :func:`prepare_member` makes on the root) and its analysed frames; ``opened``: the thread's open
+    members (:class:`~trajscale.ensemble.opened.MemberSources`), whose members share topologies."""
+    start, stop = frame_range(spec["start"], spec["stop"], source.n_frames, source.path)
+    with _PREPARING:
+        if opened.topologies is None:
+            opened.topologies = SharedTopologies()
+        reuse, source.reuse_buffers = source.reuse_buffers, False   # a reference frame is kept: its own arrays
+        try:
+            prep = opened.topologies.prepare(analysis, spec["topology"], source)
+        finally:
+            source.reuse_buffers = reuse
+    return prep, range(start, stop, spec["step"])
+
+
+__all__ = ["SharedTopologies", "member_spec", "open_member", "open_spec", "prepare_opened"]
