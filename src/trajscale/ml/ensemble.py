@@ -80,9 +80,10 @@ def _members_of(trajectories, storage_options: dict | None) -> list:
     return out
 
 
-def _describe(member, storage_options: dict | None) -> _Member:
+def _describe(member, storage_options: dict | None, fields: tuple[str, ...], numbers: dict | None) -> _Member:
     """The member's Source config (an mdCATH member's own; else the Source ``trajscale run`` opens), frame
-    and atom counts."""
+    and atom counts, checked to have ``fields``; with ``numbers`` (a dict by file), its file's atomic numbers
+    are read into it, once per file. The one open of the member while the dataset is made."""
     from ..sources import open_source, source_from_config
     from ..storage import using
 
@@ -92,6 +93,15 @@ def _describe(member, storage_options: dict | None) -> _Member:
         else:
             src = open_source(member.run_trajectory(), member.topology)
         with src:
+            missing = [f for f in fields if f not in src.fields]
+            if missing:
+                raise InputFileError(src.path, f"member {member.name!r} has no {', '.join(missing)}")
+            if numbers is not None and src.path not in numbers:
+                read = getattr(src, "atomic_numbers", None)
+                if read is None:
+                    raise InputFileError(src.path, f"member {member.name!r}: its format stores no atomic numbers "
+                                                   "(atomic_numbers=True reads mdCATH's z)")
+                numbers[src.path] = read()
             return _Member(member.name, src.get_config(), src.n_frames, src.n_atoms, dict(member.labels))
 
 
@@ -158,7 +168,9 @@ class EnsembleDataset(_BatchReads):
             storage_options = current_options() or None
         self.storage_options = storage_options
         self.transform = transform
-        self.members = [_describe(m, storage_options) for m in _members_of(trajectories, storage_options)]
+        numbers: dict | None = {} if self.atomic_numbers else None
+        self.members = [_describe(m, storage_options, self.fields, numbers)
+                        for m in _members_of(trajectories, storage_options)]
         if not self.members:
             raise ConfigError("the ensemble has no member")
         self.names = tuple(m.name for m in self.members)
@@ -172,29 +184,10 @@ class EnsembleDataset(_BatchReads):
         self.opens = 0
         #: the most members this process has held open at once
         self.most_open = 0
-        self._check_fields()
-
-    def _check_fields(self) -> None:
-        """Every member has the fields (and atomic numbers) asked for: refused here, naming it, not mid-epoch.
-        The atomic numbers are read now, once per file, and travel with the dataset to its workers."""
-        self._z: dict[int, np.ndarray] = {}
-        by_file: dict[str, np.ndarray] = {}
-        for i, m in enumerate(self.members):
-            if len(self.fields) == 1 and not self.atomic_numbers:
-                break   # (positions: every Source has them)
-            src = self._reader(i).source
-            missing = [f for f in self.fields if f not in src.fields]
-            if missing:
-                raise InputFileError(src.path, f"member {m.name!r} has no {', '.join(missing)}")
-            if self.atomic_numbers:
-                numbers = getattr(src, "atomic_numbers", None)
-                if numbers is None:
-                    raise InputFileError(src.path, f"member {m.name!r}: its format stores no atomic numbers "
-                                                   "(atomic_numbers=True reads mdCATH's z)")
-                if src.path not in by_file:
-                    by_file[src.path] = numbers()
-                self._z[i] = by_file[src.path]
-        self.close()
+        #: each member's atomic numbers (with ``atomic_numbers``), read once per file; they travel with the
+        #: dataset to its workers
+        self._z: dict[int, np.ndarray] = {} if numbers is None else \
+            {i: numbers[m.config.get("path")] for i, m in enumerate(self.members)}
 
     # ------------------------------------------------ per-process readers
 

@@ -48,15 +48,14 @@ from .base import OpenRequest, Source
 from .mdcath_layout import (
     FRAME_PS,
     MEMBER_SEP,
+    Domain,
     FieldAt,
     MemberLayout,
     check_offsets,
     describe,
-    domain_group,
     hdf5_of,
     looks_like,
     looks_like_mdcath,
-    member_keys,
     member_labels,
     member_location,
     members,
@@ -102,15 +101,15 @@ def ensemble_members(location: str, base):
 
 
 def _layouts(f: h5py.File, store: ByteStore, path: str, only: str | None) -> list[tuple[str, MemberLayout]]:
-    """Every member's layout (or ``only``'s), checked; where the bytes are at hand (a local file), the
-    offsets are checked against HDF5's reads too (over a URL that would be a request per member)."""
-    _, group = domain_group(f, path)
-    keys = member_keys(group)
+    """Every member's layout (or ``only``'s), checked. Where the bytes are at hand (a local file), the first
+    member's offsets are checked against HDF5's reads too (the others' come from the same HDF5 call; over a
+    URL the check would be a request)."""
+    domain = Domain.of(f, path)
     identity = tuple(store.identity)
     out = []
-    for key in [only] if only is not None else keys:
-        layout = describe(f, path, key, store.size, identity, keys)
-        if store.local_path is not None:
+    for key in [only] if only is not None else domain.keys:
+        layout = describe(f, path, key, store.size, identity, domain)
+        if not out and store.local_path is not None:
             check_offsets(f, store, path, layout, key)
         out.append((key, layout))
     return out
@@ -170,14 +169,16 @@ class MDCATHSource(Source):
         self._key = key or self._first_key
 
     _first_key: str | None = None
+    _whole = None
 
     def _describe(self, key: str | None) -> MemberLayout:
         """Open the file's HDF5 metadata, check the member, and keep where its data lie."""
         with hdf5_of(self._store, self._path) as f:
             try:
-                layout = describe(f, self._path, key, self._store.size, tuple(self._store.identity))
+                domain = Domain.of(f, self._path)
+                layout = describe(f, self._path, key, self._store.size, tuple(self._store.identity), domain)
                 if key is None:
-                    self._first_key = member_keys(domain_group(f, self._path)[1])[0]
+                    self._first_key = domain.keys[0]
             except (KeyError, OSError, RuntimeError, ValueError, TypeError) as exc:   # HDF5 met damage
                 why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise InputFileError(self._path, f"cannot be read as mdCATH ({why}): the file is damaged") from None
@@ -283,7 +284,10 @@ class MDCATHSource(Source):
             box[:] = np.asarray(self._layout.box, np.float32)
         if not n:
             return
-        plan = plan_atom_reads(None if atoms is None else np.asarray(atoms, np.int64), self.n_atoms)
+        if atoms is None:   # (every atom: the same plan for every read, made once)
+            plan = self._whole or self.__dict__.setdefault("_whole", plan_atom_reads(None, self.n_atoms))
+        else:
+            plan = plan_atom_reads(np.asarray(atoms, np.int64), self.n_atoms)
         for fl, arr in out.items():
             at = self._layout.coords if fl == "position" else self._layout.forces
             if not arr.shape[1]:

@@ -124,11 +124,26 @@ def member_keys(group: h5py.Group) -> list[str]:
         tg = group.get(t)
         if not isinstance(tg, h5py.Group):
             continue
-        for r in sorted(tg, key=order):
-            rg = tg.get(r)
-            if isinstance(rg, h5py.Group) and "coords" in rg:
-                keys.append(f"{t}/{r}")
+        # (one lookup a member: HDF5 follows the path, and a dataset or group of that name both count)
+        keys += [f"{t}/{r}" for r in sorted(tg, key=order) if f"{r}/coords" in tg]
     return keys
+
+
+@dataclass(frozen=True)
+class Domain:
+    """What a file's members share, looked up once for them all: the domain's name and group, the members'
+    keys, and the shape of its ``z`` (None without one)."""
+
+    name: str
+    group: h5py.Group
+    keys: list[str]
+    z_shape: tuple | None
+
+    @classmethod
+    def of(cls, f: h5py.File, where: str) -> Domain:
+        name, group = domain_group(f, where)
+        z = group.get("z")
+        return cls(name, group, member_keys(group), z.shape if isinstance(z, h5py.Dataset) else None)
 
 
 def member_labels(domain: str, key: str) -> dict:
@@ -179,7 +194,9 @@ def _box(group: h5py.Group, where: str) -> tuple[float, ...] | None:
     scale = _unit(ds, _LENGTH_UNITS, "nm" if ds.shape == (3, 3) else "Angstrom", where, "box")
     if scale is None:
         return None
-    edges = np.asarray(ds[()], np.float64) * scale
+    raw = np.empty(ds.shape, ds.dtype)
+    ds.read_direct(raw)   # (a whole small dataset: h5py's selection machinery is most of ds[()]'s cost)
+    edges = raw.astype(np.float64) * scale
     if not np.isfinite(edges).all() or not (edges.any()):
         return None
     diagonal = np.diagonal(edges) if edges.ndim == 2 else None
@@ -194,11 +211,11 @@ def _box(group: h5py.Group, where: str) -> tuple[float, ...] | None:
 
 
 def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity: tuple,
-             keys: list[str] | None = None) -> MemberLayout:
+             domain: Domain | None = None) -> MemberLayout:
     """Check member ``key`` of the open mdCATH file ``f`` (None: its only member) and say where its data lie
-    (``keys``: the file's members, when the caller has listed them already)."""
-    domain, group = domain_group(f, where)
-    keys = member_keys(group) if keys is None else keys
+    (``domain``: what the file's members share, when the caller has looked it up already)."""
+    domain = Domain.of(f, where) if domain is None else domain
+    keys = domain.keys
     if key is None:
         if len(keys) != 1:
             shown = ", ".join(keys[:6]) + (", ..." if len(keys) > 6 else "")
@@ -208,7 +225,7 @@ def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity
     if key not in keys:
         raise InputFileError(where, f"has no member {key!r} (it has {', '.join(keys) or 'none'})")
     at = f"{where}{MEMBER_SEP}{key}"
-    member = group[key]
+    member = domain.group[key]
     coords = member["coords"]
     if not isinstance(coords, h5py.Dataset) or coords.ndim != 3 or coords.shape[2] != 3:
         raise InputFileError(at, f"coords has shape {getattr(coords, 'shape', None)}, not (frames, atoms, 3)")
@@ -217,9 +234,8 @@ def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity
     if declared is not None and int(np.asarray(declared).reshape(-1)[0]) != n_frames:
         raise InputFileError(at, f"numFrames says {int(np.asarray(declared).reshape(-1)[0])} but coords holds "
                                  f"{n_frames} frames: the file is damaged")
-    z = group.get("z")
-    if isinstance(z, h5py.Dataset) and z.shape != (n_atoms,):
-        raise InputFileError(at, f"z has {z.shape} atoms but coords {n_atoms}: the file is damaged")
+    if domain.z_shape is not None and domain.z_shape != (n_atoms,):
+        raise InputFileError(at, f"z has {domain.z_shape} atoms but coords {n_atoms}: the file is damaged")
     shape = (n_frames, n_atoms, 3)
     scale = _unit(coords, _LENGTH_UNITS, "Angstrom", at, "coords")
     if scale is None:
@@ -231,7 +247,8 @@ def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity
         fscale = _unit(forces, _FORCE_UNITS, "kcal/mol/Angstrom", at, "forces")
         if fscale is not None:
             layout_forces = _field_at(forces, shape, file_size, at, "forces", fscale)
-    return MemberLayout(domain, n_frames, n_atoms, layout_coords, layout_forces, _box(member, at), tuple(identity))
+    return MemberLayout(domain.name, n_frames, n_atoms, layout_coords, layout_forces, _box(member, at),
+                        tuple(identity))
 
 
 def check_offsets(f: h5py.File, store: ByteStore, where: str, layout: MemberLayout, key: str) -> None:
@@ -289,18 +306,19 @@ HEAD = 64 * 1024
 
 
 def looks_like(store: ByteStore) -> bool:
-    """Whether the bytes of ``store`` are an mdCATH file: told from its first bytes where they hold the
-    root's groups; else from HDF5's metadata, read through the store."""
-    head = store.first_bytes(HEAD)
+    """Whether the bytes of ``store`` are an mdCATH file: HDF5's metadata, read where the file lies; bytes
+    that are fetched are told from their first bytes where they hold the root's groups (no request more)."""
+    head = store.first_bytes(HEAD if store.local_path is None else len(HDF5_MAGIC))
     if head[:8] != HDF5_MAGIC:
         return False
-    fh = _HeadFile(head, store.size)
-    try:
-        with h5py.File(fh, "r") as f:
-            return looks_like_mdcath(f)
-    except Exception:   # noqa: BLE001 - HDF5 asked past the first bytes, or cannot read them
-        if not fh.beyond:
-            return False
+    if store.local_path is None:
+        fh = _HeadFile(head, store.size)
+        try:
+            with h5py.File(fh, "r") as f:
+                return looks_like_mdcath(f)
+        except Exception:   # noqa: BLE001 - HDF5 asked past the first bytes, or cannot read them
+            if not fh.beyond:
+                return False
     try:
         with hdf5_of(store, store.local_path or "", prepares=True) as f:
             return looks_like_mdcath(f)
@@ -427,6 +445,6 @@ _UNIVERSES: OrderedDict = OrderedDict()
 UNIVERSES_KEPT = 8
 
 
-__all__ = ["FRAME_PS", "HEAD", "KCAL_TO_KJ", "MEMBER_SEP", "FieldAt", "MemberLayout", "check_offsets", "describe",
-           "domain_group", "hdf5_of", "looks_like", "looks_like_mdcath", "member_keys", "member_labels",
+__all__ = ["FRAME_PS", "HEAD", "KCAL_TO_KJ", "MEMBER_SEP", "FieldAt", "Domain", "MemberLayout", "check_offsets",
+           "describe", "domain_group", "hdf5_of", "looks_like", "looks_like_mdcath", "member_keys", "member_labels",
            "member_location", "members", "pdb_text", "read_text", "split_member", "universe", "universe_of"]
