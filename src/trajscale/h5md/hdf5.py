@@ -9,7 +9,8 @@ from pathlib import Path
 import h5py
 
 from ..errors import InputFileError, OutputError
-from ..util import check_input_file, is_url
+from ..storage.opener import open_bytes
+from ..util import check_input_file
 
 
 def ensure_filters(ds: h5py.Dataset) -> None:
@@ -31,15 +32,17 @@ def ensure_filters(ds: h5py.Dataset) -> None:
 
 def open_h5(path: str | os.PathLike, mode: str = "r", driver: str | None = None,
             comm=None, **kw) -> h5py.File:
-    """Open an HDF5 file, turning every failure into one clear InputFileError (a URL: read through a
-    caching file object, :mod:`trajscale.storage`)."""
-    if is_url(path) and mode == "r":
-        from .metadata import open_remote_h5
-
-        return open_remote_h5(path, None, None, kw.get("rdcc_nbytes", 1024**2))[2]
+    """Open an HDF5 file, turning every failure into one clear InputFileError (bytes its store fetches, a
+    URL's: read through a caching file object over the store, :func:`.metadata.open_store_h5`)."""
     p = Path(path)
     if mode == "r":
-        check_input_file(p)
+        check_input_file(path)   # a local file missing, a folder or empty (an object's first request says its own)
+        store = open_bytes(path)
+        if store.local_path is None:   # (HDF5 opens a local file by name; other bytes through a file object)
+            from .metadata import open_store_h5
+
+            return open_store_h5(store, True, None, kw.get("rdcc_nbytes", 1024**2))[1]
+        store.close()
         if not h5py.is_hdf5(str(p)):
             raise InputFileError(p, "not an HDF5 file (wrong format, or truncated before its superblock)")
     if driver == "mpio":

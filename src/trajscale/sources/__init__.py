@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .._lazy import attach
-from ..util import is_hdf5, is_url
-from .locations import locate
+from ..util import is_hdf5
+from .locations import locate, store_class
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,9 +33,10 @@ __getattr__, __dir__ = attach(__name__, {
 }, submodules=("base", "mda", "mdapart", "parts", "registry", "segments"))
 
 
-#: What a worker imports to read a file behind a URL: the client library and the caching file objects
-#: (imported by a pool's parent or forkserver before its workers start, as :func:`reader_modules`' are).
-URL_MODULES = ("obstore", "trajscale.h5md.metadata", "trajscale.xdr.offsets")
+#: What a worker imports to read bytes its store fetches (:attr:`~trajscale.storage.ByteStore.remote`), beside
+#: the store's own modules: the formats' caching file objects and offsets indexes over a store (imported by a
+#: pool's parent or forkserver before its workers start, as :func:`reader_modules`' are).
+FETCHED_MODULES = ("trajscale.h5md.metadata", "trajscale.xdr.offsets")
 
 #: An IMD stream's address begins so (``imd://HOST:PORT``).
 SCHEME = "imd://"
@@ -50,8 +51,8 @@ def is_stream(trajectory) -> bool:
 def reader_modules(trajectories) -> tuple[str, ...]:
     """The modules a worker will import to read ``trajectories`` beyond trajscale's own, told by name
     only (no file is opened): each Source declares its :attr:`~.base.Source.worker_modules`, found by
-    the file's name ending; a name no Source claims is read through MDAnalysis; a URL adds
-    :data:`URL_MODULES`."""
+    the file's name ending; a name no Source claims is read through MDAnalysis; bytes a store fetches (a
+    URL's) add the store's :attr:`~trajscale.storage.ByteStore.worker_modules` and :data:`FETCHED_MODULES`."""
     from .registry import by_name, fallback_source
 
     paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]
@@ -60,8 +61,9 @@ def reader_modules(trajectories) -> tuple[str, ...]:
         match = by_name(p)
         cls = match.source if match is not None else None if Path(p).is_dir() else fallback_source()
         found += [m for m in (cls.worker_modules if cls is not None else ()) if m not in found]
-        if is_url(p):
-            found += [m for m in URL_MODULES if m not in found]
+        store = store_class(p)
+        if store.remote:
+            found += [m for m in store.worker_modules + FETCHED_MODULES if m not in found]
     return tuple(found)
 
 

@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError, InputFileError
-from ..storage import is_url
+from ..storage.opener import open_bytes
 from ..util import HDF5_MAGIC, check_input_file
 from .base import OpenRequest, Source, file_head
+from .locations import store_class
 
 log = logging.getLogger(__name__)
 
@@ -202,8 +203,8 @@ def guess(path: str | Path) -> Match:
         The file is missing, or no Source reads it (one line listing what is supported).
     """
     path = str(path)
-    if is_url(path):
-        return _guess_url(path)
+    if store_class(path).remote:
+        return _guess_fetched(path)
     match = _by_bytes(path)
     if match is None:
         check_input_file(path)   # missing, a folder without a segment index, or empty: said as such
@@ -214,13 +215,16 @@ def guess(path: str | Path) -> Match:
     return match
 
 
-def _guess_url(url: str) -> Match:
-    """The Source that reads the object at ``url``, told from its first bytes (one range request, which
-    also says a missing, denied or unreachable object in one line)."""
-    from ..storage.objects import head
-
-    if not head(url, 8):
-        raise InputFileError(url, "the object is empty")
+def _guess_fetched(url: str) -> Match:
+    """The Source that reads the object at ``url``, told from its first bytes (its store's first request,
+    which also says a missing, denied or unreachable object in one line, and is shared with the Source
+    that opens it next)."""
+    store = open_bytes(url)
+    try:
+        if not store.first_bytes(8):
+            raise InputFileError(url, "the object is empty")
+    finally:
+        store.close()
     match = _by_bytes(url) or by_name(url)
     if match is None:
         raise InputFileError(url, f"not a trajectory format trajscale reads (it reads {supported()})")

@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import stat
 from collections import OrderedDict
 from pathlib import Path
 from types import MappingProxyType
@@ -43,10 +42,10 @@ import numpy as np
 from ..block import Block
 from ..errors import ConfigError, InputFileError
 from ..facts import LayoutFacts
-from ..util import is_url
 from . import registry
 from .base import OpenRequest, Source, file_head
-from .locations import locate
+from .locations import beside, is_local, local_beside, locate, store_class
+from .locations import identity as identity_of
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +68,7 @@ def index_path(path: str | os.PathLike) -> Path | None:
 
 def load_index(path: str | os.PathLike) -> dict:
     """Read and check a segment index (a file, or an object behind a URL); one clear error naming it otherwise."""
-    p = str(path) if is_url(str(path)) else Path(path)
+    p = os.fspath(path)
     try:
         index = json.loads(_index_text(p))
     except (OSError, ValueError) as exc:
@@ -86,25 +85,15 @@ def load_index(path: str | os.PathLike) -> dict:
     return index
 
 
-def _index_text(p) -> str:
-    """The index's text: a file's, or an object's (fetched whole: an index is small)."""
-    if isinstance(p, Path):
-        return p.read_text()
-    from ..storage.objects import RemoteObject
+def _index_text(location: str) -> str:
+    """The index's text, read whole from its store (an index is small)."""
+    from ..storage.opener import open_bytes
 
-    obj = RemoteObject.open(p)
-    return b"".join(obj.read_ranges([(0, obj.size)])).decode("utf-8", errors="replace")
-
-
-def _part_path(index: str | Path, part: str) -> str:
-    """A part's path as an index names it, made absolute: relative to the index's folder, or to its URL."""
-    if is_url(str(index)):
-        from ..storage import resolve
-
-        return resolve(str(index), part)
-    if is_url(part) or Path(part).is_absolute():
-        return part
-    return str(Path(index).parent / part)
+    store = open_bytes(location)
+    try:
+        return store.first_bytes(store.size).decode("utf-8", errors="replace")
+    finally:
+        store.close()
 
 
 def _is_int(v) -> bool:
@@ -182,11 +171,12 @@ class SegmentedSource(Source):
                  segments: list[dict] | None = None, n_atoms: int | None = None,
                  fields: list[str] | None = None, chunk_frames: int | None = None) -> None:
         if segments is None:   # read the index (in the process preparing the job)
-            ip = (str(index) if is_url(str(index)) else index_path(index)) if index is not None else None
+            # (a local path is looked at: a folder's index.json, or a .json file; a URL is the index's object)
+            ip = None if index is None else index_path(index) if is_local(index) else os.fspath(index)
             if ip is None:
                 raise InputFileError(index, f"not a segment index or a folder with {INDEX_NAME}")
             loaded = load_index(ip)
-            segments = [{**seg, "path": _part_path(ip, seg["path"])} for seg in loaded["segments"]]
+            segments = [{**seg, "path": beside(ip, seg["path"])} for seg in loaded["segments"]]
             for seg in segments:   # the offsets `trajscale index` recorded are the parts' offsets index (each
                 seg.pop("remote", None)   # checked when its part opens); what a part behind a URL holds is
                 #                           looked up here, never taken from a file
@@ -194,8 +184,8 @@ class SegmentedSource(Source):
             topology = topology or loaded.get("topology")
             group = group or loaded.get("group")   # as `trajscale index --group` recorded them
             assume_units = assume_units or loaded.get("assume_units")
-            if topology and not is_url(str(ip)) and not Path(topology).is_absolute():
-                topology = str(Path(ip).parent / topology)
+            if topology:
+                topology = local_beside(ip, topology)
             index = str(ip)
         # else: shipped by get_config (absolute paths, offsets scanned): nothing is read here
         self._index_path = None if index is None else str(index)
@@ -332,7 +322,7 @@ class SegmentedSource(Source):
         :data:`SHIP_PARTS_BYTES` in all (later parts ship their identity and chunk addresses only)."""
         shipped = sum(_metadata_bytes(seg.get("remote")) for seg in self.segments)
         for i, seg in enumerate(self.segments):
-            if seg.get("remote") is not None or not is_url(self.segment_path(i)):
+            if seg.get("remote") is not None or not store_class(self.segment_path(i)).remote:
                 continue
             state = getattr(self._segment(i), "remote_state", lambda: None)()
             if state is None:
@@ -371,7 +361,7 @@ class SegmentedSource(Source):
         src = self._open.get(i)
         shipped = self.segments[i].get("remote")
         if src is not None and i not in self._checked:
-            if shipped is None and _part_identity(self.segment_path(i)) != self._identity[i]:
+            if shipped is None and identity_of(self.segment_path(i)) != self._identity[i]:
                 # rewritten in place (or replaced) since it was opened: its handle would read stale data
                 log.debug("%s changed since it was opened: reopening", self.segment_path(i))
                 self._drop(i)
@@ -386,7 +376,7 @@ class SegmentedSource(Source):
         seg, path = self.segments[i], self.segment_path(i)
         # before opening: a rewrite after it is noticed next task (a part behind a URL that the preparing
         # process looked up: its identity as found then, checked by every range request's If-Match)
-        ident = _part_identity(path) if shipped is None else (path, *shipped["identity"])
+        ident = identity_of(path) if shipped is None else (path, *shipped["identity"])
         if ident is None:
             raise InputFileError(path, f"segment {i} of {self._index_path or 'the trajectory'} is missing")
         cls = self._segment_class(i)
@@ -467,25 +457,6 @@ def _add_stats(a: dict | None, b: dict | None) -> dict | None:
     if a is None or b is None:
         return a if b is None else dict(b)
     return {k: a[k] + b[k] for k in a}
-
-
-def _part_identity(path: str) -> tuple | None:
-    """(device, inode, size, mtime_ns) of a part file; None if it is missing or not a file.
-
-    One ``stat`` (``util.file_identity`` also resolves the real path, an ``lstat``
-    per path component: metadata operations a parallel file system pays for). A part behind a URL:
-    its URL, ETag and size (from its first request, shared for a few seconds with its opening); one that
-    cannot be read is refused with what its server said (a missing key, access denied, no answer).
-    """
-    if is_url(path):
-        from ..storage.objects import RemoteObject
-
-        return RemoteObject.open(path).identity
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
 
 
 #: Keys of a segment that travel in the config.

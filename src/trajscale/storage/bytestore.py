@@ -67,6 +67,14 @@ class ByteStore(ABC):
     #: (:func:`~.files.as_file` offers a compiled reader the one or the other).
     local_path: str | None = None
 
+    #: Whether these bytes come over the network (told of the class, before any is opened): a pool's
+    #: workers then start with :attr:`worker_modules` and the formats' readers of fetched bytes preloaded.
+    remote: bool = False
+
+    #: What a process imports to read through this store (a pool's parent or forkserver imports it before
+    #: its workers start): nothing beyond trajscale's own for a local file.
+    worker_modules: tuple[str, ...] = ()
+
     def first_bytes(self, n: int) -> bytes:
         """The first ``n`` bytes (all of them, for a shorter file): what a format is told from."""
         return self.read_ranges([(0, min(n, self.size))])[0]
@@ -194,7 +202,6 @@ class LocalFile(ByteStore):
     def __setstate__(self, state: dict) -> None:
         vars(self).update(state)
         self._fd_lock = threading.Lock()
-
 
 
 __all__ = ["ByteStore", "LocalFile", "Validator"]

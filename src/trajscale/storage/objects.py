@@ -139,6 +139,10 @@ class RemoteObject(ByteStore):
     gives its ETag and size (or takes a known ``identity``, a worker's, and checks it on every read).
     """
 
+    remote = True
+    #: the client library, imported before a pool's workers start (its runtime starts at the first request)
+    worker_modules = ("obstore", "trajscale.storage.objects")
+
     def __init__(self, url: str, options: dict | None = None, identity: Identity | None = None) -> None:
         if not _is_object_url(url):
             raise ConfigError(f"{url}: not a URL trajscale reads (s3://, gs://, az://, http://, https://)")
