@@ -1,0 +1,74 @@
+"""The location layer answers what the Sources used to ask of a URL: where a file an index names lies, what a
+location's identity is now, and which store (and which worker modules) its bytes need. Checked against the
+standard library's own answers (``urllib.parse.urljoin``, ``os.path``, ``os.stat``), with no server: nothing
+here opens an object."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urljoin
+
+import pytest
+
+from trajscale.sources import reader_modules
+from trajscale.sources.locations import beside, identity, local_beside, store_class
+
+
+@pytest.mark.parametrize("index, part", [
+    ("https://host/data/run/index.json", "part_000.h5md"),
+    ("https://host/data/run/index.json", "../other/part_001.xtc"),
+    ("https://host/data/run/index.json", "./sub/./p.h5md"),
+    ("http://127.0.0.1:18080/a/index.json", "b/c/p.xtc"),
+])
+def test_a_part_beside_an_index_behind_a_url_is_where_a_browser_would_look(index, part):
+    assert beside(index, part) == urljoin(index, part)
+
+
+def test_a_part_beside_an_object_in_a_bucket_stays_in_it():
+    # (urljoin knows no s3:, so the same joins are checked on the path as an http URL's)
+    for part in ("p.h5md", "../x/p.h5md", "sub/p.xtc"):
+        as_http = urljoin("http://bucket/run/v1/index.json", part)
+        assert beside("s3://bucket/run/v1/index.json", part) == as_http.replace("http://", "s3://", 1)
+
+
+def test_a_part_beside_a_local_index_is_in_its_folder(tmp_path):
+    index = str(tmp_path / "run" / "index.json")
+    assert beside(index, "p.h5md") == os.path.join(os.path.dirname(index), "p.h5md")
+    # an absolute path and a URL are taken as they are, beside a local index and an object alike
+    for index in (str(tmp_path / "index.json"), "s3://b/run/index.json"):
+        assert beside(index, "/abs/p.xtc") == "/abs/p.xtc"
+        assert beside(index, "https://h/p.h5md") == "https://h/p.h5md"
+
+
+def test_a_topology_an_index_names_is_a_local_file(tmp_path):
+    index = str(tmp_path / "index.json")
+    assert local_beside(index, "top.tpr") == os.path.join(str(tmp_path), "top.tpr")
+    assert local_beside(index, "/abs/top.tpr") == "/abs/top.tpr"
+    # beside an index behind a URL it is the working folder's, as given (topologies are read from disk)
+    assert local_beside("s3://b/run/index.json", "top.tpr") == "top.tpr"
+
+
+def test_a_local_files_identity_is_its_stat_and_none_when_it_is_gone(tmp_path):
+    f = tmp_path / "p.xtc"
+    f.write_bytes(b"12345")
+    st = os.stat(f)
+    assert identity(f) == (st.st_dev, st.st_ino, 5, st.st_mtime_ns)
+    assert identity(tmp_path) is None   # a folder is no part
+    f.unlink()
+    assert identity(f) is None
+
+
+def test_the_store_class_says_what_a_worker_preloads():
+    from trajscale.storage.bytestore import LocalFile
+    from trajscale.storage.objects import RemoteObject
+
+    assert store_class("/data/run.h5md") is LocalFile and not LocalFile.remote
+    for url in ("s3://b/run.h5md", "https://h/run.xtc", "gs://b/k", "az://c/k"):
+        assert store_class(url) is RemoteObject and RemoteObject.remote
+    assert reader_modules("/data/run.h5md") == ()
+    got = reader_modules(["s3://b/run.h5md", "https://h/run.xtc"])
+    assert {"obstore", "trajscale.h5md.metadata", "trajscale.xdr.offsets", "trajscale.xdr._xdr"} <= set(got)
+    # every name is a module this environment can import (what a pool's forkserver imports before its workers)
+    import importlib.util
+
+    assert all(importlib.util.find_spec(m) is not None for m in got)
