@@ -4,6 +4,9 @@ worker opened from the config fetches only the frames' bytes."""
 
 from __future__ import annotations
 
+import os
+
+import h5py
 import MDAnalysis as mda
 import numpy as np
 import pytest
@@ -87,3 +90,18 @@ def test_the_ensemble_dataset_reads_the_object_as_the_local_file(mdcath_object, 
     if cached:
         assert [p.name.endswith(".h5") for p in NodeCache(cache_dir).entries()] == [True]
     remote.close()
+
+
+def test_a_workers_topology_and_atomic_numbers_equal_the_local_files(mdcath_object):
+    """A member opened from its config (the object's identity shipped, its first bytes never fetched) reads its
+    topology and ``z`` through the same byte store as its frames: h5py's values of the local file."""
+    local, url, options = mdcath_object
+    with MDCATHSource(url, member="320/0", storage_options=options) as src:
+        cfg = src.get_config()
+    assert cfg["identity"][1] == os.path.getsize(local)   # (the object's size, as its first request said)
+    with source_from_config(cfg) as worker, h5py.File(local, "r") as f:
+        np.testing.assert_array_equal(worker.atomic_numbers(), f["1adkA00/z"][()])
+        u = worker.universe
+        ref = mda.Universe(D.PSF, D.DCD)
+        np.testing.assert_array_equal(u.atoms.names, ref.atoms.names)
+        np.testing.assert_array_equal(u.atoms.resids, ref.atoms.resids)
