@@ -9,6 +9,7 @@ from pathlib import Path
 import h5py
 
 from ..errors import InputFileError, OutputError
+from ..storage.bytestore import ByteStore
 from ..storage.opener import open_bytes
 from ..util import check_input_file
 
@@ -30,21 +31,24 @@ def ensure_filters(ds: h5py.Dataset) -> None:
                                                "here; install hdf5plugin (pip install hdf5plugin)") from None
 
 
-def open_h5(path: str | os.PathLike, mode: str = "r", driver: str | None = None,
+def open_h5(path: str | os.PathLike | ByteStore, mode: str = "r", driver: str | None = None,
             comm=None, **kw) -> h5py.File:
-    """Open an HDF5 file, turning every failure into one clear InputFileError (bytes its store fetches, a
-    URL's: read through a caching file object over the store, :func:`.metadata.open_store_h5`)."""
-    p = Path(path)
+    """Open an HDF5 file, turning every failure into one clear InputFileError. ``path``: a location (its
+    store is opened here), or the :class:`~trajscale.storage.ByteStore` a caller holds open already; a store
+    with a local path is opened by name, other bytes (a URL's) through a caching file object over the store
+    (:func:`.metadata.open_store_h5`)."""
     if mode == "r":
-        check_input_file(path)   # a local file missing, a folder or empty (an object's first request says its own)
-        store = open_bytes(path)
+        store = path if isinstance(path, ByteStore) else _checked_store(path)
         if store.local_path is None:   # (HDF5 opens a local file by name; other bytes through a file object)
             from .metadata import open_store_h5
 
             return open_store_h5(store, True, None, kw.get("rdcc_nbytes", 1024**2))[1]
-        store.close()
-        if not h5py.is_hdf5(str(p)):
-            raise InputFileError(p, "not an HDF5 file (wrong format, or truncated before its superblock)")
+        if store is not path:
+            store.close()
+        path = store.local_path
+        if not h5py.is_hdf5(path):
+            raise InputFileError(path, "not an HDF5 file (wrong format, or truncated before its superblock)")
+    p = Path(path)
     if driver == "mpio":
         kw.update(driver="mpio", comm=comm)
     elif driver:
@@ -63,6 +67,13 @@ def open_h5(path: str | os.PathLike, mode: str = "r", driver: str | None = None,
         if mode != "r":   # a file to write: the folder or the disk is at fault, not the file's contents
             raise OutputError(p, locked or f"cannot create or write it ({_os_reason(exc)})") from None
         raise InputFileError(p, locked or f"cannot open as HDF5 ({_short(exc)}); the file may be truncated") from None
+
+
+def _checked_store(path: str | os.PathLike) -> ByteStore:
+    """The store of ``path``, a local file first checked (missing, a folder or empty, said as such; an
+    object's first request says its own)."""
+    check_input_file(path)
+    return open_bytes(path)
 
 
 #: HDF5's words when a file this process has open is opened again with other file locking.
