@@ -345,14 +345,9 @@ FORMAT_NAMED = re.compile(r'== *"(xdr|xtc|trr|h5md|H5MD|XTC|TRR)"|!= *"(H5MD|XTC
                           r'|isinstance\([^)]*(H5MDSource|XDRSource|MDASource|SegmentedSource)')
 #: Where a format may name itself: the registry, and each format's own package.
 FORMAT_HOMES = ("sources/registry.py", "h5md/", "xdr/")
-#: Still named above the formats, each with why: the H5MD particle group, the observables convert keeps and the
-#: atom labels an H5MD file stores want traits declared on H5MDSource (h5md/source.py, being reworked).
-NAMED_ABOVE_FOR_NOW = {
-    "convert/convert.py": "H5MD's particle group and observables, asked of H5MDSource by class",
-    "arrays/dataset.py": "the atom labels an H5MD file stores",
-    "arrays/accessor.py": "a Dataset whose H5MD file stores its atoms' names selects on the file",
-    "cli/inspect.py": "the layout report is H5MD's own (h5md.inspect)",
-}
+#: Still named above the formats, each with why (none: the particle group, the observables convert keeps, the
+#: atom labels a file stores and the layout report are traits the Source declares).
+NAMED_ABOVE_FOR_NOW: dict[str, str] = {}
 
 
 def test_no_format_name_is_compared_outside_the_registry():

@@ -10,7 +10,8 @@ import numpy as np
 import xarray as xr
 
 from ..errors import SelectionError
-from .dataset import TOPOLOGY_ATTR, opener_of
+from ..sources.registry import source_class
+from .dataset import SOURCE_ATTR, TOPOLOGY_ATTR, opener_of
 from .labels import selected_atoms
 
 
@@ -61,8 +62,10 @@ class TrajscaleAccessor:
                                                   encoding=encoding, max_slab_mb=max_slab_mb))
 
     def _stored_topology(self) -> str:
-        """The trajectory file itself when it stores its atoms' names (an H5MD file trajscale wrote)."""
-        if "name" in self._ds.coords and self._ds.attrs.get("format") == "h5md":
+        """The trajectory file itself when its atoms' names came from it (an H5MD file trajscale wrote:
+        its Source :attr:`~trajscale.sources.base.Source.stores_atom_labels`)."""
+        if "name" in self._ds.coords and self._ds.attrs.get(SOURCE_ATTR) \
+                and source_class(opener_of(self._ds).config["kind"]).stores_atom_labels:
             return str(self._ds.attrs["path"])
         raise SelectionError("selections need a topology: open the trajectory with one "
                              "(trajscale.open_dataset(topology, trajectory) or topology= in xr.open_dataset)")

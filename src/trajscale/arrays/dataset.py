@@ -31,7 +31,7 @@ from xarray.core import indexing
 from ..block import FIELD_ATTRS
 from ..errors import TrajscaleError
 from ..units import WRITE_UNITS
-from .labels import selected_atoms, stored_labels, topology_labels
+from .labels import selected_atoms, topology_labels
 from .reads import SourceOpener, read_rows
 
 log = logging.getLogger(__name__)
@@ -223,9 +223,7 @@ def _steps_past_int32(source) -> bool:
 def _labels(source, topology: str | None) -> dict[str, np.ndarray]:
     if topology is not None:
         return topology_labels(topology, source.n_atoms, source.path)
-    if source.kind == "h5md":   # an H5MD file may store its atoms (trajscale's writers do)
-        return stored_labels(source.path, source.info.group, source.n_atoms)
-    return {}
+    return source.stored_atom_labels()   # (an H5MD file trajscale wrote stores its atoms' labels)
 
 
 def _selection_topology(source, topology: str | None, labels: dict) -> str:

@@ -2,20 +2,18 @@
 
 From a topology file (any format MDAnalysis parses, through :func:`trajscale.topology.load_universe`
 and its parsed-topology cache), or, without one, from the atoms an H5MD file stores beside its
-frames (trajscale's writers store them; read here with h5py, MDAnalysis not imported).
+frames (trajscale's writers store them; the Source reads them:
+:meth:`~trajscale.sources.base.Source.stored_atom_labels`).
 """
 
 from __future__ import annotations
 
-import h5py
 import numpy as np
 
 from ..errors import AtomCountMismatchError
 
 #: The per-atom coordinates a Dataset may have (those its topology has).
 LABELS = ("name", "resname", "resid", "segid", "element", "mass")
-#: The labels trajscale's H5MD writer stores beside the frames (under these names).
-STORED = ("name", "resname", "resid", "segid", "mass")
 
 
 def topology_labels(topology: str, n_atoms: int, trajectory: str) -> dict[str, np.ndarray]:
@@ -29,24 +27,6 @@ def topology_labels(topology: str, n_atoms: int, trajectory: str) -> dict[str, n
     if n_top != n_atoms:
         raise AtomCountMismatchError(f"{topology} has {n_top} atoms but {trajectory} has {n_atoms}")
     return labels
-
-
-def stored_labels(path: str, group: str, n_atoms: int) -> dict[str, np.ndarray]:
-    """The labels an H5MD file stores in its particle group (none for a file that stores no names)."""
-    out = {}
-    from ..h5md.hdf5 import open_h5  # (a URL too: its metadata through the caching file object)
-
-    with open_h5(path, "r") as f:
-        pg = f.get(f"particles/{group}")
-        if not isinstance(pg, h5py.Group) or not isinstance(pg.get("name"), h5py.Dataset):
-            return out
-        for coord in STORED:
-            ds = pg.get(coord)
-            if not isinstance(ds, h5py.Dataset) or ds.shape != (n_atoms,):
-                continue
-            values = ds[()]
-            out[coord] = values.astype(str) if values.dtype.kind in "SO" else values
-    return out
 
 
 def selected_atoms(topology: str, config: dict, selection: str) -> np.ndarray:

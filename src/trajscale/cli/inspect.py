@@ -49,15 +49,15 @@ def main(args) -> int:
         raise ConfigError("--idle: for --follow (how long to wait for a new frame)")
     if args.follow:
         return _follow(args)
+    from ..sources.base import OpenRequest
     from ..sources.locations import is_local
     from ..sources.registry import guess
 
     match = guess(args.file)   # the format registry: one line listing what is read, for a file it is not
-    if match.format != "H5MD":
-        return _inspect_other(args, match)   # read by its Source; the layout report is H5MD's own
-    from ..h5md.inspect import inspect_file
-
-    facts = inspect_file(args.file, args.h5md_group, args.assume_units)
+    facts = match.source.layout_report(args.file, OpenRequest(group=args.h5md_group,
+                                                              assume_units=args.assume_units))
+    if facts is None:   # a format with no layout report of its own (H5MD has one): read by its Source
+        return _inspect_other(args, match)
     if args.pattern:
         from ..h5md.recommend import parse_pattern, recommend, selected_atoms
 

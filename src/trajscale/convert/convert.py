@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, InputFileError, OutputError
-from ..sources import H5MDSource, registry
+from ..sources import registry
 from ..sources.chain import JoinPlan, plan_join
 from ..topology import load_universe, select_atoms
 from ..units import WRITE_UNITS, unit_system
@@ -76,7 +76,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, options: Con
     MDAnalysis reads it without conversion), ``"gromacs"`` (nm, ps,
     kJ/(mol nm)) or ``"source"`` (the inputs' own: an H5MD file's unit
     attributes, a format's native units as MDAnalysis knows them). ``group``
-    and ``assume_units`` apply to H5MD inputs (see :class:`H5MDSource`).  With an
+    and ``assume_units`` apply to H5MD inputs (see :class:`~trajscale.h5md.source.H5MDSource`).  With an
     MPI ``comm`` of several ranks, the ranks convert slabs of frames into the
     one file in rounds, each round counted in the progress record, so
     ``resume`` works there too (``convert.parallel``). ``precision`` (Å) and ``encoding`` store
@@ -150,14 +150,14 @@ def _plan_job(topology: str, trajectories: list[str], sources, atoms, sel_atoms,
     src0, frames0 = next((s, p) for s, p in zip(sources, plans, strict=False) if len(p))
     first = src0.read(frames0[0], frames0[0] + 1, atoms)   # a kept frame: skipped ones are never read
     has_box = bool(np.any(first.box[:, :3] > 0))
-    h5 = sources[0] if isinstance(sources[0], H5MDSource) else None
-    # (under MPI, ParallelWriter writes no observables)
-    observables = _observable_names(sources) if read.step in (None, 1) and not opts.write.mpi else {}
+    # Observables are kept from a single input read without a stride (under MPI, ParallelWriter writes none)
+    observables = sources[0].observables() if len(sources) == 1 and read.step in (None, 1) \
+        and not opts.write.mpi else {}
     job = ConvertJob(topology=str(topology), trajectories=tuple(str(t) for t in trajectories),
                      lengths=tuple(s.n_frames for s in sources),
                      plans=tuple((p.start, p.stop, p.step) for p in plans), shifts=tuple(join.shifts),
                      atoms=atoms, fields=fields, n_atoms=len(sel_atoms), n_frames=n_frames, layout=spec.layout,
-                     box="triclinic" if has_box else None, group=h5.info.group if h5 else "all",
+                     box="triclinic" if has_box else None, group=sources[0].particle_group or "all",
                      units=unit_system(opts.units) if opts.units != "source" else source_units(sources, fields),
                      masses=_attr(sel_atoms, "masses"), charges=_attr(sel_atoms, "charges"),
                      atom_labels=_labels(sel_atoms),
@@ -291,18 +291,4 @@ def scanned_offsets(trajectories) -> list:
     for path in map(str, trajectories):
         check_input_file(path)
         out.append(registry.part_record(path)["offsets"] if registry.guess(path).source.ships_offsets else None)
-    return out
-
-
-def _observable_names(sources) -> dict:
-    """Observables kept from an H5MD source (only when converting a single H5MD file)."""
-    if len(sources) != 1 or not isinstance(sources[0], H5MDSource):
-        return {}
-    f = sources[0].file
-    out = {}
-    for name in sources[0].info.observables:
-        val = f["observables"][name]
-        if hasattr(val, "keys") and "value" in val and val["value"].ndim >= 1 \
-                and val["value"].shape[0] == sources[0].n_frames:
-            out[name] = (val["value"].shape[1:], val["value"].dtype)
     return out

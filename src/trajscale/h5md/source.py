@@ -45,6 +45,8 @@ META_CACHE_FRAMES = 2_000_000   # box/time/step of up to this many frames are re
 CHUNK_CACHE_BYTES = 0
 #: Most hash slots of a dataset's chunk cache (8 bytes each): far more than its bytes hold chunks.
 MAX_CACHE_SLOTS = 1_000_003
+#: The per-atom labels trajscale's H5MD writer stores in the particle group (under these names).
+STORED_ATOM_LABELS = ("name", "resname", "resid", "segid", "mass")
 
 
 class FrameMeta(NamedTuple):
@@ -160,6 +162,7 @@ class H5MDSource(Source):
     snapshots = "trajscale.sources.follow:hdf5_snapshot"
     supports_slab_reads = True
     takes_h5md_options = True
+    stores_atom_labels = True
     reads_urls = True
     #: HDF5's file lock on open: None keeps HDF5's default (on, unless ``HDF5_USE_FILE_LOCKING`` said
     #: otherwise before the process's first open); False reads a file a writer holds open.
@@ -212,9 +215,45 @@ class H5MDSource(Source):
         return cls(path, group=request.group, driver=request.driver, comm=request.comm,
                    collective=request.collective, assume_units=request.assume_units, **(request.shipped or {}))
 
+    @classmethod
+    def layout_report(cls, path: str, request: OpenRequest) -> dict | None:
+        """Every particle group, and the layout and read amplification of ``request.group`` (or the file's
+        only one): :func:`~.inspect.inspect_file`."""
+        from .inspect import inspect_file
+
+        return inspect_file(path, request.group, request.assume_units)
+
     def stored_units(self) -> dict[str, str | None]:
         """The file's unit attributes (H5MD's unit strings), per quantity."""
         return dict(self.info.units)
+
+    @property
+    def particle_group(self) -> str:
+        return self.info.group
+
+    def observables(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """The file's ``observables/NAME/value`` datasets with one value per frame of the particle group."""
+        out = {}
+        for name in self.info.observables:
+            val = self.file["observables"][name]
+            if hasattr(val, "keys") and "value" in val and val["value"].ndim >= 1 \
+                    and val["value"].shape[0] == self.n_frames:
+                out[name] = (val["value"].shape[1:], val["value"].dtype)
+        return out
+
+    def stored_atom_labels(self) -> dict[str, np.ndarray]:
+        """The labels the particle group stores beside the frames (:data:`STORED_ATOM_LABELS`, one value per
+        atom; strings as ``str``); none for a group that stores no ``name``."""
+        group = self.file.get(f"particles/{self.info.group}")
+        if not isinstance(group, h5py.Group) or not isinstance(group.get("name"), h5py.Dataset):
+            return {}
+        out = {}
+        for label in STORED_ATOM_LABELS:
+            ds = group.get(label)
+            if isinstance(ds, h5py.Dataset) and ds.shape == (self.n_atoms,):
+                values = ds[()]
+                out[label] = values.astype(str) if values.dtype.kind in "SO" else values
+        return out
 
     def _open_datasets(self, group: str | None, assume_units: str | None) -> None:
         self._described = _described(self.file, group, assume_units, self._h5.store.identity)

@@ -118,6 +118,9 @@ class Source(ABC):
     ships_offsets: bool = False
     #: True when ``group`` and ``assume_units`` (H5MD's options) apply.
     takes_h5md_options: bool = False
+    #: True when a file of this format may store its atoms' labels beside its frames
+    #: (:meth:`stored_atom_labels`): a Dataset opened from it without a topology selects on the file itself.
+    stores_atom_labels: bool = False
     #: True when the Source reads a file behind a URL (``s3://``, ``http(s)://``) by range requests.
     reads_urls: bool = False
     #: Modules beyond trajscale's own a worker imports to read this format (started with the workers).
@@ -140,6 +143,13 @@ class Source(ABC):
     def decoding_of(cls, fmt: str) -> str | None:
         """Who decodes a frame of format ``fmt`` beyond the selected atoms, and how far (:attr:`decoding`)."""
         return cls.decoding.get(str(fmt).upper())
+
+    @classmethod
+    def layout_report(cls, path: str, request: OpenRequest) -> dict | None:
+        """The format's own report of how ``path`` stores its frames (``trajscale inspect``: groups, chunks,
+        compression, the read amplification of common access patterns), as plain values; None (the default):
+        the format has none, and ``inspect`` describes the file by what its Source reads."""
+        return None
 
     @classmethod
     def guess_can_open(cls, path: str) -> bool:
@@ -169,6 +179,24 @@ class Source(ABC):
 
         native = self.native_units
         return {q: from_mdanalysis(q, native.get(MDANALYSIS_QUANTITY[q])) for q in MDANALYSIS_QUANTITY}
+
+    @property
+    def particle_group(self) -> str | None:
+        """The group of particles the frames are read from (H5MD's ``particles/NAME``); None (the default)
+        for a format that stores one set of atoms."""
+        return None
+
+    def observables(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Per-frame quantities the file stores beside the frames (H5MD's ``observables``), one value per
+        frame, each with the shape and dtype of one frame's value: what ``convert`` carries over. Empty (the
+        default): none."""
+        return {}
+
+    def stored_atom_labels(self) -> dict[str, np.ndarray]:
+        """Per-atom labels the file stores beside its frames (of ``name``, ``resname``, ``resid``, ``segid``,
+        ``mass``, those it has, one value per atom): a Dataset's labels without a topology. Empty (the
+        default): the atoms are described by a topology file the caller gives."""
+        return {}
 
     def frame_times(self) -> tuple[np.ndarray, np.ndarray]:
         """Every frame's time (ps, float64) and step (int64), for ``trajscale inspect``; the default reads
