@@ -253,10 +253,14 @@ class RemoteObject(ByteStore):
         for a, b in ranges:
             if a < 0 or b > size or b < a:
                 raise self.error(f"bytes {a} to {b} are outside the object's {size} bytes: the file is damaged")
-        if any(a == b for a, b in ranges):   # an empty range needs no request (and a server refuses it)
-            full = [i for i, (a, b) in enumerate(ranges) if b > a]
+        if any(a == b or b <= len(self.head) for a, b in ranges):
+            # an empty range needs no request (and a server refuses it), nor one within the object's first
+            # bytes: the head request fetched them (a short trajectory's reference frame, read where the
+            # run is prepared, lies there)
+            full = [i for i, (a, b) in enumerate(ranges) if b > max(a, len(self.head))]
             got = self.read_ranges([ranges[i] for i in full]) if full else []
-            out: list = [b""] * len(ranges)
+            head = memoryview(self.head)
+            out: list = [head[a:b] if b <= len(head) else b"" for a, b in ranges]
             for i, data in zip(full, got, strict=True):
                 out[i] = data
             return out
