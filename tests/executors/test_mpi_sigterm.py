@@ -28,15 +28,16 @@ def _ranks(marker: str) -> dict[int, int]:
     return mpi_ranks(lambda cmd: b"trajscale.cli.main" in cmd and any(marker.encode() in c for c in cmd))
 
 
-def test_sigterm_to_every_rank_ends_the_run_with_143_and_one_line(tmp_path, adk_vacuum, adk_vacuum_h5md):
-    out = tmp_path / "rmsd.csv"
+def test_sigterm_to_every_rank_ends_the_run_with_143_and_one_line(tmp_path, adk_water):
+    """The signal lands inside each rank's one long task: the ranks leave it between blocks, not at its end."""
+    out = tmp_path / "rdf.csv"
     log = tmp_path / "stderr.txt"
-    # 20 tasks of one read each (the file's chunks are single frames), each read 0.5 s slower: every rank
-    # is inside its 10 tasks for 5 s
-    cli = [sys.executable, "-m", "trajscale.cli.main", "-v", "run", "rmsd", adk_vacuum[0], adk_vacuum_h5md,
-           "--executor", "mpi", "--tasks", "20", "--out", str(out)]
+    # An RDF of every atom pair of AdK in water (47,681 atoms) declares ~10^8 pairs a frame: a block is one
+    # frame, a rank's one task is 5 blocks, each read made 3 s slower: 15 s, and the ranks end within a block
+    cli = [sys.executable, "-m", "trajscale.cli.main", "-v", "run", "rdf", adk_water["tpr"], adk_water["xtc"],
+           "--select1", "all", "--select2", "all", "--executor", "mpi", "--tasks", "2", "--out", str(out)]
     shell = " ".join(f"'{a}'" for a in cli) + f"; echo $? > {tmp_path}/rc.$PMI_RANK"
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", TRAJSCALE_TEST_SLOW_READ="0.5")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", TRAJSCALE_TEST_SLOW_READ="3.0")
     with open(log, "w") as err:
         proc = subprocess.Popen([mpiexec(), "-n", "2", "sh", "-c", shell], stdout=subprocess.DEVNULL, stderr=err,
                                 env=env, start_new_session=True)
@@ -45,16 +46,19 @@ def test_sigterm_to_every_rank_ends_the_run_with_143_and_one_line(tmp_path, adk_
         deadline = time.time() + 240
         while time.time() < deadline and proc.poll() is None:
             ranks = _ranks(str(out))
-            if len(ranks) == 2 and "in 20 tasks on mpi x2" in log.read_text():   # (rank 0, as it sends the job)
+            if len(ranks) == 2 and "in 2 tasks on mpi x2" in log.read_text():   # (rank 0, as it sends the job)
                 break
             time.sleep(0.05)
         assert proc.poll() is None and len(ranks) == 2, log.read_text()[-3000:]
-        time.sleep(1.5)   # into the tasks
+        time.sleep(2.0)   # into the tasks' first block
         for pid in ranks.values():
             os.kill(pid, signal.SIGTERM)
+        signalled = time.monotonic()
         proc.wait(timeout=120)
+        took = time.monotonic() - signalled
     finally:
         kill_and_reap(proc, list(ranks.values()))
+    assert took < 12, f"the ranks ended {took:.1f} s after the signal: their tasks ran to the end"
     err = log.read_text()
     assert [(tmp_path / f"rc.{r}").read_text().strip() for r in (0, 1)] == ["143", "143"], err[-3000:]
     lines = [line for line in err.splitlines() if "terminated" in line or "abort" in line.lower()

@@ -28,7 +28,7 @@ from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
 from ..storage import redacted
 from ..timeline import cpu_facts, mark_ready, process_start
-from ..util import file_identity, raise_if_stopped, slow_phase_for_tests
+from ..util import file_identity, raise_if_stopped, slow_phase_for_tests, stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -280,9 +280,9 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None,
     analysis's own ``reduce``.  While a block is mapped, the source is told the next read
     (:meth:`~trajscale.sources.base.Source.prefetch`: a file behind a URL fetches it meanwhile): the task's
     next block, or after its last one the first block of ``then``, the task this worker runs next when the
-    executor knows it.  A stop signal recorded here (SIGTERM, Ctrl-C) ends the task between blocks (MPI's
-    ranks stop together between tasks).  User errors keep their type; anything else becomes a TaskError
-    naming the worker and the frame range.
+    executor knows it.  A stop signal recorded here (SIGTERM, Ctrl-C) ends the task between blocks (an MPI
+    rank's task ends early, and the ranks stop together after it: the run keeps nothing).  User errors keep
+    their type; anything else becomes a TaskError naming the worker and the frame range.
     """
     host, pid = host_and_pid()
     t_start = mark_ready()   # a no-op after the worker's warm-up or first task: its start-up
@@ -300,8 +300,12 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None,
         if then is not None:
             blocks.append(blocks_of(then, job.block_frames, source.chunk_frames, job.stride)[0])
         for k, r in enumerate(blocks[:len(blocks) - (then is not None)]):
-            if comm is None:   # a long task ends at a stop signal between its blocks
+            # a long task ends at a stop signal between its blocks; an MPI rank's ends early (its reads are
+            # independent, not collective) and the ranks agree on the stop once each has left its task
+            if comm is None:
                 raise_if_stopped()
+            elif stop_requested():
+                break
             t0 = time.perf_counter()
             if k + 1 < len(blocks):   # fetched while this block is read and mapped (a remote file's; in its budget)
                 nxt = blocks[k + 1]
