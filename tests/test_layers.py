@@ -309,9 +309,6 @@ def test_no_module_imports_another_packages_private_names():
 URL_BRANCHES_ALLOWED = ("storage/", "sources/locations.py", "util.py")
 #: Files that still branch, each with why: the list only shrinks (a file fixed must leave it).
 URL_BRANCHES_PENDING = {
-    "ensemble/catalog.py": "an ensemble's catalog joins members to its folder or URL prefix (ensemble's own change)",
-    "ensemble/prepare.py": "an ensemble's members priced local or remote (ensemble's own change)",
-    "ensemble/rounds.py": "an ensemble's members grouped and sized by scheme (ensemble's own change)",
 }
 
 

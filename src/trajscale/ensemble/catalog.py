@@ -62,7 +62,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError, InputFileError
-from ..storage import is_url, resolve
+from ..sources.locations import beside, is_local
 
 #: Catalog columns that are no labels.
 RESERVED = ("name", "trajectory", "topology", "format")
@@ -128,7 +128,7 @@ class Member:
 def _absolute(path) -> str:
     """A local path made absolute (in this process's folder); a URL as it is."""
     path = os.fspath(path)
-    return path if is_url(path) else os.path.abspath(path)
+    return os.path.abspath(path) if is_local(path) else path
 
 
 @dataclass(frozen=True)
@@ -299,7 +299,7 @@ class Ensemble:
 # -- catalogs ---------------------------------------------------------------------------------------------------
 def _catalog_bytes(where: str, storage_options: Mapping | None) -> bytes:
     """The catalog's bytes, from a file or the object behind a URL."""
-    if is_url(where):
+    if not is_local(where):
         from ..storage import using
         from ..storage.opener import open_bytes
 
@@ -414,11 +414,10 @@ def _parts(cell: str) -> list[str]:
 
 def _located(path: str, base: str | None) -> str:
     """``path`` from a catalog at ``base``: a URL or an absolute path as it is, else relative to the catalog."""
-    if base is None or is_url(path) or os.path.isabs(path):
+    if base is None:
         return path
-    if is_url(base):
-        return resolve(base, path)
-    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(base)), path))
+    located = beside(os.path.abspath(base) if is_local(base) else base, path)
+    return os.path.normpath(located) if is_local(located) else located
 
 
 def _expand(member: Member, fmt, where: str) -> list[Member] | None:
@@ -451,7 +450,7 @@ def _named(made: list[tuple[Member, bool]]) -> list[Member]:
     clash = {s for s in stems if stems.count(s) > 1}
     if clash:
         paths = [m.trajectory[0] for m in unnamed]
-        common = os.path.commonpath(paths) if all(not is_url(p) for p in paths) else _common_prefix(paths)
+        common = os.path.commonpath(paths) if all(is_local(p) for p in paths) else _common_prefix(paths)
     out, k = [], 0
     for m, named in made:
         if named:
@@ -474,7 +473,7 @@ def _common_prefix(paths: list[str]) -> str:
 # -- globs ----------------------------------------------------------------------------------------------------
 def _list_matches(pattern: str, storage_options: Mapping | None) -> list[str]:
     """The files (or objects) ``pattern`` matches, sorted."""
-    if not is_url(pattern):
+    if is_local(pattern):
         return sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
     if not pattern.startswith("s3://"):
         raise ConfigError(f"{pattern}: a glob over URLs lists an object-store prefix (s3://BUCKET/PREFIX/*.h5); "

@@ -25,6 +25,7 @@ from ..analysis.base import Analysis, Prepared
 from ..engine import frame_range
 from ..errors import TrajscaleError
 from ..runspec import RunOptions
+from ..sources.locations import is_local
 from .catalog import Member
 from .members import SharedTopologies, member_spec, open_member
 from .source import MemberRead
@@ -99,8 +100,6 @@ def prepare_member(index: int, member: Member, analysis: Analysis, options: RunO
 
     Raises whatever makes the member unusable (a TrajscaleError naming its file and the problem, or a
     library's error for a damaged file)."""
-    from ..util import is_url
-
     t0 = time.perf_counter()
     source = open_member(member, options)
     try:
@@ -110,7 +109,7 @@ def prepare_member(index: int, member: Member, analysis: Analysis, options: RunO
         frame_bytes = source.bytes_per_frame(prep.atoms, analysis.fields) + analysis.block_bytes_per_frame(prep)
         read = MemberRead(member=index, offset=0, n=len(frames), start=start, step=options.step,
                           source=source.get_config(), atoms=prep.atoms, path=source.path)
-        remote = any(is_url(t) for t in member.trajectory)
+        remote = not all(is_local(t) for t in member.trajectory)
         return MemberJob(index, member, read, prep, int(frame_bytes), source.decode_seconds_per_frame(),
                          analysis.frame_cost(prep, source), remote, time.perf_counter() - t0)
     finally:

@@ -33,6 +33,7 @@ from ..errors import ConfigError, TrajscaleError
 from ..executor_registry import executor_traits
 from ..runspec import JobFacts, RunOptions
 from ..sources import reader_modules
+from ..sources.locations import is_local, store_class
 from ..util import raise_if_stopped
 from .analysis import EnsemblePartial, EnsembleState, MemberPartial
 from .catalog import Ensemble
@@ -134,7 +135,7 @@ class EnsembleRounds(Rounds):
         seen, found = set(), list(WORKER_MODULES)
         for m in self.ensemble:
             t = m.trajectory[0]
-            kind = (os.path.splitext(t)[1].lower(), t.split("://")[0] if "://" in t else "")
+            kind = (os.path.splitext(t)[1].lower(), store_class(t))   # (the store: what a read imports)
             if kind in seen:
                 continue
             seen.add(kind)
@@ -330,7 +331,7 @@ def _file_size(member) -> int:
     total = 0
     for t in member.trajectory:
         try:
-            total += 0 if "://" in t else os.stat(t).st_size
+            total += os.stat(t).st_size if is_local(t) else 0
         except OSError:
             pass
     return total
