@@ -95,7 +95,7 @@ def test_killed_writers_temporaries_are_removed_on_next_write(tmp_path):
 def test_sigkilled_convert_resumes_to_the_uninterrupted_file(tmp_path, adk_vacuum):
     """A real convert killed by SIGKILL mid-run leaves its partial output and record (never the final
     name); ``resume=True`` finishes it into the same file an uninterrupted convert writes."""
-    from tests.store.test_rechunk import assert_same_tree
+    from tests.h5md.test_rechunk import assert_same_tree
     from trajscale.convert.convert import convert
     from trajscale.convert.resume import load_record, partial_paths
 

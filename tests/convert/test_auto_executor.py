@@ -10,7 +10,7 @@ from MDAnalysisTests import datafiles as D
 
 from tests.conftest import run_cli
 from tests.convert.test_parallel_convert import assert_reads_like
-from tests.store.test_rechunk import assert_same_tree
+from tests.h5md.test_rechunk import assert_same_tree
 from trajscale.convert.options import WriteOptions
 from trajscale.executors import choose_executor
 

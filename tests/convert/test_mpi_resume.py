@@ -20,7 +20,7 @@ from MDAnalysisTests import datafiles as D
 
 from tests.conftest import mpiexec, run_mpi
 from tests.convert.test_parallel_convert import mda_frames
-from tests.store.test_rechunk import assert_same_tree
+from tests.h5md.test_rechunk import assert_same_tree
 from trajscale.convert.resume import load_record, partial_paths
 from trajscale.convert.verify import verify
 

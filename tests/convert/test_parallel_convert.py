@@ -23,7 +23,7 @@ import pytest
 from MDAnalysisTests import datafiles as D
 
 from tests.conftest import run_cli
-from tests.store.test_rechunk import assert_same_tree
+from tests.h5md.test_rechunk import assert_same_tree
 from trajscale.convert import stream
 from trajscale.convert.convert import convert
 from trajscale.convert.frames import write_range

@@ -16,7 +16,7 @@ import pytest
 from MDAnalysisTests import datafiles as D
 
 from tests.convert.test_parallel_convert import assert_reads_like
-from tests.store.test_rechunk import assert_same_tree
+from tests.h5md.test_rechunk import assert_same_tree
 from trajscale.convert.convert import convert
 from trajscale.convert.rechunk import rechunk
 from trajscale.convert.resume import load_record, partial_paths
