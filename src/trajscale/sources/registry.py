@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError, InputFileError
+from ..storage.bytestore import ByteStore, NoFile
 from ..storage.opener import open_bytes
 from ..util import HDF5_MAGIC, check_input_file
-from .base import OpenRequest, Source, file_head
-from .locations import store_class
+from .base import OpenRequest, Source
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +159,8 @@ def supported() -> str:
     return "; ".join(names) + "; and the other formats MDAnalysis reads, by their extension"
 
 
-def _by_bytes(path: str) -> Match | None:
-    head = file_head(path, HEAD_BYTES)
+def _by_bytes(path: str, head: bytes) -> Match | None:
+    """The Source whose declared first bytes ``head`` begins with, and whose ``guess_format`` takes the file."""
     suffix = Path(path).suffix.lower()
 
     def may(d: dict) -> bool:
@@ -203,9 +203,10 @@ def guess(path: str | Path) -> Match:
         The file is missing, or no Source reads it (one line listing what is supported).
     """
     path = str(path)
-    if store_class(path).remote:
-        return _guess_fetched(path)
-    match = _by_bytes(path)
+    store = _store_of(path)
+    if store is not None and store.local_path is None:   # fetched bytes: told by their first bytes and name
+        return _guess_fetched(path, store)
+    match = _by_bytes(path, _head(store))
     if match is None:
         check_input_file(path)   # missing, a folder without a segment index, or empty: said as such
         match = by_name(path) or _by_mdanalysis(path)
@@ -215,17 +216,37 @@ def guess(path: str | Path) -> Match:
     return match
 
 
-def _guess_fetched(url: str) -> Match:
-    """The Source that reads the object at ``url``, told from its first bytes (its store's first request,
-    which also says a missing, denied or unreachable object in one line, and is shared with the Source
-    that opens it next)."""
-    store = open_bytes(url)
+def _store_of(path: str) -> ByteStore | None:
+    """The store of ``path``'s bytes (an object's: its first request, which says a missing, denied or
+    unreachable one in one line and is shared with the Source that opens it next); None for a local path
+    with no file's bytes of its own (a folder, a member of a file, a missing file: :func:`guess` says which)."""
     try:
-        if not store.first_bytes(8):
-            raise InputFileError(url, "the object is empty")
+        return open_bytes(path)
+    except (NoFile, OSError):
+        return None
+
+
+def _head(store: ByteStore | None) -> bytes:
+    """A local file's first bytes (none where it has no bytes of its own or cannot be read: then every
+    Source is asked)."""
+    if store is None:
+        return b""
+    try:
+        return store.first_bytes(HEAD_BYTES)
+    except OSError:
+        return b""
     finally:
         store.close()
-    match = _by_bytes(url) or by_name(url)
+
+
+def _guess_fetched(url: str, store: ByteStore) -> Match:
+    """The Source that reads the object at ``url``, told from its first bytes (fetched by its store's first
+    request) and its name."""
+    head = store.first_bytes(HEAD_BYTES)
+    store.close()
+    if not head:
+        raise InputFileError(url, "the object is empty")
+    match = _by_bytes(url, head) or by_name(url)
     if match is None:
         raise InputFileError(url, f"not a trajectory format trajscale reads (it reads {supported()})")
     if not match.source.reads_urls:

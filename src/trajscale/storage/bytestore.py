@@ -35,6 +35,11 @@ class Validator:
 
 
 
+class NoFile(InputFileError):
+    """A local path with no file's bytes behind it (missing, or a folder): what a caller that reads other
+    things at a path (a folder's segment index, a member of a file) tells from a file that cannot be read."""
+
+
 class ByteStore(ABC):
     """A file's bytes: its size, its identity, and ranges of it."""
 
@@ -106,10 +111,10 @@ class LocalFile(ByteStore):
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            raise InputFileError(path, "no such file") from None
+            raise NoFile(path, "no such file") from None
         if stat.S_ISDIR(st.st_mode):
-            raise InputFileError(path, "a folder, not a file: give a file in it, or its segment index "
-                                       "(index.json, as trajscale split writes it)")
+            raise NoFile(path, "a folder, not a file: give a file in it, or its segment index "
+                               "(index.json, as trajscale split writes it)")
         self._identity = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         self._size = st.st_size
         self._fd = -1
@@ -204,4 +209,4 @@ class LocalFile(ByteStore):
         self._fd_lock = threading.Lock()
 
 
-__all__ = ["ByteStore", "LocalFile", "Validator"]
+__all__ = ["ByteStore", "LocalFile", "NoFile", "Validator"]
