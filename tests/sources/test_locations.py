@@ -72,3 +72,18 @@ def test_the_store_class_says_what_a_worker_preloads():
     import importlib.util
 
     assert all(importlib.util.find_spec(m) is not None for m in got)
+
+
+@pytest.mark.parametrize("lead", ["", "\n", "  \r\n\t", "\x0c"])
+def test_a_segment_index_is_told_after_any_white_space(tmp_path, lead):
+    """The registry asks a Source only about files that begin as it declares: a segment index is JSON, white
+    space first or not (as Python's ``bytes.lstrip`` strips it, the index's own test)."""
+    import json
+
+    from trajscale.sources import registry
+
+    index = {"format": "trajscale-segments", "version": 1, "n_atoms": 3,
+             "segments": [{"path": "p.xtc", "start": 0, "n_frames": 1}]}
+    path = tmp_path / "run.idx"
+    path.write_text(lead + json.dumps(index))
+    assert registry.guess(str(path)).format == "SEGMENTS"

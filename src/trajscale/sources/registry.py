@@ -58,7 +58,9 @@ FORMAT_SOURCES = {
 #: ``guess_format`` is asked). Each Source declares the same in its class (``formats``, ``suffixes``,
 #: ``guess_format``); the suite checks they agree. A kind missing here is imported and asked.
 DECLARED = {
-    "segments": {"formats": ("SEGMENTS",), "suffixes": (".json",), "begins": None},
+    # (a segment index is JSON, an object first, after any white space; a folder has no bytes: asked anyway)
+    "segments": {"formats": ("SEGMENTS",), "suffixes": (".json",), "begins": (b"{", b" ", b"\t", b"\n", b"\r",
+                                                                              b"\x0b", b"\x0c")},
     # (an mdCATH domain is a .h5 file: one named .h5md is H5MD's, and its open asks no mdCATH module)
     "mdcath": {"formats": ("MDCATH",), "suffixes": (), "begins": (HDF5_MAGIC,), "not_named": (".h5md",)},
     "h5md": {"formats": ("H5MD",), "suffixes": (".h5md", ".h5", ".hdf5"), "begins": (HDF5_MAGIC,)},
