@@ -25,7 +25,7 @@ EVERY_FACT = LayoutFacts(
     direct_reads=("position",), decoding="whole:trajscale's delta decoder", trace_dir="/tmp/trace",
     run_read=RunRead(214, 25, 2, 3.5, 4.25, (("--chunks auto", 1.5), ("--chunks frame", None)),
                      "name CA", "adk.psf"),
-    collective_open=True)
+    collective_open=True, validator="ETag \"abc\": every replacement is refused", validator_complete=True)
 
 
 def test_every_fact_survives_json():

@@ -150,6 +150,10 @@ class LayoutFacts:
     #: True when MPI ranks open the file together (MPI-IO: a local H5MD file), False when each rank opens it
     #: alone (an object behind a URL, by requests); set by the format that read it, None where unsaid.
     collective_open: bool | None = None
+    #: What tells the file's bytes from a replacement's (its store's validator, in a line), and whether it
+    #: sees every replacement (False: an object on a server whose ETag is the modification second and size).
+    validator: str | None = None
+    validator_complete: bool | None = None
 
     @property
     def has_chunk_layout(self) -> bool:
@@ -242,5 +246,6 @@ _READ = {
     "read_amplification": lambda v: _pairs(v, _num), "planned_chunks": _ints, "precision": _record(Precision),
     "read_amplification_hdf5_default": lambda v: _pairs(v, _num), "file_bytes": _int, "warnings": _strs,
     "direct_reads": _strs, "decoding": _str, "trace_dir": _str, "run_read": _record(RunRead),
-    "collective_open": lambda v: v if isinstance(v, bool) else None,
+    "collective_open": lambda v: v if isinstance(v, bool) else None, "validator": _str,
+    "validator_complete": lambda v: v if isinstance(v, bool) else None,
 }

@@ -162,6 +162,15 @@ class RunOptions:
         return make_executor(name, self.n_workers, **options)
 
 
+def _with_validator(source: Source) -> LayoutFacts:
+    """The source's layout facts, with what its store would see of a replacement (the run report says it)."""
+    facts, store = source.layout_summary(), source.store
+    if store is None:
+        return facts
+    v = store.validator
+    return dataclasses.replace(facts, validator=v.says, validator_complete=v.complete)
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobFacts:
     """What preparing a job found: the frames it analyses, what a frame costs to read, the file's layout.
@@ -226,7 +235,7 @@ class JobFacts:
         return cls(start=frames.start, stop=frames.stop, step=frames.step, n_atoms=n_read, frame_bytes=frame_bytes,
                    span_atoms=span, source_atoms=source.n_atoms, chunk_frames=source.chunk_frames,
                    part_starts=source.part_starts, decode_s_per_frame=source.decode_seconds_per_frame(),
-                   cost=cost, reads_ahead=source.reads_ahead, t_init_top=t_init_top, source=source.layout_summary(),
+                   cost=cost, reads_ahead=source.reads_ahead, t_init_top=t_init_top, source=_with_validator(source),
                    topology=os.fspath(topology) if isinstance(topology, str | os.PathLike) else None)
 
     @property

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import run_cli
 
-from .conftest import BUCKET, XTC
+from .conftest import BUCKET, TPR, XTC
 
 pytestmark = [pytest.mark.remote, pytest.mark.cli]
 
@@ -61,3 +61,25 @@ def test_a_local_file_has_no_validator_line(tmp_path):
     shown = run_cli("inspect", XTC, "--json", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "validator" not in json.loads(shown.stdout)
+
+
+def test_a_run_report_names_the_objects_validator(nginx, s3_env, adk_stores):
+    """The run report says what would have shown the object replaced: nginx's modification-second ETag with
+    its warning, S3's content ETag without (in the report's JSON facts and in its summary)."""
+    import trajscale as ts
+    from trajscale.report.summary import run_summary
+
+    folder = nginx.root / "validator-run"
+    folder.mkdir(exist_ok=True)
+    shutil.copy(XTC, folder / "adk.xtc")
+    st = os.stat(folder / "adk.xtc")
+    r = ts.run(ts.RMSD(select="name CA"), TPR, nginx.url("validator-run/adk.xtc"), executor="serial")
+    said = r.report.to_dict()["source"]
+    assert f'"{int(st.st_mtime):x}-{st.st_size:x}"' in said["validator"] and said["validator_complete"] is False
+    assert f"validator {said['validator']} (a replacement may go unseen)" in run_summary(r.report)
+
+    _, url, _ = adk_stores["gzip"]
+    etag = s3_env.client().head_object(Bucket=BUCKET, Key=url.split("/", 3)[3])["ETag"]
+    r = ts.run(ts.RMSD(select="name CA"), TPR, url, executor="serial")
+    assert etag in r.report.source.validator and r.report.source.validator_complete is True
+    assert "may go unseen" not in run_summary(r.report)

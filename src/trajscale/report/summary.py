@@ -104,6 +104,9 @@ def run_summary(report: RunReport, out: str | None = None, report_path: str | No
         lines.append(f"  fetched {net['bytes'] / 1e6:.2f} MB in {net['requests']} requests"
                      + (f" ({root['requests']} preparing the job)" if root.get("requests") else "")
                      + f", {net['wait_s']:.2f} s waiting on the network, {net['retries']} retries")
+        if report.source.validator:   # what would have shown the object replaced while it was read
+            lines.append(f"  validator {report.source.validator}"
+                         + ("" if report.source.validator_complete else " (a replacement may go unseen)"))
     proc = process_line(report)
     if proc:
         lines.append(f"  {proc}")

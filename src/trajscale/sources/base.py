@@ -214,6 +214,13 @@ class Source(ABC):
         return None
 
     @property
+    def store(self):
+        """The one :class:`~trajscale.storage.ByteStore` the frames are read from: its validator tells the
+        run report what would show a replacement. None where there are several (a chain of files) or
+        another library reads the file."""
+        return None
+
+    @property
     @abstractmethod
     def path(self) -> str:
         """The file (or first file) behind the source, for messages and reports."""

@@ -266,6 +266,11 @@ class MDCATHSource(Source):
         return self._store.fetched()
 
     @property
+    def store(self):
+        """The file's bytes: what the frames are read from."""
+        return self._store
+
+    @property
     def reads_ahead(self) -> bool:
         """True where the bytes are fetched (not a file at hand): the next block's are asked for ahead."""
         return self._store.local_path is None
