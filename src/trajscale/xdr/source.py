@@ -169,11 +169,6 @@ class XDRSource(OneFileSource):
         config.update(self._store.state() or {})
         return config
 
-    @property
-    def store(self):
-        """The file's bytes: what the frames are read from."""
-        return self._store
-
     def remote_stats(self) -> dict | None:
         """What reading this source's bytes cost over the network (requests, bytes, wait_s, retries); None for
         a local file."""
