@@ -72,14 +72,16 @@ def test_same_bits_however_cut(replicas):
 
 def test_short_trajectories_prepared_by_their_workers(replicas, mda_references, tmp_path, monkeypatch):
     """Trajectories short enough that a task holds several are prepared by the worker whose task reads
-    them (the root only sizes them); a long one, cut into tasks by its frames, on the root. Each has
-    MDAnalysis's numbers, and the bits of a run over that trajectory alone."""
-    from trajscale.ensemble import prepare
+    them (the root only sizes them, and prepares the first to learn what preparing imports); a long one,
+    cut into tasks by its frames, on the root. Each has MDAnalysis's numbers, and the bits of a run over
+    that trajectory alone."""
+    from trajscale.ensemble import prepare, rounds
 
     on_root = []
     real = prepare.prepare_member
-    monkeypatch.setattr(prepare, "prepare_member",
-                        lambda i, m, *a, **k: on_root.append(m.name) or real(i, m, *a, **k))
+    spy = lambda i, m, *a, **k: on_root.append(m.name) or real(i, m, *a, **k)   # noqa: E731
+    monkeypatch.setattr(prepare, "prepare_member", spy)
+    monkeypatch.setattr(rounds, "prepare_member", spy)
     top, short, _ = replicas["members"]["adk-1"]
     long = replicas["members"]["adk-2"][1]
     catalog = tmp_path / "many.csv"
@@ -87,7 +89,7 @@ def test_short_trajectories_prepared_by_their_workers(replicas, mda_references, 
                        + f"long,{top},{long}\n")
     rmsd, rgyr = ts.run([ts.RMSD(select=SEL), ts.RadiusOfGyration(select=SEL)], str(catalog),
                         executor="threads", n_workers=2)
-    assert on_root == ["long"]
+    assert on_root == ["s0", "long"]
     for name, ref in [*((f"s{k}", "adk-1") for k in range(15)), ("long", "adk-2")]:
         np.testing.assert_allclose(rmsd[name].rmsd, mda_references[ref][0], atol=1e-4, err_msg=name)
         np.testing.assert_allclose(rgyr[name].rgyr, mda_references[ref][1], rtol=1e-6, err_msg=name)

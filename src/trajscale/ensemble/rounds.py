@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import sys
 import time
 import uuid
 
@@ -45,6 +46,7 @@ from .prepare import (
     Refusal,
     SharedTopologies,
     defer_member,
+    prepare_member,
     prepare_members,
 )
 from .saved import AGGREGATES, MemberRecord, ResultsFolder, file_name
@@ -128,10 +130,37 @@ class EnsembleRounds(Rounds):
         self._pending: TrajscaleError | None = None   # raised when the next round is decided
         self.t_members = 0.0   # seconds preparing the members
         self.opened = False   # (open ran: this is the process that prepared the job)
+        self._modules: tuple[str, ...] | None = None   # what workers start with (reader_modules)
+        self._trial: MemberJob | None = None   # the member prepared to learn what preparing imports
 
     # -- what the engine asks --------------------------------------------------------------------------------
     def reader_modules(self) -> tuple[str, ...]:
-        """The readers of the members' formats (one member of each file name ending asked), and the ensemble's."""
+        """The readers of the members' formats (one member of each file name ending asked), the ensemble's, and
+        what preparing a member imports (:meth:`_preparing_imports`)."""
+        if self._modules is None:
+            readers = self._readers()
+            self._modules = (*readers, *(m for m in self._preparing_imports() if m not in readers))
+        return self._modules
+
+    def _preparing_imports(self) -> list[str]:
+        """The modules preparing a member imports beyond those here already (a topology's parser, MDAnalysis
+        for an analysis that asks its exceptions), learned by preparing the first local member here now (the
+        job then uses that preparation): the workers that prepare the others start with them (forked, or
+        from a forkserver that imported them once), instead of each importing them."""
+        first = next(((i, m) for i, m in enumerate(self.ensemble)
+                      if m.source is None and all(is_local(t) for t in m.trajectory)), None)
+        if first is None:
+            return []
+        before = set(sys.modules)
+        try:
+            self._trial = prepare_member(first[0], first[1], self.group, self.options, self._topologies)
+        except Exception:   # noqa: BLE001 - refused, if it is, where its round is prepared
+            self._trial = None
+        new = set(sys.modules) - before
+        # a new package's submodules come with it; names of a leading _ are C modules imported by those
+        return sorted(n for n in new if n.rpartition(".")[0] not in new and not n.startswith("_"))
+
+    def _readers(self) -> list[str]:
         seen, found = set(), list(WORKER_MODULES)
         for m in self.ensemble:
             t = m.trajectory[0]
@@ -183,9 +212,15 @@ class EnsembleRounds(Rounds):
             t0 = time.perf_counter()
             members = self._rounds[self._next]
             self._next += 1
-            later = self._for_workers(members)
-            jobs, refused = prepare_members([(i, m) for i, m in members if i not in later], self.group,
+            trial = self._trial if self._trial is not None and any(i == self._trial.index for i, _ in members) \
+                else None
+            later = self._for_workers(members) - ({trial.index} if trial is not None else set())
+            jobs, refused = prepare_members([(i, m) for i, m in members if i not in later
+                                             and (trial is None or i != trial.index)], self.group,
                                             self.options, self._topologies)
+            if trial is not None:
+                jobs.append(trial)
+                self._trial = None
             jobs = sorted(jobs + [defer_member(i, m, self.options, self._sizes[i]) for i, m in members
                                   if i in later], key=lambda j: j.index)
             self._refuse(refused)
