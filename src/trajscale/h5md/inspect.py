@@ -25,7 +25,7 @@ from ..errors import NotH5MDError
 from ..facts import CONTIGUOUS, LayoutFacts, Precision
 from ..sources.locations import is_local
 from .codecs import ENCODING_OF
-from .hdf5 import open_h5
+from .hdf5 import _checked_store, open_h5
 from .layout import REMOTE_MIN_CHUNK_BYTES, plan_frames_per_chunk, reader_chunk_cache
 from .runs import plan_atom_reads
 from .schema import H5MDInfo, describe, particle_groups
@@ -247,16 +247,15 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
 
 
 def _open_sized(path) -> tuple[h5py.File, int | None]:
-    """The HDF5 file at ``path`` and its size in bytes: a local file's, or (a URL) the object's size
-    from the identity its one opening request gave (ETag and size)."""
-    if not is_local(path):
-        from ..storage import current_options
-        from .metadata import open_remote_h5
+    """The HDF5 file at ``path`` and its size in bytes, both from its store (a local file's ``stat``; an
+    object's size from the identity its one opening request gave); an object's HDF5 metadata is read
+    afresh, never an earlier run's cache (inspect reports the file as it is now)."""
+    store = _checked_store(path)
+    if store.local_path is None:
+        from .metadata import open_store_h5
 
-        obj, _fh, f = open_remote_h5(str(path), current_options(), None, 1024**2, use_cache=False)
-        return f, obj.size
-    f = open_h5(path)
-    return f, local_size(f.filename)
+        return open_store_h5(store, True, None, 1024**2, use_cache=False)[1], store.size
+    return open_h5(store), store.size
 
 
 def local_size(path) -> int | None:
