@@ -107,10 +107,8 @@ def iter_slabs(job: ConvertJob, i0: int, i1: int, sources=None, opened=None):
             slow_phase_for_tests("read", "")   # TRAJSCALE_TEST_SLOW_READ: a signal's tests need time to land
             idx = frames[a:a + slab]
             b = src.read(idx.start, idx[-1] + 1, job.atoms, job.fields, stride=idx.step)
-            obs = {}
-            if job.observables:   # a single H5MD input read without a stride
-                obs = {name: src.file["observables"][name]["value"][idx.start:idx[-1] + 1]
-                       for name in job.observables}
+            # (a single input that keeps observables, read without a stride)
+            obs = src.read_observables(job.observables, idx.start, idx[-1] + 1) if job.observables else {}
             yield b, b.step + shift[0], b.time + shift[1], obs
 
 

@@ -241,6 +241,10 @@ class H5MDSource(Source):
                 out[name] = (val["value"].shape[1:], val["value"].dtype)
         return out
 
+    def read_observables(self, names, start: int, stop: int) -> dict[str, np.ndarray]:
+        """Frames ``[start, stop)`` of each of :meth:`observables` ``names`` (``observables/NAME/value``)."""
+        return {name: self.file["observables"][name]["value"][start:stop] for name in names}
+
     def stored_atom_labels(self) -> dict[str, np.ndarray]:
         """The labels the particle group stores beside the frames (:data:`STORED_ATOM_LABELS`, one value per
         atom; strings as ``str``); none for a group that stores no ``name``."""

@@ -192,6 +192,10 @@ class Source(ABC):
         default): none."""
         return {}
 
+    def read_observables(self, names, start: int, stop: int) -> dict[str, np.ndarray]:
+        """Frames ``[start, stop)`` of each of :meth:`observables` ``names`` (none for a source that keeps none)."""
+        return {}
+
     def stored_atom_labels(self) -> dict[str, np.ndarray]:
         """Per-atom labels the file stores beside its frames (of ``name``, ``resname``, ``resid``, ``segid``,
         ``mass``, those it has, one value per atom): a Dataset's labels without a topology. Empty (the
