@@ -8,12 +8,16 @@ blocks of consecutive frames, mostly of one member each: it is read with one ``S
 contiguous run of a member's frames, never one read per sample; the order changes every epoch
 (``seed + epoch``), the same on every rank.
 
-Each process (each DataLoader worker) opens only the members its batches touch, keeps at most
-``max_open`` of them open (least recently used closed first), and never inherits an open file across
-``fork``. A member is reopened from the Source config the dataset was made with (an mdCATH member's
-data offsets, a remote H5MD file's chunk addresses): a worker reads frames without walking HDF5
-metadata again. With ``cache_dir``, a member behind a URL is fetched once per node into that
-folder (:class:`~trajscale.ml.cache.NodeCache`, shared by the node's workers) and read from there.
+Each process (each DataLoader worker) opens only the files its batches touch, keeps at most
+``max_open`` files open (least recently used closed first), and never inherits an open file across
+``fork``: open files per worker <= ``max_open``, at any number of members. The members of one mdCATH
+file share its one open store (one descriptor, or one object's connections): reading the 25 members
+of a domain in turn opens the file once. Any other member is a file of its own. A member is reopened
+from the Source config the dataset was made with (an mdCATH member's data offsets, a remote H5MD
+file's chunk addresses): a worker reads frames without walking HDF5 metadata again. With
+``cache_dir``, a file behind a URL is fetched once per node into that folder
+(:class:`~trajscale.ml.cache.NodeCache`, shared by the node's workers) and read from there (an mdCATH
+copy's members described anew on it, from one HDF5 open per file).
 
 Members differ in their atom counts (mdCATH's domains do), so a batch is packed as PyTorch Geometric
 batches its graphs: the atoms of every sample one after another (``position``: (sum of atoms, 3)),
@@ -133,7 +137,8 @@ class EnsembleDataset(_BatchReads):
     atomic_numbers
         Add ``z`` (each atom's atomic number, per sample like the positions): from an mdCATH member's ``z``.
     max_open
-        Members a process keeps open at once (least recently used closed first).
+        Files a process keeps open at once (least recently used closed first; an mdCATH file's members
+        share one).
     cache_dir
         A node-local folder: members behind URLs are fetched there once per node and read from the copy
         (default: read by range requests).
@@ -178,11 +183,15 @@ class EnsembleDataset(_BatchReads):
         self.n = int(self.starts[-1])
         self.n_atoms = np.array([m.n_atoms for m in self.members], np.int64)
         self.labels = _label_columns(self.members)
+        #: each member's file: mdCATH members of one file share it (its path), any other member is its own
+        self._file_of = tuple(m.config["path"] if m.config.get("kind") == "mdcath" else i
+                              for i, m in enumerate(self.members))
         self._pid: int | None = None
-        self._open: OrderedDict[int, _Open] = OrderedDict()
+        self._open: OrderedDict[object, _File] = OrderedDict()
         self.stats: IOStats | None = None
+        #: files this process has opened
         self.opens = 0
-        #: the most members this process has held open at once
+        #: the most files this process has held open at once
         self.most_open = 0
         #: each member's atomic numbers (with ``atomic_numbers``), read once per file; they travel with the
         #: dataset to its workers
@@ -199,32 +208,34 @@ class EnsembleDataset(_BatchReads):
     def __len__(self) -> int:
         return self.n
 
-    def _reader(self, i: int) -> _Open:
-        """Member ``i``'s open Source in this process (opened now if it is not; the least recently used closed
-        past ``max_open``)."""
+    def _source(self, i: int):
+        """Member ``i``'s Source in this process, on its open file (the file opened now if it is not; the least
+        recently used file closed past ``max_open``)."""
         pid = os.getpid()
         if self._pid != pid:   # a fork's inherited handles are dropped, not closed (they are the parent's)
             self._open, self._pid = OrderedDict(), pid
             self.stats = IOStats.for_process(None)
-        reader = self._open.get(i)
-        if reader is not None:
-            self._open.move_to_end(i)
-            return reader
-        while len(self._open) >= self.max_open:
-            _, old = self._open.popitem(last=False)
-            old.close()
-        t0 = time.perf_counter()
-        reader = self._open[i] = _Open.of(self.members[i], self.cache_dir, self.storage_options)
-        self.opens += 1
-        self.most_open = max(self.most_open, len(self._open))
-        self.stats.opened(reader.source.path, t0, time.perf_counter())
-        return reader
+        key = self._file_of[i]
+        file = self._open.get(key)
+        if file is not None:
+            self._open.move_to_end(key)
+        else:
+            while len(self._open) >= self.max_open:
+                _, old = self._open.popitem(last=False)
+                old.close()
+            t0 = time.perf_counter()
+            file = _File.of(self.members[i].config, self.cache_dir, self.storage_options)
+            self._open[key] = file
+            self.opens += 1
+            self.most_open = max(self.most_open, len(self._open))
+            self.stats.opened(file.path, t0, time.perf_counter())
+        return file.member(i, self.members[i], self.storage_options)
 
     def close(self) -> None:
-        """Close this process's open members (a later read reopens them)."""
+        """Close this process's open files (a later read reopens them)."""
         if self._pid == os.getpid():
-            for reader in self._open.values():
-                reader.close()
+            for file in self._open.values():
+                file.close()
         self._open, self._pid = OrderedDict(), None
 
     # ------------------------------------------------ reading
@@ -255,7 +266,7 @@ class EnsembleDataset(_BatchReads):
         cut = np.flatnonzero(np.diff(member)) + 1
         for lo, hi in zip(np.r_[0, cut].tolist(), np.r_[cut, len(uniq)].tolist(), strict=True):
             m = int(member[lo])
-            src, width = self._reader(m).source, int(self.n_atoms[m])
+            src, width = self._source(m), int(self.n_atoms[m])
             for a, b in zip(*(x.tolist() for x in runs(uniq[lo:hi] - self.starts[m])), strict=True):
                 k = b - a
                 views = {f: rows[f][row:row + k * width].reshape(k, width, 3) for f in self.fields}
@@ -314,31 +325,98 @@ def _reordered(out: dict, inverse: np.ndarray, per_atom: tuple[str, ...]) -> dic
     return res
 
 
-class _Open:
-    """One member open in this process: its Source, and its cache entry if any."""
+class _File:
+    """One file open in this process and the Sources of its members read so far.
 
-    def __init__(self, source, entry) -> None:
-        self.source, self._entry = source, entry
+    An mdCATH file is one byte store that its members' Sources share (:meth:`MDCATHSource.on_store`), and
+    for a node-local copy HDF5's view of it while members are described on the copy; any other member is a
+    file of its own, its Source opened from its config. Closing the file closes them all.
+    """
+
+    def __init__(self, path: str, store, entry, config: dict | None = None) -> None:
+        self.path, self._store, self._entry = path, store, entry
+        self._config = config   # (a file of one member, not mdCATH: what its Source opens, the copy's with a cache)
+        self._sources: dict[int, object] = {}
+        self._hdf5 = None   # (a copy's HDF5 view and its domain, opened by its first member described)
 
     @classmethod
-    def of(cls, member: _Member, cache_dir: str | None, storage_options: dict | None) -> _Open:
-        from ..sources import source_from_config
+    def of(cls, config: dict, cache_dir: str | None, storage_options: dict | None) -> _File:
+        """The file of a member with Source ``config``: an mdCATH file's store opened (the node's copy with
+        ``cache_dir``), any other member's file left to its Source."""
         from ..storage import using
+        from ..storage.opener import open_bytes
 
-        config, entry = dict(member.config), None
-        path = config.get("path")
+        path, entry = config.get("path"), None
         if cache_dir and isinstance(path, str) and not is_local(path):
             config, entry = _cached(config, cache_dir, storage_options)
+        if config.get("kind") != "mdcath":
+            return cls(path, None, entry, config)
         try:
             with using(storage_options):
-                return cls(source_from_config(config), entry)
+                store = open_bytes(config["path"], config.get("storage_options"), config.get("identity"),
+                                   config.get("round_trip"))
         except BaseException:
             if entry is not None:
                 entry.close()
             raise
+        return cls(path, store, entry)
+
+    def member(self, i: int, member: _Member, storage_options: dict | None):
+        """Member ``i``'s Source on this file (made on first use, then kept with the file)."""
+        src = self._sources.get(i)
+        if src is None:
+            src = self._sources[i] = self._open(member, storage_options)
+        return src
+
+    def _open(self, member: _Member, storage_options: dict | None):
+        from ..sources import source_from_config
+        from ..sources.mdcath import MDCATHSource, MemberLayout
+
+        if self._store is None:
+            from ..storage import using
+
+            with using(storage_options):
+                return source_from_config(dict(self._config))
+        key = member.config["member"]
+        if self._entry is None:
+            return MDCATHSource.on_store(self._store, self.path, key, MemberLayout.from_dict(member.config["layout"]))
+        return MDCATHSource.on_store(self._store, self.path, key, self._described(key))
+
+    def _described(self, key: str):
+        """Member ``key``'s layout on the node's copy (checked there: its own offsets, inode and time), HDF5
+        opened once for the file's members."""
+        from ..sources.mdcath_layout import Domain, check_offsets, describe, hdf5_of
+
+        where = self._store.local_path
+        if self._hdf5 is None:
+            view = hdf5_of(self._store, where)
+            try:
+                self._hdf5 = (view, Domain.of(view.f, where))
+            except BaseException:
+                view.f.close()
+                raise
+        view, domain = self._hdf5
+        try:
+            layout = describe(view.f, where, key, self._store.size, tuple(self._store.identity), domain)
+            check_offsets(view.f, self._store, where, layout, key)
+        except (KeyError, OSError, RuntimeError, ValueError, TypeError) as exc:   # HDF5 met damage
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise InputFileError(where, f"cannot be read as mdCATH ({why}): the file is damaged") from None
+        return layout
 
     def close(self) -> None:
-        self.source.close()
+        for src in self._sources.values():
+            src.close()
+        self._sources = {}
+        if self._hdf5 is not None:
+            self._hdf5[0].f.close()
+            self._hdf5 = None
+        if self._store is not None:
+            forget = getattr(self._store, "forget_ahead", None)   # (requests started ahead, not asked for)
+            if forget is not None:
+                forget()
+            self._store.close()
+            self._store = None
         if self._entry is not None:
             self._entry.close()
             self._entry = None

@@ -173,6 +173,21 @@ class MDCATHSource(Source):
 
     _first_key: str | None = None
     _whole = None
+    #: False for a member opened on a store its file's other members share (:meth:`on_store`)
+    _owns_store = True
+
+    @classmethod
+    def on_store(cls, store: ByteStore, path: str, member: str, layout: MemberLayout) -> MDCATHSource:
+        """Member ``member`` of the file whose bytes ``store`` holds, read at ``layout``'s offsets, through
+        ``store``: one store (one descriptor) for every member of a file. The store stays its caller's to
+        close; it must still be the file described (its identity)."""
+        if tuple(store.identity) != tuple(layout.identity):
+            raise InputFileError(path, "changed since it was first opened (its size, modification time, inode or "
+                                       "ETag); open it again")
+        self = cls.__new__(cls)
+        self._path, self._reads, self.bytes_read, self._key = path, {}, 0, member
+        self._prepares, self._store, self._owns_store, self._layout = False, store, False, layout
+        return self
 
     def _describe(self, key: str | None) -> MemberLayout:
         """Open the file's HDF5 metadata, check the member, and keep where its data lie."""
@@ -389,6 +404,8 @@ class MDCATHSource(Source):
         for reads in self._reads.values():
             reads.close()
         self._reads = {}
+        if not self._owns_store:
+            return
         forget = getattr(self._store, "forget_ahead", None)   # (requests started ahead, not asked for)
         if forget is not None:
             forget()
