@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import run_cli
+from trajscale.storage.objects import HEAD_BYTES
 
 from .conftest import BUCKET, TPR, upload_segments
 
@@ -211,9 +212,27 @@ def test_a_serial_run_reads_ahead_across_tasks_and_each_task_counts_its_own_byte
     tasks = got["remote"]["tasks"]
     assert len(tasks) >= 3   # (cut on the 3-frame chunks)
     span = (_ca().max() + 1 - _ca().min()) * 12
+    # a frame's CA span is one request, unless it lies within the object's first request (its head)
+    in_head = {f for f, end in _ca_span_ends(local).items() if end <= HEAD_BYTES}
     for t in tasks:
-        assert t["requests"] == t["stop"] - t["start"] and t["bytes_fetched"] == t["requests"] * span, t
+        asked = len(set(range(t["start"], t["stop"])) - in_head)
+        assert t["requests"] == asked and t["bytes_fetched"] == t["requests"] * span, t
     assert sum(t["requests"] for t in tasks) + got["remote"]["meta"]["fetched_prepare"]["requests"] == seen
+
+
+def _ca_span_ends(local: str) -> dict[int, int]:
+    """Frame -> the byte offset where its CA atoms' span ends in the file (h5py's chunk index)."""
+    ca = _ca()
+    with h5py.File(local) as f:
+        ds = f[POSITIONS]
+        frame_bytes = ds.shape[1] * 3 * ds.dtype.itemsize
+        ends = {}
+        for i in range(ds.id.get_num_chunks()):
+            info = ds.id.get_chunk_info(i)
+            for k in range(ds.chunks[0]):
+                ends[info.chunk_offset[0] + k] = (info.byte_offset + k * frame_bytes
+                                                  + (ca.max() + 1) * 3 * ds.dtype.itemsize)
+    return ends
 
 
 def _chunk_frames(local: str) -> dict[int, int]:
@@ -359,10 +378,10 @@ def test_a_worker_keeps_as_many_requests_in_flight_as_the_root_found_the_round_t
         proxy.close()
 
 
-@pytest.mark.parametrize("option, most", [(None, 80), (8, 8)])
+@pytest.mark.parametrize("option, most", [(None, 72), (8, 8)])
 def test_a_reads_requests_go_out_max_concurrency_at_once(s3_env, adk_stores, option, most):
-    """A read of 80 ranges (8 scattered atoms of 10 frames) through a proxy that holds every request 0.5 s:
-    all 80 are in flight at once by default (a 0.5 s round trip asks for up to 256), ``max_concurrency``
+    """A read of 72 ranges (8 scattered atoms of 9 frames) through a proxy that holds every request 0.5 s:
+    all 72 are in flight at once by default (a 0.5 s round trip asks for up to 256), ``max_concurrency``
     when given; the block is HDF5's."""
     from trajscale.sources import open_source
     from trajscale.storage import using
@@ -380,17 +399,17 @@ def test_a_reads_requests_go_out_max_concurrency_at_once(s3_env, adk_stores, opt
             src.read(0, 1)   # (what opening reads: time, step, metadata)
             proxy.flight["most"] = 0
             seen = len(proxy.gets)
-            block = src.read(0, 10, atoms)
+            block = src.read(1, 10, atoms)   # (frames past the object's first request, whose bytes it keeps)
             src.close()
     finally:
         proxy.close()
-    assert len(proxy.gets) - seen == 80
+    assert len(proxy.gets) - seen == 72
     assert proxy.flight["most"] == most
     with h5py.File(local) as f:
         pos = f[POSITIONS]
         unit = pos.attrs["unit"]
         scale = {"nm": 10.0, "Angstrom": 1.0}[unit.decode() if isinstance(unit, bytes) else str(unit)]
-        assert np.array_equal(block.positions, pos[0:10][:, atoms] * np.float32(scale))
+        assert np.array_equal(block.positions, pos[1:10][:, atoms] * np.float32(scale))
 
 
 def test_a_selection_is_gathered_from_each_frames_bytes_without_a_buffer_the_width_of_its_span(s3_env, adk_stores):

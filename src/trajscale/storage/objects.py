@@ -489,7 +489,7 @@ class _Heads:
     """Objects' first bytes and identities, kept :data:`HEAD_TTL` seconds per URL and options."""
 
     def __init__(self) -> None:
-        self._kept: OrderedDict[tuple, tuple[float, Identity, bytes]] = OrderedDict()
+        self._kept: OrderedDict[tuple, tuple[float, Identity, bytes, float | None]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, obj: RemoteObject) -> tuple[Identity, bytes]:
@@ -499,11 +499,15 @@ class _Heads:
         now = time.monotonic()
         with self._lock:
             kept = self._kept.get(key)
-            if kept is not None and now - kept[0] < HEAD_TTL:
-                return kept[1], kept[2]
+        if kept is not None and now - kept[0] < HEAD_TTL:
+            # the round trip the head request saw comes with its bytes: an object whose first reads lie in
+            # them may make no request of its own, yet its requests in flight (and its workers') start from it
+            if kept[3] is not None:
+                obj._slots.saw_round_trip(kept[3])
+            return kept[1], kept[2]
         ident, head = obj.fetch_head()
         with self._lock:
-            self._kept[key] = (now, ident, head)
+            self._kept[key] = (now, ident, head, obj.round_trip)
             while len(self._kept) > 16:
                 self._kept.popitem(last=False)
         return ident, head
