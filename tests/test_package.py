@@ -68,18 +68,49 @@ def test_build_gives_sdist_and_wheel_with_kernels(dist):
     assert any(n.startswith("trajscale/tests/") for n in names)
 
 
+def _uv_install_args() -> list[str] | None:
+    """``uv pip install``'s options that give it pip's configuration (find-links, constraints, indexes), as
+    scripts/setup-env.sh passes them; None where uv is not installed here (pip installs then).
+
+    uv resolves and installs the wheel's ~30 dependencies from its cache in about a second where pip takes
+    a minute of CPU; what it installs is what pip's configuration offers, from the same indexes."""
+    import importlib.util
+
+    if importlib.util.find_spec("uv") is None:
+        return None
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
+                         timeout=120).stdout
+    conf: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        conf.setdefault(key.split(".", 1)[-1], []).extend(value.strip("'\"").split())
+
+    def usable(url: str) -> bool:   # pip skips a missing local index with a warning; uv would stop
+        return not url.startswith("file://") or os.path.isdir(url[len("file://"):])
+
+    pairs = [("--find-links", d) for d in conf.get("find-links", []) if usable(d)]
+    pairs += [("-c", c) for c in conf.get("constraint", []) if os.path.isfile(c)]
+    pairs += [("--default-index", u) for u in conf.get("index-url", [])[:1] if usable(u)]
+    pairs += [("--index", u) for u in conf.get("extra-index-url", []) if usable(u)]
+    # unsafe-best-match: every index's versions are candidates, as pip takes them
+    return ["--index-strategy", "unsafe-best-match", *(a for pair in dict.fromkeys(pairs) for a in pair)]
+
+
 @pytest.mark.cli
 @pytest.mark.slow
 def test_wheel_in_a_fresh_venv_without_mpi(tmp_path, dist):
     """The laptop path: PyPI's h5py (no MPI), no mpi4py; convert, then an RMSD on processes(2)."""
     wheel, = dist.glob("trajscale-*.whl")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    uv = _uv_install_args()
+    # with uv the venv needs no pip of its own (ensurepip: seconds of CPU)
+    subprocess.run([sys.executable, "-m", "venv", *(["--without-pip"] if uv else []), str(venv)], check=True,
+                   timeout=120)
     py = venv / "bin" / "python"
     # no bytecode compiled at install: the few modules this test imports are compiled as they are first imported
-    proc = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
-                           str(wheel)],
-                          capture_output=True, text=True, timeout=900)
+    install = ([sys.executable, "-m", "uv", "pip", "install", "-q", "--python", str(py), *uv] if uv else
+               [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile"])
+    proc = subprocess.run([*install, str(wheel)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     check = subprocess.run([str(py), "-c", "import h5py, importlib.util as u; "
                             "print(h5py.get_config().mpi, u.find_spec('mpi4py') is None)"],
