@@ -96,6 +96,8 @@ def test_short_trajectories_prepared_by_their_workers(replicas, mda_references, 
     alone = ts.run(ts.RMSD(select=SEL), top, short)
     assert np.array_equal(rmsd["s3"].rmsd, alone.rmsd)
     assert all(t["t_prepare"] > 0 for t in rmsd.trajectories.per_trajectory)
+    # the report's frames are those analysed (a task's range holds a short trajectory as one position)
+    assert rmsd.report.n_frames == 15 * len(mda_references["adk-1"][0]) + len(mda_references["adk-2"][0])
 
 
 def test_frames_apply_to_each_trajectory(replicas):

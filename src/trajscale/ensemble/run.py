@@ -144,7 +144,10 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
         raise InputFileError(ens.origin or "the ensemble",
                              f"every one of its {len(ens)} trajectories was refused{where}"
                              + (f" ({first.member.name}: {first.reason})" if first else ""))
-    results = _results(group, ens, rounds, folder, None if out is None else out.report)
+    report = None if out is None else out.report
+    if report is not None:   # (a task's range counts a trajectory its worker prepared as one position)
+        report.n_frames = sum(s.frames for s in rounds.stats.values())
+    results = _results(group, ens, rounds, folder, report)
     return results if isinstance(analysis, list | tuple) else results[0]
 
 
