@@ -52,7 +52,7 @@ class MemberRead:
     path
         Its trajectory, for messages.
     spec
-        A member the worker prepares (:func:`~trajscale.ensemble.prepare.member_spec`): it occupies one
+        A member the worker prepares (:func:`~trajscale.ensemble.members.member_spec`): it occupies one
         position of the axis, and reading that position opens it, prepares it and reads its analysed frames
         whole (``source`` and ``atoms`` are then not used); None: prepared on the root.
     """
