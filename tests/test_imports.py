@@ -102,12 +102,11 @@ def test_a_file_matched_early_imports_no_other_reader(tmp_path):
         w.write(step=0, time=0.0, ids=u.atoms.indices, positions=u.atoms.positions)
     code = ("import json, sys\nfrom trajscale.sources import open_source, reader_modules\n"
             f"reader_modules({str(h5)!r}); open_source({str(h5)!r}).close()\n"
-            "prefixes = ('trajscale.sources.', 'trajscale.h5md.', 'trajscale.store', 'importlib.metadata')\n"
+            "prefixes = ('trajscale.sources.', 'trajscale.h5md.', 'importlib.metadata')\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith(prefixes))))")
     loaded = set(_fresh(code))
     assert "trajscale.h5md.source" in loaded
-    assert not {m for m in loaded if m.startswith("trajscale.store")}, loaded   # (the old names only forward)
-    assert not loaded & {"trajscale.sources.parts", "trajscale.sources.h5md", "trajscale.sources.npy",
+    assert not loaded & {"trajscale.sources.npy",
                          "trajscale.sources.mdapart", "trajscale.sources.imd", "importlib.metadata"}, loaded
 
 

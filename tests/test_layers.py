@@ -15,7 +15,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "src" / "trajscale"
 
 #: what stands on the process's machinery (launch, pools, clusters, parallel, sharing, the timeline)
-_ABOVE_THE_MACHINERY = {"sources", "h5md", "xdr", "store", "analysis", "executors", "run", "report", "convert",
+_ABOVE_THE_MACHINERY = {"sources", "h5md", "xdr", "analysis", "executors", "run", "report", "convert",
                         "cli", "demo", "pwrite", "ml", "mda", "arrays", "engine", "planning", "ensemble",
                         "topology", "storage", "follow"}
 
@@ -24,13 +24,12 @@ FORBIDDEN = {
     # the H5MD format: its Source stands on sources.base; nothing above the Sources
     "h5md": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
              "engine", "planning", "follow", "topology"},
-    "store": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo"},   # (forwards only)
-    "kernels": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "store", "h5md", "demo"},
+    "kernels": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "h5md", "demo"},
     "sources": {"analysis", "executors", "run", "report", "convert", "cli", "demo"},
     "analysis": {"executors", "run", "report", "convert", "cli", "demo"},
     "convert": {"analysis", "executors", "run", "report", "cli", "demo"},
     "pwrite": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo"},
-    "report": {"sources", "analysis", "executors", "run", "convert", "cli", "demo", "store", "h5md"},
+    "report": {"sources", "analysis", "executors", "run", "convert", "cli", "demo", "h5md"},
     "ml": {"analysis", "executors", "run", "convert", "cli", "demo"},
     "topology": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo", "ml", "mda",
                  "pwrite"},

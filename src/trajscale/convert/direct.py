@@ -28,10 +28,10 @@ import numpy as np
 
 from ..block import FIELD_ATTRS, split_frames
 from ..errors import OutputError
+from ..h5md import direct_write
 from ..h5md.direct_write import DirectWrites, RowTarget, plan_writes
 from ..h5md.layout import Layout
 from ..h5md.writer import box_edges, in_file_units
-from ..store import direct_write
 from ..units import factor
 from ..util import fsync_path, polling_for_stop, raise_if_stopped
 from .frames import ConvertJob, iter_slabs

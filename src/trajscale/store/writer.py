@@ -1,5 +1,0 @@
-# moved to trajscale.h5md.writer: this name stays for imports not yet updated
-import importlib
-import sys
-
-sys.modules[__name__] = importlib.import_module("trajscale.h5md.writer")
