@@ -235,7 +235,28 @@ def check_variant(info: dict, out_dir: str) -> list[str]:
     return problems
 
 
+def _parsers_built_once() -> None:
+    """In a worker, each command's parser is built once and parses every variant's line (an argparse parser
+    parses any number of lines): building it was a third of a variant's CPU, and the parser is not what a
+    variant tests. A command whose parser depends on the whole line (``add_parser_for``) is built each time."""
+    import importlib
+
+    from trajscale.cli import main as cli
+
+    build, built = cli.build_parser, {}
+
+    def once(only: str | None = None, argv: list[str] | None = None):
+        if only is None or hasattr(importlib.import_module(cli.COMMANDS[only]), "add_parser_for"):
+            return build(only, argv)
+        if only not in built:
+            built[only] = build(only, argv)
+        return built[only]
+
+    cli.build_parser = once
+
+
 def _worker(list_file: str, out_dir: str) -> None:
+    _parsers_built_once()
     todo = json.loads(Path(list_file).read_text())
     for name, info in todo.items():
         print(json.dumps({"start": name}), flush=True)
