@@ -31,8 +31,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class FileRequest:
     """How a Source asks for its file: HDF5's driver (``"mpio"`` with ``comm``), its file lock (None:
-    HDF5's default), its chunk cache, and what the process that prepared the run found of it (``shipped``:
-    :meth:`OpenedFile.state`, None in that process)."""
+    HDF5's default), its chunk cache, what the process that prepared the run found of it (``shipped``:
+    :meth:`OpenedFile.state`, None in that process), and its bytes where the caller opened them (``store``)."""
 
     driver: str | None = None
     comm: object = None
@@ -40,6 +40,8 @@ class FileRequest:
     rdcc_nbytes: int = 0
     storage_options: dict | None = None
     shipped: dict | None = None
+    #: The file's bytes, opened already by the caller (the format registry's): not opened again.
+    store: ByteStore | None = None
 
 
 class OpenedFile:
@@ -55,10 +57,17 @@ class OpenedFile:
     #: read compressed or split chunks as fast as the chunk reader would, and keep them for the next read.
     hdf5_reads_chunks: bool = True
 
-    def __init__(self, store: ByteStore, file: h5py.File, driver: str | None) -> None:
+    def __init__(self, store: ByteStore, request: FileRequest) -> None:
         self.store = store
-        self.file = file
-        self.driver = driver
+        self.driver = request.driver
+        if request.driver == "mpio":
+            from ..parallel import require_parallel_h5py
+
+            require_parallel_h5py()
+        lock = {} if request.locking is None else {"locking": request.locking}
+        #: HDF5's view, opened from the store (a local file: by its path, with HDF5's own driver or MPI-IO's)
+        self.file: h5py.File = open_h5(store, "r", driver=request.driver, comm=request.comm,
+                                       rdcc_nbytes=request.rdcc_nbytes, **lock)
 
     @property
     def reads_at_addresses(self) -> bool:
@@ -100,12 +109,15 @@ class RemoteFile(OpenedFile):
     latency_bound = True
     hdf5_reads_chunks = False   # (each of HDF5's reads would be a request: whole chunks are fetched concurrently)
 
-    def __init__(self, store: ByteStore, fh, file: h5py.File, prepares: bool, metadata: list | None) -> None:
-        super().__init__(store, file, None)
-        self.fh = fh
+    def __init__(self, store: ByteStore, request: FileRequest) -> None:   # (HDF5 over the store, not by path)
+        from .metadata import open_store_h5
+
+        self.store = store
+        self.driver = None   # (MPI-IO reads files: every rank fetches its own ranges of an object)
         #: True in the process that prepares the run (it caches the metadata for the next run)
-        self.prepares = prepares
-        self._metadata = metadata   # (a worker's: what it was opened from, shipped on as it came)
+        self.prepares = request.shipped is None
+        self._metadata = (request.shipped or {}).get("metadata")   # (a worker's: what it was opened from)
+        self.fh, self.file = open_store_h5(store, self.prepares, self._metadata, request.rdcc_nbytes)
 
     def state(self) -> dict:
         return self.store.state()
@@ -143,24 +155,15 @@ class RemoteFile(OpenedFile):
 
 
 def open_file(path: str, request: FileRequest) -> OpenedFile:
-    """The H5MD file at ``path`` (a local path or a URL) opened for reading; one-line errors."""
+    """The H5MD file at ``path`` (a local path or a URL) opened for reading, through ``request.store`` where
+    the caller opened its bytes (else opened here); one-line errors, and the store closed with a failed open."""
     shipped = request.shipped or {}
-    options = shipped.get("storage_options", request.storage_options)
-    store = open_bytes(path, options, shipped.get("identity"), shipped.get("round_trip"))
-    if store.local_path is not None:
-        if request.driver == "mpio":
-            from ..parallel import require_parallel_h5py
-
-            require_parallel_h5py()
-        lock = {} if request.locking is None else {"locking": request.locking}
-        try:
-            return OpenedFile(store, open_h5(store.local_path, "r", driver=request.driver, comm=request.comm,
-                                             rdcc_nbytes=request.rdcc_nbytes, **lock), request.driver)
-        except BaseException:
-            store.close()
-            raise
-    # (MPI-IO reads files: every rank fetches its own ranges of an object)
-    from .metadata import open_store_h5
-
-    fh, f = open_store_h5(store, request.shipped is None, shipped.get("metadata"), request.rdcc_nbytes)
-    return RemoteFile(store, fh, f, request.shipped is None, shipped.get("metadata"))
+    store = request.store
+    if store is None:
+        store = open_bytes(path, shipped.get("storage_options", request.storage_options), shipped.get("identity"),
+                           shipped.get("round_trip"))
+    try:
+        return (OpenedFile if store.local_path is not None else RemoteFile)(store, request)
+    except BaseException:
+        store.close()
+        raise

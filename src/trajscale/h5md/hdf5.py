@@ -45,6 +45,8 @@ def open_h5(path: str | os.PathLike | ByteStore, mode: str = "r", driver: str | 
             return open_store_h5(store, True, None, kw.get("rdcc_nbytes", 1024**2))[1]
         if store is not path:
             store.close()
+        elif not store.size:   # (a caller's store: its file, unlike a path, was never checked for bytes)
+            raise InputFileError(Path(store.local_path), "file is empty")
         path = store.local_path
         if not h5py.is_hdf5(path):
             raise InputFileError(path, "not an HDF5 file (wrong format, or truncated before its superblock)")

@@ -143,11 +143,14 @@ class H5MDSource(Source):
     assume_units
         ``"nm"`` or ``"Angstrom"``: the units of datasets without a ``unit``
         attribute (None: such a file is refused; a unit is never guessed).
-    storage_options
-        For a URL: fsspec's options (None: the run's, see :mod:`trajscale.storage`).
+    store
+        The file's bytes, opened already (the format registry's store: read through, and closed with the
+        Source); None: opened here from ``path``.
     **shipped
-        For a URL, what the process that prepared the run found (:meth:`remote_state`: ``identity``,
-        ``round_trip``, ``chunk_index``, ``metadata``, the ``storage_options`` it read with): a worker
+        ``storage_options``: for a URL, the options it is read with (None: the run's, see
+        :mod:`trajscale.storage`). For a URL, what the process that prepared the run found
+        (:meth:`remote_state`: ``identity``, ``round_trip``, ``chunk_index``, ``metadata``, the
+        ``storage_options`` it read with): a worker
         checks the object's identity, reads by the chunk addresses, never HDF5's B-tree, and opens the
         file from the metadata bytes without a request.
     """
@@ -164,21 +167,23 @@ class H5MDSource(Source):
     takes_h5md_options = True
     stores_atom_labels = True
     reads_urls = True
+    reads_given_store = True
     #: HDF5's file lock on open: None keeps HDF5's default (on, unless ``HDF5_USE_FILE_LOCKING`` said
     #: otherwise before the process's first open); False reads a file a writer holds open.
     file_locking: bool | None = None
 
     def __init__(self, path: str, group: str | None = None, driver: str | None = None,
                  comm=None, collective: bool = False, assume_units: str | None = None,
-                 storage_options: dict | None = None, **shipped) -> None:
+                 store: ByteStore | None = None, **shipped) -> None:
         unknown = set(shipped) - set(SHIPPED)
         if unknown:
             raise TypeError(f"H5MDSource got unexpected arguments {', '.join(sorted(unknown))}")
         self._path = str(path)
         self._reads: dict[str, ChunkReads] = {}
         self._shipped_index = shipped.get("chunk_index")
+        storage_options = shipped.pop("storage_options", None)   # (the caller's, or the preparing process's)
         self._h5 = open_file(self._path, FileRequest(driver, comm, self.file_locking, CHUNK_CACHE_BYTES,
-                                                     storage_options, shipped or None))
+                                                     storage_options, shipped or None, store))
         self.file = self._h5.file
         self._driver = self._h5.driver
         self._collective = bool(collective and self._driver == "mpio")
@@ -206,14 +211,20 @@ class H5MDSource(Source):
                              + ([self._box] if self._periodic and self.info.box_time_dependent else []))
 
     @classmethod
-    def guess_format(cls, path: str) -> str | None:
+    def guess_format(cls, path: str, store: ByteStore | None = None) -> str | None:
         """HDF5's signature (the H5MD layout itself is checked when the file is opened)."""
-        return "H5MD" if file_head(path, len(HDF5_MAGIC)) == HDF5_MAGIC else None
+        if store is None:
+            return "H5MD" if file_head(path, len(HDF5_MAGIC)) == HDF5_MAGIC else None
+        try:
+            return "H5MD" if store.first_bytes(len(HDF5_MAGIC)) == HDF5_MAGIC else None
+        except (InputFileError, OSError):
+            return None
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> H5MDSource:
         return cls(path, group=request.group, driver=request.driver, comm=request.comm,
-                   collective=request.collective, assume_units=request.assume_units, **(request.shipped or {}))
+                   collective=request.collective, assume_units=request.assume_units, store=request.store,
+                   **(request.shipped or {}))
 
     @classmethod
     def layout_report(cls, path: str, request: OpenRequest) -> dict | None:

@@ -104,11 +104,26 @@ def open_source(trajectories, topology: str | None = None, *, continuous: bool =
         if len(paths) == 1:   # (said as given: a part's location is made by from_parts, :func:`locate`)
             from .registry import open_file
 
-            return open_file(paths[0], OpenRequest(topology=None if topology is None else str(topology), **given))
+            # the file's bytes, opened once: the store that tells the format is the one the Source reads
+            return open_file(paths[0], OpenRequest(topology=None if topology is None else str(topology),
+                                                   store=_bytes_of(paths[0]), **given))
         from .segments import SegmentedSource
 
         return SegmentedSource.from_parts(paths, topology, continuous=continuous, strict=given.get("strict"),
                                           group=given.get("group"), assume_units=given.get("assume_units"))
+
+
+def _bytes_of(path: str):
+    """The :class:`~trajscale.storage.ByteStore` of ``path`` (an object's first request says a missing, denied
+    or unreachable one in one line); None where a local path has no file's bytes of its own (a folder, a
+    member of a file, a missing file: the registry says which)."""
+    from ..storage.bytestore import NoFile
+    from ..storage.opener import open_bytes
+
+    try:
+        return open_bytes(path)
+    except (NoFile, OSError):
+        return None
 
 
 #: The fields of :class:`~.base.OpenRequest` that :func:`open_source` takes from its caller.

@@ -20,8 +20,9 @@ FRAME_META_BYTES = 40
 
 def file_head(path: str, n: int) -> bytes:
     """The first ``n`` bytes of a file (fewer for a shorter one; none for a folder or an unreadable file):
-    what a Source's ``guess_format`` reads, from the file's :class:`~trajscale.storage.ByteStore` (a URL's
-    from the one request its object's first bytes are fetched with, shared with the Source that opens it)."""
+    what a Source's ``guess_format`` reads when it is given no store, from the file's
+    :class:`~trajscale.storage.ByteStore` (a URL's from the one request its object's first bytes are fetched
+    with, shared with the Source that opens it)."""
     from ..storage.opener import open_bytes
 
     try:
@@ -30,6 +31,15 @@ def file_head(path: str, n: int) -> bytes:
             return store.first_bytes(n)
         finally:
             store.close()
+    except (InputFileError, OSError):
+        return b""
+
+
+def first_bytes(store, n: int) -> bytes:
+    """The first ``n`` bytes of a :class:`~trajscale.storage.ByteStore` (none where they cannot be read): what a
+    Source's ``guess_format`` reads of the store the registry gives it."""
+    try:
+        return store.first_bytes(n)
     except (InputFileError, OSError):
         return b""
 
@@ -64,6 +74,9 @@ class OpenRequest:
     #: (:meth:`~.h5md.H5MDSource.remote_state`: its identity, chunk addresses, HDF5 metadata), so a worker
     #: opens and reads it without walking its metadata over the network.
     shipped: dict | None = None
+    #: The file's bytes, opened already by the caller (the registry's store, which told the format): the
+    #: Source reads through it, and closes it, rather than opening the location again. Never shipped.
+    store: object = None
 
 
 class Source(ABC):
@@ -123,6 +136,9 @@ class Source(ABC):
     stores_atom_labels: bool = False
     #: True when the Source reads a file behind a URL (``s3://``, ``http(s)://``) by range requests.
     reads_urls: bool = False
+    #: True when :meth:`open` reads through the store the registry opened (``OpenRequest.store``); the
+    #: registry closes it for a Source that opens the file its own way.
+    reads_given_store: bool = False
     #: Modules beyond trajscale's own a worker imports to read this format (started with the workers).
     worker_modules: tuple[str, ...] = ()
     #: True when :meth:`read_into` fills the caller's rows directly (no block of its own in between).
@@ -134,9 +150,13 @@ class Source(ABC):
     reuse_buffers: bool = False
 
     @classmethod
-    def guess_format(cls, path: str) -> str | None:
+    def guess_format(cls, path: str, store=None) -> str | None:
         """The name of the format ``path`` is in, told by its own first bytes; None when they are not
-        one of this Source's formats (the default: this Source recognises no file)."""
+        one of this Source's formats (the default: this Source recognises no file).
+
+        ``store``: the file's :class:`~trajscale.storage.ByteStore`, opened by the registry, whose bytes are
+        read (the registry's own Sources are given it); None: the Source reads the first bytes at ``path``
+        (:func:`file_head`), as a Source another package registers always does."""
         return None
 
     @classmethod
@@ -158,7 +178,8 @@ class Source(ABC):
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> Source:
-        """Open ``path`` as the registry asks (the format and options in ``request``)."""
+        """Open ``path`` as the registry asks (the format and options in ``request``; its ``store``, where the
+        registry opened one, is the file's bytes: read through it, not opened again)."""
         raise NotImplementedError(f"{cls.__name__} is not opened from a file by the format registry")
 
     @property

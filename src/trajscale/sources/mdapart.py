@@ -17,7 +17,7 @@ import numpy as np
 
 from ..block import Block
 from ..errors import InputFileError
-from .base import OneFileSource, OpenRequest, file_head
+from .base import OneFileSource, OpenRequest, file_head, first_bytes
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +73,9 @@ class MDAPartSource(OneFileSource):
             raise InputFileError(self._path, f"has {self._n_atoms} atoms per frame, expected {n_atoms}")
 
     @classmethod
-    def guess_format(cls, path: str) -> str | None:
+    def guess_format(cls, path: str, store=None) -> str | None:
         """DCD: a first Fortran record of 84 bytes (either byte order) holding ``CORD``."""
-        head = file_head(path, 8)
+        head = file_head(path, 8) if store is None else first_bytes(store, 8)
         if len(head) == 8 and head[4:] == b"CORD" and 84 in (struct.unpack("<i", head[:4])[0],
                                                              struct.unpack(">i", head[:4])[0]):
             return "DCD"

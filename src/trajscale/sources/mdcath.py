@@ -205,7 +205,7 @@ class MDCATHSource(Source):
         return layout
 
     @classmethod
-    def guess_format(cls, path: str) -> str | None:
+    def guess_format(cls, path: str, store=None) -> str | None:
         """HDF5 whose root holds one group with a ``pdbProteinAtoms`` text (told from the file's first bytes
         where they hold the root's groups)."""
         path, _ = split_member(path)

@@ -20,7 +20,7 @@ import numpy as np
 from ..block import Block
 from ..errors import InputFileError
 from ..facts import LayoutFacts
-from .base import OpenRequest, Source, file_head
+from .base import OpenRequest, Source, file_head, first_bytes
 
 #: The first bytes of every ``.npy`` file (NumPy's format specification).
 NPY_MAGIC = b"\x93NUMPY"
@@ -62,8 +62,9 @@ class NumpySource(Source):
             raise InputFileError(self._path, f"has {self.n_atoms} atoms per frame, expected {n_atoms}")
 
     @classmethod
-    def guess_format(cls, path: str) -> str | None:
-        return "NPY" if file_head(path, len(NPY_MAGIC)) == NPY_MAGIC else None
+    def guess_format(cls, path: str, store=None) -> str | None:
+        head = file_head(path, len(NPY_MAGIC)) if store is None else first_bytes(store, len(NPY_MAGIC))
+        return "NPY" if head == NPY_MAGIC else None
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> NumpySource:

@@ -24,6 +24,7 @@ after trajscale's own, before MDAnalysis's extension table.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import logging
@@ -161,8 +162,9 @@ def supported() -> str:
     return "; ".join(names) + "; and the other formats MDAnalysis reads, by their extension"
 
 
-def _by_bytes(path: str, head: bytes) -> Match | None:
-    """The Source whose declared first bytes ``head`` begins with, and whose ``guess_format`` takes the file."""
+def _by_bytes(path: str, head: bytes, store: ByteStore | None = None) -> Match | None:
+    """The Source whose declared first bytes ``head`` begins with, and whose ``guess_format`` takes the file
+    (trajscale's own are given its ``store``, read again by none: a plugin reads its bytes at ``path``)."""
     suffix = Path(path).suffix.lower()
 
     def may(d: dict) -> bool:
@@ -171,7 +173,7 @@ def _by_bytes(path: str, head: bytes) -> Match | None:
     # a path whose bytes cannot be read here (a member of a file, ``file.h5#348/0``; a missing file) is
     # asked of every Source
     for cls in _in_match_order(may if head else None):
-        fmt = cls.guess_format(path)
+        fmt = cls.guess_format(path, store) if cls.kind in DECLARED else cls.guess_format(path)
         if fmt is not None:
             return Match(cls, fmt)
     return None
@@ -206,9 +208,19 @@ def guess(path: str | Path) -> Match:
     """
     path = str(path)
     store = _store_of(path)
+    try:
+        return _match(path, store)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _match(path: str, store: ByteStore | None) -> Match:
+    """:func:`guess` of ``path`` whose bytes ``store`` holds (None: it has no bytes of its own); the store
+    stays open, for the Source that reads it."""
     if store is not None and store.local_path is None:   # fetched bytes: told by their first bytes and name
         return _guess_fetched(path, store)
-    match = _by_bytes(path, _head(store))
+    match = _by_bytes(path, _head(store), store)
     if match is None:
         check_input_file(path)   # missing, a folder without a segment index, or empty: said as such
         match = by_name(path) or _by_mdanalysis(path)
@@ -237,18 +249,15 @@ def _head(store: ByteStore | None) -> bytes:
         return store.first_bytes(HEAD_BYTES)
     except OSError:
         return b""
-    finally:
-        store.close()
 
 
 def _guess_fetched(url: str, store: ByteStore) -> Match:
     """The Source that reads the object at ``url``, told from its first bytes (fetched by its store's first
     request) and its name."""
     head = store.first_bytes(HEAD_BYTES)
-    store.close()
     if not head:
         raise InputFileError(url, "the object is empty")
-    match = _by_bytes(url, head) or by_name(url)
+    match = _by_bytes(url, head, store) or by_name(url)
     if match is None:
         raise InputFileError(url, f"not a trajectory format trajscale reads (it reads {supported()})")
     if not match.source.reads_urls:
@@ -289,26 +298,65 @@ def decoding_of(name: str) -> str | None:
 
 
 def open_file(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source:
-    """Open one file with the Source the registry picks (``request.format``, else :func:`guess`)."""
-    path = str(path)
-    cls = for_format(request.format) if request.format else guess(path).source
-    check_options(path, cls, request)
-    return cls.open(path, request)
+    """Open one file with the Source the registry picks (``request.format``, else :func:`guess`), reading
+    through ``request.store`` where the caller opened the file's bytes already (else opened here, once: the
+    store that tells the format is the one the Source reads)."""
+    return _open(str(path), request, True)
 
 
 def open_part(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source:
     """Open one file of several (a chain's part, one of convert's inputs): H5MD's options in ``request``
     go to the files whose Source takes them, and the others read without them."""
-    path = str(path)
-    cls = for_format(request.format) if request.format else guess(path).source
-    return cls.open(path, request)
+    return _open(str(path), request, False)
+
+
+def _open(path: str, request: OpenRequest, checked: bool) -> Source:
+    """:func:`open_file` (``checked``: H5MD's options refused where they do not apply) or :func:`open_part`."""
+    match, store = _told(path, request, checked)
+    if store is not request.store:
+        request = dataclasses.replace(request, store=store)
+    return match.source.open(path, request)
+
+
+def _told(path: str, request: OpenRequest, checked: bool) -> tuple[Match, ByteStore | None]:
+    """The Source that reads ``path`` and its format (``request.format``, else told from the file's bytes),
+    and the store they were told from (``request.store`` where the caller opened one): kept open for a Source
+    that reads through it (:attr:`~.base.Source.reads_given_store`), closed for the others and on a refusal."""
+    store = request.store
+    try:
+        if request.format:
+            match = Match(for_format(request.format), request.format.upper())
+        else:
+            if store is None:
+                store = _store_of(path)
+            match = _match(path, store)
+        refused = _refused_options(match.source, request) if checked else None
+        if refused:
+            raise ConfigError(f"{path}: {refused}")
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
+    if store is not None and not match.source.reads_given_store:   # (it opens the file its own way)
+        store.close()
+        store = None
+    return match, store
 
 
 def check_options(path: str, cls: type[Source], request: OpenRequest) -> None:
     """H5MD's options (``group``, ``assume_units``) asked of a Source that does not take them: one line."""
+    refused = _refused_options(cls, request)
+    if refused:
+        raise ConfigError(f"{path}: {refused}")
+
+
+def _refused_options(cls: type[Source], request: OpenRequest) -> str | None:
+    """Why ``request`` cannot be asked of ``cls`` (H5MD's options of a Source that does not take them); None
+    when it can."""
     if (request.group is not None or request.assume_units is not None) and not cls.takes_h5md_options:
-        raise ConfigError(f"{path}: --group and --assume-units apply to H5MD files; this one is read by "
-                          f"{cls.__name__}, which knows its format's units")
+        return (f"--group and --assume-units apply to H5MD files; this one is read by {cls.__name__}, which "
+                "knows its format's units")
+    return None
 
 
 def part_record(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> dict:
@@ -318,14 +366,19 @@ def part_record(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> dict
     Source that :attr:`~.base.Source.ships_offsets` scanned (None for the others).
     """
     path = str(path)
-    match = Match(for_format(request.format), request.format.upper()) if request.format else guess(path)
-    if not match.source.supports_parts:
-        raise InputFileError(path, f"{match.format} files cannot be parts of a chain; the formats that can: "
-                                   + ", ".join(f for cls in format_sources() if cls.supports_parts
-                                               for f in cls.formats))
-    check_options(path, match.source, request)
+    match, store = _told(path, request, False)
+    try:
+        if not match.source.supports_parts:
+            raise InputFileError(path, f"{match.format} files cannot be parts of a chain; the formats that can: "
+                                       + ", ".join(f for cls in format_sources() if cls.supports_parts
+                                                   for f in cls.formats))
+        check_options(path, match.source, request)
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
     with match.source.open(path, OpenRequest(format=match.format, strict=request.strict, group=request.group,
-                                             assume_units=request.assume_units)) as src:
+                                             assume_units=request.assume_units, store=store)) as src:
         offsets = src.get_config().get("offsets") if match.source.ships_offsets else None
         return {"path": path, "format": src.format, "n_frames": src.n_frames, "n_atoms": src.n_atoms,
                 "offsets": offsets, "damaged": src.damaged}

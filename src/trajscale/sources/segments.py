@@ -43,7 +43,7 @@ from ..block import Block
 from ..errors import ConfigError, InputFileError
 from ..facts import LayoutFacts
 from . import registry
-from .base import OpenRequest, Source, file_head
+from .base import OpenRequest, Source, file_head, first_bytes
 from .locations import beside, is_local, local_beside, locate, store_class
 from .locations import identity as identity_of
 
@@ -212,12 +212,13 @@ class SegmentedSource(Source):
         self._fields: tuple[str, ...] | None = tuple(fields) if fields else None
 
     @classmethod
-    def guess_format(cls, path: str) -> str | None:
+    def guess_format(cls, path: str, store=None) -> str | None:
         """A folder holding ``index.json``, or a JSON file whose first 64 KiB name the index's format."""
-        p = Path(path)
-        if p.is_dir():
-            return "SEGMENTS" if (p / INDEX_NAME).is_file() else None
-        head = file_head(path, 65536)
+        if store is None:
+            p = Path(path)
+            if p.is_dir():
+                return "SEGMENTS" if (p / INDEX_NAME).is_file() else None
+        head = file_head(path, 65536) if store is None else first_bytes(store, 65536)
         return "SEGMENTS" if head.lstrip()[:1] == b"{" and f'"{INDEX_FORMAT}"'.encode() in head else None
 
     @classmethod

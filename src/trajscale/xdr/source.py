@@ -22,6 +22,7 @@ from ..block import Block
 from ..box import edges_to_dimensions
 from ..errors import InputFileError
 from ..sources.base import OneFileSource, OpenRequest, file_head
+from ..storage.bytestore import ByteStore
 from .offsets import (
     SUFFIXES,
     decode_offsets,
@@ -37,6 +38,11 @@ from .offsets import (
 
 #: Formats read by the compiled xdrfile (:mod:`._xdr`) at shipped frame offsets.
 XDR_FORMATS = ("XTC", "TRR")
+#: Bytes of a file's head that tell XTC from TRR (the magic number; a TRR's version string).
+HEAD_BYTES = 24
+#: How another process opens the bytes of an object (:meth:`~trajscale.storage.bytestore.ByteStore.state`),
+#: in :func:`~trajscale.storage.opener.open_bytes`' order.
+STORE_STATE = ("storage_options", "identity", "round_trip")
 #: GROMACS units to MDAnalysis's (nm -> Å; kJ/(mol nm) -> kJ/(mol Å)), per field.
 XDR_SCALE = {"position": np.float32(10.0), "velocity": np.float32(10.0), "force": np.float32(0.1)}
 #: The units XTC and TRR store (MDAnalysis's ``XTCReader.units``, ``TRRReader.units``), known without
@@ -71,10 +77,13 @@ class XDRSource(OneFileSource):
     strict
         A last frame cut short: refused (True) or left out with a warning
         (False); None: :func:`~.offsets.refuse_partial_frames`'s setting.
-    storage_options, identity, round_trip
-        For a URL: the options it is read with (default: the run's), the
-        object's identity (ETag, size) and the shortest round trip the
-        preparing process saw (:meth:`~trajscale.storage.objects.ByteStore.state`).
+    store
+        The file's bytes, opened already (the format registry's store: read through, and closed with the
+        Source); None: opened here from ``path``.
+    **state
+        For a URL (:data:`STORE_STATE`): ``storage_options``, the options it is read with (default: the
+        run's), the object's ``identity`` (ETag, size) and the shortest ``round_trip`` the preparing process
+        saw (:meth:`~trajscale.storage.bytestore.ByteStore.state`).
     """
 
     kind = "xdr"
@@ -89,19 +98,26 @@ class XDRSource(OneFileSource):
     grows_by_appending = True
     ships_offsets = True
     reads_urls = True
+    reads_given_store = True
     decode_s_per_atom = MappingProxyType({"XTC": 8.5e-8})   # compressed coordinates (docs/benchmarks.md)
     decoding = MappingProxyType({"XTC": "prefix:trajscale's XTC decoder", "TRR": "whole:trajscale's TRR reader"})
 
     def __init__(self, path: str, n_atoms: int | None = None, offsets: str | np.ndarray | None = None,
-                 format: str | None = None, strict: bool | None = None, storage_options: dict | None = None,
-                 identity: list | None = None, round_trip: float | None = None) -> None:
+                 format: str | None = None, strict: bool | None = None, store: ByteStore | None = None,
+                 **state) -> None:
         from ..storage.files import as_file
-        from ..storage.opener import open_bytes
 
+        unknown = set(state) - set(STORE_STATE)
+        if unknown:
+            raise TypeError(f"XDRSource got unexpected arguments {', '.join(sorted(unknown))}")
         self._path = str(path)
         self._view = None
-        self._store = open_bytes(self._path, storage_options, identity, round_trip)
-        self._format = (format or xdr_format(self._store.read_ranges([(0, min(24, self._store.size))])[0])
+        if store is None:
+            from ..storage.opener import open_bytes
+
+            store = open_bytes(self._path, *(state.get(k) for k in STORE_STATE))
+        self._store = store
+        self._format = (format or xdr_format(self._store.first_bytes(HEAD_BYTES))
                         or self.suffixes.get(Path(self._path).suffix.lower()) or "XTC").upper()
         if self._format not in XDR_FORMATS:
             raise InputFileError(self._path, f"{self._format} is not read by {type(self).__name__} (XTC, TRR)")
@@ -139,14 +155,20 @@ class XDRSource(OneFileSource):
         return self._store
 
     @classmethod
-    def guess_format(cls, path: str) -> str | None:
+    def guess_format(cls, path: str, store: ByteStore | None = None) -> str | None:
         """XTC (magic 1995) or TRR (magic 1993, then the ``GMX_trn_file`` version string)."""
-        return xdr_format(file_head(path, 24))
+        if store is None:
+            return xdr_format(file_head(path, HEAD_BYTES))
+        try:
+            return xdr_format(store.first_bytes(HEAD_BYTES))
+        except (InputFileError, OSError):
+            return None
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> XDRSource:
         return cls(path, n_atoms=request.n_atoms, offsets=request.offsets, format=request.format,
-                   strict=request.strict, **(request.shipped or {}))   # (an object's options and identity)
+                   strict=request.strict, store=request.store,
+                   **(request.shipped or {}))   # (an object's options and identity)
 
     def remote_state(self) -> dict | None:
         """What another process opens the file's bytes with, without a request (an object's options, identity
