@@ -1,20 +1,25 @@
 """A PyTorch epoch over mdCATH-shaped files: trajscale's EnsembleDataset against a torchmd-net-style loader.
 
-    python benchmarks/mdcath_epoch.py [--size smallest|small|default] [--files 50] [--workers 0 2]
-                                      [--repeat 3] [--workdir mdcath-bench]
+    python benchmarks/mdcath_epoch.py [--size smallest|small|default] [--files N] [--workers 0 2]
+                                      [--repeat 3] [--max-open 32] [--workdir mdcath-bench]
 
 Data: ``--files`` files in mdCATH's layout (``trajscale.testing.mdcath.write_mdcath``, as the builder writes
 them: contiguous float32 ``coords`` and ``forces``, ``z``, ``numFrames``), each a domain cut from AdK
-(MDAnalysisTests' PSF/DCD) to a different residue range (so atom counts differ, 400 to 3,300 atoms), with
-``--members`` temperature/replica members of ``--frames`` frames each (the DCD's frames, moved by a seeded
-noise). Made once into ``--workdir``.
+(MDAnalysisTests' PSF/DCD) to a different run of 60 to 214 residues (so atom counts differ, about 900 to
+3,300 atoms, 2,140 on average as mdCATH's domains have about 2,160), each with the size's
+temperature/replica members of its frames (the DCD's 98 frames in turn, moved by a seeded noise). The
+default size is one of mdCATH's files several times over: 25 members (5 temperatures x 5 replicas) of 450
+frames (mdCATH keeps one frame per ns of simulations up to 500 ns; its 3.3 TB over 5,398 files is about
+610 MB a file), 11,250 samples a file. Made once into ``--workdir``.
 
 Sides, each a whole process (``python this.py --side ...``: imports, dataset construction and the epoch, as
 a training job pays them), page cache warm, batch ``--batch``, shuffled, forces and atomic numbers read with
 the positions, every batch's tensors summed (the same sums on both sides are checked):
 
 * ``trajscale``: ``EnsembleDataset`` over the glob with ``make_loader`` (``BlockBatchSampler``, blocks of
-  ``--block`` frames): one read per run of a member's consecutive frames, members kept open (LRU);
+  ``--block`` frames): one read per run of a member's consecutive frames, at most ``--max-open`` files kept
+  open (LRU; a file's members share it). mdCATH's 5,398 files are far more than any ``max_open``: there
+  nearly every block opens its file again, as ``--max-open 1`` has it here;
 * ``torchmd-net``: the loader of torchmd-net's ``MDCATH`` dataset: an index of (file, domain, temperature,
   replica, frame) built from the files' ``numFrames``, and for every sample ``h5py.File`` opened, ``z`` read,
   one frame of ``coords`` and ``forces`` read with ``read_direct``; torch's ``RandomSampler`` and a collation
@@ -40,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 #: --size -> (files, members per file, frames per member)
-SIZES = {"smallest": (3, 2, 8), "small": (10, 5, 20), "default": (50, 5, 40)}
+SIZES = {"smallest": (3, 2, 8), "small": (50, 5, 40), "default": (4, 25, 450)}
 TEMPERATURES = ("320", "348", "379", "413", "450")
 
 
@@ -60,16 +65,16 @@ def make_files(workdir: Path, n_files: int, n_members: int, n_frames: int) -> li
     warnings.filterwarnings("ignore")
     u = mda.Universe(PSF, DCD)
     frames = u.trajectory.timeseries(order="fac")
-    rng = np.random.default_rng(0)
+    rng, cuts = np.random.default_rng(0), np.random.default_rng(1)
     for i, path in enumerate(paths):
-        first = int(rng.integers(1, 150))
-        last = int(min(214, first + rng.integers(25, 214)))
-        atoms = u.select_atoms(f"resid {first}-{last}")
+        length = int(cuts.integers(60, 215))
+        first = int(cuts.integers(1, 216 - length))
+        atoms = u.select_atoms(f"resid {first}-{first + length - 1}")
         members = [(TEMPERATURES[k % 5], str(k // 5)) for k in range(n_members)]
         coords, forces = {}, {}
         for key in members:
-            start = int(rng.integers(0, len(frames) - n_frames))
-            x = frames[start:start + n_frames][:, atoms.indices]
+            start = int(rng.integers(0, len(frames)))
+            x = frames[(start + np.arange(n_frames)) % len(frames)][:, atoms.indices]
             coords[key] = (x + rng.normal(0, 0.05, x.shape)).astype(np.float32)
             forces[key] = rng.normal(0, 10, x.shape).astype(np.float32)
         info = {"z": np.array([{"H": 1, "C": 6, "N": 7, "O": 8, "S": 16}.get(n[0], 0) for n in atoms.names]),
@@ -128,7 +133,7 @@ def concat_samples(samples: list[dict]) -> dict:
 
 # ----------------------------------------------------------------------------- one side, in this process
 
-def run_side(side: str, files_glob: str, workers: int, batch: int, block: int, seed: int) -> dict:
+def run_side(side: str, files_glob: str, workers: int, args, seed: int) -> dict:
     import torch
     from torch.utils.data import DataLoader, RandomSampler
 
@@ -136,13 +141,14 @@ def run_side(side: str, files_glob: str, workers: int, batch: int, block: int, s
     if side == "trajscale":
         from trajscale.ml import EnsembleDataset, make_loader
 
-        data = EnsembleDataset(files_glob, fields=("position", "force"), atomic_numbers=True, max_open=32)
-        loader = make_loader(data, batch_size=batch, block=block, seed=seed, num_workers=workers,
+        data = EnsembleDataset(files_glob, fields=("position", "force"), atomic_numbers=True,
+                               max_open=args.max_open)
+        loader = make_loader(data, batch_size=args.batch, block=args.block, seed=seed, num_workers=workers,
                              multiprocessing_context="fork" if workers else None)
         keys = ("position", "force", "z")
     else:
         data = TorchmdNetStyle(sorted(glob.glob(files_glob)))
-        loader = DataLoader(data, batch_size=batch, sampler=RandomSampler(data, generator=torch.Generator()
+        loader = DataLoader(data, batch_size=args.batch, sampler=RandomSampler(data, generator=torch.Generator()
                                                                           .manual_seed(seed)),
                             num_workers=workers, collate_fn=concat_samples,
                             multiprocessing_context="fork" if workers else None)
@@ -154,14 +160,17 @@ def run_side(side: str, files_glob: str, workers: int, batch: int, block: int, s
             sums[i] += float(b[k].double().sum())
         samples += len(b["n_atoms"])
     t2 = time.perf_counter()
-    return {"side": side, "workers": workers, "setup_s": t1 - t0, "epoch_s": t2 - t1, "samples": samples,
-            "sums": sums.tolist()}
+    out = {"side": side, "workers": workers, "setup_s": t1 - t0, "epoch_s": t2 - t1, "samples": samples,
+           "sums": sums.tolist()}
+    if side == "trajscale" and not workers:
+        out["opens"] = data.opens
+    return out
 
 
 def whole_process(side: str, files_glob: str, workers: int, args) -> dict:
     """One side as a whole process: its wall time from start to exit, and what it measured inside."""
     cmd = [sys.executable, __file__, "--side", side, "--glob", files_glob, "--workers", str(workers),
-           "--batch", str(args.batch), "--block", str(args.block)]
+           "--batch", str(args.batch), "--block", str(args.block), "--max-open", str(args.max_open)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     wall = time.perf_counter() - t0
@@ -180,12 +189,13 @@ def main(argv=None) -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--block", type=int, default=8)
+    p.add_argument("--max-open", type=int, default=32, help="files trajscale keeps open (default 32)")
     p.add_argument("--workdir", default="mdcath-bench")
     p.add_argument("--side", help=argparse.SUPPRESS)
     p.add_argument("--glob", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.side:   # one side, in this process: its numbers as one JSON line
-        print(json.dumps(run_side(args.side, args.glob, args.workers[0], args.batch, args.block, seed=0)))
+        print(json.dumps(run_side(args.side, args.glob, args.workers[0], args, seed=0)))
         return
     n_files, n_members, n_frames = SIZES[args.size]
     n_files = args.files or n_files

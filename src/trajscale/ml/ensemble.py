@@ -57,6 +57,8 @@ class _Member:
     n_frames: int
     n_atoms: int
     labels: dict
+    #: an mdCATH member's :class:`~trajscale.sources.mdcath_layout.MemberLayout` (parsed once, not at each open)
+    layout: object = None
 
 
 def _members_of(trajectories, storage_options: dict | None) -> list:
@@ -106,7 +108,13 @@ def _describe(member, storage_options: dict | None, fields: tuple[str, ...], num
                     raise InputFileError(src.path, f"member {member.name!r}: its format stores no atomic numbers "
                                                    "(atomic_numbers=True reads mdCATH's z)")
                 numbers[src.path] = read()
-            return _Member(member.name, src.get_config(), src.n_frames, src.n_atoms, dict(member.labels))
+            config = src.get_config()
+            layout = None
+            if config.get("kind") == "mdcath":
+                from ..sources.mdcath_layout import MemberLayout
+
+                layout = MemberLayout.from_dict(config["layout"])
+            return _Member(member.name, config, src.n_frames, src.n_atoms, dict(member.labels), layout)
 
 
 def _label_columns(members: Sequence[_Member]) -> dict[str, object]:
@@ -370,7 +378,7 @@ class _File:
 
     def _open(self, member: _Member, storage_options: dict | None):
         from ..sources import source_from_config
-        from ..sources.mdcath import MDCATHSource, MemberLayout
+        from ..sources.mdcath import MDCATHSource
 
         if self._store is None:
             from ..storage import using
@@ -379,7 +387,7 @@ class _File:
                 return source_from_config(dict(self._config))
         key = member.config["member"]
         if self._entry is None:
-            return MDCATHSource.on_store(self._store, self.path, key, MemberLayout.from_dict(member.config["layout"]))
+            return MDCATHSource.on_store(self._store, self.path, key, member.layout)
         return MDCATHSource.on_store(self._store, self.path, key, self._described(key))
 
     def _described(self, key: str):
