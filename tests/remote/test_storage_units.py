@@ -173,3 +173,22 @@ def test_a_cache_entry_is_never_read_through_a_link_or_from_an_open_folder(tmp_p
     assert cache.read(folder / "planted.json") is None
     os.chmod(folder, 0o777)
     assert cache.read(folder / "real.json") is None
+
+
+def test_a_files_first_bytes_are_read_as_it_is_now_its_ranges_as_first_seen(tmp_path):
+    """A file rewritten in place at the same size (a writer flushing HDF5's metadata) after it was looked at:
+    its first bytes (what a format is told from) are the file's now; a read of its frames is refused."""
+    import os
+
+    from trajscale.storage.retry import Replaced
+
+    path = tmp_path / "growing.bin"
+    path.write_bytes(b"A" * 64)
+    store = LocalFile(str(path))
+    with open(path, "r+b") as fh:
+        fh.write(b"B" * 8)
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))   # (a later second, as a flush)
+    assert store.first_bytes(4) == b"BBBB"
+    with pytest.raises(Replaced, match="replaced or rewritten"):
+        store.read_ranges([(0, 4)])

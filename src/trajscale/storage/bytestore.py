@@ -159,6 +159,17 @@ class LocalFile(ByteStore):
                 raise InputFileError(self.path, f"short read at byte {a}: the file is truncated")
         return out
 
+    def first_bytes(self, n: int) -> bytes:
+        # (what a format is told from: read as the file is now, with no check that it is still the one
+        # first seen, since a file being written may change at the same size between the look and the read)
+        kept = self._fd
+        fd = kept if kept >= 0 else os.open(self.path, os.O_RDONLY)
+        try:
+            return os.pread(fd, n, 0)
+        finally:
+            if fd != kept:
+                os.close(fd)
+
     def _open_checked(self) -> int:
         """A new descriptor of the file, checked to be the one first seen: not replaced, not rewritten."""
         fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
