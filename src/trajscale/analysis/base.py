@@ -306,11 +306,9 @@ def masses_of(group, why: str, alternative: str = "") -> np.ndarray:
     A trajectory-only file given as the topology (``--trajectory-as-topology``)
     has no masses; ``why`` says what needs them ("the radius of gyration needs").
     """
-    from MDAnalysis.exceptions import NoDataError
-
     try:
         return np.asarray(group.masses, dtype=np.float64)
-    except (NoDataError, AttributeError):
+    except AttributeError:   # (MDAnalysis's NoDataError is one: catching it needs no import of all MDAnalysis)
         from ..errors import InputFileError
 
         top = getattr(group.universe, "filename", None) or "the topology"
