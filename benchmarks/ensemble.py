@@ -1,6 +1,6 @@
 """An ensemble of short trajectories in one job against a plain MDAnalysis loop over Universes: whole processes.
 
-    python benchmarks/ensemble.py [--size smallest|default|issue] [--workdir DIR] [--workers 2] [--repeat 1]
+    python benchmarks/ensemble.py [--size smallest|default|full] [--workdir DIR] [--workers 2] [--repeat 1]
     python benchmarks/ensemble.py --size smallest --workdir /tmp/bench      # what the test suite runs
 
 The data: ``N`` short trajectories cut from the two systems MDAnalysisTests ships, nine in ten from AdK in
@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 #: size -> (N for the timings, (smaller N, larger N) for memory and open files, N of tiny trajectories)
-SIZES = {"smallest": (12, (12, 48), 12), "default": (200, (100, 1000), 2000), "issue": (2000, (100, 2000), 10000)}
+SIZES = {"smallest": (12, (12, 48), 12), "default": (200, (100, 1000), 2000), "full": (2000, (100, 2000), 10000)}
 
 MDA_LOOP = r'''
 import csv, sys, warnings
