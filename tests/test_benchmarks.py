@@ -120,7 +120,8 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                     rf"(same|equal)\s+{NUM}$",
                     r"^s3/rmsd/default/serial\s+(\S.*\s(same|equal)\s+\S+|skipped: moto is not installed.*)$",
                     r"^convert/xtc-h5md/all/serial\s+.*\s(same|equal)\s+\S+$"]),
-    "remote_clients.py": (["1"], [rf"^fsspec/s3fs cat_ranges\s+{NUM} s wall", rf"^obstore get_ranges.*{NUM} s wall"]),
+    "remote_clients.py": (["1", "50"], [rf"^fsspec/s3fs cat_ranges\s+{NUM} s wall",
+                                        rf"^obstore get_ranges.*{NUM} s wall"]),
     "remote.py": (["--smoke", "--workdir", "{work}/remote"],
                   [r"^workload\s+executor\s+layout\s+side\s+wall s\s+MB read\s+MB fetched\s+requests\s+x read\s+"
                    r"efficiency$", rf"^rmsd\s+serial\s+default\s+local\s+{NUM}\s+{NUM}\s+-",
