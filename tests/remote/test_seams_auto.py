@@ -28,16 +28,23 @@ def _rdf(server, tmp_path, name: str, traj: str, *extra: str):
     return proc, out, report
 
 
+@pytest.fixture(scope="module")
+def local_rdf(s3_server, adk_stores, tmp_path_factory) -> bytes:
+    """The reference: the same RDF of the local file, serially (one run for both schemes' tests)."""
+    here, here_out, _ = _rdf(s3_server, tmp_path_factory.mktemp("local"), "local", adk_stores["plain"][0],
+                             "--executor", "serial")
+    assert here.returncode == 0, here.stderr
+    return here_out.read_bytes()
+
+
 @pytest.mark.cli
 @pytest.mark.slow(seconds=30)
 @pytest.mark.parametrize("scheme", ["s3", "http"])
-def test_default_executor_rdf_from_a_url_equals_the_local_run(s3_server, adk_stores, tmp_path, scheme):
-    local, s3_url, http_url = adk_stores["plain"]
-    here, here_out, _ = _rdf(s3_server, tmp_path, "local", local, "--executor", "serial")
-    assert here.returncode == 0, here.stderr
+def test_default_executor_rdf_from_a_url_equals_the_local_run(s3_server, adk_stores, local_rdf, tmp_path, scheme):
+    _, s3_url, http_url = adk_stores["plain"]
     proc, out, report = _rdf(s3_server, tmp_path, scheme, s3_url if scheme == "s3" else http_url, "-n", "2")
     assert proc.returncode == 0, proc.stderr
-    assert out.read_bytes() == here_out.read_bytes()
+    assert out.read_bytes() == local_rdf
     d = json.loads(report.read_text())
     choice = d["meta"]["executor_choice"]
     # the analysis's pairs make the work, not its 10 frames; the bytes come over the network, so only the
