@@ -5,6 +5,10 @@ B-tree nodes), each a round trip over the network. The process that prepares a r
 read to its workers, and keeps them in trajscale's cache (:mod:`trajscale.storage.cache`) for the next run on the same
 object: a second analysis of a trajectory opens it with the one request that checks the object's ETag
 and size.
+
+The HDF5 format itself is read here, not in the transport (:mod:`trajscale.storage` knows byte ranges
+only): the chunk index's root in a dataset's object header, a B-tree node's children, and what to fetch
+ahead from them, each sized to what HDF5 will read (a node, a chunk's written rows), not to whole blocks.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import logging
 import weakref
 
 import h5py
+import numpy as np
 
 from ..errors import InputFileError
 from ..storage import cache
-from ..storage.fileobj import CachingFile, btree_children
+from ..storage.fileobj import CachingFile
 from ..storage.objects import ByteStore, Identity, RemoteError, RemoteObject
 from ..util import HDF5_MAGIC
 from .chunks import stored_chunks
@@ -75,6 +80,85 @@ def _digest(pieces: list) -> str:
     return hashlib.sha256(json.dumps(pieces).encode()).hexdigest()
 
 
+def btree_children(node: bytes, sizeof_addr: int, file_size: int) -> list[int]:
+    """The children's addresses of an HDF5 version-1 B-tree node of chunked raw data above the leaves
+    (signature ``TREE``, type 1, level > 0), or [] for any other bytes.
+
+    Its keys hold a chunk's size and filter mask (4 bytes each) and one 8-byte offset per dimension and one
+    more, 0 in the key before each child; the dataset's rank is not in the node, so it is the first for
+    which each of those keys ends in that 0 and every child lies inside the file (a wrong guess costs only
+    bytes fetched ahead).
+    """
+    if len(node) < 8 or node[:4] != b"TREE" or node[4] != 1 or node[5] == 0:
+        return []
+    used = int.from_bytes(node[6:8], "little")
+    head = 8 + 2 * sizeof_addr
+    for rank in range(1, 33):
+        key = 8 + 8 * (rank + 1)
+        step = key + sizeof_addr
+        if head + used * step + key > len(node):
+            break
+        if any(node[head + i * step + key - 8:head + i * step + key] != bytes(8) for i in range(used)):
+            continue
+        kids = [int.from_bytes(node[head + i * step + key:head + (i + 1) * step], "little") for i in range(used)]
+        if all(0 < a < file_size for a in kids):
+            return kids
+    return []
+
+
+def chunk_index_root(header: bytes, sizeof_addr: int) -> int | None:
+    """The address of a chunked dataset's chunk index (the root of its B-tree) from the first bytes of its
+    version-1 object header, or None for any other header or layout (a version-2 header, a layout message
+    past the header's first block, a contiguous or compact dataset)."""
+    if len(header) < 16 or header[0] != 1:
+        return None
+    end = min(len(header), 16 + int.from_bytes(header[8:12], "little"))
+    at = 16   # (messages start 8-aligned after the 12-byte prefix)
+    while at + 8 <= end:
+        kind, size = int.from_bytes(header[at:at + 2], "little"), int.from_bytes(header[at + 2:at + 4], "little")
+        body = header[at + 8:at + 8 + size]
+        if kind == 8 and len(body) == size:   # the data layout message
+            if len(body) >= 3 + sizeof_addr and body[0] == 3 and body[1] == 2:
+                addr = int.from_bytes(body[3:3 + sizeof_addr], "little")
+            elif len(body) >= 8 + sizeof_addr and body[0] in (1, 2) and body[2] == 2:
+                addr = int.from_bytes(body[8:8 + sizeof_addr], "little")
+            else:
+                return None
+            return None if addr == (1 << 8 * sizeof_addr) - 1 else addr   # (all ones: not yet allocated)
+        at += 8 + size
+    return None
+
+
+def sizeof_addr(fh: CachingFile) -> int:
+    """The file's "size of offsets" from its superblock, as ``fh`` holds it (8 where it cannot be told)."""
+    head = fh.held(0, 16) if fh.store.size >= 16 else None
+    if head is not None and head[:8] == HDF5_MAGIC:
+        at = 13 if head[8] in (0, 1) else 9   # superblock versions 0-1, 2-3
+        if head[at] in (2, 4, 8):
+            return head[at]
+    return 8
+
+
+def held_chunk_index_root(fh: CachingFile, header_addr: int) -> int | None:
+    """The chunk index root of the dataset whose object header is at ``header_addr``, from the header's
+    bytes if ``fh`` holds them (never fetched); None otherwise (:func:`chunk_index_root`)."""
+    head = fh.held(header_addr, min(fh.store.size, header_addr + 16))
+    if head is None or len(head) < 16:
+        return None
+    end = header_addr + 16 + int.from_bytes(head[8:12], "little")
+    body = fh.held(header_addr, min(fh.store.size, end))
+    return None if body is None else chunk_index_root(body, sizeof_addr(fh))
+
+
+def children_ahead(fh: CachingFile, data: bytes) -> None:
+    """``fh``'s look at each read (``on_read``): when HDF5 has just read a node of a chunk index's B-tree
+    above its leaves, fetch its children's nodes now, together: HDF5 walks them one after another, a round
+    trip each (a default-layout store's leaves lie between its chunks, one every ~100 MB). Only a hint: what
+    HDF5 then asks for is read as always, from these bytes where they came."""
+    if data[:4] == b"TREE":
+        fh.fetch_ahead([(a, a + INDEX_NODE_BYTES) for a in btree_children(data, sizeof_addr(fh), fh.store.size)])
+
+
 def open_remote_h5(url: str, storage_options: dict | None, identity: list | None, rdcc_nbytes: int,
                    metadata: list | None = None, use_cache: bool = True, round_trip: float | None = None):
     """(the object, its caching file object, ``h5py.File`` reading through it): :func:`open_store_h5` on the
@@ -96,7 +180,7 @@ def open_store_h5(store: ByteStore, prepares: bool, metadata: list | None, rdcc_
     if prepares and metadata is None and use_cache:
         metadata = cached_metadata(store)
         from_cache = metadata is not None
-    fh = CachingFile(store, known=metadata)
+    fh = CachingFile(store, known=metadata, on_read=children_ahead)
     fh.cached = metadata if from_cache else None
     if not prepares:
         # Without the shipped metadata, a worker's first block (HDF5 reads it first anyway), fetched before
@@ -126,8 +210,8 @@ def open_store_h5(store: ByteStore, prepares: bool, metadata: list | None, rdcc_
 
 #: Most chunks of a small dataset whose addresses are looked up to fetch them ahead.
 AHEAD_CHUNKS = 16
-#: Bytes fetched at a chunk index's root not yet read (a version-1 B-tree node of a rank-3 dataset's chunks
-#: is 3 kB).
+#: Bytes fetched at a B-tree node not yet read (a version-1 node of a rank-3 dataset's chunks is 3 kB; a
+#: small dataset's first chunk is written next to its node, so its first rows come with it).
 INDEX_NODE_BYTES = 4096
 
 
@@ -146,19 +230,32 @@ def fetch_ahead(fh: CachingFile, datasets) -> None:
                     ranges.append((offset, offset + ds.id.get_storage_size()))
                 continue
             # (the object header's address; H5Oget_info would walk the chunk index to tell its size)
-            root = fh.chunk_index_root(h5py.h5g.get_objinfo(ds.id).objno[0])
+            root = held_chunk_index_root(fh, h5py.h5g.get_objinfo(ds.id).objno[0])
             if root is None:
                 continue
             node = fh.held(root, min(fh.store.size, root + INDEX_NODE_BYTES))
             if node is None or node[:4] != b"TREE":
                 ranges.append((root, root + INDEX_NODE_BYTES))
             elif node[5] > 0:
-                ranges += [(a, a + 1) for a in btree_children(node, fh.sizeof_addr(), fh.store.size)]
+                ranges += [(a, a + INDEX_NODE_BYTES) for a in btree_children(node, sizeof_addr(fh), fh.store.size)]
             elif int.from_bytes(node[6:8], "little") <= AHEAD_CHUNKS:   # (HDF5 reads them from the node here)
-                ranges += [(a, a + size) for a, size, _ in stored_chunks(ds, 2 * AHEAD_CHUNKS)]
+                ranges += written_rows(ds, stored_chunks(ds, 2 * AHEAD_CHUNKS))
         except (AttributeError, IndexError, OSError, RuntimeError, ValueError):   # (no addresses; a damaged header)
             continue
     fh.fetch_ahead(ranges)
+
+
+def written_rows(ds, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """The byte ranges of ``chunks`` (:func:`.chunks.stored_chunks` of ``ds``) that hold the dataset's rows:
+    a chunk stored as it is (unfiltered) of whole rows holds its rows first, and HDF5 reads only those of
+    the last chunk, which a short run leaves mostly empty (time and step: 20 of 1,024 values)."""
+    row = ds.dtype.itemsize * int(np.prod(ds.chunks[1:], dtype=np.int64))
+    whole = tuple(ds.chunks[1:]) == tuple(ds.shape[1:]) and len(chunks) == -(-ds.shape[0] // ds.chunks[0])
+    out = []
+    for k, (a, size, _) in enumerate(chunks):
+        rows = min(ds.chunks[0], ds.shape[0] - k * ds.chunks[0])
+        out.append((a, a + (rows * row if whole and size == ds.chunks[0] * row and rows > 0 else size)))
+    return out
 
 
 #: HDF5 files open on Python file objects: closed before the interpreter ends (HDF5 closing one at its own

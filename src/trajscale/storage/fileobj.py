@@ -6,7 +6,12 @@ would be a request over the network, so reads go by blocks of
 :data:`BLOCK_BYTES`, kept in an LRU cache: the metadata of a file is fetched
 once per process. The object's first block comes from the request that told
 its format. Frame data never goes this way when a Source can read it at its
-chunk addresses (:mod:`.chunks`).
+chunk addresses.
+
+A format that can tell what HDF5 will read next (the H5MD package: B-tree nodes, the chunks of time and
+step) asks for exactly those bytes ahead (:meth:`CachingFile.fetch_ahead`); they are kept as pieces of
+their own size, not whole blocks, so a short trajectory's metadata past the first request costs a few kB,
+not a block. This module knows nothing of HDF5's format: the format's hook (``on_read``) sees each read.
 
 The process that prepares a run keeps the bytes HDF5 asked for (:meth:`CachingFile.metadata`: a few
 tens of kB, the superblock, object headers, heaps and B-tree nodes it walked) and they travel with the
@@ -21,8 +26,8 @@ import bisect
 import io
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
-from ..util import HDF5_MAGIC
 from .objects import HEAD_BYTES, RemoteObject
 
 #: Bytes per cached block (the object's first request fetched the first one).
@@ -34,66 +39,19 @@ CACHE_BYTES = 64 * 1024**2
 SHIP_BYTES = 1024**2
 #: Pieces HDF5 asked for closer than this are shipped as one.
 SHIP_GAP = 4096
+#: Ranges fetched ahead closer than this are fetched by one request (as well as those within one block).
+AHEAD_GAP = 16 * 1024
 
 
 def _decoded(data) -> bytes:
     return base64.b64decode(data) if isinstance(data, str) else bytes(data)
 
 
-def btree_children(node: bytes, sizeof_addr: int, file_size: int) -> list[int]:
-    """The children's addresses of an HDF5 version-1 B-tree node of chunked raw data above the leaves
-    (signature ``TREE``, type 1, level > 0), or [] for any other bytes.
-
-    Its keys hold a chunk's size and filter mask (4 bytes each) and one 8-byte offset per dimension and one
-    more, 0 in the key before each child; the dataset's rank is not in the node, so it is the first for
-    which each of those keys ends in that 0 and every child lies inside the file (a wrong guess costs only
-    blocks fetched ahead).
-    """
-    if len(node) < 8 or node[:4] != b"TREE" or node[4] != 1 or node[5] == 0:
-        return []
-    used = int.from_bytes(node[6:8], "little")
-    head = 8 + 2 * sizeof_addr
-    for rank in range(1, 33):
-        key = 8 + 8 * (rank + 1)
-        step = key + sizeof_addr
-        if head + used * step + key > len(node):
-            break
-        if any(node[head + i * step + key - 8:head + i * step + key] != bytes(8) for i in range(used)):
-            continue
-        kids = [int.from_bytes(node[head + i * step + key:head + (i + 1) * step], "little") for i in range(used)]
-        if all(0 < a < file_size for a in kids):
-            return kids
-    return []
-
-
-def chunk_index_root(header: bytes, sizeof_addr: int) -> int | None:
-    """The address of a chunked dataset's chunk index (the root of its B-tree) from the first bytes of its
-    version-1 object header, or None for any other header or layout (a version-2 header, a layout message
-    past the header's first block, a contiguous or compact dataset)."""
-    if len(header) < 16 or header[0] != 1:
-        return None
-    end = min(len(header), 16 + int.from_bytes(header[8:12], "little"))
-    at = 16   # (messages start 8-aligned after the 12-byte prefix)
-    while at + 8 <= end:
-        kind, size = int.from_bytes(header[at:at + 2], "little"), int.from_bytes(header[at + 2:at + 4], "little")
-        body = header[at + 8:at + 8 + size]
-        if kind == 8 and len(body) == size:   # the data layout message
-            if len(body) >= 3 + sizeof_addr and body[0] == 3 and body[1] == 2:
-                addr = int.from_bytes(body[3:3 + sizeof_addr], "little")
-            elif len(body) >= 8 + sizeof_addr and body[0] in (1, 2) and body[2] == 2:
-                addr = int.from_bytes(body[8:8 + sizeof_addr], "little")
-            else:
-                return None
-            return None if addr == (1 << 8 * sizeof_addr) - 1 else addr   # (all ones: not yet allocated)
-        at += 8 + size
-    return None
-
-
 class CachingFile(io.RawIOBase):
     """A seekable, read-only file over ``store`` whose reads go through a cache of whole blocks."""
 
     def __init__(self, store: RemoteObject, block_bytes: int = BLOCK_BYTES, cache_bytes: int = CACHE_BYTES,
-                 known: list | None = None) -> None:
+                 known: list | None = None, on_read: Callable[[CachingFile, bytes], None] | None = None) -> None:
         super().__init__()
         self.store = store
         self.block = int(block_bytes)
@@ -112,9 +70,15 @@ class CachingFile(io.RawIOBase):
         self._asked: list[tuple[int, int]] = []
         #: ``known`` where it came from trajscale's cache of an earlier run (:mod:`.hdf5`), else None
         self.cached: list | None = None
-        #: blocks asked for ahead of HDF5 (:meth:`_read_children_ahead`), and the file's address size
-        self._ahead_blocks: set[int] = set()
-        self._addr_size: int | None = None
+        #: ranges asked for ahead (:meth:`fetch_ahead`), on their way (sorted); and those come, by start:
+        #: (stop, bytes), least recently read first, with their starts sorted
+        self._ahead: list[tuple[int, int]] = []
+        self._pieces: OrderedDict[int, tuple[int, bytes]] = OrderedDict()
+        self._piece_starts: list[int] = []
+        self._piece_bytes = 0
+        self._max_piece_bytes = max(self.block, cache_bytes // 4)
+        #: the format's look at each read fetched (not known): what it tells to fetch ahead
+        self.on_read = on_read
 
     def covers(self, start: int, stop: int) -> bool:
         """True when bytes ``[start, stop)`` are known without a request (shipped by the preparing process)."""
@@ -152,6 +116,8 @@ class CachingFile(io.RawIOBase):
     def held(self, start: int, stop: int) -> bytes | None:
         """Bytes ``[start, stop)`` if this file object holds them all (known pieces or cached blocks)."""
         data = self._from_known(start, stop)
+        if data is None:
+            data = self._from_pieces(start, stop)
         if data is not None:
             return data
         parts = []
@@ -222,53 +188,79 @@ class CachingFile(io.RawIOBase):
         except Exception as exc:
             self.failure = exc
             raise
-        if data[:4] == b"TREE":
-            self._read_children_ahead(data)
+        if self.on_read is not None:
+            self.on_read(self, data)
         return data
 
-    def _read_children_ahead(self, node: bytes) -> None:
-        """When HDF5 has just read a node of a chunk index's B-tree above its leaves, fetch the blocks of its
-        children now, together: HDF5 walks them one after another, a round trip each (a default-layout
-        store's leaves lie between its chunks, one every ~100 MB). Only a hint: what HDF5 then asks for is
-        read as always, from these blocks where they came."""
-        self.fetch_ahead([(a, a + 1) for a in btree_children(node, self.sizeof_addr(), self.store.size)])
+    def _from_pieces(self, start: int, stop: int) -> bytes | None:
+        """Bytes ``[start, stop)`` from one piece fetched ahead, if one holds them all."""
+        with self._lock:
+            i = bisect.bisect_right(self._piece_starts, start)
+            for a in self._piece_starts[max(0, i - 2):i]:   # (the pieces starting nearest before it)
+                b, data = self._pieces[a]
+                if stop <= b:
+                    self._pieces.move_to_end(a)
+                    return data[start - a:stop - a]
+        return None
+
+    def _on_way(self, start: int, stop: int) -> tuple[int, int] | None:
+        """The range asked for ahead and not yet taken that holds ``[start, stop)``, if one does."""
+        i = bisect.bisect_right(self._ahead, (start, float("inf")))
+        return next(((a, b) for a, b in self._ahead[max(0, i - 2):i] if stop <= b), None)
+
+    def _from_ahead(self, start: int, stop: int) -> bytes | None:
+        """Bytes ``[start, stop)`` from a range asked for ahead that holds them all (taken from its request,
+        kept as a piece), or None."""
+        with self._lock:
+            got = self._on_way(start, stop)
+            if got is None:
+                return None
+            self._ahead.remove(got)
+        data = bytes(self.store.read_ranges([got])[0])
+        with self._lock:
+            if got[0] not in self._pieces:
+                bisect.insort(self._piece_starts, got[0])
+            else:
+                self._piece_bytes -= len(self._pieces[got[0]][1])
+            self._pieces[got[0]] = (got[1], data)
+            self._piece_bytes += len(data)
+            while self._piece_bytes > self._max_piece_bytes and len(self._pieces) > 1:
+                a, (_, old) = self._pieces.popitem(last=False)
+                self._piece_starts.remove(a)
+                self._piece_bytes -= len(old)
+        return data[start - got[0]:stop - got[0]]
 
     def fetch_ahead(self, ranges: list[tuple[int, int]]) -> None:
-        """Start fetching, together, the blocks holding byte ranges ``ranges`` that are not held, known or
-        already on their way: a hint of what HDF5 will read next, which then comes from these blocks."""
+        """Start fetching byte ranges ``ranges`` that are not held, known or already on their way: a hint of
+        what will be read next, which then comes from them. Ranges within one block, or closer than
+        :data:`AHEAD_GAP`, go in one request (never more requests than the blocks they touch), and each
+        fetches only its own bytes, up to the object's end (a short file's metadata is a few kB, not a
+        block)."""
         if not hasattr(self.store, "prefetch"):
             return
         size = self.store.size
-        wanted = {k for a, b in ranges if 0 <= a < min(b, size) and self.held(a, min(b, size)) is None
-                  for k in range(a // self.block, (min(b, size) - 1) // self.block + 1)}
+        wanted = sorted((a, min(b, size)) for a, b in ranges if 0 <= a < min(b, size)
+                        and self.held(a, min(b, size)) is None)
         with self._lock:
-            wanted = sorted(wanted - self._blocks.keys() - self._ahead_blocks)
-            self._ahead_blocks.update(wanted)
-        if wanted:
-            self.store.prefetch([(k * self.block, min(size, (k + 1) * self.block)) for k in wanted])
-
-    def chunk_index_root(self, header_addr: int) -> int | None:
-        """The chunk index root of the dataset whose object header is at ``header_addr``, from the header's
-        bytes if they are held (never fetched); None otherwise (:func:`chunk_index_root`)."""
-        head = self.held(header_addr, min(self.store.size, header_addr + 16))
-        if head is None or len(head) < 16:
-            return None
-        end = header_addr + 16 + int.from_bytes(head[8:12], "little")
-        body = self.held(header_addr, min(self.store.size, end))
-        return None if body is None else chunk_index_root(body, self.sizeof_addr())
-
-    def sizeof_addr(self) -> int:
-        """The file's "size of offsets" from its superblock (8 where it cannot be told)."""
-        if self._addr_size is None:
-            head = self.held(0, 16) if self.store.size >= 16 else None
-            self._addr_size = 8
-            if head is not None and head[:8] == HDF5_MAGIC:
-                at = 13 if head[8] in (0, 1) else 9   # superblock versions 0-1, 2-3
-                if head[at] in (2, 4, 8):
-                    self._addr_size = head[at]
-        return self._addr_size
+            wanted = [(a, b) for a, b in wanted if self._on_way(a, b) is None]
+        spans: list[list[int]] = []
+        for a, b in wanted:
+            if spans and (a - spans[-1][1] <= AHEAD_GAP or a // self.block == spans[-1][0] // self.block):
+                spans[-1][1] = max(spans[-1][1], b)
+            else:
+                spans.append([a, b])
+        if spans:
+            with self._lock:
+                for a, b in spans:
+                    bisect.insort(self._ahead, (a, b))
+            self.store.prefetch([(a, b) for a, b in spans])
 
     def _pread(self, start: int, stop: int) -> bytes:
+        data = self._from_pieces(start, stop)
+        if data is None:
+            data = self._from_ahead(start, stop)
+        if data is not None:
+            return data
         first, last = start // self.block, (stop - 1) // self.block
         with self._lock:
             missing = [k for k in range(first, last + 1) if k not in self._blocks]
