@@ -36,6 +36,7 @@ is up; the executions and findings of all its children are added up.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import os
@@ -79,17 +80,11 @@ def discover(target_dir: Path = TARGET_DIR) -> dict:
 
 def native_build(build_dir: Path) -> Path | None:
     """The XTC/TRR decoder extension built with libFuzzer's coverage counters (clang), or None
-    without clang; built once per source change into ``build_dir``."""
+    without clang; built once per change of the sources' contents into ``build_dir``."""
     if shutil.which("clang") is None:
         return None
     pyx = ROOT / "src/trajscale/xdr/_xdr.pyx"
     sources = [pyx, *sorted((ROOT / "src/trajscale/xdr/csrc").glob("*.[ch]"))]
-    stamp = str(max(p.stat().st_mtime_ns for p in sources))
-    marker = build_dir / "stamp"
-    built = sorted(build_dir.glob("trajscale/xdr/_xdr*.so"))
-    if built and marker.exists() and marker.read_text() == stamp:
-        return built[0]
-    build_dir.mkdir(parents=True, exist_ok=True)
     script = (
         "import sys, numpy as np\n"
         "from setuptools import Extension, setup\n"
@@ -101,6 +96,13 @@ def native_build(build_dir: Path) -> Path | None:
         f"                   {str(build_dir / 'tmp')!r}],\n"
         "      ext_modules=cythonize([ext], language_level=3, build_dir=" + repr(str(build_dir / "c")) + ",\n"
         "                            compiler_directives={'boundscheck': False, 'wraparound': False}))\n")
+    # (the sources' contents, not their times: a fresh clone of the same sources reuses the build)
+    stamp = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + script.encode()).hexdigest()
+    marker = build_dir / "stamp"
+    built = sorted(build_dir.glob("trajscale/xdr/_xdr*.so"))
+    if built and marker.exists() and marker.read_text() == stamp:
+        return built[0]
+    build_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, CC="clang", LDSHARED="clang -shared", TRAJSCALE_FUZZ_BUILD="1")
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True)
     built = sorted(build_dir.glob("trajscale/xdr/_xdr*.so"))
