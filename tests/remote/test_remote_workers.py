@@ -260,7 +260,9 @@ def test_a_worker_fetches_its_next_tasks_first_block_while_it_maps_the_last(s3_s
             "--out", str(tmp_path / "remote.csv"), "--report", str(tmp_path / "remote.json")]
     proxy = FlakyProxy(s3_server.endpoint, failures=0, hold=0.2)
     try:
-        env = {**s3_server.subprocess_env(), "AWS_ENDPOINT_URL": proxy.endpoint}
+        # each block is mapped 0.3 s slower: the window in which the next task's first block is asked for is
+        # real on a loaded machine too (the request's thread is scheduled while the worker maps)
+        env = {**s3_server.subprocess_env(), "AWS_ENDPOINT_URL": proxy.endpoint, "TRAJSCALE_TEST_SLOW_COMPUTE": "0.3"}
         if executor == "mpi":
             from tests.conftest import run_mpi
 

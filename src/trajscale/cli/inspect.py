@@ -121,10 +121,13 @@ def _remote_costs(args, facts: dict) -> dict:
     store = open_bytes(args.file, current_options())
     if store.local_path is not None:   # a local file: its costs as if it were behind a URL
         return file_remote_costs(store.local_path, args.h5md_group, args.assume_units, atoms, **reader)
+    from ..h5md.metadata import children_ahead
     from ..storage.fileobj import CachingFile
 
-    return file_remote_costs(args.file, args.h5md_group, args.assume_units, atoms, fileobj=CachingFile(store),
-                             size=store.size, **reader)
+    # (the B-tree's children fetched ahead as HDF5 reads its nodes, as a run's open does)
+    fh = CachingFile(store, on_read=children_ahead)
+    return file_remote_costs(args.file, args.h5md_group, args.assume_units, atoms, fileobj=fh, size=store.size,
+                             **reader)
 
 
 def _follow(args) -> int:
