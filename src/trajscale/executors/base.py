@@ -271,6 +271,15 @@ def _nbytes(obj) -> int:
     return 0
 
 
+def _stop_here(comm) -> bool:
+    """At a stop signal, between a task's blocks: raise it (SystemExit) where a task runs alone; under MPI say
+    so, and the rank leaves its task (its reads are independent, not collective) and agrees on the stop with
+    the other ranks after it."""
+    if comm is None:
+        raise_if_stopped()
+    return bool(stop_requested())
+
+
 def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None,
              then: FrameRange | None = None) -> tuple[object, TaskTiming]:
     """Read frames ``[start, stop)`` and map them, block by block; return the partial and its timings.
@@ -300,11 +309,7 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None,
         if then is not None:
             blocks.append(blocks_of(then, job.block_frames, source.chunk_frames, job.stride)[0])
         for k, r in enumerate(blocks[:len(blocks) - (then is not None)]):
-            # a long task ends at a stop signal between its blocks; an MPI rank's ends early (its reads are
-            # independent, not collective) and the ranks agree on the stop once each has left its task
-            if comm is None:
-                raise_if_stopped()
-            elif stop_requested():
+            if _stop_here(comm):
                 break
             t0 = time.perf_counter()
             if k + 1 < len(blocks):   # fetched while this block is read and mapped (a remote file's; in its budget)
