@@ -136,7 +136,7 @@ def cached_source(config: dict, comm=None) -> tuple[Source, float]:
 
 
 #: Looks at a file being written whose metadata a task found mid-flush, and the seconds between them.
-GROWING_TRIES, GROWING_WAIT_S = 20, 0.25
+GROWING_TRIES, GROWING_WAIT_S = 40, 0.25   # (10 s: a loaded machine's opens span several flushes)
 
 
 def _opened(job: Job, comm=None) -> tuple[Source, float]:
