@@ -129,7 +129,13 @@ class FollowRounds(Rounds):
             log.debug("follow: %s", exc)
             return None
         try:
-            self.watch.check(snap, self.done)
+            try:
+                self.watch.check(snap, self.done)
+            except DamagedFileError:
+                raise
+            except InputFileError as exc:   # its frame 0 read mid-flush, past every retry: look again
+                log.debug("follow: %s", exc)
+                return None
             if snap.source.n_atoms != facts.source_atoms:
                 raise InputFileError(snap.source.path, f"now has {snap.source.n_atoms} atoms per frame, "
                                                        f"it had {facts.source_atoms}")

@@ -280,3 +280,31 @@ def test_segment_index_gaining_parts(tmp_path):
     full = ts.run(ts.RMSD(select="name CA"), PSF, str(index))
     assert len(r.rmsd) == 98 and np.array_equal(r.rmsd, full.rmsd)
     np.testing.assert_allclose(r.rmsd, mda_rmsd(PSF, DCD), rtol=1e-5, atol=1e-5)
+
+
+def test_a_reopen_that_meets_the_writer_mid_flush_is_tried_again(tmp_path, adk_vacuum_h5md):
+    """A growing file whose read fails and whose reopen then fails too (its bytes unreadable for a moment, as
+    a writer's flush leaves them): the source looks again, and once the bytes are whole reads h5py's frames."""
+    import shutil
+    import threading
+
+    import h5py
+
+    from trajscale.sources.follow import GrowingH5MDSource
+
+    path = tmp_path / "growing.h5md"
+    shutil.copy(adk_vacuum_h5md, path)
+    whole = path.read_bytes()
+    src = GrowingH5MDSource(str(path))
+    try:
+        with open(path, "r+b") as f:   # the same file (inode), unreadable for a moment: cut, its superblock zeroed
+            f.write(b"\0" * 4096)
+            f.truncate(4096)
+        restore = threading.Timer(0.4, lambda: path.write_bytes(whole))
+        restore.start()
+        block = src.read(0, 3)
+        restore.join()
+    finally:
+        src.close()
+    with h5py.File(adk_vacuum_h5md) as f:
+        np.testing.assert_allclose(block.positions, f["particles/all/position/value"][0:3], rtol=1e-6)

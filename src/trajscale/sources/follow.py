@@ -103,7 +103,15 @@ class GrowingH5MDSource(H5MDSource):
         reuse = self.reuse_buffers
         self.close()   # every handle: HDF5 rereads the metadata only of a file it closed
         self.__dict__.pop("_scratch", None)
-        H5MDSource.__init__(self, **config)
+        for wait in RETRY_WAITS:   # the open may meet the writer mid-flush too: it is looked at again, as a read is
+            try:
+                H5MDSource.__init__(self, **config)
+                break
+            except MID_FLUSH as exc:
+                log.debug("%s: reopened while the writer flushed (%s); again in %g s", self.path, exc, wait)
+            time.sleep(wait)
+        else:
+            H5MDSource.__init__(self, **config)
         self.reuse_buffers = reuse
 
 
