@@ -77,14 +77,18 @@ class GrowingH5MDSource(H5MDSource):
     file_locking = False
 
     def __init__(self, path: str, **options) -> None:
+        self._open_looking_again(path=path, **options)
+
+    def _open_looking_again(self, **config) -> None:
+        """H5MDSource's open, looked at again while it meets the writer mid-flush (:data:`RETRY_WAITS`)."""
         for wait in RETRY_WAITS:
             try:
-                super().__init__(path, **options)
+                H5MDSource.__init__(self, **config)
                 return
             except MID_FLUSH as exc:
-                log.debug("%s: opened while the writer flushed (%s); again in %g s", path, exc, wait)
+                log.debug("%s: opened while the writer flushed (%s); again in %g s", config["path"], exc, wait)
             time.sleep(wait)
-        super().__init__(path, **options)
+        H5MDSource.__init__(self, **config)
 
     def read(self, start: int, stop: int, atoms=None, fields: tuple[str, ...] = ("position",), stride: int = 1):
         for wait in RETRY_WAITS:
@@ -103,15 +107,7 @@ class GrowingH5MDSource(H5MDSource):
         reuse = self.reuse_buffers
         self.close()   # every handle: HDF5 rereads the metadata only of a file it closed
         self.__dict__.pop("_scratch", None)
-        for wait in RETRY_WAITS:   # the open may meet the writer mid-flush too: it is looked at again, as a read is
-            try:
-                H5MDSource.__init__(self, **config)
-                break
-            except MID_FLUSH as exc:
-                log.debug("%s: reopened while the writer flushed (%s); again in %g s", self.path, exc, wait)
-            time.sleep(wait)
-        else:
-            H5MDSource.__init__(self, **config)
+        self._open_looking_again(**config)   # (the reopen may meet the writer mid-flush too)
         self.reuse_buffers = reuse
 
 
