@@ -213,12 +213,7 @@ class H5MDSource(Source):
     @classmethod
     def guess_format(cls, path: str, store: ByteStore | None = None) -> str | None:
         """HDF5's signature (the H5MD layout itself is checked when the file is opened)."""
-        if store is None:
-            return "H5MD" if file_head(path, len(HDF5_MAGIC)) == HDF5_MAGIC else None
-        try:
-            return "H5MD" if store.first_bytes(len(HDF5_MAGIC)) == HDF5_MAGIC else None
-        except (InputFileError, OSError):
-            return None
+        return "H5MD" if file_head(path, len(HDF5_MAGIC), store) == HDF5_MAGIC else None
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> H5MDSource:

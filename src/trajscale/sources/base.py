@@ -18,28 +18,21 @@ from ..facts import LayoutFacts
 FRAME_META_BYTES = 40
 
 
-def file_head(path: str, n: int) -> bytes:
+def file_head(path: str, n: int, store=None) -> bytes:
     """The first ``n`` bytes of a file (fewer for a shorter one; none for a folder or an unreadable file):
-    what a Source's ``guess_format`` reads when it is given no store, from the file's
-    :class:`~trajscale.storage.ByteStore` (a URL's from the one request its object's first bytes are fetched
-    with, shared with the Source that opens it)."""
+    what a Source's ``guess_format`` reads, from ``store`` (the :class:`~trajscale.storage.ByteStore` the
+    registry gives it), else from the file's store opened here (a URL's from the one request its object's first
+    bytes are fetched with, shared with the Source that opens it)."""
     from ..storage.opener import open_bytes
 
     try:
-        store = open_bytes(path)
-        try:
+        if store is not None:
             return store.first_bytes(n)
+        own = open_bytes(path)
+        try:
+            return own.first_bytes(n)
         finally:
-            store.close()
-    except (InputFileError, OSError):
-        return b""
-
-
-def first_bytes(store, n: int) -> bytes:
-    """The first ``n`` bytes of a :class:`~trajscale.storage.ByteStore` (none where they cannot be read): what a
-    Source's ``guess_format`` reads of the store the registry gives it."""
-    try:
-        return store.first_bytes(n)
+            own.close()
     except (InputFileError, OSError):
         return b""
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..block import Block
 from ..errors import InputFileError
-from .base import OneFileSource, OpenRequest, file_head, first_bytes
+from .base import OneFileSource, OpenRequest, file_head
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class MDAPartSource(OneFileSource):
     @classmethod
     def guess_format(cls, path: str, store=None) -> str | None:
         """DCD: a first Fortran record of 84 bytes (either byte order) holding ``CORD``."""
-        head = file_head(path, 8) if store is None else first_bytes(store, 8)
+        head = file_head(path, 8, store)
         if len(head) == 8 and head[4:] == b"CORD" and 84 in (struct.unpack("<i", head[:4])[0],
                                                              struct.unpack(">i", head[:4])[0]):
             return "DCD"

@@ -209,8 +209,9 @@ class MDCATHSource(Source):
         """HDF5 whose root holds one group with a ``pdbProteinAtoms`` text (told from the file's first bytes
         where they hold the root's groups)."""
         path, _ = split_member(path)
+        own = store is None   # (the registry's store is read, not opened again; a member's path has none)
         try:
-            store = open_bytes(path)
+            store = open_bytes(path) if own else store
         except Exception:   # noqa: BLE001 - a file that cannot be opened is not recognised here
             return None
         try:
@@ -218,7 +219,8 @@ class MDCATHSource(Source):
         except Exception:   # noqa: BLE001 - nor one whose bytes cannot be read
             return None
         finally:
-            store.close()
+            if own:
+                store.close()
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> MDCATHSource:

@@ -20,7 +20,7 @@ import numpy as np
 from ..block import Block
 from ..errors import InputFileError
 from ..facts import LayoutFacts
-from .base import OpenRequest, Source, file_head, first_bytes
+from .base import OpenRequest, Source, file_head
 
 #: The first bytes of every ``.npy`` file (NumPy's format specification).
 NPY_MAGIC = b"\x93NUMPY"
@@ -63,7 +63,7 @@ class NumpySource(Source):
 
     @classmethod
     def guess_format(cls, path: str, store=None) -> str | None:
-        head = file_head(path, len(NPY_MAGIC)) if store is None else first_bytes(store, len(NPY_MAGIC))
+        head = file_head(path, len(NPY_MAGIC), store)
         return "NPY" if head == NPY_MAGIC else None
 
     @classmethod

@@ -43,7 +43,7 @@ from ..block import Block
 from ..errors import ConfigError, InputFileError
 from ..facts import LayoutFacts
 from . import registry
-from .base import OpenRequest, Source, file_head, first_bytes
+from .base import OpenRequest, Source, file_head
 from .locations import beside, is_local, local_beside, locate, store_class
 from .locations import identity as identity_of
 
@@ -218,7 +218,7 @@ class SegmentedSource(Source):
             p = Path(path)
             if p.is_dir():
                 return "SEGMENTS" if (p / INDEX_NAME).is_file() else None
-        head = file_head(path, 65536) if store is None else first_bytes(store, 65536)
+        head = file_head(path, 65536, store)
         return "SEGMENTS" if head.lstrip()[:1] == b"{" and f'"{INDEX_FORMAT}"'.encode() in head else None
 
     @classmethod

@@ -526,14 +526,8 @@ def forget_heads() -> None:
     _heads.forget()
 
 
-def head(url: str, n: int) -> bytes:
-    """The first ``n`` (at most :data:`HEAD_BYTES`) bytes of the object at ``url``: what the registry
-    tells its format from (one request, shared with the Source that opens it next)."""
-    return RemoteObject.open(url).head[:n]
-
-
 __all__ = ["AHEAD_BATCHES", "HEAD_BYTES", "HEAD_TTL", "MAX_CONCURRENCY", "MERGE_GAP", "MOST_CONCURRENCY",
            "PROCESS_STATS", "REQUESTS_PER_SECOND", "RETRY_SECONDS", "TIMEOUT", "TRUST_VARIABLES", "ByteStore",
            "FetchStats", "Identity", "LocalFile", "RemoteError", "RemoteObject", "Replaced", "Validator",
-           "coalesce", "first_line", "forget_heads", "head", "merge_gap_of", "object_store",
+           "coalesce", "first_line", "forget_heads", "merge_gap_of", "object_store",
            "prefetch_coalesced", "read_coalesced", "requests_of", "s3_config", "split_options", "validator_of"]

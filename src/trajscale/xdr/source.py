@@ -157,12 +157,7 @@ class XDRSource(OneFileSource):
     @classmethod
     def guess_format(cls, path: str, store: ByteStore | None = None) -> str | None:
         """XTC (magic 1995) or TRR (magic 1993, then the ``GMX_trn_file`` version string)."""
-        if store is None:
-            return xdr_format(file_head(path, HEAD_BYTES))
-        try:
-            return xdr_format(store.first_bytes(HEAD_BYTES))
-        except (InputFileError, OSError):
-            return None
+        return xdr_format(file_head(path, HEAD_BYTES, store))
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> XDRSource:
