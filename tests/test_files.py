@@ -59,8 +59,11 @@ def test_failing_runs_and_verifies_leak_no_descriptor(adk_vacuum, adk_vacuum_h5m
                     fail()
             assert not verify(psf, [dcd, dcd], adk_vacuum_h5md).ok
         # every descriptor open now was open before: none left by the failures (one that another thread of
-        # this process closed meanwhile, a server's kept-alive connection, is not the failures' to keep)
-        assert _open_fds() <= before, _open_fds() - before
+        # this process closed meanwhile, a server's kept-alive connection, is not the failures' to keep).
+        # Sockets are not compared: these failures read local files, and a suite worker's earlier tests may
+        # leave a thread that connects meanwhile (a Dask client's reconnect was seen opening two)
+        left = {(fd, what) for fd, what in _open_fds() - before if not what.startswith("socket:")}
+        assert not left, left
     finally:
         gc.enable()
 
