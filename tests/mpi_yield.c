@@ -1,11 +1,11 @@
 /* Preloaded into the processes the test suite starts (tests/conftest.py): an idle MPI rank gives up its core.
  *
  * MPICH 4.0's ch4:ucx device waits for a message by calling ucp_worker_progress in a loop that never yields
- * (MPICH 4.2 added MPIR_CVAR_CH4_PROGRESS_THROTTLE for this). The suite runs 8 and 16 ranks on 2 cores beside
- * other tests, where each waiting rank spun a whole time slice before the rank it waits for could run: 8 ranks
- * writing AdK took 21 s (42 s of CPU) instead of 2.5 s. Here a rank whose polls find nothing yields, and after
- * a run of empty polls sleeps 20 us per poll; a poll that finds work resets the count. What MPI computes and
- * in which order is unchanged: only when an idle rank runs.
+ * (later MPICH adds a progress throttle for this, MPIR_CVAR_CH4_PROGRESS_THROTTLE). The suite runs 8 and 16
+ * ranks on 2 cores beside other tests, where each waiting rank spun a whole time slice before the rank it
+ * waits for could run: 8 ranks writing AdK took 21 s (42 s of CPU) instead of 2.5 s. Here a rank whose polls
+ * find nothing yields, and after a run of empty polls sleeps 20 us per poll; a poll that finds work resets the
+ * count. What MPI computes and in which order is unchanged: only when an idle rank runs.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
