@@ -44,6 +44,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -179,25 +180,29 @@ def campaign(name: str, seeds, seconds: float, findings_dir: Path, native: Path 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
     if native is not None:
         env["LD_PRELOAD"] = str(native.parents[2] / "libfuzzer.so")
-    while True:
-        left = end - time.monotonic()
-        if left < 1 and runs:
-            break
-        runs += 1
-        cmd = [sys.executable, __file__, "--child", name, "--seconds", f"{max(left, 1):.0f}",
-               "--corpus", str(corpus), "--artifacts", str(artifacts), "--native", str(native or "")]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
-        log = proc.stderr
-        (artifacts / "last-run.log").write_text(log[-200_000:])
-        stats = STATS.findall(log)
-        done = EXECUTED.findall(log)
-        if stats:
-            cov, ft = max(cov, int(stats[-1][1])), max(ft, int(stats[-1][2]))
-        executions += int(done[-1]) if done else (int(stats[-1][0]) if stats else 0)
-        if proc.returncode and not (set(_findings(artifacts)) - before) and not stats:
-            raise SystemExit(f"fuzz.py: target {name} failed to start (exit {proc.returncode}):\n{log[-3000:]}")
-        if proc.returncode == 0:
-            break
+    # libFuzzer ends a child without Python's exit handlers: what its targets write goes under a temporary
+    # folder of the campaign's, removed when the campaign ends
+    with tempfile.TemporaryDirectory(prefix=f"trajscale-fuzz-{name}-") as scratch:
+        env["TMPDIR"] = scratch
+        while True:
+            left = end - time.monotonic()
+            if left < 1 and runs:
+                break
+            runs += 1
+            cmd = [sys.executable, __file__, "--child", name, "--seconds", f"{max(left, 1):.0f}",
+                   "--corpus", str(corpus), "--artifacts", str(artifacts), "--native", str(native or "")]
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+            log = proc.stderr
+            (artifacts / "last-run.log").write_text(log[-200_000:])
+            stats = STATS.findall(log)
+            done = EXECUTED.findall(log)
+            if stats:
+                cov, ft = max(cov, int(stats[-1][1])), max(ft, int(stats[-1][2]))
+            executions += int(done[-1]) if done else (int(stats[-1][0]) if stats else 0)
+            if proc.returncode and not (set(_findings(artifacts)) - before) and not stats:
+                raise SystemExit(f"fuzz.py: target {name} failed to start (exit {proc.returncode}):\n{log[-3000:]}")
+            if proc.returncode == 0:
+                break
     new = sorted(set(_findings(artifacts)) - before)
     return {"target": name, "seconds": round(seconds), "executions": executions, "cov": cov, "ft": ft,
             "corpus": len(list(corpus.iterdir())), "native_coverage": native is not None,

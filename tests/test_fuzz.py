@@ -24,11 +24,16 @@ BUILD = Path(os.environ.get("TRAJSCALE_CACHE", Path.home() / ".cache" / "trajsca
 
 
 def _campaign(tmp_path: Path, *args: str) -> list[dict]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, str(FUZZ), "--json-lines", "--findings", str(tmp_path), *args],
+    """fuzz.py's JSON lines; the campaign and its targets leave nothing in the temporary folder they are given."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+               TMPDIR=str(scratch))
+    proc = subprocess.run([sys.executable, str(FUZZ), "--json-lines", "--findings", str(tmp_path / "out"), *args],
                           capture_output=True, text=True, timeout=1200, env=env, cwd=ROOT)
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert results, proc.stderr[-3000:]
+    assert list(scratch.iterdir()) == []
     return results
 
 

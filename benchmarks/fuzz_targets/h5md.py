@@ -17,6 +17,7 @@ segment index over such files, so that trajscale's own checks are what the fuzze
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -31,6 +32,7 @@ import numpy as np
 #: mda.Reader turns trajscale's errors into IOError (MDAnalysis's convention) and a frame
 #: outside the trajectory into EOFError.
 _TMP = Path(tempfile.mkdtemp(prefix="trajscale-fuzz-h5md-"))
+atexit.register(shutil.rmtree, _TMP, True)   # (a fuzzing child's is under its campaign's own temporary folder)
 
 
 def _expected() -> tuple[type, ...]:
