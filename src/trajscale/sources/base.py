@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -18,21 +19,29 @@ from ..facts import LayoutFacts
 FRAME_META_BYTES = 40
 
 
-def file_head(path: str, n: int, store=None) -> bytes:
-    """The first ``n`` bytes of a file (fewer for a shorter one; none for a folder or an unreadable file):
-    what a Source's ``guess_format`` reads, from ``store`` (the :class:`~trajscale.storage.ByteStore` the
-    registry gives it), else from the file's store opened here (a URL's from the one request its object's first
-    bytes are fetched with, shared with the Source that opens it)."""
+@contextmanager
+def store_for(path: str, store=None):
+    """``store`` (the :class:`~trajscale.storage.ByteStore` the registry gives a Source's ``guess_format``), else
+    the file's own store, opened here and closed when the block ends."""
+    if store is not None:
+        yield store
+        return
     from ..storage.opener import open_bytes
 
+    own = open_bytes(path)
     try:
-        if store is not None:
-            return store.first_bytes(n)
-        own = open_bytes(path)
-        try:
-            return own.first_bytes(n)
-        finally:
-            own.close()
+        yield own
+    finally:
+        own.close()
+
+
+def file_head(path: str, n: int, store=None) -> bytes:
+    """The first ``n`` bytes of a file (fewer for a shorter one; none for a folder or an unreadable file):
+    what a Source's ``guess_format`` reads, from ``store`` or the file's own (:func:`store_for`; a URL's from
+    the one request its object's first bytes are fetched with, shared with the Source that opens it)."""
+    try:
+        with store_for(path, store) as bytes_of:
+            return bytes_of.first_bytes(n)
     except (InputFileError, OSError):
         return b""
 

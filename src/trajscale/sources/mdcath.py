@@ -44,7 +44,7 @@ from ..facts import LayoutFacts
 from ..h5md.runs import plan_atom_reads
 from ..storage.bytestore import ByteStore
 from ..storage.opener import open_bytes
-from .base import OpenRequest, Source
+from .base import OpenRequest, Source, store_for
 from .mdcath_layout import (
     FRAME_PS,
     MEMBER_SEP,
@@ -209,18 +209,11 @@ class MDCATHSource(Source):
         """HDF5 whose root holds one group with a ``pdbProteinAtoms`` text (told from the file's first bytes
         where they hold the root's groups)."""
         path, _ = split_member(path)
-        own = store is None   # (the registry's store is read, not opened again; a member's path has none)
-        try:
-            store = open_bytes(path) if own else store
-        except Exception:   # noqa: BLE001 - a file that cannot be opened is not recognised here
+        try:   # (the registry's store is read, not opened again; a member's path has none)
+            with store_for(path, store) as bytes_of:
+                return "MDCATH" if looks_like(bytes_of) else None
+        except Exception:   # noqa: BLE001 - a file that cannot be opened or read is not recognised here
             return None
-        try:
-            return "MDCATH" if looks_like(store) else None
-        except Exception:   # noqa: BLE001 - nor one whose bytes cannot be read
-            return None
-        finally:
-            if own:
-                store.close()
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> MDCATHSource:
