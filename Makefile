@@ -30,7 +30,7 @@ PYTEST := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONDONTWRITEBYTECODE= OPENBLAS_
 
 env: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup-env.sh
+$(STAMP): pyproject.toml scripts/setup-env.sh scripts/compile_runtime.py
 	bash scripts/setup-env.sh
 
 demo: env

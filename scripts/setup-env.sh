@@ -62,54 +62,18 @@ if command -v npm >/dev/null 2>&1 && [ ! -x "$CACHE/npm/node_modules/.bin/azurit
     || log "Azurite not installed: the az:// store tests will be skipped"
 fi
 
-if [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] && [ "$STAMP" -nt "$0" ]; then
+if [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] && [ "$STAMP" -nt "$0" ] && [ "$STAMP" -nt scripts/compile_runtime.py ]; then
   exit 0
 fi
 
 [ -x $VENV/bin/python ] || { log "creating $VENV"; $PY -m venv $VENV; }
 PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
-$PIP install -U pip "setuptools>=77" wheel packaging "Cython>=3,<4" "numpy>=2,<3" pkgconfig
 
-mkdir -p "$WHEELS"
-# Name MPICH's compiler wrapper and launcher explicitly: installing any Debian
-# package built on Open MPI (GROMACS, ...) switches the plain mpicc/mpiexec
-# alternatives to Open MPI, which would build mpi4py against the wrong MPI and
-# start N unrelated singleton runs.
-MPICC_MPICH=$(command -v mpicc.mpich || true)
-MPIEXEC_MPICH=$(command -v mpiexec.mpich || true)
-if [ -z "$MPICC_MPICH" ] || [ -z "$MPIEXEC_MPICH" ]; then
-  log "error: mpicc.mpich / mpiexec.mpich not found (Debian package mpich)"; exit 1
-fi
-export MPICC=$MPICC_MPICH
-if ! ls "$WHEELS"/mpi4py-$MPI4PY_VERSION-*.whl >/dev/null 2>&1; then
-  log "building mpi4py $MPI4PY_VERSION against the system MPICH (a few minutes, once)"
-  $PIP wheel --no-cache-dir --no-deps --no-binary=mpi4py -w "$WHEELS" mpi4py==$MPI4PY_VERSION
-fi
-# h5py's MPI build imports mpi4py, so install it first.
-$PIP install --no-deps --force-reinstall "$WHEELS"/mpi4py-$MPI4PY_VERSION-*.whl
-if ! ls "$WHEELS"/h5py-$H5PY_VERSION-*.whl >/dev/null 2>&1; then
-  log "building h5py $H5PY_VERSION against parallel HDF5 (a few minutes, once)"
-  CC=$MPICC_MPICH HDF5_MPI=ON HDF5_PKGCONFIG_NAME=hdf5-mpich \
-    $PIP wheel --no-cache-dir --no-deps --no-binary=h5py --no-build-isolation -w "$WHEELS" h5py==$H5PY_VERSION
-fi
-$PIP install --no-deps --force-reinstall "$WHEELS"/h5py-$H5PY_VERSION-*.whl
-
-# Pin the MPI builds so pip never swaps in a serial wheel.
-CONSTRAINTS=$CACHE/constraints.txt
-$VENV/bin/python - > "$CONSTRAINTS" <<'PY'
-import h5py, mpi4py, numpy
-print(f"h5py=={h5py.__version__}\nmpi4py=={mpi4py.__version__}\nnumpy=={numpy.__version__}")
-PY
-# The ml extra's CPU build of torch (installs from a local file on the project's machines).
-echo "torch==2.13.0" >> "$CONSTRAINTS"
-log "installing trajscale and its dependencies"
-# The kernels are built with the build requirements installed above (pyproject.toml's [build-system]),
-# not in an isolated environment pip would make and fill for each install.
-# uv (PyPI) installs the ~180 dependencies from its cache in seconds where pip takes most of a minute,
-# and byte-compiles everything installed on every core, as a user's pip install compiles it (where
-# Python cannot write bytecode later: a read-only software stack, a container, PYTHONDONTWRITEBYTECODE,
-# every process would otherwise compile each module it imports, every run). pip's own configuration
-# (find-links, constraints, index) is passed on to it. Without uv, pip does the same, then compileall.
+# uv (PyPI) installs from its cache in seconds where pip takes most of a minute; pip's own configuration
+# (find-links, constraints, index) is passed on to it. Without uv, pip installs everything.
+# Bytecode is compiled after the install for what trajscale's runs import (scripts/compile_runtime.py), not
+# for all ~18,000 modules installed (68 s of CPU at every set-up, most of them imported by no run: the test
+# servers' and the docs' dependencies compile at their first import).
 uv_from_pip_config() {
   $VENV/bin/python - <<'PY'
 import os, shlex, subprocess, sys
@@ -127,19 +91,59 @@ pairs += [("--index", u) for u in conf.get("extra-index-url", []) if usable(u)]
 print(shlex.join(a for pair in dict.fromkeys(pairs) for a in pair))
 PY
 }
-install_with_uv() {
-  $PIP install uv >/dev/null 2>&1 || return 1
+if $PIP install --no-compile uv >/dev/null 2>&1; then
   eval "UV_ARGS=($(uv_from_pip_config))"
   # unsafe-best-match: every index's versions are candidates, as pip takes them
-  $VENV/bin/python -m uv pip install -q --python $VENV/bin/python --no-build-isolation --compile-bytecode \
-    --index-strategy unsafe-best-match -c "$CONSTRAINTS" "${UV_ARGS[@]}" -e ".[all]"
-}
-if ! install_with_uv; then
-  log "uv is not at hand or failed: installing with pip"
-  $PIP install --no-build-isolation --no-compile -c "$CONSTRAINTS" -e ".[all]"
-  $VENV/bin/python -m compileall -q -j 0 "$($VENV/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
-    >/dev/null 2>&1 || true
+  INSTALL=($VENV/bin/python -m uv pip install -q --python $VENV/bin/python --index-strategy unsafe-best-match
+           "${UV_ARGS[@]}")
+  REINSTALL=("${INSTALL[@]}" --reinstall --no-deps)
+else
+  log "uv is not at hand: installing with pip"
+  INSTALL=($PIP install --no-compile)
+  REINSTALL=("${INSTALL[@]}" --force-reinstall --no-deps)
 fi
+"${INSTALL[@]}" -U pip "setuptools>=77" wheel packaging "Cython>=3,<4" "numpy>=2,<3" pkgconfig
+
+mkdir -p "$WHEELS"
+# Name MPICH's compiler wrapper and launcher explicitly: installing any Debian
+# package built on Open MPI (GROMACS, ...) switches the plain mpicc/mpiexec
+# alternatives to Open MPI, which would build mpi4py against the wrong MPI and
+# start N unrelated singleton runs.
+MPICC_MPICH=$(command -v mpicc.mpich || true)
+MPIEXEC_MPICH=$(command -v mpiexec.mpich || true)
+if [ -z "$MPICC_MPICH" ] || [ -z "$MPIEXEC_MPICH" ]; then
+  log "error: mpicc.mpich / mpiexec.mpich not found (Debian package mpich)"; exit 1
+fi
+export MPICC=$MPICC_MPICH
+if ! ls "$WHEELS"/mpi4py-$MPI4PY_VERSION-*.whl >/dev/null 2>&1; then
+  log "building mpi4py $MPI4PY_VERSION against the system MPICH (a few minutes, once)"
+  $PIP wheel --no-cache-dir --no-deps --no-binary=mpi4py -w "$WHEELS" mpi4py==$MPI4PY_VERSION
+fi
+# h5py's MPI build imports mpi4py, so install it first.
+"${REINSTALL[@]}" "$WHEELS"/mpi4py-$MPI4PY_VERSION-*.whl
+if ! ls "$WHEELS"/h5py-$H5PY_VERSION-*.whl >/dev/null 2>&1; then
+  log "building h5py $H5PY_VERSION against parallel HDF5 (a few minutes, once)"
+  CC=$MPICC_MPICH HDF5_MPI=ON HDF5_PKGCONFIG_NAME=hdf5-mpich \
+    $PIP wheel --no-cache-dir --no-deps --no-binary=h5py --no-build-isolation -w "$WHEELS" h5py==$H5PY_VERSION
+fi
+"${REINSTALL[@]}" "$WHEELS"/h5py-$H5PY_VERSION-*.whl
+
+# Pin the MPI builds so pip never swaps in a serial wheel.
+CONSTRAINTS=$CACHE/constraints.txt
+$VENV/bin/python - > "$CONSTRAINTS" <<'PY'
+import h5py, mpi4py, numpy
+print(f"h5py=={h5py.__version__}\nmpi4py=={mpi4py.__version__}\nnumpy=={numpy.__version__}")
+PY
+# The ml extra's CPU build of torch (installs from a local file on the project's machines).
+echo "torch==2.13.0" >> "$CONSTRAINTS"
+log "installing trajscale and its dependencies"
+# The kernels are built with the build requirements installed above (pyproject.toml's [build-system]),
+# not in an isolated environment pip would make and fill for each install.
+"${INSTALL[@]}" --no-build-isolation -c "$CONSTRAINTS" -e ".[all]" || {
+  log "the install failed: trying again with pip"
+  $PIP install --no-compile --no-build-isolation -c "$CONSTRAINTS" -e ".[all]"
+}
+$VENV/bin/python scripts/compile_runtime.py
 
 # A PyPI MPI in the venv would shadow Debian's mpiexec; refuse it.
 if [ -e $VENV/bin/mpiexec ]; then

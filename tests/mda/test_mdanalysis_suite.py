@@ -102,7 +102,7 @@ def _parametrised_modules(suite: Path) -> list[Path]:
 
 def test_mdanalysis_analysis_suite_passes_with_trajscale_backends(tmp_path):
     suite = _extended_copy(tmp_path)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
     # the copy is its own rootdir (no project pytest.ini, no tests.tiers plugin); -n 0: one process,
     # which owns the session's Dask cluster
     cmd = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-n", "0", "-rfE",
