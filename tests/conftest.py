@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import shutil
 import signal
@@ -30,10 +29,6 @@ def pytest_configure(config) -> None:
     # suite, its workers and what they start take SIGINT as from a terminal.
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    # The cyclic collector as the command line sets it (trajscale.cli.main): a worker's heap holds every
-    # collected test and the libraries the tests import, and collections every 700 allocations walked it again
-    # and again (a tenth of the workers' CPU time, from `perf record -a` over a whole run).
-    gc.set_threshold(100_000, 10, 10)
     if not hasattr(config, "workerinput"):   # once, before any xdist worker starts
         _offsets_of_the_test_data()
         _idle_mpi_ranks_yield()
