@@ -66,3 +66,36 @@ def test_convert_killed_while_writing_keeps_its_frames(tmp_path):
     assert proc.returncode == 143, err
     assert "the frames written so far are kept: run the same command with --resume" in err, err
     assert any(p.exists() for p in unfinished(out, "convert"))
+
+
+#: A signal landing while a weakref callback runs (as importlib's module-lock callback does during imports):
+#: the exit its handler raises there is one Python cannot raise.
+SIGNAL_IN_A_CALLBACK = """
+import os, signal, sys, time, weakref
+from trajscale.cli import main as cli
+
+cli._unraisable_hook()
+signal.signal(signal.SIGTERM, cli._terminate)   # as main() installs them, in this order
+
+class Lock:
+    pass
+
+def released(ref):
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(1000):   # the handler runs here, inside the callback
+        pass
+
+lock = Lock()
+ref = weakref.ref(lock, released)
+del lock
+for _ in range(200):
+    time.sleep(0.001)
+print("went on")
+"""
+
+
+def test_a_signal_inside_a_callback_still_ends_the_command():
+    """The exit is not dropped: the signal is raised again and ends the process once the callback returns."""
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_IN_A_CALLBACK], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM and "went on" not in proc.stdout, (proc.stdout, proc.stderr)
+    assert "Exception ignored" not in proc.stderr, proc.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import contextlib
 import gc
@@ -119,12 +120,23 @@ def _terminate(signum, frame):
         raise SystemExit(128 + signum)
 
 
-def _quiet_failed_readers() -> None:
-    """An MDAnalysis reader that failed in ``__init__`` fails again in ``__del__`` (XTCReader: no
-    ``_xdr``), and Python prints that traceback after trajscale's one-line error: log it instead."""
+def _unraisable_hook() -> None:
+    """What Python does with an exception it cannot raise (one from a ``__del__`` or a weakref callback):
+
+    * the exit of a signal (:func:`_terminate`) that landed inside such a callback would be dropped, and
+      the command would go on (seen: SIGTERM during the imports, in importlib's module-lock callback):
+      the signal is raised again, to be handled when the callback has returned;
+    * an MDAnalysis reader that failed in ``__init__`` fails again in ``__del__`` (XTCReader: no
+      ``_xdr``), and Python prints that traceback after trajscale's one-line error: it is logged instead."""
     default = sys.unraisablehook
 
     def hook(unraisable) -> None:
+        if unraisable.exc_type is SystemExit and _raised_by(unraisable.exc_traceback, _terminate):
+            # sent again from a new thread, not waited for: sent from this one (os.kill, signal.raise_signal), or
+            # waited for (threading), the handler would run at once, still in here; so it runs in the main
+            # thread once this callback has returned
+            _thread.start_new_thread(os.kill, (os.getpid(), unraisable.exc_value.code - 128))
+            return
         obj = unraisable.object
         if getattr(obj, "__name__", "") == "__del__" and getattr(obj, "__module__", "").startswith("MDAnalysis."):
             logging.getLogger(__name__).debug("ignored in %s: %r", obj.__qualname__, unraisable.exc_value)
@@ -132,6 +144,13 @@ def _quiet_failed_readers() -> None:
         default(unraisable)
 
     sys.unraisablehook = hook
+
+
+def _raised_by(tb, function) -> bool:
+    """Whether the traceback ``tb`` ends in ``function``."""
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code is function.__code__
 
 
 #: Libraries whose log lines show only errors unless -vv asks for all of them.
@@ -220,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_output(args.quiet, args.verbose)
     if args.quiet:
         args.no_progress = True
-    _quiet_failed_readers()
+    _unraisable_hook()
     # The handler imports from trajscale.util: it is made whole first (a signal may land mid-import).
     from .. import util  # noqa: F401
 
