@@ -99,3 +99,32 @@ def test_a_signal_inside_a_callback_still_ends_the_command():
     proc = subprocess.run([sys.executable, "-c", SIGNAL_IN_A_CALLBACK], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM and "went on" not in proc.stdout, (proc.stdout, proc.stderr)
     assert "Exception ignored" not in proc.stderr, proc.stderr
+
+
+#: The handler's exit raised where a library turns it into an error of its own (numpy does, importing
+#: ``datetime`` from C: an ImportError).
+SIGNAL_IN_A_LIBRARY = """
+import os, signal
+from trajscale.cli import main as cli
+
+def work(args):
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+    except SystemExit as exc:
+        raise ImportError("a library's own error") from exc
+
+parse = cli.parse_args
+def parse_args(argv=None):
+    args = parse(argv)
+    args.func = work
+    return args
+
+cli.parse_args = parse_args
+raise SystemExit(cli.main(["inspect", "any.h5md"]))
+"""
+
+
+def test_a_signal_turned_into_a_library_error_still_ends_the_command_in_one_line():
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_IN_A_LIBRARY], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, (proc.stdout, proc.stderr)
+    assert proc.stderr.strip() == "trajscale inspect: terminated by signal 15; no partial output was kept", proc.stderr

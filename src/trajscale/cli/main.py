@@ -280,6 +280,18 @@ def main(argv: list[str] | None = None) -> int:
         _say_interrupted(args, "interrupted")
         _share_interruption(SystemExit(130))
         return 130
+    except Exception:
+        from ..util import stop_requested
+
+        signum = stop_requested()
+        if not signum:
+            raise
+        # the exit a signal raised inside a library's code (a C extension's import, a callback) can come out as
+        # that library's own error (seen: numpy's ImportError when SIGTERM landed in its import of datetime)
+        exc = SystemExit(128 + signum)
+        _say_interrupted(args, f"terminated by signal {signum}")
+        _share_interruption(exc)
+        raise exc from None
 
 
 def _partial_frames(strict: bool):
