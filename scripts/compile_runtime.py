@@ -31,24 +31,27 @@ def _key(name: str) -> str:
 
 
 def closure(name: str, extras: tuple[str, ...]) -> set[str]:
-    """The installed distributions that ``name[extras]`` requires, directly or not (itself included)."""
-    seen: set[str] = set()
-    todo = [(name, extras)]
+    """The installed distributions that ``name[extras]`` requires, directly or not (itself included).
+
+    Each (distribution, extra) is visited once (``""``: its requirements without an extra), so requirements
+    that name each other with extras (``a[x]`` needs ``b[y]``, which needs ``a[x]``) end."""
+    names: set[str] = set()
+    visited: set[tuple[str, str]] = set()
+    todo = [(name, extra) for extra in ("", *extras)]
     while todo:
-        dist_name, wanted = todo.pop()
-        if _key(dist_name) in seen and not wanted:
+        dist_name, extra = todo.pop()
+        if (_key(dist_name), extra) in visited:
             continue
-        seen.add(_key(dist_name))
+        visited.add((_key(dist_name), extra))
+        names.add(_key(dist_name))
         try:
             requires = metadata.distribution(dist_name).requires or []
         except metadata.PackageNotFoundError:
             continue   # an optional dependency not installed here
-        envs = [{"extra": e} for e in (wanted or ("",))]
         for req in map(Requirement, requires):
-            if req.marker is None or any(req.marker.evaluate(env) for env in envs):
-                if _key(req.name) not in seen or req.extras:
-                    todo.append((req.name, tuple(req.extras)))
-    return seen
+            if req.marker is None or req.marker.evaluate({"extra": extra}):
+                todo += [(req.name, e) for e in ("", *req.extras)]
+    return names
 
 
 def main() -> int:
