@@ -97,8 +97,29 @@ def done(slurm, job: int, timeout: float = 180) -> str:
         raise
     log = slurm.log(job)
     assert state == "COMPLETED", f"job {job} {state}:\n{log}"
-    assert "Traceback" not in log, log
+    assert "Traceback" not in without_shutdown_races(log), log
     return log
+
+
+#: A logging record's first line, as dask's default logging format writes it.
+RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - ", re.M)
+
+
+def without_shutdown_races(log: str) -> str:
+    """The log without distributed's INFO records of a worker comm that closed while the scheduler wrote to it.
+
+    When ``cluster.close()`` cancels the worker jobs, the scheduler may be writing to a worker at that moment;
+    distributed logs that at INFO level with the ``CommClosedError``'s traceback (dask/distributed#7192, open).
+    Only records whose traceback ends in that error are dropped; any other traceback is left for the test.
+    """
+    starts = [m.start() for m in RECORD.finditer(log)] + [len(log)]
+    kept = [log[: starts[0]]]
+    for a, b in zip(starts, starts[1:]):
+        record = log[a:b]
+        race = " - distributed.batched - INFO - Batched Comm Closed " in record.partition("\n")[0] \
+            and re.search(r"(CommClosedError|StreamClosedError)[^\n]*\s*$", record)
+        kept.append("" if race else record)
+    return "".join(kept)
 
 
 def ca_rmsd() -> np.ndarray:
