@@ -114,7 +114,7 @@ def without_shutdown_races(log: str) -> str:
     """
     starts = [m.start() for m in RECORD.finditer(log)] + [len(log)]
     kept = [log[: starts[0]]]
-    for a, b in zip(starts, starts[1:]):
+    for a, b in zip(starts, starts[1:], strict=False):
         record = log[a:b]
         race = " - distributed.batched - INFO - Batched Comm Closed " in record.partition("\n")[0] \
             and re.search(r"(CommClosedError|StreamClosedError)[^\n]*\s*$", record)

@@ -16,8 +16,13 @@ def main(args) -> int:
     from ..pwrite.repair import repair
 
     r = repair(args.file)
+    if r.extended:
+        print(f"{r.path}: extended by {r.extended} bytes to the size its superblock records "
+              "(the writer was killed while it flushed)")
     if r.method == "none":
         print(f"{r.path}: {r.n_frames} frames, nothing to repair")
+    elif r.method == "extend":
+        print(f"{r.path}: {r.n_frames} complete frames, no partial rows")
     else:
         rows = max(r.dropped.values())
         print(f"{r.path}: kept {r.n_frames} complete frames, dropped {rows} partial row(s) "

@@ -51,7 +51,7 @@ from ..h5md.codecs import (
     stored_dtype,
 )
 from ..h5md.direct_write import DirectWrites
-from ..h5md.hdf5 import ensure_filters, open_h5
+from ..h5md.hdf5 import cover_allocated, ensure_filters, open_h5
 from ..h5md.layout import Layout
 from ..h5md.schema import attr_str
 from ..h5md.writer import early_allocation
@@ -521,6 +521,7 @@ def _copy_series(sds: h5py.Dataset, dds: h5py.Dataset, record: dict, record_path
             b = min(n_frames, a + per)
             sds.read_direct(buf, np.s_[first + a:first + b], np.s_[0:b - a])
             dds.write_direct(recode(buf[:b - a], first + a), dest_sel=np.s_[a:b])
+            cover_allocated(dds.file)   # (a copy killed in the flush leaves a file HDF5 opens)
             dds.file.flush()   # the frames are on disk before the record says so
             record["done"][name] = a = b
             save_record(record_path, record)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -11,7 +12,7 @@ import h5py
 from ..errors import InputFileError, OutputError
 from ..storage.bytestore import ByteStore
 from ..storage.opener import open_bytes
-from ..util import check_input_file
+from ..util import HDF5_MAGIC, check_input_file
 
 
 def ensure_filters(ds: h5py.Dataset) -> None:
@@ -65,10 +66,127 @@ def open_h5(path: str | os.PathLike | ByteStore, mode: str = "r", driver: str | 
             # (a follower reads without the lock): the same file object, opened as it is
             return h5py.File(str(p), mode, **{**kw, "locking": kw.get("locking", True) is False})
     except OSError as exc:
-        locked = lock_problem(exc)
+        locked = lock_problem(exc) or _cut_short(p, exc)
         if mode != "r":   # a file to write: the folder or the disk is at fault, not the file's contents
             raise OutputError(p, locked or f"cannot create or write it ({_os_reason(exc)})") from None
         raise InputFileError(p, locked or f"cannot open as HDF5 ({_short(exc)}); the file may be truncated") from None
+
+
+def superblock_end(head: bytes) -> int | None:
+    """The file size the superblock at the start of ``head`` (a file's first 64 bytes) records: its base
+    address plus its end-of-file address, the end of the space HDF5 has allocated. None where ``head``
+    holds no superblock this reads (another version, a user block before it, an undefined address)."""
+    if len(head) < 64 or head[:8] != HDF5_MAGIC:
+        return None
+    if head[8] in (0, 1):   # versions 0-1: the addresses after 16 bytes of versions and sizes, 8 of K values
+        size, at = head[13], 24 + (4 if head[8] == 1 else 0)   # (and flags); version 1: 4 more
+        base, eof = at, at + 2 * size   # base, free-space info, end of file
+    elif head[8] in (2, 3):   # versions 2-3: base, superblock extension, end of file
+        size, at = head[9], 12
+        base, eof = at, at + 2 * size
+    else:
+        return None
+    if size not in (2, 4, 8):
+        return None
+    base_addr, eof_addr = (int.from_bytes(head[a:a + size], "little") for a in (base, eof))
+    undefined = (1 << 8 * size) - 1
+    return None if undefined in (base_addr, eof_addr) else base_addr + eof_addr
+
+
+def cover_allocated(f: h5py.File, grown: int = 0, comm=None, path: str | None = None) -> tuple[int, int] | None:
+    """Extend the file of ``f`` to the end of the space HDF5 has allocated in it, if it is shorter.
+
+    A flush writes the superblock, which records the allocated size, before it extends the file to that
+    size; space allocated and not yet written (the chunks of rows a dataset grew by) lies past the end of
+    the file until then. A process killed in between leaves a file HDF5 refuses to open ("truncated
+    file"). Extended first, the file is never shorter than a superblock on disk says.
+
+    Under ``mpio`` HDF5 does not tell the allocated end (``H5Fget_eoa`` wants a SWMR driver, and the
+    driver forgets the file's size once it has written), so ``grown``, the storage datasets were given
+    since the last flush, bounds it: rank 0 of ``comm`` extends the file (at ``path``, its name now, if it
+    was renamed since it was opened) by that and room for metadata, and every rank waits for it. A flush
+    whose allocated end moved cuts the file to it; the sizes before and after are returned for
+    :func:`trim_cover` to cut it where the flush did not. Nothing is done (None) when nothing grew.
+    """
+    if f.driver == "sec2":
+        end, fd = allocated_end(f), f.id.get_vfd_handle()   # (the file itself, whatever its name now)
+        if end is not None and os.fstat(fd).st_size < end:
+            os.ftruncate(fd, end)
+    elif f.driver == "mpio" and grown > 0:
+        cover = None
+        room = 2 * f.id.get_access_plist().get_meta_block_size() + 2**20   # (collective: dups the comm)
+        if comm is None or comm.Get_rank() == 0:
+            path = path or f.filename
+            before = os.stat(path).st_size
+            cover = before, before + grown + room
+            os.truncate(path, cover[1])
+        if comm is not None:
+            comm.Barrier()
+        return cover
+    return None
+
+
+def trim_cover(path: str, cover: tuple[int, int] | None) -> None:
+    """After the flush: cut the room :func:`cover_allocated` made that HDF5 did not cut (the file keeps
+    the size it had, or the size its superblock now records, whichever is larger)."""
+    if cover is None:
+        return
+    before, extended = cover
+    if os.stat(path).st_size == extended:
+        with open(path, "rb") as fh:
+            end = superblock_end(fh.read(64)) or extended
+        if end < extended:
+            os.truncate(path, max(before, end))
+
+
+def allocated_end(f: h5py.File) -> int | None:
+    """The end of the space HDF5 has allocated in the file of ``f`` (its "end of allocation"): ``H5Fget_eoa``,
+    which h5py does not wrap, from the HDF5 library h5py uses (None where it cannot be had)."""
+    get_eoa = _h5fget_eoa()
+    if get_eoa is None:
+        return None
+    import ctypes
+
+    eoa = ctypes.c_uint64()
+    return eoa.value if get_eoa(f.id.id, ctypes.byref(eoa)) >= 0 else None
+
+
+@functools.cache
+def _h5fget_eoa():
+    """``H5Fget_eoa`` of the libhdf5 this process has loaded (h5py's), or None where it is not found."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as maps:   # (Linux: the library's path, whatever h5py's build named it)
+            paths = {line.split()[-1] for line in maps if "/libhdf5" in line}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        name = os.path.basename(path)
+        if name.startswith("libhdf5") and ".so" in name and "_hl" not in name:
+            try:
+                fn = ctypes.CDLL(path).H5Fget_eoa   # (the library already loaded: the same one, not another)
+            except (OSError, AttributeError):
+                continue
+            fn.argtypes, fn.restype = [ctypes.c_int64, ctypes.POINTER(ctypes.c_uint64)], ctypes.c_int
+            return fn
+    return None
+
+
+def _cut_short(p: Path, exc: OSError) -> str | None:
+    """What a failed open says when the file is shorter than its superblock records (None otherwise)."""
+    if "truncated file" not in str(exc):
+        return None
+    try:
+        with open(p, "rb") as fh:
+            end, size = superblock_end(fh.read(64)), os.fstat(fh.fileno()).st_size
+    except OSError:
+        return None
+    if end is None or size >= end:
+        return None
+    return (f"the file has {size} bytes but its superblock records {end}: a writer was killed while it "
+            f"flushed (`trajscale repair {p}` extends it and keeps its complete frames), or the copy was "
+            "cut short")
 
 
 def _checked_store(path: str | os.PathLike) -> ByteStore:

@@ -21,7 +21,7 @@ from ..box import dimensions_to_edges
 from ..errors import ConfigError
 from ..units import WRITE_UNITS, factor
 from .codecs import Deltas, codec_for, deltas_of, encode, lossy_attrs_for, stored_dtype
-from .hdf5 import open_h5
+from .hdf5 import cover_allocated, open_h5, trim_cover
 from .layout import Layout
 
 log = logging.getLogger(__name__)
@@ -72,6 +72,10 @@ class H5MDWriter:
         first frame it writes.
     """
 
+    #: the MPI communicator of an ``mpio`` file; bytes of storage given to datasets since the last flush;
+    #: the file's name if it was renamed while open (:meth:`renamed`)
+    _comm, _grown, _renamed = None, 0, None
+
     def __init__(self, path: str | os.PathLike, n_atoms: int, *, n_frames: int | None = None,
                  layout: Layout | None = None, fields: tuple[str, ...] = ("position",),
                  box: str | None = "triclinic", group: str = "all", author: str = "trajscale",
@@ -90,6 +94,7 @@ class H5MDWriter:
         self._factors = {q: factor(q, u) for q, u in self.units.items()}
         self.n_written = 0      # committed frames: the length of step/time
         self._obs: dict[str, h5py.Dataset] = {}
+        self._comm = comm
         self.file = open_h5(path, "w", driver=driver, comm=comm, **({"info": mpi_info} if mpi_info else {}),
                             **self.layout.file_kwargs())
         f = self.file
@@ -150,6 +155,7 @@ class H5MDWriter:
                     self._plan_codec(None if reference is None else self.in_file_units(reference, fl))
         for name, arr in topology.items():
             pg[name][...] = arr
+        self._grown = sum(ds.id.get_storage_size() for ds in self._per_frame())   # (allocated ahead)
 
     @classmethod
     def reopen(cls, path: str | os.PathLike, n_written: int, n_frames: int | None = None, *,
@@ -162,6 +168,7 @@ class H5MDWriter:
         reopens it on every rank (as in ``__init__``).
         """
         self = cls.__new__(cls)
+        self._comm = comm
         self.file = f = open_h5(path, "r+", driver=driver, comm=comm, **({"info": mpi_info} if mpi_info else {}))
         if COMPLETE_ATTR in f.attrs:   # written to again: no longer complete until this writer closes
             f.attrs.modify(COMPLETE_ATTR, False)
@@ -295,15 +302,15 @@ class H5MDWriter:
         a = self.n_written
         if n <= a:
             return
-        self.file.flush()   # every frame's data is in the file before it is counted
+        self._flush()   # every frame's data is in the file before it is counted
         first = self._pg[self.fields[0]]
-        first["step"].resize(n, axis=0)
-        first["time"].resize(n, axis=0)
+        self._resize(first["step"], n)
+        self._resize(first["time"], n)
         if step is not None:
             first["step"][a:n] = np.asarray(step, dtype=np.int64)
             first["time"][a:n] = self.in_file_units(time, "time", np.float64)
         if publish or fsync:
-            self.file.flush()
+            self._flush()
         if fsync and self.file.driver != "mpio":
             os.fsync(self.file.id.get_vfd_handle())
         self.n_written = n
@@ -369,7 +376,7 @@ class H5MDWriter:
             cap = max(1, GROW_BYTES // max(1, self.n_atoms * 12 * len(self.fields) * cf)) * cf
             new = max(math.ceil(n / cf) * cf, min(2 * cur, cur + cap))
         for ds in self._per_frame():
-            ds.resize(new, axis=0)
+            self._resize(ds, new)
 
     def close(self, abandoned: bool = False) -> None:
         """Close the file; warn about missing frames unless the write is ``abandoned`` (an error or
@@ -388,7 +395,38 @@ class H5MDWriter:
                         ds.resize(self.n_written, axis=0)
             if not abandoned:   # a follower (trajscale run --follow) ends here; a killed writer never says it
                 self.file.attrs.modify(COMPLETE_ATTR, True)
+            cover, path = self._cover_allocated(), self._path_now()   # (closing flushes too)
             self.file.close()
+            trim_cover(path, cover)
+
+    def _flush(self) -> None:
+        """Flush, the file first extended to the space allocated in it: a process killed during the flush
+        leaves a file HDF5 opens."""
+        cover = self._cover_allocated()
+        self.file.flush()
+        trim_cover(self._path_now(), cover)
+
+    def _resize(self, ds: h5py.Dataset, n: int) -> None:
+        """Resize ``ds`` to ``n`` rows, counting the storage that gives it (allocated early: on resize)."""
+        old, rows = ds.shape[0], ds.chunks[0] if ds.chunks else 0
+        if not rows or -(-n // rows) == -(-old // rows):   # (no new chunk: nothing allocated)
+            ds.resize(n, axis=0)
+            return
+        before = ds.id.get_storage_size()
+        ds.resize(n, axis=0)
+        self._grown += max(0, ds.id.get_storage_size() - before)
+
+    def renamed(self, path: str | os.PathLike) -> None:
+        """The open file was renamed to ``path`` (its writer publishes it under its final name)."""
+        self._renamed = os.fspath(path)
+
+    def _path_now(self) -> str:
+        return self._renamed or self.file.filename
+
+    def _cover_allocated(self) -> tuple[int, int] | None:
+        cover = cover_allocated(self.file, self._grown, self._comm, self._path_now())
+        self._grown = 0
+        return cover
 
     def __enter__(self) -> H5MDWriter:
         return self

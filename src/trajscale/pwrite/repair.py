@@ -6,6 +6,11 @@ then ``time`` only after a frame's data is flushed, so the rows past them are a
 partial or reserved frame, or a frame whose time never reached the file.  Chunked
 datasets are resized in place; a contiguous one cannot shrink, so the file is
 then copied with the rows dropped and the copy renamed over the original.
+
+A writer killed while HDF5 flushed (by another program, or by trajscale before it extended its files
+first) can leave the file shorter than its superblock records, which HDF5 refuses to open: the missing
+end is space allocated for rows never written, so the file is first extended to that size with zeros,
+as HDF5 would have done.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from pathlib import Path
 import h5py
 
 from ..errors import InputFileError
-from ..h5md.hdf5 import open_h5
+from ..h5md.hdf5 import open_h5, superblock_end
 from ..h5md.schema import describe
 from ..util import atomic_output
 
@@ -32,7 +37,8 @@ class RepairResult:
     path: str
     n_frames: int        # complete frames (of the first particle group)
     dropped: dict        # dataset name -> rows removed
-    method: str          # "none", "resize" or "copy"
+    method: str          # "none", "resize" or "copy" (rows), or "extend" (only the file's end restored)
+    extended: int = 0    # bytes added at the end (a file left shorter than its superblock records)
 
 
 def _excess(f: h5py.File) -> dict[str, int]:
@@ -64,14 +70,26 @@ def _excess(f: h5py.File) -> dict[str, int]:
 def repair(path: str | os.PathLike) -> RepairResult:
     """Drop the rows after the last complete frame of ``path`` (atomically)."""
     p = Path(path)
-    with open_h5(p, "r") as f:
-        info = describe(f)
-        excess = _excess(f)
-        before = {name: f[name].shape[0] for name in excess}
-        growable = all(f[name].maxshape[0] is None for name in excess)
+    was = _extend_cut_short(p)
+    try:
+        with open_h5(p, "r") as f:
+            try:
+                info = describe(f)
+                excess = _excess(f)
+                before = {name: f[name].shape[0] for name in excess}
+                growable = all(f[name].maxshape[0] is None for name in excess)
+            except (OSError, RuntimeError, KeyError, ValueError) as exc:   # HDF5's words for damaged metadata
+                raise InputFileError(p, f"its HDF5 metadata is damaged ({exc}); it cannot be repaired") from None
+    except BaseException:
+        if was is not None:   # not a file a killed writer left: as it was
+            os.truncate(p, was)
+        raise
+    extended = 0 if was is None else p.stat().st_size - was
+    if extended:
+        log.info("%s: extended from %d to %d bytes, the size its superblock records", p, was, was + extended)
     dropped = {name: before[name] - n for name, n in excess.items()}
     if not excess:
-        return RepairResult(str(p), info.n_frames, {}, "none")
+        return RepairResult(str(p), info.n_frames, {}, "extend" if extended else "none", extended)
     if growable:
         with open_h5(p, "r+") as f:
             for name, n in excess.items():
@@ -82,7 +100,24 @@ def repair(path: str | os.PathLike) -> RepairResult:
         method = "copy"
     log.info("%s: %d complete frames kept; dropped %s", p, info.n_frames,
              ", ".join(f"{k} ({v} rows)" for k, v in dropped.items()))
-    return RepairResult(str(p), info.n_frames, dropped, method)
+    return RepairResult(str(p), info.n_frames, dropped, method, extended)
+
+
+def _extend_cut_short(p: Path) -> int | None:
+    """Extend ``p`` to the size its superblock records if it is shorter; its size before (None: left as is)."""
+    try:
+        with open(p, "rb") as fh:
+            end, size = superblock_end(fh.read(64)), os.fstat(fh.fileno()).st_size
+    except OSError:
+        return None   # (missing, a folder, unreadable: the open says which)
+    if end is None or size >= end:
+        return None
+    try:
+        os.truncate(p, end)
+    except OSError as exc:
+        raise InputFileError(p, f"it has {size} bytes but its superblock records {end}, and it cannot be "
+                                f"extended ({exc.strerror})") from None
+    return size
 
 
 def _copy_truncated(p: Path, excess: dict[str, int]) -> None:

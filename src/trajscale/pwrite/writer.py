@@ -456,6 +456,8 @@ class ParallelWriter:
         if not self._published:   # the first complete frame: the file takes its final name
             if self.rank == 0:
                 os.replace(self._tmp, self.path)
+            if self._w is not None:
+                self._w.renamed(self.path)
             self._published = True
             if self.comm is not None:
                 self.comm.Barrier()
