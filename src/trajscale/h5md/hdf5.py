@@ -184,9 +184,9 @@ def _cut_short(p: Path, exc: OSError) -> str | None:
         return None
     if end is None or size >= end:
         return None
-    return (f"the file has {size} bytes but its superblock records {end}: a writer was killed while it "
-            f"flushed (`trajscale repair {p}` extends it and keeps its complete frames), or the copy was "
-            "cut short")
+    return (f"truncated: it has {size} bytes, its superblock records {end} (a copy cut short, or a writer "
+            f"killed while HDF5 flushed: `trajscale repair {p}` extends such a file and keeps its complete "
+            "frames)")
 
 
 def _checked_store(path: str | os.PathLike) -> ByteStore:
