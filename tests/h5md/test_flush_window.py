@@ -60,6 +60,7 @@ def frames_of(path: Path) -> np.ndarray:
         r.close()
 
 
+@pytest.mark.slow   # (a writer under gdb: the full suite's)
 @pytest.mark.skipif(GDB is None, reason="needs gdb")
 @pytest.mark.parametrize("driver", [None, pytest.param("mpio", marks=pytest.mark.mpi)])
 def test_a_writer_killed_at_any_flush_leaves_a_file_hdf5_opens(tmp_path, driver):
