@@ -72,25 +72,35 @@ def open_h5(path: str | os.PathLike | ByteStore, mode: str = "r", driver: str | 
         raise InputFileError(p, locked or f"cannot open as HDF5 ({_short(exc)}); the file may be truncated") from None
 
 
+def superblock_offset_size(head: bytes) -> int | None:
+    """The "size of offsets" (bytes per file address) of the superblock at the start of ``head`` (a file's
+    first 16 bytes or more); None where ``head`` holds no superblock this reads."""
+    if len(head) < 16 or head[:8] != HDF5_MAGIC or head[8] not in (0, 1, 2, 3):
+        return None
+    size = head[13] if head[8] in (0, 1) else head[9]   # superblock versions 0-1, 2-3
+    return size if size in (2, 4, 8) else None
+
+
 def superblock_end(head: bytes) -> int | None:
     """The file size the superblock at the start of ``head`` (a file's first 64 bytes) records: its base
     address plus its end-of-file address, the end of the space HDF5 has allocated. None where ``head``
     holds no superblock this reads (another version, a user block before it, an undefined address)."""
-    if len(head) < 64 or head[:8] != HDF5_MAGIC:
+    size = superblock_offset_size(head)
+    if size is None or len(head) < 64:
         return None
-    if head[8] in (0, 1):   # versions 0-1: the addresses after 16 bytes of versions and sizes, 8 of K values
-        size, at = head[13], 24 + (4 if head[8] == 1 else 0)   # (and flags); version 1: 4 more
-        base, eof = at, at + 2 * size   # base, free-space info, end of file
-    elif head[8] in (2, 3):   # versions 2-3: base, superblock extension, end of file
-        size, at = head[9], 12
-        base, eof = at, at + 2 * size
-    else:
-        return None
-    if size not in (2, 4, 8):
-        return None
-    base_addr, eof_addr = (int.from_bytes(head[a:a + size], "little") for a in (base, eof))
+    # the addresses: versions 0-1 after 16 bytes of versions and sizes and 8 of K values and flags (version 1:
+    # 4 more), then base, free-space info, end of file; versions 2-3 after 12 bytes: base, extension, end of file
+    base = 12 if head[8] in (2, 3) else 24 + (4 if head[8] == 1 else 0)
+    base_addr, eof_addr = (int.from_bytes(head[a:a + size], "little") for a in (base, base + 2 * size))
     undefined = (1 << 8 * size) - 1
     return None if undefined in (base_addr, eof_addr) else base_addr + eof_addr
+
+
+def stored_size(path: str | os.PathLike) -> tuple[int | None, int]:
+    """The size the superblock of the file at ``path`` records (:func:`superblock_end`) and its size now.
+    Raises OSError where the file cannot be read."""
+    with open(path, "rb") as fh:
+        return superblock_end(fh.read(64)), os.fstat(fh.fileno()).st_size
 
 
 def cover_allocated(f: h5py.File, grown: int = 0, comm=None, path: str | None = None) -> tuple[int, int] | None:
@@ -132,11 +142,9 @@ def trim_cover(path: str, cover: tuple[int, int] | None) -> None:
     if cover is None:
         return
     before, extended = cover
-    if os.stat(path).st_size == extended:
-        with open(path, "rb") as fh:
-            end = superblock_end(fh.read(64)) or extended
-        if end < extended:
-            os.truncate(path, max(before, end))
+    end, size = stored_size(path)
+    if size == extended and end is not None and end < extended:
+        os.truncate(path, max(before, end))
 
 
 def allocated_end(f: h5py.File) -> int | None:
@@ -178,8 +186,7 @@ def _cut_short(p: Path, exc: OSError) -> str | None:
     if "truncated file" not in str(exc):
         return None
     try:
-        with open(p, "rb") as fh:
-            end, size = superblock_end(fh.read(64)), os.fstat(fh.fileno()).st_size
+        end, size = stored_size(p)
     except OSError:
         return None
     if end is None or size >= end:

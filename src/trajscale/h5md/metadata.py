@@ -30,6 +30,7 @@ from ..storage.fileobj import CachingFile
 from ..storage.objects import ByteStore, Identity, RemoteError, RemoteObject
 from ..util import HDF5_MAGIC
 from .chunks import stored_chunks
+from .hdf5 import superblock_offset_size
 
 log = logging.getLogger(__name__)
 
@@ -132,11 +133,7 @@ def chunk_index_root(header: bytes, sizeof_addr: int) -> int | None:
 def sizeof_addr(fh: CachingFile) -> int:
     """The file's "size of offsets" from its superblock, as ``fh`` holds it (8 where it cannot be told)."""
     head = fh.held(0, 16) if fh.store.size >= 16 else None
-    if head is not None and head[:8] == HDF5_MAGIC:
-        at = 13 if head[8] in (0, 1) else 9   # superblock versions 0-1, 2-3
-        if head[at] in (2, 4, 8):
-            return head[at]
-    return 8
+    return (superblock_offset_size(head) if head is not None else None) or 8
 
 
 def held_chunk_index_root(fh: CachingFile, header_addr: int) -> int | None:

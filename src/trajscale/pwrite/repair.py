@@ -23,7 +23,7 @@ from pathlib import Path
 import h5py
 
 from ..errors import InputFileError
-from ..h5md.hdf5 import open_h5, superblock_end
+from ..h5md.hdf5 import open_h5, stored_size
 from ..h5md.schema import describe
 from ..util import atomic_output
 
@@ -106,8 +106,7 @@ def repair(path: str | os.PathLike) -> RepairResult:
 def _extend_cut_short(p: Path) -> int | None:
     """Extend ``p`` to the size its superblock records if it is shorter; its size before (None: left as is)."""
     try:
-        with open(p, "rb") as fh:
-            end, size = superblock_end(fh.read(64)), os.fstat(fh.fileno()).st_size
+        end, size = stored_size(p)
     except OSError:
         return None   # (missing, a folder, unreadable: the open says which)
     if end is None or size >= end:
