@@ -30,7 +30,7 @@ from ..storage.fileobj import CachingFile
 from ..storage.objects import ByteStore, Identity, RemoteError, RemoteObject
 from ..util import HDF5_MAGIC
 from .chunks import stored_chunks
-from .hdf5 import superblock_offset_size
+from .superblock import superblock_offset_size
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,39 @@
+"""What an HDF5 file's superblock records, read from its first bytes without HDF5: the size of its
+addresses, and the file size it needs (the end of the space HDF5 has allocated)."""
+
+from __future__ import annotations
+
+import os
+
+from ..util import HDF5_MAGIC
+
+
+def superblock_offset_size(head: bytes) -> int | None:
+    """The "size of offsets" (bytes per file address) of the superblock at the start of ``head`` (a file's
+    first 16 bytes or more); None where ``head`` holds no superblock this reads."""
+    if len(head) < 16 or head[:8] != HDF5_MAGIC or head[8] not in (0, 1, 2, 3):
+        return None
+    size = head[13] if head[8] in (0, 1) else head[9]   # superblock versions 0-1, 2-3
+    return size if size in (2, 4, 8) else None
+
+
+def superblock_end(head: bytes) -> int | None:
+    """The file size the superblock at the start of ``head`` (a file's first 64 bytes) records: its base
+    address plus its end-of-file address, the end of the space HDF5 has allocated. None where ``head``
+    holds no superblock this reads (another version, a user block before it, an undefined address)."""
+    size = superblock_offset_size(head)
+    if size is None or len(head) < 64:
+        return None
+    # the addresses: versions 0-1 after 16 bytes of versions and sizes and 8 of K values and flags (version 1:
+    # 4 more), then base, free-space info, end of file; versions 2-3 after 12 bytes: base, extension, end of file
+    base = 12 if head[8] in (2, 3) else 24 + (4 if head[8] == 1 else 0)
+    base_addr, eof_addr = (int.from_bytes(head[a:a + size], "little") for a in (base, base + 2 * size))
+    undefined = (1 << 8 * size) - 1
+    return None if undefined in (base_addr, eof_addr) else base_addr + eof_addr
+
+
+def stored_size(path: str | os.PathLike) -> tuple[int | None, int]:
+    """The size the superblock of the file at ``path`` records (:func:`superblock_end`) and its size now.
+    Raises OSError where the file cannot be read."""
+    with open(path, "rb") as fh:
+        return superblock_end(fh.read(64)), os.fstat(fh.fileno()).st_size
