@@ -152,27 +152,37 @@ def scan(path, fmt: str, first_only: bool = False, strict: bool | None = None,
     return found
 
 
-def index(store, view, fmt: str, strict: bool | None = None) -> tuple:
-    """``(n_atoms, offsets, fields, steps, times, damaged)`` of the XTC/TRR whose bytes ``store`` holds, read
-    through ``view`` (the store's :class:`~trajscale.storage.files.FileView`): from trajscale's cache where
-    the view keeps scans (an object behind a URL), else from one scan of its headers, then kept there.
-    ``damaged``: why its frames end early (damage after whole frames), or None."""
-    name = str(store.identity[0])
-    found = _load(store, view, fmt)
-    if found is not None:
-        log.debug("%s: frame offsets from the local cache (%d frames)", name, len(found["offsets"]))
-        return (found["n_atoms"], found["offsets"], found["fields"], found["steps"], found["times"], None)
-    before = (store.fetched() or {}).get("requests", 0)
-    notes: list = []
-    n_atoms, offsets, fields, steps, times = scan(view.scan_source(SCAN_BLOCK_BYTES), fmt, strict=strict,
-                                                  damaged=notes)
-    log.debug("%s: frame offsets scanned (%d frames) in %d requests", name, len(offsets),
-              (store.fetched() or {}).get("requests", 0) - before)
+def index(store, fmt: str, strict: bool | None = None, view=None) -> tuple:
+    """``(view, n_atoms, offsets, fields, steps, times, damaged)`` of the XTC/TRR whose bytes ``store`` holds,
+    read through ``view``, the store's :class:`~trajscale.storage.files.FileView` (made here when not given:
+    the index is where a Source's reading of the file starts, and the Source reads its frames through the
+    same view): from trajscale's cache where the view keeps scans (an object behind a URL), else from one
+    scan of its headers, then kept there. ``damaged``: why its frames end early (damage after whole
+    frames), or None."""
+    from ..storage.files import as_file
+
+    made, view = view is None, view or as_file(store)
+    identity, size = store.identity, store.size
+    try:
+        found = _load(view, fmt, identity, size)
+        if found is not None:
+            log.debug("%s: frame offsets from the local cache (%d frames)", identity[0], len(found["offsets"]))
+            return (view, found["n_atoms"], found["offsets"], found["fields"], found["steps"], found["times"],
+                    None)
+        before = (store.fetched() or {}).get("requests", 0)
+        notes: list = []
+        n_atoms, offsets, fields, steps, times = scan(view.scan_source(SCAN_BLOCK_BYTES), fmt, strict=strict,
+                                                      damaged=notes)
+        log.debug("%s: frame offsets scanned (%d frames) in %d requests", identity[0], len(offsets),
+                  (store.fetched() or {}).get("requests", 0) - before)
+    except BaseException:
+        if made:
+            view.close()
+        raise
     if not notes:
-        _save(store, view, fmt, {"n_atoms": n_atoms, "offsets": offsets, "fields": fields, "steps": steps,
-                                 "times": times})
-    damage = next((n for n in notes if n), None)
-    return n_atoms, offsets, fields, steps, times, damage
+        _save(view, fmt, identity, {"n_atoms": n_atoms, "offsets": offsets, "fields": fields, "steps": steps,
+                                    "times": times})
+    return view, n_atoms, offsets, fields, steps, times, next((n for n in notes if n), None)
 
 
 def first_frame(view, fmt: str) -> tuple:
@@ -181,9 +191,9 @@ def first_frame(view, fmt: str) -> tuple:
     return scan(view.scan_source(HEAD_BLOCK_BYTES), fmt, first_only=True)
 
 
-def _load(store, view, fmt: str) -> dict | None:
-    """The kept scan of ``store`` (``n_atoms``, ``offsets``, ``fields``, ``steps``, ``times``), None when the
-    view keeps none for these bytes (or keeps nothing)."""
+def _load(view, fmt: str, identity: tuple, size: int) -> dict | None:
+    """The kept scan of the bytes ``identity`` names (``n_atoms``, ``offsets``, ``fields``, ``steps``,
+    ``times``), None when the view keeps none for them (or keeps nothing)."""
     from ..storage import cache
 
     path = view.keeps("offsets", f"{CACHE_VERSION}:{fmt}", ".npz")
@@ -193,32 +203,32 @@ def _load(store, view, fmt: str) -> dict | None:
     try:
         with np.load(io.BytesIO(raw), allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
-            if meta.get("identity") != json.loads(json.dumps(list(store.identity))):
+            if meta.get("identity") != json.loads(json.dumps(list(identity))):
                 return None
             found = {"n_atoms": int(meta["n_atoms"]), "fields": tuple(meta["fields"]),
                      "offsets": np.asarray(z["offsets"], np.int64),
                      "steps": np.asarray(z["steps"], np.int64), "times": np.asarray(z["times"], np.float64)}
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if len(found["offsets"]) and int(found["offsets"][-1]) >= store.size:
+    if len(found["offsets"]) and int(found["offsets"][-1]) >= size:
         return None
     return found
 
 
-def _save(store, view, fmt: str, found: dict) -> None:
-    """Keep a clean scan of ``store`` where the view keeps scans (:mod:`trajscale.storage.cache`: atomically,
-    the user's only; skipped when it cannot be written)."""
+def _save(view, fmt: str, identity: tuple, found: dict) -> None:
+    """Keep a clean scan of the bytes ``identity`` names where the view keeps scans
+    (:mod:`trajscale.storage.cache`: atomically, the user's only; skipped when it cannot be written)."""
     from ..storage import cache
 
     path = view.keeps("offsets", f"{CACHE_VERSION}:{fmt}", ".npz")
     if path is None:
         return
-    meta = {"identity": list(store.identity), "n_atoms": int(found["n_atoms"]), "fields": list(found["fields"])}
+    meta = {"identity": list(identity), "n_atoms": int(found["n_atoms"]), "fields": list(found["fields"])}
     cache.write(path, lambda fh: np.savez(fh, meta=np.array(json.dumps(meta)),
                                           offsets=np.asarray(found["offsets"], np.int64),
                                           steps=np.asarray(found["steps"], np.int64),
                                           times=np.asarray(found["times"], np.float64)),
-                f"{store.identity[0]}: frame offsets")
+                f"{identity[0]}: frame offsets")
 
 
 def frame_spans(offsets: np.ndarray, size: int, frames: np.ndarray) -> list[tuple[int, int]]:

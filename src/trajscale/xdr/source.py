@@ -121,17 +121,18 @@ class XDRSource(OneFileSource):
                         or self.suffixes.get(Path(self._path).suffix.lower()) or "XTC").upper()
         if self._format not in XDR_FORMATS:
             raise InputFileError(self._path, f"{self._format} is not read by {type(self).__name__} (XTC, TRR)")
-        self._view = as_file(self._store)
         self.bytes_read = 0
         self._headers = None   # every frame's (step, time) when the scan here read them
         self.damaged = None
-        if offsets is None:   # the offsets index: only when no offsets were shipped
-            n_found, offsets, self._fields, *self._headers, self.damaged = index(self._store, self._view,
-                                                                                 self._format, strict)
-        elif self._format == "XTC" and n_atoms is not None:   # shipped: nothing to read before the frames
-            n_found, self._fields = int(n_atoms), ("position",)
-        else:   # a TRR's fields, from its first frame's header
-            n_found, _, self._fields, *_ = first_frame(self._view, self._format)
+        if offsets is None:   # the offsets index (which opens the view): only when no offsets were shipped
+            self._view, n_found, offsets, self._fields, *self._headers, self.damaged = index(
+                self._store, self._format, strict)
+        else:
+            self._view = as_file(self._store)
+            if self._format == "XTC" and n_atoms is not None:   # shipped: nothing to read before the frames
+                n_found, self._fields = int(n_atoms), ("position",)
+            else:   # a TRR's fields, from its first frame's header
+                n_found, _, self._fields, *_ = first_frame(self._view, self._format)
         self._offsets = decode_offsets(offsets) if isinstance(offsets, str) else np.asarray(offsets, np.int64)
         if len(self._offsets) and "position" not in self._fields:   # a Block always holds positions
             raise InputFileError(self._path, f"its {self._format} frames hold no positions (only "
@@ -177,7 +178,7 @@ class XDRSource(OneFileSource):
 
     def frame_times(self) -> tuple[np.ndarray, np.ndarray]:
         """Times and steps from the frames' headers (no coordinates decoded; read by the open's own scan)."""
-        steps, times = self._headers or index(self._store, self._view, self._format)[3:5]
+        steps, times = self._headers or index(self._store, self._format, view=self._view)[4:6]
         return np.asarray(times, np.float64), np.asarray(steps, np.int64)
 
     def get_config(self) -> dict:
