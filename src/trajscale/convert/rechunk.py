@@ -397,11 +397,21 @@ def _run_segments(job: RechunkJob, partial: Partial, write: WriteOptions) -> int
         partial.say_resumed(before, max((b for _, _, b in segs), default=0), contiguous=len(segs) == 1)
     run_tasks(rechunk_range, tasks, launcher_executor() if comm is not None else write.executor or "serial",
               write.workers(), comm=comm, options=write.executor_options)
+    if comm is None:
+        _check_segments(job, partial)
+    else:   # one verdict, rank 0's: ranks that judged apart would wait for each other for ever
+        on_root(comm, lambda: _check_segments(job, partial), "count the segments' frames")
+    return before
+
+
+def _check_segments(job: RechunkJob, partial: Partial) -> None:
+    """Every segment's record counts every frame of every series, else OutputError."""
     for path, a, b in _segments(partial):
         done = (load_record(path.with_suffix(".progress.json")) or {}).get("done") or {}
         if sorted(done) != sorted(job.names) or any(v != b - a for v in done.values()):
-            raise OutputError(partial.final, f"segment {path.name}: not every frame written")
-    return before
+            counted = ", ".join(f"{name} {v}" for name, v in sorted(done.items())) or "no record"
+            raise OutputError(partial.final, f"segment {path.name}: not every frame written (its record "
+                                             f"counts {counted} of {b - a})")
 
 
 def rechunk_range(job: RechunkJob, a: int, b: int, path: str, record_path: str) -> int:
