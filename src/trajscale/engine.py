@@ -37,6 +37,7 @@ from .analysis.user import readable_config
 from .errors import FrameRangeError, InputFileError
 from .executors import Executor, Job, block_frames_for, choose_executor
 from .executors.base import adopt_source, close_cached_sources, refuse_if_launched
+from .formats import read_cost
 from .planning import AnalysisTopology, topology_file
 from .report.conditions import LoadMeter, RunConditions, page_cache
 from .report.payload import payload_of
@@ -463,11 +464,12 @@ def _cost_own_reads(facts: JobFacts, job: Job, ranges, selections: tuple[str, ..
     """``facts`` with what this run's own reads cost on the file's layout and on the layouts a rechunk
     would give in its source facts (``source.run_read``: the advice works from these)."""
     src = facts.source
-    if src.format != "h5md":   # (only an H5MD file's layout is costed: another format imports none of it)
+    run_read = read_cost(src.format)   # (a format whose layout is not costed imports nothing for it)
+    if run_read is None:
         return facts
     from statistics import median
 
-    from .h5md.recommend import run_read, run_selection
+    from .h5md.recommend import run_selection
 
     sizes = [len(range(r.start, r.stop, job.stride)) for r in ranges] or [facts.n_frames]
     cost = run_read(src, job.prepared.atoms, int(median(sizes)), job.stride)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trajscale.ensemble import EXPANDERS, Ensemble, Expander, Member
+from trajscale import formats
+from trajscale.ensemble import Ensemble, Member, catalog
 from trajscale.errors import ConfigError, InputFileError
 
 
@@ -86,7 +87,10 @@ def expand_two(location, base):
 
 def test_an_expander_makes_several_members_of_one_file(tmp_path, monkeypatch):
     _files(tmp_path, ["one.dat", "two.dat"])
-    monkeypatch.setitem(EXPANDERS, "two", Expander(f"{__name__}:expand_two", ("*.dat",)))
+    # a format whose declared traits say its files hold several members (asked beside trajscale's own)
+    two = formats.FormatTraits(kind="two", source="", members=f"{__name__}:expand_two", member_patterns=("*.dat",))
+    own = formats.expanders()
+    monkeypatch.setattr(catalog, "expanders", lambda: {**own, "two": two})
     (tmp_path / "c.csv").write_text("trajectory,system\none.dat,s1\ntwo.dat,s2\n")
     ens = Ensemble.from_catalog(tmp_path / "c.csv")
     assert ens.names == ("one/A", "one/B", "two/A", "two/B")

@@ -65,7 +65,9 @@ def test_the_store_class_says_what_a_worker_preloads():
     assert store_class("/data/run.h5md") is LocalFile and not LocalFile.remote
     for url in ("s3://b/run.h5md", "https://h/run.xtc", "gs://b/k", "az://c/k"):
         assert store_class(url) is RemoteObject and RemoteObject.remote
-    assert reader_modules("/data/run.h5md") == ()
+    # a local file: its format's Source module, nothing of another format
+    assert reader_modules("/data/run.h5md") == ("trajscale.h5md.source",)
+    assert not {m for m in reader_modules("/data/run.xtc") if "h5md" in m}
     got = reader_modules(["s3://b/run.h5md", "https://h/run.xtc"])
     assert {"obstore", "trajscale.h5md.metadata", "trajscale.xdr.offsets", "trajscale.xdr._xdr"} <= set(got)
     # every name is a module this environment can import (what a pool's forkserver imports before its workers)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import textwrap
 import warnings
@@ -99,10 +100,12 @@ def test_every_format_has_one_source_and_declares_itself():
     assert registry.source_class("mda") is MDASource      # made by callers, reopened from configs
 
 
-def test_what_the_registry_declares_of_a_source_is_what_the_source_says(tmp_path):
+def test_what_a_format_declares_is_what_its_source_says(tmp_path):
     """The registry passes a file by the Sources whose declared first bytes it lacks, without importing them
-    (``registry.DECLARED``): each of its own Sources' formats and name endings are declared as the class says
-    them, and no Source recognises a file (of every format here) that begins otherwise than it declares."""
+    (each format's :class:`~trajscale.formats.FormatTraits`): each of its own Sources carries its format's
+    record, whose formats and name endings are the class's, and no Source recognises a file (of every format
+    here) that begins otherwise than its record declares."""
+    from trajscale.formats import own_traits
     from trajscale.sources.segments import write_index
 
     np.save(tmp_path / "x.npy", np.zeros((2, 3, 3), np.float32))
@@ -110,17 +113,19 @@ def test_what_the_registry_declares_of_a_source_is_what_the_source_says(tmp_path
         write_index(tmp_path / "chain.listing", src.segments, src.n_atoms)
     files = [D.XTC, D.TRR, D.DCD, D.H5MD_xvf, D.PSF, str(tmp_path / "x.npy"), str(tmp_path / "chain.listing"),
              str(tmp_path)]
-    assert set(registry.FORMAT_SOURCES) <= set(registry.DECLARED)
     recognised = set()
-    for kind in registry.FORMAT_SOURCES:
-        cls, declared = registry.source_class(kind), registry.DECLARED[kind]
-        assert declared["formats"] == tuple(cls.formats) and declared["suffixes"] == tuple(cls.suffixes), kind
+    for traits in own_traits():
+        cls = registry.source_class(traits.kind)
+        assert cls.traits is traits and cls.formats == traits.formats and cls.suffixes == traits.suffixes
         for path in files:
             if cls.guess_format(path) is not None:
                 recognised.add(cls.guess_format(path))
-                begins = declared["begins"]
-                assert begins is None or open(path, "rb").read(registry.HEAD_BYTES).startswith(begins), (kind, path)
+                head = open(path, "rb").read(registry.HEAD_BYTES) if os.path.isfile(path) else b""
+                assert traits.begins is None or head.startswith(traits.begins), (traits.kind, path)
     assert recognised >= {"XTC", "TRR", "DCD", "H5MD", "NPY", "SEGMENTS"}
+    # mdCATH is asked before H5MD (any HDF5 file), and MDAnalysis's one-file reader after every other
+    kinds = [t.kind for t in own_traits()]
+    assert kinds.index("mdcath") < kinds.index("h5md") and kinds[-1] == "mda_part"
 
 
 def test_following_is_what_the_sources_declare():

@@ -13,11 +13,9 @@ import itertools
 import os
 import warnings
 from collections.abc import Iterable
-from pathlib import Path
 
 from xarray.backends import BackendEntrypoint
 
-from ..util import HDF5_MAGIC
 from .labels import LABELS
 
 
@@ -63,24 +61,15 @@ class TrajscaleBackendEntrypoint(BackendEntrypoint):
                 source.close()   # the variables reopen it from its config, in whichever process reads
 
     def guess_can_open(self, filename_or_obj) -> bool:
-        """An H5MD file (HDF5 with an ``h5md`` group), told by its bytes; or a trajscale segment index."""
+        """A file the format registry reads, from its own bytes, as one that opens without a topology (its
+        format's traits say so: H5MD, a segment index), and that its Source says it can open."""
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             return False
-        path = Path(filename_or_obj)
-        try:
-            if path.is_file():
-                with open(path, "rb") as fh:
-                    if fh.read(8) == HDF5_MAGIC:
-                        import h5py
+        from ..sources.registry import recognised
 
-                        with h5py.File(path, "r") as f:
-                            return "h5md" in f and "particles" in f
-            from ..sources.segments import INDEX_FORMAT, index_path
-
-            index = index_path(path)
-            return index is not None and INDEX_FORMAT in index.read_text(errors="replace")[:4096]
-        except OSError:
-            return False
+        match = recognised(filename_or_obj)
+        return (match is not None and match.source.traits is not None and match.source.traits.self_describing
+                and match.source.guess_can_open(os.fspath(filename_or_obj)))
 
 
 #: The start of xarray's warning about chunks that do not fall on the preferred chunks' boundaries.

@@ -295,13 +295,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _partial_frames(strict: bool):
-    """The ``--strict`` setting for XTC/TRR parts (:func:`trajscale.xdr.offsets.refuse_partial_frames`); not
-    strict is its default, so a command that has not read an XTC yet does not import the XDR package for it."""
-    if strict or "trajscale.xdr.offsets" in sys.modules:
-        from ..xdr.offsets import refuse_partial_frames
+    """The ``--strict`` setting (a cut-short last frame refused, or left out with a warning) for every format
+    that has partial frames, as each declares it (:func:`trajscale.formats.partial_frames_policy`)."""
+    from ..formats import partial_frames_policy
 
-        return refuse_partial_frames(strict)
-    return contextlib.nullcontext()
+    return partial_frames_policy(strict)
 
 
 #: Commands that do their work on every rank of an MPI launcher's world (MPI joins the ranks):

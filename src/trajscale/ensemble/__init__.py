@@ -12,10 +12,10 @@ from .._lazy import attach
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .catalog import EXPANDERS, Ensemble, Expander, Member
+    from .catalog import Ensemble, Member
 
-__all__ = ["EXPANDERS", "Ensemble", "Expander", "Member"]
+__all__ = ["Ensemble", "Member"]
 
 __getattr__, __dir__ = attach(__name__, {
-    "Ensemble": ".catalog", "Member": ".catalog", "Expander": ".catalog", "EXPANDERS": ".catalog",
+    "Ensemble": ".catalog", "Member": ".catalog",
 }, submodules=("catalog",))

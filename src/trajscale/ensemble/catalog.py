@@ -35,12 +35,13 @@ Where an ensemble comes from
 Files that hold several trajectories (the expansion hook)
 ---------------------------------------------------------
 One file may hold several member trajectories (an mdCATH file: one per temperature and replica).
-:data:`EXPANDERS` names, for each such format, a function ``members(location, base) -> list[Member]
-| None`` (``"module:function"``, imported only when used) and the file name patterns it is asked
-for.  A row (or a file a glob matched) is offered to an expander when its ``format`` column names
-it, or when the row gives no topology and its one location's file name matches one of the
-expander's patterns.  The function returns the members the file holds, each with its ``source``
-config (how to read it: ``{"kind": ..., ...}`` of a Source in the format registry), its topology
+A format whose files hold several declares, in its traits (:class:`~trajscale.formats.FormatTraits`:
+``members`` and ``member_patterns``), a function ``members(location, base) -> list[Member] | None``
+(``"module:function"``, imported only when used) and the file name patterns it is asked for.  A row
+(or a file a glob matched) is offered to an expander when its ``format`` column names it, or when
+the row gives no topology and its one location's file name matches one of the expander's patterns.
+The function returns the members the file holds, each with its ``source`` config (how to read it:
+``{"kind": ..., ...}`` of a Source in the format registry), its topology
 (or None), ``base.labels`` extended with its own (``temperature``, ``replica``) and a name extending
 ``base.name`` (``"1abcA00/320/0"``); or None when the file is not of its format (the row is then one
 member, as usual).  An expander is a plain function of its module: nothing registers itself on
@@ -51,9 +52,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import fnmatch
 import glob
-import importlib
 import io
 import os
 import re
@@ -62,6 +61,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError, InputFileError
+from ..formats import expanders, load
 from ..sources.locations import beside, is_local
 
 #: Catalog columns that are no labels.
@@ -129,31 +129,6 @@ def _absolute(path) -> str:
     """A local path made absolute (in this process's folder); a URL as it is."""
     path = os.fspath(path)
     return os.path.abspath(path) if is_local(path) else path
-
-
-@dataclass(frozen=True)
-class Expander:
-    """A format whose one file holds several member trajectories (:data:`EXPANDERS`).
-
-    ``function`` is ``"module:function"``; ``patterns`` are file name patterns (``fnmatch``) of files
-    offered to it without a ``format`` column naming it."""
-
-    function: str
-    patterns: tuple[str, ...] = ()
-
-    def load(self):
-        module, _, name = self.function.partition(":")
-        return getattr(importlib.import_module(module), name)
-
-    def claims(self, location: str) -> bool:
-        base = location.rstrip("/").rsplit("/", 1)[-1]
-        return any(fnmatch.fnmatch(base, p) for p in self.patterns)
-
-
-#: Formats whose files hold several member trajectories: format name -> :class:`Expander`.
-EXPANDERS: dict[str, Expander] = {
-    "mdcath": Expander("trajscale.sources.mdcath:ensemble_members", ("mdcath_dataset_*.h5",)),
-}
 
 
 class Ensemble:
@@ -422,20 +397,21 @@ def _located(path: str, base: str | None) -> str:
 
 def _expand(member: Member, fmt, where: str) -> list[Member] | None:
     """The members an expander finds in ``member``'s file, or None (not such a file)."""
+    holding = expanders()   # (each format's declared traits say whether its files hold several)
     if fmt not in (None, ""):
-        expander = EXPANDERS.get(str(fmt))
+        expander = holding.get(str(fmt).lower())
         if expander is None:
             raise ConfigError(f"{where}: format {fmt!r} is not one whose files hold several trajectories; "
-                              f"those are {', '.join(EXPANDERS) or 'none'}")
+                              f"those are {', '.join(holding) or 'none'}")
     elif member.topology is None and len(member.trajectory) == 1:
-        expander = next((e for e in EXPANDERS.values() if e.claims(member.trajectory[0])), None)
+        expander = next((t for t in holding.values() if t.holds_members(member.trajectory[0])), None)
     else:
         expander = None
     if expander is None:
         return None
     if not member.name:
         member = dataclasses.replace(member, name=_stem(member.trajectory[0]))
-    return expander.load()(member.trajectory[0], member)
+    return load(expander.members)(member.trajectory[0], member)
 
 
 def _stem(location: str) -> str:
@@ -530,4 +506,4 @@ def _glob_regex(pattern: str) -> str:
     return "".join(out)
 
 
-__all__ = ["CATALOG_FORMATS", "EXPANDERS", "Ensemble", "Expander", "Member"]
+__all__ = ["CATALOG_FORMATS", "Ensemble", "Member"]

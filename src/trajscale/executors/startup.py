@@ -114,8 +114,8 @@ def note_task(task: int) -> None:
 
 
 def task_imports(modules: tuple[str, ...] = ()) -> None:
-    """Import what every task imports (NumPy, h5py, the task wrapper, the H5MD source, the kernels)
-    and ``modules`` (the reader of the job's format, such as MDAnalysis's XDR library).
+    """Import what every task imports (the task wrapper, the kernels) and ``modules`` (the job's format's Source
+    and what it reads with: :func:`trajscale.sources.reader_modules`), and nothing of another format.
 
     Called in the parent just before it forks its workers: the parent needs these to
     prepare the job anyway, and forked workers inherit them instead of each importing
@@ -123,7 +123,6 @@ def task_imports(modules: tuple[str, ...] = ()) -> None:
     """
     import importlib
 
-    from ..h5md import source  # noqa: F401
     from ..kernels import superpose  # noqa: F401
     from . import base  # noqa: F401
 

@@ -12,7 +12,6 @@ import dataclasses
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import NamedTuple
 
 import h5py
@@ -32,6 +31,7 @@ from .hdf5 import ensure_filters
 from .layout import reader_chunk_cache
 from .runs import plan_atom_reads
 from .schema import H5MDInfo, describe
+from .traits import H5MD
 
 log = logging.getLogger(__name__)
 
@@ -156,8 +156,9 @@ class H5MDSource(Source):
     """
 
     kind = "h5md"
-    formats = ("H5MD",)
-    suffixes = MappingProxyType({".h5md": "H5MD", ".h5": "H5MD", ".hdf5": "H5MD"})
+    traits = H5MD
+    formats = H5MD.formats
+    suffixes = H5MD.suffixes
     description = "H5MD 1.1 (HDF5), read in chunk-aligned slabs"
     supports_mpio = True
     supports_parts = True
@@ -214,6 +215,18 @@ class H5MDSource(Source):
     def guess_format(cls, path: str, store: ByteStore | None = None) -> str | None:
         """HDF5's signature (the H5MD layout itself is checked when the file is opened)."""
         return "H5MD" if file_head(path, len(HDF5_MAGIC), store) == HDF5_MAGIC else None
+
+    @classmethod
+    def guess_can_open(cls, path: str) -> bool:
+        """An HDF5 file with H5MD's ``h5md`` and ``particles`` groups (xarray's ``guess_can_open``: a NetCDF-4
+        file, HDF5 too, is not claimed)."""
+        if cls.guess_format(path) is None:
+            return False
+        try:
+            with h5py.File(path, "r") as f:
+                return "h5md" in f and "particles" in f
+        except OSError:
+            return False
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> H5MDSource:

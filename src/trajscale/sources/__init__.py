@@ -30,13 +30,8 @@ __getattr__, __dir__ = attach(__name__, {
     "SOURCES": _registry, "Source": ".base", "OpenRequest": ".base", "H5MDSource": "..h5md.source", "MDASource": ".mda",
     "XDRSource": "..xdr.source", "MDAPartSource": ".mdapart", "SegmentedSource": ".segments",
     "index_path": ".segments",
-}, submodules=("base", "mda", "mdapart", "parts", "registry", "segments"))
+}, submodules=("base", "mda", "mdapart", "registry", "segments"))
 
-
-#: What a worker imports to read bytes its store fetches (:attr:`~trajscale.storage.ByteStore.remote`), beside
-#: the store's own modules: the formats' caching file objects and offsets indexes over a store (imported by a
-#: pool's parent or forkserver before its workers start, as :func:`reader_modules`' are).
-FETCHED_MODULES = ("trajscale.h5md.metadata", "trajscale.xdr.offsets")
 
 #: An IMD stream's address begins so (``imd://HOST:PORT``).
 SCHEME = "imd://"
@@ -49,21 +44,22 @@ def is_stream(trajectory) -> bool:
 
 
 def reader_modules(trajectories) -> tuple[str, ...]:
-    """The modules a worker will import to read ``trajectories`` beyond trajscale's own, told by name
-    only (no file is opened): each Source declares its :attr:`~.base.Source.worker_modules`, found by
-    the file's name ending; a name no Source claims is read through MDAnalysis; bytes a store fetches (a
-    URL's) add the store's :attr:`~trajscale.storage.ByteStore.worker_modules` and :data:`FETCHED_MODULES`."""
-    from .registry import by_name, fallback_source
+    """The modules a worker will import to read ``trajectories``, told by name only (no file is opened): the
+    module of the Source the file's name ending names and what it declares (:attr:`~.base.Source.worker_modules`);
+    a name no Source claims is read through MDAnalysis; bytes a store fetches (a URL's) add the store's
+    :attr:`~trajscale.storage.ByteStore.worker_modules` and what the format reads a URL's bytes with
+    (:func:`.registry.fetched_modules`)."""
+    from .registry import by_name, fallback_source, fetched_modules
 
     paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]
     found: list[str] = []
     for p in paths:
         match = by_name(p)
         cls = match.source if match is not None else None if Path(p).is_dir() else fallback_source()
-        found += [m for m in (cls.worker_modules if cls is not None else ()) if m not in found]
+        found += [m for m in ((cls.__module__, *cls.worker_modules) if cls is not None else ()) if m not in found]
         store = store_class(p)
         if store.remote:
-            found += [m for m in store.worker_modules + FETCHED_MODULES if m not in found]
+            found += [m for m in store.worker_modules + fetched_modules(p) if m not in found]
     return tuple(found)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from ..block import FIELD_ATTRS, Block
 from ..errors import InputFileError
 from ..facts import LayoutFacts
+from ..formats import FormatTraits
 
 #: Box (6 float32), time (float64) and step (int64) of one frame.
 FRAME_META_BYTES = 40
@@ -95,6 +96,9 @@ class Source(ABC):
     """
 
     kind: str = ""
+    #: The format's declared traits (:class:`~trajscale.formats.FormatTraits`), whose ``formats`` and
+    #: ``suffixes`` are this class's; None for a Source made only by another Source or from a config.
+    traits: FormatTraits | None = None
     #: Names of the formats this Source reads (upper case, MDAnalysis's names where it has one);
     #: empty for a Source made only by another Source or from a config.
     formats: tuple[str, ...] = ()

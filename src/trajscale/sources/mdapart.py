@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 import struct
 import warnings
-from types import MappingProxyType
 
 import numpy as np
 
 from ..block import Block
 from ..errors import InputFileError
+from ..formats import MDA_PART
 from .base import OneFileSource, OpenRequest, file_head
 
 log = logging.getLogger(__name__)
@@ -41,8 +41,9 @@ class MDAPartSource(OneFileSource):
     """
 
     kind = "mda_part"
-    formats = ("DCD",)
-    suffixes = MappingProxyType({".dcd": "DCD"})
+    traits = MDA_PART
+    formats = MDA_PART.formats
+    suffixes = MDA_PART.suffixes
     description = ("CHARMM/NAMD/LAMMPS DCD, and every other format MDAnalysis reads (by its extension), "
                    "through MDAnalysis's reader for the file alone")
     supports_parts = True

@@ -34,13 +34,13 @@ conversion utilities (``convert_mdCATH.py``) number them. Forces come in MDAnaly
 from __future__ import annotations
 
 import logging
-from types import MappingProxyType
 
 import h5py
 import numpy as np
 
 from ..errors import InputFileError
 from ..facts import LayoutFacts
+from ..formats import MDCATH
 from ..h5md.runs import plan_atom_reads
 from ..storage.bytestore import ByteStore
 from ..storage.opener import open_bytes
@@ -72,8 +72,8 @@ _NATIVE_F32 = ("<f4", "=f4") if np.little_endian else (">f4", "=f4")
 
 
 def ensemble_members(location: str, base):
-    """The members an mdCATH file holds, for an ensemble (the expansion hook of
-    :data:`trajscale.ensemble.EXPANDERS`): one :class:`~trajscale.ensemble.Member` per temperature and
+    """The members an mdCATH file holds, for an ensemble (the expansion hook mdCATH's traits name,
+    :attr:`~trajscale.formats.FormatTraits.members`): one :class:`~trajscale.ensemble.Member` per temperature and
     replica, named ``{base's name}/{temperature}/{replica}`` (the file name's ``mdcath_dataset_`` left out),
     labelled ``base.labels`` and ``domain``, ``temperature``, ``replica``, with the Source config that reads
     it (checked now, with its data's byte offsets: workers open no HDF5). None when the file is not
@@ -140,8 +140,9 @@ class MDCATHSource(Source):
     """
 
     kind = "mdcath"
-    formats = ("MDCATH",)
-    suffixes = MappingProxyType({})
+    traits = MDCATH
+    formats = MDCATH.formats
+    suffixes = MDCATH.suffixes
     description = ("mdCATH per-domain HDF5 (read-only): each temperature/replica a trajectory, "
                    "file.h5#348/0; the topology from its pdbProteinAtoms")
     supports_slab_reads = True

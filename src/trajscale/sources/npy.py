@@ -13,13 +13,12 @@ file.
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
 import numpy as np
 
 from ..block import Block
 from ..errors import InputFileError
 from ..facts import LayoutFacts
+from ..formats import NPY
 from .base import OpenRequest, Source, file_head
 
 #: The first bytes of every ``.npy`` file (NumPy's format specification).
@@ -38,8 +37,9 @@ class NumpySource(Source):
     """
 
     kind = "npy"
-    formats = ("NPY",)
-    suffixes = MappingProxyType({".npy": "NPY"})
+    traits = NPY
+    formats = NPY.formats
+    suffixes = NPY.suffixes
     description = "NumPy .npy coordinate stacks, (frames, atoms, 3) in Å, as numpy.save writes them"
     supports_parts = True
     fills_rows = True

@@ -9,8 +9,13 @@ marker) and what it can do with them (parts, following, slab reads, MPI-IO) as
 class attributes; the registry never probes a Source (xarray's backend
 entrypoints and ``guess_engine`` are the model).
 
-A file is matched in three passes: the bytes, asked of every Source in the
-table's order whose files may begin as this one does (:data:`DECLARED`: a
+Each format declares its traits in one record (:class:`~trajscale.formats.FormatTraits`: its Source, formats, name
+endings, first bytes and precedence, and what the rest of trajscale asks of it: whether its files hold atoms,
+how one file expands into members, what a worker imports to read it from a URL, its cut-short-frame policy);
+this module reads those records, and nothing else names a format.
+
+A file is matched in three passes: the bytes, asked of every Source in
+precedence order whose files may begin as this one does (its traits' ``begins``: a
 Source the file cannot be is not even imported); then the file's name ending
 (:attr:`~.base.Source.suffixes`), so an empty or damaged ``.xtc`` gets the XTC
 reader's own error; then, for
@@ -33,9 +38,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError, InputFileError
+from ..formats import FALLBACK, FormatTraits, own_traits, traits_of
 from ..storage.bytestore import ByteStore, NoFile
 from ..storage.opener import open_bytes
-from ..util import HDF5_MAGIC, check_input_file
+from ..util import check_input_file
 from .base import OpenRequest, Source
 
 log = logging.getLogger(__name__)
@@ -43,35 +49,7 @@ log = logging.getLogger(__name__)
 #: The entry point group through which other packages add Sources (name: kind, value: ``module:Class``).
 ENTRY_POINT_GROUP = "trajscale.sources"
 
-#: Sources that open files, in the order their ``guess_format`` is asked: kind -> ``module:Class``.
-#: MDAnalysis's one-file reader comes last: past its DCD header it goes by the file's extension.
-FORMAT_SOURCES = {
-    "segments": ".segments:SegmentedSource",
-    "mdcath": ".mdcath:MDCATHSource",   # (before H5MD, which takes any HDF5 file)
-    "h5md": "..h5md.source:H5MDSource",
-    "xdr": "..xdr.source:XDRSource",
-    "npy": ".npy:NumpySource",
-    "mda_part": ".mdapart:MDAPartSource",
-}
-#: What the registry knows of its own Sources before it imports them, so that a file is asked only of the
-#: Sources that may read it (an XTC's run imports neither HDF5 nor H5MD's modules): the formats each reads,
-#: the name endings it claims, and the bytes its files begin with (None: any file, or a folder; its
-#: ``guess_format`` is asked). Each Source declares the same in its class (``formats``, ``suffixes``,
-#: ``guess_format``); the suite checks they agree. A kind missing here is imported and asked.
-DECLARED = {
-    # (a segment index is JSON, an object first, after any white space; a folder has no bytes: asked anyway)
-    "segments": {"formats": ("SEGMENTS",), "suffixes": (".json",), "begins": (b"{", b" ", b"\t", b"\n", b"\r",
-                                                                              b"\x0b", b"\x0c")},
-    # (an mdCATH domain is a .h5 file: one named .h5md is H5MD's, and its open asks no mdCATH module)
-    "mdcath": {"formats": ("MDCATH",), "suffixes": (), "begins": (HDF5_MAGIC,), "not_named": (".h5md",)},
-    "h5md": {"formats": ("H5MD",), "suffixes": (".h5md", ".h5", ".hdf5"), "begins": (HDF5_MAGIC,)},
-    "xdr": {"formats": ("XTC", "TRR"), "suffixes": (".xtc", ".trr"),
-            "begins": (b"\x00\x00\x07\xcb", b"\x00\x00\x07\xc9")},   # magic numbers 1995, 1993 (big-endian)
-    "npy": {"formats": ("NPY",), "suffixes": (".npy",), "begins": (b"\x93NUMPY",)},
-    "mda_part": {"formats": ("DCD",), "suffixes": (".dcd",),
-                 "begins": (b"T\x00\x00\x00CORD", b"\x00\x00\x00TCORD")},   # a DCD's first record: 84, CORD
-}
-#: Bytes of a file's head the registry reads to compare with :data:`DECLARED`'s ``begins``.
+#: Bytes of a file's head the registry reads to compare with the traits' ``begins``.
 HEAD_BYTES = 8
 
 #: Sources made by another Source or by the caller, reopened from their configs: kind -> ``module:Class``.
@@ -98,6 +76,14 @@ class Match(NamedTuple):
         return self.source.kind
 
 
+def fetched_modules(path: str) -> tuple[str, ...]:
+    """What a worker imports to read ``path``'s format from a URL: the ``fetched_modules`` of the formats its
+    name names (by ending, or as a file of several members), of every format where the name tells none."""
+    suffix = Path(path).suffix.lower()
+    chosen = [t for t in own_traits() if suffix in t.suffixes or t.holds_members(path)] or own_traits()
+    return tuple(dict.fromkeys(m for t in chosen for m in t.fetched_modules))
+
+
 @functools.cache
 def _load(kind: str, target: str) -> type[Source]:
     module, _, name = target.partition(":")
@@ -115,7 +101,7 @@ def plugin_targets() -> dict[str, str]:
 
     found = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in FORMAT_SOURCES or ep.name in OTHER_SOURCES:
+        if traits_of(ep.name) is not None or ep.name in OTHER_SOURCES:
             log.warning("entry point %s = %s: trajscale's own source kind %r is kept", ep.name, ep.value, ep.name)
             continue
         found.setdefault(ep.name, ep.value)
@@ -124,26 +110,27 @@ def plugin_targets() -> dict[str, str]:
 
 def source_class(kind: str) -> type[Source]:
     """The Source class of ``kind`` (a config's ``"kind"``): trajscale's own, then the plugins'."""
-    target = FORMAT_SOURCES.get(kind) or OTHER_SOURCES.get(kind) or plugin_targets().get(kind)
+    own = traits_of(kind)
+    target = own.source if own is not None else OTHER_SOURCES.get(kind) or plugin_targets().get(kind)
     if target is None:
-        known = [*FORMAT_SOURCES, *OTHER_SOURCES, *plugin_targets()]
+        known = [*(t.kind for t in own_traits()), *OTHER_SOURCES, *plugin_targets()]
         raise ConfigError(f"unknown source kind {kind!r}; known: {', '.join(known)}")
     return _load(kind, target)
 
 
-def _in_match_order(may: Callable[[dict], bool] | None = None) -> Iterator[type[Source]]:
-    """Every Source that opens files, in the order files are matched: trajscale's own, the plugins',
-    MDAnalysis's one-file reader last. Each module is imported when it is reached (and the installed
+def _in_match_order(may: Callable[[FormatTraits], bool] | None = None) -> Iterator[type[Source]]:
+    """Every Source that opens files, in the order files are matched: trajscale's own by precedence, the
+    plugins', MDAnalysis's one-file reader last. Each module is imported when it is reached (and the installed
     packages are scanned for plugins only then), so a file matched early imports no other reader;
-    ``may(declared)`` false for one of trajscale's own (:data:`DECLARED`) passes it by without importing it."""
-    *own, last = FORMAT_SOURCES
-    for kind in own:
-        if may is None or kind not in DECLARED or may(DECLARED[kind]):
-            yield source_class(kind)
+    ``may(traits)`` false for one of trajscale's own passes it by without importing it."""
+    *own, last = own_traits()
+    for traits in own:
+        if may is None or may(traits):
+            yield source_class(traits.kind)
     for kind in plugin_targets():
         yield source_class(kind)
-    if may is None or last not in DECLARED or may(DECLARED[last]):
-        yield source_class(last)
+    if may is None or may(last):
+        yield source_class(last.kind)
 
 
 def format_sources() -> list[type[Source]]:
@@ -153,7 +140,8 @@ def format_sources() -> list[type[Source]]:
 
 def all_sources() -> dict[str, type[Source]]:
     """kind -> Source class of every Source (imports every source module and plugin)."""
-    return {kind: source_class(kind) for kind in [*FORMAT_SOURCES, *OTHER_SOURCES, *plugin_targets()]}
+    kinds = [*(t.kind for t in own_traits()), *OTHER_SOURCES, *plugin_targets()]
+    return {kind: source_class(kind) for kind in kinds}
 
 
 def supported() -> str:
@@ -167,22 +155,36 @@ def _by_bytes(path: str, head: bytes, store: ByteStore | None = None) -> Match |
     (trajscale's own are given its ``store``, read again by none: a plugin reads its bytes at ``path``)."""
     suffix = Path(path).suffix.lower()
 
-    def may(d: dict) -> bool:
-        return (d["begins"] is None or head.startswith(d["begins"])) and suffix not in d.get("not_named", ())
+    def may(traits: FormatTraits) -> bool:
+        return traits.may_begin(head, suffix)
 
     # a path whose bytes cannot be read here (a member of a file, ``file.h5#348/0``; a missing file) is
     # asked of every Source
     for cls in _in_match_order(may if head else None):
-        fmt = cls.guess_format(path, store) if cls.kind in DECLARED else cls.guess_format(path)
+        fmt = cls.guess_format(path, store) if traits_of(cls.kind) is not None else cls.guess_format(path)
         if fmt is not None:
             return Match(cls, fmt)
     return None
 
 
+def recognised(path: str | Path) -> Match | None:
+    """The Source whose format ``path``'s own first bytes are in, or None (no name ending, nor MDAnalysis's
+    table, is asked; a missing or unreadable file is None, not an error)."""
+    path = str(path)
+    store = _store_of(path)
+    try:
+        return _by_bytes(path, _head(store), store)
+    except (InputFileError, OSError):
+        return None
+    finally:
+        if store is not None:
+            store.close()
+
+
 def by_name(path: str) -> Match | None:
     """The Source whose :attr:`~.base.Source.suffixes` hold the file's name ending (no file is read)."""
     suffix = Path(path).suffix.lower()
-    for cls in _in_match_order(lambda d: suffix in d["suffixes"]):
+    for cls in _in_match_order(lambda t: suffix in t.suffixes):
         if suffix in cls.suffixes:
             return Match(cls, cls.suffixes[suffix])
     return None
@@ -194,7 +196,7 @@ def _by_mdanalysis(path: str) -> Match | None:
     fmt = last.mdanalysis_format(path)
     if fmt is None:
         return None
-    owner = next((cls for cls in _in_match_order(lambda d: fmt in d["formats"]) if fmt in cls.formats), last)
+    owner = next((cls for cls in _in_match_order(lambda t: fmt in t.formats) if fmt in cls.formats), last)
     return Match(owner, fmt)
 
 
@@ -272,7 +274,7 @@ def _guess_fetched(url: str, store: ByteStore) -> Match:
 def for_format(name: str) -> type[Source]:
     """The Source that reads the format called ``name`` (a segment index records it)."""
     name = name.upper()
-    for cls in _in_match_order(lambda d: name in d["formats"]):
+    for cls in _in_match_order(lambda t: name in t.formats):
         if name in cls.formats:
             return cls
     return fallback_source()   # a format only MDAnalysis knows: its reader says if it does not
@@ -281,7 +283,7 @@ def for_format(name: str) -> type[Source]:
 def fallback_source() -> type[Source]:
     """The Source of a file no other Source claims: MDAnalysis's one-file reader, the table's last (it goes
     by the file's extension, through MDAnalysis's own table of formats)."""
-    return source_class(next(reversed(FORMAT_SOURCES)))
+    return source_class(FALLBACK)
 
 
 def decode_s_per_atom(name: str) -> float:
@@ -405,7 +407,7 @@ def formats_table() -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ENTRY_POINT_GROUP", "FORMAT_SOURCES", "OTHER_SOURCES", "Match", "all_sources", "by_name", "capabilities",
-           "check_options", "decode_s_per_atom", "decoding_of", "fallback_source", "for_format", "format_sources",
-           "formats_table", "guess", "open_file", "open_part", "part_record", "plugin_targets", "source_class",
-           "supported"]
+__all__ = ["ENTRY_POINT_GROUP", "OTHER_SOURCES", "Match", "all_sources", "by_name", "capabilities", "check_options",
+           "decode_s_per_atom", "decoding_of", "fallback_source", "fetched_modules", "for_format", "format_sources",
+           "formats_table", "guess", "open_file", "open_part", "part_record", "plugin_targets", "recognised",
+           "source_class", "supported"]

@@ -35,13 +35,13 @@ import logging
 import os
 from collections import OrderedDict
 from pathlib import Path
-from types import MappingProxyType
 
 import numpy as np
 
 from ..block import Block
 from ..errors import ConfigError, InputFileError
 from ..facts import LayoutFacts
+from ..formats import SEGMENTS
 from . import registry
 from .base import OpenRequest, Source, file_head
 from .locations import beside, is_local, local_beside, locate, store_class
@@ -157,8 +157,9 @@ class SegmentedSource(Source):
     """
 
     kind = "segments"
-    formats = ("SEGMENTS",)
-    suffixes = MappingProxyType({".json": "SEGMENTS"})
+    traits = SEGMENTS
+    formats = SEGMENTS.formats
+    suffixes = SEGMENTS.suffixes
     description = "a trajscale segment index (JSON, or its folder): parts in the formats marked for parts"
     supports_following = True
     snapshots = "trajscale.sources.follow:index_snapshot"

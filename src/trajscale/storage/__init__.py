@@ -1,11 +1,11 @@
 """Trajectories behind a URL (``s3://bucket/key``, ``http(s)://``): bytes by range requests, below the Sources.
 
 A URL reaches the same format registry and the same Source as a path. What differs lives here:
-a :class:`~.objects.ByteStore` answers a file's size and identity (an object's ETag and size, as
-a local file's inode, size and mtime) and reads byte ranges, concurrently for an object
-(:mod:`.objects`); :class:`~.fileobj.CachingFile` gives HDF5 a file object whose reads go
-through a block cache, for the metadata (:mod:`.fileobj`); :mod:`.chunks` reads a dataset's
-frames from the chunk addresses the root looked up once.
+a :class:`~.bytestore.ByteStore` answers a file's size and identity (an object's ETag and size, as
+a local file's inode, size and mtime) and reads byte ranges (:mod:`.files` for a local file's ``pread``,
+:mod:`.objects` for an object's concurrent range requests), opened from a location by :mod:`.opener`;
+:class:`~.fileobj.CachingFile` gives HDF5 a file object whose reads go through a block cache, for the
+metadata (:mod:`.fileobj`). Each format reads its frames through the store with its own read plan.
 
 Options are fsspec's ``storage_options`` (xarray, Dask and pandas take them so), plus
 trajscale's own ``retry_seconds``, ``timeout``, ``max_concurrency`` and ``merge_gap``. Credentials come from
@@ -27,7 +27,7 @@ from ..errors import ConfigError
 from ..util import URL_SCHEMES as SCHEMES
 from ..util import is_url
 
-#: Options trajscale reads itself (the rest go to the fsspec filesystem).
+#: Options trajscale reads itself (the rest go to the object store's client, in its own names).
 OWN_OPTIONS = ("retry_seconds", "timeout", "max_concurrency", "merge_gap", "ca_bundle")
 #: Keys whose values are never shown (a message lists the options' names only anyway).
 SECRET_WORDS = ("secret", "token", "password", "key", "credential", "session")

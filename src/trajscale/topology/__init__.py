@@ -28,15 +28,15 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .h5md import atom_arrays
     from .labels import atom_labels
-    from .load import TRAJECTORY_ONLY_FORMATS, load_universe, trajectory_only_format
+    from .load import load_universe, trajectory_only_format
     from .select import NAMED_TOPOLOGIES, select_atoms
     from .universe import CachedUniverse
 
 __getattr__, __dir__ = attach(__name__, {
-    "load_universe": ".load", "trajectory_only_format": ".load", "TRAJECTORY_ONLY_FORMATS": ".load",
+    "load_universe": ".load", "trajectory_only_format": ".load",
     "CachedUniverse": ".universe", "atom_arrays": ".h5md", "atom_labels": ".labels", "select_atoms": ".select",
     "NAMED_TOPOLOGIES": ".select",
 })
 
-__all__ = ["NAMED_TOPOLOGIES", "TRAJECTORY_ONLY_FORMATS", "CachedUniverse", "atom_arrays", "atom_labels",
+__all__ = ["NAMED_TOPOLOGIES", "CachedUniverse", "atom_arrays", "atom_labels",
            "load_universe", "select_atoms", "trajectory_only_format"]

@@ -12,22 +12,19 @@ import os
 import warnings
 
 from ..errors import AtomCountMismatchError, InputFileError
+from ..formats import frames_only_format
 from ..util import HDF5_MAGIC, check_input_file, is_hdf5
 from . import parsed_cache
 
 log = logging.getLogger(__name__)
 
 
-#: Formats MDAnalysis reads frames from but that hold no atom names, residues or masses.
-TRAJECTORY_ONLY_FORMATS = {"XTC": "XTC", "TRR": "TRR", "DCD": "DCD", "NC": "NetCDF", "NCDF": "NetCDF",
-                           "TNG": "TNG", "MDCRD": "Amber", "TRJ": "Amber", "H5MD": "H5MD"}
-
-
 def trajectory_only_format(path: str) -> str | None:
     """The format's name if ``path`` is a trajectory-only file (by extension, or HDF5 by its magic bytes).
 
     The extension is read as MDAnalysis's ``guess_format`` reads it (case-insensitive, under a
-    ``.gz`` or ``.bz2``), without importing MDAnalysis: this check runs before every command.
+    ``.gz`` or ``.bz2``), without importing MDAnalysis: this check runs before every command. Which formats
+    hold frames only is each format's declared trait (:func:`trajscale.formats.frames_only_format`).
     """
     try:
         with open(path, "rb") as fh:
@@ -40,7 +37,7 @@ def trajectory_only_format(path: str) -> str | None:
     root, ext = os.path.splitext(str(path))
     if ext.lower() in (".gz", ".bz2"):
         ext = os.path.splitext(root)[1]
-    return TRAJECTORY_ONLY_FORMATS.get(ext[1:].upper())
+    return frames_only_format(ext[1:])
 
 
 def load_universe(topology: str, trajectories=(), parsed=None, topology_coordinates: bool = True, **kw):

@@ -24,7 +24,6 @@ from ..errors import InputFileError
 from ..sources.base import OneFileSource, OpenRequest, file_head
 from ..storage.bytestore import ByteStore
 from .offsets import (
-    SUFFIXES,
     decode_offsets,
     encode_offsets,
     first_frame,
@@ -35,6 +34,7 @@ from .offsets import (
     scan_part,
     xdr_format,
 )
+from .traits import XDR
 
 #: Formats read by the compiled xdrfile (:mod:`._xdr`) at shipped frame offsets.
 XDR_FORMATS = ("XTC", "TRR")
@@ -87,8 +87,9 @@ class XDRSource(OneFileSource):
     """
 
     kind = "xdr"
-    formats = XDR_FORMATS
-    suffixes = MappingProxyType(SUFFIXES)
+    traits = XDR
+    formats = XDR.formats
+    suffixes = XDR.suffixes
     description = "GROMACS XTC and TRR, read by the xdrfile library compiled into trajscale"
     supports_parts = True
     fills_rows = True

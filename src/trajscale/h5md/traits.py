@@ -1,0 +1,16 @@
+"""H5MD's traits (:class:`~trajscale.formats.FormatTraits`): read by the format registry before it
+imports anything of H5MD, so that a file of another format never imports HDF5."""
+
+from __future__ import annotations
+
+from ..formats import FormatTraits
+from ..util import HDF5_MAGIC
+
+#: H5MD 1.1 (any HDF5 file a more specific HDF5 format does not claim first).
+H5MD = FormatTraits(
+    kind="h5md", source="trajscale.h5md.source:H5MDSource", formats=("H5MD",),
+    suffixes={".h5md": "H5MD", ".h5": "H5MD", ".hdf5": "H5MD"}, begins=(HDF5_MAGIC,), precedence=30,
+    frames_only={"H5MD": "H5MD"}, fetched_modules=("trajscale.h5md.metadata",), self_describing=True,
+    read_cost="trajscale.h5md.recommend:run_read")
+
+__all__ = ["H5MD"]
