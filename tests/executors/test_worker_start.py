@@ -77,12 +77,15 @@ def test_workers_start_holding_what_the_jobs_tasks_import(method, parts, tmp_pat
     never MDAnalysis (0.5 s with SciPy), which a DCD part still needs."""
     from trajscale.sources import reader_modules
 
-    assert reader_modules(["a.xtc", "b.trr"]) == ("trajscale.xdr._xdr",)
-    assert reader_modules(["a.xtc", "b.XTC"]) == ("trajscale.xdr._xdr",)
-    assert reader_modules("a.h5md") == () and reader_modules("parts/index.json") == ()
-    assert reader_modules("a.dcd") == ("MDAnalysis",) and reader_modules("a.npy") == ()
+    # each part's format's Source module and what it reads with, and nothing of another format
+    xdr = ("trajscale.xdr.source", "trajscale.xdr._xdr")
+    assert reader_modules(["a.xtc", "b.trr"]) == xdr and reader_modules(["a.xtc", "b.XTC"]) == xdr
+    assert reader_modules("a.h5md") == ("trajscale.h5md.source",)
+    assert reader_modules("parts/index.json") == ("trajscale.sources.segments",)
+    assert reader_modules("a.dcd") == ("trajscale.sources.mdapart", "MDAnalysis")
+    assert reader_modules("a.npy") == ("trajscale.sources.npy",)
     # a chain of XTC and DCD parts: each part read by its format's Source, which imports its own reader
-    assert reader_modules(["a.xtc", "b.dcd"]) == ("trajscale.xdr._xdr", "MDAnalysis")
+    assert reader_modules(["a.xtc", "b.dcd"]) == (*xdr, "trajscale.sources.mdapart", "MDAnalysis")
     script = tmp_path / "pool_preload.py"
     script.write_text(PRELOAD_DRIVER)
     proc = subprocess.run([sys.executable, str(script), method, parts], check=False, capture_output=True,
