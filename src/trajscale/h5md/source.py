@@ -216,6 +216,14 @@ class H5MDSource(Source):
         """HDF5's signature (the H5MD layout itself is checked when the file is opened)."""
         return "H5MD" if file_head(path, len(HDF5_MAGIC), store) == HDF5_MAGIC else None
 
+    kept_on_node = True
+
+    @classmethod
+    def node_copy_config(cls, config: dict, copy_path: str) -> dict | None:
+        """The node's copy opened as the file itself, with the particle group and units asked of it."""
+        return {"kind": cls.kind, "path": copy_path,
+                **{k: config[k] for k in ("group", "assume_units") if k in config}}
+
     @classmethod
     def guess_can_open(cls, path: str) -> bool:
         """An HDF5 file with H5MD's ``h5md`` and ``particles`` groups (xarray's ``guess_can_open``: a NetCDF-4

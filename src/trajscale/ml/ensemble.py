@@ -57,7 +57,7 @@ class _Member:
     n_frames: int
     n_atoms: int
     labels: dict
-    #: an mdCATH member's :class:`~trajscale.sources.mdcath_layout.MemberLayout` (parsed once, not at each open)
+    #: where a member of a file of several lies (its Source's ``member_layout``: parsed once, not at each open)
     layout: object = None
 
 
@@ -109,11 +109,7 @@ def _describe(member, storage_options: dict | None, fields: tuple[str, ...], num
                                                    "(atomic_numbers=True reads mdCATH's z)")
                 numbers[src.path] = read()
             config = src.get_config()
-            layout = None
-            if config.get("kind") == "mdcath":
-                from ..sources.mdcath_layout import MemberLayout
-
-                layout = MemberLayout.from_dict(config["layout"])
+            layout = type(src).member_layout(config)   # (a member of a file of several: where its data lie)
             return _Member(member.name, config, src.n_frames, src.n_atoms, dict(member.labels), layout)
 
 
@@ -191,8 +187,8 @@ class EnsembleDataset(_BatchReads):
         self.n = int(self.starts[-1])
         self.n_atoms = np.array([m.n_atoms for m in self.members], np.int64)
         self.labels = _label_columns(self.members)
-        #: each member's file: mdCATH members of one file share it (its path), any other member is its own
-        self._file_of = tuple(m.config["path"] if m.config.get("kind") == "mdcath" else i
+        #: each member's file: members of a file of several share it (its path), any other member is its own
+        self._file_of = tuple(m.config["path"] if _source_class(m.config).shares_file_store else i
                               for i, m in enumerate(self.members))
         self._pid: int | None = None
         self._open: OrderedDict[object, _File] = OrderedDict()
@@ -336,28 +332,30 @@ def _reordered(out: dict, inverse: np.ndarray, per_atom: tuple[str, ...]) -> dic
 class _File:
     """One file open in this process and the Sources of its members read so far.
 
-    An mdCATH file is one byte store that its members' Sources share (:meth:`MDCATHSource.on_store`), and
-    for a node-local copy HDF5's view of it while members are described on the copy; any other member is a
-    file of its own, its Source opened from its config. Closing the file closes them all.
+    A file of several members (an mdCATH file: its Source's ``shares_file_store``) is one byte store that
+    its members' Sources share (the Source's ``shared_file``: on a node-local copy, members are described
+    anew there); any other member is a file of its own, its Source opened from its config. Closing the file
+    closes them all.
     """
 
-    def __init__(self, path: str, store, entry, config: dict | None = None) -> None:
+    def __init__(self, path: str, store, entry, config: dict | None = None, shared=None) -> None:
         self.path, self._store, self._entry = path, store, entry
-        self._config = config   # (a file of one member, not mdCATH: what its Source opens, the copy's with a cache)
+        self._config = config   # (a file of one member: what its Source opens, the copy's with a cache)
         self._sources: dict[int, object] = {}
-        self._hdf5 = None   # (a copy's HDF5 view and its domain, opened by its first member described)
+        self._shared = shared   # (a file of several: its members on the one store)
 
     @classmethod
     def of(cls, config: dict, cache_dir: str | None, storage_options: dict | None) -> _File:
-        """The file of a member with Source ``config``: an mdCATH file's store opened (the node's copy with
-        ``cache_dir``), any other member's file left to its Source."""
+        """The file of a member with Source ``config``: a file of several members has its store opened (the
+        node's copy with ``cache_dir``), any other member's file is left to its Source."""
         from ..storage import using
         from ..storage.opener import open_bytes
 
         path, entry = config.get("path"), None
         if cache_dir and isinstance(path, str) and not is_local(path):
             config, entry = _cached(config, cache_dir, storage_options)
-        if config.get("kind") != "mdcath":
+        source = _source_class(config)
+        if not source.shares_file_store:
             return cls(path, None, entry, config)
         try:
             with using(storage_options):
@@ -367,7 +365,7 @@ class _File:
             if entry is not None:
                 entry.close()
             raise
-        return cls(path, store, entry)
+        return cls(path, store, entry, shared=source.shared_file(store, path, described_here=entry is not None))
 
     def member(self, i: int, member: _Member, storage_options: dict | None):
         """Member ``i``'s Source on this file (made on first use, then kept with the file)."""
@@ -378,47 +376,21 @@ class _File:
 
     def _open(self, member: _Member, storage_options: dict | None):
         from ..sources import source_from_config
-        from ..sources.mdcath import MDCATHSource
 
-        if self._store is None:
+        if self._shared is None:
             from ..storage import using
 
             with using(storage_options):
                 return source_from_config(dict(self._config))
-        key = member.config["member"]
-        if self._entry is None:
-            return MDCATHSource.on_store(self._store, self.path, key, member.layout)
-        return MDCATHSource.on_store(self._store, self.path, key, self._described(key))
-
-    def _described(self, key: str):
-        """Member ``key``'s layout on the node's copy (checked there: its own offsets, inode and time), HDF5
-        opened once for the file's members."""
-        from ..sources.mdcath_layout import Domain, check_offsets, describe, hdf5_of
-
-        where = self._store.local_path
-        if self._hdf5 is None:
-            view = hdf5_of(self._store, where)
-            try:
-                self._hdf5 = (view, Domain.of(view.f, where))
-            except BaseException:
-                view.f.close()
-                raise
-        view, domain = self._hdf5
-        try:
-            layout = describe(view.f, where, key, self._store.size, tuple(self._store.identity), domain)
-            check_offsets(view.f, self._store, where, layout, key)
-        except (KeyError, OSError, RuntimeError, ValueError, TypeError) as exc:   # HDF5 met damage
-            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise InputFileError(where, f"cannot be read as mdCATH ({why}): the file is damaged") from None
-        return layout
+        return self._shared.member(member.config, member.layout)
 
     def close(self) -> None:
         for src in self._sources.values():
             src.close()
         self._sources = {}
-        if self._hdf5 is not None:
-            self._hdf5[0].f.close()
-            self._hdf5 = None
+        if self._shared is not None:
+            self._shared.close()
+            self._shared = None
         if self._store is not None:
             forget = getattr(self._store, "forget_ahead", None)   # (requests started ahead, not asked for)
             if forget is not None:
@@ -438,16 +410,21 @@ def _cached(config: dict, cache_dir: str, storage_options: dict | None):
     url = config["path"]
     identity = config.get("identity")   # (the object's ETag and size, as its store's state() ships them)
     entry = NodeCache(cache_dir or _default_cache_dir()).open(url, storage_options, identity)
-    local = {"kind": config["kind"], "path": entry.path}
-    if config["kind"] == "mdcath":
-        local["member"] = config["member"]   # described anew on the copy (its own offsets check, inode, time)
-    elif config["kind"] != "h5md":
+    local = _source_class(config).node_copy_config(config, entry.path)
+    if local is None:
+        from ..sources.registry import format_sources
+
+        kept = ", ".join(f for cls in format_sources() if cls.kept_on_node for f in cls.formats)
         entry.close()
-        raise StoreError(url, f"a {config['kind']} member is read from its URL (cache_dir keeps H5MD and mdCATH "
-                              "files)")
-    else:
-        local.update({k: config[k] for k in ("group", "assume_units") if k in config})
+        raise StoreError(url, f"a {config['kind']} member is read from its URL (cache_dir keeps {kept} files)")
     return local, entry
 
+
+
+def _source_class(config: dict):
+    """The Source class that reads a member from its ``config`` (the registry's, by its kind)."""
+    from ..sources.registry import source_class
+
+    return source_class(config["kind"])
 
 __all__ = ["FIELDS", "EnsembleDataset"]

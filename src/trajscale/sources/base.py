@@ -154,6 +154,32 @@ class Source(ABC):
     #: sources: a fresh 100 MB array costs page faults that halve the read
     #: bandwidth, and ``Analysis.map`` keeps no views of its block.
     reuse_buffers: bool = False
+    #: True when one file holds several members read through one shared store (:meth:`shared_file`): a
+    #: reader of many members opens such a file once for all of them.
+    shares_file_store: bool = False
+
+    @classmethod
+    def shared_file(cls, store, path: str, described_here: bool):
+        """The members of the file whose bytes ``store`` holds, read through it (:attr:`shares_file_store`): an
+        object with ``member(config, layout)`` (``layout`` from :meth:`member_layout`, or None with
+        ``described_here``: the member is described anew on this copy of the file) and ``close()``."""
+        raise NotImplementedError(f"{cls.__name__} reads one trajectory per file")
+
+    @classmethod
+    def member_layout(cls, config: dict):
+        """Where a member's data lie, parsed once from its config (:attr:`shares_file_store`); None for a
+        Source of one trajectory per file."""
+        return None
+
+    #: True when a file of this format behind a URL may be read from a node-local copy (:meth:`node_copy_config`).
+    kept_on_node: bool = False
+
+    @classmethod
+    def node_copy_config(cls, config: dict, copy_path: str) -> dict | None:
+        """``config`` (a file behind a URL) pointed at the node's local copy of the file at ``copy_path``
+        (what is described again on the copy left out); None (the default) when this format is read from its
+        URL only (:attr:`kept_on_node`)."""
+        return None
 
     @classmethod
     def guess_format(cls, path: str, store=None) -> str | None:

@@ -190,6 +190,22 @@ class MDCATHSource(Source):
         self._prepares, self._store, self._owns_store, self._layout = False, store, False, layout
         return self
 
+    shares_file_store = True
+    kept_on_node = True
+
+    @classmethod
+    def shared_file(cls, store: ByteStore, path: str, described_here: bool) -> MembersOnStore:
+        return MembersOnStore(store, path, described_here)
+
+    @classmethod
+    def member_layout(cls, config: dict) -> MemberLayout:
+        return MemberLayout.from_dict(config["layout"])
+
+    @classmethod
+    def node_copy_config(cls, config: dict, copy_path: str) -> dict:
+        """The member on the node's copy, described anew there (its own offsets check, inode and time)."""
+        return {"kind": cls.kind, "path": copy_path, "member": config["member"]}
+
     def _describe(self, key: str | None) -> MemberLayout:
         """Open the file's HDF5 metadata, check the member, and keep where its data lie."""
         with hdf5_of(self._store, self._path) as f:
@@ -408,5 +424,45 @@ class MDCATHSource(Source):
         self._store.close()
 
 
-__all__ = ["FRAME_PS", "MEMBER_SEP", "FieldAt", "MDCATHSource", "MemberLayout", "describe", "ensemble_members",
-           "looks_like_mdcath", "member_location", "members", "pdb_text", "split_member", "universe"]
+
+class MembersOnStore:
+    """The members of one mdCATH file read through its one store (:meth:`MDCATHSource.shared_file`): each at
+    the layout its config recorded, or, on a node's copy of the file (``described_here``), described anew on
+    the copy, from one HDF5 open for all its members. The store stays its caller's to close."""
+
+    def __init__(self, store: ByteStore, path: str, described_here: bool) -> None:
+        self._store, self.path, self._described_here = store, path, described_here
+        self._hdf5 = None   # (the copy's HDF5 view and its domain, opened by its first member described)
+
+    def member(self, config: dict, layout: MemberLayout | None) -> MDCATHSource:
+        key = config["member"]
+        if self._described_here or layout is None:
+            layout = self._described(key)
+        return MDCATHSource.on_store(self._store, self.path, key, layout)
+
+    def _described(self, key: str) -> MemberLayout:
+        where = self._store.local_path
+        if self._hdf5 is None:
+            view = hdf5_of(self._store, where)
+            try:
+                self._hdf5 = (view, Domain.of(view.f, where))
+            except BaseException:
+                view.f.close()
+                raise
+        view, domain = self._hdf5
+        try:
+            layout = describe(view.f, where, key, self._store.size, tuple(self._store.identity), domain)
+            check_offsets(view.f, self._store, where, layout, key)
+        except (KeyError, OSError, RuntimeError, ValueError, TypeError) as exc:   # HDF5 met damage
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise InputFileError(where, f"cannot be read as mdCATH ({why}): the file is damaged") from None
+        return layout
+
+    def close(self) -> None:
+        if self._hdf5 is not None:
+            self._hdf5[0].f.close()
+            self._hdf5 = None
+
+__all__ = ["FRAME_PS", "MEMBER_SEP", "FieldAt", "MDCATHSource", "MemberLayout", "MembersOnStore", "describe",
+           "ensemble_members", "looks_like_mdcath", "member_location", "members", "pdb_text", "split_member",
+           "universe"]
