@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 
 from ..sources import Source, source_from_config
+from ..sources.opened import OpenSources
 
 log = logging.getLogger(__name__)
 
@@ -23,27 +23,14 @@ log = logging.getLogger(__name__)
 MAX_OPEN = 16
 
 
-def _release(src: Source) -> None:
-    """Close a member source and drop its read buffer."""
-    try:
-        src.close()
-    finally:
-        src.__dict__.pop("_scratch", None)
-
-
 class MemberSources:
-    """One thread's open member sources, keyed by their configs' keys, in the order last used."""
+    """One thread's open member sources, keyed by their configs' keys, in the order last used
+    (:class:`~trajscale.sources.opened.OpenSources`)."""
 
     def __init__(self) -> None:
-        self._open: OrderedDict[str, Source] = OrderedDict()
+        self._open = OpenSources(MAX_OPEN, _drop_buffer)
         #: What the members this thread prepares share (a topology file's selections), made when first needed.
         self.topologies = None
-        #: Member sources opened so far, and their paths, in order (the tasks' ``files`` records).
-        self.opens = 0
-        self.opened: list[str] = []
-        # what closed sources had read, so that this thread's totals only grow
-        self._closed_bytes = 0
-        self._closed_net: dict | None = None
 
     def get(self, key: str, config: dict, limit: int, opener=None) -> tuple[Source, float]:
         """The source for ``config`` (opened now if it is not open: the least recently used one closed
@@ -51,16 +38,13 @@ class MemberSources:
         it was open)."""
         src = self._open.get(key)
         if src is not None:
-            self._open.move_to_end(key)
             return src, 0.0
-        while len(self._open) >= max(1, limit):
-            self._close(self._open.popitem(last=False)[1])
+        self._open.limit = max(1, limit)
+        self._open.make_room()
         t0 = time.perf_counter()
         src = opener() if opener is not None else source_from_config(config)
         src.reuse_buffers = True   # one read at a time per thread; map keeps no views of a block
-        self._open[key] = src
-        self.opens += 1
-        self.opened.append(src.path)
+        self._open.add(key, src)
         return src, time.perf_counter() - t0
 
     def drop_buffers(self, keep: set[str]) -> None:
@@ -70,12 +54,15 @@ class MemberSources:
             if key not in keep:
                 src.__dict__.pop("_scratch", None)
 
-    def _close(self, src: Source) -> None:
-        self._closed_bytes += src.bytes_read
-        net = src.remote_stats()
-        if net is not None:
-            self._closed_net = _added(self._closed_net, net)
-        _release(src)
+    @property
+    def opens(self) -> int:
+        """Member sources opened so far (the tasks' ``files`` records)."""
+        return self._open.opens
+
+    @property
+    def opened(self) -> list[str]:
+        """Their paths, in order."""
+        return self._open.opened
 
     @property
     def n_open(self) -> int:
@@ -84,24 +71,19 @@ class MemberSources:
     @property
     def bytes_read(self) -> int:
         """Bytes read by this thread's member sources so far, those closed included."""
-        return self._closed_bytes + sum(s.bytes_read for s in self._open.values())
+        return self._open.bytes_read
 
     def remote_stats(self) -> dict | None:
         """Requests, bytes, network wait and retries of this thread's member sources behind URLs so far."""
-        total = self._closed_net
-        for s in self._open.values():
-            net = s.remote_stats()
-            if net is not None:
-                total = _added(total, net)
-        return total
+        return self._open.remote_stats()
 
     def close(self) -> None:
-        while self._open:
-            self._close(self._open.popitem(last=False)[1])
+        self._open.close()
 
 
-def _added(a: dict | None, b: dict) -> dict:
-    return dict(b) if a is None else {k: a.get(k, 0) + v for k, v in b.items()}
+def _drop_buffer(key: str, src: Source) -> None:
+    """A member source closed: its read buffer goes with it."""
+    src.__dict__.pop("_scratch", None)
 
 
 _BY_THREAD: dict[int, MemberSources] = {}

@@ -31,7 +31,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -39,6 +38,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputFileError, StoreError
 from ..sources.locations import is_local
+from ..sources.opened import OpenSources
 from .dataset import _as_index, _batch_buffer, _BatchReads, _default_cache_dir, runs
 from .trace import IOStats
 
@@ -191,7 +191,7 @@ class EnsembleDataset(_BatchReads):
         self._file_of = tuple(m.config["path"] if _source_class(m.config).shares_file_store else i
                               for i, m in enumerate(self.members))
         self._pid: int | None = None
-        self._open: OrderedDict[object, _File] = OrderedDict()
+        self._open = OpenSources(self.max_open)   # (this process's open files: _File)
         self.stats: IOStats | None = None
         #: files this process has opened
         self.opens = 0
@@ -206,7 +206,7 @@ class EnsembleDataset(_BatchReads):
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state.update(_pid=None, _open=OrderedDict(), stats=None, opens=0, most_open=0)
+        state.update(_pid=None, _open=OpenSources(self.max_open), stats=None, opens=0, most_open=0)
         return state
 
     def __len__(self) -> int:
@@ -217,19 +217,15 @@ class EnsembleDataset(_BatchReads):
         recently used file closed past ``max_open``)."""
         pid = os.getpid()
         if self._pid != pid:   # a fork's inherited handles are dropped, not closed (they are the parent's)
-            self._open, self._pid = OrderedDict(), pid
+            self._open, self._pid = OpenSources(self.max_open), pid
             self.stats = IOStats.for_process(None)
         key = self._file_of[i]
         file = self._open.get(key)
-        if file is not None:
-            self._open.move_to_end(key)
-        else:
-            while len(self._open) >= self.max_open:
-                _, old = self._open.popitem(last=False)
-                old.close()
+        if file is None:
+            self._open.make_room()
             t0 = time.perf_counter()
             file = _File.of(self.members[i].config, self.cache_dir, self.storage_options)
-            self._open[key] = file
+            self._open.add(key, file, file.path)
             self.opens += 1
             self.most_open = max(self.most_open, len(self._open))
             self.stats.opened(file.path, t0, time.perf_counter())
@@ -238,9 +234,8 @@ class EnsembleDataset(_BatchReads):
     def close(self) -> None:
         """Close this process's open files (a later read reopens them)."""
         if self._pid == os.getpid():
-            for file in self._open.values():
-                file.close()
-        self._open, self._pid = OrderedDict(), None
+            self._open.close()
+        self._open, self._pid = OpenSources(self.max_open), None
 
     # ------------------------------------------------ reading
 
@@ -366,6 +361,12 @@ class _File:
                 entry.close()
             raise
         return cls(path, store, entry, shared=source.shared_file(store, path, described_here=entry is not None))
+
+    #: bytes are counted by the dataset's I/O trace, not per file
+    bytes_read = 0
+
+    def remote_stats(self) -> None:
+        return None
 
     def member(self, i: int, member: _Member, storage_options: dict | None):
         """Member ``i``'s Source on this file (made on first use, then kept with the file)."""

@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +45,7 @@ from . import registry
 from .base import OpenRequest, Source, file_head
 from .locations import beside, is_local, local_beside, locate, store_class
 from .locations import identity as identity_of
+from .opened import OpenSources
 
 log = logging.getLogger(__name__)
 
@@ -199,17 +199,13 @@ class SegmentedSource(Source):
         #: per segment: (step, time) added to its frames' (the join's renumbering), None for none
         self._shifts = [(int(s.get("shift_step", 0)), float(s.get("shift_time", 0.0)))
                         if s.get("shift_step") or s.get("shift_time") else None for s in segments]
-        self._open: OrderedDict[int, Source] = OrderedDict()
+        self._open = OpenSources(self.max_open, self._forget)
         # Identity of each open part when it was opened, and the open parts checked since the last
         # refresh(): a long-lived worker stats only the parts a task reads, never the whole chain.
         self._identity: dict[int, tuple] = {}
         self._checked: set[int] = set()
         self._chunk_frames = None if chunk_frames is None else max(1, int(chunk_frames))
-        self.opens = 0            # segment files opened so far (for tests and reports)
-        self.opened: list[str] = []   # their paths, in the order opened (a report's files_opened)
-        self.max_open_seen = 0
         self.bytes_read = 0
-        self._net_done: dict | None = None   # the remote requests of the parts closed so far
         self._fields: tuple[str, ...] | None = tuple(fields) if fields else None
 
     @classmethod
@@ -366,15 +362,13 @@ class SegmentedSource(Source):
             if shipped is None and identity_of(self.segment_path(i)) != self._identity[i]:
                 # rewritten in place (or replaced) since it was opened: its handle would read stale data
                 log.debug("%s changed since it was opened: reopening", self.segment_path(i))
-                self._drop(i)
+                self._open.drop(i)
                 src = None
             else:
                 self._checked.add(i)
         if src is not None:
-            self._open.move_to_end(i)
             return src
-        while len(self._open) >= self.max_open:
-            self._drop(next(iter(self._open)))
+        self._open.make_room()
         seg, path = self.segments[i], self.segment_path(i)
         # before opening: a rewrite after it is noticed next task (a part behind a URL that the preparing
         # process looked up: its identity as found then, checked by every range request's If-Match)
@@ -391,13 +385,25 @@ class SegmentedSource(Source):
             raise InputFileError(path, f"has {src.n_frames} frames x {src.n_atoms} atoms; the index "
                                        f"{self._index_path or '(the parts as scanned)'} says {expect} x {self.n_atoms}")
         src.reuse_buffers = False   # the segment's arrays are copied into this source's block
-        self._open[i] = src
+        self._open.add(i, src, path)
         self._identity[i] = ident
         self._checked.add(i)
-        self.opens += 1
-        self.opened.append(str(path))
-        self.max_open_seen = max(self.max_open_seen, len(self._open))
         return src
+
+    @property
+    def opens(self) -> int:
+        """Segment files opened so far (for tests and reports)."""
+        return self._open.opens
+
+    @property
+    def opened(self) -> list[str]:
+        """Their paths, in the order opened (a report's ``files_opened``)."""
+        return self._open.opened
+
+    @property
+    def max_open_seen(self) -> int:
+        """The most segment files held open at once."""
+        return self._open.most_open
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
@@ -436,29 +442,17 @@ class SegmentedSource(Source):
         return Block(start, stop, out["position"], box, time, step,
                      velocities=out.get("velocity"), forces=out.get("force"), stride=stride)
 
-    def _drop(self, i: int) -> None:
-        src = self._open.pop(i)
+    def _forget(self, i: int, src: Source) -> None:
+        """A part closed (least recently used, or changed since it was opened): checked anew when reopened."""
         self._identity.pop(i, None)
         self._checked.discard(i)
-        self._net_done = _add_stats(self._net_done, src.remote_stats())
-        src.close()
 
     def remote_stats(self) -> dict | None:
         """The requests, bytes, network wait and retries of the parts behind URLs opened so far (None: none)."""
-        total = self._net_done
-        for src in self._open.values():
-            total = _add_stats(total, src.remote_stats())
-        return total
+        return self._open.remote_stats()
 
     def close(self) -> None:
-        while self._open:
-            self._drop(next(reversed(self._open)))
-
-
-def _add_stats(a: dict | None, b: dict | None) -> dict | None:
-    if a is None or b is None:
-        return a if b is None else dict(b)
-    return {k: a[k] + b[k] for k in a}
+        self._open.close()
 
 
 #: Keys of a segment that travel in the config.

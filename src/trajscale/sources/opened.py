@@ -1,0 +1,110 @@
+"""Sources kept open for the next read: at most a bounded number, the least recently used closed first.
+
+Three readers of many files keep the last ones they read open: a segmented trajectory its parts, an
+ensemble's worker its members (one cache per thread: a Source's read buffer serves one read at a time), the
+ML ensemble dataset its files (one per DataLoader worker). Each keeps them in an :class:`OpenSources`, the one
+mechanism that bounds what a process holds open (open files <= the limit, at any number of trajectories),
+counts what it opened and keeps what the closed ones read, so that totals only grow.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator
+
+
+class OpenSources:
+    """Open sources (anything with ``path``, ``close()``, ``bytes_read`` and ``remote_stats()``), keyed, in the order
+    last used, at most ``limit``.
+
+    ``on_close(key, source)`` is called before a source is closed (its owner's own bookkeeping).
+    """
+
+    def __init__(self, limit: int, on_close: Callable[[Hashable, object], None] | None = None) -> None:
+        self.limit = max(1, int(limit))
+        self._open: OrderedDict[Hashable, object] = OrderedDict()
+        self._on_close = on_close
+        #: sources opened so far, and their paths in the order opened (a report's files_opened)
+        self.opens = 0
+        self.opened: list[str] = []
+        #: the most held open at once
+        self.most_open = 0
+        # what the closed sources had read
+        self._closed_bytes = 0
+        self._closed_net: dict | None = None
+
+    def get(self, key: Hashable):
+        """The open source of ``key``, now the most recently used; None when it is not open."""
+        src = self._open.get(key)
+        if src is not None:
+            self._open.move_to_end(key)
+        return src
+
+    def make_room(self) -> None:
+        """Close the least recently used sources until one more may be opened (before opening it: the
+        limit holds while it opens)."""
+        while len(self._open) >= self.limit:
+            self.drop(next(iter(self._open)))
+
+    def add(self, key: Hashable, src, path: str | None = None) -> None:
+        """Keep ``src``, just opened, as ``key``'s (room made first); ``path`` names its file (its own
+        ``path`` when not given)."""
+        self.make_room()
+        self._open[key] = src
+        self.opens += 1
+        self.opened.append(str(path if path is not None else src.path))
+        self.most_open = max(self.most_open, len(self._open))
+
+    def drop(self, key: Hashable) -> None:
+        """Close ``key``'s source, keeping what it read in the totals."""
+        src = self._open.pop(key)
+        try:
+            if self._on_close is not None:
+                self._on_close(key, src)
+            self._closed_bytes += int(src.bytes_read)
+            self._closed_net = added_stats(self._closed_net, src.remote_stats())
+        finally:
+            src.close()
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._open
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def __iter__(self) -> Iterator[Hashable]:
+        """The keys open, least recently used first."""
+        return iter(list(self._open))
+
+    def items(self) -> Iterator[tuple[Hashable, object]]:
+        return iter(list(self._open.items()))
+
+    def values(self) -> Iterator[object]:
+        return iter(list(self._open.values()))
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes read by the sources opened so far, those closed included."""
+        return self._closed_bytes + sum(int(s.bytes_read) for s in self._open.values())
+
+    def remote_stats(self) -> dict | None:
+        """Requests, bytes, network wait and retries of the sources behind URLs opened so far (None: none)."""
+        total = self._closed_net
+        for src in self._open.values():
+            total = added_stats(total, src.remote_stats())
+        return total
+
+    def close(self) -> None:
+        """Close every open source, the most recently used first."""
+        while self._open:
+            self.drop(next(reversed(self._open)))
+
+
+def added_stats(a: dict | None, b: dict | None) -> dict | None:
+    """Two sets of request counts added (None: no requests)."""
+    if a is None or b is None:
+        return a if b is None else dict(b)
+    return {k: a.get(k, 0) + v for k, v in b.items()}
+
+
+__all__ = ["OpenSources", "added_stats"]
