@@ -1,5 +1,6 @@
-"""An ensemble whose trajectories (and catalog) are objects on a real S3 server (moto's): the numbers of the
-same ensemble read from local files, bit for bit; a glob over an object prefix lists its members."""
+"""An ensemble whose trajectories (and catalog) are objects on a real S3 server (moto's) or a GCS one
+(fake-gcs-server): the numbers of the same ensemble read from local files, bit for bit; a glob over an object
+prefix lists its members, in pages, with no request per object."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ pytest.importorskip("obstore")
 pytest.importorskip("moto.server")
 
 import trajscale as ts  # noqa: E402
-from tests.remote.conftest import BUCKET, CREDENTIALS, s3_env, s3_server  # noqa: E402,F401 - the session's S3 server
+from tests.remote.conftest import BUCKET, CREDENTIALS, gcs_server, s3_env, s3_server  # noqa: E402,F401 - the session's servers
 
 pytestmark = pytest.mark.remote
 
@@ -47,12 +48,68 @@ def test_catalog_and_trajectories_behind_urls(replicas, uploaded, s3_server, exe
     assert fetched > 0
 
 
-def test_a_glob_over_an_object_prefix(replicas, uploaded):
+@pytest.fixture
+def uploaded_gcs(replicas, gcs_server):  # noqa: F811 - the imported fixture
+    gcs_server.create_bucket("ensemble-glob")
+    for name in NAMES:
+        with open(replicas["members"][name][1], "rb") as fh:
+            gcs_server.put("ensemble-glob", f"runs/{name}.xtc", fh.read())
+    return "gs://ensemble-glob/runs", gcs_server.options
+
+
+@pytest.mark.parametrize("scheme, executor", [("s3", "processes"), ("gs", "serial")])
+def test_a_glob_over_an_object_prefix(replicas, request, scheme, executor):
+    """The prefix listed through the store (S3's and GCS's own listing), then read as local files are: a pool
+    started after the listing (which started the client's runtime) computes what the local run does."""
     from MDAnalysisTests.datafiles import PSF
 
-    ens = ts.Ensemble.from_glob(f"{uploaded}/adk-*.xtc", topology=PSF, labels=r"adk-(?P<replica>\d+)")
+    where, options = (request.getfixturevalue("uploaded"), None) if scheme == "s3" \
+        else request.getfixturevalue("uploaded_gcs")
+    ens = ts.Ensemble.from_glob(f"{where}/adk-*.xtc", topology=PSF, labels=r"adk-(?P<replica>\d+)",
+                                storage_options=options)
     assert ens.names == ("adk-0", "adk-2") and [m.labels["replica"] for m in ens] == [0, 2]
-    r = ts.run(ts.RadiusOfGyration(select="name CA"), ens)
+    assert [m.trajectory[0] for m in ens] == [f"{where}/adk-0.xtc", f"{where}/adk-2.xtc"]
+    r = ts.run(ts.RadiusOfGyration(select="name CA"), ens, executor=executor, n_workers=2, storage_options=options)
     local = ts.run(ts.RadiusOfGyration(select="name CA"), replicas["catalog"])
     for name in ens.names:
         assert np.array_equal(r[name].rgyr, local[name].rgyr)
+
+
+def test_a_glob_over_many_objects_is_one_paged_listing(s3_env):  # noqa: F811 - the imported fixture
+    """1,001 objects (more than a page of S3's listing): every one a member, from two requests (the listing's
+    pages; no object opened), counted as this process's requests (a pool that forks after them must know)."""
+    from MDAnalysisTests.datafiles import PSF
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    from trajscale.storage import fetched_here
+    from trajscale.testing.stores import TcpProxy
+
+    client = s3_env.client()
+    if BUCKET not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
+        client.create_bucket(Bucket=BUCKET)
+    store = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]   # (straight in: a thousand PUTs over HTTP take seconds)
+    names = [f"m{i:05d}" for i in range(1001)]
+    for name in names:
+        store.put_object(BUCKET, f"many/{name}.xtc", b"")
+    store.put_object(BUCKET, "many/notes.txt", b"")
+    proxy = TcpProxy("127.0.0.1", int(s3_env.endpoint.rsplit(":", 1)[1]))
+    try:
+        before = fetched_here()["requests"]
+        ens = ts.Ensemble.from_glob(f"s3://{BUCKET}/many/*.xtc", topology=PSF,
+                                    storage_options={"endpoint_url": f"http://{proxy.address}"})
+        asked = proxy.requests
+    finally:
+        proxy.close()
+    assert ens.names == tuple(names)
+    assert asked == 2, f"{asked} requests for a listing of 1,001 objects"
+    assert fetched_here()["requests"] > before
+
+
+def test_a_glob_over_a_missing_bucket_is_one_line(s3_env):  # noqa: F811 - the imported fixture
+    from trajscale.errors import InputFileError
+
+    with pytest.raises(InputFileError) as err:
+        ts.Ensemble.from_glob("s3://no-such-bucket/runs/*.xtc", storage_options={"retry_seconds": 2})
+    text = str(err.value)
+    assert "\n" not in text and text.startswith("s3://no-such-bucket/runs/*.xtc: ") and "no such bucket" in text, text

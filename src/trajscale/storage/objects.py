@@ -393,6 +393,10 @@ class RemoteObject(ByteStore):
             return self.error(f"{failure.problem}{self._trust_said()}")
         if failure.kind in ("range", "no_range") and first:
             return self.error(self._empty_said(failure))
+        if failure.kind == "missing" and not first and self._identity is not None and self._identity.version:
+            # (reads pinned to the version the run began with: GCS answers 404 once another generation replaced it)
+            return Replaced(self.url, "the object was replaced or removed during the run (the version it began "
+                                      "with is gone); run again on the new object")
         if failure.kind in ("missing", "denied"):   # (a web server refuses a folder's URL: 403 after a redirect)
             folder = self._folder_hint()
             return self.error(f"no object here: {folder}" if folder else failure.problem)

@@ -5,7 +5,9 @@ Subclass :class:`StoreConformance` in a test module and give it one fixture, ``b
 :class:`Backend` that puts bytes where the store reads them (a folder, a bucket, a web server's root),
 replaces and removes them, and opens a store on them, directly or through a :class:`TcpProxy` that cuts
 a response mid-body or stops forwarding (a frozen server). A case that cannot happen to a store (a local
-file has no connection to cut) is skipped with the reason, said by the backend.
+file has no connection to cut) is skipped with the reason, said by the backend. Listing is part of the
+suite: a glob's matches (:meth:`trajscale.storage.location.Location.glob`), and a listing longer than the
+server's page asked for in pages, counted at the proxy.
 
 >>> class TestMyStore(StoreConformance):
 ...     @pytest.fixture
@@ -42,6 +44,10 @@ def payload(size: int = SIZE, seed: int = 0) -> bytes:
     return np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8).tobytes()
 
 
+#: The first bytes of an HTTP request (what :attr:`TcpProxy.requests` counts).
+_METHODS = (b"GET ", b"HEAD ", b"PUT ", b"POST ", b"DELETE ", b"PATCH ", b"OPTIONS ")
+
+
 class TcpProxy:
     """A TCP proxy on 127.0.0.1 in front of ``(host, port)``: it forwards bytes both ways (TLS passes through
     untouched), and on request cuts the server's answers or freezes.
@@ -49,7 +55,8 @@ class TcpProxy:
     ``cut(n, after)``: the next ``n`` connections that carry more than ``after`` bytes of answers are closed
     there, mid-response (a server's worker killed while it answered). ``freeze()``: from now on nothing is
     forwarded, on connections open or new (a server stopped with ``kill -STOP``): the client waits.
-    ``thaw()`` forwards again. ``cuts`` counts the answers cut."""
+    ``thaw()`` forwards again. ``cuts`` counts the answers cut, ``requests`` the HTTP requests forwarded (told by
+    their first bytes, a method: plain http only; TLS passes through uncounted)."""
 
     def __init__(self, host: str, port: int) -> None:
         self.upstream = (host, port)
@@ -61,6 +68,7 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._cut_left, self._cut_after = 0, 0
         self.cuts = 0
+        self.requests = 0
         self._frozen = threading.Event()
         self._closed = threading.Event()
         self._conns: list[socket.socket] = []
@@ -123,6 +131,9 @@ class TcpProxy:
                     if not data:
                         return
                     if s is client:
+                        if data.startswith(_METHODS):
+                            with self._lock:
+                                self.requests += 1
                         server.sendall(data)
                         continue
                     with self._lock:
@@ -159,6 +170,20 @@ class Backend:
     no_connection: str | None = None
     #: why this store cannot be denied to the tests (root reads every local file)
     no_denial: str | None = None
+    #: why this store has no listing (a web server's: a glob over it is refused)
+    no_listing: str | None = None
+    #: keys in one page of the server's listing (None: :attr:`no_paging` says why there are no pages to count)
+    page: int | None = None
+    no_paging: str = "this store's listing has no pages"
+
+    def listing_options(self) -> dict:
+        """The storage options a listing of this store takes (those :meth:`open` adds)."""
+        return {}
+
+    def put_many(self, names: list[str], data: bytes = b"") -> None:
+        """``data`` under each of ``names`` (a backend with a quicker way than :meth:`put` each overrides it)."""
+        for name in names:
+            self.put(name, data)
 
     def put(self, name: str, data: bytes) -> str:
         raise NotImplementedError
@@ -299,6 +324,60 @@ class StoreConformance:
         text = str(err.value)
         assert "\n" not in text and f"did not answer in {RETRY_SECONDS:g} s" in text, text
         assert took < RETRY_SECONDS + SLACK_S, f"gave up after {took:.1f} s, not within {RETRY_SECONDS:g} s"
+
+
+    def test_a_glob_lists_the_objects_it_matches(self, backend):
+        """``*`` and ``?`` within a folder, ``**/`` across folders, ``[...]`` a set; a sibling whose name begins as
+        the folder's is no match; the names the test wrote are the reference."""
+        from ..storage.location import Location
+
+        if backend.no_listing:
+            pytest.skip(backend.no_listing)
+        names = ["glob/a.xtc", "glob/b.xtc", "glob/c.h5", "glob/sub/d.xtc", "glob/sub/deeper/e.xtc", "globx/f.xtc",
+                 "glob.xtc"]
+        for name in names:
+            backend.put(name, name.encode())
+        options = backend.listing_options()
+
+        def found(pattern: str) -> list[str]:
+            return [str(m) for m in Location.glob(backend.location(pattern), options)]
+
+        def where(*chosen: str) -> list[str]:
+            return sorted(backend.location(n) for n in chosen)
+
+        assert found("glob/*.xtc") == where("glob/a.xtc", "glob/b.xtc")
+        assert found("glob/**/*.xtc") == where("glob/a.xtc", "glob/b.xtc", "glob/sub/d.xtc", "glob/sub/deeper/e.xtc")
+        assert found("glob/sub/*/?.xtc") == where("glob/sub/deeper/e.xtc")
+        assert found("glob/[bc].*") == where("glob/b.xtc", "glob/c.h5")
+        assert found("glob*/*.xtc") == where("glob/a.xtc", "glob/b.xtc", "globx/f.xtc")
+        assert found("nothing/*.xtc") == []
+        listed = Location(backend.location("glob"), options).list("*")
+        assert [str(m) for m in listed] == where("glob/a.xtc", "glob/b.xtc", "glob/c.h5")
+        # what is listed is read with the same options: each match's bytes are its own
+        assert listed[2].read() == b"glob/c.h5" and listed[2].size == len(b"glob/c.h5")
+        if backend.no_connection:
+            return
+        # a listing's answer cut mid-way is asked for again
+        with backend.proxied("glob/a.xtc") as (first, through, proxy):
+            proxy.cut(1, after=300)
+            again = Location(first.rsplit("/", 1)[0], _fast({**options, **through})).list("*")
+            assert [m.where.rsplit("/", 1)[1] for m in again] == ["a.xtc", "b.xtc", "c.h5"]
+            assert proxy.cuts == 1
+
+    def test_a_long_listing_is_asked_for_in_pages(self, backend):
+        """More keys than the server's page: every one listed, in two requests (pages), not one per key."""
+        from ..storage.location import Location
+
+        if backend.no_listing or backend.page is None:
+            pytest.skip(backend.no_listing or backend.no_paging)
+        names = [f"paged/k{i:05d}.bin" for i in range(backend.page + 1)]
+        backend.put_many(names)
+        with backend.proxied(names[0]) as (first, options, proxy):
+            folder = first.rsplit("/", 1)[0]
+            got = [str(m) for m in Location(folder, {**backend.listing_options(), **options}).list("*.bin")]
+            asked = proxy.requests
+        assert got == sorted(f"{folder}/{n.split('/')[1]}" for n in names)
+        assert asked == 2, f"{len(names)} keys listed in {asked} requests (the server pages at {backend.page})"
 
 
 def free_port() -> int:

@@ -1,0 +1,234 @@
+"""A location: a local path or a URL, with the storage options its bytes are read with; made once, where a
+file enters trajscale (the API, the command line, a catalog's row), and passed as it is.
+
+:class:`Location` answers what code above the byte stores asks of a file: its store (:meth:`~Location.store`),
+size and identity, the same name in every process (:meth:`~Location.absolute`: the one rule), a file beside
+it (:meth:`~Location.beside`), and the files under it (:meth:`~Location.list`, :meth:`Location.glob`): a local
+glob, or an object store's listing (S3, GCS, Azure), paged, of the pattern's fixed folder only. A web server
+has no listing: a glob over an http(s) URL is refused in one line.
+
+Nothing here opens a network client until a URL is listed or read: ``import trajscale`` stays free of them.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import os
+import re
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..errors import ConfigError, InputFileError
+from ..util import scheme_of
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .bytestore import ByteStore
+
+#: Characters that make a path a glob pattern.
+GLOB_CHARACTERS = "*?["
+
+
+@dataclass(frozen=True)
+class Location:
+    """A path or a URL (``where``) and the storage options its bytes are read with (None: the current ones,
+    :func:`trajscale.storage.current_options`, when it is read).
+
+    Examples
+    --------
+    >>> Location("s3://bucket/runs/a.xtc").beside("../top.pdb").where
+    's3://bucket/top.pdb'
+    >>> Location("runs/a.xtc").absolute().where == os.path.abspath("runs/a.xtc")
+    True
+    """
+
+    where: str
+    options: Mapping | None = field(default=None, hash=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.where, str):
+            object.__setattr__(self, "where", os.fspath(self.where))
+
+    @classmethod
+    def of(cls, value: Location | str | os.PathLike, options: Mapping | None = None) -> Location:
+        """``value`` as a location: a :class:`Location` as it is (given ``options`` where it has none), a path
+        or URL with ``options``."""
+        if isinstance(value, Location):
+            return value if options is None or value.options is not None else Location(value.where, options)
+        return cls(os.fspath(value), dict(options) if options else None)
+
+    def __str__(self) -> str:
+        return self.where
+
+    def __repr__(self) -> str:
+        # (the options' names only: some are credentials, and a repr reaches logs)
+        from . import shown
+
+        return f"Location({self.where!r}{f', options: {shown(self.options)}' if self.options else ''})"
+
+    # -- what it is, told without I/O ---------------------------------------------------------------------------
+    @property
+    def scheme(self) -> str | None:
+        """The URL scheme's name (``"s3"``, ``"gs"``, ``"az"``, ``"http"``: :data:`trajscale.util.SCHEME_PREFIXES`);
+        None for a local path."""
+        return scheme_of(self.where)
+
+    @property
+    def local(self) -> bool:
+        """Whether the bytes are a local file's (a path), not an object's behind a URL."""
+        return self.scheme is None
+
+    @property
+    def store_class(self) -> type[ByteStore]:
+        """The class of :class:`~trajscale.storage.bytestore.ByteStore` that reads it (what it declares, such
+        as the modules a pool's workers preload, is asked before or without opening it). The network's
+        modules are imported only for a URL."""
+        if self.local:
+            from .bytestore import LocalFile
+
+            return LocalFile
+        from .objects import RemoteObject
+
+        return RemoteObject
+
+    def absolute(self) -> Location:
+        """The location as every process names it (a worker or a rank in another folder, a run and an
+        ensemble's member alike): a local path made absolute against this process's folder (``os.path.abspath``:
+        no link resolved, no file system asked, so the name stays the one given: a member named by its file
+        keeps its name); a URL as it is."""
+        if not self.local:
+            return self
+        absolute = os.path.abspath(self.where)
+        return self if absolute == self.where else Location(absolute, self.options)
+
+    def beside(self, relative: str | os.PathLike) -> Location:
+        """``relative`` as a file beside this one names it (a catalog its trajectories, a segment index its
+        parts), read with the same options: relative to a local file's folder, or to an object's URL prefix
+        (``..`` climbing it, never above the bucket or host); a URL or an absolute path as it is."""
+        name = os.fspath(relative)
+        if scheme_of(name) is not None or os.path.isabs(name):
+            return Location(name, self.options)
+        if self.local:
+            return Location(os.path.normpath(os.path.join(os.path.dirname(self.where), name)), self.options)
+        from . import resolve
+
+        return Location(resolve(self.where, name), self.options)
+
+    # -- what its bytes are -----------------------------------------------------------------------------------------
+    def store(self, identity: list | None = None, round_trip: float | None = None) -> ByteStore:
+        """Its bytes: a local file, or the object behind the URL (its first request tells its size and
+        identity), read with this location's options (see :func:`trajscale.storage.opener.open_bytes`)."""
+        from .opener import open_bytes
+
+        return open_bytes(self.where, None if self.options is None else dict(self.options), identity, round_trip)
+
+    @property
+    def size(self) -> int:
+        """Its size in bytes: a local file's from one ``stat``; an object's from its first request (shared for a
+        few seconds with its opening). Missing, denied or unreachable: said in one line."""
+        if self.local:
+            try:
+                return os.stat(self.where).st_size
+            except OSError as exc:
+                raise InputFileError(self.where, exc.strerror or str(exc)) from None
+        return self.store().size
+
+    @property
+    def identity(self) -> tuple | None:
+        """What tells its bytes from a replacement's now, as cheaply as it can be told: a local file's (device,
+        inode, size, mtime_ns) from one ``stat`` (no link resolved: metadata calls a parallel file system pays
+        for), None when it is missing or not a file; an object's URL, ETag and size (its first request, shared
+        for a few seconds with its opening; a missing, denied or unreachable one said in one line)."""
+        if self.local:
+            try:
+                st = os.stat(self.where)
+            except OSError:
+                return None
+            return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
+        return self.store().identity
+
+    def read(self) -> bytes:
+        """All its bytes (a small file: a catalog, an index)."""
+        store = self.store()
+        return bytes(store.read_ranges([(0, store.size)])[0]) if store.size else b""
+
+    # -- listing ------------------------------------------------------------------------------------------------------
+    def list(self, pattern: str = "*") -> list[Location]:
+        """The files in this folder (or under this object prefix) whose paths below it match ``pattern``, sorted,
+        with this location's options: ``*`` and ``?`` match within one folder, ``**/`` any number of folders
+        (as :func:`glob.glob` with ``recursive=True``). An object store's prefix is listed once, paged, from
+        the pattern's fixed folder down; an http(s) URL has no listing, and is refused in one line."""
+        base = self.where.rstrip("/") if self.where not in ("", "/") else self.where
+        joined = f"{base}/{pattern}" if base else pattern
+        return Location(joined, self.options)._matches()
+
+    @classmethod
+    def glob(cls, pattern: str | os.PathLike | Location, options: Mapping | None = None) -> list[Location]:
+        """The files a glob pattern names (``"runs/*/md.xtc"``, ``"s3://bucket/mdcath/data/*.h5"``), sorted:
+        :meth:`list` of the pattern's fixed folder."""
+        return cls.of(pattern, options)._matches()
+
+    def _matches(self) -> list[Location]:
+        """The files this location's text, read as a glob pattern, names."""
+        if self.local:
+            found = (p for p in _glob.glob(self.where, recursive=True) if os.path.isfile(p))
+            return [Location(p, self.options) for p in sorted(found)]
+        if self.scheme == "http":
+            raise ConfigError(f"{self.where}: a web server has no listing to glob; give a catalog of its URLs "
+                              "(a glob lists an object-store prefix: s3://, gs://, az://)")
+        from .listing import list_keys
+
+        name, head, key_pattern = _split_pattern(self.where)
+        fixed = re.split(r"[*?\[]", key_pattern, maxsplit=1)[0]
+        prefix = fixed[:fixed.rfind("/") + 1]   # a store lists whole folders (segments), never part of a name
+        regex = re.compile(glob_regex(key_pattern))
+        keys = list_keys(self.where, prefix, self.options)
+        return [Location(head + k, self.options) for k in sorted(k for k in keys if regex.fullmatch(k))]
+
+
+def _split_pattern(where: str) -> tuple[str, str, str]:
+    """(scheme name, the URL up to its key as written, the key pattern) of a glob over an object store."""
+    from .clients import split_url
+
+    name, root, key = split_url(where)
+    if not root or any(c in root for c in GLOB_CHARACTERS):
+        scheme = where.split("://", 1)[0]
+        raise ConfigError(f"{where}: give {scheme}://BUCKET/PREFIX/PATTERN (a glob lists the objects of one "
+                          f"{'container' if name == 'az' else 'bucket'})")
+    head = where[:len(where) - len(key)] if key else where.rstrip("/") + "/"
+    return name, head, key
+
+
+def glob_regex(pattern: str) -> str:
+    """A glob as a regular expression over keys: ``*`` and ``?`` stay within a folder, ``**/`` spans any."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = pattern.find("]", i)
+            if j < 0:
+                out.append(re.escape(c))
+            else:
+                out.append("[" + pattern[i + 1:j].replace("!", "^", 1) + "]")
+                i = j
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def has_glob(text: str) -> bool:
+    """Whether ``text`` is a glob pattern (holds ``*``, ``?`` or ``[``)."""
+    return any(c in text for c in GLOB_CHARACTERS)
+
+
+__all__ = ["GLOB_CHARACTERS", "Location", "glob_regex", "has_glob"]
