@@ -1,22 +1,25 @@
 """Backbone φ/ψ dihedral angles per frame, as ``MDAnalysis.analysis.dihedrals.Ramachandran`` computes them.
 
 The residues and their five backbone atoms (C of the residue before, N, CA, C,
-and N of the residue after) are picked by MDAnalysis's own ``Ramachandran``
-class, once, in ``prepare``: the first and last residues of the protein and
-residues without a neighbour or with a missing or doubled backbone atom are left
-out exactly as there. The angles are then computed for whole blocks of frames
-with NumPy, in float64: each bond vector minimum-imaged in the frame's box (as
-``calc_dihedrals(..., box=)``), then ``atan2`` of the two normals' cross and dot
-products, in degrees in (-180, 180].
+and N of the residue after) are picked as MDAnalysis's own ``Ramachandran``
+class picks them, once per topology, in ``prepare``: the first and last residues
+of the protein and residues without a neighbour or with a missing or doubled
+backbone atom are left out exactly as there.  They are found from the topology's
+per-atom names and residues with NumPy (:func:`~trajscale.analysis.residues.backbone_quintuples`),
+without building a Universe when the topology's labels are cached, and kept for
+the next ensemble member with the same topology.  The angles are then computed
+for whole blocks of frames with NumPy, in float64: each bond vector
+minimum-imaged in the frame's box (as ``calc_dihedrals(..., box=)``), then
+``atan2`` of the two normals' cross and dot products, in degrees in (-180, 180].
 
 ``sincos=True`` gives ``(sin φ, cos φ, sin ψ, cos ψ)`` per residue instead: the
 periodic features Markov-state models and neural networks take (an angle near
-±180° is one place on the circle, not two ends of a line).
+±180° is one place on the circle, not two ends of a line).  Every feature is
+labelled with its residue's name, number and chain and what it is (``phi``,
+``sin(psi)``): :class:`~trajscale.analysis.results.Features`.
 """
 
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 
@@ -26,7 +29,8 @@ from ..kernels.geometry import safe_radius2, triclinic_vectors
 from ..topology import select_atoms
 from .base import Analysis, FrameRows, Prepared, check_finite
 from .options import NO_PBC, Command, Option
-from .results import SERIES_OUT, TimeSeries
+from .residues import atom_table, backbone_quintuples, derived, topology_of
+from .results import SERIES_OUT, Features, TimeSeries
 
 #: The 27 lattice shifts (-1, 0, 1) per axis, the image search of MDAnalysis's triclinic minimum image.
 _SHIFTS = np.array(np.meshgrid([-1, 0, 1], [-1, 0, 1], [-1, 0, 1], indexing="ij")).reshape(3, -1).T.astype(np.float64)
@@ -107,6 +111,7 @@ class Ramachandran(Analysis):
                                         "degrees", switch=True),
                        NO_PBC))
     formats = TimeSeries.formats
+    features = True
 
     def __init__(self, select: str = "protein", sincos: bool = False, pbc: bool = True) -> None:
         self.select, self.sincos, self.pbc = select, bool(sincos), bool(pbc)
@@ -122,29 +127,33 @@ class Ramachandran(Analysis):
     def result_name(self) -> str:
         return "sincos" if self.sincos else "angles"
 
-    def prepare(self, universe, source) -> Prepared:
-        from MDAnalysis.analysis.dihedrals import Ramachandran as MDARamachandran
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """What each residue's features are, in their order."""
+        return ("sin(phi)", "cos(phi)", "sin(psi)", "cos(psi)") if self.sincos else ("phi", "psi")
 
+    def prepare(self, universe, source) -> Prepared:
         group = select_atoms(universe, self.select, "selection")
-        real = getattr(universe, "real", universe)   # a cached topology's selection: MDAnalysis's own group
-        atoms = real.atoms[np.asarray(group.indices)]
+        indices = np.asarray(group.indices, np.int64)
+        found = derived(universe, ("ramachandran", self.select, indices.tobytes()),
+                        lambda: self._backbone(universe, indices))
+        return Prepared(atoms=found["atoms"], state={**found["state"], "path": source.path})
+
+    def _backbone(self, universe, indices: np.ndarray) -> dict:
+        """The atoms read and the state of the residues of ``indices`` (computed once per topology)."""
+        protein = topology_of(universe).select_atoms("protein")
+        table = atom_table(universe)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")   # (first/last residues left out: said in the docs)
-                rama = MDARamachandran(atoms)
+            quint, residues = backbone_quintuples(table, indices, np.asarray(protein.indices, np.int64))
         except ValueError as exc:
             raise SelectionError(f"selection {self.select!r}: {exc}") from None
-        except TypeError:   # (MDAnalysis's own failure when no residue is left)
-            rama = None
-        quint = [] if rama is None else [np.asarray(ag.indices, np.int64)
-                                         for ag in (rama.ag1, rama.ag2, rama.ag3, rama.ag4, rama.ag5)]
-        if not quint or not len(quint[0]):
+        if not quint.shape[1]:
             raise SelectionError(f"selection {self.select!r} has no residue with both a phi and a psi angle "
                                  "(it needs protein residues with neighbours on both sides and atoms C, N, CA)")
-        needed = sorted_unique(np.concatenate(quint))
-        return Prepared(atoms=needed, state={"quint": np.stack([np.searchsorted(needed, q) for q in quint]),
-                                             "path": source.path,
-                                             "resids": np.asarray(rama.ag2.resids, np.int64)})
+        needed = sorted_unique(quint.ravel())
+        resname, resid, segid = (a[residues] for a in table.residues())
+        return {"atoms": needed, "state": {"quint": np.searchsorted(needed, quint), "resids": resid,
+                                           "resnames": resname, "segids": segid}}
 
     def map(self, block: Block, prep: Prepared) -> FrameRows:
         s = prep.state
@@ -160,8 +169,12 @@ class Ramachandran(Analysis):
             values = np.rad2deg(np.stack([phi, psi], axis=-1))
         return FrameRows(block.frames, block.time, {self.result_name: values})
 
-    def result(self, reduced: FrameRows, prep: Prepared) -> TimeSeries:
-        width = 4 if self.sincos else 2
-        empty = np.empty((0, prep.state["quint"].shape[1], width))
-        return TimeSeries(reduced.frame, reduced.time, reduced.columns.get(self.result_name, empty),
-                          self.result_name)
+    def result(self, reduced: FrameRows, prep: Prepared) -> Features:
+        s, kinds = prep.state, self.kinds
+        empty = np.empty((0, s["quint"].shape[1], len(kinds)))
+        k = len(kinds)
+        return Features(reduced.frame, reduced.time, reduced.columns.get(self.result_name, empty), self.result_name,
+                        feature=np.tile(np.array(kinds, dtype=str), len(s["resids"])),
+                        resname=np.repeat(np.asarray(s["resnames"], dtype=str), k),
+                        resid=np.repeat(np.asarray(s["resids"], np.int64), k),
+                        chain=np.repeat(np.asarray(s["segids"], dtype=str), k))
