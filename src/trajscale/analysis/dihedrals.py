@@ -8,9 +8,11 @@ backbone atom are left out exactly as there.  They are found from the topology's
 per-atom names and residues with NumPy (:func:`~trajscale.analysis.residues.backbone_quintuples`),
 without building a Universe when the topology's labels are cached, and kept for
 the next ensemble member with the same topology.  The angles are then computed
-for whole blocks of frames with NumPy, in float64: each bond vector
-minimum-imaged in the frame's box (as ``calc_dihedrals(..., box=)``), then
-``atan2`` of the two normals' cross and dot products, in degrees in (-180, 180].
+for whole blocks of frames in float64: each bond vector minimum-imaged in the
+frame's box (as ``calc_dihedrals(..., box=)``), then ``atan2`` of the two
+normals' cross and dot products, in degrees in (-180, 180]; by the compiled
+kernel (:func:`~trajscale.kernels.geometry.quad_dihedrals`) for frames without a
+box or with an orthorhombic one, with NumPy for triclinic boxes.
 
 ``sincos=True`` gives ``(sin φ, cos φ, sin ψ, cos ψ)`` per residue instead: the
 periodic features Markov-state models and neural networks take (an angle near
@@ -25,7 +27,7 @@ import numpy as np
 
 from ..block import Block, sorted_unique
 from ..errors import SelectionError
-from ..kernels.geometry import safe_radius2, triclinic_vectors
+from ..kernels.geometry import quad_dihedrals, safe_radius2, triclinic_vectors
 from ..topology import select_atoms
 from .base import Analysis, FrameRows, Prepared, check_finite
 from .options import NO_PBC, Command, Option
@@ -84,6 +86,27 @@ def dihedral_angles(p1: np.ndarray, p2: np.ndarray, p3: np.ndarray, p4: np.ndarr
     with np.errstate(invalid="ignore", divide="ignore"):
         y = (np.cross(n1, n2) * vb).sum(axis=-1) / np.linalg.norm(vb, axis=-1)
     return np.arctan2(y, x)
+
+
+def block_dihedrals(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
+    """(F, M) dihedral angles in radians of the atom quadruples ``quad`` (4, M; indices into ``x``'s atoms,
+    (F, A, 3)), minimum image in ``dims`` (F, 6) where given: the compiled kernel for frames without a box or
+    with an orthorhombic one, :func:`dihedral_angles` for triclinic boxes (each frame by its own box, so any
+    split of the frames gives the same bits)."""
+    n = x.shape[0]
+    lengths = np.zeros((n, 3))
+    tric = np.zeros(n, bool)
+    if dims is not None:
+        dims = np.asarray(dims, np.float64).reshape(-1, 6)
+        boxed = triclinic_vectors(dims)[:, 0, 0] > 0
+        ortho = boxed & (dims[:, 3:] == 90.0).all(axis=1)
+        tric = boxed & ~ortho
+        lengths[ortho] = dims[ortho, :3]
+    out = quad_dihedrals(x, quad, lengths)
+    if tric.any():
+        xt = x[tric]
+        out[tric] = dihedral_angles(*(xt[:, q] for q in quad), dims[tric])
+    return out
 
 
 class Ramachandran(Analysis):
@@ -158,11 +181,10 @@ class Ramachandran(Analysis):
     def map(self, block: Block, prep: Prepared) -> FrameRows:
         s = prep.state
         check_finite(block, block.positions, s["path"])
-        x = block.positions
-        p = [x[:, idx] for idx in s["quint"]]
+        x, quint = block.positions, s["quint"]
         dims = block.box if self.pbc else None
-        phi = dihedral_angles(p[0], p[1], p[2], p[3], dims)
-        psi = dihedral_angles(p[1], p[2], p[3], p[4], dims)
+        phi = block_dihedrals(x, quint[0:4], dims)
+        psi = block_dihedrals(x, quint[1:5], dims)
         if self.sincos:
             values = np.stack([np.sin(phi), np.cos(phi), np.sin(psi), np.cos(psi)], axis=-1)
         else:
