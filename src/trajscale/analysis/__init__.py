@@ -29,7 +29,8 @@ _CLASSES = dict(BUILTIN.values())
 _OTHERS = {"AnalysisGroup": ".group", "AverageResult": ".average",
            "Analysis": ".base", "FrameRows": ".base", "Prepared": ".base",
            "analysis_from_config": ".base", "ContactsResult": ".contacts", "RDFResult": ".rdf",
-           "TimeSeries": ".results", "Features": ".results", "FeatureLabels": ".results", "RMSDResult": ".rmsd", "RMSFResult": ".rmsf", "ReduceResult": ".user",
+           "TimeSeries": ".results", "Features": ".results", "FeatureLabels": ".results", "RMSDResult": ".rmsd",
+           "RMSFResult": ".rmsf", "ReduceResult": ".user",
            "per_frame": ".user"}
 
 __all__ = sorted(["ANALYSES", "BUILTIN", *_CLASSES, *_OTHERS])

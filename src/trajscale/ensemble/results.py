@@ -45,6 +45,12 @@ TABLE_FORMATS = (".parquet", ".csv")
 ARRAY_FORMATS = (".nc",)
 
 
+def offered_formats(analysis) -> tuple[str, ...]:
+    """The extensions an ensemble's results of ``analysis`` are saved as: a per-frame analysis's long table
+    (or its padded arrays), another's arrays."""
+    return TABLE_FORMATS + ARRAY_FORMATS if analysis.per_frame else ARRAY_FORMATS
+
+
 class EnsembleResult:
     """One analysis's results over an ensemble (see the module's docstring).
 
@@ -208,8 +214,9 @@ class EnsembleResult:
         return ds
 
     def _feature_dataset(self, results: list, coords: dict):
-        """Features with dimensions (trajectory, frame, feature): values padded with NaN, labels with ``""``
-        (``resid`` with -1), each trajectory's ``n_frames`` and ``n_features``."""
+        """Features with dimensions (trajectory, frame, feature): values padded with NaN, labels
+        (``feature_name``, ``resname``, ``resid``, ``chain``) with ``""`` (``resid`` with -1), each trajectory's
+        ``n_frames`` and ``n_features``."""
         import xarray as xr
 
         n_f = max(len(r.frames) for r in results)
@@ -220,10 +227,11 @@ class EnsembleResult:
                 name: (("trajectory", "frame", "feature"), _padded([r.array() for r in results], (n_f, n_k), np.nan)),
                 "n_frames": ("trajectory", np.array([len(r.frames) for r in results], np.int64)),
                 "n_features": ("trajectory", np.array([len(r.feature) for r in results], np.int64))}
-        for label in ("feature", "resname", "resid", "chain"):
+        for label in ("feature", "resname", "resid", "chain"):   # ("feature" is the dimension: feature_name)
             values = [getattr(r, label) for r in results]
             fill = -1 if label == "resid" else ""
-            data[label] = (("trajectory", "feature"), _padded(values, (n_k,), fill))
+            data["feature_name" if label == "feature" else label] = (("trajectory", "feature"),
+                                                                     _padded(values, (n_k,), fill))
         ds = xr.Dataset(data, coords=coords)
         ds.attrs["analysis"] = self.analysis.name
         return ds
@@ -273,7 +281,7 @@ class EnsembleResult:
         refused."""
         path = Path(path)
         ext = path.suffix.lower()
-        offered = TABLE_FORMATS + ARRAY_FORMATS if self.per_frame else ARRAY_FORMATS
+        offered = offered_formats(self.analysis)
         if ext not in offered:
             raise OutputError(path, f"an ensemble's {self.analysis.name} results are written as "
                                     f"{', '.join(offered)} (the extension decides); "
@@ -418,4 +426,4 @@ def _netcdf_engine() -> str:
     return "h5netcdf"
 
 
-__all__ = ["EnsembleResult", "frame_columns"]
+__all__ = ["EnsembleResult", "frame_columns", "offered_formats"]
