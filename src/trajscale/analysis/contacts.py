@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..block import Block
+from ..block import Block, sorted_unique
 from ..errors import ConfigError
 from ..kernels.geometry import distance_arrays, pair_distances
 from ..topology import select_atoms
@@ -248,7 +248,9 @@ def _residue_pairs(universe, indices: np.ndarray, min_separation: int) -> dict:
     res = table.resindex[indices]
     order = np.argsort(res, kind="stable")
     atoms_by_res = indices[order]
-    residues, first, count = np.unique(res[order], return_index=True, return_counts=True)
+    ordered = res[order]
+    first = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1]))) if len(ordered) else ordered
+    residues, count = ordered[first], np.diff(np.append(first, len(ordered)))
     i, j = np.triu_indices(len(residues), k=1)
     keep = residues[j] - residues[i] >= min_separation
     i, j = i[keep], j[keep]
@@ -258,10 +260,10 @@ def _residue_pairs(universe, indices: np.ndarray, min_separation: int) -> dict:
     k = np.arange(int(n_pairs.sum())) - starts[pair_of]
     a = atoms_by_res[first[i][pair_of] + k // count[j][pair_of]]
     b = atoms_by_res[first[j][pair_of] + k % count[j][pair_of]]
-    atoms = np.union1d(a, b) if len(a) else np.empty(0, np.int64)
+    atoms = sorted_unique(np.concatenate([a, b])) if len(a) else np.empty(0, np.int64)
     name, number, segid = (v[residues] for v in table.residues())
     words = np.char.add(np.char.add(name, " "), number.astype(str))
-    if len(np.unique(segid)) > 1:
+    if len(set(segid.tolist())) > 1:
         words = np.char.add(np.char.add(words, " "), segid)
     return {"atoms": atoms, "pa": np.searchsorted(atoms, a), "pb": np.searchsorted(atoms, b), "starts": starts,
             "feature": np.char.add(np.char.add(words[i], " - "), words[j]), "resname": name[i], "resid": number[i],

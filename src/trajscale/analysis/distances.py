@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..block import Block
+from ..block import Block, sorted_unique
 from ..errors import SelectionError
 from ..kernels.geometry import distance_arrays, pair_distances
 from ..topology import select_atoms
@@ -80,10 +80,10 @@ class Distances(Analysis):
 
 def _pair_state(universe, i1: np.ndarray, i2: np.ndarray, pairs: bool) -> dict:
     """The atoms read, each selection's positions among them, and each distance's label (once per topology)."""
-    atoms = np.union1d(i1, i2)
+    atoms = sorted_unique(np.concatenate([i1, i2]))
     table = atom_table(universe)
     a, b = (i1, i2) if pairs else (np.repeat(i1, len(i2)), np.tile(i2, len(i1)))
-    chains = len(np.unique(table.segid[np.concatenate([i1, i2])])) > 1
+    chains = len(set(table.segid[np.concatenate([i1, i2])].tolist())) > 1
     feature = np.char.add(np.char.add(atom_words(table, a, chains), " - "), atom_words(table, b, chains))
     return {"atoms": atoms, "i1": np.searchsorted(atoms, i1), "i2": np.searchsorted(atoms, i2), "feature": feature,
             "resname": table.resname[a], "resid": table.resid[a], "chain": table.segid[a]}

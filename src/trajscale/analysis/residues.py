@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..block import sorted_unique
+
 #: Derived values per topology object (a CachedUniverse or an MDAnalysis Universe), freed with it.
 _DERIVED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -115,13 +117,13 @@ def backbone_quintuples(table: AtomTable, selected: np.ndarray, protein: np.ndar
     """
     n_res = table.n_residues
     res_name, res_id, res_seg = table.residues()
-    residues = np.unique(table.resindex[selected])
-    prot = np.unique(table.resindex[protein]) if len(protein) else np.empty(0, np.int64)
-    if not np.isin(residues, prot).all():
+    residues = sorted_unique(table.resindex[selected])
+    prot = sorted_unique(table.resindex[protein]) if len(protein) else np.empty(0, np.int64)
+    if not _within(residues, prot).all():
         raise ValueError("Found atoms outside of protein. Only atoms inside of a 'protein' selection can be used "
                          "to calculate dihedrals.")
     if len(prot):
-        residues = residues[~np.isin(residues, prot[[0, -1]])]
+        residues = residues[(residues != prot[0]) & (residues != prot[-1])]
     prev = _neighbours(residues, res_id, res_seg, -1, n_res)
     nxt = _neighbours(residues, res_id, res_seg, +1, n_res)
     keep = (prev >= 0) & (nxt >= 0)
@@ -140,6 +142,15 @@ def backbone_quintuples(table: AtomTable, selected: np.ndarray, protein: np.ndar
     residues, prev, nxt = residues[keep], prev[keep], nxt[keep]
     quint = np.stack([c_at[prev], n_at[residues], ca_at[residues], c_at[residues], n_at[nxt]]).astype(np.int64)
     return quint, residues
+
+
+def _within(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Whether each of ``values`` is in ``sorted_set`` (sorted, distinct): ``np.isin`` without its first
+    call's import of ``numpy.ma``."""
+    if not len(sorted_set):
+        return np.zeros(len(values), bool)
+    at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return sorted_set[at] == values
 
 
 def _neighbours(residues: np.ndarray, res_id: np.ndarray, res_seg: np.ndarray, step: int, n_res: int) -> np.ndarray:
