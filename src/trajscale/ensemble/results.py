@@ -47,8 +47,10 @@ ARRAY_FORMATS = (".nc",)
 
 def offered_formats(analysis) -> tuple[str, ...]:
     """The extensions an ensemble's results of ``analysis`` are saved as: a per-frame analysis's long table
-    (or its padded arrays), another's arrays."""
-    return TABLE_FORMATS + ARRAY_FORMATS if analysis.per_frame else ARRAY_FORMATS
+    (labelled features: or their padded arrays), another's arrays."""
+    if not analysis.per_frame:
+        return ARRAY_FORMATS
+    return TABLE_FORMATS + ARRAY_FORMATS if analysis.features else TABLE_FORMATS
 
 
 class EnsembleResult:
@@ -143,7 +145,7 @@ class EnsembleResult:
     @property
     def features(self) -> bool:
         """The results are labelled features (a long table of a row per trajectory, frame and feature)."""
-        return bool(getattr(self.analysis, "features", False))
+        return bool(self.analysis.features)
 
     def arrays(self) -> list[np.ndarray]:
         """One ``(frames, features)`` float64 array per finished trajectory, in the ensemble's order (the
@@ -276,9 +278,9 @@ class EnsembleResult:
 
     # -- files --------------------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the results: a per-frame analysis's long table as ``.parquet`` or ``.csv`` (or its
-        :meth:`dataset` as ``.nc``), another's arrays as ``.nc`` (NetCDF); the extension decides, any other is
-        refused."""
+        """Write the results: a per-frame analysis's long table as ``.parquet`` or ``.csv`` (labelled features:
+        or their :meth:`dataset` as ``.nc``), another's arrays as ``.nc`` (NetCDF); the extension decides, any
+        other is refused."""
         path = Path(path)
         ext = path.suffix.lower()
         offered = offered_formats(self.analysis)
