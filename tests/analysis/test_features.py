@@ -123,3 +123,29 @@ def test_residue_contacts_equal_numpy_minimum_distances(adk):
     np.testing.assert_array_equal(cut.array(), (ref <= 6.0).astype(float))
     first = adk.residues[pairs[0][0]], adk.residues[pairs[0][1]]
     assert list(r.feature_labels())[0] == f"{first[0].resname} {first[0].resid} - {first[1].resname} {first[1].resid}"
+
+
+@pytest.mark.parametrize("files", [(D.PSF, D.DCD), (D.GRO, D.XTC)])
+def test_omega_and_chi1_where_the_residue_has_them(files):
+    """Each residue's φ, ψ, then ω and χ1 where MDAnalysis's ``omega_selection``/``chi1_selection`` give
+    them, against MDAnalysis's ``Dihedral`` on those atoms (AdK in vacuum; in a triclinic water box)."""
+    from MDAnalysis.analysis.dihedrals import Dihedral
+
+    u = mda.Universe(*files)
+    r = ts.run(ts.Ramachandran(omega=True, chi1=True), *files, stop=3)
+    rama = mda_rama(u, "protein")
+    groups, kinds, resids = [], [], []
+    for res, *quint in zip(rama.ag2.residues, rama.ag1, rama.ag2, rama.ag3, rama.ag4, rama.ag5, strict=True):
+        for kind, atoms in (("phi", quint[:4]), ("psi", quint[1:]), ("omega", res.omega_selection()),
+                            ("chi1", res.chi1_selection())):
+            if atoms is not None:
+                groups.append(sum(atoms) if kind in ("phi", "psi") else atoms)
+                kinds.append(kind)
+                resids.append(res.resid)
+    assert "chi1" in kinds and kinds.count("chi1") < len(rama.ag2)   # (glycines and alanines have none)
+    labels = r.feature_labels()
+    assert list(labels.feature) == kinds
+    np.testing.assert_array_equal(labels.resid, resids)
+    ref = Dihedral(groups).run(stop=3).results.angles
+    diff = (r.array() - ref + 180) % 360 - 180
+    assert np.abs(diff).max() < 1e-3

@@ -135,6 +135,6 @@ def test_members_sharing_a_topology_build_no_universe(replicas):
             prep = shared.prepare(ts.Ramachandran(), top, source)
         finally:
             source.close()
-        assert prep.state["quint"].shape == (5, 212)
+        assert prep.state["quads"].shape == (4, 424)
         kept = shared._shared.get(top)
         assert kept is not None and kept.t_build == 0, name

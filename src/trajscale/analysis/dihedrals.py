@@ -31,7 +31,7 @@ from ..kernels.geometry import quad_dihedrals, safe_radius2, triclinic_vectors
 from ..topology import select_atoms
 from .base import Analysis, FrameRows, Prepared, check_finite
 from .options import NO_PBC, Command, Option
-from .residues import atom_table, backbone_quintuples, derived, topology_of
+from .residues import atom_table, backbone_quintuples, derived, side_quadruples, topology_of
 from .results import SERIES_OUT, Features, TimeSeries
 
 #: The 27 lattice shifts (-1, 0, 1) per axis, the image search of MDAnalysis's triclinic minimum image.
@@ -116,6 +116,15 @@ class Ramachandran(Analysis):
     does when the frames have one (frames without a box are computed without it); ``pbc=False`` never
     uses the box.
 
+    With ``omega`` or ``chi1``, each of those residues' ω (CA, C, N and CA of the next residue, as
+    MDAnalysis's ``omega_selection``) and χ1 (N, CA, CB and CG, CG1, OG, OG1 or SG, as its
+    ``chi1_selection``) follow its φ and ψ where the residue has them (glycine and alanine have no χ1), so
+    the values are ``(F, features)``, residue by residue.
+
+    The result is labelled features (:class:`~trajscale.analysis.results.Features`): ``r.array()`` is
+    ``(F, features)`` and ``r.feature_labels()`` names each (``phi``, ``sin(psi)``, ``chi1``) with its
+    residue's name, number and chain.
+
     Parameters
     ----------
     select
@@ -124,23 +133,30 @@ class Ramachandran(Analysis):
         Sine and cosine of each angle instead of the angle.
     pbc
         Minimum image in each frame's box.
+    omega, chi1
+        Add each residue's ω, χ1 where it has them.
     """
 
     name = "ramachandran"
     command = Command("backbone phi/psi dihedrals per frame (as MDAnalysis's Ramachandran), or their sin/cos",
                       f"--out: {SERIES_OUT}",
-                      (Option("select", "the residues (their backbone atoms are found by MDAnalysis)"),
+                      (Option("select", "the residues (their backbone atoms are found as MDAnalysis does)"),
                        Option("sincos", "sin and cos of each angle (features for Markov models) instead of "
                                         "degrees", switch=True),
+                       Option("omega", "add each residue's omega (CA, C, N, CA of the next)", switch=True),
+                       Option("chi1", "add each residue's chi1 where it has one", switch=True),
                        NO_PBC))
     formats = TimeSeries.formats
     features = True
 
-    def __init__(self, select: str = "protein", sincos: bool = False, pbc: bool = True) -> None:
+    def __init__(self, select: str = "protein", sincos: bool = False, pbc: bool = True, omega: bool = False,
+                 chi1: bool = False) -> None:
         self.select, self.sincos, self.pbc = select, bool(sincos), bool(pbc)
+        self.omega, self.chi1 = bool(omega), bool(chi1)
 
     def get_config(self) -> dict:
-        return {"name": self.name, "select": self.select, "sincos": self.sincos, "pbc": self.pbc}
+        return {"name": self.name, "select": self.select, "sincos": self.sincos, "pbc": self.pbc,
+                "omega": self.omega, "chi1": self.chi1}
 
     @property
     def selections(self) -> tuple[str, ...]:
@@ -150,20 +166,16 @@ class Ramachandran(Analysis):
     def result_name(self) -> str:
         return "sincos" if self.sincos else "angles"
 
-    @property
-    def kinds(self) -> tuple[str, ...]:
-        """What each residue's features are, in their order."""
-        return ("sin(phi)", "cos(phi)", "sin(psi)", "cos(psi)") if self.sincos else ("phi", "psi")
-
     def prepare(self, universe, source) -> Prepared:
         group = select_atoms(universe, self.select, "selection")
         indices = np.asarray(group.indices, np.int64)
-        found = derived(universe, ("ramachandran", self.select, indices.tobytes()),
+        found = derived(universe, ("ramachandran", self.select, self.omega, self.chi1, indices.tobytes()),
                         lambda: self._backbone(universe, indices))
         return Prepared(atoms=found["atoms"], state={**found["state"], "path": source.path})
 
     def _backbone(self, universe, indices: np.ndarray) -> dict:
-        """The atoms read and the state of the residues of ``indices`` (computed once per topology)."""
+        """The atoms read and each angle's atoms and labels, for the residues of ``indices`` (computed once
+        per topology): residue by residue, φ, ψ, then ω and χ1 where asked for and the residue has them."""
         protein = topology_of(universe).select_atoms("protein")
         table = atom_table(universe)
         try:
@@ -173,30 +185,50 @@ class Ramachandran(Analysis):
         if not quint.shape[1]:
             raise SelectionError(f"selection {self.select!r} has no residue with both a phi and a psi angle "
                                  "(it needs protein residues with neighbours on both sides and atoms C, N, CA)")
-        needed = sorted_unique(quint.ravel())
-        resname, resid, segid = (a[residues] for a in table.residues())
-        return {"atoms": needed, "state": {"quint": np.searchsorted(needed, quint), "resids": resid,
-                                           "resnames": resname, "segids": segid}}
+        n = quint.shape[1]
+        quads = np.stack([quint[0:4], quint[1:5]], axis=-1).reshape(4, 2 * n)   # φ, ψ of each residue
+        place, kind = np.repeat(np.arange(n), 2), np.tile(np.array(["phi", "psi"]), n)
+        extra, extra_place, extra_kind = side_quadruples(table, quint, self.omega, self.chi1)
+        if len(extra_place):
+            order = np.argsort(np.concatenate([place, extra_place]), kind="stable")
+            quads = np.concatenate([quads, extra], axis=1)[:, order]
+            place, kind = np.concatenate([place, extra_place])[order], np.concatenate([kind, extra_kind])[order]
+        needed = sorted_unique(quads.ravel())
+        resname, resid, segid = (a[residues][place] for a in table.residues())
+        return {"atoms": needed, "state": {"quads": np.ascontiguousarray(np.searchsorted(needed, quads)),
+                                           "n_residues": n, "kind": kind.astype(str), "resname": resname,
+                                           "resid": resid, "chain": segid}}
+
+    @property
+    def _per_residue(self) -> bool:
+        """The values keep MDAnalysis's shape (F, R, 2 or 4): φ and ψ alone."""
+        return not (self.omega or self.chi1)
 
     def map(self, block: Block, prep: Prepared) -> FrameRows:
         s = prep.state
         check_finite(block, block.positions, s["path"])
-        x, quint = block.positions, s["quint"]
-        dims = block.box if self.pbc else None
-        phi = block_dihedrals(x, quint[0:4], dims)
-        psi = block_dihedrals(x, quint[1:5], dims)
+        angles = block_dihedrals(block.positions, s["quads"], block.box if self.pbc else None)
+        f = len(angles)
         if self.sincos:
-            values = np.stack([np.sin(phi), np.cos(phi), np.sin(psi), np.cos(psi)], axis=-1)
+            values = np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(f, -1)
         else:
-            values = np.rad2deg(np.stack([phi, psi], axis=-1))
+            values = np.rad2deg(angles)
+        if self._per_residue:
+            values = values.reshape(f, s["n_residues"], -1)
         return FrameRows(block.frames, block.time, {self.result_name: values})
 
     def result(self, reduced: FrameRows, prep: Prepared) -> Features:
-        s, kinds = prep.state, self.kinds
-        empty = np.empty((0, s["quint"].shape[1], len(kinds)))
-        k = len(kinds)
+        s = prep.state
+        k = 2 if self.sincos else 1
+        width = len(s["kind"]) * k
+        empty = np.empty((0, s["n_residues"], width // s["n_residues"]) if self._per_residue else (0, width))
+        kind = np.asarray(s["kind"], dtype=str)
+        if self.sincos:
+            feature = np.stack([np.char.add(np.char.add("sin(", kind), ")"),
+                                np.char.add(np.char.add("cos(", kind), ")")], axis=-1).reshape(-1)
+        else:
+            feature = kind
         return Features(reduced.frame, reduced.time, reduced.columns.get(self.result_name, empty), self.result_name,
-                        feature=np.tile(np.array(kinds, dtype=str), len(s["resids"])),
-                        resname=np.repeat(np.asarray(s["resnames"], dtype=str), k),
-                        resid=np.repeat(np.asarray(s["resids"], np.int64), k),
-                        chain=np.repeat(np.asarray(s["segids"], dtype=str), k))
+                        feature=feature, resname=np.repeat(np.asarray(s["resname"], dtype=str), k),
+                        resid=np.repeat(np.asarray(s["resid"], np.int64), k),
+                        chain=np.repeat(np.asarray(s["chain"], dtype=str), k))

@@ -144,6 +144,56 @@ def backbone_quintuples(table: AtomTable, selected: np.ndarray, protein: np.ndar
     return quint, residues
 
 
+#: χ1's fourth atom, by name (MDAnalysis's ``chi1_selection`` default ``cg_name``).
+CHI1_GAMMA = ("CG", "CG1", "OG", "OG1", "SG")
+
+
+def side_quadruples(table: AtomTable, quint: np.ndarray, omega: bool, chi1: bool) -> tuple[np.ndarray, np.ndarray,
+                                                                                             np.ndarray]:
+    """The ω and χ1 atoms of the residues of ``quint`` (from :func:`backbone_quintuples`) that have them:
+    ``(quads (4, M), place (M,), kind (M,))``: each angle's four atoms, its residue's place in ``quint``
+    and ``"omega"`` or ``"chi1"``, in residue order (ω before χ1 in a residue).
+
+    ω as MDAnalysis's ``omega_selection``: CA and C of the residue, N and CA of the next (which needs
+    exactly one CA); χ1 as its ``chi1_selection``: exactly one each of N, CA, CB and one atom named
+    CG, CG1, OG, OG1 or SG (glycine and alanine have none)."""
+    n_res = table.n_residues
+    residues = table.resindex[quint[1]]
+    nxt = table.resindex[quint[4]]
+
+    def named(*names: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per residue: how many atoms have one of ``names``, and one such atom's index."""
+        hit = np.zeros(len(table.name), bool)
+        for n in names:
+            hit |= table.name == n
+        hit = np.flatnonzero(hit)
+        count = np.bincount(table.resindex[hit], minlength=n_res)
+        atom = np.full(n_res, -1, np.int64)
+        atom[table.resindex[hit]] = hit
+        return count, atom
+
+    quads, places, kinds = [], [], []
+    if omega:
+        ca_n, ca_at = named("CA")
+        k = np.flatnonzero(ca_n[nxt] == 1)
+        quads.append(np.stack([quint[2, k], quint[3, k], quint[4, k], ca_at[nxt[k]]]))
+        places.append(k)
+        kinds.append(np.full(len(k), "omega"))
+    if chi1:
+        (n_n, n_at), (ca_n, ca_at), (cb_n, cb_at), (g_n, g_at) = (named("N"), named("CA"), named("CB"),
+                                                                    named(*CHI1_GAMMA))
+        r = residues
+        k = np.flatnonzero((n_n[r] == 1) & (ca_n[r] == 1) & (cb_n[r] == 1) & (g_n[r] == 1))
+        quads.append(np.stack([n_at[r[k]], ca_at[r[k]], cb_at[r[k]], g_at[r[k]]]))
+        places.append(k)
+        kinds.append(np.full(len(k), "chi1"))
+    if not quads:
+        return np.empty((4, 0), np.int64), np.empty(0, np.int64), np.empty(0, dtype=str)
+    quads, places, kinds = np.concatenate(quads, axis=1), np.concatenate(places), np.concatenate(kinds)
+    order = np.argsort(places, kind="stable")   # residue order; ω before χ1 within one (stable)
+    return quads[:, order].astype(np.int64), places[order], kinds[order]
+
+
 def _within(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     """Whether each of ``values`` is in ``sorted_set`` (sorted, distinct): ``np.isin`` without its first
     call's import of ``numpy.ma``."""
@@ -188,4 +238,5 @@ def atom_words(table: AtomTable, atoms: np.ndarray, with_chain: bool) -> np.ndar
     return words
 
 
-__all__ = ["AtomTable", "atom_table", "atom_words", "backbone_quintuples", "derived", "topology_of"]
+__all__ = ["CHI1_GAMMA", "AtomTable", "atom_table", "atom_words", "backbone_quintuples", "derived", "side_quadruples",
+           "topology_of"]
