@@ -115,7 +115,8 @@ class EnsembleResult:
     # -- per-frame: the long table ----------------------------------------------------------------------------
     def columns(self) -> dict[str, np.ndarray]:
         """The long table as named columns: ``trajectory``, the label columns, ``frame``, ``time``, then the
-        analysis's values (a row per frame of each trajectory)."""
+        analysis's values (a row per frame of each trajectory); for labelled features ``feature_index``,
+        ``feature``, ``resname``, ``resid``, ``chain`` and ``value`` (a row per frame and feature)."""
         if not self.per_frame:
             raise ConfigError(f"{self.analysis.name} gives a result per trajectory, not per frame: "
                               "dataset() holds it (a trajectory dimension)")
