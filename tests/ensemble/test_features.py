@@ -138,3 +138,11 @@ def test_members_sharing_a_topology_build_no_universe(replicas):
         assert prep.state["quads"].shape == (4, 424)
         kept = shared._shared.get(top)
         assert kept is not None and kept.t_build == 0, name
+
+
+@pytest.mark.parametrize("executor", ["serial", "processes"])
+def test_same_bits_on_every_executor(replicas, rama, executor):
+    got = ts.run(ts.Ramachandran(sincos=True), replicas["catalog"], executor=executor,
+                 n_workers=1 if executor == "serial" else 2, n_tasks=7)
+    for a, b in zip(got.arrays(), rama.arrays(), strict=True):
+        np.testing.assert_array_equal(a, b)
