@@ -74,7 +74,7 @@ def atom_table(universe) -> AtomTable:
 def _atom_table(top) -> AtomTable:
     from ..topology import CachedUniverse, atom_labels
 
-    if isinstance(top, CachedUniverse) and top._real is None:
+    if isinstance(top, CachedUniverse) and top.t_build == 0:   # (no Universe built: the labels' cache answers)
         n, labels = atom_labels(top.filename)
         if {"name", "resid", "resindex"} <= labels.keys():
             return _table(n, labels.get)
