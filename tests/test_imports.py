@@ -85,7 +85,8 @@ print(json.dumps({"cls": type(a).__name__, "alone": alone, "names": {k: v.name f
                             "trajscale.analysis.rgyr"]
     assert all(k == v for k, v in got["names"].items())
     assert got["classes"] == sorted(["RMSD", "RMSF", "RadiusOfGyration", "AverageStructure", "RDF", "Contacts",
-                                     "Distances", "CentreOfMassDistance", "Ramachandran", "PerFrame", "Reduce"])
+                                     "Distances", "CentreOfMassDistance", "Ramachandran", "ResidueContacts", "PerFrame",
+                                     "Reduce"])
 
 
 def test_a_file_matched_early_imports_no_other_reader(tmp_path):

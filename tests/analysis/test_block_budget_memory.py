@@ -74,6 +74,7 @@ ANALYSES = {
     "distances-ca": ("Distances", {"select1": CA, "select2": CA}),
     "com-distance": ("CentreOfMassDistance", {"select1": "protein", "select2": "resname SOL"}),
     "ramachandran-protein": ("Ramachandran", {}),
+    "residue-contacts-ca": ("ResidueContacts", {"select": CA + " and resid 1-60"}),   # (its output is F x pairs)
 }
 
 

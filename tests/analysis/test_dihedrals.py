@@ -13,7 +13,7 @@ from MDAnalysis.lib.distances import calc_dihedrals, minimize_vectors
 from MDAnalysisTests import datafiles as D
 
 import trajscale as ts
-from trajscale.analysis.dihedrals import dihedral_angles, minimum_image
+from trajscale.analysis.dihedrals import block_dihedrals, dihedral_angles, minimum_image
 from trajscale.convert.convert import convert
 from trajscale.errors import SelectionError
 from trajscale.h5md.layout import Layout
@@ -89,6 +89,23 @@ def test_random_quadruples_equal_calc_dihedrals():
         box = boxes[f] if boxes[f].any() else None
         ref = calc_dihedrals(x[f, 0], x[f, 1], x[f, 2], x[f, 3], box=box)
         np.testing.assert_allclose(ours[f], ref, atol=1e-4)
+
+
+def test_compiled_quadruples_equal_calc_dihedrals():
+    """The compiled kernel (no box, orthorhombic) and its NumPy fallback (triclinic), frame by frame."""
+    rng = np.random.default_rng(11)
+    boxes = np.array([[30, 31, 29, 90, 90, 90], [25, 27, 30, 70, 80, 65], [0, 0, 0, 0, 0, 0]], np.float32)
+    x = (rng.random((3, 300, 3)) * 60 - 15).astype(np.float32)
+    quad = np.stack([rng.choice(300, 4, replace=False) for _ in range(150)], axis=1)   # (no zero bond)
+    ours = block_dihedrals(x, quad, boxes)
+    for f in range(3):
+        box = boxes[f] if boxes[f].any() else None
+        ref = calc_dihedrals(*(x[f, q].astype(np.float64) for q in quad), box=box)
+        np.testing.assert_allclose(ours[f], ref, atol=1e-5)   # (MDAnalysis images in its float32 box)
+    # and the NumPy float64 computation of the same bonds, to rounding
+    numpy64 = dihedral_angles(*(x[:, q] for q in quad), boxes)
+    np.testing.assert_allclose(ours, numpy64, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(block_dihedrals(x[1:], quad, boxes[1:]), ours[1:])   # (the same bits split)
 
 
 def test_minimum_image_equals_minimize_vectors():

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 BUILTIN = {"rmsd": ("RMSD", ".rmsd"), "rmsf": ("RMSF", ".rmsf"), "rgyr": ("RadiusOfGyration", ".rgyr"),
             "average": ("AverageStructure", ".average"), "rdf": ("RDF", ".rdf"), "contacts": ("Contacts", ".contacts"),
             "distances": ("Distances", ".distances"), "com_distance": ("CentreOfMassDistance", ".comdist"),
-            "ramachandran": ("Ramachandran", ".dihedrals"),
+            "ramachandran": ("Ramachandran", ".dihedrals"), "residue_contacts": ("ResidueContacts", ".contacts"),
             "per_frame": ("PerFrame", ".user"), "user_reduce": ("Reduce", ".user")}
 #: Analyses the engine makes, rebuilt on workers by name but no command of their own.
 _INTERNAL = {"group": ("AnalysisGroup", ".group"), "ensemble": ("EnsembleAnalysis", "..ensemble.analysis")}
@@ -29,7 +29,8 @@ _CLASSES = dict(BUILTIN.values())
 _OTHERS = {"AnalysisGroup": ".group", "AverageResult": ".average",
            "Analysis": ".base", "FrameRows": ".base", "Prepared": ".base",
            "analysis_from_config": ".base", "ContactsResult": ".contacts", "RDFResult": ".rdf",
-           "TimeSeries": ".results", "RMSDResult": ".rmsd", "RMSFResult": ".rmsf", "ReduceResult": ".user",
+           "TimeSeries": ".results", "Features": ".results", "FeatureLabels": ".results", "RMSDResult": ".rmsd",
+           "RMSFResult": ".rmsf", "ReduceResult": ".user",
            "per_frame": ".user"}
 
 __all__ = sorted(["ANALYSES", "BUILTIN", *_CLASSES, *_OTHERS])

@@ -141,6 +141,10 @@ class Analysis(ABC):
     per_frame: bool = True
     #: The extensions its result's ``save`` writes (the extension decides the format).
     formats: tuple[str, ...] = ()
+    #: True when its result is labelled features (:class:`~trajscale.analysis.results.Features`), whose
+    #: number may differ from one topology to the next: an ensemble's table holds them long, a row per
+    #: trajectory, frame and feature.
+    features: bool = False
     #: True when ``map`` needs every frame's periodic box (minimum image, the box volume): the task
     #: wrapper refuses a frame without one, or with one of zero volume, before ``map`` sees it
     #: (:func:`check_boxes`). A property where a parameter decides (``pbc``).

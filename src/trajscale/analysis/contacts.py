@@ -1,4 +1,5 @@
-"""Fraction of native contacts per frame, as ``MDAnalysis.analysis.contacts.Contacts``."""
+"""Fraction of native contacts per frame, as ``MDAnalysis.analysis.contacts.Contacts``; and residue contacts
+as labelled features: each residue pair's minimum distance between their atoms, or 1/0 under a cutoff."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..block import Block
+from ..block import Block, sorted_unique
 from ..errors import ConfigError
 from ..kernels.geometry import distance_arrays, pair_distances
 from ..topology import select_atoms
-from .base import Analysis, FrameRows, Prepared, check_boxes, check_finite
+from .base import Analysis, FrameCost, FrameRows, Prepared, check_boxes, check_finite
 from .fitting import frame_index, reference_positions
 from .options import NO_PBC, REF_FRAME, Command, Option
-from .results import SERIES, SERIES_OUT, arrays_of, output_format, save_as
+from .residues import atom_table, derived
+from .results import SERIES, SERIES_OUT, Features, TimeSeries, arrays_of, output_format, save_as
 
 METHODS = ("hard_cut", "radius_cut")
 
@@ -149,3 +151,120 @@ class Contacts(Analysis):
         q = reduced.columns.get("q", np.empty(0))
         return ContactsResult(reduced.frame, reduced.time, np.column_stack([reduced.frame, q]),
                               int(prep.state["native"].sum()))
+
+
+class ResidueContacts(Analysis):
+    """``r.contacts``: (F, P) per frame, for each pair of residues of ``select`` at least ``min_separation``
+    apart (in residue index), the minimum distance between their selected atoms in Å (MDTraj's
+    ``compute_contacts`` scheme ``closest-heavy`` with the default selection, which leaves out hydrogens
+    by name), or with ``cutoff`` 1.0 where that distance is within it and 0.0 elsewhere.
+
+    The result is labelled features (:class:`~trajscale.analysis.results.Features`): ``r.feature_labels()``
+    names each pair ``"LYS 12 - ASP 87"`` (residue name and number; with the chains where the selection
+    has several), with the first residue's name, number and chain.
+
+    Parameters
+    ----------
+    select
+        The atoms whose residues are paired (their residues are MDAnalysis's).
+    cutoff
+        Å: a contact (1.0) where the minimum distance is at most this; None gives the distances.
+    min_separation
+        Residue pairs closer than this in residue index are left out (3: neighbours i+1 and i+2 are).
+    pbc
+        Minimum-image distances: every frame must then have a periodic box (``needs_box``); ``pbc=False``
+        for a trajectory without periodic boundaries.
+    """
+
+    name = "residue_contacts"
+    command = Command("residue pairs' minimum distances (or 0/1 contacts under --cutoff) per frame, labelled",
+                      f"--out: {SERIES_OUT}",
+                      (Option("select", "the atoms whose residues are paired (default: protein heavy atoms)"),
+                       Option("cutoff", "Å: 1/0 contacts instead of distances", type=float),
+                       Option("min-separation", "leave out residue pairs closer in sequence", type=int),
+                       NO_PBC))
+    formats = TimeSeries.formats
+    features = True
+
+    def __init__(self, select: str = "protein and not name H*", cutoff: float | None = None,
+                 min_separation: int = 3, pbc: bool = True) -> None:
+        if cutoff is not None and not float(cutoff) > 0:
+            raise ConfigError(f"residue contacts' cutoff must be a positive distance in Å, got {cutoff!r}")
+        if int(min_separation) < 1:
+            raise ConfigError(f"residue contacts' min_separation must be at least 1, got {min_separation!r}")
+        self.select, self.pbc = select, bool(pbc)
+        self.cutoff = None if cutoff is None else float(cutoff)
+        self.min_separation = int(min_separation)
+
+    def get_config(self) -> dict:
+        return {"name": self.name, "select": self.select, "cutoff": self.cutoff,
+                "min_separation": self.min_separation, "pbc": self.pbc}
+
+    @property
+    def needs_box(self) -> bool:
+        return self.pbc
+
+    @property
+    def selections(self) -> tuple[str, ...]:
+        return (self.select,)
+
+    def prepare(self, universe, source) -> Prepared:
+        group = select_atoms(universe, self.select, "selection")
+        indices = np.asarray(group.indices, np.int64)
+        state = derived(universe, ("residue_contacts", self.min_separation, indices.tobytes()),
+                        lambda: _residue_pairs(universe, indices, self.min_separation))
+        if not len(state["starts"]):
+            raise ConfigError(f"residue contacts: {self.select!r} has no two residues at least "
+                              f"{self.min_separation} apart")
+        return Prepared(atoms=state["atoms"], state={**state, "path": source.path})
+
+    def block_bytes_per_frame(self, prep: Prepared) -> int:
+        """The atom pairs' copies per frame (as :class:`Contacts`: ~136 bytes a pair)."""
+        return 136 * len(prep.state["pa"])
+
+    def frame_cost(self, prep: Prepared, source) -> FrameCost:
+        return FrameCost(atoms=len(prep.atoms), pairs=float(len(prep.state["pa"])))
+
+    def map(self, block: Block, prep: Prepared) -> FrameRows:
+        s = prep.state
+        check_finite(block, block.positions, s["path"])
+        box = block.box if self.pbc else None   # every frame has one (needs_box)
+        d = pair_distances(block.positions[:, s["pa"]], block.positions[:, s["pb"]], box)
+        nearest = np.minimum.reduceat(d, s["starts"], axis=1)
+        values = nearest if self.cutoff is None else (nearest <= self.cutoff).astype(np.float64)
+        return FrameRows(block.frames, block.time, {"contacts": values})
+
+    def result(self, reduced: FrameRows, prep: Prepared) -> Features:
+        s = prep.state
+        values = reduced.columns.get("contacts", np.empty((0, len(s["starts"]))))
+        return Features(reduced.frame, reduced.time, values, "contacts", feature=s["feature"],
+                        resname=s["resname"], resid=s["resid"], chain=s["chain"], pair=True)
+
+
+def _residue_pairs(universe, indices: np.ndarray, min_separation: int) -> dict:
+    """Every atom pair of every residue pair at least ``min_separation`` apart, grouped by residue pair
+    (``starts``: where each pair's atom pairs begin), and each residue pair's label; once per topology."""
+    table = atom_table(universe)
+    res = table.resindex[indices]
+    order = np.argsort(res, kind="stable")
+    atoms_by_res = indices[order]
+    ordered = res[order]
+    first = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1]))) if len(ordered) else ordered
+    residues, count = ordered[first], np.diff(np.append(first, len(ordered)))
+    i, j = np.triu_indices(len(residues), k=1)
+    keep = residues[j] - residues[i] >= min_separation
+    i, j = i[keep], j[keep]
+    n_pairs = count[i] * count[j]
+    starts = np.concatenate([[0], np.cumsum(n_pairs)[:-1]]).astype(np.int64) if len(i) else np.empty(0, np.int64)
+    pair_of = np.repeat(np.arange(len(i)), n_pairs)
+    k = np.arange(int(n_pairs.sum())) - starts[pair_of]
+    a = atoms_by_res[first[i][pair_of] + k // count[j][pair_of]]
+    b = atoms_by_res[first[j][pair_of] + k % count[j][pair_of]]
+    atoms = sorted_unique(np.concatenate([a, b])) if len(a) else np.empty(0, np.int64)
+    name, number, segid = (v[residues] for v in table.residues())
+    words = np.char.add(np.char.add(name, " "), number.astype(str))
+    if len(set(segid.tolist())) > 1:
+        words = np.char.add(np.char.add(words, " "), segid)
+    return {"atoms": atoms, "pa": np.searchsorted(atoms, a), "pb": np.searchsorted(atoms, b), "starts": starts,
+            "feature": np.char.add(np.char.add(words[i], " - "), words[j]), "resname": name[i], "resid": number[i],
+            "chain": segid[i]}

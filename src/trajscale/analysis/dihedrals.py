@@ -1,32 +1,38 @@
 """Backbone φ/ψ dihedral angles per frame, as ``MDAnalysis.analysis.dihedrals.Ramachandran`` computes them.
 
 The residues and their five backbone atoms (C of the residue before, N, CA, C,
-and N of the residue after) are picked by MDAnalysis's own ``Ramachandran``
-class, once, in ``prepare``: the first and last residues of the protein and
-residues without a neighbour or with a missing or doubled backbone atom are left
-out exactly as there. The angles are then computed for whole blocks of frames
-with NumPy, in float64: each bond vector minimum-imaged in the frame's box (as
-``calc_dihedrals(..., box=)``), then ``atan2`` of the two normals' cross and dot
-products, in degrees in (-180, 180].
+and N of the residue after) are picked as MDAnalysis's own ``Ramachandran``
+class picks them, once per topology, in ``prepare``: the first and last residues
+of the protein and residues without a neighbour or with a missing or doubled
+backbone atom are left out exactly as there.  They are found from the topology's
+per-atom names and residues with NumPy (:func:`~trajscale.analysis.residues.backbone_quintuples`),
+without building a Universe when the topology's labels are cached, and kept for
+the next ensemble member with the same topology.  The angles are then computed
+for whole blocks of frames in float64: each bond vector minimum-imaged in the
+frame's box (as ``calc_dihedrals(..., box=)``), then ``atan2`` of the two
+normals' cross and dot products, in degrees in (-180, 180]; by the compiled
+kernel (:func:`~trajscale.kernels.geometry.quad_dihedrals`) for frames without a
+box or with an orthorhombic one, with NumPy for triclinic boxes.
 
 ``sincos=True`` gives ``(sin φ, cos φ, sin ψ, cos ψ)`` per residue instead: the
 periodic features Markov-state models and neural networks take (an angle near
-±180° is one place on the circle, not two ends of a line).
+±180° is one place on the circle, not two ends of a line).  Every feature is
+labelled with its residue's name, number and chain and what it is (``phi``,
+``sin(psi)``): :class:`~trajscale.analysis.results.Features`.
 """
 
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 
 from ..block import Block, sorted_unique
 from ..errors import SelectionError
-from ..kernels.geometry import safe_radius2, triclinic_vectors
+from ..kernels.geometry import quad_dihedrals, safe_radius2, triclinic_vectors
 from ..topology import select_atoms
 from .base import Analysis, FrameRows, Prepared, check_finite
 from .options import NO_PBC, Command, Option
-from .results import SERIES_OUT, TimeSeries
+from .residues import atom_table, backbone_quintuples, derived, side_quadruples, topology_of
+from .results import SERIES_OUT, Features, TimeSeries
 
 #: The 27 lattice shifts (-1, 0, 1) per axis, the image search of MDAnalysis's triclinic minimum image.
 _SHIFTS = np.array(np.meshgrid([-1, 0, 1], [-1, 0, 1], [-1, 0, 1], indexing="ij")).reshape(3, -1).T.astype(np.float64)
@@ -82,12 +88,42 @@ def dihedral_angles(p1: np.ndarray, p2: np.ndarray, p3: np.ndarray, p4: np.ndarr
     return np.arctan2(y, x)
 
 
+def block_dihedrals(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
+    """(F, M) dihedral angles in radians of the atom quadruples ``quad`` (4, M; indices into ``x``'s atoms,
+    (F, A, 3)), minimum image in ``dims`` (F, 6) where given: the compiled kernel for frames without a box or
+    with an orthorhombic one, :func:`dihedral_angles` for triclinic boxes (each frame by its own box, so any
+    split of the frames gives the same bits)."""
+    n = x.shape[0]
+    lengths = np.zeros((n, 3))
+    tric = np.zeros(n, bool)
+    if dims is not None:
+        dims = np.asarray(dims, np.float64).reshape(-1, 6)
+        boxed = triclinic_vectors(dims)[:, 0, 0] > 0
+        ortho = boxed & (dims[:, 3:] == 90.0).all(axis=1)
+        tric = boxed & ~ortho
+        lengths[ortho] = dims[ortho, :3]
+    out = quad_dihedrals(x, quad, lengths)
+    if tric.any():
+        xt = x[tric]
+        out[tric] = dihedral_angles(*(xt[:, q] for q in quad), dims[tric])
+    return out
+
+
 class Ramachandran(Analysis):
     """``r.angles``: (F, R, 2) backbone (φ, ψ) in degrees for the R residues MDAnalysis's ``Ramachandran``
     keeps of ``select``, as its ``results.angles``; with ``sincos=True``, ``r.sincos``: (F, R, 4)
     ``(sin φ, cos φ, sin ψ, cos ψ)``. ``pbc`` minimum-images each bond in the frame's box, as MDAnalysis
     does when the frames have one (frames without a box are computed without it); ``pbc=False`` never
     uses the box.
+
+    With ``omega`` or ``chi1``, each of those residues' ω (CA, C, N and CA of the next residue, as
+    MDAnalysis's ``omega_selection``) and χ1 (N, CA, CB and CG, CG1, OG, OG1 or SG, as its
+    ``chi1_selection``) follow its φ and ψ where the residue has them (glycine and alanine have no χ1), so
+    the values are ``(F, features)``, residue by residue.
+
+    The result is labelled features (:class:`~trajscale.analysis.results.Features`): ``r.array()`` is
+    ``(F, features)`` and ``r.feature_labels()`` names each (``phi``, ``sin(psi)``, ``chi1``) with its
+    residue's name, number and chain.
 
     Parameters
     ----------
@@ -97,22 +133,30 @@ class Ramachandran(Analysis):
         Sine and cosine of each angle instead of the angle.
     pbc
         Minimum image in each frame's box.
+    omega, chi1
+        Add each residue's ω, χ1 where it has them.
     """
 
     name = "ramachandran"
     command = Command("backbone phi/psi dihedrals per frame (as MDAnalysis's Ramachandran), or their sin/cos",
                       f"--out: {SERIES_OUT}",
-                      (Option("select", "the residues (their backbone atoms are found by MDAnalysis)"),
+                      (Option("select", "the residues (their backbone atoms are found as MDAnalysis does)"),
                        Option("sincos", "sin and cos of each angle (features for Markov models) instead of "
                                         "degrees", switch=True),
+                       Option("omega", "add each residue's omega (CA, C, N, CA of the next)", switch=True),
+                       Option("chi1", "add each residue's chi1 where it has one", switch=True),
                        NO_PBC))
     formats = TimeSeries.formats
+    features = True
 
-    def __init__(self, select: str = "protein", sincos: bool = False, pbc: bool = True) -> None:
+    def __init__(self, select: str = "protein", sincos: bool = False, pbc: bool = True, omega: bool = False,
+                 chi1: bool = False) -> None:
         self.select, self.sincos, self.pbc = select, bool(sincos), bool(pbc)
+        self.omega, self.chi1 = bool(omega), bool(chi1)
 
     def get_config(self) -> dict:
-        return {"name": self.name, "select": self.select, "sincos": self.sincos, "pbc": self.pbc}
+        return {"name": self.name, "select": self.select, "sincos": self.sincos, "pbc": self.pbc,
+                "omega": self.omega, "chi1": self.chi1}
 
     @property
     def selections(self) -> tuple[str, ...]:
@@ -123,45 +167,68 @@ class Ramachandran(Analysis):
         return "sincos" if self.sincos else "angles"
 
     def prepare(self, universe, source) -> Prepared:
-        from MDAnalysis.analysis.dihedrals import Ramachandran as MDARamachandran
-
         group = select_atoms(universe, self.select, "selection")
-        real = getattr(universe, "real", universe)   # a cached topology's selection: MDAnalysis's own group
-        atoms = real.atoms[np.asarray(group.indices)]
+        indices = np.asarray(group.indices, np.int64)
+        found = derived(universe, ("ramachandran", self.select, self.omega, self.chi1, indices.tobytes()),
+                        lambda: self._backbone(universe, indices))
+        return Prepared(atoms=found["atoms"], state={**found["state"], "path": source.path})
+
+    def _backbone(self, universe, indices: np.ndarray) -> dict:
+        """The atoms read and each angle's atoms and labels, for the residues of ``indices`` (computed once
+        per topology): residue by residue, φ, ψ, then ω and χ1 where asked for and the residue has them."""
+        protein = topology_of(universe).select_atoms("protein")
+        table = atom_table(universe)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")   # (first/last residues left out: said in the docs)
-                rama = MDARamachandran(atoms)
+            quint, residues = backbone_quintuples(table, indices, np.asarray(protein.indices, np.int64))
         except ValueError as exc:
             raise SelectionError(f"selection {self.select!r}: {exc}") from None
-        except TypeError:   # (MDAnalysis's own failure when no residue is left)
-            rama = None
-        quint = [] if rama is None else [np.asarray(ag.indices, np.int64)
-                                         for ag in (rama.ag1, rama.ag2, rama.ag3, rama.ag4, rama.ag5)]
-        if not quint or not len(quint[0]):
+        if not quint.shape[1]:
             raise SelectionError(f"selection {self.select!r} has no residue with both a phi and a psi angle "
                                  "(it needs protein residues with neighbours on both sides and atoms C, N, CA)")
-        needed = sorted_unique(np.concatenate(quint))
-        return Prepared(atoms=needed, state={"quint": np.stack([np.searchsorted(needed, q) for q in quint]),
-                                             "path": source.path,
-                                             "resids": np.asarray(rama.ag2.resids, np.int64)})
+        n = quint.shape[1]
+        quads = np.stack([quint[0:4], quint[1:5]], axis=-1).reshape(4, 2 * n)   # φ, ψ of each residue
+        place, kind = np.repeat(np.arange(n), 2), np.tile(np.array(["phi", "psi"]), n)
+        extra, extra_place, extra_kind = side_quadruples(table, quint, self.omega, self.chi1)
+        if len(extra_place):
+            order = np.argsort(np.concatenate([place, extra_place]), kind="stable")
+            quads = np.concatenate([quads, extra], axis=1)[:, order]
+            place, kind = np.concatenate([place, extra_place])[order], np.concatenate([kind, extra_kind])[order]
+        needed = sorted_unique(quads.ravel())
+        resname, resid, segid = (a[residues][place] for a in table.residues())
+        return {"atoms": needed, "state": {"quads": np.ascontiguousarray(np.searchsorted(needed, quads)),
+                                           "n_residues": n, "kind": kind.astype(str), "resname": resname,
+                                           "resid": resid, "chain": segid}}
+
+    @property
+    def _per_residue(self) -> bool:
+        """The values keep MDAnalysis's shape (F, R, 2 or 4): φ and ψ alone."""
+        return not (self.omega or self.chi1)
 
     def map(self, block: Block, prep: Prepared) -> FrameRows:
         s = prep.state
         check_finite(block, block.positions, s["path"])
-        x = block.positions
-        p = [x[:, idx] for idx in s["quint"]]
-        dims = block.box if self.pbc else None
-        phi = dihedral_angles(p[0], p[1], p[2], p[3], dims)
-        psi = dihedral_angles(p[1], p[2], p[3], p[4], dims)
+        angles = block_dihedrals(block.positions, s["quads"], block.box if self.pbc else None)
+        f = len(angles)
         if self.sincos:
-            values = np.stack([np.sin(phi), np.cos(phi), np.sin(psi), np.cos(psi)], axis=-1)
+            values = np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(f, -1)
         else:
-            values = np.rad2deg(np.stack([phi, psi], axis=-1))
+            values = np.rad2deg(angles)
+        if self._per_residue:
+            values = values.reshape(f, s["n_residues"], -1)
         return FrameRows(block.frames, block.time, {self.result_name: values})
 
-    def result(self, reduced: FrameRows, prep: Prepared) -> TimeSeries:
-        width = 4 if self.sincos else 2
-        empty = np.empty((0, prep.state["quint"].shape[1], width))
-        return TimeSeries(reduced.frame, reduced.time, reduced.columns.get(self.result_name, empty),
-                          self.result_name)
+    def result(self, reduced: FrameRows, prep: Prepared) -> Features:
+        s = prep.state
+        k = 2 if self.sincos else 1
+        width = len(s["kind"]) * k
+        empty = np.empty((0, s["n_residues"], width // s["n_residues"]) if self._per_residue else (0, width))
+        kind = np.asarray(s["kind"], dtype=str)
+        if self.sincos:
+            feature = np.stack([np.char.add(np.char.add("sin(", kind), ")"),
+                                np.char.add(np.char.add("cos(", kind), ")")], axis=-1).reshape(-1)
+        else:
+            feature = kind
+        return Features(reduced.frame, reduced.time, reduced.columns.get(self.result_name, empty), self.result_name,
+                        feature=feature, resname=np.repeat(np.asarray(s["resname"], dtype=str), k),
+                        resid=np.repeat(np.asarray(s["resid"], np.int64), k),
+                        chain=np.repeat(np.asarray(s["chain"], dtype=str), k))

@@ -1,16 +1,18 @@
-"""Per-frame distances between two selections, with minimum image (orthorhombic and triclinic)."""
+"""Per-frame distances between two selections, with minimum image (orthorhombic and triclinic), each labelled
+with its two atoms (``"CA 12 - CA 87"``: atom name and residue number; with the chains where they differ)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..block import Block
+from ..block import Block, sorted_unique
 from ..errors import SelectionError
 from ..kernels.geometry import distance_arrays, pair_distances
 from ..topology import select_atoms
 from .base import Analysis, FrameRows, Prepared, check_finite
 from .options import NO_PBC, Command, Option
-from .results import SERIES_OUT, TimeSeries
+from .residues import atom_table, atom_words, derived
+from .results import SERIES_OUT, Features, TimeSeries
 
 
 class Distances(Analysis):
@@ -19,6 +21,10 @@ class Distances(Analysis):
     ``distance_array``). ``pairs=None`` picks pairs when the selections have equal sizes.
     ``pbc`` uses the frame's box (minimum image), as MDAnalysis does when given ``box=``; every frame must
     then have one (``needs_box``): ``pbc=False`` for a trajectory without periodic boundaries.
+
+    The result is labelled features (:class:`~trajscale.analysis.results.Features`): ``r.array()`` is
+    ``(F, N)`` (or ``(F, N1 * N2)``, row-major) and ``r.feature_labels()`` names each pair ``"CA 12 - CA 87"``,
+    with the first atom's residue.
     """
 
     name = "distances"
@@ -28,6 +34,7 @@ class Distances(Analysis):
                               keyword="pairs", switch=False),
                        NO_PBC))
     formats = TimeSeries.formats
+    features = True
 
     def __init__(self, select1: str, select2: str, pairs: bool | None = None, pbc: bool = True) -> None:
         self.select1, self.select2, self.pairs, self.pbc = select1, select2, pairs, bool(pbc)
@@ -51,10 +58,10 @@ class Distances(Analysis):
         if pairs and g1.n_atoms != g2.n_atoms:
             raise SelectionError(f"pairwise distances need equal selections: {self.select1!r} has "
                                  f"{g1.n_atoms} atoms, {self.select2!r} {g2.n_atoms}")
-        atoms = np.union1d(g1.indices, g2.indices)
-        return Prepared(atoms=atoms, state={"i1": np.searchsorted(atoms, g1.indices),
-                                            "i2": np.searchsorted(atoms, g2.indices),
-                                            "pairs": pairs, "path": source.path})
+        i1, i2 = np.asarray(g1.indices, np.int64), np.asarray(g2.indices, np.int64)
+        state = derived(universe, ("distances", pairs, i1.tobytes(), i2.tobytes()),
+                        lambda: _pair_state(universe, i1, i2, pairs))
+        return Prepared(atoms=state["atoms"], state={**state, "pairs": pairs, "path": source.path})
 
     def map(self, block: Block, prep: Prepared) -> FrameRows:
         s = prep.state
@@ -64,5 +71,19 @@ class Distances(Analysis):
         d = pair_distances(a, b, box) if s["pairs"] else distance_arrays(a, b, box)
         return FrameRows(block.frames, block.time, {"distances": d})
 
-    def result(self, reduced: FrameRows, prep: Prepared) -> TimeSeries:
-        return TimeSeries(reduced.frame, reduced.time, reduced.columns.get("distances", np.empty(0)), "distances")
+    def result(self, reduced: FrameRows, prep: Prepared) -> Features:
+        s = prep.state
+        shape = (0, len(s["i1"])) if s["pairs"] else (0, len(s["i1"]), len(s["i2"]))
+        return Features(reduced.frame, reduced.time, reduced.columns.get("distances", np.empty(shape)), "distances",
+                        feature=s["feature"], resname=s["resname"], resid=s["resid"], chain=s["chain"], pair=True)
+
+
+def _pair_state(universe, i1: np.ndarray, i2: np.ndarray, pairs: bool) -> dict:
+    """The atoms read, each selection's positions among them, and each distance's label (once per topology)."""
+    atoms = sorted_unique(np.concatenate([i1, i2]))
+    table = atom_table(universe)
+    a, b = (i1, i2) if pairs else (np.repeat(i1, len(i2)), np.tile(i2, len(i1)))
+    chains = len(set(table.segid[np.concatenate([i1, i2])].tolist())) > 1
+    feature = np.char.add(np.char.add(atom_words(table, a, chains), " - "), atom_words(table, b, chains))
+    return {"atoms": atoms, "i1": np.searchsorted(atoms, i1), "i2": np.searchsorted(atoms, i2), "feature": feature,
+            "resname": table.resname[a], "resid": table.resid[a], "chain": table.segid[a]}

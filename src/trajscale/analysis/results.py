@@ -63,7 +63,11 @@ def _write_as(tmp, ext: str, table, arrays, attrs, npy, pdb) -> None:
 
         with h5py.File(tmp, "w") as f:
             for k, v in arrays.items():
-                f.create_dataset(k, data=np.asarray(v))
+                v = np.asarray(v)
+                if v.dtype.kind == "U":   # (HDF5 has no fixed-width unicode: variable-length UTF-8 strings)
+                    f.create_dataset(k, data=v.astype(object), dtype=h5py.string_dtype())
+                else:
+                    f.create_dataset(k, data=v)
             for k, v in (attrs or {}).items():
                 f.attrs[k] = v
     elif ext == ".npz":   # through a handle: np.savez would add .npz to the temporary name
@@ -116,6 +120,84 @@ class TimeSeries:
         save_as(path, ext,
                 table=(["frame", "time", *cols], self.table(), ["%d", "%.6g"] + ["%.8g"] * v.shape[1]),
                 arrays={"frames": self.frames, "times": self.times, self.name: self.values}, npy=self.table())
+
+
+@dataclass(frozen=True)
+class FeatureLabels:
+    """What each feature of a :class:`Features` result is, one entry per feature, in the order of its
+    ``array()``'s columns.
+
+    Attributes
+    ----------
+    feature
+        What it is: ``"phi"``, ``"sin(psi)"``, ``"CA 12 - CA 87"``.
+    resname, resid, chain
+        The residue it belongs to (of a pair's first atom): its name, number and chain (the segment's
+        ID as MDAnalysis names it, which for a PDB without segment IDs is the chain ID).
+    pair
+        The features are atom or residue pairs (``feature`` names both ends).
+    """
+
+    feature: np.ndarray
+    resname: np.ndarray
+    resid: np.ndarray
+    chain: np.ndarray
+    pair: bool = False
+
+    def __len__(self) -> int:
+        return len(self.feature)
+
+    def __iter__(self):
+        return iter(self.text())
+
+    def text(self) -> list[str]:
+        """One string per feature: ``"MET 1 A phi"`` (residue, chain, what), or a pair's ``"CA 12 - CA 87"``."""
+        if self.pair:
+            return [str(f) for f in self.feature]
+        return [" ".join(p for p in (str(n), str(i), str(c), str(f)) if p)
+                for n, i, c, f in zip(self.resname, self.resid, self.chain, self.feature, strict=True)]
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The labels as named columns (``feature``, ``resname``, ``resid``, ``chain``)."""
+        return {"feature": self.feature, "resname": self.resname, "resid": self.resid, "chain": self.chain}
+
+    @classmethod
+    def of(cls, feature, resname, resid, chain, pair: bool = False) -> FeatureLabels:
+        """Labels as the plain arrays a result stores (text as ``str``, numbers as int64)."""
+        return cls(np.asarray(feature, dtype=str), np.asarray(resname, dtype=str), np.asarray(resid, np.int64),
+                   np.asarray(chain, dtype=str), bool(pair))
+
+
+@dataclass(frozen=True)
+class Features(TimeSeries):
+    """A per-frame result whose values are labelled features: ``r.<name>`` the values as the analysis shapes
+    them (``(F, R, 2)`` φ/ψ, ...), :meth:`array` the same as ``(F, features)`` float64 (the input deeptime's
+    estimators take), :meth:`feature_labels` what each of those columns is.
+
+    The labels are stored as plain arrays (``feature``, ``resname``, ``resid``, ``chain``, ``pair``), so
+    the result saves and loads as the other records do.
+    """
+
+    feature: np.ndarray | None = None
+    resname: np.ndarray | None = None
+    resid: np.ndarray | None = None
+    chain: np.ndarray | None = None
+    pair: bool = False
+
+    def array(self) -> np.ndarray:
+        """``(frames, features)`` float64: each frame's values flattened in the labels' order."""
+        return np.asarray(self.values, np.float64).reshape(len(self.frames), len(self.feature))
+
+    def feature_labels(self) -> FeatureLabels:
+        """What each column of :meth:`array` is."""
+        return FeatureLabels(self.feature, self.resname, self.resid, self.chain, self.pair)
+
+    def _write(self, path, ext: str) -> None:
+        labels = self.feature_labels()
+        save_as(path, ext,
+                table=(["frame", "time", *labels.text()], self.table(), ["%d", "%.6g"] + ["%.8g"] * len(labels)),
+                arrays={"frames": self.frames, "times": self.times, self.name: self.values,
+                        **{f"feature_{k}": v for k, v in labels.columns().items()}}, npy=self.table())
 
 
 def arrays_of(result) -> dict:

@@ -26,7 +26,7 @@ def topology_labels(topology: str, n_atoms: int, trajectory: str) -> dict[str, n
     n_top, labels = atom_labels(str(topology))
     if n_top != n_atoms:
         raise AtomCountMismatchError(f"{topology} has {n_top} atoms but {trajectory} has {n_atoms}")
-    return labels
+    return {k: v for k, v in labels.items() if k in LABELS}
 
 
 def selected_atoms(topology: str, config: dict, selection: str) -> np.ndarray:

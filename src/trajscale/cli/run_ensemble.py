@@ -90,13 +90,13 @@ def plan_before_options(args: list[str]) -> list[str]:
 
 def output_extensions(planned) -> None:
     """Each ``--out`` (or plan ``out``) names a format of an ensemble's results."""
-    from ..ensemble.results import ARRAY_FORMATS, TABLE_FORMATS
+    from ..ensemble.results import offered_formats
     from ..errors import OutputError
 
     for p in planned:
         if not p.out:
             continue
-        offered = TABLE_FORMATS if p.analysis.per_frame else ARRAY_FORMATS
+        offered = offered_formats(p.analysis)
         ext = os.path.splitext(p.out)[1].lower()
         if ext not in offered:
             raise OutputError(p.out, f"an ensemble's {p.name} results are written as {', '.join(offered)} "

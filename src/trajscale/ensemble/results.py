@@ -5,13 +5,21 @@ the result a run over that trajectory alone gives: an :class:`~trajscale.analysi
 ...), the trajectories that were refused, and the run's report.  A results folder's trajectories are
 read from it when asked for, one at a time.
 
-* Per-frame results (RMSD, radius of gyration, distances, ...) as one long table: a row per frame of
-  each trajectory, with the trajectory's name and the catalog's label columns (:meth:`~EnsembleResult.table`;
-  ``save`` writes Parquet or CSV).
+* Per-frame results (RMSD, radius of gyration, ...) as one long table: a row per frame of each trajectory,
+  with the trajectory's name and the catalog's label columns (:meth:`~EnsembleResult.table`; ``save``
+  writes Parquet or CSV).
+* Labelled features (φ/ψ, pair distances, residue contacts: an analysis whose ``features`` is true), whose
+  number differs from one topology to the next, as a long table of a row per trajectory, frame and
+  feature (its ``feature_index`` in the trajectory, what it is, its residue's name, number and chain, and
+  its ``value``): one schema whatever each trajectory's feature count, so members of different systems
+  share one table, file and row group.  :meth:`~EnsembleResult.arrays` gives each trajectory's
+  ``(frames, features)`` array (deeptime's input) and :meth:`~EnsembleResult.feature_labels` what the
+  columns of one are.
 * Per-atom and per-bin results (RMSF, RDF, average structure) as an xarray Dataset with a ``trajectory``
   dimension (:meth:`~EnsembleResult.dataset`; ``save`` writes NetCDF): trajectories with different atom
   counts are padded along ``atom`` (NaN, or -1 for integers), and ``atom_index`` gives each row's atom
-  in its own topology (-1: padding), ``n_atoms`` each trajectory's count.
+  in its own topology (-1: padding), ``n_atoms`` each trajectory's count.  Features the same way, along
+  ``frame`` and ``feature``, with ``n_frames``, ``n_features`` and each trajectory's labels.
 * Aggregates where they are well defined (:meth:`~EnsembleResult.aggregate`): an RDF over replicas of one
   system is the RDF of their concatenation, with its bits.
 """
@@ -26,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from ..analysis.base import Prepared
+from ..analysis.results import FeatureLabels
 from ..errors import ConfigError, OutputError
 from .catalog import Member
 from .prepare import Refusal
@@ -34,6 +43,14 @@ from .saved import AGGREGATES, MemberRecord, ResultsFolder
 #: Output formats by extension: the long table of a per-frame analysis, or the arrays of another.
 TABLE_FORMATS = (".parquet", ".csv")
 ARRAY_FORMATS = (".nc",)
+
+
+def offered_formats(analysis) -> tuple[str, ...]:
+    """The extensions an ensemble's results of ``analysis`` are saved as: a per-frame analysis's long table
+    (labelled features: or their padded arrays), another's arrays."""
+    if not analysis.per_frame:
+        return ARRAY_FORMATS
+    return TABLE_FORMATS + ARRAY_FORMATS if analysis.features else TABLE_FORMATS
 
 
 class EnsembleResult:
@@ -98,7 +115,8 @@ class EnsembleResult:
     # -- per-frame: the long table ----------------------------------------------------------------------------
     def columns(self) -> dict[str, np.ndarray]:
         """The long table as named columns: ``trajectory``, the label columns, ``frame``, ``time``, then the
-        analysis's values (a row per frame of each trajectory)."""
+        analysis's values (a row per frame of each trajectory); for labelled features ``feature_index``,
+        ``feature``, ``resname``, ``resid``, ``chain`` and ``value`` (a row per frame and feature)."""
         if not self.per_frame:
             raise ConfigError(f"{self.analysis.name} gives a result per trajectory, not per frame: "
                               "dataset() holds it (a trajectory dimension)")
@@ -109,13 +127,49 @@ class EnsembleResult:
         return {k: np.concatenate([p[k] for p in parts]) for k in names}
 
     def _rows(self, member: Member, result) -> dict[str, np.ndarray]:
-        n = len(result.frames)
+        frames, times = np.asarray(result.frames, np.int64), np.asarray(result.times, np.float64)
+        k = len(result.feature) if self.features else 1
+        n = len(frames) * k
         out = {"trajectory": np.full(n, member.name)}
         for label in self.label_names:
             out[label] = np.full(n, member.labels.get(label))
-        out["frame"], out["time"] = np.asarray(result.frames, np.int64), np.asarray(result.times, np.float64)
-        out.update(frame_columns(result))
+        out["frame"], out["time"] = np.repeat(frames, k), np.repeat(times, k)
+        if not self.features:
+            out.update(frame_columns(result))
+            return out
+        out["feature_index"] = np.tile(np.arange(k, dtype=np.int64), len(frames))
+        for name, values in result.feature_labels().columns().items():
+            out[name] = np.tile(values, len(frames))
+        out["value"] = result.array().reshape(-1)
         return out
+
+    @property
+    def features(self) -> bool:
+        """The results are labelled features (a long table of a row per trajectory, frame and feature)."""
+        return bool(self.analysis.features)
+
+    def arrays(self) -> list[np.ndarray]:
+        """One ``(frames, features)`` float64 array per finished trajectory, in the ensemble's order (the
+        input deeptime's estimators take; :meth:`feature_labels` says what each column is).  A per-frame
+        analysis without labelled features gives its value columns (:func:`frame_columns`)."""
+        if not self.per_frame:
+            raise ConfigError(f"{self.analysis.name} gives a result per trajectory, not per frame: "
+                              "dataset() holds it (a trajectory dimension)")
+        if self.features:
+            return [r.array() for _, r in self.items()]
+        out = []
+        for _, r in self.items():
+            cols = list(frame_columns(r).values())
+            out.append(np.column_stack(cols).astype(np.float64) if cols else np.empty((len(r.frames), 0)))
+        return out
+
+    def feature_labels(self, name: str) -> FeatureLabels:
+        """What each column of trajectory ``name``'s array is (:class:`~trajscale.analysis.results.FeatureLabels`:
+        ``list(...)`` gives one string per feature, ``.feature``/``.resname``/``.resid``/``.chain`` arrays)."""
+        if not self.features:
+            raise ConfigError(f"{self.analysis.name} gives no labelled features: its columns are named in "
+                              "columns()")
+        return self[name].feature_labels()
 
     def table(self):
         """The long table as a ``pyarrow.Table`` (``.to_pandas()`` for a DataFrame)."""
@@ -135,6 +189,8 @@ class EnsembleResult:
         data = {}
         if not results:
             return xr.Dataset(coords=coords)
+        if self.features:
+            return self._feature_dataset(results, coords)
         atoms = [np.asarray(r.atoms) if hasattr(r, "atoms") else None for r in results]
         n_atoms = max((len(a) for a in atoms if a is not None), default=0)
         for f in dataclasses.fields(results[0]):
@@ -156,6 +212,29 @@ class EnsembleResult:
                 data[f.name] = ("trajectory", np.array(values))
             elif isinstance(values[0], str):
                 data[f.name] = ("trajectory", np.array(values, dtype=str))
+        ds = xr.Dataset(data, coords=coords)
+        ds.attrs["analysis"] = self.analysis.name
+        return ds
+
+    def _feature_dataset(self, results: list, coords: dict):
+        """Features with dimensions (trajectory, frame, feature): values padded with NaN, labels
+        (``feature_name``, ``resname``, ``resid``, ``chain``) with ``""`` (``resid`` with -1), each trajectory's
+        ``n_frames`` and ``n_features``."""
+        import xarray as xr
+
+        n_f = max(len(r.frames) for r in results)
+        n_k = max(len(r.feature) for r in results)
+        name = results[0].name
+        data = {"frames": (("trajectory", "frame"), _padded([r.frames for r in results], (n_f,), -1)),
+                "times": (("trajectory", "frame"), _padded([r.times for r in results], (n_f,), np.nan)),
+                name: (("trajectory", "frame", "feature"), _padded([r.array() for r in results], (n_f, n_k), np.nan)),
+                "n_frames": ("trajectory", np.array([len(r.frames) for r in results], np.int64)),
+                "n_features": ("trajectory", np.array([len(r.feature) for r in results], np.int64))}
+        for label in ("feature", "resname", "resid", "chain"):   # ("feature" is the dimension: feature_name)
+            values = [getattr(r, label) for r in results]
+            fill = -1 if label == "resid" else ""
+            data["feature_name" if label == "feature" else label] = (("trajectory", "feature"),
+                                                                     _padded(values, (n_k,), fill))
         ds = xr.Dataset(data, coords=coords)
         ds.attrs["analysis"] = self.analysis.name
         return ds
@@ -200,11 +279,12 @@ class EnsembleResult:
 
     # -- files --------------------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the results: a per-frame analysis's long table as ``.parquet`` or ``.csv``, another's arrays
-        as ``.nc`` (NetCDF); the extension decides, any other is refused."""
+        """Write the results: a per-frame analysis's long table as ``.parquet`` or ``.csv`` (labelled features:
+        or their :meth:`dataset` as ``.nc``), another's arrays as ``.nc`` (NetCDF); the extension decides, any
+        other is refused."""
         path = Path(path)
         ext = path.suffix.lower()
-        offered = TABLE_FORMATS if self.per_frame else ARRAY_FORMATS
+        offered = offered_formats(self.analysis)
         if ext not in offered:
             raise OutputError(path, f"an ensemble's {self.analysis.name} results are written as "
                                     f"{', '.join(offered)} (the extension decides); "
@@ -256,15 +336,22 @@ def _dims(result, field: str, value: np.ndarray, atoms) -> tuple[str, ...]:
     return (first, *rest)
 
 
-def _padded(values: list, size: int, fill) -> np.ndarray:
-    """Arrays of one shape but their first dimension stacked, each padded to ``size`` with ``fill``."""
-    first = np.asarray(values[0])
-    dtype = np.result_type(first.dtype, np.float64) if isinstance(fill, float) and first.dtype.kind != "f" \
-        else first.dtype
-    out = np.full((len(values), size, *first.shape[1:]), fill, dtype=dtype)
-    for i, v in enumerate(values):
-        v = np.asarray(v)
-        out[i, :len(v)] = v
+def _padded(values: list, size, fill) -> np.ndarray:
+    """Arrays of one number of dimensions stacked, each padded with ``fill`` to ``size`` (the first dimension's,
+    or a tuple of every dimension's; the others take the largest)."""
+    arrays = [np.asarray(v) for v in values]
+    first = arrays[0]
+    shape = tuple(max(a.shape[d] for a in arrays) for d in range(first.ndim))
+    shape = tuple(size) + shape[len(size):] if isinstance(size, tuple) else (size, *shape[1:])
+    if isinstance(fill, str):
+        dtype = np.result_type(*[a.dtype for a in arrays]) if all(a.dtype.kind == "U" for a in arrays) else str
+    elif isinstance(fill, float) and first.dtype.kind != "f":
+        dtype = np.result_type(first.dtype, np.float64)
+    else:
+        dtype = first.dtype
+    out = np.full((len(arrays), *shape), fill, dtype=dtype)
+    for i, a in enumerate(arrays):
+        out[(i, *(slice(0, n) for n in a.shape))] = a
     return out
 
 
@@ -286,7 +373,7 @@ def _pyarrow():
 
 def _arrow_column(pa, values: np.ndarray):
     if values.dtype.kind == "U":
-        return pa.array(values.tolist(), pa.string())
+        return pa.array(values, pa.string())
     if values.dtype == object:
         return pa.array(values.tolist())
     return pa.array(values)
@@ -342,4 +429,4 @@ def _netcdf_engine() -> str:
     return "h5netcdf"
 
 
-__all__ = ["EnsembleResult", "frame_columns"]
+__all__ = ["EnsembleResult", "frame_columns", "offered_formats"]

@@ -1,8 +1,8 @@
 # cython: language_level=3
 """Compiled loops behind :mod:`trajscale.kernels.geometry` (Cython, built ahead of time).
 
-Minimum-image distances in triclinic boxes, radius of gyration and per-atom moments over
-frames.  Each kernel takes typed, native-endian, C-contiguous arrays (the wrappers in
+Minimum-image distances in triclinic boxes, dihedral angles of atom quadruples, radius of gyration
+and per-atom moments over frames.  Each kernel takes typed, native-endian, C-contiguous arrays (the wrappers in
 ``geometry.py`` convert once per call), runs with the GIL released in chunks of frames
 and checks for signals (Ctrl-C) between chunks.  Every frame is summed in atom order.
 """
@@ -10,7 +10,8 @@ and checks for signals (Ctrl-C) between chunks.  Every frame is summed in atom o
 import numpy as np
 
 from cython cimport floating
-from libc.math cimport rint, sqrt, INFINITY
+from libc.math cimport atan2, rint, sqrt, INFINITY
+from libc.stdint cimport int64_t
 
 from ._chunks cimport Chunks, chunks, next_chunk
 
@@ -168,3 +169,54 @@ def radius_of_gyration(const floating[:, :, ::1] x, const double[::1] masses):
     return out_a
 
 
+
+
+def dihedrals(const floating[:, :, ::1] x, const int64_t[:, ::1] quad, const double[:, ::1] lengths):
+    """(F, M) dihedral angles in radians, (-π, π], of the atoms ``quad[0..3, m]`` in each frame of ``x``
+    (F, A, 3), in float64: the three bond vectors (each minimum-imaged in an orthorhombic box of edge
+    ``lengths[f]`` (F, 3), component by component as ``d - L * rint(d / L)``; a zero length: no box), then
+    ``atan2`` of the two normals' cross product along the middle bond and their dot product, as
+    MDAnalysis's ``calc_dihedrals``."""
+    if quad.shape[0] != 4 or x.shape[2] != 3 or lengths.shape[0] != x.shape[0] or lengths.shape[1] != 3:
+        raise ValueError("dihedrals need (F, A, 3) coordinates, (4, M) atom indices and (F, 3) box lengths")
+    cdef Py_ssize_t n_frames = x.shape[0], n_atoms = x.shape[1], m = quad.shape[1], f, k, c, j
+    for j in range(4):
+        for k in range(m):
+            if quad[j, k] < 0 or quad[j, k] >= n_atoms:
+                raise IndexError(f"atom index {quad[j, k]} out of range for {n_atoms} atoms")
+    out_a = np.empty((n_frames, m))
+    cdef double[:, ::1] out = out_a
+    cdef double b[3][3]
+    cdef double n1[3]
+    cdef double n2[3]
+    cdef double L[3]
+    cdef double dot, y, bb
+    cdef int64_t a0, a1, a2, a3
+    cdef Chunks ch = chunks(n_frames, 8 * m)
+    while next_chunk(&ch):
+        with nogil:
+            for f in range(ch.start, ch.stop):
+                for c in range(3):
+                    L[c] = lengths[f, c]
+                for k in range(m):
+                    a0, a1, a2, a3 = quad[0, k], quad[1, k], quad[2, k], quad[3, k]
+                    for c in range(3):
+                        b[0][c] = <double>x[f, a1, c] - <double>x[f, a0, c]
+                        b[1][c] = <double>x[f, a2, c] - <double>x[f, a1, c]
+                        b[2][c] = <double>x[f, a3, c] - <double>x[f, a2, c]
+                    if L[0] > 0:
+                        for j in range(3):
+                            for c in range(3):
+                                b[j][c] = b[j][c] - L[c] * rint(b[j][c] / L[c])
+                    n1[0] = b[0][1] * b[1][2] - b[0][2] * b[1][1]
+                    n1[1] = b[0][2] * b[1][0] - b[0][0] * b[1][2]
+                    n1[2] = b[0][0] * b[1][1] - b[0][1] * b[1][0]
+                    n2[0] = b[1][1] * b[2][2] - b[1][2] * b[2][1]
+                    n2[1] = b[1][2] * b[2][0] - b[1][0] * b[2][2]
+                    n2[2] = b[1][0] * b[2][1] - b[1][1] * b[2][0]
+                    dot = n1[0] * n2[0] + n1[1] * n2[1] + n1[2] * n2[2]
+                    y = ((n1[1] * n2[2] - n1[2] * n2[1]) * b[1][0] + (n1[2] * n2[0] - n1[0] * n2[2]) * b[1][1]
+                         + (n1[0] * n2[1] - n1[1] * n2[0]) * b[1][2])
+                    bb = sqrt(b[1][0] * b[1][0] + b[1][1] * b[1][1] + b[1][2] * b[1][2])
+                    out[f, k] = atan2(y / bb, dot)
+    return out_a

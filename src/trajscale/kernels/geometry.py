@@ -120,6 +120,14 @@ def _distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None, pairs: boo
     return out
 
 
+def quad_dihedrals(x: np.ndarray, quad: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """(F, M) dihedral angles in radians of the atom quadruples ``quad`` (4, M) (indices into ``x``'s atoms,
+    (F, A, 3)), each bond minimum-imaged in an orthorhombic box of edges ``lengths`` (F, 3; zeros: no box).
+    Compiled: one pass over the frames, float64 whatever ``x``'s precision."""
+    return _geometry.dihedrals(_native(x), np.ascontiguousarray(quad, np.int64),
+                               np.ascontiguousarray(lengths, np.float64).reshape(-1, 3))
+
+
 def pair_distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
     """(F, N) distances between atom i of ``a`` and atom i of ``b`` (both (F, N, 3)), minimum image if boxed."""
     return _distances(a, b, dims, pairs=True)

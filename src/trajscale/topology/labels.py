@@ -1,4 +1,5 @@
-"""A topology's per-atom labels (name, resname, resid, segid, element, mass), kept in the selection cache.
+"""A topology's per-atom labels (name, resname, resid, residue index, segid, element, mass), kept in the
+selection cache.
 
 What an array of a trajectory labels its atoms with is read once per topology file version: the
 next open of the same file (same path, inode, size, modification time and MDAnalysis version, the
@@ -16,8 +17,8 @@ from . import parsed_cache, selection_cache
 log = logging.getLogger(__name__)
 
 #: Label -> MDAnalysis AtomGroup attribute.
-LABELS = {"name": "names", "resname": "resnames", "resid": "resids", "segid": "segids", "element": "elements",
-          "mass": "masses"}
+LABELS = {"name": "names", "resname": "resnames", "resid": "resids", "resindex": "resindices", "segid": "segids",
+          "element": "elements", "mass": "masses"}
 TEXT = ("name", "resname", "segid", "element")
 _ENTRY_KEY = "labels"
 
@@ -27,7 +28,7 @@ def atom_labels(topology: str) -> tuple[int, dict[str, np.ndarray]]:
     key = selection_cache.entry_key(str(topology), {}) if parsed_cache.enabled() else None
     entry = selection_cache.load(key) if key is not None else None
     kept = entry.get(_ENTRY_KEY) if entry is not None else None
-    if kept is not None:
+    if isinstance(kept, dict) and "resindex" in (kept.get("values") or {}):   # (one without it predates that label)
         try:
             return int(kept["n_atoms"]), {k: _decoded(k, v) for k, v in kept["values"].items() if k in LABELS}
         except (KeyError, TypeError, ValueError) as exc:   # a damaged record: read the topology again
