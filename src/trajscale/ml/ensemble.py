@@ -22,8 +22,9 @@ copy's members described anew on it, from one HDF5 open per file).
 Members differ in their atom counts (mdCATH's domains do), so a batch is packed as PyTorch Geometric
 batches its graphs: the atoms of every sample one after another (``position``: (sum of atoms, 3)),
 ``n_atoms`` per sample to split them, and per sample its ``trajectory`` (the member's number in
-``names``), ``name`` (the member's name), ``frame``, ``time`` and the member's labels (``temperature``, ``replica``, ...: numbers as arrays,
-others as lists). Members of one atom count make ``position.reshape(B, N, 3)`` a dense batch.
+``names``), ``name`` (the member's name), ``frame``, ``time`` and the member's labels (``temperature``,
+``replica``, ...: numbers as arrays, others as lists). Members of one atom count make
+``position.reshape(B, N, 3)`` a dense batch.
 """
 
 from __future__ import annotations

@@ -27,9 +27,6 @@ from collections.abc import Callable
 from ..errors import ConfigError
 from .lagged import CHUNK_ROWS, frame_chunks, lagged_chunks
 
-#: deeptime's estimators that learn from time-lagged pairs (each needs a lag time).
-LAGGED = ("TICA", "VAMP", "KoopmanWeightingEstimator")
-
 
 def stream_fit(estimator, features, *, lagtime: int | None = None, rows: int = CHUNK_ROWS,
                transform: Callable | None = None):
@@ -41,12 +38,13 @@ def stream_fit(estimator, features, *, lagtime: int | None = None, rows: int = C
     estimator
         A deeptime estimator with ``partial_fit``: ``TICA``, ``VAMP``, ``Covariance``,
         ``KoopmanWeightingEstimator`` (fed ``(X, Y)`` pairs ``lagtime`` frames apart), ``MiniBatchKMeans`` or a
-        ``Covariance`` without a lag time (fed frames).
+        ``Covariance`` of instantaneous moments only (fed frames).
     features
         Per-trajectory features (:func:`~trajscale.ml.lagged.trajectories`: arrays, an ensemble's per-frame
         result, a :class:`~trajscale.ml.lagged.FeatureStream`).
     lagtime
-        Frames between the two halves of a pair; default: the estimator's own ``lagtime``.
+        Frames between the two halves of a pair; default: the estimator's own ``lagtime`` (set to this one
+        where it has none, so that its model records it).
     rows
         Pairs (or frames) per ``partial_fit`` call.
     transform
@@ -63,9 +61,13 @@ def stream_fit(estimator, features, *, lagtime: int | None = None, rows: int = C
     own = getattr(estimator, "lagtime", None)
     if lagtime is not None and own is not None and int(own) != int(lagtime):
         raise ConfigError(f"lagtime={lagtime} but the {type(estimator).__name__} was made with lagtime={own}")
-    lag = lagtime if lagtime is not None else own
-    if lag is None and type(estimator).__name__ in LAGGED:
+    # a Covariance says whether it computes lagged moments; TICA, VAMP and Koopman weights always do
+    lagged = getattr(estimator, "is_lagged", hasattr(estimator, "lagtime"))
+    lag = (lagtime if lagtime is not None else own) if lagged else None
+    if lagged and lag is None:
         raise ConfigError(f"a {type(estimator).__name__} learns from time-lagged pairs: give it a lagtime")
+    if lagged and own is None:
+        estimator.lagtime = int(lag)
     if lag is not None:
         for x, y in lagged_chunks(features, lag, rows):
             if transform is not None:
@@ -77,4 +79,4 @@ def stream_fit(estimator, features, *, lagtime: int | None = None, rows: int = C
     return estimator
 
 
-__all__ = ["LAGGED", "stream_fit"]
+__all__ = ["stream_fit"]
