@@ -14,6 +14,7 @@ import pytest
 from MDAnalysisTests import datafiles as D
 
 from trajscale.ensemble import Ensemble, Member
+from trajscale.errors import ConfigError
 from trajscale.ml.lagged_dataset import LaggedEnsembleDataset
 from trajscale.testing.mdcath import from_universe
 
@@ -90,6 +91,11 @@ def test_every_pair_equals_its_frames(files):
                                np.where(np.array(batch["name"]) == "ca", LAG, LAG * 1000.0))
     assert batch["domain"] == [n.split("/")[0] for n in batch["name"]]
     assert batch["temperature"] == [None if n == "ca" else int(n.split("/")[1]) for n in batch["name"]]
+    x, y = ds.pairs(np.arange(len(ds) - 6, len(ds)))   # the XTC member's pairs, as deeptime's (X, Y)
+    np.testing.assert_allclose(x, np.array([w[2] for w in want[-6:]]).reshape(6, -1), atol=1e-3)
+    np.testing.assert_allclose(y, np.array([w[3] for w in want[-6:]]).reshape(6, -1), atol=1e-3)
+    with pytest.raises(ConfigError, match="atoms"):
+        ds.pairs()
 
 
 def test_a_block_of_pairs_is_one_run_of_frames(files):

@@ -12,7 +12,8 @@ as a few contiguous runs of frames.
 * :class:`LaggedEnsembleDataset` serves coordinates of an ensemble's members, read through
   :class:`~trajscale.ml.ensemble.EnsembleDataset` (local or behind a URL, ``cache_dir=`` for a node-local
   copy): each run of ``t`` and the run ``τ`` frames later are read as one run where they overlap. ``x`` and
-  ``y`` hold the atoms of every sample one after another ((sum of atoms, 3), ``n_atoms`` per sample).
+  ``y`` hold the atoms of every sample one after another ((sum of atoms, 3), ``n_atoms`` per sample);
+  :meth:`~LaggedEnsembleDataset.pairs` gives them as deeptime's ``(X, Y)`` arrays.
 
 Each sample also carries its ``trajectory`` (the member's number in ``names``), ``name``, ``frame`` (``t``:
 the frame in the member, or for features the row in its trajectory's array),
@@ -153,6 +154,24 @@ class LaggedEnsembleDataset(EnsembleDataset):
         if scalar:
             return {k: (v if k in ("x", "y", "z") else v[0]) for k, v in out.items()}
         return out
+
+    def pairs(self, index=None) -> tuple[np.ndarray, np.ndarray]:
+        """The pairs ``index`` (default: all) as deeptime's ``(X, Y)``: (pairs, atoms x 3) float32 arrays of
+        the members' coordinates (or the field asked for), for members of one atom count (``TICA(lagtime=τ)
+        .fit((X, Y))``). Memory: every pair twice; iterate over blocks of ``index`` to keep less.
+
+        Raises
+        ------
+        ConfigError
+            The pairs' members have different atom counts (their coordinates are no one feature space).
+        """
+        batch = self.read(np.arange(self.n_pairs) if index is None else np.atleast_1d(index))
+        counts = np.unique(batch["n_atoms"])
+        if len(counts) > 1:
+            raise ConfigError(f"the pairs' members have {', '.join(map(str, counts))} atoms: (X, Y) arrays take "
+                              "members of one atom count")
+        n = len(batch["n_atoms"])
+        return batch["x"].reshape(n, -1), batch["y"].reshape(n, -1)
 
     def __getitems__(self, indices: Sequence[int]) -> list[dict]:
         """torch's batched fetch: one packed read, handed out per sample."""
