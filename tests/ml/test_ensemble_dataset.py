@@ -95,6 +95,8 @@ def test_labels_frames_and_times(files):
     assert batch["domain"][:10] == ["1aaaA00"] * 9 + ["1aaaA00"] and batch["domain"][-1] == "3cccC00"
     np.testing.assert_array_equal(batch["frame"][:9], np.arange(9))
     np.testing.assert_array_equal(batch["time"][:9], (np.arange(9) + 1) * 1000.0)
+    assert batch["name"] == [ds.names[m] for m in batch["trajectory"]]   # each sample names its member
+    assert batch["name"][9:15] == ["1aaaA00/348/1"] * 6
 
 
 def test_forces_and_atomic_numbers_of_mdcath(files):

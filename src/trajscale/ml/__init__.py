@@ -6,6 +6,9 @@ as map-style datasets that read whole batches in a few contiguous reads, with
 :class:`BlockBatchSampler` shuffling by blocks; :class:`EnsembleDataset` serves the
 frames of many trajectories (an ensemble: H5MD files, mdCATH members, ...) the same way;
 :class:`NodeCache` keeps a node-local copy shared by a node's workers; :mod:`.trace` records the I/O.
+Time-lagged pairs that never span two trajectories (:mod:`.lagged`), as PyTorch datasets
+(:class:`LaggedDataset`, :class:`LaggedEnsembleDataset`), feed deeptime's estimators chunk by chunk
+(:func:`stream_fit`).
 torch is needed only by :func:`make_loader` (imported there). Names are
 imported on first use (:mod:`trajscale._lazy`).
 """
@@ -14,12 +17,16 @@ from __future__ import annotations
 
 from .._lazy import attach
 
-__all__ = ["BlockBatchSampler", "EnsembleDataset", "FrameDataset", "H5Dataset", "LoopTimer", "NodeCache",
-           "PackSummary", "load_report", "make_loader", "pack", "plan_pack", "summary", "write_loader_trace"]
+__all__ = ["BlockBatchSampler", "EnsembleDataset", "FeatureStream", "FrameDataset", "H5Dataset", "LaggedDataset",
+           "LaggedEnsembleDataset", "LoopTimer", "NodeCache", "PackSummary", "lagged_chunks", "lagged_pairs",
+           "load_report", "make_loader", "pack", "plan_pack", "stream_fit", "stream_transform", "summary",
+           "write_loader_trace"]
 
 __getattr__, __dir__ = attach(__name__, {
     "NodeCache": ".cache", "EnsembleDataset": ".ensemble", "FrameDataset": ".dataset", "H5Dataset": ".dataset",
-    "make_loader": ".dataset",
+    "make_loader": ".dataset", "FeatureStream": ".lagged", "lagged_chunks": ".lagged", "lagged_pairs": ".lagged",
+    "stream_transform": ".lagged", "LaggedDataset": ".lagged_dataset", "LaggedEnsembleDataset": ".lagged_dataset",
+    "stream_fit": ".streaming",
     "PackSummary": ".pack", "pack": ".pack", "plan_pack": ".pack", "BlockBatchSampler": ".sampler",
     "LoopTimer": ".trace", "load_report": ".trace", "summary": ".trace", "write_loader_trace": ".trace",
-}, submodules=("cache", "dataset", "ensemble", "sampler", "trace"))
+}, submodules=("cache", "dataset", "ensemble", "lagged", "lagged_dataset", "sampler", "streaming", "trace"))

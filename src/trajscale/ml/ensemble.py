@@ -21,9 +21,10 @@ copy's members described anew on it, from one HDF5 open per file).
 
 Members differ in their atom counts (mdCATH's domains do), so a batch is packed as PyTorch Geometric
 batches its graphs: the atoms of every sample one after another (``position``: (sum of atoms, 3)),
-``n_atoms`` per sample to split them, and per sample its ``trajectory`` (the member's number),
-``frame``, ``time`` and the member's labels (``temperature``, ``replica``, ...: numbers as arrays,
-others as lists). Members of one atom count make ``position.reshape(B, N, 3)`` a dense batch.
+``n_atoms`` per sample to split them, and per sample its ``trajectory`` (the member's number in
+``names``), ``name`` (the member's name), ``frame``, ``time`` and the member's labels (``temperature``,
+``replica``, ...: numbers as arrays, others as lists). Members of one atom count make
+``position.reshape(B, N, 3)`` a dense batch.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ..errors import ConfigError, InputFileError, StoreError
 from ..sources.locations import is_local
 from ..sources.opened import OpenSources
 from .dataset import _as_index, _batch_buffer, _BatchReads, _default_cache_dir, runs
+from .lagged import part_breaks
 from .trace import IOStats
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,8 @@ class _Member:
     labels: dict
     #: where a member of a file of several lies (its Source's ``member_layout``: parsed once, not at each open)
     layout: object = None
+    #: frames where a part begins that does not follow the one before it (:func:`~trajscale.ml.lagged.part_breaks`)
+    breaks: tuple[int, ...] = ()
 
 
 def _members_of(trajectories, storage_options: dict | None) -> list:
@@ -109,8 +113,9 @@ def _describe(member, storage_options: dict | None, fields: tuple[str, ...], num
                                                    "(atomic_numbers=True reads mdCATH's z)")
                 numbers[src.path] = read()
             config = src.get_config()
+            breaks = part_breaks(src)
             layout = type(src).member_layout(config)   # (a member of a file of several: where its data lie)
-            return _Member(member.name, config, src.n_frames, src.n_atoms, dict(member.labels), layout)
+            return _Member(member.name, config, src.n_frames, src.n_atoms, dict(member.labels), layout, breaks)
 
 
 def _label_columns(members: Sequence[_Member]) -> dict[str, object]:
@@ -284,6 +289,7 @@ class EnsembleDataset(_BatchReads):
             out["z"] = np.concatenate([self._z[m] for m in member.tolist()]) if len(member) else np.empty(0, np.int64)
         out["n_atoms"] = n_atoms
         out["trajectory"] = member.astype(np.int64)
+        out["name"] = [self.names[m] for m in member.tolist()]
         out["frame"] = uniq - self.starts[member]
         for key, col in self.labels.items():
             out[key] = col[member] if isinstance(col, np.ndarray) else [col[m] for m in member.tolist()]

@@ -1,0 +1,349 @@
+"""Time-lagged pairs ``(x_t, x_{t+τ})`` of per-trajectory features, for TICA, VAMP and VAMPnets.
+
+TICA and VAMP estimate covariances of frames τ apart, and a VAMPnet trains on such pairs: a pair that
+joins the end of one trajectory to the start of the next, or two parts of a trajectory with a gap
+between them, is a transition that never happened. Here a pair never spans
+
+* two trajectories: each trajectory's pairs are made from its own frames;
+* two frames that do not follow each other: where a trajectory's time step differs from its usual one
+  (the median of its steps; parts joined with a gap or an overlap between them, frames missing), it is cut
+  into pieces, and pairs are made within each piece (:func:`piece_bounds`);
+* a refused member: it has no frames here (an ensemble's refused members are left out, not joined).
+
+Features come, one trajectory after another (:func:`trajectories`), as
+
+* a sequence or iterator of 2-D arrays ``(frames, features)``, deeptime's own input (no times: each
+  array is one piece);
+* an ensemble's per-frame result (``ts.run(analysis, ensemble)``): each finished member's values as
+  ``(frames, features)``, with its name, labels and times, read one member at a time (from the results
+  folder when the run was given one, ``results=``);
+* a :class:`FeatureStream`: an analysis run over an ensemble a few members at a time, so that only those
+  members' features are in memory; every pass over it computes them again (a run with ``results=``
+  computes them once and is then read back one member at a time).
+
+:func:`lagged_pairs` gives deeptime's ``(X, Y)`` arrays in memory; :func:`lagged_chunks` and
+:func:`frame_chunks` give them in chunks of a bounded number of rows, which :mod:`trajscale.ml.streaming`
+feeds to deeptime's ``partial_fit``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ConfigError, InputFileError
+
+#: Rows per chunk (pairs, or frames) unless told otherwise: a few MB for a few hundred features.
+CHUNK_ROWS = 16384
+
+
+@dataclass(frozen=True)
+class FeatureTrajectory:
+    """One trajectory's features: ``values`` (frames, features), its ``name`` and ``labels`` and, where
+    known, each frame's ``times`` (ps; None: the frames follow each other)."""
+
+    name: str
+    values: np.ndarray
+    labels: Mapping[str, object] = field(default_factory=dict)
+    times: np.ndarray | None = None
+
+    def pieces(self) -> np.ndarray:
+        """Bounds ``[0, ..., frames]`` of the runs of frames that follow each other (:func:`piece_bounds`)."""
+        n = len(self.values)
+        return piece_bounds(self.times) if self.times is not None else np.array([0, n], np.int64)
+
+
+def piece_bounds(times: np.ndarray) -> np.ndarray:
+    """Bounds ``[0, b1, ..., n]`` of the runs of frames whose time steps are the trajectory's step.
+
+    The step is the median of the positive steps between frames; a step that differs from it by more than
+    its 1e-3 (and the float32 rounding of the times) starts a new run. Times that never increase (a format
+    that stores none) are one run.
+    """
+    t = np.asarray(times, np.float64)
+    n = len(t)
+    if n < 2:
+        return np.array([0, n], np.int64)
+    dt = np.diff(t)
+    positive = dt[dt > 0]
+    if positive.size == 0:
+        return np.array([0, n], np.int64)
+    cuts = np.flatnonzero(_off_step(dt, float(np.median(positive)), t)) + 1
+    return np.concatenate([[0], cuts, [n]]).astype(np.int64)
+
+
+def _off_step(dt: np.ndarray, step: float, times: np.ndarray) -> np.ndarray:
+    """Whether each time step ``dt`` differs from ``step`` by more than rounding (float32 times included)."""
+    tol = 1e-3 * abs(step) + 4 * np.finfo(np.float32).eps * float(np.abs(times).max())
+    return np.abs(dt - step) > tol
+
+
+def part_breaks(source) -> tuple[int, ...]:
+    """Frames of ``source`` where a part begins that does not follow the part before it in time.
+
+    Only the frames around each join are read (one atom each): a join follows when its time step equals
+    the step just before it (or, for a one-frame part before it, just after it); a join where neither can be
+    seen is a break.
+    """
+    n, cuts = source.n_frames, []
+    one = np.array([0], np.int64)
+    for p in source.part_starts:
+        if not 0 < p < n:
+            continue
+        a, b = max(0, p - 2), min(n, p + 2)
+        t = np.asarray(source.read(a, b, one).time, np.float64)
+        k = p - a   # the join's position in t: t[k - 1] -> t[k]
+        if k >= 2:
+            step = t[k - 1] - t[k - 2]
+        elif len(t) > k + 1:
+            step = t[k + 1] - t[k]
+        else:
+            cuts.append(p)
+            continue
+        if step <= 0 or _off_step(np.array([t[k] - t[k - 1]]), step, t)[0]:
+            cuts.append(p)
+    return tuple(cuts)
+
+
+# -- one trajectory after another -------------------------------------------------------------------------------
+def feature_values(result) -> np.ndarray:
+    """A per-frame result's values as ``(frames, features)``: each frame's array flattened in its own order
+    (φ/ψ as sin/cos: residue after residue, ``sin φ, cos φ, sin ψ, cos ψ``).
+
+    Raises
+    ------
+    ConfigError
+        The result is not per frame, or holds several per-frame arrays (none of them named its values).
+    """
+    frames = getattr(result, "frames", None)
+    if frames is None:
+        raise ConfigError(f"a {type(result).__name__} has no frames: time-lagged pairs need a per-frame analysis")
+    n = len(frames)
+    values = getattr(result, "values", None)
+    if not isinstance(values, np.ndarray) and dataclasses.is_dataclass(result):
+        arrays = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)
+                  if f.name not in ("frames", "times", "report")}
+        arrays = {k: v for k, v in arrays.items() if isinstance(v, np.ndarray) and v.ndim and len(v) == n}
+        if len(arrays) != 1:
+            raise ConfigError(f"a {type(result).__name__} holds {', '.join(arrays) or 'no'} per-frame arrays: "
+                              "give the features as arrays, one (frames, features) array per trajectory")
+        values = next(iter(arrays.values()))
+    return np.asarray(values).reshape(n, -1)
+
+
+def trajectories(features) -> Iterator[FeatureTrajectory]:
+    """The trajectories of ``features`` one at a time (the module's docstring lists what it may be), each
+    checked to have as many features as the first.
+
+    Raises
+    ------
+    ConfigError
+        An array that is not 2-D, or trajectories with different feature counts (members of different
+        residue counts give different φ/ψ counts: one kind of system per estimator).
+    """
+    width = None
+    for traj in _trajectories(features):
+        if traj.values.ndim != 2:
+            raise ConfigError(f"trajectory {traj.name}: features are (frames, features); got shape "
+                              f"{traj.values.shape}")
+        if width is None:
+            width = traj.values.shape[1]
+        elif traj.values.shape[1] != width:
+            raise ConfigError(f"trajectory {traj.name} has {traj.values.shape[1]} features and the first had "
+                              f"{width}: an estimator takes one feature space (members of one residue count)")
+        yield traj
+
+
+def _trajectories(features) -> Iterator[FeatureTrajectory]:
+    if isinstance(features, FeatureStream):
+        yield from features.trajectories()
+    elif isinstance(features, np.ndarray):
+        yield FeatureTrajectory("0", features)
+    elif hasattr(features, "items") and hasattr(features, "analysis"):   # an ensemble's result, read in turn
+        for member, result in features.items():
+            yield FeatureTrajectory(member.name, feature_values(result), dict(member.labels),
+                                    np.asarray(result.times, np.float64))
+    elif hasattr(features, "arrays"):
+        names = getattr(features, "names", None)
+        for i, x in enumerate(features.arrays()):
+            yield FeatureTrajectory(names[i] if names else str(i), np.asarray(x))
+    else:
+        for i, x in enumerate(features):
+            if isinstance(x, FeatureTrajectory):
+                yield x
+            elif hasattr(x, "frames"):   # one trajectory's own result
+                yield FeatureTrajectory(str(i), feature_values(x), {}, np.asarray(x.times, np.float64))
+            else:
+                yield FeatureTrajectory(str(i), np.asarray(x))
+
+
+def feature_arrays(features) -> Iterator[np.ndarray]:
+    """Each trajectory's ``(frames, features)`` array, one at a time."""
+    for traj in trajectories(features):
+        yield traj.values
+
+
+def pairs_of(traj: FeatureTrajectory, lagtime: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``t`` and ``t + lagtime`` of every pair within a piece of ``traj`` (frame numbers, in order)."""
+    bounds = traj.pieces()
+    a, b = bounds[:-1], bounds[1:] - lagtime
+    keep = b > a
+    counts = (b - a)[keep]
+    first = np.repeat(a[keep] - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(int(counts.sum()))
+    return first.astype(np.int64), (first + lagtime).astype(np.int64)
+
+
+def _lag(lagtime) -> int:
+    if int(lagtime) != lagtime or int(lagtime) < 1:
+        raise ConfigError(f"lagtime is a whole number of frames >= 1 (got {lagtime})")
+    return int(lagtime)
+
+
+def lagged_pairs(features, lagtime: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair ``(x_t, x_{t+lagtime})`` of ``features`` as deeptime's ``(X, Y)``: two (pairs, features)
+    arrays, row ``i`` of ``Y`` the frame ``lagtime`` after row ``i`` of ``X`` in the same trajectory and piece.
+
+    For a fit in memory: ``TICA(lagtime=τ).fit((X, Y))``. Memory: every pair twice; :func:`lagged_chunks`
+    (or :func:`~trajscale.ml.streaming.stream_fit`) keeps a chunk.
+    """
+    lag = _lag(lagtime)
+    xs, ys = [], []
+    for traj in trajectories(features):
+        t, u = pairs_of(traj, lag)
+        xs.append(traj.values[t])
+        ys.append(traj.values[u])
+    if not xs:
+        raise ConfigError("no trajectory to make pairs of")
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def _rebatched(parts: Iterable[tuple[np.ndarray, ...]], rows: int) -> Iterator[tuple[np.ndarray, ...]]:
+    """Row blocks of ``parts`` (tuples of arrays with equal row counts) regrouped in tuples of ``rows`` rows
+    (the last one shorter): memory is one block and what is held back."""
+    if int(rows) < 1:
+        raise ConfigError(f"chunk rows must be >= 1 (got {rows})")
+    held: list[tuple[np.ndarray, ...]] = []
+    n_held = 0
+    for part in parts:
+        held.append(part)
+        n_held += len(part[0])
+        while n_held >= rows:
+            joined = tuple(np.concatenate(col) for col in zip(*held, strict=True)) if len(held) > 1 else held[0]
+            yield tuple(c[:rows] for c in joined)
+            rest = tuple(c[rows:] for c in joined)
+            n_held -= rows
+            held = [rest] if n_held else []
+    if n_held:
+        yield tuple(np.concatenate(col) for col in zip(*held, strict=True)) if len(held) > 1 else held[0]
+
+
+def lagged_chunks(features, lagtime: int, rows: int = CHUNK_ROWS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The pairs of :func:`lagged_pairs` in ``(X, Y)`` chunks of ``rows`` pairs (the last one shorter), in
+    the same order: a chunk may hold pairs of several trajectories, and no pair spans two of them.
+    Memory: one trajectory's features and a chunk."""
+    lag = _lag(lagtime)
+
+    def per_trajectory():
+        for traj in trajectories(features):
+            t, u = pairs_of(traj, lag)
+            if len(t):
+                yield traj.values[t], traj.values[u]
+
+    yield from _rebatched(per_trajectory(), rows)
+
+
+def frame_chunks(features, rows: int = CHUNK_ROWS) -> Iterator[np.ndarray]:
+    """Every frame of ``features``, trajectory after trajectory, in chunks of ``rows`` frames (for
+    estimators of single frames: k-means, instantaneous covariances)."""
+    for (x,) in _rebatched(((t.values,) for t in trajectories(features) if len(t.values)), rows):
+        yield x
+
+
+class FeatureStream:
+    """An analysis's per-frame features over an ensemble, computed a few members at a time.
+
+    Iterating gives each finished member's ``(frames, features)`` array in the ensemble's order
+    (:meth:`trajectories` with names, labels and times); every pass runs the analysis again, on
+    ``members_per_run`` members at a time, so memory holds those members' features only. Members a pass
+    refuses are left out and listed in :attr:`refused` (member, reason).
+
+    Parameters
+    ----------
+    analysis
+        A per-frame analysis (``ts.Ramachandran(select="protein", sincos=True)``, ``ts.Distances(...)``).
+    ensemble
+        An :class:`~trajscale.ensemble.Ensemble`, a catalog or a glob (``"mdcath_dataset_*.h5"``).
+    members_per_run
+        Members run together (on the run's executor, balanced as any ensemble).
+    storage_options
+        For members behind URLs.
+    **run_options
+        What ``trajscale.run`` takes for an ensemble (``executor=``, ``n_workers=``, ``step=``, ...).
+    """
+
+    def __init__(self, analysis, ensemble, *, members_per_run: int = 32, storage_options: dict | None = None,
+                 **run_options) -> None:
+        from ..ensemble import Ensemble
+
+        if int(members_per_run) < 1:
+            raise ConfigError(f"members_per_run must be >= 1 (got {members_per_run})")
+        if "results" in run_options:
+            raise ConfigError("a FeatureStream keeps no results folder: run ts.run(analysis, ensemble, "
+                              "results=...) once and pass its result instead")
+        self.analysis = analysis
+        self.ensemble = Ensemble.of(ensemble, storage_options)
+        self.members_per_run = int(members_per_run)
+        self.storage_options = storage_options
+        self.run_options = run_options
+        #: the members the last pass refused: ``Refusal`` records (``member``, ``reason``)
+        self.refused: list = []
+
+    def __len__(self) -> int:
+        """Members in the ensemble (refused ones included)."""
+        return len(self.ensemble)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return feature_arrays(self)
+
+    def trajectories(self) -> Iterator[FeatureTrajectory]:
+        """Each finished member's features, one run of ``members_per_run`` members at a time."""
+        from ..ensemble import Ensemble
+        from ..ensemble.prepare import Refusal
+        from ..ensemble.run import run_ensemble
+
+        self.refused = []
+        members = self.ensemble.members
+        for a in range(0, len(members), self.members_per_run):
+            part = Ensemble(members[a:a + self.members_per_run], origin=self.ensemble.origin,
+                            storage_options=self.ensemble.storage_options)
+            try:
+                result = run_ensemble(self.analysis, part, storage_options=self.storage_options,
+                                      **self.run_options)
+            except InputFileError as exc:   # every member of this run refused: the others go on
+                self.refused += [Refusal(a + i, m, exc.problem) for i, m in enumerate(part)]
+                continue
+            if result is None:   # an MPI rank other than 0
+                continue
+            self.refused += [Refusal(a + r.index, r.member, r.reason) for r in result.refused]
+            for member, r in result.items():
+                yield FeatureTrajectory(member.name, feature_values(r), dict(member.labels),
+                                        np.asarray(r.times, np.float64))
+
+
+def stream_transform(features, *models) -> list[np.ndarray]:
+    """Each trajectory's features through ``models`` in turn (``model.transform``: a TICA projection, then
+    k-means' cluster indices), one trajectory at a time: the list deeptime's count estimators take."""
+    out = []
+    for x in feature_arrays(features):
+        for model in models:
+            x = model.transform(x)
+        out.append(np.asarray(x))
+    return out
+
+
+__all__ = ["CHUNK_ROWS", "FeatureStream", "FeatureTrajectory", "feature_arrays", "feature_values", "frame_chunks",
+           "lagged_chunks", "lagged_pairs", "pairs_of", "part_breaks", "piece_bounds", "stream_transform",
+           "trajectories"]

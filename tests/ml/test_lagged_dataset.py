@@ -1,0 +1,123 @@
+"""LaggedEnsembleDataset over mdCATH-shaped files of two atom counts and a trajectory of two XTC parts with a
+pause between them: every pair equals h5py's (MDAnalysis's) read of frames t and t + τ of one member, no pair
+spans two members or the pause, a batch is read in contiguous runs, and torch's DataLoader serves every pair
+once per epoch in an order fixed by the seed and the epoch."""
+
+from __future__ import annotations
+
+import warnings
+
+import h5py
+import MDAnalysis as mda
+import numpy as np
+import pytest
+from MDAnalysisTests import datafiles as D
+
+from trajscale.ensemble import Ensemble, Member
+from trajscale.errors import ConfigError
+from trajscale.ml.lagged_dataset import LaggedEnsembleDataset
+from trajscale.testing.mdcath import from_universe
+
+warnings.filterwarnings("ignore", module="MDAnalysis")
+
+LAG = 3
+#: domain -> (selection, members, frames per member)
+DOMAINS = {"1aaaA00": ("resid 1-30", (("320", "0"), ("348", "1")), (9, 4)),
+           "2bbbB00": ("resid 31-70", (("379", "2"),), (12,))}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("lagged")
+    u = mda.Universe(D.PSF, D.DCD)
+    mdcath = [from_universe(d / f"mdcath_dataset_{dom}.h5", u, domain=dom, members=keys, n_frames=counts, seed=i,
+                            select=sel)
+              for i, (dom, (sel, keys, counts)) in enumerate(DOMAINS.items())]
+    ca = u.select_atoms("name CA")
+    top = str(d / "ca.pdb")
+    ca.write(top)
+    parts, coords = [], []   # coords: MDAnalysis's read of each part
+    for k, (frames, t0) in enumerate([(range(0, 7), 0.0), (range(7, 12), 100.0)]):   # a pause from 6 to 100 ps
+        parts.append(str(d / f"part{k}.xtc"))
+        with mda.Writer(parts[-1], ca.n_atoms) as w:
+            for j, fr in enumerate(frames):
+                u.trajectory[fr]
+                u.trajectory.ts.time = t0 + j
+                w.write(ca)
+        coords += [ts_.positions.copy() for ts_ in mda.Universe(top, parts[-1]).trajectory]   # as XTC keeps them
+    return mdcath, Member("ca", tuple(parts), top, {"domain": "ca"}), np.array(coords)
+
+
+def reference(files) -> list[tuple[str, np.ndarray]]:
+    """(member name, coords) in the dataset's order."""
+    mdcath, _, xtc = files
+    out = []
+    for path in mdcath:
+        with h5py.File(path, "r") as f:
+            dom = next(iter(f))
+            for t in sorted(k for k in f[dom] if k.isdigit()):
+                for r in sorted(f[dom][t]):
+                    out.append((f"{dom}/{t}/{r}", f[dom][t][r]["coords"][()]))
+    out.append(("ca", xtc))
+    return out
+
+
+def expected_pairs(files) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
+    """(member, t, x_t, x_{t+τ}) of every pair, by hand: within each member, and within each part of the
+    XTC member (its parts do not follow each other)."""
+    out = []
+    for name, x in reference(files):
+        pieces = [(0, 7), (7, 12)] if name == "ca" else [(0, len(x))]
+        out += [(name, t, x[t], x[t + LAG]) for a, b in pieces for t in range(a, b - LAG)]
+    return out
+
+
+def test_every_pair_equals_its_frames(files):
+    mdcath, xtc, _ = files
+    ds = LaggedEnsembleDataset(Ensemble.of([*Ensemble.from_glob(str(mdcath[0]).replace("1aaaA00", "*")), xtc]),
+                               LAG)
+    want = expected_pairs(files)
+    assert ds.names == ("1aaaA00/320/0", "1aaaA00/348/1", "2bbbB00/379/2", "ca")
+    assert len(ds) == len(want) == (9 - 3) + (4 - 3) + (12 - 3) + (7 - 3) + (5 - 3)
+    index = np.r_[np.random.default_rng(0).permutation(len(ds)), [2, 2]]   # unsorted, with repeats
+    batch = ds.read(index)
+    edges = np.r_[0, np.cumsum(batch["n_atoms"])]
+    for i, k in enumerate(index.tolist()):
+        name, t, x, y = want[k]
+        assert (batch["name"][i], ds.names[batch["trajectory"][i]], batch["frame"][i]) == (name, name, t)
+        np.testing.assert_allclose(batch["x"][edges[i]:edges[i + 1]], x, rtol=1e-6, atol=1e-3)
+        np.testing.assert_allclose(batch["y"][edges[i]:edges[i + 1]], y, rtol=1e-6, atol=1e-3)
+    np.testing.assert_allclose(batch["time_lagged"] - batch["time"],
+                               np.where(np.array(batch["name"]) == "ca", LAG, LAG * 1000.0))
+    assert batch["domain"] == [n.split("/")[0] for n in batch["name"]]
+    assert batch["temperature"] == [None if n == "ca" else int(n.split("/")[1]) for n in batch["name"]]
+    x, y = ds.pairs(np.arange(len(ds) - 6, len(ds)))   # the XTC member's pairs, as deeptime's (X, Y)
+    np.testing.assert_allclose(x, np.array([w[2] for w in want[-6:]]).reshape(6, -1), atol=1e-3)
+    np.testing.assert_allclose(y, np.array([w[3] for w in want[-6:]]).reshape(6, -1), atol=1e-3)
+    with pytest.raises(ConfigError, match="atoms"):
+        ds.pairs()
+
+
+def test_a_block_of_pairs_is_one_run_of_frames(files):
+    ds = LaggedEnsembleDataset(files[0], LAG)
+    ds.read(np.arange(0, 6))   # pairs t = 0..5 of one member: frames 0..8, one read
+    assert ds.stats.reads == 1
+    one = ds[7]   # the first pair of the third member
+    assert one["name"] == "2bbbB00/379/2" and one["frame"] == 0 and one["x"].shape == (one["n_atoms"], 3)
+
+
+def test_torch_epochs_are_seeded(files):
+    pytest.importorskip("torch")
+    from trajscale.ml import make_loader
+
+    ds = LaggedEnsembleDataset(files[0], LAG)
+    loader = make_loader(ds, batch_size=4, block=2, seed=5)
+
+    def epoch(e):
+        loader.sampler.set_epoch(e)
+        return [tuple(zip(b["name"], b["frame"].tolist(), strict=True)) for b in loader]
+
+    first = epoch(0)
+    assert sorted(p for b in first for p in b) == sorted(
+        (n, t) for n, t, _, _ in expected_pairs(files) if n != "ca")
+    assert epoch(0) == first and epoch(1) != first
