@@ -301,38 +301,70 @@ def test_no_module_imports_another_packages_private_names():
     assert not bad, "\n".join(bad)
 
 
-#: Where a location may be asked whether it is a URL (``is_url(`` or a ``"://"`` test): the layer of transports,
-#: the one place a location is made, and util (the scheme table's definition, and the input and output checks
-#: every command makes before a location exists). Everywhere else asks the location (``sources.locations.
-#: is_local``, ``locate``) or its store (``ByteStore.local_path``, ``size``, ``validator``).
-URL_BRANCHES_ALLOWED = ("storage/", "sources/locations.py", "util.py")
-#: Files that still branch, each with why: the list only shrinks (a file fixed must leave it).
-URL_BRANCHES_PENDING = {
+#: Every spelling of "is this location local (or a URL)?": the question itself under each of its names, its
+#: scheme, a Location's ``local``, and the class of store a location would open (which says remote or local).
+LOCATION_ASKED = re.compile(r'\bis_url\(|\bis_local\(|\bscheme_of\(|"://"|(?<!threading)\.local\b(?!\()'
+                            r'|\bstore_class\(')
+#: Where a location may be asked: the layer of transports, the location module, and util (the scheme table's
+#: definition, and the input and output checks every command makes before a location exists).
+LOCATION_HOMES = ("storage/", "sources/locations.py", "util.py")
+#: The named policy points above them, each with its policy: what the user is told or refused for a URL.
+LOCATION_POLICY_POINTS = {
+    "cli/options.py": "an output given as a URL is refused (outputs are local files, written atomically)",
+    "cli/inspect.py": "inspecting a URL reports its requests per access pattern and what tells a replacement",
+}
+#: Files that still ask, each with why: the list only shrinks (a file fixed must leave it).
+LOCATION_ASKED_PENDING = {
+    "ensemble/rounds.py": "a member's bytes on disk for the work estimate, and which workers preload a store",
+    "ensemble/prepare.py": "a member behind a URL is prepared with its store's shipped state",
+    "h5md/inspect.py": "an H5MD file behind a URL has no collective open and no size on disk",
+    "sources/segments.py": "a segment index behind a URL names its parts beside it; a part's store is preloaded",
+    "sources/__init__.py": "a worker preloads the store's client for a URL's parts",
+    "run.py": "a run over URLs refuses --follow and reports its requests",
+    "ml/dataset.py": "a packed store behind a URL is read through the node cache",
+    "ml/ensemble.py": "a member behind a URL is fetched into the node cache",
+    "ml/cache.py": "the node cache fetches only objects behind URLs",
 }
 
 
-def _url_branches() -> dict[str, list[str]]:
-    """File (relative to the package) -> its lines that ask whether a location is a URL."""
-    import re
+def location_questions(source: str, rel: str = "<planted>") -> list[str]:
+    """The lines of ``source`` (a module at ``rel`` in the package) that ask whether a location is local, by any
+    of :data:`LOCATION_ASKED`'s spellings (comments not counted)."""
+    if rel.startswith(LOCATION_HOMES):
+        return []
+    return [f"{rel}:{n}: {line.strip()}" for n, line in enumerate(source.splitlines(), 1)
+            if LOCATION_ASKED.search(line.split("#", 1)[0] if '"://"' not in line else line)
+            and not line.lstrip().startswith("#")]
 
-    pattern = re.compile(r'is_url\(|"://"')
-    out = {}
+
+def test_nothing_above_the_byte_layer_asks_whether_a_location_is_local():
+    found: dict[str, list[str]] = {}
     for path in sorted(PKG.rglob("*.py")):
         rel = path.relative_to(PKG).as_posix()
-        hits = [f"{rel}:{n}: {line.strip()}" for n, line in enumerate(path.read_text().splitlines(), 1)
-                if pattern.search(line) and not line.lstrip().startswith("#")]
+        hits = location_questions(path.read_text(), rel)
         if hits:
-            out[rel] = hits
-    return out
-
-
-def test_nothing_above_the_byte_layer_asks_whether_a_location_is_a_url():
-    found = _url_branches()
+            found[rel] = hits
     bad = [line for rel, lines in found.items()
-           if not rel.startswith(URL_BRANCHES_ALLOWED) and rel not in URL_BRANCHES_PENDING for line in lines]
-    assert not bad, "ask the location (sources.locations.is_local) or its store instead:\n" + "\n".join(bad)
-    fixed = sorted(set(URL_BRANCHES_PENDING) - set(found))
-    assert not fixed, f"no longer branch on URLs: take them off URL_BRANCHES_PENDING: {fixed}"
+           if rel not in LOCATION_POLICY_POINTS and rel not in LOCATION_ASKED_PENDING for line in lines]
+    assert not bad, "ask the location's store (its size, identity, state) or a Source's trait instead:\n" + \
+        "\n".join(bad)
+    fixed = sorted((set(LOCATION_ASKED_PENDING) | set(LOCATION_POLICY_POINTS)) - set(found))
+    assert not fixed, f"no longer ask where bytes are: take them off the lists: {fixed}"
+
+
+@pytest.mark.parametrize("planted", [
+    "if is_url(path):", "if not is_local(t):", "remote = scheme_of(path) is not None", 'if "://" in path:',
+    "if Location.of(t).local:", "if where.local and name:", "remote = store_class(path).remote",
+])
+def test_the_location_question_finder_catches_every_spelling(planted):
+    assert location_questions(planted, "engine.py"), planted
+    assert not location_questions(planted, "storage/location.py")   # (its home)
+
+
+def test_the_location_question_finder_passes_other_names():
+    for line in ("_tls = threading.local()", "self.locals = {}", "if src.ships_offsets:", "n = loc.size",
+                 "# is_local( in a comment"):
+        assert not location_questions(line, "engine.py"), line
 
 
 #: A format's Source asked for by its class: what only the format registry and the format's own package may do.
