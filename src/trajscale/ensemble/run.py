@@ -23,9 +23,9 @@ from ..storage import using
 from .analysis import EnsembleAnalysis
 from .catalog import Ensemble
 from .opened import MAX_OPEN
+from .prepare import Refusal, RefusedResult
 from .results import EnsembleResult
 from .rounds import EnsembleRounds
-from .prepare import Refusal, RefusedResult
 from .saved import REFUSED, ResultsFolder
 from .summary import EnsembleFacts
 
