@@ -128,7 +128,7 @@ def test_an_analysis_refuses_a_trajectory_for_itself_alone(replicas, tmp_path):
             np.testing.assert_allclose(rdf[name].rdf, ref.results.rdf, rtol=1e-6)
     table = list(csv.DictReader(open(tmp_path / "out" / "refused.csv")))
     assert sorted((t["name"], t["analysis"]) for t in table) == [(n, "rdf") for n in sorted(adk)]
-    again = ts.run(plan, replicas["catalog"], results=tmp_path / "out", resume=True)
+    again = ts.run(plan, ensemble=replicas["catalog"], results=tmp_path / "out", resume=True)
     assert [set(r.names) for r in again] == [adk | yiip, adk | yiip, yiip]
     assert {x.member.name for x in again[2].refused} == adk and not again[0].refused
     assert np.array_equal(again[0]["adk-1"].rmsd, rmsd["adk-1"].rmsd)

@@ -65,9 +65,9 @@ def test_a_topology_behind_a_url(replicas, uploaded, s3_env):  # noqa: F811
     from trajscale.ensemble import members
 
     s3_env.client().upload_file(PSF, BUCKET, "ensemble/adk.psf")
-    ens = ts.Ensemble.of(f"{uploaded}/adk-*.xtc", topology=f"{uploaded}/adk.psf")
+    ens = ts.Ensemble.from_glob(f"{uploaded}/adk-*.xtc", topology=f"{uploaded}/adk.psf")
     assert {m.topology for m in ens} == {f"{uploaded}/adk.psf"}
-    r = ts.run(ts.RadiusOfGyration(select="name CA"), ensemble=ens)
+    r = ts.run(ts.RadiusOfGyration(select="name CA"), ens)
     local = ts.run(ts.RadiusOfGyration(select="name CA"), replicas["catalog"])
     assert r.names == ("adk-0", "adk-2") and not r.refused
     for name in r.names:
