@@ -30,8 +30,8 @@ if TYPE_CHECKING:   # (a followed run's options, importable from here: see __get
     from .endings import FollowOptions
 
 
-def run(analysis: Analysis | list[Analysis], topology, trajectory=None, *, options: RunOptions | None = None,
-        on_update=None, **keywords):
+def run(analysis: Analysis | list[Analysis], topology=None, trajectory=None, *, ensemble=None,
+        options: RunOptions | None = None, on_update=None, **keywords):
     """Run ``analysis`` over ``trajectory`` on an executor.
 
     Parameters
@@ -47,6 +47,10 @@ def run(analysis: Analysis | list[Analysis], topology, trajectory=None, *, optio
         joined as ``convert`` joins them; an IMD stream, ``imd://HOST:PORT``; or None: ``topology`` is an
         ensemble (an :class:`~trajscale.ensemble.catalog.Ensemble`, a catalog file or a glob), each trajectory
         with its own topology (:func:`trajscale.ensemble.run.run_ensemble`, and its keywords).
+    ensemble
+        Many trajectories, each with its own topology: an :class:`~trajscale.ensemble.catalog.Ensemble`, a
+        catalog file, a glob or a file holding several (mdCATH's), given instead of ``topology`` and
+        ``trajectory`` (``run(analysis, ensemble=ens)``; ``run(analysis, ens)`` is the same run).
     options
         A :class:`~trajscale.runspec.RunOptions` holding the options below; keywords given too replace its fields.
     on_update
@@ -83,6 +87,17 @@ def run(analysis: Analysis | list[Analysis], topology, trajectory=None, *, optio
     The result (``r.rmsd``, ``r.frames``, ...) with ``r.report``, a :class:`~trajscale.report.timing.RunReport`
     (on the root; None on other MPI ranks); a list for a list.
     """
+    if ensemble is not None:
+        if topology is not None or trajectory is not None:
+            from .errors import ConfigError
+
+            raise ConfigError("an ensemble names its trajectories and their topologies: give ensemble= alone, "
+                              "without a topology or trajectory")
+        return _run_ensemble(analysis, ensemble, options, on_update, keywords)
+    if topology is None:
+        from .errors import ConfigError
+
+        raise ConfigError("give a topology and a trajectory, or ensemble= for many trajectories")
     if trajectory is None:   # an ensemble: many trajectories, each with its own topology, in one job
         return _run_ensemble(analysis, topology, options, on_update, keywords)
     opts = RunOptions.from_keywords(options, keywords)

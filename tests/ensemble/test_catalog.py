@@ -59,6 +59,23 @@ def test_glob_with_labels_from_the_path(tmp_path):
     assert Ensemble.of(str(tmp_path / "*" / "rep*.xtc")).names == ens.names
 
 
+def test_a_glob_gives_each_file_the_topology_its_pattern_names(tmp_path):
+    _files(tmp_path, ["runs/a/md.xtc", "runs/b/md.xtc", "sysA/rep0.xtc", "sysB/rep3.xtc"])
+    ens = Ensemble.of(str(tmp_path / "runs" / "*" / "md.xtc"), topology=str(tmp_path / "runs" / "*" / "md.tpr"))
+    assert [m.topology for m in ens] == [str(tmp_path / "runs" / r / "md.tpr") for r in "ab"]
+    ens = Ensemble.of(str(tmp_path / "sys?" / "rep*.xtc"), topology=str(tmp_path / "tops" / "{system}-{replica}.psf"),
+                      labels=r"(?P<system>sys\w)/rep(?P<replica>\d+)")
+    assert [m.topology for m in ens] == [str(tmp_path / "tops" / n) for n in ("sysA-0.psf", "sysB-3.psf")]
+    with pytest.raises(ConfigError, match="wildcard"):
+        Ensemble.of(str(tmp_path / "runs" / "*" / "md.xtc"), topology=str(tmp_path / "*" / "*" / "md.tpr"))
+    with pytest.raises(ConfigError, match="no label"):
+        Ensemble.of(str(tmp_path / "runs" / "*" / "md.xtc"), topology="{system}.tpr")
+    with pytest.raises(ConfigError, match="catalog|glob"):
+        Ensemble.of(str(tmp_path / "c.csv"), topology="md.tpr")
+    one = Ensemble.of(str(tmp_path / "runs" / "a" / "md.xtc"), topology="md.tpr")   # one file: an ensemble of one
+    assert one.names == ("md",) and one["md"].topology == str(tmp_path.cwd() / "md.tpr")
+
+
 @pytest.mark.parametrize("text, match", [
     ("name,topology\na,top.psf\n", "row 1 names no trajectory"),
     ("name,trajectory\na,x.xtc\na,y.xtc\n", "two members are named 'a'"),

@@ -32,3 +32,33 @@ def test_a_glob_over_mdcath_files_runs_each_member(tmp_path, monkeypatch):
         assert np.array_equal(r[m.name].rmsd, alone.rmsd) and len(alone.rmsd) == 12
     table = r.columns()
     assert set(table["temperature"]) == {320, 348} and set(table["domain"]) == {"0abcA00", "1abcA00"}
+
+
+def test_a_damaged_member_is_refused_alone(tmp_path):
+    """A member whose numFrames disagrees with its coords (as one stored version of mdCATH's builder wrote
+    it), and one whose forces have the wrong shape, are refused with their reasons; the others are analysed
+    as the same file's sound members are alone."""
+    import h5py
+    import MDAnalysis as mda
+    from MDAnalysisTests.datafiles import DCD, PSF
+
+    from trajscale.sources.mdcath import universe
+    from trajscale.testing.mdcath import from_universe
+
+    u = mda.Universe(PSF, DCD)
+    path = from_universe(str(tmp_path / "mdcath_dataset_1abcA00.h5"), u, domain="1abcA00", select="resid 1-60",
+                         members=[("320", "0"), ("320", "1"), ("348", "0")], n_frames=6)
+    with h5py.File(path, "r+") as f:
+        f["1abcA00/320/0"].attrs["numFrames"] = 3
+        g = f["1abcA00/348/0"]
+        del g["forces"]
+        g.create_dataset("forces", data=np.zeros((2, 7, 3), np.float32))
+    r = ts.run(ts.RMSD(select="name CA"), str(tmp_path / "mdcath_dataset_*.h5"))
+    reasons = {x.member.name: x.reason for x in r.refused}
+    assert set(reasons) == {"1abcA00/320/0", "1abcA00/348/0"}
+    assert "numFrames says 3 but coords holds 6 frames" in reasons["1abcA00/320/0"]
+    assert "forces has shape (2, 7, 3)" in reasons["1abcA00/348/0"]
+    assert r.names == ("1abcA00/320/1",)
+    assert ts.Ensemble.of(path).names == ("1abcA00/320/0", "1abcA00/320/1", "1abcA00/348/0")   # one file, no glob
+    alone = ts.run(ts.RMSD(select="name CA"), universe(path), f"{path}#320/1")
+    assert np.array_equal(r["1abcA00/320/1"].rmsd, alone.rmsd)

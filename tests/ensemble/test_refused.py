@@ -93,7 +93,8 @@ def test_the_command_exits_8_and_writes_the_refused_table(troubled, tmp_path):
     got = run_cli("run", "rmsd", "--ensemble", str(troubled / "troubled.csv"), "--select", "name CA",
                   "--results", str(tmp_path / "res"), "--out", str(out), "--executor", "serial", cwd=tmp_path)
     assert got.returncode == 8, got.stderr
-    assert "refused: 3 trajectories" in got.stdout
+    assert "refused: 3 trajectories" in got.stderr and "refused:" not in got.stdout   # (refusals are on stderr)
+    assert "frames x 214-564 atoms read" in got.stdout   # (AdK's 214 CA atoms, YiiP's 564)
     assert [t["name"] for t in csv.DictReader(open(tmp_path / "res" / "refused.csv"))] == ["missing", "noise", "nan"]
     import pyarrow.parquet as pq
 
@@ -101,3 +102,53 @@ def test_the_command_exits_8_and_writes_the_refused_table(troubled, tmp_path):
     strict = run_cli("run", "rmsd", "--ensemble", str(troubled / "troubled.csv"), "--select", "name CA",
                      "--results", str(tmp_path / "res2"), "--strict", cwd=tmp_path)
     assert strict.returncode == 2 and "strict" in strict.stderr and "Traceback" not in strict.stderr
+
+
+def test_an_analysis_refuses_a_trajectory_for_itself_alone(replicas, tmp_path):
+    """AdK's replicas have no box: the RDF of a plan refuses them, and their RMSD and Rg are kept (as
+    MDAnalysis computes them); the refused table names the analysis, and a resumed run keeps it so."""
+    from MDAnalysis.analysis.rdf import InterRDF
+    from MDAnalysis.analysis.rms import RMSD
+
+    adk, yiip = {"adk-0", "adk-1", "adk-2"}, {"yiip-0", "yiip-1"}
+    plan = [ts.RMSD(select="name CA"), ts.RadiusOfGyration(select="name CA"),
+            ts.RDF(select1="name CA", select2="name CA", nbins=20, range=(2.0, 12.0))]
+    rmsd, rg, rdf = ts.run(plan, replicas["catalog"], executor="processes", n_workers=2, results=tmp_path / "out")
+    assert set(rmsd.names) == set(rg.names) == adk | yiip and not rmsd.refused and not rg.refused
+    assert set(rdf.names) == yiip
+    assert {x.member.name for x in rdf.refused} == adk
+    assert all(x.analysis == "rdf" and "box" in x.reason for x in rdf.refused)
+    for name in ("adk-1", "yiip-1"):
+        top, xtc, _ = replicas["members"][name]
+        u = universe(top, xtc)
+        ca = u.select_atoms("name CA")
+        np.testing.assert_allclose(rmsd[name].rmsd, RMSD(ca, select="name CA").run().results.rmsd[:, 2], atol=1e-4)
+        np.testing.assert_allclose(rg[name].rgyr, [ca.radius_of_gyration() for _ in u.trajectory], rtol=1e-6)
+        if name in yiip:
+            ref = InterRDF(ca, ca, nbins=20, range=(2.0, 12.0)).run()
+            np.testing.assert_allclose(rdf[name].rdf, ref.results.rdf, rtol=1e-6)
+    table = list(csv.DictReader(open(tmp_path / "out" / "refused.csv")))
+    assert sorted((t["name"], t["analysis"]) for t in table) == [(n, "rdf") for n in sorted(adk)]
+    again = ts.run(plan, ensemble=replicas["catalog"], results=tmp_path / "out", resume=True)
+    assert [set(r.names) for r in again] == [adk | yiip, adk | yiip, yiip]
+    assert {x.member.name for x in again[2].refused} == adk and not again[0].refused
+    assert np.array_equal(again[0]["adk-1"].rmsd, rmsd["adk-1"].rmsd)
+    assert len(list(csv.DictReader(open(tmp_path / "out" / "refused.csv")))) == 3
+
+
+@pytest.mark.cli
+def test_a_glob_with_its_topology_and_quiet_says_the_refusals_in_one_line(troubled, tmp_path):
+    """``--ensemble GLOB --topology FILE``; under ``-q`` a partly refused run prints one line, on stderr."""
+    from MDAnalysisTests.datafiles import PSF
+
+    for name in ("adk-0.xtc", "adk-1.xtc", "noise.xtc"):
+        shutil.copy(troubled / name, tmp_path / name)
+    got = run_cli("-q", "run", "rmsd", "--ensemble", str(tmp_path / "*.xtc"), "--topology", PSF, "--select",
+                  "name CA", "--results", str(tmp_path / "res"), "--executor", "serial", cwd=tmp_path)
+    assert got.returncode == 8, got.stderr
+    assert got.stdout == ""
+    lines = got.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("refused: 1 trajectory;"), got.stderr
+    assert str(tmp_path / "res" / "refused.csv") in lines[0] and "noise" in lines[0]
+    saved = {t["name"] for t in csv.DictReader(open(tmp_path / "res" / "refused.csv"))}
+    assert saved == {"noise"}

@@ -113,3 +113,21 @@ def test_a_glob_over_a_missing_bucket_is_one_line(s3_env):  # noqa: F811 - the i
         ts.Ensemble.from_glob("s3://no-such-bucket/runs/*.xtc", storage_options={"retry_seconds": 2})
     text = str(err.value)
     assert "\n" not in text and text.startswith("s3://no-such-bucket/runs/*.xtc: ") and "no such bucket" in text, text
+
+
+def test_a_topology_behind_a_url(replicas, uploaded, s3_env):  # noqa: F811
+    """The members' one topology is an object: fetched once by the process, the numbers those of the local file."""
+    from MDAnalysisTests.datafiles import PSF
+
+    from trajscale.ensemble import members
+
+    s3_env.client().upload_file(PSF, BUCKET, "ensemble/adk.psf")
+    ens = ts.Ensemble.from_glob(f"{uploaded}/adk-*.xtc", topology=f"{uploaded}/adk.psf")
+    assert {m.topology for m in ens} == {f"{uploaded}/adk.psf"}
+    r = ts.run(ts.RadiusOfGyration(select="name CA"), ens)
+    local = ts.run(ts.RadiusOfGyration(select="name CA"), replicas["catalog"])
+    assert r.names == ("adk-0", "adk-2") and not r.refused
+    for name in r.names:
+        assert np.array_equal(r[name].rgyr, local[name].rgyr)
+    fetched = members._FETCHED[f"{uploaded}/adk.psf"]
+    assert fetched.endswith("adk.psf") and open(fetched, "rb").read() == open(PSF, "rb").read()

@@ -154,12 +154,15 @@ def add_continuous_option(p) -> None:
 
 
 def add_strict_option(p) -> None:
-    """``--strict``: an XTC/TRR whose last frame is cut short, or that is damaged after some whole frames, is
-    refused instead of read up to its last whole frame."""
+    """``--strict``: an XTC/TRR whose last frame is cut short, or whose frames stop after some whole ones, is
+    refused instead of read up to its last whole frame; with ``--ensemble``, the first refused trajectory
+    refuses the run."""
     p.add_argument("--strict", action="store_true",
-                   help="refuse an XTC/TRR whose last frame is cut short (a simulation killed while writing "
-                        "it) or that is damaged after some whole frames; without it the whole frames before "
-                        "are read, with a warning that names the frame and byte")
+                   help="refuse an XTC/TRR whose last frame is cut short (a simulation killed while writing it) "
+                        "or that has no frame where its next frame should start; without it the whole frames "
+                        "before are read, with a warning that names the frame and byte. A frame whose own bytes "
+                        "are damaged is refused either way (status 2; with --ensemble that trajectory alone, "
+                        "status 8). With --ensemble: the first refused trajectory refuses the run (status 2)")
 
 
 def add_executor_options(p, among: list[str] | None = None) -> None:

@@ -5,15 +5,19 @@ The catalog (CSV, TOML, Parquet, or a glob) names the trajectories and their top
 takes no TOPOLOGY or TRAJECTORY.  Each trajectory's results are saved in ``--results FOLDER`` as it
 finishes (default: ``CATALOG-results`` beside the current folder's files), with the refused table
 (``refused.csv``); ``--out`` writes an analysis's results over the ensemble: a per-frame analysis's long
-table (``.parquet``, ``.csv``), another's arrays (``.nc``).  Exit status: 0 when every trajectory was
-analysed, :data:`~trajscale.ensemble.run.EXIT_SOME_REFUSED` (8) when some were refused and the others
-analysed; ``--strict`` refuses the run at the first refused trajectory (status 2).
+table (``.parquet``, ``.csv``), another's arrays (``.nc``).  A glob (or one file) takes ``--topology`` and
+``--labels`` as :meth:`~trajscale.ensemble.catalog.Ensemble.from_glob` takes them.  Exit status: 0 when every
+trajectory was analysed, :data:`~trajscale.ensemble.run.EXIT_SOME_REFUSED` (8) when some were refused and the
+others analysed (one line on stderr says so, under ``-q`` too), 2 when every one was refused; ``--strict``
+refuses the run at the first refused trajectory (status 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import sys
 
 from ..errors import ConfigError
 from .checks import positive_int
@@ -28,8 +32,15 @@ def add_options(p) -> None:
                                           "(docs/ensembles.md); TOPOLOGY and TRAJECTORY are then not given")
     g.add_argument("--ensemble", default=None, metavar="CATALOG",
                    help="run over every trajectory a catalog lists (CSV, TOML or Parquet: columns trajectory, "
-                        "topology, name and labels; a path or URL) or a glob matches (runs/*/md.xtc, "
-                        "s3://bucket/prefix/*.h5)")
+                        "topology, name and labels; a path or URL), a glob matches (runs/*/md.xtc with "
+                        "--topology md.tpr, s3://bucket/prefix/*.h5) or one file holds (an mdCATH file)")
+    g.add_argument("--topology", dest="ensemble_topology", default=None, metavar="FILE",
+                   help="with --ensemble GLOB (or one file): the topology of every trajectory it matches "
+                        "(md.tpr, or a URL); a pattern with the glob's wildcards (runs/*/md.tpr for runs/*/md.xtc) "
+                        "or {label} fields (--labels) gives each trajectory its own")
+    g.add_argument("--labels", dest="ensemble_labels", default=None, metavar="REGEX",
+                   help="with --ensemble GLOB: a regular expression searched in each matched path; its named "
+                        "groups are the trajectory's labels (runs/(?P<system>[^/]+)/rep(?P<replica>\\d+))")
     g.add_argument("--results", default=None, metavar="FOLDER",
                    help="with --ensemble: where each trajectory's results are saved as it finishes, with the "
                         "refused table refused.csv (default: CATALOG-results in the current folder)")
@@ -128,6 +139,7 @@ def run_options(args):
 
 def main(args, planned) -> int:
     """Run the planned analyses over the ensemble, write their outputs, the report and the refused table."""
+    from ..ensemble.catalog import Ensemble
     from ..ensemble.run import EXIT_SOME_REFUSED
     from ..ensemble.saved import REFUSED
     from ..run import run
@@ -135,12 +147,15 @@ def main(args, planned) -> int:
 
     given = [x for x in (args.topology, *args.trajectories) if x is not None]
     if given:
-        raise ConfigError(f"--ensemble {args.ensemble} names the trajectories and their topologies: give no "
-                          f"TOPOLOGY or TRAJECTORY (here: {' '.join(given)})")
+        raise ConfigError(f"--ensemble {args.ensemble} names the trajectories: give no TOPOLOGY or TRAJECTORY "
+                          f"(here: {' '.join(given)}); a glob's topology is --topology FILE")
     output_extensions(planned)
     folder = results_folder(args)
     check_outputs(*(p.out for p in planned), args.report, overwrite=args.overwrite)
-    results = run([p.analysis for p in planned], args.ensemble, options=run_options(args), results=folder,
+    options = run_options(args)
+    ensemble = Ensemble.of(args.ensemble, options.storage_options, topology=args.ensemble_topology,
+                           labels=args.ensemble_labels)
+    results = run([p.analysis for p in planned], ensemble=ensemble, options=options, results=folder,
                   resume=args.resume, overwrite=args.overwrite, strict=args.strict, max_open=args.max_open,
                   round_size=args.round_size)
     if results is None:   # an MPI rank other than 0
@@ -155,18 +170,48 @@ def main(args, planned) -> int:
     if first.report is not None:
         from ..report.summary import run_summary
 
-        print(run_summary(first.report, outs, args.report))
+        print(_atoms_per_trajectory(run_summary(first.report, outs, args.report), first.trajectories.atoms))
     else:
         print(f"nothing left to run: every trajectory's results were saved in {folder} before")
     for line in first.trajectories.lines():
         print(line)
     print(f"results of each trajectory: {folder}")
-    if first.refused:
-        print(f"refused: {len(first.refused)} trajector{'y' if len(first.refused) == 1 else 'ies'} "
-              f"(each with its reason in {os.path.join(folder, REFUSED)}); first: {first.refused[0].member.name}: "
-              f"{first.refused[0].reason}")
+    line = refused_line(results, os.path.join(folder, REFUSED))
+    if line:   # (on stderr, as errors are: -q keeps it)
+        print(line, file=sys.stderr, flush=True)
         return EXIT_SOME_REFUSED
     return 0
+
+
+def refused_line(results, table: str) -> str:
+    """One line on the trajectories the run refused (by every analysis, or by some of them), where their
+    reasons are listed, and the first; empty when none was refused."""
+    refusals = list({(r.index, r.position): r for res in results for r in res.refused}.values())
+    if not refusals:
+        return ""
+    refusals.sort(key=lambda r: (r.index, -1 if r.position is None else r.position))
+    whole = {r.index for r in refusals if r.position is None}
+    partly: dict[str, set[int]] = {}
+    for r in refusals:
+        if r.position is not None and r.index not in whole:
+            partly.setdefault(r.analysis, set()).add(r.index)
+    n = len(whole | {i for ids in partly.values() for i in ids})
+    some = "; ".join(f"{len(ids)} by {name} alone" for name, ids in partly.items())
+    first = refusals[0]
+    return (f"refused: {n} trajector{'y' if n == 1 else 'ies'}"
+            + (f" ({some}: their other analyses' results are kept)" if some else "")
+            + f"; each with its reason in {table}; first: {first.member.name}"
+            + (f" ({first.analysis})" if first.position is not None else "") + f": {first.reason}")
+
+
+def _atoms_per_trajectory(summary: str, atoms: str) -> str:
+    """The run summary with its first line's atoms said per trajectory (``214-3341 atoms``): an ensemble's
+    frames come from trajectories of different atom counts."""
+    if not atoms:
+        return summary
+    head, sep, rest = summary.partition("\n")
+    head = re.sub(r" x \d+ atoms read ", f" x {atoms} atoms read ", head, count=1)
+    return head + sep + rest
 
 
 def _write_report(result, path: str) -> None:
@@ -180,5 +225,5 @@ def _write_report(result, path: str) -> None:
     save_output(path, lambda tmp: Path(tmp).write_text(text))
 
 
-__all__ = ["RunParser", "add_options", "main", "optional_positionals", "plan_before_options",
+__all__ = ["RunParser", "add_options", "main", "optional_positionals", "plan_before_options", "refused_line",
            "require_positionals"]

@@ -12,6 +12,11 @@ trajectory alone, however the ensemble's frames were cut into tasks.
 A piece that could not be read, or that the wrapped analysis refuses (a frame without a box, NaN
 coordinates), marks its member failed with the reason; the member's other pieces are then dropped,
 and the other members go on.
+
+A member that some of a group's analyses cannot run (an RDF on a trajectory without a box, a selection
+one analysis makes that picks nothing) is prepared for the others alone (:func:`prepare_each`): its
+preparation is then :class:`SomeRefused`, and the member runs the group of the analyses it kept
+(:func:`for_member`), whose partials travel as :class:`KeptPartial`.
 """
 
 from __future__ import annotations
@@ -21,7 +26,83 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..analysis.base import Analysis, Prepared, analysis_from_config, check_boxes
+from ..analysis.group import AnalysisGroup
 from ..errors import ConfigError, TrajscaleError
+
+
+@dataclass(frozen=True)
+class SomeRefused:
+    """A member's preparation when some of the run's analyses refused it: the preparation of the group of the
+    others (``prepared``), their positions in the run's group (``kept``), and why each other one refused it
+    (``refused``: position -> reason)."""
+
+    prepared: Prepared
+    kept: tuple[int, ...]
+    refused: Mapping[int, str]
+
+
+@dataclass(frozen=True, eq=False)
+class KeptPartial:
+    """The partial of a member that runs only the analyses at ``kept`` (a group of them: ``partial``)."""
+
+    kept: tuple[int, ...]
+    partial: object
+
+
+#: The groups of the analyses members kept: (the run's group, kept positions) -> (the run's group, the group).
+_KEPT: dict[tuple[int, tuple[int, ...]], tuple[Analysis, AnalysisGroup]] = {}
+
+
+def kept_group(analysis: AnalysisGroup, kept: tuple[int, ...]) -> AnalysisGroup:
+    """The group of ``analysis``'s analyses at positions ``kept`` (made once per process)."""
+    key = (id(analysis), kept)
+    entry = _KEPT.get(key)
+    if entry is None or entry[0] is not analysis:
+        entry = (analysis, AnalysisGroup([analysis.analyses[k] for k in kept]))
+        _KEPT[key] = entry
+    return entry[1]
+
+
+def for_member(analysis: Analysis, prepared: Prepared) -> tuple[Analysis, Prepared]:
+    """The analysis a member runs and its preparation: the run's, or the group of those that kept it."""
+    state = prepared.state
+    if isinstance(state, SomeRefused):
+        return kept_group(analysis, state.kept), state.prepared
+    return analysis, prepared
+
+
+def prepare_each(analysis: Analysis, universe, source) -> Prepared:
+    """``analysis.prepare``; where a group of analyses cannot prepare as a whole, each is asked alone, and the
+    member is prepared for those that can (:class:`SomeRefused`).  Raises the group's error when no analysis
+    can (the member is refused) or when each can alone."""
+    try:
+        return analysis.prepare(universe, source)
+    except (ImportError, MemoryError):
+        raise   # (the environment's failure, not the trajectory's)
+    except Exception:
+        if not isinstance(analysis, AnalysisGroup) or len(analysis.analyses) < 2:
+            raise
+        refused = _refusals(analysis, universe, source)
+        if not refused or len(refused) == len(analysis.analyses):
+            raise
+    kept = tuple(k for k in range(len(analysis.analyses)) if k not in refused)
+    prep = kept_group(analysis, kept).prepare(universe, source)
+    return Prepared(prep.atoms, SomeRefused(prep, kept, refused))
+
+
+def _refusals(group: AnalysisGroup, universe, source) -> dict[int, str]:
+    """Why each analysis of ``group`` that cannot prepare on the member alone refuses it (position -> reason)."""
+    out = {}
+    for k, a in enumerate(group.analyses):
+        try:
+            AnalysisGroup([a]).prepare(universe, source)
+        except (ImportError, MemoryError):
+            raise
+        except TrajscaleError as exc:
+            out[k] = " ".join(str(exc).split())
+        except Exception as exc:   # noqa: BLE001 - a library's error on this member, for this analysis
+            out[k] = " ".join(f"{source.path}: {a.name}: {type(exc).__name__}: {exc}".split())
+    return out
 
 
 @dataclass(frozen=True)
@@ -36,7 +117,8 @@ class EnsembleState:
 class MemberPartial:
     """One member's partial so far: the wrapped analysis's (None: failed), what reading and mapping it
     cost, and why it failed (None: it did not); a member its worker prepared comes home with its
-    preparation (``prepared``: what its result is made with) and the seconds preparing it took."""
+    preparation (``prepared``: what its result is made with) and the seconds preparing it took; ``atoms``:
+    the atoms a frame of it was read with."""
 
     partial: object
     frames: int = 0
@@ -48,6 +130,7 @@ class MemberPartial:
     error: str | None = None
     prepared: object = None
     t_prepare: float = 0.0
+    atoms: int = 0
 
     def stats(self) -> dict:
         return {"frames": self.frames, "t_read": self.t_read, "t_open": self.t_open, "t_compute": self.t_compute,
@@ -109,7 +192,8 @@ class EnsembleAnalysis(Analysis):
         return Prepared(None, state)
 
     def block_bytes_per_frame(self, prep: Prepared) -> int:
-        return max((self.analysis.block_bytes_per_frame(p) for p in prep.state.members.values()), default=0)
+        return max((a.block_bytes_per_frame(p) for a, p in (for_member(self.analysis, q)
+                                                              for q in prep.state.members.values())), default=0)
 
     def map(self, block, prep: Prepared) -> EnsemblePartial:
         inner, state = self.analysis, prep.state
@@ -120,12 +204,15 @@ class EnsembleAnalysis(Analysis):
                                                   int(piece.t_open > 0), piece.error)
                 continue
             prepared = piece.prepared if piece.prepared is not None else state.members[piece.member]
+            own, own_prep = for_member(inner, prepared)
             t0 = time.perf_counter()
             error, partial = None, None
             try:
-                if inner.needs_box:   # refused here for the member alone (the task wrapper refuses a whole task)
-                    check_boxes(piece.block.box, piece.block.frames, state.paths.get(piece.member, ""), inner.name)
-                partial = inner.map(piece.block, prepared)
+                if own.needs_box:   # refused here for the member alone (the task wrapper refuses a whole task)
+                    check_boxes(piece.block.box, piece.block.frames, state.paths.get(piece.member, ""), own.name)
+                partial = own.map(piece.block, own_prep)
+                if own is not inner:
+                    partial = KeptPartial(prepared.state.kept, partial)
             except TrajscaleError as exc:
                 error = str(exc)
             except (ImportError, MemoryError):
@@ -134,7 +221,7 @@ class EnsembleAnalysis(Analysis):
                 error = f"{state.paths.get(piece.member, '')}: {type(exc).__name__}: {exc}"
             out[piece.member] = MemberPartial(partial, piece.n_frames, piece.t_read, piece.t_open,
                                               time.perf_counter() - t0, piece.nbytes, int(piece.t_open > 0), error,
-                                              piece.prepared, piece.t_prepare)
+                                              piece.prepared, piece.t_prepare, _atoms_read(piece.block))
         return EnsemblePartial(out)
 
     def reduce(self, partials: list) -> EnsemblePartial:
@@ -151,12 +238,20 @@ class EnsembleAnalysis(Analysis):
             return parts[0]
         error = next((p.error for p in parts if p.error is not None), None)
         ok = [p.partial for p in parts if p.partial is not None]
-        partial = None if error is not None or not ok else ok[0] if len(ok) == 1 else self.analysis.reduce(ok)
+        if error is not None or not ok:
+            partial = None
+        elif len(ok) == 1:
+            partial = ok[0]
+        elif isinstance(ok[0], KeptPartial):   # a member some analyses refused: the group of the others reduces
+            kept = ok[0].kept
+            partial = KeptPartial(kept, kept_group(self.analysis, kept).reduce([p.partial for p in ok]))
+        else:
+            partial = self.analysis.reduce(ok)
         return MemberPartial(partial, sum(p.frames for p in parts), sum(p.t_read for p in parts),
                              sum(p.t_open for p in parts), sum(p.t_compute for p in parts),
                              sum(p.nbytes for p in parts), sum(p.opens for p in parts), error,
                              next((p.prepared for p in parts if p.prepared is not None), None),
-                             sum(p.t_prepare for p in parts))
+                             sum(p.t_prepare for p in parts), max(p.atoms for p in parts))
 
     def result(self, reduced: EnsemblePartial, prep: Prepared) -> EnsembleOutcome:
         return EnsembleOutcome(reduced if isinstance(reduced, EnsemblePartial) else EnsemblePartial())
@@ -165,4 +260,11 @@ class EnsembleAnalysis(Analysis):
         return {"name": self.name, "analysis": self.analysis.get_config()}
 
 
-__all__ = ["EnsembleAnalysis", "EnsembleOutcome", "EnsemblePartial", "EnsembleState", "MemberPartial"]
+def _atoms_read(block) -> int:
+    """The atoms a member's block holds (what a frame of it was read with)."""
+    arrays = [getattr(block, k, None) for k in ("positions", "velocities", "forces")]
+    return next((int(a.shape[1]) for a in arrays if a is not None and a.ndim == 3), 0)
+
+
+__all__ = ["EnsembleAnalysis", "EnsembleOutcome", "EnsemblePartial", "EnsembleState", "KeptPartial",
+           "MemberPartial", "SomeRefused", "for_member", "prepare_each"]

@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError, InputFileError
 from ..formats import expanders, load
-from ..storage.location import Location, has_glob
+from ..storage.location import Location, glob_regex, has_glob
 
 #: Catalog columns that are no labels.
 RESERVED = ("name", "trajectory", "topology", "format")
@@ -203,17 +203,28 @@ class Ensemble:
 
     # -- making one ---------------------------------------------------------------------------------------------
     @classmethod
-    def of(cls, value, storage_options: Mapping | None = None) -> Ensemble:
+    def of(cls, value, storage_options: Mapping | None = None, *, topology=None,
+           labels: str | None = None) -> Ensemble:
         """``value`` as an ensemble: an Ensemble as it is, a list of Members, a pattern with ``*``, ``?`` or
-        ``[`` (:meth:`from_glob`), else a catalog file (:meth:`from_catalog`)."""
-        if isinstance(value, Ensemble):
-            return value
-        if isinstance(value, list | tuple):
-            return cls(value, storage_options=storage_options)
+        ``[`` (:meth:`from_glob`, with ``topology`` and ``labels``), a catalog file (:meth:`from_catalog`:
+        ``.csv``, ``.toml``, ``.parquet``), one file that holds several trajectories (an mdCATH file: each a
+        member), or, given its ``topology``, one trajectory file (:meth:`from_files`)."""
+        if isinstance(value, Ensemble | list | tuple) or _catalog_kind(value) is not None:
+            if topology is not None or labels is not None:
+                raise ConfigError(f"{value if isinstance(value, str | os.PathLike) else 'an ensemble'}: names "
+                                  "its trajectories' topologies and labels itself; a topology or labels are "
+                                  "given with a glob (or one file)")
+            if isinstance(value, Ensemble):
+                return value
+            if isinstance(value, list | tuple):
+                return cls(value, storage_options=storage_options)
+            return cls.from_catalog(value, storage_options=storage_options)
         text = os.fspath(value)
         if has_glob(text) and not os.path.exists(text):
-            return cls.from_glob(text, storage_options=storage_options)
-        return cls.from_catalog(text, storage_options=storage_options)
+            return cls.from_glob(text, topology=topology, labels=labels, storage_options=storage_options)
+        if topology is None and not any(t.holds_members(text) for t in expanders().values()):
+            return cls.from_catalog(text, storage_options=storage_options)   # (its error says what a catalog is)
+        return cls.from_files([text], topology=topology, labels=labels, origin=text, storage_options=storage_options)
 
     @classmethod
     def from_catalog(cls, path_or_url, *, storage_options: Mapping | None = None) -> Ensemble:
@@ -246,7 +257,10 @@ class Ensemble:
             (``"s3://bucket/prefix/*.h5"``, ``gs://``, ``az://``: the prefix's fixed folder listed once, paged;
             no object read).
         topology
-            One topology for every member; None: each file carries its own.
+            One topology for every member (a path or URL); None: each file carries its own.  A topology with
+            the pattern's wildcards gives each file its own: they stand for what the pattern's matched, in
+            order (``"runs/*/md.tpr"`` for ``"runs/*/md.xtc"``); so do ``{label}`` fields, filled from
+            ``labels``' groups (``"tops/{system}.psf"``).
         labels
             A regular expression searched in each matched path; its named groups are the member's labels
             (a group of digits only is read as a whole number).
@@ -260,18 +274,64 @@ class Ensemble:
             found = [m.where for m in Location.glob(pattern)]
         if not found:
             raise InputFileError(pattern, "matches no file")
+        return cls.from_files(found, topology=topology, labels=labels, origin=pattern, pattern=pattern,
+                              storage_options=storage_options)
+
+    @classmethod
+    def from_files(cls, files: Sequence, *, topology=None, labels: str | None = None, origin: str = "",
+                   pattern: str | None = None, storage_options: Mapping | None = None) -> Ensemble:
+        """The trajectory files (paths or URLs) ``files``, one member each, or each of the trajectories a file
+        holds (an mdCATH file); ``topology`` and ``labels`` as :meth:`from_glob` takes them (``pattern``: the
+        glob that matched the files, whose wildcards a topology's stand for)."""
         regex = re.compile(labels) if labels else None
         rows = []
-        for path in found:
-            row = {"trajectory": path, "topology": None if topology is None else os.fspath(topology)}
+        for path in map(os.fspath, files):
+            row = {"trajectory": path, "topology": None}
             if regex is not None:
                 m = regex.search(path)
                 if m is None:
                     raise ConfigError(f"labels {labels!r}: does not match {path}")
                 row.update({k: _typed(v) for k, v in m.groupdict().items() if v is not None})
+            if topology is not None:
+                row["topology"] = _topology_of(os.fspath(topology), pattern, path, row)
             rows.append(row)
-        return cls(_members_of_rows(rows, pattern, relative_to=None), origin=pattern,
+        return cls(_members_of_rows(rows, origin or (files[0] if files else ""), relative_to=None), origin=origin,
                    storage_options=storage_options)
+
+
+def _catalog_kind(value) -> str | None:
+    """The catalog format ``value`` names by its ending (None: not a catalog's name)."""
+    if not isinstance(value, str | os.PathLike):
+        return None
+    return CATALOG_FORMATS.get(os.path.splitext(os.fspath(value).split("?")[0])[1].lower())
+
+
+def _topology_of(topology: str, pattern: str | None, path: str, labels: Mapping) -> str:
+    """A member's topology: ``topology``'s ``{label}`` fields filled from its labels, and its wildcards by what
+    the pattern's wildcards matched in ``path``, in order."""
+    if "{" in topology:
+        try:
+            topology = topology.format(**{k: v for k, v in labels.items() if k not in RESERVED})
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ConfigError(f"topology {topology!r}: {exc} is no label of {path} (labels give the fields "
+                              "a topology names in braces)") from None
+    wild = _WILDCARD.findall(topology)
+    if not wild:
+        return topology
+    parts = _WILDCARD.findall(pattern or "")
+    if len(parts) != len(wild):
+        raise ConfigError(f"topology {topology!r}: its {len(wild)} wildcard(s) stand for what the glob's matched; "
+                          f"{pattern or 'one file'} has {len(parts)}")
+    m = re.fullmatch("".join(f"({glob_regex(p)})" if _WILDCARD.fullmatch(p) else re.escape(p)
+                             for p in _WILDCARD.split(pattern)), path)
+    if m is None:   # (a listing's keys are the pattern's own: this is a path the pattern did not match)
+        raise ConfigError(f"topology {topology!r}: {path} is not one of {pattern}'s matches")
+    pieces = iter(m.groups())
+    return _WILDCARD.sub(lambda _: next(pieces), topology)
+
+
+#: A glob's wildcards: ``**/``, ``*``, ``?``, ``[...]``.
+_WILDCARD = re.compile(r"(\*\*/|\*|\?|\[[^\]]*\])")
 
 
 # -- catalogs ---------------------------------------------------------------------------------------------------

@@ -15,6 +15,8 @@ from ..engine import frame_range
 from ..planning import AnalysisTopology
 from ..runspec import RunOptions
 from ..sources import Source, open_source, source_from_config
+from ..sources.locations import is_local
+from .analysis import prepare_each
 from .catalog import Member
 
 #: The topology caches are one per process: threads of one process prepare members one at a time.
@@ -37,6 +39,9 @@ class SharedTopologies:
     any trajectory's coordinates, so the next member with that file is prepared on the same object (no lookup
     of the cache again).  A member whose preparation needed the real Universe (a selection by distance, one not
     cached yet) is prepared on a Universe of its own, with its own first frame.
+
+    A member that some of a group's analyses refuse is prepared for the others
+    (:func:`~trajscale.ensemble.analysis.prepare_each`).
     """
 
     def __init__(self) -> None:
@@ -45,20 +50,66 @@ class SharedTopologies:
     def prepare(self, analysis: Analysis, topology: str | None, source: Source) -> Prepared:
         from ..topology import CachedUniverse
 
+        topology = local_topology(topology)
         own = source.own_universe() if topology is None else None
         if own is not None:   # a Source that carries its own topology (an mdCATH member's PDB text, ...)
-            return analysis.prepare(AnalysisTopology(own, source).atoms, source)
+            return prepare_each(analysis, AnalysisTopology(own, source).atoms, source)
         shared = self._shared.get(topology) if topology is not None else None
         if shared is not None and shared.atoms.n_atoms == source.n_atoms:
-            prep = analysis.prepare(shared, source)
+            prep = prepare_each(analysis, shared, source)
             if shared.t_build == 0:
                 return prep
             del self._shared[topology]   # it built a Universe of another member's frame: prepared again alone
         top = AnalysisTopology(topology, source)
-        prep = analysis.prepare(top.atoms, source)
+        prep = prepare_each(analysis, top.atoms, source)
         if topology is not None and isinstance(top.atoms, CachedUniverse) and top.atoms.t_build == 0:
             self._shared[topology] = top.atoms
         return prep
+
+
+#: Topologies behind URLs this process fetched: URL -> the local file MDAnalysis reads.
+_FETCHED: dict[str, str] = {}
+_FETCHING = threading.Lock()
+_FOLDER: list[str] = []   # (the temporary folder they are in, made when the first is fetched)
+
+
+def local_topology(location: str | None) -> str | None:
+    """``location`` as a file MDAnalysis can parse: a local path as it is; a topology behind a URL fetched
+    through the byte layer once per process into a temporary file (named by the object's identity, with the
+    URL's ending, which tells MDAnalysis the format), removed when the process ends."""
+    if location is None or is_local(location):
+        return location
+    with _FETCHING:
+        path = _FETCHED.get(location)
+        if path is None:
+            path = _FETCHED[location] = _fetch(location)
+    return path
+
+
+def _fetch(location: str) -> str:
+    import atexit
+    import hashlib
+    import os
+    import shutil
+    import tempfile
+
+    from ..storage.opener import open_bytes
+
+    store = open_bytes(location)
+    try:
+        data = bytes(store.read_ranges([(0, store.size)])[0]) if store.size else b""
+        identity = repr(tuple(store.identity))
+    finally:
+        store.close()
+    if not _FOLDER:
+        _FOLDER.append(tempfile.mkdtemp(prefix="trajscale-topologies-"))
+        atexit.register(shutil.rmtree, _FOLDER[0], True)
+    folder = _FOLDER[0]
+    base = location.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    path = os.path.join(folder, f"{hashlib.sha256((location + identity).encode()).hexdigest()[:16]}-{base}")
+    with open(path, "wb") as fh:
+        fh.write(data)
+    return path
 
 
 def member_spec(member: Member, options: RunOptions) -> dict:

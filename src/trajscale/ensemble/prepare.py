@@ -26,6 +26,7 @@ from ..engine import frame_range
 from ..errors import TrajscaleError
 from ..runspec import RunOptions
 from ..sources.locations import is_local
+from .analysis import for_member
 from .catalog import Member
 from .members import SharedTopologies, member_spec, open_member
 from .source import MemberRead
@@ -43,15 +44,30 @@ PREPARE_S = 2.5e-3
 
 @dataclass(frozen=True)
 class Refusal:
-    """A member that was not analysed: its index in the ensemble, the member, and why."""
+    """A member that was not analysed: its index in the ensemble, the member, and why; for a member refused by
+    one analysis of several (a plan), that analysis's name and position in the run (the others' results of
+    the member are kept); ``position`` None: refused by every analysis.
+    """
 
     index: int
     member: Member
     reason: str
+    analysis: str = ""
+    position: int | None = None
 
     def row(self) -> dict:
-        """Its catalog row and the reason (a row of the refused table)."""
-        return {**self.member.row(), "reason": self.reason}
+        """Its catalog row, the analysis that refused it (empty: every analysis) and the reason (a row of the
+        refused table)."""
+        return {**self.member.row(), "analysis": self.analysis, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class RefusedResult:
+    """What a member's record holds in the place of an analysis that refused the member (its other analyses'
+    results beside it): the analysis's name and why."""
+
+    analysis: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -106,12 +122,13 @@ def prepare_member(index: int, member: Member, analysis: Analysis, options: RunO
         start, stop = frame_range(options.start, options.stop, source.n_frames, source.path)
         frames = range(start, stop, options.step)
         prep = (topologies or SharedTopologies()).prepare(analysis, member.topology, source)
-        frame_bytes = source.bytes_per_frame(prep.atoms, analysis.fields) + analysis.block_bytes_per_frame(prep)
+        own, own_prep = for_member(analysis, prep)   # (the analyses it runs: those that did not refuse it)
+        frame_bytes = source.bytes_per_frame(prep.atoms, own.fields) + own.block_bytes_per_frame(own_prep)
         read = MemberRead(member=index, offset=0, n=len(frames), start=start, step=options.step,
                           source=source.get_config(), atoms=prep.atoms, path=source.path)
         remote = not all(is_local(t) for t in member.trajectory)
         return MemberJob(index, member, read, prep, int(frame_bytes), source.decode_seconds_per_frame(),
-                         analysis.frame_cost(prep, source), remote, time.perf_counter() - t0)
+                         own.frame_cost(own_prep, source), remote, time.perf_counter() - t0)
     finally:
         source.close()
 
@@ -147,5 +164,5 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-__all__ = ["MemberJob", "Refusal", "SharedTopologies", "defer_member", "open_member", "prepare_member",
+__all__ = ["MemberJob", "Refusal", "RefusedResult", "SharedTopologies", "defer_member", "open_member", "prepare_member",
            "prepare_members"]

@@ -36,7 +36,7 @@ from ..runspec import JobFacts, RunOptions
 from ..sources import reader_modules
 from ..sources.locations import is_local, store_class
 from ..util import raise_if_stopped
-from .analysis import EnsemblePartial, EnsembleState, MemberPartial
+from .analysis import EnsemblePartial, EnsembleState, KeptPartial, MemberPartial, for_member
 from .catalog import Ensemble
 from .plan import RoundFacts, Work, per_frame_work, rounds_of
 from .prepare import (
@@ -44,6 +44,7 @@ from .prepare import (
     WHOLE_BYTES_PER_FILE_BYTE,
     MemberJob,
     Refusal,
+    RefusedResult,
     SharedTopologies,
     defer_member,
     prepare_member,
@@ -71,6 +72,7 @@ class MemberStats:
     t_compute: float
     t_prepare: float = 0.0
     opens: int = 0
+    atoms: int = 0
 
     @property
     def seconds(self) -> float:
@@ -326,8 +328,10 @@ class EnsembleRounds(Rounds):
             except TrajscaleError as exc:
                 refused.append(Refusal(idx, job.member, " ".join(str(exc).split())))
                 continue
+            refused += [Refusal(idx, job.member, r.reason, r.analysis, k) for k, r in enumerate(record.results)
+                        if isinstance(r, RefusedResult)]
             self.stats[idx] = MemberStats(job.member.name, mp.frames, mp.nbytes, mp.t_open, mp.t_read, mp.t_compute,
-                                          job.t_prepare + mp.t_prepare, mp.opens)
+                                          job.t_prepare + mp.t_prepare, mp.opens, mp.atoms)
             if self.folder is None:
                 self.records[idx] = record
                 continue
@@ -344,11 +348,19 @@ class EnsembleRounds(Rounds):
         if mp.partial is None:
             raise ConfigError(f"{job.read.path}: no frame was analysed")
         prepared = job.prepared if job.prepared is not None else mp.prepared   # (its worker's)
-        results = self.group.result(mp.partial, prepared)
-        partials = tuple(_aggregate_part(a, p, q) for a, p, q in
-                         zip(self.group.analyses, mp.partial.partials, prepared.state.prepared, strict=True))
+        analysis, own = for_member(self.group, prepared)
+        partial = mp.partial.partial if isinstance(mp.partial, KeptPartial) else mp.partial
+        kept = prepared.state.kept if analysis is not self.group else tuple(range(len(self.group.analyses)))
+        mine = dict(zip(kept, analysis.result(partial, own), strict=True))
+        parts = dict(zip(kept, (_aggregate_part(a, p, q) for a, p, q in
+                                zip(analysis.analyses, partial.partials, own.state.prepared, strict=True)),
+                         strict=True))
+        reasons = prepared.state.refused if analysis is not self.group else {}
+        results = tuple(mine[k] if k in mine else RefusedResult(a.name, reasons[k])
+                        for k, a in enumerate(self.group.analyses))
+        partials = tuple(parts.get(k) for k in range(len(self.group.analyses)))
         stats = {**mp.stats(), "t_prepare": job.t_prepare + mp.t_prepare}
-        return MemberRecord(job.member.name, job.index, tuple(results), stats, partials)
+        return MemberRecord(job.member.name, job.index, results, stats, partials)
 
     def _refuse(self, refused: list[Refusal]) -> None:
         for r in refused:

@@ -23,6 +23,7 @@ from ..storage import using
 from .analysis import EnsembleAnalysis
 from .catalog import Ensemble
 from .opened import MAX_OPEN
+from .prepare import Refusal, RefusedResult
 from .results import EnsembleResult
 from .rounds import EnsembleRounds
 from .saved import REFUSED, ResultsFolder
@@ -127,6 +128,7 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
     rounds = EnsembleRounds(ens, group, opts, folder, strict=eo.strict, max_open=eo.max_open,
                             round_size=eo.round_size)
     with using(storage):
+        before: list[Refusal] = []   # refusals by one analysis of members the run before saved
         try:
             out = Engine(EnsembleAnalysis(group), None, rounds, opts).execute()
         except InputFileError:
@@ -135,7 +137,9 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
             out = None   # every member saved before, or refused: nothing to run
         finally:
             if folder is not None and rounds.opened:
-                folder.write_refused([r.row() for r in rounds.refused], _columns(ens))
+                before = _refused_before(folder, ens, rounds.skipped) if eo.resume else []
+                folder.write_refused([r.row() for r in sorted([*before, *rounds.refused], key=lambda r: r.index)],
+                                     _columns(ens))
     if out is None and not rounds.opened:
         return None   # an MPI rank other than 0
     if not rounds.stats and not rounds.skipped:
@@ -147,7 +151,8 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
     report = None if out is None else out.report
     if report is not None:   # (a task's range counts a trajectory its worker prepared as one position)
         report.n_frames = sum(s.frames for s in rounds.stats.values())
-    results = _results(group, ens, rounds, folder, report)
+        report.n_atoms = max((s.atoms for s in rounds.stats.values()), default=report.n_atoms)   # (the most)
+    results = _results(group, ens, rounds, folder, report, before)
     return results if isinstance(analysis, list | tuple) else results[0]
 
 
@@ -166,14 +171,36 @@ def _manifest(group: AnalysisGroup, options: RunOptions) -> dict:
 
 
 def _columns(ens: Ensemble) -> list[str]:
-    return ["name", "topology", "trajectory", *ens.label_names]
+    return ["name", "topology", "trajectory", *ens.label_names, "analysis"]
 
 
-def _results(group: AnalysisGroup, ens: Ensemble, rounds: EnsembleRounds, folder, report) -> list[EnsembleResult]:
-    """Each analysis's :class:`EnsembleResult` over the trajectories finished now or saved before."""
+def _refused_before(folder: ResultsFolder | None, ens: Ensemble, skipped: list[int]) -> list[Refusal]:
+    """The refusals by one analysis of members a resumed run found saved (their other analyses' results are
+    in the folder): from the refused table the run before wrote, each checked against the member's record."""
+    if folder is None or not skipped:
+        return []
+    import csv
+
+    try:
+        with open(folder.path / REFUSED, newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    except OSError:
+        return []
+    names = {ens[i].name: i for i in skipped}
+    out = []
+    for name in dict.fromkeys(r.get("name") for r in rows if r.get("analysis") and r.get("name") in names):
+        i = names[name]
+        out += [Refusal(i, ens[i], r.reason, r.analysis, k) for k, r in enumerate(folder.load(name).results)
+                if isinstance(r, RefusedResult)]
+    return out
+
+
+def _results(group: AnalysisGroup, ens: Ensemble, rounds: EnsembleRounds, folder, report,
+             before: list[Refusal]) -> list[EnsembleResult]:
+    """Each analysis's :class:`EnsembleResult` over the trajectories finished now or saved before, less those
+    that analysis refused (``before``: such refusals of members saved by the run before)."""
     done = sorted({*rounds.stats, *rounds.skipped})
-    members = [ens[i] for i in done]
-    refused = sorted(rounds.refused, key=lambda r: r.index)
+    refused = sorted([*rounds.refused, *before], key=lambda r: (r.index, -1 if r.position is None else r.position))
     if folder is not None:
         records = folder
     else:
@@ -182,8 +209,13 @@ def _results(group: AnalysisGroup, ens: Ensemble, rounds: EnsembleRounds, folder
                           n_refused=len(refused), n_skipped=len(rounds.skipped),
                           per_trajectory=tuple(s.to_dict() for _, s in sorted(rounds.stats.items())),
                           t_prepare_members=rounds.t_members)
-    return [EnsembleResult(a, k, members, records, refused, report, facts, ens.label_names)
-            for k, a in enumerate(group.analyses)]
+    out = []
+    for k, a in enumerate(group.analyses):
+        mine = [r for r in refused if r.position is None or r.position == k]
+        gone = {r.index for r in mine}
+        out.append(EnsembleResult(a, k, [ens[i] for i in done if i not in gone], records, mine, report, facts,
+                                  ens.label_names))
+    return out
 
 
 __all__ = ["EXIT_SOME_REFUSED", "EnsembleOptions", "run_ensemble"]

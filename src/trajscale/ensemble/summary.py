@@ -41,6 +41,16 @@ class EnsembleFacts:
     t_prepare_members: float = 0.0
 
     @property
+    def atoms(self) -> str:
+        """The atoms a frame of each finished trajectory was read with: ``"214"``, or a range ``"214-3341"``
+        (empty when none finished)."""
+        counts = [int(t.get("atoms", 0)) for t in self.per_trajectory]
+        if not counts:
+            return ""
+        lo, hi = min(counts), max(counts)
+        return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+    @property
     def bytes_read(self) -> int:
         return sum(int(t["bytes"]) for t in self.per_trajectory)
 
@@ -59,7 +69,8 @@ class EnsembleFacts:
         out = [f"trajectories: {self.n_finished} analysed"
                + (f", {self.n_skipped} saved before (skipped)" if self.n_skipped else "")
                + (f", {self.n_refused} refused" if self.n_refused else "")
-               + f" of {self.n_trajectories}; {self.bytes_read / 1e6:.1f} MB read"]
+               + f" of {self.n_trajectories}; {self.bytes_read / 1e6:.1f} MB read"
+               + (f"; {self.atoms} atoms a frame" if self.atoms else "")]
         if self.n_finished:
             per = [t["seconds"] for t in self.per_trajectory]
             out.append(f"per trajectory: {1e3 * sum(per) / len(per):.1f} ms of tasks on average; slowest: "

@@ -88,34 +88,55 @@ def ensemble_members(location: str, base):
     try:
         if not looks_like(store):
             return None
-        with hdf5_of(store, path) as f:
-            layouts = _layouts(f, store, path, only)
+        try:
+            with hdf5_of(store, path) as f:
+                domain, layouts = _layouts(f, store, path, only)
+        except (InputFileError, *_DAMAGE) as exc:   # the file itself is damaged: one member, refused when opened
+            log.debug("%s: %s", path, exc)
+            domain, layouts = None, [(only, None)]
         shipped = store.state() or {}
     finally:
         store.close()
     stem = base.name[len("mdcath_dataset_"):] if base.name.startswith("mdcath_dataset_") else base.name
     out = []
     for key, layout in layouts:
-        source = {"kind": MDCATHSource.kind, "path": path, "member": key, "layout": layout.to_dict(), **shipped}
-        out.append(dataclasses.replace(base, name=f"{stem}/{key}", trajectory=(member_location(path, key),),
-                                       topology=None, labels={**base.labels, **member_labels(layout.domain, key)},
-                                       source=source))
+        # a damaged member goes without its layout: its Source checks it again when the member is prepared, and
+        # that error refuses this member alone, with its reason, as a damaged trajectory file is refused
+        source = {"kind": MDCATHSource.kind, "path": path, "member": key, **shipped}
+        if layout is not None:
+            source["layout"] = layout.to_dict()
+        labels = {**base.labels, **(member_labels(domain, key) if domain is not None and key is not None else {})}
+        out.append(dataclasses.replace(base, name=f"{stem}/{key}" if key is not None else stem,
+                                       trajectory=(member_location(path, key) if key is not None else path,),
+                                       topology=None, labels=labels, source=source))
     return out
 
 
-def _layouts(f: h5py.File, store: ByteStore, path: str, only: str | None) -> list[tuple[str, MemberLayout]]:
-    """Every member's layout (or ``only``'s), checked. Where the bytes are at hand (a local file), the first
-    member's offsets are checked against HDF5's reads too (the others' come from the same HDF5 call; over a
-    URL the check would be a request)."""
+#: What h5py raises on a damaged file's metadata.
+_DAMAGE = (KeyError, OSError, RuntimeError, ValueError, TypeError)
+
+
+def _layouts(f: h5py.File, store: ByteStore, path: str,
+             only: str | None) -> tuple[str, list[tuple[str, MemberLayout | None]]]:
+    """The domain's name and every member's layout (or ``only``'s), checked; None for a member that fails a
+    check (its attributes and datasets disagree, a dataset is missing or lies outside the file). Where the
+    bytes are at hand (a local file), the first sound member's offsets are checked against HDF5's reads too
+    (the others' come from the same HDF5 call; over a URL the check would be a request)."""
     domain = Domain.of(f, path)
     identity = tuple(store.identity)
-    out = []
+    out: list[tuple[str, MemberLayout | None]] = []
+    checked = False
     for key in [only] if only is not None else domain.keys:
-        layout = describe(f, path, key, store.size, identity, domain)
-        if not out and store.local_path is not None:
-            check_offsets(f, store, path, layout, key)
+        try:
+            layout = describe(f, path, key, store.size, identity, domain)
+            if not checked and store.local_path is not None:
+                check_offsets(f, store, path, layout, key)
+                checked = True
+        except (InputFileError, *_DAMAGE) as exc:
+            log.debug("%s member %s: %s", path, key, exc)
+            layout = None
         out.append((key, layout))
-    return out
+    return domain.name, out
 
 
 # ----------------------------------------------------------------------------- the Source
