@@ -317,6 +317,7 @@ LOCATION_POLICY_POINTS = {
 LOCATION_ASKED_PENDING = {
     "ensemble/rounds.py": "a member's bytes on disk for the work estimate, and which workers preload a store",
     "ensemble/prepare.py": "a member behind a URL is prepared with its store's shipped state",
+    "ensemble/members.py": "a topology behind a URL is fetched into a local file, which MDAnalysis parses",
     "h5md/inspect.py": "an H5MD file behind a URL has no collective open and no size on disk",
     "sources/segments.py": "a segment index behind a URL names its parts beside it; a part's store is preloaded",
     "sources/__init__.py": "a worker preloads the store's client for a URL's parts",
