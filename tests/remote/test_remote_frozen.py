@@ -168,7 +168,7 @@ def test_a_stop_signal_ends_a_run_waiting_on_a_frozen_server(target, s3_server, 
     run.left_nothing()
 
 
-@pytest.mark.parametrize("where", ["s3", "https"])
+@pytest.mark.parametrize("where", ["https"])
 def test_a_refused_object_ends_the_process_at_once(target, s3_server, tmp_path, where):
     """The object is replaced while the run reads it (the proxy holds its answers meanwhile, then forwards
     again): the run is refused in one line ("replaced"), and the process exits within 2 s of that line
