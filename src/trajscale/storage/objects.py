@@ -338,10 +338,13 @@ class RemoteObject(ByteStore):
     def _fetch(self, a: int, b: int, first: bool = False, ahead: bool = False):
         """Bytes ``[a, b)`` (``first``: the head request, which learns the identity), retried within
         ``retry_seconds`` of its first try's start (each try's timeout cut to the time left, so a frozen
-        server is given up on in that time, not a timeout later); once one request of the object has failed
-        for good, the others fail at once with its error (a server that died ends a batch of a thousand
-        ranges within one budget, not one per range). A request started ahead (``ahead``) is counted when a
-        read takes its bytes, so that the read's task counts it (its failures and retries at once)."""
+        server is given up on in that time, not a timeout later), and within the object's :class:`Outage`: a
+        server that has not answered any of its requests for ``retry_seconds`` is given up on by all of them,
+        those waiting their turn too. Once one request of the object has failed for good (given up, or the
+        object replaced), the others fail at once with its error (a server that died ends a batch of a
+        thousand ranges within one budget, not one per range; a refusal sends no more requests). A request
+        started ahead (``ahead``) is counted when a read takes its bytes, so that the read's task counts it
+        (its failures and retries at once)."""
         deadline = Deadline(self.retry_seconds, self.timeout, self._outage)
         while True:
             self._check()
