@@ -65,3 +65,26 @@ def test_a_parameter_wins_over_the_process_options(s3_env, adk_stores):
         assert current_options()["endpoint_url"].endswith(":9")
     finally:
         set_options(None)
+
+
+@pytest.mark.cli
+def test_rechunk_takes_storage_options(s3_server, adk_stores, tmp_path):
+    """``trajscale rechunk`` of a URL whose endpoint only ``--storage-option`` names (no AWS_ENDPOINT_URL), as
+    every command that reads a URL takes it: the output holds the local file's positions, read by h5py."""
+    import h5py
+    import numpy as np
+
+    from tests.conftest import run_cli
+
+    local, url, _ = adk_stores["plain"]
+    env = {k: v for k, v in s3_server.subprocess_env().items() if not k.startswith("AWS_ENDPOINT_URL")}
+    out = tmp_path / "rechunked.h5md"
+    proc = run_cli("rechunk", url, "-o", str(out), "--chunks", "2", "--no-progress", "--storage-option",
+                   f"endpoint_url={s3_server.endpoint}", "--storage-option", "retry_seconds=5", env=env)
+    assert proc.returncode == 0, proc.stderr
+    with h5py.File(local, "r") as a, h5py.File(out, "r") as b:
+        group = next(iter(a["particles"]))
+        expected = a[f"particles/{group}/position/value"][()]
+        got = b[f"particles/{group}/position/value"]
+        assert got.chunks[0] == 2
+        np.testing.assert_array_equal(got[()], expected)

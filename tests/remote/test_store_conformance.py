@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from trajscale.errors import InputFileError
 from trajscale.testing.stores import Backend, StoreConformance, TcpProxy
 
 from .conftest import BUCKET
@@ -106,6 +107,27 @@ class TestS3(StoreConformance):
     @pytest.fixture
     def backend(self, s3_env, request):
         return S3Backend(s3_env, request.node.name.replace("[", "_").replace("]", ""))
+
+
+@pytest.mark.remote
+def test_a_pinned_version_gone_is_a_replacement(s3_env):
+    """Reads pinned to the version a run began with (a versioned bucket's; GCS pins every read to the object's
+    generation): that version removed, a read answers "no such object", which is said as the object replaced
+    during the run, as the validator table promises, not as a missing key."""
+    from trajscale.storage.opener import open_bytes
+    from trajscale.testing.stores import payload
+
+    client = s3_env.client()
+    client.create_bucket(Bucket="pinned")
+    client.put_bucket_versioning(Bucket="pinned", VersioningConfiguration={"Status": "Enabled"})
+    first = client.put_object(Bucket="pinned", Key="gone.bin", Body=payload())["VersionId"]
+    store = open_bytes("s3://pinned/gone.bin", {"retry_seconds": 2})
+    assert store.object_identity.version == first
+    client.put_object(Bucket="pinned", Key="gone.bin", Body=payload(seed=5))
+    client.delete_object(Bucket="pinned", Key="gone.bin", VersionId=first)   # as GCS drops a replaced generation
+    with pytest.raises(InputFileError, match="replaced") as err:
+        store.read_ranges([(300_000, 400_000)])
+    assert "no such object" not in str(err.value)
 
 
 class NginxBackend(Backend):

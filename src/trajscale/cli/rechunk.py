@@ -15,6 +15,7 @@ from .options import (
     resumed_complete,
     write_options,
 )
+from .storage import add_storage_option
 
 log = logging.getLogger("trajscale")
 
@@ -24,7 +25,7 @@ def add_parser(sub) -> None:
                        description="Copy an H5MD file with a new layout for its per-atom time series, keeping "
                                    "every other dataset, attribute and link. An interrupted run leaves a partial "
                                    "file and a progress record; --resume finishes it.")
-    p.add_argument("input", help="H5MD (HDF5) file")
+    p.add_argument("input", help="H5MD (HDF5) file, a path or a URL (s3://, gs://, az://, https://)")
     p.add_argument("-o", "--output", required=True, help="output file")
     p.add_argument("--chunks", default="auto", help="auto, frame, contiguous or frames per chunk (default auto)")
     p.add_argument("--compression", default="none",
@@ -40,6 +41,7 @@ def add_parser(sub) -> None:
                         "its size and read ~5x faster, read back only by trajscale; coordinates within +-32767 "
                         "steps of the first frame's centre) or deltas32 (the same without that bound, ~1.3x)")
     add_overwrite(p)
+    add_storage_option(p)   # the input may be behind a URL, as every command's
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_segment_options(p, "rechunk")
     p.set_defaults(func=main, kept_when_interrupted=kept_for_resume)

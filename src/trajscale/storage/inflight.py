@@ -2,9 +2,10 @@
 the requests cost (:class:`FetchStats`, for the RunReport).
 
 obstore's calls release Python's lock while they wait, so a pool of threads keeps many requests going
-at once. One pool serves every object of the process; a pool asked for more threads than it has is
-replaced by a larger one, and the old one is let go only once nothing is submitted to it any more (every
-submission goes through :func:`submit`, under the pool's lock).
+at once. One pool of daemon threads serves every object of the process (:func:`submit`); whoever waits on
+its requests waits in short slices (:func:`gather`, :meth:`Window.enter`), looking between them for a stop
+signal and for the object's own failure, so that neither a frozen server nor requests nobody reads any more
+keep a run, or its process, from ending.
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+# (a stop signal the CLI recorded: every wait on requests asks, so that a read waiting on a frozen server ends
+# with the run, not at its timeout)
+from ..util import raise_if_stopped
+
 TYPE_CHECKING = False
-if TYPE_CHECKING:   # (the pool's module is imported with the first request: a local file's reader never needs it)
-    from concurrent.futures import Future, ThreadPoolExecutor
+if TYPE_CHECKING:   # (the futures' module is imported with the first request: a local file's reader never needs it)
+    from concurrent.futures import Future
 
 #: Requests in flight at once per object and process, at least (``max_concurrency`` fixes the number). 64
 #: rather than 32: the benchmark's 1,000 CA spans (40 kB, one a frame) through a 20 ms, 100 MB/s link took
@@ -60,28 +65,95 @@ def count(requests: int = 0, nbytes: int = 0, wait_s: float = 0.0, retries: int 
         PROCESS_STATS.retries += retries
 
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_PID = 0
-_POOL_LOCK = threading.Lock()
+#: Seconds a wait on requests (a slot of the window, a request's answer, a retry's backoff) sleeps at most before it
+#: looks again at what may end it: a stop signal the CLI recorded, or the object's failure.
+WAIT_SLICE = 0.1
+
+
+class _Threads:
+    """The process's request threads: daemon threads taking calls from one queue, started as calls come (while
+    none is idle) up to the most asked for. Daemon threads, not a ``ThreadPoolExecutor``'s, because Python
+    joins those at exit, each finishing its queued calls first: a run that ended (a refused object, a
+    server that stopped answering, a stop signal) would wait there for requests nobody reads any more."""
+
+    def __init__(self) -> None:
+        import queue
+
+        self._calls: queue.SimpleQueue = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._lock = threading.Lock()
+        self.threads = 0
+        self.most = 0
+
+    def submit(self, n: int, calls: list[tuple[Callable, tuple]]) -> list[Future]:
+        from concurrent.futures import Future
+
+        with self._lock:
+            self.most = max(self.most, n, MOST_CONCURRENCY)
+        futures = []
+        for fn, args in calls:
+            future = Future()
+            self._calls.put((future, fn, args))
+            futures.append(future)
+            if not self._idle.acquire(timeout=0):   # no thread idle: one more, up to the most
+                with self._lock:
+                    if self.threads >= self.most:
+                        continue
+                    self.threads += 1
+                threading.Thread(target=self._work, name=f"trajscale-fetch_{self.threads}", daemon=True).start()
+        return futures
+
+    def _work(self) -> None:
+        while True:
+            future, fn, args = self._calls.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:   # noqa: BLE001 - the caller's, through its future
+                    future.set_exception(exc)
+            del future, fn, args   # (a finished request's bytes are its future's alone)
+            self._idle.release()
+
+
+_THREADS: _Threads | None = None
+_THREADS_PID = 0
+_THREADS_LOCK = threading.Lock()
 
 
 def submit(n: int, calls: list[tuple[Callable, tuple]]) -> list[Future]:
-    """Start ``calls`` (``(function, arguments)``) on the process's request threads, a pool of at least
-    ``n`` threads (started as requests come, up to :data:`MOST_CONCURRENCY` or ``n``; each object's window
-    lets its share go out). A pool asked for more threads than it has is replaced; the old one ends its
-    threads once its requests are done: it is never shut while another object may still submit to it,
-    since every submission happens here, under the lock that replaces it."""
-    from concurrent.futures import ThreadPoolExecutor
+    """Start ``calls`` (``(function, arguments)``) on the process's request threads (at least ``n`` of them, up
+    to :data:`MOST_CONCURRENCY` or ``n``, started as requests come; each object's window lets its share go out)."""
+    global _THREADS, _THREADS_PID
+    with _THREADS_LOCK:
+        if _THREADS is None or _THREADS_PID != os.getpid():   # (a forked child has none of its parent's threads)
+            _THREADS, _THREADS_PID = _Threads(), os.getpid()
+        threads = _THREADS
+    return threads.submit(n, calls)
 
-    global _POOL, _POOL_PID
-    with _POOL_LOCK:
-        if _POOL is None or _POOL_PID != os.getpid() or _POOL._max_workers < n:
-            old = _POOL if _POOL_PID == os.getpid() else None
-            _POOL = ThreadPoolExecutor(max_workers=max(n, MOST_CONCURRENCY), thread_name_prefix="trajscale-fetch")
-            _POOL_PID = os.getpid()
-            if old is not None:
-                old.shutdown(wait=False)   # its queued requests still run; nothing is submitted to it again
-        return [_POOL.submit(fn, *args) for fn, args in calls]
+
+def gather(futures: list[Future], give_up: Callable[[], None] | None = None) -> list:
+    """The results of ``futures``, in order, waited for in slices of :data:`WAIT_SLICE`: the first failure is
+    raised at once (the others cancelled: those not begun are never sent), and between slices a stop signal
+    (:func:`raise_if_stopped`) or ``give_up()`` (the object's own verdict) ends the wait."""
+    from concurrent.futures import FIRST_EXCEPTION, wait
+
+    pending = [f for f in futures if not f.done()]
+    try:
+        while pending:
+            done, left = wait(pending, timeout=WAIT_SLICE, return_when=FIRST_EXCEPTION)
+            for f in done:
+                if not f.cancelled() and f.exception() is not None:
+                    raise f.exception()
+            pending = list(left)
+            if pending:
+                raise_if_stopped()
+                if give_up is not None:
+                    give_up()
+        return [f.result() for f in futures]
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        raise
 
 
 class Window:
@@ -97,10 +169,26 @@ class Window:
         self._cond = threading.Condition()
 
     def __enter__(self) -> None:
+        self.enter()
+
+    def enter(self, check: Callable[[], None] | None = None) -> None:
+        """Take a place in the window, waiting in slices of :data:`WAIT_SLICE`; between them, and once the place
+        is taken, a stop signal or ``check()`` (which raises: the object failed, its server stopped answering)
+        ends the wait (the place given back)."""
         with self._cond:
             while self._held >= self.limit:
-                self._cond.wait()
+                self._cond.wait(WAIT_SLICE)
+                if self._held >= self.limit:
+                    raise_if_stopped()
+                    if check is not None:
+                        check()
             self._held += 1
+        if check is not None:
+            try:
+                check()
+            except BaseException:
+                self.__exit__()
+                raise
 
     def __exit__(self, *exc) -> None:
         with self._cond:

@@ -42,7 +42,7 @@ from .inflight import MAX_CONCURRENCY as MAX_CONCURRENCY
 from .inflight import MOST_CONCURRENCY as MOST_CONCURRENCY
 from .inflight import PROCESS_STATS as PROCESS_STATS
 from .inflight import REQUESTS_PER_SECOND as REQUESTS_PER_SECOND
-from .inflight import FetchStats, Window, count, submit
+from .inflight import FetchStats, Window, count, gather, submit
 from .inflight import Window as _Window  # noqa: F401 - the former name
 from .ranges import MERGE_GAP as MERGE_GAP
 from .ranges import coalesce as coalesce
@@ -50,7 +50,7 @@ from .ranges import merge_gap_of
 from .ranges import prefetch_coalesced as prefetch_coalesced
 from .ranges import read_coalesced as read_coalesced
 from .ranges import requests_of as requests_of
-from .retry import Deadline, Failure, RemoteError, Replaced, WrongAnswer, classify, first_line
+from .retry import GONE, Deadline, Failure, Outage, RemoteError, Replaced, WrongAnswer, classify, first_line
 from .retry import _problem as _problem
 from .retry import _retryable as _retryable
 
@@ -172,7 +172,10 @@ class RemoteObject(ByteStore):
         self._ahead: dict[tuple[int, int], object] = {}
         self._batches: list[list[tuple[int, int]]] = []
         self._identity = identity
+        #: the error every request of the object fails with once one has failed for good (its server gave no
+        #: answer in ``retry_seconds``, or the object was replaced): a run's refusal ends its other requests
         self._failed: RemoteError | None = None
+        self._outage = Outage(self.retry_seconds)
         self.head = b""
 
     def _store(self, timeout: float):
@@ -268,21 +271,16 @@ class RemoteObject(ByteStore):
         try:
             with self._lock:
                 early = [self._ahead.pop((a, b), None) for a, b in ranges] if self._ahead else [None] * len(ranges)
-            if len(ranges) == 1 and early[0] is None:
-                return [self._fetch(*ranges[0])]
+            # every request on the request threads, even a single one: this thread only waits, in slices that
+            # look for a stop signal and for the object's failure (a request blocks where signals are not seen)
             started = iter(submit(self.max_concurrency, [(self._fetch, (a, b)) for (a, b), f
                                                          in zip(ranges, early, strict=True) if f is None]))
             futures = [f if f is not None else next(started) for f in early]
-            try:
-                got = [f.result() for f in futures]
-                for f, data in zip(early, got, strict=True):
-                    if f is not None:   # started ahead: counted now, by the read that takes it
-                        self._count_done(len(data))
-                return got
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
+            got = gather(futures, self._check)
+            for f, data in zip(early, got, strict=True):
+                if f is not None:   # started ahead: counted now, by the read that takes it
+                    self._count_done(len(data))
+            return got
         finally:
             self._waited(time.perf_counter() - t0)
 
@@ -340,38 +338,57 @@ class RemoteObject(ByteStore):
     def _fetch(self, a: int, b: int, first: bool = False, ahead: bool = False):
         """Bytes ``[a, b)`` (``first``: the head request, which learns the identity), retried within
         ``retry_seconds`` of its first try's start (each try's timeout cut to the time left, so a frozen
-        server is given up on in that time, not a timeout later); once one request of the object has failed
-        for good, the others fail at once with its error (a server that died ends a batch of a thousand
-        ranges within one budget, not one per range). A request started ahead (``ahead``) is counted when a
-        read takes its bytes, so that the read's task counts it (its failures and retries at once)."""
-        deadline = Deadline(self.retry_seconds, self.timeout)
+        server is given up on in that time, not a timeout later), and within the object's :class:`Outage`: a
+        server that has not answered any of its requests for ``retry_seconds`` is given up on by all of them,
+        those waiting their turn too. Once one request of the object has failed for good (given up, or the
+        object replaced), the others fail at once with its error (a server that died ends a batch of a
+        thousand ranges within one budget, not one per range; a refusal sends no more requests). A request
+        started ahead (``ahead``) is counted when a read takes its bytes, so that the read's task counts it
+        (its failures and retries at once)."""
+        deadline = Deadline(self.retry_seconds, self.timeout, self._outage)
         while True:
-            if self._failed is not None:
-                raise self._failed
-            with self._slots:
-                if self._failed is not None:
-                    raise self._failed
-                try:
-                    got = self._get(a, b, first, deadline.try_timeout())
-                except RemoteError:
-                    self._count_failed()
-                    raise
-                except Exception as exc:   # noqa: BLE001 - every client failure is classified here
-                    self._count_failed()
-                    failure = classify(exc)
-                else:
-                    if not ahead:
-                        self._count_done(len(got[0]))
-                    return got if first else got[0]
+            self._check()
+            self._slots.enter(self._check)
+            try:
+                got = self._get(a, b, first, deadline.try_timeout())
+            except RemoteError as exc:
+                self._count_failed()
+                if isinstance(exc, Replaced):
+                    self._failed = exc
+                raise
+            except Exception as exc:   # noqa: BLE001 - every client failure is classified here
+                self._count_failed()
+                failure = classify(exc)
+            else:
+                self._outage.answered()
+                if not ahead:
+                    self._count_done(len(got[0]))
+                return got if first else got[0]
+            finally:
+                self._slots.__exit__()
             if not failure.retry:
-                raise self._final(failure, first) from None
+                error = self._final(failure, first)
+                if isinstance(error, Replaced):
+                    self._failed = error
+                raise error from None
+            self._outage.failed(deadline.start, failure)
             if not deadline.wait():
-                self._failed = self._gave_up(failure, deadline.tries)
+                self._failed = self._gave_up(failure, max(deadline.tries, self._outage.tries))
                 raise self._failed from None
             with self._lock:
                 self.stats.retries += 1
             count(retries=1)
             log.debug("%s: bytes %d-%d: %s; retry %d", self.url, a, b, failure.kind, deadline.tries)
+
+    def _check(self) -> None:
+        """Raise the object's failure, if it has failed for good, or give up on it when its server has given
+        no answer for ``retry_seconds`` (a request waiting for its turn gives up then, untried)."""
+        if self._failed is not None:
+            raise self._failed
+        outage = self._outage
+        if outage.over() and outage.last is not None:
+            self._failed = self._gave_up(outage.last, outage.tries)
+            raise self._failed
 
     def _count_failed(self) -> None:
         with self._lock:
@@ -389,6 +406,8 @@ class RemoteObject(ByteStore):
         """The error of a failure not worth another try, said as what it means."""
         if failure.kind == "replaced":
             return Replaced(self.url, failure.problem)
+        if failure.kind == "missing" and not first:   # it was there when the run began (its first request)
+            return Replaced(self.url, GONE)
         if failure.kind == "tls":
             return self.error(f"{failure.problem}{self._trust_said()}")
         if failure.kind in ("range", "no_range") and first:
@@ -483,7 +502,7 @@ class RemoteObject(ByteStore):
         """The object's identity and first bytes, from one request."""
         t0 = time.perf_counter()
         try:
-            data, etag, total, version = self._fetch(0, HEAD_BYTES, True)
+            data, etag, total, version = gather(submit(1, [(self._fetch, (0, HEAD_BYTES, True))]), self._check)[0]
         finally:
             self._waited(time.perf_counter() - t0)
         return Identity(etag, total, version), data

@@ -14,7 +14,8 @@ wrong (:class:`WrongAnswer`). Not retried: TLS (an untrusted or unfit certificat
 answers and a store's refusal of an option: each is said in one line naming its cause.
 
 :class:`Deadline` bounds the wait: a request and its retries take at most ``retry_seconds`` from the
-first try's start, each try's timeout cut to the time left.
+first try's start, each try's timeout cut to the time left; :class:`Outage` bounds it for all of an
+object's requests together (a server that stops answering is given up on once, in ``retry_seconds``).
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from __future__ import annotations
 import math
 import random
 import re
+import threading
 import time
 from dataclasses import dataclass
 
 from ..errors import InputFileError
+from .inflight import WAIT_SLICE, raise_if_stopped
 
 
 class RemoteError(InputFileError):
@@ -44,6 +47,11 @@ class WrongAnswer(Exception):
 RETRIED = frozenset({"cut", "reset", "refused", "timeout", "server", "throttled", "wrong", "request"})
 
 REPLACED = "the object was replaced during the run (its ETag changed); run again on the new object"
+#: A read of an object the run began with that answers "no such object": the version the run is pinned to is
+#: gone (GCS answers a read of a replaced object's former generation 404, as S3 a deleted version), or the key was
+#: removed: either way the object the run began with is not there any more.
+GONE = ("the object was replaced or removed during the run (the version it began with is gone); run again on "
+        "the new object")
 NO_KEY = "no such object (the key does not exist)"
 DENIED = "access denied (the credentials may not read this object)"
 BAD_KEYS = "access denied: the credentials are not valid for this endpoint (check the access key and secret)"
@@ -204,38 +212,83 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:200] if text else "no details"
 
 
+class Outage:
+    """Since when an object's server has given no answer: the first failed try after its last answer opens the
+    outage (from that request's first try), any answer closes it. Every request of the object, those in flight
+    and those waiting for their turn, gives up when it has lasted ``retry_seconds``: a server that stops
+    answering mid-run is given up on in that time once, not in that time per request in the queue."""
+
+    def __init__(self, retry_seconds: float) -> None:
+        self.retry_seconds = retry_seconds
+        self.end: float | None = None
+        #: the failed tries of the outage, and the last one's failure (what a give-up says)
+        self.tries = 0
+        self.last: Failure | None = None
+        self._lock = threading.Lock()
+
+    def failed(self, since: float, failure: Failure) -> None:
+        """A try failed (worth another), of a request whose first try began at ``since`` (monotonic)."""
+        with self._lock:
+            if self.end is None:
+                self.end, self.tries = since + self.retry_seconds, 0
+            self.tries += 1
+            self.last = failure
+
+    def answered(self) -> None:
+        if self.end is not None:
+            with self._lock:
+                self.end = None
+
+    def over(self) -> bool:
+        end = self.end
+        return end is not None and time.monotonic() >= end
+
+
 class Deadline:
-    """How long one request may still be tried: ``retry_seconds`` from its first try's start, each try's
-    timeout the smaller of ``timeout`` and the time left (rounded up to 0.5 s, so that the stores made for
-    a try's timeout stay few), and backoff between tries (exponential with jitter, at most 5 s).
+    """How long one request may still be tried: ``retry_seconds`` from its first try's start, and no longer
+    than its object's :class:`Outage`; each try's timeout the smaller of ``timeout`` and the time left
+    (rounded up to 0.5 s, so that the stores made for a try's timeout stay few), and backoff between tries
+    (exponential with jitter, at most 5 s, slept in slices that look for a stop signal).
     ``retry_seconds=0``: one try, of ``timeout``."""
 
-    def __init__(self, retry_seconds: float, timeout: float) -> None:
+    def __init__(self, retry_seconds: float, timeout: float, outage: Outage | None = None) -> None:
         self.retry_seconds, self.timeout = retry_seconds, timeout
+        self.outage = outage
+        self.start: float | None = None
         self.end: float | None = None
         self.tries = 0
         self._delay = 0.1
+
+    def _end(self) -> float:
+        end = self.end
+        shared = self.outage.end if self.outage is not None else None
+        return end if shared is None else min(end, shared)
 
     def try_timeout(self) -> float:
         """The timeout of the next try (the first try starts the clock)."""
         now = time.monotonic()
         if self.end is None:
-            self.end = now + self.retry_seconds
+            self.start, self.end = now, now + self.retry_seconds
         self.tries += 1
         if self.retry_seconds <= 0:   # no retries: the one try has its whole timeout
             return self.timeout
-        left = max(self.end - now, 0.5)
+        left = max(self._end() - now, 0.5)
         return min(self.timeout, math.ceil(left * 2) / 2)
 
     def left(self) -> float:
-        return 0.0 if self.end is None else self.end - time.monotonic()
+        return 0.0 if self.end is None else self._end() - time.monotonic()
 
     def wait(self) -> bool:
-        """Sleep before the next try; False when no time is left for one."""
+        """Sleep before the next try; False when no time is left for one. A stop signal the CLI recorded
+        ends the sleep (SystemExit)."""
         left = self.left()
         if left <= 0.05:
             return False
-        time.sleep(min(left, self._delay * (0.5 + random.random())))
+        until = time.monotonic() + min(left, self._delay * (0.5 + random.random()))
+        while (nap := until - time.monotonic()) > 0:
+            raise_if_stopped()
+            time.sleep(min(nap, WAIT_SLICE))
+        raise_if_stopped()
         self._delay = min(self._delay * 2, 5.0)
         return self.left() > 0.05
 

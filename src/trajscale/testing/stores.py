@@ -55,8 +55,11 @@ class TcpProxy:
     ``cut(n, after)``: the next ``n`` connections that carry more than ``after`` bytes of answers are closed
     there, mid-response (a server's worker killed while it answered). ``freeze()``: from now on nothing is
     forwarded, on connections open or new (a server stopped with ``kill -STOP``): the client waits.
-    ``thaw()`` forwards again. ``cuts`` counts the answers cut, ``requests`` the HTTP requests forwarded (told by
-    their first bytes, a method: plain http only; TLS passes through uncounted)."""
+    ``freeze_after(n)``: freeze once ``n`` more bytes of answers have been forwarded (mid-run, perhaps
+    mid-answer, where the test cannot see the requests: TLS). ``thaw()`` forwards again. ``cuts`` counts
+    the answers cut, ``answered`` the bytes of answers forwarded, ``frozen`` says whether it is frozen, and
+    ``requests`` the HTTP requests forwarded (told by their first bytes, a method: plain http only; TLS
+    passes through uncounted)."""
 
     def __init__(self, host: str, port: int) -> None:
         self.upstream = (host, port)
@@ -69,6 +72,8 @@ class TcpProxy:
         self._cut_left, self._cut_after = 0, 0
         self.cuts = 0
         self.requests = 0
+        self.answered = 0
+        self._freeze_at: int | None = None
         self._frozen = threading.Event()
         self._closed = threading.Event()
         self._conns: list[socket.socket] = []
@@ -85,7 +90,17 @@ class TcpProxy:
     def freeze(self) -> None:
         self._frozen.set()
 
+    def freeze_after(self, n: int) -> None:
+        with self._lock:
+            self._freeze_at = self.answered + n
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen.is_set()
+
     def thaw(self) -> None:
+        with self._lock:
+            self._freeze_at = None
         self._frozen.clear()
 
     def close(self) -> None:
@@ -146,6 +161,10 @@ class TcpProxy:
                         return
                     answered += len(data)
                     client.sendall(data)
+                    with self._lock:
+                        self.answered += len(data)
+                        if self._freeze_at is not None and self.answered >= self._freeze_at:
+                            self._frozen.set()
         except OSError:
             return
         finally:
@@ -324,6 +343,67 @@ class StoreConformance:
         text = str(err.value)
         assert "\n" not in text and f"did not answer in {RETRY_SECONDS:g} s" in text, text
         assert took < RETRY_SECONDS + SLACK_S, f"gave up after {took:.1f} s, not within {RETRY_SECONDS:g} s"
+
+    def test_a_frozen_server_is_given_up_on_once_not_per_request(self, backend, data):
+        """Requests waiting their turn (``max_concurrency=1``, a try's timeout shorter than ``retry_seconds``)
+        give up with the first, when the server has not answered for ``retry_seconds``: not each in its turn,
+        one timeout after another."""
+        if backend.no_connection:
+            pytest.skip(backend.no_connection)
+        backend.put("frozen-line.bin", data)
+        with backend.proxied("frozen-line.bin") as (where, options, proxy):
+            store = backend.open(where, {**options, "retry_seconds": 1, "timeout": 0.5, "max_concurrency": 1})
+            proxy.freeze()
+            t0 = time.monotonic()
+            with pytest.raises(InputFileError) as err:   # (each in its turn: 15 timeouts of 0.5 s)
+                store.read_ranges([(a, a + 1000) for a in range(300_000, 900_000, 40_000)])
+            took = time.monotonic() - t0
+            proxy.thaw()
+        assert "did not answer in 1 s" in str(err.value), err.value
+        assert took < 1 + SLACK_S, f"gave up after {took:.1f} s, not within 1 s"
+
+    def test_a_stop_signal_ends_a_read_waiting_on_a_frozen_server(self, backend, data):
+        """A stop signal the CLI records (SIGTERM) while a read waits on a frozen server ends the read at once
+        (SystemExit), not after the request's timeout or ``retry_seconds``."""
+        from .. import util
+
+        if backend.no_connection:
+            pytest.skip(backend.no_connection)
+        backend.put("frozen-stop.bin", data)
+        with backend.proxied("frozen-stop.bin") as (where, options, proxy):
+            store = backend.open(where, {**options, "retry_seconds": 60, "timeout": 20})
+            proxy.freeze()
+            for ranges in ([(300_000, 400_000)], [(300_000, 400_000), (600_000, 700_000)]):
+                timer = threading.Timer(0.3, util.request_stop, (15,))
+                t0 = time.monotonic()
+                timer.start()
+                try:
+                    with pytest.raises(SystemExit):
+                        store.read_ranges(ranges)
+                finally:
+                    timer.cancel()
+                    util._stop_signal.clear()
+                took = time.monotonic() - t0
+                assert took < 0.3 + SLACK_S, f"{len(ranges)} range(s): stopped {took - 0.3:.1f} s after the signal"
+            proxy.thaw()
+
+    def test_a_refusal_ends_the_objects_other_requests(self, backend, data):
+        """An object replaced during a read: once one request is refused, the object's others (waiting their
+        turn, ``max_concurrency=1``) fail with it, unsent, and later reads fail at once with the same line."""
+        if backend.no_connection:
+            pytest.skip("a local file makes no requests")
+        where = backend.put("refusal.bin", data)
+        store = backend.open(where, {"max_concurrency": 1})
+        backend.replace("refusal.bin", payload(len(data) + 1000, seed=4))
+        with pytest.raises(InputFileError, match="replaced") as err:
+            store.read_ranges([(a, a + 1000) for a in range(300_000, 900_000, 20_000)])   # 30 in line
+        sent = store.stats.requests
+        time.sleep(0.5)   # (requests still waiting their turn would be sent by now)
+        assert store.stats.requests <= sent + 1, f"{store.stats.requests - sent} requests sent after the refusal"
+        assert sent <= 3, f"{sent} requests sent for 30 ranges of a replaced object"
+        with pytest.raises(InputFileError) as again:
+            store.read_ranges([(len(data) - 1000, len(data))])
+        assert str(again.value) == str(err.value)
 
 
     def test_a_glob_lists_the_objects_it_matches(self, backend):
