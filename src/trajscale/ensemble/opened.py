@@ -23,12 +23,13 @@ log = logging.getLogger(__name__)
 MAX_OPEN = 16
 
 
-class MemberSources:
+class MemberSources(OpenSources):
     """One thread's open member sources, keyed by their configs' keys, in the order last used
-    (:class:`~trajscale.sources.opened.OpenSources`)."""
+    (:class:`~trajscale.sources.opened.OpenSources`: ``opens``, ``opened``, ``bytes_read`` and
+    ``remote_stats()`` count the closed ones too)."""
 
     def __init__(self) -> None:
-        self._open = OpenSources(MAX_OPEN, _drop_buffer)
+        super().__init__(MAX_OPEN, _drop_buffer)
         #: What the members this thread prepares share (a topology file's selections), made when first needed.
         self.topologies = None
 
@@ -36,49 +37,27 @@ class MemberSources:
         """The source for ``config`` (opened now if it is not open: the least recently used one closed
         first when ``limit`` are open; by ``opener()`` when given) and the seconds spent opening it (0 when
         it was open)."""
-        src = self._open.get(key)
+        src = self.use(key)
         if src is not None:
             return src, 0.0
-        self._open.limit = max(1, limit)
-        self._open.make_room()
+        self.limit = max(1, limit)
+        self.make_room()
         t0 = time.perf_counter()
         src = opener() if opener is not None else source_from_config(config)
         src.reuse_buffers = True   # one read at a time per thread; map keeps no views of a block
-        self._open.add(key, src)
+        self.add(key, src)
         return src, time.perf_counter() - t0
 
     def drop_buffers(self, keep: set[str]) -> None:
         """Let go of the read buffers of the open sources not in ``keep`` (a block's memory is then its own
         pieces', not one buffer per open trajectory)."""
-        for key, src in self._open.items():
+        for key, src in self.items():
             if key not in keep:
                 src.__dict__.pop("_scratch", None)
 
     @property
-    def opens(self) -> int:
-        """Member sources opened so far (the tasks' ``files`` records)."""
-        return self._open.opens
-
-    @property
-    def opened(self) -> list[str]:
-        """Their paths, in order."""
-        return self._open.opened
-
-    @property
     def n_open(self) -> int:
-        return len(self._open)
-
-    @property
-    def bytes_read(self) -> int:
-        """Bytes read by this thread's member sources so far, those closed included."""
-        return self._open.bytes_read
-
-    def remote_stats(self) -> dict | None:
-        """Requests, bytes, network wait and retries of this thread's member sources behind URLs so far."""
-        return self._open.remote_stats()
-
-    def close(self) -> None:
-        self._open.close()
+        return len(self)
 
 
 def _drop_buffer(key: str, src: Source) -> None:

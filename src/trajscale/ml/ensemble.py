@@ -225,7 +225,7 @@ class EnsembleDataset(_BatchReads):
             self._open, self._pid = OpenSources(self.max_open), pid
             self.stats = IOStats.for_process(None)
         key = self._file_of[i]
-        file = self._open.get(key)
+        file = self._open.use(key)
         if file is None:
             self._open.make_room()
             t0 = time.perf_counter()

@@ -33,7 +33,7 @@ class OpenSources:
         self._closed_bytes = 0
         self._closed_net: dict | None = None
 
-    def get(self, key: Hashable):
+    def use(self, key: Hashable):
         """The open source of ``key``, now the most recently used; None when it is not open."""
         src = self._open.get(key)
         if src is not None:

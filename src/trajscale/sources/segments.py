@@ -356,7 +356,7 @@ class SegmentedSource(Source):
         self._checked.clear()
 
     def _segment(self, i: int) -> Source:
-        src = self._open.get(i)
+        src = self._open.use(i)
         shipped = self.segments[i].get("remote")
         if src is not None and i not in self._checked:
             if shipped is None and identity_of(self.segment_path(i)) != self._identity[i]:
