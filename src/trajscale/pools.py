@@ -34,48 +34,117 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from .errors import ConfigError
 from .util import main_not_reimported, raise_if_stopped
 
-__all__ = ["as_completed_polling", "choose_start_method", "die_with_parent", "fork_is_safe", "holds_unforkable",
-           "main_not_reimported", "parent_alive", "process_pool", "quiet_worker", "sigint_blocked", "stop_workers"]
+__all__ = ["as_completed_polling", "check_start_method", "choose_start_method", "die_with_parent", "fork_is_safe", "fork_refusal",
+           "holds_unforkable", "main_not_reimported", "parent_alive", "process_pool", "quiet_worker", "sigint_blocked",
+           "stop_workers"]
 
 
 def fork_is_safe() -> bool:
-    """True when this process can fork workers: a POSIX fork, no other thread, no MPI, no open HDF5
-    file and no URL client that has made requests (:func:`holds_unforkable`)."""
-    if not hasattr(os, "fork") or sys.platform == "darwin":   # macOS frameworks are not fork-safe
-        return False
-    if threading.active_count() > 1 or holds_unforkable():
-        return False
+    """True when this process can fork workers now (:func:`fork_refusal` finds no reason not to)."""
+    return fork_refusal() is None
+
+
+def fork_refusal() -> str | None:
+    """Why this process, as it is now, must not fork a worker, or None when it may.
+
+    Judged from the process's live state, never from the input that asks: no POSIX fork (or
+    macOS, whose system frameworks are not fork-safe), another thread running (a lock it holds
+    would stay held in the child), MPI initialised, or what :func:`holds_unforkable` finds.
+    """
+    if not hasattr(os, "fork"):
+        return "this platform has no fork"
+    if sys.platform == "darwin":
+        return "macOS's system frameworks are not fork-safe"
+    others = threading.active_count() - 1
+    if others > 0:
+        return f"{others} other thread{'s' if others > 1 else ''} run{'' if others > 1 else 's'} here"
+    held = holds_unforkable()
+    if held is not None:
+        return f"this process holds {held}"
     mpi = sys.modules.get("mpi4py.MPI")
     try:
-        return not (mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized())
+        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+            return "MPI is initialised here"
     except Exception:   # noqa: BLE001 - a broken MPI is one more reason not to fork
-        return False
+        return "MPI is in an unknown state here"
+    return None
+
+
+#: Thread names (as /proc shows them: 15 characters) of a network client's runtime that Python does not
+#: count: obstore's Rust runtime (tokio), started by any request or listing, through trajscale or not.
+RUNTIME_THREADS = ("tokio-runtime-w",)
+
+
+def _runtime_threads() -> bool | None:
+    """True when a thread of a network client's runtime (:data:`RUNTIME_THREADS`) runs in this process;
+    None where the process's threads cannot be listed."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for t in tasks:
+        try:
+            with open(f"/proc/self/task/{t}/comm") as fh:
+                if fh.read().strip() in RUNTIME_THREADS:
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def holds_unforkable() -> str | None:
     """What this process holds that a forked child cannot use, or None: an open HDF5 file (the child
-    would share its descriptor and HDF5's state of it), a URL client that has made requests (obstore's
-    runtime runs threads Python does not count: a forked child's client crashes or hangs)."""
+    would share its descriptor and HDF5's state of it), a URL client's runtime (obstore's runs threads
+    Python does not count: a forked child's client crashes or hangs). The runtime is looked for in the
+    process, whoever started it (trajscale's reads, a glob's listing, the user's own obstore calls): its
+    threads where the process's threads can be listed, else obstore having been imported at all."""
     h5f = getattr(sys.modules.get("h5py"), "h5f", None)
     if h5f is not None and h5f.get_obj_count(h5f.OBJ_ALL, h5f.OBJ_FILE):
         return "an open HDF5 file"
     storage = sys.modules.get("trajscale.storage")
     if storage is not None and storage.fetched_here()["requests"]:
         return "a URL client's runtime"
+    if "obstore" in sys.modules and _runtime_threads() is not False:
+        return "a URL client's runtime"
     return None
 
 
-def choose_start_method(requested: str | None = None) -> str:
-    """``requested``, else ``$TRAJSCALE_START_METHOD``, else fork where safe, else forkserver/spawn."""
-    methods = mp.get_all_start_methods()
+def choose_start_method(requested: str | None = None, *, late: bool = False, unforkable: str | None = None) -> str:
+    """How the workers of a pool started now start: the one rule for every worker process trajscale makes.
+
+    ``requested``, else ``$TRAJSCALE_START_METHOD``, else fork where :func:`fork_refusal` finds no reason
+    not to, else forkserver (spawn where there is none).  ``late``: a pool that starts after its job was
+    prepared, which a forkserver serves more cheaply (it has imported the reader once): not forked unless
+    asked for.  ``unforkable``: why forking will be unsafe when the workers start although it is not yet
+    (a Dask cluster's event loop runs in a thread by then).  An explicit ``fork`` where forking is unsafe
+    is refused (:class:`~trajscale.errors.ConfigError`, one line saying why), not obeyed: a forked worker
+    would crash or hang.
+    """
     method = requested or os.environ.get("TRAJSCALE_START_METHOD") or None
     if method is not None:
-        if method not in methods:
-            raise ConfigError(f"start method {method!r} is not available here; choose one of {', '.join(methods)}")
+        check_start_method(method)
+        if method == "fork":
+            why = unforkable or fork_refusal()
+            if why is not None:
+                named = "start_method='fork'" if requested else "TRAJSCALE_START_METHOD=fork"
+                raise ConfigError(f"{named} refused: {why}, which a forked worker cannot use; "
+                                  f"choose {_not_fork()} (or leave the start method unset)")
         return method
-    if "fork" in methods and fork_is_safe():
+    if not late and unforkable is None and "fork" in mp.get_all_start_methods() and fork_is_safe():
         return "fork"
-    return "forkserver" if "forkserver" in methods else "spawn"
+    return _not_fork()
+
+
+def check_start_method(method: str) -> None:
+    """Refuse, in one line, a start method this platform does not have (whether it is safe is judged when
+    the workers start: :func:`choose_start_method`)."""
+    methods = mp.get_all_start_methods()
+    if method not in methods:
+        raise ConfigError(f"start method {method!r} is not available here; choose one of {', '.join(methods)}")
+
+
+def _not_fork() -> str:
+    return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 
 
 @contextlib.contextmanager
