@@ -34,9 +34,9 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from .errors import ConfigError
 from .util import main_not_reimported, raise_if_stopped
 
-__all__ = ["as_completed_polling", "check_start_method", "choose_start_method", "die_with_parent", "fork_is_safe", "fork_refusal",
-           "holds_unforkable", "main_not_reimported", "parent_alive", "process_pool", "quiet_worker", "sigint_blocked",
-           "stop_workers"]
+__all__ = ["as_completed_polling", "check_start_method", "choose_start_method", "die_with_parent", "fork_is_safe",
+           "fork_refusal", "holds_unforkable", "main_not_reimported", "parent_alive", "process_pool", "quiet_worker",
+           "sigint_blocked", "stop_workers"]
 
 
 def fork_is_safe() -> bool:
@@ -70,34 +70,50 @@ def fork_refusal() -> str | None:
     return None
 
 
-#: Thread names (as /proc shows them: 15 characters) of a network client's runtime that Python does not
-#: count: obstore's Rust runtime (tokio), started by any request or listing, through trajscale or not.
-RUNTIME_THREADS = ("tokio-runtime-w",)
-
-
 def _runtime_threads() -> bool | None:
-    """True when a thread of a network client's runtime (:data:`RUNTIME_THREADS`) runs in this process;
-    None where the process's threads cannot be listed."""
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return None
-    for t in tasks:
+    """True when a thread Python did not start waits on network events (``epoll``): an async runtime's,
+    such as obstore's (Rust's tokio: its threads are named as the process, and one waits in epoll while
+    the runtime is idle). None where this cannot be told (no /proc, or kernel wait points hidden).
+
+    Python's own threads are told by their ids (they are counted apart); a native thread that is
+    running at the moment says nothing and is looked at again (a few times, a millisecond apart).
+    """
+    import time
+
+    for _ in range(3):
+        python = {t.native_id for t in threading.enumerate()}
         try:
-            with open(f"/proc/self/task/{t}/comm") as fh:
-                if fh.read().strip() in RUNTIME_THREADS:
-                    return True
+            tasks = [t for t in os.listdir("/proc/self/task") if int(t) not in python]
         except OSError:
-            continue
-    return False
+            return None
+        running = False
+        for t in tasks:
+            try:
+                with open(f"/proc/self/task/{t}/stat") as fh:
+                    state = fh.read().rsplit(")", 1)[1].split()[0]
+                with open(f"/proc/self/task/{t}/wchan") as fh:
+                    wchan = fh.read().strip()
+            except (OSError, IndexError):   # the thread ended meanwhile
+                continue
+            if "epoll" in wchan or wchan == "ep_poll":
+                return True
+            if state == "R":
+                running = True
+            elif wchan in ("", "0"):   # sleeping, where the kernel hides where
+                return None
+        if not running:
+            return False
+        time.sleep(0.001)
+    return None
 
 
 def holds_unforkable() -> str | None:
     """What this process holds that a forked child cannot use, or None: an open HDF5 file (the child
     would share its descriptor and HDF5's state of it), a URL client's runtime (obstore's runs threads
     Python does not count: a forked child's client crashes or hangs). The runtime is looked for in the
-    process, whoever started it (trajscale's reads, a glob's listing, the user's own obstore calls): its
-    threads where the process's threads can be listed, else obstore having been imported at all."""
+    process, whoever started it (trajscale's reads, a glob's listing, the user's own obstore calls): once
+    obstore is imported, a thread of its runtime (:func:`_runtime_threads`), or, where that cannot be
+    told, obstore's import alone."""
     h5f = getattr(sys.modules.get("h5py"), "h5f", None)
     if h5f is not None and h5f.get_obj_count(h5f.OBJ_ALL, h5f.OBJ_FILE):
         return "an open HDF5 file"
@@ -127,8 +143,8 @@ def choose_start_method(requested: str | None = None, *, late: bool = False, unf
             why = unforkable or fork_refusal()
             if why is not None:
                 named = "start_method='fork'" if requested else "TRAJSCALE_START_METHOD=fork"
-                raise ConfigError(f"{named} refused: {why}, which a forked worker cannot use; "
-                                  f"choose {_not_fork()} (or leave the start method unset)")
+                raise ConfigError(f"{named} refused: {why} (a forked worker could crash or hang); "
+                                  f"choose {_not_fork()}, or leave the start method unset")
         return method
     if not late and unforkable is None and "fork" in mp.get_all_start_methods() and fork_is_safe():
         return "fork"
