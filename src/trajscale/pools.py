@@ -40,16 +40,20 @@ __all__ = ["as_completed_polling", "check_start_method", "choose_start_method", 
 
 
 def fork_is_safe() -> bool:
-    """True when this process can fork workers now (:func:`fork_refusal` finds no reason not to)."""
-    return fork_refusal() is None
+    """True when the default is to fork workers now: nothing :func:`fork_refusal` refuses a fork for,
+    and nothing else :func:`holds_unforkable` finds (an HDF5 file open here, even for reading)."""
+    return fork_refusal() is None and holds_unforkable() is None
 
 
 def fork_refusal() -> str | None:
-    """Why this process, as it is now, must not fork a worker, or None when it may.
+    """Why this process, as it is now, must not fork a worker even when asked to, or None.
 
     Judged from the process's live state, never from the input that asks: no POSIX fork (or
     macOS, whose system frameworks are not fork-safe), another thread running (a lock it holds
-    would stay held in the child), MPI initialised, or what :func:`holds_unforkable` finds.
+    would stay held in the child), MPI initialised, a URL client's runtime, an HDF5 file open for
+    writing (a child's close would write to it). An HDF5 file open for reading only is no reason
+    to refuse (workers that open their own handle, as trajscale's readers and datasets do, read
+    it safely), but the default does not fork then (:func:`fork_is_safe`).
     """
     if not hasattr(os, "fork"):
         return "this platform has no fork"
@@ -58,7 +62,7 @@ def fork_refusal() -> str | None:
     others = threading.active_count() - 1
     if others > 0:
         return f"{others} other thread{'s' if others > 1 else ''} run{'' if others > 1 else 's'} here"
-    held = holds_unforkable()
+    held = holds_unforkable(writing_only=True)
     if held is not None:
         return f"this process holds {held}"
     mpi = sys.modules.get("mpi4py.MPI")
@@ -107,16 +111,19 @@ def _runtime_threads() -> bool | None:
     return None
 
 
-def holds_unforkable() -> str | None:
+def holds_unforkable(writing_only: bool = False) -> str | None:
     """What this process holds that a forked child cannot use, or None: an open HDF5 file (the child
     would share its descriptor and HDF5's state of it), a URL client's runtime (obstore's runs threads
     Python does not count: a forked child's client crashes or hangs). The runtime is looked for in the
     process, whoever started it (trajscale's reads, a glob's listing, the user's own obstore calls): once
     obstore is imported, a thread of its runtime (:func:`_runtime_threads`), or, where that cannot be
-    told, obstore's import alone."""
+    told, obstore's import alone. ``writing_only``: HDF5 files open for writing only."""
     h5f = getattr(sys.modules.get("h5py"), "h5f", None)
     if h5f is not None and h5f.get_obj_count(h5f.OBJ_ALL, h5f.OBJ_FILE):
-        return "an open HDF5 file"
+        if not writing_only:
+            return "an open HDF5 file"
+        if any(f.get_intent() != h5f.ACC_RDONLY for f in h5f.get_obj_ids(h5f.OBJ_ALL, h5f.OBJ_FILE)):
+            return "an HDF5 file open for writing"
     storage = sys.modules.get("trajscale.storage")
     if storage is not None and storage.fetched_here()["requests"]:
         return "a URL client's runtime"
