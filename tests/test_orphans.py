@@ -177,8 +177,10 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.parametrize("method", ["fork", "forkserver"])
+@pytest.mark.parametrize("method", ["fork", pytest.param("forkserver", marks=pytest.mark.slow(seconds=2))])
 def test_loader_workers_die_with_a_killed_parent(tmp_path, method):
+    """A PyTorch loader's workers (make_loader's) busy in a transform die with their parent killed by kill -9:
+    forked ones (the kernel's parent-death signal), and those a forkserver started (they watch the parent)."""
     pytest.importorskip("torch")
     script = tmp_path / "loader.py"
     script.write_text(LOADER_SCRIPT)
