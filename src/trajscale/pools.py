@@ -59,9 +59,11 @@ def fork_refusal() -> str | None:
         return "this platform has no fork"
     if sys.platform == "darwin":
         return "macOS's system frameworks are not fork-safe"
-    others = threading.active_count() - 1
-    if others > 0:
-        return f"{others} other thread{'s' if others > 1 else ''} run{'' if others > 1 else 's'} here"
+    _stop_progress_monitors()
+    others = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
+    if others:
+        n = len(others)
+        return f"{n} other thread{'s' if n > 1 else ''} run{'' if n > 1 else 's'} here ({', '.join(others[:3])})"
     held = holds_unforkable(writing_only=True)
     if held is not None:
         return f"this process holds {held}"
@@ -156,6 +158,19 @@ def choose_start_method(requested: str | None = None, *, late: bool = False, unf
     if not late and unforkable is None and "fork" in mp.get_all_start_methods() and fork_is_safe():
         return "fork"
     return _not_fork()
+
+
+def _stop_progress_monitors() -> None:
+    """End tqdm's monitor thread, which only refreshes stalled bars (the next bar starts another): a bar
+    of another library's (MDAnalysis's ``run()`` draws one, even disabled) leaves it sleeping for ever,
+    and a running thread rules fork out."""
+    tmonitor = getattr(sys.modules.get("tqdm._monitor"), "TMonitor", None)
+    if tmonitor is None:
+        return
+    for t in threading.enumerate():
+        if isinstance(t, tmonitor) and t is not threading.current_thread():
+            with contextlib.suppress(Exception):   # (a monitor that cannot be ended is a thread like any)
+                t.exit()
 
 
 def check_start_method(method: str) -> None:
