@@ -82,6 +82,7 @@ print("EQUAL")
 
 
 @pytest.mark.cli
+@pytest.mark.slow(seconds=2)   # out of the quick tier: a whole script with a pool, ~2 s of CPU
 def test_a_glob_over_an_object_prefix_then_a_process_pool(uploaded, s3_server):  # noqa: F811
     """The glob lists the prefix with obstore in the user's process (its runtime's threads run from then on);
     the pool started after it is not forked from that process (a forked worker died of SIGSEGV in obstore),

@@ -107,6 +107,7 @@ def test_a_workers_topology_and_atomic_numbers_equal_the_local_files(mdcath_obje
         np.testing.assert_array_equal(u.atoms.resids, ref.atoms.resids)
 
 
+@pytest.mark.slow(seconds=2)   # out of the quick tier: two loader workers that each import torch
 def test_a_loaders_workers_over_an_object_glob_give_the_in_process_epoch(mdcath_object, s3_env):
     """``EnsembleDataset("s3://.../mdcath_dataset_*.h5")`` has read the objects in this process (the client's
     runtime runs here): its loader's workers are not forked from it (a forked worker never gave a first
