@@ -153,3 +153,43 @@ def test_resume_refuses_a_partial_that_a_live_process_writes(tmp_path):
     r = subprocess.run(cmd + ["--resume"], check=False, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and out.exists(), r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.h5md"]
+
+
+#: A script whose DataLoader workers each note their pid, then hang in a transform that never ends.
+LOADER_SCRIPT = """
+import os, sys, time
+from MDAnalysisTests import datafiles as D
+from trajscale.ml import make_loader
+from trajscale.ml.dataset import FrameDataset
+
+def note(worker_id):
+    open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
+
+def hang(item):
+    time.sleep(600)
+    return item
+
+if __name__ == "__main__":
+    ds = FrameDataset(D.GRO, D.XTC, select="name CA", transform=hang)
+    loader = make_loader(ds, batch_size=4, num_workers=2, multiprocessing_context=sys.argv[2] or None,
+                         worker_init_fn=note)
+    next(iter(loader))
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", pytest.param("forkserver", marks=pytest.mark.slow(seconds=2))])
+def test_loader_workers_die_with_a_killed_parent(tmp_path, method):
+    """A PyTorch loader's workers (make_loader's) busy in a transform die with their parent killed by kill -9:
+    forked ones (the kernel's parent-death signal), and those a forkserver started (they watch the parent)."""
+    pytest.importorskip("torch")
+    script = tmp_path / "loader.py"
+    script.write_text(LOADER_SCRIPT)
+    noted = tmp_path / "pids"
+    noted.mkdir()
+    proc = subprocess.Popen([sys.executable, str(script), str(noted), method], stderr=subprocess.PIPE, text=True,
+                            env=_env())
+    kids, seconds = _kill_parent_and_time(proc, 2, lambda: len(os.listdir(noted)) >= 2)
+    workers = {int(p) for p in os.listdir(noted)}
+    print(f"loader ({method}): {len(kids)} processes below the parent gone {seconds:.2f} s after kill -9")
+    assert workers <= kids and not _alive(workers | kids), f"workers {_alive(workers | kids)} outlived their parent"
+    assert seconds < 10

@@ -205,20 +205,22 @@ def quiet_failed_heartbeats() -> None:
 
 @contextlib.contextmanager
 def _workers_forked():
-    """A LocalCluster's worker processes forked from a forkserver that has imported ``distributed`` (and
-    its optional packages, NumPy among them), not spawned to import them each: 8 workers start in 2.3 s
-    instead of 6 on 2 cores, at half the CPU. Where the platform has no forkserver, or the Dask
-    config names another method than its default (``distributed.worker.multiprocessing-method``),
-    that is left as it is."""
-    import multiprocessing
-
+    """A LocalCluster's worker processes started as :func:`~trajscale.pools.choose_start_method` says
+    (``$TRAJSCALE_START_METHOD``, else a forkserver), never forked from this process: Dask's event loop
+    runs in a thread by then. From a forkserver that has imported ``distributed`` (and its optional
+    packages, NumPy among them), 8 workers start in 2.3 s instead of 6 spawned on 2 cores, at half the
+    CPU. A Dask config that names another method than its default
+    (``distributed.worker.multiprocessing-method``) is left as it is."""
     import dask
 
+    from .pools import choose_start_method
+
     key = "distributed.worker.multiprocessing-method"
-    if dask.config.get(key) != "spawn" or "forkserver" not in multiprocessing.get_all_start_methods():
+    if dask.config.get(key) != "spawn":
         yield
         return
-    with dask.config.set({key: "forkserver"}):
+    method = choose_start_method(late=True, unforkable="Dask's event loop runs in a thread of this process")
+    with dask.config.set({key: method}):
         yield
 
 

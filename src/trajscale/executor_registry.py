@@ -293,5 +293,30 @@ def load(path: str):
     return getattr(importlib.import_module(module), attr)
 
 
-__all__ = ["DEFAULT_PREDICTION", "EXECUTORS", "ExecutorOption", "ExecutorTraits", "all_options", "executor_traits",
-           "home_names", "launcher_executor", "load", "names", "options_of", "predicted_traits", "register"]
+@dataclass(frozen=True, slots=True)
+class WorkSize:
+    """What ``auto`` weighs of work that is not an analysis (a conversion, a rechunk, a pack): the fields
+    of :class:`~trajscale.runspec.JobFacts` of the same names."""
+
+    n_frames: int
+    n_atoms: int
+    span_atoms: int | None = None
+    decode_s_per_frame: float = 0.0
+    cost: None = None   # copying is linear in the atoms
+    #: the input's bytes come over a network (its Source reads ahead): more processes do not fetch faster
+    reads_ahead: bool = False
+
+
+def choose(executor: str, size, n_workers: int | None = None) -> tuple[str, str]:
+    """``(name, why)``: ``executor`` as it is, or, for one that chooses (``auto``), its choice for work of
+    ``size`` (:class:`WorkSize`, or a run's :class:`~trajscale.runspec.JobFacts`): the one rule of ``run``,
+    ``convert``, ``rechunk`` and ``pack``, named by the chooser's registry entry."""
+    traits = executor_traits(executor)
+    if not traits.chooses:
+        return executor, "asked for"
+    return load(traits.entry)(size, n_workers)
+
+
+__all__ = ["DEFAULT_PREDICTION", "EXECUTORS", "ExecutorOption", "ExecutorTraits", "WorkSize", "all_options", "choose",
+           "executor_traits", "home_names", "launcher_executor", "load", "names", "options_of", "predicted_traits",
+           "register"]

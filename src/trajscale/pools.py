@@ -34,48 +34,155 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from .errors import ConfigError
 from .util import main_not_reimported, raise_if_stopped
 
-__all__ = ["as_completed_polling", "choose_start_method", "die_with_parent", "fork_is_safe", "holds_unforkable",
-           "main_not_reimported", "parent_alive", "process_pool", "quiet_worker", "sigint_blocked", "stop_workers"]
+__all__ = ["as_completed_polling", "check_start_method", "choose_start_method", "die_with_parent", "fork_is_safe",
+           "fork_refusal", "holds_unforkable", "main_not_reimported", "parent_alive", "process_pool", "quiet_worker",
+           "sigint_blocked", "stop_workers"]
 
 
 def fork_is_safe() -> bool:
-    """True when this process can fork workers: a POSIX fork, no other thread, no MPI, no open HDF5
-    file and no URL client that has made requests (:func:`holds_unforkable`)."""
-    if not hasattr(os, "fork") or sys.platform == "darwin":   # macOS frameworks are not fork-safe
-        return False
-    if threading.active_count() > 1 or holds_unforkable():
-        return False
+    """True when the default is to fork workers now: nothing :func:`fork_refusal` refuses a fork for,
+    and nothing else :func:`holds_unforkable` finds (an HDF5 file open here, even for reading)."""
+    return fork_refusal() is None and holds_unforkable() is None
+
+
+def fork_refusal() -> str | None:
+    """Why this process, as it is now, must not fork a worker even when asked to, or None.
+
+    Judged from the process's live state, never from the input that asks: no POSIX fork (or
+    macOS, whose system frameworks are not fork-safe), another thread running (a lock it holds
+    would stay held in the child), MPI initialised, a URL client's runtime, an HDF5 file open for
+    writing (a child's close would write to it). An HDF5 file open for reading only is no reason
+    to refuse (workers that open their own handle, as trajscale's readers and datasets do, read
+    it safely), but the default does not fork then (:func:`fork_is_safe`).
+    """
+    if not hasattr(os, "fork"):
+        return "this platform has no fork"
+    if sys.platform == "darwin":
+        return "macOS's system frameworks are not fork-safe"
+    _stop_progress_monitors()
+    others = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
+    if others:
+        n = len(others)
+        return f"{n} other thread{'s' if n > 1 else ''} run{'' if n > 1 else 's'} here ({', '.join(others[:3])})"
+    held = holds_unforkable(writing_only=True)
+    if held is not None:
+        return f"this process holds {held}"
     mpi = sys.modules.get("mpi4py.MPI")
     try:
-        return not (mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized())
+        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+            return "MPI is initialised here"
     except Exception:   # noqa: BLE001 - a broken MPI is one more reason not to fork
-        return False
+        return "MPI is in an unknown state here"
+    return None
 
 
-def holds_unforkable() -> str | None:
+def _runtime_threads() -> bool | None:
+    """True when a thread Python did not start waits on network events (``epoll``): an async runtime's,
+    such as obstore's (Rust's tokio: its threads are named as the process, and one waits in epoll while
+    the runtime is idle). None where this cannot be told (no /proc, or kernel wait points hidden).
+
+    Python's own threads are told by their ids (they are counted apart); a native thread that is
+    running at the moment says nothing and is looked at again (a few times, a millisecond apart).
+    """
+    import time
+
+    for _ in range(3):
+        python = {t.native_id for t in threading.enumerate()}
+        try:
+            tasks = [t for t in os.listdir("/proc/self/task") if int(t) not in python]
+        except OSError:
+            return None
+        running = False
+        for t in tasks:
+            try:
+                with open(f"/proc/self/task/{t}/stat") as fh:
+                    state = fh.read().rsplit(")", 1)[1].split()[0]
+                with open(f"/proc/self/task/{t}/wchan") as fh:
+                    wchan = fh.read().strip()
+            except (OSError, IndexError):   # the thread ended meanwhile
+                continue
+            if "epoll" in wchan or wchan == "ep_poll":
+                return True
+            if state == "R":
+                running = True
+            elif wchan in ("", "0"):   # sleeping, where the kernel hides where
+                return None
+        if not running:
+            return False
+        time.sleep(0.001)
+    return None
+
+
+def holds_unforkable(writing_only: bool = False) -> str | None:
     """What this process holds that a forked child cannot use, or None: an open HDF5 file (the child
-    would share its descriptor and HDF5's state of it), a URL client that has made requests (obstore's
-    runtime runs threads Python does not count: a forked child's client crashes or hangs)."""
+    would share its descriptor and HDF5's state of it), a URL client's runtime (obstore's runs threads
+    Python does not count: a forked child's client crashes or hangs). The runtime is looked for in the
+    process, whoever started it (trajscale's reads, a glob's listing, the user's own obstore calls): once
+    obstore is imported, a thread of its runtime (:func:`_runtime_threads`), or, where that cannot be
+    told, obstore's import alone. ``writing_only``: HDF5 files open for writing only."""
     h5f = getattr(sys.modules.get("h5py"), "h5f", None)
     if h5f is not None and h5f.get_obj_count(h5f.OBJ_ALL, h5f.OBJ_FILE):
-        return "an open HDF5 file"
+        if not writing_only:
+            return "an open HDF5 file"
+        if any(f.get_intent() != h5f.ACC_RDONLY for f in h5f.get_obj_ids(h5f.OBJ_ALL, h5f.OBJ_FILE)):
+            return "an HDF5 file open for writing"
     storage = sys.modules.get("trajscale.storage")
     if storage is not None and storage.fetched_here()["requests"]:
+        return "a URL client's runtime"
+    if "obstore" in sys.modules and _runtime_threads() is not False:
         return "a URL client's runtime"
     return None
 
 
-def choose_start_method(requested: str | None = None) -> str:
-    """``requested``, else ``$TRAJSCALE_START_METHOD``, else fork where safe, else forkserver/spawn."""
-    methods = mp.get_all_start_methods()
+def choose_start_method(requested: str | None = None, *, late: bool = False, unforkable: str | None = None) -> str:
+    """How the workers of a pool started now start: the one rule for every worker process trajscale makes.
+
+    ``requested``, else ``$TRAJSCALE_START_METHOD``, else fork where :func:`fork_refusal` finds no reason
+    not to, else forkserver (spawn where there is none).  ``late``: a pool that starts after its job was
+    prepared, which a forkserver serves more cheaply (it has imported the reader once): not forked unless
+    asked for.  ``unforkable``: why forking will be unsafe when the workers start although it is not yet
+    (a Dask cluster's event loop runs in a thread by then).  An explicit ``fork`` where forking is unsafe
+    is refused (:class:`~trajscale.errors.ConfigError`, one line saying why), not obeyed: a forked worker
+    would crash or hang.
+    """
     method = requested or os.environ.get("TRAJSCALE_START_METHOD") or None
     if method is not None:
-        if method not in methods:
-            raise ConfigError(f"start method {method!r} is not available here; choose one of {', '.join(methods)}")
+        check_start_method(method)
+        if method == "fork":
+            why = unforkable or fork_refusal()
+            if why is not None:
+                named = "start_method='fork'" if requested else "TRAJSCALE_START_METHOD=fork"
+                raise ConfigError(f"{named} refused: {why} (a forked worker could crash or hang); "
+                                  f"choose {_not_fork()}, or leave the start method unset")
         return method
-    if "fork" in methods and fork_is_safe():
+    if not late and unforkable is None and "fork" in mp.get_all_start_methods() and fork_is_safe():
         return "fork"
-    return "forkserver" if "forkserver" in methods else "spawn"
+    return _not_fork()
+
+
+def _stop_progress_monitors() -> None:
+    """End tqdm's monitor thread, which only refreshes stalled bars (the next bar starts another): a bar
+    of another library's (MDAnalysis's ``run()`` draws one, even disabled) leaves it sleeping for ever,
+    and a running thread rules fork out."""
+    tmonitor = getattr(sys.modules.get("tqdm._monitor"), "TMonitor", None)
+    if tmonitor is None:
+        return
+    for t in threading.enumerate():
+        if isinstance(t, tmonitor) and t is not threading.current_thread():
+            with contextlib.suppress(Exception):   # (a monitor that cannot be ended is a thread like any)
+                t.exit()
+
+
+def check_start_method(method: str) -> None:
+    """Refuse, in one line, a start method this platform does not have (whether it is safe is judged when
+    the workers start: :func:`choose_start_method`)."""
+    methods = mp.get_all_start_methods()
+    if method not in methods:
+        raise ConfigError(f"start method {method!r} is not available here; choose one of {', '.join(methods)}")
+
+
+def _not_fork() -> str:
+    return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 
 
 @contextlib.contextmanager

@@ -44,6 +44,18 @@ def test_auto_picks_a_pool_for_large_work_with_run_s_rule(caplog):
     assert WriteOptions(executor="dask").chosen(10, 100).executor == "dask"   # a named executor stays
 
 
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one CPU: auto never starts a pool")
+def test_auto_weighs_a_url_input_as_run_does():
+    """Reading-bound work from a URL (its Source reads ahead) is not shared by workers: serial, as ``trajscale
+    run``'s rule says for the same size; the same work from a local file gets a pool."""
+    size = dict(n_frames=3_000, n_atoms=200_000)   # ~2.4 s of reading, ~2.4 s of compute
+    remote = _Size(size["n_frames"], size["n_atoms"], 0.0)
+    remote.reads_ahead = True
+    assert choose_executor(remote, 2)[0] == "serial"
+    assert WriteOptions(executor="auto", n_workers=2).chosen(**size, reads_ahead=True).executor == "serial"
+    assert WriteOptions(executor="auto", n_workers=2).chosen(**size).executor == "processes"
+
+
 @pytest.mark.cli
 def test_auto_with_virtual_is_refused_in_one_line(tmp_path):
     proc = run_cli("convert", D.GRO, D.XTC, "-o", str(tmp_path / "v.h5md"), "--executor", "auto", "--virtual")

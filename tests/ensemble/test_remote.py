@@ -131,3 +131,43 @@ def test_a_topology_behind_a_url(replicas, uploaded, s3_env):  # noqa: F811
         assert np.array_equal(r[name].rgyr, local[name].rgyr)
     fetched = members._FETCHED[f"{uploaded}/adk.psf"]
     assert fetched.endswith("adk.psf") and open(fetched, "rb").read() == open(PSF, "rb").read()
+
+
+#: A user's script: a glob listed with obstore in this process (not through trajscale's reads), then a pool.
+GLOB_THEN_POOL = """
+import sys
+import numpy as np
+import trajscale as ts
+from MDAnalysisTests.datafiles import PSF
+from trajscale.errors import ConfigError
+
+ens = ts.Ensemble.from_glob(sys.argv[1] + "/adk-*.xtc", topology=PSF)
+try:   # the listing's runtime is in this process now: a fork asked for is refused, in one line
+    ts.run(ts.RMSD(select="name CA"), ens, executor="processes", n_workers=2, start_method="fork")
+    print("REFUSED: no")
+except ConfigError as exc:
+    print("REFUSED:", exc)
+pooled = ts.run(ts.RMSD(select="name CA"), ens, executor="processes", n_workers=2)
+serial = ts.run(ts.RMSD(select="name CA"), ens, executor="serial")
+assert pooled.names == serial.names == ("adk-0", "adk-2") and not pooled.refused
+for name in serial.names:
+    assert np.array_equal(pooled[name].rmsd, serial[name].rmsd), name
+print("EQUAL")
+"""
+
+
+@pytest.mark.cli
+@pytest.mark.slow(seconds=2)   # out of the quick tier: a whole script with a pool, ~2 s of CPU
+def test_a_glob_over_an_object_prefix_then_a_process_pool(uploaded, s3_server):  # noqa: F811
+    """The glob lists the prefix with obstore in the user's process (its runtime's threads run from then on);
+    the pool started after it is not forked from that process (a forked worker died of SIGSEGV in obstore),
+    and equals serial. A fresh process: this one runs the S3 server's threads, which rule fork out anyway."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", GLOB_THEN_POOL, uploaded], capture_output=True, text=True,
+                          env=s3_server.subprocess_env(), timeout=300)
+    assert proc.returncode == 0 and "EQUAL" in proc.stdout, (proc.returncode, proc.stdout, proc.stderr[-3000:])
+    refused = [ln for ln in proc.stdout.splitlines() if ln.startswith("REFUSED:")]
+    assert len(refused) == 1 and "start_method='fork' refused" in refused[0], proc.stdout
+    assert "a URL client's runtime" in refused[0], proc.stdout

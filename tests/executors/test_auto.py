@@ -78,3 +78,27 @@ def test_fork_when_no_thread_runs(monkeypatch):
         t.join()
     with pytest.raises(ConfigError, match="start method 'nope'"):
         ProcessExecutor(2, start_method="nope")
+
+
+def test_fork_asked_for_where_it_is_unsafe_is_refused_in_one_line(monkeypatch):
+    """An explicit fork (argument or environment) is obeyed only where this process could fork safely: with
+    another thread running it is refused, saying why, not obeyed (a lock that thread holds stays held in
+    the child)."""
+    import threading
+
+    monkeypatch.delenv("TRAJSCALE_START_METHOD", raising=False)
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        with pytest.raises(ConfigError) as caught:
+            choose_start_method("fork")
+        said = str(caught.value)
+        assert said.startswith("start_method='fork' refused: ") and "other thread" in said and "\n" not in said
+        monkeypatch.setenv("TRAJSCALE_START_METHOD", "fork")
+        with pytest.raises(ConfigError, match="^TRAJSCALE_START_METHOD=fork refused: .*other thread"):
+            choose_start_method()
+        assert choose_start_method("forkserver") == "forkserver"   # the argument before the environment
+    finally:
+        stop.set()
+        t.join()

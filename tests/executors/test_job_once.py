@@ -12,7 +12,7 @@ import pytest
 from MDAnalysis.analysis import rms
 
 import trajscale as ts
-from tests.executors import counted_analysis, dying_analysis
+from tests.executors import counted_analysis, dying_analysis, fork_or_skip
 from tests.executors.counted_analysis import CountedRMSD, unpickles
 from trajscale.executors.jobfile import INLINE_BYTES, ship
 from trajscale.executors.processes import ProcessExecutor
@@ -47,7 +47,7 @@ def test_large_job_is_unpickled_once_per_worker_per_run(counted, adk_vacuum, adk
     u, ref = mda.Universe(psf, dcd), mda.Universe(psf, dcd)
     expected = rms.RMSD(u, ref, select="all", ref_frame=0).run().results.rmsd[:, 2]
     np.testing.assert_allclose(serial[0].rmsd, expected, atol=1e-4)   # independent of trajscale
-    with ProcessExecutor(2, start_method="fork") as ex:
+    with ProcessExecutor(2, start_method=fork_or_skip()) as ex:
         # Three runs on the same workers: another job in the second, the first one again in the third.
         for frame in (0, 10, 0):
             _clear(counted)
@@ -65,7 +65,7 @@ def test_large_job_is_unpickled_once_per_worker_per_run(counted, adk_vacuum, adk
 def test_small_job_travels_with_each_task(counted, adk_vacuum, adk_vacuum_h5md):
     psf = adk_vacuum[0]
     serial = ts.run(CountedRMSD(select="name CA"), psf, adk_vacuum_h5md)
-    with ProcessExecutor(2, start_method="fork") as ex:
+    with ProcessExecutor(2, start_method=fork_or_skip()) as ex:
         got = ts.run(CountedRMSD(select="name CA"), psf, adk_vacuum_h5md, executor=ex, n_tasks=N_TASKS)
     assert np.array_equal(got.rmsd, serial.rmsd)
     assert sum(unpickles(counted).values()) == N_TASKS   # a job of a few kilobytes is not written to a file
@@ -76,7 +76,7 @@ def test_dead_worker_of_a_shipped_job_names_its_frames(adk_vacuum, adk_vacuum_h5
     and the pool's folder, the job file with it, is removed."""
     dying_analysis.register()
     psf = adk_vacuum[0]
-    with ProcessExecutor(2, start_method="fork") as ex:
+    with ProcessExecutor(2, start_method=fork_or_skip()) as ex:
         ranges = ts.run(ts.RMSD(select="all"), psf, adk_vacuum_h5md, executor=ex, n_tasks=5).report.tasks
         spans = [(t.start, t.stop) for t in ranges]
         marks = ex._marks

@@ -105,3 +105,31 @@ def test_a_workers_topology_and_atomic_numbers_equal_the_local_files(mdcath_obje
         ref = mda.Universe(D.PSF, D.DCD)
         np.testing.assert_array_equal(u.atoms.names, ref.atoms.names)
         np.testing.assert_array_equal(u.atoms.resids, ref.atoms.resids)
+
+
+@pytest.mark.slow(seconds=2)   # out of the quick tier: two loader workers that each import torch
+def test_a_loaders_workers_over_an_object_glob_give_the_in_process_epoch(mdcath_object, s3_env):
+    """``EnsembleDataset("s3://.../mdcath_dataset_*.h5")`` has read the objects in this process (the client's
+    runtime runs here): its loader's workers are not forked from it (a forked worker never gave a first
+    batch), and two of them give the epoch the loader gives without workers. Each worker dies with its parent."""
+    pytest.importorskip("torch")
+    from trajscale.ml import make_loader
+    from trajscale.ml.ensemble import EnsembleDataset
+
+    local, url, options = mdcath_object
+    ds = EnsembleDataset(url.rsplit("/", 1)[0] + "/mdcath_dataset_*.h5", storage_options=options)
+    assert len(ds) == 29
+
+    def epoch(**kw):
+        batches = list(make_loader(ds, batch_size=8, block=4, seed=5, **kw))
+        return {k: np.concatenate([b[k].numpy() for b in batches]) for k in ("position", "frame", "trajectory")}
+
+    pooled = epoch(num_workers=2, timeout=120)   # (without the rule, a forked worker's first batch never came)
+    in_process = epoch()
+    for k in in_process:
+        np.testing.assert_array_equal(pooled[k], in_process[k])
+    with h5py.File(local, "r") as f:   # the first sample's atoms: the file's coords, as h5py reads them
+        member = ds.names[int(in_process["trajectory"][0])]
+        temp, replica = member.rsplit("/", 2)[-2:]
+        coords = f[f"1adkA00/{temp}/{replica}/coords"][int(in_process["frame"][0])]
+    np.testing.assert_allclose(in_process["position"][:len(coords)], coords, rtol=0, atol=1e-5)

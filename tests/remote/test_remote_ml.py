@@ -52,7 +52,7 @@ def test_the_loader_gives_the_local_files_samples_from_a_url(packed_url, tmp_pat
     ds = H5Dataset(url, cache_dir=cache_dir, storage_options=options, trace_dir=tmp_path / "trace")
     here = H5Dataset(local)
     assert len(ds) == len(here) == len(ref["x"]) and ds.keys == here.keys
-    loader = make_loader(ds, batch_size=40, num_workers=2, multiprocessing_context="fork", shuffle=True, seed=3)
+    loader = make_loader(ds, batch_size=40, num_workers=2, shuffle=True, seed=3)   # started as the rule says
     local_loader = make_loader(here, batch_size=40, shuffle=True, seed=3)
     for got, want in zip(loader, local_loader, strict=True):
         for k in ("x", "y"):

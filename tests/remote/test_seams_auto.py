@@ -93,6 +93,7 @@ def test_sigterm_ends_the_default_executors_run_from_a_url(s3_server, adk_stores
 def test_a_url_clients_runtime_is_not_forked_with(s3_env, adk_stores):
     """Once this process has made a request (obstore's runtime runs threads Python does not count), no pool
     forks from it: a forked child's client crashed (S3) or hung (http)."""
+    from trajscale.errors import ConfigError
     from trajscale.pools import choose_start_method, holds_unforkable
     from trajscale.sources import open_source
 
@@ -101,3 +102,5 @@ def test_a_url_clients_runtime_is_not_forked_with(s3_env, adk_stores):
         assert src.n_frames == 10
     assert holds_unforkable() == "a URL client's runtime"
     assert choose_start_method() != "fork"
+    with pytest.raises(ConfigError, match="^start_method='fork' refused: "):   # asked for, it is refused
+        choose_start_method("fork")

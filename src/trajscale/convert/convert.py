@@ -98,7 +98,7 @@ def convert(topology: str, trajectories: list[str], output: str, *, options: Con
         job, join = _plan_job(topology, trajectories, sources, atoms, sel_atoms, opts)
         # "auto": serial or a pool, from the conversion's size (an XTC's decoding of every atom included)
         write = write.chosen(job.n_frames, job.n_atoms, sum(s.decode_seconds_per_frame() for s in sources)
-                             / len(sources))
+                             / len(sources), reads_ahead=any(s.reads_ahead for s in sources))
         opts = dataclasses.replace(opts, write=write)
         _check_room(output, inputs, job, opts)
         key = ResumeKey.of("convert", _write_mode(job, write), inputs, _resume_options(job, opts))

@@ -162,16 +162,19 @@ class WriteOptions:
         """Workers of a processes/Dask run (the CPU count unless ``n_workers``)."""
         return self.n_workers or os.cpu_count() or 1
 
-    def chosen(self, n_frames: int, n_atoms: int, decode_s_per_frame: float = 0.0) -> WriteOptions:
+    def chosen(self, n_frames: int, n_atoms: int, decode_s_per_frame: float = 0.0,
+               reads_ahead: bool = False) -> WriteOptions:
         """These options with ``executor="auto"`` replaced by its choice for a conversion of ``n_frames``
         frames of ``n_atoms`` atoms (serial unless the work outweighs starting a pool: the rule of
-        ``trajscale run``'s ``auto``), said in the log; other executors as they are."""
+        ``trajscale run``'s ``auto``), said in the log; other executors as they are. ``reads_ahead``: the
+        input's bytes come over a network (its Source's :attr:`~trajscale.sources.base.Source.reads_ahead`),
+        which more processes do not fetch faster."""
         if self.executor is None or not EXECUTORS[self.executor].chooses:
             return self
-        from ..executor_registry import load
+        from ..executor_registry import WorkSize, choose
 
-        choose = load(EXECUTORS[self.executor].entry)   # the chooser's rule, named by its registry entry
-        name, why = choose(_Size(n_frames, n_atoms, None, decode_s_per_frame), self.n_workers)
+        size = WorkSize(n_frames, n_atoms, None, decode_s_per_frame, reads_ahead=reads_ahead)
+        name, why = choose(self.executor, size, self.n_workers)
         log.info("executor %s: %s", name, why)
         return dataclasses.replace(self, executor=name)
 
@@ -240,15 +243,3 @@ def with_options(record: R, kwargs: dict, call: str) -> R:
     for owner, values in inner.items():
         top[owner] = dataclasses.replace(top.get(owner, getattr(record, owner)), **values)
     return dataclasses.replace(record, **top)
-
-
-@dataclass(frozen=True)
-class _Size:
-    """What ``auto`` weighs of a conversion (:class:`~trajscale.runspec.JobFacts`'s fields of the same names)."""
-
-    n_frames: int
-    n_atoms: int
-    span_atoms: int | None
-    decode_s_per_frame: float
-    cost: None = None   # a conversion's work is linear in its atoms
-    reads_ahead: bool = False

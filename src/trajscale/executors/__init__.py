@@ -61,19 +61,12 @@ def block_frames_for(frames: int, cost: FrameCost | None, decode_s_per_frame: fl
 
 
 def late_start_method(requested: str | None = None) -> str:
-    """How a pool started *after* this process prepared a job starts its workers: as
-    :func:`~trajscale.pools.choose_start_method` says (``requested``, ``$TRAJSCALE_START_METHOD``, ...), but
-    never by fork.  By then this process may hold what a forked child cannot use (an HDF5 file, a URL
-    client's runtime and its threads, a request pool): its workers start from a forkserver (spawn where
-    there is none), which imports the reader's modules once for all of them."""
-    import multiprocessing as mp
-
+    """How a pool started *after* this process prepared a job starts its workers:
+    :func:`~trajscale.pools.choose_start_method`'s rule with ``late=True`` (not forked unless asked for,
+    and a fork asked for where this process holds what a forked child cannot use is refused)."""
     from ..pools import choose_start_method
 
-    method = choose_start_method(requested)
-    if method != "fork":
-        return method
-    return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    return choose_start_method(requested, late=True)
 
 
 def estimate_seconds(job: JobSize) -> tuple[float, float]:
@@ -101,7 +94,7 @@ def choose_executor(job: JobSize, n_workers: int | None = None) -> tuple[str, st
       from more processes (they share the link and the client's request threads), so there only the
       compute is work the workers share: a reading-bound run from a URL stays serial, a
       compute-bound one (an RDF of many pairs) gets a pool;
-    * the pool starts after the choice, so never by fork (:func:`late_start_method`): its start is
+    * the pool starts after the choice, so not by fork unless asked for (:func:`late_start_method`): its start is
       weighed at what a forkserver's (or spawn's) costs.
     """
     import os

@@ -1,18 +1,19 @@
 """Run tasks on a local pool of worker processes, started while the job is prepared.
 
-Start method: ``fork`` when the pool starts before the job is prepared and
-it is safe (no other thread, no MPI, no open HDF5 file, no URL client's
-runtime: :func:`trajscale.pools.fork_is_safe`): two workers start in
+Start method: :func:`trajscale.pools.choose_start_method`'s rule, from this
+process's state when the pool starts: ``fork`` when it is safe (no other
+thread, no MPI, no open HDF5 file, no URL client's runtime, whoever started
+it: :func:`trajscale.pools.fork_refusal`): two workers start in
 milliseconds with trajscale and its compiled kernels already imported, and
 never re-import the user's ``__main__`` (scripts without a ``__main__`` guard,
 scripts read from stdin).  Otherwise ``forkserver`` (``spawn`` where
 unavailable), with the main module hidden from the workers and the reader's
 modules imported once by the forkserver.  A pool that starts after the job was
-prepared (``executor="auto"``'s pick: ``start(late=True)``) never forks
-(:func:`~trajscale.executors.late_start_method`): preparing may have opened an
-HDF5 file or started a URL client's runtime, which a forked child cannot use.
-Each worker opens the file on its first task and keeps it for the next.
-``TRAJSCALE_START_METHOD`` or ``start_method=`` choose a method explicitly.
+prepared (``executor="auto"``'s pick: ``start(late=True)``) forks only when
+asked to (:func:`~trajscale.executors.late_start_method`): its forkserver has
+imported the reader once. Each worker opens the file on its first task and
+keeps it for the next. ``TRAJSCALE_START_METHOD`` or ``start_method=`` choose
+a method explicitly; ``fork`` where it is unsafe is refused in one line.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from ..block import FrameRange
 from ..errors import TaskError
-from ..pools import as_completed_polling, choose_start_method, process_pool
+from ..pools import as_completed_polling, check_start_method, choose_start_method, process_pool
 from ..progress import progress_bar
 from ..report.timing import host_and_pid
 from . import late_start_method
@@ -64,7 +65,7 @@ class ProcessExecutor(Executor):
         super().__init__(n_workers or os.cpu_count() or 1)
         self._requested = start_method
         if start_method is not None:
-            choose_start_method(start_method)   # reject an unknown method now
+            check_start_method(start_method)   # an unknown method now; a fork where unsafe when the pool starts
         self.start_method: str | None = None   # the one used, once the pool has started
         self._pool = None   # a concurrent.futures ProcessPoolExecutor, once started
         self._marks: str | None = None

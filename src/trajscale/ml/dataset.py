@@ -15,6 +15,7 @@ that hands whole batches through as tensors without per-sample collation.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -509,7 +510,7 @@ def _to_tensors(batch):
 
 def make_loader(dataset, batch_size: int = 256, shuffle: bool = True, block: int | None = None,
                 seed: int = 0, drop_last: bool = False, num_workers: int = 0,
-                multiprocessing_context: str | None = None, pin_memory: bool = False,
+                multiprocessing_context=None, pin_memory: bool = False,
                 rank: int = 0, world_size: int = 1, **kw):
     """A ``torch.utils.data.DataLoader`` that reads whole batches.
 
@@ -517,17 +518,60 @@ def make_loader(dataset, batch_size: int = 256, shuffle: bool = True, block: int
     ``batch_size=None`` makes the loader hand each list to ``dataset[...]``
     as is, and the batch comes back as tensors (``torch.from_numpy``, no
     per-sample collation). Call ``loader.sampler.set_epoch(e)`` per epoch.
-    """
-    from torch.utils.data import DataLoader
 
+    Workers (``num_workers``) start as every worker process of trajscale does
+    (:func:`~trajscale.pools.choose_start_method`, judged when they start):
+    forked where this process holds nothing a forked child cannot use,
+    otherwise from a forkserver (the dataset is pickled to them, its open files
+    left behind). ``multiprocessing_context`` (a method's name or a context)
+    asks for one; ``"fork"`` where forking is unsafe is refused in one line.
+    Each worker dies with the process that made it
+    (:func:`~trajscale.pools.die_with_parent`), then runs ``worker_init_fn``.
+    """
     from .sampler import BlockBatchSampler
 
     sampler = BlockBatchSampler(len(dataset), batch_size, shuffle=shuffle, block=block, seed=seed,
                                 drop_last=drop_last, rank=rank, world_size=world_size)
     persistent = bool(kw.pop("persistent_workers", False)) and num_workers > 0
-    return DataLoader(dataset, sampler=sampler, batch_size=None, num_workers=num_workers,
-                      multiprocessing_context=multiprocessing_context if num_workers else None,
-                      pin_memory=pin_memory, collate_fn=_to_tensors, persistent_workers=persistent, **kw)
+    if num_workers:
+        kw["worker_init_fn"] = functools.partial(_loader_worker_start, kw.get("worker_init_fn"))
+    return _loader_class()(dataset, sampler=sampler, batch_size=None, num_workers=num_workers,
+                           multiprocessing_context=multiprocessing_context if num_workers else None,
+                           pin_memory=pin_memory, collate_fn=_to_tensors, persistent_workers=persistent, **kw)
+
+
+def _loader_worker_start(then: Callable | None, worker_id: int) -> None:
+    """A DataLoader worker's first act: die with its parent, then the user's ``worker_init_fn``."""
+    from ..pools import die_with_parent
+
+    die_with_parent()
+    if then is not None:
+        then(worker_id)
+
+
+@functools.cache
+def _loader_class():
+    """``DataLoader`` whose workers start by :func:`~trajscale.pools.choose_start_method`'s rule, asked
+    each time workers start (the process's state then, not when the loader was made)."""
+    from torch.utils.data import DataLoader
+
+    from ..pools import choose_start_method
+
+    class Loader(DataLoader):
+        def __init__(self, *args, multiprocessing_context=None, **kw):
+            self._asked = multiprocessing_context   # a method's name, a context, or None (the rule's)
+            super().__init__(*args, **kw)
+
+        def _get_iterator(self):
+            if self.num_workers > 0:
+                asked = self._asked
+                requested = asked if asked is None or isinstance(asked, str) else asked.get_start_method()
+                method = choose_start_method(requested)
+                self.multiprocessing_context = asked if method == requested and not isinstance(asked, str) \
+                    else method
+            return super()._get_iterator()
+
+    return Loader
 
 
 __all__ = ["FrameDataset", "H5Dataset", "make_loader", "runs"]

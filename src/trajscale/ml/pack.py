@@ -258,20 +258,23 @@ def _open_partial(path: Path, fingerprint: str) -> h5py.File:
     return f
 
 
-def _pick(executor: str, n_workers: int, n_files: int) -> str:
-    """``executor``, or for ``auto`` the lighter of its picks unless a pool has a file per worker to read."""
-    from ..executor_registry import executor_traits, home_names
+def _pick(executor: str, n_workers: int, plan: PackPlan, n_files: int) -> str:
+    """``executor``, or for ``auto`` its choice (:func:`~trajscale.executor_registry.choose`: the rule of
+    ``run``, ``convert`` and ``rechunk``) for copying the samples of ``n_files`` of the plan's files."""
+    from ..executor_registry import WorkSize, choose, executor_traits, home_names
 
     allowed = home_names()
     if executor not in allowed:
         executor_traits(executor)   # an unknown name: one error listing the registered ones
         raise ConfigError(f"pack reads on the executors {', '.join(allowed)} (one process writes the store), "
                           f"not {executor!r}")
-    traits = executor_traits(executor)
-    if traits.chooses:
-        light, heavy = traits.picks[0], traits.picks[-1]
-        return heavy if n_workers > 1 and n_files > n_workers else light
-    return executor
+    per_sample = sum(int(np.prod(plan.shapes[k], dtype=np.int64)) * plan.dtypes[k].itemsize for k in plan.keys)
+    share = n_files / max(1, len(plan.files))
+    size = WorkSize(max(1, round(plan.n_samples * share)), max(1, -(-per_sample // 12)))   # 12 bytes per atom
+    name, why = choose(executor, size, n_workers)
+    if name != executor:
+        log.info("executor %s: %s", name, why)
+    return name
 
 
 def _read_all(plan: PackPlan, todo: list[int], executor: str, n_workers: int, options: dict, on_file) -> None:
@@ -281,7 +284,7 @@ def _read_all(plan: PackPlan, todo: list[int], executor: str, n_workers: int, op
     from ..executor_registry import executor_traits, load
 
     jobs = [(i, os.path.abspath(plan.files[i]), plan.keys) for i in todo]   # workers may run elsewhere (Dask)
-    executor = _pick(executor, n_workers, len(jobs))
+    executor = _pick(executor, n_workers, plan, len(jobs))
     runner = load(executor_traits(executor).convert_runner)
     runner(_read_job, [(j,) for j in jobs], max(1, n_workers), lambda _, got: on_file(*got), None,
            options=options, window=2 * max(1, n_workers))

@@ -123,7 +123,9 @@ def _concurrent_read(path: str, size: int, k: int, block: int, seconds: float, c
     """Aggregate bytes/s of ``k`` processes reading disjoint parts of ``path`` at once, and the bytes read."""
     if cold and not direct:
         _drop_cache(path)
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    from ..pools import choose_start_method
+
+    ctx = mp.get_context(choose_start_method())   # fork only where this process may
     part = (size // k) // block * block or size // k
     barrier, queue = ctx.Barrier(k), ctx.Queue()
     deadline = time.time() + seconds + 1.0   # the processes' start counts against none of it
