@@ -201,12 +201,25 @@ def process_pool(n_workers: int, *, start_method: str | None = None, initializer
 
     method = choose_start_method(start_method)
     ctx = mp.get_context(method)
-    if method == "forkserver" and preload:
-        ctx.set_forkserver_preload(list(preload))
+    if method == "forkserver":
+        if preload:
+            ctx.set_forkserver_preload(list(preload))
+        # a forkserver is started once per process and forks every later pool's workers: they would see the
+        # environment as it was then, not now (credentials, endpoints and CA bundles set since)
+        initializer, initargs = _in_environment, (dict(os.environ), initializer, initargs)
     with sigint_blocked(), main_not_reimported():
         pool = ProcessPoolExecutor(max_workers=max(1, int(n_workers)), mp_context=ctx, initializer=initializer,
                                    initargs=initargs)
         yield pool, method
+
+
+def _in_environment(env: dict, initializer, initargs: tuple) -> None:
+    """Worker initializer: the parent's environment as it was when the pool started, then ``initializer``."""
+    if dict(os.environ) != env:
+        os.environ.clear()
+        os.environ.update(env)
+    if initializer is not None:
+        initializer(*initargs)
 
 
 @contextlib.contextmanager

@@ -48,6 +48,26 @@ def test_process_pools_are_made_in_one_module():
     assert list(made) == ["pools.py"], made
 
 
+def test_a_forkserver_pools_workers_see_the_environment_as_it_is_now(monkeypatch):
+    """A forkserver is started once per process and forks every later pool's workers: a variable set after it
+    started (credentials, an endpoint) still reaches the next pool's workers, as a spawned worker's would."""
+    import os
+
+    from trajscale.pools import process_pool, quiet_worker
+
+    def pool_sees(name):
+        with process_pool(1, start_method="forkserver", initializer=quiet_worker) as (pool, _):
+            try:
+                return pool.submit(os.getenv, name).result(timeout=120)
+            finally:
+                pool.shutdown()
+
+    monkeypatch.delenv("TRAJSCALE_TEST_LATE_VARIABLE", raising=False)
+    assert pool_sees("TRAJSCALE_TEST_LATE_VARIABLE") is None   # (the forkserver runs from here on)
+    monkeypatch.setenv("TRAJSCALE_TEST_LATE_VARIABLE", "set after the forkserver started")
+    assert pool_sees("TRAJSCALE_TEST_LATE_VARIABLE") == "set after the forkserver started"
+
+
 def test_dask_clusters_and_clients_are_made_in_one_module():
     made = _calls_of({"LocalCluster", "Client", "SLURMCluster", "SpecCluster"})
     assert list(made) == ["clusters.py"], made

@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 
+from tests.executors import fork_or_skip
 from trajscale.errors import InputFileError
 from trajscale.ml import H5Dataset, NodeCache, make_loader
 
@@ -44,7 +45,7 @@ def test_loader_workers_read_the_cached_copy(packed, tmp_path):
     store, ref = packed
     cache_dir = tmp_path / "shm"
     ds = H5Dataset(store, cache_dir=cache_dir, trace_dir=tmp_path / "trace")
-    loader = make_loader(ds, batch_size=40, num_workers=2, multiprocessing_context="fork", shuffle=False)
+    loader = make_loader(ds, batch_size=40, num_workers=2, multiprocessing_context=fork_or_skip(), shuffle=False)
     got = np.concatenate([b["x"].numpy() for b in loader])
     np.testing.assert_array_equal(got, ref["x"])
     entry = NodeCache(cache_dir).entry(store)

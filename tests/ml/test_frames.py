@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.executors import fork_or_skip
 from trajscale.ml import FrameDataset, make_loader
 
 SEL = "name CA"
@@ -56,7 +57,7 @@ def test_loader_with_forked_workers_in_sampler_order(adk_vacuum, adk_vacuum_h5md
 
     _, _, ref = mda_ca
     ds = FrameDataset(adk_vacuum[0], adk_vacuum_h5md, select=SEL)
-    loader = make_loader(ds, batch_size=16, seed=3, num_workers=2, multiprocessing_context="fork")
+    loader = make_loader(ds, batch_size=16, seed=3, num_workers=2, multiprocessing_context=fork_or_skip())
     frames = np.concatenate([b["frame"].numpy() for b in loader])
     pos = np.concatenate([b["position"].numpy() for b in make_loader(ds, batch_size=16, seed=3)])
     order = np.concatenate(list(BlockBatchSampler(98, 16, seed=3)))
