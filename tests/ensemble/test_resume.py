@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.conftest import run_cli
+from trajscale.ensemble.saved import saved_names
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def test_resume_after_sigterm_ends_as_a_run_never_stopped(twelve, tmp_path):
     saved = tmp_path / "res" / "trajectories"
     end = time.monotonic() + 120
     while time.monotonic() < end and proc.poll() is None:
-        if saved.is_dir() and len([f for f in os.listdir(saved) if f.endswith(".npz")]) >= 4:
+        if len(saved_names(tmp_path / "res")) >= 4:
             break
         time.sleep(0.05)
     assert proc.poll() is None, proc.communicate()
@@ -62,14 +63,16 @@ def test_resume_after_sigterm_ends_as_a_run_never_stopped(twelve, tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
     assert "(--resume goes on from them)" in err and "no partial output" not in err, err
-    kept = sorted(f for f in os.listdir(saved) if f.endswith(".npz"))
-    assert 4 <= len(kept) < 12 and not [f for f in os.listdir(saved) if ".tmp-" in f]
+    kept = sorted(os.listdir(saved))   # (files: small rounds gather into one file)
+    names = saved_names(tmp_path / "res")
+    assert 4 <= len(names) < 12 and not [f for f in kept if ".tmp-" in f]
     assert not (tmp_path / "resumed.parquet").exists()
     stamps = {f: os.stat(saved / f).st_mtime_ns for f in kept}
 
     again = run_cli(*_command(twelve, tmp_path / "res", None), "--resume", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
-    assert len(os.listdir(saved)) == 12
+    assert sorted(saved_names(tmp_path / "res")) == sorted(f"{n}-{k}" for k in range(4)
+                                                            for n in ("adk-0", "adk-1", "adk-2"))
     a, b = pq.read_table(tmp_path / "whole.parquet"), pq.read_table(tmp_path / "resumed.parquet")
     assert a.equals(b) and a.num_rows == 4 * (30 + 20 + 48)
     import xarray as xr
@@ -78,3 +81,4 @@ def test_resume_after_sigterm_ends_as_a_run_never_stopped(twelve, tmp_path):
         assert x.identical(y)
     # the trajectories saved before the stop were skipped: their files were not written again
     assert {f: os.stat(saved / f).st_mtime_ns for f in kept} == stamps
+    assert set(names) <= set(saved_names(tmp_path / "res"))
