@@ -123,17 +123,16 @@ def main() -> None:
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     sides = (("serial", 1), ("processes", args.workers))
     rows = {}
-    for executor, workers in sides:
-        for n in (small, large):
-            rows[executor, n] = run_once(work, n, executor, workers)
     print(f"\n{'executor':<16}{'N':>8}{'wall s':>10}{'ms/traj':>9}{'peak RSS MB':>13}{'open files':>12}"
-          f"{'results files':>15}{'saved':>8}")
+          f"{'results files':>15}{'saved':>8}", flush=True)
     complete = True
-    for (executor, n), r in rows.items():
-        name = executor if executor == "serial" else f"{executor}({args.workers})"
-        print(f"{name:<16}{n:>8}{r['wall']:>10.2f}{1e3 * r['wall'] / n:>9.3f}{r['peak'] / 2**20:>13.0f}"
-              f"{r['fds']:>12}{r['files']:>15}{r['saved']:>8}")
-        complete = complete and r["saved"] == n and r["rows"] == 2 * n
+    for executor, workers in sides:
+        for n in (small, large):   # (each row printed as it is measured: the full size takes a while)
+            rows[executor, n] = r = run_once(work, n, executor, workers)
+            name = executor if executor == "serial" else f"{executor}({args.workers})"
+            print(f"{name:<16}{n:>8}{r['wall']:>10.2f}{1e3 * r['wall'] / n:>9.3f}{r['peak'] / 2**20:>13.0f}"
+                  f"{r['fds']:>12}{r['files']:>15}{r['saved']:>8}", flush=True)
+            complete = complete and r["saved"] == n and r["rows"] == 2 * n
     print(f"\nevery trajectory's result saved (folder and Parquet): {complete}")
     for executor, workers in sides:
         a, b = rows[executor, small], rows[executor, large]
