@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.conftest import run_cli
+from trajscale.ensemble.saved import saved_names
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def test_resume_after_sigterm_ends_as_a_run_never_stopped(twelve, tmp_path):
     saved = tmp_path / "res" / "trajectories"
     end = time.monotonic() + 120
     while time.monotonic() < end and proc.poll() is None:
-        if saved.is_dir() and len([f for f in os.listdir(saved) if f.endswith(".npz")]) >= 4:
+        if len(saved_names(tmp_path / "res")) >= 4:
             break
         time.sleep(0.05)
     assert proc.poll() is None, proc.communicate()
@@ -62,14 +63,16 @@ def test_resume_after_sigterm_ends_as_a_run_never_stopped(twelve, tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
     assert "(--resume goes on from them)" in err and "no partial output" not in err, err
-    kept = sorted(f for f in os.listdir(saved) if f.endswith(".npz"))
-    assert 4 <= len(kept) < 12 and not [f for f in os.listdir(saved) if ".tmp-" in f]
+    kept = sorted(os.listdir(saved))   # (files: small rounds gather into one file)
+    names = saved_names(tmp_path / "res")
+    assert 4 <= len(names) < 12 and not [f for f in kept if ".tmp-" in f]
     assert not (tmp_path / "resumed.parquet").exists()
     stamps = {f: os.stat(saved / f).st_mtime_ns for f in kept}
 
     again = run_cli(*_command(twelve, tmp_path / "res", None), "--resume", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
-    assert len(os.listdir(saved)) == 12
+    assert sorted(saved_names(tmp_path / "res")) == sorted(f"{n}-{k}" for k in range(4)
+                                                            for n in ("adk-0", "adk-1", "adk-2"))
     a, b = pq.read_table(tmp_path / "whole.parquet"), pq.read_table(tmp_path / "resumed.parquet")
     assert a.equals(b) and a.num_rows == 4 * (30 + 20 + 48)
     import xarray as xr
@@ -78,3 +81,47 @@ def test_resume_after_sigterm_ends_as_a_run_never_stopped(twelve, tmp_path):
         assert x.identical(y)
     # the trajectories saved before the stop were skipped: their files were not written again
     assert {f: os.stat(saved / f).st_mtime_ns for f in kept} == stamps
+    assert set(names) <= set(saved_names(tmp_path / "res"))
+
+
+def _tiny(folder, n: int):
+    """``n`` XTC trajectories of 3 atoms x 2 frames (stored uncompressed), one PDB, a catalog."""
+    import struct
+
+    import numpy as np
+
+    folder.mkdir()
+    (folder / "top.pdb").write_text(
+        "ATOM      1  C   ALA A   1       0.000   0.000   0.000  1.00  0.00           C\n"
+        "ATOM      2  O   ALA A   1       1.000   0.000   0.000  1.00  0.00           O\n"
+        "ATOM      3  N   ALA A   1       0.000   1.000   0.000  1.00  0.00           N\nEND\n")
+    pos = (np.random.default_rng(5).random((n, 2, 3, 3)) * 2).astype(">f4")
+    box = np.diag([3.0, 3.0, 3.0]).astype(">f4").tobytes()
+    lines = ["name,topology,trajectory"]
+    for i in range(n):
+        (folder / f"t{i:03d}.xtc").write_bytes(b"".join(
+            struct.pack(">iiif", 1995, 3, f, float(f)) + box + struct.pack(">i", 3) + pos[i, f].tobytes()
+            for f in range(2)))
+        lines.append(f"t{i:03d},top.pdb,t{i:03d}.xtc")
+    (folder / "catalog.csv").write_text("\n".join(lines) + "\n")
+    return folder / "catalog.csv"
+
+
+def test_results_folder_holds_a_file_per_fifty_trajectories_however_small_the_rounds(tmp_path):
+    import MDAnalysis as mda
+    import numpy as np
+    from MDAnalysis.analysis import rms
+
+    import trajscale as ts
+    from trajscale.ensemble.saved import saved_names
+
+    n = 100
+    catalog = _tiny(tmp_path / "tiny", n)
+    r = ts.run(ts.RMSD(select="all"), str(catalog), executor="serial", results=tmp_path / "res", round_size=2)
+    files = os.listdir(tmp_path / "res" / "trajectories")
+    assert len(files) <= n // 50, files   # (50 rounds of 2)
+    assert sorted(saved_names(tmp_path / "res")) == [f"t{i:03d}" for i in range(n)]
+    for name in ("t000", "t063", "t099"):   # read back from the folder, as MDAnalysis computes it
+        u = mda.Universe(str(tmp_path / "tiny" / "top.pdb"), str(tmp_path / "tiny" / f"{name}.xtc"))
+        np.testing.assert_allclose(r[name].rmsd, rms.RMSD(u, select="all").run().results.rmsd[:, 2], atol=1e-5)
+    assert len(r.columns()["rmsd"]) == 2 * n

@@ -22,6 +22,7 @@ from MDAnalysis.analysis import rms
 from MDAnalysisTests import datafiles as D
 
 from tests.slurm.test_jobs import requeue_now, trajscale, wait_for_line
+from trajscale.ensemble.saved import saved_names
 
 pytestmark = [pytest.mark.slurm, pytest.mark.cli, pytest.mark.slow]
 
@@ -52,6 +53,7 @@ def catalog(tmp_path) -> Path:
 
 
 def saved_files(results: Path) -> list[str]:
+    """The results folder's whole files (several trajectories each)."""
     folder = results / "trajectories"
     if not folder.is_dir():
         return []
@@ -60,7 +62,7 @@ def saved_files(results: Path) -> list[str]:
 
 def wait_for_saved(slurm, job: int, results: Path, at_least: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
-    while len(saved_files(results)) < at_least:
+    while len(saved_names(results)) < at_least:
         state = slurm.state(job)
         assert state in ("PENDING", "RUNNING", "CONFIGURING"), f"job {job} {state}:\n{slurm.log(job)}"
         assert time.monotonic() < deadline, f"fewer than {at_least} saved in {timeout:.0f} s:\n{slurm.log(job)}"
@@ -87,6 +89,7 @@ def test_requeued_ensemble_resumes_to_the_outputs_of_an_uninterrupted_run(slurm,
     wait_for_line(slurm, job, job_dir / "job.log", "start restart=0")
     wait_for_saved(slurm, job, job_dir / "res", at_least=3)
     kept_before = saved_files(job_dir / "res")
+    names_before = saved_names(job_dir / "res")
     stamps = {f: (job_dir / "res" / "trajectories" / f).stat().st_mtime_ns for f in kept_before}
     requeue_now(slurm, job)
     assert slurm.wait(job, timeout=180) == "COMPLETED", slurm.log(job)
@@ -94,11 +97,11 @@ def test_requeued_ensemble_resumes_to_the_outputs_of_an_uninterrupted_run(slurm,
     log = (job_dir / "job.log").read_text()
     assert "start restart=1" in log and int(slurm.job(job)["Restarts"]) == 1, log
     assert "run exited 0" in log and log.rstrip().endswith("csv exited 0"), log
-    kept = saved_files(job_dir / "res")
-    assert len(kept) == 20, kept
+    kept = saved_names(job_dir / "res")
+    assert len(set(kept)) == 20 and set(names_before) <= set(kept), kept
     # the first start was stopped midway: it had saved some trajectories, and not all
     report = json.loads((job_dir / "report.json").read_text())["ensemble"]
-    assert 3 <= len(kept_before) <= report["n_skipped"] < 20, (kept_before, report)
+    assert 3 <= len(names_before) <= report["n_skipped"] < 20, (names_before, report)
     assert report["n_finished"] == 20 - report["n_skipped"], report
     # the trajectories saved before the requeue were not computed again: their files were not written again
     assert {f: (job_dir / "res" / "trajectories" / f).stat().st_mtime_ns for f in kept_before} == stamps

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import io
 import os
 import re
 import shlex
@@ -70,7 +69,7 @@ RESERVED = ("name", "trajectory", "topology", "format")
 CATALOG_FORMATS = {".csv": "csv", ".toml": "toml", ".parquet": "parquet", ".pq": "parquet"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Member:
     """One trajectory of an ensemble.
 
@@ -127,7 +126,9 @@ class Member:
 
 def _absolute(path) -> str:
     """A location as every process names it (:meth:`Location.absolute`)."""
-    return Location.of(path).absolute().where
+    path = os.fspath(path)
+    where = Location.of(path).absolute().where
+    return path if where == path else where   # (the same string: a topology rows share is held once)
 
 
 class Ensemble:
@@ -351,7 +352,9 @@ def _csv_rows(data: bytes, where: str) -> list[dict]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputFileError(where, "is not a UTF-8 text CSV catalog") from None
-    reader = csv.DictReader(io.StringIO(text))
+    # (lines, not a StringIO: its buffer takes 4 bytes a character, 50 MB for mdCATH's count of rows)
+    reader = csv.DictReader(text.splitlines(keepends=True))
+    del text
     if reader.fieldnames is None:
         raise InputFileError(where, "is an empty catalog: give a header row (trajectory, topology, labels...)")
     header = [h.strip() for h in reader.fieldnames]
@@ -419,20 +422,28 @@ def _members_of_rows(rows: Sequence[Mapping], where: str, relative_to: str | Non
     """Members from catalog rows: paths made absolute against the catalog's folder (``relative_to``: ""
     for ``where``'s own, None for none), expanders asked, names given where the rows give none."""
     base = None if relative_to is None else (relative_to or where)
+    if base is not None:   # (made absolute once, not per row)
+        base = Location.of(base).absolute().where
     made: list[tuple[Member, bool]] = []   # (member, named by its row or expander)
+    topologies: dict[str, str] = {}   # (a topology many rows name is located once, and held once)
     for i, row in enumerate(rows):
-        line = f"{where}: row {i + 1}"
         traj = row.get("trajectory")
         if traj is None or traj == "" or traj == []:
             raise InputFileError(where, f"row {i + 1} names no trajectory (column 'trajectory')")
         parts = _parts(traj) if isinstance(traj, str) else [os.fspath(t) for t in traj]
         parts = [_located(p, base) for p in parts]
         topology = row.get("topology")
-        topology = _located(os.fspath(topology), base) if topology else None
+        if topology:
+            topology = os.fspath(topology)
+            if topology not in topologies:
+                topologies[topology] = _absolute(_located(topology, base))
+            topology = topologies[topology]
+        else:
+            topology = None
         labels = {k: v for k, v in row.items() if k not in RESERVED}
         name = row.get("name")
         member = Member(str(name) if name not in (None, "") else "", tuple(parts), topology, labels)
-        expanded = _expand(member, row.get("format"), line)
+        expanded = _expand(member, row.get("format"), f"{where}: row {i + 1}")
         if expanded is None:
             made.append((member, name not in (None, "")))
         else:

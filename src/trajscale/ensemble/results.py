@@ -379,15 +379,19 @@ def _arrow_column(pa, values: np.ndarray):
     return pa.array(values)
 
 
+#: Trajectories whose rows the Parquet writer gathers into one row group at most (with 1,000,000 rows).
+_PARQUET_TRAJECTORIES = 20_000
+
+
 def _write_parquet(result: EnsembleResult, tmp) -> None:
     """The long table written a row group per batch of trajectories: memory is a batch's rows."""
     pa = _pyarrow()
     import pyarrow.parquet as pq
 
-    writer, batch = None, []
+    writer, batch, rows = None, [], 0
 
     def flush():
-        nonlocal writer, batch
+        nonlocal writer, batch, rows
         if not batch:
             return
         cols = {k: np.concatenate([b[k] for b in batch]) for k in batch[0]}
@@ -395,12 +399,13 @@ def _write_parquet(result: EnsembleResult, tmp) -> None:
         if writer is None:
             writer = pq.ParquetWriter(str(tmp), table.schema)
         writer.write_table(table.cast(writer.schema))
-        batch = []
+        batch, rows = [], 0
 
     try:
         for m, r in result.items():
             batch.append(result._rows(m, r))
-            if sum(len(b["frame"]) for b in batch) >= 1_000_000:
+            rows += len(batch[-1]["frame"])
+            if rows >= 1_000_000 or len(batch) >= _PARQUET_TRAJECTORIES:   # (a batch's rows, and its arrays)
                 flush()
         flush()
         if writer is None:

@@ -50,7 +50,7 @@ from .prepare import (
     prepare_member,
     prepare_members,
 )
-from .saved import AGGREGATES, MemberRecord, ResultsFolder, file_name
+from .saved import AGGREGATES, MemberRecord, ResultsFolder
 from .source import EnsembleSource
 
 log = logging.getLogger(__name__)
@@ -184,7 +184,7 @@ class EnsembleRounds(Rounds):
         saved = self.folder.saved() if self.folder is not None else set()
         todo = []
         for i, m in enumerate(self.ensemble):
-            if file_name(m.name) in saved:
+            if m.name in saved:
                 self.skipped.append(i)
             else:
                 todo.append((i, m))

@@ -1,19 +1,27 @@
-"""An ensemble run's results folder: each trajectory's results saved as it finishes, for a later ``--resume``.
+"""An ensemble run's results folder: finished trajectories' results saved a round at a time, for a later ``--resume``.
 
 Layout of ``FOLDER``:
 
 * ``ensemble.json``: what the run is (its analyses' configs, the frames it analyses): a resumed run must
   be the same run, or it is refused;
-* ``trajectories/NAME.npz``: one file per finished trajectory (its name quoted to be a file name), with
-  each analysis's result arrays, their plain fields as JSON, what reading and mapping it cost, and, for
-  the analyses whose partials add exactly (:data:`AGGREGATES`), the partial the ensemble's aggregate is
-  made from.  Written under a temporary name, fsynced and renamed: a file there is whole.  NumPy's
-  ``.npz`` without pickles: reading one runs no code, and only result classes of trajscale's own
-  modules are rebuilt;
+* ``trajectories/batch-NNNNNN.npz``: the results of finished trajectories, many to a file, so that the
+  folder holds a few files whatever the number of trajectories (about one per :data:`SAVE_MEMBERS`).  A
+  round's trajectories are written together when the round finishes, under a temporary name, fsynced and
+  renamed: a file there is whole.  While the run's last file holds fewer than :data:`SAVE_MEMBERS`
+  trajectories (small rounds), the next round's are written with its own into a new file that names it as
+  replaced, and it is then removed (a run killed between the two finds both and removes the replaced one).
+  A run never rewrites the files of a run before it: a resumed run starts a file of its own.
+
+  Each file holds three arrays: ``index`` (JSON: its trajectories' names, in order, and the files it
+  replaces), ``meta`` (JSON: each trajectory's plain values, its results' and partials' fields, what
+  reading and mapping it cost, and where each of its arrays lies in ``data``) and ``data`` (the arrays'
+  bytes, one after another).  NumPy's ``.npz`` without pickles: reading one runs no code, and only
+  result classes of trajscale's own modules are rebuilt.  For the analyses whose partials add exactly
+  (:data:`AGGREGATES`), the partial the ensemble's aggregate is made from is kept too;
 * ``refused.csv``: the trajectories that were not analysed, with their catalog rows and the reason.
 
-A run resumed (``resume=True``) skips the trajectories whose files are there and ends with the same
-outputs as a run that was never stopped: the outputs are always made from these files.
+A run resumed (``resume=True``) skips the trajectories saved there and ends with the same outputs as a run
+that was never stopped: the outputs are always made from these files, read back a file at a time.
 """
 
 from __future__ import annotations
@@ -24,9 +32,9 @@ import importlib
 import io
 import json
 import os
+import re
 import shutil
-import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -34,24 +42,74 @@ import numpy as np
 from ..errors import ConfigError, OutputError
 
 #: Version of the folder's layout.
-FORMAT = 1
+FORMAT = 2
 #: Analyses whose partials add exactly (integer histograms, fixed-point sums): an ensemble's aggregate over
 #: its members is the reduce of their partials, the bits of one run over their concatenation.
 AGGREGATES = frozenset({"rdf"})
 MANIFEST = "ensemble.json"
 MEMBERS = "trajectories"
 REFUSED = "refused.csv"
+#: Trajectories a file of the folder gathers before the next round starts a file of its own; and the
+#: bytes of arrays past which it does so anyway (what reading one file back holds in memory).
+SAVE_MEMBERS = 64
+SAVE_BYTES = 64 * 2**20
 _TMP = ".tmp-"
+_BATCH = re.compile(r"^batch-(\d{6,})\.npz$")
+_ALIGN = 16   # (each array's bytes start at a multiple of this in ``data``)
+_POS_BITS = 32   # (a trajectory's place: its file's number above these bits, its position in the file below)
 
 
-def file_name(name: str) -> str:
-    """A member's file name: its name quoted (a ``/`` in a name is no folder)."""
-    quoted = urllib.parse.quote(name, safe="-_.,=+@")
-    if len(quoted) > 200:   # (a file name's limit is 255 bytes)
-        import hashlib
+def batch_name(seq: int) -> str:
+    return f"batch-{seq:06d}.npz"
 
-        quoted = quoted[:150] + "-" + hashlib.sha256(name.encode()).hexdigest()[:32]
-    return quoted + ".npz"
+
+class _Batch:
+    """Trajectories' records encoded for one file: names, plain values (with where each array lies) and the
+    arrays' bytes."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.metas: list[dict] = []
+        self.chunks: list[bytes] = []
+        self.nbytes = 0
+
+    def add(self, name: str, record: MemberRecord) -> None:
+        meta, arrays = record.encode()
+        where = {}
+        for key, arr in arrays.items():
+            arr = np.ascontiguousarray(arr)
+            if arr.dtype.kind in "OV":
+                raise ConfigError(f"{key}: an array of {arr.dtype} cannot be saved with an ensemble's results")
+            where[key] = [arr.dtype.str, list(arr.shape), self.nbytes]
+            data = arr.tobytes()
+            pad = -len(data) % _ALIGN
+            self.chunks.append(data + b"\0" * pad if pad else data)
+            self.nbytes += len(data) + pad
+        meta["arrays"] = where
+        self.names.append(name)
+        self.metas.append(meta)
+
+    def extend(self, other: _Batch) -> None:
+        for meta in other.metas:
+            for spec in meta["arrays"].values():
+                spec[2] += self.nbytes
+        self.names += other.names
+        self.metas += other.metas
+        self.chunks += other.chunks
+        self.nbytes += other.nbytes
+
+    def write(self, fh, replaces: list[str]) -> None:
+        index = {"format": FORMAT, "names": self.names, "replaces": replaces}
+        np.savez(fh, index=_json_bytes(index), meta=_json_bytes(self.metas),
+                 data=np.frombuffer(b"".join(self.chunks), np.uint8))
+
+
+def _json_bytes(value) -> np.ndarray:
+    return np.frombuffer(json.dumps(value, separators=(",", ":")).encode(), np.uint8)
+
+
+def _json_of(arr: np.ndarray):
+    return json.loads(arr.tobytes().decode())
 
 
 class ResultsFolder:
@@ -94,7 +152,13 @@ class ResultsFolder:
             raise OutputError(self.path, f"cannot make the results folder ({exc.strerror or exc})") from None
         for stale in self.members.glob(f"*{_TMP}*"):   # left by a run killed while it wrote
             stale.unlink(missing_ok=True)
-        _write_atomic(self.path / MANIFEST, json.dumps(self.manifest, indent=1).encode())
+        _write_atomic(self.path / MANIFEST, lambda fh: fh.write(json.dumps(self.manifest, indent=1).encode()))
+        self._files = self._batch_files()
+        self._seq = max(self._files, default=0) + 1   # the number of the next file this run writes
+        self._pending = _Batch()   # the round under way's trajectories, written by sync
+        self._tail: tuple[int, _Batch] | None = None   # this run's last file while it is small
+        self._where: dict[str, int] | None = None   # trajectory name -> its file's number and position
+        self._read: tuple[int, list[dict], np.ndarray] | None = None   # the file read last
 
     def _read_manifest(self) -> dict | None:
         try:
@@ -107,24 +171,89 @@ class ResultsFolder:
     def _any_saved(self) -> bool:
         return self.members.is_dir() and any(self.members.iterdir())
 
-    def saved(self) -> set[str]:
-        """The file names of the trajectories saved (:func:`file_name`)."""
-        if not self.members.is_dir():
-            return set()
-        return {n for n in os.listdir(self.members) if n.endswith(".npz") and _TMP not in n}
+    def _batch_files(self) -> dict[int, Path]:
+        """The folder's files by number, less those a whole later file replaces (removed: a run stopped
+        between writing a file and removing the one it replaces)."""
+        files = {}
+        for n in os.listdir(self.members):
+            m = _BATCH.match(n)
+            if m:
+                files[int(m.group(1))] = self.members / n
+        replaced = set()
+        for seq in sorted(files):
+            replaced.update(self._index(files[seq])["replaces"])
+        for seq in [s for s, p in files.items() if p.name in replaced]:
+            files.pop(seq).unlink(missing_ok=True)
+        return dict(sorted(files.items()))
+
+    @staticmethod
+    def _index(path: Path) -> dict:
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return _json_of(z["index"])
+        except (OSError, ValueError, KeyError, EOFError) as exc:
+            raise OutputError(path, f"saved trajectories' results cannot be read ({exc}); remove it to run "
+                                    "its trajectories again") from None
+
+    def saved(self) -> Mapping[str, int]:
+        """The names of the trajectories saved (a mapping whose keys are the names)."""
+        if self._where is None:
+            where: dict[str, int] = {}
+            for seq, path in self._files.items():
+                for pos, name in enumerate(self._index(path)["names"]):
+                    where[name] = (seq << _POS_BITS) | pos
+            self._where = where
+        return self._where
 
     def save(self, name: str, record: MemberRecord) -> None:
-        """Save one trajectory's record (temporary name, fsync, rename); the folder is fsynced by :meth:`sync`."""
-        buf = io.BytesIO()
-        np.savez(buf, **record.arrays())
-        _write_atomic(self.members / file_name(name), buf.getvalue(), sync_folder=False)
-
-    def load(self, name: str) -> MemberRecord:
-        return MemberRecord.load(self.members / file_name(name))
+        """Keep one trajectory's record for the file :meth:`sync` writes (its arrays as bytes, its record let go)."""
+        self._pending.add(name, record)
 
     def sync(self) -> None:
-        """Make the renames of the files saved so far durable."""
-        _fsync_folder(self.members)
+        """Write the trajectories kept since the last call as one file (temporary name, fsync, rename; the
+        folder fsynced): with this run's last file's while that one is small, which is then removed."""
+        batch, self._pending = self._pending, _Batch()
+        if not batch.names:
+            return
+        replaces = []
+        if self._tail is not None:
+            old_seq, old = self._tail
+            old.extend(batch)
+            batch, replaces = old, [batch_name(old_seq)]
+        seq = self._seq
+        self._seq += 1
+        path = self.members / batch_name(seq)
+        _write_atomic(path, lambda fh: batch.write(fh, replaces))
+        self._files[seq] = path
+        for r in replaces:
+            self._files.pop(int(_BATCH.match(r).group(1)), None)
+            (self.members / r).unlink(missing_ok=True)
+        where = self.saved()
+        for pos, n in enumerate(batch.names):
+            where[n] = (seq << _POS_BITS) | pos
+        small = len(batch.names) < SAVE_MEMBERS and batch.nbytes < SAVE_BYTES
+        self._tail = (seq, batch) if small else None
+
+    def load(self, name: str) -> MemberRecord:
+        """One trajectory's record (its file read once for the trajectories after it in that file)."""
+        at = self.saved().get(name)
+        if at is None:
+            raise KeyError(f"{self.path}: no saved trajectory named {name!r}")
+        seq, pos = at >> _POS_BITS, at & ((1 << _POS_BITS) - 1)
+        if self._read is None or self._read[0] != seq:
+            path = self._files[seq]
+            try:
+                with np.load(path, allow_pickle=False) as z:
+                    self._read = (seq, _json_of(z["meta"]), z["data"])
+            except (OSError, ValueError, KeyError, EOFError) as exc:
+                raise OutputError(path, f"saved trajectories' results cannot be read ({exc}); remove it to "
+                                        "run its trajectories again") from None
+        _, metas, data = self._read
+        return MemberRecord.decode(metas[pos], data)
+
+    def n_files(self) -> int:
+        """The files holding the trajectories' results."""
+        return len(self._files)
 
     def write_refused(self, rows: list[dict], columns: Iterable[str]) -> Path:
         path = self.path / REFUSED
@@ -140,14 +269,16 @@ def write_refused(path: str | os.PathLike, rows: list[dict], columns: Iterable[s
     w.writeheader()
     for r in rows:
         w.writerow({k: "" if r.get(k) is None else r.get(k) for k in cols})
-    _write_atomic(Path(path), out.getvalue().encode())
+    data = out.getvalue().encode()
+    _write_atomic(Path(path), lambda fh: fh.write(data))
 
 
-def _write_atomic(path: Path, data: bytes, sync_folder: bool = True) -> None:
+def _write_atomic(path: Path, write: Callable, sync_folder: bool = True) -> None:
+    """``write(handle)`` into a temporary file beside ``path``, fsynced, renamed over ``path``."""
     tmp = path.with_name(f"{path.name}{_TMP}{os.getpid()}")
     try:
         with open(tmp, "wb") as fh:
-            fh.write(data)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -178,6 +309,17 @@ def _first_difference(a: dict, b: dict) -> str:
     return "none"
 
 
+def saved_names(path: str | os.PathLike) -> list[str]:
+    """The trajectories a results folder holds, file by file (read only: nothing there is removed)."""
+    folder = Path(path) / MEMBERS
+    if not folder.is_dir():
+        return []
+    files = sorted((int(m.group(1)), folder / n) for n in os.listdir(folder) if (m := _BATCH.match(n)))
+    indexes = [(p, ResultsFolder._index(p)) for _, p in files]
+    replaced = {r for _, ix in indexes for r in ix["replaces"]}
+    return [n for p, ix in indexes if p.name not in replaced for n in ix["names"]]
+
+
 @dataclasses.dataclass(frozen=True)
 class MemberRecord:
     """One finished trajectory: each analysis's result, what it cost, and the partials kept for aggregates.
@@ -201,28 +343,27 @@ class MemberRecord:
     stats: dict
     partials: tuple = ()
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        """The record as named arrays (its plain values as one JSON string)."""
+    def encode(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The record's plain values (JSON) and its arrays, named."""
         arrays: dict[str, np.ndarray] = {}
         meta = {"name": self.name, "index": self.index, "stats": self.stats, "results": [], "partials": []}
         for k, r in enumerate(self.results):
             meta["results"].append(_encode_dataclass(r, f"r{k}.", arrays))
         for k, p in enumerate(self.partials):
-            meta["partials"].append(None if p is None else _encode_plain(p, f"p{k}.", arrays))
-        arrays["meta"] = np.array(json.dumps(meta))
-        return arrays
+            meta["partials"].append(None if p is None else _encode_value(p, f"p{k}", arrays))
+        return meta, arrays
 
     @classmethod
-    def load(cls, path: Path) -> MemberRecord:
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                data = {k: z[k] for k in z.files}
-        except (OSError, ValueError) as exc:
-            raise OutputError(path, f"a saved trajectory's results cannot be read ({exc}); remove it to run "
-                                    "that trajectory again") from None
-        meta = json.loads(str(data["meta"]))
-        results = tuple(_decode_dataclass(m, data) for m in meta["results"])
-        partials = tuple(None if p is None else _decode_plain(p, data) for p in meta["partials"])
+    def decode(cls, meta: dict, data: np.ndarray) -> MemberRecord:
+        """The record whose plain values are ``meta`` and whose arrays lie in ``data`` (copied out of it)."""
+        arrays = {}
+        for key, (dtype, shape, offset) in meta["arrays"].items():
+            dt = np.dtype(dtype)
+            count = int(np.prod(shape, dtype=np.int64))
+            arrays[key] = (np.frombuffer(data, dt, count, offset).reshape(shape).copy() if count
+                           else np.empty(shape, dt))
+        results = tuple(_decode_dataclass(m, arrays) for m in meta["results"])
+        partials = tuple(None if p is None else _decode_value(p, arrays) for p in meta["partials"])
         return cls(meta["name"], int(meta["index"]), results, meta["stats"], partials)
 
 
@@ -281,12 +422,4 @@ def _decode_dataclass(meta: dict, data: dict):
     return cls(**{k: _decode_value(v, data) for k, v in meta["fields"].items()})
 
 
-def _encode_plain(value, prefix: str, arrays: dict) -> dict:
-    return _encode_value(value, prefix.rstrip("."), arrays)
-
-
-def _decode_plain(meta: dict, data: dict):
-    return _decode_value(meta, data)
-
-
-__all__ = ["AGGREGATES", "MemberRecord", "ResultsFolder", "file_name", "write_refused"]
+__all__ = ["AGGREGATES", "SAVE_MEMBERS", "MemberRecord", "ResultsFolder", "saved_names", "write_refused"]

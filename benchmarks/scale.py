@@ -1,0 +1,154 @@
+"""mdCATH's count of trajectories in one job: time per trajectory, memory, open files and the results folder at scale.
+
+    python benchmarks/scale.py [--size smallest|default|full] [--workdir DIR] [--workers 2]
+    python benchmarks/scale.py --size full --workdir /tmp/scale-bench     # 134,950 trajectories
+    python benchmarks/scale.py --size smallest --workdir /tmp/bench       # what the test suite runs
+
+The data: ``N`` tiny trajectories (3 atoms x 2 frames, XTC, one shared PDB topology: ``make_tiny`` of
+benchmarks/ensemble.py) and their CSV catalog, made once in the work folder.  The ``full`` size's large
+``N`` is mdCATH's count of trajectories: 5,398 domains x 5 temperatures x 5 replicas = 134,950.
+
+The workload, a whole process as a user runs it, serial and on processes(``--workers``)::
+
+    trajscale run rmsd --ensemble catalog.csv --select all --executor E [-n W] --results R --out rmsd.parquet -q
+
+at a small ``N`` and a large one.  For each run: the wall time (from just before the process starts to
+just after it exits) and per trajectory, the peak RSS of its largest process (the kernel's, every process
+reaped by a subreaper, as :mod:`trajscale.testing.peak_rss`), the most files any of its processes held
+open (sampled from ``/proc`` every 10 ms), the files of its results folder, and whether every trajectory's
+result was saved (the folder's trajectories and the Parquet's rows: 2 per trajectory).  The targets (large
+``N`` against small, same executor): exit 0, every result saved, peak RSS at most 1.5x, open files within
+a fixed bound (at most 8 more than the small run's), results files at most ``N/50``, wall time per
+trajectory at most 1.5x.  Exit 1 when a result is missing or a run fails; the targets are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ensemble import _descendants, env_for, make_tiny  # noqa: E402
+
+#: size -> (small N, large N)
+SIZES = {"smallest": (250, 500), "default": (1000, 10000), "full": (1000, 134950)}
+#: Open files past the small run's that the large run may hold (the bound does not grow with N).
+FD_SLACK = 8
+
+#: Runs the command as its child subreaper, reaps every process it started, prints its peak RSS (bytes).
+_HELPER = r"""
+import ctypes, json, os, resource, subprocess, sys
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
+proc = subprocess.run(json.loads(sys.argv[1]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+print(json.dumps({"rc": proc.returncode, "stderr": proc.stderr[-3000:],
+                  "peak": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))
+"""
+
+
+def measured(cmd: list[str], work: Path) -> dict:
+    """Run ``cmd``: wall seconds, peak RSS of its largest process, the most open files of any of its processes."""
+    most = [0]
+    t0 = time.perf_counter()
+    helper = subprocess.Popen([sys.executable, "-c", _HELPER, json.dumps(cmd)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env_for(work), cwd=work)
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            for pid in _descendants(helper.pid)[1:]:   # (the helper's own files are not the run's)
+                try:
+                    most[0] = max(most[0], len(os.listdir(f"/proc/{pid}/fd")))
+                except OSError:
+                    pass
+            done.wait(0.01)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    out, err = helper.communicate()
+    wall = time.perf_counter() - t0
+    done.set()
+    watcher.join()
+    if helper.returncode != 0:
+        sys.exit(f"the measuring helper exited {helper.returncode}:\n{err[-3000:]}")
+    got = json.loads(out.strip().splitlines()[-1])
+    return {"wall": wall, "rc": got["rc"], "stderr": got["stderr"], "peak": got["peak"], "fds": most[0]}
+
+
+def run_once(work: Path, n: int, executor: str, workers: int) -> dict:
+    from trajscale.ensemble.saved import MEMBERS, saved_names
+
+    catalog = make_tiny(work, n)
+    tag = f"{executor}{n}"
+    results, out = work / f"{tag}-results", work / f"{tag}.parquet"
+    shutil.rmtree(results, ignore_errors=True)
+    out.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", "--ensemble", str(catalog), "--select", "all",
+           "--executor", executor, *(["-n", str(workers)] if executor != "serial" else []),
+           "--results", str(results), "--out", str(out), "-q"]
+    row = measured(cmd, work)
+    if row["rc"] != 0:
+        sys.exit(f"{' '.join(cmd[2:])} exited {row['rc']}:\n{row['stderr']}")
+    import pyarrow.parquet as pq
+
+    row["files"] = len(os.listdir(results / MEMBERS))
+    row["saved"] = len(set(saved_names(results)))
+    row["rows"] = pq.read_metadata(out).num_rows
+    shutil.rmtree(results, ignore_errors=True)
+    out.unlink(missing_ok=True)
+    return row
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", choices=list(SIZES), default="default")
+    p.add_argument("--workdir", default="demo-output/scale")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--keep", action="store_true", help="keep the trajectories made in the work folder")
+    args = p.parse_args()
+    work = Path(args.workdir).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    small, large = SIZES[args.size]
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    sides = (("serial", 1), ("processes", args.workers))
+    rows = {}
+    print(f"\n{'executor':<16}{'N':>8}{'wall s':>10}{'ms/traj':>9}{'peak RSS MB':>13}{'open files':>12}"
+          f"{'results files':>15}{'saved':>8}", flush=True)
+    complete = True
+    for executor, workers in sides:
+        for n in (small, large):   # (each row printed as it is measured: the full size takes a while)
+            rows[executor, n] = r = run_once(work, n, executor, workers)
+            name = executor if executor == "serial" else f"{executor}({args.workers})"
+            print(f"{name:<16}{n:>8}{r['wall']:>10.2f}{1e3 * r['wall'] / n:>9.3f}{r['peak'] / 2**20:>13.0f}"
+                  f"{r['fds']:>12}{r['files']:>15}{r['saved']:>8}", flush=True)
+            complete = complete and r["saved"] == n and r["rows"] == 2 * n
+    print(f"\nevery trajectory's result saved (folder and Parquet): {complete}")
+    for executor, workers in sides:
+        a, b = rows[executor, small], rows[executor, large]
+        per = (b["wall"] / large) / (a["wall"] / small)
+        rss = b["peak"] / a["peak"]
+        met = per <= 1.5 and rss <= 1.5 and b["fds"] <= a["fds"] + FD_SLACK and b["files"] <= large / 50
+        name = executor if executor == "serial" else f"{executor}({workers})"
+        print(f"{name} {large} / {small}: per trajectory {per:.2f}x, peak RSS {rss:.2f}x, open files "
+              f"{a['fds']} -> {b['fds']}, results files {b['files']} (N/50 = {large // 50}); targets met: {met}")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if not args.keep:
+        for d in work.glob("tiny*"):
+            shutil.rmtree(d, ignore_errors=True)
+    if not complete:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
