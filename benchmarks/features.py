@@ -11,10 +11,14 @@ file ``members`` temperature/replica members of ``frames`` frames (a stretch of 
 seeded start, moved by a seeded noise of 0.05 Å), a box of 8 nm; and the same members again as one XTC
 each (0.001 nm precision), with the PDB of their system as a shared topology, listed in one CSV catalog.
 
-Paired rows: the two sides of a row are whole processes (the interpreter's start, the imports, the work;
-nothing kept between runs but the page cache and trajscale's topology cache in ``workdir/cache``), run in
-turn, trajscale first, ``--pairs`` times after ``--warmup`` uncounted pairs; the ratio is the median over
-the pairs of the other side's seconds over trajscale's (higher: trajscale faster), with its range:
+Paired rows: every side is a whole process (the interpreter's start, the imports, the work; nothing kept
+between runs but the page cache and trajscale's topology cache in ``workdir/cache``). The sides of a
+group (the XTC members: trajscale serial, MDTraj, MDAnalysis, trajscale processes; the mdCATH-shaped
+files: trajscale serial, MDTraj + h5py, trajscale processes; the lagged epoch's two loaders) run in turn,
+one round at a time, ``--pairs`` rounds after ``--warmup`` uncounted ones, so that a drift in the
+machine's speed falls on every side. A row's ratio is the median over the rounds of the other side's
+seconds over trajscale's (higher: trajscale faster; for processes, serial's over processes'), with its
+range:
 
 * ``phi/psi XTC vs MDTraj``: ``ts.run(ts.Ramachandran(select="protein", sincos=True), catalog,
   executor="serial")`` then ``r.arrays()``, against a loop over the catalog with MDTraj (each topology
@@ -34,15 +38,23 @@ member's array, each at most the largest difference of one value); the epochs' s
 
 Then, for trajscale alone:
 
-* the per-member overhead of every registered analysis when members share a topology: inside one fresh
-  process, after a warm-up run, the best of three runs over ``n_over`` members (2 frames of AdK each, one
-  PDB) less the best of three over one, per member; and the preparation per distinct topology: a run over
-  ``n_top`` members each with its own copy of the PDB (trajscale's caches empty) less the same members
-  sharing one, per member;
+* the per-member overhead of every registered analysis (but the user's own, ``per_frame`` and
+  ``user_reduce``) when members share a topology: inside one fresh process, after a warm-up run of each,
+  the best of three runs (one at the smallest size) over ``n_over`` members (2 frames of AdK each, one
+  PDB) less the best over one, per member; and the preparation per distinct topology: a run over
+  ``n_top`` members each with its own copy of the PDB less the same members sharing one, per member,
+  trajscale's disk caches empty, then again in a fresh process with the caches holding those topologies
+  (a later run's case; not at the smallest size);
 * the peak RSS (:func:`trajscale.testing.peak_rss.peak_rss`) of a TICA on φ/ψ sin/cos of the AdK members
-  at two member counts: streamed (``stream_fit(TICA(lagtime=LAG, dim=2), FeatureStream(...))``) against
+  (one feature space) at two member counts (a fifth of the size's AdK files and all of them; one count at
+  the smallest size): streamed (``stream_fit(TICA(lagtime=LAG, dim=2), FeatureStream(...))``) against
   deeptime's fit in memory (``TICA(...).fit(ts.run(...).arrays())``); the two models' covariances are
   compared.
+
+Sizes (files x members x frames; overhead members; distinct topologies; rounds): ``smallest`` 4 x 2 x 5,
+4, 2, 1 without warm-up (the test suite's: its figures mean nothing); ``small`` 20 x 5 x 30, 100, 10, 3
+after 1; ``full`` 200 x 25 x 30 (5,000 members: 2,500 of each system), 1,000, 50, 3 after 1 (about 6 GB
+of files, and the MDAnalysis loop alone some minutes a round).
 
 Targets (a 2-core machine): ≥ 3x MDTraj on XTC, ≥ 5x MDTraj on mdCATH-shaped files, ≥ 20x MDAnalysis,
 processes(2) faster than serial, the lagged epoch ≥ 5x, per-member overhead ≤ 5 ms, preparation ≤ 20 ms
@@ -196,6 +208,7 @@ def sincos(phi: np.ndarray, psi: np.ndarray) -> np.ndarray:
 def side_trajscale(source: str, executor: str, workers: int) -> dict:
     import trajscale as ts
 
+    started()
     r = ts.run(ts.Ramachandran(select="protein", sincos=True), source, executor=executor, n_workers=workers)
     assert not r.refused, r.refused
     return {name: checksums(a) for name, a in zip(r.names, r.arrays(), strict=True)}
@@ -206,6 +219,7 @@ def side_mdtraj_xtc(catalog: str) -> dict:
 
     import mdtraj as md
 
+    started()
     tops, out = {}, {}
     for row in csv.DictReader(open(catalog)):
         top = tops.get(row["topology"])
@@ -224,6 +238,7 @@ def side_mdtraj_h5(pattern: str) -> dict:
     import h5py
     import mdtraj as md
 
+    started()
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for path in sorted(glob.glob(pattern)):
@@ -252,6 +267,7 @@ def side_mdanalysis_xtc(catalog: str) -> dict:
     from MDAnalysis.analysis.dihedrals import Ramachandran
 
     warnings.filterwarnings("ignore")
+    started()
     out = {}
     for row in csv.DictReader(open(catalog)):
         u = mda.Universe(row["topology"], row["trajectory"])
@@ -300,11 +316,15 @@ def concat_pairs(samples: list[dict]) -> dict:
 
 
 def side_epoch(kind: str, pattern: str) -> dict:
+    import h5py  # noqa: F401
     import torch
     from torch.utils.data import DataLoader, RandomSampler
 
     if kind == "trajscale":
         from trajscale.ml import LaggedEnsembleDataset, make_loader
+
+    started()
+    if kind == "trajscale":
 
         data = LaggedEnsembleDataset(pattern, LAG, max_open=32)
         loader = make_loader(data, batch_size=32, block=8, seed=0, num_workers=0)
@@ -380,7 +400,22 @@ def side_tica(kind: str, pattern: str) -> dict:
     return {"cov_00": np.asarray(m.cov_00).ravel()[:4096].tolist(), "n": int(m.cov_00.shape[0])}
 
 
+_T0 = [0.0]
+
+
+def started() -> None:
+    """The side's imports are done: its work starts here."""
+    _T0[0] = time.perf_counter()
+
+
 def run_side(args) -> dict:
+    """The side's output, and ``work_s``: its seconds after its imports (trajscale imports lazily, inside)."""
+    t0 = _T0[0] = time.perf_counter()
+    out = _run_side(args)
+    return {"out": out, "work_s": time.perf_counter() - max(t0, _T0[0])}
+
+
+def _run_side(args) -> dict:
     a = args.side_args
     if args.side == "trajscale":
         return side_trajscale(a[0], a[1], int(a[2]))
@@ -440,22 +475,28 @@ def rounds(label: str, sides: dict[str, list[str]], work: Path, pairs: int, warm
     """Run every side of a group once per round, in turn, ``warmup + pairs`` rounds; each side's counted
     wall seconds and its last output."""
     times: dict[str, list[float]] = {k: [] for k in sides}
+    work_s: dict[str, list[float]] = {k: [] for k in sides}
     outs: dict[str, dict] = {}
     for k in range(warmup + pairs):
         print(f"  {label}: round {k + 1} of {warmup + pairs}", file=sys.stderr, flush=True)
         for key, cmd in sides.items():
-            wall, outs[key] = timed(cmd, work)
+            wall, got = timed(cmd, work)
+            outs[key] = got["out"]
             if k >= warmup:
                 times[key].append(wall)
-    return {"times": times, "outs": outs}
+                work_s[key].append(got["work_s"])
+    return {"times": times, "work": work_s, "outs": outs}
 
 
 def row_of(label: str, group: dict, ours: str, theirs: str, target: float | None, diff: float) -> dict:
     """A row: ``theirs``'s seconds over ``ours``'s, round by round (each round ran both, in turn)."""
     t_ours, t_theirs = group["times"][ours], group["times"][theirs]
     ratios = [b / a for a, b in zip(t_ours, t_theirs, strict=True)]
+    w_ours, w_theirs = group["work"][ours], group["work"][theirs]
     return {"row": label, "trajscale_s": statistics.median(t_ours), "other_s": statistics.median(t_theirs),
             "ratio": statistics.median(ratios), "low": min(ratios), "high": max(ratios), "target": target,
+            "trajscale_work_s": statistics.median(w_ours), "other_work_s": statistics.median(w_theirs),
+            "work_ratio": statistics.median(b / a for a, b in zip(w_ours, w_theirs, strict=True)),
             "max_diff": diff, "pairs": len(ratios), "load": os.getloadavg()[0]}
 
 
@@ -508,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{n_files} mdCATH-shaped files x {n_members} members x {n_frames} frames ({members} members: AdK, 214 "
           f"residues, and its residues 1-120), the same as {members} XTC files with 2 PDB topologies; "
           f"{os.cpu_count()} CPUs; load average before {' '.join(f'{x:.2f}' for x in load_before)}; "
-          f"median of {pairs} pairs after {warmup} warm-up; MDTraj {mdtraj_version or 'absent'}")
+          f"median of {pairs} rounds after {warmup} warm-up; MDTraj {mdtraj_version or 'absent'}")
     result: dict = {"size": args.size, "files": n_files, "members": members, "frames": n_frames,
                     "load_before": list(load_before), "rows": [], "overhead": {}, "tica": []}
 
@@ -560,21 +601,24 @@ def main(argv: list[str] | None = None) -> int:
                    0.0 if same else float("inf")))
     if table:
         print(f"\n{'row (whole processes)':<44}{'trajscale s':>12}{'other s':>10}{'ratio':>9}{'range':>14}"
-              f"{'target':>8}{'':>8}{'max |diff|':>12}")
+              f"{'target':>8}{'':>8}{'work ratio':>12}{'max |diff|':>12}")
         print("\n".join(table))
-        print("ratio: the other side's seconds / trajscale's (processes: serial / processes), median of the pairs; "
-              "max |diff|: features against trajscale serial's (epochs: 0 where the sums agree)")
+        print("ratio: the other side's seconds / trajscale's (processes: serial / processes), median of the rounds; "
+              "work ratio: the same of the seconds inside each process after its imports (trajscale imports "
+              "lazily, inside its work); max |diff|: features against trajscale serial's (epochs: 0 where the "
+              "sums agree)")
 
     if "overhead" in rows:
         folder = make_overhead_data(work, n_over, n_top)
         repeat = 1 if args.size == "smallest" else 3
         cache = work / f"cache-overhead-{time.monotonic_ns()}"   # empty: every distinct topology is new
         try:
-            _, over = timed(side_cmd("overhead", folder, n_over, n_top, repeat, "all"), work, env_for(work, cache))
+            over = timed(side_cmd("overhead", folder, n_over, n_top, repeat, "all"), work,
+                         env_for(work, cache))[1]["out"]
             # a fresh process again, trajscale's disk caches now holding those topologies (a later run's
             # case; not at the smallest size, the test suite's, where the figures mean nothing)
             again = {} if args.size == "smallest" else timed(
-                side_cmd("overhead", folder, n_over, n_top, repeat, "topology"), work, env_for(work, cache))[1]
+                side_cmd("overhead", folder, n_over, n_top, repeat, "topology"), work, env_for(work, cache))[1]["out"]
         finally:
             shutil.rmtree(cache, ignore_errors=True)
         for name in over:
@@ -613,7 +657,7 @@ def main(argv: list[str] | None = None) -> int:
                 if done.returncode != 0:
                     raise SystemExit(f"{PROG}: the {kind} TICA exited {done.returncode}:\n{done.stderr[-3000:]}")
                 peaks[kind] = peak / 2**20
-                covs[kind] = np.asarray(json.loads(done.stdout.strip().splitlines()[-1])["cov_00"])
+                covs[kind] = np.asarray(json.loads(done.stdout.strip().splitlines()[-1])["out"]["cov_00"])
             rel = float(np.abs(covs["stream"] - covs["memory"]).max() / np.abs(covs["memory"]).max())
             shutil.rmtree(sub, ignore_errors=True)
             result["tica"].append({"members": count * n_members, "stream_mb": peaks["stream"],
@@ -642,7 +686,7 @@ def row_line(row: dict) -> str:
     spread = f"{row['low']:.2f}-{row['high']:.2f}"
     return (f"{row['row']:<44}{row['trajscale_s']:>12.2f}{row['other_s']:>10.2f}{row['ratio']:>8.2f}x"
             f"{spread:>14}{target:>8}{mark(row['ratio'], row['target']):>8}"
-            f"{row['max_diff']:>12.1e}")
+            f"{row['work_ratio']:>11.2f}x{row['max_diff']:>12.1e}")
 
 
 if __name__ == "__main__":
