@@ -537,6 +537,8 @@ def main(argv: list[str] | None = None) -> int:
     n_files, n_members, n_frames, n_over, n_top, pairs, warmup = SIZES[args.size]
     pairs = args.pairs if args.pairs is not None else pairs
     warmup = args.warmup if args.warmup is not None else warmup
+    if pairs < 1 or warmup < 0:
+        raise SystemExit(f"{PROG}: --pairs must be >= 1 and --warmup >= 0")
     n = args.n_workers
     work = Path(args.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)
