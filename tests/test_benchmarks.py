@@ -68,6 +68,23 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                      rf"^per-trajectory overhead \(open, plan, result; 12 tiny trajectories, serial\): {NUM} ms",
                      rf"^serial\s+48\s+{NUM}\s+\d+$", rf"^processes\(2\)\s+48\s+{NUM}\s+\d+$",
                      r"benchmarks/mdcath_epoch\.py$"]),
+    "features.py": (["--size", "smallest", "--workdir", "{work}/features", "--json", "{work}/features.json",
+                     "--overwrite"],
+                    [r"^row \(whole processes\)\s+trajscale s\s+other s\s+ratio\s+range\s+target\s+work ratio\s+"
+                     r"max \|diff\|$",
+                     *(rf"^{re.escape(row)}\s+({NUM}\s+{NUM}\s+{NUM}x\s+{NUM}-{NUM}\s+>= {target}\s+(met|MISSED)\s+"
+                       rf"{NUM}x\s+{NUM}|skipped: MDTraj is not installed.*)$"
+                       for row, target in (("phi/psi XTC: serial vs MDTraj loop", 3),
+                                           ("phi/psi mdCATH: serial vs MDTraj + h5py", 5))),
+                     *(rf"^{re.escape(row)}\s+{NUM}\s+{NUM}\s+{NUM}x\s+{NUM}-{NUM}\s+>= {target}\s+(met|MISSED)\s+"
+                       rf"{NUM}x\s+{NUM}$"
+                       for row, target in (("phi/psi XTC: serial vs MDAnalysis loop", 20),
+                                           ("phi/psi XTC: processes(2) vs serial", 1),
+                                           ("phi/psi mdCATH: processes(2) vs serial", 1),
+                                           ("lagged epoch (lag 2): vs h5py per sample", 5))),
+                     rf"^ramachandran\s+{NUM}\s+(met|MISSED)\s+{NUM}\s+(met|MISSED)\s+n/a$",
+                     r"^ members\s+streamed MB\s+in memory MB\s+max \|cov diff\| / max \|cov\|$",
+                     rf"^\s+4\s+{NUM}\s+{NUM}\s+{NUM}$", r"^load average after: "]),
     # the campaign itself runs in tests/test_fuzz.py; here: every target is found
     "fuzz.py": (["--list"], [r"^xtc$", r"^trr$", r"^h5md_open$", r"^mda_reader$"]),
     "held_out_user.py": ([], [rf"^spread of 98 frames: largest {NUM} A$"]),
@@ -174,8 +191,25 @@ def test_every_script_has_a_smoke_run():
     assert scripts == sorted(SMOKE), "add the new benchmark to SMOKE in tests/test_benchmarks.py"
 
 
+def _builtin_analyses() -> list[str]:
+    from trajscale.analysis import BUILTIN
+
+    return list(BUILTIN)
+
+
 #: what the ``--json`` file of a smoke run above holds (it replaces a file there before, with --overwrite)
 JSON_ROWS = {
+    # every row measured (MDTraj's skipped where it is absent), each side's features as trajscale serial's,
+    # every registered analysis's overhead, the streamed TICA's covariances as deeptime's in-memory fit's
+    "features.py": lambda d: [r["row"] for r in d["rows"]] == [
+        "phi/psi XTC: serial vs MDTraj loop", "phi/psi XTC: serial vs MDAnalysis loop",
+        "phi/psi XTC: processes(2) vs serial", "phi/psi mdCATH: serial vs MDTraj + h5py",
+        "phi/psi mdCATH: processes(2) vs serial", "lagged epoch (lag 2): vs h5py per sample"]
+    and all((r["status"] == "measured" and r["max_diff"] <= 1e-3 and r["pairs"] == 1
+             and min(r["trajscale_s"], r["other_s"]) > 0)
+            or ("MDTraj" in r["row"] and r["status"].startswith("skipped")) for r in d["rows"])
+    and sorted(d["overhead"]) == sorted(set(_builtin_analyses()) - {"per_frame", "user_reduce"})
+    and [(t["members"], t["cov_rel_diff"] <= 1e-10) for t in d["tica"]] == [(4, True)],
     "predict.py": lambda rows: len(rows) == 1 and rows[0]["measured"] > 0 and rows[0]["predicted"] > 0
     and rows[0]["low"] <= rows[0]["predicted"] <= rows[0]["high"],
     # every row asked for, each side run, their outputs the same (one tree against itself), one pair
@@ -210,6 +244,7 @@ def test_smoke(script, work):
 JSON_OUTPUTS = {
     "analyses.py": (SMOKE["analyses.py"][0], "--json"),
     "layouts.py": (SMOKE["layouts.py"][0], "--json"),
+    "features.py": (SMOKE["features.py"][0][:-3], "--json"),
     "predict.py": (["--quick"], "--json"),
     "scaling.py": (SMOKE["scaling.py"][0][:-3], "--json"),
     "write.py": (SMOKE["write.py"][0], "--json"),
