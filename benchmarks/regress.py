@@ -93,6 +93,9 @@ ANALYSES: dict[str, dict[str, list[str]]] = {
                  "small": ["--select1", "name CA and resid 1-10", "--select2", "name CA and resid 11-20"]},
     # the protein is its default and its largest: one selection fewer
     "ramachandran": {"default": [], "small": ["--select", "resid 2-21"]},
+    # every residue pair's minimum distance: the CA atoms (one a residue) by default, heavy atoms as large
+    "residue_contacts": {"default": ["--select", CA], "large": ["--select", f"{HEAVY} and resid 1-60"],
+                         "small": ["--select", SMALL]},
     "rdf": {"default": ["--select1", CA, "--select2", "name OW"],
             # a large first selection against a sparse second one (the protein's heavy atoms and 401 waters)
             "large": ["--select1", HEAVY, "--select2", "name OW and resid 300:700"],
