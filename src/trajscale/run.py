@@ -44,17 +44,14 @@ def run(analysis: Analysis | list[Analysis], topology=None, trajectory=None, *, 
         not read), or an AtomGroup of one: the analysis selects within it, as MDAnalysis's analyses do.
     trajectory
         An H5MD file (fast path) or any trajectory file(s) MDAnalysis reads, on disk or behind URLs, parts
-        joined as ``convert`` joins them; an IMD stream, ``imd://HOST:PORT``; or None: ``topology`` is an
-        ensemble (an :class:`~trajscale.ensemble.catalog.Ensemble`, a catalog file or a glob), each trajectory
-        with its own topology (:func:`trajscale.ensemble.run.run_ensemble`, and its keywords).
+        joined as ``convert`` joins them; an IMD stream, ``imd://HOST:PORT``.
     ensemble
-        Many trajectories, each with its own topology: an :class:`~trajscale.ensemble.catalog.Ensemble`, a
-        catalog file, a glob or a file holding several (mdCATH's), given instead of ``topology`` and
-        ``trajectory`` (``run(analysis, ensemble=ens)``; ``run(analysis, ens)`` is the same run).
+        Many trajectories, each with its own topology (:func:`~trajscale.ensemble.run.run_ensemble`): an Ensemble,
+        a catalog, a glob or an mdCATH file, in place of the topology and trajectory (as ``run(analysis, ens)``).
     options
         A :class:`~trajscale.runspec.RunOptions` holding the options below; keywords given too replace its fields.
     on_update
-        ``on_update(result)`` gets the result at the end (following: and so far, as ``FollowOptions`` says).
+        ``on_update(result)`` gets the result at the end (following: so far too, as ``FollowOptions`` says).
 
     Other Parameters
     ----------------
@@ -84,26 +81,30 @@ def run(analysis: Analysis | list[Analysis], topology=None, trajectory=None, *, 
 
     Returns
     -------
-    The result (``r.rmsd``, ``r.frames``, ...) with ``r.report``, a :class:`~trajscale.report.timing.RunReport`
-    (on the root; None on other MPI ranks); a list for a list.
+    The result (``r.rmsd``, ...) with ``r.report`` (a RunReport) on the root, None on other ranks; a list for a list.
     """
-    if ensemble is not None:
-        if topology is not None or trajectory is not None:
-            from .errors import ConfigError
-
-            raise ConfigError("an ensemble names its trajectories and their topologies: give ensemble= alone, "
-                              "without a topology or trajectory")
-        return _run_ensemble(analysis, ensemble, options, on_update, keywords)
-    if topology is None:
-        from .errors import ConfigError
-
-        raise ConfigError("give a topology and a trajectory, or ensemble= for many trajectories")
-    if trajectory is None:   # an ensemble: many trajectories, each with its own topology, in one job
-        return _run_ensemble(analysis, topology, options, on_update, keywords)
+    many = _ensemble_of(topology, trajectory, ensemble)
+    if many is not None:   # many trajectories, each with its own topology, in one job
+        return _run_ensemble(analysis, many, options, on_update, keywords)
     opts = RunOptions.from_keywords(options, keywords)
     analysis = _grouped(analysis)
     with using(opts.storage_options):   # a URL's options, for the sources this run opens
         return Engine(analysis, topology, rounds_for(analysis, topology, trajectory, opts), opts, on_update).execute()
+
+
+def _ensemble_of(topology, trajectory, ensemble):
+    """The ensemble a run is over: ``ensemble=``, or the ``topology`` argument given without a trajectory (the
+    earlier spelling); None for one trajectory."""
+    from .errors import ConfigError
+
+    if ensemble is not None:
+        if topology is not None or trajectory is not None:
+            raise ConfigError("an ensemble names its trajectories and their topologies: give ensemble= alone, "
+                              "without a topology or trajectory")
+        return ensemble
+    if topology is None:
+        raise ConfigError("give a topology and a trajectory, or ensemble= for many trajectories")
+    return topology if trajectory is None else None
 
 
 def _grouped(analysis: Analysis | list[Analysis]) -> Analysis:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from MDAnalysisTests import datafiles as D
 
+from tests.executors import fork_or_skip
 from trajscale.convert.convert import convert
 from trajscale.errors import InputFileError
 from trajscale.h5md.layout import Layout
@@ -180,7 +181,7 @@ def test_torch_dataloader_epochs(files, workers):
     samples = expected_samples(files)
     ds = EnsembleDataset([*files[0], files[1]], max_open=3)
     loader = make_loader(ds, batch_size=24, block=6, seed=11, num_workers=workers,
-                         multiprocessing_context="fork" if workers else None)
+                         multiprocessing_context=fork_or_skip() if workers else None)
 
     def epoch(e):
         loader.sampler.set_epoch(e)

@@ -265,7 +265,7 @@ def test_a_server_stopped_mid_run_ends_it_in_bounded_time(own_server, adk_stores
 
 @pytest.mark.cli
 @pytest.mark.parametrize("fault, problem", [("overwrite", "replaced during the run"),
-                                            ("delete", "no such object")])
+                                            ("delete", "replaced or removed during the run")])
 def test_an_object_replaced_or_deleted_mid_run_is_refused(own_server, adk_stores, monkeypatch, fault, problem):
     for k, v in CREDENTIALS.items():
         monkeypatch.setenv(k, v)

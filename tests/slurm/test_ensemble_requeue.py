@@ -104,7 +104,12 @@ def test_requeued_ensemble_resumes_to_the_outputs_of_an_uninterrupted_run(slurm,
     assert 3 <= len(names_before) <= report["n_skipped"] < 20, (names_before, report)
     assert report["n_finished"] == 20 - report["n_skipped"], report
     # the trajectories saved before the requeue were not computed again: their files were not written again
-    assert {f: (job_dir / "res" / "trajectories" / f).stat().st_mtime_ns for f in kept_before} == stamps
+    # (a small round's file that the first start gathered into its next one before the requeue is gone: its
+    # trajectories are in that next file, which is among those kept)
+    survived = {f for f in kept_before if (job_dir / "res" / "trajectories" / f).exists()}
+    assert survived, kept_before
+    assert {f: (job_dir / "res" / "trajectories" / f).stat().st_mtime_ns for f in survived} == \
+        {f: stamps[f] for f in survived}
 
     # the outputs of the requeued job are the uninterrupted run's, byte for byte
     assert (job_dir / "rmsd.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
