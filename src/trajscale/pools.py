@@ -45,6 +45,14 @@ def fork_is_safe() -> bool:
     return fork_refusal() is None and holds_unforkable() is None
 
 
+#: Threads whose owner makes them safe across a fork: a multiprocessing queue's feeder (a finished
+#: DataLoader epoch leaves its queues' feeders behind for a while) holds only the queue's own locks,
+#: which the queue replaces in a forked child (``Queue._after_fork``), and the child never runs it.
+#: Counting them would flip a loader's next epoch from fork to forkserver, which re-runs an
+#: unguarded script's top level in every worker.
+_RESET_IN_CHILD = frozenset({"QueueFeederThread"})
+
+
 def fork_refusal() -> str | None:
     """Why this process, as it is now, must not fork a worker even when asked to, or None.
 
@@ -60,7 +68,8 @@ def fork_refusal() -> str | None:
     if sys.platform == "darwin":
         return "macOS's system frameworks are not fork-safe"
     _stop_progress_monitors()
-    others = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
+    others = [t.name for t in threading.enumerate()
+              if t is not threading.current_thread() and t.name not in _RESET_IN_CHILD]
     if others:
         n = len(others)
         return f"{n} other thread{'s' if n > 1 else ''} run{'' if n > 1 else 's'} here ({', '.join(others[:3])})"
