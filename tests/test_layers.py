@@ -304,7 +304,7 @@ def test_no_module_imports_another_packages_private_names():
 #: Every spelling of "is this location local (or a URL)?": the question itself under each of its names, its
 #: scheme, a Location's ``local``, and the class of store a location would open (which says remote or local).
 LOCATION_ASKED = re.compile(r'\bis_url\(|\bis_local\(|\bscheme_of\(|"://"|(?<!threading)\.local\b(?!\()'
-                            r'|\bstore_class\(')
+                            r'|\bstore_class\b')
 #: Where a location may be asked: the layer of transports, the location module, and util (the scheme table's
 #: definition, and the input and output checks every command makes before a location exists).
 LOCATION_HOMES = ("storage/", "sources/locations.py", "util.py")
@@ -312,20 +312,10 @@ LOCATION_HOMES = ("storage/", "sources/locations.py", "util.py")
 LOCATION_POLICY_POINTS = {
     "cli/options.py": "an output given as a URL is refused (outputs are local files, written atomically)",
     "cli/inspect.py": "inspecting a URL reports its requests per access pattern and what tells a replacement",
+    "run.py": "--follow over a URL is refused (following watches a file a job is writing on this file system)",
 }
 #: Files that still ask, each with why: the list only shrinks (a file fixed must leave it).
-LOCATION_ASKED_PENDING = {
-    "ensemble/rounds.py": "a member's bytes on disk for the work estimate, and which workers preload a store",
-    "ensemble/prepare.py": "a member behind a URL is prepared with its store's shipped state",
-    "ensemble/members.py": "a topology behind a URL is fetched into a local file, which MDAnalysis parses",
-    "h5md/inspect.py": "an H5MD file behind a URL has no collective open and no size on disk",
-    "sources/segments.py": "a segment index behind a URL names its parts beside it; a part's store is preloaded",
-    "sources/__init__.py": "a worker preloads the store's client for a URL's parts",
-    "run.py": "a run over URLs refuses --follow and reports its requests",
-    "ml/dataset.py": "a packed store behind a URL is read through the node cache",
-    "ml/ensemble.py": "a member behind a URL is fetched into the node cache",
-    "ml/cache.py": "the node cache fetches only objects behind URLs",
-}
+LOCATION_ASKED_PENDING: dict[str, str] = {}
 
 
 def location_questions(source: str, rel: str = "<planted>") -> list[str]:
@@ -356,6 +346,7 @@ def test_nothing_above_the_byte_layer_asks_whether_a_location_is_local():
 @pytest.mark.parametrize("planted", [
     "if is_url(path):", "if not is_local(t):", "remote = scheme_of(path) is not None", 'if "://" in path:',
     "if Location.of(t).local:", "if where.local and name:", "remote = store_class(path).remote",
+    "fetched = Location(p).store_class.remote",
 ])
 def test_the_location_question_finder_catches_every_spelling(planted):
     assert location_questions(planted, "engine.py"), planted

@@ -119,7 +119,7 @@ def test_a_topology_behind_a_url(replicas, uploaded, s3_env):  # noqa: F811
     """The members' one topology is an object: fetched once by the process, the numbers those of the local file."""
     from MDAnalysisTests.datafiles import PSF
 
-    from trajscale.ensemble import members
+    from trajscale.storage.files import at_hand
 
     s3_env.client().upload_file(PSF, BUCKET, "ensemble/adk.psf")
     ens = ts.Ensemble.from_glob(f"{uploaded}/adk-*.xtc", topology=f"{uploaded}/adk.psf")
@@ -129,8 +129,9 @@ def test_a_topology_behind_a_url(replicas, uploaded, s3_env):  # noqa: F811
     assert r.names == ("adk-0", "adk-2") and not r.refused
     for name in r.names:
         assert np.array_equal(r[name].rgyr, local[name].rgyr)
-    fetched = members._FETCHED[f"{uploaded}/adk.psf"]
+    fetched = at_hand(f"{uploaded}/adk.psf")   # (the file the run fetched, kept for the process)
     assert fetched.endswith("adk.psf") and open(fetched, "rb").read() == open(PSF, "rb").read()
+    assert at_hand(f"{uploaded}/adk.psf") == fetched and at_hand(PSF) == PSF
 
 
 #: A user's script: a glob listed with obstore in this process (not through trajscale's reads), then a pool.

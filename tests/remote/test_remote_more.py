@@ -66,6 +66,18 @@ def test_xarrays_open_dataset_reads_a_url_with_storage_options(s3_server, adk_st
 
 @pytest.mark.cli
 @pytest.mark.slow   # a scheduler and two workers started
+def test_a_urls_layout_facts_say_its_size_as_the_local_files(s3_env, adk_stores):
+    """A run over a URL reports the object's size (its identity's: no request more), as a run over the local
+    file reports the file's; only the local file do MPI ranks open together (MPI-IO reads a file system's)."""
+    from trajscale.sources import open_source
+
+    local, url, _ = adk_stores["gzip"]
+    with open_source(local) as a, open_source(url) as b:
+        here, there = a.layout_summary(), b.layout_summary()
+    assert there.file_bytes == here.file_bytes == os.path.getsize(local)
+    assert (here.collective_open, there.collective_open) == (True, False)
+
+
 def test_an_external_dask_cluster_reads_a_url_with_the_jobs_options(s3_server, adk_stores, tmp_path):
     """``run ... s3://... --executor dask --scheduler tcp://...`` with a real scheduler and two workers started
     without any AWS setting: the endpoint and credentials given as ``--storage-option`` reach the workers with

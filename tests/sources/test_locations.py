@@ -11,7 +11,7 @@ from urllib.parse import urljoin
 import pytest
 
 from trajscale.sources import reader_modules
-from trajscale.sources.locations import beside, identity, local_beside, store_class
+from trajscale.sources.locations import Location, beside, identity, local_beside
 
 
 @pytest.mark.parametrize("index, part", [
@@ -58,13 +58,12 @@ def test_a_local_files_identity_is_its_stat_and_none_when_it_is_gone(tmp_path):
     assert identity(f) is None
 
 
-def test_the_store_class_says_what_a_worker_preloads():
-    from trajscale.storage.bytestore import LocalFile
+def test_the_store_says_what_a_worker_preloads():
     from trajscale.storage.objects import RemoteObject
 
-    assert store_class("/data/run.h5md") is LocalFile and not LocalFile.remote
+    assert Location("/data/run.h5md").worker_modules(("x",)) == ()   # (a local read starts no client)
     for url in ("s3://b/run.h5md", "https://h/run.xtc", "gs://b/k", "az://c/k"):
-        assert store_class(url) is RemoteObject and RemoteObject.remote
+        assert Location(url).worker_modules(("x",)) == (*RemoteObject.worker_modules, "x")
     # a local file: its format's Source module, nothing of another format
     assert reader_modules("/data/run.h5md") == ("trajscale.h5md.source",)
     assert not {m for m in reader_modules("/data/run.xtc") if "h5md" in m}

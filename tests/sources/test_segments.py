@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import MDAnalysis as mda
@@ -17,7 +18,7 @@ from trajscale.convert.convert import convert
 from trajscale.convert.split import build_index, split
 from trajscale.errors import TrajscaleError
 from trajscale.executors.mpi import rank_tasks
-from trajscale.sources import SegmentedSource, open_source
+from trajscale.sources import SegmentedSource, index_path, open_source
 from trajscale.testing import SourceConformance
 
 
@@ -109,6 +110,17 @@ def test_rmsd_over_segments_equals_mdanalysis(split_dir, xtc_parts, tmp_path):
     index = build_index(xtc_parts, tmp_path / "x.index.json", topology=D.GRO)
     ref = rms.RMSD(mda.Universe(D.GRO, D.XTC), select="name CA").run().results.rmsd[:, 2]
     np.testing.assert_allclose(ts.run(ts.RMSD(select="name CA"), D.GRO, index, n_tasks=3).rmsd, ref, atol=1e-4)
+
+
+def test_an_index_is_the_file_given_whatever_its_name(xtc_parts, tmp_path):
+    """A segment index is the file given (as an object behind a URL is), whatever its name ends with."""
+    index = build_index(xtc_parts, tmp_path / "traj.index.json", topology=D.GRO)
+    other = tmp_path / "traj.parts"
+    shutil.copy(index, other)
+    frames = mda.Universe(D.GRO, D.XTC).trajectory.n_frames
+    with SegmentedSource(str(other)) as src:
+        assert src.n_frames == frames
+    assert index_path(other) == str(other) and index_path(tmp_path / "none") is None
 
 
 def test_bad_parts_are_one_clear_error(xtc_parts, adk_vacuum_h5md, tmp_path):

@@ -56,9 +56,10 @@ def _unused_space(path: str) -> str | None:
     from ..h5md.inspect import space_facts, unused_space_note
 
     try:
+        size = os.path.getsize(path)
         with h5py.File(path, "r") as f:
-            facts = space_facts(f)
-        facts["file_bytes"] = os.path.getsize(path)
+            facts = space_facts(f, size)
+        facts["file_bytes"] = size
     except OSError:
         return None
     return unused_space_note(facts)

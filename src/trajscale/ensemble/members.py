@@ -15,7 +15,7 @@ from ..engine import frame_range
 from ..planning import AnalysisTopology
 from ..runspec import RunOptions
 from ..sources import Source, open_source, source_from_config
-from ..sources.locations import is_local
+from ..storage.files import at_hand
 from .analysis import prepare_each
 from .catalog import Member
 
@@ -50,7 +50,7 @@ class SharedTopologies:
     def prepare(self, analysis: Analysis, topology: str | None, source: Source) -> Prepared:
         from ..topology import CachedUniverse
 
-        topology = local_topology(topology)
+        topology = at_hand(topology) if topology is not None else None   # (a URL's: fetched, parsed here)
         own = source.own_universe() if topology is None else None
         if own is not None:   # a Source that carries its own topology (an mdCATH member's PDB text, ...)
             return prepare_each(analysis, AnalysisTopology(own, source).atoms, source)
@@ -65,51 +65,6 @@ class SharedTopologies:
         if topology is not None and isinstance(top.atoms, CachedUniverse) and top.atoms.t_build == 0:
             self._shared[topology] = top.atoms
         return prep
-
-
-#: Topologies behind URLs this process fetched: URL -> the local file MDAnalysis reads.
-_FETCHED: dict[str, str] = {}
-_FETCHING = threading.Lock()
-_FOLDER: list[str] = []   # (the temporary folder they are in, made when the first is fetched)
-
-
-def local_topology(location: str | None) -> str | None:
-    """``location`` as a file MDAnalysis can parse: a local path as it is; a topology behind a URL fetched
-    through the byte layer once per process into a temporary file (named by the object's identity, with the
-    URL's ending, which tells MDAnalysis the format), removed when the process ends."""
-    if location is None or is_local(location):
-        return location
-    with _FETCHING:
-        path = _FETCHED.get(location)
-        if path is None:
-            path = _FETCHED[location] = _fetch(location)
-    return path
-
-
-def _fetch(location: str) -> str:
-    import atexit
-    import hashlib
-    import os
-    import shutil
-    import tempfile
-
-    from ..storage.opener import open_bytes
-
-    store = open_bytes(location)
-    try:
-        data = bytes(store.read_ranges([(0, store.size)])[0]) if store.size else b""
-        identity = repr(tuple(store.identity))
-    finally:
-        store.close()
-    if not _FOLDER:
-        _FOLDER.append(tempfile.mkdtemp(prefix="trajscale-topologies-"))
-        atexit.register(shutil.rmtree, _FOLDER[0], True)
-    folder = _FOLDER[0]
-    base = location.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-    path = os.path.join(folder, f"{hashlib.sha256((location + identity).encode()).hexdigest()[:16]}-{base}")
-    with open(path, "wb") as fh:
-        fh.write(data)
-    return path
 
 
 def member_spec(member: Member, options: RunOptions) -> dict:

@@ -25,7 +25,7 @@ from ..analysis.base import Analysis, Prepared
 from ..engine import frame_range
 from ..errors import TrajscaleError
 from ..runspec import RunOptions
-from ..sources.locations import is_local
+from ..sources.locations import Location
 from .analysis import for_member
 from .catalog import Member
 from .members import SharedTopologies, member_spec, open_member
@@ -126,11 +126,17 @@ def prepare_member(index: int, member: Member, analysis: Analysis, options: RunO
         frame_bytes = source.bytes_per_frame(prep.atoms, own.fields) + own.block_bytes_per_frame(own_prep)
         read = MemberRead(member=index, offset=0, n=len(frames), start=start, step=options.step,
                           source=source.get_config(), atoms=prep.atoms, path=source.path)
-        remote = not all(is_local(t) for t in member.trajectory)
         return MemberJob(index, member, read, prep, int(frame_bytes), source.decode_seconds_per_frame(),
-                         own.frame_cost(own_prep, source), remote, time.perf_counter() - t0)
+                         own.frame_cost(own_prep, source), by_network(member), time.perf_counter() - t0)
     finally:
         source.close()
+
+
+def by_network(member: Member) -> bool:
+    """Whether ``member`` is read through a network client's store (told without I/O, from the modules its
+    stores' readers import): its reads go ahead of the work, and it is prepared where its store's state
+    is found once and shipped."""
+    return any(Location(t).worker_modules() for t in member.trajectory)
 
 
 def defer_member(index: int, member: Member, options: RunOptions, size: int, remote: bool = False) -> MemberJob:
@@ -164,5 +170,5 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-__all__ = ["MemberJob", "Refusal", "RefusedResult", "SharedTopologies", "defer_member", "open_member", "prepare_member",
-           "prepare_members"]
+__all__ = ["MemberJob", "Refusal", "RefusedResult", "SharedTopologies", "by_network", "defer_member", "open_member",
+           "prepare_member", "prepare_members"]

@@ -34,7 +34,7 @@ from ..errors import ConfigError, TrajscaleError
 from ..executor_registry import executor_traits
 from ..runspec import JobFacts, RunOptions
 from ..sources import reader_modules
-from ..sources.locations import is_local, store_class
+from ..sources.locations import Location
 from ..util import raise_if_stopped
 from .analysis import EnsemblePartial, EnsembleState, KeptPartial, MemberPartial, for_member
 from .catalog import Ensemble
@@ -46,6 +46,7 @@ from .prepare import (
     Refusal,
     RefusedResult,
     SharedTopologies,
+    by_network,
     defer_member,
     prepare_member,
     prepare_members,
@@ -146,11 +147,12 @@ class EnsembleRounds(Rounds):
 
     def _preparing_imports(self) -> list[str]:
         """The modules preparing a member imports beyond those here already (a topology's parser, MDAnalysis
-        for an analysis that asks its exceptions), learned by preparing the first local member here now (the
-        job then uses that preparation): the workers that prepare the others start with them (forked, or
-        from a forkserver that imported them once), instead of each importing them."""
+        for an analysis that asks its exceptions), learned by preparing here now the first member read with
+        no network client, which a forked worker must not inherit (the job then uses that preparation): the
+        workers that prepare the others start with them (forked, or from a forkserver that imported them
+        once), instead of each importing them."""
         first = next(((i, m) for i, m in enumerate(self.ensemble)
-                      if m.source is None and all(is_local(t) for t in m.trajectory)), None)
+                      if m.source is None and not by_network(m)), None)
         if first is None:
             return []
         before = set(sys.modules)
@@ -166,7 +168,7 @@ class EnsembleRounds(Rounds):
         seen, found = set(), list(WORKER_MODULES)
         for m in self.ensemble:
             t = m.trajectory[0]
-            kind = (os.path.splitext(t)[1].lower(), store_class(t))   # (the store: what a read imports)
+            kind = (os.path.splitext(t)[1].lower(), Location(t).worker_modules())   # (what a read imports)
             if kind in seen:
                 continue
             seen.add(kind)
@@ -374,12 +376,15 @@ class EnsembleRounds(Rounds):
 
 
 def _file_size(member) -> int:
-    """A member's bytes on disk (0 for a URL or a file that cannot be seen): what cuts the rounds by size."""
+    """A member's bytes (what cuts the rounds by size): 0 for one that cannot be seen, and for one read through
+    a network client's store, whose size is a request (it is prepared here, and its store's state shipped)."""
+    if by_network(member):
+        return 0
     total = 0
     for t in member.trajectory:
         try:
-            total += os.stat(t).st_size if is_local(t) else 0
-        except OSError:
+            total += Location(t).size
+        except TrajscaleError:
             pass
     return total
 

@@ -56,6 +56,8 @@ class OpenedFile:
     #: True when HDF5 reads the file's bytes itself (its own driver): its filter pipeline and chunk cache
     #: read compressed or split chunks as fast as the chunk reader would, and keep them for the next read.
     hdf5_reads_chunks: bool = True
+    #: True when MPI ranks can open the file together (MPI-IO reads a file system's files).
+    opens_collectively: bool = True
 
     def __init__(self, store: ByteStore, request: FileRequest) -> None:
         self.store = store
@@ -108,6 +110,7 @@ class RemoteFile(OpenedFile):
 
     latency_bound = True
     hdf5_reads_chunks = False   # (each of HDF5's reads would be a request: whole chunks are fetched concurrently)
+    opens_collectively = False   # (each rank opens an object alone, by requests)
 
     def __init__(self, store: ByteStore, request: FileRequest) -> None:   # (HDF5 over the store, not by path)
         from .metadata import open_store_h5

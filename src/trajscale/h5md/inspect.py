@@ -23,7 +23,6 @@ import numpy as np
 from ..block import sorted_unique
 from ..errors import NotH5MDError
 from ..facts import CONTIGUOUS, LayoutFacts, Precision
-from ..sources.locations import is_local
 from .codecs import ENCODING_OF
 from .hdf5 import _checked_store, open_h5
 from .layout import REMOTE_MIN_CHUNK_BYTES, plan_frames_per_chunk, reader_chunk_cache
@@ -102,9 +101,10 @@ def _chunks_touched(runs: np.ndarray, ca: int) -> int:
     return count
 
 
-def layout_facts(info: H5MDInfo, file_bytes: int | None = None) -> LayoutFacts:
+def layout_facts(info: H5MDInfo, file_bytes: int | None = None, collective_open: bool = True) -> LayoutFacts:
     """Layout summary of a described H5MD group (for ``inspect`` and run reports); ``file_bytes``: the
-    file's size where it is no local file (an object's, from its remote identity)."""
+    file's size (its store's); ``collective_open``: whether MPI ranks open it together (MPI-IO reads a file
+    system's files; an object behind a URL each rank opens alone, by requests)."""
     shape = (info.n_frames, info.n_atoms, 3)
     comp = bool(info.compression)
     item = int(info.dtype[-2:]) // 8 if info.dtype[-2:].isdigit() else 4
@@ -128,10 +128,7 @@ def layout_facts(info: H5MDInfo, file_bytes: int | None = None) -> LayoutFacts:
         precision=None if not info.lossy else Precision(info.lossy[0], info.lossy[1], info.lossy[2],
                                                         ENCODING_OF.get(info.lossy[2], "floats")),
         read_amplification_hdf5_default=tuple(amp_default.items()),
-        file_bytes=file_bytes if file_bytes is not None else local_size(info.path),
-        warnings=tuple(layout_warnings(info, amp_default, amp)),
-        # MPI ranks open a local file together (MPI-IO); one behind a URL each rank opens alone, by requests
-        collective_open=is_local(info.path))
+        file_bytes=file_bytes, warnings=tuple(layout_warnings(info, amp_default, amp)), collective_open=collective_open)
 
 
 def facts_amplification(facts: LayoutFacts, atoms: np.ndarray | None, n_frames: int, step: int = 1,
@@ -212,7 +209,7 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
     units). The layout and read amplification are those of ``group``, or of the
     file's only group; a file with several and no ``group`` gets the list alone.
     """
-    f, size = _open_sized(path)
+    f, size, collective = _open_sized(path)
     with f:
         names = particle_groups(f) if isinstance(f.get("particles"), h5py.Group) else []
         listing = {}
@@ -230,7 +227,7 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
                 facts["file_bytes"] = size
         else:
             info = describe(f, group, assume_units)
-            facts = layout_facts(info, size).to_dict()
+            facts = layout_facts(info, size, collective).to_dict()
             facts["observables"] = list(info.observables)
             facts["boundary"] = list(info.boundary)
             facts["time"] = time_facts(f, info)
@@ -246,24 +243,20 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
     return facts
 
 
-def _open_sized(path) -> tuple[h5py.File, int | None]:
-    """The HDF5 file at ``path`` and its size in bytes, both from its store (a local file's ``stat``; an
-    object's size from the identity its one opening request gave); an object's HDF5 metadata is read
-    afresh, never an earlier run's cache (inspect reports the file as it is now)."""
+def _open_sized(path) -> tuple[h5py.File, int, bool]:
+    """The HDF5 file at ``path``, its size in bytes, both from its store (a local file's ``stat``; an
+    object's size from the identity its one opening request gave), and whether MPI ranks open it together
+    (HDF5 opens a local file by its path); an object's HDF5 metadata is read afresh, never an earlier run's
+    cache (inspect reports the file as it is now)."""
     store = _checked_store(path)
     if store.local_path is None:
         from .metadata import open_store_h5
 
-        return open_store_h5(store, True, None, 1024**2, use_cache=False)[1], store.size
-    return open_h5(store), store.size
+        return open_store_h5(store, True, None, 1024**2, use_cache=False)[1], store.size, False
+    return open_h5(store), store.size, True
 
 
-def local_size(path) -> int | None:
-    """The size of the local file ``path``; None where there is none (a URL, a file object's name)."""
-    return os.path.getsize(path) if is_local(path) and os.path.exists(path) else None
-
-
-def space_facts(f: h5py.File, size: int | None = None) -> dict:
+def space_facts(f: h5py.File, size: int) -> dict:
     """How much of an open HDF5 file holds data: ``stored_bytes`` (every dataset's storage) and
     ``unused_bytes`` (the rest of the file, metadata included, never negative).
 
@@ -277,7 +270,6 @@ def space_facts(f: h5py.File, size: int | None = None) -> dict:
         if isinstance(obj, h5py.Dataset) and not obj.is_virtual:
             stored[0] += obj.id.get_storage_size()
     f.visititems(add)
-    size = size if size is not None else (local_size(f.filename) or 0)   # (``size``: a URL's object's)
     return {"stored_bytes": stored[0], "unused_bytes": max(0, size - stored[0])}
 
 

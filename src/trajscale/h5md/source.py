@@ -391,7 +391,7 @@ class H5MDSource(Source):
         from .inspect import layout_facts
 
         if self._described.layout is None:
-            self._described.layout = layout_facts(self.info)
+            self._described.layout = layout_facts(self.info, self._h5.store.size, self._h5.opens_collectively)
         # fields read at their byte addresses whole frames at a time (h5md.chunks)
         direct = tuple(sorted(fl for fl, r in self._reads.items() if r.index.whole_frames and fl not in self._deltas))
         return dataclasses.replace(self._described.layout, direct_reads=direct)

@@ -8,15 +8,14 @@ renamed, so a reader never sees half a copy. Readers hold a shared lock on the
 entry while they use it; eviction (least recently used first, across stores)
 only removes entries whose exclusive lock it can take, i.e. that nobody reads.
 
-Entries are keyed by the original's real path, size and modification time: a
-rewritten store gets a new entry. A store behind a URL (``s3://``, ``http(s)://``)
-is fetched into the cache the same way, by concurrent range requests (each
-checked, every one asking for the object's ETag), its entry keyed by the URL,
-ETag and size: an object replaced in the store gets a new entry, and a dataset
-made on the old one is refused rather than mixed with the new. A copy that does not fit (after evicting
-unused entries) is not made: the store is read from its original place and the
-fallback is logged once per process. A cached copy whose size or header no
-longer matches its original is reported as corrupt.
+Entries are keyed by what the original's store says of its bytes (:meth:`~trajscale.storage.ByteStore.stamp`:
+a local file's real path, size and modification time; an object's URL, size and ETag): a rewritten or
+replaced original gets a new entry. A copy is made of the store's checked ranges, whatever holds the
+bytes (a local file's ``pread``; an object's concurrent range requests, every one asking for the ETag
+the dataset was made on: an object replaced since is refused rather than mixed with the new). A copy that
+does not fit (after evicting unused entries) is not made: a store whose bytes lie in a local file is read
+there, and the fallback is logged once per process; one with no such file (an object) is refused. A cached
+copy whose size or header no longer matches its original is reported as corrupt.
 """
 
 from __future__ import annotations
@@ -32,14 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputFileError, StoreError
-from ..sources.locations import is_local
+from ..storage.bytestore import ByteStore
+from ..storage.location import Location
 
 log = logging.getLogger(__name__)
 
 #: Room left free in the cache's file system besides the copy.
 HEADROOM_BYTES = 64 * 1024**2
-_COPY_BYTES = 16 * 1024**2
-#: An object is fetched in requests of this many bytes, this many at once.
+#: A store is copied in reads of this many bytes, this many at once (an object's: concurrent requests).
 _FETCH_BYTES = 8 * 1024**2
 _FETCH_AT_ONCE = 8
 _warned: set[str] = set()
@@ -81,46 +80,44 @@ class NodeCache:
 
     def entry(self, store: str | os.PathLike, identity=None) -> Path:
         """Where the copy of ``store`` (as it is now) lives; for a URL, of the object with ``identity``
-        (an :class:`~trajscale.storage.objects.Identity` or ``[etag, size]``)."""
-        if not is_local(str(store)):
-            from ..storage.objects import Identity
+        (``[etag, size]``)."""
+        original = opened(store, None, identity)
+        try:
+            return self._entry(original)
+        finally:
+            original.close()
 
-            ident = identity if isinstance(identity, Identity) else Identity.of(identity)
-            key = repr((str(store), ident.etag, ident.size))
-            name = str(store).rstrip("/").rsplit("/", 1)[-1] or "object"
-            stem, dot, suffix = name.rpartition(".")
-            stem, suffix = (stem, f".{suffix}") if dot and stem else (name, "")
-        else:
-            st = os.stat(store)
-            key = repr((os.path.realpath(store), st.st_size, st.st_mtime_ns))
-            stem, suffix = Path(store).stem, Path(store).suffix
-        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-        return self.directory / f"{stem}-{digest}{suffix}"
+    def _entry(self, original: ByteStore) -> Path:
+        name, size, version = original.stamp()
+        base = Path(name.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1] or "object")
+        digest = hashlib.sha256(repr((name, size, version)).encode()).hexdigest()[:16]
+        return self.directory / f"{base.stem}-{digest}{base.suffix}"
 
-    def open(self, store: str | os.PathLike, storage_options: dict | None = None,
+    def open(self, store: str | os.PathLike | ByteStore, storage_options: dict | None = None,
              identity=None) -> CachedStore:
-        """Where to read ``store`` from; the entry stays in use (not evictable) until closed.
+        """Where to read ``store`` (a path, a URL or its opened store) from; the entry stays in use (not
+        evictable) until closed.
 
-        A URL is fetched into the cache once (the first user on the node fetches, the others wait for
-        it); ``identity`` (``[etag, size]``, from the process that made the dataset) names the object
-        version to read, and with it a finished entry is used without a request. A URL that does not
-        fit is refused (:class:`StoreError`): it has no local original to fall back on.
+        The copy is made once (the first user on the node copies or fetches, the others wait for it);
+        ``identity`` (``[etag, size]``, from the process that made the dataset) names the object version to
+        read, and with it a finished entry is used without a request. A store with no local file that does
+        not fit is refused (:class:`StoreError`): it has no original at hand to fall back on.
         """
-        store = str(store)
+        original = store if isinstance(store, ByteStore) else opened(store, storage_options, identity)
+        try:
+            return self._open(original)
+        finally:
+            if original is not store:
+                original.close()
+
+    def _open(self, original: ByteStore) -> CachedStore:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(self.directory, f"cache directory cannot be created ({exc.strerror})") from None
-        remote = None
-        if not is_local(store):
-            from ..storage.objects import Identity
-
-            remote = _Remote(store, storage_options, Identity.of(identity) if identity is not None else None)
-            size = remote.identity.size
-            entry = self.entry(store, remote.identity)
-        else:
-            size = os.path.getsize(store)
-            entry = self.entry(store)
+        name, size, _ = original.stamp()
+        entry = self._entry(original)
+        shipped = (original.state() or {}).get("identity")
         copied = False
         for _ in range(3):   # an eviction can slip in between the copy and the shared lock
             if not entry.exists():
@@ -128,60 +125,53 @@ class NodeCache:
                 with open(_lock_name(entry, "copy"), "a+b") as copy_lock:
                     fcntl.flock(copy_lock, fcntl.LOCK_EX)
                     if not entry.exists():
-                        if not self._copy(store, entry, size, remote):
-                            if remote is not None:
-                                raise StoreError(store, f"({size / 1e6:.1f} MB) does not fit in the cache "
-                                                        f"{self.directory}; give it more room (cache_bytes, "
-                                                        "or a larger cache_dir)")
-                            return CachedStore(store, False, None)
+                        if not self._copy(original, entry, size):
+                            if original.local_path is None:
+                                raise StoreError(name, f"({size / 1e6:.1f} MB) does not fit in the cache "
+                                                       f"{self.directory}; give it more room (cache_bytes, "
+                                                       "or a larger cache_dir)")
+                            return CachedStore(original.local_path, False, None)
                         copied = True
             lock = open(_lock_name(entry), "a+b")
             try:
                 fcntl.flock(lock, fcntl.LOCK_SH)   # in use: eviction skips it
                 if entry.exists():
-                    if remote is None:
-                        _check_copy(store, entry, size)
-                    else:
-                        _check_fetched(store, entry, size)
+                    _check_copy(original, entry, size)
                     os.utime(entry)   # recently used
-                    return CachedStore(str(entry), copied, lock,
-                                       None if remote is None else remote.identity.to_list())
+                    return CachedStore(str(entry), copied, lock, shipped)
             except BaseException:
                 lock.close()
                 raise
             lock.close()
         raise StoreError(entry, "cached copy keeps being evicted; give the cache more room")
 
-    def _copy(self, store: str, entry: Path, size: int, remote: _Remote | None = None) -> bool:
-        """Copy ``store`` to ``entry`` (we hold its exclusive lock); False if it does not fit."""
+    def _copy(self, original: ByteStore, entry: Path, size: int) -> bool:
+        """Copy ``original``'s bytes to ``entry`` (we hold its exclusive lock); False if it does not fit."""
+        name, _, version = original.stamp()
         if not self._make_room(size, keep=entry):
-            if store not in _warned and remote is None:
-                _warned.add(store)
+            if name not in _warned and original.local_path is not None:
+                _warned.add(name)
                 log.warning("%s (%.1f MB) does not fit in the cache %s; reading the original",
-                            store, size / 1e6, self.directory)
+                            name, size / 1e6, self.directory)
             return False
         tmp = entry.with_name(f".{entry.name}.tmp-{os.getpid()}")
         t0 = time.perf_counter()
+        pieces = [(a, min(size, a + _FETCH_BYTES)) for a in range(0, size, _FETCH_BYTES)]
         try:
             with open(tmp, "wb") as dst:
-                if remote is None:
-                    with open(store, "rb") as src:
-                        shutil.copyfileobj(src, dst, _COPY_BYTES)
-                else:
-                    remote.fetch_into(dst)
+                for i in range(0, len(pieces), _FETCH_AT_ONCE):
+                    for data in _as_store_error(original.read_ranges, pieces[i:i + _FETCH_AT_ONCE]):
+                        dst.write(data)
                 dst.flush()
                 os.fsync(dst.fileno())
             if os.path.getsize(tmp) != size:
-                raise StoreError(store, f"changed while it was copied to {self.directory}")
-            meta = ({"source": os.path.realpath(store), "size": size} if remote is None
-                    else {"source": store, "etag": remote.identity.etag, "size": size})
-            _meta_name(entry).write_text(json.dumps(meta))
+                raise StoreError(name, f"changed while it was copied to {self.directory}")
+            _meta_name(entry).write_text(json.dumps({"source": name, "size": size, "version": version}))
             os.replace(tmp, entry)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        log.info("%s %s to %s (%.1f MB in %.2f s)", "copied" if remote is None else "fetched", store, entry,
-                 size / 1e6, time.perf_counter() - t0)
+        log.info("copied %s to %s (%.1f MB in %.2f s)", name, entry, size / 1e6, time.perf_counter() - t0)
         return True
 
     def _make_room(self, size: int, keep: Path) -> bool:
@@ -207,28 +197,37 @@ class NodeCache:
                 if not p.name.startswith(".") and p.is_file()]
 
 
-class _Remote:
-    """An object behind a URL, opened once per :meth:`NodeCache.open` (one request without a known
-    identity, none with one), fetched by concurrent, checked range requests."""
+def at_hand(original: ByteStore, cache_dir: str | None, max_bytes: int | None = None,
+            in_place: bool = False) -> CachedStore:
+    """Where a library reads ``original``'s bytes by their path: the node's copy in ``cache_dir``; the store's
+    own local file where it has one and no ``cache_dir`` is given (or ``in_place``); else (an object) the
+    node's copy in :func:`default_dir`."""
+    if original.local_path is not None and (in_place or not cache_dir):
+        return CachedStore(original.local_path, False)
+    return NodeCache(cache_dir or default_dir(), max_bytes).open(original)
 
-    def __init__(self, url: str, options: dict | None, identity) -> None:
-        from ..storage.objects import RemoteObject
 
-        try:
-            self.obj = RemoteObject.open(url, options, identity)
-        except InputFileError as exc:   # as a StoreError, which a DataLoader worker can hand back
-            raise StoreError(exc.path, exc.problem) from None
-        self.identity = self.obj.object_identity
+def default_dir() -> str:
+    """The node's cache folder where none is given: ``$TRAJSCALE_CACHE_DIR``, else ``trajscale-cache-UID`` in
+    the temporary folder."""
+    import tempfile
 
-    def fetch_into(self, dst) -> None:
-        size = self.identity.size
-        pieces = [(a, min(size, a + _FETCH_BYTES)) for a in range(0, size, _FETCH_BYTES)]
-        try:
-            for i in range(0, len(pieces), _FETCH_AT_ONCE):
-                for data in self.obj.read_ranges(pieces[i:i + _FETCH_AT_ONCE]):
-                    dst.write(data)
-        except InputFileError as exc:
-            raise StoreError(exc.path, exc.problem) from None
+    return os.environ.get("TRAJSCALE_CACHE_DIR") or os.path.join(tempfile.gettempdir(),
+                                                                 f"trajscale-cache-{os.getuid()}")
+
+
+def opened(store: str | os.PathLike, options: dict | None = None, identity=None) -> ByteStore:
+    """The store of ``store`` (a path or a URL, read with ``options``; an object pinned to ``identity``,
+    ``[etag, size]``: then nothing is asked now), its failures as :class:`StoreError`, which a DataLoader
+    worker can hand back."""
+    return _as_store_error(Location.of(store, options).store, identity)
+
+
+def _as_store_error(call, *args):
+    try:
+        return call(*args)
+    except InputFileError as exc:
+        raise StoreError(exc.path, exc.problem) from None
 
 
 def _lock_name(entry: Path, kind: str = "use") -> Path:
@@ -252,28 +251,19 @@ def _evict(entry: Path) -> bool:
         return True
 
 
-def _check_copy(store: str, entry: Path, size: int) -> None:
-    """The copy has its original's size and the same first bytes (HDF5 superblock), else it is corrupt."""
+def _check_copy(original: ByteStore, entry: Path, size: int) -> None:
+    """The copy has its original's size and, where the original lies in a local file (reading it costs no
+    request), the same first bytes (HDF5 superblock); else it is corrupt."""
+    name = original.stamp()[0]
     try:
         got = entry.stat().st_size
-        with open(store, "rb") as a, open(entry, "rb") as b:
-            same_head = a.read(4096) == b.read(4096)
+        with open(entry, "rb") as b:
+            same_head = original.local_path is None or _as_store_error(original.first_bytes, 4096) == b.read(4096)
     except OSError as exc:
-        raise StoreError(entry, f"cached copy of {store} cannot be read ({exc.strerror})") from None
+        raise StoreError(entry, f"cached copy of {name} cannot be read ({exc.strerror})") from None
     if got != size or not same_head:
-        raise StoreError(entry, f"cached copy of {store} is corrupt ({got} bytes, expected {size}"
-                                    f"{'' if same_head else ', different header'}); delete it to copy again")
+        raise StoreError(entry, f"cached copy of {name} is corrupt ({got} bytes, expected {size}"
+                                f"{'' if same_head else ', different header'}); delete it to copy again")
 
 
-def _check_fetched(url: str, entry: Path, size: int) -> None:
-    """A fetched object's copy has the object's size (its name holds the ETag and size), else it is corrupt."""
-    try:
-        got = entry.stat().st_size
-    except OSError as exc:
-        raise StoreError(entry, f"cached copy of {url} cannot be read ({exc.strerror})") from None
-    if got != size:
-        raise StoreError(entry, f"cached copy of {url} is corrupt ({got} bytes, expected {size}); "
-                                "delete it to fetch again")
-
-
-__all__ = ["CachedStore", "NodeCache"]
+__all__ = ["CachedStore", "NodeCache", "at_hand", "default_dir", "opened"]

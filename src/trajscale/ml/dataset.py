@@ -27,18 +27,11 @@ import numpy as np
 
 from ..errors import InputFileError, SelectionError, StoreError
 from ..h5md.hdf5 import open_h5
-from ..sources.locations import is_local
+from ..storage import current_options
+from .cache import at_hand, opened
 from .trace import IOStats
 
 log = logging.getLogger(__name__)
-
-
-def _file_stat(path: str) -> tuple[int, int]:
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise StoreError(path, f"cannot be read ({exc.strerror})") from None
-    return st.st_size, st.st_mtime_ns
 
 
 def _open_store(path: str) -> h5py.File:
@@ -146,38 +139,26 @@ class H5Dataset(_BatchReads):
         self.cache_bytes = cache_bytes
         self.trace_dir = str(trace_dir) if trace_dir else None
         self.with_index = with_index
-        self.storage_options = None
-        first = None
-        if not is_local(self.store):
-            from ..storage import current_options
-
-            # the options travel with the dataset to the loader's workers, which fetch nothing if the
-            # node's copy is there already
-            self.storage_options = {**current_options(), **dict(storage_options or {})}
-            self.cache_dir = self.cache_dir or _default_cache_dir()
-            first = self._cache().open(self.store, self.storage_options)
-            self._stat = None
-            self._identity = first.identity
-            meta_path = first.path
-        else:
-            self._stat = _file_stat(self.store)
-            meta_path = self.store
+        # (the options travel with the dataset to the loader's workers, which fetch nothing if the node's
+        # copy is there already)
+        self.storage_options = {**current_options(), **dict(storage_options or {})}
+        original = opened(self.store, self.storage_options)
         try:
-            self._read_meta(meta_path, keys)
+            self._identity = (original.state() or {}).get("identity")   # (an object's: the version read)
+            self._stamp = original.stamp()
+            first = at_hand(original, self.cache_dir, self.cache_bytes, in_place=True)
         finally:
-            if first is not None:
-                first.close()
+            original.close()
+        try:
+            self._read_meta(first.path, keys)
+        finally:
+            first.close()
         self._pid: int | None = None
         self._file: h5py.File | None = None
         self._ds: dict = {}
         self._maps: dict = {}
         self._cache_lock = None
         self.stats: IOStats | None = None
-
-    def _cache(self):
-        from .cache import NodeCache
-
-        return NodeCache(self.cache_dir, self.cache_bytes)
 
     def _read_meta(self, path: str, keys: Sequence[str] | None) -> None:
         with _open_store(path) as f:
@@ -214,17 +195,15 @@ class H5Dataset(_BatchReads):
         self._file, self._ds, self._maps, self._cache_lock = None, {}, {}, None
         self.stats = IOStats.for_process(self.trace_dir)
         t0 = time.perf_counter()
-        if self.storage_options is not None:   # a URL: the node's copy of the object the dataset was made on
-            self._cache_lock = self._cache().open(self.store, self.storage_options, self._identity)
-            path = self._cache_lock.path
-        else:
-            if _file_stat(self.store) != self._stat:
+        original = opened(self.store, self.storage_options, self._identity)   # (an object's: no request)
+        try:
+            if original.stamp() != self._stamp:
                 raise StoreError(self.store, "changed since the dataset was made (size or modification "
-                                                 "time); make a new dataset to read the new contents")
-            path = self.store
-        if self.cache_dir and self.storage_options is None:
-            self._cache_lock = self._cache().open(self.store)
-            path = self._cache_lock.path
+                                             "time); make a new dataset to read the new contents")
+            self._cache_lock = at_hand(original, self.cache_dir, self.cache_bytes)
+        finally:
+            original.close()
+        path = self._cache_lock.path
         f = _open_store(path)
         try:
             _check_extent(path, f, self.keys)
@@ -299,13 +278,6 @@ class H5Dataset(_BatchReads):
         if uniq.size == idx.size and np.array_equal(uniq, idx):
             return bufs, n_runs
         return {k: b[inverse] for k, b in bufs.items()}, n_runs
-
-
-def _default_cache_dir() -> str:
-    import tempfile
-
-    return os.environ.get("TRAJSCALE_CACHE_DIR") or os.path.join(tempfile.gettempdir(),
-                                                                 f"trajscale-cache-{os.getuid()}")
 
 
 def _in_torch_worker() -> bool:

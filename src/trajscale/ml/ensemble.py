@@ -38,9 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError, InputFileError, StoreError
-from ..sources.locations import is_local
 from ..sources.opened import OpenSources
-from .dataset import _as_index, _batch_buffer, _BatchReads, _default_cache_dir, runs
+from .dataset import _as_index, _batch_buffer, _BatchReads, runs
 from .lagged import part_breaks
 from .trace import IOStats
 
@@ -353,7 +352,7 @@ class _File:
         from ..storage.opener import open_bytes
 
         path, entry = config.get("path"), None
-        if cache_dir and isinstance(path, str) and not is_local(path):
+        if cache_dir and config.get("identity") is not None:   # (its store shipped its state: fetched bytes)
             config, entry = _cached(config, cache_dir, storage_options)
         source = _source_class(config)
         if not source.shares_file_store:
@@ -416,7 +415,7 @@ def _cached(config: dict, cache_dir: str, storage_options: dict | None):
 
     url = config["path"]
     identity = config.get("identity")   # (the object's ETag and size, as its store's state() ships them)
-    entry = NodeCache(cache_dir or _default_cache_dir()).open(url, storage_options, identity)
+    entry = NodeCache(cache_dir).open(url, storage_options, identity)
     local = _source_class(config).node_copy_config(config, entry.path)
     if local is None:
         from ..sources.registry import format_sources

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .._lazy import attach
 from ..util import is_hdf5
-from .locations import locate, store_class
+from .locations import Location, locate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,9 +57,7 @@ def reader_modules(trajectories) -> tuple[str, ...]:
         match = by_name(p)
         cls = match.source if match is not None else None if Path(p).is_dir() else fallback_source()
         found += [m for m in ((cls.__module__, *cls.worker_modules) if cls is not None else ()) if m not in found]
-        store = store_class(p)
-        if store.remote:
-            found += [m for m in store.worker_modules + fetched_modules(p) if m not in found]
+        found += [m for m in Location(p).worker_modules(fetched_modules(p)) if m not in found]
     return tuple(found)
 
 

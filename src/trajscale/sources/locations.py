@@ -9,10 +9,6 @@ import os
 
 from ..storage.location import Location
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from ..storage.bytestore import ByteStore
-
 
 def is_local(location: str | os.PathLike | Location | None) -> bool:
     """Whether ``location`` is a local file's path, not an object behind a URL a store serves (told without I/O,
@@ -46,10 +42,4 @@ def identity(location: str | os.PathLike | Location) -> tuple | None:
     return Location.of(location).identity
 
 
-def store_class(location: str | os.PathLike | Location) -> type[ByteStore]:
-    """The class of :class:`~trajscale.storage.ByteStore` that ``location``'s bytes are read through
-    (:attr:`Location.store_class`), told without I/O."""
-    return Location.of(location).store_class
-
-
-__all__ = ["Location", "beside", "identity", "is_local", "local_beside", "locate", "store_class"]
+__all__ = ["Location", "beside", "identity", "is_local", "local_beside", "locate"]

@@ -43,7 +43,7 @@ from ..facts import LayoutFacts
 from ..formats import SEGMENTS
 from . import registry
 from .base import OpenRequest, Source, file_head
-from .locations import beside, is_local, local_beside, locate, store_class
+from .locations import Location, beside, local_beside, locate
 from .locations import identity as identity_of
 from .opened import OpenSources
 
@@ -56,14 +56,14 @@ MAX_OPEN = 64
 MAX_ATOMS = 2**31 - 1
 
 
-def index_path(path: str | os.PathLike) -> Path | None:
-    """The index file behind ``path`` (an index JSON, or a folder holding ``index.json``), else None."""
-    p = Path(path)
-    if p.is_dir() and (p / INDEX_NAME).is_file():
-        return p / INDEX_NAME
-    if p.is_file() and p.suffix == ".json":
-        return p
-    return None
+def index_path(path: str | os.PathLike) -> str | None:
+    """The index file behind ``path``: the file (or the object behind a URL) itself, or the ``index.json`` of
+    a folder; None where there is neither."""
+    where = Location.of(path)
+    if where.identity is not None:
+        return where.where
+    inside = where.list(INDEX_NAME)   # (no file's bytes there: a folder's index, if it holds one)
+    return inside[0].where if inside else None
 
 
 def load_index(path: str | os.PathLike) -> dict:
@@ -172,8 +172,7 @@ class SegmentedSource(Source):
                  segments: list[dict] | None = None, n_atoms: int | None = None,
                  fields: list[str] | None = None, chunk_frames: int | None = None) -> None:
         if segments is None:   # read the index (in the process preparing the job)
-            # (a local path is looked at: a folder's index.json, or a .json file; a URL is the index's object)
-            ip = None if index is None else index_path(index) if is_local(index) else os.fspath(index)
+            ip = None if index is None else index_path(index)
             if ip is None:
                 raise InputFileError(index, f"not a segment index or a folder with {INDEX_NAME}")
             loaded = load_index(ip)
@@ -320,7 +319,7 @@ class SegmentedSource(Source):
         :data:`SHIP_PARTS_BYTES` in all (later parts ship their identity and chunk addresses only)."""
         shipped = sum(_metadata_bytes(seg.get("remote")) for seg in self.segments)
         for i, seg in enumerate(self.segments):
-            if seg.get("remote") is not None or not store_class(self.segment_path(i)).remote:
+            if seg.get("remote") is not None or not Location(self.segment_path(i)).worker_modules():
                 continue
             state = getattr(self._segment(i), "remote_state", lambda: None)()
             if state is None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,6 +39,49 @@ def as_file(store) -> FileView:
     if store.local_path is not None:
         return InPlace(store.local_path)
     return Fetched(store, str(store.identity[0]))
+
+
+def at_hand(location: str) -> str:
+    """``location`` as a file a library opens by its path (MDAnalysis a topology): a local path as it is; an
+    object behind a URL fetched whole, once per process, into a temporary file named by its identity and
+    ending as the URL does (what tells the library its format), removed when the process ends."""
+    from .location import Location
+
+    if Location(location).local:
+        return location
+    with _FETCHING:
+        path = _FETCHED.get(location)
+        if path is None:
+            path = _FETCHED[location] = _fetch(Location(location))
+    return path
+
+
+#: The objects :func:`at_hand` fetched in this process: URL -> its local file.
+_FETCHED: dict[str, str] = {}
+_FETCHING = threading.Lock()
+_FOLDER: list[str] = []   # (the temporary folder they are in, made when the first is fetched)
+
+
+def _fetch(location) -> str:
+    import atexit
+    import hashlib
+    import shutil
+    import tempfile
+
+    store = location.store()
+    try:
+        data = bytes(store.read_ranges([(0, store.size)])[0]) if store.size else b""
+        identity = repr(tuple(store.identity))
+    finally:
+        store.close()
+    if not _FOLDER:
+        _FOLDER.append(tempfile.mkdtemp(prefix="trajscale-topologies-"))
+        atexit.register(shutil.rmtree, _FOLDER[0], True)
+    base = location.where.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    path = os.path.join(_FOLDER[0], f"{hashlib.sha256((location.where + identity).encode()).hexdigest()[:16]}-{base}")
+    with open(path, "wb") as fh:
+        fh.write(data)
+    return path
 
 
 class FileView(ABC):
@@ -161,4 +205,4 @@ def _spool(store, ranges: list[tuple[int, int]]) -> int:
     return fd
 
 
-__all__ = ["MAX_REQUEST", "Fetched", "FileView", "InPlace", "as_file"]
+__all__ = ["MAX_REQUEST", "Fetched", "FileView", "InPlace", "as_file", "at_hand"]

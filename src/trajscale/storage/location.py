@@ -92,6 +92,14 @@ class Location:
 
         return RemoteObject
 
+    def worker_modules(self, fetched: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """What a pool's worker imports to read these bytes, told without I/O (a pool's parent or forkserver
+        imports it before its workers start): the store's own modules (a network client's) and ``fetched``
+        (what the format reads fetched bytes with) where the store fetches them; nothing for a local file,
+        whose reading starts nothing a forked worker must not inherit."""
+        store = self.store_class
+        return (*store.worker_modules, *fetched) if store.remote else ()
+
     def absolute(self) -> Location:
         """The location as every process names it (a worker or a rank in another folder, a run and an
         ensemble's member alike): a local path made absolute against this process's folder (``os.path.abspath``:
