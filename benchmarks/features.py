@@ -46,15 +46,16 @@ Then, for trajscale alone:
   trajscale's disk caches empty, then again in a fresh process with the caches holding those topologies
   (a later run's case; not at the smallest size). MDAnalysis is imported before the clock (a topology new
   to a process is parsed, or its cached parse loaded, through it: a cost once per process, not per
-  topology);
+  topology); at the smallest size, without the warm-up runs;
 * the peak RSS (:func:`trajscale.testing.peak_rss.peak_rss`) of a TICA on φ/ψ sin/cos of the AdK members
   (one feature space) at two member counts (a fifth of the size's AdK files and all of them; one count at
   the smallest size): streamed (``stream_fit(TICA(lagtime=LAG, dim=2), FeatureStream(...))``) against
   deeptime's fit in memory (``TICA(...).fit(ts.run(...).arrays())``); the two models' covariances are
-  compared.
+  compared (at the smallest size both fits run in one process, deeptime imported once, and no peak RSS is
+  shown).
 
 Sizes (files x members x frames; overhead members; distinct topologies; rounds): ``smallest`` 4 x 2 x 5,
-4, 2, 1 without warm-up (the test suite's: its figures mean nothing); ``small`` 20 x 5 x 30, 100, 10, 3
+2, 1, 1 without warm-up (the test suite's: its figures mean nothing); ``small`` 20 x 5 x 30, 100, 10, 3
 after 1; ``full`` 200 x 25 x 30 (5,000 members: 2,500 of each system), 1,000, 50, 3 after 1 (about 6 GB
 of files, and the MDAnalysis loop alone some minutes a round).
 
@@ -69,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import importlib.metadata
 import json
 import os
 import shutil
@@ -80,10 +82,13 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mdcath_epoch import member_frames  # noqa: E402  (a sibling script: the same per-sample index)
+
 PROG = Path(__file__).name
 #: --size -> (files, members per file, frames per member, members for the overhead, distinct topologies,
 #: pairs, warm-up pairs)
-SIZES = {"smallest": (4, 2, 5, 4, 2, 1, 0), "small": (20, 5, 30, 100, 10, 3, 1),
+SIZES = {"smallest": (4, 2, 5, 2, 1, 1, 0), "small": (20, 5, 30, 100, 10, 3, 1),
          "full": (200, 25, 30, 1000, 50, 3, 1)}
 TEMPERATURES = ("320", "348", "379", "413", "450")
 SYSTEMS = {"adk": "all", "prt": "resid 1-120"}
@@ -100,6 +105,9 @@ def data_folder(work: Path, n_files: int, n_members: int, n_frames: int) -> Path
 
 def make_data(work: Path, n_files: int, n_members: int, n_frames: int) -> Path:
     """The mdCATH-shaped files, the XTC members and their catalog (made once; ``catalog.csv`` last)."""
+    folder = data_folder(work, n_files, n_members, n_frames)
+    if (folder / "catalog.csv").exists():
+        return folder
     import warnings
 
     import MDAnalysis as mda
@@ -108,9 +116,6 @@ def make_data(work: Path, n_files: int, n_members: int, n_frames: int) -> Path:
 
     from trajscale.testing.mdcath import pdb_of, write_mdcath
 
-    folder = data_folder(work, n_files, n_members, n_frames)
-    if (folder / "catalog.csv").exists():
-        return folder
     (folder / "xtc").mkdir(parents=True, exist_ok=True)
     (folder / "h5").mkdir(exist_ok=True)
     warnings.filterwarnings("ignore")
@@ -283,18 +288,8 @@ class H5PerSample:
     ``h5py.File`` opened and the frames t and t + lag read from ``coords``."""
 
     def __init__(self, files: list[str], lag: int) -> None:
-        import h5py
-
-        self.lag, self.idx = lag, []
-        for path in files:
-            with h5py.File(path, "r") as f:
-                dom = next(iter(f))
-                for t in f[dom]:
-                    if not isinstance(f[dom][t], h5py.Group):
-                        continue
-                    for r in f[dom][t]:
-                        n = int(f[dom][t][r].attrs["numFrames"])
-                        self.idx += [(path, f"{dom}/{t}/{r}", k) for k in range(n - lag)]
+        self.lag = lag
+        self.idx = [(path, f"{dom}/{t}/{r}", k) for path, dom, t, r, n in member_frames(files) for k in range(n - lag)]
 
     def __len__(self) -> int:
         return len(self.idx)
@@ -356,9 +351,9 @@ OVERHEAD_ANALYSES = {
 }
 
 
-def side_overhead(folder: str, n_over: int, n_top: int, repeat: int, phase: str) -> dict:
+def side_overhead(folder: str, n_over: int, n_top: int, repeat: int, phase: str, warm: bool = True) -> dict:
     """Per analysis: the per-member overhead (``phase`` "all") and the preparation per distinct topology, in
-    this process (the disk caches as the caller left them)."""
+    this process (the disk caches as the caller left them); ``warm``: a run of each analysis first, uncounted."""
     import MDAnalysis  # noqa: F401  (a topology new to the process is parsed by it: its import once, not timed)
 
     import trajscale as ts
@@ -377,7 +372,8 @@ def side_overhead(folder: str, n_over: int, n_top: int, repeat: int, phase: str)
     out = {}
     for name, expr in OVERHEAD_ANALYSES.items():
         analysis = eval(expr, {"ts": ts})
-        ts.run(analysis, str(folder_ / "one.csv"), executor="serial")   # warm-up: imports, the topology
+        if warm:
+            ts.run(analysis, str(folder_ / "one.csv"), executor="serial")   # warm-up: imports, the topology
         o = {}
         if phase == "all":
             t1, tn = best(analysis, folder_ / "one.csv"), best(analysis, folder_ / "many.csv")
@@ -389,19 +385,21 @@ def side_overhead(folder: str, n_over: int, n_top: int, repeat: int, phase: str)
 
 
 def side_tica(kind: str, pattern: str) -> dict:
+    """The TICA ``kind`` ("stream", "memory", or "both" in this one process) fits: its ``cov_00`` (each's)."""
     from deeptime.decomposition import TICA
 
     import trajscale as ts
 
     analysis = ts.Ramachandran(select="protein", sincos=True)
-    if kind == "stream":
+    out = {}
+    if kind in ("stream", "both"):
         from trajscale.ml import FeatureStream, stream_fit
 
-        est = stream_fit(TICA(lagtime=LAG, dim=2), FeatureStream(analysis, pattern, executor="serial"))
-    else:
-        est = TICA(lagtime=LAG, dim=2).fit(ts.run(analysis, pattern, executor="serial").arrays())
-    m = est.fetch_model()
-    return {"cov_00": np.asarray(m.cov_00).ravel()[:4096].tolist(), "n": int(m.cov_00.shape[0])}
+        out["stream"] = stream_fit(TICA(lagtime=LAG, dim=2), FeatureStream(analysis, pattern, executor="serial"))
+    if kind in ("memory", "both"):
+        out["memory"] = TICA(lagtime=LAG, dim=2).fit(ts.run(analysis, pattern, executor="serial").arrays())
+    covs = {k: np.asarray(est.fetch_model().cov_00) for k, est in out.items()}
+    return {k: {"cov_00": c.ravel()[:4096].tolist(), "n": int(c.shape[0])} for k, c in covs.items()}
 
 
 _T0 = [0.0]
@@ -432,7 +430,7 @@ def _run_side(args) -> dict:
     if args.side == "epoch":
         return side_epoch(a[0], a[1])
     if args.side == "overhead":
-        return side_overhead(a[0], int(a[1]), int(a[2]), int(a[3]), a[4])
+        return side_overhead(a[0], int(a[1]), int(a[2]), int(a[3]), a[4], a[5] == "1")
     if args.side == "tica":
         return side_tica(a[0], a[1])
     raise SystemExit(f"{PROG}: no side {args.side!r}")
@@ -545,11 +543,10 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     data = make_data(work, n_files, n_members, n_frames)
     catalog, h5 = str(data / "catalog.csv"), str(data / "h5" / "mdcath_dataset_*.h5")
+    # (asked of the installation: importing MDTraj here would cost this process a second for a version string)
     try:
-        import mdtraj
-        no_mdtraj = None
-        mdtraj_version = mdtraj.__version__
-    except ImportError:
+        no_mdtraj, mdtraj_version = None, importlib.metadata.version("mdtraj")
+    except importlib.metadata.PackageNotFoundError:
         no_mdtraj, mdtraj_version = "skipped: MDTraj is not installed (pip install -e .[bench])", None
     members = n_files * n_members
     print(f"{n_files} mdCATH-shaped files x {n_members} members x {n_frames} frames ({members} members: AdK, 214 "
@@ -617,14 +614,16 @@ def main(argv: list[str] | None = None) -> int:
     if "overhead" in rows:
         folder = make_overhead_data(work, n_over, n_top)
         repeat = 1 if args.size == "smallest" else 3
+        warm = "0" if args.size == "smallest" else "1"   # (a warm-up of each analysis: not at the smallest size)
         cache = work / f"cache-overhead-{time.monotonic_ns()}"   # empty: every distinct topology is new
         try:
-            over = timed(side_cmd("overhead", folder, n_over, n_top, repeat, "all"), work,
+            over = timed(side_cmd("overhead", folder, n_over, n_top, repeat, "all", warm), work,
                          env_for(work, cache))[1]["out"]
             # a fresh process again, trajscale's disk caches now holding those topologies (a later run's
             # case; not at the smallest size, the test suite's, where the figures mean nothing)
             again = {} if args.size == "smallest" else timed(
-                side_cmd("overhead", folder, n_over, n_top, repeat, "topology"), work, env_for(work, cache))[1]["out"]
+                side_cmd("overhead", folder, n_over, n_top, repeat, "topology", warm), work,
+                env_for(work, cache))[1]["out"]
         finally:
             shutil.rmtree(cache, ignore_errors=True)
         for name in over:
@@ -658,18 +657,22 @@ def main(argv: list[str] | None = None) -> int:
                 (sub / Path(path).name).symlink_to(path)
             pattern = str(sub / "mdcath_dataset_*.h5")
             peaks, covs = {}, {}
-            for kind in ("stream", "memory"):
+            # the smallest size (the test suite's) fits both in one process, deeptime imported once: its
+            # covariances are compared, its peak RSS (both fits' together) is not shown
+            for kind in ("both",) if args.size == "smallest" else ("stream", "memory"):
                 cmd = side_cmd("tica", kind, pattern)
                 peak, done = peak_rss(cmd, env=env_for(work))
                 if done.returncode != 0:
                     raise SystemExit(f"{PROG}: the {kind} TICA exited {done.returncode}:\n{done.stderr[-3000:]}")
-                peaks[kind] = peak / 2**20
-                covs[kind] = np.asarray(json.loads(done.stdout.strip().splitlines()[-1])["out"]["cov_00"])
+                for k, fit in json.loads(done.stdout.strip().splitlines()[-1])["out"].items():
+                    peaks[k] = peak / 2**20 if kind != "both" else None
+                    covs[k] = np.asarray(fit["cov_00"])
             rel = float(np.abs(covs["stream"] - covs["memory"]).max() / np.abs(covs["memory"]).max())
             shutil.rmtree(sub, ignore_errors=True)
             result["tica"].append({"members": count * n_members, "stream_mb": peaks["stream"],
                                    "memory_mb": peaks["memory"], "cov_rel_diff": rel})
-            print(f"{count * n_members:>8}{peaks['stream']:>13.0f}{peaks['memory']:>14.0f}{rel:>28.1e}")
+            shown = [f"{p:.0f}" if p is not None else "n/a" for p in (peaks["stream"], peaks["memory"])]
+            print(f"{count * n_members:>8}{shown[0]:>13}{shown[1]:>14}{rel:>28.1e}")
     if len(result["tica"]) > 1:
         t = result["tica"]
         growth = t[-1]["stream_mb"] / t[0]["stream_mb"]

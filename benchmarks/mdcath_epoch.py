@@ -85,23 +85,28 @@ def make_files(workdir: Path, n_files: int, n_members: int, n_frames: int) -> li
 
 # ----------------------------------------------------------------------------- the torchmd-net-style side
 
+def member_frames(files: list[str]) -> list[tuple[str, str, str, str, int]]:
+    """``(file, domain, temperature, replica, numFrames)`` of every member of the mdCATH-shaped ``files``, as a
+    plain h5py loader indexes them (its groups in h5py's order; benchmarks/features.py's per-sample loader too)."""
+    import h5py
+
+    out = []
+    for path in files:
+        with h5py.File(path, "r") as f:
+            dom = next(iter(f))
+            for t in f[dom]:
+                if not isinstance(f[dom][t], h5py.Group):
+                    continue
+                out += [(path, dom, t, r, int(f[dom][t][r].attrs["numFrames"])) for r in f[dom][t]]
+    return out
+
+
 class TorchmdNetStyle:
     """torchmd-net's MDCATH access pattern: an index of every frame, and per sample a fresh ``h5py.File``,
     ``z`` and one frame of coords and forces by ``read_direct``."""
 
     def __init__(self, files: list[str]) -> None:
-        import h5py
-
-        self.idx = []
-        for path in files:
-            with h5py.File(path, "r") as f:
-                dom = next(iter(f))
-                for t in f[dom]:
-                    if not isinstance(f[dom][t], h5py.Group):
-                        continue
-                    for r in f[dom][t]:
-                        n = int(f[dom][t][r].attrs["numFrames"])
-                        self.idx += [(path, dom, t, r, k) for k in range(n)]
+        self.idx = [(path, dom, t, r, k) for path, dom, t, r, n in member_frames(files) for k in range(n)]
 
     def __len__(self) -> int:
         return len(self.idx)

@@ -72,8 +72,10 @@ def atom_table(universe) -> AtomTable:
 
 
 def _atom_table(top) -> AtomTable:
-    from ..topology import CachedUniverse, atom_labels
+    from ..topology import CachedUniverse, LabelledTopology, atom_labels
 
+    if isinstance(top, LabelledTopology):   # (a Source's own labels, checked when read)
+        return _table(top.n_atoms, top.labels.get)
     if isinstance(top, CachedUniverse) and top.t_build == 0:   # (no Universe built: the labels' cache answers)
         n, labels = atom_labels(top.filename)
         if {"name", "resid", "resindex"} <= labels.keys():

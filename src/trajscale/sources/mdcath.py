@@ -282,8 +282,13 @@ class MDCATHSource(Source):
         return self._universe
 
     def own_universe(self):
-        """The member's atoms, from its own file (:attr:`universe`): a run needs no topology file."""
-        return self.universe
+        """The member's atoms, from its own file: a run needs no topology file. Their labels come from the file's
+        per-atom datasets and its text's atom names, checked (:func:`~.mdcath_atoms.labelled_topology`): the
+        ``"protein"`` selection and the features' labels need no MDAnalysis; anything more builds
+        :attr:`universe`'s twin."""
+        from .mdcath_atoms import labelled_topology
+
+        return labelled_topology(self._store, self._path, self._layout.n_atoms, self._prepares)
 
     @property
     def n_frames(self) -> int:

@@ -414,17 +414,25 @@ def universe(location: str, storage_options: dict | None = None):
 def universe_of(store: ByteStore, path: str, prepares: bool = True):
     """:func:`universe` of the file in ``store`` (at ``path``), parsed once per version of the file in this
     process (its store's identity: a file's 25 members share one topology)."""
-    import warnings
-
-    import MDAnalysis as mda
-    from MDAnalysis.lib.util import NamedStream
-
     key = tuple(store.identity)
     if key in _UNIVERSES:
         _UNIVERSES.move_to_end(key)
         return _UNIVERSES[key]
     with hdf5_of(store, path, prepares) as f:
         text = read_text(f, path)
+    u = _UNIVERSES[key] = parse_universe(text, path)
+    while len(_UNIVERSES) > UNIVERSES_KEPT:
+        _UNIVERSES.popitem(last=False)
+    return u
+
+
+def parse_universe(text: str, path: str):
+    """An MDAnalysis Universe of ``pdbProteinAtoms`` ``text`` (of the file at ``path``)."""
+    import warnings
+
+    import MDAnalysis as mda
+    from MDAnalysis.lib.util import NamedStream
+
     name = os.path.basename(path.rstrip("/")).rsplit(".", 1)[0] or "mdcath"
     try:
         with warnings.catch_warnings():
@@ -433,9 +441,6 @@ def universe_of(store: ByteStore, path: str, prepares: bool = True):
     except Exception as exc:   # noqa: BLE001 - any parser failure is the file's text's
         raise InputFileError(path, f"pdbProteinAtoms cannot be read as PDB: {' '.join(str(exc).split())}") from None
     u.filename = path
-    _UNIVERSES[key] = u
-    while len(_UNIVERSES) > UNIVERSES_KEPT:
-        _UNIVERSES.popitem(last=False)
     return u
 
 
@@ -447,4 +452,5 @@ UNIVERSES_KEPT = 8
 
 __all__ = ["FRAME_PS", "HEAD", "KCAL_TO_KJ", "MEMBER_SEP", "FieldAt", "Domain", "MemberLayout", "check_offsets",
            "describe", "domain_group", "hdf5_of", "looks_like", "looks_like_mdcath", "member_keys", "member_labels",
-           "member_location", "members", "pdb_text", "read_text", "split_member", "universe", "universe_of"]
+           "member_location", "members", "parse_universe", "pdb_text", "read_text", "split_member", "universe",
+           "universe_of"]

@@ -13,7 +13,9 @@ This package is entered through the names below and nowhere else:
 * :func:`atom_arrays` - an AtomGroup's names, masses, charges and residues as arrays, for a
   writer to store beside the frames (:mod:`.h5md` reads them back);
 * :func:`atom_labels` - a topology file's per-atom labels for an array's coordinates, read once per
-  file version and then from the selection cache (:mod:`.labels`).
+  file version and then from the selection cache (:mod:`.labels`);
+* :class:`LabelledTopology` - a topology a Source knows from its own per-atom labels (an mdCATH file's
+  datasets), answering ``"protein"`` without MDAnalysis (:mod:`.labelled`).
 
 Each name is imported on first use (:mod:`trajscale._lazy`): an analysis module that needs
 :func:`select_atoms` alone does not import the caches (hashlib, json) into every worker, and
@@ -27,6 +29,7 @@ from .._lazy import attach
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .h5md import atom_arrays
+    from .labelled import LabelledTopology
     from .labels import atom_labels
     from .load import load_universe, trajectory_only_format
     from .select import NAMED_TOPOLOGIES, select_atoms
@@ -35,8 +38,8 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = attach(__name__, {
     "load_universe": ".load", "trajectory_only_format": ".load",
     "CachedUniverse": ".universe", "atom_arrays": ".h5md", "atom_labels": ".labels", "select_atoms": ".select",
-    "NAMED_TOPOLOGIES": ".select",
+    "NAMED_TOPOLOGIES": ".select", "LabelledTopology": ".labelled",
 })
 
-__all__ = ["NAMED_TOPOLOGIES", "CachedUniverse", "atom_arrays", "atom_labels",
+__all__ = ["NAMED_TOPOLOGIES", "CachedUniverse", "LabelledTopology", "atom_arrays", "atom_labels",
            "load_universe", "select_atoms", "trajectory_only_format"]

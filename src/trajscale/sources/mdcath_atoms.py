@@ -1,0 +1,214 @@
+"""An mdCATH file's atoms from the file itself: what an analysis labels its features with, without MDAnalysis.
+
+mdCATH keeps, beside each domain's ``pdbProteinAtoms`` text, one value per atom in datasets: ``resid``,
+``resname``, ``chain`` (and ``element``, ``z``).  Atom names are in the text alone (its columns 13-16).
+:func:`labelled_topology` reads the names from the text's fixed columns, as MDAnalysis's PDB parser reads
+them (its first model; the line's ``ATOM``/``HETATM`` records up to the first ``END``), and the residues and
+chains from the datasets, and checks every field before use: each dataset one value per atom of the
+member's coordinates, of the kind it should hold (integers, text), and equal to the text's columns (residue
+names and numbers; the chains one for one with the text's segments).  A file that fails a check is refused
+(:class:`~trajscale.errors.InputFileError`, with the field and the first atom that disagrees): an ensemble
+refuses that member alone.  A dataset the file lacks is taken from the text's columns, as MDAnalysis takes it.
+
+Residues are the runs of atoms with one residue number, name, insertion code and chain (MDAnalysis's), so
+the φ/ψ atoms found from these labels are those MDAnalysis's ``Ramachandran`` finds on the text's Universe;
+the features' ``chain`` label is the file's ``chain`` dataset.
+
+The result is kept per file version (its byte store's identity) and shared by files whose text and datasets
+are the same bytes (one topology object: what analyses derive from it is computed once).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from collections import OrderedDict
+
+import h5py
+import numpy as np
+
+from ..errors import InputFileError
+from ..storage.bytestore import ByteStore
+from ..topology import LabelledTopology
+from .mdcath_layout import domain_group, hdf5_of, parse_universe, read_text
+
+#: The per-atom datasets read, and what each holds.
+_INTEGERS, _TEXTS = ("resid",), ("resname", "chain")
+
+#: Topologies read in this process: by their file's store identity, and by the digest of what they were read from.
+_BY_FILE: OrderedDict = OrderedDict()
+_BY_CONTENT: OrderedDict = OrderedDict()
+KEPT = 32
+
+
+def labelled_topology(store: ByteStore, path: str, n_atoms: int, prepares: bool = True) -> LabelledTopology:
+    """The atoms of the mdCATH file in ``store`` (at ``path``), whose members hold ``n_atoms`` atoms (the module's
+    docstring); raises :class:`~trajscale.errors.InputFileError` for a file whose fields fail a check."""
+    key = tuple(store.identity)
+    top = _BY_FILE.get(key)
+    if top is not None and top.n_atoms == n_atoms:
+        _BY_FILE.move_to_end(key)
+        return top
+    try:
+        with hdf5_of(store, path, prepares) as f:
+            _, group = domain_group(f, path)
+            text = read_text(f, path)
+            raw = {name: _dataset(group, name, path) for name in (*_INTEGERS, *_TEXTS)}
+    except InputFileError:
+        raise
+    except (KeyError, OSError, RuntimeError, ValueError, TypeError) as exc:   # HDF5 met damage
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputFileError(path, f"its atoms cannot be read ({why}): the file is damaged") from None
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20)
+    for name, values in raw.items():
+        digest.update(name.encode() + (b"\x00" if values is None else values.dtype.str.encode() + values.tobytes()))
+    digest = digest.digest() + n_atoms.to_bytes(8, "little")
+    top = _BY_CONTENT.get(digest)
+    if top is None:
+        top = LabelledTopology(path, atom_labels(text, raw, n_atoms, path),
+                               functools.partial(parse_universe, text, path))
+        _keep(_BY_CONTENT, digest, top)
+    _keep(_BY_FILE, key, top)
+    return top
+
+
+def _keep(cache: OrderedDict, key, value) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > KEPT:
+        cache.popitem(last=False)
+
+
+def _dataset(group: h5py.Group, name: str, where: str) -> np.ndarray | None:
+    """The per-atom dataset ``name`` as it is stored (None where the file has none), checked to be one
+    dimension of integers (``resid``) or text."""
+    ds = group.get(name)
+    if ds is None:
+        return None
+    if not isinstance(ds, h5py.Dataset) or ds.ndim != 1:
+        raise InputFileError(where, f"{name} is {'not a dataset' if not isinstance(ds, h5py.Dataset) else ds.shape}, "
+                                    "not one value per atom: the file is damaged")
+    if name in _INTEGERS:
+        if ds.dtype.kind not in "iu":
+            raise InputFileError(where, f"{name} holds {ds.dtype}, not integers: the file is damaged")
+        values = np.empty(ds.shape, ds.dtype)
+        if ds.size:
+            ds.read_direct(values)
+        return values
+    if ds.dtype.kind == "S":
+        values = np.empty(ds.shape, ds.dtype)
+        if ds.size:
+            ds.read_direct(values)
+        return values
+    if h5py.check_string_dtype(ds.dtype) is not None:   # variable-length text
+        return np.asarray(ds.asstr()[()], dtype=str)
+    raise InputFileError(where, f"{name} holds {ds.dtype}, not text: the file is damaged")
+
+
+def atom_labels(text: str, raw: dict[str, np.ndarray | None], n_atoms: int, where: str) -> dict[str, np.ndarray]:
+    """The labels of :class:`~trajscale.topology.labelled.LabelledTopology` from the ``pdbProteinAtoms`` text and the
+    datasets ``raw`` (None: the file has none), checked against each other and against ``n_atoms``."""
+    cols = _columns(text)
+    n = len(cols("name"))
+    if n != n_atoms:
+        raise InputFileError(where, f"pdbProteinAtoms holds {n} atoms but the coordinates {n_atoms}: the file is "
+                                    "damaged")
+    for name, values in raw.items():
+        if values is not None and len(values) != n_atoms:
+            raise InputFileError(where, f"{name} holds {len(values)} values but the coordinates {n_atoms} atoms: "
+                                        "the file is damaged")
+    pdb_resid = _resids(cols("resid"), where)
+    resid = pdb_resid if raw["resid"] is None else raw["resid"].astype(np.int64)
+    resname = cols("resname") if raw["resname"] is None else _text(raw["resname"], "resname", where)
+    segid = cols("segid")
+    if not any(segid):   # (MDAnalysis: no segment IDs, the chain IDs)
+        segid = cols("chainid")
+    chain = segid if raw["chain"] is None else _text(raw["chain"], "chain", where)
+    _agree(resid, pdb_resid, "resid", where)
+    _agree(resname, cols("resname"), "resname", where)
+    chains, chain_at = np.unique(chain, return_inverse=True)
+    segids, segid_at = np.unique(segid, return_inverse=True)
+    pairs = np.unique(chain_at.reshape(-1) * len(segids) + segid_at.reshape(-1))
+    if len(pairs) != len(chains) or len(pairs) != len(segids):
+        raise InputFileError(where, "chain does not follow pdbProteinAtoms' segments one for one: the file is "
+                                    "damaged")
+    icode = cols("icode")
+    new = np.ones(n, bool)
+    if n:
+        new[1:] = ((resid[1:] != resid[:-1]) | (resname[1:] != resname[:-1]) | (icode[1:] != icode[:-1])
+                   | (chain[1:] != chain[:-1]))
+    return {"name": cols("name"), "resname": resname, "resid": resid, "resindex": np.cumsum(new) - 1,
+            "segid": chain}
+
+
+#: The PDB's fixed columns MDAnalysis's PDB parser reads (0-based, end excluded).
+_FIELDS = {"name": (12, 16), "resname": (17, 21), "chainid": (21, 22), "resid": (22, 26), "icode": (26, 27),
+           "segid": (72, 76)}
+
+
+#: An atom record of the text, from its first character that is not blank.
+_RECORD = re.compile(r"^[ \t]*((?:ATOM|HETATM)[^\n]*)", re.M)
+
+
+def _end_of_records(text: str) -> int:
+    """Where the first line that starts with ``END`` (``END``, ``ENDMDL``; after blanks) begins: the records
+    read end there."""
+    k = text.find("END")
+    while k >= 0:
+        start = text.rfind("\n", 0, k) + 1
+        if not text[start:k].strip():
+            return start
+        k = text.find("END", k + 3)
+    return len(text)
+
+
+def _columns(text: str):
+    """``cols(field)``: the stripped text of ``field`` (:data:`_FIELDS`) of each atom record of the first model,
+    as MDAnalysis's PDB parser reads them (each line stripped; ``ATOM``/``HETATM`` up to the first ``END``)."""
+    records = _RECORD.findall(text, 0, _end_of_records(text))
+    width = max(80, max(map(len, records), default=0))
+    grid = np.array(records, dtype=f"U{width}").view("U1").reshape(len(records), width)
+
+    @functools.cache
+    def cols(field: str) -> np.ndarray:
+        lo, hi = _FIELDS[field]
+        return np.char.strip(np.ascontiguousarray(grid[:, lo:hi]).view(f"U{hi - lo}").reshape(-1))
+
+    return cols
+
+
+def _resids(column: np.ndarray, where: str) -> np.ndarray:
+    """The residue numbers of the text's column, as MDAnalysis's PDB parser reads them (a number 5,000 below the
+    one before is taken 10,000 higher: PDB's four digits wrapped)."""
+    try:
+        resid = column.astype(np.int64)
+    except ValueError:
+        raise InputFileError(where, "pdbProteinAtoms has a residue number that is not a number: the file is "
+                                    "damaged") from None
+    if len(resid) and (np.diff(resid) < -5000).any():   # (rare: over 9,999 residues)
+        prev = 0
+        for k, r in enumerate(resid.tolist()):
+            while r - prev < -5000:
+                r += 10000
+            resid[k] = prev = r
+    return resid
+
+
+def _text(values: np.ndarray, name: str, where: str) -> np.ndarray:
+    try:
+        out = values.astype(str)   # (bytes: as ASCII)
+    except UnicodeDecodeError:
+        raise InputFileError(where, f"{name} holds text that is not ASCII: the file is damaged") from None
+    return np.char.strip(out)
+
+
+def _agree(values: np.ndarray, text_values: np.ndarray, name: str, where: str) -> None:
+    bad = np.flatnonzero(values != text_values)
+    if len(bad):
+        k = int(bad[0])
+        raise InputFileError(where, f"{name} of atom {k + 1} is {values[k].item()!r} but pdbProteinAtoms says "
+                                    f"{text_values[k].item()!r}: the file is damaged")
+
+
+__all__ = ["KEPT", "atom_labels", "labelled_topology"]
