@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from tests.conftest import mpiexec
 from trajscale.testing.stores import TcpProxy
 
 from .conftest import BUCKET, TPR
@@ -73,8 +74,9 @@ class _Run:
         folder.mkdir(exist_ok=True)
         self.folder = folder
         opts = [x for o in options for x in ("--storage-option", o)]
-        workers = ["-n", "2"] if executor != "serial" else []
-        self.cmd = [sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", TPR, url, "--out",
+        workers = ["-n", "2"] if executor in ("processes", "dask") else []
+        launch = [mpiexec(), "-n", "2"] if executor == "mpi" else []   # two ranks, as a user starts them
+        self.cmd = [*launch, sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", TPR, url, "--out",
                     str(folder / "remote.csv"), "--report", str(folder / "report.json"), "--select", "name CA",
                     "--executor", executor, *workers, "--max-block-mb", "0.6", "--no-progress", *opts]
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
@@ -118,7 +120,9 @@ class _Run:
         assert sorted(p.name for p in self.folder.iterdir()) == [], list(self.folder.iterdir())
 
 
-@pytest.mark.parametrize("where, executor", [("s3", "serial"), ("https", "processes")])
+@pytest.mark.parametrize("where, executor", [("s3", "serial"), ("https", "processes"),
+                                             ("s3", "dask"),
+                                             pytest.param("https", "mpi", marks=pytest.mark.mpi)])
 def test_a_server_frozen_mid_run_ends_it_within_retry_seconds(target, s3_server, tmp_path, where, executor):
     """The proxy stops forwarding once the run has read part of the frames (``max_concurrency=1``, a try's
     timeout of 1 s: requests wait their turn, each shorter than ``retry_seconds``): the run ends within
@@ -142,7 +146,9 @@ def test_a_server_frozen_mid_run_ends_it_within_retry_seconds(target, s3_server,
     run.left_nothing()
 
 
-@pytest.mark.parametrize("where, executor", [("s3", "processes"), ("https", "serial")])
+@pytest.mark.parametrize("where, executor", [("s3", "processes"), ("https", "serial"),
+                                             ("https", "dask"),
+                                             pytest.param("s3", "mpi", marks=pytest.mark.mpi)])
 def test_a_stop_signal_ends_a_run_waiting_on_a_frozen_server(target, s3_server, tmp_path, where, executor):
     """SIGTERM while every read waits on a frozen server (``retry_seconds=60``, a try's timeout of 20 s):
     the process ends within 2 s of it (asserted with 2 s more for a loaded machine), said as terminated,
@@ -162,7 +168,9 @@ def test_a_stop_signal_ends_a_run_waiting_on_a_frozen_server(target, s3_server, 
     finally:
         run.kill()
         proxy.close()
-    assert run.proc.returncode != 0, run.said()
+    # (MPICH's mpiexec, signalled itself, exits 0 or the ranks' 143 as its forwarding races their exit: the
+    # ranks' own status is 143, but only the launcher's is seen here)
+    assert run.proc.returncode != 0 or executor == "mpi", run.said()
     assert took < EXIT_S, f"ended {took:.1f} s after SIGTERM: {run.said()}"
     assert "terminated by signal 15" in run.said(), run.said()
     run.left_nothing()
