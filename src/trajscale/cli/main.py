@@ -275,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         if exc.code and exc.code > 128:
             _say_interrupted(args, f"terminated by signal {exc.code - 128}")
             _share_interruption(exc)
+            if argv is None:
+                gc.freeze()   # a stopped command ends within seconds: its objects are left to the OS too
         raise
     except KeyboardInterrupt:
         _say_interrupted(args, "interrupted")
