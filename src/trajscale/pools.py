@@ -129,18 +129,18 @@ def holds_unforkable(writing_only: bool = False) -> str | None:
     process, whoever started it (trajscale's reads, a glob's listing, the user's own obstore calls): once
     obstore is imported, a thread of its runtime (:func:`_runtime_threads`), or, where that cannot be
     told, obstore's import alone. ``writing_only``: HDF5 files open for writing only."""
+    held = []   # every reason, not the first: a user told of one fixes it and meets the next
     h5f = getattr(sys.modules.get("h5py"), "h5f", None)
     if h5f is not None and h5f.get_obj_count(h5f.OBJ_ALL, h5f.OBJ_FILE):
         if not writing_only:
-            return "an open HDF5 file"
-        if any(f.get_intent() != h5f.ACC_RDONLY for f in h5f.get_obj_ids(h5f.OBJ_ALL, h5f.OBJ_FILE)):
-            return "an HDF5 file open for writing"
+            held.append("an open HDF5 file")
+        elif any(f.get_intent() != h5f.ACC_RDONLY for f in h5f.get_obj_ids(h5f.OBJ_ALL, h5f.OBJ_FILE)):
+            held.append("an HDF5 file open for writing")
     storage = sys.modules.get("trajscale.storage")
-    if storage is not None and storage.fetched_here()["requests"]:
-        return "a URL client's runtime"
-    if "obstore" in sys.modules and _runtime_threads() is not False:
-        return "a URL client's runtime"
-    return None
+    if (storage is not None and storage.fetched_here()["requests"]) or \
+            ("obstore" in sys.modules and _runtime_threads() is not False):
+        held.append("a URL client's runtime")
+    return " and ".join(held) or None
 
 
 def choose_start_method(requested: str | None = None, *, late: bool = False, unforkable: str | None = None) -> str:

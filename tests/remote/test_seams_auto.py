@@ -100,7 +100,7 @@ def test_a_url_clients_runtime_is_not_forked_with(s3_env, adk_stores):
     _, url, _ = adk_stores["plain"]
     with open_source(url) as src:
         assert src.n_frames == 10
-    assert holds_unforkable() == "a URL client's runtime"
+    assert "a URL client's runtime" in holds_unforkable()   # (a fixture's Universe may hold an HDF5 file too)
     assert choose_start_method() != "fork"
     with pytest.raises(ConfigError, match="^start_method='fork' refused: "):   # asked for, it is refused
         choose_start_method("fork")
