@@ -173,7 +173,9 @@ class MPIExecutor(Executor):
                         current = ranges[i]
                         # a rank knows its next task: a source behind a URL fetches its first block meanwhile
                         then = ranges[mine[k + 1]] if k + 1 < len(mine) else None
-                        partial, timing = run_task(job, i, ranges[i], worker, comm, then=then)
+                        if (done := _task_unless_stopped(job, i, ranges[i], worker, comm, then)) is None:
+                            break
+                        partial, timing = done
                         partials.add(partial)
                         timings.append(timing)
                         bar.task_done()
@@ -276,6 +278,18 @@ class MPIExecutor(Executor):
     def close(self, wait: bool = True) -> None:
         """Close this process's cached sources (collective under ``mpio``: call on every rank)."""
         close_cached_sources()
+
+
+def _task_unless_stopped(job: Job, i: int, frames: FrameRange, worker: str, comm, then: FrameRange | None):
+    """:func:`run_task`'s ``(partial, timing)``, or None when a stop signal ended the task: a read waiting on a
+    server looks for one and exits, and this rank then stops with the others (every rank was signalled),
+    not as a failed rank that aborts the job."""
+    try:
+        return run_task(job, i, frames, worker, comm, then=then)
+    except SystemExit:
+        if not stop_requested():
+            raise
+        return None
 
 
 class _RankProgress:
