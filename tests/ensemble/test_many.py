@@ -65,7 +65,7 @@ def run_and_check(folder, n: int, executor: str, max_open: int = 4) -> None:
     # a worker's descriptors vary by the few trajectories it holds, never by the thousands it read
     assert counts.max() - counts.min() <= max_open + 2, (counts.min(), counts.max())
     facts = rgyr.trajectories
-    assert facts.n_finished == n and sum(t["opens"] for t in facts.per_trajectory) >= n
+    assert facts.n_finished == n and facts.costs.opens >= n
 
 
 @pytest.mark.parametrize("executor", ["serial", "processes"])

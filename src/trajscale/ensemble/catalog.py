@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from ..errors import ConfigError, InputFileError
 from ..formats import expanders, load
 from ..storage.location import Location, glob_regex, has_glob
+from .columns import MemberColumns
 
 #: Catalog columns that are no labels.
 RESERVED = ("name", "trajectory", "topology", "format")
@@ -108,6 +109,17 @@ class Member:
         if bad:
             raise ConfigError(f"ensemble member {self.name!r}: {', '.join(bad)} is a column of its own, not a label")
 
+    @classmethod
+    def made(cls, name: str, trajectory: tuple[str, ...], topology: str | None, labels: dict,
+             source: Mapping | None) -> Member:
+        """A member of fields checked and located before (:class:`~trajscale.ensemble.columns.MemberColumns`
+        makes its members again from these): not located again."""
+        m = object.__new__(cls)
+        for f, v in (("name", name), ("trajectory", trajectory), ("topology", topology), ("labels", labels),
+                     ("source", source)):
+            object.__setattr__(m, f, v)
+        return m
+
     @property
     def location(self) -> str:
         """The trajectory for messages: its one location, or its parts joined as a shell would write them."""
@@ -152,46 +164,46 @@ class Ensemble:
     """
 
     def __init__(self, members: Iterable[Member], *, origin: str = "", storage_options: Mapping | None = None) -> None:
-        self.members: tuple[Member, ...] = tuple(members)
         self.origin = origin
         self.storage_options = dict(storage_options) if storage_options else None
-        seen: dict[str, int] = {}
-        for i, m in enumerate(self.members):
-            if not isinstance(m, Member):
-                raise ConfigError(f"ensemble {origin or ''}: member {i} is a {type(m).__name__}, not a Member")
-            if m.name in seen:
-                raise ConfigError(f"ensemble {origin or ''}: two members are named {m.name!r} (rows {seen[m.name] + 1} "
-                                  f"and {i + 1}); give each a name of its own (a name column)")
-            seen[m.name] = i
-        self._index = seen
+        self._members = MemberColumns(members, origin)   # (held as columns: a member is made when asked for)
 
     # -- the collection ---------------------------------------------------------------------------------------
+    @property
+    def members(self) -> Sequence[Member]:
+        """The members, in order (a sequence that makes each :class:`Member` when it is asked for)."""
+        return self._members
+
     def __len__(self) -> int:
-        return len(self.members)
+        return len(self._members)
 
     def __iter__(self) -> Iterator[Member]:
-        return iter(self.members)
+        return iter(self._members)
 
     def __getitem__(self, key: int | str) -> Member:
         """A member by position or by name."""
         if isinstance(key, str):
-            try:
-                return self.members[self._index[key]]
-            except KeyError:
-                raise KeyError(f"no member named {key!r} in the ensemble") from None
-        return self.members[key]
+            i = self._members.index_of(key)
+            if i is None:
+                raise KeyError(f"no member named {key!r} in the ensemble")
+            return self._members[i]
+        return self._members[key]
+
+    def index_of(self, name: str) -> int | None:
+        """The position of the member named ``name``; None when none is."""
+        return self._members.index_of(name)
 
     def __repr__(self) -> str:
         return f"Ensemble({len(self)} members{f' from {self.origin}' if self.origin else ''})"
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(m.name for m in self.members)
+        return tuple(self._members.name(i) for i in range(len(self)))
 
     @property
     def label_names(self) -> tuple[str, ...]:
         """Every label any member has, in the order first met."""
-        return tuple(dict.fromkeys(k for m in self.members for k in m.labels))
+        return self._members.label_names
 
     def where(self, **labels) -> Ensemble:
         """The members whose labels equal each of ``labels`` (``ens.where(system="adk")``)."""

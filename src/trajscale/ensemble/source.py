@@ -197,8 +197,11 @@ class EnsembleSource(Source):
         return member_sources().opens
 
     @property
-    def opened(self) -> list[str]:
-        return member_sources().opened
+    def opened(self) -> None:
+        """None: the members a task opens are counted (:attr:`opens`, a task's ``files_opened``), not listed
+        (thousands of paths in the report and the root's memory; each member's own costs are saved with its
+        results)."""
+        return None
 
     def remote_stats(self) -> dict | None:
         return member_sources().remote_stats() if self._reads_ahead else None
