@@ -37,7 +37,7 @@ from ..runspec import JobFacts, RunOptions
 from ..sources import reader_modules
 from ..sources.locations import is_local, store_class
 from ..util import raise_if_stopped
-from .analysis import EnsemblePartial, EnsembleState, KeptPartial, MemberPartial, for_member
+from .analysis import EnsemblePartial, EnsembleState, KeptPartial, MemberPartial, for_member, kept_group, kept_state
 from .catalog import Ensemble
 from .plan import RoundFacts, Work, per_frame_work, rounds_of
 from .prepare import (
@@ -328,13 +328,19 @@ class EnsembleRounds(Rounds):
             raise ConfigError(f"{job.read.path}: no frame was analysed")
         prepared = job.prepared if job.prepared is not None else mp.prepared   # (its worker's)
         analysis, own = for_member(self.group, prepared)
-        partial = mp.partial.partial if isinstance(mp.partial, KeptPartial) else mp.partial
-        kept = prepared.state.kept if analysis is not self.group else tuple(range(len(self.group.analyses)))
+        every = tuple(range(len(self.group.analyses)))
+        base = prepared.state.kept if analysis is not self.group else every   # (those its preparation kept)
+        reasons = dict(prepared.state.refused) if analysis is not self.group else {}
+        partial, kept = mp.partial, base
+        if isinstance(partial, KeptPartial):   # (and those a frame without a box refused: fewer)
+            partial, kept = partial.partial, partial.kept
+            reasons.update(mp.partial.refused)
+        if kept != base:
+            analysis, own = kept_group(self.group, kept), kept_state(own, base, kept)
         mine = dict(zip(kept, analysis.result(partial, own), strict=True))
         parts = dict(zip(kept, (_aggregate_part(a, p, q) for a, p, q in
                                 zip(analysis.analyses, partial.partials, own.state.prepared, strict=True)),
                          strict=True))
-        reasons = prepared.state.refused if analysis is not self.group else {}
         results = tuple(mine[k] if k in mine else RefusedResult(a.name, reasons[k])
                         for k, a in enumerate(self.group.analyses))
         partials = tuple(parts.get(k) for k in range(len(self.group.analyses)))
