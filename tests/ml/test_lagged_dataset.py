@@ -106,6 +106,23 @@ def test_a_block_of_pairs_is_one_run_of_frames(files):
     assert one["name"] == "2bbbB00/379/2" and one["frame"] == 0 and one["x"].shape == (one["n_atoms"], 3)
 
 
+def test_a_member_that_cannot_be_read_is_left_out_with_its_reason(files, tmp_path):
+    """A damaged file and a missing one among the members: the dataset serves the pairs of the others (their
+    frames as MDAnalysis reads them) and lists the two as refused, each with its reason."""
+    _, xtc, _ = files
+    (tmp_path / "noise.xtc").write_bytes(np.random.default_rng(1).bytes(5000))
+    damaged = Member("noise", (str(tmp_path / "noise.xtc"),), xtc.topology)
+    gone = Member("gone", (str(tmp_path / "gone.xtc"),), xtc.topology)
+    ds = LaggedEnsembleDataset([damaged, xtc, gone], LAG)
+    assert ds.names == ("ca",) and [(r.index, r.member.name) for r in ds.refused] == [(0, "noise"), (2, "gone")]
+    assert "noise.xtc" in ds.refused[0].reason and "gone.xtc" in ds.refused[1].reason
+    want = [w for w in expected_pairs(files) if w[0] == "ca"]
+    x, y = ds.pairs()
+    assert len(ds) == len(want) == (7 - LAG) + (5 - LAG)
+    np.testing.assert_allclose(x, np.array([w[2] for w in want]).reshape(len(want), -1), atol=1e-3)
+    np.testing.assert_allclose(y, np.array([w[3] for w in want]).reshape(len(want), -1), atol=1e-3)
+
+
 def test_torch_epochs_are_seeded(files):
     pytest.importorskip("torch")
     from trajscale.ml import make_loader
