@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from MDAnalysisTests import datafiles as D
 
+from tests.ml.conftest import mdcath_files
 from trajscale.ensemble import Ensemble, Member
 from trajscale.errors import ConfigError
 from trajscale.ml.lagged_dataset import LaggedEnsembleDataset
-from trajscale.testing.mdcath import from_universe
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
@@ -30,9 +30,7 @@ DOMAINS = {"1aaaA00": ("resid 1-30", (("320", "0"), ("348", "1")), (9, 4)),
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("lagged")
     u = mda.Universe(D.PSF, D.DCD)
-    mdcath = [from_universe(d / f"mdcath_dataset_{dom}.h5", u, domain=dom, members=keys, n_frames=counts, seed=i,
-                            select=sel)
-              for i, (dom, (sel, keys, counts)) in enumerate(DOMAINS.items())]
+    mdcath = mdcath_files(d, u, DOMAINS)
     ca = u.select_atoms("name CA")
     top = str(d / "ca.pdb")
     ca.write(top)

@@ -92,8 +92,14 @@ class MemberCosts:
         s = stats.seconds
         self.atoms_min = stats.atoms if self.n == 0 else min(self.atoms_min, stats.atoms)
         self.atoms_max = max(self.atoms_max, stats.atoms)
-        for name in _SUMMED:
-            setattr(self, name, getattr(self, name) + (s if name == "seconds" else getattr(stats, name)))
+        self.frames += stats.frames
+        self.bytes += stats.bytes
+        self.opens += stats.opens
+        self.t_open += stats.t_open
+        self.t_read += stats.t_read
+        self.t_compute += stats.t_compute
+        self.t_prepare += stats.t_prepare
+        self.seconds += s
         self.histogram[_bin(s)] += 1
         entry = (s, -self.n, stats)   # (ties: the first finished stays, as a stable sort keeps it)
         self.n += 1
