@@ -166,7 +166,7 @@ class Ensemble:
     def __init__(self, members: Iterable[Member], *, origin: str = "", storage_options: Mapping | None = None) -> None:
         self.origin = origin
         self.storage_options = dict(storage_options) if storage_options else None
-        self._members = MemberColumns(members, origin)   # (held as columns: a member is made when asked for)
+        self._members = MemberColumns(members, Member, origin)   # (held as columns: a member is made when asked for)
 
     # -- the collection ---------------------------------------------------------------------------------------
     @property

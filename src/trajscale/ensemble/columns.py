@@ -27,6 +27,8 @@ class MemberColumns(Sequence):
     ----------
     members
         :class:`~trajscale.ensemble.catalog.Member` records (consumed one at a time: none is kept).
+    member
+        Their class (it makes them again: ``member.made(name, trajectory, topology, labels, source)``).
     origin
         The ensemble's catalog or glob, for messages.
 
@@ -36,9 +38,8 @@ class MemberColumns(Sequence):
         An item is no Member, or two members share a name.
     """
 
-    def __init__(self, members: Iterable, origin: str = "") -> None:
-        from .catalog import Member
-
+    def __init__(self, members: Iterable, member: type, origin: str = "") -> None:
+        self._cls = member
         self._names: list[str] = []
         self._trajectories: list = []   # a location, or a tuple of parts
         self._topology = array("i")   # its number in _topologies (-1: none)
@@ -47,7 +48,7 @@ class MemberColumns(Sequence):
         self._labels: dict[str, list] = {}   # label -> each member's value (_ABSENT: none)
         self._sources: dict[int, Mapping] = {}   # (few members carry a Source config: an expander's)
         for i, m in enumerate(members):
-            if not isinstance(m, Member):
+            if not isinstance(m, member):
                 raise ConfigError(f"ensemble {origin or ''}: member {i} is a {type(m).__name__}, not a Member")
             self._names.append(m.name)
             self._trajectories.append(m.trajectory[0] if len(m.trajectory) == 1 else m.trajectory)
@@ -77,12 +78,10 @@ class MemberColumns(Sequence):
         return len(self._names)
 
     def _member(self, i: int):
-        from .catalog import Member
-
         t = self._trajectories[i]
         k = self._topology[i]
         labels = {n: c[i] for n, c in self._labels.items() if c[i] is not _ABSENT}
-        return Member.made(self._names[i], (t,) if isinstance(t, str) else t,
+        return self._cls.made(self._names[i], (t,) if isinstance(t, str) else t,
                            None if k < 0 else self._topologies[k], labels, self._sources.get(i))
 
     def __getitem__(self, k):
