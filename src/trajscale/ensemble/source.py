@@ -148,6 +148,7 @@ class EnsembleSource(Source):
 
     kind = "ensemble"
     description = "an ensemble's trajectories, one after another (made by trajscale.ensemble)"
+    replaced_each_round = True   # (a round's config lists its members: a worker keeps the latest round's only)
 
     def __init__(self, members: Sequence[MemberRead | dict], token: str, origin: str = "", max_open: int = MAX_OPEN,
                  reads_ahead: bool = False, frame_bytes: int = 0, n_atoms: int = 0, decode_s: float = 0.0,
