@@ -37,11 +37,20 @@ def open_files(positions, box):
     return np.full(len(positions), len(os.listdir("/proc/self/fd")), np.float64)
 
 
+@per_frame
+def kept_rounds(positions, box):
+    """The sources this thread's tasks keep for the next (an ensemble's: its latest round's), once per frame."""
+    from trajscale.executors import base
+
+    return np.full(len(positions), len(base._thread_sources()), np.float64)
+
+
 def run_and_check(folder, n: int, executor: str, max_open: int = 4) -> None:
     pos = tiny_ensemble(folder, n)
     gc.collect()   # an earlier test's garbage holding files, collected mid-run, would change the count
-    rgyr, fds = ts.run([ts.RadiusOfGyration(select="all"), ts.PerFrame(open_files)], str(folder / "catalog.csv"),
-                       executor=executor, n_workers=2, max_open=max_open)
+    rgyr, fds, kept = ts.run([ts.RadiusOfGyration(select="all"), ts.PerFrame(open_files), ts.PerFrame(kept_rounds)],
+                             str(folder / "catalog.csv"), executor=executor, n_workers=2, max_open=max_open)
+    assert kept.columns()["values"].max() == 1   # (a round's source, not every round's: 8 rounds and more)
     assert len(rgyr) == n and not rgyr.refused
     table = rgyr.columns()
     assert len(table["rgyr"]) == 2 * n
