@@ -23,10 +23,9 @@ Then, for trajscale alone:
 * the per-trajectory overhead: many tiny trajectories (3 atoms x 2 frames; 2,000 at the default size) in
   one serial job, less one such trajectory alone, per trajectory: what opening, planning and handing home a
   trajectory costs;
-* the peak RSS of the run's largest process (:func:`trajscale.testing.peak_rss.peak_rss`) at ``N`` and at
-  a larger ``N`` (serial, and processes);
-* the open files of each process of a processes run, sampled every 10 ms from ``/proc`` (the most any
-  process held), at ``N`` and at the larger ``N``.
+* the peak RSS of the run's largest process and the most files any of its processes held open (sampled
+  every 10 ms from ``/proc``), in one run at ``N`` and one at a larger ``N`` (serial, and processes):
+  :func:`measured`, which ``benchmarks/scale.py`` uses too.
 
 The PyTorch epoch over mdCATH-shaped files is ``benchmarks/mdcath_epoch.py``.  The median of ``--repeat``
 runs is printed, with the load average before and after.
@@ -35,6 +34,7 @@ runs is printed, with the load average before and after.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -136,28 +136,12 @@ def make_ensemble(work: Path, n: int, sources: dict) -> Path:
 
 
 def make_tiny(work: Path, n: int) -> Path:
-    """``n`` XTC trajectories of 3 atoms x 2 frames (stored uncompressed) and their catalog."""
-    import struct
+    """``n`` XTC trajectories of 3 atoms x 2 frames (stored uncompressed) and their catalog, made once in
+    ``work/tinyN`` (:func:`trajscale.testing.ensembles.tiny_ensemble`)."""
+    from trajscale.testing.ensembles import tiny_ensemble
 
-    folder = work / f"tiny{n}"
-    catalog = folder / "catalog.csv"
-    if catalog.exists():
-        return catalog
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "top.pdb").write_text(
-        "ATOM      1  C   ALA A   1       0.000   0.000   0.000  1.00  0.00           C\n"
-        "ATOM      2  O   ALA A   1       1.000   0.000   0.000  1.00  0.00           O\n"
-        "ATOM      3  N   ALA A   1       0.000   1.000   0.000  1.00  0.00           N\nEND\n")
-    pos = (np.random.default_rng(3).random((n, 2, 3, 3)) * 2).astype(">f4")
-    box = np.diag([3.0, 3.0, 3.0]).astype(">f4").tobytes()
-    lines = ["name,topology,trajectory"]
-    for i in range(n):
-        (folder / f"t{i:05d}.xtc").write_bytes(b"".join(
-            struct.pack(">iiif", 1995, 3, f, float(f)) + box + struct.pack(">i", 3) + pos[i, f].tobytes()
-            for f in range(2)))
-        lines.append(f"t{i:05d},{folder / 'top.pdb'},{folder / f't{i:05d}.xtc'}")
-    catalog.write_text("\n".join(lines) + "\n")
-    return catalog
+    catalog = work / f"tiny{n}" / "catalog.csv"
+    return catalog if catalog.exists() else tiny_ensemble(work / f"tiny{n}", n)[0]
 
 
 def env_for(work: Path) -> dict:
@@ -184,34 +168,76 @@ def _descendants(root: int) -> list[int]:
     return out
 
 
-def timed(cmd: list[str], work: Path, watch_fds: bool = False) -> tuple[float, str, int]:
-    """Run ``cmd``; its wall time, stdout, and (``watch_fds``) the most open files any of its processes held."""
+def timed(cmd: list[str], work: Path) -> tuple[float, str]:
+    """Run ``cmd``; its wall time and stdout (exit when it fails)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env_for(work), cwd=work)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd[:4])} ... exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    return wall, proc.stdout
+
+
+#: Runs the command as its child subreaper, reaps every process it started, prints its peak RSS (bytes).
+_HELPER = r"""
+import ctypes, json, os, resource, subprocess, sys
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
+proc = subprocess.run(json.loads(sys.argv[1]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+print(json.dumps({"rc": proc.returncode, "stderr": proc.stderr[-3000:],
+                  "peak": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))
+"""
+
+
+def measured(cmd: list[str], work: Path) -> dict:
+    """Run ``cmd`` once: wall seconds (from just before its start to just after its exit), exit status and
+    stderr, the peak RSS of its largest process (the kernel's, every process it started reaped by a
+    subreaper, as :mod:`trajscale.testing.peak_rss`), and the most open files any of its processes held
+    (sampled from ``/proc`` every 10 ms)."""
     most = [0]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_for(work),
-                            cwd=work)
+    helper = subprocess.Popen([sys.executable, "-c", _HELPER, json.dumps(cmd)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env_for(work), cwd=work)
     done = threading.Event()
 
     def watch() -> None:
         while not done.is_set():
-            for pid in _descendants(proc.pid):
+            for pid in _descendants(helper.pid)[1:]:   # (the helper's own files are not the run's)
                 try:
                     most[0] = max(most[0], len(os.listdir(f"/proc/{pid}/fd")))
                 except OSError:
                     pass
             done.wait(0.01)
 
-    watcher = threading.Thread(target=watch, daemon=True) if watch_fds else None
-    if watcher:
-        watcher.start()
-    out, err = proc.communicate()
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    out, err = helper.communicate()
     wall = time.perf_counter() - t0
     done.set()
-    if watcher:
-        watcher.join()
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(cmd[:4])} ... exited {proc.returncode}:\n{err[-3000:]}")
-    return wall, out, most[0]
+    watcher.join()
+    if helper.returncode != 0:
+        sys.exit(f"the measuring helper exited {helper.returncode}:\n{err[-3000:]}")
+    got = json.loads(out.strip().splitlines()[-1])
+    return {"wall": wall, "rc": got["rc"], "stderr": got["stderr"], "peak": got["peak"], "fds": most[0]}
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def finish(work: Path, keep: bool, ok: bool, patterns: tuple[str, ...] = ("tiny*",)) -> None:
+    """The load average after; the trajectories made in ``work`` removed (unless ``keep``); exit 1 unless ``ok``."""
+    print(f"load average after: {load_average()}")
+    if not keep:
+        for pattern in patterns:
+            for d in work.glob(pattern):
+                shutil.rmtree(d, ignore_errors=True)
+    if not ok:
+        sys.exit(1)
 
 
 def sums(out: str) -> tuple[int, float, float]:
@@ -223,7 +249,7 @@ def sums(out: str) -> tuple[int, float, float]:
 def median_run(cmd, work, repeat) -> tuple[float, str]:
     walls, out = [], ""
     for _ in range(repeat):
-        wall, out, _ = timed(cmd, work)
+        wall, out = timed(cmd, work)
         walls.append(wall)
     return statistics.median(walls), out
 
@@ -239,7 +265,7 @@ def main() -> None:
     work = Path(args.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     n, (n_small, n_large), n_tiny = SIZES[args.size]
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average before: {load_average()}")
     sources = make_sources(work)
     catalog = make_ensemble(work, n, sources)
     (work / "mda_loop.py").write_text(MDA_LOOP)
@@ -270,28 +296,18 @@ def main() -> None:
     print(f"per-trajectory overhead (open, plan, result; {n_tiny} tiny trajectories, serial): "
           f"{1e3 * (t_n - t_1) / max(1, n_tiny - 1):.2f} ms ({t_n:.3f} s for {n_tiny}, {t_1:.3f} s for 1)")
 
-    from trajscale.testing.peak_rss import peak_rss
-
     print(f"\n{'memory and open files':<28}{'N':>6}{'peak RSS MB':>13}{'open files':>12}")
     for executor, workers in (("serial", 1), ("processes", args.workers)):
         for k in (n_small, n_large):
             cat = make_ensemble(work, k, sources)
-            peak, done = peak_rss([py, ts_run, str(cat), executor, str(workers)], env=env_for(work))
-            if done.returncode != 0:
-                sys.exit(f"ts_run.py exited {done.returncode}: {done.stderr[-2000:]}")
-            _, _, fds = timed([py, ts_run, str(cat), executor, str(workers)], work, watch_fds=True)
-            print(f"{executor + ('' if workers == 1 else f'({workers})'):<28}{k:>6}{peak / 2**20:>13.0f}{fds:>12}")
+            got = measured([py, ts_run, str(cat), executor, str(workers)], work)
+            if got["rc"] != 0:
+                sys.exit(f"ts_run.py exited {got['rc']}: {got['stderr'][-2000:]}")
+            print(f"{executor + ('' if workers == 1 else f'({workers})'):<28}{k:>6}{got['peak'] / 2**20:>13.0f}"
+                  f"{got['fds']:>12}")
     print("(peak RSS: the run's largest process; open files: the most any of its processes held, sampled)")
     print("the PyTorch epoch over mdCATH-shaped files: benchmarks/mdcath_epoch.py")
-    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    if not args.keep:
-        for d in work.glob("N*"):
-            shutil.rmtree(d, ignore_errors=True)
-        for d in work.glob("tiny*"):
-            shutil.rmtree(d, ignore_errors=True)
-    if not same:
-        sys.exit(1)
-
+    finish(work, args.keep, same, ("N*", "tiny*"))
 
 if __name__ == "__main__":
     main()

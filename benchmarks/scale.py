@@ -3,6 +3,7 @@
     python benchmarks/scale.py [--size smallest|default|full] [--workdir DIR] [--workers 2]
     python benchmarks/scale.py --size full --workdir /tmp/scale-bench     # 134,950 trajectories
     python benchmarks/scale.py --size smallest --workdir /tmp/bench       # what the test suite runs
+    python benchmarks/scale.py --large 30000 --workdir /tmp/scale-bench   # a mid size against 1,000
 
 The data: ``N`` tiny trajectories (3 atoms x 2 frames, XTC, one shared PDB topology: ``make_tiny`` of
 benchmarks/ensemble.py) and their CSV catalog, made once in the work folder.  The ``full`` size's large
@@ -25,66 +26,18 @@ trajectory at most 1.5x.  Exit 1 when a result is missing or a run fails; the ta
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ensemble import _descendants, env_for, make_tiny  # noqa: E402
+from ensemble import finish, load_average, make_tiny, measured  # noqa: E402
 
 #: size -> (small N, large N)
 SIZES = {"smallest": (250, 500), "default": (1000, 10000), "full": (1000, 134950)}
 #: Open files past the small run's that the large run may hold (the bound does not grow with N).
 FD_SLACK = 8
-
-#: Runs the command as its child subreaper, reaps every process it started, prints its peak RSS (bytes).
-_HELPER = r"""
-import ctypes, json, os, resource, subprocess, sys
-ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
-proc = subprocess.run(json.loads(sys.argv[1]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-while True:
-    try:
-        os.wait()
-    except ChildProcessError:
-        break
-print(json.dumps({"rc": proc.returncode, "stderr": proc.stderr[-3000:],
-                  "peak": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))
-"""
-
-
-def measured(cmd: list[str], work: Path) -> dict:
-    """Run ``cmd``: wall seconds, peak RSS of its largest process, the most open files of any of its processes."""
-    most = [0]
-    t0 = time.perf_counter()
-    helper = subprocess.Popen([sys.executable, "-c", _HELPER, json.dumps(cmd)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env_for(work), cwd=work)
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            for pid in _descendants(helper.pid)[1:]:   # (the helper's own files are not the run's)
-                try:
-                    most[0] = max(most[0], len(os.listdir(f"/proc/{pid}/fd")))
-                except OSError:
-                    pass
-            done.wait(0.01)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    out, err = helper.communicate()
-    wall = time.perf_counter() - t0
-    done.set()
-    watcher.join()
-    if helper.returncode != 0:
-        sys.exit(f"the measuring helper exited {helper.returncode}:\n{err[-3000:]}")
-    got = json.loads(out.strip().splitlines()[-1])
-    return {"wall": wall, "rc": got["rc"], "stderr": got["stderr"], "peak": got["peak"], "fds": most[0]}
-
 
 def run_once(work: Path, n: int, executor: str, workers: int) -> dict:
     from trajscale.ensemble.saved import MEMBERS, saved_names
@@ -115,12 +68,15 @@ def main() -> None:
     p.add_argument("--size", choices=list(SIZES), default="default")
     p.add_argument("--workdir", default="demo-output/scale")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--large", type=int, default=None, metavar="N",
+                   help="the large N in place of the size's (a mid size: 30000)")
     p.add_argument("--keep", action="store_true", help="keep the trajectories made in the work folder")
     args = p.parse_args()
     work = Path(args.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     small, large = SIZES[args.size]
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    large = args.large or large
+    print(f"load average before: {load_average()}")
     sides = (("serial", 1), ("processes", args.workers))
     rows = {}
     print(f"\n{'executor':<16}{'N':>8}{'wall s':>10}{'ms/traj':>9}{'peak RSS MB':>13}{'open files':>12}"
@@ -142,12 +98,7 @@ def main() -> None:
         name = executor if executor == "serial" else f"{executor}({workers})"
         print(f"{name} {large} / {small}: per trajectory {per:.2f}x, peak RSS {rss:.2f}x, open files "
               f"{a['fds']} -> {b['fds']}, results files {b['files']} (N/50 = {large // 50}); targets met: {met}")
-    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    if not args.keep:
-        for d in work.glob("tiny*"):
-            shutil.rmtree(d, ignore_errors=True)
-    if not complete:
-        sys.exit(1)
+    finish(work, args.keep, complete)
 
 
 if __name__ == "__main__":

@@ -6,36 +6,22 @@ from __future__ import annotations
 
 import gc
 import os
-import struct
 
 import numpy as np
 import pytest
 
 import trajscale as ts
 from trajscale.analysis.user import per_frame
+from trajscale.testing.ensembles import tiny_ensemble as tiny
 
 #: Masses MDAnalysis guesses for the three atoms (C, O, N).
 MASSES = np.array([12.011, 15.999, 14.007])
-PDB = ("ATOM      1  C   ALA A   1       0.000   0.000   0.000  1.00  0.00           C\n"
-       "ATOM      2  O   ALA A   1       1.000   0.000   0.000  1.00  0.00           O\n"
-       "ATOM      3  N   ALA A   1       0.000   1.000   0.000  1.00  0.00           N\nEND\n")
 
 
 def tiny_ensemble(folder, n: int) -> np.ndarray:
-    """``n`` XTC files of 3 atoms x 2 frames (XTC stores 9 or fewer atoms uncompressed), a topology and a
-    catalog in ``folder``; the positions written (Å, float32), ``(n, 2, 3, 3)``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "top.pdb").write_text(PDB)
-    pos_nm = (np.random.default_rng(7).random((n, 2, 3, 3)) * 2.0).astype(np.float32)
-    box = np.diag([3.0, 3.0, 3.0]).astype(">f4").tobytes()
-    lines = ["name,topology,trajectory,k"]
-    for i in range(n):
-        frames = b"".join(struct.pack(">iiif", 1995, 3, f, float(f)) + box + struct.pack(">i", 3)
-                          + pos_nm[i, f].astype(">f4").tobytes() for f in range(2))
-        (folder / f"t{i:05d}.xtc").write_bytes(frames)
-        lines.append(f"t{i:05d},top.pdb,t{i:05d}.xtc,{i}")
-    (folder / "catalog.csv").write_text("\n".join(lines) + "\n")
-    return pos_nm * np.float32(10.0)
+    """``n`` XTC files of 3 atoms x 2 frames, a topology and a catalog (a label ``k``) in ``folder``; the
+    positions written (Å, float32), ``(n, 2, 3, 3)``."""
+    return tiny(folder, n, seed=7, numbered=True)[1]
 
 
 def numpy_rgyr(pos: np.ndarray) -> np.ndarray:
@@ -51,11 +37,20 @@ def open_files(positions, box):
     return np.full(len(positions), len(os.listdir("/proc/self/fd")), np.float64)
 
 
+@per_frame
+def kept_rounds(positions, box):
+    """The sources this thread's tasks keep for the next (an ensemble's: its latest round's), once per frame."""
+    from trajscale.executors import base
+
+    return np.full(len(positions), len(base._thread_sources()), np.float64)
+
+
 def run_and_check(folder, n: int, executor: str, max_open: int = 4) -> None:
     pos = tiny_ensemble(folder, n)
     gc.collect()   # an earlier test's garbage holding files, collected mid-run, would change the count
-    rgyr, fds = ts.run([ts.RadiusOfGyration(select="all"), ts.PerFrame(open_files)], str(folder / "catalog.csv"),
-                       executor=executor, n_workers=2, max_open=max_open)
+    rgyr, fds, kept = ts.run([ts.RadiusOfGyration(select="all"), ts.PerFrame(open_files), ts.PerFrame(kept_rounds)],
+                             str(folder / "catalog.csv"), executor=executor, n_workers=2, max_open=max_open)
+    assert kept.columns()["values"].max() == 1   # (a round's source, not every round's: 8 rounds and more)
     assert len(rgyr) == n and not rgyr.refused
     table = rgyr.columns()
     assert len(table["rgyr"]) == 2 * n
@@ -65,7 +60,7 @@ def run_and_check(folder, n: int, executor: str, max_open: int = 4) -> None:
     # a worker's descriptors vary by the few trajectories it holds, never by the thousands it read
     assert counts.max() - counts.min() <= max_open + 2, (counts.min(), counts.max())
     facts = rgyr.trajectories
-    assert facts.n_finished == n and sum(t["opens"] for t in facts.per_trajectory) >= n
+    assert facts.n_finished == n and facts.costs.opens >= n
 
 
 @pytest.mark.parametrize("executor", ["serial", "processes"])
@@ -80,3 +75,68 @@ def test_a_thousand_tiny_trajectories(tmp_path, executor):
     ref = [u.atoms.radius_of_gyration() for _ in u.trajectory]
     r = ts.run(ts.RadiusOfGyration(select="all"), str(tmp_path / "top.pdb"), str(tmp_path / "t00999.xtc"))
     np.testing.assert_allclose(r.rgyr, ref, rtol=1e-6)
+
+
+def _kept_bytes(make) -> int:
+    """Bytes (tracemalloc's count) that ``make()`` leaves held once it has returned (what it keeps itself)."""
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        make()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_roots_bookkeeping_does_not_grow_with_the_trajectories():
+    """What the root keeps of a run's trajectories: the costs of 10,000 folded (the summary's totals exact, as
+    NumPy sums them; the slowest five and the histogram as NumPy finds them) in the bytes 1,000 take; the
+    catalog as columns, under 200 bytes a member (a Member record alone takes more); a result's members a
+    view of the catalog less its refused."""
+    from trajscale.ensemble.catalog import Ensemble, Member
+    from trajscale.ensemble.results import FinishedMembers
+    from trajscale.ensemble.summary import EnsembleFacts, MemberCosts, MemberStats, histogram_edges
+
+    rng = np.random.default_rng(1)
+
+    def handed(items: list):
+        """``items`` one at a time, each let go of as it is handed on (as the rounds hand the root's work)."""
+        items.reverse()
+        while items:
+            yield items.pop()
+
+    sizes = {}
+    for n in (1_000, 10_000):
+        t, atoms, frames = rng.exponential(0.01, (n, 3)), rng.integers(3, 5000, n), rng.integers(1, 500, n)
+        stats = [MemberStats(f"t{i:05d}", int(frames[i]), 12 * int(frames[i]), *t[i].tolist(), 0.0, 1,
+                             int(atoms[i])) for i in range(n)]
+        costs = MemberCosts()
+        sizes[n] = _kept_bytes(lambda costs=costs, stats=stats: [costs.add(s) for s in handed(stats)])
+        seconds = t.sum(axis=1)
+        assert costs.n == n and costs.frames == frames.sum() and costs.bytes == 12 * frames.sum()
+        assert (costs.atoms_min, costs.atoms_max) == (atoms.min(), atoms.max())
+        np.testing.assert_allclose(costs.seconds, seconds.sum(), rtol=1e-12)
+        assert [s.name for s in costs.slowest()] == [f"t{i:05d}" for i in np.argsort(-seconds, kind="stable")[:5]]
+        counts, _ = np.histogram(seconds, [0.0, *histogram_edges(), np.inf])
+        assert costs.histogram == counts.tolist()
+        facts = EnsembleFacts(n_trajectories=n, n_finished=n, costs=costs)
+        assert len(str(facts.to_dict())) < 4000 and facts.atoms == f"{costs.atoms_min}-{costs.atoms_max}"
+    assert sizes[10_000] <= sizes[1_000] + 1024, sizes
+
+    n = 5_000
+    members = [Member(f"m{i:05d}", (f"/data/run{i:05d}/md.xtc",), "/data/top.psf", {"replica": i % 5})
+               for i in range(n)]
+    ens = []
+    per_member = _kept_bytes(lambda: ens.append(Ensemble(handed(members)))) / n
+    assert per_member < 200, per_member
+    ens = ens[0]
+    assert ens["m00007"] == Member("m00007", ("/data/run00007/md.xtc",), "/data/top.psf", {"replica": 2})
+    gone = {3, 4, n - 1}
+    view = FinishedMembers(ens, gone)
+    assert len(view) == n - 3 and [m.name for m in view][:4] == ["m00000", "m00001", "m00002", "m00005"]
+    assert view[3].name == "m00005" and view[-1].name == f"m{n - 2:05d}"
+    assert view.has("m00010") and not view.has("m00004") and not view.has("nothing")

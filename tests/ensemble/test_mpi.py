@@ -38,11 +38,9 @@ def test_two_ranks(replicas, tmp_path):
         np.testing.assert_allclose(row["rmsf"].values[:len(ca)], RMSF(ca).run().results.rmsf, atol=1e-4)
     rmsf.close()
     report = json.loads((tmp_path / "report.json").read_text())
-    opened: dict[str, set] = {}
+    opened: dict[str, int] = {}   # (an ensemble's tasks count the members they open; they list none)
     for t in report["tasks"]:
-        opened.setdefault(t["worker"], set()).update(t["files"])
+        opened[t["worker"]] = opened.get(t["worker"], 0) + t["files_opened"]
     assert set(opened) == {"rank 0", "rank 1"}
-    every = {x for _, x, _ in replicas["members"].values()}
-    assert set().union(*opened.values()) == every
-    assert all(files < every for files in opened.values()), opened   # no rank opened every trajectory
+    assert sum(opened.values()) >= 5 and all(0 < n < 5 for n in opened.values()), opened   # no rank opened all
     assert report["ensemble"]["n_finished"] == 5 and len(report["ensemble"]["slowest"]) == 5

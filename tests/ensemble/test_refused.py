@@ -152,3 +152,36 @@ def test_a_glob_with_its_topology_and_quiet_says_the_refusals_in_one_line(troubl
     assert str(tmp_path / "res" / "refused.csv") in lines[0] and "noise" in lines[0]
     saved = {t["name"] for t in csv.DictReader(open(tmp_path / "res" / "refused.csv"))}
     assert saved == {"noise"}
+
+
+def test_a_later_frame_without_a_box_refuses_only_the_analyses_that_need_one(replicas, tmp_path):
+    """A trajectory whose second frame has no box (its first has one, so preparing it finds none missing): the
+    RDF refuses it, naming the frame, and its RMSD is kept, as MDAnalysis computes it, over its frames cut into
+    tasks (the pieces that had a box and the one that had none joined); the other trajectory keeps both."""
+    import MDAnalysis as mda
+    from MDAnalysis.analysis.rdf import InterRDF
+    from MDAnalysis.analysis.rms import RMSD
+
+    top, xtc, _ = replicas["members"]["yiip-1"]
+    u = universe(top, xtc)
+    with warnings.catch_warnings(), mda.Writer(str(tmp_path / "boxless.xtc"), u.atoms.n_atoms) as w:
+        warnings.simplefilter("ignore")
+        for ts_ in u.trajectory:
+            if ts_.frame == 1:
+                ts_.dimensions = None
+            w.write(u.atoms)
+    (tmp_path / "c.csv").write_text(f"name,topology,trajectory\nboxless,{top},boxless.xtc\n"
+                                    f"whole,{top},{replicas['members']['yiip-0'][1]}\n")
+    plan = [ts.RMSD(select="name CA"), ts.RDF(select1="name CA", select2="name CA", nbins=20, range=(2.0, 12.0))]
+    rmsd, rdf = ts.run(plan, str(tmp_path / "c.csv"), executor="serial", n_tasks=3, results=tmp_path / "res")
+    assert set(rmsd.names) == {"boxless", "whole"} and not rmsd.refused
+    assert rdf.names == ("whole",) and [(x.member.name, x.analysis) for x in rdf.refused] == [("boxless", "rdf")]
+    assert "frame 1" in rdf.refused[0].reason and "box" in rdf.refused[0].reason
+    for name, path in (("boxless", str(tmp_path / "boxless.xtc")), ("whole", replicas["members"]["yiip-0"][1])):
+        ca = universe(top, path).select_atoms("name CA")
+        np.testing.assert_allclose(rmsd[name].rmsd, RMSD(ca, select="name CA").run().results.rmsd[:, 2], atol=1e-4)
+    ca = universe(top, replicas["members"]["yiip-0"][1]).select_atoms("name CA")
+    np.testing.assert_allclose(rdf["whole"].rdf, InterRDF(ca, ca, nbins=20, range=(2.0, 12.0)).run().results.rdf,
+                               rtol=1e-6)
+    table = list(csv.DictReader(open(tmp_path / "res" / "refused.csv")))
+    assert [(t["name"], t["analysis"]) for t in table] == [("boxless", "rdf")]

@@ -44,7 +44,7 @@ def test_catalog_and_trajectories_behind_urls(replicas, uploaded, s3_server, exe
     assert all(m.trajectory[0].startswith("s3://") for m in remote.members)
     for name in NAMES:
         assert np.array_equal(remote[name].rmsd, local[name].rmsd)
-    fetched = sum(t["bytes"] for t in remote.trajectories.per_trajectory)
+    fetched = remote.trajectories.bytes_read
     assert fetched > 0
 
 

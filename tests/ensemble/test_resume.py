@@ -84,29 +84,6 @@ def test_resume_after_sigterm_ends_as_a_run_never_stopped(twelve, tmp_path):
     assert set(names) <= set(saved_names(tmp_path / "res"))
 
 
-def _tiny(folder, n: int):
-    """``n`` XTC trajectories of 3 atoms x 2 frames (stored uncompressed), one PDB, a catalog."""
-    import struct
-
-    import numpy as np
-
-    folder.mkdir()
-    (folder / "top.pdb").write_text(
-        "ATOM      1  C   ALA A   1       0.000   0.000   0.000  1.00  0.00           C\n"
-        "ATOM      2  O   ALA A   1       1.000   0.000   0.000  1.00  0.00           O\n"
-        "ATOM      3  N   ALA A   1       0.000   1.000   0.000  1.00  0.00           N\nEND\n")
-    pos = (np.random.default_rng(5).random((n, 2, 3, 3)) * 2).astype(">f4")
-    box = np.diag([3.0, 3.0, 3.0]).astype(">f4").tobytes()
-    lines = ["name,topology,trajectory"]
-    for i in range(n):
-        (folder / f"t{i:03d}.xtc").write_bytes(b"".join(
-            struct.pack(">iiif", 1995, 3, f, float(f)) + box + struct.pack(">i", 3) + pos[i, f].tobytes()
-            for f in range(2)))
-        lines.append(f"t{i:03d},top.pdb,t{i:03d}.xtc")
-    (folder / "catalog.csv").write_text("\n".join(lines) + "\n")
-    return folder / "catalog.csv"
-
-
 def test_results_folder_holds_a_file_per_fifty_trajectories_however_small_the_rounds(tmp_path):
     import MDAnalysis as mda
     import numpy as np
@@ -114,14 +91,15 @@ def test_results_folder_holds_a_file_per_fifty_trajectories_however_small_the_ro
 
     import trajscale as ts
     from trajscale.ensemble.saved import saved_names
+    from trajscale.testing.ensembles import tiny_ensemble
 
     n = 100
-    catalog = _tiny(tmp_path / "tiny", n)
+    catalog, _ = tiny_ensemble(tmp_path / "tiny", n)
     r = ts.run(ts.RMSD(select="all"), str(catalog), executor="serial", results=tmp_path / "res", round_size=2)
     files = os.listdir(tmp_path / "res" / "trajectories")
     assert len(files) <= n // 50, files   # (50 rounds of 2)
-    assert sorted(saved_names(tmp_path / "res")) == [f"t{i:03d}" for i in range(n)]
-    for name in ("t000", "t063", "t099"):   # read back from the folder, as MDAnalysis computes it
+    assert sorted(saved_names(tmp_path / "res")) == [f"t{i:05d}" for i in range(n)]
+    for name in ("t00000", "t00063", "t00099"):   # read back from the folder, as MDAnalysis computes it
         u = mda.Universe(str(tmp_path / "tiny" / "top.pdb"), str(tmp_path / "tiny" / f"{name}.xtc"))
         np.testing.assert_allclose(r[name].rmsd, rms.RMSD(u, select="all").run().results.rmsd[:, 2], atol=1e-5)
     assert len(r.columns()["rmsd"]) == 2 * n

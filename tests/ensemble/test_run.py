@@ -50,8 +50,11 @@ def test_each_trajectory_as_mdanalysis_computes_it(replicas, mda_references, exe
     check_against(results, mda_references, labels)
     assert not results[0].refused
     facts = results[0].trajectories
-    assert facts.n_finished == 5 and {t["name"] for t in facts.per_trajectory} == set(mda_references)
-    assert all(t["frames"] > 0 and t["bytes"] > 0 for t in facts.per_trajectory)
+    assert facts.n_finished == facts.costs.n == 5 and {t["name"] for t in facts.slowest()} == set(mda_references)
+    assert facts.costs.frames == sum(len(rmsd) for rmsd, _ in mda_references.values())   # (totals are exact)
+    stats = [results[0].record(n).stats for n in mda_references]   # (each one's costs: kept with its results)
+    assert all(t["frames"] > 0 and t["bytes"] > 0 for t in stats)
+    assert facts.costs.bytes == sum(t["bytes"] for t in stats) and facts.atoms == "214-564"
 
 
 @pytest.mark.slow(seconds=6)
@@ -95,7 +98,7 @@ def test_short_trajectories_prepared_by_their_workers(replicas, mda_references, 
         np.testing.assert_allclose(rgyr[name].rgyr, mda_references[ref][1], rtol=1e-6, err_msg=name)
     alone = ts.run(ts.RMSD(select=SEL), top, short)
     assert np.array_equal(rmsd["s3"].rmsd, alone.rmsd)
-    assert all(t["t_prepare"] > 0 for t in rmsd.trajectories.per_trajectory)
+    assert all(rmsd.record(n).stats["t_prepare"] > 0 for n in rmsd.names)
     # the report's frames are those analysed (a task's range holds a short trajectory as one position)
     assert rmsd.report.n_frames == 15 * len(mda_references["adk-1"][0]) + len(mda_references["adk-2"][0])
 

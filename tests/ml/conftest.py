@@ -1,4 +1,4 @@
-"""Small NPZ sample sets (the seed-003 layout, scaled down) and their packed stores."""
+"""Small NPZ sample sets (the seed-003 layout, scaled down) and their packed stores; mdCATH-shaped files."""
 
 from __future__ import annotations
 
@@ -37,3 +37,13 @@ def packed(tmp_path, npz_set):
     pack(paths, out)
     ref = {k: np.concatenate([np.load(p)[k] for p in paths]) for k in ("x", "y")}
     return str(out), ref
+
+
+def mdcath_files(folder, universe, domains: dict) -> list:
+    """One mdCATH-shaped file a domain (``domains``: domain -> (selection, members, frames per member)), cut
+    from ``universe`` (:func:`trajscale.testing.mdcath.from_universe`, a seed a file)."""
+    from trajscale.testing.mdcath import from_universe
+
+    return [from_universe(folder / f"mdcath_dataset_{dom}.h5", universe, domain=dom, members=keys, n_frames=counts,
+                          seed=i, select=sel)
+            for i, (dom, (sel, keys, counts)) in enumerate(domains.items())]

@@ -15,11 +15,11 @@ import pytest
 from MDAnalysisTests import datafiles as D
 
 from tests.executors import fork_or_skip
+from tests.ml.conftest import mdcath_files
 from trajscale.convert.convert import convert
 from trajscale.errors import InputFileError
 from trajscale.h5md.layout import Layout
 from trajscale.ml.ensemble import EnsembleDataset
-from trajscale.testing.mdcath import from_universe
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
@@ -33,9 +33,7 @@ DOMAINS = {"1aaaA00": ("resid 1-40", (("320", "0"), ("348", "1")), (9, 6)),
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("ens")
     u = mda.Universe(D.PSF, D.DCD)
-    out = [from_universe(d / f"mdcath_dataset_{dom}.h5", u, domain=dom, members=keys, n_frames=counts, seed=i,
-                         select=sel)
-           for i, (dom, (sel, keys, counts)) in enumerate(DOMAINS.items())]
+    out = mdcath_files(d, u, DOMAINS)
     h5md = d / "adk.h5md"
     convert(D.PSF, [D.DCD], str(h5md), layout=Layout.parse("frame"))
     return out, str(h5md)

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from MDAnalysisTests import datafiles as D
 
+from tests.ml.conftest import mdcath_files
 from trajscale.ensemble import Ensemble, Member
 from trajscale.errors import ConfigError
 from trajscale.ml.lagged_dataset import LaggedEnsembleDataset
-from trajscale.testing.mdcath import from_universe
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
@@ -30,9 +30,7 @@ DOMAINS = {"1aaaA00": ("resid 1-30", (("320", "0"), ("348", "1")), (9, 4)),
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("lagged")
     u = mda.Universe(D.PSF, D.DCD)
-    mdcath = [from_universe(d / f"mdcath_dataset_{dom}.h5", u, domain=dom, members=keys, n_frames=counts, seed=i,
-                            select=sel)
-              for i, (dom, (sel, keys, counts)) in enumerate(DOMAINS.items())]
+    mdcath = mdcath_files(d, u, DOMAINS)
     ca = u.select_atoms("name CA")
     top = str(d / "ca.pdb")
     ca.write(top)
@@ -104,6 +102,23 @@ def test_a_block_of_pairs_is_one_run_of_frames(files):
     assert ds.stats.reads == 1
     one = ds[7]   # the first pair of the third member
     assert one["name"] == "2bbbB00/379/2" and one["frame"] == 0 and one["x"].shape == (one["n_atoms"], 3)
+
+
+def test_a_member_that_cannot_be_read_is_left_out_with_its_reason(files, tmp_path):
+    """A damaged file and a missing one among the members: the dataset serves the pairs of the others (their
+    frames as MDAnalysis reads them) and lists the two as refused, each with its reason."""
+    _, xtc, _ = files
+    (tmp_path / "noise.xtc").write_bytes(np.random.default_rng(1).bytes(5000))
+    damaged = Member("noise", (str(tmp_path / "noise.xtc"),), xtc.topology)
+    gone = Member("gone", (str(tmp_path / "gone.xtc"),), xtc.topology)
+    ds = LaggedEnsembleDataset([damaged, xtc, gone], LAG)
+    assert ds.names == ("ca",) and [(r.index, r.member.name) for r in ds.refused] == [(0, "noise"), (2, "gone")]
+    assert "noise.xtc" in ds.refused[0].reason and "gone.xtc" in ds.refused[1].reason
+    want = [w for w in expected_pairs(files) if w[0] == "ca"]
+    x, y = ds.pairs()
+    assert len(ds) == len(want) == (7 - LAG) + (5 - LAG)
+    np.testing.assert_allclose(x, np.array([w[2] for w in want]).reshape(len(want), -1), atol=1e-3)
+    np.testing.assert_allclose(y, np.array([w[3] for w in want]).reshape(len(want), -1), atol=1e-3)
 
 
 def test_torch_epochs_are_seeded(files):

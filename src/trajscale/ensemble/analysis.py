@@ -43,10 +43,13 @@ class SomeRefused:
 
 @dataclass(frozen=True, eq=False)
 class KeptPartial:
-    """The partial of a member that runs only the analyses at ``kept`` (a group of them: ``partial``)."""
+    """The partial of a member that runs only the analyses at ``kept`` (a group of them: ``partial``);
+    ``refused``: why each analysis its frames refused is left out (position -> reason: a frame without the
+    box it needs), beside those its preparation refused."""
 
     kept: tuple[int, ...]
     partial: object
+    refused: Mapping[int, str] = field(default_factory=dict)
 
 
 #: The groups of the analyses members kept: (the run's group, kept positions) -> (the run's group, the group).
@@ -208,11 +211,17 @@ class EnsembleAnalysis(Analysis):
             t0 = time.perf_counter()
             error, partial = None, None
             try:
+                path = state.paths.get(piece.member, "")
                 if own.needs_box:   # refused here for the member alone (the task wrapper refuses a whole task)
-                    check_boxes(piece.block.box, piece.block.frames, state.paths.get(piece.member, ""), own.name)
+                    check_boxes(piece.block.box, piece.block.frames, path, own.name)
+                kept = prepared.state.kept if own is not inner else tuple(range(_n_analyses(inner)))
+                boxless = _boxless(own, piece.block, path, kept)
+                if boxless:   # a frame without a box: the analyses that need one refuse the member, the others go on
+                    base, kept = kept, tuple(k for k in kept if k not in boxless)
+                    own, own_prep = kept_group(inner, kept), kept_state(own_prep, base, kept)
                 partial = own.map(piece.block, own_prep)
                 if own is not inner:
-                    partial = KeptPartial(prepared.state.kept, partial)
+                    partial = KeptPartial(kept, partial, boxless)
             except TrajscaleError as exc:
                 error = str(exc)
             except (ImportError, MemoryError):
@@ -242,9 +251,12 @@ class EnsembleAnalysis(Analysis):
             partial = None
         elif len(ok) == 1:
             partial = ok[0]
-        elif isinstance(ok[0], KeptPartial):   # a member some analyses refused: the group of the others reduces
-            kept = ok[0].kept
-            partial = KeptPartial(kept, kept_group(self.analysis, kept).reduce([p.partial for p in ok]))
+        elif any(isinstance(p, KeptPartial) for p in ok):   # some analyses refused it: the others' reduce
+            partial = _kept_reduce(self.analysis, ok)
+            if partial is None:
+                error = "; ".join(dict.fromkeys(why for p in ok if isinstance(p, KeptPartial)
+                                                for why in p.refused.values())) or "every analysis refused it"
+
         else:
             partial = self.analysis.reduce(ok)
         return MemberPartial(partial, sum(p.frames for p in parts), sum(p.t_read for p in parts),
@@ -260,6 +272,67 @@ class EnsembleAnalysis(Analysis):
         return {"name": self.name, "analysis": self.analysis.get_config()}
 
 
+def _n_analyses(analysis: Analysis) -> int:
+    return len(analysis.analyses) if isinstance(analysis, AnalysisGroup) else 1
+
+
+def _boxless(own: Analysis, block, path: str, kept: tuple[int, ...]) -> dict[int, str]:
+    """The analyses of a member's group (``own``, the run's analyses at ``kept``) that need a box a frame of
+    ``block`` lacks, by position in the run, with why; empty when every one of them can map it (or when every
+    one would refuse it: the member is then refused whole, by the group's own error)."""
+    if not isinstance(own, AnalysisGroup) or not any(a.needs_box for a in own.analyses):
+        return {}
+    out = {}
+    for k, a in zip(kept, own.analyses, strict=True):
+        if a.needs_box:
+            try:
+                check_boxes(block.box, block.frames, path, a.name)
+            except TrajscaleError as exc:
+                out[k] = " ".join(str(exc).split())
+    return {} if len(out) == len(kept) else out
+
+
+def kept_state(prep: Prepared, base: tuple[int, ...], kept: tuple[int, ...]) -> Prepared:
+    """The preparation of the group of the run's analyses at ``kept`` from that of the group at ``base`` (which
+    holds them): each analysis's own, the block read as before (the same atoms)."""
+    from ..analysis.group import GroupState
+
+    s: GroupState = prep.state
+    js = [base.index(k) for k in kept]
+    return Prepared(prep.atoms, GroupState(tuple(s.prepared[j] for j in js), tuple(s.views[j] for j in js), s.path))
+
+
+def _positions(partial, n: int) -> tuple[tuple[int, ...], object, Mapping[int, str]]:
+    """A member's partial as (the run's positions it holds, its group's partial, why the others were left out)."""
+    if isinstance(partial, KeptPartial):
+        return partial.kept, partial.partial, partial.refused
+    return tuple(range(n)), partial, {}
+
+
+def _kept_reduce(run: AnalysisGroup, partials: list):
+    """Partials of one member that hold different analyses (one piece's frames lacked a box that another's
+    had) reduced over the analyses every one of them holds: each analysis's own partials, reduced by its own
+    ``reduce`` as a run of it alone does."""
+    from ..analysis.group import GroupPartial
+
+    n = _n_analyses(run)
+    held = [_positions(p, n) for p in partials]
+    common = tuple(k for k in held[0][0] if all(k in h[0] for h in held))
+    refused: dict[int, str] = {}
+    for _, _, r in held:
+        for k, why in r.items():
+            refused.setdefault(k, why)
+    projected = []
+    for kept, gp, _ in held:
+        where = [kept.index(k) for k in common]
+        projected.append(GroupPartial(tuple(gp.partials[j] for j in where), tuple(gp.seconds[j] for j in where)))
+    if not common:   # (each piece kept analyses another refused: none holds every frame)
+        return None
+    if len(common) == n:
+        return run.reduce(projected)
+    return KeptPartial(common, kept_group(run, common).reduce(projected), refused)
+
+
 def _atoms_read(block) -> int:
     """The atoms a member's block holds (what a frame of it was read with)."""
     arrays = [getattr(block, k, None) for k in ("positions", "velocities", "forces")]
@@ -267,4 +340,4 @@ def _atoms_read(block) -> int:
 
 
 __all__ = ["EnsembleAnalysis", "EnsembleOutcome", "EnsemblePartial", "EnsembleState", "KeptPartial",
-           "MemberPartial", "SomeRefused", "for_member", "prepare_each"]
+           "MemberPartial", "SomeRefused", "for_member", "kept_state", "prepare_each"]

@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from ..errors import ConfigError, InputFileError
 from ..formats import expanders, load
 from ..storage.location import Location, glob_regex, has_glob
+from .columns import MemberColumns
 
 #: Catalog columns that are no labels.
 RESERVED = ("name", "trajectory", "topology", "format")
@@ -108,6 +109,17 @@ class Member:
         if bad:
             raise ConfigError(f"ensemble member {self.name!r}: {', '.join(bad)} is a column of its own, not a label")
 
+    @classmethod
+    def made(cls, name: str, trajectory: tuple[str, ...], topology: str | None, labels: dict,
+             source: Mapping | None) -> Member:
+        """A member of fields checked and located before (:class:`~trajscale.ensemble.columns.MemberColumns`
+        makes its members again from these): not located again."""
+        m = object.__new__(cls)
+        for f, v in (("name", name), ("trajectory", trajectory), ("topology", topology), ("labels", labels),
+                     ("source", source)):
+            object.__setattr__(m, f, v)
+        return m
+
     @property
     def location(self) -> str:
         """The trajectory for messages: its one location, or its parts joined as a shell would write them."""
@@ -152,46 +164,46 @@ class Ensemble:
     """
 
     def __init__(self, members: Iterable[Member], *, origin: str = "", storage_options: Mapping | None = None) -> None:
-        self.members: tuple[Member, ...] = tuple(members)
         self.origin = origin
         self.storage_options = dict(storage_options) if storage_options else None
-        seen: dict[str, int] = {}
-        for i, m in enumerate(self.members):
-            if not isinstance(m, Member):
-                raise ConfigError(f"ensemble {origin or ''}: member {i} is a {type(m).__name__}, not a Member")
-            if m.name in seen:
-                raise ConfigError(f"ensemble {origin or ''}: two members are named {m.name!r} (rows {seen[m.name] + 1} "
-                                  f"and {i + 1}); give each a name of its own (a name column)")
-            seen[m.name] = i
-        self._index = seen
+        self._members = MemberColumns(members, Member, origin)   # (held as columns: a member is made when asked for)
 
     # -- the collection ---------------------------------------------------------------------------------------
+    @property
+    def members(self) -> Sequence[Member]:
+        """The members, in order (a sequence that makes each :class:`Member` when it is asked for)."""
+        return self._members
+
     def __len__(self) -> int:
-        return len(self.members)
+        return len(self._members)
 
     def __iter__(self) -> Iterator[Member]:
-        return iter(self.members)
+        return iter(self._members)
 
     def __getitem__(self, key: int | str) -> Member:
         """A member by position or by name."""
         if isinstance(key, str):
-            try:
-                return self.members[self._index[key]]
-            except KeyError:
-                raise KeyError(f"no member named {key!r} in the ensemble") from None
-        return self.members[key]
+            i = self._members.index_of(key)
+            if i is None:
+                raise KeyError(f"no member named {key!r} in the ensemble")
+            return self._members[i]
+        return self._members[key]
+
+    def index_of(self, name: str) -> int | None:
+        """The position of the member named ``name``; None when none is."""
+        return self._members.index_of(name)
 
     def __repr__(self) -> str:
         return f"Ensemble({len(self)} members{f' from {self.origin}' if self.origin else ''})"
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(m.name for m in self.members)
+        return tuple(self._members.name(i) for i in range(len(self)))
 
     @property
     def label_names(self) -> tuple[str, ...]:
         """Every label any member has, in the order first met."""
-        return tuple(dict.fromkeys(k for m in self.members for k in m.labels))
+        return self._members.label_names
 
     def where(self, **labels) -> Ensemble:
         """The members whose labels equal each of ``labels`` (``ens.where(system="adk")``)."""
@@ -347,34 +359,50 @@ def _catalog_bytes(where: str, storage_options: Mapping | None) -> bytes:
         raise InputFileError(where, f"cannot read the ensemble catalog: {exc.strerror or exc}") from None
 
 
-def _csv_rows(data: bytes, where: str) -> list[dict]:
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputFileError(where, "is not a UTF-8 text CSV catalog") from None
-    # (lines, not a StringIO: its buffer takes 4 bytes a character, 50 MB for mdCATH's count of rows)
-    reader = csv.DictReader(text.splitlines(keepends=True))
-    del text
-    if reader.fieldnames is None:
+def _csv_rows(data: bytes, where: str) -> Iterator[dict]:
+    """The catalog's rows, one at a time: its cells are read into columns (a label column of whole numbers, or
+    of numbers, is read as numbers: every row decides), then handed out as rows, each row's cells let go of
+    as it is (a row's dict, and the lines of the file, are never all held at once)."""
+    import io
+
+    def lines():
+        for k, raw in enumerate(io.BytesIO(data)):   # (the bytes' lines one at a time, not a list of them)
+            try:
+                yield raw.decode("utf-8-sig" if k == 0 else "utf-8")
+            except UnicodeDecodeError:
+                raise InputFileError(where, "is not a UTF-8 text CSV catalog") from None
+
+    reader = csv.reader(lines())
+    head = next(reader, None)
+    if head is None:
         raise InputFileError(where, "is an empty catalog: give a header row (trajectory, topology, labels...)")
-    header = [h.strip() for h in reader.fieldnames]
-    rows = []
+    header = [h.strip() for h in head]
+    columns: list[list] = [[] for _ in header]
+    seen: dict[str, str] = {}   # (a topology many rows name: held once)
+    topology = header.index("topology") if "topology" in header else -1
     for raw in reader:
-        if None in raw:
+        if not raw:
+            continue   # (a blank line, as DictReader passes over it)
+        if len(raw) > len(header):
             raise InputFileError(where, f"line {reader.line_num}: more cells than the header's {len(header)} columns")
-        rows.append({h: (v.strip() if isinstance(v, str) else v) for h, v in zip(header, raw.values(), strict=True)})
+        raw += [None] * (len(header) - len(raw))
+        for k, v in enumerate(raw):
+            v = v.strip() if isinstance(v, str) else v
+            columns[k].append(seen.setdefault(v, v) if k == topology and v else v)
+    del seen
     # a label column of whole numbers (or of numbers) is read as numbers; an empty cell is no value
-    for col in header:
-        if col in RESERVED:
-            for r in rows:
-                r[col] = r[col] or None
+    for h, col in zip(header, columns, strict=True):
+        if h in RESERVED:
+            col[:] = [v or None for v in col]
             continue
-        values = [r[col] for r in rows if r[col] not in ("", None)]
+        values = [v for v in col if v not in ("", None)]
         kind = next((k for k in (int, float) if all(_parses(v, k) for v in values)), None) if values else None
-        for r in rows:
-            v = r[col]
-            r[col] = None if v in ("", None) else kind(v) if kind is not None else v
-    return rows
+        col[:] = [None if v in ("", None) else kind(v) if kind is not None else v for v in col]
+        del values
+    for r in range(len(columns[0]) if columns else 0):
+        yield {h: col[r] for h, col in zip(header, columns, strict=True)}
+        for col in columns:
+            col[r] = None   # (handed on: the member made of it holds what it keeps)
 
 
 def _parses(text: str, kind: type) -> bool:
@@ -418,13 +446,13 @@ def _parquet_rows(data: bytes, where: str) -> list[dict]:
     return table.to_pylist()
 
 
-def _members_of_rows(rows: Sequence[Mapping], where: str, relative_to: str | None = "") -> list[Member]:
-    """Members from catalog rows: paths made absolute against the catalog's folder (``relative_to``: ""
-    for ``where``'s own, None for none), expanders asked, names given where the rows give none."""
+def _rows_made(rows: Iterable[Mapping], where: str, relative_to: str | None = "") -> Iterator[tuple[Member, bool]]:
+    """Members from catalog rows, one at a time: paths made absolute against the catalog's folder
+    (``relative_to``: "" for ``where``'s own, None for none), expanders asked, names given where the rows give
+    none (:func:`_named`)."""
     base = None if relative_to is None else (relative_to or where)
     if base is not None:   # (made absolute once, not per row)
         base = Location.of(base).absolute().where
-    made: list[tuple[Member, bool]] = []   # (member, named by its row or expander)
     topologies: dict[str, str] = {}   # (a topology many rows name is located once, and held once)
     for i, row in enumerate(rows):
         traj = row.get("trajectory")
@@ -445,10 +473,14 @@ def _members_of_rows(rows: Sequence[Mapping], where: str, relative_to: str | Non
         member = Member(str(name) if name not in (None, "") else "", tuple(parts), topology, labels)
         expanded = _expand(member, row.get("format"), f"{where}: row {i + 1}")
         if expanded is None:
-            made.append((member, name not in (None, "")))
+            yield member, name not in (None, "")
         else:
-            made += [(m, True) for m in expanded]
-    return _named(made)
+            yield from ((m, True) for m in expanded)
+
+
+def _members_of_rows(rows: Iterable[Mapping], where: str, relative_to: str | None = "") -> Iterator[Member]:
+    """Members from catalog rows (:func:`_rows_made`), named (:func:`_named`)."""
+    return _named(_rows_made(rows, where, relative_to))
 
 
 def _parts(cell: str) -> list[str]:
@@ -487,26 +519,35 @@ def _stem(location: str) -> str:
     return base.split(".", 1)[0] if not base.startswith(".") else base
 
 
-def _named(made: list[tuple[Member, bool]]) -> list[Member]:
-    """Members without a name get their file's stem, or, where stems repeat, the path that tells them apart."""
-    unnamed = [m for m, named in made if not named]
+def _named(made: Iterable[tuple[Member, bool]]) -> Iterator[Member]:
+    """Members without a name get their file's stem, or, where stems repeat, the path that tells them apart.
+    Named members are handed on as they come until the first unnamed one (a catalog with a name column is
+    never held whole); from there on they are held until every stem is known."""
+    held: list[tuple[Member, bool]] = []
+    for m, named in made:
+        if named and not held:
+            yield m
+        else:
+            held.append((m, named))
+    if not held:
+        return
+    unnamed = [m for m, named in held if not named]
     stems = [_stem(m.trajectory[0]) for m in unnamed]
     clash = {s for s, n in Counter(stems).items() if n > 1}   # (counted once: a glob may match 100,000 files)
     if clash:
         paths = [m.trajectory[0] for m in unnamed]
         common = _common_prefix(paths)
-    out, k = [], 0
-    for m, named in made:
+    k = 0
+    for m, named in held:
         if named:
-            out.append(m)
+            yield m
             continue
         stem = stems[k]
         k += 1
         if stem in clash:
             rel = m.trajectory[0][len(common):].lstrip("/")
             stem = os.path.splitext(rel)[0]
-        out.append(dataclasses.replace(m, name=stem))
-    return out
+        yield dataclasses.replace(m, name=stem)
 
 
 def _common_prefix(paths: list[str]) -> str:

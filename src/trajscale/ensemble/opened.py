@@ -25,11 +25,11 @@ MAX_OPEN = 16
 
 class MemberSources(OpenSources):
     """One thread's open member sources, keyed by their configs' keys, in the order last used
-    (:class:`~trajscale.sources.opened.OpenSources`: ``opens``, ``opened``, ``bytes_read`` and
-    ``remote_stats()`` count the closed ones too)."""
+    (:class:`~trajscale.sources.opened.OpenSources`: ``opens``, ``bytes_read`` and ``remote_stats()`` count
+    the closed ones too; their paths are not listed: a worker reads thousands of members)."""
 
     def __init__(self) -> None:
-        super().__init__(MAX_OPEN, _drop_buffer)
+        super().__init__(MAX_OPEN, _drop_buffer, list_paths=False)
         #: What the members this thread prepares share (a topology file's selections), made when first needed.
         self.topologies = None
 

@@ -53,6 +53,54 @@ def offered_formats(analysis) -> tuple[str, ...]:
     return TABLE_FORMATS + ARRAY_FORMATS if analysis.features else TABLE_FORMATS
 
 
+class FinishedMembers(Sequence):
+    """An ensemble's members less those at some indices (a result's refused ones), in order: a view over the
+    ensemble (its memory is the indices left out, not a list of the members kept).
+
+    Parameters
+    ----------
+    ensemble
+        The :class:`~trajscale.ensemble.catalog.Ensemble`.
+    excluded
+        Indices of the members left out.
+    """
+
+    def __init__(self, ensemble, excluded) -> None:
+        self._ensemble = ensemble
+        self._excluded = sorted(i for i in set(excluded) if 0 <= i < len(ensemble))
+        self._gone = frozenset(self._excluded)
+
+    def __len__(self) -> int:
+        return len(self._ensemble) - len(self._excluded)
+
+    def __iter__(self) -> Iterator[Member]:
+        gone = self._gone
+        for i, m in enumerate(self._ensemble):
+            if i not in gone:
+                yield m
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return tuple(self[i] for i in range(*k.indices(len(self))))
+        n = len(self)
+        if not -n <= k < n:
+            raise IndexError(f"member {k} of {n}")
+        i = k % n
+        for e in self._excluded:   # (the k-th kept member: past every index left out at or before it)
+            if e > i:
+                break
+            i += 1
+        return self._ensemble[i]
+
+    def has(self, name: str) -> bool:
+        """Whether a kept member is named ``name``."""
+        i = self._ensemble.index_of(name)
+        return i is not None and i not in self._gone
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} of the {len(self._ensemble)} members of {self._ensemble!r}>"
+
+
 class EnsembleResult:
     """One analysis's results over an ensemble (see the module's docstring).
 
@@ -74,12 +122,11 @@ class EnsembleResult:
     def __init__(self, analysis, position: int, members: Sequence[Member], records, refused: Sequence[Refusal],
                  report=None, trajectories=None, label_names: Sequence[str] = ()) -> None:
         self.analysis, self._k = analysis, position
-        self.members = tuple(members)
+        self.members = members if isinstance(members, FinishedMembers) else tuple(members)
         self._records = records   # name -> MemberRecord, or a ResultsFolder to load them from
         self.refused = tuple(refused)
         self.report, self.trajectories = report, trajectories
         self.label_names = tuple(label_names)
-        self._names = frozenset(m.name for m in self.members)
 
     def __repr__(self) -> str:
         return (f"<EnsembleResult {self.analysis.name}: {len(self.members)} trajectories"
@@ -99,9 +146,18 @@ class EnsembleResult:
 
     def __getitem__(self, name: str):
         """The result of trajectory ``name``: what a run over it alone gives."""
-        if name not in self._names:
+        if not self._has(name):
             raise KeyError(f"no finished trajectory named {name!r}")
         return self.record(name).results[self._k]
+
+    def _has(self, name: str) -> bool:
+        if isinstance(self.members, FinishedMembers):
+            return self.members.has(name)
+        if self._names is None:
+            self._names = frozenset(m.name for m in self.members)
+        return name in self._names
+
+    _names: frozenset[str] | None = None   # (members given as a list: their names, made when first asked)
 
     def items(self) -> Iterator[tuple[Member, object]]:
         """``(member, result)`` for each finished trajectory, in order (read one at a time)."""
@@ -379,8 +435,9 @@ def _arrow_column(pa, values: np.ndarray):
     return pa.array(values)
 
 
-#: Trajectories whose rows the Parquet writer gathers into one row group at most (with 1,000,000 rows).
-_PARQUET_TRAJECTORIES = 20_000
+#: Trajectories whose rows the Parquet writer gathers into one row group at most (with 1,000,000 rows): each
+#: holds its few arrays until the group is written, so short trajectories are gathered a few thousand at a time.
+_PARQUET_TRAJECTORIES = 2_048
 
 
 def _write_parquet(result: EnsembleResult, tmp) -> None:

@@ -26,6 +26,7 @@ import os
 import sys
 import time
 import uuid
+from array import array
 
 from ..analysis.base import Prepared
 from ..analysis.group import AnalysisGroup
@@ -36,7 +37,7 @@ from ..runspec import JobFacts, RunOptions
 from ..sources import reader_modules
 from ..sources.locations import Location
 from ..util import raise_if_stopped
-from .analysis import EnsemblePartial, EnsembleState, KeptPartial, MemberPartial, for_member
+from .analysis import EnsemblePartial, EnsembleState, KeptPartial, MemberPartial, for_member, kept_group, kept_state
 from .catalog import Ensemble
 from .plan import RoundFacts, Work, per_frame_work, rounds_of
 from .prepare import (
@@ -53,36 +54,12 @@ from .prepare import (
 )
 from .saved import AGGREGATES, MemberRecord, ResultsFolder
 from .source import EnsembleSource
+from .summary import MemberCosts, MemberStats
 
 log = logging.getLogger(__name__)
 
 #: Modules a worker imports to run an ensemble's tasks (started with the pool's workers).
 WORKER_MODULES = ("trajscale.ensemble.source", "trajscale.ensemble.analysis")
-
-
-@dataclasses.dataclass(frozen=True)
-class MemberStats:
-    """What one finished trajectory cost: frames, bytes read, seconds opening, reading and mapping it
-    (summed over its pieces), and preparing it on the root."""
-
-    name: str
-    frames: int
-    bytes: int
-    t_open: float
-    t_read: float
-    t_compute: float
-    t_prepare: float = 0.0
-    opens: int = 0
-    atoms: int = 0
-
-    @property
-    def seconds(self) -> float:
-        """Its time in the tasks: opening, reading and mapping it (preparing it on the root is apart: the first
-        member with a topology also pays for parsing it, and for the imports)."""
-        return self.t_open + self.t_read + self.t_compute
-
-    def to_dict(self) -> dict:
-        return {**dataclasses.asdict(self), "seconds": self.seconds}
 
 
 class EnsembleRounds(Rounds):
@@ -117,17 +94,18 @@ class EnsembleRounds(Rounds):
         self.token = uuid.uuid4().hex
         self.refused: list[Refusal] = []
         self.records: dict[int, MemberRecord] = {}   # finished members' results, without a folder
-        self.stats: dict[int, MemberStats] = {}
-        self.skipped: list[int] = []   # members whose results a resumed run found saved
+        self.costs = MemberCosts()   # the finished members' costs, folded together (none kept one by one)
+        self.skipped = array("q")   # members whose results a resumed run found saved
         self._by_index: dict[int, MemberJob] = {}   # prepared members of the round under way
-        self._rounds: list[list] = []   # each round's (index, member)
+        self._rounds: list[tuple[int, int]] = []   # each round's first and end positions in _todo
         self._next = 0   # the next round to prepare
         self._first: list[MemberJob] | None = None   # the first round, prepared with the job
         self._ahead = None   # the next round's preparation, under way while a round runs (a Future)
         self._preparer = None   # the thread that prepares it
         self._offset = 0   # where the next member's frames begin on the axis
         self._topologies = SharedTopologies()
-        self._sizes: dict[int, int] = {}   # each member's bytes on disk (0: not known)
+        self._todo = array("q")   # the members to run, by index (numbers: a member is made when its round is)
+        self._todo_sizes = array("q")   # their bytes on disk (0: not known)
         self._n_tasks = 1   # tasks a round is cut into (what makes a member short enough for its worker)
         self.n_prepared = 0   # members prepared so far
         self._pending: TrajscaleError | None = None   # raised when the next round is decided
@@ -184,28 +162,27 @@ class EnsembleRounds(Rounds):
         t0 = time.perf_counter()
         self.opened = True
         saved = self.folder.saved() if self.folder is not None else set()
-        todo = []
+        todo, sizes = self._todo, self._todo_sizes
         for i, m in enumerate(self.ensemble):
             if m.name in saved:
                 self.skipped.append(i)
             else:
-                todo.append((i, m))
+                todo.append(i)
+                sizes.append(_file_size(m))
         if self.skipped:
             log.info("%d of %d trajectories were saved by the run before: skipped", len(self.skipped),
                      len(self.ensemble))
         one = executor_traits(self.options.executor).workers == "one"
         workers = 1 if one else self.options.n_workers or os.cpu_count() or 1
-        self._sizes = {i: _file_size(m) for i, m in todo}
         self._n_tasks = self.options.n_tasks or (1 if one else workers * (self.options.tasks_per_worker
                                                                           or self.tasks_per_worker))
-        cuts = rounds_of([self._sizes[i] for i, _ in todo], workers, self.round_size)
-        self._rounds = [todo[a:b] for a, b in cuts]
+        self._rounds = rounds_of(sizes, workers, self.round_size)
         self._first = self._next_jobs()
         jobs = self._first or []
         self.t_members = time.perf_counter() - t0
         source = self._source(jobs, self.token)
         source.state = EnsembleState({}, {})   # (each round's job holds its members' preparations)
-        done = sum(len(r) for r in self._rounds[:self._next])
+        done = self._rounds[self._next - 1][1] if self._next else 0   # (the members of the rounds prepared)
         frames = sum(j.n for j in jobs) * len(todo) // max(1, done)   # the whole run's, estimated from a round
         return source, range(0, frames)
 
@@ -214,18 +191,20 @@ class EnsembleRounds(Rounds):
         are passed over); None when no round is left."""
         while self._next < len(self._rounds):
             t0 = time.perf_counter()
-            members = self._rounds[self._next]
+            a, b = self._rounds[self._next]
+            members = [(self._todo[p], self.ensemble[self._todo[p]]) for p in range(a, b)]
+            sizes = {self._todo[p]: self._todo_sizes[p] for p in range(a, b)}
             self._next += 1
             trial = self._trial if self._trial is not None and any(i == self._trial.index for i, _ in members) \
                 else None
-            later = self._for_workers(members) - ({trial.index} if trial is not None else set())
+            later = self._for_workers(members, sizes) - ({trial.index} if trial is not None else set())
             jobs, refused = prepare_members([(i, m) for i, m in members if i not in later
                                              and (trial is None or i != trial.index)], self.group,
                                             self.options, self._topologies)
             if trial is not None:
                 jobs.append(trial)
                 self._trial = None
-            jobs = sorted(jobs + [defer_member(i, m, self.options, self._sizes[i]) for i, m in members
+            jobs = sorted(jobs + [defer_member(i, m, self.options, sizes[i]) for i, m in members
                                   if i in later], key=lambda j: j.index)
             self._refuse(refused)
             if self._pending is not None:
@@ -242,16 +221,16 @@ class EnsembleRounds(Rounds):
                 return jobs
         return None
 
-    def _for_workers(self, members: list) -> set[int]:
+    def _for_workers(self, members: list, sizes: dict[int, int]) -> set[int]:
         """The members of a round its workers prepare: those whose files are known to be small, a task's
         share of the round's bytes at most (with room to spare) and a fraction of a read block whole; the
         others (long: cut into tasks by their frames; behind a URL or an expander's config: no size known
         here) are prepared on the root."""
-        total = sum(self._sizes[i] for i, _ in members)
+        total = sum(sizes[i] for i, _ in members)
         share = total / (2 * max(1, self._n_tasks))
         whole = int(self.options.max_block_bytes) // 4
-        return {i for i, m in members if m.source is None and 0 < self._sizes[i] <= share
-                and self._sizes[i] * WHOLE_BYTES_PER_FILE_BYTE <= whole}
+        return {i for i, m in members if m.source is None and 0 < sizes[i] <= share
+                and sizes[i] * WHOLE_BYTES_PER_FILE_BYTE <= whole}
 
     def _take_next(self) -> list[MemberJob] | None:
         """The next round's members: prepared with the job, or while the round before ran, or now."""
@@ -332,8 +311,8 @@ class EnsembleRounds(Rounds):
                 continue
             refused += [Refusal(idx, job.member, r.reason, r.analysis, k) for k, r in enumerate(record.results)
                         if isinstance(r, RefusedResult)]
-            self.stats[idx] = MemberStats(job.member.name, mp.frames, mp.nbytes, mp.t_open, mp.t_read, mp.t_compute,
-                                          job.t_prepare + mp.t_prepare, mp.opens, mp.atoms)
+            self.costs.add(MemberStats(job.member.name, mp.frames, mp.nbytes, mp.t_open, mp.t_read, mp.t_compute,
+                                       job.t_prepare + mp.t_prepare, mp.opens, mp.atoms))
             if self.folder is None:
                 self.records[idx] = record
                 continue
@@ -351,13 +330,19 @@ class EnsembleRounds(Rounds):
             raise ConfigError(f"{job.read.path}: no frame was analysed")
         prepared = job.prepared if job.prepared is not None else mp.prepared   # (its worker's)
         analysis, own = for_member(self.group, prepared)
-        partial = mp.partial.partial if isinstance(mp.partial, KeptPartial) else mp.partial
-        kept = prepared.state.kept if analysis is not self.group else tuple(range(len(self.group.analyses)))
+        every = tuple(range(len(self.group.analyses)))
+        base = prepared.state.kept if analysis is not self.group else every   # (those its preparation kept)
+        reasons = dict(prepared.state.refused) if analysis is not self.group else {}
+        partial, kept = mp.partial, base
+        if isinstance(partial, KeptPartial):   # (and those a frame without a box refused: fewer)
+            partial, kept = partial.partial, partial.kept
+            reasons.update(mp.partial.refused)
+        if kept != base:
+            analysis, own = kept_group(self.group, kept), kept_state(own, base, kept)
         mine = dict(zip(kept, analysis.result(partial, own), strict=True))
         parts = dict(zip(kept, (_aggregate_part(a, p, q) for a, p, q in
                                 zip(analysis.analyses, partial.partials, own.state.prepared, strict=True)),
                          strict=True))
-        reasons = prepared.state.refused if analysis is not self.group else {}
         results = tuple(mine[k] if k in mine else RefusedResult(a.name, reasons[k])
                         for k, a in enumerate(self.group.analyses))
         partials = tuple(parts.get(k) for k in range(len(self.group.analyses)))
@@ -399,4 +384,4 @@ def _aggregate_part(analysis, partial, prepared: Prepared):
     return {"partial": partial, "state": plain}
 
 
-__all__ = ["EnsembleRounds", "MemberStats"]
+__all__ = ["EnsembleRounds"]

@@ -24,7 +24,7 @@ from .analysis import EnsembleAnalysis
 from .catalog import Ensemble
 from .opened import MAX_OPEN
 from .prepare import Refusal, RefusedResult
-from .results import EnsembleResult
+from .results import EnsembleResult, FinishedMembers
 from .rounds import EnsembleRounds
 from .saved import REFUSED, ResultsFolder
 from .summary import EnsembleFacts
@@ -142,7 +142,7 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
                                      _columns(ens))
     if out is None and not rounds.opened:
         return None   # an MPI rank other than 0
-    if not rounds.stats and not rounds.skipped:
+    if not rounds.costs.n and not rounds.skipped:
         where = f"; see {folder.path / REFUSED}" if folder is not None else ""
         first = rounds.refused[0] if rounds.refused else None
         raise InputFileError(ens.origin or "the ensemble",
@@ -150,8 +150,8 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
                              + (f" ({first.member.name}: {first.reason})" if first else ""))
     report = None if out is None else out.report
     if report is not None:   # (a task's range counts a trajectory its worker prepared as one position)
-        report.n_frames = sum(s.frames for s in rounds.stats.values())
-        report.n_atoms = max((s.atoms for s in rounds.stats.values()), default=report.n_atoms)   # (the most)
+        report.n_frames = rounds.costs.frames
+        report.n_atoms = rounds.costs.atoms_max if rounds.costs.n else report.n_atoms   # (the most)
     results = _results(group, ens, rounds, folder, report, before)
     return results if isinstance(analysis, list | tuple) else results[0]
 
@@ -174,7 +174,7 @@ def _columns(ens: Ensemble) -> list[str]:
     return ["name", "topology", "trajectory", *ens.label_names, "analysis"]
 
 
-def _refused_before(folder: ResultsFolder | None, ens: Ensemble, skipped: list[int]) -> list[Refusal]:
+def _refused_before(folder: ResultsFolder | None, ens: Ensemble, skipped) -> list[Refusal]:
     """The refusals by one analysis of members a resumed run found saved (their other analyses' results are
     in the folder): from the refused table the run before wrote, each checked against the member's record."""
     if folder is None or not skipped:
@@ -186,10 +186,12 @@ def _refused_before(folder: ResultsFolder | None, ens: Ensemble, skipped: list[i
             rows = list(csv.DictReader(fh))
     except OSError:
         return []
-    names = {ens[i].name: i for i in skipped}
+    saved = folder.saved()   # (the members skipped: those saved, by name)
     out = []
-    for name in dict.fromkeys(r.get("name") for r in rows if r.get("analysis") and r.get("name") in names):
-        i = names[name]
+    for name in dict.fromkeys(r.get("name") for r in rows if r.get("analysis") and r.get("name") in saved):
+        i = ens.index_of(name)
+        if i is None:
+            continue
         out += [Refusal(i, ens[i], r.reason, r.analysis, k) for k, r in enumerate(folder.load(name).results)
                 if isinstance(r, RefusedResult)]
     return out
@@ -198,23 +200,22 @@ def _refused_before(folder: ResultsFolder | None, ens: Ensemble, skipped: list[i
 def _results(group: AnalysisGroup, ens: Ensemble, rounds: EnsembleRounds, folder, report,
              before: list[Refusal]) -> list[EnsembleResult]:
     """Each analysis's :class:`EnsembleResult` over the trajectories finished now or saved before, less those
-    that analysis refused (``before``: such refusals of members saved by the run before)."""
-    done = sorted({*rounds.stats, *rounds.skipped})
+    that analysis refused (``before``: such refusals of members saved by the run before).  Every member is
+    finished, saved before or refused: each result's members are the ensemble's less its refused ones (a
+    view, not a list of the finished)."""
     refused = sorted([*rounds.refused, *before], key=lambda r: (r.index, -1 if r.position is None else r.position))
     if folder is not None:
         records = folder
     else:
         records = {rec.name: rec for rec in rounds.records.values()}
-    facts = EnsembleFacts(origin=ens.origin, n_trajectories=len(ens), n_finished=len(rounds.stats),
-                          n_refused=len(refused), n_skipped=len(rounds.skipped),
-                          per_trajectory=tuple(s.to_dict() for _, s in sorted(rounds.stats.items())),
+    facts = EnsembleFacts(origin=ens.origin, n_trajectories=len(ens), n_finished=rounds.costs.n,
+                          n_refused=len(refused), n_skipped=len(rounds.skipped), costs=rounds.costs,
                           t_prepare_members=rounds.t_members)
     out = []
     for k, a in enumerate(group.analyses):
         mine = [r for r in refused if r.position is None or r.position == k]
-        gone = {r.index for r in mine}
-        out.append(EnsembleResult(a, k, [ens[i] for i in done if i not in gone], records, mine, report, facts,
-                                  ens.label_names))
+        out.append(EnsembleResult(a, k, FinishedMembers(ens, {r.index for r in mine}), records, mine, report,
+                                  facts, ens.label_names))
     return out
 
 

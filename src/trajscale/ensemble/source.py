@@ -148,6 +148,7 @@ class EnsembleSource(Source):
 
     kind = "ensemble"
     description = "an ensemble's trajectories, one after another (made by trajscale.ensemble)"
+    replaced_each_round = True   # (a round's config lists its members: a worker keeps the latest round's only)
 
     def __init__(self, members: Sequence[MemberRead | dict], token: str, origin: str = "", max_open: int = MAX_OPEN,
                  reads_ahead: bool = False, frame_bytes: int = 0, n_atoms: int = 0, decode_s: float = 0.0,
@@ -197,8 +198,11 @@ class EnsembleSource(Source):
         return member_sources().opens
 
     @property
-    def opened(self) -> list[str]:
-        return member_sources().opened
+    def opened(self) -> None:
+        """None: the members a task opens are counted (:attr:`opens`, a task's ``files_opened``), not listed
+        (thousands of paths in the report and the root's memory; each member's own costs are saved with its
+        results)."""
+        return None
 
     def remote_stats(self) -> dict | None:
         return member_sources().remote_stats() if self._reads_ahead else None

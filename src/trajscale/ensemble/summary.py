@@ -1,18 +1,132 @@
-"""What an ensemble run cost, per trajectory: counts, bytes and seconds, and the slowest trajectories.
+"""What an ensemble run cost, by trajectory: counts, bytes and seconds, and the slowest trajectories.
 
 The run's :class:`~trajscale.report.timing.RunReport` times its tasks and workers; a task of an ensemble
 reads several trajectories, and a long trajectory is read by several tasks.  :class:`EnsembleFacts`
-adds the view by trajectory (frames, bytes, seconds preparing, opening, reading and mapping each), so a
+adds the view by trajectory (frames, bytes, seconds preparing, opening, reading and mapping them), so a
 report names the slowest trajectories, not only the slowest tasks.  It is written into the report's
 JSON under ``"ensemble"`` (:func:`report_dict`).
+
+The root folds each finished trajectory's :class:`MemberStats` into one :class:`MemberCosts` as its round
+ends and keeps nothing else of it: totals and counts (exact), the range of atoms a frame, a histogram of
+the trajectories' seconds and the :data:`SLOWEST` slowest by name, whatever the number of trajectories.
+Each trajectory's own costs are saved with its results (a results folder's records: ``stats``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import heapq
+import math
 from dataclasses import dataclass, field
 
-#: Trajectories a summary names as the slowest.
+#: Trajectories a summary names as the slowest (the most a run keeps by name).
 SLOWEST = 5
+#: The histogram of trajectories' seconds: bins of a factor of 2, the first ending at 2**LOG2_FIRST s
+#: (61 µs), the last open above (2**(LOG2_FIRST + BINS - 2) s: 36 min).
+LOG2_FIRST = -14
+BINS = 32
+
+
+@dataclass(frozen=True)
+class MemberStats:
+    """What one finished trajectory cost: frames, bytes read, seconds opening, reading and mapping it
+    (summed over its pieces), and preparing it; the atoms a frame of it was read with."""
+
+    name: str
+    frames: int
+    bytes: int
+    t_open: float
+    t_read: float
+    t_compute: float
+    t_prepare: float = 0.0
+    opens: int = 0
+    atoms: int = 0
+
+    @property
+    def seconds(self) -> float:
+        """Its time in the tasks: opening, reading and mapping it (preparing it on the root is apart: the first
+        member with a topology also pays for parsing it, and for the imports)."""
+        return self.t_open + self.t_read + self.t_compute
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "seconds": self.seconds}
+
+
+#: The totals a :class:`MemberCosts` keeps, summed over the trajectories.
+_SUMMED = ("frames", "bytes", "opens", "t_open", "t_read", "t_compute", "t_prepare", "seconds")
+
+
+@dataclass
+class MemberCosts:
+    """The trajectories' costs folded together as they finish: the same size at any number of trajectories.
+
+    Attributes
+    ----------
+    n
+        Trajectories folded in.
+    frames, bytes, opens, t_open, t_read, t_compute, t_prepare, seconds
+        Their sums (seconds: opening, reading and mapping, as :attr:`MemberStats.seconds`).
+    atoms_min, atoms_max
+        The fewest and the most atoms a frame of one was read with.
+    histogram
+        Trajectories by their seconds: bin ``k`` counts those below ``2**(LOG2_FIRST + k)`` s and at or above
+        the bin before's bound (:func:`histogram_edges`).
+    """
+
+    n: int = 0
+    frames: int = 0
+    bytes: int = 0
+    opens: int = 0
+    t_open: float = 0.0
+    t_read: float = 0.0
+    t_compute: float = 0.0
+    t_prepare: float = 0.0
+    seconds: float = 0.0
+    atoms_min: int = 0
+    atoms_max: int = 0
+    histogram: list[int] = field(default_factory=lambda: [0] * BINS)
+    _slowest: list = field(default_factory=list, repr=False)   # a heap of (seconds, -order, stats): the k slowest
+
+    def add(self, stats: MemberStats) -> None:
+        """Fold in one trajectory (kept by name only while it is among the :data:`SLOWEST` slowest)."""
+        s = stats.seconds
+        self.atoms_min = stats.atoms if self.n == 0 else min(self.atoms_min, stats.atoms)
+        self.atoms_max = max(self.atoms_max, stats.atoms)
+        self.frames += stats.frames
+        self.bytes += stats.bytes
+        self.opens += stats.opens
+        self.t_open += stats.t_open
+        self.t_read += stats.t_read
+        self.t_compute += stats.t_compute
+        self.t_prepare += stats.t_prepare
+        self.seconds += s
+        self.histogram[_bin(s)] += 1
+        entry = (s, -self.n, stats)   # (ties: the first finished stays, as a stable sort keeps it)
+        self.n += 1
+        if len(self._slowest) < SLOWEST:
+            heapq.heappush(self._slowest, entry)
+        elif entry[:2] > self._slowest[0][:2]:
+            heapq.heapreplace(self._slowest, entry)
+
+    def slowest(self, n: int = SLOWEST) -> list[MemberStats]:
+        """The ``n`` (at most :data:`SLOWEST`) trajectories whose tasks took longest, slowest first."""
+        return [e[2] for e in sorted(self._slowest, key=lambda e: (-e[0], -e[1]))[:n]]
+
+    def to_dict(self) -> dict:
+        out = {name: getattr(self, name) for name in ("n", *_SUMMED, "atoms_min", "atoms_max")}
+        out["seconds_histogram"] = {"edges": histogram_edges(), "counts": list(self.histogram)}
+        return out
+
+
+def _bin(seconds: float) -> int:
+    if not seconds > 0:
+        return 0
+    return min(BINS - 1, max(0, math.floor(math.log2(seconds)) - LOG2_FIRST + 1))
+
+
+def histogram_edges() -> list[float]:
+    """The upper bounds of :attr:`MemberCosts.histogram`'s bins but the last (open above), in seconds."""
+    return [2.0 ** (LOG2_FIRST + k) for k in range(BINS - 1)]
 
 
 @dataclass(frozen=True)
@@ -25,9 +139,10 @@ class EnsembleFacts:
         The catalog or glob.
     n_trajectories, n_finished, n_refused, n_skipped
         Trajectories in the ensemble; analysed by this run; refused; skipped (saved by a run before).
-    per_trajectory
-        Each finished trajectory's costs: name, frames, bytes, t_prepare (on the root), t_open, t_read and
-        t_compute (in the tasks, summed over its pieces), seconds (the tasks' three).
+    costs
+        The finished trajectories' costs (:class:`MemberCosts`): frames, bytes, seconds preparing (on the
+        root or its worker), opening, reading and mapping (in the tasks, summed over their pieces), and the
+        slowest by name.
     t_prepare_members
         Seconds the root spent preparing the members (topologies, selections, references).
     """
@@ -37,32 +152,32 @@ class EnsembleFacts:
     n_finished: int = 0
     n_refused: int = 0
     n_skipped: int = 0
-    per_trajectory: tuple[dict, ...] = field(default_factory=tuple)
+    costs: MemberCosts = field(default_factory=MemberCosts)
     t_prepare_members: float = 0.0
 
     @property
     def atoms(self) -> str:
         """The atoms a frame of each finished trajectory was read with: ``"214"``, or a range ``"214-3341"``
         (empty when none finished)."""
-        counts = [int(t.get("atoms", 0)) for t in self.per_trajectory]
-        if not counts:
+        c = self.costs
+        if not c.n:
             return ""
-        lo, hi = min(counts), max(counts)
-        return f"{lo}" if lo == hi else f"{lo}-{hi}"
+        return f"{c.atoms_min}" if c.atoms_min == c.atoms_max else f"{c.atoms_min}-{c.atoms_max}"
 
     @property
     def bytes_read(self) -> int:
-        return sum(int(t["bytes"]) for t in self.per_trajectory)
+        return self.costs.bytes
 
     def slowest(self, n: int = SLOWEST) -> list[dict]:
-        """The ``n`` trajectories whose tasks took longest (opening, reading and mapping them), slowest first."""
-        return sorted(self.per_trajectory, key=lambda t: -t["seconds"])[:n]
+        """The ``n`` trajectories whose tasks took longest (opening, reading and mapping them), slowest first
+        (at most :data:`SLOWEST`)."""
+        return [s.to_dict() for s in self.costs.slowest(n)]
 
     def to_dict(self) -> dict:
         return {"origin": self.origin, "n_trajectories": self.n_trajectories, "n_finished": self.n_finished,
                 "n_refused": self.n_refused, "n_skipped": self.n_skipped, "bytes_read": self.bytes_read,
-                "t_prepare_members": self.t_prepare_members,
-                "slowest": [t["name"] for t in self.slowest()], "per_trajectory": list(self.per_trajectory)}
+                "t_prepare_members": self.t_prepare_members, "slowest": [t["name"] for t in self.slowest()],
+                "slowest_trajectories": self.slowest(), "trajectories": self.costs.to_dict()}
 
     def lines(self) -> list[str]:
         """The summary's lines about the trajectories."""
@@ -71,10 +186,9 @@ class EnsembleFacts:
                + (f", {self.n_refused} refused" if self.n_refused else "")
                + f" of {self.n_trajectories}; {self.bytes_read / 1e6:.1f} MB read"
                + (f"; {self.atoms} atoms a frame" if self.atoms else "")]
-        if self.n_finished:
-            per = [t["seconds"] for t in self.per_trajectory]
-            out.append(f"per trajectory: {1e3 * sum(per) / len(per):.1f} ms of tasks on average; slowest: "
-                       + ", ".join(f"{t['name']} ({t['seconds']:.3g} s)" for t in self.slowest(3)))
+        if self.costs.n:
+            out.append(f"per trajectory: {1e3 * self.costs.seconds / self.costs.n:.1f} ms of tasks on average; "
+                       "slowest: " + ", ".join(f"{t['name']} ({t['seconds']:.3g} s)" for t in self.slowest(3)))
         return out
 
 
@@ -85,4 +199,4 @@ def report_dict(report, facts: EnsembleFacts) -> dict:
     return d
 
 
-__all__ = ["EnsembleFacts", "report_dict"]
+__all__ = ["SLOWEST", "EnsembleFacts", "MemberCosts", "MemberStats", "histogram_edges", "report_dict"]

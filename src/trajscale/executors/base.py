@@ -101,10 +101,15 @@ def _release(src: Source) -> None:
 
 def _ships_offsets(config: dict) -> bool:
     """True when the config's Source declares :attr:`~trajscale.sources.base.Source.ships_offsets`."""
+    return _traits_of_config(config, "ships_offsets")
+
+
+def _traits_of_config(config: dict, trait: str) -> bool:
+    """The config's Source's declared capability ``trait`` (a class attribute of :class:`Source`)."""
     from ..sources.registry import source_class
 
     kind = config.get("kind")
-    return bool(kind) and source_class(kind).ships_offsets
+    return bool(kind) and bool(getattr(source_class(kind), trait))
 
 
 def cached_source(config: dict, comm=None) -> tuple[Source, float]:
@@ -128,6 +133,10 @@ def cached_source(config: dict, comm=None) -> tuple[Source, float]:
         same = {("kind", repr(config.get("kind"))), ("path", repr(config.get("path")))}
         for old in [k for k in cache if same <= set(k)]:
             _release(cache.pop(old)[1])
+    elif _traits_of_config(config, "replaced_each_round"):   # the rounds before: let go of, not closed
+        kind = ("kind", repr(config.get("kind")))
+        for old in [k for k in cache if kind in k]:
+            del cache[old]
     t0 = time.perf_counter()
     src = source_from_config(config, comm=comm)
     src.reuse_buffers = True   # tasks run one at a time per thread; map keeps no views of a block

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError, InputFileError, StoreError
+from ..errors import ConfigError, InputFileError, StoreError, TrajscaleError
 from ..sources.opened import OpenSources
 from .dataset import _as_index, _batch_buffer, _BatchReads, runs
 from .lagged import part_breaks
@@ -89,32 +89,75 @@ def _members_of(trajectories, storage_options: dict | None) -> list:
     return out
 
 
-def _describe(member, storage_options: dict | None, fields: tuple[str, ...], numbers: dict | None) -> _Member:
-    """The member's Source config (an mdCATH member's own; else the Source ``trajscale run`` opens), frame
-    and atom counts, checked to have ``fields``; with ``numbers`` (a dict by file), its file's atomic numbers
-    are read into it, once per file. The one open of the member while the dataset is made."""
+def _opened(member, storage_options: dict | None):
+    """The member's Source: an mdCATH member's own (its config); else the Source ``trajscale run`` opens."""
     from ..sources import open_source, source_from_config
     from ..storage import using
 
     with using(storage_options):
         if member.source is not None:
-            src = source_from_config(dict(member.source))
-        else:
-            src = open_source(member.run_trajectory(), member.topology)
-        with src:
-            missing = [f for f in fields if f not in src.fields]
-            if missing:
-                raise InputFileError(src.path, f"member {member.name!r} has no {', '.join(missing)}")
-            if numbers is not None and src.path not in numbers:
-                read = getattr(src, "atomic_numbers", None)
-                if read is None:
-                    raise InputFileError(src.path, f"member {member.name!r}: its format stores no atomic numbers "
-                                                   "(atomic_numbers=True reads mdCATH's z)")
-                numbers[src.path] = read()
+            return source_from_config(dict(member.source))
+        return open_source(member.run_trajectory(), member.topology)
+
+
+def _describe(member, storage_options: dict | None, fields: tuple[str, ...], numbers: dict | None):
+    """The member's Source config, frame and atom counts, checked to have ``fields``; with ``numbers`` (a dict
+    by file), its file's atomic numbers are read into it, once per file. The one open of the member while the
+    dataset is made.  Returns a :class:`_Member`, or why the member cannot be read (a missing or damaged file:
+    a string); a member that lacks what was asked for (a field, atomic numbers) raises.
+    """
+    from ..storage import using
+
+    try:
+        src = _opened(member, storage_options)
+    except (ImportError, MemoryError):
+        raise   # (the environment's failure, not the member's)
+    except TrajscaleError as exc:
+        return " ".join(str(exc).split())
+    except Exception as exc:   # noqa: BLE001 - a damaged file's library error refuses that member only
+        return " ".join(f"{member.location}: {type(exc).__name__}: {exc}".split())
+    with using(storage_options), src:
+        missing = [f for f in fields if f not in src.fields]
+        if missing:
+            raise InputFileError(src.path, f"member {member.name!r} has no {', '.join(missing)}")
+        if numbers is not None and src.path not in numbers:
+            read = getattr(src, "atomic_numbers", None)
+            if read is None:
+                raise InputFileError(src.path, f"member {member.name!r}: its format stores no atomic numbers "
+                                               "(atomic_numbers=True reads mdCATH's z)")
+            numbers[src.path] = read()
+        try:
             config = src.get_config()
             breaks = part_breaks(src)
             layout = type(src).member_layout(config)   # (a member of a file of several: where its data lie)
-            return _Member(member.name, config, src.n_frames, src.n_atoms, dict(member.labels), layout, breaks)
+        except (ImportError, MemoryError):
+            raise
+        except TrajscaleError as exc:
+            return " ".join(str(exc).split())
+        except Exception as exc:   # noqa: BLE001 - as above
+            return " ".join(f"{member.location}: {type(exc).__name__}: {exc}".split())
+        return _Member(member.name, config, src.n_frames, src.n_atoms, dict(member.labels), layout, breaks)
+
+
+def _described(trajectories, storage_options: dict | None, fields: tuple[str, ...],
+               numbers: dict | None) -> tuple[list[_Member], list]:
+    """Each member described, or refused (``Refusal``: index, member, reason) when it cannot be read."""
+    from ..ensemble.prepare import Refusal
+
+    members, refused = [], []
+    for i, m in enumerate(_members_of(trajectories, storage_options)):
+        got = _describe(m, storage_options, fields, numbers)
+        if isinstance(got, str):
+            refused.append(Refusal(i, m, got))
+        else:
+            members.append(got)
+    if refused:
+        log.warning("%d member(s) refused (the dataset serves the others; .refused says why); first: %s: %s",
+                    len(refused), refused[0].member.name, refused[0].reason)
+    if not members and refused:
+        raise InputFileError(refused[0].member.location, f"every one of the {len(refused)} members was refused "
+                                                         f"(first: {refused[0].member.name}: {refused[0].reason})")
+    return members, refused
 
 
 def _label_columns(members: Sequence[_Member]) -> dict[str, object]:
@@ -160,7 +203,13 @@ class EnsembleDataset(_BatchReads):
     ConfigError
         An empty ensemble, an unknown field, ``max_open`` below 1.
     InputFileError
-        A member that cannot be opened, or lacks a field asked for (named).
+        A member lacks a field asked for (named), or every member was refused.
+
+    Attributes
+    ----------
+    refused
+        The members that could not be read (a missing or damaged file), left out: ``Refusal`` records
+        (``index`` in the ensemble, ``member``, ``reason``), as an ensemble run lists them.
     """
 
     def __init__(self, trajectories, fields: Sequence[str] = ("position",), *, atomic_numbers: bool = False,
@@ -182,8 +231,7 @@ class EnsembleDataset(_BatchReads):
         self.storage_options = storage_options
         self.transform = transform
         numbers: dict | None = {} if self.atomic_numbers else None
-        self.members = [_describe(m, storage_options, self.fields, numbers)
-                        for m in _members_of(trajectories, storage_options)]
+        self.members, self.refused = _described(trajectories, storage_options, self.fields, numbers)
         if not self.members:
             raise ConfigError("the ensemble has no member")
         self.names = tuple(m.name for m in self.members)

@@ -135,6 +135,10 @@ class Source(ABC):
     #: True when the frame offsets are scanned once by the preparing process and shipped in the
     #: config (``OpenRequest.offsets``; the ``offsets`` of a part's segment record).
     ships_offsets: bool = False
+    #: True when each round of a run hands the workers a config of its own (an ensemble's round lists its
+    #: members): a process keeps the latest one, the ones before let go of (not closed: what they opened is
+    #: shared with the next round's, and closed with the executor).
+    replaced_each_round: bool = False
     #: True when ``group`` and ``assume_units`` (H5MD's options) apply.
     takes_h5md_options: bool = False
     #: True when a file of this format may store its atoms' labels beside its frames

@@ -18,15 +18,20 @@ class OpenSources:
     last used, at most ``limit``.
 
     ``on_close(key, source)`` is called before a source is closed (its owner's own bookkeeping).
+    ``list_paths``: keep the path of every source opened (:attr:`opened`, a report's files); a reader of
+    thousands of files counts its opens only, so that its memory does not grow with the files it reads.
     """
 
-    def __init__(self, limit: int, on_close: Callable[[Hashable, object], None] | None = None) -> None:
+    def __init__(self, limit: int, on_close: Callable[[Hashable, object], None] | None = None,
+                 list_paths: bool = True) -> None:
         self.limit = max(1, int(limit))
         self._open: OrderedDict[Hashable, object] = OrderedDict()
         self._on_close = on_close
-        #: sources opened so far, and their paths in the order opened (a report's files_opened)
+        #: sources opened so far, and their paths in the order opened (a report's files_opened; empty
+        #: without ``list_paths``)
         self.opens = 0
         self.opened: list[str] = []
+        self._list_paths = bool(list_paths)
         #: the most held open at once
         self.most_open = 0
         # what the closed sources had read
@@ -52,7 +57,8 @@ class OpenSources:
         self.make_room()
         self._open[key] = src
         self.opens += 1
-        self.opened.append(str(path if path is not None else src.path))
+        if self._list_paths:
+            self.opened.append(str(path if path is not None else src.path))
         self.most_open = max(self.most_open, len(self._open))
 
     def drop(self, key: Hashable) -> None:
