@@ -11,7 +11,7 @@ import pytest
 import trajscale as ts
 from tests.executors.test_long_lived import SELECT, _mda_rmsd, rewritten  # noqa: F401 (fixture)
 from trajscale.executors.serial import SerialExecutor
-from trajscale.h5md import files
+from trajscale.hdf5 import files
 from trajscale.h5md import source as h5md
 
 

@@ -24,9 +24,9 @@ from ..block import sorted_unique
 from ..errors import NotH5MDError
 from ..facts import CONTIGUOUS, LayoutFacts, Precision
 from .codecs import ENCODING_OF
-from .hdf5 import _checked_store, open_h5
+from ..hdf5.hdf5 import _checked_store, open_h5
 from .layout import REMOTE_MIN_CHUNK_BYTES, plan_frames_per_chunk, reader_chunk_cache
-from .runs import plan_atom_reads
+from ..hdf5.runs import plan_atom_reads
 from .schema import H5MDInfo, describe, particle_groups
 
 
@@ -250,7 +250,7 @@ def _open_sized(path) -> tuple[h5py.File, int, bool]:
     cache (inspect reports the file as it is now)."""
     store = _checked_store(path)
     if store.local_path is None:
-        from .metadata import open_store_h5
+        from ..hdf5.metadata import open_store_h5
 
         return open_store_h5(store, True, None, 1024**2, use_cache=False)[1], store.size, False
     return open_h5(store), store.size, True

@@ -21,7 +21,7 @@ from ..box import dimensions_to_edges
 from ..errors import ConfigError
 from ..units import WRITE_UNITS, factor
 from .codecs import Deltas, codec_for, deltas_of, encode, lossy_attrs_for, stored_dtype
-from .hdf5 import cover_allocated, open_h5, trim_cover
+from ..hdf5.hdf5 import cover_allocated, open_h5, trim_cover
 from .layout import Layout
 
 log = logging.getLogger(__name__)

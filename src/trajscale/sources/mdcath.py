@@ -23,7 +23,7 @@ frame count against ``numFrames``, dtypes, units, that the data lie inside the f
 the coordinates and forces lie (:class:`MemberLayout`) and the store's identity. That record travels in
 the config, with what the store needs to be opened again without a request (its
 :meth:`~trajscale.storage.bytestore.ByteStore.state`): a worker reads frames at those byte offsets
-(:class:`~trajscale.h5md.chunks.ChunkReads`: the compiled ``pread`` gather where the store has a
+(:class:`~trajscale.hdf5.chunks.ChunkReads`: the compiled ``pread`` gather where the store has a
 descriptor, coalesced range reads otherwise) without opening HDF5 at all, after checking that the
 store's identity is the one described.
 
@@ -41,7 +41,7 @@ import numpy as np
 from ..errors import InputFileError
 from ..facts import LayoutFacts
 from ..formats import MDCATH
-from ..h5md.runs import plan_atom_reads
+from ..hdf5.runs import plan_atom_reads
 from ..storage.bytestore import ByteStore
 from ..storage.opener import open_bytes
 from .base import OpenRequest, Source, store_for
@@ -404,7 +404,7 @@ class MDCATHSource(Source):
         """The reader of one field at its offset, through the file's byte store."""
         reads = self._reads.get(fl)
         if reads is None:
-            from ..h5md.chunks import ChunkIndex, ChunkReads
+            from ..hdf5.chunks import ChunkIndex, ChunkReads
 
             dtype = np.dtype(at.dtype)
             index = ChunkIndex((self.n_frames, self.n_atoms, 3), None, dtype.str, False, (at.offset,),
