@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from trajscale.convert.rechunk import rechunk
+from trajscale.h5md.layout import Layout
 from trajscale.hdf5 import blosc
 from trajscale.hdf5.blosc import blosc_decompressor
 from trajscale.hdf5.chunks import ChunkIndex, ChunkReads
-from trajscale.h5md.layout import Layout
 from trajscale.sources import open_source
 from trajscale.storage.objects import LocalFile
 

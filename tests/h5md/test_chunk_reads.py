@@ -175,8 +175,8 @@ def test_a_local_read_goes_through_the_sources_byte_store(tmp_path, adk_vacuum, 
     HDF5's own read of the same file."""
     pytest.importorskip("hdf5plugin")
     from trajscale.convert.convert import convert
-    from trajscale.hdf5 import files
     from trajscale.h5md.layout import Layout
+    from trajscale.hdf5 import files
 
     path = str(tmp_path / f"{layout}.h5md")
     if layout == "frame":

@@ -248,10 +248,10 @@ def stores(tmp_path_factory, adk_water):
 def test_costs_are_what_the_remote_reader_fetches(stores, name):
     """inspect's cost model against trajscale's remote reader itself (its chunk reads and its caching file
     object, over a local byte store that counts what they fetch)."""
-    from trajscale.hdf5.chunks import MAX_REQUEST, MERGE_GAP, ChunkIndex, ChunkReads
     from trajscale.h5md.inspect import file_remote_costs, time_facts
-    from trajscale.hdf5.runs import plan_atom_reads
     from trajscale.h5md.schema import describe
+    from trajscale.hdf5.chunks import MAX_REQUEST, MERGE_GAP, ChunkIndex, ChunkReads
+    from trajscale.hdf5.runs import plan_atom_reads
     from trajscale.storage.fileobj import BLOCK_BYTES, CachingFile
 
     path = stores[name]

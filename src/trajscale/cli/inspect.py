@@ -100,9 +100,9 @@ def _remote_costs(args, facts: dict) -> dict:
     """Requests and bytes of opening the file and of each access pattern (``--pattern atoms:SEL``'s too),
     as trajscale's remote reader fetches them (its own block, merge gap and request cut)."""
     from ..errors import ConfigError
-    from ..hdf5.chunks import MAX_REQUEST
     from ..h5md.inspect import file_remote_costs
     from ..h5md.recommend import parse_pattern, selected_atoms
+    from ..hdf5.chunks import MAX_REQUEST
     from ..storage import current_options
     from ..storage.fileobj import BLOCK_BYTES
     from ..storage.objects import merge_gap_of

@@ -23,10 +23,10 @@ import numpy as np
 from ..block import sorted_unique
 from ..errors import NotH5MDError
 from ..facts import CONTIGUOUS, LayoutFacts, Precision
-from .codecs import ENCODING_OF
 from ..hdf5.hdf5 import _checked_store, open_h5
-from .layout import REMOTE_MIN_CHUNK_BYTES, plan_frames_per_chunk, reader_chunk_cache
 from ..hdf5.runs import plan_atom_reads
+from .codecs import ENCODING_OF
+from .layout import REMOTE_MIN_CHUNK_BYTES, plan_frames_per_chunk, reader_chunk_cache
 from .schema import H5MDInfo, describe, particle_groups
 
 

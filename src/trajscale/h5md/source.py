@@ -21,15 +21,15 @@ from ..block import Block
 from ..box import edges_to_dimensions
 from ..errors import InputFileError
 from ..facts import LayoutFacts
+from ..hdf5.chunks import ChunkIndex, ChunkReads, chunk_index, make_decoder
+from ..hdf5.files import FileRequest, open_file
+from ..hdf5.hdf5 import ensure_filters
+from ..hdf5.runs import plan_atom_reads
 from ..sources.base import FRAME_META_BYTES, OpenRequest, Source, file_head
 from ..storage.bytestore import ByteStore
 from ..util import HDF5_MAGIC
-from ..hdf5.chunks import ChunkIndex, ChunkReads, chunk_index, make_decoder
 from .codecs import deltas_of
-from ..hdf5.files import FileRequest, open_file
-from ..hdf5.hdf5 import ensure_filters
 from .layout import reader_chunk_cache
-from ..hdf5.runs import plan_atom_reads
 from .schema import H5MDInfo, describe
 from .traits import H5MD
 

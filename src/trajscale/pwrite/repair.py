@@ -23,8 +23,8 @@ from pathlib import Path
 import h5py
 
 from ..errors import InputFileError
-from ..hdf5.hdf5 import open_h5
 from ..h5md.schema import describe
+from ..hdf5.hdf5 import open_h5
 from ..hdf5.superblock import stored_size
 from ..util import atomic_output
 
