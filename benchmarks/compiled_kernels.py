@@ -97,7 +97,7 @@ def bench_codecs(args) -> None:
 def bench_pread(args) -> None:
     import h5py
 
-    from trajscale.h5md.chunks import ChunkIndex, ChunkReads
+    from trajscale.hdf5.chunks import ChunkIndex, ChunkReads
     from trajscale.storage.objects import LocalFile
 
     x, _, _ = water(200)

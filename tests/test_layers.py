@@ -24,6 +24,12 @@ FORBIDDEN = {
     # the H5MD format: its Source stands on sources.base; nothing above the Sources
     "h5md": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
              "engine", "planning", "follow", "topology"},
+    # HDF5 over a byte store: under every HDF5 format, above the bytes only
+    "hdf5": {"h5md", "mdcath", "xdr", "sources", "analysis", "executors", "run", "report", "convert", "cli", "demo",
+             "pwrite", "ml", "mda", "arrays", "engine", "planning", "follow", "topology", "ensemble"},
+    # the mdCATH format, as H5MD's: stands on hdf5 and sources.base
+    "mdcath": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
+               "engine", "planning", "follow", "h5md", "xdr"},
     "kernels": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "h5md", "demo"},
     "sources": {"analysis", "executors", "run", "report", "convert", "cli", "demo"},
     "analysis": {"executors", "run", "report", "convert", "cli", "demo"},
@@ -365,7 +371,7 @@ SOURCE_CLASS_ASKED = re.compile(r'isinstance\([^)]*(H5MDSource|XDRSource|MDASour
 #: Where each format may name itself: its traits, its own package or modules, and the registry (which reads
 #: every format's traits). Every name a format is known by (its kind, its formats, any case) is looked for.
 FORMAT_HOMES = {
-    "h5md": ("h5md/",), "xdr": ("xdr/",), "mdcath": ("sources/mdcath.py", "sources/mdcath_layout.py"),
+    "h5md": ("h5md/",), "xdr": ("xdr/",), "mdcath": ("mdcath/",),
     "segments": ("sources/segments.py",), "npy": ("sources/npy.py",), "mda_part": ("sources/mdapart.py",),
 }
 EVERY_FORMATS_HOME = ("formats.py", "sources/registry.py")
@@ -453,7 +459,7 @@ def test_the_format_name_finder_catches_every_spelling(planted):
 
 
 def test_the_format_name_finder_lets_a_format_name_itself_and_passes_other_strings():
-    assert not format_names_compared('if fmt == "MDCATH":\n    pass', "sources/mdcath.py")
+    assert not format_names_compared('if fmt == "MDCATH":\n    pass', "mdcath/source.py")
     assert not format_names_compared('if fmt == "H5MD":\n    pass', "h5md/source.py")
     assert not format_names_compared('if mode == "append" or key in ("rmsd", "rgyr"):\n    pass', "engine.py")
     assert not format_names_compared("if src.ships_offsets:\n    pass", "engine.py")

@@ -137,7 +137,7 @@ class LayoutFacts:
     file_bytes: int | None = None
     #: Plain-language warnings about the layout.
     warnings: tuple[str, ...] | None = None
-    #: Fields read at their byte addresses (``h5md.chunks``) rather than through HDF5.
+    #: Fields read at their byte addresses (``hdf5.chunks``) rather than through HDF5.
     direct_reads: tuple[str, ...] | None = None
     #: Who decodes a frame's atoms beyond those selected, and how far (the Source's
     #: :meth:`~trajscale.sources.base.Source.decoding_of`): ``prefix:WHO`` (each frame up to the last selected

@@ -11,8 +11,9 @@ the topology loader and xarray's ``guess_can_open`` read these records; nothing 
 This module stands below the Sources and the topology loader (it imports no reader): :data:`FORMAT_TRAITS`
 lists where each format's record is, the format registry (:mod:`trajscale.sources.registry`) matches files
 with them, and the lookups below answer the others. The records of the formats whose Sources live in
-``trajscale.sources`` (segment indexes, mdCATH, NumPy arrays, the MDAnalysis-read one-file formats) are
-here; H5MD's and XTC/TRR's are in their own packages (``trajscale.h5md.traits``, ``trajscale.xdr.traits``).
+``trajscale.sources`` (segment indexes, NumPy arrays, the MDAnalysis-read one-file formats) are
+here; mdCATH's, H5MD's and XTC/TRR's are in their own packages (``trajscale.mdcath.traits``,
+``trajscale.h5md.traits``, ``trajscale.xdr.traits``).
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-
-from .util import HDF5_MAGIC
 
 
 def _frozen(mapping: Mapping | None) -> Mapping:
@@ -125,12 +124,6 @@ SEGMENTS = FormatTraits(
     suffixes={".json": "SEGMENTS"}, begins=(b"{", b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c"), precedence=10,
     self_describing=True)
 
-#: mdCATH's per-domain HDF5 file: asked before H5MD, which takes any HDF5 file; one named ``.h5md`` is H5MD's.
-MDCATH = FormatTraits(
-    kind="mdcath", source="trajscale.sources.mdcath:MDCATHSource", formats=("MDCATH",), begins=(HDF5_MAGIC,),
-    precedence=20, not_named=(".h5md",), members="trajscale.sources.mdcath:ensemble_members",
-    member_patterns=("mdcath_dataset_*.h5",), fetched_modules=("trajscale.sources.mdcath_layout",))
-
 #: A NumPy ``.npy`` array of positions.
 NPY = FormatTraits(kind="npy", source="trajscale.sources.npy:NumpySource", formats=("NPY",),
                    suffixes={".npy": "NPY"}, begins=(b"\x93NUMPY",), precedence=60)
@@ -147,7 +140,7 @@ MDA_PART = FormatTraits(
 #: ``precedence`` order; the kind named :data:`FALLBACK` is asked last, after other packages' Sources.
 FORMAT_TRAITS = (
     "trajscale.formats:SEGMENTS",
-    "trajscale.formats:MDCATH",
+    "trajscale.mdcath.traits:MDCATH",
     "trajscale.h5md.traits:H5MD",
     "trajscale.xdr.traits:XDR",
     "trajscale.formats:NPY",
@@ -211,6 +204,6 @@ def read_cost(fmt: str):
     return load(found.read_cost) if found is not None and found.read_cost else None
 
 
-__all__ = ["FALLBACK", "FORMAT_TRAITS", "MDA_PART", "MDCATH", "NPY", "SEGMENTS", "FormatTraits", "expanders",
+__all__ = ["FALLBACK", "FORMAT_TRAITS", "MDA_PART", "NPY", "SEGMENTS", "FormatTraits", "expanders",
            "frames_only_format", "load", "own_traits", "partial_frames_policy", "read_cost", "traits_for_format",
            "traits_of"]

@@ -12,7 +12,7 @@ def test_a_glob_over_mdcath_files_runs_each_member(tmp_path, monkeypatch):
     import MDAnalysis as mda
     from MDAnalysisTests.datafiles import DCD, PSF
 
-    from trajscale.sources.mdcath import universe
+    from trajscale.mdcath.source import universe
     from trajscale.testing.mdcath import from_universe
 
     monkeypatch.chdir(tmp_path)
@@ -42,7 +42,7 @@ def test_a_damaged_member_is_refused_alone(tmp_path):
     import MDAnalysis as mda
     from MDAnalysisTests.datafiles import DCD, PSF
 
-    from trajscale.sources.mdcath import universe
+    from trajscale.mdcath.source import universe
     from trajscale.testing.mdcath import from_universe
 
     u = mda.Universe(PSF, DCD)

@@ -11,8 +11,8 @@ import pytest
 import trajscale as ts
 from tests.executors.test_long_lived import SELECT, _mda_rmsd, rewritten  # noqa: F401 (fixture)
 from trajscale.executors.serial import SerialExecutor
-from trajscale.h5md import files
 from trajscale.h5md import source as h5md
+from trajscale.hdf5 import files
 
 
 def test_serial_run_opens_the_file_once(adk_vacuum, adk_vacuum_h5md):

@@ -1,4 +1,4 @@
-"""Blosc chunks decompressed straight into the decoder's buffer (h5md.blosc, through the chunk reader): the
+"""Blosc chunks decompressed straight into the decoder's buffer (hdf5.blosc, through the chunk reader): the
 same values HDF5 gives."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from trajscale.convert.rechunk import rechunk
-from trajscale.h5md import blosc
-from trajscale.h5md.blosc import blosc_decompressor
-from trajscale.h5md.chunks import ChunkIndex, ChunkReads
 from trajscale.h5md.layout import Layout
+from trajscale.hdf5 import blosc
+from trajscale.hdf5.blosc import blosc_decompressor
+from trajscale.hdf5.chunks import ChunkIndex, ChunkReads
 from trajscale.sources import open_source
 from trajscale.storage.objects import LocalFile
 

@@ -1,4 +1,4 @@
-"""The one chunk reader (h5md.chunks) over a local file's byte store: every layout's frames equal h5py's
+"""The one chunk reader (hdf5.chunks) over a local file's byte store: every layout's frames equal h5py's
 own reads, or are left to HDF5; the local fast path is the compiled gather on the store's descriptor."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from tests.sources.test_h5md_source import _read_syscalls
-from trajscale.h5md import chunks as chunks_module
-from trajscale.h5md.chunks import ChunkIndex, ChunkReads, chunk_index
-from trajscale.h5md.runs import plan_atom_reads
+from trajscale.hdf5 import chunks as chunks_module
+from trajscale.hdf5.chunks import ChunkIndex, ChunkReads, chunk_index
+from trajscale.hdf5.runs import plan_atom_reads
 from trajscale.sources import H5MDSource
 from trajscale.storage.objects import LocalFile
 
@@ -175,8 +175,8 @@ def test_a_local_read_goes_through_the_sources_byte_store(tmp_path, adk_vacuum, 
     HDF5's own read of the same file."""
     pytest.importorskip("hdf5plugin")
     from trajscale.convert.convert import convert
-    from trajscale.h5md import files
     from trajscale.h5md.layout import Layout
+    from trajscale.hdf5 import files
 
     path = str(tmp_path / f"{layout}.h5md")
     if layout == "frame":

@@ -10,7 +10,7 @@ import h5py
 import pytest
 
 from trajscale.errors import InputFileError
-from trajscale.h5md.hdf5 import lock_problem, open_h5
+from trajscale.hdf5.hdf5 import lock_problem, open_h5
 
 HOLD = """import sys, time, h5py
 f = h5py.File(sys.argv[1], "a")

@@ -248,10 +248,10 @@ def stores(tmp_path_factory, adk_water):
 def test_costs_are_what_the_remote_reader_fetches(stores, name):
     """inspect's cost model against trajscale's remote reader itself (its chunk reads and its caching file
     object, over a local byte store that counts what they fetch)."""
-    from trajscale.h5md.chunks import MAX_REQUEST, MERGE_GAP, ChunkIndex, ChunkReads
     from trajscale.h5md.inspect import file_remote_costs, time_facts
-    from trajscale.h5md.runs import plan_atom_reads
     from trajscale.h5md.schema import describe
+    from trajscale.hdf5.chunks import MAX_REQUEST, MERGE_GAP, ChunkIndex, ChunkReads
+    from trajscale.hdf5.runs import plan_atom_reads
     from trajscale.storage.fileobj import BLOCK_BYTES, CachingFile
 
     path = stores[name]
@@ -271,7 +271,7 @@ def test_costs_are_what_the_remote_reader_fetches(stores, name):
     if name == "remote":
         assert costs["opening"]["metadata"]["requests"] == 1
     # each access pattern: the requests and bytes the reader's chunk reads fetch for the first frames
-    from trajscale.h5md.chunks import ChunkDecoder
+    from trajscale.hdf5.chunks import ChunkDecoder
 
     for label, (k, atoms) in {"one frame": (1, None), "all 30 frames": (30, None),
                               "150-atom subset, all 30 frames": (30, np.arange(150)),

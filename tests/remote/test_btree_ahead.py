@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import run_cli
-from trajscale.h5md.metadata import btree_children, chunk_index_root
+from trajscale.hdf5.metadata import btree_children, chunk_index_root
 from trajscale.storage.fileobj import BLOCK_BYTES
 
 from .conftest import TPR, XTC
@@ -64,7 +64,7 @@ def test_the_children_of_a_node_above_the_leaves_are_its_leaves(tmp_path, shape,
 def test_opening_a_store_fetches_the_leaves_together(s3_env, tmp_path):
     """Behind a proxy that holds every request 0.3 s, the walk HDF5 makes to size a dataset has all of its
     leaves' blocks in flight at once, and the bytes are the file's."""
-    from trajscale.h5md.metadata import open_remote_h5
+    from trajscale.hdf5.metadata import open_remote_h5
 
     from .conftest import FlakyProxy
 
@@ -92,7 +92,7 @@ def test_opening_a_store_fetches_the_leaves_together(s3_env, tmp_path):
 def test_the_leaves_below_a_root_node_at_hand_are_fetched_ahead(s3_env, tmp_path):
     """A dataset just opened, its chunk index's root node among the bytes at hand (the file's first block):
     asking to fetch ahead what reading it needs sends for every leaf's block, before HDF5 reads anything."""
-    from trajscale.h5md.metadata import fetch_ahead, open_remote_h5
+    from trajscale.hdf5.metadata import fetch_ahead, open_remote_h5
 
     path = _chunked(tmp_path / "small.h5", (400, 300, 3), (1, 300, 3))   # 3.6 kB chunks: leaves 230 kB apart
     nodes = _nodes(path)

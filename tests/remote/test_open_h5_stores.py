@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from trajscale.errors import InputFileError
-from trajscale.h5md.hdf5 import open_h5
+from trajscale.hdf5.hdf5 import open_h5
 from trajscale.storage.bytestore import LocalFile
 from trajscale.storage.opener import open_bytes
 

@@ -14,8 +14,8 @@ from MDAnalysisTests import datafiles as D
 
 from tests.sources import test_mdcath as local
 from tests.sources.test_mdcath import MEMBERS, reference_universe
+from trajscale.mdcath.source import MDCATHSource, members
 from trajscale.sources import registry, source_from_config
-from trajscale.sources.mdcath import MDCATHSource, members
 from trajscale.testing.mdcath import from_universe
 
 pytestmark = pytest.mark.remote

@@ -9,7 +9,7 @@ import pytest
 from trajscale.convert.convert import convert
 from trajscale.h5md.inspect import amplification
 from trajscale.h5md.layout import Layout
-from trajscale.h5md.runs import MERGE_GAP_ATOMS, plan_atom_reads
+from trajscale.hdf5.runs import MERGE_GAP_ATOMS, plan_atom_reads
 from trajscale.sources import H5MDSource, MDASource
 
 N = 3341   # AdK in vacuum

@@ -65,7 +65,7 @@ def water_deltas(tmp_path_factory, water_h5md):
 
 class TestH5MDWaterDeltas(SourceConformance):
     """The same water box stored lossy as delta-coded uint16 (h5md.codecs.Deltas), decoded through Blosc
-    chunks read straight into the decoder (h5md.blosc): the XTC's values come back."""
+    chunks read straight into the decoder (hdf5.blosc): the XTC's values come back."""
 
     n_cases = 2
 

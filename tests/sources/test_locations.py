@@ -68,7 +68,7 @@ def test_the_store_says_what_a_worker_preloads():
     assert reader_modules("/data/run.h5md") == ("trajscale.h5md.source",)
     assert not {m for m in reader_modules("/data/run.xtc") if "h5md" in m}
     got = reader_modules(["s3://b/run.h5md", "https://h/run.xtc"])
-    assert {"obstore", "trajscale.h5md.metadata", "trajscale.xdr.offsets", "trajscale.xdr._xdr"} <= set(got)
+    assert {"obstore", "trajscale.hdf5.metadata", "trajscale.xdr.offsets", "trajscale.xdr._xdr"} <= set(got)
     # every name is a module this environment can import (what a pool's forkserver imports before its workers)
     import importlib.util
 

@@ -22,8 +22,8 @@ import trajscale as ts
 from trajscale.convert.convert import convert
 from trajscale.errors import InputFileError, TrajscaleError
 from trajscale.h5md.layout import Layout
+from trajscale.mdcath.source import MDCATHSource, members, universe
 from trajscale.sources import registry, source_from_config
-from trajscale.sources.mdcath import MDCATHSource, members, universe
 from trajscale.testing import SourceConformance
 from trajscale.testing.mdcath import from_universe
 

@@ -19,7 +19,7 @@ from MDAnalysis.lib.util import NamedStream
 from MDAnalysisTests import datafiles as D
 
 import trajscale as ts
-from trajscale.sources.mdcath import MDCATHSource
+from trajscale.mdcath.source import MDCATHSource
 from trajscale.testing.mdcath import from_universe, pdb_of, write_mdcath
 from trajscale.topology.labelled import PROTEIN_RESNAMES
 

@@ -330,7 +330,7 @@ def test_an_h5md_file_is_told_without_the_mdcath_module_and_an_mdcath_file_still
     from trajscale.testing.mdcath import from_universe
 
     code = ("import sys; from trajscale.sources import registry; "
-            f"m = registry.guess({D.H5MD_xvf!r}); print(m.format, 'trajscale.sources.mdcath' in sys.modules)")
+            f"m = registry.guess({D.H5MD_xvf!r}); print(m.format, 'trajscale.mdcath.source' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["H5MD", "False"], out
     domain = from_universe(tmp_path / "mdcath_dataset_1adkA00.h5", mda.Universe(D.PSF, D.DCD), n_frames=2,

@@ -100,9 +100,9 @@ def _remote_costs(args, facts: dict) -> dict:
     """Requests and bytes of opening the file and of each access pattern (``--pattern atoms:SEL``'s too),
     as trajscale's remote reader fetches them (its own block, merge gap and request cut)."""
     from ..errors import ConfigError
-    from ..h5md.chunks import MAX_REQUEST
     from ..h5md.inspect import file_remote_costs
     from ..h5md.recommend import parse_pattern, selected_atoms
+    from ..hdf5.chunks import MAX_REQUEST
     from ..storage import current_options
     from ..storage.fileobj import BLOCK_BYTES
     from ..storage.objects import merge_gap_of
@@ -121,7 +121,7 @@ def _remote_costs(args, facts: dict) -> dict:
     store = open_bytes(args.file, current_options())
     if store.local_path is not None:   # a local file: its costs as if it were behind a URL
         return file_remote_costs(store.local_path, args.h5md_group, args.assume_units, atoms, **reader)
-    from ..h5md.metadata import children_ahead
+    from ..hdf5.metadata import children_ahead
     from ..storage.fileobj import CachingFile
 
     # (the B-tree's children fetched ahead as HDF5 reads its nodes, as a run's open does)

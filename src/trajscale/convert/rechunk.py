@@ -51,10 +51,10 @@ from ..h5md.codecs import (
     stored_dtype,
 )
 from ..h5md.direct_write import DirectWrites
-from ..h5md.hdf5 import cover_allocated, ensure_filters, open_h5
 from ..h5md.layout import Layout
 from ..h5md.schema import attr_str
 from ..h5md.writer import early_allocation
+from ..hdf5.hdf5 import cover_allocated, ensure_filters, open_h5
 from ..parallel import when_all_arrive
 from ..progress import progress_bar
 from ..units import factor

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
-from ..h5md.hdf5 import ensure_filters, open_h5
+from ..hdf5.hdf5 import ensure_filters, open_h5
 from ..progress import progress_bar
 from ..pwrite.slabs import write_at
 from ..util import polling_for_stop

@@ -27,7 +27,7 @@ import h5py
 from ..block import split_frames
 from ..errors import ConfigError, OutputError
 from ..executor_registry import names
-from ..h5md.hdf5 import open_h5
+from ..hdf5.hdf5 import open_h5
 from ..util import fsync_path, refuse_input_as_output
 from .frames import ConvertJob, write_range
 from .join import copy_frames, copy_structure, is_time_series, like, virtual_series

@@ -22,8 +22,8 @@ import h5py
 import numpy as np
 
 from ..errors import OutputError
-from .chunks import NEVER_WRITTEN, chunk_info
-from .chunks import ineligible as unreadable
+from ..hdf5.chunks import NEVER_WRITTEN, chunk_info
+from ..hdf5.chunks import ineligible as unreadable
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,10 @@ import numpy as np
 from ..block import sorted_unique
 from ..errors import NotH5MDError
 from ..facts import CONTIGUOUS, LayoutFacts, Precision
+from ..hdf5.hdf5 import checked_store, open_h5
+from ..hdf5.runs import plan_atom_reads
 from .codecs import ENCODING_OF
-from .hdf5 import _checked_store, open_h5
 from .layout import REMOTE_MIN_CHUNK_BYTES, plan_frames_per_chunk, reader_chunk_cache
-from .runs import plan_atom_reads
 from .schema import H5MDInfo, describe, particle_groups
 
 
@@ -248,9 +248,9 @@ def _open_sized(path) -> tuple[h5py.File, int, bool]:
     object's size from the identity its one opening request gave), and whether MPI ranks open it together
     (HDF5 opens a local file by its path); an object's HDF5 metadata is read afresh, never an earlier run's
     cache (inspect reports the file as it is now)."""
-    store = _checked_store(path)
+    store = checked_store(path)
     if store.local_path is None:
-        from .metadata import open_store_h5
+        from ..hdf5.metadata import open_store_h5
 
         return open_store_h5(store, True, None, 1024**2, use_cache=False)[1], store.size, False
     return open_h5(store), store.size, True

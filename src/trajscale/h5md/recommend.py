@@ -20,7 +20,7 @@ from ..facts import LayoutFacts, RunRead
 #: From ``python benchmarks/layouts.py --frames 500`` (demo system, AdK in water, 47,681 atoms; the
 #: run in docs/benchmarks.md, section "The layout study with RMSD runs", 2 cores, load
 #: ~2; rates are best-of-3): size relative to plain float32, serial whole-frame slab read GB/s (the
-#: uncompressed layouts read at the frames' byte addresses, h5md.chunks), one-frame read ms.
+#: uncompressed layouts read at the frames' byte addresses, hdf5.chunks), one-frame read ms.
 #: Re-measure and update together.
 MEASURED = {
     # name:            (chunks,  compression,  precision, encoding, size, slab GB/s, 1 frame ms)

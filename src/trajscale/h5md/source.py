@@ -21,15 +21,15 @@ from ..block import Block
 from ..box import edges_to_dimensions
 from ..errors import InputFileError
 from ..facts import LayoutFacts
+from ..hdf5.chunks import ChunkIndex, ChunkReads, chunk_index, make_decoder
+from ..hdf5.files import FileRequest, open_file
+from ..hdf5.hdf5 import ensure_filters
+from ..hdf5.runs import plan_atom_reads
 from ..sources.base import FRAME_META_BYTES, OpenRequest, Source, file_head
 from ..storage.bytestore import ByteStore
 from ..util import HDF5_MAGIC
-from .chunks import ChunkIndex, ChunkReads, chunk_index, make_decoder
 from .codecs import deltas_of
-from .files import FileRequest, open_file
-from .hdf5 import ensure_filters
 from .layout import reader_chunk_cache
-from .runs import plan_atom_reads
 from .schema import H5MDInfo, describe
 from .traits import H5MD
 
@@ -297,7 +297,7 @@ class H5MDSource(Source):
             self._deltas = {fl: c for fl, ds in self._datasets.items() if (c := deltas_of(ds))}
         except ValueError as exc:
             raise InputFileError(self._path, str(exc)) from None
-        # Every field is read at its chunks' byte addresses (h5md.chunks), except under MPI-IO, whose
+        # Every field is read at its chunks' byte addresses (hdf5.chunks), except under MPI-IO, whose
         # reads (collective or not) stay MPI-IO's.
         if self._h5.reads_at_addresses:
             for fl, ds in self._datasets.items():
@@ -392,7 +392,7 @@ class H5MDSource(Source):
 
         if self._described.layout is None:
             self._described.layout = layout_facts(self.info, self._h5.store.size, self._h5.opens_collectively)
-        # fields read at their byte addresses whole frames at a time (h5md.chunks)
+        # fields read at their byte addresses whole frames at a time (hdf5.chunks)
         direct = tuple(sorted(fl for fl, r in self._reads.items() if r.index.whole_frames and fl not in self._deltas))
         return dataclasses.replace(self._described.layout, direct_reads=direct)
 

@@ -10,7 +10,7 @@ from ..util import HDF5_MAGIC
 H5MD = FormatTraits(
     kind="h5md", source="trajscale.h5md.source:H5MDSource", formats=("H5MD",),
     suffixes={".h5md": "H5MD", ".h5": "H5MD", ".hdf5": "H5MD"}, begins=(HDF5_MAGIC,), precedence=30,
-    frames_only={"H5MD": "H5MD"}, fetched_modules=("trajscale.h5md.metadata",), self_describing=True,
+    frames_only={"H5MD": "H5MD"}, fetched_modules=("trajscale.hdf5.metadata",), self_describing=True,
     read_cost="trajscale.h5md.recommend:run_read")
 
 __all__ = ["H5MD"]

@@ -19,9 +19,9 @@ import numpy as np
 from .. import _version
 from ..box import dimensions_to_edges
 from ..errors import ConfigError
+from ..hdf5.hdf5 import cover_allocated, open_h5, trim_cover
 from ..units import WRITE_UNITS, factor
 from .codecs import Deltas, codec_for, deltas_of, encode, lossy_attrs_for, stored_dtype
-from .hdf5 import cover_allocated, open_h5, trim_cover
 from .layout import Layout
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ import h5py
 import numpy as np
 
 from ..errors import InputFileError, SelectionError, StoreError
-from ..h5md.hdf5 import open_h5
+from ..hdf5.hdf5 import open_h5
 from ..storage import current_options
 from .cache import at_hand, opened
 from .trace import IOStats

@@ -73,7 +73,7 @@ def _members_of(trajectories, storage_options: dict | None) -> list:
         return list(trajectories)
     if isinstance(trajectories, str | os.PathLike):
         return list(Ensemble.of(trajectories, storage_options))
-    from ..sources.mdcath import ensemble_members
+    from ..mdcath.source import ensemble_members
     from ..storage import using
 
     out = []

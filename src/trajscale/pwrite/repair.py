@@ -23,9 +23,9 @@ from pathlib import Path
 import h5py
 
 from ..errors import InputFileError
-from ..h5md.hdf5 import open_h5
 from ..h5md.schema import describe
-from ..h5md.superblock import stored_size
+from ..hdf5.hdf5 import open_h5
+from ..hdf5.superblock import stored_size
 from ..util import atomic_output
 
 log = logging.getLogger(__name__)

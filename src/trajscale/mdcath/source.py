@@ -18,12 +18,12 @@ temperature, replica).
 Every file is read through its byte store (:func:`~trajscale.storage.opener.open_bytes`: a local file,
 or the object behind ``s3://``, ``http(s)://``, ...), the same way for either. The process that opens a
 member first reads its HDF5 metadata (h5py, on the file where the store says it lies or on a caching file
-object over the store's bytes: :func:`~.mdcath_layout.hdf5_of`), checks every field it will use (shapes,
+object over the store's bytes: :func:`~.layout.hdf5_of`), checks every field it will use (shapes,
 frame count against ``numFrames``, dtypes, units, that the data lie inside the file) and records where
 the coordinates and forces lie (:class:`MemberLayout`) and the store's identity. That record travels in
 the config, with what the store needs to be opened again without a request (its
 :meth:`~trajscale.storage.bytestore.ByteStore.state`): a worker reads frames at those byte offsets
-(:class:`~trajscale.h5md.chunks.ChunkReads`: the compiled ``pread`` gather where the store has a
+(:class:`~trajscale.hdf5.chunks.ChunkReads`: the compiled ``pread`` gather where the store has a
 descriptor, coalesced range reads otherwise) without opening HDF5 at all, after checking that the
 store's identity is the one described.
 
@@ -40,12 +40,11 @@ import numpy as np
 
 from ..errors import InputFileError
 from ..facts import LayoutFacts
-from ..formats import MDCATH
-from ..h5md.runs import plan_atom_reads
+from ..hdf5.runs import plan_atom_reads
+from ..sources.base import OpenRequest, Source, store_for
 from ..storage.bytestore import ByteStore
 from ..storage.opener import open_bytes
-from .base import OpenRequest, Source, store_for
-from .mdcath_layout import (
+from .layout import (
     FRAME_PS,
     MEMBER_SEP,
     Domain,
@@ -64,6 +63,7 @@ from .mdcath_layout import (
     universe,
     universe_of,
 )
+from .traits import MDCATH
 
 log = logging.getLogger(__name__)
 
@@ -283,10 +283,10 @@ class MDCATHSource(Source):
 
     def own_universe(self):
         """The member's atoms, from its own file: a run needs no topology file. Their labels come from the file's
-        per-atom datasets and its text's atom names, checked (:func:`~.mdcath_atoms.labelled_topology`): the
+        per-atom datasets and its text's atom names, checked (:func:`~.atoms.labelled_topology`): the
         ``"protein"`` selection and the features' labels need no MDAnalysis; anything more builds
         :attr:`universe`'s twin."""
-        from .mdcath_atoms import labelled_topology
+        from .atoms import labelled_topology
 
         return labelled_topology(self._store, self._path, self._layout.n_atoms, self._prepares)
 
@@ -404,7 +404,7 @@ class MDCATHSource(Source):
         """The reader of one field at its offset, through the file's byte store."""
         reads = self._reads.get(fl)
         if reads is None:
-            from ..h5md.chunks import ChunkIndex, ChunkReads
+            from ..hdf5.chunks import ChunkIndex, ChunkReads
 
             dtype = np.dtype(at.dtype)
             index = ChunkIndex((self.n_frames, self.n_atoms, 3), None, dtype.str, False, (at.offset,),

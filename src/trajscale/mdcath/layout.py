@@ -7,7 +7,7 @@ dtypes, units, storage, that the data lie inside the file) and gives its :class:
 
 Every file is read through its byte store (:func:`~trajscale.storage.opener.open_bytes`): HDF5 opens
 the file where the store says it lies (:attr:`~trajscale.storage.bytestore.ByteStore.local_path`), or
-reads a caching file object over the store's bytes (:mod:`trajscale.h5md.metadata`); whether a file is
+reads a caching file object over the store's bytes (:mod:`trajscale.hdf5.metadata`); whether a file is
 mdCATH's is told from its first bytes where they hold the root's groups (:func:`looks_like`).
 """
 
@@ -335,11 +335,11 @@ class hdf5_of:
     def __init__(self, store: ByteStore, where: str, prepares: bool = True) -> None:
         self.store, self.fh = store, None
         if store.local_path is not None:
-            from ..h5md.hdf5 import open_h5
+            from ..hdf5.hdf5 import open_h5
 
             self.f = open_h5(store.local_path, "r")
             return
-        from ..h5md.metadata import open_store_h5
+        from ..hdf5.metadata import open_store_h5
 
         self.fh, self.f = open_store_h5(store, prepares, None, 0)
         self.prepares = prepares
@@ -351,7 +351,7 @@ class hdf5_of:
         try:
             if self.fh is not None and self.prepares and self.fh.cached is None:
                 # (the next open of this object starts from the metadata read now)
-                from ..h5md.metadata import cache_metadata
+                from ..hdf5.metadata import cache_metadata
 
                 try:
                     cache_metadata(self.store, self.fh.metadata())

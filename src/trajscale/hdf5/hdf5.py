@@ -40,7 +40,7 @@ def open_h5(path: str | os.PathLike | ByteStore, mode: str = "r", driver: str | 
     with a local path is opened by name, other bytes (a URL's) through a caching file object over the store
     (:func:`.metadata.open_store_h5`)."""
     if mode == "r":
-        store = path if isinstance(path, ByteStore) else _checked_store(path)
+        store = path if isinstance(path, ByteStore) else checked_store(path)
         if store.local_path is None:   # (HDF5 opens a local file by name; other bytes through a file object)
             from .metadata import open_store_h5
 
@@ -166,7 +166,7 @@ def _cut_short(p: Path, exc: OSError) -> str | None:
             "frames)")
 
 
-def _checked_store(path: str | os.PathLike) -> ByteStore:
+def checked_store(path: str | os.PathLike) -> ByteStore:
     """The store of ``path``, a local file first checked (missing, a folder or empty, said as such; an
     object's first request says its own)."""
     check_input_file(path)

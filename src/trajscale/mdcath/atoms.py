@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import InputFileError
 from ..storage.bytestore import ByteStore
 from ..topology import LabelledTopology
-from .mdcath_layout import domain_group, hdf5_of, parse_universe, read_text
+from .layout import domain_group, hdf5_of, parse_universe, read_text
 
 #: The per-atom datasets read, and what each holds.
 _INTEGERS, _TEXTS = ("resid",), ("resname", "chain")
