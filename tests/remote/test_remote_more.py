@@ -78,6 +78,7 @@ def test_a_urls_layout_facts_say_its_size_as_the_local_files(s3_env, adk_stores)
     assert (here.collective_open, there.collective_open) == (True, False)
 
 
+@pytest.mark.cli   # its scheduler and workers are processes of their own
 def test_an_external_dask_cluster_reads_a_url_with_the_jobs_options(s3_server, adk_stores, tmp_path):
     """``run ... s3://... --executor dask --scheduler tcp://...`` with a real scheduler and two workers started
     without any AWS setting: the endpoint and credentials given as ``--storage-option`` reach the workers with

@@ -81,7 +81,8 @@ def _drop_cache(path: str, offset: int = 0, length: int = 0) -> bool:
 
 def _read_range(path: str, offset: int, length: int, block: int, deadline: float,
                 direct: bool = False) -> tuple[int, float, float]:
-    """Read ``length`` bytes from ``offset`` in blocks until done or ``deadline``: (bytes, t0, t1).
+    """Read ``length`` bytes from ``offset`` in blocks until done or ``deadline``: (bytes, t0, t1); one block
+    at least, so that a rate is measured however late a loaded machine started the reader.
 
     ``direct``: with O_DIRECT into a page-aligned buffer, past the page cache (as ``dd iflag=direct``).
     """
@@ -92,7 +93,7 @@ def _read_range(path: str, offset: int, length: int, block: int, deadline: float
     got = 0
     try:
         t0 = time.time()
-        while got < length and time.time() < deadline:
+        while got < length and (not got or time.time() < deadline):
             n = os.preadv(fd, [buf], offset + got)
             if not n:
                 break
@@ -113,9 +114,9 @@ def direct_reads_work(path: str, block: int) -> bool:
         return False
 
 
-def _reader(path, offset, length, block, deadline, direct, barrier, queue) -> None:
-    barrier.wait()
-    queue.put(_read_range(path, offset, length, block, deadline, direct))
+def _reader(path, offset, length, block, seconds, direct, barrier, queue) -> None:
+    barrier.wait()   # every reader started: their time counts from here (a start on a loaded machine is slow)
+    queue.put(_read_range(path, offset, length, block, time.time() + seconds, direct))
 
 
 def _concurrent_read(path: str, size: int, k: int, block: int, seconds: float, cold: bool,
@@ -128,9 +129,8 @@ def _concurrent_read(path: str, size: int, k: int, block: int, seconds: float, c
     ctx = mp.get_context(choose_start_method())   # fork only where this process may
     part = (size // k) // block * block or size // k
     barrier, queue = ctx.Barrier(k), ctx.Queue()
-    deadline = time.time() + seconds + 1.0   # the processes' start counts against none of it
     procs = [ctx.Process(target=_reader, daemon=True,
-                         args=(path, i * part, part, block, deadline, direct, barrier, queue))
+                         args=(path, i * part, part, block, seconds, direct, barrier, queue))
              for i in range(k)]
     for p in procs:
         p.start()
