@@ -23,8 +23,20 @@ def test_a_glob_over_mdcath_files_runs_each_member(tmp_path, monkeypatch):
     ens = ts.Ensemble.from_glob(str(tmp_path / "mdcath_dataset_*.h5"))
     assert ens.names == ("0abcA00/320/0", "0abcA00/348/1", "1abcA00/320/0", "1abcA00/348/1")
     assert ens["1abcA00/348/1"].labels == {"domain": "1abcA00", "temperature": 348, "replica": 1}
+    from trajscale.executors.processes import ProcessExecutor
+
+    started, real_start = [], ProcessExecutor.start
+
+    def start(self, modules=(), late=False):   # (the real start: only what it is handed is noted)
+        started.append(tuple(modules))
+        return real_start(self, modules, late)
+
+    monkeypatch.setattr(ProcessExecutor, "start", start)
     r = ts.run(ts.RMSD(select="name CA"), ens, executor="processes", n_workers=2)
     assert not r.refused and len(r) == 4
+    # the pool's workers start holding the members' own reader (a member's location, file#T/R, names no
+    # format by its ending): not MDAnalysis, which no member's read or preparation imports
+    assert started and "trajscale.mdcath.source" in started[0] and "MDAnalysis" not in started[0], started
     for m in ens:
         path = m.trajectory[0].split("#")[0]
         key = "/".join(m.name.split("/")[1:])

@@ -136,3 +136,28 @@ def test_torch_epochs_are_seeded(files):
     assert sorted(p for b in first for p in b) == sorted(
         (n, t) for n, t, _, _ in expected_pairs(files) if n != "ca")
     assert epoch(0) == first and epoch(1) != first
+
+
+def test_a_batch_holds_its_frames_and_its_pairs_and_little_more(files):
+    """A batch's read holds, at its peak, the frames it reads and the pairs it returns (tracemalloc's count of
+    NumPy's buffers), not an index of every atom it moves: pairs asked many times over, in shuffled order,
+    cost their own bytes and no more."""
+    import tracemalloc
+
+    ds = LaggedEnsembleDataset(files[0], LAG)
+    want = [w for w in expected_pairs(files) if w[0] != "ca"]
+    assert len(ds) == len(want)
+    index = np.tile(np.random.default_rng(2).permutation(len(ds)), 20)
+    frames = {(name, t + d) for name, t, _, _ in want for d in (0, LAG)}   # each frame read once
+    atoms = {name: len(x) for name, _, x, _ in want}
+    read_bytes = sum(atoms[name] * 12 for name, _ in frames)
+    pair_bytes = 2 * sum(atoms[want[k][0]] * 12 for k in index.tolist())
+    ds.read(index[:4])   # (files opened and Sources made: kept with the dataset, not the batch's)
+    tracemalloc.start()
+    try:
+        batch = ds.read(index)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert batch["x"].nbytes + batch["y"].nbytes == pair_bytes
+    assert peak <= 1.1 * (read_bytes + pair_bytes) + 100_000, (peak, read_bytes, pair_bytes)

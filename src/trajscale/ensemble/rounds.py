@@ -146,11 +146,12 @@ class EnsembleRounds(Rounds):
         seen, found = set(), list(WORKER_MODULES)
         for m in self.ensemble:
             t = m.trajectory[0]
-            kind = (os.path.splitext(t)[1].lower(), Location(t).worker_modules())   # (what a read imports)
+            kind = (m.source["kind"] if m.source is not None else None, os.path.splitext(t)[1].lower(),
+                    Location(t).worker_modules())   # (what a read imports)
             if kind in seen:
                 continue
             seen.add(kind)
-            found += [x for x in reader_modules(m.run_trajectory()) if x not in found]
+            found += [x for x in _member_readers(m) if x not in found]
         return tuple(found)
 
     def paths(self) -> tuple[str, ...] | None:
@@ -358,6 +359,18 @@ class EnsembleRounds(Rounds):
             more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
             self._pending = ConfigError(f"{self.trajectory}: trajectory {first.member.name!r} refused{more}: "
                                         f"{first.reason} (strict: one refused trajectory refuses the run)")
+
+
+def _member_readers(member) -> tuple[str, ...]:
+    """What a worker imports to read ``member``: the Source its config names (an mdCATH file's member: its
+    location, ``file#T/R``, names no format by its ending), else the one its location's name names."""
+    if member.source is None:
+        return reader_modules(member.run_trajectory())
+    from ..sources.registry import fetched_modules, source_class
+
+    cls = source_class(member.source["kind"])
+    path = str(member.source.get("path") or member.trajectory[0])
+    return (cls.__module__, *cls.worker_modules, *Location(path).worker_modules(fetched_modules(path)))
 
 
 def _file_size(member) -> int:

@@ -142,12 +142,12 @@ def _describe(member, storage_options: dict | None, fields: tuple[str, ...], num
 def _described(trajectories, storage_options: dict | None, fields: tuple[str, ...],
                numbers: dict | None) -> tuple[list[_Member], list]:
     """Each member described, or refused (``Refusal``: index, member, reason) when it cannot be read."""
-    from ..ensemble.prepare import Refusal
-
     members, refused = [], []
     for i, m in enumerate(_members_of(trajectories, storage_options)):
         got = _describe(m, storage_options, fields, numbers)
         if isinstance(got, str):
+            from ..ensemble.prepare import Refusal  # (the run's machinery: imported only for a refusal)
+
             refused.append(Refusal(i, m, got))
         else:
             members.append(got)
@@ -305,12 +305,23 @@ class EnsembleDataset(_BatchReads):
         idx = _as_index(index, self.n)
         uniq, inverse = np.unique(idx, return_inverse=True)
         in_order = len(uniq) == len(idx) and np.array_equal(uniq, idx)
+        out = self._packed(uniq, shared=in_order and not self.transform)
+        if not in_order:
+            out = _reordered(out, inverse, self.fields + (("z",) if self.atomic_numbers else ()),
+                             shared=not self.transform)
+        if scalar:
+            return {k: (v if k in self.fields or k == "z" else v[0]) for k, v in out.items()}
+        return out
+
+    def _packed(self, uniq: np.ndarray, shared: bool) -> dict:
+        """The frames ``uniq`` (sorted, unique) packed in that order: one read per contiguous run of a member's
+        frames, straight into the batch's rows (``shared``: in a DataLoader worker, in shared memory)."""
         member = np.searchsorted(self.starts, uniq, side="right") - 1
         n_atoms = self.n_atoms[member]
         total = int(n_atoms.sum())
         out, rows = {}, {}
         for f in self.fields:
-            out[f], rows[f] = _batch_buffer((total, 3), np.dtype(np.float32), shared=in_order and not self.transform)
+            out[f], rows[f] = _batch_buffer((total, 3), np.dtype(np.float32), shared=shared)
         times = np.empty(len(uniq))
         t0 = time.perf_counter()
         n_reads, row, at = 0, 0, 0
@@ -342,10 +353,6 @@ class EnsembleDataset(_BatchReads):
             out[key] = col[member] if isinstance(col, np.ndarray) else [col[m] for m in member.tolist()]
         if self.stats is not None:
             self.stats.read(t0, time.perf_counter(), n_reads, total * 12 * len(self.fields), len(uniq))
-        if not in_order:
-            out = _reordered(out, inverse, self.fields + (("z",) if self.atomic_numbers else ()))
-        if scalar:
-            return {k: (v if k in self.fields or k == "z" else v[0]) for k, v in out.items()}
         return out
 
     def __getitems__(self, indices: Sequence[int]) -> list[dict]:
@@ -358,23 +365,39 @@ class EnsembleDataset(_BatchReads):
         return [self.transform(it) for it in items] if self.transform else items
 
 
-def _reordered(out: dict, inverse: np.ndarray, per_atom: tuple[str, ...]) -> dict:
+def _reordered(out: dict, inverse: np.ndarray, per_atom: tuple[str, ...], keys=None, shared: bool = False) -> dict:
     """``out`` (samples in sorted order) in the asked order ``inverse`` (repeats allowed), per-atom rows
-    moved with their samples."""
+    moved with their samples; ``keys``: only those (default: all); ``shared``: per-atom arrays made as
+    :func:`~trajscale.ml.dataset._batch_buffer` makes them (in a DataLoader worker, in shared memory)."""
     counts = out["n_atoms"]
-    first = np.r_[0, np.cumsum(counts)[:-1]]
-    take_counts = counts[inverse]
-    rows = np.repeat(first[inverse] - np.r_[0, np.cumsum(take_counts)[:-1]], take_counts) \
-        + np.arange(int(take_counts.sum()))
+    first = np.r_[0, np.cumsum(counts)[:-1]].astype(np.int64)
     res = {}
-    for k, v in out.items():
+    for k in out if keys is None else keys:
+        v = out[k]
         if k in per_atom:
-            res[k] = v[rows]
+            res[k] = _gathered(v, first, counts, inverse, shared)
         elif isinstance(v, np.ndarray):
             res[k] = v[inverse]
         else:
             res[k] = [v[i] for i in inverse.tolist()]
     return res
+
+
+def _gathered(v, first: np.ndarray, counts: np.ndarray, sel: np.ndarray, shared: bool = False):
+    """The per-atom rows of samples ``sel`` (sample ``i``'s rows: ``first[i]`` on, ``counts[i]`` of them) one
+    after another: one copy per run of consecutive samples in ``sel`` (a batch of blocks is a few runs),
+    not an index per atom."""
+    sel = np.asarray(sel, np.int64)
+    made, dest = _batch_buffer((int(counts[sel].sum()), *v.shape[1:]), v.dtype, shared)
+    if len(sel) == 0:
+        return made
+    cut = np.flatnonzero(np.diff(sel) != 1) + 1
+    lo, last = sel[np.r_[0, cut]], sel[np.r_[cut - 1, len(sel) - 1]]
+    at = 0
+    for a, b in zip(first[lo].tolist(), (first[last] + counts[last]).tolist(), strict=True):
+        dest[at:at + b - a] = v[a:b]
+        at += b - a
+    return made
 
 
 class _File:

@@ -145,10 +145,11 @@ class LaggedEnsembleDataset(EnsembleDataset):
         idx = _as_index(index, self.n_pairs)
         g = self._frames_of(idx)
         union = np.union1d(g, g + self.lagtime)
-        frames = EnsembleDataset.read(self, union)
+        frames = self._packed(union, shared=False)
         per_atom = (self.field, *(("z",) if self.atomic_numbers else ()))
-        x = _reordered(frames, np.searchsorted(union, g), per_atom)
-        y = _reordered(frames, np.searchsorted(union, g + self.lagtime), per_atom)
+        shared = not self.transform   # (x and y are what a DataLoader worker hands back: in shared memory)
+        x = _reordered(frames, np.searchsorted(union, g), per_atom, shared=shared)
+        y = _reordered(frames, np.searchsorted(union, g + self.lagtime), per_atom, (self.field, "time"), shared)
         out = {"x": x.pop(self.field), "y": y[self.field], "time_lagged": y["time"]}
         out.update(x)
         if scalar:
