@@ -196,3 +196,23 @@ def test_entries_others_may_write_are_not_used(system, tmp_path):
     got = _run("api", top, traj, SEL, tmp_path)
     assert "MDAnalysis" in got["modules"]
     np.testing.assert_allclose(got["rmsd"], _mda_rmsd(top, traj, SEL), atol=1e-4, rtol=0)
+
+
+def test_a_files_labels_are_kept_apart_from_its_selections(cache, parses):
+    """Every atom's labels are several times the selections' size: a run that names no feature (which
+    reads the selections' entry) does not parse them."""
+    import MDAnalysis as mda
+    from MDAnalysisTests.datafiles import PSF
+
+    from trajscale.topology import atom_labels
+
+    n_atoms, labels = atom_labels(PSF)
+    again = atom_labels(PSF)[1]
+    atoms = mda.Universe(PSF).atoms
+    assert n_atoms == atoms.n_atoms
+    for got in (labels, again):
+        np.testing.assert_array_equal(got["name"], atoms.names)
+        np.testing.assert_array_equal(got["resid"], atoms.resids)
+    assert len(parses) == 2   # the labels once, the reference once: the second read came from the cache
+    selections = selection_cache.load(selection_cache.entry_key(PSF, {}))
+    assert set(selections) == {"key", "n_atoms", "selections"}

@@ -3,7 +3,9 @@ selection cache.
 
 What an array of a trajectory labels its atoms with is read once per topology file version: the
 next open of the same file (same path, inode, size, modification time and MDAnalysis version, the
-selection cache's key) reads them from that cache's JSON entry and never imports MDAnalysis.
+selection cache's key) reads them from that cache's JSON entry and never imports MDAnalysis. The labels
+have an entry of their own beside the file's selections: they are several times the size of the
+selections (every atom's names as text), and a run that names no feature reads only the selections.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ _ENTRY_KEY = "labels"
 
 def atom_labels(topology: str) -> tuple[int, dict[str, np.ndarray]]:
     """The topology's atom count and the labels it has (text as ``str`` arrays), one value per atom."""
-    key = selection_cache.entry_key(str(topology), {}) if parsed_cache.enabled() else None
+    key = selection_cache.entry_key(str(topology), {}, part=_ENTRY_KEY) if parsed_cache.enabled() else None
     entry = selection_cache.load(key) if key is not None else None
     kept = entry.get(_ENTRY_KEY) if entry is not None else None
     if isinstance(kept, dict) and "resindex" in (kept.get("values") or {}):   # (one without it predates that label)

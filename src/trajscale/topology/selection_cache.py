@@ -93,14 +93,18 @@ def cache_dir() -> Path:
     return parsed_cache.cache_dir().parent / "selections"
 
 
-def entry_key(topology: str, kw: dict) -> dict | None:
-    """What an entry for ``topology`` must match, or None when nothing may be cached."""
+def entry_key(topology: str, kw: dict, part: str | None = None) -> dict | None:
+    """What an entry for ``topology`` must match, or None when nothing may be cached.
+
+    ``part`` names an entry kept apart from the file's selections (its atoms' labels), read only by
+    what asks for it."""
     version = mdanalysis_version()
     ident = file_identity([topology])[0]
     if version is None or len(ident) == 1:   # no MDAnalysis, or the file cannot be stat-ed
         return None
-    return {"format": FORMAT, "file": list(ident), "mdanalysis": version,
-            "kw": sorted([k, repr(v)] for k, v in kw.items())}
+    key = {"format": FORMAT, "file": list(ident), "mdanalysis": version,
+           "kw": sorted([k, repr(v)] for k, v in kw.items())}
+    return key if part is None else {**key, "part": part}
 
 
 def _path(key: dict) -> Path:
