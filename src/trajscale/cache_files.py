@@ -10,7 +10,9 @@ code) and every entry steers what a run reads:
 * written to a temporary name (``.tmp-*``, mode 0600) in a folder created 0700, then renamed: a reader
   sees a whole entry or none;
 * each folder keeps at most so many entries or bytes: the entries used least recently go first (a
-  read marks an entry used), another writer's temporary is never touched;
+  read marks an entry used), another writer's temporary is never touched; a process lists a folder
+  again only when what it wrote since its last listing could have passed a bound (a run that writes an
+  entry for each of thousands of topologies lists the folder a few times, not once per entry);
 * a cache never fails a run: an entry that cannot be read is a miss, one that cannot be written is
   skipped, both said at debug level (an untrusted entry as its cache chooses: the topology caches warn).
 """
@@ -26,6 +28,9 @@ from pathlib import Path
 from .util import why_untrusted
 
 log = logging.getLogger(__name__)
+
+#: Folder -> (entries, bytes) it held at this process's last listing plus what the process wrote since.
+_held: dict[Path, tuple[int, int]] = {}
 
 
 def _said(path: Path, why: str) -> None:
@@ -73,6 +78,7 @@ def write(path: Path, fill: Callable[[object], None], what: str, *, max_entries:
         try:
             with os.fdopen(fd, "wb") as fh:
                 fill(fh)
+                size = fh.tell()
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -82,6 +88,12 @@ def write(path: Path, fill: Callable[[object], None], what: str, *, max_entries:
         log.debug("%s was not written to the cache %s (%s)", what, path, exc)
         return
     log.debug("%s cached in %s", what, path)
+    count, total = _held.get(path.parent, (None, None))
+    if count is not None:   # (counted as new: an entry replaced counts twice, which only lists sooner)
+        count, total = count + 1, total + size
+        if (max_entries is None or count <= max_entries) and (max_bytes is None or total <= max_bytes):
+            _held[path.parent] = (count, total)
+            return
     prune(path.parent, keep=path, max_entries=max_entries, max_bytes=max_bytes)
 
 
@@ -97,12 +109,19 @@ def prune(folder: Path, keep: Path | None = None, max_entries: int | None = None
                     st = e.stat(follow_symlinks=False)
                     entries.append((st.st_mtime, st.st_size, Path(e.path)))
     count, total = len(entries), sum(size for _, size, _ in entries)
+    if (max_entries is None or count <= max_entries) and (max_bytes is None or total <= max_bytes):
+        _held[folder] = (count, total)
+        return
+    # Over a bound: down to 7/8 of it, so that the next writes need no listing each.
+    max_entries = None if max_entries is None else max(1, max_entries - max_entries // 8)
+    max_bytes = None if max_bytes is None else max_bytes - max_bytes // 8
     for _, size, path in sorted(entries):
         if (max_entries is None or count <= max_entries) and (max_bytes is None or total <= max_bytes):
             break
         if path != keep:
             drop(path)
             count, total = count - 1, total - size
+    _held[folder] = (count, total)
 
 
 def drop(path: Path | None) -> None:

@@ -216,3 +216,14 @@ def test_a_files_labels_are_kept_apart_from_its_selections(cache, parses):
     assert len(parses) == 2   # the labels once, the reference once: the second read came from the cache
     selections = selection_cache.load(selection_cache.entry_key(PSF, {}))
     assert set(selections) == {"key", "n_atoms", "selections"}
+
+
+def test_an_ensembles_distinct_topologies_all_stay_cached(tmp_path, monkeypatch):
+    """Members with a topology each: a cache bounded to a few dozen entries dropped the first of a hundred
+    distinct topologies before a second run could read it, so that every run parsed them all again."""
+    monkeypatch.setenv("TRAJSCALE_CACHE_DIR", str(tmp_path))
+    key = {"format": selection_cache.FORMAT, "file": ["/x", 1, 2, 3], "mdanalysis": "2.11.0", "kw": []}
+    keys = [{**key, "file": [f"/members/{i}/top.pdb", i, 2, 3]} for i in range(200)]
+    for k in keys:
+        selection_cache.store({"key": k, "n_atoms": 3, "selections": {"[\"all\"]": {}}})
+    assert all(selection_cache.load(k)["n_atoms"] == 3 for k in keys)

@@ -46,7 +46,11 @@ from . import parsed_cache
 log = logging.getLogger(__name__)
 
 FORMAT = 1
-MAX_ENTRIES = 64   # least recently used entries beyond this are removed
+# Least recently used entries beyond these are removed. An ensemble's members may each have a topology
+# of their own: an entry is a few kB for a protein's selections, so thousands are kept (a run over more
+# distinct topologies than the cache holds would parse every one of them again on every run).
+MAX_ENTRIES = 8192
+MAX_BYTES = 256 * 2**20
 
 #: Selection keywords whose result depends on coordinates or on a library other than MDAnalysis.
 UNCACHEABLE = frozenset({"around", "point", "sphzone", "sphlayer", "isolayer", "cyzone", "cylayer", "prop",
@@ -132,7 +136,7 @@ def load(key: dict) -> dict:
 def store(entry: dict) -> None:
     """Write ``entry`` (whole); failures only cost the cache."""
     write_entry(_path(entry["key"]), lambda fh: fh.write(json.dumps(entry).encode()),
-                      f"selections of {entry['key']['file'][0]}", max_entries=MAX_ENTRIES,
+                      f"selections of {entry['key']['file'][0]}", max_entries=MAX_ENTRIES, max_bytes=MAX_BYTES,
                       untrusted=parsed_cache._warn_once)
 
 
