@@ -227,3 +227,24 @@ def test_an_ensembles_distinct_topologies_all_stay_cached(tmp_path, monkeypatch)
     for k in keys:
         selection_cache.store({"key": k, "n_atoms": 3, "selections": {"[\"all\"]": {}}})
     assert all(selection_cache.load(k)["n_atoms"] == 3 for k in keys)
+
+
+def test_labels_read_from_a_universe_built_are_cached_for_the_next_run(cache, parses):
+    """A topology's first run builds its Universe; the features it names take their labels from it and
+    leave them in the cache (they were cached only by the run after, which parsed the file again)."""
+    import MDAnalysis as mda
+    from MDAnalysisTests.datafiles import PSF
+
+    from trajscale.analysis.residues import atom_table
+    from trajscale.topology import CachedUniverse, atom_labels
+
+    top = CachedUniverse(PSF, lambda: mda.Universe(PSF))
+    top.select_atoms("name CA")   # (builds the Universe: a selection new to the cache)
+    table = atom_table(top)
+    assert len(parses) == 1
+    n_atoms, labels = atom_labels(PSF)   # the next run's question
+    assert len(parses) == 1
+    atoms = mda.Universe(PSF).atoms
+    assert n_atoms == atoms.n_atoms
+    np.testing.assert_array_equal(labels["resid"], atoms.resids)
+    np.testing.assert_array_equal(table.name, atoms.names)

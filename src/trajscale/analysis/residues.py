@@ -76,8 +76,8 @@ def _atom_table(top) -> AtomTable:
 
     if isinstance(top, LabelledTopology):   # (a Source's own labels, checked when read)
         return _table(top.n_atoms, top.labels.get)
-    if isinstance(top, CachedUniverse) and top.t_build == 0:   # (no Universe built: the labels' cache answers)
-        n, labels = atom_labels(top.filename)
+    if isinstance(top, CachedUniverse):   # (the labels' cache answers, or the Universe built fills it)
+        n, labels = atom_labels(top.filename, atoms=top.real.atoms if top.t_build else None)
         if {"name", "resid", "resindex"} <= labels.keys():
             return _table(n, labels.get)
     atoms = top.atoms if not isinstance(top, CachedUniverse) else top.real.atoms

@@ -25,8 +25,11 @@ TEXT = ("name", "resname", "segid", "element")
 _ENTRY_KEY = "labels"
 
 
-def atom_labels(topology: str) -> tuple[int, dict[str, np.ndarray]]:
-    """The topology's atom count and the labels it has (text as ``str`` arrays), one value per atom."""
+def atom_labels(topology: str, atoms=None) -> tuple[int, dict[str, np.ndarray]]:
+    """The topology's atom count and the labels it has (text as ``str`` arrays), one value per atom.
+
+    ``atoms``: the file's atoms where a Universe of it was built already (read instead of parsing the
+    file again), so that the next run finds them in the cache."""
     key = selection_cache.entry_key(str(topology), {}, part=_ENTRY_KEY) if parsed_cache.enabled() else None
     entry = selection_cache.load(key) if key is not None else None
     kept = entry.get(_ENTRY_KEY) if entry is not None else None
@@ -35,17 +38,20 @@ def atom_labels(topology: str) -> tuple[int, dict[str, np.ndarray]]:
             return int(kept["n_atoms"]), {k: _decoded(k, v) for k, v in kept["values"].items() if k in LABELS}
         except (KeyError, TypeError, ValueError) as exc:   # a damaged record: read the topology again
             log.debug("ignoring the labels cached for %s: %s", topology, exc)
-    n_atoms, labels = _parsed(str(topology))
+    n_atoms, labels = _labels_of(_parsed_atoms(str(topology)) if atoms is None else atoms)
     if entry is not None:
         entry[_ENTRY_KEY] = {"n_atoms": n_atoms, "values": {k: _encoded(k, v) for k, v in labels.items()}}
         selection_cache.store(entry)
     return n_atoms, labels
 
 
-def _parsed(topology: str) -> tuple[int, dict[str, np.ndarray]]:
+def _parsed_atoms(topology: str):
     from .load import load_universe
 
-    atoms = load_universe(topology, topology_coordinates=False).atoms
+    return load_universe(topology, topology_coordinates=False).atoms
+
+
+def _labels_of(atoms) -> tuple[int, dict[str, np.ndarray]]:
     out = {}
     for label, attr in LABELS.items():
         try:
@@ -57,7 +63,7 @@ def _parsed(topology: str) -> tuple[int, dict[str, np.ndarray]]:
 
 
 def _encoded(label: str, values: np.ndarray):
-    return [str(v) for v in values] if label in TEXT else selection_cache.encode(values)
+    return values.tolist() if label in TEXT else selection_cache.encode(values)
 
 
 def _decoded(label: str, value) -> np.ndarray:
