@@ -1,7 +1,7 @@
-"""Byte stores: a file's size and identity, and its bytes by ranges, local or behind a URL.
+"""An object behind a URL as a byte store: its size and identity, and its bytes by ranges.
 
-:class:`LocalFile` reads a local file with ``pread``; :class:`RemoteObject` reads an object with range
-requests through obstore (Rust's ``object_store``: the scheme's store, :mod:`.clients`), many at once
+:class:`RemoteObject` (the twin of :class:`~.bytestore.LocalFile`, a local file read with ``pread``) reads an
+object with range requests through obstore (Rust's ``object_store``: the scheme's store, :mod:`.clients`), many at once
 from the process's request threads (:mod:`.inflight`). Every response is checked before it is used: a
 range answered with other bytes than asked for (a short body, a server that ignores ``Range``) is never
 used, and every request asks for the object's ETag (``If-Match``; a versioned bucket's reads are pinned
