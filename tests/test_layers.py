@@ -23,13 +23,13 @@ _ABOVE_THE_MACHINERY = {"sources", "h5md", "xdr", "analysis", "executors", "run"
 FORBIDDEN = {
     # the H5MD format: its Source stands on sources.base; nothing above the Sources
     "h5md": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-             "engine", "planning", "follow", "topology"},
+             "engine", "planning", "follow", "topology", "xdr", "mdcath", "imd", "ensemble"},
     # HDF5 over a byte store: under every HDF5 format, above the bytes only
     "hdf5": {"h5md", "mdcath", "xdr", "sources", "analysis", "executors", "run", "report", "convert", "cli", "demo",
              "pwrite", "ml", "mda", "arrays", "engine", "planning", "follow", "topology", "ensemble"},
     # the mdCATH format, as H5MD's: stands on hdf5 and sources.base
     "mdcath": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-               "engine", "planning", "follow", "h5md", "xdr"},
+               "engine", "planning", "follow", "h5md", "xdr", "imd", "ensemble"},
     "kernels": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "h5md", "demo"},
     # the Source interface and the framework: under every format package, which stands on it
     "sources": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "h5md", "xdr", "mdcath", "hdf5",
@@ -43,7 +43,10 @@ FORBIDDEN = {
                  "pwrite"},
     # the XTC/TRR format, as H5MD's
     "xdr": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-            "engine", "planning", "follow", "topology", "h5md"},
+            "engine", "planning", "follow", "topology", "h5md", "mdcath", "imd", "ensemble"},
+    # an IMD stream written into H5MD as it comes: stands on the writer, under the followed run
+    "imd": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "engine", "planning", "follow",
+            "ensemble", "ml", "mda", "arrays"},
     # bytes: transports only, under every format
     "storage": _ABOVE_THE_MACHINERY | {"launch", "pools", "clusters", "parallel", "sharing", "timeline"},
     # many trajectories: stands on the run engine, under the command line
@@ -140,6 +143,8 @@ PLANTED_IMPORTS = [
     # the formats stand below the engine and beside each other
     ("h5md/source.py", "from ..engine import Engine"),
     ("xdr/source.py", "from ..h5md.source import H5MDSource"),
+    ("h5md/schema.py", "def f():\n    from ..mdcath.layout import describe"),
+    ("imd.py", "from .follow import StreamRounds"),
 ]
 
 
