@@ -103,12 +103,12 @@ def test_a_file_matched_early_imports_no_other_reader(tmp_path):
         w.write(step=0, time=0.0, ids=u.atoms.indices, positions=u.atoms.positions)
     code = ("import json, sys\nfrom trajscale.sources import open_source, reader_modules\n"
             f"reader_modules({str(h5)!r}); open_source({str(h5)!r}).close()\n"
-            "prefixes = ('trajscale.sources.', 'trajscale.h5md.', 'importlib.metadata')\n"
+            "prefixes = ('trajscale.sources.', 'trajscale.h5md.', 'trajscale.imd', 'importlib.metadata')\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith(prefixes))))")
     loaded = set(_fresh(code))
     assert "trajscale.h5md.source" in loaded
     assert not loaded & {"trajscale.sources.npy",
-                         "trajscale.sources.mdapart", "trajscale.sources.imd", "importlib.metadata"}, loaded
+                         "trajscale.sources.mdapart", "trajscale.imd", "importlib.metadata"}, loaded
 
 
 def test_a_run_command_line_builds_the_named_analysis_alone():

@@ -23,15 +23,17 @@ _ABOVE_THE_MACHINERY = {"sources", "h5md", "xdr", "analysis", "executors", "run"
 FORBIDDEN = {
     # the H5MD format: its Source stands on sources.base; nothing above the Sources
     "h5md": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-             "engine", "planning", "follow", "topology"},
+             "engine", "planning", "follow", "topology", "xdr", "mdcath", "imd", "ensemble"},
     # HDF5 over a byte store: under every HDF5 format, above the bytes only
     "hdf5": {"h5md", "mdcath", "xdr", "sources", "analysis", "executors", "run", "report", "convert", "cli", "demo",
              "pwrite", "ml", "mda", "arrays", "engine", "planning", "follow", "topology", "ensemble"},
     # the mdCATH format, as H5MD's: stands on hdf5 and sources.base
     "mdcath": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-               "engine", "planning", "follow", "h5md", "xdr"},
+               "engine", "planning", "follow", "h5md", "xdr", "imd", "ensemble"},
     "kernels": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "h5md", "demo"},
-    "sources": {"analysis", "executors", "run", "report", "convert", "cli", "demo"},
+    # the Source interface and the framework: under every format package, which stands on it
+    "sources": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "h5md", "xdr", "mdcath", "hdf5",
+                "pwrite", "ml", "mda", "arrays", "engine", "planning", "follow", "imd", "ensemble"},
     "analysis": {"executors", "run", "report", "convert", "cli", "demo"},
     "convert": {"analysis", "executors", "run", "report", "cli", "demo"},
     "pwrite": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo"},
@@ -41,7 +43,10 @@ FORBIDDEN = {
                  "pwrite"},
     # the XTC/TRR format, as H5MD's
     "xdr": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-            "engine", "planning", "follow", "topology", "h5md"},
+            "engine", "planning", "follow", "topology", "h5md", "mdcath", "imd", "ensemble"},
+    # an IMD stream written into H5MD as it comes: stands on the writer, under the followed run
+    "imd": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "engine", "planning", "follow",
+            "ensemble", "ml", "mda", "arrays"},
     # bytes: transports only, under every format
     "storage": _ABOVE_THE_MACHINERY | {"launch", "pools", "clusters", "parallel", "sharing", "timeline"},
     # many trajectories: stands on the run engine, under the command line
@@ -68,9 +73,10 @@ REPORT_FLOORS = {
 }
 
 
-def _imports(path: Path) -> set[str]:
-    """The top-level trajscale names a module imports (``trajscale`` itself counts as ``__init__``)."""
-    tree = ast.parse(path.read_text())
+def _imports(path: Path, text: str | None = None) -> set[str]:
+    """The top-level trajscale names a module imports (``trajscale`` itself counts as ``__init__``); ``text``
+    stands for the module's own (a planted one)."""
+    tree = ast.parse(path.read_text() if text is None else text)
     rel_pkg = path.relative_to(PKG).parts[:-1]
     out = set()
     for node in ast.walk(tree):
@@ -93,19 +99,67 @@ def _imports(path: Path) -> set[str]:
     return out
 
 
+def layer_violations(path: Path, text: str | None = None) -> list[str]:
+    """The imports of the module at ``path`` (``text``: a planted module there) that :data:`FORBIDDEN` forbids
+    its layer (its top package, or the top module itself), and any import of the package's ``__init__``."""
+    layer, bad = path.relative_to(PKG).parts[0].removesuffix(".py"), []
+    for name in _imports(path, text):
+        mod = name.split(":")[-1] if name.startswith("__init__:") else name
+        if name.startswith("__init__") and mod not in {"_version"}:
+            bad.append(f"{path.relative_to(PKG)} imports the package __init__ ({mod})")
+        elif mod in FORBIDDEN.get(layer, ()) and mod != layer:   # (a package imports itself)
+            bad.append(f"{path.relative_to(PKG)} imports {mod}")
+    return bad
+
+
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
 def test_layer_imports_nothing_above_it(layer):
-    bad = []
     paths = sorted((PKG / layer).rglob("*.py")) if (PKG / layer).is_dir() else [PKG / f"{layer}.py"]
     assert paths[0].exists(), f"no package or module {layer}"
-    for path in paths:
-        for name in _imports(path):
-            mod = name.split(":")[-1] if name.startswith("__init__:") else name
-            if name.startswith("__init__") and mod not in {"_version"}:
-                bad.append(f"{path.relative_to(PKG)} imports the package __init__ ({mod})")
-            elif mod in FORBIDDEN[layer] and mod != layer:   # (a package imports itself)
-                bad.append(f"{path.relative_to(PKG)} imports {mod}")
+    bad = [line for path in paths for line in layer_violations(path)]
     assert not bad, "\n".join(bad)
+
+
+#: Each spelling of an import a layer rule forbids, planted in a module of that layer: relative or absolute,
+#: a module or its package, ``import`` or ``from``, inside a function or under ``TYPE_CHECKING``.
+PLANTED_IMPORTS = [
+    # the Source framework imports no format package (nor what stands on the formats)
+    ("sources/follow.py", "from ..h5md.source import H5MDSource"),
+    ("sources/registry.py", "from ..h5md import follow"),
+    ("sources/segments.py", "from trajscale.xdr.source import XDRSource"),
+    ("sources/npy.py", "import trajscale.mdcath.source"),
+    ("sources/base.py", "def f():\n    from ..hdf5.chunks import ChunkReads"),
+    ("sources/chain.py", "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from ..pwrite import ParallelWriter"),
+    ("sources/mda.py", "from .. import h5md"),
+    # HDF5 over a byte store imports no format and not the Source framework
+    ("hdf5/chunks.py", "from ..h5md.schema import complete_frames"),
+    ("hdf5/files.py", "from ..sources.base import Source"),
+    ("hdf5/metadata.py", "import trajscale.mdcath.layout as layout"),
+    ("hdf5/runs.py", "def f():\n    from trajscale.xdr import offsets"),
+    # mdCATH stands on hdf5 and the Source interface, beside H5MD and XTC, not on them
+    ("mdcath/source.py", "from ..h5md.source import H5MDSource"),
+    ("mdcath/layout.py", "from trajscale.xdr.offsets import index"),
+    ("mdcath/atoms.py", "def f():\n    from ..follow import FollowRounds"),
+    # the formats stand below the engine and beside each other
+    ("h5md/source.py", "from ..engine import Engine"),
+    ("xdr/source.py", "from ..h5md.source import H5MDSource"),
+    ("h5md/schema.py", "def f():\n    from ..mdcath.layout import describe"),
+    ("imd.py", "from .follow import StreamRounds"),
+]
+
+
+@pytest.mark.parametrize(("where", "planted"), PLANTED_IMPORTS)
+def test_the_layer_rule_catches_every_spelling(where, planted):
+    assert layer_violations(PKG / where, planted), planted
+
+
+def test_the_layer_rule_lets_a_layer_import_below_it():
+    for where, text in (("sources/follow.py", "from ..storage.opener import open_bytes"),
+                        ("hdf5/chunks.py", "from ..storage.bytestore import ByteStore"),
+                        ("mdcath/source.py", "from ..hdf5.runs import plan_atom_reads\n"
+                                             "from ..sources.base import Source"),
+                        ("h5md/follow.py", "from ..sources.follow import Snapshot\nfrom .source import H5MDSource")):
+        assert not layer_violations(PKG / where, text), text
 
 
 def _module_name(path: Path) -> str:
@@ -132,36 +186,44 @@ def _imported_from(node: ast.ImportFrom, package: str) -> str | None:
     return None
 
 
-def _import_graph() -> dict[str, set[str]]:
-    """Module -> the trajscale modules it imports (anywhere in it); ``from pkg import sub`` names the
-    submodule, ``from pkg import name`` the package (its ``__init__``); a compiled module is a leaf."""
-    modules = {_module_name(p) for p in PKG.rglob("*.py")}
-    leaves = {_module_name(p) for p in PKG.rglob("*.pyx")}
-    known = modules | leaves
+def _known_modules() -> set[str]:
+    """Every trajscale module, a compiled one (a leaf) too."""
+    return {_module_name(p) for p in PKG.rglob("*.py")} | {_module_name(p) for p in PKG.rglob("*.pyx")}
 
+
+def _module_imports(path: Path, known: set[str], text: str | None = None) -> set[str]:
+    """The trajscale modules the module at ``path`` (``text``: a planted module there) imports, anywhere in it;
+    ``from pkg import sub`` names the submodule, ``from pkg import name`` the package (its ``__init__``)."""
     def resolve(name: str) -> str:
         while name and name not in known:
             name = name.rpartition(".")[0]
         return name
 
-    graph = {}
-    for path in PKG.rglob("*.py"):
-        me = _module_name(path)
-        package = _package_of(path)
-        out = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                target = _imported_from(node, package)
-                if target is None:
-                    continue
-                for alias in node.names:
-                    sub = f"{target}.{alias.name}"
-                    out.add(sub if sub in known else resolve(target))
-            elif isinstance(node, ast.Import):
-                out.update(resolve(a.name) for a in node.names if a.name.split(".")[0] == "trajscale")
-        out.discard(me)
-        graph[me] = out
-    return graph
+    package, out = _package_of(path), set()
+    for node in ast.walk(ast.parse(path.read_text() if text is None else text)):
+        if isinstance(node, ast.ImportFrom):
+            target = _imported_from(node, package)
+            if target is None:
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                out.add(sub if sub in known else resolve(target))
+        elif isinstance(node, ast.Import):
+            out.update(resolve(a.name) for a in node.names if a.name.split(".")[0] == "trajscale")
+    out.discard(_module_name(path))
+    return out
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the trajscale modules it imports (:func:`_module_imports`)."""
+    known = _known_modules()
+    return {_module_name(path): _module_imports(path, known) for path in PKG.rglob("*.py")}
+
+
+def _planted_graph(where: str, text: str) -> dict[str, set[str]]:
+    """The import graph of one planted module at ``where`` (relative to the package)."""
+    path = PKG / where
+    return {_module_name(path): _module_imports(path, _known_modules(), text)}
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -214,19 +276,40 @@ def test_no_import_circles():
     assert not shown, "import circles:\n" + "\n".join(shown)
 
 
+def topology_entered_aside(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of one of ``trajscale.topology``'s modules from outside it (only the package is entered)."""
+    return sorted(f"{m} imports {t}" for m, targets in graph.items()
+                  if not (m + ".").startswith("trajscale.topology.")
+                  for t in targets if t.startswith("trajscale.topology."))
+
+
 def test_topology_is_entered_through_its_interface():
     """Outside ``trajscale.topology`` only the package itself is imported, never one of its modules."""
-    bad = sorted(f"{m} imports {t}" for m, targets in _import_graph().items()
-                 if not (m + ".").startswith("trajscale.topology.")
-                 for t in targets if t.startswith("trajscale.topology."))
+    bad = topology_entered_aside(_import_graph())
     assert not bad, "\n".join(bad)
+
+
+def cli_imported_outside(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of ``trajscale.cli`` (or a module of it) from outside it."""
+    return sorted(f"{m} imports {t}" for m, targets in graph.items()
+                  if not (m + ".").startswith("trajscale.cli.")
+                  for t in targets if (t + ".").startswith("trajscale.cli."))
 
 
 def test_nothing_outside_cli_imports_cli():
-    bad = sorted(f"{m} imports {t}" for m, targets in _import_graph().items()
-                 if not (m + ".").startswith("trajscale.cli.")
-                 for t in targets if (t + ".").startswith("trajscale.cli."))
+    bad = cli_imported_outside(_import_graph())
     assert not bad, "\n".join(bad)
+
+
+def report_floors_broken(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a report module on a higher floor (:data:`REPORT_FLOORS`) than the importer's."""
+    bad = []
+    for mod, floor in REPORT_FLOORS.items():
+        for t in graph.get(f"trajscale.report.{mod}", ()):
+            other = t.rpartition(".")[2] if t.startswith("trajscale.report.") else None
+            if other in REPORT_FLOORS and REPORT_FLOORS[other] > floor:
+                bad.append(f"report.{mod} (floor {floor}) imports report.{other} (floor {REPORT_FLOORS[other]})")
+    return bad
 
 
 def test_report_reads_from_records_up():
@@ -234,13 +317,49 @@ def test_report_reads_from_records_up():
     graph = _import_graph()
     report = {m.rpartition(".")[2] for m in graph if m.startswith("trajscale.report.")}
     assert report <= set(REPORT_FLOORS), f"place new report modules on a floor: {report - set(REPORT_FLOORS)}"
-    bad = []
-    for mod, floor in REPORT_FLOORS.items():
-        for t in graph.get(f"trajscale.report.{mod}", ()):
-            other = t.rpartition(".")[2] if t.startswith("trajscale.report.") else None
-            if other in REPORT_FLOORS and REPORT_FLOORS[other] > floor:
-                bad.append(f"report.{mod} (floor {floor}) imports report.{other} (floor {REPORT_FLOORS[other]})")
+    bad = report_floors_broken(graph)
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize(("where", "planted", "guard"), [
+    ("engine.py", "from .topology.load import load_universe", topology_entered_aside),
+    ("sources/mda.py", "def f():\n    from ..topology import universe", topology_entered_aside),
+    ("ml/dataset.py", "import trajscale.topology.selection_cache", topology_entered_aside),
+    ("report/summary.py", "from ..cli.options import add_executor_options", cli_imported_outside),
+    ("demo.py", "from . import cli", cli_imported_outside),
+    ("run.py", "import trajscale.cli.main", cli_imported_outside),
+    ("report/timing.py", "from .advice import diagnose", report_floors_broken),
+    ("report/metrics.py", "def f():\n    from . import plots", report_floors_broken),
+    ("report/diagnose.py", "from trajscale.report.summary import Report", report_floors_broken),
+])
+def test_the_import_guards_catch_every_spelling(where, planted, guard):
+    assert guard(_planted_graph(where, planted)), planted
+
+
+def test_the_import_guards_pass_imports_they_allow():
+    assert not topology_entered_aside(_planted_graph("engine.py", "from .topology import load_universe"))
+    assert not topology_entered_aside(_planted_graph("topology/universe.py", "from .load import load_universe"))
+    assert not cli_imported_outside(_planted_graph("cli/run.py", "from .options import add_executor_options"))
+    assert not report_floors_broken(_planted_graph("report/advice.py", "from .metrics import derive"))
+
+
+def _declared() -> set[str]:
+    """Every name the Executor and Source interfaces declare."""
+    from trajscale.executors.base import Executor
+    from trajscale.sources.base import Source
+
+    return {n for cls in (Executor, Source) for n in dir(cls) if not n.startswith("__")}
+
+
+def capabilities_probed(source: str, rel: str = "<planted>", declared: set[str] | None = None) -> list[str]:
+    """The lines of ``source`` (a module at ``rel``) that probe for a declared attribute with ``getattr(x,
+    "name", default)`` or ``hasattr(x, "name")``."""
+    declared = _declared() if declared is None else declared
+    return [f"{rel}:{node.lineno}: {node.func.id}(..., {node.args[1].value!r})"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant) and node.args[1].value in declared]
 
 
 def test_capabilities_are_declared_not_probed():
@@ -255,17 +374,22 @@ def test_capabilities_are_declared_not_probed():
              Source: {"bytes_read", "opens", "opened", "collective", "preload_frame_meta", "refresh"}}
     for cls, names in asked.items():
         assert names <= set(dir(cls)), f"{cls.__name__} does not declare {sorted(names - set(dir(cls)))}"
-    declared = {n for cls in (Executor, Source) for n in dir(cls) if not n.startswith("__")}
-    bad = []
+    declared = _declared()
     users = [PKG / "engine.py", PKG / "run.py", PKG / "follow.py", PKG / "planning.py", *PKG.glob("executors/*.py"),
              *PKG.glob("sources/*.py")]
-    for path in users:
-        for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                    and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
-                    and isinstance(node.args[1], ast.Constant) and node.args[1].value in declared):
-                bad.append(f"{path.relative_to(PKG)}:{node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
+    bad = [line for path in users
+           for line in capabilities_probed(path.read_text(), path.relative_to(PKG).as_posix(), declared)]
     assert not bad, "declare these on the interface instead:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("planted", [
+    'if getattr(executor, "polls_for_stop", False):\n    pass',
+    'n = getattr(src, "bytes_read", 0)',
+    'if hasattr(source, "refresh"):\n    pass',
+])
+def test_the_capability_probe_finder_catches_every_spelling(planted):
+    assert capabilities_probed(planted), planted
+    assert not capabilities_probed('u = getattr(atoms, "masses", None)')
 
 
 def _private_imports(path: Path, text: str | None = None) -> list[str]:

@@ -28,14 +28,18 @@ class TrajscaleError(Exception):
         return super().__reduce__()
 
 
-class InputFileError(TrajscaleError):
-    """A file that cannot be used: missing, a directory, truncated, wrong format."""
+class _PathProblem(TrajscaleError):
+    """A problem with one file: its ``path`` and the ``problem``, said as ``path: problem``."""
 
     def __init__(self, path: str | PathLike[str], problem: str) -> None:
         self.path = str(path)
         self.problem = problem
         self._init_args = (self.path, problem)
         super().__init__(f"{self.path}: {problem}")
+
+
+class InputFileError(_PathProblem):
+    """A file that cannot be used: missing, a directory, truncated, wrong format."""
 
 
 class StoreError(InputFileError):
@@ -67,14 +71,8 @@ class DamagedFileError(InputFileError):
     analysed, and waiting does not mend it."""
 
 
-class OutputError(TrajscaleError):
+class OutputError(_PathProblem):
     """The output path cannot be written (exists, missing directory, ...)."""
-
-    def __init__(self, path: str | PathLike[str], problem: str) -> None:
-        self.path = str(path)
-        self.problem = problem
-        self._init_args = (self.path, problem)
-        super().__init__(f"{self.path}: {problem}")
 
 
 class SelectionError(TrajscaleError):

@@ -11,7 +11,7 @@ The run ends when the writer marks the file complete, when no frame has come for
 (a writer that died), when the file is replaced or found damaged, or on Ctrl-C/SIGTERM; each
 ending (:class:`~trajscale.endings.Ending`) delivers the result over every frame analysed, and
 says why it ended. An IMD stream (``imd://HOST:PORT``) is followed through the H5MD file its
-receiver process writes (:func:`~trajscale.sources.imd.start_receiver`).
+receiver process writes (:func:`~trajscale.imd.start_receiver`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from .endings import Ending, FollowEnded
 from .engine import Round, Rounds
 from .errors import ConfigError, DamagedFileError, InputFileError
 from .executors import Job
+from .h5md.follow import QuietInFlight
 from .report.runfacts import FollowFacts
 from .runspec import FollowOptions, JobFacts, RunOptions
 from .sources.follow import (
-    QuietInFlight,
     Snapshot,
     Watch,
     first_snapshot,
@@ -199,7 +199,7 @@ class StreamRounds(FollowRounds):
     stream's end, a producer that quits or dies included, marks the file complete and so ends the run."""
 
     def __init__(self, url: str, topology, options: RunOptions, analysis: Analysis) -> None:
-        from .sources.imd import host_port
+        from .imd import host_port
 
         host_port(url)
         refuse_unwritten_frames(analysis)
@@ -217,7 +217,7 @@ class StreamRounds(FollowRounds):
 
     def open(self, shared: bool):
         """The receiver started and the first frames of its file (on the root)."""
-        from .sources.imd import start_receiver
+        from .imd import start_receiver
         from .topology import load_universe
 
         topology = self.topology

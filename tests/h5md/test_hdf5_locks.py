@@ -60,8 +60,8 @@ def test_a_file_followed_in_this_process_opens_again_for_a_whole_read(tmp_path):
     import numpy as np
     from MDAnalysisTests.datafiles import DCD, PSF
 
+    from trajscale.h5md.follow import GrowingH5MDSource
     from trajscale.sources import open_source
-    from trajscale.sources.follow import GrowingH5MDSource
 
     path = tmp_path / "adk.h5md"
     u = mda.Universe(PSF, DCD)

@@ -155,7 +155,7 @@ class TestGrowingH5MD(SourceConformance):
 
     @pytest.fixture
     def make_source(self, vacuum_auto):
-        from trajscale.sources.follow import GrowingH5MDSource
+        from trajscale.h5md.follow import GrowingH5MDSource
 
         return lambda: GrowingH5MDSource(vacuum_auto)
 

@@ -290,7 +290,7 @@ def test_a_reopen_that_meets_the_writer_mid_flush_is_tried_again(tmp_path, adk_v
 
     import h5py
 
-    from trajscale.sources.follow import GrowingH5MDSource
+    from trajscale.h5md.follow import GrowingH5MDSource
 
     path = tmp_path / "growing.h5md"
     shutil.copy(adk_vacuum_h5md, path)

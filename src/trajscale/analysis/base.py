@@ -226,6 +226,27 @@ class Analysis(ABC):
         """Parameters as plain values, including ``"name"``."""
 
 
+
+class MinimumImage:
+    """An analysis whose distances take the minimum image when ``pbc``: it then needs every frame's box."""
+
+    pbc: bool
+
+    @property
+    def needs_box(self) -> bool:
+        return self.pbc
+
+
+class TwoSelections:
+    """An analysis of two selections, ``select1`` and ``select2`` (what the layout advice names)."""
+
+    select1: str
+    select2: str
+
+    @property
+    def selections(self) -> tuple[str, ...]:
+        return (self.select1, self.select2)
+
 def analysis_from_config(config: dict) -> Analysis:
     """Rebuild an analysis from its config dict."""
     from . import _analysis_class

@@ -19,7 +19,7 @@ from ..block import Block
 from ..errors import ConfigError
 from ..kernels.geometry import centre_of_mass, pair_distances
 from ..topology import select_atoms
-from .base import Analysis, FrameRows, Prepared, check_finite, masses_of, positive_weights
+from .base import Analysis, FrameRows, MinimumImage, Prepared, TwoSelections, check_finite, masses_of, positive_weights
 from .options import NO_PBC, Command, Option
 from .results import SERIES_OUT, TimeSeries
 
@@ -37,7 +37,7 @@ class CentreState:
     path: str               # the trajectory, for error messages
 
 
-class CentreOfMassDistance(Analysis):
+class CentreOfMassDistance(MinimumImage, TwoSelections, Analysis):
     """``r.distance`` (F,) Å between the centres of ``select1`` and ``select2``, with ``r.frames`` and ``r.times``.
 
     Parameters
@@ -65,14 +65,6 @@ class CentreOfMassDistance(Analysis):
         if weights not in WEIGHTS:
             raise ConfigError(f"com_distance weights must be 'mass' or None, got {weights!r}")
         self.select1, self.select2, self.weights, self.pbc = select1, select2, weights, bool(pbc)
-
-    @property
-    def needs_box(self) -> bool:
-        return self.pbc
-
-    @property
-    def selections(self) -> tuple[str, ...]:
-        return (self.select1, self.select2)
 
     def get_config(self) -> dict:
         return {"name": self.name, "select1": self.select1, "select2": self.select2, "weights": self.weights,

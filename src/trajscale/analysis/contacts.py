@@ -12,7 +12,7 @@ from ..block import Block, sorted_unique
 from ..errors import ConfigError
 from ..kernels.geometry import distance_arrays, pair_distances
 from ..topology import select_atoms
-from .base import Analysis, FrameCost, FrameRows, Prepared, check_boxes, check_finite
+from .base import Analysis, FrameCost, FrameRows, MinimumImage, Prepared, check_boxes, check_finite
 from .fitting import frame_index, reference_positions
 from .options import NO_PBC, REF_FRAME, Command, Option
 from .residues import atom_table, derived
@@ -41,7 +41,7 @@ class ContactsResult:
                 arrays=arrays_of(self), attrs={"n_initial_contacts": self.n_initial_contacts})
 
 
-class Contacts(Analysis):
+class Contacts(MinimumImage, Analysis):
     """Q(t) of the contacts between ``select[0]`` and ``select[1]`` formed in the reference.
 
     Parameters
@@ -81,10 +81,6 @@ class Contacts(Analysis):
     def get_config(self) -> dict:
         return {"name": self.name, "select": list(self.select), "radius": self.radius, "method": self.method,
                 "ref_frame": self.ref_frame, "pbc": self.pbc}
-
-    @property
-    def needs_box(self) -> bool:
-        return self.pbc
 
     @property
     def selections(self) -> tuple[str, ...]:
@@ -153,7 +149,7 @@ class Contacts(Analysis):
                               int(prep.state["native"].sum()))
 
 
-class ResidueContacts(Analysis):
+class ResidueContacts(MinimumImage, Analysis):
     """``r.contacts``: (F, P) per frame, for each pair of residues of ``select`` at least ``min_separation``
     apart (in residue index), the minimum distance between their selected atoms in Å (MDTraj's
     ``compute_contacts`` scheme ``closest-heavy`` with the default selection, which leaves out hydrogens
@@ -199,10 +195,6 @@ class ResidueContacts(Analysis):
     def get_config(self) -> dict:
         return {"name": self.name, "select": self.select, "cutoff": self.cutoff,
                 "min_separation": self.min_separation, "pbc": self.pbc}
-
-    @property
-    def needs_box(self) -> bool:
-        return self.pbc
 
     @property
     def selections(self) -> tuple[str, ...]:

@@ -9,13 +9,13 @@ from ..block import Block, sorted_unique
 from ..errors import SelectionError
 from ..kernels.geometry import distance_arrays, pair_distances
 from ..topology import select_atoms
-from .base import Analysis, FrameRows, Prepared, check_finite
+from .base import Analysis, FrameRows, MinimumImage, Prepared, TwoSelections, check_finite
 from .options import NO_PBC, Command, Option
 from .residues import atom_table, atom_words, derived
 from .results import SERIES_OUT, Features, TimeSeries
 
 
-class Distances(Analysis):
+class Distances(MinimumImage, TwoSelections, Analysis):
     """``r.distances``: (F, N) between atom i of ``select1`` and atom i of ``select2`` (``pairs=True``,
     as ``MDAnalysis.lib.distances.calc_bonds``), or (F, N1, N2) all distances (``pairs=False``, as
     ``distance_array``). ``pairs=None`` picks pairs when the selections have equal sizes.
@@ -42,14 +42,6 @@ class Distances(Analysis):
     def get_config(self) -> dict:
         return {"name": self.name, "select1": self.select1, "select2": self.select2, "pairs": self.pairs,
                 "pbc": self.pbc}
-
-    @property
-    def needs_box(self) -> bool:
-        return self.pbc
-
-    @property
-    def selections(self) -> tuple[str, ...]:
-        return (self.select1, self.select2)
 
     def prepare(self, universe, source) -> Prepared:
         g1 = select_atoms(universe, self.select1, "select1")

@@ -23,7 +23,7 @@ from ..kernels.geometry import box_volume
 from ..kernels.pairs import rdf_histogram
 from ..kernels.sums import exact_sum, volume_of
 from ..topology import select_atoms
-from .base import Analysis, FrameCost, Prepared, no_frames
+from .base import Analysis, FrameCost, Prepared, TwoSelections, no_frames
 from .options import Command, Option
 from .results import arrays_of, output_format, save_as
 
@@ -52,7 +52,7 @@ class RDFResult:
                 arrays=arrays_of(self), attrs={"n_frames": self.n_frames})
 
 
-class RDF(Analysis):
+class RDF(TwoSelections, Analysis):
     """g_AB(r) averaged over frames (parameters as ``InterRDF``).
 
     Parameters
@@ -103,10 +103,6 @@ class RDF(Analysis):
         return {"name": self.name, "select1": self.select1, "select2": self.select2, "nbins": self.nbins,
                 "range": list(self.range), "norm": self.norm,
                 "exclusion_block": None if self.exclusion_block is None else list(self.exclusion_block)}
-
-    @property
-    def selections(self) -> tuple[str, ...]:
-        return (self.select1, self.select2)
 
     def prepare(self, universe, source) -> Prepared:
         g1 = select_atoms(universe, self.select1, "select1")

@@ -51,6 +51,12 @@ def add_overwrite(p) -> None:
                    help="replace an existing output (an input is never written over)")
 
 
+def add_output(p, help: str) -> None:
+    """``-o/--output`` (required) and :func:`add_overwrite`: the output of a command that writes one."""
+    p.add_argument("-o", "--output", required=True, help=help)
+    add_overwrite(p)
+
+
 def check_outputs(*paths: str | None, inputs=(), overwrite: bool = False) -> None:
     """Check a command's outputs before any work starts, each failing with one line.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from .checks import add_overwrite, add_topology, check_topology
+from .checks import add_output, add_topology, check_topology
 from .options import (
     add_continuous_option,
     add_h5md_options,
@@ -37,7 +37,7 @@ def add_parser(sub) -> None:
                                    "where whole parts restart or repeat.")
     add_topology(p)
     p.add_argument("trajectories", nargs="+", help="trajectory files (XTC, TRR, DCD, NetCDF, H5MD, ...)")
-    p.add_argument("-o", "--output", required=True, help="output .h5md file")
+    add_output(p, "output .h5md file")
     p.add_argument("--chunks", default="auto",
                    help="auto (frames per chunk planned for ~2 MiB, whole frames), frame (1, n_atoms, 3), "
                         "contiguous, h5py (h5py's own guess) or a number of frames per chunk (default auto)")
@@ -61,7 +61,6 @@ def add_parser(sub) -> None:
     add_frame_range(p)
     p.add_argument("--no-velocities", action="store_true", help="drop velocities")
     p.add_argument("--no-forces", action="store_true", help="drop forces")
-    add_overwrite(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar (none with -q either)")
     add_segment_options(p, "convert")
     p.set_defaults(func=main, kept_when_interrupted=kept_for_resume)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .checks import add_overwrite
+from .checks import add_output
 from .options import add_continuous_option, add_h5md_options
 
 
@@ -13,10 +13,9 @@ def add_parser(sub) -> None:
                                    "renumbered; overlaps: refused unless --continuous), and write a "
                                    "segment index that `run` accepts as a trajectory.")
     q.add_argument("parts", nargs="+", help="parts in order (H5MD, XTC, TRR, DCD, NetCDF, ...)")
-    q.add_argument("-o", "--output", required=True, help="index file to write (.json)")
+    add_output(q, "index file to write (.json)")
     q.add_argument("--topology", default=None, help="topology for formats that need one (XTC, DCD, ...)")
     add_h5md_options(q, "H5MD parts (kept in the index for the runs that read it)")
-    add_overwrite(q)
     add_continuous_option(q)
     q.set_defaults(func=main_index)
 

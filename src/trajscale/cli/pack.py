@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from ..executor_registry import EXECUTORS, home_names
-from .checks import add_overwrite
+from .checks import add_output
 from .options import add_executor_options, executor_options, resumed_complete
 
 log = logging.getLogger("trajscale")
@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
                                    "sample number. Written under a temporary name and renamed when complete; "
                                    "an interrupted pack continues with --resume.")
     p.add_argument("samples", nargs="+", help="NPZ or .npy files (a .npy file's array is key 'arr_0')")
-    p.add_argument("-o", "--output", required=True, help="output HDF5 store")
+    add_output(p, "output HDF5 store")
     p.add_argument("--key", action="append", dest="keys", default=None,
                    help="array to pack (repeat for several; default: every array of the first file)")
     p.add_argument("--chunks", default="contiguous",
@@ -30,7 +30,6 @@ def add_parser(sub) -> None:
     p.add_argument("-n", "--n-workers", type=int, default=2, help="workers of a parallel --executor (default 2)")
     add_executor_options(p, among=[n for n in home_names() if not EXECUTORS[n].chooses])
     p.add_argument("--resume", action="store_true", help="continue an interrupted pack of the same inputs")
-    add_overwrite(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=main, kept_when_interrupted=lambda a: "the files packed so far are kept: run the same "
                    f"command with --resume to finish {a.output}")

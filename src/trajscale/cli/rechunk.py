@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from .checks import add_overwrite
+from .checks import add_output
 from .convert import add_layout_option, layout_target
 from .options import (
     add_segment_options,
@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
                                    "every other dataset, attribute and link. An interrupted run leaves a partial "
                                    "file and a progress record; --resume finishes it.")
     p.add_argument("input", help="H5MD (HDF5) file, a path or a URL (s3://, gs://, az://, https://)")
-    p.add_argument("-o", "--output", required=True, help="output file")
+    add_output(p, "output file")
     p.add_argument("--chunks", default="auto", help="auto, frame, contiguous or frames per chunk (default auto)")
     p.add_argument("--compression", default="none",
                    help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] "
@@ -40,7 +40,6 @@ def add_parser(sub) -> None:
                         "deltas (integer differences between neighbouring atoms, like XTC: with blosc-lz4 ~1.1x "
                         "its size and read ~5x faster, read back only by trajscale; coordinates within +-32767 "
                         "steps of the first frame's centre) or deltas32 (the same without that bound, ~1.3x)")
-    add_overwrite(p)
     add_storage_option(p)   # the input may be behind a URL, as every command's
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_segment_options(p, "rechunk")

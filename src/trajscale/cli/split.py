@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .checks import add_overwrite
+from .checks import add_output
 from .options import add_h5md_options
 
 
@@ -13,11 +13,10 @@ def add_parser(sub) -> None:
                                    "of a lossy file (written with --precision) keep its precision, encoding, "
                                    "units and compression.")
     p.add_argument("input", help="H5MD file")
-    p.add_argument("-o", "--output", required=True, help="output folder")
+    add_output(p, "output folder")
     p.add_argument("--parts", type=int, required=True, help="number of segments")
     p.add_argument("--chunks", default="auto", help="chunk layout of the parts (default: auto)")
     add_h5md_options(p, "the input")
-    add_overwrite(p)
     p.set_defaults(func=main_split)
 
 

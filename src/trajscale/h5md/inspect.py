@@ -25,6 +25,7 @@ from ..errors import NotH5MDError
 from ..facts import CONTIGUOUS, LayoutFacts, Precision
 from ..hdf5.hdf5 import checked_store, open_h5
 from ..hdf5.runs import plan_atom_reads
+from ..storage.bytestore import ReadOnlyFile
 from .codecs import ENCODING_OF
 from .layout import REMOTE_MIN_CHUNK_BYTES, plan_frames_per_chunk, reader_chunk_cache
 from .schema import H5MDInfo, describe, particle_groups
@@ -292,22 +293,13 @@ REMOTE_MERGE_GAP = 64 * 1024   # the remote reader's default (trajscale.storage.
 REMOTE_MAX_REQUEST = 8 * 1024**2
 
 
-class RecordingFile(io.RawIOBase):
+class RecordingFile(ReadOnlyFile):
     """A read-only file object over another binary file object that records the byte ranges read."""
 
     def __init__(self, raw) -> None:
         super().__init__()
         self.raw = raw
         self.ranges: list[tuple[int, int]] = []
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def writable(self) -> bool:
-        return False
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         return self.raw.seek(offset, whence)

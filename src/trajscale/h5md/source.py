@@ -163,7 +163,7 @@ class H5MDSource(Source):
     supports_mpio = True
     supports_parts = True
     supports_following = True
-    snapshots = "trajscale.sources.follow:hdf5_snapshot"
+    snapshots = "trajscale.h5md.follow:hdf5_snapshot"
     supports_slab_reads = True
     takes_h5md_options = True
     stores_atom_labels = True

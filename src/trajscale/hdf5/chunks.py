@@ -471,7 +471,7 @@ class ChunkReads:
             return False
         runs = np.asarray(runs, dtype=np.int64)
         widths = runs[:, 1] - runs[:, 0]
-        table = np.stack([runs[:, 0] * 12, np.r_[0, np.cumsum(widths)[:-1]], widths], axis=1).astype(np.int64)
+        table = np.stack([runs[:, 0] * 12, np.cumsum(widths) - widths, widths], axis=1)
         if columns is None:
             columns, row = np.zeros(0, np.int64), np.zeros((0, 3), np.float32)
         else:

@@ -96,6 +96,10 @@ class OpenedFile:
         """The HDF5 metadata bytes workers open the file from (None: they open it themselves)."""
         return None
 
+    def keep_metadata(self) -> None:
+        """Keep the HDF5 metadata read so far for the next open of the same bytes, where this process prepares
+        and none was kept (a local file: nothing to keep)."""
+
     def close(self) -> None:
         try:
             if self.file.id.valid:
@@ -152,6 +156,12 @@ class RemoteFile(OpenedFile):
                 cache_metadata(self.store, self._metadata)
         return self._metadata
 
+    def keep_metadata(self) -> None:
+        if self.prepares and self.fh.cached is None:
+            from .metadata import cache_metadata
+
+            cache_metadata(self.store, self.fh.metadata())
+
     def close(self) -> None:
         self.store.forget_ahead()
         super().close()
@@ -166,7 +176,12 @@ def open_file(path: str, request: FileRequest) -> OpenedFile:
         store = open_bytes(path, shipped.get("storage_options", request.storage_options), shipped.get("identity"),
                            shipped.get("round_trip"))
     try:
-        return (OpenedFile if store.local_path is not None else RemoteFile)(store, request)
+        return file_of(store, request)
     except BaseException:
         store.close()
         raise
+
+
+def file_of(store: ByteStore, request: FileRequest) -> OpenedFile:
+    """HDF5's view of the bytes in ``store``, which stays open when the open fails (its caller's)."""
+    return (OpenedFile if store.local_path is not None else RemoteFile)(store, request)

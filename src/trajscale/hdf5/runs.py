@@ -71,14 +71,15 @@ def plan_atom_reads(atoms: np.ndarray | None, n_atoms: int) -> AtomReads:
         return AtomReads(np.zeros((0, 2), np.int64), atoms)
     u = sorted_unique(atoms)
     cut = np.flatnonzero(np.diff(u) > MERGE_GAP_ATOMS + 1)
-    runs = np.stack([u[np.r_[0, cut + 1]], u[np.r_[cut, -1]] + 1], axis=1)
+    runs = np.stack([u[np.concatenate(([0], cut + 1))], u[np.concatenate((cut, [-1]))] + 1], axis=1)
     span = np.array([[u[0], u[-1] + 1]], dtype=np.int64)
     if _cost(span) <= _cost(runs):
         runs = span
     if _cost(runs) > SPAN_FRACTION * n_atoms:
         runs = whole
     # column of each atom: offset of its run in the buffer + its place in the run
-    offsets = np.r_[0, np.cumsum(runs[:, 1] - runs[:, 0])[:-1]]
+    widths = runs[:, 1] - runs[:, 0]
+    offsets = np.cumsum(widths) - widths
     k = np.searchsorted(runs[:, 0], atoms, side="right") - 1
     index = offsets[k] + atoms - runs[k, 0]
     if len(index) == offsets[-1] + runs[-1, 1] - runs[-1, 0] and np.array_equal(index, np.arange(len(index))):

@@ -51,7 +51,7 @@ def labelled_topology(store: ByteStore, path: str, n_atoms: int, prepares: bool 
         _BY_FILE.move_to_end(key)
         return top
     try:
-        with hdf5_of(store, path, prepares) as f:
+        with hdf5_of(store, prepares) as f:
             _, group = domain_group(f, path)
             text = read_text(f, path)
             raw = {name: _dataset(group, name, path) for name in (*_INTEGERS, *_TEXTS)}

@@ -5,10 +5,9 @@ dtypes, units, storage, that the data lie inside the file) and gives its :class:
 :class:`~.mdcath.MDCATHSource` reads by. :func:`members` lists a file's members with their labels,
 :func:`pdb_text` and :func:`universe` give its topology.
 
-Every file is read through its byte store (:func:`~trajscale.storage.opener.open_bytes`): HDF5 opens
-the file where the store says it lies (:attr:`~trajscale.storage.bytestore.ByteStore.local_path`), or
-reads a caching file object over the store's bytes (:mod:`trajscale.hdf5.metadata`); whether a file is
-mdCATH's is told from its first bytes where they hold the root's groups (:func:`looks_like`).
+Every file is read through its byte store (:func:`~trajscale.storage.opener.open_bytes`), and HDF5's view
+of it is the one :mod:`trajscale.hdf5.files` opens for any store; whether a file is mdCATH's is told from
+its first bytes where they hold the root's groups (:func:`looks_like`).
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import h5py
 import numpy as np
 
 from ..errors import InputFileError
-from ..storage.bytestore import ByteStore
+from ..storage.bytestore import ByteStore, ReadOnlyFile
 from ..storage.opener import open_bytes
 from ..util import HDF5_MAGIC
 
@@ -267,27 +266,16 @@ def check_offsets(f: h5py.File, store: ByteStore, where: str, layout: MemberLayo
                                     "damaged")
 
 
-class _HeadFile(io.RawIOBase):
+class _HeadFile(ReadOnlyFile):
     """The first bytes of an object as a file for h5py: enough to tell the layout of most files without a
     request; ``beyond`` says HDF5 asked for more."""
 
     def __init__(self, head: bytes, size: int) -> None:
         super().__init__()
-        self._head, self._size, self._pos, self.beyond = head, size, 0, False
+        self._head, self._size, self.beyond = head, size, False
 
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        self._pos = offset if whence == io.SEEK_SET else self._pos + offset if whence == io.SEEK_CUR \
-            else self._size + offset
-        return self._pos
+    def end(self) -> int:
+        return self._size
 
     def readinto(self, buf) -> int:
         view = memoryview(buf).cast("B")
@@ -306,57 +294,45 @@ HEAD = 64 * 1024
 
 
 def looks_like(store: ByteStore) -> bool:
-    """Whether the bytes of ``store`` are an mdCATH file: HDF5's metadata, read where the file lies; bytes
-    that are fetched are told from their first bytes where they hold the root's groups (no request more)."""
-    head = store.first_bytes(HEAD if store.local_path is None else len(HDF5_MAGIC))
+    """Whether the bytes of ``store`` are an mdCATH file: told from its first bytes where they hold the root's
+    groups (an object's came with its first request: no request more), else from HDF5's view of the file."""
+    head = store.first_bytes(HEAD)
     if head[:8] != HDF5_MAGIC:
         return False
-    if store.local_path is None:
-        fh = _HeadFile(head, store.size)
-        try:
-            with h5py.File(fh, "r") as f:
-                return looks_like_mdcath(f)
-        except Exception:   # noqa: BLE001 - HDF5 asked past the first bytes, or cannot read them
-            if not fh.beyond:
-                return False
+    fh = _HeadFile(head, store.size)
     try:
-        with hdf5_of(store, store.local_path or "", prepares=True) as f:
+        with h5py.File(fh, "r") as f:
+            return looks_like_mdcath(f)
+    except Exception:   # noqa: BLE001 - HDF5 asked past the first bytes, or cannot read them
+        if not fh.beyond:
+            return False
+    try:
+        with hdf5_of(store) as f:
             return looks_like_mdcath(f)
     except Exception:   # noqa: BLE001 - not readable as HDF5: not ours to say why
         return False
 
 
 class hdf5_of:
-    """``with hdf5_of(store, where, prepares) as f``: HDF5's view of the file in ``store``: opened where the
-    store says it lies, or read through a caching file object over the store's bytes (``prepares``: this
-    process describes the file, from the object's first bytes already fetched; the metadata it reads is kept
-    for the next run on the same object; else a worker's, which fetches what it reads)."""
+    """``with hdf5_of(store, prepares) as f``: HDF5's view of the file in ``store``
+    (:func:`~trajscale.hdf5.files.file_of`), the store left open (``prepares``: this process describes the file,
+    and the metadata it reads of an object is kept for the next run on it; else a worker's, which fetches what it
+    reads)."""
 
-    def __init__(self, store: ByteStore, where: str, prepares: bool = True) -> None:
-        self.store, self.fh = store, None
-        if store.local_path is not None:
-            from ..hdf5.hdf5 import open_h5
+    def __init__(self, store: ByteStore, prepares: bool = True) -> None:
+        from ..hdf5.files import FileRequest, file_of
 
-            self.f = open_h5(store.local_path, "r")
-            return
-        from ..hdf5.metadata import open_store_h5
-
-        self.fh, self.f = open_store_h5(store, prepares, None, 0)
-        self.prepares = prepares
+        self.opened = file_of(store, FileRequest(shipped=None if prepares else {}))
+        self.f = self.opened.file
 
     def __enter__(self) -> h5py.File:
         return self.f
 
     def __exit__(self, *exc) -> None:
         try:
-            if self.fh is not None and self.prepares and self.fh.cached is None:
-                # (the next open of this object starts from the metadata read now)
-                from ..hdf5.metadata import cache_metadata
-
-                try:
-                    cache_metadata(self.store, self.fh.metadata())
-                except OSError:
-                    pass
+            self.opened.keep_metadata()   # (the next open of this object starts from the metadata read now)
+        except OSError:
+            pass
         finally:
             self.f.close()
 
@@ -367,7 +343,7 @@ def members(location: str, storage_options: dict | None = None) -> list[tuple[st
     """``[(member key, labels), ...]`` of an mdCATH file (local or a URL), in temperature and replica order;
     labels are ``{"domain", "temperature", "replica"}``."""
     path, _ = split_member(location)
-    with _opened(path, storage_options) as store, hdf5_of(store, path) as f:
+    with _opened(path, storage_options) as store, hdf5_of(store) as f:
         domain, group = domain_group(f, path)
         return [(k, member_labels(domain, k)) for k in member_keys(group)]
 
@@ -399,7 +375,7 @@ def read_text(f: h5py.File, where: str, name: str = "pdbProteinAtoms") -> str:
 def pdb_text(location: str, storage_options: dict | None = None) -> str:
     """The protein's PDB text (``pdbProteinAtoms``) of an mdCATH file: its topology."""
     path, _ = split_member(location)
-    with _opened(path, storage_options) as store, hdf5_of(store, path) as f:
+    with _opened(path, storage_options) as store, hdf5_of(store) as f:
         return read_text(f, path)
 
 
@@ -418,7 +394,7 @@ def universe_of(store: ByteStore, path: str, prepares: bool = True):
     if key in _UNIVERSES:
         _UNIVERSES.move_to_end(key)
         return _UNIVERSES[key]
-    with hdf5_of(store, path, prepares) as f:
+    with hdf5_of(store, prepares) as f:
         text = read_text(f, path)
     u = _UNIVERSES[key] = parse_universe(text, path)
     while len(_UNIVERSES) > UNIVERSES_KEPT:

@@ -67,10 +67,6 @@ from .traits import MDCATH
 
 log = logging.getLogger(__name__)
 
-#: The dtype strings of native-order float32, what the compiled gather copies as it lies.
-_NATIVE_F32 = ("<f4", "=f4") if np.little_endian else (">f4", "=f4")
-
-
 def ensemble_members(location: str, base):
     """The members an mdCATH file holds, for an ensemble (the expansion hook mdCATH's traits name,
     :attr:`~trajscale.formats.FormatTraits.members`): one :class:`~trajscale.ensemble.Member` per temperature and
@@ -89,7 +85,7 @@ def ensemble_members(location: str, base):
         if not looks_like(store):
             return None
         try:
-            with hdf5_of(store, path) as f:
+            with hdf5_of(store) as f:
                 domain, layouts = _layouts(f, store, path, only)
         except (InputFileError, *_DAMAGE) as exc:   # the file itself is damaged: one member, refused when opened
             log.debug("%s: %s", path, exc)
@@ -121,7 +117,7 @@ def _layouts(f: h5py.File, store: ByteStore, path: str,
     """The domain's name and every member's layout (or ``only``'s), checked; None for a member that fails a
     check (its attributes and datasets disagree, a dataset is missing or lies outside the file). Where the
     bytes are at hand (a local file), the first sound member's offsets are checked against HDF5's reads too
-    (the others' come from the same HDF5 call; over a URL the check would be a request)."""
+    (the others' come from the same HDF5 call; where each read is a request, the check would be one more)."""
     domain = Domain.of(f, path)
     identity = tuple(store.identity)
     out: list[tuple[str, MemberLayout | None]] = []
@@ -129,7 +125,7 @@ def _layouts(f: h5py.File, store: ByteStore, path: str,
     for key in [only] if only is not None else domain.keys:
         try:
             layout = describe(f, path, key, store.size, identity, domain)
-            if not checked and store.local_path is not None:
+            if not checked and not store.remote:
                 check_offsets(f, store, path, layout, key)
                 checked = True
         except (InputFileError, *_DAMAGE) as exc:
@@ -229,7 +225,7 @@ class MDCATHSource(Source):
 
     def _describe(self, key: str | None) -> MemberLayout:
         """Open the file's HDF5 metadata, check the member, and keep where its data lie."""
-        with hdf5_of(self._store, self._path) as f:
+        with hdf5_of(self._store) as f:
             try:
                 domain = Domain.of(f, self._path)
                 layout = describe(f, self._path, key, self._store.size, tuple(self._store.identity), domain)
@@ -238,7 +234,7 @@ class MDCATHSource(Source):
             except (KeyError, OSError, RuntimeError, ValueError, TypeError) as exc:   # HDF5 met damage
                 why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise InputFileError(self._path, f"cannot be read as mdCATH ({why}): the file is damaged") from None
-            if self._store.local_path is not None:   # (over a URL: a request more)
+            if not self._store.remote:   # (where each read is a request: one more)
                 check_offsets(f, self._store, self._path, layout, key or self._first_key)
         return layout
 
@@ -326,7 +322,7 @@ class MDCATHSource(Source):
     @property
     def reads_ahead(self) -> bool:
         """True where the bytes are fetched (not a file at hand): the next block's are asked for ahead."""
-        return self._store.local_path is None
+        return self._store.remote
 
     # --------------------------------------------------------------- reading
 
@@ -359,10 +355,6 @@ class MDCATHSource(Source):
             self.bytes_read += n * plan.n_columns * 3 * np.dtype(at.dtype).itemsize
 
     def _read_field(self, at: FieldAt, fl: str, plan, start: int, stride: int, out: np.ndarray) -> None:
-        fd = self._store.descriptor()
-        if fd is not None and at.dtype in _NATIVE_F32:
-            self._gather(fd, at, fl, plan, start, stride, out)
-            return
         reads = self._chunk_reads(fl, at)
         # (one call where the store gathers them, a local descriptor; else the runs, then the columns)
         if reads.read(start, len(out), stride, plan.runs, plan.index, out):
@@ -376,29 +368,6 @@ class MDCATHSource(Source):
         if not ok:
             raise InputFileError(self._path, f"member {self._key}: {fl}s cannot be read whole at their offsets: "
                                              "the file is truncated or damaged")
-
-    def _gather(self, fd: int, at: FieldAt, fl: str, plan, start: int, stride: int, out: np.ndarray) -> None:
-        """The compiled gather on the store's descriptor: each frame's atom runs at their offsets in the one
-        contiguous dataset, then the plan's columns, in one call (no reader object: a member is opened and
-        read a few frames at a time, thousands of times an epoch)."""
-        from ..storage.pread import pread_gather
-
-        tables = self.__dict__.setdefault("_tables", {})
-        key = id(plan)
-        table = tables.get(key)
-        if table is None or table[0] is not plan:
-            widths = plan.runs[:, 1] - plan.runs[:, 0]
-            firsts = np.r_[0, np.cumsum(widths)[:-1]].astype(np.int64)
-            index = np.zeros(0, np.int64) if plan.index is None else np.ascontiguousarray(plan.index, np.int64)
-            table = (plan, np.ascontiguousarray(np.stack([plan.runs[:, 0] * 12, firsts, widths], axis=1), np.int64),
-                     index, np.empty((plan.n_columns if plan.index is not None else 0, 3), np.float32))
-            if plan is self._whole:   # (kept: every read of every atom uses it; a selection's, only this read)
-                tables[key] = table
-        offsets = at.offset + (start + stride * np.arange(len(out), dtype=np.int64)) * (self.n_atoms * 12)
-        failed = pread_gather(fd, offsets, table[1], table[2], table[3], out)
-        if failed >= 0:
-            raise InputFileError(self._path, f"member {self._key}: {fl}s of frame {start + failed * stride} cannot "
-                                             "be read whole: the file is truncated")
 
     def _chunk_reads(self, fl: str, at: FieldAt):
         """The reader of one field at its offset, through the file's byte store."""
@@ -429,7 +398,7 @@ class MDCATHSource(Source):
 
     def atomic_numbers(self) -> np.ndarray:
         """The atoms' atomic numbers (the domain's ``z``), int64."""
-        with hdf5_of(self._store, self._path, self._prepares) as f:
+        with hdf5_of(self._store, self._prepares) as f:
             return self._z(f)
 
     def _z(self, f: h5py.File) -> np.ndarray:
@@ -467,9 +436,9 @@ class MembersOnStore:
         return MDCATHSource.on_store(self._store, self.path, key, layout)
 
     def _described(self, key: str) -> MemberLayout:
-        where = self._store.local_path
+        where = self.path
         if self._hdf5 is None:
-            view = hdf5_of(self._store, where)
+            view = hdf5_of(self._store)
             try:
                 self._hdf5 = (view, Domain.of(view.f, where))
             except BaseException:

@@ -589,21 +589,9 @@ def reconcile(advice: list[Advice]) -> list[Advice]:
 
 
 def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
-    """Derived numbers, stragglers and advice for one run.
-
-    Parameters
-    ----------
-    report
-        The run to diagnose.
-    baseline
-        Optional serial or N=1 run of the same job; gives S(N) = t1 / tN and
-        E(N) = S(N) / N (:func:`.diagnose.measure`).
-
-    Returns
-    -------
-    Diagnosis
-        What :func:`.diagnose.measure` finds, with :func:`advise`'s advice on it.
-    """
+    """Derived numbers, stragglers and advice for one run: what :func:`.diagnose.measure` finds of
+    ``report`` (against ``baseline``, an optional serial or N=1 run of the same job, as it takes them), with
+    :func:`advise`'s advice on it."""
     d = measure(report, baseline)
     d.advice = advise(report, d)
     return d

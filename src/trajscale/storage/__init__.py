@@ -2,8 +2,8 @@
 
 A URL reaches the same format registry and the same Source as a path. What differs lives here:
 a :class:`~.bytestore.ByteStore` answers a file's size and identity (an object's ETag and size, as
-a local file's inode, size and mtime) and reads byte ranges (:mod:`.files` for a local file's ``pread``,
-:mod:`.objects` for an object's concurrent range requests), opened from a location by :mod:`.opener`;
+a local file's inode, size and mtime) and reads byte ranges (:class:`~.bytestore.LocalFile`: a local file's
+``pread``; :mod:`.objects`: an object's concurrent range requests), opened from a location by :mod:`.opener`;
 :class:`~.fileobj.CachingFile` gives HDF5 a file object whose reads go through a block cache, for the
 metadata (:mod:`.fileobj`). Each format reads its frames through the store with its own read plan.
 

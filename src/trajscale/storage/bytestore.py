@@ -8,6 +8,7 @@ request threads) only for a URL, so a local read imports none of them.
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import threading
@@ -101,6 +102,37 @@ class ByteStore(ABC):
 
     def close(self) -> None:  # noqa: B027 - a store that holds nothing open closes nothing
         """Let go of what the store holds open (a descriptor)."""
+
+
+class ReadOnlyFile(io.RawIOBase):
+    """A seekable, read-only binary file object with a position of its own, over :meth:`end` bytes (what h5py
+    opens as a file): a subclass reads from ``_pos`` in :meth:`readinto`."""
+
+    _pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def end(self) -> int:
+        """The size of the file."""
+        raise NotImplementedError
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_SET:
+            self._pos = offset
+        elif whence == io.SEEK_CUR:
+            self._pos += offset
+        elif whence == io.SEEK_END:
+            self._pos = self.end() + offset
+        else:
+            raise ValueError(f"invalid whence {whence}")
+        return self._pos
 
 
 class LocalFile(ByteStore):
@@ -220,4 +252,4 @@ class LocalFile(ByteStore):
         self._fd_lock = threading.Lock()
 
 
-__all__ = ["ByteStore", "LocalFile", "NoFile", "Validator"]
+__all__ = ["ByteStore", "LocalFile", "NoFile", "ReadOnlyFile", "Validator"]

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import base64
 import bisect
-import io
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
+from .bytestore import ReadOnlyFile
 from .objects import HEAD_BYTES, RemoteObject
 
 #: Bytes per cached block (the object's first request fetched the first one).
@@ -47,7 +47,7 @@ def _decoded(data) -> bytes:
     return base64.b64decode(data) if isinstance(data, str) else bytes(data)
 
 
-class CachingFile(io.RawIOBase):
+class CachingFile(ReadOnlyFile):
     """A seekable, read-only file over ``store`` whose reads go through a cache of whole blocks."""
 
     def __init__(self, store: RemoteObject, block_bytes: int = BLOCK_BYTES, cache_bytes: int = CACHE_BYTES,
@@ -137,28 +137,8 @@ class CachingFile(io.RawIOBase):
     def __repr__(self) -> str:   # h5py names a file object's file by its repr: the URL, in every message
         return self.store.url
 
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def writable(self) -> bool:
-        return False
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        if whence == io.SEEK_SET:
-            self._pos = offset
-        elif whence == io.SEEK_CUR:
-            self._pos += offset
-        elif whence == io.SEEK_END:
-            self._pos = self.store.size + offset
-        else:
-            raise ValueError(f"invalid whence {whence}")
-        return self._pos
+    def end(self) -> int:
+        return self.store.size
 
     def readinto(self, buf) -> int:
         view = memoryview(buf).cast("B")

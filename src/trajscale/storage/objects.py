@@ -1,7 +1,7 @@
-"""Byte stores: a file's size and identity, and its bytes by ranges, local or behind a URL.
+"""An object behind a URL as a byte store: its size and identity, and its bytes by ranges.
 
-:class:`LocalFile` reads a local file with ``pread``; :class:`RemoteObject` reads an object with range
-requests through obstore (Rust's ``object_store``: the scheme's store, :mod:`.clients`), many at once
+:class:`RemoteObject` (the twin of :class:`~.bytestore.LocalFile`, a local file read with ``pread``) reads an
+object with range requests through obstore (Rust's ``object_store``: the scheme's store, :mod:`.clients`), many at once
 from the process's request threads (:mod:`.inflight`). Every response is checked before it is used: a
 range answered with other bytes than asked for (a short body, a server that ignores ``Range``) is never
 used, and every request asks for the object's ETag (``If-Match``; a versioned bucket's reads are pinned
@@ -33,24 +33,17 @@ from . import current_options, endpoint_of
 from .bytestore import ByteStore as ByteStore
 from .bytestore import LocalFile as LocalFile
 from .bytestore import Validator as Validator
-from .clients import TRUST_VARIABLES, check_options, scheme_of, split_url, trusted_bundle
+from .clients import check_options, scheme_of, split_url, trusted_bundle
 from .clients import object_store as _store_of
 from .clients import s3_config as s3_config
-from .credentials import require as _require  # noqa: F401 - the former name
-from .inflight import _PROCESS_LOCK as _PROCESS_LOCK
 from .inflight import MAX_CONCURRENCY as MAX_CONCURRENCY
-from .inflight import MOST_CONCURRENCY as MOST_CONCURRENCY
-from .inflight import PROCESS_STATS as PROCESS_STATS
-from .inflight import REQUESTS_PER_SECOND as REQUESTS_PER_SECOND
 from .inflight import FetchStats, Window, count, gather, submit
 from .inflight import Window as _Window  # noqa: F401 - the former name
 from .ranges import MERGE_GAP as MERGE_GAP
 from .ranges import coalesce as coalesce
 from .ranges import merge_gap_of
-from .ranges import prefetch_coalesced as prefetch_coalesced
 from .ranges import read_coalesced as read_coalesced
-from .ranges import requests_of as requests_of
-from .retry import GONE, Deadline, Failure, Outage, RemoteError, Replaced, WrongAnswer, classify, first_line
+from .retry import GONE, Deadline, Failure, Outage, RemoteError, Replaced, WrongAnswer, classify
 from .retry import _problem as _problem
 from .retry import _retryable as _retryable
 
@@ -549,8 +542,7 @@ def forget_heads() -> None:
     _heads.forget()
 
 
-__all__ = ["AHEAD_BATCHES", "HEAD_BYTES", "HEAD_TTL", "MAX_CONCURRENCY", "MERGE_GAP", "MOST_CONCURRENCY",
-           "PROCESS_STATS", "REQUESTS_PER_SECOND", "RETRY_SECONDS", "TIMEOUT", "TRUST_VARIABLES", "ByteStore",
-           "FetchStats", "Identity", "LocalFile", "RemoteError", "RemoteObject", "Replaced", "Validator",
-           "coalesce", "first_line", "forget_heads", "merge_gap_of", "object_store",
-           "prefetch_coalesced", "read_coalesced", "requests_of", "s3_config", "split_options", "validator_of"]
+__all__ = ["AHEAD_BATCHES", "HEAD_BYTES", "HEAD_TTL", "MAX_CONCURRENCY", "MERGE_GAP", "RETRY_SECONDS", "TIMEOUT",
+           "ByteStore", "FetchStats", "Identity", "LocalFile", "RemoteError", "RemoteObject", "Replaced", "Validator",
+           "coalesce", "forget_heads", "merge_gap_of", "object_store", "read_coalesced", "s3_config", "split_options",
+           "validator_of"]

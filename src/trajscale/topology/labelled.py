@@ -12,10 +12,11 @@ built on first use by the callable the Source gives, as :class:`~.universe.Cache
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import numpy as np
+
+from .standin import StandInAtomGroup, StandInUniverse
 
 #: MDAnalysis's ``ProteinSelection.prot_res``: the residue names its ``"protein"`` selects.
 PROTEIN_RESNAMES = frozenset({
@@ -32,7 +33,7 @@ PROTEIN_RESNAMES = frozenset({
 LABELS = ("name", "resname", "resid", "resindex", "segid")
 
 
-class LabelledTopology:
+class LabelledTopology(StandInUniverse):
     """A topology's atoms as labels (:data:`LABELS`), with the real Universe built only when asked for more.
 
     Parameters
@@ -48,26 +49,9 @@ class LabelledTopology:
     """
 
     def __init__(self, filename: str, labels: dict[str, np.ndarray], build: Callable[[], object]) -> None:
-        self.filename = filename
+        super().__init__(filename, build)
         self.labels = {k: labels[k] for k in LABELS}
         self.n_atoms = len(self.labels["name"])
-        self._build = build
-        self._real = None
-        #: Seconds spent building the real Universe (0 when every answer came from the labels).
-        self.t_build = 0.0
-
-    @property
-    def universe(self) -> LabelledTopology:
-        return self
-
-    @property
-    def real(self):
-        """The MDAnalysis Universe (built, and MDAnalysis imported, on first use)."""
-        if self._real is None:
-            t0 = time.perf_counter()
-            self._real = self._build()
-            self.t_build += time.perf_counter() - t0
-        return self._real
 
     @property
     def atoms(self) -> LabelledAtomGroup:
@@ -96,39 +80,17 @@ class LabelledTopology:
         return f"<LabelledTopology of {self.filename} ({'built' if self._real is not None else 'not built'})>"
 
 
-class LabelledAtomGroup:
+class LabelledAtomGroup(StandInAtomGroup):
     """A selection answered from the labels: ``indices`` and ``n_atoms`` without MDAnalysis; any other attribute
     is the real AtomGroup's (the Universe is built then)."""
 
     def __init__(self, universe: LabelledTopology, indices: np.ndarray) -> None:
-        self.universe = universe
-        self.indices = np.asarray(indices, np.int64)
-
-    @property
-    def n_atoms(self) -> int:
-        return len(self.indices)
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    @property
-    def atoms(self) -> LabelledAtomGroup:
-        return self
-
-    @property
-    def _real_group(self):
-        return self.universe.real.atoms[self.indices]
+        super().__init__(universe, np.asarray(indices, np.int64))
 
     def __getattr__(self, name: str):
         if name.startswith("_") or name in ("universe", "indices"):
             raise AttributeError(name)
-        return getattr(self._real_group, name)
-
-    def __getitem__(self, item):
-        return self._real_group[item]
-
-    def __iter__(self):
-        return iter(self._real_group)
+        return getattr(self._real, name)
 
     def __repr__(self) -> str:
         return f"<LabelledAtomGroup with {self.n_atoms} atoms (labels)>"

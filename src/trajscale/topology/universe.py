@@ -13,15 +13,14 @@ are recorded for the next run.
 
 from __future__ import annotations
 
-import functools
 import logging
-import time
 from collections.abc import Callable
 
 import numpy as np
 
 from ..util import check_input_file
 from . import parsed_cache, selection_cache
+from .standin import StandInAtomGroup, StandInUniverse
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +28,7 @@ log = logging.getLogger(__name__)
 _ALL = "\x00all"
 
 
-class CachedUniverse:
+class CachedUniverse(StandInUniverse):
     """The topology's Universe as ``prepare`` sees it; MDAnalysis builds the real one only when needed.
 
     Parameters
@@ -44,28 +43,13 @@ class CachedUniverse:
 
     def __init__(self, topology: str, build: Callable[[], object], kw: dict | None = None) -> None:
         check_input_file(topology)   # the same one-line error as building the Universe
-        self.filename = topology
-        self._build = build
-        self._real = None
-        #: Seconds spent building the real Universe (0 when every answer came from the cache).
-        self.t_build = 0.0
+        super().__init__(topology, build)
         key = selection_cache.entry_key(topology, kw or {}) if parsed_cache.enabled() else None
         self._entry = selection_cache.load(key) if key is not None else None
 
-    @property
-    def universe(self) -> CachedUniverse:
-        return self
-
-    @property
-    def real(self):
-        """The MDAnalysis Universe (built, and MDAnalysis imported, on first use)."""
-        if self._real is None:
-            t0 = time.perf_counter()
-            self._real = self._build()
-            self.t_build += time.perf_counter() - t0
-            if self._entry is not None:
-                self._entry["n_atoms"] = int(self._real.atoms.n_atoms)
-        return self._real
+    def _built(self, real) -> None:
+        if self._entry is not None:
+            self._entry["n_atoms"] = int(real.atoms.n_atoms)
 
     @property
     def atoms(self):
@@ -110,28 +94,16 @@ class CachedUniverse:
         return f"<CachedUniverse of {self.filename} ({'built' if self._real is not None else 'not built'})>"
 
 
-class CachedAtomGroup:
+class CachedAtomGroup(StandInAtomGroup):
     """A selection served from the cache: ``indices``, ``n_atoms`` and ``masses`` without MDAnalysis.
 
     Any other attribute is the real AtomGroup's (the Universe is built then).
     """
 
     def __init__(self, universe: CachedUniverse, indices: np.ndarray, masses: np.ndarray | None, key: str) -> None:
-        self.universe = universe
-        self.indices = indices
+        super().__init__(universe, indices)
         self._masses = masses
         self._key = key
-
-    @property
-    def n_atoms(self) -> int:
-        return len(self.indices)
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    @property
-    def atoms(self) -> CachedAtomGroup:
-        return self
 
     @property
     def masses(self) -> np.ndarray:
@@ -142,20 +114,10 @@ class CachedAtomGroup:
             return masses
         return self._masses.copy()
 
-    @functools.cached_property
-    def _real(self):
-        return self.universe.real.atoms[self.indices]
-
     def __getattr__(self, name: str):
         if name.startswith("__") or name in ("universe", "indices", "_masses", "_key"):
             raise AttributeError(name)
         return getattr(self._real, name)
-
-    def __getitem__(self, item):
-        return self._real[item]
-
-    def __iter__(self):
-        return iter(self._real)
 
     def __repr__(self) -> str:
         return f"<CachedAtomGroup with {self.n_atoms} atoms (selection cache)>"

@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from ..errors import ConfigError, InputFileError
-from ..util import raise_if_stopped
+from .errors import ConfigError, InputFileError
+from .util import raise_if_stopped
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:   # the receiver's machinery is imported by the run that starts one, not by every run
@@ -54,7 +54,7 @@ def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False,
     from imdclient.IMDClient import IMDClient
     from MDAnalysis.lib.mdamath import triclinic_box
 
-    from ..pwrite import ParallelWriter
+    from .pwrite import ParallelWriter
 
     host, port = host_port(url)
     client = IMDClient(host, port, n_atoms)
@@ -119,7 +119,7 @@ class Receiver:
         from the receiver's exit status and its last line."""
         import subprocess
 
-        from ..endings import Ending
+        from .endings import Ending
 
         try:
             code = self.process.wait(timeout=60)
@@ -162,11 +162,11 @@ def start_receiver(url: str, n_atoms: int, *, tee: str | None = None, overwrite:
     out = tee or os.path.join(folder, "stream.h5md")
     old = os.stat(out) if os.path.exists(out) else None   # an existing --tee is replaced once the stream comes
     # an MPI launcher's variables would make the receiver take itself for a rank of the job
-    from ..launch import without_launcher
+    from .launch import without_launcher
 
     env = without_launcher(os.environ)
     said = tempfile.TemporaryFile("w+")   # closed by stop(), after the receiver's end is read
-    process = subprocess.Popen([sys.executable, "-m", "trajscale.sources.imd", url, out, str(n_atoms),
+    process = subprocess.Popen([sys.executable, "-m", "trajscale.imd", url, out, str(n_atoms),
                                 *(["--overwrite"] if overwrite else [])], env=env, stderr=said)
     receiver = Receiver(process, out, folder, said)
     try:
@@ -201,11 +201,11 @@ def _wait_for_file(process: subprocess.Popen, out: str, old, wait: float) -> boo
 
 
 def main(argv: list[str]) -> int:
-    """``python -m trajscale.sources.imd URL OUT N_ATOMS [--overwrite]``: the receiver process of a
+    """``python -m trajscale.imd URL OUT N_ATOMS [--overwrite]``: the receiver process of a
     streamed run; its last line on stderr says what it received, or why it could not. Its exit status
     says how the stream ended: 0 when the producer closed the connection, :attr:`Ending.VANISHED`'s
     when the connection failed (the frames received are kept either way)."""
-    from ..endings import Ending
+    from .endings import Ending
 
     try:
         n, problem = receive(argv[0], argv[1], int(argv[2]), overwrite="--overwrite" in argv[3:])
