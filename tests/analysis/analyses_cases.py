@@ -1,7 +1,13 @@
-"""Each analysis on each MDAnalysisTests system, with MDAnalysis's own answer as the reference."""
+"""Each analysis on each MDAnalysisTests system, with MDAnalysis's own answer as the reference.
+
+A system's reference answers are computed once per process, however many tests (serial, on H5MD and on
+MDAnalysis's formats, on each executor) compare with them: each was a full MDAnalysis analysis of the
+system (AdK in water: 47,681 atoms), computed again for every test that asked.
+"""
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import MDAnalysis as mda
@@ -31,11 +37,39 @@ def universe(system):
     return mda.Universe(*SYSTEMS[system])
 
 
+@functools.cache
+def _shared(system):
+    """The Universe the references read (and do not change): one per system and process."""
+    return universe(system)
+
+
+class _Fields:
+    """Stands for a result in a reference function: reading an attribute gives its name."""
+
+    def __getattr__(self, name: str) -> str:
+        return name
+
+
+#: (system, analysis) -> [(the result's field, MDAnalysis's answer, tolerance)]
+_REFERENCES: dict[tuple[str, str], list] = {}
+
+
+def _remembered(key: tuple[str, str], reference_fn):
+    """``reference_fn`` computed once for ``key``; each call pairs its answers with the result's fields."""
+    def reference(result) -> list:
+        if key not in _REFERENCES:
+            _REFERENCES[key] = reference_fn(_Fields())
+        return [(getattr(result, field), ref, tol) for field, ref, tol in _REFERENCES[key]]
+    return reference
+
+
 def cases(system):
-    """name -> (trajscale analysis, function(result) -> [(ours, reference, tolerance)])."""
+    """name -> (trajscale analysis, function(result) -> [(ours, reference, tolerance)]).
+
+    Each call gives new analyses; MDAnalysis's answers are computed at their first use in this process."""
     sel, fit = SEL[system]
     a, b = PAIR[system]
-    u = universe(system)
+    u = _shared(system)
     out = {}
     pbc = system != "adk_psf_dcd"   # minimum image needs a box in every frame; this system has none
 
@@ -102,7 +136,7 @@ def cases(system):
             x = rdf.InterRDF(g1, g2, nbins=30, range=(1.0, 10.0), norm="density").run()
             return [(r.count, x.results.count, 0.0), (r.rdf, x.results.rdf, 1e-5)]
         out["rdf_density"] = (ts.RDF(a, sel, nbins=30, range=(1.0, 10.0), norm="density"), rdf_density_ref)
-    return out
+    return {name: (analysis, _remembered((system, name), fn)) for name, (analysis, fn) in out.items()}
 
 
 def check(result, reference_fn) -> None:

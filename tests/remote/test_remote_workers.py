@@ -5,6 +5,7 @@ frames' bytes, no more."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 
 import h5py
@@ -23,9 +24,27 @@ POSITIONS = "particles/all/position/value"
 
 def _ca() -> np.ndarray:
     """AdK's CA atoms (MDAnalysis's selection, independent of trajscale's)."""
+    return _mdanalysis_ca().copy()
+
+
+@functools.cache
+def _mdanalysis_ca() -> np.ndarray:
+    """The selection, made once per process (parsing AdK in water's TPR takes a second of CPU)."""
     import MDAnalysis as mda
 
     return mda.Universe(TPR).select_atoms("name CA").indices
+
+
+#: A local file's CSV by the file's path, from one run per module (each executor's test compares with it).
+_LOCAL_CSV: dict[str, bytes] = {}
+
+
+def _local_csv(local: str, tmp_path) -> bytes:
+    if local not in _LOCAL_CSV:
+        here = run_cli("run", "rmsd", TPR, local, "--select", "name CA", "--out", str(tmp_path / "local.csv"))
+        assert here.returncode == 0, here.stderr
+        _LOCAL_CSV[local] = (tmp_path / "local.csv").read_bytes()
+    return _LOCAL_CSV[local]
 
 
 def test_a_worker_opens_the_file_without_a_request_and_fetches_only_its_frames(s3_env, adk_stores):
@@ -273,9 +292,7 @@ def test_a_worker_fetches_its_next_tasks_first_block_while_it_maps_the_last(s3_s
         arrivals = list(proxy.arrivals)
     finally:
         proxy.close()
-    here = run_cli("run", "rmsd", TPR, local, "--select", "name CA", "--out", str(tmp_path / "local.csv"))
-    assert here.returncode == 0, here.stderr
-    assert (tmp_path / "remote.csv").read_bytes() == (tmp_path / "local.csv").read_bytes()
+    assert (tmp_path / "remote.csv").read_bytes() == _local_csv(local, tmp_path)
     asked: dict[int, float] = {}   # frame -> when a request holding its chunk's start first arrived
     for when, _, rng in arrivals:
         lo, hi = (int(x) for x in rng.split("=")[1].split("-"))

@@ -31,8 +31,16 @@ def _run(server, tmp_path, name, traj, *extra, cache=None):
     return proc, out.read_bytes()
 
 
+#: A local file's CSV by the file's path: the tests compare their URLs' runs with the same local runs (AdK's
+#: XTC six times, its TRR twice), each a serial process, run once per file in this module instead.
+_LOCAL_CSV: dict[str, bytes] = {}
+
+
 def _local(server, tmp_path, traj, name="local"):
-    return _run(server, tmp_path, name, traj, "--executor", "serial", cache=tmp_path / "local-cache")[1]
+    if str(traj) not in _LOCAL_CSV:
+        _LOCAL_CSV[str(traj)] = _run(server, tmp_path, name, traj, "--executor", "serial",
+                                     cache=tmp_path / "local-cache")[1]
+    return _LOCAL_CSV[str(traj)]
 
 
 def _upload(server, local, key) -> str:
