@@ -94,7 +94,7 @@ def adk_vacuum_h5md(tmp_path_factory, adk_vacuum):
     return str(out)
 
 
-def run_cli_here(*args: str) -> subprocess.CompletedProcess:
+def run_cli_here(*args: str, cwd: str | os.PathLike | None = None) -> subprocess.CompletedProcess:
     """Run the ``trajscale`` CLI's ``main`` in this process, as :func:`run_cli` runs it in another: its exit
     status and what it printed, as a CompletedProcess.
 
@@ -103,6 +103,7 @@ def run_cli_here(*args: str) -> subprocess.CompletedProcess:
     MDAnalysis's import. What ``main`` sets up for its process (signal handlers, logging, warnings
     filters, environment variables, the collector's thresholds, the unraisable hook) is put back after
     it. An exception ``main`` lets out is raised here (the process would print its traceback and exit 1).
+    ``cwd``: the directory it runs in (this process's is put back too).
     """
     import gc
     import io
@@ -117,7 +118,8 @@ def run_cli_here(*args: str) -> subprocess.CompletedProcess:
     environ, thresholds, hook = dict(os.environ), gc.get_threshold(), sys.unraisablehook
     out, err = io.StringIO(), io.StringIO()
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                contextlib.chdir(cwd or os.getcwd()):
             try:
                 code = cli.main(list(args))
             except SystemExit as exc:   # argparse's refusals (2), a command's own exit
