@@ -72,7 +72,6 @@ def test_atom_count_mismatch(tmp_path, adk_vacuum, adk_water, adk_vacuum_h5md):
     assert not out.exists()
 
 
-@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_selection_errors(tmp_path, adk_vacuum, adk_vacuum_h5md):
     out = tmp_path / "out.h5md"
     assert_clean_failure(run_cli_here("convert", *adk_vacuum, "-o", str(out), "--select", "resname NOPE"),

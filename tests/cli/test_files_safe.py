@@ -221,7 +221,6 @@ def _precision_warnings(proc) -> list[str]:
     return [ln for ln in proc.stderr.splitlines() if "only loses precision" in ln]
 
 
-@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_precision_without_compression_warns_once(tmp_path, adk_vacuum, adk_vacuum_h5md):
     psf, dcd = adk_vacuum

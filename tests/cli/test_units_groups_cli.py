@@ -33,7 +33,6 @@ def files(tmp_path_factory, adk_vacuum):
     return {"multi": str(multi), "nounit": str(nounit), "multi_nm": str(multi_nm), "dir": d}
 
 
-@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_several_groups_need_a_choice(files, adk_vacuum):
     top, multi = adk_vacuum[0], files["multi"]
