@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from MDAnalysisTests import datafiles as D
 
-from tests.conftest import run_cli, run_cli_here
+from tests.conftest import run_cli
 from tests.h5md.test_rechunk import assert_same_tree
 from trajscale.convert import stream
 from trajscale.convert.convert import convert
@@ -197,8 +197,9 @@ def test_sigterm_then_resume_equals_uninterrupted(tmp_path, executor):
     else:
         done = [load_record(r)["done"] for r in parts.glob("*.progress.json")]
     assert 0 < sum(done) < 120, done
-    # a resume with other options is refused (before any worker starts), and the partial output is kept
-    r = run_cli_here("convert", D.GRO, *inputs, "-o", str(out), *opts[:-1], "--chunks", "6", "--resume", *par)
+    # a resume with other options is refused, and the partial output is kept (in a process of its own: a
+    # process holds the partial output's lock for its life, even after a refusal)
+    r = run_cli("convert", D.GRO, *inputs, "-o", str(out), *opts[:-1], "--chunks", "6", "--resume", *par, env=env)
     assert r.returncode != 0 and "start again without --resume" in r.stderr, r.stderr
     assert record.exists()
     r = run_cli("convert", D.GRO, *inputs, "-o", str(out), *opts, *par, "--resume", env=env)
