@@ -22,13 +22,12 @@ from MDAnalysisTests import datafiles as D
 
 from tests.conftest import mpiexec
 
-INPUTS = [D.XTC] * 12   # 120 frames of AdK in water; protein only (3,341 atoms), uncompressed: ~5 MB
+INPUTS = [D.XTC] * 30   # 300 frames of AdK in water; protein only (3,341 atoms), uncompressed: ~12 MB
 OPTS = ["--select", "protein", "--chunks", "5", "--no-progress"]
-# slabs of a few frames: ~24 committed slabs, so a signal lands between two of them mid-file; each slab
-# read takes 0.15 s more, so that on an idle machine too a convert lasts long enough for four signals
-# (sleeping, not decoding more frames)
+# slabs of a few frames: ~60 committed slabs, so a signal lands between two of them mid-file; each slab
+# read takes 0.05 s more, so that on an idle machine too a convert lasts long enough for four signals
 ENV = {"TRAJSCALE_CONVERT_SLAB_MB": "0.2", "TRAJSCALE_CONVERT_COUNT_MB": "0.2", "PYTHONUNBUFFERED": "1",
-       "OMP_NUM_THREADS": "1", "TRAJSCALE_TEST_SLOW_READ": "0.15"}
+       "OMP_NUM_THREADS": "1", "TRAJSCALE_TEST_SLOW_READ": "0.05"}
 #: The runs no signal waits for (the clean convert, the last resume): the same slabs, no slowed reads (an MPI
 #: rank polls while its peer sleeps in one: CPU spent on nothing).
 UNSLOWED = {k: v for k, v in ENV.items() if k != "TRAJSCALE_TEST_SLOW_READ"}
