@@ -94,6 +94,55 @@ def adk_vacuum_h5md(tmp_path_factory, adk_vacuum):
     return str(out)
 
 
+def run_cli_here(*args: str, cwd: str | os.PathLike | None = None) -> subprocess.CompletedProcess:
+    """Run the ``trajscale`` CLI's ``main`` in this process, as :func:`run_cli` runs it in another: its exit
+    status and what it printed, as a CompletedProcess.
+
+    For a test of what a command says, writes and refuses, not of the process itself (a signal, its
+    workers, its imports): each process the suite starts costs about a second of CPU, most of it
+    MDAnalysis's import. What ``main`` sets up for its process (signal handlers, logging, warnings
+    filters, environment variables, the collector's thresholds, the unraisable hook) is put back after
+    it. An exception ``main`` lets out is raised here (the process would print its traceback and exit 1).
+    ``cwd``: the directory it runs in (this process's is put back too).
+    """
+    import gc
+    import io
+    import logging
+
+    from trajscale.cli import main as cli
+
+    names = ("trajscale", "MDAnalysis", *cli.LIBRARIES)
+    root = logging.getLogger()
+    handlers, level, levels = list(root.handlers), root.level, {n: logging.getLogger(n).level for n in names}
+    handlers_of_signals = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    environ, thresholds, hook = dict(os.environ), gc.get_threshold(), sys.unraisablehook
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                contextlib.chdir(cwd or os.getcwd()):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as exc:   # argparse's refusals (2), a command's own exit
+                code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+                if isinstance(exc.code, str):
+                    print(exc.code, file=sys.stderr)
+    finally:
+        for s, h in handlers_of_signals.items():
+            signal.signal(s, h)
+        for h in list(root.handlers):
+            root.removeHandler(h)
+        for h in handlers:
+            root.addHandler(h)
+        root.setLevel(level)
+        for n, lv in levels.items():
+            logging.getLogger(n).setLevel(lv)
+        os.environ.clear()
+        os.environ.update(environ)
+        gc.set_threshold(*thresholds)
+        sys.unraisablehook = hook
+    return subprocess.CompletedProcess(["trajscale", *args], code, out.getvalue(), err.getvalue())
+
+
 def mpiexec() -> str:
     """The system mpiexec of the MPI that h5py and mpi4py were built against."""
     exe = shutil.which("mpiexec.mpich") or shutil.which("mpiexec")

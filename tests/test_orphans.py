@@ -126,11 +126,11 @@ def test_resume_refuses_a_partial_that_a_live_process_writes(tmp_path):
     out = tmp_path / "out.h5md"
     record = tmp_path / ".out.h5md.convert-progress.json"
     env = _env(TRAJSCALE_CONVERT_SLAB_MB="0.02")   # a frame per slab, each counted
-    cmd = [sys.executable, "-m", "trajscale.cli.main", "convert", D.GRO, *[D.XTC] * 60, "-o", str(out),
+    cmd = [sys.executable, "-m", "trajscale.cli.main", "convert", D.GRO, *[D.XTC] * 12, "-o", str(out),
            "--select", "protein", "--chunks", "5", "--no-progress"]
-    # the writer reads each slab 0.05 s longer: its 600 frames outlast the refusal on a loaded machine (it had
-    # finished, and renamed its output, before the SIGTERM once)
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env={**env, "TRAJSCALE_TEST_SLOW_READ": "0.05"})
+    # the writer reads each slab 0.25 s longer: its 120 frames (30 s) outlast the refusal on a loaded machine (it
+    # had finished, and renamed its output, before the SIGTERM once), and the resume after decodes few frames
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env={**env, "TRAJSCALE_TEST_SLOW_READ": "0.25"})
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
         try:

@@ -1,9 +1,11 @@
 """Issue 24: every command trajscale prints as advice runs as printed and does what it says, and run
 advice is about the run's own atoms.
 
-The commands are parsed out of the output of `run`, `report` and `inspect` and executed in a
-subprocess on MDAnalysisTests' real files (AdK in water TPR + XTC converted to H5MD; PSF/DCD);
-their outputs are checked against MDAnalysis reading the original trajectories.
+The commands are parsed out of the output of `run`, `report` and `inspect` and executed, as the
+argument lists a shell would pass, by the CLI's ``main`` (in this process: what is tested is the command
+line printed, not a process) on MDAnalysisTests' real files (AdK in water TPR + XTC converted to H5MD;
+PSF/DCD); their outputs are checked against MDAnalysis reading the original trajectories. The runs whose
+reports give the advice run in processes of their own (a report times its process's start).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from MDAnalysis.analysis import rms
 from MDAnalysisTests import datafiles as D
 
 from tests.cli._helpers import convert_with_cli
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_here
 
 pytestmark = pytest.mark.cli
 
@@ -45,7 +47,7 @@ def run_printed(text: str, cwd) -> list[list[str]]:
     cmds = printed_commands(text)
     for args in cmds:
         assert not PLACEHOLDERS & set(args), args
-        proc = run_cli(*args, "-q", cwd=cwd)
+        proc = run_cli_here(*args, "-q", cwd=cwd)
         assert proc.returncode == 0, (args, proc.stderr)
     return cmds
 
@@ -64,7 +66,7 @@ def _mda_positions(top, traj, select: str) -> np.ndarray:
 
 @pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_inspect_atoms_range_prints_a_convert_mdanalysis_accepts(tmp_path, water_h5md):
-    proc = run_cli("inspect", water_h5md, "--pattern", "atoms:0-8813", "--topology", D.TPR)
+    proc = run_cli_here("inspect", water_h5md, "--pattern", "atoms:0-8813", "--topology", D.TPR)
     assert proc.returncode == 0, proc.stderr
     cmds = run_printed(proc.stdout, tmp_path)
     converts = [c for c in cmds if c[0] == "convert"]
@@ -77,7 +79,7 @@ def test_inspect_atoms_range_prints_a_convert_mdanalysis_accepts(tmp_path, water
 
 
 def test_inspect_without_topology_prints_no_command_it_cannot_run(tmp_path, water_h5md):
-    proc = run_cli("inspect", water_h5md, "--pattern", "atoms:0-8813")
+    proc = run_cli_here("inspect", water_h5md, "--pattern", "atoms:0-8813")
     assert proc.returncode == 0, proc.stderr
     run_printed(proc.stdout, tmp_path)
     assert "--topology" in proc.stdout   # says what would give the command
@@ -89,7 +91,7 @@ def test_inspect_selection_row_is_the_selections_own(tmp_path, water_h5md):
     u = mda.Universe(D.TPR)
     for k, sel in enumerate(("protein", "name CA")):
         n = u.select_atoms(sel).n_atoms
-        proc = run_cli("inspect", water_h5md, "--pattern", f"atoms:{sel}", "--topology", D.TPR)
+        proc = run_cli_here("inspect", water_h5md, "--pattern", f"atoms:{sel}", "--topology", D.TPR)
         assert proc.returncode == 0, proc.stderr
         row = re.search(rf"atoms:{sel} \({n} atoms\), all 10 frames\s+([\d.]+)x", proc.stdout)
         assert row, proc.stdout
@@ -107,7 +109,7 @@ def test_run_advice_is_about_the_runs_selection(tmp_path, water_h5md):
     rep = tmp_path / "r.json"
     proc = run_cli("run", "rmsd", D.TPR, water_h5md, "--select", "protein", "--report", str(rep))
     assert proc.returncode == 0, proc.stderr
-    shown = run_cli("report", str(rep))
+    shown = run_cli_here("report", str(rep))
     for text in (proc.stdout, shown.stdout):
         assert "scattered selection" not in text and "rechunk" not in text, text
     assert json.loads(rep.read_text())["source"]["run_read"]["amplification"] == 1.0
@@ -119,7 +121,7 @@ def test_run_advice_commands_run_and_do_what_they_say(tmp_path, water_h5md):
     rep = tmp_path / "r.json"
     proc = run_cli("run", "rmsd", D.TPR, water_h5md, "--report", str(rep))
     assert proc.returncode == 0, proc.stderr
-    shown = run_cli("report", str(rep))
+    shown = run_cli_here("report", str(rep))
     assert shown.returncode == 0, shown.stderr
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -137,8 +139,8 @@ def test_rechunk_advice_reads_what_it_promised(tmp_path):
     """Every 10th frame of a gzip file with 20-frame chunks decodes 10x what it uses; the advice's
     rechunk runs as printed, the same run on its output costs what the advice said, same RMSD."""
     gz = tmp_path / "gz.h5md"
-    assert run_cli("-q", "convert", D.PSF, D.DCD, "-o", str(gz), "--chunks", "20", "--compression", "gzip"
-                   ).returncode == 0
+    assert run_cli_here("-q", "convert", D.PSF, D.DCD, "-o", str(gz), "--chunks", "20", "--compression",
+                        "gzip").returncode == 0
     args = ["--select", "protein", "--step", "10", "--executor", "serial"]
     rep = tmp_path / "r.json"
     proc = run_cli("run", "rmsd", D.PSF, str(gz), *args, "--report", str(rep))
@@ -166,13 +168,13 @@ def test_advice_never_gives_two_rechunk_commands(tmp_path):
     """Strided reads of 20-frame gzip chunks (rechunk: --chunks frame) and too few chunk-aligned tasks
     (rechunk: smaller chunks) in one run: one rechunk command, which serves both."""
     gz = tmp_path / "gz.h5md"
-    assert run_cli("-q", "convert", D.PSF, D.DCD, "-o", str(gz), "--chunks", "20", "--compression", "gzip"
-                   ).returncode == 0
+    assert run_cli_here("-q", "convert", D.PSF, D.DCD, "-o", str(gz), "--chunks", "20", "--compression",
+                        "gzip").returncode == 0
     rep = tmp_path / "r.json"
     proc = run_cli("run", "rmsd", D.PSF, str(gz), "--select", "protein", "--step", "5", "--executor", "processes",
                    "-n", "2", "--tasks", "3", "--report", str(rep), "--no-progress")
     assert proc.returncode == 0, proc.stderr
-    shown = run_cli("report", str(rep))
+    shown = run_cli_here("report", str(rep))
     assert shown.returncode == 0, shown.stderr
     advice = shown.stdout[shown.stdout.index("advice:"):]
     rechunks = {tuple(c) for c in printed_commands(advice) if c[0] == "rechunk"}
@@ -192,7 +194,7 @@ def test_io_bound_advice_converts_the_runs_own_files(tmp_path):
     rep = tmp_path / "r.json"
     proc = run_cli("run", "rmsd", D.TPR, str(xtc), "--report", str(rep), "--executor", "serial")
     assert proc.returncode == 0, proc.stderr
-    shown = run_cli("report", str(rep))
+    shown = run_cli_here("report", str(rep))
     cmds = [c for c in printed_commands(shown.stdout) if c[0] == "convert"]
     assert cmds and cmds[0][1:3] == [D.TPR, str(xtc)], shown.stdout
     run_printed(shown.stdout, tmp_path)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.cli._helpers import assert_clean_failure
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 
 
 def snapshot(folder: Path) -> dict:
@@ -80,7 +80,7 @@ INPUT_AS_OUTPUT = [
                                                              for i, (a, _) in enumerate(INPUT_AS_OUTPUT)])
 def test_no_command_writes_over_an_input(files, argv, target):
     before = snapshot(files)
-    line = assert_clean_failure(run_cli(*argv, cwd=files), "is the input", target)
+    line = assert_clean_failure(run_cli_here(*argv, cwd=files), "is the input", target)
     assert line.count(":") >= 2   # names the output, then the input it is
     assert snapshot(files) == before   # nothing written, nothing replaced, no temporary left
 
@@ -89,10 +89,10 @@ def test_no_command_writes_over_an_input(files, argv, target):
 def test_run_keeps_an_existing_output_unless_overwrite(files):
     kept = files / "rmsd.csv"
     kept.write_text("my notes\n")
-    assert_clean_failure(run_cli("run", "rmsd", "top.psf", "traj.h5md", "--select", "name CA", "--out",
+    assert_clean_failure(run_cli_here("run", "rmsd", "top.psf", "traj.h5md", "--select", "name CA", "--out",
                                  "rmsd.csv", cwd=files), "rmsd.csv", "already exists", "--overwrite")
     assert kept.read_text() == "my notes\n"
-    proc = run_cli("run", "rmsd", "top.psf", "traj.h5md", "--select", "name CA", "--out", "rmsd.csv",
+    proc = run_cli_here("run", "rmsd", "top.psf", "traj.h5md", "--select", "name CA", "--out", "rmsd.csv",
                    "--overwrite", cwd=files)
     assert proc.returncode == 0, proc.stderr
     assert np.loadtxt(kept, delimiter=",", skiprows=1).shape == (98, 3)
@@ -101,7 +101,7 @@ def test_run_keeps_an_existing_output_unless_overwrite(files):
 @pytest.mark.cli
 def test_two_outputs_of_one_name_are_refused(files):
     before = snapshot(files)
-    assert_clean_failure(run_cli("run", "rmsd", "top.psf", "traj.h5md", "--select", "name CA", "--out", "x.csv",
+    assert_clean_failure(run_cli_here("run", "rmsd", "top.psf", "traj.h5md", "--select", "name CA", "--out", "x.csv",
                                  "--report", "./x.csv", cwd=files), "x.csv", "twice")
     assert snapshot(files) == before
 
@@ -110,23 +110,23 @@ def test_two_outputs_of_one_name_are_refused(files):
 def test_report_index_split_keep_existing_outputs_unless_overwrite(files):
     trace = files / "t.json"
     trace.write_text("keep")
-    assert_clean_failure(run_cli("report", "r.json", "--trace", "t.json", cwd=files), "t.json", "already exists")
+    assert_clean_failure(run_cli_here("report", "r.json", "--trace", "t.json", cwd=files), "t.json", "already exists")
     assert trace.read_text() == "keep"
-    ok = run_cli("report", "r.json", "--trace", "t.json", "--overwrite", cwd=files)
+    ok = run_cli_here("report", "r.json", "--trace", "t.json", "--overwrite", cwd=files)
     assert ok.returncode == 0, ok.stderr
     assert trace.read_text().startswith(("{", "["))
 
     index = files / "i.json"
     index.write_text("keep")
-    assert_clean_failure(run_cli("index", "traj.h5md", "-o", "i.json", cwd=files), "i.json", "already exists")
+    assert_clean_failure(run_cli_here("index", "traj.h5md", "-o", "i.json", cwd=files), "i.json", "already exists")
     assert index.read_text() == "keep"
-    ok = run_cli("index", "traj.h5md", "-o", "i.json", "--overwrite", cwd=files)
+    ok = run_cli_here("index", "traj.h5md", "-o", "i.json", "--overwrite", cwd=files)
     assert ok.returncode == 0, ok.stderr
 
     (files / "out").mkdir()
     stray = files / "out" / "part_001.h5md"
     stray.write_text("someone's file")
-    assert_clean_failure(run_cli("split", "traj.h5md", "-o", "out", "--parts", "2", cwd=files), "part_001.h5md",
+    assert_clean_failure(run_cli_here("split", "traj.h5md", "-o", "out", "--parts", "2", cwd=files), "part_001.h5md",
                          "already exists")
     assert stray.read_text() == "someone's file" and sorted(os.listdir(files / "out")) == ["part_001.h5md"]
 
@@ -168,28 +168,28 @@ def test_convert_and_rechunk_resume_every_time(tmp_path, adk_vacuum):
     so); a complete output is said to be complete, exit 0, and is not rewritten."""
     psf, dcd = adk_vacuum
     out = tmp_path / "adk.h5md"
-    first = run_cli("convert", psf, dcd, "-o", str(out), "--resume", "--no-progress")
+    first = run_cli_here("convert", psf, dcd, "-o", str(out), "--resume", "--no-progress")
     assert first.returncode == 0, first.stderr
     assert "nothing to resume" in first.stderr and "starting" in first.stderr
     u, ref = mda.Universe(psf, str(out)), mda.Universe(psf, dcd)
     assert u.trajectory.n_frames == ref.trajectory.n_frames == 98
     np.testing.assert_allclose(u.trajectory[97].positions, ref.trajectory[97].positions, atol=1e-5)
     st = out.stat()
-    again = run_cli("convert", psf, dcd, "-o", str(out), "--resume", "--no-progress")
+    again = run_cli_here("convert", psf, dcd, "-o", str(out), "--resume", "--no-progress")
     assert again.returncode == 0, again.stderr
     assert "is complete" in again.stderr
     assert (out.stat().st_ino, out.stat().st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
     assert sorted(os.listdir(tmp_path)) == ["adk.h5md"]
 
     re = tmp_path / "re.h5md"
-    first = run_cli("rechunk", str(out), "-o", str(re), "--chunks", "frame", "--resume", "--no-progress")
+    first = run_cli_here("rechunk", str(out), "-o", str(re), "--chunks", "frame", "--resume", "--no-progress")
     assert first.returncode == 0, first.stderr
     assert "nothing to resume" in first.stderr
     with h5py.File(out) as a, h5py.File(re) as b:
         np.testing.assert_array_equal(a["particles/all/position/value"][()], b["particles/all/position/value"][()])
         assert b["particles/all/position/value"].chunks[0] == 1
     st = re.stat()
-    again = run_cli("rechunk", str(out), "-o", str(re), "--chunks", "frame", "--resume", "--no-progress")
+    again = run_cli_here("rechunk", str(out), "-o", str(re), "--chunks", "frame", "--resume", "--no-progress")
     assert again.returncode == 0 and "is complete" in again.stderr, again.stderr
     assert (re.stat().st_ino, re.stat().st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
 
@@ -197,9 +197,9 @@ def test_convert_and_rechunk_resume_every_time(tmp_path, adk_vacuum):
 @pytest.mark.cli
 def test_pack_resume_on_a_complete_store(tmp_path):
     np.savez(tmp_path / "a.npz", x=np.ones((3, 2)))
-    assert run_cli("pack", "a.npz", "-o", "s.h5", "--no-progress", cwd=tmp_path).returncode == 0
+    assert run_cli_here("pack", "a.npz", "-o", "s.h5", "--no-progress", cwd=tmp_path).returncode == 0
     st = (tmp_path / "s.h5").stat()
-    again = run_cli("pack", "a.npz", "-o", "s.h5", "--resume", "--no-progress", cwd=tmp_path)
+    again = run_cli_here("pack", "a.npz", "-o", "s.h5", "--resume", "--no-progress", cwd=tmp_path)
     assert again.returncode == 0 and "is complete" in again.stderr, again.stderr
     assert ((tmp_path / "s.h5").stat().st_mtime_ns, (tmp_path / "s.h5").stat().st_ino) == (st.st_mtime_ns,
                                                                                           st.st_ino)
@@ -209,7 +209,7 @@ def test_pack_resume_on_a_complete_store(tmp_path):
 def test_resume_never_takes_an_input_for_a_complete_output(tmp_path, adk_vacuum_h5md):
     shutil.copy(adk_vacuum_h5md, tmp_path / "t.h5md")
     before = snapshot(tmp_path)
-    assert_clean_failure(run_cli("rechunk", "t.h5md", "-o", "t.h5md", "--resume", cwd=tmp_path), "is the input")
+    assert_clean_failure(run_cli_here("rechunk", "t.h5md", "-o", "t.h5md", "--resume", cwd=tmp_path), "is the input")
     assert snapshot(tmp_path) == before
 
 
@@ -221,18 +221,17 @@ def _precision_warnings(proc) -> list[str]:
     return [ln for ln in proc.stderr.splitlines() if "only loses precision" in ln]
 
 
-@pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_precision_without_compression_warns_once(tmp_path, adk_vacuum, adk_vacuum_h5md):
     psf, dcd = adk_vacuum
-    lines = _precision_warnings(run_cli("convert", psf, dcd, "-o", str(tmp_path / "a.h5md"), "--precision", "0.01",
+    lines = _precision_warnings(run_cli_here("convert", psf, dcd, "-o", str(tmp_path / "a.h5md"), "--precision", "0.01",
                                         "--no-progress"))
     assert len(lines) == 1 and "--compression" in lines[0], lines
-    assert _precision_warnings(run_cli("-q", "convert", psf, dcd, "-o", str(tmp_path / "b.h5md"), "--precision",
+    assert _precision_warnings(run_cli_here("-q", "convert", psf, dcd, "-o", str(tmp_path / "b.h5md"), "--precision",
                                        "0.01")) == []
-    assert _precision_warnings(run_cli("convert", psf, dcd, "-o", str(tmp_path / "c.h5md"), "--precision", "0.01",
+    assert _precision_warnings(run_cli_here("convert", psf, dcd, "-o", str(tmp_path / "c.h5md"), "--precision", "0.01",
                                        "--compression", "gzip", "--no-progress")) == []
-    assert len(_precision_warnings(run_cli("rechunk", adk_vacuum_h5md, "-o", str(tmp_path / "d.h5md"),
+    assert len(_precision_warnings(run_cli_here("rechunk", adk_vacuum_h5md, "-o", str(tmp_path / "d.h5md"),
                                            "--precision", "0.01", "--no-progress"))) == 1
 
 

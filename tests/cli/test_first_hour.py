@@ -11,7 +11,7 @@ import pytest
 from MDAnalysisTests import datafiles as D
 
 from tests.cli._helpers import assert_clean_failure
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_here
 from trajscale.report.summary import Report
 from trajscale.report.timing import RunReport
 
@@ -20,7 +20,7 @@ from trajscale.report.timing import RunReport
 
 @pytest.mark.cli
 def test_bad_topology_is_named_as_the_topology():
-    proc = run_cli("run", "rmsd", D.PSF_BAD, D.DCD, "--no-progress")
+    proc = run_cli_here("run", "rmsd", D.PSF_BAD, D.DCD, "--no-progress")
     assert_clean_failure(proc, "adk_notop_BAD.psf", "as a topology")
     assert D.DCD not in proc.stderr
 
@@ -29,16 +29,16 @@ def test_bad_topology_is_named_as_the_topology():
 @pytest.mark.parametrize("traj", [D.XTC, D.TRR, D.DCD, D.NCDF])
 def test_trajectory_only_format_as_topology_is_refused(tmp_path, traj):
     out = tmp_path / "x.h5md"
-    proc = run_cli("convert", traj, D.TPR, "-o", str(out), "--no-progress")   # arguments swapped
+    proc = run_cli_here("convert", traj, D.TPR, "-o", str(out), "--no-progress")   # arguments swapped
     assert_clean_failure(proc, traj, "trajectory format, not a topology", "--trajectory-as-topology")
     assert not out.exists()
-    assert_clean_failure(run_cli("run", "rmsd", traj, D.XTC, "--no-progress"), "not a topology")
-    assert_clean_failure(run_cli("verify", traj, D.XTC, str(out)), "not a topology")
+    assert_clean_failure(run_cli_here("run", "rmsd", traj, D.XTC, "--no-progress"), "not a topology")
+    assert_clean_failure(run_cli_here("verify", traj, D.XTC, str(out)), "not a topology")
 
 
 @pytest.mark.cli
 def test_insisting_on_a_trajectory_as_topology_reaches_a_clear_selection_error():
-    proc = run_cli("run", "rmsd", "--trajectory-as-topology", D.XTC, D.XTC, "--no-progress")
+    proc = run_cli_here("run", "rmsd", "--trajectory-as-topology", D.XTC, D.XTC, "--no-progress")
     assert_clean_failure(proc, "needs atom names", "adk_oplsaa.xtc has none", "TPR, PSF")
     assert "'Topology' object" not in proc.stderr
 
@@ -46,7 +46,7 @@ def test_insisting_on_a_trajectory_as_topology_reaches_a_clear_selection_error()
 @pytest.mark.cli
 def test_insisting_converts_with_all_atoms(tmp_path):
     out = tmp_path / "x.h5md"
-    proc = run_cli("convert", "--trajectory-as-topology", D.XTC, D.XTC, "-o", str(out), "--no-progress")
+    proc = run_cli_here("convert", "--trajectory-as-topology", D.XTC, D.XTC, "-o", str(out), "--no-progress")
     assert proc.returncode == 0, proc.stderr
     with h5py.File(out) as f:
         assert f["particles/all/position/value"].shape == (10, 47681, 3)
@@ -59,7 +59,7 @@ def test_output_under_a_regular_file_fails_before_any_work(tmp_path, adk_vacuum)
     for args in (["run", "rmsd", *adk_vacuum, "--out", str(plain / "x.csv")],
                  ["run", "rmsd", *adk_vacuum, "--report", str(plain / "r.json")],
                  ["convert", *adk_vacuum, "-o", str(plain / "x.h5md")]):
-        proc = run_cli(*args, "--no-progress")
+        proc = run_cli_here(*args, "--no-progress")
         assert_clean_failure(proc, "rmsd.csv is a file, not a directory")
         assert "frames" not in proc.stdout + proc.stderr     # failed before reading anything
         assert "truncated" not in proc.stderr
@@ -69,7 +69,7 @@ def test_output_under_a_regular_file_fails_before_any_work(tmp_path, adk_vacuum)
 @pytest.mark.cli
 @pytest.mark.parametrize("opt", [("-n", "0"), ("-n", "-3"), ("--tasks", "0"), ("--tasks", "-1")])
 def test_non_positive_counts_are_rejected(adk_vacuum, opt):
-    proc = run_cli("run", "rmsd", *adk_vacuum, "--executor", "processes", *opt)
+    proc = run_cli_here("run", "rmsd", *adk_vacuum, "--executor", "processes", *opt)
     assert_clean_failure(proc, opt[0], "at least 1")
     assert "rmsd on" not in proc.stdout
 
@@ -109,8 +109,9 @@ def test_quiet_convert_draws_no_progress_bar(tmp_path, adk_vacuum):
 @pytest.mark.cli
 def test_capped_tasks_say_why_and_quiet_means_errors_only(tmp_path, adk_vacuum):
     h5 = tmp_path / "c20.h5md"
-    assert run_cli("-q", "convert", *adk_vacuum, "-o", str(h5), "--chunks", "20").returncode == 0
-    proc = run_cli("run", "rmsd", adk_vacuum[0], str(h5), "--tasks", "16", "--report", str(tmp_path / "r.json"))
+    assert run_cli_here("-q", "convert", *adk_vacuum, "-o", str(h5), "--chunks", "20").returncode == 0
+    proc = run_cli_here("run", "rmsd", adk_vacuum[0], str(h5), "--tasks", "16", "--report",
+                        str(tmp_path / "r.json"))
     assert proc.returncode == 0, proc.stderr
     n_max = -(-98 // 20)
     assert f"asked for 16 tasks but ran {n_max}" in proc.stderr and "chunks hold 20 frames" in proc.stderr
@@ -124,7 +125,7 @@ def test_capped_tasks_say_why_and_quiet_means_errors_only(tmp_path, adk_vacuum):
 
 @pytest.mark.cli
 def test_mda_source_summary_says_whole_frames_were_decoded(adk_vacuum):
-    proc = run_cli("run", "rmsd", *adk_vacuum, "--no-progress")
+    proc = run_cli_here("run", "rmsd", *adk_vacuum, "--no-progress")
     assert proc.returncode == 0, proc.stderr
     n_ca = len(mda.Universe(*adk_vacuum).select_atoms("protein and name CA"))
     assert f"of the {n_ca} selected atoms" in proc.stdout
@@ -180,7 +181,7 @@ def test_help_shows_defaults_and_every_option_has_text():
                          (["convert"], ["--trajectory-as-topology", "--no-progress"]),
                          (["verify"], ["topology file of the source trajectories"]),
                          (["demo"], ["workers (default 2)", "default: processes"])):
-        proc = run_cli(*cmd, "--help")
+        proc = run_cli_here(*cmd, "--help")
         assert proc.returncode == 0
         text = " ".join(proc.stdout.split())
         for n in needles:
@@ -210,7 +211,7 @@ def test_every_argument_of_every_command_has_help():
 def test_plugin_compression_round_trips(tmp_path, adk_vacuum, codec):
     pytest.importorskip("hdf5plugin")
     out = tmp_path / f"{codec}.h5md"
-    proc = run_cli("convert", *adk_vacuum, "-o", str(out), "--compression", codec, "--no-progress")
+    proc = run_cli_here("convert", *adk_vacuum, "-o", str(out), "--compression", codec, "--no-progress")
     assert proc.returncode == 0, proc.stderr
     ref = mda.Universe(*adk_vacuum)
     want = np.array([ts.positions.copy() for ts in ref.trajectory])
@@ -224,15 +225,15 @@ def test_plugin_compression_round_trips(tmp_path, adk_vacuum, codec):
 
     u = mda.Universe(adk_vacuum[0], str(out))
     np.testing.assert_array_equal(np.array([ts.positions.copy() for ts in u.trajectory]), want)
-    facts = json.loads(run_cli("inspect", str(out), "--json").stdout)
+    facts = json.loads(run_cli_here("inspect", str(out), "--json").stdout)
     assert facts["compression"].startswith(codec)
 
 
 @pytest.mark.cli
 def test_inspect_short_file_has_no_100_frame_block_and_no_warning_trajscale_does_not_pay(tmp_path, adk_vacuum):
     out = tmp_path / "short.h5md"
-    assert run_cli("-q", "convert", *adk_vacuum, "-o", str(out), "--stop", "20").returncode == 0
-    facts = json.loads(run_cli("inspect", str(out), "--json").stdout)
+    assert run_cli_here("-q", "convert", *adk_vacuum, "-o", str(out), "--stop", "20").returncode == 0
+    facts = json.loads(run_cli_here("inspect", str(out), "--json").stdout)
     assert facts["n_frames"] == 20
     assert not any("100 frames" in k for k in facts["read_amplification"])
     assert "all 20 frames" in facts["read_amplification"]
@@ -247,9 +248,10 @@ def test_run_step_matches_mdanalysis(tmp_path, adk_vacuum, adk_vacuum_h5md, exec
 
     ref = rms.RMSD(mda.Universe(*adk_vacuum), select="name CA").run(start=3, stop=90, step=7).results.rmsd
     out, rep = tmp_path / "r.csv", tmp_path / "r.json"
-    proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "name CA", "--start", "3",
-                   "--stop", "90", "--step", "7", "--executor", executor, "-n", "2", "--tasks", "3",
-                   "--out", str(out), "--report", str(rep))
+    cli = run_cli_here if executor == "serial" else run_cli   # (workers are not forked from the test's process)
+    proc = cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "name CA", "--start", "3",
+               "--stop", "90", "--step", "7", "--executor", executor, "-n", "2", "--tasks", "3",
+               "--out", str(out), "--report", str(rep))
     assert proc.returncode == 0, proc.stderr
     got = np.loadtxt(out, delimiter=",", skiprows=1)
     np.testing.assert_array_equal(got[:, 0], np.arange(3, 90, 7))

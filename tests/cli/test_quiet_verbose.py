@@ -16,7 +16,7 @@ import pytest
 from MDAnalysisTests import datafiles as D
 
 from tests.cli._helpers import convert_with_cli
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_here
 
 #: What tqdm draws: "convert:  40%|████      | 4/10 [00:00<00:00, 181.30frame/s]".
 TQDM = re.compile(r"\d+%\|")
@@ -35,7 +35,7 @@ def test_quiet_run_prints_nothing(vacuum_h5md, where):
     proc = run_cli(*(["-q", *args] if where == "before" else [*args, "-q"]))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "" and proc.stderr == "", (proc.stdout, proc.stderr)
-    loud = run_cli(*args)   # the same run without -q has a summary and its selection line
+    loud = run_cli_here(*args)   # the same run without -q has a summary and its selection line
     assert "selection: 'name CA'" in loud.stdout and "rmsd on" in loud.stdout
 
 
@@ -94,7 +94,7 @@ def test_verbose_adds_readable_debug_lines(vacuum_h5md):
         assert any(f"{n_ca} of 3341 atoms" in ln for ln in lines), proc.stderr   # trajscale's debug line
         assert all(ln.startswith("trajscale: ") for ln in lines), proc.stderr   # no library's lines
         assert all(len(ln) < 300 and "array(" not in ln and "\n[" not in ln for ln in lines), proc.stderr
-    quiet = run_cli("run", "rmsd", D.PSF, vacuum_h5md, "--select", "name CA")
+    quiet = run_cli_here("run", "rmsd", D.PSF, vacuum_h5md, "--select", "name CA")
     assert not any(f"{n_ca} of 3341 atoms" in ln for ln in quiet.stderr.splitlines())
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from MDAnalysisTests.datafiles import DCD, PSF
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_here
 from tests.sources.test_follow import mda_rmsd, producer
 from trajscale.endings import Ending
 
@@ -47,7 +47,7 @@ def test_follow_writes_the_results_of_the_finished_file(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "followed 98 frames; ended: the writer marked the file complete"
     full = tmp_path / "full.csv"
-    assert run_cli("run", "rmsd", PSF, str(traj), "--executor", "serial", "--out", str(full)).returncode == 0
+    assert run_cli_here("run", "rmsd", PSF, str(traj), "--executor", "serial", "--out", str(full)).returncode == 0
     got, ref = np.loadtxt(out, delimiter=",", skiprows=1), np.loadtxt(full, delimiter=",", skiprows=1)
     assert got.shape == (98, 3) and np.array_equal(got, ref)
     np.testing.assert_allclose(got[:, 2], mda_rmsd(PSF, str(traj)), rtol=1e-5, atol=1e-5)
@@ -74,12 +74,12 @@ def test_killed_writer_ends_after_idle_with_every_complete_frame(tmp_path):
     assert proc.stderr.strip().splitlines()[-1] == (f"followed {len(got)} frames; ended: no new frame for 3 s; "
                                                      "the file was never marked complete")
     full = tmp_path / "full.csv"
-    assert run_cli("run", "rmsd", PSF, str(traj), "--executor", "serial", "--out", str(full)).returncode == 0
+    assert run_cli_here("run", "rmsd", PSF, str(traj), "--executor", "serial", "--out", str(full)).returncode == 0
     assert len(got) >= 29 and np.array_equal(got, np.loadtxt(full, delimiter=",", skiprows=1))
 
 
 def test_follow_refuses_a_frame_range(tmp_path):
-    proc = run_cli("run", "rmsd", PSF, str(tmp_path / "x.h5md"), "--follow", "--start", "5")
+    proc = run_cli_here("run", "rmsd", PSF, str(tmp_path / "x.h5md"), "--follow", "--start", "5")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "--start, --stop and --step do not apply" in proc.stderr
 
@@ -87,7 +87,7 @@ def test_follow_refuses_a_frame_range(tmp_path):
 def test_followed_rmsd_says_its_selection_once_as_a_run_that_is_not_followed(tmp_path):
     traj = tmp_path / "done.xtc"
     _finished_xtc(traj)
-    plain = run_cli("run", "rmsd", PSF, str(traj), "--executor", "serial")
+    plain = run_cli_here("run", "rmsd", PSF, str(traj), "--executor", "serial")   # (followed: in a process)
     followed = run_cli("run", "rmsd", PSF, str(traj), "--follow", "--idle", "120", "--executor", "serial")
     assert plain.returncode == 0 and followed.returncode == 0, plain.stderr + followed.stderr
     said = [ln for ln in plain.stdout.splitlines() if ln.startswith("selection:")]

@@ -22,7 +22,7 @@ import numpy as np
 from ..block import Block
 from ..progress import progress_bar
 from ..pwrite import ParallelWriter
-from ..util import polling_for_stop
+from ..util import polling_for_stop, slow_phase_for_tests
 from . import stream
 from .pool import on_root, stop_together
 from .resume import load_record, save_record
@@ -78,6 +78,8 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
                     stop_together(comm)
                     a = min(n_frames, w.n_frames + rank * slab)
                     b = min(n_frames, a + slab)
+                    # TRAJSCALE_TEST_SLOW_READ: a signal's tests need time to land (as a serial or pool convert's)
+                    slow_phase_for_tests("read", f"rank {rank}")
                     block = _read(job, sources, a, b)
                     if block is None:
                         empty = np.empty((0, len(universe_atoms), 3), np.float32)
