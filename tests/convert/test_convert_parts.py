@@ -108,6 +108,35 @@ def test_convert_and_verify_parse_the_topology_without_its_coordinates(tmp_path,
         np.testing.assert_allclose(f["particles/all/position/value"][()], ref, atol=1e-4)   # Angstrom
 
 
+def _atoms_as_written(path) -> dict:
+    with h5py.File(path) as f:
+        return {k: f[f"particles/all/{k}"][()] for k in ("id", "species", "name", "resid", "segid")
+                if f"particles/all/{k}" in f}
+
+
+def _atoms_of(u) -> dict:
+    """MDAnalysis's ids, names, residue numbers and segments, and each atom's type as a code (its index
+    among the sorted distinct types): the reference both a serial and an MPI convert must write."""
+    atoms = u.atoms
+    return {"id": atoms.ids, "species": np.unique(atoms.types, return_inverse=True)[1], "name": atoms.names,
+            "resid": atoms.resids, "segid": atoms.segids}
+
+
+def _assert_atoms_written(path, u) -> None:
+    got, ref = _atoms_as_written(path), _atoms_of(u)
+    assert set(got) == set(ref)
+    for k, v in ref.items():
+        w = got[k].astype(str) if got[k].dtype.kind == "S" else got[k]
+        np.testing.assert_array_equal(w, v, err_msg=k)
+
+
+def test_a_serial_convert_writes_the_atoms_an_mpi_one_writes(tmp_path):
+    """Ids and species were written under MPI only: the same inputs gave two different files."""
+    out = tmp_path / "s.h5md"
+    convert(D.PSF, [D.DCD], str(out), stop=2)
+    _assert_atoms_written(out, mda.Universe(D.PSF))
+
+
 @pytest.mark.mpi
 def test_under_mpi_only_rank_0_scans_the_parts(tmp_path):
     """mpiexec -n 2 convert of three XTC parts: each part's offsets are scanned once (by rank 0) and
@@ -132,3 +161,4 @@ def test_under_mpi_only_rank_0_scans_the_parts(tmp_path):
         got = f["particles/all/position/value"][()]
     np.testing.assert_allclose(got, np.concatenate([ref] * 3), rtol=0, atol=1e-5)
     assert _litter(tmp_path) == []
+    _assert_atoms_written(out, mda.Universe(D.GRO))   # (what a serial convert writes: the test above)

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import ConfigError, InputFileError, OutputError
 from ..sources import registry
 from ..sources.chain import JoinPlan, plan_join
-from ..topology import load_universe, select_atoms
+from ..topology import atom_arrays, load_universe, select_atoms
 from ..units import WRITE_UNITS, unit_system
 from ..util import check_input_file, check_output_path, is_no_space, polling_for_stop
 from . import direct, segmented
@@ -275,14 +275,10 @@ def _attr(atoms, name: str):
 
 
 def _labels(atoms) -> dict:
-    """Names and residues of the written atoms (those the topology has)."""
-    out = {}
-    for key in ("names", "resids", "resnames", "segids"):
-        try:
-            out[key] = np.asarray(getattr(atoms, key))
-        except Exception:   # noqa: BLE001 - a topology without them (MDAnalysis's NoDataError)
-            continue
-    return out
+    """Names, ids, species and residues of the written atoms (those the topology has): what a convert under
+    MPI writes too (:func:`~trajscale.topology.atom_arrays`), so that every executor writes the same file.
+    Masses and charges are the job's own fields."""
+    return {k: v for k, v in atom_arrays(atoms).items() if k not in ("masses", "charges")}
 
 
 def scanned_offsets(trajectories) -> list:
