@@ -41,7 +41,8 @@ cdef extern from "xdrfile.h" nogil:
     XDRFILE *xdrfile_open(const char *path, const char *mode)
     int xdrfile_close(XDRFILE *xfp)
     int xdrfile_read_float(float *ptr, int ndata, XDRFILE *xfp)
-    int xdrfile_decompress_coord_float_prefix(float *ptr, int *ncoord, int n_want, float *precision, XDRFILE *xfp)
+    int xdrfile_decompress_coord_float_scaled(float *ptr, int *ncoord, int n_want, float *precision, float scale,
+                                              XDRFILE *xfp)
     int xdr_seek(XDRFILE *xd, int64_t pos, int whence)
     int64_t xdr_tell(XDRFILE *xd)
     long long xdrfile_xtc_max_bytes(int natoms)
@@ -474,18 +475,14 @@ cdef class XTCFile(_XDRFile):
                     rc = exdrENDOFFILE
                 if rc == exdrOK:
                     size = self.n_atoms
-                    got = xdrfile_decompress_coord_float_prefix(dst, &size, n_want, &prec, self._xd)
+                    # the units' factor applied as the decoder makes each float (the same product)
+                    got = xdrfile_decompress_coord_float_scaled(dst, &size, n_want, &prec, factor, self._xd)
                     if got != self.n_atoms:
                         rc = got if got <= XTC_BAD_NATOMS else -3
-                if rc == exdrOK:
-                    if every:
-                        for j in range(n_sel):
-                            for c in range(3):
-                                out[i, j, c] = out[i, j, c] * factor
-                    else:
-                        for j in range(n_sel):
-                            for c in range(3):
-                                out[i, j, c] = frame[pick[j], c] * factor
+                if rc == exdrOK and not every:
+                    for j in range(n_sel):
+                        for c in range(3):
+                            out[i, j, c] = frame[pick[j], c]
             if rc == -2:
                 raise XDRFormatError(f"frame {k} has {natoms} atoms, not {self.n_atoms} (changed since it was scanned?)")
             if rc in _XTC_PROBLEMS:
