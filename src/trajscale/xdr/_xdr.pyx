@@ -8,6 +8,9 @@ its 64-bit seek), so frames are the same bits as MDAnalysis's.  Reading through 
 here spares each process that reads GROMACS trajectories the import of MDAnalysis
 and SciPy (~0.5 s of a 1 s run).
 
+* The XTC decoder is xdrfile's with the same reads and checks, about 4x faster: bits read
+  64 at a time, each group's big number split by 64-bit division, the floats made (and
+  scaled to Å) a chunk at a time (``csrc/README.md``); the same bits as MDAnalysis's.
 * An XTC frame is decoded only as far as the last selected atom: XTC decodes
   atoms in order, and a protein usually comes before its solvent, so a protein
   selection in a solvated system decodes a tenth of each frame.
