@@ -8,6 +8,9 @@ its 64-bit seek), so frames are the same bits as MDAnalysis's.  Reading through 
 here spares each process that reads GROMACS trajectories the import of MDAnalysis
 and SciPy (~0.5 s of a 1 s run).
 
+* The XTC decoder is xdrfile's with the same reads and checks, about 4x faster: bits read
+  64 at a time, each group's big number split by 64-bit division, the floats made (and
+  scaled to Å) a chunk at a time (``csrc/README.md``); the same bits as MDAnalysis's.
 * An XTC frame is decoded only as far as the last selected atom: XTC decodes
   atoms in order, and a protein usually comes before its solvent, so a protein
   selection in a solvated system decodes a tenth of each frame.
@@ -41,7 +44,8 @@ cdef extern from "xdrfile.h" nogil:
     XDRFILE *xdrfile_open(const char *path, const char *mode)
     int xdrfile_close(XDRFILE *xfp)
     int xdrfile_read_float(float *ptr, int ndata, XDRFILE *xfp)
-    int xdrfile_decompress_coord_float_prefix(float *ptr, int *ncoord, int n_want, float *precision, XDRFILE *xfp)
+    int xdrfile_decompress_coord_float_scaled(float *ptr, int *ncoord, int n_want, float *precision, float scale,
+                                              XDRFILE *xfp)
     int xdr_seek(XDRFILE *xd, int64_t pos, int whence)
     int64_t xdr_tell(XDRFILE *xd)
     long long xdrfile_xtc_max_bytes(int natoms)
@@ -474,18 +478,14 @@ cdef class XTCFile(_XDRFile):
                     rc = exdrENDOFFILE
                 if rc == exdrOK:
                     size = self.n_atoms
-                    got = xdrfile_decompress_coord_float_prefix(dst, &size, n_want, &prec, self._xd)
+                    # the units' factor applied as the decoder makes each float (the same product)
+                    got = xdrfile_decompress_coord_float_scaled(dst, &size, n_want, &prec, factor, self._xd)
                     if got != self.n_atoms:
                         rc = got if got <= XTC_BAD_NATOMS else -3
-                if rc == exdrOK:
-                    if every:
-                        for j in range(n_sel):
-                            for c in range(3):
-                                out[i, j, c] = out[i, j, c] * factor
-                    else:
-                        for j in range(n_sel):
-                            for c in range(3):
-                                out[i, j, c] = frame[pick[j], c] * factor
+                if rc == exdrOK and not every:
+                    for j in range(n_sel):
+                        for c in range(3):
+                            out[i, j, c] = frame[pick[j], c]
             if rc == -2:
                 raise XDRFormatError(f"frame {k} has {natoms} atoms, not {self.n_atoms} (changed since it was scanned?)")
             if rc in _XTC_PROBLEMS:

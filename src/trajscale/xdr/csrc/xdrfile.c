@@ -815,29 +815,183 @@ xdrfile_xtc_check_ranges(const int minint[3], const int maxint[3])
 }
 
 /* trajscale: bytes after the compressed data that a group of atoms can read before the bound is
- * checked: 3 x 31 bits, a flag and a run length (6 bits), 10 atoms of at most 72 bits, one byte ahead. */
+ * checked: 3 x 31 bits, a flag and a run length (6 bits), 10 atoms of at most 72 bits (103 bytes in
+ * all), and the 9 bytes the bit reader's window reads from its position on. */
 #define XTC_SLACK_BYTES 128
 
+/* trajscale: the decoder below reads the same bits as decodebits and decodeints and gives the same
+ * floats, faster (the original's functions are kept for the double-precision decoder):
+ *
+ * - a bit is found by its position from the start of the compressed bytes, and up to 64 bits at once
+ *   through a window of the 9 bytes from it (xtc_window), not a byte at a time through buf2[0..2];
+ * - decodeints' big number (its first byte read is its lowest) has at most 64 bits in nearly every
+ *   frame (bitsize, or smallidx, <= 64): it is taken from the window whole (xtc_bignum) and split by
+ *   64-bit (up to 32 bits, 32-bit) division, not by a base-256 long division for each size; wider
+ *   numbers (65 to 72 bits) keep decodeints' byte-wise division (xtc_unpack_wide);
+ * - the integer coordinates are written to buf1 in the order they are output, and made floats a
+ *   chunk of atoms at a time (the same conversion and float product for every value).
+ *
+ * Every check of the original's trajscale version is kept, in the same order, with the same codes. */
+
+/* atoms made floats at a time: their ints (6 KB) are still in the cache */
+#define XTC_CHUNK_ATOMS 512
+
+static inline uint64_t
+xtc_bswap64(uint64_t x)
+{
+#if defined(__GNUC__) || defined(__clang__)
+	return __builtin_bswap64(x);
+#else
+	x = (x << 32) | (x >> 32);
+	x = ((x & 0x0000ffff0000ffffULL) << 16) | ((x >> 16) & 0x0000ffff0000ffffULL);
+	return ((x & 0x00ff00ff00ff00ffULL) << 8) | ((x >> 8) & 0x00ff00ff00ff00ffULL);
+#endif
+}
+
+/* the 64 bits from bit position pos of cbuf on, the first one highest (reads bytes pos / 8 to
+ * pos / 8 + 8) */
+static inline uint64_t
+xtc_window(const unsigned char *cbuf, uint64_t pos)
+{
+	const unsigned char *p = cbuf + (pos >> 3);
+	unsigned int shift = (unsigned int)(pos & 7);
+	uint64_t w = ((uint64_t)p[0] << 56) | ((uint64_t)p[1] << 48) | ((uint64_t)p[2] << 40) |
+		((uint64_t)p[3] << 32) | ((uint64_t)p[4] << 24) | ((uint64_t)p[5] << 16) | ((uint64_t)p[6] << 8) |
+		(uint64_t)p[7];
+	/* (when shift is 0, p[8] >> 8 is 0) */
+	return (w << shift) | (uint64_t)(p[8] >> (8 - shift));
+}
+
+/* decodebits: the next n bits (1 <= n <= 32) as a number */
+static inline unsigned int
+xtc_bits(const unsigned char *cbuf, uint64_t *pos, int n)
+{
+	unsigned int num = (unsigned int)(xtc_window(cbuf, *pos) >> (64 - n));
+	*pos += (unsigned int)n;
+	return num;
+}
+
+/* decodeints' big number of n bits (1 <= n <= 64): its whole bytes come first, lowest first, then
+ * the n - 8 * whole bits of its highest byte */
+static inline uint64_t
+xtc_bignum(const unsigned char *cbuf, uint64_t *pos, int n)
+{
+	uint64_t w = xtc_window(cbuf, *pos) & (~(uint64_t)0 << (64 - n));
+	int whole = 8 * ((n - 1) >> 3);   /* the bits in whole bytes: 0 to 56 */
+	uint64_t s = xtc_bswap64(w);      /* the first byte read lowest; the last one's bits at its top */
+	*pos += (unsigned int)n;
+	return (s & (((uint64_t)1 << whole) - 1)) | ((((s >> whole) & 0xff) >> (8 - (n - whole))) << whole);
+}
+
+/* decodeints' three numbers in a big number: the remainder by size2, then the remainder of the
+ * quotient by size1, then the low 32 bits of that quotient (a chain of divisions was measured faster
+ * than a product by each size's inverse, or a division by size1 * size2 beside the first) */
+static inline void
+xtc_unpack64(uint64_t num, unsigned int size1, unsigned int size2, int nums[3])
+{
+	uint64_t q = num / size2;
+	nums[2] = (int)(num - q * size2);
+	num = q / size1;
+	nums[1] = (int)(q - num * size1);
+	nums[0] = (int)(unsigned int)num;
+}
+
+static inline void
+xtc_unpack32(unsigned int num, unsigned int size1, unsigned int size2, int nums[3])
+{
+	unsigned int q = num / size2;
+	nums[2] = (int)(num - q * size2);
+	num = q / size1;
+	nums[1] = (int)(q - num * size1);
+	nums[0] = (int)num;
+}
+
+/* decodeints for a big number of 65 to 72 bits: its bytes, and a long division by each size */
+static void
+xtc_unpack_wide(const unsigned char *cbuf, uint64_t *pos, int num_of_bits, const unsigned int sizes[3],
+				int nums[3])
+{
+	unsigned int bytes[32], num, p;
+	int i, j, num_of_bytes = 0;
+
+	bytes[1] = bytes[2] = bytes[3] = 0;
+	while (num_of_bits > 8)
+	{
+		bytes[num_of_bytes++] = xtc_bits(cbuf, pos, 8);
+		num_of_bits -= 8;
+	}
+	bytes[num_of_bytes++] = xtc_bits(cbuf, pos, num_of_bits);
+	for (i = 2; i > 0; i--)
+	{
+		num = 0;
+		for (j = num_of_bytes - 1; j >= 0; j--)
+		{
+			num = (num << 8) | bytes[j];
+			p = num / sizes[i];
+			bytes[j] = p;
+			num -= p * sizes[i];
+		}
+		nums[i] = (int)num;
+	}
+	nums[0] = (int)(bytes[0] | (bytes[1] << 8) | (bytes[2] << 16) | (bytes[3] << 24));
+}
+
+/* decodeints: three numbers of sizes in a big number of num_of_bits bits */
+static inline void
+xtc_unpack(const unsigned char *cbuf, uint64_t *pos, int num_of_bits, const unsigned int sizes[3],
+		   int nums[3])
+{
+	if (num_of_bits <= 32)
+		xtc_unpack32((unsigned int)xtc_bignum(cbuf, pos, num_of_bits), sizes[1], sizes[2], nums);
+	else if (num_of_bits <= 64)
+		xtc_unpack64(xtc_bignum(cbuf, pos, num_of_bits), sizes[1], sizes[2], nums);
+	else
+		xtc_unpack_wide(cbuf, pos, num_of_bits, sizes, nums);
+}
+
+/* the original's float of each int: int * inv_precision (a float product), then times scale */
+static void
+xtc_to_float(const int *__restrict ints, float *__restrict out, size_t n, float inv_precision, float scale)
+{
+	size_t j;
+	if (scale == 1.0f)
+	{
+		for (j = 0; j < n; j++)
+			out[j] = ints[j] * inv_precision;
+	}
+	else
+	{
+		for (j = 0; j < n; j++)
+		{
+			float v = ints[j] * inv_precision;
+			out[j] = v * scale;
+		}
+	}
+}
+
 int
-xdrfile_decompress_coord_float_prefix(float     *ptr,
+xdrfile_decompress_coord_float_scaled(float     *ptr,
 									  int       *size,
 									  int        n_want,
 									  float     *precision,
+									  float      scale,
 									  XDRFILE*   xfp)
 {
-	int minint[3], maxint[3], *lip;
-	int smallidx, minidx, maxidx;
-	unsigned sizeint[3], sizesmall[3], bitsizeint[3], size3;
-	int k, *buf1, *buf2, lsize, flag, nbytes;
-	int smallnum, smaller, larger, i, is_smaller, run;
-	float *lfp, inv_precision;
-	int tmp, *thiscoord,  prevcoord[3];
-	unsigned int bitsize;
+	int minint[3], maxint[3];
+	int smallidx, maxidx;
+	unsigned sizeint[3], sizesmall[3], size3;
+	int bitsizeint[3];
+	int k, *buf1, *buf2, lsize, nbytes;
+	int smallnum, smaller, i, done, is_smaller, run;
+	float inv_precision;
+	int tmp, *thiscoord, prevcoord[3], small[3];
+	unsigned int flag_run;
+	int bitsize;
 	long long max_bytes;
+	const unsigned char *cbuf;
+	uint64_t pos, limit;
 
-    bitsizeint[0] = 0;
-    bitsizeint[1] = 0;
-    bitsizeint[2] = 0;
+	bitsizeint[0] = bitsizeint[1] = bitsizeint[2] = 0;
 
 	if(xfp==NULL || ptr==NULL)
 		return -1;
@@ -852,7 +1006,7 @@ xdrfile_decompress_coord_float_prefix(float     *ptr,
 	size3 = *size * 3;
 	max_bytes = xdrfile_xtc_max_bytes(lsize);
 	if(size3>xfp->buf1size)
-    {
+	{
 		/* trajscale: the old buffers are freed (the original leaked them), and buf2 has room for the
 		 * largest byte count accepted below plus XTC_SLACK_BYTES, zeroed, that bit reads may touch
 		 * before their bound is checked */
@@ -869,9 +1023,13 @@ xdrfile_decompress_coord_float_prefix(float     *ptr,
 	}
 	/* Dont bother with compression for three atoms or less */
 	if(*size<=9)
-    {
-		return xdrfile_read_float(ptr,size3,xfp)/3;
+	{
 		/* return number of coords, not floats */
+		int got = xdrfile_read_float(ptr,size3,xfp)/3;
+		if (scale != 1.0f)
+			for (k = 0; k < 3 * got; k++)
+				ptr[k] = ptr[k] * scale;
+		return got;
 	}
 	/* Compression-time if we got here. Read precision first */
 	if (xdrfile_read_float(precision,1,xfp) != 1)
@@ -896,14 +1054,14 @@ xdrfile_decompress_coord_float_prefix(float     *ptr,
 
 	/* check if one of the sizes is to big to be multiplied */
 	if ((sizeint[0] | sizeint[1] | sizeint[2] ) > 0xffffff)
-    {
+	{
 		bitsizeint[0] = sizeofint(sizeint[0]);
 		bitsizeint[1] = sizeofint(sizeint[1]);
 		bitsizeint[2] = sizeofint(sizeint[2]);
 		bitsize = 0; /* flag the use of large sizes */
 	}
-    else
-    {
+	else
+	{
 		bitsize = sizeofints(3, sizeint);
 	}
 
@@ -915,15 +1073,12 @@ xdrfile_decompress_coord_float_prefix(float     *ptr,
 	tmp=smallidx+8;
 	/* trajscale: LASTIDX - 1, the table's last entry (the original read one past it) */
 	maxidx = ((int)LASTIDX - 1<tmp) ? (int)LASTIDX - 1 : tmp;
-	minidx = maxidx - 8; /* often this equal smallidx */
+	(void)maxidx;
 	tmp = smallidx-1;
 	tmp = (FIRSTIDX>tmp) ? FIRSTIDX : tmp;
 	smaller = magicints[tmp] / 2;
 	smallnum = magicints[smallidx] / 2;
 	sizesmall[0] = sizesmall[1] = sizesmall[2] = magicints[smallidx] ;
-	larger = magicints[maxidx];
-	(void)minidx;
-	(void)larger;
 
 	/* buf2[0] holds the length in bytes */
 
@@ -937,116 +1092,129 @@ xdrfile_decompress_coord_float_prefix(float     *ptr,
 		return 0;
 	memset((char *)&(buf2[3]) + nbytes, 0, XTC_SLACK_BYTES);
 	buf2[0] = buf2[1] = buf2[2] = 0;
+	cbuf = (const unsigned char *)&(buf2[3]);
+	pos = 0;
+	limit = 8 * (uint64_t)nbytes;
 
-	lfp = ptr;
 	inv_precision = 1.0 / * precision;
 	run = 0;
 	i = 0;
-	lip = buf1;
+	done = 0;   /* the atoms made floats */
 	while ( i < lsize && i < n_want )
-    {
-		thiscoord = (int *)(lip) + i * 3;
+	{
+		/* an atom in full, then maybe a run of atoms near it, each one near the one before */
+		thiscoord = buf1 + (size_t)i * 3;
 
 		if (bitsize == 0)
-        {
-			thiscoord[0] = decodebits(buf2, bitsizeint[0]);
-			thiscoord[1] = decodebits(buf2, bitsizeint[1]);
-			thiscoord[2] = decodebits(buf2, bitsizeint[2]);
+		{
+			thiscoord[0] = (int)xtc_bits(cbuf, &pos, bitsizeint[0]);
+			thiscoord[1] = (int)xtc_bits(cbuf, &pos, bitsizeint[1]);
+			thiscoord[2] = (int)xtc_bits(cbuf, &pos, bitsizeint[2]);
 		}
-        else
-        {
-			decodeints(buf2, 3, bitsize, sizeint, thiscoord);
+		else
+		{
+			xtc_unpack(cbuf, &pos, bitsize, sizeint, thiscoord);
 		}
 
 		i++;
-		thiscoord[0] += minint[0];
-		thiscoord[1] += minint[1];
-		thiscoord[2] += minint[2];
+		/* (unsigned: the original's int sums, which wrap alike on a damaged frame) */
+		prevcoord[0] = thiscoord[0] = (int)((unsigned int)thiscoord[0] + (unsigned int)minint[0]);
+		prevcoord[1] = thiscoord[1] = (int)((unsigned int)thiscoord[1] + (unsigned int)minint[1]);
+		prevcoord[2] = thiscoord[2] = (int)((unsigned int)thiscoord[2] + (unsigned int)minint[2]);
 
-		prevcoord[0] = thiscoord[0];
-		prevcoord[1] = thiscoord[1];
-		prevcoord[2] = thiscoord[2];
-
-		flag = decodebits(buf2, 1);
+		/* a flag bit; when set, 5 bits of run length and size step */
+		flag_run = (unsigned int)(xtc_window(cbuf, pos) >> 58);
 		is_smaller = 0;
-		if (flag == 1)
-        {
-			run = decodebits(buf2, 5);
+		if (flag_run & 32)
+		{
+			pos += 6;
+			run = (int)(flag_run & 31);
 			is_smaller = run % 3;
 			run -= is_smaller;
 			is_smaller--;
 		}
+		else
+		{
+			pos += 1;
+		}
 		/* trajscale: a run never decodes past the frame's atom count (it overran buf1 and ptr) */
 		if (run / 3 > lsize - i)
 			return XTC_BAD_RUN;
-		if (run > 0)
-        {
-			thiscoord += 3;
-			for (k = 0; k < run; k+=3)
-            {
-				decodeints(buf2, 3, smallidx, sizesmall, thiscoord);
-				i++;
-				thiscoord[0] += prevcoord[0] - smallnum;
-				thiscoord[1] += prevcoord[1] - smallnum;
-				thiscoord[2] += prevcoord[2] - smallnum;
-				if (k == 0) {
-					/* interchange first with second atom for better
-					 * compression of water molecules
-					 */
-					tmp = thiscoord[0]; thiscoord[0] = prevcoord[0];
-					prevcoord[0] = tmp;
-					tmp = thiscoord[1]; thiscoord[1] = prevcoord[1];
-					prevcoord[1] = tmp;
-					tmp = thiscoord[2]; thiscoord[2] = prevcoord[2];
-					prevcoord[2] = tmp;
-					*lfp++ = prevcoord[0] * inv_precision;
-					*lfp++ = prevcoord[1] * inv_precision;
-					*lfp++ = prevcoord[2] * inv_precision;
-				} else {
-					prevcoord[0] = thiscoord[0];
-					prevcoord[1] = thiscoord[1];
-					prevcoord[2] = thiscoord[2];
-				}
-				*lfp++ = thiscoord[0] * inv_precision;
-				*lfp++ = thiscoord[1] * inv_precision;
-				*lfp++ = thiscoord[2] * inv_precision;
+		for (k = 0; k < run; k += 3)
+		{
+			int *next = thiscoord + 3 + k;
+			xtc_unpack(cbuf, &pos, smallidx, sizesmall, small);
+			i++;
+			small[0] = (int)((unsigned int)small[0] + (unsigned int)prevcoord[0] - (unsigned int)smallnum);
+			small[1] = (int)((unsigned int)small[1] + (unsigned int)prevcoord[1] - (unsigned int)smallnum);
+			small[2] = (int)((unsigned int)small[2] + (unsigned int)prevcoord[2] - (unsigned int)smallnum);
+			if (k == 0)
+			{
+				/* the first atom of a run is output before the atom in full, for better
+				 * compression of water molecules */
+				next[0] = thiscoord[0];
+				next[1] = thiscoord[1];
+				next[2] = thiscoord[2];
+				thiscoord[0] = small[0];
+				thiscoord[1] = small[1];
+				thiscoord[2] = small[2];
 			}
-		}
-        else
-        {
-			*lfp++ = thiscoord[0] * inv_precision;
-			*lfp++ = thiscoord[1] * inv_precision;
-			*lfp++ = thiscoord[2] * inv_precision;
+			else
+			{
+				next[0] = small[0];
+				next[1] = small[1];
+				next[2] = small[2];
+			}
+			prevcoord[0] = small[0];
+			prevcoord[1] = small[1];
+			prevcoord[2] = small[2];
 		}
 		smallidx += is_smaller;
 		/* trajscale: the run's size step keeps smallidx within magicints */
 		if (smallidx < FIRSTIDX || smallidx >= (int)LASTIDX)
 			return XTC_BAD_SMALLIDX;
 		if (is_smaller < 0)
-        {
+		{
 			smallnum = smaller;
 
 			if (smallidx > FIRSTIDX)
-            {
+			{
 				smaller = magicints[smallidx - 1] /2;
 			}
-            else
-            {
+			else
+			{
 				smaller = 0;
 			}
 		}
-        else if (is_smaller > 0)
-        {
+		else if (is_smaller > 0)
+		{
 			smaller = smallnum;
 			smallnum = magicints[smallidx] / 2;
 		}
 		sizesmall[0] = sizesmall[1] = sizesmall[2] = magicints[smallidx] ;
 		/* trajscale: the bits read so far lie within the byte count (the slack after it is
 		 * allocated and zeroed, so the group just decoded read no further than it) */
-		if (buf2[0] > nbytes)
+		if (pos > limit)
 			return XTC_BAD_BITS;
+		if (i - done >= XTC_CHUNK_ATOMS)
+		{
+			xtc_to_float(buf1 + (size_t)done * 3, ptr + (size_t)done * 3, (size_t)(i - done) * 3,
+						 inv_precision, scale);
+			done = i;
+		}
 	}
+	xtc_to_float(buf1 + (size_t)done * 3, ptr + (size_t)done * 3, (size_t)(i - done) * 3, inv_precision, scale);
 	return *size;
+}
+
+int
+xdrfile_decompress_coord_float_prefix(float     *ptr,
+									  int       *size,
+									  int        n_want,
+									  float     *precision,
+									  XDRFILE*   xfp)
+{
+	return xdrfile_decompress_coord_float_scaled(ptr, size, n_want, precision, 1.0f, xfp);
 }
 
 int

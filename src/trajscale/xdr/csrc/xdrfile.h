@@ -573,6 +573,16 @@ extern "C"
 										  float *     precision,
 										  XDRFILE *   xfp);
 
+	/* trajscale: as xdrfile_decompress_coord_float_prefix, each coordinate then multiplied by scale
+	 * (a float product, as a reader converting units multiplies the frame it was given). */
+	int
+	xdrfile_decompress_coord_float_scaled(float *     ptr,
+										  int *	      ncoord,
+										  int         n_want,
+										  float *     precision,
+										  float       scale,
+										  XDRFILE *   xfp);
+
 
 
 
