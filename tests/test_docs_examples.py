@@ -107,7 +107,7 @@ def scheduler():
 #: fresh globals, stdout and stderr to files there. Answers "pid PID" at the fork, then the child's exit
 #: status and CPU seconds.
 RUNNER = r"""
-import os, runpy, sys, traceback
+import atexit, gc, os, runpy, sys, traceback
 import numpy, h5py, MDAnalysis, MDAnalysisTests.datafiles, xarray, dask.array, torch
 import trajscale, trajscale.mda, trajscale.ml
 for line in sys.stdin:
@@ -117,15 +117,23 @@ for line in sys.stdin:
         os.chdir(cwd)
         for fd, name in ((0, os.devnull), (1, "stdout"), (2, "stderr")):
             os.dup2(os.open(name, os.O_RDWR if fd == 0 else os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
-        sys.argv = [script]
+        sys.argv, code = [script], 0
         try:
-            runpy.run_path(script, run_name="__main__")
-        except SystemExit:
-            raise
+            runpy.run_path(script, run_name="__main__").clear()   # its objects finalized, as at its end
+            gc.collect()
+        except SystemExit as e:
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
         except BaseException:
             traceback.print_exc()
-            raise SystemExit(1) from None
-        raise SystemExit(0)
+            code = 1
+        # the exit handlers (the example's pools and clients), then out without tearing down every module
+        # imported here (torch's, MDAnalysis's...), which costs a second a child
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code or 0)
     print("pid", pid, flush=True)
     _, status, use = os.wait4(pid, 0)
     print(os.waitstatus_to_exitcode(status), use.ru_utime + use.ru_stime, flush=True)
@@ -136,6 +144,7 @@ class Runner:
     """A :data:`RUNNER` process: :meth:`run` a script in a folder, its exit status back."""
 
     def __init__(self, env: dict) -> None:
+        self.cpu = 0.0   # CPU seconds of the children run so far (not in this process's children's: unreaped here)
         self.proc = subprocess.Popen([sys.executable, "-c", RUNNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env)
 
@@ -152,11 +161,12 @@ class Runner:
         self.proc.stdin.flush()
         pid = int(self._line(timeout).split()[1])   # (the first waits for the runner's imports too)
         try:
-            rc = int(self._line(timeout).split()[0])
+            rc, cpu = self._line(timeout).split()
         except TimeoutError:
             os.kill(pid, signal.SIGKILL)
             raise
-        return subprocess.CompletedProcess(script, rc, (cwd / "stdout").read_text(), (cwd / "stderr").read_text())
+        self.cpu += float(cpu)
+        return subprocess.CompletedProcess(script, int(rc), (cwd / "stdout").read_text(), (cwd / "stderr").read_text())
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -173,6 +183,14 @@ def runner():
     r = Runner(example_env())
     yield r
     r.close()
+
+
+@pytest.fixture
+def forked_cpu(runner, record_property):
+    """Records the CPU seconds of the test's forked examples (``cpu_forked`` in a JUnit XML report)."""
+    before = runner.cpu
+    yield runner
+    record_property("cpu_forked", round(runner.cpu - before, 3))
 
 
 def real_code(code: str, files: dict, scheduler: str | None) -> str:
@@ -197,7 +215,8 @@ def uses_mpi(code: str) -> bool:
 @pytest.mark.cli
 @pytest.mark.parametrize("where,code", [pytest.param(w, c, id=w, marks=[pytest.mark.mpi] if uses_mpi(c) else [])
                                         for w, c, why in EXAMPLES if why is None])
-def test_example_runs(tmp_path, files, runner, request, where, code):
+def test_example_runs(tmp_path, files, forked_cpu, request, where, code):
+    runner = forked_cpu
     sched = request.getfixturevalue("scheduler") if "tcp://" in code else None
     script = tmp_path / "example.py"
     script.write_text(real_code(code, files, sched) + EPILOGUE)
@@ -285,7 +304,7 @@ def check_arrays(code: str, files: dict, cwd: Path, left: dict) -> None:
 
 @pytest.mark.slow
 @pytest.mark.cli
-def test_tutorial_runs_as_shown(tmp_path, runner):
+def test_tutorial_runs_as_shown(tmp_path, forked_cpu):
     """docs/tutorial.md from its first block to its last, in order: the files it makes, every shell
     command, its Python plot, and the numbers and lines it pastes, against MDAnalysis reading the
     same frames."""
@@ -294,7 +313,7 @@ def test_tutorial_runs_as_shown(tmp_path, runner):
     (tmp_path / "setup.py").write_text(setup)
     (tmp_path / "plot.py").write_text(plot)
     env = example_env(HOME=str(tmp_path))
-    proc = runner.run(tmp_path, "setup.py", timeout=300)   # its two Python scripts as `python x.py` there
+    proc = forked_cpu.run(tmp_path, "setup.py", timeout=300)   # its two Python scripts as `python x.py` there
     assert proc.returncode == 0, proc.stderr[-2000:]
     printed = ""
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
@@ -322,7 +341,7 @@ def test_tutorial_runs_as_shown(tmp_path, runner):
     for pasted in re.findall(r"^(\d+),(\d+),([\d.]+)$", text, re.M):   # the RMSD rows pasted
         np.testing.assert_allclose(float(pasted[2]), ref[int(pasted[0]), 2], atol=1e-6)
     assert (tmp_path / "rmsd-report.png").stat().st_size > 10_000
-    proc = runner.run(tmp_path, "plot.py", timeout=300)
+    proc = forked_cpu.run(tmp_path, "plot.py", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = proc.stdout.strip()
     assert line.startswith(f"RMSD {ref[:, 2].max():.2f} Å at most") and line in text, line
