@@ -172,10 +172,10 @@ MODULES = {
                           "mdcath_epoch.py", "ml_loading.py"],   # + test_codec_study_u16_rows_run_without_numba
     "test_smoke_features": ["compiled_kernels.py", "ensemble.py", "features.py", "kernels.py", "scale.py"],
     "test_smoke_demo": ["analyses.py", "chains.py", "one_pass.py", "rmsd.py", "short_runs.py"],
-    # + cold.py (test_cold_pairs_whole_processes)
     "test_smoke_io": ["convert.py", "layouts.py", "lossy_read.py", "mda_reader.py", "memory.py", "read_layouts.py",
-                      "scaling.py", "write.py"],   # + mda_mpi_baseline.py, bare_machine.sh
-    "test_smoke_predict": ["predict.py", "regress.py", "remote.py", "remote_clients.py"],
+                      "remote_clients.py", "scaling.py", "write.py"],
+    # + mda_mpi_baseline.py, bare_machine.sh, cold.py (test_cold_pairs_whole_processes)
+    "test_smoke_predict": ["predict.py", "regress.py", "remote.py"],
 }
 
 
