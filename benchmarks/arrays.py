@@ -72,8 +72,15 @@ def side(name: str, top: str, trajs: list[str], out: str) -> None:
             mean = AnalysisFromFunction(lambda ag: ag.positions.copy(), ca).run().results.timeseries.mean(0)
         else:
             mean = u.trajectory.timeseries(ca, order="fac").mean(0)
-    elif name == "warm":
-        print(json.dumps(warm_seconds(top, traj, int(out))))
+    elif name == "warm":   # TRAJ... is every input, "+" between them: each one's figures in this one process
+        groups, cur = [], []
+        for t in [*trajs, "+"]:
+            if t == "+":
+                groups.append(cur[0] if len(cur) == 1 else cur)
+                cur = []
+            else:
+                cur.append(t)
+        print(json.dumps([warm_seconds(top, g, int(out)) for g in groups]))
         return
     elif name == "memory":
         import trajscale as ts
@@ -273,10 +280,12 @@ def report(args, top: str, h5: str, parts: list[str]) -> None:
     print(f"lazy mean / trajscale run average, whole processes: H5MD {secs[(lazy, 'h5md')] / secs[(avg, 'h5md')]:.2f}"
           f", XTC chain {secs[(lazy, 'xtc')] / secs[(avg, 'xtc')]:.2f}")
     print(f"\n{'in one process, warm (serial)':<34}{'H5MD s':>9}{'XTC chain s':>13}{'/ ts.run':>10}")
-    warm = {i: json.loads(subprocess.run([sys.executable, str(HERE), "--side", "warm", top, *t, "--side-out",
-                                          str(args.repeat)], capture_output=True, text=True, check=True,
-                                         timeout=3600).stdout.strip().splitlines()[-1])
-            for i, t in inputs.items()}
+    # every input in one process: each route's figures come after a first call of its own on that input anyway
+    trajs = [t for i, paths in enumerate(inputs.values()) for t in (["+"] if i else []) + paths]
+    got = json.loads(subprocess.run([sys.executable, str(HERE), "--side", "warm", top, *trajs, "--side-out",
+                                     str(args.repeat)], capture_output=True, text=True, check=True,
+                                    timeout=3600).stdout.strip().splitlines()[-1])
+    warm = dict(zip(inputs, got, strict=True))
     for key, label in (("lazy", "lazy mean"), ("dask", "dask mean"), ("run", "ts.run(AverageStructure)")):
         h, x = warm["h5md"][key], warm["xtc"][key]
         print(f"{label:<34}{h:>9.3f}{x:>13.3f}{h / warm['h5md']['run']:>6.2f} {x / warm['xtc']['run']:>4.2f}")

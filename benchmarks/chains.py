@@ -1,6 +1,6 @@
 """A trajectory in many XTC parts, read in place: MDAnalysis, trajscale serial and processes(2), MDTraj.
 
-    python benchmarks/chains.py [--frames 1000] [--parts 200] [--repeat 1] [--cache DIR] [--whole 5]
+    python benchmarks/chains.py [--frames 1000] [--parts 200] [--repeat 1] [--cache DIR] [--whole 5] [--warmup 1]
 
 Issue 14's case: AdK in water (47,681 atoms) over ``--frames`` frames written
 as ``--parts`` XTC files (the 10 frames of MDAnalysisTests' XTC repeated, time
@@ -18,7 +18,8 @@ on frame 0:
   CA indices from ``md.load_topology``), if mdtraj is importable.
 * warm rows: the second ``ts.run`` on one executor (pool started, compiled
   kernels loaded, topology cached): what the reads themselves scale to.
-* whole processes (``--whole N`` pairs, after one warm-up pair): the ``trajscale
+* whole processes (``--whole N`` pairs, after ``--warmup`` uncounted pairs, one by default; none in
+  the test suite's smoke run, whose one pair's figures mean nothing): the ``trajscale
   run rmsd GRO PART...`` command against the MDAnalysis script a user writes
   (``trajscale.whole_runs``), each a new process timed from outside, start-up
   included, paired; serial, and processes(2) against MDAnalysis's
@@ -173,6 +174,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated subset of {','.join(SIDES)}")
     ap.add_argument("--whole", type=int, default=5, metavar="PAIRS",
                     help="pairs of whole processes per row, trajscale CLI against the MDAnalysis script (0: none)")
+    ap.add_argument("--warmup", type=int, default=1, metavar="PAIRS",
+                    help="uncounted pairs of whole processes per row before those (default 1)")
     args = ap.parse_args(argv)
     cache = Path(args.cache or Path.home() / ".cache" / "trajscale" / f"chains-{args.frames}-{args.parts}")
     parts = build_chain(cache, args.frames, args.parts)
@@ -210,19 +213,19 @@ def main(argv=None) -> int:
     for label, slow, fast in ratios:
         if slow in res and fast in res:
             print(f"{label:60s} {res[slow] / res[fast]:6.2f}x")
-    return whole_processes(GRO, parts, args.whole) if args.whole else 0
+    return whole_processes(GRO, parts, args.whole, args.warmup) if args.whole else 0
 
 
-def whole_processes(gro: str, parts: list[str], pairs: int) -> int:
+def whole_processes(gro: str, parts: list[str], pairs: int, warmup: int = 1) -> int:
     """The headline: whole processes from outside, paired, trajscale CLI against the MDAnalysis script."""
     from trajscale.whole_runs import Pairs
 
     with tempfile.TemporaryDirectory() as work, Pairs(work, gro, parts, "name CA") as p:
         p.add("serial", p.trajscale(), p.mdanalysis())
         p.add("processes(2) vs multiprocessing(2)", p.trajscale("processes", n_workers=2), p.mdanalysis(2))
-        p.run(pairs, warmup=1)
+        p.run(pairs, warmup=warmup)
         diff = p.max_difference()
-        print(f"\nwhole processes, {pairs} pairs after 1 warm-up pair (ratio: MDAnalysis s / trajscale s)")
+        print(f"\nwhole processes, {pairs} pairs after {warmup} warm-up pair(s) (ratio: MDAnalysis s / trajscale s)")
         print(p.table())
         print(f"max |RMSD difference| {diff:.1e} A")
     if not diff <= 1e-4:

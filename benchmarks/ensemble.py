@@ -150,14 +150,20 @@ def env_for(work: Path) -> dict:
 
 
 def _descendants(root: int) -> list[int]:
+    # Every process's parent from /proc/PID/stat, read as bytes with os.read: this runs every 10 ms beside
+    # the run it measures, and a file object and text decoding per process cost 2.4x the CPU.
     children: dict[int, list[int]] = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
-            with open(f"/proc/{d}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
+            fd = os.open(f"/proc/{d}/stat", os.O_RDONLY)
+            try:
+                raw = os.read(fd, 1024)
+            finally:
+                os.close(fd)
+            ppid = int(raw[raw.rindex(b")") + 2:].split(None, 2)[1])
+        except (OSError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(d))
     out, todo = [], [root]

@@ -85,7 +85,8 @@ def worker(args) -> None:
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
-    frames, box = system(args.replicas)
+    with np.load(args.system) as saved:
+        frames, box = saved["frames"], saved["box"]
     n_atoms = frames.shape[1]
     rng = np.random.default_rng(rank)
     local = []
@@ -198,7 +199,7 @@ def print_visibility(args, runs: dict) -> dict:
 def run_mpi(strategy: str, n: int, args, path: Path) -> dict:
     exe = shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
     cmd = [exe, "-n", str(n), sys.executable, __file__, "--worker", "--strategy", strategy,
-           "--frames", str(args.frames), "--replicas", str(args.replicas), "--path", str(path)]
+           "--frames", str(args.frames), "--system", str(path.parent / "system.npz"), "--path", str(path)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
     if proc.returncode:
         raise SystemExit(proc.stderr[-3000:])
@@ -210,6 +211,9 @@ def serial_baselines(args, d: Path) -> dict:
     from MDAnalysis.coordinates.H5MD import H5MDWriter as MDAH5MDWriter
 
     frames, box = system(args.replicas)
+    # the ranks' frames, saved once: a rank of every run reads them instead of importing MDAnalysis and its
+    # test files and parsing the GRO itself (not timed either way)
+    np.savez(d / "system.npz", frames=frames, box=box)
     n_atoms = frames.shape[1]
     data = [frame(frames, box, i) for i in range(args.frames)]
     del frames
@@ -259,6 +263,7 @@ def main(argv=None) -> int:
     p.add_argument("--publish-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--strategy", default="collective", help=argparse.SUPPRESS)
     p.add_argument("--path", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--system", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.json:   # refused before the measurements, not after them
         check_script_output(PROG, args.json, args.overwrite)

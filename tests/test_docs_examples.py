@@ -4,14 +4,20 @@ The examples name short files (``top.tpr``, ``traj.h5md``, ``adk.h5md``, ``train
 are real ones: AdK in vacuum (PSF/DCD as H5MD) for ``top.tpr``/``traj.h5md``, AdK in water made
 whole (TPR, H5MD) for ``adk.*``, a packed store of NPZ samples for ``train.h5``, and a running
 Dask scheduler for ``tcp://10.0.0.5:8786``.  An example that needs what no test machine has
-(a SLURM cluster) is marked ``<!-- not run: why -->`` just above it.  Each runs in a fresh
-process (under ``mpiexec -n 2`` when it uses MPI); the numbers it leaves are checked against
-MDAnalysis.
+(a SLURM cluster) is marked ``<!-- not run: why -->`` just above it.  Each runs in a process of
+its own, forked from one that imported the modules the examples share (``RUNNER``: an example still
+imports what it uses, in fresh globals, but no longer pays NumPy's, MDAnalysis's, xarray's and
+torch's imports each), or under ``mpiexec -n 2`` when it uses MPI; the numbers it leaves are
+checked against MDAnalysis.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import re
+import select
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -96,6 +102,97 @@ def scheduler():
         yield cluster.scheduler_address
 
 
+#: Runs each script it is sent (a line: folder TAB script) in a child forked from this process, which
+#: imported the examples' common modules once, as ``python script`` in that folder would: ``__main__``,
+#: fresh globals, stdout and stderr to files there. Answers "pid PID" at the fork, then the child's exit
+#: status and CPU seconds.
+RUNNER = r"""
+import atexit, gc, os, runpy, sys, traceback
+import numpy, h5py, MDAnalysis, MDAnalysisTests.datafiles, xarray, dask.array, torch
+import trajscale, trajscale.mda, trajscale.ml
+for line in sys.stdin:
+    cwd, script = line.rstrip("\n").split("\t")
+    pid = os.fork()
+    if pid == 0:
+        os.chdir(cwd)
+        for fd, name in ((0, os.devnull), (1, "stdout"), (2, "stderr")):
+            os.dup2(os.open(name, os.O_RDWR if fd == 0 else os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+        sys.argv, code = [script], 0
+        try:
+            runpy.run_path(script, run_name="__main__").clear()   # its objects finalized, as at its end
+            gc.collect()
+        except SystemExit as e:
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        # the exit handlers (the example's pools and clients), then out without tearing down every module
+        # imported here (torch's, MDAnalysis's...), which costs a second a child
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code or 0)
+    print("pid", pid, flush=True)
+    _, status, use = os.wait4(pid, 0)
+    print(os.waitstatus_to_exitcode(status), use.ru_utime + use.ru_stime, flush=True)
+"""
+
+
+class Runner:
+    """A :data:`RUNNER` process: :meth:`run` a script in a folder, its exit status back."""
+
+    def __init__(self, env: dict) -> None:
+        self.cpu = 0.0   # CPU seconds of the children run so far (not in this process's children's: unreaped here)
+        self.proc = subprocess.Popen([sys.executable, "-c", RUNNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env)
+
+    def _line(self, timeout: float) -> str:
+        if not select.select([self.proc.stdout], [], [], timeout)[0]:
+            raise TimeoutError
+        line = self.proc.stdout.readline()
+        assert line, f"the examples' runner exited {self.proc.wait()}"
+        return line
+
+    def run(self, cwd: Path, script: str, timeout: float = 420) -> subprocess.CompletedProcess:
+        """``python script`` in ``cwd``, forked: its exit status, stdout and stderr."""
+        self.proc.stdin.write(f"{cwd}\t{script}\n")
+        self.proc.stdin.flush()
+        pid = int(self._line(timeout).split()[1])   # (the first waits for the runner's imports too)
+        try:
+            rc, cpu = self._line(timeout).split()
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            raise
+        self.cpu += float(cpu)
+        return subprocess.CompletedProcess(script, int(rc), (cwd / "stdout").read_text(), (cwd / "stderr").read_text())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def example_env(**more: str) -> dict:
+    return {"PYTHONPATH": str(SRC), "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+            "OMP_NUM_THREADS": "1", **more}
+
+
+@pytest.fixture(scope="module")
+def runner():
+    r = Runner(example_env())
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def forked_cpu(runner, record_property):
+    """Records the CPU seconds of the test's forked examples (``cpu_forked`` in a JUnit XML report)."""
+    before = runner.cpu
+    yield runner
+    record_property("cpu_forked", round(runner.cpu - before, 3))
+
+
 def real_code(code: str, files: dict, scheduler: str | None) -> str:
     for name, path in files.items():
         code = code.replace(f'"{name}"', repr(path)).replace(f"'{name}'", repr(path))
@@ -118,20 +215,23 @@ def uses_mpi(code: str) -> bool:
 @pytest.mark.cli
 @pytest.mark.parametrize("where,code", [pytest.param(w, c, id=w, marks=[pytest.mark.mpi] if uses_mpi(c) else [])
                                         for w, c, why in EXAMPLES if why is None])
-def test_example_runs(tmp_path, files, request, where, code):
+def test_example_runs(tmp_path, files, forked_cpu, request, where, code):
+    runner = forked_cpu
     sched = request.getfixturevalue("scheduler") if "tcp://" in code else None
     script = tmp_path / "example.py"
     script.write_text(real_code(code, files, sched) + EPILOGUE)
-    cmd = ([mpiexec(), "-n", "2"] if uses_mpi(code) else []) + [sys.executable, str(script)]
-    env = {"PYTHONPATH": str(SRC), "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
-           "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=420, env=env)
+    if uses_mpi(code):
+        proc = subprocess.run([mpiexec(), "-n", "2", sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=420, env=example_env())
+    else:
+        proc = runner.run(tmp_path, str(script))
     assert proc.returncode == 0, f"{where}\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr, where
     left = dict(np.load(tmp_path / "left.npz"))
     check_numbers(code, files, tmp_path, left)
 
 
+@functools.cache   # several examples leave the RMSD of the same files
 def _ca_rmsd(top: str, traj: str) -> np.ndarray:
     return rms.RMSD(mda.Universe(top, traj), select="protein and name CA").run().results.rmsd
 
@@ -204,7 +304,7 @@ def check_arrays(code: str, files: dict, cwd: Path, left: dict) -> None:
 
 @pytest.mark.slow
 @pytest.mark.cli
-def test_tutorial_runs_as_shown(tmp_path):
+def test_tutorial_runs_as_shown(tmp_path, forked_cpu):
     """docs/tutorial.md from its first block to its last, in order: the files it makes, every shell
     command, its Python plot, and the numbers and lines it pastes, against MDAnalysis reading the
     same frames."""
@@ -212,9 +312,9 @@ def test_tutorial_runs_as_shown(tmp_path):
     setup, plot = re.findall(r"```python\n(.*?)```", text, re.S)
     (tmp_path / "setup.py").write_text(setup)
     (tmp_path / "plot.py").write_text(plot)
-    env = {"PYTHONPATH": str(SRC), "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
-           "OMP_NUM_THREADS": "1", "HOME": str(tmp_path)}
-    subprocess.run([sys.executable, "setup.py"], cwd=tmp_path, check=True, timeout=300, env=env)
+    env = example_env(HOME=str(tmp_path))
+    proc = forked_cpu.run(tmp_path, "setup.py", timeout=300)   # its two Python scripts as `python x.py` there
+    assert proc.returncode == 0, proc.stderr[-2000:]
     printed = ""
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():
@@ -241,8 +341,7 @@ def test_tutorial_runs_as_shown(tmp_path):
     for pasted in re.findall(r"^(\d+),(\d+),([\d.]+)$", text, re.M):   # the RMSD rows pasted
         np.testing.assert_allclose(float(pasted[2]), ref[int(pasted[0]), 2], atol=1e-6)
     assert (tmp_path / "rmsd-report.png").stat().st_size > 10_000
-    proc = subprocess.run([sys.executable, "plot.py"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300, env=env)
+    proc = forked_cpu.run(tmp_path, "plot.py", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = proc.stdout.strip()
     assert line.startswith(f"RMSD {ref[:, 2].max():.2f} Å at most") and line in text, line

@@ -1,9 +1,15 @@
-"""Every script in benchmarks/ runs at its smallest size and prints its table: benchmarks that cannot rot.
+"""What every benchmark's smoke run is: its arguments at its smallest size, the lines its output must match,
+what its ``--json`` file holds, and how the test modules beside this one run it.
 
-One subprocess per script, as a user runs it, in a shared work folder (the 20-frame demo files are built
-once). The figures at this size mean nothing; what is checked is the exit status, the table's header and
-rows, and, where a script compares results, that they agree. Optional peers (MDTraj, freud) may be absent:
-their rows are then replaced by a line saying so.
+Every script in benchmarks/ runs at its smallest size and prints its table: benchmarks that cannot rot.
+One subprocess per script, as a user runs it, in a work folder per test module (the 20-frame demo files
+are built once for the whole run, :func:`tests.benchmarks.conftest.demo`). The figures at this size mean
+nothing; what is checked is the exit status, the table's header and rows, and, where a script compares
+results, that they agree. Optional peers (MDTraj, freud) may be absent: their rows are then replaced by a
+line saying so.
+
+The scripts are split between the ``test_smoke_*`` modules (``MODULES``) so that each module, which one
+xdist worker runs from start to end, takes about as long as the others.
 """
 
 from __future__ import annotations
@@ -11,17 +17,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-import pytest
-
-from .conftest import ROOT
-
-pytestmark = pytest.mark.tool   # runs the benchmarks at their smallest size
+from ..conftest import ROOT
 
 BENCH = ROOT / "benchmarks"
 F = "20"   # frames of every demo file here
@@ -40,7 +40,7 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                    r"^peak memory, all-atom mean in chunks of \d+ frames"]),
     "boxes.py": (["--boxes", "100"], [r"^\s+boxes\s+seconds$", rf"^\s+100\s+{NUM}$"]),
     "chains.py": (["--frames", F, "--parts", "2", "--cache", "{work}/chains", "--sides",
-                   "mdanalysis,serial,processes2,mdtraj", "--whole", "1"],
+                   "mdanalysis,serial,processes2,mdtraj", "--whole", "1", "--warmup", "0"],
                   [rf"^MDAnalysis.*\s{NUM} s\s+{NUM} frames/s", rf"^trajscale processes\(2\)\s+{NUM} s",
                    r"^MDTraj .*(MDTraj not installed|frames/s)",
                    rf"^trajscale serial / MDAnalysis serial \(speed-up\)\s+{NUM}x$",
@@ -152,10 +152,10 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                     rf"^trajscale mpi\(2\) / MDAnalysis-MPI\(2\), whole run: .* = {NUM}x$"]),
     "scale.py": (["--size", "smallest", "--workdir", "{work}/scale"],
                  [r"^executor\s+N\s+wall s\s+ms/traj\s+peak RSS MB\s+open files\s+results files\s+saved$",
-                  rf"^serial\s+500\s+{NUM}\s+{NUM}\s+{NUM}\s+\d+\s+\d+\s+500$",
-                  rf"^processes\(2\)\s+500\s+{NUM}\s+{NUM}\s+{NUM}\s+\d+\s+\d+\s+500$",
+                  rf"^serial\s+200\s+{NUM}\s+{NUM}\s+{NUM}\s+\d+\s+\d+\s+200$",
+                  rf"^processes\(2\)\s+200\s+{NUM}\s+{NUM}\s+{NUM}\s+\d+\s+\d+\s+200$",
                   r"^every trajectory's result saved \(folder and Parquet\): True$",
-                  rf"^serial 500 / 250: per trajectory {NUM}x, peak RSS {NUM}x"]),
+                  rf"^serial 200 / 100: per trajectory {NUM}x, peak RSS {NUM}x"]),
     "short_runs.py": (["--frames", F, "--workdir", "{work}", "--repeat", "1", "--cold", "1"],
                       [r"^whole call\s+trajscale s\s+MDAnalysis s\s+ratio$", rf"^cold\s+{NUM}\s+{NUM}\s+{NUM}x$"]),
     "write.py": (["--replicas", "1", "--frames", "1", "--ranks", "2", "--visibility-atoms", "2000",
@@ -165,10 +165,18 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "bare_machine.sh": ([], []),   # test_bare_machine
 }
 
-
-@pytest.fixture(scope="module")
-def work(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("bench")
+#: test module -> the scripts whose smoke run it holds (each script in one module; tests in that module
+#: that run a script another way are named in the comments)
+MODULES = {
+    "test_smoke_arrays": ["arrays.py", "boxes.py", "codecs.py", "fuzz.py", "held_out_user.py", "insitu.py",
+                          "mdcath_epoch.py", "ml_loading.py"],   # + test_codec_study_u16_rows_run_without_numba
+    "test_smoke_features": ["compiled_kernels.py", "ensemble.py", "features.py", "kernels.py", "scale.py"],
+    "test_smoke_demo": ["analyses.py", "chains.py", "one_pass.py", "rmsd.py", "short_runs.py"],
+    "test_smoke_io": ["convert.py", "layouts.py", "lossy_read.py", "mda_reader.py", "memory.py", "read_layouts.py",
+                      "remote_clients.py", "scaling.py", "write.py"],
+    # + mda_mpi_baseline.py, bare_machine.sh, cold.py (test_cold_pairs_whole_processes)
+    "test_smoke_predict": ["predict.py", "regress.py", "remote.py"],
+}
 
 
 def bench_env(work: Path) -> dict:
@@ -183,11 +191,6 @@ def run_script(work: Path, script: str, args: list[str], timeout: float = 300) -
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{script} exited {proc.returncode}:\n{out[-4000:]}"
     return proc.stdout
-
-
-def test_every_script_has_a_smoke_run():
-    scripts = sorted(p.name for p in BENCH.iterdir() if p.suffix in (".py", ".sh"))
-    assert scripts == sorted(SMOKE), "add the new benchmark to SMOKE in tests/test_benchmarks.py"
 
 
 def _builtin_analyses() -> list[str]:
@@ -223,10 +226,9 @@ JSON_ROWS = {
 }
 
 
-@pytest.mark.slow
-@pytest.mark.cli
-@pytest.mark.parametrize("script", sorted(s for s, (args, pats) in SMOKE.items() if pats))
-def test_smoke(script, work):
+
+def smoke(script: str, work: Path) -> None:
+    """Run ``script`` at its smallest size in ``work`` and check its output (and its --json file) line by line."""
     args, patterns = SMOKE[script]
     json_out = Path(args[args.index("--json") + 1].replace("{work}", str(work))) if "--json" in args else None
     if json_out:
@@ -251,207 +253,3 @@ JSON_OUTPUTS = {
     "regress.py": (SMOKE["regress.py"][0][:-3], "--json"),
 }
 
-
-def test_every_json_output_is_checked():
-    """Every script with a --json (or --out) file is in JSON_OUTPUTS."""
-    has = sorted(p.name for p in BENCH.glob("*.py")
-                 if re.search(r"add_argument\(\"--(json|out)\"", p.read_text()))
-    assert has == sorted(JSON_OUTPUTS)
-
-
-@pytest.mark.mpi
-@pytest.mark.parametrize("script", sorted(JSON_OUTPUTS))
-def test_existing_json_refused_before_any_work(script, tmp_path):
-    """An existing output without --overwrite: one line naming it, exit 1, no traceback, the file byte for byte,
-    and nothing measured or built (the work folder holds only that file)."""
-    args, option = JSON_OUTPUTS[script]
-    out = tmp_path / "mine.json"
-    old = b'{"a user\'s": "numbers"}\n'
-    out.write_bytes(old)
-    cmd = [str(BENCH / script), *[a.replace("{work}", str(tmp_path)) for a in args], option, str(out)]
-    if script == "mda_mpi_baseline.py":   # an MPI job: the ranks agree, and it is said once
-        from .conftest import run_mpi
-
-        proc = run_mpi(2, cmd, timeout=120, cwd=tmp_path, env=bench_env(tmp_path))
-    else:
-        proc = subprocess.run([sys.executable, *cmd], check=False, capture_output=True, text=True, timeout=120,
-                              env=bench_env(tmp_path), cwd=tmp_path)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert proc.stderr.strip().splitlines() == [f"{script}: {out}: already exists (use --overwrite to replace it)"], \
-        proc.stderr
-    assert out.read_bytes() == old
-    assert [p.name for p in tmp_path.iterdir()] == ["mine.json"]
-
-
-@pytest.mark.cli
-def test_codec_study_u16_rows_run_without_numba(work):
-    """codecs.py's uint16-delta study rows (decoded by numba until issue 23) run where numba is absent, and
-    decode both trajectories to within half the 0.01 Å quantum of MDAnalysis's values."""
-    rows = ("u16 deltas + blosc-lz4 byte", "u16 deltas permuted + blosc-lz4 byte")
-    out = run_script(work, "codecs.py", ["--repeat", "1", "--copies", "1", "--only", ",".join(rows)])
-    for row in rows:
-        m = re.search(rf"^{re.escape(row)}((?:\s+{NUM}){{12}})$", out, re.MULTILINE)
-        assert m, f"no row {row!r}:\n{out[-3000:]}"
-        values = [float(v) for v in m.group(1).split()]
-        assert values[5] <= 0.0051 and values[11] <= 0.0051, m.group(0)   # err columns, Å
-
-
-@pytest.mark.slow
-@pytest.mark.mpi
-def test_cold_pairs_whole_processes(work):
-    """cold.py: the four rows with both sides' medians and a ratio, and the two sides' RMSDs agree."""
-    from MDAnalysisTests.datafiles import GRO
-
-    out = run_script(work, "cold.py", SMOKE["cold.py"][0])
-    header = r"^run \(whole process\)\s+trajscale s\s+MDAnalysis s\s+ratio\s+range\s+cpu ratio$"
-    assert re.search(header, out, re.MULTILINE), out
-    rows = re.findall(rf"^(.+?)\s+({NUM})\s+({NUM})\s+({NUM})x\s+({NUM})-({NUM})\s+({NUM})x$", out, re.MULTILINE)
-    labels = [r[0] for r in rows]
-    assert labels[:3] == ["first run, empty caches (serial)", "serial", "processes(2) vs multiprocessing(2)"], out
-    if shutil.which("mpiexec.mpich") or shutil.which("mpiexec"):
-        assert labels[3:] == ["mpiexec -n 2 (mpi) vs MDAnalysis serial"], out
-    for _, t_ts, t_mda, ratio, lo, hi, cpu in rows:
-        assert float(t_ts) > 0 and float(t_mda) > 0 and float(cpu) > 0
-        # One pair each, so the ratio is t_mda / t_ts of the unrounded times.  The times are printed
-        # rounded to 0.01 s and the ratio to 0.01, so the printed ratio lies within 0.005 of a quotient
-        # of two times each within 0.005 s of its printed value (CI printed 0.64 / 0.19 s and 3.27x).
-        lo_q = (float(t_mda) - 0.005) / (float(t_ts) + 0.005)
-        hi_q = (float(t_mda) + 0.005) / max(float(t_ts) - 0.005, 1e-9)
-        assert lo_q - 0.0051 <= float(ratio) <= hi_q + 0.0051, (t_ts, t_mda, ratio)
-        assert float(lo) == float(hi) == pytest.approx(float(ratio), abs=0.011)
-    diff = re.search(rf"max \|RMSD difference\| ({NUM}) A$", out, re.MULTILINE)
-    assert diff and float(diff.group(1)) < 1e-4, out
-    # The file it measured: frame-chunked, 20 frames, the GRO's atoms.
-    import h5py
-
-    with h5py.File(work / "adk_20_framechunks.h5md", "r") as f:
-        pos = f["particles/all/position/value"]
-        assert pos.shape[:2] == (20, 47681) and pos.chunks[0] == 1
-    import MDAnalysis as mda
-
-    assert mda.Universe(GRO).atoms.n_atoms == 47681
-
-
-@pytest.mark.mpi
-def test_mda_mpi_baseline(work):
-    """The MDAnalysis-under-MPI baseline: a 2-rank job writes the RMSDs MDAnalysis's own RMSD gives."""
-    import MDAnalysis as mda
-    from MDAnalysis.analysis import rms
-    from MDAnalysisTests.datafiles import TPR
-
-    from trajscale.demo import build_demo_file
-
-    from .conftest import run_mpi
-
-    top, h5 = build_demo_file(work, int(F), progress=False)
-    assert top == TPR
-    out = work / "baseline.json"
-    proc = run_mpi(2, [str(BENCH / "mda_mpi_baseline.py"), top, h5, "--driver", "default", "--out", str(out)])
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    res = json.loads(out.read_text())
-    assert res["n_ranks"] == 2 and res["n_frames"] == 20 and len(res["workers"]) == 2
-    ref = rms.RMSD(mda.Universe(top, h5), select="protein and name CA").run().results.rmsd[:, 2]
-    np.testing.assert_allclose(res["rmsd_first"], ref[:5], atol=1e-4)
-    assert res["rmsd_mean"] == pytest.approx(ref.mean(), abs=1e-4)
-
-
-@pytest.mark.slow
-@pytest.mark.mpi
-def test_bare_machine(work, tmp_path):
-    """bare_machine.sh runs read_layouts.py from AdK's TPR/XTC (given with --source); it passes --mpiexec only
-    to a script that has that option (read_layouts.py has not: it used to exit 2 on it)."""
-    from MDAnalysisTests import datafiles as D
-
-    devdata, wheels = tmp_path / "devdata", tmp_path / "wheels"
-    devdata.mkdir()
-    wheels.mkdir()
-    (devdata / "adk_oplsaa.tpr").symlink_to(D.TPR)
-    (devdata / "adk_oplsaa.xtc").symlink_to(D.XTC)
-    env = dict(bench_env(work), WHEELS=str(wheels), DEVDATA=str(devdata), PFX=str(tmp_path / "pfx"),
-               MPIEXEC=shutil.which("mpiexec.mpich") or "mpiexec",
-               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-    args = [a.replace("{work}", str(tmp_path)) for a in SMOKE["read_layouts.py"][0]]
-    proc = subprocess.run(["bash", str(BENCH / "bare_machine.sh"), "benchmarks/read_layouts.py", *args],
-                          check=False, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert re.search(rf"^frame\s+\(1, 47681, 3\)\s+{NUM}", proc.stdout, re.MULTILINE), proc.stdout
-    assert (tmp_path / "adk_20.h5md").exists()   # built from the --source files
-
-
-@pytest.mark.tool
-def test_predict_held_out_runs_each_case_with_the_cache_as_it_says(work):
-    """predict.py --held-out at its smallest: one workload, warm and cold; each measured run started with the
-    file's pages as the case says (mincore), and ``--storage auto`` chose each case from its own report."""
-    out = run_script(work, "predict.py", ["--held-out", "--quick", "--keep", "{work}/held", "--json",
-                                          "{work}/held.json", "--overwrite"])
-    assert re.search(r"^cached \(its own report\): median \|error\|", out, re.MULTILINE), out[-3000:]
-    rows = json.loads((work / "held.json").read_text())
-    assert [(r["workload"], r["case"], r["n"]) for r in rows] == [("rmsf", "cached", 2), ("rmsf", "cold", 2)]
-    assert rows[0]["resident"] >= 0.9 and rows[0]["chosen"] == "cached"
-    if rows[1]["resident"] <= 0.1:   # POSIX_FADV_DONTNEED took effect on this file system
-        assert rows[1]["chosen"] == "cold"
-    assert all(r["measured"] > 0 and r["predicted"] > 0 for r in rows)
-
-
-
-def _regress():
-    """benchmarks/regress.py as a module (its matrix, without running it)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("regress", BENCH / "regress.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["regress"] = mod   # its dataclasses look their module up
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        del sys.modules["regress"]
-    return mod
-
-
-def test_regress_matrix_is_every_analysis_as_the_command_line_takes_it():
-    """regress.py's matrix: a row for every analysis ``trajscale run`` offers, on each executor; every row's
-    arguments accepted by this tree's command line; every selection in it selects atoms of its system
-    (MDAnalysis's own selection on the TPR and on YiiP's GRO)."""
-    import MDAnalysis as mda
-    from MDAnalysisTests.datafiles import GRO_MEMPROT, TPR
-
-    from trajscale.cli.main import build_parser
-    from trajscale.cli.run import command_analyses
-
-    regress = _regress()
-    data = regress.Data(TPR, ["a.xtc", "b.xtc"], "adk.h5md", GRO_MEMPROT, "yiip.h5md", "s3://bucket/adk.h5md")
-    rows = regress.matrix(data)
-    names = [r.name for r in rows]
-    assert len(set(names)) == len(names)
-    for analysis in command_analyses():
-        for executor in ("serial", "processes2"):
-            assert f"h5md/{analysis}/default/{executor}" in names, analysis
-    parser = build_parser()
-    universes = {TPR: mda.Universe(TPR), GRO_MEMPROT: mda.Universe(GRO_MEMPROT)}
-    for row in rows:
-        argv = row.argv(Path("out"))
-        args = parser.parse_args(argv)
-        assert args.quiet, row.name
-        given = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--select", "--select1", "--select2")]
-        plans = [re.findall(r'^select\d? = "(.+)"$', text, re.MULTILINE) for text in row.files.values()]
-        for sel in given + [s for found in plans for s in found]:
-            assert universes[args.topology].select_atoms(sel).n_atoms > 0, (row.name, sel)
-
-
-@pytest.mark.parametrize("ratios", [[1.1] * 5, [1.1] * 4 + [0.9], [1.02] * 9 + [0.95, 0.97], [1.5], [0.8] * 6,
-                                    [1.0, 1.2, 1.2, 1.2, 1.2, 1.2]])
-def test_regress_marks_a_row_by_the_sign_test(ratios):
-    """A row is SLOWER (faster) when the pairs where NEW took longer (less long) are too many for chance, by
-    SciPy's exact one-sided binomial test at the script's level; ties count for neither side."""
-    from scipy.stats import binomtest
-
-    regress = _regress()
-    row = regress.Row("h5md/rmsd/default/serial", None, ())
-    row.wall = {"OLD": [1.0] * len(ratios), "NEW": list(ratios)}
-    slower, faster = sum(r > 1 for r in ratios), sum(r < 1 for r in ratios)
-    n = slower + faster
-    p_slow = binomtest(slower, n, alternative="greater").pvalue
-    p_fast = binomtest(faster, n, alternative="greater").pvalue
-    want = "SLOWER" if p_slow <= regress.ALPHA else "faster" if p_fast <= regress.ALPHA else ""
-    assert row.mark == want
-    assert row.to_dict()["p_slower"] == pytest.approx(p_slow)

@@ -1,0 +1,33 @@
+"""Smoke runs of the lazy-array, codec, follower and ML-loading benchmarks (tests/benchmarks/smoke.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .smoke import MODULES, NUM, run_script, smoke
+
+pytestmark = pytest.mark.tool   # runs the benchmarks at their smallest size
+
+
+@pytest.mark.slow
+@pytest.mark.cli
+@pytest.mark.parametrize("script", MODULES[Path(__file__).stem])
+def test_smoke(script, work):
+    smoke(script, work)
+
+
+@pytest.mark.cli
+def test_codec_study_u16_rows_run_without_numba(work):
+    """codecs.py's uint16-delta study rows (decoded by numba until issue 23) run where numba is absent, and
+    decode both trajectories to within half the 0.01 Å quantum of MDAnalysis's values."""
+    rows = ("u16 deltas + blosc-lz4 byte", "u16 deltas permuted + blosc-lz4 byte")
+    out = run_script(work, "codecs.py", ["--repeat", "1", "--copies", "1", "--only", ",".join(rows)])
+    for row in rows:
+        m = re.search(rf"^{re.escape(row)}((?:\s+{NUM}){{12}})$", out, re.MULTILINE)
+        assert m, f"no row {row!r}:\n{out[-3000:]}"
+        values = [float(v) for v in m.group(1).split()]
+        assert values[5] <= 0.0051 and values[11] <= 0.0051, m.group(0)   # err columns, Å
+
