@@ -269,6 +269,8 @@ class Fold:
 
 def _nbytes(obj) -> int:
     """The bytes of the NumPy arrays in a partial (a dict, a sequence, a dataclass of them)."""
+    if isinstance(obj, str | bytes | int | float | None):   # (a partial's labels: thousands, each at a glance)
+        return 0
     if hasattr(obj, "nbytes") and hasattr(obj, "dtype"):
         return int(obj.nbytes)
     if isinstance(obj, dict):

@@ -44,6 +44,7 @@ from ..hdf5.runs import plan_atom_reads
 from ..sources.base import OpenRequest, Source, store_for
 from ..storage.bytestore import ByteStore
 from ..storage.opener import open_bytes
+from ..util import HDF5_MAGIC
 from .layout import (
     FRAME_PS,
     MEMBER_SEP,
@@ -82,10 +83,11 @@ def ensemble_members(location: str, base):
     path, only = split_member(location)
     store = open_bytes(path, getattr(base, "storage_options", None))
     try:
-        if not looks_like(store):
+        is_mdcath, view = _told(store)
+        if not is_mdcath:
             return None
         try:
-            with hdf5_of(store) as f:
+            with view if view is not None else hdf5_of(store) as f:
                 domain, layouts = _layouts(f, store, path, only)
         except (InputFileError, *_DAMAGE) as exc:   # the file itself is damaged: one member, refused when opened
             log.debug("%s: %s", path, exc)
@@ -110,6 +112,32 @@ def ensemble_members(location: str, base):
 
 #: What h5py raises on a damaged file's metadata.
 _DAMAGE = (KeyError, OSError, RuntimeError, ValueError, TypeError)
+
+
+def _told(store: ByteStore) -> tuple[bool, hdf5_of | None]:
+    """Whether the file in ``store`` is mdCATH's, and HDF5's view of it, open, where that view told it.
+
+    A file at hand is told by the view that describes it: one HDF5 open a file (:func:`looks_like`'s view of its
+    first bytes, where they do not hold the root's groups, opens it twice more). An object is told from its first
+    bytes first (no request more for a file that is not mdCATH's). Where the whole view cannot be opened or
+    read, :func:`looks_like` says, as before (a damaged mdCATH file is then one member, refused when opened).
+    """
+    if not store.remote and store.first_bytes(len(HDF5_MAGIC)) == HDF5_MAGIC:
+        try:
+            view = hdf5_of(store)
+        except Exception:   # noqa: BLE001 - not readable as HDF5 whole: its first bytes say
+            view = None
+        if view is not None:
+            try:
+                if looks_like_mdcath(view.f):
+                    return True, view
+                told = True
+            except Exception:   # noqa: BLE001 - damaged metadata: its first bytes say
+                told = False
+            view.__exit__(None, None, None)
+            if told:
+                return False, None
+    return looks_like(store), None
 
 
 def _layouts(f: h5py.File, store: ByteStore, path: str,
