@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ..conftest import ROOT
 
 BENCH = ROOT / "benchmarks"
@@ -225,6 +227,18 @@ JSON_ROWS = {
     == [("mpi", 1, int(F)), ("mpi", 2, int(F)), ("MDAnalysis-MPI", 2, int(F))],
 }
 
+
+
+def smoke_test(module_file: str):
+    """The ``test_smoke`` of the module ``module_file``: a smoke run of each of its scripts (``MODULES``)."""
+
+    @pytest.mark.slow
+    @pytest.mark.cli
+    @pytest.mark.parametrize("script", MODULES[Path(module_file).stem])
+    def test_smoke(script, work):
+        smoke(script, work)
+
+    return test_smoke
 
 
 def smoke(script: str, work: Path) -> None:

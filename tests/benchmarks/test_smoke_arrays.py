@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-from .smoke import MODULES, NUM, run_script, smoke
+from .smoke import NUM, run_script, smoke_test
 
 pytestmark = pytest.mark.tool   # runs the benchmarks at their smallest size
 
-
-@pytest.mark.slow
-@pytest.mark.cli
-@pytest.mark.parametrize("script", MODULES[Path(__file__).stem])
-def test_smoke(script, work):
-    smoke(script, work)
+test_smoke = smoke_test(__file__)
 
 
 @pytest.mark.cli

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from .smoke import MODULES, smoke
+from .smoke import smoke_test
 
 pytestmark = pytest.mark.tool   # runs the benchmarks at their smallest size
 
-
-@pytest.mark.slow
-@pytest.mark.cli
-@pytest.mark.parametrize("script", MODULES[Path(__file__).stem])
-def test_smoke(script, work):
-    smoke(script, work)
+test_smoke = smoke_test(__file__)

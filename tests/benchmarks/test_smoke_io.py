@@ -9,21 +9,15 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from .smoke import BENCH, MODULES, NUM, SMOKE, F, bench_env, run_script, smoke
+from .smoke import BENCH, NUM, SMOKE, F, bench_env, run_script, smoke_test
 
 pytestmark = pytest.mark.tool   # runs the benchmarks at their smallest size
 
-
-@pytest.mark.slow
-@pytest.mark.cli
-@pytest.mark.parametrize("script", MODULES[Path(__file__).stem])
-def test_smoke(script, work):
-    smoke(script, work)
+test_smoke = smoke_test(__file__)
 
 
 @pytest.mark.mpi
