@@ -38,7 +38,8 @@ FORBIDDEN = {
     "convert": {"analysis", "executors", "run", "report", "cli", "demo"},
     "pwrite": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo"},
     "report": {"sources", "analysis", "executors", "run", "convert", "cli", "demo", "h5md"},
-    "ml": {"analysis", "executors", "run", "convert", "cli", "demo"},
+    # the ML datasets: a file of several trajectories is expanded by its format's declared traits, not its module
+    "ml": {"analysis", "executors", "run", "convert", "cli", "demo", "mdcath"},
     "topology": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo", "ml", "mda",
                  "pwrite"},
     # the XTC/TRR format, as H5MD's
@@ -49,8 +50,8 @@ FORBIDDEN = {
             "ensemble", "ml", "mda", "arrays"},
     # bytes: transports only, under every format
     "storage": _ABOVE_THE_MACHINERY | {"launch", "pools", "clusters", "parallel", "sharing", "timeline"},
-    # many trajectories: stands on the run engine, under the command line
-    "ensemble": {"cli", "demo"},
+    # many trajectories: stands on the run engine, under the command line; expands files by formats' traits
+    "ensemble": {"cli", "demo", "mdcath"},
     # the process's machinery, asked by executors, convert, the report and the command line alike
     "launch": _ABOVE_THE_MACHINERY | {"pools", "clusters", "parallel", "sharing"},
     "timeline": _ABOVE_THE_MACHINERY | {"launch", "pools", "clusters", "parallel", "sharing"},
@@ -145,6 +146,9 @@ PLANTED_IMPORTS = [
     ("xdr/source.py", "from ..h5md.source import H5MDSource"),
     ("h5md/schema.py", "def f():\n    from ..mdcath.layout import describe"),
     ("imd.py", "from .follow import StreamRounds"),
+    # a file of several trajectories is expanded through the traits' hook, not the format's module
+    ("ml/ensemble.py", "def f():\n    from ..mdcath.source import ensemble_members"),
+    ("ensemble/catalog.py", "import trajscale.mdcath.source"),
 ]
 
 
