@@ -17,23 +17,23 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "trajscale"
 #: what stands on the process's machinery (launch, pools, clusters, parallel, sharing, the timeline)
 _ABOVE_THE_MACHINERY = {"sources", "h5md", "xdr", "analysis", "executors", "run", "report", "convert",
                         "cli", "demo", "pwrite", "ml", "mda", "arrays", "engine", "planning", "ensemble",
-                        "topology", "storage", "follow"}
+                        "topology", "storage", "follow", "npy"}
 
 #: layer (a package, or a module of the package's top) -> the trajscale packages/modules it must not import
 FORBIDDEN = {
     # the H5MD format: its Source stands on sources.base; nothing above the Sources
     "h5md": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-             "engine", "planning", "follow", "topology", "xdr", "mdcath", "imd", "ensemble"},
+             "engine", "planning", "follow", "topology", "xdr", "mdcath", "imd", "ensemble", "npy"},
     # HDF5 over a byte store: under every HDF5 format, above the bytes only
     "hdf5": {"h5md", "mdcath", "xdr", "sources", "analysis", "executors", "run", "report", "convert", "cli", "demo",
              "pwrite", "ml", "mda", "arrays", "engine", "planning", "follow", "topology", "ensemble"},
     # the mdCATH format, as H5MD's: stands on hdf5 and sources.base
     "mdcath": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-               "engine", "planning", "follow", "h5md", "xdr", "imd", "ensemble"},
+               "engine", "planning", "follow", "h5md", "xdr", "imd", "ensemble", "npy"},
     "kernels": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "h5md", "demo"},
     # the Source interface and the framework: under every format package, which stands on it
     "sources": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "h5md", "xdr", "mdcath", "hdf5",
-                "pwrite", "ml", "mda", "arrays", "engine", "planning", "follow", "imd", "ensemble"},
+                "npy", "pwrite", "ml", "mda", "arrays", "engine", "planning", "follow", "imd", "ensemble"},
     "analysis": {"executors", "run", "report", "convert", "cli", "demo"},
     "convert": {"analysis", "executors", "run", "report", "cli", "demo"},
     "pwrite": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo"},
@@ -44,7 +44,10 @@ FORBIDDEN = {
                  "pwrite"},
     # the XTC/TRR format, as H5MD's
     "xdr": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-            "engine", "planning", "follow", "topology", "h5md", "mdcath", "imd", "ensemble"},
+            "engine", "planning", "follow", "topology", "h5md", "mdcath", "imd", "ensemble", "npy"},
+    # the .npy format, as XTC's
+    "npy": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
+            "engine", "planning", "follow", "topology", "h5md", "xdr", "mdcath", "hdf5", "imd", "ensemble"},
     # an IMD stream written into H5MD as it comes: stands on the writer, under the followed run
     "imd": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "engine", "planning", "follow",
             "ensemble", "ml", "mda", "arrays"},
@@ -128,7 +131,8 @@ PLANTED_IMPORTS = [
     ("sources/follow.py", "from ..h5md.source import H5MDSource"),
     ("sources/registry.py", "from ..h5md import follow"),
     ("sources/segments.py", "from trajscale.xdr.source import XDRSource"),
-    ("sources/npy.py", "import trajscale.mdcath.source"),
+    ("sources/opened.py", "import trajscale.mdcath.source"),
+    ("sources/registry.py", "from ..npy.source import NumpySource"),
     ("sources/base.py", "def f():\n    from ..hdf5.chunks import ChunkReads"),
     ("sources/chain.py", "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from ..pwrite import ParallelWriter"),
     ("sources/mda.py", "from .. import h5md"),
@@ -144,6 +148,7 @@ PLANTED_IMPORTS = [
     # the formats stand below the engine and beside each other
     ("h5md/source.py", "from ..engine import Engine"),
     ("xdr/source.py", "from ..h5md.source import H5MDSource"),
+    ("npy/source.py", "from trajscale.xdr import offsets"),
     ("h5md/schema.py", "def f():\n    from ..mdcath.layout import describe"),
     ("imd.py", "from .follow import StreamRounds"),
     # a file of several trajectories is expanded through the traits' hook, not the format's module
@@ -500,7 +505,7 @@ SOURCE_CLASS_ASKED = re.compile(r'isinstance\([^)]*(H5MDSource|XDRSource|MDASour
 #: every format's traits). Every name a format is known by (its kind, its formats, any case) is looked for.
 FORMAT_HOMES = {
     "h5md": ("h5md/",), "xdr": ("xdr/",), "mdcath": ("mdcath/",),
-    "segments": ("sources/segments.py",), "npy": ("sources/npy.py",), "mda_part": ("sources/mdapart.py",),
+    "segments": ("sources/segments.py",), "npy": ("npy/",), "mda_part": ("sources/mdapart.py",),
 }
 EVERY_FORMATS_HOME = ("formats.py", "sources/registry.py")
 

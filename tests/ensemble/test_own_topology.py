@@ -9,7 +9,7 @@ from MDAnalysisTests import datafiles as D
 
 import trajscale as ts
 from trajscale.ensemble.prepare import SharedTopologies
-from trajscale.sources.npy import NumpySource
+from trajscale.npy.source import NumpySource
 
 
 class _CarriesAtoms(NumpySource):

@@ -83,7 +83,7 @@ def test_workers_start_holding_what_the_jobs_tasks_import(method, parts, tmp_pat
     assert reader_modules("a.h5md") == ("trajscale.h5md.source",)
     assert reader_modules("parts/index.json") == ("trajscale.sources.segments",)
     assert reader_modules("a.dcd") == ("trajscale.sources.mdapart", "MDAnalysis")
-    assert reader_modules("a.npy") == ("trajscale.sources.npy",)
+    assert reader_modules("a.npy") == ("trajscale.npy.source",)
     # a chain of XTC and DCD parts: each part read by its format's Source, which imports its own reader
     assert reader_modules(["a.xtc", "b.dcd"]) == (*xdr, "trajscale.sources.mdapart", "MDAnalysis")
     script = tmp_path / "pool_preload.py"
