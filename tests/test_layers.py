@@ -17,23 +17,24 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "trajscale"
 #: what stands on the process's machinery (launch, pools, clusters, parallel, sharing, the timeline)
 _ABOVE_THE_MACHINERY = {"sources", "h5md", "xdr", "analysis", "executors", "run", "report", "convert",
                         "cli", "demo", "pwrite", "ml", "mda", "arrays", "engine", "planning", "ensemble",
-                        "topology", "storage", "follow", "npy"}
+                        "topology", "storage", "follow", "npy", "mdareaders"}
 
 #: layer (a package, or a module of the package's top) -> the trajscale packages/modules it must not import
 FORBIDDEN = {
     # the H5MD format: its Source stands on sources.base; nothing above the Sources
     "h5md": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-             "engine", "planning", "follow", "topology", "xdr", "mdcath", "imd", "ensemble", "npy"},
+             "engine", "planning", "follow", "topology", "xdr", "mdcath", "imd", "ensemble", "npy", "mdareaders"},
     # HDF5 over a byte store: under every HDF5 format, above the bytes only
     "hdf5": {"h5md", "mdcath", "xdr", "sources", "analysis", "executors", "run", "report", "convert", "cli", "demo",
              "pwrite", "ml", "mda", "arrays", "engine", "planning", "follow", "topology", "ensemble"},
     # the mdCATH format, as H5MD's: stands on hdf5 and sources.base
     "mdcath": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-               "engine", "planning", "follow", "h5md", "xdr", "imd", "ensemble", "npy"},
+               "engine", "planning", "follow", "h5md", "xdr", "imd", "ensemble", "npy", "mdareaders"},
     "kernels": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "h5md", "demo"},
     # the Source interface and the framework: under every format package, which stands on it
     "sources": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "h5md", "xdr", "mdcath", "hdf5",
-                "npy", "pwrite", "ml", "mda", "arrays", "engine", "planning", "follow", "imd", "ensemble"},
+                "npy", "mdareaders", "pwrite", "ml", "mda", "arrays", "engine", "planning", "follow", "imd",
+                "ensemble"},
     "analysis": {"executors", "run", "report", "convert", "cli", "demo"},
     "convert": {"analysis", "executors", "run", "report", "cli", "demo"},
     "pwrite": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo"},
@@ -44,10 +45,14 @@ FORBIDDEN = {
                  "pwrite"},
     # the XTC/TRR format, as H5MD's
     "xdr": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-            "engine", "planning", "follow", "topology", "h5md", "mdcath", "imd", "ensemble", "npy"},
+            "engine", "planning", "follow", "topology", "h5md", "mdcath", "imd", "ensemble", "npy", "mdareaders"},
+    # the formats read through MDAnalysis's readers: on the topology's interface, beside the other formats
+    "mdareaders": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda",
+                   "arrays", "engine", "planning", "follow", "h5md", "xdr", "mdcath", "npy", "hdf5", "imd", "ensemble"},
     # the .npy format, as XTC's
     "npy": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-            "engine", "planning", "follow", "topology", "h5md", "xdr", "mdcath", "hdf5", "imd", "ensemble"},
+            "engine", "planning", "follow", "topology", "h5md", "xdr", "mdcath", "hdf5", "imd", "ensemble",
+            "mdareaders"},
     # an IMD stream written into H5MD as it comes: stands on the writer, under the followed run
     "imd": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "engine", "planning", "follow",
             "ensemble", "ml", "mda", "arrays"},
@@ -135,7 +140,7 @@ PLANTED_IMPORTS = [
     ("sources/registry.py", "from ..npy.source import NumpySource"),
     ("sources/base.py", "def f():\n    from ..hdf5.chunks import ChunkReads"),
     ("sources/chain.py", "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from ..pwrite import ParallelWriter"),
-    ("sources/mda.py", "from .. import h5md"),
+    ("sources/base.py", "from .. import mdareaders"),
     # HDF5 over a byte store imports no format and not the Source framework
     ("hdf5/chunks.py", "from ..h5md.schema import complete_frames"),
     ("hdf5/files.py", "from ..sources.base import Source"),
@@ -149,6 +154,8 @@ PLANTED_IMPORTS = [
     ("h5md/source.py", "from ..engine import Engine"),
     ("xdr/source.py", "from ..h5md.source import H5MDSource"),
     ("npy/source.py", "from trajscale.xdr import offsets"),
+    ("mdareaders/part.py", "def f():\n    from ..h5md.source import H5MDSource"),
+    ("xdr/offsets.py", "from ..mdareaders.part import MDAPartSource"),
     ("h5md/schema.py", "def f():\n    from ..mdcath.layout import describe"),
     ("imd.py", "from .follow import StreamRounds"),
     # a file of several trajectories is expanded through the traits' hook, not the format's module
@@ -332,7 +339,7 @@ def test_report_reads_from_records_up():
 
 @pytest.mark.parametrize(("where", "planted", "guard"), [
     ("engine.py", "from .topology.load import load_universe", topology_entered_aside),
-    ("sources/mda.py", "def f():\n    from ..topology import universe", topology_entered_aside),
+    ("mdareaders/universe.py", "def f():\n    from ..topology import universe", topology_entered_aside),
     ("ml/dataset.py", "import trajscale.topology.selection_cache", topology_entered_aside),
     ("report/summary.py", "from ..cli.options import add_executor_options", cli_imported_outside),
     ("demo.py", "from . import cli", cli_imported_outside),
@@ -505,7 +512,7 @@ SOURCE_CLASS_ASKED = re.compile(r'isinstance\([^)]*(H5MDSource|XDRSource|MDASour
 #: every format's traits). Every name a format is known by (its kind, its formats, any case) is looked for.
 FORMAT_HOMES = {
     "h5md": ("h5md/",), "xdr": ("xdr/",), "mdcath": ("mdcath/",),
-    "segments": ("sources/segments.py",), "npy": ("npy/",), "mda_part": ("sources/mdapart.py",),
+    "segments": ("sources/segments.py",), "npy": ("npy/",), "mda_part": ("mdareaders/",),
 }
 EVERY_FORMATS_HOME = ("formats.py", "sources/registry.py")
 
