@@ -107,8 +107,8 @@ def test_a_file_matched_early_imports_no_other_reader(tmp_path):
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith(prefixes))))")
     loaded = set(_fresh(code))
     assert "trajscale.h5md.source" in loaded
-    assert not loaded & {"trajscale.sources.npy",
-                         "trajscale.sources.mdapart", "trajscale.imd", "importlib.metadata"}, loaded
+    assert not loaded & {"trajscale.npy.source",
+                         "trajscale.mdareaders.part", "trajscale.imd", "importlib.metadata"}, loaded
 
 
 def test_a_run_command_line_builds_the_named_analysis_alone():

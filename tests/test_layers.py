@@ -17,40 +17,49 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "trajscale"
 #: what stands on the process's machinery (launch, pools, clusters, parallel, sharing, the timeline)
 _ABOVE_THE_MACHINERY = {"sources", "h5md", "xdr", "analysis", "executors", "run", "report", "convert",
                         "cli", "demo", "pwrite", "ml", "mda", "arrays", "engine", "planning", "ensemble",
-                        "topology", "storage", "follow"}
+                        "topology", "storage", "follow", "npy", "mdareaders"}
 
 #: layer (a package, or a module of the package's top) -> the trajscale packages/modules it must not import
 FORBIDDEN = {
     # the H5MD format: its Source stands on sources.base; nothing above the Sources
     "h5md": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-             "engine", "planning", "follow", "topology", "xdr", "mdcath", "imd", "ensemble"},
+             "engine", "planning", "follow", "topology", "xdr", "mdcath", "imd", "ensemble", "npy", "mdareaders"},
     # HDF5 over a byte store: under every HDF5 format, above the bytes only
     "hdf5": {"h5md", "mdcath", "xdr", "sources", "analysis", "executors", "run", "report", "convert", "cli", "demo",
              "pwrite", "ml", "mda", "arrays", "engine", "planning", "follow", "topology", "ensemble"},
     # the mdCATH format, as H5MD's: stands on hdf5 and sources.base
     "mdcath": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-               "engine", "planning", "follow", "h5md", "xdr", "imd", "ensemble"},
+               "engine", "planning", "follow", "h5md", "xdr", "imd", "ensemble", "npy", "mdareaders"},
     "kernels": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "h5md", "demo"},
     # the Source interface and the framework: under every format package, which stands on it
     "sources": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "h5md", "xdr", "mdcath", "hdf5",
-                "pwrite", "ml", "mda", "arrays", "engine", "planning", "follow", "imd", "ensemble"},
+                "npy", "mdareaders", "pwrite", "ml", "mda", "arrays", "engine", "planning", "follow", "imd",
+                "ensemble"},
     "analysis": {"executors", "run", "report", "convert", "cli", "demo"},
     "convert": {"analysis", "executors", "run", "report", "cli", "demo"},
     "pwrite": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo"},
     "report": {"sources", "analysis", "executors", "run", "convert", "cli", "demo", "h5md"},
-    "ml": {"analysis", "executors", "run", "convert", "cli", "demo"},
+    # the ML datasets: a file of several trajectories is expanded by its format's declared traits, not its module
+    "ml": {"analysis", "executors", "run", "convert", "cli", "demo", "mdcath"},
     "topology": {"sources", "analysis", "executors", "run", "report", "convert", "cli", "demo", "ml", "mda",
                  "pwrite"},
     # the XTC/TRR format, as H5MD's
     "xdr": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
-            "engine", "planning", "follow", "topology", "h5md", "mdcath", "imd", "ensemble"},
+            "engine", "planning", "follow", "topology", "h5md", "mdcath", "imd", "ensemble", "npy", "mdareaders"},
+    # the formats read through MDAnalysis's readers: on the topology's interface, beside the other formats
+    "mdareaders": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda",
+                   "arrays", "engine", "planning", "follow", "h5md", "xdr", "mdcath", "npy", "hdf5", "imd", "ensemble"},
+    # the .npy format, as XTC's
+    "npy": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "pwrite", "ml", "mda", "arrays",
+            "engine", "planning", "follow", "topology", "h5md", "xdr", "mdcath", "hdf5", "imd", "ensemble",
+            "mdareaders"},
     # an IMD stream written into H5MD as it comes: stands on the writer, under the followed run
     "imd": {"analysis", "executors", "run", "report", "convert", "cli", "demo", "engine", "planning", "follow",
             "ensemble", "ml", "mda", "arrays"},
     # bytes: transports only, under every format
     "storage": _ABOVE_THE_MACHINERY | {"launch", "pools", "clusters", "parallel", "sharing", "timeline"},
-    # many trajectories: stands on the run engine, under the command line
-    "ensemble": {"cli", "demo"},
+    # many trajectories: stands on the run engine, under the command line; expands files by formats' traits
+    "ensemble": {"cli", "demo", "mdcath"},
     # the process's machinery, asked by executors, convert, the report and the command line alike
     "launch": _ABOVE_THE_MACHINERY | {"pools", "clusters", "parallel", "sharing"},
     "timeline": _ABOVE_THE_MACHINERY | {"launch", "pools", "clusters", "parallel", "sharing"},
@@ -127,10 +136,11 @@ PLANTED_IMPORTS = [
     ("sources/follow.py", "from ..h5md.source import H5MDSource"),
     ("sources/registry.py", "from ..h5md import follow"),
     ("sources/segments.py", "from trajscale.xdr.source import XDRSource"),
-    ("sources/npy.py", "import trajscale.mdcath.source"),
+    ("sources/opened.py", "import trajscale.mdcath.source"),
+    ("sources/registry.py", "from ..npy.source import NumpySource"),
     ("sources/base.py", "def f():\n    from ..hdf5.chunks import ChunkReads"),
     ("sources/chain.py", "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from ..pwrite import ParallelWriter"),
-    ("sources/mda.py", "from .. import h5md"),
+    ("sources/base.py", "from .. import mdareaders"),
     # HDF5 over a byte store imports no format and not the Source framework
     ("hdf5/chunks.py", "from ..h5md.schema import complete_frames"),
     ("hdf5/files.py", "from ..sources.base import Source"),
@@ -143,8 +153,14 @@ PLANTED_IMPORTS = [
     # the formats stand below the engine and beside each other
     ("h5md/source.py", "from ..engine import Engine"),
     ("xdr/source.py", "from ..h5md.source import H5MDSource"),
+    ("npy/source.py", "from trajscale.xdr import offsets"),
+    ("mdareaders/part.py", "def f():\n    from ..h5md.source import H5MDSource"),
+    ("xdr/offsets.py", "from ..mdareaders.part import MDAPartSource"),
     ("h5md/schema.py", "def f():\n    from ..mdcath.layout import describe"),
     ("imd.py", "from .follow import StreamRounds"),
+    # a file of several trajectories is expanded through the traits' hook, not the format's module
+    ("ml/ensemble.py", "def f():\n    from ..mdcath.source import ensemble_members"),
+    ("ensemble/catalog.py", "import trajscale.mdcath.source"),
 ]
 
 
@@ -323,7 +339,7 @@ def test_report_reads_from_records_up():
 
 @pytest.mark.parametrize(("where", "planted", "guard"), [
     ("engine.py", "from .topology.load import load_universe", topology_entered_aside),
-    ("sources/mda.py", "def f():\n    from ..topology import universe", topology_entered_aside),
+    ("mdareaders/universe.py", "def f():\n    from ..topology import universe", topology_entered_aside),
     ("ml/dataset.py", "import trajscale.topology.selection_cache", topology_entered_aside),
     ("report/summary.py", "from ..cli.options import add_executor_options", cli_imported_outside),
     ("demo.py", "from . import cli", cli_imported_outside),
@@ -496,7 +512,7 @@ SOURCE_CLASS_ASKED = re.compile(r'isinstance\([^)]*(H5MDSource|XDRSource|MDASour
 #: every format's traits). Every name a format is known by (its kind, its formats, any case) is looked for.
 FORMAT_HOMES = {
     "h5md": ("h5md/",), "xdr": ("xdr/",), "mdcath": ("mdcath/",),
-    "segments": ("sources/segments.py",), "npy": ("sources/npy.py",), "mda_part": ("sources/mdapart.py",),
+    "segments": ("sources/segments.py",), "npy": ("npy/",), "mda_part": ("mdareaders/",),
 }
 EVERY_FORMATS_HOME = ("formats.py", "sources/registry.py")
 

@@ -32,7 +32,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .analysis.base import Analysis
+from .analysis.base import Analysis, FrameCost, Prepared
 from .analysis.user import readable_config
 from .errors import FrameRangeError, InputFileError
 from .executors import Executor, Job, block_frames_for, choose_executor
@@ -162,33 +162,79 @@ def frame_range(start: int | None, stop: int | None, n_frames: int, where: str) 
     return picked.start, picked.stop
 
 
+@dataclass(frozen=True)
+class Preparation:
+    """An analysis prepared on an opened Source (:func:`prepare_analysis`), with what a frame of it costs.
+
+    Attributes
+    ----------
+    prepared
+        The analysis's preparation (its atoms, its reference).
+    frame_bytes
+        Bytes a frame costs in the Source's reader buffers for the atoms and fields the analysis reads
+        (:meth:`~trajscale.sources.base.Source.bytes_per_frame`).
+    held_bytes
+        Bytes per frame the analysis holds beside a block (its own copies).
+    cost
+        The work the analysis declares per frame (:meth:`~trajscale.analysis.base.Analysis.frame_cost`).
+    t_topology
+        Seconds reading the topology and building a Universe where one was needed (with topologies shared:
+        the whole preparation's).
+    topology
+        The topology file (None: a Universe given, or none).
+    """
+
+    prepared: Prepared
+    frame_bytes: int
+    held_bytes: int
+    cost: FrameCost
+    t_topology: float
+    topology: object = None
+
+
+def prepare_analysis(analysis: Analysis, topology, source: Source, shared=None) -> Preparation:
+    """``analysis`` prepared on ``topology`` for ``source`` (opened by the caller), with what a frame of it
+    costs: the one preparation of a run's trajectory (:func:`prepare_job`) and of an ensemble's members.
+
+    ``shared``: the topologies members prepared before share
+    (:class:`~trajscale.ensemble.members.SharedTopologies`: its ``prepare(analysis, topology, source)``
+    prepares, and ``runs(analysis, prepared)`` says which analysis maps the frames with which preparation, the
+    analyses that kept a member); None: the topology is read for this source alone.
+    """
+    t0 = time.perf_counter()
+    if shared is None:
+        top = AnalysisTopology(topology, source)
+        t_top = time.perf_counter() - t0
+        prep = runs_prep = analysis.prepare(top.atoms, source)
+        runs, t_top, file = analysis, t_top + top.build_seconds, top.file   # (a Universe built while preparing)
+    else:
+        prep = shared.prepare(analysis, topology, source)
+        (runs, runs_prep), file = shared.runs(analysis, prep), topology_file(topology)
+        t_top = time.perf_counter() - t0
+    return Preparation(prep, source.bytes_per_frame(runs_prep.atoms, runs.fields),
+                       runs.block_bytes_per_frame(runs_prep), runs.frame_cost(runs_prep, source), t_top, file)
+
+
 def prepare_job(analysis: Analysis, topology, source: Source, frames: range, options: RunOptions,
                 source_options: dict) -> tuple[Job, JobFacts]:
     """The Job over ``frames`` of ``source`` (opened by the caller) and its facts.
 
-    The analysis prepares on the topology (selections, reference); ``source_options`` are the
-    executor's (MPI-IO), taken by a source that reads with it.
+    The analysis prepares on the topology (selections, reference: :func:`prepare_analysis`);
+    ``source_options`` are the executor's (MPI-IO), taken by a source that reads with it.
     """
-    t0 = time.perf_counter()
-    top = AnalysisTopology(topology, source)
-    t_top = time.perf_counter() - t0
-    prep = analysis.prepare(top.atoms, source)
-    t_top += top.build_seconds   # a Universe built during prepare is topology time
+    p = prepare_analysis(analysis, topology, source)
     config = source.get_config()
     if source.supports_mpio:
         config.update(source_options)
-    frame_bytes = source.bytes_per_frame(prep.atoms, analysis.fields)
-    cost = analysis.frame_cost(prep, source)
-    facts = JobFacts.of(source, prep.atoms, frame_bytes, frames, t_top, top.file, cost)
+    facts = JobFacts.of(source, p.prepared.atoms, p.frame_bytes, frames, p.t_topology, p.topology, p.cost)
     log.debug("prepared %s: %d of %d atoms, frames [%d, %d), %d bytes per frame read", analysis.name,
-              facts.n_atoms, source.n_atoms, frames.start, frames.stop, frame_bytes)
+              facts.n_atoms, source.n_atoms, frames.start, frames.stop, p.frame_bytes)
     # an analysis's own copies of the block (each of a group's analyses maps its atoms' copy) share the budget
     # (a pass of several analyses reads blocks its analyses traverse in turn while the processor's cache holds them)
     budget = min(int(options.max_block_bytes), analysis.cache_block_bytes or options.max_block_bytes)
     # ... and a block computes for a bounded time: a stop signal is acted on between blocks
-    block_frames = block_frames_for(int(budget) // (frame_bytes + analysis.block_bytes_per_frame(prep)), cost,
-                                    facts.decode_s_per_frame)
-    return Job(analysis.get_config(), config, prep, block_frames, stride=frames.step,
+    block_frames = block_frames_for(int(budget) // (p.frame_bytes + p.held_bytes), p.cost, facts.decode_s_per_frame)
+    return Job(analysis.get_config(), config, p.prepared, block_frames, stride=frames.step,
                reads_ahead=source.reads_ahead), facts
 
 
@@ -501,4 +547,5 @@ def _say_tasks_capped(asked: int, got: int, facts: JobFacts) -> None:
                 kept_options(facts.source))
 
 
-__all__ = ["Engine", "FinishedRounds", "Round", "Rounds", "frame_range", "prepare", "prepare_job", "share"]
+__all__ = ["Engine", "FinishedRounds", "Preparation", "Round", "Rounds", "frame_range", "prepare", "prepare_analysis",
+           "prepare_job", "share"]

@@ -124,17 +124,6 @@ SEGMENTS = FormatTraits(
     suffixes={".json": "SEGMENTS"}, begins=(b"{", b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c"), precedence=10,
     self_describing=True)
 
-#: A NumPy ``.npy`` array of positions.
-NPY = FormatTraits(kind="npy", source="trajscale.sources.npy:NumpySource", formats=("NPY",),
-                   suffixes={".npy": "NPY"}, begins=(b"\x93NUMPY",), precedence=60)
-
-#: The one-file formats MDAnalysis reads, DCD told by its first record (84, CORD); the others by extension,
-#: through MDAnalysis's own table: the last asked.
-MDA_PART = FormatTraits(
-    kind="mda_part", source="trajscale.sources.mdapart:MDAPartSource", formats=("DCD",), suffixes={".dcd": "DCD"},
-    begins=(b"T\x00\x00\x00CORD", b"\x00\x00\x00TCORD"), precedence=100,
-    frames_only={"DCD": "DCD", "NC": "NetCDF", "NCDF": "NetCDF", "TNG": "TNG", "MDCRD": "Amber", "TRJ": "Amber"})
-
 #: Where trajscale's own formats declare their traits (``"module:NAME"``, in modules that import nothing of
 #: the format's reader): the one list of the formats trajscale reads. Files are matched in the records'
 #: ``precedence`` order; the kind named :data:`FALLBACK` is asked last, after other packages' Sources.
@@ -143,8 +132,8 @@ FORMAT_TRAITS = (
     "trajscale.mdcath.traits:MDCATH",
     "trajscale.h5md.traits:H5MD",
     "trajscale.xdr.traits:XDR",
-    "trajscale.formats:NPY",
-    "trajscale.formats:MDA_PART",
+    "trajscale.npy.traits:NPY",
+    "trajscale.mdareaders.traits:MDA_PART",
 )
 #: The kind of the Source of a file no other Source claims: MDAnalysis's one-file reader (it goes by the
 #: file's extension, through MDAnalysis's own table of formats).
@@ -204,6 +193,6 @@ def read_cost(fmt: str):
     return load(found.read_cost) if found is not None and found.read_cost else None
 
 
-__all__ = ["FALLBACK", "FORMAT_TRAITS", "MDA_PART", "NPY", "SEGMENTS", "FormatTraits", "expanders",
+__all__ = ["FALLBACK", "FORMAT_TRAITS", "SEGMENTS", "FormatTraits", "expanders",
            "frames_only_format", "load", "own_traits", "partial_frames_policy", "read_cost", "traits_for_format",
            "traits_of"]

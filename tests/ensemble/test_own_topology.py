@@ -9,7 +9,7 @@ from MDAnalysisTests import datafiles as D
 
 import trajscale as ts
 from trajscale.ensemble.prepare import SharedTopologies
-from trajscale.sources.npy import NumpySource
+from trajscale.npy.source import NumpySource
 
 
 class _CarriesAtoms(NumpySource):
@@ -29,7 +29,7 @@ def test_a_source_s_own_topology_prepares_the_analysis(tmp_path):
 
 def test_the_default_is_the_frames_universe():
     """An MDAnalysis reader's Universe is its own topology; a Source that reads frames itself has none."""
-    from trajscale.sources.mda import MDASource
+    from trajscale.mdareaders.universe import MDASource
 
     src = MDASource(D.PSF, D.DCD)
     assert src.own_universe() is src.frames_universe() is not None

@@ -113,6 +113,29 @@ def test_frames_apply_to_each_trajectory(replicas):
         assert r[name].frames.tolist() == list(range(1, len(u.trajectory), 2))
 
 
+def test_a_member_is_prepared_as_a_run_over_its_file_alone(replicas):
+    """A member is prepared by the engine's one preparation: its atoms, reference, frames, the bytes a frame
+    costs and the work declared equal those of a run over the same file alone."""
+    import pickle
+
+    from trajscale.analysis.group import AnalysisGroup
+    from trajscale.engine import prepare
+    from trajscale.ensemble.catalog import Member
+    from trajscale.ensemble.prepare import prepare_member
+    from trajscale.runspec import RunOptions
+
+    top, xtc, _ = replicas["members"]["adk-2"]
+    group = AnalysisGroup([ts.RMSD(select=SEL), ts.Contacts(select=(SEL, SEL), radius=8.0, pbc=False)])
+    options = RunOptions(start=3, stop=-2, step=2)
+    member = prepare_member(0, Member("adk-2", (xtc,), top), group, options)
+    job, facts = prepare(group, top, xtc, options)
+    assert (member.read.start, member.read.n, member.read.step) == (facts.start, facts.n_frames, facts.step)
+    assert pickle.dumps(member.prepared) == pickle.dumps(job.prepared)   # (atoms, reference, contacts' pairs)
+    assert member.frame_bytes == facts.frame_bytes + group.block_bytes_per_frame(job.prepared)
+    assert (member.cost, member.decode_s, member.reads_ahead) == (facts.cost, facts.decode_s_per_frame,
+                                                                  job.reads_ahead)
+
+
 def test_rmsf_as_arrays_with_a_trajectory_dimension(replicas, tmp_path):
     """Ragged atom counts (214 and 564 CA): padded, with each row's atom index in its own topology."""
     import xarray as xr

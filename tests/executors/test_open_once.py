@@ -55,7 +55,7 @@ def test_reused_serial_executor_reads_the_rewritten_file(adk_vacuum, rewritten):
 def test_serial_run_reads_other_formats_without_a_universe(adk_vacuum):
     """A DCD is read by its file's own reader (MDAPartSource): the only Universe is the one that prepares the
     job; the frames are read without building another one in the source."""
-    from trajscale.sources import mda as mda_source
+    from trajscale.mdareaders import universe as mda_source
 
     with mock.patch.object(mda_source, "load_universe", wraps=mda_source.load_universe) as spy:
         r = ts.run(ts.RMSD(select=SELECT), adk_vacuum[0], adk_vacuum[1], executor="serial", n_tasks=2)

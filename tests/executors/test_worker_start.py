@@ -82,10 +82,10 @@ def test_workers_start_holding_what_the_jobs_tasks_import(method, parts, tmp_pat
     assert reader_modules(["a.xtc", "b.trr"]) == xdr and reader_modules(["a.xtc", "b.XTC"]) == xdr
     assert reader_modules("a.h5md") == ("trajscale.h5md.source",)
     assert reader_modules("parts/index.json") == ("trajscale.sources.segments",)
-    assert reader_modules("a.dcd") == ("trajscale.sources.mdapart", "MDAnalysis")
-    assert reader_modules("a.npy") == ("trajscale.sources.npy",)
+    assert reader_modules("a.dcd") == ("trajscale.mdareaders.part", "MDAnalysis")
+    assert reader_modules("a.npy") == ("trajscale.npy.source",)
     # a chain of XTC and DCD parts: each part read by its format's Source, which imports its own reader
-    assert reader_modules(["a.xtc", "b.dcd"]) == (*xdr, "trajscale.sources.mdapart", "MDAnalysis")
+    assert reader_modules(["a.xtc", "b.dcd"]) == (*xdr, "trajscale.mdareaders.part", "MDAnalysis")
     script = tmp_path / "pool_preload.py"
     script.write_text(PRELOAD_DRIVER)
     proc = subprocess.run([sys.executable, str(script), method, parts], check=False, capture_output=True,

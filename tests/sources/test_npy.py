@@ -1,4 +1,4 @@
-"""NumPy ``.npy`` coordinate stacks (``sources/npy.py``): the conformance suite against MDAnalysis's MemoryReader
+"""NumPy ``.npy`` coordinate stacks (``npy/``): the conformance suite against MDAnalysis's MemoryReader
 over the same array, as one file and as the parts of a chain."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from MDAnalysis.coordinates.memory import MemoryReader
 from MDAnalysisTests import datafiles as D
 
 from trajscale.errors import InputFileError
+from trajscale.npy.source import NumpySource
 from trajscale.sources import open_source, registry
-from trajscale.sources.npy import NumpySource
 from trajscale.testing import SourceConformance
 
 

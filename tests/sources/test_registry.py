@@ -16,6 +16,7 @@ from MDAnalysis.coordinates.DCD import DCDReader
 from MDAnalysisTests import datafiles as D
 
 from trajscale.errors import ConfigError, InputFileError
+from trajscale.npy.source import NumpySource
 from trajscale.sources import (
     H5MDSource,
     MDAPartSource,
@@ -27,7 +28,6 @@ from trajscale.sources import (
     source_from_config,
 )
 from trajscale.sources.base import OpenRequest, Source
-from trajscale.sources.npy import NumpySource
 
 
 @pytest.mark.parametrize("original,renamed,cls,fmt", [

@@ -514,6 +514,16 @@ def _expand(member: Member, fmt, where: str) -> list[Member] | None:
     return load(expander.members)(member.trajectory[0], member)
 
 
+def members_held(location: str, base: Member) -> list[Member] | None:
+    """The members the file at ``location`` holds, asked of every format whose files hold several (each expander
+    tells its own files by their bytes, whatever their name); None for a file of one trajectory."""
+    for traits in expanders().values():
+        found = load(traits.members)(location, base)
+        if found is not None:
+            return found
+    return None
+
+
 def _stem(location: str) -> str:
     base = location.rstrip("/").rsplit("/", 1)[-1]
     return base.split(".", 1)[0] if not base.startswith(".") else base
@@ -555,4 +565,4 @@ def _common_prefix(paths: list[str]) -> str:
     return prefix[:prefix.rfind("/") + 1]
 
 
-__all__ = ["CATALOG_FORMATS", "Ensemble", "Member"]
+__all__ = ["CATALOG_FORMATS", "Ensemble", "Member", "members_held"]

@@ -16,7 +16,7 @@ from ..planning import AnalysisTopology
 from ..runspec import RunOptions
 from ..sources import Source, open_source, source_from_config
 from ..storage.files import at_hand
-from .analysis import prepare_each
+from .analysis import for_member, prepare_each
 from .catalog import Member
 
 #: The topology caches are one per process: threads of one process prepare members one at a time.
@@ -41,8 +41,11 @@ class SharedTopologies:
     cached yet) is prepared on a Universe of its own, with its own first frame.
 
     A member that some of a group's analyses refuse is prepared for the others
-    (:func:`~trajscale.ensemble.analysis.prepare_each`).
+    (:func:`~trajscale.ensemble.analysis.prepare_each`), which then map its frames (:meth:`runs`).
     """
+
+    #: The analysis that maps a member's frames and its preparation: the run's, or the group of those that kept it.
+    runs = staticmethod(for_member)
 
     def __init__(self) -> None:
         self._shared: dict[str, object] = {}

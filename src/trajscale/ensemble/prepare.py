@@ -22,11 +22,9 @@ import time
 from dataclasses import dataclass
 
 from ..analysis.base import Analysis, Prepared
-from ..engine import frame_range
+from ..engine import frame_range, prepare_analysis
 from ..errors import TrajscaleError
 from ..runspec import RunOptions
-from ..sources.locations import Location
-from .analysis import for_member
 from .catalog import Member
 from .members import SharedTopologies, member_spec, open_member
 from .source import MemberRead
@@ -89,8 +87,9 @@ class MemberJob:
         Seconds a frame costs to decode beyond its bytes (XTC).
     cost
         The work its analyses declare per frame (:class:`~trajscale.analysis.base.FrameCost`).
-    remote
-        It is read from behind a URL.
+    reads_ahead
+        Its Source fetches a block ahead (:attr:`~trajscale.sources.base.Source.reads_ahead`: its bytes are behind
+        a URL), as a run over it alone reads.
     t_prepare
         Seconds preparing it took here.
     """
@@ -102,7 +101,7 @@ class MemberJob:
     frame_bytes: int
     decode_s: float = 0.0
     cost: object = None
-    remote: bool = False
+    reads_ahead: bool = False
     t_prepare: float = 0.0
 
     @property
@@ -112,7 +111,9 @@ class MemberJob:
 
 def prepare_member(index: int, member: Member, analysis: Analysis, options: RunOptions,
                    topologies: SharedTopologies | None = None) -> MemberJob:
-    """``member`` prepared for ``analysis`` (the Source opened to prepare it is closed after).
+    """``member`` prepared for ``analysis`` by the engine's one preparation
+    (:func:`~trajscale.engine.prepare_analysis`), on the topologies members share; the Source opened to prepare
+    it is closed after.
 
     Raises whatever makes the member unusable (a TrajscaleError naming its file and the problem, or a
     library's error for a damaged file)."""
@@ -120,32 +121,22 @@ def prepare_member(index: int, member: Member, analysis: Analysis, options: RunO
     source = open_member(member, options)
     try:
         start, stop = frame_range(options.start, options.stop, source.n_frames, source.path)
-        frames = range(start, stop, options.step)
-        prep = (topologies or SharedTopologies()).prepare(analysis, member.topology, source)
-        own, own_prep = for_member(analysis, prep)   # (the analyses it runs: those that did not refuse it)
-        frame_bytes = source.bytes_per_frame(prep.atoms, own.fields) + own.block_bytes_per_frame(own_prep)
-        read = MemberRead(member=index, offset=0, n=len(frames), start=start, step=options.step,
-                          source=source.get_config(), atoms=prep.atoms, path=source.path)
-        return MemberJob(index, member, read, prep, int(frame_bytes), source.decode_seconds_per_frame(),
-                         own.frame_cost(own_prep, source), by_network(member), time.perf_counter() - t0)
+        p = prepare_analysis(analysis, member.topology, source, topologies or SharedTopologies())
+        read = MemberRead(member=index, offset=0, n=len(range(start, stop, options.step)), start=start,
+                          step=options.step, source=source.get_config(), atoms=p.prepared.atoms, path=source.path)
+        return MemberJob(index, member, read, p.prepared, p.frame_bytes + p.held_bytes,
+                         source.decode_seconds_per_frame(), p.cost, source.reads_ahead, time.perf_counter() - t0)
     finally:
         source.close()
 
 
-def by_network(member: Member) -> bool:
-    """Whether ``member`` is read through a network client's store (told without I/O, from the modules its
-    stores' readers import): its reads go ahead of the work, and it is prepared where its store's state
-    is found once and shipped."""
-    return any(Location(t).worker_modules() for t in member.trajectory)
-
-
-def defer_member(index: int, member: Member, options: RunOptions, size: int, remote: bool = False) -> MemberJob:
+def defer_member(index: int, member: Member, options: RunOptions, size: int) -> MemberJob:
     """``member`` (``size`` bytes in its files) left for the worker that reads it to prepare: one position
     on the ensemble's axis, its work estimated from its size."""
     whole = int(size) * WHOLE_BYTES_PER_FILE_BYTE
     read = MemberRead(member=index, offset=0, n=1, start=0, step=1, source={}, atoms=None, path=member.location,
                       spec=member_spec(member, options))
-    return MemberJob(index, member, read, None, whole, 0.0, None, remote, 0.0)
+    return MemberJob(index, member, read, None, whole)
 
 
 def prepare_members(members: list[tuple[int, Member]], analysis: Analysis, options: RunOptions,
@@ -170,5 +161,5 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-__all__ = ["MemberJob", "Refusal", "RefusedResult", "SharedTopologies", "by_network", "defer_member", "open_member",
+__all__ = ["MemberJob", "Refusal", "RefusedResult", "SharedTopologies", "defer_member", "open_member",
            "prepare_member", "prepare_members"]

@@ -47,7 +47,6 @@ from .prepare import (
     Refusal,
     RefusedResult,
     SharedTopologies,
-    by_network,
     defer_member,
     prepare_member,
     prepare_members,
@@ -130,7 +129,7 @@ class EnsembleRounds(Rounds):
         workers that prepare the others start with them (forked, or from a forkserver that imported them
         once), instead of each importing them."""
         first = next(((i, m) for i, m in enumerate(self.ensemble)
-                      if m.source is None and not by_network(m)), None)
+                      if m.source is None and not _fetched(m)), None)
         if first is None:
             return []
         before = set(sys.modules)
@@ -264,7 +263,7 @@ class EnsembleRounds(Rounds):
         from ..sources.base import FRAME_META_BYTES
 
         return EnsembleSource([j.read for j in jobs], token, self.trajectory, self.max_open,
-                              reads_ahead=any(j.remote for j in jobs),
+                              reads_ahead=any(j.reads_ahead for j in jobs),
                               frame_bytes=max((j.frame_bytes for j in jobs), default=FRAME_META_BYTES),
                               decode_s=max((j.decode_s for j in jobs), default=0.0),
                               n_atoms=max((len(j.read.atoms) if j.read.atoms is not None else 0 for j in jobs),
@@ -376,7 +375,7 @@ def _member_readers(member) -> tuple[str, ...]:
 def _file_size(member) -> int:
     """A member's bytes (what cuts the rounds by size): 0 for one that cannot be seen, and for one read through
     a network client's store, whose size is a request (it is prepared here, and its store's state shipped)."""
-    if by_network(member):
+    if _fetched(member):
         return 0
     total = 0
     for t in member.trajectory:
@@ -385,6 +384,13 @@ def _file_size(member) -> int:
         except TrajscaleError:
             pass
     return total
+
+
+def _fetched(member) -> bool:
+    """Whether ``member``'s bytes come through a network client's store, asked before it is opened (told without
+    I/O, from the modules its stores' readers import): its size is a request, and preparing it here starts the
+    client a forked worker must not inherit."""
+    return any(Location(t).worker_modules() for t in member.trajectory)
 
 
 def _aggregate_part(analysis, partial, prepared: Prepared):

@@ -136,7 +136,7 @@ class EnsembleSource(Source):
     max_open
         Member trajectories a worker thread keeps open.
     reads_ahead
-        Some member is behind a URL: a task says its next read (:meth:`prefetch`).
+        Some member's Source reads ahead (its bytes are behind a URL): a task says its next read (:meth:`prefetch`).
     frame_bytes, n_atoms, decode_s
         The most a member's frame costs in its reader's buffers (a member the worker prepares: its whole
         frames, estimated), the most atoms it is read with, and the most seconds a frame costs to decode
@@ -205,7 +205,7 @@ class EnsembleSource(Source):
         return None
 
     def remote_stats(self) -> dict | None:
-        return member_sources().remote_stats() if self._reads_ahead else None
+        return member_sources().remote_stats()   # (each member's Source says what its network cost: None for a file)
 
     def get_config(self) -> dict:
         return {"kind": self.kind, "members": [m.to_dict() for m in self.members], "token": self.token,

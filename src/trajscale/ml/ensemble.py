@@ -73,7 +73,7 @@ def _members_of(trajectories, storage_options: dict | None) -> list:
         return list(trajectories)
     if isinstance(trajectories, str | os.PathLike):
         return list(Ensemble.of(trajectories, storage_options))
-    from ..mdcath.source import ensemble_members
+    from ..ensemble.catalog import members_held
     from ..storage import using
 
     out = []
@@ -84,7 +84,7 @@ def _members_of(trajectories, storage_options: dict | None) -> list:
         loc = os.fspath(t)
         base = Member(loc.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0], (loc,))
         with using(storage_options):
-            expanded = ensemble_members(loc, base)
+            expanded = members_held(loc, base)
         out += expanded if expanded is not None else [base]
     return out
 

@@ -27,10 +27,10 @@ def _registry() -> dict[str, type[Source]]:
 
 
 __getattr__, __dir__ = attach(__name__, {
-    "SOURCES": _registry, "Source": ".base", "OpenRequest": ".base", "H5MDSource": "..h5md.source", "MDASource": ".mda",
-    "XDRSource": "..xdr.source", "MDAPartSource": ".mdapart", "SegmentedSource": ".segments",
-    "index_path": ".segments",
-}, submodules=("base", "mda", "mdapart", "registry", "segments"))
+    "SOURCES": _registry, "Source": ".base", "OpenRequest": ".base", "H5MDSource": "..h5md.source",
+    "MDASource": "..mdareaders.universe", "XDRSource": "..xdr.source", "MDAPartSource": "..mdareaders.part",
+    "SegmentedSource": ".segments", "index_path": ".segments",
+}, submodules=("base", "registry", "segments"))
 
 
 #: An IMD stream's address begins so (``imd://HOST:PORT``).

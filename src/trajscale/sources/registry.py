@@ -54,7 +54,7 @@ HEAD_BYTES = 8
 
 #: Sources made by another Source or by the caller, reopened from their configs: kind -> ``module:Class``.
 OTHER_SOURCES = {
-    "mda": ".mda:MDASource",
+    "mda": "..mdareaders.universe:MDASource",
     "growing_h5md": "..h5md.follow:GrowingH5MDSource",
     "ensemble": "..ensemble.source:EnsembleSource",
 }

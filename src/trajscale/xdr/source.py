@@ -7,7 +7,7 @@ copied into the block. The file's bytes are read through its byte store
 (:func:`~trajscale.storage.opener.open_bytes`: a local file, or an object behind a URL), as the file the
 store offers (:func:`~trajscale.storage.files.as_file`): the offsets index and the frame
 reader are the same code for both. Other formats MDAnalysis reads (DCD, NetCDF, ...) are read one file at
-a time by :class:`~trajscale.sources.mdapart.MDAPartSource`.
+a time by :class:`~trajscale.mdareaders.part.MDAPartSource`.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import numpy as np
 
 from ..block import Block
 from ..errors import InputFileError
-from ..formats import MDA_PART
-from .base import OneFileSource, OpenRequest, file_head
+from ..sources.base import OneFileSource, OpenRequest, file_head
+from .traits import MDA_PART
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class MDAPartSource(OneFileSource):
     def read_into(self, start: int, stop: int, atoms: np.ndarray | None, stride: int,
                   out: dict[str, np.ndarray], box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:
         """Frames ``start:stop:stride`` into the given rows (``out[field]``, box, time, step: one row per frame)."""
-        from .mda import copy_frames
+        from .universe import copy_frames
 
         sel = None if atoms is None else np.asarray(atoms, dtype=np.intp)
         copy_frames(self._reader, start, stop, stride, sel, out, box, time, step)

@@ -18,8 +18,8 @@ import numpy as np
 from ..block import Block
 from ..errors import InputFileError
 from ..facts import LayoutFacts
-from ..formats import NPY
-from .base import OpenRequest, Source, file_head
+from ..sources.base import OpenRequest, Source, file_head
+from .traits import NPY
 
 #: The first bytes of every ``.npy`` file (NumPy's format specification).
 NPY_MAGIC = b"\x93NUMPY"

@@ -9,8 +9,8 @@ import numpy as np
 
 from ..block import FIELD_ATTRS, Block
 from ..facts import LayoutFacts
+from ..sources.base import Source
 from ..topology import load_universe
-from .base import Source
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class MDASource(Source):
         return self.universe
 
     def decode_seconds_per_frame(self) -> float:
-        from .registry import decode_s_per_atom
+        from ..sources.registry import decode_s_per_atom
 
         return decode_s_per_atom(str(self.reader.format)) * self.n_atoms
 

@@ -1,0 +1,15 @@
+"""The traits (:class:`~trajscale.formats.FormatTraits`) of the files read by MDAnalysis's reader for their format:
+read by the format registry before it imports MDAnalysis."""
+
+from __future__ import annotations
+
+from ..formats import FormatTraits
+
+#: The one-file formats MDAnalysis reads, DCD told by its first record (84, CORD); the others by extension,
+#: through MDAnalysis's own table: the last asked.
+MDA_PART = FormatTraits(
+    kind="mda_part", source="trajscale.mdareaders.part:MDAPartSource", formats=("DCD",), suffixes={".dcd": "DCD"},
+    begins=(b"T\x00\x00\x00CORD", b"\x00\x00\x00TCORD"), precedence=100,
+    frames_only={"DCD": "DCD", "NC": "NetCDF", "NCDF": "NetCDF", "TNG": "TNG", "MDCRD": "Amber", "TRJ": "Amber"})
+
+__all__ = ["MDA_PART"]

@@ -1,0 +1,12 @@
+"""The ``.npy`` format's traits (:class:`~trajscale.formats.FormatTraits`): read by the format registry before it
+imports the Source."""
+
+from __future__ import annotations
+
+from ..formats import FormatTraits
+
+#: A NumPy ``.npy`` array of positions.
+NPY = FormatTraits(kind="npy", source="trajscale.npy.source:NumpySource", formats=("NPY",),
+                   suffixes={".npy": "NPY"}, begins=(b"\x93NUMPY",), precedence=60)
+
+__all__ = ["NPY"]
