@@ -15,6 +15,8 @@ def edges_to_dimensions(edges: np.ndarray) -> np.ndarray:
         out[:, :3] = edges
         out[:, 3:] = 90.0
         return out.astype(np.float32)
+    if edges.shape[1:] == (3, 3) and not (edges - edges * np.eye(3)).any():
+        return _diagonal(edges)
     a, b, c = edges[:, 0], edges[:, 1], edges[:, 2]
     la, lb, lc = (np.linalg.norm(v, axis=1) for v in (a, b, c))
 
@@ -25,6 +27,23 @@ def edges_to_dimensions(edges: np.ndarray) -> np.ndarray:
 
     out = np.stack([la, lb, lc, angle(b, c, lb, lc), angle(a, c, la, lc), angle(a, b, la, lb)], axis=1)
     out[la == 0] = 0.0
+    return out.astype(np.float32)
+
+
+#: The angle between two vectors whose dot product is zero, as the general path computes it (arccos of 0 in
+#: degrees): the bits of a diagonal box's angles (a zero or non-finite cosine is made 0 there too).
+_RIGHT = np.degrees(np.arccos(np.clip(np.nan_to_num(np.zeros(1)), -1, 1)))[0]
+
+
+def _diagonal(edges: np.ndarray) -> np.ndarray:
+    """:func:`edges_to_dimensions` of (F, 3, 3) float64 vectors that are all diagonal (an orthorhombic box, or
+    none): each length is the diagonal's magnitude (the norm of one non-zero component, exact), each angle
+    that of a zero dot product, with the same bits as the general path at a fraction of its cost (an XTC
+    member's boxes are read with every block)."""
+    out = np.empty((edges.shape[0], 6))
+    out[:, :3] = np.abs(np.diagonal(edges, axis1=1, axis2=2))
+    out[:, 3:] = _RIGHT
+    out[out[:, 0] == 0] = 0.0
     return out.astype(np.float32)
 
 

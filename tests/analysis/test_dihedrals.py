@@ -129,3 +129,20 @@ def test_registered_with_a_command():
 
     assert ANALYSES["ramachandran"] is ts.Ramachandran
     assert ts.Ramachandran.command is not None
+
+
+def test_compiled_minimum_image_keeps_the_bits_of_rounding_every_bond():
+    """The kernel leaves a bond shorter than half its box edge as it is (no division): the bits must stay
+    those of ``d - L * rint(d / L)`` for every bond, which turns a -0 component into +0. Planar quadruples
+    (180° dihedrals, ±0 coordinates: ``atan2(±0, x < 0)`` is ±π) and bonds beyond half the box, against
+    NumPy's float64 minimum image and cross products of the same bonds, to the bit."""
+    x = np.array([[[0.0, 0.0, 0.0], [1.5, -0.0, 0.0], [1.5, 1.5, -0.0], [3.0, 1.5, 0.0],
+                   [-0.0, 1.5, 0.0], [0.0, -0.0, 1.5], [14.0, 0.0, 0.0], [-14.0, 0.0, 0.0]]], np.float32)
+    x = np.concatenate([x, -x, x[:, ::-1]])
+    quad = np.array([[0, 1, 2, 3], [3, 2, 1, 0], [4, 0, 1, 2], [0, 4, 5, 1], [0, 6, 7, 1], [6, 0, 1, 7]]).T
+    boxes = np.array([[20, 20, 20, 90, 90, 90], [20, 21, 22, 90, 90, 90], [6, 6, 6, 90, 90, 90]], np.float32)
+    ours = block_dihedrals(x, quad, boxes)
+    ref = dihedral_angles(*(x[:, q] for q in quad), boxes)
+    assert np.abs(ours).max() == np.pi   # (the planar ones: ±π, by the sign of a zero)
+    np.testing.assert_array_equal(np.signbit(ours), np.signbit(ref))
+    np.testing.assert_array_equal(ours, ref)

@@ -44,3 +44,22 @@ def test_100k_distinct_boxes_convert_in_one_vectorised_pass():
     pick = np.random.default_rng(3).choice(len(dims), 300, replace=False)
     np.testing.assert_allclose(got[pick], np.array([triclinic_vectors(d, dtype=np.float64) for d in dims[pick]]),
                                rtol=2e-7, atol=2e-5)
+
+
+def test_diagonal_edges_give_mdanalysis_dimensions_bit_for_bit():
+    """Orthorhombic boxes as an XTC stores them (diagonal vectors: the common case, converted without norms
+    or arccos) and frames without a box (zero vectors): MDAnalysis's triclinic_box of each, to the bit; one
+    triclinic frame among them takes the general path and leaves the others' bits alone."""
+    rng = np.random.default_rng(4)
+    edges = np.zeros((400, 3, 3), np.float32)
+    edges[:, [0, 1, 2], [0, 1, 2]] = rng.uniform(0.5, 200.0, (400, 3)).astype(np.float32)
+    edges[::40] = 0.0
+    got = edges_to_dimensions(edges)
+    expect = np.array([triclinic_box(*e) for e in edges])
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, expect)
+    mixed = edges.copy()
+    mixed[1] = triclinic_vectors(np.array([30, 31, 29, 70, 80, 65], np.float32))
+    with_tric = edges_to_dimensions(mixed)
+    np.testing.assert_array_equal(np.delete(with_tric, 1, axis=0), np.delete(got, 1, axis=0))
+    np.testing.assert_allclose(with_tric[1], triclinic_box(*mixed[1]), rtol=1e-6)

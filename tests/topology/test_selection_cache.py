@@ -273,3 +273,29 @@ def test_labels_read_from_a_universe_built_are_cached_for_the_next_run(cache, pa
     assert n_atoms == atoms.n_atoms
     np.testing.assert_array_equal(labels["resid"], atoms.resids)
     np.testing.assert_array_equal(table.name, atoms.names)
+
+
+def test_a_topology_served_from_the_cache_gives_each_selection_its_own_arrays(cache, parses):
+    """The members of an ensemble share one CachedUniverse and ask it the same selection each: its stored
+    arrays are decoded once, and every answer is MDAnalysis's selection in arrays of its own (a member that
+    changed its indices or masses would otherwise change the next member's)."""
+    import MDAnalysis as mda
+    from MDAnalysisTests.datafiles import PSF
+
+    from trajscale.topology import CachedUniverse
+
+    ref = mda.Universe(PSF).select_atoms(SEL)
+    CachedUniverse(PSF, lambda: mda.Universe(PSF)).select_atoms(SEL).masses   # noqa: B018 - recorded for the next
+    n = len(parses)
+    shared = CachedUniverse(PSF, lambda: pytest.fail("the cached selection built a Universe"))
+    first, second = shared.select_atoms(SEL), shared.select_atoms(SEL)
+    assert len(parses) == n
+    for group in (first, second):
+        np.testing.assert_array_equal(group.indices, ref.indices)
+        np.testing.assert_array_equal(group.masses, ref.masses)
+    first.indices[:] = -1
+    first._masses[:] = -1.0
+    third = shared.select_atoms(SEL)
+    for group in (second, third):
+        np.testing.assert_array_equal(group.indices, ref.indices)
+        np.testing.assert_array_equal(group.masses, ref.masses)

@@ -98,10 +98,15 @@ def block_dihedrals(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | None = N
     tric = np.zeros(n, bool)
     if dims is not None:
         dims = np.asarray(dims, np.float64).reshape(-1, 6)
-        boxed = triclinic_vectors(dims)[:, 0, 0] > 0
-        ortho = boxed & (dims[:, 3:] == 90.0).all(axis=1)
-        tric = boxed & ~ortho
-        lengths[ortho] = dims[ortho, :3]
+        if (dims[:, 3:] == 90.0).all() and (dims[:, :3] > 0).all() and (dims[:, 2] < np.inf).all():
+            # every frame a valid orthorhombic box (what triclinic_vectors finds valid: positive edges, the
+            # last one finite), the case of most blocks: their lengths without building the box vectors
+            lengths = np.array(dims[:, :3])
+        else:
+            boxed = triclinic_vectors(dims)[:, 0, 0] > 0
+            ortho = boxed & (dims[:, 3:] == 90.0).all(axis=1)
+            tric = boxed & ~ortho
+            lengths[ortho] = dims[ortho, :3]
     out = quad_dihedrals(x, quad, lengths)
     if tric.any():
         xt = x[tric]

@@ -10,7 +10,7 @@ and checks for signals (Ctrl-C) between chunks.  Every frame is summed in atom o
 import numpy as np
 
 from cython cimport floating
-from libc.math cimport atan2, rint, sqrt, INFINITY
+from libc.math cimport atan2, fabs, rint, sqrt, INFINITY
 from libc.stdint cimport int64_t
 
 from ._chunks cimport Chunks, chunks, next_chunk
@@ -207,7 +207,12 @@ def dihedrals(const floating[:, :, ::1] x, const int64_t[:, ::1] quad, const dou
                     if L[0] > 0:
                         for j in range(3):
                             for c in range(3):
-                                b[j][c] = b[j][c] - L[c] * rint(b[j][c] / L[c])
+                                # shorter than half the edge: rint(b / L) is ±0 and b - L * ±0 is b, or +0
+                                # for -0 (b + 0.0 gives those bits without the division)
+                                if 2.0 * fabs(b[j][c]) < L[c]:
+                                    b[j][c] = b[j][c] + 0.0
+                                else:
+                                    b[j][c] = b[j][c] - L[c] * rint(b[j][c] / L[c])
                     n1[0] = b[0][1] * b[1][2] - b[0][2] * b[1][1]
                     n1[1] = b[0][2] * b[1][0] - b[0][0] * b[1][2]
                     n1[2] = b[0][0] * b[1][1] - b[0][1] * b[1][0]

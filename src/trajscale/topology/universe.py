@@ -46,6 +46,9 @@ class CachedUniverse(StandInUniverse):
         super().__init__(topology, build)
         key = selection_cache.entry_key(topology, kw or {}) if parsed_cache.enabled() else None
         self._entry = selection_cache.load(key) if key is not None else None
+        # The entry's arrays decoded once: the members of an ensemble that share this topology ask it the
+        # same selections, each member a copy (decoding base64 again was most of a member's preparation).
+        self._arrays: dict[tuple[str, str], np.ndarray | None] = {}
 
     def _built(self, real) -> None:
         if self._entry is not None:
@@ -56,8 +59,7 @@ class CachedUniverse(StandInUniverse):
         n = self._entry["n_atoms"] if self._entry is not None else None
         if n is None:
             return self.real.atoms
-        rec = self._entry["selections"].get(_ALL) or {}
-        return CachedAtomGroup(self, np.arange(n), _decoded(rec.get("masses")), _ALL)
+        return CachedAtomGroup(self, np.arange(n), self._array(_ALL, "masses"), _ALL)
 
     def select_atoms(self, *strings, **kw):
         """``Universe.select_atoms``: from the cache when this selection was recorded, else MDAnalysis's."""
@@ -67,9 +69,9 @@ class CachedUniverse(StandInUniverse):
         key = selection_cache.selection_key(strings)
         rec = self._entry["selections"].get(key)
         if rec is not None and self._entry["n_atoms"] is not None:
-            indices = _decoded(rec.get("indices"))
+            indices = self._array(key, "indices")
             if indices is not None:
-                return CachedAtomGroup(self, indices, _decoded(rec.get("masses")), key)
+                return CachedAtomGroup(self, indices, self._array(key, "masses"), key)
         group = self.real.select_atoms(*strings)
         self.record(key, group.indices, _masses(group))
         return group
@@ -83,10 +85,21 @@ class CachedUniverse(StandInUniverse):
         if masses is not None:
             rec["masses"] = selection_cache.encode(masses)
         self._entry["selections"][key] = rec
+        self._arrays.pop((key, "indices"), None)
+        self._arrays.pop((key, "masses"), None)
         selection_cache.store(self._entry)
 
+    def _array(self, key: str, field: str) -> np.ndarray | None:
+        """Selection ``key``'s stored ``field`` (a copy of the array decoded once), or None when it is missing
+        or damaged."""
+        if (key, field) not in self._arrays:
+            rec = self._entry["selections"].get(key) or {}
+            self._arrays[key, field] = _decoded(rec.get(field))
+        a = self._arrays[key, field]
+        return None if a is None else a.copy()
+
     def __getattr__(self, name: str):
-        if name.startswith("__") or name in ("_entry", "_real", "_build"):
+        if name.startswith("__") or name in ("_entry", "_real", "_build", "_arrays"):
             raise AttributeError(name)
         return getattr(self.real, name)
 
