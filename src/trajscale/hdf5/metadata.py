@@ -26,8 +26,10 @@ import numpy as np
 
 from ..errors import InputFileError
 from ..storage import cache
+from ..storage.bytestore import ByteStore
 from ..storage.fileobj import CachingFile
-from ..storage.objects import ByteStore, Identity, RemoteError, RemoteObject
+from ..storage.objects import Identity, RemoteObject
+from ..storage.retry import RemoteError
 from ..util import HDF5_MAGIC
 from .chunks import stored_chunks
 from .superblock import superblock_offset_size
