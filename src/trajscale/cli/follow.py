@@ -4,22 +4,11 @@ from __future__ import annotations
 
 import logging
 import sys
+from functools import partial
 
-from .checks import positive_int
+from .checks import positive_float, positive_int
 
 log = logging.getLogger("trajscale")
-
-
-def _positive_float(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
 
 
 def add_follow_options(p) -> None:
@@ -28,11 +17,11 @@ def add_follow_options(p) -> None:
                    help="the trajectory is still being written: analyse frames as they land, until the writer "
                         "marks it complete (TRAJ.done beside an XTC/TRR), --idle seconds pass without a "
                         "frame, or Ctrl-C")
-    g.add_argument("--every", type=_positive_float, default=None, metavar="S",
+    g.add_argument("--every", type=partial(positive_float, finite=False), default=None, metavar="S",
                    help="with --follow: rewrite --out and --report at most every S seconds (default 30)")
     g.add_argument("--every-frames", type=positive_int, default=None, metavar="K",
                    help="with --follow: ... or once K new frames are analysed")
-    g.add_argument("--idle", type=_positive_float, default=None, metavar="S",
+    g.add_argument("--idle", type=partial(positive_float, finite=False), default=None, metavar="S",
                    help="with --follow: end after S seconds without a new frame (default 60)")
     g.add_argument("--tee", default=None, metavar="FILE.h5md",
                    help="with an imd://HOST:PORT stream: keep every frame received in this H5MD file")

@@ -27,7 +27,6 @@ from .options import (
 log = logging.getLogger("trajscale")
 
 
-
 PLAN_HELP = ("run several analyses in one pass over the trajectory (each block read once): a TOML file with "
              "one table per analysis, named as the commands below ([rmsd]; [[rdf]] for several of one kind), "
              "whose keys are that command's option names (select, fit-select, ...) and out")
