@@ -69,6 +69,20 @@ def follow_options(args, trajectory):
                          idle=60.0 if args.idle is None else args.idle, tee=args.tee, overwrite=args.overwrite)
 
 
+def run_options(args, trajectory):
+    """The one :class:`~trajscale.runspec.RunOptions` of a ``run ANALYSIS`` command, followed or not."""
+    from ..runspec import RunOptions
+    from .options import executor_options
+
+    follow = follow_options(args, trajectory)   # None unless --follow or a stream
+    # off a terminal, progress is a line per 10 %; a followed run's tasks come a round at a time
+    quiet = args.no_progress or getattr(args, "quiet", False) or follow is not None
+    return RunOptions(executor=args.executor, n_workers=args.n_workers, n_tasks=args.tasks, start=args.start,
+                      stop=args.stop, step=args.step, max_block_bytes=int(args.max_block_mb * 1024**2),
+                      progress=not quiet, group=args.h5md_group, assume_units=args.assume_units,
+                      continuous=args.continuous, follow=follow, executor_options=executor_options(args))
+
+
 def publisher(args, outputs):
     """``on_update`` of a followed run: each analysis's results file (``outputs``, a
     :class:`~trajscale.cli.run.Outputs`) and ``--report`` rewritten as results grow (the last time when it

@@ -16,12 +16,12 @@ from ..errors import ConfigError, OutputError
 from ..executor_registry import EXECUTORS, names
 from ..plans import Planned, command_analyses, read_plan  # noqa: F401 (the CLI's names, read from Python too)
 from .checks import add_overwrite, add_topology, check_outputs, check_topology, positive_int
+from .follow import run_options
 from .options import (
     add_continuous_option,
     add_executor_options,
     add_h5md_options,
     add_strict_option,
-    executor_options,
 )
 
 log = logging.getLogger("trajscale")
@@ -183,20 +183,6 @@ def planned_from_args(args) -> list[Planned]:
     cls = analysis_class(args.analysis) if args.analysis in BUILTIN else command_analyses()[args.analysis]
     given = {o.name: getattr(args, o.dest) for o in cls.command.options}
     return [Planned(args.analysis, build(cls, given, f"run {args.analysis}"), args.out, given.get("select"))]
-
-
-def run_options(args, trajectory):
-    """The one :class:`~trajscale.runspec.RunOptions` of a ``run ANALYSIS`` command, followed or not."""
-    from ..runspec import RunOptions
-    from .follow import follow_options
-
-    follow = follow_options(args, trajectory)   # None unless --follow or a stream
-    # off a terminal, progress is a line per 10 %; a followed run's tasks come a round at a time
-    quiet = args.no_progress or getattr(args, "quiet", False) or follow is not None
-    return RunOptions(executor=args.executor, n_workers=args.n_workers, n_tasks=args.tasks, start=args.start,
-                      stop=args.stop, step=args.step, max_block_bytes=int(args.max_block_mb * 1024**2),
-                      progress=not quiet, group=args.h5md_group, assume_units=args.assume_units,
-                      continuous=args.continuous, follow=follow, executor_options=executor_options(args))
 
 
 def _run(planned: list[Planned], args):

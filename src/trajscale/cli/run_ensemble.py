@@ -125,7 +125,7 @@ def results_folder(args) -> str:
 
 def run_options(args):
     """The :class:`~trajscale.runspec.RunOptions` of an ensemble's run (its trajectories are read finished)."""
-    from .run import run_options as options_of_run
+    from .follow import run_options as options_of_run
 
     if getattr(args, "follow", False):
         raise ConfigError("--follow: an ensemble's trajectories are read finished; run without --follow")
