@@ -21,8 +21,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from ..util import SCHEME_PREFIXES
-from ..util import scheme_of as util_scheme_of
+from ..util import SCHEME_PREFIXES, scheme_of
 from . import OWN_OPTIONS
 from .credentials import aws_profile, require
 
@@ -56,11 +55,6 @@ HTTP = Scheme(SCHEME_PREFIXES["http"], "HTTPStore")
 #: Every scheme trajscale reads, by name (the prefixes of each: :data:`trajscale.util.SCHEME_PREFIXES`). A new one
 #: is a row here and its prefixes there (and its conformance subclass).
 STORE_SCHEMES = {"s3": S3, "gs": GCS, "az": AZURE, "http": HTTP}
-
-
-def scheme_of(url: str) -> str | None:
-    """The name of ``url``'s scheme in :data:`STORE_SCHEMES` (None: not a URL trajscale reads)."""
-    return util_scheme_of(url)
 
 
 def split_url(url: str) -> tuple[str, str, str]:

@@ -27,9 +27,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..errors import ConfigError, InputFileError
+from ..util import scheme_of
 from . import current_options, endpoint_of
 from .bytestore import ByteStore, Validator
-from .clients import check_options, scheme_of, split_url, trusted_bundle
+from .clients import check_options, split_url, trusted_bundle
 from .clients import object_store as _store_of
 from .inflight import MAX_CONCURRENCY, FetchStats, Window, count, gather, submit
 from .ranges import merge_gap_of
