@@ -61,9 +61,6 @@ DEFAULT_START_FACTOR = 2.0
 #: Largest N scanned for the efficiency threshold.
 MAX_SCAN_N = 2**20
 
-LIMITS = ("storage bandwidth", "metadata", "compute", "read I/O", "start-up", "communication",
-          "too few tasks or chunks", "cores (oversubscribed)")
-
 
 @dataclass(frozen=True, slots=True)
 class Terms:
