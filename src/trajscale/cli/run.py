@@ -288,7 +288,9 @@ def main(args) -> int:
     if lost is not None:
         raise lost
     if not getattr(args, "quiet", False):   # (-q: stdout goes nowhere; the summary is not even made)
-        print(summary(report, outputs.paths, args.report))
+        from ..report.summary import run_summary
+
+        print(run_summary(report, outputs.paths, args.report))
     return 0
 
 
@@ -420,10 +422,3 @@ def _write_report(report, path: str | None) -> None:
         report.write(path, phase="write")
     else:
         report.add_to_phase("write")
-
-
-def summary(report, out: str | None = None, report_path: str | None = None) -> str:
-    """The one-screen summary printed after every run."""
-    from ..report.summary import run_summary
-
-    return run_summary(report, out, report_path)
