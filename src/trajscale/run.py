@@ -9,7 +9,7 @@ a finished trajectory; rounds as a followed file grows or a stream's frames arri
 from __future__ import annotations
 
 from .analysis.base import Analysis
-from .engine import Engine, FinishedRounds, Rounds, frame_range
+from .engine import Engine, FinishedRounds, Rounds
 from .runspec import RunOptions
 from .sources import is_stream
 from .sources.locations import is_local
@@ -148,4 +148,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["FollowOptions", "RunOptions", "frame_range", "rounds_for", "run"]
+__all__ = ["FollowOptions", "RunOptions", "rounds_for", "run"]
