@@ -7,7 +7,7 @@ import pytest
 from trajscale.errors import ConfigError
 from trajscale.storage import endpoint_of, parse_options, resolve, shown
 from trajscale.storage.bytestore import LocalFile
-from trajscale.storage.clients import s3_config
+from trajscale.storage.clients import store_config
 from trajscale.storage.ranges import coalesce, read_coalesced
 
 pytestmark = pytest.mark.remote
@@ -29,8 +29,8 @@ def test_messages_show_option_names_never_values():
 
 
 def test_fsspec_names_become_obstores():
-    cfg = s3_config({"anon": True, "key": "K", "secret": "S", "client_kwargs": {"endpoint_url": "http://h:1",
-                                                                                "region_name": "r"}})
+    cfg, _ = store_config("s3", {"anon": True, "key": "K", "secret": "S",
+                                 "client_kwargs": {"endpoint_url": "http://h:1", "region_name": "r"}})
     assert cfg == {"skip_signature": True, "access_key_id": "K", "secret_access_key": "S",
                    "endpoint": "http://h:1", "region": "r"}
 

@@ -188,18 +188,6 @@ def store_config(name: str, fs_options: dict) -> tuple[dict, str | None]:
     return config, profile
 
 
-def s3_config(fs_options: dict) -> dict:
-    """obstore's S3 configuration from fsspec-style options (``anon``, ``key``/``secret``/``token``,
-    ``endpoint_url``, ``client_kwargs``' endpoint and region), obstore's own keys kept; the endpoint from
-    ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL`` where not given."""
-    config, _ = store_config("s3", fs_options)
-    if "endpoint" not in config:
-        env = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        if env:
-            config["endpoint"] = env
-    return config
-
-
 def object_store(url: str, own: dict, client_options: dict, fs_options: dict, timeout: float):
     """The obstore store of ``url`` (one per process, root, options and timeout: its connection pool is
     reused), with obstore's own retries off: trajscale retries and counts them (:mod:`.retry`)."""
