@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from short_runs import frame_chunked_file
 
-    from trajscale.whole_runs import Pairs, mpiexec
+    from trajscale.launch import mpiexec
+    from trajscale.whole_runs import Pairs
 
     gro, h5 = frame_chunked_file(args.workdir, args.frames)
     n, rows = args.n_workers, args.rows.split(",")

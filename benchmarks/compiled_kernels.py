@@ -98,7 +98,7 @@ def bench_pread(args) -> None:
     import h5py
 
     from trajscale.hdf5.chunks import ChunkIndex, ChunkReads
-    from trajscale.storage.objects import LocalFile
+    from trajscale.storage.bytestore import LocalFile
 
     x, _, _ = water(200)
     with tempfile.TemporaryDirectory() as tmp:

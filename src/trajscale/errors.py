@@ -127,14 +127,8 @@ class ConfigError(TrajscaleError):
     """An invalid option or an unknown component name."""
 
 
-class ParallelWriteError(TrajscaleError):
+class ParallelWriteError(_PathProblem):
     """Bad frame data given to a parallel writer; raised on every rank with the same message."""
-
-    def __init__(self, path: str | PathLike[str], problem: str) -> None:
-        self.path = str(path)
-        self.problem = problem
-        self._init_args = (self.path, problem)
-        super().__init__(f"{self.path}: {problem}")
 
 
 class UnitError(ConfigError):

@@ -316,5 +316,12 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-__all__ = ["LAUNCHERS", "Launch", "SchedulerJob", "current", "from_environment", "parse_time_left", "rank",
-           "recorded_launcher", "say_time_left", "without_launcher"]
+def mpiexec() -> str | None:
+    """The MPICH launcher h5py and mpi4py are built against, else any ``mpiexec`` on PATH; None without MPI."""
+    import shutil
+
+    return shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
+
+
+__all__ = ["LAUNCHERS", "Launch", "SchedulerJob", "current", "from_environment", "mpiexec", "parse_time_left",
+           "rank", "recorded_launcher", "say_time_left", "without_launcher"]

@@ -9,17 +9,7 @@ a finished trajectory; rounds as a followed file grows or a stream's frames arri
 from __future__ import annotations
 
 from .analysis.base import Analysis
-from .engine import Engine, FinishedRounds, Rounds, frame_range
-from .planning import (  # noqa: F401 (planning names stay importable from trajscale.run)
-    MAX_BLOCK_BYTES,
-    MAX_TASK_BYTES,
-    AnalysisTopology,
-    plan_in_parts,
-    plan_strided_tasks,
-    plan_tasks,
-    topology_file,
-    topology_with_first_frame,
-)
+from .engine import Engine, FinishedRounds, Rounds
 from .runspec import RunOptions
 from .sources import is_stream
 from .sources.locations import is_local
@@ -158,5 +148,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["FollowOptions", "RunOptions", "frame_range", "plan_in_parts", "plan_strided_tasks", "plan_tasks",
-           "rounds_for", "run"]
+__all__ = ["FollowOptions", "RunOptions", "rounds_for", "run"]

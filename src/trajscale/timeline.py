@@ -115,11 +115,6 @@ def mark_ready() -> float:
     return _READY[pid]
 
 
-def ready_epoch() -> float:
-    """Epoch seconds when this process became ready (marking it now if it was not)."""
-    return process_start() + mark_ready()
-
-
 def note_phase(phase: str, seconds: float) -> None:
     """Time spent in ``phase`` by code outside the timeline (e.g. MPI init inside an import)."""
     notes = _NOTES.setdefault(os.getpid(), {})
@@ -248,5 +243,5 @@ def extend_record(record: dict, phase: str) -> None:
 
 
 __all__ = ["PROCESS_PHASES", "PROCESS_PHASE_LABELS", "ProcessTimeline", "cpu_facts", "cpu_list", "extend_record",
-           "mark_ready", "note_phase", "parse_cpu_list", "pid_start", "process_age", "process_start", "ready_epoch",
+           "mark_ready", "note_phase", "parse_cpu_list", "pid_start", "process_age", "process_start",
            "slow_start_for_tests"]

@@ -38,8 +38,6 @@ def file_identity(paths: list[str]) -> tuple:
 #: the layers, so that every layer tells a URL from a path alike.
 SCHEME_PREFIXES = {"s3": ("s3://",), "gs": ("gs://", "gcs://"), "az": ("az://", "abfs://", "abfss://"),
                    "http": ("http://", "https://")}
-#: Every prefix of :data:`SCHEME_PREFIXES`.
-URL_SCHEMES = tuple(p for prefixes in SCHEME_PREFIXES.values() for p in prefixes)
 
 
 def scheme_of(location) -> str | None:

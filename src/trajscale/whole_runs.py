@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .launch import mpiexec
+
 log = logging.getLogger(__name__)
 
 #: The MDAnalysis side: what a user writes for the same RMSD (``Universe`` + ``rms.RMSD``), results saved.
@@ -101,10 +103,6 @@ def trajscale_command() -> list[str]:
     found = shutil.which("trajscale")
     return [found] if found else [sys.executable, "-m", "trajscale.cli.main"]
 
-
-def mpiexec() -> str | None:
-    """The MPICH launcher h5py and mpi4py are built against, else any ``mpiexec`` on PATH."""
-    return shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
 
 
 class Pairs:

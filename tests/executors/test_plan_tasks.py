@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from trajscale.run import plan_tasks
+from trajscale.planning import plan_tasks
 
 
 @pytest.mark.parametrize("n_workers", [1, 2, 3, 16])

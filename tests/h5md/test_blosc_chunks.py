@@ -13,7 +13,7 @@ from trajscale.hdf5 import blosc
 from trajscale.hdf5.blosc import blosc_decompressor
 from trajscale.hdf5.chunks import ChunkIndex, ChunkReads
 from trajscale.sources import open_source
-from trajscale.storage.objects import LocalFile
+from trajscale.storage.bytestore import LocalFile
 
 hdf5plugin = pytest.importorskip("hdf5plugin")
 POS = "particles/all/position/value"

@@ -15,7 +15,7 @@ from trajscale.hdf5 import chunks as chunks_module
 from trajscale.hdf5.chunks import ChunkIndex, ChunkReads, chunk_index
 from trajscale.hdf5.runs import plan_atom_reads
 from trajscale.sources import H5MDSource
-from trajscale.storage.objects import LocalFile
+from trajscale.storage.bytestore import LocalFile
 
 N_FRAMES, N_ATOMS = 23, 500
 

@@ -18,8 +18,8 @@ from MDAnalysisTests import datafiles as D
 
 from tests.conftest import run_cli
 from trajscale.convert.convert import convert
-from trajscale.convert.rechunk import partial_paths, rechunk
-from trajscale.convert.resume import InputIdentity, ResumeKey, WriteMode
+from trajscale.convert.rechunk import rechunk
+from trajscale.convert.resume import InputIdentity, ResumeKey, WriteMode, partial_paths
 from trajscale.errors import InputFileError, TrajscaleError
 from trajscale.h5md.layout import Layout
 
@@ -110,7 +110,7 @@ def water_file(tmp_path_factory):
 def test_sigterm_then_resume_equals_uninterrupted(tmp_path, water_file):
     whole, resumed = tmp_path / "whole.h5md", tmp_path / "resumed.h5md"
     rechunk(water_file, whole, Layout.parse("4", "gzip:6"), slab_bytes=2 * 1024**2)
-    tmp, record = partial_paths(resumed)
+    tmp, record = partial_paths(resumed, "rechunk")
     code = (f"import sys; from trajscale.cli.main import main; "
             f"sys.exit(main(['rechunk', {water_file!r}, '-o', {str(resumed)!r}, '--chunks', '4', "
             f"'--compression', 'gzip:6']))")
@@ -139,7 +139,7 @@ def test_resume_refuses_other_input_and_starts_without_partial(tmp_path, adk_vac
     rechunk(adk_vacuum_h5md, tmp_path / "x.h5md", Layout(), resume=True)   # a requeued job's first start
     assert "nothing to resume" in caplog.text
     assert_same_tree(adk_vacuum_h5md, tmp_path / "x.h5md")
-    tmp, record = partial_paths(tmp_path / "y.h5md")
+    tmp, record = partial_paths(tmp_path / "y.h5md", "rechunk")
     tmp.write_bytes(b"")
     key = ResumeKey("rechunk", WriteMode.DIRECT, (InputIdentity("/elsewhere", 1, 1),), ())
     record.write_text(json.dumps({"key": key.to_dict(), "done": {}}))

@@ -227,7 +227,7 @@ class CountingStore:
     """A local file as the remote reader's byte store, counting its requests and bytes."""
 
     def __init__(self, path) -> None:
-        from trajscale.storage.objects import LocalFile
+        from trajscale.storage.bytestore import LocalFile
 
         self._local = LocalFile(str(path))
         self.url = str(path)

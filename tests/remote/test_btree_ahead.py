@@ -64,7 +64,8 @@ def test_the_children_of_a_node_above_the_leaves_are_its_leaves(tmp_path, shape,
 def test_opening_a_store_fetches_the_leaves_together(s3_env, tmp_path):
     """Behind a proxy that holds every request 0.3 s, the walk HDF5 makes to size a dataset has all of its
     leaves' blocks in flight at once, and the bytes are the file's."""
-    from trajscale.hdf5.metadata import open_remote_h5
+    from trajscale.hdf5.metadata import open_store_h5
+    from trajscale.storage.objects import RemoteObject
 
     from .conftest import FlakyProxy
 
@@ -77,8 +78,8 @@ def test_opening_a_store_fetches_the_leaves_together(s3_env, tmp_path):
     client.upload_file(str(path), "btree-ahead", "many.h5")
     proxy = FlakyProxy(s3_env.endpoint, failures=100_000, how="delay", delay=0.3)
     try:
-        _obj, _fh, f = open_remote_h5("s3://btree-ahead/many.h5", {"endpoint_url": proxy.endpoint}, None, 1024**2,
-                                      use_cache=False)
+        obj = RemoteObject.open("s3://btree-ahead/many.h5", {"endpoint_url": proxy.endpoint})
+        _fh, f = open_store_h5(obj, True, None, 1024**2, use_cache=False)
         stored = f["x"].id.get_storage_size()
         got = f["x"][[0, 399]]
         f.close()
@@ -92,7 +93,8 @@ def test_opening_a_store_fetches_the_leaves_together(s3_env, tmp_path):
 def test_the_leaves_below_a_root_node_at_hand_are_fetched_ahead(s3_env, tmp_path):
     """A dataset just opened, its chunk index's root node among the bytes at hand (the file's first block):
     asking to fetch ahead what reading it needs sends for every leaf's block, before HDF5 reads anything."""
-    from trajscale.hdf5.metadata import fetch_ahead, open_remote_h5
+    from trajscale.hdf5.metadata import fetch_ahead, open_store_h5
+    from trajscale.storage.objects import RemoteObject
 
     path = _chunked(tmp_path / "small.h5", (400, 300, 3), (1, 300, 3))   # 3.6 kB chunks: leaves 230 kB apart
     nodes = _nodes(path)
@@ -103,7 +105,8 @@ def test_the_leaves_below_a_root_node_at_hand_are_fetched_ahead(s3_env, tmp_path
     if "btree-ahead" not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
         client.create_bucket(Bucket="btree-ahead")
     client.upload_file(str(path), "btree-ahead", "small.h5")
-    obj, fh, f = open_remote_h5("s3://btree-ahead/small.h5", None, None, 1024**2, use_cache=False)
+    obj = RemoteObject.open("s3://btree-ahead/small.h5", None)
+    fh, f = open_store_h5(obj, True, None, 1024**2, use_cache=False)
     try:
         fetch_ahead(fh, [f["x"]])
         sent = sorted(a // BLOCK_BYTES for a, _ in obj._ahead)   # (requests started ahead, by range)

@@ -161,18 +161,18 @@ def test_requests_held_for_good_end_the_run_in_one_line_in_bounded_time(s3_serve
 
 def test_a_port_number_never_reads_as_a_status():
     """obstore's messages name the URL: a server on port 35037 is no 503, one on 41234 no 412."""
-    from trajscale.storage.objects import _problem, _retryable
+    from trajscale.storage.retry import classify
 
     class PreconditionError(Exception):
         pass
 
     replaced = PreconditionError("Request precondition failed for http://127.0.0.1:35037/traj/x.h5md in 3ms - "
                                  "Server returned non-2xx status code: 412 Precondition Failed")
-    assert not _retryable(replaced) and "replaced" in _problem(replaced)
+    assert not classify(replaced).retry and "replaced" in classify(replaced).problem
     denied = Exception("Error performing GET http://127.0.0.1:41234/traj/x.h5md - Server returned non-2xx "
                        "status code: 403 Forbidden")
-    assert not _retryable(denied) and _problem(denied).startswith("access denied")
-    assert _retryable(Exception("GET http://127.0.0.1:41234/traj/x.h5md - status code: 503 SlowDown"))
+    assert not classify(denied).retry and classify(denied).problem.startswith("access denied")
+    assert classify(Exception("GET http://127.0.0.1:41234/traj/x.h5md - status code: 503 SlowDown")).retry
     # a missing object whose request took 412 ms is no replaced one (seen: one run in a few)
     class NotFoundError(Exception):
         pass
@@ -180,5 +180,6 @@ def test_a_port_number_never_reads_as_a_status():
     missing = NotFoundError("Object at location missing.h5 not found: Error performing GET "
                             "http://127.0.0.1:41234/ml-data/missing.h5 in 412ms - Server returned non-2xx status "
                             "code: 404 Not Found: <Error><Code>NoSuchKey</Code></Error>")
-    assert not _retryable(missing) and _problem(missing).startswith("no such object")
-    assert _problem(Exception("GET took 404ms - status code: 412 Precondition Failed")).startswith("the object was")
+    assert not classify(missing).retry and classify(missing).problem.startswith("no such object")
+    took_404ms = Exception("GET took 404ms - status code: 412 Precondition Failed")
+    assert classify(took_404ms).problem.startswith("the object was")

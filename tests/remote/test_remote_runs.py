@@ -160,7 +160,7 @@ def test_workers_read_by_the_chunk_index_and_a_replaced_object_is_refused(s3_env
     """A worker's source comes from the root's config: chunk addresses and the object's identity with it;
     the object replaced between the root's look and the worker's read is refused, never mixed."""
     from trajscale.sources import open_source, source_from_config
-    from trajscale.storage.objects import Replaced
+    from trajscale.storage.retry import Replaced
 
     local, url, _ = adk_stores["gzip"]
     client = s3_env.client()

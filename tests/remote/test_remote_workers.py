@@ -355,13 +355,13 @@ def test_the_requests_in_flight_grow_with_the_round_trip():
     """Without ``max_concurrency``: 64 in flight up to a 25.6 ms round trip, then 2,500 a second's worth of it,
     at most 256; the shortest round trip seen counts (a server slowed by the requests themselves does not
     widen the window); a given ``max_concurrency`` stays as given."""
-    from trajscale.storage.objects import _Window
+    from trajscale.storage.inflight import Window
 
-    window = _Window(64, grows=True)
+    window = Window(64, grows=True)
     for seen, limit in [(0.5, 256), (0.1, 250), (0.2, 250), (0.05, 125), (0.02, 64), (0.0, 64)]:
         window.saw_round_trip(seen)
         assert window.limit == limit, (seen, window.limit)
-    fixed = _Window(8, grows=False)
+    fixed = Window(8, grows=False)
     fixed.saw_round_trip(0.5)
     assert fixed.limit == 8
 

@@ -6,7 +6,9 @@ import pytest
 
 from trajscale.errors import ConfigError
 from trajscale.storage import endpoint_of, parse_options, resolve, shown
-from trajscale.storage.objects import LocalFile, coalesce, read_coalesced, s3_config
+from trajscale.storage.bytestore import LocalFile
+from trajscale.storage.clients import store_config
+from trajscale.storage.ranges import coalesce, read_coalesced
 
 pytestmark = pytest.mark.remote
 
@@ -27,8 +29,8 @@ def test_messages_show_option_names_never_values():
 
 
 def test_fsspec_names_become_obstores():
-    cfg = s3_config({"anon": True, "key": "K", "secret": "S", "client_kwargs": {"endpoint_url": "http://h:1",
-                                                                                "region_name": "r"}})
+    cfg, _ = store_config("s3", {"anon": True, "key": "K", "secret": "S",
+                                 "client_kwargs": {"endpoint_url": "http://h:1", "region_name": "r"}})
     assert cfg == {"skip_signature": True, "access_key_id": "K", "secret_access_key": "S",
                    "endpoint": "http://h:1", "region": "r"}
 
@@ -65,10 +67,11 @@ def test_a_presigned_url_is_refused_without_echoing_its_query():
 def test_merge_gap_is_trajscales_own_option_in_bytes():
     """``merge_gap`` is read by trajscale (never passed to the client), 64 KiB by default; a value that is
     no byte count is refused in one line naming the option."""
-    from trajscale.storage.objects import MERGE_GAP, merge_gap_of, split_options
+    from trajscale.storage.clients import check_options
+    from trajscale.storage.ranges import MERGE_GAP, merge_gap_of
 
-    own, fs = split_options({"merge_gap": 4096, "anon": True})
-    assert own == {"merge_gap": 4096} and fs == {"anon": True}
+    own, client, fs = check_options("s3://b/k", {"merge_gap": 4096, "anon": True})
+    assert own == {"merge_gap": 4096} and client == {} and fs == {"anon": True}
     assert MERGE_GAP == 64 * 1024 and merge_gap_of({}) == MERGE_GAP and merge_gap_of(own) == 4096
     assert merge_gap_of(dict([parse_options(["merge_gap=1048576"]).popitem()])) == 1024**2
     for bad in (-1, "64KiB", 1.5, True):

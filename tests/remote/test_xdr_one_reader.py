@@ -38,8 +38,9 @@ def _reference(path: str, fields: tuple[str, ...]) -> dict[str, np.ndarray]:
 def test_a_local_path_and_a_url_give_mdanalysis_blocks_through_one_reader(s3_env, adk_stores, tmp_path,
                                                                           monkeypatch, path, fields):
     from trajscale.sources import open_source
+    from trajscale.storage.bytestore import LocalFile
     from trajscale.storage.files import Fetched, InPlace
-    from trajscale.storage.objects import LocalFile, RemoteObject
+    from trajscale.storage.objects import RemoteObject
     from trajscale.xdr.source import XDRSource
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))   # (an object's scan is kept there)

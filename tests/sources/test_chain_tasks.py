@@ -25,7 +25,8 @@ from trajscale.convert.split import split
 from trajscale.engine import prepare
 from trajscale.executors.base import close_cached_sources, run_task
 from trajscale.executors.processes import ProcessExecutor
-from trajscale.run import RunOptions, plan_strided_tasks, plan_tasks
+from trajscale.planning import plan_strided_tasks, plan_tasks
+from trajscale.run import RunOptions
 
 #: Unequal parts, as restarts leave them: short ones between long ones.
 LENGTHS = [7, 2, 11, 5, 15]

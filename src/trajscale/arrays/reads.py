@@ -27,9 +27,6 @@ import numpy as np
 from ..block import FIELD_ATTRS
 from ..storage import redacted
 
-#: Per-frame quantities read beside the per-atom fields, by the Block attribute that holds them.
-FRAME_QUANTITIES = ("box", "time", "step")
-
 #: Bytes read per Source config (JSON) in this process, by every thread; guarded by ``_COUNT_LOCK``.
 _BYTES: dict[str, int] = {}
 _COUNT_LOCK = threading.Lock()

@@ -19,6 +19,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_float(text: str, *, finite: bool = True) -> float:
+    """argparse type: a number > 0 (and, when ``finite``, not ``inf``: a rate or a duration that is divided by)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or (finite and value == float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
 def add_topology(p, what: str = "topology file with atom names (TPR, PSF, GRO, PDB, ...)") -> None:
     """The topology positional and the flag that accepts a trajectory-only file as one."""
     p.add_argument("topology", help=what)

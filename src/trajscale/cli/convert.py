@@ -12,7 +12,6 @@ from .options import (
     add_strict_option,
     kept_for_resume,
     mpi_comm,
-    on_launcher_ranks,
     output_spec,
     resumed_complete,
     write_options,
@@ -75,7 +74,7 @@ def main(args) -> int:
     check_topology(args)
     if resumed_complete(args, [args.topology, *args.trajectories], unfinished(args.output, "convert")):
         return 0
-    comm = mpi_comm() if on_launcher_ranks(args) else None
+    comm = mpi_comm(args)
     options = ConvertOptions(read=read_options(args), spec=layout_target(args, output_spec(args)),
                              write=write_options(args, comm),
                              velocities=not args.no_velocities, forces=not args.no_forces, units=args.units)

@@ -4,22 +4,11 @@ from __future__ import annotations
 
 import logging
 import sys
+from functools import partial
 
-from .checks import positive_int
+from .checks import positive_float, positive_int
 
 log = logging.getLogger("trajscale")
-
-
-def _positive_float(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
 
 
 def add_follow_options(p) -> None:
@@ -28,11 +17,11 @@ def add_follow_options(p) -> None:
                    help="the trajectory is still being written: analyse frames as they land, until the writer "
                         "marks it complete (TRAJ.done beside an XTC/TRR), --idle seconds pass without a "
                         "frame, or Ctrl-C")
-    g.add_argument("--every", type=_positive_float, default=None, metavar="S",
+    g.add_argument("--every", type=partial(positive_float, finite=False), default=None, metavar="S",
                    help="with --follow: rewrite --out and --report at most every S seconds (default 30)")
     g.add_argument("--every-frames", type=positive_int, default=None, metavar="K",
                    help="with --follow: ... or once K new frames are analysed")
-    g.add_argument("--idle", type=_positive_float, default=None, metavar="S",
+    g.add_argument("--idle", type=partial(positive_float, finite=False), default=None, metavar="S",
                    help="with --follow: end after S seconds without a new frame (default 60)")
     g.add_argument("--tee", default=None, metavar="FILE.h5md",
                    help="with an imd://HOST:PORT stream: keep every frame received in this H5MD file")
@@ -78,6 +67,20 @@ def follow_options(args, trajectory):
         check_outputs(args.tee, None, inputs=[args.topology], overwrite=args.overwrite)
     return FollowOptions(every_s=30.0 if args.every is None else args.every, every_frames=args.every_frames,
                          idle=60.0 if args.idle is None else args.idle, tee=args.tee, overwrite=args.overwrite)
+
+
+def run_options(args, trajectory):
+    """The one :class:`~trajscale.runspec.RunOptions` of a ``run ANALYSIS`` command, followed or not."""
+    from ..runspec import RunOptions
+    from .options import executor_options
+
+    follow = follow_options(args, trajectory)   # None unless --follow or a stream
+    # off a terminal, progress is a line per 10 %; a followed run's tasks come a round at a time
+    quiet = args.no_progress or getattr(args, "quiet", False) or follow is not None
+    return RunOptions(executor=args.executor, n_workers=args.n_workers, n_tasks=args.tasks, start=args.start,
+                      stop=args.stop, step=args.step, max_block_bytes=int(args.max_block_mb * 1024**2),
+                      progress=not quiet, group=args.h5md_group, assume_units=args.assume_units,
+                      continuous=args.continuous, follow=follow, executor_options=executor_options(args))
 
 
 def publisher(args, outputs):

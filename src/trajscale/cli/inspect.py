@@ -83,7 +83,7 @@ def main(args) -> int:
 
 def store_validator(location: str) -> dict:
     """What tells the bytes at ``location`` from a replacement's (its store's
-    :class:`~trajscale.storage.objects.Validator`): ``kind``, ``complete`` (every replacement seen) and ``says``;
+    :class:`~trajscale.storage.bytestore.Validator`): ``kind``, ``complete`` (every replacement seen) and ``says``;
     a store that cannot see every replacement is also logged as a warning."""
     import logging
 
@@ -105,7 +105,7 @@ def _remote_costs(args, facts: dict) -> dict:
     from ..hdf5.chunks import MAX_REQUEST
     from ..storage import current_options
     from ..storage.fileobj import BLOCK_BYTES
-    from ..storage.objects import merge_gap_of
+    from ..storage.ranges import merge_gap_of
 
     if facts.get("n_atoms") is None:
         raise ConfigError(f"{args.file} has several particle groups: add --group NAME for --remote-costs")

@@ -260,7 +260,11 @@ def main(argv: list[str] | None = None) -> int:
 
             predict = getattr(args, "predicted_wall", None)   # (run --predict-from: its prediction, in a job that ends)
             say_time_left(what=f"trajscale {args.command}", predict=predict and (lambda: predict(args)))
-        with _quiet_stdout(args), _partial_frames(getattr(args, "strict", False)):
+        # --strict (a cut-short last frame refused, or left out with a warning) for every format that has partial
+        # frames, as each declares it
+        from ..formats import partial_frames_policy
+
+        with _quiet_stdout(args), partial_frames_policy(getattr(args, "strict", False)):
             code = int(args.func(args) or 0)
         if argv is None:   # the program itself, about to exit (not a caller passing argv, e.g. a test)
             # Tearing down MDAnalysis's, h5py's and NumPy's objects at exit is a fraction of a second
@@ -294,14 +298,6 @@ def main(argv: list[str] | None = None) -> int:
         _say_interrupted(args, f"terminated by signal {signum}")
         _share_interruption(exc)
         raise exc from None
-
-
-def _partial_frames(strict: bool):
-    """The ``--strict`` setting (a cut-short last frame refused, or left out with a warning) for every format
-    that has partial frames, as each declares it (:func:`trajscale.formats.partial_frames_policy`)."""
-    from ..formats import partial_frames_policy
-
-    return partial_frames_policy(strict)
 
 
 #: Commands that do their work on every rank of an MPI launcher's world (MPI joins the ranks):

@@ -70,11 +70,6 @@ def output_spec(args):
                       precision=args.precision, encoding=args.encoding)
 
 
-def on_launcher_ranks(args) -> bool:
-    """True when ``--executor`` is none or one whose workers are an MPI launcher's ranks."""
-    return args.executor is None or EXECUTORS[args.executor].workers == "launcher"
-
-
 def write_options(args, comm):
     """The WriteOptions of ``convert`` and ``rechunk``: --overwrite, --resume, progress and the executor.
 
@@ -128,11 +123,14 @@ def kept_for_resume(args) -> str:
     return f"the frames written so far are kept: run the same command with --resume to finish {args.output}"
 
 
-def mpi_comm():
-    """COMM_WORLD when a launcher started several ranks that MPI sees (convert and rechunk then run on the
-    ranks; ``srun --mpi=none``'s independent tasks are refused before a command runs)."""
+def mpi_comm(args):
+    """COMM_WORLD when ``--executor`` is none or one whose workers are an MPI launcher's ranks, and a launcher
+    started several ranks that MPI sees (convert and rechunk then run on the ranks; ``srun --mpi=none``'s
+    independent tasks are refused before a command runs); else None."""
     from ..launch import current
 
+    if args.executor is not None and EXECUTORS[args.executor].workers != "launcher":
+        return None
     launch = current()
     if not (launch.several and launch.mpi_sees):
         return None

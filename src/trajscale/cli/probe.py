@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ConfigError
-from .checks import add_overwrite, check_outputs, positive_int
+from .checks import add_overwrite, check_outputs, positive_float, positive_int
 
 DESCRIPTION = """\
 Measure the storage that holds PATH (a folder: a file of --bytes is written there and removed;
@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("probe", help="measure the storage and this machine: a profile for report --predict",
                        description=DESCRIPTION)
     p.add_argument("path", metavar="PATH", help="a folder on the storage to measure (or a file there to read)")
-    p.add_argument("--seconds", type=_positive_float, default=20.0, metavar="S",
+    p.add_argument("--seconds", type=positive_float, default=20.0, metavar="S",
                    help="time the reads and starts may take, roughly (default 20)")
     p.add_argument("--bytes", dest="nbytes", type=_size, default=256 * 2**20, metavar="B",
                    help="bytes of the file read (default 256M; suffixes K, M, G)")
@@ -41,18 +41,6 @@ def add_parser(sub) -> None:
     p.add_argument("--out", default=None, metavar="PROFILE.json", help="write the machine profile here")
     add_overwrite(p)
     p.set_defaults(func=main)
-
-
-def _positive_float(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
 
 
 def _size(text: str) -> int:

@@ -10,7 +10,6 @@ from .options import (
     add_segment_options,
     kept_for_resume,
     mpi_comm,
-    on_launcher_ranks,
     output_spec,
     resumed_complete,
     write_options,
@@ -53,7 +52,7 @@ def main(args) -> int:
 
     if resumed_complete(args, [args.input], unfinished(args.output, "rechunk")):
         return 0
-    comm = mpi_comm() if on_launcher_ranks(args) else None
+    comm = mpi_comm(args)
     options = RechunkOptions(spec=layout_target(args, output_spec(args)), write=write_options(args, comm))
     s = rechunk(args.input, args.output, options=options)
     if comm is not None and comm.Get_rank() != 0:

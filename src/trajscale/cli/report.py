@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..executor_registry import DEFAULT_PREDICTION, names
-from .checks import add_overwrite, check_outputs, positive_int
+from .checks import add_overwrite, check_outputs, positive_float, positive_int
 
 DESCRIPTION = """\
 Read run reports written by `trajscale run --report` (or RunReport.write) and print
@@ -48,9 +48,9 @@ def add_parser(sub) -> None:
     g.add_argument("--machine", default=None, metavar="PROFILE.json",
                    help="the target machine: a profile written by `trajscale probe` (default: this machine, "
                         "its cores measured now)")
-    g.add_argument("--storage-gbps", type=_positive_float, default=None, metavar="B",
+    g.add_argument("--storage-gbps", type=positive_float, default=None, metavar="B",
                    help="aggregate bandwidth of the shared storage, GB/s (default: reads scale per rank)")
-    g.add_argument("--metadata-ms", type=_positive_float, default=None, metavar="M",
+    g.add_argument("--metadata-ms", type=positive_float, default=None, metavar="M",
                    help="ms per file open at a metadata server serving one open at a time "
                         "(default: the report's own open time, opens in parallel)")
     g.add_argument("--storage", default="auto", choices=("auto", "cold", "cached"),
@@ -74,18 +74,6 @@ def _counts(text: str) -> list[int]:
     if not out or min(out) < 1:
         raise argparse.ArgumentTypeError(f"rank counts must be whole numbers >= 1, got {text!r}")
     return out
-
-
-def _positive_float(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
 
 
 def load_report(path: str):
@@ -171,7 +159,6 @@ def main(args) -> int:
         if args.json != "-":
             print(f"trace: {args.trace}" if args.plot else f"\ntrace: {args.trace}")
     return 0
-
 
 
 def _predict(args, reports) -> tuple[str, dict]:

@@ -16,16 +16,15 @@ from ..errors import ConfigError, OutputError
 from ..executor_registry import EXECUTORS, names
 from ..plans import Planned, command_analyses, read_plan  # noqa: F401 (the CLI's names, read from Python too)
 from .checks import add_overwrite, add_topology, check_outputs, check_topology, positive_int
+from .follow import run_options
 from .options import (
     add_continuous_option,
     add_executor_options,
     add_h5md_options,
     add_strict_option,
-    executor_options,
 )
 
 log = logging.getLogger("trajscale")
-
 
 
 PLAN_HELP = ("run several analyses in one pass over the trajectory (each block read once): a TOML file with "
@@ -186,20 +185,6 @@ def planned_from_args(args) -> list[Planned]:
     return [Planned(args.analysis, build(cls, given, f"run {args.analysis}"), args.out, given.get("select"))]
 
 
-def run_options(args, trajectory):
-    """The one :class:`~trajscale.runspec.RunOptions` of a ``run ANALYSIS`` command, followed or not."""
-    from ..runspec import RunOptions
-    from .follow import follow_options
-
-    follow = follow_options(args, trajectory)   # None unless --follow or a stream
-    # off a terminal, progress is a line per 10 %; a followed run's tasks come a round at a time
-    quiet = args.no_progress or getattr(args, "quiet", False) or follow is not None
-    return RunOptions(executor=args.executor, n_workers=args.n_workers, n_tasks=args.tasks, start=args.start,
-                      stop=args.stop, step=args.step, max_block_bytes=int(args.max_block_mb * 1024**2),
-                      progress=not quiet, group=args.h5md_group, assume_units=args.assume_units,
-                      continuous=args.continuous, follow=follow, executor_options=executor_options(args))
-
-
 def _run(planned: list[Planned], args):
     """``trajscale.run`` of the analyses with the options every ``run`` command shares (several: one
     pass, a list of results); a followed run saves the outputs and --report as its results grow
@@ -303,7 +288,9 @@ def main(args) -> int:
     if lost is not None:
         raise lost
     if not getattr(args, "quiet", False):   # (-q: stdout goes nowhere; the summary is not even made)
-        print(summary(report, outputs.paths, args.report))
+        from ..report.summary import run_summary
+
+        print(run_summary(report, outputs.paths, args.report))
     return 0
 
 
@@ -435,10 +422,3 @@ def _write_report(report, path: str | None) -> None:
         report.write(path, phase="write")
     else:
         report.add_to_phase("write")
-
-
-def summary(report, out: str | None = None, report_path: str | None = None) -> str:
-    """The one-screen summary printed after every run."""
-    from ..report.summary import run_summary
-
-    return run_summary(report, out, report_path)

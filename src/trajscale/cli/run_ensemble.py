@@ -125,16 +125,11 @@ def results_folder(args) -> str:
 
 def run_options(args):
     """The :class:`~trajscale.runspec.RunOptions` of an ensemble's run (its trajectories are read finished)."""
-    from ..runspec import RunOptions
-    from .options import executor_options
+    from .follow import run_options as options_of_run
 
     if getattr(args, "follow", False):
         raise ConfigError("--follow: an ensemble's trajectories are read finished; run without --follow")
-    quiet = args.no_progress or getattr(args, "quiet", False)
-    return RunOptions(executor=args.executor, n_workers=args.n_workers, n_tasks=args.tasks, start=args.start,
-                      stop=args.stop, step=args.step, max_block_bytes=int(args.max_block_mb * 1024**2),
-                      progress=not quiet, group=args.h5md_group, assume_units=args.assume_units,
-                      continuous=args.continuous, executor_options=executor_options(args))
+    return options_of_run(args, args.ensemble)
 
 
 def main(args, planned) -> int:

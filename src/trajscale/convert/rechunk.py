@@ -64,8 +64,7 @@ from .join import copy_attrs, copy_frames, copy_structure, virtual_series
 from .options import OutputSpec, RechunkOptions, WriteOptions, with_options
 from .pool import frame_bar, on_root, run_tasks
 from .recode import recoder
-from .resume import Partial, ResumeKey, WriteMode, load_record, save_record
-from .resume import partial_paths as resume_paths
+from .resume import Partial, ResumeKey, WriteMode, load_record, partial_paths, save_record
 from .segmented import check_parallel_output, move_parts, moving
 
 log = logging.getLogger(__name__)
@@ -88,11 +87,6 @@ class RechunkSummary:
     bytes_out: int
     seconds: float
     resumed_from: int
-
-
-def partial_paths(output: str | os.PathLike) -> tuple[Path, Path]:
-    """The temporary output and the progress record of ``output``."""
-    return resume_paths(output, "rechunk")
 
 
 def _is_series(name: str, obj) -> bool:
@@ -154,7 +148,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout 
     spec, write = opts.spec, opts.write
     src_path = str(input)
     final = check_output_path(output, overwrite=write.overwrite, inputs=[input])   # never the input
-    check_parallel_output(final, [input], write, record=partial_paths(final)[1],
+    check_parallel_output(final, [input], write, record=partial_paths(final, "rechunk")[1],
                           segment_workers=("n_workers", "launcher"), command="rechunk")
     spec.check(warn=write.rank0)
     with open_h5(src_path) as src, polling_for_stop():

@@ -71,7 +71,7 @@ class InputIdentity:
 
     @classmethod
     def of(cls, path: str | os.PathLike) -> InputIdentity:
-        """``path``'s name, size and version (:meth:`~trajscale.storage.objects.ByteStore.stamp`: a local
+        """``path``'s name, size and version (:meth:`~trajscale.storage.bytestore.ByteStore.stamp`: a local
         file's mtime, an object's ETag)."""
         from ..storage.opener import open_bytes
 

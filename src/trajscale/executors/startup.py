@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 
-from ..pools import fork_is_safe, main_not_reimported, quiet_worker, sigint_blocked  # noqa: F401 (re-exported)
+from ..pools import quiet_worker
 
 log = logging.getLogger(__name__)
 

@@ -289,7 +289,7 @@ def unused_space_note(facts: dict) -> str | None:
 #: the object's first request; frames by range requests at the chunks' addresses, ranges closer than the
 #: merge gap fetched as one, and no request longer than the cut (a longer one goes out as several).
 REMOTE_BLOCK_BYTES = 256 * 1024
-REMOTE_MERGE_GAP = 64 * 1024   # the remote reader's default (trajscale.storage.objects.MERGE_GAP)
+REMOTE_MERGE_GAP = 64 * 1024   # the remote reader's default (trajscale.storage.ranges.MERGE_GAP)
 REMOTE_MAX_REQUEST = 8 * 1024**2
 
 

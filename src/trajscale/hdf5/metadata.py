@@ -26,8 +26,10 @@ import numpy as np
 
 from ..errors import InputFileError
 from ..storage import cache
+from ..storage.bytestore import ByteStore
 from ..storage.fileobj import CachingFile
-from ..storage.objects import ByteStore, Identity, RemoteError, RemoteObject
+from ..storage.objects import RemoteObject
+from ..storage.retry import RemoteError
 from ..util import HDF5_MAGIC
 from .chunks import stored_chunks
 from .superblock import superblock_offset_size
@@ -154,16 +156,6 @@ def children_ahead(fh: CachingFile, data: bytes) -> None:
     HDF5 then asks for is read as always, from these bytes where they came."""
     if data[:4] == b"TREE":
         fh.fetch_ahead([(a, a + INDEX_NODE_BYTES) for a in btree_children(data, sizeof_addr(fh), fh.store.size)])
-
-
-def open_remote_h5(url: str, storage_options: dict | None, identity: list | None, rdcc_nbytes: int,
-                   metadata: list | None = None, use_cache: bool = True, round_trip: float | None = None):
-    """(the object, its caching file object, ``h5py.File`` reading through it): :func:`open_store_h5` on the
-    object at ``url``, opened with ``identity`` and ``round_trip`` as the process that prepared the run found
-    them (None: this process prepares)."""
-    obj = RemoteObject.open(url, storage_options, Identity.of(identity), round_trip)
-    fh, f = open_store_h5(obj, identity is None, metadata, rdcc_nbytes, use_cache)
-    return obj, fh, f
 
 
 def open_store_h5(store: ByteStore, prepares: bool, metadata: list | None, rdcc_nbytes: int,

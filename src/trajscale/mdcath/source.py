@@ -47,7 +47,6 @@ from ..storage.opener import open_bytes
 from ..util import HDF5_MAGIC
 from .layout import (
     FRAME_PS,
-    MEMBER_SEP,
     Domain,
     FieldAt,
     MemberLayout,
@@ -59,7 +58,6 @@ from .layout import (
     member_labels,
     member_location,
     members,
-    pdb_text,
     split_member,
     universe,
     universe_of,
@@ -486,6 +484,6 @@ class MembersOnStore:
             self._hdf5[0].f.close()
             self._hdf5 = None
 
-__all__ = ["FRAME_PS", "MEMBER_SEP", "FieldAt", "MDCATHSource", "MemberLayout", "MembersOnStore", "describe",
-           "ensemble_members", "looks_like_mdcath", "member_location", "members", "pdb_text", "split_member",
+__all__ = ["FRAME_PS", "FieldAt", "MDCATHSource", "MemberLayout", "MembersOnStore", "describe",
+           "ensemble_members", "looks_like_mdcath", "member_location", "members", "split_member",
            "universe"]

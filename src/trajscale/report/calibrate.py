@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ from statistics import median
 
 from ..errors import TrajscaleError
 from ..executor_registry import EXECUTORS, executor_traits, names
+from ..launch import mpiexec
 from .conditions import LoadMeter
 from .fit import Model, fit
 from .machine import MEASURED, LaunchLine, Machine
@@ -57,10 +57,6 @@ WORKLOADS = (H5MD, PARTS_ALL, H5MD_SMALL)
 def _env() -> dict:
     return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
 
-
-def mpiexec() -> str | None:
-    """The MPI launcher, if MPI is installed."""
-    return shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
 
 
 def executors_here() -> list[str]:

@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass, replace
 
 from ..executor_registry import ExecutorTraits, predicted_traits
 from .fit import Model, fit, fit_reports, oversubscription
-from .machine import DEFAULTED, GIVEN, MEASURED, Machine, this_machine
+from .machine import DEFAULTED, MEASURED, Machine, this_machine
 from .metrics import json_safe
 from .timing import RunReport
 
@@ -60,9 +60,6 @@ TASKS_PER_WORKER = 4
 DEFAULT_START_FACTOR = 2.0
 #: Largest N scanned for the efficiency threshold.
 MAX_SCAN_N = 2**20
-
-LIMITS = ("storage bandwidth", "metadata", "compute", "read I/O", "start-up", "communication",
-          "too few tasks or chunks", "cores (oversubscribed)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,7 +492,7 @@ def assumptions_dict(model: Model, machine: Machine, extra: tuple[tuple[str, str
     return {"machine": machine.to_dict(), "rows": [{"what": w, "value": v, "origin": o} for w, v, o in rows]}
 
 
-__all__ = ["EFFICIENCY_LIMIT", "GIVEN", "Machine", "Model", "Prediction", "Terms", "assumptions_dict", "bytes_moved",
+__all__ = ["EFFICIENCY_LIMIT", "Machine", "Model", "Prediction", "Terms", "assumptions_dict", "bytes_moved",
            "move_at",
            "efficiency_threshold", "fit", "fit_reports", "format_predictions", "launch_at", "levers",
            "started_workers",

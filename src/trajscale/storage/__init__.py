@@ -24,7 +24,6 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 
 from ..errors import ConfigError
-from ..util import URL_SCHEMES as SCHEMES
 from ..util import is_url
 
 #: Options trajscale reads itself (the rest go to the object store's client, in its own names).
@@ -154,6 +153,6 @@ def resolve(base: str, relative: str) -> str:
     return f"{root}/{'/'.join(parts)}"
 
 
-__all__ = ["OWN_OPTIONS", "SCHEMES", "current_options", "endpoint_of", "fetched_here", "fetched_since", "is_url",
+__all__ = ["OWN_OPTIONS", "current_options", "endpoint_of", "fetched_here", "fetched_since", "is_url",
            "parse_option", "parse_options",
            "resolve", "set_options", "shown", "using"]

@@ -21,8 +21,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from ..util import SCHEME_PREFIXES
-from ..util import scheme_of as util_scheme_of
+from ..util import SCHEME_PREFIXES, scheme_of
 from . import OWN_OPTIONS
 from .credentials import aws_profile, require
 
@@ -56,11 +55,6 @@ HTTP = Scheme(SCHEME_PREFIXES["http"], "HTTPStore")
 #: Every scheme trajscale reads, by name (the prefixes of each: :data:`trajscale.util.SCHEME_PREFIXES`). A new one
 #: is a row here and its prefixes there (and its conformance subclass).
 STORE_SCHEMES = {"s3": S3, "gs": GCS, "az": AZURE, "http": HTTP}
-
-
-def scheme_of(url: str) -> str | None:
-    """The name of ``url``'s scheme in :data:`STORE_SCHEMES` (None: not a URL trajscale reads)."""
-    return util_scheme_of(url)
 
 
 def split_url(url: str) -> tuple[str, str, str]:
@@ -192,18 +186,6 @@ def store_config(name: str, fs_options: dict) -> tuple[dict, str | None]:
         host = os.environ["STORAGE_EMULATOR_HOST"]   # what Google's own clients read for an emulator
         config["base_url"] = host if "://" in host else f"http://{host}"
     return config, profile
-
-
-def s3_config(fs_options: dict) -> dict:
-    """obstore's S3 configuration from fsspec-style options (``anon``, ``key``/``secret``/``token``,
-    ``endpoint_url``, ``client_kwargs``' endpoint and region), obstore's own keys kept; the endpoint from
-    ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL`` where not given."""
-    config, _ = store_config("s3", fs_options)
-    if "endpoint" not in config:
-        env = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        if env:
-            config["endpoint"] = env
-    return config
 
 
 def object_store(url: str, own: dict, client_options: dict, fs_options: dict, timeout: float):

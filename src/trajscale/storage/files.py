@@ -1,9 +1,9 @@
 """A store's bytes as a file that a compiled reader opens by its path and reads with C's stdio.
 
 A decoder written against files (GROMACS's xdrfile reads an XTC/TRR through a ``FILE``) reads any
-:class:`~.objects.ByteStore` through the :class:`FileView` made of what the store offers (:func:`as_file`):
+:class:`~.bytestore.ByteStore` through the :class:`FileView` made of what the store offers (:func:`as_file`):
 
-* a local file offers its path (:attr:`~.objects.ByteStore.local_path`; :class:`InPlace`): the decoder
+* a local file offers its path (:attr:`~.bytestore.ByteStore.local_path`; :class:`InPlace`): the decoder
   opens the file once and reads it where it lies, and a scan reads it by its path;
 * any other store (an object behind a URL) offers ranges (:class:`Fetched`): for each read, the ranges it
   needs are fetched (nearby ones merged, long ones split into concurrent requests) into an anonymous
@@ -34,7 +34,7 @@ MAX_REQUEST = 8 * 1024**2
 
 
 def as_file(store) -> FileView:
-    """The bytes of ``store`` (a :class:`~.objects.ByteStore`) as a file a compiled reader opens by its path:
+    """The bytes of ``store`` (a :class:`~.bytestore.ByteStore`) as a file a compiled reader opens by its path:
     the file itself where the store offers a local path, else fetched by the ranges each read asks for."""
     if store.local_path is not None:
         return InPlace(store.local_path)

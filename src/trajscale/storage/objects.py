@@ -14,8 +14,6 @@ Why obstore rather than fsspec/s3fs: fetching the same 1,000 ranges of 60 kB fro
 server, obstore took well under a second and s3fs's ``cat_ranges`` minutes (docs/remote.md has the
 measurement and its command). The options stay fsspec's ``storage_options``, as xarray, Dask and pandas
 users pass them, translated to obstore's names (:mod:`.clients`).
-
-The names other modules import from here (the ranges', the clients', the retries') stay importable.
 """
 
 from __future__ import annotations
@@ -29,23 +27,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..errors import ConfigError, InputFileError
+from ..util import scheme_of
 from . import current_options, endpoint_of
-from .bytestore import ByteStore as ByteStore
-from .bytestore import LocalFile as LocalFile
-from .bytestore import Validator as Validator
-from .clients import check_options, scheme_of, split_url, trusted_bundle
+from .bytestore import ByteStore, Validator
+from .clients import check_options, split_url, trusted_bundle
 from .clients import object_store as _store_of
-from .clients import s3_config as s3_config
-from .inflight import MAX_CONCURRENCY as MAX_CONCURRENCY
-from .inflight import FetchStats, Window, count, gather, submit
-from .inflight import Window as _Window  # noqa: F401 - the former name
-from .ranges import MERGE_GAP as MERGE_GAP
-from .ranges import coalesce as coalesce
+from .inflight import MAX_CONCURRENCY, FetchStats, Window, count, gather, submit
 from .ranges import merge_gap_of
-from .ranges import read_coalesced as read_coalesced
 from .retry import GONE, Deadline, Failure, Outage, RemoteError, Replaced, WrongAnswer, classify
-from .retry import _problem as _problem
-from .retry import _retryable as _retryable
 
 log = logging.getLogger(__name__)
 
@@ -103,22 +92,6 @@ def validator_of(identity: Identity, size: int) -> Validator:
                                               "size: a same-size replacement within one second is not seen; "
                                               "publish under a new name, then rename (docs/remote.md)")
     return Validator("etag", True, f"ETag {etag}: every replacement is refused")
-
-
-def split_options(options: dict | None) -> tuple[dict, dict]:
-    """(trajscale's own options, the filesystem's) from one ``storage_options`` dict (unchecked: see
-    :func:`~.clients.check_options`)."""
-    from . import OWN_OPTIONS
-
-    opts = dict(current_options() if options is None else options)
-    own = {k: opts.pop(k) for k in OWN_OPTIONS if k in opts}
-    return own, opts
-
-
-def object_store(protocol: str, url: str, fs_options: dict, timeout: float):
-    """The obstore store of ``url`` (the former signature; :func:`.clients.object_store` is the one to call)."""
-    own, client, fs = check_options(url, fs_options)
-    return _store_of(url, own, client, fs, timeout)
 
 
 def _is_object_url(url) -> bool:
@@ -542,7 +515,5 @@ def forget_heads() -> None:
     _heads.forget()
 
 
-__all__ = ["AHEAD_BATCHES", "HEAD_BYTES", "HEAD_TTL", "MAX_CONCURRENCY", "MERGE_GAP", "RETRY_SECONDS", "TIMEOUT",
-           "ByteStore", "FetchStats", "Identity", "LocalFile", "RemoteError", "RemoteObject", "Replaced", "Validator",
-           "coalesce", "forget_heads", "merge_gap_of", "object_store", "read_coalesced", "s3_config", "split_options",
-           "validator_of"]
+__all__ = ["AHEAD_BATCHES", "HEAD_BYTES", "HEAD_TTL", "RETRY_SECONDS", "TIMEOUT", "FetchStats", "Identity",
+           "RemoteError", "RemoteObject", "Replaced", "forget_heads", "validator_of"]

@@ -2,7 +2,7 @@
 
 The rule for merging is a cost: two ranges with fewer than ``merge_gap`` bytes between them are fetched
 in one request, where moving the gap's bytes costs less than a request (:data:`MERGE_GAP`). Any
-:class:`~.objects.ByteStore` reads them: a local file by ``pread``, an object by concurrent requests.
+:class:`~.bytestore.ByteStore` reads them: a local file by ``pread``, an object by concurrent requests.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ..errors import ConfigError
 
 
 class Ranged(Protocol):
-    """What reads ranges: a :class:`~.objects.ByteStore`."""
+    """What reads ranges: a :class:`~.bytestore.ByteStore`."""
 
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list: ...
 

@@ -292,12 +292,3 @@ class Deadline:
         self._delay = min(self._delay * 2, 5.0)
         return self.left() > 0.05
 
-
-# the names this module's functions had in storage.objects (kept for callers and tests that use them)
-def _retryable(exc: BaseException) -> bool:
-    return classify(exc).retry
-
-
-def _problem(exc: BaseException) -> str | None:
-    failure = classify(exc)
-    return None if failure.retry or failure.kind == "other" else failure.problem

@@ -21,9 +21,8 @@ from collections.abc import Mapping, Sequence
 import h5py
 import numpy as np
 
-#: mdCATH's temperatures (K) and replicas.
+#: mdCATH's temperatures (K).
 TEMPERATURES = ("320", "348", "379", "413", "450")
-REPLICAS = ("0", "1", "2", "3", "4")
 
 
 def write_mdcath(path: str | os.PathLike, domain: str, pdb_text: str, coords: Mapping[tuple[str, str], np.ndarray],
@@ -126,4 +125,4 @@ def _atomic_numbers(atoms) -> np.ndarray:
     return np.array([table.get(str(e).strip().upper()[:1], 0) for e in _elements(atoms)], np.int64)
 
 
-__all__ = ["REPLICAS", "TEMPERATURES", "from_universe", "pdb_of", "write_mdcath"]
+__all__ = ["TEMPERATURES", "from_universe", "pdb_of", "write_mdcath"]

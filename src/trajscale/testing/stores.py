@@ -1,4 +1,4 @@
-"""The store conformance suite: what every :class:`~trajscale.storage.objects.ByteStore` must do, against a
+"""The store conformance suite: what every :class:`~trajscale.storage.bytestore.ByteStore` must do, against a
 real server.
 
 Subclass :class:`StoreConformance` in a test module and give it one fixture, ``backend``: a

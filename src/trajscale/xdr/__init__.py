@@ -7,7 +7,7 @@
   coordinates decoded), shipped to workers in the Source's config; for bytes that are costly to read
   again (an object behind a URL), kept in trajscale's cache by the object's identity.
 * :mod:`.source`: :class:`~.source.XDRSource`, which executes reads of frames against the file's
-  :class:`~trajscale.storage.objects.ByteStore` (a local file or an object behind a URL alike), through
+  :class:`~trajscale.storage.bytestore.ByteStore` (a local file or an object behind a URL alike), through
   the file the store offers the decoder (:func:`~trajscale.storage.files.as_file`).
 * :mod:`.follow`: a growing file's whole frames, for ``run --follow``.
 """

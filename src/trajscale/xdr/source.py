@@ -152,7 +152,7 @@ class XDRSource(OneFileSource):
 
     @property
     def store(self):
-        """The file's bytes (a :class:`~trajscale.storage.objects.ByteStore`: a local file or an object behind a
+        """The file's bytes (a :class:`~trajscale.storage.bytestore.ByteStore`: a local file or an object behind a
         URL), what the offsets index and the frame reader read."""
         return self._store
 
