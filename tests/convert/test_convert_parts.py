@@ -137,6 +137,43 @@ def test_a_serial_convert_writes_the_atoms_an_mpi_one_writes(tmp_path):
     _assert_atoms_written(out, mda.Universe(D.PSF))
 
 
+def _particles(path) -> dict:
+    with h5py.File(path) as f:
+        g = f["particles/all"]
+        return {k: g[k][()] for k in g if isinstance(g[k], h5py.Dataset)}
+
+
+@pytest.mark.cli
+def test_a_topology_converted_before_is_not_parsed_again_and_gives_the_same_atoms(tmp_path, monkeypatch):
+    """The second convert of a topology file takes its atoms from the caches (MDAnalysis not imported in its
+    process) and writes what the first wrote from MDAnalysis's Universe: ids, species, names, residues,
+    masses and charges, of a selection too, each equal to MDAnalysis's own."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("TRAJSCALE_CACHE_DIR", str(tmp_path / "cache"))
+    top = tmp_path / "adk.tpr"   # (a copy: a file version no other test's cache holds)
+    shutil.copy(D.TPR, top)
+    for name in ("cold", "warm"):
+        convert(str(top), [D.XTC], str(tmp_path / f"{name}.h5md"), stop=2, select="name CA")
+    cold, warm = _particles(tmp_path / "cold.h5md"), _particles(tmp_path / "warm.h5md")
+    assert cold.keys() == warm.keys() >= {"id", "species", "name", "resid", "resname", "segid", "mass", "charge"}
+    for k in cold:
+        assert cold[k].dtype == warm[k].dtype and np.array_equal(cold[k], warm[k]), k
+    ca = mda.Universe(D.TPR).select_atoms("name CA")
+    np.testing.assert_array_equal(warm["id"], ca.ids)
+    np.testing.assert_array_equal(warm["resname"].astype(str), ca.resnames)
+    np.testing.assert_array_equal(warm["mass"], ca.masses)
+    np.testing.assert_array_equal(warm["charge"], ca.charges)
+    code = (f"import sys; from trajscale.convert.convert import convert; "
+            f"convert({str(top)!r}, [{D.XTC!r}], {str(tmp_path / 'fresh.h5md')!r}, stop=2, select='name CA'); "
+            f"print('MDAnalysis' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.split()[-1] == "False", proc.stdout + proc.stderr[-2000:]
+    fresh = _particles(tmp_path / "fresh.h5md")
+    assert all(np.array_equal(fresh[k], warm[k]) for k in warm)
+
+
 @pytest.mark.mpi
 def test_under_mpi_only_rank_0_scans_the_parts(tmp_path):
     """mpiexec -n 2 convert of three XTC parts: each part's offsets are scanned once (by rank 0) and

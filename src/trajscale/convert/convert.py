@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import ConfigError, InputFileError, OutputError
 from ..sources import registry
 from ..sources.chain import JoinPlan, plan_join
-from ..topology import atom_arrays, load_universe, select_atoms
+from ..topology import atom_arrays, written_atoms
 from ..units import WRITE_UNITS, unit_system
 from ..util import check_input_file, check_output_path, is_no_space, polling_for_stop
 from . import direct, segmented
@@ -87,13 +87,12 @@ def convert(topology: str, trajectories: list[str], output: str, *, options: Con
     read, write = opts.read, opts.write
     inputs = [topology, *trajectories]
     _check_options(output, inputs, opts)
-    # The topology's own coordinates only for a selection that may need them (a TPR's cost ~0.4 s)
-    universe = load_universe(topology, topology_coordinates=bool(read.select))
-    atoms = select_atoms(universe, read.select, "selection").indices if read.select else None
-    sel_atoms = universe.atoms if atoms is None else universe.atoms[atoms]
+    # The topology's own coordinates only for a selection that may need them (a TPR's cost ~0.4 s); a
+    # topology file converted before: from the caches, MDAnalysis not imported
+    atoms, sel_atoms, n_atoms = written_atoms(topology, read.select, topology_coordinates=bool(read.select))
     # Under MPI rank 0 scans the XTC/TRR parts' frame offsets and ships them: a rank never rescans
     shipped = on_root(write.comm, lambda: scanned_offsets(trajectories), then_share=True) if write.mpi else None
-    sources = open_inputs(topology, list(trajectories), universe, read.group, read.assume_units, offsets=shipped)
+    sources = open_inputs(topology, list(trajectories), n_atoms, read.group, read.assume_units, offsets=shipped)
     try:
         job, join = _plan_job(topology, trajectories, sources, atoms, sel_atoms, opts)
         # "auto": serial or a pool, from the conversion's size (an XTC's decoding of every atom included)

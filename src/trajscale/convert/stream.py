@@ -38,16 +38,15 @@ def open_input_file(path: str, group: str | None = None, assume_units: str | Non
     return registry.open_part(path, OpenRequest(group=group, assume_units=assume_units, offsets=offsets))
 
 
-def open_inputs(topology: str, trajectories: list[str], universe, group: str | None = None,
+def open_inputs(topology: str, trajectories: list[str], n_atoms: int, group: str | None = None,
                 assume_units: str | None = None, offsets: list | None = None) -> list[Source]:
     """One Source per input file, each checked against the topology's atom count.
 
-    ``universe`` is the topology's Universe (its atom count is every input's).
+    ``n_atoms``: the topology's atom count (every input's).
     ``group`` and ``assume_units`` apply to H5MD inputs.
     ``offsets``: per input, XTC/TRR frame offsets scanned elsewhere (None: scanned here).
     """
     sources: list[Source] = []
-    n_atoms = universe.atoms.n_atoms
     try:
         for k, path in enumerate(trajectories):
             check_input_file(path)

@@ -59,7 +59,7 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, read: ReadOptio
     h5_inputs = any(registry.guess(t).source.takes_h5md_options for t in trajectories)
     out = H5MDSource(h5md, group=read.group, assume_units=read.assume_units)
     try:
-        sources = open_inputs(topology, list(trajectories), universe, read.group if h5_inputs else None,
+        sources = open_inputs(topology, list(trajectories), universe.atoms.n_atoms, read.group if h5_inputs else None,
                               read.assume_units if h5_inputs else None)
     except BaseException:
         out.close()

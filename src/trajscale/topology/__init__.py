@@ -14,6 +14,8 @@ This package is entered through the names below and nowhere else:
   writer to store beside the frames (:mod:`.h5md` reads them back);
 * :func:`atom_labels` - a topology file's per-atom labels for an array's coordinates, read once per
   file version and then from the selection cache (:mod:`.labels`);
+* :func:`written_atoms` - the atoms a writer stores beside the frames (a selection of them), from the
+  same cache for a file version seen before (:mod:`.labels`);
 * :class:`LabelledTopology` - a topology a Source knows from its own per-atom labels (an mdCATH file's
   datasets), answering ``"protein"`` without MDAnalysis (:mod:`.labelled`).
 
@@ -30,7 +32,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .h5md import atom_arrays
     from .labelled import LabelledTopology
-    from .labels import atom_labels
+    from .labels import atom_labels, written_atoms
     from .load import load_universe, trajectory_only_format
     from .select import NAMED_TOPOLOGIES, select_atoms
     from .universe import CachedUniverse
@@ -38,8 +40,8 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = attach(__name__, {
     "load_universe": ".load", "trajectory_only_format": ".load",
     "CachedUniverse": ".universe", "atom_arrays": ".h5md", "atom_labels": ".labels", "select_atoms": ".select",
-    "NAMED_TOPOLOGIES": ".select", "LabelledTopology": ".labelled",
+    "NAMED_TOPOLOGIES": ".select", "LabelledTopology": ".labelled", "written_atoms": ".labels",
 })
 
 __all__ = ["NAMED_TOPOLOGIES", "CachedUniverse", "LabelledTopology", "atom_arrays", "atom_labels",
-           "load_universe", "select_atoms", "trajectory_only_format"]
+           "load_universe", "select_atoms", "trajectory_only_format", "written_atoms"]

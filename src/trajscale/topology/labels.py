@@ -21,8 +21,12 @@ log = logging.getLogger(__name__)
 #: Label -> MDAnalysis AtomGroup attribute.
 LABELS = {"name": "names", "resname": "resnames", "resid": "resids", "resindex": "resindices", "segid": "segids",
           "element": "elements", "mass": "masses"}
-TEXT = ("name", "resname", "segid", "element")
-_ENTRY_KEY = "labels"
+#: What a writer stores beside them (:func:`written_labels`): label -> MDAnalysis AtomGroup attribute.
+WRITTEN = {"id": "ids", "charge": "charges", "type": "types"}
+TEXT = ("name", "resname", "segid", "element", "type")
+_ENTRY_KEY, _WRITTEN_KEY = "labels", "written"
+#: The records' layout: a record of another is read again from the topology.
+_VERSION = 2
 
 
 def atom_labels(topology: str, atoms=None) -> tuple[int, dict[str, np.ndarray]]:
@@ -30,19 +34,96 @@ def atom_labels(topology: str, atoms=None) -> tuple[int, dict[str, np.ndarray]]:
 
     ``atoms``: the file's atoms where a Universe of it was built already (read instead of parsing the
     file again), so that the next run finds them in the cache."""
-    key = selection_cache.entry_key(str(topology), {}, part=_ENTRY_KEY) if parsed_cache.enabled() else None
+    return _kept(str(topology), _ENTRY_KEY, LABELS, atoms)
+
+
+def written_labels(topology: str, atoms=None) -> tuple[int, dict[str, np.ndarray]] | None:
+    """What a writer stores of the topology's atoms beyond their labels (:data:`WRITTEN`: ids, charges,
+    types), as :func:`atom_labels` keeps them, in an entry of their own (a run that names features never
+    reads them); without ``atoms``, only what the cache holds (None: nothing yet, or caching is off)."""
+    return _kept(str(topology), _WRITTEN_KEY, WRITTEN, atoms, parse=False)
+
+
+def _kept(topology: str, part: str, attrs: dict[str, str], atoms, parse: bool = True):
+    key = selection_cache.entry_key(topology, {}, part=part) if parsed_cache.enabled() else None
     entry = selection_cache.load(key) if key is not None else None
-    kept = entry.get(_ENTRY_KEY) if entry is not None else None
-    if isinstance(kept, dict) and "resindex" in (kept.get("values") or {}):   # (one without it predates that label)
+    kept = entry.get(part) if entry is not None else None
+    # (a record of an earlier version lacks a label added since: read again)
+    if isinstance(kept, dict) and kept.get("version") == _VERSION:
         try:
-            return int(kept["n_atoms"]), {k: _decoded(k, v) for k, v in kept["values"].items() if k in LABELS}
+            n_atoms, labels = int(kept["n_atoms"]), {k: _decoded(k, v) for k, v in kept["values"].items() if k in attrs}
+            if any(v.shape != (n_atoms,) for v in labels.values()):
+                raise ValueError("a label's length is not the atom count")
+            return n_atoms, labels
         except (KeyError, TypeError, ValueError) as exc:   # a damaged record: read the topology again
-            log.debug("ignoring the labels cached for %s: %s", topology, exc)
-    n_atoms, labels = _labels_of(_parsed_atoms(str(topology)) if atoms is None else atoms)
+            log.debug("ignoring the %s cached for %s: %s", part, topology, exc)
+    if atoms is None and not parse:
+        return None
+    n_atoms, labels = _labels_of(_parsed_atoms(topology) if atoms is None else atoms, attrs)
     if entry is not None:
-        entry[_ENTRY_KEY] = {"n_atoms": n_atoms, "values": {k: _encoded(k, v) for k, v in labels.items()}}
+        entry[part] = {"version": _VERSION, "n_atoms": n_atoms,
+                       "values": {k: _encoded(k, v) for k, v in labels.items()}}
         selection_cache.store(entry)
     return n_atoms, labels
+
+
+def written_atoms(topology: str, select, topology_coordinates: bool) -> tuple[np.ndarray | None, object, int]:
+    """What a writer stores of a topology file's atoms: the indices ``select`` picks (None: every atom), those
+    atoms (an MDAnalysis AtomGroup, or :class:`CachedAtoms` with the same arrays), and the topology's atom count.
+
+    For a file version whose labels, written arrays and selection the cache holds, nothing is parsed and
+    MDAnalysis is not imported (its import with SciPy's is most of a short convert's start); otherwise the
+    Universe is built (with the topology file's own coordinates if ``topology_coordinates``, for a selection
+    by distance) and what it has is kept for the next writer.
+    """
+    from .load import load_universe
+    from .select import select_atoms
+    from .universe import CachedUniverse
+
+    universe = CachedUniverse(topology, lambda: load_universe(topology, topology_coordinates=topology_coordinates))
+    indices = select_atoms(universe, select, "selection").indices if select else None
+    labels = None if universe.built else _kept(topology, _ENTRY_KEY, LABELS, None, parse=False)
+    written = None if labels is None else _kept(topology, _WRITTEN_KEY, WRITTEN, None, parse=False)
+    if written is None or written[0] != labels[0]:
+        atoms = universe.real.atoms
+        atom_labels(topology, atoms=atoms)
+        written_labels(topology, atoms=atoms)
+        return indices, atoms if indices is None else atoms[indices], int(atoms.n_atoms)
+    every = CachedAtoms({**labels[1], **written[1]}, np.arange(labels[0]))
+    return indices, every if indices is None else every[indices], labels[0]
+
+
+class CachedAtoms:
+    """Atoms whose arrays came from the cache, under MDAnalysis's AtomGroup names (``names``, ``ids``,
+    ``masses``, ``charges``, ``resids``, ``resnames``, ``segids``, ``types``); one the topology does not have
+    raises AttributeError, as MDAnalysis's NoDataError does (both were read from the same Universe)."""
+
+    _LABEL_OF = {attr: label for label, attr in {**LABELS, **WRITTEN}.items()}
+
+    def __init__(self, labels: dict[str, np.ndarray], indices: np.ndarray) -> None:
+        self._labels = labels
+        self.indices = np.asarray(indices, np.int64)
+
+    @property
+    def atoms(self) -> CachedAtoms:
+        return self
+
+    @property
+    def n_atoms(self) -> int:
+        return len(self.indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, picked) -> CachedAtoms:
+        return CachedAtoms(self._labels, self.indices[picked])
+
+    def __getattr__(self, name: str):
+        label = CachedAtoms._LABEL_OF.get(name)
+        if name.startswith("_") or label not in self._labels:
+            raise AttributeError(name)
+        values = self._labels[label][self.indices]
+        return values.astype(object) if label in TEXT else values   # (text as MDAnalysis gives it: str objects)
 
 
 def _parsed_atoms(topology: str):
@@ -51,9 +132,9 @@ def _parsed_atoms(topology: str):
     return load_universe(topology, topology_coordinates=False).atoms
 
 
-def _labels_of(atoms) -> tuple[int, dict[str, np.ndarray]]:
+def _labels_of(atoms, attrs: dict[str, str]) -> tuple[int, dict[str, np.ndarray]]:
     out = {}
-    for label, attr in LABELS.items():
+    for label, attr in attrs.items():
         try:
             values = np.asarray(getattr(atoms, attr))
         except (AttributeError, ValueError):   # MDAnalysis's NoDataError: the topology has none

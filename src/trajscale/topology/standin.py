@@ -30,6 +30,11 @@ class StandInUniverse:
         return self
 
     @property
+    def built(self) -> bool:
+        """Whether the real Universe was built."""
+        return self._real is not None
+
+    @property
     def real(self):
         """The MDAnalysis Universe (built, and MDAnalysis imported, on first use)."""
         if self._real is None:
