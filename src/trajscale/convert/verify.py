@@ -10,7 +10,7 @@ from ..errors import AtomCountMismatchError
 from ..progress import progress_bar
 from ..sources import H5MDSource, registry
 from ..sources.chain import plan_join
-from ..topology import load_universe, select_atoms
+from ..topology import written_atoms
 from .options import ReadOptions, with_options
 from .stream import frame_plan, iter_blocks, open_inputs
 
@@ -54,12 +54,11 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, read: ReadOptio
     joined as convert joins them (:func:`~trajscale.sources.chain.plan_join`; ``continuous`` as there).
     """
     read = with_options(read or ReadOptions(), kwargs, "verify")
-    universe = load_universe(topology, topology_coordinates=bool(read.select))   # (as convert)
-    atoms = select_atoms(universe, read.select, "selection").indices if read.select else None
+    atoms, _, n_top = written_atoms(topology, read.select, topology_coordinates=bool(read.select))   # (as convert)
     h5_inputs = any(registry.guess(t).source.takes_h5md_options for t in trajectories)
     out = H5MDSource(h5md, group=read.group, assume_units=read.assume_units)
     try:
-        sources = open_inputs(topology, list(trajectories), universe.atoms.n_atoms, read.group if h5_inputs else None,
+        sources = open_inputs(topology, list(trajectories), n_top, read.group if h5_inputs else None,
                               read.assume_units if h5_inputs else None)
     except BaseException:
         out.close()
@@ -67,7 +66,7 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, read: ReadOptio
     try:
         join = plan_join(sources, read.continuous)
         _, n = frame_plan(join.lengths, read.start, read.stop, read.step)
-        n_sel = universe.atoms.n_atoms if atoms is None else len(atoms)
+        n_sel = n_top if atoms is None else len(atoms)
         rep = VerifyReport(n_frames=n, n_atoms=n_sel)
         if out.info.lossy:   # quantum in the file's unit -> Å
             rep.position_bound = out.info.lossy[1] / 2 * out.info.scales.get("position", 1.0)
