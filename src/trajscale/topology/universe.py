@@ -9,6 +9,11 @@ Anything else - a selection not yet cached, one that depends on coordinates,
 any other attribute - builds the real Universe (the trajectory's first frame
 loaded, as before) and is answered by it; cacheable selections it evaluates
 are recorded for the next run.
+
+A PDB file not yet in the cache is first read by :func:`.pdb.pdb_labels` (its fixed columns, as MDAnalysis's
+parser reads them): its atom count and the selections :func:`.labelled.select_from_labels` answers need no
+MDAnalysis either, and are recorded as MDAnalysis's answers are.  Their masses are MDAnalysis's (guessed),
+asked of the real Universe when an analysis needs them.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import numpy as np
 
 from ..util import check_input_file
 from . import parsed_cache, selection_cache
+from .labelled import select_from_labels
+from .pdb import pdb_labels
 from .standin import StandInAtomGroup, StandInUniverse
 
 log = logging.getLogger(__name__)
@@ -49,6 +56,16 @@ class CachedUniverse(StandInUniverse):
         # The entry's arrays decoded once: the members of an ensemble that share this topology ask it the
         # same selections, each member a copy (decoding base64 again was most of a member's preparation).
         self._arrays: dict[tuple[str, str], np.ndarray | None] = {}
+        self._labels: dict[str, np.ndarray] | None | bool = False   # (False: not read yet)
+        if self._entry is not None and self._entry["n_atoms"] is None and self.read_labels() is not None:
+            self._entry["n_atoms"] = len(self.read_labels()["name"])
+
+    def read_labels(self) -> dict[str, np.ndarray] | None:
+        """The file's per-atom labels read from its text where it is a PDB MDAnalysis reads as they are read
+        here (:func:`.pdb.pdb_labels`), else None; read once."""
+        if self._labels is False:
+            self._labels = pdb_labels(self.filename) if self._real is None else None
+        return self._labels
 
     def _built(self, real) -> None:
         if self._entry is not None:
@@ -72,6 +89,11 @@ class CachedUniverse(StandInUniverse):
             indices = self._array(key, "indices")
             if indices is not None:
                 return CachedAtomGroup(self, indices, self._array(key, "masses"), key)
+        labels = self.read_labels() if self._real is None and len(strings) == 1 else None
+        indices = select_from_labels(labels, strings[0]) if labels is not None else None
+        if indices is not None:   # (masses: MDAnalysis's guess, recorded when first asked)
+            self.record(key, indices, None)
+            return CachedAtomGroup(self, indices, None, key)
         group = self.real.select_atoms(*strings)
         self.record(key, group.indices, _masses(group))
         return group
@@ -80,7 +102,8 @@ class CachedUniverse(StandInUniverse):
         """Keep a selection's indices (None for the whole topology) and masses for the next run."""
         if self._entry is None:
             return
-        self.real   # noqa: B018 - sets the entry's atom count
+        if self._entry["n_atoms"] is None:
+            self.real   # noqa: B018 - sets the entry's atom count
         rec = {} if indices is None else {"indices": selection_cache.encode(np.asarray(indices, np.int64))}
         if masses is not None:
             rec["masses"] = selection_cache.encode(masses)
@@ -99,7 +122,7 @@ class CachedUniverse(StandInUniverse):
         return None if a is None else a.copy()
 
     def __getattr__(self, name: str):
-        if name.startswith("__") or name in ("_entry", "_real", "_build", "_arrays"):
+        if name.startswith("__") or name in ("_entry", "_real", "_build", "_arrays", "_labels"):
             raise AttributeError(name)
         return getattr(self.real, name)
 

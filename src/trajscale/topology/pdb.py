@@ -1,0 +1,156 @@
+"""A PDB topology's per-atom labels from the text's fixed columns, as MDAnalysis's PDB parser reads them.
+
+MDAnalysis's ``PDBParser`` (2.10 and later) reads, of each line stripped of blanks, the ``ATOM``/``HETATM``
+records up to the first line that starts with ``END`` (the first model): the atom name in columns 13-16,
+the residue name in 18-21, the chain in 22, the residue number in 23-26 (a number 5,000 below the one before
+is taken 10,000 higher: four digits wrapped), the insertion code in 27 and the segment in 73-76 (the chains
+where no atom has one; ``SYSTEM`` where neither has any).  A residue is a run of atoms with one number,
+name, insertion code and segment.  :func:`record_columns` reads those columns of every record at once
+(NumPy over a grid of characters, no loop over the atoms); :func:`pdb_labels` gives the labels of
+:class:`~.labelled.LabelledTopology` from a PDB file, or None where it cannot be sure that MDAnalysis would
+read the same: text that is not plain printable ASCII, a residue number that is not a plain decimal
+(hybrid-36, blank: MDAnalysis warns and guesses), more than 99,999 atoms, no atoms, or another MDAnalysis
+than the one whose rules these are.  The caller then asks MDAnalysis, as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+
+import numpy as np
+
+#: The PDB's fixed columns MDAnalysis's PDB parser reads (0-based, end excluded, of the stripped line).
+FIELDS = {"name": (12, 16), "altloc": (16, 17), "resname": (17, 21), "chainid": (21, 22), "resid": (22, 26),
+          "icode": (26, 27), "segid": (72, 76), "element": (76, 78)}
+
+#: An atom record of the text, from its first character that is not blank.
+_RECORD = re.compile(r"^[ \t]*((?:ATOM|HETATM)[^\n]*)", re.M)
+
+#: The files read as PDB (MDAnalysis's ``guess_format``: by extension, case-insensitive).
+PDB_EXTENSIONS = (".pdb", ".ent")
+
+#: The most atoms read here: beyond, serial numbers overflow their five columns (MDAnalysis guesses them).
+MAX_ATOMS = 99_999
+
+#: The first MDAnalysis whose parser reads segments from columns 73-76 (before: 67-76).
+_FROM_VERSION = (2, 10)
+
+
+def end_of_records(text: str) -> int:
+    """Where the first line that starts with ``END`` (``END``, ``ENDMDL``; after blanks) begins: the records
+    read end there."""
+    k = text.find("END")
+    while k >= 0:
+        start = text.rfind("\n", 0, k) + 1
+        if not text[start:k].strip():
+            return start
+        k = text.find("END", k + 3)
+    return len(text)
+
+
+def record_columns(text: str):
+    """``(n, cols)``: the number of atom records of the first model, and ``cols(field)``, the stripped text of
+    ``field`` (:data:`FIELDS`) of each, as MDAnalysis's PDB parser reads them (lines stripped; ``ATOM``/``HETATM``
+    up to the first ``END``)."""
+    records = _RECORD.findall(text, 0, end_of_records(text))
+    width = max(80, max(map(len, records), default=0))
+    grid = np.array(records, dtype=f"U{width}").view("U1").reshape(len(records), width)
+
+    @functools.cache
+    def cols(field: str) -> np.ndarray:
+        lo, hi = FIELDS[field]
+        return np.char.strip(np.ascontiguousarray(grid[:, lo:hi]).view(f"U{hi - lo}").reshape(-1))
+
+    return len(records), cols
+
+
+def wrapped_resids(resid: np.ndarray) -> np.ndarray:
+    """Residue numbers as MDAnalysis's PDB parser makes them of the column's: a number 5,000 below the one
+    before is taken 10,000 higher (PDB's four digits wrapped)."""
+    if len(resid) and (np.diff(resid) < -5000).any():   # (rare: over 9,999 residues)
+        prev = 0
+        for k, r in enumerate(resid.tolist()):
+            while r - prev < -5000:
+                r += 10000
+            resid[k] = prev = r
+    return resid
+
+
+def plain_integers(column: np.ndarray) -> bool:
+    """Whether every value of a stripped text column is a plain decimal integer (digits, one leading ``-``
+    at most): what ``int()`` and NumPy read the same."""
+    digits = np.char.lstrip(column, "-")
+    return bool((np.char.isdigit(digits) & (np.char.str_len(column) - np.char.str_len(digits) <= 1)).all())
+
+
+def residue_starts(*keys: np.ndarray) -> np.ndarray:
+    """Whether each atom starts a residue: one of ``keys`` differs from the atom before's (MDAnalysis's
+    ``change_squash``)."""
+    n = len(keys[0])
+    new = np.ones(n, bool)
+    if n:
+        new[1:] = np.logical_or.reduce([k[1:] != k[:-1] for k in keys])
+    return new
+
+
+def labels_of_text(text: str) -> dict[str, np.ndarray] | None:
+    """The labels (``name``, ``resname``, ``resid``, ``resindex``, ``segid``, ``icode``) of PDB ``text`` (newlines
+    ``\\n``), or None where MDAnalysis might read it otherwise (the module's docstring)."""
+    if not text.isascii() or _ODD_CHARACTER.search(text):
+        return None
+    n, cols = record_columns(text)
+    if not 0 < n <= MAX_ATOMS:
+        return None
+    resid_text = cols("resid")
+    if not plain_integers(resid_text):
+        return None
+    resid = wrapped_resids(resid_text.astype(np.int64))
+    segid = cols("segid")
+    if not _any(segid):   # (MDAnalysis: no segment IDs, the chain IDs)
+        segid = cols("chainid")
+    resname, icode = cols("resname"), cols("icode")
+    resindex = np.cumsum(residue_starts(resid, resname, icode, segid)) - 1
+    if not _any(segid):   # (MDAnalysis: no segment nor chain, one segment SYSTEM)
+        segid = np.full(n, "SYSTEM")
+    return {"name": cols("name"), "resname": resname, "resid": resid, "resindex": resindex, "segid": segid,
+            "icode": icode}
+
+
+def _any(text: np.ndarray) -> bool:
+    return bool((np.char.str_len(text) > 0).any())
+
+
+#: A character MDAnalysis's reading of a line (universal newlines, ``str.strip``) might treat otherwise than
+#: these columns do: a control character other than a newline, or a tab.
+_ODD_CHARACTER = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+
+
+def pdb_labels(path: str) -> dict[str, np.ndarray] | None:
+    """The labels of the PDB file ``path`` (:func:`labels_of_text`), or None: not a PDB by its extension,
+    unreadable here, or a file MDAnalysis might read otherwise (then MDAnalysis reads it)."""
+    if os.path.splitext(str(path))[1].lower() not in PDB_EXTENSIONS or not _version_known():
+        return None
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None   # MDAnalysis names the problem
+    if not data.isascii():
+        return None
+    # (MDAnalysis reads text with universal newlines: "\r\n" and "\r" end a line as "\n" does)
+    return labels_of_text(data.decode("ascii").replace("\r\n", "\n").replace("\r", "\n"))
+
+
+@functools.cache
+def _version_known() -> bool:
+    """Whether the installed MDAnalysis reads PDB files by these rules (2.10 or later, read without importing it)."""
+    from .selection_cache import mdanalysis_version
+
+    found = re.match(r"(\d+)\.(\d+)", mdanalysis_version() or "")
+    return found is not None and (int(found[1]), int(found[2])) >= _FROM_VERSION
+
+
+__all__ = ["FIELDS", "MAX_ATOMS", "PDB_EXTENSIONS", "end_of_records", "labels_of_text", "pdb_labels",
+           "plain_integers", "record_columns", "residue_starts", "wrapped_resids"]
