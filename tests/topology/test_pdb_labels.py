@@ -1,0 +1,133 @@
+"""A PDB topology read from its fixed columns: every PDB of MDAnalysisTests' data labelled as MDAnalysis's
+Universe labels it (or declined), the selections answered from the labels equal to MDAnalysis's, a cold
+PDB topology prepared without a Universe with the bits of a run on MDAnalysis's Universe, and a damaged PDB
+declined (MDAnalysis answers) rather than read otherwise."""
+
+from __future__ import annotations
+
+import glob
+import os
+import warnings
+
+import MDAnalysis as mda
+import numpy as np
+import pytest
+from MDAnalysis.core.selection import BackboneSelection
+from MDAnalysis.topology.PDBParser import PDBParser
+from MDAnalysisTests import datafiles as D
+
+import trajscale as ts
+from trajscale.planning import AnalysisTopology
+from trajscale.sources import open_source
+from trajscale.topology import CachedUniverse, load_universe, pdb_labels
+from trajscale.topology.labelled import BACKBONE_NAMES, select_from_labels
+
+warnings.filterwarnings("ignore", module="MDAnalysis")
+
+PDBS = sorted(glob.glob(os.path.join(os.path.dirname(D.PDB), "**", "*.pdb"), recursive=True))
+
+#: Selections answered from the labels (each checked against MDAnalysis's on every PDB).
+ANSWERED = ("all", "protein", "backbone", "name CA", "protein and name CA", "name N CA C O and protein",
+            "name CA and resid 1-100", "resid 5", "resid 3-3", "resid 10:20 and name CA", "resid 1-10 50",
+            "resname ALA GLY", "segid A", "segid SYSTEM", "protein and backbone and resid 2-8")
+
+#: Selections left to MDAnalysis.
+NOT_ANSWERED = ("name CA or name CB", "not protein", "name C*", "(protein)", "name ca", "resid 5A", "resid 1 to 5",
+                "resid 10-5", "protein and", "and protein", "around 5 protein", "bynum 1-10", "name")
+
+LABELS = {"name": "names", "resname": "resnames", "resid": "resids", "resindex": "resindices", "segid": "segids",
+          "icode": "icodes"}
+
+
+def test_backbone_is_mdanalysis_backbone():
+    assert frozenset(BackboneSelection.bb_atoms) == BACKBONE_NAMES
+
+
+def test_every_pdb_of_the_test_data_labelled_as_mdanalysis_labels_it():
+    assert len(PDBS) > 30
+    read = 0
+    for path in PDBS:
+        labels = pdb_labels(path)
+        atoms = mda.Universe(path).atoms
+        if labels is None:   # declined: MDAnalysis reads it
+            continue
+        read += 1
+        for label, attr in LABELS.items():
+            want = np.asarray(getattr(atoms, attr))
+            np.testing.assert_array_equal(labels[label], want.astype(labels[label].dtype), err_msg=f"{path} {label}")
+        for sel in ANSWERED:
+            got = select_from_labels(labels, sel)
+            assert got is not None, sel
+            np.testing.assert_array_equal(got, atoms.select_atoms(sel).indices, err_msg=f"{path} {sel!r}")
+        for sel in NOT_ANSWERED:
+            assert select_from_labels(labels, sel) is None, sel
+    assert read == len(PDBS)   # (none of MDAnalysisTests' PDBs needs MDAnalysis itself)
+
+
+@pytest.fixture(scope="module")
+def adk_xtc(tmp_path_factory) -> str:
+    """5 frames of AdK in vacuum (the DCD's, 3,341 atoms, the atoms of ``PDB_small``) as XTC."""
+    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
+
+    path = str(tmp_path_factory.mktemp("pdb_xtc") / "adk.xtc")
+    frames = mda.Universe(D.PSF, D.DCD).trajectory.timeseries(order="fac")[:5]
+    with XTCFile(path, "w") as f:
+        for j, x in enumerate(frames):
+            f.write(x / 10.0, np.eye(3, dtype=np.float32) * 8.0, j, float(j))
+    return path
+
+
+@pytest.mark.parametrize("analysis", [ts.Ramachandran(select="protein", sincos=True), ts.RMSD(select="name CA"),
+                                      ts.RMSD(select="backbone and resid 10-100")])
+def test_a_cold_pdb_is_prepared_without_a_universe_with_the_bits_of_mdanalysis_universe(cache, tmp_path,
+                                                                                       analysis, adk_xtc):
+    top = str(tmp_path / "adk.pdb")   # (a file new to the caches)
+    with open(D.PDB_small) as src, open(top, "w") as dst:
+        dst.write(src.read())
+    with open_source(adk_xtc) as source:
+        at = AnalysisTopology(top, source)
+        analysis.prepare(at.atoms, source)
+        assert isinstance(at.atoms, CachedUniverse) and at.build_seconds == 0   # no Universe was built
+    got = ts.run(analysis, top, adk_xtc, executor="serial")
+    want = ts.run(analysis, mda.Universe(top), adk_xtc, executor="serial")   # MDAnalysis's Universe: today's path
+    name = analysis.result_name if hasattr(analysis, "result_name") else "rmsd"
+    np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+    with open_source(adk_xtc) as source:   # the next run: from the selection cache
+        at = AnalysisTopology(top, source)
+        analysis.prepare(at.atoms, source)
+        assert at.build_seconds == 0
+
+
+@pytest.mark.parametrize("damage", [
+    lambda lines: lines[:40] + [lines[40][:20]] + lines[41:],                           # a truncated record
+    lambda lines: lines[:40] + [lines[40][:22] + "A000" + lines[40][26:]] + lines[41:],  # hybrid-36 resid
+    lambda lines: lines[:40] + [lines[40][:22] + " x12" + lines[40][26:]] + lines[41:],  # not a number
+    lambda lines: lines[:40] + [lines[40][:22] + "+ 12" + lines[40][26:]] + lines[41:],
+    lambda lines: lines[:40] + ["\t" + lines[40]] + lines[41:],                          # a tab
+])
+def test_a_damaged_pdb_is_declined_and_mdanalysis_answers(cache, tmp_path, damage):
+    lines = open(D.PDB_small).read().splitlines()
+    first = next(k for k, line in enumerate(lines) if line.startswith("ATOM"))
+    lines = lines[:first] + damage(lines[first:])
+    top = tmp_path / "damaged.pdb"
+    top.write_text("\n".join(lines) + "\n")
+    assert pdb_labels(str(top)) is None
+    with PDBParser(str(top)) as parser:   # (the topology alone: a truncated record has no coordinates)
+        atoms = mda.Universe(parser.parse()).atoms
+    u = CachedUniverse(str(top), lambda: load_universe(str(top), topology_coordinates=False))
+    np.testing.assert_array_equal(u.select_atoms("protein and name CA").indices,
+                                  atoms.select_atoms("protein and name CA").indices)
+    assert u.t_build > 0   # MDAnalysis answered
+
+
+def test_windows_newlines_and_leading_blanks_read_as_mdanalysis_reads_them(tmp_path):
+    lines = open(D.PDB_small).read().splitlines()
+    top = tmp_path / "crlf.pdb"
+    top.write_bytes(("\r\n".join("  " + line if line.startswith("ATOM") and k % 3 else line
+                                 for k, line in enumerate(lines)) + "\r\n").encode())
+    labels = pdb_labels(str(top))
+    assert labels is not None
+    with PDBParser(str(top)) as parser:   # (MDAnalysis's topology: its PDB coordinate reader keeps the blanks)
+        atoms = mda.Universe(parser.parse()).atoms
+    for label, attr in LABELS.items():
+        np.testing.assert_array_equal(labels[label], np.asarray(getattr(atoms, attr)).astype(labels[label].dtype))
