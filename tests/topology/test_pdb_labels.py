@@ -1,7 +1,7 @@
 """A PDB topology read from its fixed columns: every PDB of MDAnalysisTests' data labelled as MDAnalysis's
-Universe labels it (or declined), the selections answered from the labels equal to MDAnalysis's, a cold
-PDB topology prepared without a Universe with the bits of a run on MDAnalysis's Universe, and a damaged PDB
-declined (MDAnalysis answers) rather than read otherwise."""
+Universe labels it (or declined), its masses those MDAnalysis guesses, the selections answered from the
+labels equal to MDAnalysis's, a cold PDB topology prepared without a Universe with the bits of a run on
+MDAnalysis's Universe, and a damaged PDB declined (MDAnalysis answers) rather than read otherwise."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from trajscale.planning import AnalysisTopology
 from trajscale.sources import open_source
 from trajscale.topology import CachedUniverse, load_universe, pdb_labels
 from trajscale.topology.labelled import BACKBONE_NAMES, select_from_labels
+from trajscale.topology.pdb import guessed_masses
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
@@ -55,6 +56,7 @@ def test_every_pdb_of_the_test_data_labelled_as_mdanalysis_labels_it():
         for label, attr in LABELS.items():
             want = np.asarray(getattr(atoms, attr))
             np.testing.assert_array_equal(labels[label], want.astype(labels[label].dtype), err_msg=f"{path} {label}")
+        np.testing.assert_array_equal(guessed_masses(labels), atoms.masses, err_msg=f"{path} masses")
         for sel in ANSWERED:
             got = select_from_labels(labels, sel)
             assert got is not None, sel
@@ -78,7 +80,9 @@ def adk_xtc(tmp_path_factory) -> str:
 
 
 @pytest.mark.parametrize("analysis", [ts.Ramachandran(select="protein", sincos=True), ts.RMSD(select="name CA"),
-                                      ts.RMSD(select="backbone and resid 10-100")])
+                                      ts.RMSD(select="backbone and resid 10-100"),
+                                      ts.RadiusOfGyration(select="protein"),   # (masses: guessed as MDAnalysis)
+                                      ts.CentreOfMassDistance("resid 1-50", "resid 150-214")])
 def test_a_cold_pdb_is_prepared_without_a_universe_with_the_bits_of_mdanalysis_universe(cache, tmp_path,
                                                                                        analysis, adk_xtc):
     top = str(tmp_path / "adk.pdb")   # (a file new to the caches)
@@ -90,7 +94,7 @@ def test_a_cold_pdb_is_prepared_without_a_universe_with_the_bits_of_mdanalysis_u
         assert isinstance(at.atoms, CachedUniverse) and at.build_seconds == 0   # no Universe was built
     got = ts.run(analysis, top, adk_xtc, executor="serial")
     want = ts.run(analysis, mda.Universe(top), adk_xtc, executor="serial")   # MDAnalysis's Universe: today's path
-    name = analysis.result_name if hasattr(analysis, "result_name") else "rmsd"
+    name = "rmsd" if isinstance(analysis, ts.RMSD) else "values"
     np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
     with open_source(adk_xtc) as source:   # the next run: from the selection cache
         at = AnalysisTopology(top, source)

@@ -11,13 +11,21 @@ name, insertion code and segment.  :func:`record_columns` reads those columns of
 read the same: text that is not plain printable ASCII, a residue number that is not a plain decimal
 (hybrid-36, blank: MDAnalysis warns and guesses), more than 99,999 atoms, no atoms, or another MDAnalysis
 than the one whose rules these are.  The caller then asks MDAnalysis, as before.
+
+:func:`guessed_masses` gives the masses MDAnalysis's default guesser gives such a file's atoms, from its
+own tables (``MDAnalysis/guesser/tables.py``, read as text, not imported): with no element column, each atom
+name's guessed element's mass; with one, each element's (capitalised, checked against the periodic table:
+0 for one that is not an element or is blank, as MDAnalysis gives).
 """
 
 from __future__ import annotations
 
+import ast
 import functools
+import importlib.util
 import os
 import re
+from pathlib import Path
 
 import numpy as np
 
@@ -115,7 +123,7 @@ def labels_of_text(text: str) -> dict[str, np.ndarray] | None:
     if not _any(segid):   # (MDAnalysis: no segment nor chain, one segment SYSTEM)
         segid = np.full(n, "SYSTEM")
     return {"name": cols("name"), "resname": resname, "resid": resid, "resindex": resindex, "segid": segid,
-            "icode": icode}
+            "icode": icode, "element_column": cols("element")}
 
 
 def _any(text: np.ndarray) -> bool:
@@ -143,6 +151,85 @@ def pdb_labels(path: str) -> dict[str, np.ndarray] | None:
     return labels_of_text(data.decode("ascii").replace("\r\n", "\n").replace("\r", "\n"))
 
 
+def guessed_masses(labels: dict[str, np.ndarray]) -> np.ndarray | None:
+    """The masses (float64) MDAnalysis's default guesser gives the atoms of :func:`labels_of_text`'s ``labels``,
+    or None where its tables cannot be read here (module's docstring)."""
+    tables = _tables()
+    if tables is None:
+        return None
+    column = labels["element_column"]
+    if _any(column):   # (MDAnalysis: the elements, those not in the periodic table blank; masses of those)
+        values, inverse = np.unique(column, return_inverse=True)
+        keys = [v.capitalize() if v.capitalize() in tables["symbols"] else "" for v in values.tolist()]
+    else:   # (no elements: the types guessed from the names; masses of those)
+        values, inverse = np.unique(labels["name"], return_inverse=True)
+        keys = [_guess_element(v, tables) for v in values.tolist()]
+    masses = np.array([_mass(k, tables) for k in keys], np.float64)
+    return masses[inverse.reshape(-1)]
+
+
+def _mass(element: str, tables: dict) -> float:
+    """MDAnalysis's ``DefaultGuesser.get_atom_mass``."""
+    masses = tables["masses"]
+    if element in masses:
+        return masses[element]
+    return masses.get(element.upper(), 0.0)
+
+
+def _guess_element(atomname: str, tables: dict) -> str:
+    """MDAnalysis's ``DefaultGuesser.guess_atom_element``."""
+    atomelements, elements = tables["atomelements"], tables["elements"]
+    if atomname == "":
+        return ""
+    if atomname.upper() in atomelements:
+        return atomelements[atomname.upper()]
+    no_symbols = re.sub(r"[*+-]", "", atomname)
+    name = re.sub(r"[0-9]", "", no_symbols).upper()
+    if name in atomelements:
+        return atomelements[name]
+    while name:
+        if name in elements:
+            return name
+        if name[:-1] in elements:
+            return name[:-1]
+        if name[1:] in elements:
+            return name[1:]
+        if len(name) <= 2:
+            return name[0]
+        name = name[:-1]
+    return no_symbols
+
+
+def _kv2dict(text: str, convert=str) -> dict:
+    """MDAnalysis's ``tables.kv2dict``: a key and its value per line, ``#`` comments and blank lines skipped."""
+    d = {}
+    for line in text.splitlines():
+        line = line.lstrip()
+        values = line.split(None, 1)
+        if len(values) == 0 or line.startswith("#"):
+            continue
+        d[values[0]] = convert(values[1])
+    return d
+
+
+@functools.cache
+def _tables() -> dict | None:
+    """MDAnalysis's guessing tables, read from the text of its ``guesser/tables.py`` (None: not as expected)."""
+    try:
+        spec = importlib.util.find_spec("MDAnalysis")
+        source = Path(spec.origin).with_name("guesser").joinpath("tables.py").read_text()
+        found = {}
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                if node.targets[0].id in ("TABLE_ATOMELEMENTS", "TABLE_MASSES", "elements", "Z2SYMB"):
+                    found[node.targets[0].id] = ast.literal_eval(node.value)
+        return {"atomelements": _kv2dict(found["TABLE_ATOMELEMENTS"]),
+                "masses": _kv2dict(found["TABLE_MASSES"], float), "elements": list(found["elements"]),
+                "symbols": frozenset(found["Z2SYMB"].values())}
+    except (AttributeError, ImportError, OSError, SyntaxError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
 @functools.cache
 def _version_known() -> bool:
     """Whether the installed MDAnalysis reads PDB files by these rules (2.10 or later, read without importing it)."""
@@ -152,5 +239,5 @@ def _version_known() -> bool:
     return found is not None and (int(found[1]), int(found[2])) >= _FROM_VERSION
 
 
-__all__ = ["FIELDS", "MAX_ATOMS", "PDB_EXTENSIONS", "end_of_records", "labels_of_text", "pdb_labels",
+__all__ = ["FIELDS", "MAX_ATOMS", "PDB_EXTENSIONS", "end_of_records", "guessed_masses", "labels_of_text", "pdb_labels",
            "plain_integers", "record_columns", "residue_starts", "wrapped_resids"]

@@ -12,8 +12,8 @@ are recorded for the next run.
 
 A PDB file not yet in the cache is first read by :func:`.pdb.pdb_labels` (its fixed columns, as MDAnalysis's
 parser reads them): its atom count and the selections :func:`.labelled.select_from_labels` answers need no
-MDAnalysis either, and are recorded as MDAnalysis's answers are.  Their masses are MDAnalysis's (guessed),
-asked of the real Universe when an analysis needs them.
+MDAnalysis either, and are recorded as MDAnalysis's answers are, with the masses MDAnalysis's guesser gives
+(:func:`.pdb.guessed_masses`, from its own tables).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 from ..util import check_input_file
 from . import parsed_cache, selection_cache
 from .labelled import select_from_labels
-from .pdb import pdb_labels
+from .pdb import guessed_masses, pdb_labels
 from .standin import StandInAtomGroup, StandInUniverse
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,16 @@ class CachedUniverse(StandInUniverse):
             self._labels = pdb_labels(self.filename) if self._real is None else None
         return self._labels
 
+    def label_masses(self) -> np.ndarray | None:
+        """Every atom's mass as MDAnalysis guesses it, from the labels (None without them, or once the real
+        Universe is built); computed once."""
+        labels = self.read_labels() if self._real is None else None
+        if labels is None:
+            return None
+        if "masses" not in labels:
+            labels["masses"] = guessed_masses(labels)
+        return labels["masses"]
+
     def _built(self, real) -> None:
         if self._entry is not None:
             self._entry["n_atoms"] = int(real.atoms.n_atoms)
@@ -91,9 +101,11 @@ class CachedUniverse(StandInUniverse):
                 return CachedAtomGroup(self, indices, self._array(key, "masses"), key)
         labels = self.read_labels() if self._real is None and len(strings) == 1 else None
         indices = select_from_labels(labels, strings[0]) if labels is not None else None
-        if indices is not None:   # (masses: MDAnalysis's guess, recorded when first asked)
-            self.record(key, indices, None)
-            return CachedAtomGroup(self, indices, None, key)
+        if indices is not None:
+            masses = self.label_masses()
+            masses = None if masses is None else masses[indices]
+            self.record(key, indices, masses)
+            return CachedAtomGroup(self, indices, masses, key)
         group = self.real.select_atoms(*strings)
         self.record(key, group.indices, _masses(group))
         return group
@@ -143,6 +155,9 @@ class CachedAtomGroup(StandInAtomGroup):
 
     @property
     def masses(self) -> np.ndarray:
+        if self._masses is None and self.universe.label_masses() is not None:   # (a PDB's, guessed as MDAnalysis)
+            self._masses = self.universe.label_masses()[self.indices]
+            self.universe.record(self._key, None if self._key == _ALL else self.indices, self._masses)
         if self._masses is None:   # not recorded yet: MDAnalysis's (which raises if the topology has none)
             masses = self._real.masses
             self._masses = np.asarray(masses, np.float64)
