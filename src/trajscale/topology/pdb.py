@@ -106,7 +106,11 @@ def residue_starts(*keys: np.ndarray) -> np.ndarray:
 def labels_of_text(text: str) -> dict[str, np.ndarray] | None:
     """The labels (``name``, ``resname``, ``resid``, ``resindex``, ``segid``, ``icode``) of PDB ``text`` (newlines
     ``\\n``), or None where MDAnalysis might read it otherwise (the module's docstring)."""
-    if not text.isascii() or _ODD_CHARACTER.search(text):
+    try:
+        raw = text.encode("ascii")
+    except UnicodeEncodeError:
+        return None
+    if raw.translate(None, _PLAIN_CHARACTERS):   # (a character left that is not printable ASCII or a newline)
         return None
     n, cols = record_columns(text)
     if not 0 < n <= MAX_ATOMS:
@@ -130,9 +134,9 @@ def _any(text: np.ndarray) -> bool:
     return bool((np.char.str_len(text) > 0).any())
 
 
-#: A character MDAnalysis's reading of a line (universal newlines, ``str.strip``) might treat otherwise than
-#: these columns do: a control character other than a newline, or a tab.
-_ODD_CHARACTER = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+#: The characters read here: printable ASCII and the newline.  Any other (a tab, a control character) MDAnalysis's
+#: reading of a line (universal newlines, ``str.strip``) might treat otherwise than these columns do.
+_PLAIN_CHARACTERS = bytes(range(0x20, 0x7f)) + b"\n"
 
 
 def pdb_labels(path: str) -> dict[str, np.ndarray] | None:
@@ -163,7 +167,9 @@ def guessed_masses(labels: dict[str, np.ndarray]) -> np.ndarray | None:
         keys = [v.capitalize() if v.capitalize() in tables["symbols"] else "" for v in values.tolist()]
     else:   # (no elements: the types guessed from the names; masses of those)
         values, inverse = np.unique(labels["name"], return_inverse=True)
-        keys = [_guess_element(v, tables) for v in values.tolist()]
+        guessed = tables["guessed"]   # (names guessed before in this process)
+        keys = [guessed[v] if v in guessed else guessed.setdefault(v, _guess_element(v, tables))
+                for v in values.tolist()]
     masses = np.array([_mass(k, tables) for k in keys], np.float64)
     return masses[inverse.reshape(-1)]
 
@@ -225,7 +231,7 @@ def _tables() -> dict | None:
                     found[node.targets[0].id] = ast.literal_eval(node.value)
         return {"atomelements": _kv2dict(found["TABLE_ATOMELEMENTS"]),
                 "masses": _kv2dict(found["TABLE_MASSES"], float), "elements": list(found["elements"]),
-                "symbols": frozenset(found["Z2SYMB"].values())}
+                "symbols": frozenset(found["Z2SYMB"].values()), "guessed": {}}
     except (AttributeError, ImportError, OSError, SyntaxError, ValueError, KeyError, TypeError, IndexError):
         return None
 
