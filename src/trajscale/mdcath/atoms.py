@@ -141,7 +141,7 @@ def atom_labels(text: str, raw: dict[str, np.ndarray | None], n_atoms: int, wher
 
 def _columns(text: str):
     """``cols(field)``: the stripped text of ``field`` of each atom record of the first model, as MDAnalysis's PDB
-    parser reads them (:func:`trajscale.topology.pdb.record_columns`)."""
+    parser reads them (:func:`trajscale.topology.columns.record_columns`)."""
     return record_columns(text)[1]
 
 

@@ -10,10 +10,10 @@ any other attribute - builds the real Universe (the trajectory's first frame
 loaded, as before) and is answered by it; cacheable selections it evaluates
 are recorded for the next run.
 
-A PDB file not yet in the cache is first read by :func:`.pdb.pdb_labels` (its fixed columns, as MDAnalysis's
-parser reads them): its atom count and the selections :func:`.labelled.select_from_labels` answers need no
+A PDB or GRO file not yet in the cache is first read by :func:`.columns.file_labels` (its fixed columns, as
+MDAnalysis's parsers read them): its atom count and the selections :func:`.labelled.select_from_labels` answers need no
 MDAnalysis either, and are recorded as MDAnalysis's answers are, with the masses MDAnalysis's guesser gives
-(:func:`.pdb.guessed_masses`, from its own tables).
+(:func:`.columns.guessed_masses`, from its own tables).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import numpy as np
 
 from ..util import check_input_file
 from . import parsed_cache, selection_cache
+from .columns import file_labels, guessed_masses
 from .labelled import select_from_labels
-from .pdb import guessed_masses, pdb_labels
 from .standin import StandInAtomGroup, StandInUniverse
 
 log = logging.getLogger(__name__)
@@ -61,10 +61,10 @@ class CachedUniverse(StandInUniverse):
             self._entry["n_atoms"] = len(self.read_labels()["name"])
 
     def read_labels(self) -> dict[str, np.ndarray] | None:
-        """The file's per-atom labels read from its text where it is a PDB MDAnalysis reads as they are read
-        here (:func:`.pdb.pdb_labels`), else None; read once."""
+        """The file's per-atom labels read from its text where it is a PDB or GRO MDAnalysis reads as they are
+        read here (:func:`.columns.file_labels`), else None; read once."""
         if self._labels is False:
-            self._labels = pdb_labels(self.filename) if self._real is None else None
+            self._labels = file_labels(self.filename) if self._real is None else None
         return self._labels
 
     def label_masses(self) -> np.ndarray | None:

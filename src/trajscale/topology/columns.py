@@ -1,4 +1,4 @@
-"""A PDB topology's per-atom labels from the text's fixed columns, as MDAnalysis's PDB parser reads them.
+"""A PDB or GRO topology's per-atom labels from the text's fixed columns, as MDAnalysis's parsers read them.
 
 MDAnalysis's ``PDBParser`` (2.10 and later) reads, of each line stripped of blanks, the ``ATOM``/``HETATM``
 records up to the first line that starts with ``END`` (the first model): the atom name in columns 13-16,
@@ -16,6 +16,13 @@ than the one whose rules these are.  The caller then asks MDAnalysis, as before.
 own tables (``MDAnalysis/guesser/tables.py``, read as text, not imported): with no element column, each atom
 name's guessed element's mass; with one, each element's (capitalised, checked against the periodic table:
 0 for one that is not an element or is blank, as MDAnalysis gives).
+
+A GRO file (:func:`gro_labels_of_text`) is read as MDAnalysis's ``GROParser`` reads it: its second line the atom
+count, then that many lines, each the residue number in columns 1-5, the residue name in 6-10 and the atom
+name in 11-15 (not stripped first: the columns count from the line's start), one segment ``SYSTEM``, residues
+the runs of one number and name; its masses are guessed from the names.  A file with a residue number 0
+after the first atom (MDAnalysis then adds 100,000: five digits wrapped), a blank name, a short line or
+a field that is not a plain number is declined.  :func:`file_labels` reads either, by the file's extension.
 """
 
 from __future__ import annotations
@@ -36,8 +43,9 @@ FIELDS = {"name": (12, 16), "altloc": (16, 17), "resname": (17, 21), "chainid": 
 #: An atom record of the text, from its first character that is not blank.
 _RECORD = re.compile(r"^[ \t]*((?:ATOM|HETATM)[^\n]*)", re.M)
 
-#: The files read as PDB (MDAnalysis's ``guess_format``: by extension, case-insensitive).
+#: The files read as PDB, and as GRO (MDAnalysis's ``guess_format``: by extension, case-insensitive).
 PDB_EXTENSIONS = (".pdb", ".ent")
+GRO_EXTENSIONS = (".gro",)
 
 #: The most atoms read here: beyond, serial numbers overflow their five columns (MDAnalysis guesses them).
 MAX_ATOMS = 99_999
@@ -139,10 +147,54 @@ def _any(text: np.ndarray) -> bool:
 _PLAIN_CHARACTERS = bytes(range(0x20, 0x7f)) + b"\n"
 
 
+def gro_labels_of_text(text: str) -> dict[str, np.ndarray] | None:
+    """The labels of GRO ``text`` (newlines ``\\n``), or None where MDAnalysis might read it otherwise, or fail
+    (the module's docstring)."""
+    try:
+        raw = text.encode("ascii")
+    except UnicodeEncodeError:
+        return None
+    if raw.translate(None, _PLAIN_CHARACTERS):
+        return None
+    lines = text.split("\n", 2)
+    if len(lines) < 3 or not plain_integers(np.array([lines[1].strip()])):
+        return None
+    n = int(lines[1])
+    records = lines[2].split("\n", n)[:n]
+    if not 0 < n <= MAX_ATOMS or len(records) != n:
+        return None
+    grid = np.array(records, dtype=f"U{max(20, max(map(len, records)))}")
+    width = grid.dtype.itemsize // 4
+    grid = grid.view("U1").reshape(n, width)
+
+    def col(lo: int, hi: int) -> np.ndarray:
+        return np.char.strip(np.ascontiguousarray(grid[:, lo:hi]).view(f"U{hi - lo}").reshape(-1))
+
+    resid_text, resname, name, index = col(0, 5), col(5, 10), col(10, 15), col(15, 20)
+    if (np.char.str_len(np.array(records)) < 20).any() or not (plain_integers(resid_text) and plain_integers(index)):
+        return None
+    if not (np.char.str_len(name) > 0).all():
+        return None
+    resid = resid_text.astype(np.int64)
+    if (resid[1:] == 0).any():   # (MDAnalysis adds 100,000 after a wrap: not read here)
+        return None
+    resindex = np.cumsum(residue_starts(resid, resname)) - 1
+    return {"name": name, "resname": resname, "resid": resid, "resindex": resindex, "segid": np.full(n, "SYSTEM"),
+            "icode": np.full(n, ""), "element_column": np.full(n, "")}
+
+
 def pdb_labels(path: str) -> dict[str, np.ndarray] | None:
     """The labels of the PDB file ``path`` (:func:`labels_of_text`), or None: not a PDB by its extension,
     unreadable here, or a file MDAnalysis might read otherwise (then MDAnalysis reads it)."""
-    if os.path.splitext(str(path))[1].lower() not in PDB_EXTENSIONS or not _version_known():
+    return file_labels(path) if os.path.splitext(str(path))[1].lower() in PDB_EXTENSIONS else None
+
+
+def file_labels(path: str) -> dict[str, np.ndarray] | None:
+    """The labels of the PDB or GRO file ``path`` (by its extension: :func:`labels_of_text`,
+    :func:`gro_labels_of_text`), or None: another format, unreadable here, or a file MDAnalysis might read
+    otherwise (then MDAnalysis reads it)."""
+    ext = os.path.splitext(str(path))[1].lower()
+    if ext not in PDB_EXTENSIONS + GRO_EXTENSIONS or not _version_known():
         return None
     try:
         with open(path, "rb") as fh:
@@ -152,7 +204,8 @@ def pdb_labels(path: str) -> dict[str, np.ndarray] | None:
     if not data.isascii():
         return None
     # (MDAnalysis reads text with universal newlines: "\r\n" and "\r" end a line as "\n" does)
-    return labels_of_text(data.decode("ascii").replace("\r\n", "\n").replace("\r", "\n"))
+    text = data.decode("ascii").replace("\r\n", "\n").replace("\r", "\n")
+    return labels_of_text(text) if ext in PDB_EXTENSIONS else gro_labels_of_text(text)
 
 
 def guessed_masses(labels: dict[str, np.ndarray]) -> np.ndarray | None:
@@ -245,5 +298,6 @@ def _version_known() -> bool:
     return found is not None and (int(found[1]), int(found[2])) >= _FROM_VERSION
 
 
-__all__ = ["FIELDS", "MAX_ATOMS", "PDB_EXTENSIONS", "end_of_records", "guessed_masses", "labels_of_text", "pdb_labels",
+__all__ = ["FIELDS", "GRO_EXTENSIONS", "MAX_ATOMS", "PDB_EXTENSIONS", "end_of_records", "file_labels",
+           "gro_labels_of_text", "guessed_masses", "labels_of_text", "pdb_labels",
            "plain_integers", "record_columns", "residue_starts", "wrapped_resids"]
