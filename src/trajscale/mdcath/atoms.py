@@ -136,7 +136,7 @@ def atom_labels(text: str, raw: dict[str, np.ndarray | None], n_atoms: int, wher
                                     "damaged")
     new = residue_starts(resid, resname, cols("icode"), chain)
     return {"name": cols("name"), "resname": resname, "resid": resid, "resindex": np.cumsum(new) - 1,
-            "segid": chain}
+            "segid": chain, "icode": cols("icode")}
 
 
 def _columns(text: str):

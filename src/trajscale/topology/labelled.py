@@ -48,9 +48,11 @@ _RESID = re.compile(r"(\d+)(?:[-:](\d+))?")
 _FIELD = {"name": "name", "resname": "resname", "segid": "segid"}
 
 
-def select_from_labels(labels: dict[str, np.ndarray], selection: str) -> np.ndarray | None:
+def select_from_labels(labels: dict[str, np.ndarray], selection: str,
+                       fields: frozenset = frozenset({"name", "resname", "resid", "segid"})) -> np.ndarray | None:
     """The indices of the atoms MDAnalysis's ``select_atoms(selection)`` selects, from ``labels``; None for a
-    selection not answered here (the module's docstring)."""
+    selection not answered here (the module's docstring), or one on a label not in ``fields`` (those whose
+    values are MDAnalysis's own)."""
     words = selection.split()
     if not words:
         return None
@@ -68,6 +70,8 @@ def select_from_labels(labels: dict[str, np.ndarray], selection: str) -> np.ndar
     clauses.append(current)
     mask = np.ones(len(labels["name"]), bool)
     for clause in clauses:
+        if clause[0] in ("name", "resname", "resid", "segid") and clause[0] not in fields:
+            return None
         m = _clause(labels, clause)
         if m is None:
             return None
@@ -128,12 +132,17 @@ class LabelledTopology(StandInUniverse):
         caller.
     build
         Builds the real MDAnalysis Universe of the same atoms, in the same order.
+    selectable
+        The labels whose values are the real Universe's own, which selections may name (a Source whose
+        ``segid`` holds its own chains, not MDAnalysis's segments, leaves it out).
     """
 
-    def __init__(self, filename: str, labels: dict[str, np.ndarray], build: Callable[[], object]) -> None:
+    def __init__(self, filename: str, labels: dict[str, np.ndarray], build: Callable[[], object],
+                 selectable: frozenset = frozenset({"name", "resname", "resid"})) -> None:
         super().__init__(filename, build)
         self.labels = {k: labels[k] for k in (*LABELS, "icode") if k in labels}
         self.n_atoms = len(self.labels["name"])
+        self._selectable = selectable
 
     @property
     def atoms(self) -> LabelledAtomGroup:
@@ -150,7 +159,7 @@ class LabelledTopology(StandInUniverse):
         """The indices a selection of one string selects, from the labels; None where MDAnalysis must answer."""
         if len(strings) != 1 or not isinstance(strings[0], str):
             return None
-        return select_from_labels(self.labels, strings[0])
+        return select_from_labels(self.labels, strings[0], self._selectable)
 
     def protein_mask(self) -> np.ndarray:
         """Whether each atom is in MDAnalysis's ``"protein"`` (its residue name is one of :data:`PROTEIN_RESNAMES`)."""
