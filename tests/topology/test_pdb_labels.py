@@ -21,6 +21,7 @@ import trajscale as ts
 from trajscale.planning import AnalysisTopology
 from trajscale.sources import open_source
 from trajscale.topology import CachedUniverse, file_labels, load_universe, pdb_labels
+from trajscale.topology import labels as labels_module
 from trajscale.topology.columns import guessed_masses
 from trajscale.topology.labelled import BACKBONE_NAMES, select_from_labels
 
@@ -76,6 +77,12 @@ def test_every_pdb_and_gro_of_the_test_data_labelled_as_mdanalysis_labels_it(fil
             want = np.asarray(getattr(atoms, attr))
             np.testing.assert_array_equal(labels[label], want.astype(labels[label].dtype), err_msg=f"{path} {label}")
         np.testing.assert_array_equal(guessed_masses(labels), atoms.masses, err_msg=f"{path} masses")
+        n, kept = labels_module._from_columns(path)   # what the labels' cache keeps: as read from MDAnalysis's atoms
+        n_mda, want = labels_module._labels_of(atoms)
+        assert n == n_mda and kept.keys() == want.keys(), path
+        for label, values in want.items():
+            assert kept[label].dtype == values.dtype or kept[label].dtype.kind == values.dtype.kind == "U", label
+            np.testing.assert_array_equal(kept[label], values, err_msg=f"{path} {label}")
         for sel in ANSWERED:
             got = select_from_labels(labels, sel)
             assert got is not None, sel

@@ -76,9 +76,6 @@ def _atom_table(top) -> AtomTable:
 
     if isinstance(top, LabelledTopology):   # (a Source's own labels, checked when read)
         return _table(top.n_atoms, top.labels.get)
-    if isinstance(top, CachedUniverse) and not top.t_build and top.read_labels() is not None:
-        labels = top.read_labels()   # (a PDB's columns, read as MDAnalysis reads them)
-        return _table(len(labels["name"]), labels.get)
     if isinstance(top, CachedUniverse):   # (the labels' cache answers, or the Universe built fills it)
         n, labels = atom_labels(top.filename, atoms=top.real.atoms if top.t_build else None)
         if {"name", "resid", "resindex"} <= labels.keys():

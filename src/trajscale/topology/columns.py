@@ -32,6 +32,7 @@ import functools
 import importlib.util
 import os
 import re
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -198,14 +199,29 @@ def file_labels(path: str) -> dict[str, np.ndarray] | None:
         return None
     try:
         with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            key = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            if key in _READ:   # (the selections' and the labels' caches of one new file both ask)
+                _READ.move_to_end(key)
+                return _READ[key]
             data = fh.read()
     except OSError:
         return None   # MDAnalysis names the problem
     if not data.isascii():
-        return None
-    # (MDAnalysis reads text with universal newlines: "\r\n" and "\r" end a line as "\n" does)
-    text = data.decode("ascii").replace("\r\n", "\n").replace("\r", "\n")
-    return labels_of_text(text) if ext in PDB_EXTENSIONS else gro_labels_of_text(text)
+        labels = None
+    else:   # (MDAnalysis reads text with universal newlines: "\r\n" and "\r" end a line as "\n" does)
+        text = data.decode("ascii").replace("\r\n", "\n").replace("\r", "\n")
+        labels = labels_of_text(text) if ext in PDB_EXTENSIONS else gro_labels_of_text(text)
+    _READ[key] = labels
+    while len(_READ) > _KEPT:
+        _READ.popitem(last=False)
+    return labels
+
+
+#: The files read last in this process, by their real path, device, inode, size and modification time (their
+#: labels are shared: callers never change them).
+_READ: OrderedDict = OrderedDict()
+_KEPT = 4
 
 
 def guessed_masses(labels: dict[str, np.ndarray]) -> np.ndarray | None:
@@ -225,6 +241,19 @@ def guessed_masses(labels: dict[str, np.ndarray]) -> np.ndarray | None:
                 for v in values.tolist()]
     masses = np.array([_mass(k, tables) for k in keys], np.float64)
     return masses[inverse.reshape(-1)]
+
+
+def read_elements(labels: dict[str, np.ndarray]) -> np.ndarray | None:
+    """The elements MDAnalysis's PDB parser gives the atoms of ``labels`` (each column's value capitalised, blank
+    where that is not an element), or None where it gives none (no element column) or its tables cannot be
+    read here."""
+    tables = _tables()
+    column = labels["element_column"]
+    if tables is None or not _any(column):
+        return None
+    values, inverse = np.unique(column, return_inverse=True)
+    keys = [v.capitalize() if v.capitalize() in tables["symbols"] else "" for v in values.tolist()]
+    return np.array(keys, dtype=str)[inverse.reshape(-1)]
 
 
 def _mass(element: str, tables: dict) -> float:
@@ -299,5 +328,5 @@ def _version_known() -> bool:
 
 
 __all__ = ["FIELDS", "GRO_EXTENSIONS", "MAX_ATOMS", "PDB_EXTENSIONS", "end_of_records", "file_labels",
-           "gro_labels_of_text", "guessed_masses", "labels_of_text", "pdb_labels",
+           "gro_labels_of_text", "guessed_masses", "labels_of_text", "pdb_labels", "read_elements",
            "plain_integers", "record_columns", "residue_starts", "wrapped_resids"]

@@ -1,7 +1,8 @@
 """A topology's per-atom labels (name, resname, resid, residue index, segid, element, mass), kept in the
 selection cache.
 
-What an array of a trajectory labels its atoms with is read once per topology file version: the
+What an array of a trajectory labels its atoms with is read once per topology file version (a PDB's or
+GRO's from its columns where they read as MDAnalysis reads them, :mod:`.columns`; else by MDAnalysis): the
 next open of the same file (same path, inode, size, modification time and MDAnalysis version, the
 selection cache's key) reads them from that cache's JSON entry and never imports MDAnalysis. The labels
 have an entry of their own beside the file's selections: they are several times the size of the
@@ -38,11 +39,30 @@ def atom_labels(topology: str, atoms=None) -> tuple[int, dict[str, np.ndarray]]:
             return int(kept["n_atoms"]), {k: _decoded(k, v) for k, v in kept["values"].items() if k in LABELS}
         except (KeyError, TypeError, ValueError) as exc:   # a damaged record: read the topology again
             log.debug("ignoring the labels cached for %s: %s", topology, exc)
-    n_atoms, labels = _labels_of(_parsed_atoms(str(topology)) if atoms is None else atoms)
+    read = _from_columns(str(topology)) if atoms is None else None
+    n_atoms, labels = read if read is not None else _labels_of(_parsed_atoms(str(topology)) if atoms is None
+                                                               else atoms)
     if entry is not None:
         entry[_ENTRY_KEY] = {"n_atoms": n_atoms, "values": {k: _encoded(k, v) for k, v in labels.items()}}
         selection_cache.store(entry)
     return n_atoms, labels
+
+
+def _from_columns(topology: str) -> tuple[int, dict[str, np.ndarray]] | None:
+    """The labels of a PDB or GRO file read from its columns, as MDAnalysis's parser and guesser give them
+    (:mod:`.columns`), or None where MDAnalysis must read it."""
+    from .columns import file_labels, guessed_masses, read_elements
+
+    read = file_labels(topology)
+    masses = guessed_masses(read) if read is not None else None
+    if masses is None:
+        return None
+    labels = {k: read[k] for k in ("name", "resname", "resid", "resindex", "segid")}
+    elements = read_elements(read)
+    if elements is not None:
+        labels["element"] = elements
+    labels["mass"] = masses
+    return len(masses), labels
 
 
 def _parsed_atoms(topology: str):

@@ -57,6 +57,7 @@ class CachedUniverse(StandInUniverse):
         # same selections, each member a copy (decoding base64 again was most of a member's preparation).
         self._arrays: dict[tuple[str, str], np.ndarray | None] = {}
         self._labels: dict[str, np.ndarray] | None | bool = False   # (False: not read yet)
+        self._guessed: np.ndarray | None | bool = False
         if self._entry is not None and self._entry["n_atoms"] is None and self.read_labels() is not None:
             self._entry["n_atoms"] = len(self.read_labels()["name"])
 
@@ -73,9 +74,9 @@ class CachedUniverse(StandInUniverse):
         labels = self.read_labels() if self._real is None else None
         if labels is None:
             return None
-        if "masses" not in labels:
-            labels["masses"] = guessed_masses(labels)
-        return labels["masses"]
+        if self._guessed is False:
+            self._guessed = guessed_masses(labels)
+        return self._guessed
 
     def _built(self, real) -> None:
         if self._entry is not None:
@@ -134,7 +135,7 @@ class CachedUniverse(StandInUniverse):
         return None if a is None else a.copy()
 
     def __getattr__(self, name: str):
-        if name.startswith("__") or name in ("_entry", "_real", "_build", "_arrays", "_labels"):
+        if name.startswith("__") or name in ("_entry", "_real", "_build", "_arrays", "_labels", "_guessed"):
             raise AttributeError(name)
         return getattr(self.real, name)
 
