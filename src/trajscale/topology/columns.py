@@ -51,8 +51,9 @@ GRO_EXTENSIONS = (".gro",)
 #: The most atoms read here: beyond, serial numbers overflow their five columns (MDAnalysis guesses them).
 MAX_ATOMS = 99_999
 
-#: The first MDAnalysis whose parser reads segments from columns 73-76 (before: 67-76).
-_FROM_VERSION = (2, 10)
+#: The first MDAnalysis whose parser reads segments from columns 73-76 (before: 67-76), and the first whose
+#: rules are not known here (3.0 gives an unknown element's mass as NaN, not 0).
+_FROM_VERSION, _UNTIL_VERSION = (2, 10), (3, 0)
 
 
 def end_of_records(text: str) -> int:
@@ -320,11 +321,12 @@ def _tables() -> dict | None:
 
 @functools.cache
 def _version_known() -> bool:
-    """Whether the installed MDAnalysis reads PDB files by these rules (2.10 or later, read without importing it)."""
+    """Whether the installed MDAnalysis reads PDB and GRO files by these rules (2.10 or a later 2.x; its version
+    read without importing it)."""
     from .selection_cache import mdanalysis_version
 
     found = re.match(r"(\d+)\.(\d+)", mdanalysis_version() or "")
-    return found is not None and (int(found[1]), int(found[2])) >= _FROM_VERSION
+    return found is not None and _FROM_VERSION <= (int(found[1]), int(found[2])) < _UNTIL_VERSION
 
 
 __all__ = ["FIELDS", "GRO_EXTENSIONS", "MAX_ATOMS", "PDB_EXTENSIONS", "end_of_records", "file_labels",

@@ -51,6 +51,7 @@ class CachedUniverse(StandInUniverse):
     def __init__(self, topology: str, build: Callable[[], object], kw: dict | None = None) -> None:
         check_input_file(topology)   # the same one-line error as building the Universe
         super().__init__(topology, build)
+        self._kw = dict(kw or {})
         key = selection_cache.entry_key(topology, kw or {}) if parsed_cache.enabled() else None
         self._entry = selection_cache.load(key) if key is not None else None
         # The entry's arrays decoded once: the members of an ensemble that share this topology ask it the
@@ -64,8 +65,8 @@ class CachedUniverse(StandInUniverse):
     def read_labels(self) -> dict[str, np.ndarray] | None:
         """The file's per-atom labels read from its text where it is a PDB or GRO MDAnalysis reads as they are
         read here (:func:`.columns.file_labels`), else None; read once."""
-        if self._labels is False:
-            self._labels = file_labels(self.filename) if self._real is None else None
+        if self._labels is False:   # (keyword arguments, such as another format, are MDAnalysis's to apply)
+            self._labels = file_labels(self.filename) if self._real is None and not self._kw else None
         return self._labels
 
     def label_masses(self) -> np.ndarray | None:
@@ -135,7 +136,7 @@ class CachedUniverse(StandInUniverse):
         return None if a is None else a.copy()
 
     def __getattr__(self, name: str):
-        if name.startswith("__") or name in ("_entry", "_real", "_build", "_arrays", "_labels", "_guessed"):
+        if name.startswith("__") or name in ("_entry", "_real", "_build", "_arrays", "_labels", "_guessed", "_kw"):
             raise AttributeError(name)
         return getattr(self.real, name)
 
