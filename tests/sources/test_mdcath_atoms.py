@@ -102,3 +102,15 @@ def test_a_damaged_atom_dataset_refuses_that_file_alone(files, tmp_path, damage,
     assert [x.member.name for x in r.refused] == [f"9adkZ00/{KEY}"]
     assert "mdcath_dataset_9adkZ00.h5" in r.refused[0].reason
     assert re.search(message, r.refused[0].reason), r.refused[0].reason
+
+
+def test_selections_answered_from_the_files_labels_equal_mdanalysis_on_its_text(files):
+    with MDCATHSource(files["adk"], member=KEY) as src:
+        top = src.own_universe()
+        u = top.real   # MDAnalysis's Universe of the file's pdbProteinAtoms (built by the Source)
+        answered = type(top)(top.filename, top.labels, lambda: u, top._selectable)
+        for sel in ("backbone and resid 10-20", "name CA", "protein and name N CA", "resname GLY"):
+            np.testing.assert_array_equal(answered.select_atoms(sel).indices, u.select_atoms(sel).indices)
+        assert answered.t_build == 0
+        # the file's chains stand for its segments: a segid selection is MDAnalysis's
+        assert answered.answer(("segid A",)) is None

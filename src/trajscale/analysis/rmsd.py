@@ -366,8 +366,8 @@ def _check_same_atoms(mobile, ref, mob_sel, ref_sel, tol_mass: float | None) -> 
     if mobile.n_atoms != ref.n_atoms:
         raise SelectionError(f"selection {show(mob_sel)} has {mobile.n_atoms} atoms in the trajectory but "
                              f"reference selection {show(ref_sel)} has {ref.n_atoms}")
-    if tol_mass is None or not (has_masses(mobile) and has_masses(ref)):   # no masses: nothing to compare
-        return
+    if tol_mass is None or mobile is ref or not (has_masses(mobile) and has_masses(ref)):
+        return   # no masses, or the same atoms' (equal to themselves): nothing to compare
     bad = np.flatnonzero(np.abs(ref.masses - mobile.masses) > tol_mass)
     if len(bad):
         i = bad[0]

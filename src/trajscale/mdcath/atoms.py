@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import re
 from collections import OrderedDict
 
 import h5py
@@ -31,7 +30,7 @@ import numpy as np
 from ..block import sorted_unique
 from ..errors import InputFileError
 from ..storage.bytestore import ByteStore
-from ..topology import LabelledTopology
+from ..topology import LabelledTopology, record_columns, residue_starts, wrapped_resids
 from .layout import domain_group, hdf5_of, parse_universe, read_text
 
 #: The per-atom datasets read, and what each holds.
@@ -135,66 +134,25 @@ def atom_labels(text: str, raw: dict[str, np.ndarray | None], n_atoms: int, wher
     if len(pairs) != len(chains) or len(pairs) != len(segids):
         raise InputFileError(where, "chain does not follow pdbProteinAtoms' segments one for one: the file is "
                                     "damaged")
-    icode = cols("icode")
-    new = np.ones(n, bool)
-    if n:
-        new[1:] = ((resid[1:] != resid[:-1]) | (resname[1:] != resname[:-1]) | (icode[1:] != icode[:-1])
-                   | (chain[1:] != chain[:-1]))
+    new = residue_starts(resid, resname, cols("icode"), chain)
     return {"name": cols("name"), "resname": resname, "resid": resid, "resindex": np.cumsum(new) - 1,
-            "segid": chain}
-
-
-#: The PDB's fixed columns MDAnalysis's PDB parser reads (0-based, end excluded).
-_FIELDS = {"name": (12, 16), "resname": (17, 21), "chainid": (21, 22), "resid": (22, 26), "icode": (26, 27),
-           "segid": (72, 76)}
-
-
-#: An atom record of the text, from its first character that is not blank.
-_RECORD = re.compile(r"^[ \t]*((?:ATOM|HETATM)[^\n]*)", re.M)
-
-
-def _end_of_records(text: str) -> int:
-    """Where the first line that starts with ``END`` (``END``, ``ENDMDL``; after blanks) begins: the records
-    read end there."""
-    k = text.find("END")
-    while k >= 0:
-        start = text.rfind("\n", 0, k) + 1
-        if not text[start:k].strip():
-            return start
-        k = text.find("END", k + 3)
-    return len(text)
+            "segid": chain, "icode": cols("icode")}
 
 
 def _columns(text: str):
-    """``cols(field)``: the stripped text of ``field`` (:data:`_FIELDS`) of each atom record of the first model,
-    as MDAnalysis's PDB parser reads them (each line stripped; ``ATOM``/``HETATM`` up to the first ``END``)."""
-    records = _RECORD.findall(text, 0, _end_of_records(text))
-    width = max(80, max(map(len, records), default=0))
-    grid = np.array(records, dtype=f"U{width}").view("U1").reshape(len(records), width)
-
-    @functools.cache
-    def cols(field: str) -> np.ndarray:
-        lo, hi = _FIELDS[field]
-        return np.char.strip(np.ascontiguousarray(grid[:, lo:hi]).view(f"U{hi - lo}").reshape(-1))
-
-    return cols
+    """``cols(field)``: the stripped text of ``field`` of each atom record of the first model, as MDAnalysis's PDB
+    parser reads them (:func:`trajscale.topology.columns.record_columns`)."""
+    return record_columns(text)[1]
 
 
 def _resids(column: np.ndarray, where: str) -> np.ndarray:
-    """The residue numbers of the text's column, as MDAnalysis's PDB parser reads them (a number 5,000 below the
-    one before is taken 10,000 higher: PDB's four digits wrapped)."""
+    """The residue numbers of the text's column, as MDAnalysis's PDB parser reads them (four digits wrapped)."""
     try:
         resid = column.astype(np.int64)
     except ValueError:
         raise InputFileError(where, "pdbProteinAtoms has a residue number that is not a number: the file is "
                                     "damaged") from None
-    if len(resid) and (np.diff(resid) < -5000).any():   # (rare: over 9,999 residues)
-        prev = 0
-        for k, r in enumerate(resid.tolist()):
-            while r - prev < -5000:
-                r += 10000
-            resid[k] = prev = r
-    return resid
+    return wrapped_resids(resid)
 
 
 def _text(values: np.ndarray, name: str, where: str) -> np.ndarray:

@@ -17,7 +17,10 @@ This package is entered through the names below and nowhere else:
 * :func:`written_atoms` - the atoms a writer stores beside the frames (a selection of them), from the
   same cache for a file version seen before (:mod:`.labels`);
 * :class:`LabelledTopology` - a topology a Source knows from its own per-atom labels (an mdCATH file's
-  datasets), answering ``"protein"`` without MDAnalysis (:mod:`.labelled`).
+  datasets, a PDB file's columns), answering common selections without MDAnalysis (:mod:`.labelled`);
+* :func:`file_labels`, :func:`pdb_labels`, :func:`record_columns`, :func:`residue_starts`,
+  :func:`wrapped_resids` - a PDB or GRO text's per-atom labels from its fixed columns, as MDAnalysis's
+  parsers read them (:mod:`.columns`).
 
 Each name is imported on first use (:mod:`trajscale._lazy`): an analysis module that needs
 :func:`select_atoms` alone does not import the caches (hashlib, json) into every worker, and
@@ -30,6 +33,7 @@ from .._lazy import attach
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .columns import file_labels, pdb_labels, record_columns, residue_starts, wrapped_resids
     from .h5md import atom_arrays
     from .labelled import LabelledTopology
     from .labels import atom_labels, written_atoms
@@ -40,8 +44,11 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = attach(__name__, {
     "load_universe": ".load", "trajectory_only_format": ".load",
     "CachedUniverse": ".universe", "atom_arrays": ".h5md", "atom_labels": ".labels", "select_atoms": ".select",
-    "NAMED_TOPOLOGIES": ".select", "LabelledTopology": ".labelled", "written_atoms": ".labels",
+    "NAMED_TOPOLOGIES": ".select", "LabelledTopology": ".labelled", "pdb_labels": ".columns",
+    "file_labels": ".columns", "record_columns": ".columns", "residue_starts": ".columns",
+    "wrapped_resids": ".columns", "written_atoms": ".labels",
 })
 
 __all__ = ["NAMED_TOPOLOGIES", "CachedUniverse", "LabelledTopology", "atom_arrays", "atom_labels",
-           "load_universe", "select_atoms", "trajectory_only_format", "written_atoms"]
+           "file_labels", "load_universe", "pdb_labels", "record_columns", "residue_starts", "select_atoms",
+           "trajectory_only_format", "wrapped_resids", "written_atoms"]

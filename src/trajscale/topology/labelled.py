@@ -7,11 +7,16 @@ without MDAnalysis.  Anything else (another selection, masses, the trajectory) i
 built on first use by the callable the Source gives, as :class:`~.universe.CachedUniverse` builds its own.
 
 ``"protein"`` is MDAnalysis's ``ProteinSelection``: the atoms whose residue name is one of
-:data:`PROTEIN_RESNAMES` (its ``prot_res``; a test keeps the two equal).
+:data:`PROTEIN_RESNAMES` (its ``prot_res``; a test keeps the two equal).  :func:`select_from_labels` answers a
+few more as MDAnalysis does: ``"backbone"`` (atoms N, CA, C, O of protein residues), ``name``, ``resname`` and
+``segid`` with plain upper-case values (no wildcards), ``resid`` with plain numbers and ranges (MDAnalysis
+matches them with an empty insertion code, but the first of a range), and those joined by ``and``.
+Anything else (``or``, ``not``, parentheses, wildcards, lower-case words) is MDAnalysis's.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -29,8 +34,89 @@ PROTEIN_RESNAMES = frozenset({
     "NPRO", "NSER", "NTHR", "NTRP", "NTYR", "NVAL", "ORN", "PGLU", "PHE", "PRO", "QLN", "SER", "THR", "TRP", "TYR",
     "VAL"})
 
-#: The labels a LabelledTopology holds, one value per atom (text as ``str`` arrays, numbers as int64).
+#: The labels a LabelledTopology holds, one value per atom (text as ``str`` arrays, numbers as int64); an
+#: ``icode`` (insertion codes) too where the Source has them (``resid`` selections need them).
 LABELS = ("name", "resname", "resid", "resindex", "segid")
+
+#: MDAnalysis's ``BackboneSelection.bb_atoms``.
+BACKBONE_NAMES = frozenset({"N", "CA", "C", "O"})
+
+#: A plain value of ``name``, ``resname`` or ``segid`` (upper case: no selection keyword is; no wildcard).
+_PLAIN = re.compile(r"[A-Z0-9_']+")
+#: A plain ``resid`` value: a number, or a range of two.
+_RESID = re.compile(r"(\d+)(?:[-:](\d+))?")
+_FIELD = {"name": "name", "resname": "resname", "segid": "segid"}
+
+
+def select_from_labels(labels: dict[str, np.ndarray], selection: str,
+                       fields: frozenset = frozenset({"name", "resname", "resid", "segid"})) -> np.ndarray | None:
+    """The indices of the atoms MDAnalysis's ``select_atoms(selection)`` selects, from ``labels``; None for a
+    selection not answered here (the module's docstring), or one on a label not in ``fields`` (those whose
+    values are MDAnalysis's own)."""
+    words = selection.split()
+    if not words:
+        return None
+    clauses, current = [], []
+    for w in words:
+        if w == "and":
+            if not current:
+                return None
+            clauses.append(current)
+            current = []
+        else:
+            current.append(w)
+    if not current:
+        return None
+    clauses.append(current)
+    mask = np.ones(len(labels["name"]), bool)
+    for clause in clauses:
+        if clause[0] in ("name", "resname", "resid", "segid") and clause[0] not in fields:
+            return None
+        m = _clause(labels, clause)
+        if m is None:
+            return None
+        mask &= m
+    return np.flatnonzero(mask)
+
+
+def _clause(labels: dict[str, np.ndarray], clause: list[str]) -> np.ndarray | None:
+    key, values = clause[0], clause[1:]
+    if key in ("all", "protein", "backbone"):
+        if values:
+            return None
+        if key == "all":
+            return np.ones(len(labels["name"]), bool)
+        protein = _isin(labels["resname"], PROTEIN_RESNAMES)
+        return protein if key == "protein" else protein & _isin(labels["name"], BACKBONE_NAMES)
+    if not values:
+        return None
+    if key in _FIELD:
+        if not all(_PLAIN.fullmatch(v) for v in values):
+            return None
+        return _isin(labels[_FIELD[key]], frozenset(values))
+    if key == "resid" and "icode" in labels:
+        resid, blank = labels["resid"], np.char.str_len(labels["icode"]) == 0
+        mask = np.zeros(len(resid), bool)
+        for v in values:
+            found = _RESID.fullmatch(v)
+            if found is None:
+                return None
+            lo = int(found[1])
+            hi = lo if found[2] is None else int(found[2])
+            if hi < lo:
+                return None
+            # (MDAnalysis, with insertion codes: the first number with any code, the last and a single one
+            # with none, those between with any)
+            first = (resid == lo) if hi > lo else np.zeros(len(resid), bool)
+            mask |= first | ((resid > lo) & (resid < hi)) | ((resid == hi) & blank)
+        return mask
+    return None
+
+
+def _isin(values: np.ndarray, wanted: frozenset) -> np.ndarray:
+    """Whether each value is one of ``wanted`` (asked once per distinct value)."""
+    names, inverse = np.unique(values, return_inverse=True)
+    return np.array([n in wanted for n in names.tolist()], bool)[inverse.reshape(-1)]
 
 
 class LabelledTopology(StandInUniverse):
@@ -46,30 +132,38 @@ class LabelledTopology(StandInUniverse):
         caller.
     build
         Builds the real MDAnalysis Universe of the same atoms, in the same order.
+    selectable
+        The labels whose values are the real Universe's own, which selections may name (a Source whose
+        ``segid`` holds its own chains, not MDAnalysis's segments, leaves it out).
     """
 
-    def __init__(self, filename: str, labels: dict[str, np.ndarray], build: Callable[[], object]) -> None:
+    def __init__(self, filename: str, labels: dict[str, np.ndarray], build: Callable[[], object],
+                 selectable: frozenset = frozenset({"name", "resname", "resid"})) -> None:
         super().__init__(filename, build)
-        self.labels = {k: labels[k] for k in LABELS}
+        self.labels = {k: labels[k] for k in (*LABELS, "icode") if k in labels}
         self.n_atoms = len(self.labels["name"])
+        self._selectable = selectable
 
     @property
     def atoms(self) -> LabelledAtomGroup:
         return LabelledAtomGroup(self, np.arange(self.n_atoms))
 
     def select_atoms(self, *strings, **kw):
-        """``Universe.select_atoms``: ``"protein"`` and ``"all"`` from the labels, anything else MDAnalysis's."""
-        words = " ".join(strings[0].split()) if len(strings) == 1 and isinstance(strings[0], str) and not kw else None
-        if words == "all":
-            return self.atoms
-        if words == "protein":
-            return LabelledAtomGroup(self, np.flatnonzero(self.protein_mask()))
+        """``Universe.select_atoms``: from the labels where :func:`select_from_labels` answers, else MDAnalysis's."""
+        indices = self.answer(strings) if not kw else None
+        if indices is not None:
+            return LabelledAtomGroup(self, indices)
         return self.real.select_atoms(*strings, **kw)
+
+    def answer(self, strings: tuple) -> np.ndarray | None:
+        """The indices a selection of one string selects, from the labels; None where MDAnalysis must answer."""
+        if len(strings) != 1 or not isinstance(strings[0], str):
+            return None
+        return select_from_labels(self.labels, strings[0], self._selectable)
 
     def protein_mask(self) -> np.ndarray:
         """Whether each atom is in MDAnalysis's ``"protein"`` (its residue name is one of :data:`PROTEIN_RESNAMES`)."""
-        names, inverse = np.unique(self.labels["resname"], return_inverse=True)
-        return np.array([n in PROTEIN_RESNAMES for n in names], bool)[inverse.reshape(-1)]
+        return _isin(self.labels["resname"], PROTEIN_RESNAMES)
 
     def __getattr__(self, name: str):
         if name.startswith("_") or name in ("labels", "real"):   # (not the Universe's: an error inside, or unset)
@@ -96,4 +190,5 @@ class LabelledAtomGroup(StandInAtomGroup):
         return f"<LabelledAtomGroup with {self.n_atoms} atoms (labels)>"
 
 
-__all__ = ["LABELS", "PROTEIN_RESNAMES", "LabelledAtomGroup", "LabelledTopology"]
+__all__ = ["BACKBONE_NAMES", "LABELS", "PROTEIN_RESNAMES", "LabelledAtomGroup", "LabelledTopology",
+           "select_from_labels"]

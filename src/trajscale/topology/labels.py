@@ -1,7 +1,8 @@
 """A topology's per-atom labels (name, resname, resid, residue index, segid, element, mass), kept in the
 selection cache.
 
-What an array of a trajectory labels its atoms with is read once per topology file version: the
+What an array of a trajectory labels its atoms with is read once per topology file version (a PDB's or
+GRO's from its columns where they read as MDAnalysis reads them, :mod:`.columns`; else by MDAnalysis): the
 next open of the same file (same path, inode, size, modification time and MDAnalysis version, the
 selection cache's key) reads them from that cache's JSON entry and never imports MDAnalysis. The labels
 have an entry of their own beside the file's selections: they are several times the size of the
@@ -59,7 +60,10 @@ def _kept(topology: str, part: str, attrs: dict[str, str], atoms, parse: bool = 
             log.debug("ignoring the %s cached for %s: %s", part, topology, exc)
     if atoms is None and not parse:
         return None
-    n_atoms, labels = _labels_of(_parsed_atoms(topology) if atoms is None else atoms, attrs)
+    # (a PDB's or GRO's labels from its columns, as MDAnalysis reads them; what a writer adds needs the Universe)
+    read = _from_columns(topology) if atoms is None and attrs is LABELS else None
+    n_atoms, labels = read if read is not None else _labels_of(_parsed_atoms(topology) if atoms is None else atoms,
+                                                               attrs)
     if entry is not None:
         entry[part] = {"version": _VERSION, "n_atoms": n_atoms,
                        "values": {k: _encoded(k, v) for k, v in labels.items()}}
@@ -124,6 +128,23 @@ class CachedAtoms:
             raise AttributeError(name)
         values = self._labels[label][self.indices]
         return values.astype(object) if label in TEXT else values   # (text as MDAnalysis gives it: str objects)
+
+
+def _from_columns(topology: str) -> tuple[int, dict[str, np.ndarray]] | None:
+    """The labels of a PDB or GRO file read from its columns, as MDAnalysis's parser and guesser give them
+    (:mod:`.columns`), or None where MDAnalysis must read it."""
+    from .columns import file_labels, guessed_masses, read_elements
+
+    read = file_labels(topology)
+    masses = guessed_masses(read) if read is not None else None
+    if masses is None:
+        return None
+    labels = {k: read[k] for k in ("name", "resname", "resid", "resindex", "segid")}
+    elements = read_elements(read)
+    if elements is not None:
+        labels["element"] = elements
+    labels["mass"] = masses
+    return len(masses), labels
 
 
 def _parsed_atoms(topology: str):

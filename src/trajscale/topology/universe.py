@@ -9,6 +9,11 @@ Anything else - a selection not yet cached, one that depends on coordinates,
 any other attribute - builds the real Universe (the trajectory's first frame
 loaded, as before) and is answered by it; cacheable selections it evaluates
 are recorded for the next run.
+
+A PDB or GRO file not yet in the cache is first read by :func:`.columns.file_labels` (its fixed columns, as
+MDAnalysis's parsers read them): its atom count and the selections :func:`.labelled.select_from_labels` answers need no
+MDAnalysis either, and are recorded as MDAnalysis's answers are, with the masses MDAnalysis's guesser gives
+(:func:`.columns.guessed_masses`, from its own tables).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import numpy as np
 
 from ..util import check_input_file
 from . import parsed_cache, selection_cache
+from .columns import file_labels, guessed_masses
+from .labelled import select_from_labels
 from .standin import StandInAtomGroup, StandInUniverse
 
 log = logging.getLogger(__name__)
@@ -44,11 +51,33 @@ class CachedUniverse(StandInUniverse):
     def __init__(self, topology: str, build: Callable[[], object], kw: dict | None = None) -> None:
         check_input_file(topology)   # the same one-line error as building the Universe
         super().__init__(topology, build)
+        self._kw = dict(kw or {})
         key = selection_cache.entry_key(topology, kw or {}) if parsed_cache.enabled() else None
         self._entry = selection_cache.load(key) if key is not None else None
         # The entry's arrays decoded once: the members of an ensemble that share this topology ask it the
         # same selections, each member a copy (decoding base64 again was most of a member's preparation).
         self._arrays: dict[tuple[str, str], np.ndarray | None] = {}
+        self._labels: dict[str, np.ndarray] | None | bool = False   # (False: not read yet)
+        self._guessed: np.ndarray | None | bool = False
+        if self._entry is not None and self._entry["n_atoms"] is None and self.read_labels() is not None:
+            self._entry["n_atoms"] = len(self.read_labels()["name"])
+
+    def read_labels(self) -> dict[str, np.ndarray] | None:
+        """The file's per-atom labels read from its text where it is a PDB or GRO MDAnalysis reads as they are
+        read here (:func:`.columns.file_labels`), else None; read once."""
+        if self._labels is False:   # (keyword arguments, such as another format, are MDAnalysis's to apply)
+            self._labels = file_labels(self.filename) if self._real is None and not self._kw else None
+        return self._labels
+
+    def label_masses(self) -> np.ndarray | None:
+        """Every atom's mass as MDAnalysis guesses it, from the labels (None without them, or once the real
+        Universe is built); computed once."""
+        labels = self.read_labels() if self._real is None else None
+        if labels is None:
+            return None
+        if self._guessed is False:
+            self._guessed = guessed_masses(labels)
+        return self._guessed
 
     def _built(self, real) -> None:
         if self._entry is not None:
@@ -72,6 +101,13 @@ class CachedUniverse(StandInUniverse):
             indices = self._array(key, "indices")
             if indices is not None:
                 return CachedAtomGroup(self, indices, self._array(key, "masses"), key)
+        labels = self.read_labels() if self._real is None and len(strings) == 1 else None
+        indices = select_from_labels(labels, strings[0]) if labels is not None else None
+        if indices is not None:
+            masses = self.label_masses()
+            masses = None if masses is None else masses[indices]
+            self.record(key, indices, masses)
+            return CachedAtomGroup(self, indices, masses, key)
         group = self.real.select_atoms(*strings)
         self.record(key, group.indices, _masses(group))
         return group
@@ -80,7 +116,8 @@ class CachedUniverse(StandInUniverse):
         """Keep a selection's indices (None for the whole topology) and masses for the next run."""
         if self._entry is None:
             return
-        self.real   # noqa: B018 - sets the entry's atom count
+        if self._entry["n_atoms"] is None:
+            self.real   # noqa: B018 - sets the entry's atom count
         rec = {} if indices is None else {"indices": selection_cache.encode(np.asarray(indices, np.int64))}
         if masses is not None:
             rec["masses"] = selection_cache.encode(masses)
@@ -99,7 +136,7 @@ class CachedUniverse(StandInUniverse):
         return None if a is None else a.copy()
 
     def __getattr__(self, name: str):
-        if name.startswith("__") or name in ("_entry", "_real", "_build", "_arrays"):
+        if name.startswith("__") or name in ("_entry", "_real", "_build", "_arrays", "_labels", "_guessed", "_kw"):
             raise AttributeError(name)
         return getattr(self.real, name)
 
@@ -120,6 +157,9 @@ class CachedAtomGroup(StandInAtomGroup):
 
     @property
     def masses(self) -> np.ndarray:
+        if self._masses is None and self.universe.label_masses() is not None:   # (a PDB's, guessed as MDAnalysis)
+            self._masses = self.universe.label_masses()[self.indices]
+            self.universe.record(self._key, None if self._key == _ALL else self.indices, self._masses)
         if self._masses is None:   # not recorded yet: MDAnalysis's (which raises if the topology has none)
             masses = self._real.masses
             self._masses = np.asarray(masses, np.float64)
