@@ -78,7 +78,7 @@ def test_every_pdb_and_gro_of_the_test_data_labelled_as_mdanalysis_labels_it(fil
             np.testing.assert_array_equal(labels[label], want.astype(labels[label].dtype), err_msg=f"{path} {label}")
         np.testing.assert_array_equal(guessed_masses(labels), atoms.masses, err_msg=f"{path} masses")
         n, kept = labels_module._from_columns(path)   # what the labels' cache keeps: as read from MDAnalysis's atoms
-        n_mda, want = labels_module._labels_of(atoms)
+        n_mda, want = labels_module._labels_of(atoms, labels_module.LABELS)
         assert n == n_mda and kept.keys() == want.keys(), path
         for label, values in want.items():
             assert kept[label].dtype == values.dtype or kept[label].dtype.kind == values.dtype.kind == "U", label
