@@ -135,7 +135,7 @@ def run_cli_here(*args: str, cwd: str | os.PathLike | None = None,
         with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
                 contextlib.chdir(cwd or os.getcwd()):
             try:
-                code = cli.main(list(args))
+                code = cli.main([os.fspath(a) for a in args])   # as a command line has them: str
             except SystemExit as exc:   # argparse's refusals (2), a command's own exit
                 code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
                 if isinstance(exc.code, str):
@@ -157,7 +157,7 @@ def run_cli_here(*args: str, cwd: str | os.PathLike | None = None,
         storage.set_options(options)   # the command line's --storage-option, set for the process's life
         files._FETCHED.clear()
         files._FETCHED.update(fetched)
-    return subprocess.CompletedProcess(["trajscale", *args], code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(["trajscale", *map(os.fspath, args)], code, out.getvalue(), err.getvalue())
 
 
 def mpiexec() -> str:
