@@ -94,7 +94,8 @@ def adk_vacuum_h5md(tmp_path_factory, adk_vacuum):
     return str(out)
 
 
-def run_cli_here(*args: str, cwd: str | os.PathLike | None = None) -> subprocess.CompletedProcess:
+def run_cli_here(*args: str, cwd: str | os.PathLike | None = None,
+                 env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the ``trajscale`` CLI's ``main`` in this process, as :func:`run_cli` runs it in another: its exit
     status and what it printed, as a CompletedProcess.
 
@@ -103,7 +104,10 @@ def run_cli_here(*args: str, cwd: str | os.PathLike | None = None) -> subprocess
     MDAnalysis's import. What ``main`` sets up for its process (signal handlers, logging, warnings
     filters, environment variables, the collector's thresholds, the unraisable hook) is put back after
     it. An exception ``main`` lets out is raised here (the process would print its traceback and exit 1).
-    ``cwd``: the directory it runs in (this process's is put back too).
+    ``cwd``: the directory it runs in (this process's is put back too); ``env``: its whole environment, as
+    :func:`run_cli`'s ``env`` (this process's is put back). What a new process would not have kept, the
+    objects' first bytes that :mod:`trajscale.storage.objects` holds a while, is forgotten first; the storage
+    options and the objects fetched whole that a command keeps for its process's life are put back after it.
     """
     import gc
     import io
@@ -117,11 +121,21 @@ def run_cli_here(*args: str, cwd: str | os.PathLike | None = None) -> subprocess
     handlers_of_signals = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     environ, thresholds, hook = dict(os.environ), gc.get_threshold(), sys.unraisablehook
     out, err = io.StringIO(), io.StringIO()
+    objects = sys.modules.get("trajscale.storage.objects")
+    if objects is not None:
+        objects.forget_heads()
+    from trajscale import storage
+    from trajscale.storage import files
+
+    options, fetched = storage.current_options(), dict(files._FETCHED)
     try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
         with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
                 contextlib.chdir(cwd or os.getcwd()):
             try:
-                code = cli.main(list(args))
+                code = cli.main([os.fspath(a) for a in args])   # as a command line has them: str
             except SystemExit as exc:   # argparse's refusals (2), a command's own exit
                 code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
                 if isinstance(exc.code, str):
@@ -140,7 +154,10 @@ def run_cli_here(*args: str, cwd: str | os.PathLike | None = None) -> subprocess
         os.environ.update(environ)
         gc.set_threshold(*thresholds)
         sys.unraisablehook = hook
-    return subprocess.CompletedProcess(["trajscale", *args], code, out.getvalue(), err.getvalue())
+        storage.set_options(options)   # the command line's --storage-option, set for the process's life
+        files._FETCHED.clear()
+        files._FETCHED.update(fetched)
+    return subprocess.CompletedProcess(["trajscale", *map(os.fspath, args)], code, out.getvalue(), err.getvalue())
 
 
 def mpiexec() -> str:

@@ -19,7 +19,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli, run_mpi
+from tests.conftest import run_cli, run_cli_here, run_mpi
 from trajscale.launch import Launch, SchedulerJob, from_environment, parse_time_left
 
 #: Every variable a launcher or SLURM sets that the tests below control.
@@ -82,8 +82,8 @@ def test_the_report_records_the_job_step_and_requeues(tmp_path, adk_vacuum, adk_
     from trajscale.report.runfacts import RunFacts
 
     report = tmp_path / "r.json"
-    proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--stop", "10", "--out", str(tmp_path / "r.csv"),
-                   "--report", str(report), env=_clean(**BATCH), timeout=300)
+    proc = run_cli_here("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--stop", "10", "--out", str(tmp_path / "r.csv"),
+                        "--report", str(report), env=_clean(**BATCH))
     assert proc.returncode == 0, proc.stderr
     meta = json.loads(report.read_text())["meta"]
     assert meta["job"] == {"scheduler": "slurm", "job_id": "4242", "step_id": None, "restart_count": 2,
@@ -212,25 +212,22 @@ def test_a_command_line_error_is_said_once_per_job(adk_vacuum_h5md):
         assert said or (proc.stdout, proc.stderr) == ("", "")
 
 
-@pytest.mark.cli
 def test_a_batch_script_is_a_world_of_one(tmp_path, adk_vacuum_h5md):
     """In an sbatch script SLURM_NTASKS=8 describes the allocation: the command runs, once."""
-    proc = run_cli("inspect", adk_vacuum_h5md, env=_clean(**BATCH), timeout=120)
+    proc = run_cli_here("inspect", adk_vacuum_h5md, env=_clean(**BATCH))
     assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr
 
 
-@pytest.mark.cli
 def test_a_short_time_left_is_said_before_the_work(tmp_path, adk_vacuum_h5md):
     env = _clean(**BATCH, SLURM_JOB_END_TIME=str(int(time.time()) + 90))
-    proc = run_cli("split", adk_vacuum_h5md, "-o", str(tmp_path / "parts"), "--parts", "2", env=env, timeout=120)
+    proc = run_cli_here("split", adk_vacuum_h5md, "-o", str(tmp_path / "parts"), "--parts", "2", env=env)
     assert proc.returncode == 0, proc.stderr
     assert "SLURM job 4242 (requeued 2 times) ends in" in proc.stderr, proc.stderr
     far = _clean(**BATCH, SLURM_JOB_END_TIME=str(int(time.time()) + 86400))
-    proc = run_cli("split", adk_vacuum_h5md, "-o", str(tmp_path / "more"), "--parts", "2", env=far, timeout=120)
+    proc = run_cli_here("split", adk_vacuum_h5md, "-o", str(tmp_path / "more"), "--parts", "2", env=far)
     assert proc.returncode == 0 and "ends in" not in proc.stderr, proc.stderr
 
 
-@pytest.mark.cli
 def test_a_prediction_longer_than_the_job_time_left_is_said(tmp_path):
     """``report --predict`` in a SLURM job that ends in 60 s: the predicted runs that would not finish in it
     are named (the 11.5 s serial run of the hand-made report predicts more than 60 s at no N here)."""
@@ -241,15 +238,15 @@ def test_a_prediction_longer_than_the_job_time_left_is_said(tmp_path):
     path = tmp_path / "r.json"
     _serial(t_io=80.0, t_compute=20.0).write(path)   # 100 s of tasks on one worker
     env = _clean(**BATCH, SLURM_JOB_END_TIME=str(int(time.time()) + 60))
-    proc = run_cli("report", str(path), "--predict", "1,64", "--storage-gbps", "1", "--metadata-ms", "1",
-                   "--nodes", "1", "--cores-per-node", "64", env=env, timeout=120)
+    proc = run_cli_here("report", str(path), "--predict", "1,64", "--storage-gbps", "1", "--metadata-ms", "1",
+                        "--nodes", "1", "--cores-per-node", "64", env=env)
     assert proc.returncode == 0, proc.stderr
     machine = Machine(nodes=1, cores_per_node=64, storage_gbps=1.0, metadata_ms=1.0)
     late = [n for n in (1, 64) if wall_at(fit(_serial(t_io=80.0, t_compute=20.0), "mpi"), n, machine) > 60]
     assert late == [1]   # the model's own answer: 1 rank does not fit, 64 do
     said = [line for line in proc.stderr.splitlines() if "would not finish" in line]
     assert len(said) == 1 and "SLURM job 4242" in said[0] and "N=1 " in said[0] and "N=64" not in said[0], said
-    calm = run_cli("report", str(path), "--predict", "1,64", env=_clean(), timeout=120)
+    calm = run_cli_here("report", str(path), "--predict", "1,64", env=_clean())
     assert calm.returncode == 0 and "would not finish" not in calm.stderr
 
 
@@ -352,7 +349,6 @@ def test_the_rule_finds_a_reader(tmp_path):
             and n.value.startswith(LAUNCHER_VARIABLES)] == ["PMI_SIZE"]
 
 
-@pytest.mark.cli
 def test_a_run_predicted_longer_than_the_job_time_left_says_so_before_it_starts(tmp_path, adk_vacuum, adk_vacuum_h5md):
     """``run --predict-from``: in a SLURM job ending in 60 s, a run whose report (220 s of serial tasks, 200 s of
     them compute: no storage case makes it fit) predicts more says so in one line before it starts, and still
@@ -364,7 +360,7 @@ def test_a_run_predicted_longer_than_the_job_time_left_says_so_before_it_starts(
     _serial(t_io=20.0, t_compute=200.0).write(path)
     cmd = ["run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--executor", "serial", "--predict-from", str(path)]
     env = _clean(**BATCH, SLURM_JOB_END_TIME=str(int(time.time()) + 60))
-    proc = run_cli(*cmd, "--out", str(tmp_path / "a.csv"), env=env, timeout=120)
+    proc = run_cli_here(*cmd, "--out", str(tmp_path / "a.csv"), env=env)
     assert proc.returncode == 0 and (tmp_path / "a.csv").exists(), proc.stderr
     said = [line for line in proc.stderr.splitlines() if "predicted" in line or "ends in" in line]
     assert len(said) == 1 and "SLURM job 4242 (requeued 2 times) ends in" in said[0], proc.stderr
@@ -372,41 +368,40 @@ def test_a_run_predicted_longer_than_the_job_time_left_says_so_before_it_starts(
     assert said[0].startswith("trajscale: trajscale run is predicted") and took.endswith(" min"), said[0]
     assert float(took.split()[0]) * 60 >= 200 - 30, said[0]
     far = _clean(**BATCH, SLURM_JOB_END_TIME=str(int(time.time()) + 86400))
-    proc = run_cli(*cmd, "--out", str(tmp_path / "b.csv"), env=far, timeout=120)
+    proc = run_cli_here(*cmd, "--out", str(tmp_path / "b.csv"), env=far)
     assert proc.returncode == 0 and "predicted" not in proc.stderr and "ends in" not in proc.stderr, proc.stderr
     nowhere = ["--predict-from" if a == "--predict-from" else str(tmp_path / "none.json") if a == str(path) else a
                for a in cmd]
-    proc = run_cli(*nowhere, "--out", str(tmp_path / "c.csv"), env=_clean(), timeout=120)
+    proc = run_cli_here(*nowhere, "--out", str(tmp_path / "c.csv"), env=_clean())
     assert proc.returncode == 0 and (tmp_path / "c.csv").exists(), proc.stderr
-    proc = run_cli(*nowhere, "--out", str(tmp_path / "d.csv"), env=env, timeout=120)   # in the job: read, refused
+    proc = run_cli_here(*nowhere, "--out", str(tmp_path / "d.csv"), env=env)   # in the job: read, refused
     assert proc.returncode != 0 and "none.json" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
-@pytest.mark.cli
 def test_the_report_summary_names_the_job_it_ran_in(tmp_path, adk_vacuum, adk_vacuum_h5md):
     """A run in step 0 of SLURM job 4242, requeued twice: its report records the job, and ``trajscale report``'s
     text says it in one line; a report without the record (written before it was kept) loads and says none."""
     step = _clean(**BATCH, SLURM_STEP_ID="0", SLURM_STEPID="0", SLURM_STEP_NUM_TASKS="1",
                   SLURM_JOB_END_TIME=str(int(time.time()) + 86400))
     report = tmp_path / "r.json"
-    proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--executor", "serial", "--report", str(report),
-                   env=step, timeout=120)
+    proc = run_cli_here("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--executor", "serial", "--report", str(report),
+                        env=step)
     assert proc.returncode == 0, proc.stderr
     recorded = json.loads(report.read_text())["meta"]
     assert recorded["job"]["job_id"] == "4242" and recorded["job"]["step_id"] == "0"
     assert recorded["job"]["restart_count"] == 2 and "worker_jobs" not in recorded   # (no Dask workers' jobs)
-    text = run_cli("report", str(report), env=_clean(), timeout=120)
+    text = run_cli_here("report", str(report), env=_clean())
     assert text.returncode == 0, text.stderr
     assert [line for line in text.stdout.splitlines() if line.startswith("job ")] == \
         ["job 4242 step 0, requeued 2 time(s)"], text.stdout
     old = json.loads(report.read_text())
     old["meta"]["worker_jobs"] = ["11", "12"]   # (Dask workers' SLURM jobs: tests/slurm records real ones)
     (tmp_path / "dask.json").write_text(json.dumps(old))
-    text = run_cli("report", str(tmp_path / "dask.json"), env=_clean(), timeout=120)
+    text = run_cli_here("report", str(tmp_path / "dask.json"), env=_clean())
     assert "workers' jobs: 11, 12" in text.stdout.splitlines(), text.stdout + text.stderr
     del old["meta"]["job"], old["meta"]["worker_jobs"]
     (tmp_path / "old.json").write_text(json.dumps(old))
-    text = run_cli("report", str(tmp_path / "old.json"), env=_clean(), timeout=120)
+    text = run_cli_here("report", str(tmp_path / "old.json"), env=_clean())
     assert text.returncode == 0 and not [line for line in text.stdout.splitlines() if line.startswith("job")], \
         text.stdout + text.stderr
 

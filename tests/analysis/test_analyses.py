@@ -10,7 +10,7 @@ import pytest
 
 import trajscale as ts
 from tests.analysis.analyses_cases import SYSTEMS, cases, check
-from tests.conftest import run_cli, run_mpi
+from tests.conftest import run_cli, run_cli_here, run_mpi
 from trajscale.convert.convert import convert
 from trajscale.errors import ConfigError, TrajscaleError
 from trajscale.h5md.layout import Layout
@@ -130,7 +130,6 @@ def test_failing_user_function_names_frames_and_worker(h5md_files, pool):
 # ---------------------------------------------------------------- CLI
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("argv,check_out", [
     (["rgyr", "--select", "name CA", "--out", "o.csv"], "csv"),
     (["rmsf", "--select", "name CA", "--fit-select", "backbone", "--out", "o.h5"], "h5"),
@@ -142,7 +141,7 @@ def test_failing_user_function_names_frames_and_worker(h5md_files, pool):
 ])
 def test_cli_analyses_write_outputs(tmp_path, h5md_files, argv, check_out):
     top, h5 = SYSTEMS["adk_psf_dcd"][0], h5md_files["adk_psf_dcd"]
-    proc = run_cli("run", argv[0], top, h5, *argv[1:], "--executor", "serial", cwd=tmp_path)
+    proc = run_cli_here("run", argv[0], top, h5, *argv[1:], "--executor", "serial", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / argv[argv.index("--out") + 1]
     assert out.is_file() and out.stat().st_size > 0
@@ -160,11 +159,10 @@ def test_cli_analyses_write_outputs(tmp_path, h5md_files, argv, check_out):
             assert len(f.keys()) >= 2
 
 
-@pytest.mark.cli
 def test_cli_rdf(tmp_path, h5md_files):
     top, h5 = SYSTEMS["triclinic_dcd"][0], h5md_files["triclinic_dcd"]
-    proc = run_cli("run", "rdf", top, h5, "--select1", "name OH2", "--select2", "name OH2", "--nbins", "40",
-                   "--range", "0", "8", "--exclusion-block", "1", "1", "--out", "g.h5", cwd=tmp_path)
+    proc = run_cli_here("run", "rdf", top, h5, "--select1", "name OH2", "--select2", "name OH2", "--nbins", "40",
+                        "--range", "0", "8", "--exclusion-block", "1", "1", "--out", "g.h5", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     import h5py
 
@@ -207,7 +205,7 @@ def test_fit_reference_atomgroup_and_negative_frame_as_mdanalysis(h5md_files):
 def test_cli_block_budget_reaches_every_analysis(tmp_path, h5md_files):
     """--max-block-mb applies to rmsf/rgyr/... as to rmsd (it was ignored there): a zero budget is refused."""
     top, h5 = SYSTEMS["adk_psf_dcd"][0], h5md_files["adk_psf_dcd"]
-    proc = run_cli("run", "rgyr", top, h5, "--select", "name CA", "--max-block-mb", "0", cwd=tmp_path)
+    proc = run_cli_here("run", "rgyr", top, h5, "--select", "name CA", "--max-block-mb", "0", cwd=tmp_path)
     assert proc.returncode != 0 and "max_block_bytes" in proc.stderr and "Traceback" not in proc.stderr
     ok = run_cli("run", "rgyr", top, h5, "--select", "name CA", "--max-block-mb", "0.01", "--executor", "serial",
                  cwd=tmp_path)

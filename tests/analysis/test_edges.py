@@ -15,7 +15,7 @@ from MDAnalysis.lib.distances import calc_bonds
 from MDAnalysisTests import datafiles as D
 
 import trajscale as ts
-from tests.conftest import run_cli, run_mpi
+from tests.conftest import run_cli_here, run_mpi
 from trajscale.analysis import ANALYSES, Analysis, FrameRows, Prepared
 from trajscale.convert.convert import convert
 from trajscale.errors import BadCoordinatesError, ConfigError, FrameRangeError, MissingBoxError
@@ -170,11 +170,10 @@ def test_average_structure_has_no_box_unless_every_frame_has_one(files):
                                rtol=1e-6)
 
 
-@pytest.mark.cli
 def test_cli_refuses_an_rdf_without_a_box_in_one_line(files, tmp_path):
     out = tmp_path / "g.csv"
-    proc = run_cli("run", "rdf", D.PSF_TRICLINIC, files["nobox"], "--select1", WATER, "--select2", WATER,
-                   "--executor", "serial", "--out", str(out))
+    proc = run_cli_here("run", "rdf", D.PSF_TRICLINIC, files["nobox"], "--select1", WATER, "--select2", WATER,
+                        "--executor", "serial", "--out", str(out))
     assert proc.returncode != 0
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and files["nobox"] in lines[0] and "frame 0 has no periodic box" in lines[0], proc.stderr

@@ -18,7 +18,7 @@ from MDAnalysis.lib.distances import distance_array
 from MDAnalysisTests import datafiles as D
 
 import trajscale as ts
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from trajscale.errors import OutputError
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
@@ -145,10 +145,9 @@ def test_average_structure_carries_the_mean_box(tmp_path, runs):
     assert got[0] > 10   # not MDAnalysis's 1 A placeholder
 
 
-@pytest.mark.cli
 def test_cli_average_pdb_has_the_runs_mean_box(tmp_path):
     """Over --start/--stop the box is the mean of the frames the run read."""
-    proc = run_cli("run", "average", D.GRO, D.XTC, "--select", "name CA", "--start", "2", "--stop", "7",
+    proc = run_cli_here("run", "average", D.GRO, D.XTC, "--select", "name CA", "--start", "2", "--stop", "7",
                    "--out", "avg.pdb", "--executor", "serial", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "Warning" not in proc.stderr, proc.stderr   # not a line per PDB column the topology lacks
@@ -159,7 +158,6 @@ def test_cli_average_pdb_has_the_runs_mean_box(tmp_path):
     np.testing.assert_allclose(got[3:], box[3:], atol=1e-2)
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("argv,ext", [
     (["rmsd", "--select", "name CA"], ".txt"),
     (["rgyr", "--select", "name CA"], ".pdb"),
@@ -170,7 +168,7 @@ def test_cli_average_pdb_has_the_runs_mean_box(tmp_path):
     (["distances", "--select1", D1, "--select2", D2], ".json"),
 ])
 def test_cli_refuses_an_extension_before_the_run(tmp_path, argv, ext):
-    proc = run_cli("run", argv[0], D.PSF, D.DCD, *argv[1:], "--out", f"o{ext}", "--report", "r.json",
+    proc = run_cli_here("run", argv[0], D.PSF, D.DCD, *argv[1:], "--out", f"o{ext}", "--report", "r.json",
                    cwd=tmp_path)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
@@ -178,16 +176,15 @@ def test_cli_refuses_an_extension_before_the_run(tmp_path, argv, ext):
     assert list(tmp_path.iterdir()) == []   # refused before the run: no report either
 
 
-@pytest.mark.cli
 def test_cli_rmsd_h5_is_hdf5_and_rmsf_csv_is_csv(tmp_path):
     """The two outputs that came out in the other format: each now in the format its name says."""
     u = mda.Universe(D.PSF, D.DCD)
-    proc = run_cli("run", "rmsd", D.PSF, D.DCD, "--select", "name CA", "--out", "r.h5", cwd=tmp_path)
+    proc = run_cli_here("run", "rmsd", D.PSF, D.DCD, "--select", "name CA", "--out", "r.h5", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     with h5py.File(tmp_path / "r.h5", "r") as f:
         np.testing.assert_allclose(f["rmsd"][()], rms.RMSD(u, select="name CA").run().results.rmsd[:, 2],
                                    rtol=1e-4, atol=1e-4)
-    proc = run_cli("run", "rmsf", D.PSF, D.DCD, "--select", "name CA", "--out", "f.csv", cwd=tmp_path)
+    proc = run_cli_here("run", "rmsf", D.PSF, D.DCD, "--select", "name CA", "--out", "f.csv", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert not h5py.is_hdf5(tmp_path / "f.csv")
     cols = _csv(tmp_path / "f.csv")

@@ -14,9 +14,7 @@ from MDAnalysisTests import datafiles as D
 
 from tests.cli._helpers import convert_with_cli
 from tests.cli.test_advice_runs import POS, run_printed
-from tests.conftest import run_cli
-
-pytestmark = pytest.mark.cli
+from tests.conftest import run_cli_here
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +30,9 @@ def water(tmp_path_factory):
 @pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_layout_advice_quotes_the_runs_own_selections_on_one_line(tmp_path, water, args, union):
     rep = tmp_path / "r.json"
-    proc = run_cli("run", *args, D.TPR, water, "--report", str(rep), "--no-progress")
+    proc = run_cli_here("run", *args, D.TPR, water, "--report", str(rep), "--no-progress")
     assert proc.returncode == 0, proc.stderr
-    shown = run_cli("report", str(rep))
+    shown = run_cli_here("report", str(rep))
     assert shown.returncode == 0, shown.stderr
     for text in (proc.stdout, shown.stdout):
         advice = [line for line in text.splitlines() if "write a file of only the atoms" in line]

@@ -19,7 +19,7 @@ from trajscale.h5md.layout import Layout
 from trajscale.h5md.writer import H5MDWriter
 from trajscale.sources import open_source
 
-from ..conftest import run_cli
+from ..conftest import run_cli_here
 
 
 @pytest.fixture(scope="module")
@@ -34,20 +34,18 @@ def empty_h5md(tmp_path_factory):
     return str(path)
 
 
-@pytest.mark.cli
 def test_inspect_says_zero_frames(empty_h5md):
-    r = run_cli("inspect", empty_h5md)
+    r = run_cli_here("inspect", empty_h5md)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert "0 frames x 47681 atoms" in r.stdout and "frames x atoms 0 x 47681" in r.stdout, r.stdout
     assert "the file has no frames" in r.stdout
-    facts = json.loads(run_cli("inspect", empty_h5md, "--json").stdout)
+    facts = json.loads(run_cli_here("inspect", empty_h5md, "--json").stdout)
     assert facts["n_frames"] == 0 and facts["warnings"] == [] and facts["time"] is None
 
 
-@pytest.mark.cli
 def test_a_run_over_it_is_one_line_saying_there_is_nothing_to_analyse(empty_h5md, tmp_path):
     out = tmp_path / "r.csv"
-    r = run_cli("run", "rmsd", D.GRO, empty_h5md, "--out", str(out), "--no-progress")
+    r = run_cli_here("run", "rmsd", D.GRO, empty_h5md, "--out", str(out), "--no-progress")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert empty_h5md in r.stderr and "no frames" in r.stderr
@@ -58,9 +56,8 @@ def test_a_run_over_it_is_one_line_saying_there_is_nothing_to_analyse(empty_h5md
         ts.run(ts.RMSD(select="name CA"), D.GRO, empty_h5md)
 
 
-@pytest.mark.cli
 def test_split_says_there_is_nothing_to_split(empty_h5md, tmp_path):
-    r = run_cli("split", empty_h5md, "-o", str(tmp_path / "parts"), "--parts", "2")
+    r = run_cli_here("split", empty_h5md, "-o", str(tmp_path / "parts"), "--parts", "2")
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert empty_h5md in r.stderr and "no frames" in r.stderr
     assert not (tmp_path / "parts").exists()

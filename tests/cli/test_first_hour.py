@@ -18,14 +18,12 @@ from trajscale.report.timing import RunReport
 # ---------------------------------------------------------------- errors that blame the right thing
 
 
-@pytest.mark.cli
 def test_bad_topology_is_named_as_the_topology():
     proc = run_cli_here("run", "rmsd", D.PSF_BAD, D.DCD, "--no-progress")
     assert_clean_failure(proc, "adk_notop_BAD.psf", "as a topology")
     assert D.DCD not in proc.stderr
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("traj", [D.XTC, D.TRR, D.DCD, D.NCDF])
 def test_trajectory_only_format_as_topology_is_refused(tmp_path, traj):
     out = tmp_path / "x.h5md"
@@ -36,14 +34,12 @@ def test_trajectory_only_format_as_topology_is_refused(tmp_path, traj):
     assert_clean_failure(run_cli_here("verify", traj, D.XTC, str(out)), "not a topology")
 
 
-@pytest.mark.cli
 def test_insisting_on_a_trajectory_as_topology_reaches_a_clear_selection_error():
     proc = run_cli_here("run", "rmsd", "--trajectory-as-topology", D.XTC, D.XTC, "--no-progress")
     assert_clean_failure(proc, "needs atom names", "adk_oplsaa.xtc has none", "TPR, PSF")
     assert "'Topology' object" not in proc.stderr
 
 
-@pytest.mark.cli
 def test_insisting_converts_with_all_atoms(tmp_path):
     out = tmp_path / "x.h5md"
     proc = run_cli_here("convert", "--trajectory-as-topology", D.XTC, D.XTC, "-o", str(out), "--no-progress")
@@ -52,7 +48,6 @@ def test_insisting_converts_with_all_atoms(tmp_path):
         assert f["particles/all/position/value"].shape == (10, 47681, 3)
 
 
-@pytest.mark.cli
 def test_output_under_a_regular_file_fails_before_any_work(tmp_path, adk_vacuum):
     plain = tmp_path / "rmsd.csv"
     plain.write_text("keep")
@@ -66,7 +61,6 @@ def test_output_under_a_regular_file_fails_before_any_work(tmp_path, adk_vacuum)
     assert plain.read_text() == "keep"
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("opt", [("-n", "0"), ("-n", "-3"), ("--tasks", "0"), ("--tasks", "-1")])
 def test_non_positive_counts_are_rejected(adk_vacuum, opt):
     proc = run_cli_here("run", "rmsd", *adk_vacuum, "--executor", "processes", *opt)
@@ -96,17 +90,15 @@ def test_mpi_n_without_launcher_says_single_rank(adk_vacuum_h5md, adk_vacuum):
 # ---------------------------------------------------------------- quiet, honest output
 
 
-@pytest.mark.cli
 def test_quiet_convert_draws_no_progress_bar(tmp_path, adk_vacuum):
     out = tmp_path / "q.h5md"
-    proc = run_cli("-q", "convert", *adk_vacuum, "-o", str(out))
+    proc = run_cli_here("-q", "convert", *adk_vacuum, "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "" and out.exists()
-    loud = run_cli("convert", *adk_vacuum, "-o", str(tmp_path / "loud.h5md"))
+    loud = run_cli_here("convert", *adk_vacuum, "-o", str(tmp_path / "loud.h5md"))
     assert "convert" in loud.stderr       # the same command without -q does report
 
 
-@pytest.mark.cli
 def test_capped_tasks_say_why_and_quiet_means_errors_only(tmp_path, adk_vacuum):
     h5 = tmp_path / "c20.h5md"
     assert run_cli_here("-q", "convert", *adk_vacuum, "-o", str(h5), "--chunks", "20").returncode == 0
@@ -119,11 +111,10 @@ def test_capped_tasks_say_why_and_quiet_means_errors_only(tmp_path, adk_vacuum):
     assert f"read in {n_max} tasks" in proc.stdout
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["meta"]["n_tasks_asked"] == 16 and rep["meta"]["n_tasks"] == n_max
-    quiet = run_cli("-q", "run", "rmsd", adk_vacuum[0], str(h5), "--tasks", "16")
+    quiet = run_cli_here("-q", "run", "rmsd", adk_vacuum[0], str(h5), "--tasks", "16")
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
 
 
-@pytest.mark.cli
 def test_mda_source_summary_says_whole_frames_were_decoded(adk_vacuum):
     proc = run_cli_here("run", "rmsd", *adk_vacuum, "--no-progress")
     assert proc.returncode == 0, proc.stderr
@@ -174,7 +165,6 @@ def test_kernels_load_before_the_first_timed_task():
 # ---------------------------------------------------------------- help and options
 
 
-@pytest.mark.cli
 def test_help_shows_defaults_and_every_option_has_text():
     for cmd, needles in ((["run", "rmsd"], ["protein and name CA", "default: auto", "--start",
                                             "--trajectory-as-topology"]),
@@ -206,7 +196,6 @@ def test_every_argument_of_every_command_has_help():
     assert missing == []
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("codec", ["blosc", "zstd"])
 def test_plugin_compression_round_trips(tmp_path, adk_vacuum, codec):
     pytest.importorskip("hdf5plugin")
@@ -229,7 +218,6 @@ def test_plugin_compression_round_trips(tmp_path, adk_vacuum, codec):
     assert facts["compression"].startswith(codec)
 
 
-@pytest.mark.cli
 def test_inspect_short_file_has_no_100_frame_block_and_no_warning_trajscale_does_not_pay(tmp_path, adk_vacuum):
     out = tmp_path / "short.h5md"
     assert run_cli_here("-q", "convert", *adk_vacuum, "-o", str(out), "--stop", "20").returncode == 0
@@ -241,8 +229,8 @@ def test_inspect_short_file_has_no_100_frame_block_and_no_warning_trajscale_does
     assert facts["warnings"] == []                              # ...so no warning about it
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("executor", ["serial", "processes"])
+@pytest.mark.cli
 def test_run_step_matches_mdanalysis(tmp_path, adk_vacuum, adk_vacuum_h5md, executor):
     from MDAnalysis.analysis import rms
 

@@ -10,7 +10,7 @@ import pytest
 from MDAnalysisTests.datafiles import DCD, PSF
 
 from tests.cli._helpers import assert_clean_failure
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from tests.sources.test_follow_endings import write_xtc
 from trajscale.endings import Ending
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.cli
 def test_an_option_that_would_do_nothing_is_refused(tmp_path, args, said):
     write_xtc(tmp_path / "T.xtc", slice(0, 3))
     t0 = time.monotonic()
-    proc = run_cli(*[str(tmp_path / a) if a == "T.xtc" else a for a in args], cwd=tmp_path)
+    proc = run_cli_here(*[str(tmp_path / a) if a == "T.xtc" else a for a in args], cwd=tmp_path)
     assert_clean_failure(proc, said)
     assert time.monotonic() - t0 < 50   # at once: not after --idle
     assert not (tmp_path / "keep.h5md").exists()
@@ -43,12 +43,12 @@ def test_inspect_follows_an_xtc_to_its_end(tmp_path):
     write_xtc(done, slice(0, 5))
     (tmp_path / "done.xtc.done").touch()
     write_xtc(torn, slice(0, 4), done.read_bytes()[:40])
-    proc = run_cli("inspect", str(done), "--follow", "--idle", "60")
+    proc = run_cli_here("inspect", str(done), "--follow", "--idle", "60")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [f"{done}: 5 complete frames"]
     assert proc.stderr.strip().splitlines()[-1] == (f"{done}: 5 complete frames; ended: the writer marked the "
                                                      "file complete")
-    proc = run_cli("inspect", str(torn), "--follow", "--idle", "2")
+    proc = run_cli_here("inspect", str(torn), "--follow", "--idle", "2")
     assert proc.returncode == Ending.IDLE.status, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == (
         f"{torn}: 4 complete frames; ended: no new frame for 2 s; the file was never marked complete, and its "

@@ -11,7 +11,7 @@ import pytest
 from MDAnalysis.analysis import rms
 
 import trajscale as ts
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from trajscale.errors import FrameRangeError
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
@@ -31,10 +31,9 @@ def test_a_range_of_no_frame_is_one_clear_error(adk_vacuum, adk_vacuum_h5md):
         ts.run(ts.RMSD(select="name CA"), adk_vacuum[0], adk_vacuum_h5md, start=-5, stop=-10)
 
 
-@pytest.mark.cli
 def test_cli_run_and_convert_with_negative_bounds(tmp_path, adk_vacuum, adk_vacuum_h5md):
     u = mda.Universe(*adk_vacuum)
-    proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "name CA", "--start", "-20",
+    proc = run_cli_here("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "name CA", "--start", "-20",
                    "--stop", "-5", "--step", "2", "--out", "r.csv", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     want = rms.RMSD(u, select="name CA").run(start=-20, stop=-5, step=2).results.rmsd
@@ -42,7 +41,7 @@ def test_cli_run_and_convert_with_negative_bounds(tmp_path, adk_vacuum, adk_vacu
     np.testing.assert_array_equal(got[:, 0], want[:, 0])
     np.testing.assert_allclose(got[:, 2], want[:, 2], atol=1e-4)
 
-    proc = run_cli("convert", *adk_vacuum, "-o", "c.h5md", "--start", "-10", "--stop", "-2", "--step", "3",
+    proc = run_cli_here("convert", *adk_vacuum, "-o", "c.h5md", "--start", "-10", "--stop", "-2", "--step", "3",
                    "--no-progress", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     ref = [(t.time, t.positions.copy()) for t in u.trajectory[-10:-2:3]]

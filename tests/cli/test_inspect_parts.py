@@ -18,9 +18,7 @@ from MDAnalysis.coordinates.XTC import XTCReader
 from MDAnalysisTests import datafiles as D
 
 from tests.cli._helpers import assert_clean_failure
-from tests.conftest import run_cli
-
-pytestmark = pytest.mark.cli
+from tests.conftest import run_cli_here
 
 CASES = {"xtc": (D.GRO, D.XTC, XTCReader), "trr": (D.GRO, D.TRR, TRRReader), "xvf": (D.TPR_xvf, D.TRR_xvf, TRRReader)}
 
@@ -28,7 +26,7 @@ CASES = {"xtc": (D.GRO, D.XTC, XTCReader), "trr": (D.GRO, D.TRR, TRRReader), "xv
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_inspect_reports_what_mdanalysis_reads(name, tmp_path):
     top, traj, reader = CASES[name]
-    proc = run_cli("inspect", traj, "--json")
+    proc = run_cli_here("inspect", traj, "--json")
     assert proc.returncode == 0, proc.stderr
     facts = json.loads(proc.stdout)
     with warnings.catch_warnings():
@@ -44,7 +42,7 @@ def test_inspect_reports_what_mdanalysis_reads(name, tmp_path):
     t = facts["time"]
     assert t["first"] == times[0] and t["last"] == times[-1] and t["steps"] == [steps[0], steps[-1]]
     assert t["dt"] == pytest.approx(float(np.median(np.diff(times))), rel=1e-12) and t["even"]
-    text = run_cli("inspect", traj)
+    text = run_cli_here("inspect", traj)
     assert text.returncode == 0, text.stderr
     assert f"frames x atoms {len(u.trajectory)} x {u.atoms.n_atoms}" in text.stdout
     assert f"(steps {steps[0]} - {steps[-1]})" in text.stdout
@@ -54,10 +52,10 @@ def test_the_printed_convert_command_runs_as_printed(tmp_path):
     """The 'to H5MD' line, with its TOPOLOGY filled in, converts the file: MDAnalysis reads the result
     with the XTC's positions."""
     traj = shutil.copy(D.XTC, tmp_path / "run.xtc")
-    facts = json.loads(run_cli("inspect", str(traj), "--json").stdout)
+    facts = json.loads(run_cli_here("inspect", str(traj), "--json").stdout)
     args = shlex.split(facts["convert"].replace("TOPOLOGY", shlex.quote(D.GRO)))
     assert args[:2] == ["trajscale", "convert"]
-    proc = run_cli(*args[1:], cwd=tmp_path)
+    proc = run_cli_here(*args[1:], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -68,11 +66,11 @@ def test_the_printed_convert_command_runs_as_printed(tmp_path):
 
 
 def test_h5md_only_options_other_formats_and_damage_get_one_line(tmp_path):
-    assert_clean_failure(run_cli("inspect", D.XTC, "--pattern", "frames"), "--pattern", "for H5MD files", "XTC")
-    assert_clean_failure(run_cli("inspect", D.DCD, "--group", "protein"), "--group", "for H5MD files", "is DCD")
+    assert_clean_failure(run_cli_here("inspect", D.XTC, "--pattern", "frames"), "--pattern", "for H5MD files", "XTC")
+    assert_clean_failure(run_cli_here("inspect", D.DCD, "--group", "protein"), "--group", "for H5MD files", "is DCD")
     cut = tmp_path / "cut.xtc"
     shutil.copyfile(D.XTC, cut)
     with open(cut, "r+b") as fh:
         fh.truncate(os.path.getsize(cut) // 2)
-    assert_clean_failure(run_cli("inspect", str(cut), "--strict"), "cut.xtc", "cut short")
-    assert_clean_failure(run_cli("inspect", str(tmp_path / "gone.xtc")), "gone.xtc")
+    assert_clean_failure(run_cli_here("inspect", str(cut), "--strict"), "cut.xtc", "cut short")
+    assert_clean_failure(run_cli_here("inspect", str(tmp_path / "gone.xtc")), "gone.xtc")

@@ -12,7 +12,7 @@ import warnings
 import MDAnalysis as mda
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from trajscale.endings import Ending
 
 pytestmark = pytest.mark.cli
@@ -23,10 +23,10 @@ warnings.filterwarnings("ignore", module="MDAnalysis")
 def test_inspect_prints_time_range_and_dt_as_mdanalysis_reads_them(adk_vacuum, adk_vacuum_h5md):
     u = mda.Universe(*adk_vacuum)
     first, last, dt = u.trajectory[0].time, u.trajectory[-1].time, u.trajectory.dt
-    proc = run_cli("inspect", adk_vacuum_h5md)
+    proc = run_cli_here("inspect", adk_vacuum_h5md)
     assert proc.returncode == 0, proc.stderr
     assert f"time          {first:g} - {last:g} ps, dt {dt:.6g} ps" in proc.stdout, proc.stdout
-    facts = json.loads(run_cli("inspect", adk_vacuum_h5md, "--json").stdout)["time"]
+    facts = json.loads(run_cli_here("inspect", adk_vacuum_h5md, "--json").stdout)["time"]
     assert facts["first"] == pytest.approx(first, rel=1e-6) and facts["last"] == pytest.approx(last, rel=1e-6)
     assert facts["dt"] == pytest.approx(dt, rel=1e-6) and facts["even"]
 
@@ -54,7 +54,7 @@ def test_follow_on_a_file_being_written_is_not_called_interrupted(tmp_path):
                               stdout=subprocess.PIPE, text=True)
     try:
         assert writer.stdout.readline().strip() == "written"
-        proc = run_cli("inspect", str(path), "--follow", "--idle", "2")
+        proc = run_cli_here("inspect", str(path), "--follow", "--idle", "2")
         out = proc.stdout + proc.stderr
         assert proc.returncode == Ending.IDLE.status, out   # the writer never closed the file
         assert proc.stderr.strip().splitlines()[-1].endswith(

@@ -12,7 +12,7 @@ from MDAnalysisTests.datafiles import DCD, PSF
 
 import trajscale as ts
 from tests.analysis.one_pass_cases import vacuum_analyses
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_here
 from trajscale.cli.main import build_parser, parse_args
 from trajscale.errors import ConfigError
 
@@ -175,7 +175,7 @@ def test_a_plan_run_saves_each_result_with_the_bits_of_its_run_alone(tmp_path, a
     assert "4 analyses in one pass" in proc.stdout and "rmsd selection: 'name CA'" in proc.stdout
     for name, path in alone_on_vacuum.items():
         assert filecmp.cmp(tmp_path / f"{name}.csv", path, shallow=False), name
-    again = run_cli("run", "--plan", plan, PSF, adk_vacuum_h5md, cwd=tmp_path)
+    again = run_cli_here("run", "--plan", plan, PSF, adk_vacuum_h5md, cwd=tmp_path)
     assert again.returncode != 0 and "rmsd.csv: " in again.stderr and "Traceback" not in again.stderr
 
 
@@ -187,8 +187,8 @@ def test_a_followed_plan_equals_its_analyses_run_alone_on_the_finished_file(tmp_
     traj = tmp_path / "growing.h5md"
     writer = producer("h5md", str(traj), "0.02")
     try:
-        proc = run_cli("run", "--plan", _plan(tmp_path), PSF, str(traj), "--follow", "--every-frames", "30",
-                       "--idle", "120", "--executor", "serial", cwd=tmp_path)
+        proc = run_cli_here("run", "--plan", _plan(tmp_path), PSF, str(traj), "--follow", "--every-frames", "30",
+                            "--idle", "120", "--executor", "serial", cwd=tmp_path)
     finally:
         assert writer.wait(timeout=300) == 0
     assert proc.returncode == 0, proc.stderr

@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import MDAnalysis as mda
 import numpy as np
-import pytest
 from MDAnalysis.analysis import rms
 
-from tests.conftest import run_cli
-
-pytestmark = pytest.mark.cli
+from tests.conftest import run_cli_here
 
 
 def test_prints_the_selection_it_used(tmp_path, adk_vacuum, adk_vacuum_h5md):
-    proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--out", "d.csv", cwd=tmp_path)
+    proc = run_cli_here("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--out", "d.csv", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "selection: 'protein and name CA' (the default; --select to change)" in proc.stdout
-    proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "backbone", "--ref-frame", "-1",
+    proc = run_cli_here("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "backbone", "--ref-frame", "-1",
                    "--mass-weighted", "--out", "b.csv", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "selection: 'backbone'\n" in proc.stdout
     # the default's words, typed out, are the user's choice, not the default
-    proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "protein and name CA",
+    proc = run_cli_here("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "protein and name CA",
                    "--out", "c.csv", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "selection: 'protein and name CA'\n" in proc.stdout
@@ -34,7 +31,7 @@ def test_prints_the_selection_it_used(tmp_path, adk_vacuum, adk_vacuum_h5md):
 
 
 def test_ref_frame_outside_is_one_clear_line(tmp_path, adk_vacuum, adk_vacuum_h5md):
-    proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--ref-frame", "98", "--out", "x.csv",
+    proc = run_cli_here("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--ref-frame", "98", "--out", "x.csv",
                    cwd=tmp_path)
     assert proc.returncode != 0
     assert "reference frame 98 (ref_frame) outside the 98 frames of" in proc.stderr and adk_vacuum_h5md in proc.stderr

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import MDAnalysis as mda
 import numpy as np
-import pytest
 from MDAnalysis.analysis import rms
 
-from tests.conftest import run_cli
-
-pytestmark = pytest.mark.cli
+from tests.conftest import run_cli_here
 
 
 def test_rmsf_says_it_did_not_superpose_without_fit_select(tmp_path, adk_vacuum, adk_vacuum_h5md):
     psf, dcd = adk_vacuum
     out = tmp_path / "rmsf.csv"
-    proc = run_cli("run", "rmsf", psf, adk_vacuum_h5md, "--out", str(out), "--executor", "serial")
+    proc = run_cli_here("run", "rmsf", psf, adk_vacuum_h5md, "--out", str(out), "--executor", "serial")
     assert proc.returncode == 0, proc.stderr
     said = [ln for ln in proc.stdout.splitlines() if ln.startswith("rmsf: ")]
     assert len(said) == 1 and "not superposed" in said[0] and "--fit-select" in said[0], proc.stdout
@@ -26,7 +23,7 @@ def test_rmsf_says_it_did_not_superpose_without_fit_select(tmp_path, adk_vacuum,
 
 
 def test_rmsf_says_what_it_superposed_on(tmp_path, adk_vacuum, adk_vacuum_h5md):
-    proc = run_cli("run", "rmsf", adk_vacuum[0], adk_vacuum_h5md, "--fit-select", "name CA", "--ref-frame", "3",
+    proc = run_cli_here("run", "rmsf", adk_vacuum[0], adk_vacuum_h5md, "--fit-select", "name CA", "--ref-frame", "3",
                    "--executor", "serial")
     assert proc.returncode == 0, proc.stderr
     said = [ln for ln in proc.stdout.splitlines() if ln.startswith("rmsf: ")]

@@ -5,16 +5,13 @@ from __future__ import annotations
 import h5py
 import MDAnalysis as mda
 import numpy as np
-import pytest
 from MDAnalysis.analysis import rms
 from MDAnalysis.coordinates.memory import MemoryReader
 
 import trajscale as ts
 from tests.cli._helpers import adk_positions, assert_clean_failure, write_two_groups, write_without_units
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from trajscale.sources import SegmentedSource
-
-pytestmark = pytest.mark.cli
 
 
 def test_split_states_the_units_of_an_input_without_them(tmp_path, adk_vacuum):
@@ -22,8 +19,8 @@ def test_split_states_the_units_of_an_input_without_them(tmp_path, adk_vacuum):
     nounit = tmp_path / "nounit.h5md"
     write_without_units(nounit, pos)   # nm, unstated
     out = tmp_path / "parts"
-    assert_clean_failure(run_cli("split", str(nounit), "-o", str(out), "--parts", "2"), "--assume-units")
-    ok = run_cli("split", str(nounit), "-o", str(out), "--parts", "2", "--assume-units", "nm")
+    assert_clean_failure(run_cli_here("split", str(nounit), "-o", str(out), "--parts", "2"), "--assume-units")
+    ok = run_cli_here("split", str(nounit), "-o", str(out), "--parts", "2", "--assume-units", "nm")
     assert ok.returncode == 0, ok.stderr
     with SegmentedSource(out) as src:   # the parts state their units: no option needed to read them
         assert src.n_frames == 10 and len(src.segments) == 2
@@ -41,8 +38,8 @@ def test_index_reads_the_chosen_group_and_keeps_it(tmp_path, adk_vacuum):
                 f[f"particles/protein/{fl}/time"][...] += shift
             f["particles/solvent/position/time"][...] += shift
     index = tmp_path / "traj.index.json"
-    assert_clean_failure(run_cli("index", str(a), str(b), "-o", str(index)), "protein, solvent", "--group")
-    ok = run_cli("index", str(a), str(b), "-o", str(index), "--group", "protein")
+    assert_clean_failure(run_cli_here("index", str(a), str(b), "-o", str(index)), "protein, solvent", "--group")
+    ok = run_cli_here("index", str(a), str(b), "-o", str(index), "--group", "protein")
     assert ok.returncode == 0, ok.stderr
     # the run needs no --group: the index says which one
     got = ts.run(ts.RMSD(select="name CA"), top, str(index), n_tasks=2).rmsd

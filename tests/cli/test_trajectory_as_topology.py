@@ -12,9 +12,7 @@ import pytest
 from MDAnalysis.analysis import rms
 from MDAnalysisTests import datafiles as D
 
-from tests.conftest import run_cli
-
-pytestmark = pytest.mark.cli
+from tests.conftest import run_cli_here
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
@@ -24,7 +22,7 @@ def _csv(path) -> np.ndarray:
 
 
 def test_xtc_as_topology_unweighted_rmsd_runs_as_mdanalysis(tmp_path):
-    proc = run_cli("run", "rmsd", D.XTC, D.XTC, "--trajectory-as-topology", "--select", "all", "--out", "r.csv",
+    proc = run_cli_here("run", "rmsd", D.XTC, D.XTC, "--trajectory-as-topology", "--select", "all", "--out", "r.csv",
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     want = rms.RMSD(mda.Universe(D.GRO, D.XTC), select="all").run().results.rmsd[:, 2]
@@ -33,7 +31,7 @@ def test_xtc_as_topology_unweighted_rmsd_runs_as_mdanalysis(tmp_path):
 
 @pytest.mark.parametrize("args", [["rmsd", "--select", "all", "--mass-weighted"], ["rgyr", "--select", "all"]])
 def test_mass_weighted_without_masses_is_one_line(tmp_path, args):
-    proc = run_cli("run", args[0], D.XTC, D.XTC, "--trajectory-as-topology", *args[1:], "--out", "x.csv",
+    proc = run_cli_here("run", args[0], D.XTC, D.XTC, "--trajectory-as-topology", *args[1:], "--out", "x.csv",
                    cwd=tmp_path)
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -44,11 +42,11 @@ def test_mass_weighted_without_masses_is_one_line(tmp_path, args):
 def _check_own_topology(tmp_path, h5):
     u = mda.Universe(D.PSF, D.DCD)
     sel = "resid 10-50 and name CA"
-    proc = run_cli("run", "rmsd", h5, h5, "--select", sel, "--mass-weighted", "--out", "r.csv", cwd=tmp_path)
+    proc = run_cli_here("run", "rmsd", h5, h5, "--select", sel, "--mass-weighted", "--out", "r.csv", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr   # no --trajectory-as-topology: the file has names and residues
     want = rms.RMSD(u, select=sel, weights="mass").run().results.rmsd[:, 2]
     np.testing.assert_allclose(_csv(tmp_path / "r.csv")[:, 2], want, atol=1e-4)
-    proc = run_cli("run", "rgyr", h5, h5, "--select", "segid 4AKE and backbone", "--out", "g.csv", cwd=tmp_path)
+    proc = run_cli_here("run", "rgyr", h5, h5, "--select", "segid 4AKE and backbone", "--out", "g.csv", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     bb = u.select_atoms("segid 4AKE and backbone")
     want = [bb.radius_of_gyration() for _ in u.trajectory]
@@ -58,7 +56,7 @@ def _check_own_topology(tmp_path, h5):
 @pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 def test_h5md_written_by_convert_is_its_own_topology(tmp_path):
     h5 = str(tmp_path / "c.h5md")
-    assert run_cli("convert", D.PSF, D.DCD, "-o", h5, "--no-progress").returncode == 0
+    assert run_cli_here("convert", D.PSF, D.DCD, "-o", h5, "--no-progress").returncode == 0
     _check_own_topology(tmp_path, h5)
 
 

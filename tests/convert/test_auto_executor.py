@@ -8,7 +8,7 @@ import os
 import pytest
 from MDAnalysisTests import datafiles as D
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from tests.convert.test_parallel_convert import assert_reads_like
 from tests.h5md.test_rechunk import assert_same_tree
 from trajscale.convert.options import WriteOptions
@@ -16,18 +16,17 @@ from trajscale.executors import choose_executor
 
 
 @pytest.mark.slow(seconds=4)   # three whole commands
-@pytest.mark.cli
 def test_convert_auto_chooses_serial_for_a_small_job_and_says_why(tmp_path):
     """AdK in water, 10 XTC frames: far below a pool's start; the output is the serial one, as MDAnalysis reads."""
     serial, auto = tmp_path / "serial.h5md", tmp_path / "auto.h5md"
-    assert run_cli("convert", D.GRO, D.XTC, "-o", str(serial), "-q").returncode == 0
-    proc = run_cli("convert", D.GRO, D.XTC, "-o", str(auto), "--executor", "auto", "-v")
+    assert run_cli_here("convert", D.GRO, D.XTC, "-o", str(serial), "-q").returncode == 0
+    proc = run_cli_here("convert", D.GRO, D.XTC, "-o", str(auto), "--executor", "auto", "-v")
     assert proc.returncode == 0, proc.stderr
     assert "executor serial: estimated work" in proc.stderr, proc.stderr
     assert_same_tree(serial, auto)
     assert_reads_like(D.GRO, auto, D.XTC)
     again = tmp_path / "again.h5md"
-    proc = run_cli("rechunk", str(auto), "-o", str(again), "--chunks", "2", "--executor", "auto", "-v")
+    proc = run_cli_here("rechunk", str(auto), "-o", str(again), "--chunks", "2", "--executor", "auto", "-v")
     assert proc.returncode == 0, proc.stderr
     assert "executor serial:" in proc.stderr
     assert_reads_like(D.GRO, again, D.XTC)
@@ -56,9 +55,8 @@ def test_auto_weighs_a_url_input_as_run_does():
     assert WriteOptions(executor="auto", n_workers=2).chosen(**size).executor == "processes"
 
 
-@pytest.mark.cli
 def test_auto_with_virtual_is_refused_in_one_line(tmp_path):
-    proc = run_cli("convert", D.GRO, D.XTC, "-o", str(tmp_path / "v.h5md"), "--executor", "auto", "--virtual")
+    proc = run_cli_here("convert", D.GRO, D.XTC, "-o", str(tmp_path / "v.h5md"), "--executor", "auto", "--virtual")
     assert proc.returncode != 0 and "--virtual keeps per-worker segments" in proc.stderr
     assert "Traceback" not in proc.stderr and not list(tmp_path.iterdir())
 

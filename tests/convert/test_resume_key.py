@@ -22,7 +22,7 @@ import pytest
 from MDAnalysisTests import datafiles as D
 
 from tests.cli._helpers import assert_clean_failure
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_here
 from trajscale.convert.convert import convert
 from trajscale.convert.options import ConvertOptions, OutputSpec, ReadOptions, WriteOptions, with_options
 from trajscale.convert.resume import InputIdentity, ResumeKey, WriteMode, load_record, partial_paths
@@ -77,7 +77,7 @@ def test_resume_with_another_write_mode_is_refused_naming_it(tmp_path):
     assert_clean_failure(r, str(out), "written serially", "this run writes in place", "start again without --resume")
     tmp, record = partial_paths(out, "convert")
     assert tmp.exists() and record.exists() and not out.exists()
-    r = run_cli("convert", D.PSF, D.DCD, "-o", str(out), "--no-progress", "--resume")
+    r = run_cli_here("convert", D.PSF, D.DCD, "-o", str(out), "--no-progress", "--resume")
     assert r.returncode == 0, r.stderr
     _assert_dcd_frames(out)
 
@@ -87,10 +87,10 @@ def test_resume_with_another_write_mode_is_refused_naming_it(tmp_path):
 def test_resume_with_another_option_is_refused_naming_it(tmp_path):
     out = tmp_path / "out.h5md"
     _crashed_convert(out, "--chunks", "7")
-    r = run_cli("convert", D.PSF, D.DCD, "-o", str(out), "--no-progress", "--chunks", "5", "--resume")
+    r = run_cli_here("convert", D.PSF, D.DCD, "-o", str(out), "--no-progress", "--chunks", "5", "--resume")
     assert_clean_failure(r, str(out), "made with other options", "chunks 7 there, 5 now")
-    r = run_cli("convert", D.PSF, D.DCD, "-o", str(out), "--no-progress", "--select", "name CA", "--chunks", "7",
-                "--resume")
+    r = run_cli_here("convert", D.PSF, D.DCD, "-o", str(out), "--no-progress", "--select", "name CA", "--chunks", "7",
+                     "--resume")
     assert_clean_failure(r, str(out), "select none there, name CA now")
     assert partial_paths(out, "convert")[0].exists()
 
@@ -110,10 +110,10 @@ def test_a_record_of_the_earlier_repr_key_is_refused_in_one_line(tmp_path):
                       "'floats', False)",
            "done": 98}
     record.write_text(json.dumps(old))
-    r = run_cli("convert", D.PSF, D.DCD, "-o", str(out), "--no-progress", "--resume")
+    r = run_cli_here("convert", D.PSF, D.DCD, "-o", str(out), "--no-progress", "--resume")
     assert_clean_failure(r, str(out), tmp.name, "cannot be resumed by this one", "start again without --resume")
     assert tmp.exists() and not out.exists()
-    r = run_cli("convert", D.PSF, D.DCD, "-o", str(out), "--no-progress")
+    r = run_cli_here("convert", D.PSF, D.DCD, "-o", str(out), "--no-progress")
     assert r.returncode == 0, r.stderr
     assert not tmp.exists() and not record.exists()
     _assert_dcd_frames(out)

@@ -14,13 +14,11 @@ import numpy as np
 import pytest
 from MDAnalysisTests import datafiles as D
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from trajscale.convert.convert import convert
 from trajscale.convert.split import split
 from trajscale.convert.verify import verify
 from trajscale.h5md.layout import Layout
-
-pytestmark = pytest.mark.cli
 
 POS = "particles/all/position/value"
 
@@ -52,9 +50,9 @@ def test_parts_of_a_lossy_file_keep_its_precision(tmp_path, encoding):
             assert _attrs(ds) == ref_attrs   # precision, quantum, encoding and unit
             assert ds.dtype == stored.dtype and ds.compression == "gzip"
             np.testing.assert_array_equal(ds[()], stored[a:a + n])   # the very values on the very grid
-        facts = json.loads(run_cli("inspect", path, "--json").stdout)
+        facts = json.loads(run_cli_here("inspect", path, "--json").stdout)
         assert facts["precision"]["angstrom"] == 0.01, facts.get("precision")
-        assert "within 0.005 A" in run_cli("inspect", path).stdout
+        assert "within 0.005 A" in run_cli_here("inspect", path).stdout
         rep = verify(D.PSF, [D.DCD], path, start=a, stop=a + n)   # against MDAnalysis's DCD frames
         assert rep.ok and rep.n_frames == n and rep.position_bound == bound, rep.problems
         assert 0 < rep.max_dx <= bound + 1e-5   # (float32 rounding of the decoded value, as verify allows)

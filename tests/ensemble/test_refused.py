@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import trajscale as ts
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from tests.ensemble.conftest import universe
 
 
@@ -87,11 +87,10 @@ def test_every_trajectory_refused_is_an_error(replicas):
         ts.run(ts.RadiusOfGyration(select="resname NONE"), replicas["catalog"])
 
 
-@pytest.mark.cli
 def test_the_command_exits_8_and_writes_the_refused_table(troubled, tmp_path):
     out = tmp_path / "rmsd.parquet"
-    got = run_cli("run", "rmsd", "--ensemble", str(troubled / "troubled.csv"), "--select", "name CA",
-                  "--results", str(tmp_path / "res"), "--out", str(out), "--executor", "serial", cwd=tmp_path)
+    got = run_cli_here("run", "rmsd", "--ensemble", str(troubled / "troubled.csv"), "--select", "name CA",
+                       "--results", str(tmp_path / "res"), "--out", str(out), "--executor", "serial", cwd=tmp_path)
     assert got.returncode == 8, got.stderr
     assert "refused: 3 trajectories" in got.stderr and "refused:" not in got.stdout   # (refusals are on stderr)
     assert "frames x 214-564 atoms read" in got.stdout   # (AdK's 214 CA atoms, YiiP's 564)
@@ -99,8 +98,8 @@ def test_the_command_exits_8_and_writes_the_refused_table(troubled, tmp_path):
     import pyarrow.parquet as pq
 
     assert set(pq.read_table(out)["trajectory"].to_pylist()) == {"adk-0", "adk-1", "adk-2", "yiip-0", "yiip-1"}
-    strict = run_cli("run", "rmsd", "--ensemble", str(troubled / "troubled.csv"), "--select", "name CA",
-                     "--results", str(tmp_path / "res2"), "--strict", cwd=tmp_path)
+    strict = run_cli_here("run", "rmsd", "--ensemble", str(troubled / "troubled.csv"), "--select", "name CA",
+                          "--results", str(tmp_path / "res2"), "--strict", cwd=tmp_path)
     assert strict.returncode == 2 and "strict" in strict.stderr and "Traceback" not in strict.stderr
 
 
@@ -136,15 +135,14 @@ def test_an_analysis_refuses_a_trajectory_for_itself_alone(replicas, tmp_path):
     assert len(list(csv.DictReader(open(tmp_path / "out" / "refused.csv")))) == 3
 
 
-@pytest.mark.cli
 def test_a_glob_with_its_topology_and_quiet_says_the_refusals_in_one_line(troubled, tmp_path):
     """``--ensemble GLOB --topology FILE``; under ``-q`` a partly refused run prints one line, on stderr."""
     from MDAnalysisTests.datafiles import PSF
 
     for name in ("adk-0.xtc", "adk-1.xtc", "noise.xtc"):
         shutil.copy(troubled / name, tmp_path / name)
-    got = run_cli("-q", "run", "rmsd", "--ensemble", str(tmp_path / "*.xtc"), "--topology", PSF, "--select",
-                  "name CA", "--results", str(tmp_path / "res"), "--executor", "serial", cwd=tmp_path)
+    got = run_cli_here("-q", "run", "rmsd", "--ensemble", str(tmp_path / "*.xtc"), "--topology", PSF, "--select",
+                       "name CA", "--results", str(tmp_path / "res"), "--executor", "serial", cwd=tmp_path)
     assert got.returncode == 8, got.stderr
     assert got.stdout == ""
     lines = got.stderr.strip().splitlines()

@@ -11,7 +11,7 @@ from MDAnalysis.analysis import rms
 
 import trajscale as ts
 import trajscale.executors as executors
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from trajscale.errors import ConfigError
 from trajscale.executors.processes import ProcessExecutor, choose_start_method
 
@@ -50,9 +50,8 @@ def test_choice_follows_the_estimate(frames, atoms, n, expected):
     assert choice == expected, why
 
 
-@pytest.mark.cli
 def test_cli_default_is_auto(adk_vacuum, adk_vacuum_h5md):
-    proc = run_cli("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "name CA")
+    proc = run_cli_here("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--select", "name CA")
     assert proc.returncode == 0, proc.stderr
     assert "rmsd on serial x1" in proc.stdout and "executor auto: serial" in proc.stdout, proc.stdout
 

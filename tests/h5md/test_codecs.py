@@ -8,7 +8,7 @@ import MDAnalysis as mda
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from trajscale.convert.rechunk import rechunk
 from trajscale.errors import ConfigError
 from trajscale.h5md.inspect import inspect_file
@@ -61,9 +61,8 @@ def test_bad_codec_is_one_clear_error(bad, says):
         Layout.parse("auto", bad)
 
 
-@pytest.mark.cli
 def test_cli_unknown_codec_lists_the_names(tmp_path, adk_vacuum_h5md):
-    r = run_cli("rechunk", adk_vacuum_h5md, "-o", str(tmp_path / "x.h5md"), "--compression", "brotli")
+    r = run_cli_here("rechunk", adk_vacuum_h5md, "-o", str(tmp_path / "x.h5md"), "--compression", "brotli")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "unknown compression 'brotli'" in r.stderr and "blosc-zstd" in r.stderr
     assert not (tmp_path / "x.h5md").exists()

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from MDAnalysisTests import datafiles as D
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from trajscale.convert.convert import convert
 from trajscale.convert.rechunk import rechunk
 from trajscale.convert.verify import verify
@@ -123,12 +123,11 @@ def test_mdanalysis_refuses_deltas_clearly_and_reads_them_rechunked_to_floats(tm
         np.testing.assert_array_equal(got, src.read(0, src.n_frames).positions)
 
 
-@pytest.mark.cli
 def test_inspect_shows_and_verify_checks_the_bound(tmp_path, vacuum_deltas, adk_vacuum, adk_vacuum_h5md):
-    facts = json.loads(run_cli("inspect", vacuum_deltas, "--json").stdout)
+    facts = json.loads(run_cli_here("inspect", vacuum_deltas, "--json").stdout)
     assert facts["precision"]["angstrom"] == 0.01 and facts["precision"]["encoding"].startswith("atom-refs")
     assert facts["units"]["position"] == "Angstrom"
-    text = run_cli("inspect", vacuum_deltas).stdout
+    text = run_cli_here("inspect", vacuum_deltas).stdout
     assert "within 0.005 A" in text
     rep = verify(adk_vacuum[0], [adk_vacuum[1]], vacuum_deltas)
     assert rep.ok and rep.position_bound == pytest.approx(0.005) and 0 < rep.max_dx <= 0.005 + 1e-5
@@ -154,7 +153,6 @@ def test_floats_encoding_stays_plain_floats_for_mdanalysis(tmp_path, adk_vacuum_
     assert verify(adk_vacuum[0], [adk_vacuum[1]], str(out)).ok
 
 
-@pytest.mark.cli
 def test_bad_lossy_requests_are_clear(tmp_path, adk_vacuum_h5md):
     with pytest.raises(ConfigError, match="--encoding deltas needs --precision"):
         rechunk(adk_vacuum_h5md, tmp_path / "a.h5md", Layout.parse("auto", "zstd"), encoding="deltas")
@@ -173,18 +171,17 @@ def test_bad_lossy_requests_are_clear(tmp_path, adk_vacuum_h5md):
     with pytest.raises(InputFileError, match="32767 steps.*--encoding deltas32"):
         rechunk(str(far), tmp_path / "b.h5md", Layout.parse("auto", "zstd"), precision=0.01, encoding="deltas")
     assert not (tmp_path / "b.h5md").exists()
-    r = run_cli("rechunk", adk_vacuum_h5md, "-o", str(tmp_path / "c.h5md"), "--precision", "0.01",
-                "--encoding", "deltas")
+    r = run_cli_here("rechunk", adk_vacuum_h5md, "-o", str(tmp_path / "c.h5md"), "--precision", "0.01",
+                     "--encoding", "deltas")
     assert r.returncode != 0 and "Traceback" not in r.stderr and "--compression" in r.stderr
 
 
 @pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
-@pytest.mark.cli
 @pytest.mark.parametrize("encoding", ["floats", "deltas"])
 def test_convert_writes_lossy_directly_and_verify_passes(tmp_path, adk_vacuum, encoding):
     out = tmp_path / f"{encoding}.h5md"
-    r = run_cli("convert", *adk_vacuum, "-o", str(out), "--compression", "blosc-zstd", "--precision", "0.01",
-                "--encoding", encoding, "--units", "gromacs", "--no-progress")
+    r = run_cli_here("convert", *adk_vacuum, "-o", str(out), "--compression", "blosc-zstd", "--precision", "0.01",
+                     "--encoding", encoding, "--units", "gromacs", "--no-progress")
     assert r.returncode == 0, r.stderr
     with h5py.File(out) as f:
         ds = f[POS]
@@ -192,7 +189,7 @@ def test_convert_writes_lossy_directly_and_verify_passes(tmp_path, adk_vacuum, e
         assert (ds.attrs["trajscale_unit"] if encoding == "deltas" else ds.attrs["unit"]) == "nm"
     rep = verify(adk_vacuum[0], [adk_vacuum[1]], str(out))   # the bound is 0.005 A whatever the file's unit
     assert rep.ok and 0 < rep.max_dx <= 0.005 + 1e-5, rep.problems
-    v = run_cli("verify", *adk_vacuum, str(out))
+    v = run_cli_here("verify", *adk_vacuum, str(out))
     assert v.returncode == 0 and "within their stated bound" in v.stdout
 
 

@@ -16,7 +16,7 @@ import MDAnalysis as mda
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_here
 from trajscale.errors import ConfigError
 from trajscale.h5md.layout import (
     REMOTE_MAX_CHUNK_BYTES,
@@ -162,17 +162,16 @@ def test_parse_remote_target():
             Layout.parse(**bad)
 
 
-@pytest.mark.cli
 @pytest.mark.slow
 def test_convert_layout_remote(tmp_path, adk_water):
     trajs = [adk_water["xtc"]] * 6   # 60 frames, 34 MB of positions
     out = tmp_path / "remote.h5md"
-    r = run_cli("convert", adk_water["tpr"], *trajs, "-o", str(out), "--layout", "remote")
+    r = run_cli_here("convert", adk_water["tpr"], *trajs, "-o", str(out), "--layout", "remote")
     assert r.returncode == 0, r.stderr
     check_remote_store(out, 60)
     # the disk layout for comparison: its chunk index lies past the data (what the remote layout fixes)
     disk = tmp_path / "disk.h5md"
-    assert run_cli("convert", adk_water["tpr"], *trajs, "-o", str(disk)).returncode == 0
+    assert run_cli_here("convert", adk_water["tpr"], *trajs, "-o", str(disk)).returncode == 0
     ranges, _, _ = metadata_reads(disk)
     assert max(b for _, b in ranges) > 10 * MiB
     assert_mdanalysis_reads_as_source(adk_water["tpr"], str(out), trajs)
@@ -191,20 +190,18 @@ def test_convert_layout_remote_on_processes(tmp_path, adk_water):
     assert_mdanalysis_reads_as_source(adk_water["tpr"], str(out), trajs)
 
 
-@pytest.mark.cli
 @pytest.mark.slow
 def test_rechunk_layout_remote_serial_and_processes(tmp_path, adk_water, stores):
     trajs = [adk_water["xtc"]] * 3
     src = stores["frame"]   # the disk layout with frame chunks, 30 frames (read only)
     for extra in ([], ["--executor", "processes", "-n", "2"]):
         out = tmp_path / f"remote{len(extra)}.h5md"
-        r = run_cli("rechunk", str(src), "-o", str(out), "--layout", "remote", *extra)
+        r = run_cli_here("rechunk", str(src), "-o", str(out), "--layout", "remote", *extra)
         assert r.returncode == 0, r.stderr
         check_remote_store(out, 30)
         assert_mdanalysis_reads_as_source(adk_water["tpr"], str(out), trajs)
 
 
-@pytest.mark.cli
 def test_convert_python_remote_layout_with_compression(tmp_path, adk_water):
     """The Python spelling, on a compressed store: the same metadata at the start, every chunk stored
     within the 16 MiB bound, and positions equal to the source's."""
@@ -217,8 +214,8 @@ def test_convert_python_remote_layout_with_compression(tmp_path, adk_water):
     assert max(b for _, b in ranges) <= min(HEAD, first_data)
     assert all(c.size <= REMOTE_MAX_CHUNK_BYTES for c in chunks)
     assert_mdanalysis_reads_as_source(adk_water["tpr"], str(out), trajs)
-    r = run_cli("convert", adk_water["tpr"], adk_water["xtc"], "-o", str(tmp_path / "x.h5md"),
-                "--layout", "remote", "--chunks", "h5py")
+    r = run_cli_here("convert", adk_water["tpr"], adk_water["xtc"], "-o", str(tmp_path / "x.h5md"),
+                     "--layout", "remote", "--chunks", "h5py")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "--layout remote" in r.stderr
 
@@ -307,18 +304,17 @@ def test_costs_are_what_the_remote_reader_fetches(stores, name):
         assert (store.requests, store.bytes) == (got["requests"], got["bytes"]), label
 
 
-@pytest.mark.cli
 def test_inspect_remote_costs(stores, adk_water, tmp_path):
     import json
     import shutil
 
-    r = run_cli("inspect", stores["frame"], "--remote-costs", "--pattern", "atoms:name CA",
-                "--topology", adk_water["tpr"])
+    r = run_cli_here("inspect", stores["frame"], "--remote-costs", "--pattern", "atoms:name CA",
+                     "--topology", adk_water["tpr"])
     assert r.returncode == 0, r.stderr
     assert "over the network" in r.stdout and "atoms:name CA (214 atoms), all 30 frames" in r.stdout
     # a default-layout store keeps its structure before its frames (its per-atom datasets are created last)
     for name in ("remote", "frame"):
-        facts = json.loads(run_cli("inspect", stores[name], "--remote-costs", "--json").stdout)
+        facts = json.loads(run_cli_here("inspect", stores[name], "--remote-costs", "--json").stdout)
         assert facts["remote_costs"]["opening"]["metadata"]["requests"] == 1, name
         assert facts["remote_costs"]["patterns"]["one frame"]["requests"] == 1, name
     # a header grown after the frames were written (an attribute a user added) lies past them
@@ -326,7 +322,7 @@ def test_inspect_remote_costs(stores, adk_water, tmp_path):
     shutil.copy(stores["frame"], spread)
     with h5py.File(spread, "a") as f:
         f["particles/all/position/value"].attrs["note"] = "x" * 60_000
-    r = run_cli("inspect", str(spread), "--remote-costs")
+    r = run_cli_here("inspect", str(spread), "--remote-costs")
     assert "--layout remote` gathers it" in r.stdout, r.stdout
 
 
@@ -344,7 +340,6 @@ def test_rechunk_layout_remote_under_mpiexec(tmp_path, adk_water, stores):
     assert_mdanalysis_reads_as_source(adk_water["tpr"], str(out), trajs)
 
 
-@pytest.mark.cli
 @pytest.mark.slow
 def test_inspect_url_costs_equal_the_local_files(stores, tmp_path):
     """``inspect s3://...`` (a moto server on 127.0.0.1) gives the costs ``--remote-costs`` gives for the
@@ -371,10 +366,10 @@ def test_inspect_url_costs_equal_the_local_files(stores, tmp_path):
         env = {**os.environ, **creds, "AWS_ENDPOINT_URL": endpoint}
         for name in ("frame", "remote"):
             s3.upload_file(stores[name], "layouts", f"{name}.h5md")
-            r = run_cli("inspect", f"s3://layouts/{name}.h5md", "--json", env=env)
+            r = run_cli_here("inspect", f"s3://layouts/{name}.h5md", "--json", env=env)
             assert r.returncode == 0, r.stderr
             remote = json.loads(r.stdout)["remote_costs"]
-            local = json.loads(run_cli("inspect", stores[name], "--remote-costs", "--json").stdout)["remote_costs"]
+            local = json.loads(run_cli_here("inspect", stores[name], "--remote-costs", "--json").stdout)["remote_costs"]
             assert remote == local
         assert remote["opening"]["metadata"]["requests"] == 1   # the remote layout: one request
     finally:
@@ -393,15 +388,14 @@ def _headers_and_frames(path) -> tuple[dict[str, int], int]:
         return headers, f["particles/all/position/value"].id.get_chunk_info(0).byte_offset
 
 
-@pytest.mark.cli
 def test_a_default_layout_store_keeps_its_structure_before_its_frames(adk_water, tmp_path):
     """convert (the writer) and rechunk (the copy) create the per-atom datasets after every other object,
     so no object header lies beyond the frames' storage (allocated as the datasets are created)."""
     trajs = [adk_water["xtc"]] * 3
     written = tmp_path / "written.h5md"
-    assert run_cli("convert", adk_water["tpr"], *trajs, "-o", str(written), "-q").returncode == 0
+    assert run_cli_here("convert", adk_water["tpr"], *trajs, "-o", str(written), "-q").returncode == 0
     copied = tmp_path / "copied.h5md"
-    assert run_cli("rechunk", str(written), "-o", str(copied), "--chunks", "2", "-q").returncode == 0
+    assert run_cli_here("rechunk", str(written), "-o", str(copied), "--chunks", "2", "-q").returncode == 0
     for path in (written, copied):
         headers, frames = _headers_and_frames(path)
         assert {"particles/all/mass", "particles/all/segid", "particles/all/box/edges/time"} <= set(headers)

@@ -6,7 +6,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from trajscale.errors import InputFileError
 from trajscale.ml.pack import pack, partial_name
 
@@ -56,7 +56,6 @@ def test_processes_executor_equals_serial(tmp_path, npz_set):
             np.testing.assert_array_equal(a[k][()], b[k][()])
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("bad", ["shape", "dtype", "missing"])
 def test_mismatch_is_one_error_naming_file_and_key(tmp_path, npz_set, bad):
     paths, originals = npz_set
@@ -68,7 +67,7 @@ def test_mismatch_is_one_error_naming_file_and_key(tmp_path, npz_set, bad):
     else:
         np.savez(paths[3], y=o["y"])
     out = tmp_path / "s.h5"
-    r = run_cli("pack", *paths, "-o", str(out), "--no-progress")
+    r = run_cli_here("pack", *paths, "-o", str(out), "--no-progress")
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
@@ -89,25 +88,24 @@ def _corrupt_member_data(path):
     open(path, "wb").write(bytes(raw))
 
 
-@pytest.mark.cli
 def test_interrupted_pack_resumes_to_the_same_store(tmp_path, npz_set):
     paths, originals = npz_set
     pack(paths, tmp_path / "whole.h5")
     good = open(paths[4], "rb").read()
     _corrupt_member_data(paths[4])
     out = tmp_path / "s.h5"
-    r = run_cli("pack", *paths, "-o", str(out), "--no-progress")
+    r = run_cli_here("pack", *paths, "-o", str(out), "--no-progress")
     assert r.returncode == 2 and paths[4] in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not out.exists() and partial_name(out).exists()
     with h5py.File(partial_name(out)) as f:
         assert f["index/done"][()].tolist() == [True] * 4 + [False] * 2
     # Without --resume the unfinished pack is not silently replaced.
-    r = run_cli("pack", *paths, "-o", str(out), "--no-progress")
+    r = run_cli_here("pack", *paths, "-o", str(out), "--no-progress")
     assert r.returncode == 2 and "--resume" in r.stderr
     open(paths[4], "wb").write(good)
     with pytest.raises(InputFileError, match="other inputs or options"):   # same inputs, another layout
         pack(paths, out, resume=True, chunks="auto")
-    r = run_cli("pack", *paths, "-o", str(out), "--resume", "--no-progress")
+    r = run_cli_here("pack", *paths, "-o", str(out), "--resume", "--no-progress")
     assert r.returncode == 0, r.stderr
     assert "4 files from the interrupted pack" in r.stderr
     with h5py.File(out) as a, h5py.File(tmp_path / "whole.h5") as b:
@@ -127,11 +125,10 @@ def test_resume_refuses_a_packed_file_that_changed(tmp_path, npz_set):
         pack(paths, out, resume=True)
 
 
-@pytest.mark.cli
 def test_cli_help_and_bad_input():
-    r = run_cli("pack", "--help")
+    r = run_cli_here("pack", "--help")
     assert r.returncode == 0 and "--resume" in r.stdout
-    r = run_cli("pack", "/nonexistent.npz", "-o", "/tmp/x.h5")
+    r = run_cli_here("pack", "/nonexistent.npz", "-o", "/tmp/x.h5")
     assert r.returncode == 2 and "/nonexistent.npz: no such file" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -159,7 +156,7 @@ def test_sigterm_mid_pack_then_resume_equals_uninterrupted(tmp_path):
     with h5py.File(partial_name(out)) as f:
         n_done = int(f["index/done"][()].sum())
     assert 1 <= n_done < 60
-    r = run_cli("pack", *paths, "-o", str(out), "--resume", "--no-progress")
+    r = run_cli_here("pack", *paths, "-o", str(out), "--resume", "--no-progress")
     assert r.returncode == 0, r.stderr
     with h5py.File(out) as a, h5py.File(tmp_path / "whole.h5") as b:
         for k in ("x", "y", "index/file", "index/sample"):
@@ -187,5 +184,5 @@ print("ok")
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
-    r = run_cli("pack", *paths, "-o", str(tmp_path / "cli.h5"), "--no-progress")
+    r = run_cli_here("pack", *paths, "-o", str(tmp_path / "cli.h5"), "--no-progress")
     assert r.returncode == 0, r.stderr

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from MDAnalysis.coordinates.H5MD import H5MDReader
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from tests.pwrite.frames import adk_frames
 from trajscale.h5md.layout import Layout
 from trajscale.h5md.writer import H5MDWriter
@@ -44,7 +44,7 @@ def test_repair_truncates_to_complete_frames(tmp_path, caplog, chunks):
     np.testing.assert_array_equal(src.read(0, 3).positions, data["positions"][:3])
     src.close()
     assert "row(s) after the last complete frame (3) ignored" in caplog.text
-    proc = run_cli("repair", str(out))
+    proc = run_cli_here("repair", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "kept 3 complete frames" in proc.stdout and ("copy" if chunks == "contiguous" else "resize") in proc.stdout
     assert not list(tmp_path.glob(".*tmp*"))
@@ -63,9 +63,9 @@ def test_repair_truncates_to_complete_frames(tmp_path, caplog, chunks):
 def test_repair_bad_file_is_one_clear_error(tmp_path):
     bad = tmp_path / "x.h5md"
     bad.write_bytes(b"not hdf5 at all")
-    proc = run_cli("repair", str(bad))
+    proc = run_cli_here("repair", str(bad))
     assert proc.returncode == 2 and "not an HDF5 file" in proc.stderr and "Traceback" not in proc.stderr
-    proc = run_cli("repair", "--help")
+    proc = run_cli_here("repair", "--help")
     assert proc.returncode == 0 and "last complete frame" in proc.stdout
 
 
@@ -84,7 +84,7 @@ def test_a_step_grown_before_its_time_is_an_incomplete_frame(tmp_path, caplog, c
     np.testing.assert_array_equal(src.read(0, 3).step, data["step"][:3])
     src.close()
     assert "after the last complete frame (3) ignored" in caplog.text
-    proc = run_cli("repair", str(out))
+    proc = run_cli_here("repair", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "kept 3 complete frames" in proc.stdout
     with h5py.File(out) as f:

@@ -9,6 +9,7 @@ each uploaded public-read, so the same objects serve the ``http://`` cases. Dest
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import subprocess
 import sys
@@ -71,6 +72,8 @@ def s3_server():
     from moto.server import ThreadedMotoServer
 
     port = free_port()
+    # its request lines are no part of what a command run in this process (run_cli_here) prints
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     wait_for_port(port, 60)

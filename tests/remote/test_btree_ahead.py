@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from trajscale.hdf5.metadata import btree_children, chunk_index_root
 from trajscale.storage.fileobj import BLOCK_BYTES
 
@@ -151,7 +151,6 @@ def test_a_chunk_index_root_is_read_from_the_object_header(tmp_path):
         assert isinstance(btree_children(b"TREE\x01\x01" + bytes(bad), 8, 10**9), list)
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("layout", ["disk", "remote"])
 def test_a_first_frame_finds_its_box_and_time_fetched_ahead(s3_env, tmp_path, monkeypatch, layout):
     """Behind a proxy that holds each request 0.5 s: once the file is open, the blocks holding the chunks of
@@ -165,7 +164,7 @@ def test_a_first_frame_finds_its_box_and_time_fetched_ahead(s3_env, tmp_path, mo
     from .conftest import FlakyProxy
 
     path = tmp_path / f"adk_{layout}.h5md"
-    proc = run_cli("convert", TPR, XTC, "-o", str(path), "--layout", layout, "-q")
+    proc = run_cli_here("convert", TPR, XTC, "-o", str(path), "--layout", layout, "-q")
     assert proc.returncode == 0, proc.stderr
     edges = "particles/all/box/edges"
     meta_blocks = _blocks_of_chunks(path, [f"{edges}/value", f"{edges}/time", f"{edges}/step"])

@@ -10,19 +10,19 @@ import shutil
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 
 from .conftest import BUCKET, TPR, XTC
 
-pytestmark = [pytest.mark.remote, pytest.mark.cli]
+pytestmark = pytest.mark.remote
 
 
 @pytest.mark.parametrize("url", ["gs://bucket/adk.h5md", "gcs://bucket/adk.xtc", "az://box/adk.h5md",
                                  "abfs://box/adk.xtc", "abfss://box/adk.h5md"])
 def test_every_scheme_the_stores_serve_is_a_url_not_a_local_path(url, tmp_path):
     # a closed port: the one line names the URL's store, not a local file of that name
-    proc = run_cli("inspect", url, "--storage-option", "endpoint_url=http://127.0.0.1:9", "--storage-option",
-                   "retry_seconds=0", "--storage-option", "anon=true", cwd=tmp_path)
+    proc = run_cli_here("inspect", url, "--storage-option", "endpoint_url=http://127.0.0.1:9", "--storage-option",
+                        "retry_seconds=0", "--storage-option", "anon=true", cwd=tmp_path)
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -36,11 +36,11 @@ def test_inspect_names_an_nginx_objects_validator_and_warns(nginx, tmp_path):
     st = os.stat(folder / "adk.xtc")
     etag = f'"{int(st.st_mtime):x}-{st.st_size:x}"'   # nginx's ETag: modification time in seconds and size
     url = nginx.url("validator/adk.xtc")
-    shown = run_cli("inspect", url, "--json", cwd=tmp_path)
+    shown = run_cli_here("inspect", url, "--json", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     v = json.loads(shown.stdout)["validator"]
     assert v["kind"] == "mtime-etag" and v["complete"] is False and etag in v["says"], v
-    text = run_cli("inspect", url, cwd=tmp_path)
+    text = run_cli_here("inspect", url, cwd=tmp_path)
     assert text.returncode == 0, text.stderr
     assert f"validator     {v['says']}" in text.stdout
     assert "a replacement of this object may go unseen" in text.stdout
@@ -49,16 +49,16 @@ def test_inspect_names_an_nginx_objects_validator_and_warns(nginx, tmp_path):
 def test_inspect_names_an_s3_objects_etag(s3_server, adk_stores, tmp_path):
     _, url, _ = adk_stores["gzip"]
     etag = s3_server.client().head_object(Bucket=BUCKET, Key=url.split("/", 3)[3])["ETag"]
-    shown = run_cli("inspect", url, "--json", env=s3_server.subprocess_env(), cwd=tmp_path)
+    shown = run_cli_here("inspect", url, "--json", env=s3_server.subprocess_env(), cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     v = json.loads(shown.stdout)["validator"]
     assert v["kind"] == "etag" and v["complete"] is True and etag in v["says"], v
-    text = run_cli("inspect", url, env=s3_server.subprocess_env(), cwd=tmp_path)
+    text = run_cli_here("inspect", url, env=s3_server.subprocess_env(), cwd=tmp_path)
     assert f"validator     {v['says']}" in text.stdout and "may go unseen" not in text.stdout
 
 
 def test_a_local_file_has_no_validator_line(tmp_path):
-    shown = run_cli("inspect", XTC, "--json", cwd=tmp_path)
+    shown = run_cli_here("inspect", XTC, "--json", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "validator" not in json.loads(shown.stdout)
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 
 from .conftest import BUCKET, TPR, FlakyProxy
 
@@ -27,21 +27,21 @@ BOUNDED = 120
 def local_csv(s3_server, adk_stores, tmp_path_factory):
     """The CSV of the same run on the local copy of the plain store: what every run from the server must equal."""
     out = tmp_path_factory.mktemp("faults-local") / "local.csv"
-    proc = run_cli("run", "rmsd", TPR, adk_stores["plain"][0], "--out", str(out), *SELECT, "--executor", "serial",
-                   env=s3_server.subprocess_env())
+    proc = run_cli_here("run", "rmsd", TPR, adk_stores["plain"][0], "--out", str(out), *SELECT, "--executor",
+                        "serial", env=s3_server.subprocess_env())
     assert proc.returncode == 0, proc.stderr
     return out.read_bytes()
 
 
-def _through(proxy, url, folder, *extra, env=None, server=None, timeout=300):
-    """``trajscale run rmsd`` of ``url`` through ``proxy`` with --out and --report in ``folder``: (the finished
-    process, the CSV's path, the report's path, seconds it took)."""
+def _through(proxy, url, folder, *extra, env=None, server=None):
+    """``trajscale run rmsd`` of ``url`` through ``proxy`` with --out and --report in ``folder``, in this process:
+    (its exit status and output, the CSV's path, the report's path, seconds it took)."""
     folder.mkdir(exist_ok=True)
     out, report = folder / "remote.csv", folder / "report.json"
     t0 = time.monotonic()
-    proc = run_cli("run", "rmsd", TPR, url, "--out", str(out), "--report", str(report), *SELECT,
-                   "--executor", "serial", "--storage-option", f"endpoint_url={proxy.endpoint}", *extra,
-                   env=env or server.subprocess_env(), timeout=timeout)
+    proc = run_cli_here("run", "rmsd", TPR, url, "--out", str(out), "--report", str(report), *SELECT,
+                        "--executor", "serial", "--storage-option", f"endpoint_url={proxy.endpoint}", *extra,
+                        env=env or server.subprocess_env())
     return proc, out, report, time.monotonic() - t0
 
 
@@ -58,7 +58,6 @@ def _one_line(proc, url, took, folder):
 
 # -- answers that look fine but are not, on the first try of each range: retried, counted, never used
 
-@pytest.mark.cli
 @pytest.mark.parametrize("how, status", [("short", None), ("long", None), ("status", 500), ("status", 502)],
                          ids=["short", "long", "500", "502"])
 def test_a_spoiled_first_answer_is_retried_and_never_used(s3_server, adk_stores, local_csv, tmp_path, how, status):
@@ -82,7 +81,6 @@ def test_a_spoiled_first_answer_is_retried_and_never_used(s3_server, adk_stores,
     assert "retries" in proc.stdout
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("how, status", [("short", None), ("long", None), ("status", 500)],
                          ids=["short", "long", "500"])
 def test_a_spoiled_answer_on_every_try_ends_the_run_in_one_line(s3_server, adk_stores, tmp_path, how, status):
@@ -106,7 +104,6 @@ def test_a_spoiled_answer_on_every_try_ends_the_run_in_one_line(s3_server, adk_s
         assert "_Retry" not in proc.stderr and "short response" not in proc.stderr
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("every_try", [False, True], ids=["first-try", "every-try"])
 def test_a_whole_object_for_a_range_is_never_used(s3_server, adk_stores, local_csv, tmp_path, every_try):
     """A server that ignores Range (200 and the whole object, as some HTTP servers and caches do) for the first
@@ -131,7 +128,6 @@ def test_a_whole_object_for_a_range_is_never_used(s3_server, adk_stores, local_c
 
 # -- a region the server does not have
 
-@pytest.mark.cli
 @pytest.mark.parametrize("where", ["option", "environment"])
 def test_another_region_than_the_servers(s3_server, adk_stores, local_csv, tmp_path, where):
     """The bucket was made in us-east-1; the run says eu-west-3 (``--storage-option region_name=eu-west-3``,

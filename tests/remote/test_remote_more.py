@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_here
 from tests.dask_cluster import external_dask
 
 from .conftest import CREDENTIALS, TPR, FlakyProxy
@@ -64,7 +64,6 @@ def test_xarrays_open_dataset_reads_a_url_with_storage_options(s3_server, adk_st
         assert np.array_equal(lazy.positions.compute(scheduler="threads").values, want)
 
 
-@pytest.mark.cli
 @pytest.mark.slow   # a scheduler and two workers started
 def test_a_urls_layout_facts_say_its_size_as_the_local_files(s3_env, adk_stores):
     """A run over a URL reports the object's size (its identity's: no request more), as a run over the local
@@ -99,8 +98,8 @@ def test_an_external_dask_cluster_reads_a_url_with_the_jobs_options(s3_server, a
         logs = "".join((tmp_path / f"worker{i}.log").read_text() for i in range(2))
         assert got.returncode == 0, got.stderr + logs[-3000:]
         here = tmp_path / "local.csv"
-        ref = run_cli("run", "rmsd", TPR, local, "--out", str(here), *SELECT, "--executor", "serial",
-                      env=_no_aws_env())
+        ref = run_cli_here("run", "rmsd", TPR, local, "--out", str(here), *SELECT, "--executor", "serial",
+                           env=_no_aws_env())
         assert ref.returncode == 0, ref.stderr
         assert out.read_bytes() == here.read_bytes()
         tasks = json.loads(report.read_text())["tasks"]
@@ -118,14 +117,14 @@ def test_requests_held_past_the_timeout_are_retried_and_counted(s3_server, adk_s
     proxy = FlakyProxy(s3_server.endpoint, failures=1000, how="delay", delay=3)
     try:
         out, report = tmp_path / "remote.csv", tmp_path / "report.json"
-        proc = run_cli("run", "rmsd", TPR, url, "--out", str(out), *SELECT, "--report", str(report),
-                       "--storage-option", f"endpoint_url={proxy.endpoint}", "--storage-option", "timeout=1",
-                       env=s3_server.subprocess_env(), timeout=300)
+        proc = run_cli_here("run", "rmsd", TPR, url, "--out", str(out), *SELECT, "--report", str(report),
+                            "--storage-option", f"endpoint_url={proxy.endpoint}", "--storage-option", "timeout=1",
+                            env=s3_server.subprocess_env())
     finally:
         proxy.close()
     assert proc.returncode == 0, proc.stderr
     here = tmp_path / "local.csv"
-    ref = run_cli("run", "rmsd", TPR, local, "--out", str(here), *SELECT, env=s3_server.subprocess_env())
+    ref = run_cli_here("run", "rmsd", TPR, local, "--out", str(here), *SELECT, env=s3_server.subprocess_env())
     assert ref.returncode == 0, ref.stderr
     assert out.read_bytes() == here.read_bytes()
     tasks = json.loads(report.read_text())["tasks"]
@@ -145,9 +144,9 @@ def test_requests_held_for_good_end_the_run_in_one_line_in_bounded_time(s3_serve
     out = tmp_path / "held.csv"
     t0 = time.monotonic()
     try:
-        proc = run_cli("run", "rmsd", TPR, held, "--out", str(out), *SELECT,
-                       "--storage-option", f"endpoint_url={proxy.endpoint}", "--storage-option", "timeout=1",
-                       "--storage-option", "retry_seconds=3", env=s3_server.subprocess_env(), timeout=300)
+        proc = run_cli_here("run", "rmsd", TPR, held, "--out", str(out), *SELECT,
+                            "--storage-option", f"endpoint_url={proxy.endpoint}", "--storage-option", "timeout=1",
+                            "--storage-option", "retry_seconds=3", env=s3_server.subprocess_env())
     finally:
         proxy.close()
     took = time.monotonic() - t0

@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.conftest import mpiexec, run_cli
+from tests.conftest import mpiexec, run_cli, run_cli_here
 
 from .conftest import BUCKET, CREDENTIALS, TPR, XTC, upload_segments
 
@@ -23,10 +23,13 @@ pytestmark = pytest.mark.remote
 SELECT = ["--select", "name CA"]
 
 
-def _run(server, tmp_path, name, traj, *extra, timeout=300):
+def _run(server, tmp_path, name, traj, *extra):
+    """``trajscale run rmsd`` of ``traj``: in this process, or in its own where it starts a pool of processes
+    (which this process, with the server's threads, would start by a forkserver)."""
     out = tmp_path / f"{name}.csv"
-    proc = run_cli("run", "rmsd", TPR, traj, "--out", str(out), *SELECT, *extra, timeout=timeout,
-                   env=server.subprocess_env())
+    argv = ("run", "rmsd", TPR, traj, "--out", str(out), *SELECT, *extra)
+    pool = "processes" in extra or "dask" in extra
+    proc = run_cli(*argv, env=server.subprocess_env()) if pool else run_cli_here(*argv, env=server.subprocess_env())
     return proc, out
 
 
@@ -43,7 +46,6 @@ def _local_csv(server, tmp_path, local):
     return _LOCAL_CSV[local]
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("store", ["plain", "gzip", "lossy"])
 def test_serial_run_from_s3_equals_the_local_file(s3_server, adk_stores, tmp_path, store):
     local, url, _ = adk_stores[store]
@@ -59,7 +61,6 @@ def test_serial_run_from_s3_equals_the_local_file(s3_server, adk_stores, tmp_pat
     assert "object at 0x" not in proc.stdout + proc.stderr
 
 
-@pytest.mark.cli
 def test_the_advice_knows_a_request_per_frame_costs(s3_server, adk_stores, tmp_path):
     """Compressed one-frame chunks read every third frame: a request per frame, and the advice says how many."""
     local, url, _ = adk_stores["frame_gzip"]
@@ -100,32 +101,30 @@ def test_mpi_run_from_s3_equals_the_local_file(s3_server, adk_stores, tmp_path):
     assert out.read_bytes() == _local_csv(s3_server, tmp_path, local)
 
 
-@pytest.mark.cli
 def test_http_url_of_a_public_object_equals_the_local_file(s3_server, adk_stores, tmp_path):
     local, _, http = adk_stores["plain"]
     env = {k: v for k, v in s3_server.subprocess_env().items() if not k.startswith("AWS_")}   # no credentials
     out = tmp_path / "http.csv"
-    proc = run_cli("run", "rmsd", TPR, http, "--out", str(out), *SELECT, env=env)
+    proc = run_cli_here("run", "rmsd", TPR, http, "--out", str(out), *SELECT, env=env)
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == _local_csv(s3_server, tmp_path, local)
 
 
-@pytest.mark.cli
 def test_inspect_verify_and_convert_read_a_url(s3_server, adk_stores, tmp_path):
     local, url, _ = adk_stores["gzip"]
     env = s3_server.subprocess_env()
-    shown = run_cli("inspect", url, "--json", env=env)
+    shown = run_cli_here("inspect", url, "--json", env=env)
     assert shown.returncode == 0, shown.stderr
     facts = json.loads(shown.stdout)
     assert facts["n_frames"] == 10 and facts["n_atoms"] == 47681
     size = os.path.getsize(local)   # the object's size, from its identity: the uploaded file's
     assert facts["file_bytes"] == size and 0 <= facts["unused_bytes"] < size
-    text = run_cli("inspect", url, env=env)
+    text = run_cli_here("inspect", url, env=env)
     assert text.returncode == 0 and f"{url}  ({size / 1e6:.1f} MB" in text.stdout, text.stdout + text.stderr
-    checked = run_cli("verify", TPR, XTC, url, env=env)
+    checked = run_cli_here("verify", TPR, XTC, url, env=env)
     assert checked.returncode == 0, checked.stderr
     copy = tmp_path / "copy.h5md"
-    made = run_cli("convert", TPR, url, "-o", str(copy), env=env)
+    made = run_cli_here("convert", TPR, url, "-o", str(copy), env=env)
     assert made.returncode == 0, made.stderr
     with h5py.File(copy) as a, h5py.File(local) as b:
         path = "particles/all/position/value"
@@ -179,7 +178,6 @@ def test_workers_read_by_the_chunk_index_and_a_replaced_object_is_refused(s3_env
         source_from_config(config).read(4, 8)
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("url, problem", [(f"s3://{BUCKET}/missing.h5md", "no such object"),
                                           ("s3://no-such-bucket/adk.h5md", "no such bucket")])
 def test_a_missing_object_or_bucket_is_one_line(s3_server, adk_stores, tmp_path, url, problem):
@@ -189,7 +187,6 @@ def test_a_missing_object_or_bucket_is_one_line(s3_server, adk_stores, tmp_path,
         if problem == "no such object" else proc.stderr.strip() == f"trajscale run: error: {url}: {problem}"
 
 
-@pytest.mark.cli
 def test_a_wrong_endpoint_ends_in_bounded_time_in_one_line(s3_server, adk_stores, tmp_path):
     from .conftest import free_port
 
@@ -204,7 +201,6 @@ def test_a_wrong_endpoint_ends_in_bounded_time_in_one_line(s3_server, adk_stores
     assert "did not answer in 2 s" in lines[0] and "Traceback" not in proc.stderr
 
 
-@pytest.mark.cli
 def test_credentials_never_appear_in_the_report_or_the_log(s3_server, adk_stores, tmp_path):
     _, url, _ = adk_stores["plain"]
     given = "given-secret-on-the-command-line"
@@ -218,7 +214,6 @@ def test_credentials_never_appear_in_the_report_or_the_log(s3_server, adk_stores
             assert secret not in text
 
 
-@pytest.mark.cli
 def test_a_url_of_a_format_read_from_disk_only_is_one_line(s3_server, adk_stores, tmp_path):
     dcd = str(Path(XTC).parent / "adk_dims.dcd")
     s3_server.client().upload_file(dcd, BUCKET, "adk.dcd")
@@ -353,7 +348,7 @@ def test_wrong_credentials_are_one_line(own_server, adk_stores, tmp_path):
     env = {**srv.server.subprocess_env(), "AWS_ACCESS_KEY_ID": "AKIAWRONGWRONGWRONG1",
            "AWS_SECRET_ACCESS_KEY": "wrong-secret-never-printed"}
     out = tmp_path / "x.csv"
-    proc = run_cli("run", "rmsd", TPR, f"s3://{BUCKET}/adk.h5md", "--out", str(out), *SELECT, env=env)
+    proc = run_cli_here("run", "rmsd", TPR, f"s3://{BUCKET}/adk.h5md", "--out", str(out), *SELECT, env=env)
     assert proc.returncode != 0 and not out.exists()
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"trajscale run: error: s3://{BUCKET}/adk.h5md: access denied")
@@ -376,10 +371,9 @@ def test_a_segment_index_behind_a_url_reads_its_parts_beside_it(s3_server, adk_s
     assert sum(t["requests"] for t in json.loads(report.read_text())["tasks"]) > 0
 
 
-@pytest.mark.cli
 def test_an_output_url_is_refused_before_any_work(s3_server, adk_stores, tmp_path):
     _, url, _ = adk_stores["plain"]
-    proc = run_cli("convert", TPR, XTC, "-o", f"s3://{BUCKET}/new.h5md", env=s3_server.subprocess_env())
+    proc = run_cli_here("convert", TPR, XTC, "-o", f"s3://{BUCKET}/new.h5md", env=s3_server.subprocess_env())
     assert proc.returncode != 0
     assert proc.stderr.strip() == (f"trajscale convert: error: s3://{BUCKET}/new.h5md: outputs are written to "
                                    "local paths: write it here, then upload the finished file (e.g. `aws s3 cp "
@@ -389,7 +383,6 @@ def test_an_output_url_is_refused_before_any_work(s3_server, adk_stores, tmp_pat
     assert "new.h5md" not in keys
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("how", ["slowdown", "reset"])
 def test_throttling_and_dropped_connections_are_retried_and_counted(s3_server, adk_stores, tmp_path, how):
     """A proxy answers the first try of each range request with 503 SlowDown (or drops it): the run retries
@@ -425,7 +418,6 @@ def test_mdanalysis_reads_a_url_through_format_trajscale(s3_env, adk_stores):
             assert np.array_equal(ts.positions, raw[ts.frame])
 
 
-@pytest.mark.cli
 def test_following_a_url_is_refused_in_one_line(s3_server, adk_stores, tmp_path):
     _, url, _ = adk_stores["plain"]
     proc, out = _run(s3_server, tmp_path, "x", url, "--follow", "--idle", "2")
@@ -434,7 +426,6 @@ def test_following_a_url_is_refused_in_one_line(s3_server, adk_stores, tmp_path)
                                    "following is for files a job is writing (run without --follow)")
 
 
-@pytest.mark.cli
 def test_a_selection_fetches_about_the_bytes_a_local_run_reads(s3_server, adk_stores, tmp_path):
     """A CA selection is a 40 kB span of each 572 kB AdK frame (uncompressed): the reader fetches those
     spans, within 1.2x the bytes the same run reads from the local file, not the frames whole (the bytes

@@ -12,7 +12,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_here
 from trajscale.storage.objects import HEAD_BYTES
 
 from .conftest import BUCKET, TPR, upload_segments
@@ -41,7 +41,7 @@ _LOCAL_CSV: dict[str, bytes] = {}
 
 def _local_csv(local: str, tmp_path) -> bytes:
     if local not in _LOCAL_CSV:
-        here = run_cli("run", "rmsd", TPR, local, "--select", "name CA", "--out", str(tmp_path / "local.csv"))
+        here = run_cli_here("run", "rmsd", TPR, local, "--select", "name CA", "--out", str(tmp_path / "local.csv"))
         assert here.returncode == 0, here.stderr
         _LOCAL_CSV[local] = (tmp_path / "local.csv").read_bytes()
     return _LOCAL_CSV[local]
@@ -218,10 +218,9 @@ def test_a_serial_run_reads_ahead_across_tasks_and_each_task_counts_its_own_byte
     try:
         for where, traj in (("local", local), ("remote", url)):
             report = tmp_path / f"{where}.json"
-            proc = run_cli("run", "rmsd", TPR, traj, "--select", "name CA", "--executor", "serial", "--tasks", "5",
-                           "--out", str(tmp_path / f"{where}.csv"), "--report", str(report),
-                           "--storage-option", f"endpoint_url={proxy.endpoint}", env=s3_server.subprocess_env(),
-                           timeout=300)
+            proc = run_cli_here("run", "rmsd", TPR, traj, "--select", "name CA", "--executor", "serial", "--tasks", "5",
+                                "--out", str(tmp_path / f"{where}.csv"), "--report", str(report),
+                                "--storage-option", f"endpoint_url={proxy.endpoint}", env=s3_server.subprocess_env())
             assert proc.returncode == 0, proc.stderr
             got[where] = json.loads(report.read_text())
         seen = len(proxy.gets)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_here
 
 from .conftest import BUCKET, TPR, XTC
 
-pytestmark = [pytest.mark.remote, pytest.mark.cli]
+pytestmark = pytest.mark.remote
 
 SELECT = ["--select", "name CA"]
 
@@ -24,9 +24,12 @@ def _env(server, cache: Path) -> dict:
 
 
 def _run(server, tmp_path, name, traj, *extra, cache=None):
+    """``trajscale run rmsd`` of ``traj``: in this process, or in its own where it starts a pool of processes
+    (which this process, with the server's threads, would start by a forkserver)."""
     out = tmp_path / f"{name}.csv"
-    proc = run_cli("run", "rmsd", TPR, traj, "--out", str(out), *SELECT, "-v", "--overwrite", *extra, timeout=300,
-                   env=_env(server, cache or tmp_path / "cache"))
+    argv = ("run", "rmsd", TPR, traj, "--out", str(out), *SELECT, "-v", "--overwrite", *extra)
+    env = _env(server, cache or tmp_path / "cache")
+    proc = run_cli(*argv, env=env) if "processes" in extra else run_cli_here(*argv, env=env)
     assert proc.returncode == 0, proc.stderr
     return proc, out.read_bytes()
 
@@ -66,6 +69,7 @@ def _fetched(report: Path) -> tuple[int, int]:
     return sum(t["requests"] for t in tasks), sum(t["bytes_fetched"] for t in tasks)
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("executor", [["--executor", "serial"], ["--executor", "processes", "-n", "2"]])
 def test_an_xtc_url_gives_the_local_files_numbers(s3_server, adk_stores, tmp_path, executor):
     url = _upload(s3_server, XTC, f"xtc/{executor[1]}/adk_oplsaa.xtc")
@@ -105,6 +109,7 @@ def test_the_second_run_takes_the_offsets_from_the_cache_and_a_replaced_object_i
     assert got.count(b"\n") < _local(s3_server, tmp_path, XTC).count(b"\n")
 
 
+@pytest.mark.cli
 def test_a_chain_of_xtc_parts_behind_urls_reads_the_offsets_its_index_holds(s3_server, adk_stores, tmp_path):
     """Two parts of AdK (split at frame 5, where MDAnalysis finds it), described by ``trajscale index``
     beside them: read from S3 with the index's offsets (no scan), the local chain's numbers."""
@@ -114,8 +119,8 @@ def test_a_chain_of_xtc_parts_behind_urls_reads_the_offsets_its_index_holds(s3_s
     parts.mkdir()
     (parts / "part_0.xtc").write_bytes(data[:offsets[5]])
     (parts / "part_1.xtc").write_bytes(data[offsets[5]:])
-    proc = run_cli("index", str(parts / "part_0.xtc"), str(parts / "part_1.xtc"), "-o", str(parts / "index.json"),
-                   timeout=300)
+    proc = run_cli_here("index", str(parts / "part_0.xtc"), str(parts / "part_1.xtc"), "-o",
+                        str(parts / "index.json"))
     assert proc.returncode == 0, proc.stderr
     index = json.loads((parts / "index.json").read_text())
     assert [s["path"] for s in index["segments"]] == ["part_0.xtc", "part_1.xtc"]
@@ -140,16 +145,17 @@ def test_inspect_of_an_xtc_url_says_what_the_local_file_does(s3_server, adk_stor
 
     url = _upload(s3_server, XTC, "xtc/inspect/adk.xtc")
     env = _env(s3_server, tmp_path / "cache")
-    remote = run_cli("inspect", url, "--json", timeout=300, env=env)
+    remote = run_cli_here("inspect", url, "--json", env=env)
     assert remote.returncode == 0, remote.stderr
     got = json.loads(remote.stdout)
     u = mda.Universe(TPR, XTC)
     assert (got["format"], got["n_frames"], got["n_atoms"]) == ("xtc", u.trajectory.n_frames, u.atoms.n_atoms)
     assert got["file_bytes"] == Path(XTC).stat().st_size and got["path"] == url
-    local = json.loads(run_cli("inspect", XTC, "--json", timeout=300, env=env).stdout)
+    local = json.loads(run_cli_here("inspect", XTC, "--json", env=env).stdout)
     assert got["time"] == local["time"]
 
 
+@pytest.mark.cli
 def test_a_trr_behind_an_http_url_gives_the_local_files_numbers(s3_server, adk_stores, tmp_path):
     trr = str(Path(XTC).with_suffix(".trr"))
     s3_server.client().upload_file(trr, BUCKET, "trr/adk_oplsaa.trr", ExtraArgs={"ACL": "public-read"})

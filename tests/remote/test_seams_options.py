@@ -74,13 +74,13 @@ def test_rechunk_takes_storage_options(s3_server, adk_stores, tmp_path):
     import h5py
     import numpy as np
 
-    from tests.conftest import run_cli
+    from tests.conftest import run_cli_here
 
     local, url, _ = adk_stores["plain"]
     env = {k: v for k, v in s3_server.subprocess_env().items() if not k.startswith("AWS_ENDPOINT_URL")}
     out = tmp_path / "rechunked.h5md"
-    proc = run_cli("rechunk", url, "-o", str(out), "--chunks", "2", "--no-progress", "--storage-option",
-                   f"endpoint_url={s3_server.endpoint}", "--storage-option", "retry_seconds=5", env=env)
+    proc = run_cli_here("rechunk", url, "-o", str(out), "--chunks", "2", "--no-progress", "--storage-option",
+                        f"endpoint_url={s3_server.endpoint}", "--storage-option", "retry_seconds=5", env=env)
     assert proc.returncode == 0, proc.stderr
     with h5py.File(local, "r") as a, h5py.File(out, "r") as b:
         group = next(iter(a["particles"]))

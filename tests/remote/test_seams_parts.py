@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 
 from .conftest import BUCKET, CREDENTIALS, TPR, XTC
 
@@ -63,8 +63,8 @@ def test_run_of_url_parts_equals_the_local_parts(s3_server, xtc_parts, tmp_path,
     urls = s3 if scheme == "s3" else http
     out, here = tmp_path / "url.csv", tmp_path / "local.csv"
     for parts, csv in ((urls, out), (local, here)):
-        proc = run_cli("run", "rmsd", TPR, *parts, "--select", "name CA", "--executor", "serial", "--out", str(csv),
-                       timeout=120, env=s3_server.subprocess_env(), cwd=str(tmp_path))
+        proc = run_cli_here("run", "rmsd", TPR, *parts, "--select", "name CA", "--executor", "serial", "--out",
+                            str(csv), env=s3_server.subprocess_env(), cwd=str(tmp_path))
         assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == here.read_bytes()
     rmsd = np.loadtxt(out, delimiter=",", skiprows=1, usecols=-1)

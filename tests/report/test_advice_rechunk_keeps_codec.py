@@ -13,15 +13,13 @@ import numpy as np
 import pytest
 from MDAnalysisTests import datafiles as D
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from tests.report._synth import make_report
 from trajscale.convert.convert import convert
 from trajscale.h5md.layout import Layout
 from trajscale.report import diagnose
 from trajscale.report.advice import RULES
 from trajscale.sources import H5MDSource
-
-pytestmark = pytest.mark.cli
 
 POS = "particles/all/position/value"
 AMP_SUBSET_ONLY = {"one frame": 8.0, "block of 100 frames": 1.28, "150-atom subset, 100 frames": 21.0}
@@ -55,7 +53,7 @@ def test_following_the_rechunk_advice_keeps_compression_and_precision(tmp_path, 
         out = tmp_path / f"{rule}.h5md"
         args = shlex.split(cmd)[2:]
         args[args.index("-o") + 1] = str(out)
-        r = run_cli("rechunk", *args, "--no-progress")
+        r = run_cli_here("rechunk", *args, "--no-progress")
         assert r.returncode == 0, r.stderr
         with h5py.File(src) as a, h5py.File(out) as b:
             assert _filters(b[POS]) == _filters(a[POS]), cmd   # gzip level 3 (and shuffle) kept

@@ -15,7 +15,7 @@ import pytest
 from MDAnalysisTests import datafiles as D
 
 from tests.cli._helpers import convert_with_cli
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_here
 from tests.report._synth import make_report, on_cores
 from trajscale.report import diagnose
 from trajscale.report.advice import RULES
@@ -40,7 +40,7 @@ def test_sixteen_workers_on_two_cores_are_told_so_and_never_to_add_workers(tmp_p
     proc = run_cli("run", "rmsd", "--select", "name CA", D.GRO, water, "--executor", "processes", "-n", "16",
                    "--tasks", "16", "--report", str(rep), "--no-progress", timeout=600, preexec_fn=_two_cpus)
     assert proc.returncode == 0, proc.stderr
-    shown = run_cli("report", str(rep))
+    shown = run_cli_here("report", str(rep))
     assert shown.returncode == 0, shown.stderr
     data = json.loads(rep.read_text())
     busy = [w for w in data["workers"] if w["n_tasks"]]

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from tests.report._synth import make_report
 from trajscale.report import diagnose
 from trajscale.report.table import format_scaling, format_table
@@ -186,38 +186,34 @@ def report_files(tmp_path):
     return paths
 
 
-@pytest.mark.cli
 def test_cli_report_good(report_files, tmp_path):
-    proc = run_cli("report", str(report_files[4]))
+    proc = run_cli_here("report", str(report_files[4]))
     assert proc.returncode == 0, proc.stderr
     assert "rank 1 *" in proc.stdout and "advice:" in proc.stdout and "split the trajectory" in proc.stdout
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.cli
 def test_cli_report_several_with_outputs(report_files, tmp_path):
     pytest.importorskip("matplotlib")
     png, trace = tmp_path / "out.png", tmp_path / "trace.json"
-    proc = run_cli("report", str(report_files[2]), str(report_files[4]), "--baseline", str(report_files[1]),
-                   "--plot", str(png), "--trace", str(trace))
+    proc = run_cli_here("report", str(report_files[2]), str(report_files[4]), "--baseline", str(report_files[1]),
+                        "--plot", str(png), "--trace", str(trace))
     assert proc.returncode == 0, proc.stderr
     assert "scaling relative to mpi N=1" in proc.stdout and "S(N)" in proc.stdout
     assert png.stat().st_size > 1000
     check_trace(json.loads(trace.read_text()))
-    proc = run_cli("report", str(report_files[2]), str(report_files[4]), "--json")
+    proc = run_cli_here("report", str(report_files[2]), str(report_files[4]), "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert len(out["reports"]) == 2 and [p["n_workers"] for p in out["scaling"]] == [2, 4]
     assert out["reports"][1]["diagnosis"]["stragglers"][0]["component"] == "t_init_traj"
 
 
-@pytest.mark.cli
 def test_cli_report_help():
-    proc = run_cli("report", "--help")
+    proc = run_cli_here("report", "--help")
     assert proc.returncode == 0 and "--baseline" in proc.stdout and "straggler" in proc.stdout
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("content", [None, b"\x00\x01garbage\xff", b"{not json", b"[1, 2, 3]", b'"hello"',
                                      b'{"analysis": "rmsd"}', (b'{"analysis": "x", "executor": "mpi", '
                                      b'"n_workers": 1, "n_frames": 1, "n_atoms": 1, "source": {}, '
@@ -226,7 +222,7 @@ def test_cli_report_bad_file(tmp_path, content):
     path = tmp_path / "bad.json"
     if content is not None:
         path.write_bytes(content)
-    proc = run_cli("report", str(path))
+    proc = run_cli_here("report", str(path))
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr, proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if "error:" in ln]

@@ -85,13 +85,12 @@ def test_the_assumptions_say_the_sizes_were_measured_and_which_launch_was_used()
     assert model_assumptions(fit(report, "processes"), machine)[2][2] == "defaulted"
 
 
-@pytest.mark.cli
 def test_a_followed_run_records_the_sizes_a_finished_run_does(tmp_path):
     """A run that followed a file to its end moved the same job and partials as a run over the finished file."""
-    from tests.conftest import run_cli
+    from tests.conftest import run_cli_here
 
     h5 = tmp_path / "t.h5md"
-    assert run_cli("convert", PSF, DCD, "-o", str(h5)).returncode == 0   # marked complete: following ends
+    assert run_cli_here("convert", PSF, DCD, "-o", str(h5)).returncode == 0   # marked complete: following ends
     followed = run(RMSF(select="name CA"), PSF, str(h5), follow=True, executor="serial").report.meta.payload
     finished = run(RMSF(select="name CA"), PSF, str(h5), executor="serial").report.meta.payload
     assert followed is not None and followed.frames == finished.frames == 98

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from tests.report._synth import make_report
 from trajscale.report.machine import Machine
 from trajscale.report.payload import Payload
@@ -160,12 +160,11 @@ def _write(tmp_path, report, name="r.json"):
     return path
 
 
-@pytest.mark.cli
 def test_cli_predict_prints_the_table_and_writes_json(tmp_path):
     path = _write(tmp_path, _serial(imports=0.1, topology=0.05))
     out = tmp_path / "pred.json"
-    proc = run_cli("report", str(path), "--predict", "2,16,128", "--storage-gbps", "1", "--metadata-ms", "1",
-                   "--nodes", "4", "--cores-per-node", "32", "--json", str(out))
+    proc = run_cli_here("report", str(path), "--predict", "2,16,128", "--storage-gbps", "1", "--metadata-ms", "1",
+                        "--nodes", "4", "--cores-per-node", "32", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "E(N) falls below 0.7 at N =" in proc.stdout
     preds = json.loads(out.read_text())["predictions"]
@@ -179,26 +178,24 @@ def test_cli_predict_prints_the_table_and_writes_json(tmp_path):
     assert preds[-1]["limit"] == "storage bandwidth"
 
 
-@pytest.mark.cli
 def test_cli_json_out_refuses_an_input_and_an_existing_file(tmp_path):
     path = _write(tmp_path, _serial())
     before = path.read_bytes()
-    proc = run_cli("report", str(path), "--predict", "2", "--json", str(path))
+    proc = run_cli_here("report", str(path), "--predict", "2", "--json", str(path))
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and str(path) in proc.stderr
     assert path.read_bytes() == before
     other = tmp_path / "exists.json"
     other.write_text("keep")
-    proc = run_cli("report", str(path), "--predict", "2", "--json", str(other))
+    proc = run_cli_here("report", str(path), "--predict", "2", "--json", str(other))
     assert proc.returncode != 0 and "--overwrite" in proc.stderr and other.read_text() == "keep"
-    proc = run_cli("report", str(path), "--predict", "2", "--json", str(other), "--overwrite")
+    proc = run_cli_here("report", str(path), "--predict", "2", "--json", str(other), "--overwrite")
     assert proc.returncode == 0 and json.loads(other.read_text())["predictions"][0]["n"] == 2
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("bad", ["0", "two", "2,,x"])
 def test_cli_refuses_bad_rank_counts(tmp_path, bad):
     path = _write(tmp_path, _serial())
-    proc = run_cli("report", str(path), "--predict", bad)
+    proc = run_cli_here("report", str(path), "--predict", bad)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 

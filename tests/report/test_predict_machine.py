@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_here
 from tests.report._synth import make_report
 from tests.report.test_predict import _serial
 from trajscale.report.machine import Machine, this_machine
@@ -121,27 +121,26 @@ def test_cli_prints_and_writes_the_assumptions(tmp_path):
     rows = {r["what"]: r for r in data["assumptions"]["rows"]}
     assert rows["cores per node"]["origin"].startswith("measured")
     assert data["assumptions"]["machine"]["cores_per_node"] == this_machine().cores_per_node
-    proc = run_cli("report", str(path), "--predict", "64", "--nodes", "2", "--cores-per-node", "16",
-                   "--json", "-")
+    proc = run_cli_here("report", str(path), "--predict", "64", "--nodes", "2", "--cores-per-node", "16",
+                        "--json", "-")
     rows = {r["what"]: r for r in json.loads(proc.stdout)["assumptions"]["rows"]}
     assert rows["cores per node"] == {"what": "cores per node", "value": "16", "origin": "given"}
     assert rows["nodes"]["origin"] == "given"
 
 
-@pytest.mark.cli
 def test_cli_machine_profile_and_a_bad_one(tmp_path):
     path = tmp_path / "r.json"
     _serial(imports=0.1, topology=0.05).write(path)
     prof = tmp_path / "m.json"
     Machine(name="cluster", nodes=8, cores_per_node=32, read_curve=((1, 1e9), (8, 4e9)),
             origin=(("read_curve", "measured"),)).write(prof)
-    proc = run_cli("report", str(path), "--predict", "256", "--machine", str(prof), "--json", "-")
+    proc = run_cli_here("report", str(path), "--predict", "256", "--machine", str(prof), "--json", "-")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["assumptions"]["machine"]["nodes"] == 8
     bad = tmp_path / "bad.json"
     bad.write_text('{"kind": "trajscale machine profile", "nodes": 0}')
-    proc = run_cli("report", str(path), "--predict", "2", "--machine", str(bad))
+    proc = run_cli_here("report", str(path), "--predict", "2", "--machine", str(bad))
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and str(bad) in proc.stderr
 
 

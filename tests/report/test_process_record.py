@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.conftest import mpiexec, run_cli
+from tests.conftest import mpiexec, run_cli, run_cli_here
 
 #: The phases issue 23 asks for, in the record's names.
 PROCESS_PHASES = ("imports", "mpi_init", "topology", "prepare", "cluster_start", "queue_wait", "pool_start", "tasks",
@@ -128,12 +128,11 @@ SLOW = 5.0
 
 
 @pytest.mark.slow
-@pytest.mark.cli
 def test_a_pool_worker_slow_to_start_is_a_straggler_named_start_up(adk_vacuum, adk_vacuum_h5md, tmp_path):
     report = tmp_path / "r.json"
     env = {"TRAJSCALE_TEST_SLOW_START": f"{SLOW}:one", "TRAJSCALE_TEST_SLOW_START_TOKEN": str(tmp_path / "token")}
     args = _rmsd_args((adk_vacuum[0], adk_vacuum_h5md), report, "processes", 3)
-    proc = run_cli(*args, env=dict(os.environ, **env))
+    proc = run_cli_here(*args, env=dict(os.environ, **env))
     assert proc.returncode == 0, proc.stderr
     d = json.loads(report.read_text())
     slow = [w for w in d["workers"] if w["t_start"] >= SLOW]
@@ -162,5 +161,5 @@ def test_an_mpi_rank_slow_to_start_is_a_straggler_named_start_up(adk_vacuum, adk
     # the ranks that waited for it are not stragglers, though their own time was as long
     assert "rank 2 was slow to start" in " ".join(a["message"] for a in d["diagnosis"]["advice"])
     assert "slow in start-up" in proc.stdout
-    table = run_cli("report", str(report))
+    table = run_cli_here("report", str(report))
     assert table.returncode == 0 and "worker rank 2:" in table.stdout and "(start-up," in table.stdout

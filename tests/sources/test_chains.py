@@ -19,7 +19,7 @@ from MDAnalysis.lib.formats.libmdaxdr import XTCFile
 from MDAnalysisTests import datafiles as D
 
 import trajscale as ts
-from tests.conftest import run_mpi
+from tests.conftest import run_cli_here, run_mpi
 from trajscale.errors import AtomCountMismatchError, InputFileError
 from trajscale.executors.processes import ProcessExecutor
 from trajscale.sources import MDAPartSource, SegmentedSource, XDRSource, open_source, source_from_config
@@ -276,18 +276,16 @@ def test_parts_with_other_atom_counts_are_one_clear_error(xtc_parts, dcd_parts):
         open_source([xtc_parts[0], dcd_parts[0]], D.GRO)
 
 
-@pytest.mark.cli
 def test_a_damaged_part_is_named_in_one_clear_error(xtc_parts, tmp_path):
     """The CLI over a chain whose middle part is cut short, or is not an XTC: one line naming that part."""
     from tests.cli._helpers import assert_clean_failure
-    from tests.conftest import run_cli
 
     parts = [shutil.copy(p, tmp_path) for p in xtc_parts]
     with open(parts[1], "r+b") as fh:
         fh.truncate(os.path.getsize(parts[1]) // 2)
-    assert_clean_failure(run_cli("run", "rmsd", D.GRO, *parts, "--no-progress", "--strict"), "traj.part0002.xtc")
+    assert_clean_failure(run_cli_here("run", "rmsd", D.GRO, *parts, "--no-progress", "--strict"), "traj.part0002.xtc")
     Path(parts[1]).write_bytes(b"not an XTC file")
-    assert_clean_failure(run_cli("run", "rmsd", D.GRO, *parts, "--no-progress"), "traj.part0002.xtc", "XTC")
+    assert_clean_failure(run_cli_here("run", "rmsd", D.GRO, *parts, "--no-progress"), "traj.part0002.xtc", "XTC")
 
 
 def test_a_part_gone_after_the_job_was_prepared_is_named(xtc_parts, tmp_path):

@@ -22,7 +22,7 @@ import trajscale as ts
 from trajscale.convert.convert import convert
 from trajscale.errors import InputFileError
 
-from ..conftest import run_cli
+from ..conftest import run_cli_here
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
@@ -75,7 +75,6 @@ def test_convert_joins_restart_parts_as_mdanalysis_continuous(parts, tmp_path):
         np.testing.assert_array_equal(f["particles/all/position/step"][()], np.arange(1, 29))
 
 
-@pytest.mark.cli
 def test_verify_joins_parts_and_passes_an_independent_join(parts, tmp_path):
     """An H5MD file of MDAnalysis's continuous chain (written by MDAnalysis, one XTC) verifies against the parts."""
     u = mda.Universe(D.PSF, parts, continuous=True)
@@ -85,18 +84,17 @@ def test_verify_joins_parts_and_passes_an_independent_join(parts, tmp_path):
             w.write(u.atoms)
     h5 = tmp_path / "mda_joined.h5md"
     convert(D.PSF, [str(single)], str(h5))
-    r = run_cli("verify", D.PSF, *parts, str(h5), "--no-progress")
+    r = run_cli_here("verify", D.PSF, *parts, str(h5), "--no-progress")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "28 frames" in r.stdout and "OK" in r.stdout
 
 
-@pytest.mark.cli
 @pytest.mark.parametrize("via", ["index", "parts"])
 def test_run_rmsd_over_restart_parts_equals_mdanalysis_continuous(parts, tmp_path, via):
     ref_u = mda.Universe(D.PSF, parts, continuous=True)
     ref = rms.RMSD(ref_u, select="name CA").run().results.rmsd
     if via == "index":
-        r = run_cli("index", *parts, "-o", str(tmp_path / "parts.json"), "--topology", D.PSF)
+        r = run_cli_here("index", *parts, "-o", str(tmp_path / "parts.json"), "--topology", D.PSF)
         assert r.returncode == 0, r.stderr
         index = json.loads((tmp_path / "parts.json").read_text())
         assert [s["n_frames"] for s in index["segments"]] == [9, 9, 10]
@@ -110,12 +108,11 @@ def test_run_rmsd_over_restart_parts_equals_mdanalysis_continuous(parts, tmp_pat
 
 
 @pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
-@pytest.mark.cli
 def test_overlapping_part_is_refused_naming_both_and_joins_with_continuous(tmp_path):
     """A part starting 4 frames before the previous part's end: refused; --continuous: the later part wins."""
     over = write_parts(tmp_path, [(0, 10), (6, 16)], name="over")
     out = tmp_path / "o.h5md"
-    r = run_cli("convert", D.PSF, *over, "-o", str(out), "--no-progress")
+    r = run_cli_here("convert", D.PSF, *over, "-o", str(out), "--no-progress")
     assert r.returncode != 0 and not out.exists()
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "over.part0002.xtc" in r.stderr and "over.part0001.xtc" in r.stderr
@@ -123,7 +120,7 @@ def test_overlapping_part_is_refused_naming_both_and_joins_with_continuous(tmp_p
     with pytest.raises(InputFileError, match="overlap"):
         ts.run(ts.RMSD(select="name CA"), D.PSF, over)
 
-    r = run_cli("convert", D.PSF, *over, "-o", str(out), "--no-progress", "--continuous")
+    r = run_cli_here("convert", D.PSF, *over, "-o", str(out), "--no-progress", "--continuous")
     assert r.returncode == 0, r.stderr
     ref_pos, ref_t = continuous(over)
     assert len(ref_t) == 16
@@ -135,11 +132,10 @@ def test_overlapping_part_is_refused_naming_both_and_joins_with_continuous(tmp_p
                                atol=1e-4)
 
 
-@pytest.mark.cli
 def test_whole_repeats_are_renumbered_and_the_message_counts_frames_and_parts(parts, tmp_path):
     """The demo's way: one file given three times. Renumbered, as before, and the warning says how many."""
     out = tmp_path / "three.h5md"
-    r = run_cli("convert", D.PSF, parts[0], parts[0], parts[0], "-o", str(out), "--no-progress")
+    r = run_cli_here("convert", D.PSF, parts[0], parts[0], parts[0], "-o", str(out), "--no-progress")
     assert r.returncode == 0, r.stderr
     assert "renumbered step and time of 20 frame(s) in 2 part(s)" in r.stderr, r.stderr
     with h5py.File(out) as f:

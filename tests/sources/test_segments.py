@@ -12,7 +12,7 @@ from MDAnalysis.analysis import rms
 from MDAnalysisTests import datafiles as D
 
 import trajscale as ts
-from tests.conftest import run_cli
+from tests.conftest import run_cli_here
 from trajscale.block import split_frames
 from trajscale.convert.convert import convert
 from trajscale.convert.split import build_index, split
@@ -149,13 +149,13 @@ def test_missing_segment_named_when_read(tmp_path, adk_vacuum_h5md):
 
 @pytest.mark.cli
 def test_cli_split_then_run(tmp_path, adk_vacuum, adk_vacuum_h5md):
-    proc = run_cli("split", adk_vacuum_h5md, "-o", str(tmp_path / "s"), "--parts", "3")
+    proc = run_cli_here("split", adk_vacuum_h5md, "-o", str(tmp_path / "s"), "--parts", "3")
     assert proc.returncode == 0, proc.stderr
-    proc = run_cli("run", "rmsd", adk_vacuum[0], str(tmp_path / "s"), "--select", "name CA", "--out",
-                   str(tmp_path / "r.csv"))
+    proc = run_cli_here("run", "rmsd", adk_vacuum[0], str(tmp_path / "s"), "--select", "name CA", "--out",
+                        str(tmp_path / "r.csv"))
     assert proc.returncode == 0, proc.stderr
     got = np.loadtxt(tmp_path / "r.csv", delimiter=",", skiprows=1)[:, 2]
     ref = rms.RMSD(mda.Universe(*adk_vacuum), select="name CA").run().results.rmsd[:, 2]
     np.testing.assert_allclose(got, ref, atol=1e-4)
-    bad = run_cli("split", adk_vacuum_h5md, "-o", str(tmp_path / "s"), "--parts", "0")
+    bad = run_cli_here("split", adk_vacuum_h5md, "-o", str(tmp_path / "s"), "--parts", "0")
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
