@@ -77,11 +77,12 @@ def xr_cov(d):
 @pytest.mark.cli
 def test_a_topology_seen_before_opens_without_mdanalysis(tmp_path):
     """The topology's labels and the selection come from trajscale's caches the second time: a fresh
-    interpreter opening the same files and selecting the same atoms never imports MDAnalysis."""
+    interpreter opening the same files and selecting the same atoms never imports MDAnalysis (a TPR: MDAnalysis
+    parses it the first time, where a GRO or PDB is read from its columns even then)."""
     code = f"""
 import json, sys
 import trajscale as ts
-ds = ts.open_dataset({D.GRO!r}, {D.XTC!r})
+ds = ts.open_dataset({D.TPR!r}, {D.XTC!r})
 ca = ds.trajscale.atoms("name CA")
 print(json.dumps({{"mda": "MDAnalysis" in sys.modules, "names": ds.name.values[:50].tolist(),
                   "resids": ds.resid.values[-5:].tolist(), "ca": ca.tolist()}}))
@@ -93,7 +94,7 @@ print(json.dumps({{"mda": "MDAnalysis" in sys.modules, "names": ds.name.values[:
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     assert runs[0]["mda"] and not runs[1]["mda"]
-    u = mda.Universe(D.GRO)
+    u = mda.Universe(D.TPR)
     for run in runs:
         assert run["names"] == u.atoms.names[:50].tolist() and run["resids"] == u.atoms.resids[-5:].tolist()
         assert run["ca"] == u.select_atoms("name CA").indices.tolist()

@@ -71,7 +71,7 @@ if __name__ == "__main__":
     elif where == "before-share":
         import trajscale.convert.convert as conv
 
-        conv.load_universe = _slow_first(conv.load_universe)
+        conv.written_atoms = _slow_first(conv.written_atoms)
     elif where == "between-shares" and argv[0] == "run":
         trajscale.engine.Engine.choose = _slow_first(trajscale.engine.Engine.choose)
     elif where == "between-shares":

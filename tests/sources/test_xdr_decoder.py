@@ -238,8 +238,9 @@ def test_cached_run_on_an_xtc_imports_neither_mdanalysis_nor_scipy(tmp_path, mon
 
     monkeypatch.setenv("TRAJSCALE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TRAJSCALE_TOPOLOGY_CACHE", raising=False)
-    top, traj = tmp_path / "adk.gro", tmp_path / "adk.xtc"
-    shutil.copyfile(D.GRO, top)
+    # (a TPR: MDAnalysis parses it the first time; a GRO or PDB is read from its columns even then)
+    top, traj = tmp_path / "adk.tpr", tmp_path / "adk.xtc"
+    shutil.copyfile(D.TPR, top)
     shutil.copyfile(D.XTC, traj)
     sel = "protein and name CA"
     first = _run("cli", top, traj, sel, tmp_path)
