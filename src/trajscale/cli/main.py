@@ -243,10 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     # The handler imports from trajscale.util: it is made whole first (a signal may land mid-import).
     from .. import util  # noqa: F401
 
-    # SIGINT too: a KeyboardInterrupt raised inside a C callback can be swallowed.
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGINT, _terminate)
     try:
+        # SIGINT too: a KeyboardInterrupt raised inside a C callback can be swallowed. Inside the try: a signal
+        # that lands as soon as its handler is in place (between these two lines) is said like any other
+        signal.signal(signal.SIGTERM, _terminate)
+        signal.signal(signal.SIGINT, _terminate)
         from .storage import use_storage_options
 
         use_storage_options(args)   # --storage-option: for the URLs this command opens
