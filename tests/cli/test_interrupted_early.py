@@ -54,30 +54,33 @@ def test_convert_killed_during_its_imports_says_nothing_was_written(tmp_path):
     assert not out.exists() and not any(p.exists() for p in unfinished(out, "convert"))
 
 
-def test_a_signal_landing_as_soon_as_its_handler_is_in_place_is_said(tmp_path, monkeypatch):
+#: ``trajscale convert`` whose SIGTERM arrives as soon as trajscale's handler is installed.
+SIGNAL_AT_INSTALL = """
+import os, signal, sys
+from trajscale.cli import main as cli
+
+install = signal.signal
+
+def install_then_signalled(signum, handler):
+    previous = install(signum, handler)
+    if signum == signal.SIGTERM and callable(handler):
+        os.kill(os.getpid(), signal.SIGTERM)   # handled at the next line of main's Python
+    return previous
+
+signal.signal = install_then_signalled
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_signal_landing_as_soon_as_its_handler_is_in_place_is_said(tmp_path):
     """SIGTERM delivered right after trajscale's handler is installed (a killer that waits for the handler, as
     the test above does, can send it there) ends the command with its one line, not a silent exit 143."""
-    from tests.conftest import run_cli_here
-
-    install = signal.signal
-
-    def install_then_signalled(signum, handler):
-        previous = install(signum, handler)
-        if signum == signal.SIGTERM and callable(handler):
-            os.kill(os.getpid(), signal.SIGTERM)   # handled at the next line of main's Python
-        return previous
-
-    monkeypatch.setattr(signal, "signal", install_then_signalled)
     out = tmp_path / "out.h5md"
-    try:
-        proc = run_cli_here("convert", D.GRO, D.XTC, "-o", str(out), "--no-progress")
-        code, err = proc.returncode, proc.stderr
-    except SystemExit as exc:   # (main let the exit out before its handler could say what it left)
-        code, err = exc.code, ""
-    monkeypatch.undo()
-    assert code == 143
-    assert err.strip() == f"trajscale convert: terminated by signal 15; nothing was written yet: no partial " \
-                          f"output of {out} was kept", err
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_AT_INSTALL, "convert", D.GRO, D.XTC, "-o", str(out),
+                           "--no-progress"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 143, proc.stderr
+    assert proc.stderr.strip() == f"trajscale convert: terminated by signal 15; nothing was written yet: no partial " \
+                                  f"output of {out} was kept", proc.stderr
     assert not out.exists()
 
 
