@@ -10,7 +10,6 @@ from .options import (
     add_h5md_options,
     add_segment_options,
     add_strict_option,
-    kept_for_resume,
     mpi_comm,
     output_spec,
     resumed_complete,
@@ -62,7 +61,7 @@ def add_parser(sub) -> None:
     p.add_argument("--no-forces", action="store_true", help="drop forces")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (none with -q either)")
     add_segment_options(p, "convert")
-    p.set_defaults(func=main, kept_when_interrupted=kept_for_resume)
+    p.set_defaults(func=main)
     add_strict_option(p)
 
 
@@ -74,9 +73,8 @@ def main(args) -> int:
     check_topology(args)
     if resumed_complete(args, [args.topology, *args.trajectories], unfinished(args.output, "convert")):
         return 0
-    comm = mpi_comm(args)
-    options = ConvertOptions(read=read_options(args), spec=layout_target(args, output_spec(args)),
-                             write=write_options(args, comm),
+    comm, spec, write = output_settings(args)
+    options = ConvertOptions(read=read_options(args), spec=spec, write=write,
                              velocities=not args.no_velocities, forces=not args.no_forces, units=args.units)
     s = convert(args.topology, args.trajectories, args.output, options=options)
     if comm is not None and comm.Get_rank() != 0:
@@ -92,6 +90,13 @@ def add_layout_option(p) -> None:
                    help="disk (the default) or remote: a store to be read over the network (s3://, http(s)://): "
                         "--chunks auto plans ~8 MiB chunks for range requests, and HDF5's metadata is "
                         "gathered in one block at the file's start, so opening it costs one request")
+
+
+def output_settings(args):
+    """What convert and rechunk write with: the MPI communicator (None outside mpiexec), the output's
+    spec planned for ``--layout``, and the write options."""
+    comm = mpi_comm(args)
+    return comm, layout_target(args, output_spec(args)), write_options(args, comm)
 
 
 def layout_target(args, spec):

@@ -43,7 +43,8 @@ def add_h5md_options(p, what: str = "the H5MD file") -> None:
 
 
 def add_segment_options(p, what: str) -> None:
-    """--executor/-n/--virtual/--resume of ``convert`` and ``rechunk``."""
+    """--executor/-n/--virtual/--resume of ``convert`` and ``rechunk``, and what an interruption keeps for
+    ``--resume`` (:func:`kept_for_resume`)."""
     from .checks import positive_int
 
     p.add_argument("--executor", default=None, choices=names(converts=True, choosers=True),
@@ -59,6 +60,7 @@ def add_segment_options(p, what: str) -> None:
                    help="keep the segments in NAME.parts/ beside the output, which maps them as HDF5 "
                         "virtual datasets (no join copy; any HDF5 reader, MDAnalysis too, reads it as one file)")
     p.add_argument("--resume", action="store_true", help=f"finish an interrupted {what} of the same inputs")
+    p.set_defaults(kept_when_interrupted=kept_for_resume)
 
 
 def output_spec(args):

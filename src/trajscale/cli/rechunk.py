@@ -5,15 +5,8 @@ from __future__ import annotations
 import logging
 
 from .checks import add_output
-from .convert import add_layout_option, layout_target
-from .options import (
-    add_segment_options,
-    kept_for_resume,
-    mpi_comm,
-    output_spec,
-    resumed_complete,
-    write_options,
-)
+from .convert import add_layout_option, output_settings
+from .options import add_segment_options, resumed_complete
 from .storage import add_storage_option
 
 log = logging.getLogger("trajscale")
@@ -42,7 +35,7 @@ def add_parser(sub) -> None:
     add_storage_option(p)   # the input may be behind a URL, as every command's
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_segment_options(p, "rechunk")
-    p.set_defaults(func=main, kept_when_interrupted=kept_for_resume)
+    p.set_defaults(func=main)
 
 
 def main(args) -> int:
@@ -52,8 +45,8 @@ def main(args) -> int:
 
     if resumed_complete(args, [args.input], unfinished(args.output, "rechunk")):
         return 0
-    comm = mpi_comm(args)
-    options = RechunkOptions(spec=layout_target(args, output_spec(args)), write=write_options(args, comm))
+    comm, spec, write = output_settings(args)
+    options = RechunkOptions(spec=spec, write=write)
     s = rechunk(args.input, args.output, options=options)
     if comm is not None and comm.Get_rank() != 0:
         return 0

@@ -143,127 +143,6 @@ extern "C"
 	xdrfile_close   (XDRFILE *       xfp);
 
 
-
-
-	/*! \brief Read one or more \a char type variable(s)
-	 *
-	 *  \param ptr    Pointer to memory where data should be written
-	 *  \param ndata  Number of characters to read
-	 *  \param xfp    Handle to portable binary file, created with xdrfile_open()
-	 *
-	 *  \return       Number of characters read
-	 */
-	int
-	xdrfile_read_char(char *      ptr,
-					  int         ndata,
-					  XDRFILE *   xfp);
-
-
-
-	/*! \brief Write one or more \a characters type variable(s)
-	 *
-	 *  \param ptr    Pointer to memory where data should be read
-	 *  \param ndata  Number of characters to write.
-	 *  \param xfp    Handle to portable binary file, created with xdrfile_open()
-	 *
-	 *  \return       Number of characters written
-	 */
-	int
-	xdrfile_write_char(char *      ptr,
-					   int         ndata,
-					   XDRFILE *   xfp);
-
-
-
-	/*! \brief Read one or more \a unsigned \a char type variable(s)
-	 *
-	 *  \param ptr    Pointer to memory where data should be written
-	 *  \param ndata  Number of unsigned characters to read
-	 *  \param xfp    Handle to portable binary file, created with xdrfile_open()
-	 *
-	 *  \return       Number of unsigned characters read
-	 */
-	int
-	xdrfile_read_uchar(unsigned char *    ptr,
-					   int		          ndata,
-					   XDRFILE *          xfp);
-
-
-
-	/*! \brief Write one or more \a unsigned \a characters type variable(s)
-	 *
-	 *  \param ptr    Pointer to memory where data should be read
-	 *  \param ndata  Number of unsigned characters to write.
-	 *  \param xfp    Handle to portable binary file, created with xdrfile_open()
-	 *
-	 *  \return       Number of unsigned characters written
-	 */
-	int
-	xdrfile_write_uchar(unsigned char *   ptr,
-						int               ndata,
-						XDRFILE *         xfp);
-
-
-
-	/*! \brief Read one or more \a short type variable(s)
-	 *
-	 *  \param ptr    Pointer to memory where data should be written
-	 *  \param ndata  Number of shorts to read
-	 *  \param xfp    Handle to portable binary file, created with xdrfile_open()
-	 *
-	 *  \return       Number of shorts read
-	 */
-	int
-	xdrfile_read_short(short *             ptr,
-					   int                 ndata,
-					   XDRFILE *           xfp);
-
-
-
-	/*! \brief Write one or more \a short type variable(s)
-	 *
-	 *  \param ptr    Pointer to memory where data should be read
-	 *  \param ndata  Number of shorts to write.
-	 *  \param xfp    Handle to portable binary file, created with xdrfile_open()
-	 *
-	 *  \return       Number of shorts written
-	 */
-	int
-	xdrfile_write_short(short *            ptr,
-						int                ndata,
-						XDRFILE *          xfp);
-
-
-
-	/*! \brief Read one or more \a unsigned \a short type variable(s)
-	 *
-	 *  \param ptr    Pointer to memory where data should be written
-	 *  \param ndata  Number of unsigned shorts to read
-	 *  \param xfp    Handle to portable binary file, created with xdrfile_open()
-	 *
-	 *  \return       Number of unsigned shorts read
-	 */
-	int
-	xdrfile_read_ushort(unsigned short *   ptr,
-						int                ndata,
-						XDRFILE *          xfp);
-
-
-
-	/*! \brief Write one or more \a unsigned \a short type variable(s)
-	 *
-	 *  \param ptr    Pointer to memory where data should be read
-	 *  \param ndata  Number of unsigned shorts to write.
-	 *  \param xfp    Handle to portable binary file, created with xdrfile_open()
-	 *
-	 *  \return       Number of unsigned shorts written
-	 */
-	int
-	xdrfile_write_ushort(unsigned short *     ptr,
-						 int                  ndata,
-						 XDRFILE *            xfp);
-
-
 	/*! \brief Read one or more \a integer type variable(s)
 	 *
 	 *  \param ptr    Pointer to memory where data should be written
@@ -284,7 +163,6 @@ extern "C"
 	xdrfile_read_int(int *         ptr,
 					 int           ndata,
 					 XDRFILE *     xfp);
-
 
 
 	/*! \brief Write one or more \a integer type variable(s)
@@ -308,51 +186,6 @@ extern "C"
 					  int          ndata,
 					  XDRFILE *    xfp);
 
-	/*! \brief Read one or more \a unsigned \a integers type variable(s)
-	 *
-	 *  \param ptr    Pointer to memory where data should be written
-	 *  \param ndata  Number of unsigned integers to read
-	 *  \param xfp    Handle to portable binary file, created with xdrfile_open()
-	 *
-	 *  \return       Number of unsigned integers read
-	 *
-	 *  The integer data type is assumed to be less than or equal to 32 bits.
-	 *
-	 *  We do not provide any routines for reading/writing 64-bit integers, since
-	 *  - Not all XDR implementations support it
-	 *  - Not all machines have 64-bit integers
-	 *
-	 *  Split your 64-bit data into two 32-bit integers for portability!
-	 */
-	int
-	xdrfile_read_uint(unsigned int *    ptr,
-					  int               ndata,
-					  XDRFILE *         xfp);
-
-
-
-	/*! \brief Write one or more \a unsigned \a integer type variable(s)
-	 *
-	 *  \param ptr    Pointer to memory where data should be read
-	 *  \param ndata  Number of unsigned integers to write.
-	 *  \param xfp    Handle to portable binary file, created with xdrfile_open()
-	 *
-	 *  \return       Number of unsigned integers written
-	 *
-	 *  The integer data type is assumed to be less than or equal to 32 bits.
-	 *
-	 *  We do not provide any routines for reading/writing 64-bit integers, since
-	 *  - Not all XDR implementations support it
-	 *  - Not all machines have 64-bit integers
-	 *
-	 *  Split your 64-bit data into two 32-bit integers for portability!
-	 */
-	int
-	xdrfile_write_uint(unsigned int *    ptr,
-					   int               ndata,
-					   XDRFILE *         xfp);
-
-
 
 	/*! \brief Read one or more \a float type variable(s)
 	 *
@@ -366,7 +199,6 @@ extern "C"
 	xdrfile_read_float(float *           ptr,
 					   int               ndata,
 					   XDRFILE *         xfp);
-
 
 
 	/*! \brief Write one or more \a float type variable(s)
@@ -383,7 +215,6 @@ extern "C"
 						XDRFILE *        xfp);
 
 
-
 	/*! \brief Read one or more \a double type variable(s)
 	 *
 	 *  \param ptr    Pointer to memory where data should be written
@@ -396,22 +227,6 @@ extern "C"
 	xdrfile_read_double(double *          ptr,
 						int               ndata,
 						XDRFILE *         xfp);
-
-
-
-	/*! \brief Write one or more \a double type variable(s)
-	 *
-	 *  \param ptr    Pointer to memory where data should be read
-	 *  \param ndata  Number of double to write.
-	 *  \param xfp    Handle to portable binary file, created with xdrfile_open()
-	 *
-	 *  \return       Number of doubles written
-	 */
-	int
-	xdrfile_write_double(double *        ptr,
-						 int             ndata,
-						 XDRFILE *       xfp);
-
 
 
 	/*! \brief Read a string (array of characters)
@@ -429,7 +244,6 @@ extern "C"
 						XDRFILE *       xfp);
 
 
-
 	/*! \brief Write a string (array of characters)
 	 *
 	 *  \param ptr     Pointer to memory where data should be read
@@ -440,7 +254,6 @@ extern "C"
 	int
 	xdrfile_write_string(char *          ptr,
 						 XDRFILE *       xfp);
-
 
 
 	/*! \brief Read raw bytes from file (unknown datatype)
@@ -457,8 +270,6 @@ extern "C"
 						XDRFILE *          xfp);
 
 
-
-
 	/*! \brief Write raw bytes to file (unknown datatype)
 	 *
 	 *  \param ptr     Pointer to memory where data should be read
@@ -471,10 +282,6 @@ extern "C"
 	xdrfile_write_opaque(char *            ptr,
 						 int               nbytes,
 						 XDRFILE *         xfp);
-
-
-
-
 
 
 	/*! \brief Compress coordiates in a float array to XDR file
@@ -510,8 +317,6 @@ extern "C"
 								 int         ncoord,
 								 float       precision,
 								 XDRFILE *   xfp);
-
-
 
 
 	/*! \brief Decompress coordiates from XDR file to array of floats
@@ -584,83 +389,8 @@ extern "C"
 										  XDRFILE *   xfp);
 
 
-
-
-	/*! \brief Compress coordiates in a double array to XDR file
-	 *
-	 *  This routine will perform \a lossy compression on the three-dimensional
-	 *  coordinate data data specified and store it in the XDR file. Double will
-	 *  NOT give you any extra precision since the coordinates are compressed. This
-	 *  routine just avoids allocating a temporary array of floats.
-	 *
-	 *  The lossy part of the compression consists of multiplying each
-	 *  coordinate with the precision argument and then rounding to integers.
-	 *  We suggest a default value of 1000.0, which means you are guaranteed
-	 *  three decimals of accuracy. The only limitation is that scaled coordinates
-	 *  must still fit in an integer variable, so if the precision is 1000.0 the
-	 *  coordinate magnitudes must be less than +-2e6.
-	 *
-	 *  \param ptr        Pointer to coordinates to compress (length 3*ncoord)
-	 *  \param ncoord     Number of coordinate triplets in data
-	 *  \param precision  Scaling factor for lossy compression. If it is <=0, the
-	 *                    default value of 1000.0 is used.
-	 *  \param xfp        Handle to portably binary file
-	 *
-	 *  \return           Number of coordinate triplets written.
-	 *                    IMPORTANT: Check that this is equal to ncoord - if it is
-	 *                    negative, an error occured. This should not happen with
-	 *                    normal data, but if your coordinates are NaN or very
-	 *                    large (>1e6) it is not possible to use the compression.
-	 *
-	 *  \warning          The compression algorithm is not part of the XDR standard,
-	 *                    and very complicated, so you will need this xdrfile module
-	 *                    to read it later.
-	 */
-	int
-	xdrfile_compress_coord_double(double *     ptr,
-								  int          ncoord,
-								  double       precision,
-								  XDRFILE *    xfp);
-
-
-
-
-	/*! \brief Decompress coordiates from XDR file to array of doubles
-	 *
-	 *  This routine will decompress three-dimensional coordinate data previously
-	 *  stored in an XDR file and store it in the specified array of doubles.
-	 *  Double will NOT give you any extra precision since the coordinates are
-	 *  compressed. This routine just avoids allocating a temporary array of floats.
-	 *
-	 *  The precision used during the earlier compression is read from the file
-	 *  and returned - you cannot adjust the accuracy at this stage.
-	 *
-	 *  \param ptr        Pointer to coordinates to compress (length>= 3*ncoord)
-	 *  \param ncoord     Max number of coordinate triplets to read on input, actual
-	 *                    number of coordinate triplets read on return. If this
-	 *                    is smaller than the number of coordinates in the frame an
-	 *                    error will occur.
-	 *  \param precision  The precision used in the previous compression will be
-	 *                    written to this variable on return.
-	 *  \param xfp        Handle to portably binary file
-	 *
-	 *  \return           Number of coordinate triplets read. If this is negative,
-	 *                    an error occured.
-	 *
-	 *  \warning          Since we cannot count on being able to set/get the
-	 *                    position of large files (>2Gb), it is not possible to
-	 *                    recover from errors by re-reading the frame if the
-	 *                    storage area you provided was too small. To avoid this
-	 *                    from happening, we recommend that you store the number of
-	 *                    coordinates triplet as an integer either in a header or
-	 *                    just before the compressed coordinate data, so you can
-	 *                    read it first and allocated enough memory.
-	 */
-	int
-	xdrfile_decompress_coord_double(double *     ptr,
-									int *	     ncoord,
-									double *     precision,
-									XDRFILE *    xfp);
+	/* trajscale: the double-precision coordinate routines and the unsigned, char and short
+	 * reads and writes are left out (see xdrfile.c). */
 
     int64_t xdr_tell(XDRFILE *xd);
     int xdr_seek(XDRFILE *xd, int64_t pos, int whence);
