@@ -209,6 +209,45 @@ def test_entry_round_trips_exactly(tmp_path, monkeypatch):
         selection_cache.decode({"dtype": "|O", "shape": [0], "data": ""})
 
 
+def test_a_compressed_entry_round_trips_and_a_hostile_one_is_refused():
+    """A topology's per-atom numbers are stored deflated: they come back bit for bit; an entry whose bytes
+    inflate to more or less than its shape (a damaged file, or a planted deflate bomb) is refused (and the
+    record read again from the topology), never inflated past the size its shape says."""
+    import base64
+    import zlib
+
+    resids = np.repeat(np.arange(1, 16_001, dtype=np.int64), 3)   # a solvated system's residue numbers
+    stored = selection_cache.encode(resids, compress=True)
+    assert len(stored["zlib"]) < resids.nbytes / 5
+    back = selection_cache.decode(json.loads(json.dumps(stored)))
+    assert back.dtype == resids.dtype and np.array_equal(back, resids)
+    bomb = base64.b64encode(zlib.compress(bytes(2**26), 1)).decode("ascii")   # 64 MiB of zeros, ~300 kB stored
+    for hostile in ({"dtype": "<i8", "shape": [8], "zlib": bomb},
+                    {"dtype": "<i8", "shape": [8], "zlib": base64.b64encode(zlib.compress(bytes(8))).decode()}):
+        with pytest.raises(ValueError, match="size is not its shape"):
+            selection_cache.decode(hostile)
+
+
+def test_labels_of_a_solvated_system_come_back_as_mdanalysis_reads_them(cache):
+    """AdK in water's labels (47,681 atoms: names, residues, segments and masses), kept as each text's
+    distinct values and every atom's code, equal MDAnalysis's own."""
+    import MDAnalysis as mda
+    from MDAnalysisTests.datafiles import TPR
+
+    from trajscale.topology import atom_labels
+
+    atoms = mda.Universe(TPR).atoms
+    first = atom_labels(TPR)[1]
+    n_atoms, labels = atom_labels(TPR)   # from the cache
+    assert n_atoms == atoms.n_atoms
+    for got in (first, labels):
+        for label, attr in (("name", "names"), ("resname", "resnames"), ("segid", "segids")):
+            assert got[label].dtype.kind == "U"
+            np.testing.assert_array_equal(got[label], getattr(atoms, attr).astype(str))
+        np.testing.assert_array_equal(got["resid"], atoms.resids)
+        np.testing.assert_array_equal(got["mass"], atoms.masses)
+
+
 @pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_entries_others_may_write_are_not_used(system, tmp_path):

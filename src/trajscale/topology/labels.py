@@ -27,7 +27,7 @@ WRITTEN = {"id": "ids", "charge": "charges", "type": "types"}
 TEXT = ("name", "resname", "segid", "element", "type")
 _ENTRY_KEY, _WRITTEN_KEY = "labels", "written"
 #: The records' layout: a record of another is read again from the topology.
-_VERSION = 2
+_VERSION = 3
 
 
 def atom_labels(topology: str, atoms=None) -> tuple[int, dict[str, np.ndarray]]:
@@ -165,13 +165,21 @@ def _labels_of(atoms, attrs: dict[str, str]) -> tuple[int, dict[str, np.ndarray]
 
 
 def _encoded(label: str, values: np.ndarray):
-    return values.tolist() if label in TEXT else selection_cache.encode(values)
+    if label not in TEXT:
+        return selection_cache.encode(values, compress=True)
+    # (a text label as its distinct values and each atom's code: a solvated system's 50,000 atoms have a few
+    # hundred names, and a list of every atom's name is most of the record's size and of its reading time)
+    distinct, codes = np.unique(values, return_inverse=True)
+    return {"distinct": distinct.tolist(), "codes": selection_cache.encode(codes.astype(np.int32), compress=True)}
 
 
 def _decoded(label: str, value) -> np.ndarray:
-    if label in TEXT:
-        names = np.array(value if isinstance(value, list) else None)
-        if names.dtype.kind != "U" or names.ndim != 1:   # anything but a list of names: a damaged record
-            raise ValueError(f"{label} is not a list of names")
-        return names
-    return selection_cache.decode(value)
+    if label not in TEXT:
+        return selection_cache.decode(value)
+    if not isinstance(value, dict) or not isinstance(value.get("distinct"), list):
+        raise ValueError(f"{label} is not a list of names")   # a damaged record
+    distinct = np.array(value["distinct"], dtype=str)
+    codes = selection_cache.decode(value["codes"])
+    if distinct.ndim != 1 or codes.ndim != 1 or (codes.size and (codes.min() < 0 or codes.max() >= distinct.size)):
+        raise ValueError(f"{label}'s codes are not those of its names")
+    return distinct[codes]
