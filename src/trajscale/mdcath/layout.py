@@ -120,9 +120,10 @@ def member_keys(group: h5py.Group) -> list[str]:
 
     keys = []
     for t in sorted(group, key=order):
-        tg = group.get(t)
-        if not isinstance(tg, h5py.Group):
+        # (the class alone: making an object of each of the domain's datasets cost more than the whole walk)
+        if group.get(t, getclass=True) is not h5py.Group:
             continue
+        tg = group[t]
         # (one lookup a member: HDF5 follows the path, and a dataset or group of that name both count)
         keys += [f"{t}/{r}" for r in sorted(tg, key=order) if f"{r}/coords" in tg]
     return keys
@@ -141,8 +142,8 @@ class Domain:
     @classmethod
     def of(cls, f: h5py.File, where: str) -> Domain:
         name, group = domain_group(f, where)
-        z = group.get("z")
-        return cls(name, group, member_keys(group), z.shape if isinstance(z, h5py.Dataset) else None)
+        z = group.get("z") if group.get("z", getclass=True) is h5py.Dataset else None
+        return cls(name, group, member_keys(group), None if z is None else z.shape)
 
 
 def member_labels(domain: str, key: str) -> dict:
