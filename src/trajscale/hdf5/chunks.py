@@ -392,9 +392,15 @@ class ChunkReads:
         if not self._gathers or out.shape[1:] != tuple(self.index.shape[1:]) or not self.ready():
             return False
         fd = self.store.descriptor()
-        offsets = None if fd is None else self._frame_offsets(np.asarray(frames, np.int64))
-        if offsets is None:
+        if fd is None:
             return False
+        idx, frames = self.index, np.asarray(frames, np.int64)
+        if idx.chunks is None and idx.offsets[0] >= 0:   # (contiguous: every frame at a fixed stride)
+            offsets = idx.offsets[0] + frames * (idx.shape[1] * idx.shape[2] * self.dtype.itemsize)
+        else:
+            offsets = self._frame_offsets(frames)
+            if offsets is None:
+                return False
         whole = np.array([[0, 0, out.shape[1]]], np.int64)   # (one run: every atom, straight into the row)
         return pread_gather(fd, offsets, whole, _NO_COLUMNS, _NO_ROW, out) < 0
 
