@@ -4,8 +4,9 @@
 (:class:`~trajscale.ensemble.Ensemble`: a catalog, a glob such as ``"data/mdcath_dataset_*.h5"``,
 H5MD files, mdCATH members, any trajectory ``trajscale run`` reads; local or behind a URL). A batch
 from :class:`~trajscale.ml.sampler.BlockBatchSampler` (:func:`~trajscale.ml.make_loader`) holds a few
-blocks of consecutive frames, mostly of one member each: it is read with one ``Source.read`` per
-contiguous run of a member's frames, never one read per sample; the order changes every epoch
+blocks of consecutive frames, mostly of one member each: it is read with one call per member where its
+Source reads many frames at once (a local mdCATH file), else one ``Source.read`` per contiguous run of a
+member's frames, never one read per sample; the order changes every epoch
 (``seed + epoch``), the same on every rank.
 
 Each process (each DataLoader worker) opens only the files its batches touch, keeps at most

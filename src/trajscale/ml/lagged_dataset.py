@@ -11,7 +11,8 @@ as a few contiguous runs of frames.
   ``x`` and ``y`` are (batch, features).
 * :class:`LaggedEnsembleDataset` serves coordinates of an ensemble's members, read through
   :class:`~trajscale.ml.ensemble.EnsembleDataset` (local or behind a URL, ``cache_dir=`` for a node-local
-  copy): each run of ``t`` and the run ``τ`` frames later are read as one run where they overlap. ``x`` and
+  copy): a batch in order is read member by member, from a local mdCATH file the frames ``t`` straight into
+  ``x`` and ``t + τ`` into ``y`` (one compiled read each), elsewhere each run of both read once. ``x`` and
   ``y`` hold the atoms of every sample one after another ((sum of atoms, 3), ``n_atoms`` per sample);
   :meth:`~LaggedEnsembleDataset.pairs` gives them as deeptime's ``(X, Y)`` arrays.
 
