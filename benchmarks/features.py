@@ -1,6 +1,6 @@
 """φ/ψ features over an ensemble, a Markov model's streamed fit and a time-lagged epoch: whole processes.
 
-    python benchmarks/features.py [--size smallest|small|full] [--workdir features-bench] [--pairs 3]
+    python benchmarks/features.py [--size smallest|small|medium|full] [--workdir features-bench] [--pairs 3]
                                   [--warmup 1] [-n 2] [--rows ...] [--json FILE [--overwrite]]
     python benchmarks/features.py --size smallest --workdir /tmp/bench      # what the test suite runs
 
@@ -56,8 +56,10 @@ Then, for trajscale alone:
 
 Sizes (files x members x frames; overhead members; distinct topologies; rounds): ``smallest`` 4 x 2 x 5,
 2, 1, 1 without warm-up (the test suite's: its figures mean nothing); ``small`` 20 x 5 x 30, 100, 10, 3
-after 1; ``full`` 200 x 25 x 30 (5,000 members: 2,500 of each system), 1,000, 50, 3 after 1 (about 6 GB
-of files, and the MDAnalysis loop alone some minutes a round).
+after 1; ``medium`` the same files with 100 frames a member (an epoch of 9,800 lagged pairs: the loaders'
+reads, not the processes' start, take most of its time), 100, 10, 3 after 1; ``full`` 200 x 25 x 30
+(5,000 members: 2,500 of each system), 1,000, 50, 3 after 1 (about 6 GB of files, and the MDAnalysis loop
+alone some minutes a round).
 
 Targets (a 2-core machine): ≥ 3x MDTraj on XTC, ≥ 5x MDTraj on mdCATH-shaped files, ≥ 20x MDAnalysis,
 processes(2) faster than serial, the lagged epoch ≥ 5x, per-member overhead ≤ 5 ms, preparation ≤ 20 ms
@@ -89,6 +91,7 @@ PROG = Path(__file__).name
 #: --size -> (files, members per file, frames per member, members for the overhead, distinct topologies,
 #: pairs, warm-up pairs)
 SIZES = {"smallest": (4, 2, 5, 2, 1, 1, 0), "small": (20, 5, 30, 100, 10, 3, 1),
+         "medium": (20, 5, 100, 100, 10, 3, 1),
          "full": (200, 25, 30, 1000, 50, 3, 1)}
 TEMPERATURES = ("320", "348", "379", "413", "450")
 SYSTEMS = {"adk": "all", "prt": "resid 1-120"}

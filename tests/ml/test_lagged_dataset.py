@@ -77,18 +77,21 @@ def test_every_pair_equals_its_frames(files):
     want = expected_pairs(files)
     assert ds.names == ("1aaaA00/320/0", "1aaaA00/348/1", "2bbbB00/379/2", "ca")
     assert len(ds) == len(want) == (9 - 3) + (4 - 3) + (12 - 3) + (7 - 3) + (5 - 3)
-    index = np.r_[np.random.default_rng(0).permutation(len(ds)), [2, 2]]   # unsorted, with repeats
-    batch = ds.read(index)
-    edges = np.r_[0, np.cumsum(batch["n_atoms"])]
-    for i, k in enumerate(index.tolist()):
-        name, t, x, y = want[k]
-        assert (batch["name"][i], ds.names[batch["trajectory"][i]], batch["frame"][i]) == (name, name, t)
-        np.testing.assert_allclose(batch["x"][edges[i]:edges[i + 1]], x, rtol=1e-6, atol=1e-3)
-        np.testing.assert_allclose(batch["y"][edges[i]:edges[i + 1]], y, rtol=1e-6, atol=1e-3)
-    np.testing.assert_allclose(batch["time_lagged"] - batch["time"],
-                               np.where(np.array(batch["name"]) == "ca", LAG, LAG * 1000.0))
-    assert batch["domain"] == [n.split("/")[0] for n in batch["name"]]
-    assert batch["temperature"] == [None if n == "ca" else int(n.split("/")[1]) for n in batch["name"]]
+    # unsorted with repeats (read together, then put in order), and in order (a sampler's batch: per member, the
+    # mdCATH frames t and t + τ each in one call, the XTC member's runs of both read once)
+    for index in (np.r_[np.random.default_rng(0).permutation(len(ds)), [2, 2]], np.arange(len(ds))):
+        batch = ds.read(index)
+        edges = np.r_[0, np.cumsum(batch["n_atoms"])]
+        for i, k in enumerate(index.tolist()):
+            name, t, x, y = want[k]
+            assert (batch["name"][i], ds.names[batch["trajectory"][i]], batch["frame"][i]) == (name, name, t)
+            np.testing.assert_allclose(batch["x"][edges[i]:edges[i + 1]], x, rtol=1e-6, atol=1e-3)
+            np.testing.assert_allclose(batch["y"][edges[i]:edges[i + 1]], y, rtol=1e-6, atol=1e-3)
+        np.testing.assert_allclose(batch["time_lagged"] - batch["time"],
+                                   np.where(np.array(batch["name"]) == "ca", LAG, LAG * 1000.0))
+        assert batch["domain"] == [n.split("/")[0] for n in batch["name"]]
+        assert batch["temperature"] == [None if n == "ca" else int(n.split("/")[1]) for n in batch["name"]]
+        assert list(batch)[:4] == ["x", "y", "time_lagged", "time"] and len(batch["x"]) == edges[-1]
     x, y = ds.pairs(np.arange(len(ds) - 6, len(ds)))   # the XTC member's pairs, as deeptime's (X, Y)
     np.testing.assert_allclose(x, np.array([w[2] for w in want[-6:]]).reshape(6, -1), atol=1e-3)
     np.testing.assert_allclose(y, np.array([w[3] for w in want[-6:]]).reshape(6, -1), atol=1e-3)
@@ -96,10 +99,13 @@ def test_every_pair_equals_its_frames(files):
         ds.pairs()
 
 
-def test_a_block_of_pairs_is_one_run_of_frames(files):
+def test_a_block_of_pairs_is_read_in_one_go(files):
     ds = LaggedEnsembleDataset(files[0], LAG)
-    ds.read(np.arange(0, 6))   # pairs t = 0..5 of one member: frames 0..8, one read
-    assert ds.stats.reads == 1
+    ds.read(np.arange(0, 6))   # pairs t = 0..5 of a local mdCATH member: frames 0..5 in one call, 3..8 in another
+    assert ds.stats.reads == 2
+    xtc = LaggedEnsembleDataset([files[1]], LAG)
+    xtc.read(np.arange(0, 4))   # pairs t = 0..3 of the XTC member's first part: frames 0..6, read once
+    assert xtc.stats.reads == 1
     one = ds[7]   # the first pair of the third member
     assert one["name"] == "2bbbB00/379/2" and one["frame"] == 0 and one["x"].shape == (one["n_atoms"], 3)
 

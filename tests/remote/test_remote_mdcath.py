@@ -90,6 +90,20 @@ def test_the_ensemble_dataset_reads_the_object_as_the_local_file(mdcath_object, 
     if cached:
         assert [p.name.endswith(".h5") for p in NodeCache(cache_dir).entries()] == [True]
     remote.close()
+    if not cached:   # time-lagged pairs in order (a sampler's batch): each run of the frames t and t + 2 fetched once
+        from trajscale.ml.lagged_dataset import LaggedEnsembleDataset
+
+        lagged = LaggedEnsembleDataset([url], 2, storage_options=options)
+        batch = lagged.read(np.arange(len(lagged)))
+        with h5py.File(local, "r") as f:
+            dom = f[next(iter(f))]
+            coords = {n: dom[n.split("/", 1)[1]]["coords"][()] for n in lagged.names}
+        pairs = list(zip(batch["name"], batch["frame"].tolist(), strict=True))
+        assert pairs == [(n, t) for n in lagged.names for t in range(len(coords[n]) - 2)]
+        np.testing.assert_array_equal(batch["x"], np.concatenate([coords[n][t] for n, t in pairs]))
+        np.testing.assert_array_equal(batch["y"], np.concatenate([coords[n][t + 2] for n, t in pairs]))
+        assert lagged.stats.reads == len(lagged.names)   # (a member's frames 0 to its last: one run)
+        lagged.close()
 
 
 def test_a_workers_topology_and_atomic_numbers_equal_the_local_files(mdcath_object):

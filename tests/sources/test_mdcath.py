@@ -152,6 +152,22 @@ def test_workers_read_without_hdf5_from_the_config(mdcath_file):
     np.testing.assert_array_equal(got.forces, want.forces)
 
 
+def test_frames_in_any_order_are_read_in_one_call_as_h5py_reads_them(mdcath_file):
+    """``read_frames_into`` (a batch's frames in one compiled call): frames in any order, repeats too, their
+    positions and forces (in kJ) as h5py reads them, their times mdCATH's (1 ns apart from 1 ns)."""
+    frames = np.array([6, 0, 3, 3, 11])
+    with h5py.File(mdcath_file, "r") as f:
+        g = f[next(iter(f))]["348/0"]
+        x, fo = g["coords"][()][frames], g["forces"][()][frames].astype(np.float64) * KCAL
+    with MDCATHSource(mdcath_file, member="348/0") as src:
+        out = {k: np.full((len(frames), src.n_atoms, 3), np.nan, np.float32) for k in ("position", "force")}
+        time = np.full(len(frames), np.nan)
+        assert src.read_frames_into(frames, out, time)
+    np.testing.assert_array_equal(out["position"], x)
+    np.testing.assert_allclose(out["force"], fo, rtol=1e-6)
+    np.testing.assert_array_equal(time, (frames + 1) * 1000.0)
+
+
 def _copy(src: str, tmp_path, name: str = "copy.h5") -> str:
     out = str(tmp_path / name)
     shutil.copy(src, out)

@@ -55,6 +55,8 @@ NOT_LOOKED_UP = -2
 CHECK_ATOMS = 64
 
 _NATIVE_F32 = np.dtype("float32").newbyteorder("=")
+#: the compiled gather's arguments for runs read straight into the rows (no column index)
+_NO_COLUMNS, _NO_ROW = np.zeros(0, np.int64), np.zeros((0, 3), np.float32)
 _decoder_ids = itertools.count()
 
 
@@ -379,6 +381,28 @@ class ChunkReads:
         if columns is not None:
             return self.read_gathered(runs, columns, out, first, stride)
         return False
+
+    def read_frames(self, frames: np.ndarray, out: np.ndarray) -> bool:
+        """Every atom of the frames ``frames`` (any frames, in any order) into ``out``'s rows, in one compiled
+        call on a local descriptor: a batch of time-lagged pairs is many short runs of frames, and one call
+        reads them all. False where the caller reads them another way (no descriptor, rows not whole native
+        float32 frames, a chunk never written, a short read)."""
+        if not len(frames):
+            return True
+        if not self._gathers or out.shape[1:] != tuple(self.index.shape[1:]) or not self.ready():
+            return False
+        fd = self.store.descriptor()
+        if fd is None:
+            return False
+        idx, frames = self.index, np.asarray(frames, np.int64)
+        if idx.chunks is None and idx.offsets[0] >= 0:   # (contiguous: every frame at a fixed stride)
+            offsets = idx.offsets[0] + frames * (idx.shape[1] * idx.shape[2] * self.dtype.itemsize)
+        else:
+            offsets = self._frame_offsets(frames)
+            if offsets is None:
+                return False
+        whole = np.array([[0, 0, out.shape[1]]], np.int64)   # (one run: every atom, straight into the row)
+        return pread_gather(fd, offsets, whole, _NO_COLUMNS, _NO_ROW, out) < 0
 
     def read_runs(self, runs: np.ndarray, out: np.ndarray, first: int, stride: int) -> bool:
         """Rows ``first, first + stride, ...`` of the atom ``runs``, side by side, into ``out``. False when

@@ -120,9 +120,10 @@ def member_keys(group: h5py.Group) -> list[str]:
 
     keys = []
     for t in sorted(group, key=order):
-        tg = group.get(t)
-        if not isinstance(tg, h5py.Group):
+        # (the class alone: making an object of each of the domain's datasets cost more than the whole walk)
+        if group.get(t, getclass=True) is not h5py.Group:
             continue
+        tg = group[t]
         # (one lookup a member: HDF5 follows the path, and a dataset or group of that name both count)
         keys += [f"{t}/{r}" for r in sorted(tg, key=order) if f"{r}/coords" in tg]
     return keys
@@ -141,8 +142,8 @@ class Domain:
     @classmethod
     def of(cls, f: h5py.File, where: str) -> Domain:
         name, group = domain_group(f, where)
-        z = group.get("z")
-        return cls(name, group, member_keys(group), z.shape if isinstance(z, h5py.Dataset) else None)
+        z = group.get("z") if group.get("z", getclass=True) is h5py.Dataset else None
+        return cls(name, group, member_keys(group), None if z is None else z.shape)
 
 
 def member_labels(domain: str, key: str) -> dict:
@@ -150,7 +151,40 @@ def member_labels(domain: str, key: str) -> dict:
     return {"domain": domain, "temperature": int(t) if t.isdigit() else t, "replica": int(r) if r.isdigit() else r}
 
 
-def _unit(ds: h5py.Dataset, table: dict, default: str, where: str, what: str) -> float | None:
+class _Stored:
+    """A dataset as HDF5's low-level handle tells it: the few properties describing a member reads. h5py's
+    ``Dataset`` object costs about 0.1 ms to make, the most of describing a member, times the members of
+    thousands of files."""
+
+    def __init__(self, dsid: h5py.h5d.DatasetID) -> None:
+        self.id = dsid
+        self.shape = dsid.shape
+        self.ndim = len(self.shape)
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.dtype = dsid.dtype
+        self.attrs = h5py.AttributeManager(self)
+        dcpl = dsid.get_create_plist()
+        kind = dcpl.get_layout()
+        self.chunks = dcpl.get_chunk() if kind == h5py.h5d.CHUNKED else None
+        self.n_filters = dcpl.get_nfilters()
+        self.is_virtual = kind == getattr(h5py.h5d, "VIRTUAL", None)
+        self.external = dcpl.get_external_count() > 0
+
+    def read_direct(self, out: np.ndarray) -> None:
+        """The whole dataset into ``out`` (of its shape and type)."""
+        self.id.read(h5py.h5s.ALL, h5py.h5s.ALL, out)
+
+
+def _dataset(group: h5py.Group, name: str) -> _Stored | None:
+    """``group``'s dataset ``name`` (followed through links); None where it has none, or not a dataset."""
+    try:
+        oid = h5py.h5o.open(group.id, name.encode())
+    except KeyError:
+        return None
+    return _Stored(oid) if isinstance(oid, h5py.h5d.DatasetID) else None
+
+
+def _unit(ds: _Stored, table: dict, default: str, where: str, what: str) -> float | None:
     """The factor from ``ds``'s ``unit`` attribute (absent: the layout's ``default``) to MDAnalysis's units;
     None for a unit the table does not know."""
     unit = ds.attrs.get("unit", default)
@@ -162,14 +196,14 @@ def _unit(ds: h5py.Dataset, table: dict, default: str, where: str, what: str) ->
     return factor
 
 
-def _field_at(ds: h5py.Dataset, shape: tuple[int, int, int], file_size: int, where: str, what: str,
+def _field_at(ds: _Stored, shape: tuple[int, int, int], file_size: int, where: str, what: str,
               scale: float) -> FieldAt:
     """Where ``ds`` (which must be ``shape``, contiguous, unfiltered numbers, inside the file) lies."""
     if ds.shape != shape:
         raise InputFileError(where, f"{what} has shape {ds.shape}, expected {shape}: the file is damaged")
     if ds.dtype.kind != "f" or ds.dtype.itemsize not in (4, 8):
         raise InputFileError(where, f"{what} holds {ds.dtype}, not floating-point coordinates")
-    if ds.chunks is not None or ds.id.get_create_plist().get_nfilters() or ds.is_virtual or ds.external:
+    if ds.chunks is not None or ds.n_filters or ds.is_virtual or ds.external:
         raise InputFileError(where, f"{what} is chunked or compressed; mdCATH stores it contiguous and "
                                     "uncompressed (read it through h5py, or rewrite it so)")
     offset = ds.id.get_offset() if ds.size else 0
@@ -185,8 +219,8 @@ def _field_at(ds: h5py.Dataset, shape: tuple[int, int, int], file_size: int, whe
 def _box(group: h5py.Group, where: str) -> tuple[float, ...] | None:
     """The member's box as MDAnalysis dimensions: mdCATH stores the first frame's box as a diagonal 3x3
     matrix in nm (``unit``); an older layout as 3 edges. None without one (analyses that need a box refuse)."""
-    ds = group.get("box")
-    if not isinstance(ds, h5py.Dataset):
+    ds = _dataset(group, "box")
+    if ds is None:
         return None
     if ds.shape not in ((3, 3), (3,)) or ds.dtype.kind not in "fi":
         raise InputFileError(where, f"box has shape {ds.shape} and dtype {ds.dtype}; mdCATH's is a 3x3 matrix")
@@ -194,7 +228,7 @@ def _box(group: h5py.Group, where: str) -> tuple[float, ...] | None:
     if scale is None:
         return None
     raw = np.empty(ds.shape, ds.dtype)
-    ds.read_direct(raw)   # (a whole small dataset: h5py's selection machinery is most of ds[()]'s cost)
+    ds.read_direct(raw)   # (a whole small dataset: no selection made)
     edges = raw.astype(np.float64) * scale
     if not np.isfinite(edges).all() or not (edges.any()):
         return None
@@ -225,8 +259,8 @@ def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity
         raise InputFileError(where, f"has no member {key!r} (it has {', '.join(keys) or 'none'})")
     at = f"{where}{MEMBER_SEP}{key}"
     member = domain.group[key]
-    coords = member["coords"]
-    if not isinstance(coords, h5py.Dataset) or coords.ndim != 3 or coords.shape[2] != 3:
+    coords = _dataset(member, "coords")
+    if coords is None or coords.ndim != 3 or coords.shape[2] != 3:
         raise InputFileError(at, f"coords has shape {getattr(coords, 'shape', None)}, not (frames, atoms, 3)")
     n_frames, n_atoms = int(coords.shape[0]), int(coords.shape[1])
     declared = member.attrs.get("numFrames")
@@ -240,9 +274,9 @@ def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity
     if scale is None:
         raise InputFileError(at, f"coords has unit {coords.attrs.get('unit')!r}; trajscale reads Å or nm")
     layout_coords = _field_at(coords, shape, file_size, at, "coords", scale)
-    forces = member.get("forces")
+    forces = _dataset(member, "forces")
     layout_forces = None
-    if isinstance(forces, h5py.Dataset):
+    if forces is not None:
         fscale = _unit(forces, _FORCE_UNITS, "kcal/mol/Angstrom", at, "forces")
         if fscale is not None:
             layout_forces = _field_at(forces, shape, file_size, at, "forces", fscale)

@@ -380,6 +380,20 @@ class MDCATHSource(Source):
                 arr *= np.float32(at.scale)
             self.bytes_read += n * plan.n_columns * 3 * np.dtype(at.dtype).itemsize
 
+    def read_frames_into(self, frames: np.ndarray, out: dict[str, np.ndarray], time: np.ndarray) -> bool:
+        """The frames' every atom at their byte offsets, one compiled read per field for all of them (a file at
+        hand); False where the store has no descriptor (the caller reads by runs)."""
+        frames = np.asarray(frames, np.int64)
+        for fl, arr in out.items():
+            at = self._layout.coords if fl == "position" else self._layout.forces
+            if not self._chunk_reads(fl, at).read_frames(frames, arr):
+                return False
+            if at.scale != 1.0:
+                arr *= np.float32(at.scale)
+            self.bytes_read += arr.nbytes   # (only native float32 is read so)
+        time[:] = (frames + 1) * FRAME_PS
+        return True
+
     def _read_field(self, at: FieldAt, fl: str, plan, start: int, stride: int, out: np.ndarray) -> None:
         reads = self._chunk_reads(fl, at)
         # (one call where the store gathers them, a local descriptor; else the runs, then the columns)

@@ -4,8 +4,9 @@
 (:class:`~trajscale.ensemble.Ensemble`: a catalog, a glob such as ``"data/mdcath_dataset_*.h5"``,
 H5MD files, mdCATH members, any trajectory ``trajscale run`` reads; local or behind a URL). A batch
 from :class:`~trajscale.ml.sampler.BlockBatchSampler` (:func:`~trajscale.ml.make_loader`) holds a few
-blocks of consecutive frames, mostly of one member each: it is read with one ``Source.read`` per
-contiguous run of a member's frames, never one read per sample; the order changes every epoch
+blocks of consecutive frames, mostly of one member each: it is read with one call per member where its
+Source reads many frames at once (a local mdCATH file), else one ``Source.read`` per contiguous run of a
+member's frames, never one read per sample; the order changes every epoch
 (``seed + epoch``), the same on every rank.
 
 Each process (each DataLoader worker) opens only the files its batches touch, keeps at most
@@ -313,36 +314,52 @@ class EnsembleDataset(_BatchReads):
             return {k: (v if k in self.fields or k == "z" else v[0]) for k, v in out.items()}
         return out
 
-    def _packed(self, uniq: np.ndarray, shared: bool) -> dict:
-        """The frames ``uniq`` (sorted, unique) packed in that order: one read per contiguous run of a member's
-        frames, straight into the batch's rows (``shared``: in a DataLoader worker, in shared memory)."""
+    def _packed(self, uniq: np.ndarray, shared: bool, lagged: tuple[int, str] | None = None) -> dict:
+        """The frames ``uniq`` (sorted, unique) packed in that order, straight into the batch's rows (``shared``:
+        in a DataLoader worker, in shared memory): one read per member where its Source reads many frames at
+        once (:meth:`~trajscale.sources.base.Source.read_frames_into`: a file at hand), else one per contiguous
+        run of its frames. ``lagged`` (lag, field): also the frames ``lag`` later, that field only, as
+        ``"lagged"`` and ``"time_lagged"``; where the member is read by runs, each run of the frames and of
+        those ``lag`` later is read once (the two overlap), then copied to both."""
         member = np.searchsorted(self.starts, uniq, side="right") - 1
         n_atoms = self.n_atoms[member]
         total = int(n_atoms.sum())
-        out, rows = {}, {}
-        for f in self.fields:
-            out[f], rows[f] = _batch_buffer((total, 3), np.dtype(np.float32), shared=shared)
-        times = np.empty(len(uniq))
+        targets = [(self.fields, 0, {}, {}, np.empty(len(uniq)))]
+        if lagged is not None:
+            targets.append(((lagged[1],), int(lagged[0]), {}, {}, np.empty(len(uniq))))
+        for fields, _, out, rows, _ in targets:
+            for f in fields:
+                out[f], rows[f] = _batch_buffer((total, 3), np.dtype(np.float32), shared=shared)
         t0 = time.perf_counter()
         n_reads, row, at = 0, 0, 0
         cut = np.flatnonzero(np.diff(member)) + 1
         for lo, hi in zip(np.r_[0, cut].tolist(), np.r_[cut, len(uniq)].tolist(), strict=True):
             m = int(member[lo])
             src, width = self._source(m), int(self.n_atoms[m])
-            for a, b in zip(*(x.tolist() for x in runs(uniq[lo:hi] - self.starts[m])), strict=True):
-                k = b - a
-                views = {f: rows[f][row:row + k * width].reshape(k, width, 3) for f in self.fields}
-                if src.fills_rows:
-                    src.read_into(a, b, None, 1, views, np.zeros((k, 6), np.float32), times[at:at + k],
-                                  np.empty(k, np.int64))
-                else:
-                    block = src.read(a, b, None, self.fields)
+            frames, k = uniq[lo:hi] - self.starts[m], hi - lo
+            parts = [(frames + lag, {f: rows[f][row:row + k * width].reshape(k, width, 3) for f in fields},
+                      times[at:at + k]) for fields, lag, _, rows, times in targets]
+            if all(src.read_frames_into(*part) for part in parts):   # (each target's frames in one call)
+                n_reads += len(parts)
+            elif len(parts) == 1:
+                n_reads += _read_runs(src, *parts[0])
+            else:   # (the runs of both targets' frames, read once, then copied to each)
+                both = np.union1d(parts[0][0], parts[1][0])
+                named = dict.fromkeys(f for _, views, _ in parts for f in views)
+                buf = {f: np.empty((len(both), width, 3), np.float32) for f in named}
+                t = np.empty(len(both))
+                n_reads += _read_runs(src, both, buf, t)
+                for fr, views, times in parts:
+                    pos = np.searchsorted(both, fr)
                     for f, v in views.items():
-                        v[...] = {"position": block.positions, "velocity": block.velocities,
-                                  "force": block.forces}[f]
-                    times[at:at + k] = block.time
-                row, at, n_reads = row + k * width, at + k, n_reads + 1
-        out["time"] = times
+                        np.take(buf[f], pos, axis=0, out=v)
+                    times[:] = t[pos]
+            row, at = row + k * width, at + k
+        if self.stats is not None:
+            self.stats.read(t0, time.perf_counter(), n_reads, total * 12 * sum(len(t[0]) for t in targets),
+                            len(uniq))
+        out = targets[0][2]
+        out["time"] = targets[0][4]
         if self.atomic_numbers:
             out["z"] = np.concatenate([self._z[m] for m in member.tolist()]) if len(member) else np.empty(0, np.int64)
         out["n_atoms"] = n_atoms
@@ -351,8 +368,8 @@ class EnsembleDataset(_BatchReads):
         out["frame"] = uniq - self.starts[member]
         for key, col in self.labels.items():
             out[key] = col[member] if isinstance(col, np.ndarray) else [col[m] for m in member.tolist()]
-        if self.stats is not None:
-            self.stats.read(t0, time.perf_counter(), n_reads, total * 12 * len(self.fields), len(uniq))
+        if lagged is not None:
+            out["lagged"], out["time_lagged"] = targets[1][2][lagged[1]], targets[1][4]
         return out
 
     def __getitems__(self, indices: Sequence[int]) -> list[dict]:
@@ -363,6 +380,26 @@ class EnsembleDataset(_BatchReads):
         items = [{k: (v[edges[i]:edges[i + 1]] if k in per_atom else v[i]) for k, v in batch.items()}
                  for i in range(len(indices))]
         return [self.transform(it) for it in items] if self.transform else items
+
+
+def _read_runs(src, frames: np.ndarray, views: dict[str, np.ndarray], times: np.ndarray) -> int:
+    """The sorted ``frames`` of ``src`` into the rows ``views`` and ``times``, one read per contiguous run of
+    them; returns the number of reads."""
+    row = 0
+    starts, stops = runs(frames)
+    for a, b in zip(starts.tolist(), stops.tolist(), strict=True):
+        k = b - a
+        rows = {f: v[row:row + k] for f, v in views.items()}
+        if src.fills_rows:
+            src.read_into(a, b, None, 1, rows, np.zeros((k, 6), np.float32), times[row:row + k],
+                          np.empty(k, np.int64))
+        else:
+            block = src.read(a, b, None, tuple(rows))
+            for f, v in rows.items():
+                v[...] = {"position": block.positions, "velocity": block.velocities, "force": block.forces}[f]
+            times[row:row + k] = block.time
+        row += k
+    return len(starts)
 
 
 def _reordered(out: dict, inverse: np.ndarray, per_atom: tuple[str, ...], keys=None, shared: bool = False) -> dict:

@@ -11,7 +11,8 @@ as a few contiguous runs of frames.
   ``x`` and ``y`` are (batch, features).
 * :class:`LaggedEnsembleDataset` serves coordinates of an ensemble's members, read through
   :class:`~trajscale.ml.ensemble.EnsembleDataset` (local or behind a URL, ``cache_dir=`` for a node-local
-  copy): each run of ``t`` and the run ``τ`` frames later are read as one run where they overlap. ``x`` and
+  copy): a batch in order is read member by member, from a local mdCATH file the frames ``t`` straight into
+  ``x`` and ``t + τ`` into ``y`` (one compiled read each), elsewhere each run of both read once. ``x`` and
   ``y`` hold the atoms of every sample one after another ((sum of atoms, 3), ``n_atoms`` per sample);
   :meth:`~LaggedEnsembleDataset.pairs` gives them as deeptime's ``(X, Y)`` arrays.
 
@@ -139,19 +140,28 @@ class LaggedEnsembleDataset(EnsembleDataset):
         return self._piece_first[piece] + (idx - self._piece_start[piece])
 
     def read(self, index) -> dict:
-        """The pairs ``index`` (an int or a sequence), without the transform: the frames ``t`` and ``t + τ``
-        of the batch read together, one read per contiguous run of a member's frames."""
+        """The pairs ``index`` (an int or a sequence), without the transform.
+
+        Pairs in increasing order (a :class:`~trajscale.ml.sampler.BlockBatchSampler` batch) are read per member
+        of the batch: from a file at hand whose Source reads many frames at once (a local mdCATH file), the
+        frames ``t`` straight into ``x``'s rows and the frames ``t + τ`` into ``y``'s, one compiled call each;
+        otherwise each contiguous run of the frames ``t`` and ``t + τ`` is read once (they overlap) and copied
+        to both. Any other order: the batch's frames ``t`` and ``t + τ`` read together, one read per
+        contiguous run of a member's frames, then put in the asked order."""
         scalar = np.ndim(index) == 0
         idx = _as_index(index, self.n_pairs)
         g = self._frames_of(idx)
-        union = np.union1d(g, g + self.lagtime)
-        frames = self._packed(union, shared=False)
-        per_atom = (self.field, *(("z",) if self.atomic_numbers else ()))
         shared = not self.transform   # (x and y are what a DataLoader worker hands back: in shared memory)
-        x = _reordered(frames, np.searchsorted(union, g), per_atom, shared=shared)
-        y = _reordered(frames, np.searchsorted(union, g + self.lagtime), per_atom, (self.field, "time"), shared)
-        out = {"x": x.pop(self.field), "y": y[self.field], "time_lagged": y["time"]}
-        out.update(x)
+        if len(g) and (len(g) == 1 or bool((np.diff(g) > 0).all())):
+            x = self._packed(g, shared, (self.lagtime, self.field))
+            out = {"x": x.pop(self.field), "y": x.pop("lagged"), "time_lagged": x.pop("time_lagged"), **x}
+        else:
+            union = np.union1d(g, g + self.lagtime)
+            frames = self._packed(union, shared=False)
+            per_atom = (self.field, *(("z",) if self.atomic_numbers else ()))
+            x = _reordered(frames, np.searchsorted(union, g), per_atom, shared=shared)
+            y = _reordered(frames, np.searchsorted(union, g + self.lagtime), per_atom, (self.field, "time"), shared)
+            out = {"x": x.pop(self.field), "y": y[self.field], "time_lagged": y["time"], **x}
         if scalar:
             return {k: (v if k in ("x", "y", "z") else v[0]) for k, v in out.items()}
         return out

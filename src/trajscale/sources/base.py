@@ -355,6 +355,12 @@ class Source(ABC):
             arr[:] = getattr(blk, FIELD_ATTRS[fl])
         box[:], time[:], step[:] = blk.box, blk.time, blk.step
 
+    def read_frames_into(self, frames: np.ndarray, out: dict[str, np.ndarray], time: np.ndarray) -> bool:
+        """Every atom of the frames ``frames`` (sorted, inside the source: short runs, a batch's) into the rows
+        ``out[field]`` and ``time``, in one go; False where the source reads frames by runs only (the caller
+        then reads each run with :meth:`read_into`, which also overwrites anything this left)."""
+        return False
+
     def step_time(self, frame: int) -> tuple[int, float]:
         """Step and time (ps) of one frame (joining parts reads a few per file: ``chain.plan_join``)."""
         b = self.read(frame, frame + 1, np.array([0]))
