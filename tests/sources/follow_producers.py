@@ -38,20 +38,19 @@ def adk_vacuum_frames():
 
     Read by MDAnalysis once per machine and kept in the temporary folder (named by the DCD's size and mtime,
     whole or absent): the producers after the first need not import MDAnalysis, a second of CPU each."""
-    import importlib.util
     import tempfile
     from pathlib import Path
 
     import numpy as np
 
-    dcd = Path(importlib.util.find_spec("MDAnalysisTests").submodule_search_locations[0]) / "data" / "adk_dims.dcd"
-    st = dcd.stat()
+    from tests.datafiles import DCD as dcd
+
+    st = Path(dcd).stat()
     kept = Path(tempfile.gettempdir()) / f"trajscale-tests-adk-dcd-{st.st_size}-{st.st_mtime_ns}.npz"
     if not kept.exists():
         import MDAnalysis as mda
         from MDAnalysisTests.datafiles import DCD, PSF
 
-        assert Path(DCD) == dcd, (DCD, dcd)
         u = mda.Universe(PSF, DCD)
         assert all(ts.dimensions is None for ts in u.trajectory[:1])   # no box: none is written
         times = np.array([ts.time for ts in u.trajectory])
