@@ -12,3 +12,4 @@ DATA = Path(find_spec("MDAnalysisTests").submodule_search_locations[0]) / "data"
 PSF = str(DATA / "adk.psf")
 DCD = str(DATA / "adk_dims.dcd")
 TPR = str(DATA / "adk_oplsaa.tpr")
+PSF_TRICLINIC = str(DATA / "tip125_tric_C36.psf")

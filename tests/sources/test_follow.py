@@ -317,5 +317,5 @@ def test_the_childrens_data_paths_are_mdanalysistests_own():
 
     from tests import datafiles
 
-    for name in ("PSF", "DCD", "TPR"):
+    for name in ("PSF", "DCD", "TPR", "PSF_TRICLINIC"):
         assert getattr(datafiles, name) == getattr(D, name), name
