@@ -83,6 +83,27 @@ def adk_water():
     return {"tpr": D.TPR, "gro": D.GRO, "xtc": D.XTC, "trr": D.TRR}
 
 
+def shared_demo_file(tmp_path_factory, n_frames: int) -> tuple[str, str]:
+    """(topology, H5MD) of the ``n_frames``-frame demo file (:func:`trajscale.demo.build_demo_file`), built
+    once for the test run in the folder the xdist workers' temporary folders share (a worker that needs a
+    file another is building waits on its lock), every size from one whole-protein XTC made once for the
+    run (MDAnalysis making the protein whole costs about 4 s of CPU). The tests only read them."""
+    import fcntl
+
+    from trajscale.demo import build_demo_file, make_whole_xtc
+
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "demo-files"
+    folder.mkdir(exist_ok=True)
+    with open(folder / ".whole.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "adk_whole.xtc").exists():
+            make_whole_xtc(folder / "adk_whole.xtc")   # whole or absent (written under another name first)
+    with open(folder / f".{n_frames}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return build_demo_file(folder, n_frames, progress=False)   # at once where a worker built it already
+
+
 @pytest.fixture(scope="session")
 def adk_vacuum_h5md(tmp_path_factory, adk_vacuum):
     """The PSF/DCD trajectory converted to H5MD with trajscale (frame chunks)."""
