@@ -90,18 +90,22 @@ def shared_demo_file(tmp_path_factory, n_frames: int) -> tuple[str, str]:
     run (MDAnalysis making the protein whole costs about 4 s of CPU). The tests only read them."""
     import fcntl
 
-    from trajscale.demo import build_demo_file, make_whole_xtc
+    from trajscale.demo import build_demo_file
 
     base = tmp_path_factory.getbasetemp()
     folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "demo-files"
     folder.mkdir(exist_ok=True)
+
+    def build() -> tuple[str, str]:
+        with open(folder / f".{n_frames}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return build_demo_file(folder, n_frames, progress=False)   # at once where it is built already
+
     with open(folder / ".whole.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (folder / "adk_whole.xtc").exists():
-            make_whole_xtc(folder / "adk_whole.xtc")   # whole or absent (written under another name first)
-    with open(folder / f".{n_frames}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return build_demo_file(folder, n_frames, progress=False)   # at once where a worker built it already
+        if not (folder / "adk_whole.xtc").exists():   # the first build makes it (whole or absent)
+            return build()
+    return build()
 
 
 @pytest.fixture(scope="session")
