@@ -32,6 +32,59 @@ def pytest_configure(config) -> None:
     if not hasattr(config, "workerinput"):   # once, before any xdist worker starts
         _offsets_of_the_test_data()
         _idle_mpi_ranks_yield()
+        _test_modules_rewritten_once(config)
+
+
+def _test_modules_rewritten_once(config) -> None:
+    """pytest's assertion-rewritten code of every test module cached (``__pycache__/*-pytest-*.pyc``) before
+    the xdist workers start, the files shared out between this machine's cores.
+
+    Every worker collects every module, so on a fresh checkout each worker rewrote all of them (about 8 s
+    of CPU a worker), at the same moment as the others, before any cache was written. Best effort: with
+    bytecode writing off, without workers, or with a pytest whose internals differ, the workers rewrite
+    as before."""
+    if sys.dont_write_bytecode or not config.getoption("numprocesses", None):
+        return
+    try:
+        from _pytest.assertion.rewrite import (
+            PYC_TAIL,
+            _read_pyc,
+            _rewrite_test,
+            _write_pyc,
+            assertstate_key,
+            get_cache_dir,
+            try_makedirs,
+        )
+
+        state = config.stash[assertstate_key]
+    except (ImportError, KeyError):
+        return
+
+    def pyc(fn: Path) -> Path:
+        return get_cache_dir(fn) / (fn.name[:-3] + PYC_TAIL)
+
+    todo = [fn for fn in sorted((ROOT / "tests").rglob("test_*.py"))
+            if _read_pyc(fn, pyc(fn), state.trace) is None and try_makedirs(get_cache_dir(fn))]
+
+    def rewrite(files: list[Path]) -> None:
+        for fn in files:
+            with contextlib.suppress(Exception):   # (a module that does not compile fails in its collection)
+                source_hash, co = _rewrite_test(fn, config)
+                _write_pyc(state, co, source_hash, pyc(fn))   # atomic: whole or absent
+
+    n = min(len(os.sched_getaffinity(0)), len(todo))
+    children = []
+    for k in range(1, n):
+        pid = os.fork()
+        if pid == 0:   # a share of the files; out without this process's exit handlers
+            try:
+                rewrite(todo[k::n])
+            finally:
+                os._exit(0)
+        children.append(pid)
+    rewrite(todo[0::n] if n else [])
+    for pid in children:
+        os.waitpid(pid, 0)
 
 
 def _idle_mpi_ranks_yield() -> None:
@@ -81,6 +134,31 @@ def adk_vacuum():
 def adk_water():
     """AdK in water: TPR/GRO topology + XTC/TRR (10 frames, 47,681 atoms)."""
     return {"tpr": D.TPR, "gro": D.GRO, "xtc": D.XTC, "trr": D.TRR}
+
+
+def shared_demo_file(tmp_path_factory, n_frames: int) -> tuple[str, str]:
+    """(topology, H5MD) of the ``n_frames``-frame demo file (:func:`trajscale.demo.build_demo_file`), built
+    once for the test run in the folder the xdist workers' temporary folders share (a worker that needs a
+    file another is building waits on its lock), every size from one whole-protein XTC made once for the
+    run (MDAnalysis making the protein whole costs about 4 s of CPU). The tests only read them."""
+    import fcntl
+
+    from trajscale.demo import build_demo_file
+
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "demo-files"
+    folder.mkdir(exist_ok=True)
+
+    def build() -> tuple[str, str]:
+        with open(folder / f".{n_frames}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return build_demo_file(folder, n_frames, progress=False)   # at once where it is built already
+
+    with open(folder / ".whole.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "adk_whole.xtc").exists():   # the first build makes it (whole or absent)
+            return build()
+    return build()
 
 
 @pytest.fixture(scope="session")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.conftest import shared_demo_file
 from trajscale.demo import run_demo
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
@@ -15,8 +17,13 @@ pytestmark = [pytest.mark.cli, pytest.mark.slow]
 NUM = r"[\d.]+"
 
 
-def test_demo_compares_whole_processes(tmp_path, capsys):
+def test_demo_compares_whole_processes(tmp_path, tmp_path_factory, capsys):
+    # the run's whole-protein XTC in its folder: the demo converts its file from it (the protein is not
+    # made whole again: about 4 s of CPU)
+    whole = Path(shared_demo_file(tmp_path_factory, 20)[1]).with_name("adk_whole.xtc")
+    (tmp_path / "adk_whole.xtc").symlink_to(whole)
     assert run_demo(str(tmp_path), n_frames=20, n_workers=2, executor="processes") == 0
+    assert (tmp_path / "adk_20.h5md").is_file()   # its own file, built here
     out = capsys.readouterr().out
     assert "whole processes timed from outside, cold on both sides" in out, out
     header = r"^run \(whole process\)\s+trajscale s\s+MDAnalysis s\s+ratio\s+range\s+cpu ratio$"

@@ -52,7 +52,6 @@ def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False,
     leaves the frames received so far, unmarked.
     """
     from imdclient.IMDClient import IMDClient
-    from MDAnalysis.lib.mdamath import triclinic_box
 
     from .pwrite import ParallelWriter
 
@@ -72,7 +71,7 @@ def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False,
                 except EOFError as exc:   # the stream ended
                     problem = connection_failure(exc)
                     break
-                box = None if f.box is None else triclinic_box(*np.asarray(f.box, np.float64))
+                box = None if f.box is None else _box_lengths_angles(f.box)
                 step = n if getattr(f, "step", None) is None else int(f.step)
                 when = float(n) if getattr(f, "time", None) is None else float(f.time)
                 w.write(step=step, time=when, ids=ids, positions=f.positions, box=box,
@@ -81,6 +80,14 @@ def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False,
     finally:
         client.stop()
     return n, problem
+
+
+def _box_lengths_angles(vectors) -> np.ndarray:
+    """A frame's box vectors as ``[a, b, c, alpha, beta, gamma]`` (MDAnalysis's ``triclinic_box``: imported
+    only by a stream that sends a box, so a receiver of one without starts without MDAnalysis)."""
+    from MDAnalysis.lib.mdamath import triclinic_box
+
+    return triclinic_box(*np.asarray(vectors, np.float64))
 
 
 def connection_failure(end: EOFError) -> str | None:

@@ -63,6 +63,14 @@ def _remembered(key: tuple[str, str], reference_fn):
     return reference
 
 
+def case_names(system) -> list[str]:
+    """The names :func:`cases` gives ``system``, in its order, without the Universe it reads (a test module's
+    parameters, made at collection in every worker: the AdK-in-water GRO alone is a second of parsing)."""
+    names = ["rmsf", "rmsf_fit", "rgyr", "average", "distance_array", "pair_distances", "com_distance",
+             "contacts_hard_cut", "contacts_radius_cut"]
+    return names + (["rdf", "rdf_density"] if system != "adk_psf_dcd" else [])
+
+
 def cases(system):
     """name -> (trajscale analysis, function(result) -> [(ours, reference, tolerance)]).
 

@@ -11,15 +11,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import trajscale as ts  # noqa: E402
-from tests.analysis.analyses_cases import SYSTEMS  # noqa: E402
-from tests.analysis.test_same_bits import ANALYSES, result_arrays  # noqa: E402
+from tests.analysis.same_bits_cases import ANALYSES, TOPOLOGY, result_arrays  # noqa: E402
 
 
 def main(system: str, h5md: str, n_tasks: str, out: str) -> int:
     saved = {}
     with ts.make_executor("mpi") as ex:
         for name, make in ANALYSES.items():
-            r = ts.run(make(system), SYSTEMS[system][0], h5md, executor=ex, n_tasks=int(n_tasks),
+            r = ts.run(make(system), TOPOLOGY, h5md, executor=ex, n_tasks=int(n_tasks),
                        max_block_bytes=4096 * 12 * 7)
             if r is not None:
                 saved.update({f"{name}__{k}": v for k, v in result_arrays(r).items()})

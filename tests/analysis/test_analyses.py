@@ -9,13 +9,18 @@ import numpy as np
 import pytest
 
 import trajscale as ts
-from tests.analysis.analyses_cases import SYSTEMS, cases, check
+from tests.analysis.analyses_cases import SYSTEMS, case_names, cases, check
 from tests.conftest import run_cli, run_cli_here, run_mpi
 from trajscale.convert.convert import convert
 from trajscale.errors import ConfigError, TrajscaleError
 from trajscale.h5md.layout import Layout
 
-ALL = [(s, name) for s in SYSTEMS for name in cases(s)]
+ALL = [(s, name) for s in SYSTEMS for name in case_names(s)]
+
+
+@pytest.mark.parametrize("system", sorted(SYSTEMS))
+def test_the_case_names_are_the_cases(system):
+    assert case_names(system) == list(cases(system))
 
 
 @pytest.fixture(scope="module")

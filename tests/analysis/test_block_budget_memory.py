@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from trajscale.demo import build_demo_file
+from tests.conftest import shared_demo_file
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]   # a subprocess per analysis; the module fixture writes 117 MB
 
@@ -80,7 +80,7 @@ ANALYSES = {
 
 @pytest.fixture(scope="module")
 def adk_200(tmp_path_factory):
-    return build_demo_file(tmp_path_factory.mktemp("budget"), 200, progress=False)
+    return shared_demo_file(tmp_path_factory, 200)
 
 
 def test_every_analysis_is_measured():

@@ -7,8 +7,6 @@ The reference is a serial run in one task and one block; the comparison is ``np.
 
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,31 +14,15 @@ from hypothesis import strategies as st
 
 import trajscale as ts
 from tests.analysis.analyses_cases import SYSTEMS
+from tests.analysis.same_bits_cases import ANALYSES, SYSTEM, TOPOLOGY, result_arrays
 from tests.conftest import run_mpi
 from trajscale.convert.convert import convert
 from trajscale.h5md.layout import Layout
 
-#: A water box with a triclinic cell (RDF needs a box); the fits use every atom.
-SYSTEM = "triclinic_dcd"
-ANALYSES = {
-    "rmsd": lambda s: ts.RMSD(select="name OH2"),
-    "rmsf": lambda s: ts.RMSF(select="name OH2"),
-    "rmsf_fit": lambda s: ts.RMSF(select="name OH2", fit_select="all"),
-    "rgyr": lambda s: ts.RadiusOfGyration(select="name OH2"),
-    "average": lambda s: ts.AverageStructure(select="name OH2"),
-    "distances": lambda s: ts.Distances("name OH2 and index 0:150", "name OH2 and index 180:374"),
-    "contacts": lambda s: ts.Contacts(select=("name OH2 and index 0:150", "name OH2 and index 180:374"),
-                                      radius=8.0),
-    "rdf": lambda s: ts.RDF("name OH2", "name OH2", nbins=40, range=(0.0, 8.0), exclusion_block=(1, 1)),
-}
 
-
-def result_arrays(r) -> dict[str, np.ndarray]:
-    """Every array a result holds (dataclass fields, or a TimeSeries's frames, times and values)."""
-    if is_dataclass(r):
-        return {f.name: np.asarray(getattr(r, f.name)) for f in fields(r)
-                if isinstance(getattr(r, f.name), np.ndarray)}
-    raise TypeError(type(r))
+def test_the_scripts_topology_is_the_systems():
+    """same_bits_cases.TOPOLOGY (what the MPI ranks read) is the system's topology here."""
+    assert TOPOLOGY == SYSTEMS[SYSTEM][0]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,11 @@ test_smoke = smoke_test(__file__)
 @pytest.mark.tool
 def test_predict_held_out_runs_each_case_with_the_cache_as_it_says(work):
     """predict.py --held-out at its smallest: one workload, warm and cold; each measured run started with the
-    file's pages as the case says (mincore), and ``--storage auto`` chose each case from its own report."""
+    file's pages as the case says (mincore), and ``--storage auto`` chose each case from its own report.
+    Its held-out store is a file of its own, built from the run's whole-protein XTC (linked into its folder:
+    the protein is not made whole again)."""
+    (work / "held" / "held-out").mkdir(parents=True)
+    (work / "held" / "held-out" / "adk_whole.xtc").symlink_to(work / "adk_whole.xtc")
     out = run_script(work, "predict.py", ["--held-out", "--quick", "--keep", "{work}/held", "--json",
                                           "{work}/held.json", "--overwrite"])
     assert re.search(r"^cached \(its own report\): median \|error\|", out, re.MULTILINE), out[-3000:]

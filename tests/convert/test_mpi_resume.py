@@ -71,27 +71,40 @@ def _ranks(out) -> dict[int, int]:
     return found
 
 
-def _resume_and_compare(tmp_path, out, record):
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The reference both resumes are compared with: an uninterrupted ``mpiexec -n 2`` convert of the same
+    inputs and options (made once for the module)."""
+    whole = tmp_path_factory.mktemp("uninterrupted") / "whole.h5md"
+    r = run_mpi(2, _cli(whole), timeout=300, env=ENV)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return whole
+
+
+@pytest.fixture(scope="module")
+def mda_protein():
+    """The protein's positions in every frame, MDAnalysis reading the 12 XTCs itself (once for the module)."""
+    ref = mda_frames(D.GRO, INPUTS)[0]
+    sel = mda.Universe(D.GRO).select_atoms("protein").indices
+    return ref[:, sel].astype(np.float32)
+
+
+def _resume_and_compare(tmp_path, out, record, uninterrupted, mda_protein):
     r = run_mpi(2, _cli(out, "--resume"), timeout=300, env=ENV)
     assert r.returncode == 0, r.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["resumed.h5md"]
-    whole = tmp_path / "whole.h5md"
-    r = run_mpi(2, _cli(whole), timeout=300, env=ENV)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert_same_tree(whole, out)
-    ref = mda_frames(D.GRO, INPUTS)   # MDAnalysis reading the 12 XTCs itself
-    sel = mda.Universe(D.GRO).select_atoms("protein").indices
+    assert_same_tree(uninterrupted, out)
     with h5py.File(out) as f:
         pg = f["particles/all"]
-        assert pg["position/value"].shape == (120, len(sel), 3)
-        np.testing.assert_array_equal(pg["position/value"][()], ref[0][:, sel].astype(np.float32))
+        assert pg["position/value"].shape == mda_protein.shape == (120, 3341, 3)
+        np.testing.assert_array_equal(pg["position/value"][()], mda_protein)
         np.testing.assert_array_equal(np.diff(pg["position/step"][()]) > 0, True)   # renumbered, increasing
     rep = verify(D.GRO, INPUTS, str(out), select="protein")
     assert rep.ok and rep.n_frames == 120, rep.problems
 
 
 @pytest.mark.slow
-def test_sigterm_to_mpiexec_then_resume_equals_uninterrupted(tmp_path):
+def test_sigterm_to_mpiexec_then_resume_equals_uninterrupted(tmp_path, uninterrupted, mda_protein):
     out = tmp_path / "resumed.h5md"
     tmp, record = partial_paths(out, "convert")
     proc = _start(out)
@@ -113,11 +126,11 @@ def test_sigterm_to_mpiexec_then_resume_equals_uninterrupted(tmp_path):
     assert r.returncode != 0 and "start again without --resume" in r.stderr, r.stderr[-2000:]
     assert r.stderr.count("start again") == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert record.exists() and tmp.exists()
-    _resume_and_compare(tmp_path, out, record)
+    _resume_and_compare(tmp_path, out, record, uninterrupted, mda_protein)
 
 
 @pytest.mark.slow
-def test_a_killed_rank_then_resume_equals_uninterrupted(tmp_path):
+def test_a_killed_rank_then_resume_equals_uninterrupted(tmp_path, uninterrupted, mda_protein):
     out = tmp_path / "resumed.h5md"
     tmp, record = partial_paths(out, "convert")
     proc = _start(out)
@@ -129,7 +142,7 @@ def test_a_killed_rank_then_resume_equals_uninterrupted(tmp_path):
     proc.communicate(timeout=120)
     assert proc.returncode != 0
     assert not out.exists() and tmp.exists() and 0 < load_record(record)["done"] < 120
-    _resume_and_compare(tmp_path, out, record)
+    _resume_and_compare(tmp_path, out, record, uninterrupted, mda_protein)
 
 
 @pytest.mark.parametrize("virtual", [False, True])

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from trajscale.demo import build_demo_file
+from tests.conftest import shared_demo_file
 from trajscale.testing.peak_rss import peak_rss
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]   # its module fixture writes a 2,000-frame file
@@ -18,7 +18,7 @@ SELECT = "name CA or index 47680"   # CA atoms at the start of the frame, one at
 @pytest.fixture(scope="module")
 def adk_2000(tmp_path_factory):
     """2,000 frames of AdK in water (47,681 atoms, 1.1 GB): copies of MDAnalysisTests' XTC."""
-    return build_demo_file(tmp_path_factory.mktemp("rss"), 2000, progress=False)
+    return shared_demo_file(tmp_path_factory, 2000)
 
 
 def _peak(files, stop: int, *args: str, analysis: str = "rmsd") -> int:

@@ -9,6 +9,7 @@ each uploaded public-read, so the same objects serve the ``http://`` cases. Dest
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import subprocess
@@ -112,15 +113,25 @@ def s3_env(s3_server, monkeypatch):
 
 @pytest.fixture(scope="session")
 def adk_stores(s3_server, tmp_path_factory):
-    """``{name: (local path, s3:// URL, http:// URL)}`` of the AdK stores, converted once and uploaded."""
-    root = tmp_path_factory.mktemp("remote-stores")
-    procs = {name: subprocess.Popen([sys.executable, "-m", "trajscale.cli.main", "convert", TPR, XTC, "-q",
-                                     "-o", str(root / f"adk_{name}.h5md"), *opts],
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for name, opts in STORES.items()}
-    for name, proc in procs.items():
-        out, _ = proc.communicate(timeout=300)
-        assert proc.returncode == 0, f"convert {name}: {out}"
+    """``{name: (local path, s3:// URL, http:// URL)}`` of the AdK stores, converted once for the test run and
+    uploaded to this session's server: under xdist, by the first worker that needs them (the others wait on a
+    lock), in the folder the workers' temporary folders share; the tests only read them."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "remote-stores"
+    root.mkdir(exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / ".made").exists():
+            for left in root.glob("adk_*.h5md"):   # a worker that failed half-way
+                left.unlink()
+            procs = {name: subprocess.Popen([sys.executable, "-m", "trajscale.cli.main", "convert", TPR, XTC, "-q",
+                                             "-o", str(root / f"adk_{name}.h5md"), *opts],
+                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                     for name, opts in STORES.items()}
+            for name, proc in procs.items():
+                out, _ = proc.communicate(timeout=300)
+                assert proc.returncode == 0, f"convert {name}: {out}"
+            (root / ".made").touch()   # last: a worker that failed half-way leaves none for the others
     client = s3_server.client()
     client.create_bucket(Bucket=BUCKET)
     stores = {}

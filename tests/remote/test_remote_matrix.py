@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, run_mpi
+from tests.conftest import run_cli, run_cli_here, run_mpi
 from tests.dask_cluster import external_dask
 
 from .conftest import BUCKET, CREDENTIALS, TPR, XTC, upload_segments
@@ -90,8 +90,9 @@ def local_csv(s3_server, matrix):
     def get(local: str) -> bytes:
         if local not in made:
             out = root / f"local-{len(made)}.csv"
-            proc = run_cli(*RUN, local, "--out", str(out), *SELECT, "--executor", "serial",
-                           env=_no_aws_env(root / "cache"))
+            # in this process: a local file read serially, the reference, not a process under test
+            proc = run_cli_here(*RUN, local, "--out", str(out), *SELECT, "--executor", "serial",
+                                env=_no_aws_env(root / "cache"))
             assert proc.returncode == 0, proc.stderr
             made[local] = out.read_bytes()
         return made[local]

@@ -33,19 +33,46 @@ def hold(i: int) -> None:
             time.sleep(0.02)
 
 
-def write_h5md(out: str, delay: float, kill_after: int | None = None) -> None:
-    import MDAnalysis as mda
+def adk_vacuum_frames():
+    """AdK in vacuum's positions (PSF/DCD: 98 frames, 3341 atoms) and times as MDAnalysis reads them.
+
+    Read by MDAnalysis once per machine and kept in the temporary folder (named by the DCD's size and mtime,
+    whole or absent): the producers after the first need not import MDAnalysis, a second of CPU each."""
+    import tempfile
+    from pathlib import Path
+
     import numpy as np
-    from MDAnalysisTests.datafiles import DCD, PSF
+
+    from tests.datafiles import DCD as dcd
+
+    st = Path(dcd).stat()
+    kept = Path(tempfile.gettempdir()) / f"trajscale-tests-adk-dcd-{st.st_size}-{st.st_mtime_ns}.npz"
+    if not kept.exists():
+        import MDAnalysis as mda
+        from MDAnalysisTests.datafiles import DCD, PSF
+
+        u = mda.Universe(PSF, DCD)
+        assert all(ts.dimensions is None for ts in u.trajectory[:1])   # no box: none is written
+        times = np.array([ts.time for ts in u.trajectory])
+        positions = np.array([ts.positions for ts in u.trajectory])
+        part = kept.with_name(f"{kept.stem}.{os.getpid()}.npz")
+        np.savez(part, positions=positions, times=times)
+        os.replace(part, kept)   # whole or absent: producers started at once each write their own part
+    with np.load(kept) as f:
+        return f["positions"], f["times"]
+
+
+def write_h5md(out: str, delay: float, kill_after: int | None = None) -> None:
+    import numpy as np
 
     from trajscale.pwrite import ParallelWriter
 
     warnings.filterwarnings("ignore")
-    u = mda.Universe(PSF, DCD)
-    ids = np.arange(u.atoms.n_atoms)
-    with ParallelWriter(out, u.atoms.n_atoms, chunks=1) as w:
-        for i, ts in enumerate(u.trajectory):
-            w.write(step=i, time=ts.time, ids=ids, positions=ts.positions, box=ts.dimensions)
+    positions, times = adk_vacuum_frames()
+    ids = np.arange(positions.shape[1])
+    with ParallelWriter(out, positions.shape[1], chunks=1) as w:
+        for i, (pos, t) in enumerate(zip(positions, times, strict=True)):
+            w.write(step=i, time=t, ids=ids, positions=pos, box=None)
             print("wrote", i + 1, flush=True)
             hold(i + 1)
             if kill_after is not None and i + 1 == kill_after:

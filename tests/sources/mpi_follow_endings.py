@@ -11,15 +11,16 @@ import time
 import warnings
 from pathlib import Path
 
-from MDAnalysisTests.datafiles import PSF
 from mpi4py import MPI
 
-from tests.sources.test_follow_endings import _replace, write_xtc
+from tests.datafiles import PSF
 from trajscale.cli.main import main
 
 warnings.filterwarnings("ignore")
 folder = Path(sys.argv[1])
 rank = MPI.COMM_WORLD.Get_rank()
+if rank == 0:   # the writer; the other ranks need not import MDAnalysis (the test module's imports)
+    from tests.sources.test_follow_endings import _replace, write_xtc
 
 
 def replace_once_analysed(out: Path, traj: Path) -> None:

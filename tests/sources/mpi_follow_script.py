@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
-from MDAnalysisTests.datafiles import PSF, TPR
 
-import trajscale as ts
-from trajscale.follow import FollowOptions
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import trajscale as ts  # noqa: E402
+from tests.datafiles import PSF, TPR  # noqa: E402 - the paths without importing MDAnalysis
+from trajscale.follow import FollowOptions  # noqa: E402
 
 top = TPR if len(sys.argv) > 3 and sys.argv[3] == "xtc" else PSF
 r = ts.run(ts.RMSD(select="name CA"), top, sys.argv[1], executor="mpi",

@@ -308,3 +308,14 @@ def test_a_reopen_that_meets_the_writer_mid_flush_is_tried_again(tmp_path, adk_v
         src.close()
     with h5py.File(adk_vacuum_h5md) as f:
         np.testing.assert_allclose(block.positions, f["particles/all/position/value"][0:3], rtol=1e-6)
+
+
+def test_the_childrens_data_paths_are_mdanalysistests_own():
+    """tests/datafiles.py (the paths the producers and MPI scripts use without importing MDAnalysis) names the
+    files ``MDAnalysisTests.datafiles`` names."""
+    from MDAnalysisTests import datafiles as D
+
+    from tests import datafiles
+
+    for name in ("PSF", "DCD", "TPR", "PSF_TRICLINIC"):
+        assert getattr(datafiles, name) == getattr(D, name), name

@@ -163,3 +163,15 @@ def test_advice_on_a_stream_not_kept_names_no_deleted_file(tmp_path):
     assert commands and all("`--tee FILE.h5md`" in m and " FILE.h5md " in m for m in commands), advice
     # a followed run's report holds what its own reads cost, as a finished run's does
     assert all("the run's" in a["reason"] for a in advice if a["rule"] == "chunk-amplification"), advice
+
+
+def test_a_streamed_box_is_stored_as_lengths_and_angles():
+    """A frame's box vectors (as IMD v3 sends them) become ``[a, b, c, alpha, beta, gamma]``: the dimensions
+    MDAnalysis made the vectors from."""
+    from MDAnalysis.lib.mdamath import triclinic_vectors
+
+    from trajscale.imd import _box_lengths_angles
+
+    for dims in ([50.0, 50.0, 50.0, 90.0, 90.0, 90.0], [70.0, 80.0, 90.0, 80.0, 95.0, 110.0]):
+        got = _box_lengths_angles(triclinic_vectors(np.array(dims, np.float32)))
+        np.testing.assert_allclose(got, dims, rtol=1e-5)
