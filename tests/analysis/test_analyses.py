@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 import trajscale as ts
-from tests.analysis.analyses_cases import SYSTEMS, cases, check
+from tests.analysis.analyses_cases import SYSTEMS, case_names, cases, check
 from tests.conftest import run_cli, run_cli_here, run_mpi
 from trajscale.convert.convert import convert
 from trajscale.errors import ConfigError, TrajscaleError
 from trajscale.h5md.layout import Layout
 
-ALL = [(s, name) for s in SYSTEMS for name in cases(s)]
+ALL = [(s, name) for s in SYSTEMS for name in case_names(s)]
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +26,12 @@ def h5md_files(tmp_path_factory):
         out[name] = str(d / f"{name}.h5md")
         convert(top, [traj], out[name], layout=Layout.parse("frame"))
     return out
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_the_parameters_are_every_case(system):
+    """The names the tests are parametrized with (listed without a Universe) are every case's, in order."""
+    assert case_names(system) == list(cases(system))
 
 
 @pytest.mark.parametrize("system,name", ALL)
