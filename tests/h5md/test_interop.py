@@ -85,7 +85,7 @@ def test_trajscale_reads_like_mdanalysis(tmp_path, system):
             w.write(u.atoms)
     candidates = [str(written)] + [t for t in trajs if t.endswith(".h5md")]
     for path in candidates:
-        ref = frames_of(mda.Universe(top, path))
+        ref = frames_of(mda.Universe(u._topology, path))   # (the topology parsed once)
         with H5MDSource(path) as src:
             fields = src.fields
             b = src.read(0, src.n_frames, fields=fields)
