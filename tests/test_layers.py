@@ -7,6 +7,7 @@ import that hides a circle is still a circle."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -82,10 +83,17 @@ REPORT_FLOORS = {
 }
 
 
+@functools.cache
+def _parse(source: str) -> ast.Module:
+    """``source``'s tree, parsed once in this process: each guard walks every module of the package (the
+    guards only read the trees)."""
+    return ast.parse(source)
+
+
 def _imports(path: Path, text: str | None = None) -> set[str]:
     """The top-level trajscale names a module imports (``trajscale`` itself counts as ``__init__``); ``text``
     stands for the module's own (a planted one)."""
-    tree = ast.parse(path.read_text() if text is None else text)
+    tree = _parse(path.read_text() if text is None else text)
     rel_pkg = path.relative_to(PKG).parts[:-1]
     out = set()
     for node in ast.walk(tree):
@@ -216,7 +224,7 @@ def _module_imports(path: Path, known: set[str], text: str | None = None) -> set
         return name
 
     package, out = _package_of(path), set()
-    for node in ast.walk(ast.parse(path.read_text() if text is None else text)):
+    for node in ast.walk(_parse(path.read_text() if text is None else text)):
         if isinstance(node, ast.ImportFrom):
             target = _imported_from(node, package)
             if target is None:
@@ -230,8 +238,10 @@ def _module_imports(path: Path, known: set[str], text: str | None = None) -> set
     return out
 
 
+@functools.cache
 def _import_graph() -> dict[str, set[str]]:
-    """Module -> the trajscale modules it imports (:func:`_module_imports`)."""
+    """Module -> the trajscale modules it imports (:func:`_module_imports`), built once in this process (the
+    guards only read it)."""
     known = _known_modules()
     return {_module_name(path): _module_imports(path, known) for path in PKG.rglob("*.py")}
 
@@ -372,7 +382,7 @@ def capabilities_probed(source: str, rel: str = "<planted>", declared: set[str] 
     "name", default)`` or ``hasattr(x, "name")``."""
     declared = _declared() if declared is None else declared
     return [f"{rel}:{node.lineno}: {node.func.id}(..., {node.args[1].value!r})"
-            for node in ast.walk(ast.parse(source))
+            for node in ast.walk(_parse(source))
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
             and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
             and isinstance(node.args[1], ast.Constant) and node.args[1].value in declared]
@@ -414,7 +424,7 @@ def _private_imports(path: Path, text: str | None = None) -> list[str]:
     package's own private modules (``_lazy``, ``_version``) serve every subpackage."""
     me, package = _module_name(path), _package_of(path)
     out = []
-    for node in ast.walk(ast.parse(path.read_text() if text is None else text)):
+    for node in ast.walk(_parse(path.read_text() if text is None else text)):
         target = _imported_from(node, package) if isinstance(node, ast.ImportFrom) else None
         if target is None:
             continue
@@ -547,7 +557,7 @@ def format_names_compared(source: str, rel: str = "<planted>") -> list[str]:
     def named(strings: list[str]) -> list[str]:
         return [names[v.lower()] for v in strings if v.lower() in names]
 
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(_parse(source)):
         kinds: list[str] = []
         if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn))
                                                  for op in node.ops):

@@ -18,11 +18,6 @@ from trajscale.h5md.layout import Layout
 ALL = [(s, name) for s in SYSTEMS for name in case_names(s)]
 
 
-@pytest.mark.parametrize("system", sorted(SYSTEMS))
-def test_the_case_names_are_the_cases(system):
-    assert case_names(system) == list(cases(system))
-
-
 @pytest.fixture(scope="module")
 def h5md_files(tmp_path_factory):
     d = tmp_path_factory.mktemp("analyses")
@@ -31,6 +26,12 @@ def h5md_files(tmp_path_factory):
         out[name] = str(d / f"{name}.h5md")
         convert(top, [traj], out[name], layout=Layout.parse("frame"))
     return out
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_the_parameters_are_every_case(system):
+    """The names the tests are parametrized with (listed without a Universe) are every case's, in order."""
+    assert case_names(system) == list(cases(system))
 
 
 @pytest.mark.parametrize("system,name", ALL)

@@ -8,7 +8,6 @@ import warnings
 import MDAnalysis as mda
 import numpy as np
 import pytest
-from MDAnalysis.analysis.dihedrals import Ramachandran as MDARamachandran
 from MDAnalysis.lib.distances import calc_dihedrals, minimize_vectors
 from MDAnalysisTests import datafiles as D
 
@@ -22,6 +21,8 @@ warnings.filterwarnings("ignore", module="MDAnalysis")
 
 
 def mda_angles(top, traj, select="protein"):
+    # here, not at the module's top: it imports matplotlib.pyplot, which every pytest worker would pay at collection
+    from MDAnalysis.analysis.dihedrals import Ramachandran as MDARamachandran
     u = mda.Universe(top, traj)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -8,7 +8,6 @@ import warnings
 import MDAnalysis as mda
 import numpy as np
 import pytest
-from MDAnalysis.analysis.dihedrals import Ramachandran as MDARamachandran
 from MDAnalysis.lib.distances import calc_bonds, distance_array
 from MDAnalysisTests import datafiles as D
 
@@ -19,6 +18,8 @@ warnings.filterwarnings("ignore", module="MDAnalysis")
 
 
 def mda_rama(u, select):
+    # here, not at the module's top: it imports matplotlib.pyplot, which every pytest worker would pay at collection
+    from MDAnalysis.analysis.dihedrals import Ramachandran as MDARamachandran
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return MDARamachandran(u.select_atoms(select))

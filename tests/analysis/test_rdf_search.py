@@ -54,13 +54,12 @@ def per_cutoff(dims, cutoff, n_b, n_a=100):
 def test_adk_in_water_equals_interrdf():
     """The workload of the one-pass benchmark (CA against water oxygens, 75 bins to 8 Å, a rhombic
     dodecahedron), searched on the finer cells, has InterRDF's counts and g(r)."""
-    import MDAnalysis as mda
     from MDAnalysis.analysis.rdf import InterRDF
     from MDAnalysisTests.datafiles import TPR, XTC
 
     import trajscale as ts
 
-    u = mda.Universe(TPR, XTC)
+    u = adk_water()[0]   # the module's Universe of TPR/XTC (its frame-0 copies are taken; runs rewind it)
     ca, ow = u.select_atoms("protein and name CA"), u.select_atoms("name OW")
     assert (per_cutoff(u.dimensions[None], 8.0, ow.n_atoms, ca.n_atoms) == pairs.CELLS_PER_CUTOFF).all()
     ref = InterRDF(ca, ow, nbins=75, range=(0.0, 8.0)).run()

@@ -5,8 +5,6 @@ from __future__ import annotations
 import MDAnalysis as mda
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from MDAnalysis.analysis import rms
 
 import trajscale as ts
@@ -72,12 +70,19 @@ def test_mass_weighted_and_reference_universe(adk_vacuum, adk_vacuum_h5md):
     np.testing.assert_allclose(r.rmsd, want, atol=1e-4)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(n_tasks=st.integers(1, 98), start=st.integers(0, 40), length=st.integers(1, 58))
-def test_any_split_is_bit_identical(adk_vacuum, adk_vacuum_h5md, serial_vacuum, n_tasks, start, length):
-    r = ts.run(ts.RMSD(select="name CA", groupselections=["backbone", "resid 1-50"]), adk_vacuum[0],
-               adk_vacuum_h5md, n_tasks=n_tasks, start=start, stop=start + length)
-    np.testing.assert_array_equal(r.table(), serial_vacuum.table()[start:start + length])
+def test_any_split_is_bit_identical(adk_vacuum, adk_vacuum_h5md, serial_vacuum):
+    # hypothesis imported here, not at the module's top: every pytest worker would pay its import at collection
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=15, deadline=None)
+    @given(n_tasks=st.integers(1, 98), start=st.integers(0, 40), length=st.integers(1, 58))
+    def split(n_tasks, start, length):
+        r = ts.run(ts.RMSD(select="name CA", groupselections=["backbone", "resid 1-50"]), adk_vacuum[0],
+                   adk_vacuum_h5md, n_tasks=n_tasks, start=start, stop=start + length)
+        np.testing.assert_array_equal(r.table(), serial_vacuum.table()[start:start + length])
+
+    split()
 
 
 def test_processes_random_split_bit_identical(adk_vacuum, adk_vacuum_h5md, serial_vacuum):

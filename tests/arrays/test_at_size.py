@@ -13,11 +13,9 @@ import h5py
 import MDAnalysis as mda
 import numpy as np
 import pytest
-import xarray as xr
 from MDAnalysisTests import datafiles as D
 
 import trajscale as ts
-from trajscale.arrays import dataset as dataset_module
 from trajscale.convert.convert import convert
 from trajscale.errors import ConfigError, OutputError
 from trajscale.h5md.layout import Layout
@@ -52,6 +50,11 @@ def boundaries(chunks) -> list[int]:
 def test_one_frame_chunks_make_few_dask_chunks_of_whole_stored_chunks(stores, monkeypatch):
     """``chunks={}`` on a store of one-frame chunks: one Dask chunk for 98 frames of 40 kB, not 98; with a
     smaller target, chunks of whole 7-frame stored chunks; the means equal NumPy float64 over h5py's values."""
+    # here, not at the module's top: xarray (and pandas) would cost every pytest worker at collection
+    import xarray as xr
+
+    from trajscale.arrays import dataset as dataset_module
+
     ds = ts.open_dataset(D.PSF, stores["frame"], chunks={})
     assert ds.sizes["frame"] == 98 and ds.positions.chunks[0] == (98,)
     assert ds.time.chunks[0] == ds.positions.chunks[0]
@@ -131,6 +134,8 @@ def write_restart_parts(folder, first_step: int) -> list[str]:
 def test_renumbered_restart_chain_saves_to_netcdf(tmp_path, first_step):
     """Steps that restart are renumbered to go on (past int32 after a long run): xarray's netCDF writer
     (netCDF-3 when only SciPy is installed) keeps every step exactly, and the positions are MDAnalysis's."""
+    import xarray as xr
+
     paths = write_restart_parts(tmp_path, first_step)
     ds = ts.open_dataset(D.PSF, paths)
     want_steps = first_step + 500 * np.arange(20)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pickle
 import warnings
+from typing import TYPE_CHECKING
 
 import h5py
 import MDAnalysis as mda
 import numpy as np
 import pytest
-import xarray as xr
 from MDAnalysisTests import datafiles as D
 
 import trajscale as ts
@@ -24,6 +24,9 @@ from trajscale.convert.split import split
 from trajscale.h5md.layout import Layout
 
 from ..sources.test_restart_parts import write_parts
+
+if TYPE_CHECKING:   # the tests import xarray where they use it: at the top every pytest worker would pay it
+    import xarray as xr
 
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
@@ -92,6 +95,8 @@ def test_delta_coded_store_within_its_precision_of_the_xtc(stores):
 
 def test_cobrotoxin_h5md_velocities_forces_and_units():
     """MDAnalysisTests' cobrotoxin H5MD (nm, ps; velocities and forces) through the entry point."""
+    import xarray as xr
+
     ds = xr.open_dataset(D.H5MD_xvf, engine="trajscale", topology=D.TPR_xvf)
     check_against(ds, mda.Universe(D.TPR_xvf, D.H5MD_xvf), atol=2e-4)
     with h5py.File(D.H5MD_xvf) as f:
@@ -104,6 +109,8 @@ def test_cobrotoxin_h5md_velocities_forces_and_units():
 
 
 def test_segments_index_is_one_trajectory_chunked_by_part(adk_vacuum_h5md, tmp_path):
+    import xarray as xr
+
     index = split(adk_vacuum_h5md, tmp_path / "parts", 3)
     ds = xr.open_dataset(index, engine="trajscale", chunks={})
     assert ds.positions.chunks[0] == (98,)   # three parts of 1.3 MB, grouped into one Dask chunk
@@ -199,6 +206,8 @@ def test_no_box_no_box_variable_and_frames_without_coordinates_are_refused(adk_v
 def test_lazy_indexing_equals_indexing_the_loaded_dataset(adk_vacuum_h5md, indexers):
     """xarray's backend idiom (``test_orthogonal_indexing``): indexing the lazy Dataset, then loading, gives
     what loading, then indexing gives: ints, strided and reversed slices, unsorted and repeated indices."""
+    import xarray as xr
+
     ds = ts.open_dataset(D.PSF, adk_vacuum_h5md)
     expected = ds.load().isel(indexers)
     actual = ts.open_dataset(D.PSF, adk_vacuum_h5md).isel(indexers).load()

@@ -8,7 +8,6 @@ import warnings
 
 import numpy as np
 import pytest
-from MDAnalysis.analysis.dihedrals import Ramachandran as MDARamachandran
 
 import trajscale as ts
 
@@ -26,6 +25,8 @@ def rama(replicas):
 @pytest.fixture(scope="module")
 def references(replicas):
     """name -> (features (F, 4R) float64, MDAnalysis's residues) from MDAnalysis's Ramachandran on that member."""
+    # here, not at the module's top: it imports matplotlib.pyplot, which every pytest worker would pay at collection
+    from MDAnalysis.analysis.dihedrals import Ramachandran as MDARamachandran
     out = {}
     for name, (top, xtc, _) in replicas["members"].items():
         u = universe(top, xtc)

@@ -13,9 +13,17 @@ import pytest
 import trajscale as ts
 from tests.executors import slow_analysis
 
-distributed = pytest.importorskip("distributed")
+distributed = DaskExecutor = None   # set by _distributed, where it is installed
 
-from trajscale.executors.dask import DaskExecutor  # noqa: E402 - only where distributed is installed
+
+@pytest.fixture(scope="module", autouse=True)
+def _distributed():
+    """distributed and the Dask executor, imported (or the module skipped) when its first test runs: at the
+    module's top every pytest worker would pay their import at collection, whatever tests it runs."""
+    global distributed, DaskExecutor
+    distributed = pytest.importorskip("distributed")
+    from trajscale.executors.dask import DaskExecutor
+
 
 GROUPS = ["backbone", "resid 1-50"]
 

@@ -4,6 +4,7 @@ another one (a real ``dask scheduler`` and ``dask worker`` started here, the wor
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import socket
@@ -16,7 +17,8 @@ import pytest
 
 from tests.dask_cluster import external_dask
 
-pytest.importorskip("distributed")
+# where distributed is installed (asked without importing it: every pytest worker would at collection)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="needs distributed")
 
 ROOT = Path(__file__).resolve().parents[2]
 

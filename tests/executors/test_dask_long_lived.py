@@ -9,9 +9,16 @@ import trajscale as ts
 from tests.executors.test_long_lived import SELECT, _mda_rmsd, rewritten  # noqa: F401 - fixture
 from trajscale.errors import BadCoordinatesError
 
-distributed = pytest.importorskip("distributed")
+distributed = DaskExecutor = KEY_PREFIX = None   # set by _distributed, where it is installed
 
-from trajscale.executors.dask import KEY_PREFIX, DaskExecutor  # noqa: E402 - only where distributed is installed
+
+@pytest.fixture(scope="module", autouse=True)
+def _distributed():
+    """distributed and the Dask executor, imported (or the module skipped) when its first test runs: at the
+    module's top every pytest worker would pay their import at collection, whatever tests it runs."""
+    global distributed, DaskExecutor, KEY_PREFIX
+    distributed = pytest.importorskip("distributed")
+    from trajscale.executors.dask import KEY_PREFIX, DaskExecutor
 
 
 @pytest.fixture(scope="module")

@@ -11,17 +11,17 @@ from MDAnalysis.analysis import rms
 
 pytestmark = pytest.mark.cli
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
-pytest.importorskip("distributed")
-
 SRC = Path(__file__).resolve().parents[2] / "src"
 EXECUTORS = ["serial", "processes", "dask"]
 
 
 @pytest.mark.slow
 def test_notebook_runs_every_executor(tmp_path, adk_vacuum, adk_vacuum_h5md):
+    # here, not at the module's top: every pytest worker would import them at collection
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    pytest.importorskip("distributed")
     cells = [f"import sys; sys.path.insert(0, {str(SRC)!r})\n"
              "import numpy as np\nimport trajscale as ts\nresults = {}"]
     for ex in EXECUTORS:

@@ -8,6 +8,7 @@ part k is moved by 0.25*k Å, so which part's copy of a time was kept shows in t
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import MDAnalysis as mda
@@ -21,9 +22,16 @@ import trajscale.mda
 warnings.filterwarnings("ignore", module="MDAnalysis")
 
 
+@functools.cache
+def gro():
+    """MDAnalysis's topology of the GRO (47,681 atoms), parsed once for the parts and the references
+    (trajscale's reader is given the file, as a user gives it)."""
+    return mda.Universe(D.GRO)._topology
+
+
 def cut(folder, bounds, name):
     """XTC parts of the AdK-in-water frames ``[a, b)`` per bound, part k moved by 0.25*k Å."""
-    u = mda.Universe(D.GRO, D.XTC)
+    u = mda.Universe(gro(), D.XTC)
     paths = []
     for k, (a, b) in enumerate(bounds):
         path = folder / f"{name}.part{k + 1:04d}.xtc"
@@ -57,7 +65,7 @@ def assert_same_frames(got, want):
 @pytest.mark.parametrize("kind", ["restart", "overlap"])
 def test_continuous_true_is_mdanalysis_continuous_chain(parts, kind):
     ours = mda.Universe(D.GRO, parts[kind], format="TRAJSCALE", continuous=True).trajectory
-    ref = mda.Universe(D.GRO, parts[kind], continuous=True).trajectory
+    ref = mda.Universe(gro(), parts[kind], continuous=True).trajectory
     assert isinstance(ours, trajscale.mda.Reader) and isinstance(ref, MDAChainReader)
     assert ours.n_frames == ref.n_frames == 10
     assert_same_frames(frames(ours), frames(ref))
@@ -71,8 +79,8 @@ def test_restart_parts_join_as_trjcat_without_continuous(parts):
     chain); MDAnalysis's default chain keeps both copies (12 frames)."""
     ours = mda.Universe(D.GRO, parts["restart"], format="TRAJSCALE").trajectory
     assert isinstance(ours, trajscale.mda.Reader)
-    assert mda.Universe(D.GRO, parts["restart"]).trajectory.n_frames == 12
-    assert_same_frames(frames(ours), frames(mda.Universe(D.GRO, parts["restart"], continuous=True).trajectory))
+    assert mda.Universe(gro(), parts["restart"]).trajectory.n_frames == 12
+    assert_same_frames(frames(ours), frames(mda.Universe(gro(), parts["restart"], continuous=True).trajectory))
     same = mda.Universe(D.GRO, parts["restart"], format=trajscale.mda.Reader).trajectory
     assert_same_frames(frames(same), frames(ours))
 
@@ -81,7 +89,7 @@ def test_disjoint_parts_are_mdanalysis_default_chain(parts):
     """Parts that share no time: every frame, with or without ``continuous`` (nothing to drop, as
     ``gmx trjcat``).  The reference is MDAnalysis's default chain: its continuous chain leaves out a
     middle part that does not overlap the one before (``chain.filter_times``), 7 frames here."""
-    ref = mda.Universe(D.GRO, parts["disjoint"]).trajectory
+    ref = mda.Universe(gro(), parts["disjoint"]).trajectory
     for cont in (False, True):
         ours = mda.Universe(D.GRO, parts["disjoint"], format="TRAJSCALE", continuous=cont).trajectory
         assert isinstance(ours, trajscale.mda.Reader) and ours.n_frames == ref.n_frames == 10

@@ -13,7 +13,6 @@ import h5py
 import MDAnalysis as mda
 import numpy as np
 import pytest
-from MDAnalysis.analysis.dihedrals import Ramachandran as MDARamachandran
 from MDAnalysis.core.selection import ProteinSelection
 from MDAnalysis.lib.util import NamedStream
 from MDAnalysisTests import datafiles as D
@@ -47,6 +46,8 @@ def files(tmp_path_factory):
 def mdanalysis_features(path: str):
     """MDAnalysis's Ramachandran on the Universe of the file's pdbProteinAtoms with the member's coordinates:
     (F, 4R) sin/cos and its residues."""
+    # here, not at the module's top: it imports matplotlib.pyplot, which every pytest worker would pay at collection
+    from MDAnalysis.analysis.dihedrals import Ramachandran as MDARamachandran
     with h5py.File(path, "r") as f:
         dom = f[next(iter(f))]
         u = mda.Universe(NamedStream(io.StringIO(dom["pdbProteinAtoms"][()].decode()), "top.pdb"))
