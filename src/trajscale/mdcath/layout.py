@@ -17,14 +17,17 @@ import logging
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import h5py
 import numpy as np
 
 from ..errors import InputFileError
 from ..storage.bytestore import ByteStore, ReadOnlyFile
 from ..storage.opener import open_bytes
 from ..util import HDF5_MAGIC
+
+if TYPE_CHECKING:   # (h5py is imported where a file's HDF5 is read: a described file needs none)
+    import h5py
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +101,8 @@ class MemberLayout:
 
 def domain_group(f: h5py.File, where: str) -> tuple[str, h5py.Group]:
     """The file's one domain group, or a one-line error."""
+    import h5py
+
     names = list(f.keys())
     if len(names) != 1 or not isinstance(f.get(names[0], getlink=False), h5py.Group):
         raise InputFileError(where, f"not an mdCATH file: its root holds {len(names)} objects, not one domain group")
@@ -106,6 +111,8 @@ def domain_group(f: h5py.File, where: str) -> tuple[str, h5py.Group]:
 
 def looks_like_mdcath(f: h5py.File) -> bool:
     """HDF5 whose root holds one group, with a ``pdbProteinAtoms`` dataset in it."""
+    import h5py
+
     names = list(f.keys())
     if len(names) != 1:
         return False
@@ -115,6 +122,8 @@ def looks_like_mdcath(f: h5py.File) -> bool:
 
 def member_keys(group: h5py.Group) -> list[str]:
     """``"{temperature}/{replica}"`` of every group two levels down that holds ``coords``, in numeric order."""
+    import h5py
+
     def order(name: str):
         return (0, int(name), "") if name.isdigit() else (1, 0, name)
 
@@ -140,6 +149,8 @@ class Domain:
 
     @classmethod
     def of(cls, f: h5py.File, where: str) -> Domain:
+        import h5py
+
         name, group = domain_group(f, where)
         z = group.get("z")
         return cls(name, group, member_keys(group), z.shape if isinstance(z, h5py.Dataset) else None)
@@ -185,6 +196,8 @@ def _field_at(ds: h5py.Dataset, shape: tuple[int, int, int], file_size: int, whe
 def _box(group: h5py.Group, where: str) -> tuple[float, ...] | None:
     """The member's box as MDAnalysis dimensions: mdCATH stores the first frame's box as a diagonal 3x3
     matrix in nm (``unit``); an older layout as 3 edges. None without one (analyses that need a box refuse)."""
+    import h5py
+
     ds = group.get("box")
     if not isinstance(ds, h5py.Dataset):
         return None
@@ -213,6 +226,8 @@ def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity
              domain: Domain | None = None) -> MemberLayout:
     """Check member ``key`` of the open mdCATH file ``f`` (None: its only member) and say where its data lie
     (``domain``: what the file's members share, when the caller has looked it up already)."""
+    import h5py
+
     domain = Domain.of(f, where) if domain is None else domain
     keys = domain.keys
     if key is None:
@@ -296,6 +311,8 @@ HEAD = 64 * 1024
 def looks_like(store: ByteStore) -> bool:
     """Whether the bytes of ``store`` are an mdCATH file: told from its first bytes where they hold the root's
     groups (an object's came with its first request: no request more), else from HDF5's view of the file."""
+    import h5py
+
     head = store.first_bytes(HEAD)
     if head[:8] != HDF5_MAGIC:
         return False
@@ -362,6 +379,8 @@ class _opened:
 
 
 def read_text(f: h5py.File, where: str, name: str = "pdbProteinAtoms") -> str:
+    import h5py
+
     domain, group = domain_group(f, where)
     ds = group.get(name)
     if not isinstance(ds, h5py.Dataset) or ds.dtype.kind not in "SOU" and ds.dtype != np.dtype("V"):
