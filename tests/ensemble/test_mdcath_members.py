@@ -116,6 +116,11 @@ def test_a_file_described_before_is_read_without_hdf5_until_it_changes(tmp_path,
     again = run()
     assert opened == []
     assert all(np.array_equal(first[k], again[k]) for k in first)
+    monkeypatch.setenv("TRAJSCALE_TOPOLOGY_CACHE", "0")   # (turned off with the topology caches)
+    run()
+    assert len(set(opened)) == 2
+    opened.clear()
+    monkeypatch.delenv("TRAJSCALE_TOPOLOGY_CACHE")
 
     st = os.stat(paths[1])
     with h5py.File(paths[1], "r+") as f:   # the same bytes' size: coordinates changed in place

@@ -13,6 +13,7 @@ too (which no one can set back: a file rewritten in place whose size and modific
 still misses). Objects behind URLs keep their HDF5 metadata in their own cache
 (:mod:`trajscale.hdf5.metadata`); only files at hand are kept here. Entries are kept as every
 trajscale cache keeps them (:mod:`trajscale.cache_files`); a damaged or foreign entry is a miss.
+``TRAJSCALE_TOPOLOGY_CACHE=0`` turns this cache off with the topology caches.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 from ..cache_files import read as read_entry
 from ..cache_files import write as write_entry
 from ..storage.bytestore import ByteStore
+from ..topology import parsed_cache
 from ..util import cache_root
 
 log = logging.getLogger(__name__)
@@ -45,9 +47,9 @@ def cache_dir() -> Path:
 
 
 def file_key(store: ByteStore) -> list | None:
-    """What an entry of the file in ``store`` must match, or None where nothing is kept (an object, or a file
-    whose status cannot be read)."""
-    if store.remote:
+    """What an entry of the file in ``store`` must match, or None where nothing is kept (an object, a file
+    whose status cannot be read, or ``TRAJSCALE_TOPOLOGY_CACHE=0``: the file's atoms are its topology)."""
+    if store.remote or not parsed_cache.enabled():
         return None
     identity = list(store.identity)
     try:
