@@ -30,7 +30,7 @@ import numpy as np
 from ..cache_files import read as read_entry
 from ..cache_files import write as write_entry
 from ..storage.bytestore import ByteStore
-from ..topology import parsed_cache
+from ..topology import caches_enabled
 from ..util import cache_root
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def cache_dir() -> Path:
 def file_key(store: ByteStore) -> list | None:
     """What an entry of the file in ``store`` must match, or None where nothing is kept (an object, a file
     whose status cannot be read, or ``TRAJSCALE_TOPOLOGY_CACHE=0``: the file's atoms are its topology)."""
-    if store.remote or not parsed_cache.enabled():
+    if store.remote or not caches_enabled():
         return None
     identity = list(store.identity)
     try:
