@@ -74,3 +74,60 @@ def test_a_damaged_member_is_refused_alone(tmp_path):
     assert ts.Ensemble.of(path).names == ("1abcA00/320/0", "1abcA00/320/1", "1abcA00/348/0")   # one file, no glob
     alone = ts.run(ts.RMSD(select="name CA"), universe(path), f"{path}#320/1")
     assert np.array_equal(r["1abcA00/320/1"].rmsd, alone.rmsd)
+
+
+def test_a_file_described_before_is_read_without_hdf5_until_it_changes(tmp_path, monkeypatch):
+    """A second run over the same mdCATH files reads their members' layouts and atoms from trajscale's cache:
+    HDF5 is not opened, and the φ/ψ are the first run's (which read the files' HDF5). A file rewritten since,
+    even to the same size with its modification time set back, is described again, its new coordinates read."""
+    import os
+    from collections import OrderedDict
+
+    import h5py
+    import MDAnalysis as mda
+    from MDAnalysisTests.datafiles import DCD, PSF
+
+    from trajscale.mdcath import atoms, layout
+    from trajscale.testing.mdcath import from_universe
+
+    monkeypatch.setenv("TRAJSCALE_CACHE_DIR", str(tmp_path / "cache"))
+    u = mda.Universe(PSF, DCD)
+    paths = [from_universe(str(tmp_path / f"mdcath_dataset_{i}abcA00.h5"), u, domain=f"{i}abcA00",
+                           select="resid 1-40", members=[("320", "0"), ("348", "1")], n_frames=5) for i in range(2)]
+    opened, real_init = [], layout.hdf5_of.__init__
+
+    def init(self, store, prepares=True):
+        opened.append(store.identity[0])
+        real_init(self, store, prepares)
+
+    monkeypatch.setattr(layout.hdf5_of, "__init__", init)
+
+    def run():
+        monkeypatch.setattr(atoms, "_BY_FILE", OrderedDict())   # (what this process read: as a new process)
+        monkeypatch.setattr(atoms, "_BY_CONTENT", OrderedDict())
+        r = ts.run(ts.Ramachandran(select="protein", sincos=True), str(tmp_path / "mdcath_dataset_*.h5"),
+                   executor="serial")
+        assert not r.refused and len(r) == 4
+        return dict(zip(r.names, r.arrays(), strict=True))
+
+    first = run()
+    assert opened
+    opened.clear()
+    again = run()
+    assert opened == []
+    assert all(np.array_equal(first[k], again[k]) for k in first)
+    monkeypatch.setenv("TRAJSCALE_TOPOLOGY_CACHE", "0")   # (turned off with the topology caches)
+    run()
+    assert len(set(opened)) == 2
+    opened.clear()
+    monkeypatch.delenv("TRAJSCALE_TOPOLOGY_CACHE")
+
+    st = os.stat(paths[1])
+    with h5py.File(paths[1], "r+") as f:   # the same bytes' size: coordinates changed in place
+        f["1abcA00/348/1/coords"][0] += 1.5
+    os.utime(paths[1], ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(paths[1]).st_size == st.st_size
+    changed = run()
+    assert opened and all(o == os.path.realpath(paths[1]) for o in opened)
+    assert not np.array_equal(changed["1abcA00/348/1"], first["1abcA00/348/1"])
+    assert all(np.array_equal(changed[k], first[k]) for k in first if k != "1abcA00/348/1")

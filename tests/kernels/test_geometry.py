@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from MDAnalysis.lib.distances import calc_bonds, distance_array
 from MDAnalysis.lib.mdamath import triclinic_vectors as mda_vectors
 
@@ -30,6 +31,32 @@ def test_distances_equal_mdanalysis():
         box = None if not dims[f].any() else dims[f]
         np.testing.assert_allclose(arrays[f], distance_array(a[f], b[f], box=box), rtol=1e-5, atol=1e-4)
         np.testing.assert_allclose(pairs[f], calc_bonds(a[f], b[f, :17], box=box), rtol=1e-5, atol=1e-4)
+
+
+def test_indexed_pair_distances_equal_numpy_bit_for_bit_and_mdanalysis():
+    """The compiled indexed pairs (orthorhombic boxes and none): NumPy float64's minimum image to the bit, as the
+    analyses' features were before; a block with a triclinic frame: MDAnalysis's ``calc_bonds``."""
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-40, 120, (4, 300, 3)).astype(np.float32)
+    pa, pb = rng.integers(0, 300, 5000), rng.integers(0, 300, 5000)
+    dims = np.zeros((4, 6), np.float32)
+    dims[1:, :3] = rng.uniform(15, 60, (3, 3))
+    dims[1:, 3:] = 90.0                            # frame 0 without a box, the others orthorhombic
+    for box in (dims, None):
+        d = x[:, pa].astype(np.float64) - x[:, pb].astype(np.float64)
+        if box is not None:
+            lengths = box[1:, None, :3].astype(np.float64)
+            d[1:] -= lengths * np.round(d[1:] / lengths)
+        want = np.sqrt((d * d).sum(axis=-1))
+        got = geometry.indexed_pair_distances(x, pa, pb, box)
+        assert got.dtype == np.float64 and np.array_equal(got, want)
+    tric = boxes(rng, 4)
+    got = geometry.indexed_pair_distances(x, pa, pb, tric)
+    for f in range(4):
+        np.testing.assert_allclose(got[f], calc_bonds(x[f, pa], x[f, pb], box=tric[f] if tric[f].any() else None),
+                                   rtol=1e-5, atol=1e-4)
+    with pytest.raises(IndexError):
+        geometry.indexed_pair_distances(x, pa, np.array([*pb[:-1], 300]), dims)
 
 
 def test_triclinic_vectors_equal_mdanalysis():

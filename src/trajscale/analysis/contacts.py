@@ -10,7 +10,7 @@ import numpy as np
 
 from ..block import Block, sorted_unique
 from ..errors import ConfigError
-from ..kernels.geometry import distance_arrays, pair_distances
+from ..kernels.geometry import distance_arrays, indexed_pair_distances
 from ..topology import select_atoms
 from .base import Analysis, FrameCost, FrameRows, MinimumImage, Prepared, check_boxes, check_finite
 from .fitting import frame_index, reference_positions
@@ -139,7 +139,7 @@ class Contacts(MinimumImage, Analysis):
         s = prep.state
         check_finite(block, block.positions, s["path"])
         box = block.box if self.pbc else None   # every frame has one (needs_box)
-        r = pair_distances(block.positions[:, s["pa"]], block.positions[:, s["pb"]], box)
+        r = indexed_pair_distances(block.positions, s["pa"], s["pb"], box)
         q = (r <= s["cutoff"]).sum(axis=1) / r.shape[1]   # at least one native contact (prepare)
         return FrameRows(block.frames, block.time, {"q": q})
 
@@ -221,7 +221,7 @@ class ResidueContacts(MinimumImage, Analysis):
         s = prep.state
         check_finite(block, block.positions, s["path"])
         box = block.box if self.pbc else None   # every frame has one (needs_box)
-        d = pair_distances(block.positions[:, s["pa"]], block.positions[:, s["pb"]], box)
+        d = indexed_pair_distances(block.positions, s["pa"], s["pb"], box)
         nearest = np.minimum.reduceat(d, s["starts"], axis=1)
         values = nearest if self.cutoff is None else (nearest <= self.cutoff).astype(np.float64)
         return FrameRows(block.frames, block.time, {"contacts": values})

@@ -20,9 +20,12 @@ import functools
 import logging
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import h5py
 import numpy as np
+
+if TYPE_CHECKING:
+    import h5py
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import h5py
 import numpy as np
 
 from ..block import sorted_unique
@@ -40,6 +40,9 @@ from ..storage.bytestore import ByteStore
 from ..storage.pread import pread_gather
 from ..storage.ranges import MERGE_GAP, prefetch_coalesced, read_coalesced
 from .blosc import blosc_decompressor
+
+if TYPE_CHECKING:   # (imported where HDF5 itself is used: a read at known offsets needs none of it)
+    import h5py
 
 log = logging.getLogger(__name__)
 
@@ -222,11 +225,14 @@ class ChunkDecoder:
     """Decodes a dataset's stored chunks with HDF5's filter pipeline, in memory (no file, no network)."""
 
     def __init__(self, dcpl, chunk_shape: tuple[int, ...], dtype: np.dtype) -> None:
+        import h5py
+
         self.shape = tuple(chunk_shape)
         self.dtype = np.dtype(dtype)
         self._file = h5py.File(f"trajscale-decode-{next(_decoder_ids)}", "w", driver="core", backing_store=False)
         space = h5py.h5s.create_simple(self.shape)
         self._ds = h5py.h5d.create(self._file.id, b"c", h5py.h5t.py_create(self.dtype), space, dcpl=dcpl)
+        self._all = h5py.h5s.ALL
         self._lock = threading.Lock()
 
     def decode(self, raw, mask: int, out: np.ndarray | None = None) -> np.ndarray:
@@ -234,7 +240,7 @@ class ChunkDecoder:
         out = np.empty(self.shape, self.dtype) if out is None else out
         with self._lock:
             self._ds.write_direct_chunk((0,) * len(self.shape), bytes(raw), mask)
-            self._ds.read(h5py.h5s.ALL, h5py.h5s.ALL, out)
+            self._ds.read(self._all, self._all, out)
         return out
 
     def close(self) -> None:

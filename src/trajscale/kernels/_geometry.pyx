@@ -136,6 +136,43 @@ def triclinic_pairs(const double[:, :, ::1] a, const double[:, :, ::1] b, const 
     return out_a
 
 
+def indexed_pairs(const floating[:, :, ::1] x, const int64_t[::1] pa, const int64_t[::1] pb,
+                  const double[:, ::1] lengths):
+    """(F, P) distances between atoms ``pa[p]`` and ``pb[p]`` of ``x`` (F, A, 3), in float64, each difference
+    minimum-imaged in the orthorhombic box of edges ``lengths[f]`` (a row of zeros: no box) as NumPy's
+    ``d - L * round(d / L)`` is (``rint``: halves to even), its squares summed ``(x + y) + z`` as NumPy's
+    reduction over the last axis sums three: the same bits as the NumPy path. Indices are checked."""
+    cdef Py_ssize_t n_frames = x.shape[0], n_atoms = x.shape[1], n = pa.shape[0], f, p
+    if x.shape[2] != 3 or pb.shape[0] != n or lengths.shape[0] != n_frames or lengths.shape[1] != 3:
+        raise ValueError(f"pairs {pa.shape[0]}, {pb.shape[0]} and boxes {tuple(lengths.shape)} for coordinates "
+                         f"of shape {tuple(x.shape)}")
+    for p in range(n):
+        if not (0 <= pa[p] < n_atoms and 0 <= pb[p] < n_atoms):
+            raise IndexError(f"pair {p} ({pa[p]}, {pb[p]}) is outside the {n_atoms} atoms")
+    out_a = np.empty((n_frames, n))
+    cdef double[:, ::1] out = out_a
+    cdef double dx, dy, dz, lx, ly, lz
+    cdef Py_ssize_t i, j
+    cdef bint boxed
+    cdef Chunks ch = chunks(n_frames, n)
+    while next_chunk(&ch):
+        with nogil:
+            for f in range(ch.start, ch.stop):
+                lx, ly, lz = lengths[f, 0], lengths[f, 1], lengths[f, 2]
+                boxed = lx != 0.0 or ly != 0.0 or lz != 0.0
+                for p in range(n):
+                    i, j = pa[p], pb[p]
+                    dx = <double>x[f, i, 0] - <double>x[f, j, 0]
+                    dy = <double>x[f, i, 1] - <double>x[f, j, 1]
+                    dz = <double>x[f, i, 2] - <double>x[f, j, 2]
+                    if boxed:
+                        dx = dx - lx * rint(dx / lx)
+                        dy = dy - ly * rint(dy / ly)
+                        dz = dz - lz * rint(dz / lz)
+                    out[f, p] = sqrt((dx * dx + dy * dy) + dz * dz)
+    return out_a
+
+
 def radius_of_gyration(const floating[:, :, ::1] x, const double[::1] masses):
     """(F,) mass-weighted radius of gyration of (F, N, 3) coordinates, float64 sums, two passes per frame."""
     cdef Py_ssize_t n_frames = x.shape[0], n = x.shape[1], f, i

@@ -22,16 +22,23 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
-import h5py
 import numpy as np
 
 from ..block import sorted_unique
 from ..errors import InputFileError
 from ..storage.bytestore import ByteStore
 from ..topology import LabelledTopology, record_columns, residue_starts, wrapped_resids
+from . import kept
 from .layout import domain_group, hdf5_of, parse_universe, read_text
+
+if TYPE_CHECKING:   # (h5py is imported where a file's HDF5 is read: a described file needs none)
+    import h5py
+
+log = logging.getLogger(__name__)
 
 #: The per-atom datasets read, and what each holds.
 _INTEGERS, _TEXTS = ("resid",), ("resname", "chain")
@@ -50,16 +57,7 @@ def labelled_topology(store: ByteStore, path: str, n_atoms: int, prepares: bool 
     if top is not None and top.n_atoms == n_atoms:
         _BY_FILE.move_to_end(key)
         return top
-    try:
-        with hdf5_of(store, prepares) as f:
-            _, group = domain_group(f, path)
-            text = read_text(f, path)
-            raw = {name: _dataset(group, name, path) for name in (*_INTEGERS, *_TEXTS)}
-    except InputFileError:
-        raise
-    except (KeyError, OSError, RuntimeError, ValueError, TypeError) as exc:   # HDF5 met damage
-        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputFileError(path, f"its atoms cannot be read ({why}): the file is damaged") from None
+    text, raw = _stored(store, path, prepares)
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20)
     for name, values in raw.items():
         digest.update(name.encode() + (b"\x00" if values is None else values.dtype.str.encode() + values.tobytes()))
@@ -73,6 +71,31 @@ def labelled_topology(store: ByteStore, path: str, n_atoms: int, prepares: bool 
     return top
 
 
+def _stored(store: ByteStore, path: str, prepares: bool) -> tuple[str, dict[str, np.ndarray | None]]:
+    """The file's ``pdbProteinAtoms`` text and per-atom datasets as stored: from trajscale's cache where an earlier
+    run read this file (:mod:`.kept`), else from its HDF5 (then kept)."""
+    file = kept.file_key(store)
+    entry = kept.load(file, "atoms")
+    if entry is not None:
+        try:
+            return str(entry["text"]), {name: kept.decode(entry["raw"][name]) for name in (*_INTEGERS, *_TEXTS)}
+        except (KeyError, TypeError, ValueError) as exc:   # a damaged entry is only a miss
+            log.debug("ignoring the cached atoms of %s: %s", path, exc)
+    try:
+        with hdf5_of(store, prepares) as f:
+            _, group = domain_group(f, path)
+            text = read_text(f, path)
+            raw = {name: _dataset(group, name, path) for name in (*_INTEGERS, *_TEXTS)}
+    except InputFileError:
+        raise
+    except (KeyError, OSError, RuntimeError, ValueError, TypeError) as exc:   # HDF5 met damage
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputFileError(path, f"its atoms cannot be read ({why}): the file is damaged") from None
+    # (kept as read, before the checks: a file that fails them fails them again from its entry)
+    kept.store(file, "atoms", {"text": text, "raw": {name: kept.encode(v) for name, v in raw.items()}})
+    return text, raw
+
+
 def _keep(cache: OrderedDict, key, value) -> None:
     cache[key] = value
     cache.move_to_end(key)
@@ -83,6 +106,8 @@ def _keep(cache: OrderedDict, key, value) -> None:
 def _dataset(group: h5py.Group, name: str, where: str) -> np.ndarray | None:
     """The per-atom dataset ``name`` as it is stored (None where the file has none), checked to be one
     dimension of integers (``resid``) or text."""
+    import h5py
+
     ds = group.get(name)
     if ds is None:
         return None

@@ -17,14 +17,17 @@ import logging
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import h5py
 import numpy as np
 
 from ..errors import InputFileError
 from ..storage.bytestore import ByteStore, ReadOnlyFile
 from ..storage.opener import open_bytes
 from ..util import HDF5_MAGIC
+
+if TYPE_CHECKING:   # (h5py is imported where a file's HDF5 is read: a described file needs none)
+    import h5py
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +101,8 @@ class MemberLayout:
 
 def domain_group(f: h5py.File, where: str) -> tuple[str, h5py.Group]:
     """The file's one domain group, or a one-line error."""
+    import h5py
+
     names = list(f.keys())
     if len(names) != 1 or not isinstance(f.get(names[0], getlink=False), h5py.Group):
         raise InputFileError(where, f"not an mdCATH file: its root holds {len(names)} objects, not one domain group")
@@ -106,6 +111,8 @@ def domain_group(f: h5py.File, where: str) -> tuple[str, h5py.Group]:
 
 def looks_like_mdcath(f: h5py.File) -> bool:
     """HDF5 whose root holds one group, with a ``pdbProteinAtoms`` dataset in it."""
+    import h5py
+
     names = list(f.keys())
     if len(names) != 1:
         return False
@@ -115,6 +122,8 @@ def looks_like_mdcath(f: h5py.File) -> bool:
 
 def member_keys(group: h5py.Group) -> list[str]:
     """``"{temperature}/{replica}"`` of every group two levels down that holds ``coords``, in numeric order."""
+    import h5py
+
     def order(name: str):
         return (0, int(name), "") if name.isdigit() else (1, 0, name)
 
@@ -141,6 +150,8 @@ class Domain:
 
     @classmethod
     def of(cls, f: h5py.File, where: str) -> Domain:
+        import h5py
+
         name, group = domain_group(f, where)
         z = group.get("z") if group.get("z", getclass=True) is h5py.Dataset else None
         return cls(name, group, member_keys(group), None if z is None else z.shape)
@@ -157,6 +168,8 @@ class _Stored:
     thousands of files."""
 
     def __init__(self, dsid: h5py.h5d.DatasetID) -> None:
+        import h5py
+
         self.id = dsid
         self.shape = dsid.shape
         self.ndim = len(self.shape)
@@ -167,16 +180,20 @@ class _Stored:
         kind = dcpl.get_layout()
         self.chunks = dcpl.get_chunk() if kind == h5py.h5d.CHUNKED else None
         self.n_filters = dcpl.get_nfilters()
-        self.is_virtual = kind == getattr(h5py.h5d, "VIRTUAL", None)
+        self.is_virtual = kind == h5py.h5d.VIRTUAL
         self.external = dcpl.get_external_count() > 0
 
     def read_direct(self, out: np.ndarray) -> None:
         """The whole dataset into ``out`` (of its shape and type)."""
+        import h5py
+
         self.id.read(h5py.h5s.ALL, h5py.h5s.ALL, out)
 
 
 def _dataset(group: h5py.Group, name: str) -> _Stored | None:
     """``group``'s dataset ``name`` (followed through links); None where it has none, or not a dataset."""
+    import h5py
+
     try:
         oid = h5py.h5o.open(group.id, name.encode())
     except KeyError:
@@ -247,6 +264,7 @@ def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity
              domain: Domain | None = None) -> MemberLayout:
     """Check member ``key`` of the open mdCATH file ``f`` (None: its only member) and say where its data lie
     (``domain``: what the file's members share, when the caller has looked it up already)."""
+
     domain = Domain.of(f, where) if domain is None else domain
     keys = domain.keys
     if key is None:
@@ -330,6 +348,8 @@ HEAD = 64 * 1024
 def looks_like(store: ByteStore) -> bool:
     """Whether the bytes of ``store`` are an mdCATH file: told from its first bytes where they hold the root's
     groups (an object's came with its first request: no request more), else from HDF5's view of the file."""
+    import h5py
+
     head = store.first_bytes(HEAD)
     if head[:8] != HDF5_MAGIC:
         return False
@@ -396,6 +416,8 @@ class _opened:
 
 
 def read_text(f: h5py.File, where: str, name: str = "pdbProteinAtoms") -> str:
+    import h5py
+
     domain, group = domain_group(f, where)
     ds = group.get(name)
     if not isinstance(ds, h5py.Dataset) or ds.dtype.kind not in "SOU" and ds.dtype != np.dtype("V"):

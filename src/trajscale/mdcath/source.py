@@ -34,8 +34,8 @@ conversion utilities (``convert_mdCATH.py``) number them. Forces come in MDAnaly
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-import h5py
 import numpy as np
 
 from ..errors import InputFileError
@@ -45,6 +45,7 @@ from ..sources.base import OpenRequest, Source, store_for
 from ..storage.bytestore import ByteStore
 from ..storage.opener import open_bytes
 from ..util import HDF5_MAGIC
+from . import kept
 from .layout import (
     FRAME_PS,
     Domain,
@@ -64,6 +65,9 @@ from .layout import (
 )
 from .traits import MDCATH
 
+if TYPE_CHECKING:   # (h5py is imported where a file's HDF5 is read: a described file needs none)
+    import h5py
+
 log = logging.getLogger(__name__)
 
 def ensemble_members(location: str, base):
@@ -81,15 +85,23 @@ def ensemble_members(location: str, base):
     path, only = split_member(location)
     store = open_bytes(path, getattr(base, "storage_options", None))
     try:
-        is_mdcath, view = _told(store)
-        if not is_mdcath:
-            return None
-        try:
-            with view if view is not None else hdf5_of(store) as f:
-                domain, layouts = _layouts(f, store, path, only)
-        except (InputFileError, *_DAMAGE) as exc:   # the file itself is damaged: one member, refused when opened
-            log.debug("%s: %s", path, exc)
-            domain, layouts = None, [(only, None)]
+        file = kept.file_key(store) if only is None else None
+        described = _described(kept.load(file, "members"))
+        if described is not None:   # (an earlier run described this very file: no HDF5 this time)
+            domain, layouts = described
+        else:
+            is_mdcath, view = _told(store)
+            if not is_mdcath:
+                return None
+            try:
+                with view if view is not None else hdf5_of(store) as f:
+                    domain, layouts = _layouts(f, store, path, only)
+            except (InputFileError, *_DAMAGE) as exc:   # the file itself is damaged: one member, refused when opened
+                log.debug("%s: %s", path, exc)
+                domain, layouts = None, [(only, None)]
+            if domain is not None:
+                kept.store(file, "members", {"domain": domain, "members": [
+                    [key, None if layout is None else layout.to_dict()] for key, layout in layouts]})
         shipped = store.state() or {}
     finally:
         store.close()
@@ -106,6 +118,18 @@ def ensemble_members(location: str, base):
                                        trajectory=(member_location(path, key) if key is not None else path,),
                                        topology=None, labels=labels, source=source))
     return out
+
+
+def _described(entry: dict | None) -> tuple[str, list[tuple[str, MemberLayout | None]]] | None:
+    """The domain and members' layouts a cache entry kept (:mod:`.kept`); None for none, or a damaged one."""
+    if entry is None:
+        return None
+    try:
+        return str(entry["domain"]), [(str(key), None if d is None else MemberLayout.from_dict(d))
+                                      for key, d in entry["members"]]
+    except (KeyError, TypeError, ValueError) as exc:   # a damaged entry is only a miss
+        log.debug("ignoring a cached mdCATH description: %s", exc)
+        return None
 
 
 #: What h5py raises on a damaged file's metadata.
@@ -442,6 +466,8 @@ class MDCATHSource(Source):
             return self._z(f)
 
     def _z(self, f: h5py.File) -> np.ndarray:
+        import h5py
+
         ds = f[self._layout.domain].get("z")
         if not isinstance(ds, h5py.Dataset) or ds.shape != (self.n_atoms,) or ds.dtype.kind not in "iu":
             raise InputFileError(self._path, f"has no atomic numbers z for its {self.n_atoms} atoms")

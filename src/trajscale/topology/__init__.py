@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .labelled import LabelledTopology
     from .labels import atom_labels, written_atoms
     from .load import load_universe, trajectory_only_format
+    from .parsed_cache import caches_enabled
     from .select import NAMED_TOPOLOGIES, select_atoms
     from .universe import CachedUniverse
 
@@ -46,9 +47,9 @@ __getattr__, __dir__ = attach(__name__, {
     "CachedUniverse": ".universe", "atom_arrays": ".h5md", "atom_labels": ".labels", "select_atoms": ".select",
     "NAMED_TOPOLOGIES": ".select", "LabelledTopology": ".labelled", "pdb_labels": ".columns",
     "file_labels": ".columns", "record_columns": ".columns", "residue_starts": ".columns",
-    "wrapped_resids": ".columns", "written_atoms": ".labels",
+    "wrapped_resids": ".columns", "written_atoms": ".labels", "caches_enabled": ".parsed_cache",
 })
 
-__all__ = ["NAMED_TOPOLOGIES", "CachedUniverse", "LabelledTopology", "atom_arrays", "atom_labels",
+__all__ = ["NAMED_TOPOLOGIES", "CachedUniverse", "LabelledTopology", "atom_arrays", "atom_labels", "caches_enabled",
            "file_labels", "load_universe", "pdb_labels", "record_columns", "residue_starts", "select_atoms",
            "trajectory_only_format", "wrapped_resids", "written_atoms"]

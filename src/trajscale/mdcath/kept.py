@@ -1,0 +1,116 @@
+"""What describing a local mdCATH file found, kept for the next run on the same file (trajscale's cache).
+
+Describing a file (its members' layouts, checked; :func:`~.source.ensemble_members`) and reading its atoms
+(:func:`~.atoms.labelled_topology`) open its HDF5 metadata with h5py: about 10 ms a file, and h5py's import
+once per process. A second run over the same files reads both from one JSON entry a file instead, and
+needs no HDF5: the entry is the first run's own result (the layouts as the first process shipped them to
+its workers; the ``pdbProteinAtoms`` text and the per-atom datasets as stored, which the atoms are then
+read and checked from as before), so the run's features are the same bits.
+
+An entry is named by the file's identity, the same that a worker checks before reading at the described
+offsets (real path, device, inode, size, modification time in ns), and the file's status-change time
+too (which no one can set back: a file rewritten in place whose size and modification time were kept
+still misses). Objects behind URLs keep their HDF5 metadata in their own cache
+(:mod:`trajscale.hdf5.metadata`); only files at hand are kept here. Entries are kept as every
+trajscale cache keeps them (:mod:`trajscale.cache_files`); a damaged or foreign entry is a miss.
+``TRAJSCALE_TOPOLOGY_CACHE=0`` turns this cache off with the topology caches.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..cache_files import read as read_entry
+from ..cache_files import write as write_entry
+from ..storage.bytestore import ByteStore
+from ..topology import caches_enabled
+from ..util import cache_root
+
+log = logging.getLogger(__name__)
+
+#: The version of the entries (another version's are not read).
+FORMAT = 1
+#: At most so many entries (files), and bytes, in the folder: the least recently used go first.
+MAX_ENTRIES = 20_000
+MAX_BYTES = 512 * 1024**2
+
+
+def cache_dir() -> Path:
+    return cache_root() / "mdcath"
+
+
+def file_key(store: ByteStore) -> list | None:
+    """What an entry of the file in ``store`` must match, or None where nothing is kept (an object, a file
+    whose status cannot be read, or ``TRAJSCALE_TOPOLOGY_CACHE=0``: the file's atoms are its topology)."""
+    if store.remote or not caches_enabled():
+        return None
+    identity = list(store.identity)
+    try:
+        st = os.stat(identity[0])
+    except (OSError, IndexError, TypeError):
+        return None
+    if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != tuple(identity[1:5]):   # changed since it was opened
+        return None
+    return [FORMAT, *identity, st.st_ctime_ns]
+
+
+def _path(key: list, part: str) -> Path:
+    digest = hashlib.sha256(json.dumps([key, part]).encode()).hexdigest()[:32]
+    return cache_dir() / f"{digest}-{part}.json"
+
+
+def load(key: list | None, part: str) -> dict | None:
+    """The entry ``part`` (``"members"``, ``"atoms"``) of the file ``key`` names; None where there is none."""
+    if key is None:
+        return None
+    path = _path(key, part)
+    data = read_entry(path)
+    if data is None:
+        return None
+    try:
+        entry = json.loads(data)
+    except ValueError as exc:
+        log.debug("ignoring the mdCATH cache entry %s: %s", path, exc)
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != key or entry.get("part") != part:
+        return None
+    return entry
+
+
+def store(key: list | None, part: str, value: dict) -> None:
+    """Keep ``value`` as the entry ``part`` of the file ``key`` names (failures only cost the cache)."""
+    if key is None:
+        return
+    entry = {"key": key, "part": part, **value}
+    write_entry(_path(key, part), lambda fh: fh.write(json.dumps(entry).encode()), f"mdCATH {part} of {key[1]}",
+                max_entries=MAX_ENTRIES, max_bytes=MAX_BYTES)
+
+
+def encode(array: np.ndarray | None) -> dict | None:
+    """A per-atom dataset as JSON values (its dtype as stored, its bytes in base64): exact, and no pickle."""
+    if array is None:
+        return None
+    a = np.ascontiguousarray(array)
+    if a.dtype.kind not in "iuSU":
+        raise ValueError(f"cannot keep a {a.dtype} dataset")
+    return {"dtype": a.dtype.str, "shape": list(a.shape), "data": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def decode(value: dict | None) -> np.ndarray | None:
+    """The array :func:`encode` kept (a new array, of the dtype it was kept with)."""
+    if value is None:
+        return None
+    dtype = np.dtype(value["dtype"])
+    if dtype.kind not in "iuSU":   # integers and fixed-width text only: never objects
+        raise ValueError(f"unexpected dtype {dtype} in an mdCATH cache entry")
+    return np.frombuffer(base64.b64decode(value["data"]), dtype=dtype).reshape(value["shape"]).copy()
+
+
+__all__ = ["cache_dir", "decode", "encode", "file_key", "load", "store"]
