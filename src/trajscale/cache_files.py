@@ -129,3 +129,43 @@ def drop(path: Path | None) -> None:
     if path is not None:
         with contextlib.suppress(OSError):
             path.unlink()
+
+
+def encode_array(array, compress: bool = False) -> dict:
+    """A NumPy array as JSON values (little-endian bytes, base64): exact, and no pickle. ``compress``: the
+    bytes deflated first (a whole topology's per-atom numbers repeat: several times smaller, read faster)."""
+    import base64
+    import zlib
+
+    import numpy as np
+
+    a = np.ascontiguousarray(array)
+    a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+    raw = zlib.compress(a.tobytes(), 1) if compress else a.tobytes()
+    return {"dtype": a.dtype.str, "shape": list(a.shape), "zlib" if compress else "data":
+            base64.b64encode(raw).decode("ascii")}
+
+
+def decode_array(value: dict, kinds: str):
+    """The array :func:`encode_array` stored (a new, writable array), refused (ValueError) unless its dtype's
+    kind is one of ``kinds`` (numbers, fixed-width text: never objects) and its bytes fill its shape."""
+    import base64
+    import zlib
+
+    import numpy as np
+
+    dtype = np.dtype(value["dtype"])
+    if dtype.kind not in kinds:
+        raise ValueError(f"unexpected dtype {dtype} in a cache entry")
+    if "zlib" in value:
+        shape = [int(n) for n in value["shape"]]
+        # (the size the shape says, and not a byte more: a damaged or hostile entry cannot inflate further)
+        want = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(base64.b64decode(value["zlib"]), want)
+        if len(raw) != want or inflate.unconsumed_tail:
+            raise ValueError("a compressed array's size is not its shape's")
+    else:
+        raw = base64.b64decode(value["data"])
+    a = np.frombuffer(raw, dtype=dtype)
+    return a.reshape(value["shape"]).astype(a.dtype.newbyteorder("="))

@@ -18,7 +18,6 @@ trajscale cache keeps them (:mod:`trajscale.cache_files`); a damaged or foreign 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import logging
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cache_files import decode_array, encode_array
 from ..cache_files import read as read_entry
 from ..cache_files import write as write_entry
 from ..storage.bytestore import ByteStore
@@ -40,6 +40,8 @@ FORMAT = 1
 #: At most so many entries (files), and bytes, in the folder: the least recently used go first.
 MAX_ENTRIES = 20_000
 MAX_BYTES = 512 * 1024**2
+#: The kinds of the per-atom datasets kept: integers and fixed-width text, never objects.
+TYPES = "iuSU"
 
 
 def cache_dir() -> Path:
@@ -94,23 +96,17 @@ def store(key: list | None, part: str, value: dict) -> None:
 
 
 def encode(array: np.ndarray | None) -> dict | None:
-    """A per-atom dataset as JSON values (its dtype as stored, its bytes in base64): exact, and no pickle."""
+    """A per-atom dataset as JSON values (its dtype as stored: :func:`~trajscale.cache_files.encode_array`)."""
     if array is None:
         return None
-    a = np.ascontiguousarray(array)
-    if a.dtype.kind not in "iuSU":
-        raise ValueError(f"cannot keep a {a.dtype} dataset")
-    return {"dtype": a.dtype.str, "shape": list(a.shape), "data": base64.b64encode(a.tobytes()).decode("ascii")}
+    if np.asarray(array).dtype.kind not in TYPES:
+        raise ValueError(f"cannot keep a {np.asarray(array).dtype} dataset")
+    return encode_array(array)
 
 
 def decode(value: dict | None) -> np.ndarray | None:
     """The array :func:`encode` kept (a new array, of the dtype it was kept with)."""
-    if value is None:
-        return None
-    dtype = np.dtype(value["dtype"])
-    if dtype.kind not in "iuSU":   # integers and fixed-width text only: never objects
-        raise ValueError(f"unexpected dtype {dtype} in an mdCATH cache entry")
-    return np.frombuffer(base64.b64decode(value["data"]), dtype=dtype).reshape(value["shape"]).copy()
+    return None if value is None else decode_array(value, TYPES)
 
 
 __all__ = ["cache_dir", "decode", "encode", "file_key", "load", "store"]

@@ -28,17 +28,16 @@ pickles: reading one runs no code).
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 import json
 import logging
 import re
-import zlib
 from pathlib import Path
 
 import numpy as np
 
+from ..cache_files import decode_array, encode_array
 from ..cache_files import read as read_entry
 from ..cache_files import write as write_entry
 from ..util import file_identity
@@ -146,29 +145,10 @@ def selection_key(strings: tuple[str, ...]) -> str:
 
 
 def encode(array: np.ndarray, compress: bool = False) -> dict:
-    """A NumPy array as JSON values (little-endian bytes, base64): exact, and no pickle. ``compress``: the
-    bytes deflated first (a whole topology's per-atom numbers repeat: several times smaller, read faster)."""
-    a = np.ascontiguousarray(array)
-    a = a.astype(a.dtype.newbyteorder("<"), copy=False)
-    raw = zlib.compress(a.tobytes(), 1) if compress else a.tobytes()
-    return {"dtype": a.dtype.str, "shape": list(a.shape), "zlib" if compress else "data":
-            base64.b64encode(raw).decode("ascii")}
+    """An entry's array as JSON values (:func:`trajscale.cache_files.encode_array`)."""
+    return encode_array(array, compress)
 
 
 def decode(value: dict) -> np.ndarray:
-    """The array :func:`encode` stored (a new, writable array)."""
-    dtype = np.dtype(value["dtype"])
-    if dtype.kind not in "iuf":   # indices and masses only: never objects
-        raise ValueError(f"unexpected dtype {dtype} in a selection cache entry")
-    if "zlib" in value:
-        shape = [int(n) for n in value["shape"]]
-        # (the size the shape says, and not a byte more: a damaged or hostile entry cannot inflate further)
-        want = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-        inflate = zlib.decompressobj()
-        raw = inflate.decompress(base64.b64decode(value["zlib"]), want)
-        if len(raw) != want or inflate.unconsumed_tail:
-            raise ValueError("a compressed array's size is not its shape's")
-    else:
-        raw = base64.b64decode(value["data"])
-    a = np.frombuffer(raw, dtype=dtype)
-    return a.reshape(value["shape"]).astype(a.dtype.newbyteorder("="))
+    """The array :func:`encode` stored (a new, writable array): indices and masses only, never objects."""
+    return decode_array(value, "iuf")
