@@ -56,7 +56,7 @@ def test_a_damaged_entry_is_only_a_miss(cache, parses, adk_vacuum):
 
 def test_cache_can_be_turned_off(cache, parses, adk_vacuum, monkeypatch):
     monkeypatch.setenv("TRAJSCALE_TOPOLOGY_CACHE", "0")
-    assert not topology_cache.enabled()
+    assert not topology_cache.caches_enabled()
     load_universe(adk_vacuum[0], [adk_vacuum[1]])
     load_universe(adk_vacuum[0], [adk_vacuum[1]])
     assert len(parses) == 2 and not cache.exists()

@@ -324,12 +324,9 @@ class EnsembleDataset(_BatchReads):
         member = np.searchsorted(self.starts, uniq, side="right") - 1
         n_atoms = self.n_atoms[member]
         total = int(n_atoms.sum())
-        targets = [(self.fields, 0, {}, {}, np.empty(len(uniq)))]
+        targets = [_Target.of(self.fields, 0, total, len(uniq), shared)]
         if lagged is not None:
-            targets.append(((lagged[1],), int(lagged[0]), {}, {}, np.empty(len(uniq))))
-        for fields, _, out, rows, _ in targets:
-            for f in fields:
-                out[f], rows[f] = _batch_buffer((total, 3), np.dtype(np.float32), shared=shared)
+            targets.append(_Target.of((lagged[1],), int(lagged[0]), total, len(uniq), shared))
         t0 = time.perf_counter()
         n_reads, row, at = 0, 0, 0
         cut = np.flatnonzero(np.diff(member)) + 1
@@ -337,8 +334,8 @@ class EnsembleDataset(_BatchReads):
             m = int(member[lo])
             src, width = self._source(m), int(self.n_atoms[m])
             frames, k = uniq[lo:hi] - self.starts[m], hi - lo
-            parts = [(frames + lag, {f: rows[f][row:row + k * width].reshape(k, width, 3) for f in fields},
-                      times[at:at + k]) for fields, lag, _, rows, times in targets]
+            parts = [(frames + t.lag, {f: t.rows[f][row:row + k * width].reshape(k, width, 3) for f in t.fields},
+                      t.times[at:at + k]) for t in targets]
             if all(src.read_frames_into(*part) for part in parts):   # (each target's frames in one call)
                 n_reads += len(parts)
             elif len(parts) == 1:
@@ -356,10 +353,10 @@ class EnsembleDataset(_BatchReads):
                     times[:] = t[pos]
             row, at = row + k * width, at + k
         if self.stats is not None:
-            self.stats.read(t0, time.perf_counter(), n_reads, total * 12 * sum(len(t[0]) for t in targets),
+            self.stats.read(t0, time.perf_counter(), n_reads, total * 12 * sum(len(t.fields) for t in targets),
                             len(uniq))
-        out = targets[0][2]
-        out["time"] = targets[0][4]
+        out = targets[0].out
+        out["time"] = targets[0].times
         if self.atomic_numbers:
             out["z"] = np.concatenate([self._z[m] for m in member.tolist()]) if len(member) else np.empty(0, np.int64)
         out["n_atoms"] = n_atoms
@@ -369,7 +366,7 @@ class EnsembleDataset(_BatchReads):
         for key, col in self.labels.items():
             out[key] = col[member] if isinstance(col, np.ndarray) else [col[m] for m in member.tolist()]
         if lagged is not None:
-            out["lagged"], out["time_lagged"] = targets[1][2][lagged[1]], targets[1][4]
+            out["lagged"], out["time_lagged"] = targets[1].out[lagged[1]], targets[1].times
         return out
 
     def __getitems__(self, indices: Sequence[int]) -> list[dict]:
@@ -380,6 +377,25 @@ class EnsembleDataset(_BatchReads):
         items = [{k: (v[edges[i]:edges[i + 1]] if k in per_atom else v[i]) for k, v in batch.items()}
                  for i in range(len(indices))]
         return [self.transform(it) for it in items] if self.transform else items
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where :meth:`EnsembleDataset._packed` puts one set of frames: ``fields`` of the frames ``lag`` after the
+    asked ones, as the batch's arrays (``out``) and their flat rows (``rows``), with each frame's time."""
+
+    fields: tuple[str, ...]
+    lag: int
+    out: dict[str, np.ndarray]
+    rows: dict[str, np.ndarray]
+    times: np.ndarray
+
+    @classmethod
+    def of(cls, fields: tuple[str, ...], lag: int, total: int, n_frames: int, shared: bool) -> _Target:
+        out, rows = {}, {}
+        for f in fields:
+            out[f], rows[f] = _batch_buffer((total, 3), np.dtype(np.float32), shared=shared)
+        return cls(tuple(fields), lag, out, rows, np.empty(n_frames))
 
 
 def _read_runs(src, frames: np.ndarray, views: dict[str, np.ndarray], times: np.ndarray) -> int:

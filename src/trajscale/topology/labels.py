@@ -46,7 +46,7 @@ def written_labels(topology: str, atoms=None) -> tuple[int, dict[str, np.ndarray
 
 
 def _kept(topology: str, part: str, attrs: dict[str, str], atoms, parse: bool = True):
-    key = selection_cache.entry_key(topology, {}, part=part) if parsed_cache.enabled() else None
+    key = selection_cache.entry_key(topology, {}, part=part) if parsed_cache.caches_enabled() else None
     entry = selection_cache.load(key) if key is not None else None
     kept = entry.get(part) if entry is not None else None
     # (a record of an earlier version lacks a label added since: read again)

@@ -44,14 +44,10 @@ def cache_dir() -> Path:
     return cache_root() / "topologies"
 
 
-def enabled() -> bool:
-    return os.environ.get("TRAJSCALE_TOPOLOGY_CACHE", "1").lower() not in ("0", "no", "false", "off")
-
-
 def caches_enabled() -> bool:
     """Whether trajscale's topology caches are on (``TRAJSCALE_TOPOLOGY_CACHE`` is not ``0``): the parsed
     topologies, the selections, and what stands for a topology file (an mdCATH file's atoms and layouts)."""
-    return enabled()
+    return os.environ.get("TRAJSCALE_TOPOLOGY_CACHE", "1").lower() not in ("0", "no", "false", "off")
 
 
 def _entry(topology: str, kw: dict) -> Path:
@@ -72,7 +68,7 @@ def _warn_once(path, why: str) -> None:
 
 def load(topology: str, kw: dict):
     """The cached ``Topology`` of ``topology``, or None (no entry, unreadable, unsafe, or cache off)."""
-    if not enabled():
+    if not caches_enabled():
         return None
     path = _entry(topology, kw)
     data = read_entry(path, untrusted=_warn_once)
@@ -87,6 +83,6 @@ def load(topology: str, kw: dict):
 
 def store(topology: str, kw: dict, parsed) -> None:
     """Cache the parsed ``Topology`` of ``topology``; failures only cost the cache."""
-    if enabled():
+    if caches_enabled():
         write_entry(_entry(topology, kw), lambda fh: pickle.dump(parsed, fh, protocol=pickle.HIGHEST_PROTOCOL),
                           f"the topology of {topology}", max_entries=MAX_ENTRIES, untrusted=_warn_once)

@@ -52,7 +52,7 @@ class CachedUniverse(StandInUniverse):
         check_input_file(topology)   # the same one-line error as building the Universe
         super().__init__(topology, build)
         self._kw = dict(kw or {})
-        key = selection_cache.entry_key(topology, kw or {}) if parsed_cache.enabled() else None
+        key = selection_cache.entry_key(topology, kw or {}) if parsed_cache.caches_enabled() else None
         self._entry = selection_cache.load(key) if key is not None else None
         # The entry's arrays decoded once: the members of an ensemble that share this topology ask it the
         # same selections, each member a copy (decoding base64 again was most of a member's preparation).
