@@ -254,9 +254,9 @@ def _residue_pairs(universe, indices: np.ndarray, min_separation: int) -> dict:
     b = atoms_by_res[first[j][pair_of] + k % count[j][pair_of]]
     atoms = sorted_unique(np.concatenate([a, b])) if len(a) else np.empty(0, np.int64)
     name, number, segid = (v[residues] for v in table.residues())
-    words = np.char.add(np.char.add(name, " "), number.astype(str))
+    words = np.strings.add(np.strings.add(name, " "), number.astype(str))
     if len(set(segid.tolist())) > 1:
-        words = np.char.add(np.char.add(words, " "), segid)
+        words = np.strings.add(np.strings.add(words, " "), segid)
     return {"atoms": atoms, "pa": np.searchsorted(atoms, a), "pb": np.searchsorted(atoms, b), "starts": starts,
-            "feature": np.char.add(np.char.add(words[i], " - "), words[j]), "resname": name[i], "resid": number[i],
-            "chain": segid[i]}
+            "feature": np.strings.add(np.strings.add(words[i], " - "), words[j]), "resname": name[i],
+            "resid": number[i], "chain": segid[i]}

@@ -76,6 +76,6 @@ def _pair_state(universe, i1: np.ndarray, i2: np.ndarray, pairs: bool) -> dict:
     table = atom_table(universe)
     a, b = (i1, i2) if pairs else (np.repeat(i1, len(i2)), np.tile(i2, len(i1)))
     chains = len(set(table.segid[np.concatenate([i1, i2])].tolist())) > 1
-    feature = np.char.add(np.char.add(atom_words(table, a, chains), " - "), atom_words(table, b, chains))
+    feature = np.strings.add(np.strings.add(atom_words(table, a, chains), " - "), atom_words(table, b, chains))
     return {"atoms": atoms, "i1": np.searchsorted(atoms, i1), "i2": np.searchsorted(atoms, i2), "feature": feature,
             "resname": table.resname[a], "resid": table.resid[a], "chain": table.segid[a]}
