@@ -36,20 +36,10 @@ def add_parser(sub) -> None:
     add_topology(p)
     p.add_argument("trajectories", nargs="+", help="trajectory files (XTC, TRR, DCD, NetCDF, H5MD, ...)")
     add_output(p, "output .h5md file")
-    p.add_argument("--chunks", default="auto",
-                   help="auto (frames per chunk planned for ~2 MiB, whole frames), frame (1, n_atoms, 3), "
-                        "contiguous, h5py (h5py's own guess) or a number of frames per chunk (default auto)")
-    p.add_argument("--compression", default="none",
-                   help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] "
-                        "(the last four need hdf5plugin; default none)")
-    add_layout_option(p)
-    p.add_argument("--precision", type=float, default=None,
-                   help="store positions rounded to this precision in Å (lossy; 0.01 = XTC's 0.001 nm); "
-                        "saves space only with --compression")
-    p.add_argument("--encoding", default="floats", choices=["floats", "deltas", "deltas32"],
-                   help="with --precision: floats (plain floats for every HDF5 reader), deltas (XTC-sized, "
-                        "read back only by trajscale) or deltas32 (for coordinates beyond +-32767 steps); "
-                        "see `trajscale rechunk --help`")
+    add_written_layout(p, "auto (frames per chunk planned for ~2 MiB, whole frames), frame (1, n_atoms, 3), "
+                          "contiguous, h5py (h5py's own guess) or a number of frames per chunk (default auto)",
+                       "floats (plain floats for every HDF5 reader), deltas (XTC-sized, read back only by "
+                       "trajscale) or deltas32 (for coordinates beyond +-32767 steps); see `trajscale rechunk --help`")
     p.add_argument("--fletcher32", action="store_true", help="add checksums to chunks")
     p.add_argument("--select", default=None, help="write only these atoms (MDAnalysis selection)")
     p.add_argument("--units", default="mdanalysis", choices=["mdanalysis", "gromacs", "source"],
@@ -84,8 +74,18 @@ def main(args) -> int:
     return 0
 
 
-def add_layout_option(p) -> None:
-    """``--layout disk|remote``: what the output's layout is planned for (convert and rechunk)."""
+def add_written_layout(p, chunks: str, encodings: str) -> None:
+    """How convert and rechunk lay out what they write: ``--chunks`` (its help ``chunks``), ``--compression``,
+    ``--layout``, ``--precision`` and ``--encoding`` (the help of its choices ``encodings``)."""
+    p.add_argument("--chunks", default="auto", help=chunks)
+    p.add_argument("--compression", default="none",
+                   help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] "
+                        "(the last four need hdf5plugin; default none)")
+    p.add_argument("--precision", type=float, default=None,
+                   help="store positions rounded to this precision in Å (lossy; 0.01 = XTC's 0.001 nm); "
+                        "saves space only with --compression")
+    p.add_argument("--encoding", default="floats", choices=["floats", "deltas", "deltas32"],
+                   help=f"with --precision: {encodings}")
     p.add_argument("--layout", default="disk", choices=["disk", "remote"],
                    help="disk (the default) or remote: a store to be read over the network (s3://, http(s)://): "
                         "--chunks auto plans ~8 MiB chunks for range requests, and HDF5's metadata is "

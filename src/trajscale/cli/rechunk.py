@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from .checks import add_output
-from .convert import add_layout_option, output_settings
+from .convert import add_written_layout, output_settings
 from .options import add_segment_options, resumed_complete
 from .storage import add_storage_option
 
@@ -19,19 +19,11 @@ def add_parser(sub) -> None:
                                    "file and a progress record; --resume finishes it.")
     p.add_argument("input", help="H5MD (HDF5) file, a path or a URL (s3://, gs://, az://, https://)")
     add_output(p, "output file")
-    p.add_argument("--chunks", default="auto", help="auto, frame, contiguous or frames per chunk (default auto)")
-    p.add_argument("--compression", default="none",
-                   help="none, gzip[:1-9], lzf, zstd[:1-22], lz4, blosc-zstd[:0-9], blosc-lz4[:0-9] "
-                        "(the last four need hdf5plugin; default none)")
-    add_layout_option(p)
-    p.add_argument("--precision", type=float, default=None,
-                   help="round positions to this precision in Å first (lossy; 0.01 = XTC's 0.001 nm); "
-                        "saves space only with --compression")
-    p.add_argument("--encoding", default="floats", choices=["floats", "deltas", "deltas32"],
-                   help="with --precision: floats (plain floats every HDF5 reader reads; ~1.5x an XTC's size), "
-                        "deltas (integer differences between neighbouring atoms, like XTC: with blosc-lz4 ~1.1x "
-                        "its size and read ~5x faster, read back only by trajscale; coordinates within +-32767 "
-                        "steps of the first frame's centre) or deltas32 (the same without that bound, ~1.3x)")
+    add_written_layout(p, "auto, frame, contiguous or frames per chunk (default auto)",
+                       "floats (plain floats every HDF5 reader reads; ~1.5x an XTC's size), deltas (integer "
+                       "differences between neighbouring atoms, like XTC: with blosc-lz4 ~1.1x its size and read "
+                       "~5x faster, read back only by trajscale; coordinates within +-32767 steps of the first "
+                       "frame's centre) or deltas32 (the same without that bound, ~1.3x)")
     add_storage_option(p)   # the input may be behind a URL, as every command's
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_segment_options(p, "rechunk")
