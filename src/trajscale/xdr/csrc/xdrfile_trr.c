@@ -184,266 +184,52 @@ int do_trnheader(XDRFILE *xd, mybool bRead, t_trnheader *sh) {
   return exdrOK;
 }
 
-static int do_htrn(XDRFILE *xd, mybool bRead, t_trnheader *sh, matrix box,
-                   rvec *x, rvec *v, rvec *f) {
-  double pvd[DIM * DIM];
-  double *dx = NULL;
-  float pvf[DIM * DIM];
-  float *fx = NULL;
-  int i, j;
-
-  if (sh->bDouble) {
-    if (sh->box_size != 0) {
-      if (!bRead) {
-        for (i = 0; (i < DIM); i++)
-          for (j = 0; (j < DIM); j++)
-            if (NULL != box) {
-              pvd[i * DIM + j] = box[i][j];
-            }
-      }
-      if (xdrfile_read_double(pvd, DIM * DIM, xd) == DIM * DIM) {
-        for (i = 0; (i < DIM); i++)
-          for (j = 0; (j < DIM); j++)
-            if (NULL != box) {
-              box[i][j] = pvd[i * DIM + j];
-            }
-      } else {
-        free(dx); /* trajscale: not leaked on a short read */
-        return exdrDOUBLE;
-      }
-    }
-
-    if (sh->vir_size != 0) {
-      if (xdrfile_read_double(pvd, DIM * DIM, xd) != DIM * DIM)
-        return exdrDOUBLE;
-    }
-
-    if (sh->pres_size != 0) {
-      if (xdrfile_read_double(pvd, DIM * DIM, xd) != DIM * DIM)
-        return exdrDOUBLE;
-    }
-
-    if ((sh->x_size != 0) || (sh->v_size != 0) || (sh->f_size != 0)) {
-      dx = (double *)calloc(sh->natoms * DIM, sizeof(dx[0]));
-      if (NULL == dx)
-        return exdrNOMEM;
-    }
-    if (sh->x_size != 0) {
-      if (!bRead) {
-        for (i = 0; (i < sh->natoms); i++)
-          for (j = 0; (j < DIM); j++)
-            if (NULL != x) {
-              dx[i * DIM + j] = x[i][j];
-            }
-      }
-      if (xdrfile_read_double(dx, sh->natoms * DIM, xd) == sh->natoms * DIM) {
-        if (bRead) {
-          for (i = 0; (i < sh->natoms); i++)
-            for (j = 0; (j < DIM); j++)
-              if (NULL != x) {
-                x[i][j] = dx[i * DIM + j];
-              }
-        }
-      } else {
-        free(dx); /* trajscale: not leaked on a short read */
-        return exdrDOUBLE;
-      }
-    }
-    if (sh->v_size != 0) {
-      if (!bRead) {
-        for (i = 0; (i < sh->natoms); i++)
-          for (j = 0; (j < DIM); j++)
-            if (NULL != x) {
-              dx[i * DIM + j] = v[i][j];
-            }
-      }
-      if (xdrfile_read_double(dx, sh->natoms * DIM, xd) == sh->natoms * DIM) {
-        for (i = 0; (i < sh->natoms); i++)
-          for (j = 0; (j < DIM); j++)
-            if (NULL != v) {
-              v[i][j] = dx[i * DIM + j];
-            }
-      } else {
-        free(dx); /* trajscale: not leaked on a short read */
-        return exdrDOUBLE;
-      }
-    }
-    if (sh->f_size != 0) {
-      if (!bRead) {
-        for (i = 0; (i < sh->natoms); i++)
-          for (j = 0; (j < DIM); j++)
-            if (NULL != x) {
-              dx[i * DIM + j] = f[i][j];
-            }
-      }
-      if (xdrfile_read_double(dx, sh->natoms * DIM, xd) == sh->natoms * DIM) {
-        for (i = 0; (i < sh->natoms); i++) {
-          for (j = 0; (j < DIM); j++) {
-            if (NULL != f) {
-              f[i][j] = dx[i * DIM + j];
-            }
-          }
-        }
-      } else {
-        free(dx); /* trajscale: not leaked on a short read */
-        return exdrDOUBLE;
-      }
-    }
-    if ((sh->x_size != 0) || (sh->v_size != 0) || (sh->f_size != 0)) {
-      free(dx);
-    }
-  } else
-  /* Float */
-  {
-    if (sh->box_size != 0) {
-      if (!bRead) {
-        for (i = 0; (i < DIM); i++)
-          for (j = 0; (j < DIM); j++)
-            if (NULL != box) {
-              pvf[i * DIM + j] = box[i][j];
-            }
-      }
-      if (xdrfile_read_float(pvf, DIM * DIM, xd) == DIM * DIM) {
-        for (i = 0; (i < DIM); i++) {
-          for (j = 0; (j < DIM); j++) {
-            if (NULL != box) {
-              box[i][j] = pvf[i * DIM + j];
-            }
-          }
-        }
-      } else {
-        free(fx); /* trajscale: not leaked on a short read */
-        return exdrFLOAT;
-      }
-    }
-
-    if (sh->vir_size != 0) {
-      if (xdrfile_read_float(pvf, DIM * DIM, xd) != DIM * DIM)
-        return exdrFLOAT;
-    }
-
-    if (sh->pres_size != 0) {
-      if (xdrfile_read_float(pvf, DIM * DIM, xd) != DIM * DIM)
-        return exdrFLOAT;
-    }
-
-    if ((sh->x_size != 0) || (sh->v_size != 0) || (sh->f_size != 0)) {
-      fx = (float *)calloc(sh->natoms * DIM, sizeof(fx[0]));
-      if (NULL == fx)
-        return exdrNOMEM;
-    }
-    if (sh->x_size != 0) {
-      if (!bRead) {
-        for (i = 0; (i < sh->natoms); i++)
-          for (j = 0; (j < DIM); j++)
-            if (NULL != x) {
-              fx[i * DIM + j] = x[i][j];
-            }
-      }
-      if (xdrfile_read_float(fx, sh->natoms * DIM, xd) == sh->natoms * DIM) {
-        if (bRead) {
-          for (i = 0; (i < sh->natoms); i++)
-            for (j = 0; (j < DIM); j++)
-              if (NULL != x)
-                x[i][j] = fx[i * DIM + j];
-        }
-      } else {
-        free(fx); /* trajscale: not leaked on a short read */
-        return exdrFLOAT;
-      }
-    }
-    if (sh->v_size != 0) {
-      if (!bRead) {
-        for (i = 0; (i < sh->natoms); i++)
-          for (j = 0; (j < DIM); j++)
-            if (NULL != x) {
-              fx[i * DIM + j] = v[i][j];
-            }
-      }
-      if (xdrfile_read_float(fx, sh->natoms * DIM, xd) == sh->natoms * DIM) {
-        for (i = 0; (i < sh->natoms); i++)
-          for (j = 0; (j < DIM); j++)
-            if (NULL != v)
-              v[i][j] = fx[i * DIM + j];
-      } else {
-        free(fx); /* trajscale: not leaked on a short read */
-        return exdrFLOAT;
-      }
-    }
-    if (sh->f_size != 0) {
-      if (!bRead) {
-        for (i = 0; (i < sh->natoms); i++)
-          for (j = 0; (j < DIM); j++)
-            if (NULL != x) {
-              fx[i * DIM + j] = f[i][j];
-            }
-      }
-      if (xdrfile_read_float(fx, sh->natoms * DIM, xd) == sh->natoms * DIM) {
-        for (i = 0; (i < sh->natoms); i++)
-          for (j = 0; (j < DIM); j++)
-            if (NULL != f)
-              f[i][j] = fx[i * DIM + j];
-      } else {
-        free(fx); /* trajscale: not leaked on a short read */
-        return exdrFLOAT;
-      }
-    }
-    if ((sh->x_size != 0) || (sh->v_size != 0) || (sh->f_size != 0)) {
-      free(fx);
-    }
+/* trajscale: reads only. n reals of the frame (doubles or floats, as its header says) into dst as floats,
+ * or read and dropped where dst is NULL; buf holds n of them. One routine for the box, the virial, the
+ * pressure and each per-atom field, in place of xdrfile's copy of each for both precisions and both
+ * directions. */
+static int read_reals(XDRFILE *xd, int bDouble, int n, float *dst, void *buf) {
+  int i;
+  if (bDouble) {
+    double *d = (double *)buf;
+    if (xdrfile_read_double(d, n, xd) != n)
+      return exdrDOUBLE;
+    if (NULL != dst)
+      for (i = 0; i < n; i++)
+        dst[i] = d[i];
+  } else {
+    float *f = (float *)buf;
+    if (xdrfile_read_float(f, n, xd) != n)
+      return exdrFLOAT;
+    if (NULL != dst)
+      for (i = 0; i < n; i++)
+        dst[i] = f[i];
   }
   return exdrOK;
 }
 
-static int do_trn(XDRFILE *xd, mybool bRead, int *step, float *t, float *lambda,
-                  matrix box, int *natoms, rvec *x, rvec *v, rvec *f,
-                  int *has_prop) {
-  t_trnheader shd, *sh = &shd;
-  int result;
+/* The frame's data after its header sh: box, virial, pressure, then x, v and f where present. */
+static int read_htrn(XDRFILE *xd, t_trnheader *sh, matrix box, rvec *x, rvec *v, rvec *f) {
+  int n = sh->natoms * DIM, rc = exdrOK;
+  int per_atom = (sh->x_size != 0) || (sh->v_size != 0) || (sh->f_size != 0);
+  void *buf = malloc((per_atom && n > DIM * DIM ? n : DIM * DIM) * sizeof(double));
 
-  /* trajscale: on the stack: the calloc'd header leaked on every error return */
-  memset(sh, 0, sizeof(*sh));
-
-  if (!bRead) {
-    sh->box_size = (NULL != box) ? sizeof(matrix) : 0;
-    sh->x_size = ((NULL != x) ? (*natoms * sizeof(x[0])) : 0);
-    sh->v_size = ((NULL != v) ? (*natoms * sizeof(v[0])) : 0);
-    sh->f_size = ((NULL != f) ? (*natoms * sizeof(f[0])) : 0);
-    sh->natoms = *natoms;
-    sh->step = *step;
-    sh->nre = 0;
-    sh->td = *t;
-    sh->lambdad = *lambda;
-    sh->tf = *t;
-    sh->lambdaf = *lambda;
-  }
-  if ((result = do_trnheader(xd, bRead, sh)) != exdrOK)
-    return result;
-  /* trajscale: the caller's buffers hold *natoms atoms; a frame with another count is refused, not
-   * read into them */
-  if (bRead && sh->natoms != *natoms)
-    return exdrHEADER;
-  if (bRead) {
-    *natoms = sh->natoms;
-    *step = sh->step;
-    *t = sh->td;
-    *lambda = sh->lambdad;
-    /* Flag what we read */
-    *has_prop = 0;
-    if (sh->x_size > 0) {
-      *has_prop |= HASX;
-    }
-    if (sh->v_size > 0) {
-      *has_prop |= HASV;
-    }
-    if (sh->f_size > 0) {
-      *has_prop |= HASF;
-    }
-  }
-  if ((result = do_htrn(xd, bRead, sh, box, x, v, f)) != exdrOK)
-    return result;
-
-  return exdrOK;
+  if (NULL == buf)
+    return exdrNOMEM;
+  if (sh->box_size != 0)
+    rc = read_reals(xd, sh->bDouble, DIM * DIM, NULL != box ? box[0] : NULL, buf);
+  if (rc == exdrOK && sh->vir_size != 0)
+    rc = read_reals(xd, sh->bDouble, DIM * DIM, NULL, buf);
+  if (rc == exdrOK && sh->pres_size != 0)
+    rc = read_reals(xd, sh->bDouble, DIM * DIM, NULL, buf);
+  if (rc == exdrOK && sh->x_size != 0)
+    rc = read_reals(xd, sh->bDouble, n, NULL != x ? x[0] : NULL, buf);
+  if (rc == exdrOK && sh->v_size != 0)
+    rc = read_reals(xd, sh->bDouble, n, NULL != v ? v[0] : NULL, buf);
+  if (rc == exdrOK && sh->f_size != 0)
+    rc = read_reals(xd, sh->bDouble, n, NULL != f ? f[0] : NULL, buf);
+  free(buf);
+  return rc;
 }
 
 /************************************************************
@@ -452,30 +238,23 @@ static int do_trn(XDRFILE *xd, mybool bRead, int *step, float *t, float *lambda,
  *
  ************************************************************/
 
-int read_trr_natoms(char *fn, int *natoms) {
-  XDRFILE *xd;
+int read_trr(XDRFILE *xd, int natoms, int *step, float *t, float *lambda,
+             matrix box, rvec *x, rvec *v, rvec *f, int *has_prop) {
   t_trnheader sh;
   int result;
 
-  xd = xdrfile_open(fn, "r");
-  if (NULL == xd)
-    return exdrFILENOTFOUND;
+  /* trajscale: on the stack: the calloc'd header leaked on every error return */
+  memset(&sh, 0, sizeof(sh));
   if ((result = do_trnheader(xd, 1, &sh)) != exdrOK)
     return result;
-  xdrfile_close(xd);
-  *natoms = sh.natoms;
-
-  return exdrOK;
-}
-
-
-int write_trr(XDRFILE *xd, int natoms, int step, float t, float lambda,
-              matrix box, rvec *x, rvec *v, rvec *f) {
-  int *plcholder;
-  return do_trn(xd, 0, &step, &t, &lambda, box, &natoms, x, v, f, plcholder);
-}
-
-int read_trr(XDRFILE *xd, int natoms, int *step, float *t, float *lambda,
-             matrix box, rvec *x, rvec *v, rvec *f, int *has_prop) {
-  return do_trn(xd, 1, step, t, lambda, box, &natoms, x, v, f, has_prop);
+  /* trajscale: the caller's buffers hold natoms atoms; a frame with another count is refused, not
+   * read into them */
+  if (sh.natoms != natoms)
+    return exdrHEADER;
+  *step = sh.step;
+  *t = sh.td;
+  *lambda = sh.lambdad;
+  /* Flag what we read */
+  *has_prop = (sh.x_size > 0 ? HASX : 0) | (sh.v_size > 0 ? HASV : 0) | (sh.f_size > 0 ? HASF : 0);
+  return read_htrn(xd, &sh, box, x, v, f);
 }

@@ -70,17 +70,10 @@ typedef struct /* This struct describes the order and the	*/
   const char *bad; /* trajscale: the field a read header failed on, or NULL */
 } t_trnheader;
 
-/* This function returns the number of atoms in the trr file in *natoms */
-extern int read_trr_natoms(char *fn, int *natoms);
-
 /* Read one frame of an open trr file. If either of x,v,f,box are
    NULL the arrays will be read from the file but not used.  */
 extern int read_trr(XDRFILE *xd, int natoms, int *step, float *t, float *lambda,
                     matrix box, rvec *x, rvec *v, rvec *f, int *has_prop);
-
-/* Write a frame to trr file */
-extern int write_trr(XDRFILE *xd, int natoms, int step, float t, float lambda,
-                     matrix box, rvec *x, rvec *v, rvec *f);
 
 /* trajscale: the first field of a header that disagrees with the others, or NULL */
 extern const char *trr_header_problem(const t_trnheader *sh, int nflsz);
