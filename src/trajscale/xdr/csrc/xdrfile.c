@@ -251,59 +251,19 @@ xdrfile_close(XDRFILE *xfp)
 }
 
 
-int
-xdrfile_read_int(int *ptr, int ndata, XDRFILE* xfp)
-{
-	int i=0;
+/* trajscale: the three typed reads from one definition (each reads up to ndata values, returns how many) */
+#define XDRFILE_READ(name, type, xdr_type)                          \
+	int name(type *ptr, int ndata, XDRFILE* xfp)                    \
+	{                                                               \
+		int i = 0;                                                  \
+		while (i < ndata && xdr_type((XDR *)(xfp->xdr), ptr + i))   \
+			i++;                                                    \
+		return i;                                                   \
+	}
 
-	/* read write is encoded in the XDR struct */
-	while(i<ndata && xdr_int((XDR *)(xfp->xdr),ptr+i))
-		i++;
-
-	return i;
-}
-
-int
-xdrfile_write_int(int *ptr, int ndata, XDRFILE* xfp)
-{
-	int i=0;
-
-	/* read write is encoded in the XDR struct */
-	while(i<ndata && xdr_int((XDR *)(xfp->xdr),ptr+i))
-		i++;
-	return i;
-}
-
-
-int
-xdrfile_read_float(float *ptr, int ndata, XDRFILE* xfp)
-{
-	int i=0;
-	/* read write is encoded in the XDR struct */
-	while(i<ndata && xdr_float((XDR *)(xfp->xdr),ptr+i))
-		i++;
-	return i;
-}
-
-int
-xdrfile_write_float(float *ptr, int ndata, XDRFILE* xfp)
-{
-	int i=0;
-	/* read write is encoded in the XDR struct */
-	while(i<ndata && xdr_float((XDR *)(xfp->xdr),ptr+i))
-		i++;
-	return i;
-}
-
-int
-xdrfile_read_double(double *ptr, int ndata, XDRFILE* xfp)
-{
-	int i=0;
-	/* read write is encoded in the XDR struct */
-	while(i<ndata && xdr_double((XDR *)(xfp->xdr),ptr+i))
-		i++;
-	return i;
-}
+XDRFILE_READ(xdrfile_read_int, int, xdr_int)
+XDRFILE_READ(xdrfile_read_float, float, xdr_float)
+XDRFILE_READ(xdrfile_read_double, double, xdr_double)
 
 
 int
@@ -323,29 +283,7 @@ xdrfile_read_string(char *ptr, int maxlen, XDRFILE* xfp)
 }
 
 int
-xdrfile_write_string(char *ptr, XDRFILE* xfp)
-{
-	int len=strlen(ptr)+1;
-
-	if(xdr_string((XDR *)(xfp->xdr),&ptr,len))
-		return len;
-	else
-		return 0;
-}
-
-
-int
 xdrfile_read_opaque(char *ptr, int cnt, XDRFILE* xfp)
-{
-	if(xdr_opaque((XDR *)(xfp->xdr),ptr,cnt))
-		return cnt;
-	else
-		return 0;
-}
-
-
-int
-xdrfile_write_opaque(char *ptr, int cnt, XDRFILE* xfp)
 {
 	if(xdr_opaque((XDR *)(xfp->xdr),ptr,cnt))
 		return cnt;
@@ -416,124 +354,6 @@ sizeofints(int num_of_ints, unsigned int sizes[])
     }
     return num_of_bits + num_of_bytes * 8;
 
-}
-
-
-/*
- * encodebits - encode num into buf using the specified number of bits
- *
- * This routines appends the value of num to the bits already present in
- * the array buf. You need to give it the number of bits to use and you had
- * better make sure that this number of bits is enough to hold the value.
- * Num must also be positive.
- */
-static void
-encodebits(int buf[], int num_of_bits, int num)
-{
-
-    unsigned int cnt, lastbyte;
-    int lastbits;
-    unsigned char * cbuf;
-
-    cbuf = ((unsigned char *)buf) + 3 * sizeof(*buf);
-    cnt = (unsigned int) buf[0];
-    lastbits = buf[1];
-    lastbyte =(unsigned int) buf[2];
-    while (num_of_bits >= 8)
-    {
-		lastbyte = (lastbyte << 8) | ((num >> (num_of_bits -8)) /* & 0xff*/);
-		cbuf[cnt++] = lastbyte >> lastbits;
-		num_of_bits -= 8;
-    }
-    if (num_of_bits > 0)
-    {
-		lastbyte = (lastbyte << num_of_bits) | num;
-		lastbits += num_of_bits;
-		if (lastbits >= 8)
-        {
-			lastbits -= 8;
-			cbuf[cnt++] = lastbyte >> lastbits;
-		}
-    }
-    buf[0] = cnt;
-    buf[1] = lastbits;
-    buf[2] = lastbyte;
-    if (lastbits>0)
-    {
-		cbuf[cnt] = lastbyte << (8 - lastbits);
-    }
-}
-
-/*
- * encodeints - encode a small set of small integers in compressed format
- *
- * this routine is used internally by xdr3dfcoord, to encode a set of
- * small integers to the buffer for writing to a file.
- * Multiplication with fixed (specified maximum) sizes is used to get
- * to one big, multibyte integer. Allthough the routine could be
- * modified to handle sizes bigger than 16777216, or more than just
- * a few integers, this is not done because the gain in compression
- * isn't worth the effort. Note that overflowing the multiplication
- * or the byte buffer (32 bytes) is unchecked and whould cause bad results.
- * THese things are checked in the calling routines, so make sure not
- * to remove those checks...
- */
-
-static void
-encodeints(int buf[], int num_of_ints, int num_of_bits,
-		   unsigned int sizes[], unsigned int nums[])
-{
-
-    int i;
-    unsigned int bytes[32], num_of_bytes, bytecnt, tmp;
-
-    tmp = nums[0];
-    num_of_bytes = 0;
-    do
-    {
-		bytes[num_of_bytes++] = tmp & 0xff;
-		tmp >>= 8;
-    } while (tmp != 0);
-
-    for (i = 1; i < num_of_ints; i++)
-    {
-		if (nums[i] >= sizes[i])
-        {
-			fprintf(stderr,"major breakdown in encodeints - num %u doesn't "
-					"match size %u\n", nums[i], sizes[i]);
-			abort();
-		}
-		/* use one step multiply */
-		tmp = nums[i];
-		for (bytecnt = 0; bytecnt < num_of_bytes; bytecnt++)
-        {
-			tmp = bytes[bytecnt] * sizes[i] + tmp;
-			bytes[bytecnt] = tmp & 0xff;
-			tmp >>= 8;
-		}
-		while (tmp != 0)
-        {
-			bytes[bytecnt++] = tmp & 0xff;
-			tmp >>= 8;
-		}
-		num_of_bytes = bytecnt;
-    }
-    if (num_of_bits >= num_of_bytes * 8)
-    {
-		for (i = 0; i < num_of_bytes; i++)
-        {
-			encodebits(buf, 8, bytes[i]);
-		}
-		encodebits(buf, num_of_bits - num_of_bytes * 8, 0);
-    }
-    else
-    {
-		for (i = 0; i < num_of_bytes-1; i++)
-        {
-			encodebits(buf, 8, bytes[i]);
-		}
-		encodebits(buf, num_of_bits- (num_of_bytes -1) * 8, bytes[i]);
-    }
 }
 
 
@@ -980,321 +800,12 @@ xdrfile_decompress_coord_float_scaled(float     *ptr,
 	return *size;
 }
 
-int
-xdrfile_decompress_coord_float_prefix(float     *ptr,
-									  int       *size,
-									  int        n_want,
-									  float     *precision,
-									  XDRFILE*   xfp)
-{
-	return xdrfile_decompress_coord_float_scaled(ptr, size, n_want, precision, 1.0f, xfp);
-}
-
-int
-xdrfile_decompress_coord_float(float     *ptr,
-							   int       *size,
-							   float     *precision,
-							   XDRFILE*   xfp)
-{
-	return xdrfile_decompress_coord_float_prefix(ptr, size, INT_MAX, precision, xfp);
-}
-
-int
-xdrfile_compress_coord_float(float   *ptr,
-							 int      size,
-							 float    precision,
-							 XDRFILE* xfp)
-{
-	int minint[3], maxint[3], mindiff, *lip, diff;
-	int lint1, lint2, lint3, oldlint1, oldlint2, oldlint3, smallidx;
-	int minidx, maxidx;
-	unsigned sizeint[3], sizesmall[3], bitsizeint[3], size3, *luip;
-	int k, *buf1, *buf2;
-	int smallnum, smaller, larger, i, j, is_small, is_smaller, run, prevrun;
-	float *lfp, lf;
-	int tmp, tmpsum, *thiscoord,  prevcoord[3];
-	unsigned int tmpcoord[30];
-	int errval=1;
-	unsigned int bitsize;
-
-	if(xfp==NULL)
-		return -1;
-	size3=3*size;
-
-    bitsizeint[0] = 0;
-    bitsizeint[1] = 0;
-    bitsizeint[2] = 0;
-
-	if(size3>xfp->buf1size)
-    {
-		if((xfp->buf1=(int *)malloc(sizeof(int)*size3))==NULL)
-        {
-			fprintf(stderr,"Cannot allocate memory for compressing coordinates.\n");
-			return -1;
-		}
-		xfp->buf1size=size3;
-		xfp->buf2size=size3*1.2;
-		if((xfp->buf2=(int *)malloc(sizeof(int)*xfp->buf2size))==NULL)
-        {
-			fprintf(stderr,"Cannot allocate memory for compressing coordinates.\n");
-			return -1;
-		}
-	}
-	if(xdrfile_write_int(&size,1,xfp)==0)
-		return -1; /* return if we could not write size */
-	/* Dont bother with compression for three atoms or less */
-	if(size<=9)
-    {
-		return xdrfile_write_float(ptr,size3,xfp)/3;
-		/* return number of coords, not floats */
-	}
-	/* Compression-time if we got here. Write precision first */
-	if (precision <= 0)
-		precision = 1000;
-	xdrfile_write_float(&precision,1,xfp);
-	/* avoid repeated pointer dereferencing. */
-	buf1=xfp->buf1;
-	buf2=xfp->buf2;
-	/* buf2[0-2] are special and do not contain actual data */
-	buf2[0] = buf2[1] = buf2[2] = 0;
-	minint[0] = minint[1] = minint[2] = INT_MAX;
-	maxint[0] = maxint[1] = maxint[2] = INT_MIN;
-	prevrun = -1;
-	lfp = ptr;
-	lip = buf1;
-	mindiff = INT_MAX;
-	oldlint1 = oldlint2 = oldlint3 = 0;
-	while(lfp < ptr + size3 )
-    {
-		/* find nearest integer */
-		if (*lfp >= 0.0)
-			lf = *lfp * precision + 0.5;
-		else
-			lf = *lfp * precision - 0.5;
-		if (fabs(lf) > INT_MAX-2)
-        {
-			/* scaling would cause overflow */
-			fprintf(stderr,"Internal overflow compressing coordinates.\n");
-			errval=0;
-		}
-		lint1 = lf;
-		if (lint1 < minint[0]) minint[0] = lint1;
-		if (lint1 > maxint[0]) maxint[0] = lint1;
-		*lip++ = lint1;
-		lfp++;
-		if (*lfp >= 0.0)
-			lf = *lfp * precision + 0.5;
-		else
-			lf = *lfp * precision - 0.5;
-		if (fabs(lf) > INT_MAX-2)
-        {
-			/* scaling would cause overflow */
-			fprintf(stderr,"Internal overflow compressing coordinates.\n");
-			errval=0;
-		}
-		lint2 = lf;
-		if (lint2 < minint[1]) minint[1] = lint2;
-		if (lint2 > maxint[1]) maxint[1] = lint2;
-		*lip++ = lint2;
-		lfp++;
-		if (*lfp >= 0.0)
-			lf = *lfp * precision + 0.5;
-		else
-			lf = *lfp * precision - 0.5;
-		if (fabs(lf) > INT_MAX-2)
-        {
-			errval=0;
-		}
-		lint3 = lf;
-		if (lint3 < minint[2]) minint[2] = lint3;
-		if (lint3 > maxint[2]) maxint[2] = lint3;
-		*lip++ = lint3;
-		lfp++;
-		diff = abs(oldlint1-lint1)+abs(oldlint2-lint2)+abs(oldlint3-lint3);
-		if (diff < mindiff && lfp > ptr + 3)
-			mindiff = diff;
-		oldlint1 = lint1;
-		oldlint2 = lint2;
-		oldlint3 = lint3;
-	}
-	xdrfile_write_int(minint,3,xfp);
-	xdrfile_write_int(maxint,3,xfp);
-
-	if ((float)maxint[0] - (float)minint[0] >= INT_MAX-2 ||
-		(float)maxint[1] - (float)minint[1] >= INT_MAX-2 ||
-		(float)maxint[2] - (float)minint[2] >= INT_MAX-2) {
-		/* turning value in unsigned by subtracting minint
-		 * would cause overflow
-		 */
-		fprintf(stderr,"Internal overflow compressing coordinates.\n");
-		errval=0;
-	}
-	sizeint[0] = maxint[0] - minint[0]+1;
-	sizeint[1] = maxint[1] - minint[1]+1;
-	sizeint[2] = maxint[2] - minint[2]+1;
-
-	/* check if one of the sizes is to big to be multiplied */
-	if ((sizeint[0] | sizeint[1] | sizeint[2] ) > 0xffffff)
-    {
-		bitsizeint[0] = sizeofint(sizeint[0]);
-		bitsizeint[1] = sizeofint(sizeint[1]);
-		bitsizeint[2] = sizeofint(sizeint[2]);
-		bitsize = 0; /* flag the use of large sizes */
-	}
-    else
-    {
-		bitsize = sizeofints(3, sizeint);
-	}
-	lip = buf1;
-	luip = (unsigned int *) buf1;
-	smallidx = FIRSTIDX;
-	while (smallidx < LASTIDX && magicints[smallidx] < mindiff)
-    {
-		smallidx++;
-	}
-	xdrfile_write_int(&smallidx,1,xfp);
-	tmp=smallidx+8;
-	maxidx = (LASTIDX<tmp) ? LASTIDX : tmp;
-	minidx = maxidx - 8; /* often this equal smallidx */
-	tmp=smallidx-1;
-	tmp= (FIRSTIDX>tmp) ? FIRSTIDX : tmp;
-	smaller = magicints[tmp] / 2;
-	smallnum = magicints[smallidx] / 2;
-	sizesmall[0] = sizesmall[1] = sizesmall[2] = magicints[smallidx];
-	larger = magicints[maxidx] / 2;
-	i = 0;
-	while (i < size)
-    {
-		is_small = 0;
-		thiscoord = (int *)(luip) + i * 3;
-		if (smallidx < maxidx && i >= 1 &&
-			abs(thiscoord[0] - prevcoord[0]) < larger &&
-			abs(thiscoord[1] - prevcoord[1]) < larger &&
-			abs(thiscoord[2] - prevcoord[2]) < larger) {
-			is_smaller = 1;
-		}
-        else if (smallidx > minidx)
-        {
-			is_smaller = -1;
-		}
-        else
-        {
-			is_smaller = 0;
-		}
-		if (i + 1 < size)
-        {
-			if (abs(thiscoord[0] - thiscoord[3]) < smallnum &&
-				abs(thiscoord[1] - thiscoord[4]) < smallnum &&
-				abs(thiscoord[2] - thiscoord[5]) < smallnum)
-            {
-				/* interchange first with second atom for better
-				 * compression of water molecules
-				 */
-				tmp = thiscoord[0]; thiscoord[0] = thiscoord[3];
-				thiscoord[3] = tmp;
-				tmp = thiscoord[1]; thiscoord[1] = thiscoord[4];
-				thiscoord[4] = tmp;
-				tmp = thiscoord[2]; thiscoord[2] = thiscoord[5];
-				thiscoord[5] = tmp;
-				is_small = 1;
-			}
-		}
-		tmpcoord[0] = thiscoord[0] - minint[0];
-		tmpcoord[1] = thiscoord[1] - minint[1];
-		tmpcoord[2] = thiscoord[2] - minint[2];
-		if (bitsize == 0)
-        {
-			encodebits(buf2, bitsizeint[0], tmpcoord[0]);
-			encodebits(buf2, bitsizeint[1], tmpcoord[1]);
-			encodebits(buf2, bitsizeint[2], tmpcoord[2]);
-		}
-        else
-        {
-			encodeints(buf2, 3, bitsize, sizeint, tmpcoord);
-		}
-		prevcoord[0] = thiscoord[0];
-		prevcoord[1] = thiscoord[1];
-		prevcoord[2] = thiscoord[2];
-		thiscoord = thiscoord + 3;
-		i++;
-
-		run = 0;
-		if (is_small == 0 && is_smaller == -1)
-			is_smaller = 0;
-		while (is_small && run < 8*3)
-        {
-			tmpsum=0;
-			for(j=0;j<3;j++)
-            {
-				tmp=thiscoord[j] - prevcoord[j];
-				tmpsum+=tmp*tmp;
-			}
-			if (is_smaller == -1 && tmpsum >= smaller * smaller)
-            {
-				is_smaller = 0;
-			}
-
-			tmpcoord[run++] = thiscoord[0] - prevcoord[0] + smallnum;
-			tmpcoord[run++] = thiscoord[1] - prevcoord[1] + smallnum;
-			tmpcoord[run++] = thiscoord[2] - prevcoord[2] + smallnum;
-
-			prevcoord[0] = thiscoord[0];
-			prevcoord[1] = thiscoord[1];
-			prevcoord[2] = thiscoord[2];
-
-			i++;
-			thiscoord = thiscoord + 3;
-			is_small = 0;
-			if (i < size &&
-				abs(thiscoord[0] - prevcoord[0]) < smallnum &&
-				abs(thiscoord[1] - prevcoord[1]) < smallnum &&
-				abs(thiscoord[2] - prevcoord[2]) < smallnum)
-            {
-				is_small = 1;
-			}
-		}
-		if (run != prevrun || is_smaller != 0)
-        {
-			prevrun = run;
-			encodebits(buf2, 1, 1); /* flag the change in run-length */
-			encodebits(buf2, 5, run+is_smaller+1);
-		}
-        else
-        {
-			encodebits(buf2, 1, 0); /* flag the fact that runlength did not change */
-		}
-		for (k=0; k < run; k+=3)
-        {
-			encodeints(buf2, 3, smallidx, sizesmall, &tmpcoord[k]);
-		}
-		if (is_smaller != 0)
-        {
-			smallidx += is_smaller;
-			if (is_smaller < 0)
-            {
-				smallnum = smaller;
-				smaller = magicints[smallidx-1] / 2;
-			}
-            else
-            {
-				smaller = smallnum;
-				smallnum = magicints[smallidx] / 2;
-			}
-			sizesmall[0] = sizesmall[1] = sizesmall[2] = magicints[smallidx];
-		}
-	}
-	if (buf2[1] != 0) buf2[0]++;
-	xdrfile_write_int(buf2,1,xfp); /* buf2[0] holds the length in bytes */
-	tmp=xdrfile_write_opaque((char *)&(buf2[3]),(unsigned int)buf2[0],xfp);
-	if(tmp==(unsigned int)buf2[0])
-		return size;
-	else
-		return -1;
-}
 
 
-/* trajscale: the double-precision coordinate compression and decompression are left out:
- * nothing here calls them (XTC stores floats; a double array is converted by the caller). */
+/* trajscale: reads only. The coordinate compression (writing XTC, in both precisions), its bit
+ * encoders and the write routines are left out, as are the double-precision decompression and the
+ * wrappers of the float one: nothing here calls them (XTC stores floats; a double array is converted
+ * by the caller). */
 
 /* trajscale: the Fortran 77 interface (F77_FUNC wrappers of every read and write above) is
  * left out: nothing here calls it. */
@@ -1392,17 +903,11 @@ xdr_htonl(int32_t x)
 	}
 }
 
+/* trajscale: the same byte swap as xdr_htonl (its own copy before) */
 static int32_t
 xdr_ntohl(int x)
 {
-	int s=0x1234;
-	if( *((char *)&s)==(char)0x34) {
-		/* smallendian, swap bytes */
-		return xdr_swapbytes(x);
-	} else {
-		/* bigendian, do nothing */
-		return x;
-	}
+	return xdr_htonl(x);
 }
 
 static int

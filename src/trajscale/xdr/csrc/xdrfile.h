@@ -165,29 +165,7 @@ extern "C"
 					 XDRFILE *     xfp);
 
 
-	/*! \brief Write one or more \a integer type variable(s)
-	 *
-	 *  \param ptr    Pointer to memory where data should be read
-	 *  \param ndata  Number of integers to write.
-	 *  \param xfp    Handle to portable binary file, created with xdrfile_open()
-	 *
-	 *  \return       Number of integers written
-	 *
-	 *  The integer data type is assumed to be less than or equal to 32 bits.
-	 *
-	 *  We do not provide any routines for reading/writing 64-bit integers, since
-	 *  - Not all XDR implementations support it
-	 *  - Not all machines have 64-bit integers
-	 *
-	 *  Split your 64-bit data into two 32-bit integers for portability!
-	 */
-	int
-	xdrfile_write_int(int *        ptr,
-					  int          ndata,
-					  XDRFILE *    xfp);
-
-
-	/*! \brief Read one or more \a float type variable(s)
+		/*! \brief Read one or more \a float type variable(s)
 	 *
 	 *  \param ptr    Pointer to memory where data should be written
 	 *  \param ndata  Number of floats to read
@@ -201,21 +179,7 @@ extern "C"
 					   XDRFILE *         xfp);
 
 
-	/*! \brief Write one or more \a float type variable(s)
-	 *
-	 *  \param ptr    Pointer to memory where data should be read
-	 *  \param ndata  Number of floats to write.
-	 *  \param xfp    Handle to portable binary file, created with xdrfile_open()
-	 *
-	 *  \return       Number of floats written
-	 */
-	int
-	xdrfile_write_float(float *          ptr,
-						int              ndata,
-						XDRFILE *        xfp);
-
-
-	/*! \brief Read one or more \a double type variable(s)
+		/*! \brief Read one or more \a double type variable(s)
 	 *
 	 *  \param ptr    Pointer to memory where data should be written
 	 *  \param ndata  Number of doubles to read
@@ -244,19 +208,7 @@ extern "C"
 						XDRFILE *       xfp);
 
 
-	/*! \brief Write a string (array of characters)
-	 *
-	 *  \param ptr     Pointer to memory where data should be read
-	 *  \param xfp     Handle to portable binary file, created with xdrfile_open()
-	 *
-	 *  \return        Number of characters written, including end-of-string
-	 */
-	int
-	xdrfile_write_string(char *          ptr,
-						 XDRFILE *       xfp);
-
-
-	/*! \brief Read raw bytes from file (unknown datatype)
+		/*! \brief Read raw bytes from file (unknown datatype)
 	 *
 	 *  \param ptr     Pointer to memory where data should be written
 	 *  \param nbytes  Number of bytes to read. No conversion whatsoever is done.
@@ -270,91 +222,7 @@ extern "C"
 						XDRFILE *          xfp);
 
 
-	/*! \brief Write raw bytes to file (unknown datatype)
-	 *
-	 *  \param ptr     Pointer to memory where data should be read
-	 *  \param nbytes  Number of bytes to write. No conversion whatsoever is done.
-	 *  \param xfp     Handle to portable binary file, created with xdrfile_open()
-	 *
-	 *  \return        Number of bytes written to file
-	 */
-	int
-	xdrfile_write_opaque(char *            ptr,
-						 int               nbytes,
-						 XDRFILE *         xfp);
-
-
-	/*! \brief Compress coordiates in a float array to XDR file
-	 *
-	 *  This routine will perform \a lossy compression on the three-dimensional
-	 *  coordinate data data specified and store it in the XDR file.
-	 *
-	 *  The lossy part of the compression consists of multiplying each
-	 *  coordinate with the precision argument and then rounding to integers.
-	 *  We suggest a default value of 1000.0, which means you are guaranteed
-	 *  three decimals of accuracy. The only limitation is that scaled coordinates
-	 *  must still fit in an integer variable, so if the precision is 1000.0 the
-	 *  coordinate magnitudes must be less than +-2e6.
-	 *
-	 *  \param ptr        Pointer to coordinates to compress (length 3*ncoord)
-	 *  \param ncoord     Number of coordinate triplets in data
-	 *  \param precision  Scaling factor for lossy compression. If it is <=0,
-	 *                    the default value of 1000.0 is used.
-	 *  \param xfp        Handle to portably binary file
-	 *
-	 *  \return           Number of coordinate triplets written.
-	 *                    IMPORTANT: Check that this is equal to ncoord - if it is
-	 *                    negative, an error occured. This should not happen with
-	 *	   	              normal data, but if your coordinates are NaN or very
-	 *                    large (>1e6) it is not possible to use the compression.
-	 *
-	 *  \warning          The compression algorithm is not part of the XDR standard,
-	 *                    and very complicated, so you will need this xdrfile module
-	 *                    to read it later.
-	 */
-	int
-	xdrfile_compress_coord_float(float *     ptr,
-								 int         ncoord,
-								 float       precision,
-								 XDRFILE *   xfp);
-
-
-	/*! \brief Decompress coordiates from XDR file to array of floats
-	 *
-	 *  This routine will decompress three-dimensional coordinate data previously
-	 *  stored in an XDR file and store it in the specified array of floats.
-	 *
-	 *  The precision used during the earlier compression is read from the file
-	 *  and returned - you cannot adjust the accuracy at this stage.
-	 *
-	 *  \param ptr        Pointer to coordinates to compress (length>= 3*ncoord)
-	 *  \param ncoord     Max number of coordinate triplets to read on input, actual
-	 *                    number of coordinate triplets read on return. If this
-	 *                    is smaller than the number of coordinates in the frame an
-	 *                    error will occur.
-	 *  \param precision  The precision used in the previous compression will be
-	 *                    written to this variable on return.
-	 *  \param xfp        Handle to portably binary file
-	 *
-	 *  \return           Number of coordinate triplets read. If this is negative,
-	 *                    an error occured.
-	 *
-	 *  \warning          Since we cannot count on being able to set/get the
-	 *                    position of large files (>2Gb), it is not possible to
-	 *                    recover from errors by re-reading the frame if the
-	 *                    storage area you provided was too small. To avoid this
-	 *                    from happening, we recommend that you store the number of
-	 *                    coordinates triplet as an integer either in a header or
-	 *                    just before the compressed coordinate data, so you can
-	 *                    read it first and allocated enough memory.
-	 */
-	int
-	xdrfile_decompress_coord_float(float *     ptr,
-								   int *	   ncoord,
-								   float *     precision,
-								   XDRFILE *   xfp);
-
-	/* trajscale: what xdrfile_decompress_coord_float(_prefix) returns for a frame that fails a check
+				/* trajscale: what xdrfile_decompress_coord_float_scaled returns for a frame that fails a check
 	 * (a valid frame returns its atom count, a short read 0 or -1). */
 #define XTC_BAD_NATOMS     -10  /* the atom count before the coordinates: negative or too large */
 #define XTC_BAD_PRECISION  -11  /* not finite and positive */
@@ -370,16 +238,11 @@ extern "C"
 	/* trajscale: 0 if minint..maxint are ranges of 1 to 2^31 - 1 on each axis, else XTC_BAD_RANGE. */
 	int xdrfile_xtc_check_ranges(const int minint[3], const int maxint[3]);
 
-	/* trajscale: as above, but stops once n_want atoms (the first ones) are decoded. */
-	int
-	xdrfile_decompress_coord_float_prefix(float *     ptr,
-										  int *	      ncoord,
-										  int         n_want,
-										  float *     precision,
-										  XDRFILE *   xfp);
-
-	/* trajscale: as xdrfile_decompress_coord_float_prefix, each coordinate then multiplied by scale
-	 * (a float product, as a reader converting units multiplies the frame it was given). */
+	/* trajscale: decompresses a frame's coordinates (xdrfile's xdrfile_decompress_coord_float: ncoord
+	 * the most triplets on input, those of the frame on return; the frame's precision returned), stopping
+	 * once n_want atoms (the first ones) are decoded, each coordinate then multiplied by scale (a float
+	 * product, as a reader converting units multiplies the frame it was given). Returns the triplets read,
+	 * or a negative XTC_BAD_* value (above). */
 	int
 	xdrfile_decompress_coord_float_scaled(float *     ptr,
 										  int *	      ncoord,
@@ -389,8 +252,8 @@ extern "C"
 										  XDRFILE *   xfp);
 
 
-	/* trajscale: the double-precision coordinate routines and the unsigned, char and short
-	 * reads and writes are left out (see xdrfile.c). */
+	/* trajscale: reads only: the writes, the coordinate compression, the double-precision
+	 * coordinate routines and the unsigned, char and short reads are left out (see xdrfile.c). */
 
     int64_t xdr_tell(XDRFILE *xd);
     int xdr_seek(XDRFILE *xd, int64_t pos, int whence);

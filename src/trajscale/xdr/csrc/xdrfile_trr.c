@@ -76,30 +76,34 @@ const char *trr_header_problem(const t_trnheader *sh, int nflsz) {
   long long atoms = (long long)nflsz * DIM * sh->natoms;
   if (sh->natoms < 0 || sh->natoms > INT_MAX / (DIM * 8))
     return "natoms";
-  if (sh->ir_size != 0)
-    return "ir_size";
-  if (sh->e_size != 0)
-    return "e_size";
-  if (sh->top_size != 0)
-    return "top_size";
-  if (sh->sym_size != 0)
-    return "sym_size";
-  if (sh->box_size != 0 && sh->box_size != block)
-    return "box_size";
-  if (sh->vir_size != 0 && sh->vir_size != block)
-    return "vir_size";
-  if (sh->pres_size != 0 && sh->pres_size != block)
-    return "pres_size";
-  if (sh->x_size != 0 && sh->x_size != atoms)
-    return "x_size";
-  if (sh->v_size != 0 && sh->v_size != atoms)
-    return "v_size";
-  if (sh->f_size != 0 && sh->f_size != atoms)
-    return "f_size";
+  /* each size: 0 (absent) or the one its kind and the precision give; the first to differ is named */
+#define MUST_BE(field, want) if (sh->field != 0 && sh->field != (want)) return #field
+  MUST_BE(ir_size, 0);
+  MUST_BE(e_size, 0);
+  MUST_BE(top_size, 0);
+  MUST_BE(sym_size, 0);
+  MUST_BE(box_size, block);
+  MUST_BE(vir_size, block);
+  MUST_BE(pres_size, block);
+  MUST_BE(x_size, atoms);
+  MUST_BE(v_size, atoms);
+  MUST_BE(f_size, atoms);
+#undef MUST_BE
   /* atoms with no coordinates, velocities or forces: nothing in the file bounds their count */
   if (sh->natoms > 0 && sh->x_size == 0 && sh->v_size == 0 && sh->f_size == 0)
     return "natoms (a frame of atoms without x, v or f)";
   return NULL;
+}
+
+/* trajscale: one real of the frame's precision (a float read is exact as a double) */
+static int read_real(XDRFILE *xd, int bDouble, double *out) {
+  float f;
+  if (bDouble)
+    return xdrfile_read_double(out, 1, xd) == 1 ? exdrOK : exdrDOUBLE;
+  if (xdrfile_read_float(&f, 1, xd) != 1)
+    return exdrFLOAT;
+  *out = f;
+  return exdrOK;
 }
 
 int do_trnheader(XDRFILE *xd, mybool bRead, t_trnheader *sh) {
@@ -111,20 +115,13 @@ int do_trnheader(XDRFILE *xd, mybool bRead, t_trnheader *sh) {
   if (xdrfile_read_int(&magic, 1, xd) != 1)
     return exdrINT;
 
-  if (bRead) {
-    if (xdrfile_read_int(&slen, 1, xd) != 1)
-      return exdrINT;
-    if (slen != strlen(version) + 1)
-      return exdrSTRING;
-    if (xdrfile_read_string(buf, BUFSIZE, xd) <= 0)
-      return exdrSTRING;
-  } else {
-    slen = strlen(version) + 1;
-    if (xdrfile_read_int(&slen, 1, xd) != 1)
-      return exdrINT;
-    if (xdrfile_write_string(version, xd) != (strlen(version) + 1))
-      return exdrSTRING;
-  }
+  /* trajscale: reads only (bRead is always true here) */
+  if (xdrfile_read_int(&slen, 1, xd) != 1)
+    return exdrINT;
+  if (slen != strlen(version) + 1)
+    return exdrSTRING;
+  if (xdrfile_read_string(buf, BUFSIZE, xd) <= 0)
+    return exdrSTRING;
   if (xdrfile_read_int(&sh->ir_size, 1, xd) != 1)
     return exdrINT;
   if (xdrfile_read_int(&sh->e_size, 1, xd) != 1)
@@ -165,22 +162,13 @@ int do_trnheader(XDRFILE *xd, mybool bRead, t_trnheader *sh) {
     return exdrINT;
   if (xdrfile_read_int(&sh->nre, 1, xd) != 1)
     return exdrINT;
-  if (sh->bDouble) {
-    if (xdrfile_read_double(&sh->td, 1, xd) != 1)
-      return exdrDOUBLE;
-    sh->tf = sh->td;
-    if (xdrfile_read_double(&sh->lambdad, 1, xd) != 1)
-      return exdrDOUBLE;
-    sh->lambdaf = sh->lambdad;
-  } else {
-    if (xdrfile_read_float(&sh->tf, 1, xd) != 1)
-      return exdrFLOAT;
-    sh->td = sh->tf;
-    if (xdrfile_read_float(&sh->lambdaf, 1, xd) != 1)
-      return exdrFLOAT;
-    sh->lambdad = sh->lambdaf;
-  }
-
+  /* trajscale: time and lambda in the frame's precision, through one routine */
+  if ((result = read_real(xd, sh->bDouble, &sh->td)) != exdrOK)
+    return result;
+  if ((result = read_real(xd, sh->bDouble, &sh->lambdad)) != exdrOK)
+    return result;
+  sh->tf = sh->td;
+  sh->lambdaf = sh->lambdad;
   return exdrOK;
 }
 
@@ -189,22 +177,14 @@ int do_trnheader(XDRFILE *xd, mybool bRead, t_trnheader *sh) {
  * pressure and each per-atom field, in place of xdrfile's copy of each for both precisions and both
  * directions. */
 static int read_reals(XDRFILE *xd, int bDouble, int n, float *dst, void *buf) {
+  const double *d = (const double *)buf;
+  const float *f = (const float *)buf;
   int i;
-  if (bDouble) {
-    double *d = (double *)buf;
-    if (xdrfile_read_double(d, n, xd) != n)
-      return exdrDOUBLE;
-    if (NULL != dst)
-      for (i = 0; i < n; i++)
-        dst[i] = d[i];
-  } else {
-    float *f = (float *)buf;
-    if (xdrfile_read_float(f, n, xd) != n)
-      return exdrFLOAT;
-    if (NULL != dst)
-      for (i = 0; i < n; i++)
-        dst[i] = f[i];
-  }
+  if (bDouble ? xdrfile_read_double((double *)buf, n, xd) != n : xdrfile_read_float((float *)buf, n, xd) != n)
+    return bDouble ? exdrDOUBLE : exdrFLOAT;
+  if (NULL != dst)
+    for (i = 0; i < n; i++)
+      dst[i] = bDouble ? (float)d[i] : f[i];
   return exdrOK;
 }
 

@@ -40,9 +40,9 @@ int xtc_header(XDRFILE *xd, int *natoms, int *step, float *time,
                       mybool bRead) {
   int result, magic, n = 1;
 
-  /* Note: read is same as write. He he he */
+  /* trajscale: reads only (xdrfile's routine wrote too, through the same calls) */
   magic = MAGIC;
-  if ((result = xdrfile_write_int(&magic, n, xd)) != n) {
+  if ((result = xdrfile_read_int(&magic, n, xd)) != n) {
     if (bRead)
       return exdrENDOFFILE;
     else
@@ -50,79 +50,12 @@ int xtc_header(XDRFILE *xd, int *natoms, int *step, float *time,
   }
   if (magic != MAGIC)
     return exdrMAGIC;
-  if ((result = xdrfile_write_int(natoms, n, xd)) != n)
+  if ((result = xdrfile_read_int(natoms, n, xd)) != n)
     return exdrINT;
-  if ((result = xdrfile_write_int(step, n, xd)) != n)
+  if ((result = xdrfile_read_int(step, n, xd)) != n)
     return exdrINT;
-  if ((result = xdrfile_write_float(time, n, xd)) != n)
+  if ((result = xdrfile_read_float(time, n, xd)) != n)
     return exdrFLOAT;
-
-  return exdrOK;
-}
-
-static int xtc_coord(XDRFILE *xd, int *natoms, matrix box, rvec *x, float *prec,
-                     mybool bRead) {
-  int result;
-
-  /* box */
-  result = xdrfile_read_float(box[0], DIM * DIM, xd);
-  if (DIM * DIM != result)
-    return exdrFLOAT;
-  else {
-    if (bRead) {
-      result = xdrfile_decompress_coord_float(x[0], natoms, prec, xd);
-      if (result != *natoms)
-        return exdr3DX;
-    } else {
-      result = xdrfile_compress_coord_float(x[0], *natoms, *prec, xd);
-      if (result != *natoms)
-        return exdr3DX;
-    }
-  }
-  return exdrOK;
-}
-
-int read_xtc_natoms(char *fn, int *natoms) {
-  XDRFILE *xd;
-  int step, result;
-  float time;
-
-  xd = xdrfile_open(fn, "r");
-  if (NULL == xd)
-    return exdrFILENOTFOUND;
-  result = xtc_header(xd, natoms, &step, &time, TRUE);
-  xdrfile_close(xd);
-
-  return result;
-}
-
-int read_xtc(XDRFILE *xd, int natoms, int *step, float *time, matrix box,
-             rvec *x, float *prec)
-/* Read subsequent frames */
-{
-  int result;
-
-  if ((result = xtc_header(xd, &natoms, step, time, TRUE)) != exdrOK)
-    return result;
-
-  if ((result = xtc_coord(xd, &natoms, box, x, prec, 1)) != exdrOK)
-    return result;
-
-  return exdrOK;
-}
-
-
-int write_xtc(XDRFILE *xd, int natoms, int step, float time, matrix box,
-              rvec *x, float prec)
-/* Write a frame to xtc file */
-{
-  int result;
-
-  if ((result = xtc_header(xd, &natoms, &step, &time, FALSE)) != exdrOK)
-    return result;
-
-  if ((result = xtc_coord(xd, &natoms, box, x, &prec, 0)) != exdrOK)
-    return result;
 
   return exdrOK;
 }

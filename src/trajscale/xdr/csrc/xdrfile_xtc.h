@@ -46,16 +46,7 @@ extern "C" {
  * (error codes defined in xdrfile.h).
  */
 
-/* This function returns the number of atoms in the xtc file in *natoms */
-extern int read_xtc_natoms(char *fn, int *natoms);
-
-/* Read one frame of an open xtc file */
-extern int read_xtc(XDRFILE * xd, int natoms, int *step, float *time,
-                    matrix box, rvec *x, float *prec);
-
-/* Write a frame to xtc file */
-extern int write_xtc(XDRFILE * xd, int natoms, int step, float time,
-                       matrix box, rvec *x, float prec);
+/* trajscale: reads only; a frame's coordinates are read with xdrfile_decompress_coord_float_scaled */
 
 /* Read Header information of the current frame */
 extern int xtc_header(XDRFILE *xd, int *natoms, int *step, float *time,
