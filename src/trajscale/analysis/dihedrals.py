@@ -11,7 +11,8 @@ the next ensemble member with the same topology.  The angles are then computed
 for whole blocks of frames in float64: each bond vector minimum-imaged in the
 frame's box (as ``calc_dihedrals(..., box=)``), then ``atan2`` of the two
 normals' cross and dot products, in degrees in (-180, 180]; by the compiled
-kernel (:func:`~trajscale.kernels.geometry.quad_dihedrals`) for frames without a
+kernel (:func:`~trajscale.kernels.geometry.quad_dihedrals`; with ``sincos``, their sine and cosine
+straight from its two ``atan2`` arguments) for frames without a
 box or with an orthorhombic one, with NumPy for triclinic boxes.
 
 ``sincos=True`` gives ``(sin φ, cos φ, sin ψ, cos ψ)`` per residue instead: the
@@ -27,7 +28,7 @@ import numpy as np
 
 from ..block import Block, sorted_unique
 from ..errors import SelectionError
-from ..kernels.geometry import quad_dihedrals, safe_radius2, triclinic_vectors
+from ..kernels.geometry import quad_dihedral_sincos, quad_dihedrals, safe_radius2, triclinic_vectors
 from ..topology import select_atoms
 from .base import Analysis, FrameRows, Prepared, check_finite
 from .options import NO_PBC, Command, Option
@@ -88,12 +89,9 @@ def dihedral_angles(p1: np.ndarray, p2: np.ndarray, p3: np.ndarray, p4: np.ndarr
     return np.arctan2(y, x)
 
 
-def block_dihedrals(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
-    """(F, M) dihedral angles in radians of the atom quadruples ``quad`` (4, M; indices into ``x``'s atoms,
-    (F, A, 3)), minimum image in ``dims`` (F, 6) where given: the compiled kernel for frames without a box or
-    with an orthorhombic one, :func:`dihedral_angles` for triclinic boxes (each frame by its own box, so any
-    split of the frames gives the same bits)."""
-    n = x.shape[0]
+def _box_lengths(dims: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(F, 3) each frame's orthorhombic box edges for the compiled kernels (zeros: no box, or a triclinic
+    one), (F,) which frames have a triclinic box, and ``dims`` as (F, 6) float64 (None where not given)."""
     lengths = np.zeros((n, 3))
     tric = np.zeros(n, bool)
     if dims is not None:
@@ -107,10 +105,33 @@ def block_dihedrals(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | None = N
             ortho = boxed & (dims[:, 3:] == 90.0).all(axis=1)
             tric = boxed & ~ortho
             lengths[ortho] = dims[ortho, :3]
+    return lengths, tric, dims
+
+
+def block_dihedrals(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
+    """(F, M) dihedral angles in radians of the atom quadruples ``quad`` (4, M; indices into ``x``'s atoms,
+    (F, A, 3)), minimum image in ``dims`` (F, 6) where given: the compiled kernel for frames without a box or
+    with an orthorhombic one, :func:`dihedral_angles` for triclinic boxes (each frame by its own box, so any
+    split of the frames gives the same bits)."""
+    lengths, tric, dims = _box_lengths(dims, x.shape[0])
     out = quad_dihedrals(x, quad, lengths)
     if tric.any():
         xt = x[tric]
         out[tric] = dihedral_angles(*(xt[:, q] for q in quad), dims[tric])
+    return out
+
+
+def block_dihedral_sincos(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
+    """(F, M, 2) sine and cosine of :func:`block_dihedrals`' angles (the same arguments): compiled from the
+    two arguments of each angle's ``atan2`` for frames without a box or with an orthorhombic one (no angle,
+    no ``sin`` or ``cos`` called), ``np.sin``/``np.cos`` of :func:`dihedral_angles` for triclinic boxes;
+    equal to ``sin``/``cos`` of the angles to rounding, and the same bits for any split of the frames."""
+    lengths, tric, dims = _box_lengths(dims, x.shape[0])
+    out = quad_dihedral_sincos(x, quad, lengths)
+    if tric.any():
+        xt = x[tric]
+        angles = dihedral_angles(*(xt[:, q] for q in quad), dims[tric])
+        out[tric] = np.stack([np.sin(angles), np.cos(angles)], axis=-1)
     return out
 
 
@@ -212,12 +233,14 @@ class Ramachandran(Analysis):
     def map(self, block: Block, prep: Prepared) -> FrameRows:
         s = prep.state
         check_finite(block, block.positions, s["path"])
-        angles = block_dihedrals(block.positions, s["quads"], block.box if self.pbc else None)
-        f = len(angles)
-        if self.sincos:
-            values = np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(f, -1)
+        box = block.box if self.pbc else None
+        if self.sincos:   # (sin, cos of each angle, in turn: straight from the kernel, no angle made first)
+            values = block_dihedral_sincos(block.positions, s["quads"], box)
+            f = len(values)
+            values = values.reshape(f, -1)
         else:
-            values = np.rad2deg(angles)
+            values = np.rad2deg(block_dihedrals(block.positions, s["quads"], box))
+            f = len(values)
         if self._per_residue:
             values = values.reshape(f, s["n_residues"], -1)
         return FrameRows(block.frames, block.time, {self.result_name: values})
