@@ -201,9 +201,7 @@ def opened_files(config: dict, source: Source, before: int, opened_now: bool) ->
 def _analysis(config: dict) -> Analysis:
     key = _key(config)
     if key not in _ANALYSES:
-        # Import the kernels before the first timed task: compiled ahead of time, they load at once,
-        # where a JIT would compile them on every fresh Dask or spawned worker.
-        from ..kernels import superpose  # noqa: F401
+        # (each analysis's module imports the compiled kernels it uses, ahead of time: no other's here)
         _ANALYSES[key] = analysis_from_config(config)
     return _ANALYSES[key]
 
