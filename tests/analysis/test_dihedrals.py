@@ -171,3 +171,19 @@ def test_compiled_sincos_equal_the_sine_and_cosine_of_the_angles():
     assert np.isnan(ours[:, 151:]).all() and not np.isnan(ours[:, :150]).any()
     np.testing.assert_array_equal(block_dihedral_sincos(x[1:], quad, boxes[1:]), ours[1:])
     np.testing.assert_array_equal(block_dihedral_sincos(x, quad), block_dihedral_sincos(x, quad, boxes[[2, 2, 2]]))
+
+
+def test_feature_labels_made_once_per_topology_are_each_analysis_own(adk_h5md):
+    """Members sharing a topology share its labels (read-only, made once): a sin/cos run and an angles run of
+    the same topology each get their own, MDAnalysis's residues (those with both angles) in order."""
+    u = mda.Universe(D.PSF, D.DCD)
+    res = u.select_atoms("protein").residues[1:-1]
+    for sincos, kinds in ((True, ["sin(phi)", "cos(phi)", "sin(psi)", "cos(psi)"]), (False, ["phi", "psi"]),
+                          (True, ["sin(phi)", "cos(phi)", "sin(psi)", "cos(psi)"])):
+        r = ts.run(ts.Ramachandran(sincos=sincos), D.PSF, adk_h5md, stop=2)
+        labels = r.feature_labels()
+        k = len(kinds)
+        assert labels.feature.tolist() == kinds * len(res)
+        np.testing.assert_array_equal(labels.resname, np.repeat(res.resnames.astype(str), k))
+        np.testing.assert_array_equal(labels.resid, np.repeat(res.resids, k))
+        assert not labels.feature.flags.writeable

@@ -195,9 +195,10 @@ class Ramachandran(Analysis):
     def prepare(self, universe, source) -> Prepared:
         group = select_atoms(universe, self.select, "selection")
         indices = np.asarray(group.indices, np.int64)
-        found = derived(universe, ("ramachandran", self.select, self.omega, self.chi1, indices.tobytes()),
-                        lambda: self._backbone(universe, indices))
-        return Prepared(atoms=found["atoms"], state={**found["state"], "path": source.path})
+        key = (self.select, self.omega, self.chi1, indices.tobytes())
+        found = derived(universe, ("ramachandran", *key), lambda: self._backbone(universe, indices))
+        labels = derived(universe, ("ramachandran labels", self.sincos, *key), lambda: self._labels(found["state"]))
+        return Prepared(atoms=found["atoms"], state={**found["state"], "labels": labels, "path": source.path})
 
     def _backbone(self, universe, indices: np.ndarray) -> dict:
         """The atoms read and each angle's atoms and labels, for the residues of ``indices`` (computed once
@@ -245,18 +246,27 @@ class Ramachandran(Analysis):
             values = values.reshape(f, s["n_residues"], -1)
         return FrameRows(block.frames, block.time, {self.result_name: values})
 
-    def result(self, reduced: FrameRows, prep: Prepared) -> Features:
-        s = prep.state
+    def _labels(self, state: dict) -> dict[str, np.ndarray]:
+        """Each feature's ``feature``, ``resname``, ``resid`` and ``chain`` (read-only: made once per topology,
+        every member's results hold them)."""
         k = 2 if self.sincos else 1
-        width = len(s["kind"]) * k
-        empty = np.empty((0, s["n_residues"], width // s["n_residues"]) if self._per_residue else (0, width))
-        kind = np.asarray(s["kind"], dtype=str)
+        kind = np.asarray(state["kind"], dtype=str)
         if self.sincos:
             feature = np.stack([np.char.add(np.char.add("sin(", kind), ")"),
                                 np.char.add(np.char.add("cos(", kind), ")")], axis=-1).reshape(-1)
         else:
-            feature = kind
+            feature = np.array(kind)
+        labels = {"feature": feature, "resname": np.repeat(np.asarray(state["resname"], dtype=str), k),
+                  "resid": np.repeat(np.asarray(state["resid"], np.int64), k),
+                  "chain": np.repeat(np.asarray(state["chain"], dtype=str), k)}
+        for a in labels.values():
+            a.setflags(write=False)
+        return labels
+
+    def result(self, reduced: FrameRows, prep: Prepared) -> Features:
+        s = prep.state
+        width = len(s["kind"]) * (2 if self.sincos else 1)
+        empty = np.empty((0, s["n_residues"], width // s["n_residues"]) if self._per_residue else (0, width))
+        labels = s.get("labels") or self._labels(s)
         return Features(reduced.frame, reduced.time, reduced.columns.get(self.result_name, empty), self.result_name,
-                        feature=feature, resname=np.repeat(np.asarray(s["resname"], dtype=str), k),
-                        resid=np.repeat(np.asarray(s["resid"], np.int64), k),
-                        chain=np.repeat(np.asarray(s["chain"], dtype=str), k))
+                        **labels)
