@@ -171,7 +171,7 @@ def test_a_quiet_xtc_run_imports_neither_the_summary_nor_hdf5(tmp_path):
     parts = [str(shutil.copyfile(XTC, tmp_path / f"part{i}.xtc")) for i in range(2)]
     out = tmp_path / "r.csv"
     names = ("trajscale.report.", "trajscale.h5md", "h5py", "numpy.ma", "trajscale.executors.claims",
-             "trajscale.endings")
+             "trajscale.endings", "trajscale.storage.")
     code, loaded = _second_run_loads(["-q", "run", "rmsd", GRO, *parts, "--executor", "serial", "--out", str(out),
                                       "--overwrite"], tmp_path / "caches", names)
     assert code == 0 and out.stat().st_size > 0
@@ -182,6 +182,9 @@ def test_a_quiet_xtc_run_imports_neither_the_summary_nor_hdf5(tmp_path):
     # (H5MD's declared traits, a record the registry reads of every format, are no part of its reader)
     assert not {m for m in loaded if m.startswith(("h5py", "trajscale.h5md"))} - H5MD_TRAITS, loaded
     assert "numpy.ma" not in loaded   # (np.unique's first call imports it: 5 % of a short run's start)
+    # (files at hand: no object store's client, requests, retries or cache of remote scans)
+    assert not {m for m in loaded if m.rsplit(".", 1)[-1] in {"objects", "clients", "retry", "inflight", "cache"}}, \
+        loaded
 
 
 def test_a_quiet_serial_h5md_run_creates_no_record_it_does_not_use(tmp_path):
