@@ -171,7 +171,7 @@ def test_a_quiet_xtc_run_imports_neither_the_summary_nor_hdf5(tmp_path):
     parts = [str(shutil.copyfile(XTC, tmp_path / f"part{i}.xtc")) for i in range(2)]
     out = tmp_path / "r.csv"
     names = ("trajscale.report.", "trajscale.h5md", "h5py", "numpy.ma", "trajscale.executors.claims",
-             "trajscale.endings")
+             "trajscale.endings", "trajscale.storage.")
     code, loaded = _second_run_loads(["-q", "run", "rmsd", GRO, *parts, "--executor", "serial", "--out", str(out),
                                       "--overwrite"], tmp_path / "caches", names)
     assert code == 0 and out.stat().st_size > 0
@@ -182,6 +182,9 @@ def test_a_quiet_xtc_run_imports_neither_the_summary_nor_hdf5(tmp_path):
     # (H5MD's declared traits, a record the registry reads of every format, are no part of its reader)
     assert not {m for m in loaded if m.startswith(("h5py", "trajscale.h5md"))} - H5MD_TRAITS, loaded
     assert "numpy.ma" not in loaded   # (np.unique's first call imports it: 5 % of a short run's start)
+    # (files at hand: no object store's client, requests, retries or cache of remote scans)
+    assert not {m for m in loaded if m.rsplit(".", 1)[-1] in {"objects", "clients", "retry", "inflight", "cache"}}, \
+        loaded
 
 
 def test_a_quiet_serial_h5md_run_creates_no_record_it_does_not_use(tmp_path):
@@ -207,3 +210,26 @@ def test_a_quiet_serial_h5md_run_creates_no_record_it_does_not_use(tmp_path):
     assert code == 0 and loaded == []
     ref = rms.RMSD(mda.Universe(PSF, DCD), select="name CA").run(stop=4).results.rmsd[:, 2]
     np.testing.assert_allclose(np.loadtxt(out, delimiter=",", skiprows=1)[:, -1], ref, atol=1e-4)
+
+
+def test_a_features_run_imports_no_kernel_it_does_not_use(tmp_path):
+    """``ts.run(ts.Ramachandran(sincos=True), ...)`` on the serial executor imports the dihedral kernels alone:
+    not the superposition kernels (RMSD's and fitting's, imported by their own modules), neither in a run nor
+    for a run's tasks (its features against MDAnalysis's: tests/analysis/test_dihedrals.py)."""
+    import MDAnalysis as mda
+    from MDAnalysisTests.datafiles import DCD, PSF
+
+    import trajscale as ts
+
+    h5 = tmp_path / "adk.h5md"
+    u = mda.Universe(PSF, DCD)
+    with ts.ParallelWriter(h5, u.atoms.n_atoms) as w:
+        for i, _ in enumerate(u.trajectory[:3]):
+            w.write(step=i, time=float(i), ids=u.atoms.indices, positions=u.atoms.positions)
+    code = ("import json, sys\nimport trajscale as ts\n"
+            f"r = ts.run(ts.Ramachandran(sincos=True), {PSF!r}, {str(h5)!r}, executor='serial')\n"
+            "print(json.dumps({'shape': r.sincos.shape, 'loaded': sorted(m for m in sys.modules "
+            "if m.startswith('trajscale.kernels.'))}))")
+    got = _fresh(code)
+    assert got["shape"] == [3, 212, 4]
+    assert "trajscale.kernels.superpose" not in got["loaded"] and "trajscale.kernels.geometry" in got["loaded"]

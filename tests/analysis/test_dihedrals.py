@@ -12,7 +12,7 @@ from MDAnalysis.lib.distances import calc_dihedrals, minimize_vectors
 from MDAnalysisTests import datafiles as D
 
 import trajscale as ts
-from trajscale.analysis.dihedrals import block_dihedrals, dihedral_angles, minimum_image
+from trajscale.analysis.dihedrals import block_dihedral_sincos, block_dihedrals, dihedral_angles, minimum_image
 from trajscale.convert.convert import convert
 from trajscale.errors import SelectionError
 from trajscale.h5md.layout import Layout
@@ -147,3 +147,43 @@ def test_compiled_minimum_image_keeps_the_bits_of_rounding_every_bond():
     assert np.abs(ours).max() == np.pi   # (the planar ones: ±π, by the sign of a zero)
     np.testing.assert_array_equal(np.signbit(ours), np.signbit(ref))
     np.testing.assert_array_equal(ours, ref)
+
+
+def test_compiled_sincos_equal_the_sine_and_cosine_of_the_angles():
+    """The sin/cos kernel (no angle made) against NumPy's sin and cos of the angles, to rounding, for random
+    quadruples with no box, an orthorhombic and a triclinic box, and the cases it leaves to ``atan2``:
+    collinear atoms (``atan2(0, 0)``: 0 and 1), a zero-length middle bond and a NaN coordinate (NaN);
+    any split of the frames gives the same bits."""
+    rng = np.random.default_rng(5)
+    boxes = np.array([[30, 31, 29, 90, 90, 90], [25, 27, 30, 70, 80, 65], [0, 0, 0, 0, 0, 0]], np.float32)
+    x = (rng.random((3, 300, 3)) * 60 - 15).astype(np.float32)
+    x[:, 1], x[:, 2] = x[:, 0] + [1.0, 0.0, 0.0], x[:, 0] + [2.0, 0.0, 0.0]   # 0, 1, 2, 3: collinear
+    x[:, 3] = x[:, 0] + [3.0, 0.0, 0.0]
+    x[:, 5] = x[:, 4]                                                        # 6-4-5-7: a zero middle bond
+    x[:, 9, 1] = np.nan
+    quad = np.concatenate([np.stack([rng.choice(np.arange(10, 300), 4, replace=False) for _ in range(150)], axis=1),
+                           np.array([[0, 1, 2, 3], [6, 4, 5, 7], [8, 9, 10, 11]]).T], axis=1)
+    ours = block_dihedral_sincos(x, quad, boxes)
+    angles = block_dihedrals(x, quad, boxes)
+    assert ours.shape == (3, 153, 2)
+    np.testing.assert_allclose(ours, np.stack([np.sin(angles), np.cos(angles)], axis=-1), rtol=0, atol=4e-16)
+    np.testing.assert_array_equal(ours[:, 150], [[0.0, 1.0]] * 3)            # (atan2(0, 0) is 0)
+    assert np.isnan(ours[:, 151:]).all() and not np.isnan(ours[:, :150]).any()
+    np.testing.assert_array_equal(block_dihedral_sincos(x[1:], quad, boxes[1:]), ours[1:])
+    np.testing.assert_array_equal(block_dihedral_sincos(x, quad), block_dihedral_sincos(x, quad, boxes[[2, 2, 2]]))
+
+
+def test_feature_labels_made_once_per_topology_are_each_analysis_own(adk_h5md):
+    """Members sharing a topology share its labels (read-only, made once): a sin/cos run and an angles run of
+    the same topology each get their own, MDAnalysis's residues (those with both angles) in order."""
+    u = mda.Universe(D.PSF, D.DCD)
+    res = u.select_atoms("protein").residues[1:-1]
+    for sincos, kinds in ((True, ["sin(phi)", "cos(phi)", "sin(psi)", "cos(psi)"]), (False, ["phi", "psi"]),
+                          (True, ["sin(phi)", "cos(phi)", "sin(psi)", "cos(psi)"])):
+        r = ts.run(ts.Ramachandran(sincos=sincos), D.PSF, adk_h5md, stop=2)
+        labels = r.feature_labels()
+        k = len(kinds)
+        assert labels.feature.tolist() == kinds * len(res)
+        np.testing.assert_array_equal(labels.resname, np.repeat(res.resnames.astype(str), k))
+        np.testing.assert_array_equal(labels.resid, np.repeat(res.resids, k))
+        assert not labels.feature.flags.writeable

@@ -79,3 +79,28 @@ def test_one_task_is_read_in_blocks_and_reduced(adk_vacuum, adk_vacuum_h5md, mda
 def test_block_budget_must_be_positive(adk_vacuum, adk_vacuum_h5md):
     with pytest.raises(ConfigError, match="max_block_bytes"):
         run(RMSD(select=SELECT), adk_vacuum[0], adk_vacuum_h5md, max_block_bytes=0)
+
+
+def test_a_partials_bytes_are_its_arrays_bytes():
+    """What a fold counts of a partial (how soon it reduces a run of them): the bytes of every NumPy array in
+    its dicts, sequences and dataclasses (the field names of each dataclass type looked up once), nothing for
+    its labels and numbers, a class itself, or an object of another kind."""
+    import dataclasses
+
+    from trajscale.analysis.base import FrameRows, Prepared
+    from trajscale.executors.base import _nbytes
+
+    @dataclasses.dataclass
+    class Pair:
+        a: object
+        b: object = None
+
+    frame, time, values = np.arange(3), np.ones(3), np.zeros((3, 4), np.float32)
+    quads, atoms = np.zeros((4, 6), np.int64), np.arange(9)
+    rows = FrameRows(frame, time, {"v": values})
+    partial = [Pair(rows, {"labels": ("phi", "psi", 3, 1.5, None, b"x", True)}),
+               (Prepared(atoms, {"quads": quads, "n": 4, "path": "a.xtc"}), Pair, object())]
+    expect = frame.nbytes + time.nbytes + values.nbytes + atoms.nbytes + quads.nbytes
+    assert _nbytes(partial) == expect
+    assert _nbytes(partial) == expect   # (again, the field names now looked up)
+    assert _nbytes(Pair) == 0 and _nbytes("text") == 0 and _nbytes(object()) == 0

@@ -89,3 +89,20 @@ def test_amplification_counts_the_runs_read():
     assert amplification(shape, (1, 47681, 3), 100, atoms) == pytest.approx(47681 / 221)
     # chunks of 128 atoms: only the chunks the two runs touch (26 + 1)
     assert amplification(shape, (1, 128, 3), 100, atoms) == pytest.approx(27 * 128 / 221)
+
+
+def test_a_plan_is_made_once_for_the_same_atoms():
+    """Members sharing a topology read the same atoms block after block: the plan is kept (read-only) and given
+    again for equal atoms, and equals the one made afresh; other atoms or another frame width get their own."""
+    from trajscale.hdf5 import runs
+
+    atoms = np.r_[np.arange(0, 3300, 15), 3340]
+    first = plan_atom_reads(atoms, N)
+    again = plan_atom_reads(atoms.copy(), N)
+    assert again is first and not first.runs.flags.writeable
+    fresh = runs._plan(atoms, N)
+    np.testing.assert_array_equal(first.runs, fresh.runs)
+    assert (first.index is None) == (fresh.index is None)
+    assert plan_atom_reads(atoms, N + 1) is not first and plan_atom_reads(atoms[:-1], N) is not first
+    scattered = np.r_[np.arange(0, 3300, 15), 47680]
+    assert plan_atom_reads(scattered, 47681).runs.tolist() == [[0, 3286], [47680, 47681]]

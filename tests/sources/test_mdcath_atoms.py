@@ -85,6 +85,36 @@ def test_phi_psi_equal_mdanalysis_labelled_from_the_file_without_a_universe(file
     assert all(t.t_build == 0 for t in tops)   # no Universe was built for any of them
 
 
+def test_a_file_whose_atoms_a_process_read_from_another_is_not_read_again(files, tmp_path, monkeypatch):
+    """A later process (nothing in memory) that read a file's atoms takes a second file's from them, told by
+    the digest the first run kept of each file's, without loading the second's text and datasets: the same
+    topology object, and its features MDAnalysis's; a file of other atoms is read."""
+    from collections import OrderedDict
+
+    from trajscale.mdcath import atoms
+
+    monkeypatch.setenv("TRAJSCALE_CACHE_DIR", str(tmp_path / "cache"))
+
+    def own(path):
+        with MDCATHSource(path, member=KEY) as src:
+            return src.own_universe()
+
+    stored, read = atoms._stored, []
+    monkeypatch.setattr(atoms, "_stored", lambda store, path, prepares: read.append(path) or stored(store, path,
+                                                                                                     prepares))
+    for _ in range(2):   # a first process (every file read, its digest kept), then a later one
+        monkeypatch.setattr(atoms, "_BY_FILE", OrderedDict())
+        monkeypatch.setattr(atoms, "_BY_CONTENT", OrderedDict())
+        read.clear()
+        tops = [own(files[k]) for k in ("adk", "copy", "bare")]
+        assert tops[0] is tops[1] and tops[2] is not tops[0]
+    assert read == [files["adk"], files["bare"]]   # (the later process: the copy's atoms not loaded)
+    r = ts.run(ts.Ramachandran(sincos=True), files["copy"], executor="serial")
+    want, residues = mdanalysis_features(files["copy"])
+    np.testing.assert_allclose(r.arrays()[0], want, atol=2e-5)
+    np.testing.assert_array_equal(r.feature_labels(r.names[0]).resid[::4], residues.resids)
+
+
 @pytest.mark.parametrize("damage,message", [
     (lambda g: g["resname"].__setitem__(40, b"XYZ"), r"resname of atom 41 is 'XYZ' but pdbProteinAtoms says"),
     (lambda g: g.__delitem__("resid") or g.create_dataset("resid", data=np.ones((2, 5), np.int64)),

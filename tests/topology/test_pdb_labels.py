@@ -165,3 +165,20 @@ def test_windows_newlines_and_leading_blanks_read_as_mdanalysis_reads_them(tmp_p
         atoms = mda.Universe(parser.parse()).atoms
     for label, attr in LABELS.items():
         np.testing.assert_array_equal(labels[label], np.asarray(getattr(atoms, attr)).astype(labels[label].dtype))
+
+
+def test_a_labelled_topology_answers_each_selection_once_as_mdanalysis_selects():
+    """Members sharing a topology ask it the same selections: each is answered from the labels once (the
+    same read-only indices again), equal to MDAnalysis's, and a selection it cannot answer stays MDAnalysis's."""
+    from trajscale.topology.labelled import LabelledTopology
+
+    u = mda.Universe(D.PDB_small)
+    labels = {k: np.asarray(getattr(u.atoms, v)) for k, v in LABELS.items() if k != "icode"}
+    labels["resid"], labels["resindex"] = labels["resid"].astype(np.int64), labels["resindex"].astype(np.int64)
+    top = LabelledTopology(D.PDB_small, {k: (v.astype(str) if v.dtype == object else v) for k, v in labels.items()},
+                           lambda: u)
+    first = top.answer(("protein",))
+    assert top.answer(("protein",)) is first and not first.flags.writeable
+    np.testing.assert_array_equal(first, u.select_atoms("protein").indices)
+    np.testing.assert_array_equal(top.answer(("name CA",)), u.select_atoms("name CA").indices)
+    assert top.answer(("not protein",)) is None and top.answer(("not protein",)) is None

@@ -11,7 +11,8 @@ the next ensemble member with the same topology.  The angles are then computed
 for whole blocks of frames in float64: each bond vector minimum-imaged in the
 frame's box (as ``calc_dihedrals(..., box=)``), then ``atan2`` of the two
 normals' cross and dot products, in degrees in (-180, 180]; by the compiled
-kernel (:func:`~trajscale.kernels.geometry.quad_dihedrals`) for frames without a
+kernel (:func:`~trajscale.kernels.geometry.quad_dihedrals`; with ``sincos``, their sine and cosine
+straight from its two ``atan2`` arguments) for frames without a
 box or with an orthorhombic one, with NumPy for triclinic boxes.
 
 ``sincos=True`` gives ``(sin φ, cos φ, sin ψ, cos ψ)`` per residue instead: the
@@ -27,7 +28,7 @@ import numpy as np
 
 from ..block import Block, sorted_unique
 from ..errors import SelectionError
-from ..kernels.geometry import quad_dihedrals, safe_radius2, triclinic_vectors
+from ..kernels.geometry import quad_dihedral_sincos, quad_dihedrals, safe_radius2, triclinic_vectors
 from ..topology import select_atoms
 from .base import Analysis, FrameRows, Prepared, check_finite
 from .options import NO_PBC, Command, Option
@@ -88,12 +89,9 @@ def dihedral_angles(p1: np.ndarray, p2: np.ndarray, p3: np.ndarray, p4: np.ndarr
     return np.arctan2(y, x)
 
 
-def block_dihedrals(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
-    """(F, M) dihedral angles in radians of the atom quadruples ``quad`` (4, M; indices into ``x``'s atoms,
-    (F, A, 3)), minimum image in ``dims`` (F, 6) where given: the compiled kernel for frames without a box or
-    with an orthorhombic one, :func:`dihedral_angles` for triclinic boxes (each frame by its own box, so any
-    split of the frames gives the same bits)."""
-    n = x.shape[0]
+def _box_lengths(dims: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(F, 3) each frame's orthorhombic box edges for the compiled kernels (zeros: no box, or a triclinic
+    one), (F,) which frames have a triclinic box, and ``dims`` as (F, 6) float64 (None where not given)."""
     lengths = np.zeros((n, 3))
     tric = np.zeros(n, bool)
     if dims is not None:
@@ -107,10 +105,33 @@ def block_dihedrals(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | None = N
             ortho = boxed & (dims[:, 3:] == 90.0).all(axis=1)
             tric = boxed & ~ortho
             lengths[ortho] = dims[ortho, :3]
+    return lengths, tric, dims
+
+
+def block_dihedrals(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
+    """(F, M) dihedral angles in radians of the atom quadruples ``quad`` (4, M; indices into ``x``'s atoms,
+    (F, A, 3)), minimum image in ``dims`` (F, 6) where given: the compiled kernel for frames without a box or
+    with an orthorhombic one, :func:`dihedral_angles` for triclinic boxes (each frame by its own box, so any
+    split of the frames gives the same bits)."""
+    lengths, tric, dims = _box_lengths(dims, x.shape[0])
     out = quad_dihedrals(x, quad, lengths)
     if tric.any():
         xt = x[tric]
         out[tric] = dihedral_angles(*(xt[:, q] for q in quad), dims[tric])
+    return out
+
+
+def block_dihedral_sincos(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
+    """(F, M, 2) sine and cosine of :func:`block_dihedrals`' angles (the same arguments): compiled from the
+    two arguments of each angle's ``atan2`` for frames without a box or with an orthorhombic one (no angle,
+    no ``sin`` or ``cos`` called), ``np.sin``/``np.cos`` of :func:`dihedral_angles` for triclinic boxes;
+    equal to ``sin``/``cos`` of the angles to rounding, and the same bits for any split of the frames."""
+    lengths, tric, dims = _box_lengths(dims, x.shape[0])
+    out = quad_dihedral_sincos(x, quad, lengths)
+    if tric.any():
+        xt = x[tric]
+        angles = dihedral_angles(*(xt[:, q] for q in quad), dims[tric])
+        out[tric] = np.stack([np.sin(angles), np.cos(angles)], axis=-1)
     return out
 
 
@@ -174,9 +195,10 @@ class Ramachandran(Analysis):
     def prepare(self, universe, source) -> Prepared:
         group = select_atoms(universe, self.select, "selection")
         indices = np.asarray(group.indices, np.int64)
-        found = derived(universe, ("ramachandran", self.select, self.omega, self.chi1, indices.tobytes()),
-                        lambda: self._backbone(universe, indices))
-        return Prepared(atoms=found["atoms"], state={**found["state"], "path": source.path})
+        key = (self.select, self.omega, self.chi1, indices.tobytes())
+        found = derived(universe, ("ramachandran", *key), lambda: self._backbone(universe, indices))
+        labels = derived(universe, ("ramachandran labels", self.sincos, *key), lambda: self._labels(found["state"]))
+        return Prepared(atoms=found["atoms"], state={**found["state"], "labels": labels, "path": source.path})
 
     def _backbone(self, universe, indices: np.ndarray) -> dict:
         """The atoms read and each angle's atoms and labels, for the residues of ``indices`` (computed once
@@ -212,28 +234,39 @@ class Ramachandran(Analysis):
     def map(self, block: Block, prep: Prepared) -> FrameRows:
         s = prep.state
         check_finite(block, block.positions, s["path"])
-        angles = block_dihedrals(block.positions, s["quads"], block.box if self.pbc else None)
-        f = len(angles)
-        if self.sincos:
-            values = np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(f, -1)
+        box = block.box if self.pbc else None
+        if self.sincos:   # (sin, cos of each angle, in turn: straight from the kernel, no angle made first)
+            values = block_dihedral_sincos(block.positions, s["quads"], box)
+            f = len(values)
+            values = values.reshape(f, -1)
         else:
-            values = np.rad2deg(angles)
+            values = np.rad2deg(block_dihedrals(block.positions, s["quads"], box))
+            f = len(values)
         if self._per_residue:
             values = values.reshape(f, s["n_residues"], -1)
         return FrameRows(block.frames, block.time, {self.result_name: values})
 
-    def result(self, reduced: FrameRows, prep: Prepared) -> Features:
-        s = prep.state
+    def _labels(self, state: dict) -> dict[str, np.ndarray]:
+        """Each feature's ``feature``, ``resname``, ``resid`` and ``chain`` (read-only: made once per topology,
+        every member's results hold them)."""
         k = 2 if self.sincos else 1
-        width = len(s["kind"]) * k
-        empty = np.empty((0, s["n_residues"], width // s["n_residues"]) if self._per_residue else (0, width))
-        kind = np.asarray(s["kind"], dtype=str)
+        kind = np.asarray(state["kind"], dtype=str)
         if self.sincos:
             feature = np.stack([np.char.add(np.char.add("sin(", kind), ")"),
                                 np.char.add(np.char.add("cos(", kind), ")")], axis=-1).reshape(-1)
         else:
-            feature = kind
+            feature = np.array(kind)
+        labels = {"feature": feature, "resname": np.repeat(np.asarray(state["resname"], dtype=str), k),
+                  "resid": np.repeat(np.asarray(state["resid"], np.int64), k),
+                  "chain": np.repeat(np.asarray(state["chain"], dtype=str), k)}
+        for a in labels.values():
+            a.setflags(write=False)
+        return labels
+
+    def result(self, reduced: FrameRows, prep: Prepared) -> Features:
+        s = prep.state
+        width = len(s["kind"]) * (2 if self.sincos else 1)
+        empty = np.empty((0, s["n_residues"], width // s["n_residues"]) if self._per_residue else (0, width))
+        labels = s.get("labels") or self._labels(s)
         return Features(reduced.frame, reduced.time, reduced.columns.get(self.result_name, empty), self.result_name,
-                        feature=feature, resname=np.repeat(np.asarray(s["resname"], dtype=str), k),
-                        resid=np.repeat(np.asarray(s["resid"], np.int64), k),
-                        chain=np.repeat(np.asarray(s["chain"], dtype=str), k))
+                        **labels)

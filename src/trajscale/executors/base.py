@@ -201,9 +201,7 @@ def opened_files(config: dict, source: Source, before: int, opened_now: bool) ->
 def _analysis(config: dict) -> Analysis:
     key = _key(config)
     if key not in _ANALYSES:
-        # Import the kernels before the first timed task: compiled ahead of time, they load at once,
-        # where a JIT would compile them on every fresh Dask or spawned worker.
-        from ..kernels import superpose  # noqa: F401
+        # (each analysis's module imports the compiled kernels it uses, ahead of time: no other's here)
         _ANALYSES[key] = analysis_from_config(config)
     return _ANALYSES[key]
 
@@ -267,9 +265,16 @@ class Fold:
         return got[0] if len(got) == 1 else self.analysis.reduce(got)
 
 
+#: Types that hold no array (a partial's labels and numbers: thousands, each told at a glance).
+_NO_ARRAYS = frozenset({str, bytes, int, float, bool, type(None)})
+#: A dataclass type's field names (``dataclasses.fields`` costs more than the sum it is asked for).
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _nbytes(obj) -> int:
     """The bytes of the NumPy arrays in a partial (a dict, a sequence, a dataclass of them)."""
-    if isinstance(obj, str | bytes | int | float | None):   # (a partial's labels: thousands, each at a glance)
+    kind = type(obj)
+    if kind in _NO_ARRAYS or isinstance(obj, str | bytes | int | float | None):
         return 0
     if hasattr(obj, "nbytes") and hasattr(obj, "dtype"):
         return int(obj.nbytes)
@@ -277,9 +282,12 @@ def _nbytes(obj) -> int:
         return sum(_nbytes(v) for v in obj.values())
     if isinstance(obj, list | tuple):
         return sum(_nbytes(v) for v in obj)
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return sum(_nbytes(getattr(obj, f.name)) for f in dataclasses.fields(obj))
-    return 0
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+            return 0
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(obj))
+    return sum(_nbytes(getattr(obj, name)) for name in names)
 
 
 def _stop_here(comm) -> bool:

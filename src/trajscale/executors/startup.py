@@ -114,7 +114,7 @@ def note_task(task: int) -> None:
 
 
 def task_imports(modules: tuple[str, ...] = ()) -> None:
-    """Import what every task imports (the task wrapper, the kernels) and ``modules`` (the job's format's Source
+    """Import what every task imports (the task wrapper) and ``modules`` (the job's format's Source
     and what it reads with: :func:`trajscale.sources.reader_modules`), and nothing of another format.
 
     Called in the parent just before it forks its workers: the parent needs these to
@@ -123,7 +123,6 @@ def task_imports(modules: tuple[str, ...] = ()) -> None:
     """
     import importlib
 
-    from ..kernels import superpose  # noqa: F401
     from . import base  # noqa: F401
 
     for name in modules:

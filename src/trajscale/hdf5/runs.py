@@ -9,6 +9,8 @@ read-amplification figures both decide with :func:`plan_atom_reads`.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +23,11 @@ MERGE_GAP_ATOMS = 256
 #: Whole frames are read once the atoms to move pass this fraction of a frame:
 #: one contiguous read per frame beats a slightly smaller strided one.
 SPAN_FRACTION = 0.75
+#: Plans kept for the next read of the same atoms (an ensemble's members sharing a topology ask the same
+#: ones, block after block), for selections of at most so many atoms (the key holds their indices).
+KEPT_PLANS, KEPT_ATOMS = 64, 65_536
+_PLANS: OrderedDict = OrderedDict()
+_PLANS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -61,14 +68,36 @@ def plan_atom_reads(atoms: np.ndarray | None, n_atoms: int) -> AtomReads:
 
     Runs of selected atoms closer than :data:`MERGE_GAP_ATOMS` are merged; the
     runs are kept when they cost less than the span, the span when it is below
-    :data:`SPAN_FRACTION` of a frame, else whole frames.
+    :data:`SPAN_FRACTION` of a frame, else whole frames. A plan of at most :data:`KEPT_ATOMS` atoms is kept
+    (its arrays read-only) and given again for the same atoms.
     """
-    whole = np.array([[0, n_atoms]], dtype=np.int64)
     if atoms is None:
-        return AtomReads(whole, None)
+        return AtomReads(np.array([[0, n_atoms]], dtype=np.int64), None)
     atoms = np.asarray(atoms, dtype=np.int64)
     if atoms.size == 0:
         return AtomReads(np.zeros((0, 2), np.int64), atoms)
+    if atoms.size > KEPT_ATOMS:
+        return _plan(atoms, n_atoms)
+    key = (n_atoms, atoms.shape, atoms.tobytes())
+    with _PLANS_LOCK:
+        plan = _PLANS.get(key)
+        if plan is not None:
+            _PLANS.move_to_end(key)
+            return plan
+    plan = _plan(atoms, n_atoms)
+    for a in (plan.runs, plan.index):   # (shared by every read that asks for these atoms)
+        if a is not None:
+            a.setflags(write=False)
+    with _PLANS_LOCK:
+        _PLANS[key] = plan
+        while len(_PLANS) > KEPT_PLANS:
+            _PLANS.popitem(last=False)
+    return plan
+
+
+def _plan(atoms: np.ndarray, n_atoms: int) -> AtomReads:
+    """:func:`plan_atom_reads` of a non-empty int64 ``atoms``, made."""
+    whole = np.array([[0, n_atoms]], dtype=np.int64)
     u = sorted_unique(atoms)
     cut = np.flatnonzero(np.diff(u) > MERGE_GAP_ATOMS + 1)
     runs = np.stack([u[np.concatenate(([0], cut + 1))], u[np.concatenate((cut, [-1]))] + 1], axis=1)

@@ -10,7 +10,7 @@ and checks for signals (Ctrl-C) between chunks.  Every frame is summed in atom o
 import numpy as np
 
 from cython cimport floating
-from libc.math cimport atan2, fabs, rint, sqrt, INFINITY
+from libc.math cimport atan2, cos, fabs, rint, sin, sqrt, INFINITY
 from libc.stdint cimport int64_t
 
 from ._chunks cimport Chunks, chunks, next_chunk
@@ -208,26 +208,58 @@ def radius_of_gyration(const floating[:, :, ::1] x, const double[::1] masses):
 
 
 
+cdef inline void _dihedral_yx(double b[3][3], const double *L, double *y, double *x) noexcept nogil:
+    """The bonds ``b`` (each minimum-imaged in place in the orthorhombic box of edges ``L``; ``L[0]`` zero:
+    no box), then the two arguments of the dihedral's ``atan2``: ``y`` the normals' cross product along the
+    middle bond over its length, ``x`` their dot product."""
+    cdef double n1[3]
+    cdef double n2[3]
+    cdef Py_ssize_t j, c
+    if L[0] > 0:
+        for j in range(3):
+            for c in range(3):
+                # shorter than half the edge: rint(b / L) is ±0 and b - L * ±0 is b, or +0 for -0 (b + 0.0
+                # gives those bits without the division)
+                if 2.0 * fabs(b[j][c]) < L[c]:
+                    b[j][c] = b[j][c] + 0.0
+                else:
+                    b[j][c] = b[j][c] - L[c] * rint(b[j][c] / L[c])
+    n1[0] = b[0][1] * b[1][2] - b[0][2] * b[1][1]
+    n1[1] = b[0][2] * b[1][0] - b[0][0] * b[1][2]
+    n1[2] = b[0][0] * b[1][1] - b[0][1] * b[1][0]
+    n2[0] = b[1][1] * b[2][2] - b[1][2] * b[2][1]
+    n2[1] = b[1][2] * b[2][0] - b[1][0] * b[2][2]
+    n2[2] = b[1][0] * b[2][1] - b[1][1] * b[2][0]
+    x[0] = n1[0] * n2[0] + n1[1] * n2[1] + n1[2] * n2[2]
+    y[0] = ((n1[1] * n2[2] - n1[2] * n2[1]) * b[1][0] + (n1[2] * n2[0] - n1[0] * n2[2]) * b[1][1]
+            + (n1[0] * n2[1] - n1[1] * n2[0]) * b[1][2]) / sqrt(b[1][0] * b[1][0] + b[1][1] * b[1][1]
+                                                                + b[1][2] * b[1][2])
+
+
+def _check_quads(const int64_t[:, ::1] quad, Py_ssize_t n_atoms, Py_ssize_t n_frames, Py_ssize_t n_lengths,
+                 Py_ssize_t width, Py_ssize_t lengths_width):
+    if quad.shape[0] != 4 or width != 3 or n_lengths != n_frames or lengths_width != 3:
+        raise ValueError("dihedrals need (F, A, 3) coordinates, (4, M) atom indices and (F, 3) box lengths")
+    cdef Py_ssize_t j, k
+    for j in range(4):
+        for k in range(quad.shape[1]):
+            if quad[j, k] < 0 or quad[j, k] >= n_atoms:
+                raise IndexError(f"atom index {quad[j, k]} out of range for {n_atoms} atoms")
+
+
 def dihedrals(const floating[:, :, ::1] x, const int64_t[:, ::1] quad, const double[:, ::1] lengths):
     """(F, M) dihedral angles in radians, (-π, π], of the atoms ``quad[0..3, m]`` in each frame of ``x``
     (F, A, 3), in float64: the three bond vectors (each minimum-imaged in an orthorhombic box of edge
     ``lengths[f]`` (F, 3), component by component as ``d - L * rint(d / L)``; a zero length: no box), then
     ``atan2`` of the two normals' cross product along the middle bond and their dot product, as
     MDAnalysis's ``calc_dihedrals``."""
-    if quad.shape[0] != 4 or x.shape[2] != 3 or lengths.shape[0] != x.shape[0] or lengths.shape[1] != 3:
-        raise ValueError("dihedrals need (F, A, 3) coordinates, (4, M) atom indices and (F, 3) box lengths")
-    cdef Py_ssize_t n_frames = x.shape[0], n_atoms = x.shape[1], m = quad.shape[1], f, k, c, j
-    for j in range(4):
-        for k in range(m):
-            if quad[j, k] < 0 or quad[j, k] >= n_atoms:
-                raise IndexError(f"atom index {quad[j, k]} out of range for {n_atoms} atoms")
+    _check_quads(quad, x.shape[1], x.shape[0], lengths.shape[0], x.shape[2], lengths.shape[1])
+    cdef Py_ssize_t n_frames = x.shape[0], m = quad.shape[1], f, k, c
     out_a = np.empty((n_frames, m))
     cdef double[:, ::1] out = out_a
     cdef double b[3][3]
-    cdef double n1[3]
-    cdef double n2[3]
     cdef double L[3]
-    cdef double dot, y, bb
+    cdef double dot, y
     cdef int64_t a0, a1, a2, a3
     cdef Chunks ch = chunks(n_frames, 8 * m)
     while next_chunk(&ch):
@@ -241,24 +273,44 @@ def dihedrals(const floating[:, :, ::1] x, const int64_t[:, ::1] quad, const dou
                         b[0][c] = <double>x[f, a1, c] - <double>x[f, a0, c]
                         b[1][c] = <double>x[f, a2, c] - <double>x[f, a1, c]
                         b[2][c] = <double>x[f, a3, c] - <double>x[f, a2, c]
-                    if L[0] > 0:
-                        for j in range(3):
-                            for c in range(3):
-                                # shorter than half the edge: rint(b / L) is ±0 and b - L * ±0 is b, or +0
-                                # for -0 (b + 0.0 gives those bits without the division)
-                                if 2.0 * fabs(b[j][c]) < L[c]:
-                                    b[j][c] = b[j][c] + 0.0
-                                else:
-                                    b[j][c] = b[j][c] - L[c] * rint(b[j][c] / L[c])
-                    n1[0] = b[0][1] * b[1][2] - b[0][2] * b[1][1]
-                    n1[1] = b[0][2] * b[1][0] - b[0][0] * b[1][2]
-                    n1[2] = b[0][0] * b[1][1] - b[0][1] * b[1][0]
-                    n2[0] = b[1][1] * b[2][2] - b[1][2] * b[2][1]
-                    n2[1] = b[1][2] * b[2][0] - b[1][0] * b[2][2]
-                    n2[2] = b[1][0] * b[2][1] - b[1][1] * b[2][0]
-                    dot = n1[0] * n2[0] + n1[1] * n2[1] + n1[2] * n2[2]
-                    y = ((n1[1] * n2[2] - n1[2] * n2[1]) * b[1][0] + (n1[2] * n2[0] - n1[0] * n2[2]) * b[1][1]
-                         + (n1[0] * n2[1] - n1[1] * n2[0]) * b[1][2])
-                    bb = sqrt(b[1][0] * b[1][0] + b[1][1] * b[1][1] + b[1][2] * b[1][2])
-                    out[f, k] = atan2(y / bb, dot)
+                    _dihedral_yx(b, L, &y, &dot)
+                    out[f, k] = atan2(y, dot)
+    return out_a
+
+
+def dihedral_sincos(const floating[:, :, ::1] x, const int64_t[:, ::1] quad, const double[:, ::1] lengths):
+    """(F, M, 2) the sine and cosine of :func:`dihedrals`' angles, without the angle: ``y / r`` and
+    ``x / r`` of the two arguments its ``atan2`` takes (``r = sqrt(x² + y²)``), equal to ``sin`` and ``cos``
+    of the angle to rounding (three transcendental functions a dihedral fewer). Where ``r`` is zero or not
+    finite (both normals zero, a zero-length middle bond, a coordinate not finite), ``sin`` and ``cos`` of
+    ``atan2``'s angle, so that those cases keep its conventions (0 and 1 for ``atan2(0, 0)``, NaN)."""
+    _check_quads(quad, x.shape[1], x.shape[0], lengths.shape[0], x.shape[2], lengths.shape[1])
+    cdef Py_ssize_t n_frames = x.shape[0], m = quad.shape[1], f, k, c
+    out_a = np.empty((n_frames, m, 2))
+    cdef double[:, :, ::1] out = out_a
+    cdef double b[3][3]
+    cdef double L[3]
+    cdef double dot, y, r, a
+    cdef int64_t a0, a1, a2, a3
+    cdef Chunks ch = chunks(n_frames, 8 * m)
+    while next_chunk(&ch):
+        with nogil:
+            for f in range(ch.start, ch.stop):
+                for c in range(3):
+                    L[c] = lengths[f, c]
+                for k in range(m):
+                    a0, a1, a2, a3 = quad[0, k], quad[1, k], quad[2, k], quad[3, k]
+                    for c in range(3):
+                        b[0][c] = <double>x[f, a1, c] - <double>x[f, a0, c]
+                        b[1][c] = <double>x[f, a2, c] - <double>x[f, a1, c]
+                        b[2][c] = <double>x[f, a3, c] - <double>x[f, a2, c]
+                    _dihedral_yx(b, L, &y, &dot)
+                    r = sqrt(y * y + dot * dot)
+                    if r > 0 and r < INFINITY:
+                        out[f, k, 0] = y / r
+                        out[f, k, 1] = dot / r
+                    else:
+                        a = atan2(y, dot)
+                        out[f, k, 0] = sin(a)
+                        out[f, k, 1] = cos(a)
     return out_a

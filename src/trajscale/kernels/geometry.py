@@ -128,6 +128,14 @@ def quad_dihedrals(x: np.ndarray, quad: np.ndarray, lengths: np.ndarray) -> np.n
                                np.ascontiguousarray(lengths, np.float64).reshape(-1, 3))
 
 
+def quad_dihedral_sincos(x: np.ndarray, quad: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """(F, M, 2) sine and cosine of :func:`quad_dihedrals`' angles (the same arguments), without the angles:
+    each from the two arguments of its ``atan2``, equal to ``np.sin``/``np.cos`` of its angles to rounding.
+    Compiled, one pass over the frames."""
+    return _geometry.dihedral_sincos(_native(x), np.ascontiguousarray(quad, np.int64),
+                                     np.ascontiguousarray(lengths, np.float64).reshape(-1, 3))
+
+
 def pair_distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
     """(F, N) distances between atom i of ``a`` and atom i of ``b`` (both (F, N, 3)), minimum image if boxed."""
     return _distances(a, b, dims, pairs=True)

@@ -57,11 +57,22 @@ def labelled_topology(store: ByteStore, path: str, n_atoms: int, prepares: bool 
     if top is not None and top.n_atoms == n_atoms:
         _BY_FILE.move_to_end(key)
         return top
+    file = kept.file_key(store)
+    # the digest an earlier run found of this file's atoms: a topology this process read from another file
+    # with the same ones is this file's too, without its text and datasets loaded and hashed again
+    known = _known_digest(file)
+    top = _BY_CONTENT.get(known + n_atoms.to_bytes(8, "little")) if known is not None else None
+    if top is not None:
+        _keep(_BY_FILE, key, top)
+        return top
     text, raw = _stored(store, path, prepares)
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20)
     for name, values in raw.items():
         digest.update(name.encode() + (b"\x00" if values is None else values.dtype.str.encode() + values.tobytes()))
-    digest = digest.digest() + n_atoms.to_bytes(8, "little")
+    digest = digest.digest()
+    if known != digest:
+        kept.store(file, "digest", {"digest": digest.hex()})
+    digest += n_atoms.to_bytes(8, "little")
     top = _BY_CONTENT.get(digest)
     if top is None:
         top = LabelledTopology(path, atom_labels(text, raw, n_atoms, path),
@@ -69,6 +80,15 @@ def labelled_topology(store: ByteStore, path: str, n_atoms: int, prepares: bool 
         _keep(_BY_CONTENT, digest, top)
     _keep(_BY_FILE, key, top)
     return top
+
+
+def _known_digest(file: list | None) -> bytes | None:
+    """The digest of the file's text and datasets as an earlier run kept it (:mod:`.kept`; None: none kept)."""
+    entry = kept.load(file, "digest")
+    try:
+        return bytes.fromhex(entry["digest"]) if entry is not None else None
+    except (KeyError, TypeError, ValueError):   # a damaged entry is only a miss
+        return None
 
 
 def _stored(store: ByteStore, path: str, prepares: bool) -> tuple[str, dict[str, np.ndarray | None]]:

@@ -5,7 +5,9 @@ Describing a file (its members' layouts, checked; :func:`~.source.ensemble_membe
 once per process. A second run over the same files reads both from one JSON entry a file instead, and
 needs no HDF5: the entry is the first run's own result (the layouts as the first process shipped them to
 its workers; the ``pdbProteinAtoms`` text and the per-atom datasets as stored, which the atoms are then
-read and checked from as before), so the run's features are the same bits.
+read and checked from as before), so the run's features are the same bits. A third, small entry keeps the
+digest of that text and those datasets: a process that already read the same atoms from another file (an
+ensemble's files of one protein) takes them for this one without loading its text.
 
 An entry is named by the file's identity, the same that a worker checks before reading at the described
 offsets (real path, device, inode, size, modification time in ns), and the file's status-change time
@@ -69,7 +71,8 @@ def _path(key: list, part: str) -> Path:
 
 
 def load(key: list | None, part: str) -> dict | None:
-    """The entry ``part`` (``"members"``, ``"atoms"``) of the file ``key`` names; None where there is none."""
+    """The entry ``part`` (``"members"``, ``"atoms"``, ``"digest"``) of the file ``key`` names; None where there
+    is none."""
     if key is None:
         return None
     path = _path(key, part)

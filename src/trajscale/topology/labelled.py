@@ -143,6 +143,8 @@ class LabelledTopology(StandInUniverse):
         self.labels = {k: labels[k] for k in (*LABELS, "icode") if k in labels}
         self.n_atoms = len(self.labels["name"])
         self._selectable = selectable
+        #: selection -> its indices (read-only), or None: every member sharing this topology asks the same ones
+        self._answers: dict[str, np.ndarray | None] = {}
 
     @property
     def atoms(self) -> LabelledAtomGroup:
@@ -159,7 +161,13 @@ class LabelledTopology(StandInUniverse):
         """The indices a selection of one string selects, from the labels; None where MDAnalysis must answer."""
         if len(strings) != 1 or not isinstance(strings[0], str):
             return None
-        return select_from_labels(self.labels, strings[0], self._selectable)
+        selection = strings[0]
+        if selection not in self._answers:   # (answered once per topology: the labels never change)
+            found = select_from_labels(self.labels, selection, self._selectable)
+            if found is not None:
+                found.setflags(write=False)
+            self._answers[selection] = found
+        return self._answers[selection]
 
     def protein_mask(self) -> np.ndarray:
         """Whether each atom is in MDAnalysis's ``"protein"`` (its residue name is one of :data:`PROTEIN_RESNAMES`)."""

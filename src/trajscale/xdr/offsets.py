@@ -194,10 +194,12 @@ def first_frame(view, fmt: str) -> tuple:
 def _load(view, fmt: str, identity: tuple, size: int) -> dict | None:
     """The kept scan of the bytes ``identity`` names (``n_atoms``, ``offsets``, ``fields``, ``steps``,
     ``times``), None when the view keeps none for them (or keeps nothing)."""
+    path = view.keeps("offsets", f"{CACHE_VERSION}:{fmt}", ".npz")
+    if path is None:   # (a file at hand: scanned, no cache and none of its remote machinery imported)
+        return None
     from ..storage import cache
 
-    path = view.keeps("offsets", f"{CACHE_VERSION}:{fmt}", ".npz")
-    raw = None if path is None else cache.read(path)
+    raw = cache.read(path)
     if raw is None:
         return None
     try:
@@ -218,11 +220,11 @@ def _load(view, fmt: str, identity: tuple, size: int) -> dict | None:
 def _save(view, fmt: str, identity: tuple, found: dict) -> None:
     """Keep a clean scan of the bytes ``identity`` names where the view keeps scans
     (:mod:`trajscale.storage.cache`: atomically, the user's only; skipped when it cannot be written)."""
-    from ..storage import cache
-
     path = view.keeps("offsets", f"{CACHE_VERSION}:{fmt}", ".npz")
     if path is None:
         return
+    from ..storage import cache
+
     meta = {"identity": list(identity), "n_atoms": int(found["n_atoms"]), "fields": list(found["fields"])}
     cache.write(path, lambda fh: np.savez(fh, meta=np.array(json.dumps(meta)),
                                           offsets=np.asarray(found["offsets"], np.int64),
