@@ -70,14 +70,10 @@ the benchmark only (``pip install -e .[bench]``): without it its rows say so.
 
 from __future__ import annotations
 
-import argparse
-import glob
-import importlib.metadata
+# A side's process imports what its side needs and no more (as a user's script would): the harness's own
+# modules (argparse, subprocess, statistics, importlib.metadata, ...) are imported where the runner uses them.
 import json
 import os
-import shutil
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -85,7 +81,6 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mdcath_epoch import member_frames  # noqa: E402  (a sibling script: the same per-sample index)
 
 PROG = Path(__file__).name
 #: --size -> (files, members per file, frames per member, members for the overhead, distinct topologies,
@@ -161,6 +156,8 @@ def make_data(work: Path, n_files: int, n_members: int, n_frames: int) -> Path:
 def make_overhead_data(work: Path, n_over: int, n_top: int) -> Path:
     """Members of 2 AdK frames as XTC: ``n_over`` sharing one PDB (and a catalog of one of them), and
     ``n_top`` with a PDB each per analysis (so that every analysis meets topologies it never saw)."""
+    import shutil
+
     from MDAnalysis.lib.formats.libmdaxdr import XTCFile
     from MDAnalysisTests.datafiles import DCD, PSF
 
@@ -243,6 +240,7 @@ def side_mdtraj_xtc(catalog: str) -> dict:
 
 
 def side_mdtraj_h5(pattern: str) -> dict:
+    import glob
     import tempfile
 
     import h5py
@@ -291,6 +289,8 @@ class H5PerSample:
     ``h5py.File`` opened and the frames t and t + lag read from ``coords``."""
 
     def __init__(self, files: list[str], lag: int) -> None:
+        from mdcath_epoch import member_frames  # (a sibling script: the same per-sample index)
+
         self.lag = lag
         self.idx = [(path, f"{dom}/{t}/{r}", k) for path, dom, t, r, n in member_frames(files) for k in range(n - lag)]
 
@@ -316,6 +316,8 @@ def concat_pairs(samples: list[dict]) -> dict:
 
 
 def side_epoch(kind: str, pattern: str) -> dict:
+    import glob
+
     import h5py  # noqa: F401
     import torch
     from torch.utils.data import DataLoader, RandomSampler
@@ -453,6 +455,8 @@ def side_cmd(side: str, *args) -> list[str]:
 def timed(cmd: list[str], work: Path, env: dict | None = None) -> tuple[float, dict]:
     """A whole process: its wall seconds from just before its start to just after it is reaped, and the JSON
     its last line prints."""
+    import subprocess
+
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env or env_for(work), cwd=work)
     wall = time.perf_counter() - t0
@@ -495,6 +499,8 @@ def rounds(label: str, sides: dict[str, list[str]], work: Path, pairs: int, warm
 
 def row_of(label: str, group: dict, ours: str, theirs: str, target: float | None, diff: float) -> dict:
     """A row: ``theirs``'s seconds over ``ours``'s, round by round (each round ran both, in turn)."""
+    import statistics
+
     t_ours, t_theirs = group["times"][ours], group["times"][theirs]
     ratios = [b / a for a, b in zip(t_ours, t_theirs, strict=True)]
     w_ours, w_theirs = group["work"][ours], group["work"][theirs]
@@ -512,6 +518,19 @@ def mark(value: float, target: float | None, higher: bool = True) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--side"]:   # one side, in this process: its figures as one JSON line (see the imports)
+        from types import SimpleNamespace
+
+        rest = argv[2:]
+        print(json.dumps(run_side(SimpleNamespace(side=argv[1], side_args=rest[1:] if rest[:1] == ["--side-args"]
+                                                  else rest))))
+        return 0
+    import argparse
+    import glob
+    import importlib.metadata
+    import shutil
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", choices=list(SIZES), default="small")
     p.add_argument("--workdir", default="features-bench", help="where the data are made (and kept)")
@@ -521,12 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated subset of {','.join(ROWS)}")
     p.add_argument("--json", default=None, help="also write the rows here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
-    p.add_argument("--side", help=argparse.SUPPRESS)
-    p.add_argument("--side-args", nargs="*", default=[], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.side:   # one side, in this process: its figures as one JSON line
-        print(json.dumps(run_side(args)))
-        return 0
     from trajscale.util import check_script_output, write_script_json
 
     if args.json:   # refused before the data are made, not after the measurements
