@@ -258,5 +258,5 @@ def _residue_pairs(universe, indices: np.ndarray, min_separation: int) -> dict:
     if len(set(segid.tolist())) > 1:
         words = np.strings.add(np.strings.add(words, " "), segid)
     return {"atoms": atoms, "pa": np.searchsorted(atoms, a), "pb": np.searchsorted(atoms, b), "starts": starts,
-            "feature": np.strings.add(np.strings.add(words[i], " - "), words[j]), "resname": name[i],
+            "feature": np.strings.add(words[i], np.strings.add(" - ", words)[j]), "resname": name[i],
             "resid": number[i], "chain": segid[i]}
