@@ -236,6 +236,20 @@ cdef inline void _dihedral_yx(double b[3][3], const double *L, double *y, double
                                                                 + b[1][2] * b[1][2])
 
 
+cdef inline void _quad_yx(const floating[:, :, ::1] x, Py_ssize_t f, const int64_t[:, ::1] quad, Py_ssize_t k,
+                          const double *L, double *y, double *dot) noexcept nogil:
+    """:func:`_dihedral_yx` of the atoms ``quad[0..3, k]`` in frame ``f`` of ``x``: their three bond vectors
+    in float64, then ``atan2``'s two arguments (what :func:`dihedrals` and :func:`dihedral_sincos` share)."""
+    cdef double b[3][3]
+    cdef int64_t a0 = quad[0, k], a1 = quad[1, k], a2 = quad[2, k], a3 = quad[3, k]
+    cdef Py_ssize_t c
+    for c in range(3):
+        b[0][c] = <double>x[f, a1, c] - <double>x[f, a0, c]
+        b[1][c] = <double>x[f, a2, c] - <double>x[f, a1, c]
+        b[2][c] = <double>x[f, a3, c] - <double>x[f, a2, c]
+    _dihedral_yx(b, L, y, dot)
+
+
 def _check_quads(const int64_t[:, ::1] quad, Py_ssize_t n_atoms, Py_ssize_t n_frames, Py_ssize_t n_lengths,
                  Py_ssize_t width, Py_ssize_t lengths_width):
     if quad.shape[0] != 4 or width != 3 or n_lengths != n_frames or lengths_width != 3:
@@ -257,10 +271,8 @@ def dihedrals(const floating[:, :, ::1] x, const int64_t[:, ::1] quad, const dou
     cdef Py_ssize_t n_frames = x.shape[0], m = quad.shape[1], f, k, c
     out_a = np.empty((n_frames, m))
     cdef double[:, ::1] out = out_a
-    cdef double b[3][3]
     cdef double L[3]
     cdef double dot, y
-    cdef int64_t a0, a1, a2, a3
     cdef Chunks ch = chunks(n_frames, 8 * m)
     while next_chunk(&ch):
         with nogil:
@@ -268,12 +280,7 @@ def dihedrals(const floating[:, :, ::1] x, const int64_t[:, ::1] quad, const dou
                 for c in range(3):
                     L[c] = lengths[f, c]
                 for k in range(m):
-                    a0, a1, a2, a3 = quad[0, k], quad[1, k], quad[2, k], quad[3, k]
-                    for c in range(3):
-                        b[0][c] = <double>x[f, a1, c] - <double>x[f, a0, c]
-                        b[1][c] = <double>x[f, a2, c] - <double>x[f, a1, c]
-                        b[2][c] = <double>x[f, a3, c] - <double>x[f, a2, c]
-                    _dihedral_yx(b, L, &y, &dot)
+                    _quad_yx(x, f, quad, k, L, &y, &dot)
                     out[f, k] = atan2(y, dot)
     return out_a
 
@@ -288,10 +295,8 @@ def dihedral_sincos(const floating[:, :, ::1] x, const int64_t[:, ::1] quad, con
     cdef Py_ssize_t n_frames = x.shape[0], m = quad.shape[1], f, k, c
     out_a = np.empty((n_frames, m, 2))
     cdef double[:, :, ::1] out = out_a
-    cdef double b[3][3]
     cdef double L[3]
     cdef double dot, y, r, a
-    cdef int64_t a0, a1, a2, a3
     cdef Chunks ch = chunks(n_frames, 8 * m)
     while next_chunk(&ch):
         with nogil:
@@ -299,12 +304,7 @@ def dihedral_sincos(const floating[:, :, ::1] x, const int64_t[:, ::1] quad, con
                 for c in range(3):
                     L[c] = lengths[f, c]
                 for k in range(m):
-                    a0, a1, a2, a3 = quad[0, k], quad[1, k], quad[2, k], quad[3, k]
-                    for c in range(3):
-                        b[0][c] = <double>x[f, a1, c] - <double>x[f, a0, c]
-                        b[1][c] = <double>x[f, a2, c] - <double>x[f, a1, c]
-                        b[2][c] = <double>x[f, a3, c] - <double>x[f, a2, c]
-                    _dihedral_yx(b, L, &y, &dot)
+                    _quad_yx(x, f, quad, k, L, &y, &dot)
                     r = sqrt(y * y + dot * dot)
                     if r > 0 and r < INFINITY:
                         out[f, k, 0] = y / r
