@@ -15,7 +15,7 @@ from ..topology import select_atoms
 from .base import Analysis, FrameCost, FrameRows, MinimumImage, Prepared, check_boxes, check_finite
 from .fitting import frame_index, reference_positions
 from .options import NO_PBC, REF_FRAME, Command, Option
-from .residues import atom_table, derived
+from .residues import atom_table, derived, narrowed
 from .results import SERIES, SERIES_OUT, Features, TimeSeries, arrays_of, output_format, save_as
 
 METHODS = ("hard_cut", "radius_cut")
@@ -257,6 +257,7 @@ def _residue_pairs(universe, indices: np.ndarray, min_separation: int) -> dict:
     words = np.strings.add(np.strings.add(name, " "), number.astype(str))
     if len(set(segid.tolist())) > 1:
         words = np.strings.add(np.strings.add(words, " "), segid)
+    words = narrowed(words)
     return {"atoms": atoms, "pa": np.searchsorted(atoms, a), "pb": np.searchsorted(atoms, b), "starts": starts,
             "feature": np.strings.add(words[i], np.strings.add(" - ", words)[j]), "resname": name[i],
             "resid": number[i], "chain": segid[i]}

@@ -232,13 +232,19 @@ def _neighbours(residues: np.ndarray, res_id: np.ndarray, res_seg: np.ndarray, s
     return out
 
 
+def narrowed(text: np.ndarray) -> np.ndarray:
+    """``text`` as strings as wide as its longest: a number's ``astype(str)`` is 21 characters wide, and
+    joining labels of that width costs their width (a residue pair's 22,000 labels: 5.7 ms against 0.7)."""
+    return text.astype(f"<U{max(1, int(np.strings.str_len(text).max(initial=0)))}")
+
+
 def atom_words(table: AtomTable, atoms: np.ndarray, with_chain: bool) -> np.ndarray:
     """``"CA 12"`` (atom name and residue number; ``"CA 12 A"`` with its chain) for each of ``atoms``."""
-    words = np.char.add(np.char.add(table.name[atoms], " "), table.resid[atoms].astype(str))
+    words = np.strings.add(np.strings.add(table.name[atoms], " "), table.resid[atoms].astype(str))
     if with_chain:
-        words = np.char.add(np.char.add(words, " "), table.segid[atoms])
-    return words
+        words = np.strings.add(np.strings.add(words, " "), table.segid[atoms])
+    return narrowed(words)
 
 
-__all__ = ["CHI1_GAMMA", "AtomTable", "atom_table", "atom_words", "backbone_quintuples", "derived", "side_quadruples",
-           "topology_of"]
+__all__ = ["CHI1_GAMMA", "AtomTable", "atom_table", "atom_words", "backbone_quintuples", "derived", "narrowed",
+           "side_quadruples", "topology_of"]
