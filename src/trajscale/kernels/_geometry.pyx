@@ -267,22 +267,7 @@ def dihedrals(const floating[:, :, ::1] x, const int64_t[:, ::1] quad, const dou
     ``lengths[f]`` (F, 3), component by component as ``d - L * rint(d / L)``; a zero length: no box), then
     ``atan2`` of the two normals' cross product along the middle bond and their dot product, as
     MDAnalysis's ``calc_dihedrals``."""
-    _check_quads(quad, x.shape[1], x.shape[0], lengths.shape[0], x.shape[2], lengths.shape[1])
-    cdef Py_ssize_t n_frames = x.shape[0], m = quad.shape[1], f, k, c
-    out_a = np.empty((n_frames, m))
-    cdef double[:, ::1] out = out_a
-    cdef double L[3]
-    cdef double dot, y
-    cdef Chunks ch = chunks(n_frames, 8 * m)
-    while next_chunk(&ch):
-        with nogil:
-            for f in range(ch.start, ch.stop):
-                for c in range(3):
-                    L[c] = lengths[f, c]
-                for k in range(m):
-                    _quad_yx(x, f, quad, k, L, &y, &dot)
-                    out[f, k] = atan2(y, dot)
-    return out_a
+    return _dihedral_table(x, quad, lengths, False)
 
 
 def dihedral_sincos(const floating[:, :, ::1] x, const int64_t[:, ::1] quad, const double[:, ::1] lengths):
@@ -291,10 +276,16 @@ def dihedral_sincos(const floating[:, :, ::1] x, const int64_t[:, ::1] quad, con
     of the angle to rounding (three transcendental functions a dihedral fewer). Where ``r`` is zero or not
     finite (both normals zero, a zero-length middle bond, a coordinate not finite), ``sin`` and ``cos`` of
     ``atan2``'s angle, so that those cases keep its conventions (0 and 1 for ``atan2(0, 0)``, NaN)."""
+    return _dihedral_table(x, quad, lengths, True).reshape(x.shape[0], quad.shape[1], 2)
+
+
+def _dihedral_table(const floating[:, :, ::1] x, const int64_t[:, ::1] quad, const double[:, ::1] lengths,
+                    bint sincos):
+    """:func:`dihedrals` (F, M), or with ``sincos`` :func:`dihedral_sincos` as (F, 2 M): one loop."""
     _check_quads(quad, x.shape[1], x.shape[0], lengths.shape[0], x.shape[2], lengths.shape[1])
     cdef Py_ssize_t n_frames = x.shape[0], m = quad.shape[1], f, k, c
-    out_a = np.empty((n_frames, m, 2))
-    cdef double[:, :, ::1] out = out_a
+    out_a = np.empty((n_frames, 2 * m if sincos else m))
+    cdef double[:, ::1] out = out_a
     cdef double L[3]
     cdef double dot, y, r, a
     cdef Chunks ch = chunks(n_frames, 8 * m)
@@ -305,12 +296,15 @@ def dihedral_sincos(const floating[:, :, ::1] x, const int64_t[:, ::1] quad, con
                     L[c] = lengths[f, c]
                 for k in range(m):
                     _quad_yx(x, f, quad, k, L, &y, &dot)
+                    if not sincos:
+                        out[f, k] = atan2(y, dot)
+                        continue
                     r = sqrt(y * y + dot * dot)
                     if r > 0 and r < INFINITY:
-                        out[f, k, 0] = y / r
-                        out[f, k, 1] = dot / r
+                        out[f, 2 * k] = y / r
+                        out[f, 2 * k + 1] = dot / r
                     else:
                         a = atan2(y, dot)
-                        out[f, k, 0] = sin(a)
-                        out[f, k, 1] = cos(a)
+                        out[f, 2 * k] = sin(a)
+                        out[f, 2 * k + 1] = cos(a)
     return out_a
