@@ -77,8 +77,12 @@ def extensions() -> list[Extension]:
 def cythonize(mods: list[Extension]) -> list[Extension]:
     """The ``.pyx`` sources of ``mods`` translated to C (the directives every kernel is written for)."""
     from Cython.Build import cythonize as translate
-    return translate(mods, language_level=3, nthreads=os.cpu_count() or 1, compiler_directives={
-        "boundscheck": False, "wraparound": False, "cdivision": True, "initializedcheck": False})
+    # CYTHON_CACHE_DIR set (make sets it, as it sets ccache): a .pyx translated before, with the same Cython,
+    # options and included files, is taken from Cython's cache there (keyed by their contents), not translated
+    # again; the C, and the build, are the same
+    return translate(mods, language_level=3, nthreads=os.cpu_count() or 1,
+                     cache=bool(os.environ.get("CYTHON_CACHE_DIR")), compiler_directives={
+                         "boundscheck": False, "wraparound": False, "cdivision": True, "initializedcheck": False})
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})

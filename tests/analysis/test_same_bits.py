@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import trajscale as ts
 from tests.analysis.analyses_cases import SYSTEMS
@@ -53,15 +51,22 @@ def assert_same_bits(got: dict, want: dict, what: str) -> None:
             f"{what}: {k} differs by up to {np.nanmax(np.abs(got[k] - want[k])):.3g}"
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(name=st.sampled_from(sorted(ANALYSES)), n_tasks=st.integers(1, 11),
-       block_frames=st.integers(1, 40), on_pool=st.booleans())
-def test_any_split_gives_the_same_bits(h5md, reference, pool, name, n_tasks, block_frames, on_pool):
+def test_any_split_gives_the_same_bits(h5md, reference, pool):
     """Random task counts and block sizes, serial or on processes(2): np.array_equal with one task."""
-    n_atoms = 4000   # an upper bound of the bytes a frame of these selections costs, for the block budget
-    r = ts.run(ANALYSES[name](SYSTEM), SYSTEMS[SYSTEM][0], h5md, executor=pool if on_pool else "serial",
-               n_tasks=n_tasks, max_block_bytes=block_frames * n_atoms * 12)
-    assert_same_bits(result_arrays(r), reference[name], f"{name}, {n_tasks} tasks, blocks of ~{block_frames}")
+    # hypothesis imported here, not at the module's top: every pytest worker would pay its import at collection
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=12, deadline=None)
+    @given(name=st.sampled_from(sorted(ANALYSES)), n_tasks=st.integers(1, 11),
+           block_frames=st.integers(1, 40), on_pool=st.booleans())
+    def split(name, n_tasks, block_frames, on_pool):
+        n_atoms = 4000   # an upper bound of the bytes a frame of these selections costs, for the block budget
+        r = ts.run(ANALYSES[name](SYSTEM), SYSTEMS[SYSTEM][0], h5md, executor=pool if on_pool else "serial",
+                   n_tasks=n_tasks, max_block_bytes=block_frames * n_atoms * 12)
+        assert_same_bits(result_arrays(r), reference[name], f"{name}, {n_tasks} tasks, blocks of ~{block_frames}")
+
+    split()
 
 
 @pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU

@@ -29,6 +29,9 @@ BENCH = ROOT / "benchmarks"
 F = "20"   # frames of every demo file here
 NUM = r"[-\d.,e+]+"
 
+#: codecs.py's rows at its smallest size: today's encoding, and the uint16-delta study's two
+CODEC_ROWS = ("today) + blosc-lz4 byte", "u16 deltas + blosc-lz4 byte", "u16 deltas permuted + blosc-lz4 byte")
+
 #: script -> (arguments at its smallest size, patterns its output must match, line by line).
 SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "analyses.py": (["--frames", F, "--workdir", "{work}", "--only", "rgyr"],
@@ -49,7 +52,8 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                    rf"^serial\s+{NUM}\s+{NUM}\s+{NUM}x\s+{NUM}-{NUM}\s+{NUM}x$",
                    rf"^processes\(2\) vs multiprocessing\(2\)\s+{NUM}\s+{NUM}\s+{NUM}x",
                    r"^max \|RMSD difference\| [0-9.]+e-0[5-9] A$|^max \|RMSD difference\| 0.0e\+00 A$"]),
-    "codecs.py": (["--repeat", "1", "--copies", "1", "--only", "today) + blosc-lz4 byte"],
+    # with the uint16-delta study's rows, which test_codec_study_u16_rows_run_without_numba reads from this run
+    "codecs.py": (["--repeat", "1", "--copies", "1", "--only", ",".join(CODEC_ROWS)],
                   [r"^option\s+\| AdK water XTC size", rf"^deltas \(u16 refs, today\) \+ blosc-lz4 byte\s+{NUM}"]),
     "cold.py": (["--smoke", "--workdir", "{work}"], []),   # checked in test_cold_pairs_whole_processes
     "compiled_kernels.py": (["--frames", "20", "--repeat", "1"],
@@ -242,6 +246,17 @@ def smoke_test(module_file: str):
     return test_smoke
 
 
+#: (script, work folder) -> the output of its smoke run there (a module's other tests read it, not a second run)
+_OUTPUTS: dict[tuple[str, Path], str] = {}
+
+
+def smoke_output(script: str, work: Path) -> str:
+    """The output of ``script``'s smoke run in ``work``: the one this process ran (:func:`smoke`), or a run now."""
+    if (script, work) not in _OUTPUTS:
+        smoke(script, work)
+    return _OUTPUTS[script, work]
+
+
 def smoke(script: str, work: Path) -> None:
     """Run ``script`` at its smallest size in ``work`` and check its output (and its --json file) line by line."""
     args, patterns = SMOKE[script]
@@ -254,6 +269,7 @@ def smoke(script: str, work: Path) -> None:
     if json_out:
         assert JSON_ROWS[script](json.loads(json_out.read_text())), json_out.read_text()
         assert not list(work.glob(f".{json_out.name}.tmp-*")), "temporary file left behind"
+    _OUTPUTS[script, work] = out
 
 
 #: script -> (arguments at its smallest size, the option naming its JSON output)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.util
 import logging
 import os
 import subprocess
@@ -21,8 +22,10 @@ import pytest
 
 from trajscale.testing.stores import free_port, wait_for_port
 
-pytest.importorskip("obstore")
-pytest.importorskip("moto.server")
+# Installed, or the folder is skipped: looked up, not imported (moto's server and its Flask take ~0.7 s of CPU to
+# import, which every xdist worker would pay at collection; the fixtures import them where they start a server)
+if not all(importlib.util.find_spec(m) for m in ("obstore", "moto", "flask")):
+    pytest.skip("obstore and moto[server] are not installed", allow_module_level=True)
 
 from MDAnalysisTests import datafiles as _D  # noqa: E402,F401 - registers the data directory
 

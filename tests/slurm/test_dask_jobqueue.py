@@ -5,6 +5,7 @@ never as "interpreter and imports"."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -13,7 +14,8 @@ import time
 
 import pytest
 
-pytest.importorskip("dask_jobqueue")
+if importlib.util.find_spec("dask_jobqueue") is None:   # looked up: its import (distributed's) is the tests'
+    pytest.skip("dask-jobqueue is not installed", allow_module_level=True)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.cli, pytest.mark.slow]
 

@@ -2,7 +2,8 @@
 
 Variants of MDAnalysisTests' own files, each with one change: every 4-byte field of
 the first two frames set to 0, -1, small negatives, huge values, INT_MIN/INT_MAX and
-NaN/inf floats; the file cut at every byte of a small file; random byte flips; and
+NaN/inf floats; the file cut at every byte of its first frame and of the second's header, at each later
+frame's first byte and the bytes beside it, and at every 17th byte between; random byte flips; and
 the damage seen in the wild (a byte count past the decode buffer with the next frame
 where it says, a small negative byte count, extreme integer ranges, ``smallidx``
 outside its table, atom counts that disagree).
@@ -80,6 +81,17 @@ def _field_variants(name: str, data: bytes, offsets: list[int], header_bytes: in
     return out
 
 
+def _cuts(size: int, offsets: list[int], header_bytes: int) -> list[int]:
+    """Where a file of ``size`` bytes is cut: every byte of frame 0 (each field of a frame, each block's
+    edges) and of frame 1's first ``header_bytes`` (a later frame's header after a whole one), each later
+    frame's first byte and the bytes beside it, and every 17th byte between. A cut inside frame 2 or later
+    meets what a cut at the same byte of frame 1 meets (the same header read after whole frames, the same
+    block sizes checked against what is left), so those frames are sampled, not cut at every byte."""
+    first = set(range(min(size, offsets[1] + header_bytes)))
+    edges = {o + d for o in offsets[2:] for d in (-1, 0, 1)}
+    return sorted(c for c in first | edges | set(range(0, size, 17)) if 0 <= c < size)
+
+
 def _named_xtc_variants(name: str, data: bytes, offsets: list[int]) -> dict[str, bytes]:
     """The damage seen in crashed runs and bad copies, on frame 0 of a compressed XTC."""
     out = {}
@@ -143,8 +155,7 @@ def build_variants(root: Path) -> dict[str, dict]:
         offsets = _frame_offsets(path)
         for k, v in _field_variants(name, data, offsets, header).items():
             variants[k] = (v, top, False)
-        cuts = range(len(data)) if len(data) <= 1100 else [*range(1000), *range(1000, len(data), 7)]
-        for cut in cuts:
+        for cut in _cuts(len(data), offsets, header):
             variants[f"{name}-cut{cut}"] = (data[:cut], top, False)
         for i in range(150):
             flipped = bytearray(data)
