@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from trajscale.testing.stores import free_port, wait_for_port
+from .stores import free_port, wait_for_port
 
 pytest.importorskip("obstore")
 pytest.importorskip("moto.server")
