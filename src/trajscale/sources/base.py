@@ -7,6 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import attrgetter
 from types import MappingProxyType
 
 import numpy as np
@@ -477,25 +478,12 @@ class OneFileSource(Source):
     _n_atoms: int
     _fields: tuple[str, ...]
 
-    @property
-    def format(self) -> str:
-        return self._format
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def n_frames(self) -> int:
-        return self._n_frames
-
-    @property
-    def n_atoms(self) -> int:
-        return self._n_atoms
-
-    @property
-    def fields(self) -> tuple[str, ...]:
-        return self._fields
+    # Read-only views of what the subclass set (types as declared above).
+    format = property(attrgetter("_format"))
+    path = property(attrgetter("_path"))
+    n_frames = property(attrgetter("_n_frames"))
+    n_atoms = property(attrgetter("_n_atoms"))
+    fields = property(attrgetter("_fields"))
 
     def layout_summary(self) -> LayoutFacts:
         return LayoutFacts(format=self._format, path=self._path, n_atoms=self._n_atoms,
