@@ -330,10 +330,11 @@ class Source(ABC):
         """A hint: the next :meth:`read` will be this one. A Source whose bytes are behind a URL starts
         fetching them now, while the caller maps the block it has; the others do nothing."""
 
-    def _read_rows(self, start: int, stop: int, atoms: np.ndarray | None, fields: tuple[str, ...],
-                   stride: int) -> Block:
-        """``read`` of a Source that fills rows (:meth:`read_into`): the range and request checked, the
-        block's arrays allocated (box zeros: a frame without a box keeps them), then filled."""
+    def _read_rows(self, start: int, stop: int, atoms: np.ndarray | None = None,
+                   fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
+        """``read`` of a Source that fills rows (:meth:`read_into`; such a Source sets ``read = _read_rows``):
+        the range and request checked, the block's arrays allocated (box zeros: a frame without a box keeps
+        them), then filled."""
         self.check_range(start, stop)
         self.check_request(atoms, fields)
         n = len(range(start, stop, stride))
