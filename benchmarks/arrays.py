@@ -27,7 +27,7 @@ The lazy and Dask means are checked against MDAnalysis's (1e-3 Å). Read amplifi
 trajscale's read counter counts for a selection, over the selection's own bytes (frames x atoms x
 12), for a contiguous selection ("protein") and a scattered one ("name CA"). Peak memory: the
 mean of every atom over a file five times a limit, in chunks of frames (Dask, synchronous), as
-the largest RSS of the process (:func:`trajscale.testing.peak_rss.peak_rss`).
+the largest RSS of the process (:func:`tests.support.peak_rss.peak_rss`).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve()
+sys.path.insert(0, str(HERE.parents[1]))   # tests.support (peak_rss), beside the benchmarks
 MB = 1024**2
 PROTEIN_SHARE = 10   # one atom in ten is protein
 
@@ -246,7 +247,7 @@ def memory(work: Path, top: str, limit_mb: float) -> tuple[float, int, float, fl
     over a file of five times ``limit_mb``, in chunks of frames."""
     import MDAnalysis as mda
 
-    from trajscale.testing.peak_rss import peak_rss
+    from tests.support.peak_rss import peak_rss
 
     u = mda.Universe(top)
     frame = u.atoms.n_atoms * 12

@@ -46,6 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests.support (tiny_ensemble), beside the benchmarks
+
 #: size -> (N for the timings, (smaller N, larger N) for memory and open files, N of tiny trajectories)
 SIZES = {"smallest": (12, (12, 48), 12), "default": (200, (100, 1000), 2000), "full": (2000, (100, 2000), 10000)}
 
@@ -137,8 +139,8 @@ def make_ensemble(work: Path, n: int, sources: dict) -> Path:
 
 def make_tiny(work: Path, n: int) -> Path:
     """``n`` XTC trajectories of 3 atoms x 2 frames (stored uncompressed) and their catalog, made once in
-    ``work/tinyN`` (:func:`trajscale.testing.ensembles.tiny_ensemble`)."""
-    from trajscale.testing.ensembles import tiny_ensemble
+    ``work/tinyN`` (:func:`tests.support.ensembles.tiny_ensemble`)."""
+    from tests.support.ensembles import tiny_ensemble
 
     catalog = work / f"tiny{n}" / "catalog.csv"
     return catalog if catalog.exists() else tiny_ensemble(work / f"tiny{n}", n)[0]
@@ -202,7 +204,7 @@ print(json.dumps({"rc": proc.returncode, "stderr": proc.stderr[-3000:],
 def measured(cmd: list[str], work: Path) -> dict:
     """Run ``cmd`` once: wall seconds (from just before its start to just after its exit), exit status and
     stderr, the peak RSS of its largest process (the kernel's, every process it started reaped by a
-    subreaper, as :mod:`trajscale.testing.peak_rss`), and the most open files any of its processes held
+    subreaper, as :mod:`tests.support.peak_rss`), and the most open files any of its processes held
     (sampled from ``/proc`` every 10 ms)."""
     most = [0]
     t0 = time.perf_counter()

@@ -47,7 +47,7 @@ Then, for trajscale alone:
   (a later run's case; not at the smallest size). MDAnalysis is imported before the clock (a topology new
   to a process is parsed, or its cached parse loaded, through it: a cost once per process, not per
   topology); at the smallest size, without the warm-up runs;
-* the peak RSS (:func:`trajscale.testing.peak_rss.peak_rss`) of a TICA on φ/ψ sin/cos of the AdK members
+* the peak RSS (:func:`tests.support.peak_rss.peak_rss`) of a TICA on φ/ψ sin/cos of the AdK members
   (one feature space) at two member counts (a fifth of the size's AdK files and all of them; one count at
   the smallest size): streamed (``stream_fit(TICA(lagtime=LAG, dim=2), FeatureStream(...))``) against
   deeptime's fit in memory (``TICA(...).fit(ts.run(...).arrays())``); the two models' covariances are
@@ -81,6 +81,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests.support (peak_rss), beside the benchmarks
 
 PROG = Path(__file__).name
 #: --size -> (files, members per file, frames per member, members for the overhead, distinct topologies,
@@ -659,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
                      if o["per_topology_cached_ms"] is not None else f"{'n/a':>11}"))
 
     if "tica" in rows:
-        from trajscale.testing.peak_rss import peak_rss
+        from tests.support.peak_rss import peak_rss
 
         adk = sorted(glob.glob(str(data / "h5" / "mdcath_dataset_*adkA00.h5")))
         # the smallest size (the test suite's) measures one count: deeptime's import alone takes seconds

@@ -7,7 +7,7 @@ For each frame count, the demo trajectory (AdK in water, 47,681 atoms, copies
 of MDAnalysisTests' XTC; 572 kB a frame) is built if missing and the CLI runs
 the RMSD of ``--select`` over it on each executor.  The peak RSS is the
 kernel's high-water mark of the largest process of the run (the CLI process,
-or a pool worker), measured with :func:`trajscale.testing.peak_rss.peak_rss`.
+or a pool worker), measured with :func:`tests.support.peak_rss.peak_rss`.
 The default selection is scattered: the CA atoms at the start of each frame
 and one atom at its very end, the case where reading the atom span would
 allocate whole frames.  Memory must stay flat as the frames grow.
@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests.support (peak_rss), beside the benchmarks
 
 MB = 1024**2
 
 
 def main(argv=None) -> int:
+    from tests.support.peak_rss import peak_rss
     from trajscale.demo import build_demo_file
-    from trajscale.testing.peak_rss import peak_rss
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--frames", type=int, nargs="+", default=[1000, 4000, 16000])

@@ -15,7 +15,7 @@ The workload, a whole process as a user runs it, serial and on processes(``--wor
 
 at a small ``N`` and a large one.  For each run: the wall time (from just before the process starts to
 just after it exits) and per trajectory, the peak RSS of its largest process (the kernel's, every process
-reaped by a subreaper, as :mod:`trajscale.testing.peak_rss`), the most files any of its processes held
+reaped by a subreaper, as :mod:`tests.support.peak_rss`), the most files any of its processes held
 open (sampled from ``/proc`` every 10 ms), the files of its results folder, and whether every trajectory's
 result was saved (the folder's trajectories and the Parquet's rows: 2 per trajectory).  The targets (large
 ``N`` against small, same executor): exit 0, every result saved, peak RSS at most 1.5x, open files within

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import trajscale as ts
+from tests.support.ensembles import tiny_ensemble as tiny
 from trajscale.analysis.user import per_frame
-from trajscale.testing.ensembles import tiny_ensemble as tiny
 
 #: Masses MDAnalysis guesses for the three atoms (C, O, N).
 MASSES = np.array([12.011, 15.999, 14.007])

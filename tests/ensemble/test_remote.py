@@ -84,8 +84,8 @@ def test_a_glob_over_many_objects_is_one_paged_listing(s3_env):  # noqa: F811 - 
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.s3.models import s3_backends
 
+    from tests.remote.stores import TcpProxy
     from trajscale.storage import fetched_here
-    from trajscale.testing.stores import TcpProxy
 
     client = s3_env.client()
     if BUCKET not in [b["Name"] for b in client.list_buckets()["Buckets"]]:

@@ -90,8 +90,8 @@ def test_results_folder_holds_a_file_per_fifty_trajectories_however_small_the_ro
     from MDAnalysis.analysis import rms
 
     import trajscale as ts
+    from tests.support.ensembles import tiny_ensemble
     from trajscale.ensemble.saved import saved_names
-    from trajscale.testing.ensembles import tiny_ensemble
 
     n = 100
     catalog, _ = tiny_ensemble(tmp_path / "tiny", n)

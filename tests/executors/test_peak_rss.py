@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from tests.conftest import shared_demo_file
-from trajscale.testing.peak_rss import peak_rss
+from tests.support.peak_rss import peak_rss
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]   # its module fixture writes a 2,000-frame file
 

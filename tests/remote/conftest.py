@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from trajscale.testing.stores import free_port, wait_for_port
+from .stores import free_port, wait_for_port
 
 # Installed, or the folder is skipped: looked up, not imported (moto's server and its Flask take ~0.7 s of CPU to
 # import, which every xdist worker would pay at collection; the fixtures import them where they start a server)

@@ -25,7 +25,7 @@ import urllib.request
 from email.utils import formatdate
 from pathlib import Path
 
-from trajscale.testing.stores import free_port, wait_for_port
+from .stores import free_port, wait_for_port
 
 #: Azurite's well-known development account and key (public, the same in every Azurite).
 ACCOUNT = "devstoreaccount1"

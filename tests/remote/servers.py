@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from trajscale.testing.stores import free_port, wait_for_port
+from .stores import free_port, wait_for_port
 
 NGINX_MISSING = "nginx is not installed (scripts/setup-env.sh installs Debian's: apt-get install nginx)"
 OPENSSL_MISSING = "openssl is not installed (Debian's openssl makes the test certificates)"

@@ -1,7 +1,7 @@
 """A server that stops answering mid-run, a stop signal while a read waits on it, and a refusal: each ends the
 ``trajscale run`` process in bounded time, on S3 (moto's) and https (nginx), through a
-:class:`~trajscale.testing.stores.TcpProxy` that stops forwarding once the run has read part of the trajectory
-(a ``kill -STOP`` of the server, mid-answer perhaps). The store suite (``trajscale.testing.stores``) holds the
+:class:`~tests.remote.stores.TcpProxy` that stops forwarding once the run has read part of the trajectory
+(a ``kill -STOP`` of the server, mid-answer perhaps). The store suite (``tests.remote.stores``) holds the
 same cases for one read in this process; these hold them for the command, its executors and its exit."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import time
 import pytest
 
 from tests.conftest import mpiexec
-from trajscale.testing.stores import TcpProxy
 
 from .conftest import BUCKET, TPR
+from .stores import TcpProxy
 
 pytestmark = [pytest.mark.remote, pytest.mark.cli, pytest.mark.slow]
 

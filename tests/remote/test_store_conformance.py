@@ -1,4 +1,4 @@
-"""Every byte store passes the store conformance suite (trajscale.testing.stores) against a real server:
+"""Every byte store passes the store conformance suite (tests.remote.stores) against a real server:
 a local file, moto's S3, nginx over http and over https (a CA and a server certificate made by openssl),
 fake-gcs-server (Google Cloud Storage) and Azurite (Azure Blob)."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from trajscale.errors import InputFileError
-from trajscale.testing.stores import Backend, StoreConformance, TcpProxy
 
 from .conftest import BUCKET
+from .stores import Backend, StoreConformance, TcpProxy
 
 
 class LocalBackend(Backend):
@@ -115,7 +115,8 @@ def test_a_pinned_version_gone_is_a_replacement(s3_env):
     generation): that version removed, a read answers "no such object", which is said as the object replaced
     during the run, as the validator table promises, not as a missing key."""
     from trajscale.storage.opener import open_bytes
-    from trajscale.testing.stores import payload
+
+    from .stores import payload
 
     client = s3_env.client()
     client.create_bucket(Bucket="pinned")

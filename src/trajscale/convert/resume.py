@@ -305,11 +305,7 @@ class Partial:
         fsync_path(self.tmp)
         os.replace(self.tmp, self.final)
         fsync_path(self.final.parent, directory=True)
-        self.record_path.unlink(missing_ok=True)
-        for p in self._worker_records():
-            p.unlink(missing_ok=True)
-        shutil.rmtree(self.parts, ignore_errors=True)
-        self.release()
+        self.discard(release=True)   # the record, the segments and the lock (the temporary name is renamed)
 
     def discard(self, release: bool = False) -> None:
         """Remove the temporary file, the record and the segments (an error, or a fresh start);

@@ -12,6 +12,7 @@ import dataclasses
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import NamedTuple
 
 import h5py
@@ -318,9 +319,7 @@ class H5MDSource(Source):
             return None
         return ChunkReads(self._h5.store, index, make_decoder(ds, index), ds, whole_chunks=not in_place, check=in_place)
 
-    @property
-    def path(self) -> str:
-        return self._path
+    path = property(attrgetter("_path"))
 
     @property
     def store(self) -> ByteStore:
@@ -332,21 +331,11 @@ class H5MDSource(Source):
         """True when this source's reads are collective MPI-IO calls."""
         return self._collective
 
-    @property
-    def n_frames(self) -> int:
-        return self.info.n_frames
-
-    @property
-    def n_atoms(self) -> int:
-        return self.info.n_atoms
-
-    @property
-    def chunk_frames(self) -> int:
-        return self.info.chunk_frames
-
-    @property
-    def fields(self) -> tuple[str, ...]:
-        return self.info.fields
+    # The file's frames, atoms, frames per chunk and fields, as its schema (``info``) read them.
+    n_frames = property(attrgetter("info.n_frames"))
+    n_atoms = property(attrgetter("info.n_atoms"))
+    chunk_frames = property(attrgetter("info.chunk_frames"))
+    fields = property(attrgetter("info.fields"))
 
     def get_config(self) -> dict:
         config = {"kind": self.kind, "path": self._path, "group": self.info.group,

@@ -14,7 +14,6 @@ import warnings
 
 import numpy as np
 
-from ..block import Block
 from ..errors import InputFileError
 from ..sources.base import OneFileSource, OpenRequest, file_head
 from .traits import MDA_PART
@@ -121,9 +120,7 @@ class MDAPartSource(OneFileSource):
     def get_config(self) -> dict:
         return {"kind": self.kind, "path": self._path, "n_atoms": self._n_atoms, "format": self._format}
 
-    def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
-             fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
-        return self._read_rows(start, stop, atoms, fields, stride)
+    read = OneFileSource._read_rows
 
     def read_into(self, start: int, stop: int, atoms: np.ndarray | None, stride: int,
                   out: dict[str, np.ndarray], box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:

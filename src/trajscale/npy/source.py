@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..block import Block
 from ..errors import InputFileError
 from ..facts import LayoutFacts
 from ..sources.base import OpenRequest, Source, file_head
@@ -92,9 +91,7 @@ class NumpySource(Source):
     def layout_summary(self) -> LayoutFacts:
         return LayoutFacts(format="NPY", path=self._path, n_atoms=self.n_atoms)
 
-    def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
-             fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
-        return self._read_rows(start, stop, atoms, fields, stride)
+    read = Source._read_rows
 
     def read_into(self, start: int, stop: int, atoms: np.ndarray | None, stride: int,
                   out: dict[str, np.ndarray], box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:

@@ -7,6 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import attrgetter
 from types import MappingProxyType
 
 import numpy as np
@@ -329,10 +330,11 @@ class Source(ABC):
         """A hint: the next :meth:`read` will be this one. A Source whose bytes are behind a URL starts
         fetching them now, while the caller maps the block it has; the others do nothing."""
 
-    def _read_rows(self, start: int, stop: int, atoms: np.ndarray | None, fields: tuple[str, ...],
-                   stride: int) -> Block:
-        """``read`` of a Source that fills rows (:meth:`read_into`): the range and request checked, the
-        block's arrays allocated (box zeros: a frame without a box keeps them), then filled."""
+    def _read_rows(self, start: int, stop: int, atoms: np.ndarray | None = None,
+                   fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
+        """``read`` of a Source that fills rows (:meth:`read_into`; such a Source sets ``read = _read_rows``):
+        the range and request checked, the block's arrays allocated (box zeros: a frame without a box keeps
+        them), then filled."""
         self.check_range(start, stop)
         self.check_request(atoms, fields)
         n = len(range(start, stop, stride))
@@ -477,25 +479,12 @@ class OneFileSource(Source):
     _n_atoms: int
     _fields: tuple[str, ...]
 
-    @property
-    def format(self) -> str:
-        return self._format
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def n_frames(self) -> int:
-        return self._n_frames
-
-    @property
-    def n_atoms(self) -> int:
-        return self._n_atoms
-
-    @property
-    def fields(self) -> tuple[str, ...]:
-        return self._fields
+    # Read-only views of what the subclass set (types as declared above).
+    format = property(attrgetter("_format"))
+    path = property(attrgetter("_path"))
+    n_frames = property(attrgetter("_n_frames"))
+    n_atoms = property(attrgetter("_n_atoms"))
+    fields = property(attrgetter("_fields"))
 
     def layout_summary(self) -> LayoutFacts:
         return LayoutFacts(format=self._format, path=self._path, n_atoms=self._n_atoms,

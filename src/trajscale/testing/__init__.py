@@ -2,6 +2,5 @@
 
 from .conformance import SourceConformance, reference_frames, reference_meta
 from .executors import ExecutorConformance
-from .stores import StoreConformance
 
-__all__ = ["ExecutorConformance", "SourceConformance", "StoreConformance", "reference_frames", "reference_meta"]
+__all__ = ["ExecutorConformance", "SourceConformance", "reference_frames", "reference_meta"]

@@ -18,7 +18,6 @@ from types import MappingProxyType
 
 import numpy as np
 
-from ..block import Block
 from ..box import edges_to_dimensions
 from ..errors import InputFileError
 from ..sources.base import OneFileSource, OpenRequest, file_head
@@ -206,9 +205,7 @@ class XDRSource(OneFileSource):
         _, _, step, time = struct.unpack(">iiif", head)
         return int(step), float(np.float32(time))
 
-    def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
-             fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
-        return self._read_rows(start, stop, atoms, fields, stride)
+    read = OneFileSource._read_rows
 
     def read_into(self, start: int, stop: int, atoms: np.ndarray | None, stride: int,
                   out: dict[str, np.ndarray], box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from ..errors import InputFileError, TrajscaleError
+from trajscale.errors import InputFileError, TrajscaleError
 
 #: Bytes of the object the tests read (several ranges of 64 kB, and more than a head request's 256 kB).
 SIZE = 1_000_003
@@ -214,7 +214,7 @@ class Backend:
         self.put(name, data)
 
     def open(self, location: str, options: dict | None = None):
-        from ..storage.opener import open_bytes
+        from trajscale.storage.opener import open_bytes
 
         return open_bytes(location, options or {})
 
@@ -229,7 +229,7 @@ class Backend:
 
     def forget(self) -> None:
         """Forget what this process keeps of objects it opened (their first bytes, for a few seconds)."""
-        from ..storage.objects import forget_heads
+        from trajscale.storage.objects import forget_heads
 
         forget_heads()
 
@@ -255,7 +255,7 @@ class StoreConformance:
     def test_concurrent_ranges(self, backend, data):
         from concurrent.futures import ThreadPoolExecutor
 
-        from ..storage.ranges import read_coalesced
+        from trajscale.storage.ranges import read_coalesced
 
         store = backend.open(backend.put("concurrent.bin", data))
         rng = np.random.default_rng(1)
@@ -365,7 +365,7 @@ class StoreConformance:
     def test_a_stop_signal_ends_a_read_waiting_on_a_frozen_server(self, backend, data):
         """A stop signal the CLI records (SIGTERM) while a read waits on a frozen server ends the read at once
         (SystemExit), not after the request's timeout or ``retry_seconds``."""
-        from .. import util
+        from trajscale import util
 
         if backend.no_connection:
             pytest.skip(backend.no_connection)
@@ -409,7 +409,7 @@ class StoreConformance:
     def test_a_glob_lists_the_objects_it_matches(self, backend):
         """``*`` and ``?`` within a folder, ``**/`` across folders, ``[...]`` a set; a sibling whose name begins as
         the folder's is no match; the names the test wrote are the reference."""
-        from ..storage.location import Location
+        from trajscale.storage.location import Location
 
         if backend.no_listing:
             pytest.skip(backend.no_listing)
@@ -446,7 +446,7 @@ class StoreConformance:
 
     def test_a_long_listing_is_asked_for_in_pages(self, backend):
         """More keys than the server's page: every one listed, in two requests (pages), not one per key."""
-        from ..storage.location import Location
+        from trajscale.storage.location import Location
 
         if backend.no_listing or backend.page is None:
             pytest.skip(backend.no_listing or backend.no_paging)

@@ -1,0 +1,1 @@
+"""Helpers the tests and the benchmarks share (not part of the installed package)."""
