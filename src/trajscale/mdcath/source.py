@@ -269,6 +269,19 @@ class MDCATHSource(Source):
         return MemberLayout.from_dict(config["layout"])
 
     @classmethod
+    def member_bytes(cls, config: dict) -> int:
+        """The member's coordinates' bytes, from the layout its config records (0 without one: a damaged
+        member, checked again when it is opened)."""
+        layout = config.get("layout")
+        if not layout:
+            return 0
+        try:
+            at = layout["coords"]
+            return int(layout["n_frames"]) * int(layout["n_atoms"]) * 3 * np.dtype(at["dtype"]).itemsize
+        except (KeyError, TypeError, ValueError):   # (a config not of this version: weighed as not known)
+            return 0
+
+    @classmethod
     def node_copy_config(cls, config: dict, copy_path: str) -> dict:
         """The member on the node's copy, described anew there (its own offsets check, inode and time)."""
         return {"kind": cls.kind, "path": copy_path, "member": config["member"]}
