@@ -164,9 +164,11 @@ def test_short_members_are_prepared_by_the_workers_that_read_them(tmp_path, monk
     monkeypatch.setattr(rounds, "prepare_member", counted(rounds.prepare_member))
     glob = str(tmp_path / "mdcath_dataset_*.h5")
     got = {}
-    for executor, n in (("processes", 2), ("serial", 1)):
+    # (serially with blocks of 128 kB: a member's 17 kB of coordinates, read whole, are within a quarter of one)
+    for executor, n, block in (("processes", 2, None), ("serial", 1, 2**17)):
         on_root.clear()
-        r = ts.run(ts.Ramachandran(select="protein", sincos=True), glob, executor=executor, n_workers=n)
+        r = ts.run(ts.Ramachandran(select="protein", sincos=True), glob, executor=executor, n_workers=n,
+                   **({"max_block_bytes": block} if block else {}))
         assert not r.refused and len(r) == 20
         assert len(on_root) == 1, (executor, on_root)   # (the first member: its preparation's imports learned)
         got[executor] = dict(zip(r.names, r.arrays(), strict=True))

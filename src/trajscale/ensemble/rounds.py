@@ -192,7 +192,7 @@ class EnsembleRounds(Rounds):
             t0 = time.perf_counter()
             a, b = self._rounds[self._next]
             members = [(self._todo[p], self.ensemble[self._todo[p]]) for p in range(a, b)]
-            sizes = {self._todo[p]: self._todo_sizes[p] for p in range(a, b)}
+            sizes = {i: _whole_bytes(m, self._todo_sizes[p]) for p, (i, m) in zip(range(a, b), members, strict=True)}
             self._next += 1
             trial = self._trial if self._trial is not None and any(i == self._trial.index for i, _ in members) \
                 else None
@@ -221,14 +221,15 @@ class EnsembleRounds(Rounds):
         return None
 
     def _for_workers(self, members: list, sizes: dict[int, int]) -> set[int]:
-        """The members of a round its workers prepare: those known to be small, a task's share of the round's
-        bytes at most (with room to spare) and a fraction of a read block whole (a member of a file of several,
-        an mdCATH file's, is known by its config: the root opens nothing of it); the others (long: cut into
-        tasks by their frames; behind a URL: no size known here) are prepared on the root."""
+        """The members of a round its workers prepare: those known to be small (``sizes``: their bytes read
+        whole, :func:`_whole_bytes`), a task's share of the round's at most (with room to spare) and a fraction
+        of a read block (a member of a file of several, an mdCATH file's, is known by its config: the root
+        opens nothing of it); the others (long: cut into tasks by their frames; behind a URL: no size known
+        here) are prepared on the root."""
         total = sum(sizes[i] for i, _ in members)
         share = total / (2 * max(1, self._n_tasks))
         whole = int(self.options.max_block_bytes) // 4
-        return {i for i, m in members if 0 < sizes[i] <= share and sizes[i] * WHOLE_BYTES_PER_FILE_BYTE <= whole}
+        return {i for i, m in members if 0 < sizes[i] <= share and sizes[i] <= whole}
 
     def _take_next(self) -> list[MemberJob] | None:
         """The next round's members: prepared with the job, or while the round before ran, or now."""
@@ -391,6 +392,13 @@ def _file_size(member) -> int:
         except TrajscaleError:
             pass
     return total
+
+
+def _whole_bytes(member, size: int) -> int:
+    """What ``member``'s frames take in memory read whole, from its bytes (:func:`_file_size`): a compressed
+    file's a few times its bytes (:data:`~.prepare.WHOLE_BYTES_PER_FILE_BYTE`), the coordinates its config
+    tells as they are."""
+    return size if member.source is not None else size * WHOLE_BYTES_PER_FILE_BYTE
 
 
 def _fetched(member) -> bool:
