@@ -215,6 +215,8 @@ class MDCATHSource(Source):
     supports_slab_reads = True
     reads_urls = True
     fills_rows = True
+    #: (its frames are read at their byte offsets by the chunk reader: imported once before the workers start)
+    worker_modules = ("trajscale.hdf5.chunks",)
 
     def __init__(self, path: str, member: str | None = None, storage_options: dict | None = None,
                  layout: dict | None = None, round_trip: float | None = None, identity: list | None = None) -> None:
