@@ -131,3 +131,55 @@ def test_a_file_described_before_is_read_without_hdf5_until_it_changes(tmp_path,
     assert opened and all(o == os.path.realpath(paths[1]) for o in opened)
     assert not np.array_equal(changed["1abcA00/348/1"], first["1abcA00/348/1"])
     assert all(np.array_equal(changed[k], first[k]) for k in first if k != "1abcA00/348/1")
+
+
+def test_short_members_are_prepared_by_the_workers_that_read_them(tmp_path, monkeypatch):
+    """An mdCATH file's short members are prepared by the worker whose task reads them, as short trajectory
+    files are: the root prepares one member (what preparing imports, learned before the pool starts), not
+    every member before the pool has work. Their φ/ψ sin/cos are MDAnalysis's Ramachandran's on each
+    member's own atoms and coordinates, and a pool's have the bits of one process's."""
+    import h5py
+    import MDAnalysis as mda
+    from MDAnalysis.analysis.dihedrals import Ramachandran
+    from MDAnalysis.coordinates.memory import MemoryReader
+    from MDAnalysisTests.datafiles import DCD, PSF
+
+    from trajscale.ensemble import prepare, rounds
+    from trajscale.mdcath.source import universe
+    from trajscale.testing.mdcath import from_universe
+
+    u = mda.Universe(PSF, DCD)
+    keys = [(t, r) for t in ("320", "348", "379", "413", "450") for r in ("0", "1")]
+    paths = [from_universe(str(tmp_path / f"mdcath_dataset_{i}abcA00.h5"), u, domain=f"{i}abcA00",
+                           select="resid 1-30", members=keys, n_frames=3, seed=i) for i in range(2)]
+    on_root = []
+
+    def counted(real):
+        def prepare_member(index, member, *args, **kwargs):
+            on_root.append(member.name)   # (a forked worker appends to its own copy of the list)
+            return real(index, member, *args, **kwargs)
+        return prepare_member
+
+    monkeypatch.setattr(prepare, "prepare_member", counted(prepare.prepare_member))
+    monkeypatch.setattr(rounds, "prepare_member", counted(rounds.prepare_member))
+    glob = str(tmp_path / "mdcath_dataset_*.h5")
+    got = {}
+    # (serially with blocks of 128 kB: a member's 17 kB of coordinates, read whole, are within a quarter of one)
+    for executor, n, block in (("processes", 2, None), ("serial", 1, 2**17)):
+        on_root.clear()
+        r = ts.run(ts.Ramachandran(select="protein", sincos=True), glob, executor=executor, n_workers=n,
+                   **({"max_block_bytes": block} if block else {}))
+        assert not r.refused and len(r) == 20
+        assert len(on_root) == 1, (executor, on_root)   # (the first member: its preparation's imports learned)
+        got[executor] = dict(zip(r.names, r.arrays(), strict=True))
+    for name, a in got["serial"].items():
+        np.testing.assert_array_equal(got["processes"][name], a)
+    for i, path in enumerate(paths):
+        ref = universe(path)
+        with h5py.File(path, "r") as f:
+            for t, rep in keys:
+                ref.load_new(f[f"{i}abcA00/{t}/{rep}/coords"][()], format=MemoryReader)
+                ang = np.deg2rad(Ramachandran(ref.select_atoms("protein")).run().results.angles)
+                phi, psi = ang[:, :, 0], ang[:, :, 1]
+                want = np.stack([np.sin(phi), np.cos(phi), np.sin(psi), np.cos(psi)], axis=2).reshape(len(ang), -1)
+                np.testing.assert_allclose(got["serial"][f"{i}abcA00/{t}/{rep}"], want, atol=2e-5)

@@ -130,10 +130,10 @@ def prepare_member(index: int, member: Member, analysis: Analysis, options: RunO
         source.close()
 
 
-def defer_member(index: int, member: Member, options: RunOptions, size: int) -> MemberJob:
-    """``member`` (``size`` bytes in its files) left for the worker that reads it to prepare: one position
-    on the ensemble's axis, its work estimated from its size."""
-    whole = int(size) * WHOLE_BYTES_PER_FILE_BYTE
+def defer_member(index: int, member: Member, options: RunOptions, whole: int) -> MemberJob:
+    """``member`` (its frames ``whole`` bytes read whole) left for the worker that reads it to prepare: one
+    position on the ensemble's axis, its work estimated from its size."""
+    whole = int(whole)
     read = MemberRead(member=index, offset=0, n=1, start=0, step=1, source={}, atoms=None, path=member.location,
                       spec=member_spec(member, options))
     return MemberJob(index, member, read, None, whole)

@@ -128,8 +128,7 @@ class EnsembleRounds(Rounds):
         no network client, which a forked worker must not inherit (the job then uses that preparation): the
         workers that prepare the others start with them (forked, or from a forkserver that imported them
         once), instead of each importing them."""
-        first = next(((i, m) for i, m in enumerate(self.ensemble)
-                      if m.source is None and not _fetched(m)), None)
+        first = next(((i, m) for i, m in enumerate(self.ensemble) if not _fetched(m)), None)
         if first is None:
             return []
         before = set(sys.modules)
@@ -193,7 +192,7 @@ class EnsembleRounds(Rounds):
             t0 = time.perf_counter()
             a, b = self._rounds[self._next]
             members = [(self._todo[p], self.ensemble[self._todo[p]]) for p in range(a, b)]
-            sizes = {self._todo[p]: self._todo_sizes[p] for p in range(a, b)}
+            sizes = {i: _whole_bytes(m, self._todo_sizes[p]) for p, (i, m) in zip(range(a, b), members, strict=True)}
             self._next += 1
             trial = self._trial if self._trial is not None and any(i == self._trial.index for i, _ in members) \
                 else None
@@ -222,15 +221,15 @@ class EnsembleRounds(Rounds):
         return None
 
     def _for_workers(self, members: list, sizes: dict[int, int]) -> set[int]:
-        """The members of a round its workers prepare: those whose files are known to be small, a task's
-        share of the round's bytes at most (with room to spare) and a fraction of a read block whole; the
-        others (long: cut into tasks by their frames; behind a URL or an expander's config: no size known
+        """The members of a round its workers prepare: those known to be small (``sizes``: their bytes read
+        whole, :func:`_whole_bytes`), a task's share of the round's at most (with room to spare) and a fraction
+        of a read block (a member of a file of several, an mdCATH file's, is known by its config: the root
+        opens nothing of it); the others (long: cut into tasks by their frames; behind a URL: no size known
         here) are prepared on the root."""
         total = sum(sizes[i] for i, _ in members)
         share = total / (2 * max(1, self._n_tasks))
         whole = int(self.options.max_block_bytes) // 4
-        return {i for i, m in members if m.source is None and 0 < sizes[i] <= share
-                and sizes[i] * WHOLE_BYTES_PER_FILE_BYTE <= whole}
+        return {i for i, m in members if 0 < sizes[i] <= share and sizes[i] <= whole}
 
     def _take_next(self) -> list[MemberJob] | None:
         """The next round's members: prepared with the job, or while the round before ran, or now."""
@@ -373,10 +372,19 @@ def _member_readers(member) -> tuple[str, ...]:
 
 
 def _file_size(member) -> int:
-    """A member's bytes (what cuts the rounds by size): 0 for one that cannot be seen, and for one read through
-    a network client's store, whose size is a request (it is prepared here, and its store's state shipped)."""
+    """A member's bytes (what cuts the rounds by size): its files', or those its Source's config tells (a
+    member of a file of several: :meth:`~trajscale.sources.base.Source.member_bytes`, no I/O); 0 for one that
+    cannot be seen, and for one read through a network client's store, whose size is a request (it is prepared
+    here, and its store's state shipped)."""
     if _fetched(member):
         return 0
+    if member.source is not None:
+        from ..sources.registry import source_class
+
+        try:
+            return max(0, int(source_class(member.source["kind"]).member_bytes(member.source)))
+        except TrajscaleError:   # (an unknown kind: refused where the member is opened)
+            return 0
     total = 0
     for t in member.trajectory:
         try:
@@ -384,6 +392,13 @@ def _file_size(member) -> int:
         except TrajscaleError:
             pass
     return total
+
+
+def _whole_bytes(member, size: int) -> int:
+    """What ``member``'s frames take in memory read whole, from its bytes (:func:`_file_size`): a compressed
+    file's a few times its bytes (:data:`~.prepare.WHOLE_BYTES_PER_FILE_BYTE`), the coordinates its config
+    tells as they are."""
+    return size if member.source is not None else size * WHOLE_BYTES_PER_FILE_BYTE
 
 
 def _fetched(member) -> bool:

@@ -159,7 +159,8 @@ class EnsembleSource(Source):
         self._decode_s = float(decode_s)
         self._analysis_config, self._analysis = analysis, None
         self._offsets = [m.offset for m in self.members]
-        self._keys = [m.key for m in self.members]
+        # each member's key made when a read first needs it: a worker reads a few of a round's members
+        self._keys: list[str | None] = [None] * len(self.members)
         self._first = self._offsets[0] if self.members else 0
         self._end = self.members[-1].offset + self.members[-1].n if self.members else 0
 
@@ -224,6 +225,13 @@ class EnsembleSource(Source):
         close_member_sources()
 
     # -- reads ------------------------------------------------------------------------------------------------
+    def _key(self, k: int) -> str:
+        """Member ``k``'s key among the thread's open sources (:attr:`MemberRead.key`)."""
+        key = self._keys[k]
+        if key is None:
+            key = self._keys[k] = self.members[k].key
+        return key
+
     def _spans(self, start: int, stop: int):
         """``(k, a, b)``: member ``k`` of this source covers axis positions ``[a, b)`` of its own frames."""
         if not self._first <= start <= stop <= self._end:
@@ -247,7 +255,7 @@ class EnsembleSource(Source):
         pieces, used = [], set()
         for k, a, b in self._spans(start, stop):
             m = self.members[k]
-            used.add(self._keys[k])
+            used.add(self._key(k))
             pieces.append(self._piece(opened, k, m, a, b, fields))
         opened.drop_buffers(used)
         return EnsembleBlock(start, stop, tuple(pieces))
@@ -258,7 +266,7 @@ class EnsembleSource(Source):
         try:
             if m.spec is not None:
                 return self._prepared_here(opened, k, m, fields)
-            src, t_open = opened.get(self._keys[k], m.source, self.max_open)
+            src, t_open = opened.get(self._key(k), m.source, self.max_open)
             before = src.bytes_read
             fs, fe = m.frames(a, b)
             block = src.read(fs, fe, m.atoms, fields, stride=m.step)
@@ -278,7 +286,7 @@ class EnsembleSource(Source):
         from .members import open_spec, prepare_opened
 
         t0 = time.perf_counter()
-        src, t_open = opened.get(self._keys[k], {}, self.max_open, opener=lambda: open_spec(m.spec))
+        src, t_open = opened.get(self._key(k), {}, self.max_open, opener=lambda: open_spec(m.spec))
         if self._analysis is None:
             from ..analysis.base import analysis_from_config
 
@@ -304,7 +312,7 @@ class EnsembleSource(Source):
             if m.spec is not None:
                 continue   # (opened and prepared when read)
             try:
-                src, _ = opened.get(self._keys[k], m.source, self.max_open)
+                src, _ = opened.get(self._key(k), m.source, self.max_open)
                 fs, fe = m.frames(a, b)
                 src.prefetch(fs, fe, m.atoms, fields, stride=m.step)
             except Exception:   # noqa: BLE001 - a hint: the read says what went wrong

@@ -215,6 +215,8 @@ class MDCATHSource(Source):
     supports_slab_reads = True
     reads_urls = True
     fills_rows = True
+    #: (its frames are read at their byte offsets by the chunk reader: imported once before the workers start)
+    worker_modules = ("trajscale.hdf5.chunks",)
 
     def __init__(self, path: str, member: str | None = None, storage_options: dict | None = None,
                  layout: dict | None = None, round_trip: float | None = None, identity: list | None = None) -> None:
@@ -267,6 +269,19 @@ class MDCATHSource(Source):
     @classmethod
     def member_layout(cls, config: dict) -> MemberLayout:
         return MemberLayout.from_dict(config["layout"])
+
+    @classmethod
+    def member_bytes(cls, config: dict) -> int:
+        """The member's coordinates' bytes, from the layout its config records (0 without one: a damaged
+        member, checked again when it is opened)."""
+        layout = config.get("layout")
+        if not layout:
+            return 0
+        try:
+            at = layout["coords"]
+            return int(layout["n_frames"]) * int(layout["n_atoms"]) * 3 * np.dtype(at["dtype"]).itemsize
+        except (KeyError, TypeError, ValueError):   # (a config not of this version: weighed as not known)
+            return 0
 
     @classmethod
     def node_copy_config(cls, config: dict, copy_path: str) -> dict:

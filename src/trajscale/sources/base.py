@@ -176,6 +176,13 @@ class Source(ABC):
         Source of one trajectory per file."""
         return None
 
+    @classmethod
+    def member_bytes(cls, config: dict) -> int:
+        """The bytes of the positions of the member ``config`` reads, told from the config alone (no I/O: a
+        member of a file of several, whose config records its layout); 0 where the config does not say. An
+        ensemble weighs such a member by them, and hands a short one to the worker that reads it to prepare."""
+        return 0
+
     #: True when a file of this format behind a URL may be read from a node-local copy (:meth:`node_copy_config`).
     kept_on_node: bool = False
 
