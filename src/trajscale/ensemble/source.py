@@ -22,7 +22,8 @@ import base64
 import bisect
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 
@@ -75,7 +76,7 @@ class MemberRead:
     def to_dict(self) -> dict:
         """Plain values for a config: the atoms as base64 text of little-endian int32 (a worker keys its
         open sources by the config's text: a quarter of int64 bytes' escaped text)."""
-        d = dict(self.__dict__)
+        d = {f.name: getattr(self, f.name) for f in fields(self)}   # (not the cached key)
         if self.atoms is not None:
             d["atoms"] = base64.b64encode(np.asarray(self.atoms, "<i4").tobytes()).decode()
         return d
@@ -84,9 +85,10 @@ class MemberRead:
         """Its own trajectory's ``[start, stop)`` (read with ``step``) for axis positions ``[a, b)`` within it."""
         return self.start + a * self.step, self.start + (b - 1) * self.step + 1
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """What tells its Source apart from any other's in a worker's cache."""
+        """What tells its Source apart from any other's in a worker's cache (made when a read first needs it:
+        a worker reads a few of a round's members)."""
         return repr(sorted((k, repr(v)) for k, v in (self.spec or self.source).items()))
 
 
@@ -159,8 +161,6 @@ class EnsembleSource(Source):
         self._decode_s = float(decode_s)
         self._analysis_config, self._analysis = analysis, None
         self._offsets = [m.offset for m in self.members]
-        # each member's key made when a read first needs it: a worker reads a few of a round's members
-        self._keys: list[str | None] = [None] * len(self.members)
         self._first = self._offsets[0] if self.members else 0
         self._end = self.members[-1].offset + self.members[-1].n if self.members else 0
 
@@ -225,13 +225,6 @@ class EnsembleSource(Source):
         close_member_sources()
 
     # -- reads ------------------------------------------------------------------------------------------------
-    def _key(self, k: int) -> str:
-        """Member ``k``'s key among the thread's open sources (:attr:`MemberRead.key`)."""
-        key = self._keys[k]
-        if key is None:
-            key = self._keys[k] = self.members[k].key
-        return key
-
     def _spans(self, start: int, stop: int):
         """``(k, a, b)``: member ``k`` of this source covers axis positions ``[a, b)`` of its own frames."""
         if not self._first <= start <= stop <= self._end:
@@ -255,7 +248,7 @@ class EnsembleSource(Source):
         pieces, used = [], set()
         for k, a, b in self._spans(start, stop):
             m = self.members[k]
-            used.add(self._key(k))
+            used.add(m.key)
             pieces.append(self._piece(opened, k, m, a, b, fields))
         opened.drop_buffers(used)
         return EnsembleBlock(start, stop, tuple(pieces))
@@ -266,7 +259,7 @@ class EnsembleSource(Source):
         try:
             if m.spec is not None:
                 return self._prepared_here(opened, k, m, fields)
-            src, t_open = opened.get(self._key(k), m.source, self.max_open)
+            src, t_open = opened.get(m.key, m.source, self.max_open)
             before = src.bytes_read
             fs, fe = m.frames(a, b)
             block = src.read(fs, fe, m.atoms, fields, stride=m.step)
@@ -286,7 +279,7 @@ class EnsembleSource(Source):
         from .members import open_spec, prepare_opened
 
         t0 = time.perf_counter()
-        src, t_open = opened.get(self._key(k), {}, self.max_open, opener=lambda: open_spec(m.spec))
+        src, t_open = opened.get(m.key, {}, self.max_open, opener=lambda: open_spec(m.spec))
         if self._analysis is None:
             from ..analysis.base import analysis_from_config
 
@@ -312,7 +305,7 @@ class EnsembleSource(Source):
             if m.spec is not None:
                 continue   # (opened and prepared when read)
             try:
-                src, _ = opened.get(self._key(k), m.source, self.max_open)
+                src, _ = opened.get(m.key, m.source, self.max_open)
                 fs, fe = m.frames(a, b)
                 src.prefetch(fs, fe, m.atoms, fields, stride=m.step)
             except Exception:   # noqa: BLE001 - a hint: the read says what went wrong
