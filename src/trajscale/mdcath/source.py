@@ -274,12 +274,11 @@ class MDCATHSource(Source):
     def member_bytes(cls, config: dict) -> int:
         """The member's coordinates' bytes, from the layout its config records (0 without one: a damaged
         member, checked again when it is opened)."""
-        layout = config.get("layout")
-        if not layout:
+        if not config.get("layout"):
             return 0
         try:
-            at = layout["coords"]
-            return int(layout["n_frames"]) * int(layout["n_atoms"]) * 3 * np.dtype(at["dtype"]).itemsize
+            layout = cls.member_layout(config)
+            return layout.n_frames * layout.n_atoms * 3 * np.dtype(layout.coords.dtype).itemsize
         except (KeyError, TypeError, ValueError):   # (a config not of this version: weighed as not known)
             return 0
 
