@@ -37,8 +37,7 @@ log = logging.getLogger(__name__)
 class Job:
     """Everything a worker needs, as plain values: travels by pickle or MPI broadcast.
 
-    ``block_frames`` bounds the frames read and mapped at once inside a task
-    (from the bytes the source allocates per frame and the block budget), so a
+    ``block_frames`` bounds the frames read and mapped at once inside a task, so a
     worker's memory does not grow with the size of its task.
     """
 
@@ -50,9 +49,8 @@ class Job:
     stride: int = 1
     #: The trajectory is still being written (a followed run's round): its file may be opened mid-flush.
     growing: bool = False
-    #: The source fetches a block ahead while the one before is mapped (a file behind a URL:
-    #: :attr:`~trajscale.sources.base.Source.reads_ahead`); a pool's workers then take their tasks
-    #: themselves (:func:`~.claims.hand_out`).
+    #: The source fetches a block ahead (:attr:`~trajscale.sources.base.Source.reads_ahead`);
+    #: a pool's workers then take their tasks themselves (:func:`~.claims.hand_out`).
     reads_ahead: bool = False
 
     def __repr__(self) -> str:   # the source's storage options may hold credentials
@@ -61,11 +59,9 @@ class Job:
                 f"reads_ahead={self.reads_ahead})")
 
 
-# One open Source per thread of a process (one thread runs tasks in a worker process; the threads
-# executor runs several, and a Source's reused read buffer is one task's at a time), keyed by its
-# config; each entry remembers the identity of the files it opened, so a file rewritten in place
-# (``convert --overwrite``: same path, new inode) is reopened instead of read through a stale handle
-# by a long-lived worker.
+# One open Source per thread (a Source's reused read buffer is one task's at a time), keyed by its
+# config; each entry remembers the identity of its files, so a file rewritten in place (same path,
+# new inode) is reopened instead of read through a stale handle by a long-lived worker.
 _SOURCES: dict[int, dict[tuple, tuple[tuple, Source]]] = {}
 _ANALYSES: dict[tuple, Analysis] = {}
 
@@ -79,14 +75,9 @@ def _key(config: dict) -> tuple:
 
 
 def _config_paths(config: dict) -> list[str]:
-    """The files a source config names (H5MD, a part: ``path``; segments: ``index`` and topology;
-    MDAnalysis: topology, trajectories).
-
-    A segmented source's parts are not among them: stat-ing every part of a
-    10,000-part chain for each task of each worker is a metadata storm on a
-    parallel file system. The source checks the parts it holds open itself
-    (:meth:`~trajscale.sources.base.Source.refresh`), one stat per part a task reads.
-    """
+    """The files a source config names; not a segmented source's parts (stat-ing every part of a
+    10,000-part chain per task is a metadata storm: :meth:`~trajscale.sources.base.Source.refresh`
+    checks the parts a task reads)."""
     paths = [config[k] for k in ("path", "index", "topology") if isinstance(config.get(k), (str, os.PathLike))]
     return [str(p) for p in paths] + [str(p) for p in config.get("trajectories") or ()]
 
@@ -97,11 +88,6 @@ def _release(src: Source) -> None:
         src.close()
     finally:
         src.__dict__.pop("_scratch", None)
-
-
-def _ships_offsets(config: dict) -> bool:
-    """True when the config's Source declares :attr:`~trajscale.sources.base.Source.ships_offsets`."""
-    return _traits_of_config(config, "ships_offsets")
 
 
 def _traits_of_config(config: dict, trait: str) -> bool:
@@ -115,8 +101,7 @@ def _traits_of_config(config: dict, trait: str) -> bool:
 def cached_source(config: dict, comm=None) -> tuple[Source, float]:
     """The process's Source for ``config`` and the seconds spent opening it now (0 if cached).
 
-    A cached source whose files changed since it was opened (another inode,
-    size or mtime) is closed and the files are opened again.
+    A cached source whose files changed since it was opened is closed and opened again.
     """
     key = _key(config)
     ident = file_identity(_config_paths(config))
@@ -129,7 +114,7 @@ def cached_source(config: dict, comm=None) -> tuple[Source, float]:
         log.debug("%s changed since it was opened: reopening", _config_paths(config)[:1])
         del cache[key]
         _release(entry[1])
-    if _ships_offsets(config):   # a growing file (a followed run) ships longer offsets each round
+    if _traits_of_config(config, "ships_offsets"):   # a growing file ships longer offsets each round
         same = {("kind", repr(config.get("kind"))), ("path", repr(config.get("path")))}
         for old in [k for k in cache if same <= set(k)]:
             _release(cache.pop(old)[1])
@@ -149,10 +134,9 @@ GROWING_TRIES, GROWING_WAIT_S = 40, 0.25   # (10 s: a loaded machine's opens spa
 
 
 def _opened(job: Job, comm=None) -> tuple[Source, float]:
-    """:func:`cached_source` of the job's trajectory.  A file still being written (``job.growing``: its
-    writer flushes HDF5's metadata in no set order, and a process that opens it meanwhile can find the
-    chunk index pointing past the end it knows) is looked at again, as a followed run's look at it is,
-    before its error is the task's; under MPI the ranks open collectively, and an error is at once."""
+    """:func:`cached_source` of the job's trajectory.  A file still being written (its writer flushes
+    HDF5's metadata in no set order) is looked at again before its error is the task's; under MPI the
+    ranks open collectively, and an error is at once."""
     tries = GROWING_TRIES if job.growing and comm is None else 1
     for attempt in range(1, tries + 1):
         try:
@@ -166,8 +150,8 @@ def _opened(job: Job, comm=None) -> tuple[Source, float]:
 
 
 def adopt_source(config: dict, source: Source) -> None:
-    """Keep ``source``, opened by the thread that prepared the job, as this thread's source for ``config``
-    (for executors whose tasks run in the launching thread: :attr:`Executor.adopts_sources`)."""
+    """Keep ``source``, opened to prepare the job, as this thread's source for ``config``
+    (:attr:`Executor.adopts_sources`)."""
     cache = _thread_sources()
     old = cache.pop(_key(config), None)
     if old is not None and old[1] is not source:
@@ -177,8 +161,7 @@ def adopt_source(config: dict, source: Source) -> None:
 
 
 def close_cached_sources() -> None:
-    """Close every cached source of every thread and free its buffers (executor close, end of an MPI run);
-    no task may be running in this process."""
+    """Close every cached source of every thread; no task may be running in this process."""
     entries = [e for cache in list(_SOURCES.values()) for e in cache.values()]
     _SOURCES.clear()
     _ANALYSES.clear()
@@ -187,8 +170,8 @@ def close_cached_sources() -> None:
 
 
 def opened_files(config: dict, source: Source, before: int, opened_now: bool) -> tuple[str, ...]:
-    """Trajectory files opened since ``before``: a segmented source's parts (it lists them), or the
-    single file a source config names if the source was opened just now."""
+    """Trajectory files opened since ``before``: a segmented source's parts, or the config's file if
+    the source was opened just now."""
     listed = source.opened
     if listed is not None:
         return tuple(listed[before:])
@@ -201,7 +184,6 @@ def opened_files(config: dict, source: Source, before: int, opened_now: bool) ->
 def _analysis(config: dict) -> Analysis:
     key = _key(config)
     if key not in _ANALYSES:
-        # (each analysis's module imports the compiled kernels it uses, ahead of time: no other's here)
         _ANALYSES[key] = analysis_from_config(config)
     return _ANALYSES[key]
 
@@ -223,13 +205,9 @@ def blocks_of(frames: FrameRange, block_frames: int, align: int = 1, stride: int
 class Fold:
     """Partials combined in order as they come, so that a process holds a few, never one per block or task.
 
-    ``Analysis.reduce`` combines partials and partials it already reduced, in the order given (the
-    result of reducing a run's partials in batches, in order, is the result of reducing them all at
-    once: per-frame rows are concatenated in frame order, sums are exact). Partials may arrive out of
-    order (a pool's tasks): each waits until those before it have come, and every contiguous run of
-    ``batch`` (or of ``batch_bytes``) is reduced into the one partial before it. An accumulating
-    analysis's memory is then a few partials (its sums), not one per task; a per-frame analysis's rows
-    are copied once per batch.
+    Reducing a run's partials in ordered batches equals reducing them all at once. A partial that
+    arrives early waits for those before it; every contiguous run of ``batch`` (or ``batch_bytes``) is
+    reduced into the partial before it, so a per-frame analysis's rows are copied once per batch.
     """
 
     #: Partials reduced at once: enough that a per-frame analysis's rows are not copied over and over...
@@ -265,7 +243,6 @@ class Fold:
         return got[0] if len(got) == 1 else self.analysis.reduce(got)
 
 
-#: Types that hold no array (a partial's labels and numbers: thousands, each told at a glance).
 _NO_ARRAYS = frozenset({str, bytes, int, float, bool, type(None)})
 #: A dataclass type's field names (``dataclasses.fields`` costs more than the sum it is asked for).
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
@@ -291,9 +268,8 @@ def _nbytes(obj) -> int:
 
 
 def _stop_here(comm) -> bool:
-    """At a stop signal, between a task's blocks: raise it (SystemExit) where a task runs alone; under MPI say
-    so, and the rank leaves its task (its reads are independent, not collective) and agrees on the stop with
-    the other ranks after it."""
+    """At a stop signal between blocks: raise it where a task runs alone; under MPI return True, and the
+    rank leaves its task (its reads are not collective) and agrees on the stop with the others after it."""
     if comm is None:
         raise_if_stopped()
     return bool(stop_requested())
@@ -303,14 +279,11 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None,
              then: FrameRange | None = None) -> tuple[object, TaskTiming]:
     """Read frames ``[start, stop)`` and map them, block by block; return the partial and its timings.
 
-    Blocks hold at most ``job.block_frames`` frames (the reused read buffer bounds the worker's memory;
-    :func:`~trajscale.executors.block_frames_for` their compute time); their partials combine with the
-    analysis's own ``reduce``.  While a block is mapped, the source is told the next read
-    (:meth:`~trajscale.sources.base.Source.prefetch`: a file behind a URL fetches it meanwhile): the task's
-    next block, or after its last one the first block of ``then``, the task this worker runs next when the
-    executor knows it.  A stop signal recorded here (SIGTERM, Ctrl-C) ends the task between blocks (an MPI
-    rank's task ends early, and the ranks stop together after it: the run keeps nothing).  User errors keep
-    their type; anything else becomes a TaskError naming the worker and the frame range.
+    Blocks hold at most ``job.block_frames`` frames (the reused read buffer bounds the worker's memory).
+    While a block is mapped, the source is told the next read (:meth:`~trajscale.sources.base.Source.prefetch`):
+    the task's next block, or the first block of ``then``, the task this worker runs next.  A stop signal
+    ends the task between blocks.  User errors keep their type; anything else becomes a TaskError naming
+    the worker and the frame range.
     """
     host, pid = host_and_pid()
     t_start = mark_ready()   # a no-op after the worker's warm-up or first task: its start-up
@@ -364,10 +337,9 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None,
 def run_in_turn(job: Job, tasks: Iterable[tuple[int, FrameRange]], worker: str,
                 before: Callable[[int], None] | None = None,
                 after: Callable[[], None] | None = None) -> Iterator[tuple[int, tuple[object, TaskTiming]]]:
-    """:func:`run_task` for each ``(task, frames)`` in turn, each told the next one's frames (``then``: a
-    source behind a URL fetches its first block while the task before maps its last).  The next task
-    is asked of ``tasks`` when one begins (a :class:`~.claims.TaskClaims` takes it then); ``before(task)`` is
-    called before each, ``after()`` after each.  Yields ``(task, (partial, timing))`` as each ends."""
+    """:func:`run_task` for each ``(task, frames)`` in turn, each told the next one's frames (``then``).
+    The next task is asked of ``tasks`` when one begins (a :class:`~.claims.TaskClaims` takes it then).
+    Yields ``(task, (partial, timing))`` as each ends."""
     pending = iter(tasks)
     nxt = next(pending, None)
     while nxt is not None:
@@ -395,12 +367,9 @@ def _fetched(before: dict | None, after: dict | None) -> dict:
 class TaskResults:
     """What :meth:`Executor.map_tasks` brings home to the root: the tasks' partials and timings together.
 
-    ``partials`` are in frame order: one per task, or one per worker for an executor that combines
-    its workers' partials where they ran (MPI: each rank reduces its own, a per-frame analysis's
-    rows are gathered as one); the root's ``Analysis.reduce`` combines them either way (it also
-    combines partials already reduced).  ``timings`` holds one TaskTiming per task, in task order;
-    ``workers`` the per-worker records beside the tasks' (start-up, t_wait, t_comm), by worker
-    name; ``io`` how the tasks read (driver, collective asked for and done).
+    ``partials`` are in frame order: one per task, or one per worker for an executor that reduces
+    where they ran (MPI).  ``timings`` holds one TaskTiming per task, in task order; ``workers`` the
+    per-worker records (start-up, t_wait, t_comm), by worker name; ``io`` how the tasks read.
     """
 
     partials: tuple
@@ -420,8 +389,7 @@ class TaskResults:
 
 
 class Homecoming:
-    """The tasks' results as they come home to the root, in any order: each partial folded in
-    (:class:`Fold`: the root holds a few, not one per task), each timing kept in its task's place."""
+    """The tasks' results as they come home to the root, in any order: partials folded, timings in task order."""
 
     def __init__(self, job: Job, n_tasks: int) -> None:
         self._fold = Fold(_analysis(job.analysis))
@@ -454,7 +422,7 @@ def io_of(source_options: dict, collective: bool = False) -> dict:
 
 
 def sendable(job: Job) -> bytes:
-    """``job`` pickled, as it travels to another process; what pickle cannot take is refused in one line."""
+    """``job`` pickled; what pickle cannot take is refused in one line."""
     try:
         return pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
@@ -464,15 +432,13 @@ def sendable(job: Job) -> bytes:
 
 class Executor(ABC):
     """Where tasks run: :meth:`map_tasks` runs them and brings their results home, :meth:`close` ends
-    the workers; :meth:`start` (pools) and :meth:`broadcast` (SPMD) where the executor needs them.
+    the workers.
 
     What the rest of trajscale needs to know of an executor is declared, never probed: here as class
-    attributes and properties, and in its registry entry (:attr:`traits`, read by the CLI, convert
-    and the prediction), which gives it its :attr:`name`.
+    attributes and properties, and in its registry entry (:attr:`traits`), which gives it its :attr:`name`.
     """
 
-    #: Its registry entry (:mod:`trajscale.executor_registry`), found by the class's import path:
-    #: set for each subclass when it is defined; a subclass outside the registry keeps its parent's.
+    #: Its registry entry, found by the class's import path; a subclass outside the registry keeps its parent's.
     traits: ClassVar[ExecutorTraits | None] = None
     #: The registry's name for it ("" outside the registry).
     name: ClassVar[str] = ""
@@ -481,8 +447,7 @@ class Executor(ABC):
     #: True when the executor checks, between tasks, for a Ctrl-C the launcher recorded
     #: (:func:`trajscale.util.polling_for_stop`); the others are interrupted where they run.
     polls_for_stop: ClassVar[bool] = False
-    #: True when the tasks run in the launching thread, so the source the launcher opened to plan the
-    #: run can serve them (:func:`adopt_source`) instead of being opened again.
+    #: True when the tasks run in the launching thread, so the source opened to plan the run serves them.
     adopts_sources: ClassVar[bool] = False
     #: Worker name of the process that prepares the job, if it also runs tasks.
     root_worker: ClassVar[str | None] = None
@@ -509,23 +474,20 @@ class Executor(ABC):
 
     @property
     def uses_external_cluster(self) -> bool:
-        """True when the workers belong to a cluster this executor did not start (a Dask scheduler
-        address): their start-up is not the run's, and stopping them is not the run's to do."""
+        """True when the workers belong to a cluster this executor did not start (a Dask scheduler address)."""
         return False
 
     @property
     def late_starts(self) -> dict[str, dict]:
-        """After :meth:`close`: start-up records of workers that were not ready when the tasks were
-        done (a local pool's); none by default."""
+        """After :meth:`close`: start-up records of workers not ready when the tasks were done."""
         return {}
 
     def start(self, modules: tuple[str, ...] = (), late: bool = False) -> None:   # noqa: B027 - optional
         """Start workers now, before the job is ready (pools); a no-op by default.
 
-        ``modules``: what the job's tasks will import beyond trajscale's own (the reader of the
-        trajectory's format, :func:`trajscale.sources.reader_modules`), for workers to start with.
-        ``late``: the job is prepared already (``executor="auto"`` picked this executor after preparing
-        it): this process may hold an HDF5 file or a URL client's runtime, so no worker forks from it."""
+        ``modules``: what the job's tasks will import beyond trajscale's own, for workers to start with.
+        ``late``: the job is prepared already: this process may hold an HDF5 file or a URL client's
+        runtime, so no worker forks from it."""
 
     def broadcast(self, obj):
         """``obj`` from the root to every process of the job (SPMD); the object itself elsewhere."""
@@ -536,8 +498,7 @@ class Executor(ABC):
         """Run :func:`run_task` for every range; their results and timings on the root, None elsewhere."""
 
     def close(self, wait: bool = True) -> None:   # noqa: B027 - optional; the default executor holds nothing
-        """Release the pools, clusters or communicators this executor started; ``wait=False`` (after an
-        error or Ctrl-C) stops the workers without waiting for their tasks.  Closing twice is harmless."""
+        """Release what this executor started; ``wait=False`` does not wait for tasks.  Closing twice is harmless."""
 
     def __enter__(self) -> Executor:
         return self
@@ -547,11 +508,8 @@ class Executor(ABC):
 
 
 def refuse_if_launched(ex: Executor, own: bool) -> None:
-    """Refuse a non-MPI executor in a process that an MPI launcher started as one of several.
-
-    Under ``mpiexec -n N`` every process would run (and write) the whole job; a Dask client on an
-    outside cluster (dask-mpi: one rank is the client) is the exception.  ``own``: the caller made
-    ``ex``, so it is closed before the error goes up.
+    """Refuse a non-MPI executor in a process that an MPI launcher started as one of several (each would
+    run the whole job); a Dask client on an outside cluster is the exception.  ``own``: close ``ex`` first.
     """
     if ex.spmd or ex.uses_external_cluster:
         return
