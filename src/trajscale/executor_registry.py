@@ -1,15 +1,9 @@
 """The executors trajscale knows: one registry of names, each with what the rest of trajscale reads of it.
 
-Everything that names executors derives from :data:`EXECUTORS`: ``make_executor``, the CLI's
-``--executor`` choices and the executors' own options (:class:`ExecutorOption`), the task runner
-of convert, rechunk and pack, the demo, the probe and the scaling prediction.  ``auto`` is an
-entry too: it picks one of its ``picks`` once the work's size is known.
-Each entry is an :class:`ExecutorTraits`, a small declarative record: where the executor's class
-lives (imported only when one is built), how its workers are counted and launched, what moves
-between its processes, how it opens files. The prediction's terms (docs/scaling.md) read these
-traits and never an executor's name, so adding an executor takes its own module, one entry here
-and its tests (:class:`trajscale.testing.ExecutorConformance`); it then runs ``trajscale run``,
-``convert`` and ``pack``, its options on their command lines.
+Everything that names executors (``make_executor``, the CLI's choices and flags, convert's runner,
+the probe, the prediction) derives from :data:`EXECUTORS`; ``auto`` is an entry that picks one of its
+``picks``.  The prediction reads traits, never an executor's name, so adding an executor takes its own
+module, one entry here and its tests (:class:`trajscale.testing.ExecutorConformance`).
 
 This module imports nothing of trajscale but its errors: the report package and the executors
 both read it, and it must stay below both.
@@ -27,11 +21,9 @@ WORKER_COUNTS = ("one", "n_workers", "launcher")
 #: or down a broadcast tree (``ceil(log2 N)`` stages).
 MOVES = ("none", "per_task", "per_worker", "tree")
 #: ``launch``, how the prediction builds the start of N workers from one fresh worker's start:
-#: ``fork_server`` (one server starts, workers fork from it), ``every_rank`` (every rank runs the
-#: launcher's imports; beyond the cores they share them), ``nanny`` (each worker is a nanny and a
-#: worker process, two fresh starts each, over the cores).
+#: ``fork_server`` (workers fork from one server), ``every_rank`` (every rank runs the imports),
+#: ``nanny`` (a nanny and a worker process per worker).
 LAUNCHES = ("fork_server", "every_rank", "nanny")
-
 
 #: ``ExecutorOption.kind``: a string, an int, a float, an on/off flag, a repeatable string.
 OPTION_KINDS = ("str", "int", "float", "flag", "list")
@@ -93,10 +85,7 @@ class ExecutorTraits:
     workers
         How its workers are counted (:data:`WORKER_COUNTS`).
     job_moves, partials_move
-        How often the pickled job goes out and the partials come home (:data:`MOVES`): a process
-        pool sends the job with each task and gets each task's partial back; Dask sends the job once
-        to each worker; MPI broadcasts it down a tree and gathers one partial per rank (a per-frame
-        analysis: its rows, once); threads share memory.
+        How often the pickled job goes out and the partials come home (:data:`MOVES`).
     launch
         How the prediction models starting N workers (:data:`LAUNCHES`); None: not predicted.
     launch_phase
@@ -106,19 +95,16 @@ class ExecutorTraits:
     collective_open
         Opens an H5MD file collectively on all workers (MPI-IO): each further rank adds to the open.
     polls_while_waiting
-        Workers spin while they wait (MPI collectives): beyond the cores the launcher's serial
-        phases share rank 0's core, and calibration measures wall, not CPU, seconds.
+        Workers spin while they wait (MPI collectives): calibration measures wall, not CPU, seconds.
     worker_imports
         Python code a fresh worker runs before its first task (``trajscale probe`` times it).
     convert_runner
-        ``"module:function"`` that runs plain tasks on it (convert's and rechunk's segment writers,
-        pack's readers; :func:`trajscale.convert.pool.run_tasks`); None: it does not.
+        ``"module:function"`` that runs plain tasks on it (:func:`trajscale.convert.pool.run_tasks`); None: it does not.
     options
-        Its class's own keyword options (:class:`ExecutorOption`), beside ``n_workers``: the CLI
-        derives its flags from them.
+        Its class's own keyword options (:class:`ExecutorOption`), beside ``n_workers``.
     picks
         For a chooser (``auto``): the executors it picks from, the lightest first; its ``entry`` is
-        ``"module:function"`` of the choice.  Empty for an executor.
+        the choosing function.
     """
 
     name: str
@@ -240,15 +226,13 @@ def predicted_traits(name: str) -> ExecutorTraits:
 
 
 def launcher_executor() -> str:
-    """The executor whose workers are the ranks of an MPI launcher: what a command started by
-    ``mpiexec`` runs on when none is named."""
+    """The executor whose workers are the ranks of an MPI launcher (``mpiexec``'s default)."""
     return names(workers=("launcher",))[0]
 
 
 def names(*, workers: tuple[str, ...] = WORKER_COUNTS, predicted: bool = False, converts: bool = False,
           choosers: bool = False) -> list[str]:
-    """Registered names, in order, of the executors with these traits (the CLI's choices derive from it);
-    ``choosers``: ``auto`` too, where one of its picks is among them."""
+    """Registered names, in order, of the executors with these traits; ``choosers``: ``auto`` too."""
     out = [t.name for t in EXECUTORS.values() if not t.chooses and t.workers in workers
            and (t.predicted or not predicted) and (t.convert_runner is not None or not converts)]
     if choosers:
@@ -257,8 +241,7 @@ def names(*, workers: tuple[str, ...] = WORKER_COUNTS, predicted: bool = False, 
 
 
 def home_names() -> list[str]:
-    """The executors whose tasks' results come home to this process, which writes them (``pack``):
-    those that run plain tasks on a worker count of their own, ``auto`` first."""
+    """The executors whose tasks' results come home to this process, which writes them (``pack``)."""
     return names(workers=("one", "n_workers"), converts=True, choosers=True)
 
 
@@ -295,8 +278,7 @@ def load(path: str):
 
 @dataclass(frozen=True, slots=True)
 class WorkSize:
-    """What ``auto`` weighs of work that is not an analysis (a conversion, a rechunk, a pack): the fields
-    of :class:`~trajscale.runspec.JobFacts` of the same names."""
+    """What ``auto`` weighs of work that is not an analysis: :class:`~trajscale.runspec.JobFacts`'s fields."""
 
     n_frames: int
     n_atoms: int
@@ -308,9 +290,8 @@ class WorkSize:
 
 
 def choose(executor: str, size, n_workers: int | None = None) -> tuple[str, str]:
-    """``(name, why)``: ``executor`` as it is, or, for one that chooses (``auto``), its choice for work of
-    ``size`` (:class:`WorkSize`, or a run's :class:`~trajscale.runspec.JobFacts`): the one rule of ``run``,
-    ``convert``, ``rechunk`` and ``pack``, named by the chooser's registry entry."""
+    """``(name, why)``: ``executor``, or a chooser's choice for work of ``size`` (:class:`WorkSize` or a
+    :class:`~trajscale.runspec.JobFacts`): the one rule of ``run``, ``convert``, ``rechunk`` and ``pack``."""
     traits = executor_traits(executor)
     if not traits.chooses:
         return executor, "asked for"
