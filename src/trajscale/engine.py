@@ -1,18 +1,10 @@
 """The run engine: every run of an analysis is rounds of tasks on one executor.
 
-A finished trajectory is one round (:class:`FinishedRounds`); a trajectory still being written is a
-round per look that finds new frames, and an IMD stream a round as its frames arrive
-(:mod:`trajscale.follow`).  What differs between kinds of run is only what decides the next round
-(a :class:`Rounds`); the engine does the rest, the same way for every kind:
-
-* the executor's lifetime: made (``"auto"`` chosen from the prepared job's size and its analysis's
-  declared work), started while the job is prepared (``auto``'s pool after it, never by fork), stopped
-  at once on an error, Ctrl-C or SIGTERM, closed at the end;
-* "the root prepares, then shares": :func:`share` runs a step on the root process and hands its value
-  to every process, or ends every process with the root's error, said once;
-* the job's preparation (:func:`prepare_job`): the topology, the analysis's selections and reference,
-  the read budget, and the :class:`~trajscale.runspec.JobFacts` the plan and the report read;
-* the one report, with its :class:`~trajscale.report.runfacts.RunFacts`.
+A finished trajectory is one round (:class:`FinishedRounds`); a growing trajectory or an IMD stream
+a round per batch of new frames (:mod:`trajscale.follow`).  What differs between kinds of run is only
+what decides the next round (a :class:`Rounds`); the engine does the rest, the same way for every kind:
+the executor's lifetime, "the root prepares, then shares" (:func:`share`), the job's preparation
+(:func:`prepare_job`) and the one report.
 
 Phases are named as MDAnalysis's ``AnalysisBase.run`` names ``_setup_frames``, ``_compute`` and
 ``_conclude``: :meth:`Engine.prepare`, :meth:`Engine.rounds_until_end`, :meth:`Engine.result`.
@@ -60,13 +52,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Round:
-    """What the deciding process hands every process for one round: the job (its source as the
-    trajectory stands now), the new frames (None: none), their tasks once planned, and whether this
-    is the last round (``ending``: why)."""
+    """What the deciding process hands every process for one round: the job, the new frames (None:
+    none), their tasks once planned, and why the run ends (``ending``: None while it goes on)."""
 
     job: Job | None
     frames: JobFacts | None = None
-    #: None while the run goes on; else whatever the :class:`Rounds` that decided it make of an ending.
     ending: object = None
     ranges: tuple = ()
 
@@ -101,8 +91,7 @@ class Rounds(ABC):
 
     @abstractmethod
     def open(self, shared: bool) -> tuple[Source, range]:
-        """On the root: the source the job is prepared on, and the frames to analyse known now.
-        ``shared``: every process of an MPI job reads what the root makes."""
+        """On the root: the source the job is prepared on, and the frames known now (``shared``: MPI)."""
 
     @abstractmethod
     def next_round(self, job: Job, facts: JobFacts, stopping: bool) -> Round:
@@ -125,8 +114,7 @@ class Rounds(ABC):
         return None
 
     def kept(self, reduced):
-        """On the root, after each round: what the engine keeps of the round's reduced partial (all of it by
-        default; an ensemble's rounds save each finished trajectory's results and keep nothing)."""
+        """On the root, after each round: what the engine keeps of the round's reduced partial."""
         return reduced
 
 
@@ -151,9 +139,8 @@ class FinishedRounds(Rounds):
 
 
 def frame_range(start: int | None, stop: int | None, n_frames: int, where: str) -> tuple[int, int]:
-    """``[start, stop)`` of ``n_frames`` as Python's ``slice(start, stop)`` takes them (negative: from the end;
-    past the end: the end), as MDAnalysis's ``trajectory[start:stop]`` and ``AnalysisBase.run`` do; no frame
-    is an error."""
+    """``[start, stop)`` of ``n_frames`` as ``slice(start, stop)`` takes them (as MDAnalysis's
+    ``AnalysisBase.run`` does); no frame is an error."""
     if n_frames == 0:
         raise FrameRangeError(f"{where}: has no frames (0 frames stored): nothing to analyse")
     picked = range(n_frames)[slice(start, stop)]
@@ -164,25 +151,9 @@ def frame_range(start: int | None, stop: int | None, n_frames: int, where: str) 
 
 @dataclass(frozen=True)
 class Preparation:
-    """An analysis prepared on an opened Source (:func:`prepare_analysis`), with what a frame of it costs.
-
-    Attributes
-    ----------
-    prepared
-        The analysis's preparation (its atoms, its reference).
-    frame_bytes
-        Bytes a frame costs in the Source's reader buffers for the atoms and fields the analysis reads
-        (:meth:`~trajscale.sources.base.Source.bytes_per_frame`).
-    held_bytes
-        Bytes per frame the analysis holds beside a block (its own copies).
-    cost
-        The work the analysis declares per frame (:meth:`~trajscale.analysis.base.Analysis.frame_cost`).
-    t_topology
-        Seconds reading the topology and building a Universe where one was needed (with topologies shared:
-        the whole preparation's).
-    topology
-        The topology file (None: a Universe given, or none).
-    """
+    """An analysis prepared on an opened Source (:func:`prepare_analysis`), with what a frame of it costs:
+    ``frame_bytes`` in the reader's buffers, ``held_bytes`` in the analysis's own copies, its declared
+    ``cost``, the seconds reading the topology, and the topology file (None: a Universe, or none)."""
 
     prepared: Prepared
     frame_bytes: int
@@ -193,13 +164,9 @@ class Preparation:
 
 
 def prepare_analysis(analysis: Analysis, topology, source: Source, shared=None) -> Preparation:
-    """``analysis`` prepared on ``topology`` for ``source`` (opened by the caller), with what a frame of it
-    costs: the one preparation of a run's trajectory (:func:`prepare_job`) and of an ensemble's members.
-
-    ``shared``: the topologies members prepared before share
-    (:class:`~trajscale.ensemble.members.SharedTopologies`: its ``prepare(analysis, topology, source)``
-    prepares, and ``runs(analysis, prepared)`` says which analysis maps the frames with which preparation, the
-    analyses that kept a member); None: the topology is read for this source alone.
+    """``analysis`` prepared on ``topology`` for ``source``: the one preparation of a run's trajectory
+    and of an ensemble's members (``shared``: their
+    :class:`~trajscale.ensemble.members.SharedTopologies`; None: the topology is read for this source alone).
     """
     t0 = time.perf_counter()
     if shared is None:
@@ -217,11 +184,7 @@ def prepare_analysis(analysis: Analysis, topology, source: Source, shared=None) 
 
 def prepare_job(analysis: Analysis, topology, source: Source, frames: range, options: RunOptions,
                 source_options: dict) -> tuple[Job, JobFacts]:
-    """The Job over ``frames`` of ``source`` (opened by the caller) and its facts.
-
-    The analysis prepares on the topology (selections, reference: :func:`prepare_analysis`);
-    ``source_options`` are the executor's (MPI-IO), taken by a source that reads with it.
-    """
+    """The Job over ``frames`` of ``source`` and its facts; ``source_options`` are the executor's (MPI-IO)."""
     p = prepare_analysis(analysis, topology, source)
     config = source.get_config()
     if source.supports_mpio:
@@ -249,8 +212,8 @@ def prepare(analysis: Analysis, topology, trajectory, options: RunOptions | None
 
 
 class Engine:
-    """One run: its executor, the job prepared on the root, rounds until the :class:`Rounds` end
-    it, the result with its report; :meth:`execute` runs them in order."""
+    """One run: its executor, the job prepared on the root, rounds until the :class:`Rounds` end it,
+    the result with its report."""
 
     def __init__(self, analysis: Analysis, topology, rounds: Rounds, options: RunOptions,
                  on_update: Callable | None = None) -> None:
@@ -266,7 +229,7 @@ class Engine:
         # the machine's other load while this run runs, and whether its files' pages are cached before it reads
         self.meter = LoadMeter("run")
         self.cache = page_cache(rounds.paths() or ()) if self.ex.is_root else None
-        self.timeline.lap("report")   # measuring the conditions the report gives
+        self.timeline.lap("report")
         self.t_prepare = self.t_reduce = 0.0
         self.choice: ExecutorChoice | None = None
         self.facts: JobFacts | None = None   # the root's, with the run's read cost once planned
@@ -347,8 +310,8 @@ class Engine:
         return job, facts
 
     def _prepare_here(self) -> tuple[Job, JobFacts]:
-        """On the root: the source opened (closed on every path, or kept by an executor that runs the
-        tasks here: opened once, not twice) and the job prepared on it."""
+        """On the root: the job prepared on the source, which is closed, or kept by an executor that runs the
+        tasks here."""
         ex, grows = self.ex, self.rounds.grows
         t0 = time.perf_counter()
         source, frames = self.rounds.open(ex.spmd)
@@ -463,9 +426,8 @@ class Engine:
         return dataclasses.replace(result, report=report)
 
     def conditions(self, report: RunReport) -> dict:
-        """The report's ``conditions``: the load so far and the page cache at the start.  Ranks of an SPMD
-        run on this host are not this process's children; they poll while they wait, so each counts as
-        one busy core over the run."""
+        """The report's ``conditions``.  Ranks of an SPMD run on this host are not this process's children;
+        they poll while they wait, so each counts as one busy core over the run."""
         ours = 0.0
         if self.ex.spmd:
             here = socket.gethostname()
@@ -507,8 +469,7 @@ def _late_starts(report: RunReport, late: dict[str, dict]) -> None:
 
 
 def _cost_own_reads(facts: JobFacts, job: Job, ranges, selections: tuple[str, ...]) -> JobFacts:
-    """``facts`` with what this run's own reads cost on the file's layout and on the layouts a rechunk
-    would give in its source facts (``source.run_read``: the advice works from these)."""
+    """``facts`` with what this run's own reads cost on the file's layout (``source.run_read``, for the advice)."""
     src = facts.source
     run_read = read_cost(src.format)   # (a format whose layout is not costed imports nothing for it)
     if run_read is None:
