@@ -49,14 +49,9 @@ def _source_path(report: RunReport) -> str:
     return report.source.path or "FILE"
 
 
-def _kept_options(report: RunReport) -> str:
-    return kept_options(report.source)
-
-
 def kept_options(src: LayoutFacts) -> str:
-    """``rechunk`` options keeping the file's compression and precision (rechunk's defaults are none:
-    a suggested command without them would decompress the file, or store a lossy one's floats plainly);
-    ``src`` is a source's layout facts."""
+    """``rechunk`` options keeping the file's compression and precision (rechunk's defaults would
+    decompress the file, or store a lossy one's floats plainly)."""
     out = ""
     if src.compression not in (None, "", "none"):
         out += f" --compression {src.compression}"
@@ -69,21 +64,11 @@ def kept_options(src: LayoutFacts) -> str:
     return out
 
 
-def _followed(report: RunReport) -> bool:
-    """A run that followed a file still being written: converting that file to another format cannot
-    apply to it while it grows (a rechunk of the finished file, for later runs, still can)."""
-    return report.meta.follow is not None
-
-
 def rule_io_bound_format(report: RunReport, d: Diagnosis) -> Advice | None:
-    """I/O-bound on a source whose reader decodes more than the selected atoms (the facts' ``decoding``, set
-    by its Source: XTC, TRR, DCD and the other formats MDAnalysis reads, or a chain with such parts): convert
-    to H5MD, whose frames are read in place, and read with MPI-IO, or segment.
-
-    A source read in place (H5MD, NumPy, mdCATH; a chain of H5MD parts) gains nothing from a conversion, and
-    neither does a run of many trajectories (an ensemble, whose facts say no decoding): its catalog is
-    no trajectory to convert."""
-    if _followed(report):
+    """I/O-bound on a source whose reader decodes more than the selected atoms (the facts' ``decoding``):
+    convert to H5MD, whose frames are read in place, and read with MPI-IO, or segment.  A file still
+    being written cannot be converted while it grows."""
+    if report.meta.follow is not None:
         return None
     src = report.source
     if d.r_comp_io is None or d.r_comp_io >= 1 or not src.decoding:
@@ -104,12 +89,8 @@ def rule_io_bound_format(report: RunReport, d: Diagnosis) -> Advice | None:
 
 
 def _relevant_patterns(report: RunReport, amp: dict) -> dict:
-    """The read-amplification patterns that match how this run read the file.
-
-    Tasks read chunk-aligned blocks of frames; a subset of atoms counts only if
-    the bytes read per frame show that the source read less than whole frames,
-    and single frames only if the tasks were tiny.
-    """
+    """The read-amplification patterns that match how this run read the file: a subset of atoms only if
+    the bytes read per frame show less than whole frames, single frames only if the tasks were tiny."""
     n_src = report.source.n_atoms
     frames = sum(t.frames for t in report.tasks)
     subset = n_src is not None and frames and report.bytes_read / frames < 0.5 * n_src * 12
@@ -125,7 +106,7 @@ def _relevant_patterns(report: RunReport, amp: dict) -> dict:
 
 def files_argument(paths: list[str]) -> str:
     """The files as a shell argument: a glob (``parts/run_*.xtc``) when one matches exactly these files
-    in this order, as a shell expands it, else every name quoted; 200 parts read as one short pattern."""
+    in this order, else every name quoted."""
     if len(paths) > 3 and len({os.path.dirname(p) for p in paths}) == 1:
         folder, names = os.path.dirname(paths[0]), [os.path.basename(p) for p in paths]
         head, tail = os.path.commonprefix(names), os.path.commonprefix([n[::-1] for n in names])[::-1]
@@ -140,27 +121,23 @@ def files_argument(paths: list[str]) -> str:
 
 
 def _chain_stem(paths: list[str]) -> str:
-    """A chain's name for its converted file: the parts' common name without their numbers
-    (``run.part0001.xtc``, ``run.part0002.xtc``, ... -> ``run.part``), else ``chain``."""
+    """A chain's name for its converted file: the parts' common name without their numbers, else ``chain``."""
     head = os.path.commonprefix([os.path.basename(p) for p in paths])
     return head.rstrip("0123456789._-") or "chain"
 
 
 def _stem(report: RunReport) -> str:
-    """The source file's name without its extension: the base of suggested outputs' names."""
     return os.path.splitext(os.path.basename(_source_path(report)))[0] or "traj"
 
 
 def _chunks_where(src: LayoutFacts) -> str:
-    """``chunks (32, 3341, 3): `` (or ``chunks contiguous: ``) to begin a reason; "" without a chunk layout."""
     if src.chunks is None:
         return ""
     return f"chunks {src.chunks if src.chunks else 'contiguous'}: "
 
 
 def _own_read_advice(report: RunReport, own: RunRead) -> Advice | None:
-    """Advice from what the run's own atoms and tasks cost (``source.run_read``, recorded by
-    ``trajscale.run``): rechunk only into a layout that reads measurably less for them."""
+    """Advice from what the run's own reads cost: rechunk only into a layout that reads measurably less."""
     amp = float(own.amplification)
     if amp <= AMPLIFICATION_LIMIT:
         return None
@@ -172,7 +149,7 @@ def _own_read_advice(report: RunReport, own: RunRead) -> Advice | None:
     best = min(alts, key=alts.get) if alts else None
     path = shlex.quote(_source_path(report))
     if best is not None and alts[best] <= amp / 1.5:
-        kept = _kept_options(report)
+        kept = kept_options(report.source)
         if "--compression none" in best:
             kept = re.sub(r" --compression \S+", "", kept)
         return Advice(
@@ -218,13 +195,11 @@ def rule_chunk_amplification(report: RunReport, d: Diagnosis) -> Advice | None:
     return Advice(
         "chunk-amplification",
         f"rechunk the file: `trajscale rechunk {shlex.quote(_source_path(report))} -o fixed.h5md "
-        f"--chunks {layout}{_kept_options(report)}`",
+        f"--chunks {layout}{kept_options(report.source)}`",
         f"{where}{_pattern_cost(worst, pats[worst])}")
 
 
 def _pattern_cost(pattern: str, amplification: float) -> str:
-    """A test pattern's cost, said as what it is: one of ``trajscale inspect``'s patterns, not this run's
-    selection (a report without its own reads' cost)."""
     return (f"the file's test read \"{pattern}\" (trajscale inspect) costs {amplification:.1f}x the bytes "
             "asked for; this report does not record what its own reads cost")
 
@@ -248,16 +223,12 @@ def rule_comm_stragglers(report: RunReport, d: Diagnosis) -> Advice | None:
 
 
 def _top_loaders(report: RunReport) -> int:
-    """How many workers spent time loading the topology."""
     return sum(1 for w in worker_timings(report) if w.t_init_top > 0)
 
 
 def rule_init_stragglers(report: RunReport, d: Diagnosis) -> Advice | None:
-    """Stragglers made slow by opening the topology/trajectory (Khoshlessan et al. 2020).
-
-    A topology loaded on a single worker is the run's serial preparation (it is
-    already loaded once and broadcast), not a straggler to fix by broadcasting.
-    """
+    """Stragglers made slow by opening the topology/trajectory (Khoshlessan et al. 2020); a topology loaded
+    on a single worker is the run's serial preparation, not a straggler."""
     once = _top_loaders(report) <= 1
     slow = [s for s in _stragglers_by(d, ("t_start", "t_init_top", "t_init_traj"))
             if not (s.component == "t_init_top" and once)]
@@ -325,7 +296,7 @@ def rule_imbalance(report: RunReport, d: Diagnosis) -> Advice | None:
         return Advice("imbalance",
                       f"rechunk to smaller frame blocks, then use more tasks: `trajscale rechunk "
                       f"{shlex.quote(_source_path(report))} -o rechunked.h5md --chunks {per}"
-                      f"{_kept_options(report)}` and "
+                      f"{kept_options(report.source)}` and "
                       f"`--tasks {want}`",
                       "; ".join(why))
     return Advice("imbalance", f"use more tasks per worker (e.g. `--tasks {want}`)",
@@ -333,7 +304,7 @@ def rule_imbalance(report: RunReport, d: Diagnosis) -> Advice | None:
 
 
 def chunk_frames(report: RunReport) -> int | None:
-    """Frames per chunk of the run's H5MD source (None for other sources or contiguous data)."""
+    """Frames per chunk of the run's source (None: none, or contiguous)."""
     chunks = report.source.chunks
     return chunks[0] if chunks and chunks[0] > 1 else None
 
@@ -422,8 +393,7 @@ def rule_oversubscribed(report: RunReport, d: Diagnosis) -> Advice | None:
 
 
 def rule_union_selection(report: RunReport, d: Diagnosis) -> Advice | None:
-    """Several analyses in one pass read the union of their atoms: say when that union spans most of the
-    file, so that the analyses of few atoms pay for reading nearly every atom."""
+    """Several analyses in one pass whose union of atoms spans most of the file: the small ones pay for it."""
     shares = report.meta.analyses
     src_atoms = report.source.n_atoms
     if not shares or not src_atoms or report.n_atoms < UNION_MOST * src_atoms:
@@ -443,14 +413,12 @@ def rule_union_selection(report: RunReport, d: Diagnosis) -> Advice | None:
 
 Rule = Callable[[RunReport, "Diagnosis"], "Advice | None"]
 
-#: name -> rule, most important first.
 #: Bytes a chunk of a store read over the network should hold (object stores answer 1-16 MiB ranges best).
 REMOTE_CHUNK_BYTES = 4 * 1024**2
 
 
 def rule_remote_requests(report: RunReport, d: Diagnosis) -> Advice | None:
-    """A compressed trajectory behind a URL read in about one request per frame: its small chunks, each fetched
-    whole, cost a round trip each (uncompressed frames are fetched as spans merged across chunks)."""
+    """A compressed trajectory behind a URL whose small chunks, each fetched whole, cost a round trip each."""
     net = report.fetched()
     frames = sum(t.frames for t in report.tasks)
     chunks = report.source.chunks
@@ -475,6 +443,7 @@ def rule_remote_requests(report: RunReport, d: Diagnosis) -> Advice | None:
         f"{net['wait_s']:.3g} s waiting on the network; each request costs a round trip whatever its size")
 
 
+#: name -> rule, most important first.
 RULES: dict[str, Rule] = {
     "oversubscribed": rule_oversubscribed,
     "io-bound-format": rule_io_bound_format,
@@ -489,14 +458,10 @@ RULES: dict[str, Rule] = {
 }
 
 
-#: The rules still run on a run too short to diagnose: start-up stragglers are seconds, not task noise;
-#: what the layout makes the run's own reads cost is counted in bytes, not timed; and the share of reading
-#: in a format that decodes whole frames is a ratio of sums over the run, not of single tasks.
+#: The rules still run on a run too short to diagnose: they read start-up seconds, bytes, or sums over the run.
 SHORT_RUN_RULES = ("oversubscribed", "init-stragglers", "chunk-amplification", "io-bound-format", "union-selection",
                    "remote-requests")
-#: The rules still run on a run with more workers than cores: the counts of workers and cores, bytes read,
-#: and a start-up far longer than the other workers' (who shared the same cores); the other timings of such
-#: a run hold the time its workers waited for a core, which would read as slow reads or compute.
+#: The rules still run with more workers than cores: the other timings hold the waits for a core.
 OVERSUBSCRIBED_RULES = ("oversubscribed", "init-stragglers", "chunk-amplification")
 
 
@@ -510,13 +475,8 @@ def too_short_advice(d: Diagnosis) -> Advice:
 
 def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None) -> list[Advice]:
     """Run every rule; return the advice of those that fired, in rule order, made consistent
-    (:func:`reconcile`).
-
-    A run too short to diagnose (``d.too_short``) gets :func:`too_short_advice` and only the
-    rules of :data:`SHORT_RUN_RULES` (a slow start-up), not straggler and scaling advice built
-    on tasks of hundredths of a second.  A run with more workers than cores on a host gets the rules of
-    :data:`OVERSUBSCRIBED_RULES` only: its timings hold its workers' turns on the cores.
-    """
+    (:func:`reconcile`); a run too short to diagnose or oversubscribed runs only
+    :data:`SHORT_RUN_RULES` or :data:`OVERSUBSCRIBED_RULES`."""
     out = []
     rules = RULES if rules is None else rules
     if d.too_short:
@@ -537,13 +497,12 @@ def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None
 
 
 def _temporary_source(report: RunReport) -> bool:
-    """Whether the run read a stream's temporary copy, deleted when the run ended (a stream without --tee)."""
+    """Whether the run read a stream's temporary copy, deleted when the run ended."""
     return report.meta.follow is not None and report.meta.follow.temporary
 
 
 def _name_kept_stream(report: RunReport, advice: list[Advice]) -> list[Advice]:
-    """Advice that names the run's temporary stream copy names :data:`KEPT_STREAM` instead, a file the
-    user keeps with ``--tee``: a command on a file that no longer exists could only fail."""
+    """Advice that names the run's deleted stream copy names :data:`KEPT_STREAM` (kept with ``--tee``) instead."""
     path = report.source.path
     if not path:
         return advice
@@ -562,12 +521,8 @@ _RECHUNK = re.compile(r"`trajscale rechunk [^`]*--chunks (\S+)[^`]*`")
 
 
 def reconcile(advice: list[Advice]) -> list[Advice]:
-    """One output never gives two rechunk commands, nor a rechunk beside "no layout helps".
-
-    The read-cost rechunk (chunk-amplification) and the one for more tasks (imbalance) become
-    one command with the smaller frame chunks (a whole-frame chunk of fewer frames never reads
-    more); when the read cost has no rechunk to offer, the imbalance rechunk says it is for tasks.
-    """
+    """One output never gives two rechunk commands, nor a rechunk beside "no layout helps": the read-cost
+    and the more-tasks rechunks become one with the smaller frame chunks (which never reads more)."""
     by = {a.rule: a for a in advice}
     amp, imb = by.get("chunk-amplification"), by.get("imbalance")
     if amp is None or imb is None or not _RECHUNK.search(imb.message):
@@ -589,9 +544,7 @@ def reconcile(advice: list[Advice]) -> list[Advice]:
 
 
 def diagnose(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
-    """Derived numbers, stragglers and advice for one run: what :func:`.diagnose.measure` finds of
-    ``report`` (against ``baseline``, an optional serial or N=1 run of the same job, as it takes them), with
-    :func:`advise`'s advice on it."""
+    """Derived numbers, stragglers and advice for one run (``baseline``: an optional serial or N=1 run)."""
     d = measure(report, baseline)
     d.advice = advise(report, d)
     return d
