@@ -1,43 +1,13 @@
 """Predict the same run at N ranks from one run's own report (``trajscale report --predict``).
 
-The model (equations and assumptions: docs/benchmarks.md, "Predicting a run at N ranks")
-is fitted from what the report(s) measured, for a :class:`~trajscale.report.machine.Machine`: this
-machine by default (its cores measured), or one the user names (``--nodes`` x ``--cores-per-node``,
-``--storage-gbps``, ``--metadata-ms``, or a profile written by ``trajscale probe``).
-
-For N ranks and T(N) tasks (the run's own task count if it was fixed with ``--tasks``,
-else ``tasks_per_worker`` x N as ``trajscale run`` plans them, capped by the chunks or
-parts tasks may start on), each rank runs ``q = ceil(T/N)`` tasks of ``F/T`` frames and
-``B/T`` bytes, and::
-
-    t_read(N)  = q B/T / min(r_io, B_s(N_a) / N_a)          r_io: one rank's measured read rate
-               (the storage case, :mod:`~trajscale.report.storage`: cached reads meet no B_s; cold ones,
-               with both probe rates, are the rank's own cost and its wait for the storage, one rank's
-               reads overlapping the others' compute and queueing with their reads: :func:`storage_wait`)
-    t_comp(N)  = q F/T x c_f                               c_f: compute seconds per frame
-    t_meta(N)  = f(N) x t_open         (local: measured)   f(N): files a rank opens
-               = N_a x f(N) x M        (--metadata-ms M: one metadata server, one open at a time)
-    t_comm(N)  = alpha x ceil(log2 N) + t_move(N)          alpha: one stage of a tree collective
-    t_move(N)  = bytes moved x s_move x (1/2 + 1/(2 min(N_a, C)))   s_move: the machine's transfer rate
-    start(N)   = at_cores + (per_worker + per_atom x atoms) x max(0, W(N) - C) / C   (the machine's launch line)
-    t_wall(N)  = fixed + start(N) + max over (median rank, straggler) [t_meta + t_read + t_comp] + t_comm(N)
-
-Beyond the cores (``o(N) = N / C > 1``, ``C = nodes x cores_per_node``) workers share them, but a
-worker that has finished frees its core, so the read and compute terms are the longer of all the
-work over the cores and one rank's share on a core of its own.  ``W(N)`` is the workers the run
-starts (a process pool forks one per task, up to N; every MPI rank and Dask worker starts).  The
-launcher's serial phases are not stretched: under MPI the other ranks wait for rank 0 asleep, and the
-ranks' imports side by side (in turn beyond the cores) are the launch term's.  The launch line
-(:class:`~trajscale.report.machine.LaunchLine`) is calibrated on whole runs; without one it is
-built from one fresh worker's start (:func:`launch_at`).  ``N_a = min(N, T)`` is the ranks with
-work, ``B_s(k)`` the storage's aggregate rate with k readers (the probe's curve; unbounded
-without one).  The bytes moved are the pickled job and partials (measured by the run): a process pool
-sends the job with each of its T tasks and gets T partials back; Dask sends the job once to each
-worker and T partials to the client; MPI broadcasts the job down the tree (ceil(log2 N) times on its
-path) and gathers N partials (a per-frame analysis: its rows, once).  The launcher does its half of
-each move (pickling, unpickling) alone, the workers theirs side by side.  A straggler seen in the
-report (a rank whose read or compute rate, or start-up, exceeded 1.5 x the median) is assumed to be
-present in the larger run too.
+The model (its equations and assumptions: docs/scaling.md) is fitted from what the report(s)
+measured, for a :class:`~trajscale.report.machine.Machine`: this machine by default, or one the user
+names (``--nodes`` x ``--cores-per-node``, ``--storage-gbps``, ``--metadata-ms``, or a profile written
+by ``trajscale probe``).  Each of N ranks runs ``q = ceil(T/N)`` of the T tasks; t_wall(N) is the
+fixed costs, the workers' start (the machine's launch line), the slowest rank's metadata, read and
+compute terms, and the communication of a tree collective plus the bytes moved.  Beyond the cores
+workers share them, but a worker that has finished frees its core.  A straggler seen in the report
+is assumed to be present in the larger run too.
 """
 
 from __future__ import annotations
@@ -142,8 +112,8 @@ def started_workers(model: Model, n: int) -> int:
 
 
 def bytes_moved(model: Model, n: int, tasks: int) -> float:
-    """Pickled bytes the run at ``n`` workers and ``tasks`` tasks moves between processes (module docstring),
-    by how the executor declares its job and partials move."""
+    """Pickled bytes the run at ``n`` workers and ``tasks`` tasks moves between processes, by how the
+    executor declares its job and partials move."""
     if n <= 1:
         return 0.0
     traits = _traits(model)
@@ -168,18 +138,10 @@ def move_at(model: Model, n: int, tasks: int, machine: Machine) -> float:
 def launch_at(model: Model, n: int, machine: Machine) -> tuple[float, str]:
     """Seconds of starting the parallel part at ``n`` workers, and where that number came from.
 
-    Every worker started (:func:`started_workers`) costs CPU; up to the cores the workers start side
-    by side, beyond them each further worker's start shares the cores.  With the machine's calibrated launch line
-    (:class:`~trajscale.report.machine.LaunchLine`: ``at_cores + per further worker x max(0, N - cores)
-    / cores``) that is the answer; a report of the predicted
-    executor on 2 or more workers replaces the line's ``at_cores`` with what it measured.  Without
-    a line, it is built from the start of one fresh worker (``trajscale probe``; else the report's own
-    launcher imports, which a fresh worker repeats):
-
-    * processes: one forkserver starts (one worker's start); workers are forked from it;
-    * mpi: every rank runs the launcher's imports; beyond the cores they share them;
-    * dask: the client imports ``distributed`` (one worker's start); every worker is a nanny and a
-      worker process, each a fresh start, 2 N starts over the cores.
+    Up to the cores workers start side by side; beyond them each further worker's start shares the cores.
+    The machine's calibrated :class:`~trajscale.report.machine.LaunchLine` answers (its ``at_cores``
+    replaced by a report of the executor on 2 or more workers); without one, it is built from one
+    fresh worker's start as the executor's ``launch`` trait says.
     """
     if n <= 1:
         return 0.0, ""
@@ -210,18 +172,11 @@ def launch_at(model: Model, n: int, machine: Machine) -> tuple[float, str]:
 
 
 def storage_wait(ranks: int, alone: float, demand: float, cpu: float) -> float:
-    """Seconds a rank waits for its cold reads when ``ranks`` ranks each alternate between reading from
-    the storage and their own CPU work (``cpu`` s each), the storage delivering one rank's bytes in
-    ``demand`` s at its aggregate rate for that many readers (``alone`` s for a reader on its own).
+    """Seconds a rank waits for its cold reads when ``ranks`` ranks alternate between reading (``demand`` s
+    of one rank's bytes at the storage's aggregate rate; ``alone`` s on its own) and CPU work (``cpu`` s).
 
-    The ranks are the customers of a closed queue: one rank's reads overlap the others' compute, and
-    reads that arrive together queue.  Schweitzer's mean-value approximation for one queue and a
-    delay gives the wait ``R`` in closed form, from ``R = D (1 + (N - 1) / N x Q)`` and ``Q = N R / (Z + R)``::
-
-        R = ((N D - Z) + sqrt((N D - Z)^2 + 4 D Z)) / 2
-
-    It is ``D`` for one rank, tends to ``N D - Z`` (the storage busy throughout) when the reads
-    dominate and to ``D`` when the compute does; a rank never reads faster than alone.
+    The ranks are the customers of a closed queue; Schweitzer's mean-value approximation for one queue
+    and a delay gives ``R = ((N D - Z) + sqrt((N D - Z)^2 + 4 D Z)) / 2``; a rank never reads faster than alone.
     """
     nd = ranks * demand
     wait = ((nd - cpu) + math.sqrt((nd - cpu) ** 2 + 4 * demand * cpu)) / 2
@@ -229,7 +184,7 @@ def storage_wait(ranks: int, alone: float, demand: float, cpu: float) -> float:
 
 
 def terms_at(model: Model, n: int, machine: Machine | None = None) -> Terms:
-    """Seconds of each term of t_wall(N) (module docstring) on ``machine`` (default: this one)."""
+    """Seconds of each term of t_wall(N) (docs/scaling.md) on ``machine`` (default: this one)."""
     machine = machine or this_machine()
     tasks = n_tasks_at(model, n)
     active = min(n, tasks)
@@ -271,9 +226,7 @@ def terms_at(model: Model, n: int, machine: Machine | None = None) -> Terms:
     stages = math.ceil(math.log2(n)) if n > 1 else 0
     comm = stages * model.alpha_s + move_at(model, n, tasks, machine)
     startup = (model.slow_startup_s if n > 1 else 0.0) + launch_at(model, n, machine)[0]
-    # The launcher's serial phases are not stretched beyond the cores under MPI either: the other ranks wait
-    # for rank 0's preparation asleep (trajscale.parallel.when_all_arrive), and the ranks' imports side by
-    # side are the launch term's (launch_at: every rank imports; beyond the cores, in turn).
+    # Serial phases are not stretched beyond the cores: the other ranks wait for rank 0 asleep.
     fixed = model.fixed_s
     ideal_io = model.bytes / rate / n if rate < math.inf else 0.0
     idle = q - tasks / n
@@ -316,9 +269,7 @@ def _limit(model: Model, n: int, machine: Machine, t: Terms) -> str:
 
 def _ends(model: Model, machine: Machine) -> tuple[tuple[Model, Machine], tuple[Model, Machine]]:
     """The (model, machine) pairs at the two ends of the range: inputs at their spread's ends, start-up
-    that nothing measured at /2 and x2, each further worker's launch at the ends of its calibration's
-    runs, and compute on physical cores only where hyperthreads share them.  :func:`predict_model`
-    widens the range further by how far the launch line missed its own calibration runs."""
+    that nothing measured at /2 and x2, and compute on physical cores only where hyperthreads share them."""
     lo_c, hi_c = model.compute_spread
     lo_r, hi_r = model.read_spread
     start_measured = model.launch_s is not None or (machine.worker_start_s(model.target) is not None
@@ -448,8 +399,7 @@ def model_assumptions(model: Model, machine: Machine) -> list[tuple[str, str, st
 def format_predictions(model: Model, preds: list[Prediction], machine: Machine | None = None,
                        extra: tuple[tuple[str, str, str], ...] = (), other: list[str] | None = None) -> str:
     """The prediction as a table with its range, the assumptions block, the efficiency threshold and
-    what would move it.  ``extra``: more rows of the assumptions block; ``other``: per N, a note printed
-    after the limit (another case's wall time)."""
+    what would move it.  ``other``: per N, a note printed after the limit."""
     machine = machine or this_machine()
     other = other or [""] * len(preds)
     lines = [f"prediction of {model.target} runs from a {model.executor} run: {model.frames} frames, "
@@ -493,7 +443,5 @@ def assumptions_dict(model: Model, machine: Machine, extra: tuple[tuple[str, str
 
 
 __all__ = ["EFFICIENCY_LIMIT", "Machine", "Model", "Prediction", "Terms", "assumptions_dict", "bytes_moved",
-           "move_at",
-           "efficiency_threshold", "fit", "fit_reports", "format_predictions", "launch_at", "levers",
-           "started_workers",
-           "oversubscription", "predict", "predict_model", "storage_wait", "terms_at", "wall_at"]
+           "efficiency_threshold", "fit", "fit_reports", "format_predictions", "launch_at", "levers", "move_at",
+           "oversubscription", "predict", "predict_model", "started_workers", "storage_wait", "terms_at", "wall_at"]
