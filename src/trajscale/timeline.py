@@ -1,43 +1,21 @@
 """The whole wall time of a process, from its start as the OS counts it.
 
-A run's own clock starts when ``trajscale.run`` is called; by then a new
-process has already spent most of its life starting the interpreter and
-importing, so a run's clock alone reports a small part of the job's
-wall time.  This module measures from the process's start:
+A run's own clock starts when ``trajscale.run`` is called; by then a new process has already spent
+most of its life starting the interpreter and importing, so this module measures from the process's
+start: :func:`process_age` (on Linux from ``/proc/self/stat``'s ``starttime`` against
+``CLOCK_BOOTTIME``, 10 ms resolution; ``btime`` is whole seconds), :func:`mark_ready` (a worker's
+``t_start``), :class:`ProcessTimeline` (consecutive phases of the launching process that add up to
+its wall time) and :func:`note_phase` (time spent before the timeline, moved out of its phase).
 
-* :func:`process_age` — seconds since this process started.  On Linux from
-  ``/proc/self/stat`` (``starttime``, clock ticks since boot) against
-  ``CLOCK_BOOTTIME``: 10 ms resolution.  (``btime`` of ``/proc/stat`` plus
-  ``starttime`` would give an epoch, but ``btime`` is whole seconds: up to
-  1 s off.)  Elsewhere psutil's ``create_time`` if psutil is installed, else
-  the seconds since this module was first imported (a lower bound).
-* :func:`mark_ready` — the first time a process says it is ready for tasks,
-  as seconds from its start (a worker's or rank's ``t_start``).
-* :class:`ProcessTimeline` — consecutive phases of the launching process
-  (imports, MPI init, topology, prepare, pool start (and stop), tasks,
-  reduce, the run's report, writing results) that end where the next begins, so they add up to the
-  wall time.  Each phase holds only what its name says: the reader modules a run imports are
-  ``imports``; measuring the run's conditions (the page cache at its start, the machine's load at its
-  end) and building its report are ``report``, not the pool's start or stop.
-* :func:`note_phase` — time spent in a phase by code that runs before (or
-  beside) the timeline, e.g. MPI's initialisation inside an import; it is
-  moved out of whatever phase it happened in.
-
-Test hook: ``TRAJSCALE_TEST_SLOW_START="SECONDS"`` or ``"SECONDS:WHO"`` makes
-worker processes sleep that long while they start (before they are ready),
-to check that a slow start is reported as a straggler.  ``WHO`` is an MPI rank
-number (only that rank sleeps) or ``one`` (the first pool worker to start
-sleeps; the others do not).  Without ``WHO`` every worker and rank sleeps.
-
-Test hooks for slow work, in the same style: ``TRAJSCALE_TEST_SLOW_READ="SECONDS[:RANK]"`` and
-``TRAJSCALE_TEST_SLOW_COMPUTE="SECONDS[:RANK]"`` make each block read (or each block's
-``map``) of MPI rank ``RANK`` (every worker without it) take that many seconds longer, inside the
-timed phase, so a rank slow in its reads or its compute is reported as a straggler with that
-cause (:func:`trajscale.util.slow_phase_for_tests`).
+Test hooks: ``TRAJSCALE_TEST_SLOW_START="SECONDS[:WHO]"`` makes workers sleep while they start
+(``WHO``: an MPI rank, or ``one``: the first pool worker); ``TRAJSCALE_TEST_SLOW_READ`` and
+``TRAJSCALE_TEST_SLOW_COMPUTE="SECONDS[:RANK]"`` slow each block's read or map inside the timed phase
+(:func:`trajscale.util.slow_phase_for_tests`), so the report's straggler detection can be checked.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import sys
@@ -141,19 +119,16 @@ def slow_start_for_tests(rank: int | None = None) -> None:
 
 
 def runs_start_at_call() -> None:
-    """Time this process's next runs from their call, not from the process's start: for a process that
-    did other work first (``trajscale demo`` builds its data and times other processes before its own
-    run, which would otherwise count all that as the run's "interpreter and imports")."""
+    """Time this process's next runs from their call, not from the process's start (a process that did
+    other work first, as ``trajscale demo`` does)."""
     _TIMED_RUNS.add(os.getpid())
 
 
 class ProcessTimeline:
     """Consecutive phases of the launching process, each ending where the next begins.
 
-    The first run in a process starts at the process's start (its first phase,
-    ``imports``, is the interpreter's start and every import before ``run``);
-    a later run in the same process (a notebook, a script running several
-    analyses) starts when it is called.
+    The first run in a process starts at the process's start (its ``imports`` phase holds the
+    interpreter's start); a later run in the same process starts when it is called.
     """
 
     def __init__(self) -> None:
@@ -208,18 +183,9 @@ def cpu_facts(pid: int = 0) -> tuple[int, str]:
 
 def cpu_list(cpus) -> str:
     """CPU numbers as Linux lists them: ``[0, 1, 2, 3, 8]`` -> ``"0-3,8"``."""
-    out: list[str] = []
-    run: list[int] = []
-    for c in sorted({int(c) for c in cpus}):
-        if run and c == run[-1] + 1:
-            run.append(c)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [c]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
+    nums = sorted({int(c) for c in cpus})
+    runs = [[c for _, c in g] for _, g in itertools.groupby(enumerate(nums), lambda ic: ic[1] - ic[0])]
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
 def parse_cpu_list(text: str) -> set[int]:

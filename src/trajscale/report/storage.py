@@ -1,30 +1,16 @@
 """Which storage a predicted run meets, cold or cached, chosen from evidence (``report --predict --storage``).
 
-The same file read twice on one machine comes the second time from the page cache; a first read on a
-cluster, or a file larger than a node's memory, comes from the storage.  The two reads differ by the
-storage's rate (a disk's 1-2 GB/s against memory's 5-10 GB/s for one reader), so a prediction says
-which it predicts.
+The same file read twice on one machine comes the second time from the page cache; the two reads
+differ by the storage's rate, so a prediction says which it predicts.  With a probe profile that
+measured both rates (cold ``c``, cached ``w``) and the report's cached share at its start (``f``), a
+rank's read of a byte splits into its own cost ``own = s - f / w - (1 - f) / c`` and the storage's
+time to deliver it (cold: queued with the other ranks' reads,
+:func:`~trajscale.report.predict.storage_wait`).  Without both rates the report's own rate stands for
+both cases, the cold one capped by the storage's curve or ``--storage-gbps``.
 
-With a probe profile that measured both rates (one reader cold, ``c``, and from the page cache, ``w``)
-and the report's share of its files in the page cache at its start (``f``), a rank's read of a byte
-is split in two: its own cost (the HDF5 and NumPy work around the read, which the cores share) and
-the storage's time to deliver it::
-
-    own   = s - f / w - (1 - f) / c          s: the report's seconds per byte (per rank, per core)
-    cached: own + 1 / w                      the page cache is memory: each rank reads at its own rate
-    cold:   own, and the storage's time      the rank's wait for its bytes: its reads overlap the other
-                                             ranks' compute and queue with their reads at B_s(N_a)
-                                             (:func:`~trajscale.report.predict.storage_wait`)
-
-Without both rates the report's own rate stands for both cases, and the cold case is capped by the
-storage's curve or ``--storage-gbps`` where there is one (the rank reads at the slower of the two).
-
-``auto`` chooses (:func:`choose`): cold when the file is larger than a node's memory or the target
-is another machine than the report's (its first read); else the report's own case (the share of its
-pages it found cached, recorded in the report); for an older report without that record, cached when
-its read rate beat the probe's cold rate (no storage delivers faster than its cold rate); else cold.
-A report that found half of its pages cached or more is a cached one: its run read the rest, and a
-second run on the same machine finds them there.
+``auto`` (:func:`choose`): cold when the file is larger than a node's memory or the target is another
+machine; else the report's own case (half of its pages cached or more: cached); for an older report,
+cached when its read rate beat the probe's cold rate.
 """
 
 from __future__ import annotations
