@@ -1,23 +1,16 @@
 """What a measurement shared its machine with, and whether a run's files were in the page cache.
 
-Two records that a run report and a machine profile carry beside their wall times, so that a
-prediction made from them can say under which conditions they were measured:
+Two records a run report and a machine profile carry beside their wall times, so that a prediction
+made from them can say under which conditions they were measured:
 
-* :class:`Load` (:class:`LoadMeter` measures it): over a measured interval, the busy CPU time of the
-  CPUs this process may run on (``/proc/stat``), the CPU time of the measuring process tree (itself
-  and every child it waited for: ``os.times``), steal time (a hypervisor running other guests) and
-  the load average at both ends.  Other work is the busy time that was not ours.  A meter that
-  adopts (``LoadMeter(..., adopt=True)``: the probe's) makes its process the subreaper of everything it
-  starts, so that a descendant whose parent exits first (a forkserver's workers, the forkserver itself,
-  a daemon) comes back to it and is counted as its own, not lost to init as other work.  When other work
-  and steal together took half a core or more on average (:data:`BUSY_CORES`), or a tenth of the
-  cores on a machine of fewer than five (:data:`BUSY_SHARE`), the measurement is marked as taken on a
-  busy machine: its wall times describe a machine with fewer free cores than it has.  Half a core is
-  the rule because a run that uses every core waits for its slowest worker, and a worker sharing its
-  core with other work for the whole run takes up to twice as long.
-* :class:`PageCache` (:func:`page_cache`): at a run's start, the fraction of its trajectory files'
-  pages that were in the page cache (``mincore`` over a mapping of each file; sampled windows for a
-  large file), i.e. whether the run's reads came from memory or from the storage.
+* :class:`Load` (:class:`LoadMeter`): over an interval, the busy CPU time of this process's CPUs
+  (``/proc/stat``), our own CPU time (``os.times``), steal time and the load average.  Other work is
+  the busy time that was not ours.  Other work and steal of half a core or more on average
+  (:data:`BUSY_CORES`), or a tenth of the cores on a small machine (:data:`BUSY_SHARE`), mark the
+  measurement busy: a run that uses every core waits for its slowest worker, and a worker sharing its
+  core for the whole run takes up to twice as long.
+* :class:`PageCache` (:func:`page_cache`): at a run's start, the fraction of its files' pages in the
+  page cache (``mincore``; sampled windows for a large file).
 
 Both are Linux measurements; elsewhere they are recorded as not measured (None), never as zero.
 """
@@ -229,17 +222,11 @@ def _allowed_cpus() -> set[int]:
 class LoadMeter:
     """Measures :class:`Load` from its construction to :meth:`stop` (``with LoadMeter("probe") as m``).
 
-    ``adopt``: every process started below this one during the measurement, at any depth, is its own
-    work.  The parent chain at the end cannot tell that alone: a process whose parent exits first is
-    reparented to init, and when it exits init reaps it, so its CPU time reaches no one's children's
-    times.  That is how a ``trajscale run`` leaves its forkserver (which outlives it by its "alive"
-    pipe), and a forkserver its Dask workers.  So the measuring process becomes their subreaper
-    (``PR_SET_CHILD_SUBREAPER``) for the interval: the kernel reparents them to it instead, and
-    each one's CPU time is counted exactly, alive or exited (its zombie's ``/proc/PID/stat``), or
-    reaped (the children's times).  An environment marker or a process group would name them too,
-    but only while they live: a process that ends between two looks at ``/proc`` takes its last
-    CPU seconds with it.  The exited ones are reaped at :meth:`stop` (so this process's own children
-    started in the interval are waited for before it, as the probe's are); the setting is put back there.
+    ``adopt``: every process started below this one during the measurement is its own work.  A process
+    whose parent exits first (a run's forkserver, a forkserver's Dask workers) is reparented to init
+    and its CPU time reaches no one's children's times; so the meter's process becomes their subreaper
+    (``PR_SET_CHILD_SUBREAPER``) for the interval, and each one's CPU time is counted exactly, alive,
+    exited or reaped.  The exited ones are reaped at :meth:`stop`, where the setting is put back.
     """
 
     def __init__(self, what: str, adopt: bool = False) -> None:
