@@ -49,9 +49,8 @@ BLOCK_COMPUTE_S = 0.25
 
 
 def block_frames_for(frames: int, cost: FrameCost | None, decode_s_per_frame: float = 0.0) -> int:
-    """``frames`` (what the memory budget allows in a block), fewer where the analysis's declared work
-    (:class:`~trajscale.analysis.base.FrameCost`) would make a block compute for longer than
-    :data:`BLOCK_COMPUTE_S`; at least one."""
+    """``frames``, fewer where the analysis's declared work would make a block compute for longer than
+    :data:`BLOCK_COMPUTE_S` (a stop signal is acted on between blocks); at least one."""
     if cost is None:
         return max(1, int(frames))
     per_frame = cost.atoms * MAP_S_PER_ATOM_FRAME + cost.pairs * MAP_S_PER_PAIR + decode_s_per_frame
@@ -61,18 +60,14 @@ def block_frames_for(frames: int, cost: FrameCost | None, decode_s_per_frame: fl
 
 
 def late_start_method(requested: str | None = None) -> str:
-    """How a pool started *after* this process prepared a job starts its workers:
-    :func:`~trajscale.pools.choose_start_method`'s rule with ``late=True`` (not forked unless asked for,
-    and a fork asked for where this process holds what a forked child cannot use is refused)."""
+    """How a pool started *after* this process prepared a job starts its workers (not forked unless asked for)."""
     from ..pools import choose_start_method
 
     return choose_start_method(requested, late=True)
 
 
 def estimate_seconds(job: JobSize) -> tuple[float, float]:
-    """``(read, compute)``: rough serial seconds of reading the job's frames and of mapping them
-    (the analysis's declared :class:`~trajscale.analysis.base.FrameCost`, and an XTC's decoding of every
-    atom of a frame)."""
+    """``(read, compute)``: rough serial seconds of reading the job's frames and of mapping them."""
     span = job.n_atoms if job.span_atoms is None else max(job.span_atoms, job.n_atoms)
     read = job.n_frames * span * 12 * READ_S_PER_BYTE
     cost = job.cost
@@ -82,21 +77,13 @@ def estimate_seconds(job: JobSize) -> tuple[float, float]:
 
 
 def choose_executor(job: JobSize, n_workers: int | None = None) -> tuple[str, str]:
-    """``(name, why)`` for ``executor="auto"``: the lighter of its registry entry's ``picks`` (serial)
-    unless the heavier's workers (a process pool) save more than they take to start, from the prepared
-    job's size (:class:`~trajscale.runspec.JobFacts`).
+    """``(name, why)`` for ``executor="auto"``: the lighter of its ``picks`` (serial) unless the heavier's
+    workers (a process pool) save more than they take to start.
 
-    The one rule, for every kind of input:
-
-    * the work is what the analysis declares it does per frame (its ``frame_cost``: atoms, pairs),
-      its decoding, and reading its bytes;
-    * bytes fetched over a network (a source that reads ahead: a file behind a URL) come no faster
-      from more processes (they share the link and the client's request threads), so there only the
-      compute is work the workers share: a reading-bound run from a URL stays serial, a
-      compute-bound one (an RDF of many pairs) gets a pool;
-    * the pool starts after the choice, so not by fork unless asked for (:func:`late_start_method`): its start is
-      weighed at what a forkserver's (or spawn's) costs.
-    """
+    The work is the analysis's declared ``frame_cost``, its decoding, and reading its bytes; bytes fetched
+    over a network come no faster from more processes, so there only the compute is shared work.  The
+    pool starts after the choice, so not by fork (:func:`late_start_method`): its start is weighed at a
+    forkserver's cost."""
     import os
 
     light, heavy = executor_traits("auto").picks

@@ -1,10 +1,7 @@
 """The Executor interface and the task wrapper every executor runs.
 
-An executor decides only *where* ``Analysis.map`` runs and how partials come
-home.  What runs is always :func:`run_task`, which reopens the Source from its
-config (once per process), reads the block and maps it, timing each phase, so
-every executor fills the RunReport the same way.
-"""
+An executor decides only *where* ``Analysis.map`` runs and how partials come home.  What runs is
+always :func:`run_task`, timing each phase, so every executor fills the RunReport the same way."""
 
 from __future__ import annotations
 
@@ -99,10 +96,8 @@ def _traits_of_config(config: dict, trait: str) -> bool:
 
 
 def cached_source(config: dict, comm=None) -> tuple[Source, float]:
-    """The process's Source for ``config`` and the seconds spent opening it now (0 if cached).
-
-    A cached source whose files changed since it was opened is closed and opened again.
-    """
+    """The process's Source for ``config`` and the seconds spent opening it now (0 if cached); a source
+    whose files changed since it was opened is opened again."""
     key = _key(config)
     ident = file_identity(_config_paths(config))
     cache = _thread_sources()
@@ -189,9 +184,8 @@ def _analysis(config: dict) -> Analysis:
 
 
 def blocks_of(frames: FrameRange, block_frames: int, align: int = 1, stride: int = 1) -> list[FrameRange]:
-    """``frames`` as one block if its kept frames fit ``block_frames``, else cut every ``block_frames``
-    kept frames (every ``block_frames x stride`` frames, so each block starts on a kept frame);
-    without a stride, cuts are rounded down to a multiple of ``align`` (whole storage chunks per read)."""
+    """``frames`` in blocks of at most ``block_frames`` kept frames, each starting on a kept frame; without a
+    stride, cuts are rounded down to a multiple of ``align`` (whole storage chunks per read)."""
     per = max(1, int(block_frames))
     if len(range(frames.start, frames.stop, stride)) <= per:
         return [frames]

@@ -1,7 +1,4 @@
-"""How a pool hands its tasks to its workers: one at a time, or claims each worker takes its tasks from.
-
-Only pools use these (processes, threads): a serial run does not create their classes.
-"""
+"""How a pool hands its tasks to its workers: one at a time, or claims each worker takes its tasks from."""
 
 from __future__ import annotations
 
@@ -17,13 +14,10 @@ from .base import Homecoming, Job
 class TaskClaims:
     """A pool's tasks that its workers take themselves, in frame order, each the next one not yet taken.
 
-    Handed one task at a time, a worker cannot fetch its next task's first block while it maps the
-    last one's: each task of a source behind a URL began with a round trip.  Handed runs of tasks, the
-    runs' ends did.  A worker that takes its tasks (iterating this, in :func:`run_in_turn`) knows its
-    next one from the start of the one before, and the workers still balance the tasks between them.
-    The counters (next task, tasks finished) are in a small file, changed under a lock: one way for the
-    processes of a pool however they were started, and for threads.
-    """
+    A worker handed one task at a time cannot fetch its next task's first block while it maps the last
+    one's (a round trip per task behind a URL); one that takes its tasks knows its next one early, and the
+    workers still balance.  The counters are in a small file changed under a lock: one way for processes
+    however started, and for threads."""
 
     path: str
     ranges: tuple[FrameRange, ...]
@@ -109,10 +103,8 @@ class HandOut:
 
 
 def hand_out(job: Job, ranges: list[FrameRange], n_workers: int, folder: str | None = None) -> HandOut:
-    """How a pool hands out its tasks: one at a time (the pool balancing them as workers free up), or,
-    for a source that reads ahead (``job.reads_ahead``), :class:`TaskClaims` in ``folder`` (None: the
-    temporary directory) each worker takes its tasks from itself (handed once to each worker); the
-    caller removes them (:meth:`HandOut.remove`)."""
+    """How a pool hands out its tasks: one at a time, or, for a source that reads ahead, :class:`TaskClaims`
+    in ``folder`` (None: the temporary directory), which the caller removes (:meth:`HandOut.remove`)."""
     if job.reads_ahead and len(ranges) > 1:
         claims = TaskClaims.create(folder, ranges)
         return HandOut([claims] * min(n_workers, len(ranges)), claims)

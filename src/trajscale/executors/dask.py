@@ -1,14 +1,8 @@
 """Run tasks on a Dask ``distributed`` cluster: an embedded LocalCluster, or any scheduler.
 
-Each task (a block of frames) runs :func:`~trajscale.executors.base.run_task`
-inside a worker process, which opens the trajectory on its first task and
-keeps the handle for the next (one handle per worker process).  Results come
-back to the client in task order.  A small scheduler plugin records when the
-scheduler handed each task to a worker and when it came back, so the
-RunReport holds scheduler-side start/stop times beside the worker-side phases.
-
-``dask[distributed]`` is optional: it is imported only when this executor is built.
-"""
+Each worker process opens the trajectory on its first task and keeps the handle.  A small scheduler
+plugin records when the scheduler handed each task to a worker and when it came back, for the
+report.  ``dask[distributed]`` is imported only when this executor is built."""
 
 from __future__ import annotations
 
@@ -266,14 +260,9 @@ class DaskExecutor(Executor):
             return {}
 
     def close(self, wait: bool = True) -> None:
-        """Close the client and cluster started here; a client passed in stays open.
-
-        Workers of a cluster that outlives this executor close the files they
-        cached for it and free their scratch buffers.
-        Shutting down what this executor started is no news: distributed's own
-        messages about it (a worker killed after a timeout, a closed comm) are
-        not shown unless its loggers are at INFO or below (``trajscale -v``).
-        """
+        """Close the client and cluster started here; a client passed in stays open.  Workers of a cluster that
+        outlives this executor close the files they cached for it.  distributed's own messages about the
+        shutdown are shown only at INFO (``trajscale -v``)."""
         cluster, self._cluster = self._cluster, None
         if cluster is None:
             return

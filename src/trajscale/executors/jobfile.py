@@ -1,16 +1,10 @@
 """A pool's job sent to each worker once per run, not with every task.
 
-A task submitted to a ``concurrent.futures`` process pool carries its arguments
-pickled through the pool's pipe: a job of a few kilobytes may travel with each
-task, but an all-atom reference (megabytes) would be pickled by the parent and
-unpickled by a worker once per task.  :func:`ship` writes a large job, pickled
-once, to a file in the pool's own folder and hands back a small
-:class:`JobFile` (path and digest) to submit instead; :func:`shipped_tasks`, the
-worker's side, loads the job once and keeps the last one it loaded, keyed by
-its digest, for the run's next tasks (a reused pool's next run with another
-job has another digest).  Like :mod:`.startup`, imported by a worker before its
-first task: nothing heavy here.
-"""
+A task submitted to a process pool carries its arguments pickled through the pool's pipe: an
+all-atom reference (megabytes) would be pickled and unpickled once per task.  :func:`ship` writes a
+large job once to a file in the pool's own folder and hands back a small :class:`JobFile` (path and
+digest); :func:`shipped_tasks`, the worker's side, keeps the last job it loaded, keyed by its digest.
+Imported by a worker before its first task: nothing heavy here."""
 
 from __future__ import annotations
 
@@ -36,10 +30,8 @@ class JobFile:
 
 
 def ship(blob: bytes, folder: str) -> JobFile:
-    """Write the pickled job ``blob`` once into ``folder`` (the pool's own, private): its :class:`JobFile`.
-
-    The file is written under another name and renamed into place, so a worker never reads half of it.
-    """
+    """Write the pickled job ``blob`` once into ``folder`` (the pool's own, private), under another name
+    renamed into place, so a worker never reads half of it."""
     digest = hashlib.blake2b(blob, digest_size=16).hexdigest()
     path = os.path.join(folder, f"job-{digest}.pickle")
     tmp = f"{path}.{os.getpid()}.tmp"

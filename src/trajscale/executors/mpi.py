@@ -1,23 +1,15 @@
 """SPMD execution under ``mpiexec``/``srun``: every rank reads its own frames.
 
-There is no master/worker split.  Rank 0 alone loads the topology and prepares
-the Job (``trajscale.run`` does that); :meth:`MPIExecutor.broadcast` hands it
-to every rank.  All ranks compute the same task list; rank ``r`` runs the
-contiguous group of tasks ``[ceil(r*k/N), ceil((r+1)*k/N))``, so it reads one contiguous
-region of the file.  Per-frame partials come home to rank 0 with
-``Gatherv`` of raw NumPy buffers (no pickles), in frame order; accumulating
-partials are reduced on each rank, gathered and reduced again on rank 0.
+There is no master/worker split.  Rank 0 alone prepares the Job; :meth:`MPIExecutor.broadcast` hands
+it to every rank.  Rank ``r`` runs the contiguous group of tasks ``[ceil(r*k/N), ceil((r+1)*k/N))``, so
+it reads one contiguous region of the file.  Per-frame partials come home to rank 0 with ``Gatherv``
+of raw NumPy buffers (no pickles), in frame order; accumulating partials are reduced on each rank first.
 
-An exception on any rank prints one line naming the rank and its frames and
-aborts the whole job (``MPI_Abort``): a rank waiting in a collective never
-hangs.  A stop signal is not a failure: SIGTERM (``scancel``, a time limit)
-or Ctrl-C is recorded on the rank it reaches, each rank ends its tasks at the
-next task boundary, and the ranks agree on it in the collective that ends
-the tasks; every rank then exits as a signalled command does (143 for
-SIGTERM), with no abort.  Before the job is shared, rank 0 owes the other
-ranks that share (:func:`trajscale.sharing.owe_first_share`): a stop signal
-while it prepares is what it shares.
-"""
+An exception on any rank prints one line naming the rank and its frames and aborts the whole job
+(``MPI_Abort``): a rank waiting in a collective never hangs.  A stop signal is not a failure: each rank
+ends its tasks at the next boundary, the ranks agree on it in the collective that ends the tasks, and
+every rank exits as a signalled command does, with no abort.  Before the job is shared, rank 0 owes
+the others that share (:func:`trajscale.sharing.owe_first_share`)."""
 
 from __future__ import annotations
 
@@ -53,11 +45,8 @@ _DRIVERS = ("auto", "mpio", None)
 
 
 def rank_tasks(n_tasks: int, size: int, rank: int) -> range:
-    """Task indices of ``rank``: a contiguous group, ``[ceil(rank*k/N), ceil((rank+1)*k/N))``.
-
-    Rounding up puts idle ranks (more ranks than tasks) last, so rank 0 always
-    holds the first task.
-    """
+    """Task indices of ``rank``: ``[ceil(rank*k/N), ceil((rank+1)*k/N))``; rounding up puts idle ranks last,
+    so rank 0 always holds the first task."""
     return range(-(-rank * n_tasks // size), -(-(rank + 1) * n_tasks // size))
 
 
@@ -202,9 +191,8 @@ class MPIExecutor(Executor):
                            io_of(self.source_options, collective=all(e["collective"] for _, e in all_extras)))
 
     def _gather(self, analysis, local, timings: list, t_gathered: float, facts: dict) -> tuple:
-        """The ranks' partials (a per-frame analysis's rows gathered as one), their task timings and their
-        facts, on rank 0 (None elsewhere); ``facts`` gains this rank's CPUs, its start-up and ``t_comm``,
-        the time from ``t_gathered`` (the ranks' last wait ended) through the gathers of partials and timings."""
+        """The ranks' partials, task timings and facts on rank 0 (None elsewhere); ``facts`` gains this rank's
+        CPUs, start-up and ``t_comm``, from ``t_gathered`` through the gathers."""
         comm = self.comm
         if analysis.per_frame:
             partials = [self._gather_per_frame(local)]
@@ -218,10 +206,7 @@ class MPIExecutor(Executor):
         return partials, all_timings, comm.gather((f"rank {self.rank}", extras), root=0)
 
     def _check_collective(self, job: Job, ranges: list[FrameRange]) -> Job:
-        """Collective reads need the same number of reads on every rank; else read independently.
-
-        Each task must then be one block (``trajscale.run`` sizes tasks to the block budget).
-        """
+        """Collective reads need the same number of reads on every rank, each task one block; else independent reads."""
         if not job.source.get("collective"):
             return job
         size = self.comm.Get_size()
@@ -281,9 +266,8 @@ class MPIExecutor(Executor):
 
 
 def _task_unless_stopped(job: Job, i: int, frames: FrameRange, worker: str, comm, then: FrameRange | None):
-    """:func:`run_task`'s ``(partial, timing)``, or None when a stop signal ended the task: a read waiting on a
-    server looks for one and exits, and this rank then stops with the others (every rank was signalled),
-    not as a failed rank that aborts the job."""
+    """:func:`run_task`'s ``(partial, timing)``, or None when a stop signal ended the task: this rank then
+    stops with the others, not as a failed rank that aborts the job."""
     try:
         return run_task(job, i, frames, worker, comm, then=then)
     except SystemExit:
@@ -293,11 +277,7 @@ def _task_unless_stopped(job: Job, i: int, frames: FrameRange, worker: str, comm
 
 
 class _RankProgress:
-    """One progress display on rank 0 counting every rank's tasks.
-
-    Other ranks send rank 0 a small message per finished task; rank 0 counts
-    them between its own tasks and, once its own are done, until all arrived.
-    """
+    """One progress display on rank 0 counting every rank's tasks (a small message per finished task)."""
 
     TAG = 7301
 

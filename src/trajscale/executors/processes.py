@@ -1,20 +1,11 @@
 """Run tasks on a local pool of worker processes, started while the job is prepared.
 
-Start method: :func:`trajscale.pools.choose_start_method`'s rule, from this
-process's state when the pool starts: ``fork`` when it is safe (no other
-thread, no MPI, no open HDF5 file, no URL client's runtime, whoever started
-it: :func:`trajscale.pools.fork_refusal`): two workers start in
-milliseconds with trajscale and its compiled kernels already imported, and
-never re-import the user's ``__main__`` (scripts without a ``__main__`` guard,
-scripts read from stdin).  Otherwise ``forkserver`` (``spawn`` where
-unavailable), with the main module hidden from the workers and the reader's
-modules imported once by the forkserver.  A pool that starts after the job was
-prepared (``executor="auto"``'s pick: ``start(late=True)``) forks only when
-asked to (:func:`~trajscale.executors.late_start_method`): its forkserver has
-imported the reader once. Each worker opens the file on its first task and
-keeps it for the next. ``TRAJSCALE_START_METHOD`` or ``start_method=`` choose
-a method explicitly; ``fork`` where it is unsafe is refused in one line.
-"""
+Start method: :func:`trajscale.pools.choose_start_method`'s rule: ``fork`` when it is safe
+(:func:`trajscale.pools.fork_refusal`): workers start in milliseconds with trajscale already
+imported, and never re-import the user's ``__main__``.  Otherwise ``forkserver`` (``spawn`` where
+unavailable), with the main module hidden and the reader's modules imported once by the forkserver.
+A pool started after the job was prepared forks only when asked to
+(:func:`~trajscale.executors.late_start_method`).  ``fork`` where it is unsafe is refused in one line."""
 
 from __future__ import annotations
 
@@ -75,9 +66,8 @@ class ProcessExecutor(Executor):
         self.t_asked: float | None = None   # when the pool was asked for (epoch seconds)
 
     def start(self, modules: tuple[str, ...] = (), late: bool = False) -> None:
-        """Start the workers now (they warm up while the caller prepares the job), holding ``modules``
-        (forked workers inherit them; a forkserver imports them once for all its workers).  ``late``:
-        the job is prepared already, so the workers never fork from this process."""
+        """Start the workers now (they warm up while the caller prepares the job), holding ``modules``;
+        ``late``: the job is prepared already, so the workers never fork from this process."""
         self._modules = tuple(modules)
         self._get_pool(late)
 
@@ -227,9 +217,8 @@ STOP_GRACE_S = 1.0
 
 
 def _stop(procs: dict, grace: float) -> None:
-    """SIGTERM the pool's worker processes (``pid -> Process``), wait up to ``grace`` seconds for them to
-    end, then SIGKILL those still alive (one stuck where SIGTERM does not reach it: a native call with the
-    signal blocked).  Waits on each worker's sentinel, which reaps nothing: the pool's own thread reaps."""
+    """SIGTERM the pool's workers, wait up to ``grace`` seconds, then SIGKILL those still alive (stuck in a
+    native call with the signal blocked).  Waits on sentinels, which reaps nothing: the pool's thread reaps."""
     from multiprocessing.connection import wait
 
     waiting = {}

@@ -1,13 +1,8 @@
 """What a worker process of the analysis executors runs: its initializer, its tasks, its warm-up.
 
-This module is what a ``spawn`` or ``forkserver`` worker imports before its
-first task (the pool unpickles these functions by reference), so it imports
-nothing heavy: a new worker takes its first task within a few hundredths of a
-second of being asked, and what a task needs (NumPy, h5py, the kernels, the
-analysis) is imported by that task.  The mechanics (start method, fork safety,
-SIGINT while workers start) live in :mod:`trajscale.pools`, shared with the
-conversion pool.
-"""
+A ``spawn`` or ``forkserver`` worker imports this module before its first task, so it imports
+nothing heavy: what a task needs is imported by that task.  The mechanics (start method, fork safety,
+SIGINT while workers start) live in :mod:`trajscale.pools`."""
 
 from __future__ import annotations
 
@@ -31,9 +26,8 @@ _MARKS: list[str] = []
 
 
 def init_worker(marks: str) -> None:
-    """Pool initializer: Ctrl-C is the parent's to handle (it stops the pool); note tasks in ``marks``;
-    note how the worker started, in every worker, before its first task (a warm-up task may go to
-    another worker): :func:`note_ready`."""
+    """Pool initializer: Ctrl-C is the parent's to handle; note tasks in ``marks``; note how the worker
+    started before its first task (:func:`note_ready`)."""
     cpu = time.process_time()   # what the interpreter and the imports so far cost, before anything of ours
     heavy = sorted(m for m in HEAVY_MODULES if m in sys.modules)
     from ..timeline import slow_start_for_tests
@@ -48,9 +42,8 @@ def init_worker(marks: str) -> None:
 
 
 def note_ready(cpu_before_task: float, heavy_modules: list[str]) -> None:
-    """Once per worker, in the marks folder: its start-up (process start to ready, for the report:
-    ``ready-PID``) and how it started (``start-PID.json``: :func:`read_starts`).  A pool already
-    closing (its folder removed: Ctrl-C while workers start) has no use for either."""
+    """Once per worker, in the marks folder: its start-up (``ready-PID``) and how it started
+    (``start-PID.json``); nothing when the pool is already closing (its folder removed)."""
     import json
 
     from ..timeline import mark_ready, process_start
@@ -98,9 +91,8 @@ def read_starts(marks: str, n: int, timeout: float = 60.0) -> list[dict]:
 
 
 def worker_tasks(job, tasks, after=None):
-    """Tasks of a pool worker, ``(task, frames)`` in turn (a list, or :class:`~.claims.TaskClaims` it takes
-    them from; ``after()`` after each): :func:`~trajscale.executors.base.run_in_turn`, each noted first in
-    the marks folder; their ``(task, (partial, timing))``."""
+    """A pool worker's tasks in turn (:func:`~trajscale.executors.base.run_in_turn`), each noted first in the
+    marks folder."""
     from .base import run_in_turn
 
     return list(run_in_turn(job, tasks, f"pid {os.getpid()}", before=note_task, after=after))
@@ -114,13 +106,9 @@ def note_task(task: int) -> None:
 
 
 def task_imports(modules: tuple[str, ...] = ()) -> None:
-    """Import what every task imports (the task wrapper) and ``modules`` (the job's format's Source
-    and what it reads with: :func:`trajscale.sources.reader_modules`), and nothing of another format.
-
-    Called in the parent just before it forks its workers: the parent needs these to
-    prepare the job anyway, and forked workers inherit them instead of each importing
-    them again (CPU-seconds per worker, on the cores the job runs on).
-    """
+    """Import what every task imports and ``modules`` (the job's format's reader), and nothing of another
+    format.  Called in the parent before it forks: forked workers inherit them instead of each importing
+    them again."""
     import importlib
 
     from . import base  # noqa: F401

@@ -1,12 +1,8 @@
 """Run tasks on threads of this process (``concurrent.futures.ThreadPoolExecutor``).
 
-The compiled kernels release the GIL, so the analysis's compute runs side by side on the threads;
-h5py holds one lock around every HDF5 call, so the reads take turns.  It suits analyses that spend
-their time in the kernels (RMSD fitting, pair searches) on few cores, with no worker to start and
-nothing pickled: the job and the partials stay in this process's memory.  Each thread opens its own
-Source (:func:`~trajscale.executors.base.cached_source`: a Source's read buffer serves one task at a
-time), so memory is the threads times one block.
-"""
+The compiled kernels release the GIL, so compute runs side by side; h5py holds one lock around every
+HDF5 call, so the reads take turns.  No worker to start and nothing pickled.  Each thread opens its own
+Source (a Source's read buffer serves one task at a time), so memory is the threads times one block."""
 
 from __future__ import annotations
 
