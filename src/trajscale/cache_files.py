@@ -1,21 +1,15 @@
 """The entries of trajscale's on-disk caches (under :func:`~trajscale.util.cache_root`): parsed topologies,
 selections, and what reading a remote object learned (XTC offsets, HDF5 metadata).
 
-Every cache keeps its entries the same way, since a topology's entry is a pickle (loading it can run
-code) and every entry steers what a run reads:
+A topology's entry is a pickle (loading it can run code), and every entry steers what a run reads, so
+every cache keeps its entries the same way:
 
-* read only through its own name, never through a link, and only when the file opened and its folder
-  are its owner's and no one else may write them (:func:`~trajscale.util.why_untrusted`); what is
-  checked is the file opened, not a name that could change in between;
-* written to a temporary name (``.tmp-*``, mode 0600) in a folder created 0700, then renamed: a reader
-  sees a whole entry or none;
-* each folder keeps at most so many entries or bytes: the entries used least recently go first (a
-  read marks an entry used), another writer's temporary is never touched; a process lists a folder
-  again only when what it wrote since its last listing could have passed a bound (a run that writes an
-  entry for each of thousands of topologies lists the folder a few times, not once per entry);
-* a cache never fails a run: an entry that cannot be read is a miss, one that cannot be written is
-  skipped, both said at debug level (an untrusted entry as its cache chooses: the topology caches warn).
-"""
+* read only through its own name, and only when the file opened and its folder are its owner's alone
+(:func:`~trajscale.util.why_untrusted`, checked on the file opened);
+* written to a temporary name (mode 0600) in a folder created 0700, then renamed;
+* each folder keeps at most so many entries or bytes, least recently used first; a folder is listed
+again only when what was written since could have passed a bound;
+* a cache never fails a run: an entry that cannot be read is a miss, one that cannot be written is skipped."""
 
 from __future__ import annotations
 
@@ -63,9 +57,8 @@ def read(path: Path, untrusted: Callable[[Path, str], None] = _said) -> bytes | 
 
 def write(path: Path, fill: Callable[[object], None], what: str, *, max_entries: int | None = None,
           max_bytes: int | None = None, untrusted: Callable[[Path, str], None] = _said) -> None:
-    """Write an entry whole (``fill`` writes into the open binary file), then prune its folder to
-    ``max_entries`` entries and ``max_bytes`` bytes; skipped, said at debug level, where it cannot be
-    written (a full disk, a read-only home) or its folder is not trusted."""
+    """Write an entry whole (``fill`` writes into the open file), then prune its folder to ``max_entries`` and
+    ``max_bytes``; skipped, at debug level, where it cannot be written or its folder is not trusted."""
     import tempfile  # (with shutil, bz2, lzma, random: only a run that writes an entry imports them)
 
     try:

@@ -1,24 +1,12 @@
 """Dask clusters: the one place trajscale makes a Dask cluster or connects to one.
 
-:func:`dask_cluster` gives a :class:`DaskCluster` (a ``distributed.Client`` and what it closes) of
-one of four kinds:
-
-* ``local``: an embedded ``LocalCluster`` of single-threaded worker processes on this machine;
-* ``scheduler``: a running scheduler at an address (``tcp://host:8786``), reached within a
-  bounded wait, or one line saying it cannot be;
-* ``slurm``: a scheduler in this process whose workers are SLURM jobs, submitted through
-  dask-jobqueue's ``SLURMCluster`` (``jobs`` jobs of ``cores`` single-threaded workers each);
-* ``client``: a Client the caller made (never closed here).
-
-The Dask executor (:mod:`trajscale.executors.dask`), convert's, rechunk's and pack's Dask runner
-(:mod:`trajscale.convert.pool`) and the MDAnalysis backend (:mod:`trajscale.mda.backends`) all
-get their clusters here.  The launching process's report shows where the time went:
-``cluster_start`` (the scheduler started or reached, the client connected), ``queue_wait``
-(SLURM jobs pending in the queue) and ``pool_start`` (workers starting: a LocalCluster's, or the
-SLURM jobs' once they run), never "interpreter and imports".
-
-``distributed`` (and ``dask_jobqueue`` for SLURM) are imported only when a cluster is made.
-"""
+:func:`dask_cluster` gives a :class:`DaskCluster` of one of four kinds: ``local`` (an embedded
+``LocalCluster`` of single-threaded workers), ``scheduler`` (a running scheduler, reached within a
+bounded wait), ``slurm`` (workers as SLURM jobs, through dask-jobqueue's ``SLURMCluster``) and ``client``
+(a Client the caller made, never closed here).  The Dask executor, convert's Dask runner and the
+MDAnalysis backend all get their clusters here.  The launching process's report shows where the time
+went: ``cluster_start``, ``queue_wait`` and ``pool_start``, never "interpreter and imports".
+``distributed`` (and ``dask_jobqueue``) are imported only when a cluster is made."""
 
 from __future__ import annotations
 
@@ -95,12 +83,8 @@ class SlurmJobs:
 
 @dataclass(slots=True)
 class DaskCluster:
-    """A connected Client and what was started for it (closed by :meth:`close`).
-
-    ``kind`` is one of ``local``, ``slurm``, ``scheduler``, ``client``; ``phases`` the seconds spent
-    in ``cluster_start``, ``queue_wait`` and ``pool_start`` (also noted for the launching process's
-    report); ``job_ids`` the SLURM jobs of the workers.
-    """
+    """A connected Client and what was started for it (closed by :meth:`close`); ``phases`` the seconds spent
+    in ``cluster_start``, ``queue_wait`` and ``pool_start``; ``job_ids`` the SLURM jobs of the workers."""
 
     client: object
     kind: str
@@ -123,11 +107,8 @@ class DaskCluster:
             return 0
 
     def close(self, wait: bool = True) -> None:
-        """Close the client (unless given) and the cluster started here (a SLURM cluster cancels its jobs).
-
-        ``wait=False`` (a stop signal, an error): a local cluster's worker processes are killed first, so
-        that the close does not wait for their tasks (a read waiting on a frozen server) or for the nannies'
-        own timeouts; the run ends within a second or two of the signal, not four or more."""
+        """Close the client (unless given) and the cluster started here (a SLURM cluster cancels its jobs);
+        ``wait=False`` kills a local cluster's workers first, so the close does not wait for their tasks."""
         client, cluster = self.client, self.cluster
         self.client = self.cluster = None
         if not wait and self.kind == "local" and cluster is not None:
@@ -152,11 +133,9 @@ def _note(phases: dict, phase: str, seconds: float) -> None:
 def dask_cluster(n_workers: int | None = None, *, scheduler: str | None = None, client=None,
                  cluster: str = "local", threads_per_worker: int = 1, timeout: float | None = None,
                  slurm: SlurmJobs | None = None, silence_logs: int | None = None) -> DaskCluster:
-    """A connected :class:`DaskCluster`: ``client`` as given, a scheduler at ``scheduler`` (reached
-    within ``timeout`` seconds, default :data:`CONNECT_TIMEOUT_S`), or a cluster made here (``cluster``:
-    ``local`` with ``n_workers`` worker processes, default the CPU count; ``slurm`` with the
-    workers of ``slurm`` as SLURM jobs).  A scheduler made here serves its dashboard on any free port
-    (never a clash with another cluster's 8787).  Errors are one line each."""
+    """A connected :class:`DaskCluster`: ``client`` as given, a scheduler at ``scheduler`` (reached within
+    ``timeout`` s), or a cluster made here (``local`` with ``n_workers``, default the CPU count; ``slurm``).
+    A scheduler made here serves its dashboard on any free port.  Errors are one line each."""
     from .pools import main_not_reimported, sigint_blocked
 
     if scheduler is not None and client is not None:
@@ -197,9 +176,8 @@ def dask_cluster(n_workers: int | None = None, *, scheduler: str | None = None, 
 
 
 class _FailedHeartbeat(logging.Filter):
-    """A worker's heartbeat that found its connection to the scheduler closed (on a loaded machine, or as the
-    cluster shuts down): distributed logs it with a traceback and beats again at the next interval; a worker
-    that stays unreachable is a lost worker, which the run reports itself."""
+    """A worker's heartbeat that found its connection to the scheduler closed: distributed logs a traceback and
+    beats again; a worker that stays unreachable is a lost worker, which the run reports itself."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.msg).startswith("Failed to communicate with scheduler during heartbeat")
@@ -214,12 +192,9 @@ def quiet_failed_heartbeats() -> None:
 
 @contextlib.contextmanager
 def _workers_forked():
-    """A LocalCluster's worker processes started as :func:`~trajscale.pools.choose_start_method` says
-    (``$TRAJSCALE_START_METHOD``, else a forkserver), never forked from this process: Dask's event loop
-    runs in a thread by then. From a forkserver that has imported ``distributed`` (and its optional
-    packages, NumPy among them), 8 workers start in 2.3 s instead of 6 spawned on 2 cores, at half the
-    CPU. A Dask config that names another method than its default
-    (``distributed.worker.multiprocessing-method``) is left as it is."""
+    """A LocalCluster's worker processes started as :func:`~trajscale.pools.choose_start_method` says, never
+    forked from this process (Dask's event loop runs in a thread by then); a forkserver that has imported
+    ``distributed`` starts them at half the CPU of spawn.  A Dask config naming another method is kept."""
     import dask
 
     from .pools import choose_start_method
@@ -307,9 +282,8 @@ def _slurm_cluster(distributed, n_workers, spec: SlurmJobs, phases: dict) -> Das
 
 
 def _check_job(cluster) -> None:
-    """sbatch's refusal of the workers' job script (a partition that does not exist, more memory than a
-    node has) as one line now (``sbatch --test-only``: nothing is submitted), not as a background task's
-    traceback and a wait for workers that never come."""
+    """sbatch's refusal of the workers' job script as one line now (``sbatch --test-only``), not as a background
+    task's traceback and a wait for workers that never come."""
     try:
         out = subprocess.run(["sbatch", "--test-only"], input=cluster.job_script(), capture_output=True, text=True,
                              timeout=60, check=False)
@@ -323,10 +297,8 @@ def _check_job(cluster) -> None:
 
 def _wait_for_slurm_workers(cluster, client, n_jobs: int, n_workers: int, wait: float | None,
                             phases: dict) -> tuple[str, ...]:
-    """Wait until ``n_workers`` workers are connected, timing the jobs' wait in the queue (until the
-    last one runs) apart from the workers' start (from then until the last one is connected).  A job
-    that leaves the queue's list before its workers connect (it failed, or was cancelled) ends the wait
-    in one line naming it."""
+    """Wait until ``n_workers`` workers are connected, timing the jobs' wait in the queue apart from the
+    workers' start; a job that leaves the queue before its workers connect ends the wait in one line."""
     from .util import raise_if_stopped
 
     t0 = time.perf_counter()

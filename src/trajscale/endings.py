@@ -1,11 +1,5 @@
-"""How a followed run (``run --follow``, an IMD stream) ended: one record per ending, with its exit status.
-
-Every ending saves the results over the frames analysed; what differs is what a
-user, or a script reading the exit status, should make of them. The last line of
-a followed run (:func:`trajscale.follow.last_line`) and ``report.meta.follow``
-say the ending; :attr:`Ending.status` is the command's exit status. The table is
-docs/following.md's "How a run ends".
-"""
+"""How a followed run (``run --follow``, an IMD stream) ended: one record per ending, with its exit status
+(docs/following.md's "How a run ends")."""
 
 from __future__ import annotations
 
@@ -18,13 +12,9 @@ from .errors import ConfigError
 class Ending(enum.Enum):
     """Why a followed run ended: ``(key, exit status, what the last line says)``.
 
-    The key is what ``report.meta.follow.ended`` holds. ``{detail}`` in the
-    text is filled by whoever met the ending (the idle time, the damage's frame
-    and byte, what changed in a replaced file). The two endings a producer means
-    (the file marked complete, the stream closed normally) exit 0; every other
-    ending has a status of its own, so that a script can tell results over a
-    whole trajectory from results over the part that could be read.
-    """
+    The key is ``report.meta.follow.ended``; ``{detail}`` is filled by whoever met the ending.  Only the
+    endings a producer means (marked complete, stream closed) exit 0, so a script can tell results over a
+    whole trajectory from results over the part that could be read."""
 
     COMPLETE = ("complete", 0, "the writer marked the file complete")
     STREAM_ENDED = ("stream-ended", 0, "the stream ended: the producer closed its connection")
@@ -58,9 +48,8 @@ class Ending(enum.Enum):
 
 
 class FollowEnded(Exception):
-    """Raised by a snapshot that meets an ending a followed run cannot go past: a replaced or shrunk file
-    (:attr:`Ending.REPLACED`) or damage (:attr:`Ending.DAMAGED`), with ``detail`` the one line naming it and
-    ``frames`` the whole frames before it (those are analysed first)."""
+    """Raised by a snapshot that meets a replaced or shrunk file, or damage, with ``detail`` the one line
+    naming it and ``frames`` the whole frames before it (analysed first)."""
 
     def __init__(self, ending: Ending, detail: str, frames: int = 0) -> None:
         super().__init__(detail)

@@ -1,18 +1,12 @@
 """What decides a followed run's next round: a trajectory still being written, or an IMD stream.
 
-The run engine (:mod:`trajscale.engine`) runs the rounds; this module decides them. At each look
-the root takes a :func:`~trajscale.sources.follow.snapshot` of the trajectory (only whole frames
-count) and hands the frames that arrived since the last look to the engine as a round. The
-partials of every analysis combine exactly (per-frame rows in frame order; integer sums for the
-accumulating ones), so the final result has the same bits as a run over the finished file,
-however the frames arrived.
-
-The run ends when the writer marks the file complete, when no frame has come for ``idle`` seconds
-(a writer that died), when the file is replaced or found damaged, or on Ctrl-C/SIGTERM; each
-ending (:class:`~trajscale.endings.Ending`) delivers the result over every frame analysed, and
-says why it ended. An IMD stream (``imd://HOST:PORT``) is followed through the H5MD file its
-receiver process writes (:func:`~trajscale.imd.start_receiver`).
-"""
+The run engine runs the rounds; this module decides them.  At each look the root takes a
+:func:`~trajscale.sources.follow.snapshot` (only whole frames count) and hands the new frames to the
+engine as a round.  Partials combine exactly, so the result has the same bits as a run over the
+finished file, however the frames arrived.  The run ends when the writer marks the file complete,
+after ``idle`` seconds without a frame, when the file is replaced or damaged, or on Ctrl-C/SIGTERM
+(:class:`~trajscale.endings.Ending`).  An IMD stream is followed through the H5MD file its receiver
+process writes (:func:`~trajscale.imd.start_receiver`)."""
 
 from __future__ import annotations
 

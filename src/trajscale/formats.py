@@ -1,20 +1,11 @@
 """What a format is, declared once: :class:`FormatTraits`, the one record every format decision reads.
 
-Each format declares one frozen record in a module that imports nothing heavier than this one (the
-registry reads every format's record before it opens a file, and an XTC's run must not import HDF5): its
-Source (``"module:Class"``), the formats it reads, the name endings and first bytes that tell them, where it
-stands in the match order, which of its files hold frames but no atoms, how one file expands into several
-member trajectories, what a worker imports to read its bytes from a URL, and the process-wide policy for a
-cut-short last frame. The format registry (:mod:`.registry`), the ensemble's catalog, the pools' preloads,
-the topology loader and xarray's ``guess_can_open`` read these records; nothing else names a format.
-
-This module stands below the Sources and the topology loader (it imports no reader): :data:`FORMAT_TRAITS`
-lists where each format's record is, the format registry (:mod:`trajscale.sources.registry`) matches files
-with them, and the lookups below answer the others. The records of the formats whose Sources live in
-``trajscale.sources`` (segment indexes, NumPy arrays, the MDAnalysis-read one-file formats) are
-here; mdCATH's, H5MD's and XTC/TRR's are in their own packages (``trajscale.mdcath.traits``,
-``trajscale.h5md.traits``, ``trajscale.xdr.traits``).
-"""
+Each format declares one frozen record in a module that imports nothing heavy (the registry reads every
+record before it opens a file, and an XTC's run must not import HDF5): its Source, the name endings and
+first bytes that tell it, its match order, its member trajectories, what a worker imports to read it
+from a URL, and the policy for a cut-short last frame.  The registry, the ensemble's catalog, the pools'
+preloads, the topology loader and xarray's ``guess_can_open`` read these records; nothing else names a
+format.  This module imports no reader; mdCATH's, H5MD's and XTC/TRR's records are in their own packages."""
 
 from __future__ import annotations
 
@@ -176,9 +167,8 @@ def expanders() -> dict[str, FormatTraits]:
 
 
 def partial_frames_policy(strict: bool) -> contextlib.ExitStack:
-    """Every format's cut-short-frame policy (``--strict``) for the process, as one context manager. Not
-    strict is each format's default, so a format whose reader this process has not imported is left alone
-    then (a command that reads no XTC imports nothing of XTC for it)."""
+    """Every format's cut-short-frame policy (``--strict``) for the process, as one context manager; not strict
+    is each format's default, so a format not imported is left alone then."""
     stack = contextlib.ExitStack()
     for t in own_traits():
         if t.partial_frames and (strict or t.partial_frames.partition(":")[0] in sys.modules):

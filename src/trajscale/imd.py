@@ -1,12 +1,8 @@
 """Frames streamed over IMD (v2 or v3, through ``imdclient``) written into an H5MD file as they come.
 
-``trajscale run ANALYSIS TOP imd://HOST:PORT`` runs :func:`receive` in its own
-process: each frame received is written with :class:`~trajscale.pwrite.ParallelWriter`
-(crash-consistent: a frame counts once it is whole), and the followed run
-(:mod:`trajscale.follow`) analyses that file on any executor. The stream's end
-closes the file, which marks it complete; nothing streamed is lost (``--tee``
-keeps the file). IMD sends Å and ps (MDAnalysis's units), as ``IMDReader`` reads them.
-"""
+:func:`receive` runs in its own process, writing each frame with
+:class:`~trajscale.pwrite.ParallelWriter` (a frame counts once it is whole); the followed run analyses
+that file.  The stream's end closes the file, which marks it complete.  IMD sends Å and ps."""
 
 from __future__ import annotations
 
@@ -44,13 +40,9 @@ def host_port(url: str) -> tuple[str, int]:
 
 def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False,
             chunk_frames: int = 1) -> tuple[int, str | None]:
-    """Write every frame of the IMD stream at ``url`` into ``out`` (H5MD); return the frames written and,
-    when the connection failed (reset by the producer, or another error), what imdclient said of it
-    (None when the producer closed its connection).
-
-    The file is closed (and so marked complete) when the stream ends; an interrupt
-    leaves the frames received so far, unmarked.
-    """
+    """Write every frame of the IMD stream at ``url`` into ``out``; return the frames written and what
+    imdclient said of a failed connection (None: the producer closed it).  The file is marked complete
+    when the stream ends; an interrupt leaves the frames so far, unmarked."""
     from imdclient.IMDClient import IMDClient
 
     from .pwrite import ParallelWriter
@@ -91,13 +83,8 @@ def _box_lengths_angles(vectors) -> np.ndarray:
 
 
 def connection_failure(end: EOFError) -> str | None:
-    """What failed, when imdclient's end of stream (``end``) came from a failed connection: reset by the
-    producer, silent past imdclient's read timeout, or another error; None when the producer closed the
-    connection (an end of stream, or a producer killed whose system closed it: IMD cannot tell them apart).
-
-    imdclient raises every end as an EOFError, with the error it met in the exception's chain (its
-    cause, or the context of the error it raised in its place).
-    """
+    """What failed, when imdclient's end of stream came from a failed connection (found in the EOFError's
+    chain); None when the producer closed the connection (IMD cannot tell a killed producer from that)."""
     seen: set[int] = set()
     cause: BaseException | None = end
     while cause is not None and id(cause) not in seen:
@@ -155,12 +142,9 @@ class Receiver:
 
 def start_receiver(url: str, n_atoms: int, *, tee: str | None = None, overwrite: bool = False,
                    shared: bool = False, wait: float = 60.0) -> Receiver:
-    """The receiver of the stream at ``url``, once it has written its H5MD file (up to ``wait`` s); a
-    clear error if it ends first, or no frame comes in time.
-
-    ``tee``: the file to write (kept); else a temporary folder's ``stream.h5md``, in the working
-    directory when ``shared`` (the ranks of an MPI job on several nodes share it).
-    """
+    """The receiver of the stream at ``url``, once it has written its H5MD file (up to ``wait`` s), or a clear
+    error.  ``tee``: the file to write (kept); else a temporary folder's, in the working directory when
+    ``shared`` (an MPI job's nodes share it)."""
     import subprocess
     import tempfile
 
@@ -208,10 +192,9 @@ def _wait_for_file(process: subprocess.Popen, out: str, old, wait: float) -> boo
 
 
 def main(argv: list[str]) -> int:
-    """``python -m trajscale.imd URL OUT N_ATOMS [--overwrite]``: the receiver process of a
-    streamed run; its last line on stderr says what it received, or why it could not. Its exit status
-    says how the stream ended: 0 when the producer closed the connection, :attr:`Ending.VANISHED`'s
-    when the connection failed (the frames received are kept either way)."""
+    """``python -m trajscale.imd URL OUT N_ATOMS [--overwrite]``: the receiver process of a streamed run; its
+    last stderr line says what it received; exit 0 when the producer closed the connection, else
+    :attr:`Ending.VANISHED`'s status."""
     from .endings import Ending
 
     try:

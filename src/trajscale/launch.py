@@ -259,11 +259,8 @@ def _squeue_time_left(job_id: str) -> tuple[float, float] | None:
 
 
 def recorded_launcher() -> str:
-    """The launcher that goes with this environment's mpi4py (e.g. ``mpiexec.mpich``).
-
-    ``scripts/setup-env.sh`` records it in ``<venv>/share/trajscale/launcher``;
-    without that file it is guessed from the MPI library mpi4py was built with.
-    """
+    """The launcher that goes with this environment's mpi4py (e.g. ``mpiexec.mpich``): recorded by
+    ``scripts/setup-env.sh`` in ``<venv>/share/trajscale/launcher``, else guessed from mpi4py's MPI library."""
     try:
         return Path(sys.prefix, "share", "trajscale", "launcher").read_text().strip() or "mpiexec"
     except OSError:
@@ -285,9 +282,7 @@ def recorded_launcher() -> str:
 def say_time_left(expected_s: float | None = None, what: str = "the run",
                   predict: Callable[[], float | None] | None = None) -> float | None:
     """Log the job's time left when the scheduler says it and it is short, or shorter than ``expected_s``
-    (a prediction of ``what``); return it (None: unknown, no job, or a rank other than 0: rank 0 alone
-    asks and speaks).  ``predict`` gives ``expected_s`` when it is not given, asked only once a time left is
-    known (a prediction's work is done only in a job that ends)."""
+    (or ``predict()``'s, asked only once a time left is known); return it (None: unknown, or not rank 0)."""
     launch = current()
     if launch.job is None or launch.rank != 0:   # (one squeue per job, not one per rank)
         return None

@@ -31,17 +31,9 @@ def plan_tasks(start: int, stop: int, n_tasks: int, align: int, frame_bytes: int
                part_starts: Sequence[int] = ()) -> list[FrameRange]:
     """Split ``[start, stop)`` into at least ``n_tasks`` chunk-aligned ranges of bounded size.
 
-    ``frame_bytes`` is what one frame costs in the reader's buffers
-    (:meth:`~trajscale.sources.base.Source.bytes_per_frame`: the span or runs
-    it reads, not only the selected atoms).  When the size bound adds tasks,
-    their number stays a multiple of ``n_workers`` (11 tasks on 2 MPI ranks
-    gave one rank 20 % more frames than the other).
-
-    ``part_starts`` (:attr:`~trajscale.sources.base.Source.part_starts`) are
-    frames where another file begins: every one inside the range is a task
-    boundary (see :func:`plan_in_parts`), so no task reads a piece of one part
-    and a piece of the next.
-    """
+    ``frame_bytes`` is one frame's cost in the reader's buffers.  When the size bound adds tasks, their
+    number stays a multiple of ``n_workers`` (so no rank gets more frames than another).  Every part start
+    inside the range is a task boundary (:func:`plan_in_parts`)."""
     n = stop - start
     by_size = math.ceil(n * frame_bytes / max_task_bytes)
     if by_size > n_tasks:
@@ -55,19 +47,10 @@ def plan_tasks(start: int, stop: int, n_tasks: int, align: int, frame_bytes: int
 def plan_in_parts(edges: Sequence[int], n_tasks: int, align: int = 1, first_part: int = 0) -> list[FrameRange]:
     """About ``n_tasks`` ranges over ``[edges[0], edges[-1])`` whose boundaries include every edge.
 
-    ``edges`` are the range's ends with the part starts between them.  A part
-    at least as long as a task's share (frames / ``n_tasks``) is cut into
-    ``round(length / share)`` balanced tasks of its own, on multiples of
-    ``align`` from the part's start.  A run of consecutive shorter parts is
-    cut only at part starts, into tasks of whole parts of about a share each
-    (:func:`_whole_parts`).  So a task reads one part (or a piece of it) or
-    several whole parts, and a part is read by two tasks only when it is cut:
-    10,000 parts of a few frames make about ``n_tasks`` tasks, not 10,000
-    (a task per part would cost 10,000 task round trips and timing records),
-    yet each part is still opened by one worker only.
-    ``first_part`` is where the part (or file) holding ``edges[0]`` starts: chunks count from there.
-    With no part start inside, this is one part cut into ``n_tasks`` balanced ranges.
-    """
+    A part at least a task's share long is cut into balanced tasks of its own, on multiples of ``align``
+    from ``first_part`` (where the part holding ``edges[0]`` starts); runs of shorter parts are cut only at
+    part starts, into tasks of whole parts (:func:`_whole_parts`).  So 10,000 parts of a few frames make
+    about ``n_tasks`` tasks, not 10,000, and each part is still opened by one worker only."""
     share = (edges[-1] - edges[0]) / max(1, n_tasks)
     out: list[FrameRange] = []
     run: list[int] = []   # starts of the current run of short parts
@@ -103,11 +86,8 @@ def _whole_parts(edges: Sequence[int], share: float) -> list[FrameRange]:
 def plan_strided_tasks(start: int, stop: int, step: int, n_tasks: int, frame_bytes: int,
                        n_workers: int = 1, max_task_bytes: int = MAX_TASK_BYTES,
                        part_starts: Sequence[int] = ()) -> list[FrameRange]:
-    """Tasks over frames ``start:stop:step``: each range starts on a kept frame and ends after its last.
-
-    Sources read only the kept frames (strided reads), so a task is sized by its kept frames;
-    a part start becomes a cut before the first kept frame at or after it.
-    """
+    """Tasks over frames ``start:stop:step``, each starting on a kept frame and sized by its kept frames (reads
+    are strided); a part start becomes a cut before the first kept frame at or after it."""
     kept = len(range(start, stop, step))
     cuts = sorted({-(-(b - start) // step) for b in part_starts if start < b < stop} - {0, kept})
     return [FrameRange(start + r.start * step, start + (r.stop - 1) * step + 1)
@@ -115,11 +95,8 @@ def plan_strided_tasks(start: int, stop: int, step: int, n_tasks: int, frame_byt
 
 
 def topology_with_first_frame(topology, source):
-    """The topology's Universe holding the trajectory's first frame, as ``Universe(top, traj)`` would.
-
-    (Selections by distance then see the trajectory, not the topology file's
-    coordinates; and a TPR is not parsed a second time for them.)
-    """
+    """The topology's Universe holding the trajectory's first frame, as ``Universe(top, traj)`` would (selections
+    by distance see the trajectory; a TPR is not parsed a second time)."""
     from MDAnalysis.coordinates.memory import MemoryReader
 
     universe = load_universe(topology, topology_coordinates=False)

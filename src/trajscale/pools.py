@@ -1,24 +1,15 @@
 """Local worker processes: how they start, how they are stopped, how a caller waits on them.
 
-The one place that makes a pool of local worker processes (:func:`process_pool`), below all its
-users: the analysis executors (:mod:`trajscale.executors.processes`), the task runners of convert,
-rechunk and pack (:mod:`trajscale.convert.pool`), which may not import the executors.
-
-Three things users meet before any task runs:
+The one place that makes a pool of local worker processes (:func:`process_pool`), below the analysis
+executors and convert's task runners.  Three things users meet before any task runs:
 
 * ``spawn`` and ``forkserver`` children re-import the parent's ``__main__``:
-  :func:`~trajscale.util.main_not_reimported` hides it while workers start.
-* ``fork`` starts a worker in milliseconds with everything already imported,
-  but is unsafe when other threads run (a lock held at the fork stays held in
-  the child) or MPI is initialised: :func:`fork_is_safe` says when it is not.
-* Ctrl-C reaches every process of the terminal's process group: a worker (or
-  forkserver) that is still importing prints a ``KeyboardInterrupt``
-  traceback.  :func:`sigint_blocked` keeps SIGINT pending while workers start
-  (forked children inherit the blocked mask; a forkserver, started by
-  fork+exec, does not, and blocks it itself: ``executors/_forkserver.py``) and
-  :func:`quiet_worker` makes them ignore it; the parent alone receives it and
-  stops the pool.
-"""
+:func:`~trajscale.util.main_not_reimported` hides it while workers start.
+* ``fork`` starts a worker in milliseconds, but is unsafe when other threads run or MPI is
+initialised: :func:`fork_is_safe` says when it is not.
+* Ctrl-C reaches every process of the terminal's group, and a worker still importing prints a
+traceback: :func:`sigint_blocked` keeps SIGINT pending while workers start and
+:func:`quiet_worker` makes them ignore it; the parent alone stops the pool."""
 
 from __future__ import annotations
 
@@ -56,13 +47,10 @@ _RESET_IN_CHILD = frozenset({"QueueFeederThread"})
 def fork_refusal() -> str | None:
     """Why this process, as it is now, must not fork a worker even when asked to, or None.
 
-    Judged from the process's live state, never from the input that asks: no POSIX fork (or
-    macOS, whose system frameworks are not fork-safe), another thread running (a lock it holds
-    would stay held in the child), MPI initialised, a URL client's runtime, an HDF5 file open for
-    writing (a child's close would write to it). An HDF5 file open for reading only is no reason
-    to refuse (workers that open their own handle, as trajscale's readers and datasets do, read
-    it safely), but the default does not fork then (:func:`fork_is_safe`).
-    """
+    Judged from the process's live state: no POSIX fork (or macOS), another thread running (a lock it
+    holds would stay held in the child), MPI initialised, a URL client's runtime, an HDF5 file open for
+    writing.  A file open for reading only is no reason to refuse, but the default does not fork then
+    (:func:`fork_is_safe`)."""
     if not hasattr(os, "fork"):
         return "this platform has no fork"
     if sys.platform == "darwin":
@@ -86,13 +74,9 @@ def fork_refusal() -> str | None:
 
 
 def _runtime_threads() -> bool | None:
-    """True when a thread Python did not start waits on network events (``epoll``): an async runtime's,
-    such as obstore's (Rust's tokio: its threads are named as the process, and one waits in epoll while
-    the runtime is idle). None where this cannot be told (no /proc, or kernel wait points hidden).
-
-    Python's own threads are told by their ids (they are counted apart); a native thread that is
-    running at the moment says nothing and is looked at again (a few times, a millisecond apart).
-    """
+    """True when a thread Python did not start waits on network events (``epoll``): an async runtime's, such
+    as obstore's tokio.  None where this cannot be told.  A native thread running at the moment is looked
+    at again, a few times, a millisecond apart."""
     import time
 
     for _ in range(3):
@@ -123,12 +107,9 @@ def _runtime_threads() -> bool | None:
 
 
 def holds_unforkable(writing_only: bool = False) -> str | None:
-    """What this process holds that a forked child cannot use, or None: an open HDF5 file (the child
-    would share its descriptor and HDF5's state of it), a URL client's runtime (obstore's runs threads
-    Python does not count: a forked child's client crashes or hangs). The runtime is looked for in the
-    process, whoever started it (trajscale's reads, a glob's listing, the user's own obstore calls): once
-    obstore is imported, a thread of its runtime (:func:`_runtime_threads`), or, where that cannot be
-    told, obstore's import alone. ``writing_only``: HDF5 files open for writing only."""
+    """What this process holds that a forked child cannot use, or None: an open HDF5 file (shared descriptor
+    and state), a URL client's runtime (its threads are not Python's: a forked child's client crashes or
+    hangs), looked for whoever started it.  ``writing_only``: HDF5 files open for writing only."""
     held = []   # every reason, not the first: a user told of one fixes it and meets the next
     h5f = getattr(sys.modules.get("h5py"), "h5f", None)
     if h5f is not None and h5f.get_obj_count(h5f.OBJ_ALL, h5f.OBJ_FILE):
@@ -147,13 +128,10 @@ def choose_start_method(requested: str | None = None, *, late: bool = False, unf
     """How the workers of a pool started now start: the one rule for every worker process trajscale makes.
 
     ``requested``, else ``$TRAJSCALE_START_METHOD``, else fork where :func:`fork_refusal` finds no reason
-    not to, else forkserver (spawn where there is none).  ``late``: a pool that starts after its job was
-    prepared, which a forkserver serves more cheaply (it has imported the reader once): not forked unless
-    asked for.  ``unforkable``: why forking will be unsafe when the workers start although it is not yet
-    (a Dask cluster's event loop runs in a thread by then).  An explicit ``fork`` where forking is unsafe
-    is refused (:class:`~trajscale.errors.ConfigError`, one line saying why), not obeyed: a forked worker
-    would crash or hang.
-    """
+    not to, else forkserver (spawn where there is none).  ``late``: the job is prepared, and a forkserver
+    serves it more cheaply: not forked unless asked for.  ``unforkable``: why forking will be unsafe when
+    the workers start (a Dask event loop's thread).  An explicit ``fork`` where it is unsafe is refused in
+    one line, not obeyed."""
     method = requested or os.environ.get("TRAJSCALE_START_METHOD") or None
     if method is not None:
         check_start_method(method)
@@ -170,9 +148,8 @@ def choose_start_method(requested: str | None = None, *, late: bool = False, unf
 
 
 def _stop_progress_monitors() -> None:
-    """End tqdm's monitor thread, which only refreshes stalled bars (the next bar starts another): a bar
-    of another library's (MDAnalysis's ``run()`` draws one, even disabled) leaves it sleeping for ever,
-    and a running thread rules fork out."""
+    """End tqdm's monitor thread, which only refreshes stalled bars: another library's bar leaves it sleeping
+    for ever, and a running thread rules fork out."""
     tmonitor = getattr(sys.modules.get("tqdm._monitor"), "TMonitor", None)
     if tmonitor is None:
         return
@@ -199,13 +176,10 @@ def process_pool(n_workers: int, *, start_method: str | None = None, initializer
                  preload: tuple[str, ...] = ()):
     """A ``ProcessPoolExecutor`` of ``n_workers`` local worker processes: the only place one is made.
 
-    Yields ``(pool, start_method)`` while its workers start: SIGINT held (:func:`sigint_blocked`) and
-    the main module hidden (:func:`main_not_reimported`); submit the first tasks inside the block (a
-    forked pool starts its workers on submit).  The pool outlives the block: the caller shuts it down.
-    The start method is :func:`choose_start_method`'s (``start_method``, else the environment's, else
-    fork where safe); a forkserver imports ``preload`` once for all its workers.  ``initializer(*initargs)``
-    runs first in each worker: :func:`quiet_worker`, or one that calls it.
-    """
+    Yields ``(pool, start_method)`` while its workers start, SIGINT held and the main module hidden;
+    submit the first tasks inside the block (a forked pool starts its workers on submit).  The caller
+    shuts the pool down.  A forkserver imports ``preload`` once; ``initializer`` is :func:`quiet_worker`
+    or one that calls it."""
     from concurrent.futures import ProcessPoolExecutor
 
     method = choose_start_method(start_method)
@@ -233,12 +207,8 @@ def _in_environment(env: dict, initializer, initargs: tuple) -> None:
 
 @contextlib.contextmanager
 def sigint_blocked():
-    """SIGINT held pending in this thread while workers start; delivered when the block ends.
-
-    Children forked in the block inherit the blocked mask, and :func:`quiet_worker`
-    then ignores the signal before unblocking it.  (A process started by
-    fork+exec, such as a forkserver, starts with an empty mask: CPython clears it.)
-    """
+    """SIGINT held pending in this thread while workers start; forked children inherit the blocked mask
+    (a forkserver, started by fork+exec, does not) and :func:`quiet_worker` ignores it before unblocking."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
         yield
         return
@@ -271,14 +241,9 @@ _PR_SET_PDEATHSIG = 1
 def die_with_parent() -> None:
     """Make this worker die (SIGKILL) when the process that started it dies, whatever killed it.
 
-    On Linux the kernel sends the signal (``prctl(PR_SET_PDEATHSIG)``): a worker
-    killed at once never writes to an output after its parent is gone, and never
-    waits forever for tasks that will not come.  A parent that died before the
-    call is caught by the check after it.  Under a forkserver the kernel's parent
-    is the forkserver, which outlives the main process (each worker holds its
-    "alive" pipe open): there a thread watches multiprocessing's sentinel of the
-    main process, a pipe that reads end-of-file once it is gone.
-    """
+    On Linux the kernel sends it (``PR_SET_PDEATHSIG``), so a worker never writes to an output after its
+    parent is gone nor waits for tasks that will not come.  Under a forkserver the kernel's parent is the
+    forkserver, which outlives the main process: there a thread watches the main process's sentinel pipe."""
     if sys.platform.startswith("linux"):
         import ctypes
 
@@ -336,11 +301,8 @@ def as_completed_polling(futures, every: Callable[[], None] | None = None):
 
 
 def stop_workers(pool, sig: int = signal.SIGTERM) -> None:
-    """Send ``sig`` to every live worker of a ``ProcessPoolExecutor`` (it has no public handle on them).
-
-    SIGTERM to a worker that records it (the conversion's) stops it between slabs with its
-    files closed; ``Process.terminate`` is the same signal for workers that do not record it.
-    """
+    """Send ``sig`` to every live worker of a ``ProcessPoolExecutor`` (it has no public handle on them);
+    a conversion's worker records SIGTERM and stops between slabs with its files closed."""
     for proc in list((getattr(pool, "_processes", None) or {}).values()):
         try:
             if proc.is_alive():

@@ -1,26 +1,17 @@
 """The root prepares, then shares: one protocol for every SPMD step of trajscale.
 
-A run's job (:mod:`trajscale.engine`), a conversion's record and offsets, a rechunk's join
-(:mod:`trajscale.convert`) are made on the root process and handed to every other one.  The
-rules, in one place:
+A run's job, a conversion's record and offsets, a rechunk's join are made on the root and handed to
+every other process:
 
 * the value ``make()`` returns on the root is returned on every process;
-* a trajscale error on the root is raised on every process, printed once: the other processes'
-  copies are marked ``reported_elsewhere``;
-* a Ctrl-C or SIGTERM on the root (``KeyboardInterrupt``, ``SystemExit``) is raised as itself on
-  every process, so each ends as an interrupted run (its partial kept), not as a crash;
+* a trajscale error on the root is raised on every process, printed once (``reported_elsewhere``);
+* a Ctrl-C or SIGTERM on the root is raised as itself on every process (an interrupted run);
 * any other exception is raised with its traceback on the root, and as one ``RuntimeError`` naming
-  the step (``what``) and the error on the others.
+the step on the others.
 
-A group is anything with ``is_root``, ``spmd`` and ``broadcast(obj)``: an executor, or an
-mpi4py communicator wrapped in :class:`CommGroup`.
-
-Before its first share the root owes the others one: they may already wait in it while the root still
-prepares (loads the topology, plans).  A group's root says so with :func:`owe_first_share` when the group
-is made, and a share followed by another (``then_share=True``) leaves the root owing that one; a Ctrl-C or
-SIGTERM that ends the root while it owes a share is handed on by :func:`share_interruption` (the command
-line calls it as it ends), so every process ends interrupted, none is left waiting in the broadcast.
-"""
+A group is anything with ``is_root``, ``spmd`` and ``broadcast(obj)``.  Before its first share the root
+owes the others one (they may already wait in it): :func:`owe_first_share` records that, and
+:func:`share_interruption` hands on an interruption that ends the root while it owes one."""
 
 from __future__ import annotations
 
@@ -77,9 +68,8 @@ def share_on_comm(comm, make: Callable[[], object], what: str = "prepare", then_
 
 
 def owe_first_share(group) -> None:
-    """On the root of an SPMD ``group`` (an executor, or an mpi4py communicator): the other processes'
-    first collective is a share; an interruption before the root's first share is shared in its place
-    (:func:`share_interruption`).  Call it when the group is made, before any root-only work."""
+    """On the root of an SPMD ``group``: the others' first collective is a share, so an interruption before
+    it is shared in its place.  Call it when the group is made, before any root-only work."""
     if not hasattr(group, "broadcast"):
         group = CommGroup(group)
     if group.is_root and group.spmd:

@@ -133,11 +133,8 @@ def _segment_paths(index: str) -> list[str]:
 
 
 def refuse_input_as_output(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = ()) -> None:
-    """Raise OutputError if ``path`` is one of ``inputs``, compared by device and inode.
-
-    Symlinks, hard links and relative or differently spelled paths to an input
-    all count; ``--overwrite`` never allows it.  A missing output is no input.
-    """
+    """Raise OutputError if ``path`` is one of ``inputs``, compared by device and inode (links and other
+    spellings count; ``--overwrite`` never allows it)."""
     try:
         st = os.stat(path)
     except OSError:
@@ -154,11 +151,9 @@ def refuse_input_as_output(path: str | os.PathLike, inputs: Iterable[str | os.Pa
 
 def check_output_path(path: str | os.PathLike, overwrite: bool = False,
                       inputs: Iterable[str | os.PathLike | None] = (), need_bytes: int = 0) -> Path:
-    """Refuse an output that is one of ``inputs`` (:func:`refuse_input_as_output`), in a missing
-    directory, existing without ``overwrite``, in a directory this process cannot create files in
-    (read-only file system, permissions, immutable), or without ``need_bytes`` free beside it;
-    every command's outputs pass here before any work. A URL is refused: outputs are written locally,
-    and a finished file is uploaded (an object store shows it under its key only when complete)."""
+    """Refuse an output that is one of ``inputs``, in a missing directory, existing without ``overwrite``, in
+    a directory this process cannot create files in, or without ``need_bytes`` free; every command's outputs
+    pass here before any work.  A URL is refused: outputs are written locally, then uploaded."""
     if is_url(os.fspath(path)):
         raise OutputError(path, "outputs are written to local paths: write it here, then upload the finished "
                                 "file (e.g. `aws s3 cp FILE URL`), which the store shows under its key only "
@@ -178,11 +173,8 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = False,
 
 
 def check_writable_folder(path: Path, need_bytes: int = 0) -> None:
-    """Raise OutputError unless a file can be created beside ``path`` with ``need_bytes`` free there.
-
-    The test is a real create and unlink: ``os.access`` answers yes to root in a
-    read-only bind mount or an immutable folder, where every write still fails.
-    """
+    """Raise OutputError unless a file can be created beside ``path`` with ``need_bytes`` free there; a real
+    create and unlink, since ``os.access`` answers yes to root in a read-only bind mount."""
     folder = path.parent
     probe = folder / f".{path.name}.probe-{os.getpid()}@{_HOST}"
     try:
@@ -244,11 +236,8 @@ def _pid_alive(pid: int) -> bool:
 
 
 def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
-    """Remove ``.NAME.tmp-PID@HOST`` files of ``folder`` whose process on this host is gone (a killed writer's).
-
-    Only files owned by this user are touched: a temporary of another user's
-    live writer on a shared folder is never removed.  Returns the removed paths.
-    """
+    """Remove ``.NAME.tmp-PID@HOST`` files of ``folder`` whose process on this host is gone, owned by this
+    user only; returns the removed paths."""
     removed = []
     try:
         entries = list(os.scandir(folder))
@@ -274,13 +263,8 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
 
 @contextlib.contextmanager
 def main_not_reimported():
-    """While active, new spawn/forkserver children do not import the parent's ``__main__``.
-
-    multiprocessing records the main module's file or name when a child starts
-    and re-imports it there; an empty stand-in module has neither.  Only
-    children started inside the block are affected, and nothing of the user's
-    is sent to them (tasks name trajscale functions and carry plain values).
-    """
+    """While active, new spawn/forkserver children do not import the parent's ``__main__``: an empty stand-in
+    has no file or name for multiprocessing to re-import (tasks name trajscale functions only)."""
     main = sys.modules.get("__main__")
     stand_in = types.ModuleType("__main__")
     stand_in.__spec__ = None
@@ -328,13 +312,9 @@ def write_script_json(prog: str, path: str | os.PathLike, obj, overwrite: bool) 
 
 
 def save_output(path: str | os.PathLike, write, overwrite: bool = True) -> Path:
-    """``write(tmp)`` under :func:`atomic_output` beside ``path``; return ``path``.
-
-    For a result computed before it is written (an analysis, a report, a plot):
-    if the folder cannot take it at the end (made read-only, full, removed) the
-    result is written again into a new file in ``$TMPDIR`` and OutputError names
-    both, so the work is not lost.
-    """
+    """``write(tmp)`` under :func:`atomic_output` beside ``path``; return ``path``.  A result computed before
+    it is written is not lost: if the folder cannot take it, it is written into ``$TMPDIR`` and the
+    OutputError names both."""
     try:
         with atomic_output(path, overwrite=overwrite) as tmp:
             write(tmp)
@@ -366,12 +346,9 @@ def _short_error(exc: BaseException) -> str:
 def atomic_output(path: str | os.PathLike, overwrite: bool = True):
     """Yield a temporary path beside ``path``; rename it to ``path`` only on success.
 
-    On any exception (KeyboardInterrupt and SystemExit included) the temporary
-    file is removed and nothing appears under the final name.  The file is
-    fsynced before the rename and its folder after, so a crash right after
-    leaves the old file or the whole new one, never a truncated one.
-    Temporaries that killed writers left in the folder are removed first.
-    """
+    On any exception (KeyboardInterrupt and SystemExit included) the temporary is removed.  The file is
+    fsynced before the rename and its folder after, so a crash leaves the old file or the whole new one.
+    Temporaries that killed writers left in the folder are removed first."""
     final = check_output_path(path, overwrite=overwrite)
     remove_stale_temporaries(final.parent)
     tmp = temporary_name(final)
@@ -422,11 +399,8 @@ def raise_if_stopped() -> None:
 
 
 def slow_phase_for_tests(phase: str, worker: str) -> None:
-    """Sleep as ``TRAJSCALE_TEST_SLOW_READ`` / ``_COMPUTE`` ask (:mod:`trajscale.timeline` says
-    how); a no-op without them.
-
-    ``phase`` is ``"read"`` or ``"compute"``; ``worker`` the task's worker name (``"rank 2"``).
-    """
+    """Sleep as ``TRAJSCALE_TEST_SLOW_READ`` / ``_COMPUTE`` ask (:mod:`trajscale.timeline`); ``phase`` is
+    ``"read"`` or ``"compute"``, ``worker`` the task's worker name (``"rank 2"``)."""
     spec = os.environ.get(f"TRAJSCALE_TEST_SLOW_{phase.upper()}")
     if not spec:
         return

@@ -1,17 +1,9 @@
 """Whole processes timed from outside: the ``trajscale`` CLI against the same CA RMSD as an MDAnalysis script.
 
-What a user waits for is a command: the interpreter's start, the imports, the
-topology and the analysis. Each side here is one new process, timed from just
-before it starts to just after it is reaped (a monotonic clock), and the two
-sides of a row run in turn - trajscale, MDAnalysis, trajscale, MDAnalysis ... -
-so that a drift in the machine's speed falls on both. A row's ratio is the
-median over its pairs of MDAnalysis's time over trajscale's.
-
-trajscale's on-disk cache (``TRAJSCALE_CACHE_DIR``: the parsed topology) points
-at a folder of the benchmark's own: a fresh, empty one for every run of a
-"first run" row (as after an install), one filled by the first runs for the
-others. Used by ``trajscale demo`` and ``benchmarks/cold.py``.
-"""
+Each side is one new process, timed from before it starts until it is reaped, and the sides of a row
+run in turn, so that a drift in the machine's speed falls on both; a row's ratio is the median over
+its pairs.  trajscale's on-disk cache points at a folder of the benchmark's own: empty for every run of
+a "first run" row, filled for the others.  Used by ``trajscale demo`` and ``benchmarks/cold.py``."""
 
 from __future__ import annotations
 
@@ -207,11 +199,8 @@ class Pairs:
         return wall
 
     def run(self, pairs: int = 5, warmup: int = 1, progress=None) -> None:
-        """Every row: ``warmup`` uncounted pairs, then ``pairs`` counted ones, the sides in turn.
-
-        A row whose trajscale side uses the filled caches first gets them filled by one
-        uncounted trajscale run when no earlier run has filled them.
-        """
+        """Every row: ``warmup`` uncounted pairs, then ``pairs`` counted ones; a row that needs the caches filled
+        gets one uncounted run first."""
         for row in self.rows:
             if progress:
                 progress(row.label)
