@@ -1,10 +1,5 @@
-"""Lazy package namespaces (PEP 562): a package lists what it exports and imports each on first use.
-
-``import trajscale`` then costs a few milliseconds: NumPy, h5py and the
-modules behind ``trajscale.RMSD`` or ``trajscale.run`` are imported when a
-name is first looked up, and only the modules that name needs.  The public
-names, ``__all__`` and ``dir()`` stay what the eager imports gave.
-"""
+"""Lazy package namespaces (PEP 562): a package lists what it exports and imports each on first use,
+so ``import trajscale`` costs a few milliseconds; ``__all__`` and ``dir()`` stay what eager imports gave."""
 
 from __future__ import annotations
 
@@ -16,14 +11,9 @@ from typing import ClassVar
 
 
 class _LazyPackage(types.ModuleType):
-    """A package whose exported names stay bound to their objects when a same-named submodule loads.
-
-    The import system binds ``pkg.run`` to the module ``pkg.run`` when that submodule is first
-    imported; with eager imports the package's ``from .run import run`` came after and won.  Here a
-    submodule may load after the name is bound (``import trajscale.run`` then ``trajscale.run(...)``),
-    so the binding of a submodule over an exported name is skipped; the submodule stays in
-    ``sys.modules``.
-    """
+    """A package whose exported names stay bound to their objects when a same-named submodule loads
+    (``import trajscale.run`` would rebind ``trajscale.run`` to the module); the submodule stays in
+    ``sys.modules``."""
 
     _lazy_exports: ClassVar[dict] = {}   # set per package (an instance attribute) by attach
 

@@ -75,11 +75,8 @@ class Block:
 
 
 def split_frames(n_frames: int, n_tasks: int, align: int = 1) -> list[FrameRange]:
-    """Balanced contiguous frame ranges, boundaries aligned to ``align`` frames.
-
-    The seed's ``make_balanced_slices``: ranges differ by at most one aligned
-    unit; with more tasks than units some tasks are dropped rather than empty.
-    """
+    """Balanced contiguous frame ranges, boundaries aligned to ``align`` frames: ranges differ by at most
+    one aligned unit; with more tasks than units some tasks are dropped rather than empty."""
     if n_frames <= 0:
         return []
     n_tasks = max(1, int(n_tasks))
@@ -97,12 +94,8 @@ def split_frames(n_frames: int, n_tasks: int, align: int = 1) -> list[FrameRange
 
 
 def sorted_unique(values) -> np.ndarray:
-    """``np.unique(values)``: the sorted distinct values, flattened (atom indices, chunk rows).
-
-    Integers are sorted and deduplicated here: ``np.unique``'s first call imports ``numpy.ma`` (to ask
-    whether the array is masked), 5 % of a short run's start; any other dtype goes to ``np.unique``
-    (its NaNs compare equal there).
-    """
+    """``np.unique(values)`` flattened; integers are sorted and deduplicated here, since ``np.unique``'s
+    first call imports ``numpy.ma`` (5 % of a short run's start)."""
     a = np.asarray(values)
     if a.dtype.kind not in "iub":
         return np.unique(a)

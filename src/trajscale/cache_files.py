@@ -5,10 +5,10 @@ A topology's entry is a pickle (loading it can run code), and every entry steers
 every cache keeps its entries the same way:
 
 * read only through its own name, and only when the file opened and its folder are its owner's alone
-(:func:`~trajscale.util.why_untrusted`, checked on the file opened);
+  (:func:`~trajscale.util.why_untrusted`, checked on the file opened);
 * written to a temporary name (mode 0600) in a folder created 0700, then renamed;
 * each folder keeps at most so many entries or bytes, least recently used first; a folder is listed
-again only when what was written since could have passed a bound;
+  again only when what was written since could have passed a bound;
 * a cache never fails a run: an entry that cannot be read is a miss, one that cannot be written is skipped."""
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The demo: a benchmark trajectory from a real system, converted and analysed in parallel.
 
-Builds, from MDAnalysisTests' AdK-in-water system (TPR/XTC, 47,681 atoms, 10
-frames), a trajectory of a few thousand frames the way the seed paper built
-its 90,100-frame file - by concatenating copies - after making the protein
-whole with the TPR's bonds (in that XTC the protein is split across the
-periodic box, which would make the CA RMSD a meaningless 0-21 A).
-"""
+Built from MDAnalysisTests' AdK-in-water system (47,681 atoms, 10 frames) by concatenating copies,
+as the seed paper built its file, after making the protein whole with the TPR's bonds (split across
+the box, it would make the CA RMSD a meaningless 0-21 A)."""
 
 from __future__ import annotations
 
@@ -58,10 +55,8 @@ def add_demo_file_arguments(parser, frames: int = 2000) -> None:
 
 def build_demo_file(workdir: str | os.PathLike, n_frames: int = 2000, chunks: str = "auto",
                     progress: bool = True, source: tuple[str, str] | None = None) -> tuple[str, str]:
-    """Return (topology, h5md) of a ``n_frames``-frame AdK trajectory, building it if needed.
-
-    ``source`` = (tpr, xtc) replaces MDAnalysisTests' AdK files (a machine without that package).
-    """
+    """Return (topology, h5md) of a ``n_frames``-frame AdK trajectory, building it if needed; ``source`` =
+    (tpr, xtc) replaces MDAnalysisTests' files."""
     from .convert.convert import convert
     from .h5md.layout import Layout
     from .sources import H5MDSource
@@ -95,12 +90,8 @@ def build_demo_file(workdir: str | os.PathLike, n_frames: int = 2000, chunks: st
 
 def run_demo(workdir: str = "demo-output", n_frames: int = 2000, n_workers: int = 2,
              executor: str = "processes", compare: bool = True, progress: bool = True) -> int:
-    """Build the data, compare whole processes against MDAnalysis, run the CA RMSD in parallel.
-
-    With ``compare``, the headline table times whole processes on both sides
-    (:func:`compare_whole_processes`); then the parallel run's CSV, report and
-    plots are written from a run inside this process (warm, and labelled so).
-    """
+    """Build the data, compare whole processes against MDAnalysis (``compare``), then write the parallel
+    run's CSV, report and plots from a run inside this process (warm, and labelled so)."""
     from .analysis import RMSD
     from .report.summary import run_summary
     from .run import run
@@ -131,13 +122,10 @@ def run_demo(workdir: str = "demo-output", n_frames: int = 2000, n_workers: int 
 
 def compare_whole_processes(workdir: str | os.PathLike, topology: str, trajectory: str, select: str,
                             n_workers: int = 2, executor: str = "processes", pairs: int = 1) -> tuple[str, float]:
-    """The headline: the ``trajscale`` CLI against an MDAnalysis script, whole processes, cold on both sides.
-
-    Every side is a new process timed from outside (:mod:`trajscale.whole_runs`), the two
-    sides of a row in turn. Rows: trajscale's first run after an install (its caches
-    empty), serial, and ``executor`` with ``n_workers`` against MDAnalysis's
-    multiprocessing backend. Returns the table and the largest |RMSD difference| (A).
-    """
+    """The headline: the ``trajscale`` CLI against an MDAnalysis script, whole processes, cold on both sides
+    (:mod:`trajscale.whole_runs`): a first run after an install, serial, and ``executor`` with
+    ``n_workers`` against MDAnalysis's multiprocessing backend.  Returns the table and the largest
+    |RMSD difference| (A)."""
     from .whole_runs import Pairs
 
     with Pairs(workdir, topology, trajectory, select) as p:

@@ -1,9 +1,5 @@
-"""One exception hierarchy for trajscale.
-
-User errors (bad files, bad selections, bad arguments) derive from
-:class:`TrajscaleError`; the CLI prints their message on one line and exits
-non-zero without a traceback.  Anything else is a bug and keeps its traceback.
-"""
+"""One exception hierarchy for trajscale: user errors derive from :class:`TrajscaleError` and the CLI
+prints them on one line without a traceback; anything else is a bug and keeps its traceback."""
 
 from __future__ import annotations
 
@@ -11,11 +7,8 @@ from os import PathLike
 
 
 class TrajscaleError(Exception):
-    """Base class of every error caused by input the user can fix.
-
-    Subclasses with their own constructor arguments keep them in ``_init_args``
-    so the error pickles back from a worker process with its type intact.
-    """
+    """Base class of every error caused by input the user can fix; subclasses keep their constructor
+    arguments in ``_init_args`` so the error pickles back from a worker with its type intact."""
 
     exit_code = 2
     #: Already reported by another MPI rank: the CLI exits without printing it again.
@@ -43,11 +36,8 @@ class InputFileError(_PathProblem):
 
 
 class StoreError(InputFileError):
-    """A training-data store (or its cached copy) that cannot be used.
-
-    Also constructible from one message: torch's DataLoader rebuilds a worker's
-    exception as ``type(msg)``, so the main process gets this type back.
-    """
+    """A training-data store (or its cached copy) that cannot be used; constructible from one message, as
+    torch's DataLoader rebuilds a worker's exception."""
 
     def __init__(self, path: str | PathLike[str], problem: str | None = None) -> None:
         if problem is None:

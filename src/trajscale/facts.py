@@ -1,15 +1,9 @@
 """Records of a run's storage: the layout facts of its source and what its own reads cost.
 
-A Source describes itself as a :class:`LayoutFacts` (``Source.layout_summary``); a run adds the
-cost of its own reads (:class:`RunRead`), and the run report carries the facts as its ``source``
-section. The advice, the summary, the table and the prediction read them as attributes.
-
-The JSON of a report holds ``to_dict()``: the facts a source knows, under the keys reports have
-always used, and no key for a fact it does not know. ``from_dict`` reads that JSON back, that of
-reports written by earlier versions too (any key may be missing) and that of a hand-edited file
-(a value of the wrong type counts as not recorded): this is the one place that checks types,
-so the readers need none.
-"""
+A Source describes itself as a :class:`LayoutFacts`; a run adds the cost of its own reads
+(:class:`RunRead`); the report carries them as its ``source`` section.  ``from_dict`` reads reports
+of earlier versions (any key may be missing) and hand-edited ones (a value of the wrong type counts
+as not recorded): the one place that checks types, so the readers need none."""
 
 from __future__ import annotations
 
@@ -91,13 +85,8 @@ class RunRead:
 
 @dataclass(frozen=True, slots=True)
 class LayoutFacts:
-    """What a run's source says about its storage; None: a fact this source does not know.
-
-    Every source fills ``format`` and ``path``; the MDAnalysis-backed ones and the segmented one
-    add how many files and atoms; an H5MD group adds its whole layout (``n_frames`` to ``warnings``,
-    :func:`trajscale.h5md.inspect.layout_facts`). Mappings are held as ``(key, value)`` pairs, in
-    order, so the record is immutable all the way down.
-    """
+    """What a run's source says about its storage; None: a fact this source does not know.  Mappings are
+    held as ``(key, value)`` pairs, in order, so the record is immutable all the way down."""
 
     #: ``h5md``, ``segments``, or the format MDAnalysis reads (``XTC``, ``DCD``, ...).
     format: str | None = None
@@ -161,11 +150,8 @@ class LayoutFacts:
         return self.chunks is not None
 
     def to_dict(self) -> dict:
-        """The report's JSON ``source`` section: a key per fact known, in the order reports have always used.
-
-        An H5MD group's ``assumed_units`` and ``precision`` are written even when None (no units
-        assumed, a lossless file).
-        """
+        """The report's JSON ``source`` section, in the order reports have always used; an H5MD group's
+        ``assumed_units`` and ``precision`` are written even when None."""
         out = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)

@@ -69,12 +69,8 @@ def mpi_comm_world():
 
 
 def check_mpi_world(size: int) -> None:
-    """Refuse an MPI world of one process started by a launcher that started several.
-
-    That happens when ``mpiexec`` belongs to another MPI than mpi4py's (e.g. Open MPI's, after a
-    package switched the alternatives), or when ``srun`` started its tasks without an MPI plugin
-    (``--mpi=none``): every process then runs the whole job alone and they all write the same outputs.
-    """
+    """Refuse an MPI world of one process started by a launcher that started several (an ``mpiexec`` of
+    another MPI than mpi4py's, ``srun --mpi=none``): each would run the whole job and write the same outputs."""
     from .errors import ConfigError
 
     launch = current_launch()
@@ -95,11 +91,8 @@ def check_mpi_world(size: int) -> None:
 
 
 def check_not_launched(executor: str) -> None:
-    """Refuse a non-MPI run started as one of several processes by a launcher.
-
-    Each process would run the whole job and write the same outputs.  Only rank
-    0's error is printed (the others are marked as reported elsewhere).
-    """
+    """Refuse a non-MPI run started as one of several processes by a launcher (each would run the whole
+    job); only rank 0's error is printed."""
     from .errors import ConfigError
 
     launch = current_launch()
@@ -116,16 +109,11 @@ def check_not_launched(executor: str) -> None:
 
 
 def when_all_arrive(comm, collective, *args, **kwargs):
-    """``collective(*args, **kwargs)``, a blocking collective of ``comm``, once every rank has reached it,
-    each having waited asleep.
+    """``collective(*args, **kwargs)`` of ``comm`` once every rank has reached it, each having waited asleep.
 
-    MPICH's blocking collectives spin while they wait: a rank waiting for rank 0's preparation, or for
-    the slowest rank's last task, takes a core from the ranks still working (on an oversubscribed node
-    from every one of them; beside a simulation, from the simulation). A non-blocking barrier polled with
-    sleeps growing from 0.5 ms to 20 ms costs at most 20 ms of latency. A stop signal (SIGINT, SIGTERM)
-    that lands meanwhile is acted on once the collective has returned, as when a rank waited inside it:
-    no rank leaves the others waiting in it.
-    """
+    MPICH's blocking collectives spin while they wait, taking a core from the ranks still working; a
+    non-blocking barrier polled with sleeps growing from 0.5 ms to 20 ms costs at most 20 ms.  A stop
+    signal landing meanwhile is acted on once the collective has returned: no rank leaves the others in it."""
     if comm is None or comm.Get_size() == 1 or threading.current_thread() is not threading.main_thread():
         return collective(*args, **kwargs)
     with _stop_signals_held():

@@ -4,12 +4,12 @@ The one place that makes a pool of local worker processes (:func:`process_pool`)
 executors and convert's task runners.  Three things users meet before any task runs:
 
 * ``spawn`` and ``forkserver`` children re-import the parent's ``__main__``:
-:func:`~trajscale.util.main_not_reimported` hides it while workers start.
+  :func:`~trajscale.util.main_not_reimported` hides it while workers start.
 * ``fork`` starts a worker in milliseconds, but is unsafe when other threads run or MPI is
-initialised: :func:`fork_is_safe` says when it is not.
+  initialised: :func:`fork_is_safe` says when it is not.
 * Ctrl-C reaches every process of the terminal's group, and a worker still importing prints a
-traceback: :func:`sigint_blocked` keeps SIGINT pending while workers start and
-:func:`quiet_worker` makes them ignore it; the parent alone stops the pool."""
+  traceback: :func:`sigint_blocked` keeps SIGINT pending while workers start and
+  :func:`quiet_worker` makes them ignore it; the parent alone stops the pool."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """Progress display: a tqdm bar on a terminal, a log line about every 10 % elsewhere, or nothing.
 
-A batch job's log is not a terminal: a bar redrawn there leaves hundreds of
-carriage-return fragments, so off a terminal the display is a log line each
-time another tenth is done (from :data:`PROGRESS_LINE_DELAY` seconds on, so a
-short run stays quiet).  tqdm is imported only when a bar is drawn.
-"""
+A bar redrawn in a batch job's log leaves hundreds of carriage-return fragments, so off a terminal
+the display is a log line per tenth (from :data:`PROGRESS_LINE_DELAY` s on: a short run stays quiet)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """``trajscale.run``: run an analysis over a trajectory, finished, still being written, or streamed.
 
-This is the public face of the run engine (:mod:`trajscale.engine`): it takes the options as one
-:class:`~trajscale.runspec.RunOptions`, chooses once what decides the run's rounds (one round over
-a finished trajectory; rounds as a followed file grows or a stream's frames arrive:
-:mod:`trajscale.follow`), and hands both to the engine.
-"""
+The public face of the run engine (:mod:`trajscale.engine`): it chooses once what decides the run's
+rounds (:mod:`trajscale.follow` for a growing file or a stream) and hands it to the engine."""
 
 from __future__ import annotations
 

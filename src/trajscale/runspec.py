@@ -1,10 +1,6 @@
 """A run's records: what it is asked to do (:class:`RunOptions`, with :class:`FollowOptions` for a
-trajectory still being written) and what preparing it found (:class:`JobFacts`).
-
-They are how options travel through the run engine (:mod:`trajscale.engine`), as zarr carries an
-array's settings through its codec pipeline in ``ArraySpec``/``ArrayConfig``: one frozen record
-each, read by name, instead of a chain of positional arguments and a dict keyed by strings.
-"""
+trajectory still being written) and what preparing it found (:class:`JobFacts`): one frozen record
+each, read by name, instead of a chain of positional arguments and a dict keyed by strings."""
 
 from __future__ import annotations
 
@@ -132,11 +128,8 @@ class RunOptions:
         return 1 if one else ex.n_workers * (self.tasks_per_worker or per_worker)
 
     def make_executor(self, name: str | Executor | None = None) -> Executor:
-        """The executor ``name`` (default: ``executor``) with ``n_workers`` and ``executor_options``.
-
-        An option that is neither a field here nor one the executor's class takes is refused, named,
-        before anything starts.
-        """
+        """The executor ``name`` (default: ``executor``) with ``n_workers`` and ``executor_options``; an option
+        that neither this record nor the executor's class takes is refused, named, before anything starts."""
         from .executor_registry import executor_traits
         from .executors import make_executor, option_names
         from .executors.base import Executor

@@ -7,7 +7,7 @@ every other process:
 * a trajscale error on the root is raised on every process, printed once (``reported_elsewhere``);
 * a Ctrl-C or SIGTERM on the root is raised as itself on every process (an interrupted run);
 * any other exception is raised with its traceback on the root, and as one ``RuntimeError`` naming
-the step on the others.
+  the step on the others.
 
 A group is anything with ``is_root``, ``spmd`` and ``broadcast(obj)``.  Before its first share the root
 owes the others one (they may already wait in it): :func:`owe_first_share` records that, and

@@ -1,15 +1,9 @@
 """Unit tables: H5MD unit strings, their exact factors to trajscale's units, and unit systems.
 
-trajscale's units are MDAnalysis's base units: lengths in Å, time in ps,
-velocities in Å/ps and forces in kJ/(mol Å).  A table maps each unit string an
-H5MD file may carry (the strings MDAnalysis's H5MD reader and writer use) to
-the factor that takes a value in that unit to trajscale's unit.  Every entry
-is checked against ``MDAnalysis.units`` in tests/h5md/test_units.py.
-
-A unit is never guessed: a dataset without a ``unit`` attribute is refused
-unless the user states the unit system (:data:`ASSUMABLE`), and an unknown
-string is an error naming it.
-"""
+trajscale's units are MDAnalysis's: Å, ps, Å/ps and kJ/(mol Å).  Every entry is checked against
+``MDAnalysis.units`` in tests/h5md/test_units.py.  A unit is never guessed: a dataset without a
+``unit`` attribute is refused unless the user states the unit system (:data:`ASSUMABLE`), and an
+unknown string is an error naming it."""
 
 from __future__ import annotations
 
