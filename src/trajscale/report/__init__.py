@@ -1,9 +1,5 @@
-"""Run reports: timings (:mod:`.timing`), diagnosis (:mod:`.diagnose`) and advice (:mod:`.advice`),
-text tables (:mod:`.table`), plots (:mod:`.plots`, needs matplotlib) and
-Chrome/Perfetto traces (:mod:`.trace`).
-
-Names are imported on first use (:mod:`trajscale._lazy`): a worker that records
-timings imports :mod:`.timing` alone."""
+"""Run reports: timings, diagnosis and advice, text tables, plots (matplotlib) and Chrome/Perfetto traces.
+Names are imported on first use: a worker that records timings imports :mod:`.timing` alone."""
 
 from __future__ import annotations
 

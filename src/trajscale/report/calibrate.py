@@ -1,25 +1,14 @@
 """Each executor's launch line, calibrated on whole runs of a synthetic system (``trajscale probe --launch``).
 
-What starting N workers costs depends on the machine, the executor and what each worker opens, not
-on the analysis, so it is measured once per machine: a small synthetic system (:data:`ATOMS` atoms,
-:data:`FRAMES` frames, as one H5MD file and as :data:`PARTS` XTC parts) is analysed (radius of
-gyration) by whole ``trajscale run`` processes, serially with ``--report`` and at N = cores and
-:data:`BEYOND` x cores on each executor, with every atom selected and, on the H5MD file, with
-:data:`SMALL` atoms selected.
-
-* ``at_cores_s``: the seconds each run at the cores took beyond what the model
-  (:mod:`trajscale.report.predict`) gives its serial phases, work and communication.
-* ``per_worker_s`` (H5MD) and ``per_worker_parts_s`` (XTC parts): the CPU seconds each further
-  worker adds, from the CPU time of the whole process tree at the two N (less what the model's own
-  terms add there).  CPU time is what further workers cost once the cores are busy, and it is far
-  steadier than wall time on a machine that others share.  ``per_atom_s``: what each selected atom
-  adds to it, from the small selection against all atoms.
-* MPI ranks poll while they wait, so their CPU time is their wall time: under MPI the slope is taken
-  from the wall times of the XTC parts, and the ranks' reports give what opening the H5MD file
-  together through MPI-IO took them, whose rise over the further ranks is ``collective_open_s``.
-* ``wall_range``: how far the finished line misses the calibration's own runs, which a prediction's
-  range takes on.
-"""
+What starting N workers costs depends on the machine, the executor and what each worker opens, not on
+the analysis, so it is measured once per machine: a small synthetic system (one H5MD file and
+:data:`PARTS` XTC parts) is analysed by whole ``trajscale run`` processes, serially and at N = cores
+and :data:`BEYOND` x cores on each executor, with every atom and with :data:`SMALL` atoms selected.
+``at_cores_s`` is what each run at the cores took beyond the model's serial phases, work and
+communication; ``per_worker_s``, ``per_worker_parts_s`` and ``per_atom_s`` are the CPU seconds each
+further worker adds (CPU time is far steadier than wall time on a shared machine), except under MPI,
+whose ranks poll while they wait: there the wall times of the XTC parts give the slope, and the
+ranks' collective open gives ``collective_open_s``.  ``wall_range``: how far the line misses its own runs."""
 
 from __future__ import annotations
 
@@ -175,12 +164,8 @@ def _point(args: list[str], ex: str, n: int, model: Model, machine: Machine, rep
 
 def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: list[str] | None = None,
                      repeat: int = 1, log=print) -> Machine:
-    """``machine`` with each executor's launch line, from whole runs of the calibration set in ``folder``.
-
-    Each point is run ``repeat`` times; its median gives the line, and the fastest and slowest runs
-    the line's ``per_worker_range``.  The files are written in a folder of their own inside ``folder``
-    and removed afterwards.
-    """
+    """``machine`` with each executor's launch line, from whole runs of the calibration set in ``folder``
+    (each point run ``repeat`` times: the median gives the line, the extremes its ``per_worker_range``)."""
     import tempfile
 
     executors = executors or executors_here()
@@ -225,9 +210,8 @@ def _open_rise(at: Point, beyond: Point, machine: Machine) -> float:
 
 
 def _slope(ex: str, at: Point, beyond: Point, machine: Machine) -> tuple[float, float, float] | None:
-    """Seconds each further worker started adds (from the fastest, median and slowest runs), less what
-    the model's own terms add: CPU seconds, or under MPI (ranks poll) wall seconds over the cores, less
-    the collective open measured apart."""
+    """Seconds each further worker adds (fastest, median and slowest runs), less what the model's own terms
+    add: CPU seconds, or under MPI wall seconds over the cores, less the collective open."""
     m = at.model
     w_at, w_beyond = _workers(at, beyond, machine)
     if w_beyond <= w_at:

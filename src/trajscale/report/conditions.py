@@ -145,9 +145,7 @@ def _subreaper(on: bool) -> bool | None:
 
 
 def _reap_zombies(keep: set[int]) -> None:
-    """Reap this process's children that have exited, except ``keep`` (children someone here still waits for).
-    Their CPU time moves from their ``/proc`` entry into this process's children's times: :func:`_own_cpu`
-    counts it once either way."""
+    """Reap this process's exited children, except ``keep``; :func:`_own_cpu` counts their CPU time once either way."""
     for pid in _children(os.getpid()):
         if pid in keep or _state(pid) != b"Z":
             continue
@@ -167,9 +165,8 @@ def _state(pid: int) -> bytes:
 
 
 def _own_cpu() -> float:
-    """CPU seconds of this process, of every child it has waited for and of its live descendants (a pool's
-    workers, forked by a forkserver that reaps them only when the pool closes), exited ones not yet reaped
-    (zombies: ``/proc/PID/stat`` keeps their times) among them."""
+    """CPU seconds of this process, of the children it has waited for and of its live or exited descendants
+    (a pool's workers, reaped by their forkserver only when the pool closes)."""
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system + _live_descendants_cpu(os.getpid())
 
@@ -377,9 +374,8 @@ def _resident_pages(libc, path: str, max_pages: int, windows: int) -> tuple[int,
 
 
 def page_cache(paths, max_pages: int = MAX_PAGES, windows: int = WINDOWS) -> PageCache | None:
-    """The page-cache state of ``paths`` now (None where it cannot be measured: not Linux, a file that
-    cannot be mapped).  At most ``max_pages`` page states are read per file, in ``windows`` windows,
-    and at most :data:`MAX_FILES` files' pages (evenly spaced among them)."""
+    """The page-cache state of ``paths`` now (None where it cannot be measured); at most ``max_pages`` page
+    states per file, in ``windows`` windows, of at most :data:`MAX_FILES` files."""
     libc = _libc()
     if libc is None or not paths:
         return None

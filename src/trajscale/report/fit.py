@@ -102,10 +102,8 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
     """The model's per-unit costs from one report (any executor, any N).
 
     ``target`` is the executor predicted (default: the report's own, or
-    :data:`~trajscale.executor_registry.DEFAULT_PREDICTION` for a report of one that is not predicted).
-    ``ran_on`` is the machine the report was measured on (default: this one): a run with more workers
-    than its cores measured each worker's rates while sharing a core, and the fit undoes that.
-    """
+    :data:`~trajscale.executor_registry.DEFAULT_PREDICTION`).  ``ran_on`` is the machine the report was
+    measured on (default: this one): the fit undoes a run's oversubscription of its cores."""
     ran_on = ran_on or this_machine()
     own = EXECUTORS.get(report.executor)
     target = target or (report.executor if own is not None and own.predicted else DEFAULT_PREDICTION)
@@ -249,13 +247,10 @@ def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
 def fit_reports(reports: list[RunReport], target: str | None = None, ran_on: Machine | None = None) -> Model:
     """Fit several reports of the same work at different worker counts together.
 
-    Each report gives one rank's compute seconds per frame and read seconds per byte at its own N
-    (on a core of its own: :func:`fit` undoes oversubscription on ``ran_on``).  A line through them
-    against N is the per-worker cost and how it grows with each further worker (clamped at no growth:
-    a cost that falls with N is noise, not a model); the spread of the reports about that line widens
-    the prediction's range.  The smallest run gives the serial phases; a run of the predicted executor
-    on 2 or more workers gives its launch and collective latency.
-    """
+    A line through their per-rank costs against N gives each cost and its growth per further worker
+    (clamped at no growth: a cost that falls with N is noise); the reports' spread about it widens the
+    prediction's range.  The smallest run gives the serial phases; a run of the predicted executor on 2
+    or more workers its launch and collective latency."""
     ran_on = ran_on or this_machine()
     ordered = sorted(reports, key=lambda r: r.n_workers)
     fits = [fit(r, target, ran_on) for r in ordered]

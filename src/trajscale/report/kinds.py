@@ -1,9 +1,5 @@
-"""What only some runs have: the executor ``auto`` chose, how a followed run ended, each analysis of a pass.
-
-Records of :class:`~.runfacts.RunFacts` (and importable from there) that a run of one analysis on a
-named executor over a finished trajectory never makes: defined apart, so that such a run, the most
-common and the shortest, does not create their classes at its start.
-"""
+"""What only some runs have: the executor ``auto`` chose, how a followed run ended, each analysis of a pass;
+defined apart from :mod:`.runfacts`, so that the most common and shortest run does not create their classes."""
 
 from __future__ import annotations
 
@@ -36,9 +32,8 @@ class ExecutorChoice:
 
 @dataclass(frozen=True, slots=True)
 class FollowFacts:
-    """A followed run: the frames it analysed, its ending (the key of a ``trajscale.endings.Ending``, None
-    while it runs) and the sentence that says it; ``temporary`` when the file followed was a stream's
-    copy, removed at the end (advice then names no file the user cannot find)."""
+    """A followed run: the frames it analysed, its ending's key (None while it runs) and its sentence;
+    ``temporary`` when the file followed was a stream's copy, removed at the end."""
 
     frames: int
     ended: str | None = None

@@ -1,14 +1,9 @@
 """The machine a prediction is made for: cores, memory, storage and start-up costs, and where each came from.
 
-A :class:`Machine` is a small frozen record.  By default it is this machine, measured
-(:func:`this_machine`: the cores this process may run on, hyperthreads, memory).  A user
-names another one with ``--nodes K --cores-per-node C``, or with a profile written by
-``trajscale probe`` (:meth:`Machine.load`), which adds the storage's read bandwidth at
-1, 2, 4 ... concurrent readers, file open and stat latency, and the start-up of a worker.
-
-Every value carries its origin (``measured``, ``given`` or ``defaulted``, with where), so a
-prediction can print what it assumed (:meth:`Machine.assumptions`).
-"""
+By default this machine, measured (:func:`this_machine`); or another one named with ``--nodes K
+--cores-per-node C``, or a profile written by ``trajscale probe`` (:meth:`Machine.load`), which adds
+the storage's read bandwidth, open and stat latency, and a worker's start-up.  Every value carries its
+origin, so a prediction can print what it assumed (:meth:`Machine.assumptions`)."""
 
 from __future__ import annotations
 
@@ -35,15 +30,10 @@ DEFAULT_TRANSFER_S_PER_BYTE = 1e-9
 class LaunchLine:
     """What starting an executor's workers costs on a machine, calibrated on whole runs.
 
-    A run at N workers spends ``at_cores_s`` launching them up to the cores; each further worker
-    started adds ``per_worker_s`` CPU seconds reading one H5MD file (``per_worker_parts_s`` reading
-    XTC/TRR parts or another format) plus ``per_atom_s`` for each atom its analysis selected (what a
-    fresh worker allocates and touches grows with them), shared by the cores; under MPI, when every
-    rank opens the file collectively (MPI-IO), ``collective_open_s`` more per rank.  ``per_worker_range`` is
-    the factors on ``per_worker_s`` at the two ends of what the calibration's runs gave, and
-    ``wall_range`` the factors between the calibration's fastest and slowest runs and what the line
-    predicted for them: the model's own error, which a prediction's range carries.
-    """
+    A run at N workers spends ``at_cores_s`` up to the cores; each further worker adds ``per_worker_s``
+    CPU seconds (``per_worker_parts_s`` reading XTC/TRR parts) plus ``per_atom_s`` per selected atom,
+    shared by the cores; under MPI-IO ``collective_open_s`` more per rank.  ``per_worker_range`` and
+    ``wall_range`` are the calibration's spread and the line's own error, which a prediction's range carries."""
 
     executor: str
     at_cores_s: float
@@ -72,14 +62,9 @@ class LaunchLine:
 class Machine:
     """The target machine of a prediction.
 
-    ``read_curve`` holds (readers, aggregate bytes/s) pairs measured by ``trajscale probe``: the
-    storage's read rate when that many processes read at once.  ``start_s`` maps an executor
-    (``processes``, ``mpi``, ``dask``) to the seconds of CPU one fresh worker needs to start
-    (interpreter and imports).  ``transfer_s_per_byte`` is what moving a pickled object (a task's job
-    or partial result) to another process costs per byte.  ``launch`` holds a calibrated
-    :class:`LaunchLine` per executor.
-    ``origin`` maps a field's name to where its value came from.
-    """
+    ``read_curve``: (readers, aggregate bytes/s) pairs measured by ``trajscale probe``.  ``start_s``: an
+    executor's CPU seconds for one fresh worker to start.  ``transfer_s_per_byte``: moving a pickled object
+    to another process.  ``launch``: a :class:`LaunchLine` per executor.  ``origin``: where each field came from."""
 
     name: str = ""
     nodes: int = 1
@@ -132,11 +117,8 @@ class Machine:
         return next((line for line in self.launch if line.executor == executor), None)
 
     def read_bps(self, readers: int) -> float:
-        """Aggregate bytes/s of the storage with ``readers`` concurrent readers (inf: not known).
-
-        Between measured reader counts the curve is interpolated; beyond the largest it stays at the
-        largest measured rate (the storage is assumed saturated, never faster); ``storage_gbps`` caps it.
-        """
+        """Aggregate bytes/s of the storage with ``readers`` concurrent readers (inf: not known): interpolated
+        between measured counts, the largest measured rate beyond them, capped by ``storage_gbps``."""
         cap = self.storage_gbps * 1e9 if self.storage_gbps else math.inf
         if not self.read_curve:
             return cap

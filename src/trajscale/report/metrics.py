@@ -73,12 +73,8 @@ def phase_totals(report: RunReport) -> dict[str, float]:
 
 
 def scaling(reports: Sequence[RunReport], reference: RunReport | None = None) -> list[ScalingPoint]:
-    """S(N) = t_ref / t_N and E(N) = S(N) x N_ref / N for each report, sorted by N.
-
-    The reference defaults to the report with the smallest N; a given
-    ``reference`` (a serial or N=1 baseline: then ``E(N) = S(N) / N``) is
-    included as a point of its own if it is not among ``reports``.
-    """
+    """S(N) = t_ref / t_N and E(N) = S(N) x N_ref / N for each report, sorted by N; the reference defaults to
+    the smallest N, and a given ``reference`` is included as a point of its own."""
     reports = list(reports)
     if reference is not None and not any(r is reference for r in reports):
         reports.append(reference)

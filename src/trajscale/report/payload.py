@@ -1,11 +1,5 @@
-"""What a run's job and its partial results weigh when they move between processes.
-
-A process pool pickles the job into every task it sends and every task's partial back; Dask sends
-the job once to each worker and each task's partial to the client; MPI broadcasts the job down a
-tree and gathers one partial per rank (a per-frame analysis's rows: the frames' share).  What that
-costs grows with these sizes, which the run measures once (:func:`payload_of`) and a prediction
-multiplies by the machine's measured transfer rate.
-"""
+"""What a run's job and its partial results weigh when they move between processes: measured once by
+the run (:func:`payload_of`); a prediction multiplies them by the machine's transfer rate."""
 
 from __future__ import annotations
 
@@ -22,11 +16,8 @@ def pickled_bytes(obj) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Payload:
-    """Pickled sizes: the job, and the reduced partial result of ``frames`` frames.
-
-    ``per_frame``: the partial holds one row per frame (a task's partial is its frames' share);
-    otherwise every task's partial is as large as the reduced one (sums, histograms).
-    """
+    """Pickled sizes: the job, and the reduced partial result of ``frames`` frames; ``per_frame``: the
+    partial holds one row per frame, else every task's partial is as large as the reduced one."""
 
     job_bytes: int
     partial_bytes: int

@@ -30,13 +30,9 @@ MAX_TICK_LABELS = 32
 
 
 def _bar_panel(ax, report: RunReport, legend: bool) -> dict:
-    """Stacked bars, one per worker: its start-up and work, the time stragglers are judged on, so a bar
-    above the straggler line is a straggler in the text too; beside each, a thin hatched bar
-    of the time left out of that comparison (waiting for others, a topology loaded once for the job).
-
-    Returns what was drawn: worker ``names``, bar ``tops`` (compared seconds), the straggler ``limit``
-    (None when not drawn) and the ``stragglers`` marked.
-    """
+    """Stacked bars, one per worker: start-up and work, the time stragglers are judged on, beside a thin
+    hatched bar of the time left out of it.  Returns worker ``names``, bar ``tops``, the straggler
+    ``limit`` (None: not drawn) and the ``stragglers`` marked."""
     d = diagnose(report)
     basis = worker_basis(report)
     workers = worker_timings(report)

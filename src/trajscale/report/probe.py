@@ -1,23 +1,11 @@
 """Measure the storage that holds a path, and this machine's start-up costs: a profile for ``--predict``.
 
-``trajscale probe PATH`` writes a file of ``--bytes`` bytes beside PATH (or reads PATH itself when it
-is a file), then measures, within ``--seconds``:
-
-* the read bandwidth with 1, 2, 4 ... k processes reading disjoint parts of the file at once, at the
-  block size trajscale reads a slab of frames in (:data:`BLOCK_BYTES`), cold: with ``O_DIRECT`` where
-  the file system allows it (as ``dd iflag=direct`` and ``fio --direct=1`` read), else after
-  ``posix_fadvise(POSIX_FADV_DONTNEED)`` on the file (Linux drops the clean pages of a file it was asked
-  about; a network file system's client drops its own cache); when a cold read is no slower than a
-  cached one the probe says it could not tell them apart;
-* the open and stat latency of small files in the same folder;
-* the start of one fresh worker of each executor (an interpreter importing what that worker imports);
-* the cost of moving a pickled object to a worker process and back, per byte (what a pool pays for each
-  task's job and partial result).
-
-Under ``mpiexec -n K`` every rank reads its own part of one shared file (rank 0 writes it), the
-reader counts go up to K, and rank 0 gathers the ranks' hosts and times and writes the profile:
-that is the storage as K ranks on several nodes see it.
-"""
+``trajscale probe PATH`` writes a file beside PATH (or reads PATH itself), then measures, within
+``--seconds``: the read bandwidth with 1, 2, 4 ... k processes at once, cold (``O_DIRECT`` where
+allowed, else after ``POSIX_FADV_DONTNEED``); the open and stat latency of small files; the start of
+one fresh worker of each executor; and the cost per byte of moving a pickled object to a worker and
+back.  Under ``mpiexec -n K`` every rank reads its own part of one shared file, and rank 0 writes the
+profile: the storage as K ranks on several nodes see it."""
 
 from __future__ import annotations
 
@@ -81,11 +69,8 @@ def _drop_cache(path: str, offset: int = 0, length: int = 0) -> bool:
 
 def _read_range(path: str, offset: int, length: int, block: int, deadline: float,
                 direct: bool = False) -> tuple[int, float, float]:
-    """Read ``length`` bytes from ``offset`` in blocks until done or ``deadline``: (bytes, t0, t1); one block
-    at least, so that a rate is measured however late a loaded machine started the reader.
-
-    ``direct``: with O_DIRECT into a page-aligned buffer, past the page cache (as ``dd iflag=direct``).
-    """
+    """Read ``length`` bytes from ``offset`` in blocks until done or ``deadline``: (bytes, t0, t1); one block at
+    least, so a late reader still measures a rate.  ``direct``: O_DIRECT into a page-aligned buffer."""
     import mmap
 
     buf = mmap.mmap(-1, block)   # page-aligned, as O_DIRECT needs

@@ -1,11 +1,7 @@
 """What a run was and how it went, beside its timings: the typed record a :class:`~.timing.RunReport` holds.
 
-Every kind of run (a finished trajectory, a followed one, a stream) fills the same record, so the
-advice and the prediction read one shape: the files the run was given, how its executor was chosen,
-how it read, what its job and partials weigh, and, for a followed run, how it ended.  A report
-written before the record existed stored these as a plain dict under ``"meta"``; :meth:`RunFacts.from_dict`
-reads both.
-"""
+Every kind of run fills the same record, so the advice and the prediction read one shape.
+:meth:`RunFacts.from_dict` also reads the plain ``"meta"`` dict of older reports."""
 
 from __future__ import annotations
 

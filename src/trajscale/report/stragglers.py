@@ -1,15 +1,9 @@
-"""Stragglers: workers or tasks whose time exceeds 1.5 x the median (Khoshlessan et al. 2020).
+"""Stragglers: workers or tasks whose time exceeds 1.5 x the median (Khoshlessan et al. 2020); the phase
+with the largest excess over its median made it slow.
 
-The phase that made one slow is the one with the largest excess over that phase's median.
-
-A worker (rank) is compared on its start-up within the run (``t_start``: a rank
-slow to import is a straggler like any other, named with the cause
-"start-up") and its own work; never on its waiting for others (``t_wait``: a
-rank waiting at the barrier for a slow one is that one's victim, and with
-waits counted every rank's time came out equal), nor on a topology loaded once
-for the whole job on one worker (the job's preparation).  The plot's straggler
-line and the text both come from :func:`worker_basis`.
-"""
+A worker is compared on its start-up (``t_start``) and its own work; never on its waiting for others
+(a rank waiting for a slow one is its victim, not a straggler), nor on a topology loaded once for the
+whole job.  The plot's straggler line and the text both come from :func:`worker_basis`."""
 
 from __future__ import annotations
 
@@ -94,11 +88,8 @@ def _get(row, phase: str) -> float:
 def find_stragglers(rows: Sequence, names: Sequence[str], kind: str,
                     factor: float = STRAGGLER_FACTOR, leave_out: tuple[str, ...] = (),
                     phases: Sequence[str] = PHASES) -> list[Straggler]:
-    """Rows (WorkerTiming, TaskTiming, or dicts of phase seconds) with ``total > factor x median``, slowest first.
-
-    ``leave_out`` names phases that are not the work being compared (e.g. a
-    topology loaded once, on one rank, for the whole job).
-    """
+    """Rows with ``total > factor x median``, slowest first; ``leave_out`` names phases that are not the work
+    being compared."""
     if len(rows) < 2:
         return []
     phases = [p for p in phases if p not in leave_out]

@@ -49,10 +49,8 @@ def _named(d: Diagnosis, most: int = 3) -> str:
 
 
 def _decoded(report: RunReport) -> str | None:
-    """Who decoded what, when more atoms were read than kept, as the source's facts say
-    (:attr:`~trajscale.facts.LayoutFacts.decoding`, from its Source): trajscale's XTC decoder (each frame up
-    to the last selected atom), trajscale's TRR reader or delta decoder (whole frames), or an MDAnalysis
-    reader (DCD, ...: whole frames); None for a source read in place (only the selected atoms' bytes)."""
+    """Who decoded what, when more atoms were read than kept (:attr:`~trajscale.facts.LayoutFacts.decoding`);
+    None for a source read in place."""
     src = report.source
     n_src = src.n_atoms
     if n_src is None or n_src <= report.n_atoms:

@@ -1,20 +1,11 @@
 """Timing records filled by the task wrapper, and the RunReport that holds them.
 
-Every executor runs tasks through :func:`trajscale.executors.base.run_task`,
-which measures the same phases everywhere, so a report from a serial run, a
-process pool, a Dask cluster or an MPI job reads the same way.
-
-Phases (Jakupovic & Beckstein 2021, Table 3): ``t_init_top`` (load the topology), ``t_init_traj``
-(open the trajectory), ``t_io`` (read frames), ``t_compute`` (the analysis
-kernel), ``t_wait`` (waiting for other ranks before combining), ``t_comm``
-(gathering/reducing results).
-
-Outside the tasks: every worker and rank record has ``t_start``, the seconds
-from its process's start (as the OS counts it) to being ready for its first
-task, and ``t_ready``, that moment in epoch seconds; the report's ``process``
-record splits the launching process's whole wall time, from its start, into
-the phases of :data:`~trajscale.timeline.PROCESS_PHASES`.
-"""
+Every executor runs tasks through :func:`trajscale.executors.base.run_task`, so every report reads
+the same way.  Phases (Jakupovic & Beckstein 2021, Table 3): ``t_init_top``, ``t_init_traj``,
+``t_io``, ``t_compute``, ``t_wait`` (waiting for other ranks), ``t_comm`` (gathering results).
+Outside the tasks, each worker has ``t_start`` (from its process's start to ready) and ``t_ready``
+(epoch seconds), and the ``process`` record splits the launching process's wall time into
+:data:`~trajscale.timeline.PROCESS_PHASES`."""
 
 from __future__ import annotations
 
@@ -132,14 +123,9 @@ def summarize_workers(tasks: list[TaskTiming], extra: dict[str, dict] | None = N
 
 @dataclass(repr=False)
 class RunReport:
-    """Everything measured in one run; JSON-serialisable.
-
-    ``tasks`` holds one record per task, ``workers`` one per worker or rank
-    (tasks summed, plus the rank's own t_wait and t_comm). The record alone:
-    what ``trajscale.run`` returns is a :class:`~.summary.Report`, which prints
-    as the short summary ``trajscale run`` prints and adds the diagnosis to
-    :meth:`to_dict` (and the JSON of :meth:`save`).
-    """
+    """Everything measured in one run; JSON-serialisable.  ``tasks`` holds one record per task, ``workers``
+    one per worker or rank.  ``trajscale.run`` returns a :class:`~.summary.Report`, which adds the
+    printed summary and the diagnosis."""
 
     analysis: str
     executor: str
@@ -218,11 +204,8 @@ class RunReport:
         extend_record(self.process, phase)
 
     def write(self, path: str | os.PathLike, phase: str | None = None) -> None:
-        """Write as JSON (to a temporary name, then renamed).
-
-        ``phase`` (the CLI gives ``"write"``): the time since the ``process`` record
-        ended, this write included, is added to that phase of the record first.
-        """
+        """Write as JSON (to a temporary name, then renamed); ``phase``: the time since the ``process`` record
+        ended is added to that phase first."""
         from ..util import save_output
 
         d = self.to_dict()

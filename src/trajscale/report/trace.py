@@ -1,23 +1,10 @@
-"""Chrome / Perfetto trace-event JSON of a run report.
+"""Chrome / Perfetto trace-event JSON of a run report (https://ui.perfetto.dev, ``chrome://tracing``).
 
-Open the file in https://ui.perfetto.dev or ``chrome://tracing``.  Each worker
-is one process track (``pid``) with a ``tasks`` thread (``tid`` 0) holding one
-complete ("X") slice per task phase, laid out from the task's ``t_begin`` with
-the measured phase durations in order, and, when the executor recorded them
-(Dask), a ``scheduler`` thread (``tid`` 1) with the scheduler's view of each
-task.  Worker-level time not spent in any task (the root's topology load
-before the tasks, waits and communication after them) gets its own slices.
-Timestamps are microseconds from the first event; on each thread they are
-monotonic and slices never overlap.
-
-From the process's start: a report with a ``process`` record gets a first
-track, ``launching process``, with one slice per phase (interpreter and
-imports, MPI init, pool start/stop, topology, prepare, tasks, reduce,
-writing results) back to back from the process's start, each as long as the
-phase's total; and each worker track begins with a ``start-up`` slice from
-its process's start to the moment it was ready (``t_start``), clipped to the
-run's own start for workers started before it.
-"""
+Each worker is a process track with a ``tasks`` thread of one slice per task phase, laid out from the
+task's ``t_begin``, and, for Dask, a ``scheduler`` thread with the scheduler's view; worker time
+outside tasks gets slices of its own.  Timestamps are microseconds from the first event, monotonic
+per thread, never overlapping.  A report with a ``process`` record gets a ``launching process``
+track of its phases from the process's start, and each worker track begins with a ``start-up`` slice."""
 
 from __future__ import annotations
 
@@ -113,11 +100,8 @@ def _scheduler_slices(tasks: list[TaskTiming]) -> list[tuple[str, float, float, 
 
 
 def build_trace(reports: RunReport | Sequence[RunReport], labels: Sequence[str] | None = None) -> dict:
-    """The trace-event dict ``{"traceEvents": [...], "displayTimeUnit": "ms"}``.
-
-    Several reports go into one trace with separate process ids, each run
-    starting at time 0; ``labels`` name them (default ``N=<workers>``).
-    """
+    """The trace-event dict; several reports go into one trace with separate process ids, each starting at
+    time 0, named by ``labels`` (default ``N=<workers>``)."""
     if isinstance(reports, RunReport):
         reports = [reports]
     events: list[dict] = []
@@ -162,10 +146,7 @@ def build_trace(reports: RunReport | Sequence[RunReport], labels: Sequence[str] 
 
 def write_trace(report: RunReport | Sequence[RunReport], path: str | os.PathLike,
                 labels: Sequence[str] | None = None) -> dict:
-    """Write the Chrome/Perfetto trace of one report (or several) to ``path``.
-
-    Written to a temporary name and renamed when complete.  Returns the trace dict.
-    """
+    """Write the Chrome/Perfetto trace of one report (or several) to ``path`` atomically; returns the trace dict."""
     from ..util import atomic_output
 
     trace = build_trace(report, labels)
