@@ -69,13 +69,9 @@ def add_output(p, help: str) -> None:
 
 
 def check_outputs(*paths: str | None, inputs=(), overwrite: bool = False) -> None:
-    """Check a command's outputs before any work starts, each failing with one line.
-
-    An output that is one of ``inputs`` (same device and inode: symlinks, hard
-    links and relative paths count) is refused even with ``overwrite``; so are
-    two outputs of one name, a missing folder, and an existing file without
-    ``overwrite``.  The outputs are then written by :func:`trajscale.util.atomic_output`.
-    """
+    """Check a command's outputs before any work starts, each failing with one line: an output that is one
+    of ``inputs`` (same device and inode) even with ``overwrite``, two outputs of one name, a missing
+    folder, an existing file without ``overwrite``."""
     import os
 
     from ..errors import OutputError

@@ -28,9 +28,7 @@ def add_follow_options(p) -> None:
 
 
 def refuse_options_without_effect(args, trajectory) -> None:
-    """Options that would do nothing in this run, refused before any work, each in one line saying why:
-    the following options without ``--follow``, ``--tee`` on a file, an executor's options for another
-    executor, ``--continuous`` and ``--strict`` on a followed run (one growing file, read in whole frames)."""
+    """Options that would do nothing in this run, refused before any work, each in one line saying why."""
     from ..errors import ConfigError
     from ..sources import is_stream
 
@@ -84,10 +82,8 @@ def run_options(args, trajectory):
 
 
 def publisher(args, outputs):
-    """``on_update`` of a followed run: each analysis's results file (``outputs``, a
-    :class:`~trajscale.cli.run.Outputs`) and ``--report`` rewritten as results grow (the last time when it
-    ends, however it ends); :func:`finish` then prints the summary and a last line on stderr saying how
-    many frames were analysed and why the run ended."""
+    """``on_update`` of a followed run: each analysis's results file and ``--report`` rewritten as results
+    grow (the last time when it ends, however it ends)."""
 
     def publish(result) -> None:
         outputs.save(result)
@@ -101,10 +97,8 @@ def publisher(args, outputs):
 
 
 def finish(result, out: str | None, args) -> int:
-    """End a followed run (``result``: its, or its first analysis's), its results already saved (``out``:
-    their files): the summary (after whatever
-    the command prints first, as a run that is not followed does), a last line on stderr, and the exit
-    status (:func:`exit_code`)."""
+    """End a followed run, its results already saved in ``out``: the summary, a last line on stderr, and the
+    exit status (:func:`exit_code`)."""
     from ..follow import last_line
     from ..report.summary import run_summary
 
@@ -114,11 +108,9 @@ def finish(result, out: str | None, args) -> int:
 
 
 def exit_code(result) -> int:
-    """A followed run's exit status (:class:`~trajscale.endings.Ending`): 0 when the writer marked the
-    file complete or the stream ended normally; for an interrupted run 128 + the signal that stopped it
-    (130 for Ctrl-C, 143 for SIGTERM), as for any interrupted command; every other ending its own
-    status. The results over the frames analysed are saved whatever the ending: a script tells a run
-    over a whole trajectory from one over the part that could be read."""
+    """A followed run's exit status (:class:`~trajscale.endings.Ending`): 0 when the file was marked complete or
+    the stream ended normally, 128 + the signal for an interrupted run, else the ending's own status, so a
+    script tells a run over a whole trajectory from one over the part that could be read."""
     from ..endings import Ending
     from ..util import stop_requested
 

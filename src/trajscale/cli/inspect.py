@@ -82,9 +82,8 @@ def main(args) -> int:
 
 
 def store_validator(location: str) -> dict:
-    """What tells the bytes at ``location`` from a replacement's (its store's
-    :class:`~trajscale.storage.bytestore.Validator`): ``kind``, ``complete`` (every replacement seen) and ``says``;
-    a store that cannot see every replacement is also logged as a warning."""
+    """What tells the bytes at ``location`` from a replacement's (:class:`~trajscale.storage.bytestore.Validator`):
+    ``kind``, ``complete`` and ``says``; a store that cannot see every replacement is logged as a warning."""
     import logging
 
     from ..storage import current_options

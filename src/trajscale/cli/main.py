@@ -64,9 +64,8 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser(only: str | None = None, argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The ``trajscale`` parser; with ``only`` (a command's name) that command's subparser alone,
-    so a run imports one command module, not all of them; with ``argv`` too (the command line), a command
-    module's ``add_parser_for(sub, argv)``, where it has one, may build only what that line needs."""
+    """The ``trajscale`` parser; with ``only`` that command's subparser alone (a run imports one command
+    module); with ``argv`` too, a command's ``add_parser_for(sub, argv)`` may build only what the line needs."""
     parser = argparse.ArgumentParser(
         prog="trajscale",
         description="MD trajectory I/O and analysis at the speed of the storage (H5MD, MPI-IO, Dask).")
@@ -121,13 +120,10 @@ def _terminate(signum, frame):
 
 
 def _unraisable_hook() -> None:
-    """What Python does with an exception it cannot raise (one from a ``__del__`` or a weakref callback):
-
-    * the exit of a signal (:func:`_terminate`) that landed inside such a callback would be dropped, and
-      the command would go on (seen: SIGTERM during the imports, in importlib's module-lock callback):
-      the signal is raised again, to be handled when the callback has returned;
-    * an MDAnalysis reader that failed in ``__init__`` fails again in ``__del__`` (XTCReader: no
-      ``_xdr``), and Python prints that traceback after trajscale's one-line error: it is logged instead."""
+    """What Python does with an exception it cannot raise (from a ``__del__`` or a weakref callback): a
+    signal's exit (:func:`_terminate`) that landed inside such a callback would be dropped, so the signal
+    is raised again for after the callback; an MDAnalysis reader failing again in ``__del__`` after
+    trajscale's one-line error is logged, not printed."""
     default = sys.unraisablehook
 
     def hook(unraisable) -> None:
@@ -170,12 +166,9 @@ class _Formatter(logging.Formatter):
 
 
 def configure_output(quiet: bool = False, verbose: int = 0) -> None:
-    """Logging and warnings for this process and the workers it starts.
-
-    Default: trajscale's INFO lines and the libraries' warnings. ``quiet``: errors only: no
-    Python warnings (MDAnalysis's ``warnings.warn`` included, in worker processes too, through
-    PYTHONWARNINGS), no progress. ``verbose`` 1: trajscale's DEBUG lines; 2: every library's too.
-    """
+    """Logging and warnings for this process and the workers it starts: by default trajscale's INFO lines and
+    the libraries' warnings; ``quiet``: errors only (no warnings, in workers too through PYTHONWARNINGS);
+    ``verbose`` 1: trajscale's DEBUG lines; 2: every library's too."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter())
     root = logging.getLogger()
@@ -327,12 +320,9 @@ def _on_ranks(args) -> bool:
 def _this_process_runs(args) -> bool:
     """Whether this process runs the command: a command runs once per job.
 
-    Alone, or under a launcher whose ranks MPI joins and a command that works on them: yes.  Under such a
-    launcher, a command that knows nothing of MPI runs on rank 0 alone (the others end at once, silently),
-    and ``convert``/``rechunk`` with a pool of their own are refused as ``run`` refuses them.  Several
-    processes that MPI cannot join (``srun --mpi=none``) are refused, every one of them, rank 0 saying
-    why in one line naming the launcher's fix.
-    """
+    Under a launcher whose ranks MPI joins, a command that knows nothing of MPI runs on rank 0 alone, and
+    ``convert``/``rechunk`` with a pool of their own are refused as ``run`` refuses them.  Processes that
+    MPI cannot join (``srun --mpi=none``) are all refused, rank 0 saying why in one line."""
     from ..launch import current
 
     launch = current()

@@ -14,10 +14,8 @@ OUTPUT_DESTS = ("output", "out", "report", "plot", "trace", "json", "tee", "work
 
 
 def refuse_url_outputs(args) -> None:
-    """Refuse, in one line, an output given as a URL, for every command before it starts: outputs are
-    written to local paths (a URL would otherwise be taken for a local path, ``s3://b/x`` for the
-    folder ``s3:/b/x``); the finished file is uploaded after, and an object store shows it under its key
-    only when it is complete."""
+    """Refuse an output given as a URL, in one line, before any command starts: outputs are local paths
+    (``s3://b/x`` would be taken for the folder ``s3:/b/x``), and a finished file is uploaded after."""
     from ..errors import OutputError
     from ..sources.locations import is_local
 
@@ -73,10 +71,7 @@ def output_spec(args):
 
 
 def write_options(args, comm):
-    """The WriteOptions of ``convert`` and ``rechunk``: --overwrite, --resume, progress and the executor.
-
-    Under mpiexec (``comm``) the ranks write the one output, and rank 0 shows the progress of all.
-    """
+    """The WriteOptions of ``convert`` and ``rechunk``; under mpiexec (``comm``) rank 0 shows the progress of all."""
     from ..convert.options import WriteOptions
 
     traits = EXECUTORS.get(args.executor) if args.executor is not None else None
@@ -92,10 +87,7 @@ def write_options(args, comm):
 
 def resumed_complete(args, inputs, unfinished) -> bool:
     """``--resume`` on a complete output (a requeued job whose work already finished): say so, write nothing.
-
-    Complete means the output exists and nothing of an unfinished run (``unfinished``: its
-    temporary file, record, segments) is beside it.  The output is still never one of ``inputs``.
-    """
+    Complete: the output exists and nothing of an unfinished run (``unfinished``) is beside it."""
     from pathlib import Path
 
     if not args.resume or not Path(args.output).is_file() or any(Path(p).exists() for p in unfinished):
@@ -126,9 +118,8 @@ def kept_for_resume(args) -> str:
 
 
 def mpi_comm(args):
-    """COMM_WORLD when ``--executor`` is none or one whose workers are an MPI launcher's ranks, and a launcher
-    started several ranks that MPI sees (convert and rechunk then run on the ranks; ``srun --mpi=none``'s
-    independent tasks are refused before a command runs); else None."""
+    """COMM_WORLD when ``--executor`` is none or one of the launcher's ranks, and a launcher started several
+    ranks that MPI sees; else None."""
     from ..launch import current
 
     if args.executor is not None and EXECUTORS[args.executor].workers != "launcher":
@@ -154,9 +145,8 @@ def add_continuous_option(p) -> None:
 
 
 def add_strict_option(p) -> None:
-    """``--strict``: an XTC/TRR whose last frame is cut short, or whose frames stop after some whole ones, is
-    refused instead of read up to its last whole frame; with ``--ensemble``, the first refused trajectory
-    refuses the run."""
+    """``--strict``: an XTC/TRR cut short is refused instead of read up to its last whole frame; with
+    ``--ensemble``, the first refused trajectory refuses the run."""
     p.add_argument("--strict", action="store_true",
                    help="refuse an XTC/TRR whose last frame is cut short (a simulation killed while writing it) "
                         "or that has no frame where its next frame should start; without it the whole frames "

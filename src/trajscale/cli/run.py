@@ -1,10 +1,7 @@
 """``trajscale run``: run analyses on an executor and summarise where the time went.
 
-Every ``trajscale run NAME`` command, its options and their help come from the analysis registry
-(:data:`trajscale.analysis.ANALYSES`: each class's ``command``, :mod:`trajscale.analysis.options`);
-``trajscale run --plan FILE`` runs the analyses a TOML file lists in one pass over the trajectory.
-One path runs them all (:func:`main`).
-"""
+Every ``trajscale run NAME`` command and its options come from the analysis registry
+(:data:`trajscale.analysis.ANALYSES`); ``--plan FILE`` runs a TOML file's analyses in one pass."""
 
 from __future__ import annotations
 
@@ -113,8 +110,7 @@ _NEEDS_ALL = ("-h", "--help", "--plan", "--ensemble")
 
 def add_parser_for(sub, argv: list[str]) -> None:
     """:func:`add_parser` for the command line ``argv``: ``run NAME ...`` of a built-in analysis builds that
-    analysis's parser alone (parsing the other ten, and importing their modules, was a tenth of a short
-    run's start); help, ``--plan``, ``--ensemble``, another package's analysis or a typo build them all."""
+    analysis's parser alone (building all was a tenth of a short run's start)."""
     add_parser(sub, only=_named_analysis(argv))
 
 
@@ -186,9 +182,8 @@ def planned_from_args(args) -> list[Planned]:
 
 
 def _run(planned: list[Planned], args):
-    """``trajscale.run`` of the analyses with the options every ``run`` command shares (several: one
-    pass, a list of results); a followed run saves the outputs and --report as its results grow
-    (:func:`.follow.publisher`)."""
+    """``trajscale.run`` of the analyses with the options every ``run`` command shares; a followed run saves
+    the outputs as its results grow (:func:`.follow.publisher`)."""
     from ..run import run
     from .follow import publisher, refuse_options_without_effect
 
@@ -202,9 +197,8 @@ def _run(planned: list[Planned], args):
 
 
 def check_run_outputs(args, planned: list[Planned]) -> None:
-    """Before any work: no output (a results file, --report) is an input (topology, trajectories), one
-    of another, or, without --overwrite, an existing file; each results file's extension names a format
-    its analysis writes."""
+    """Before any work: no output is an input, one of another, or, without --overwrite, an existing file;
+    each results file's extension names a format its analysis writes."""
     from ..analysis.results import output_format
 
     check_outputs(*(p.out for p in planned), args.report, inputs=[args.topology, *args.trajectories],
@@ -388,9 +382,8 @@ def predicted_wall(args) -> float | None:
 
 
 def _import_dependencies() -> None:
-    """Load the compiled kernels before the run's clock starts, as a script does at its top: the
-    report then times the run, not the interpreter (on every MPI rank).  MDAnalysis is not imported
-    here: a run whose selections are cached never needs it (:class:`trajscale.topology.CachedUniverse`)."""
+    """Load the compiled kernels before the run's clock starts, so the report times the run, not the
+    interpreter; not MDAnalysis, which a run whose selections are cached never needs."""
     from ..kernels import superpose  # noqa: F401
 
 

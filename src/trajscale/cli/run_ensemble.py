@@ -1,16 +1,9 @@
-"""``trajscale run ANALYSIS --ensemble CATALOG`` (and ``run --plan FILE --ensemble CATALOG``): every trajectory
-of an ensemble in one job.
+"""``trajscale run ANALYSIS --ensemble CATALOG``: every trajectory of an ensemble in one job.
 
-The catalog (CSV, TOML, Parquet, or a glob) names the trajectories and their topologies, so the command
-takes no TOPOLOGY or TRAJECTORY.  Each trajectory's results are saved in ``--results FOLDER`` as it
-finishes (default: ``CATALOG-results`` beside the current folder's files), with the refused table
-(``refused.csv``); ``--out`` writes an analysis's results over the ensemble: a per-frame analysis's long
-table (``.parquet``, ``.csv``), another's arrays (``.nc``).  A glob (or one file) takes ``--topology`` and
-``--labels`` as :meth:`~trajscale.ensemble.catalog.Ensemble.from_glob` takes them.  Exit status: 0 when every
-trajectory was analysed, :data:`~trajscale.ensemble.run.EXIT_SOME_REFUSED` (8) when some were refused and the
-others analysed (one line on stderr says so, under ``-q`` too), 2 when every one was refused; ``--strict``
-refuses the run at the first refused trajectory (status 2).
-"""
+The catalog (CSV, TOML, Parquet, or a glob) names the trajectories and their topologies.  Each
+trajectory's results are saved in ``--results FOLDER`` as it finishes, with ``refused.csv``; ``--out``
+writes an analysis's results over the ensemble.  Exit status: 0 when every trajectory was analysed,
+:data:`~trajscale.ensemble.run.EXIT_SOME_REFUSED` (8) when some were refused, 2 when all were."""
 
 from __future__ import annotations
 
@@ -72,9 +65,8 @@ def require_positionals(args) -> None:
 
 
 class RunParser(argparse.ArgumentParser):
-    """The ``run`` command's parser: ``run --plan FILE --ensemble CATALOG ...`` names no analysis and no
-    topology, so nothing stands where argparse looks for the analysis's name; the plan's parser is
-    named for it (``plan``) before the first option after ``--plan FILE``."""
+    """The ``run`` command's parser: ``run --plan FILE --ensemble CATALOG`` names no analysis, so the plan's
+    parser is named for it (``plan``) before the first option after ``--plan FILE``."""
 
     def parse_known_args(self, args=None, namespace=None):
         return super().parse_known_args(plan_before_options(list(args or [])), namespace)
