@@ -92,8 +92,7 @@ def write(path: Path, fill: Callable[[object], None], what: str, *, max_entries:
 
 def prune(folder: Path, keep: Path | None = None, max_entries: int | None = None,
           max_bytes: int | None = None) -> None:
-    """Remove the entries of ``folder`` used least recently until at most ``max_entries`` and
-    ``max_bytes`` remain (``keep``, the entry just written, stays)."""
+    """Remove ``folder``'s least recently used entries down to the bounds; ``keep`` (just written) stays."""
     entries = []
     with contextlib.suppress(OSError), os.scandir(folder) as it:
         for e in it:

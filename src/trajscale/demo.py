@@ -55,8 +55,7 @@ def add_demo_file_arguments(parser, frames: int = 2000) -> None:
 
 def build_demo_file(workdir: str | os.PathLike, n_frames: int = 2000, chunks: str = "auto",
                     progress: bool = True, source: tuple[str, str] | None = None) -> tuple[str, str]:
-    """Return (topology, h5md) of a ``n_frames``-frame AdK trajectory, building it if needed; ``source`` =
-    (tpr, xtc) replaces MDAnalysisTests' files."""
+    """(topology, h5md) of a ``n_frames``-frame AdK trajectory, built if needed (``source``: other tpr, xtc)."""
     from .convert.convert import convert
     from .h5md.layout import Layout
     from .sources import H5MDSource

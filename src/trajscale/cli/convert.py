@@ -93,8 +93,7 @@ def add_written_layout(p, chunks: str, encodings: str) -> None:
 
 
 def output_settings(args):
-    """What convert and rechunk write with: the MPI communicator (None outside mpiexec), the output's
-    spec planned for ``--layout``, and the write options."""
+    """What convert and rechunk write with: the MPI communicator, the output's planned spec, the write options."""
     comm = mpi_comm(args)
     return comm, layout_target(args, output_spec(args)), write_options(args, comm)
 

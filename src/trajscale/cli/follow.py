@@ -52,8 +52,7 @@ def refuse_options_without_effect(args, trajectory) -> None:
 
 
 def follow_options(args, trajectory):
-    """The :class:`~trajscale.endings.FollowOptions` of ``--follow`` (and of an ``imd://`` stream, always
-    followed); None for a finished trajectory."""
+    """The :class:`~trajscale.endings.FollowOptions` of ``--follow`` or an ``imd://`` stream; else None."""
     from ..sources import is_stream
 
     if not (args.follow or is_stream(trajectory)):

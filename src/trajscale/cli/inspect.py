@@ -1,5 +1,4 @@
-"""``trajscale inspect``: layout, units and read amplification of an H5MD file; frames, atoms, fields,
-units and times of a trajectory in any other format, read by the Source the format registry names."""
+"""``trajscale inspect``: an H5MD file's layout, units and read amplification; any other trajectory's facts."""
 
 from __future__ import annotations
 
@@ -96,8 +95,7 @@ def store_validator(location: str) -> dict:
 
 
 def _remote_costs(args, facts: dict) -> dict:
-    """Requests and bytes of opening the file and of each access pattern (``--pattern atoms:SEL``'s too),
-    as trajscale's remote reader fetches them (its own block, merge gap and request cut)."""
+    """Requests and bytes of opening the file and of each access pattern, as the remote reader fetches them."""
     from ..errors import ConfigError
     from ..h5md.inspect import file_remote_costs
     from ..h5md.recommend import parse_pattern, selected_atoms
@@ -152,8 +150,7 @@ def _follow(args) -> int:
 
 
 def _inspect_other(args, match) -> int:
-    """A trajectory in another format: what its Source reads, and how to make it an H5MD file that
-    reads in slabs."""
+    """A trajectory in another format: what its Source reads, and how to make it an H5MD file."""
     import shlex
 
     from ..errors import ConfigError
@@ -190,8 +187,7 @@ def _inspect_other(args, match) -> int:
 
 
 def describe_source(src) -> dict:
-    """Format, file size, frames, atoms, fields, stored units and times of an open Source (XTC and
-    TRR: every time and step from the frames' headers, no coordinates decoded)."""
+    """Format, size, frames, atoms, fields, units and times of an open Source (XTC/TRR: from frame headers)."""
     from ..h5md.inspect import times_summary
     from ..storage.opener import open_bytes
 
@@ -230,8 +226,7 @@ def format_time(t: dict | None) -> str:
 
 
 def validator_lines(facts: dict) -> list[str]:
-    """The line saying what tells an object from a replacement (none for a local file), and a warning line
-    where a replacement may go unseen."""
+    """What tells an object from a replacement (none for a local file), and a warning where one may go unseen."""
     v = facts.get("validator")
     if not v:
         return []

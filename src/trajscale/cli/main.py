@@ -32,8 +32,7 @@ COMMANDS = {
 
 
 def _add_global_options(p: argparse.ArgumentParser, after: bool = False) -> None:
-    """``-v``/``-vv``/``-q``: on the main parser, and again on every command's parser (``after``:
-    ``trajscale run rmsd ... -q``), there under their own dests so neither place overwrites the other."""
+    """``-v``/``-q`` on the main parser, and on every command's (``after``) under their own dests."""
     suffix = "_after" if after else ""
     default = 0 if not after else argparse.SUPPRESS
     p.add_argument("-v", "--verbose", action="count", default=default, dest=f"verbose{suffix}",
@@ -198,8 +197,7 @@ ANSWERS = frozenset({"inspect", "report"})
 
 @contextlib.contextmanager
 def _quiet_stdout(args):
-    """With -q, the lines a command prints about its work (summaries, "wrote ...", a run's selection)
-    go nowhere; errors go to stderr, which stays. ``inspect`` and ``report`` print their answer."""
+    """With -q, what a command prints about its work goes nowhere; ``inspect`` and ``report`` print their answer."""
     if not args.quiet or args.command in ANSWERS:
         yield
         return
@@ -208,8 +206,7 @@ def _quiet_stdout(args):
 
 
 def _parse_once_per_job(argv: list[str] | None) -> argparse.Namespace:
-    """:func:`parse_args`; under a launcher, a rank other than 0 says nothing (a typo, ``--help``): rank 0
-    says it once for the job, and every rank exits as it does."""
+    """:func:`parse_args`; under a launcher only rank 0 says a typo or ``--help``, and every rank exits as it does."""
     from ..launch import current
 
     launch = current()
@@ -346,8 +343,7 @@ def _share_interruption(exc: SystemExit) -> None:
 
 
 def _say_interrupted(args, how: str) -> None:
-    """One line on what an interrupted command left: commands that keep their partial output for
-    ``--resume`` say so through ``set_defaults(kept_when_interrupted=fn(args) -> str)``."""
+    """One line on what an interrupted command left (``set_defaults(kept_when_interrupted=fn)``)."""
     from ..launch import rank
 
     if rank() != 0:

@@ -41,8 +41,7 @@ def add_h5md_options(p, what: str = "the H5MD file") -> None:
 
 
 def add_segment_options(p, what: str) -> None:
-    """--executor/-n/--virtual/--resume of ``convert`` and ``rechunk``, and what an interruption keeps for
-    ``--resume`` (:func:`kept_for_resume`)."""
+    """--executor/-n/--virtual/--resume of ``convert`` and ``rechunk``, and what an interruption keeps."""
     from .checks import positive_int
 
     p.add_argument("--executor", default=None, choices=names(converts=True, choosers=True),
@@ -105,8 +104,7 @@ def resumed_complete(args, inputs, unfinished) -> bool:
 
 
 def kept_for_resume(args) -> str:
-    """What an interrupted convert/rechunk left (``set_defaults(kept_when_interrupted=...)``): its partial
-    output for ``--resume``, or nothing when it ended before writing (during its imports, say)."""
+    """What an interrupted convert/rechunk left: its partial output for ``--resume``, or nothing."""
     from ..sources.locations import is_local
 
     if is_local(args.output):
@@ -156,8 +154,7 @@ def add_strict_option(p) -> None:
 
 
 def add_executor_options(p, among: list[str] | None = None) -> None:
-    """The flags of the executors' own options (their registry entries' :class:`ExecutorOption`), over
-    ``among`` (default: every executor), each saying which executors take it."""
+    """The flags of the executors' own options over ``among``, each saying which executors take it."""
     from ..executor_registry import all_options
 
     for flag, (opt, takers) in all_options(among).items():
@@ -177,8 +174,7 @@ def add_executor_options(p, among: list[str] | None = None) -> None:
 
 
 def executor_options(args, executor: str | None = None) -> dict:
-    """The keyword options of ``executor`` (default ``args.executor``) that the command line gives, read
-    by its registry entry; an option of another executor is refused in one line naming those that take it."""
+    """The options of ``executor`` the command line gives; another executor's option is refused in one line."""
     from ..errors import ConfigError
     from ..executor_registry import all_options, options_of
 

@@ -162,8 +162,7 @@ def main(args) -> int:
 
 
 def _predict(args, reports) -> tuple[str, dict]:
-    """The table and the JSON of ``--predict``: fitted on the smallest run; a larger run of the predicted
-    executor adds its launch time and communication latency."""
+    """The table and JSON of ``--predict``: fitted on the smallest run, with a larger run's launch and latency."""
     from ..report.machine import Machine, this_machine
     from ..report.predict import assumptions_dict, efficiency_threshold, fit_reports, format_predictions
     from ..report.storage import predict_storage

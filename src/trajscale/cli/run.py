@@ -115,8 +115,7 @@ def add_parser_for(sub, argv: list[str]) -> None:
 
 
 def _named_analysis(argv: list[str]) -> str | None:
-    """The built-in analysis ``argv`` names as the first word after ``run`` (-v/-q may stand between),
-    with a command; None where the line needs every analysis's parser."""
+    """The built-in analysis ``argv`` names after ``run``; None where the line needs every analysis's parser."""
     from ..analysis import BUILTIN
     from .run_ensemble import _GLOBAL_FLAGS
 
@@ -209,8 +208,7 @@ def check_run_outputs(args, planned: list[Planned]) -> None:
 
 
 class Outputs:
-    """Saves each analysis's result to its results file; an average structure's PDB names its atoms
-    from the topology (read once, when first needed)."""
+    """Saves each analysis's result to its results file (a PDB's atom names read from the topology once)."""
 
     def __init__(self, planned: list[Planned], topology) -> None:
         self.planned, self.topology, self._universe = planned, topology, None
@@ -246,8 +244,7 @@ class Outputs:
 
 
 def main(args) -> int:
-    """Every ``run`` command: the analyses (one, or a plan's) built and checked before any work, run in
-    one pass, their results saved, the summary printed."""
+    """Every ``run`` command: analyses built and checked before any work, run in one pass, saved, summarised."""
     from .run_ensemble import require_positionals
 
     if getattr(args, "ensemble", None) is not None:   # every trajectory of a catalog, each with its topology
@@ -289,8 +286,7 @@ def main(args) -> int:
 
 
 def _say_selections(planned: list[Planned]) -> None:
-    """Which atoms each analysis with a ``select`` option used (the user's words, or its default, said so),
-    and what its options decided that its result does not show (:attr:`Analysis.summary_notes`)."""
+    """Which atoms each analysis with a ``select`` option used, and its :attr:`Analysis.summary_notes`."""
     for p in planned:
         option = next((o for o in p.analysis.command.options if o.name == "select"), None)
         if option is not None:
@@ -356,8 +352,7 @@ def add_run_options(p) -> None:
 
 
 def predicted_wall(args) -> float | None:
-    """Seconds ``--predict-from``'s reports predict for this run on its executor and workers (None: no
-    report given).  Asked only in a job whose time left is known (:func:`trajscale.launch.say_time_left`)."""
+    """Seconds ``--predict-from``'s reports predict for this run (None: none given); asked only in a job."""
     if not getattr(args, "predict_from", None):
         return None
     import os

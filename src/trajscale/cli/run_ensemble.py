@@ -48,8 +48,7 @@ def add_options(p) -> None:
 
 
 def optional_positionals(p) -> None:
-    """TOPOLOGY and TRAJECTORY become optional: ``--ensemble`` stands for them (:func:`require_positionals`
-    asks for them otherwise)."""
+    """TOPOLOGY and TRAJECTORY become optional: ``--ensemble`` stands for them."""
     for action in p._actions:
         if action.dest == "topology":
             action.nargs, action.required = "?", False
@@ -171,8 +170,7 @@ def main(args, planned) -> int:
 
 
 def refused_line(results, table: str) -> str:
-    """One line on the trajectories the run refused (by every analysis, or by some of them), where their
-    reasons are listed, and the first; empty when none was refused."""
+    """One line on the trajectories the run refused, where their reasons are, and the first; '' when none."""
     refusals = list({(r.index, r.position): r for res in results for r in res.refused}.values())
     if not refusals:
         return ""
@@ -192,8 +190,7 @@ def refused_line(results, table: str) -> str:
 
 
 def _atoms_per_trajectory(summary: str, atoms: str) -> str:
-    """The run summary with its first line's atoms said per trajectory (``214-3341 atoms``): an ensemble's
-    frames come from trajectories of different atom counts."""
+    """The run summary with its atoms said per trajectory (``214-3341 atoms``)."""
     if not atoms:
         return summary
     head, sep, rest = summary.partition("\n")

@@ -1,5 +1,4 @@
-"""Executors: where an analysis's tasks run.  Their names and traits are :data:`EXECUTORS`
-(:mod:`trajscale.executor_registry`): one registry, read by the CLI, convert and the prediction too."""
+"""Executors: where an analysis's tasks run; their names and traits are :data:`EXECUTORS`."""
 
 from __future__ import annotations
 
@@ -118,8 +117,7 @@ def _executor_class(name: str) -> type[Executor]:
 
 
 def option_names(name: str) -> tuple[str, ...]:
-    """The keyword options the executor ``name`` takes besides ``n_workers`` (its class's signature;
-    of ``auto``, those of its picks)."""
+    """The keyword options executor ``name`` takes besides ``n_workers`` (of ``auto``: its picks')."""
     import inspect
 
     traits = executor_traits(name)

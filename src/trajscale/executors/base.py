@@ -145,8 +145,7 @@ def _opened(job: Job, comm=None) -> tuple[Source, float]:
 
 
 def adopt_source(config: dict, source: Source) -> None:
-    """Keep ``source``, opened to prepare the job, as this thread's source for ``config``
-    (:attr:`Executor.adopts_sources`)."""
+    """Keep ``source``, opened to prepare the job, as this thread's (:attr:`Executor.adopts_sources`)."""
     cache = _thread_sources()
     old = cache.pop(_key(config), None)
     if old is not None and old[1] is not source:
@@ -165,8 +164,7 @@ def close_cached_sources() -> None:
 
 
 def opened_files(config: dict, source: Source, before: int, opened_now: bool) -> tuple[str, ...]:
-    """Trajectory files opened since ``before``: a segmented source's parts, or the config's file if
-    the source was opened just now."""
+    """Files opened since ``before``: a segmented source's parts, or the config's file if opened just now."""
     listed = source.opened
     if listed is not None:
         return tuple(listed[before:])

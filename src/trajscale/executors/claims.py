@@ -78,8 +78,7 @@ class TaskClaims:
 
 @dataclass(frozen=True)
 class HandOut:
-    """What a pool submits (:func:`hand_out`): ``runs``, each one submission's tasks (a list, or the
-    ``claims`` its worker takes them from), and ``after``, what a worker calls after each task."""
+    """What a pool submits: ``runs`` of tasks (a list, or claims) and ``after``, called after each task."""
 
     runs: list
     claims: TaskClaims | None = None
@@ -89,8 +88,7 @@ class HandOut:
         return self.claims.finished if self.claims is not None else None
 
     def progress(self, home: Homecoming) -> int:
-        """Tasks done: those home, or as many as the workers taking claims have finished (their results
-        come home when a worker finds no task left)."""
+        """Tasks done: those home, or those the claiming workers have finished (home when a worker runs out)."""
         return max(home.n_home, self.claims.n_finished) if self.claims is not None else home.n_home
 
     def stop(self) -> None:

@@ -311,8 +311,7 @@ _PATH_KEYS = ("path", "index", "topology")
 
 
 def absolute_paths(config: dict) -> dict:
-    """``config`` with the files it names located as every worker opens them (:func:`~trajscale.sources.locate`:
-    a path absolute in this process's directory, a URL as it is)."""
+    """``config`` with its files located as every worker opens them (absolute paths; URLs as they are)."""
     from ..sources import locate as absolute
 
     out = dict(config)

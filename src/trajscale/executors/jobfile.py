@@ -30,8 +30,7 @@ class JobFile:
 
 
 def ship(blob: bytes, folder: str) -> JobFile:
-    """Write the pickled job ``blob`` once into ``folder`` (the pool's own, private), under another name
-    renamed into place, so a worker never reads half of it."""
+    """Write the pickled job once into ``folder`` under another name, renamed into place: never read half-written."""
     digest = hashlib.blake2b(blob, digest_size=16).hexdigest()
     path = os.path.join(folder, f"job-{digest}.pickle")
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -60,8 +59,7 @@ def _remove(path: str) -> None:
 
 
 def shipped_tasks(ref: JobFile, tasks, after=None):
-    """Tasks of a pool worker whose job was shipped: the job loaded (once per run) before its first
-    task, then :func:`~.startup.worker_tasks` (``tasks`` as there)."""
+    """A shipped job's tasks: the job loaded once per run, then :func:`~.startup.worker_tasks`."""
     import itertools
 
     from .startup import worker_tasks

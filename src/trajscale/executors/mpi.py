@@ -103,8 +103,7 @@ class MPIExecutor(Executor):
         return self.rank == 0
 
     def broadcast(self, obj):
-        """``obj`` from rank 0 to every rank, pickled once on rank 0: what pickle cannot take is refused
-        on rank 0, and the refusal (an exception) is what the other ranks receive: none is left waiting."""
+        """``obj`` from rank 0 to every rank, pickled once; a refusal to pickle is what the other ranks receive."""
         t0 = time.perf_counter()
         if self.rank == 0:
             try:
@@ -130,8 +129,7 @@ class MPIExecutor(Executor):
     # -- the SPMD run ------------------------------------------------------------
 
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults | None:
-        """Run this rank's tasks; on rank 0 return every task's timing with the ranks' partials (each
-        rank's own reduced, in rank = frame order; a per-frame analysis's rows gathered as one)."""
+        """Run this rank's tasks; on rank 0 every task's timing and the ranks' reduced partials, in frame order."""
         comm, rank, size = self.comm, self.rank, self.comm.Get_size()
         share_settled(self)   # (run without a share first: the ranks' collectives are now the tasks')
         worker = f"rank {rank}"
@@ -300,8 +298,7 @@ class _RankProgress:
         self._count(1 + self._drain(block=False))
 
     def expect(self, done: int) -> None:
-        """The tasks every rank has finished (all of them, unless a stop ended some ranks' early): rank 0
-        waits for as many messages as were sent, no more."""
+        """The tasks every rank has finished: rank 0 waits for as many messages as were sent, no more."""
         self.total = min(self.total, done)
 
     def _count(self, n: int) -> None:
@@ -309,8 +306,7 @@ class _RankProgress:
         self._bar.update(n)
 
     def _drain(self, block: bool) -> int:
-        """The messages waiting; ``block``: at least one, waited for asleep (a blocking receive spins a
-        core, as :func:`~trajscale.parallel.when_all_arrive` explains)."""
+        """The messages waiting; ``block``: at least one, waited for asleep (a blocking receive spins a core)."""
         if block:
             wait_asleep(lambda: self.comm.iprobe(tag=self.TAG))
         n = 0

@@ -72,8 +72,7 @@ class ProcessExecutor(Executor):
         self._get_pool(late)
 
     def _get_pool(self, late: bool = False):
-        """The pool, started now if it was not (``late``: never by fork, as the job is prepared; otherwise
-        fork only where :func:`~trajscale.pools.fork_is_safe` finds nothing a forked worker cannot use)."""
+        """The pool, started now if it was not (``late``: never by fork; else fork only where safe)."""
         if self._pool is None:
             method = late_start_method(self._requested) if late else choose_start_method(self._requested)
             if method == "fork":
@@ -91,8 +90,7 @@ class ProcessExecutor(Executor):
         return self._pool
 
     def worker_starts(self) -> list[dict]:
-        """How each worker started (:func:`~.startup.note_ready`'s records: process start, ready, CPU and
-        heavy modules before its first task), once all have; ``t_asked`` is when the pool was asked for."""
+        """How each worker started (:func:`~.startup.note_ready`'s records), once all have."""
         from .startup import read_starts
 
         for f in self._warm:
@@ -196,8 +194,7 @@ class ProcessExecutor(Executor):
         return TaskError("a worker process", lo, hi, f"{how}; the frames it was running are unknown")
 
     def close(self, wait: bool = True) -> None:
-        """Shut the pool down; ``wait=False`` (an error, Ctrl-C, SIGTERM) also stops running workers, within
-        :data:`STOP_GRACE_S` (then SIGKILL), so the pool's own thread and the exit never wait on one."""
+        """Shut the pool down; ``wait=False`` also stops running workers within :data:`STOP_GRACE_S`, then SIGKILL."""
         if self._pool is not None:
             pool, self._pool = self._pool, None
             procs = dict(getattr(pool, "_processes", None) or {})   # (shutdown lets go of them)

@@ -20,8 +20,7 @@ class SerialExecutor(Executor):
         super().__init__(1)
 
     def start(self, modules: tuple[str, ...] = (), late: bool = False) -> None:
-        """The calling process is the worker: its start-up ends here, its reader's modules imported (the
-        report's t_start; a task marks it too, for a serial executor used without ``start``)."""
+        """The calling process is the worker: its start-up ends here, its reader's modules imported."""
         mark_ready()
 
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults:

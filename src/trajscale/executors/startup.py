@@ -26,8 +26,7 @@ _MARKS: list[str] = []
 
 
 def init_worker(marks: str) -> None:
-    """Pool initializer: Ctrl-C is the parent's to handle; note tasks in ``marks``; note how the worker
-    started before its first task (:func:`note_ready`)."""
+    """Pool initializer: Ctrl-C is the parent's; tasks noted in ``marks``; the start noted (:func:`note_ready`)."""
     cpu = time.process_time()   # what the interpreter and the imports so far cost, before anything of ours
     heavy = sorted(m for m in HEAVY_MODULES if m in sys.modules)
     from ..timeline import slow_start_for_tests
@@ -42,8 +41,7 @@ def init_worker(marks: str) -> None:
 
 
 def note_ready(cpu_before_task: float, heavy_modules: list[str]) -> None:
-    """Once per worker, in the marks folder: its start-up (``ready-PID``) and how it started
-    (``start-PID.json``); nothing when the pool is already closing (its folder removed)."""
+    """Once per worker: ``ready-PID`` and ``start-PID.json`` in the marks folder, unless the pool is closing."""
     import json
 
     from ..timeline import mark_ready, process_start
@@ -91,8 +89,7 @@ def read_starts(marks: str, n: int, timeout: float = 60.0) -> list[dict]:
 
 
 def worker_tasks(job, tasks, after=None):
-    """A pool worker's tasks in turn (:func:`~trajscale.executors.base.run_in_turn`), each noted first in the
-    marks folder."""
+    """A pool worker's tasks in turn (:func:`~trajscale.executors.base.run_in_turn`), each noted first."""
     from .base import run_in_turn
 
     return list(run_in_turn(job, tasks, f"pid {os.getpid()}", before=note_task, after=after))
@@ -121,8 +118,7 @@ def task_imports(modules: tuple[str, ...] = ()) -> None:
 
 
 def warm_up() -> int:
-    """First task of a new worker: load the compiled kernels now, not inside a timed task (how the
-    worker started is noted by :func:`init_worker`); returns its pid."""
+    """A new worker's first task: load the compiled kernels now, not inside a timed task; returns its pid."""
     from ..kernels import superpose  # noqa: F401
 
     return os.getpid()

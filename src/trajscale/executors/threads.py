@@ -74,8 +74,7 @@ class ThreadExecutor(Executor):
         return home.results(io=io_of(self.source_options))
 
     def close(self, wait: bool = True) -> None:
-        """Stop the threads (their running tasks end first, also with ``wait=False``: a thread cannot be
-        stopped midway) and close the sources they opened."""
+        """Stop the threads (running tasks end first: a thread cannot be stopped midway) and close their sources."""
         if self._pool is not None:
             pool, self._pool = self._pool, None
             pool.shutdown(wait=True, cancel_futures=True)

@@ -1,5 +1,4 @@
-"""Run reports: timings, diagnosis and advice, text tables, plots (matplotlib) and Chrome/Perfetto traces.
-Names are imported on first use: a worker that records timings imports :mod:`.timing` alone."""
+"""Run reports: timings, diagnosis, advice, tables, plots and traces; each name imported on first use."""
 
 from __future__ import annotations
 

@@ -89,8 +89,7 @@ def rule_io_bound_format(report: RunReport, d: Diagnosis) -> Advice | None:
 
 
 def _relevant_patterns(report: RunReport, amp: dict) -> dict:
-    """The read-amplification patterns that match how this run read the file: a subset of atoms only if
-    the bytes read per frame show less than whole frames, single frames only if the tasks were tiny."""
+    """The read-amplification patterns that match how this run read the file."""
     n_src = report.source.n_atoms
     frames = sum(t.frames for t in report.tasks)
     subset = n_src is not None and frames and report.bytes_read / frames < 0.5 * n_src * 12

@@ -49,8 +49,7 @@ def _env() -> dict:
 
 
 def executors_here() -> list[str]:
-    """The predicted executors this machine can run: those whose modules are installed (and, for the
-    ones an MPI launcher starts, an ``mpiexec``)."""
+    """The predicted executors this machine can run (their modules installed; an ``mpiexec`` for MPI)."""
     import importlib.util
 
     return [name for name in names(predicted=True)
@@ -59,8 +58,7 @@ def executors_here() -> list[str]:
 
 
 def timed_run(args: list[str], executor: str = "serial", n: int = 1, timeout: float = 600) -> tuple[float, float]:
-    """(wall, CPU) seconds of ``trajscale ARGS`` on ``executor`` x ``n``, timed from outside: launch to
-    exit, and the user and system time of the whole process tree (every process it waited for)."""
+    """(wall, CPU) seconds of ``trajscale ARGS`` on ``executor`` x ``n``, of the whole process tree."""
     cmd = [sys.executable, "-m", "trajscale.cli.main", *args, "--executor", executor]
     workers = executor_traits(executor).workers
     if workers == "n_workers":
@@ -164,8 +162,7 @@ def _point(args: list[str], ex: str, n: int, model: Model, machine: Machine, rep
 
 def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: list[str] | None = None,
                      repeat: int = 1, log=print) -> Machine:
-    """``machine`` with each executor's launch line, from whole runs of the calibration set in ``folder``
-    (each point run ``repeat`` times: the median gives the line, the extremes its ``per_worker_range``)."""
+    """``machine`` with each executor's launch line, from ``repeat`` whole runs per point of the set in ``folder``."""
     import tempfile
 
     executors = executors or executors_here()
@@ -202,8 +199,7 @@ def _workers(at: Point, beyond: Point, machine: Machine) -> tuple[int, int]:
 
 
 def _open_rise(at: Point, beyond: Point, machine: Machine) -> float:
-    """The rise of the ranks' collective file open between the two points, per further rank over the cores
-    (0 where the reports timed none: parts, or not MPI)."""
+    """The rise of the ranks' collective open per further rank over the cores (0 where none was timed)."""
     w_at, w_beyond = _workers(at, beyond, machine)
     further = (w_beyond - w_at) / machine.cores
     return max(0.0, beyond.open_s - at.open_s) / further if further > 0 else 0.0
@@ -231,8 +227,7 @@ def _slope(ex: str, at: Point, beyond: Point, machine: Machine) -> tuple[float, 
 
 
 def _collective(ex: str, points: dict, machine: Machine) -> float:
-    """Of an executor that opens the H5MD file collectively (MPI): the rise of the ranks' open, per further
-    rank over the cores; 0 for the others."""
+    """The rise of the ranks' collective open for an executor that opens collectively (MPI); else 0."""
     if not EXECUTORS[ex].collective_open:
         return 0.0
     c = machine.cores
@@ -241,8 +236,7 @@ def _collective(ex: str, points: dict, machine: Machine) -> float:
 
 
 def _line(ex: str, points: dict, machine: Machine) -> LaunchLine | None:
-    """The launch line of ``ex``: at the cores, per further worker on each format and per selected atom,
-    the spread of the runs, and the line's misses of its own runs."""
+    """The launch line of ``ex``, with the spread of its runs and its misses of them."""
     c = machine.cores
     slopes = {w: s for w in WORKLOADS if (w, ex, c) in points
               and (s := _slope(ex, points[w, ex, c], points[w, ex, BEYOND * c], machine)) is not None}

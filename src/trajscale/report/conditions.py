@@ -131,8 +131,7 @@ def _prctl():
 
 
 def _subreaper(on: bool) -> bool | None:
-    """Make this process the subreaper of its descendants (``on``) or not; the setting it had before
-    (None where it cannot be set: not Linux)."""
+    """Make this process the subreaper of its descendants (``on``) or not; the setting before (None: not Linux)."""
     prctl = _prctl()
     if prctl is None:
         return None
@@ -243,8 +242,7 @@ class LoadMeter:
         return _own_cpu() - self.own0
 
     def stop(self, also_ours_s: float = 0.0) -> Load | None:
-        """The load so far (None where ``/proc/stat`` cannot be read).  ``also_ours_s``: CPU seconds of
-        processes of the measurement that are not this process's children (MPI ranks on this host)."""
+        """The load so far (None: no ``/proc/stat``); ``also_ours_s``: CPU seconds of our non-children (MPI ranks)."""
         ticks = _cpu_ticks(self.cpus)
         own = _own_cpu() - self.own0 + max(0.0, also_ours_s)
         self._release()
@@ -315,8 +313,7 @@ class PageCache:
 
 @functools.lru_cache(maxsize=1)
 def _libc():
-    """The C library's mmap, munmap and mincore (Linux), loaded once; never by ``find_library``, which
-    starts ``ldconfig`` in a subprocess."""
+    """libc's mmap, munmap and mincore (Linux), loaded once; not by ``find_library``, which runs ``ldconfig``."""
     if not sys.platform.startswith("linux"):
         return None
     try:

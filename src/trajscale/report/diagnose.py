@@ -122,8 +122,7 @@ def measure(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
 
 
 def workers_per_host(report: RunReport) -> list[dict]:
-    """The workers (ranks) that ran tasks on each host and the cores they could run on: the union of
-    their affinities.  A host with a worker whose CPUs were not recorded is left out."""
+    """The workers that ran tasks on each host and the union of their affinities (unrecorded CPUs: host left out)."""
     hosts: dict[str, dict] = {}
     for w in worker_timings(report):
         if not w.n_tasks:

@@ -157,8 +157,7 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
 
 
 def _phases(report: RunReport, target: str, launch_phase: str, notes: list[str]) -> tuple[float, float, float | None]:
-    """The launcher's imports, its serial phases, and the target's launch phase where a report of it on 2
-    or more workers measured one (else None)."""
+    """The launcher's imports, its serial phases, and the target's launch phase where measured (else None)."""
     phases = dict((report.process or {}).get("phases") or {})
     imports = float(phases.get("imports", 0.0))
     if phases:
@@ -194,8 +193,7 @@ def _alpha(workers, notes: list[str]) -> float:
 
 
 def _conditions(report: RunReport) -> dict:
-    """The model's fields from the report's conditions: its files' page-cache share and size, its host,
-    and why its machine was busy."""
+    """The model's fields from the report's conditions (page-cache share, size, host, why busy)."""
     conds = RunConditions.from_dict(report.conditions)
     cache = conds.page_cache
     return {"page_cache": cache.resident if cache else None,

@@ -32,8 +32,7 @@ class ExecutorChoice:
 
 @dataclass(frozen=True, slots=True)
 class FollowFacts:
-    """A followed run: the frames it analysed, its ending's key (None while it runs) and its sentence;
-    ``temporary`` when the file followed was a stream's copy, removed at the end."""
+    """A followed run: its frames, its ending's key (None: running) and sentence; ``temporary``: a stream's copy."""
 
     frames: int
     ended: str | None = None
@@ -55,8 +54,7 @@ class FollowFacts:
 
 @dataclass(frozen=True, slots=True)
 class AnalysisShare:
-    """One analysis of several run in one pass: its name, the seconds its ``map`` and ``reduce`` took
-    (summed over every task), the atoms it mapped (None: all) and its selections; the read is shared."""
+    """One analysis of a pass: its name, summed ``map``/``reduce`` s, its atoms (None: all), its selections."""
 
     name: str
     t_compute: float

@@ -45,8 +45,7 @@ class LaunchLine:
     per_worker_parts_s: float | None = None   # None: as per_worker_s
 
     def per_further_worker(self, h5md: bool, collective: bool = False, atoms: int = 0) -> float:
-        """CPU seconds each worker beyond the cores adds reading one H5MD file (``h5md``) or parts, with
-        ``atoms`` selected (``collective``: every rank opens the file together)."""
+        """CPU seconds each worker beyond the cores adds on one H5MD file or parts, with ``atoms`` selected."""
         base = self.per_worker_s if h5md or self.per_worker_parts_s is None else self.per_worker_parts_s
         return base + self.per_atom_s * atoms + (self.collective_open_s if collective else 0.0)
 

@@ -73,8 +73,7 @@ def phase_totals(report: RunReport) -> dict[str, float]:
 
 
 def scaling(reports: Sequence[RunReport], reference: RunReport | None = None) -> list[ScalingPoint]:
-    """S(N) = t_ref / t_N and E(N) = S(N) x N_ref / N for each report, sorted by N; the reference defaults to
-    the smallest N, and a given ``reference`` is included as a point of its own."""
+    """S(N) = t_ref / t_N and E(N) = S(N) x N_ref / N per report, sorted by N (default reference: the smallest N)."""
     reports = list(reports)
     if reference is not None and not any(r is reference for r in reports):
         reports.append(reference)

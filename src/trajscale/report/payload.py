@@ -41,8 +41,7 @@ class Payload:
 
 
 def payload_of(job, reduced, frames: int, per_frame: bool) -> Payload | None:
-    """The :class:`Payload` of a run: its job, and its reduced partial over ``frames`` frames; None when
-    either cannot be pickled (a user's serial analysis may hold anything: measuring never fails a run)."""
+    """The :class:`Payload` of a run; None when either cannot be pickled (measuring never fails a run)."""
     try:
         return Payload(pickled_bytes(job), pickled_bytes(reduced), frames, per_frame)
     except Exception:  # noqa: BLE001 (pickle raises what the object's __reduce__ raises)

@@ -1,5 +1,4 @@
-"""Plots of run reports: the launching process from its start, per-worker stacked phase bars
-(Jakupovic & Beckstein 2021, Fig. 1) and scaling curves, one series per executor."""
+"""Plots of run reports: the launching process, per-worker phase bars (Jakupovic & Beckstein 2021) and scaling."""
 
 from __future__ import annotations
 

@@ -106,14 +106,12 @@ def _traits(model: Model) -> ExecutorTraits:
 
 
 def started_workers(model: Model, n: int) -> int:
-    """Workers a run at N starts: a pool that starts them on demand (Python's process pool) one per
-    task up to N; MPI ranks and Dask workers all start."""
+    """Workers a run at N starts: one per task up to N for a pool that starts them on demand, else N."""
     return min(n, n_tasks_at(model, n)) if _traits(model).starts_on_demand else n
 
 
 def bytes_moved(model: Model, n: int, tasks: int) -> float:
-    """Pickled bytes the run at ``n`` workers and ``tasks`` tasks moves between processes, by how the
-    executor declares its job and partials move."""
+    """Pickled bytes the run at ``n`` workers and ``tasks`` tasks moves, by how the executor declares they move."""
     if n <= 1:
         return 0.0
     traits = _traits(model)

@@ -307,8 +307,7 @@ def _origin(here: Machine, folder: Path, starts: bool, transfer: bool, load: boo
 
 
 def under_mpi() -> bool:
-    """True when a launcher started this process as one of several ranks that MPI joins (the probe then
-    measures on all of them); independent processes (``srun --mpi=none``) are refused before it runs."""
+    """True when this process is one of several ranks that MPI joins (the probe then measures on all of them)."""
     launch = current_launch()
     return launch.several and launch.mpi_sees
 

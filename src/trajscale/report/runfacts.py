@@ -91,8 +91,7 @@ class RunFacts:
     fetched_prepare: dict | None = None
 
     def to_dict(self) -> dict:
-        """Plain values, under the keys reports have always used (absent ones left out where they
-        were optional before: ``executor_choice``, ``follow``, ``backend``, ``note``, ``job``, ``worker_jobs``)."""
+        """Plain values, under the keys reports have always used (optional ones left out when absent)."""
         d = {"analysis_config": self.analysis_config, "n_tasks": self.n_tasks, "n_tasks_asked": self.n_tasks_asked,
              "step": self.step, "io": self.io.to_dict() if self.io else None, "topology": self.topology,
              "trajectories": list(self.trajectories) if self.trajectories is not None else None,
@@ -110,8 +109,7 @@ class RunFacts:
 
     @classmethod
     def from_dict(cls, d) -> RunFacts:
-        """From :meth:`to_dict`, or from an older report's ``meta`` dict (missing keys: defaults;
-        values of the wrong kind: left out)."""
+        """From :meth:`to_dict`, or an older report's ``meta`` (missing keys: defaults; wrong kinds: left out)."""
         if not isinstance(d, dict):
             return cls()
         from .kinds import AnalysisShare, ExecutorChoice, FollowFacts

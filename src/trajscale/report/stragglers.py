@@ -58,8 +58,7 @@ class WorkerBasis:
 
 
 def startup_in_run(worker, report: RunReport) -> float:
-    """The part of a worker's start-up that fell within the run (all of it for the run's own
-    processes; none for a long-lived pool or cluster that was ready before the run began)."""
+    """The part of a worker's start-up within the run (none for a pool or cluster ready before it began)."""
     begin = (report.process or {}).get("t_begin")
     t_start, ready = float(getattr(worker, "t_start", 0.0)), float(getattr(worker, "t_ready", 0.0))
     if begin and ready:
@@ -88,8 +87,7 @@ def _get(row, phase: str) -> float:
 def find_stragglers(rows: Sequence, names: Sequence[str], kind: str,
                     factor: float = STRAGGLER_FACTOR, leave_out: tuple[str, ...] = (),
                     phases: Sequence[str] = PHASES) -> list[Straggler]:
-    """Rows with ``total > factor x median``, slowest first; ``leave_out`` names phases that are not the work
-    being compared."""
+    """Rows with ``total > factor x median``, slowest first, ``leave_out`` phases not compared."""
     if len(rows) < 2:
         return []
     phases = [p for p in phases if p not in leave_out]

@@ -10,8 +10,7 @@ if TYPE_CHECKING:
 
 
 def diagnose(report: RunReport):
-    """:func:`.advice.diagnose` (imported when a summary or a report's JSON is made: a run that prints
-    neither, ``-q`` without ``--report``, does not import the advice, the diagnosis and the metrics)."""
+    """:func:`.advice.diagnose`, imported only when a summary or a report's JSON is made."""
     from .advice import diagnose
 
     return diagnose(report)
@@ -49,8 +48,7 @@ def _named(d: Diagnosis, most: int = 3) -> str:
 
 
 def _decoded(report: RunReport) -> str | None:
-    """Who decoded what, when more atoms were read than kept (:attr:`~trajscale.facts.LayoutFacts.decoding`);
-    None for a source read in place."""
+    """Who decoded what, when more atoms were read than kept; None for a source read in place."""
     src = report.source
     n_src = src.n_atoms
     if n_src is None or n_src <= report.n_atoms:
@@ -124,15 +122,13 @@ def run_summary(report: RunReport, out: str | None = None, report_path: str | No
 
 
 class Report(RunReport):
-    """A run's report as ``trajscale.run`` returns it: a :class:`~.timing.RunReport` that prints as
-    its summary and carries its diagnosis into ``to_dict`` (and so into the JSON ``save`` writes)."""
+    """A run's report as ``trajscale.run`` returns it: prints as its summary, carries its diagnosis into ``to_dict``."""
 
     def __str__(self) -> str:
         return run_summary(self)
 
     def to_dict(self, diagnosis: bool = True) -> dict:
-        """Plain values; with ``diagnosis`` also the derived numbers, stragglers and advice,
-        so a pipeline reading the JSON need not recompute them (``from_dict`` ignores them)."""
+        """Plain values; with ``diagnosis`` also the derived numbers, stragglers and advice."""
         d = super().to_dict()
         if diagnosis:
             d["diagnosis"] = diagnose(self).to_dict()

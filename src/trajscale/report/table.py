@@ -76,8 +76,7 @@ def _condition_lines(report: RunReport) -> list[str]:
 
 
 def _job_lines(report: RunReport) -> list[str]:
-    """The scheduler's job the run ran in (``job 123 step 0, requeued 1 time(s)``), and the jobs its workers
-    ran in (Dask workers started as SLURM jobs); none without a scheduler."""
+    """The scheduler's job the run ran in, and the jobs its workers ran in; none without a scheduler."""
     job, lines = report.meta.job, []
     if job is not None:
         said = f"job {job.job_id}" + (f" step {job.step_id}" if job.step_id is not None else "")

@@ -164,8 +164,7 @@ class RunReport:
         return sum(t.bytes_read for t in self.tasks)
 
     def fetched(self) -> dict:
-        """A remote trajectory's requests, bytes, seconds waiting on the network and retries: the tasks' and
-        those of the process that prepared the job (``meta.fetched_prepare``, also under ``"prepare"``)."""
+        """A remote trajectory's requests, bytes, network wait and retries: the tasks' and the preparation's."""
         root = self.meta.fetched_prepare or {}
         return {"requests": sum(t.requests for t in self.tasks) + int(root.get("requests", 0)),
                 "bytes": sum(t.bytes_fetched for t in self.tasks) + int(root.get("bytes", 0)),
@@ -204,8 +203,7 @@ class RunReport:
         extend_record(self.process, phase)
 
     def write(self, path: str | os.PathLike, phase: str | None = None) -> None:
-        """Write as JSON (to a temporary name, then renamed); ``phase``: the time since the ``process`` record
-        ended is added to that phase first."""
+        """Write as JSON atomically; ``phase``: the time since the ``process`` record ended is added to it first."""
         from ..util import save_output
 
         d = self.to_dict()

@@ -100,8 +100,7 @@ def _scheduler_slices(tasks: list[TaskTiming]) -> list[tuple[str, float, float, 
 
 
 def build_trace(reports: RunReport | Sequence[RunReport], labels: Sequence[str] | None = None) -> dict:
-    """The trace-event dict; several reports go into one trace with separate process ids, each starting at
-    time 0, named by ``labels`` (default ``N=<workers>``)."""
+    """The trace-event dict; several reports get separate process ids, each from time 0, named by ``labels``."""
     if isinstance(reports, RunReport):
         reports = [reports]
     events: list[dict] = []
