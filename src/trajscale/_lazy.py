@@ -1,5 +1,4 @@
-"""Lazy package namespaces (PEP 562): a package lists what it exports and imports each on first use,
-so ``import trajscale`` costs a few milliseconds; ``__all__`` and ``dir()`` stay what eager imports gave."""
+"""Lazy package namespaces (PEP 562): exported names are imported on first use, so ``import trajscale`` is cheap."""
 
 from __future__ import annotations
 

@@ -75,8 +75,7 @@ class Block:
 
 
 def split_frames(n_frames: int, n_tasks: int, align: int = 1) -> list[FrameRange]:
-    """Balanced contiguous frame ranges, boundaries aligned to ``align`` frames: ranges differ by at most
-    one aligned unit; with more tasks than units some tasks are dropped rather than empty."""
+    """Balanced contiguous ranges aligned to ``align`` frames; with more tasks than units some are dropped."""
     if n_frames <= 0:
         return []
     n_tasks = max(1, int(n_tasks))
@@ -94,8 +93,7 @@ def split_frames(n_frames: int, n_tasks: int, align: int = 1) -> list[FrameRange
 
 
 def sorted_unique(values) -> np.ndarray:
-    """``np.unique(values)`` flattened; integers are sorted and deduplicated here, since ``np.unique``'s
-    first call imports ``numpy.ma`` (5 % of a short run's start)."""
+    """``np.unique(values)`` flattened; integers done here, as ``np.unique``'s first call imports ``numpy.ma``."""
     a = np.asarray(values)
     if a.dtype.kind not in "iub":
         return np.unique(a)

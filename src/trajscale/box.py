@@ -36,8 +36,7 @@ _RIGHT = np.degrees(np.arccos(np.clip(np.nan_to_num(np.zeros(1)), -1, 1)))[0]
 
 
 def _diagonal(edges: np.ndarray) -> np.ndarray:
-    """:func:`edges_to_dimensions` of all-diagonal (F, 3, 3) float64 vectors, with the same bits as the
-    general path at a fraction of its cost (an XTC member's boxes are read with every block)."""
+    """:func:`edges_to_dimensions` of all-diagonal vectors: the same bits as the general path, far cheaper."""
     out = np.empty((edges.shape[0], 6))
     out[:, :3] = np.abs(np.diagonal(edges, axis1=1, axis2=2))
     out[:, 3:] = _RIGHT
@@ -46,6 +45,5 @@ def _diagonal(edges: np.ndarray) -> np.ndarray:
 
 
 def dimensions_to_edges(dims: np.ndarray) -> np.ndarray:
-    """(F, 6) box dimensions to (F, 3, 3) float32 triclinic vectors (MDAnalysis's ``triclinic_vectors``
-    for every row at once: :func:`trajscale.kernels.geometry.triclinic_vectors`)."""
+    """(F, 6) box dimensions to (F, 3, 3) float32 triclinic vectors, as MDAnalysis's ``triclinic_vectors`` per row."""
     return triclinic_vectors(dims).astype(np.float32)

@@ -32,8 +32,7 @@ def _said(path: Path, why: str) -> None:
 
 
 def read(path: Path, untrusted: Callable[[Path, str], None] = _said) -> bytes | None:
-    """The entry's bytes, the entry then marked as used; None where there is none, or it is a link, or it
-    or its folder is another user's or others may write it (``untrusted(path, why)`` is told)."""
+    """The entry's bytes, marked used; None if missing, a link, or not its owner's alone (``untrusted`` is told why)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
@@ -57,8 +56,7 @@ def read(path: Path, untrusted: Callable[[Path, str], None] = _said) -> bytes | 
 
 def write(path: Path, fill: Callable[[object], None], what: str, *, max_entries: int | None = None,
           max_bytes: int | None = None, untrusted: Callable[[Path, str], None] = _said) -> None:
-    """Write an entry whole (``fill`` writes into the open file), then prune its folder to ``max_entries`` and
-    ``max_bytes``; skipped, at debug level, where it cannot be written or its folder is not trusted."""
+    """Write an entry whole, then prune its folder; skipped (said at debug level) where it cannot be written."""
     import tempfile  # (with shutil, bz2, lzma, random: only a run that writes an entry imports them)
 
     try:

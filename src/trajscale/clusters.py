@@ -83,8 +83,7 @@ class SlurmJobs:
 
 @dataclass(slots=True)
 class DaskCluster:
-    """A connected Client and what was started for it (closed by :meth:`close`); ``phases`` the seconds spent
-    in ``cluster_start``, ``queue_wait`` and ``pool_start``; ``job_ids`` the SLURM jobs of the workers."""
+    """A connected Client and what was started for it; ``phases``: seconds per phase; ``job_ids``: SLURM jobs."""
 
     client: object
     kind: str
@@ -107,8 +106,7 @@ class DaskCluster:
             return 0
 
     def close(self, wait: bool = True) -> None:
-        """Close the client (unless given) and the cluster started here (a SLURM cluster cancels its jobs);
-        ``wait=False`` kills a local cluster's workers first, so the close does not wait for their tasks."""
+        """Close the client (unless given) and what was started here; ``wait=False`` kills local workers first."""
         client, cluster = self.client, self.cluster
         self.client = self.cluster = None
         if not wait and self.kind == "local" and cluster is not None:
@@ -176,8 +174,7 @@ def dask_cluster(n_workers: int | None = None, *, scheduler: str | None = None, 
 
 
 class _FailedHeartbeat(logging.Filter):
-    """A worker's heartbeat that found its connection to the scheduler closed: distributed logs a traceback and
-    beats again; a worker that stays unreachable is a lost worker, which the run reports itself."""
+    """A worker's heartbeat that found its connection closed: distributed beats again; a lost worker is reported."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.msg).startswith("Failed to communicate with scheduler during heartbeat")
@@ -282,8 +279,7 @@ def _slurm_cluster(distributed, n_workers, spec: SlurmJobs, phases: dict) -> Das
 
 
 def _check_job(cluster) -> None:
-    """sbatch's refusal of the workers' job script as one line now (``sbatch --test-only``), not as a background
-    task's traceback and a wait for workers that never come."""
+    """sbatch's refusal of the workers' job script as one line now (``sbatch --test-only``), not a wait for ever."""
     try:
         out = subprocess.run(["sbatch", "--test-only"], input=cluster.job_script(), capture_output=True, text=True,
                              timeout=60, check=False)
@@ -297,8 +293,7 @@ def _check_job(cluster) -> None:
 
 def _wait_for_slurm_workers(cluster, client, n_jobs: int, n_workers: int, wait: float | None,
                             phases: dict) -> tuple[str, ...]:
-    """Wait until ``n_workers`` workers are connected, timing the jobs' wait in the queue apart from the
-    workers' start; a job that leaves the queue before its workers connect ends the wait in one line."""
+    """Wait for ``n_workers`` workers, timing the queue apart from the start; a job gone from the queue ends it."""
     from .util import raise_if_stopped
 
     t0 = time.perf_counter()

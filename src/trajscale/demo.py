@@ -89,8 +89,7 @@ def build_demo_file(workdir: str | os.PathLike, n_frames: int = 2000, chunks: st
 
 def run_demo(workdir: str = "demo-output", n_frames: int = 2000, n_workers: int = 2,
              executor: str = "processes", compare: bool = True, progress: bool = True) -> int:
-    """Build the data, compare whole processes against MDAnalysis (``compare``), then write the parallel
-    run's CSV, report and plots from a run inside this process (warm, and labelled so)."""
+    """Build the data, compare whole processes (``compare``), then a warm parallel run's CSV, report and plots."""
     from .analysis import RMSD
     from .report.summary import run_summary
     from .run import run

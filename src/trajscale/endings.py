@@ -1,5 +1,4 @@
-"""How a followed run (``run --follow``, an IMD stream) ended: one record per ending, with its exit status
-(docs/following.md's "How a run ends")."""
+"""How a followed run ended: one record per ending, with its exit status (docs/following.md)."""
 
 from __future__ import annotations
 
@@ -40,16 +39,14 @@ class Ending(enum.Enum):
         return self.text.format(detail=detail)
 
     def exit_status(self, signal_number: int | None = None) -> int:
-        """The command's exit status; an interrupted run's is 128 + the signal that stopped it (130 for
-        Ctrl-C, 143 for SIGTERM), as for any interrupted command."""
+        """The command's exit status; an interrupted run's is 128 + the signal, as for any interrupted command."""
         if self is Ending.STOPPED and signal_number:
             return 128 + signal_number
         return self.status
 
 
 class FollowEnded(Exception):
-    """Raised by a snapshot that meets a replaced or shrunk file, or damage, with ``detail`` the one line
-    naming it and ``frames`` the whole frames before it (analysed first)."""
+    """Raised at a replaced or shrunk file, or damage: ``detail`` names it, ``frames`` are the whole ones before it."""
 
     def __init__(self, ending: Ending, detail: str, frames: int = 0) -> None:
         super().__init__(detail)

@@ -139,8 +139,7 @@ class FinishedRounds(Rounds):
 
 
 def frame_range(start: int | None, stop: int | None, n_frames: int, where: str) -> tuple[int, int]:
-    """``[start, stop)`` of ``n_frames`` as ``slice(start, stop)`` takes them (as MDAnalysis's
-    ``AnalysisBase.run`` does); no frame is an error."""
+    """``[start, stop)`` of ``n_frames`` as ``slice(start, stop)`` takes them (as MDAnalysis does); none is an error."""
     if n_frames == 0:
         raise FrameRangeError(f"{where}: has no frames (0 frames stored): nothing to analyse")
     picked = range(n_frames)[slice(start, stop)]
@@ -212,8 +211,7 @@ def prepare(analysis: Analysis, topology, trajectory, options: RunOptions | None
 
 
 class Engine:
-    """One run: its executor, the job prepared on the root, rounds until the :class:`Rounds` end it,
-    the result with its report."""
+    """One run: its executor, the job prepared on the root, rounds until they end, the result with its report."""
 
     def __init__(self, analysis: Analysis, topology, rounds: Rounds, options: RunOptions,
                  on_update: Callable | None = None) -> None:
@@ -310,8 +308,7 @@ class Engine:
         return job, facts
 
     def _prepare_here(self) -> tuple[Job, JobFacts]:
-        """On the root: the job prepared on the source, which is closed, or kept by an executor that runs the
-        tasks here."""
+        """On the root: the job prepared on the source, then closed, or kept by an executor running tasks here."""
         ex, grows = self.ex, self.rounds.grows
         t0 = time.perf_counter()
         source, frames = self.rounds.open(ex.spmd)

@@ -1,5 +1,4 @@
-"""One exception hierarchy for trajscale: user errors derive from :class:`TrajscaleError` and the CLI
-prints them on one line without a traceback; anything else is a bug and keeps its traceback."""
+"""One exception hierarchy: user errors are :class:`TrajscaleError`, said in one line; others keep tracebacks."""
 
 from __future__ import annotations
 
@@ -52,13 +51,11 @@ class NotH5MDError(InputFileError):
 
 
 class NotFollowableError(InputFileError):
-    """A trajectory of a format that cannot be followed while it is written (read whole, no frame count
-    that grows): refused at once, not after waiting for frames."""
+    """A format that cannot be followed while written: refused at once, not after waiting for frames."""
 
 
 class DamagedFileError(InputFileError):
-    """A trajectory that a follower finds damaged where its first whole frame should be: nothing can be
-    analysed, and waiting does not mend it."""
+    """A trajectory damaged where its first whole frame should be: nothing to analyse, and waiting does not mend it."""
 
 
 class OutputError(_PathProblem):

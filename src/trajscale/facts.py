@@ -162,8 +162,7 @@ class LayoutFacts:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> LayoutFacts:
-        """The facts of a report's ``source`` section; a missing key, or a value of the wrong type,
-        is a fact not recorded."""
+        """The facts of a report's ``source``; a missing key or a value of the wrong type is a fact not recorded."""
         if not isinstance(d, Mapping):
             raise TypeError(f"source facts must be a JSON object, not {type(d).__name__}")
         return cls(**{name: read(d.get(name)) for name, read in _READ.items()})

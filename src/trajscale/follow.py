@@ -35,8 +35,7 @@ log = logging.getLogger(__name__)
 
 
 def refuse_unwritten_frames(analysis: Analysis) -> None:
-    """A followed run analyses a trajectory still being written: a reference counted from its end (a
-    negative ``ref_frame``) is a frame not yet written, and refused."""
+    """Refuse a reference counted from the end (a negative ``ref_frame``): in a growing file it is not written yet."""
     ref = analysis.trajectory_frame
     if ref is not None and ref < 0:
         raise ConfigError(f"{analysis.name}: ref_frame {ref} counts from the end of the trajectory, which a "
@@ -51,8 +50,7 @@ def _frames_needed(analysis: Analysis) -> int:
 
 
 class FollowRounds(Rounds):
-    """A trajectory still being written: a round per look that finds new frames, until the run ends
-    (an :class:`~trajscale.endings.Ending` with what the last line says of it)."""
+    """A trajectory still being written: a round per look that finds new frames, until an Ending."""
 
     grows = True
     tasks_per_worker = 1   # a round's new frames are few: one task per worker
@@ -112,8 +110,7 @@ class FollowRounds(Rounds):
             stopping = stop_requested() != 0
 
     def _look(self, job: Job, facts: JobFacts) -> Round | None:
-        """One look at the trajectory: a round of its new frames (with the ending, when this look met
-        one), the ending alone, or None when nothing is new."""
+        """One look: a round of new frames (with an ending this look met), the ending alone, or None."""
         ropts = self.options
         try:
             snap = snapshot(self.trajectory, self.topology, group=ropts.group, assume_units=ropts.assume_units)

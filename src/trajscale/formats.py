@@ -96,8 +96,7 @@ class FormatTraits:
         return bool(self.members) and any(fnmatch.fnmatch(base, p) for p in self.member_patterns)
 
     def partial_frames_policy(self, strict: bool):
-        """The context manager that sets this format's cut-short-frame policy for the process (:attr:`partial_frames`);
-        a no-op for a format without one."""
+        """The context manager setting this format's cut-short-frame policy; a no-op for a format without one."""
         if not self.partial_frames:
             return contextlib.nullcontext()
         return load(self.partial_frames)(strict)
@@ -155,8 +154,7 @@ def traits_for_format(name: str) -> FormatTraits | None:
 
 
 def frames_only_format(mdanalysis_format: str) -> str | None:
-    """The name said of a file in MDAnalysis's format ``mdanalysis_format`` when it holds frames but no atom
-    names, residues or masses (:attr:`FormatTraits.frames_only`); None for one that holds them."""
+    """The name said of a file of ``mdanalysis_format`` that holds frames but no atoms; None for one that does."""
     name = str(mdanalysis_format).upper()
     return next((t.frames_only[name] for t in own_traits() if name in t.frames_only), None)
 
@@ -167,8 +165,7 @@ def expanders() -> dict[str, FormatTraits]:
 
 
 def partial_frames_policy(strict: bool) -> contextlib.ExitStack:
-    """Every format's cut-short-frame policy (``--strict``) for the process, as one context manager; not strict
-    is each format's default, so a format not imported is left alone then."""
+    """Every format's cut-short-frame policy (``--strict``) as one context manager; formats not imported left alone."""
     stack = contextlib.ExitStack()
     for t in own_traits():
         if t.partial_frames and (strict or t.partial_frames.partition(":")[0] in sys.modules):
@@ -177,8 +174,7 @@ def partial_frames_policy(strict: bool) -> contextlib.ExitStack:
 
 
 def read_cost(fmt: str):
-    """The function that costs a run's reads on the layout of a file in format ``fmt``
-    (:attr:`FormatTraits.read_cost`); None where the format's layout is not costed."""
+    """The function that costs a run's reads on a ``fmt`` file's layout; None where it is not costed."""
     found = traits_for_format(fmt)
     return load(found.read_cost) if found is not None and found.read_cost else None
 

@@ -75,16 +75,14 @@ def receive(url: str, out: str, n_atoms: int, *, overwrite: bool = False,
 
 
 def _box_lengths_angles(vectors) -> np.ndarray:
-    """A frame's box vectors as ``[a, b, c, alpha, beta, gamma]`` (MDAnalysis's ``triclinic_box``: imported
-    only by a stream that sends a box, so a receiver of one without starts without MDAnalysis)."""
+    """A frame's box vectors as ``[a, b, c, alpha, beta, gamma]`` (MDAnalysis imported only for a box)."""
     from MDAnalysis.lib.mdamath import triclinic_box
 
     return triclinic_box(*np.asarray(vectors, np.float64))
 
 
 def connection_failure(end: EOFError) -> str | None:
-    """What failed, when imdclient's end of stream came from a failed connection (found in the EOFError's
-    chain); None when the producer closed the connection (IMD cannot tell a killed producer from that)."""
+    """What failed, when imdclient's end of stream came from a failed connection; None when the producer closed it."""
     seen: set[int] = set()
     cause: BaseException | None = end
     while cause is not None and id(cause) not in seen:
@@ -109,8 +107,7 @@ class Receiver:
     said: typing.IO[str]
 
     def ended(self):
-        """How the stream ended, once the receiver has marked its file complete: ``(Ending, detail)``
-        from the receiver's exit status and its last line."""
+        """How the stream ended, once its file is complete: ``(Ending, detail)`` from the receiver's exit."""
         import subprocess
 
         from .endings import Ending

@@ -71,8 +71,7 @@ class SchedulerJob:
     scheduler: str = "slurm"
 
     def time_left(self) -> float | None:
-        """Seconds until the scheduler ends the job: from its end time, else from ``squeue`` (asked once,
-        bounded by :data:`SQUEUE_TIMEOUT_S`); None when neither says (no limit, no ``squeue``)."""
+        """Seconds until the scheduler ends the job (its end time, else ``squeue`` once); None when unknown."""
         if self.end_time is not None:
             return max(0.0, self.end_time - time.time())
         left = _squeue_time_left(self.job_id)
@@ -127,14 +126,12 @@ class Launch:
 
     @property
     def several(self) -> bool:
-        """True when the launcher started more than this one process (a PMIx rank above 0 without a size
-        is evidence enough)."""
+        """True when the launcher started more than this process (a PMIx rank above 0 says it without a size)."""
         return (self.size or 0) > 1 or self.rank > 0
 
     @property
     def independent(self) -> bool:
-        """Several processes that MPI does not see as one world (``srun --mpi=none``): each would run a
-        whole command alone."""
+        """Several processes MPI does not join (``srun --mpi=none``): each would run a whole command alone."""
         return self.several and not self.mpi_sees
 
     @property
@@ -146,8 +143,7 @@ class Launch:
                 "pmix": "a PMIx launcher"}.get(self.launcher, "no launcher")
 
     def fix(self) -> str:
-        """The command that starts ``size`` ranks MPI joins into one world, for this launcher:
-        ``srun --mpi=pmi2 -n N`` under SLURM's srun, else the MPI of this environment's launcher."""
+        """The command that starts ``size`` ranks MPI joins, for this launcher (``srun --mpi=pmi2 -n N`` under srun)."""
         n = self.size if self.size and self.size > 1 else "N"
         if self.launcher == "srun":
             return f"srun --mpi=pmi2 -n {n}"
@@ -179,8 +175,7 @@ def _slurm_job(env: Mapping[str, str]) -> SchedulerJob | None:
 
 
 def _srun_step(env: Mapping[str, str]) -> bool:
-    """True in a task of an ``srun`` step (a batch script has no step of its own: its ``SLURM_NTASKS``
-    and ``SLURM_PROCID`` describe the allocation)."""
+    """True in a task of an ``srun`` step (a batch script's ``SLURM_*`` describe the allocation, not this process)."""
     step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
     return "SLURM_STEP_NUM_TASKS" in env and step is not None and step not in _NOT_STEPS
 
@@ -221,14 +216,12 @@ _STEP_VARS = frozenset({"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_ID",
 
 
 def without_launcher(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` less the launcher's variables: for a helper process this one starts, which would otherwise
-    take itself for a rank of the job (the scheduler's job variables stay)."""
+    """``env`` less the launcher's variables, so a helper process does not take itself for a rank of the job."""
     return {k: v for k, v in env.items() if not k.startswith(_LAUNCHER_PREFIXES) and k not in _STEP_VARS}
 
 
 def parse_time_left(text: str) -> float | None:
-    """Seconds in ``squeue -o %L``'s ``[days-][hours:]minutes:seconds``; None for ``UNLIMITED``,
-    ``NOT_SET``, ``INVALID`` or anything else."""
+    """Seconds in ``squeue -o %L``'s ``[days-][hours:]minutes:seconds``; None for anything else."""
     text = text.strip()
     days, _, clock = text.rpartition("-") if "-" in text else ("0", "", text)
     try:

@@ -91,8 +91,7 @@ def check_mpi_world(size: int) -> None:
 
 
 def check_not_launched(executor: str) -> None:
-    """Refuse a non-MPI run started as one of several processes by a launcher (each would run the whole
-    job); only rank 0's error is printed."""
+    """Refuse a non-MPI run started as one of several processes by a launcher; only rank 0 prints the error."""
     from .errors import ConfigError
 
     launch = current_launch()
@@ -122,8 +121,7 @@ def when_all_arrive(comm, collective, *args, **kwargs):
 
 
 def wait_asleep(ready, between=None, longest: float = 0.02) -> None:
-    """Until ``ready()`` is true, sleeping between looks (0.5 ms, doubling to ``longest``), ``between()``
-    run after each look that found it not ready: an MPI request waited for without spinning a core."""
+    """Until ``ready()``, sleep between looks (0.5 ms doubling to ``longest``), calling ``between()``: no spinning."""
     delay = 0.0005
     while not ready():
         if between is not None:

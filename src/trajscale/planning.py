@@ -71,8 +71,7 @@ def plan_in_parts(edges: Sequence[int], n_tasks: int, align: int = 1, first_part
 
 
 def _whole_parts(edges: Sequence[int], share: float) -> list[FrameRange]:
-    """Consecutive short parts (``edges``: their starts, then the end) as tasks of whole parts:
-    ``round(frames / share)`` of them, each cut at the part start nearest to its balanced cut."""
+    """Consecutive short parts as about ``frames / share`` tasks of whole parts, cut at the nearest part starts."""
     e = np.asarray(edges, dtype=np.int64)
     span = int(e[-1] - e[0])
     m = max(1, round(span / share))
@@ -108,14 +107,12 @@ def topology_with_first_frame(topology, source):
 
 
 def topology_file(topology):
-    """The topology file: ``topology`` itself (a path, or None), or the file an MDAnalysis Universe or
-    AtomGroup given as ``topology`` was built from."""
+    """The topology file: ``topology`` itself, or the file a Universe or AtomGroup given was built from."""
     return topology.universe.filename if _is_mdanalysis_atoms(topology) else topology
 
 
 def _is_mdanalysis_atoms(topology) -> bool:
-    """True for an MDAnalysis Universe or AtomGroup (asked of the object: MDAnalysis is not imported
-    to tell a path from one)."""
+    """True for an MDAnalysis Universe or AtomGroup, told without importing MDAnalysis."""
     return hasattr(topology, "select_atoms")
 
 
@@ -155,6 +152,5 @@ class AnalysisTopology:
 
     @property
     def build_seconds(self) -> float:
-        """Seconds spent building a Universe from the topology file on first use (0 when the selection
-        cache answered, or when a Universe was given or came with the trajectory: timed where it was made)."""
+        """Seconds building a Universe from the topology file (0 when not built here)."""
         return self._built.t_build if self._built is not None else 0.0

@@ -17,8 +17,7 @@ from .errors import ConfigError, InputFileError
 
 
 def command_analyses(plugins: bool = False) -> dict[str, type]:
-    """Name -> class of every registered analysis that has a command (``Analysis.command``); ``plugins``:
-    with those other packages register (looked for only when a name is not known without them)."""
+    """Name -> class of every analysis with a command; ``plugins``: other packages' too."""
     from .analysis import registered
 
     return {name: cls for name, cls in registered(plugins).items() if cls.command is not None}
@@ -26,8 +25,7 @@ def command_analyses(plugins: bool = False) -> dict[str, type]:
 
 @dataclass(frozen=True)
 class Planned:
-    """One analysis of a run: its command's name, the analysis, its ``--out`` (None: not saved) and the
-    selection its ``select`` option was given (None: the analysis's default)."""
+    """One analysis of a run: its command, the analysis, its ``--out`` and its ``select`` (None: not given)."""
 
     name: str
     analysis: object

@@ -31,8 +31,7 @@ __all__ = ["as_completed_polling", "check_start_method", "choose_start_method", 
 
 
 def fork_is_safe() -> bool:
-    """True when the default is to fork workers now: nothing :func:`fork_refusal` refuses a fork for,
-    and nothing else :func:`holds_unforkable` finds (an HDF5 file open here, even for reading)."""
+    """True when the default is to fork workers now: no :func:`fork_refusal` and no :func:`holds_unforkable`."""
     return fork_refusal() is None and holds_unforkable() is None
 
 
@@ -148,8 +147,7 @@ def choose_start_method(requested: str | None = None, *, late: bool = False, unf
 
 
 def _stop_progress_monitors() -> None:
-    """End tqdm's monitor thread, which only refreshes stalled bars: another library's bar leaves it sleeping
-    for ever, and a running thread rules fork out."""
+    """End tqdm's monitor thread: another library's bar leaves it sleeping, and a running thread rules fork out."""
     tmonitor = getattr(sys.modules.get("tqdm._monitor"), "TMonitor", None)
     if tmonitor is None:
         return
@@ -160,8 +158,7 @@ def _stop_progress_monitors() -> None:
 
 
 def check_start_method(method: str) -> None:
-    """Refuse, in one line, a start method this platform does not have (whether it is safe is judged when
-    the workers start: :func:`choose_start_method`)."""
+    """Refuse, in one line, a start method this platform does not have (its safety is judged at the start)."""
     methods = mp.get_all_start_methods()
     if method not in methods:
         raise ConfigError(f"start method {method!r} is not available here; choose one of {', '.join(methods)}")
@@ -220,8 +217,7 @@ def sigint_blocked():
 
 
 def quiet_worker() -> None:
-    """Worker initializer: Ctrl-C is the parent's to handle (it stops the pool) while the parent
-    lives; the worker dies with its parent (:func:`die_with_parent`)."""
+    """Worker initializer: Ctrl-C is the parent's while it lives; the worker dies with its parent."""
     die_with_parent()
     signal.signal(signal.SIGINT, _sigint_in_worker)
     if hasattr(signal, "pthread_sigmask"):
@@ -229,8 +225,7 @@ def quiet_worker() -> None:
 
 
 def _sigint_in_worker(signum, frame) -> None:
-    """Ctrl-C reaches the whole process group: the parent stops the pool.  A worker whose parent is
-    gone has nobody to stop it, so it ends here."""
+    """Ctrl-C reaches the whole group and the parent stops the pool; a worker whose parent is gone ends here."""
     if not parent_alive():
         os._exit(128 + signum)
 
@@ -289,8 +284,7 @@ def parent_alive() -> bool:
 
 
 def as_completed_polling(futures, every: Callable[[], None] | None = None):
-    """``as_completed``, waking every 0.1 s to act on a Ctrl-C/SIGTERM the CLI recorded (and to call
-    ``every()``: progress told otherwise than by futures)."""
+    """``as_completed``, waking every 0.1 s to act on a recorded stop signal and to call ``every()``."""
     pending = set(futures)
     while pending:
         done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)

@@ -18,8 +18,7 @@ PROGRESS_LINE_DELAY = 2.0
 
 def progress_bar(total: int, enabled: bool, desc: str = "tasks", unit: str = "task", initial: int = 0,
                  leave: bool = False):
-    """A context manager with ``update(n)``, ``show(n_done)`` and ``n``: a tqdm bar where stderr is a terminal,
-    log lines where it is not, a no-op when not ``enabled`` (``--no-progress``, ``-q``)."""
+    """A tqdm bar on a terminal, log lines elsewhere, a no-op unless ``enabled``; ``update(n)``, ``show(n)``."""
     if not enabled:
         return _NoProgress(total, initial)
     if not sys.stderr.isatty():

@@ -80,8 +80,7 @@ def run(analysis: Analysis | list[Analysis], topology=None, trajectory=None, *, 
 
 
 def _ensemble_of(topology, trajectory, ensemble):
-    """The ensemble a run is over: ``ensemble=``, or the ``topology`` argument given without a trajectory (the
-    earlier spelling); None for one trajectory."""
+    """The ensemble a run is over: ``ensemble=``, or a ``topology`` given without a trajectory; None for one."""
     from .errors import ConfigError
 
     if ensemble is not None:
@@ -95,8 +94,7 @@ def _ensemble_of(topology, trajectory, ensemble):
 
 
 def _grouped(analysis: Analysis | list[Analysis]) -> Analysis:
-    """Several analyses: one :class:`~trajscale.analysis.group.AnalysisGroup`, a pass over the union of their
-    atoms (imported only then: a run of one analysis does not make its records)."""
+    """Several analyses: one :class:`~trajscale.analysis.group.AnalysisGroup`, a pass over their atoms' union."""
     if not isinstance(analysis, list | tuple):
         return analysis
     from .analysis.group import AnalysisGroup
@@ -120,8 +118,7 @@ def _listed(trajectory) -> list:
 
 
 def rounds_for(analysis: Analysis, topology, trajectory, options: RunOptions) -> Rounds:
-    """What decides the run's rounds, chosen once: a stream's frames as they arrive, a followed file's
-    as it grows, or a finished trajectory's in one round."""
+    """What decides the run's rounds: a stream, a followed file, or a finished trajectory in one round."""
     if not is_stream(trajectory) and options.follow is None:
         return FinishedRounds(trajectory, topology, options)
     remote = [t for t in _listed(trajectory) if not is_local(t)]   # the locations say it: nothing opened yet

@@ -105,8 +105,7 @@ class RunOptions:
 
     @classmethod
     def from_keywords(cls, options: RunOptions | None = None, keywords: Mapping[str, object] = ()) -> RunOptions:
-        """``options`` (None: the defaults) with ``keywords`` in place of its fields; a keyword that
-        names no field is an executor option, added to ``options.executor_options``."""
+        """``options`` with ``keywords`` in place of its fields; other keywords are executor options."""
         if options is not None and not isinstance(options, RunOptions):
             raise ConfigError(f"options must be a trajscale.RunOptions, got {type(options).__name__}")
         base = options if options is not None else cls()
@@ -120,8 +119,7 @@ class RunOptions:
         return dataclasses.replace(base, **given, executor_options=merged)
 
     def tasks_for(self, ex: Executor, per_worker: int) -> int:
-        """Tasks to cut the frames into: ``n_tasks``, else ``tasks_per_worker`` (default ``per_worker``)
-        for each of ``ex``'s workers; one on the serial executor."""
+        """Tasks to cut the frames into: ``n_tasks``, else ``tasks_per_worker`` per worker; one on serial."""
         if self.n_tasks:
             return self.n_tasks
         one = ex.traits is not None and ex.traits.workers == "one"
@@ -221,8 +219,7 @@ class JobFacts:
     @classmethod
     def of(cls, source: Source, atoms: np.ndarray | None, frame_bytes: int, frames: range, t_init_top: float,
            topology: object = None, cost: FrameCost | None = None) -> JobFacts:
-        """The facts of a job reading ``atoms`` (None: all) of ``frames`` from ``source``, whose analysis
-        declares ``cost`` per frame."""
+        """The facts of a job reading ``atoms`` (None: all) of ``frames`` from ``source`` at ``cost`` per frame."""
         n_read = source.n_atoms if atoms is None else len(atoms)
         span = n_read if not n_read or atoms is None else int(atoms[-1] - atoms[0]) + 1
         return cls(start=frames.start, stop=frames.stop, step=frames.step, n_atoms=n_read, frame_bytes=frame_bytes,
@@ -237,8 +234,7 @@ class JobFacts:
         return len(range(self.start, self.stop, self.step))
 
     def plan(self, n_tasks: int, n_workers: int, max_block_bytes: int) -> list[FrameRange]:
-        """The frames cut into about ``n_tasks`` tasks of at most ``max_block_bytes`` each
-        (:func:`~trajscale.planning.plan_tasks`, or :func:`~trajscale.planning.plan_strided_tasks`)."""
+        """The frames cut into about ``n_tasks`` tasks of at most ``max_block_bytes`` each."""
         if self.step > 1:
             return plan_strided_tasks(self.start, self.stop, self.step, n_tasks, self.frame_bytes, n_workers,
                                       max_block_bytes, self.part_starts)

@@ -40,8 +40,7 @@ class CommGroup:
 
 
 def share(group, make: Callable[[], object], what: str, then_share: bool = False):
-    """``make()`` run on the root of ``group``, its value handed to every process (the module's rules).
-    ``then_share``: every process's next collective is another share, which the root owes from now."""
+    """``make()`` run on the root, its value handed to every process; ``then_share``: the root owes the next share."""
     got = None
     if group.is_root:
         share_settled(group)
@@ -83,8 +82,7 @@ def _owe(group) -> None:
 
 
 def share_interruption(exc: BaseException) -> None:
-    """The root ends on ``exc`` while it owes a share: a Ctrl-C or SIGTERM (``KeyboardInterrupt``,
-    ``SystemExit``) is handed to the processes waiting in the share it owes, which end as it does."""
+    """The root ends on a stop signal while it owes a share: handed to the processes waiting in it."""
     if isinstance(exc, KeyboardInterrupt | SystemExit):
         while _owed:
             _owed.pop().broadcast(exc)
@@ -93,7 +91,6 @@ def share_interruption(exc: BaseException) -> None:
 
 
 def share_settled(group) -> None:
-    """``group``'s root shares now, or its processes meet in collectives of their own: it owes nothing
-    more (nor does another group of the same communicator)."""
+    """``group``'s root shares now, or its processes meet in collectives of their own: it owes nothing more."""
     comm = getattr(group, "comm", group)
     _owed[:] = [g for g in _owed if g is not group and getattr(g, "comm", g) is not comm]

@@ -119,8 +119,7 @@ def slow_start_for_tests(rank: int | None = None) -> None:
 
 
 def runs_start_at_call() -> None:
-    """Time this process's next runs from their call, not from the process's start (a process that did
-    other work first, as ``trajscale demo`` does)."""
+    """Time this process's next runs from their call, not its start (for a process that did other work first)."""
     _TIMED_RUNS.add(os.getpid())
 
 
@@ -171,8 +170,7 @@ class ProcessTimeline:
 
 
 def cpu_facts(pid: int = 0) -> tuple[int, str]:
-    """``(cpus, affinity)`` of process ``pid`` (0: this one): the CPUs of its host, and those it may run
-    on as Linux lists them (``"0-3,8"``; every CPU where the OS cannot tell)."""
+    """``(cpus, affinity)`` of process ``pid``: its host's CPUs and those it may run on (``"0-3,8"``)."""
     cpus = os.cpu_count() or 0
     try:
         allowed = sorted(os.sched_getaffinity(pid))

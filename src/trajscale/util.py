@@ -53,8 +53,7 @@ def is_url(path) -> bool:
 
 
 def cache_root() -> Path:
-    """The folder of trajscale's on-disk caches (parsed topologies, remote objects' offsets and metadata):
-    ``$TRAJSCALE_CACHE_DIR``, else ``$XDG_CACHE_HOME/trajscale``, else ``~/.cache/trajscale``."""
+    """trajscale's cache folder: ``$TRAJSCALE_CACHE_DIR``, else ``$XDG_CACHE_HOME/trajscale``, else ``~/.cache``'s."""
     root = os.environ.get("TRAJSCALE_CACHE_DIR")
     if root:
         return Path(root)
@@ -62,8 +61,7 @@ def cache_root() -> Path:
 
 
 def why_untrusted(st: os.stat_result) -> str | None:
-    """Why a cache folder or entry with this stat must not be trusted (another user's, or others may
-    write it), or None."""
+    """Why a cache entry or folder with this stat is not trusted (another user's, or others may write it), or None."""
     if st.st_uid != os.getuid():
         return f"owned by uid {st.st_uid}, not by you"
     who = [w for w, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if st.st_mode & bit]
@@ -86,8 +84,7 @@ def is_hdf5(path: str | os.PathLike) -> bool:
 
 
 def check_input_file(path: str | os.PathLike) -> None:
-    """Raise InputFileError if ``path`` is missing, a directory or empty (a URL's object is checked by
-    its first request)."""
+    """Raise InputFileError if ``path`` is missing, a directory or empty (a URL's is checked by its first request)."""
     if is_url(path):
         return
     p = Path(path)
@@ -236,8 +233,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
-    """Remove ``.NAME.tmp-PID@HOST`` files of ``folder`` whose process on this host is gone, owned by this
-    user only; returns the removed paths."""
+    """Remove this user's ``.NAME.tmp-PID@HOST`` files in ``folder`` whose process here is gone; return them."""
     removed = []
     try:
         entries = list(os.scandir(folder))
@@ -291,8 +287,7 @@ def fsync_path(path: Path, directory: bool = False) -> None:
 
 
 def check_script_output(prog: str, path: str | os.PathLike, overwrite: bool) -> None:
-    """For a command-line script (the benchmarks): an output refused before any work, because it exists
-    without ``overwrite`` or its folder is missing, is one line naming it and exit status 1."""
+    """For a benchmark script: an output existing without ``overwrite`` or in a missing folder, one line and exit 1."""
     try:
         check_output_path(path, overwrite=overwrite)
     except OutputError as exc:
@@ -300,8 +295,7 @@ def check_script_output(prog: str, path: str | os.PathLike, overwrite: bool) -> 
 
 
 def write_script_json(prog: str, path: str | os.PathLike, obj, overwrite: bool) -> None:
-    """``obj`` as JSON at ``path`` for a command-line script: a temporary name, fsync, rename (a reader
-    never sees half of it); refused as :func:`check_script_output` refuses."""
+    """``obj`` as JSON at ``path`` for a script, atomically (refused as :func:`check_script_output` refuses)."""
     import json
 
     try:
@@ -399,8 +393,7 @@ def raise_if_stopped() -> None:
 
 
 def slow_phase_for_tests(phase: str, worker: str) -> None:
-    """Sleep as ``TRAJSCALE_TEST_SLOW_READ`` / ``_COMPUTE`` ask (:mod:`trajscale.timeline`); ``phase`` is
-    ``"read"`` or ``"compute"``, ``worker`` the task's worker name (``"rank 2"``)."""
+    """Sleep as ``TRAJSCALE_TEST_SLOW_READ`` / ``_COMPUTE`` ask; ``phase`` is ``"read"`` or ``"compute"``."""
     spec = os.environ.get(f"TRAJSCALE_TEST_SLOW_{phase.upper()}")
     if not spec:
         return

@@ -82,8 +82,7 @@ class Row:
 
     @property
     def cpu_ratio(self) -> float:
-        """MDAnalysis CPU seconds / trajscale CPU seconds, median of the pairs (steadier than wall on a
-        loaded machine, blind to waiting and to parallelism)."""
+        """MDAnalysis / trajscale CPU seconds, median of the pairs (steadier than wall, blind to parallelism)."""
         return statistics.median(m / t for t, m in zip(self.trajscale.cpu, self.mdanalysis.cpu, strict=False))
 
 
@@ -199,8 +198,7 @@ class Pairs:
         return wall
 
     def run(self, pairs: int = 5, warmup: int = 1, progress=None) -> None:
-        """Every row: ``warmup`` uncounted pairs, then ``pairs`` counted ones; a row that needs the caches filled
-        gets one uncounted run first."""
+        """Every row: ``warmup`` uncounted pairs, then ``pairs`` counted ones (caches filled first where needed)."""
         for row in self.rows:
             if progress:
                 progress(row.label)
