@@ -58,12 +58,6 @@ class Diagnosis:
         """Serial preparation and reduction plus the time outside tasks, in seconds."""
         return report.t_prepare + report.t_reduce + self.t_outside
 
-    @property
-    def dominant_phase(self) -> str | None:
-        """The phase with the largest summed time, or None if nothing was timed."""
-        best = max(self.totals, key=self.totals.get, default=None)
-        return best if best is not None and self.totals[best] > 0 else None
-
     def to_dict(self) -> dict:
         """JSON-friendly dict; infinities become the string ``"inf"``."""
         return json_safe(asdict(self))
