@@ -10,9 +10,8 @@ from typing import ClassVar
 
 
 class _LazyPackage(types.ModuleType):
-    """A package whose exported names stay bound to their objects when a same-named submodule loads
-    (``import trajscale.run`` would rebind ``trajscale.run`` to the module); the submodule stays in
-    ``sys.modules``."""
+    """A package whose exported names stay bound to their objects when a same-named submodule loads (``import
+    trajscale.run`` would rebind ``trajscale.run`` to the module); the submodule stays in ``sys.modules``."""
 
     _lazy_exports: ClassVar[dict] = {}   # set per package (an instance attribute) by attach
 

@@ -1,8 +1,7 @@
 """The installed distribution's version (package metadata), importable from any layer.
 
-Read on first use (``__version__`` through PEP 562, or :func:`version`):
-``importlib.metadata`` scans every ``sys.path`` folder for distributions, so
-a process that never prints or writes the version does not pay for it.
+Read on first use (``__version__`` through PEP 562, or :func:`version`): ``importlib.metadata`` scans every
+``sys.path`` folder for distributions, so a process that never prints or writes the version does not pay for it.
 """
 
 from __future__ import annotations

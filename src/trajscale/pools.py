@@ -46,10 +46,9 @@ _RESET_IN_CHILD = frozenset({"QueueFeederThread"})
 def fork_refusal() -> str | None:
     """Why this process, as it is now, must not fork a worker even when asked to, or None.
 
-    Judged from the process's live state: no POSIX fork (or macOS), another thread running (a lock it
-    holds would stay held in the child), MPI initialised, a URL client's runtime, an HDF5 file open for
-    writing.  A file open for reading only is no reason to refuse, but the default does not fork then
-    (:func:`fork_is_safe`)."""
+    Judged from the process's live state: no POSIX fork (or macOS), another thread running (a lock it holds would
+    stay held in the child), MPI initialised, a URL client's runtime, an HDF5 file open for writing.  A file open
+    for reading only is no reason to refuse, but the default does not fork then (:func:`fork_is_safe`)."""
     if not hasattr(os, "fork"):
         return "this platform has no fork"
     if sys.platform == "darwin":
@@ -126,11 +125,10 @@ def holds_unforkable(writing_only: bool = False) -> str | None:
 def choose_start_method(requested: str | None = None, *, late: bool = False, unforkable: str | None = None) -> str:
     """How the workers of a pool started now start: the one rule for every worker process trajscale makes.
 
-    ``requested``, else ``$TRAJSCALE_START_METHOD``, else fork where :func:`fork_refusal` finds no reason
-    not to, else forkserver (spawn where there is none).  ``late``: the job is prepared, and a forkserver
-    serves it more cheaply: not forked unless asked for.  ``unforkable``: why forking will be unsafe when
-    the workers start (a Dask event loop's thread).  An explicit ``fork`` where it is unsafe is refused in
-    one line, not obeyed."""
+    ``requested``, else ``$TRAJSCALE_START_METHOD``, else fork where :func:`fork_refusal` finds no reason not to,
+    else forkserver (spawn where there is none).  ``late``: the job is prepared, and a forkserver serves it more
+    cheaply: not forked unless asked for.  ``unforkable``: why forking will be unsafe when the workers start (a Dask
+    event loop's thread).  An explicit ``fork`` where it is unsafe is refused in one line, not obeyed."""
     method = requested or os.environ.get("TRAJSCALE_START_METHOD") or None
     if method is not None:
         check_start_method(method)
@@ -173,10 +171,9 @@ def process_pool(n_workers: int, *, start_method: str | None = None, initializer
                  preload: tuple[str, ...] = ()):
     """A ``ProcessPoolExecutor`` of ``n_workers`` local worker processes: the only place one is made.
 
-    Yields ``(pool, start_method)`` while its workers start, SIGINT held and the main module hidden;
-    submit the first tasks inside the block (a forked pool starts its workers on submit).  The caller
-    shuts the pool down.  A forkserver imports ``preload`` once; ``initializer`` is :func:`quiet_worker`
-    or one that calls it."""
+    Yields ``(pool, start_method)`` while its workers start, SIGINT held and the main module hidden; submit the
+    first tasks inside the block (a forked pool starts its workers on submit).  The caller shuts the pool down.  A
+    forkserver imports ``preload`` once; ``initializer`` is :func:`quiet_worker` or one that calls it."""
     from concurrent.futures import ProcessPoolExecutor
 
     method = choose_start_method(start_method)

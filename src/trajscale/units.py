@@ -1,9 +1,8 @@
 """Unit tables: H5MD unit strings, their exact factors to trajscale's units, and unit systems.
 
-trajscale's units are MDAnalysis's: Å, ps, Å/ps and kJ/(mol Å).  Every entry is checked against
-``MDAnalysis.units`` in tests/h5md/test_units.py.  A unit is never guessed: a dataset without a
-``unit`` attribute is refused unless the user states the unit system (:data:`ASSUMABLE`), and an
-unknown string is an error naming it."""
+trajscale's units are MDAnalysis's: Å, ps, Å/ps and kJ/(mol Å).  Every entry is checked against ``MDAnalysis.units``
+in tests/h5md/test_units.py.  A unit is never guessed: a dataset without a ``unit`` attribute is refused unless the
+user states the unit system (:data:`ASSUMABLE`), and an unknown string is an error naming it."""
 
 from __future__ import annotations
 

@@ -76,13 +76,12 @@ def estimate_seconds(job: JobSize) -> tuple[float, float]:
 
 
 def choose_executor(job: JobSize, n_workers: int | None = None) -> tuple[str, str]:
-    """``(name, why)`` for ``executor="auto"``: the lighter of its ``picks`` (serial) unless the heavier's
-    workers (a process pool) save more than they take to start.
+    """``(name, why)`` for ``executor="auto"``: the lighter of its ``picks`` (serial) unless the heavier's workers
+    (a process pool) save more than they take to start.
 
-    The work is the analysis's declared ``frame_cost``, its decoding, and reading its bytes; bytes fetched
-    over a network come no faster from more processes, so there only the compute is shared work.  The
-    pool starts after the choice, so not by fork (:func:`late_start_method`): its start is weighed at a
-    forkserver's cost."""
+    The work is the analysis's declared ``frame_cost``, its decoding, and reading its bytes; bytes fetched over a
+    network come no faster from more processes, so there only the compute is shared work.  The pool starts after the
+    choice, so not by fork (:func:`late_start_method`): its start is weighed at a forkserver's cost."""
     import os
 
     light, heavy = executor_traits("auto").picks

@@ -72,9 +72,8 @@ def _key(config: dict) -> tuple:
 
 
 def _config_paths(config: dict) -> list[str]:
-    """The files a source config names; not a segmented source's parts (stat-ing every part of a
-    10,000-part chain per task is a metadata storm: :meth:`~trajscale.sources.base.Source.refresh`
-    checks the parts a task reads)."""
+    """The files a source config names; not a segmented source's parts (stat-ing every part of a 10,000-part chain
+    per task is a metadata storm: :meth:`~trajscale.sources.base.Source.refresh` checks the parts a task reads)."""
     paths = [config[k] for k in ("path", "index", "topology") if isinstance(config.get(k), (str, os.PathLike))]
     return [str(p) for p in paths] + [str(p) for p in config.get("trajectories") or ()]
 
@@ -271,11 +270,10 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None,
              then: FrameRange | None = None) -> tuple[object, TaskTiming]:
     """Read frames ``[start, stop)`` and map them, block by block; return the partial and its timings.
 
-    Blocks hold at most ``job.block_frames`` frames (the reused read buffer bounds the worker's memory).
-    While a block is mapped, the source is told the next read (:meth:`~trajscale.sources.base.Source.prefetch`):
-    the task's next block, or the first block of ``then``, the task this worker runs next.  A stop signal
-    ends the task between blocks.  User errors keep their type; anything else becomes a TaskError naming
-    the worker and the frame range.
+    Blocks hold at most ``job.block_frames`` frames (the reused read buffer bounds the worker's memory). While a
+    block is mapped, the source is told the next read (:meth:`~trajscale.sources.base.Source.prefetch`): the task's
+    next block, or the first block of ``then``, the task this worker runs next.  A stop signal ends the task between
+    blocks.  User errors keep their type; anything else becomes a TaskError naming the worker and the frame range.
     """
     host, pid = host_and_pid()
     t_start = mark_ready()   # a no-op after the worker's warm-up or first task: its start-up
@@ -423,11 +421,10 @@ def sendable(job: Job) -> bytes:
 
 
 class Executor(ABC):
-    """Where tasks run: :meth:`map_tasks` runs them and brings their results home, :meth:`close` ends
-    the workers.
+    """Where tasks run: :meth:`map_tasks` runs them and brings their results home, :meth:`close` ends the workers.
 
-    What the rest of trajscale needs to know of an executor is declared, never probed: here as class
-    attributes and properties, and in its registry entry (:attr:`traits`), which gives it its :attr:`name`.
+    What the rest of trajscale needs to know of an executor is declared, never probed: here as class attributes and
+    properties, and in its registry entry (:attr:`traits`), which gives it its :attr:`name`.
     """
 
     #: Its registry entry, found by the class's import path; a subclass outside the registry keeps its parent's.

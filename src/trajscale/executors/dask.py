@@ -91,16 +91,16 @@ def _pop_times(keys: list[str], dask_scheduler=None) -> dict[str, tuple]:
 class DaskExecutor(Executor):
     """Tasks on Dask workers.
 
-    The cluster comes from :func:`trajscale.clusters.dask_cluster`, the one place trajscale makes or
-    reaches one: an embedded LocalCluster (default), a running scheduler (``scheduler``), workers as
-    SLURM jobs (``cluster="slurm"``), or a Client given.
+    The cluster comes from :func:`trajscale.clusters.dask_cluster`, the one place trajscale makes or reaches one: an
+    embedded LocalCluster (default), a running scheduler (``scheduler``), workers as SLURM jobs
+    (``cluster="slurm"``), or a Client given.
 
     Parameters
     ----------
     n_workers
-        Workers of the embedded LocalCluster (default: the CPU count), or of the SLURM cluster
-        (``jobs`` default to enough of them).  With ``scheduler`` or ``client``: the worker count used
-        to plan tasks (default: the workers connected now).
+        Workers of the embedded LocalCluster (default: the CPU count), or of the SLURM cluster (``jobs`` default to
+        enough of them).  With ``scheduler`` or ``client``: the worker count used to plan tasks (default: the
+        workers connected now).
     scheduler
         Address of a running scheduler (``"tcp://host:port"``).
     client
@@ -108,19 +108,18 @@ class DaskExecutor(Executor):
     threads_per_worker
         Threads per LocalCluster worker (HDF5 serialises threads: keep 1).
     retries
-        Times a task is resubmitted after Dask gave up on it because its
-        workers kept dying (``KilledWorker``).  Errors raised by the task
-        itself (bad coordinates, a bad selection, a bug) are never retried.
+        Times a task is resubmitted after Dask gave up on it because its workers kept dying (``KilledWorker``).
+        Errors raised by the task itself (bad coordinates, a bad selection, a bug) are never retried.
     scheduler_timeout
         Seconds to wait for ``scheduler`` before one error says it cannot be reached (default 10).
     cluster
-        ``"local"`` (default) or ``"slurm"``: a scheduler in this process whose workers are SLURM jobs
-        submitted by dask-jobqueue's ``SLURMCluster``, cancelled by :meth:`close`.
+        ``"local"`` (default) or ``"slurm"``: a scheduler in this process whose workers are SLURM jobs submitted by
+        dask-jobqueue's ``SLURMCluster``, cancelled by :meth:`close`.
     **slurm
-        The SLURM cluster's jobs (:class:`trajscale.clusters.SlurmJobs`): ``jobs`` (how many), ``cores``
-        (of each, one single-threaded worker per core), ``memory`` (``"4GB"``), ``walltime``
-        (``"01:00:00"``), ``queue`` (the partition), ``job_extra`` (further ``#SBATCH`` directives) and
-        ``wait`` (seconds to wait for every worker; default: as long as the queue takes).
+        The SLURM cluster's jobs (:class:`trajscale.clusters.SlurmJobs`): ``jobs`` (how many), ``cores`` (of each,
+        one single-threaded worker per core), ``memory`` (``"4GB"``), ``walltime`` (``"01:00:00"``), ``queue`` (the
+        partition), ``job_extra`` (further ``#SBATCH`` directives) and ``wait`` (seconds to wait for every worker;
+        default: as long as the queue takes).
     """
 
     def __init__(self, n_workers: int | None = None, scheduler: str | None = None, client=None,

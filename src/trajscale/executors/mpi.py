@@ -60,10 +60,9 @@ class MPIExecutor(Executor):
     comm
         Communicator (default ``MPI.COMM_WORLD``).
     driver
-        HDF5 driver for H5MD sources: ``"mpio"`` (parallel HDF5, every rank
-        opens the file collectively), ``None`` (HDF5's default driver, each
-        rank opens the file read-only on its own) or ``"auto"`` (``"mpio"``
-        where h5py is built with MPI).
+        HDF5 driver for H5MD sources: ``"mpio"`` (parallel HDF5, every rank opens the file collectively), ``None``
+        (HDF5's default driver, each rank opens the file read-only on its own) or ``"auto"`` (``"mpio"`` where h5py
+        is built with MPI).
     collective
         Collective MPI-IO reads (``driver="mpio"`` only).
     """

@@ -46,8 +46,7 @@ class ProcessExecutor(Executor):
     n_workers
         Worker processes (default: the CPU count).
     start_method
-        ``"fork"``, ``"forkserver"`` or ``"spawn"``; default: fork where it is
-        safe, decided when the pool starts.
+        ``"fork"``, ``"forkserver"`` or ``"spawn"``; default: fork where it is safe, decided when the pool starts.
     """
 
     polls_for_stop = True   # checks for a recorded Ctrl-C between tasks

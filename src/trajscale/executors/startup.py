@@ -103,9 +103,8 @@ def note_task(task: int) -> None:
 
 
 def task_imports(modules: tuple[str, ...] = ()) -> None:
-    """Import what every task imports and ``modules`` (the job's format's reader), and nothing of another
-    format.  Called in the parent before it forks: forked workers inherit them instead of each importing
-    them again."""
+    """Import what every task imports and ``modules`` (the job's format's reader), and nothing of another format.
+    Called in the parent before it forks: forked workers inherit them instead of each importing them again."""
     import importlib
 
     from . import base  # noqa: F401

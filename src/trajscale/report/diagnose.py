@@ -71,9 +71,8 @@ def measure(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
     report
         The run to diagnose.
     baseline
-        Optional serial or N=1 run of the same job; gives S(N) = t1 / tN and
-        E(N) = S(N) / N from the reports' ``t_total`` (for a baseline with
-        N_b > 1 workers, E(N) = S(N) x N_b / N).
+        Optional serial or N=1 run of the same job; gives S(N) = t1 / tN and E(N) = S(N) / N from the reports'
+        ``t_total`` (for a baseline with N_b > 1 workers, E(N) = S(N) x N_b / N).
 
     Returns
     -------

@@ -134,29 +134,25 @@ def plot_report(reports: Sequence[RunReport] | RunReport, path: str | os.PathLik
     Parameters
     ----------
     reports
-        One report, or several of the same job at different worker counts N.
-        Each gets a panel of stacked bars (one bar per worker, one colour per
-        phase); with several, a row with S(N) and E(N) relative to the report
-        with the smallest N is added.
+        One report, or several of the same job at different worker counts N. Each gets a panel of stacked bars (one
+        bar per worker, one colour per phase); with several, a row with S(N) and E(N) relative to the report with
+        the smallest N is added.
     path
-        Output image; the format follows the suffix (PNG, PDF, SVG).  Written
-        to a temporary name and renamed when complete.
+        Output image; the format follows the suffix (PNG, PDF, SVG).  Written to a temporary name and renamed when
+        complete.
     dpi
         Resolution of raster outputs.
     baseline
-        Optional serial or N=1 report: the scaling panel is relative to it
-        instead of the smallest N among ``reports`` (and is drawn even for
-        one report).
+        Optional serial or N=1 report: the scaling panel is relative to it instead of the smallest N among
+        ``reports`` (and is drawn even for one report).
 
     Returns
     -------
     dict
-        ``path``, ``n_bars`` (bar segments drawn), ``bars_per_panel`` and
-        ``n_axes``, counted from the figure before it was saved; ``panels``
-        (per report: worker names, bar tops, the straggler limit drawn,
-        stragglers marked), ``processes`` (per report with a process record:
-        its wall and the seconds its phases cover) and ``scaling_series``
-        (executor -> [(N, S(N))]).
+        ``path``, ``n_bars`` (bar segments drawn), ``bars_per_panel`` and ``n_axes``, counted from the figure before
+        it was saved; ``panels`` (per report: worker names, bar tops, the straggler limit drawn, stragglers marked),
+        ``processes`` (per report with a process record: its wall and the seconds its phases cover) and
+        ``scaling_series`` (executor -> [(N, S(N))]).
     """
     import matplotlib
 

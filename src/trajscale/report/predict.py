@@ -1,13 +1,12 @@
 """Predict the same run at N ranks from one run's own report (``trajscale report --predict``).
 
-The model (its equations and assumptions: docs/scaling.md) is fitted from what the report(s)
-measured, for a :class:`~trajscale.report.machine.Machine`: this machine by default, or one the user
-names (``--nodes`` x ``--cores-per-node``, ``--storage-gbps``, ``--metadata-ms``, or a profile written
-by ``trajscale probe``).  Each of N ranks runs ``q = ceil(T/N)`` of the T tasks; t_wall(N) is the
-fixed costs, the workers' start (the machine's launch line), the slowest rank's metadata, read and
-compute terms, and the communication of a tree collective plus the bytes moved.  Beyond the cores
-workers share them, but a worker that has finished frees its core.  A straggler seen in the report
-is assumed to be present in the larger run too.
+The model (its equations and assumptions: docs/scaling.md) is fitted from what the report(s) measured, for a
+:class:`~trajscale.report.machine.Machine`: this machine by default, or one the user names (``--nodes`` x
+``--cores-per-node``, ``--storage-gbps``, ``--metadata-ms``, or a profile written by ``trajscale probe``).  Each of
+N ranks runs ``q = ceil(T/N)`` of the T tasks; t_wall(N) is the fixed costs, the workers' start (the machine's
+launch line), the slowest rank's metadata, read and compute terms, and the communication of a tree collective plus
+the bytes moved.  Beyond the cores workers share them, but a worker that has finished frees its core.  A straggler
+seen in the report is assumed to be present in the larger run too.
 """
 
 from __future__ import annotations
