@@ -18,10 +18,8 @@ from .block import FrameRange, sorted_unique, split_frames
 from .errors import AtomCountMismatchError
 from .topology import CachedUniverse, load_universe
 
-#: Default budget of one block: the frames a worker reads and maps at once, and
-#: the size of a task (bigger runs are cut into more tasks).  128 MB was the fastest of 32, 64, 128 and
-#: 256 MB for an all-atom RMSF of 1,000 frames of AdK in water on the 2-core VM (whole processes, paired:
-#: 256 MB took 1.33x the wall and 1.22x the CPU, its larger buffers costing page faults; 64 MB 1.29x).
+#: Default budget of one block: the frames a worker reads and maps at once, and the size of a task (bigger
+#: runs are cut into more tasks); larger buffers cost page faults, smaller ones more reads (docs/benchmarks.md).
 MAX_BLOCK_BYTES = 128 * 1024**2
 MAX_TASK_BYTES = MAX_BLOCK_BYTES
 

@@ -35,11 +35,9 @@ def fork_is_safe() -> bool:
     return fork_refusal() is None and holds_unforkable() is None
 
 
-#: Threads whose owner makes them safe across a fork: a multiprocessing queue's feeder (a finished
-#: DataLoader epoch leaves its queues' feeders behind for a while) holds only the queue's own locks,
-#: which the queue replaces in a forked child (``Queue._after_fork``), and the child never runs it.
-#: Counting them would flip a loader's next epoch from fork to forkserver, which re-runs an
-#: unguarded script's top level in every worker.
+#: Threads whose owner makes them safe across a fork: a multiprocessing queue's feeder (left behind by a
+#: DataLoader epoch) holds only the queue's own locks, which a forked child replaces (``Queue._after_fork``).
+#: Counting them would flip a loader's next epoch to forkserver, re-running an unguarded script in every worker.
 _RESET_IN_CHILD = frozenset({"QueueFeederThread"})
 
 

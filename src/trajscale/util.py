@@ -33,9 +33,8 @@ def file_identity(paths: list[str]) -> tuple:
     return tuple(out)
 
 
-#: Every URL scheme whose objects trajscale reads by range requests, by name -> the prefixes that name it: the one
-#: table of them (:data:`trajscale.storage.clients.STORE_SCHEMES` gives each its store). Here, at the bottom of
-#: the layers, so that every layer tells a URL from a path alike.
+#: Every URL scheme trajscale reads by range requests, name -> its prefixes: the one table of them, at the bottom
+#: of the layers so that every layer tells a URL from a path alike.
 SCHEME_PREFIXES = {"s3": ("s3://",), "gs": ("gs://", "gcs://"), "az": ("az://", "abfs://", "abfss://"),
                    "http": ("http://", "https://")}
 

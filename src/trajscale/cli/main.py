@@ -127,9 +127,8 @@ def _unraisable_hook() -> None:
 
     def hook(unraisable) -> None:
         if unraisable.exc_type is SystemExit and _raised_by(unraisable.exc_traceback, _terminate):
-            # sent again from a new thread, not waited for: sent from this one (os.kill, signal.raise_signal), or
-            # waited for (threading), the handler would run at once, still in here; so it runs in the main
-            # thread once this callback has returned
+            # sent again from a new thread, not waited for: sent from this one, the handler would run at once,
+            # still in here; so it runs in the main thread once this callback has returned
             _thread.start_new_thread(os.kill, (os.getpid(), unraisable.exc_value.code - 128))
             return
         obj = unraisable.object
@@ -221,9 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     # with their workers (and spin at every start: about 0.06 s of CPU a process). A value set is kept.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # Imports make tens of thousands of objects and few cycles: a young-generation collection every 700
-    # allocations walked them again and again (3 % of a short run's instructions; at 100,000 a short run
-    # collects none). Only how often the cyclic collector runs changes: every cycle is still collected,
-    # and what waits for it is at most 100,000 small objects (a few MB).
+    # allocations walked them again and again. Every cycle is still collected; at most 100,000 small
+    # objects (a few MB) wait for it.
     gc.set_threshold(100_000, 10, 10)
     args = _parse_once_per_job(argv)
     configure_output(args.quiet, args.verbose)
@@ -251,8 +249,6 @@ def main(argv: list[str] | None = None) -> int:
 
             predict = getattr(args, "predicted_wall", None)   # (run --predict-from: its prediction, in a job that ends)
             say_time_left(what=f"trajscale {args.command}", predict=predict and (lambda: predict(args)))
-        # --strict (a cut-short last frame refused, or left out with a warning) for every format that has partial
-        # frames, as each declares it
         from ..formats import partial_frames_policy
 
         with _quiet_stdout(args), partial_frames_policy(getattr(args, "strict", False)):
@@ -291,10 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         raise exc from None
 
 
-#: Commands that do their work on every rank of an MPI launcher's world (MPI joins the ranks):
-#: ``run`` (its executor decides: ``mpi`` runs on the ranks, the others are refused there) and the probe.
-#: ``convert`` and ``rechunk`` join them without ``--executor`` or with an executor of the launcher's
-#: ranks, as does any command given one; every other command runs on rank 0 alone.
+#: Commands that work on every rank of an MPI launcher's world (``run``: its executor decides); ``convert`` and
+#: ``rechunk`` too without ``--executor``, and any command given a launcher's executor; others run on rank 0 alone.
 ON_RANKS = frozenset({"run", "probe"})
 
 

@@ -31,12 +31,11 @@ __getattr__, __dir__ = attach(__name__, {"Executor": ".base", "Job": ".base", "T
                                          "run_task": ".base"},
                               submodules=("base",))
 
-#: Seconds to start a pool of worker processes, by start method (2-core VM, kernels cached);
+#: Seconds to start a pool of worker processes, by start method (docs/benchmarks.md);
 #: ``auto`` runs serially unless the work saved by the workers exceeds it.
 START_COST_S = {"fork": 0.1, "forkserver": 1.5, "spawn": 2.5}
 #: Serial cost model of a task: seconds per byte of the atom span read, per atom-frame mapped, and per
-#: pair an analysis declares (:class:`~trajscale.analysis.base.FrameCost`: the RDF's pairs within its
-#: cut-off, 5-10 ns each with the cell search around it, AdK in water at 6 and 15 Å, one core).
+#: pair an analysis declares (:class:`~trajscale.analysis.base.FrameCost`).
 READ_S_PER_BYTE = 1 / 3e9
 MAP_S_PER_ATOM_FRAME = 4e-9
 MAP_S_PER_PAIR = 6e-9

@@ -31,10 +31,8 @@ from .startup import init_worker, task_imports, warm_up, worker_tasks
 
 log = logging.getLogger(__name__)
 
-#: Modules a forkserver imports once, so that each worker forked from it starts in milliseconds:
-#: the worker's own lean module only, so the forkserver itself is up in a few hundredths of a second
-#: (each worker then loads what its tasks need in its warm-up, while the job is prepared).
-#: ``_forkserver`` first: it blocks SIGINT in the forkserver before anything else is imported there.
+#: Modules a forkserver imports once: the worker's own lean module only, so the forkserver is up at once (each
+#: worker loads what its tasks need in its warm-up).  ``_forkserver`` first: it blocks SIGINT there.
 FORKSERVER_PRELOAD = ["trajscale.executors._forkserver", "trajscale.executors.startup"]
 
 

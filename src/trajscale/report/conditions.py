@@ -31,9 +31,8 @@ import numpy as np
 #: Other work (and steal) taking this many cores on average, or this share of the cores' time (whichever is
 #: less), marks a measurement as busy.
 BUSY_CORES, BUSY_SHARE = 0.5, 0.10
-#: ``mincore`` reads at most this many pages' states per file: past it, evenly spaced windows.  The kernel
-#: takes about half a microsecond a page (14 ms for a 117 MB file read whole, in every run's report); 4,096
-#: pages in 256 windows tell the resident fraction to a few percent, far finer than :data:`WARM` needs.
+#: ``mincore`` reads at most this many pages' states per file, past it in evenly spaced windows: a run's report
+#: pays for every page it asks about, and 4,096 pages in 256 windows are far finer than :data:`WARM` needs.
 MAX_PAGES = 1 << 12
 #: Windows a large file's pages are sampled in.
 WINDOWS = 256

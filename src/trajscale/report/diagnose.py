@@ -17,7 +17,7 @@ SHORT_RUN_S = 1.0
 
 @dataclass
 class Diagnosis:
-    """Derived numbers of one run (see module docstring)."""
+    """Derived numbers of one run."""
 
     totals: dict[str, float]
     r_comp_io: float | None
@@ -38,15 +38,13 @@ class Diagnosis:
     t_outside: float = 0.0
     #: :class:`~.advice.Advice` records, best first; filled by :func:`.advice.diagnose`.
     advice: list = field(default_factory=list)
-    #: Seconds of work (tasks, and the workers' own communication; no start-up, no waiting)
-    #: of the busiest worker.
+    #: Seconds of work (tasks and own communication; no start-up, no waiting) of the busiest worker.
     t_work: float = 0.0
     #: True when ``t_work`` is too little to diagnose (:data:`SHORT_RUN_S`): then only
     #: start-up stragglers of a second or more are kept, and the advice says so in one line.
     too_short: bool = False
-    #: Per host: ``{"host", "workers", "cores", "affinity", "cpus"}``: the workers (ranks) that ran tasks
-    #: there, the cores they were allowed to run on (their affinity), listed, and the host's CPUs.
-    #: Empty for reports written before workers recorded their CPUs.
+    #: Per host: ``{"host", "workers", "cores", "affinity", "cpus"}``: the workers that ran tasks there, the
+    #: cores their affinity allowed, listed, and the host's CPUs (empty for older reports).
     machine: list[dict] = field(default_factory=list)
 
     @property

@@ -141,9 +141,8 @@ class RunReport:
     #: What the run was and how it went beside its timings (files, executor choice, I/O, payload, ending).
     meta: RunFacts = field(default_factory=RunFacts)
     #: The launching process, from its start: ``t_wall``, ``phases`` (seconds per phase of
-    #: :data:`~trajscale.timeline.PROCESS_PHASES`, adding up to ``t_wall``), ``origin``
-    #: ("process start", or "run start" for a later run in the same process), ``t_begin``/``t_end``
-    #: (epoch seconds).  Empty in reports written before it existed.
+    #: :data:`~trajscale.timeline.PROCESS_PHASES`, adding up to ``t_wall``), ``origin`` ("process start" or
+    #: "run start"), ``t_begin``/``t_end`` (epoch seconds).  Empty in older reports.
     process: dict = field(default_factory=dict)
     #: What the run shared its machine with and whether its files were in the page cache at its start:
     #: :class:`~trajscale.report.conditions.RunConditions` as plain values (empty: not recorded).
