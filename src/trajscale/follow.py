@@ -21,13 +21,7 @@ from .executors import Job
 from .h5md.follow import QuietInFlight
 from .report.runfacts import FollowFacts
 from .runspec import FollowOptions, JobFacts, RunOptions
-from .sources.follow import (
-    Snapshot,
-    Watch,
-    first_snapshot,
-    idle_detail,
-    snapshot,
-)
+from .sources.follow import Snapshot, Watch, first_snapshot, idle_detail, snapshot
 from .util import stop_requested
 
 log = logging.getLogger(__name__)

@@ -14,12 +14,7 @@ from ..executor_registry import EXECUTORS, names
 from ..plans import Planned, command_analyses, read_plan  # noqa: F401 (the CLI's names, read from Python too)
 from .checks import add_overwrite, add_topology, check_outputs, check_topology, positive_int
 from .follow import run_options
-from .options import (
-    add_continuous_option,
-    add_executor_options,
-    add_h5md_options,
-    add_strict_option,
-)
+from .options import add_continuous_option, add_executor_options, add_h5md_options, add_strict_option
 
 log = logging.getLogger("trajscale")
 
