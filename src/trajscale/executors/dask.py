@@ -202,7 +202,7 @@ class DaskExecutor(Executor):
         # The Job (reference coordinates included) travels once, as the result of one small task
         # that every task depends on: each worker fetches it once, and unlike scattered data it
         # is recomputed (not lost) if the worker holding it dies.
-        job_ref = self._submit_job(client, job, token)
+        job_ref = client.submit(_identity, job, key=f"{JOB_KEY_PREFIX}{token}", pure=False)
         keys = [f"{KEY_PREFIX}{token}-{i}" for i in range(len(ranges))]
         # No Dask retries: they would rerun deterministic failures (NaN coordinates, a
         # bad selection). Dask reschedules the tasks of a worker that dies by itself;
@@ -246,10 +246,6 @@ class DaskExecutor(Executor):
             times = self._collect_times(keys) if clocked else {}
         return home.results(io=io_of(self.source_options)).with_timings(
             [_with_times(t, times.get(k)) for t, k in zip(home.timings, keys, strict=False)])
-
-    @staticmethod
-    def _submit_job(client, job: Job, token: str):
-        return client.submit(_identity, job, key=f"{JOB_KEY_PREFIX}{token}", pure=False)
 
     def _collect_times(self, keys: list[str]) -> dict[str, tuple]:
         try:
