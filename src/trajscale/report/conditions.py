@@ -207,7 +207,8 @@ def _live_descendants_cpu(pid: int) -> float:
     return total
 
 
-def _allowed_cpus() -> set[int]:
+def allowed_cpus() -> set[int]:
+    """The CPUs this process may run on (every CPU where the OS cannot tell)."""
     try:
         return set(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -226,7 +227,7 @@ class LoadMeter:
 
     def __init__(self, what: str, adopt: bool = False) -> None:
         self.what = what
-        self.cpus = _allowed_cpus()
+        self.cpus = allowed_cpus()
         # children that were here before are someone else's to wait for: never reaped by the meter
         self._keep = set(_children(os.getpid())) if adopt else set()
         self._was_subreaper = _subreaper(True) if adopt else None

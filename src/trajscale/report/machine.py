@@ -16,7 +16,8 @@ from itertools import pairwise
 from pathlib import Path
 
 from ..errors import InputFileError
-from .conditions import Load, busy_reasons
+from ..timeline import parse_cpu_list
+from .conditions import Load, allowed_cpus, busy_reasons
 
 PROFILE_KIND = "trajscale machine profile"
 PROFILE_VERSION = 1
@@ -280,11 +281,7 @@ def _threads_per_core(cpus: set[int]) -> int:
             text = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text()
         except OSError:
             continue
-        n = 0
-        for part in text.strip().split(","):
-            lo, _, hi = part.partition("-")
-            n += int(hi) - int(lo) + 1 if hi else 1
-        best = max(best, n)
+        best = max(best, len(parse_cpu_list(text.strip())))
     return best
 
 
@@ -300,10 +297,7 @@ def _memory_bytes() -> int:
 
 def this_machine() -> Machine:
     """This machine, measured: the CPUs this process may run on, hyperthreads and memory."""
-    try:
-        cpus = os.sched_getaffinity(0)
-    except (AttributeError, OSError):
-        cpus = set(range(os.cpu_count() or 1))
+    cpus = allowed_cpus()
     host = socket.gethostname()
     origin = {k: f"{MEASURED} on {host}" for k in ("name", "nodes", "cores_per_node", "threads_per_core",
                                                    "memory_bytes")}
