@@ -51,8 +51,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Round:
-    """What the deciding process hands every process for one round: the job, the new frames (None:
-    none), their tasks once planned, and why the run ends (``ending``: None while it goes on)."""
+    """What the root hands every process for one round: the job, the new frames, their tasks, and any ``ending``."""
 
     job: Job | None
     frames: JobFacts | None = None

@@ -35,8 +35,7 @@ class InputFileError(_PathProblem):
 
 
 class StoreError(InputFileError):
-    """A training-data store (or its cached copy) that cannot be used; constructible from one message, as
-    torch's DataLoader rebuilds a worker's exception."""
+    """A training-data store that cannot be used; constructible from one message, as torch's DataLoader rebuilds it."""
 
     def __init__(self, path: str | PathLike[str], problem: str | None = None) -> None:
         if problem is None:

@@ -150,8 +150,7 @@ class LayoutFacts:
         return self.chunks is not None
 
     def to_dict(self) -> dict:
-        """The report's JSON ``source`` section, in the order reports have always used; an H5MD group's
-        ``assumed_units`` and ``precision`` are written even when None."""
+        """The report's JSON ``source`` section; an H5MD group's ``assumed_units`` and ``precision`` even when None."""
         out = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)

@@ -290,8 +290,7 @@ def as_completed_polling(futures, every: Callable[[], None] | None = None):
 
 
 def stop_workers(pool, sig: int = signal.SIGTERM) -> None:
-    """Send ``sig`` to every live worker of a ``ProcessPoolExecutor`` (it has no public handle on them);
-    a conversion's worker records SIGTERM and stops between slabs with its files closed."""
+    """Send ``sig`` to every live worker of a ``ProcessPoolExecutor`` (which has no public handle on them)."""
     for proc in list((getattr(pool, "_processes", None) or {}).values()):
         try:
             if proc.is_alive():

@@ -67,8 +67,7 @@ def share_on_comm(comm, make: Callable[[], object], what: str = "prepare", then_
 
 
 def owe_first_share(group) -> None:
-    """On the root of an SPMD ``group``: the others' first collective is a share, so an interruption before
-    it is shared in its place.  Call it when the group is made, before any root-only work."""
+    """On an SPMD group's root, when the group is made: an interruption before its first share is shared instead."""
     if not hasattr(group, "broadcast"):
         group = CommGroup(group)
     if group.is_root and group.spmd:

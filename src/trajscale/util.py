@@ -129,8 +129,7 @@ def _segment_paths(index: str) -> list[str]:
 
 
 def refuse_input_as_output(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = ()) -> None:
-    """Raise OutputError if ``path`` is one of ``inputs``, compared by device and inode (links and other
-    spellings count; ``--overwrite`` never allows it)."""
+    """Raise OutputError if ``path`` is one of ``inputs`` by device and inode (``--overwrite`` never allows it)."""
     try:
         st = os.stat(path)
     except OSError:

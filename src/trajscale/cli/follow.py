@@ -81,8 +81,7 @@ def run_options(args, trajectory):
 
 
 def publisher(args, outputs):
-    """``on_update`` of a followed run: each analysis's results file and ``--report`` rewritten as results
-    grow (the last time when it ends, however it ends)."""
+    """``on_update`` of a followed run: each results file and ``--report`` rewritten as results grow."""
 
     def publish(result) -> None:
         outputs.save(result)
@@ -96,8 +95,7 @@ def publisher(args, outputs):
 
 
 def finish(result, out: str | None, args) -> int:
-    """End a followed run, its results already saved in ``out``: the summary, a last line on stderr, and the
-    exit status (:func:`exit_code`)."""
+    """End a followed run whose results are saved in ``out``: the summary, a last stderr line, the exit status."""
     from ..follow import last_line
     from ..report.summary import run_summary
 

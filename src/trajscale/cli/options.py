@@ -116,8 +116,7 @@ def kept_for_resume(args) -> str:
 
 
 def mpi_comm(args):
-    """COMM_WORLD when ``--executor`` is none or one of the launcher's ranks, and a launcher started several
-    ranks that MPI sees; else None."""
+    """COMM_WORLD when the executor is none or the launcher's ranks and MPI sees several ranks; else None."""
     from ..launch import current
 
     if args.executor is not None and EXECUTORS[args.executor].workers != "launcher":
@@ -143,8 +142,7 @@ def add_continuous_option(p) -> None:
 
 
 def add_strict_option(p) -> None:
-    """``--strict``: an XTC/TRR cut short is refused instead of read up to its last whole frame; with
-    ``--ensemble``, the first refused trajectory refuses the run."""
+    """``--strict``: an XTC/TRR cut short is refused, not read to its last whole frame (``--ensemble``: the run)."""
     p.add_argument("--strict", action="store_true",
                    help="refuse an XTC/TRR whose last frame is cut short (a simulation killed while writing it) "
                         "or that has no frame where its next frame should start; without it the whole frames "

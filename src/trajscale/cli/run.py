@@ -104,8 +104,7 @@ _NEEDS_ALL = ("-h", "--help", "--plan", "--ensemble")
 
 
 def add_parser_for(sub, argv: list[str]) -> None:
-    """:func:`add_parser` for the command line ``argv``: ``run NAME ...`` of a built-in analysis builds that
-    analysis's parser alone (building all was a tenth of a short run's start)."""
+    """:func:`add_parser` for ``argv``: a built-in analysis's parser alone (building all slows every start)."""
     add_parser(sub, only=_named_analysis(argv))
 
 
@@ -176,8 +175,7 @@ def planned_from_args(args) -> list[Planned]:
 
 
 def _run(planned: list[Planned], args):
-    """``trajscale.run`` of the analyses with the options every ``run`` command shares; a followed run saves
-    the outputs as its results grow (:func:`.follow.publisher`)."""
+    """``trajscale.run`` of the analyses with the shared options; a followed run saves its outputs as they grow."""
     from ..run import run
     from .follow import publisher, refuse_options_without_effect
 
@@ -372,8 +370,7 @@ def predicted_wall(args) -> float | None:
 
 
 def _import_dependencies() -> None:
-    """Load the compiled kernels before the run's clock starts, so the report times the run, not the
-    interpreter; not MDAnalysis, which a run whose selections are cached never needs."""
+    """Load the compiled kernels before the run's clock starts (not MDAnalysis: cached selections never need it)."""
     from ..kernels import superpose  # noqa: F401
 
 

@@ -72,8 +72,7 @@ class RunParser(argparse.ArgumentParser):
 
 
 def plan_before_options(args: list[str]) -> list[str]:
-    """``args`` with ``plan`` put before the first option that follows ``--plan FILE`` when no word stands
-    between them (``--plan p.toml --ensemble c.csv`` -> ``--plan p.toml plan --ensemble c.csv``)."""
+    """``args`` with ``plan`` put before the first option that directly follows ``--plan FILE``."""
     i, planned = 0, False
     while i < len(args):
         a = args[i]

@@ -95,8 +95,7 @@ def _traits_of_config(config: dict, trait: str) -> bool:
 
 
 def cached_source(config: dict, comm=None) -> tuple[Source, float]:
-    """The process's Source for ``config`` and the seconds spent opening it now (0 if cached); a source
-    whose files changed since it was opened is opened again."""
+    """The process's Source for ``config`` and the seconds opening it now (0: cached; reopened if its files changed)."""
     key = _key(config)
     ident = file_identity(_config_paths(config))
     cache = _thread_sources()

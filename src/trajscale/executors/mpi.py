@@ -263,8 +263,7 @@ class MPIExecutor(Executor):
 
 
 def _task_unless_stopped(job: Job, i: int, frames: FrameRange, worker: str, comm, then: FrameRange | None):
-    """:func:`run_task`'s ``(partial, timing)``, or None when a stop signal ended the task: this rank then
-    stops with the others, not as a failed rank that aborts the job."""
+    """:func:`run_task`'s result, or None when a stop signal ended the task (this rank stops with the others)."""
     try:
         return run_task(job, i, frames, worker, comm, then=then)
     except SystemExit:

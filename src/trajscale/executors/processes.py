@@ -63,8 +63,7 @@ class ProcessExecutor(Executor):
         self.t_asked: float | None = None   # when the pool was asked for (epoch seconds)
 
     def start(self, modules: tuple[str, ...] = (), late: bool = False) -> None:
-        """Start the workers now (they warm up while the caller prepares the job), holding ``modules``;
-        ``late``: the job is prepared already, so the workers never fork from this process."""
+        """Start the workers now, to warm up while the job is prepared; ``late``: never forked from this process."""
         self._modules = tuple(modules)
         self._get_pool(late)
 

@@ -104,8 +104,7 @@ def _relevant_patterns(report: RunReport, amp: dict) -> dict:
 
 
 def files_argument(paths: list[str]) -> str:
-    """The files as a shell argument: a glob (``parts/run_*.xtc``) when one matches exactly these files
-    in this order, else every name quoted."""
+    """The files as a shell argument: a glob when one matches exactly these files in order, else every name quoted."""
     if len(paths) > 3 and len({os.path.dirname(p) for p in paths}) == 1:
         folder, names = os.path.dirname(paths[0]), [os.path.basename(p) for p in paths]
         head, tail = os.path.commonprefix(names), os.path.commonprefix([n[::-1] for n in names])[::-1]

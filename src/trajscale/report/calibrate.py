@@ -205,8 +205,7 @@ def _open_rise(at: Point, beyond: Point, machine: Machine) -> float:
 
 
 def _slope(ex: str, at: Point, beyond: Point, machine: Machine) -> tuple[float, float, float] | None:
-    """Seconds each further worker adds (fastest, median and slowest runs), less what the model's own terms
-    add: CPU seconds, or under MPI wall seconds over the cores, less the collective open."""
+    """Seconds each further worker adds (fastest, median, slowest runs) beyond the model's terms (MPI: wall seconds)."""
     m = at.model
     w_at, w_beyond = _workers(at, beyond, machine)
     if w_beyond <= w_at:

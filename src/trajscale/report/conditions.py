@@ -371,8 +371,7 @@ def _resident_pages(libc, path: str, max_pages: int, windows: int) -> tuple[int,
 
 
 def page_cache(paths, max_pages: int = MAX_PAGES, windows: int = WINDOWS) -> PageCache | None:
-    """The page-cache state of ``paths`` now (None where it cannot be measured); at most ``max_pages`` page
-    states per file, in ``windows`` windows, of at most :data:`MAX_FILES` files."""
+    """The page-cache state of ``paths`` now (None: not measurable), sampled within ``max_pages`` per file."""
     libc = _libc()
     if libc is None or not paths:
         return None

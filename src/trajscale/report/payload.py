@@ -1,5 +1,4 @@
-"""What a run's job and its partial results weigh when they move between processes: measured once by
-the run (:func:`payload_of`); a prediction multiplies them by the machine's transfer rate."""
+"""What a run's job and partial results weigh pickled, measured once by the run, for the prediction."""
 
 from __future__ import annotations
 

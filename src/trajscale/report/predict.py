@@ -395,8 +395,7 @@ def model_assumptions(model: Model, machine: Machine) -> list[tuple[str, str, st
 
 def format_predictions(model: Model, preds: list[Prediction], machine: Machine | None = None,
                        extra: tuple[tuple[str, str, str], ...] = (), other: list[str] | None = None) -> str:
-    """The prediction as a table with its range, the assumptions block, the efficiency threshold and
-    what would move it.  ``other``: per N, a note printed after the limit."""
+    """The prediction table with its range, assumptions, efficiency threshold and levers; ``other``: a note per N."""
     machine = machine or this_machine()
     other = other or [""] * len(preds)
     lines = [f"prediction of {model.target} runs from a {model.executor} run: {model.frames} frames, "

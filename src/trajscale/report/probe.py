@@ -323,8 +323,7 @@ def _mpi_file(opts: ProbeOptions) -> tuple[Path, str | None, str]:
 
 
 def probe_mpi(opts: ProbeOptions, log=print) -> Machine | None:
-    """The probe on every rank of MPI_COMM_WORLD: rank 0 writes one file, 1, 2, 4 ... K ranks read
-    their own parts of it at once; rank 0 gathers and returns the profile (other ranks: None)."""
+    """The probe on every rank of MPI_COMM_WORLD over one file rank 0 writes; the profile on rank 0, None elsewhere."""
     from mpi4py import MPI
 
     from ..sharing import share_on_comm
