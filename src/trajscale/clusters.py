@@ -154,8 +154,7 @@ def dask_cluster(n_workers: int | None = None, *, scheduler: str | None = None, 
     t0 = time.perf_counter()
     if cluster == "slurm":
         return _slurm_cluster(distributed, n_workers, slurm or SlurmJobs(), phases)
-    # Spawned workers must not re-run a script's top level (no __main__ guard) or stdin; a Ctrl-C while
-    # the cluster starts waits until it is held here, for the caller's close() to stop it.
+    # Spawned workers must not re-run a script's unguarded top level; a Ctrl-C while the cluster starts is held
     with sigint_blocked(), main_not_reimported(), _workers_forked():
         extra = {} if silence_logs is None else {"silence_logs": silence_logs}
         made = distributed.LocalCluster(n_workers=max(1, int(n_workers or os.cpu_count() or 1)),

@@ -189,8 +189,7 @@ def prepare_job(analysis: Analysis, topology, source: Source, frames: range, opt
     facts = JobFacts.of(source, p.prepared.atoms, p.frame_bytes, frames, p.t_topology, p.topology, p.cost)
     log.debug("prepared %s: %d of %d atoms, frames [%d, %d), %d bytes per frame read", analysis.name,
               facts.n_atoms, source.n_atoms, frames.start, frames.stop, p.frame_bytes)
-    # an analysis's own copies of the block (each of a group's analyses maps its atoms' copy) share the budget
-    # (a pass of several analyses reads blocks its analyses traverse in turn while the processor's cache holds them)
+    # an analysis's own copies of the block share the budget; a pass of several keeps its blocks in the cache
     budget = min(int(options.max_block_bytes), analysis.cache_block_bytes or options.max_block_bytes)
     # ... and a block computes for a bounded time: a stop signal is acted on between blocks
     block_frames = block_frames_for(int(budget) // (p.frame_bytes + p.held_bytes), p.cost, facts.decode_s_per_frame)
@@ -239,9 +238,8 @@ class Engine:
 
     def execute(self):
         """The result over every frame analysed, on the root process; None elsewhere."""
-        # Ctrl-C/SIGTERM are recorded and acted on between steps (a handler that raises can land in a
-        # C or weakref callback and be lost); executors that cannot poll keep the raise, unless the
-        # rounds themselves poll (a followed run saves what it analysed).
+        # Ctrl-C/SIGTERM are recorded and acted on between steps (a raising handler can be lost in a C callback),
+        # unless neither the executor nor the rounds can poll
         polls = self.ex.polls_for_stop or self.rounds.grows
         with polling_for_stop() if polls else contextlib.nullcontext():
             result = self._owning_the_executor()
@@ -258,8 +256,7 @@ class Engine:
                 report = (result[0] if isinstance(result, list) else result).report
             return result
         except BaseException as exc:
-            # a Ctrl-C or SIGTERM on the root before it shared what the others wait for: handed to them
-            # first (a script's run, as the command line's), so that no rank is left in the broadcast
+            # a stop on the root before it shared what the others wait for is handed to them: no rank is left waiting
             share_interruption(exc)
             if self.own:   # an error or Ctrl-C: stop workers, do not wait for them
                 self.ex.close(wait=False)
@@ -387,8 +384,7 @@ class Engine:
             self.n_frames += rnd.frames.n_frames
             self.n_tasks += len(rnd.ranges)
         if self.rounds.grows:
-            # HDF5 shares one open file per process: a handle kept by this process's tasks (serial, MPI)
-            # would show the next look the file as it was, so they let go of it each round
+            # HDF5 shares one open file per process: a handle kept here would show the next look the file as it was
             close_cached_sources()
         return False
 
@@ -402,8 +398,7 @@ class Engine:
         if final:
             self.timeline.lap("reduce")   # the rounds' partials reduced and the analysis's result
         extras = {k: dict(v) for k, v in self.workers.items()}
-        # The topology is read where the job is prepared: on a worker only for
-        # serial and MPI (rank 0); for pools it is the driver's, kept in t_prepare.
+        # The topology is read where the job is prepared: on a worker for serial and MPI, else in t_prepare.
         if ex.root_worker is not None:
             root = extras.setdefault(ex.root_worker, {})
             root["t_init_top"] = root.get("t_init_top", 0.0) + facts.t_init_top

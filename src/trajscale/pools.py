@@ -179,8 +179,7 @@ def process_pool(n_workers: int, *, start_method: str | None = None, initializer
     if method == "forkserver":
         if preload:
             ctx.set_forkserver_preload(list(preload))
-        # a forkserver is started once per process and forks every later pool's workers: they would see the
-        # environment as it was then, not now (credentials, endpoints and CA bundles set since)
+        # a forkserver outlives this pool: its workers would see the environment as it was (credentials set since)
         initializer, initargs = _in_environment, (dict(os.environ), initializer, initargs)
     with sigint_blocked(), main_not_reimported():
         pool = ProcessPoolExecutor(max_workers=max(1, int(n_workers)), mp_context=ctx, initializer=initializer,

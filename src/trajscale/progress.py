@@ -26,8 +26,7 @@ def progress_bar(total: int, enabled: bool, desc: str = "tasks", unit: str = "ta
     from tqdm import tqdm
 
     class Bar(tqdm):
-        # No monitor thread (tqdm starts one even for a disabled bar): with a thread
-        # running, the next pool could not fork its workers.
+        # No monitor thread (tqdm starts one even for a disabled bar): a running thread rules out a fork.
         monitor_interval = 0
 
         def show(self, n: int) -> None:

@@ -58,8 +58,7 @@ def process_start() -> float:
     pid = os.getpid()
     if pid not in _START:   # per pid: a forked child has its own start
         age = _linux_age() if sys.platform.startswith("linux") else None
-        # the epoch clock read just after the boot clock: a preemption during the /proc read in between
-        # (tens of ms on a loaded machine) would otherwise move the start that much earlier
+        # the epoch clock read just after the boot clock: a preemption between them would move the start earlier
         now = time.time()
         if age is None:
             try:

@@ -356,9 +356,8 @@ def atomic_output(path: str | os.PathLike, overwrite: bool = True):
         raise
 
 
-# Set by the CLI's SIGTERM handler.  An exception raised from a signal handler
-# can land inside a C callback and be swallowed, so loops that write outputs
-# poll this flag between blocks instead; elsewhere the handler raises.
+# Set by the CLI's SIGTERM handler: an exception raised from a signal handler can be swallowed in a C
+# callback, so loops that write outputs poll this flag instead; elsewhere the handler raises.
 _stop_signal: list[int] = []
 _polling: list[bool] = []
 

@@ -180,8 +180,7 @@ def configure_output(quiet: bool = False, verbose: int = 0) -> None:
     if verbose < 2:
         # MDAnalysis logs its parse errors before raising them; trajscale reports the exception once.
         logging.getLogger("MDAnalysis").setLevel(logging.CRITICAL)
-    # distributed sets its loggers from dask's config when it is imported (after this), and
-    # worker processes read the same config from the environment.
+    # distributed sets its loggers from dask's config when imported; worker processes read it from the environment.
     os.environ["DASK_LOGGING__DISTRIBUTED"] = "debug" if verbose >= 2 else "error" if quiet else "warning"
     if quiet:
         import warnings
@@ -216,8 +215,7 @@ def _parse_once_per_job(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Before NumPy loads: the executors are the parallelism, and OpenBLAS's threads would only contend
-    # with their workers (and spin at every start: about 0.06 s of CPU a process). A value set is kept.
+    # Before NumPy loads: OpenBLAS's threads would only contend with the executors' workers. A value set is kept.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # Imports make tens of thousands of objects and few cycles: a young-generation collection every 700
     # allocations walked them again and again. Every cycle is still collected; at most 100,000 small
@@ -232,8 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     from .. import util  # noqa: F401
 
     try:
-        # SIGINT too: a KeyboardInterrupt raised inside a C callback can be swallowed. Inside the try: a signal
-        # that lands as soon as its handler is in place (between these two lines) is said like any other
+        # SIGINT too: a KeyboardInterrupt raised in a C callback can be swallowed. Inside the try: a signal landing
+        # as soon as its handler is in place is said like any other
         signal.signal(signal.SIGTERM, _terminate)
         signal.signal(signal.SIGINT, _terminate)
         from .storage import use_storage_options
@@ -254,8 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         with _quiet_stdout(args), partial_frames_policy(getattr(args, "strict", False)):
             code = int(args.func(args) or 0)
         if argv is None:   # the program itself, about to exit (not a caller passing argv, e.g. a test)
-            # Tearing down MDAnalysis's, h5py's and NumPy's objects at exit is a fraction of a second
-            # no run report counts (its clock has stopped): frozen objects are left to the OS.
+            # Tearing down the libraries' objects at exit is time no report counts: frozen objects are left to the OS.
             gc.freeze()
         return code
     except TrajscaleError as exc:
@@ -279,8 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         signum = stop_requested()
         if not signum:
             raise
-        # the exit a signal raised inside a library's code (a C extension's import, a callback) can come out as
-        # that library's own error (seen: numpy's ImportError when SIGTERM landed in its import of datetime)
+        # a signal's exit raised in a library's code can come out as that library's error (numpy's ImportError, seen)
         exc = SystemExit(128 + signum)
         _say_interrupted(args, f"terminated by signal {signum}")
         _share_interruption(exc)

@@ -25,8 +25,7 @@ if TYPE_CHECKING:
         #: The source fetches its bytes over a network (it reads ahead): more processes do not read faster.
         reads_ahead: bool
 
-# Imported on first use: a pool worker that imports this package for its lean start-up
-# module (:mod:`.startup`) does not import the task machinery (NumPy) with it.
+# Imported on first use: a pool worker importing :mod:`.startup` does not import the task machinery with it.
 __getattr__, __dir__ = attach(__name__, {"Executor": ".base", "Job": ".base", "TaskResults": ".base",
                                          "run_task": ".base"},
                               submodules=("base",))

@@ -193,20 +193,17 @@ class DaskExecutor(Executor):
 
         if ranges:
             sendable(job)   # what pickle cannot take is refused here, in one line, before anything is sent
-        # Workers of a scheduler run in their own directory (a SLURM job's, another host's): the files
-        # are named from here, absolute, before any worker sees them.
+        # A scheduler's workers run in their own directory: the files are named absolute, from here.
         job = dataclasses.replace(job, source=absolute_paths(job.source))
         client = self.client
         clocked = self._ensure_clock()
         token = uuid.uuid4().hex[:12]
-        # The Job (reference coordinates included) travels once, as the result of one small task
-        # that every task depends on: each worker fetches it once, and unlike scattered data it
-        # is recomputed (not lost) if the worker holding it dies.
+        # The Job travels once, as the result of one small task every task depends on: each worker fetches it once,
+        # and unlike scattered data it is recomputed, not lost, if the worker holding it dies.
         job_ref = client.submit(_identity, job, key=f"{JOB_KEY_PREFIX}{token}", pure=False)
         keys = [f"{KEY_PREFIX}{token}-{i}" for i in range(len(ranges))]
-        # No Dask retries: they would rerun deterministic failures (NaN coordinates, a
-        # bad selection). Dask reschedules the tasks of a worker that dies by itself;
-        # only when it gives up (KilledWorker) is the task resubmitted here.
+        # No Dask retries: they would rerun deterministic failures. Only when Dask gives up on a worker that keeps
+        # dying (KilledWorker) is the task resubmitted here.
         futures = [client.submit(_dask_task, job_ref, i, r, key=k, pure=False)
                    for i, (r, k) in enumerate(zip(ranges, keys, strict=False))]
         index = {f.key: i for i, f in enumerate(futures)}

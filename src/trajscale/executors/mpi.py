@@ -125,7 +125,6 @@ class MPIExecutor(Executor):
             return {"driver": "mpio", "collective": self.collective}
         return {"driver": None, "collective": False}
 
-    # -- the SPMD run ------------------------------------------------------------
 
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults | None:
         """Run this rank's tasks; on rank 0 every task's timing and the ranks' reduced partials, in frame order."""
@@ -138,13 +137,11 @@ class MPIExecutor(Executor):
         current = _span(ranges, mine)
         t_bcast, self._t_bcast = self._t_bcast, 0.0   # this run's wait for the job
         signum = 0
-        # A stop signal (SIGTERM, Ctrl-C) is recorded where it lands and acted on by every rank together, once
-        # each has ended its tasks: no rank is left waiting in a collective for one that has gone
+        # A stop signal is acted on by every rank together once each has ended its tasks: none is left in a collective
         with polling_for_stop():
             try:
                 analysis = analysis_from_config(job.analysis)
-                # Every rank opens the file, even one without tasks: with driver="mpio"
-                # the open (and the close below) are collective.
+                # Every rank opens the file, even one without tasks: with "mpio" the open and close are collective.
                 src, t_init_traj = cached_source(job.source, comm)
                 files = opened_files(job.source, src, 0, t_init_traj > 0) if src.opened is None else ()
                 span = _span(ranges, mine)
@@ -247,8 +244,7 @@ class MPIExecutor(Executor):
         """Say which rank failed on which frames, then abort every rank of the job."""
         where = f"frames [{frames.start}, {frames.stop})" if frames is not None else "no frames"
         cause = getattr(exc, "cause", None) or f"{type(exc).__name__}: {exc}"
-        # Written directly: the process is about to be killed, logging handlers may
-        # be buffered or absent, and this line is the user's only clue.
+        # Written directly: the process is about to be killed, and logging handlers may be buffered or absent.
         sys.stderr.write(f"trajscale: rank {rank} failed on {where}: {cause}; aborting all ranks\n")
         sys.stderr.flush()
         log.debug("rank %d failure", rank, exc_info=exc)

@@ -75,8 +75,7 @@ class ProcessExecutor(Executor):
                 task_imports(self._modules)   # forked workers inherit what every task imports
             self._marks = tempfile.mkdtemp(prefix="trajscale-tasks-")
             self.t_asked = time.time()
-            # A forkserver has imported trajscale's worker module and loaded the compiled kernels
-            # before it forks: a worker starts in milliseconds.
+            # A forkserver that has imported the worker module and the kernels forks workers in milliseconds.
             with process_pool(self.n_workers, start_method=method, initializer=init_worker, initargs=(self._marks,),
                               preload=(*FORKSERVER_PRELOAD, *self._modules)) as (pool, self.start_method):
                 self._pool = pool
@@ -99,9 +98,8 @@ class ProcessExecutor(Executor):
         pool = self._get_pool()
         shipped, futures, handed = None, {}, HandOut([])
         try:
-            # A large job is written once for the run and each worker loads it once (jobfile.py);
-            # a small one travels with each hand-out. A worker is handed one task at a time, or the
-            # claims it takes its tasks from where it can fetch ahead across them (claims.hand_out).
+            # A large job is written once and each worker loads it once (jobfile.py); a small one travels with each
+            # hand-out, of one task or of the claims a worker takes its tasks from (claims.hand_out).
             handed = hand_out(job, ranges, self.n_workers, self._marks or "")
             if len(blob) > INLINE_BYTES:
                 shipped = ship(blob, self._marks or "")
@@ -123,17 +121,15 @@ class ProcessExecutor(Executor):
                         raise self._lost(ranges, home, procs) from None
                     bar.show(handed.progress(home))
         except BaseException:
-            # (the tasks not started are cancelled by the pool's own thread, in close: a future cancelled
-            # here while its worker dies would be failed again by that thread, which then raises)
+            # (the pool's thread cancels unstarted tasks in close: one cancelled here as its worker dies makes it raise)
             handed.stop()
             self.close(wait=False)
             raise
         finally:
             unship(shipped)
             handed.remove()
-        # Every worker's start-up (``t_start``), also of one that ran no task: a worker still starting
-        # when the tasks were done is named with the time it had spent so far (``t_ready`` 0; see
-        # :attr:`late_starts` for its whole start-up, known once the pool is closed).
+        # Every worker's start-up, also of one that ran no task: one still starting is named with its time so far
+        # (``t_ready`` 0; :attr:`late_starts` has its whole start-up once the pool is closed).
         starts = self._starts(list(getattr(self._pool, "_processes", None) or {}))
         return home.results(starts, io_of(self.source_options))
 

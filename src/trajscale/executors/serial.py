@@ -26,8 +26,7 @@ class SerialExecutor(Executor):
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults:
         home = Homecoming(job, len(ranges))
         with progress_bar(len(ranges), progress) as bar:
-            # each task told the next (a source behind a URL reads ahead across tasks too); a Ctrl-C the
-            # CLI recorded is acted on between tasks
+            # each task told the next (a source behind a URL reads ahead); a recorded Ctrl-C is acted on between tasks
             for i, result in run_in_turn(job, enumerate(ranges), self.root_worker,
                                          before=lambda _: raise_if_stopped()):
                 home.add(i, result)

@@ -20,8 +20,7 @@ log = logging.getLogger(__name__)
 HEAVY_MODULES = ("numpy", "h5py", "MDAnalysis", "scipy", "numba", "dask", "distributed", "torch", "matplotlib",
                  "mpi4py", "tqdm")
 
-# Folder where each worker notes the task it is running (one small file per
-# pid), so that a pool broken by a dying worker can say which frames were lost.
+# Where each worker notes the task it runs, so a pool broken by a dying worker can say which frames were lost.
 _MARKS: list[str] = []
 
 
@@ -32,8 +31,7 @@ def init_worker(marks: str) -> None:
     from ..timeline import slow_start_for_tests
 
     quiet_worker()
-    # SIGTERM ends a worker at once, wherever it is (a forked one would inherit the command line's
-    # handler, which records the signal for loops that poll: a worker's tasks leave that to the pool)
+    # SIGTERM ends a worker at once (not the command line's handler, which records it for loops that poll)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _MARKS[:] = [marks]
     slow_start_for_tests()   # TRAJSCALE_TEST_SLOW_START: a slow-starting worker, for the report's tests

@@ -167,8 +167,7 @@ def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: lis
     executors = executors or executors_here()
     c = machine.cores
     points: dict[tuple[str, str, int], Point] = {}
-    # every run, and every process a run leaves behind (its forkserver, Dask workers, MPI proxies), is the
-    # calibration's own: other work is the rest of the busy time
+    # every process a run leaves behind is the calibration's own: other work is the rest of the busy time
     with LoadMeter("launch calibration", adopt=True) as meter, \
             tempfile.TemporaryDirectory(prefix="trajscale-calibration-", dir=folder) as tmp:
         for name, args in write_calibration_set(Path(tmp)).items():
@@ -176,8 +175,7 @@ def calibrate_launch(folder: str | os.PathLike, machine: Machine, executors: lis
             whole_run([*args, "--report", str(rep), "--overwrite", "-q"])
             serial = RunReport.load(rep)
             for ex in executors:
-                # the calibration's files were just written: its runs read them from the page cache, as
-                # the serial report records, not at the storage's cold rate
+                # the calibration's files were just written: its runs read them from the page cache
                 model = fit(serial, ex, ran_on=machine)
                 model = for_case(model, machine, choose(model, machine).case)
                 for n in (c, BEYOND * c):

@@ -43,7 +43,6 @@ MAX_FILES = 64
 WARM = 0.9
 
 
-# -- load ---------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class Load:
@@ -281,7 +280,6 @@ def busy_reasons(loads) -> str:
     return "; ".join(x.describe() for x in loads if x is not None and x.busy)
 
 
-# -- page cache ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class PageCache:
@@ -393,7 +391,6 @@ def page_cache(paths, max_pages: int = MAX_PAGES, windows: int = WINDOWS) -> Pag
     return PageCache(len(paths), total, seen, resident / seen, sampled)
 
 
-# -- a run's conditions -------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class RunConditions:

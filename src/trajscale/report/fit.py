@@ -66,8 +66,7 @@ class Model:
     straggler: str = ""
     fitted_from: tuple[int, ...] = (1,)   # the worker counts of the reports fitted
     notes: tuple[str, ...] = ()
-    # The conditions of the report's run: its files' share in the page cache at its start (None: not
-    # recorded), their size, the host it ran on, and why its machine was busy ('' when it was not).
+    # The report's run's conditions: its files' page-cache share (None: not recorded), size, host, and why busy.
     page_cache: float | None = None
     file_bytes: int = 0
     host: str = ""
@@ -129,8 +128,7 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
     alpha = _alpha(workers, notes)
     n_parts = report.source.n_segments or 1
     cf = _chunk_frames(report)
-    # Tasks start on chunk boundaries, and parts longer than a task's share are cut like one file
-    # (planning.plan_in_parts): every chunk can start a task, and every part does.
+    # Tasks start on chunk boundaries and part starts (planning.plan_in_parts).
     max_tasks = max(n_parts, math.ceil(frames / cf), len(tasks))
     n_sel = max(1, int(report.n_atoms or 1))
     payload = report.meta.payload
@@ -139,8 +137,7 @@ def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = N
         notes.append("the report has no pickled sizes (an older trajscale, or a result pickle cannot take): "
                      "a job of 20 bytes per atom and no partial results assumed")
         payload = Payload(20 * n_sel, 0, frames, True)
-    # whether MPI ranks open the file together, as the format that read it said (a report from before it did:
-    # an H5MD group's layout, the one format opened so)
+    # whether MPI ranks open the file together (an older report: an H5MD group's layout, the one format opened so)
     said = report.source.collective_open
     collective = said if said is not None else report.source.has_chunk_layout
     model = Model(

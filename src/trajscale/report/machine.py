@@ -145,7 +145,6 @@ class Machine:
         origin.update(dict.fromkeys(given, GIVEN))
         return replace(self, **given, origin=tuple(origin.items()))
 
-    # -- records -------------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -218,7 +217,6 @@ class Machine:
         origin = {k: (f"{v} ({m.name})" if v == MEASURED and m.name else v) for k, v in m.origin}
         return replace(m, origin=tuple(origin.items()))
 
-    # -- what a prediction assumed --------------------------------------------------------------
 
     def assumptions(self) -> list[tuple[str, str, str]]:
         """(what, value, origin) rows: the block a prediction prints and writes to its JSON."""

@@ -55,8 +55,7 @@ def _bar_panel(ax, report: RunReport, legend: bool) -> dict:
     labels = [workers[i].worker + (" *" if workers[i].worker in strag else "") for i in ticks]
     ax.set_xticklabels(labels, rotation=30 if len(workers) > 4 else 0, ha="right" if len(workers) > 4 else "center",
                        fontsize=8)
-    # The line is the diagnosis's own limit; a run too short to diagnose gets none (its stragglers, if
-    # any, are start-ups of a second or more, marked *).
+    # The diagnosis's own limit; a run too short to diagnose gets none (its start-up stragglers are marked *).
     limit = None if d.too_short else basis.limit
     if limit is not None:
         ax.axhline(limit, color="k", ls=":", lw=0.8, label=f"straggler limit ({basis.factor:g} x median)")

@@ -197,8 +197,7 @@ def terms_at(model: Model, n: int, machine: Machine | None = None) -> Terms:
     read_unbound = bytes_rank / rate if bytes_rank and rate < math.inf else 0.0
     comp = frames_rank * s_frame * over
     if over > 1:
-        # Workers beyond the cores share them, but a worker that has finished its tasks frees its core:
-        # the work takes the longer of all of it over the cores and one worker's share on a core of its own.
+        # A worker that has finished its tasks frees its core: the longer of all the work over the cores and one share.
         cores = machine.cores
         comp = max(model.frames * s_frame / cores, frames_rank * s_frame)
         if bytes_rank and rate < math.inf:
