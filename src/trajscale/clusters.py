@@ -249,9 +249,8 @@ def _slurm_cluster(distributed, n_workers, spec: SlurmJobs, phases: dict) -> Das
     cores = max(1, int(spec.cores or 1))
     n_jobs = spec.n_jobs(n_workers)
     kw = {"cores": cores, "processes": cores}   # one single-threaded worker per core
-    for name, value in (("memory", spec.memory), ("walltime", spec.walltime), ("queue", spec.queue)):
-        if value is not None:
-            kw[name] = value
+    kw.update({k: v for k, v in (("memory", spec.memory), ("walltime", spec.walltime), ("queue", spec.queue))
+               if v is not None})
     if spec.job_extra:
         kw["job_extra_directives"] = list(spec.job_extra)
     kw["scheduler_options"] = {"dashboard_address": ":0"}   # any free port

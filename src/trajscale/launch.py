@@ -231,9 +231,7 @@ def parse_time_left(text: str) -> float | None:
         return None
     if not 1 <= len(parts) <= 3 or d < 0 or any(p < 0 for p in parts):
         return None
-    while len(parts) < 3:
-        parts.insert(0, 0)
-    h, m, s = parts
+    h, m, s = [0] * (3 - len(parts)) + parts
     return float(((d * 24 + h) * 60 + m) * 60 + s)
 
 
