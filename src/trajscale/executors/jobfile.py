@@ -1,10 +1,6 @@
-"""A pool's job sent to each worker once per run, not with every task.
-
-A task submitted to a process pool carries its arguments pickled through the pool's pipe: an
-all-atom reference (megabytes) would be pickled and unpickled once per task.  :func:`ship` writes a
-large job once to a file in the pool's own folder and hands back a small :class:`JobFile` (path and
-digest); :func:`shipped_tasks`, the worker's side, keeps the last job it loaded, keyed by its digest.
-Imported by a worker before its first task: nothing heavy here."""
+"""A pool's job sent to each worker once per run, not with every task: a large job (an all-atom reference) would be
+pickled and unpickled once per task.  :func:`ship` writes it once to the pool's own folder and hands out a small
+:class:`JobFile`; a worker keeps the last job it loaded, by digest.  Imported by a worker first: nothing heavy here."""
 
 from __future__ import annotations
 

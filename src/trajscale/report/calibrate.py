@@ -1,13 +1,9 @@
 """Each executor's launch line, calibrated on whole runs of a synthetic system (``trajscale probe --launch``).
 
-What starting N workers costs depends on the machine, the executor and what each worker opens, not on the analysis,
-so it is measured once per machine: a small synthetic system (one H5MD file and :data:`PARTS` XTC parts) is analysed
-by whole ``trajscale run`` processes, serially and at N = cores and :data:`BEYOND` x cores on each executor, with
-every atom and with :data:`SMALL` atoms selected. ``at_cores_s`` is what each run at the cores took beyond the
-model's serial phases, work and communication; ``per_worker_s``, ``per_worker_parts_s`` and ``per_atom_s`` are the
-CPU seconds each further worker adds (CPU time is far steadier than wall time on a shared machine), except under
-MPI, whose ranks poll while they wait: there the wall times of the XTC parts give the slope, and the ranks'
-collective open gives ``collective_open_s``.  ``wall_range``: how far the line misses its own runs."""
+Starting N workers costs what the machine, the executor and each worker's files make it, not the analysis, so it is
+measured once per machine by whole ``trajscale run`` processes at N = cores and :data:`BEYOND` x cores.  Each
+further worker's cost is its CPU seconds (far steadier than wall time on a shared machine), except under MPI, whose
+ranks poll while they wait: there wall times give the slope.  ``wall_range``: how far the line misses its own runs."""
 
 from __future__ import annotations
 

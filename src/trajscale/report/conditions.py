@@ -1,19 +1,10 @@
 """What a measurement shared its machine with, and whether a run's files were in the page cache.
 
-Two records a run report and a machine profile carry beside their wall times, so that a prediction
-made from them can say under which conditions they were measured:
-
-* :class:`Load` (:class:`LoadMeter`): over an interval, the busy CPU time of this process's CPUs
-  (``/proc/stat``), our own CPU time (``os.times``), steal time and the load average.  Other work is
-  the busy time that was not ours.  Other work and steal of half a core or more on average
-  (:data:`BUSY_CORES`), or a tenth of the cores on a small machine (:data:`BUSY_SHARE`), mark the
-  measurement busy: a run that uses every core waits for its slowest worker, and a worker sharing its
-  core for the whole run takes up to twice as long.
-* :class:`PageCache` (:func:`page_cache`): at a run's start, the fraction of its files' pages in the
-  page cache (``mincore``; sampled windows for a large file).
-
-Both are Linux measurements; elsewhere they are recorded as not measured (None), never as zero.
-"""
+:class:`Load` (:class:`LoadMeter`): the busy CPU time of this process's CPUs that was not ours, and steal.  Half a
+core or more on average (:data:`BUSY_CORES`), or a tenth of a small machine's cores (:data:`BUSY_SHARE`), marks the
+measurement busy: a run waits for its slowest worker, and a worker sharing its core takes up to twice as long.
+:class:`PageCache` (:func:`page_cache`): the share of a run's files' pages cached at its start (``mincore``).
+Both are Linux measurements; elsewhere they are recorded as not measured (None), never as zero."""
 
 from __future__ import annotations
 

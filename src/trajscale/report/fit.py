@@ -1,9 +1,5 @@
-"""The model's per-unit costs, fitted from one run's report or from several of the same work.
-
-:func:`fit` reads one report (any executor, any N); :func:`fit_reports` fits reports at different
-N together, so that per-worker costs that grow with N are seen.  :mod:`trajscale.report.predict`
-turns a fitted :class:`Model` into wall times for a machine.
-"""
+"""The model's per-unit costs, fitted from one run's report (:func:`fit`) or from several at different N
+(:func:`fit_reports`, which sees per-worker costs that grow with N); :mod:`.predict` turns them into wall times."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The machine a prediction is made for: cores, memory, storage and start-up costs, and where each came from.
-
-By default this machine, measured (:func:`this_machine`); or another one named with ``--nodes K
---cores-per-node C``, or a profile written by ``trajscale probe`` (:meth:`Machine.load`), which adds
-the storage's read bandwidth, open and stat latency, and a worker's start-up.  Every value carries its
-origin, so a prediction can print what it assumed (:meth:`Machine.assumptions`)."""
+"""The machine a prediction is made for: cores, memory, storage and start-up costs, and where each came from
+(measured here, given as ``--nodes``/``--cores-per-node``, or a ``trajscale probe`` profile), so a prediction can
+print what it assumed."""
 
 from __future__ import annotations
 

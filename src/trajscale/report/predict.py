@@ -1,13 +1,9 @@
 """Predict the same run at N ranks from one run's own report (``trajscale report --predict``).
 
-The model (its equations and assumptions: docs/scaling.md) is fitted from what the report(s) measured, for a
-:class:`~trajscale.report.machine.Machine`: this machine by default, or one the user names (``--nodes`` x
-``--cores-per-node``, ``--storage-gbps``, ``--metadata-ms``, or a profile written by ``trajscale probe``).  Each of
-N ranks runs ``q = ceil(T/N)`` of the T tasks; t_wall(N) is the fixed costs, the workers' start (the machine's
-launch line), the slowest rank's metadata, read and compute terms, and the communication of a tree collective plus
-the bytes moved.  Beyond the cores workers share them, but a worker that has finished frees its core.  A straggler
-seen in the report is assumed to be present in the larger run too.
-"""
+The model (equations and assumptions: docs/scaling.md) is fitted from the report(s) for a
+:class:`~trajscale.report.machine.Machine`.  t_wall(N) is the fixed costs, the workers' start, the slowest rank's
+metadata, read and compute terms over ``ceil(T/N)`` tasks, and a tree collective's communication plus the bytes
+moved.  A worker that has finished frees its core; a straggler seen in the report is assumed at every N."""
 
 from __future__ import annotations
 

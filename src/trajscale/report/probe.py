@@ -1,10 +1,8 @@
 """Measure the storage that holds a path, and this machine's start-up costs: a profile for ``--predict``.
 
-``trajscale probe PATH`` writes a file beside PATH (or reads PATH itself), then measures, within ``--seconds``: the
-read bandwidth with 1, 2, 4 ... k processes at once, cold (``O_DIRECT`` where allowed, else after
-``POSIX_FADV_DONTNEED``); the open and stat latency of small files; the start of one fresh worker of each executor;
-and the cost per byte of moving a pickled object to a worker and back.  Under ``mpiexec -n K`` every rank reads its
-own part of one shared file, and rank 0 writes the profile: the storage as K ranks on several nodes see it."""
+Within ``--seconds``: cold read bandwidth with 1, 2, 4 ... k readers (``O_DIRECT``, else ``POSIX_FADV_DONTNEED``),
+open and stat latency, each executor's fresh worker start, and the cost per byte of a pickled transfer.  Under
+``mpiexec -n K`` every rank reads its own part of one file: the storage as K ranks on several nodes see it."""
 
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
 """Which storage a predicted run meets, cold or cached, chosen from evidence (``report --predict --storage``).
 
-The same file read twice on one machine comes the second time from the page cache; the two reads differ by the
-storage's rate, so a prediction says which it predicts.  With a probe profile that measured both rates (cold ``c``,
-cached ``w``) and the report's cached share at its start (``f``), a rank's read of a byte splits into its own cost
-``own = s - f / w - (1 - f) / c`` and the storage's time to deliver it (cold: queued with the other ranks' reads,
-:func:`~trajscale.report.predict.storage_wait`).  Without both rates the report's own rate stands for both cases,
-the cold one capped by the storage's curve or ``--storage-gbps``.
-
-``auto`` (:func:`choose`): cold when the file is larger than a node's memory or the target is another machine; else
-the report's own case (half of its pages cached or more: cached); for an older report, cached when its read rate
-beat the probe's cold rate.
-"""
+A second read of a file on one machine comes from the page cache, so a prediction says which it predicts.  With a
+probe profile's cold (``c``) and cached (``w``) rates and the report's cached share (``f``), a rank's read of a byte
+is its own cost ``own = s - f / w - (1 - f) / c`` plus the storage's time to deliver it (cold: queued with the
+other ranks' reads, :func:`~trajscale.report.predict.storage_wait`).  ``auto`` (:func:`choose`): cold for a file
+larger than a node's memory or another machine; else the report's own case."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Stragglers: workers or tasks whose time exceeds 1.5 x the median (Khoshlessan et al. 2020); the phase
-with the largest excess over its median made it slow.
-
-A worker is compared on its start-up (``t_start``) and its own work; never on its waiting for others
-(a rank waiting for a slow one is its victim, not a straggler), nor on a topology loaded once for the
-whole job.  The plot's straggler line and the text both come from :func:`worker_basis`."""
+"""Stragglers: workers or tasks whose time exceeds 1.5 x the median (Khoshlessan et al. 2020), slow in the phase of
+the largest excess.  A worker is compared on its start-up and its own work, never on its waits (a rank waiting for a
+slow one is its victim), nor on a topology loaded once for the job; the plot and the text share :func:`worker_basis`."""
 
 from __future__ import annotations
 

@@ -2,9 +2,7 @@
 
 Every executor runs tasks through :func:`trajscale.executors.base.run_task`, so every report reads the same way.
 Phases (Jakupovic & Beckstein 2021, Table 3): ``t_init_top``, ``t_init_traj``, ``t_io``, ``t_compute``, ``t_wait``
-(waiting for other ranks), ``t_comm`` (gathering results). Outside the tasks, each worker has ``t_start`` (from its
-process's start to ready) and ``t_ready`` (epoch seconds), and the ``process`` record splits the launching process's
-wall time into :data:`~trajscale.timeline.PROCESS_PHASES`."""
+and ``t_comm``; each worker's ``t_start`` (process start to ready) and the launching process's ``process`` record."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """Chrome / Perfetto trace-event JSON of a run report (https://ui.perfetto.dev, ``chrome://tracing``).
 
-Each worker is a process track with a ``tasks`` thread of one slice per task phase, laid out from the
-task's ``t_begin``, and, for Dask, a ``scheduler`` thread with the scheduler's view; worker time
-outside tasks gets slices of its own.  Timestamps are microseconds from the first event, monotonic
-per thread, never overlapping.  A report with a ``process`` record gets a ``launching process``
-track of its phases from the process's start, and each worker track begins with a ``start-up`` slice."""
+Each worker is a process track of task-phase slices from each task's ``t_begin`` (Dask: also the scheduler's view),
+and the launching process a track of its phases; timestamps are microseconds, monotonic and never overlapping."""
 
 from __future__ import annotations
 
