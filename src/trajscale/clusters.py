@@ -1,11 +1,9 @@
 """Dask clusters: the one place trajscale makes a Dask cluster or connects to one.
 
-:func:`dask_cluster` gives a :class:`DaskCluster` of one of four kinds: ``local`` (an embedded ``LocalCluster`` of
-single-threaded workers), ``scheduler`` (a running scheduler, reached within a bounded wait), ``slurm`` (workers as
-SLURM jobs, through dask-jobqueue's ``SLURMCluster``) and ``client`` (a Client the caller made, never closed here).
-The Dask executor, convert's Dask runner and the MDAnalysis backend all get their clusters here.  The launching
-process's report shows where the time went: ``cluster_start``, ``queue_wait`` and ``pool_start``, never "interpreter
-and imports". ``distributed`` (and ``dask_jobqueue``) are imported only when a cluster is made."""
+:func:`dask_cluster` gives a :class:`DaskCluster`: an embedded ``LocalCluster``, a running scheduler (within a bounded
+wait), workers as SLURM jobs (dask-jobqueue), or a Client the caller made (never closed here).  The report shows
+``cluster_start``, ``queue_wait`` and ``pool_start``, never "interpreter and imports".  ``distributed`` (and
+``dask_jobqueue``) are imported only when a cluster is made."""
 
 from __future__ import annotations
 

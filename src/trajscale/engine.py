@@ -1,13 +1,10 @@
 """The run engine: every run of an analysis is rounds of tasks on one executor.
 
 A finished trajectory is one round (:class:`FinishedRounds`); a growing trajectory or an IMD stream a round per
-batch of new frames (:mod:`trajscale.follow`).  What differs between kinds of run is only what decides the next
-round (a :class:`Rounds`); the engine does the rest, the same way for every kind: the executor's lifetime, "the root
-prepares, then shares" (:func:`share`), the job's preparation (:func:`prepare_job`) and the one report.
-
-Phases are named as MDAnalysis's ``AnalysisBase.run`` names ``_setup_frames``, ``_compute`` and ``_conclude``:
-:meth:`Engine.prepare`, :meth:`Engine.rounds_until_end`, :meth:`Engine.result`.
-"""
+batch of new frames (:mod:`trajscale.follow`).  Only what decides the next round differs (a :class:`Rounds`); the
+engine does the rest for every kind: the executor's lifetime, :func:`share`, :func:`prepare_job` and the one report.
+Phases are named as MDAnalysis's ``AnalysisBase.run`` names them: :meth:`Engine.prepare` (``_setup_frames``),
+:meth:`Engine.rounds_until_end` (``_compute``), :meth:`Engine.result` (``_conclude``)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """What a format is, declared once: :class:`FormatTraits`, the one record every format decision reads.
 
-Each format declares one frozen record in a module that imports nothing heavy (the registry reads every
-record before it opens a file, and an XTC's run must not import HDF5): its Source, the name endings and
-first bytes that tell it, its match order, its member trajectories, what a worker imports to read it
-from a URL, and the policy for a cut-short last frame.  The registry, the ensemble's catalog, the pools'
-preloads, the topology loader and xarray's ``guess_can_open`` read these records; nothing else names a
-format.  This module imports no reader; mdCATH's, H5MD's and XTC/TRR's records are in their own packages."""
+Each format declares one frozen record in a module that imports nothing heavy (the registry reads every record
+before it opens a file, and an XTC's run must not import HDF5).  The registry, the ensemble's catalog, the pools'
+preloads, the topology loader and xarray's ``guess_can_open`` read these records; nothing else names a format."""
 
 from __future__ import annotations
 

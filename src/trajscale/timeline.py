@@ -1,17 +1,14 @@
 """The whole wall time of a process, from its start as the OS counts it.
 
-A run's own clock starts when ``trajscale.run`` is called; by then a new process has already spent
-most of its life starting the interpreter and importing, so this module measures from the process's
-start: :func:`process_age` (on Linux from ``/proc/self/stat``'s ``starttime`` against
-``CLOCK_BOOTTIME``, 10 ms resolution; ``btime`` is whole seconds), :func:`mark_ready` (a worker's
-``t_start``), :class:`ProcessTimeline` (consecutive phases of the launching process that add up to
-its wall time) and :func:`note_phase` (time spent before the timeline, moved out of its phase).
+By the time ``trajscale.run`` is called a new process has spent most of its life starting the interpreter and
+importing, so this module measures from the process's start (Linux: ``/proc/self/stat``'s ``starttime`` against
+``CLOCK_BOOTTIME``, 10 ms resolution; ``btime`` is whole seconds): :func:`mark_ready` (a worker's ``t_start``) and
+:class:`ProcessTimeline` (the launching process's phases, adding up to its wall time).
 
-Test hooks: ``TRAJSCALE_TEST_SLOW_START="SECONDS[:WHO]"`` makes workers sleep while they start
-(``WHO``: an MPI rank, or ``one``: the first pool worker); ``TRAJSCALE_TEST_SLOW_READ`` and
-``TRAJSCALE_TEST_SLOW_COMPUTE="SECONDS[:RANK]"`` slow each block's read or map inside the timed phase
-(:func:`trajscale.util.slow_phase_for_tests`), so the report's straggler detection can be checked.
-"""
+Test hooks, for the report's straggler detection: ``TRAJSCALE_TEST_SLOW_START="SECONDS[:WHO]"`` (``WHO``: an MPI
+rank, or ``one``: the first pool worker) slows a worker's start; ``TRAJSCALE_TEST_SLOW_READ`` and
+``TRAJSCALE_TEST_SLOW_COMPUTE="SECONDS[:RANK]"`` each block's read or map
+(:func:`trajscale.util.slow_phase_for_tests`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Run tasks on a local pool of worker processes, started while the job is prepared.
 
-Start method: :func:`trajscale.pools.choose_start_method`'s rule: ``fork`` when it is safe
-(:func:`trajscale.pools.fork_refusal`): workers start in milliseconds with trajscale already
-imported, and never re-import the user's ``__main__``.  Otherwise ``forkserver`` (``spawn`` where
-unavailable), with the main module hidden and the reader's modules imported once by the forkserver.
-A pool started after the job was prepared forks only when asked to
-(:func:`~trajscale.executors.late_start_method`).  ``fork`` where it is unsafe is refused in one line."""
+Start method (:func:`trajscale.pools.choose_start_method`): ``fork`` where safe, so workers start in milliseconds
+with trajscale imported and never re-import the user's ``__main__``; else ``forkserver`` (``spawn`` where there is
+none), with the main module hidden and the reader's modules imported once by the forkserver."""
 
 from __future__ import annotations
 
