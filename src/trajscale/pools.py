@@ -1,15 +1,10 @@
 """Local worker processes: how they start, how they are stopped, how a caller waits on them.
 
-The one place that makes a pool of local worker processes (:func:`process_pool`), below the analysis
-executors and convert's task runners.  Three things users meet before any task runs:
-
-* ``spawn`` and ``forkserver`` children re-import the parent's ``__main__``:
-  :func:`~trajscale.util.main_not_reimported` hides it while workers start.
-* ``fork`` starts a worker in milliseconds, but is unsafe when other threads run or MPI is
-  initialised: :func:`fork_is_safe` says when it is not.
-* Ctrl-C reaches every process of the terminal's group, and a worker still importing prints a
-  traceback: :func:`sigint_blocked` keeps SIGINT pending while workers start and
-  :func:`quiet_worker` makes them ignore it; the parent alone stops the pool."""
+The one place that makes a pool of local worker processes (:func:`process_pool`), below the analysis executors and
+convert's task runners.  ``spawn`` and ``forkserver`` children re-import the parent's ``__main__``
+(:func:`~trajscale.util.main_not_reimported` hides it); ``fork`` is fast but unsafe with other threads or MPI
+(:func:`fork_is_safe`); a Ctrl-C reaches every process of the terminal's group, so :func:`sigint_blocked` holds
+it while workers start and :func:`quiet_worker` leaves it to the parent, which stops the pool."""
 
 from __future__ import annotations
 

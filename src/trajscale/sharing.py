@@ -1,17 +1,13 @@
-"""The root prepares, then shares: one protocol for every SPMD step of trajscale.
-
-A run's job, a conversion's record and offsets, a rechunk's join are made on the root and handed to
-every other process:
+"""The root prepares, then shares: one protocol for every SPMD step of trajscale (a run's job, a conversion's
+record and offsets, a rechunk's join), for any group with ``is_root``, ``spmd`` and ``broadcast(obj)``:
 
 * the value ``make()`` returns on the root is returned on every process;
 * a trajscale error on the root is raised on every process, printed once (``reported_elsewhere``);
 * a Ctrl-C or SIGTERM on the root is raised as itself on every process (an interrupted run);
-* any other exception is raised with its traceback on the root, and as one ``RuntimeError`` naming
-  the step on the others.
+* any other exception keeps its traceback on the root, and is one ``RuntimeError`` naming the step elsewhere.
 
-A group is anything with ``is_root``, ``spmd`` and ``broadcast(obj)``.  Before its first share the root
-owes the others one (they may already wait in it): :func:`owe_first_share` records that, and
-:func:`share_interruption` hands on an interruption that ends the root while it owes one."""
+Before its first share the root owes the others one (they may already wait in it): :func:`owe_first_share`
+records that, and :func:`share_interruption` hands on an interruption that ends the root while it owes one."""
 
 from __future__ import annotations
 

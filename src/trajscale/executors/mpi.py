@@ -1,15 +1,10 @@
 """SPMD execution under ``mpiexec``/``srun``: every rank reads its own frames.
 
-There is no master/worker split.  Rank 0 alone prepares the Job; :meth:`MPIExecutor.broadcast` hands
-it to every rank.  Rank ``r`` runs the contiguous group of tasks ``[ceil(r*k/N), ceil((r+1)*k/N))``, so
-it reads one contiguous region of the file.  Per-frame partials come home to rank 0 with ``Gatherv``
-of raw NumPy buffers (no pickles), in frame order; accumulating partials are reduced on each rank first.
-
-An exception on any rank prints one line naming the rank and its frames and aborts the whole job
-(``MPI_Abort``): a rank waiting in a collective never hangs.  A stop signal is not a failure: each rank
-ends its tasks at the next boundary, the ranks agree on it in the collective that ends the tasks, and
-every rank exits as a signalled command does, with no abort.  Before the job is shared, rank 0 owes
-the others that share (:func:`trajscale.sharing.owe_first_share`)."""
+No master/worker split: rank 0 prepares the Job and :meth:`MPIExecutor.broadcast` hands it to every rank; rank
+``r`` runs the contiguous tasks ``[ceil(r*k/N), ceil((r+1)*k/N))``, one contiguous region of the file.  Per-frame
+partials come home with ``Gatherv`` of raw NumPy buffers (no pickles); accumulating ones are reduced per rank first.
+An exception on any rank prints one line and aborts the job (``MPI_Abort``), so no rank hangs in a collective; a
+stop signal is no failure: the ranks agree on it after their tasks and exit as a signalled command does."""
 
 from __future__ import annotations
 
