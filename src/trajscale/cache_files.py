@@ -1,15 +1,11 @@
 """The entries of trajscale's on-disk caches (under :func:`~trajscale.util.cache_root`): parsed topologies,
 selections, and what reading a remote object learned (XTC offsets, HDF5 metadata).
 
-A topology's entry is a pickle (loading it can run code), and every entry steers what a run reads, so
-every cache keeps its entries the same way:
-
-* read only through its own name, and only when the file opened and its folder are its owner's alone
-  (:func:`~trajscale.util.why_untrusted`, checked on the file opened);
-* written to a temporary name (mode 0600) in a folder created 0700, then renamed;
-* each folder keeps at most so many entries or bytes, least recently used first; a folder is listed
-  again only when what was written since could have passed a bound;
-* a cache never fails a run: an entry that cannot be read is a miss, one that cannot be written is skipped."""
+A topology's entry is a pickle (loading it can run code), and every entry steers what a run reads, so every cache
+keeps its entries alike: read only through their own name, when the file opened and its folder are its owner's
+alone (:func:`~trajscale.util.why_untrusted`); written 0600 to a temporary name in a 0700 folder, then renamed;
+pruned least recently used first, the folder listed again only when a bound could have been passed; and never
+failing a run (an unreadable entry is a miss, an unwritable one is skipped)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """The executors trajscale knows: one registry of names, each with what the rest of trajscale reads of it.
 
-Everything that names executors (``make_executor``, the CLI's choices and flags, convert's runner,
-the probe, the prediction) derives from :data:`EXECUTORS`; ``auto`` is an entry that picks one of its
-``picks``.  The prediction reads traits, never an executor's name, so adding an executor takes its own
-module, one entry here and its tests (:class:`trajscale.testing.ExecutorConformance`).
-
-This module imports nothing of trajscale but its errors: the report package and the executors
-both read it, and it must stay below both.
-"""
+Everything that names executors (``make_executor``, the CLI, convert's runner, the probe, the prediction) derives
+from :data:`EXECUTORS`; the prediction reads traits, never names, so adding an executor takes its module, one entry
+here and its tests (:class:`trajscale.testing.ExecutorConformance`).  This module imports nothing of trajscale but
+its errors: the report package and the executors both read it, and it must stay below both."""
 
 from __future__ import annotations
 
