@@ -1,7 +1,5 @@
-"""Advice rules: small functions of ``(report, diagnosis)`` returning an :class:`Advice` or None.
-
-:data:`RULES` is a plain dict; its order is the order of importance.
-"""
+"""Advice rules: small functions of ``(report, diagnosis)`` returning an :class:`Advice` or None; :data:`RULES` is a
+plain dict whose order is the order of importance."""
 
 from __future__ import annotations
 

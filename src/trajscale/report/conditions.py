@@ -208,12 +208,9 @@ def allowed_cpus() -> set[int]:
 class LoadMeter:
     """Measures :class:`Load` from its construction to :meth:`stop` (``with LoadMeter("probe") as m``).
 
-    ``adopt``: every process started below this one during the measurement is its own work.  A process
-    whose parent exits first (a run's forkserver, a forkserver's Dask workers) is reparented to init
-    and its CPU time reaches no one's children's times; so the meter's process becomes their subreaper
-    (``PR_SET_CHILD_SUBREAPER``) for the interval, and each one's CPU time is counted exactly, alive,
-    exited or reaped.  The exited ones are reaped at :meth:`stop`, where the setting is put back.
-    """
+    ``adopt``: every process started below this one meanwhile is its own work.  One whose parent exits first (a run's
+    forkserver, its Dask workers) would be reparented to init and its CPU time lost, so the meter's process becomes
+    their subreaper (``PR_SET_CHILD_SUBREAPER``) until :meth:`stop` reaps them and puts the setting back."""
 
     def __init__(self, what: str, adopt: bool = False) -> None:
         self.what = what

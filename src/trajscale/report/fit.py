@@ -94,11 +94,9 @@ def _quartile_spread(values: list[float]) -> tuple[float, float]:
 
 
 def fit(report: RunReport, target: str | None = None, ran_on: Machine | None = None) -> Model:
-    """The model's per-unit costs from one report (any executor, any N).
-
-    ``target`` is the executor predicted (default: the report's own, or
-    :data:`~trajscale.executor_registry.DEFAULT_PREDICTION`).  ``ran_on`` is the machine the report was
-    measured on (default: this one): the fit undoes a run's oversubscription of its cores."""
+    """The model's per-unit costs from one report (any executor, any N) for the executor ``target`` (default: the
+    report's own, or :data:`~trajscale.executor_registry.DEFAULT_PREDICTION`), undoing an oversubscription of
+    ``ran_on``'s cores."""
     ran_on = ran_on or this_machine()
     own = EXECUTORS.get(report.executor)
     target = target or (report.executor if own is not None and own.predicted else DEFAULT_PREDICTION)
@@ -236,12 +234,10 @@ def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
 
 
 def fit_reports(reports: list[RunReport], target: str | None = None, ran_on: Machine | None = None) -> Model:
-    """Fit several reports of the same work at different worker counts together.
-
-    A line through their per-rank costs against N gives each cost and its growth per further worker
-    (clamped at no growth: a cost that falls with N is noise); the reports' spread about it widens the
-    prediction's range.  The smallest run gives the serial phases; a run of the predicted executor on 2
-    or more workers its launch and collective latency."""
+    """Fit several reports of the same work at different worker counts together: a line through their per-rank costs
+    against N gives each cost and its growth per further worker (clamped at none: a cost that falls with N is noise),
+    their spread widens the prediction's range, the smallest run gives the serial phases, and a run of the predicted
+    executor on 2 or more workers its launch and collective latency."""
     ran_on = ran_on or this_machine()
     ordered = sorted(reports, key=lambda r: r.n_workers)
     fits = [fit(r, target, ran_on) for r in ordered]

@@ -1,7 +1,5 @@
-"""Derived numbers of runs: phase totals, ratios, S(N) and E(N) (Khoshlessan et al. 2020).
-
-``R_comp/IO = sum(t_compute) / sum(t_io)`` (eq. 7) and ``R_comp/comm = sum(t_compute) / sum(t_comm)`` (eq. 8).
-"""
+"""Derived numbers of runs: phase totals, ratios, S(N) and E(N) (Khoshlessan et al. 2020): ``R_comp/IO =
+sum(t_compute) / sum(t_io)`` (eq. 7) and ``R_comp/comm = sum(t_compute) / sum(t_comm)`` (eq. 8)."""
 
 from __future__ import annotations
 

@@ -129,13 +129,9 @@ def move_at(model: Model, n: int, tasks: int, machine: Machine) -> float:
 
 
 def launch_at(model: Model, n: int, machine: Machine) -> tuple[float, str]:
-    """Seconds of starting the parallel part at ``n`` workers, and where that number came from.
-
-    Up to the cores workers start side by side; beyond them each further worker's start shares the cores.
-    The machine's calibrated :class:`~trajscale.report.machine.LaunchLine` answers (its ``at_cores``
-    replaced by a report of the executor on 2 or more workers); without one, it is built from one
-    fresh worker's start as the executor's ``launch`` trait says.
-    """
+    """Seconds of starting the parallel part at ``n`` workers, and where that number came from: the machine's calibrated
+    :class:`~trajscale.report.machine.LaunchLine` (its ``at_cores`` replaced by a report of the executor on 2 or more
+    workers), else one fresh worker's start as the executor's ``launch`` trait says."""
     if n <= 1:
         return 0.0, ""
     beyond = max(0, started_workers(model, n) - machine.cores) / machine.cores
