@@ -23,7 +23,7 @@ the frame in the member, or for features the row in its trajectory's array),
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -112,28 +112,20 @@ class LaggedEnsembleDataset(EnsembleDataset):
                          cache_dir=cache_dir, storage_options=storage_options, transform=transform)
         self.lagtime = _lag(lagtime)
         self.field = field
-        firsts, counts, owners = [], [], []
+        firsts, counts = [], []
         for i, m in enumerate(self.members):
             bounds = np.array([0, *m.breaks, m.n_frames], np.int64)
             a, b = bounds[:-1], bounds[1:] - self.lagtime
             keep = b > a
             firsts.append(a[keep] + self.starts[i])
             counts.append((b - a)[keep])
-            owners.append(np.full(int(keep.sum()), i, np.int64))
-        #: each piece's first frame (in the dataset's numbering of frames), its pairs and its member
+        #: each piece's first frame (in the dataset's numbering of frames) and its pairs
         self._piece_first = np.concatenate(firsts)
-        self._piece_member = np.concatenate(owners)
         self._piece_start = np.r_[0, np.cumsum(np.concatenate(counts))].astype(np.int64)
         self.n_pairs = int(self._piece_start[-1])
 
     def __len__(self) -> int:
         return self.n_pairs
-
-    def pair_frames(self, index) -> tuple[np.ndarray, np.ndarray]:
-        """(member, frame ``t`` within it) of each pair in ``index``."""
-        g = self._frames_of(_as_index(index, self.n_pairs))
-        member = np.searchsorted(self.starts, g, side="right") - 1
-        return member, g - self.starts[member]
 
     def _frames_of(self, idx: np.ndarray) -> np.ndarray:
         piece = np.searchsorted(self._piece_start, idx, side="right") - 1
@@ -184,14 +176,8 @@ class LaggedEnsembleDataset(EnsembleDataset):
         n = len(batch["n_atoms"])
         return batch["x"].reshape(n, -1), batch["y"].reshape(n, -1)
 
-    def __getitems__(self, indices: Sequence[int]) -> list[dict]:
-        """torch's batched fetch: one packed read, handed out per sample."""
-        batch = self.read(indices)
-        per_atom = {"x", "y", "z"}
-        edges = np.r_[0, np.cumsum(batch["n_atoms"])]
-        items = [{k: (v[edges[i]:edges[i + 1]] if k in per_atom else v[i]) for k, v in batch.items()}
-                 for i in range(len(indices))]
-        return [self.transform(it) for it in items] if self.transform else items
+    def _per_atom_keys(self) -> set[str]:
+        return {"x", "y", "z"}
 
 
 class _Labelled:
