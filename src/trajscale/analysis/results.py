@@ -1,8 +1,7 @@
 """Result records shared by the analyses, and their output files (CSV, HDF5, NumPy, PDB).
 
-An output's extension decides its format, for every analysis: each result
-offers the formats that fit it (:data:`SERIES`, ...) and :func:`save_as` writes
-the one ``path`` names, or refuses the path naming the formats offered.
+An output's extension decides its format: each result offers the formats that fit it (:data:`SERIES`, ...)
+and :func:`save_as` writes the one ``path`` names, or refuses it naming those offered.
 """
 
 from __future__ import annotations
@@ -35,9 +34,8 @@ def output_format(path, offered: tuple[str, ...], what: str) -> str:
 
 def save_as(path, ext: str, *, table=None, arrays: dict | None = None, attrs: dict | None = None, npy=None,
             pdb=None) -> None:
-    """Write a result to ``path`` in format ``ext`` (from :func:`output_format`): under a temporary
-    name, fsynced and renamed; a folder that cannot take it at the end gets it saved in ``$TMPDIR``
-    instead (:func:`~trajscale.util.save_output`).
+    """Write a result to ``path`` in format ``ext`` (from :func:`output_format`), as
+    :func:`~trajscale.util.save_output` writes every output.
 
     Parameters
     ----------
@@ -171,11 +169,8 @@ class FeatureLabels:
 @dataclass(frozen=True)
 class Features(TimeSeries):
     """A per-frame result whose values are labelled features: ``r.<name>`` the values as the analysis shapes
-    them (``(F, R, 2)`` φ/ψ, ...), :meth:`array` the same as ``(F, features)`` float64 (the input deeptime's
-    estimators take), :meth:`feature_labels` what each of those columns is.
-
-    The labels are stored as plain arrays (``feature``, ``resname``, ``resid``, ``chain``, ``pair``), so
-    the result saves and loads as the other records do.
+    them (``(F, R, 2)`` φ/ψ, ...), :meth:`array` the same as ``(F, features)`` float64 (deeptime's input),
+    :meth:`feature_labels` what each column is (stored as plain arrays, to save and load as any record).
     """
 
     feature: np.ndarray | None = None

@@ -1,18 +1,13 @@
 """Preparing an ensemble's members, each on its own topology, or refusing it with the reason.
 
-Preparing a member opens its trajectory once (its frame count, its Source's config), resolves the
-analysis's selections on the member's own topology (the parsed topology and the selections come from
-trajscale's caches when the same file was seen before: members that share a topology file share that
-work) and takes its reference, as a run over that trajectory alone would.  A member that cannot be
-prepared (a missing or unreadable file, a selection that picks nothing in it, a frame range it does
-not have) is refused, named, with the reason; the others go on.
+Preparing a member opens its trajectory once, resolves the analysis's selections on its own topology
+(members that share a topology file share that work, through trajscale's caches) and takes its reference,
+as a run over that trajectory alone would.  A member that cannot be prepared is refused, named, with the
+reason; the others go on.
 
-Where that happens depends on the member's size.  A short member (a few of them make a task) is
-prepared by the worker whose task reads it (:func:`defer_member` on the root, :mod:`.members` on
-the worker): the worker opens it anyway, and the root's work per member is
-then a ``stat``, so a pool starts on the first round at once and thousands of members are prepared in
-parallel.  A member long enough to be cut into tasks is prepared on the root (:func:`prepare_member`),
-which then knows its frames and splits them.
+A short member is prepared by the worker whose task reads it (:func:`defer_member`, :mod:`.members`): the
+root's work per member is then a ``stat``, so a pool starts at once and thousands of members are prepared
+in parallel.  A member long enough to be cut into tasks is prepared on the root (:func:`prepare_member`).
 """
 
 from __future__ import annotations
@@ -42,10 +37,8 @@ PREPARE_S = 2.5e-3
 
 @dataclass(frozen=True)
 class Refusal:
-    """A member that was not analysed: its index in the ensemble, the member, and why; for a member refused by
-    one analysis of several (a plan), that analysis's name and position in the run (the others' results of
-    the member are kept); ``position`` None: refused by every analysis.
-    """
+    """A member that was not analysed: its index in the ensemble, the member, and why; refused by one analysis
+    of several, that analysis's name and position in the run (``position`` None: by every analysis)."""
 
     index: int
     member: Member
@@ -88,8 +81,7 @@ class MemberJob:
     cost
         The work its analyses declare per frame (:class:`~trajscale.analysis.base.FrameCost`).
     reads_ahead
-        Its Source fetches a block ahead (:attr:`~trajscale.sources.base.Source.reads_ahead`: its bytes are behind
-        a URL), as a run over it alone reads.
+        Its Source fetches a block ahead (its bytes are behind a URL).
     t_prepare
         Seconds preparing it took here.
     """
@@ -112,11 +104,7 @@ class MemberJob:
 def prepare_member(index: int, member: Member, analysis: Analysis, options: RunOptions,
                    topologies: SharedTopologies | None = None) -> MemberJob:
     """``member`` prepared for ``analysis`` by the engine's one preparation
-    (:func:`~trajscale.engine.prepare_analysis`), on the topologies members share; the Source opened to prepare
-    it is closed after.
-
-    Raises whatever makes the member unusable (a TrajscaleError naming its file and the problem, or a
-    library's error for a damaged file)."""
+    (:func:`~trajscale.engine.prepare_analysis`); raises whatever makes the member unusable."""
     t0 = time.perf_counter()
     source = open_member(member, options)
     try:

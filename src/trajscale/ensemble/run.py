@@ -175,8 +175,8 @@ def _columns(ens: Ensemble) -> list[str]:
 
 
 def _refused_before(folder: ResultsFolder | None, ens: Ensemble, skipped) -> list[Refusal]:
-    """The refusals by one analysis of members a resumed run found saved (their other analyses' results are
-    in the folder): from the refused table the run before wrote, each checked against the member's record."""
+    """The refusals by one analysis of members a resumed run found saved, from the run before's refused
+    table, each checked against the member's record."""
     if folder is None or not skipped:
         return []
     import csv
@@ -199,10 +199,8 @@ def _refused_before(folder: ResultsFolder | None, ens: Ensemble, skipped) -> lis
 
 def _results(group: AnalysisGroup, ens: Ensemble, rounds: EnsembleRounds, folder, report,
              before: list[Refusal]) -> list[EnsembleResult]:
-    """Each analysis's :class:`EnsembleResult` over the trajectories finished now or saved before, less those
-    that analysis refused (``before``: such refusals of members saved by the run before).  Every member is
-    finished, saved before or refused: each result's members are the ensemble's less its refused ones (a
-    view, not a list of the finished)."""
+    """Each analysis's :class:`EnsembleResult`: the ensemble's members less those it refused (``before``:
+    refusals of members saved by the run before), as a view, not a list of the finished."""
     refused = sorted([*rounds.refused, *before], key=lambda r: (r.index, -1 if r.position is None else r.position))
     if folder is not None:
         records = folder

@@ -1,15 +1,10 @@
 """What an ensemble run cost, by trajectory: counts, bytes and seconds, and the slowest trajectories.
 
-The run's :class:`~trajscale.report.timing.RunReport` times its tasks and workers; a task of an ensemble
-reads several trajectories, and a long trajectory is read by several tasks.  :class:`EnsembleFacts`
-adds the view by trajectory (frames, bytes, seconds preparing, opening, reading and mapping them), so a
-report names the slowest trajectories, not only the slowest tasks.  It is written into the report's
-JSON under ``"ensemble"`` (:func:`report_dict`).
-
-The root folds each finished trajectory's :class:`MemberStats` into one :class:`MemberCosts` as its round
-ends and keeps nothing else of it: totals and counts (exact), the range of atoms a frame, a histogram of
-the trajectories' seconds and the :data:`SLOWEST` slowest by name, whatever the number of trajectories.
-Each trajectory's own costs are saved with its results (a results folder's records: ``stats``).
+A task of an ensemble reads several trajectories, and a long trajectory is read by several tasks, so
+:class:`EnsembleFacts` adds to the run's report the view by trajectory: a report names the slowest
+trajectories, not only the slowest tasks (the report's JSON ``"ensemble"``: :func:`report_dict`).  The root
+folds each finished trajectory's :class:`MemberStats` into one :class:`MemberCosts` and keeps nothing else
+of it: the same size whatever the number of trajectories.
 """
 
 from __future__ import annotations
@@ -44,8 +39,7 @@ class MemberStats:
 
     @property
     def seconds(self) -> float:
-        """Its time in the tasks: opening, reading and mapping it (preparing it on the root is apart: the first
-        member with a topology also pays for parsing it, and for the imports)."""
+        """Its time in the tasks (preparing it is apart: the first member of a topology pays for parsing it)."""
         return self.t_open + self.t_read + self.t_compute
 
     def to_dict(self) -> dict:
@@ -140,9 +134,7 @@ class EnsembleFacts:
     n_trajectories, n_finished, n_refused, n_skipped
         Trajectories in the ensemble; analysed by this run; refused; skipped (saved by a run before).
     costs
-        The finished trajectories' costs (:class:`MemberCosts`): frames, bytes, seconds preparing (on the
-        root or its worker), opening, reading and mapping (in the tasks, summed over their pieces), and the
-        slowest by name.
+        The finished trajectories' costs (:class:`MemberCosts`).
     t_prepare_members
         Seconds the root spent preparing the members (topologies, selections, references).
     """
