@@ -98,29 +98,22 @@ def search_grids(box9: np.ndarray, cutoff: float, n_atoms: int, grid_search: np.
 
 
 def grid_holds_first(n1: int, n2: int) -> bool:
-    """Whether the first selection (``n1`` atoms) makes the cell grid and the second looks into it: where it is
-    the larger. The grid's atoms cost a vectorised wrap and a counting sort each, a looking atom a scalar wrap
-    and its rows of neighbour cells (25 on the finer cells); more atoms in the grid also allow finer cells.
-    The pairs, and each pair's distance, are the same either way (every step's rounding is symmetric: a
-    difference and its images change sign exactly), so the counts are."""
+    """Whether the first selection makes the cell grid and the second looks into it: where it is the larger
+    (a grid atom costs a vectorised wrap, a looking atom a scalar wrap and its rows of neighbour cells).
+    The pairs and their distances are the same either way (every step's rounding is symmetric)."""
     return n1 > n2
 
 
 def rdf_histogram(x: np.ndarray, i1: np.ndarray, i2: np.ndarray, dims: np.ndarray, cutoff: float,
                   edges: np.ndarray, exclusion_block=None, finite: np.ndarray | None = None) -> tuple[np.ndarray,
                                                                                                    np.ndarray]:
-    """Pair-distance histogram of atoms ``i1`` against atoms ``i2`` of (F, N, 3) ``x`` over the frames with a box.
+    """Pair-distance histogram of atoms ``i1`` against atoms ``i2`` of (F, N, 3) ``x`` over the frames with a box
+    (gathered inside the kernel; ``x`` as float32, the precision MDAnalysis computes in).
 
-    The atoms are gathered inside the kernel, frame by frame (no (F, n, 3) copies of
-    the selections). ``x`` in another dtype, byte order or layout is converted to
-    C-contiguous native float32 once (float64 is rounded to float32, the precision
-    MDAnalysis computes in). Returns ``(counts, done)``: counts (len(edges) - 1,)
-    summed over the frames ``done`` (F,) marks.  ``finite``: an (F,) bool array in which the frames of ``done``
-    where an atom of ``i1`` or ``i2`` has a NaN or infinite coordinate are set False (and left out of the
-    counts); the other frames' elements are left as they are.
-
-    Raises ValueError for a shape that is not (F, N, 3), bins that are not equal-width
-    edges, or atom indices outside ``x``.
+    Returns ``(counts, done)``: counts (len(edges) - 1,) summed over the frames ``done`` (F,) marks.
+    ``finite``: an (F,) bool array in which the frames of ``done`` with a NaN or infinite coordinate among
+    the atoms are set False (and left out of the counts).  Raises ValueError for a shape that is not
+    (F, N, 3), too few edges, or atom indices outside ``x``.
     """
     x = np.ascontiguousarray(x, np.float32)   # a no-op for the blocks sources hand out
     if x.ndim != 3 or x.shape[2] != 3:
