@@ -1,15 +1,9 @@
 """Write one range of a conversion's output frames into a file, resumably: the worker's side.
 
-A :class:`ConvertJob` is everything a worker needs as plain values (it travels
-by pickle to processes and Dask workers).  The process that prepares it opens
-every input once, computes the frames each output range takes from each file
-and the step/time shift the join gives each file (``sources.chain.plan_join``),
-so a worker opens only the files of its own range and never rebuilds anything.
-
-:func:`write_range` writes output frames ``[i0, i1)`` with :class:`H5MDWriter`
-in slabs of at most ``stream.SLAB_BYTES`` and saves ``{"done": n}`` in its own
-progress record after each slab is committed; called again on the same
-record it reopens the file and continues after the last counted frame.
+A :class:`ConvertJob` is everything a worker needs as plain values: the preparing process opens every
+input once and computes the frames each output range takes from each file and each file's step/time shift
+(``sources.chain.plan_join``), so a worker opens only the files of its own range.  :func:`write_range`
+counts ``{"done": n}`` in its own record after each slab is committed, and continues from there.
 """
 
 from __future__ import annotations
@@ -115,12 +109,9 @@ def iter_slabs(job: ConvertJob, i0: int, i1: int, sources=None, opened=None):
 
 def write_range(job: ConvertJob, i0: int, i1: int, path: str, record_path: str, sources=None,
                 bar=None) -> int:
-    """Write output frames ``[i0, i1)`` to ``path``; return the frames written now.
-
-    ``record_path`` holds ``{"done": n, ...}`` (other keys kept): with ``n > 0``
-    the file is reopened and continued after its first ``n`` frames. ``sources``
-    maps input index to an open Source (the serial caller's); others are opened
-    here and closed at the end.  Stops between slabs on a recorded SIGTERM.
+    """Write output frames ``[i0, i1)`` to ``path``, continuing after the ``n`` frames ``record_path``'s
+    ``{"done": n, ...}`` counts; return the frames written now.  ``sources``: open Sources by input index
+    (others are opened here).  Stops between slabs on a recorded SIGTERM.
     """
     record = load_record(record_path) or {}
     done = int(record.get("done", 0))

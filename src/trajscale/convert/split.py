@@ -73,13 +73,9 @@ def _time_independent(src: H5MDSource) -> dict:
 
 
 def _stored_like(src: H5MDSource, layout: Layout) -> tuple[Layout, dict]:
-    """The parts' layout and writer options: a lossy input's precision and encoding are kept.
-
-    A lossy input's parts are written in its units at its precision, so every
-    value lands on the grid it came from (re-rounding a decoded value is exact)
-    and ``inspect``/``verify`` of a part state and check the same bound; they
-    keep its compression too unless ``layout`` names one (positions rounded to a
-    grid but stored without a filter would save nothing).
+    """The parts' layout and writer options: a lossy input's parts are written in its units at its precision
+    (every value lands on the grid it came from, so a part states and checks the same bound) and keep its
+    compression unless ``layout`` names one (rounded positions stored unfiltered would save nothing).
     """
     if src.info.lossy is None:
         return layout, {}
@@ -114,14 +110,9 @@ def build_index(parts: list[str], output: str | os.PathLike, topology: str | Non
                 continuous: bool = False) -> str:
     """Describe existing parts (any format MDAnalysis reads) as one trajectory; check order and atoms.
 
-    The parts join as :func:`~trajscale.sources.chain.plan_join` decides: GROMACS
-    restart parts give each time once (the later part's frame), parts whose
-    times restart or repeat are renumbered, and a part overlapping the previous
-    one is refused unless ``continuous``.  ``group`` and ``assume_units`` apply
-    to H5MD parts (the particle group to read, the units of datasets without a
-    unit attribute); the index keeps them for the runs that read it.  ``output``
-    is never one of the parts or the topology; an existing one is replaced only
-    with ``overwrite``.
+    The parts join as :func:`~trajscale.sources.chain.plan_join` decides (an overlap refused unless
+    ``continuous``).  ``group`` and ``assume_units`` apply to H5MD parts, and the index keeps them.
+    ``output`` is never a part or the topology; an existing one is replaced only with ``overwrite``.
     """
     from ..sources.base import OpenRequest
     from ..sources.registry import open_part
