@@ -51,10 +51,8 @@ def _registry() -> dict:
 
 
 def registered(plugins: bool = False) -> dict:
-    """name -> class of the analyses known now: ``ANALYSES`` once it has been read (with whatever was added
-    to it), else the built-in ones, importing their modules but not scanning the installed packages'
-    entry points (``importlib.metadata`` costs a command's start a sixth of a second); with ``plugins``
-    those too."""
+    """name -> class of the analyses known now: ``ANALYSES`` once it has been read, else the built-in ones
+    (entry points are scanned only with ``plugins``: ``importlib.metadata`` costs a start a sixth of a second)."""
     registry = globals().get("ANALYSES")
     if registry is not None:
         return dict(registry)
@@ -83,10 +81,7 @@ def _plugins() -> dict:
 
 
 def analysis_class(name: str) -> type:
-    """The analysis class registered as ``name``, importing only its module (KeyError if unknown).
-
-    Once ``ANALYSES`` has been read it is the registry (it may hold analyses added at run time).
-    """
+    """The analysis class registered as ``name``, importing only its module (KeyError if unknown)."""
     if name in _INTERNAL:
         import importlib
 
