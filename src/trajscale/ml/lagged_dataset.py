@@ -1,24 +1,12 @@
 """Time-lagged pairs as PyTorch datasets: for VAMPnets and other models of transitions.
 
 A sample is a pair ``(x_t, x_{t+τ})`` of one trajectory (:mod:`trajscale.ml.lagged`: never spanning two
-trajectories, two parts that do not follow each other, or a refused member), numbered trajectory after
-trajectory and piece after piece, so that consecutive samples are consecutive frames.
-:func:`~trajscale.ml.make_loader` (a :class:`~trajscale.ml.sampler.BlockBatchSampler` underneath) shuffles
-blocks of them, deterministically (``seed + epoch``, ``loader.sampler.set_epoch(epoch)``), and a batch is read
-as a few contiguous runs of frames.
-
-* :class:`LaggedDataset` serves features held in memory (arrays, an ensemble's per-frame result):
-  ``x`` and ``y`` are (batch, features).
-* :class:`LaggedEnsembleDataset` serves coordinates of an ensemble's members, read through
-  :class:`~trajscale.ml.ensemble.EnsembleDataset` (local or behind a URL, ``cache_dir=`` for a node-local
-  copy): a batch in order is read member by member, from a local mdCATH file the frames ``t`` straight into
-  ``x`` and ``t + τ`` into ``y`` (one compiled read each), elsewhere each run of both read once. ``x`` and
-  ``y`` hold the atoms of every sample one after another ((sum of atoms, 3), ``n_atoms`` per sample);
-  :meth:`~LaggedEnsembleDataset.pairs` gives them as deeptime's ``(X, Y)`` arrays.
-
-Each sample also carries its ``trajectory`` (the member's number in ``names``), ``name``, ``frame`` (``t``:
-the frame in the member, or for features the row in its trajectory's array),
-``time`` and ``time_lagged`` where known, and the member's labels (numbers as arrays, others as lists).
+trajectories or a gap), numbered so that consecutive samples are consecutive frames: a
+:class:`~trajscale.ml.sampler.BlockBatchSampler` batch is read as a few contiguous runs of frames.
+:class:`LaggedDataset` serves features held in memory (``x``, ``y``: (batch, features));
+:class:`LaggedEnsembleDataset` serves coordinates of an ensemble's members, packed as
+:class:`~trajscale.ml.ensemble.EnsembleDataset` packs them.  Each sample also carries its ``trajectory``,
+``name``, ``frame`` (``t``), ``time`` and ``time_lagged`` where known, and the member's labels.
 """
 
 from __future__ import annotations
@@ -132,14 +120,8 @@ class LaggedEnsembleDataset(EnsembleDataset):
         return self._piece_first[piece] + (idx - self._piece_start[piece])
 
     def read(self, index) -> dict:
-        """The pairs ``index`` (an int or a sequence), without the transform.
-
-        Pairs in increasing order (a :class:`~trajscale.ml.sampler.BlockBatchSampler` batch) are read per member
-        of the batch: from a file at hand whose Source reads many frames at once (a local mdCATH file), the
-        frames ``t`` straight into ``x``'s rows and the frames ``t + τ`` into ``y``'s, one compiled call each;
-        otherwise each contiguous run of the frames ``t`` and ``t + τ`` is read once (they overlap) and copied
-        to both. Any other order: the batch's frames ``t`` and ``t + τ`` read together, one read per
-        contiguous run of a member's frames, then put in the asked order."""
+        """The pairs ``index`` (an int or a sequence), without the transform: pairs in increasing order are
+        read straight into ``x`` and ``y`` (:meth:`_packed`), any other order read together, then reordered."""
         scalar = np.ndim(index) == 0
         idx = _as_index(index, self.n_pairs)
         g = self._frames_of(idx)
