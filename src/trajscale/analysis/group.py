@@ -28,22 +28,12 @@ PASS_BLOCK_BYTES = 32 * 2**20
 
 @dataclass(frozen=True)
 class GroupState:
-    """What every worker holds of a group's preparation.
-
-    Attributes
-    ----------
-    prepared
-        Each analysis's own :class:`~trajscale.analysis.base.Prepared`, in the group's order.
-    views
-        For each analysis, the positions of its atoms within the union block (read order), or None
-        when its atoms are the union itself (it maps the block as read, with no copy).
-    path
-        The trajectory, for the errors of a frame without a box.
-    """
+    """What every worker holds of a group's preparation: each analysis's own, and the positions of its atoms
+    within the union block (None: the union itself, mapped with no copy)."""
 
     prepared: tuple[Prepared, ...]
     views: tuple[np.ndarray | None, ...]
-    path: str = ""
+    path: str = ""   # the trajectory, for the errors of a frame without a box
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -23,40 +23,19 @@ TAKES_VALUE = object()
 class Option:
     """One option of ``trajscale run NAME`` (``--name``), and the key ``name`` of a plan's table.
 
-    Attributes
-    ----------
-    name
-        The option without its dashes (``"fit-select"``).
-    help
-        What it does; the default is added from the constructor's signature.
-    keyword
-        The constructor's keyword it sets (default: ``name`` with ``_`` for ``-``); options that share one
-        keyword set it together, as a tuple in their order (``select1``, ``select2`` of Contacts' ``select``).
-    type
-        ``str``, ``int`` or ``float``: what its value is converted to.
-    nargs
-        Values it takes (``range MIN MAX``: 2); None: one.
-    choices
-        The values allowed (empty: any).
-    required
-        The analysis has no default for it.
-    switch
-        For an option without a value (``--no-pbc``): the keyword's value when it is given.
-    repeat
-        It may be given several times; the keyword gets the list.
-    metavar
-        The value's name in the help.
+    ``keyword`` is the constructor's keyword it sets (default: ``name`` with ``_`` for ``-``); options that
+    share one set it together, as a tuple in their order (``select1``, ``select2`` of Contacts' ``select``).
     """
 
-    name: str
-    help: str
+    name: str                       # without its dashes (``"fit-select"``)
+    help: str                       # the default is added from the constructor's signature
     keyword: str | None = None
-    type: type = str
-    nargs: int | None = None
-    choices: tuple = ()
-    required: bool = False
-    switch: object = TAKES_VALUE
-    repeat: bool = False
+    type: type = str                # what its value is converted to
+    nargs: int | None = None        # values it takes (``range MIN MAX``: 2); None: one
+    choices: tuple = ()             # the values allowed (empty: any)
+    required: bool = False          # the analysis has no default for it
+    switch: object = TAKES_VALUE    # for an option without a value (``--no-pbc``): the keyword's value
+    repeat: bool = False            # given several times, the keyword gets the list
     metavar: str | tuple[str, ...] | None = None
 
     @property

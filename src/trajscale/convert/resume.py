@@ -75,24 +75,12 @@ class InputIdentity:
 @dataclass(frozen=True, slots=True)
 class ResumeKey:
     """What a partial output was made from: a resume continues it only when its own key is equal (a record
-    without one, an earlier trajscale's, is refused in one line).
+    without one, an earlier trajscale's, is refused in one line)."""
 
-    Parameters
-    ----------
-    kind
-        ``"convert"`` or ``"rechunk"``.
-    mode
-        How the output is written (:class:`WriteMode`).
-    inputs
-        Every input file, in order.
-    options
-        ``(name, value)`` of each option that shapes the output's bytes, by its command-line name.
-    """
-
-    kind: str
+    kind: str                                      # "convert" or "rechunk"
     mode: WriteMode
-    inputs: tuple[InputIdentity, ...]
-    options: tuple[tuple[str, OptionValue], ...]
+    inputs: tuple[InputIdentity, ...]              # every input file, in order
+    options: tuple[tuple[str, OptionValue], ...]   # each that shapes the output's bytes, by its CLI name
 
     @classmethod
     def of(cls, kind: str, mode: WriteMode, inputs, options: dict[str, OptionValue]) -> ResumeKey:
@@ -158,16 +146,8 @@ _HELD: dict[str, tuple[int, int]] = {}
 
 
 class Partial:
-    """The temporary file, progress record and segment folder of one resumable output.
-
-    Parameters
-    ----------
-    final
-        The output's name (already checked by ``check_output_path``).
-    key
-        What this run makes the output from (its ``kind`` names the temporary files); a resume
-        continues a record only of an equal key.
-    """
+    """The temporary file, progress record and segment folder of one resumable output ``final`` (checked by
+    ``check_output_path``), made from ``key`` (whose ``kind`` names the temporary files)."""
 
     def __init__(self, final: Path, key: ResumeKey) -> None:
         self.final = Path(final)

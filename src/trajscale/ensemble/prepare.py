@@ -63,38 +63,17 @@ class RefusedResult:
 
 @dataclass(frozen=True)
 class MemberJob:
-    """A prepared member, on the root: how workers read it, its preparation, and what a frame costs.
-
-    Attributes
-    ----------
-    index, member
-        Its place in the ensemble, and the member.
-    read
-        How a worker reads it (its ``offset`` set when the job's axis is laid out).
-    prepared
-        The wrapped analysis's preparation on its topology; None for a member its worker prepares
-        (:func:`defer_member`: ``read.spec`` says how).
-    frame_bytes
-        Bytes a frame costs in its reader's buffers, plus the bytes per frame the analysis holds beside.
-    decode_s
-        Seconds a frame costs to decode beyond its bytes (XTC).
-    cost
-        The work its analyses declare per frame (:class:`~trajscale.analysis.base.FrameCost`).
-    reads_ahead
-        Its Source fetches a block ahead (its bytes are behind a URL).
-    t_prepare
-        Seconds preparing it took here.
-    """
+    """A prepared member, on the root: how workers read it, its preparation, and what a frame costs."""
 
     index: int
     member: Member
-    read: MemberRead
-    prepared: Prepared | None
-    frame_bytes: int
-    decode_s: float = 0.0
-    cost: object = None
-    reads_ahead: bool = False
-    t_prepare: float = 0.0
+    read: MemberRead              # its ``offset`` set when the job's axis is laid out
+    prepared: Prepared | None     # None: its worker prepares it (:func:`defer_member`)
+    frame_bytes: int              # in its reader's buffers, plus what the analysis holds beside per frame
+    decode_s: float = 0.0         # seconds a frame costs to decode beyond its bytes (XTC)
+    cost: object = None           # the work its analyses declare per frame (a FrameCost)
+    reads_ahead: bool = False     # its Source fetches a block ahead (its bytes are behind a URL)
+    t_prepare: float = 0.0        # seconds preparing it took here
 
     @property
     def n(self) -> int:

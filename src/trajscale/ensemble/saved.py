@@ -319,26 +319,13 @@ def saved_names(path: str | os.PathLike) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class MemberRecord:
-    """One finished trajectory: each analysis's result, what it cost, and the partials kept for aggregates.
-
-    Attributes
-    ----------
-    name, index
-        The member's name and its index in the ensemble.
-    results
-        Each analysis's result (the run's analyses, in order).
-    stats
-        frames, bytes, t_read, t_open, t_compute (seconds summed over its pieces), opens.
-    partials
-        For each analysis, its partial over the whole trajectory where it adds exactly
-        (:data:`AGGREGATES`; None elsewhere), and the plain values of its preparation the result needs.
-    """
+    """One finished trajectory: each analysis's result, what it cost, and the partials kept for aggregates."""
 
     name: str
-    index: int
-    results: tuple
-    stats: dict
-    partials: tuple = ()
+    index: int           # in the ensemble
+    results: tuple       # each analysis's, in the run's order
+    stats: dict          # frames, bytes, opens and seconds, summed over its pieces
+    partials: tuple = ()   # per analysis of :data:`AGGREGATES`, its whole partial and plain preparation; else None
 
     def encode(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The record's plain values (JSON) and its arrays, named."""

@@ -32,35 +32,19 @@ from .opened import MAX_OPEN, close_member_sources, member_sources
 
 @dataclass(frozen=True)
 class MemberRead:
-    """How a worker reads one member: where its frames lie on the ensemble's axis and in its own trajectory.
+    """How a worker reads one member: its analysed frames occupy ``[offset, offset + n)`` of the ensemble's
+    axis and are frames ``start, start + step, ...`` of its own trajectory.  A member the worker prepares
+    (``spec``: :func:`~trajscale.ensemble.members.member_spec`) is one position of the axis, whose read
+    opens, prepares and reads it whole (``source`` and ``atoms`` unused)."""
 
-    Attributes
-    ----------
-    member
-        Its index in the ensemble.
-    offset, n
-        Its analysed frames occupy ``[offset, offset + n)`` of the ensemble's axis.
-    start, step
-        They are frames ``start, start + step, ...`` of its own trajectory.
-    source
-        Its Source's config (reopened on the worker).
-    atoms
-        The atoms to read (its analyses' union, indices into its trajectory), or None for all.
-    path
-        Its trajectory, for messages.
-    spec
-        A member the worker prepares (:func:`~trajscale.ensemble.members.member_spec`): one position of the
-        axis, whose read opens, prepares and reads it whole (``source``, ``atoms`` unused); None: the root's.
-    """
-
-    member: int
+    member: int                 # its index in the ensemble
     offset: int
     n: int
     start: int
     step: int
-    source: dict
-    atoms: np.ndarray | None
-    path: str
+    source: dict                # its Source's config (reopened on the worker)
+    atoms: np.ndarray | None    # its analyses' atoms (indices into its trajectory), None for all
+    path: str                   # its trajectory, for messages
     spec: dict | None = None
 
     def __post_init__(self) -> None:

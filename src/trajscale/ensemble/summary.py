@@ -52,22 +52,10 @@ _SUMMED = ("frames", "bytes", "opens", "t_open", "t_read", "t_compute", "t_prepa
 
 @dataclass
 class MemberCosts:
-    """The trajectories' costs folded together as they finish: the same size at any number of trajectories.
+    """The trajectories' costs folded together as they finish (sums of :data:`_SUMMED`, the range of atoms a
+    frame, a histogram of seconds): the same size at any number of trajectories."""
 
-    Attributes
-    ----------
-    n
-        Trajectories folded in.
-    frames, bytes, opens, t_open, t_read, t_compute, t_prepare, seconds
-        Their sums (seconds: opening, reading and mapping, as :attr:`MemberStats.seconds`).
-    atoms_min, atoms_max
-        The fewest and the most atoms a frame of one was read with.
-    histogram
-        Trajectories by their seconds: bin ``k`` counts those below ``2**(LOG2_FIRST + k)`` s and at or above
-        the bin before's bound (:func:`histogram_edges`).
-    """
-
-    n: int = 0
+    n: int = 0   # trajectories folded in
     frames: int = 0
     bytes: int = 0
     opens: int = 0
@@ -78,7 +66,7 @@ class MemberCosts:
     seconds: float = 0.0
     atoms_min: int = 0
     atoms_max: int = 0
-    histogram: list[int] = field(default_factory=lambda: [0] * BINS)
+    histogram: list[int] = field(default_factory=lambda: [0] * BINS)   # by seconds: :func:`histogram_edges`
     _slowest: list = field(default_factory=list, repr=False)   # a heap of (seconds, -order, stats): the k slowest
 
     def add(self, stats: MemberStats) -> None:
@@ -86,14 +74,8 @@ class MemberCosts:
         s = stats.seconds
         self.atoms_min = stats.atoms if self.n == 0 else min(self.atoms_min, stats.atoms)
         self.atoms_max = max(self.atoms_max, stats.atoms)
-        self.frames += stats.frames
-        self.bytes += stats.bytes
-        self.opens += stats.opens
-        self.t_open += stats.t_open
-        self.t_read += stats.t_read
-        self.t_compute += stats.t_compute
-        self.t_prepare += stats.t_prepare
-        self.seconds += s
+        for name in _SUMMED:
+            setattr(self, name, getattr(self, name) + getattr(stats, name))
         self.histogram[_bin(s)] += 1
         entry = (s, -self.n, stats)   # (ties: the first finished stays, as a stable sort keeps it)
         self.n += 1
@@ -125,19 +107,8 @@ def histogram_edges() -> list[float]:
 
 @dataclass(frozen=True)
 class EnsembleFacts:
-    """An ensemble run by trajectory.
-
-    Attributes
-    ----------
-    origin
-        The catalog or glob.
-    n_trajectories, n_finished, n_refused, n_skipped
-        Trajectories in the ensemble; analysed by this run; refused; skipped (saved by a run before).
-    costs
-        The finished trajectories' costs (:class:`MemberCosts`).
-    t_prepare_members
-        Seconds the root spent preparing the members (topologies, selections, references).
-    """
+    """An ensemble run by trajectory: its trajectories in all, analysed by this run, refused and skipped
+    (saved by a run before), the finished ones' costs, and the root's seconds preparing members."""
 
     origin: str = ""
     n_trajectories: int = 0
