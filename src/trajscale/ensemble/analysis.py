@@ -151,13 +151,7 @@ class EnsembleOutcome:
 
 
 class EnsembleAnalysis(Analysis):
-    """``analysis`` run over each member of an ensemble on its own.
-
-    Parameters
-    ----------
-    analysis
-        The analysis (or group of analyses) run on every member, or its config.
-    """
+    """``analysis`` (or a group, or its config) run over each member of an ensemble on its own."""
 
     name = "ensemble"
     per_frame = False

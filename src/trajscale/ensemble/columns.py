@@ -18,22 +18,9 @@ _ABSENT = object()   # (a label a member does not have)
 
 
 class MemberColumns(Sequence):
-    """Members, in order, as columns (see the module's docstring).
-
-    Parameters
-    ----------
-    members
-        :class:`~trajscale.ensemble.catalog.Member` records (consumed one at a time: none is kept).
-    member
-        Their class (it makes them again: ``member.made(name, trajectory, topology, labels, source)``).
-    origin
-        The ensemble's catalog or glob, for messages.
-
-    Raises
-    ------
-    ConfigError
-        An item is no Member, or two members share a name.
-    """
+    """``members`` (consumed one at a time: none is kept), in order, as columns; ``member`` is their class,
+    which makes them again (``member.made(...)``).  An item that is no Member, or two members of one name,
+    are a ConfigError."""
 
     def __init__(self, members: Iterable, member: type, origin: str = "") -> None:
         self._cls = member

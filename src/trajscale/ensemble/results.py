@@ -49,16 +49,8 @@ def offered_formats(analysis) -> tuple[str, ...]:
 
 
 class FinishedMembers(Sequence):
-    """An ensemble's members less those at some indices (a result's refused ones), in order: a view whose
-    memory is the indices left out, not a list of the members kept.
-
-    Parameters
-    ----------
-    ensemble
-        The :class:`~trajscale.ensemble.catalog.Ensemble`.
-    excluded
-        Indices of the members left out.
-    """
+    """An ensemble's members less those at the indices ``excluded`` (a result's refused ones), in order: a
+    view whose memory is the indices left out, not a list of the members kept."""
 
     def __init__(self, ensemble, excluded) -> None:
         self._ensemble = ensemble

@@ -56,25 +56,9 @@ WORKER_MODULES = ("trajscale.ensemble.source", "trajscale.ensemble.analysis")
 
 
 class EnsembleRounds(Rounds):
-    """The rounds of an ensemble run (see the module's docstring).
-
-    Parameters
-    ----------
-    ensemble
-        The members.
-    group
-        The analyses run on each (a group of one for one analysis).
-    options
-        The run's options (frames, block budget, H5MD options).
-    folder
-        Where each finished member's results are saved (and found by a resumed run); None: kept in memory.
-    strict
-        The first refusal ends the run.
-    max_open
-        Member trajectories a worker thread keeps open.
-    round_size
-        Members run (and saved) together; None: 64 per worker.
-    """
+    """The rounds of an ensemble run (see the module's docstring): ``group`` (a group of one for one analysis)
+    over each member, results saved in ``folder`` (None: kept in memory), as :class:`.run.EnsembleOptions`
+    says for ``strict``, ``max_open`` and ``round_size``."""
 
     tasks_per_worker = 4
 

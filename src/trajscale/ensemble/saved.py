@@ -110,19 +110,9 @@ def _json_of(arr: np.ndarray):
 
 
 class ResultsFolder:
-    """A run's results folder (see the module's docstring).
-
-    Parameters
-    ----------
-    path
-        The folder (made if missing).
-    manifest
-        What the run is (plain values).
-    resume
-        Keep the results a run of the same manifest saved there, and skip their trajectories.
-    overwrite
-        Remove the results of another run saved there (without it, such a folder is refused).
-    """
+    """A run's results folder ``path`` (made if missing) for the run ``manifest`` (plain values): with
+    ``resume``, the results a run of the same manifest saved there are kept and their trajectories skipped;
+    with ``overwrite``, another run's are removed (without it, such a folder is refused)."""
 
     def __init__(self, path: str | os.PathLike, manifest: Mapping, resume: bool = False,
                  overwrite: bool = False) -> None:

@@ -103,26 +103,11 @@ class EnsembleBlock:
 
 
 class EnsembleSource(Source):
-    """The frames of an ensemble's members, one member after another on one axis.
-
-    Parameters
-    ----------
-    members
-        The members read (:class:`MemberRead`, or their dicts), in axis order.
-    token
-        Names the job these members belong to.
-    origin
-        The ensemble's catalog or glob, for messages and the report.
-    max_open
-        Member trajectories a worker thread keeps open.
-    reads_ahead
-        Some member's Source reads ahead (its bytes are behind a URL): a task says its next read (:meth:`prefetch`).
-    frame_bytes, n_atoms, decode_s
-        The most a member's frame costs in its reader's buffers, the most atoms it is read with, and the
-        most seconds a frame costs to decode: what sizes the blocks and weighs the run.
-    analysis
-        The config of the analyses run (for the members a worker prepares); None: all prepared on the root.
-    """
+    """The frames of ``members`` (:class:`MemberRead`, or their dicts), one member after another on one axis,
+    for the job ``token`` names.  ``reads_ahead``: some member's bytes are behind a URL (:meth:`prefetch`).
+    ``frame_bytes``, ``n_atoms``, ``decode_s``: the most a member's frame costs in its reader's buffers,
+    atoms and seconds decoding (what sizes the blocks and weighs the run).  ``analysis``: the analyses'
+    config, for the members a worker prepares (None: all prepared on the root)."""
 
     kind = "ensemble"
     description = "an ensemble's trajectories, one after another (made by trajscale.ensemble)"

@@ -87,15 +87,10 @@ class PackSummary:
 
 # ---------------------------------------------------------------- reading inputs
 
-def _read_header(fh, version: tuple[int, int]):
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(fh)
-    return np.lib.format.read_array_header_2_0(fh)
-
-
 def _npy_header(fh) -> ArraySpec:
-    version = np.lib.format.read_magic(fh)
-    shape, fortran, dtype = _read_header(fh, version)
+    fmt = np.lib.format
+    read = fmt.read_array_header_1_0 if fmt.read_magic(fh) == (1, 0) else fmt.read_array_header_2_0
+    shape, _, dtype = read(fh)
     return ArraySpec(tuple(shape), np.dtype(dtype))
 
 
