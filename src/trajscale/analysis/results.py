@@ -35,19 +35,9 @@ def output_format(path, offered: tuple[str, ...], what: str) -> str:
 def save_as(path, ext: str, *, table=None, arrays: dict | None = None, attrs: dict | None = None, npy=None,
             pdb=None) -> None:
     """Write a result to ``path`` in format ``ext`` (from :func:`output_format`), as
-    :func:`~trajscale.util.save_output` writes every output.
-
-    Parameters
-    ----------
-    table
-        ``(header, rows, fmt)`` for ``.csv`` (``np.savetxt``).
-    arrays, attrs
-        Named arrays (and scalar attributes) for ``.h5``/``.hdf5`` and ``.npz``.
-    npy
-        The one array a ``.npy`` file holds.
-    pdb
-        ``fn(tmp_path)`` writing a PDB file.
-    """
+    :func:`~trajscale.util.save_output` writes every output: ``table`` ``(header, rows, fmt)`` for ``.csv``,
+    named ``arrays`` (and scalar ``attrs``) for ``.h5``/``.hdf5``/``.npz``, ``npy`` for ``.npy``, ``pdb``
+    (``fn(tmp_path)``) for ``.pdb``."""
     save_output(path, lambda tmp: _write_as(tmp, ext, table, arrays, attrs, npy, pdb))
 
 

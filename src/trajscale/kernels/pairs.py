@@ -1,20 +1,11 @@
 """Histograms of the pair distances within a cut-off, batched over a block's frames (RDF partials).
 
-The pairs and distances are those of ``MDAnalysis.lib.distances.capped_distance`` as
-``InterRDF`` calls it, bin for bin: a compiled cell list (:mod:`._pairs`, Cython) finds
-the candidates, and each candidate's distance is computed with MDAnalysis's own float32
-wrapping, minimum image and inclusion test for the method MDAnalysis would pick
-(grid search or brute force). Frames without a box (all six dimensions zero, which
-``InterRDF`` passes as ``box=None``) are searched as ``capped_distance`` does then:
-plain differences, of coordinates shifted into its pseudo-box for the grid search.
-Frames with a box that is not valid are left to the caller.
-
-The search's plan comes from the two selections' sizes and each frame's box: the larger selection
-makes the cell grid and the smaller one looks into it (:func:`grid_holds_first`; the pair set, and each
-pair's distance, are the same either way), on cells half a cut-off thick where the box fits 5 of them
-an axis and the grid's atoms fill them well enough, else a cut-off thick (:func:`search_grids`); the
-vectorised sorted search then, the scalar search where the box fits fewer than 3 cells an axis or
-MDAnalysis would use brute force or no box.
+The pairs and distances are those of ``MDAnalysis.lib.distances.capped_distance`` as ``InterRDF`` calls
+it, bin for bin: a compiled cell list (:mod:`._pairs`) finds the candidates, and each distance is computed
+with MDAnalysis's own float32 wrapping, minimum image and inclusion test for the method it would pick (grid
+search or brute force; frames without a box in its pseudo-box).  Frames with an invalid box are left to
+the caller.  The larger selection makes the cell grid (:func:`grid_holds_first`), on cells half a cut-off
+thick where they fit, else a cut-off thick (:func:`search_grids`).
 """
 
 from __future__ import annotations

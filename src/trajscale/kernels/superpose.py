@@ -81,24 +81,10 @@ class Reference:
 
 def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray | Reference, weights: np.ndarray | None = None,
                    want_rotation: bool = False):
-    """RMSD of every frame of ``mobile`` to ``reference`` after optimal superposition.
-
-    Parameters
-    ----------
-    mobile
-        (F, N, 3) coordinates.
-    reference
-        (N, 3) coordinates, or a :class:`Reference` prepared once.
-    weights
-        (N,) weights (e.g. masses) or None; ignored for a prepared Reference.
-    want_rotation
-        Also return the rotations and centres needed to move other atoms.
-
-    Returns
-    -------
-    rmsd : (F,) float64
-    (rotation (F, 3, 3), mobile_com (F, 3), ref_com (3,)) if ``want_rotation``
-    """
+    """(F,) float64 RMSD of every frame of ``mobile`` (F, N, 3) to ``reference`` ((N, 3), or a
+    :class:`Reference` prepared once) after optimal superposition weighted by ``weights`` (N,) (ignored for
+    a prepared Reference).  With ``want_rotation``, also the rotations (F, 3, 3) and centres (F, 3) and (3,)
+    that move other atoms: ``(rmsd, rotation, mobile_com, ref_com)``."""
     ref = reference if isinstance(reference, Reference) else Reference.of(reference, weights)
     if not want_rotation:   # QCP: no rotation needed, no SVD
         x = _frames32(mobile)

@@ -15,22 +15,8 @@ SHOW_IDS = 8
 
 
 class Frame:
-    """The rows one rank holds for one frame.
-
-    Parameters
-    ----------
-    ids
-        ``(k,)`` global atom indices in ``[0, n_atoms)``, any order.
-    arrays
-        ``(k, 3)`` arrays (positions, then velocities/forces as the file has them).
-
-    Attributes
-    ----------
-    ids
-        ``(k,)`` int32.
-    rows
-        ``(k, 3 * len(arrays))`` float32, C-contiguous.
-    """
+    """The rows one rank holds for one frame: ``ids`` (k,) int32 global atom indices, any order, and
+    ``rows`` (k, 3 * len(arrays)) float32, the ``(k, 3)`` ``arrays`` side by side (positions first)."""
 
     def __init__(self, ids: np.ndarray, arrays: list[np.ndarray]) -> None:
         self.ids = np.asarray(ids, dtype=np.int32)

@@ -1,18 +1,16 @@
 """ParallelWriter: H5MD frames from domain-decomposed or frame-parallel producers.
 
-The file structure (H5MD 1.1, units, box, step/time) is ``h5md.writer.H5MDWriter``'s;
-this module decides who writes which rows:
+The file structure is ``h5md.writer.H5MDWriter``'s; this module decides who writes which rows:
 
 * ``gather``: every rank's rows go to rank 0 (``Gatherv``), which writes the frame.
-* ``independent``: each rank writes its own rows, sorted into runs of consecutive
-  ids, with independent MPI-IO (one HDF5 write of a union of hyperslabs).
-* ``collective``: two-phase I/O - an ``Alltoallv`` gives each rank a contiguous
-  range of global ids, then one collective MPI-IO write per frame.
+* ``independent``: each rank writes its own rows, sorted into runs of consecutive ids, with independent
+  MPI-IO (one HDF5 write of a union of hyperslabs).
+* ``collective``: two-phase I/O - an ``Alltoallv`` gives each rank a contiguous range of global ids, then
+  one collective MPI-IO write per frame.
 
-A frame counts only once every rank's rows are written and flushed (see
-``H5MDWriter.commit``), and by default the file counts it before ``write`` returns
-(``publish``): a follower sees it at once, and a producer killed afterwards leaves
-it.  The file lives under a temporary name until its first frame is complete.
+A frame counts only once every rank's rows are written and flushed, and by default the file counts it
+before ``write`` returns (``publish``).  The file lives under a temporary name until its first frame is
+complete.
 """
 
 from __future__ import annotations
