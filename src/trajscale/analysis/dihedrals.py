@@ -121,11 +121,10 @@ def block_dihedral_sincos(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | No
 
 
 class Ramachandran(Analysis):
-    """``r.angles``: (F, R, 2) backbone (φ, ψ) in degrees for the R residues MDAnalysis's ``Ramachandran``
-    keeps of ``select``, as its ``results.angles``; with ``sincos=True``, ``r.sincos``: (F, R, 4)
-    ``(sin φ, cos φ, sin ψ, cos ψ)``. ``pbc`` minimum-images each bond in the frame's box, as MDAnalysis
-    does when the frames have one (frames without a box are computed without it); ``pbc=False`` never
-    uses the box.
+    """``r.angles``: (F, R, 2) backbone (φ, ψ) in degrees for the R residues MDAnalysis's ``Ramachandran`` keeps of
+    ``select``, as its ``results.angles``; with ``sincos=True``, ``r.sincos``: (F, R, 4)
+    ``(sin φ, cos φ, sin ψ, cos ψ)``. ``pbc`` minimum-images each bond in the frame's box, as MDAnalysis does when
+    the frames have one (frames without a box are computed without it); ``pbc=False`` never uses the box.
 
     With ``omega`` or ``chi1``, each of those residues' ω (CA, C, N and CA of the next residue, as
     MDAnalysis's ``omega_selection``) and χ1 (N, CA, CB and CG, CG1, OG, OG1 or SG, as its

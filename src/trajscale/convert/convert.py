@@ -55,11 +55,10 @@ def convert(topology: str, trajectories: list[str], output: str, *, options: Con
     temporary name and renamed only when every frame is written and counted: an error removes the
     temporary output, an interrupt keeps it with its progress record for ``resume=True``.
 
-    ``executor="processes"`` or ``"dask"``: an output with no filter is allocated whole and each worker
-    writes its frames at their byte addresses (``convert.direct``); otherwise each worker writes a segment
-    file, joined by copying or, with ``virtual=True``, kept in ``NAME.parts/`` and mapped into the output
-    (``convert.segmented``).  With an MPI ``comm`` the ranks write slabs into the one file in rounds
-    (``convert.parallel``).
+    ``executor="processes"`` or ``"dask"``: an output with no filter is allocated whole and each worker writes its
+    frames at their byte addresses (``convert.direct``); otherwise each worker writes a segment file, joined by
+    copying or, with ``virtual=True``, kept in ``NAME.parts/`` and mapped into the output (``convert.segmented``).
+    With an MPI ``comm`` the ranks write slabs into the one file in rounds (``convert.parallel``).
 
     ``units``: ``"mdanalysis"`` (Å, ps, kJ/(mol Å)), ``"gromacs"`` (nm, ps, kJ/(mol nm)) or ``"source"``
     (the inputs' own).  ``group`` and ``assume_units`` apply to H5MD inputs.  ``precision`` (Å) and

@@ -1,11 +1,10 @@
 """The options of ``convert``, ``rechunk`` and ``verify``, as frozen records that travel together.
 
-After zarr's ``ArraySpec``/``ArrayConfig`` split of *what is stored* (:class:`OutputSpec`: it decides the
-output's bytes) from *how it is written* (:class:`WriteOptions`: it never changes them); :class:`ReadOptions`
-(which atoms and frames, how inputs are joined) is shared by ``convert`` and ``verify``, so a file is
-verified against exactly what it was converted from.  :class:`ConvertOptions` and :class:`RechunkOptions`
-hold them with their command's own options; the Python calls also take their fields as flat keyword
-arguments (:func:`with_options`).
+After zarr's ``ArraySpec``/``ArrayConfig`` split of *what is stored* (:class:`OutputSpec`: it decides the output's
+bytes) from *how it is written* (:class:`WriteOptions`: it never changes them); :class:`ReadOptions` (which atoms
+and frames, how inputs are joined) is shared by ``convert`` and ``verify``, so a file is verified against exactly
+what it was converted from. :class:`ConvertOptions` and :class:`RechunkOptions` hold them with their command's own
+options; the Python calls also take their fields as flat keyword arguments (:func:`with_options`).
 """
 
 from __future__ import annotations
@@ -152,9 +151,8 @@ class WriteOptions:
 
     def chosen(self, n_frames: int, n_atoms: int, decode_s_per_frame: float = 0.0,
                reads_ahead: bool = False) -> WriteOptions:
-        """These options with ``executor="auto"`` replaced by its choice (``trajscale run``'s rule), said in
-        the log. ``reads_ahead``: the input's bytes come over a network, which more processes do not fetch
-        faster."""
+        """These options with ``executor="auto"`` replaced by its choice (``trajscale run``'s rule), said in the
+        log. ``reads_ahead``: the input's bytes come over a network, which more processes do not fetch faster."""
         if self.executor is None or not EXECUTORS[self.executor].chooses:
             return self
         from ..executor_registry import WorkSize, choose

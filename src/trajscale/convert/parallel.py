@@ -1,7 +1,6 @@
 """``convert`` under MPI: every rank reads its own slabs of frames and writes them into one file, resumably.
 
-Every rank plans the same join of the input files, so every rank shifts its frames as a serial conversion
-would.
+Every rank plans the same join of the input files, so every rank shifts its frames as a serial conversion would.
 """
 
 from __future__ import annotations

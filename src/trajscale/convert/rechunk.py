@@ -112,9 +112,8 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout 
         Round positions to this precision in Å first (lossy, XTC-like; 0.01 Å = XTC's 0.001 nm): float32
         values with the mantissa bits below a power-of-two quantum <= ``precision`` zeroed.
     encoding
-        With ``precision``: ``"floats"``, ``"deltas"`` (XTC-sized, coordinates within 32767 steps of the
-        first frame's centre) or ``"deltas32"``; only trajscale reads deltas back
-        (:mod:`trajscale.h5md.codecs`).
+        With ``precision``: ``"floats"``, ``"deltas"`` (XTC-sized, coordinates within 32767 steps of the first
+        frame's centre) or ``"deltas32"``; only trajscale reads deltas back (:mod:`trajscale.h5md.codecs`).
     resume
         Continue an interrupted run of the same input and layout from its progress record.
     executor, n_workers

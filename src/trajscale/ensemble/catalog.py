@@ -5,14 +5,13 @@ own (its own topology, atom count and selections).  It comes from a catalog (CSV
 per trajectory: :meth:`Ensemble.from_catalog`; docs/ensembles.md gives the columns), a glob over a folder
 or an object-store prefix (:meth:`Ensemble.from_glob`), or members given directly.
 
-One file may hold several member trajectories (an mdCATH file: one per temperature and replica).  Its
-format declares in its traits (:class:`~trajscale.formats.FormatTraits`: ``members``,
-``member_patterns``) a function ``members(location, base) -> list[Member] | None`` (``"module:function"``,
-imported only when used) and the file name patterns it is asked for.  A row is offered to it when its
-``format`` column names it, or when the row gives no topology and its one file's name matches a pattern.
-It returns the members the file holds (each with its ``source`` config, its labels extending
-``base.labels`` and a name extending ``base.name``: ``"1abcA00/320/0"``), or None when the file is not of
-its format.  Nothing registers itself on import.
+One file may hold several member trajectories (an mdCATH file: one per temperature and replica). Its format declares
+in its traits (:class:`~trajscale.formats.FormatTraits`: ``members``, ``member_patterns``) a function
+``members(location, base) -> list[Member] | None`` (``"module:function"``, imported only when used) and the file
+name patterns it is asked for. A row is offered to it when its ``format`` column names it, or when the row gives no
+topology and its one file's name matches a pattern. It returns the members the file holds (each with its ``source``
+config, its labels extending ``base.labels`` and a name extending ``base.name``: ``"1abcA00/320/0"``), or None when
+the file is not of its format. Nothing registers itself on import.
 """
 
 from __future__ import annotations

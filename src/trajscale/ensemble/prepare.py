@@ -1,9 +1,8 @@
 """Preparing an ensemble's members, each on its own topology, or refusing it with the reason.
 
-Preparing a member opens its trajectory once, resolves the analysis's selections on its own topology
-(members that share a topology file share that work, through trajscale's caches) and takes its reference,
-as a run over that trajectory alone would.  A member that cannot be prepared is refused, named, with the
-reason; the others go on.
+Preparing a member opens its trajectory once, resolves the analysis's selections on its own topology (members that
+share a topology file share that work, through trajscale's caches) and takes its reference, as a run over that
+trajectory alone would. A member that cannot be prepared is refused, named, with the reason; the others go on.
 
 A short member is prepared by the worker whose task reads it (:func:`defer_member`, :mod:`.members`): the
 root's work per member is then a ``stat``, so a pool starts at once and thousands of members are prepared

@@ -1,10 +1,9 @@
 """Sums over frames that do not depend on how the frames were split: exact fixed-point words.
 
-Accumulating analyses (RMSF, the average structure) add each frame's coordinates, and their
-squares, as integers (:mod:`._sums`: multiples of 2**-40 Å and 2**-40 Å², one rounding per
-value); partials from any split of the frames add exactly, in any order, so every executor,
-task count and block size gives the same bits.  The float64 mean and sum of squared
-deviations are computed from the integer totals once, at the end.
+Accumulating analyses (RMSF, the average structure) add each frame's coordinates, and their squares, as integers
+(:mod:`._sums`: multiples of 2**-40 Å and 2**-40 Å², one rounding per value); partials from any split of the frames
+add exactly, in any order, so every executor, task count and block size gives the same bits. The float64 mean and
+sum of squared deviations are computed from the integer totals once, at the end.
 """
 
 from __future__ import annotations

@@ -446,10 +446,9 @@ def make_loader(dataset, batch_size: int = 256, shuffle: bool = True, block: int
     ``dataset[...]`` as is (``batch_size=None``), and the batch comes back as tensors without per-sample
     collation. Call ``loader.sampler.set_epoch(e)`` per epoch.
 
-    Workers start as every worker process of trajscale does (:func:`~trajscale.pools.choose_start_method`,
-    judged when they start); ``multiprocessing_context`` asks for a method (``"fork"`` where forking is
-    unsafe is refused in one line).  Each worker dies with the process that made it, then runs
-    ``worker_init_fn``.
+    Workers start as every worker process of trajscale does (:func:`~trajscale.pools.choose_start_method`, judged
+    when they start); ``multiprocessing_context`` asks for a method (``"fork"`` where forking is unsafe is refused
+    in one line). Each worker dies with the process that made it, then runs ``worker_init_fn``.
     """
     from .sampler import BlockBatchSampler
 

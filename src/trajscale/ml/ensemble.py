@@ -180,8 +180,7 @@ class EnsembleDataset(_BatchReads):
     atomic_numbers
         Add ``z`` (each atom's atomic number, per sample like the positions): from an mdCATH member's ``z``.
     max_open
-        Files a process keeps open at once (least recently used closed first; an mdCATH file's members
-        share one).
+        Files a process keeps open at once (least recently used closed first; an mdCATH file's members share one).
     cache_dir
         A node-local folder: members behind URLs are fetched there once per node and read from the copy
         (default: read by range requests).

@@ -8,9 +8,8 @@ The file structure is ``h5md.writer.H5MDWriter``'s; this module decides who writ
 * ``collective``: two-phase I/O - an ``Alltoallv`` gives each rank a contiguous range of global ids, then
   one collective MPI-IO write per frame.
 
-A frame counts only once every rank's rows are written and flushed, and by default the file counts it
-before ``write`` returns (``publish``).  The file lives under a temporary name until its first frame is
-complete.
+A frame counts only once every rank's rows are written and flushed, and by default the file counts it before
+``write`` returns (``publish``). The file lives under a temporary name until its first frame is complete.
 """
 
 from __future__ import annotations

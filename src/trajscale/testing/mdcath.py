@@ -1,11 +1,10 @@
 """Small files in mdCATH's layout, written with h5py as mdCATH's builder writes them, for tests and examples.
 
-The layout (compsciencelab/mdCATH, ``builder/molAnalyzer.py``): the root holds one group ``/{domain}``
-with ``chain``, ``element``, ``resid``, ``resname``, ``z`` and the texts ``pdb``, ``psf`` and
-``pdbProteinAtoms`` (the PDB's ``ATOM`` and ``MODEL`` lines); each ``/{domain}/{temperature}/{replica}``
-holds ``coords`` and ``forces`` (frames x atoms x 3 float32, contiguous, ``unit`` Angstrom and
-kcal/mol/Angstrom), ``box`` (a diagonal 3x3 matrix, ``unit`` nm), ``rmsd``, ``rmsf``,
-``gyrationRadius``, ``dssp`` and the attribute ``numFrames``.
+The layout (compsciencelab/mdCATH, ``builder/molAnalyzer.py``): the root holds one group ``/{domain}`` with
+``chain``, ``element``, ``resid``, ``resname``, ``z`` and the texts ``pdb``, ``psf`` and ``pdbProteinAtoms`` (the
+PDB's ``ATOM`` and ``MODEL`` lines); each ``/{domain}/{temperature}/{replica}`` holds ``coords`` and ``forces``
+(frames x atoms x 3 float32, contiguous, ``unit`` Angstrom and kcal/mol/Angstrom), ``box`` (a diagonal 3x3 matrix,
+``unit`` nm), ``rmsd``, ``rmsf``, ``gyrationRadius``, ``dssp`` and the attribute ``numFrames``.
 
 """
 
