@@ -43,6 +43,7 @@ from ..h5md.writer import early_allocation
 from ..hdf5.hdf5 import cover_allocated, ensure_filters, open_h5
 from ..parallel import when_all_arrive
 from ..progress import progress_bar
+from ..storage.opener import open_bytes
 from ..units import factor
 from ..util import check_output_path, polling_for_stop, raise_if_stopped
 from . import direct
@@ -90,13 +91,6 @@ class RechunkJob:
     spec: OutputSpec         # how they are stored in the output
     slab_bytes: int          # bytes copied per slab (and between a segment's counts)
     count_bytes: int         # bytes written in place between two counts (``convert.direct``)
-
-
-def input_bytes(path) -> int:
-    """The input's size: a local file's, or an object's behind a URL (its first request told it)."""
-    from ..storage.opener import open_bytes
-
-    return open_bytes(path).size
 
 
 def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout | None = None, *,
@@ -149,7 +143,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout 
         else:
             resumed_from = _rechunk_serial(src, job, partial, write)
         _check_counts(src, partial, job.names)
-        n_frames, bytes_in = _n_frames(src, job.names), input_bytes(src_path)
+        n_frames, bytes_in = _n_frames(src, job.names), open_bytes(src_path).size   # (a URL's: told already)
     partial.finish()
     log.info("rechunked %s -> %s (%s)", src_path, final, spec.layout.describe())
     return RechunkSummary(str(final), n_frames, len(job.names), bytes_in, os.path.getsize(final),

@@ -220,7 +220,7 @@ class Ensemble:
                                         f"{ext or 'no ending'} is none of them")
         data = _catalog_bytes(where, storage_options)
         rows = {"csv": _csv_rows, "toml": _toml_rows, "parquet": _parquet_rows}[kind](data, where)
-        return cls(_members_of_rows(rows, where), origin=where, storage_options=storage_options)
+        return cls(_named(_rows_made(rows, where)), origin=where, storage_options=storage_options)
 
     @classmethod
     def from_glob(cls, pattern, *, topology=None, labels: str | None = None,
@@ -271,7 +271,7 @@ class Ensemble:
             if topology is not None:
                 row["topology"] = _topology_of(os.fspath(topology), pattern, path, row)
             rows.append(row)
-        return cls(_members_of_rows(rows, origin or (files[0] if files else ""), relative_to=None), origin=origin,
+        return cls(_named(_rows_made(rows, origin or (files[0] if files else ""), relative_to=None)), origin=origin,
                    storage_options=storage_options)
 
 
@@ -436,10 +436,6 @@ def _rows_made(rows: Iterable[Mapping], where: str, relative_to: str | None = ""
             yield from ((m, True) for m in expanded)
 
 
-def _members_of_rows(rows: Iterable[Mapping], where: str, relative_to: str | None = "") -> Iterator[Member]:
-    return _named(_rows_made(rows, where, relative_to))
-
-
 def _parts(cell: str) -> list[str]:
     return shlex.split(cell) if any(c in cell for c in " \t'\"\\") else [cell]
 
@@ -499,8 +495,8 @@ def _named(made: Iterable[tuple[Member, bool]]) -> Iterator[Member]:
     stems = [_stem(m.trajectory[0]) for m in unnamed]
     clash = {s for s, n in Counter(stems).items() if n > 1}   # (counted once: a glob may match 100,000 files)
     if clash:
-        paths = [m.trajectory[0] for m in unnamed]
-        common = _common_prefix(paths)
+        prefix = os.path.commonprefix([m.trajectory[0] for m in unnamed])
+        common = prefix[:prefix.rfind("/") + 1]
     k = 0
     for m, named in held:
         if named:
@@ -512,11 +508,6 @@ def _named(made: Iterable[tuple[Member, bool]]) -> Iterator[Member]:
             rel = m.trajectory[0][len(common):].lstrip("/")
             stem = os.path.splitext(rel)[0]
         yield dataclasses.replace(m, name=stem)
-
-
-def _common_prefix(paths: list[str]) -> str:
-    prefix = os.path.commonprefix(paths)
-    return prefix[:prefix.rfind("/") + 1]
 
 
 __all__ = ["CATALOG_FORMATS", "Ensemble", "Member", "members_held"]

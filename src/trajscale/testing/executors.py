@@ -79,12 +79,6 @@ def descendants(pid: int | None = None) -> set[int]:
     return out
 
 
-def _rank0_path(executor, make) -> str:
-    """``make()`` on the root only, its path shared with every process of an SPMD executor."""
-    path = make() if executor.is_root else None
-    return executor.broadcast(path) if executor.spmd else path
-
-
 def _far_atom_copy(src: str, dst: Path) -> str:
     """``src`` (H5MD) copied to ``dst`` with frame :data:`FAR_FRAME`'s first atom moved :data:`FAR` Å away."""
     import shutil
@@ -164,7 +158,8 @@ class ExecutorConformance:
             _far_atom_copy(str(out), folder / "far.h5md")
             return str(out)
 
-        path = _rank0_path(executor, make)
+        path = make() if executor.is_root else None   # (made on the root, shared with every SPMD process)
+        path = executor.broadcast(path) if executor.spmd else path
         return PSF, path, str(Path(path).with_name("far.h5md"))
 
     @pytest.fixture(scope="class")
