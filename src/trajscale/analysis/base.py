@@ -100,18 +100,10 @@ class FrameRows:
 @dataclass(frozen=True, slots=True)
 class FrameCost:
     """What ``map`` does for one frame, in the units ``executor="auto"`` prices
-    (:func:`trajscale.executors.choose_executor`).
+    (:func:`trajscale.executors.choose_executor`)."""
 
-    Attributes
-    ----------
-    atoms
-        Atoms of the frame ``map`` visits a few times each (a fit, sums, a centre): linear work.
-    pairs
-        Pair distances ``map`` computes (an RDF's pairs within reach of each other).
-    """
-
-    atoms: int = 0
-    pairs: float = 0.0
+    atoms: int = 0      # atoms it visits a few times each (a fit, sums, a centre): linear work
+    pairs: float = 0.0  # pair distances it computes (an RDF's pairs within reach of each other)
 
     def __add__(self, other: FrameCost) -> FrameCost:
         return FrameCost(self.atoms + other.atoms, self.pairs + other.pairs)

@@ -31,10 +31,8 @@ def minimum_image(d: np.ndarray, dims: np.ndarray) -> np.ndarray:
     """(F, M, 3) float64 difference vectors moved to their shortest periodic image in each frame's box
     ((F, 6) MDAnalysis dimensions; a frame of zeros has no box and keeps its vectors).
 
-    Orthorhombic boxes: each component rounded, as MDAnalysis's ``_minimum_image``. Triclinic boxes:
-    rounded in fractional coordinates, then, for the vectors not shorter than half the box's smallest
-    width (where rounding may miss a shorter image), the shortest of the 27 neighbouring images, as
-    MDAnalysis's ``_minimum_image_triclinic`` searches.
+    Triclinic boxes: rounded in fractional coordinates, then, where rounding may miss a shorter image, the
+    shortest of the 27 neighbouring images, as MDAnalysis's ``_minimum_image_triclinic`` searches.
     """
     d = np.array(d, dtype=np.float64)
     dims = np.asarray(dims, np.float64).reshape(-1, 6)

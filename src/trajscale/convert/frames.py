@@ -86,10 +86,8 @@ def open_input(job: ConvertJob, k: int):
 
 def iter_slabs(job: ConvertJob, i0: int, i1: int, sources=None, opened=None):
     """Yield ``(block, step, time, observables)`` of output frames ``[i0, i1)`` in slabs of at most
-    ``stream.SLAB_BYTES``, step/time shifted as the join says (``job.shifts``).
-
-    ``sources`` maps input index to an open Source; other inputs are opened into
-    ``opened`` (the caller closes them).  Stops between slabs on a recorded SIGTERM.
+    ``stream.SLAB_BYTES``, step/time shifted as the join says; inputs not open in ``sources`` are opened
+    into ``opened`` (the caller closes them).  Stops between slabs on a recorded SIGTERM.
     """
     opened = {} if opened is None else opened
     for k, frames, shift in job.pieces(i0, i1):

@@ -32,9 +32,8 @@ def split(path: str | os.PathLike, out_dir: str | os.PathLike, n_parts: int, *, 
           group: str | None = None, overwrite: bool = False, assume_units: str | None = None) -> str:
     """Write ``n_parts`` segments of ``path`` and ``out_dir/index.json``; return the index path.
 
-    ``assume_units`` states the units of an input whose datasets carry none; the
-    segments are written with their units (Å, ps) stated.  No part and no index
-    is ever the input; existing ones are replaced only with ``overwrite``.
+    ``assume_units`` states the units of an input whose datasets carry none (the segments state theirs).
+    No part and no index is ever the input; existing ones are replaced only with ``overwrite``.
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():

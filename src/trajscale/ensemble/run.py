@@ -49,13 +49,11 @@ class EnsembleOptions:
     overwrite
         Start again in a ``results`` folder that holds another run's results.
     strict
-        A trajectory that cannot be analysed refuses the whole run (by default it is listed as refused and
-        the others are analysed).
+        A trajectory that cannot be analysed refuses the whole run (by default it is listed as refused).
     max_open
         Member trajectories a worker thread keeps open at once.
     round_size
-        Trajectories run and saved together (a round of the run engine); a run stopped midway keeps the
-        rounds before.  None: 64 per worker.
+        Trajectories run and saved together (a run stopped midway keeps the rounds before); None: 64 per worker.
     """
 
     results: str | os.PathLike | None = None

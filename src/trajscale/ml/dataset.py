@@ -97,15 +97,13 @@ class H5Dataset(_BatchReads):
     with_index
         Add ``"index"`` (the sample numbers) to every item.
     storage_options
-        For a URL: fsspec-style options (``endpoint_url``, ``anon``, ``key``/``secret``, ...; see
-        docs/remote.md); without them, the AWS environment. The dataset reads the object as it was
-        when the dataset was made (its ETag and size): a worker that finds it replaced is refused.
+        For a URL: fsspec-style options (docs/remote.md); without them, the AWS environment.  The object is
+        read as it was when the dataset was made (its ETag and size): a worker that finds it replaced is refused.
 
     Raises
     ------
     StoreError
-        (an InputFileError) naming the file, for a missing or truncated store, a missing key, or a
-        store that changed since the dataset was made (checked at every open).
+        Naming the file: a missing or truncated store, a missing key, or a store changed since (at every open).
     """
 
     def __init__(self, store: str | os.PathLike, keys: Sequence[str] | None = None,
