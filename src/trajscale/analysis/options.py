@@ -1,10 +1,8 @@
 """What an analysis offers the command line: its options, declared once beside the analysis.
 
-An analysis class sets ``command = Command(help, out, options)``; ``trajscale run NAME`` (its options
-and their help), a run plan's ``[NAME]`` tables (``trajscale run --plan``) and the docs' table of
-defaults are all built from it, for every analysis in the registry (:data:`trajscale.analysis.ANALYSES`).
-An option names the keyword of the analysis's constructor it sets; its default is that keyword's default
-in the constructor's signature, so Python and the command line cannot disagree about it.
+An analysis class sets ``command = Command(help, out, options)``; ``trajscale run NAME``, a run plan's
+``[NAME]`` tables and the docs' table of defaults are all built from it.  An option's default is its
+constructor keyword's, so Python and the command line cannot disagree about it.
 """
 
 from __future__ import annotations

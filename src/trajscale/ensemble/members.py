@@ -1,9 +1,8 @@
 """What preparing a member needs wherever it is prepared: its Source opened, the topologies members share,
 and (for a member a worker prepares) the plain values that say how.
 
-The process that prepares the job prepares a long member (:mod:`.prepare`); a worker prepares a short one
-when its task first reads it (:meth:`~trajscale.ensemble.source.EnsembleSource.read`), with the same
-functions, so that its preparation, and so its results, have the same bits.
+A worker prepares a short member with the same functions as the root prepares a long one, so that its
+preparation, and so its results, have the same bits.
 """
 
 from __future__ import annotations

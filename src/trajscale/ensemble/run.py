@@ -1,10 +1,8 @@
 """``trajscale.run(analyses, ensemble)``: analyses over every trajectory of an ensemble, in one job.
 
-One run engine (:mod:`trajscale.engine`) and one executor for the whole ensemble: the rounds are
-:class:`~trajscale.ensemble.rounds.EnsembleRounds`, the analysis the user's wrapped in
-:class:`~trajscale.ensemble.analysis.EnsembleAnalysis`, and the tasks go to the executor the run names
-(serial, threads, processes, Dask, MPI), as a single trajectory's do.  What a run returns is an
-:class:`~trajscale.ensemble.results.EnsembleResult` per analysis.
+One run engine (:mod:`trajscale.engine`) and one executor for the whole ensemble, as for a single
+trajectory: the rounds are :class:`~trajscale.ensemble.rounds.EnsembleRounds`, the analysis the user's
+wrapped in :class:`~trajscale.ensemble.analysis.EnsembleAnalysis`.
 """
 
 from __future__ import annotations
