@@ -1,9 +1,8 @@
 """An analysis's results over an ensemble: per trajectory, as one long table, as arrays, and aggregated.
 
 :class:`EnsembleResult` holds one analysis's result for each trajectory that finished (``r["rep3"]`` is
-the result a run over that trajectory alone gives: an :class:`~trajscale.analysis.rmsd.RMSDResult`,
-...), the trajectories that were refused, and the run's report.  A results folder's trajectories are
-read from it when asked for, one at a time.
+what a run over that trajectory alone gives), the trajectories refused, and the run's report; a results
+folder's are read from it when asked for, one at a time.
 
 * Per-frame results (RMSD, ...) as one long table: a row per frame of each trajectory, with the
   trajectory's name and the catalog's label columns (:meth:`~EnsembleResult.table`).
@@ -12,10 +11,8 @@ read from it when asked for, one at a time.
   trajectory's feature count, so members of different systems share one table, file and row group.
   :meth:`~EnsembleResult.arrays` gives each trajectory's ``(frames, features)`` array (deeptime's input).
 * Per-atom and per-bin results (RMSF, RDF, average structure) as an xarray Dataset with a ``trajectory``
-  dimension (:meth:`~EnsembleResult.dataset`; ``save`` writes NetCDF): trajectories with different atom
-  counts are padded along ``atom`` (NaN, or -1 for integers), and ``atom_index`` gives each row's atom
-  in its own topology (-1: padding), ``n_atoms`` each trajectory's count.  Features the same way, along
-  ``frame`` and ``feature``, with ``n_frames``, ``n_features`` and each trajectory's labels.
+  dimension (:meth:`~EnsembleResult.dataset`): different atom counts are padded along ``atom`` (NaN, or -1
+  for integers; ``atom_index`` -1), features along ``frame`` and ``feature``.
 * Aggregates where they are well defined (:meth:`~EnsembleResult.aggregate`): an RDF over replicas of one
   system is the RDF of their concatenation, with its bits.
 """
