@@ -14,10 +14,9 @@ if TYPE_CHECKING:
     #: rebuild analyses from; tests and plug-ins add their own to it. Built when first read.
     ANALYSES: dict[str, type]
 
-#: The analysis registry: name -> (class, module) of the built-in analyses, in order. An analysis is its own
-#: module (its class declares its command: :mod:`.options`) and one line here; the exports here and in
-#: ``trajscale``, the submodules, ``ANALYSES``, the ``trajscale run`` commands, the run plans' tables and
-#: the docs' table of defaults derive from it.
+#: The analysis registry: name -> (class, module) of the built-in analyses, in order.  An analysis is its own
+#: module and one line here; the exports, ``ANALYSES``, the ``trajscale run`` commands, the run plans' tables
+#: and the docs' table of defaults derive from it.
 BUILTIN = {"rmsd": ("RMSD", ".rmsd"), "rmsf": ("RMSF", ".rmsf"), "rgyr": ("RadiusOfGyration", ".rgyr"),
             "average": ("AverageStructure", ".average"), "rdf": ("RDF", ".rdf"), "contacts": ("Contacts", ".contacts"),
             "distances": ("Distances", ".distances"), "com_distance": ("CentreOfMassDistance", ".comdist"),

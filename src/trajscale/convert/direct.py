@@ -109,11 +109,9 @@ def dataset_names(job: ConvertJob) -> dict[str, str]:
     return out
 
 
-#: Output bytes a worker writes between two counts (fdatasync, then its record).  Between counts
-#: the kernel writes the pages back in the background while the worker decodes; an fdatasync per
-#: 64 MiB slab stalled the worker on every one (convert on processes(2): 0.74x of MDAnalysis's
-#: decoding on the same workers with a sync per slab).  A crash loses at most this much per worker.
-#: TRAJSCALE_CONVERT_COUNT_MB overrides.
+#: Output bytes a worker writes between two counts (fdatasync, then its record): between counts the kernel
+#: writes the pages back while the worker decodes, where a sync per 64 MiB slab stalled it on every one.  A
+#: crash loses at most this much per worker.  TRAJSCALE_CONVERT_COUNT_MB overrides.
 COUNT_BYTES = int(float(os.environ.get("TRAJSCALE_CONVERT_COUNT_MB", 512)) * 1024**2)
 
 

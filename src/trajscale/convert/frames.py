@@ -49,8 +49,7 @@ class ConvertJob:
     reference: np.ndarray | None = None    # "deltas": the first output frame's positions (Å)
     #: per input: XTC/TRR frame offsets (``parts.encode_offsets``) scanned by the preparing process, else None
     offsets: tuple[str | None, ...] | None = None
-    #: the written atoms' names, ids, species and residues (``names``, ``ids``, ``species``, ``resids``, ``resnames``,
-    #: ``segids``: :func:`~trajscale.topology.atom_arrays`): the output
+    #: the written atoms' names, ids, species and residues (:func:`~trajscale.topology.atom_arrays`): the output
     #: is then its own topology (``trajscale.topology.h5md``)
     atom_labels: dict | None = None
 

@@ -25,24 +25,20 @@ from ..errors import ConfigError, TrajscaleError
 
 @dataclass(frozen=True)
 class SomeRefused:
-    """A member's preparation when some of the run's analyses refused it: the preparation of the group of the
-    others (``prepared``), their positions in the run's group (``kept``), and why each other one refused it
-    (``refused``: position -> reason)."""
+    """A member's preparation when some of the run's analyses refused it."""
 
-    prepared: Prepared
-    kept: tuple[int, ...]
-    refused: Mapping[int, str]
+    prepared: Prepared             # the group of the others'
+    kept: tuple[int, ...]          # their positions in the run's group
+    refused: Mapping[int, str]     # position -> why each other one refused it
 
 
 @dataclass(frozen=True, eq=False)
 class KeptPartial:
-    """The partial of a member that runs only the analyses at ``kept`` (a group of them: ``partial``);
-    ``refused``: why each analysis its frames refused is left out (position -> reason: a frame without the
-    box it needs), beside those its preparation refused."""
+    """The partial of a member that runs only the analyses at ``kept`` (a group of them: ``partial``)."""
 
     kept: tuple[int, ...]
     partial: object
-    refused: Mapping[int, str] = field(default_factory=dict)
+    refused: Mapping[int, str] = field(default_factory=dict)   # those its frames refused (a box missing)
 
 
 #: The groups of the analyses members kept: (the run's group, kept positions) -> (the run's group, the group).

@@ -21,10 +21,9 @@ MAX_CELLS_PER_ATOM = 2
 #: Cells per cut-off of the sorted search of a periodic box (each cell a half cut-off thick: its 5 x 5 x 5
 #: neighbour cells hold about half the candidates of 3 x 3 x 3 cells a cut-off thick).
 CELLS_PER_CUTOFF = 2
-#: Most of those finer cells per atom of the grid's selection. Past it most rows of neighbour cells are empty
-#: and each looking atom's 25 rows cost more than the candidates they save: the cells are a cut-off thick
-#: instead. (Finer cells are never made thicker to fit: searched 2 cells out, thicker cells reached up to
-#: 5 cut-offs across, and a large selection against a small one took twice the time of 3 x 3 x 3 cells.)
+#: Most of those finer cells per atom of the grid's selection: past it most rows of neighbour cells are empty
+#: and each looking atom's 25 rows cost more than the candidates they save, so the cells are a cut-off thick
+#: instead (never finer cells made thicker: searched 2 cells out, they reach too far).
 MAX_FINE_CELLS_PER_ATOM = 8
 
 
