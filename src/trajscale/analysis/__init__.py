@@ -14,10 +14,9 @@ if TYPE_CHECKING:
     #: rebuild analyses from; tests and plug-ins add their own to it. Built when first read.
     ANALYSES: dict[str, type]
 
-#: The analysis registry: name -> (class, module) of the built-in analyses, in order. An analysis is its own
-#: module (its class declares its command: :mod:`.options`) and one line here; the exports here and in
-#: ``trajscale``, the submodules, ``ANALYSES``, the ``trajscale run`` commands, the run plans' tables and
-#: the docs' table of defaults derive from it.
+#: The analysis registry: name -> (class, module) of the built-in analyses, in order.  An analysis is its own
+#: module and one line here; the exports, ``ANALYSES``, the ``trajscale run`` commands, the run plans' tables
+#: and the docs' table of defaults derive from it.
 BUILTIN = {"rmsd": ("RMSD", ".rmsd"), "rmsf": ("RMSF", ".rmsf"), "rgyr": ("RadiusOfGyration", ".rgyr"),
             "average": ("AverageStructure", ".average"), "rdf": ("RDF", ".rdf"), "contacts": ("Contacts", ".contacts"),
             "distances": ("Distances", ".distances"), "com_distance": ("CentreOfMassDistance", ".comdist"),
@@ -51,10 +50,8 @@ def _registry() -> dict:
 
 
 def registered(plugins: bool = False) -> dict:
-    """name -> class of the analyses known now: ``ANALYSES`` once it has been read (with whatever was added
-    to it), else the built-in ones, importing their modules but not scanning the installed packages'
-    entry points (``importlib.metadata`` costs a command's start a sixth of a second); with ``plugins``
-    those too."""
+    """name -> class of the analyses known now: ``ANALYSES`` once it has been read, else the built-in ones
+    (entry points are scanned only with ``plugins``: ``importlib.metadata`` costs a start a sixth of a second)."""
     registry = globals().get("ANALYSES")
     if registry is not None:
         return dict(registry)
@@ -83,10 +80,7 @@ def _plugins() -> dict:
 
 
 def analysis_class(name: str) -> type:
-    """The analysis class registered as ``name``, importing only its module (KeyError if unknown).
-
-    Once ``ANALYSES`` has been read it is the registry (it may hold analyses added at run time).
-    """
+    """The analysis class registered as ``name``, importing only its module (KeyError if unknown)."""
     if name in _INTERNAL:
         import importlib
 

@@ -36,13 +36,8 @@ class Prepared:
 
 @dataclass(frozen=True, slots=True, eq=False)   # (arrays have no single truth value to compare by)
 class FrameRows:
-    """The partial result of a per-frame analysis: one row per frame, in every array.
-
-    ``map`` of a per-frame analysis returns one for its block, and ``reduce``
-    concatenates them in frame order (the MPI executor gathers their arrays
-    rank by rank, which is frame order too).  The rule they obey: ``frame`` and
-    ``time`` say which frames the rows are, and every column has exactly one
-    row per frame, so any split of the frames concatenates to the same arrays.
+    """The partial result of a per-frame analysis: one row per frame, in every array, so any split of the
+    frames concatenates (in frame order, as ``reduce`` and the MPI gather do) to the same arrays.
 
     Attributes
     ----------
@@ -51,8 +46,8 @@ class FrameRows:
     time
         ``(F,)`` float64: their times, ps.
     columns
-        Name -> ``(F, ...)`` array of the analysis's own values (``"rmsd"``,
-        ``"rgyr"``, ...); computed arrays, never views of a block's reused buffer.
+        Name -> ``(F, ...)`` array of the analysis's own values (``"rmsd"``, ...); computed arrays, never
+        views of a block's reused buffer.
     """
 
     frame: np.ndarray
@@ -78,8 +73,7 @@ class FrameRows:
 
     @classmethod
     def of(cls, partial: FrameRows | Mapping[str, np.ndarray]) -> FrameRows:
-        """``partial`` as a record: the one place a ``{"frame", "time", name: array}`` dict (which a
-        user's own ``map`` may return) becomes one; a dict without ``"frame"`` is refused by name."""
+        """``partial`` as a record: the one place a user's ``{"frame", "time", name: array}`` dict becomes one."""
         if isinstance(partial, FrameRows):
             return partial
         if "frame" not in partial or "time" not in partial:
@@ -105,21 +99,11 @@ class FrameRows:
 
 @dataclass(frozen=True, slots=True)
 class FrameCost:
-    """What ``map`` does for one frame, counted in the units ``executor="auto"`` prices
-    (:func:`trajscale.executors.choose_executor`): how much work a run is, from the analysis's own
-    declaration rather than from its frames alone.
+    """What ``map`` does for one frame, in the units ``executor="auto"`` prices
+    (:func:`trajscale.executors.choose_executor`)."""
 
-    Attributes
-    ----------
-    atoms
-        Atoms of the frame ``map`` visits a few times each (a fit, sums, a centre): linear work.
-    pairs
-        Pair distances ``map`` computes (an RDF's pairs within reach of each other): the work that
-        grows with the product of two selections' sizes.
-    """
-
-    atoms: int = 0
-    pairs: float = 0.0
+    atoms: int = 0      # atoms it visits a few times each (a fit, sums, a centre): linear work
+    pairs: float = 0.0  # pair distances it computes (an RDF's pairs within reach of each other)
 
     def __add__(self, other: FrameCost) -> FrameCost:
         return FrameCost(self.atoms + other.atoms, self.pairs + other.pairs)
@@ -128,10 +112,9 @@ class FrameCost:
 class Analysis(ABC):
     """Split-apply-combine analysis.
 
-    Subclasses set ``name`` and implement :meth:`prepare`, :meth:`map`,
-    :meth:`reduce`, :meth:`result` and :meth:`get_config`.  An analysis object
-    holds only its parameters; it travels as ``get_config()`` and is rebuilt
-    on workers with :func:`analysis_from_config`.
+    Subclasses set ``name`` and implement :meth:`prepare`, :meth:`map`, :meth:`reduce`, :meth:`result` and
+    :meth:`get_config`.  An analysis object holds only its parameters; it travels as ``get_config()`` and
+    is rebuilt on workers with :func:`analysis_from_config`.
     """
 
     name: str = ""
@@ -142,24 +125,20 @@ class Analysis(ABC):
     #: The extensions its result's ``save`` writes (the extension decides the format).
     formats: tuple[str, ...] = ()
     #: True when its result is labelled features (:class:`~trajscale.analysis.results.Features`), whose
-    #: number may differ from one topology to the next: an ensemble's table holds them long, a row per
-    #: trajectory, frame and feature.
+    #: number may differ between topologies: an ensemble's table holds them long.
     features: bool = False
-    #: True when ``map`` needs every frame's periodic box (minimum image, the box volume): the task
-    #: wrapper refuses a frame without one, or with one of zero volume, before ``map`` sees it
-    #: (:func:`check_boxes`). A property where a parameter decides (``pbc``).
+    #: True when ``map`` needs every frame's periodic box: the task wrapper refuses a frame without one
+    #: before ``map`` sees it (:func:`check_boxes`). A property where a parameter decides (``pbc``).
     needs_box: bool = False
     #: Its ``trajscale run NAME`` command (help, ``--out`` formats, options: :mod:`.options`); None: an
     #: analysis the command line cannot build (it takes a Python function).
     command: ClassVar[Command | None] = None
-    #: The results files (by extension) whose writing needs the topology's Universe (``save(path,
-    #: universe=u)``: an average structure's PDB names its atoms from it).
+    #: The results files (by extension) whose ``save(path, universe=u)`` needs the topology's Universe.
     topology_outputs: tuple[str, ...] = ()
 
     @property
     def selections(self) -> tuple[str, ...]:
-        """The selection strings the analysis reads atoms by, in the user's words and order (the layout
-        advice names a run's atoms by them); empty for all atoms."""
+        """The selection strings the analysis reads atoms by, as the user wrote them; empty for all atoms."""
         return ()
 
     @property
@@ -174,16 +153,14 @@ class Analysis(ABC):
         """Resolve selections and references (once, on one process)."""
 
     def frame_cost(self, prep: Prepared, source) -> FrameCost:
-        """The work ``map`` does per frame of ``source`` (open: the analysis may look at its first frame);
-        by default linear in the atoms it reads.  An analysis whose work grows otherwise (an RDF's pairs)
-        says so here: ``executor="auto"`` weighs a run by it, and a block's frames are as many as compute
-        for a fraction of a second (a stop signal is acted on between blocks)."""
+        """The work ``map`` does per frame of ``source`` (open); by default linear in the atoms it reads.
+        ``executor="auto"`` and the block size (a stop signal is acted on between blocks) weigh a run by it."""
         return FrameCost(atoms=int(source.n_atoms if prep.atoms is None else len(prep.atoms)))
 
     @property
     def summary_notes(self) -> tuple[str, ...]:
-        """Lines the command line prints with a run's summary: what the analysis did that its options
-        decide and its result does not show (none by default)."""
+        """Lines the command line prints with a run's summary: what its options decided that its result
+        does not show."""
         return ()
 
     def block_bytes_per_frame(self, prep: Prepared) -> int:
@@ -200,20 +177,13 @@ class Analysis(ABC):
     def map(self, block: Block, prep: Prepared) -> FrameRows | Any:
         """Partial result for one block; no side effects.
 
-        A per-frame analysis returns :class:`FrameRows` (a plain dict with
-        ``"frame"``, ``"time"`` and named arrays is accepted too: the default
-        :meth:`reduce` turns it into one with :meth:`FrameRows.of`); any other
-        analysis returns its own partial type and overrides :meth:`reduce`.
-
-        The block's per-atom arrays may be overwritten by the next read once
-        ``map`` returns: a partial must hold computed arrays, not views of them.
+        A per-frame analysis returns :class:`FrameRows` (or a dict :meth:`FrameRows.of` takes); any other
+        returns its own partial type and overrides :meth:`reduce`.  The block's arrays may be overwritten by
+        the next read once ``map`` returns: a partial holds computed arrays, not views of them.
         """
 
     def reduce(self, partials: list) -> FrameRows:
-        """Combine partials; the default concatenates per-frame rows in frame order.
-
-        It also combines partials already reduced (each executor's, each round's).
-        """
+        """Combine partials, reduced ones too; the default concatenates per-frame rows in frame order."""
         rows = sorted((FrameRows.of(p) for p in partials if p), key=lambda r: int(r.frame[0]) if len(r) else -1)
         return FrameRows.concat(rows)
 
@@ -300,12 +270,8 @@ def no_frames(source: str, analysis: str) -> TrajscaleError:
 
 
 def finite_frames(positions: np.ndarray) -> np.ndarray:
-    """(F,) bool: which frames of (F, N, 3) coordinates are all finite.
-
-    A NaN or inf anywhere makes a frame's sum non-finite, so one summing pass
-    (no (F, N, 3) mask) clears the common case; only if some sum is not finite
-    (a NaN, or finite values so large that the sum overflows) is every value checked.
-    """
+    """(F,) bool: which frames of (F, N, 3) coordinates are all finite (one summing pass clears the common
+    case; every value is checked only where a sum is not finite)."""
     with np.errstate(over="ignore", invalid="ignore"):
         quick = np.isfinite(positions.sum(axis=(1, 2)))
     return quick if quick.all() else np.isfinite(positions).all(axis=(1, 2))
@@ -326,11 +292,8 @@ def check_finite_reference(positions, frame: int, trajectory) -> None:
 
 
 def masses_of(group, why: str, alternative: str = "") -> np.ndarray:
-    """``group``'s masses (float64), or one clear error naming the topology when it has none.
-
-    A trajectory-only file given as the topology (``--trajectory-as-topology``)
-    has no masses; ``why`` says what needs them ("the radius of gyration needs").
-    """
+    """``group``'s masses (float64), or one error naming the topology (a trajectory-only file has none)
+    and ``why`` ("the radius of gyration needs")."""
     try:
         return np.asarray(group.masses, dtype=np.float64)
     except AttributeError:   # (MDAnalysis's NoDataError is one: catching it needs no import of all MDAnalysis)
@@ -342,10 +305,6 @@ def masses_of(group, why: str, alternative: str = "") -> np.ndarray:
 
 
 def has_masses(group) -> bool:
-    """Whether ``group``'s topology holds masses (a trajectory-only topology has none).
-
-    Asked of the group itself, not its Universe's atoms: a cached topology
-    (``topology.CachedUniverse``) knows the masses of the selections it recorded.
-    MDAnalysis's NoDataError for a missing attribute is an AttributeError.
-    """
+    """Whether ``group``'s topology holds masses; asked of the group, since a cached topology knows only
+    the masses of the selections it recorded."""
     return hasattr(group, "masses")

@@ -4,9 +4,8 @@ What MDAnalysis users write as a loop over the trajectory::
 
     calc_bonds(g1.center_of_mass(), g2.center_of_mass(), box=u.dimensions)
 
-(domain separation, a ligand's distance from its pocket, two monomers of a dimer). The centres are
-the mass-weighted means of the coordinates as stored (MDAnalysis's ``center_of_mass()``, no
-unwrapping), and the distance between them is taken by minimum image in each frame's box.
+The centres are the mass-weighted means of the coordinates as stored (MDAnalysis's ``center_of_mass()``,
+no unwrapping), and the distance between them is taken by minimum image in each frame's box.
 """
 
 from __future__ import annotations

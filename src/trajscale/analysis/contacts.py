@@ -130,9 +130,8 @@ class Contacts(MinimumImage, Analysis):
         return np.array(block.box, np.float64)
 
     def block_bytes_per_frame(self, prep: Prepared) -> int:
-        """The pair distances' copies per frame, counted in the block budget: both atoms of each native pair
-        picked (float32), widened to float64, their difference, its square and the distances (~136 bytes a
-        pair; tens of thousands of pairs take far more than the frame read)."""
+        """The pair distances' copies per frame (~136 bytes a pair: tens of thousands of pairs take far more
+        than the frame read)."""
         return 136 * len(prep.state["pa"])
 
     def map(self, block: Block, prep: Prepared) -> FrameRows:

@@ -1,25 +1,13 @@
 """Backbone φ/ψ dihedral angles per frame, as ``MDAnalysis.analysis.dihedrals.Ramachandran`` computes them.
 
-The residues and their five backbone atoms (C of the residue before, N, CA, C,
-and N of the residue after) are picked as MDAnalysis's own ``Ramachandran``
-class picks them, once per topology, in ``prepare``: the first and last residues
-of the protein and residues without a neighbour or with a missing or doubled
-backbone atom are left out exactly as there.  They are found from the topology's
-per-atom names and residues with NumPy (:func:`~trajscale.analysis.residues.backbone_quintuples`),
-without building a Universe when the topology's labels are cached, and kept for
-the next ensemble member with the same topology.  The angles are then computed
-for whole blocks of frames in float64: each bond vector minimum-imaged in the
-frame's box (as ``calc_dihedrals(..., box=)``), then ``atan2`` of the two
-normals' cross and dot products, in degrees in (-180, 180]; by the compiled
-kernel (:func:`~trajscale.kernels.geometry.quad_dihedrals`; with ``sincos``, their sine and cosine
-straight from its two ``atan2`` arguments) for frames without a
-box or with an orthorhombic one, with NumPy for triclinic boxes.
-
-``sincos=True`` gives ``(sin φ, cos φ, sin ψ, cos ψ)`` per residue instead: the
-periodic features Markov-state models and neural networks take (an angle near
-±180° is one place on the circle, not two ends of a line).  Every feature is
-labelled with its residue's name, number and chain and what it is (``phi``,
-``sin(psi)``): :class:`~trajscale.analysis.results.Features`.
+The residues and their five backbone atoms are picked as MDAnalysis's ``Ramachandran`` picks them (the
+same residues left out), once per topology, from its per-atom names with NumPy
+(:func:`~trajscale.analysis.residues.backbone_quintuples`), without building a Universe when the topology's
+labels are cached.  The angles are computed for whole blocks of frames in float64: each bond vector
+minimum-imaged in the frame's box (as ``calc_dihedrals(..., box=)``), then ``atan2`` of the two normals'
+cross and dot products; by the compiled kernel for frames without a box or with an orthorhombic one, with
+NumPy for triclinic boxes.  ``sincos=True`` gives the periodic features Markov-state models and neural
+networks take (an angle near ±180° is one place on the circle, not two ends of a line).
 """
 
 from __future__ import annotations
@@ -43,10 +31,8 @@ def minimum_image(d: np.ndarray, dims: np.ndarray) -> np.ndarray:
     """(F, M, 3) float64 difference vectors moved to their shortest periodic image in each frame's box
     ((F, 6) MDAnalysis dimensions; a frame of zeros has no box and keeps its vectors).
 
-    Orthorhombic boxes: each component rounded, as MDAnalysis's ``_minimum_image``. Triclinic boxes:
-    rounded in fractional coordinates, then, for the vectors not shorter than half the box's smallest
-    width (where rounding may miss a shorter image), the shortest of the 27 neighbouring images, as
-    MDAnalysis's ``_minimum_image_triclinic`` searches.
+    Triclinic boxes: rounded in fractional coordinates, then, where rounding may miss a shorter image, the
+    shortest of the 27 neighbouring images, as MDAnalysis's ``_minimum_image_triclinic`` searches.
     """
     d = np.array(d, dtype=np.float64)
     dims = np.asarray(dims, np.float64).reshape(-1, 6)
@@ -110,9 +96,8 @@ def _box_lengths(dims: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarra
 
 def block_dihedrals(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
     """(F, M) dihedral angles in radians of the atom quadruples ``quad`` (4, M; indices into ``x``'s atoms,
-    (F, A, 3)), minimum image in ``dims`` (F, 6) where given: the compiled kernel for frames without a box or
-    with an orthorhombic one, :func:`dihedral_angles` for triclinic boxes (each frame by its own box, so any
-    split of the frames gives the same bits)."""
+    (F, A, 3)), minimum image in ``dims`` (F, 6) where given; each frame by its own box, so any split of the
+    frames gives the same bits."""
     lengths, tric, dims = _box_lengths(dims, x.shape[0])
     out = quad_dihedrals(x, quad, lengths)
     if tric.any():
@@ -122,10 +107,8 @@ def block_dihedrals(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | None = N
 
 
 def block_dihedral_sincos(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | None = None) -> np.ndarray:
-    """(F, M, 2) sine and cosine of :func:`block_dihedrals`' angles (the same arguments): compiled from the
-    two arguments of each angle's ``atan2`` for frames without a box or with an orthorhombic one (no angle,
-    no ``sin`` or ``cos`` called), ``np.sin``/``np.cos`` of :func:`dihedral_angles` for triclinic boxes;
-    equal to ``sin``/``cos`` of the angles to rounding, and the same bits for any split of the frames."""
+    """(F, M, 2) sine and cosine of :func:`block_dihedrals`' angles (the same arguments), compiled from the
+    two arguments of each ``atan2`` where the box allows; equal to ``sin``/``cos`` of the angles to rounding."""
     lengths, tric, dims = _box_lengths(dims, x.shape[0])
     out = quad_dihedral_sincos(x, quad, lengths)
     if tric.any():
@@ -136,11 +119,10 @@ def block_dihedral_sincos(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | No
 
 
 class Ramachandran(Analysis):
-    """``r.angles``: (F, R, 2) backbone (φ, ψ) in degrees for the R residues MDAnalysis's ``Ramachandran``
-    keeps of ``select``, as its ``results.angles``; with ``sincos=True``, ``r.sincos``: (F, R, 4)
-    ``(sin φ, cos φ, sin ψ, cos ψ)``. ``pbc`` minimum-images each bond in the frame's box, as MDAnalysis
-    does when the frames have one (frames without a box are computed without it); ``pbc=False`` never
-    uses the box.
+    """``r.angles``: (F, R, 2) backbone (φ, ψ) in degrees for the R residues MDAnalysis's ``Ramachandran`` keeps of
+    ``select``, as its ``results.angles``; with ``sincos=True``, ``r.sincos``: (F, R, 4)
+    ``(sin φ, cos φ, sin ψ, cos ψ)``. ``pbc`` minimum-images each bond in the frame's box, as MDAnalysis does when
+    the frames have one (frames without a box are computed without it); ``pbc=False`` never uses the box.
 
     With ``omega`` or ``chi1``, each of those residues' ω (CA, C, N and CA of the next residue, as
     MDAnalysis's ``omega_selection``) and χ1 (N, CA, CB and CG, CG1, OG, OG1 or SG, as its
@@ -148,8 +130,7 @@ class Ramachandran(Analysis):
     the values are ``(F, features)``, residue by residue.
 
     The result is labelled features (:class:`~trajscale.analysis.results.Features`): ``r.array()`` is
-    ``(F, features)`` and ``r.feature_labels()`` names each (``phi``, ``sin(psi)``, ``chi1``) with its
-    residue's name, number and chain.
+    ``(F, features)``, ``r.feature_labels()`` names each (``phi``, ``sin(psi)``) with its residue.
 
     Parameters
     ----------

@@ -21,12 +21,9 @@ FIT_BYTES = 4 * 1024**2
 
 
 def reference_positions(source, group, selection: str, reference, ref_frame: int, what: str) -> np.ndarray:
-    """(N, 3) float64 reference positions for ``group`` (the trajectory's ``selection``) at ``ref_frame``.
-
-    With ``reference`` (a Universe or an AtomGroup) the selection is made within it, as
-    MDAnalysis does, at its own ``ref_frame``; otherwise ``group``'s atoms are read from the
-    analysed trajectory. A negative ``ref_frame`` counts from the end.
-    """
+    """(N, 3) float64 reference positions for ``group`` (the trajectory's ``selection``) at ``ref_frame``
+    (negative: from the end) of ``reference`` (a Universe or AtomGroup, the selection made within it, as
+    MDAnalysis does), else of the analysed trajectory."""
     if reference is not None:
         ref_group = select_atoms(reference, selection, f"reference {what} selection")
         if ref_group.n_atoms != group.n_atoms:
@@ -54,11 +51,8 @@ def frame_index(ref_frame: int, n_frames: int, where: str) -> int:
 
 
 def prepare_fit(universe, source, select: str, fit_select: str | None, reference, ref_frame: int):
-    """Atoms to read and the state :func:`fitted` needs.
-
-    Returns ``(atoms, state)``: ``atoms`` sorted global indices of the selection and fit atoms;
-    ``state`` holds ``"sel"`` (indices into ``atoms``) and, with a fit, ``"fit"`` and ``"ref"``.
-    """
+    """``(atoms, state)``: the sorted global indices of the selection and fit atoms, and what :func:`fitted`
+    needs (``"sel"``: indices into ``atoms``; with a fit, ``"fit"`` and ``"ref"``)."""
     sel = select_atoms(universe, select, "selection")
     if fit_select is None:
         return sel.indices, {"sel": slice(None)}
@@ -82,10 +76,8 @@ def fitted_sums(positions: np.ndarray, state: dict, shift: np.ndarray, squares: 
                 frames: np.ndarray | None = None, source: str = "") -> np.ndarray:
     """:func:`~trajscale.kernels.sums.frame_sums` of the :func:`fitted` selection of (F, N, 3) ``positions``.
 
-    Without a fit the block goes to the kernel as it is (no float64 copy).  With one, the frames are
-    moved :data:`FIT_BYTES` of float64 coordinates at a time and their fixed-point sums added: integers,
-    so the words are those of the whole block at once, while the fit's copies stay a few MB instead of
-    several times the block (four float64 copies of a 256 MB float32 block held 2 GB).
+    With a fit, the frames are moved :data:`FIT_BYTES` of float64 coordinates at a time and their integer
+    sums added (the same words as the whole block at once), so the fit's copies stay a few MB.
     """
     if "fit" not in state:
         return frame_sums(positions[:, state["sel"]], shift, squares, frames=frames, source=source)

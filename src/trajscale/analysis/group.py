@@ -1,16 +1,11 @@
 """Several analyses in one pass over the trajectory, as cpptraj runs the actions of one input.
 
-:class:`AnalysisGroup` is itself an :class:`~trajscale.analysis.base.Analysis`, so every executor and
-every kind of run (finished, followed, streamed) runs it unchanged: its job reads each block once,
-over the union of its analyses' atoms, and each analysis then maps that block in the view of its own
-atoms: a contiguous copy of exactly the atoms, in the order, that it reads when it runs alone, so its
-kernels see the same arrays and its result has the same bits.  An analysis whose kernel gathers its atoms
-itself (the RDF) defines ``map_view(block, prep, view)``: the partial of ``map`` on that copy, taken from
-the union's block at the positions ``view`` without the copy.
-
-Each analysis's partials are reduced by that analysis's own ``reduce``, over the same tasks and
-blocks in the same order as a run of it alone, and its compute seconds travel with them for the
-report.  ``trajscale.run([a, b, c], ...)`` makes one.
+:class:`AnalysisGroup` is itself an :class:`~trajscale.analysis.base.Analysis`, so every executor and kind
+of run runs it unchanged.  Each block is read once, over the union of its analyses' atoms, and each
+analysis maps a contiguous copy of exactly the atoms it reads alone, so its result has the same bits.  An
+analysis whose kernel gathers its atoms itself (the RDF) defines ``map_view(block, prep, view)``, which
+skips the copy.  Each analysis's partials are reduced by its own ``reduce``, and its compute seconds
+travel with them for the report.
 """
 
 from __future__ import annotations
@@ -33,22 +28,12 @@ PASS_BLOCK_BYTES = 32 * 2**20
 
 @dataclass(frozen=True)
 class GroupState:
-    """What every worker holds of a group's preparation.
-
-    Attributes
-    ----------
-    prepared
-        Each analysis's own :class:`~trajscale.analysis.base.Prepared`, in the group's order.
-    views
-        For each analysis, the positions of its atoms within the union block (read order), or None
-        when its atoms are the union itself (it maps the block as read, with no copy).
-    path
-        The trajectory, for the errors of a frame without a box.
-    """
+    """What every worker holds of a group's preparation: each analysis's own, and the positions of its atoms
+    within the union block (None: the union itself, mapped with no copy)."""
 
     prepared: tuple[Prepared, ...]
     views: tuple[np.ndarray | None, ...]
-    path: str = ""
+    path: str = ""   # the trajectory, for the errors of a frame without a box
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -104,9 +89,8 @@ class AnalysisGroup(Analysis):
 
     @property
     def cache_block_bytes(self) -> int | None:
-        """The most bytes a block of a pass of two or more analyses holds, under the run's budget: its analyses
-        traverse each block in turn, and a block the processor's cache keeps is read from memory once (and into
-        a read buffer of fewer fresh pages).  None for one analysis: its own block size."""
+        """The most bytes a block of two or more analyses holds: they traverse each block in turn, and a block
+        the processor's cache keeps is read from memory once.  None for one analysis."""
         return PASS_BLOCK_BYTES if len(self.analyses) > 1 else None
 
     def get_config(self) -> dict:

@@ -1,10 +1,8 @@
 """What an analysis offers the command line: its options, declared once beside the analysis.
 
-An analysis class sets ``command = Command(help, out, options)``; ``trajscale run NAME`` (its options
-and their help), a run plan's ``[NAME]`` tables (``trajscale run --plan``) and the docs' table of
-defaults are all built from it, for every analysis in the registry (:data:`trajscale.analysis.ANALYSES`).
-An option names the keyword of the analysis's constructor it sets; its default is that keyword's default
-in the constructor's signature, so Python and the command line cannot disagree about it.
+An analysis class sets ``command = Command(help, out, options)``; ``trajscale run NAME``, a run plan's
+``[NAME]`` tables and the docs' table of defaults are all built from it.  An option's default is its
+constructor keyword's, so Python and the command line cannot disagree about it.
 """
 
 from __future__ import annotations
@@ -23,40 +21,19 @@ TAKES_VALUE = object()
 class Option:
     """One option of ``trajscale run NAME`` (``--name``), and the key ``name`` of a plan's table.
 
-    Attributes
-    ----------
-    name
-        The option without its dashes (``"fit-select"``).
-    help
-        What it does; the default is added from the constructor's signature.
-    keyword
-        The constructor's keyword it sets (default: ``name`` with ``_`` for ``-``); options that share one
-        keyword set it together, as a tuple in their order (``select1``, ``select2`` of Contacts' ``select``).
-    type
-        ``str``, ``int`` or ``float``: what its value is converted to.
-    nargs
-        Values it takes (``range MIN MAX``: 2); None: one.
-    choices
-        The values allowed (empty: any).
-    required
-        The analysis has no default for it.
-    switch
-        For an option without a value (``--no-pbc``): the keyword's value when it is given.
-    repeat
-        It may be given several times; the keyword gets the list.
-    metavar
-        The value's name in the help.
+    ``keyword`` is the constructor's keyword it sets (default: ``name`` with ``_`` for ``-``); options that
+    share one set it together, as a tuple in their order (``select1``, ``select2`` of Contacts' ``select``).
     """
 
-    name: str
-    help: str
+    name: str                       # without its dashes (``"fit-select"``)
+    help: str                       # the default is added from the constructor's signature
     keyword: str | None = None
-    type: type = str
-    nargs: int | None = None
-    choices: tuple = ()
-    required: bool = False
-    switch: object = TAKES_VALUE
-    repeat: bool = False
+    type: type = str                # what its value is converted to
+    nargs: int | None = None        # values it takes (``range MIN MAX``: 2); None: one
+    choices: tuple = ()             # the values allowed (empty: any)
+    required: bool = False          # the analysis has no default for it
+    switch: object = TAKES_VALUE    # for an option without a value (``--no-pbc``): the keyword's value
+    repeat: bool = False            # given several times, the keyword gets the list
     metavar: str | tuple[str, ...] | None = None
 
     @property

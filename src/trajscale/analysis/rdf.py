@@ -1,13 +1,9 @@
 """Radial distribution function between two selections, as ``MDAnalysis.analysis.rdf.InterRDF``.
 
-Each block's partial is a histogram of pair distances plus the summed box
-volume and frame count; partials add, so every split gives the same counts.
-Pairs within the range come from a compiled cell list over all the block's frames
-(:mod:`trajscale.kernels.pairs`), which repeats ``capped_distance``'s arithmetic
-so the counts equal ``InterRDF``'s. Every frame needs a periodic box (``needs_box``):
-g(r) divides by the mean box volume, and MDAnalysis's ``InterRDF`` refuses a
-trajectory without one too; a frame without a box, or with one of zero volume,
-is refused before ``map`` sees it.
+Each block's partial is a histogram of pair distances plus the summed box volume and frame count;
+partials add, so every split gives the same counts.  The compiled cell list (:mod:`trajscale.kernels.pairs`)
+repeats ``capped_distance``'s arithmetic, so the counts equal ``InterRDF``'s.  Every frame needs a periodic
+box (``needs_box``): g(r) divides by the mean box volume.
 """
 
 from __future__ import annotations
@@ -117,9 +113,8 @@ class RDF(TwoSelections, Analysis):
                                             "path": source.path})
 
     def frame_cost(self, prep: Prepared, source) -> FrameCost:
-        """The pairs within the cut-off (InterRDF's ``N`` times the share of the first frame's box that a
-        sphere of ``range[1]`` fills; all of them without a box): the kernel's work grows with them, not
-        with the atoms read (an O-O RDF of a solvated protein to 15 Å is ~5 x 10^6 pairs a frame)."""
+        """The pairs within the cut-off (InterRDF's ``N`` times the share of the first frame's box a sphere of
+        ``range[1]`` fills): the kernel's work grows with them, not with the atoms read."""
         n_pairs = float(self._pairs(prep.state["n1"], prep.state["n2"]))
         volume = float(box_volume(source.read(0, 1, prep.atoms[:1]).box)[0]) if len(prep.atoms) else 0.0
         reach = 4 / 3 * np.pi * self.range[1] ** 3
@@ -130,9 +125,8 @@ class RDF(TwoSelections, Analysis):
         return self._map(block, s["i1"], s["i2"], s["path"])
 
     def map_view(self, block: Block, prep: Prepared, view: np.ndarray) -> dict:
-        """:meth:`map` of the block of this analysis's atoms, given a block read over more atoms and where
-        this analysis's atoms lie in it (``view``, as :class:`~trajscale.analysis.group.AnalysisGroup`
-        reads): the kernel gathers the atoms from it, with no copy of the block, and the same partial."""
+        """:meth:`map` of this analysis's atoms at ``view`` of a block read over more atoms (an
+        :class:`~trajscale.analysis.group.AnalysisGroup`'s): the same partial, with no copy of the block."""
         s = prep.state
         return self._map(block, view[s["i1"]], view[s["i2"]], s["path"])
 

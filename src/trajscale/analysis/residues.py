@@ -1,14 +1,10 @@
 """A topology's atoms and residues as plain arrays: what features are labelled with, and the backbone's
 dihedral atoms found from them.
 
-An analysis that labels its features (residue name, number and chain) or finds atoms by name (the
-backbone's C, N, CA) asks :func:`atom_table` for the topology's per-atom names, residue names, numbers,
-indices and segment IDs.  For a topology file those come from :func:`trajscale.topology.atom_labels`
-(parsed once per file version, then read from the selection cache without MDAnalysis); for a Universe
-given or carried by the trajectory, from its atoms.  :func:`derived` keeps what an analysis computes
-from them (the φ/ψ atom quintuples, a selection's labels) per topology object: ensemble members that
-share a topology share that object (:class:`~trajscale.ensemble.members.SharedTopologies`), so each
-is computed once per distinct topology and configuration, not once per member.
+:func:`atom_table` reads a topology file's labels from :func:`trajscale.topology.atom_labels` (parsed
+once per file version, then cached without MDAnalysis), or a Universe's from its atoms.  :func:`derived`
+keeps what an analysis computes from them per topology object, which ensemble members that share a
+topology share: each is computed once per distinct topology and configuration, not once per member.
 """
 
 from __future__ import annotations
@@ -111,11 +107,9 @@ def backbone_quintuples(table: AtomTable, selected: np.ndarray, protein: np.ndar
     them: ``(5, R)`` atom indices (C of the residue before, N, CA, C, N of the residue after) and the ``R``
     residues' indices.
 
-    As there: the residues must be within ``protein`` (the atoms of the ``"protein"`` selection; else
-    ValueError), the first and last protein residues are left out, the residues before and after are found
-    by segment and number (the next residue index when it is that one, else the first such residue), and a
-    residue is kept when the one before has exactly one atom ``c_name``, it has exactly one each of
-    ``n_name``, ``ca_name`` and ``c_name``, and the one after exactly one ``n_name``.
+    As there: the residues must be within ``protein`` (else ValueError), the first and last protein
+    residues are left out, neighbours are found by segment and number, and a residue is kept when it and
+    its neighbours have exactly one of each atom named.
     """
     n_res = table.n_residues
     res_name, res_id, res_seg = table.residues()
@@ -233,8 +227,8 @@ def _neighbours(residues: np.ndarray, res_id: np.ndarray, res_seg: np.ndarray, s
 
 
 def narrowed(text: np.ndarray) -> np.ndarray:
-    """``text`` as strings as wide as its longest: a number's ``astype(str)`` is 21 characters wide, and
-    joining labels of that width costs their width (a residue pair's 22,000 labels: 5.7 ms against 0.7)."""
+    """``text`` as strings as wide as its longest (a number's ``astype(str)`` is 21 characters wide, and
+    joining labels costs their width)."""
     return text.astype(f"<U{max(1, int(np.strings.str_len(text).max(initial=0)))}")
 
 

@@ -1,8 +1,7 @@
 """Result records shared by the analyses, and their output files (CSV, HDF5, NumPy, PDB).
 
-An output's extension decides its format, for every analysis: each result
-offers the formats that fit it (:data:`SERIES`, ...) and :func:`save_as` writes
-the one ``path`` names, or refuses the path naming the formats offered.
+An output's extension decides its format: each result offers the formats that fit it (:data:`SERIES`, ...)
+and :func:`save_as` writes the one ``path`` names, or refuses it naming those offered.
 """
 
 from __future__ import annotations
@@ -35,21 +34,10 @@ def output_format(path, offered: tuple[str, ...], what: str) -> str:
 
 def save_as(path, ext: str, *, table=None, arrays: dict | None = None, attrs: dict | None = None, npy=None,
             pdb=None) -> None:
-    """Write a result to ``path`` in format ``ext`` (from :func:`output_format`): under a temporary
-    name, fsynced and renamed; a folder that cannot take it at the end gets it saved in ``$TMPDIR``
-    instead (:func:`~trajscale.util.save_output`).
-
-    Parameters
-    ----------
-    table
-        ``(header, rows, fmt)`` for ``.csv`` (``np.savetxt``).
-    arrays, attrs
-        Named arrays (and scalar attributes) for ``.h5``/``.hdf5`` and ``.npz``.
-    npy
-        The one array a ``.npy`` file holds.
-    pdb
-        ``fn(tmp_path)`` writing a PDB file.
-    """
+    """Write a result to ``path`` in format ``ext`` (from :func:`output_format`), as
+    :func:`~trajscale.util.save_output` writes every output: ``table`` ``(header, rows, fmt)`` for ``.csv``,
+    named ``arrays`` (and scalar ``attrs``) for ``.h5``/``.hdf5``/``.npz``, ``npy`` for ``.npy``, ``pdb``
+    (``fn(tmp_path)``) for ``.pdb``."""
     save_output(path, lambda tmp: _write_as(tmp, ext, table, arrays, attrs, npy, pdb))
 
 
@@ -171,11 +159,8 @@ class FeatureLabels:
 @dataclass(frozen=True)
 class Features(TimeSeries):
     """A per-frame result whose values are labelled features: ``r.<name>`` the values as the analysis shapes
-    them (``(F, R, 2)`` φ/ψ, ...), :meth:`array` the same as ``(F, features)`` float64 (the input deeptime's
-    estimators take), :meth:`feature_labels` what each of those columns is.
-
-    The labels are stored as plain arrays (``feature``, ``resname``, ``resid``, ``chain``, ``pair``), so
-    the result saves and loads as the other records do.
+    them (``(F, R, 2)`` φ/ψ, ...), :meth:`array` the same as ``(F, features)`` float64 (deeptime's input),
+    :meth:`feature_labels` what each column is (stored as plain arrays, to save and load as any record).
     """
 
     feature: np.ndarray | None = None

@@ -100,22 +100,18 @@ class RMSD(Analysis):
     Parameters
     ----------
     select
-        Atoms to superimpose and measure: a selection string for both trajectory
-        and reference, a ``(mobile, reference)`` tuple, or a dict with keys
-        ``"mobile"`` and ``"reference"`` (each a string, a list of strings joined
-        in order, or None for all atoms); None for all atoms on both sides.
-        Default ``"protein and name CA"``, as ``trajscale run rmsd``'s (MDAnalysis's is ``"all"``:
-        ``select="all"`` for it).
+        Atoms to superimpose and measure: a selection string for both trajectory and reference, a
+        ``(mobile, reference)`` tuple, or a dict with keys ``"mobile"`` and ``"reference"`` (each a string, a list
+        of strings joined in order, or None for all atoms); None for all atoms on both sides. Default
+        ``"protein and name CA"``, as ``trajscale run rmsd``'s (MDAnalysis's is ``"all"``: ``select="all"`` for it).
     ref_frame
         Frame used as reference (negative counts from the end): of the analysed
         trajectory, or of ``reference``'s trajectory when given (as in MDAnalysis).
     reference
-        An MDAnalysis Universe or AtomGroup providing the reference coordinates;
-        selections apply within it (within the group for an AtomGroup).
-        ``select=None`` fits all atoms onto all of ``reference``.
+        An MDAnalysis Universe or AtomGroup providing the reference coordinates; selections apply within it (within
+        the group for an AtomGroup). ``select=None`` fits all atoms onto all of ``reference``.
     groupselections
-        Further selections whose RMSD is reported after the fit on ``select``
-        (not refitted), as in MDAnalysis.
+        Further selections whose RMSD is reported after the fit on ``select`` (not refitted), as in MDAnalysis.
     weights
         None, ``"mass"`` or an array (one value per selected atom) for the fit.
     allow_nan
@@ -124,8 +120,7 @@ class RMSD(Analysis):
         False (groups take ``weights`` when it is None or ``"mass"``, none when it is
         an array), or one entry per group: None, ``"mass"`` or an array.
     tol_mass
-        Trajectory and reference selections whose masses differ by more than this
-        (per atom) are refused.
+        Trajectory and reference selections whose masses differ by more than this (per atom) are refused.
 
     Notes
     -----

@@ -1,9 +1,8 @@
 """Root-mean-square fluctuation per atom, as ``MDAnalysis.analysis.rms.RMSF``.
 
-Each block gives its frame count and the exact fixed-point sums of the coordinates and their
-squares (:mod:`trajscale.kernels.sums`, relative to the trajectory's first frame); partials
-add as integers, so RMSF splits over any number of workers, in any order, with the same bits
-(MDAnalysis's own cannot split at all).
+Each block gives its frame count and the exact fixed-point sums of the coordinates and their squares
+(:mod:`trajscale.kernels.sums`, relative to the trajectory's first frame); partials add as integers, so RMSF splits
+over any number of workers, in any order, with the same bits (MDAnalysis's own cannot split at all).
 """
 
 from __future__ import annotations

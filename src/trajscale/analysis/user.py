@@ -1,11 +1,9 @@
 """User functions as analyses: ``@per_frame`` series and ``Reduce`` accumulators.
 
-A function defined in an importable module travels to workers by its import path
-(``"module:function"``).  One defined in a script or a notebook (module ``__main__``, which
-workers do not have: spawned and forkserver workers never re-run the user's script, and Dask
-workers are other processes) travels by value, pickled with cloudpickle together with the
-globals it uses.  It runs on whole blocks, ``fn(positions, box)`` with positions ``(F, N, 3)``
-float32 Å and box ``(F, 6)``, so it can stay vectorised over frames.
+A function of an importable module travels to workers by its import path (``"module:function"``); one
+of a script or a notebook (``__main__``, which workers do not have) by value, pickled with cloudpickle.
+It runs on whole blocks, ``fn(positions, box)`` with positions ``(F, N, 3)`` float32 Å and box ``(F, 6)``,
+so it can stay vectorised over frames.
 """
 
 from __future__ import annotations
@@ -90,10 +88,8 @@ def readable_config(config: dict) -> dict:
 def per_frame(fn):
     """Mark ``fn(positions, box) -> (F,) or (F, k)`` as a per-frame user function.
 
-    ``trajscale.run(PerFrame(fn, select=...), top, traj)`` runs it.  The decorator checks only
-    what it can while the module is still being imported (a top-level function taking the
-    positions); whether workers can import it is checked when a ``PerFrame`` is made.  ``fn``
-    stays callable as before.
+    ``trajscale.run(PerFrame(fn, select=...), top, traj)`` runs it; whether workers can import it is
+    checked when a ``PerFrame`` is made.  ``fn`` stays callable as before.
     """
     _check_top_level(fn)
     if len(inspect.signature(fn).parameters) < 1:

@@ -47,40 +47,22 @@ def convert(topology: str, trajectories: list[str], output: str, *, options: Con
             **kwargs) -> ConvertSummary:
     """Write ``trajectories`` (joined in order) to ``output`` as H5MD.
 
-    ``options`` is a :class:`~trajscale.convert.options.ConvertOptions`; its fields (and those of
-    its ``read``, ``spec`` and ``write`` records) may also be given as keywords, e.g.
-    ``layout=Layout.parse("auto", "gzip"), select="protein", executor="processes"``; an unknown
-    keyword is a ConfigError naming it.
+    ``options`` is a :class:`~trajscale.convert.options.ConvertOptions`, whose fields (and those of its
+    records) may also be given as keywords (``layout=..., select="protein", executor="processes"``).
 
-    The files are joined as :func:`~trajscale.sources.chain.plan_join` decides:
-    GROMACS restart parts each give a repeated time once (the later file's
-    frame), files whose times restart or repeat are renumbered, and a part that
-    overlaps the previous one is refused unless ``continuous`` (the later part wins).
+    The files are joined as :func:`~trajscale.sources.chain.plan_join` decides (a part that overlaps the
+    previous one is refused unless ``continuous``: the later part wins).  The file is written under a
+    temporary name and renamed only when every frame is written and counted: an error removes the
+    temporary output, an interrupt keeps it with its progress record for ``resume=True``.
 
-    The file is written under a temporary name and renamed only when every
-    frame is written and counted, so an error or an interrupt leaves nothing
-    under ``output``.  An error removes the temporary output; an interrupt
-    (SIGTERM, Ctrl-C) keeps it with its progress record, and ``resume=True``
-    (the same inputs and options) finishes it (``convert.resume``).
+    ``executor="processes"`` or ``"dask"``: an output with no filter is allocated whole and each worker writes its
+    frames at their byte addresses (``convert.direct``); otherwise each worker writes a segment file, joined by
+    copying or, with ``virtual=True``, kept in ``NAME.parts/`` and mapped into the output (``convert.segmented``).
+    With an MPI ``comm`` the ranks write slabs into the one file in rounds (``convert.parallel``).
 
-    ``executor="processes"`` or ``"dask"`` with ``n_workers``: for an output
-    with no filter (no compression or precision), the output is created with
-    every frame's storage allocated and each worker writes its range of frames
-    at their byte addresses (``convert.direct``: nothing to join).  Otherwise
-    each worker converts its range into its own segment file, joined at the end
-    by copying - or, with ``virtual=True``, kept beside the output
-    (``NAME.parts/``) and mapped into it as HDF5 virtual datasets
-    (``convert.segmented``).
-
-    ``units`` is the unit system written: ``"mdanalysis"`` (Å, ps, kJ/(mol Å);
-    MDAnalysis reads it without conversion), ``"gromacs"`` (nm, ps,
-    kJ/(mol nm)) or ``"source"`` (the inputs' own: an H5MD file's unit
-    attributes, a format's native units as MDAnalysis knows them). ``group``
-    and ``assume_units`` apply to H5MD inputs (see :class:`~trajscale.h5md.source.H5MDSource`).  With an
-    MPI ``comm`` of several ranks, the ranks convert slabs of frames into the
-    one file in rounds, each round counted in the progress record, so
-    ``resume`` works there too (``convert.parallel``). ``precision`` (Å) and ``encoding`` store
-    positions lossy (:mod:`trajscale.h5md.codecs`).
+    ``units``: ``"mdanalysis"`` (Å, ps, kJ/(mol Å)), ``"gromacs"`` (nm, ps, kJ/(mol nm)) or ``"source"``
+    (the inputs' own).  ``group`` and ``assume_units`` apply to H5MD inputs.  ``precision`` (Å) and
+    ``encoding`` store positions lossy (:mod:`trajscale.h5md.codecs`).
     """
     t0 = time.perf_counter()
     opts = with_options(options or ConvertOptions(), kwargs, "convert")
@@ -241,13 +223,9 @@ def _say_join(join) -> None:
 
 
 def source_units(sources, fields: tuple[str, ...]) -> dict[str, str]:
-    """The units the inputs store their data in (``convert --units source``).
-
-    An H5MD input's unit attributes; for other formats the native units
-    MDAnalysis's reader declares (XTC/TRR nm, DCD Å and AKMA, ...). Inputs
-    that disagree are an error. A quantity no input names a unit for (a
-    reader that leaves it undeclared) keeps trajscale's, as MDAnalysis
-    handed it over unconverted.
+    """The units the inputs store their data in (``convert --units source``): an H5MD input's unit
+    attributes, else the units MDAnalysis's reader declares; inputs that disagree are an error.  A quantity
+    no input names a unit for keeps trajscale's, as MDAnalysis handed it over unconverted.
     """
     found: dict[str, dict[str, str]] = {}
     for src in sources:
@@ -274,9 +252,8 @@ def _attr(atoms, name: str):
 
 
 def _labels(atoms) -> dict:
-    """Names, ids, species and residues of the written atoms (those the topology has): what a convert under
-    MPI writes too (:func:`~trajscale.topology.atom_arrays`), so that every executor writes the same file.
-    Masses and charges are the job's own fields."""
+    """Names, ids, species and residues of the written atoms, as a convert under MPI writes them
+    (:func:`~trajscale.topology.atom_arrays`): every executor writes the same file."""
     return {k: v for k, v in atom_arrays(atoms).items() if k not in ("masses", "charges")}
 
 

@@ -1,21 +1,11 @@
 """Parallel convert into one preallocated file: workers ``pwrite`` their frames, nothing is joined.
 
-For an output with no filter (no compression, no lossy precision, no
-checksum), every per-frame dataset can be created at its final length with its
-storage allocated (``H5MDWriter.preallocate``), so each frame has a fixed byte
-address (:mod:`trajscale.h5md.direct_write`).  The preparing process creates
-the partial output (``.NAME.convert-partial``) with the whole H5MD structure,
-closes it and plans the addresses; each worker then reads its range of frames
-and writes their bytes - positions, velocities, forces, box, step, time,
-observables - at those addresses, with no HDF5 open for writing, so there is
-no segment file and no join copy.
-
-Crash consistency: a worker counts frames in its own record
-(``.NAME.convert-progress.K.json``) only after an ``fdatasync`` of what it
-wrote; ``--resume`` rewrites each range from its counted frame on; the file is
-fsynced and renamed (``Partial.finish``) only when every range is counted whole
-and every time series read back at the expected length.  The file holds all
-frames' slots from the start, which is why it keeps its temporary name until then.
+For an output with no filter (no compression, precision or checksum), every per-frame dataset can be
+created at its final length with its storage allocated, so each frame has a fixed byte address
+(:mod:`trajscale.h5md.direct_write`).  The preparing process creates the partial output and plans the
+addresses; each worker writes its frames' bytes there with no HDF5 open for writing: no segment file, no
+join copy.  A worker counts frames in its own record only after an ``fdatasync``; the file is renamed
+only when every range is counted whole and every time series read back at the expected length.
 """
 
 from __future__ import annotations
@@ -48,9 +38,8 @@ def eligible(layout: Layout, precision: float | None) -> bool:
 
 
 def plan(n_frames: int, n_workers: int, chunk_frames: int) -> dict:
-    """The fresh record of a direct-write run: one range per worker, cut on chunk boundaries
-    (two workers never write into one chunk's bytes; not needed for correctness, but each
-    worker's writes then stay sequential)."""
+    """The fresh record of a direct-write run: one range per worker, cut on chunk boundaries (each worker's
+    writes then stay sequential)."""
     ranges = split_frames(n_frames, n_workers, align=chunk_frames)
     return {"ranges": [[r.start, r.stop] for r in ranges]}
 
@@ -120,22 +109,17 @@ def dataset_names(job: ConvertJob) -> dict[str, str]:
     return out
 
 
-#: Output bytes a worker writes between two counts (fdatasync, then its record).  Between counts
-#: the kernel writes the pages back in the background while the worker decodes; an fdatasync per
-#: 64 MiB slab stalled the worker on every one (convert on processes(2): 0.74x of MDAnalysis's
-#: decoding on the same workers with a sync per slab).  A crash loses at most this much per worker.
-#: TRAJSCALE_CONVERT_COUNT_MB overrides.
+#: Output bytes a worker writes between two counts (fdatasync, then its record): between counts the kernel
+#: writes the pages back while the worker decodes, where a sync per 64 MiB slab stalled it on every one.  A
+#: crash loses at most this much per worker.  TRAJSCALE_CONVERT_COUNT_MB overrides.
 COUNT_BYTES = int(float(os.environ.get("TRAJSCALE_CONVERT_COUNT_MB", 512)) * 1024**2)
 
 
 def write_range_direct(job: ConvertJob, targets: dict[str, RowTarget], i0: int, i1: int, path: str,
                        record_path: str) -> int:
-    """Worker: write output frames ``[i0, i1)`` at their addresses in ``path``; return the frames written now.
-
-    Continues after the frames ``record_path`` counts; frames are counted every
-    :data:`COUNT_BYTES` (and at the end), each time after an fdatasync of what was
-    written.  Stops between slabs on a recorded SIGTERM (frames written since the
-    last count are written again by ``--resume``).
+    """Worker: write output frames ``[i0, i1)`` at their addresses in ``path``, after those ``record_path``
+    counts; return the frames written now.  Frames are counted every :data:`COUNT_BYTES` after an
+    fdatasync; a recorded SIGTERM stops it between slabs.
     """
     record = load_record(record_path) or {}
     done = int(record.get("done", 0))

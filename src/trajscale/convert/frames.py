@@ -1,15 +1,9 @@
 """Write one range of a conversion's output frames into a file, resumably: the worker's side.
 
-A :class:`ConvertJob` is everything a worker needs as plain values (it travels
-by pickle to processes and Dask workers).  The process that prepares it opens
-every input once, computes the frames each output range takes from each file
-and the step/time shift the join gives each file (``sources.chain.plan_join``),
-so a worker opens only the files of its own range and never rebuilds anything.
-
-:func:`write_range` writes output frames ``[i0, i1)`` with :class:`H5MDWriter`
-in slabs of at most ``stream.SLAB_BYTES`` and saves ``{"done": n}`` in its own
-progress record after each slab is committed; called again on the same
-record it reopens the file and continues after the last counted frame.
+A :class:`ConvertJob` is everything a worker needs as plain values: the preparing process opens every
+input once and computes the frames each output range takes from each file and each file's step/time shift
+(``sources.chain.plan_join``), so a worker opens only the files of its own range.  :func:`write_range`
+counts ``{"done": n}`` in its own record after each slab is committed, and continues from there.
 """
 
 from __future__ import annotations
@@ -55,8 +49,7 @@ class ConvertJob:
     reference: np.ndarray | None = None    # "deltas": the first output frame's positions (Å)
     #: per input: XTC/TRR frame offsets (``parts.encode_offsets``) scanned by the preparing process, else None
     offsets: tuple[str | None, ...] | None = None
-    #: the written atoms' names, ids, species and residues (``names``, ``ids``, ``species``, ``resids``, ``resnames``,
-    #: ``segids``: :func:`~trajscale.topology.atom_arrays`): the output
+    #: the written atoms' names, ids, species and residues (:func:`~trajscale.topology.atom_arrays`): the output
     #: is then its own topology (``trajscale.topology.h5md``)
     atom_labels: dict | None = None
 
@@ -92,10 +85,8 @@ def open_input(job: ConvertJob, k: int):
 
 def iter_slabs(job: ConvertJob, i0: int, i1: int, sources=None, opened=None):
     """Yield ``(block, step, time, observables)`` of output frames ``[i0, i1)`` in slabs of at most
-    ``stream.SLAB_BYTES``, step/time shifted as the join says (``job.shifts``).
-
-    ``sources`` maps input index to an open Source; other inputs are opened into
-    ``opened`` (the caller closes them).  Stops between slabs on a recorded SIGTERM.
+    ``stream.SLAB_BYTES``, step/time shifted as the join says; inputs not open in ``sources`` are opened
+    into ``opened`` (the caller closes them).  Stops between slabs on a recorded SIGTERM.
     """
     opened = {} if opened is None else opened
     for k, frames, shift in job.pieces(i0, i1):
@@ -115,12 +106,9 @@ def iter_slabs(job: ConvertJob, i0: int, i1: int, sources=None, opened=None):
 
 def write_range(job: ConvertJob, i0: int, i1: int, path: str, record_path: str, sources=None,
                 bar=None) -> int:
-    """Write output frames ``[i0, i1)`` to ``path``; return the frames written now.
-
-    ``record_path`` holds ``{"done": n, ...}`` (other keys kept): with ``n > 0``
-    the file is reopened and continued after its first ``n`` frames. ``sources``
-    maps input index to an open Source (the serial caller's); others are opened
-    here and closed at the end.  Stops between slabs on a recorded SIGTERM.
+    """Write output frames ``[i0, i1)`` to ``path``, continuing after the ``n`` frames ``record_path``'s
+    ``{"done": n, ...}`` counts; return the frames written now.  ``sources``: open Sources by input index
+    (others are opened here).  Stops between slabs on a recorded SIGTERM.
     """
     record = load_record(record_path) or {}
     done = int(record.get("done", 0))

@@ -1,17 +1,10 @@
 """Copy an HDF5 file's structure, and join per-worker segment files into one file.
 
-:func:`copy_structure` copies every group, dataset, attribute and link of a
-file, keeping hard-linked objects (H5MD's shared step/time) one object, and
-lets the caller create the time series itself.  The joins use it:
-
-* :func:`copy_frames` fills one dataset from a segment's: compressed chunks
-  aligned with the segment's are copied as they are stored (no decompression,
-  no recompression: the join costs a read and a write of the compressed
-  bytes), anything else in slabs of whole frames, a few at a time, so memory
-  stays bounded whatever the file's size.
-* :func:`virtual_series` makes a dataset an HDF5 virtual dataset (VDS) that maps
-  its frames to the segment files; any HDF5 reader (MDAnalysis included) reads
-  it as one dataset.  Source files are named relative to the main file.
+:func:`copy_structure` copies every group, dataset, attribute and link of a file, keeping hard-linked
+objects one object, and lets the caller create the time series.  :func:`copy_frames` fills one dataset
+from a segment's, aligned compressed chunks as they are stored (no recompression), anything else in slabs
+of whole frames; :func:`virtual_series` maps a dataset's frames to the segment files (an HDF5 VDS any
+reader reads as one dataset).
 """
 
 from __future__ import annotations
@@ -36,9 +29,7 @@ def copy_attrs(src, dst) -> None:
 def copy_structure(src: h5py.File, dst: h5py.File,
                    make_series: Callable[[h5py.Group, str, h5py.Dataset], h5py.Dataset | None]) -> list[str]:
     """Copy ``src`` into ``dst``; ``make_series`` creates the datasets it claims (else None: copied).
-
-    Returns the names of the datasets ``make_series`` created.
-    """
+    Returns the names of those it created."""
     seen: dict = {}
     series: list[str] = []
     later: list[tuple[h5py.Dataset, h5py.Dataset]] = []   # (source, copy) whose bytes are written last
@@ -85,17 +76,15 @@ LATER_BYTES = 64 * 1024**2
 
 
 def _bytes_last(obj: h5py.Dataset) -> bool:
-    """A contiguous array (a topology's masses, names, ...) whose bytes are written after the structure and
-    the series' storage, so they do not push the per-atom datasets' headers out of the file's first
-    kilobytes."""
+    """A contiguous array (a topology's masses, ...) written after the structure and the series' storage, so
+    it does not push the per-atom datasets' headers out of the file's first kilobytes."""
     return obj.ndim >= 1 and obj.id.get_create_plist().get_layout() == h5py.h5d.CONTIGUOUS \
         and obj.id.get_storage_size() <= LATER_BYTES
 
 
 def _holds_frames(group: h5py.Group, name: str) -> bool:
-    """True for an element group of per-atom frames (``position/value``, ...): copied after its siblings,
-    since its storage may be allocated as it is created (``early_allocation``) and whatever is created
-    after it then lies beyond it; so the file's structure stays in its first kilobytes."""
+    """True for an element group of per-atom frames: copied after its siblings, since its storage may be
+    allocated as it is created and whatever follows lies beyond it."""
     if not isinstance(group.get(name, getlink=True), h5py.HardLink):
         return False
     obj = group[name]

@@ -1,21 +1,10 @@
 """The options of ``convert``, ``rechunk`` and ``verify``, as frozen records that travel together.
 
-Three records are shared, after zarr's ``ArraySpec``/``ArrayConfig`` split of
-*what is stored* from *how it is written*:
-
-* :class:`ReadOptions`: which atoms and frames of the inputs, and how they are
-  read and joined (``convert`` and ``verify`` take the same ones, so a file is
-  verified against exactly what it was converted from);
-* :class:`OutputSpec`: how the output's per-atom series are stored (layout,
-  lossy precision and encoding); it decides the output's bytes;
-* :class:`WriteOptions`: how the output is produced (over what, resumably, on
-  which executor); it never changes the output's bytes.
-
-:class:`ConvertOptions` and :class:`RechunkOptions` hold them with their
-command's own options.  The Python calls take the record or its fields as
-flat keyword arguments (:func:`with_options`): ``convert(top, trajs, out,
-layout=..., executor="processes")`` is ``convert(top, trajs, out,
-options=ConvertOptions(spec=OutputSpec(layout=...), write=WriteOptions(executor="processes")))``.
+After zarr's ``ArraySpec``/``ArrayConfig`` split of *what is stored* (:class:`OutputSpec`: it decides the output's
+bytes) from *how it is written* (:class:`WriteOptions`: it never changes them); :class:`ReadOptions` (which atoms
+and frames, how inputs are joined) is shared by ``convert`` and ``verify``, so a file is verified against exactly
+what it was converted from. :class:`ConvertOptions` and :class:`RechunkOptions` hold them with their command's own
+options; the Python calls also take their fields as flat keyword arguments (:func:`with_options`).
 """
 
 from __future__ import annotations
@@ -113,8 +102,8 @@ class WriteOptions:
     progress
         Show progress (a bar on a terminal, log lines elsewhere).
     executor, n_workers
-        ``"processes"`` or ``"dask"`` with ``n_workers`` (None: the CPU count); ``"mpi"``
-        with ``comm``; None or ``"serial"``: one pass.
+        ``"processes"`` or ``"dask"`` with ``n_workers`` (None: the CPU count); ``"mpi"`` with ``comm``;
+        None or ``"serial"``: one pass.
     executor_options
         The executor's own options (its registry entry's: ``{"scheduler": "tcp://host:8786"}``,
         ``{"cluster": "slurm", "jobs": 4, ...}`` for Dask, ``{"start_method": "spawn"}`` for processes).
@@ -135,8 +124,7 @@ class WriteOptions:
 
     @property
     def mpi(self) -> bool:
-        """True when the ranks of ``comm`` (two or more) write the one output together: ``executor``
-        ``"mpi"``, or none named."""
+        """True when the ranks of ``comm`` (two or more) write the one output together."""
         return self._workers in (None, "launcher") and self.comm is not None and self.comm.Get_size() > 1
 
     @property
@@ -146,8 +134,7 @@ class WriteOptions:
 
     @property
     def _workers(self) -> str | None:
-        """How the named executor counts its workers (its registry entry); None when none is named, ""
-        for a name the registry lacks (refused by the command's checks)."""
+        """How the named executor counts its workers; None when none is named, "" for an unknown name."""
         if self.executor is None:
             return None
         traits = EXECUTORS.get(self.executor)
@@ -164,11 +151,8 @@ class WriteOptions:
 
     def chosen(self, n_frames: int, n_atoms: int, decode_s_per_frame: float = 0.0,
                reads_ahead: bool = False) -> WriteOptions:
-        """These options with ``executor="auto"`` replaced by its choice for a conversion of ``n_frames``
-        frames of ``n_atoms`` atoms (serial unless the work outweighs starting a pool: the rule of
-        ``trajscale run``'s ``auto``), said in the log; other executors as they are. ``reads_ahead``: the
-        input's bytes come over a network (its Source's :attr:`~trajscale.sources.base.Source.reads_ahead`),
-        which more processes do not fetch faster."""
+        """These options with ``executor="auto"`` replaced by its choice (``trajscale run``'s rule), said in the
+        log. ``reads_ahead``: the input's bytes come over a network, which more processes do not fetch faster."""
         if self.executor is None or not EXECUTORS[self.executor].chooses:
             return self
         from ..executor_registry import WorkSize, choose
@@ -219,11 +203,8 @@ class RechunkOptions:
 
 
 def with_options(record: R, kwargs: dict, call: str) -> R:
-    """``record`` with ``kwargs`` set: each name is a field of ``record`` or of one of its records.
-
-    ``convert(..., layout=L, resume=True)`` sets ``spec.layout`` and ``write.resume``; a name no
-    record has is one ConfigError naming it (and ``call``).
-    """
+    """``record`` with ``kwargs`` set, each a field of ``record`` or of one of its records
+    (``layout=L`` sets ``spec.layout``); an unknown name is one ConfigError naming it and ``call``."""
     if not kwargs:
         return record
     own = {f.name for f in dataclasses.fields(record)}

@@ -1,13 +1,6 @@
 """``convert`` under MPI: every rank reads its own slabs of frames and writes them into one file, resumably.
 
-In each round rank r converts the r-th chunk-aligned slab after the frames
-already counted, through ``ParallelWriter.write_frames``; the round completes
-a prefix of the file, committed durably and then counted in the progress
-record beside the partial output (``convert.resume``), so an interrupted run
-(SIGTERM to mpiexec, a rank killed) continues with ``--resume``.  Every
-rank plans the same join of the input files (``sources.chain.plan_join``,
-run by ``convert`` on every rank), so every rank shifts its frames as a serial
-conversion would.
+Every rank plans the same join of the input files, so every rank shifts its frames as a serial conversion would.
 """
 
 from __future__ import annotations
@@ -34,17 +27,10 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
                      progress: bool = False):
     """Write ``job`` into ``partial`` from every rank of ``comm``, resumably (called by ``convert``).
 
-    The frames are written in rounds: in each, rank ``r`` reads and writes the
-    ``r``-th slab (a whole number of the output's chunks, at most
-    ``stream.SLAB_BYTES`` of input) after the frames already counted, so every
-    round completes a prefix of the file.  ``ParallelWriter`` commits that
-    prefix durably, then rank 0 saves ``{"done": n}`` in the progress record:
-    a resume (any number of ranks) reopens the partial file and continues at
-    ``n``.  A SIGTERM is acted on by every rank together at the next round.
-    The file is renamed to the final name by rank 0 only once every frame is
-    written and its count read back (``segmented.check_complete``).  Rank 0
-    says where a resumed run continues and, with ``progress``, shows the
-    frames every rank has written.
+    In each round rank ``r`` writes the ``r``-th chunk-aligned slab (at most ``stream.SLAB_BYTES`` of input)
+    after the frames already counted, so every round completes a prefix of the file, committed durably,
+    then counted by rank 0: a resume on any number of ranks continues there.  A SIGTERM is acted on by
+    every rank together at the next round; the file is renamed only once every frame's count is read back.
     """
     from .segmented import check_complete, chunk_frames
 
@@ -105,10 +91,8 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
 
 
 def begin_mpi_record(partial, resume: bool) -> dict:
-    """Rank 0 of an MPI convert or rechunk: load (``resume``) or start the record of rounds; an interrupt
-    before the first count may leave no file, so a record of 0 frames without one starts afresh (and a
-    record of 0 frames with one discards it: the caller makes the file).  A record of another mode or
-    options is refused by ``Partial.begin``."""
+    """Rank 0 of an MPI convert or rechunk: load (``resume``) or start the record of rounds; a record of 0
+    frames starts afresh (an interrupt before the first count may leave no file)."""
     if resume and (load_record(partial.record_path) or {}).get("done") == 0 and not partial.tmp.exists():
         partial.tmp.touch()   # nothing was counted: begin() accepts it, and the run starts over
     partial.begin(resume, {"done": 0})

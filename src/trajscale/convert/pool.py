@@ -1,15 +1,9 @@
 """Run plain tasks (convert's and rechunk's segment writers, pack's file readers) on an executor, stoppably.
 
-Each executor of the registry that runs such tasks names its runner (``convert_runner``): here the
-serial one, a local process pool (:func:`trajscale.pools.process_pool`, the one place pools are
-made), a Dask cluster (:func:`trajscale.clusters.dask_cluster`, the one place clusters are made)
-and the ranks of an MPI launcher.  The tasks are module-level functions with plain arguments;
-convert's write their own segment file and progress record, so nothing comes back but a count.
-On a SIGTERM/Ctrl-C the CLI records, the workers are told to stop (processes: a SIGTERM each;
-Dask: the stop recorded in every worker process), which they act on between slabs, so every
-segment is left closed and counted; SystemExit then propagates: the segments stay for ``--resume``.
-
-What the root prepares and shares follows the run's protocol (:mod:`trajscale.sharing`).
+Each executor of the registry that runs such tasks names its runner here (``convert_runner``): serial, a local
+process pool, a Dask cluster, or the ranks of an MPI launcher. The tasks are module-level functions with plain
+arguments that write their own files and records, so nothing comes back but a count. On a SIGTERM/Ctrl-C the workers
+are told to stop, which they act on between slabs, so every segment is left closed and counted for ``--resume``.
 """
 
 from __future__ import annotations
@@ -55,11 +49,9 @@ def run_tasks(fn, tasks: list[tuple], executor: str, n_workers: int, on_done=Non
               options: dict | None = None, window: int | None = None) -> None:
     """Run ``fn(*args)`` for each ``args`` of ``tasks`` on ``executor`` with ``n_workers``.
 
-    ``on_done(i, result)`` is called in the caller's process as task ``i`` completes.  The executor's
-    registry entry names the function that runs them (its ``convert_runner``); under an MPI launcher
-    every rank of ``comm`` calls this with the same ``tasks`` and runs every ``size``-th of them, from
-    its rank on.  ``options`` are the executor's own (a Dask scheduler, a process start method);
-    ``window`` bounds the tasks handed out and not yet done (memory: results wait for ``on_done``).
+    ``on_done(i, result)`` is called in the caller's process as task ``i`` completes.  Under an MPI
+    launcher every rank of ``comm`` calls this with the same ``tasks`` and runs its share.  ``options`` are
+    the executor's own; ``window`` bounds the tasks handed out and not yet done.
     """
     runner = check_executor(executor).convert_runner
     load(runner)(fn, tasks, n_workers, on_done, comm, options=options or {}, window=window)
@@ -159,9 +151,8 @@ _PATH_FIELDS = ("topology", "trajectories", "src_path")
 
 
 def _absolute(arg):
-    """A task's argument with the files it names absolute in this process's directory: a string or path
-    argument (the segment and record paths of convert's and rechunk's tasks), the :data:`_PATH_FIELDS` of
-    a dataclass argument (their jobs); URLs and everything else as they are."""
+    """A task's argument with the files it names (a path, a dataclass's :data:`_PATH_FIELDS`) absolute in
+    this process's directory; URLs and everything else as they are."""
     if isinstance(arg, str | os.PathLike):
         text = os.fspath(arg)
         return locate(text) if text else text
@@ -210,9 +201,8 @@ def _dask_task(fn, *args):
 
 
 def _stop_dask_tasks(client, pending, timeout: float = 60.0) -> None:
-    """Stop the tasks still running on the Dask workers between slabs, as a SIGTERM stops a process
-    worker, and wait for them: closing the cluster would otherwise let them write on to the end (or
-    kill them mid-slab), and the segments would not be what their records count."""
+    """Stop the tasks still running on the Dask workers between slabs and wait for them: closing the cluster
+    would let them write on (or kill them mid-slab), and the segments would not be what their records count."""
     from distributed import wait as dask_wait
 
     try:

@@ -1,29 +1,15 @@
 """Rewrite an H5MD (or any HDF5) file with a new layout, keeping every dataset, attribute and link.
 
-The per-atom time series (``particles/*/{position,velocity,force}/value``) are
-copied in slabs into datasets with the new chunks and compression (and, with
-``precision``, rounded to it first); everything else is copied as it is, and
-objects that were hard-linked under several names (H5MD's shared step/time)
-stay one object.
+The per-atom time series (``particles/*/{position,velocity,force}/value``) are copied in slabs into
+datasets with the new chunks and compression (with ``precision``, rounded first); everything else is copied
+as it is, and hard-linked objects (H5MD's shared step/time) stay one object.
 
-Resumable (``convert.resume``): the output is written under
-``.NAME.rechunk-partial`` beside a progress record
-(``.NAME.rechunk-progress.json``: frames done per dataset, the input's identity
-and the layout). An interrupted run leaves both; ``resume`` continues from the
-record; the rename to ``NAME`` happens only when every frame of every dataset
-is written and its count checked.
-
-Uncompressed outputs (no filter, no precision), serial or on processes/Dask:
-the partial output is created with the whole structure and its series'
-storage allocated, and each worker (or the one serial pass) copies its range
-of frames to their byte addresses (:func:`rechunk_range_direct`,
-``convert.direct``): whole frames read through HDF5 a few MiB at a time,
-nothing joined afterwards.
-
-Otherwise, in parallel (``executor="processes"|"dask"``, MPI, ``virtual``): each
-worker rewrites its range of frames into a segment file with its own record
-(:func:`rechunk_range`); the segments are then copied into the output or kept
-as virtual datasets, as ``convert``'s are (``convert.segmented``).
+Resumable (``convert.resume``): the output is written under a partial name beside a progress record, and
+renamed only when every frame of every dataset is written and its count checked.  Uncompressed outputs,
+serial or on processes/Dask, are allocated whole and each worker copies its frames to their byte addresses
+(:func:`rechunk_range_direct`, ``convert.direct``); otherwise, in parallel, each worker rewrites its range
+into a segment file (:func:`rechunk_range`), then copied into the output or kept as virtual datasets, as
+``convert``'s are (``convert.segmented``).
 """
 
 from __future__ import annotations
@@ -57,6 +43,7 @@ from ..h5md.writer import early_allocation
 from ..hdf5.hdf5 import cover_allocated, ensure_filters, open_h5
 from ..parallel import when_all_arrive
 from ..progress import progress_bar
+from ..storage.opener import open_bytes
 from ..units import factor
 from ..util import check_output_path, polling_for_stop, raise_if_stopped
 from . import direct
@@ -106,40 +93,27 @@ class RechunkJob:
     count_bytes: int         # bytes written in place between two counts (``convert.direct``)
 
 
-def input_bytes(path) -> int:
-    """The input's size: a local file's, or an object's behind a URL (its first request told it)."""
-    from ..storage.opener import open_bytes
-
-    return open_bytes(path).size
-
-
 def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout | None = None, *,
             options: RechunkOptions | None = None, **kwargs) -> RechunkSummary:
     """Copy ``input`` to ``output`` with ``layout`` for its per-atom time series.
 
-    ``options`` is a :class:`~trajscale.convert.options.RechunkOptions`; its fields (and those of
-    its ``spec`` and ``write`` records) may also be given as keywords; ``layout``, when given,
-    replaces ``options.spec.layout``.  An unknown keyword is a ConfigError naming it.
+    ``options`` is a :class:`~trajscale.convert.options.RechunkOptions`, whose fields (and those of its
+    records) may also be given as keywords; ``layout``, when given, replaces ``options.spec.layout``.
 
     Parameters
     ----------
     precision
-        Round positions to this precision in Å first (lossy, XTC-like; 0.01 Å = XTC's 0.001 nm):
-        values keep float32 with the mantissa bits below a power-of-two quantum <= ``precision``
-        zeroed, so any HDF5 reader gets plain floats and a lossless filter compresses them.
+        Round positions to this precision in Å first (lossy, XTC-like; 0.01 Å = XTC's 0.001 nm): float32
+        values with the mantissa bits below a power-of-two quantum <= ``precision`` zeroed.
     encoding
-        With ``precision``: ``"floats"`` (above), ``"deltas"`` (XTC-sized, coordinates within
-        32767 steps of the first frame's centre) or ``"deltas32"`` (no such bound); only
-        trajscale reads deltas back, see :mod:`trajscale.h5md.codecs`.
+        With ``precision``: ``"floats"``, ``"deltas"`` (XTC-sized, coordinates within 32767 steps of the first
+        frame's centre) or ``"deltas32"``; only trajscale reads deltas back (:mod:`trajscale.h5md.codecs`).
     resume
         Continue an interrupted run of the same input and layout from its progress record.
     executor, n_workers
-        ``"processes"`` or ``"dask"``: each of ``n_workers`` workers rewrites its range of frames
-        into a segment file; the segments are then copied into the output (stored chunks as they
-        are) or, with ``virtual``, kept in ``NAME.parts/`` and mapped into it as virtual datasets.
-        ``"mpi"`` with ``comm`` (every rank calls this): every rank writes its slabs into the one
-        output through parallel HDF5, rank 0 keeps the progress record and renames it
-        (``convert.rechunk_mpi``); with ``virtual`` each rank rewrites its own segment.
+        ``"processes"`` or ``"dask"``: each of ``n_workers`` workers rewrites its range of frames (with
+        ``virtual``, kept in ``NAME.parts/`` and mapped into the output).  ``"mpi"`` with ``comm`` (every
+        rank calls this): every rank writes its slabs into the one output through parallel HDF5.
     """
     t0 = time.perf_counter()
     opts = with_options(options or RechunkOptions(), kwargs, "rechunk")
@@ -152,8 +126,8 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout 
                           segment_workers=("n_workers", "launcher"), command="rechunk")
     spec.check(warn=write.rank0)
     with open_h5(src_path) as src, polling_for_stop():
-        # written in place, frames are counted (after an fdatasync) every direct.COUNT_BYTES unless the
-        # caller asks for slabs: a sync every 64 MiB slab kept the copy waiting on the disk
+        # written in place, frames are counted (after an fdatasync) every direct.COUNT_BYTES: a sync every
+        # 64 MiB slab kept the copy waiting on the disk
         job = RechunkJob(src_path, tuple(_series_names(src)), spec, opts.slab_bytes or SLAB_BYTES,
                          opts.slab_bytes or direct.COUNT_BYTES)
         write = write.chosen(*_frames_and_atoms(src))   # "auto": serial or a pool, from the file's size
@@ -169,7 +143,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout 
         else:
             resumed_from = _rechunk_serial(src, job, partial, write)
         _check_counts(src, partial, job.names)
-        n_frames, bytes_in = _n_frames(src, job.names), input_bytes(src_path)
+        n_frames, bytes_in = _n_frames(src, job.names), open_bytes(src_path).size   # (a URL's: told already)
     partial.finish()
     log.info("rechunked %s -> %s (%s)", src_path, final, spec.layout.describe())
     return RechunkSummary(str(final), n_frames, len(job.names), bytes_in, os.path.getsize(final),
@@ -203,9 +177,12 @@ def _rechunk_collective(src: h5py.File, job: RechunkJob, partial: Partial, write
     resumed_from = rechunk_collective(copy, partial, write,
                                       create=lambda dst: _copy_structure(src, dst, job.spec, early=early))
     on_root(write.comm, lambda: (_check_counts(src, partial, job.names), partial.finish()))
-    return RechunkSummary(str(partial.final), _n_frames(src, job.names), len(job.names),
-                          os.path.getsize(job.src_path), os.path.getsize(partial.final), time.perf_counter() - t0,
-                          resumed_from)
+    return _summary(src, job.names, partial.final, os.path.getsize(job.src_path), t0, resumed_from)
+
+
+def _summary(src: h5py.File, names, final: Path, bytes_in: int, t0: float, resumed_from: int) -> RechunkSummary:
+    return RechunkSummary(str(final), _n_frames(src, names), len(names), bytes_in, os.path.getsize(final),
+                          time.perf_counter() - t0, resumed_from)
 
 
 def _rechunk_in_place(src: h5py.File, job: RechunkJob, partial: Partial, write: WriteOptions) -> int:
@@ -247,9 +224,7 @@ def _join_segments(src: h5py.File, job: RechunkJob, partial: Partial, t0: float,
     _check_counts(src, partial, job.names)
     partial.finish()
     log.info("rechunked %s -> %s (%s)", job.src_path, partial.final, job.spec.layout.describe())
-    return RechunkSummary(str(partial.final), _n_frames(src, job.names), len(job.names),
-                          os.path.getsize(job.src_path), os.path.getsize(partial.final), time.perf_counter() - t0,
-                          resumed_from)
+    return _summary(src, job.names, partial.final, os.path.getsize(job.src_path), t0, resumed_from)
 
 
 def _rechunk_serial(src: h5py.File, job: RechunkJob, partial: Partial, write: WriteOptions) -> int:
@@ -297,12 +272,8 @@ def _run_direct(src: h5py.File, job: RechunkJob, partial: Partial, write: WriteO
 
 
 def rechunk_range_direct(job: RechunkJob, targets: dict, a: int, b: int, path: str, record_path: str) -> int:
-    """Worker: copy frames ``[a, b)`` of the series ``job.names`` to their addresses in ``path``, resumably.
-
-    Whole frames are read through HDF5, one call per piece of a few MiB (a piece of whole frames is one
-    run: there is no gather for the reader's byte-address path to save); every ``job.count_bytes`` of
-    frames are fdatasynced before the record counts them.
-    """
+    """Worker: copy frames ``[a, b)`` of the series ``job.names`` to their addresses in ``path``, resumably
+    (read through HDF5 a few MiB at a time; fdatasynced every ``job.count_bytes`` before the record counts)."""
     record = load_record(Path(record_path)) or {}
     done = int(record.get("done", 0))
     if done >= b - a:
@@ -372,8 +343,8 @@ def _segments(partial: Partial) -> list[tuple[Path, int, int]]:
 
 
 def _run_segments(job: RechunkJob, partial: Partial, write: WriteOptions) -> int:
-    """Rewrite every segment's frames on the workers (each its own file and record); return frames
-    already done before this run.  Under MPI every rank runs its share of rank 0's tasks."""
+    """Rewrite every segment's frames on the workers (each its own file and record); return the frames
+    done before this run."""
     partial.parts.mkdir(exist_ok=True)
     tasks, before = [], 0
     for path, a, b in _segments(partial):
@@ -437,8 +408,7 @@ def _finish_virtual(src: h5py.File, partial: Partial, names: list[str], t0: floa
     _check_counts(src, partial, names)
     bytes_in = os.path.getsize(src.filename)
     partial.finish()
-    return RechunkSummary(str(final), max((src[n].shape[0] for n in names), default=0), len(names), bytes_in,
-                          os.path.getsize(final), time.perf_counter() - t0, resumed_from)
+    return _summary(src, names, final, bytes_in, t0, resumed_from)
 
 
 def _copy_structure(src: h5py.File, dst: h5py.File, spec: OutputSpec, early: bool = False) -> list[str]:

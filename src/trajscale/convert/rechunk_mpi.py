@@ -1,16 +1,10 @@
 """``rechunk`` under MPI into one file: every rank rewrites its own slabs with parallel HDF5, resumably.
 
-Rank 0 creates the partial output with the input's whole structure (every
-group, dataset and attribute; the series empty at their final length, in the
-new layout), then every rank opens it through MPI-IO.  In each round rank r
-reads the r-th chunk-aligned slab after the frames already counted from the
-input and writes it collectively (parallel HDF5 writes filtered datasets only
-collectively; a rank without frames joins with an empty selection).  The round
-completes a prefix of every series; it is flushed (``MPI_File_sync``) and then
-counted by rank 0 in the progress record, so a run stopped by SIGTERM (acted on
-by every rank together at the next round) or by a killed rank continues with
-``--resume`` on any number of ranks.  No segments, no join: the output is
-written once.  ``--virtual`` keeps per-rank segments (``rechunk._run_segments``).
+Rank 0 creates the partial output with the input's whole structure, then every rank opens it through
+MPI-IO.  In each round rank r writes the r-th chunk-aligned slab after the frames already counted,
+collectively (parallel HDF5 writes filtered datasets only collectively; a rank without frames joins with
+an empty selection).  Each round's prefix is flushed, then counted by rank 0, so a stopped run continues
+with ``--resume`` on any number of ranks.  No segments, no join: the output is written once.
 """
 
 from __future__ import annotations
@@ -50,9 +44,7 @@ class CollectiveCopy:
 
 def rechunk_collective(copy: CollectiveCopy, partial: Partial, write: WriteOptions, create) -> int:
     """Rewrite ``copy``'s series into ``partial.tmp`` from all ranks of ``write.comm``; return the frames
-    counted before this run.  ``create(h5py.File)`` writes the output's structure (rank 0); rank 0 says
-    where a resumed run (``write.resume``) continues and, with ``write.progress``, shows the frames every
-    rank has written."""
+    counted before this run.  ``create(h5py.File)`` writes the output's structure (rank 0)."""
     comm, src_path, names, slab_bytes = write.comm, copy.src_path, list(copy.names), copy.slab_bytes
     file_kwargs = copy.file_kwargs
     rank, size = comm.Get_rank(), comm.Get_size()

@@ -1,18 +1,12 @@
 """Resumable outputs: a partial file beside a progress record, renamed only when complete.
 
-``convert`` and ``rechunk`` write ``NAME`` as ``.NAME.<kind>-partial`` with a
-progress record ``.NAME.<kind>-progress.json`` beside it: the run's
-:class:`ResumeKey` (the inputs' identity, the options that shape the output and
-the :class:`WriteMode`), and how far the work got.  An interrupted run leaves
-both; ``--resume`` compares the recorded key with its own, refuses in one line
-naming the first difference, and otherwise continues from the record;
-:meth:`Partial.finish` renames the file to ``NAME`` only after the caller has
-counted every frame, with an fsync before and after, so a crash leaves either
-the old state or the whole new file.  Parallel runs keep
-their per-worker segments (and each segment's own record, written by that
-worker alone) in the folder ``.NAME.<kind>-parts``; runs that write the
-partial file in place (``convert.direct``) keep one record per worker range
-beside it (``.NAME.<kind>-progress.K.json``).
+``convert`` and ``rechunk`` write ``NAME`` as ``.NAME.<kind>-partial`` beside a progress record
+``.NAME.<kind>-progress.json``: the run's :class:`ResumeKey` and how far the work got.  ``--resume``
+refuses a record of another key in one line naming the first difference, and otherwise continues from it;
+:meth:`Partial.finish` renames the file to ``NAME`` only after the caller has counted every frame, with an
+fsync before and after, so a crash leaves either the old state or the whole new file.  Parallel runs keep
+their per-worker segments (each with its own record) in ``.NAME.<kind>-parts``; runs that write the
+partial file in place keep one record per worker range (``.NAME.<kind>-progress.K.json``).
 """
 
 from __future__ import annotations
@@ -80,27 +74,13 @@ class InputIdentity:
 
 @dataclass(frozen=True, slots=True)
 class ResumeKey:
-    """What a partial output was made from: a resume continues it only when its own key is equal.
+    """What a partial output was made from: a resume continues it only when its own key is equal (a record
+    without one, an earlier trajscale's, is refused in one line)."""
 
-    Stored in the progress record as the JSON object ``"key"`` (:meth:`to_dict`); a record without
-    one was written by an earlier trajscale and is refused with one line (:meth:`Partial.begin`).
-
-    Parameters
-    ----------
-    kind
-        ``"convert"`` or ``"rechunk"``.
-    mode
-        How the output is written (:class:`WriteMode`).
-    inputs
-        Every input file, in order.
-    options
-        ``(name, value)`` of each option that shapes the output's bytes, by its command-line name.
-    """
-
-    kind: str
+    kind: str                                      # "convert" or "rechunk"
     mode: WriteMode
-    inputs: tuple[InputIdentity, ...]
-    options: tuple[tuple[str, OptionValue], ...]
+    inputs: tuple[InputIdentity, ...]              # every input file, in order
+    options: tuple[tuple[str, OptionValue], ...]   # each that shapes the output's bytes, by its CLI name
 
     @classmethod
     def of(cls, kind: str, mode: WriteMode, inputs, options: dict[str, OptionValue]) -> ResumeKey:
@@ -166,16 +146,8 @@ _HELD: dict[str, tuple[int, int]] = {}
 
 
 class Partial:
-    """The temporary file, progress record and segment folder of one resumable output.
-
-    Parameters
-    ----------
-    final
-        The output's name (already checked by ``check_output_path``).
-    key
-        What this run makes the output from (its ``kind`` names the temporary files); a resume
-        continues a record only of an equal key.
-    """
+    """The temporary file, progress record and segment folder of one resumable output ``final`` (checked by
+    ``check_output_path``), made from ``key`` (whose ``kind`` names the temporary files)."""
 
     def __init__(self, final: Path, key: ResumeKey) -> None:
         self.final = Path(final)
@@ -195,10 +167,9 @@ class Partial:
         return self.key.mode
 
     def begin(self, resume: bool, fresh: dict, save: bool = True) -> bool:
-        """Load the record (``resume``) or start a new one from ``fresh`` (written now if ``save``);
-        True if resuming.  ``resume`` with nothing to resume starts a new one, saying so in one line.
-        A record of another key is refused (OutputError, one line), as is one that another live
-        process holds (:meth:`hold`)."""
+        """Load the record (``resume``, if there is one: said in one line if not) or start a new one from
+        ``fresh`` (written now if ``save``); True if resuming.  A record of another key, or one another live
+        process holds (:meth:`hold`), is refused (OutputError)."""
         self.hold()
         rec = load_record(self.record_path) if resume else None
         if resume and (rec is None or not (self.tmp.exists() or self.parts.exists())):
@@ -217,9 +188,8 @@ class Partial:
         return False
 
     def say_resumed(self, done: int, total: int, contiguous: bool = True) -> None:
-        """Say, once, that this run continues an interrupted one, and from where: ``done`` of ``total``
-        frames were counted before it (``contiguous``: the first ``done``, so it resumes at frame ``done``;
-        else spread over the workers' ranges).  Nothing when none were (a fresh start)."""
+        """Say, once, that this run continues an interrupted one with ``done`` of ``total`` frames counted
+        (``contiguous``: the first ``done``; else spread over the workers' ranges); nothing when none were."""
         if done <= 0 or self._said_resumed:
             return
         self._said_resumed = True
@@ -241,12 +211,9 @@ class Partial:
             raise OutputError(self.final, f"{differs}; start again without --resume")
 
     def hold(self) -> None:
-        """Take the lock file ``.NAME.<kind>-lock`` beside the partial output for this process's life.
-
-        A process that writes the partial output (this one, and the workers it forks, which share the
-        lock) holds an ``flock`` on it; another run on the same output, ``--resume`` or not, is refused
-        while one does: two writers would corrupt it.  The kernel drops the lock when the last holder
-        exits, however it ends, so a killed run leaves no stale lock.
+        """Take an ``flock`` on ``.NAME.<kind>-lock`` for this process's life (forked workers share it): another
+        run on the same output is refused while one holds it, and the kernel drops it when the last holder
+        exits, so a killed run leaves no stale lock.
         """
         if self._lock is not None:
             return

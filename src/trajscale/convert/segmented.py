@@ -1,17 +1,11 @@
 """Run a conversion serially or as per-worker segments, then join, count and rename.
 
-Serial: the one range of frames is written straight into the partial output
-(``.NAME.convert-partial``), its progress in the record beside it.
-
-Segments (``--executor processes|dask -n N``): the frames are cut into N
-ranges aligned to the output's chunks; worker ``k`` writes range ``k`` into
-``.NAME.convert-parts/part_k.h5md`` with its own record, so a resume redoes
-only what no record counted.  Then either every segment is copied into the
-partial output (stored chunks copied as they are: the compression work done
-in parallel is not redone) or, with ``virtual``, the segments move to
-``NAME.parts/`` and the output's time series become virtual datasets mapping
-to them.  In every case the output is renamed only after each of its time
-series has been counted at the expected number of frames.
+Segments (``--executor processes|dask -n N``): the frames are cut into N ranges aligned to the output's
+chunks; worker ``k`` writes range ``k`` into ``.NAME.convert-parts/part_k.h5md`` with its own record, so
+a resume redoes only what no record counted.  Then every segment is copied into the partial output (stored
+chunks as they are: the compression done in parallel is not redone) or, with ``virtual``, moved to
+``NAME.parts/`` and mapped by virtual datasets.  The output is renamed only after each of its time series
+has been counted at the expected number of frames.
 """
 
 from __future__ import annotations
@@ -136,12 +130,8 @@ def moving(record: dict | None) -> bool:
 
 
 def move_parts(partial: Partial, segs) -> list[tuple[str, int, int]]:
-    """Move finished segments to ``NAME.parts/`` (fsynced: the output will map them); return
-    ``(path, first frame, frames)`` of each.
-
-    The record says ``moving`` before the first segment moves, so a crash anywhere from here to the
-    final rename is finished by ``--resume``: a segment already in ``NAME.parts/`` stays there.
-    """
+    """Move finished segments to ``NAME.parts/`` (fsynced); return ``(path, first frame, frames)`` of each.
+    The record says ``moving`` first, so ``--resume`` finishes a crash anywhere from here to the rename."""
     folder = parts_folder(partial.final)
     if not moving(partial.record):
         partial.record["moving"] = True   # every segment was counted (write() checked) before this
@@ -192,13 +182,10 @@ def check_complete(path: Path, n_frames: int, final: Path) -> None:
 
 def check_parallel_output(final: Path, inputs: list, write: WriteOptions, *, record: Path,
                           segment_workers: tuple[str, ...], command: str) -> None:
-    """The output options ``convert`` and ``rechunk`` share, checked before any work.
-
-    ``write.executor`` is one that runs conversions, and one an MPI launcher starts only on two ranks
-    or more; ``virtual`` (segments kept beside the output) needs one whose workers are counted as one of
-    ``segment_workers`` (:data:`~trajscale.executor_registry.WORKER_COUNTS`); the segments' folder
-    ``NAME.parts/`` is never an input, and an existing one is replaced only with ``overwrite`` or
-    moved by a ``resume`` whose ``record`` says so.
+    """The output options ``convert`` and ``rechunk`` share, checked before any work: the executor runs
+    conversions (an MPI launcher's on two ranks or more); ``virtual`` needs workers counted as one of
+    ``segment_workers``; ``NAME.parts/`` is never an input, and an existing one is replaced only with
+    ``overwrite`` or by a ``resume`` whose ``record`` says so.
     """
     traits = check_executor(write.executor, choosers=True) if write.executor is not None else None
     if traits is not None and traits.workers == "launcher" and not write.mpi:

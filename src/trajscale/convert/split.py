@@ -1,10 +1,9 @@
 """Split an H5MD file into segment files plus a segment index, and index existing parts.
 
-``split`` copies slabs of frames (every per-atom field, box, step, time, and the
-time-independent species/mass/charge) into ``part_NNN.h5md`` files written
-under temporary names; the index is written last, so a folder with an index is
-always complete.  ``build_index`` describes parts that already exist (GROMACS
-``-noappend`` XTC parts, restarts) after checking their atom counts, joined as ``sources.chain.plan_join`` decides.
+``split`` copies slabs of frames (every per-atom field, box, step, time, and the time-independent
+species/mass/charge) into ``part_NNN.h5md`` files written under temporary names; the index is written last, so a
+folder with an index is always complete. ``build_index`` describes parts that already exist (GROMACS ``-noappend``
+XTC parts, restarts) after checking their atom counts, joined as ``sources.chain.plan_join`` decides.
 """
 
 from __future__ import annotations
@@ -33,9 +32,8 @@ def split(path: str | os.PathLike, out_dir: str | os.PathLike, n_parts: int, *, 
           group: str | None = None, overwrite: bool = False, assume_units: str | None = None) -> str:
     """Write ``n_parts`` segments of ``path`` and ``out_dir/index.json``; return the index path.
 
-    ``assume_units`` states the units of an input whose datasets carry none; the
-    segments are written with their units (Å, ps) stated.  No part and no index
-    is ever the input; existing ones are replaced only with ``overwrite``.
+    ``assume_units`` states the units of an input whose datasets carry none (the segments state theirs).
+    No part and no index is ever the input; existing ones are replaced only with ``overwrite``.
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -73,13 +71,9 @@ def _time_independent(src: H5MDSource) -> dict:
 
 
 def _stored_like(src: H5MDSource, layout: Layout) -> tuple[Layout, dict]:
-    """The parts' layout and writer options: a lossy input's precision and encoding are kept.
-
-    A lossy input's parts are written in its units at its precision, so every
-    value lands on the grid it came from (re-rounding a decoded value is exact)
-    and ``inspect``/``verify`` of a part state and check the same bound; they
-    keep its compression too unless ``layout`` names one (positions rounded to a
-    grid but stored without a filter would save nothing).
+    """The parts' layout and writer options: a lossy input's parts are written in its units at its precision
+    (every value lands on the grid it came from, so a part states and checks the same bound) and keep its
+    compression unless ``layout`` names one (rounded positions stored unfiltered would save nothing).
     """
     if src.info.lossy is None:
         return layout, {}
@@ -114,14 +108,9 @@ def build_index(parts: list[str], output: str | os.PathLike, topology: str | Non
                 continuous: bool = False) -> str:
     """Describe existing parts (any format MDAnalysis reads) as one trajectory; check order and atoms.
 
-    The parts join as :func:`~trajscale.sources.chain.plan_join` decides: GROMACS
-    restart parts give each time once (the later part's frame), parts whose
-    times restart or repeat are renumbered, and a part overlapping the previous
-    one is refused unless ``continuous``.  ``group`` and ``assume_units`` apply
-    to H5MD parts (the particle group to read, the units of datasets without a
-    unit attribute); the index keeps them for the runs that read it.  ``output``
-    is never one of the parts or the topology; an existing one is replaced only
-    with ``overwrite``.
+    The parts join as :func:`~trajscale.sources.chain.plan_join` decides (an overlap refused unless
+    ``continuous``).  ``group`` and ``assume_units`` apply to H5MD parts, and the index keeps them.
+    ``output`` is never a part or the topology; an existing one is replaced only with ``overwrite``.
     """
     from ..sources.base import OpenRequest
     from ..sources.registry import open_part

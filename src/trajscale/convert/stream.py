@@ -1,9 +1,6 @@
 """Several trajectory files as one stream of blocks, joined as :func:`~trajscale.sources.chain.plan_join` decides.
 
-GROMACS restart parts repeat the previous part's last frame (the later one is
-kept); files whose times restart or repeat (copies of one XTC, as the seed
-paper concatenated to build its 90,100-frame file) are renumbered so that steps
-and times keep increasing, as H5MD requires.
+Files whose times restart or repeat are renumbered so that steps and times keep increasing, as H5MD requires.
 """
 
 from __future__ import annotations
@@ -28,24 +25,15 @@ SLAB_BYTES = int(float(os.environ.get("TRAJSCALE_CONVERT_SLAB_MB", 64)) * 1024**
 
 def open_input_file(path: str, group: str | None = None, assume_units: str | None = None,
                     offsets: str | None = None) -> Source:
-    """The Source of one input file, as the format registry decides (:mod:`trajscale.sources.registry`).
-
-    No Universe: XTC/TRR/DCD and the other formats are read in place, so MDAnalysis writes no
-    ``.NAME_offsets.npz`` cache (nor its lock file) beside the user's files. ``offsets`` are the
-    XTC/TRR frame offsets the preparing process scanned and shipped (None: scanned here);
-    ``group`` and ``assume_units`` apply to H5MD inputs.
+    """The Source of one input file, as the format registry decides; no Universe, so MDAnalysis writes no
+    offsets cache beside the user's files.  ``offsets``: XTC/TRR frame offsets scanned elsewhere (None: here).
     """
     return registry.open_part(path, OpenRequest(group=group, assume_units=assume_units, offsets=offsets))
 
 
 def open_inputs(topology: str, trajectories: list[str], n_atoms: int, group: str | None = None,
                 assume_units: str | None = None, offsets: list | None = None) -> list[Source]:
-    """One Source per input file, each checked against the topology's atom count.
-
-    ``n_atoms``: the topology's atom count (every input's).
-    ``group`` and ``assume_units`` apply to H5MD inputs.
-    ``offsets``: per input, XTC/TRR frame offsets scanned elsewhere (None: scanned here).
-    """
+    """One Source per input file, each checked against the topology's atom count ``n_atoms``."""
     sources: list[Source] = []
     try:
         for k, path in enumerate(trajectories):
@@ -82,11 +70,8 @@ def frame_plan(lengths: list[int], start: int | None, stop: int | None, step: in
 
 def iter_blocks(sources: list[Source], atoms: np.ndarray | None, fields: tuple[str, ...],
                 start=None, stop=None, step=None, join: JoinPlan | None = None):
-    """Yield the blocks of the joined (``join``, default :func:`plan_join`'s), sliced sources in order.
-
-    Only the kept frames are read (strided reads), in blocks of at most
-    SLAB_BYTES of what the source allocates; step and time as the join shifts them.
-    """
+    """Yield the blocks of the joined (``join``, default :func:`plan_join`'s), sliced sources in order, in
+    blocks of at most SLAB_BYTES of what the source allocates; step and time as the join shifts them."""
     join = join or plan_join(sources)
     plans, _ = frame_plan(join.lengths, start, stop, step)
     with polling_for_stop():

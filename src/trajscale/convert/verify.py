@@ -43,15 +43,10 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, read: ReadOptio
            progress: bool = False, **kwargs) -> VerifyReport:
     """Frame-by-frame max ``|dx|``, time, step and box of ``h5md`` against its sources.
 
-    Positions stored at a stated precision (``rechunk --precision``) must lie within
-    their quantum / 2 (<= precision / 2) of the source's; everything else within float32
-    round-off.
-
-    ``read`` is the :class:`~trajscale.convert.options.ReadOptions` the file was converted
-    with (its fields may also be given as keywords: ``select``, ``start``, ``stop``, ``step``,
-    ``group``, ``assume_units``, ``continuous``).  ``group`` and ``assume_units`` apply to
-    ``h5md`` and to any H5MD source (convert keeps the source's group name). The sources are
-    joined as convert joins them (:func:`~trajscale.sources.chain.plan_join`; ``continuous`` as there).
+    Positions stored at a stated precision must lie within their quantum / 2 (<= precision / 2) of the
+    source's; everything else within float32 round-off.  ``read`` is the
+    :class:`~trajscale.convert.options.ReadOptions` the file was converted with (its fields may also be
+    given as keywords); the sources are joined as convert joins them.
     """
     read = with_options(read or ReadOptions(), kwargs, "verify")
     atoms, _, n_top = written_atoms(topology, read.select, topology_coordinates=bool(read.select))   # (as convert)

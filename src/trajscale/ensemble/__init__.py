@@ -1,9 +1,6 @@
 """Ensembles: many trajectories, each with its own topology, analysed the same way in one job.
 
-:mod:`.catalog` says what an ensemble is (:class:`Ensemble`, :class:`Member`; catalogs, globs, the
-hook for files that hold several trajectories); the other modules run one (tasks balanced across
-trajectories on any executor, per-trajectory results, refusals and resumption).  Each name is
-imported on first use.
+:mod:`.catalog` says what an ensemble is; the other modules run one.  Each name is imported on first use.
 """
 
 from __future__ import annotations

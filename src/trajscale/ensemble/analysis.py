@@ -1,22 +1,15 @@
 """An analysis run over an ensemble: each member's pieces mapped with that member's own preparation.
 
-:class:`EnsembleAnalysis` wraps the analysis a user runs (or several: an
+:class:`EnsembleAnalysis` wraps the user's analysis (or an
 :class:`~trajscale.analysis.group.AnalysisGroup`) so that the run engine and every executor run it
-unchanged over an :class:`~trajscale.ensemble.source.EnsembleSource`.  A block is the pieces of the
-members a task reads; each piece is mapped by the wrapped analysis with its member's
-:class:`~trajscale.analysis.base.Prepared` (selections resolved on that member's topology), and its
-partial is kept under the member's index.  ``reduce`` combines each member's partials with the wrapped
-analysis's own ``reduce``, in frame order, so a member's result has the bits of a run over that
-trajectory alone, however the ensemble's frames were cut into tasks.
+unchanged over an :class:`~trajscale.ensemble.source.EnsembleSource`: each piece of a block is mapped with
+its member's own preparation and kept under the member's index, and ``reduce`` combines each member's
+partials with the wrapped ``reduce`` in frame order, so a member's result has the bits of a run over that
+trajectory alone.  A piece that cannot be read or mapped fails its member alone, with the reason.
 
-A piece that could not be read, or that the wrapped analysis refuses (a frame without a box, NaN
-coordinates), marks its member failed with the reason; the member's other pieces are then dropped,
-and the other members go on.
-
-A member that some of a group's analyses cannot run (an RDF on a trajectory without a box, a selection
-one analysis makes that picks nothing) is prepared for the others alone (:func:`prepare_each`): its
-preparation is then :class:`SomeRefused`, and the member runs the group of the analyses it kept
-(:func:`for_member`), whose partials travel as :class:`KeptPartial`.
+A member that some of a group's analyses cannot run (an RDF without a box) is prepared for the others
+alone (:func:`prepare_each`, :class:`SomeRefused`) and runs the group it kept (:func:`for_member`), whose
+partials travel as :class:`KeptPartial`.
 """
 
 from __future__ import annotations
@@ -32,24 +25,20 @@ from ..errors import ConfigError, TrajscaleError
 
 @dataclass(frozen=True)
 class SomeRefused:
-    """A member's preparation when some of the run's analyses refused it: the preparation of the group of the
-    others (``prepared``), their positions in the run's group (``kept``), and why each other one refused it
-    (``refused``: position -> reason)."""
+    """A member's preparation when some of the run's analyses refused it."""
 
-    prepared: Prepared
-    kept: tuple[int, ...]
-    refused: Mapping[int, str]
+    prepared: Prepared             # the group of the others'
+    kept: tuple[int, ...]          # their positions in the run's group
+    refused: Mapping[int, str]     # position -> why each other one refused it
 
 
 @dataclass(frozen=True, eq=False)
 class KeptPartial:
-    """The partial of a member that runs only the analyses at ``kept`` (a group of them: ``partial``);
-    ``refused``: why each analysis its frames refused is left out (position -> reason: a frame without the
-    box it needs), beside those its preparation refused."""
+    """The partial of a member that runs only the analyses at ``kept`` (a group of them: ``partial``)."""
 
     kept: tuple[int, ...]
     partial: object
-    refused: Mapping[int, str] = field(default_factory=dict)
+    refused: Mapping[int, str] = field(default_factory=dict)   # those its frames refused (a box missing)
 
 
 #: The groups of the analyses members kept: (the run's group, kept positions) -> (the run's group, the group).
@@ -118,10 +107,8 @@ class EnsembleState:
 
 @dataclass(frozen=True, eq=False)
 class MemberPartial:
-    """One member's partial so far: the wrapped analysis's (None: failed), what reading and mapping it
-    cost, and why it failed (None: it did not); a member its worker prepared comes home with its
-    preparation (``prepared``: what its result is made with) and the seconds preparing it took; ``atoms``:
-    the atoms a frame of it was read with."""
+    """One member's partial so far (None: failed, ``error`` says why), what reading and mapping it cost, the
+    preparation a worker made of it, and ``atoms``: the atoms a frame of it was read with."""
 
     partial: object
     frames: int = 0
@@ -160,13 +147,7 @@ class EnsembleOutcome:
 
 
 class EnsembleAnalysis(Analysis):
-    """``analysis`` run over each member of an ensemble on its own.
-
-    Parameters
-    ----------
-    analysis
-        The analysis (or group of analyses) run on every member, or its config.
-    """
+    """``analysis`` (or a group, or its config) run over each member of an ensemble on its own."""
 
     name = "ensemble"
     per_frame = False
@@ -277,9 +258,8 @@ def _n_analyses(analysis: Analysis) -> int:
 
 
 def _boxless(own: Analysis, block, path: str, kept: tuple[int, ...]) -> dict[int, str]:
-    """The analyses of a member's group (``own``, the run's analyses at ``kept``) that need a box a frame of
-    ``block`` lacks, by position in the run, with why; empty when every one of them can map it (or when every
-    one would refuse it: the member is then refused whole, by the group's own error)."""
+    """The analyses of a member's group (``own``, at ``kept`` in the run) that need a box a frame of
+    ``block`` lacks, by position, with why; empty when all or none can map it (none: refused whole)."""
     if not isinstance(own, AnalysisGroup) or not any(a.needs_box for a in own.analyses):
         return {}
     out = {}
@@ -310,9 +290,8 @@ def _positions(partial, n: int) -> tuple[tuple[int, ...], object, Mapping[int, s
 
 
 def _kept_reduce(run: AnalysisGroup, partials: list):
-    """Partials of one member that hold different analyses (one piece's frames lacked a box that another's
-    had) reduced over the analyses every one of them holds: each analysis's own partials, reduced by its own
-    ``reduce`` as a run of it alone does."""
+    """Partials of one member that hold different analyses (one piece lacked a box) reduced over the analyses
+    every one of them holds, each by its own ``reduce``."""
     from ..analysis.group import GroupPartial
 
     n = _n_analyses(run)

@@ -1,51 +1,17 @@
 """What an ensemble is: its member trajectories, named, each with its topology, location(s) and labels.
 
-An :class:`Ensemble` is an ordered tuple of :class:`Member` records.  A member is one trajectory,
-analysed on its own (its own topology, atom count and selections): ``name`` (unique in the ensemble),
-``trajectory`` (one location, or several parts joined as ``trajscale.run`` joins them; local paths or
-URLs), ``topology`` (a file the analyses prepare on, as ``trajscale.run``'s topology; None when the
-trajectory carries its own), ``labels`` (the catalog's other columns: system, temperature, replica,
-...), and ``source`` (a Source config that reads the member, for a member that is one of several
-trajectories in a file; None: the trajectory is opened as ``trajscale.run`` opens it).
+An :class:`Ensemble` is an ordered tuple of :class:`Member` records, each one trajectory analysed on its
+own (its own topology, atom count and selections).  It comes from a catalog (CSV, TOML or Parquet, one row
+per trajectory: :meth:`Ensemble.from_catalog`; docs/ensembles.md gives the columns), a glob over a folder
+or an object-store prefix (:meth:`Ensemble.from_glob`), or members given directly.
 
-Where an ensemble comes from
-----------------------------
-* A catalog, one row per trajectory, as CSV, TOML or Parquet, local or behind a URL
-  (:meth:`Ensemble.from_catalog`).  Columns: ``trajectory`` (required), ``topology``, ``name`` and
-  ``format`` (optional), and any others, which are the member's labels.  Several parts of one
-  trajectory are one cell split as a shell splits words (``"part1.xtc part2.xtc"``, as the command
-  line takes them), or a list (TOML, Parquet).  Relative paths are relative to the catalog's folder
-  (or URL).  A CSV label whose every value is a whole number (a decimal number) is read as one.
-  A TOML catalog is an array of tables ``[[members]]`` with an optional table ``[defaults]`` of
-  keys every member has unless it gives its own::
-
-      [defaults]
-      topology = "adk.psf"
-      system = "adk"
-
-      [[members]]
-      trajectory = "rep0.dcd"
-      replica = 0
-
-* A glob over a folder or an object-store prefix (:meth:`Ensemble.from_glob`:
-  ``"runs/*/md.xtc"``, ``"s3://bucket/mdcath/data/*.h5"``), with one topology for all or none (files
-  that carry their own), and labels taken from each path by a regular expression's named groups.
-* Members given directly: ``Ensemble([Member(...), ...])``.
-
-Files that hold several trajectories (the expansion hook)
----------------------------------------------------------
-One file may hold several member trajectories (an mdCATH file: one per temperature and replica).
-A format whose files hold several declares, in its traits (:class:`~trajscale.formats.FormatTraits`:
-``members`` and ``member_patterns``), a function ``members(location, base) -> list[Member] | None``
-(``"module:function"``, imported only when used) and the file name patterns it is asked for.  A row
-(or a file a glob matched) is offered to an expander when its ``format`` column names it, or when
-the row gives no topology and its one location's file name matches one of the expander's patterns.
-The function returns the members the file holds, each with its ``source`` config (how to read it:
-``{"kind": ..., ...}`` of a Source in the format registry), its topology
-(or None), ``base.labels`` extended with its own (``temperature``, ``replica``) and a name extending
-``base.name`` (``"1abcA00/320/0"``); or None when the file is not of its format (the row is then one
-member, as usual).  An expander is a plain function of its module: nothing registers itself on
-import.
+One file may hold several member trajectories (an mdCATH file: one per temperature and replica). Its format declares
+in its traits (:class:`~trajscale.formats.FormatTraits`: ``members``, ``member_patterns``) a function
+``members(location, base) -> list[Member] | None`` (``"module:function"``, imported only when used) and the file
+name patterns it is asked for. A row is offered to it when its ``format`` column names it, or when the row gives no
+topology and its one file's name matches a pattern. It returns the members the file holds (each with its ``source``
+config, its labels extending ``base.labels`` and a name extending ``base.name``: ``"1abcA00/320/0"``), or None when
+the file is not of its format. Nothing registers itself on import.
 """
 
 from __future__ import annotations
@@ -112,8 +78,7 @@ class Member:
     @classmethod
     def made(cls, name: str, trajectory: tuple[str, ...], topology: str | None, labels: dict,
              source: Mapping | None) -> Member:
-        """A member of fields checked and located before (:class:`~trajscale.ensemble.columns.MemberColumns`
-        makes its members again from these): not located again."""
+        """A member of fields checked and located before (by :class:`~.columns.MemberColumns`)."""
         m = object.__new__(cls)
         for f, v in (("name", name), ("trajectory", trajectory), ("topology", topology), ("labels", labels),
                      ("source", source)):
@@ -126,8 +91,7 @@ class Member:
         return self.trajectory[0] if len(self.trajectory) == 1 else shlex.join(self.trajectory)
 
     def row(self) -> dict:
-        """The member as a catalog row: name, topology, trajectory (parts joined as a shell writes them),
-        then its labels."""
+        """The member as a catalog row (parts joined as a shell writes them)."""
         return {"name": self.name, "topology": self.topology, "trajectory": shlex.join(self.trajectory)
                 if len(self.trajectory) > 1 else self.trajectory[0], **self.labels}
 
@@ -171,7 +135,7 @@ class Ensemble:
     # -- the collection ---------------------------------------------------------------------------------------
     @property
     def members(self) -> Sequence[Member]:
-        """The members, in order (a sequence that makes each :class:`Member` when it is asked for)."""
+        """The members, in order (each made when asked for)."""
         return self._members
 
     def __len__(self) -> int:
@@ -256,7 +220,7 @@ class Ensemble:
                                         f"{ext or 'no ending'} is none of them")
         data = _catalog_bytes(where, storage_options)
         rows = {"csv": _csv_rows, "toml": _toml_rows, "parquet": _parquet_rows}[kind](data, where)
-        return cls(_members_of_rows(rows, where), origin=where, storage_options=storage_options)
+        return cls(_named(_rows_made(rows, where)), origin=where, storage_options=storage_options)
 
     @classmethod
     def from_glob(cls, pattern, *, topology=None, labels: str | None = None,
@@ -293,9 +257,8 @@ class Ensemble:
     @classmethod
     def from_files(cls, files: Sequence, *, topology=None, labels: str | None = None, origin: str = "",
                    pattern: str | None = None, storage_options: Mapping | None = None) -> Ensemble:
-        """The trajectory files (paths or URLs) ``files``, one member each, or each of the trajectories a file
-        holds (an mdCATH file); ``topology`` and ``labels`` as :meth:`from_glob` takes them (``pattern``: the
-        glob that matched the files, whose wildcards a topology's stand for)."""
+        """One member per file in ``files`` (or each trajectory a file holds); ``topology``, ``labels`` as
+        :meth:`from_glob` takes them, ``pattern`` the glob that matched the files."""
         regex = re.compile(labels) if labels else None
         rows = []
         for path in map(os.fspath, files):
@@ -308,20 +271,18 @@ class Ensemble:
             if topology is not None:
                 row["topology"] = _topology_of(os.fspath(topology), pattern, path, row)
             rows.append(row)
-        return cls(_members_of_rows(rows, origin or (files[0] if files else ""), relative_to=None), origin=origin,
+        return cls(_named(_rows_made(rows, origin or (files[0] if files else ""), relative_to=None)), origin=origin,
                    storage_options=storage_options)
 
 
 def _catalog_kind(value) -> str | None:
-    """The catalog format ``value`` names by its ending (None: not a catalog's name)."""
     if not isinstance(value, str | os.PathLike):
         return None
     return CATALOG_FORMATS.get(os.path.splitext(os.fspath(value).split("?")[0])[1].lower())
 
 
 def _topology_of(topology: str, pattern: str | None, path: str, labels: Mapping) -> str:
-    """A member's topology: ``topology``'s ``{label}`` fields filled from its labels, and its wildcards by what
-    the pattern's wildcards matched in ``path``, in order."""
+    """``topology`` with its ``{label}`` fields and wildcards filled from ``path``'s labels and matches."""
     if "{" in topology:
         try:
             topology = topology.format(**{k: v for k, v in labels.items() if k not in RESERVED})
@@ -349,7 +310,6 @@ _WILDCARD = re.compile(r"(\*\*/|\*|\?|\[[^\]]*\])")
 
 # -- catalogs ---------------------------------------------------------------------------------------------------
 def _catalog_bytes(where: str, storage_options: Mapping | None) -> bytes:
-    """The catalog's bytes, from a file or the object behind a URL."""
     from ..storage import using
 
     try:
@@ -360,9 +320,8 @@ def _catalog_bytes(where: str, storage_options: Mapping | None) -> bytes:
 
 
 def _csv_rows(data: bytes, where: str) -> Iterator[dict]:
-    """The catalog's rows, one at a time: its cells are read into columns (a label column of whole numbers, or
-    of numbers, is read as numbers: every row decides), then handed out as rows, each row's cells let go of
-    as it is (a row's dict, and the lines of the file, are never all held at once)."""
+    """The catalog's rows, one at a time, read as columns first (every row decides a label column's type);
+    a row's cells are let go of as it is handed out, so the file's rows are never all held twice."""
     import io
 
     def lines():
@@ -447,9 +406,8 @@ def _parquet_rows(data: bytes, where: str) -> list[dict]:
 
 
 def _rows_made(rows: Iterable[Mapping], where: str, relative_to: str | None = "") -> Iterator[tuple[Member, bool]]:
-    """Members from catalog rows, one at a time: paths made absolute against the catalog's folder
-    (``relative_to``: "" for ``where``'s own, None for none), expanders asked, names given where the rows give
-    none (:func:`_named`)."""
+    """Members from catalog rows, one at a time, each with whether its row named it (``relative_to``: the
+    folder paths are relative to; "" for ``where``'s own, None for none)."""
     base = None if relative_to is None else (relative_to or where)
     if base is not None:   # (made absolute once, not per row)
         base = Location.of(base).absolute().where
@@ -478,18 +436,11 @@ def _rows_made(rows: Iterable[Mapping], where: str, relative_to: str | None = ""
             yield from ((m, True) for m in expanded)
 
 
-def _members_of_rows(rows: Iterable[Mapping], where: str, relative_to: str | None = "") -> Iterator[Member]:
-    """Members from catalog rows (:func:`_rows_made`), named (:func:`_named`)."""
-    return _named(_rows_made(rows, where, relative_to))
-
-
 def _parts(cell: str) -> list[str]:
-    """A catalog cell's locations: split as a shell splits words (a plain path is itself)."""
     return shlex.split(cell) if any(c in cell for c in " \t'\"\\") else [cell]
 
 
 def _located(path: str, base: str | None) -> str:
-    """``path`` from a catalog at ``base``: a URL or an absolute path as it is, else relative to the catalog."""
     if base is None:
         return path
     return Location(base).absolute().beside(path).where
@@ -515,8 +466,8 @@ def _expand(member: Member, fmt, where: str) -> list[Member] | None:
 
 
 def members_held(location: str, base: Member) -> list[Member] | None:
-    """The members the file at ``location`` holds, asked of every format whose files hold several (each expander
-    tells its own files by their bytes, whatever their name); None for a file of one trajectory."""
+    """The members the file at ``location`` holds, whatever its name (each expander tells its files by their
+    bytes); None for a file of one trajectory."""
     for traits in expanders().values():
         found = load(traits.members)(location, base)
         if found is not None:
@@ -531,8 +482,7 @@ def _stem(location: str) -> str:
 
 def _named(made: Iterable[tuple[Member, bool]]) -> Iterator[Member]:
     """Members without a name get their file's stem, or, where stems repeat, the path that tells them apart.
-    Named members are handed on as they come until the first unnamed one (a catalog with a name column is
-    never held whole); from there on they are held until every stem is known."""
+    Members are held only from the first unnamed one on (a catalog with a name column is never held whole)."""
     held: list[tuple[Member, bool]] = []
     for m, named in made:
         if named and not held:
@@ -545,8 +495,8 @@ def _named(made: Iterable[tuple[Member, bool]]) -> Iterator[Member]:
     stems = [_stem(m.trajectory[0]) for m in unnamed]
     clash = {s for s, n in Counter(stems).items() if n > 1}   # (counted once: a glob may match 100,000 files)
     if clash:
-        paths = [m.trajectory[0] for m in unnamed]
-        common = _common_prefix(paths)
+        prefix = os.path.commonprefix([m.trajectory[0] for m in unnamed])
+        common = prefix[:prefix.rfind("/") + 1]
     k = 0
     for m, named in held:
         if named:
@@ -558,11 +508,6 @@ def _named(made: Iterable[tuple[Member, bool]]) -> Iterator[Member]:
             rel = m.trajectory[0][len(common):].lstrip("/")
             stem = os.path.splitext(rel)[0]
         yield dataclasses.replace(m, name=stem)
-
-
-def _common_prefix(paths: list[str]) -> str:
-    prefix = os.path.commonprefix(paths)
-    return prefix[:prefix.rfind("/") + 1]
 
 
 __all__ = ["CATALOG_FORMATS", "Ensemble", "Member", "members_held"]

@@ -1,12 +1,9 @@
 """An ensemble's members held as columns: a few references a member, whatever the number of members.
 
-mdCATH's count of trajectories (134,950) in one job puts every member in the root's memory for the whole
-run.  As :class:`~trajscale.ensemble.catalog.Member` records each costs about 400 bytes (the record, a
-tuple of locations, a labels dict, a name index entry); held as columns, a member is its name and its
-location (the strings the catalog gave), an entry per label, and 8 bytes of numbers (its topology's
-number among the few distinct topologies, its place in the names' sorted order), about 170 bytes.  A
-:class:`~trajscale.ensemble.catalog.Member` is made when one is asked for (by position, by name, or
-iterating), equal to the one given.
+mdCATH's 134,950 trajectories in one job put every member in the root's memory for the whole run: as
+:class:`~trajscale.ensemble.catalog.Member` records each costs about 400 bytes, as columns (its strings,
+an entry per label, 8 bytes of numbers) about 170.  A Member is made when one is asked for, equal to the
+one given.
 """
 
 from __future__ import annotations
@@ -21,22 +18,9 @@ _ABSENT = object()   # (a label a member does not have)
 
 
 class MemberColumns(Sequence):
-    """Members, in order, as columns (see the module's docstring).
-
-    Parameters
-    ----------
-    members
-        :class:`~trajscale.ensemble.catalog.Member` records (consumed one at a time: none is kept).
-    member
-        Their class (it makes them again: ``member.made(name, trajectory, topology, labels, source)``).
-    origin
-        The ensemble's catalog or glob, for messages.
-
-    Raises
-    ------
-    ConfigError
-        An item is no Member, or two members share a name.
-    """
+    """``members`` (consumed one at a time: none is kept), in order, as columns; ``member`` is their class,
+    which makes them again (``member.made(...)``).  An item that is no Member, or two members of one name,
+    are a ConfigError."""
 
     def __init__(self, members: Iterable, member: type, origin: str = "") -> None:
         self._cls = member

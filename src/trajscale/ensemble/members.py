@@ -1,9 +1,8 @@
 """What preparing a member needs wherever it is prepared: its Source opened, the topologies members share,
 and (for a member a worker prepares) the plain values that say how.
 
-The process that prepares the job prepares a long member (:mod:`.prepare`); a worker prepares a short one
-when its task first reads it (:meth:`~trajscale.ensemble.source.EnsembleSource.read`), with the same
-functions, so that its preparation, and so its results, have the same bits.
+A worker prepares a short member with the same functions as the root prepares a long one, so that its
+preparation, and so its results, have the same bits.
 """
 
 from __future__ import annotations
@@ -32,16 +31,10 @@ def open_member(member: Member, options: RunOptions) -> Source:
 
 
 class SharedTopologies:
-    """Members whose topology is the same file share its selections.
-
-    A topology's selections are answered from trajscale's selection cache when the file and the selection were
-    seen before (:class:`~trajscale.topology.CachedUniverse`): those answers come from the file alone, not from
-    any trajectory's coordinates, so the next member with that file is prepared on the same object (no lookup
-    of the cache again).  A member whose preparation needed the real Universe (a selection by distance, one not
-    cached yet) is prepared on a Universe of its own, with its own first frame.
-
-    A member that some of a group's analyses refuse is prepared for the others
-    (:func:`~trajscale.ensemble.analysis.prepare_each`), which then map its frames (:meth:`runs`).
+    """Members whose topology is the same file share its selections: cached answers come from the file
+    alone (:class:`~trajscale.topology.CachedUniverse`), so the next member with that file is prepared on
+    the same object.  A member whose preparation needed the real Universe (a selection by distance) is
+    prepared on a Universe of its own, with its own first frame.
     """
 
     #: The analysis that maps a member's frames and its preparation: the run's, or the group of those that kept it.
@@ -91,8 +84,7 @@ def open_spec(spec: dict) -> Source:
 
 def prepare_opened(spec: dict, analysis: Analysis, source: Source, opened) -> tuple[Prepared, range]:
     """A member a worker prepares (:func:`member_spec`), on its open ``source``: its preparation (the same
-    as :func:`prepare_member` makes on the root) and its analysed frames; ``opened``: the thread's open
-    members (:class:`~trajscale.ensemble.opened.MemberSources`), whose members share topologies."""
+    as the root's) and its analysed frames; ``opened``: the thread's open members, which share topologies."""
     start, stop = frame_range(spec["start"], spec["stop"], source.n_frames, source.path)
     with _PREPARING:
         if opened.topologies is None:

@@ -1,11 +1,9 @@
 """The member trajectories a worker has open: at most a few per thread, the least recently used closed first.
 
-An ensemble's tasks read many trajectories, each from its own files; a worker keeps the last
-``limit`` it read open (the next task often reads the same one, or its next frames), closes the
-least recently used one when it opens another, and never holds more: 10,000 trajectories run in
-one job without raising the open-file limit.  Member sources live here, one cache per thread (a
-Source's read buffer serves one read at a time), and are closed by whoever closes the executor's
-sources (:meth:`trajscale.ensemble.source.EnsembleSource.close`).
+A worker keeps the last ``limit`` trajectories it read open (the next task often reads the same one) and
+never more, so 10,000 trajectories run in one job without raising the open-file limit.  One cache per
+thread (a Source's read buffer serves one read at a time), closed by
+:meth:`trajscale.ensemble.source.EnsembleSource.close`.
 """
 
 from __future__ import annotations
@@ -24,9 +22,8 @@ MAX_OPEN = 16
 
 
 class MemberSources(OpenSources):
-    """One thread's open member sources, keyed by their configs' keys, in the order last used
-    (:class:`~trajscale.sources.opened.OpenSources`: ``opens``, ``bytes_read`` and ``remote_stats()`` count
-    the closed ones too; their paths are not listed: a worker reads thousands of members)."""
+    """One thread's open member sources, keyed by their configs' keys, in the order last used (their
+    counts include the closed ones; their paths are not listed: a worker reads thousands)."""
 
     def __init__(self) -> None:
         super().__init__(MAX_OPEN, _drop_buffer, list_paths=False)
@@ -34,9 +31,8 @@ class MemberSources(OpenSources):
         self.topologies = None
 
     def get(self, key: str, config: dict, limit: int, opener=None) -> tuple[Source, float]:
-        """The source for ``config`` (opened now if it is not open: the least recently used one closed
-        first when ``limit`` are open; by ``opener()`` when given) and the seconds spent opening it (0 when
-        it was open)."""
+        """The source for ``config`` (opened now, by ``opener()`` when given, if it is not open) and the
+        seconds spent opening it."""
         src = self.use(key)
         if src is not None:
             return src, 0.0

@@ -1,18 +1,12 @@
 """How an ensemble's work is cut: rounds of members, and tasks balanced by work within a round.
 
-A member's work is its frames times what a frame costs, in seconds, priced as ``executor="auto"`` prices
-a run (:mod:`trajscale.executors`): the bytes its reader holds, the work its analyses declare
-(:meth:`~trajscale.analysis.base.Analysis.frame_cost`: atoms visited, pairs of an RDF) and a compressed
-format's decoding; plus what opening it and handing its result home cost (:data:`OPEN_S`).  Tasks are
-ranges of the ensemble's axis of about equal work: a member worth more than a task's share is cut into
-tasks of its own (as a single trajectory's frames are), and shorter members are grouped whole, in order,
-so that a task opens a few trajectories, not one, and no trajectory is opened by two workers unless it
-is long.
+A member's work is its frames times what a frame costs, priced as ``executor="auto"`` prices a run, plus
+what opening it and handing its result home cost (:data:`OPEN_S`).  Tasks are ranges of the ensemble's
+axis of about equal work: a member worth more than a task's share is cut into tasks of its own, shorter
+members are grouped whole, so that no trajectory is opened by two workers unless it is long.
 
-Members are run in rounds (each one round of the run engine), cut by count and by bytes on disk: a
-round's members are prepared (on the root, when the round's turn comes), read and finished together,
-and a finished member's results are saved before the next round starts, so a run stopped midway keeps
-every round before, and the root holds one round's preparations.  A member is never split between rounds.
+Members are run in rounds, cut by count and by bytes on disk, each saved before the next starts, so a run
+stopped midway keeps every round before and the root holds one round's preparations.
 """
 
 from __future__ import annotations
@@ -58,8 +52,7 @@ def per_frame_work(frame_bytes: int, decode_s: float, cost=None) -> float:
 
 def rounds_of(sizes: Sequence[float], n_workers: int, max_members: int | None = None) -> list[tuple[int, int]]:
     """Consecutive members as rounds: ``(first, end)`` indices into ``sizes`` (each member's bytes, 0 where
-    not known), each at most ``max_members`` members (default :data:`ROUND_MEMBERS_PER_WORKER` per worker)
-    and about :data:`ROUND_BYTES_PER_WORKER` per worker."""
+    not known), each of at most ``max_members`` members and about :data:`ROUND_BYTES_PER_WORKER` per worker."""
     max_members = max_members or ROUND_MEMBERS_PER_WORKER * max(1, n_workers)
     max_work = ROUND_BYTES_PER_WORKER * max(1, n_workers)
     out, first, work = [], 0, 0.0

@@ -1,18 +1,12 @@
 """Preparing an ensemble's members, each on its own topology, or refusing it with the reason.
 
-Preparing a member opens its trajectory once (its frame count, its Source's config), resolves the
-analysis's selections on the member's own topology (the parsed topology and the selections come from
-trajscale's caches when the same file was seen before: members that share a topology file share that
-work) and takes its reference, as a run over that trajectory alone would.  A member that cannot be
-prepared (a missing or unreadable file, a selection that picks nothing in it, a frame range it does
-not have) is refused, named, with the reason; the others go on.
+Preparing a member opens its trajectory once, resolves the analysis's selections on its own topology (members that
+share a topology file share that work, through trajscale's caches) and takes its reference, as a run over that
+trajectory alone would. A member that cannot be prepared is refused, named, with the reason; the others go on.
 
-Where that happens depends on the member's size.  A short member (a few of them make a task) is
-prepared by the worker whose task reads it (:func:`defer_member` on the root, :mod:`.members` on
-the worker): the worker opens it anyway, and the root's work per member is
-then a ``stat``, so a pool starts on the first round at once and thousands of members are prepared in
-parallel.  A member long enough to be cut into tasks is prepared on the root (:func:`prepare_member`),
-which then knows its frames and splits them.
+A short member is prepared by the worker whose task reads it (:func:`defer_member`, :mod:`.members`): the
+root's work per member is then a ``stat``, so a pool starts at once and thousands of members are prepared
+in parallel.  A member long enough to be cut into tasks is prepared on the root (:func:`prepare_member`).
 """
 
 from __future__ import annotations
@@ -42,10 +36,8 @@ PREPARE_S = 2.5e-3
 
 @dataclass(frozen=True)
 class Refusal:
-    """A member that was not analysed: its index in the ensemble, the member, and why; for a member refused by
-    one analysis of several (a plan), that analysis's name and position in the run (the others' results of
-    the member are kept); ``position`` None: refused by every analysis.
-    """
+    """A member that was not analysed: its index in the ensemble, the member, and why; refused by one analysis
+    of several, that analysis's name and position in the run (``position`` None: by every analysis)."""
 
     index: int
     member: Member
@@ -70,39 +62,17 @@ class RefusedResult:
 
 @dataclass(frozen=True)
 class MemberJob:
-    """A prepared member, on the root: how workers read it, its preparation, and what a frame costs.
-
-    Attributes
-    ----------
-    index, member
-        Its place in the ensemble, and the member.
-    read
-        How a worker reads it (its ``offset`` set when the job's axis is laid out).
-    prepared
-        The wrapped analysis's preparation on its topology; None for a member its worker prepares
-        (:func:`defer_member`: ``read.spec`` says how).
-    frame_bytes
-        Bytes a frame costs in its reader's buffers, plus the bytes per frame the analysis holds beside.
-    decode_s
-        Seconds a frame costs to decode beyond its bytes (XTC).
-    cost
-        The work its analyses declare per frame (:class:`~trajscale.analysis.base.FrameCost`).
-    reads_ahead
-        Its Source fetches a block ahead (:attr:`~trajscale.sources.base.Source.reads_ahead`: its bytes are behind
-        a URL), as a run over it alone reads.
-    t_prepare
-        Seconds preparing it took here.
-    """
+    """A prepared member, on the root: how workers read it, its preparation, and what a frame costs."""
 
     index: int
     member: Member
-    read: MemberRead
-    prepared: Prepared | None
-    frame_bytes: int
-    decode_s: float = 0.0
-    cost: object = None
-    reads_ahead: bool = False
-    t_prepare: float = 0.0
+    read: MemberRead              # its ``offset`` set when the job's axis is laid out
+    prepared: Prepared | None     # None: its worker prepares it (:func:`defer_member`)
+    frame_bytes: int              # in its reader's buffers, plus what the analysis holds beside per frame
+    decode_s: float = 0.0         # seconds a frame costs to decode beyond its bytes (XTC)
+    cost: object = None           # the work its analyses declare per frame (a FrameCost)
+    reads_ahead: bool = False     # its Source fetches a block ahead (its bytes are behind a URL)
+    t_prepare: float = 0.0        # seconds preparing it took here
 
     @property
     def n(self) -> int:
@@ -112,11 +82,7 @@ class MemberJob:
 def prepare_member(index: int, member: Member, analysis: Analysis, options: RunOptions,
                    topologies: SharedTopologies | None = None) -> MemberJob:
     """``member`` prepared for ``analysis`` by the engine's one preparation
-    (:func:`~trajscale.engine.prepare_analysis`), on the topologies members share; the Source opened to prepare
-    it is closed after.
-
-    Raises whatever makes the member unusable (a TrajscaleError naming its file and the problem, or a
-    library's error for a damaged file)."""
+    (:func:`~trajscale.engine.prepare_analysis`); raises whatever makes the member unusable."""
     t0 = time.perf_counter()
     source = open_member(member, options)
     try:

@@ -1,25 +1,18 @@
 """An analysis's results over an ensemble: per trajectory, as one long table, as arrays, and aggregated.
 
 :class:`EnsembleResult` holds one analysis's result for each trajectory that finished (``r["rep3"]`` is
-the result a run over that trajectory alone gives: an :class:`~trajscale.analysis.rmsd.RMSDResult`,
-...), the trajectories that were refused, and the run's report.  A results folder's trajectories are
-read from it when asked for, one at a time.
+what a run over that trajectory alone gives), the trajectories refused, and the run's report; a results
+folder's are read from it when asked for, one at a time.
 
-* Per-frame results (RMSD, radius of gyration, ...) as one long table: a row per frame of each trajectory,
-  with the trajectory's name and the catalog's label columns (:meth:`~EnsembleResult.table`; ``save``
-  writes Parquet or CSV).
-* Labelled features (φ/ψ, pair distances, residue contacts: an analysis whose ``features`` is true), whose
-  number differs from one topology to the next, as a long table of a row per trajectory, frame and
-  feature (its ``feature_index`` in the trajectory, what it is, its residue's name, number and chain, and
-  its ``value``): one schema whatever each trajectory's feature count, so members of different systems
-  share one table, file and row group.  :meth:`~EnsembleResult.arrays` gives each trajectory's
-  ``(frames, features)`` array (deeptime's input) and :meth:`~EnsembleResult.feature_labels` what the
-  columns of one are.
+* Per-frame results (RMSD, ...) as one long table: a row per frame of each trajectory, with the
+  trajectory's name and the catalog's label columns (:meth:`~EnsembleResult.table`).
+* Labelled features (φ/ψ, pair distances: an analysis whose ``features`` is true), whose number differs
+  between topologies, as a long table of a row per trajectory, frame and feature: one schema whatever each
+  trajectory's feature count, so members of different systems share one table, file and row group.
+  :meth:`~EnsembleResult.arrays` gives each trajectory's ``(frames, features)`` array (deeptime's input).
 * Per-atom and per-bin results (RMSF, RDF, average structure) as an xarray Dataset with a ``trajectory``
-  dimension (:meth:`~EnsembleResult.dataset`; ``save`` writes NetCDF): trajectories with different atom
-  counts are padded along ``atom`` (NaN, or -1 for integers), and ``atom_index`` gives each row's atom
-  in its own topology (-1: padding), ``n_atoms`` each trajectory's count.  Features the same way, along
-  ``frame`` and ``feature``, with ``n_frames``, ``n_features`` and each trajectory's labels.
+  dimension (:meth:`~EnsembleResult.dataset`): different atom counts are padded along ``atom`` (NaN, or -1
+  for integers; ``atom_index`` -1), features along ``frame`` and ``feature``.
 * Aggregates where they are well defined (:meth:`~EnsembleResult.aggregate`): an RDF over replicas of one
   system is the RDF of their concatenation, with its bits.
 """
@@ -46,24 +39,15 @@ ARRAY_FORMATS = (".nc",)
 
 
 def offered_formats(analysis) -> tuple[str, ...]:
-    """The extensions an ensemble's results of ``analysis`` are saved as: a per-frame analysis's long table
-    (labelled features: or their padded arrays), another's arrays."""
+    """The extensions an ensemble's results of ``analysis`` are saved as."""
     if not analysis.per_frame:
         return ARRAY_FORMATS
     return TABLE_FORMATS + ARRAY_FORMATS if analysis.features else TABLE_FORMATS
 
 
 class FinishedMembers(Sequence):
-    """An ensemble's members less those at some indices (a result's refused ones), in order: a view over the
-    ensemble (its memory is the indices left out, not a list of the members kept).
-
-    Parameters
-    ----------
-    ensemble
-        The :class:`~trajscale.ensemble.catalog.Ensemble`.
-    excluded
-        Indices of the members left out.
-    """
+    """An ensemble's members less those at the indices ``excluded`` (a result's refused ones), in order: a
+    view whose memory is the indices left out, not a list of the members kept."""
 
     def __init__(self, ensemble, excluded) -> None:
         self._ensemble = ensemble
@@ -173,14 +157,17 @@ class EnsembleResult:
         """The long table as named columns: ``trajectory``, the label columns, ``frame``, ``time``, then the
         analysis's values (a row per frame of each trajectory); for labelled features ``feature_index``,
         ``feature``, ``resname``, ``resid``, ``chain`` and ``value`` (a row per frame and feature)."""
-        if not self.per_frame:
-            raise ConfigError(f"{self.analysis.name} gives a result per trajectory, not per frame: "
-                              "dataset() holds it (a trajectory dimension)")
+        self._per_frame_only()
         parts = [self._rows(m, r) for m, r in self.items()]
         if not parts:
             return {"trajectory": np.array([], dtype=str), "frame": np.array([], np.int64), "time": np.array([])}
         names = list(dict.fromkeys(k for p in parts for k in p))
         return {k: np.concatenate([p[k] for p in parts]) for k in names}
+
+    def _per_frame_only(self) -> None:
+        if not self.per_frame:
+            raise ConfigError(f"{self.analysis.name} gives a result per trajectory, not per frame: "
+                              "dataset() holds it (a trajectory dimension)")
 
     def _rows(self, member: Member, result) -> dict[str, np.ndarray]:
         frames, times = np.asarray(result.frames, np.int64), np.asarray(result.times, np.float64)
@@ -205,12 +192,9 @@ class EnsembleResult:
         return bool(self.analysis.features)
 
     def arrays(self) -> list[np.ndarray]:
-        """One ``(frames, features)`` float64 array per finished trajectory, in the ensemble's order (the
-        input deeptime's estimators take; :meth:`feature_labels` says what each column is).  A per-frame
-        analysis without labelled features gives its value columns (:func:`frame_columns`)."""
-        if not self.per_frame:
-            raise ConfigError(f"{self.analysis.name} gives a result per trajectory, not per frame: "
-                              "dataset() holds it (a trajectory dimension)")
+        """One ``(frames, features)`` float64 array per finished trajectory, in order (deeptime's input;
+        without labelled features, the value columns: :func:`frame_columns`)."""
+        self._per_frame_only()
         if self.features:
             return [r.array() for _, r in self.items()]
         out = []
@@ -273,9 +257,8 @@ class EnsembleResult:
         return ds
 
     def _feature_dataset(self, results: list, coords: dict):
-        """Features with dimensions (trajectory, frame, feature): values padded with NaN, labels
-        (``feature_name``, ``resname``, ``resid``, ``chain``) with ``""`` (``resid`` with -1), each trajectory's
-        ``n_frames`` and ``n_features``."""
+        """Features with dimensions (trajectory, frame, feature): values padded with NaN, labels with ``""``
+        (``resid`` with -1)."""
         import xarray as xr
 
         n_f = max(len(r.frames) for r in results)
@@ -335,9 +318,8 @@ class EnsembleResult:
 
     # -- files --------------------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the results: a per-frame analysis's long table as ``.parquet`` or ``.csv`` (labelled features:
-        or their :meth:`dataset` as ``.nc``), another's arrays as ``.nc`` (NetCDF); the extension decides, any
-        other is refused."""
+        """Write the results as :func:`offered_formats` offers them: the long table as ``.parquet`` or
+        ``.csv``, the :meth:`dataset` as ``.nc``; the extension decides."""
         path = Path(path)
         ext = path.suffix.lower()
         offered = offered_formats(self.analysis)
@@ -379,8 +361,7 @@ def frame_columns(result) -> dict[str, np.ndarray]:
 
 
 def _dims(result, field: str, value: np.ndarray, atoms) -> tuple[str, ...]:
-    """Dimension names of a per-trajectory array: ``atom`` along the atoms, ``bin``/``edge`` along an RDF's
-    bins and edges, else ``FIELD_dimK``."""
+    """Dimension names of a per-trajectory array (``atom``, ``bin``, ``edge``, else ``FIELD_dimK``)."""
     first = f"{field}_dim0"
     if atoms is not None and len(value) == len(atoms):
         first = "atom"
@@ -393,8 +374,8 @@ def _dims(result, field: str, value: np.ndarray, atoms) -> tuple[str, ...]:
 
 
 def _padded(values: list, size, fill) -> np.ndarray:
-    """Arrays of one number of dimensions stacked, each padded with ``fill`` to ``size`` (the first dimension's,
-    or a tuple of every dimension's; the others take the largest)."""
+    """Arrays stacked, each padded with ``fill`` to ``size`` (the first dimension's, or a tuple of the
+    leading ones'; the others take the largest)."""
     arrays = [np.asarray(v) for v in values]
     first = arrays[0]
     shape = tuple(max(a.shape[d] for a in arrays) for d in range(first.ndim))

@@ -1,18 +1,12 @@
 """An ensemble run as rounds of the run engine: members prepared, run in rounds, each finished member saved.
 
-The run engine (:mod:`trajscale.engine`) runs every kind of run as rounds of tasks on one executor;
-what differs is what decides the rounds (a :class:`~trajscale.engine.Rounds`).  For an ensemble,
-:class:`EnsembleRounds`:
-
-* ``open``: cuts the members not saved already into rounds (:mod:`.plan`) and prepares the first;
-  a round's members are prepared (each on its own topology, :mod:`.prepare`; a short one by the worker
-  that reads it, a long one here), those that cannot be are refused, and their analysed frames are
-  laid out on one axis (:class:`~trajscale.ensemble.source.EnsembleSource`);
-* ``next_round``: hands the engine the next round: a job that lists only that round's members, and
-  its frames, which :class:`~trajscale.ensemble.plan.RoundFacts` cuts into tasks of equal work;
-* ``kept``: after each round, on the root, turns each member's partial into its results with its own
-  preparation, saves them (a results folder: :mod:`.saved`) or keeps them, and hands the engine back
-  nothing to hold: the root's memory does not grow with the rounds.
+The run engine (:mod:`trajscale.engine`) runs every kind of run as rounds of tasks on one executor; a
+:class:`~trajscale.engine.Rounds` decides them.  :class:`EnsembleRounds` cuts the members not saved already
+into rounds (:mod:`.plan`); prepares each round's members (a short one by the worker that reads it, a long
+one here), refusing those that cannot be, and lays their frames out on one axis
+(:class:`~trajscale.ensemble.source.EnsembleSource`); and after each round, on the root, turns each
+member's partial into its results, saves or keeps them, and hands the engine back nothing to hold: the
+root's memory does not grow with the rounds.
 
 A member that fails while its frames are read or mapped is refused with the reason; under ``strict``
 the first refusal ends the run (said when the next round is decided, so every MPI rank hears it).
@@ -62,25 +56,9 @@ WORKER_MODULES = ("trajscale.ensemble.source", "trajscale.ensemble.analysis")
 
 
 class EnsembleRounds(Rounds):
-    """The rounds of an ensemble run (see the module's docstring).
-
-    Parameters
-    ----------
-    ensemble
-        The members.
-    group
-        The analyses run on each (a group of one for one analysis).
-    options
-        The run's options (frames, block budget, H5MD options).
-    folder
-        Where each finished member's results are saved (and found by a resumed run); None: kept in memory.
-    strict
-        The first refusal ends the run.
-    max_open
-        Member trajectories a worker thread keeps open.
-    round_size
-        Members run (and saved) together; None: 64 per worker.
-    """
+    """The rounds of an ensemble run (see the module's docstring): ``group`` (a group of one for one analysis)
+    over each member, results saved in ``folder`` (None: kept in memory), as :class:`.run.EnsembleOptions`
+    says for ``strict``, ``max_open`` and ``round_size``."""
 
     tasks_per_worker = 4
 
@@ -123,11 +101,9 @@ class EnsembleRounds(Rounds):
         return self._modules
 
     def _preparing_imports(self) -> list[str]:
-        """The modules preparing a member imports beyond those here already (a topology's parser, MDAnalysis
-        for an analysis that asks its exceptions), learned by preparing here now the first member read with
-        no network client, which a forked worker must not inherit (the job then uses that preparation): the
-        workers that prepare the others start with them (forked, or from a forkserver that imported them
-        once), instead of each importing them."""
+        """The modules preparing a member imports beyond those here already, learned by preparing here the
+        first member read with no network client: the workers that prepare the others then start with
+        them, instead of each importing them."""
         first = next(((i, m) for i, m in enumerate(self.ensemble) if not _fetched(m)), None)
         if first is None:
             return []
@@ -222,10 +198,8 @@ class EnsembleRounds(Rounds):
 
     def _for_workers(self, members: list, sizes: dict[int, int]) -> set[int]:
         """The members of a round its workers prepare: those known to be small (``sizes``: their bytes read
-        whole, :func:`_whole_bytes`), a task's share of the round's at most (with room to spare) and a fraction
-        of a read block (a member of a file of several, an mdCATH file's, is known by its config: the root
-        opens nothing of it); the others (long: cut into tasks by their frames; behind a URL: no size known
-        here) are prepared on the root."""
+        whole), at most a task's share of the round and a fraction of a read block; the others (long, or of
+        no known size) are prepared on the root."""
         total = sum(sizes[i] for i, _ in members)
         share = total / (2 * max(1, self._n_tasks))
         whole = int(self.options.max_block_bytes) // 4
@@ -372,10 +346,8 @@ def _member_readers(member) -> tuple[str, ...]:
 
 
 def _file_size(member) -> int:
-    """A member's bytes (what cuts the rounds by size): its files', or those its Source's config tells (a
-    member of a file of several: :meth:`~trajscale.sources.base.Source.member_bytes`, no I/O); 0 for one that
-    cannot be seen, and for one read through a network client's store, whose size is a request (it is prepared
-    here, and its store's state shipped)."""
+    """A member's bytes (what cuts the rounds by size), from its files or its Source's config (no I/O); 0
+    for one that cannot be seen, or one behind a network client, whose size is a request."""
     if _fetched(member):
         return 0
     if member.source is not None:
@@ -395,16 +367,14 @@ def _file_size(member) -> int:
 
 
 def _whole_bytes(member, size: int) -> int:
-    """What ``member``'s frames take in memory read whole, from its bytes (:func:`_file_size`): a compressed
-    file's a few times its bytes (:data:`~.prepare.WHOLE_BYTES_PER_FILE_BYTE`), the coordinates its config
-    tells as they are."""
+    """What ``member``'s frames take in memory read whole, from its bytes (a compressed file's a few times
+    them: :data:`~.prepare.WHOLE_BYTES_PER_FILE_BYTE`)."""
     return size if member.source is not None else size * WHOLE_BYTES_PER_FILE_BYTE
 
 
 def _fetched(member) -> bool:
-    """Whether ``member``'s bytes come through a network client's store, asked before it is opened (told without
-    I/O, from the modules its stores' readers import): its size is a request, and preparing it here starts the
-    client a forked worker must not inherit."""
+    """Whether ``member``'s bytes come through a network client's store (told without I/O): its size is a
+    request, and preparing it here starts a client a forked worker must not inherit."""
     return any(Location(t).worker_modules() for t in member.trajectory)
 
 

@@ -1,10 +1,8 @@
 """``trajscale.run(analyses, ensemble)``: analyses over every trajectory of an ensemble, in one job.
 
-One run engine (:mod:`trajscale.engine`) and one executor for the whole ensemble: the rounds are
-:class:`~trajscale.ensemble.rounds.EnsembleRounds`, the analysis the user's wrapped in
-:class:`~trajscale.ensemble.analysis.EnsembleAnalysis`, and the tasks go to the executor the run names
-(serial, threads, processes, Dask, MPI), as a single trajectory's do.  What a run returns is an
-:class:`~trajscale.ensemble.results.EnsembleResult` per analysis.
+One run engine (:mod:`trajscale.engine`) and one executor for the whole ensemble, as for a single
+trajectory: the rounds are :class:`~trajscale.ensemble.rounds.EnsembleRounds`, the analysis the user's
+wrapped in :class:`~trajscale.ensemble.analysis.EnsembleAnalysis`.
 """
 
 from __future__ import annotations
@@ -49,13 +47,11 @@ class EnsembleOptions:
     overwrite
         Start again in a ``results`` folder that holds another run's results.
     strict
-        A trajectory that cannot be analysed refuses the whole run (by default it is listed as refused and
-        the others are analysed).
+        A trajectory that cannot be analysed refuses the whole run (by default it is listed as refused).
     max_open
         Member trajectories a worker thread keeps open at once.
     round_size
-        Trajectories run and saved together (a round of the run engine); a run stopped midway keeps the
-        rounds before.  None: 64 per worker.
+        Trajectories run and saved together (a run stopped midway keeps the rounds before); None: 64 per worker.
     """
 
     results: str | os.PathLike | None = None
@@ -175,8 +171,8 @@ def _columns(ens: Ensemble) -> list[str]:
 
 
 def _refused_before(folder: ResultsFolder | None, ens: Ensemble, skipped) -> list[Refusal]:
-    """The refusals by one analysis of members a resumed run found saved (their other analyses' results are
-    in the folder): from the refused table the run before wrote, each checked against the member's record."""
+    """The refusals by one analysis of members a resumed run found saved, from the run before's refused
+    table, each checked against the member's record."""
     if folder is None or not skipped:
         return []
     import csv
@@ -199,10 +195,8 @@ def _refused_before(folder: ResultsFolder | None, ens: Ensemble, skipped) -> lis
 
 def _results(group: AnalysisGroup, ens: Ensemble, rounds: EnsembleRounds, folder, report,
              before: list[Refusal]) -> list[EnsembleResult]:
-    """Each analysis's :class:`EnsembleResult` over the trajectories finished now or saved before, less those
-    that analysis refused (``before``: such refusals of members saved by the run before).  Every member is
-    finished, saved before or refused: each result's members are the ensemble's less its refused ones (a
-    view, not a list of the finished)."""
+    """Each analysis's :class:`EnsembleResult`: the ensemble's members less those it refused (``before``:
+    refusals of members saved by the run before), as a view, not a list of the finished."""
     refused = sorted([*rounds.refused, *before], key=lambda r: (r.index, -1 if r.position is None else r.position))
     if folder is not None:
         records = folder

@@ -4,20 +4,17 @@ Layout of ``FOLDER``:
 
 * ``ensemble.json``: what the run is (its analyses' configs, the frames it analyses): a resumed run must
   be the same run, or it is refused;
-* ``trajectories/batch-NNNNNN.npz``: the results of finished trajectories, many to a file, so that the
-  folder holds a few files whatever the number of trajectories (about one per :data:`SAVE_MEMBERS`).  A
-  round's trajectories are written together when the round finishes, under a temporary name, fsynced and
-  renamed: a file there is whole.  While the run's last file holds fewer than :data:`SAVE_MEMBERS`
-  trajectories (small rounds), the next round's are written with its own into a new file that names it as
-  replaced, and it is then removed (a run killed between the two finds both and removes the replaced one).
-  A run never rewrites the files of a run before it: a resumed run starts a file of its own.
+* ``trajectories/batch-NNNNNN.npz``: the results of finished trajectories, many to a file (about one per
+  :data:`SAVE_MEMBERS`), each round's written when it finishes under a temporary name, fsynced and
+  renamed: a file there is whole.  While the run's last file is small, the next round's are written with
+  it into a new file that names it as replaced, which is then removed (a run killed between the two finds
+  both and removes the replaced one).  A resumed run starts a file of its own.
 
-  Each file holds three arrays: ``index`` (JSON: its trajectories' names, in order, and the files it
-  replaces), ``meta`` (JSON: each trajectory's plain values, its results' and partials' fields, what
-  reading and mapping it cost, and where each of its arrays lies in ``data``) and ``data`` (the arrays'
-  bytes, one after another).  NumPy's ``.npz`` without pickles: reading one runs no code, and only
-  result classes of trajscale's own modules are rebuilt.  For the analyses whose partials add exactly
-  (:data:`AGGREGATES`), the partial the ensemble's aggregate is made from is kept too;
+  Each file holds three arrays: ``index`` (JSON: its trajectories' names and the files it replaces),
+  ``meta`` (JSON: each trajectory's plain values, costs and where each of its arrays lies in ``data``) and
+  ``data`` (the arrays' bytes).  No pickles: reading one runs no code, and only result classes of
+  trajscale's own modules are rebuilt.  For :data:`AGGREGATES`, the partial the aggregate is made from is
+  kept too;
 * ``refused.csv``: the trajectories that were not analysed, with their catalog rows and the reason.
 
 A run resumed (``resume=True``) skips the trajectories saved there and ends with the same outputs as a run
@@ -113,19 +110,9 @@ def _json_of(arr: np.ndarray):
 
 
 class ResultsFolder:
-    """A run's results folder (see the module's docstring).
-
-    Parameters
-    ----------
-    path
-        The folder (made if missing).
-    manifest
-        What the run is (plain values).
-    resume
-        Keep the results a run of the same manifest saved there, and skip their trajectories.
-    overwrite
-        Remove the results of another run saved there (without it, such a folder is refused).
-    """
+    """A run's results folder ``path`` (made if missing) for the run ``manifest`` (plain values): with
+    ``resume``, the results a run of the same manifest saved there are kept and their trajectories skipped;
+    with ``overwrite``, another run's are removed (without it, such a folder is refused)."""
 
     def __init__(self, path: str | os.PathLike, manifest: Mapping, resume: bool = False,
                  overwrite: bool = False) -> None:
@@ -322,26 +309,13 @@ def saved_names(path: str | os.PathLike) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class MemberRecord:
-    """One finished trajectory: each analysis's result, what it cost, and the partials kept for aggregates.
-
-    Attributes
-    ----------
-    name, index
-        The member's name and its index in the ensemble.
-    results
-        Each analysis's result (the run's analyses, in order).
-    stats
-        frames, bytes, t_read, t_open, t_compute (seconds summed over its pieces), opens.
-    partials
-        For each analysis, its partial over the whole trajectory where it adds exactly
-        (:data:`AGGREGATES`; None elsewhere), and the plain values of its preparation the result needs.
-    """
+    """One finished trajectory: each analysis's result, what it cost, and the partials kept for aggregates."""
 
     name: str
-    index: int
-    results: tuple
-    stats: dict
-    partials: tuple = ()
+    index: int           # in the ensemble
+    results: tuple       # each analysis's, in the run's order
+    stats: dict          # frames, bytes, opens and seconds, summed over its pieces
+    partials: tuple = ()   # per analysis of :data:`AGGREGATES`, its whole partial and plain preparation; else None
 
     def encode(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The record's plain values (JSON) and its arrays, named."""

@@ -1,19 +1,15 @@
 """An ensemble's trajectories as one Source: every member's analysed frames, one after the other.
 
-The run engine and every executor run tasks over one Source's frames (:func:`~trajscale.executors.base.run_task`).
-An ensemble is given to them as :class:`EnsembleSource`: a frame axis on which member ``i``'s analysed
-frames (``start:stop:step`` of its own trajectory) occupy ``[offset_i, offset_i + n_i)``.  A task is a
-range of that axis: part of one long trajectory, or several short ones whole.  A read of a range
-returns an :class:`EnsembleBlock`, the pieces of the members it covers, each read from its member's
-own Source with that member's atoms (its selections resolved on its own topology), and each member's
-frames numbered as in its own trajectory.  :class:`~trajscale.ensemble.analysis.EnsembleAnalysis` maps
-each piece with the member's own preparation.
+The run engine and every executor run tasks over one Source's frames, so an ensemble is given to them as
+:class:`EnsembleSource`: a frame axis on which member ``i``'s analysed frames occupy
+``[offset_i, offset_i + n_i)``.  A task is a range of that axis (part of one long trajectory, or several
+short ones whole); its read returns an :class:`EnsembleBlock` of the pieces of the members it covers, each
+read from its member's own Source with that member's atoms and frame numbers.
 
-A member's Source is opened by the worker whose task first reads it, kept among the thread's few
-open ones (:mod:`.opened`) and never opened by a worker that reads none of its frames.  A piece that
-cannot be read (a missing or damaged file) is handed on as the reason, so that only its trajectory
-is refused.  The config lists only the members of the job it reads (a round's), with their atoms,
-and a token that names the job: two jobs never share a Source by accident.
+A member's Source is opened by the worker whose task first reads it, kept among the thread's few open ones
+(:mod:`.opened`).  A piece that cannot be read is handed on as the reason, so that only its trajectory is
+refused.  The config lists only the members of the job it reads, and a token that names the job: two jobs
+never share a Source by accident.
 """
 
 from __future__ import annotations
@@ -36,36 +32,19 @@ from .opened import MAX_OPEN, close_member_sources, member_sources
 
 @dataclass(frozen=True)
 class MemberRead:
-    """How a worker reads one member: where its frames lie on the ensemble's axis and in its own trajectory.
+    """How a worker reads one member: its analysed frames occupy ``[offset, offset + n)`` of the ensemble's
+    axis and are frames ``start, start + step, ...`` of its own trajectory.  A member the worker prepares
+    (``spec``: :func:`~trajscale.ensemble.members.member_spec`) is one position of the axis, whose read
+    opens, prepares and reads it whole (``source`` and ``atoms`` unused)."""
 
-    Attributes
-    ----------
-    member
-        Its index in the ensemble.
-    offset, n
-        Its analysed frames occupy ``[offset, offset + n)`` of the ensemble's axis.
-    start, step
-        They are frames ``start, start + step, ...`` of its own trajectory.
-    source
-        Its Source's config (reopened on the worker).
-    atoms
-        The atoms to read (its analyses' union, indices into its trajectory), or None for all.
-    path
-        Its trajectory, for messages.
-    spec
-        A member the worker prepares (:func:`~trajscale.ensemble.members.member_spec`): it occupies one
-        position of the axis, and reading that position opens it, prepares it and reads its analysed frames
-        whole (``source`` and ``atoms`` are then not used); None: prepared on the root.
-    """
-
-    member: int
+    member: int                 # its index in the ensemble
     offset: int
     n: int
     start: int
     step: int
-    source: dict
-    atoms: np.ndarray | None
-    path: str
+    source: dict                # its Source's config (reopened on the worker)
+    atoms: np.ndarray | None    # its analyses' atoms (indices into its trajectory), None for all
+    path: str                   # its trajectory, for messages
     spec: dict | None = None
 
     def __post_init__(self) -> None:
@@ -75,7 +54,7 @@ class MemberRead:
 
     def to_dict(self) -> dict:
         """Plain values for a config: the atoms as base64 text of little-endian int32 (a worker keys its
-        open sources by the config's text: a quarter of int64 bytes' escaped text)."""
+        open sources by the config's text)."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}   # (not the cached key)
         if self.atoms is not None:
             d["atoms"] = base64.b64encode(np.asarray(self.atoms, "<i4").tobytes()).decode()
@@ -87,8 +66,7 @@ class MemberRead:
 
     @cached_property
     def key(self) -> str:
-        """What tells its Source apart from any other's in a worker's cache (made when a read first needs it:
-        a worker reads a few of a round's members)."""
+        """What tells its Source apart in a worker's cache (made when a read first needs it)."""
         return repr(sorted((k, repr(v)) for k, v in (self.spec or self.source).items()))
 
 
@@ -125,28 +103,11 @@ class EnsembleBlock:
 
 
 class EnsembleSource(Source):
-    """The frames of an ensemble's members, one member after another on one axis.
-
-    Parameters
-    ----------
-    members
-        The members read (:class:`MemberRead`, or their dicts), in axis order.
-    token
-        Names the job these members belong to.
-    origin
-        The ensemble's catalog or glob, for messages and the report.
-    max_open
-        Member trajectories a worker thread keeps open.
-    reads_ahead
-        Some member's Source reads ahead (its bytes are behind a URL): a task says its next read (:meth:`prefetch`).
-    frame_bytes, n_atoms, decode_s
-        The most a member's frame costs in its reader's buffers (a member the worker prepares: its whole
-        frames, estimated), the most atoms it is read with, and the most seconds a frame costs to decode
-        (XTC): what sizes the blocks and weighs the run.
-    analysis
-        The config of the analyses run (what a worker prepares the members it prepares for); None: every
-        member was prepared on the root.
-    """
+    """The frames of ``members`` (:class:`MemberRead`, or their dicts), one member after another on one axis,
+    for the job ``token`` names.  ``reads_ahead``: some member's bytes are behind a URL (:meth:`prefetch`).
+    ``frame_bytes``, ``n_atoms``, ``decode_s``: the most a member's frame costs in its reader's buffers,
+    atoms and seconds decoding (what sizes the blocks and weighs the run).  ``analysis``: the analyses'
+    config, for the members a worker prepares (None: all prepared on the root)."""
 
     kind = "ensemble"
     description = "an ensemble's trajectories, one after another (made by trajscale.ensemble)"
@@ -200,9 +161,7 @@ class EnsembleSource(Source):
 
     @property
     def opened(self) -> None:
-        """None: the members a task opens are counted (:attr:`opens`, a task's ``files_opened``), not listed
-        (thousands of paths in the report and the root's memory; each member's own costs are saved with its
-        results)."""
+        """None: the members a task opens are counted (:attr:`opens`), not listed (thousands of paths)."""
         return None
 
     def remote_stats(self) -> dict | None:

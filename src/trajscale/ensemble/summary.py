@@ -1,15 +1,10 @@
 """What an ensemble run cost, by trajectory: counts, bytes and seconds, and the slowest trajectories.
 
-The run's :class:`~trajscale.report.timing.RunReport` times its tasks and workers; a task of an ensemble
-reads several trajectories, and a long trajectory is read by several tasks.  :class:`EnsembleFacts`
-adds the view by trajectory (frames, bytes, seconds preparing, opening, reading and mapping them), so a
-report names the slowest trajectories, not only the slowest tasks.  It is written into the report's
-JSON under ``"ensemble"`` (:func:`report_dict`).
-
-The root folds each finished trajectory's :class:`MemberStats` into one :class:`MemberCosts` as its round
-ends and keeps nothing else of it: totals and counts (exact), the range of atoms a frame, a histogram of
-the trajectories' seconds and the :data:`SLOWEST` slowest by name, whatever the number of trajectories.
-Each trajectory's own costs are saved with its results (a results folder's records: ``stats``).
+A task of an ensemble reads several trajectories, and a long trajectory is read by several tasks, so
+:class:`EnsembleFacts` adds to the run's report the view by trajectory: a report names the slowest
+trajectories, not only the slowest tasks (the report's JSON ``"ensemble"``: :func:`report_dict`).  The root
+folds each finished trajectory's :class:`MemberStats` into one :class:`MemberCosts` and keeps nothing else
+of it: the same size whatever the number of trajectories.
 """
 
 from __future__ import annotations
@@ -44,8 +39,7 @@ class MemberStats:
 
     @property
     def seconds(self) -> float:
-        """Its time in the tasks: opening, reading and mapping it (preparing it on the root is apart: the first
-        member with a topology also pays for parsing it, and for the imports)."""
+        """Its time in the tasks (preparing it is apart: the first member of a topology pays for parsing it)."""
         return self.t_open + self.t_read + self.t_compute
 
     def to_dict(self) -> dict:
@@ -58,22 +52,10 @@ _SUMMED = ("frames", "bytes", "opens", "t_open", "t_read", "t_compute", "t_prepa
 
 @dataclass
 class MemberCosts:
-    """The trajectories' costs folded together as they finish: the same size at any number of trajectories.
+    """The trajectories' costs folded together as they finish (sums of :data:`_SUMMED`, the range of atoms a
+    frame, a histogram of seconds): the same size at any number of trajectories."""
 
-    Attributes
-    ----------
-    n
-        Trajectories folded in.
-    frames, bytes, opens, t_open, t_read, t_compute, t_prepare, seconds
-        Their sums (seconds: opening, reading and mapping, as :attr:`MemberStats.seconds`).
-    atoms_min, atoms_max
-        The fewest and the most atoms a frame of one was read with.
-    histogram
-        Trajectories by their seconds: bin ``k`` counts those below ``2**(LOG2_FIRST + k)`` s and at or above
-        the bin before's bound (:func:`histogram_edges`).
-    """
-
-    n: int = 0
+    n: int = 0   # trajectories folded in
     frames: int = 0
     bytes: int = 0
     opens: int = 0
@@ -84,7 +66,7 @@ class MemberCosts:
     seconds: float = 0.0
     atoms_min: int = 0
     atoms_max: int = 0
-    histogram: list[int] = field(default_factory=lambda: [0] * BINS)
+    histogram: list[int] = field(default_factory=lambda: [0] * BINS)   # by seconds: :func:`histogram_edges`
     _slowest: list = field(default_factory=list, repr=False)   # a heap of (seconds, -order, stats): the k slowest
 
     def add(self, stats: MemberStats) -> None:
@@ -92,14 +74,8 @@ class MemberCosts:
         s = stats.seconds
         self.atoms_min = stats.atoms if self.n == 0 else min(self.atoms_min, stats.atoms)
         self.atoms_max = max(self.atoms_max, stats.atoms)
-        self.frames += stats.frames
-        self.bytes += stats.bytes
-        self.opens += stats.opens
-        self.t_open += stats.t_open
-        self.t_read += stats.t_read
-        self.t_compute += stats.t_compute
-        self.t_prepare += stats.t_prepare
-        self.seconds += s
+        for name in _SUMMED:
+            setattr(self, name, getattr(self, name) + getattr(stats, name))
         self.histogram[_bin(s)] += 1
         entry = (s, -self.n, stats)   # (ties: the first finished stays, as a stable sort keeps it)
         self.n += 1
@@ -131,21 +107,8 @@ def histogram_edges() -> list[float]:
 
 @dataclass(frozen=True)
 class EnsembleFacts:
-    """An ensemble run by trajectory.
-
-    Attributes
-    ----------
-    origin
-        The catalog or glob.
-    n_trajectories, n_finished, n_refused, n_skipped
-        Trajectories in the ensemble; analysed by this run; refused; skipped (saved by a run before).
-    costs
-        The finished trajectories' costs (:class:`MemberCosts`): frames, bytes, seconds preparing (on the
-        root or its worker), opening, reading and mapping (in the tasks, summed over their pieces), and the
-        slowest by name.
-    t_prepare_members
-        Seconds the root spent preparing the members (topologies, selections, references).
-    """
+    """An ensemble run by trajectory: its trajectories in all, analysed by this run, refused and skipped
+    (saved by a run before), the finished ones' costs, and the root's seconds preparing members."""
 
     origin: str = ""
     n_trajectories: int = 0

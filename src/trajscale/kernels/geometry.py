@@ -2,9 +2,6 @@
 
 Every function takes whole blocks ``(F, N, 3)`` and boxes ``(F, 6)`` (MDAnalysis's
 ``[a, b, c, alpha, beta, gamma]``; all zeros = no box) and works in float64.
-Distances are batched over the block's frames (NumPy for unboxed and
-orthorhombic frames, a compiled kernel for triclinic ones: ``_geometry.pyx``,
-built with the package, as are the radius of gyration and per-atom moments).
 """
 
 from __future__ import annotations
@@ -15,11 +12,8 @@ from . import _geometry
 
 
 def triclinic_vectors(dims: np.ndarray) -> np.ndarray:
-    """(F, 6) box dimensions to (F, 3, 3) float64 row vectors, as ``MDAnalysis.lib.mdamath.triclinic_vectors``.
-
-    Exact right angles (cos 90 = 0), and zero vectors for an invalid box: an edge or angle
-    not positive, an angle of 180 degrees or more, or angles that close no cell.
-    """
+    """(F, 6) box dimensions to (F, 3, 3) float64 row vectors, as ``MDAnalysis.lib.mdamath.triclinic_vectors``
+    (exact right angles; zero vectors for a box that closes no cell)."""
     dims = np.asarray(dims, dtype=np.float64).reshape(-1, 6)
     a, b, c = dims[:, 0], dims[:, 1], dims[:, 2]
     ang = dims[:, 3:]
@@ -51,12 +45,8 @@ def perpendicular_widths(h: np.ndarray) -> np.ndarray:
 
 
 def safe_radius2(h: np.ndarray) -> np.ndarray:
-    """(F,) squared radius below which a vector is its own shortest periodic image, with a margin.
-
-    Every non-zero lattice vector is at least as long as the box's smallest
-    perpendicular width W, so a vector shorter than W / 2 is shorter than all
-    its other images; the 1e-6 margin keeps rounding from deciding.
-    """
+    """(F,) squared radius below which a vector is its own shortest periodic image: every lattice vector is
+    at least the box's smallest perpendicular width W long, so W / 2 (less 1e-6, so rounding never decides)."""
     return (0.5 * perpendicular_widths(h).min(axis=1)) ** 2 * (1.0 - 1e-6)
 
 
@@ -81,13 +71,9 @@ def _native(x: np.ndarray) -> np.ndarray:
 
 
 def _distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None, pairs: bool) -> np.ndarray:
-    """(F, N) pair or (F, N, M) all distances, batched over frames, MDAnalysis's minimum-image convention.
-
-    No box: plain differences. Orthorhombic: each component rounded. Triclinic: both
-    sets moved into the primary cell, then the shortest of the 27 neighbouring images
-    of each difference, as MDAnalysis's ``calc_distances.h`` does (for boxes that are
-    not reduced this is not always the global minimum; MDAnalysis's answer is the one
-    users compare with).
+    """(F, N) pair or (F, N, M) all distances, batched over frames, MDAnalysis's minimum-image convention:
+    triclinic boxes by the shortest of the 27 neighbouring images after wrapping, as ``calc_distances.h``
+    (not always the global minimum for unreduced boxes, but MDAnalysis's answer is the one users compare with).
     """
     a = np.asarray(a, np.float64)
     b = np.asarray(b, np.float64)
@@ -144,9 +130,7 @@ def pair_distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None = None)
 def indexed_pair_distances(x: np.ndarray, pa: np.ndarray, pb: np.ndarray,
                            dims: np.ndarray | None = None) -> np.ndarray:
     """(F, P) distances between atoms ``pa[p]`` and ``pb[p]`` of ``x`` (F, A, 3): ``pair_distances(x[:, pa],
-    x[:, pb], dims)``, the same bits. Where every frame is orthorhombic or has no box, compiled, without the
-    two (F, P, 3) gathers and NumPy's temporaries (most of a member's time for tens of thousands of pairs
-    over a few frames); frames with a triclinic box go through :func:`pair_distances`."""
+    x[:, pb], dims)``, the same bits; compiled without the two gathers unless a frame's box is triclinic."""
     x = _native(x)
     pa, pb = np.ascontiguousarray(pa, np.int64), np.ascontiguousarray(pb, np.int64)
     lengths = _orthorhombic_lengths(dims, x.shape[0])
@@ -156,8 +140,7 @@ def indexed_pair_distances(x: np.ndarray, pa: np.ndarray, pb: np.ndarray,
 
 
 def _orthorhombic_lengths(dims: np.ndarray | None, n_frames: int) -> np.ndarray | None:
-    """(F, 3) each frame's box edges where every frame's box is orthorhombic or none (zeros: none, told as
-    :func:`_distances` tells a box); None where a frame's box is triclinic."""
+    """(F, 3) each frame's box edges (zeros: none); None where a frame's box is triclinic."""
     if dims is None:
         return np.zeros((n_frames, 3))
     d = np.asarray(dims, np.float64).reshape(-1, 6)
@@ -187,11 +170,8 @@ def centre_of_mass(x: np.ndarray, masses: np.ndarray | None = None) -> np.ndarra
 
 
 def radius_of_gyration(x: np.ndarray, masses: np.ndarray) -> np.ndarray:
-    """(F,) mass-weighted radius of gyration, as ``AtomGroup.radius_of_gyration()`` (no wrapping).
-
-    Compiled: two passes per frame over the block as read (float32 is not copied
-    to float64: NumPy's (F, N, 3) temporaries cost many times the kernel).
-    """
+    """(F,) mass-weighted radius of gyration, as ``AtomGroup.radius_of_gyration()`` (no wrapping); compiled
+    over the block as read (NumPy's (F, N, 3) float64 temporaries cost many times the kernel)."""
     return _geometry.radius_of_gyration(_native(x), np.ascontiguousarray(masses, dtype=np.float64))
 
 

@@ -1,20 +1,11 @@
 """Histograms of the pair distances within a cut-off, batched over a block's frames (RDF partials).
 
-The pairs and distances are those of ``MDAnalysis.lib.distances.capped_distance`` as
-``InterRDF`` calls it, bin for bin: a compiled cell list (:mod:`._pairs`, Cython) finds
-the candidates, and each candidate's distance is computed with MDAnalysis's own float32
-wrapping, minimum image and inclusion test for the method MDAnalysis would pick
-(grid search or brute force). Frames without a box (all six dimensions zero, which
-``InterRDF`` passes as ``box=None``) are searched as ``capped_distance`` does then:
-plain differences, of coordinates shifted into its pseudo-box for the grid search.
-Frames with a box that is not valid are left to the caller.
-
-The search's plan comes from the two selections' sizes and each frame's box: the larger selection
-makes the cell grid and the smaller one looks into it (:func:`grid_holds_first`; the pair set, and each
-pair's distance, are the same either way), on cells half a cut-off thick where the box fits 5 of them
-an axis and the grid's atoms fill them well enough, else a cut-off thick (:func:`search_grids`); the
-vectorised sorted search then, the scalar search where the box fits fewer than 3 cells an axis or
-MDAnalysis would use brute force or no box.
+The pairs and distances are those of ``MDAnalysis.lib.distances.capped_distance`` as ``InterRDF`` calls
+it, bin for bin: a compiled cell list (:mod:`._pairs`) finds the candidates, and each distance is computed
+with MDAnalysis's own float32 wrapping, minimum image and inclusion test for the method it would pick (grid
+search or brute force; frames without a box in its pseudo-box).  Frames with an invalid box are left to
+the caller.  The larger selection makes the cell grid (:func:`grid_holds_first`), on cells half a cut-off
+thick where they fit, else a cut-off thick (:func:`search_grids`).
 """
 
 from __future__ import annotations
@@ -30,10 +21,9 @@ MAX_CELLS_PER_ATOM = 2
 #: Cells per cut-off of the sorted search of a periodic box (each cell a half cut-off thick: its 5 x 5 x 5
 #: neighbour cells hold about half the candidates of 3 x 3 x 3 cells a cut-off thick).
 CELLS_PER_CUTOFF = 2
-#: Most of those finer cells per atom of the grid's selection. Past it most rows of neighbour cells are empty
-#: and each looking atom's 25 rows cost more than the candidates they save: the cells are a cut-off thick
-#: instead. (Finer cells are never made thicker to fit: searched 2 cells out, thicker cells reached up to
-#: 5 cut-offs across, and a large selection against a small one took twice the time of 3 x 3 x 3 cells.)
+#: Most of those finer cells per atom of the grid's selection: past it most rows of neighbour cells are empty
+#: and each looking atom's 25 rows cost more than the candidates they save, so the cells are a cut-off thick
+#: instead (never finer cells made thicker: searched 2 cells out, they reach too far).
 MAX_FINE_CELLS_PER_ATOM = 8
 
 
@@ -98,29 +88,22 @@ def search_grids(box9: np.ndarray, cutoff: float, n_atoms: int, grid_search: np.
 
 
 def grid_holds_first(n1: int, n2: int) -> bool:
-    """Whether the first selection (``n1`` atoms) makes the cell grid and the second looks into it: where it is
-    the larger. The grid's atoms cost a vectorised wrap and a counting sort each, a looking atom a scalar wrap
-    and its rows of neighbour cells (25 on the finer cells); more atoms in the grid also allow finer cells.
-    The pairs, and each pair's distance, are the same either way (every step's rounding is symmetric: a
-    difference and its images change sign exactly), so the counts are."""
+    """Whether the first selection makes the cell grid and the second looks into it: where it is the larger
+    (a grid atom costs a vectorised wrap, a looking atom a scalar wrap and its rows of neighbour cells).
+    The pairs and their distances are the same either way (every step's rounding is symmetric)."""
     return n1 > n2
 
 
 def rdf_histogram(x: np.ndarray, i1: np.ndarray, i2: np.ndarray, dims: np.ndarray, cutoff: float,
                   edges: np.ndarray, exclusion_block=None, finite: np.ndarray | None = None) -> tuple[np.ndarray,
                                                                                                    np.ndarray]:
-    """Pair-distance histogram of atoms ``i1`` against atoms ``i2`` of (F, N, 3) ``x`` over the frames with a box.
+    """Pair-distance histogram of atoms ``i1`` against atoms ``i2`` of (F, N, 3) ``x`` over the frames with a box
+    (gathered inside the kernel; ``x`` as float32, the precision MDAnalysis computes in).
 
-    The atoms are gathered inside the kernel, frame by frame (no (F, n, 3) copies of
-    the selections). ``x`` in another dtype, byte order or layout is converted to
-    C-contiguous native float32 once (float64 is rounded to float32, the precision
-    MDAnalysis computes in). Returns ``(counts, done)``: counts (len(edges) - 1,)
-    summed over the frames ``done`` (F,) marks.  ``finite``: an (F,) bool array in which the frames of ``done``
-    where an atom of ``i1`` or ``i2`` has a NaN or infinite coordinate are set False (and left out of the
-    counts); the other frames' elements are left as they are.
-
-    Raises ValueError for a shape that is not (F, N, 3), bins that are not equal-width
-    edges, or atom indices outside ``x``.
+    Returns ``(counts, done)``: counts (len(edges) - 1,) summed over the frames ``done`` (F,) marks.
+    ``finite``: an (F,) bool array in which the frames of ``done`` with a NaN or infinite coordinate among
+    the atoms are set False (and left out of the counts).  Raises ValueError for a shape that is not
+    (F, N, 3), too few edges, or atom indices outside ``x``.
     """
     x = np.ascontiguousarray(x, np.float32)   # a no-op for the blocks sources hand out
     if x.ndim != 3 or x.shape[2] != 3:

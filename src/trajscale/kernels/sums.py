@@ -1,10 +1,9 @@
 """Sums over frames that do not depend on how the frames were split: exact fixed-point words.
 
-Accumulating analyses (RMSF, the average structure) add each frame's coordinates, and their
-squares, as integers (:mod:`._sums`: multiples of 2**-40 Å and 2**-40 Å², one rounding per
-value); partials from any split of the frames add exactly, in any order, so every executor,
-task count and block size gives the same bits.  The float64 mean and sum of squared
-deviations are computed from the integer totals once, at the end.
+Accumulating analyses (RMSF, the average structure) add each frame's coordinates, and their squares, as integers
+(:mod:`._sums`: multiples of 2**-40 Å and 2**-40 Å², one rounding per value); partials from any split of the frames
+add exactly, in any order, so every executor, task count and block size gives the same bits. The float64 mean and
+sum of squared deviations are computed from the integer totals once, at the end.
 """
 
 from __future__ import annotations
@@ -21,12 +20,9 @@ _GRID = 2.0**-40
 def frame_sums(x: np.ndarray, shift: np.ndarray, squares: bool = True, frames: np.ndarray | None = None,
                source: str = "") -> np.ndarray:
     """(4, N, 3) int64 words: the fixed-point sum of ``x - shift`` over the frames of ``x`` (F, N, 3),
-    then of its square (zero unless ``squares``).
-
-    ``x`` may be float32 or float64 (any byte order or strides: made contiguous native once);
-    ``shift`` (N, 3) is a fixed position per atom near its mean (the same on every worker).
-    A coordinate that is not finite, or 2,048 Å or more from its shift, raises BadCoordinatesError
-    naming the frame (``frames``: the global index of each frame of ``x``) and ``source``.
+    then of its square (zero unless ``squares``).  ``shift`` (N, 3) is a fixed position per atom near its
+    mean (the same on every worker).  A coordinate that is not finite, or 2,048 Å or more from its shift,
+    raises BadCoordinatesError naming the frame (``frames``: each frame's global index) and ``source``.
     """
     x = np.asarray(x)
     if x.dtype not in (np.float32, np.float64):
@@ -66,12 +62,9 @@ EXACT_MAX = 2.0**42   # Å³: a cubic box of 16,384 Å (1.6 µm) a side
 
 
 def exact_sum(values: np.ndarray, first_frame: int = 0, source: str = "the trajectory") -> int:
-    """The sum of float64 ``values`` (e.g. box volumes, Å³) as an exact fixed-point integer
-    (multiples of 2**-20): partial sums add in any order to the same total (:func:`volume_of`).
-
-    A value of :data:`EXACT_MAX` or more would wrap around in int64 and sum to a wrong number: it is
-    refused, naming the frame (``first_frame`` + its index) of ``source``.
-    """
+    """The sum of float64 ``values`` (e.g. box volumes, Å³) as an exact fixed-point integer (multiples of
+    2**-20), so partial sums add in any order to the same total.  A value of :data:`EXACT_MAX` or more
+    would wrap around in int64: it is refused, naming the frame (``first_frame`` + its index)."""
     values = np.asarray(values, np.float64)
     too_large = ~(np.abs(values) < EXACT_MAX)
     if too_large.any():

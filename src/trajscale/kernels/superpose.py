@@ -1,23 +1,17 @@
 """Optimal superposition RMSD, batched over the frames of a block.
 
-RMSD alone (the common case): one compiled pass per frame accumulates the
-centre, norm and covariance with the prepared reference, and QCP (Theobald's
-quaternion characteristic polynomial, as MDAnalysis and MDTraj) gives the
-largest eigenvalue by Newton's method: no SVD, no second pass over the atoms
-(``_superpose.qcp_rmsd``, vectorised with SSE2/AVX in ``csrc/qcp_sums.h``).
+RMSD alone: one compiled pass per frame accumulates the centre, norm and covariance with the prepared
+reference, and QCP (Theobald's quaternion characteristic polynomial, as MDAnalysis and MDTraj) gives the
+largest eigenvalue by Newton's method: no SVD, no second pass over the atoms (``_superpose.qcp_rmsd``).
 
-With the rotation (group selections moved by the fit), batched Kabsch: for every frame f, the weighted
-covariance ``H_f = Xc_f^T W Yc``
-(3x3) is accumulated by a compiled loop, then one stacked SVD call decomposes
-all of them; the RMSD follows from the singular values (Coutsias et al. 2004)
-and the rotation ``R_f = U diag(1, 1, d) V^T`` maps centred mobile rows onto
-the reference (``Xc @ R ~ Yc``), the convention of MDAnalysis's QCP rotation.
+With the rotation, batched Kabsch: each frame's weighted covariance ``H_f = Xc_f^T W Yc`` is accumulated by
+a compiled loop, then one stacked SVD decomposes all of them; the RMSD follows from the singular values
+(Coutsias et al. 2004) and ``R_f = U diag(1, 1, d) V^T`` maps centred mobile rows onto the reference
+(``Xc @ R ~ Yc``), the convention of MDAnalysis's QCP rotation.
 
-Everything is float64, and every frame is summed in the same fixed order by
-the compiled loops (Cython, built with the package), so a frame's numbers do
-not depend on which other frames share its block: results are bit-identical
-for any split of the trajectory. (NumPy's matmul/einsum pick kernels by array
-shape, which changes the last bit.)
+Everything is float64, and every frame is summed in the same fixed order by the compiled loops, so results
+are bit-identical for any split of the trajectory (NumPy's matmul/einsum pick kernels by array shape,
+which changes the last bit).
 """
 
 from __future__ import annotations
@@ -57,10 +51,8 @@ def _f64(a, ndim: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Reference:
-    """A reference structure made ready for :func:`superpose_rmsd` once, not per block.
-
-    (Its centring and norm cost several times the kernel's work for one frame.)
-    """
+    """A reference structure made ready for :func:`superpose_rmsd` once, not per block (its centring and
+    norm cost several times the kernel's work for one frame)."""
 
     weights: np.ndarray    # (N,) summing to 1
     com: np.ndarray        # (3,) weighted centre
@@ -73,12 +65,8 @@ class Reference:
     @classmethod
     def of(cls, reference: np.ndarray, weights: np.ndarray | None = None,
            centre_weights: np.ndarray | None = None) -> Reference:
-        """Prepare ``reference`` for fits weighted by ``weights``.
-
-        ``centre_weights`` (default: ``weights``) place its centre: MDAnalysis's RMSD
-        centres the reference with the *reference's* masses and weights the fit with
-        the trajectory's, which differ by up to ``tol_mass`` per atom.
-        """
+        """Prepare ``reference`` for fits weighted by ``weights``; ``centre_weights`` (default: ``weights``)
+        place its centre (MDAnalysis's RMSD centres it with the *reference's* masses)."""
         y = np.asarray(reference, dtype=np.float64)
         w = normalized_weights(weights, y.shape[0])
         wc = w if centre_weights is None else normalized_weights(centre_weights, y.shape[0])
@@ -93,24 +81,10 @@ class Reference:
 
 def superpose_rmsd(mobile: np.ndarray, reference: np.ndarray | Reference, weights: np.ndarray | None = None,
                    want_rotation: bool = False):
-    """RMSD of every frame of ``mobile`` to ``reference`` after optimal superposition.
-
-    Parameters
-    ----------
-    mobile
-        (F, N, 3) coordinates.
-    reference
-        (N, 3) coordinates, or a :class:`Reference` prepared once.
-    weights
-        (N,) weights (e.g. masses) or None; ignored for a prepared Reference.
-    want_rotation
-        Also return the rotations and centres needed to move other atoms.
-
-    Returns
-    -------
-    rmsd : (F,) float64
-    (rotation (F, 3, 3), mobile_com (F, 3), ref_com (3,)) if ``want_rotation``
-    """
+    """(F,) float64 RMSD of every frame of ``mobile`` (F, N, 3) to ``reference`` ((N, 3), or a
+    :class:`Reference` prepared once) after optimal superposition weighted by ``weights`` (N,) (ignored for
+    a prepared Reference).  With ``want_rotation``, also the rotations (F, 3, 3) and centres (F, 3) and (3,)
+    that move other atoms: ``(rmsd, rotation, mobile_com, ref_com)``."""
     ref = reference if isinstance(reference, Reference) else Reference.of(reference, weights)
     if not want_rotation:   # QCP: no rotation needed, no SVD
         x = _frames32(mobile)

@@ -1,16 +1,8 @@
 """Training data for PyTorch from HDF5 (Devarajan, HUG 2024): pack, load in blocks, cache on the node, trace.
 
-``pack`` turns many NPZ / .npy sample files into one HDF5 store;
-:class:`H5Dataset` and :class:`FrameDataset` serve a store or an MD trajectory
-as map-style datasets that read whole batches in a few contiguous reads, with
-:class:`BlockBatchSampler` shuffling by blocks; :class:`EnsembleDataset` serves the
-frames of many trajectories (an ensemble: H5MD files, mdCATH members, ...) the same way;
-:class:`NodeCache` keeps a node-local copy shared by a node's workers; :mod:`.trace` records the I/O.
-Time-lagged pairs that never span two trajectories (:mod:`.lagged`), as PyTorch datasets
-(:class:`LaggedDataset`, :class:`LaggedEnsembleDataset`), feed deeptime's estimators chunk by chunk
-(:func:`stream_fit`).
-torch is needed only by :func:`make_loader` (imported there). Names are
-imported on first use (:mod:`trajscale._lazy`).
+Map-style datasets (a packed store, a trajectory, an ensemble's members, time-lagged pairs) read whole
+batches in a few contiguous reads; deeptime's estimators are fed chunk by chunk (:func:`stream_fit`).
+torch is needed only by :func:`make_loader`.  Names are imported on first use (:mod:`trajscale._lazy`).
 """
 
 from __future__ import annotations

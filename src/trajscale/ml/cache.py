@@ -1,21 +1,15 @@
 """A node-local copy of a store, shared by every worker on the node (Devarajan, HUG 2024's DYAD step).
 
-The first process on a node that needs the store copies it into ``cache_dir``
-(``/dev/shm``, local NVMe) while holding an exclusive ``flock`` on the entry's
-lock file; the others block on that lock, then find the finished copy and read
-it. A copy is written under a temporary name, fsynced, size-checked and
-renamed, so a reader never sees half a copy. Readers hold a shared lock on the
-entry while they use it; eviction (least recently used first, across stores)
-only removes entries whose exclusive lock it can take, i.e. that nobody reads.
+The first process on a node that needs the store copies it into ``cache_dir`` (``/dev/shm``, local NVMe)
+under an exclusive ``flock`` on the entry's lock file; the others block on it, then read the finished copy
+(written under a temporary name, fsynced, size-checked and renamed: never half a copy).  Readers hold a
+shared lock; eviction (least recently used first) removes only entries whose exclusive lock it can take.
 
-Entries are keyed by what the original's store says of its bytes (:meth:`~trajscale.storage.ByteStore.stamp`:
-a local file's real path, size and modification time; an object's URL, size and ETag): a rewritten or
-replaced original gets a new entry. A copy is made of the store's checked ranges, whatever holds the
-bytes (a local file's ``pread``; an object's concurrent range requests, every one asking for the ETag
-the dataset was made on: an object replaced since is refused rather than mixed with the new). A copy that
-does not fit (after evicting unused entries) is not made: a store whose bytes lie in a local file is read
-there, and the fallback is logged once per process; one with no such file (an object) is refused. A cached
-copy whose size or header no longer matches its original is reported as corrupt.
+Entries are keyed by the original's :meth:`~trajscale.storage.ByteStore.stamp` (a file's path, size and
+mtime; an object's URL, size and ETag), so a replaced original gets a new entry, and an object replaced
+mid-copy is refused rather than mixed with the new.  A copy that does not fit is not made: a local file is
+then read in place (logged once per process), an object refused.  A copy whose size or header no longer
+matches its original is reported as corrupt.
 """
 
 from __future__ import annotations
@@ -46,11 +40,8 @@ _warned: set[str] = set()
 
 @dataclass
 class CachedStore:
-    """An opened cache entry: ``path`` to read, whether this call ``copied`` it; ``close()`` releases it.
-
-    ``path`` is the original store when the copy did not fit; ``identity`` is a URL's object's
-    ``[etag, size]`` (None for a local store).
-    """
+    """An opened cache entry: ``path`` to read (the original when the copy did not fit), whether this call
+    ``copied`` it, a URL's ``identity`` (``[etag, size]``); ``close()`` releases it."""
 
     path: str
     copied: bool
@@ -96,12 +87,8 @@ class NodeCache:
     def open(self, store: str | os.PathLike | ByteStore, storage_options: dict | None = None,
              identity=None) -> CachedStore:
         """Where to read ``store`` (a path, a URL or its opened store) from; the entry stays in use (not
-        evictable) until closed.
-
-        The copy is made once (the first user on the node copies or fetches, the others wait for it);
-        ``identity`` (``[etag, size]``, from the process that made the dataset) names the object version to
-        read, and with it a finished entry is used without a request. A store with no local file that does
-        not fit is refused (:class:`StoreError`): it has no original at hand to fall back on.
+        evictable) until closed.  ``identity`` (``[etag, size]``) names the object version to read: with it a
+        finished entry is used without a request.  An object that does not fit is refused (:class:`StoreError`).
         """
         original = store if isinstance(store, ByteStore) else opened(store, storage_options, identity)
         try:
@@ -199,9 +186,8 @@ class NodeCache:
 
 def at_hand(original: ByteStore, cache_dir: str | None, max_bytes: int | None = None,
             in_place: bool = False) -> CachedStore:
-    """Where a library reads ``original``'s bytes by their path: the node's copy in ``cache_dir``; the store's
-    own local file where it has one and no ``cache_dir`` is given (or ``in_place``); else (an object) the
-    node's copy in :func:`default_dir`."""
+    """Where a library reads ``original``'s bytes by their path: the node's copy in ``cache_dir``, its own
+    local file (none given, or ``in_place``), else the node's copy in :func:`default_dir`."""
     if original.local_path is not None and (in_place or not cache_dir):
         return CachedStore(original.local_path, False)
     return NodeCache(cache_dir or default_dir(), max_bytes).open(original)
@@ -217,9 +203,8 @@ def default_dir() -> str:
 
 
 def opened(store: str | os.PathLike, options: dict | None = None, identity=None) -> ByteStore:
-    """The store of ``store`` (a path or a URL, read with ``options``; an object pinned to ``identity``,
-    ``[etag, size]``: then nothing is asked now), its failures as :class:`StoreError`, which a DataLoader
-    worker can hand back."""
+    """The store of ``store`` (a path or URL; pinned to ``identity``: nothing asked now), its failures as
+    :class:`StoreError`, which a DataLoader worker can hand back."""
     return _as_store_error(Location.of(store, options).store, identity)
 
 

@@ -1,16 +1,11 @@
 """Map-style datasets over a packed HDF5 store and over an MD trajectory.
 
-Both follow torchmd-net's rule for HDF5 under a DataLoader: the file is opened
-lazily, once per process, never inherited across ``fork`` (the handle is keyed
-by the process id and dropped when pickled for ``spawn``). Both serve single
-samples (``ds[i]``) and whole batches (``ds[[i, j, ...]]``, or
-``__getitems__``), read in one go: a contiguous store through a memory map of
-each dataset's bytes (one vectorised gather per key), anything else one
-HDF5 or Source read per contiguous run of the sorted indices, so a batch from
-:class:`~trajscale.ml.sampler.BlockBatchSampler` costs a few large reads
-instead of 256 small ones. Neither needs torch: items are dicts of NumPy
-arrays; :func:`make_loader` wraps one in a ``torch.utils.data.DataLoader``
-that hands whole batches through as tensors without per-sample collation.
+Both follow torchmd-net's rule for HDF5 under a DataLoader: the file is opened lazily, once per process,
+never inherited across ``fork`` (the handle is keyed by the process id and dropped when pickled).  A batch
+is read in one go: a contiguous store through a memory map (one vectorised gather per key), anything else
+one read per contiguous run of the sorted indices, so a
+:class:`~trajscale.ml.sampler.BlockBatchSampler` batch costs a few large reads instead of 256 small ones.
+Neither needs torch: items are dicts of NumPy arrays; :func:`make_loader` wraps one in a DataLoader.
 """
 
 from __future__ import annotations
@@ -58,20 +53,6 @@ def _as_index(index, n: int) -> np.ndarray:
     return np.where(idx < 0, idx + n, idx)
 
 
-def _gather_runs(idx: np.ndarray, read_run: Callable[[int, int, int], None]) -> np.ndarray:
-    """Call ``read_run(start, stop, row)`` per contiguous run of the sorted unique indices.
-
-    Returns, for each asked index, its row among the sorted unique ones.
-    """
-    uniq, inverse = np.unique(idx, return_inverse=True)
-    starts, stops = runs(uniq)
-    row = 0
-    for a, b in zip(starts.tolist(), stops.tolist(), strict=False):
-        read_run(a, b, row)
-        row += b - a
-    return inverse
-
-
 class _BatchReads:
     """The map-style protocol both datasets build on their ``read(index or indices)``."""
 
@@ -104,13 +85,11 @@ class H5Dataset(_BatchReads):
     keys
         Datasets to serve (default: every top-level dataset).
     transform
-        Called on each item: a dict key -> array, with a leading batch axis
-        when a batch was asked for.
+        Called on each item: a dict key -> array, with a leading batch axis when a batch was asked for.
     cache_dir
-        Node-local directory (``/dev/shm``, local NVMe): the first process on
-        the node to open the store copies it there and every worker reads the
-        copy (:mod:`trajscale.ml.cache`). For a URL, where its one copy is fetched (default:
-        ``$TRAJSCALE_CACHE_DIR``, else ``trajscale-cache-UID`` in the temporary directory).
+        Node-local directory (``/dev/shm``, local NVMe): the first process on the node copies the store
+        there and every worker reads the copy (:mod:`trajscale.ml.cache`). For a URL, where its one copy is
+        fetched (default: ``$TRAJSCALE_CACHE_DIR``, else ``trajscale-cache-UID`` in the temporary directory).
     cache_bytes
         Budget of ``cache_dir`` (default: its free space).
     trace_dir
@@ -118,15 +97,13 @@ class H5Dataset(_BatchReads):
     with_index
         Add ``"index"`` (the sample numbers) to every item.
     storage_options
-        For a URL: fsspec-style options (``endpoint_url``, ``anon``, ``key``/``secret``, ...; see
-        docs/remote.md); without them, the AWS environment. The dataset reads the object as it was
-        when the dataset was made (its ETag and size): a worker that finds it replaced is refused.
+        For a URL: fsspec-style options (docs/remote.md); without them, the AWS environment.  The object is
+        read as it was when the dataset was made (its ETag and size): a worker that finds it replaced is refused.
 
     Raises
     ------
     StoreError
-        (an InputFileError) naming the file, for a missing or truncated store, a missing key, or a
-        store that changed since the dataset was made (checked at every open).
+        Naming the file: a missing or truncated store, a missing key, or a store changed since (at every open).
     """
 
     def __init__(self, store: str | os.PathLike, keys: Sequence[str] | None = None,
@@ -139,8 +116,6 @@ class H5Dataset(_BatchReads):
         self.cache_bytes = cache_bytes
         self.trace_dir = str(trace_dir) if trace_dir else None
         self.with_index = with_index
-        # (the options travel with the dataset to the loader's workers, which fetch nothing if the node's
-        # copy is there already)
         self.storage_options = {**current_options(), **dict(storage_options or {})}
         original = opened(self.store, self.storage_options)
         try:
@@ -190,8 +165,7 @@ class H5Dataset(_BatchReads):
         pid = os.getpid()
         if self._pid == pid and self._file is not None:
             return
-        # A handle inherited through fork is dropped, not closed: closing it
-        # would touch the parent's HDF5 state.
+        # a handle inherited through fork is dropped, not closed: closing it touches the parent's HDF5 state
         self._file, self._ds, self._maps, self._cache_lock = None, {}, {}, None
         self.stats = IOStats.for_process(self.trace_dir)
         t0 = time.perf_counter()
@@ -231,14 +205,7 @@ class H5Dataset(_BatchReads):
         return self.n
 
     def read(self, index) -> dict[str, np.ndarray]:
-        """The samples ``index`` (an int or a sequence), without the transform.
-
-        A contiguous, uncompressed dataset (``trajscale pack``'s default) is
-        plain bytes at a known offset of the file: it is read through a memory
-        map, one vectorised gather per key. Chunked or compressed datasets go
-        through HDF5, one ``read_direct`` per contiguous run of the sorted
-        indices. Rows come back in the asked order.
-        """
+        """The samples ``index`` (an int or a sequence), without the transform, in the asked order."""
         self._open()
         scalar = np.ndim(index) == 0
         idx = _as_index(index, self.n)
@@ -264,17 +231,15 @@ class H5Dataset(_BatchReads):
         return out
 
     def _read_hdf5(self, idx: np.ndarray) -> tuple[dict[str, np.ndarray], int]:
-        uniq = np.unique(idx)
+        uniq, inverse = np.unique(idx, return_inverse=True)
         bufs = {k: np.empty((uniq.size, *self.shapes[k]), self.dtypes[k]) for k in self.keys}
-        n_runs = 0
-
-        def read_run(a: int, b: int, row: int) -> None:
-            nonlocal n_runs
-            n_runs += len(self.keys)
+        starts, stops = runs(uniq)
+        row = 0
+        for a, b in zip(starts.tolist(), stops.tolist(), strict=False):
             for k in self.keys:
                 self._ds[k].read_direct(bufs[k], np.s_[a:b], np.s_[row:row + b - a])
-
-        inverse = _gather_runs(idx, read_run)
+            row += b - a
+        n_runs = starts.size * len(self.keys)
         if uniq.size == idx.size and np.array_equal(uniq, idx):
             return bufs, n_runs
         return {k: b[inverse] for k, b in bufs.items()}, n_runs
@@ -286,13 +251,8 @@ def _in_torch_worker() -> bool:
 
 
 def _batch_buffer(shape: tuple[int, ...], dtype: np.dtype, shared: bool):
-    """(array to return, NumPy view to fill).
-
-    In a DataLoader worker the array is a torch tensor allocated in shared
-    memory, as torch's own ``default_collate`` allocates its batches there:
-    the batch then reaches the training process without the copy torch makes
-    to move an ordinary array.
-    """
+    """(array to return, NumPy view to fill): in a DataLoader worker a torch tensor in shared memory, as
+    ``default_collate`` allocates its batches, so it reaches the training process without a copy."""
     if shared and _in_torch_worker():
         import torch
 
@@ -335,8 +295,7 @@ class FrameDataset(_BatchReads):
     Parameters
     ----------
     topology, trajectory
-        As for ``trajscale run``; an H5MD trajectory is read in hyperslabs,
-        anything else through MDAnalysis.
+        As for ``trajscale run``.
     select
         Atoms of each sample (MDAnalysis selection).
     fields
@@ -344,9 +303,8 @@ class FrameDataset(_BatchReads):
     center
         Subtract each frame's centre of geometry of the selection.
     superpose
-        Superpose each frame's selection on the selection in frame
-        ``ref_frame`` (optimal rotation, as ``rms.RMSD``); implies centring on
-        the reference's centre.
+        Superpose each frame's selection on the selection in frame ``ref_frame`` (optimal rotation, as
+        ``rms.RMSD``); implies centring on the reference's centre.
     transform
         Called on each item (dict key -> array; batched for batch reads).
     """
@@ -406,12 +364,8 @@ class FrameDataset(_BatchReads):
         return self.n
 
     def read(self, index) -> dict[str, np.ndarray]:
-        """Frames ``index`` (an int or a sequence) of the selection, without the transform.
-
-        One ``Source.read`` per contiguous run of the sorted frames; a batch
-        that is one run (a BlockBatchSampler batch) is the Block's own arrays,
-        with no copy.
-        """
+        """Frames ``index`` (an int or a sequence) of the selection, without the transform (a batch that is
+        one run of frames is the Block's own arrays, no copy)."""
         src = self._source()
         scalar = np.ndim(index) == 0
         idx = _as_index(index, self.n)
@@ -486,19 +440,13 @@ def make_loader(dataset, batch_size: int = 256, shuffle: bool = True, block: int
                 rank: int = 0, world_size: int = 1, **kw):
     """A ``torch.utils.data.DataLoader`` that reads whole batches.
 
-    The :class:`~trajscale.ml.sampler.BlockBatchSampler` yields index lists,
-    ``batch_size=None`` makes the loader hand each list to ``dataset[...]``
-    as is, and the batch comes back as tensors (``torch.from_numpy``, no
-    per-sample collation). Call ``loader.sampler.set_epoch(e)`` per epoch.
+    The :class:`~trajscale.ml.sampler.BlockBatchSampler` yields index lists, each handed to
+    ``dataset[...]`` as is (``batch_size=None``), and the batch comes back as tensors without per-sample
+    collation. Call ``loader.sampler.set_epoch(e)`` per epoch.
 
-    Workers (``num_workers``) start as every worker process of trajscale does
-    (:func:`~trajscale.pools.choose_start_method`, judged when they start):
-    forked where this process holds nothing a forked child cannot use,
-    otherwise from a forkserver (the dataset is pickled to them, its open files
-    left behind). ``multiprocessing_context`` (a method's name or a context)
-    asks for one; ``"fork"`` where forking is unsafe is refused in one line.
-    Each worker dies with the process that made it
-    (:func:`~trajscale.pools.die_with_parent`), then runs ``worker_init_fn``.
+    Workers start as every worker process of trajscale does (:func:`~trajscale.pools.choose_start_method`, judged
+    when they start); ``multiprocessing_context`` asks for a method (``"fork"`` where forking is unsafe is refused
+    in one line). Each worker dies with the process that made it, then runs ``worker_init_fn``.
     """
     from .sampler import BlockBatchSampler
 
@@ -524,7 +472,7 @@ def _loader_worker_start(then: Callable | None, worker_id: int) -> None:
 @functools.cache
 def _loader_class():
     """``DataLoader`` whose workers start by :func:`~trajscale.pools.choose_start_method`'s rule, asked
-    each time workers start (the process's state then, not when the loader was made)."""
+    each time workers start."""
     from torch.utils.data import DataLoader
 
     from ..pools import choose_start_method

@@ -3,29 +3,20 @@
 :class:`EnsembleDataset` numbers the frames of every member of an ensemble one after another
 (:class:`~trajscale.ensemble.Ensemble`: a catalog, a glob such as ``"data/mdcath_dataset_*.h5"``,
 H5MD files, mdCATH members, any trajectory ``trajscale run`` reads; local or behind a URL). A batch
-from :class:`~trajscale.ml.sampler.BlockBatchSampler` (:func:`~trajscale.ml.make_loader`) holds a few
-blocks of consecutive frames, mostly of one member each: it is read with one call per member where its
-Source reads many frames at once (a local mdCATH file), else one ``Source.read`` per contiguous run of a
-member's frames, never one read per sample; the order changes every epoch
-(``seed + epoch``), the same on every rank.
+from :class:`~trajscale.ml.sampler.BlockBatchSampler` holds a few blocks of consecutive frames, mostly of
+one member each: it is read with one call per member where its Source reads many frames at once (a local
+mdCATH file), else one ``Source.read`` per contiguous run of a member's frames, never one per sample.
 
-Each process (each DataLoader worker) opens only the files its batches touch, keeps at most
-``max_open`` files open (least recently used closed first), and never inherits an open file across
-``fork``: open files per worker <= ``max_open``, at any number of members. The members of one mdCATH
-file share its one open store (one descriptor, or one object's connections): reading the 25 members
-of a domain in turn opens the file once. Any other member is a file of its own. A member is reopened
-from the Source config the dataset was made with (an mdCATH member's data offsets, a remote H5MD
-file's chunk addresses): a worker reads frames without walking HDF5 metadata again. With
-``cache_dir``, a file behind a URL is fetched once per node into that folder
-(:class:`~trajscale.ml.cache.NodeCache`, shared by the node's workers) and read from there (an mdCATH
-copy's members described anew on it, from one HDF5 open per file).
+Each process opens only the files its batches touch and keeps at most ``max_open`` open (least recently
+used closed first), whatever the number of members; the members of one mdCATH file share its one open
+store.  A member is reopened from the Source config the dataset was made with (data offsets, chunk
+addresses): a worker reads frames without walking HDF5 metadata again.  With ``cache_dir``, a file behind
+a URL is fetched once per node (:class:`~trajscale.ml.cache.NodeCache`) and read from there.
 
 Members differ in their atom counts (mdCATH's domains do), so a batch is packed as PyTorch Geometric
 batches its graphs: the atoms of every sample one after another (``position``: (sum of atoms, 3)),
 ``n_atoms`` per sample to split them, and per sample its ``trajectory`` (the member's number in
-``names``), ``name`` (the member's name), ``frame``, ``time`` and the member's labels (``temperature``,
-``replica``, ...: numbers as arrays, others as lists). Members of one atom count make
-``position.reshape(B, N, 3)`` a dense batch.
+``names``), ``name``, ``frame``, ``time`` and the member's labels (numbers as arrays, others as lists).
 """
 
 from __future__ import annotations
@@ -102,10 +93,9 @@ def _opened(member, storage_options: dict | None):
 
 
 def _describe(member, storage_options: dict | None, fields: tuple[str, ...], numbers: dict | None):
-    """The member's Source config, frame and atom counts, checked to have ``fields``; with ``numbers`` (a dict
-    by file), its file's atomic numbers are read into it, once per file. The one open of the member while the
-    dataset is made.  Returns a :class:`_Member`, or why the member cannot be read (a missing or damaged file:
-    a string); a member that lacks what was asked for (a field, atomic numbers) raises.
+    """The member described (its one open while the dataset is made), or why it cannot be read (a missing
+    or damaged file: a string); one that lacks what was asked for (a field, atomic numbers) raises.  With
+    ``numbers`` (a dict by file), its file's atomic numbers are read into it, once per file.
     """
     from ..storage import using
 
@@ -113,10 +103,8 @@ def _describe(member, storage_options: dict | None, fields: tuple[str, ...], num
         src = _opened(member, storage_options)
     except (ImportError, MemoryError):
         raise   # (the environment's failure, not the member's)
-    except TrajscaleError as exc:
-        return " ".join(str(exc).split())
     except Exception as exc:   # noqa: BLE001 - a damaged file's library error refuses that member only
-        return " ".join(f"{member.location}: {type(exc).__name__}: {exc}".split())
+        return _why_refused(member, exc)
     with using(storage_options), src:
         missing = [f for f in fields if f not in src.fields]
         if missing:
@@ -133,11 +121,14 @@ def _describe(member, storage_options: dict | None, fields: tuple[str, ...], num
             layout = type(src).member_layout(config)   # (a member of a file of several: where its data lie)
         except (ImportError, MemoryError):
             raise
-        except TrajscaleError as exc:
-            return " ".join(str(exc).split())
         except Exception as exc:   # noqa: BLE001 - as above
-            return " ".join(f"{member.location}: {type(exc).__name__}: {exc}".split())
+            return _why_refused(member, exc)
         return _Member(member.name, config, src.n_frames, src.n_atoms, dict(member.labels), layout, breaks)
+
+
+def _why_refused(member, exc: Exception) -> str:
+    text = str(exc) if isinstance(exc, TrajscaleError) else f"{member.location}: {type(exc).__name__}: {exc}"
+    return " ".join(text.split())
 
 
 def _described(trajectories, storage_options: dict | None, fields: tuple[str, ...],
@@ -189,8 +180,7 @@ class EnsembleDataset(_BatchReads):
     atomic_numbers
         Add ``z`` (each atom's atomic number, per sample like the positions): from an mdCATH member's ``z``.
     max_open
-        Files a process keeps open at once (least recently used closed first; an mdCATH file's members
-        share one).
+        Files a process keeps open at once (least recently used closed first; an mdCATH file's members share one).
     cache_dir
         A node-local folder: members behind URLs are fetched there once per node and read from the copy
         (default: read by range requests).
@@ -266,8 +256,7 @@ class EnsembleDataset(_BatchReads):
         return self.n
 
     def _source(self, i: int):
-        """Member ``i``'s Source in this process, on its open file (the file opened now if it is not; the least
-        recently used file closed past ``max_open``)."""
+        """Member ``i``'s Source in this process, on its open file (opened now if it is not)."""
         pid = os.getpid()
         if self._pid != pid:   # a fork's inherited handles are dropped, not closed (they are the parent's)
             self._open, self._pid = OpenSources(self.max_open), pid
@@ -299,9 +288,7 @@ class EnsembleDataset(_BatchReads):
         return member, idx - self.starts[member]
 
     def read(self, index) -> dict:
-        """The samples ``index`` (an int or a sequence), packed, without the transform: one read per contiguous
-        run of one member's frames among the sorted samples, straight into the batch's rows (in a DataLoader
-        worker, rows in shared memory, as torch's own collation allocates them)."""
+        """The samples ``index`` (an int or a sequence), packed, without the transform."""
         scalar = np.ndim(index) == 0
         idx = _as_index(index, self.n)
         uniq, inverse = np.unique(idx, return_inverse=True)
@@ -316,11 +303,10 @@ class EnsembleDataset(_BatchReads):
 
     def _packed(self, uniq: np.ndarray, shared: bool, lagged: tuple[int, str] | None = None) -> dict:
         """The frames ``uniq`` (sorted, unique) packed in that order, straight into the batch's rows (``shared``:
-        in a DataLoader worker, in shared memory): one read per member where its Source reads many frames at
-        once (:meth:`~trajscale.sources.base.Source.read_frames_into`: a file at hand), else one per contiguous
-        run of its frames. ``lagged`` (lag, field): also the frames ``lag`` later, that field only, as
-        ``"lagged"`` and ``"time_lagged"``; where the member is read by runs, each run of the frames and of
-        those ``lag`` later is read once (the two overlap), then copied to both."""
+        in shared memory in a DataLoader worker): one read per member where its Source reads many frames at
+        once (:meth:`~trajscale.sources.base.Source.read_frames_into`), else one per contiguous run.
+        ``lagged`` (lag, field): also that field of the frames ``lag`` later, as ``"lagged"`` and
+        ``"time_lagged"`` (runs of the two sets overlap: each is read once, then copied to both)."""
         member = np.searchsorted(self.starts, uniq, side="right") - 1
         n_atoms = self.n_atoms[member]
         total = int(n_atoms.sum())
@@ -369,10 +355,13 @@ class EnsembleDataset(_BatchReads):
             out["lagged"], out["time_lagged"] = targets[1].out[lagged[1]], targets[1].times
         return out
 
+    def _per_atom_keys(self) -> set[str]:
+        return set(self.fields) | ({"z"} if self.atomic_numbers else set())
+
     def __getitems__(self, indices: Sequence[int]) -> list[dict]:
         """torch's batched fetch: one packed read, handed out per sample."""
         batch = self.read(indices)
-        per_atom = set(self.fields) | ({"z"} if self.atomic_numbers else set())
+        per_atom = self._per_atom_keys()
         edges = np.r_[0, np.cumsum(batch["n_atoms"])]
         items = [{k: (v[edges[i]:edges[i + 1]] if k in per_atom else v[i]) for k, v in batch.items()}
                  for i in range(len(indices))]
@@ -420,8 +409,7 @@ def _read_runs(src, frames: np.ndarray, views: dict[str, np.ndarray], times: np.
 
 def _reordered(out: dict, inverse: np.ndarray, per_atom: tuple[str, ...], keys=None, shared: bool = False) -> dict:
     """``out`` (samples in sorted order) in the asked order ``inverse`` (repeats allowed), per-atom rows
-    moved with their samples; ``keys``: only those (default: all); ``shared``: per-atom arrays made as
-    :func:`~trajscale.ml.dataset._batch_buffer` makes them (in a DataLoader worker, in shared memory)."""
+    moved with their samples; ``keys``: only those (default: all); ``shared`` as for ``_batch_buffer``."""
     counts = out["n_atoms"]
     first = np.r_[0, np.cumsum(counts)[:-1]].astype(np.int64)
     res = {}
@@ -437,9 +425,8 @@ def _reordered(out: dict, inverse: np.ndarray, per_atom: tuple[str, ...], keys=N
 
 
 def _gathered(v, first: np.ndarray, counts: np.ndarray, sel: np.ndarray, shared: bool = False):
-    """The per-atom rows of samples ``sel`` (sample ``i``'s rows: ``first[i]`` on, ``counts[i]`` of them) one
-    after another: one copy per run of consecutive samples in ``sel`` (a batch of blocks is a few runs),
-    not an index per atom."""
+    """The per-atom rows of samples ``sel`` (sample ``i``'s: ``first[i]`` on, ``counts[i]`` of them) one after
+    another: one copy per run of consecutive samples, not an index per atom."""
     sel = np.asarray(sel, np.int64)
     made, dest = _batch_buffer((int(counts[sel].sum()), *v.shape[1:]), v.dtype, shared)
     if len(sel) == 0:
@@ -454,12 +441,8 @@ def _gathered(v, first: np.ndarray, counts: np.ndarray, sel: np.ndarray, shared:
 
 
 class _File:
-    """One file open in this process and the Sources of its members read so far.
-
-    A file of several members (an mdCATH file: its Source's ``shares_file_store``) is one byte store that
-    its members' Sources share (the Source's ``shared_file``: on a node-local copy, members are described
-    anew there); any other member is a file of its own, its Source opened from its config. Closing the file
-    closes them all.
+    """One file open in this process and the Sources of its members read so far (a file of several members
+    is one byte store they share; any other member is a file of its own).  Closing the file closes them all.
     """
 
     def __init__(self, path: str, store, entry, config: dict | None = None, shared=None) -> None:
@@ -470,8 +453,7 @@ class _File:
 
     @classmethod
     def of(cls, config: dict, cache_dir: str | None, storage_options: dict | None) -> _File:
-        """The file of a member with Source ``config``: a file of several members has its store opened (the
-        node's copy with ``cache_dir``), any other member's file is left to its Source."""
+        """The file of a member with Source ``config`` (the node's copy with ``cache_dir``)."""
         from ..storage import using
         from ..storage.opener import open_bytes
 
@@ -533,8 +515,7 @@ class _File:
 
 
 def _cached(config: dict, cache_dir: str, storage_options: dict | None):
-    """The member's config pointed at the node's copy of its object (fetched now by the first process on the
-    node to need it), and the cache entry that keeps the copy in use."""
+    """The member's config pointed at the node's copy of its object, and the entry that keeps it in use."""
     from .cache import NodeCache
 
     url = config["path"]
@@ -550,11 +531,10 @@ def _cached(config: dict, cache_dir: str, storage_options: dict | None):
     return local, entry
 
 
-
 def _source_class(config: dict):
-    """The Source class that reads a member from its ``config`` (the registry's, by its kind)."""
     from ..sources.registry import source_class
 
     return source_class(config["kind"])
+
 
 __all__ = ["FIELDS", "EnsembleDataset"]

@@ -1,29 +1,15 @@
 """Time-lagged pairs ``(x_t, x_{t+τ})`` of per-trajectory features, for TICA, VAMP and VAMPnets.
 
-TICA and VAMP estimate covariances of frames τ apart, and a VAMPnet trains on such pairs: a pair that
-joins the end of one trajectory to the start of the next, or two parts of a trajectory with a gap
-between them, is a transition that never happened. Here a pair never spans
+A pair that joins the end of one trajectory to the start of the next, or two parts of a trajectory with a
+gap between them, is a transition that never happened.  Here a pair never spans two trajectories, a refused
+member, or two frames that do not follow each other: where a trajectory's time step differs from its usual
+one (the median of its steps), it is cut into pieces, and pairs are made within each (:func:`piece_bounds`).
 
-* two trajectories: each trajectory's pairs are made from its own frames;
-* two frames that do not follow each other: where a trajectory's time step differs from its usual one
-  (the median of its steps; parts joined with a gap or an overlap between them, frames missing), it is cut
-  into pieces, and pairs are made within each piece (:func:`piece_bounds`);
-* a refused member: it has no frames here (an ensemble's refused members are left out, not joined).
-
-Features come, one trajectory after another (:func:`trajectories`), as
-
-* a sequence or iterator of 2-D arrays ``(frames, features)``, deeptime's own input (no times: each
-  array is one piece);
-* an ensemble's per-frame result (``ts.run(analysis, ensemble)``): each finished member's values as
-  ``(frames, features)``, with its name, labels and times, read one member at a time (from the results
-  folder when the run was given one, ``results=``);
-* a :class:`FeatureStream`: an analysis run over an ensemble a few members at a time, so that only those
-  members' features are in memory; every pass over it computes them again (a run with ``results=``
-  computes them once and is then read back one member at a time).
-
-:func:`lagged_pairs` gives deeptime's ``(X, Y)`` arrays in memory; :func:`lagged_chunks` and
-:func:`frame_chunks` give them in chunks of a bounded number of rows, which :mod:`trajscale.ml.streaming`
-feeds to deeptime's ``partial_fit``.
+Features come one trajectory after another (:func:`trajectories`): 2-D arrays ``(frames, features)``
+(deeptime's own input, each array one piece), an ensemble's per-frame result (read one member at a time),
+or a :class:`FeatureStream` (an ensemble run a few members at a time; every pass computes them again).
+:func:`lagged_pairs` gives deeptime's ``(X, Y)`` in memory; :func:`lagged_chunks` and :func:`frame_chunks`
+give chunks of a bounded number of rows for deeptime's ``partial_fit`` (:mod:`trajscale.ml.streaming`).
 """
 
 from __future__ import annotations
@@ -57,12 +43,9 @@ class FeatureTrajectory:
 
 
 def piece_bounds(times: np.ndarray) -> np.ndarray:
-    """Bounds ``[0, b1, ..., n]`` of the runs of frames whose time steps are the trajectory's step.
-
-    The step is the median of the positive steps between frames; a step that differs from it by more than
-    its 1e-3 (and the float32 rounding of the times) starts a new run. Times that never increase (a format
-    that stores none) are one run.
-    """
+    """Bounds ``[0, b1, ..., n]`` of the runs of frames whose time steps are the trajectory's step (the
+    median of the positive steps, to 1e-3 of it and the float32 rounding of the times).  Times that never
+    increase (a format that stores none) are one run."""
     t = np.asarray(times, np.float64)
     n = len(t)
     if n < 2:
@@ -82,12 +65,8 @@ def _off_step(dt: np.ndarray, step: float, times: np.ndarray) -> np.ndarray:
 
 
 def part_breaks(source) -> tuple[int, ...]:
-    """Frames of ``source`` where a part begins that does not follow the part before it in time.
-
-    Only the frames around each join are read (one atom each): a join follows when its time step equals
-    the step just before it (or, for a one-frame part before it, just after it); a join where neither can be
-    seen is a break.
-    """
+    """Frames of ``source`` where a part begins that does not follow the part before it in time: its step
+    differs from the one just before it (or just after, for a one-frame part), read one atom each."""
     n, cuts = source.n_frames, []
     one = np.array([0], np.int64)
     for p in source.part_starts:
@@ -135,8 +114,7 @@ def feature_values(result) -> np.ndarray:
 
 
 def trajectories(features) -> Iterator[FeatureTrajectory]:
-    """The trajectories of ``features`` one at a time (the module's docstring lists what it may be), each
-    checked to have as many features as the first.
+    """The trajectories of ``features`` one at a time, each checked to have as many features as the first.
 
     Raises
     ------
@@ -203,12 +181,8 @@ def _lag(lagtime) -> int:
 
 
 def lagged_pairs(features, lagtime: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every pair ``(x_t, x_{t+lagtime})`` of ``features`` as deeptime's ``(X, Y)``: two (pairs, features)
-    arrays, row ``i`` of ``Y`` the frame ``lagtime`` after row ``i`` of ``X`` in the same trajectory and piece.
-
-    For a fit in memory: ``TICA(lagtime=τ).fit((X, Y))``. Memory: every pair twice; :func:`lagged_chunks`
-    (or :func:`~trajscale.ml.streaming.stream_fit`) keeps a chunk.
-    """
+    """Every pair ``(x_t, x_{t+lagtime})`` of ``features`` as deeptime's ``(X, Y)`` (pairs, features) arrays,
+    for ``TICA(lagtime=τ).fit((X, Y))``.  Memory: every pair twice; :func:`lagged_chunks` keeps a chunk."""
     lag = _lag(lagtime)
     xs, ys = [], []
     for traj in trajectories(features):
@@ -221,8 +195,7 @@ def lagged_pairs(features, lagtime: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _rebatched(parts: Iterable[tuple[np.ndarray, ...]], rows: int) -> Iterator[tuple[np.ndarray, ...]]:
-    """Row blocks of ``parts`` (tuples of arrays with equal row counts) regrouped in tuples of ``rows`` rows
-    (the last one shorter): memory is one block and what is held back."""
+    """Row blocks of ``parts`` (tuples of arrays with equal row counts) regrouped ``rows`` rows at a time."""
     if int(rows) < 1:
         raise ConfigError(f"chunk rows must be >= 1 (got {rows})")
     held: list[tuple[np.ndarray, ...]] = []
@@ -241,8 +214,7 @@ def _rebatched(parts: Iterable[tuple[np.ndarray, ...]], rows: int) -> Iterator[t
 
 
 def lagged_chunks(features, lagtime: int, rows: int = CHUNK_ROWS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The pairs of :func:`lagged_pairs` in ``(X, Y)`` chunks of ``rows`` pairs (the last one shorter), in
-    the same order: a chunk may hold pairs of several trajectories, and no pair spans two of them.
+    """The pairs of :func:`lagged_pairs` in ``(X, Y)`` chunks of ``rows`` pairs, in the same order.
     Memory: one trajectory's features and a chunk."""
     lag = _lag(lagtime)
 
@@ -265,10 +237,9 @@ def frame_chunks(features, rows: int = CHUNK_ROWS) -> Iterator[np.ndarray]:
 class FeatureStream:
     """An analysis's per-frame features over an ensemble, computed a few members at a time.
 
-    Iterating gives each finished member's ``(frames, features)`` array in the ensemble's order
-    (:meth:`trajectories` with names, labels and times); every pass runs the analysis again, on
-    ``members_per_run`` members at a time, so memory holds those members' features only. Members a pass
-    refuses are left out and listed in :attr:`refused` (member, reason).
+    Iterating gives each finished member's ``(frames, features)`` array in the ensemble's order; every pass
+    runs the analysis again, ``members_per_run`` members at a time.  Members a pass refuses are left out and
+    listed in :attr:`refused`.
 
     Parameters
     ----------

@@ -1,29 +1,17 @@
 """Time-lagged pairs as PyTorch datasets: for VAMPnets and other models of transitions.
 
 A sample is a pair ``(x_t, x_{t+τ})`` of one trajectory (:mod:`trajscale.ml.lagged`: never spanning two
-trajectories, two parts that do not follow each other, or a refused member), numbered trajectory after
-trajectory and piece after piece, so that consecutive samples are consecutive frames.
-:func:`~trajscale.ml.make_loader` (a :class:`~trajscale.ml.sampler.BlockBatchSampler` underneath) shuffles
-blocks of them, deterministically (``seed + epoch``, ``loader.sampler.set_epoch(epoch)``), and a batch is read
-as a few contiguous runs of frames.
-
-* :class:`LaggedDataset` serves features held in memory (arrays, an ensemble's per-frame result):
-  ``x`` and ``y`` are (batch, features).
-* :class:`LaggedEnsembleDataset` serves coordinates of an ensemble's members, read through
-  :class:`~trajscale.ml.ensemble.EnsembleDataset` (local or behind a URL, ``cache_dir=`` for a node-local
-  copy): a batch in order is read member by member, from a local mdCATH file the frames ``t`` straight into
-  ``x`` and ``t + τ`` into ``y`` (one compiled read each), elsewhere each run of both read once. ``x`` and
-  ``y`` hold the atoms of every sample one after another ((sum of atoms, 3), ``n_atoms`` per sample);
-  :meth:`~LaggedEnsembleDataset.pairs` gives them as deeptime's ``(X, Y)`` arrays.
-
-Each sample also carries its ``trajectory`` (the member's number in ``names``), ``name``, ``frame`` (``t``:
-the frame in the member, or for features the row in its trajectory's array),
-``time`` and ``time_lagged`` where known, and the member's labels (numbers as arrays, others as lists).
+trajectories or a gap), numbered so that consecutive samples are consecutive frames: a
+:class:`~trajscale.ml.sampler.BlockBatchSampler` batch is read as a few contiguous runs of frames.
+:class:`LaggedDataset` serves features held in memory (``x``, ``y``: (batch, features));
+:class:`LaggedEnsembleDataset` serves coordinates of an ensemble's members, packed as
+:class:`~trajscale.ml.ensemble.EnsembleDataset` packs them.  Each sample also carries its ``trajectory``,
+``name``, ``frame`` (``t``), ``time`` and ``time_lagged`` where known, and the member's labels.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -112,42 +100,28 @@ class LaggedEnsembleDataset(EnsembleDataset):
                          cache_dir=cache_dir, storage_options=storage_options, transform=transform)
         self.lagtime = _lag(lagtime)
         self.field = field
-        firsts, counts, owners = [], [], []
+        firsts, counts = [], []
         for i, m in enumerate(self.members):
             bounds = np.array([0, *m.breaks, m.n_frames], np.int64)
             a, b = bounds[:-1], bounds[1:] - self.lagtime
             keep = b > a
             firsts.append(a[keep] + self.starts[i])
             counts.append((b - a)[keep])
-            owners.append(np.full(int(keep.sum()), i, np.int64))
-        #: each piece's first frame (in the dataset's numbering of frames), its pairs and its member
+        #: each piece's first frame (in the dataset's numbering of frames) and its pairs
         self._piece_first = np.concatenate(firsts)
-        self._piece_member = np.concatenate(owners)
         self._piece_start = np.r_[0, np.cumsum(np.concatenate(counts))].astype(np.int64)
         self.n_pairs = int(self._piece_start[-1])
 
     def __len__(self) -> int:
         return self.n_pairs
 
-    def pair_frames(self, index) -> tuple[np.ndarray, np.ndarray]:
-        """(member, frame ``t`` within it) of each pair in ``index``."""
-        g = self._frames_of(_as_index(index, self.n_pairs))
-        member = np.searchsorted(self.starts, g, side="right") - 1
-        return member, g - self.starts[member]
-
     def _frames_of(self, idx: np.ndarray) -> np.ndarray:
         piece = np.searchsorted(self._piece_start, idx, side="right") - 1
         return self._piece_first[piece] + (idx - self._piece_start[piece])
 
     def read(self, index) -> dict:
-        """The pairs ``index`` (an int or a sequence), without the transform.
-
-        Pairs in increasing order (a :class:`~trajscale.ml.sampler.BlockBatchSampler` batch) are read per member
-        of the batch: from a file at hand whose Source reads many frames at once (a local mdCATH file), the
-        frames ``t`` straight into ``x``'s rows and the frames ``t + τ`` into ``y``'s, one compiled call each;
-        otherwise each contiguous run of the frames ``t`` and ``t + τ`` is read once (they overlap) and copied
-        to both. Any other order: the batch's frames ``t`` and ``t + τ`` read together, one read per
-        contiguous run of a member's frames, then put in the asked order."""
+        """The pairs ``index`` (an int or a sequence), without the transform: pairs in increasing order are
+        read straight into ``x`` and ``y`` (:meth:`_packed`), any other order read together, then reordered."""
         scalar = np.ndim(index) == 0
         idx = _as_index(index, self.n_pairs)
         g = self._frames_of(idx)
@@ -184,14 +158,8 @@ class LaggedEnsembleDataset(EnsembleDataset):
         n = len(batch["n_atoms"])
         return batch["x"].reshape(n, -1), batch["y"].reshape(n, -1)
 
-    def __getitems__(self, indices: Sequence[int]) -> list[dict]:
-        """torch's batched fetch: one packed read, handed out per sample."""
-        batch = self.read(indices)
-        per_atom = {"x", "y", "z"}
-        edges = np.r_[0, np.cumsum(batch["n_atoms"])]
-        items = [{k: (v[edges[i]:edges[i + 1]] if k in per_atom else v[i]) for k, v in batch.items()}
-                 for i in range(len(indices))]
-        return [self.transform(it) for it in items] if self.transform else items
+    def _per_atom_keys(self) -> set[str]:
+        return {"x", "y", "z"}
 
 
 class _Labelled:

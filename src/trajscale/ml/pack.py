@@ -1,9 +1,8 @@
 """Pack many small sample files (NPZ / .npy) into one HDF5 store.
 
-Devarajan, HUG 2024 (MuMMI): a loader over 600 NPZ files spent its run in NumPy's many
-small reads and metadata calls; the same samples packed into one HDF5 file
-read many times faster. The store holds one dataset per key, samples along axis 0,
-in input order, and an index of where each sample came from::
+Devarajan, HUG 2024 (MuMMI): a loader over 600 NPZ files spent its run in NumPy's many small reads and
+metadata calls; the same samples packed into one HDF5 file read many times faster.  The store holds one
+dataset per key, samples along axis 0, in input order, and an index of where each sample came from::
 
     /<key>            (n_samples, *sample_shape)   one per key, contiguous by default
     /index/file       (n_samples,) int32           position of the source file in /index/files
@@ -12,12 +11,9 @@ in input order, and an index of where each sample came from::
     /index/done       (n_files,) bool              files copied (for --resume)
     /index/stat       (n_files, 2) int64           their size and mtime (ns) when copied
 
-Only headers are read to plan the store, so mismatched shapes or dtypes are
-reported (naming the file and the key) before anything is written. The store
-is written under a fixed temporary name (``.NAME.partial`` beside the output)
-and renamed when every file is in and the counts check out; an interrupted pack
-leaves that file behind, and ``resume=True`` continues it after checking that
-it was planned from the same inputs.
+Only headers are read to plan the store, so mismatched shapes or dtypes are reported before anything is
+written.  The store is written under ``.NAME.partial`` and renamed when every file is in and the counts
+check out; ``resume=True`` continues an interrupted pack planned from the same inputs.
 """
 
 from __future__ import annotations
@@ -91,15 +87,10 @@ class PackSummary:
 
 # ---------------------------------------------------------------- reading inputs
 
-def _read_header(fh, version: tuple[int, int]):
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(fh)
-    return np.lib.format.read_array_header_2_0(fh)
-
-
 def _npy_header(fh) -> ArraySpec:
-    version = np.lib.format.read_magic(fh)
-    shape, fortran, dtype = _read_header(fh, version)
+    fmt = np.lib.format
+    read = fmt.read_array_header_1_0 if fmt.read_magic(fh) == (1, 0) else fmt.read_array_header_2_0
+    shape, _, dtype = read(fh)
     return ArraySpec(tuple(shape), np.dtype(dtype))
 
 
@@ -152,9 +143,8 @@ def plan_pack(samples: Iterable[str | os.PathLike], keys: Sequence[str] | None =
     Raises
     ------
     InputFileError
-        naming the file and the key, if a file lacks a key, a key's sample shape
-        or dtype differs from the first file's, or a file's keys disagree on
-        the number of samples.
+        Naming the file and the key, if a file lacks a key, a key's sample shape or dtype differs from the
+        first file's, or a file's keys disagree on the number of samples.
     """
     files = [str(s) for s in samples]
     if not files:
@@ -259,8 +249,7 @@ def _open_partial(path: Path, fingerprint: str) -> h5py.File:
 
 
 def _pick(executor: str, n_workers: int, plan: PackPlan, n_files: int) -> str:
-    """``executor``, or for ``auto`` its choice (:func:`~trajscale.executor_registry.choose`: the rule of
-    ``run``, ``convert`` and ``rechunk``) for copying the samples of ``n_files`` of the plan's files."""
+    """``executor``, or for ``auto`` its choice (``run``'s rule) for copying ``n_files`` of the plan's files."""
     from ..executor_registry import WorkSize, choose, executor_traits, home_names
 
     allowed = home_names()
@@ -278,9 +267,8 @@ def _pick(executor: str, n_workers: int, plan: PackPlan, n_files: int) -> str:
 
 
 def _read_all(plan: PackPlan, todo: list[int], executor: str, n_workers: int, options: dict, on_file) -> None:
-    """``on_file(file number, arrays)`` for each file of ``todo``, as the executor's task runner reads them
-    (the registry names it: the one runner of convert's and rechunk's tasks too); a pool holds at most 2
-    files per worker that are read and not yet written: memory is O(workers x file size), never O(files)."""
+    """``on_file(file number, arrays)`` for each file of ``todo``, as the executor's task runner reads them;
+    memory is O(workers x file size), never O(files)."""
     from ..executor_registry import executor_traits, load
 
     jobs = [(i, os.path.abspath(plan.files[i]), plan.keys) for i in todo]   # workers may run elsewhere (Dask)
@@ -305,8 +293,8 @@ def pack(samples: Iterable[str | os.PathLike], output: str | os.PathLike, keys: 
     keys
         Arrays to pack (default: every array of the first file).
     chunks
-        ``"contiguous"`` (default: the seed found explicit chunking 1.8x
-        slower for large reads), ``"auto"`` (~4 MiB chunks) or samples per chunk.
+        ``"contiguous"`` (default: explicit chunking was 1.8x slower for large reads), ``"auto"`` (~4 MiB
+        chunks) or samples per chunk.
     compression
         ``None``, ``"gzip[:level]"`` or ``"lzf"`` (chunked).
     executor, n_workers

@@ -1,14 +1,10 @@
 """Shuffled batches that read as a few contiguous runs.
 
-A uniformly shuffled batch of 256 samples is 256 point reads. The
-:class:`BlockBatchSampler` shuffles the order of contiguous blocks of samples
-and cuts the result into batches: every sample still comes exactly once per
-epoch, a batch is read with at most ``batch_size / block + 1`` contiguous
-reads, and with ``block < batch_size`` (default ``batch_size // 4``) a batch
-mixes different blocks in every epoch. Inside a batch the indices come sorted:
-a batch's gradient does not depend on the order of its samples, and sorted
-indices read as slabs with no permuting copy (``shuffle_within=True`` shuffles
-them anyway).
+A uniformly shuffled batch of 256 samples is 256 point reads.  :class:`BlockBatchSampler` shuffles the
+order of contiguous blocks of samples and cuts the result into batches: every sample still comes once per
+epoch, a batch is at most ``batch_size / block + 1`` contiguous reads, and with ``block < batch_size`` a
+batch mixes different blocks every epoch.  Inside a batch the indices come sorted (a gradient does not
+depend on their order, and sorted indices read as slabs with no permuting copy).
 """
 
 from __future__ import annotations
@@ -32,15 +28,13 @@ class BlockBatchSampler:
     shuffle
         Shuffle block order and samples inside each batch (else in order).
     block
-        Contiguous samples that stay together (default ``batch_size // 4``;
-        ``batch_size`` makes each batch one contiguous run, the same samples
-        every epoch).
+        Contiguous samples that stay together (default ``batch_size // 4``; ``batch_size`` makes each batch
+        one contiguous run, the same samples every epoch).
     seed
         Base seed; epoch ``e`` uses ``seed + e`` (:meth:`set_epoch`), the same on every rank.
     drop_last
-        Drop the last incomplete batch; with several ranks, also drop the
-        batches that do not divide evenly (else they are padded from the start
-        of the epoch, so every rank runs the same number of steps).
+        Drop the last incomplete batch; with several ranks, also the batches that do not divide evenly (else
+        they are padded from the start of the epoch, so every rank runs the same number of steps).
     rank, world_size
         This process's shard: batch ``i`` goes to rank ``i % world_size``.
     shuffle_within

@@ -1,12 +1,9 @@
 """deeptime's estimators fed chunk by chunk: TICA, VAMP, covariances and mini-batch k-means in bounded memory.
 
-deeptime's estimators of covariances (``TICA``, ``VAMP``, ``Covariance``, ``KoopmanWeightingEstimator``)
-and ``MiniBatchKMeans`` learn by ``partial_fit``, one chunk of data at a time; what they keep between chunks
-is a few moments (means and covariances, merged by Chan's formulas) or the cluster centres.
-:func:`stream_fit` writes the loop: it hands an estimator ``(X, Y)`` chunks of time-lagged pairs
-(:func:`~trajscale.ml.lagged.lagged_chunks`: pairs never span two trajectories, a gap between parts, or a
-refused member) when it has a lag time, and chunks of frames otherwise, so that memory holds one
-trajectory's features and one chunk whatever the number of trajectories::
+deeptime's covariance estimators and ``MiniBatchKMeans`` learn by ``partial_fit``, keeping only moments
+(merged by Chan's formulas) or centres between chunks.  :func:`stream_fit` hands an estimator ``(X, Y)``
+chunks of time-lagged pairs (:func:`~trajscale.ml.lagged.lagged_chunks`) when it has a lag time, else
+chunks of frames, so memory holds one trajectory's features and one chunk::
 
     from deeptime.clustering import MiniBatchKMeans
     from deeptime.decomposition import TICA

@@ -1,16 +1,10 @@
 """I/O trace of a training loader: per worker opens, reads, bytes and seconds; waiting vs computing.
 
-Devarajan, HUG 2024 found its loader's problem with DFTracer: per-process I/O events, a
-summary (time in I/O vs compute, calls per function) and a Perfetto timeline.
-Here each process that reads (the main process or a DataLoader worker)
-appends one JSON line per open and per batch read to ``trace_dir/io-<pid>.jsonl``
-(one small write per batch; nothing is buffered, so a worker that is killed
-loses nothing), and :class:`LoopTimer` records, in the training process, the
-time spent waiting for each batch and the time between batches (compute).
-:func:`load_report` turns the folder into a :class:`~trajscale.report.timing.RunReport`
-(one task per batch read, ``t_init_traj`` = open, ``t_io`` = read), so
-:func:`~trajscale.report.trace.write_trace` draws the Chrome/Perfetto trace
-and the report's tables summarise it, as for an analysis run.
+Devarajan, HUG 2024 found its loader's problem with DFTracer's per-process I/O events.  Here each process
+that reads appends one JSON line per open and per batch read to ``trace_dir/io-<pid>.jsonl`` (unbuffered:
+a killed worker loses nothing), and :class:`LoopTimer` records, in the training process, the time waiting
+for each batch and the time between.  :func:`load_report` turns the folder into a
+:class:`~trajscale.report.timing.RunReport`, drawn and summarised as an analysis run's.
 """
 
 from __future__ import annotations
@@ -131,12 +125,8 @@ def _read_events(trace_dir: Path) -> list[dict]:
 
 
 def load_report(trace_dir: str | os.PathLike, label: str = "loader"):
-    """The trace folder as a RunReport: one worker per reading process plus the training loop.
-
-    Reading processes get one task per batch read (``t_io``) and one per open
-    (``t_init_traj``); the training loop gets one task per batch with
-    ``t_wait`` (waiting for data) and ``t_compute`` (the step).
-    """
+    """The trace folder as a RunReport: one worker per reading process (a task per batch read, ``t_io``, and
+    per open, ``t_init_traj``) plus the training loop (a task per batch: ``t_wait``, ``t_compute``)."""
     from ..facts import LayoutFacts
     from ..report.summary import Report
     from ..report.timing import TaskTiming, summarize_workers

@@ -1,14 +1,9 @@
 """Checking and moving one domain-decomposed frame between ranks.
 
-Each rank holds the rows of a scattered subset of atoms (``ids``).  Before any
-byte is written the ranks agree that the ids of the frame cover every atom
-exactly once (two small collectives: the per-rank problems and counts, then an
-OR of one bit per atom); a frame that does not is described in detail - which
-ids are duplicated by which ranks, which are missing - and the same message is
-raised on every rank, so no rank is left waiting in a collective.
-
-Ids (int32) and rows (float32 ``[x, y, z, (vx, vy, vz), (fx, fy, fz)]``) travel as
-two messages; rows move as opaque records (``as_records``), one indexed copy each.
+Before any byte is written the ranks agree that the frame's ids cover every atom exactly once (two small
+collectives: the per-rank problems and counts, then an OR of one bit per atom); a frame that does not is
+described (which ids are duplicated by which ranks, which are missing) by the same message on every rank,
+so no rank is left waiting in a collective.  Rows move as opaque records (``as_records``), one indexed copy.
 """
 
 from __future__ import annotations
@@ -20,23 +15,8 @@ SHOW_IDS = 8
 
 
 class Frame:
-    """The rows one rank holds for one frame.
-
-    Parameters
-    ----------
-    ids
-        ``(k,)`` global atom indices in ``[0, n_atoms)``, any order.
-    arrays
-        ``(k, 3)`` arrays (positions, then velocities/forces as the file has them).
-
-    Attributes
-    ----------
-    ids
-        ``(k,)`` int32.
-    rows
-        ``(k, 3 * len(arrays))`` float32, C-contiguous (the positions themselves
-        when they are the only field and already float32).
-    """
+    """The rows one rank holds for one frame: ``ids`` (k,) int32 global atom indices, any order, and
+    ``rows`` (k, 3 * len(arrays)) float32, the ``(k, 3)`` ``arrays`` side by side (positions first)."""
 
     def __init__(self, ids: np.ndarray, arrays: list[np.ndarray]) -> None:
         self.ids = np.asarray(ids, dtype=np.int32)
@@ -51,10 +31,8 @@ class Frame:
 
 
 def as_records(rows: np.ndarray) -> np.ndarray:
-    """A ``(k, w)`` float32 array viewed as ``k`` opaque records: whole rows move in one indexed copy.
-
-    (NumPy's 2-d fancy indexing copies rows as sub-arrays, one by one.)
-    """
+    """A ``(k, w)`` float32 array viewed as ``k`` opaque records: whole rows move in one indexed copy (NumPy's
+    2-d fancy indexing copies rows one by one)."""
     return rows.view(np.dtype((np.void, rows.shape[1] * 4))).reshape(len(rows))
 
 
@@ -146,10 +124,7 @@ def bounds(n_atoms: int, size: int) -> np.ndarray:
 
 
 def exchange(comm, frame: Frame, n_atoms: int) -> tuple[int, np.ndarray]:
-    """Alltoallv so each rank holds the rows of its own id range, in id order.
-
-    Returns ``(lo, rows)``: ``rows[i]`` is atom ``lo + i``.
-    """
+    """Alltoallv so each rank holds the rows of its own id range: ``(lo, rows)``, ``rows[i]`` atom ``lo + i``."""
     from mpi4py import MPI
 
     size, rank = comm.Get_size(), comm.Get_rank()

@@ -1,12 +1,8 @@
 """Follow an H5MD file while a job writes it: report each new complete frame count.
 
-The count is the length of ``step`` (``h5md.schema.complete_frames``), which
-trajscale's writers grow only after a frame's data is flushed, so every frame
-counted is whole.  Each poll opens the file afresh (HDF5 caches metadata per
-open) without HDF5's file lock (the writer holds it); an open that catches the
-writer mid-flush fails and is retried at the next poll.  Rows the writer has
-reserved beyond the last complete frame are frames in flight, not the leftovers
-of an interrupted write: nothing advises ``repair`` here.
+The count is the length of ``step``, which trajscale's writers grow only after a frame's data is flushed.
+Each poll opens the file afresh (HDF5 caches metadata per open) without HDF5's file lock (the writer holds
+it); an open that catches the writer mid-flush is retried at the next poll.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Truncate an H5MD file left by an interrupted writer to its last complete frame.
 
-Every time-dependent element (a group with ``value`` and ``step``) keeps the rows
-that ``value``, ``step`` and ``time`` all hold: trajscale's writers grow ``step``
-then ``time`` only after a frame's data is flushed, so the rows past them are a
-partial or reserved frame, or a frame whose time never reached the file.  Chunked
-datasets are resized in place; a contiguous one cannot shrink, so the file is
-then copied with the rows dropped and the copy renamed over the original.
-
-A writer killed while HDF5 flushed (by another program, or by trajscale before it extended its files
-first) can leave the file shorter than its superblock records, which HDF5 refuses to open: the missing
-end is space allocated for rows never written, so the file is first extended to that size with zeros,
-as HDF5 would have done.
+Every time-dependent element keeps the rows ``value``, ``step`` and ``time`` all hold: trajscale's writers
+grow ``step`` then ``time`` only after a frame's data is flushed, so the rows past them are a partial
+frame.  Chunked datasets are resized in place; a contiguous one cannot shrink, so the file is copied.  A
+file left shorter than its superblock records (a writer killed while HDF5 flushed) is first extended to
+that size with zeros, as HDF5 would have done: the missing end is space for rows never written.
 """
 
 from __future__ import annotations
@@ -43,11 +37,8 @@ class RepairResult:
 
 
 def _excess(f: h5py.File) -> dict[str, int]:
-    """Dataset name -> the row count it should have, for every ``value``, ``step`` or ``time`` too long.
-
-    A frame is complete when ``value``, ``step`` and ``time`` all hold its row; a
-    shared (hard-linked) ``step`` or ``time`` is named once.
-    """
+    """Dataset name -> the row count it should have, for every ``value``, ``step`` or ``time`` too long (a
+    shared ``step`` or ``time`` named once)."""
     out: dict[str, int] = {}
     seen: set = set()
 

@@ -1,9 +1,8 @@
 """WriterSettings: how a ParallelWriter lays out, converts and commits its file.
 
-The settings are plain values that travel together from a caller (``convert``,
-the IMD receiver, a simulation's own loop) to :class:`~trajscale.ParallelWriter`:
-zarr's ``ArrayConfig`` is the model.  They are checked once, where they are made,
-so a writer never starts on a file it cannot finish.
+Plain values that travel together from a caller (``convert``, the IMD receiver, a simulation's loop) to
+:class:`~trajscale.ParallelWriter`, as zarr's ``ArrayConfig``; checked once, where they are made, so a
+writer never starts on a file it cannot finish.
 """
 
 from __future__ import annotations
@@ -22,11 +21,8 @@ STRATEGIES = ("gather", "independent", "collective")
 
 @dataclass(frozen=True, slots=True)
 class WriterSettings:
-    """The options of a :class:`~trajscale.ParallelWriter`, checked once.
-
-    ``ParallelWriter(path, n_atoms, strategy="gather", chunks=1)`` builds one
-    from its keyword options; ``ParallelWriter(path, n_atoms, settings=s)``
-    takes one made beforehand (keyword options then replace its fields).
+    """The options of a :class:`~trajscale.ParallelWriter`, checked once (its keyword options, or
+    ``settings=``, whose fields keyword options replace).
 
     Attributes
     ----------
@@ -34,19 +30,16 @@ class WriterSettings:
         Who writes which rows: ``"gather"``, ``"independent"`` or ``"collective"``
         (see :mod:`trajscale.pwrite.writer`).
     layout
-        A :class:`~trajscale.h5md.layout.Layout` for the per-atom datasets;
-        None to build one from ``chunks`` and ``compression``.
+        A :class:`~trajscale.h5md.layout.Layout` for the per-atom datasets; None: from ``chunks``, ``compression``.
     chunks, compression
-        The layout as ``trajscale convert`` takes it (``"auto"``, ``"frame"``,
-        ``"contiguous"`` or a frame count; ``None``, ``"gzip:4"``, ...).  Compressed
-        data is written collectively.
+        As ``trajscale convert`` takes them (``"auto"``, ``"frame"``, ``"contiguous"`` or a frame count;
+        ``None``, ``"gzip:4"``, ...).  Compressed data is written collectively.
     precision, encoding
-        Lossy positions (:mod:`trajscale.h5md.codecs`): the largest error in Å
-        (None: float32 as given) and how they are coded (``"floats"``, ``"deltas"``, ...).
+        Lossy positions (:mod:`trajscale.h5md.codecs`): the largest error in Å (None: float32 as given) and
+        how they are coded (``"floats"``, ``"deltas"``, ...).
     units
-        Units of the file: ``"mdanalysis"`` (Å, ps) or ``"gromacs"`` (nm, ps), or
-        a unit string per quantity.  Data is always given in trajscale's units
-        (Å, ps, Å/ps, kJ/(mol Å)) and converted.
+        Units of the file: ``"mdanalysis"`` (Å, ps), ``"gromacs"`` (nm, ps), or a unit string per quantity.
+        Data is always given in trajscale's units (Å, ps, Å/ps, kJ/(mol Å)) and converted.
     velocities, forces
         Whether frames carry velocities / forces.
     box
@@ -58,23 +51,18 @@ class WriterSettings:
     check
         Also refuse non-finite values.
     overwrite
-        Replace an existing file; without it an existing file is refused with
-        ``OutputError`` (naming it) before anything is written, and left as it was.
+        Replace an existing file; without it an existing file is refused with ``OutputError`` (naming it)
+        before anything is written, and left as it was.
     publish
-        Every commit is in the file for readers when the write returns: its data
-        flushed, then its step/time grown and flushed (two flushes per commit), so a
-        follower sees the frame at once and a producer killed afterwards (SIGKILL, a
-        crash) leaves it. False saves the second flush: the file then counts a frame
-        from the next commit's first flush (or the close) on, a frame behind.
+        Every commit is in the file for readers when the write returns: its data flushed, then its
+        step/time grown and flushed, so a follower sees the frame at once and a producer killed afterwards
+        leaves it.  False saves the second flush: the file counts a frame from the next commit on.
     durable
-        Every commit is also fsynced before the writer counts it (``os.fsync``;
-        under MPI-IO each flush already is an ``MPI_File_sync``): a power loss or a
-        node failure keeps what a progress record saved after a commit counts.
+        Every commit is also fsynced before the writer counts it (under MPI-IO each flush already is an
+        ``MPI_File_sync``): a power loss keeps what a progress record saved after a commit counts.
     resume_at
-        Continue a file a ParallelWriter wrote (an interrupted ``write_frames`` run
-        whose first ``resume_at`` frames a progress record counted) instead of
-        creating one: it is reopened under its name (on every rank under MPI-IO)
-        and the next frames follow.
+        Continue a file a ParallelWriter wrote (an interrupted ``write_frames`` run whose first
+        ``resume_at`` frames a progress record counted): reopened under its name, the next frames follow.
     """
 
     strategy: str = "collective"
@@ -105,10 +93,7 @@ class WriterSettings:
 
     @classmethod
     def of(cls, settings: WriterSettings | None = None, /, **options) -> WriterSettings:
-        """``settings`` (or the defaults) with ``options`` replacing its fields.
-
-        An option that is no field is refused with one ``ConfigError`` naming it.
-        """
+        """``settings`` (or the defaults) with ``options`` replacing its fields (an unknown one refused)."""
         unknown = sorted(set(options) - set(cls.names()))
         if unknown:
             raise ConfigError(f"ParallelWriter has no option {', '.join(map(repr, unknown))}: "

@@ -1,18 +1,15 @@
 """ParallelWriter: H5MD frames from domain-decomposed or frame-parallel producers.
 
-The file structure (H5MD 1.1, units, box, step/time) is ``h5md.writer.H5MDWriter``'s;
-this module decides who writes which rows:
+The file structure is ``h5md.writer.H5MDWriter``'s; this module decides who writes which rows:
 
 * ``gather``: every rank's rows go to rank 0 (``Gatherv``), which writes the frame.
-* ``independent``: each rank writes its own rows, sorted into runs of consecutive
-  ids, with independent MPI-IO (one HDF5 write of a union of hyperslabs).
-* ``collective``: two-phase I/O - an ``Alltoallv`` gives each rank a contiguous
-  range of global ids, then one collective MPI-IO write per frame.
+* ``independent``: each rank writes its own rows, sorted into runs of consecutive ids, with independent
+  MPI-IO (one HDF5 write of a union of hyperslabs).
+* ``collective``: two-phase I/O - an ``Alltoallv`` gives each rank a contiguous range of global ids, then
+  one collective MPI-IO write per frame.
 
-A frame counts only once every rank's rows are written and flushed (see
-``H5MDWriter.commit``), and by default the file counts it before ``write`` returns
-(``publish``): a follower sees it at once, and a producer killed afterwards leaves
-it.  The file lives under a temporary name until its first frame is complete.
+A frame counts only once every rank's rows are written and flushed, and by default the file counts it before
+``write`` returns (``publish``). The file lives under a temporary name until its first frame is complete.
 """
 
 from __future__ import annotations
@@ -67,46 +64,12 @@ class ParallelWriter:
         The first frame's positions, for delta-coded positions written by several
         ranks (each encodes its own frames against it).
     settings
-        A :class:`~trajscale.pwrite.WriterSettings`; the keyword options below
-        replace its fields (or the defaults' without it).
-
-    Other Parameters
-    ----------------
-    strategy
-        ``"gather"``, ``"independent"`` or ``"collective"`` (default; see the module docstring).
-    layout, chunks, compression
-        Layout of the per-atom datasets: a ``Layout``, or ``chunks`` (``"auto"``,
-        ``"frame"``, ``"contiguous"`` or a frame count) and ``compression`` (``None``,
-        ``"gzip:4"``, ...).  Compressed data is written collectively.
-    precision, encoding
-        Lossy positions: the largest error in Å and how they are coded.
-    units
-        ``"mdanalysis"`` (Å, ps; default), ``"gromacs"`` (nm, ps) or a unit per
-        quantity; data is given in trajscale's units and converted.
-    velocities, forces
-        Whether frames carry velocities / forces (default: neither).
-    box
-        ``"triclinic"`` (default), ``"cuboid"`` or None.
-    group
-        Particle group name (default ``"all"``).
-    n_frames
-        Total frames if known: the datasets are sized once.
-    check
-        Also refuse non-finite values.
-    overwrite
-        Replace an existing file; without it an existing ``path`` is refused with
-        ``OutputError`` (naming it) before anything is written, and left as it was.
-    publish
-        Every frame ``write()`` has returned is in the file for readers (a follower sees it; a producer
-        killed now leaves it); default True. False saves one flush per frame: a frame then shows at the
-        next write's flush or the close.
-    durable
-        Every commit is also fsynced before :attr:`n_frames` counts it (a power loss keeps it).
-    resume_at
-        Continue a file this class wrote, its first ``resume_at`` frames counted.
-
-    Each is a field of :class:`~trajscale.pwrite.WriterSettings`, documented
-    there; any other name is refused with one ``ConfigError`` naming it.
+        A :class:`~trajscale.pwrite.WriterSettings`; the keyword options replace its fields (or the
+        defaults' without it).
+    **options
+        Fields of :class:`~trajscale.pwrite.WriterSettings` (``strategy``, ``chunks``, ``compression``,
+        ``precision``, ``units``, ``velocities``, ``overwrite``, ``publish``, ...), documented there; any
+        other name is refused with one ``ConfigError`` naming it.
     """
 
     def __init__(self, path: str | os.PathLike, n_atoms: int, *, comm=None, topology=None,
@@ -157,8 +120,7 @@ class ParallelWriter:
                               "use strategy 'collective' or 'gather', or no compression")
 
     def _create(self, topology, reference: np.ndarray | None) -> None:
-        """Create the file under a temporary name: rank 0 checks ``path`` and reads the topology's atoms (and,
-        when it alone holds the file, creates it); whatever fails there fails every rank, said once by rank 0
+        """Create the file under a temporary name; rank 0's checks fail every rank together
         (:func:`~trajscale.sharing.share_on_comm`), so no rank waits for a broadcast that never comes."""
         s = self.settings
 
@@ -211,11 +173,7 @@ class ParallelWriter:
 
     @property
     def n_frames(self) -> int:
-        """Frames complete (every rank's rows written and flushed).
-
-        With ``publish`` (the default) the file counts them too when the write returns;
-        without, its step/time show the last of them from the next frame's flush (or the close) on.
-        """
+        """Frames complete (every rank's rows written and flushed; the file counts them too with ``publish``)."""
         return self._ncommitted
 
     def write(self, *, step: int, time: float, ids, positions, box=None, velocities=None,
@@ -276,16 +234,9 @@ class ParallelWriter:
                      forces=None) -> None:
         """Write this rank's frames ``[start, start + len(positions))`` (collective).
 
-        Every rank calls it together, each with its own frames (possibly none);
-        the frames of all ranks must not overlap each other or frames already
-        written.  Frames count once every frame before them is written.  Under
-        MPI-IO each rank writes its own frames (collectively with the
-        ``collective`` strategy or compression); without it rank 0 writes every
-        rank's frames in turn.
-
-        The steps, in the order every rank takes them: check (and encode) this
-        rank's frames, agree on every rank's slab, write the slabs, then commit
-        the prefix of frames now complete.
+        Every rank calls it together, each with its own frames (possibly none), which must not overlap
+        another rank's or frames already written.  Frames count once every frame before them is written.
+        Under MPI-IO each rank writes its own frames; without it rank 0 writes every rank's in turn.
         """
         positions = np.asarray(positions, dtype=np.float32)
         k = len(positions)
@@ -409,11 +360,8 @@ class ParallelWriter:
     # -- internals --------------------------------------------------------------------------------
 
     def _hints(self):
-        """MPI-IO hints: independent writes of scattered runs skip ROMIO's data sieving.
-
-        With sieving, each noncontiguous write reads, patches and rewrites the
-        whole span under a file lock; without, ROMIO writes the runs themselves.
-        """
+        """MPI-IO hints: independent writes of scattered runs skip ROMIO's data sieving (which reads, patches
+        and rewrites the whole span under a file lock)."""
         if not (self.mpio and self.strategy == "independent"):
             return None
         from mpi4py import MPI
@@ -479,12 +427,8 @@ class ParallelWriter:
     def _write_runs(self, frame: int, sorted_ids: np.ndarray, rows: np.ndarray) -> None:
         """Independent: this rank's rows, one HDF5 write per batch of id runs.
 
-        A write's selection is a union of hyperslabs, one per run of
-        consecutive ids.  HDF5 merges each new block into the union, which
-        costs time quadratic in the blocks, so runs go in batches; a point
-        selection instead is linear serially, but under MPI-IO it makes one MPI
-        datatype block per value.  docs/benchmarks.md (the parallel writer)
-        has the measurements.
+        HDF5 merges each hyperslab into a selection's union in time quadratic in the blocks, so runs go in
+        batches; a point selection makes one MPI datatype block per value.  docs/benchmarks.md measures it.
         """
         starts, lengths = ex.runs(sorted_ids)
         offsets = np.concatenate([[0], np.cumsum(lengths)])

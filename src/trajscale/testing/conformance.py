@@ -15,8 +15,7 @@ Subclass :class:`SourceConformance` in a test module and give it two fixtures:
 ...     def universe(self, my_file):
 ...         return mda.Universe(TOP, my_file)
 
-Every test compares with MDAnalysis's own reader (positions, velocities,
-forces, box, time), never with another trajscale Source.
+Every test compares with MDAnalysis's own reader, never with another trajscale Source.
 """
 
 from __future__ import annotations

@@ -11,14 +11,10 @@ Subclass :class:`ExecutorConformance` in a test module and give it one class met
 ...     def new_executor(cls):
 ...         return MyExecutor(n_workers=2)
 
-Each test runs real analyses on AdK in vacuum (MDAnalysisTests' PSF/DCD, 98 frames, 3341 atoms)
-converted to H5MD, and checks the executor against the serial executor bit for bit and against
-MDAnalysis's own RMSD: the same bits as serial; an error on one worker ends the run with its
-message; Ctrl-C ends the run and leaves no process behind; an empty task list; a job that pickle
-cannot take (refused in one line by executors that send it to other processes, run by the others);
-the run report's fields filled.  An executor whose workers are an MPI launcher's ranks runs the
-suite under ``mpiexec -n 2 python -m pytest``: the tests that would abort the job (an error,
-Ctrl-C) are skipped there and belong to a test that starts ``mpiexec`` itself.
+Each test runs real analyses on AdK in vacuum (MDAnalysisTests' PSF/DCD) converted to H5MD, checked
+against the serial executor bit for bit and against MDAnalysis's own RMSD.  An executor whose workers are
+an MPI launcher's ranks runs the suite under ``mpiexec -n 2 python -m pytest``: the tests that would abort
+the job (an error, Ctrl-C) are skipped there and belong to a test that starts ``mpiexec`` itself.
 """
 
 from __future__ import annotations
@@ -81,12 +77,6 @@ def descendants(pid: int | None = None) -> set[int]:
         frontier = {p for p, pp in parents.items() if pp in frontier} - out
         out |= frontier
     return out
-
-
-def _rank0_path(executor, make) -> str:
-    """``make()`` on the root only, its path shared with every process of an SPMD executor."""
-    path = make() if executor.is_root else None
-    return executor.broadcast(path) if executor.spmd else path
 
 
 def _far_atom_copy(src: str, dst: Path) -> str:
@@ -168,7 +158,8 @@ class ExecutorConformance:
             _far_atom_copy(str(out), folder / "far.h5md")
             return str(out)
 
-        path = _rank0_path(executor, make)
+        path = make() if executor.is_root else None   # (made on the root, shared with every SPMD process)
+        path = executor.broadcast(path) if executor.spmd else path
         return PSF, path, str(Path(path).with_name("far.h5md"))
 
     @pytest.fixture(scope="class")

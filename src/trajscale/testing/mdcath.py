@@ -1,15 +1,11 @@
 """Small files in mdCATH's layout, written with h5py as mdCATH's builder writes them, for tests and examples.
 
-The layout (compsciencelab/mdCATH, ``builder/molAnalyzer.py``): the root holds one group ``/{domain}``
-with ``chain``, ``element``, ``resid``, ``resname``, ``z`` and the texts ``pdb``, ``psf`` and
-``pdbProteinAtoms`` (the PDB's ``ATOM`` and ``MODEL`` lines); each ``/{domain}/{temperature}/{replica}``
-holds ``coords`` and ``forces`` (frames x atoms x 3 float32, contiguous, ``unit`` Angstrom and
-kcal/mol/Angstrom), ``box`` (a diagonal 3x3 matrix, ``unit`` nm), ``rmsd``, ``rmsf``,
-``gyrationRadius``, ``dssp`` and the attribute ``numFrames``.
+The layout (compsciencelab/mdCATH, ``builder/molAnalyzer.py``): the root holds one group ``/{domain}`` with
+``chain``, ``element``, ``resid``, ``resname``, ``z`` and the texts ``pdb``, ``psf`` and ``pdbProteinAtoms`` (the
+PDB's ``ATOM`` and ``MODEL`` lines); each ``/{domain}/{temperature}/{replica}`` holds ``coords`` and ``forces``
+(frames x atoms x 3 float32, contiguous, ``unit`` Angstrom and kcal/mol/Angstrom), ``box`` (a diagonal 3x3 matrix,
+``unit`` nm), ``rmsd``, ``rmsf``, ``gyrationRadius``, ``dssp`` and the attribute ``numFrames``.
 
-:func:`write_mdcath` writes one such file from arrays; :func:`from_universe` makes one from an
-MDAnalysis Universe's frames (a protein of MDAnalysisTests, say), each member a different stretch of
-them, slightly moved, so members differ.
 """
 
 from __future__ import annotations
@@ -29,12 +25,8 @@ def write_mdcath(path: str | os.PathLike, domain: str, pdb_text: str, coords: Ma
                  forces: Mapping[tuple[str, str], np.ndarray] | None = None,
                  atoms: Mapping[str, np.ndarray] | None = None,
                  box_nm: Sequence[float] | None = (10.0, 10.0, 10.0)) -> str:
-    """Write an mdCATH-shaped file: ``coords[(temperature, replica)]`` (F, N, 3) in Å per member.
-
-    ``forces`` (kcal/mol/Å; default: none written), ``atoms`` (``chain``, ``element``, ``resid``,
-    ``resname``, ``z`` arrays of N atoms) and ``box_nm`` (the box edges, nm; None: no box) as the builder
-    writes them.
-    """
+    """Write an mdCATH-shaped file: ``coords[(temperature, replica)]`` (F, N, 3) in Å per member, ``forces``
+    (kcal/mol/Å; default: none), ``atoms`` (arrays of N atoms) and ``box_nm`` (edges, nm; None: no box)."""
     path = str(path)
     with h5py.File(path, "w") as f:
         g = f.create_group(domain)
