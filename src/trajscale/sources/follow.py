@@ -1,29 +1,21 @@
 """Trajectories still being written: how many of their frames are complete now, and whether they will grow.
 
-A follower (``trajscale run --follow``) takes a :class:`Snapshot` of the
-trajectory at every poll: a Source opened on the frames that are whole at that
-instant, and whether the writer has said the file is finished.
+A follower (``trajscale run --follow``) takes a :class:`Snapshot` at every poll: a Source opened on the frames
+whole at that instant, and whether the writer has said the file is finished.
 
-* H5MD: the length of ``step``, the file opened afresh at each poll without
-  HDF5's file lock, which the writer holds (:mod:`trajscale.h5md.follow`); a
-  writer that closes normally marks the file complete, a killed one never does.
-* XTC/TRR: the frames whose every byte is in the file (:mod:`trajscale.xdr.follow`:
-  the compiled header scan in its mode for growing files, which ends at the frame
-  being appended, whatever byte the writer has reached in it). These formats
-  have no end marker: a file ``TRAJ.done`` beside the trajectory says it.
+* H5MD: the length of ``step``, the file opened afresh at each poll without HDF5's file lock, which the writer
+  holds (:mod:`trajscale.h5md.follow`); a writer that closes normally marks the file complete.
+* XTC/TRR: the frames whose every byte is in the file (:mod:`trajscale.xdr.follow`). These formats have no end
+  marker: a file ``TRAJ.done`` beside the trajectory says it.
 * A segment index: the parts it lists now; ``INDEX.done`` ends it.
 
-An open that catches the writer mid-flush fails and counts as "no news" until
-the next poll.
+An open that catches the writer mid-flush fails and counts as "no news" until the next poll.
 
-A followed trajectory is one trajectory: :class:`Watch` remembers the file (its
-inode and size, the parts of an index) and its frame 0 as first read, and each
-later snapshot is checked against them, so that a file replaced under the same
-name (``gmx mdrun`` backs up ``traj.xtc`` to ``#traj.xtc.1#`` and starts a new
-one), a file that shrinks, or a part of an index that changes after it was read,
-ends the run (:attr:`~trajscale.endings.Ending.REPLACED`) instead of joining two
-runs' frames. Damage in an XTC/TRR (bytes no writer writes) ends it too
-(:attr:`~trajscale.endings.Ending.DAMAGED`), after the whole frames before it.
+:class:`Watch` remembers the file (inode and size, an index's parts) and its frame 0 as first read, and checks
+each later snapshot against them, so a file replaced under the same name (``gmx mdrun`` backs up ``traj.xtc``
+and starts a new one), one that shrinks, or a changed part ends the run
+(:attr:`~trajscale.endings.Ending.REPLACED`) instead of joining two runs' frames. Damage in an XTC/TRR ends it
+too (:attr:`~trajscale.endings.Ending.DAMAGED`), after the whole frames before it.
 """
 
 from __future__ import annotations
@@ -60,8 +52,7 @@ class Snapshot:
     finished: bool
     #: Bytes after the last whole frame of a finished XTC/TRR (its writer stopped inside a frame).
     torn_bytes: int = 0
-    #: Bytes after the last whole frame of an XTC/TRR, finished or not (a frame in progress, or what a
-    #: writer that died mid-frame left): an idle end says them.
+    #: Bytes after the last whole frame of an XTC/TRR, finished or not: an idle end says them.
     trailing_bytes: int = 0
     #: One line naming the damage met after the ``n_frames`` whole frames, or None.
     damage: str | None = None
@@ -76,8 +67,7 @@ class Snapshot:
 
 
 def follow_match(path: str):
-    """The format registry's Source for ``path`` (:func:`.registry.guess`; by its name before it has any
-    bytes), when that Source can follow a file being written.
+    """The registry's Source for ``path`` (by its name before it has any bytes), if it can follow a growing file.
 
     Raises
     ------
@@ -102,8 +92,7 @@ def follow_match(path: str):
 
 
 def followable(path: str) -> str:
-    """How ``path`` is followed: the kind of the Source that reads it (``"segments"``, ``"h5md"``,
-    ``"xdr"``), from the file's bytes or, before it exists, its name.
+    """How ``path`` is followed: the kind of the Source that reads it (``"segments"``, ``"h5md"``, ``"xdr"``).
 
     Raises
     ------
@@ -183,9 +172,8 @@ def _first_frame_digest(source: Source) -> str:
 
 
 class Watch:
-    """One followed trajectory, from look to look: the file (or an index's parts) and its frame 0 as first
-    read; :meth:`check` ends the run (:class:`~trajscale.endings.FollowEnded`) when a later look finds
-    another trajectory under the same name."""
+    """One followed trajectory, from look to look: :meth:`check` ends the run
+    (:class:`~trajscale.endings.FollowEnded`) when a later look finds another trajectory under the same name."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -261,9 +249,8 @@ def idle_detail(idle: float, frames: int, trailing: int) -> str:
 
 def frame_counts(path: str, *, idle: float, poll: float = 0.5, group: str | None = None,
                  assume_units: str | None = None) -> Iterator[tuple[int, tuple[Ending, str] | None]]:
-    """The whole frames of a trajectory being written, as they grow: ``(frames, None)`` each time the
-    count grows, then ``(frames, (ending, detail))`` once it ends (marked complete, damaged, replaced, or
-    ``idle`` s without a new frame), as a followed run ends.
+    """``(frames, None)`` each time a growing trajectory's whole frames grow, then ``(frames, (ending, detail))``
+    once it ends (complete, damaged, replaced, or ``idle`` s without a new frame).
 
     Raises
     ------

@@ -19,9 +19,8 @@ def is_local(location: str | os.PathLike | Location | None) -> bool:
 
 
 def locate(trajectory: str | os.PathLike | Location) -> str:
-    """``trajectory`` as every process opens it (:meth:`Location.absolute`): a URL as given (``s3://``,
-    ``http(s)://``: never a path, so nothing joins it to a folder), a local path absolute (workers and
-    ranks in another directory open the same file)."""
+    """``trajectory`` as every process opens it (:meth:`Location.absolute`): a URL as given, a local path
+    absolute."""
     return Location.of(trajectory).absolute().where
 
 

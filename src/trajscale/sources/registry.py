@@ -1,30 +1,20 @@
 """Which Source reads a file: one table of formats, each told by the file's own bytes.
 
-Every caller that opens a trajectory (``open_source``, a segment index's parts,
-``run --follow``, ``convert``, ``inspect``) asks this module, so a format is
-read by the same Source everywhere. A Source declares the formats it reads, how
-to recognise them (:meth:`~.base.Source.guess_format`, from the first bytes:
-HDF5's signature, XTC/TRR magic numbers, a DCD header, a segment index's
-marker) and what it can do with them (parts, following, slab reads, MPI-IO) as
-class attributes; the registry never probes a Source (xarray's backend
-entrypoints and ``guess_engine`` are the model).
-
-Each format declares its traits in one record (:class:`~trajscale.formats.FormatTraits`: its Source, formats, name
-endings, first bytes and precedence, and what the rest of trajscale asks of it: whether its files hold atoms,
-how one file expands into members, what a worker imports to read it from a URL, its cut-short-frame policy);
+Every caller that opens a trajectory (``open_source``, a segment index's parts, ``run --follow``, ``convert``,
+``inspect``) asks this module, so a format is read by the same Source everywhere. A Source declares as class
+attributes the formats it reads, how to recognise them (:meth:`~.base.Source.guess_format`, from the first
+bytes) and what it can do with them; the registry never probes a Source (xarray's backend entrypoints and
+``guess_engine`` are the model). Each format's traits are one record (:class:`~trajscale.formats.FormatTraits`);
 this module reads those records, and nothing else names a format.
 
-A file is matched in three passes: the bytes, asked of every Source in
-precedence order whose files may begin as this one does (its traits' ``begins``: a
-Source the file cannot be is not even imported); then the file's name ending
-(:attr:`~.base.Source.suffixes`), so an empty or damaged ``.xtc`` gets the XTC
-reader's own error; then, for
-formats no Source names, MDAnalysis's table of formats by extension. A file no
-pass matches is refused in one line listing what is supported.
+A file is matched in three passes: the bytes, asked in precedence order of every Source whose files may begin
+as this one does (a Source the file cannot be is not even imported); then the name ending
+(:attr:`~.base.Source.suffixes`), so an empty or damaged ``.xtc`` gets the XTC reader's own error; then, for
+formats no Source names, MDAnalysis's table by extension. A file no pass matches is refused in one line
+listing what is supported.
 
-Third parties add a Source through the entry point group ``trajscale.sources``
-(name: the Source's ``kind``; value: ``module:Class``); their Sources are asked
-after trajscale's own, before MDAnalysis's extension table.
+Third parties add a Source through the entry point group ``trajscale.sources`` (name: the Source's ``kind``;
+value: ``module:Class``), asked after trajscale's own, before MDAnalysis's extension table.
 """
 
 from __future__ import annotations
@@ -119,10 +109,8 @@ def source_class(kind: str) -> type[Source]:
 
 
 def _in_match_order(may: Callable[[FormatTraits], bool] | None = None) -> Iterator[type[Source]]:
-    """Every Source that opens files, in the order files are matched: trajscale's own by precedence, the
-    plugins', MDAnalysis's one-file reader last. Each module is imported when it is reached (and the installed
-    packages are scanned for plugins only then), so a file matched early imports no other reader;
-    ``may(traits)`` false for one of trajscale's own passes it by without importing it."""
+    """Every Source that opens files, in match order: trajscale's own by precedence, the plugins', MDAnalysis's
+    last. Each is imported when reached (plugins scanned only then); ``may(traits)`` false skips one unimported."""
     *own, last = own_traits()
     for traits in own:
         if may is None or may(traits):
@@ -158,8 +146,7 @@ def _by_bytes(path: str, head: bytes, store: ByteStore | None = None) -> Match |
     def may(traits: FormatTraits) -> bool:
         return traits.may_begin(head, suffix)
 
-    # a path whose bytes cannot be read here (a member of a file, ``file.h5#348/0``; a missing file) is
-    # asked of every Source
+    # a path whose bytes cannot be read here (``file.h5#348/0``; a missing file) is asked of every Source
     for cls in _in_match_order(may if head else None):
         fmt = cls.guess_format(path, store) if traits_of(cls.kind) is not None else cls.guess_format(path)
         if fmt is not None:
@@ -233,9 +220,8 @@ def _match(path: str, store: ByteStore | None) -> Match:
 
 
 def _store_of(path: str) -> ByteStore | None:
-    """The store of ``path``'s bytes (an object's: its first request, which says a missing, denied or
-    unreachable one in one line and is shared with the Source that opens it next); None for a local path
-    with no file's bytes of its own (a folder, a member of a file, a missing file: :func:`guess` says which)."""
+    """The store of ``path``'s bytes (shared with the Source that opens it next); None for a local path with no
+    bytes of its own (a folder, a member of a file, a missing file: :func:`guess` says which)."""
     try:
         return open_bytes(path)
     except (NoFile, OSError):
@@ -300,9 +286,8 @@ def decoding_of(name: str) -> str | None:
 
 
 def open_file(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source:
-    """Open one file with the Source the registry picks (``request.format``, else :func:`guess`), reading
-    through ``request.store`` where the caller opened the file's bytes already (else opened here, once: the
-    store that tells the format is the one the Source reads)."""
+    """Open one file with the Source the registry picks (``request.format``, else :func:`guess`); the store that
+    tells the format (``request.store``, else opened here) is the one the Source reads."""
     return _open(str(path), request, True)
 
 
@@ -321,9 +306,8 @@ def _open(path: str, request: OpenRequest, checked: bool) -> Source:
 
 
 def _told(path: str, request: OpenRequest, checked: bool) -> tuple[Match, ByteStore | None]:
-    """The Source that reads ``path`` and its format (``request.format``, else told from the file's bytes),
-    and the store they were told from (``request.store`` where the caller opened one): kept open for a Source
-    that reads through it (:attr:`~.base.Source.reads_given_store`), closed for the others and on a refusal."""
+    """The Source and format of ``path``, and the store they were told from: kept open for a Source that
+    :attr:`~.base.Source.reads_given_store`, closed for the others and on a refusal."""
     store = request.store
     try:
         if request.format:
@@ -362,11 +346,8 @@ def _refused_options(cls: type[Source], request: OpenRequest) -> str | None:
 
 
 def part_record(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> dict:
-    """``{"path", "format", "n_frames", "n_atoms", "offsets", "damaged"}`` of one file as a part of a chain.
-
-    The file is opened once by its Source; ``offsets`` are the frame offsets a
-    Source that :attr:`~.base.Source.ships_offsets` scanned (None for the others).
-    """
+    """``{"path", "format", "n_frames", "n_atoms", "offsets", "damaged"}`` of one file as a part of a chain
+    (``offsets``: what a Source that :attr:`~.base.Source.ships_offsets` scanned; else None)."""
     path = str(path)
     match, store = _told(path, request, False)
     try:
