@@ -1,13 +1,9 @@
 """mdCATH's file layout: what a file holds, checked field by field, and where each member's data lie.
 
-:func:`describe` checks one member of an open file (shapes, the frame count against ``numFrames``,
-dtypes, units, storage, that the data lie inside the file) and gives its :class:`MemberLayout`: what
+:func:`describe` checks one member of an open file and gives its :class:`MemberLayout`, what
 :class:`~.mdcath.MDCATHSource` reads by. :func:`members` lists a file's members with their labels,
-:func:`pdb_text` and :func:`universe` give its topology.
-
-Every file is read through its byte store (:func:`~trajscale.storage.opener.open_bytes`), and HDF5's view
-of it is the one :mod:`trajscale.hdf5.files` opens for any store; whether a file is mdCATH's is told from
-its first bytes where they hold the root's groups (:func:`looks_like`).
+:func:`pdb_text` and :func:`universe` give its topology. HDF5's view of a file is the one
+:mod:`trajscale.hdf5.files` opens for any store.
 """
 
 from __future__ import annotations
@@ -16,6 +12,7 @@ import io
 import logging
 import os
 from collections import OrderedDict
+from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -71,9 +68,8 @@ class FieldAt:
 class MemberLayout:
     """One member as checked by the process that opened it first: what a worker reads it by.
 
-    ``identity`` is its byte store's (:attr:`~trajscale.storage.bytestore.ByteStore.identity`: a local file's
-    path, device, inode, size and modification time, an object's URL, ETag and size); ``box`` is the
-    member's one box as MDAnalysis dimensions (Å, degrees), None without one.
+    ``identity`` is its byte store's; ``box`` is the member's one box as MDAnalysis dimensions (Å, degrees),
+    None without one.
     """
 
     domain: str
@@ -163,9 +159,8 @@ def member_labels(domain: str, key: str) -> dict:
 
 
 class _Stored:
-    """A dataset as HDF5's low-level handle tells it: the few properties describing a member reads. h5py's
-    ``Dataset`` object costs about 0.1 ms to make, the most of describing a member, times the members of
-    thousands of files."""
+    """A dataset as HDF5's low-level handle tells it (an h5py ``Dataset`` costs ~0.1 ms to make, the most of
+    describing a member, times thousands of files)."""
 
     def __init__(self, dsid: h5py.h5d.DatasetID) -> None:
         import h5py
@@ -368,10 +363,8 @@ def looks_like(store: ByteStore) -> bool:
 
 
 class hdf5_of:
-    """``with hdf5_of(store, prepares) as f``: HDF5's view of the file in ``store``
-    (:func:`~trajscale.hdf5.files.file_of`), the store left open (``prepares``: this process describes the file,
-    and the metadata it reads of an object is kept for the next run on it; else a worker's, which fetches what it
-    reads)."""
+    """``with hdf5_of(store, prepares) as f``: HDF5's view of the file in ``store``, the store left open
+    (``prepares``: the metadata read of an object is kept for the next run on it)."""
 
     def __init__(self, store: ByteStore, prepares: bool = True) -> None:
         from ..hdf5.files import FileRequest, file_of
@@ -397,22 +390,9 @@ def members(location: str, storage_options: dict | None = None) -> list[tuple[st
     """``[(member key, labels), ...]`` of an mdCATH file (local or a URL), in temperature and replica order;
     labels are ``{"domain", "temperature", "replica"}``."""
     path, _ = split_member(location)
-    with _opened(path, storage_options) as store, hdf5_of(store) as f:
+    with closing(open_bytes(path, storage_options)) as store, hdf5_of(store) as f:
         domain, group = domain_group(f, path)
         return [(k, member_labels(domain, k)) for k in member_keys(group)]
-
-
-class _opened:
-    """``with _opened(path, options) as store``: the location's byte store, closed after."""
-
-    def __init__(self, path: str, storage_options: dict | None) -> None:
-        self.store = open_bytes(path, storage_options)
-
-    def __enter__(self) -> ByteStore:
-        return self.store
-
-    def __exit__(self, *exc) -> None:
-        self.store.close()
 
 
 def read_text(f: h5py.File, where: str, name: str = "pdbProteinAtoms") -> str:
@@ -431,7 +411,7 @@ def read_text(f: h5py.File, where: str, name: str = "pdbProteinAtoms") -> str:
 def pdb_text(location: str, storage_options: dict | None = None) -> str:
     """The protein's PDB text (``pdbProteinAtoms``) of an mdCATH file: its topology."""
     path, _ = split_member(location)
-    with _opened(path, storage_options) as store, hdf5_of(store) as f:
+    with closing(open_bytes(path, storage_options)) as store, hdf5_of(store) as f:
         return read_text(f, path)
 
 
@@ -439,7 +419,7 @@ def universe(location: str, storage_options: dict | None = None):
     """An MDAnalysis Universe of the file's protein, parsed from its ``pdbProteinAtoms`` (the same atoms,
     in the same order, as every member's frames; its one frame is the PDB's coordinates)."""
     path, _ = split_member(location)
-    with _opened(path, storage_options) as store:
+    with closing(open_bytes(path, storage_options)) as store:
         return universe_of(store, path)
 
 
@@ -476,8 +456,7 @@ def parse_universe(text: str, path: str):
     return u
 
 
-#: Topologies parsed in this process, by their file's store identity (a local file's path, device, inode, size
-#: and modification time; an object's URL, ETag and size): the last few.
+#: Topologies parsed in this process, by their file's store identity: the last few.
 _UNIVERSES: OrderedDict = OrderedDict()
 UNIVERSES_KEPT = 8
 
