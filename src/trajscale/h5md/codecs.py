@@ -1,41 +1,26 @@
 """Lossy storage of coordinates at a stated precision, like XTC's 0.001 nm.
 
-Two encodings, chosen with ``--encoding`` (measured on the AdK-in-water XTC,
-47,681 atoms, at 0.01 Å; ``benchmarks/codecs.py``):
+Two encodings, chosen with ``--encoding`` (sizes and speeds in docs/benchmarks.md, ``benchmarks/codecs.py``):
 
 ``floats`` (the default)
-    Values are rounded to a power-of-two quantum no larger than the precision,
-    which zeroes the float32 mantissa bits below it; shuffle plus a lossless
-    filter compresses the zeros away.  Every HDF5 reader (MDAnalysis included)
-    gets plain floats.  About 1.5x the XTC's size: a value alone still carries
-    ~13 bits (a 100 Å box in 0.01 Å steps), and no generic filter predicts a
-    value from its neighbours.  HDF5's own scale-offset filter (decimal
-    scaling, also plain floats to every reader) gives the same size and reads
-    3x slower, so it is not offered.
+    Values are rounded to a power-of-two quantum no larger than the precision, which zeroes the float32 mantissa
+    bits below it; shuffle plus a lossless filter compresses the zeros away. Every HDF5 reader gets plain floats.
+    About 1.5x the XTC's size: a value alone still carries ~13 bits, and no generic filter predicts a value from
+    its neighbours. HDF5's scale-offset filter gives the same size and reads 3x slower, so it is not offered.
 
 ``deltas``
-    What XTC does, laid out for a fast decoder: integers ``round(x / precision)``
-    less a per-axis centre, each atom stored as the difference from a
-    reference atom one to three places before it (the nearest in the first
-    frame written: a water's second hydrogen refers to its oxygen), zigzag-coded
-    into uint16 (differences taken modulo 2^16).  Atoms whose first-frame
-    difference is 1.28 Å or more (mostly the first atom of each molecule) are
-    stored first, the rest after them, so the high bytes of most values form one
-    run of zeros that LZ4 removes.  Each atom's reference and group are a
-    ``uint8`` per atom in the dataset ``trajscale_codes`` beside ``value``; the
-    centre is the ``trajscale_center`` attribute.  With blosc-lz4: 1.08x the
-    XTC's size, read 5.9x faster than MDAnalysis reads the XTC; with blosc-zstd
-    0.98x, 3.3x (docs/benchmarks.md).  Coordinates must
-    lie within +-32767 steps of the centre (+-327 Å at 0.01 Å); beyond that
-    (large boxes, unwrapped trajectories) ``deltas32`` stores plain atom-to-atom
-    differences as uint32.  Only trajscale decodes either: the dataset's
-    ``unit`` attribute names the encoding (so MDAnalysis's H5MD reader refuses
-    the file with "unit ... is not recognized" instead of reading integers as
-    coordinates), the real unit is in ``trajscale_unit``.
+    What XTC does, laid out for a fast decoder: integers ``round(x / precision)`` less a per-axis centre, each
+    atom stored as the difference from a reference atom one to three places before it (the nearest in the first
+    frame written), zigzag-coded into uint16 (modulo 2^16). Atoms whose first-frame difference is 1.28 Å or more
+    are stored first, so the high bytes of most values form one run of zeros that LZ4 removes. Each atom's
+    reference and group are a ``uint8`` in the dataset ``trajscale_codes`` beside ``value``; the centre is the
+    ``trajscale_center`` attribute. Coordinates must lie within +-32767 steps of the centre (+-327 Å at 0.01 Å);
+    beyond that ``deltas32`` stores plain atom-to-atom differences as uint32. Only trajscale decodes either: the
+    dataset's ``unit`` attribute names the encoding (so MDAnalysis refuses the file instead of reading integers
+    as coordinates), the real unit is in ``trajscale_unit``.
 
-Both bound the error by precision / 2 and record, on the dataset:
-``trajscale_precision`` (Å, as stated), ``trajscale_quantum`` (the step, in the
-file's unit) and ``trajscale_encoding``.
+Both bound the error by precision / 2 and record, on the dataset: ``trajscale_precision`` (Å, as stated),
+``trajscale_quantum`` (the step, in the file's unit) and ``trajscale_encoding``.
 """
 
 from __future__ import annotations
@@ -99,10 +84,8 @@ def quantize(values: np.ndarray, q: float) -> np.ndarray:
 
 
 def encode_deltas(values: np.ndarray, q: float) -> np.ndarray:
-    """``(frames, atoms, 3)`` values as zigzag-coded uint32 differences of ``round(values / q)`` along atoms.
-
-    Raises ValueError for values that are not finite or too large for int32 steps of ``q``.
-    """
+    """``(frames, atoms, 3)`` values as zigzag-coded uint32 differences of ``round(values / q)`` along atoms;
+    ValueError for values not finite or too large for int32 steps of ``q``."""
     steps = np.asarray(values, np.float64) / q
     np.rint(steps, out=steps)
     bad = ~(np.abs(steps) <= MAX_STEPS)          # NaN too
@@ -123,11 +106,8 @@ def _steps(values: np.ndarray, q: float) -> np.ndarray:
 
 
 class Deltas:
-    """How one ``DELTAS`` dataset codes its frames: each atom's reference and group, and the centre.
-
-    Built once from a reference frame (:meth:`plan`, the first frame of the
-    trajectory: every writer of one output plans from the same frame, so
-    segments, MPI ranks and joins agree) or read back from a file (:meth:`of`).
+    """How one ``DELTAS`` dataset codes its frames: each atom's reference and group, and the centre; planned
+    from the trajectory's first frame (:meth:`plan`: every writer of one output agrees) or read back (:meth:`of`).
     """
 
     dtype = np.dtype(np.uint16)
@@ -192,12 +172,8 @@ class Deltas:
         ds.attrs["trajscale_center"] = self.center
 
     def encode(self, values: np.ndarray) -> np.ndarray:
-        """``(frames, atoms, 3)`` values as stored: uint16, the atoms in stored order.
-
-        float32 and float64 values are coded as they are (other dtypes as float64, any byte
-        order or layout converted once).  Raises ValueError for values not finite or farther
-        than 32767 steps from the centre, or of another shape.
-        """
+        """``(frames, atoms, 3)`` values as stored: uint16, the atoms in stored order. ValueError for values not
+        finite, farther than 32767 steps from the centre, or of another shape."""
         values = np.asarray(values)
         dtype = np.float32 if values.dtype == np.float32 else np.float64
         values = np.ascontiguousarray(values, dtype)   # native order too
@@ -257,10 +233,7 @@ class Deltas32:
 
 
 def decode_deltas(raw: np.ndarray, q: float, out: np.ndarray | None = None) -> np.ndarray:
-    """Inverse of :func:`encode_deltas`: float32 ``(frames, atoms, 3)``, into ``out`` if given.
-
-    ``raw`` must start at atom 0 of each frame (a difference needs its predecessor).
-    """
+    """Inverse of :func:`encode_deltas`, into ``out`` if given; ``raw`` must start at atom 0 of each frame."""
     raw = np.ascontiguousarray(raw, np.uint32)
     if raw.ndim != 3:
         raise ValueError(f"raw must be (frames, atoms, 3), got shape {raw.shape}")
@@ -305,11 +278,8 @@ def stored_dtype(attrs) -> np.dtype:
 
 
 def codec_for(attrs, reference: np.ndarray | None) -> Deltas | Deltas32 | None:
-    """The delta codec that :func:`lossy_attrs_for`'s ``attrs`` write (None for floats).
-
-    ``reference``: the trajectory's first frame in the file's unit; a ``DELTAS`` codec
-    is planned from it (None while it is not known yet).
-    """
+    """The delta codec that :func:`lossy_attrs_for`'s ``attrs`` write (None for floats), a ``DELTAS`` one
+    planned from ``reference`` (the first frame in the file's unit; None while not known yet)."""
     enc = (attrs or {}).get("trajscale_encoding")
     q = float(attrs["trajscale_quantum"]) if attrs else 0.0
     if enc == DELTAS32:
@@ -348,10 +318,7 @@ def is_delta_coded(ds) -> bool:
 
 
 def deltas_of(ds) -> Deltas | Deltas32 | None:
-    """The codec that decodes ``ds`` (None for floats).
-
-    Raises ValueError for a ``DELTAS`` dataset whose codes are missing.
-    """
+    """The codec that decodes ``ds`` (None for floats); ValueError for a ``DELTAS`` dataset without codes."""
     lossy = lossy_attrs(ds)
     if not lossy or lossy[2] not in (DELTAS, DELTAS32):
         return None
