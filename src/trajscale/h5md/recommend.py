@@ -174,10 +174,8 @@ def index_selection(atoms: np.ndarray) -> str:
 
 
 def run_selection(selections: tuple[str, ...], atoms: np.ndarray | None) -> str:
-    """The selection of the atoms a run read, in the user's own words: the analysis's selection
-    strings (:attr:`~trajscale.analysis.base.Analysis.selections`), joined with ``or`` when there are
-    several; ``all`` without any (:func:`index_selection` only for a run that read atoms no selection
-    string names)."""
+    """The selection of the atoms a run read, in the user's own words: the analysis's selection strings joined
+    with ``or``; ``all`` without any (:func:`index_selection` for atoms no selection string names)."""
     if atoms is None:   # whole frames
         return "all"
     given = list(dict.fromkeys(s.strip() for s in selections if s.strip()))
