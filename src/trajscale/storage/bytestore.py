@@ -1,9 +1,8 @@
 """The ByteStore interface, and the local file's store: what every format reads its bytes through.
 
-A :class:`ByteStore` answers a file's size and identity and reads byte ranges of it; a local file's
-(:class:`LocalFile`) also offers a descriptor for the compiled gather (:mod:`.pread`). The object behind a
-URL is :class:`~.objects.RemoteObject`; :func:`~.opener.open_bytes` imports it (and its clients, retries and
-request threads) only for a URL, so a local read imports none of them.
+A :class:`ByteStore` answers a file's size and identity and reads byte ranges of it; :class:`LocalFile` also
+offers a descriptor for the compiled gather (:mod:`.pread`). :func:`~.opener.open_bytes` imports
+:class:`~.objects.RemoteObject` (and its clients) only for a URL.
 """
 
 from __future__ import annotations
@@ -23,12 +22,10 @@ from .ranges import MERGE_GAP
 class Validator:
     """What tells a store's bytes from a replacement's, and what that can see.
 
-    ``kind``: ``"version"`` (reads pinned to a version id: a replacement is never read), ``"etag"`` (an ETag
-    that follows the content: every replacement is refused), ``"mtime-etag"`` (an ETag made of the
-    modification time in seconds and the size, as nginx's: a same-size replacement within the same second is
-    not seen), ``"weak-etag"`` (``W/``: the content equivalent, not identical), ``"size"`` (no ETag: only a
-    change of size is seen), ``"file"`` (a local file's device, inode, size and modification time).
-    ``complete``: whether every replacement is seen. ``says``: one line for ``inspect`` and the run report."""
+    ``kind``: ``"version"`` (reads pinned to a version id), ``"etag"`` (follows the content), ``"mtime-etag"``
+    (nginx's: a same-size replacement within the same second is not seen), ``"weak-etag"`` (``W/``), ``"size"``
+    (no ETag) or ``"file"`` (a local file's device, inode, size and mtime). ``complete``: whether every
+    replacement is seen. ``says``: one line for ``inspect`` and the run report."""
 
     kind: str
     complete: bool
@@ -69,16 +66,13 @@ class ByteStore(ABC):
     #: Ranges closer than this are read as one (:data:`MERGE_GAP`; an object's ``merge_gap`` option).
     merge_gap: int = MERGE_GAP
 
-    #: The path a library can open these bytes at where they lie, None where they must be fetched
-    #: (:func:`~.files.as_file` offers a compiled reader the one or the other).
+    #: The path a library can open these bytes at where they lie, None where they must be fetched.
     local_path: str | None = None
 
-    #: Whether these bytes come over the network (told of the class, before any is opened): a pool's
-    #: workers then start with :attr:`worker_modules` and the formats' readers of fetched bytes preloaded.
+    #: Whether these bytes come over the network (told of the class): a pool's workers then preload readers.
     remote: bool = False
 
-    #: What a process imports to read through this store (a pool's parent or forkserver imports it before
-    #: its workers start): nothing beyond trajscale's own for a local file.
+    #: What a process imports to read through this store (preloaded before a pool's workers start).
     worker_modules: tuple[str, ...] = ()
 
     def first_bytes(self, n: int) -> bytes:
@@ -192,8 +186,7 @@ class LocalFile(ByteStore):
         return out
 
     def first_bytes(self, n: int) -> bytes:
-        # (what a format is told from: read as the file is now, with no check that it is still the one
-        # first seen, since a file being written may change at the same size between the look and the read)
+        # (read as the file is now, unchecked: a file being written may change at the same size meanwhile)
         kept = self._fd
         fd = kept if kept >= 0 else os.open(self.path, os.O_RDONLY)
         try:

@@ -1,11 +1,9 @@
 """A location: a local path or a URL, with the storage options its bytes are read with; made once, where a
 file enters trajscale (the API, the command line, a catalog's row), and passed as it is.
 
-:class:`Location` answers what code above the byte stores asks of a file: its store (:meth:`~Location.store`),
-size and identity, the same name in every process (:meth:`~Location.absolute`: the one rule), a file beside
-it (:meth:`~Location.beside`), and the files under it (:meth:`~Location.list`, :meth:`Location.glob`): a local
-glob, or an object store's listing (S3, GCS, Azure), paged, of the pattern's fixed folder only. A web server
-has no listing: a glob over an http(s) URL is refused in one line.
+:class:`Location` answers what code above the byte stores asks of a file: its store, size and identity, the
+same name in every process (:meth:`~Location.absolute`), a file beside it, and the files under it (a local glob,
+or an object store's listing, paged; a glob over an http(s) URL is refused in one line).
 
 Nothing here opens a network client until a URL is listed or read: ``import trajscale`` stays free of them.
 """
@@ -81,9 +79,7 @@ class Location:
 
     @property
     def store_class(self) -> type[ByteStore]:
-        """The class of :class:`~trajscale.storage.bytestore.ByteStore` that reads it (what it declares, such
-        as the modules a pool's workers preload, is asked before or without opening it). The network's
-        modules are imported only for a URL."""
+        """The :class:`~trajscale.storage.bytestore.ByteStore` class that reads it, asked without opening it."""
         if self.local:
             from .bytestore import LocalFile
 
@@ -93,27 +89,22 @@ class Location:
         return RemoteObject
 
     def worker_modules(self, fetched: tuple[str, ...] = ()) -> tuple[str, ...]:
-        """What a pool's worker imports to read these bytes, told without I/O (a pool's parent or forkserver
-        imports it before its workers start): the store's own modules (a network client's) and ``fetched``
-        (what the format reads fetched bytes with) where the store fetches them; nothing for a local file,
-        whose reading starts nothing a forked worker must not inherit."""
+        """What a pool's worker imports to read these bytes, told without I/O: the store's modules and
+        ``fetched`` where the store fetches bytes; nothing for a local file."""
         store = self.store_class
         return (*store.worker_modules, *fetched) if store.remote else ()
 
     def absolute(self) -> Location:
-        """The location as every process names it (a worker or a rank in another folder, a run and an
-        ensemble's member alike): a local path made absolute against this process's folder (``os.path.abspath``:
-        no link resolved, no file system asked, so the name stays the one given: a member named by its file
-        keeps its name); a URL as it is."""
+        """The location as every process names it: a local path made absolute (``os.path.abspath``: no link
+        resolved, no file system asked), a URL as it is."""
         if not self.local:
             return self
         absolute = os.path.abspath(self.where)
         return self if absolute == self.where else Location(absolute, self.options)
 
     def beside(self, relative: str | os.PathLike) -> Location:
-        """``relative`` as a file beside this one names it (a catalog its trajectories, a segment index its
-        parts), read with the same options: relative to a local file's folder, or to an object's URL prefix
-        (``..`` climbing it, never above the bucket or host); a URL or an absolute path as it is."""
+        """``relative`` as a file beside this one names it, with the same options: relative to its folder or URL
+        prefix (``..`` never above the bucket or host); a URL or an absolute path as it is."""
         name = os.fspath(relative)
         if scheme_of(name) is not None or os.path.isabs(name):
             return Location(name, self.options)
@@ -145,9 +136,7 @@ class Location:
     @property
     def identity(self) -> tuple | None:
         """What tells its bytes from a replacement's now, as cheaply as it can be told: a local file's (device,
-        inode, size, mtime_ns) from one ``stat`` (no link resolved: metadata calls a parallel file system pays
-        for), None when it is missing or not a file; an object's URL, ETag and size (its first request, shared
-        for a few seconds with its opening; a missing, denied or unreachable one said in one line)."""
+        inode, size, mtime_ns) from one ``stat`` (None when missing or not a file); an object's URL, ETag, size."""
         if self.local:
             try:
                 st = os.stat(self.where)
@@ -163,10 +152,8 @@ class Location:
 
     # -- listing ------------------------------------------------------------------------------------------------------
     def list(self, pattern: str = "*") -> list[Location]:
-        """The files in this folder (or under this object prefix) whose paths below it match ``pattern``, sorted,
-        with this location's options: ``*`` and ``?`` match within one folder, ``**/`` any number of folders
-        (as :func:`glob.glob` with ``recursive=True``). An object store's prefix is listed once, paged, from
-        the pattern's fixed folder down; an http(s) URL has no listing, and is refused in one line."""
+        """The files below this folder (or object prefix) matching ``pattern``, sorted, with this location's
+        options (as :func:`glob.glob` with ``recursive=True``); an http(s) URL has no listing: refused."""
         base = self.where.rstrip("/") if self.where not in ("", "/") else self.where
         joined = f"{base}/{pattern}" if base else pattern
         return Location(joined, self.options)._matches()

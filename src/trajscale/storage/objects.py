@@ -1,19 +1,15 @@
 """An object behind a URL as a byte store: its size and identity, and its bytes by ranges.
 
-:class:`RemoteObject` (the twin of :class:`~.bytestore.LocalFile`, a local file read with ``pread``) reads an
-object with range requests through obstore (Rust's ``object_store``: the scheme's store, :mod:`.clients`), many at once
-from the process's request threads (:mod:`.inflight`). Every response is checked before it is used: a
-range answered with other bytes than asked for (a short body, a server that ignores ``Range``) is never
-used, and every request asks for the object's ETag (``If-Match``; a versioned bucket's reads are pinned
-to the version the run began with), so an object replaced during a run is refused, not mixed with the
-old one. What a store's validator can and cannot see is said by :attr:`ByteStore.validator`. Failures
-are classified and retried within ``retry_seconds`` (:mod:`.retry`); requests, bytes, seconds spent
-waiting on the network and retries are counted (:class:`FetchStats`) for the RunReport.
+:class:`RemoteObject` (the twin of :class:`~.bytestore.LocalFile`) reads an object with range requests through
+obstore (:mod:`.clients`), many at once from the process's request threads (:mod:`.inflight`). A range answered
+with other bytes than asked for is never used, and every request asks for the object's ETag (``If-Match``; a
+versioned bucket's reads are pinned to the run's version), so an object replaced during a run is refused, not
+mixed with the old one. Failures are classified and retried within ``retry_seconds`` (:mod:`.retry`); requests,
+bytes, network wait and retries are counted (:class:`FetchStats`) for the RunReport.
 
-Why obstore rather than fsspec/s3fs: fetching the same 1,000 ranges of 60 kB from the same local S3
-server, obstore took well under a second and s3fs's ``cat_ranges`` minutes (docs/remote.md has the
-measurement and its command). The options stay fsspec's ``storage_options``, as xarray, Dask and pandas
-users pass them, translated to obstore's names (:mod:`.clients`).
+Why obstore rather than fsspec/s3fs: the same 1,000 ranges from a local S3 server took obstore well under a
+second and s3fs's ``cat_ranges`` minutes (docs/remote.md). The options stay fsspec's ``storage_options``,
+translated to obstore's names (:mod:`.clients`).
 """
 
 from __future__ import annotations
@@ -150,10 +146,9 @@ class RemoteObject(ByteStore):
     @classmethod
     def open(cls, url: str, options: dict | None = None, identity: Identity | None = None,
              round_trip: float | None = None) -> RemoteObject:
-        """The object at ``url``: with ``identity`` (from the process that began the run) nothing is
-        fetched now; without, its first bytes and identity, from one request (shared for a few seconds
-        with the process's other opens of the same URL and options). ``round_trip``: the shortest that
-        process saw (:attr:`round_trip`), what the requests in flight start from."""
+        """The object at ``url``: with ``identity`` (the run's first process's) nothing is fetched now; without,
+        its first bytes and identity, from one request (shared for a few seconds with the process's other opens).
+        ``round_trip``: the shortest that process saw, what the requests in flight start from."""
         obj = cls(url, options, identity)
         if round_trip is not None and 0 < round_trip < 3600:
             obj._slots.saw_round_trip(float(round_trip))
@@ -223,9 +218,7 @@ class RemoteObject(ByteStore):
             if a < 0 or b > size or b < a:
                 raise self.error(f"bytes {a} to {b} are outside the object's {size} bytes: the file is damaged")
         if any(a == b or b <= len(self.head) for a, b in ranges):
-            # an empty range needs no request (and a server refuses it), nor one within the object's first
-            # bytes: the head request fetched them (a short trajectory's reference frame, read where the
-            # run is prepared, lies there)
+            # an empty range needs no request (a server refuses it), nor one within the head request's bytes
             full = [i for i, (a, b) in enumerate(ranges) if b > max(a, len(self.head))]
             got = self.read_ranges([ranges[i] for i in full]) if full else []
             head = memoryview(self.head)
@@ -237,8 +230,8 @@ class RemoteObject(ByteStore):
         try:
             with self._lock:
                 early = [self._ahead.pop((a, b), None) for a, b in ranges] if self._ahead else [None] * len(ranges)
-            # every request on the request threads, even a single one: this thread only waits, in slices that
-            # look for a stop signal and for the object's failure (a request blocks where signals are not seen)
+            # every request on the request threads: this thread only waits, in slices that look for a stop
+            # signal and the object's failure (a request blocks where signals are not seen)
             started = iter(submit(self.max_concurrency, [(self._fetch, (a, b)) for (a, b), f
                                                          in zip(ranges, early, strict=True) if f is None]))
             futures = [f if f is not None else next(started) for f in early]
@@ -256,10 +249,8 @@ class RemoteObject(ByteStore):
         count(wait_s=seconds)
 
     def prefetch(self, ranges: list[tuple[int, int]]) -> None:
-        """Start fetching ``ranges`` now, for the :meth:`read_ranges` call that will ask for exactly them (the
-        next block's, started as the block before it is read and mapped). At most :data:`AHEAD_BATCHES`
-        batches are held: the oldest one's ranges not asked for are let go (its requests still count).
-        A failure is the later read's."""
+        """Start fetching ``ranges`` for the :meth:`read_ranges` call that will ask for exactly them. At most
+        :data:`AHEAD_BATCHES` batches are held (the oldest's unasked ranges let go); a failure is the later read's."""
         size = self._identity.size
         ranges = [(a, b) for a, b in ranges if 0 <= a <= b <= size]
         if not ranges:
@@ -302,15 +293,10 @@ class RemoteObject(ByteStore):
         future.add_done_callback(done)
 
     def _fetch(self, a: int, b: int, first: bool = False, ahead: bool = False):
-        """Bytes ``[a, b)`` (``first``: the head request, which learns the identity), retried within
-        ``retry_seconds`` of its first try's start (each try's timeout cut to the time left, so a frozen
-        server is given up on in that time, not a timeout later), and within the object's :class:`Outage`: a
-        server that has not answered any of its requests for ``retry_seconds`` is given up on by all of them,
-        those waiting their turn too. Once one request of the object has failed for good (given up, or the
-        object replaced), the others fail at once with its error (a server that died ends a batch of a
-        thousand ranges within one budget, not one per range; a refusal sends no more requests). A request
-        started ahead (``ahead``) is counted when a read takes its bytes, so that the read's task counts it
-        (its failures and retries at once)."""
+        """Bytes ``[a, b)`` (``first``: the head request, which learns the identity), retried within the
+        request's :class:`~.retry.Deadline` and the object's :class:`~.retry.Outage`. Once one request of the
+        object has failed for good, the others fail at once with its error (a dead server ends a batch of a
+        thousand ranges within one budget). A request started ``ahead`` is counted when a read takes its bytes."""
         deadline = Deadline(self.retry_seconds, self.timeout, self._outage)
         while True:
             self._check()
@@ -489,8 +475,7 @@ class _Heads:
         with self._lock:
             kept = self._kept.get(key)
         if kept is not None and now - kept[0] < HEAD_TTL:
-            # the round trip the head request saw comes with its bytes: an object whose first reads lie in
-            # them may make no request of its own, yet its requests in flight (and its workers') start from it
+            # the head request's round trip comes with its bytes: later requests in flight start from it
             if kept[3] is not None:
                 obj._slots.saw_round_trip(kept[3])
             return kept[1], kept[2]

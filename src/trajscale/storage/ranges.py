@@ -1,8 +1,7 @@
 """Ranges of a file's bytes: which requests read them (nearby ranges merged, long ones split), and reading them.
 
-The rule for merging is a cost: two ranges with fewer than ``merge_gap`` bytes between them are fetched
-in one request, where moving the gap's bytes costs less than a request (:data:`MERGE_GAP`). Any
-:class:`~.bytestore.ByteStore` reads them: a local file by ``pread``, an object by concurrent requests.
+Two ranges with fewer than ``merge_gap`` bytes between them are fetched in one request, where moving the gap's
+bytes costs less than a request (:data:`MERGE_GAP`).
 """
 
 from __future__ import annotations
@@ -18,12 +17,9 @@ class Ranged(Protocol):
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list: ...
 
 
-#: Two ranges with fewer bytes than this between them are fetched in one request (``merge_gap``). The rule
-#: is a cost: merge only where moving the gap's bytes costs less than a request, gap < bandwidth x the
-#: request's latency. The requests go out concurrently, so one more request costs about its latency
-#: shared by those in flight: 100 MB/s x 20 ms / 32 is 62.5 kB (31 kB over 64). A larger gap
-#: fetches the bytes between a selection's spans in consecutive frames (most of each frame for a CA
-#: selection of a 570 kB frame) and saves requests that were nearly free.
+#: Two ranges with fewer bytes than this between them are fetched in one request (``merge_gap``): gap <
+#: bandwidth x latency shared by the requests in flight (100 MB/s x 20 ms / 32 is 62.5 kB). A larger gap
+#: fetches most of each frame for a CA selection and saves requests that were nearly free.
 MERGE_GAP = 64 * 1024
 
 
@@ -38,9 +34,8 @@ def merge_gap_of(options: dict | None) -> int:
 
 def coalesce(ranges: list[tuple[int, int]], gap: int,
              max_request: int | None = None) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """Ranges sorted and merged where they are at most ``gap`` bytes apart (a request saved costs more
-    than ``gap`` bytes moved) and the merged one stays within ``max_request``: (merged ranges, for each
-    input range its (merged index, offset in it))."""
+    """Ranges sorted and merged where at most ``gap`` bytes apart and within ``max_request``: (merged ranges,
+    for each input range its (merged index, offset in it))."""
     order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
     merged: list[list[int]] = []
     where: list[tuple[int, int]] = [(0, 0)] * len(ranges)
@@ -89,8 +84,7 @@ def read_coalesced(store: Ranged, ranges: list[tuple[int, int]], gap: int,
             firsts.append(i)
     out = []
     for (m, off), (a, b) in zip(where, ranges, strict=True):
-        # the range within its merged range's requests (each ``max_request`` long but the last): a view of
-        # one request's bytes, or the pieces it spans joined (no whole merged range is ever copied)
+        # a view of one request's bytes, or the pieces it spans joined (no whole merged range is copied)
         start = merged[m][0] + off
         i = firsts[m] + ((off // max_request) if max_request else 0)
         lo = start - pieces[i][0]
