@@ -1,15 +1,12 @@
 """An H5MD file opened for reading: its bytes (a byte store) and HDF5's view of them, local or behind a URL.
 
-This is the one place where a file behind a URL differs from a local one, decided once from the byte store
-its location opens (:func:`~trajscale.storage.opener.open_bytes`):
+The one place where a file behind a URL differs from a local one, decided once from its byte store:
 
-* a store with a local path (:class:`~trajscale.storage.bytestore.LocalFile`): HDF5 opens the file there with its
-  own driver (or with MPI-IO's), and the chunk reader reads its frames through the store's descriptor;
-* any other store (an object behind ``s3://``, ``http(s)://``, ...): HDF5 opens a caching file object over the
-  store (:mod:`.metadata`), from the metadata bytes the process that prepared the run shipped where there
-  are some, and the chunk reader reads its frames by concurrent range requests. What that process found
-  (the object's identity, the HDF5 metadata it read, every chunk's address) travels with the job
-  (:meth:`OpenedFile.state`), and what the next frames need is fetched ahead.
+* a store with a local path: HDF5 opens the file there with its own driver (or MPI-IO's), and the chunk reader
+  reads frames through the store's descriptor;
+* any other store: HDF5 opens a caching file object over it (:mod:`.metadata`), from the shipped metadata where
+  there is some, and frames are read by concurrent range requests; what the preparing process found travels
+  with the job (:meth:`OpenedFile.state`).
 
 Everything above (:class:`~.source.H5MDSource`) asks an :class:`OpenedFile`, never the path.
 """
@@ -30,9 +27,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class FileRequest:
-    """How a Source asks for its file: HDF5's driver (``"mpio"`` with ``comm``), its file lock (None:
-    HDF5's default), its chunk cache, what the process that prepared the run found of it (``shipped``:
-    :meth:`OpenedFile.state`, None in that process), and its bytes where the caller opened them (``store``)."""
+    """How a Source asks for its file: driver (``"mpio"`` with ``comm``), file lock (None: HDF5's default), chunk
+    cache, what the preparing process found (``shipped``; None there) and the caller's ``store``."""
 
     driver: str | None = None
     comm: object = None
@@ -45,16 +41,11 @@ class FileRequest:
 
 
 class OpenedFile:
-    """An H5MD file open for reading: its bytes (:attr:`store`) and HDF5's view of them (:attr:`file`).
+    """An H5MD file open for reading: its bytes (:attr:`store`) and HDF5's view of them (:attr:`file`)."""
 
-    A local file: HDF5 reads through its own driver, and nothing travels with the job.
-    """
-
-    #: True when each read waits on a round trip (bytes behind a URL): reads go in large batches of
-    #: concurrent requests, and the next block's bytes are fetched while the caller maps this one.
+    #: True when each read waits on a round trip (a URL): reads go in large batches, and fetch ahead.
     latency_bound: bool = False
-    #: True when HDF5 reads the file's bytes itself (its own driver): its filter pipeline and chunk cache
-    #: read compressed or split chunks as fast as the chunk reader would, and keep them for the next read.
+    #: True when HDF5 reads the file's bytes itself (its own driver), as fast as the chunk reader would.
     hdf5_reads_chunks: bool = True
     #: True when MPI ranks can open the file together (MPI-IO reads a file system's files).
     opens_collectively: bool = True
@@ -144,9 +135,8 @@ class RemoteFile(OpenedFile):
             fetch_ahead(self.fh, datasets)
 
     def metadata(self, preload) -> list:
-        """The HDF5 metadata bytes this process has read, as ``(start, bytes)`` pieces (taken once: the
-        config stays the same), ``preload()`` called first (what workers read first); kept in the local
-        cache for the next run on the object."""
+        """The HDF5 metadata bytes read so far as ``(start, bytes)`` pieces (taken once), ``preload()`` called
+        first; kept in the local cache for the next run on the object."""
         if self._metadata is None:
             preload()
             self._metadata = self.fh.metadata()

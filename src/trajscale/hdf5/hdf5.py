@@ -17,12 +17,8 @@ from .superblock import stored_size
 
 
 def ensure_filters(ds: h5py.Dataset) -> None:
-    """Register hdf5plugin's filters (Zstd, Blosc, LZ4...) if ``ds`` needs one HDF5 does not have.
-
-    Without it a read fails as "can't open directory ... plugins" in every process that
-    has not imported hdf5plugin (workers and ranks too). Importing it is a visible
-    part of a short run, so only when a dataset asks for it.
-    """
+    """Register hdf5plugin's filters if ``ds`` needs one HDF5 does not have (importing it is a visible part of a
+    short run, so only then)."""
     dcpl = ds.id.get_create_plist()
     if all(h5py.h5z.filter_avail(dcpl.get_filter(i)[0]) for i in range(dcpl.get_nfilters())):
         return
@@ -35,10 +31,8 @@ def ensure_filters(ds: h5py.Dataset) -> None:
 
 def open_h5(path: str | os.PathLike | ByteStore, mode: str = "r", driver: str | None = None,
             comm=None, **kw) -> h5py.File:
-    """Open an HDF5 file, turning every failure into one clear InputFileError. ``path``: a location (its
-    store is opened here), or the :class:`~trajscale.storage.ByteStore` a caller holds open already; a store
-    with a local path is opened by name, other bytes (a URL's) through a caching file object over the store
-    (:func:`.metadata.open_store_h5`)."""
+    """Open an HDF5 file (a location, or a :class:`~trajscale.storage.ByteStore` held open), turning every
+    failure into one clear InputFileError; a URL's bytes go through :func:`.metadata.open_store_h5`."""
     if mode == "r":
         store = path if isinstance(path, ByteStore) else checked_store(path)
         if store.local_path is None:   # (HDF5 opens a local file by name; other bytes through a file object)
@@ -63,8 +57,7 @@ def open_h5(path: str | os.PathLike | ByteStore, mode: str = "r", driver: str | 
         except OSError as exc:
             if mode != "r" or LOCKING_MISMATCH not in str(exc):
                 raise
-            # HDF5 shares one open file per process, and this process has it open with the other locking
-            # (a follower reads without the lock): the same file object, opened as it is
+            # HDF5 shares one open file per process, open here with the other locking: reuse it as it is
             return h5py.File(str(p), mode, **{**kw, "locking": kw.get("locking", True) is False})
     except OSError as exc:
         locked = lock_problem(exc) or _cut_short(p, exc)
@@ -76,17 +69,12 @@ def open_h5(path: str | os.PathLike | ByteStore, mode: str = "r", driver: str | 
 def cover_allocated(f: h5py.File, grown: int = 0, comm=None, path: str | None = None) -> tuple[int, int] | None:
     """Extend the file of ``f`` to the end of the space HDF5 has allocated in it, if it is shorter.
 
-    A flush writes the superblock, which records the allocated size, before it extends the file to that
-    size; space allocated and not yet written (the chunks of rows a dataset grew by) lies past the end of
-    the file until then. A process killed in between leaves a file HDF5 refuses to open ("truncated
-    file"). Extended first, the file is never shorter than a superblock on disk says.
+    A flush writes the superblock (the allocated size) before it extends the file: a process killed in between
+    leaves a file HDF5 refuses to open ("truncated file"). Extended first, it never is.
 
-    Under ``mpio`` HDF5 does not tell the allocated end (``H5Fget_eoa`` wants a SWMR driver, and the
-    driver forgets the file's size once it has written), so ``grown``, the storage datasets were given
-    since the last flush, bounds it: rank 0 of ``comm`` extends the file (at ``path``, its name now, if it
-    was renamed since it was opened) by that and room for metadata, and every rank waits for it. A flush
-    whose allocated end moved cuts the file to it; the sizes before and after are returned for
-    :func:`trim_cover` to cut it where the flush did not. Nothing is done (None) when nothing grew.
+    Under ``mpio`` HDF5 does not tell the allocated end, so ``grown`` (storage given since the last flush)
+    bounds it: rank 0 extends the file (at ``path`` if renamed) by that and room for metadata, every rank waits.
+    Returns the sizes before and after for :func:`trim_cover`; None when nothing grew.
     """
     if f.driver == "sec2":
         end, fd = allocated_end(f), f.id.get_vfd_handle()   # (the file itself, whatever its name now)

@@ -1,14 +1,11 @@
 """An HDF5 file behind a URL, opened by h5py on a :class:`~trajscale.storage.fileobj.CachingFile`.
 
-HDF5 finds its way through a file by reading one piece after another (superblock, object headers,
-B-tree nodes), each a round trip over the network. The process that prepares a run ships the pieces it
-read to its workers, and keeps them in trajscale's cache (:mod:`trajscale.storage.cache`) for the next run on the same
-object: a second analysis of a trajectory opens it with the one request that checks the object's ETag
-and size.
+HDF5 reads a file one piece after another (superblock, object headers, B-tree nodes), each a round trip over
+the network. The preparing process ships the pieces it read to its workers and keeps them in trajscale's cache
+(:mod:`trajscale.storage.cache`): a second analysis opens the object with the one request that checks its ETag.
 
-The HDF5 format itself is read here, not in the transport (:mod:`trajscale.storage` knows byte ranges
-only): the chunk index's root in a dataset's object header, a B-tree node's children, and what to fetch
-ahead from them, each sized to what HDF5 will read (a node, a chunk's written rows), not to whole blocks.
+The HDF5 format is read here, not in the transport: the chunk index's root in an object header, a B-tree node's
+children, and what to fetch ahead from them, each sized to what HDF5 will read, not to whole blocks.
 """
 
 from __future__ import annotations
@@ -87,10 +84,8 @@ def btree_children(node: bytes, sizeof_addr: int, file_size: int) -> list[int]:
     """The children's addresses of an HDF5 version-1 B-tree node of chunked raw data above the leaves
     (signature ``TREE``, type 1, level > 0), or [] for any other bytes.
 
-    Its keys hold a chunk's size and filter mask (4 bytes each) and one 8-byte offset per dimension and one
-    more, 0 in the key before each child; the dataset's rank is not in the node, so it is the first for
-    which each of those keys ends in that 0 and every child lies inside the file (a wrong guess costs only
-    bytes fetched ahead).
+    The dataset's rank is not in the node: it is the first for which each key ends in a 0 offset and every
+    child lies inside the file (a wrong guess costs only bytes fetched ahead).
     """
     if len(node) < 8 or node[:4] != b"TREE" or node[4] != 1 or node[5] == 0:
         return []
@@ -110,9 +105,8 @@ def btree_children(node: bytes, sizeof_addr: int, file_size: int) -> list[int]:
 
 
 def chunk_index_root(header: bytes, sizeof_addr: int) -> int | None:
-    """The address of a chunked dataset's chunk index (the root of its B-tree) from the first bytes of its
-    version-1 object header, or None for any other header or layout (a version-2 header, a layout message
-    past the header's first block, a contiguous or compact dataset)."""
+    """The address of a chunked dataset's B-tree root from the first bytes of its version-1 object header, or
+    None for any other header or layout."""
     if len(header) < 16 or header[0] != 1:
         return None
     end = min(len(header), 16 + int.from_bytes(header[8:12], "little"))
@@ -150,21 +144,17 @@ def held_chunk_index_root(fh: CachingFile, header_addr: int) -> int | None:
 
 
 def children_ahead(fh: CachingFile, data: bytes) -> None:
-    """``fh``'s look at each read (``on_read``): when HDF5 has just read a node of a chunk index's B-tree
-    above its leaves, fetch its children's nodes now, together: HDF5 walks them one after another, a round
-    trip each (a default-layout store's leaves lie between its chunks, one every ~100 MB). Only a hint: what
-    HDF5 then asks for is read as always, from these bytes where they came."""
+    """``fh``'s ``on_read``: when HDF5 has just read a B-tree node above the leaves, fetch its children together
+    (HDF5 walks them one round trip each). Only a hint."""
     if data[:4] == b"TREE":
         fh.fetch_ahead([(a, a + INDEX_NODE_BYTES) for a in btree_children(data, sizeof_addr(fh), fh.store.size)])
 
 
 def open_store_h5(store: ByteStore, prepares: bool, metadata: list | None, rdcc_nbytes: int,
                   use_cache: bool = True):
-    """(a caching file object over ``store``, ``h5py.File`` reading through it); one-line errors as for a
-    local file. A worker's open (not ``prepares``) starts from the ``metadata`` the process that prepared the
-    run shipped: HDF5 opens the file from those bytes, without a request. The preparing process starts from
-    the metadata an earlier run cached for the same object (:func:`cached_metadata`; ``use_cache=False``:
-    never), and then fetches only what it lacks; the file object's ``cached`` holds those pieces."""
+    """(a caching file object over ``store``, ``h5py.File`` reading through it); one-line errors as for a local
+    file. A worker starts from the shipped ``metadata`` (no request); the preparing process from an earlier
+    run's cache (:func:`cached_metadata`, unless ``use_cache=False``), kept in the file object's ``cached``."""
     from_cache = False
     if prepares and metadata is None and use_cache:
         metadata = cached_metadata(store)
@@ -172,11 +162,9 @@ def open_store_h5(store: ByteStore, prepares: bool, metadata: list | None, rdcc_
     fh = CachingFile(store, known=metadata, on_read=children_ahead)
     fh.cached = metadata if from_cache else None
     if not prepares:
-        # Without the shipped metadata, a worker's first block (HDF5 reads it first anyway), fetched before
-        # HDF5 opens the file: an object replaced since the root's look is refused here, never inside HDF5
-        # (whose failed open of a Python file object leaves it a reference it releases only at exit, after
-        # Python is gone). With it, HDF5 opens from the root's bytes and the first request, for frames,
-        # checks the object (If-Match).
+        # Without shipped metadata, the first block is fetched before HDF5 opens the file: a replaced object is
+        # refused here, never inside HDF5 (whose failed open of a Python file object leaks a reference until
+        # exit). With it, the first request, for frames, checks the object (If-Match).
         if not fh.covers(0, min(store.size, 512)):
             fh.pread(0, min(store.size, fh.block))
     elif store.head[:8] != HDF5_MAGIC:
@@ -205,11 +193,9 @@ INDEX_NODE_BYTES = 4096
 
 
 def fetch_ahead(fh: CachingFile, datasets) -> None:
-    """Start fetching, together, what reading ``datasets`` of a file behind a URL will need next, where it can
-    be told without a request: the root node of a chunk index (its address is in the dataset's object
-    header), the nodes below a root node already here (a trajectory's B-tree leaves), or the chunks of a small
-    dataset whose index is here (a run's box, time and step). HDF5 would read each in turn, a round trip
-    apiece. Only a hint: a guess that misses costs the blocks fetched ahead."""
+    """Start fetching, together, what reading ``datasets`` will need next where it can be told without a request
+    (a chunk index's root, the nodes below a root here, a small dataset's chunks), which HDF5 would read a round
+    trip apiece. Only a hint."""
     ranges = []
     for ds in datasets:
         try:
@@ -235,9 +221,8 @@ def fetch_ahead(fh: CachingFile, datasets) -> None:
 
 
 def written_rows(ds, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
-    """The byte ranges of ``chunks`` (:func:`.chunks.stored_chunks` of ``ds``) that hold the dataset's rows:
-    a chunk stored as it is (unfiltered) of whole rows holds its rows first, and HDF5 reads only those of
-    the last chunk, which a short run leaves mostly empty (time and step: 20 of 1,024 values)."""
+    """The byte ranges of ``chunks`` that hold ``ds``'s rows: HDF5 reads only the written rows of an unfiltered
+    last chunk, which a short run leaves mostly empty."""
     row = ds.dtype.itemsize * int(np.prod(ds.chunks[1:], dtype=np.int64))
     whole = tuple(ds.chunks[1:]) == tuple(ds.shape[1:]) and len(chunks) == -(-ds.shape[0] // ds.chunks[0])
     out = []
