@@ -1,21 +1,16 @@
 """The frame offsets index of an XTC or TRR: every frame's byte offset, found once from the frames' headers.
 
-An XTC/TRR has no index of its own: a frame is found by reading every header before it. The process that
-prepares a job scans the headers once (no coordinates decoded; every header field the decoder uses is
-checked, :mod:`._xdr`) and ships the offsets in the Source's config (:func:`encode_offsets`: 8 bytes a
-frame), so a worker seeks straight to its frames and never rebuilds them, nor reads or writes
-MDAnalysis's ``.NAME_offsets.npz`` cache (several ranks writing it at once raced, Khoshlessan et al.
-2020). The offsets come, in this order of preference, from
+An XTC/TRR has no index of its own: a frame is found by reading every header before it. The preparing process
+scans the headers once (no coordinates decoded; every field checked) and ships the offsets in the Source's
+config (:func:`encode_offsets`: 8 bytes a frame), so a worker never rebuilds them, nor touches MDAnalysis's
+``.NAME_offsets.npz`` cache (several ranks writing it at once raced, Khoshlessan et al. 2020). The offsets come,
+in this order, from
 
-* the segment index that ``trajscale index`` wrote beside the parts (its segments' ``offsets``);
-* trajscale's cache, where the bytes are costly to read again (an object behind a URL: keyed by its
-  URL, ETag and size, under ``offsets/`` of trajscale's cache folder, ``~/.cache/trajscale`` by default;
-  a replaced object has another ETag, so its stale entry is never used);
-* one scan of the headers (:func:`index`), through what the file's byte store offers
-  (:func:`~trajscale.storage.files.as_file`): a local file by its path, an object through a
-  caching file object of :data:`SCAN_BLOCK_BYTES` blocks (a few large requests, never one per header).
-  Only a clean scan (no damage, no cut-short last frame) is kept, so ``--strict`` is never answered from
-  a lenient scan's entry.
+* the segment index that ``trajscale index`` wrote beside the parts;
+* trajscale's cache, for an object behind a URL (keyed by URL, ETag and size under ``offsets/``);
+* one scan of the headers (:func:`index`): a local file by its path, an object through a caching file object
+  of :data:`SCAN_BLOCK_BYTES` blocks. Only a clean scan is kept, so ``--strict`` is never answered from a
+  lenient scan's entry.
 """
 
 from __future__ import annotations
@@ -101,19 +96,13 @@ def _name(path) -> str:
 
 def scan(path, fmt: str, first_only: bool = False, strict: bool | None = None,
          damaged: list | None = None) -> tuple:
-    """``(n_atoms, offsets, fields, steps, times)`` of an XTC/TRR from its frames' headers (no
-    coordinates read); ``first_only``: the first frame's, for a worker that was shipped the offsets.
+    """``(n_atoms, offsets, fields, steps, times)`` of an XTC/TRR (a path or a binary file-like object) from its
+    frames' headers; ``first_only``: the first frame's, for a worker that was shipped the offsets.
 
-    ``path`` is a path or a binary file-like object (``seek``/``tell``/``read``: an object in a
-    remote byte store), so one scan builds the offsets index wherever the bytes are.
-
-    A last frame cut short (a simulation killed while writing it) is left out with one warning
-    naming the file, the frame and its bytes; damage after some whole frames (bytes that start
-    no frame where one should start, a header no writer writes) ends the trajectory at the last
-    whole frame before it, with one warning naming the frame and the byte. Either is appended to
-    ``damaged`` (damage as its description, a cut-short last frame as None), so a caller tells a clean
-    scan from one that left frames out. ``strict`` (default: the process's, see
-    :func:`refuse_partial_frames`) refuses the file instead, in both cases."""
+    A last frame cut short is left out with one warning naming the file, frame and bytes; damage after whole
+    frames ends the trajectory at the last whole frame, with one warning naming frame and byte. Either is
+    appended to ``damaged`` (damage's description, or None for a cut-short frame). ``strict`` (default:
+    :func:`refuse_partial_frames`) refuses the file instead."""
     from ._xdr import XDRFormatError, scan_trr, scan_xtc
 
     strict = _STRICT.get() if strict is None else strict
@@ -153,12 +142,9 @@ def scan(path, fmt: str, first_only: bool = False, strict: bool | None = None,
 
 
 def index(store, fmt: str, strict: bool | None = None, view=None) -> tuple:
-    """``(view, n_atoms, offsets, fields, steps, times, damaged)`` of the XTC/TRR whose bytes ``store`` holds,
-    read through ``view``, the store's :class:`~trajscale.storage.files.FileView` (made here when not given:
-    the index is where a Source's reading of the file starts, and the Source reads its frames through the
-    same view): from trajscale's cache where the view keeps scans (an object behind a URL), else from one
-    scan of its headers, then kept there. ``damaged``: why its frames end early (damage after whole
-    frames), or None."""
+    """``(view, n_atoms, offsets, fields, steps, times, damaged)`` of the XTC/TRR in ``store``, read through
+    ``view`` (made here when not given): from trajscale's cache where the view keeps scans, else one scan, then
+    kept. ``damaged``: why its frames end early, or None."""
     from ..storage.files import as_file
 
     made, view = view is None, view or as_file(store)
@@ -249,13 +235,8 @@ def frame_spans(offsets: np.ndarray, size: int, frames: np.ndarray) -> list[tupl
 
 
 def scan_part(path, strict: bool | None = None) -> dict:
-    """``{"path", "format", "n_frames", "n_atoms", "offsets"}`` of an XTC/TRR from its frame headers
-    (no coordinates read). A cut-short last frame, or damage after whole frames, is left out with a
-    warning, or refused with ``strict`` (default: :func:`refuse_partial_frames`'s setting).
-
-    ``path`` may be a binary file-like object (``seek``/``tell``/``read``) holding an XTC or a TRR,
-    as a remote byte store hands one out: the offsets index is the same scan, with the same checks,
-    wherever the bytes are (``"path"`` is then the object's ``name``)."""
+    """``{"path", "format", "n_frames", "n_atoms", "offsets"}`` of an XTC/TRR (a path, or a binary file-like
+    object: ``"path"`` is then its ``name``) from its frame headers, as :func:`scan` checks them."""
     from pathlib import Path
 
     from ..sources.base import file_head

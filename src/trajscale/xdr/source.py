@@ -1,13 +1,9 @@
 """One XTC or TRR file, opened without a Universe: a trajectory, or a part of a chain.
 
-Frames are found by the offsets index (:mod:`.offsets`: scanned once by the process preparing a job and
-shipped in the source's config) and read by :mod:`._xdr`, the xdrfile C library that MDAnalysis's readers
-use, compiled into trajscale: the same bits, without importing MDAnalysis; only the selected atoms are
-copied into the block. The file's bytes are read through its byte store
-(:func:`~trajscale.storage.opener.open_bytes`: a local file, or an object behind a URL), as the file the
-store offers (:func:`~trajscale.storage.files.as_file`): the offsets index and the frame
-reader are the same code for both. Other formats MDAnalysis reads (DCD, NetCDF, ...) are read one file at
-a time by :class:`~trajscale.mdareaders.part.MDAPartSource`.
+Frames are found by the offsets index (:mod:`.offsets`) and read by :mod:`._xdr`, the xdrfile C library that
+MDAnalysis's readers use, compiled in: the same bits without importing MDAnalysis. The bytes are read through
+the file the store offers (:func:`~trajscale.storage.files.as_file`), local or remote alike. Other formats
+MDAnalysis reads are read by :class:`~trajscale.mdareaders.part.MDAPartSource`.
 """
 
 from __future__ import annotations
@@ -68,21 +64,17 @@ class XDRSource(OneFileSource):
     n_atoms
         Atoms per frame, if known (checked against the file).
     offsets
-        Byte offset of every frame, as :func:`~.offsets.scan_part` found them
-        (:func:`~.offsets.encode_offsets`' string or an array); None: the offsets index
-        (:func:`~.offsets.index`: the kept scan of an object, else one scan).
+        Byte offset of every frame (:func:`~.offsets.encode_offsets`' string or an array); None:
+        :func:`~.offsets.index`.
     format
         ``"XTC"`` or ``"TRR"`` (default: from the file's magic number, else its extension).
     strict
-        A last frame cut short: refused (True) or left out with a warning
-        (False); None: :func:`~.offsets.refuse_partial_frames`'s setting.
+        A last frame cut short: refused (True) or left out with a warning (False); None: the process's setting.
     store
-        The file's bytes, opened already (the format registry's store: read through, and closed with the
-        Source); None: opened here from ``path``.
+        The file's bytes, opened already by the registry (read through, closed with the Source).
     **state
-        For a URL (:data:`STORE_STATE`): ``storage_options``, the options it is read with (default: the
-        run's), the object's ``identity`` (ETag, size) and the shortest ``round_trip`` the preparing process
-        saw (:meth:`~trajscale.storage.bytestore.ByteStore.state`).
+        For a URL (:data:`STORE_STATE`): ``storage_options``, the object's ``identity`` and the preparing
+        process's ``round_trip`` (:meth:`~trajscale.storage.bytestore.ByteStore.state`).
     """
 
     kind = "xdr"
@@ -141,8 +133,7 @@ class XDRSource(OneFileSource):
         if len(self._offsets) and int(self._offsets[-1]) >= self._store.size:
             raise InputFileError(self._path, f"its frame offsets reach byte {int(self._offsets[-1])}, past its "
                                              f"{self._store.size} bytes: it is not the file they were found in")
-        # Only a complete frame vouches for its header's atom count (the scan bounds it by the frame's
-        # bytes): a decoder, and its buffer of that many atoms, is made only to read frames.
+        # only a complete frame vouches for its header's atom count: a decoder (and its buffer) is made to read
         self._n_atoms, self._n_frames = n_found, len(self._offsets)
         self._open = _decoder(self._format, self._n_atoms)
         if n_atoms is not None and int(n_atoms) != self._n_atoms:
