@@ -1,28 +1,22 @@
 """A PDB or GRO topology's per-atom labels from the text's fixed columns, as MDAnalysis's parsers read them.
 
-MDAnalysis's ``PDBParser`` (2.10 and later) reads, of each line stripped of blanks, the ``ATOM``/``HETATM``
-records up to the first line that starts with ``END`` (the first model): the atom name in columns 13-16,
-the residue name in 18-21, the chain in 22, the residue number in 23-26 (a number 5,000 below the one before
-is taken 10,000 higher: four digits wrapped), the insertion code in 27 and the segment in 73-76 (the chains
-where no atom has one; ``SYSTEM`` where neither has any).  A residue is a run of atoms with one number,
-name, insertion code and segment.  :func:`record_columns` reads those columns of every record at once
-(NumPy over a grid of characters, no loop over the atoms); :func:`pdb_labels` gives the labels of
-:class:`~.labelled.LabelledTopology` from a PDB file, or None where it cannot be sure that MDAnalysis would
-read the same: text that is not plain printable ASCII, a residue number that is not a plain decimal
-(hybrid-36, blank: MDAnalysis warns and guesses), more than 99,999 atoms, no atoms, or another MDAnalysis
-than the one whose rules these are.  The caller then asks MDAnalysis, as before.
+MDAnalysis's ``PDBParser`` (2.10 and later) reads, of each stripped line, the ``ATOM``/``HETATM`` records up to
+the first ``END``: the atom name in columns 13-16, the residue name in 18-21, the chain in 22, the residue
+number in 23-26 (5,000 below the one before is taken 10,000 higher: four digits wrapped), the insertion code in
+27 and the segment in 73-76 (the chains where no atom has one; ``SYSTEM`` where neither). A residue is a run of
+atoms with one number, name, insertion code and segment. :func:`record_columns` reads those columns of every
+record at once (NumPy over a grid of characters); :func:`pdb_labels` gives the labels, or None where MDAnalysis
+might read otherwise (not plain printable ASCII, a residue number not a plain decimal, more than 99,999 atoms,
+no atoms, another MDAnalysis): the caller then asks MDAnalysis.
 
-:func:`guessed_masses` gives the masses MDAnalysis's default guesser gives such a file's atoms, from its
-own tables (``MDAnalysis/guesser/tables.py``, read as text, not imported): with no element column, each atom
-name's guessed element's mass; with one, each element's (capitalised, checked against the periodic table:
-0 for one that is not an element or is blank, as MDAnalysis gives).
+:func:`guessed_masses` gives the masses MDAnalysis's default guesser gives, from its own tables
+(``MDAnalysis/guesser/tables.py``, read as text): each atom name's guessed element's mass, or each element
+column value's (0 for one that is not an element, as MDAnalysis gives).
 
-A GRO file (:func:`gro_labels_of_text`) is read as MDAnalysis's ``GROParser`` reads it: its second line the atom
-count, then that many lines, each the residue number in columns 1-5, the residue name in 6-10 and the atom
-name in 11-15 (not stripped first: the columns count from the line's start), one segment ``SYSTEM``, residues
-the runs of one number and name; its masses are guessed from the names.  A file with a residue number 0
-after the first atom (MDAnalysis then adds 100,000: five digits wrapped), a blank name, a short line or
-a field that is not a plain number is declined.  :func:`file_labels` reads either, by the file's extension.
+A GRO file (:func:`gro_labels_of_text`) is read as ``GROParser`` reads it: the second line the atom count, then
+each line's residue number in columns 1-5, residue name in 6-10 and atom name in 11-15 (not stripped first),
+one segment ``SYSTEM``. A residue number 0 after the first atom (MDAnalysis adds 100,000), a blank name, a short
+line or a field not a plain number is declined. :func:`file_labels` reads either, by the file's extension.
 """
 
 from __future__ import annotations
@@ -70,8 +64,7 @@ def end_of_records(text: str) -> int:
 
 def record_columns(text: str):
     """``(n, cols)``: the number of atom records of the first model, and ``cols(field)``, the stripped text of
-    ``field`` (:data:`FIELDS`) of each, as MDAnalysis's PDB parser reads them (lines stripped; ``ATOM``/``HETATM``
-    up to the first ``END``)."""
+    ``field`` (:data:`FIELDS`) of each, as MDAnalysis's PDB parser reads them."""
     records = _RECORD.findall(text, 0, end_of_records(text))
     width = max(80, max(map(len, records), default=0))
     grid = np.array(records, dtype=f"U{width}").view("U1").reshape(len(records), width)
@@ -192,9 +185,8 @@ def pdb_labels(path: str) -> dict[str, np.ndarray] | None:
 
 
 def file_labels(path: str) -> dict[str, np.ndarray] | None:
-    """The labels of the PDB or GRO file ``path`` (by its extension: :func:`labels_of_text`,
-    :func:`gro_labels_of_text`), or None: another format, unreadable here, or a file MDAnalysis might read
-    otherwise (then MDAnalysis reads it)."""
+    """The labels of the PDB or GRO file ``path`` (by its extension), or None: another format, unreadable
+    here, or a file MDAnalysis might read otherwise."""
     ext = os.path.splitext(str(path))[1].lower()
     if ext not in PDB_EXTENSIONS + GRO_EXTENSIONS or not _version_known():
         return None
@@ -245,9 +237,8 @@ def guessed_masses(labels: dict[str, np.ndarray]) -> np.ndarray | None:
 
 
 def read_elements(labels: dict[str, np.ndarray]) -> np.ndarray | None:
-    """The elements MDAnalysis's PDB parser gives the atoms of ``labels`` (each column's value capitalised, blank
-    where that is not an element), or None where it gives none (no element column) or its tables cannot be
-    read here."""
+    """The elements MDAnalysis's PDB parser gives the atoms of ``labels`` (blank where not an element), or None
+    (no element column, or its tables cannot be read here)."""
     tables = _tables()
     column = labels["element_column"]
     if tables is None or not _any(column):

@@ -20,12 +20,8 @@ log = logging.getLogger(__name__)
 
 
 def trajectory_only_format(path: str) -> str | None:
-    """The format's name if ``path`` is a trajectory-only file (by extension, or HDF5 by its magic bytes).
-
-    The extension is read as MDAnalysis's ``guess_format`` reads it (case-insensitive, under a
-    ``.gz`` or ``.bz2``), without importing MDAnalysis: this check runs before every command. Which formats
-    hold frames only is each format's declared trait (:func:`trajscale.formats.frames_only_format`).
-    """
+    """The format's name if ``path`` is a trajectory-only file (by extension as MDAnalysis's ``guess_format``
+    reads it, without importing MDAnalysis; or HDF5 by its magic bytes)."""
     try:
         with open(path, "rb") as fh:
             if fh.read(8) == HDF5_MAGIC:
@@ -43,11 +39,8 @@ def trajectory_only_format(path: str) -> str | None:
 def load_universe(topology: str, trajectories=(), parsed=None, topology_coordinates: bool = True, **kw):
     """An MDAnalysis Universe, with MDAnalysis's failures turned into one clear message.
 
-    ``parsed`` is an already parsed MDAnalysis Topology for ``topology``; without
-    it the parse is cached (:mod:`.parsed_cache`). ``topology_coordinates=False``
-    skips reading coordinates from the topology file itself when no trajectory
-    is given (the caller brings its own frames; a TPR is parsed a second time
-    for them).
+    ``parsed``: an already parsed Topology (else the parse is cached, :mod:`.parsed_cache`).
+    ``topology_coordinates=False`` skips the topology file's own coordinates when no trajectory is given.
     """
     import MDAnalysis as mda
 
@@ -91,8 +84,7 @@ def _universe_via_cache(topology: str, trajectories: list, topology_coordinates:
             pass
     parsed = parsed_cache.load(topology, kw)
     if parsed is not None:
-        # The entry holds the attributes MDAnalysis guessed (types, masses): guessing
-        # them again costs more than the rest of the load for a large GRO.
+        # the entry holds the guessed attributes: guessing again costs more than the rest of a GRO's load
         u = mda.Universe(parsed, *trajectories, **_without_guessing(kw))
     else:
         # The parser alone: Universe(file) would also read the file's coordinates (a TPR twice).
@@ -110,13 +102,8 @@ def _universe_via_cache(topology: str, trajectories: list, topology_coordinates:
 
 @functools.cache
 def _name_memo_guesser():
-    """MDAnalysis's DefaultGuesser, its per-name lookups memoised: the same values, guessed once per name.
-
-    ``guess_types`` and ``guess_masses`` call ``guess_atom_element`` (regular
-    expressions) and ``get_atom_mass`` once per atom, most of the load of a
-    large GRO that has a few dozen distinct names.  Both are functions of their
-    argument alone, so asking each distinct name once gives MDAnalysis's values.
-    """
+    """MDAnalysis's DefaultGuesser, its per-name lookups (pure functions called once per atom, most of a large
+    GRO's load) memoised: the same values, guessed once per name."""
     from MDAnalysis.guesser.default_guesser import DefaultGuesser
 
     class NameMemoGuesser(DefaultGuesser):
