@@ -1,9 +1,7 @@
 """One trajectory file read by MDAnalysis's reader class for its format, without a topology or a Universe.
 
-This reads DCD (told by its header) and every other format MDAnalysis reads
-(NetCDF, LAMMPS DCD, GRO, PDB, ...; told by the file's extension, as MDAnalysis
-tells them): a whole trajectory, or one part of a chain. A worker opens the
-reader for its file alone; no topology is parsed per file or per worker.
+DCD (told by its header) and every other format MDAnalysis reads (told by the extension, as MDAnalysis tells
+them): a whole trajectory, or one part of a chain. No topology is parsed per file or per worker.
 """
 
 from __future__ import annotations
@@ -33,8 +31,7 @@ class MDAPartSource(OneFileSource):
     path
         The trajectory file.
     n_atoms
-        Atoms per frame, if known (checked against the file; formats without an
-        atom count in the file need it).
+        Atoms per frame, if known (checked against the file; formats without an atom count need it).
     format
         MDAnalysis's format name (default: the DCD header, else MDAnalysis's guess from the extension).
     """
