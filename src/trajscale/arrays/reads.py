@@ -1,19 +1,13 @@
 """How an array's frames and atoms are read: a picklable opener over the process's cached Source.
 
-A :class:`SourceOpener` holds how to open a trajectory (its Source's ``get_config()``, plain
-values), never an open handle, as xarray's ``CachingFileManager`` holds a file's opener: pickled
-into a Dask graph it travels to a worker, which opens the Source there once per thread
-(:func:`trajscale.executors.base.cached_source`, the process's cache of open sources, one per
-thread: an XTC reader's file position is one per handle, so threads never share one, and
-their reads run side by side; it reopens a file replaced since).
+A :class:`SourceOpener` holds how to open a trajectory (its Source's ``get_config()``), never an open handle, as
+xarray's ``CachingFileManager`` does: pickled into a Dask graph, it opens the Source on a worker once per thread
+(:func:`trajscale.executors.base.cached_source`: an XTC reader's position is one per handle).
 
-Every read, whatever thread makes it, adds its bytes to one counter per trajectory in the
-process (:func:`bytes_read`, behind ``ds.trajscale.bytes_read``), under a lock: Dask's
-threaded scheduler reads through its own threads' Sources, which no thread-local count sees.
+Every read adds its bytes to one counter per trajectory in the process (:func:`bytes_read`), under a lock: Dask's
+threads read through Sources of their own, which no thread-local count sees.
 
-:func:`read_rows` turns one outer index (an int, a positive-step slice or a sorted integer
-array per dimension, as xarray's ``explicit_indexing_adapter`` hands it down) into
-``Source.read(start, stop, atoms, stride)`` calls: only the selected atoms' runs are read.
+:func:`read_rows` turns one outer index into ``Source.read(start, stop, atoms, stride)`` calls.
 """
 
 from __future__ import annotations
@@ -113,11 +107,8 @@ def atom_request(key, n_atoms: int) -> tuple[np.ndarray | None, np.ndarray | Non
 
 def read_rows(opener: SourceOpener, name: str, key: tuple, shape: tuple[int, ...], dtype,
               subset: np.ndarray | None = None, time_decimals: int = 0) -> np.ndarray:
-    """The values of variable ``name`` (a field: position, velocity, force; or box, time, step) at
-    the outer index ``key``, as a fresh array (the Source's buffers are never handed out).
-
-    ``subset``: the trajectory's atoms the variable's ``atom`` axis holds (sorted; None: all).
-    A per-frame quantity comes with a read of one atom (a Block always holds positions)."""
+    """The values of variable ``name`` (a field, or box, time, step) at the outer index ``key``, as a fresh
+    array; ``subset``: the trajectory's atoms the ``atom`` axis holds (sorted; None: all)."""
     runs = frame_runs(key[0], shape[0])
     per_atom = name in FIELD_ATTRS
     atoms, order = atom_request(key[1], shape[1]) if per_atom else (np.zeros(1, np.intp), None)
@@ -151,12 +142,9 @@ def read_rows(opener: SourceOpener, name: str, key: tuple, shape: tuple[int, ...
 
 
 def tidy_times(times: np.ndarray, min_decimals: int = 0) -> np.ndarray:
-    """Times (ps, float64) without float32's noise (times stored as float32, or computed from a float32
-    time step): each is rounded to the power of ten at or above eight of float32's steps at its size,
-    when that moves it by at most four steps (``400.00003`` -> ``400.0``, ``0.0040000002`` -> ``0.004``),
-    so that ``ds.sel(time=400)`` finds the frame written at 400 ps. The rounding keeps at least
-    ``min_decimals`` decimals (the trajectory's dt's: a time between float32's steps stays) and never
-    rounds to more than whole ps. A function of each time alone: every read of a frame gives its time.
+    """Times (ps, float64) without float32's noise, so ``ds.sel(time=400)`` finds the frame written at 400 ps:
+    each is rounded to the power of ten at or above eight float32 steps at its size, when that moves it by at
+    most four (``400.00003`` -> ``400.0``), keeping at least ``min_decimals`` and never past whole ps.
     """
     t = np.asarray(times, np.float64)
     finite = np.isfinite(t) & (t != 0) & (np.abs(t) < 1e30)
