@@ -39,8 +39,7 @@ SPATIAL = ("x", "y", "z")
 #: Dataset attribute holding the Source config (JSON): how every lazy variable reopens the trajectory.
 SOURCE_ATTR = "trajscale_source"
 TOPOLOGY_ATTR = "trajscale_topology"
-#: Encoding key of a lazy variable's stored chunks along frame (frames each; one number when even):
-#: the boundaries that other Dask chunks may fall on without cutting a stored chunk.
+#: Encoding key of a lazy variable's stored chunks along frame (frames each; one number when even).
 STORED_CHUNKS = "trajscale_stored_chunks"
 
 
@@ -64,8 +63,7 @@ class SourceArray(BackendArray):
         return read_rows(self.opener, self.name, key, self.shape, self.dtype, self.subset, self.time_decimals)
 
 
-#: Bytes a Dask chunk of ``chunks={}`` aims at: each task worth its overhead, yet a chunk per core (and its
-#: float64 copy) held by a threaded scheduler.
+#: Bytes a Dask chunk of ``chunks={}`` aims at: each task worth its overhead, a chunk per core held at once.
 TARGET_CHUNK_BYTES = 64 * 1024**2
 
 

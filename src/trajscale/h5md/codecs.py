@@ -143,8 +143,7 @@ class Deltas:
             best[k:][better] = m[better]
             off[k:][better] = k
         wide = best >= WIDE
-        # a wide atom gains little from a farther reference, and the decoder's choice of reference
-        # is a branch: the previous atom keeps it predictable (8 % of the decode, 0.1 % of the size)
+        # a wide atom keeps the previous atom as reference: the decoder's branch stays predictable
         far = wide & (off > 1)
         if far.any():
             d1 = np.abs(s[1:] - s[:-1]).max(axis=1)

@@ -20,8 +20,7 @@ TARGET_CHUNK_BYTES = 2 * 1024**2
 MAX_CHUNK_BYTES = 4 * 1024**2
 #: Most chunk cache the reader gives a dataset whose chunks split frames.
 SPLIT_CHUNK_CACHE_MAX = 512 * 1024**2
-#: Chunk sizes planned for a store read by range requests (``Layout(remote=True)``): about 8 MiB, at
-#: most 16 MiB, and at least 1 MiB wherever the trajectory holds that much.
+#: Chunk sizes planned for a store read by range requests: about 8 MiB, 1-16 MiB where the trajectory allows.
 REMOTE_TARGET_CHUNK_BYTES = 8 * 1024**2
 REMOTE_MAX_CHUNK_BYTES = 16 * 1024**2
 REMOTE_MIN_CHUNK_BYTES = 1024**2

@@ -17,11 +17,8 @@ from ..block import sorted_unique
 from ..errors import ConfigError
 from ..facts import LayoutFacts, RunRead
 
-#: From ``python benchmarks/layouts.py --frames 500`` (demo system, AdK in water, 47,681 atoms; the
-#: run in docs/benchmarks.md, section "The layout study with RMSD runs", 2 cores, load
-#: ~2; rates are best-of-3): size relative to plain float32, serial whole-frame slab read GB/s (the
-#: uncompressed layouts read at the frames' byte addresses, hdf5.chunks), one-frame read ms.
-#: Re-measure and update together.
+#: From ``python benchmarks/layouts.py --frames 500`` (docs/benchmarks.md, "The layout study with RMSD runs"):
+#: size relative to plain float32, serial whole-frame slab read GB/s, one-frame read ms. Re-measure together.
 MEASURED = {
     # name:            (chunks,  compression,  precision, encoding, size, slab GB/s, 1 frame ms)
     "planned":         ("auto",  "none",       None, None,     1.00, 8.35, 0.13),

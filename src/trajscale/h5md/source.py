@@ -348,8 +348,7 @@ class H5MDSource(Source):
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
-        # the runs (or span, or whole frame) read, plus the copy of the selected atoms; a delta-coded
-        # field decodes every atom up to the last one asked for (all of them for ``deltas``)
+        # the runs read plus the selected atoms' copy; a delta-coded field decodes up to the last atom asked
         plan = plan_atom_reads(atoms, self.n_atoms)
         return sum(plan.bytes_per_frame() if fl not in self._deltas else
                    (self._delta_width(fl, plan) + len(plan.index if plan.index is not None else ())) * 12

@@ -63,8 +63,7 @@ class H5MDWriter:
         parts of one output must all pass it; a writer of a whole file may leave it to its first frame.
     """
 
-    #: the MPI communicator of an ``mpio`` file; bytes of storage given to datasets since the last flush;
-    #: the file's name if it was renamed while open (:meth:`renamed`)
+    #: an ``mpio`` file's communicator; storage given to datasets since the last flush; the name if renamed
     _comm, _grown, _renamed = None, 0, None
 
     def __init__(self, path: str | os.PathLike, n_atoms: int, *, n_frames: int | None = None,

@@ -187,8 +187,7 @@ def open_store_h5(store: ByteStore, prepares: bool, metadata: list | None, rdcc_
 
 #: Most chunks of a small dataset whose addresses are looked up to fetch them ahead.
 AHEAD_CHUNKS = 16
-#: Bytes fetched at a B-tree node not yet read (a version-1 node of a rank-3 dataset's chunks is 3 kB; a
-#: small dataset's first chunk is written next to its node, so its first rows come with it).
+#: Bytes fetched at a B-tree node not yet read (3 kB for rank 3; a small dataset's first chunk follows it).
 INDEX_NODE_BYTES = 4096
 
 
@@ -232,8 +231,7 @@ def written_rows(ds, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int]
     return out
 
 
-#: HDF5 files open on Python file objects: closed before the interpreter ends (HDF5 closing one at its own
-#: exit calls back into a Python that is gone).
+#: HDF5 files open on Python file objects: closed before the interpreter ends (HDF5's own exit calls back).
 _OPEN: weakref.WeakSet = weakref.WeakSet()
 
 

@@ -19,8 +19,7 @@ from ..block import sorted_unique
 MERGE_GAP_ATOMS = 256
 #: Whole frames are read once the atoms to move pass this fraction of a frame.
 SPAN_FRACTION = 0.75
-#: Plans kept for the next read of the same atoms (an ensemble's members sharing a topology ask the same
-#: ones, block after block), for selections of at most so many atoms (the key holds their indices).
+#: Plans kept for the next read of the same atoms (an ensemble's members ask the same), of at most so many atoms.
 KEPT_PLANS, KEPT_ATOMS = 64, 65_536
 _PLANS: OrderedDict = OrderedDict()
 _PLANS_LOCK = threading.Lock()

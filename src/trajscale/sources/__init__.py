@@ -14,8 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .base import Source
 
-    #: Kind -> Source class (``"h5md"``, ``"xdr"``, ``"mda_part"``, ``"segments"``, ...), as a Source's
-    #: ``get_config()`` names it. Built when first read (it imports every source module).
+    #: Kind -> Source class, as ``get_config()`` names it; built when first read (it imports every source).
     SOURCES: dict[str, type[Source]]
 
 
@@ -38,8 +37,7 @@ SCHEME = "imd://"
 
 
 def is_stream(trajectory) -> bool:
-    """Whether ``trajectory`` is an IMD stream's address rather than a file (told without importing
-    the receiver)."""
+    """Whether ``trajectory`` is an IMD stream's address rather than a file (told without importing the receiver)."""
     return isinstance(trajectory, str) and trajectory.startswith(SCHEME)
 
 

@@ -329,8 +329,7 @@ class Source(ABC):
         n_sel = self.n_atoms if atoms is None else len(atoms)
         return n_sel * 12 * len(fields) + FRAME_META_BYTES
 
-    #: Why this file's frames end early (damage after whole frames, read up to it), or None: a part
-    #: that ends early cannot be followed by another part without a hole (``plan_join`` refuses it).
+    #: Why this file's frames end early (damage after whole frames), or None: ``plan_join`` refuses a hole.
     damaged: str | None = None
 
     #: Bytes read from storage so far, for reports (0 for a source that does not count them).

@@ -19,8 +19,7 @@ def is_local(location: str | os.PathLike | Location | None) -> bool:
 
 
 def locate(trajectory: str | os.PathLike | Location) -> str:
-    """``trajectory`` as every process opens it (:meth:`Location.absolute`): a URL as given, a local path
-    absolute."""
+    """``trajectory`` as every process opens it (:meth:`Location.absolute`): a URL as given, a local path absolute."""
     return Location.of(trajectory).absolute().where
 
 

@@ -193,8 +193,7 @@ class SegmentedSource(Source):
         self._shifts = [(int(s.get("shift_step", 0)), float(s.get("shift_time", 0.0)))
                         if s.get("shift_step") or s.get("shift_time") else None for s in segments]
         self._open = OpenSources(self.max_open, self._forget)
-        # Identity of each open part when it was opened, and the open parts checked since the last
-        # refresh(): a long-lived worker stats only the parts a task reads, never the whole chain.
+        # each open part's identity, and those checked since refresh(): a worker stats only the parts it reads
         self._identity: dict[int, tuple] = {}
         self._checked: set[int] = set()
         self._chunk_frames = None if chunk_frames is None else max(1, int(chunk_frames))
@@ -355,8 +354,7 @@ class SegmentedSource(Source):
             return src
         self._open.make_room()
         seg, path = self.segments[i], self.segment_path(i)
-        # before opening: a rewrite after it is noticed next task (a part behind a URL that the preparing
-        # process looked up: its identity as found then, checked by every range request's If-Match)
+        # before opening: a rewrite after it is noticed next task (a URL's: as shipped, checked by If-Match)
         ident = identity_of(path) if shipped is None else (path, *shipped["identity"])
         if ident is None:
             raise InputFileError(path, f"segment {i} of {self._index_path or 'the trajectory'} is missing")
@@ -387,8 +385,7 @@ class SegmentedSource(Source):
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
-        # this source's block, plus the piece a segment allocates before it is copied in (an H5MD
-        # segment's block; parts that fill rows decode straight into the block's: a whole-frame buffer)
+        # this source's block, plus the block a part that does not fill rows allocates before the copy
         seg = self._segment(0)
         return super().bytes_per_frame(atoms, fields) + (0 if seg.fills_rows else seg.bytes_per_frame(atoms, fields))
 

@@ -85,8 +85,7 @@ class ByteStore(ABC):
         return None
 
     def fetched(self) -> dict | None:
-        """What reading these bytes cost over the network (requests, bytes, wait_s, retries); None for a
-        local file."""
+        """What reading these bytes cost over the network (requests, bytes, wait_s, retries); None for a local file."""
         return None
 
     def descriptor(self) -> int | None:

@@ -27,8 +27,7 @@ from .objects import HEAD_BYTES, RemoteObject
 BLOCK_BYTES = HEAD_BYTES
 #: Most bytes kept per file object.
 CACHE_BYTES = 64 * 1024**2
-#: Most bytes of metadata a run ships to its workers (:meth:`CachingFile.metadata`; a job's config carries
-#: them to every worker, and an array's to every task).
+#: Most bytes of metadata a run ships to its workers (:meth:`CachingFile.metadata`) in every job's config.
 SHIP_BYTES = 1024**2
 #: Pieces HDF5 asked for closer than this are shipped as one.
 SHIP_GAP = 4096
@@ -63,8 +62,7 @@ class CachingFile(ReadOnlyFile):
         self._asked: list[tuple[int, int]] = []
         #: ``known`` where it came from trajscale's cache of an earlier run (:mod:`.hdf5`), else None
         self.cached: list | None = None
-        #: ranges asked for ahead (:meth:`fetch_ahead`), on their way (sorted); and those come, by start:
-        #: (stop, bytes), least recently read first, with their starts sorted
+        #: ranges fetched ahead, on their way (sorted); those come, by start: (stop, bytes), in LRU order
         self._ahead: list[tuple[int, int]] = []
         self._pieces: OrderedDict[int, tuple[int, bytes]] = OrderedDict()
         self._piece_starts: list[int] = []

@@ -14,16 +14,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# (a stop signal the CLI recorded: every wait on requests asks, so that a read waiting on a frozen server ends
-# with the run, not at its timeout)
+# (every wait on requests asks for a recorded stop signal: a read of a frozen server ends with the run)
 from ..util import raise_if_stopped
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:   # (the futures' module is imported with the first request: a local file's reader never needs it)
     from concurrent.futures import Future
 
-#: Requests in flight at once per object and process, at least (``max_concurrency`` fixes the number; 64 rather
-#: than 32: docs/benchmarks.md).
+#: Requests in flight at once per object and process, at least (``max_concurrency`` fixes it; docs/benchmarks.md).
 MAX_CONCURRENCY = 64
 #: Without ``max_concurrency``, the requests in flight grow with the shortest round trip seen, to keep about
 #: this many requests a second going out: half the 5,500 GETs a second S3 serves a key prefix before SlowDown.

@@ -34,17 +34,14 @@ from .retry import GONE, Deadline, Failure, Outage, RemoteError, Replaced, Wrong
 
 log = logging.getLogger(__name__)
 
-#: Bytes of an object's first request: the format is told from them, and HDF5's superblock and first
-#: object headers are in them (they are the caching file object's first block).
+#: Bytes of an object's first request: its format, and HDF5's superblock and first object headers.
 HEAD_BYTES = 256 * 1024
 #: Defaults of trajscale's own options.
 RETRY_SECONDS = 30.0
 TIMEOUT = 20.0
-#: Batches of requests started ahead (:meth:`RemoteObject.prefetch`) held at once: the block being read and
-#: the next one's.
+#: Batches of requests started ahead held at once: the block being read and the next one's.
 AHEAD_BATCHES = 2
-#: Seconds an object's first bytes and identity are kept, so the registry's guess and the Source's open
-#: share one request (a later run asks again: the object may have been replaced since).
+#: Seconds an object's first bytes and identity are kept, so the registry's guess and the Source share one request.
 HEAD_TTL = 10.0
 
 #: nginx's ETag: the file's modification time in seconds and its size, in hex (``"6b09123e-446bacc3"``).
@@ -129,13 +126,11 @@ class RemoteObject(ByteStore):
         self.store = self._store(self.timeout)
         self.stats = FetchStats()
         self._lock = threading.Lock()
-        #: requests started ahead of the read that will want them (:meth:`prefetch`), by byte range, and the
-        #: batches they were started in (at most :data:`AHEAD_BATCHES`)
+        #: requests started ahead (:meth:`prefetch`), by byte range, and the batches they were started in
         self._ahead: dict[tuple[int, int], object] = {}
         self._batches: list[list[tuple[int, int]]] = []
         self._identity = identity
-        #: the error every request of the object fails with once one has failed for good (its server gave no
-        #: answer in ``retry_seconds``, or the object was replaced): a run's refusal ends its other requests
+        #: the error every request of the object fails with once one has failed for good
         self._failed: RemoteError | None = None
         self._outage = Outage(self.retry_seconds)
         self.head = b""

@@ -211,8 +211,7 @@ def file_labels(path: str) -> dict[str, np.ndarray] | None:
     return labels
 
 
-#: The files read last in this process, by their real path, device, inode, size and modification time (their
-#: labels are shared: callers never change them).
+#: The files read last in this process, by their identity (their labels are shared: callers never change them).
 _READ: OrderedDict = OrderedDict()
 _KEPT = 4
 

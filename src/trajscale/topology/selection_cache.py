@@ -37,8 +37,7 @@ from . import parsed_cache
 log = logging.getLogger(__name__)
 
 FORMAT = 1
-# Least recently used entries beyond these are removed; entries are a few kB, so thousands are kept (an
-# ensemble's members may each have a topology of their own).
+# LRU entries beyond these are removed; a few kB each, thousands kept (an ensemble's members' topologies).
 MAX_ENTRIES = 8192
 MAX_BYTES = 256 * 2**20
 

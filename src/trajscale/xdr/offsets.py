@@ -30,8 +30,7 @@ from ..errors import InputFileError
 
 log = logging.getLogger(__name__)
 
-#: Block size of the caching file object a header scan of an object reads through: the scan reads the whole
-#: object in order, so few large requests (a 100 MB XTC: 13 requests).
+#: Block size of the caching file object a header scan of an object reads through (a 100 MB XTC: 13 requests).
 SCAN_BLOCK_BYTES = 8 * 1024**2
 #: Block size when only the first frame's header is read (a shipped TRR's fields): the object's first block.
 HEAD_BLOCK_BYTES = 256 * 1024
@@ -63,8 +62,7 @@ def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-#: Whether a cut-short last XTC/TRR frame is refused when the caller does not say (``strict=None``):
-#: the CLI's ``--strict`` sets it for the command it runs (:func:`refuse_partial_frames`).
+#: Whether a cut-short last frame is refused when the caller does not say (the CLI's ``--strict`` sets it).
 _STRICT = contextvars.ContextVar("trajscale_strict_parts", default=False)
 
 

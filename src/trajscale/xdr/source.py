@@ -35,13 +35,11 @@ from .traits import XDR
 XDR_FORMATS = ("XTC", "TRR")
 #: Bytes of a file's head that tell XTC from TRR (the magic number; a TRR's version string).
 HEAD_BYTES = 24
-#: How another process opens the bytes of an object (:meth:`~trajscale.storage.bytestore.ByteStore.state`),
-#: in :func:`~trajscale.storage.opener.open_bytes`' order.
+#: How another process opens an object's bytes (``ByteStore.state``), in ``open_bytes``' order.
 STORE_STATE = ("storage_options", "identity", "round_trip")
 #: GROMACS units to MDAnalysis's (nm -> Å; kJ/(mol nm) -> kJ/(mol Å)), per field.
 XDR_SCALE = {"position": np.float32(10.0), "velocity": np.float32(10.0), "force": np.float32(0.1)}
-#: The units XTC and TRR store (MDAnalysis's ``XTCReader.units``, ``TRRReader.units``), known without
-#: importing MDAnalysis.
+#: The units XTC and TRR store (MDAnalysis's ``XTCReader.units``, ``TRRReader.units``).
 XDR_UNITS = {"XTC": {"time": "ps", "length": "nm"},
              "TRR": {"time": "ps", "length": "nm", "velocity": "nm/ps", "force": "kJ/(mol*nm)"}}
 
