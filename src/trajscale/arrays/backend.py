@@ -27,8 +27,7 @@ class TrajscaleBackendEntrypoint(BackendEntrypoint):
     as lazy Datasets read through trajscale's slab reads.
 
     Keyword arguments of ``open_dataset``: ``topology``, ``select``, ``group``, ``assume_units`` and
-    ``continuous``, as :func:`open_dataset` takes them.
-    """
+    ``continuous``, as :func:`open_dataset` takes them."""
 
     description = "MD trajectories (H5MD, XTC/TRR chains, segments) through trajscale's slab reads"
     url = "https://github.com/trajscale/trajscale/blob/main/docs/arrays.md"

@@ -144,8 +144,7 @@ def read_rows(opener: SourceOpener, name: str, key: tuple, shape: tuple[int, ...
 def tidy_times(times: np.ndarray, min_decimals: int = 0) -> np.ndarray:
     """Times (ps, float64) without float32's noise, so ``ds.sel(time=400)`` finds the frame written at 400 ps:
     each is rounded to the power of ten at or above eight float32 steps at its size, when that moves it by at
-    most four (``400.00003`` -> ``400.0``), keeping at least ``min_decimals`` and never past whole ps.
-    """
+    most four (``400.00003`` -> ``400.0``), keeping at least ``min_decimals`` and never past whole ps."""
     t = np.asarray(times, np.float64)
     finite = np.isfinite(t) & (t != 0) & (np.abs(t) < 1e30)
     if not finite.any():

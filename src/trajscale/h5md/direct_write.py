@@ -96,8 +96,7 @@ def plan_writes(path: str | os.PathLike, names: list[str], probe: bool = True) -
 
     With ``probe`` (a file no worker has written yet) each dataset's last row is written with a pattern at its
     address and read back through HDF5, then restored: a misread layout fails here, before any worker writes.
-    Raises :class:`OutputError` for a dataset not eligible or whose storage was not allocated.
-    """
+    Raises :class:`OutputError` for a dataset not eligible or whose storage was not allocated."""
     targets: dict[str, RowTarget] = {}
     with h5py.File(path, "r") as f:
         for name in names:

@@ -150,8 +150,7 @@ def reader_chunk_cache(shape: tuple[int, ...], chunks: tuple[int, ...] | None, i
     None (0) while chunks keep each atom's xyz together: every slab touches each chunk once, and an uncompressed
     chunk too big for the cache is read in place, only the selected atoms' bytes. Chunks that split xyz (h5py's
     guess) read in place make every float its own read call, so they get a cache of two rows of chunks;
-    ``filtered`` chunks get one row, so several atom runs decode each chunk once.
-    """
+    ``filtered`` chunks get one row, so several atom runs decode each chunk once."""
     if not chunks or len(shape) != 3:
         return 0
     row = chunks[0] * shape[1] * shape[2] * itemsize   # every chunk of chunks[0] frames

@@ -462,8 +462,7 @@ class H5MDSource(Source):
 
         Three small HDF5 calls per block cost as much as megabytes of coordinates, so they are read once for
         the span :meth:`preload_frame_meta` named (a rank's share), else the whole file on the first block
-        (memoised when small). Single frames are read alone unless the file's are kept. Blocks get copies.
-        """
+        (memoised when small). Single frames are read alone unless the file's are kept. Blocks get copies."""
         key = self._described.key
         if self._meta is None and (kept := _FILE_META.get(key)) is not None:
             _FILE_META.move_to_end(key)

@@ -274,8 +274,7 @@ class H5MDWriter:
         Under ``mpio`` every rank calls this (collective); only the ranks passing ``step``/``time`` write them.
         With ``publish`` the grown step/time are flushed too, so a reader now (or a killed job's file) counts the
         frames; without, one flush per frame instead of two, the file a frame behind. ``fsync`` then puts the file
-        on the disk (under ``mpio`` the flush is that already).
-        """
+        on the disk (under ``mpio`` the flush is that already)."""
         a = self.n_written
         if n <= a:
             return

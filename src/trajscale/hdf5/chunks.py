@@ -94,8 +94,7 @@ class ChunkIndex:
     """Where every chunk of one ``(frames, atoms, 3)`` dataset is stored.
 
     ``chunks`` is None for contiguous storage. ``offsets``, ``sizes`` and ``masks`` are over the chunk grid in C
-    order; an offset is :data:`NEVER_WRITTEN` or ``NOT_LOOKED_UP`` (:meth:`locate` looks it up).
-    """
+    order; an offset is :data:`NEVER_WRITTEN` or ``NOT_LOOKED_UP`` (:meth:`locate` looks it up)."""
 
     shape: tuple[int, int, int]
     chunks: tuple[int, int, int] | None

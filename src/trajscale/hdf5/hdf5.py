@@ -74,8 +74,7 @@ def cover_allocated(f: h5py.File, grown: int = 0, comm=None, path: str | None = 
 
     Under ``mpio`` HDF5 does not tell the allocated end, so ``grown`` (storage given since the last flush)
     bounds it: rank 0 extends the file (at ``path`` if renamed) by that and room for metadata, every rank waits.
-    Returns the sizes before and after for :func:`trim_cover`; None when nothing grew.
-    """
+    Returns the sizes before and after for :func:`trim_cover`; None when nothing grew."""
     if f.driver == "sec2":
         end, fd = allocated_end(f), f.id.get_vfd_handle()   # (the file itself, whatever its name now)
         if end is not None and os.fstat(fd).st_size < end:

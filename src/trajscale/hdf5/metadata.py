@@ -85,8 +85,7 @@ def btree_children(node: bytes, sizeof_addr: int, file_size: int) -> list[int]:
     (signature ``TREE``, type 1, level > 0), or [] for any other bytes.
 
     The dataset's rank is not in the node: it is the first for which each key ends in a 0 offset and every
-    child lies inside the file (a wrong guess costs only bytes fetched ahead).
-    """
+    child lies inside the file (a wrong guess costs only bytes fetched ahead)."""
     if len(node) < 8 or node[:4] != b"TREE" or node[4] != 1 or node[5] == 0:
         return []
     used = int.from_bytes(node[6:8], "little")

@@ -60,8 +60,7 @@ def plan_atom_reads(atoms: np.ndarray | None, n_atoms: int) -> AtomReads:
     """How to read ``atoms`` (global indices, any order) of ``n_atoms``-atom frames.
 
     Runs closer than :data:`MERGE_GAP_ATOMS` are merged; runs are kept when cheaper than the span, the span
-    below :data:`SPAN_FRACTION` of a frame, else whole frames. Small plans are kept (read-only) and reused.
-    """
+    below :data:`SPAN_FRACTION` of a frame, else whole frames. Small plans are kept (read-only) and reused."""
     if atoms is None:
         return AtomReads(np.array([[0, n_atoms]], dtype=np.int64), None)
     atoms = np.asarray(atoms, dtype=np.int64)

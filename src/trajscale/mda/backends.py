@@ -42,8 +42,7 @@ def _timed(func, part, task: int, worker: str):
 
     cloudpickle writes the state, since a class made at run time (``analysis_class(func)``'s, a notebook's) has
     no importable name. ``_compute`` sets the frame attributes to the part's, so they are put back afterwards
-    (in-process parts would leave them on the caller's object, which ``_conclude`` uses).
-    """
+    (in-process parts would leave them on the caller's object, which ``_conclude`` uses)."""
     host, pid = host_and_pid()
     analysis = _analysis_of(func)
     saved = dict(analysis.__dict__) if analysis is not None else None

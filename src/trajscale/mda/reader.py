@@ -343,8 +343,7 @@ class Reader(ReaderBase):
 class ChainReader(_MDAChainReader):
     """MDAnalysis's ChainReader, registered in its place, except for a list given with format ``"TRAJSCALE"``:
     that list is trajscale's :class:`Reader`. (MDAnalysis hands every list to the ``"CHAIN"`` reader before it
-    looks at ``format``.)
-    """
+    looks at ``format``.)"""
 
     format = "CHAIN"
 

@@ -69,8 +69,7 @@ class MemberLayout:
     """One member as checked by the process that opened it first: what a worker reads it by.
 
     ``identity`` is its byte store's; ``box`` is the member's one box as MDAnalysis dimensions (Å, degrees),
-    None without one.
-    """
+    None without one."""
 
     domain: str
     n_frames: int

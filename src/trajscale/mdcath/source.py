@@ -66,8 +66,7 @@ def ensemble_members(location: str, base):
     """The members an mdCATH file holds, for an ensemble (:attr:`~trajscale.formats.FormatTraits.members`): one
     :class:`~trajscale.ensemble.Member` per temperature and replica, named ``{base's name}/{temperature}/{replica}``
     (``mdcath_dataset_`` left out), labelled ``base.labels`` and ``domain``, ``temperature``, ``replica``, with
-    its checked Source config (byte offsets: workers open no HDF5). None when the file is not mdCATH's.
-    """
+    its checked Source config (byte offsets: workers open no HDF5). None when the file is not mdCATH's."""
     import dataclasses
 
     path, only = split_member(location)
@@ -127,8 +126,7 @@ def _told(store: ByteStore) -> tuple[bool, hdf5_of | None]:
     """Whether the file in ``store`` is mdCATH's, and HDF5's view of it, open, where that view told it.
 
     A file at hand is told by the view that describes it (one HDF5 open); an object from its first bytes first
-    (no more requests for a file that is not mdCATH's). Where the view cannot be opened, :func:`looks_like` says.
-    """
+    (no more requests for a file that is not mdCATH's). Where the view cannot be opened, :func:`looks_like` says."""
     if not store.remote and store.first_bytes(len(HDF5_MAGIC)) == HDF5_MAGIC:
         try:
             view = hdf5_of(store)

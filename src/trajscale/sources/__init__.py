@@ -73,8 +73,7 @@ def open_source(trajectories, topology: str | None = None, *, continuous: bool =
     ``assume_units`` (``"nm"`` or ``"Angstrom"`` for datasets without a unit attribute), ``strict`` (an XTC/TRR
     whose last frame is cut short is refused (True) or read without it, with a warning (False; None: the
     process's setting, :func:`trajscale.xdr.source.refuse_partial_frames`)). ``topology`` is kept by a segment
-    index for its parts.
-    """
+    index for its parts."""
     from ..storage import using
     from .base import OpenRequest
 

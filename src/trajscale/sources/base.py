@@ -51,8 +51,7 @@ class OpenRequest:
     """What a caller asks of the Source the format registry opens for one file.
 
     A Source uses the fields that apply to its format; the registry refuses ``group`` and ``assume_units`` for
-    a Source that does not declare :attr:`Source.takes_h5md_options`.
-    """
+    a Source that does not declare :attr:`Source.takes_h5md_options`."""
 
     #: Topology file (a Source whose format lacks atom data may need it; None: none given).
     topology: str | None = None
@@ -83,8 +82,7 @@ class Source(ABC):
     A Source travels to workers and ranks as ``get_config()`` (plain values) and is reopened there with
     :func:`trajscale.sources.source_from_config`; open file handles never cross a process boundary. Its class
     attributes declare the formats it reads and what it can do; :mod:`trajscale.sources.registry` asks
-    :meth:`guess_format` (the file's own bytes) and opens with :meth:`open`.
-    """
+    :meth:`guess_format` (the file's own bytes) and opens with :meth:`open`."""
 
     kind: str = ""
     #: The format's declared traits, whose ``formats`` and ``suffixes`` are this class's; None (and empty

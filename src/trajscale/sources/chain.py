@@ -122,8 +122,7 @@ def plan_join(sources: Iterable[Source], continuous: bool = False) -> JoinPlan:
     """Decide how ``sources`` (in order) join into one trajectory; see the module's rules.
 
     ``sources`` may be a generator that keeps only the current and the previous one open (the previous is
-    read only on an overlap). Reads a few frames of one atom per file; a single file is not read.
-    """
+    read only on an overlap). Reads a few frames of one atom per file; a single file is not read."""
     sources = iter(sources)
     files: list[list] = []   # [path, n_frames, n_kept, shift_step, shift_time, first_time, last_time]
     prev: _Kept | None = None

@@ -14,8 +14,7 @@ from collections.abc import Callable, Hashable, Iterator
 class OpenSources:
     """Open sources (anything with ``path``, ``close()``, ``bytes_read`` and ``remote_stats()``), keyed, in the
     order last used, at most ``limit``. ``on_close(key, source)`` is called before a source is closed.
-    ``list_paths``: keep every opened path (:attr:`opened`); a reader of thousands of files only counts.
-    """
+    ``list_paths``: keep every opened path (:attr:`opened`); a reader of thousands of files only counts."""
 
     def __init__(self, limit: int, on_close: Callable[[Hashable, object], None] | None = None,
                  list_paths: bool = True) -> None:

@@ -221,8 +221,7 @@ class SegmentedSource(Source):
         """Parts in formats MDAnalysis reads, in order, as one trajectory (MDAnalysis's ChainReader's job).
 
         Every part is scanned here, once (atom counts must agree), and joined as :func:`~.chain.plan_join`
-        decides (``continuous`` lets overlapping parts join). ``group`` and ``assume_units`` apply to H5MD parts.
-        """
+        decides (``continuous`` lets overlapping parts join). ``group`` and ``assume_units`` apply to H5MD parts."""
         from ..errors import AtomCountMismatchError
 
         if not parts:

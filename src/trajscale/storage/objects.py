@@ -95,8 +95,7 @@ class RemoteObject(ByteStore):
     """One object behind a URL, read by concurrent range requests.
 
     Use :meth:`open`: it fetches the object's first :data:`HEAD_BYTES` with one request, which also
-    gives its ETag and size (or takes a known ``identity``, a worker's, and checks it on every read).
-    """
+    gives its ETag and size (or takes a known ``identity``, a worker's, and checks it on every read)."""
 
     remote = True
     #: the client library, imported before a pool's workers start (its runtime starts at the first request)

@@ -70,8 +70,7 @@ def written_atoms(topology: str, select, topology_coordinates: bool) -> tuple[np
     atoms (an AtomGroup, or :class:`CachedAtoms` with the same arrays), and the topology's atom count.
 
     From the cache nothing is parsed and MDAnalysis is not imported; otherwise the Universe is built (with the
-    file's own coordinates if ``topology_coordinates``) and what it has is kept for the next writer.
-    """
+    file's own coordinates if ``topology_coordinates``) and what it has is kept for the next writer."""
     from .load import load_universe
     from .select import select_atoms
     from .universe import CachedUniverse

@@ -40,8 +40,7 @@ def load_universe(topology: str, trajectories=(), parsed=None, topology_coordina
     """An MDAnalysis Universe, with MDAnalysis's failures turned into one clear message.
 
     ``parsed``: an already parsed Topology (else the parse is cached, :mod:`.parsed_cache`).
-    ``topology_coordinates=False`` skips the topology file's own coordinates when no trajectory is given.
-    """
+    ``topology_coordinates=False`` skips the topology file's own coordinates when no trajectory is given."""
     import MDAnalysis as mda
 
     files = [topology, *trajectories]
