@@ -19,9 +19,11 @@ import numpy as np
 from ..block import sorted_unique
 from ..errors import NotH5MDError
 from ..facts import CONTIGUOUS, LayoutFacts, Precision
+from ..hdf5.chunks import chunk_info
 from ..hdf5.hdf5 import checked_store, open_h5
 from ..hdf5.runs import plan_atom_reads
 from ..storage.bytestore import ReadOnlyFile
+from ..storage.ranges import coalesce
 from .codecs import ENCODING_OF
 from .layout import REMOTE_MIN_CHUNK_BYTES, plan_frames_per_chunk, reader_chunk_cache
 from .schema import H5MDInfo, describe, particle_groups
@@ -289,20 +291,8 @@ class RecordingFile(ReadOnlyFile):
 def request_cost(ranges: list[tuple[int, int]], gap: int, max_request: int) -> tuple[int, int]:
     """(requests, bytes) of fetching ``ranges`` as trajscale's remote reader does (merged within ``gap``, cut at
     ``max_request``)."""
-    requests = nbytes = 0
-    cur: list[int] | None = None
-    for a, b in sorted(ranges):
-        if cur is not None and a - cur[1] <= gap and max(b, cur[1]) - cur[0] <= max_request:
-            cur[1] = max(cur[1], b)
-            continue
-        if cur is not None:
-            requests += -(-(cur[1] - cur[0]) // max_request)
-            nbytes += cur[1] - cur[0]
-        cur = [a, b]
-    if cur is not None:
-        requests += -(-(cur[1] - cur[0]) // max_request)
-        nbytes += cur[1] - cur[0]
-    return requests, nbytes
+    merged = coalesce(ranges, gap, max_request)[0]
+    return sum(-(-(b - a) // max_request) for a, b in merged), sum(b - a for a, b in merged)
 
 
 def frame_ranges(ds: h5py.Dataset, frames: np.ndarray, atoms) -> tuple[list[tuple[int, int]], bool]:
@@ -319,11 +309,11 @@ def frame_ranges(ds: h5py.Dataset, frames: np.ndarray, atoms) -> tuple[list[tupl
         cf = n_frames if ds.chunks is None else ds.chunks[0]
         rows = {}
         for r in sorted_unique(frames // cf).tolist():
-            rows[r] = ds.id.get_offset() if ds.chunks is None else _chunk_offset(ds, (r * cf, 0, 0))
+            rows[r] = ds.id.get_offset() if ds.chunks is None else chunk_info(ds, (r * cf, 0, 0))[0]
         out = []
         for fr in frames.tolist():
             base = rows[fr // cf]
-            if base is None:
+            if base is None or base < 0:   # (never written)
                 continue
             row = base + (fr % cf) * n_atoms * item
             out += [(row + lo * item, row + hi * item) for lo, hi in runs.tolist()]
@@ -334,23 +324,10 @@ def frame_ranges(ds: h5py.Dataset, frames: np.ndarray, atoms) -> tuple[list[tupl
     for r in sorted_unique(frames // cf).tolist():
         for c in range(lo // ca, (hi - 1) // ca + 1):
             for d in range(-(-n3 // c3)):
-                info = _chunk_info(ds, (r * cf, c * ca, d * c3))
-                if info is not None:
-                    out.append((info.byte_offset, info.byte_offset + info.size))
+                offset, size, _ = chunk_info(ds, (r * cf, c * ca, d * c3))
+                if offset >= 0:
+                    out.append((offset, offset + size))
     return out, False
-
-
-def _chunk_info(ds: h5py.Dataset, coord: tuple[int, ...]):
-    try:
-        info = ds.id.get_chunk_info_by_coord(coord)
-    except (KeyError, ValueError, RuntimeError, OSError):
-        return None
-    return None if info is None or info.byte_offset is None else info
-
-
-def _chunk_offset(ds: h5py.Dataset, coord: tuple[int, ...]) -> int | None:
-    info = _chunk_info(ds, coord)
-    return None if info is None else int(info.byte_offset)
 
 
 def opening_cost(fileobj, size: int, group: str | None = None, assume_units: str | None = None,
