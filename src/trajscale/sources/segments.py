@@ -392,14 +392,16 @@ class SegmentedSource(Source):
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
         self.check_range(start, stop)
         self.check_request(atoms, fields)
-        n = len(range(start, stop, stride))
-        n_sel = self.n_atoms if atoms is None else len(atoms)
-        first = int(np.searchsorted(self._starts, start, side="right") - 1) if n else 0
-        if n:
-            self._segment(first)   # opened (and its atoms checked against the index's) before any allocation
-        out = {fl: self._out_array(fl, (n, n_sel, 3)) for fl in fields}
-        box, time, step = np.zeros((n, 6), np.float32), np.empty(n), np.empty(n, np.int64)
-        i, a, row = first, start, 0
+        if len(range(start, stop, stride)):
+            self._segment(self._first_segment(start))   # opened (its atoms checked) before any allocation
+        return self._read_rows(start, stop, atoms, fields, stride)
+
+    def _first_segment(self, start: int) -> int:
+        return int(np.searchsorted(self._starts, start, side="right") - 1)
+
+    def read_into(self, start: int, stop: int, atoms: np.ndarray | None, stride: int,
+                  out: dict[str, np.ndarray], box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:
+        i, a, row = self._first_segment(start), start, 0
         while a < stop:   # one read per segment the range touches (a: the next kept frame)
             seg_start, seg_stop = int(self._starts[i]), int(self._starts[i + 1])
             b = min(stop, seg_stop)
@@ -415,8 +417,6 @@ class SegmentedSource(Source):
                 a += (rows.stop - rows.start) * stride
             i += 1
         self.bytes_read += sum(arr.nbytes for arr in out.values())
-        return Block(start, stop, out["position"], box, time, step,
-                     velocities=out.get("velocity"), forces=out.get("force"), stride=stride)
 
     def _forget(self, i: int, src: Source) -> None:
         """A part closed (least recently used, or changed since it was opened): checked anew when reopened."""
