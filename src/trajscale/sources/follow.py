@@ -91,15 +91,6 @@ def follow_match(path: str):
     return match
 
 
-def followable(path: str) -> str:
-    """How ``path`` is followed: the kind of the Source that reads it (``"segments"``, ``"h5md"``, ``"xdr"``).
-
-    Raises
-    ------
-    NotFollowableError
-        A format read whole (DCD, PDB, ...): refused at once, not after waiting for frames.
-    """
-    return follow_match(path).kind
 
 
 def snapshot(trajectory, topology=None, *, group: str | None = None, assume_units: str | None = None) -> Snapshot:
@@ -257,7 +248,7 @@ def frame_counts(path: str, *, idle: float, poll: float = 0.5, group: str | None
     NotFollowableError
         A format that cannot be followed, at once.
     """
-    followable(path)
+    follow_match(path)
     watch, last, since, trailing = Watch(path), 0, time.monotonic(), 0
     while True:
         try:
@@ -314,5 +305,5 @@ def first_snapshot(trajectory, topology=None, *, group: str | None = None, assum
         time.sleep(poll)
 
 
-__all__ = ["DONE_SUFFIX", "FileState", "Snapshot", "Watch", "first_snapshot", "follow_match", "followable",
+__all__ = ["DONE_SUFFIX", "FileState", "Snapshot", "Watch", "first_snapshot", "follow_match",
            "frame_counts", "idle_detail", "index_snapshot", "snapshot", "snapshot_taker"]
