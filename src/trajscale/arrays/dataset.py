@@ -104,8 +104,7 @@ def _one_or_all(sizes: tuple[int, ...]) -> int | tuple[int, ...]:
 
 @dataclass(frozen=True)
 class _Lazy:
-    """What the lazy variables of one Dataset share: how they reopen the trajectory, their chunks along frame,
-    and the atoms a selection picked (None: all)."""
+    """What one Dataset's lazy variables share: the opener, their chunks along frame, the selected atoms."""
 
     opener: SourceOpener
     frame_chunks: tuple[tuple[int, ...], tuple[int, ...]]
@@ -174,8 +173,7 @@ def build_dataset(source, topology: str | None, drop_variables=(), select: str |
 
 
 def _dt_decimals(source) -> int:
-    """Decimals of ps that rounding a time always keeps: those of the first two frames' spacing (0.002 ps: 3;
-    100.00000763 ps: 0)."""
+    """Decimals of ps a time's rounding keeps: those of the first two frames' spacing (0.002 ps: 3)."""
     if source.n_frames < 2:
         return 0
     try:
@@ -189,8 +187,7 @@ def _dt_decimals(source) -> int:
 
 
 def _steps_past_int32(source) -> bool:
-    """Whether the first or last frame's step is outside int32 (steps increase): without int64 (netCDF-3) such
-    steps are written as float64, exact, not refused."""
+    """Whether the first or last step is outside int32: without int64 (netCDF-3) steps are written as float64."""
     if not source.n_frames:
         return False
     info = np.iinfo(np.int32)

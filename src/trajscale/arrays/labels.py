@@ -15,8 +15,7 @@ LABELS = ("name", "resname", "resid", "segid", "element", "mass")
 
 
 def topology_labels(topology: str, n_atoms: int, trajectory: str) -> dict[str, np.ndarray]:
-    """The labels the topology file has, one value per atom (cached per file version); refused if its atom
-    count differs."""
+    """The topology file's labels, one value per atom (cached per file version); refused if its atom count differs."""
     from ..topology import atom_labels
 
     n_top, labels = atom_labels(str(topology))

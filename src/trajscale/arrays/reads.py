@@ -89,8 +89,7 @@ def frame_runs(key, n_frames: int) -> list[tuple[int, int, int]]:
 
 
 def atom_request(key, n_atoms: int) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """The atoms to read for ``key`` (None: all) and the take that orders the read rows as asked
-    (None: as read). Duplicates are read once."""
+    """The atoms to read for ``key`` (None: all) and the take ordering the rows as asked; duplicates read once."""
     if isinstance(key, (int, np.integer)):
         return np.array([int(key)], np.intp), None
     if isinstance(key, slice):

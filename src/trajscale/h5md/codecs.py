@@ -84,8 +84,7 @@ def quantize(values: np.ndarray, q: float) -> np.ndarray:
 
 
 def encode_deltas(values: np.ndarray, q: float) -> np.ndarray:
-    """``(frames, atoms, 3)`` values as zigzag-coded uint32 differences of ``round(values / q)`` along atoms;
-    ValueError for values not finite or too large for int32 steps of ``q``."""
+    """Values as zigzag-coded uint32 differences of ``round(values / q)`` along atoms; ValueError if too large."""
     steps = np.asarray(values, np.float64) / q
     np.rint(steps, out=steps)
     bad = ~(np.abs(steps) <= MAX_STEPS)          # NaN too
@@ -170,8 +169,7 @@ class Deltas:
         ds.attrs["trajscale_center"] = self.center
 
     def encode(self, values: np.ndarray) -> np.ndarray:
-        """``(frames, atoms, 3)`` values as stored: uint16, the atoms in stored order. ValueError for values not
-        finite, farther than 32767 steps from the centre, or of another shape."""
+        """Values as stored (uint16, stored atom order); ValueError if not finite, too far, or misshapen."""
         values = np.asarray(values)
         dtype = np.float32 if values.dtype == np.float32 else np.float64
         values = np.ascontiguousarray(values, dtype)   # native order too
@@ -198,8 +196,7 @@ class Deltas:
         return len(self.codes)
 
     def table(self) -> np.ndarray:
-        """``(3, 65536)`` float32: per axis, the value of each int16 step count (as uint16) -
-        the float32 nearest ``(steps + centre) * q``.  768 KiB, made once."""
+        """``(3, 65536)`` float32: per axis, the float32 nearest ``(steps + centre) * q`` per step count."""
         if self._table is None:
             steps = np.arange(2**16, dtype=np.uint16).view(np.int16).astype(np.float64)
             self._table = np.stack([((steps + c) * self.q).astype(np.float32) for c in self.center])
@@ -240,8 +237,7 @@ def decode_deltas(raw: np.ndarray, q: float, out: np.ndarray | None = None) -> n
 
 
 def _into(out: np.ndarray | None, shape: tuple, kernel) -> np.ndarray:
-    """Run ``kernel(o)`` on a C-contiguous float32 ``o`` of ``shape``: ``out`` itself when it is one,
-    else a new array, copied into ``out`` if given (a strided view, another dtype)."""
+    """``kernel(o)`` on a C-contiguous float32 ``o`` of ``shape``: ``out`` itself if it is one, else copied."""
     if out is not None and out.shape != shape:
         raise ValueError(f"out has shape {out.shape}, the decoded values {shape}")
     if out is not None and out.dtype == np.float32 and out.flags.c_contiguous and out.flags.writeable:
@@ -288,8 +284,7 @@ def codec_for(attrs, reference: np.ndarray | None) -> Deltas | Deltas32 | None:
 
 
 def encode(values: np.ndarray, attrs, codec=None) -> np.ndarray:
-    """``values`` (in the file's unit) as a dataset with :func:`lossy_attrs_for`'s ``attrs`` stores them
-    (delta-coded through ``codec``, from :func:`codec_for`)."""
+    """``values`` (file unit) as the dataset with :func:`lossy_attrs_for`'s ``attrs`` stores them."""
     if attrs["trajscale_encoding"] == "floats":
         return quantize(values, float(attrs["trajscale_quantum"]))
     if codec is None:

@@ -81,8 +81,7 @@ class RowTarget:
 
 
 def _addresses(ds: h5py.Dataset) -> np.ndarray | None:
-    """Every chunk's address, in row order (once per chunk, by the preparing process only); None if
-    one was never allocated."""
+    """Every chunk's address, in row order (once per chunk, by the preparing process); None if one is unallocated."""
     if ds.chunks is None:
         off = ds.id.get_offset()
         return None if off is None else np.array([off], np.int64)
@@ -143,8 +142,7 @@ def _pattern(n: int) -> bytes:
 
 
 def _writeback_starter():
-    """``start(fd, offset, nbytes)``: begin writing those dirty pages back now, without waiting
-    (Linux ``sync_file_range(..., SYNC_FILE_RANGE_WRITE)``); a no-op elsewhere."""
+    """``start(fd, offset, nbytes)``: begin writing dirty pages back now (Linux ``sync_file_range``); else a no-op."""
     import ctypes
     import sys
 

@@ -46,8 +46,7 @@ HDF5_DEFAULT_CACHE = 1024**2
 
 
 def patterns_for(n_frames: int, n_atoms: int) -> dict:
-    """The access patterns a file of this size can serve, as (frames, atoms): atoms None (whole frames), a
-    count, or an index array."""
+    """The access patterns a file of this size can serve, as (frames, atoms: None, a count, or indices)."""
     out = {}
     for name, (f, a) in PATTERNS.items():
         a = a(n_atoms) if callable(a) else a
@@ -65,8 +64,7 @@ def patterns_for(n_frames: int, n_atoms: int) -> dict:
 def amplification(shape: tuple[int, int, int], chunks: tuple[int, ...] | None,
                   n_frames: int, n_atoms=None, compressed: bool = True,
                   cache_bytes: int = 0, itemsize: int = 4, step: int = 1) -> float:
-    """Read amplification of reading ``n_frames`` frames (every ``step``-th) of ``n_atoms``: None (all), a count
-    (the first ones) or indices, read as :func:`~.runs.plan_atom_reads` plans."""
+    """Read amplification of ``n_frames`` frames (every ``step``-th) of ``n_atoms`` (None, a count, or indices)."""
     f_total, a_total, _ = shape
     n_frames = max(1, min(n_frames, f_total))
     if n_atoms is not None and np.ndim(n_atoms) == 0:
@@ -95,8 +93,7 @@ def _chunks_touched(runs: np.ndarray, ca: int) -> int:
 
 
 def layout_facts(info: H5MDInfo, file_bytes: int | None = None, collective_open: bool = True) -> LayoutFacts:
-    """Layout summary of a described H5MD group (for ``inspect`` and run reports); ``collective_open``: whether
-    MPI ranks open it together (not an object behind a URL)."""
+    """Layout summary of a described group; ``collective_open``: whether MPI ranks open it together (not a URL)."""
     shape = (info.n_frames, info.n_atoms, 3)
     comp = bool(info.compression)
     item = int(info.dtype[-2:]) // 8 if info.dtype[-2:].isdigit() else 4
@@ -163,8 +160,7 @@ def layout_warnings(info: H5MDInfo, amp: dict, amp_ours: dict | None = None) -> 
 
 
 def time_facts(f: h5py.File, info: H5MDInfo) -> dict | None:
-    """First and last time (ps), the interval between frames (the median, and whether it varies) and
-    the first and last step; None for a file without frames or time."""
+    """First and last time (ps), the interval (median, and whether it varies), first and last step; None if none."""
     if info.n_frames == 0 or (info.time.path is None and info.time.fixed is None):
         return None
     t = info.time.values(f, 0, info.n_frames, np.float64)
@@ -227,8 +223,7 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
 
 
 def _open_sized(path) -> tuple[h5py.File, int, bool]:
-    """The HDF5 file at ``path``, its size, and whether MPI ranks open it together; an object's metadata is read
-    afresh, never from the cache (inspect reports the file as it is now)."""
+    """The HDF5 file at ``path``, its size, whether MPI ranks open it together; metadata read afresh, not cached."""
     store = checked_store(path)
     if store.local_path is None:
         from ..hdf5.metadata import open_store_h5
@@ -289,15 +284,13 @@ class RecordingFile(ReadOnlyFile):
 
 
 def request_cost(ranges: list[tuple[int, int]], gap: int, max_request: int) -> tuple[int, int]:
-    """(requests, bytes) of fetching ``ranges`` as trajscale's remote reader does (merged within ``gap``, cut at
-    ``max_request``)."""
+    """(requests, bytes) of fetching ``ranges`` as the remote reader does (merged within ``gap``, cut at the max)."""
     merged = coalesce(ranges, gap, max_request)[0]
     return sum(-(-(b - a) // max_request) for a, b in merged), sum(b - a for a, b in merged)
 
 
 def frame_ranges(ds: h5py.Dataset, frames: np.ndarray, atoms) -> tuple[list[tuple[int, int]], bool]:
-    """The byte ranges a remote read of ``frames`` x ``atoms`` fetches, and whether they are ranges within
-    frames (False: whole stored chunks)."""
+    """The byte ranges a remote read of ``frames`` x ``atoms`` fetches, and whether they lie within frames."""
     n_frames, n_atoms, n3 = ds.shape
     if atoms is not None and np.ndim(atoms) == 0:
         atoms = np.arange(max(1, min(int(atoms), n_atoms)))

@@ -58,8 +58,7 @@ class Layout:
     @classmethod
     def parse(cls, chunks: str = "auto", compression: str | None = "none",
               fletcher32: bool = False, target: str = "disk") -> Layout:
-        """Build a layout from CLI strings such as ``"frame"`` and ``"gzip:4"``; ``target`` ``"remote"``
-        plans it for reading over the network (``--layout remote``)."""
+        """Build a layout from CLI strings (``"frame"``, ``"gzip:4"``); ``target`` ``"remote"``: for range requests."""
         if target not in TARGETS:
             raise ConfigError(f"--layout must be {' or '.join(TARGETS)}, got {target!r}")
         chunk_spec: str | int = chunks
@@ -113,8 +112,7 @@ class Layout:
         return kw
 
     def file_kwargs(self) -> dict:
-        """File-creation keywords for ``h5py.File(..., "w")``: the metadata block at the file's start of a
-        remote store, nothing otherwise."""
+        """``h5py.File(..., "w")`` keywords: a remote store's metadata block at the file's start, nothing otherwise."""
         return {"meta_block_size": METADATA_BLOCK_BYTES} if self.remote else {}
 
     def describe(self) -> str:

@@ -206,8 +206,7 @@ def complete_frames(f: h5py.File, pg: h5py.Group, step: TimeAxis, time: TimeAxis
 
 
 def _unit(ds: h5py.Dataset, quantity: str, assumed: dict | None, path: str) -> tuple[str, float]:
-    """The unit of ``ds`` and its factor to trajscale's unit: from its attribute (a delta-coded dataset's
-    ``trajscale_unit``), or as the user states."""
+    """The unit of ``ds`` and its factor to trajscale's: from its attribute (or ``trajscale_unit``), or as stated."""
     try:
         unit = attr_str(ds, "trajscale_unit") or attr_str(ds, "unit")
     except ValueError as exc:
@@ -244,8 +243,7 @@ def _plugin_filter(ds: h5py.Dataset) -> tuple[str | None, int | None]:
 
 
 def attr_str(obj, name: str) -> str | None:
-    """A string attribute (bytes, str or a one-element array of either); None when absent; ValueError if not
-    one string."""
+    """A string attribute (bytes, str or a one-element array of either); None when absent; else ValueError."""
     try:
         val = obj.attrs.get(name) if name in obj.attrs else None
     except (OSError, TypeError, ValueError) as exc:   # a type h5py cannot read back
@@ -292,8 +290,7 @@ def _object(group: h5py.Group, name: str, path: str):
 
 
 def _dataset(f: h5py.File, name: str, path: str, required: bool = False) -> h5py.Dataset | None:
-    """The dataset at ``name`` (links followed, each checked: HDF5's own errors name neither file nor
-    dataset), None when absent and not ``required``."""
+    """The dataset at ``name``, links followed and checked (HDF5 names neither); None if absent and not ``required``."""
     parent = f
     parts = name.strip("/").split("/")
     for part in parts:
@@ -367,8 +364,7 @@ MAX_ATOMS = 2**31 - 1
 
 
 def _check_stored(ds: h5py.Dataset, n_frames: int, path: str) -> None:
-    """The frames a dataset claims are stored (its allocated bytes or chunks cover them): a header claiming
-    10^12 frames never becomes a read or an allocation."""
+    """The frames a dataset claims are stored (bytes or chunks allocated): a header claiming 10^12 is never read."""
     if n_frames == 0:
         return
     if ds.is_virtual:

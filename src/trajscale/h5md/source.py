@@ -209,8 +209,7 @@ class H5MDSource(Source):
 
     @classmethod
     def guess_can_open(cls, path: str) -> bool:
-        """An HDF5 file with H5MD's ``h5md`` and ``particles`` groups (xarray's ``guess_can_open``: a NetCDF-4
-        file, HDF5 too, is not claimed)."""
+        """HDF5 with H5MD's ``h5md`` and ``particles`` groups (a NetCDF-4 file, HDF5 too, is not claimed)."""
         if cls.guess_format(path) is None:
             return False
         try:
@@ -533,8 +532,7 @@ class H5MDSource(Source):
         return out
 
     def _delta_slabs(self, fl: str, start: int, n: int, stride: int, width: int) -> tuple[list, bool]:
-        """(slabs, chunk by chunk): chunk by chunk where the reader decodes whole-frame chunks straight into
-        the buffer (decoded while in cache), else in slabs."""
+        """(slabs, chunkwise): chunkwise where whole-frame chunks decode straight into the buffer."""
         reads = self._reads.get(fl)
         if (reads is not None and reads.decodes_in_place and reads.index.frame_chunks and stride == 1 and n
                 and width == self._datasets[fl].shape[1]):

@@ -366,8 +366,7 @@ class H5MDWriter:
             trim_cover(path, cover)
 
     def _flush(self) -> None:
-        """Flush, the file first extended to the space allocated in it: a process killed during the flush
-        leaves a file HDF5 opens."""
+        """Flush, the file first extended to its allocated space (a kill mid-flush leaves a file HDF5 opens)."""
         cover = self._cover_allocated()
         self.file.flush()
         trim_cover(self._path_now(), cover)
@@ -413,8 +412,7 @@ def in_file_units(arr: np.ndarray, f: float, dtype=np.float32) -> np.ndarray:
 
 
 def box_edges(box: np.ndarray | None, k: int, f: float, kind: str | None) -> np.ndarray:
-    """``(k, 6)`` box dimensions (None: no box) as H5MD edges of ``kind`` (``"triclinic"``/``"cuboid"``),
-    lengths divided by the file unit's factor ``f``."""
+    """``(k, 6)`` box dimensions (None: none) as H5MD edges of ``kind``, lengths divided by the unit factor ``f``."""
     if box is None:
         box = np.zeros((k, 6), np.float32)
     box = np.array(box, dtype=np.float64)

@@ -405,8 +405,7 @@ class ChunkReads:
         return True
 
     def read_chunk(self, k: int, out: np.ndarray) -> bool:
-        """Whole-frame chunk ``k`` decoded into ``out`` (at least a chunk's frames, C-contiguous; the last chunk
-        is stored whole too). False when HDF5 must read it."""
+        """Whole-frame chunk ``k`` decoded into ``out`` (C-contiguous, a chunk's frames); False: HDF5 must read it."""
         idx = self.index
         if not idx.frame_chunks or not (out.flags.c_contiguous and len(out) >= idx.chunks[0]
                                         and out.shape[1:] == idx.chunks[1:] and out.dtype == self.dtype):

@@ -64,8 +64,7 @@ class OpenedFile:
 
     @property
     def reads_at_addresses(self) -> bool:
-        """True when frames are read at their chunks' byte addresses (:mod:`.chunks`); MPI-IO's reads,
-        collective or not, stay MPI-IO's."""
+        """True when frames are read at their chunks' byte addresses (not under MPI-IO)."""
         return self.driver != "mpio"
 
     def state(self) -> dict | None:
@@ -88,8 +87,7 @@ class OpenedFile:
         return None
 
     def keep_metadata(self) -> None:
-        """Keep the HDF5 metadata read so far for the next open of the same bytes, where this process prepares
-        and none was kept (a local file: nothing to keep)."""
+        """Keep the HDF5 metadata read so far for the next open of the same object, where this process prepares."""
 
     def close(self) -> None:
         try:
@@ -127,8 +125,7 @@ class RemoteFile(OpenedFile):
         return failure if isinstance(failure, RemoteError) else None
 
     def fetch_ahead(self, datasets) -> None:
-        """Start fetching what reading ``datasets`` will need, where the preparing process has no cached
-        metadata (:func:`.metadata.fetch_ahead`)."""
+        """Start fetching what reading ``datasets`` will need, where no metadata was cached."""
         if self.prepares and self.fh.cached is None:
             from .metadata import fetch_ahead
 

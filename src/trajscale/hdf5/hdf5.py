@@ -17,8 +17,7 @@ from .superblock import stored_size
 
 
 def ensure_filters(ds: h5py.Dataset) -> None:
-    """Register hdf5plugin's filters if ``ds`` needs one HDF5 does not have (importing it is a visible part of a
-    short run, so only then)."""
+    """Register hdf5plugin's filters if ``ds`` needs one (its import is a visible part of a short run)."""
     dcpl = ds.id.get_create_plist()
     if all(h5py.h5z.filter_avail(dcpl.get_filter(i)[0]) for i in range(dcpl.get_nfilters())):
         return
@@ -154,8 +153,7 @@ def _cut_short(p: Path, exc: OSError) -> str | None:
 
 
 def checked_store(path: str | os.PathLike) -> ByteStore:
-    """The store of ``path``, a local file first checked (missing, a folder or empty, said as such; an
-    object's first request says its own)."""
+    """The store of ``path``, a local file first checked (missing, a folder or empty, said as such)."""
     check_input_file(path)
     return open_bytes(path)
 

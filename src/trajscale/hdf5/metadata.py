@@ -104,8 +104,7 @@ def btree_children(node: bytes, sizeof_addr: int, file_size: int) -> list[int]:
 
 
 def chunk_index_root(header: bytes, sizeof_addr: int) -> int | None:
-    """The address of a chunked dataset's B-tree root from the first bytes of its version-1 object header, or
-    None for any other header or layout."""
+    """The address of a chunked dataset's B-tree root in its version-1 object header's first bytes, else None."""
     if len(header) < 16 or header[0] != 1:
         return None
     end = min(len(header), 16 + int.from_bytes(header[8:12], "little"))
@@ -143,8 +142,7 @@ def held_chunk_index_root(fh: CachingFile, header_addr: int) -> int | None:
 
 
 def children_ahead(fh: CachingFile, data: bytes) -> None:
-    """``fh``'s ``on_read``: when HDF5 has just read a B-tree node above the leaves, fetch its children together
-    (HDF5 walks them one round trip each). Only a hint."""
+    """``fh``'s ``on_read``: after HDF5 read a B-tree node above the leaves, fetch its children together."""
     if data[:4] == b"TREE":
         fh.fetch_ahead([(a, a + INDEX_NODE_BYTES) for a in btree_children(data, sizeof_addr(fh), fh.store.size)])
 

@@ -33,7 +33,6 @@ def superblock_end(head: bytes) -> int | None:
 
 
 def stored_size(path: str | os.PathLike) -> tuple[int | None, int]:
-    """The size the superblock of the file at ``path`` records (:func:`superblock_end`) and its size now.
-    Raises OSError where the file cannot be read."""
+    """The size the superblock of the file at ``path`` records, and its size now (OSError if unreadable)."""
     with open(path, "rb") as fh:
         return superblock_end(fh.read(64)), os.fstat(fh.fileno()).st_size

@@ -160,8 +160,7 @@ class Reader(ReaderBase):
         self._grew_at = time.monotonic()
 
     def _wait_for(self, frame: int) -> None:
-        """Return once ``frame`` is whole in the growing file; EOFError when the file is complete or
-        no frame has come for ``idle`` seconds (MDAnalysis's iteration then stops)."""
+        """Return once ``frame`` is whole in the growing file; EOFError when complete or idle (iteration stops)."""
         from ..sources.follow import snapshot
 
         idle, poll = self._follow
@@ -188,8 +187,7 @@ class Reader(ReaderBase):
                 self._grew_at = grew_at
 
     def _fresh(self) -> None:
-        """Reopen when a file was rewritten since it was opened: frames are never served stale
-        (one stat per file, before each read from the file)."""
+        """Reopen a file rewritten since it was opened: frames are never served stale (one stat per file and read)."""
         if self._follow is not None:   # it grows by design; _wait_for takes the new frames
             return
         if file_identity(self._files) != self._identity:

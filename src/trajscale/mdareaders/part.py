@@ -80,8 +80,7 @@ class MDAPartSource(OneFileSource):
 
     @staticmethod
     def mdanalysis_format(path: str) -> str | None:
-        """MDAnalysis's name for the format of ``path`` from its extension, if MDAnalysis has a reader
-        for it; else None."""
+        """MDAnalysis's name for the format of ``path`` from its extension, if it has a reader for it; else None."""
         from MDAnalysis.coordinates.core import get_reader_for
         from MDAnalysis.lib.util import guess_format
 
@@ -110,8 +109,7 @@ class MDAPartSource(OneFileSource):
 
     @property
     def native_units(self) -> dict[str, str]:
-        """The units the file stores, as MDAnalysis's reader for its format declares them
-        (``{"length": "Angstrom", "time": "AKMA", ...}``)."""
+        """The units the file stores, as MDAnalysis's reader for its format declares them."""
         return dict(self._reader.units or {})
 
     def get_config(self) -> dict:

@@ -119,8 +119,7 @@ def _keep(cache: OrderedDict, key, value) -> None:
 
 
 def _dataset(group: h5py.Group, name: str, where: str) -> np.ndarray | None:
-    """The per-atom dataset ``name`` as it is stored (None where the file has none), checked to be one
-    dimension of integers (``resid``) or text."""
+    """The per-atom dataset ``name`` as stored (None if absent), checked to be 1-D integers (``resid``) or text."""
     import h5py
 
     ds = group.get(name)

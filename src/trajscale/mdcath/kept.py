@@ -67,8 +67,7 @@ def _path(key: list, part: str) -> Path:
 
 
 def load(key: list | None, part: str) -> dict | None:
-    """The entry ``part`` (``"members"``, ``"atoms"``, ``"digest"``) of the file ``key`` names; None where there
-    is none."""
+    """The entry ``part`` (``"members"``, ``"atoms"``, ``"digest"``) of the file ``key`` names, or None."""
     if key is None:
         return None
     path = _path(key, part)

@@ -56,8 +56,7 @@ def member_location(path: str, key: str) -> str:
 
 @dataclass(frozen=True)
 class FieldAt:
-    """Where one ``(frames, atoms, 3)`` dataset's bytes lie: its byte offset in the file, NumPy dtype string,
-    and the factor to MDAnalysis's units."""
+    """Where one ``(frames, atoms, 3)`` dataset lies: byte offset, NumPy dtype string, factor to MDAnalysis's units."""
 
     offset: int
     dtype: str
@@ -158,8 +157,7 @@ def member_labels(domain: str, key: str) -> dict:
 
 
 class _Stored:
-    """A dataset as HDF5's low-level handle tells it (an h5py ``Dataset`` costs ~0.1 ms to make, the most of
-    describing a member, times thousands of files)."""
+    """A dataset as HDF5's low-level handle tells it (an h5py ``Dataset`` costs ~0.1 ms to make)."""
 
     def __init__(self, dsid: h5py.h5d.DatasetID) -> None:
         import h5py
@@ -196,8 +194,7 @@ def _dataset(group: h5py.Group, name: str) -> _Stored | None:
 
 
 def _unit(ds: _Stored, table: dict, default: str, where: str, what: str) -> float | None:
-    """The factor from ``ds``'s ``unit`` attribute (absent: the layout's ``default``) to MDAnalysis's units;
-    None for a unit the table does not know."""
+    """The factor from ``ds``'s ``unit`` (absent: ``default``) to MDAnalysis's units; None for an unknown unit."""
     unit = ds.attrs.get("unit", default)
     if isinstance(unit, bytes | np.bytes_):
         unit = unit.decode("utf-8", "replace")
@@ -313,8 +310,7 @@ def check_offsets(f: h5py.File, store: ByteStore, where: str, layout: MemberLayo
 
 
 class _HeadFile(ReadOnlyFile):
-    """The first bytes of an object as a file for h5py: enough to tell the layout of most files without a
-    request; ``beyond`` says HDF5 asked for more."""
+    """An object's first bytes as a file for h5py (most layouts told without a request); ``beyond``: HDF5 asked more."""
 
     def __init__(self, head: bytes, size: int) -> None:
         super().__init__()
@@ -362,8 +358,7 @@ def looks_like(store: ByteStore) -> bool:
 
 
 class hdf5_of:
-    """``with hdf5_of(store, prepares) as f``: HDF5's view of the file in ``store``, the store left open
-    (``prepares``: the metadata read of an object is kept for the next run on it)."""
+    """``with hdf5_of(store, prepares) as f``: HDF5's view of ``store``'s file (``prepares``: metadata kept)."""
 
     def __init__(self, store: ByteStore, prepares: bool = True) -> None:
         from ..hdf5.files import FileRequest, file_of
@@ -386,8 +381,7 @@ class hdf5_of:
 # ----------------------------------------------------------------------------- what the ensemble asks
 
 def members(location: str, storage_options: dict | None = None) -> list[tuple[str, dict]]:
-    """``[(member key, labels), ...]`` of an mdCATH file (local or a URL), in temperature and replica order;
-    labels are ``{"domain", "temperature", "replica"}``."""
+    """``[(member key, {"domain", "temperature", "replica"}), ...]`` of an mdCATH file, in numeric order."""
     path, _ = split_member(location)
     with closing(open_bytes(path, storage_options)) as store, hdf5_of(store) as f:
         domain, group = domain_group(f, path)

@@ -228,8 +228,7 @@ class MDCATHSource(Source):
 
     @classmethod
     def on_store(cls, store: ByteStore, path: str, member: str, layout: MemberLayout) -> MDCATHSource:
-        """Member ``member`` read at ``layout``'s offsets through ``store`` (one store for every member of a
-        file; the caller's to close)."""
+        """Member ``member`` read at ``layout``'s offsets through the file's shared ``store`` (the caller's)."""
         if tuple(store.identity) != tuple(layout.identity):
             raise InputFileError(path, "changed since it was first opened (its size, modification time, inode or "
                                        "ETag); open it again")
@@ -251,8 +250,7 @@ class MDCATHSource(Source):
 
     @classmethod
     def member_bytes(cls, config: dict) -> int:
-        """The member's coordinates' bytes, from the layout its config records (0 without one: a damaged
-        member, checked again when it is opened)."""
+        """The member's coordinates' bytes, from its config's layout (0 without one: checked again when opened)."""
         if not config.get("layout"):
             return 0
         try:
@@ -283,8 +281,7 @@ class MDCATHSource(Source):
 
     @classmethod
     def guess_format(cls, path: str, store=None) -> str | None:
-        """HDF5 whose root holds one group with a ``pdbProteinAtoms`` text (told from the file's first bytes
-        where they hold the root's groups)."""
+        """HDF5 whose root holds one group with a ``pdbProteinAtoms`` text (told from the first bytes where it can)."""
         path, _ = split_member(path)
         try:   # (the registry's store is read, not opened again; a member's path has none)
             with store_for(path, store) as bytes_of:
@@ -314,8 +311,7 @@ class MDCATHSource(Source):
 
     @property
     def universe(self):
-        """The member's topology: its file's ``pdbProteinAtoms`` as an MDAnalysis Universe (parsed on first use,
-        then kept by this Source)."""
+        """The member's topology: its file's ``pdbProteinAtoms`` as an MDAnalysis Universe (parsed once, then kept)."""
         if getattr(self, "_universe", None) is None:
             self._universe = universe_of(self._store, self._path, self._prepares)
         return self._universe
@@ -438,8 +434,7 @@ class MDCATHSource(Source):
 
     def prefetch(self, start: int, stop: int, atoms: np.ndarray | None = None,
                  fields: tuple[str, ...] = ("position",), stride: int = 1) -> None:
-        """Start fetching the bytes the next read with these arguments takes (a store that cannot read ahead,
-        a local file: nothing)."""
+        """Start fetching the bytes the next read with these arguments takes (where the store reads ahead)."""
         if not self.reads_ahead or not 0 <= start < stop <= self.n_frames or any(f not in self.fields for f in fields):
             return
         if atoms is not None:

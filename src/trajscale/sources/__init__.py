@@ -100,8 +100,7 @@ def open_source(trajectories, topology: str | None = None, *, continuous: bool =
 
 
 def _bytes_of(path: str):
-    """The :class:`~trajscale.storage.ByteStore` of ``path``; None where a local path has no bytes of its own (a
-    folder, a member of a file, a missing file: the registry says which)."""
+    """The :class:`~trajscale.storage.ByteStore` of ``path``; None where a local path has no bytes of its own."""
     from ..storage.bytestore import NoFile
     from ..storage.opener import open_bytes
 

@@ -37,8 +37,7 @@ def store_for(path: str, store=None):
 
 
 def file_head(path: str, n: int, store=None) -> bytes:
-    """The first ``n`` bytes of a file (fewer for a shorter one; none for a folder or an unreadable file),
-    from ``store`` or the file's own (:func:`store_for`)."""
+    """The first ``n`` bytes of a file (fewer if shorter; none for a folder or unreadable file), from ``store``."""
     try:
         with store_for(path, store) as bytes_of:
             return bytes_of.first_bytes(n)
@@ -243,8 +242,7 @@ class Source(ABC):
 
     @property
     def store(self):
-        """The one :class:`~trajscale.storage.ByteStore` the frames are read from (its validator shows a
-        replacement); None where there are several or another library reads the file."""
+        """The one :class:`~trajscale.storage.ByteStore` the frames are read from; None if several or not ours."""
         return None
 
     @property

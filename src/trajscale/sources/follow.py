@@ -58,8 +58,7 @@ class Snapshot:
     damage: str | None = None
 
     def warn_torn_end(self) -> None:
-        """Say, once per follow (the caller's last snapshot, not every poll), that a finished file
-        ends inside a frame that is not read."""
+        """Say, once per follow, that a finished file ends inside a frame that is not read."""
         if self.finished and self.torn_bytes > 0:
             log.warning("%s: marked finished, but its last %d bytes are not a whole frame (the writer stopped "
                         "inside frame %d); the %d whole frames are read", self.source.path, self.torn_bytes,

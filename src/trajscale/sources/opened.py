@@ -39,14 +39,12 @@ class OpenSources:
         return src
 
     def make_room(self) -> None:
-        """Close the least recently used sources until one more may be opened (before opening it: the
-        limit holds while it opens)."""
+        """Close the least recently used sources until one more may be opened (the limit holds while it opens)."""
         while len(self._open) >= self.limit:
             self.drop(next(iter(self._open)))
 
     def add(self, key: Hashable, src, path: str | None = None) -> None:
-        """Keep ``src``, just opened, as ``key``'s (room made first); ``path`` names its file (its own
-        ``path`` when not given)."""
+        """Keep ``src``, just opened, as ``key``'s (room made first); ``path`` names its file (default: its own)."""
         self.make_room()
         self._open[key] = src
         self.opens += 1

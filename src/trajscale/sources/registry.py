@@ -55,8 +55,7 @@ _NOTHING_ASKED = OpenRequest()
 
 
 class Match(NamedTuple):
-    """The Source that reads a file, and the name of the file's format (a named tuple: its class costs a
-    run's start a seventh of a frozen dataclass's)."""
+    """The Source that reads a file and its format's name (a named tuple: a seventh of a dataclass's start cost)."""
 
     source: type[Source]
     format: str
@@ -205,8 +204,7 @@ def guess(path: str | Path) -> Match:
 
 
 def _match(path: str, store: ByteStore | None) -> Match:
-    """:func:`guess` of ``path`` whose bytes ``store`` holds (None: it has no bytes of its own); the store
-    stays open, for the Source that reads it."""
+    """:func:`guess` of ``path`` whose bytes ``store`` holds (None: none of its own); the store stays open."""
     if store is not None and store.local_path is None:   # fetched bytes: told by their first bytes and name
         return _guess_fetched(path, store)
     match = _by_bytes(path, _head(store), store)
@@ -220,8 +218,7 @@ def _match(path: str, store: ByteStore | None) -> Match:
 
 
 def _store_of(path: str) -> ByteStore | None:
-    """The store of ``path``'s bytes (shared with the Source that opens it next); None for a local path with no
-    bytes of its own (a folder, a member of a file, a missing file: :func:`guess` says which)."""
+    """The store of ``path``'s bytes (shared with its Source); None for a local path with no bytes of its own."""
     try:
         return open_bytes(path)
     except (NoFile, OSError):
@@ -229,8 +226,7 @@ def _store_of(path: str) -> ByteStore | None:
 
 
 def _head(store: ByteStore | None) -> bytes:
-    """A local file's first bytes (none where it has no bytes of its own or cannot be read: then every
-    Source is asked)."""
+    """A local file's first bytes (none where it has no bytes of its own or cannot be read: every Source asked)."""
     if store is None:
         return b""
     try:
@@ -240,8 +236,7 @@ def _head(store: ByteStore | None) -> bytes:
 
 
 def _guess_fetched(url: str, store: ByteStore) -> Match:
-    """The Source that reads the object at ``url``, told from its first bytes (fetched by its store's first
-    request) and its name."""
+    """The Source that reads the object at ``url``, told from its first bytes and its name."""
     head = store.first_bytes(HEAD_BYTES)
     if not head:
         raise InputFileError(url, "the object is empty")
@@ -337,8 +332,7 @@ def check_options(path: str, cls: type[Source], request: OpenRequest) -> None:
 
 
 def _refused_options(cls: type[Source], request: OpenRequest) -> str | None:
-    """Why ``request`` cannot be asked of ``cls`` (H5MD's options of a Source that does not take them); None
-    when it can."""
+    """Why ``request`` cannot be asked of ``cls`` (H5MD's options of a Source that does not take them), or None."""
     if (request.group is not None or request.assume_units is not None) and not cls.takes_h5md_options:
         return (f"--group and --assume-units apply to H5MD files; this one is read by {cls.__name__}, which "
                 "knows its format's units")

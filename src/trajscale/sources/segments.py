@@ -51,8 +51,7 @@ MAX_ATOMS = 2**31 - 1
 
 
 def index_path(path: str | os.PathLike) -> str | None:
-    """The index file behind ``path``: the file (or the object behind a URL) itself, or the ``index.json`` of
-    a folder; None where there is neither."""
+    """The index file behind ``path`` (the file or object itself, or a folder's ``index.json``); None if neither."""
     where = Location.of(path)
     if where.identity is not None:
         return where.where
@@ -259,8 +258,7 @@ class SegmentedSource(Source):
 
     @property
     def chunk_frames(self) -> int:
-        """Frames per storage chunk inside a part (the first part's for H5MD parts, else 1), counted from the
-        part's start."""
+        """Frames per storage chunk inside a part (the first part's for H5MD parts, else 1), from the part's start."""
         if self._chunk_frames is None:
             slabs = self._segment_class(0).supports_slab_reads
             self._chunk_frames = self._segment(0).chunk_frames if slabs else 1
@@ -432,8 +430,7 @@ class SegmentedSource(Source):
 
 
 def _decoding(formats: list[str]) -> str | None:
-    """Who decodes the parts' frames beyond the selected atoms: one reader's way, or whole frames by each of
-    several; None when every part is read in place."""
+    """Who decodes the parts' frames beyond the selected atoms (whole frames when several readers); None: in place."""
     said = {d for d in (registry.decoding_of(f) for f in formats) if d}
     if len(said) <= 1:
         return next(iter(said), None)

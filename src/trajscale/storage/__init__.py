@@ -55,8 +55,7 @@ def using(options: Mapping | None) -> Iterator[None]:
 
 
 def set_options(options: Mapping | None) -> None:
-    """Set this process's storage options for the rest of its life (the command line's), under any
-    :func:`using` block's."""
+    """Set this process's storage options for the rest of its life (the command line's), under any ``using``'s."""
     global _PROCESS
     _PROCESS = dict(options or {})
 

@@ -34,8 +34,7 @@ class Validator:
 
 
 class NoFile(InputFileError):
-    """A local path with no file's bytes behind it (missing, or a folder): what a caller that reads other
-    things at a path (a folder's segment index, a member of a file) tells from a file that cannot be read."""
+    """A local path with no file's bytes behind it (missing, or a folder), told from a file that cannot be read."""
 
 
 class ByteStore(ABC):
@@ -60,8 +59,7 @@ class ByteStore(ABC):
 
     @abstractmethod
     def stamp(self) -> tuple[str, int, int]:
-        """(name, size, version): what a resume records of an input to know it again; the version is a
-        local file's modification time, an object's ETag as a number."""
+        """(name, size, version) a resume records of an input: a local file's mtime, an object's ETag as a number."""
 
     #: Ranges closer than this are read as one (:data:`MERGE_GAP`; an object's ``merge_gap`` option).
     merge_gap: int = MERGE_GAP
@@ -80,8 +78,7 @@ class ByteStore(ABC):
         return self.read_ranges([(0, min(n, self.size))])[0]
 
     def state(self) -> dict | None:
-        """What another process opens these bytes with, without asking again (an object's options, identity
-        and round trip); None when the location says it all (a local file)."""
+        """What another process opens these bytes with, without asking again; None for a local file."""
         return None
 
     def fetched(self) -> dict | None:
@@ -89,8 +86,7 @@ class ByteStore(ABC):
         return None
 
     def descriptor(self) -> int | None:
-        """A descriptor that ``pread`` reads these bytes from (what the compiled gather of
-        :mod:`.pread` takes), open until :meth:`close`; None where the bytes are not a local file."""
+        """A descriptor that ``pread`` reads these bytes from, open until :meth:`close`; None if not a local file."""
         return None
 
     def close(self) -> None:  # noqa: B027 - a store that holds nothing open closes nothing
@@ -98,8 +94,7 @@ class ByteStore(ABC):
 
 
 class ReadOnlyFile(io.RawIOBase):
-    """A seekable, read-only binary file object with a position of its own, over :meth:`end` bytes (what h5py
-    opens as a file): a subclass reads from ``_pos`` in :meth:`readinto`."""
+    """A seekable read-only binary file object over :meth:`end` bytes; a subclass reads from ``_pos``."""
 
     _pos = 0
 

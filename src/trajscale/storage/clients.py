@@ -79,8 +79,7 @@ def _number(name: str, value, *, least: float, more_than: bool = False, integer:
 
 
 def check_options(url: str, options: dict | None) -> tuple[dict, dict, dict]:
-    """``options`` checked against ``url``'s scheme: (trajscale's own, the client's, the store's); an unknown
-    name or a bad value is refused in one line (:class:`ConfigError`)."""
+    """``options`` checked against ``url``'s scheme: (trajscale's own, the client's, the store's), or refused."""
     name = scheme_of(url)
     opts = dict(options or {})
     own = {k: opts.pop(k) for k in OWN_OPTIONS if k in opts}
@@ -183,8 +182,7 @@ def store_config(name: str, fs_options: dict) -> tuple[dict, str | None]:
 
 
 def object_store(url: str, own: dict, client_options: dict, fs_options: dict, timeout: float):
-    """The obstore store of ``url`` (one per process, root, options and timeout: its connection pool is
-    reused), with obstore's own retries off: trajscale retries and counts them (:mod:`.retry`)."""
+    """The obstore store of ``url`` (one per process, root, options and timeout), obstore's own retries off."""
     name, root, _ = split_url(url)
     trust = trusted_bundle(own)
     digest = hashlib.sha1(trust[1].encode()).hexdigest() if trust else None

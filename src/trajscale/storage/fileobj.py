@@ -176,8 +176,7 @@ class CachingFile(ReadOnlyFile):
         return next(((a, b) for a, b in self._ahead[max(0, i - 2):i] if stop <= b), None)
 
     def _from_ahead(self, start: int, stop: int) -> bytes | None:
-        """Bytes ``[start, stop)`` from a range asked for ahead that holds them all (taken from its request,
-        kept as a piece), or None."""
+        """Bytes ``[start, stop)`` from a range asked for ahead that holds them all (kept as a piece), or None."""
         with self._lock:
             got = self._on_way(start, stop)
             if got is None:

@@ -82,13 +82,11 @@ class FileView(ABC):
     @abstractmethod
     def holding(self, ranges: Callable[[], list[tuple[int, int]]],
                 opener: Callable[[str], Handle]) -> contextlib.AbstractContextManager[Handle]:
-        """A handle ``opener(path)`` opened on a file holding at least the byte ranges ``ranges()`` (called only
-        by a view that fetches them), each at its own offset."""
+        """A handle ``opener(path)`` opened on a file holding at least the ranges ``ranges()``, at their offsets."""
 
     @abstractmethod
     def scan_source(self, block_bytes: int):
-        """What a scan of the bytes from start to end reads: a path, or a seekable binary file object
-        reading blocks of ``block_bytes``."""
+        """What a scan of the bytes from start to end reads: a path, or a binary file object reading blocks."""
 
     def keeps(self, folder: str, kind: str, suffix: str) -> Path | None:
         """Where a scan's result is kept for the next run, by the bytes' identity; None where nothing is kept."""
@@ -170,8 +168,7 @@ class Fetched(FileView):
 
 
 def _spool(store, ranges: list[tuple[int, int]]) -> int:
-    """A descriptor of an anonymous file of the store's size holding ``ranges`` of its bytes at their own
-    offsets (the rest a hole: no memory); the caller closes it."""
+    """A descriptor of an anonymous file of the store's size holding ``ranges`` at their offsets (the rest a hole)."""
     spans = sorted((int(a), int(b)) for a, b in ranges if b > a)
     got = read_coalesced(store, spans, store.merge_gap, MAX_REQUEST) if spans else []
     if hasattr(os, "memfd_create"):

@@ -145,8 +145,7 @@ def gather(futures: list[Future], give_up: Callable[[], None] | None = None) -> 
 
 
 class Window:
-    """At most ``limit`` requests of an object in flight at once; a window that ``grows`` takes its limit from
-    the shortest round trip seen (not the latest: its own queueing must not widen it)."""
+    """At most ``limit`` requests of an object in flight; ``grows``: from the shortest round trip seen."""
 
     def __init__(self, limit: int, grows: bool) -> None:
         self.limit, self.grows = limit, grows
@@ -158,8 +157,7 @@ class Window:
         self.enter()
 
     def enter(self, check: Callable[[], None] | None = None) -> None:
-        """Take a place in the window; a stop signal or ``check()`` (which raises) between slices of
-        :data:`WAIT_SLICE`, and once it is taken, ends the wait (the place given back)."""
+        """Take a place in the window; a stop signal or ``check()`` ends the wait (the place given back)."""
         with self._cond:
             while self._held >= self.limit:
                 self._cond.wait(WAIT_SLICE)

@@ -50,8 +50,7 @@ class Location:
 
     @classmethod
     def of(cls, value: Location | str | os.PathLike, options: Mapping | None = None) -> Location:
-        """``value`` as a location: a :class:`Location` as it is (given ``options`` where it has none), a path
-        or URL with ``options``."""
+        """``value`` as a location: a :class:`Location` as it is (with ``options`` where it has none), else new."""
         if isinstance(value, Location):
             return value if options is None or value.options is not None else Location(value.where, options)
         return cls(os.fspath(value), dict(options) if options else None)
@@ -68,8 +67,7 @@ class Location:
     # -- what it is, told without I/O ---------------------------------------------------------------------------
     @property
     def scheme(self) -> str | None:
-        """The URL scheme's name (``"s3"``, ``"gs"``, ``"az"``, ``"http"``: :data:`trajscale.util.SCHEME_PREFIXES`);
-        None for a local path."""
+        """The URL scheme's name (``"s3"``, ``"gs"``, ``"az"``, ``"http"``); None for a local path."""
         return scheme_of(self.where)
 
     @property
@@ -116,8 +114,7 @@ class Location:
 
     # -- what its bytes are -----------------------------------------------------------------------------------------
     def store(self, identity: list | None = None, round_trip: float | None = None) -> ByteStore:
-        """Its bytes: a local file, or the object behind the URL (its first request tells its size and
-        identity), read with this location's options (see :func:`trajscale.storage.opener.open_bytes`)."""
+        """Its bytes: a local file, or the object behind the URL, read with this location's options."""
         from .opener import open_bytes
 
         return open_bytes(self.where, None if self.options is None else dict(self.options), identity, round_trip)
@@ -160,8 +157,7 @@ class Location:
 
     @classmethod
     def glob(cls, pattern: str | os.PathLike | Location, options: Mapping | None = None) -> list[Location]:
-        """The files a glob pattern names (``"runs/*/md.xtc"``, ``"s3://bucket/mdcath/data/*.h5"``), sorted:
-        :meth:`list` of the pattern's fixed folder."""
+        """The files a glob pattern names, sorted: :meth:`list` of the pattern's fixed folder."""
         return cls.of(pattern, options)._matches()
 
     def _matches(self) -> list[Location]:

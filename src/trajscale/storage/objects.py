@@ -50,8 +50,7 @@ _MTIME_ETAG = re.compile(r'^"([0-9a-f]{1,16})-([0-9a-f]{1,16})"$')
 
 @dataclass(frozen=True, slots=True)
 class Identity:
-    """What says an object is the one a run began with: its ETag (None if the server gives none), its size,
-    and its version id where the store keeps versions (a versioned bucket)."""
+    """What says an object is the run's: its ETag (None if none), its size, and its version id (a versioned bucket)."""
 
     etag: str | None
     size: int
@@ -169,8 +168,7 @@ class RemoteObject(ByteStore):
         return validator_of(self._identity, self._identity.size)
 
     def state(self) -> dict:
-        """What a worker opens this object with, without a request: the options it is read with, its
-        identity, and the shortest round trip seen (the requests in flight start from it)."""
+        """What a worker opens this object with, without a request: options, identity, shortest round trip."""
         return {"storage_options": self.options or None, "identity": self._identity.to_list(),
                 "round_trip": self.round_trip}
 
@@ -342,8 +340,7 @@ class RemoteObject(ByteStore):
         count(1)
 
     def _gave_up(self, failure: Failure, tries: int) -> RemoteError:
-        """The error of a request whose retries ran out: a wrong answer is said as ours, a failure of the
-        server or the network as not answering."""
+        """The error of a request whose retries ran out: a wrong answer said as ours, else as not answering."""
         how = "gave no usable answer" if failure.kind == "wrong" else "did not answer"
         return self.error(f"{endpoint_of(self.url, self.options)} {how} in {self.retry_seconds:g} s "
                           f"({tries} tries; last: {failure.problem})")
@@ -383,8 +380,7 @@ class RemoteObject(ByteStore):
         return f" (trusted besides the system's: {', '.join(said)})" if said else ""
 
     def _empty_said(self, failure: Failure) -> str:
-        """What an object whose first bytes were refused is now (a 416, or a whole answer to a range: what
-        servers answer for 0 bytes): its size, asked once."""
+        """What an object whose first bytes were refused is now (a 416, or a whole answer): its size, asked once."""
         import obstore
 
         try:
@@ -489,8 +485,7 @@ _heads = _Heads()
 
 
 def forget_heads() -> None:
-    """Forget the objects' first bytes and identities this process keeps (:data:`HEAD_TTL` seconds): the next
-    open of a URL asks its server again (after the object was replaced, say)."""
+    """Forget the first bytes and identities this process keeps: the next open of a URL asks its server again."""
     _heads.forget()
 
 

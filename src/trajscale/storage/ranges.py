@@ -24,8 +24,7 @@ MERGE_GAP = 64 * 1024
 
 
 def merge_gap_of(options: dict | None) -> int:
-    """The ``merge_gap`` of these storage options (bytes, :data:`MERGE_GAP` if not given); a negative or
-    non-integer value is refused in one line."""
+    """``merge_gap`` of these storage options (bytes; :data:`MERGE_GAP` if not given), checked."""
     value = (options or {}).get("merge_gap", MERGE_GAP)
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != int(value):
         raise ConfigError(f"storage option merge_gap: give a number of bytes, 0 or more (got {value!r})")
@@ -65,8 +64,7 @@ def requests_of(ranges: list[tuple[int, int]], gap: int, max_request: int | None
 
 def prefetch_coalesced(store: Ranged, ranges: list[tuple[int, int]], gap: int,
                        max_request: int | None = None) -> None:
-    """Start fetching the requests :func:`read_coalesced` will send for ``ranges`` (a store that cannot read
-    ahead: nothing)."""
+    """Start fetching the requests :func:`read_coalesced` will send for ``ranges`` (where the store reads ahead)."""
     ahead = getattr(store, "prefetch", None)
     if ahead is not None and ranges:
         ahead(requests_of(ranges, gap, max_request)[2])
@@ -74,8 +72,7 @@ def prefetch_coalesced(store: Ranged, ranges: list[tuple[int, int]], gap: int,
 
 def read_coalesced(store: Ranged, ranges: list[tuple[int, int]], gap: int,
                    max_request: int | None = None) -> list[memoryview]:
-    """Each range's bytes, read as :func:`coalesce` merges them; a range longer than ``max_request``
-    goes out as several concurrent requests."""
+    """Each range's bytes, read as :func:`coalesce` merges them; longer than ``max_request``: several requests."""
     merged, where, pieces, owner = requests_of(ranges, gap, max_request)
     got = store.read_ranges(pieces)
     firsts: list[int] = []   # each merged range's first request

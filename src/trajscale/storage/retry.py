@@ -271,8 +271,7 @@ class Deadline:
         return 0.0 if self.end is None else self._end() - time.monotonic()
 
     def wait(self) -> bool:
-        """Sleep before the next try; False when no time is left for one. A stop signal the CLI recorded
-        ends the sleep (SystemExit)."""
+        """Sleep before the next try; False when no time is left for one (a recorded stop signal: SystemExit)."""
         left = self.left()
         if left <= 0.05:
             return False

@@ -51,8 +51,7 @@ _FROM_VERSION, _UNTIL_VERSION = (2, 10), (3, 0)
 
 
 def end_of_records(text: str) -> int:
-    """Where the first line that starts with ``END`` (``END``, ``ENDMDL``; after blanks) begins: the records
-    read end there."""
+    """Where the first line that starts with ``END`` (after blanks) begins: the records read end there."""
     k = text.find("END")
     while k >= 0:
         start = text.rfind("\n", 0, k) + 1
@@ -97,8 +96,7 @@ def plain_integers(column: np.ndarray) -> bool:
 
 
 def residue_starts(*keys: np.ndarray) -> np.ndarray:
-    """Whether each atom starts a residue: one of ``keys`` differs from the atom before's (MDAnalysis's
-    ``change_squash``)."""
+    """Whether each atom starts a residue: one of ``keys`` differs from the atom before's (``change_squash``)."""
     n = len(keys[0])
     new = np.ones(n, bool)
     if n:
@@ -143,8 +141,7 @@ _PLAIN_CHARACTERS = bytes(range(0x20, 0x7f)) + b"\n"
 
 
 def gro_labels_of_text(text: str) -> dict[str, np.ndarray] | None:
-    """The labels of GRO ``text`` (newlines ``\\n``), or None where MDAnalysis might read it otherwise, or fail
-    (the module's docstring)."""
+    """The labels of GRO ``text`` (newlines ``\n``), or None where MDAnalysis might read it otherwise."""
     try:
         raw = text.encode("ascii")
     except UnicodeEncodeError:
@@ -185,8 +182,7 @@ def pdb_labels(path: str) -> dict[str, np.ndarray] | None:
 
 
 def file_labels(path: str) -> dict[str, np.ndarray] | None:
-    """The labels of the PDB or GRO file ``path`` (by its extension), or None: another format, unreadable
-    here, or a file MDAnalysis might read otherwise."""
+    """The labels of the PDB or GRO file ``path`` (by its extension), or None where MDAnalysis must read it."""
     ext = os.path.splitext(str(path))[1].lower()
     if ext not in PDB_EXTENSIONS + GRO_EXTENSIONS or not _version_known():
         return None
@@ -311,8 +307,7 @@ def _tables() -> dict | None:
 
 @functools.cache
 def _version_known() -> bool:
-    """Whether the installed MDAnalysis reads PDB and GRO files by these rules (2.10 or a later 2.x; its version
-    read without importing it)."""
+    """Whether the installed MDAnalysis (read without importing it) reads PDB and GRO by these rules (2.10+, 2.x)."""
     from .selection_cache import mdanalysis_version
 
     found = re.match(r"(\d+)\.(\d+)", mdanalysis_version() or "")

@@ -173,8 +173,7 @@ class LabelledTopology(StandInUniverse):
 
 
 class LabelledAtomGroup(StandInAtomGroup):
-    """A selection answered from the labels: ``indices`` and ``n_atoms`` without MDAnalysis; any other attribute
-    is the real AtomGroup's (the Universe is built then)."""
+    """A selection answered from the labels: ``indices`` and ``n_atoms``; anything else is the real AtomGroup's."""
 
     def __init__(self, universe: LabelledTopology, indices: np.ndarray) -> None:
         super().__init__(universe, np.asarray(indices, np.int64))

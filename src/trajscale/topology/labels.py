@@ -89,8 +89,7 @@ def written_atoms(topology: str, select, topology_coordinates: bool) -> tuple[np
 
 
 class CachedAtoms:
-    """Atoms whose arrays came from the cache, under MDAnalysis's AtomGroup names; one the topology does not
-    have raises AttributeError, as MDAnalysis's NoDataError does."""
+    """Atoms whose arrays came from the cache, by AtomGroup names; a missing one raises AttributeError."""
 
     _LABEL_OF = {attr: label for label, attr in {**LABELS, **WRITTEN}.items()}
 
@@ -121,8 +120,7 @@ class CachedAtoms:
 
 
 def _from_columns(topology: str) -> tuple[int, dict[str, np.ndarray]] | None:
-    """The labels of a PDB or GRO file read from its columns, as MDAnalysis's parser and guesser give them
-    (:mod:`.columns`), or None where MDAnalysis must read it."""
+    """The labels of a PDB or GRO file read from its columns (:mod:`.columns`), or None: MDAnalysis must read it."""
     from .columns import file_labels, guessed_masses, read_elements
 
     read = file_labels(topology)

@@ -87,8 +87,7 @@ def cache_dir() -> Path:
 
 
 def entry_key(topology: str, kw: dict, part: str | None = None) -> dict | None:
-    """What an entry for ``topology`` must match, or None when nothing may be cached; ``part`` names an entry
-    kept apart from the file's selections (its atoms' labels)."""
+    """What an entry for ``topology`` must match, or None if nothing may be cached; ``part``: an entry kept apart."""
     version = mdanalysis_version()
     ident = file_identity([topology])[0]
     if version is None or len(ident) == 1:   # no MDAnalysis, or the file cannot be stat-ed

@@ -63,8 +63,7 @@ class CachedUniverse(StandInUniverse):
         return self._labels
 
     def label_masses(self) -> np.ndarray | None:
-        """Every atom's mass as MDAnalysis guesses it, from the labels (None without them, or once the real
-        Universe is built); computed once."""
+        """Every atom's mass as MDAnalysis guesses it, from the labels (None without them, or once built)."""
         labels = self.read_labels() if self._real is None else None
         if labels is None:
             return None
@@ -120,8 +119,7 @@ class CachedUniverse(StandInUniverse):
         selection_cache.store(self._entry)
 
     def _array(self, key: str, field: str) -> np.ndarray | None:
-        """Selection ``key``'s stored ``field`` (a copy of the array decoded once), or None when it is missing
-        or damaged."""
+        """Selection ``key``'s stored ``field`` (a copy), or None when it is missing or damaged."""
         if (key, field) not in self._arrays:
             rec = self._entry["selections"].get(key) or {}
             self._arrays[key, field] = _decoded(rec.get(field))
@@ -138,8 +136,7 @@ class CachedUniverse(StandInUniverse):
 
 
 class CachedAtomGroup(StandInAtomGroup):
-    """A selection served from the cache: ``indices``, ``n_atoms`` and ``masses`` without MDAnalysis; any other
-    attribute is the real AtomGroup's."""
+    """A selection from the cache: ``indices``, ``n_atoms``, ``masses``; anything else is the real AtomGroup's."""
 
     def __init__(self, universe: CachedUniverse, indices: np.ndarray, masses: np.ndarray | None, key: str) -> None:
         super().__init__(universe, indices)

@@ -170,14 +170,12 @@ def index(store, fmt: str, strict: bool | None = None, view=None) -> tuple:
 
 
 def first_frame(view, fmt: str) -> tuple:
-    """``(n_atoms, offsets, fields, steps, times)`` of the first frame only (a TRR's fields, for a reader that
-    was shipped the offsets)."""
+    """``(n_atoms, offsets, fields, steps, times)`` of the first frame only, for a reader shipped the offsets."""
     return scan(view.scan_source(HEAD_BLOCK_BYTES), fmt, first_only=True)
 
 
 def _load(view, fmt: str, identity: tuple, size: int) -> dict | None:
-    """The kept scan of the bytes ``identity`` names (``n_atoms``, ``offsets``, ``fields``, ``steps``,
-    ``times``), None when the view keeps none for them (or keeps nothing)."""
+    """The kept scan of the bytes ``identity`` names, None when the view keeps none for them."""
     path = view.keeps("offsets", f"{CACHE_VERSION}:{fmt}", ".npz")
     if path is None:   # (a file at hand: scanned, no cache and none of its remote machinery imported)
         return None

@@ -140,8 +140,7 @@ class XDRSource(OneFileSource):
 
     @property
     def store(self):
-        """The file's bytes (a :class:`~trajscale.storage.bytestore.ByteStore`: a local file or an object behind a
-        URL), what the offsets index and the frame reader read."""
+        """The file's bytes (a :class:`~trajscale.storage.bytestore.ByteStore`), which the index and the reader read."""
         return self._store
 
     @classmethod
@@ -177,8 +176,7 @@ class XDRSource(OneFileSource):
         return config
 
     def remote_stats(self) -> dict | None:
-        """What reading this source's bytes cost over the network (requests, bytes, wait_s, retries); None for
-        a local file."""
+        """Network cost of this source's reads (requests, bytes, wait_s, retries); None for a local file."""
         return self._store.fetched()
 
     def step_time(self, frame: int) -> tuple[int, float]:
