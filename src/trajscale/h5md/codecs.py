@@ -272,8 +272,7 @@ def stored_dtype(attrs) -> np.dtype:
 
 
 def codec_for(attrs, reference: np.ndarray | None) -> Deltas | Deltas32 | None:
-    """The delta codec that :func:`lossy_attrs_for`'s ``attrs`` write (None for floats), a ``DELTAS`` one
-    planned from ``reference`` (the first frame in the file's unit; None while not known yet)."""
+    """The delta codec ``attrs`` write (None for floats), a ``DELTAS`` one planned from ``reference`` (file unit)."""
     enc = (attrs or {}).get("trajscale_encoding")
     q = float(attrs["trajscale_quantum"]) if attrs else 0.0
     if enc == DELTAS32:

@@ -122,8 +122,7 @@ def layout_facts(info: H5MDInfo, file_bytes: int | None = None, collective_open:
 
 def facts_amplification(facts: LayoutFacts, atoms: np.ndarray | None, n_frames: int, step: int = 1,
                         cache: str = "trajscale") -> float | None:
-    """Read amplification of ``atoms`` (None: all) over ``n_frames`` frames of the group ``facts`` describes,
-    with trajscale's chunk cache or (``cache="hdf5"``) HDF5's default; None for another format."""
+    """Read amplification of ``atoms`` over ``n_frames`` frames of the group ``facts`` describes; None if not H5MD."""
     if facts.format != "h5md" or facts.n_atoms is None or facts.n_frames is None:
         return None
     shape = (facts.n_frames, facts.n_atoms, 3)

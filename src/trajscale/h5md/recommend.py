@@ -184,8 +184,7 @@ def run_selection(selections: tuple[str, ...], atoms: np.ndarray | None) -> str:
 
 
 def run_read(facts: LayoutFacts, atoms: np.ndarray | None, frames_per_task: int, step: int = 1) -> RunRead | None:
-    """What a run's own reads cost on the file ``facts`` describes, and on the layouts of
-    :data:`ALTERNATIVES`: read amplification of ``atoms`` over a task's frames (None: not H5MD)."""
+    """What a run's reads cost on the file ``facts`` describes and on :data:`ALTERNATIVES` (None: not H5MD)."""
     from .inspect import facts_amplification
 
     amp = facts_amplification(facts, atoms, frames_per_task, step)

@@ -58,8 +58,7 @@ class FrameMeta(NamedTuple):
 
 @dataclass(slots=True)
 class Described:
-    """A file's particle group as described once in this process; ``layout`` is filled on the first
-    :meth:`H5MDSource.layout_summary`; ``key`` (identity, group, assumed units) also keys ``_FILE_META``."""
+    """A file's particle group as described once in this process (``layout`` filled on first ask; ``key``)."""
 
     info: H5MDInfo
     key: tuple

@@ -346,8 +346,7 @@ class H5MDWriter:
             self._resize(ds, new)
 
     def close(self, abandoned: bool = False) -> None:
-        """Close the file; warn about missing frames unless the write is ``abandoned`` (an error or
-        interrupt, which the caller reports: its temporary file means nothing to the user)."""
+        """Close the file; warn about missing frames unless ``abandoned`` (an error the caller reports)."""
         if self.file.id.valid:
             if not abandoned and self.n_frames_total is not None and self.n_written != self.n_frames_total:
                 log.warning("%s: %d of %d frames written", self.file.filename, self.n_written,
@@ -423,8 +422,7 @@ def box_edges(box: np.ndarray | None, k: int, f: float, kind: str | None) -> np.
 
 
 def early_allocation() -> h5py.h5p.PropDCID:
-    """Dataset creation properties: storage allocated on creation (or growth), with no fill values written
-    (every frame is written before step/time count it: a fill would double what the final fsync writes)."""
+    """Creation properties: storage allocated on creation or growth, no fill written (a fill doubles the fsync)."""
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
     dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
     dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)

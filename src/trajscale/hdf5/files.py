@@ -132,8 +132,7 @@ class RemoteFile(OpenedFile):
             fetch_ahead(self.fh, datasets)
 
     def metadata(self, preload) -> list:
-        """The HDF5 metadata bytes read so far as ``(start, bytes)`` pieces (taken once), ``preload()`` called
-        first; kept in the local cache for the next run on the object."""
+        """The HDF5 metadata read so far as ``(start, bytes)`` pieces (taken once, after ``preload()``); cached too."""
         if self._metadata is None:
             preload()
             self._metadata = self.fh.metadata()

@@ -93,8 +93,7 @@ def cover_allocated(f: h5py.File, grown: int = 0, comm=None, path: str | None = 
 
 
 def trim_cover(path: str, cover: tuple[int, int] | None) -> None:
-    """After the flush: cut the room :func:`cover_allocated` made that HDF5 did not cut (the file keeps
-    the size it had, or the size its superblock now records, whichever is larger)."""
+    """After the flush: cut what :func:`cover_allocated` added that HDF5 did not (to the larger of old and new)."""
     if cover is None:
         return
     before, extended = cover
@@ -104,8 +103,7 @@ def trim_cover(path: str, cover: tuple[int, int] | None) -> None:
 
 
 def allocated_end(f: h5py.File) -> int | None:
-    """The end of the space HDF5 has allocated in the file of ``f`` (its "end of allocation"): ``H5Fget_eoa``,
-    which h5py does not wrap, from the HDF5 library h5py uses (None where it cannot be had)."""
+    """The end of HDF5's allocated space in ``f``'s file (``H5Fget_eoa``, unwrapped by h5py; None if unavailable)."""
     get_eoa = _h5fget_eoa()
     if get_eoa is None:
         return None

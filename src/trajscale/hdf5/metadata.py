@@ -43,8 +43,7 @@ def _metadata_entry(obj: RemoteObject):
 
 
 def cached_metadata(obj: RemoteObject) -> list | None:
-    """The HDF5 metadata bytes an earlier run's preparing process read from this object (its URL, ETag and
-    size), as ``[start, base64]`` pieces; None when there are none, or they fail their checks."""
+    """The HDF5 metadata an earlier run read from this object, as ``[start, base64]`` pieces; None if none or bad."""
     path = _metadata_entry(obj)
     raw = None if path is None else cache.read(path)
     if raw is None:
@@ -131,8 +130,7 @@ def sizeof_addr(fh: CachingFile) -> int:
 
 
 def held_chunk_index_root(fh: CachingFile, header_addr: int) -> int | None:
-    """The chunk index root of the dataset whose object header is at ``header_addr``, from the header's
-    bytes if ``fh`` holds them (never fetched); None otherwise (:func:`chunk_index_root`)."""
+    """The chunk index root of the dataset whose header is at ``header_addr``, if ``fh`` holds its bytes; else None."""
     head = fh.held(header_addr, min(fh.store.size, header_addr + 16))
     if head is None or len(head) < 16:
         return None
@@ -217,8 +215,7 @@ def fetch_ahead(fh: CachingFile, datasets) -> None:
 
 
 def written_rows(ds, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
-    """The byte ranges of ``chunks`` that hold ``ds``'s rows: HDF5 reads only the written rows of an unfiltered
-    last chunk, which a short run leaves mostly empty."""
+    """The byte ranges of ``chunks`` holding ``ds``'s rows (HDF5 reads only an unfiltered last chunk's written rows)."""
     row = ds.dtype.itemsize * int(np.prod(ds.chunks[1:], dtype=np.int64))
     whole = tuple(ds.chunks[1:]) == tuple(ds.shape[1:]) and len(chunks) == -(-ds.shape[0] // ds.chunks[0])
     out = []

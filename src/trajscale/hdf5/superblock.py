@@ -9,8 +9,7 @@ from ..util import HDF5_MAGIC
 
 
 def superblock_offset_size(head: bytes) -> int | None:
-    """The "size of offsets" (bytes per file address) of the superblock at the start of ``head`` (a file's
-    first 16 bytes or more); None where ``head`` holds no superblock this reads."""
+    """Bytes per file address of the superblock at the start of ``head``; None where it holds none this reads."""
     if len(head) < 16 or head[:8] != HDF5_MAGIC or head[8] not in (0, 1, 2, 3):
         return None
     size = head[13] if head[8] in (0, 1) else head[9]   # superblock versions 0-1, 2-3

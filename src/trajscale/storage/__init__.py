@@ -61,8 +61,7 @@ def set_options(options: Mapping | None) -> None:
 
 
 def parse_option(text: str) -> tuple[str, object]:
-    """``KEY=VALUE`` from the command line: ``true``/``false`` as booleans, numbers as numbers, a JSON
-    object or list as itself, anything else as a string."""
+    """``KEY=VALUE`` from the command line: booleans, numbers and JSON objects or lists as such, else a string."""
     key, sep, value = text.partition("=")
     key = key.strip()
     if not sep or not key:
@@ -114,8 +113,7 @@ def endpoint_of(url: str, options: Mapping | None = None) -> str:
 
 
 def fetched_here() -> dict:
-    """This process's requests, bytes, seconds waiting on them and retries so far, every object's together
-    (zeros when it has read no URL: the client modules are then not even imported)."""
+    """This process's requests, bytes, wait and retries so far, every object's together (zeros without a URL)."""
     import sys
 
     inflight = sys.modules.get(__name__ + ".inflight")

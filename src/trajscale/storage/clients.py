@@ -158,8 +158,7 @@ def _freeze(value):
 
 
 def store_config(name: str, fs_options: dict) -> tuple[dict, str | None]:
-    """(obstore's configuration for scheme ``name`` from fsspec-style ``fs_options``, the AWS profile named):
-    each fsspec name translated, obstore's own keys kept."""
+    """(obstore's configuration for scheme ``name`` from fsspec-style ``fs_options``, the AWS profile named)."""
     scheme = STORE_SCHEMES[name]
     opts = dict(fs_options)
     client = dict(opts.pop("client_kwargs", None) or {})

@@ -33,8 +33,7 @@ def _shared_files() -> bool:
 
 
 def _session(named: str | None):
-    """A boto3 session of the profile ``named`` (or the default one where the shared files exist); None where
-    there is nothing to read or (no profile named) no boto3."""
+    """A boto3 session of the profile ``named`` (or the default); None with nothing to read or no boto3."""
     if not named and not _shared_files():
         return None
     if named:

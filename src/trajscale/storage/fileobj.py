@@ -83,8 +83,7 @@ class CachingFile(ReadOnlyFile):
         return data[start - a:stop - a] if stop <= a + len(data) else None
 
     def metadata(self, max_bytes: int = SHIP_BYTES, gap: int = SHIP_GAP) -> list[list]:
-        """The bytes HDF5 has asked for so far, as ``[start, base64 text]`` pieces (nearby ones merged), at most
-        ``max_bytes``, from what this object holds (never fetched now): a worker's ``known``."""
+        """HDF5 metadata read so far as ``[start, base64]`` pieces, at most ``max_bytes``: a worker's ``known``."""
         with self._lock:
             asked = sorted(self._asked)
         merged: list[list[int]] = []
@@ -142,8 +141,7 @@ class CachingFile(ReadOnlyFile):
         return len(data)
 
     def pread(self, start: int, stop: int) -> bytes:
-        """Bytes ``[start, stop)``, from cached blocks; the missing ones fetched together. A failure is also
-        kept in :attr:`failure` (HDF5 turns it into its own error; the Source raises the real one)."""
+        """Bytes ``[start, stop)``, the missing blocks fetched together; a failure is kept in :attr:`failure` too."""
         with self._lock:
             if len(self._asked) < 100_000:   # (HDF5 walks metadata in small reads; frames never come this way)
                 self._asked.append((start, stop))
@@ -197,8 +195,7 @@ class CachingFile(ReadOnlyFile):
         return data[start - got[0]:stop - got[0]]
 
     def fetch_ahead(self, ranges: list[tuple[int, int]]) -> None:
-        """Start fetching ``ranges`` not held, known or on their way: a hint of what will be read next. Ranges
-        within one block, or closer than :data:`AHEAD_GAP`, go in one request, each for its own bytes only."""
+        """Start fetching ``ranges`` not held, known or on their way; ranges within :data:`AHEAD_GAP` go together."""
         if not hasattr(self.store, "prefetch"):
             return
         size = self.store.size

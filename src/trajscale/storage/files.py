@@ -27,8 +27,7 @@ MAX_REQUEST = 8 * 1024**2
 
 
 def as_file(store) -> FileView:
-    """The bytes of ``store`` (a :class:`~.bytestore.ByteStore`) as a file a compiled reader opens by its path:
-    the file itself where the store offers a local path, else fetched by the ranges each read asks for."""
+    """The bytes of ``store`` as a file a compiled reader opens by its path: the file itself, or ranges fetched."""
     if store.local_path is not None:
         return InPlace(store.local_path)
     return Fetched(store, str(store.identity[0]))

@@ -121,8 +121,7 @@ def submit(n: int, calls: list[tuple[Callable, tuple]]) -> list[Future]:
 
 
 def gather(futures: list[Future], give_up: Callable[[], None] | None = None) -> list:
-    """The results of ``futures``, in order: the first failure raised at once (the others cancelled), and a stop
-    signal or ``give_up()`` (the object's verdict) between slices of :data:`WAIT_SLICE` ends the wait."""
+    """The results of ``futures`` in order: a failure raised at once; a stop or ``give_up()`` ends the wait."""
     from concurrent.futures import FIRST_EXCEPTION, wait
 
     pending = [f for f in futures if not f.done()]

@@ -87,14 +87,12 @@ class Location:
         return RemoteObject
 
     def worker_modules(self, fetched: tuple[str, ...] = ()) -> tuple[str, ...]:
-        """What a pool's worker imports to read these bytes, told without I/O: the store's modules and
-        ``fetched`` where the store fetches bytes; nothing for a local file."""
+        """What a pool's worker imports to read these bytes (without I/O); nothing for a local file."""
         store = self.store_class
         return (*store.worker_modules, *fetched) if store.remote else ()
 
     def absolute(self) -> Location:
-        """The location as every process names it: a local path made absolute (``os.path.abspath``: no link
-        resolved, no file system asked), a URL as it is."""
+        """The location as every process names it: a local path made absolute (no link resolved), a URL as it is."""
         if not self.local:
             return self
         absolute = os.path.abspath(self.where)
@@ -121,8 +119,7 @@ class Location:
 
     @property
     def size(self) -> int:
-        """Its size in bytes: a local file's from one ``stat``; an object's from its first request (shared for a
-        few seconds with its opening). Missing, denied or unreachable: said in one line."""
+        """Its size in bytes (a ``stat``, or an object's first request); missing, denied, unreachable: one line."""
         if self.local:
             try:
                 return os.stat(self.where).st_size

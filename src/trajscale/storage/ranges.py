@@ -50,8 +50,7 @@ def coalesce(ranges: list[tuple[int, int]], gap: int,
 
 
 def requests_of(ranges: list[tuple[int, int]], gap: int, max_request: int | None = None):
-    """The requests :func:`read_coalesced` sends for ``ranges``: (merged ranges, each range's place in them,
-    the requests, each request's merged range)."""
+    """The requests :func:`read_coalesced` sends: (merged ranges, places in them, requests, their merged range)."""
     merged, where = coalesce(ranges, gap, max_request)
     pieces, owner = [], []
     for m, (a, b) in enumerate(merged):

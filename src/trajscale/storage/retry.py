@@ -192,8 +192,7 @@ def classify(exc: BaseException) -> Failure:
 
 
 def first_line(exc: BaseException) -> str:
-    """The first line of a failure's text, at most 200 characters; a server's XML error body (S3's) is
-    given as its code and message, not cut mid-tag."""
+    """A failure's first line, at most 200 characters (an S3 XML body as its code and message)."""
     text = str(exc).strip()
     if "<?xml" in text or "<Error>" in text:
         code = _CODE.search(text)
