@@ -147,8 +147,7 @@ class Writer(WriterBase):
         return False
 
     def _abandon(self) -> None:
-        """Drop what was written: close the temporary file and remove it; the output is never made.
-        A followable file keeps its frames (a follower may have read them), without the end marker."""
+        """Remove the temporary file; the output is never made (a followable file keeps its frames, unmarked)."""
         self._rows = []
         writer, self._writer = self._writer, None
         if writer is not None:

@@ -17,8 +17,7 @@ log = logging.getLogger(__name__)
 
 def copy_frames(reader, start: int, stop: int, stride: int, sel: np.ndarray | None, out: dict[str, np.ndarray],
                 box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:
-    """Frames ``start:stop:stride`` of an MDAnalysis reader into preallocated rows (selected atoms only; skipped
-    frames not decoded; rows without a box left as they are)."""
+    """Frames ``start:stop:stride`` of an MDAnalysis reader into preallocated rows (selected atoms only)."""
     for i, ts in enumerate(reader[start:stop:stride]):
         for fl, arr in out.items():
             src = getattr(ts, FIELD_ATTRS[fl])

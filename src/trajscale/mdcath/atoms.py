@@ -87,8 +87,7 @@ def _known_digest(file: list | None) -> bytes | None:
 
 
 def _stored(store: ByteStore, path: str, prepares: bool) -> tuple[str, dict[str, np.ndarray | None]]:
-    """The file's ``pdbProteinAtoms`` text and per-atom datasets as stored: from trajscale's cache where an earlier
-    run read this file (:mod:`.kept`), else from its HDF5 (then kept)."""
+    """The file's ``pdbProteinAtoms`` text and per-atom datasets as stored: from the cache (:mod:`.kept`), or HDF5."""
     file = kept.file_key(store)
     entry = kept.load(file, "atoms")
     if entry is not None:
@@ -179,8 +178,7 @@ def atom_labels(text: str, raw: dict[str, np.ndarray | None], n_atoms: int, wher
 
 
 def _columns(text: str):
-    """``cols(field)``: the stripped text of ``field`` of each atom record of the first model, as MDAnalysis's PDB
-    parser reads them (:func:`trajscale.topology.columns.record_columns`)."""
+    """``cols(field)`` of each atom record of the first model, as MDAnalysis's PDB parser reads them."""
     return record_columns(text)[1]
 
 

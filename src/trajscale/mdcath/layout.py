@@ -134,8 +134,7 @@ def member_keys(group: h5py.Group) -> list[str]:
 
 @dataclass(frozen=True)
 class Domain:
-    """What a file's members share, looked up once for them all: the domain's name and group, the members'
-    keys, and the shape of its ``z`` (None without one)."""
+    """What a file's members share, looked up once: the domain's name and group, the members' keys, ``z``'s shape."""
 
     name: str
     group: h5py.Group
@@ -253,8 +252,7 @@ def _box(group: h5py.Group, where: str) -> tuple[float, ...] | None:
 
 def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity: tuple,
              domain: Domain | None = None) -> MemberLayout:
-    """Check member ``key`` of the open mdCATH file ``f`` (None: its only member) and say where its data lie
-    (``domain``: what the file's members share, when the caller has looked it up already)."""
+    """Check member ``key`` of the open mdCATH file ``f`` (None: its only one) and say where its data lie."""
 
     domain = Domain.of(f, where) if domain is None else domain
     keys = domain.keys
@@ -294,8 +292,7 @@ def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity
 
 
 def check_offsets(f: h5py.File, store: ByteStore, where: str, layout: MemberLayout, key: str) -> None:
-    """The layout's offsets must give HDF5's own values (the last frame's first atoms, read both ways, the
-    offsets' through ``store``): the addresses are HDF5's to define."""
+    """The layout's offsets must give HDF5's own values (the last frame's first atoms, read both ways)."""
     if not layout.n_frames or not layout.n_atoms:
         return
     ds = f[layout.domain][key]["coords"]
@@ -409,16 +406,14 @@ def pdb_text(location: str, storage_options: dict | None = None) -> str:
 
 
 def universe(location: str, storage_options: dict | None = None):
-    """An MDAnalysis Universe of the file's protein, parsed from its ``pdbProteinAtoms`` (the same atoms,
-    in the same order, as every member's frames; its one frame is the PDB's coordinates)."""
+    """An MDAnalysis Universe of the file's protein from its ``pdbProteinAtoms`` (every member's atoms, in order)."""
     path, _ = split_member(location)
     with closing(open_bytes(path, storage_options)) as store:
         return universe_of(store, path)
 
 
 def universe_of(store: ByteStore, path: str, prepares: bool = True):
-    """:func:`universe` of the file in ``store`` (at ``path``), parsed once per version of the file in this
-    process (its store's identity: a file's 25 members share one topology)."""
+    """:func:`universe` of the file in ``store``, parsed once per file version (25 members share one topology)."""
     key = tuple(store.identity)
     if key in _UNIVERSES:
         _UNIVERSES.move_to_end(key)

@@ -147,8 +147,7 @@ def _told(store: ByteStore) -> tuple[bool, hdf5_of | None]:
 
 def _layouts(f: h5py.File, store: ByteStore, path: str,
              only: str | None) -> tuple[str, list[tuple[str, MemberLayout | None]]]:
-    """The domain's name and every member's layout (or ``only``'s), checked; None for a member that fails a
-    check. For a local file the first sound member's offsets are checked against HDF5's reads too."""
+    """The domain's name and every member's layout (or ``only``'s), checked (None for one that fails a check)."""
     domain = Domain.of(f, path)
     identity = tuple(store.identity)
     out: list[tuple[str, MemberLayout | None]] = []

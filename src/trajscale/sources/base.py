@@ -150,8 +150,7 @@ class Source(ABC):
 
     @classmethod
     def member_bytes(cls, config: dict) -> int:
-        """The bytes of the member's positions, from its config alone (no I/O); 0 where the config does not say.
-        An ensemble weighs members by them."""
+        """The bytes of the member's positions, from its config alone (no I/O; 0: not said); ensembles weigh by them."""
         return 0
 
     #: True when a file of this format behind a URL may be read from a node-local copy (:meth:`node_copy_config`).
@@ -176,8 +175,7 @@ class Source(ABC):
 
     @classmethod
     def layout_report(cls, path: str, request: OpenRequest) -> dict | None:
-        """The format's own report of how ``path`` stores its frames (``trajscale inspect``), as plain values;
-        None: ``inspect`` describes the file by what its Source reads."""
+        """The format's own report of how ``path`` stores its frames (``inspect``), as plain values; None: none."""
         return None
 
     @classmethod
@@ -197,8 +195,7 @@ class Source(ABC):
 
     @property
     def native_units(self) -> dict[str, str]:
-        """The units the file stores, by MDAnalysis quantity (``{"length": "nm", ...}``); blocks are always in
-        MDAnalysis's units. Empty: not declared by the format."""
+        """The units the file stores, by MDAnalysis quantity (``{"length": "nm", ...}``); empty: not declared."""
         return {}
 
     def stored_units(self) -> dict[str, str | None]:
@@ -214,8 +211,7 @@ class Source(ABC):
         return None
 
     def observables(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-        """Per-frame quantities stored beside the frames (H5MD's ``observables``), with one frame's value's shape
-        and dtype: what ``convert`` carries over."""
+        """Per-frame quantities beside the frames (H5MD's ``observables``): shape and dtype of one frame's value."""
         return {}
 
     def read_observables(self, names, start: int, stop: int) -> dict[str, np.ndarray]:
@@ -302,16 +298,14 @@ class Source(ABC):
 
     def read_into(self, start: int, stop: int, atoms: np.ndarray | None, stride: int,
                   out: dict[str, np.ndarray], box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:
-        """Frames ``start:stop:stride`` into preallocated rows: ``out[field]``, ``box``, ``time``, ``step``
-        (for a source stitching others together; this default copies a Block)."""
+        """Frames ``start:stop:stride`` into preallocated rows (``out[field]``, ``box``, ``time``, ``step``)."""
         blk = self.read(start, stop, atoms, tuple(out), stride=stride)
         for fl, arr in out.items():
             arr[:] = getattr(blk, FIELD_ATTRS[fl])
         box[:], time[:], step[:] = blk.box, blk.time, blk.step
 
     def read_frames_into(self, frames: np.ndarray, out: dict[str, np.ndarray], time: np.ndarray) -> bool:
-        """Every atom of the sorted ``frames`` into ``out[field]`` and ``time`` in one go; False where the source
-        reads by runs only (the caller then uses :meth:`read_into`)."""
+        """Every atom of the sorted ``frames`` into ``out[field]`` and ``time`` at once; False: read by runs."""
         return False
 
     def step_time(self, frame: int) -> tuple[int, float]:

@@ -112,8 +112,7 @@ def snapshot(trajectory, topology=None, *, group: str | None = None, assume_unit
 
 
 def snapshot_taker(cls: type[Source]):
-    """How a snapshot of a file ``cls`` reads is taken: the function its :attr:`~.base.Source.snapshots`
-    names, ``(path, format, topology, group, assume_units) -> Snapshot``."""
+    """How a snapshot of a file ``cls`` reads is taken: the function its :attr:`~.base.Source.snapshots` names."""
     module, _, name = cls.snapshots.partition(":")
     if not name:
         raise NotFollowableError(cls.__name__, "names no way to take a snapshot of a file being written")
@@ -162,8 +161,7 @@ def _first_frame_digest(source: Source) -> str:
 
 
 class Watch:
-    """One followed trajectory, from look to look: :meth:`check` ends the run
-    (:class:`~trajscale.endings.FollowEnded`) when a later look finds another trajectory under the same name."""
+    """One followed trajectory: :meth:`check` ends the run when a later look finds another trajectory there."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -228,8 +226,7 @@ class Watch:
 
 
 def idle_detail(idle: float, frames: int, trailing: int) -> str:
-    """What an idle end says: how long nothing came, that the file was never marked complete, and the
-    bytes after its last whole frame (what a writer that died inside a frame leaves)."""
+    """What an idle end says: how long nothing came, never marked complete, the bytes after the last whole frame."""
     detail = f"{idle:g} s; the file was never marked complete"
     if trailing:
         detail += (f", and its last {trailing} bytes are not a whole frame (a writer that stopped inside "

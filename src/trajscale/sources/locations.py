@@ -11,8 +11,7 @@ from ..storage.location import Location
 
 
 def is_local(location: str | os.PathLike | Location | None) -> bool:
-    """Whether ``location`` is a local file's path, not an object behind a URL a store serves (told without I/O,
-    from the scheme table every layer shares: :data:`trajscale.util.SCHEME_PREFIXES`)."""
+    """Whether ``location`` is a local path, not a URL a store serves (told without I/O, from the scheme table)."""
     if location is None:
         return True
     return Location.of(location).local

@@ -84,8 +84,7 @@ def _load(kind: str, target: str) -> type[Source]:
 
 @functools.cache
 def plugin_targets() -> dict[str, str]:
-    """kind -> ``module:Class`` of the Sources other packages register under :data:`ENTRY_POINT_GROUP`
-    (a kind trajscale already has is kept as trajscale's, with a warning)."""
+    """kind -> ``module:Class`` of the Sources other packages register (a kind trajscale has stays trajscale's)."""
     from importlib.metadata import entry_points
 
     found = {}
@@ -154,8 +153,7 @@ def _by_bytes(path: str, head: bytes, store: ByteStore | None = None) -> Match |
 
 
 def recognised(path: str | Path) -> Match | None:
-    """The Source whose format ``path``'s own first bytes are in, or None (no name ending, nor MDAnalysis's
-    table, is asked; a missing or unreadable file is None, not an error)."""
+    """The Source whose format ``path``'s first bytes are in, or None (nothing else asked; never an error)."""
     path = str(path)
     store = _store_of(path)
     try:
@@ -262,21 +260,18 @@ def for_format(name: str) -> type[Source]:
 
 
 def fallback_source() -> type[Source]:
-    """The Source of a file no other Source claims: MDAnalysis's one-file reader, the table's last (it goes
-    by the file's extension, through MDAnalysis's own table of formats)."""
+    """The Source of a file no other Source claims: MDAnalysis's one-file reader, by the file's extension."""
     return source_class(FALLBACK)
 
 
 def decode_s_per_atom(name: str) -> float:
-    """Seconds per atom one frame of the format called ``name`` costs to decode beyond reading its bytes
-    (:attr:`~.base.Source.decode_s_per_atom` of the Source that reads it; 0 for plain floats)."""
+    """Seconds per atom one frame of format ``name`` costs to decode beyond reading its bytes (0: plain floats)."""
     name = name.upper()
     return float(for_format(name).decode_s_per_atom.get(name, 0.0))
 
 
 def decoding_of(name: str) -> str | None:
-    """Who decodes a frame of the format called ``name`` beyond the selected atoms, and how far
-    (:meth:`~.base.Source.decoding_of` of the Source that reads it; None: read in place)."""
+    """Who decodes a frame of format ``name`` beyond the selected atoms, and how far (None: read in place)."""
     return for_format(name).decoding_of(name.upper())
 
 
@@ -287,8 +282,7 @@ def open_file(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source
 
 
 def open_part(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source:
-    """Open one file of several (a chain's part, one of convert's inputs): H5MD's options in ``request``
-    go to the files whose Source takes them, and the others read without them."""
+    """Open one file of several: H5MD's options in ``request`` go only to Sources that take them."""
     return _open(str(path), request, False)
 
 

@@ -449,8 +449,7 @@ def _metadata_bytes(state: dict | None) -> int:
 
 
 def _refuse_damaged_part(info: dict) -> None:
-    """A part whose frames end early at damage is refused when another part follows it: the chain
-    would join across the frames it lost (``chain.plan_join`` says the same of opened sources)."""
+    """A part ending early at damage, with another part after it, is refused (the chain would join across a hole)."""
     from .chain import refuse_damaged_part
 
     refuse_damaged_part(info["path"], info["damaged"])

@@ -200,8 +200,7 @@ def _load(view, fmt: str, identity: tuple, size: int) -> dict | None:
 
 
 def _save(view, fmt: str, identity: tuple, found: dict) -> None:
-    """Keep a clean scan of the bytes ``identity`` names where the view keeps scans
-    (:mod:`trajscale.storage.cache`: atomically, the user's only; skipped when it cannot be written)."""
+    """Keep a clean scan of the bytes ``identity`` names where the view keeps scans (skipped if unwritable)."""
     path = view.keeps("offsets", f"{CACHE_VERSION}:{fmt}", ".npz")
     if path is None:
         return

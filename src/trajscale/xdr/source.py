@@ -155,8 +155,7 @@ class XDRSource(OneFileSource):
                    **(request.shipped or {}))   # (an object's options and identity)
 
     def remote_state(self) -> dict | None:
-        """What another process opens the file's bytes with, without a request (an object's options, identity
-        and round trip), for a segment index to ship with the part; None for a local file."""
+        """What another process opens the file's bytes with, without a request (shipped per part); None if local."""
         return self._store.state()
 
     @property
@@ -180,8 +179,7 @@ class XDRSource(OneFileSource):
         return self._store.fetched()
 
     def step_time(self, frame: int) -> tuple[int, float]:
-        """An XTC frame's step and time from its header (XDR: magic, natoms, step, time), no coordinates
-        decoded: joining 10,000 parts reads a few per part."""
+        """An XTC frame's step and time from its header, no coordinates decoded (joining parts reads a few per part)."""
         if self._format != "XTC":
             return super().step_time(frame)
         self.check_range(frame, frame + 1)
