@@ -62,8 +62,7 @@ class TrajscaleAccessor:
                                                   encoding=encoding, max_slab_mb=max_slab_mb))
 
     def _stored_topology(self) -> str:
-        """The trajectory file itself when its atoms' names came from it (an H5MD file trajscale wrote:
-        its Source :attr:`~trajscale.sources.base.Source.stores_atom_labels`)."""
+        """The trajectory file itself when its atoms' names came from it (an H5MD file that stores them)."""
         if "name" in self._ds.coords and self._ds.attrs.get(SOURCE_ATTR) \
                 and source_class(opener_of(self._ds).config["kind"]).stores_atom_labels:
             return str(self._ds.attrs["path"])

@@ -53,8 +53,7 @@ class TrajscaleBackendEntrypoint(BackendEntrypoint):
                 source.close()   # the variables reopen it from its config, in whichever process reads
 
     def guess_can_open(self, filename_or_obj) -> bool:
-        """A file the format registry reads, from its own bytes, as one that opens without a topology (its
-        format's traits say so: H5MD, a segment index), and that its Source says it can open."""
+        """A file the registry reads without a topology (its traits say so), which its Source says it can open."""
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             return False
         from ..sources.registry import recognised

@@ -131,8 +131,7 @@ def _units(quantity: str, stored: dict) -> dict:
 
 
 def build_dataset(source, topology: str | None, drop_variables=(), select: str | None = None) -> xr.Dataset:
-    """The Dataset over the open ``source``, with the per-atom labels of ``topology`` (or those the file
-    stores); ``select``: over the atoms that selection picks only."""
+    """The Dataset over the open ``source``, labelled from ``topology`` (or the file); ``select``: those atoms only."""
     opener = SourceOpener.of(source.get_config())
     facts = source.layout_summary()
     stored = dict(facts.units or ())

@@ -160,8 +160,7 @@ def tidy_times(times: np.ndarray, min_decimals: int = 0) -> np.ndarray:
 
 
 def _fields(name: str) -> tuple[str, ...]:
-    """The fields a read of ``name`` asks for: a Block always holds positions, so velocities and forces
-    come with the same atoms' positions (a per-frame quantity with those of one atom)."""
+    """The fields a read of ``name`` asks for (a Block always holds positions; per-frame ones: of one atom)."""
     return ("position", name) if name in ("velocity", "force") else ("position",)
 
 

@@ -324,9 +324,8 @@ def frame_ranges(ds: h5py.Dataset, frames: np.ndarray, atoms) -> tuple[list[tupl
 
 def opening_cost(fileobj, size: int, group: str | None = None, assume_units: str | None = None,
                  block_bytes: int = REMOTE_BLOCK_BYTES) -> dict:
-    """What opening the file in ``fileobj`` costs a remote reader before its first frame, through a cache of
-    ``block_bytes`` blocks: ``metadata`` and then ``times`` (steps and times), measured by reading through a
-    :class:`RecordingFile` (every block touched is one request)."""
+    """What opening the file in ``fileobj`` costs a remote reader before its first frame (``metadata``, then
+    ``times``), through ``block_bytes`` blocks, measured by a :class:`RecordingFile`."""
     rec = RecordingFile(fileobj)
     fileobj.seek(0)
     with h5py.File(rec, "r") as f:

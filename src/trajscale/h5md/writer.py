@@ -147,9 +147,7 @@ class H5MDWriter:
     @classmethod
     def reopen(cls, path: str | os.PathLike, n_written: int, n_frames: int | None = None, *,
                driver: str | None = None, comm=None, mpi_info=None) -> H5MDWriter:
-        """Continue a file this class wrote (an interrupted write) after its first ``n_written`` frames (the
-        caller's progress record's count): ``step``/``time`` are cut back to it. ``driver="mpio"`` with ``comm``
-        reopens it on every rank."""
+        """Continue an interrupted write after its first ``n_written`` frames (``step``/``time`` cut back to it)."""
         self = cls.__new__(cls)
         self._comm = comm
         self.file = f = open_h5(path, "r+", driver=driver, comm=comm, **({"info": mpi_info} if mpi_info else {}))
@@ -305,9 +303,8 @@ class H5MDWriter:
         return [ds.name for ds in self._per_frame()] + [first["step"].name, first["time"].name]
 
     def preallocate(self) -> list[str]:
-        """Size and allocate every per-frame dataset, step and time included, for all ``n_frames`` frames; return
-        their names. Other processes then write at fixed addresses (:mod:`trajscale.h5md.direct_write`); the file
-        counts every frame from now on, so it stays under a temporary name until all are written."""
+        """Size and allocate every per-frame dataset for all ``n_frames`` frames; return their names. Workers then
+        write at fixed addresses; the file counts every frame now, so it stays under a temporary name."""
         n = self.n_frames_total
         if n is None:
             raise ValueError("preallocate needs the number of frames in advance")

@@ -390,9 +390,8 @@ class ChunkReads:
 
     def read_gathered(self, runs: np.ndarray, columns: np.ndarray, out: np.ndarray, first: int,
                       stride: int) -> bool:
-        """Rows ``first::stride`` of ``columns`` of the one run ``runs`` holds, taken from each frame's bytes as
-        they came (no run-wide buffer: its first touch cost more than the copy, holding the GIL the requests'
-        threads wait for). False where :meth:`read_runs` must read them."""
+        """Rows ``first::stride`` of ``columns`` of the one run ``runs`` holds, from each frame's bytes as they came (no
+        run-wide buffer: its first touch cost more than the copy). False where :meth:`read_runs` must read."""
         if len(runs) != 1 or not self.index.whole_frames or not self.ready():
             return False
         ranges = self._frame_ranges(runs, first + stride * np.arange(len(out), dtype=np.int64))

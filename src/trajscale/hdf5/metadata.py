@@ -147,9 +147,8 @@ def children_ahead(fh: CachingFile, data: bytes) -> None:
 
 def open_store_h5(store: ByteStore, prepares: bool, metadata: list | None, rdcc_nbytes: int,
                   use_cache: bool = True):
-    """(a caching file object over ``store``, ``h5py.File`` reading through it); one-line errors as for a local
-    file. A worker starts from the shipped ``metadata`` (no request); the preparing process from an earlier
-    run's cache (:func:`cached_metadata`, unless ``use_cache=False``), kept in the file object's ``cached``."""
+    """(caching file object over ``store``, ``h5py.File`` through it); a worker starts from the shipped ``metadata``,
+    the preparing process from an earlier run's cache (unless ``use_cache=False``)."""
     from_cache = False
     if prepares and metadata is None and use_cache:
         metadata = cached_metadata(store)
@@ -188,8 +187,7 @@ INDEX_NODE_BYTES = 4096
 
 def fetch_ahead(fh: CachingFile, datasets) -> None:
     """Start fetching, together, what reading ``datasets`` will need next where it can be told without a request
-    (a chunk index's root, the nodes below a root here, a small dataset's chunks), which HDF5 would read a round
-    trip apiece. Only a hint."""
+    (a B-tree root or its nodes, a small dataset's chunks). Only a hint."""
     ranges = []
     for ds in datasets:
         try:

@@ -17,9 +17,8 @@ def superblock_offset_size(head: bytes) -> int | None:
 
 
 def superblock_end(head: bytes) -> int | None:
-    """The file size the superblock at the start of ``head`` (a file's first 64 bytes) records: its base
-    address plus its end-of-file address, the end of the space HDF5 has allocated. None where ``head``
-    holds no superblock this reads (another version, a user block before it, an undefined address)."""
+    """The file size the superblock at the start of ``head`` records (base plus end-of-file address); None where
+    ``head`` holds no superblock this reads."""
     size = superblock_offset_size(head)
     if size is None or len(head) < 64:
         return None

@@ -339,9 +339,8 @@ class Reader(ReaderBase):
 
 
 class ChainReader(_MDAChainReader):
-    """MDAnalysis's ChainReader, registered in its place, except for a list given with format ``"TRAJSCALE"``:
-    that list is trajscale's :class:`Reader`. (MDAnalysis hands every list to the ``"CHAIN"`` reader before it
-    looks at ``format``.)"""
+    """MDAnalysis's ChainReader, registered in its place (MDAnalysis hands it every list), except for a list
+    given with format ``"TRAJSCALE"``: that is trajscale's :class:`Reader`."""
 
     format = "CHAIN"
 

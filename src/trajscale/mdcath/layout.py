@@ -65,10 +65,8 @@ class FieldAt:
 
 @dataclass(frozen=True)
 class MemberLayout:
-    """One member as checked by the process that opened it first: what a worker reads it by.
-
-    ``identity`` is its byte store's; ``box`` is the member's one box as MDAnalysis dimensions (Å, degrees),
-    None without one."""
+    """One member as checked by the process that opened it first (what a worker reads it by); ``box``: MDAnalysis
+    dimensions (Å, degrees), None without one."""
 
     domain: str
     n_frames: int

@@ -42,9 +42,8 @@ def is_stream(trajectory) -> bool:
 
 
 def reader_modules(trajectories) -> tuple[str, ...]:
-    """The modules a worker will import to read ``trajectories``, told by name only (no file is opened): the
-    Source's module and :attr:`~.base.Source.worker_modules` (MDAnalysis for a name no Source claims), plus, for
-    a URL, the store's and :func:`.registry.fetched_modules`."""
+    """The modules a worker will import to read ``trajectories``, told by name only: the Sources' modules and
+    :attr:`~.base.Source.worker_modules`, plus, for a URL, the store's and the format's fetched modules."""
     from .registry import by_name, fallback_source, fetched_modules
 
     paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]

@@ -163,9 +163,7 @@ class Source(ABC):
 
     @classmethod
     def guess_format(cls, path: str, store=None) -> str | None:
-        """The name of the format ``path`` is in, told by its own first bytes; None when not one of this
-        Source's formats. ``store``: the registry's :class:`~trajscale.storage.ByteStore` of the file; None:
-        read ``path`` (:func:`file_head`)."""
+        """The name of the format ``path`` is in, told by its own first bytes (``store``: the registry's), or None."""
         return None
 
     @classmethod

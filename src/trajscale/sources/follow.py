@@ -279,9 +279,8 @@ def frame_counts(path: str, *, idle: float, poll: float = 0.5, group: str | None
 
 def first_snapshot(trajectory, topology=None, *, group: str | None = None, assume_units: str | None = None,
                    wait: float = 60.0, poll: float = 0.5, frames: int = 1) -> Snapshot:
-    """The trajectory once it has ``frames`` complete frames (an analysis's reference frame among them),
-    polling every ``poll`` s; a clear error if they do not come within ``wait`` s. A finished or damaged
-    file is taken with the whole frames it has."""
+    """The trajectory once it has ``frames`` complete frames, polling every ``poll`` s; a clear error after ``wait``
+    s. A finished or damaged file is taken with the whole frames it has."""
     t0 = time.monotonic()
     while True:
         try:

@@ -296,9 +296,8 @@ class SegmentedSource(Source):
                 "n_atoms": self._n_atoms, "fields": list(self.fields), "chunk_frames": self.chunk_frames}
 
     def _look_up_remote_parts(self) -> None:
-        """Each part behind a URL whose Source can say what it found (``remote_state``) is opened here, once, and
-        that travels with the segment, so a worker never walks its metadata over the network. Metadata bytes
-        stop at :data:`SHIP_PARTS_BYTES` in all (later parts ship identity and chunk addresses only)."""
+        """Each part behind a URL is opened here once and what it found (``remote_state``) travels with the segment,
+        metadata up to :data:`SHIP_PARTS_BYTES` in all."""
         shipped = sum(_metadata_bytes(seg.get("remote")) for seg in self.segments)
         for i, seg in enumerate(self.segments):
             if seg.get("remote") is not None or not Location(self.segment_path(i)).worker_modules():

@@ -65,11 +65,8 @@ def configured_endpoint(session) -> str | None:
 
 
 def aws_profile(config: dict, profile: str | None) -> Callable[[], dict] | None:
-    """Fill ``config`` (obstore's S3 keys) with the endpoint and region as the AWS CLI would, and return the
-    profile's credentials as an obstore credential provider (None: obstore's own chain).
-
-    The profile is the ``profile`` option, else ``AWS_PROFILE``, else the default; its credentials are used
-    where no key is given, or where a profile is named. A named profile that cannot be read is refused."""
+    """Fill ``config`` (obstore's S3 keys) with endpoint and region as the AWS CLI would; return the profile's
+    credentials as an obstore credential provider (None: obstore's own chain). A bad named profile is refused."""
     named = _named(profile)
     session = _session(named)
     if "endpoint" not in config:

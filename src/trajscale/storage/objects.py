@@ -91,10 +91,7 @@ def _is_object_url(url) -> bool:
 
 
 class RemoteObject(ByteStore):
-    """One object behind a URL, read by concurrent range requests.
-
-    Use :meth:`open`: it fetches the object's first :data:`HEAD_BYTES` with one request, which also
-    gives its ETag and size (or takes a known ``identity``, a worker's, and checks it on every read)."""
+    """One object behind a URL, read by concurrent range requests; :meth:`open` fetches its first bytes and ETag."""
 
     remote = True
     #: the client library, imported before a pool's workers start (its runtime starts at the first request)
@@ -139,9 +136,8 @@ class RemoteObject(ByteStore):
     @classmethod
     def open(cls, url: str, options: dict | None = None, identity: Identity | None = None,
              round_trip: float | None = None) -> RemoteObject:
-        """The object at ``url``: with ``identity`` (the run's first process's) nothing is fetched now; without,
-        its first bytes and identity, from one request (shared for a few seconds with the process's other opens).
-        ``round_trip``: the shortest that process saw, what the requests in flight start from."""
+        """The object at ``url``: with ``identity`` (the run's) nothing is fetched now; else its first bytes and
+        identity in one request (shared a few seconds); ``round_trip`` seeds the requests in flight."""
         obj = cls(url, options, identity)
         if round_trip is not None and 0 < round_trip < 3600:
             obj._slots.saw_round_trip(float(round_trip))
@@ -285,10 +281,8 @@ class RemoteObject(ByteStore):
         future.add_done_callback(done)
 
     def _fetch(self, a: int, b: int, first: bool = False, ahead: bool = False):
-        """Bytes ``[a, b)`` (``first``: the head request, which learns the identity), retried within the
-        request's :class:`~.retry.Deadline` and the object's :class:`~.retry.Outage`. Once one request of the
-        object has failed for good, the others fail at once with its error (a dead server ends a batch of a
-        thousand ranges within one budget). A request started ``ahead`` is counted when a read takes its bytes."""
+        """Bytes ``[a, b)``, retried within the request's :class:`~.retry.Deadline` and the object's
+        :class:`~.retry.Outage`; once one request failed for good, the others fail with its error."""
         deadline = Deadline(self.retry_seconds, self.timeout, self._outage)
         while True:
             self._check()

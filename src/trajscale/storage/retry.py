@@ -206,9 +206,8 @@ def first_line(exc: BaseException) -> str:
 
 
 class Outage:
-    """Since when an object's server has given no answer (the first failed try after its last answer opens it,
-    any answer closes it): every request of the object gives up when it has lasted ``retry_seconds``, once, not
-    once per queued request."""
+    """Since when an object's server has not answered: every request of the object gives up once that lasts
+    ``retry_seconds`` (once, not per queued request)."""
 
     def __init__(self, retry_seconds: float) -> None:
         self.retry_seconds = retry_seconds

@@ -77,8 +77,7 @@ def record_columns(text: str):
 
 
 def wrapped_resids(resid: np.ndarray) -> np.ndarray:
-    """Residue numbers as MDAnalysis's PDB parser makes them of the column's: a number 5,000 below the one
-    before is taken 10,000 higher (PDB's four digits wrapped)."""
+    """Residue numbers as MDAnalysis's PDB parser makes them (5,000 below the one before: 10,000 higher)."""
     if len(resid) and (np.diff(resid) < -5000).any():   # (rare: over 9,999 residues)
         prev = 0
         for k, r in enumerate(resid.tolist()):
@@ -89,8 +88,7 @@ def wrapped_resids(resid: np.ndarray) -> np.ndarray:
 
 
 def plain_integers(column: np.ndarray) -> bool:
-    """Whether every value of a stripped text column is a plain decimal integer (digits, one leading ``-``
-    at most): what ``int()`` and NumPy read the same."""
+    """Whether every value of a stripped text column is a plain decimal integer (as ``int()`` and NumPy read it)."""
     digits = np.char.lstrip(column, "-")
     return bool((np.char.isdigit(digits) & (np.char.str_len(column) - np.char.str_len(digits) <= 1)).all())
 
@@ -176,8 +174,7 @@ def gro_labels_of_text(text: str) -> dict[str, np.ndarray] | None:
 
 
 def pdb_labels(path: str) -> dict[str, np.ndarray] | None:
-    """The labels of the PDB file ``path`` (:func:`labels_of_text`), or None: not a PDB by its extension,
-    unreadable here, or a file MDAnalysis might read otherwise (then MDAnalysis reads it)."""
+    """The labels of the PDB file ``path`` (:func:`labels_of_text`), or None where MDAnalysis must read it."""
     return file_labels(path) if os.path.splitext(str(path))[1].lower() in PDB_EXTENSIONS else None
 
 

@@ -43,8 +43,7 @@ def _text(ds) -> np.ndarray:
 
 
 def h5md_universe(path: str, trajectories=(), group: str | None = None, **kw):
-    """A Universe of the atoms ``path`` stores (None if it stores no names), with ``trajectories`` if given;
-    residues are the runs of atoms with the same (segid, resid, resname)."""
+    """A Universe of the atoms ``path`` stores (None without names); residues: runs of one (segid, resid, resname)."""
     import MDAnalysis as mda
 
     with h5py.File(path, "r") as f:

@@ -37,10 +37,8 @@ def trajectory_only_format(path: str) -> str | None:
 
 
 def load_universe(topology: str, trajectories=(), parsed=None, topology_coordinates: bool = True, **kw):
-    """An MDAnalysis Universe, with MDAnalysis's failures turned into one clear message.
-
-    ``parsed``: an already parsed Topology (else the parse is cached, :mod:`.parsed_cache`).
-    ``topology_coordinates=False`` skips the topology file's own coordinates when no trajectory is given."""
+    """An MDAnalysis Universe, failures in one clear message; ``parsed``: an already parsed Topology (else cached);
+    ``topology_coordinates=False`` skips the topology file's coordinates when no trajectory is given."""
     import MDAnalysis as mda
 
     files = [topology, *trajectories]
@@ -101,8 +99,7 @@ def _universe_via_cache(topology: str, trajectories: list, topology_coordinates:
 
 @functools.cache
 def _name_memo_guesser():
-    """MDAnalysis's DefaultGuesser, its per-name lookups (pure functions called once per atom, most of a large
-    GRO's load) memoised: the same values, guessed once per name."""
+    """MDAnalysis's DefaultGuesser, its pure per-atom lookups memoised per name (most of a large GRO's load)."""
     from MDAnalysis.guesser.default_guesser import DefaultGuesser
 
     class NameMemoGuesser(DefaultGuesser):

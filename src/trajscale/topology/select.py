@@ -12,8 +12,7 @@ NAMED_TOPOLOGIES = "TPR, PSF, GRO, PDB, PQR, MOL2, PRMTOP, CRD"
 
 
 def select_atoms(atoms, selection: str | Sequence[str], what: str = "selection"):
-    """``atoms.select_atoms`` (a Universe or an AtomGroup) with empty or invalid selections as clear errors;
-    several strings are joined in order, as ``select_atoms(sel, *othersel)`` does."""
+    """``atoms.select_atoms`` with empty or invalid selections as clear errors; several strings joined in order."""
     strings = (selection,) if isinstance(selection, str) else tuple(selection)
     shown = repr(selection if isinstance(selection, str) else list(strings))
     try:

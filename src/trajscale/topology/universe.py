@@ -56,8 +56,7 @@ class CachedUniverse(StandInUniverse):
             self._entry["n_atoms"] = len(self.read_labels()["name"])
 
     def read_labels(self) -> dict[str, np.ndarray] | None:
-        """The file's per-atom labels read from its text where it is a PDB or GRO MDAnalysis reads as they are
-        read here (:func:`.columns.file_labels`), else None; read once."""
+        """The file's per-atom labels from its text (a PDB or GRO read as MDAnalysis reads it), else None; read once."""
         if self._labels is False:   # (keyword arguments, such as another format, are MDAnalysis's to apply)
             self._labels = file_labels(self.filename) if self._real is None and not self._kw else None
         return self._labels

@@ -140,9 +140,8 @@ def scan(path, fmt: str, first_only: bool = False, strict: bool | None = None,
 
 
 def index(store, fmt: str, strict: bool | None = None, view=None) -> tuple:
-    """``(view, n_atoms, offsets, fields, steps, times, damaged)`` of the XTC/TRR in ``store``, read through
-    ``view`` (made here when not given): from trajscale's cache where the view keeps scans, else one scan, then
-    kept. ``damaged``: why its frames end early, or None."""
+    """``(view, n_atoms, offsets, fields, steps, times, damaged)`` of the XTC/TRR in ``store``, through ``view``:
+    from the cache where the view keeps scans, else one scan, then kept."""
     from ..storage.files import as_file
 
     made, view = view is None, view or as_file(store)
