@@ -68,8 +68,7 @@ SEPARATE = "The specified chunks separate the stored chunks"
 
 
 def _on_stored_chunks(ds) -> bool:
-    """Whether every Dask chunk of every variable along frame begins where a stored chunk begins (``chunks={}``
-    groups stored chunks to a size; a multiple of the stored chunk given by hand is as good)."""
+    """Whether every Dask chunk along frame begins where a stored chunk begins (``chunks={}`` or a multiple)."""
     from .dataset import STORED_CHUNKS
 
     for var in ds.variables.values():

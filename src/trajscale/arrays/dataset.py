@@ -44,8 +44,7 @@ STORED_CHUNKS = "trajscale_stored_chunks"
 
 
 class SourceArray(BackendArray):
-    """One variable of a trajectory, read lazily through ``Source.read(frames, atoms)``: outer indexing is passed
-    down as is (``positions[:, ca]`` reads the CA atoms' runs only); it holds a config, never an open file."""
+    """One variable read lazily through ``Source.read(frames, atoms)``, outer indexing passed down; no open file."""
 
     def __init__(self, opener: SourceOpener, name: str, shape: tuple[int, ...], dtype,
                  subset: np.ndarray | None = None, time_decimals: int = 0) -> None:
@@ -68,8 +67,7 @@ TARGET_CHUNK_BYTES = 64 * 1024**2
 
 
 def storage_chunks(source) -> tuple[int, ...]:
-    """Frames of each stored unit, in order: a part of a trajectory in several files, cut at the part's
-    own chunks (counted from its start); else the HDF5 chunk's frames (1 when unchunked, and for XTC/TRR)."""
+    """Frames of each stored unit, in order: each part's chunks (from its start), else the HDF5 chunk's frames."""
     n = source.n_frames
     if not n:
         return (0,)
@@ -80,8 +78,7 @@ def storage_chunks(source) -> tuple[int, ...]:
 
 
 def grouped_chunks(stored: tuple[int, ...], frame_bytes: int, target: int | None = None) -> tuple[int, ...]:
-    """Dask chunks of whole stored chunks, consecutive ones grouped up to ``target`` bytes (``frame_bytes`` a
-    frame); the same for every variable, so they share their chunks along ``frame``."""
+    """Dask chunks of whole stored chunks grouped up to ``target`` bytes, the same for every variable."""
     if stored == (0,):
         return stored
     target = TARGET_CHUNK_BYTES if target is None else target

@@ -25,8 +25,7 @@ def topology_labels(topology: str, n_atoms: int, trajectory: str) -> dict[str, n
 
 
 def selected_atoms(topology: str, config: dict, selection: str) -> np.ndarray:
-    """Indices of the atoms ``selection`` picks, sorted; from the selection cache when seen before, else from
-    the Universe holding the trajectory's first frame (so selections by distance see it)."""
+    """Indices of the atoms ``selection`` picks, sorted (cached, else from the Universe with the first frame)."""
     from ..topology import CachedUniverse, select_atoms
 
     universe = CachedUniverse(topology, lambda: _first_frame_universe(topology, config))

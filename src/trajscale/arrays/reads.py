@@ -69,8 +69,7 @@ class SourceOpener:
 
 
 def frame_runs(key, n_frames: int) -> list[tuple[int, int, int]]:
-    """``(start, stop, stride)`` reads that give the frames of ``key`` in order (an int, a slice, or a
-    sorted integer array: one read when evenly spaced, else one per run of consecutive frames)."""
+    """``(start, stop, stride)`` reads giving ``key``'s frames in order (one if evenly spaced, else one per run)."""
     if isinstance(key, (int, np.integer)):
         k = int(key)
         return [(k, k + 1, 1)]
@@ -106,8 +105,7 @@ def atom_request(key, n_atoms: int) -> tuple[np.ndarray | None, np.ndarray | Non
 
 def read_rows(opener: SourceOpener, name: str, key: tuple, shape: tuple[int, ...], dtype,
               subset: np.ndarray | None = None, time_decimals: int = 0) -> np.ndarray:
-    """The values of variable ``name`` (a field, or box, time, step) at the outer index ``key``, as a fresh
-    array; ``subset``: the trajectory's atoms the ``atom`` axis holds (sorted; None: all)."""
+    """Variable ``name`` at the outer index ``key``, a fresh array; ``subset``: the ``atom`` axis's atoms (sorted)."""
     runs = frame_runs(key[0], shape[0])
     per_atom = name in FIELD_ATTRS
     atoms, order = atom_request(key[1], shape[1]) if per_atom else (np.zeros(1, np.intp), None)

@@ -29,8 +29,7 @@ LABELS = {"name": "names", "resname": "resnames", "resid": "resids", "segid": "s
 
 @dataclass(frozen=True, slots=True)
 class WriteSpec:
-    """How :func:`to_h5md` writes: overwrite, the layout (a :class:`Layout` or ``--chunks`` string; None:
-    ``convert``'s default), lossy positions, and the largest slab held at once (MiB)."""
+    """How :func:`to_h5md` writes: overwrite, the layout (None: ``convert``'s), lossy positions, slab size (MiB)."""
 
     overwrite: bool = False
     layout: Layout | str | None = None

@@ -105,8 +105,7 @@ def _steps(values: np.ndarray, q: float) -> np.ndarray:
 
 
 class Deltas:
-    """How one ``DELTAS`` dataset codes its frames: each atom's reference and group, and the centre; planned
-    from the trajectory's first frame (:meth:`plan`: every writer of one output agrees) or read back (:meth:`of`)."""
+    """How one ``DELTAS`` dataset codes its frames (references, groups, centre), planned or read back (:meth:`of`)."""
 
     dtype = np.dtype(np.uint16)
 

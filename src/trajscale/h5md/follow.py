@@ -25,8 +25,7 @@ MID_FLUSH = (OSError, RuntimeError, KeyError, IndexError, ValueError, InputFileE
 
 
 class GrowingH5MDSource(H5MDSource):
-    """An H5MD file another process is writing: a read that meets the writer mid-flush (a reader without SWMR
-    can catch metadata half-updated) is tried again on the file opened afresh, finding the counted frames whole."""
+    """An H5MD file another process is writing: a read meeting the writer mid-flush is tried again, reopened."""
 
     kind = "growing_h5md"
     supports_mpio = False

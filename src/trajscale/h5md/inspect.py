@@ -135,8 +135,7 @@ def facts_amplification(facts: LayoutFacts, atoms: np.ndarray | None, n_frames: 
 
 
 def layout_warnings(info: H5MDInfo, amp: dict, amp_ours: dict | None = None) -> list[str]:
-    """Plain-language warnings about layouts that fight the access pattern (``amp``: with HDF5's default cache;
-    ``amp_ours``: trajscale's, so a cost only a generic reader pays is not worth a warning)."""
+    """Plain-language warnings about layouts that fight the access pattern (``amp_ours``: trajscale's own)."""
     ours = amp if amp_ours is None else amp_ours
     out = []
     ch = info.chunks
@@ -185,8 +184,7 @@ def times_summary(t: np.ndarray, steps: np.ndarray | None = None) -> dict | None
 
 
 def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units: str | None = None) -> dict:
-    """Everything ``trajscale inspect`` prints, as a dict: every particle group, and the layout and read
-    amplification of ``group`` (or the only one; several and no ``group``: the list alone)."""
+    """Everything ``trajscale inspect`` prints, as a dict: every particle group, and ``group``'s layout."""
     f, size, collective = _open_sized(path)
     with f:
         names = particle_groups(f) if isinstance(f.get("particles"), h5py.Group) else []
@@ -232,8 +230,7 @@ def _open_sized(path) -> tuple[h5py.File, int, bool]:
 
 
 def space_facts(f: h5py.File, size: int) -> dict:
-    """``stored_bytes`` (every dataset's storage) and ``unused_bytes`` (the rest, metadata included) of an open
-    file: space a write freed is forgotten at close, so a file reopened and grown can carry dead weight."""
+    """``stored_bytes`` and ``unused_bytes`` (space freed by writes, forgotten at close) of an open file."""
     stored = [0]
 
     def add(_name, obj) -> None:
@@ -352,8 +349,7 @@ def opening_cost(fileobj, size: int, group: str | None = None, assume_units: str
 def remote_costs(f: h5py.File, info: H5MDInfo, fileobj=None, size: int | None = None, atoms: dict | None = None,
                  block_bytes: int = REMOTE_BLOCK_BYTES, merge_gap: int = REMOTE_MERGE_GAP,
                  max_request: int = REMOTE_MAX_REQUEST) -> dict:
-    """Requests and bytes of reading the group ``info`` over the network: opening it (:func:`opening_cost`, when
-    ``fileobj`` is given) and each of :func:`patterns_for` plus ``atoms`` (label -> indices), from the layout."""
+    """Requests and bytes of reading the group ``info`` over the network, for each access pattern (and opening)."""
     ds = f[info.dataset()]
     patterns = patterns_for(info.n_frames, info.n_atoms)
     n = min(100, info.n_frames)
@@ -409,8 +405,7 @@ def remote_cost_lines(facts: dict, path: str) -> list[str]:
 
 def file_remote_costs(path: str | os.PathLike, group: str | None = None, assume_units: str | None = None,
                       atoms: dict | None = None, fileobj=None, size: int | None = None, **reader) -> dict:
-    """:func:`remote_costs` of the file at ``path``, or of the one ``fileobj`` reads (``size`` bytes: an
-    object behind a URL); ``reader`` overrides the remote reader's block, merge gap and request cut."""
+    """:func:`remote_costs` of the file at ``path`` (or ``fileobj``); ``reader`` overrides the reader's settings."""
     own = fileobj is None
     if own:
         size = os.path.getsize(path)

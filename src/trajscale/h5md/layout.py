@@ -132,8 +132,7 @@ def plan_frames_per_chunk(n_atoms: int, itemsize: int = 4) -> int:
 
 
 def plan_remote_frames_per_chunk(n_atoms: int, itemsize: int = 4) -> int:
-    """Frames per chunk of a store read by range requests: whole frames, about 8 MiB and at most 16 MiB
-    (one frame per chunk when a frame alone is bigger: a frame's atoms are never split)."""
+    """Frames per chunk of a store read by range requests: about 8 MiB, at most 16 MiB (a frame is never split)."""
     frame_bytes = max(1, n_atoms * 3 * itemsize)
     frames = max(1, REMOTE_TARGET_CHUNK_BYTES // frame_bytes)
     while frames > 1 and frames * frame_bytes > REMOTE_MAX_CHUNK_BYTES:

@@ -171,8 +171,7 @@ def index_selection(atoms: np.ndarray) -> str:
 
 
 def run_selection(selections: tuple[str, ...], atoms: np.ndarray | None) -> str:
-    """The selection of the atoms a run read, in the user's own words: the analysis's selection strings joined
-    with ``or``; ``all`` without any (:func:`index_selection` for atoms no selection string names)."""
+    """The atoms a run read, in the user's words: its selection strings joined by ``or`` (``all`` without any)."""
     if atoms is None:   # whole frames
         return "all"
     given = list(dict.fromkeys(s.strip() for s in selections if s.strip()))

@@ -187,8 +187,7 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
 
 def complete_frames(f: h5py.File, pg: h5py.Group, step: TimeAxis, time: TimeAxis,
                     being_written: bool = False) -> int:
-    """Frames with a row in ``value``, ``step`` and ``time``: rows past them (an interrupted job's partial or
-    reserved frames; HDF5 writes metadata in no set order) are ignored with a warning, unless ``being_written``."""
+    """Frames with a row in ``value``, ``step`` and ``time``; rows past them are warned of unless ``being_written``."""
     n_value = int(pg["position/value"].shape[0])
     if step.path is None:
         return n_value

@@ -308,8 +308,7 @@ class H5MDSource(Source):
         return config
 
     def remote_state(self) -> dict | None:
-        """What a worker needs to read the file without walking its metadata over the network (storage
-        options, identity, chunk addresses, HDF5 metadata bytes, round trip); None for a local file."""
+        """What a worker needs to read the file without walking its metadata over the network; None if local."""
         state = self._h5.state()
         if state is None:
             return None
@@ -376,8 +375,7 @@ class H5MDSource(Source):
 
     def prefetch(self, start: int, stop: int, atoms: np.ndarray | None = None,
                  fields: tuple[str, ...] = ("position",), stride: int = 1) -> None:
-        """Behind a URL: start fetching what ``read(...)`` of the same arguments will fetch, while the caller maps
-        the block it has. Elsewhere, a range out of bounds or a read through HDF5: nothing."""
+        """Behind a URL: start fetching what ``read(...)`` of the same arguments will fetch; elsewhere nothing."""
         if not self.reads_ahead or not 0 <= start < stop <= self.n_frames:
             return
         if any(fl not in self._datasets for fl in fields):

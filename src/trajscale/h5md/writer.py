@@ -249,8 +249,7 @@ class H5MDWriter:
         self.commit(b, step, time)
 
     def encode_positions(self, values: np.ndarray) -> np.ndarray:
-        """Lossy ``values`` (file units) as the position dataset stores them; a delta codec not planned
-        yet (no reference was given) is planned from ``values[0]``, the first frame written."""
+        """Lossy ``values`` (file units) as the position dataset stores them (an unplanned codec: ``values[0]``)."""
         if self._codec is None and self._lossy["trajscale_encoding"] != "floats":
             self._plan_codec(values[0])
         return encode(values, self._lossy, self._codec)

@@ -43,8 +43,7 @@ def _decompress():
 
 
 def blosc_decompressor(ds: h5py.Dataset) -> Callable[[bytes, np.ndarray], bool] | None:
-    """``decompress(raw, out) -> bool`` for the chunks of ``ds`` (False when the size does not match), or None
-    when Blosc is not its one filter or its library is not here."""
+    """``decompress(raw, out) -> bool`` for ``ds``'s chunks, or None when Blosc is not its one filter, or absent."""
     dcpl = ds.id.get_create_plist()
     if dcpl.get_nfilters() != 1 or dcpl.get_filter(0)[0] != BLOSC_ID:
         return None

@@ -353,8 +353,7 @@ class ChunkReads:
         return False
 
     def read_frames(self, frames: np.ndarray, out: np.ndarray) -> bool:
-        """Every atom of ``frames`` (any order) into ``out``'s rows in one compiled call on a local descriptor
-        (a batch of time-lagged pairs). False where the caller reads them another way."""
+        """Every atom of ``frames`` into ``out``'s rows in one compiled call on a local descriptor, else False."""
         if not len(frames):
             return True
         if not self._gathers or out.shape[1:] != tuple(self.index.shape[1:]) or not self.ready():

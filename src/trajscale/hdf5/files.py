@@ -154,8 +154,7 @@ class RemoteFile(OpenedFile):
 
 
 def open_file(path: str, request: FileRequest) -> OpenedFile:
-    """The H5MD file at ``path`` (a local path or a URL) opened for reading, through ``request.store`` where
-    the caller opened its bytes (else opened here); one-line errors, and the store closed with a failed open."""
+    """The H5MD file at ``path`` opened for reading (through ``request.store``, else its own); one-line errors."""
     shipped = request.shipped or {}
     store = request.store
     if store is None:

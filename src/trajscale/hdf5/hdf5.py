@@ -30,8 +30,7 @@ def ensure_filters(ds: h5py.Dataset) -> None:
 
 def open_h5(path: str | os.PathLike | ByteStore, mode: str = "r", driver: str | None = None,
             comm=None, **kw) -> h5py.File:
-    """Open an HDF5 file (a location, or a :class:`~trajscale.storage.ByteStore` held open), turning every
-    failure into one clear InputFileError; a URL's bytes go through :func:`.metadata.open_store_h5`."""
+    """Open an HDF5 file (a location, or a store held open), turning every failure into one clear InputFileError."""
     if mode == "r":
         store = path if isinstance(path, ByteStore) else checked_store(path)
         if store.local_path is None:   # (HDF5 opens a local file by name; other bytes through a file object)
@@ -165,8 +164,7 @@ NO_LOCKS = {37, 38, 95}
 
 
 def lock_problem(exc: OSError) -> str | None:
-    """What a failed open says when HDF5's file lock is at fault (None when it is not): another process
-    holds the lock (a writer has the file open), or the file system has no locks (network file systems)."""
+    """What a failed open says when HDF5's file lock is at fault (held by a writer, or a file system without locks)."""
     msg = str(exc)
     if "unable to lock file" not in msg:
         return None

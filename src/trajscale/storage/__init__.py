@@ -92,8 +92,7 @@ def shown(options: Mapping | None) -> str:
 
 
 def redacted(value):
-    """``value`` (a config: dicts, lists, plain values) with the values of credential-like keys hidden,
-    for a ``repr`` that a log may print (a task's repr reaches Dask's "Compute Failed" lines)."""
+    """``value`` (a config) with credential-like keys' values hidden, for a ``repr`` a log may print."""
     if isinstance(value, Mapping):
         return {k: "***" if any(w in str(k).lower() for w in SECRET_WORDS) and v else redacted(v)
                 for k, v in value.items()}

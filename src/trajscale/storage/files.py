@@ -34,8 +34,7 @@ def as_file(store) -> FileView:
 
 
 def at_hand(location: str) -> str:
-    """``location`` as a file a library opens by its path: a local path as it is; an object fetched whole, once
-    per process, into a temporary file ending as the URL does (the library's format), removed at exit."""
+    """``location`` as a file a library opens by path: a local path, or an object fetched whole once (temporary)."""
     from .location import Location
 
     if Location(location).local:

@@ -62,8 +62,7 @@ WAIT_SLICE = 0.1
 
 
 class _Threads:
-    """The process's request threads: daemon threads taking calls from one queue, started as calls come. Not a
-    ``ThreadPoolExecutor``'s, which Python joins at exit after their queued calls: an ended run would wait there."""
+    """The process's request threads: daemons (a ``ThreadPoolExecutor``'s are joined at exit, an ended run waiting)."""
 
     def __init__(self) -> None:
         import queue

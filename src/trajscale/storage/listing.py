@@ -19,8 +19,7 @@ CHUNK = 1000
 
 
 def list_keys(url: str, prefix: str, options: Mapping | None = None) -> list[str]:
-    """The keys under ``prefix`` ("": all) of the bucket ``url`` names, in the store's order, listed with
-    ``options`` (None: the current ones); a refusal or timeout is said in one line (:class:`~.retry.RemoteError`)."""
+    """The keys under ``prefix`` ("": all) of the bucket ``url`` names, listed with ``options``; refused in one line."""
     import obstore
 
     from .objects import RETRY_SECONDS, TIMEOUT

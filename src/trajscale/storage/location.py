@@ -99,8 +99,7 @@ class Location:
         return self if absolute == self.where else Location(absolute, self.options)
 
     def beside(self, relative: str | os.PathLike) -> Location:
-        """``relative`` as a file beside this one names it, with the same options: relative to its folder or URL
-        prefix (``..`` never above the bucket or host); a URL or an absolute path as it is."""
+        """``relative`` as a file beside this one names it, same options (``..`` never above the bucket or host)."""
         name = os.fspath(relative)
         if scheme_of(name) is not None or os.path.isabs(name):
             return Location(name, self.options)
@@ -129,8 +128,7 @@ class Location:
 
     @property
     def identity(self) -> tuple | None:
-        """What tells its bytes from a replacement's now, as cheaply as it can be told: a local file's (device,
-        inode, size, mtime_ns) from one ``stat`` (None when missing or not a file); an object's URL, ETag, size."""
+        """What tells its bytes from a replacement's: a local file's (device, inode, size, mtime_ns); a URL's ETag."""
         if self.local:
             try:
                 st = os.stat(self.where)
@@ -146,8 +144,7 @@ class Location:
 
     # -- listing ------------------------------------------------------------------------------------------------------
     def list(self, pattern: str = "*") -> list[Location]:
-        """The files below this folder (or object prefix) matching ``pattern``, sorted, with this location's
-        options (as :func:`glob.glob` with ``recursive=True``); an http(s) URL has no listing: refused."""
+        """The files below this folder (or object prefix) matching ``pattern``, sorted (as :func:`glob.glob`)."""
         base = self.where.rstrip("/") if self.where not in ("", "/") else self.where
         joined = f"{base}/{pattern}" if base else pattern
         return Location(joined, self.options)._matches()

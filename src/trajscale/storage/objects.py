@@ -237,8 +237,7 @@ class RemoteObject(ByteStore):
         count(wait_s=seconds)
 
     def prefetch(self, ranges: list[tuple[int, int]]) -> None:
-        """Start fetching ``ranges`` for the :meth:`read_ranges` call that will ask for exactly them. At most
-        :data:`AHEAD_BATCHES` batches are held (the oldest's unasked ranges let go); a failure is the later read's."""
+        """Start fetching ``ranges`` for the :meth:`read_ranges` asking for them; at most :data:`AHEAD_BATCHES` held."""
         size = self._identity.size
         ranges = [(a, b) for a, b in ranges if 0 <= a <= b <= size]
         if not ranges:
@@ -319,8 +318,7 @@ class RemoteObject(ByteStore):
             log.debug("%s: bytes %d-%d: %s; retry %d", self.url, a, b, failure.kind, deadline.tries)
 
     def _check(self) -> None:
-        """Raise the object's failure, if it has failed for good, or give up on it when its server has given
-        no answer for ``retry_seconds`` (a request waiting for its turn gives up then, untried)."""
+        """Raise the object's failure, or give up on it when its server has not answered for ``retry_seconds``."""
         if self._failed is not None:
             raise self._failed
         outage = self._outage

@@ -33,8 +33,7 @@ def merge_gap_of(options: dict | None) -> int:
 
 def coalesce(ranges: list[tuple[int, int]], gap: int,
              max_request: int | None = None) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """Ranges sorted and merged where at most ``gap`` bytes apart and within ``max_request``: (merged ranges,
-    for each input range its (merged index, offset in it))."""
+    """Ranges sorted and merged within ``gap`` and ``max_request``: (merged, each range's (merged index, offset))."""
     order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
     merged: list[list[int]] = []
     where: list[tuple[int, int]] = [(0, 0)] * len(ranges)

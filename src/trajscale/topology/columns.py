@@ -62,8 +62,7 @@ def end_of_records(text: str) -> int:
 
 
 def record_columns(text: str):
-    """``(n, cols)``: the number of atom records of the first model, and ``cols(field)``, the stripped text of
-    ``field`` (:data:`FIELDS`) of each, as MDAnalysis's PDB parser reads them."""
+    """``(n, cols)``: the first model's atom record count, and ``cols(field)`` (:data:`FIELDS`), stripped."""
     records = _RECORD.findall(text, 0, end_of_records(text))
     width = max(80, max(map(len, records), default=0))
     grid = np.array(records, dtype=f"U{width}").view("U1").reshape(len(records), width)
@@ -103,8 +102,7 @@ def residue_starts(*keys: np.ndarray) -> np.ndarray:
 
 
 def labels_of_text(text: str) -> dict[str, np.ndarray] | None:
-    """The labels (``name``, ``resname``, ``resid``, ``resindex``, ``segid``, ``icode``) of PDB ``text`` (newlines
-    ``\\n``), or None where MDAnalysis might read it otherwise (the module's docstring)."""
+    """The labels of PDB ``text`` (newlines ``\n``), or None where MDAnalysis might read it otherwise."""
     try:
         raw = text.encode("ascii")
     except UnicodeEncodeError:
@@ -210,8 +208,7 @@ _KEPT = 4
 
 
 def guessed_masses(labels: dict[str, np.ndarray]) -> np.ndarray | None:
-    """The masses (float64) MDAnalysis's default guesser gives the atoms of :func:`labels_of_text`'s ``labels``,
-    or None where its tables cannot be read here (module's docstring)."""
+    """The masses (float64) MDAnalysis's default guesser gives ``labels``' atoms; None without its tables."""
     tables = _tables()
     if tables is None:
         return None
@@ -229,8 +226,7 @@ def guessed_masses(labels: dict[str, np.ndarray]) -> np.ndarray | None:
 
 
 def read_elements(labels: dict[str, np.ndarray]) -> np.ndarray | None:
-    """The elements MDAnalysis's PDB parser gives the atoms of ``labels`` (blank where not an element), or None
-    (no element column, or its tables cannot be read here)."""
+    """The elements MDAnalysis's PDB parser gives ``labels``' atoms (blank: none), or None (no column or tables)."""
     tables = _tables()
     column = labels["element_column"]
     if tables is None or not _any(column):

@@ -79,8 +79,7 @@ def h5md_universe(path: str, trajectories=(), group: str | None = None, **kw):
 
 
 def atom_arrays(topology) -> dict | None:
-    """Names, ids, masses, charges, residues (resids, resnames, segids) and species of a Universe/AtomGroup
-    (what it has), for a writer to store beside the frames: the file is then its own topology."""
+    """Names, ids, masses, charges, residues and species of a Universe/AtomGroup, for a writer to store."""
     if topology is None:
         return None
     atoms = topology.atoms

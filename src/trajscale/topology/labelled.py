@@ -46,8 +46,7 @@ _FIELD = {"name": "name", "resname": "resname", "segid": "segid"}
 
 def select_from_labels(labels: dict[str, np.ndarray], selection: str,
                        fields: frozenset = frozenset({"name", "resname", "resid", "segid"})) -> np.ndarray | None:
-    """The indices of the atoms MDAnalysis's ``select_atoms(selection)`` selects, from ``labels``; None for a
-    selection not answered here, or on a label not in ``fields`` (those whose values are MDAnalysis's own)."""
+    """The atoms MDAnalysis's ``select_atoms(selection)`` selects, from ``labels``; None where not answered here."""
     words = selection.split()
     if not words:
         return None

@@ -28,14 +28,12 @@ _VERSION = 3
 
 
 def atom_labels(topology: str, atoms=None) -> tuple[int, dict[str, np.ndarray]]:
-    """The topology's atom count and its labels (text as ``str`` arrays), one value per atom; ``atoms``: the
-    file's atoms where a Universe was built already (read instead of parsing again)."""
+    """The topology's atom count and labels, one value per atom; ``atoms``: a built Universe's atoms, read instead."""
     return _kept(str(topology), _ENTRY_KEY, LABELS, atoms)
 
 
 def written_labels(topology: str, atoms=None) -> tuple[int, dict[str, np.ndarray]] | None:
-    """What a writer stores of the topology's atoms beyond their labels (:data:`WRITTEN`), in an entry of their
-    own; without ``atoms``, only what the cache holds (None: nothing yet, or caching is off)."""
+    """What a writer stores of the atoms beyond their labels (:data:`WRITTEN`); without ``atoms``, only the cache's."""
     return _kept(str(topology), _WRITTEN_KEY, WRITTEN, atoms, parse=False)
 
 

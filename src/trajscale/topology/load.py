@@ -20,8 +20,7 @@ log = logging.getLogger(__name__)
 
 
 def trajectory_only_format(path: str) -> str | None:
-    """The format's name if ``path`` is a trajectory-only file (by extension as MDAnalysis's ``guess_format``
-    reads it, without importing MDAnalysis; or HDF5 by its magic bytes)."""
+    """The format's name if ``path`` holds frames only (by extension as MDAnalysis reads it, or HDF5's magic)."""
     try:
         with open(path, "rb") as fh:
             if fh.read(8) == HDF5_MAGIC:

@@ -39,8 +39,7 @@ def cache_dir() -> Path:
 
 
 def caches_enabled() -> bool:
-    """Whether trajscale's topology caches are on (``TRAJSCALE_TOPOLOGY_CACHE`` is not ``0``): the parsed
-    topologies, the selections, and what stands for a topology file (an mdCATH file's atoms and layouts)."""
+    """Whether trajscale's topology caches are on (``TRAJSCALE_TOPOLOGY_CACHE`` is not ``0``)."""
     return os.environ.get("TRAJSCALE_TOPOLOGY_CACHE", "1").lower() not in ("0", "no", "false", "off")
 
 
