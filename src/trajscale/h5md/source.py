@@ -485,7 +485,6 @@ class H5MDSource(Source):
                          self.info.step.values(self.file, start, stop, np.int64))
 
     def _read_field(self, fl: str, start: int, stop: int, stride: int, plan) -> np.ndarray:
-        """Frames ``start:stop:stride`` of field ``fl``: the plan's atom runs, then its columns."""
         n = len(range(start, stop, stride))
         if fl in self._deltas:
             out = self._read_deltas(fl, start, n, stride, plan)
@@ -510,7 +509,6 @@ class H5MDSource(Source):
         return out if reads.read(start, n, stride, plan.runs, plan.index, out) else None
 
     def _read_slabs(self, fl: str, start: int, n: int, stride: int, plan) -> np.ndarray:
-        """The plan's runs read in slabs, then its columns."""
         if plan.index is None:
             out = self._out_array(fl, (n, plan.n_columns, 3))
             for i, j in self._slabs(start, n, stride, plan.n_columns) if n and plan.n_columns else ():

@@ -102,7 +102,6 @@ class Writer(WriterBase):
             raise OutputError(self._final, f"cannot create its temporary file {self._tmp.name}") from exc
 
     def _write_next_frame(self, obj) -> None:
-        """Add the current frame of an AtomGroup or Universe."""
         from MDAnalysis.core.groups import AtomGroup
 
         ag = getattr(obj, "atoms", obj)

@@ -32,8 +32,7 @@ def copy_frames(reader, start: int, stop: int, stride: int, sel: np.ndarray | No
 
 
 class MDASource(Source):
-    """Frames from any MDAnalysis-readable trajectory (one or several files, concatenated), each frame's selected
-    atoms copied straight into the block's arrays from the one Timestep MDAnalysis reuses."""
+    """Frames from any MDAnalysis-readable trajectory, each frame's selected atoms copied from the reused Timestep."""
 
     kind = "mda"
     worker_modules = ("MDAnalysis",)

@@ -47,8 +47,7 @@ def cache_dir() -> Path:
 
 
 def file_key(store: ByteStore) -> list | None:
-    """What an entry of the file in ``store`` must match, or None where nothing is kept (an object, a file
-    whose status cannot be read, or ``TRAJSCALE_TOPOLOGY_CACHE=0``: the file's atoms are its topology)."""
+    """What an entry of the file in ``store`` must match, or None where nothing is kept (an object, caching off)."""
     if store.remote or not caches_enabled():
         return None
     identity = list(store.identity)

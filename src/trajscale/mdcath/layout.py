@@ -222,8 +222,7 @@ def _field_at(ds: _Stored, shape: tuple[int, int, int], file_size: int, where: s
 
 
 def _box(group: h5py.Group, where: str) -> tuple[float, ...] | None:
-    """The member's box as MDAnalysis dimensions: mdCATH stores the first frame's box as a diagonal 3x3
-    matrix in nm (``unit``); an older layout as 3 edges. None without one (analyses that need a box refuse)."""
+    """The member's box as MDAnalysis dimensions (a diagonal 3x3 matrix in nm; older: 3 edges), None without one."""
     ds = _dataset(group, "box")
     if ds is None:
         return None
@@ -331,8 +330,7 @@ HEAD = 64 * 1024
 
 
 def looks_like(store: ByteStore) -> bool:
-    """Whether the bytes of ``store`` are an mdCATH file: told from its first bytes where they hold the root's
-    groups (an object's came with its first request: no request more), else from HDF5's view of the file."""
+    """Whether ``store`` holds an mdCATH file: from its first bytes where they hold the root, else HDF5's view."""
     import h5py
 
     head = store.first_bytes(HEAD)

@@ -316,8 +316,7 @@ class MDCATHSource(Source):
         return self._universe
 
     def own_universe(self):
-        """The member's atoms, from its own file (:func:`~.atoms.labelled_topology`): a run needs no topology
-        file, and ``"protein"`` and the features' labels need no MDAnalysis."""
+        """The member's atoms from its own file (:func:`~.atoms.labelled_topology`): no topology file, no MDAnalysis."""
         from .atoms import labelled_topology
 
         return labelled_topology(self._store, self._path, self._layout.n_atoms, self._prepares)
@@ -391,8 +390,7 @@ class MDCATHSource(Source):
             self.bytes_read += n * plan.n_columns * 3 * np.dtype(at.dtype).itemsize
 
     def read_frames_into(self, frames: np.ndarray, out: dict[str, np.ndarray], time: np.ndarray) -> bool:
-        """The frames' every atom at their byte offsets, one compiled read per field for all of them (a file at
-        hand); False where the store has no descriptor (the caller reads by runs)."""
+        """Every atom of ``frames`` at their offsets, one compiled read per field; False without a descriptor."""
         frames = np.asarray(frames, np.int64)
         for fl, arr in out.items():
             at = self._layout.coords if fl == "position" else self._layout.forces
@@ -420,7 +418,6 @@ class MDCATHSource(Source):
                                              "the file is truncated or damaged")
 
     def _chunk_reads(self, fl: str, at: FieldAt):
-        """The reader of one field at its offset, through the file's byte store."""
         reads = self._reads.get(fl)
         if reads is None:
             from ..hdf5.chunks import ChunkIndex, ChunkReads
@@ -472,8 +469,7 @@ class MDCATHSource(Source):
 
 
 class MembersOnStore:
-    """The members of one mdCATH file read through its one store (:meth:`MDCATHSource.shared_file`), each at its
-    config's layout, or described anew on a node's copy (one HDF5 open for all). The store is the caller's."""
+    """One mdCATH file's members read through its one store (the caller's), at their layouts or described anew."""
 
     def __init__(self, store: ByteStore, path: str, described_here: bool) -> None:
         self._store, self.path, self._described_here = store, path, described_here

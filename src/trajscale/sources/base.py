@@ -139,8 +139,7 @@ class Source(ABC):
 
     @classmethod
     def shared_file(cls, store, path: str, described_here: bool):
-        """The members of the file in ``store``: an object with ``member(config, layout)`` (``layout`` from
-        :meth:`member_layout`; None with ``described_here``: described anew) and ``close()``."""
+        """The file's members through ``store``: ``member(config, layout)`` (None: described anew), ``close()``."""
         raise NotImplementedError(f"{cls.__name__} reads one trajectory per file")
 
     @classmethod
@@ -217,8 +216,7 @@ class Source(ABC):
         return {}
 
     def stored_atom_labels(self) -> dict[str, np.ndarray]:
-        """Per-atom labels stored beside the frames (``name``, ``resname``, ``resid``, ``segid``, ``mass``): a
-        Dataset's labels without a topology. Empty: a topology file describes the atoms."""
+        """Per-atom labels stored beside the frames (``name``, ``resname``, ``resid``, ``segid``, ``mass``), if any."""
         return {}
 
     def frame_times(self) -> tuple[np.ndarray, np.ndarray]:
@@ -356,8 +354,7 @@ class Source(ABC):
         return LayoutFacts(format=self.kind, path=self.path)
 
     def refresh(self) -> None:   # noqa: B027 - optional; the default checks nothing
-        """Called before a source kept open by a worker serves another task: one that opens files lazily
-        checks each is still the one it opened (the worker's cache checks the files a config names)."""
+        """Called before a kept source serves another task: one that opens files lazily checks they are unchanged."""
 
     def close(self) -> None:   # noqa: B027 - optional; a source may hold no handle
         """Release file handles."""

@@ -44,8 +44,7 @@ DONE_SUFFIX = ".done"
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A trajectory at one instant: ``source`` open on its ``n_frames`` complete frames; ``finished``
-    when the writer said no frame will follow (read before the frames counted, so none is missed)."""
+    """A trajectory at one instant: ``source`` on its ``n_frames`` complete frames; ``finished`` (read first)."""
 
     source: Source
     n_frames: int

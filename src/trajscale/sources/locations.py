@@ -28,8 +28,7 @@ def beside(location: str | os.PathLike | Location, name: str) -> str:
 
 
 def local_beside(location: str | os.PathLike, name: str) -> str:
-    """``name`` as a local file a file at ``location`` names (a segment index its topology): beside a local
-    file; as given (the working folder's) for a file behind a URL, as topologies are read from local disk."""
+    """``name`` as a local file a file at ``location`` names: beside a local file; as given for a URL's."""
     where = Location.of(location)
     return str(where.beside(name)) if where.local and not os.path.isabs(name) else name
 

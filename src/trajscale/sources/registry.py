@@ -66,8 +66,7 @@ class Match(NamedTuple):
 
 
 def fetched_modules(path: str) -> tuple[str, ...]:
-    """What a worker imports to read ``path``'s format from a URL: the ``fetched_modules`` of the formats its
-    name names (by ending, or as a file of several members), of every format where the name tells none."""
+    """What a worker imports to read ``path``'s format from a URL (every format's where the name tells none)."""
     suffix = Path(path).suffix.lower()
     chosen = [t for t in own_traits() if suffix in t.suffixes or t.holds_members(path)] or own_traits()
     return tuple(dict.fromkeys(m for t in chosen for m in t.fetched_modules))
@@ -137,8 +136,7 @@ def supported() -> str:
 
 
 def _by_bytes(path: str, head: bytes, store: ByteStore | None = None) -> Match | None:
-    """The Source whose declared first bytes ``head`` begins with, and whose ``guess_format`` takes the file
-    (trajscale's own are given its ``store``, read again by none: a plugin reads its bytes at ``path``)."""
+    """The Source whose declared first bytes begin ``head`` and whose ``guess_format`` takes the file."""
     suffix = Path(path).suffix.lower()
 
     def may(traits: FormatTraits) -> bool:
@@ -276,8 +274,7 @@ def decoding_of(name: str) -> str | None:
 
 
 def open_file(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source:
-    """Open one file with the Source the registry picks (``request.format``, else :func:`guess`); the store that
-    tells the format (``request.store``, else opened here) is the one the Source reads."""
+    """Open one file with the Source the registry picks; the store that tells the format is the one it reads."""
     return _open(str(path), request, True)
 
 
@@ -295,8 +292,7 @@ def _open(path: str, request: OpenRequest, checked: bool) -> Source:
 
 
 def _told(path: str, request: OpenRequest, checked: bool) -> tuple[Match, ByteStore | None]:
-    """The Source and format of ``path``, and the store they were told from: kept open for a Source that
-    :attr:`~.base.Source.reads_given_store`, closed for the others and on a refusal."""
+    """The Source and format of ``path``, and the store they were told from (closed unless it reads through it)."""
     store = request.store
     try:
         if request.format:

@@ -155,7 +155,6 @@ class Location:
         return cls.of(pattern, options)._matches()
 
     def _matches(self) -> list[Location]:
-        """The files this location's text, read as a glob pattern, names."""
         if self.local:
             found = (p for p in _glob.glob(self.where, recursive=True) if os.path.isfile(p))
             return [Location(p, self.options) for p in sorted(found)]

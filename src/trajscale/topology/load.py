@@ -119,7 +119,6 @@ def _name_memo_guesser():
 
 
 def _memo(cache: dict, key, compute):
-    """``cache[key]``, computed by ``compute(key)`` the first time."""
     try:
         return cache[key]
     except KeyError:

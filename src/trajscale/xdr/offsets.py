@@ -39,8 +39,7 @@ CACHE_VERSION = 2
 
 
 def encode_offsets(offsets) -> str:
-    """Frame offsets as one JSON-plain string (base64 of little-endian int64): 8 bytes a frame in a
-    config, where a list of Python ints costs ~36, and cheap to pickle for every task."""
+    """Frame offsets as one JSON-plain string (base64 of little-endian int64): 8 bytes a frame, not ~36."""
     return base64.b64encode(np.asarray(offsets, dtype="<i8").tobytes()).decode("ascii")
 
 
@@ -68,8 +67,7 @@ _STRICT = contextvars.ContextVar("trajscale_strict_parts", default=False)
 
 @contextlib.contextmanager
 def refuse_partial_frames(strict: bool = True):
-    """Within the block, a part whose last frame is cut short is refused (``strict=True``) or read
-    without that frame, with a warning (``False``), wherever a part is opened without ``strict=``."""
+    """Within the block, a part whose last frame is cut short is refused (``strict=True``) or left out (False)."""
     token = _STRICT.set(bool(strict))
     try:
         yield

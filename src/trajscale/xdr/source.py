@@ -194,8 +194,7 @@ class XDRSource(OneFileSource):
 
     def read_into(self, start: int, stop: int, atoms: np.ndarray | None, stride: int,
                   out: dict[str, np.ndarray], box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:
-        """Frames read by the compiled xdrfile from the file the byte store offers, the GIL released; units
-        (nm -> Å, ...) applied to the selected atoms only, as they are copied out of the frame."""
+        """Frames read by the compiled xdrfile, the GIL released; units applied to the selected atoms as copied out."""
         from ._xdr import XDRFormatError
 
         sel = None if atoms is None else np.asarray(atoms, dtype=np.intp)
