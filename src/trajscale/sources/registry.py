@@ -106,8 +106,7 @@ def source_class(kind: str) -> type[Source]:
 
 
 def _in_match_order(may: Callable[[FormatTraits], bool] | None = None) -> Iterator[type[Source]]:
-    """Every Source that opens files, in match order: trajscale's own by precedence, the plugins', MDAnalysis's
-    last. Each is imported when reached (plugins scanned only then); ``may(traits)`` false skips one unimported."""
+    """Every Source that opens files, in match order (own, plugins, MDAnalysis's), each imported when reached."""
     *own, last = own_traits()
     for traits in own:
         if may is None or may(traits):

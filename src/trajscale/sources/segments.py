@@ -455,8 +455,7 @@ def _refuse_damaged_part(info: dict) -> None:
 
 
 def joined_segments(infos: list[dict], opened, continuous: bool = False) -> list[dict]:
-    """Segments (``infos``: per part, at least ``path``) with their global starts, as the parts join;
-    ``opened`` yields each part's open Source, closed once the next one is planned."""
+    """Segments (``infos``) with their global starts as the parts join (each part closed once the next is planned)."""
     from .chain import plan_join
 
     held: list[Source] = []
