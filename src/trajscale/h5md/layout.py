@@ -122,22 +122,19 @@ class Layout:
         return f"chunks={self.chunks} compression={comp}" + (" layout=remote" if self.remote else "")
 
 
-def plan_frames_per_chunk(n_atoms: int, itemsize: int = 4) -> int:
-    """Frames per chunk so a chunk holds whole frames and is about 2 MiB (<= 4 MiB)."""
+def plan_frames_per_chunk(n_atoms: int, itemsize: int = 4, target: int = TARGET_CHUNK_BYTES,
+                          most: int = MAX_CHUNK_BYTES) -> int:
+    """Frames per chunk so a chunk holds whole frames and is about ``target`` bytes (2 MiB), at most ``most``."""
     frame_bytes = max(1, n_atoms * 3 * itemsize)
-    frames = max(1, TARGET_CHUNK_BYTES // frame_bytes)
-    while frames > 1 and frames * frame_bytes > MAX_CHUNK_BYTES:
+    frames = max(1, target // frame_bytes)
+    while frames > 1 and frames * frame_bytes > most:
         frames -= 1
     return int(frames)
 
 
 def plan_remote_frames_per_chunk(n_atoms: int, itemsize: int = 4) -> int:
     """Frames per chunk of a store read by range requests: about 8 MiB, at most 16 MiB (a frame is never split)."""
-    frame_bytes = max(1, n_atoms * 3 * itemsize)
-    frames = max(1, REMOTE_TARGET_CHUNK_BYTES // frame_bytes)
-    while frames > 1 and frames * frame_bytes > REMOTE_MAX_CHUNK_BYTES:
-        frames -= 1
-    return int(frames)
+    return plan_frames_per_chunk(n_atoms, itemsize, REMOTE_TARGET_CHUNK_BYTES, REMOTE_MAX_CHUNK_BYTES)
 
 
 def reader_chunk_cache(shape: tuple[int, ...], chunks: tuple[int, ...] | None, itemsize: int = 4,
